@@ -1,0 +1,5 @@
+"""Allow ``python -m belt``."""
+
+from belt.cli import main
+
+main()

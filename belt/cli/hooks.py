@@ -1,0 +1,249 @@
+"""``belt hooks``: the event catalogue, builtins, and declaring and checking hooks."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from belt.errors import InvalidInput, UsageError
+
+app = typer.Typer(help="Declare and check lifecycle hooks.", no_args_is_help=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+FileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--file", help="Declaration file to use (default: hooks.json in the state directory)."
+    ),
+]
+
+
+class DialectChoice(StrEnum):
+    """Dialects a file can be read as."""
+
+    platform = "platform"
+    nexus = "nexus"
+
+
+class FormatChoice(StrEnum):
+    """Formats a declaration file can be written in."""
+
+    json = "json"
+    toml = "toml"
+
+
+class Resolution(StrEnum):
+    """Resolutions a gate may default to."""
+
+    allow = "allow"
+    deny = "deny"
+
+
+@app.command()
+def events(json_: JsonFlag = False) -> None:
+    """List the lifecycle events, what carries their data, and whether a gate can attach."""
+    from belt import output
+    from belt.wire.catalogue import EVENTS
+
+    if json_:
+        output.print_json(
+            [
+                {
+                    "event": e.event,
+                    "description": e.description,
+                    "can_gate": e.can_gate,
+                    "fires": e.fires,
+                    "data": e.data_fields,
+                    "effect": e.effect,
+                    "emitted": e.emitted,
+                }
+                for e in EVENTS.values()
+            ]
+        )
+        return
+    output.table(
+        ["event", "can_gate", "data", "when it fires", "decision effect"],
+        [
+            [
+                e.event,
+                "yes" if e.can_gate else "no",
+                ", ".join(e.data_fields) or "-",
+                e.fires,
+                e.effect,
+            ]
+            for e in EVENTS.values()
+        ],
+    )
+
+
+@app.command()
+def builtins(json_: JsonFlag = False) -> None:
+    """List the builtin handlers and the events each may attach to."""
+    from belt import output
+    from belt.wire.catalogue import BUILTINS
+
+    if json_:
+        output.print_json(
+            [
+                {"name": b.name, "description": b.description, "events": list(b.events)}
+                for b in BUILTINS.values()
+            ]
+        )
+        return
+    output.table(
+        ["builtin", "events", "what it does"],
+        [[b.name, ", ".join(b.events), b.description] for b in BUILTINS.values()],
+    )
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Declaration files (JSON or TOML).")],
+    dialect: Annotated[
+        DialectChoice | None,
+        typer.Option(help="Read the files as this dialect instead of detecting it."),
+    ] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """Check declaration files of either dialect; every problem names its path and rule."""
+    from belt import output
+    from belt.declarations import Dialect, validate_files
+
+    reports = validate_files(files, Dialect(dialect.value) if dialect else None)
+    if json_:
+        output.print_json([report.summary() for report in reports])
+    else:
+        for report in reports:
+            for warning in report.findings.warnings:
+                output.warning(f"{report.path}: {warning}")
+            if report.ok:
+                count = report.hook_count()
+                dialect_name = report.dialect.value if report.dialect else "?"
+                output.success(f"ok  {report.path} ({dialect_name}, {count} hook(s))")
+            else:
+                for problem in report.findings.problems:
+                    output.error(f"{report.path}: {problem}")
+    bad = [r for r in reports if not r.ok]
+    if bad:
+        raise typer.Exit(int(InvalidInput.exit_code))
+
+
+@app.command()
+def add(
+    event: Annotated[str, typer.Argument(help="Lifecycle event, e.g. agent.tool_call.")],
+    webhook: Annotated[str | None, typer.Option(help="Webhook URL to POST the payload to.")] = None,
+    task: Annotated[
+        str | None, typer.Option(help="Agent ref (namespace/name[@version]) to run.")
+    ] = None,
+    gate: Annotated[bool, typer.Option("--gate", help="Pause the run for a person.")] = False,
+    builtin: Annotated[str | None, typer.Option(help="Builtin handler name.")] = None,
+    async_: Annotated[bool, typer.Option("--async", help="Run without blocking.")] = False,
+    timeout: Annotated[int | None, typer.Option(help="Timeout in seconds.")] = None,
+    default_resolution: Annotated[
+        Resolution | None, typer.Option(help="Gate only: resolution on expiry.")
+    ] = None,
+    file: FileOption = None,
+) -> None:
+    """Add a hook to a declaration file (checked before it is written)."""
+    from belt import output
+    from belt.hookfile import add_hook, resolve_path
+
+    chosen = [
+        (kind, value)
+        for kind, value in (
+            ("webhook", webhook),
+            ("task", task),
+            ("gate", True if gate else None),
+            ("builtin", builtin),
+        )
+        if value is not None
+    ]
+    if len(chosen) != 1:
+        raise UsageError("give exactly one of --webhook URL, --task REF, --gate, --builtin NAME")
+    kind, value = chosen[0]
+    index, hook = add_hook(
+        event=event,
+        handler_type=kind,
+        handler=None if kind == "gate" else str(value),
+        async_=async_,
+        timeout=timeout,
+        default_resolution=default_resolution.value if default_resolution else None,
+        file=file,
+    )
+    output.success(f"added hooks[{index}] to {resolve_path(file)}: {describe_hook(hook.to_wire())}")
+
+
+@app.command("list")
+def list_(file: FileOption = None, json_: JsonFlag = False) -> None:
+    """List the hooks of a declaration file with their indexes."""
+    from belt import output
+    from belt.hookfile import read_hooks, resolve_path
+
+    hooks = read_hooks(file)
+    if json_:
+        output.print_json([hook.to_wire() for hook in hooks])
+        return
+    if not hooks:
+        output.echo(f"no hooks in {resolve_path(file)}", stderr=True)
+        return
+    output.table(
+        ["#", "event", "type", "handler", "async", "timeout", "default"],
+        [
+            [
+                index,
+                hook.event.value,
+                hook.type.value,
+                hook.handler or "-",
+                "yes" if hook.async_ else "no",
+                f"{hook.effective_timeout()}s",
+                hook.default_resolution.value if hook.default_resolution else "",
+            ]
+            for index, hook in enumerate(hooks)
+        ],
+    )
+
+
+@app.command()
+def remove(
+    index: Annotated[int, typer.Argument(help="Index as `belt hooks list` shows it.")],
+    file: FileOption = None,
+) -> None:
+    """Remove one hook from a declaration file."""
+    from belt import output
+    from belt.hookfile import remove_hook, resolve_path
+
+    hook = remove_hook(index, file)
+    output.success(
+        f"removed hooks[{index}] from {resolve_path(file)}: {describe_hook(hook.to_wire())}"
+    )
+
+
+@app.command()
+def export(
+    file: FileOption = None,
+    format_: Annotated[
+        FormatChoice, typer.Option("--format", help="Output format.")
+    ] = FormatChoice.json,
+) -> None:
+    """Print the declaration file's hooks as JSON or TOML, ready to paste or pipe."""
+    from belt import output
+    from belt.hookfile import read_hooks, render
+
+    output.echo(render(read_hooks(file), format_.value).rstrip("\n"))
+
+
+def describe_hook(hook: dict[str, object]) -> str:
+    """A one-line human description of a hook declaration."""
+    parts = [f"{hook['event']} → {hook['type']}"]
+    if hook.get("handler"):
+        parts.append(str(hook["handler"]))
+    if hook.get("async"):
+        parts.append("(async)")
+    if "timeout" in hook:
+        parts.append(f"timeout {hook['timeout']}s")
+    if "default_resolution" in hook:
+        parts.append(f"default {hook['default_resolution']}")
+    return " ".join(parts)

@@ -1,0 +1,206 @@
+"""Reading hook declaration files of either dialect, in JSON or TOML."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from belt.errors import InvalidInput, NotFound
+from belt.wire.nexus import LifecycleHooks
+from belt.wire.platform import LifecycleHookConfig
+from belt.wire.validate import (
+    Findings,
+    check_nexus_hooks,
+    check_nexus_profile,
+    check_platform_hooks,
+    describe,
+)
+
+
+class Dialect(StrEnum):
+    """Which hook system a declaration is written for."""
+
+    PLATFORM = "platform"
+    NEXUS = "nexus"
+
+
+@dataclass
+class Declaration:
+    """One checked declaration file."""
+
+    path: str
+    dialect: Dialect | None
+    findings: Findings
+    hooks: list[LifecycleHookConfig] = field(default_factory=list)
+    lifecycle_hooks: LifecycleHooks | None = None
+    shape: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when the file holds no error."""
+        return self.findings.ok
+
+    def hook_count(self) -> int:
+        """How many hooks (or Nexus boundaries) the file declares."""
+        if self.dialect == Dialect.PLATFORM:
+            return len(self.hooks)
+        return len(self.lifecycle_hooks.declared()) if self.lifecycle_hooks else 0
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-ready report of this file."""
+        out: dict[str, Any] = {
+            "file": self.path,
+            "dialect": self.dialect.value if self.dialect else None,
+            "valid": self.ok,
+            "errors": self.findings.problems,
+            "warnings": self.findings.warnings,
+        }
+        if self.ok and self.dialect == Dialect.PLATFORM:
+            out["hooks"] = [hook.to_wire() for hook in self.hooks]
+        elif self.ok and self.lifecycle_hooks is not None:
+            out["lifecycle_hooks"] = self.lifecycle_hooks.to_wire()
+        return out
+
+
+def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
+    """Decode JSON or TOML text; a syntax error names the source, line and column (exit 5)."""
+    kind = fmt or ("toml" if source.endswith(".toml") else "json")
+    if kind == "toml":
+        import tomllib
+
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidInput(f"{source}: invalid TOML: {exc}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from exc
+
+
+def read_document(path: str | Path) -> Any:
+    """Read and decode a JSON or TOML file; a missing file exits 3, a broken one 5."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise NotFound(f"{source}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise InvalidInput(f"{source}: is a directory, not a declaration file") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:
+        raise InvalidInput(f"{source}: cannot read ({exc.strerror})") from exc
+    return parse_text(text, source)
+
+
+def detect_dialect(doc: Any) -> tuple[Dialect | None, str]:
+    """Guess the dialect of a decoded document from its shape; returns (dialect, shape)."""
+    if isinstance(doc, list):
+        return Dialect.PLATFORM, "array"
+    if isinstance(doc, dict):
+        if "hooks" in doc:
+            return Dialect.PLATFORM, "hooks"
+        if "lifecycle_hooks" in doc:
+            return Dialect.NEXUS, "profile" if len(doc) > 1 or "approval_mode" in doc else "wrapped"
+        if "plugins" in doc:
+            return Dialect.NEXUS, "rho"
+        if "event" in doc and "type" in doc:
+            return Dialect.PLATFORM, "single"
+        return Dialect.NEXUS, "bare"
+    return None, ""
+
+
+def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Declaration:
+    """Check a decoded declaration document of either dialect."""
+    detected, shape = detect_dialect(doc)
+    chosen = dialect or detected
+    if chosen is None:
+        findings = Findings()
+        findings.error(
+            "(document)",
+            f"expected a hooks array or a lifecycle_hooks object, got {describe(doc)}",
+        )
+        return Declaration(source, None, findings)
+    if dialect is not None and dialect != detected:
+        shape = "array" if isinstance(doc, list) else ("hooks" if "hooks" in doc else "bare")
+        if dialect == Dialect.NEXUS and isinstance(doc, dict) and "lifecycle_hooks" in doc:
+            shape = "wrapped"
+    if chosen == Dialect.PLATFORM:
+        if shape == "single":
+            items: Any = [doc]
+        elif isinstance(doc, dict):
+            findings = Findings()
+            for key in doc:
+                if key != "hooks":
+                    findings.error(key, "unknown key (a declaration file holds only hooks)")
+            items = doc.get("hooks")
+            inner, hooks = check_platform_hooks(items)
+            findings.problems.extend(inner.problems)
+            findings.warnings.extend(inner.warnings)
+            return Declaration(source, chosen, findings, hooks if findings.ok else [], shape=shape)
+        else:
+            items = doc
+        findings, hooks = check_platform_hooks(items)
+        return Declaration(source, chosen, findings, hooks, shape=shape)
+    if shape == "profile":
+        findings, nexus = check_nexus_profile(doc)
+    elif shape == "rho":
+        findings, nexus = check_rho_config(doc)
+    elif shape == "wrapped" and isinstance(doc, dict):
+        findings = Findings()
+        for key in doc:
+            if key != "lifecycle_hooks":
+                findings.error(key, "unknown key")
+        inner_findings, nexus = check_nexus_hooks(doc.get("lifecycle_hooks"))
+        findings.problems.extend(inner_findings.problems)
+        findings.warnings.extend(inner_findings.warnings)
+    else:
+        findings, nexus = check_nexus_hooks(doc)
+    return Declaration(source, Dialect.NEXUS, findings, lifecycle_hooks=nexus, shape=shape)
+
+
+RHO_PLUGIN = "rho.lifecycle_hooks"
+
+
+def check_rho_config(doc: Any) -> tuple[Findings, LifecycleHooks | None]:
+    """Check the lifecycle hooks stored in a rho config file's plugins table."""
+    findings = Findings()
+    plugins = doc.get("plugins") if isinstance(doc, dict) else None
+    if not isinstance(plugins, dict):
+        findings.error("plugins", f"expected an object, got {describe(plugins)}")
+        return findings, None
+    plugin = plugins.get(RHO_PLUGIN)
+    if plugin is None:
+        return findings, LifecycleHooks()
+    if not isinstance(plugin, dict):
+        findings.error(f'plugins["{RHO_PLUGIN}"]', f"expected an object, got {describe(plugin)}")
+        return findings, None
+    return check_nexus_hooks(plugin.get("configuration"), f'plugins["{RHO_PLUGIN}"].configuration')
+
+
+def load_declaration(path: str | Path, dialect: Dialect | None = None) -> Declaration:
+    """Read and check one declaration file."""
+    return check_document(read_document(path), str(path), dialect)
+
+
+def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[Declaration]:
+    """Check several files; unreadable or undecodable files become failed reports."""
+    from belt.errors import BeltError
+
+    reports = []
+    for path in paths:
+        try:
+            reports.append(load_declaration(path, dialect))
+        except BeltError as exc:
+            findings = Findings()
+            message = exc.message
+            prefix = f"{path}:"
+            findings.problems.append(
+                message[len(prefix) :].lstrip() if message.startswith(prefix) else message
+            )
+            reports.append(Declaration(str(path), None, findings))
+    return reports

@@ -1,0 +1,103 @@
+"""The hooks declaration file that ``belt hooks add|list|remove|export`` edit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from belt.declarations import Dialect, check_document, read_document
+from belt.errors import InvalidInput, NotFound
+from belt.paths import state_dir, write_private
+from belt.wire.platform import LifecycleHookConfig
+from belt.wire.validate import check_platform_hooks
+
+DEFAULT_NAME = "hooks.json"
+
+
+def default_path() -> Path:
+    """The default declaration file in the state directory."""
+    return state_dir() / DEFAULT_NAME
+
+
+def resolve_path(file: str | Path | None) -> Path:
+    """The file to work on: ``file`` when given, else the default one."""
+    return Path(file) if file else default_path()
+
+
+def read_hooks(file: str | Path | None = None) -> list[LifecycleHookConfig]:
+    """The checked hooks of a declaration file; a file that does not exist yet holds none."""
+    path = resolve_path(file)
+    if not path.exists():
+        if file is not None:
+            raise NotFound(f"{path}: no such file", hint="create it with `belt hooks add --file`")
+        return []
+    declaration = check_document(read_document(path), str(path), Dialect.PLATFORM)
+    if not declaration.ok:
+        raise InvalidInput(
+            f"{path}: {len(declaration.findings.problems)} problem(s)",
+            problems=declaration.findings.problems,
+            hint=f"fix the file or check it with `belt hooks validate {path}`",
+        )
+    return declaration.hooks
+
+
+def render(hooks: list[LifecycleHookConfig], fmt: str) -> str:
+    """The declaration file text of ``hooks`` in ``json`` or ``toml``."""
+    items = [hook.to_wire() for hook in hooks]
+    if fmt == "toml":
+        import tomli_w
+
+        return tomli_w.dumps({"hooks": items})
+    return json.dumps({"hooks": items}, indent=2) + "\n"
+
+
+def write_hooks(path: Path, hooks: list[LifecycleHookConfig]) -> None:
+    """Write hooks to ``path`` in the format its suffix names."""
+    write_private(path, render(hooks, "toml" if path.suffix == ".toml" else "json"))
+
+
+def add_hook(
+    *,
+    event: str,
+    handler_type: str,
+    handler: str | None = None,
+    async_: bool = False,
+    timeout: int | None = None,
+    default_resolution: str | None = None,
+    file: str | Path | None = None,
+) -> tuple[int, LifecycleHookConfig]:
+    """Append one checked hook to the file; returns its index and the stored declaration."""
+    path = resolve_path(file)
+    hooks = read_hooks(path) if path.exists() else []
+    raw: dict[str, Any] = {"event": event, "type": handler_type}
+    if handler is not None:
+        raw["handler"] = handler
+    if async_:
+        raw["async"] = True
+    if timeout is not None:
+        raw["timeout"] = timeout
+    if default_resolution is not None:
+        raw["default_resolution"] = default_resolution
+    index = len(hooks)
+    findings, checked = check_platform_hooks([raw])
+    if not findings.ok:
+        problems = [p.replace("hooks[0]", f"hooks[{index}]", 1) for p in findings.problems]
+        raise InvalidInput(f"hook not added: {problems[0]}", problems=problems[1:])
+    hooks.append(checked[0])
+    write_hooks(path, hooks)
+    return index, checked[0]
+
+
+def remove_hook(index: int, file: str | Path | None = None) -> LifecycleHookConfig:
+    """Remove the hook at ``index`` (as ``belt hooks list`` numbers them); returns it."""
+    path = resolve_path(file)
+    hooks = read_hooks(file)
+    if not 0 <= index < len(hooks):
+        raise NotFound(
+            f"no hook at index {index} in {path} (it holds {len(hooks)})",
+            hint="see the indexes with `belt hooks list`",
+        )
+    removed = hooks.pop(index)
+    write_hooks(path, hooks)
+    return removed

@@ -1,0 +1,38 @@
+"""The one place that finds belt's state directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def state_dir(*, create: bool = True) -> Path:
+    """Return the state directory: ``$BELT_HOME``, else the user data dir; created 0700."""
+    env = os.environ.get("BELT_HOME")
+    if env:
+        path = Path(env).expanduser()
+    else:
+        import platformdirs
+
+        path = Path(platformdirs.user_data_dir("belt", appauthor=False))
+    if create and not path.is_dir():
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` atomically to ``path`` as a 0600 file in a 0700 directory."""
+    import tempfile
+
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,1 @@
+"""Wire models of both hook dialects, spelled exactly as on the wire."""

@@ -1,0 +1,277 @@
+"""Wire models of the inference.sh dialect, spelled exactly as the SDKs spell them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class HookEvent(StrEnum):
+    """Lifecycle events an agent version's hooks can listen for."""
+
+    START = "agent.start"
+    TURN_START = "agent.turn_start"
+    TOOL_CALL = "agent.tool_call"
+    TOOL_RESULT = "agent.tool_result"
+    TURN_COMPLETE = "agent.turn_complete"
+    ERROR = "agent.error"
+    COMPLETE = "agent.complete"
+    IDLE = "agent.idle"
+    PRE_COMPACT = "agent.pre_compact"
+    POST_COMPACT = "agent.post_compact"
+
+
+class HookHandlerType(StrEnum):
+    """How a hook's handler is invoked."""
+
+    WEBHOOK = "webhook"
+    TASK = "task"
+    GATE = "gate"
+    BUILTIN = "builtin"
+
+
+class HookDecision(StrEnum):
+    """What a handler may decide."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+    STOP = "stop"
+    SUSPEND = "suspend"
+
+
+class BuiltinHook(StrEnum):
+    """Handlers the platform runs itself."""
+
+    SUGGEST = "belt:suggest"
+    EXTRACT = "belt:extract"
+
+
+class InterruptStatus(StrEnum):
+    """Life-cycle state of an interrupt."""
+
+    PENDING = "pending"
+    RESOLVED = "resolved"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+class InterruptResolution(StrEnum):
+    """How an interrupt was (or will by default be) settled."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+
+
+class InterruptReason(StrEnum):
+    """Why a run was interrupted."""
+
+    WAIT = "wait"
+    TOOL_APPROVAL = "tool_approval"
+    CLIENT_TOOL = "client_tool"
+    WIDGET = "widget"
+    AUTH = "auth"
+    CONFIRMATION = "confirmation"
+    HOOK_GATE = "hook_gate"
+
+
+class InterruptResourceType(StrEnum):
+    """What an interrupt guards."""
+
+    TURN = "turn"
+    TOOL_INVOCATION = "tool_invocation"
+    HOOK_EVENT = "hook_event"
+
+
+class AgentRunState(StrEnum):
+    """State of one agent run."""
+
+    SUBMITTED = "submitted"
+    WORKING = "working"
+    INPUT_REQUIRED = "input_required"
+    AUTH_REQUIRED = "auth_required"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELED = "canceled"
+    REJECTED = "rejected"
+
+
+class ChatStatus(StrEnum):
+    """State of a chat."""
+
+    BUSY = "busy"
+    IDLE = "idle"
+    AWAITING_INPUT = "awaiting_input"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+
+
+class ToolInvocationStatus(StrEnum):
+    """State of one tool invocation."""
+
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    AWAITING_INPUT = "awaiting_input"
+    AWAITING_APPROVAL = "awaiting_approval"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+WEBHOOK_TIMEOUT_DEFAULT = 30
+WEBHOOK_TIMEOUT_MAX = 300
+GATE_TIMEOUT_DEFAULT = 300
+GATE_TIMEOUT_MAX = 86400
+
+
+def timeout_bounds(handler_type: HookHandlerType | str) -> tuple[int, int]:
+    """Return (default, maximum) timeout in seconds for a handler type."""
+    if handler_type == HookHandlerType.GATE:
+        return GATE_TIMEOUT_DEFAULT, GATE_TIMEOUT_MAX
+    return WEBHOOK_TIMEOUT_DEFAULT, WEBHOOK_TIMEOUT_MAX
+
+
+class LifecycleHookConfig(_Strict):
+    """One entry of an agent version's ``hooks`` array (validated by ``belt.wire.validate``)."""
+
+    event: HookEvent
+    type: HookHandlerType
+    handler: str | None = None
+    async_: bool = Field(default=False, alias="async")
+    timeout: int | None = None
+    default_resolution: InterruptResolution | None = None
+
+    def effective_timeout(self) -> int:
+        """The timeout in seconds, with the handler type's default filled in."""
+        return self.timeout if self.timeout is not None else timeout_bounds(self.type)[0]
+
+    def effective_default_resolution(self) -> InterruptResolution:
+        """A gate's resolution on expiry (``allow`` unless declared)."""
+        return self.default_resolution or InterruptResolution.ALLOW
+
+    def to_wire(self) -> dict[str, Any]:
+        """The declaration as it is written on the wire, without unset keys."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+
+
+class LifecycleHookPayload(_Open):
+    """The envelope every hook handler receives."""
+
+    event: HookEvent
+    timestamp: str
+    agent_id: str
+    chat_id: str
+    run_id: str
+    turn_count: int = Field(ge=0)
+    data: dict[str, Any] | None = None
+
+
+class ContextInjection(_Strict):
+    """Ephemeral context a handler asks to put in front of the model."""
+
+    content: str
+    role: str | None = None
+    ttl_turns: int | None = Field(default=None, ge=0)
+    dedup_key: str | None = None
+    items: list[str] | None = None
+
+
+class LifecycleHookResponse(_Strict):
+    """What a webhook may return; every field optional, empty 2xx = allow."""
+
+    decision: HookDecision | None = None
+    reason: str | None = None
+    inject: ContextInjection | None = None
+    system: str | None = None
+    override: Any = None
+
+    def effective_decision(self) -> HookDecision:
+        """The decision, ``allow`` when none was given."""
+        return self.decision or HookDecision.ALLOW
+
+    @property
+    def injected(self) -> bool:
+        """True when the response carries ``inject`` or ``system`` content."""
+        return self.inject is not None or bool(self.system)
+
+
+class ChatHookEvent(_Open):
+    """The ``event.hook`` of a transcript event row."""
+
+    event: str
+    handler_type: str
+    handler: str
+    decision: str | None = None
+    reason: str | None = None
+    injected: bool = False
+    error: str | None = None
+    duration_ms: int = 0
+
+
+class HookExecutedPayload(_Open):
+    """The ``hook.executed`` agent event, fired for every handler run."""
+
+    hook_event: str
+    decision: str | None = None
+    reason: str | None = None
+    duration_ms: int = 0
+
+
+class HookEventDefinition(_Open):
+    """One row of the event catalogue."""
+
+    event: str
+    description: str
+    can_gate: bool
+
+
+class BuiltinHookDefinition(_Open):
+    """One builtin handler and the events it may attach to."""
+
+    name: str
+    description: str
+    events: list[str]
+
+
+class InterruptDTO(_Open):
+    """An interrupt as the platform API returns it."""
+
+    id: str
+    short_id: str | None = None
+    created_at: str
+    updated_at: str
+    run_id: str | None = None
+    chat_id: str | None = None
+    reason: InterruptReason | str
+    source: str | None = None
+    resource_id: str | None = None
+    resource_type: InterruptResourceType | str | None = None
+    status: InterruptStatus | str
+    resolution: InterruptResolution | str | None = None
+    resolved_at: str | None = None
+    resolved_data: Any = None
+    expires_at: str | None = None
+    meta: Any = None
+
+
+class AgentRunDTO(_Open):
+    """One agent run (the parts that matter to hooks)."""
+
+    id: str
+    agent_id: str | None = None
+    chat_id: str | None = None
+    state: AgentRunState | str
+    error: str | None = None
+    interrupt_reason: str | None = None
+    interrupt_tool_id: str | None = None
+    interrupt_meta: Any = None

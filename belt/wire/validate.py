@@ -1,0 +1,319 @@
+"""The validation rules of both dialects: every finding names its path and its rule.
+
+Rules are checked on the raw decoded document so that every problem in a file is reported, not
+only the first; a clean document is then turned into wire models.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from belt.wire.catalogue import BUILTINS, EVENTS, GATEABLE_EVENTS
+from belt.wire.nexus import (
+    FEEDBACK_MAX_BYTES,
+    MAX_CONTINUATIONS_MAX,
+    TIMEOUT_MS_MAX,
+    HookDecisionResult,
+    LifecycleHooks,
+    NexusEvent,
+)
+from belt.wire.platform import HookHandlerType, LifecycleHookConfig, timeout_bounds
+
+HOOK_KEYS = ("event", "type", "handler", "async", "timeout", "default_resolution")
+NEXUS_HOOK_KEYS = ("tool", "timeout_ms", "max_continuations")
+AGENT_REF = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(@[A-Za-z0-9][A-Za-z0-9._-]*)?$"
+)
+
+
+@dataclass
+class Findings:
+    """Problems (errors) and warnings found in one document, each prefixed by its path."""
+
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def error(self, path: str, rule: str) -> None:
+        """Record an error at ``path``."""
+        self.problems.append(f"{path}: {rule}")
+
+    def warn(self, path: str, rule: str) -> None:
+        """Record a warning at ``path``."""
+        self.warnings.append(f"{path}: {rule}")
+
+    @property
+    def ok(self) -> bool:
+        """True when no error was found."""
+        return not self.problems
+
+
+def describe(value: Any) -> str:
+    """A short description of a JSON value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def is_int(value: Any) -> bool:
+    """True for a JSON integer (booleans are not integers here)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_webhook_url(url: str) -> str | None:
+    """Return why ``url`` is not an absolute http(s) URL, or None when it is."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        return f"is not a valid URL ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return "must be an absolute http:// or https:// URL"
+    if not parts.hostname:
+        return "must be an absolute URL with a host"
+    return None
+
+
+def check_platform_hook(raw: Any, path: str, findings: Findings) -> None:
+    """Check one inference.sh hook declaration."""
+    if not isinstance(raw, dict):
+        findings.error(path, f"expected an object, got {describe(raw)}")
+        return
+    for key in raw:
+        if key not in HOOK_KEYS:
+            findings.error(f"{path}.{key}", f"unknown key (allowed: {', '.join(HOOK_KEYS)})")
+
+    event = raw.get("event")
+    event_ok = False
+    if event is None:
+        findings.error(f"{path}.event", "is required")
+    elif not isinstance(event, str) or event not in EVENTS:
+        findings.error(
+            f"{path}.event",
+            f"{event!r} is not a lifecycle event (expected one of {', '.join(EVENTS)})",
+        )
+    else:
+        event_ok = True
+        if not EVENTS[event].emitted:
+            findings.warn(
+                f"{path}.event", f"{event} is defined but never emitted; this hook never fires"
+            )
+
+    kind = raw.get("type")
+    kinds = [t.value for t in HookHandlerType]
+    if kind is None:
+        findings.error(f"{path}.type", f"is required (one of {', '.join(kinds)})")
+        return
+    if kind not in kinds:
+        findings.error(
+            f"{path}.type", f"{kind!r} is not a handler type (expected one of {', '.join(kinds)})"
+        )
+        return
+
+    handler = raw.get("handler")
+    hpath = f"{path}.handler"
+    if kind == HookHandlerType.GATE:
+        if "handler" in raw:
+            findings.error(hpath, "a gate has no handler; remove it")
+        if raw.get("async") is True:
+            findings.error(f"{path}.async", "a gate always suspends the run; async is not allowed")
+        if event_ok and event not in GATEABLE_EVENTS:
+            findings.error(
+                f"{path}.event",
+                f"a gate cannot attach to {event} (gates attach to {', '.join(GATEABLE_EVENTS)})",
+            )
+    elif handler is None:
+        what = {"webhook": "a webhook URL", "task": "an agent ref", "builtin": "a builtin name"}
+        findings.error(hpath, f"is required for a {kind} hook ({what[kind]})")
+    elif not isinstance(handler, str):
+        findings.error(hpath, f"must be a string, got {describe(handler)}")
+    elif kind == HookHandlerType.WEBHOOK:
+        reason = check_webhook_url(handler)
+        if reason:
+            findings.error(hpath, reason)
+    elif kind == HookHandlerType.TASK:
+        if not AGENT_REF.match(handler):
+            findings.error(hpath, f"{handler!r} is not an agent ref (namespace/name[@version])")
+    elif kind == HookHandlerType.BUILTIN:
+        builtin = BUILTINS.get(handler)
+        if builtin is None:
+            findings.error(
+                hpath, f"{handler!r} is not a builtin (expected one of {', '.join(BUILTINS)})"
+            )
+        elif event_ok and event not in builtin.events:
+            findings.error(
+                f"{path}.event",
+                f"{handler} cannot attach to {event} (allowed: {', '.join(builtin.events)})",
+            )
+
+    if "async" in raw and not isinstance(raw["async"], bool):
+        findings.error(f"{path}.async", f"must be true or false, got {describe(raw['async'])}")
+
+    if "timeout" in raw:
+        timeout = raw["timeout"]
+        default, maximum = timeout_bounds(kind)
+        tpath = f"{path}.timeout"
+        if not is_int(timeout):
+            findings.error(tpath, f"must be a whole number of seconds, got {describe(timeout)}")
+        elif timeout < 1:
+            findings.error(tpath, f"{timeout} must be at least 1 second")
+        elif timeout > maximum:
+            findings.error(tpath, f"{timeout} is above the {kind} maximum of {maximum}")
+
+    if "default_resolution" in raw:
+        rpath = f"{path}.default_resolution"
+        if kind != HookHandlerType.GATE:
+            findings.error(rpath, "is only allowed on gate hooks")
+        elif raw["default_resolution"] not in ("allow", "deny"):
+            findings.error(rpath, f"{raw['default_resolution']!r} must be 'allow' or 'deny'")
+
+
+def check_platform_hooks(
+    items: Any, base: str = "hooks"
+) -> tuple[Findings, list[LifecycleHookConfig]]:
+    """Check an inference.sh ``hooks`` array; return findings and, when clean, the models."""
+    findings = Findings()
+    if not isinstance(items, list):
+        findings.error(base, f"expected an array of hooks, got {describe(items)}")
+        return findings, []
+    for index, raw in enumerate(items):
+        check_platform_hook(raw, f"{base}[{index}]", findings)
+    if not findings.ok:
+        return findings, []
+    return findings, [LifecycleHookConfig.model_validate(raw) for raw in items]
+
+
+def check_nexus_hooks(
+    raw: Any, base: str = "lifecycle_hooks"
+) -> tuple[Findings, LifecycleHooks | None]:
+    """Check a Nexus ``lifecycle_hooks`` object; return findings and, when clean, the model."""
+    findings = Findings()
+    if raw is None:
+        return findings, LifecycleHooks()
+    if not isinstance(raw, dict):
+        findings.error(base, f"expected an object or null, got {describe(raw)}")
+        return findings, None
+    events = [e.value for e in NexusEvent]
+    for event, entry in raw.items():
+        path = f"{base}.{event}"
+        if event not in events:
+            findings.error(path, f"unknown event (allowed: {', '.join(events)})")
+            continue
+        if entry is None:
+            continue
+        if not isinstance(entry, dict):
+            findings.error(path, f"expected an object, got {describe(entry)}")
+            continue
+        for key in entry:
+            if key not in NEXUS_HOOK_KEYS:
+                findings.error(
+                    f"{path}.{key}", f"unknown key (allowed: {', '.join(NEXUS_HOOK_KEYS)})"
+                )
+        tool = entry.get("tool")
+        if tool is None:
+            findings.error(f"{path}.tool", "is required (the executor tool to run)")
+        elif not isinstance(tool, str) or not tool.strip():
+            findings.error(f"{path}.tool", "must be a nonblank string")
+        timeout = entry.get("timeout_ms")
+        if timeout is None:
+            findings.error(f"{path}.timeout_ms", f"is required (1 through {TIMEOUT_MS_MAX})")
+        elif not is_int(timeout) or not 1 <= timeout <= TIMEOUT_MS_MAX:
+            findings.error(
+                f"{path}.timeout_ms",
+                f"{timeout!r} must be a whole number 1 through {TIMEOUT_MS_MAX}",
+            )
+        cont = entry.get("max_continuations")
+        cpath = f"{path}.max_continuations"
+        if event != NexusEvent.STOP:
+            if "max_continuations" in entry:
+                findings.error(cpath, "is only allowed on stop")
+        elif cont is None:
+            findings.error(cpath, f"is required on stop (0 through {MAX_CONTINUATIONS_MAX})")
+        elif not is_int(cont) or not 0 <= cont <= MAX_CONTINUATIONS_MAX:
+            findings.error(
+                cpath, f"{cont!r} must be a whole number 0 through {MAX_CONTINUATIONS_MAX}"
+            )
+    if not findings.ok:
+        return findings, None
+    return findings, LifecycleHooks.model_validate(raw)
+
+
+def check_nexus_profile(raw: Any, base: str = "") -> tuple[Findings, LifecycleHooks | None]:
+    """Check a whole Nexus configuration declaration: its hooks and its approval mode."""
+    findings = Findings()
+    if not isinstance(raw, dict):
+        findings.error(base or "configuration", f"expected an object, got {describe(raw)}")
+        return findings, None
+    prefix = f"{base}." if base else ""
+    hook_findings, hooks = check_nexus_hooks(raw.get("lifecycle_hooks"), f"{prefix}lifecycle_hooks")
+    findings.problems.extend(hook_findings.problems)
+    findings.warnings.extend(hook_findings.warnings)
+    if hooks is not None and hooks.declared():
+        mode = raw.get("approval_mode")
+        if mode is None:
+            findings.error(
+                f"{prefix}approval_mode",
+                "is required when the configuration declares lifecycle hooks",
+            )
+        elif not isinstance(mode, str) or not mode.strip():
+            findings.error(f"{prefix}approval_mode", "must be a nonblank string")
+    if not findings.ok:
+        return findings, None
+    return findings, hooks
+
+
+def check_decision(
+    raw: Any, event: NexusEvent | str, base: str = "structured_content"
+) -> tuple[Findings, HookDecisionResult | None]:
+    """Check a Nexus hook task's decision for ``event``."""
+    findings = Findings()
+    if not isinstance(raw, dict):
+        findings.error(base, f"expected an object, got {describe(raw)}")
+        return findings, None
+    for key in raw:
+        if key not in ("continue", "feedback"):
+            findings.error(f"{base}.{key}", "additional result fields are refused")
+    if "continue" not in raw:
+        findings.error(f"{base}.continue", "is required (true or false)")
+    elif not isinstance(raw["continue"], bool):
+        findings.error(
+            f"{base}.continue", f"must be true or false, got {describe(raw['continue'])}"
+        )
+    elif raw["continue"]:
+        fpath = f"{base}.feedback"
+        feedback = raw.get("feedback")
+        if event != NexusEvent.STOP:
+            findings.error(
+                f"{base}.continue", f"only stop may ask to continue; {event} acknowledges"
+            )
+        elif feedback is None:
+            findings.error(fpath, "is required when continue is true")
+        elif not isinstance(feedback, str):
+            findings.error(fpath, f"must be a string, got {describe(feedback)}")
+        elif not feedback.strip():
+            findings.error(fpath, "must be nonblank")
+        elif "\x00" in feedback:
+            findings.error(fpath, "must not contain NUL")
+        elif len(feedback.encode("utf-8")) > FEEDBACK_MAX_BYTES:
+            size = len(feedback.encode("utf-8"))
+            findings.error(
+                fpath, f"is {size} bytes, above the limit of {FEEDBACK_MAX_BYTES} (16 KiB)"
+            )
+    elif "feedback" in raw:
+        findings.error(f"{base}.feedback", "is only allowed with continue: true")
+    if not findings.ok:
+        return findings, None
+    return findings, HookDecisionResult.model_validate(raw)
