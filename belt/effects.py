@@ -1,0 +1,142 @@
+"""What the platform does with a hook's decision, and what a hook run leaves on the record.
+
+Shared by the simulator (which applies decisions) and ``belt trigger`` (which explains them), so
+both say the same thing.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+from belt.wire.platform import HookDecision, HookHandlerType
+
+TURN_GATES = ("agent.start", "agent.turn_start")
+DEFAULT_TOOL_DENY_REASON = "blocked by hook"
+
+
+class Outcome(StrEnum):
+    """The effect of one decision on the event it was given for."""
+
+    CONTINUE = "continue"
+    BLOCK_TURN = "block_turn"
+    SKIP_TOOL = "skip_tool"
+    SKIP_COMPACTION = "skip_compaction"
+    SUSPEND = "suspend"
+    IGNORED = "ignored"
+
+
+def outcome(event: str, decision: HookDecision | str | None) -> Outcome:
+    """How the platform applies ``decision`` on ``event``."""
+    chosen = HookDecision(decision) if decision else HookDecision.ALLOW
+    if chosen == HookDecision.ALLOW:
+        return Outcome.CONTINUE
+    if event in TURN_GATES:
+        if chosen in (HookDecision.DENY, HookDecision.STOP):
+            return Outcome.BLOCK_TURN
+        return Outcome.IGNORED
+    if event == "agent.tool_call":
+        return Outcome.SKIP_TOOL if chosen == HookDecision.DENY else Outcome.IGNORED
+    if event == "agent.pre_compact":
+        if chosen in (HookDecision.DENY, HookDecision.STOP):
+            return Outcome.SKIP_COMPACTION
+        return Outcome.IGNORED
+    return Outcome.IGNORED
+
+
+def takes_effect(decision: HookDecision | str | None) -> bool:
+    """True for the decisions that end an event's hook chain (deny, stop, suspend)."""
+    return bool(decision) and decision in (
+        HookDecision.DENY,
+        HookDecision.STOP,
+        HookDecision.SUSPEND,
+    )
+
+
+def effect_text(event: str, decision: HookDecision | str | None, reason: str | None) -> str:
+    """One sentence saying what the platform would do with this decision on this event."""
+    chosen = HookDecision(decision) if decision else HookDecision.ALLOW
+    result = outcome(event, chosen)
+    if result == Outcome.CONTINUE:
+        if event in TURN_GATES or event in ("agent.tool_call", "agent.pre_compact"):
+            return f"{event}: allow → the agent continues"
+        return f"{event}: observe only, the agent continues"
+    if result == Outcome.BLOCK_TURN:
+        failure = f"turn blocked: {reason or ''}".rstrip()
+        return f"{event}: {chosen} → the turn is blocked and the run fails: {failure}"
+    if result == Outcome.SKIP_TOOL:
+        why = reason or DEFAULT_TOOL_DENY_REASON
+        return f"{event}: deny → the tool is not called and completes as failed: {why}"
+    if result == Outcome.SKIP_COMPACTION:
+        return f"{event}: {chosen} → this compaction is skipped"
+    if event == "agent.tool_call" and chosen == HookDecision.STOP:
+        return f"{event}: stop does not block a tool, the decision is ignored (use deny)"
+    if chosen == HookDecision.SUSPEND:
+        return f"{event}: suspend is for gate hooks only, the decision is ignored"
+    return f"{event}: observe only, the decision is ignored"
+
+
+def handler_label(handler_type: HookHandlerType | str, handler: str | None) -> str:
+    """How a handler is named on the record: a webhook by its host only."""
+    if handler_type == HookHandlerType.GATE:
+        return "gate"
+    if handler_type == HookHandlerType.WEBHOOK and handler:
+        return url_host(handler)
+    return handler or str(handler_type)
+
+
+def url_host(url: str) -> str:
+    """The host (and port, when not the scheme's default) of a URL, never its credentials."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = parts.port
+    except ValueError:
+        return "?"
+    if ":" in host:
+        host = f"[{host}]"
+    default_port = {"http": 80, "https": 443}.get(parts.scheme)
+    return f"{host}:{port}" if port and port != default_port else host
+
+
+def leaves_row(*, decision: HookDecision | str | None, injected: bool, error: str | None) -> bool:
+    """True when a hook run leaves a transcript row: it injected, did not allow, or failed."""
+    return bool(injected or error or (decision and decision != HookDecision.ALLOW))
+
+
+def chat_hook_event(
+    *,
+    event: str,
+    handler_type: HookHandlerType | str,
+    handler: str | None,
+    decision: HookDecision | str | None = None,
+    reason: str | None = None,
+    injected: bool = False,
+    error: str | None = None,
+    duration_ms: int = 0,
+) -> dict[str, Any]:
+    """The ``event.hook`` object (ChatHookEvent) of a transcript row."""
+    row: dict[str, Any] = {
+        "event": event,
+        "handler_type": str(handler_type),
+        "handler": handler_label(handler_type, handler),
+        "injected": injected,
+        "duration_ms": duration_ms,
+    }
+    if decision:
+        row["decision"] = str(decision)
+    if reason:
+        row["reason"] = reason
+    if error:
+        row["error"] = error
+    return row
+
+
+def transcript_content(hook: dict[str, Any]) -> dict[str, Any]:
+    """The content block of a hook's transcript row (role ``event``)."""
+    return {
+        "type": "event",
+        "text": f"hook {hook['event']}: {hook['handler']}",
+        "event": {"type": "hook", "hook": hook},
+    }
