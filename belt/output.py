@@ -121,3 +121,16 @@ def key_values(pairs: Sequence[tuple[str, Any]], *, title: str | None = None) ->
             continue
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         echo(f"{key.ljust(width)}  {text}")
+
+
+def lines(rows: Sequence[tuple[str, str]]) -> None:
+    """Print (text, style) lines: styled on a colour terminal, plain otherwise."""
+    if not _wants_colour(sys.stdout):
+        for text, _style in rows:
+            echo(text)
+        return
+    from rich.text import Text
+
+    out = console()
+    for text, style in rows:
+        out.print(Text(text, style=style or ""))

@@ -76,6 +76,8 @@ def is_int(value: Any) -> bool:
 
 def check_webhook_url(url: str) -> str | None:
     """Return why ``url`` is not an absolute http(s) URL, or None when it is."""
+    if any(ch.isspace() or ord(ch) < 32 for ch in url):
+        return "must be a URL without spaces or control characters"
     try:
         parts = urlsplit(url)
     except ValueError as exc:
@@ -317,3 +319,24 @@ def check_decision(
     if not findings.ok:
         return findings, None
     return findings, HookDecisionResult.model_validate(raw)
+
+
+def format_loc(loc: tuple[int | str, ...], base: str = "") -> str:
+    """Render a pydantic error location as a path such as ``turns[0].model[1].say``."""
+    path = base
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "(document)"
+
+
+def model_problems(exc: Any, base: str = "") -> list[str]:
+    """Turn a pydantic ValidationError into one ``path: rule`` line per error."""
+    lines = []
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        lines.append(f"{format_loc(loc, base)}: {message}")
+    return lines

@@ -1,0 +1,1 @@
+"""The simulated agent loop: scenarios, hook dispatch, decisions, gates, and the record."""
