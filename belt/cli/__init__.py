@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated, Any
 
@@ -21,6 +22,44 @@ class BeltGroup(TyperGroup):
         except BeltError as exc:
             report(exc, verbose=bool(ctx.params.get("verbose")))
             raise typer.Exit(int(exc.exit_code)) from None
+
+    def _main_shell_completion(
+        self, ctx_args: Any, prog_name: str, complete_var: str | None = None
+    ) -> None:
+        """Answer a completion request from the scripts `belt completion SHELL` prints."""
+        var = complete_var or f"_{prog_name}_COMPLETE".replace("-", "_").upper()
+        if os.environ.get(var):
+            # add_completion=False skips registering typer's shell classes; do it on demand.
+            from typer._completion_classes import completion_init
+
+            completion_init()
+        super()._main_shell_completion(ctx_args, prog_name, complete_var)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """The group's --help flag, parsed without pydantic (see ``plain_help_flag``)."""
+        return plain_help_flag(super().get_help_option(ctx))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """A subcommand whose --help flag is parsed without pydantic."""
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            plain_help_flag(command.get_help_option(ctx))
+        return command
+
+
+def plain_help_flag(option: Any) -> Any:
+    """Give a --help flag a plain bool coercion instead of a pydantic TypeAdapter.
+
+    Typer coerces every parameter whose value is not already a bool through a TypeAdapter, and
+    an unused --help flag is None: without this, ``belt version`` imports pydantic (~40 ms).
+    """
+    if option is not None and getattr(option, "_runtime_param", True) is None:
+        from typer._coercion import PassThroughRuntimeParam
+
+        option._runtime_param = PassThroughRuntimeParam(
+            parameter_info=option.type_descriptor.parameter_info, annotation=bool
+        )
+    return option
 
 
 def report(exc: BeltError, *, verbose: bool) -> None:
@@ -64,17 +103,26 @@ def root(
 
 
 @app.command()
-def version() -> None:
+def version(json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Print belt's version."""
-    from belt import __version__
+    from belt import __version__, output
 
-    sys.stdout.write(f"belt {__version__}\n")
+    if json_:
+        output.print_json({"version": __version__})
+        return
+    output.echo(f"belt {__version__}")
 
 
 def _register() -> None:
-    from belt.cli import hooks
+    from belt.cli import chat, completion, hooks, interrupt, serve, sim, trigger
 
     app.add_typer(hooks.app, name="hooks")
+    app.add_typer(interrupt.app, name="interrupt")
+    app.add_typer(chat.app, name="chat")
+    app.add_typer(sim.app, name="sim")
+    app.command()(completion.completion)
+    app.command()(serve.serve)
+    app.command()(trigger.trigger)
 
 
 _register()

@@ -6,15 +6,15 @@ Every change is written as it happens, so a killed simulation loses nothing it r
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, datetime
 from typing import Any
 
 from belt.store import Store
+from belt.store.clock import timestamp, utcnow
 
 
 def now_iso() -> str:
     """The current UTC time in RFC 3339 with milliseconds."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return timestamp(utcnow())
 
 
 def new_id(prefix: str) -> str:

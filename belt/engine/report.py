@@ -222,7 +222,10 @@ def message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
             event = content.get("event") or {}
             if event.get("type") == "hook":
                 hook = event["hook"]
-                parts = [f"    hook   {hook['event']}: {hook['handler']} ({hook['handler_type']})"]
+                kind = (
+                    "" if hook["handler"] == hook["handler_type"] else f" ({hook['handler_type']})"
+                )
+                parts = [f"    hook   {hook['event']}: {hook['handler']}{kind}"]
                 if hook.get("decision"):
                     parts.append(f"→ {hook['decision']}")
                 if hook.get("reason"):
