@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,15 +19,23 @@ from tests.servers import running
 
 Answer = dict[str, Any] | str | tuple[int, Any] | None
 Decide = Callable[[str, dict[str, Any]], Answer]
+Hold = Callable[[str, dict[str, Any]], bool]
 
 
 @dataclass
 class HookApp:
-    """Answers POST /<name> with ``decide(name, payload)``; ``delay`` seconds per name."""
+    """Answers POST /<name> with ``decide(name, payload)``.
+
+    ``delays`` sleeps that many seconds per name; a request for which ``hold`` is true sets
+    ``held`` and waits until ``released`` is set (which leaving ``hook_app`` does).
+    """
 
     decide: Decide = lambda name, payload: None  # noqa: E731
     delays: dict[str, float] = field(default_factory=dict)
+    hold: Hold = lambda name, payload: False  # noqa: E731
     received: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    held: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
     url: str = ""
 
     def asgi(self) -> Starlette:
@@ -38,6 +47,10 @@ class HookApp:
             self.received.append((name, payload))
             if name in self.delays:
                 await asyncio.sleep(self.delays[name])
+            if self.hold(name, payload):
+                self.held.set()
+                while not self.released.is_set():
+                    await asyncio.sleep(0.01)
             answer = self.decide(name, payload)
             status = 200
             if isinstance(answer, tuple):
@@ -58,6 +71,10 @@ class HookApp:
 def hook_app(decide: Decide | None = None, **delays: float) -> Iterator[HookApp]:
     """Serve a HookApp on a free loopback port."""
     app = HookApp(decide or (lambda name, payload: None), dict(delays))
-    with running(app.asgi()) as url:
-        app.url = url
-        yield app
+    try:
+        with running(app.asgi()) as url:
+            app.url = url
+            yield app
+            app.released.set()
+    finally:
+        app.released.set()

@@ -1,0 +1,130 @@
+"""Cost of one sync webhook hook in the simulator, against a raw httpx round trip.
+
+Starts `belt serve` (every hook allowed) in its own process, then in the same run measures:
+
+- raw: the median of N httpx POSTs of an agent.tool_call payload to its /hooks route;
+- the simulator on a scenario of N tool calls, once with one sync webhook on agent.tool_call
+  and once with no hooks; the per-hook cost is the difference divided by N.
+
+Prints the per-hook cost, its ratio to the raw round trip (target: at most 1.5), and the
+events per second the simulator fires with no hooks.
+
+    .venv/bin/python bench/dispatch.py [--calls 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "BELT_HOME": str(home)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "belt", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                return proc
+        except httpx.TransportError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("belt serve did not start")
+
+
+def scenario(path: Path, calls: int, url: str | None) -> Path:
+    hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": url}] if url else []
+    model = [
+        {"say": "step", "tool_calls": [{"name": "read_file", "arguments": {"n": i}, "result": "x"}]}
+        for i in range(calls)
+    ]
+    model.append({"say": "done"})
+    path.write_text(json.dumps({"agent": {"hooks": hooks}, "turns": [{"user": "go", "model": model}]}))
+    return path
+
+
+def run_sim(path: Path) -> tuple[float, int]:
+    from belt.engine.api import run_scenario
+
+    started = time.perf_counter()
+    report, _ = run_scenario(scenario=path)
+    elapsed = time.perf_counter() - started
+    assert report["runs"][0]["state"] == "completed", report["runs"][0]
+    return elapsed, len(report["hook_executions"])
+
+
+def raw_round_trips(url: str, calls: int) -> float:
+    payload = {
+        "event": "agent.tool_call",
+        "timestamp": "2026-08-11T14:00:00.000Z",
+        "agent_id": "ag_bench",
+        "chat_id": "ch_bench",
+        "run_id": "ar_bench",
+        "turn_count": 1,
+        "data": {"tool": "read_file", "arguments": {"n": 1}},
+    }
+    body = json.dumps(payload).encode()
+    times = []
+    with httpx.Client() as client:
+        for _ in range(calls):
+            started = time.perf_counter()
+            reply = client.post(url, content=body, headers={"content-type": "application/json"})
+            reply.read()
+            times.append(time.perf_counter() - started)
+            assert reply.status_code == 200
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        os.environ["BELT_HOME"] = str(home / "sim")
+        port = free_port()
+        server = start_server(home / "serve", port)
+        url = f"http://127.0.0.1:{port}/hooks"
+        try:
+            raw_round_trips(url, 200)  # warm up the server
+            raw = raw_round_trips(url, args.calls)
+            bare, _ = run_sim(scenario(home / "bare.json", args.calls, None))
+            hooked, executed = run_sim(scenario(home / "hooked.json", args.calls, url))
+        finally:
+            server.terminate()
+            server.wait(10)
+    assert executed == args.calls
+    per_hook = (hooked - bare) / args.calls
+    events = 3 * args.calls + 4  # turn_start, turn_complete, tool_call per step; start/complete
+    print(f"tool calls:                 {args.calls}")
+    print(f"raw httpx round trip:       {raw * 1e3:.3f} ms (median)")
+    print(f"sim per tool call, no hook: {bare / args.calls * 1e3:.3f} ms")
+    print(f"sim per tool call, hooked:  {hooked / args.calls * 1e3:.3f} ms")
+    print(f"per-hook cost:              {per_hook * 1e3:.3f} ms")
+    print(f"ratio per-hook / raw:       {per_hook / raw:.2f}  (target <= 1.5)")
+    print(f"events/s with no hooks:     {events / bare:,.0f}")
+
+
+if __name__ == "__main__":
+    main()

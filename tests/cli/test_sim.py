@@ -1,0 +1,163 @@
+"""`belt sim`: exit codes, the terminal transcript, --json, and a killed simulation."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.cli.runner import belt
+from tests.hookapp import hook_app
+
+DELETE = {
+    "name": "delete_file",
+    "arguments": {"path": "/var/lib/app/production.db"},
+    "result": "ok",
+}
+
+
+def scenario(tmp_path: Path, hooks: list[dict[str, Any]], turns: list[dict[str, Any]]) -> str:
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps({"agent": {"name": "cli", "hooks": hooks}, "turns": turns}))
+    return str(path)
+
+
+def gated(tmp_path: Path) -> str:
+    turn = {
+        "user": "clean up",
+        "model": [{"say": "deleting", "tool_calls": [DELETE]}, {"say": "ok"}],
+    }
+    return scenario(tmp_path, [{"event": "agent.tool_call", "type": "gate"}], [turn])
+
+
+def test_a_run_stopped_at_a_gate_exits_0_and_says_how_to_go_on(tmp_path: Path) -> None:
+    result = belt("sim", "run", gated(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    assert "user       clean up" in result.stdout
+    assert "delete_file" in result.stdout and "[awaiting_approval]" in result.stdout
+    assert "belt interrupt resolve int_" in result.stdout
+    assert "belt sim resume ar_" in result.stdout
+
+
+def test_gate_resolve_resume_round_trip_through_the_cli(tmp_path: Path) -> None:
+    held = belt("sim", "run", gated(tmp_path), "--json")
+    assert held.exit_code == 0
+    report = held.json()
+    assert set(report) >= {"chat", "runs", "interrupts", "hook_executions"}
+    run_id = report["runs"][0]["id"]
+    interrupt_id = report["chat"]["pending_interrupts"][0]["id"]
+
+    early = belt("sim", "resume", run_id)
+    assert early.exit_code == 4
+    assert interrupt_id in early.stderr
+
+    assert belt("interrupt", "resolve", interrupt_id, "allow").exit_code == 0
+    resumed = belt("sim", "resume", run_id, "--json")
+    assert resumed.exit_code == 0
+    assert resumed.json()["runs"][0]["state"] == "completed"
+
+    shown = belt("sim", "show", run_id)
+    assert shown.exit_code == 0
+    assert "[completed]" in shown.stdout
+    listed = belt("sim", "list", "--json")
+    assert listed.exit_code == 0
+    assert [r["id"] for r in listed.json()] == [run_id]
+
+
+def test_a_failed_run_exits_1(tmp_path: Path) -> None:
+    path = scenario(tmp_path, [], [{"user": "x", "error": "model overloaded"}])
+    result = belt("sim", "run", path)
+    assert result.exit_code == 1
+    assert "run failed: model overloaded" in result.stdout
+
+
+def test_hook_rows_name_the_webhook_by_host_only(tmp_path: Path) -> None:
+    with hook_app(lambda n, p: {"decision": "deny", "reason": "path not allowed"}) as app:
+        url = f"{app.url}/hooks/tool-call?key=abc123"
+        hook = {"event": "agent.tool_call", "type": "webhook", "handler": url}
+        turn = {"user": "x", "model": [{"say": "a", "tool_calls": [DELETE]}, {"say": "b"}]}
+        result = belt("sim", "run", scenario(tmp_path, [hook], [turn]))
+    assert result.exit_code == 0
+    host = app.url.removeprefix("http://")
+    assert f"hook   agent.tool_call: {host} (webhook) → deny (path not allowed)" in result.stdout
+    assert "abc123" not in result.stdout + result.stderr
+    assert "/hooks/tool-call" not in result.stdout + result.stderr
+
+
+def test_bad_scenarios_exit_5_naming_the_path(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('[agent]\nname = "x"\ncontext_window = -1\n[[turns]]\nuser = "x"\n')
+    result = belt("sim", "run", str(path))
+    assert result.exit_code == 5
+    assert "agent.context_window" in result.stderr
+    assert "Traceback" not in result.stderr
+
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[agent\n")
+    result = belt("sim", "run", str(broken))
+    assert result.exit_code == 5
+    assert "line 1" in result.stderr
+
+
+def test_unknown_runs_exit_3(tmp_path: Path) -> None:
+    for command in (["show", "ar_nope"], ["resume", "ar_nope"], ["stop", "ar_nope"]):
+        result = belt("sim", *command)
+        assert result.exit_code == 3, command
+        assert "ar_nope" in result.stderr
+
+
+def test_stop_cancels_a_held_run_once(tmp_path: Path) -> None:
+    run_id = belt("sim", "run", gated(tmp_path), "--json").json()["runs"][0]["id"]
+    stopped = belt("sim", "stop", run_id)
+    assert stopped.exit_code == 0
+    assert "canceled" in stopped.stdout
+    again = belt("sim", "stop", run_id)
+    assert again.exit_code == 4
+
+
+def test_a_killed_simulation_keeps_everything_it_recorded(tmp_path: Path, belt_home: Path) -> None:
+    with hook_app(lambda n, p: {"decision": "deny", "reason": "recorded before the kill"}) as app:
+        app.hold = lambda name, payload: name == "turn" and payload["turn_count"] == 1
+        hooks = [
+            {"event": "agent.tool_call", "type": "webhook", "handler": f"{app.url}/tool"},
+            {"event": "agent.turn_start", "type": "webhook", "handler": f"{app.url}/turn"},
+        ]
+        app.decide = lambda name, payload: (
+            None if name == "turn" else {"decision": "deny", "reason": "recorded before the kill"}
+        )
+        turn = {"user": "x", "model": [{"say": "a", "tool_calls": [DELETE]}, {"say": "b"}]}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "belt", "sim", "run", scenario(tmp_path, hooks, [turn])],
+            env={**os.environ, "BELT_HOME": str(belt_home)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            assert app.held.wait(30), "the simulation never reached its second turn"
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.wait(10)
+
+    listed = belt("sim", "list", "--json")
+    assert listed.exit_code == 0
+    (run,) = listed.json()
+    assert run["state"] == "working"
+    shown = belt("sim", "show", run["id"], "--json")
+    assert shown.exit_code == 0
+    report = shown.json()
+    messages = report["chat"]["chat_messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "event", "tool"]
+    invocation = messages[1]["tool_invocations"][0]
+    assert (invocation["status"], invocation["result"]) == ("failed", "recorded before the kill")
+    assert [e["hook_event"] for e in report["hook_executions"]] == [
+        "agent.turn_start",
+        "agent.tool_call",
+    ]
+    assert belt("sim", "resume", run["id"]).exit_code == 4
+    assert belt("sim", "stop", run["id"]).exit_code == 4
+    assert belt("sim", "stop", run["id"], "--force").exit_code == 0
+    assert belt("sim", "show", run["id"], "--json").json()["runs"][0]["state"] == "canceled"
