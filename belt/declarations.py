@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from belt.errors import InvalidInput, NotFound
+from belt.errors import BeltError, ExitCode, InvalidInput, NotFound
 from belt.wire.nexus import LifecycleHooks
 from belt.wire.platform import LifecycleHookConfig
 from belt.wire.validate import (
@@ -37,11 +38,17 @@ class Declaration:
     hooks: list[LifecycleHookConfig] = field(default_factory=list)
     lifecycle_hooks: LifecycleHooks | None = None
     shape: str = ""
+    failure: ExitCode = ExitCode.INVALID_INPUT
 
     @property
     def ok(self) -> bool:
         """True when the file holds no error."""
         return self.findings.ok
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """OK for a clean file, else why it failed (5 invalid, 3 missing)."""
+        return ExitCode.OK if self.ok else self.failure
 
     def hook_count(self) -> int:
         """How many hooks (or Nexus boundaries) the file declares."""
@@ -65,6 +72,9 @@ class Declaration:
         return out
 
 
+TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
 def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
     """Decode JSON or TOML text; a syntax error names the source, line and column (exit 5)."""
     kind = fmt or ("toml" if source.endswith(".toml") else "json")
@@ -74,18 +84,33 @@ def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise InvalidInput(f"{source}: invalid TOML: {exc}") from exc
+            message = str(exc)
+            found = TOML_POSITION.search(message)
+            if found is None:
+                raise InvalidInput(f"{source}: invalid TOML: {message}") from exc
+            line, column = found.groups()
+            reason = message[: found.start()]
+            raise InvalidInput(
+                f"{source}: line {line}, column {column}: invalid TOML: {reason}"
+            ) from exc
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from exc
+        raise InvalidInput(
+            f"{source}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
+        ) from exc
 
 
 def read_document(path: str | Path) -> Any:
     """Read and decode a JSON or TOML file; a missing file exits 3, a broken one 5."""
+    return parse_text(read_text(path), str(path))
+
+
+def read_text(path: str | Path) -> str:
+    """Read a UTF-8 text file; a missing file exits 3, an unreadable one 5."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise NotFound(f"{source}: no such file") from exc
     except IsADirectoryError as exc:
@@ -94,7 +119,6 @@ def read_document(path: str | Path) -> Any:
         raise InvalidInput(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except OSError as exc:
         raise InvalidInput(f"{source}: cannot read ({exc.strerror})") from exc
-    return parse_text(text, source)
 
 
 def detect_dialect(doc: Any) -> tuple[Dialect | None, str]:
@@ -114,6 +138,13 @@ def detect_dialect(doc: Any) -> tuple[Dialect | None, str]:
     return None, ""
 
 
+def forced_shape(doc: Any, dialect: Dialect) -> str:
+    """The shape to read ``doc`` as when ``--dialect`` overrides what its shape suggests."""
+    if dialect == Dialect.PLATFORM:
+        return "hooks" if isinstance(doc, dict) else "array"
+    return "wrapped" if isinstance(doc, dict) and "lifecycle_hooks" in doc else "bare"
+
+
 def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Declaration:
     """Check a decoded declaration document of either dialect."""
     detected, shape = detect_dialect(doc)
@@ -125,10 +156,8 @@ def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Dec
             f"expected a hooks array or a lifecycle_hooks object, got {describe(doc)}",
         )
         return Declaration(source, None, findings)
-    if dialect is not None and dialect != detected:
-        shape = "array" if isinstance(doc, list) else ("hooks" if "hooks" in doc else "bare")
-        if dialect == Dialect.NEXUS and isinstance(doc, dict) and "lifecycle_hooks" in doc:
-            shape = "wrapped"
+    if chosen != detected:
+        shape = forced_shape(doc, chosen)
     if chosen == Dialect.PLATFORM:
         if shape == "single":
             items: Any = [doc]
@@ -189,8 +218,6 @@ def load_declaration(path: str | Path, dialect: Dialect | None = None) -> Declar
 
 def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[Declaration]:
     """Check several files; unreadable or undecodable files become failed reports."""
-    from belt.errors import BeltError
-
     reports = []
     for path in paths:
         try:
@@ -202,5 +229,10 @@ def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[De
             findings.problems.append(
                 message[len(prefix) :].lstrip() if message.startswith(prefix) else message
             )
-            reports.append(Declaration(str(path), None, findings))
+            reports.append(Declaration(str(path), None, findings, failure=exc.exit_code))
     return reports
+
+
+def exit_code(reports: list[Declaration]) -> ExitCode:
+    """The exit code of a validation run: the most serious failure among the files."""
+    return max((report.exit_code for report in reports), default=ExitCode.OK)

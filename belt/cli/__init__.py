@@ -39,12 +39,59 @@ class BeltGroup(TyperGroup):
         """The group's --help flag, parsed without pydantic (see ``plain_help_flag``)."""
         return plain_help_flag(super().get_help_option(ctx))
 
+    def list_commands(self, ctx: Any) -> list[str]:
+        """Subcommand names: those built already, then the lazy ones."""
+        built = super().list_commands(ctx)
+        return [*built, *(name for name in LAZY.get(self.name or "", {}) if name not in built)]
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        """A subcommand whose --help flag is parsed without pydantic."""
+        """A subcommand, built on first use, whose --help flag is parsed without pydantic."""
         command = super().get_command(ctx, cmd_name)
+        target = LAZY.get(self.name or "", {}).get(cmd_name)
+        if command is None and target is not None:
+            command = self.commands[cmd_name] = build_command(cmd_name, target)
         if command is not None:
             plain_help_flag(command.get_help_option(ctx))
         return command
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """Resolve a subcommand; for an unknown name, build all so typo hints can see them."""
+        if args and self.get_command(ctx, args[0]) is None:
+            for name in self.list_commands(ctx):
+                self.get_command(ctx, name)
+        return super().resolve_command(ctx, args)
+
+
+# Subcommands built only when a command line names them, by program: {"belt": {name: target}}.
+# Building every group's click commands (and importing their modules) on each start would make
+# `belt version` pay for every command belt has.
+LAZY: dict[str, dict[str, str]] = {}
+
+
+def lazy_command(program: str, name: str, target: str) -> None:
+    """Register ``program NAME``, built on first use from ``target``: "module:attribute".
+
+    The attribute is a Typer app (a command group, as ``add_typer`` would add it) or a command
+    function (as ``app.command()`` would add it).
+    """
+    LAZY.setdefault(program, {})[name] = target
+
+
+def build_command(name: str, target: str) -> Any:
+    """The click command for a lazy registration."""
+    import importlib
+
+    module_name, _, attribute = target.partition(":")
+    obj = getattr(importlib.import_module(module_name), attribute)
+    command: Any
+    if isinstance(obj, typer.Typer):
+        command = typer.main.get_group(obj)
+    else:
+        single = typer.Typer()
+        single.command(name=name)(obj)
+        command = typer.main.get_command(single)
+    command.name = name
+    return command
 
 
 def plain_help_flag(option: Any) -> Any:
@@ -114,15 +161,14 @@ def version(json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
 
 
 def _register() -> None:
-    from belt.cli import chat, completion, hooks, interrupt, serve, sim, trigger
-
-    app.add_typer(hooks.app, name="hooks")
-    app.add_typer(interrupt.app, name="interrupt")
-    app.add_typer(chat.app, name="chat")
-    app.add_typer(sim.app, name="sim")
-    app.command()(completion.completion)
-    app.command()(serve.serve)
-    app.command()(trigger.trigger)
+    # Register each group or command lazily so that start-up stays cheap as commands grow.
+    lazy_command("belt", "hooks", "belt.cli.hooks:app")
+    lazy_command("belt", "interrupt", "belt.cli.interrupt:app")
+    lazy_command("belt", "chat", "belt.cli.chat:app")
+    lazy_command("belt", "sim", "belt.cli.sim:app")
+    lazy_command("belt", "completion", "belt.cli.completion:completion")
+    lazy_command("belt", "serve", "belt.cli.serve:serve")
+    lazy_command("belt", "trigger", "belt.cli.trigger:trigger")
 
 
 _register()

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from belt.errors import InvalidInput, UsageError
+from belt.errors import UsageError
 
 app = typer.Typer(help="Declare and check lifecycle hooks.", no_args_is_help=True)
 
@@ -110,7 +110,7 @@ def validate(
 ) -> None:
     """Check declaration files of either dialect; every problem names its path and rule."""
     from belt import output
-    from belt.declarations import Dialect, validate_files
+    from belt.declarations import Dialect, exit_code, validate_files
 
     reports = validate_files(files, Dialect(dialect.value) if dialect else None)
     if json_:
@@ -126,9 +126,9 @@ def validate(
             else:
                 for problem in report.findings.problems:
                     output.error(f"{report.path}: {problem}")
-    bad = [r for r in reports if not r.ok]
-    if bad:
-        raise typer.Exit(int(InvalidInput.exit_code))
+    code = exit_code(reports)
+    if code:
+        raise typer.Exit(int(code))
 
 
 @app.command()

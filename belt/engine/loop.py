@@ -116,7 +116,7 @@ def create_simulation(
         "status": "running",
         "created_at": stamp,
     }
-    store.create("sim", sim["id"], sim)
+    store.create("sim", sim_id, sim)
     return sim
 
 
@@ -356,7 +356,7 @@ class Simulation:
                 dispatcher,
                 "agent.tool_call",
                 {"tool": call.name, "arguments": call.arguments},
-                resource_id=invocation["id"],
+                resource_id=str(invocation["id"]),
             )
             if result.outcome == Outcome.SUSPEND:
                 invocation["status"] = "awaiting_approval"

@@ -1,0 +1,32 @@
+"""``belt completion``: the shell completion script for bash, zsh or fish."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+COMPLETE_VAR = "_BELT_COMPLETE"
+
+
+class Shell(StrEnum):
+    """Shells belt can complete in."""
+
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+
+
+def completion(shell: Annotated[Shell, typer.Argument(help="Shell to complete in.")]) -> None:
+    """Print the completion script for a shell.
+
+    Try it in the current shell: eval "$(belt completion bash)".
+
+    To keep it, save it where your shell loads completions from.
+    """
+    from typer._completion_shared import get_completion_script
+
+    from belt import output
+
+    output.echo(get_completion_script(prog_name="belt", complete_var=COMPLETE_VAR, shell=shell))

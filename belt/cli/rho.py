@@ -1,0 +1,83 @@
+"""The ``rho`` command: rho's extension settings, kept in belt's state directory."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from belt.cli import BeltGroup
+
+app = typer.Typer(
+    cls=BeltGroup,
+    name="rho",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+extensions = typer.Typer(help="Configure rho's extensions.", no_args_is_help=True)
+app.add_typer(extensions, name="extensions")
+
+
+class Extension(StrEnum):
+    """Extensions rho can configure."""
+
+    lifecycle_hooks = "rho.lifecycle_hooks"
+
+
+@app.callback()
+def root(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors.")
+    ] = False,
+) -> None:
+    """Configure rho extensions offline, in belt's state directory.
+
+    The config file is rho/config.json in the state directory ($BELT_HOME).
+    """
+
+
+@extensions.command()
+def configure(
+    extension: Annotated[Extension, typer.Argument(help="Extension to configure.")],
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", help="JSON or TOML file holding the object (default: stdin)."),
+    ] = None,
+    json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Check a lifecycle_hooks object and store it as the extension's configuration.
+
+    The object declares Nexus hooks on turn_start, pre_compact, post_compact and stop.
+
+    {} or null declares none. It is stored at plugins["rho.lifecycle_hooks"].configuration.
+    """
+    from belt import output
+    from belt.rho import configure_lifecycle_hooks
+
+    configured = configure_lifecycle_hooks(file=file)
+    if json_:
+        output.print_json(configured.summary())
+        return
+    output.echo(
+        f'stored plugins["{configured.extension}"].configuration in {configured.file}',
+        stderr=True,
+    )
+    if not configured.configuration:
+        output.echo("{} (no lifecycle hooks declared)")
+        return
+    output.table(
+        ["event", "tool", "timeout_ms", "max_continuations"],
+        [
+            [event, hook["tool"], hook["timeout_ms"], hook.get("max_continuations", "")]
+            for event, hook in configured.configuration.items()
+        ],
+    )
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="rho")

@@ -1,0 +1,168 @@
+"""The declaration file that `belt hooks add|list|remove|export` edit."""
+
+from __future__ import annotations
+
+import json
+import stat
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from belt.errors import InvalidInput, NotFound
+from belt.hookfile import add_hook, default_path, read_hooks, remove_hook, render
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_default_file_lives_in_belt_home_0600_in_a_0700_directory(belt_home: Path) -> None:
+    assert not belt_home.exists()
+    add_hook(event="agent.start", handler_type="gate")
+    assert default_path() == belt_home / "hooks.json"
+    assert mode(belt_home) == 0o700
+    assert mode(belt_home / "hooks.json") == 0o600
+    assert [p.name for p in belt_home.iterdir()] == ["hooks.json"]
+
+
+def test_default_file_that_does_not_exist_holds_no_hooks() -> None:
+    assert read_hooks() == []
+
+
+def test_an_explicit_file_that_does_not_exist_is_not_found(tmp_path: Path) -> None:
+    with pytest.raises(NotFound, match="no such file"):
+        read_hooks(tmp_path / "nope.json")
+
+
+def test_added_hooks_are_written_in_order_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "agent" / "hooks.json"
+    first = add_hook(
+        event="agent.tool_call",
+        handler_type="webhook",
+        handler="https://example.com/hooks/tool-call",
+        timeout=10,
+        file=path,
+    )
+    second = add_hook(
+        event="agent.tool_call",
+        handler_type="gate",
+        timeout=600,
+        default_resolution="deny",
+        file=path,
+    )
+    assert (first[0], second[0]) == (0, 1)
+    assert json.loads(path.read_text()) == {
+        "hooks": [
+            {
+                "event": "agent.tool_call",
+                "type": "webhook",
+                "handler": "https://example.com/hooks/tool-call",
+                "timeout": 10,
+            },
+            {
+                "event": "agent.tool_call",
+                "type": "gate",
+                "timeout": 600,
+                "default_resolution": "deny",
+            },
+        ]
+    }
+    assert [hook.type for hook in read_hooks(path)] == ["webhook", "gate"]
+
+
+def test_a_toml_file_is_written_as_toml(tmp_path: Path) -> None:
+    path = tmp_path / "hooks.toml"
+    add_hook(
+        event="agent.turn_start",
+        handler_type="task",
+        handler="my-team/auditor@latest",
+        async_=True,
+        file=path,
+    )
+    assert tomllib.loads(path.read_text()) == {
+        "hooks": [
+            {
+                "event": "agent.turn_start",
+                "type": "task",
+                "handler": "my-team/auditor@latest",
+                "async": True,
+            }
+        ]
+    }
+    assert read_hooks(path)[0].async_ is True
+
+
+def test_an_invalid_hook_is_refused_with_the_index_it_would_get(tmp_path: Path) -> None:
+    path = tmp_path / "hooks.json"
+    add_hook(event="agent.start", handler_type="gate", file=path)
+    before = path.read_text()
+    with pytest.raises(InvalidInput) as caught:
+        add_hook(
+            event="agent.complete",
+            handler_type="webhook",
+            handler="https://example.com",
+            timeout=301,
+            file=path,
+        )
+    assert caught.value.message == (
+        "hook not added: hooks[1].timeout: 301 is above the webhook maximum of 300"
+    )
+    assert path.read_text() == before
+
+
+def test_every_problem_of_a_refused_hook_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        add_hook(
+            event="agent.complete",
+            handler_type="gate",
+            async_=True,
+            file=tmp_path / "hooks.json",
+        )
+    assert caught.value.message.startswith("hook not added: hooks[0].async:")
+    assert caught.value.problems == [
+        "hooks[0].event: a gate cannot attach to agent.complete (gates attach to agent.start, "
+        "agent.turn_start, agent.tool_call)"
+    ]
+    assert not (tmp_path / "hooks.json").exists()
+
+
+def test_remove_by_index(tmp_path: Path) -> None:
+    path = tmp_path / "hooks.json"
+    add_hook(event="agent.start", handler_type="gate", file=path)
+    add_hook(event="agent.turn_start", handler_type="builtin", handler="belt:suggest", file=path)
+    removed = remove_hook(0, path)
+    assert removed.event == "agent.start"
+    assert [hook.handler for hook in read_hooks(path)] == ["belt:suggest"]
+
+
+@pytest.mark.parametrize("index", [1, -1])
+def test_remove_out_of_range_is_not_found(tmp_path: Path, index: int) -> None:
+    path = tmp_path / "hooks.json"
+    add_hook(event="agent.start", handler_type="gate", file=path)
+    with pytest.raises(NotFound, match=f"no hook at index {index} in .* \\(it holds 1\\)"):
+        remove_hook(index, path)
+    assert len(read_hooks(path)) == 1
+
+
+def test_a_broken_declaration_file_is_reported_with_every_problem(tmp_path: Path) -> None:
+    path = tmp_path / "hooks.json"
+    path.write_text(
+        json.dumps({"hooks": [{"event": "agent.start"}, {"event": "x", "type": "gate"}]})
+    )
+    with pytest.raises(InvalidInput) as caught:
+        read_hooks(path)
+    assert caught.value.message == f"{path}: 2 problem(s)"
+    assert caught.value.problems == [
+        "hooks[0].type: is required (one of webhook, task, gate, builtin)",
+        "hooks[1].event: 'x' is not a lifecycle event (expected one of agent.start, "
+        "agent.turn_start, agent.tool_call, agent.tool_result, agent.turn_complete, "
+        "agent.pre_compact, agent.post_compact, agent.error, agent.complete, agent.idle)",
+    ]
+
+
+def test_render_json_and_toml_hold_the_same_hooks(tmp_path: Path) -> None:
+    path = tmp_path / "hooks.json"
+    add_hook(event="agent.start", handler_type="gate", default_resolution="deny", file=path)
+    hooks = read_hooks(path)
+    assert json.loads(render(hooks, "json")) == tomllib.loads(render(hooks, "toml"))
