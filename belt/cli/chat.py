@@ -1,0 +1,47 @@
+"""``belt chat``: per-chat settings (switching an agent's hooks off for one chat)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from belt.cli.interrupt import ApiKeyOption, ApiOption, JsonFlag
+from belt.errors import UsageError
+
+app = typer.Typer(help="Chat settings.", no_args_is_help=True)
+
+
+@app.command()
+def settings(
+    chat_id: Annotated[str, typer.Argument(metavar="CHAT_ID", help="The chat to change.")],
+    hooks_off: Annotated[
+        bool | None,
+        typer.Option(
+            "--disable-hooks/--enable-hooks",
+            show_default=False,
+            help="Switch every hook of the chat's agent off, or back on.",
+        ),
+    ] = None,
+    json_: JsonFlag = False,
+    api: ApiOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Switch hooks off or on for one chat (agent_data.disable_hooks)."""
+    from belt import output
+
+    if hooks_off is None:
+        raise UsageError("give --disable-hooks or --enable-hooks")
+    if api:
+        from belt.remote import Platform
+
+        with Platform(api, api_key=api_key) as platform:
+            chat = platform.set_chat_settings(chat_id=chat_id, disable_hooks=hooks_off)
+    else:
+        from belt.chats import set_chat_settings
+
+        chat = set_chat_settings(chat_id=chat_id, disable_hooks=hooks_off)
+    if json_:
+        output.print_json(chat)
+        return
+    output.success(f"hooks {'disabled' if hooks_off else 'enabled'} for chat {chat_id}")

@@ -1,0 +1,206 @@
+"""Client of the platform's HTTP API (or of ``belt serve``, which serves the same routes).
+
+Speaks the routes of spec/WIRE.md: the ``{"data": ...}`` envelope is unwrapped, problem+json
+errors become one line and an exit code, and the bearer key never leaves the request headers.
+Only the commands given ``--api`` import this module, and with it httpx.
+"""
+
+from __future__ import annotations
+
+import os
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from belt.errors import BeltError, Conflict, InvalidInput, NotFound, Unreachable
+from belt.store import check_id
+
+KEY_ENV = ("INFSH_API_KEY", "INFERENCE_API_KEY")
+DEFAULT_TIMEOUT = 10.0
+KEY_HINT = "check the API key (--api-key, INFSH_API_KEY or INFERENCE_API_KEY)"
+REACH_HINT = "check --api (or BELT_API_URL) and that the platform or `belt serve` is running"
+_DETAIL_LIMIT = 300
+
+
+def api_key_from_env() -> str | None:
+    """The API key from the environment: ``INFSH_API_KEY``, else ``INFERENCE_API_KEY``."""
+    for name in KEY_ENV:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def host_of(url: str) -> str:
+    """``host[:port]`` of a URL: all of it that may be shown (no credentials, path or query)."""
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{host}:{port}" if port else host
+
+
+class Platform:
+    """A connection to one platform API; use as a context manager."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidInput(
+                "--api must be an http:// or https:// URL with a host",
+                hint="for example --api https://api.inference.sh or --api http://127.0.0.1:8787",
+            )
+        self.host = host_of(base_url)
+        self.timeout = timeout
+        self._key = api_key if api_key is not None else api_key_from_env()
+        headers = {"Accept": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        self._client = httpx.Client(
+            base_url=base_url,
+            headers=headers,
+            transport=transport,
+            timeout=timeout,
+            follow_redirects=False,
+        )
+
+    def __enter__(self) -> Platform:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    def request(self, method: str, path: str, *, body: Any = None) -> Any:
+        """Send one request and return the unwrapped ``data``; errors become BeltErrors."""
+        try:
+            if body is None:
+                response = self._client.request(method, path)
+            else:
+                response = self._client.request(method, path, json=body)
+        except httpx.TimeoutException:
+            raise Unreachable(
+                f"{self.host} did not answer within {self.timeout:g}s", hint=REACH_HINT
+            ) from None
+        except httpx.TransportError as exc:
+            raise Unreachable(
+                f"cannot reach {self.host}: {self._redact(str(exc)) or type(exc).__name__}",
+                hint=REACH_HINT,
+            ) from None
+        if response.is_success:
+            return self._unwrap(response)
+        raise self._problem(response)
+
+    # Routes
+
+    def list_interrupts(
+        self, *, run_id: str, include_settled: bool = False
+    ) -> list[dict[str, Any]]:
+        """``GET /agent-runs/{run_id}/interrupts``: the pending ones, or all."""
+        check_id(run_id, what="run id")
+        data = self.request("GET", f"/agent-runs/{run_id}/interrupts")
+        if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+            raise InvalidInput(f"{self.host} answered the interrupt list with something else")
+        if include_settled:
+            return data
+        return [item for item in data if item.get("status") == "pending"]
+
+    def get_interrupt(self, *, interrupt_id: str, run_id: str) -> dict[str, Any]:
+        """One interrupt, found in its run's list (the API has no route for one interrupt)."""
+        check_id(interrupt_id, what="interrupt id")
+        for item in self.list_interrupts(run_id=run_id, include_settled=True):
+            if item.get("id") == interrupt_id:
+                return item
+        raise NotFound(f"no interrupt {interrupt_id} on run {run_id} at {self.host}")
+
+    def resolve_interrupt(
+        self, *, interrupt_id: str, decision: str, data: Any = None
+    ) -> dict[str, Any]:
+        """``POST /interrupts/{id}/resolve``; returns the resolved InterruptDTO."""
+        check_id(interrupt_id, what="interrupt id")
+        body: dict[str, Any] = {"decision": decision}
+        if data is not None:
+            body["data"] = data
+        result = self.request("POST", f"/interrupts/{interrupt_id}/resolve", body=body)
+        if not isinstance(result, dict):
+            raise InvalidInput(f"{self.host} answered the resolve with something else")
+        return result
+
+    def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, Any]:
+        """``POST /chats/{chat_id}/settings`` with ``disable_hooks``."""
+        check_id(chat_id, what="chat id")
+        result = self.request(
+            "POST", f"/chats/{chat_id}/settings", body={"disable_hooks": disable_hooks}
+        )
+        if isinstance(result, dict):
+            return result
+        return {"id": chat_id, "agent_data": {"disable_hooks": disable_hooks}}
+
+    # Responses
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    def _unwrap(self, response: httpx.Response) -> Any:
+        if not response.content:
+            return None
+        try:
+            document = response.json()
+        except ValueError:
+            raise InvalidInput(
+                f"{self.host} answered HTTP {response.status_code} with a body that is not JSON"
+            ) from None
+        if not isinstance(document, dict) or "data" not in document:
+            raise InvalidInput(
+                f'{self.host} answered without the {{"data": ...}} envelope of the platform API'
+            )
+        return document["data"]
+
+    def _problem(self, response: httpx.Response) -> BeltError:
+        status = response.status_code
+        detail = ""
+        try:
+            problem = response.json()
+        except ValueError:
+            problem = None
+        if isinstance(problem, dict):
+            for key in ("detail", "title"):
+                if isinstance(problem.get(key), str) and problem[key].strip():
+                    detail = problem[key]
+                    break
+        detail = " ".join(self._redact(detail or response.reason_phrase or "error").split())
+        if len(detail) > _DETAIL_LIMIT:
+            detail = detail[: _DETAIL_LIMIT - 1] + "…"
+        message = f"{detail} (HTTP {status} from {self.host})"
+        if status == 404:
+            return NotFound(message)
+        if status == 409:
+            return Conflict(message)
+        if status in (401, 403):
+            return BeltError(message, hint=KEY_HINT)
+        if status in (400, 422):
+            return InvalidInput(message)
+        if status >= 500:
+            return Unreachable(message)
+        return BeltError(message)

@@ -1,0 +1,13 @@
+"""The embedded store under the state directory: see ``belt.store.store`` and docs/store.md."""
+
+from __future__ import annotations
+
+from belt.paths import state_dir
+from belt.store.store import SCHEMA_VERSION, Store, check_id
+
+__all__ = ["SCHEMA_VERSION", "Store", "check_id", "open_store"]
+
+
+def open_store() -> Store:
+    """The store of this state directory (``$BELT_HOME/store``)."""
+    return Store(state_dir() / "store")

@@ -1,0 +1,368 @@
+"""The embedded store: JSON files under the state directory, shared safely by many processes.
+
+Layout under the root (see docs/store.md)::
+
+    objects/<kind>/<id>.json        one object in an envelope with its schema version
+    index/<index>/<owner>.jsonl     members linked to an owner (run → interrupts, chat → messages)
+    logs/<log>/<id>.jsonl           append-only records (events of a run, a server journal)
+    tags/<tag>/<name>               empty marker files whose names are the data (pending gates)
+    locks/...                       one lock file per object, index or log that is written
+
+Every operation touches only the files of the objects it names, so its cost does not grow with
+the number of objects in the store.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from belt.errors import Conflict, InvalidInput, NotFound
+from belt.store.files import (
+    DamagedLines,
+    HardLinksUnsupported,
+    append_line,
+    atomic_write,
+    fsync_dir,
+    make_dirs,
+    read_bytes,
+    split_lines,
+)
+from belt.store.locking import file_lock
+
+SCHEMA_VERSION = 1
+"""The version of every file this belt writes; older files are migrated when read."""
+
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+MIGRATIONS: dict[tuple[str, int], Migration] = {}
+"""Steps keyed by (kind, version): each turns data of that version into the next version's.
+
+The kind is an object kind (``"interrupt"``), ``"index:<name>"`` or ``"log:<name>"`` (applied to
+each record). Version 1 is the first, so there are no steps yet.
+"""
+
+_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+ID_RULE = "1 to 128 letters, digits, '_' or '-'"
+
+
+def check_id(value: str, *, what: str = "id") -> str:
+    """Return ``value`` if it is safe as a file name; otherwise raise InvalidInput (exit 5)."""
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise InvalidInput(f"invalid {what} {value!r}: an id is {ID_RULE}")
+    return value
+
+
+def _damaged(path: Path, why: str) -> InvalidInput:
+    return InvalidInput(
+        f"{path}: damaged store file: {why}",
+        hint="belt leaves a damaged file as it is; move it aside or restore it, then retry",
+    )
+
+
+def _parse_json(path: Path, raw: bytes, where: str = "it ") -> Any:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _damaged(path, f"{where}is not UTF-8 text") from None
+    if not text.strip():
+        raise _damaged(path, f"{where}is empty")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        detail = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        raise _damaged(path, f"{where}is not valid JSON ({detail})") from None
+
+
+def _encode(document: Mapping[str, Any], *, indent: int | None) -> bytes:
+    separators = None if indent else (",", ":")
+    return json.dumps(document, ensure_ascii=False, indent=indent, separators=separators).encode()
+
+
+class Store:
+    """JSON files under ``root``, written atomically under per-object inter-process locks."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        fsync: bool = True,
+        schema: int = SCHEMA_VERSION,
+        migrations: Mapping[tuple[str, int], Migration] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.fsync = fsync
+        self.schema = schema
+        self.migrations: dict[tuple[str, int], Migration] = dict(
+            MIGRATIONS if migrations is None else migrations
+        )
+
+    # Paths
+
+    def path(self, kind: str, id: str) -> Path:
+        """The file that holds one object (checked ids only)."""
+        return self.root / "objects" / check_id(kind, what="kind") / f"{check_id(id)}.json"
+
+    def _index_path(self, index: str, owner: str) -> Path:
+        return self.root / "index" / check_id(index, what="index") / f"{check_id(owner)}.jsonl"
+
+    def _log_path(self, log: str, id: str) -> Path:
+        return self.root / "logs" / check_id(log, what="log") / f"{check_id(id)}.jsonl"
+
+    def _tag_dir(self, tag: str) -> Path:
+        return self.root / "tags" / check_id(tag, what="tag")
+
+    def _lock_path(self, area: str, name: str, id: str) -> Path:
+        return self.root / "locks" / area / check_id(name) / f"{check_id(id)}.lock"
+
+    # Objects
+
+    def lock(self, kind: str, id: str) -> AbstractContextManager[None]:
+        """An exclusive lock on one object, across threads and processes; re-entrant."""
+        return file_lock(self._lock_path("objects", kind, id))
+
+    def read(self, kind: str, id: str) -> dict[str, Any]:
+        """One object's data; NotFound (exit 3) if missing, InvalidInput (exit 5) if damaged."""
+        path = self.path(kind, id)
+        try:
+            raw = read_bytes(path)
+        except FileNotFoundError:
+            raise NotFound(f"no {kind} {id}") from None
+        except OSError as exc:
+            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+        return self._decode_object(path, kind, id, raw)
+
+    def get(self, kind: str, id: str) -> dict[str, Any] | None:
+        """One object's data, or None if it does not exist."""
+        try:
+            return self.read(kind, id)
+        except NotFound:
+            return None
+
+    def exists(self, kind: str, id: str) -> bool:
+        """True if the object has a file (whether or not it is readable)."""
+        return self.path(kind, id).is_file()
+
+    def create(self, kind: str, id: str, data: dict[str, Any]) -> None:
+        """Store a new object; Conflict (exit 4) if one with this id exists."""
+        path = self.path(kind, id)
+        blob = self._encode_object(kind, id, data)
+        try:
+            atomic_write(path, blob, fsync=self.fsync, exclusive=True)
+        except FileExistsError:
+            raise Conflict(f"{kind} {id} already exists") from None
+        except HardLinksUnsupported:
+            with self.lock(kind, id):
+                if path.exists():
+                    raise Conflict(f"{kind} {id} already exists") from None
+                atomic_write(path, blob, fsync=self.fsync)
+
+    def write(self, kind: str, id: str, data: dict[str, Any]) -> None:
+        """Create or replace an object atomically; a damaged or newer file is never replaced."""
+        path = self.path(kind, id)
+        blob = self._encode_object(kind, id, data)
+        with self.lock(kind, id):
+            try:
+                self._decode_object(path, kind, id, read_bytes(path))
+            except FileNotFoundError:
+                pass
+            atomic_write(path, blob, fsync=self.fsync)
+
+    def update(
+        self, kind: str, id: str, fn: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Under the object's lock: read, apply ``fn`` to a copy, write and return the result.
+
+        If ``fn`` raises, nothing is written and the exception propagates.
+        """
+        if not self.path(kind, id).exists():
+            raise NotFound(f"no {kind} {id}")  # without leaving a lock file for a missing id
+        with self.lock(kind, id):
+            current = self.read(kind, id)
+            new = fn(copy.deepcopy(current))
+            if not isinstance(new, dict):
+                raise TypeError(f"update of {kind} {id} must return a dict")
+            atomic_write(self.path(kind, id), self._encode_object(kind, id, new), fsync=self.fsync)
+            return new
+
+    def list_ids(self, kind: str) -> list[str]:
+        """Every id of a kind, sorted (reads the directory, not the files)."""
+        directory = self.root / "objects" / check_id(kind, what="kind")
+        return sorted(
+            name[: -len(".json")] for name in self._names(directory) if name.endswith(".json")
+        )
+
+    # Indexes: ordered sets of member ids per owner
+
+    def link(self, index: str, owner: str, member: str) -> None:
+        """Add ``member`` to ``owner``'s members in ``index`` (idempotent).
+
+        One appended line, whatever the index holds: a member added twice is read back once,
+        in the place it was first added.
+        """
+        check_id(member)
+        path = self._index_path(index, owner)
+        with file_lock(self._lock_path("index", index, owner)):
+            self._append_record(path, "index", {"add": member})
+
+    def unlink(self, index: str, owner: str, member: str) -> None:
+        """Remove ``member`` from ``owner``'s members in ``index`` (idempotent)."""
+        check_id(member)
+        path = self._index_path(index, owner)
+        with file_lock(self._lock_path("index", index, owner)):
+            if member not in self._members(path, index):
+                return
+            self._append_record(path, "index", {"remove": member})
+
+    def members(self, index: str, owner: str) -> list[str]:
+        """The ids linked to ``owner`` in ``index``, in the order they were linked."""
+        return self._members(self._index_path(index, owner), index)
+
+    def _members(self, path: Path, index: str) -> list[str]:
+        members: dict[str, None] = {}
+        for number, record in self._read_records(path, "index", index):
+            if isinstance(record.get("add"), str):
+                members[record["add"]] = None
+            elif isinstance(record.get("remove"), str):
+                members.pop(record["remove"], None)
+            else:
+                raise _damaged(path, f"line {number} is neither an add nor a remove")
+        return list(members)
+
+    # Logs: append-only records
+
+    def append(self, log: str, id: str, record: dict[str, Any]) -> None:
+        """Append one record to a log: one write of one line, fsynced before returning."""
+        if not isinstance(record, dict):
+            raise TypeError("a log record must be a dict")
+        path = self._log_path(log, id)
+        with file_lock(self._lock_path("logs", log, id)):
+            self._append_record(path, "log", record)
+
+    def read_log(self, log: str, id: str) -> list[dict[str, Any]]:
+        """Every record of a log in order ([] if it does not exist); a torn last line is skipped."""
+        return [record for _, record in self._read_records(self._log_path(log, id), "log", log)]
+
+    # Tags: sets of names kept as empty marker files, so adding and removing cost one file
+
+    def tag(self, tag: str, name: str) -> None:
+        """Add ``name`` to ``tag`` (idempotent)."""
+        directory = self._tag_dir(tag)
+        path = directory / check_id(name, what="name")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:
+            make_dirs(directory)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        os.close(fd)
+        if self.fsync:
+            fsync_dir(directory)
+
+    def untag(self, tag: str, name: str) -> None:
+        """Remove ``name`` from ``tag`` (idempotent)."""
+        directory = self._tag_dir(tag)
+        (directory / check_id(name, what="name")).unlink(missing_ok=True)
+        if self.fsync and directory.is_dir():
+            fsync_dir(directory)
+
+    def tagged(self, tag: str) -> list[str]:
+        """The names in ``tag``, sorted."""
+        return sorted(self._names(self._tag_dir(tag)))
+
+    # Encoding, decoding, schema versions
+
+    def _encode_object(self, kind: str, id: str, data: dict[str, Any]) -> bytes:
+        if not isinstance(data, dict):
+            raise TypeError(f"{kind} {id}: data must be a dict")
+        envelope = {"belt": "object", "schema": self.schema, "kind": kind, "id": id, "data": data}
+        return _encode(envelope, indent=2) + b"\n"
+
+    def _decode_object(self, path: Path, kind: str, id: str, raw: bytes) -> dict[str, Any]:
+        document = _parse_json(path, raw)
+        if not isinstance(document, dict) or document.get("belt") != "object":
+            raise _damaged(path, "it is not a belt store object")
+        version = self._version(path, document)
+        if document.get("kind") != kind or document.get("id") != id:
+            found = f"{document.get('kind')} {document.get('id')}"
+            raise _damaged(path, f"it holds {found}, not {kind} {id}")
+        data = document.get("data")
+        if not isinstance(data, dict):
+            raise _damaged(path, "its data is not a JSON object")
+        return self._migrate(path, kind, version, data)
+
+    def _version(self, path: Path, document: dict[str, Any]) -> int:
+        version = document.get("schema")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise _damaged(path, f"its schema version {version!r} is not a positive whole number")
+        if version > self.schema:
+            raise InvalidInput(
+                f"{path}: written by a newer belt (store schema {version}; "
+                f"this belt reads up to {self.schema})",
+                hint="upgrade belt to use this store; the file was left as it is",
+            )
+        return version
+
+    def _migrate(self, path: Path, kind: str, version: int, data: dict[str, Any]) -> dict[str, Any]:
+        while version < self.schema:
+            step = self.migrations.get((kind, version))
+            if step is None:
+                raise _damaged(path, f"no migration of {kind} from schema {version}")
+            data = step(data)
+            version += 1
+        return data
+
+    def _append_record(self, path: Path, family: str, record: dict[str, Any]) -> None:
+        header = _encode({"belt": family, "schema": self.schema}, indent=None) + b"\n"
+        line = _encode(record, indent=None) + b"\n"
+        if path.exists():
+            # Never add to a file this belt cannot read (damaged, or from a newer belt).
+            self._check_header(path, read_header(path), family)
+        try:
+            append_line(path, line, header=header, fsync=self.fsync)
+        except DamagedLines:
+            raise _damaged(path, "it has no complete line") from None
+
+    def _check_header(self, path: Path, raw: bytes, family: str) -> int:
+        header = _parse_json(path, raw, "line 1 ")
+        if not isinstance(header, dict) or header.get("belt") != family:
+            raise _damaged(path, f"line 1 is not the header of a belt {family} file")
+        return self._version(path, header)
+
+    def _read_records(
+        self, path: Path, family: str, name: str
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        try:
+            raw = read_bytes(path)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+        lines = split_lines(raw)
+        if not lines:
+            raise _damaged(path, "it is empty" if not raw else "it has no complete line")
+        version = self._check_header(path, lines[0], family)
+        for number, line in enumerate(lines[1:], start=2):
+            record = _parse_json(path, line, f"line {number} ")
+            if not isinstance(record, dict):
+                raise _damaged(path, f"line {number} is not a JSON object")
+            yield number, self._migrate(path, f"{family}:{name}", version, record)
+
+    @staticmethod
+    def _names(directory: Path) -> list[str]:
+        try:
+            with os.scandir(directory) as entries:
+                return [entry.name for entry in entries if not entry.name.startswith(".")]
+        except FileNotFoundError:
+            return []
+
+
+def read_header(path: Path) -> bytes:
+    """The first line of a line file, without reading the rest."""
+    with open(path, "rb") as handle:
+        return handle.readline()

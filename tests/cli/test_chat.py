@@ -1,0 +1,45 @@
+"""``belt chat settings`` against the local store."""
+
+from __future__ import annotations
+
+from belt.chats import hooks_disabled
+from belt.store import open_store
+from tests.cli.runner import belt
+
+
+def test_disable_and_enable_hooks() -> None:
+    result = belt("chat", "settings", "ch_1", "--disable-hooks")
+    assert result.exit_code == 0
+    assert result.stdout == "hooks disabled for chat ch_1\n"
+    assert hooks_disabled(chat_id="ch_1")
+
+    result = belt("chat", "settings", "ch_1", "--enable-hooks", "--json")
+    assert result.exit_code == 0
+    chat = result.json()
+    assert chat["id"] == "ch_1"
+    assert chat["agent_data"] == {"disable_hooks": False}
+    assert not hooks_disabled(chat_id="ch_1")
+    assert open_store().read("chat", "ch_1") == chat
+
+
+def test_one_of_the_flags_is_required() -> None:
+    result = belt("chat", "settings", "ch_1")
+    assert result.exit_code == 2
+    assert "give --disable-hooks or --enable-hooks" in result.stderr
+    assert not open_store().exists("chat", "ch_1")
+
+
+def test_a_hostile_chat_id_exits_5() -> None:
+    result = belt("chat", "settings", "../../x", "--disable-hooks")
+    assert result.exit_code == 5
+    assert "invalid chat id" in result.stderr
+
+
+def test_a_damaged_chat_exits_5_and_is_left_alone() -> None:
+    belt("chat", "settings", "ch_1", "--disable-hooks")
+    path = open_store().path("chat", "ch_1")
+    path.write_bytes(b'{"belt": "object", "schema": 1')
+    result = belt("chat", "settings", "ch_1", "--enable-hooks")
+    assert result.exit_code == 5
+    assert str(path) in result.stderr
+    assert path.read_bytes() == b'{"belt": "object", "schema": 1'

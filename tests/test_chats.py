@@ -1,0 +1,55 @@
+"""Chat settings in the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from belt.chats import hooks_disabled, set_chat_settings
+from belt.errors import InvalidInput
+from belt.store import Store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "store")
+
+
+def test_settings_create_a_missing_chat(store: Store) -> None:
+    assert not hooks_disabled(store=store, chat_id="ch_1")
+    chat = set_chat_settings(store=store, chat_id="ch_1", disable_hooks=True)
+    assert chat["id"] == "ch_1"
+    assert chat["agent_data"] == {"disable_hooks": True}
+    assert store.read("chat", "ch_1") == chat
+    assert hooks_disabled(store=store, chat_id="ch_1")
+
+
+def test_settings_keep_everything_else_on_the_chat(store: Store) -> None:
+    store.create(
+        "chat",
+        "ch_1",
+        {"id": "ch_1", "status": "idle", "agent_id": "ag_1", "agent_data": {"allow_all_tools": 1}},
+    )
+    set_chat_settings(store=store, chat_id="ch_1", disable_hooks=True)
+    chat = set_chat_settings(store=store, chat_id="ch_1", disable_hooks=False)
+    assert chat["status"] == "idle" and chat["agent_id"] == "ag_1"
+    assert chat["agent_data"] == {"allow_all_tools": 1, "disable_hooks": False}
+    assert store.read("chat", "ch_1") == chat
+    assert not hooks_disabled(store=store, chat_id="ch_1")
+
+
+def test_a_damaged_chat_is_reported_and_left_alone(store: Store) -> None:
+    store.create("chat", "ch_1", {"id": "ch_1"})
+    path = store.path("chat", "ch_1")
+    path.write_bytes(b"[]")
+    with pytest.raises(InvalidInput, match=str(path)):
+        set_chat_settings(store=store, chat_id="ch_1", disable_hooks=True)
+    assert path.read_bytes() == b"[]"
+
+
+def test_a_hostile_chat_id_is_refused(store: Store) -> None:
+    with pytest.raises(InvalidInput, match="invalid chat id"):
+        set_chat_settings(store=store, chat_id="../ch", disable_hooks=True)
+    with pytest.raises(InvalidInput):
+        hooks_disabled(store=store, chat_id="a/b")
