@@ -60,7 +60,9 @@ def scenario(path: Path, calls: int, url: str | None) -> Path:
         for i in range(calls)
     ]
     model.append({"say": "done"})
-    path.write_text(json.dumps({"agent": {"hooks": hooks}, "turns": [{"user": "go", "model": model}]}))
+    path.write_text(
+        json.dumps({"agent": {"hooks": hooks}, "turns": [{"user": "go", "model": model}]})
+    )
     return path
 
 

@@ -714,6 +714,7 @@ def start(
     transport: httpx.BaseTransport | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Create and run a simulation; returns the simulation record and the runs executed."""
+    store = store.without_fsync()
     sim = create_simulation(store, loaded, fail_closed=fail_closed)
     simulation = Simulation(store, sim, hooks=loaded.hooks, transport=transport)
     runs = simulation.run()
@@ -724,6 +725,7 @@ def resume(
     store: Store, run_id: str, *, transport: httpx.BaseTransport | None = None
 ) -> tuple[dict[str, Any], list[str]]:
     """Resume the simulation of a run held at gates."""
+    store = store.without_fsync()
     run = store.get("run", run_id)
     if run is None:
         raise NotFound(f"no run {run_id}", hint="list simulated runs with `belt sim list`")

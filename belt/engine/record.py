@@ -142,5 +142,10 @@ class RunRecord:
         self.data = self.store.update("run", self.id, apply)
 
     def log(self, record: dict[str, Any]) -> None:
-        """Append an agent event (such as ``hook.executed``) to the run's event log."""
-        self.store.append("events", self.id, {"run_id": self.id, "at": now_iso(), **record})
+        """Append an agent event (such as ``hook.executed``) to the run's event log.
+
+        One line per handler run, written before the run goes on (so a killed simulation keeps
+        it) but not fsynced: the log grows with every hook, and the cost of a hook matters.
+        """
+        record = {"run_id": self.id, "at": now_iso(), **record}
+        self.store.append("events", self.id, record, sync=False)

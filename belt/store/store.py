@@ -103,6 +103,14 @@ class Store:
             MIGRATIONS if migrations is None else migrations
         )
 
+    def without_fsync(self) -> Store:
+        """The same store, writing without fsync: for high-rate writers such as a simulation.
+
+        Writes stay atomic (temporary file, rename) and reach the operating system before they
+        return, so a killed process loses nothing; only an OS crash can lose the latest ones.
+        """
+        return Store(self.root, fsync=False, schema=self.schema, migrations=self.migrations)
+
     # Paths
 
     def path(self, kind: str, id: str) -> Path:
@@ -237,13 +245,20 @@ class Store:
 
     # Logs: append-only records
 
-    def append(self, log: str, id: str, record: dict[str, Any]) -> None:
-        """Append one record to a log: one write of one line, fsynced before returning."""
+    def append(
+        self, log: str, id: str, record: dict[str, Any], *, sync: bool | None = None
+    ) -> None:
+        """Append one record to a log: one write of one line, fsynced before returning.
+
+        ``sync=False`` skips the fsync for high-rate logs (the serve journal, a simulation's
+        event log): the line still reaches the file before this returns, so it survives the
+        process being killed; only an operating-system crash can lose the last lines.
+        """
         if not isinstance(record, dict):
             raise TypeError("a log record must be a dict")
         path = self._log_path(log, id)
         with file_lock(self._lock_path("logs", log, id)):
-            self._append_record(path, "log", record)
+            self._append_record(path, "log", record, sync=self.fsync if sync is None else sync)
 
     def read_log(self, log: str, id: str) -> list[dict[str, Any]]:
         """Every record of a log in order ([] if it does not exist); a torn last line is skipped."""
@@ -317,14 +332,16 @@ class Store:
             version += 1
         return data
 
-    def _append_record(self, path: Path, family: str, record: dict[str, Any]) -> None:
+    def _append_record(
+        self, path: Path, family: str, record: dict[str, Any], *, sync: bool | None = None
+    ) -> None:
         header = _encode({"belt": family, "schema": self.schema}, indent=None) + b"\n"
         line = _encode(record, indent=None) + b"\n"
         if path.exists():
             # Never add to a file this belt cannot read (damaged, or from a newer belt).
             self._check_header(path, read_header(path), family)
         try:
-            append_line(path, line, header=header, fsync=self.fsync)
+            append_line(path, line, header=header, fsync=self.fsync if sync is None else sync)
         except DamagedLines:
             raise _damaged(path, "it has no complete line") from None
 

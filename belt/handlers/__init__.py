@@ -1,0 +1,1 @@
+"""Hook handlers: one small module per handler type (webhook, task, gate)."""

@@ -1,0 +1,117 @@
+"""Webhook handlers: POST the payload, read back a LifecycleHookResponse.
+
+Failures are described by host only: a webhook URL can carry credentials in its path or query,
+so the full URL never reaches a message, a log or the store.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from belt.effects import url_host
+from belt.wire.platform import LifecycleHookResponse
+from belt.wire.validate import describe, model_problems
+
+if TYPE_CHECKING:
+    import httpx
+
+
+@dataclass
+class WebhookResult:
+    """What one webhook call gave back."""
+
+    status: int | None
+    body: str
+    response: LifecycleHookResponse | None
+    error: str | None
+    duration_ms: int
+
+
+TIMED_OUT = "did not answer within"
+
+
+def encode_payload(payload: dict[str, Any]) -> bytes:
+    """The exact bytes sent (and signed) for a payload."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def deliver(
+    client: httpx.Client,
+    url: str,
+    payload: dict[str, Any],
+    *,
+    timeout: float,
+    secret: str | None = None,
+) -> WebhookResult:
+    """POST ``payload`` to ``url`` and parse the answer; a failure is returned, never raised."""
+    import httpx
+
+    body = encode_payload(payload)
+    headers = {"content-type": "application/json"}
+    if secret:
+        from belt.signing import signed_headers
+
+        headers.update(signed_headers(secret, body))
+    host = url_host(url)
+    started = time.perf_counter()
+
+    def elapsed() -> int:
+        return round((time.perf_counter() - started) * 1000)
+
+    try:
+        reply = client.post(url, content=body, headers=headers, timeout=timeout)
+    except httpx.TimeoutException:
+        return WebhookResult(None, "", None, f"{host} {TIMED_OUT} {timeout:g} s", elapsed())
+    except httpx.ConnectError as exc:
+        return WebhookResult(
+            None, "", None, f"cannot connect to {host}: {_reason(exc, url)}", elapsed()
+        )
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        return WebhookResult(
+            None, "", None, f"request to {host} failed: {_reason(exc, url)}", elapsed()
+        )
+    duration = elapsed()
+    text = reply.text
+    if not 200 <= reply.status_code < 300:
+        return WebhookResult(
+            reply.status_code, text, None, f"{host} answered HTTP {reply.status_code}", duration
+        )
+    response, problem = parse_response(text)
+    if problem is not None:
+        error = f"{host} answered with a body that is not a LifecycleHookResponse: {problem}"
+        return WebhookResult(reply.status_code, text, None, error, duration)
+    return WebhookResult(reply.status_code, text, response, None, duration)
+
+
+def parse_response(text: str) -> tuple[LifecycleHookResponse | None, str | None]:
+    """Parse a 2xx body; an empty body (or JSON null) is allow. Returns (response, problem)."""
+    if not text.strip():
+        return LifecycleHookResponse(), None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+    if document is None:
+        return LifecycleHookResponse(), None
+    if not isinstance(document, dict):
+        return None, f"expected a JSON object, got {describe(document)}"
+    try:
+        return LifecycleHookResponse.model_validate(document), None
+    except ValidationError as exc:
+        return None, "; ".join(model_problems(exc))
+
+
+def _reason(exc: Exception, url: str) -> str:
+    """An exception's message with the URL (and so any credentials in it) taken out."""
+    text = str(exc) or type(exc).__name__
+    host = url_host(url)
+    # Longest first, so a bare URL never leaves a query string behind.
+    for form in sorted({url, url.rstrip("/"), url.split("?", 1)[0]}, key=len, reverse=True):
+        if form:
+            text = text.replace(form, host)
+    return text

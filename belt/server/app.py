@@ -1,0 +1,473 @@
+"""The ASGI app of ``belt serve``: a hook handler and the platform's HTTP API over the store.
+
+Hook routes answer a LifecycleHookPayload with a LifecycleHookResponse from a decider (allow
+everything, a policy file or a Python callable). Platform routes speak the envelope and
+problem+json of the real API (``spec/WIRE.md``) so the interrupt commands work against either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from belt.errors import BeltError, Conflict, InvalidInput, NotFound
+from belt.server.deciders import Decider, HandlerResponseError, allow_all
+from belt.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify_with
+from belt.store.clock import timestamp, utcnow
+from belt.wire.platform import LifecycleHookPayload
+from belt.wire.validate import describe, model_problems
+
+if TYPE_CHECKING:
+    from belt.store import Store
+
+MAX_BODY_BYTES = 1024 * 1024
+JOURNAL = "journal"
+JOURNAL_ID = "serve"
+PROBLEM_TYPE = "about:blank"
+
+Reporter = Callable[[dict[str, Any]], None]
+
+
+class Problem(Exception):
+    """An error answered as RFC 9457 problem+json."""
+
+    def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        """The problem document."""
+        return {
+            "type": PROBLEM_TYPE,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            **self.extra,
+        }
+
+    def response(self, headers: dict[str, str] | None = None) -> Response:
+        """The problem as an HTTP response."""
+        return problem_response(self.body(), headers)
+
+
+def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+    """A problem+json response for a problem document."""
+    return Response(
+        json.dumps(body, ensure_ascii=False),
+        status_code=int(body["status"]),
+        media_type="application/problem+json",
+        headers=headers,
+    )
+
+
+def envelope(data: Any) -> Response:
+    """A success response in the platform's envelope."""
+    return Response(
+        json.dumps({"data": data, "messages": []}, ensure_ascii=False),
+        media_type="application/json",
+    )
+
+
+class ReplayGuard:
+    """Remembers verified webhook ids for the tolerance window; a repeat is a replay."""
+
+    def __init__(self, window: int = TOLERANCE_SECONDS) -> None:
+        self.window = window
+        self._seen: dict[str, float] = {}
+
+    def check(self, msg_id: str, now: float) -> bool:
+        """Record ``msg_id``; False when it was already seen within the window."""
+        # Ids arrive roughly in time order, so expired ones sit at the front.
+        while self._seen:
+            oldest = next(iter(self._seen))
+            if self._seen[oldest] > now:
+                break
+            del self._seen[oldest]
+        if msg_id in self._seen:
+            return False
+        # A signature stays acceptable for the tolerance either side of its timestamp.
+        self._seen[msg_id] = now + 2 * self.window
+        return True
+
+
+class BearerAuth:
+    """Pure ASGI middleware: every route but /healthz needs ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token.encode("utf-8")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse a request without the right bearer token with 401."""
+        if scope["type"] != "http" or scope["path"] == "/healthz":
+            await self.app(scope, receive, send)
+            return
+        header = b""
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                header = value
+                break
+        scheme, _, offered = header.partition(b" ")
+        if scheme.lower() == b"bearer" and hmac.compare_digest(offered.strip(), self.token):
+            await self.app(scope, receive, send)
+            return
+        detail = "missing bearer token" if not header else "wrong bearer token"
+        response = Problem(401, "Unauthorized", detail).response({"www-authenticate": "Bearer"})
+        await response(scope, receive, send)
+
+
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The request body, refused with 413 once it passes ``limit`` bytes."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json_object(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object (an empty body is ``{}``); 422 otherwise."""
+    body = await read_body(request)
+    if not body.strip():
+        return {}
+    try:
+        document = json.loads(body)
+    except ValueError as exc:
+        raise Problem(422, "Unprocessable Content", f"the body is not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise Problem(
+            422, "Unprocessable Content", f"expected a JSON object, got {describe(document)}"
+        )
+    return document
+
+
+class HookService:
+    """Handles hook requests: verify, validate, decide, answer, journal, report."""
+
+    def __init__(
+        self,
+        *,
+        decide: Decider,
+        journal: Store | None,
+        secret: str | None,
+        report: Reporter | None,
+    ) -> None:
+        self.decide = decide
+        self.journal = journal
+        self.key = secret_key(secret) if secret else None
+        self.replays = ReplayGuard()
+        self.report = report
+
+    async def handle(self, request: Request) -> Response:
+        """POST /hooks and POST /hooks/{name}."""
+        started = time.perf_counter()
+        record: dict[str, Any] = {
+            "kind": "hook",
+            "at": timestamp(utcnow()),
+            "route": request.scope["path"],
+            "name": request.path_params.get("name"),
+        }
+        try:
+            response_body, response = await self._answer(request, record)
+            status = 200
+        except Problem as problem:
+            response_body = problem.body()
+            response = problem.response()
+            status = problem.status
+            record["error"] = problem.detail
+        record["status"] = status
+        record["response"] = response_body
+        record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        self._record(record)
+        return response
+
+    async def _answer(
+        self, request: Request, record: dict[str, Any]
+    ) -> tuple[dict[str, Any], Response]:
+        body = await read_body(request)
+        if self.key is not None:
+            try:
+                msg_id = verify_with(self.key, request.headers, body)
+            except SignatureError as exc:
+                raise Problem(
+                    401, "Unauthorized", f"signature check failed: {exc.message}"
+                ) from None
+            record["webhook_id"] = msg_id
+            if not self.replays.check(msg_id, time.time()):
+                raise Problem(
+                    409, "Conflict", f"webhook-id {msg_id} was already delivered (replay)"
+                )
+        try:
+            document = json.loads(body)
+        except ValueError as exc:
+            raise Problem(422, "Unprocessable Content", f"the body is not JSON: {exc}") from None
+        record["request"] = document
+        try:
+            payload = LifecycleHookPayload.model_validate(document)
+        except ValidationError as exc:
+            problems = model_problems(exc)
+            raise Problem(
+                422,
+                "Unprocessable Content",
+                "not a LifecycleHookPayload: " + "; ".join(problems),
+                errors=problems,
+            ) from None
+        data = payload.data or {}
+        record["event"] = payload.event.value
+        if isinstance(data.get("tool"), str):
+            record["tool"] = data["tool"]
+        try:
+            verdict = await self.decide(payload)
+        except HandlerResponseError as exc:
+            raise Problem(500, "Internal Server Error", str(exc)) from None
+        except Exception as exc:
+            raise Problem(
+                500, "Internal Server Error", f"the handler raised {type(exc).__name__}: {exc}"
+            ) from None
+        answer = verdict.response
+        record["decision"] = answer.effective_decision().value
+        if answer.reason:
+            record["reason"] = answer.reason
+        if verdict.rule is not None:
+            record["rule"] = verdict.rule
+        if answer.injected:
+            record["injected"] = True
+        response_body = answer.model_dump(mode="json", exclude_none=True)
+        return response_body, Response(
+            json.dumps(response_body, ensure_ascii=False), media_type="application/json"
+        )
+
+    def _record(self, record: dict[str, Any]) -> None:
+        if self.journal is not None:
+            # A journal that cannot be written must not stop hooks from being answered.
+            try:
+                self.journal.append(JOURNAL, JOURNAL_ID, record, sync=False)
+            except (BeltError, OSError) as exc:
+                record["journal_error"] = exc.message if isinstance(exc, BeltError) else str(exc)
+        if self.report is not None:
+            self.report(record)
+
+
+def create_app(
+    *,
+    decide: Decider | None = None,
+    store: Store | None = None,
+    secret: str | None = None,
+    token: str | None = None,
+    sweep_interval: float = 60.0,
+    report: Reporter | None = None,
+) -> Starlette:
+    """The ASGI app of ``belt serve``; ``store=None`` uses the store in the state directory."""
+    from belt.server.profile import profile_routes
+    from belt.store import open_store
+
+    the_store = store if store is not None else open_store()
+    # The journal is a log of what was asked and answered, not state anything depends on: its
+    # records are written before each response but not fsynced (see docs/serve.md).
+    hooks = HookService(
+        decide=decide or allow_all(), journal=the_store, secret=secret, report=report
+    )
+    api = PlatformApi(the_store, report)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        task = None
+        if sweep_interval > 0:
+            task = asyncio.create_task(api.sweep_forever(sweep_interval))
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/hooks", hooks.handle, methods=["POST"]),
+        Route("/hooks/{name:path}", hooks.handle, methods=["POST"]),
+        Route("/agent-runs/{run_id}/interrupts", api.list_interrupts, methods=["GET"]),
+        Route("/interrupts/{interrupt_id}/resolve", api.resolve, methods=["POST"]),
+        Route("/agents/hook-events", api.hook_events, methods=["GET"]),
+        Route("/chats/{chat_id}/settings", api.chat_settings, methods=["POST"]),
+        *profile_routes(the_store, report),
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: http_problem},
+    )
+    if token:
+        app.add_middleware(BearerAuth, token=token)
+    return app
+
+
+async def healthz(request: Request) -> Response:
+    """GET /healthz: liveness, without auth."""
+    return Response('{"status":"ok"}', media_type="application/json")
+
+
+async def http_problem(request: Request, exc: Exception) -> Response:
+    """Starlette's own HTTP errors (unknown route, wrong method) as problem+json."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
+    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else None
+    title = {404: "Not Found", 405: "Method Not Allowed"}.get(status, "Error")
+    return Problem(status, title, detail).response(headers)
+
+
+def belt_problem(exc: BeltError) -> Problem:
+    """A belt error as the problem the platform API would answer."""
+    if isinstance(exc, NotFound):
+        return Problem(404, "Not Found", exc.message)
+    if isinstance(exc, Conflict):
+        return Problem(409, "Conflict", exc.message)
+    if isinstance(exc, InvalidInput):
+        return Problem(422, "Unprocessable Content", exc.message)
+    return Problem(500, "Internal Server Error", exc.message)
+
+
+class PlatformApi:
+    """The platform's interrupt, event-catalogue and chat-settings routes over the store."""
+
+    def __init__(self, store: Store, report: Reporter | None) -> None:
+        self.store = store
+        self.report = report
+
+    async def _call(self, func: Callable[..., Any], **kwargs: Any) -> Any:
+        try:
+            return await run_in_threadpool(func, store=self.store, **kwargs)
+        except BeltError as exc:
+            raise belt_problem(exc) from None
+
+    async def list_interrupts(self, request: Request) -> Response:
+        """GET /agent-runs/{run_id}/interrupts (``?status=pending`` keeps the pending ones)."""
+        from belt.interrupts import list_interrupts
+
+        status = request.query_params.get("status")
+        try:
+            items = await self._call(
+                list_interrupts, run_id=request.path_params["run_id"], include_settled=True
+            )
+        except Problem as problem:
+            return problem.response()
+        if status:
+            items = [item for item in items if item.get("status") == status]
+        return envelope(items)
+
+    async def resolve(self, request: Request) -> Response:
+        """POST /interrupts/{id}/resolve with ``{"decision": "allow"|"deny", "data": ...}``."""
+        from belt.interrupts import resolve_interrupt
+
+        interrupt_id = request.path_params["interrupt_id"]
+        try:
+            body = await read_json_object(request)
+            decision = body.get("decision")
+            dto = await self._call(
+                resolve_interrupt,
+                interrupt_id=interrupt_id,
+                decision=decision,
+                data=body.get("data"),
+            )
+        except Problem as problem:
+            self._report_api("resolve", interrupt_id, problem.status, problem.detail)
+            return problem.response()
+        self._report_api("resolve", interrupt_id, 200, str(decision))
+        return envelope(dto)
+
+    async def hook_events(self, request: Request) -> Response:
+        """GET /agents/hook-events: the event catalogue (HookEventDefinition[])."""
+        from belt.wire.catalogue import EVENTS
+
+        return envelope(
+            [
+                {"event": e.event, "description": e.description, "can_gate": e.can_gate}
+                for e in EVENTS.values()
+            ]
+        )
+
+    async def chat_settings(self, request: Request) -> Response:
+        """POST /chats/{chat_id}/settings with ``{"disable_hooks": bool}``."""
+        from belt.chats import set_chat_settings
+
+        chat_id = request.path_params["chat_id"]
+        try:
+            body = await read_json_object(request)
+            disable = body.get("disable_hooks")
+            if not isinstance(disable, bool):
+                raise Problem(
+                    422,
+                    "Unprocessable Content",
+                    f"disable_hooks: expected a boolean, got {describe(disable)}",
+                )
+            settings = await self._call(set_chat_settings, chat_id=chat_id, disable_hooks=disable)
+        except Problem as problem:
+            self._report_api("chat settings", chat_id, problem.status, problem.detail)
+            return problem.response()
+        self._report_api("chat settings", chat_id, 200, f"disable_hooks={str(disable).lower()}")
+        return envelope(settings)
+
+    async def sweep_once(self) -> list[dict[str, Any]]:
+        """Settle overdue gates with their default resolution."""
+        from belt.interrupts import sweep
+
+        settled: list[dict[str, Any]] = await self._call(sweep)
+        if settled and self.report is not None:
+            self.report(
+                {
+                    "kind": "sweep",
+                    "at": timestamp(utcnow()),
+                    "settled": [
+                        {"id": item.get("id"), "resolution": item.get("resolution")}
+                        for item in settled
+                    ],
+                }
+            )
+        return settled
+
+    async def sweep_forever(self, interval: float) -> None:
+        """Sweep now and every ``interval`` seconds until cancelled; a failure is reported."""
+        while True:
+            try:
+                await self.sweep_once()
+            except Problem as problem:
+                self._report_api("sweep", "-", problem.status, problem.detail)
+            except Exception as exc:
+                self._report_api("sweep", "-", 500, f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(interval)
+
+    def _report_api(self, action: str, target: str, status: int, detail: str) -> None:
+        if self.report is not None:
+            self.report(
+                {
+                    "kind": "api",
+                    "at": timestamp(utcnow()),
+                    "action": action,
+                    "target": target,
+                    "status": status,
+                    "detail": detail,
+                }
+            )

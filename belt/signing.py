@@ -1,0 +1,119 @@
+"""Standard Webhooks signatures: signing outgoing hook calls and verifying incoming ones."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Mapping
+
+from belt.errors import InvalidInput
+
+SECRET_PREFIX = "whsec_"
+TOLERANCE_SECONDS = 300
+
+
+class SignatureError(InvalidInput):
+    """A request's Standard Webhooks headers are missing, stale or do not match."""
+
+
+def secret_key(secret: str) -> bytes:
+    """The HMAC key of a ``whsec_<base64>`` secret; a malformed secret is invalid input."""
+    if not secret.startswith(SECRET_PREFIX):
+        raise InvalidInput("secret: expected whsec_<base64 key>")
+    try:
+        key = base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput("secret: the part after whsec_ is not valid base64") from None
+    if not key:
+        raise InvalidInput("secret: the key after whsec_ is empty")
+    return key
+
+
+def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
+    """The ``v1,<base64>`` signature of one message."""
+    return _sign_with(secret_key(secret), msg_id, timestamp, body)
+
+
+def _sign_with(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
+    content = f"{msg_id}.{timestamp}.".encode() + body
+    digest = hmac.new(key, content, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode("ascii")
+
+
+def signed_headers(
+    secret: str, body: bytes, *, msg_id: str | None = None, now: int | None = None
+) -> dict[str, str]:
+    """The ``webhook-id``, ``webhook-timestamp`` and ``webhook-signature`` headers for ``body``."""
+    msg_id = msg_id or f"msg_{secrets.token_urlsafe(18)}"
+    timestamp = int(time.time()) if now is None else now
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": sign(secret, msg_id, timestamp, body),
+    }
+
+
+def verify(
+    secret: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    now: int | None = None,
+    tolerance: int = TOLERANCE_SECONDS,
+) -> None:
+    """Check a request's signature headers; raise SignatureError saying what is wrong."""
+    verify_with(secret_key(secret), headers, body, now=now, tolerance=tolerance)
+
+
+def verify_with(
+    key: bytes,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    now: int | None = None,
+    tolerance: int = TOLERANCE_SECONDS,
+) -> str:
+    """``verify`` with an already decoded key; returns the message id that was verified."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    msg_id = lowered.get("webhook-id")
+    stamp = lowered.get("webhook-timestamp")
+    signature = lowered.get("webhook-signature")
+    if not msg_id or not stamp or not signature:
+        missing = [
+            name
+            for name, value in (
+                ("webhook-id", msg_id),
+                ("webhook-timestamp", stamp),
+                ("webhook-signature", signature),
+            )
+            if not value
+        ]
+        raise SignatureError(f"missing {', '.join(missing)} header(s)")
+    try:
+        timestamp = int(stamp)
+    except ValueError:
+        raise SignatureError("webhook-timestamp is not a Unix time in seconds") from None
+    current = int(time.time()) if now is None else now
+    if timestamp < current - tolerance:
+        raise SignatureError(
+            f"webhook-timestamp is {current - timestamp} s old (limit {tolerance})"
+        )
+    if timestamp > current + tolerance:
+        raise SignatureError(
+            f"webhook-timestamp is {timestamp - current} s in the future (limit {tolerance})"
+        )
+    expected = _sign_with(key, msg_id, timestamp, body).encode("ascii")
+    offered = [entry for entry in signature.split() if entry.startswith("v1,")]
+    if not offered:
+        raise SignatureError("webhook-signature holds no v1 signature")
+    # Compare against every offered entry so the time taken does not say which one matched.
+    matched = False
+    for entry in offered:
+        matched |= hmac.compare_digest(entry.encode("ascii", "replace"), expected)
+    if not matched:
+        raise SignatureError("webhook-signature does not match the body (wrong secret?)")
+    return msg_id

@@ -1,0 +1,252 @@
+"""Throughput of `belt serve --policy` against a bare ASGI app, under the same uvicorn.
+
+The bare app reads the body and answers a fixed decision: the floor any hook handler on this
+uvicorn can reach. `belt serve` validates the payload, runs the example policy, writes the
+journal and prints its live line. Both run as child processes with the same uvicorn settings,
+on loopback, and are driven in alternating rounds by the same client: httpx, keep-alive, a
+few worker threads. Printed per server: requests per second, p50/p99 latency, and the server's
+own CPU time per request (from /proc, so a client that saturates first does not hide the
+server's cost). Target: belt's throughput at least 0.5 of the bare app's.
+
+Run with `python bench/serve.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKERS = 4
+REQUESTS_PER_ROUND = 3000
+ROUNDS = 3
+WARMUP = 300
+TARGET = 0.5
+UVICORN_OPTIONS: dict[str, Any] = {
+    "log_level": "warning",
+    "access_log": False,
+    "lifespan": "on",
+    "ws": "none",
+    "server_header": False,
+}
+FIXED = b'{"decision":"allow"}'
+PAYLOAD = json.dumps(
+    {
+        "event": "agent.tool_call",
+        "timestamp": "2026-08-11T14:00:00.000Z",
+        "agent_id": "ag_bench",
+        "chat_id": "ch_bench",
+        "run_id": "ar_bench",
+        "turn_count": 3,
+        "data": {"tool": "delete_file", "arguments": {"path": "/var/lib/app/production.db"}},
+    }
+).encode()
+
+
+async def bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A bare ASGI app: read the body, answer a fixed decision."""
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    more = True
+    while more:
+        message = await receive()
+        more = message.get("more_body", False)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": FIXED})
+
+
+def run_bare_server() -> None:
+    """Child process: serve the bare app on a free loopback port under belt's uvicorn settings."""
+    import uvicorn
+
+    from belt.server.run import bind
+
+    sock = bind("127.0.0.1", 0)
+    print(f"listening on http://127.0.0.1:{sock.getsockname()[1]} ", file=sys.stderr, flush=True)
+    try:
+        uvicorn.Server(uvicorn.Config(bare_app, **UVICORN_OPTIONS)).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+
+
+@dataclass
+class Server:
+    """A server child process and where it listens."""
+
+    name: str
+    process: subprocess.Popen[str]
+    url: str
+    rounds: list[Round] = field(default_factory=list)
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU time the process has used, from /proc (None elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        """Stop the child with Ctrl-C and wait for it."""
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass
+class Round:
+    """One measured round against one server."""
+
+    seconds: float
+    latencies: list[float]
+    cpu: float | None
+
+
+def start(name: str, command: list[str], env: dict[str, str]) -> Server:
+    """Start a server child and read the URL from its start-up line on stderr."""
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stderr is not None
+    line = process.stderr.readline()
+    found = re.search(r"listening on (http://127\.0\.0\.1:\d+) ", line)
+    if not found:
+        process.kill()
+        raise SystemExit(f"{name} did not start: {line}{process.stderr.read()}")
+    # Drain stderr so the child can never block on a full pipe.
+    threading.Thread(target=process.stderr.read, daemon=True).start()
+    return Server(name, process, found.group(1))
+
+
+def drive(url: str, total: int) -> tuple[float, list[float]]:
+    """POST the payload ``total`` times from WORKERS keep-alive clients; (seconds, latencies)."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(WORKERS + 1)
+
+    def worker(count: int) -> None:
+        mine: list[float] = []
+        headers = {"content-type": "application/json"}
+        with httpx.Client(base_url=url, timeout=30) as client:
+            client.post("/hooks", content=PAYLOAD, headers=headers).raise_for_status()
+            barrier.wait()
+            for _ in range(count):
+                began = time.perf_counter()
+                reply = client.post("/hooks", content=PAYLOAD, headers=headers)
+                mine.append(time.perf_counter() - began)
+                if reply.status_code != 200:
+                    raise SystemExit(f"{url} answered {reply.status_code}: {reply.text}")
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=worker, args=(total // WORKERS,)) for _ in range(WORKERS)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - began, latencies
+
+
+def measure(server: Server) -> None:
+    """One round against ``server``."""
+    cpu_before = server.cpu_seconds()
+    seconds, latencies = drive(server.url, REQUESTS_PER_ROUND)
+    cpu_after = server.cpu_seconds()
+    cpu = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+    server.rounds.append(Round(seconds, latencies, cpu))
+
+
+def summary(server: Server) -> dict[str, float]:
+    """Throughput of the best round, latency percentiles and CPU per request over all rounds."""
+    best = min(server.rounds, key=lambda r: r.seconds)
+    latencies = sorted(x for r in server.rounds for x in r.latencies)
+    quantiles = statistics.quantiles(latencies, n=100)
+    cpus = [r.cpu for r in server.rounds if r.cpu is not None]
+    count = sum(len(r.latencies) for r in server.rounds)
+    return {
+        "rps": len(best.latencies) / best.seconds,
+        "p50_ms": quantiles[49] * 1000,
+        "p99_ms": quantiles[98] * 1000,
+        "cpu_us": sum(cpus) / count * 1e6 if cpus else float("nan"),
+    }
+
+
+def main() -> None:
+    """Start both servers, measure them in alternating rounds, print the figures and ratio."""
+    if len(sys.argv) > 1 and sys.argv[1] == "--bare-server":
+        run_bare_server()
+        return
+    with tempfile.TemporaryDirectory(prefix="belt-bench-") as home:
+        env = {**os.environ, "BELT_HOME": home, "NO_COLOR": "1"}
+        policy = str(ROOT / "examples" / "policy.toml")
+        servers = [
+            start("bare ASGI app", [sys.executable, __file__, "--bare-server"], env),
+            start(
+                "belt serve --policy",
+                [sys.executable, "-m", "belt", "serve", "--port", "0", "--policy", policy],
+                env,
+            ),
+        ]
+        try:
+            for server in servers:
+                drive(server.url, WARMUP)
+            for _ in range(ROUNDS):
+                for server in servers:
+                    measure(server)
+        finally:
+            for server in servers:
+                server.stop()
+    bare, belt = (summary(server) for server in servers)
+    print(
+        f"{ROUNDS} rounds of {REQUESTS_PER_ROUND} requests, {WORKERS} keep-alive httpx workers, "
+        f"loopback; uvicorn {_uvicorn_version()}"
+    )
+    for server, figures in zip(servers, (bare, belt), strict=True):
+        print(
+            f"{server.name:20}  {figures['rps']:7.0f} req/s  p50 {figures['p50_ms']:5.2f} ms  "
+            f"p99 {figures['p99_ms']:5.2f} ms  server CPU {figures['cpu_us']:5.0f} us/req"
+        )
+    ratio = belt["rps"] / bare["rps"]
+    verdict = "meets" if ratio >= TARGET else "BELOW"
+    print(f"throughput ratio belt/bare: {ratio:.2f} ({verdict} the target of {TARGET})")
+    print(f"server CPU per request belt/bare: {belt['cpu_us'] / bare['cpu_us']:.2f}")
+
+
+def _uvicorn_version() -> str:
+    import uvicorn
+
+    return str(uvicorn.__version__)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""A hook handler for `belt serve --handler examples/handler.py:decide`.
+
+It receives the LifecycleHookPayload and returns a dict (or a LifecycleHookResponse, or None
+for allow). This one is the spec's policy example in Python: delete_file is denied unless the
+path starts with /tmp/, and every turn start is reminded of the rule once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from belt.wire.platform import LifecycleHookPayload
+
+
+def decide(payload: LifecycleHookPayload) -> dict[str, Any] | None:
+    """Deny deletions outside /tmp/; remind the model of the rule at each turn start."""
+    data = payload.data or {}
+    if payload.event == "agent.tool_call" and data.get("tool") == "delete_file":
+        path = str((data.get("arguments") or {}).get("path", ""))
+        if not path.startswith("/tmp/"):
+            return {"decision": "deny", "reason": "only /tmp deletions allowed"}
+    if payload.event == "agent.turn_start":
+        return {
+            "inject": {
+                "content": "Reminder: only delete files in /tmp.",
+                "role": "system",
+                "ttl_turns": 1,
+                "dedup_key": "delete-policy",
+            }
+        }
+    return None

@@ -1,0 +1,150 @@
+"""``belt serve`` as a user runs it: refusals in-process, serving in a child process."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from belt.samples import sample_payload
+from belt.server.run import bind, is_loopback
+from belt.signing import signed_headers
+from belt.store import open_store
+from tests.cli.runner import belt
+
+ROOT = Path(__file__).parent.parent.parent
+EXAMPLE_POLICY = ROOT / "examples" / "policy.toml"
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+TOKEN = "tok-cli-9d2e6b"
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "example.com"])
+def test_a_host_other_than_loopback_needs_a_token(host: str) -> None:
+    result = belt("serve", "--host", host)
+    assert result.exit_code == 2
+    assert f"refusing to listen on {host} without --token" in result.stderr
+
+
+def test_loopback_hosts() -> None:
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com"))
+
+
+def test_the_listening_socket_names_tcp_so_connections_get_nodelay() -> None:
+    # asyncio sets TCP_NODELAY only on sockets whose proto is TCP; without it a kept-alive
+    # response waits ~40 ms on Nagle's algorithm.
+    sock = bind("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+    finally:
+        sock.close()
+
+
+def test_a_bad_policy_is_refused_with_its_path(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[rules]]\ntool = "x"\n\n[[rules]]\narguments = { path = "re:(" }\n')
+    result = belt("serve", "--policy", str(policy))
+    assert result.exit_code == 5
+    assert f"{policy}: 1 problem(s) in the policy" in result.stderr
+    assert "rules[1].arguments.path: bad regex '('" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("--policy", "p.toml", "--handler", "m:f"), 2, "not both"),
+        (("--handler", "nomodule_zz:f"), 3, "no module named 'nomodule_zz'"),
+        (("--policy", "missing.toml"), 3, "missing.toml: no such file"),
+        (("--secret", "s3cr3t"), 5, "secret: expected whsec_"),
+        (("--sweep-interval", "-1"), 2, "--sweep-interval"),
+    ],
+)
+def test_bad_options_are_refused(args: tuple[str, ...], code: int, message: str) -> None:
+    result = belt("serve", *args)
+    assert result.exit_code == code
+    assert message in result.stderr
+    assert "s3cr3t" not in result.stderr
+
+
+def test_a_port_in_use_is_reported() -> None:
+    taken = bind("127.0.0.1", 0)
+    try:
+        port = taken.getsockname()[1]
+        result = belt("serve", "--port", str(port))
+    finally:
+        taken.close()
+    assert result.exit_code == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+
+
+@contextmanager
+def serve_process(*args: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """Run `belt serve --port 0 ARGS` in a child process; yield its URL and, at exit, output."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "belt", "serve", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    captured: dict[str, str] = {}
+    try:
+        assert process.stderr is not None
+        banner = process.stderr.readline()
+        found = re.search(r"listening on (http://\S+) ", banner)
+        assert found, banner + process.stderr.read()
+        yield found.group(1), captured
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate()
+        captured.update(stdout=out, stderr=banner + err, code=str(process.returncode))
+
+
+def test_serve_shows_one_live_line_per_hook_and_stops_cleanly_on_ctrl_c() -> None:
+    with serve_process("--policy", str(EXAMPLE_POLICY)) as (url, output):
+        payload = sample_payload("agent.tool_call", data={"tool": "delete_file", "arguments": {}})
+        denied = httpx.post(f"{url}/hooks/guard", json=payload)
+        allowed = httpx.post(f"{url}/hooks", json=sample_payload("agent.turn_start"))
+        invalid = httpx.post(f"{url}/hooks", json={"event": "agent.start"})
+    assert (denied.status_code, allowed.status_code, invalid.status_code) == (200, 200, 422)
+    assert output["code"] == "0", output["stderr"]
+    assert "policy " in output["stderr"] and "sweep every 60 s" in output["stderr"]
+    lines = output["stdout"].splitlines()
+    assert len(lines) == 3
+    clock = r"\d\d:\d\d:\d\d"
+    assert re.fullmatch(
+        rf"{clock}  \[guard\]  agent\.tool_call  delete_file  deny  "
+        rf"only /tmp deletions allowed  \d+\.\d ms",
+        lines[0],
+    )
+    assert re.fullmatch(rf"{clock}  agent\.turn_start  allow  \d+\.\d ms", lines[1])
+    assert re.fullmatch(rf"{clock}  -  422  not a LifecycleHookPayload: .* \d+\.\d ms", lines[2])
+    journal = open_store().read_log("journal", "serve")
+    assert [record["status"] for record in journal] == [200, 200, 422]
+
+
+def test_serve_json_prints_one_object_per_line_and_hides_secrets() -> None:
+    args = ("--json", "--secret", SECRET, "--token", TOKEN, "--sweep-interval", "0")
+    with serve_process(*args) as (url, output):
+        body = json.dumps(sample_payload("agent.start")).encode()
+        headers = {**signed_headers(SECRET, body), "authorization": f"Bearer {TOKEN}"}
+        reply = httpx.post(f"{url}/hooks?key=QSECRET", content=body, headers=headers)
+        refused = httpx.post(f"{url}/hooks", content=body)
+    assert (reply.status_code, refused.status_code) == (200, 401)
+    assert output["code"] == "0", output["stderr"]
+    assert "signed requests only, bearer token required, sweep off" in output["stderr"]
+    [record] = [json.loads(line) for line in output["stdout"].splitlines()]
+    assert (record["kind"], record["event"], record["decision"]) == ("hook", "agent.start", "allow")
+    assert record["response"] == {"decision": "allow"}
+    seen = output["stdout"] + output["stderr"]
+    for hidden in (SECRET, SECRET[6:], TOKEN, "QSECRET"):
+        assert hidden not in seen

@@ -1,0 +1,110 @@
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from belt.policy import load_policy
+from belt.server.app import create_app
+from belt.server.deciders import policy_decider
+from belt.store import Store
+from tests.cli.runner import belt
+from tests.hookapp import HookApp, hook_app
+from tests.servers import running
+
+EXAMPLE_POLICY = Path(__file__).parent.parent.parent / "examples" / "policy.toml"
+
+
+@pytest.fixture(scope="module")
+def policy_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    decide = policy_decider(load_policy(EXAMPLE_POLICY))
+    app = create_app(store=Store(tmp_path_factory.mktemp("s")), decide=decide, sweep_interval=0)
+    with running(app) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def webhook() -> Iterator[HookApp]:
+    with hook_app() as app:
+        yield app
+
+
+def test_trigger_prints_status_body_effect_and_transcript_row(policy_url: str) -> None:
+    data = '{"data": {"arguments": {"path": "/srv/app.db"}}}'
+    result = belt("trigger", "agent.tool_call", "--to", f"{policy_url}/hooks", "--data", data)
+    assert result.exit_code == 0, result.stderr
+    host = policy_url.removeprefix("http://")
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"sent        agent.tool_call to {host}"
+    assert lines[1].startswith("status      HTTP 200 in ")
+    assert lines[2] == 'body        {"decision": "deny", "reason": "only /tmp deletions allowed"}'
+    assert lines[3] == (
+        "effect      agent.tool_call: deny → the tool is not called and completes as failed: "
+        "only /tmp deletions allowed"
+    )
+    assert lines[4].startswith(f"transcript  hook agent.tool_call: {host}  {{")
+    assert '"decision": "deny"' in lines[4]
+
+
+def test_trigger_json_is_one_object(policy_url: str) -> None:
+    result = belt("trigger", "agent.tool_call", "--to", f"{policy_url}/hooks", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = result.json()
+    assert report["status"] == 200
+    assert report["ok"] is True
+    assert report["response"] == {"decision": "allow"}
+    assert report["effect"] == "agent.tool_call: allow → the agent continues"
+    assert report["transcript_row"] is None
+    assert report["payload"]["data"]["tool"] == "delete_file"
+
+
+def test_trigger_reads_data_from_a_file(policy_url: str, tmp_path: Path) -> None:
+    data = tmp_path / "data.json"
+    data.write_text('{"data": {"tool": "read_file"}}')
+    result = belt("trigger", "agent.tool_call", "--to", f"{policy_url}/hooks", "--data", f"@{data}")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_an_unreachable_handler_exits_6_with_what_to_check() -> None:
+    result = belt("trigger", "agent.start", "--to", "http://127.0.0.1:9/hook")
+    assert result.exit_code == 6
+    assert "error: cannot connect to 127.0.0.1:9" in result.stderr
+    assert "hint: check that the handler is running" in result.stderr
+    assert "no response" in result.stdout
+
+
+def test_an_invalid_body_exits_6_and_json_still_prints_the_report(webhook: HookApp) -> None:
+    webhook.decide = lambda name, payload: {"decision": "nope"}
+    result = belt("trigger", "agent.start", "--to", f"{webhook.url}/x", "--json")
+    assert result.exit_code == 6
+    report = result.json()
+    assert report["ok"] is False
+    assert report["body"] == '{"decision": "nope"}'
+    assert "not a LifecycleHookResponse" in report["error"]
+    assert "not a LifecycleHookResponse" in result.stderr
+
+
+def test_no_full_url_or_secret_reaches_the_terminal(webhook: HookApp) -> None:
+    webhook.decide = lambda name, payload: (500, "")
+    secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    url = webhook.url.replace("http://", "http://user:pa55word@") + "/hooks/PATHSECRET?k=QSECRET"
+    for flags in ((), ("--json",)):
+        result = belt("trigger", "agent.tool_call", "--to", url, "--secret", secret, *flags)
+        assert result.exit_code == 6
+        seen = result.stdout + result.stderr
+        for hidden in ("pa55word", "PATHSECRET", "QSECRET", secret, secret[6:]):
+            assert hidden not in seen
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("agent.nope", "--to", "http://127.0.0.1:9/"), 5, "'agent.nope' is not a lifecycle event"),
+        (("agent.start", "--to", "ftp://x/"), 5, "--to must be an absolute http"),
+        (("agent.start", "--to", "http://127.0.0.1:9/", "--data", "[]"), 5, "JSON object"),
+        (("agent.start", "--to", "http://127.0.0.1:9/", "--secret", "x"), 5, "whsec_"),
+    ],
+)
+def test_bad_arguments_are_refused(args: tuple[str, ...], code: int, message: str) -> None:
+    result = belt("trigger", *args)
+    assert result.exit_code == code
+    assert message in result.stderr

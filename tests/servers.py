@@ -1,0 +1,34 @@
+"""Run an ASGI app under uvicorn on a free loopback port, in a thread, for real HTTP in tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+
+from belt.server.run import bind
+
+
+@contextmanager
+def running(app: Any) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1, port 0; yield its base URL; stop it cleanly on exit."""
+    sock = bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", ws="none")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the test server stopped during start-up")
+            time.sleep(0.005)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join()
+        sock.close()

@@ -1,0 +1,197 @@
+"""The platform API routes of ``belt serve`` over the store, by HTTP and by `belt ... --api`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from belt.chats import hooks_disabled
+from belt.interrupts import create_interrupt, get_interrupt
+from belt.server.app import create_app
+from belt.store import Store
+from belt.store.clock import utcnow
+from belt.wire.catalogue import EVENTS
+from tests.cli.runner import belt
+from tests.servers import running
+
+TOKEN = "tok-api-51d0"
+
+
+@pytest.fixture
+def store(belt_home: Path) -> Store:
+    """The store of the test's state directory, which the CLI uses too."""
+    from belt.store import open_store
+
+    return open_store()
+
+
+@pytest.fixture
+def api(store: Store) -> Iterator[str]:
+    with running(create_app(store=store, sweep_interval=0)) as url:
+        yield url
+
+
+def gate(store: Store, run_id: str = "ar_api1", **options: Any) -> dict[str, Any]:
+    return create_interrupt(
+        store=store, run_id=run_id, chat_id="ch_api1", event="agent.tool_call", **options
+    )
+
+
+def test_list_a_runs_interrupts_in_the_envelope(api: str, store: Store) -> None:
+    first = gate(store)
+    second = gate(store)
+    reply = httpx.get(f"{api}/agent-runs/ar_api1/interrupts")
+    assert reply.status_code == 200
+    body = reply.json()
+    assert set(body) == {"data", "messages"}
+    assert [item["id"] for item in body["data"]] == [first["id"], second["id"]]
+    assert body["data"][0] == first
+    assert httpx.get(f"{api}/agent-runs/ar_none/interrupts").json()["data"] == []
+
+
+def test_the_list_holds_settled_interrupts_and_can_keep_only_pending(
+    api: str, store: Store
+) -> None:
+    settled = gate(store)
+    pending = gate(store)
+    resolved = httpx.post(f"{api}/interrupts/{settled['id']}/resolve", json={"decision": "deny"})
+    assert resolved.status_code == 200
+    everything = httpx.get(f"{api}/agent-runs/ar_api1/interrupts").json()["data"]
+    assert [item["status"] for item in everything] == ["resolved", "pending"]
+    only = httpx.get(f"{api}/agent-runs/ar_api1/interrupts", params={"status": "pending"})
+    assert [item["id"] for item in only.json()["data"]] == [pending["id"]]
+
+
+def test_resolve_stores_the_decision_and_data(api: str, store: Store) -> None:
+    interrupt = gate(store)
+    reply = httpx.post(
+        f"{api}/interrupts/{interrupt['id']}/resolve",
+        json={"decision": "allow", "data": {"approved_by": "ana"}},
+    )
+    assert reply.status_code == 200
+    dto = reply.json()["data"]
+    assert (dto["status"], dto["resolution"]) == ("resolved", "allow")
+    assert dto["resolved_data"] == {"approved_by": "ana"}
+    assert get_interrupt(store=store, interrupt_id=interrupt["id"]) == dto
+
+
+def test_resolving_twice_is_409_and_an_unknown_id_is_404(api: str, store: Store) -> None:
+    interrupt = gate(store)
+    url = f"{api}/interrupts/{interrupt['id']}/resolve"
+    assert httpx.post(url, json={"decision": "deny"}).status_code == 200
+    again = httpx.post(url, json={"decision": "allow"})
+    assert again.status_code == 409
+    assert again.headers["content-type"] == "application/problem+json"
+    assert "no longer pending" in again.json()["detail"]
+    missing = httpx.post(f"{api}/interrupts/int_nothere/resolve", json={"decision": "allow"})
+    assert missing.status_code == 404
+    assert missing.json()["detail"] == "no interrupt int_nothere"
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ({"decision": "maybe"}, "decision 'maybe' must be allow or deny"),
+        ({}, "decision None must be allow or deny"),
+        ([], "expected a JSON object, got an array"),
+    ],
+)
+def test_a_bad_resolve_body_is_422(api: str, store: Store, body: Any, detail: str) -> None:
+    interrupt = gate(store)
+    reply = httpx.post(f"{api}/interrupts/{interrupt['id']}/resolve", json=body)
+    assert reply.status_code == 422
+    assert reply.json()["detail"] == detail
+
+
+def test_hook_events_is_the_catalogue(api: str) -> None:
+    reply = httpx.get(f"{api}/agents/hook-events")
+    assert reply.status_code == 200
+    events = reply.json()["data"]
+    assert [e["event"] for e in events] == list(EVENTS)
+    assert set(events[0]) == {"event", "description", "can_gate"}
+    assert {e["event"] for e in events if e["can_gate"]} == {
+        "agent.start",
+        "agent.turn_start",
+        "agent.tool_call",
+    }
+
+
+def test_chat_settings_switch_hooks_off_and_on(api: str, store: Store) -> None:
+    reply = httpx.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": True})
+    assert reply.status_code == 200
+    assert reply.json()["data"]["agent_data"]["disable_hooks"] is True
+    assert hooks_disabled(store=store, chat_id="ch_set1")
+    httpx.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": False})
+    assert not hooks_disabled(store=store, chat_id="ch_set1")
+    bad = httpx.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": "yes"})
+    assert bad.status_code == 422
+    assert bad.json()["detail"] == "disable_hooks: expected a boolean, got a string"
+
+
+def test_the_sweep_settles_overdue_gates(store: Store) -> None:
+    overdue = gate(
+        store, timeout=60, default_resolution="deny", now=utcnow() - timedelta(minutes=5)
+    )
+    reported: list[dict[str, Any]] = []
+    app = create_app(store=store, sweep_interval=3600, report=reported.append)
+    with running(app):
+        # The first sweep runs at start-up; wait for it, not for a clock.
+        while not reported:
+            time.sleep(0.01)
+    assert reported == [
+        {
+            "kind": "sweep",
+            "at": reported[0]["at"],
+            "settled": [{"id": overdue["id"], "resolution": "deny"}],
+        }
+    ]
+    settled = get_interrupt(store=store, interrupt_id=overdue["id"])
+    assert (settled["status"], settled["resolution"]) == ("expired", "deny")
+
+
+# The interrupt and chat commands pointed at `belt serve` with --api
+
+
+def test_interrupt_commands_work_against_the_server(api: str, store: Store) -> None:
+    interrupt = gate(store, run_id="ar_cli1")
+    listed = belt("interrupt", "list", "ar_cli1", "--json", "--api", api)
+    assert listed.exit_code == 0, listed.stderr
+    assert [item["id"] for item in listed.json()] == [interrupt["id"]]
+
+    resolved = belt("interrupt", "resolve", interrupt["id"], "deny", "--api", api)
+    assert resolved.exit_code == 0, resolved.stderr
+    assert get_interrupt(store=store, interrupt_id=interrupt["id"])["resolution"] == "deny"
+
+    again = belt("interrupt", "resolve", interrupt["id"], "allow", "--api", api)
+    assert again.exit_code == 4
+    assert "no longer pending" in again.stderr
+
+    missing = belt("interrupt", "resolve", "int_nothere", "allow", "--api", api)
+    assert missing.exit_code == 3
+
+    pending = belt("interrupt", "list", "ar_cli1", "--json", "--api", api)
+    assert pending.exit_code == 0
+    assert pending.json() == []
+
+
+def test_chat_settings_command_works_against_the_server(api: str, store: Store) -> None:
+    result = belt("chat", "settings", "ch_cli1", "--disable-hooks", "--api", api)
+    assert result.exit_code == 0, result.stderr
+    assert hooks_disabled(store=store, chat_id="ch_cli1")
+
+
+def test_the_commands_send_the_token_when_the_server_needs_one(store: Store) -> None:
+    interrupt = gate(store, run_id="ar_tok1")
+    with running(create_app(store=store, sweep_interval=0, token=TOKEN)) as url:
+        refused = belt("interrupt", "list", "ar_tok1", "--api", url)
+        accepted = belt("interrupt", "list", "ar_tok1", "--json", "--api", url, "--api-key", TOKEN)
+    assert refused.exit_code == 1
+    assert "missing bearer token (HTTP 401" in refused.stderr
+    assert accepted.exit_code == 0, accepted.stderr
+    assert [item["id"] for item in accepted.json()] == [interrupt["id"]]

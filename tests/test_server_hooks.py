@@ -1,0 +1,417 @@
+"""The hook routes of ``belt serve``, over real HTTP on a free loopback port."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from belt.errors import InvalidInput, NotFound, UsageError
+from belt.policy import load_policy
+from belt.samples import sample_payload
+from belt.server.app import create_app
+from belt.server.deciders import handler_decider, load_handler, policy_decider
+from belt.signing import signed_headers
+from belt.store import Store
+from belt.wire.platform import LifecycleHookPayload, LifecycleHookResponse
+from tests.servers import running
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+TOKEN = "tok-3f9a1c77e2"
+
+
+@dataclass
+class Served:
+    """A running app, its store and what it reported."""
+
+    url: str
+    store: Store
+    reported: list[dict[str, Any]] = field(default_factory=list)
+
+    def post(self, path: str = "/hooks", body: Any = None, **kwargs: Any) -> httpx.Response:
+        if body is not None and "content" not in kwargs:
+            kwargs["content"] = json.dumps(body).encode()
+        return httpx.post(self.url + path, **kwargs)
+
+    def journal(self) -> list[dict[str, Any]]:
+        return self.store.read_log("journal", "serve")
+
+
+@contextmanager
+def serving(root: Path, **options: Any) -> Iterator[Served]:
+    store = Store(root)
+    served = Served("", store)
+    app = create_app(store=store, sweep_interval=0, report=served.reported.append, **options)
+    with running(app) as url:
+        served.url = url
+        yield served
+
+
+@pytest.fixture(scope="module")
+def policy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    decide = policy_decider(load_policy(EXAMPLES / "policy.toml"))
+    with serving(tmp_path_factory.mktemp("policy"), decide=decide) as served:
+        yield served
+
+
+def tool_call(path: str, **overrides: Any) -> dict[str, Any]:
+    return sample_payload(
+        "agent.tool_call", data={"tool": "delete_file", "arguments": {"path": path}}, **overrides
+    )
+
+
+def test_the_policy_decides_and_the_answer_is_a_response(policy_server: Served) -> None:
+    denied = policy_server.post(body=tool_call("/etc/passwd"))
+    assert denied.status_code == 200
+    assert denied.headers["content-type"] == "application/json"
+    assert denied.json() == {"decision": "deny", "reason": "only /tmp deletions allowed"}
+    allowed = policy_server.post("/hooks/tool-guard", body=tool_call("/tmp/x"))
+    assert allowed.status_code == 200
+    assert allowed.json() == {"decision": "allow"}
+
+
+def test_every_hook_request_and_its_answer_are_journalled(policy_server: Served) -> None:
+    payload = tool_call("/srv/db", chat_id="ch_journal1")
+    reply = policy_server.post("/hooks/guard", body=payload)
+    assert reply.status_code == 200
+    [record] = [
+        r for r in policy_server.journal() if r.get("request", {}).get("chat_id") == "ch_journal1"
+    ]
+    assert record["kind"] == "hook"
+    assert record["route"] == "/hooks/guard"
+    assert record["name"] == "guard"
+    assert record["status"] == 200
+    assert record["request"] == payload
+    assert record["response"] == reply.json()
+    assert (record["event"], record["tool"], record["decision"]) == (
+        "agent.tool_call",
+        "delete_file",
+        "deny",
+    )
+    assert record["reason"] == "only /tmp deletions allowed"
+    assert record["rule"] == 1
+    assert record["duration_ms"] >= 0
+    assert record in policy_server.reported
+
+
+def test_an_invalid_payload_is_422_problem_json(policy_server: Served) -> None:
+    bad = sample_payload("agent.tool_call", turn_count=-1)
+    del bad["run_id"]
+    reply = policy_server.post(body=bad)
+    assert reply.status_code == 422
+    assert reply.headers["content-type"] == "application/problem+json"
+    problem = reply.json()
+    assert problem["status"] == 422
+    assert problem["title"] == "Unprocessable Content"
+    assert "run_id: Field required" in problem["detail"]
+    assert "turn_count: Input should be greater than or equal to 0" in problem["errors"]
+    assert policy_server.journal()[-1]["status"] == 422
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (b"{not json", "the body is not JSON"),
+        (b"[]", "not a LifecycleHookPayload"),
+        (json.dumps(sample_payload("agent.start", event="agent.nope")).encode(), "event: Input"),
+    ],
+)
+def test_bodies_that_are_not_payloads_are_422(
+    policy_server: Served, body: bytes, detail: str
+) -> None:
+    reply = policy_server.post(content=body)
+    assert reply.status_code == 422
+    assert detail in reply.json()["detail"]
+
+
+def test_a_body_over_one_mebibyte_is_413(policy_server: Served) -> None:
+    payload = tool_call("/tmp/x")
+    payload["data"]["arguments"]["blob"] = "x" * (1024 * 1024)
+    reply = policy_server.post(body=payload)
+    assert reply.status_code == 413
+    assert reply.json()["title"] == "Payload Too Large"
+    assert policy_server.journal()[-1]["status"] == 413
+
+
+def test_a_chunked_body_over_the_limit_is_413_too(policy_server: Served) -> None:
+    def chunks() -> Iterator[bytes]:
+        for _ in range(17):
+            yield b" " * 65536
+
+    reply = policy_server.post(content=chunks())
+    assert reply.status_code == 413
+
+
+def test_unknown_routes_and_methods_are_problem_json(policy_server: Served) -> None:
+    missing = httpx.get(policy_server.url + "/nowhere")
+    assert missing.status_code == 404
+    assert missing.headers["content-type"] == "application/problem+json"
+    wrong = httpx.get(policy_server.url + "/hooks")
+    assert wrong.status_code == 405
+    assert wrong.json()["status"] == 405
+
+
+def test_healthz_answers(policy_server: Served) -> None:
+    reply = httpx.get(policy_server.url + "/healthz")
+    assert reply.status_code == 200
+    assert reply.json() == {"status": "ok"}
+
+
+def test_without_policy_or_handler_every_hook_is_allowed(tmp_path: Path) -> None:
+    with serving(tmp_path) as served:
+        reply = served.post(body=tool_call("/etc/passwd"))
+    assert reply.status_code == 200
+    assert reply.json() == {"decision": "allow"}
+
+
+# A user's handler
+
+
+def decide(payload: LifecycleHookPayload) -> Any:
+    """A handler used by the tests below: its answer depends on the tool."""
+    tool = (payload.data or {}).get("tool")
+    if tool == "boom":
+        raise RuntimeError("handler exploded")
+    if tool == "as_dict":
+        return {"decision": "deny", "reason": "from a dict"}
+    if tool == "as_model":
+        return LifecycleHookResponse(decision="stop", system="note")
+    if tool == "bad_dict":
+        return {"decision": "perhaps"}
+    if tool == "bad_type":
+        return "deny"
+    return None
+
+
+async def decide_async(payload: LifecycleHookPayload) -> dict[str, Any]:
+    """An async handler."""
+    return {"decision": "deny", "reason": f"async saw {payload.event}"}
+
+
+@pytest.fixture(scope="module")
+def handler_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serving(tmp_path_factory.mktemp("handler"), decide=handler_decider(decide)) as served:
+        yield served
+
+
+def call_tool(served: Served, tool: str) -> httpx.Response:
+    return served.post(body=sample_payload("agent.tool_call", data={"tool": tool, "arguments": {}}))
+
+
+@pytest.mark.parametrize(
+    ("tool", "answer"),
+    [
+        ("as_dict", {"decision": "deny", "reason": "from a dict"}),
+        ("as_model", {"decision": "stop", "system": "note"}),
+        ("anything", {}),
+    ],
+)
+def test_a_handler_answers_with_a_dict_a_response_or_none(
+    handler_server: Served, tool: str, answer: dict[str, Any]
+) -> None:
+    reply = call_tool(handler_server, tool)
+    assert reply.status_code == 200
+    assert reply.json() == answer
+
+
+def test_a_handler_that_raises_is_500_and_the_server_keeps_serving(handler_server: Served) -> None:
+    reply = call_tool(handler_server, "boom")
+    assert reply.status_code == 500
+    assert reply.headers["content-type"] == "application/problem+json"
+    assert reply.json()["detail"] == "the handler raised RuntimeError: handler exploded"
+    assert handler_server.journal()[-1]["error"] == reply.json()["detail"]
+    assert call_tool(handler_server, "as_dict").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("tool", "detail"),
+    [
+        ("bad_dict", "the handler returned an invalid response: decision: Input should be"),
+        ("bad_type", "the handler returned str; expected a dict"),
+    ],
+)
+def test_a_handler_returning_something_else_is_500(
+    handler_server: Served, tool: str, detail: str
+) -> None:
+    reply = call_tool(handler_server, tool)
+    assert reply.status_code == 500
+    assert reply.json()["detail"].startswith(detail)
+
+
+def test_an_async_handler_is_awaited(tmp_path: Path) -> None:
+    with serving(tmp_path, decide=handler_decider(decide_async)) as served:
+        reply = served.post(body=sample_payload("agent.turn_start"))
+    assert reply.status_code == 200
+    assert reply.json() == {"decision": "deny", "reason": "async saw agent.turn_start"}
+
+
+def test_load_handler_imports_a_file_or_a_module() -> None:
+    from_file = load_handler(f"{EXAMPLES / 'handler.py'}:decide")
+    assert callable(from_file)
+    assert load_handler("tests.test_server_hooks:decide") is decide
+    assert load_handler("json:dumps") is json.dumps
+
+
+@pytest.mark.parametrize(
+    ("spec", "error", "message"),
+    [
+        ("no_colon", UsageError, "expected MODULE:FUNC"),
+        ("no_such_module_xyz:f", NotFound, "no module named 'no_such_module_xyz'"),
+        ("json:nope", NotFound, "json has no attribute 'nope'"),
+        ("json:__doc__", InvalidInput, "is not callable"),
+        ("missing/file.py:f", NotFound, "no such file"),
+    ],
+)
+def test_load_handler_errors(spec: str, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        load_handler(spec)
+
+
+def test_a_handler_file_that_fails_to_import_is_invalid_input(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise ValueError('nope')\n")
+    with pytest.raises(InvalidInput, match="importing .*broken.py failed: nope"):
+        load_handler(f"{broken}:f")
+    assert not any(name.startswith("belt_handler_broken") for name in sys.modules)
+
+
+# Signatures
+
+
+@pytest.fixture(scope="module")
+def signed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serving(tmp_path_factory.mktemp("signed"), secret=SECRET) as served:
+        yield served
+
+
+def signed_post(served: Served, body: bytes, **header_options: Any) -> httpx.Response:
+    headers = signed_headers(SECRET, body, **header_options)
+    return served.post(content=body, headers=headers)
+
+
+def test_a_validly_signed_request_is_answered(signed_server: Served) -> None:
+    body = json.dumps(sample_payload("agent.start")).encode()
+    reply = signed_post(signed_server, body)
+    assert reply.status_code == 200
+    assert signed_server.journal()[-1]["webhook_id"].startswith("msg_")
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        ({}, "missing webhook-id, webhook-timestamp, webhook-signature header(s)"),
+        ({"webhook-signature": "v1,AAAA"}, "does not match the body"),
+        ({"webhook-timestamp": "old"}, "webhook-timestamp is 1000 s old"),
+        ({"webhook-timestamp": "new"}, "webhook-timestamp is 1000 s in the future"),
+    ],
+)
+def test_a_bad_signature_is_401_with_the_reason(
+    signed_server: Served, headers: dict[str, str], reason: str
+) -> None:
+    body = json.dumps(sample_payload("agent.start")).encode()
+    now = int(time.time())
+    stamp = {"old": now - 1000, "new": now + 1000}.get(headers.get("webhook-timestamp", ""))
+    sent = signed_headers(SECRET, body, now=stamp) if headers else {}
+    if "webhook-signature" in headers:
+        sent["webhook-signature"] = headers["webhook-signature"]
+    reply = signed_server.post(content=body, headers=sent)
+    assert reply.status_code == 401
+    assert reply.headers["content-type"] == "application/problem+json"
+    assert reason in reply.json()["detail"]
+
+
+def test_a_replayed_webhook_id_is_409(signed_server: Served) -> None:
+    body = json.dumps(sample_payload("agent.start")).encode()
+    headers = signed_headers(SECRET, body)
+    first = signed_server.post(content=body, headers=headers)
+    assert first.status_code == 200
+    again = signed_server.post(content=body, headers=headers)
+    assert again.status_code == 409
+    assert "already delivered (replay)" in again.json()["detail"]
+
+
+def test_a_malformed_secret_is_refused_at_start_up(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="secret: expected whsec_"):
+        create_app(store=Store(tmp_path), secret="plain")
+
+
+# Token
+
+
+@pytest.fixture(scope="module")
+def token_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serving(tmp_path_factory.mktemp("token"), token=TOKEN) as served:
+        yield served
+
+
+@pytest.mark.parametrize(
+    ("authorization", "detail"),
+    [
+        (None, "missing bearer token"),
+        (f"Bearer {TOKEN}x", "wrong bearer token"),
+        (f"Basic {TOKEN}", "wrong bearer token"),
+    ],
+)
+def test_with_a_token_every_route_needs_it(
+    token_server: Served, authorization: str | None, detail: str
+) -> None:
+    headers = {"authorization": authorization} if authorization else {}
+    for method, path in (("POST", "/hooks"), ("GET", "/agents/hook-events")):
+        reply = httpx.request(method, token_server.url + path, headers=headers, json={})
+        assert reply.status_code == 401
+        assert reply.headers["www-authenticate"] == "Bearer"
+        assert reply.json()["detail"] == detail
+
+
+def test_with_the_token_requests_pass_and_healthz_never_needs_it(token_server: Served) -> None:
+    reply = token_server.post(
+        body=sample_payload("agent.start"), headers={"authorization": f"bearer {TOKEN}"}
+    )
+    assert reply.status_code == 200
+    assert httpx.get(token_server.url + "/healthz").status_code == 200
+
+
+# Nothing secret is kept
+
+
+def test_no_secret_token_or_query_string_reaches_the_store_or_the_reports(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with serving(root, secret=SECRET, token=TOKEN) as served:
+        body = json.dumps(sample_payload("agent.start")).encode()
+        headers = {**signed_headers(SECRET, body), "authorization": f"Bearer {TOKEN}"}
+        ok = served.post("/hooks/guard?key=QUERYSECRET", content=body, headers=headers)
+        assert ok.status_code == 200
+        refused = served.post(
+            "/hooks?key=QUERYSECRET", content=body, headers={"authorization": f"Bearer {TOKEN}"}
+        )
+        assert refused.status_code == 401
+    stored = "".join(p.read_text() for p in root.rglob("*") if p.is_file())
+    reported = json.dumps(served.reported)
+    assert len(served.journal()) == 2
+    for text in (stored, reported):
+        assert "QUERYSECRET" not in text
+        assert TOKEN not in text
+        assert SECRET not in text
+        assert SECRET.removeprefix("whsec_") not in text
+        assert headers["webhook-signature"] not in text
+
+
+def test_a_journal_that_cannot_be_written_does_not_stop_hooks(tmp_path: Path) -> None:
+    damaged = tmp_path / "logs" / "journal" / "serve.jsonl"
+    damaged.parent.mkdir(parents=True)
+    damaged.write_text("not a belt log\n")
+    with serving(tmp_path) as served:
+        reply = served.post(body=sample_payload("agent.start"))
+    assert reply.status_code == 200
+    [record] = served.reported
+    assert "damaged store file" in record["journal_error"]
+    assert damaged.read_text() == "not a belt log\n"

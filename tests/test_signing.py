@@ -1,0 +1,89 @@
+import pytest
+
+from belt.errors import InvalidInput
+from belt.signing import SignatureError, secret_key, sign, signed_headers, verify
+
+# The published Standard Webhooks test vector (spec/WIRE.md).
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+MSG_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+TIMESTAMP = 1614265330
+BODY = b'{"test": 2432232314}'
+SIGNATURE = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+
+def vector_headers(**changes: str) -> dict[str, str]:
+    headers = {
+        "webhook-id": MSG_ID,
+        "webhook-timestamp": str(TIMESTAMP),
+        "webhook-signature": SIGNATURE,
+    }
+    headers.update(changes)
+    return headers
+
+
+def test_sign_matches_the_published_vector() -> None:
+    assert sign(SECRET, MSG_ID, TIMESTAMP, BODY) == SIGNATURE
+
+
+def test_verify_accepts_the_published_vector() -> None:
+    verify(SECRET, vector_headers(), BODY, now=TIMESTAMP)
+
+
+def test_verify_reads_headers_in_any_case() -> None:
+    headers = {name.upper(): value for name, value in vector_headers().items()}
+    verify(SECRET, headers, BODY, now=TIMESTAMP)
+
+
+def test_verify_accepts_any_one_matching_signature_of_several() -> None:
+    headers = vector_headers(**{"webhook-signature": f"v1,AAAA {SIGNATURE} v2,zzz"})
+    verify(SECRET, headers, BODY, now=TIMESTAMP)
+
+
+def test_signed_headers_verify_with_the_same_secret() -> None:
+    headers = signed_headers(SECRET, b"{}", now=1000)
+    assert headers["webhook-id"].startswith("msg_")
+    assert headers["webhook-timestamp"] == "1000"
+    verify(SECRET, headers, b"{}", now=1000)
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "reason"),
+    [
+        (vector_headers(), b'{"test": 2432232315}', "does not match"),
+        (vector_headers(**{"webhook-id": "msg_other"}), BODY, "does not match"),
+        (vector_headers(**{"webhook-signature": "v1,bm90IGl0"}), BODY, "does not match"),
+        (vector_headers(**{"webhook-signature": "v2,abc"}), BODY, "no v1 signature"),
+        (vector_headers(**{"webhook-timestamp": "soon"}), BODY, "not a Unix time"),
+        ({"webhook-id": MSG_ID}, BODY, "missing webhook-timestamp, webhook-signature"),
+    ],
+)
+def test_verify_refuses_with_the_reason(headers: dict[str, str], body: bytes, reason: str) -> None:
+    with pytest.raises(SignatureError, match=reason):
+        verify(SECRET, headers, body, now=TIMESTAMP)
+
+
+def test_verify_refuses_a_wrong_secret() -> None:
+    with pytest.raises(SignatureError, match="does not match"):
+        verify("whsec_" + "QUFBQUFBQUFBQUFBQUFBQQ==", vector_headers(), BODY, now=TIMESTAMP)
+
+
+def test_verify_allows_five_minutes_of_skew_either_way_and_no_more() -> None:
+    verify(SECRET, vector_headers(), BODY, now=TIMESTAMP + 300)
+    verify(SECRET, vector_headers(), BODY, now=TIMESTAMP - 300)
+    with pytest.raises(SignatureError, match="301 s old"):
+        verify(SECRET, vector_headers(), BODY, now=TIMESTAMP + 301)
+    with pytest.raises(SignatureError, match="301 s in the future"):
+        verify(SECRET, vector_headers(), BODY, now=TIMESTAMP - 301)
+
+
+@pytest.mark.parametrize(
+    ("secret", "reason"),
+    [
+        ("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "expected whsec_"),
+        ("whsec_not base64!", "not valid base64"),
+        ("whsec_", "empty"),
+    ],
+)
+def test_a_malformed_secret_is_invalid_input(secret: str, reason: str) -> None:
+    with pytest.raises(InvalidInput, match=reason):
+        secret_key(secret)

@@ -1,0 +1,241 @@
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from belt.errors import InvalidInput, NotFound, Unreachable
+from belt.samples import deep_merge, sample_payload
+from belt.server.app import create_app
+from belt.store import Store
+from belt.trigger import build_payload, failure, read_data, trigger
+from belt.wire.catalogue import EVENTS
+from belt.wire.platform import LifecycleHookPayload
+from tests.hookapp import HookApp, hook_app
+from tests.servers import running
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[HookApp]:
+    with hook_app() as app:
+        yield app
+
+
+@pytest.fixture
+def target(shared: HookApp) -> Iterator[HookApp]:
+    shared.received.clear()
+    shared.decide = lambda name, payload: None
+    yield shared
+
+
+# Samples
+
+
+@pytest.mark.parametrize("event", list(EVENTS))
+def test_every_event_has_a_valid_sample_with_its_data_fields(event: str) -> None:
+    payload = sample_payload(event)
+    LifecycleHookPayload.model_validate(payload)
+    assert payload["event"] == event
+    assert set(payload["data"]) == set(EVENTS[event].data_fields)
+    assert payload["turn_count"] == (0 if event == "agent.start" else 3)
+
+
+def test_samples_name_the_data_the_spec_rows_name() -> None:
+    assert sample_payload("agent.tool_call")["data"] == {
+        "tool": "delete_file",
+        "arguments": {"path": "/tmp/old.txt"},
+    }
+    assert set(sample_payload("agent.tool_result")["data"]) == {"tool", "status", "result"}
+    assert set(sample_payload("agent.error")["data"]) == {"error"}
+
+
+def test_sample_overrides_replace_top_level_keys() -> None:
+    payload = sample_payload("agent.start", chat_id="ch_x", turn_count=7)
+    assert (payload["chat_id"], payload["turn_count"]) == ("ch_x", 7)
+
+
+def test_an_unknown_event_has_no_sample() -> None:
+    with pytest.raises(InvalidInput, match="'agent.nope' is not a lifecycle event"):
+        sample_payload("agent.nope")
+
+
+def test_deep_merge_changes_only_what_it_names() -> None:
+    base = sample_payload("agent.tool_call")
+    merged = deep_merge(base, {"data": {"tool": "x"}, "turn_count": 9})
+    assert merged["data"] == {"tool": "x", "arguments": {"path": "/tmp/old.txt"}}
+    assert merged["turn_count"] == 9
+    assert base["data"]["tool"] == "delete_file"
+
+
+def test_build_payload_refuses_data_that_breaks_the_payload() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        build_payload("agent.start", {"turn_count": -2})
+    assert caught.value.problems[0].startswith("payload.turn_count:")
+    with pytest.raises(InvalidInput, match="changes the event"):
+        build_payload("agent.start", {"event": "agent.complete"})
+
+
+def test_read_data_inline_or_from_a_file(tmp_path: Path) -> None:
+    assert read_data('{"a": 1}') == {"a": 1}
+    path = tmp_path / "data.json"
+    path.write_text('{"data": {"tool": "y"}}')
+    assert read_data(f"@{path}") == {"data": {"tool": "y"}}
+    with pytest.raises(InvalidInput, match="expected a JSON object, got an array"):
+        read_data("[1]")
+    with pytest.raises(InvalidInput, match="--data"):
+        read_data("{")
+    with pytest.raises(NotFound):
+        read_data(f"@{tmp_path / 'missing.json'}")
+
+
+# Triggers
+
+
+def test_a_deny_on_a_tool_call_is_explained(target: HookApp) -> None:
+    target.decide = lambda name, payload: {"decision": "deny", "reason": "path not allowed"}
+    report = trigger("agent.tool_call", to=f"{target.url}/guard")
+    assert report.ok
+    assert report.status == 200
+    assert report.body == '{"decision": "deny", "reason": "path not allowed"}'
+    assert report.effect == (
+        "agent.tool_call: deny → the tool is not called and completes as failed: path not allowed"
+    )
+    host = target.url.removeprefix("http://")
+    assert report.handler == host
+    assert report.transcript_row is not None
+    assert report.transcript_row["text"] == f"hook agent.tool_call: {host}"
+    hook = report.transcript_row["event"]["hook"]
+    assert (hook["handler_type"], hook["decision"], hook["reason"]) == (
+        "webhook",
+        "deny",
+        "path not allowed",
+    )
+    [(name, sent)] = target.received
+    assert name == "guard"
+    assert sent == report.payload
+
+
+def test_a_decision_on_an_observe_only_event_is_ignored(target: HookApp) -> None:
+    target.decide = lambda name, payload: {"decision": "deny"}
+    report = trigger("agent.tool_result", to=f"{target.url}/x")
+    assert report.effect == "agent.tool_result: observe only, the decision is ignored"
+
+
+def test_an_allow_leaves_no_transcript_row(target: HookApp) -> None:
+    report = trigger("agent.turn_start", to=f"{target.url}/x")
+    assert report.ok
+    assert report.body == ""
+    assert report.response == {}
+    assert report.effect == "agent.turn_start: allow → the agent continues"
+    assert report.transcript_row is None
+
+
+def test_an_injection_and_a_system_note_are_explained_with_their_lifetime(
+    target: HookApp,
+) -> None:
+    target.decide = lambda name, payload: {
+        "inject": {"content": "Only /tmp.", "role": "system", "ttl_turns": 5, "dedup_key": "p"},
+        "system": "Be careful.",
+    }
+    report = trigger("agent.turn_start", to=f"{target.url}/x")
+    assert report.injection == (
+        "injects 'Only /tmp.' on the next turn (role system, for 5 turns, "
+        "replaces earlier injections keyed 'p')"
+    )
+    assert report.system == "adds the permanent system note 'Be careful.' (keyed by this handler)"
+    assert report.transcript_row is not None
+    assert report.transcript_row["event"]["hook"]["injected"] is True
+
+
+def test_an_injection_without_ttl_is_permanent(target: HookApp) -> None:
+    target.decide = lambda name, payload: {"inject": {"content": "x"}}
+    report = trigger("agent.start", to=f"{target.url}/x")
+    assert report.injection == "injects 'x' on the next turn (permanent until replaced)"
+
+
+def test_data_is_deep_merged_into_the_sample(target: HookApp) -> None:
+    trigger("agent.tool_call", to=f"{target.url}/x", data={"data": {"tool": "rm"}})
+    [(_, sent)] = target.received
+    assert sent["data"] == {"tool": "rm", "arguments": {"path": "/tmp/old.txt"}}
+
+
+def test_a_signed_trigger_passes_belt_serves_signature_check(tmp_path: Path) -> None:
+    app = create_app(store=Store(tmp_path), secret=SECRET, sweep_interval=0)
+    with running(app) as url:
+        signed = trigger("agent.start", to=f"{url}/hooks", secret=SECRET)
+        unsigned = trigger("agent.start", to=f"{url}/hooks")
+    assert signed.ok
+    assert signed.signed
+    assert unsigned.status == 401
+    assert "missing webhook-id" in unsigned.body
+
+
+def test_a_failing_handler_is_explained_and_fails(target: HookApp) -> None:
+    target.decide = lambda name, payload: (500, {"error": "kaput"})
+    report = trigger("agent.tool_call", to=f"{target.url}/x?token=hidden")
+    assert not report.ok
+    assert report.status == 500
+    assert report.body == '{"error": "kaput"}'
+    assert (
+        report.effect
+        == "agent.tool_call: allow → the agent continues (a failed call counts as allow)"
+    )
+    assert report.transcript_row is not None
+    assert "answered HTTP 500" in report.transcript_row["event"]["hook"]["error"]
+    error = failure(report)
+    assert isinstance(error, Unreachable)
+    assert error.hint is not None and "2xx" in error.hint
+    assert "hidden" not in str(report.to_json())
+
+
+def test_an_invalid_body_fails_and_says_what_to_answer(target: HookApp) -> None:
+    target.decide = lambda name, payload: {"verdict": "deny"}
+    report = trigger("agent.tool_call", to=f"{target.url}/x")
+    assert not report.ok
+    assert report.error is not None and "verdict: unknown key" in report.error
+    hint = failure(report).hint
+    assert hint is not None and "only decision, reason, inject, system and override" in hint
+
+
+def test_an_unreachable_handler_fails_with_what_to_check() -> None:
+    report = trigger("agent.start", to="http://127.0.0.1:9/hook")
+    assert report.status is None
+    assert report.error is not None and report.error.startswith("cannot connect to 127.0.0.1:9")
+    hint = failure(report).hint
+    assert hint is not None and "is running and listening" in hint
+
+
+@pytest.mark.parametrize("url", ["ftp://example.com/x", "/relative", "http://"])
+def test_a_url_that_is_not_http_is_refused_without_sending(url: str) -> None:
+    with pytest.raises(InvalidInput, match="--to"):
+        trigger("agent.start", to=url)
+
+
+def test_a_malformed_secret_is_refused_without_sending(target: HookApp) -> None:
+    with pytest.raises(InvalidInput, match="secret"):
+        trigger("agent.start", to=f"{target.url}/x", secret="nope")
+    assert target.received == []
+
+
+def test_a_timeout_hint_says_how_long_the_handler_has() -> None:
+    from belt.trigger import TriggerReport
+
+    report = TriggerReport(
+        event="agent.start",
+        handler="127.0.0.1:8787",
+        payload=sample_payload("agent.start"),
+        signed=False,
+        status=None,
+        body="",
+        response=None,
+        error="127.0.0.1:8787 did not answer within 30 s",
+        duration_ms=30000,
+        effect="",
+        injection=None,
+        system=None,
+        transcript_row=None,
+    )
+    error = failure(report)
+    assert error.message == "127.0.0.1:8787 did not answer within 30 s"
+    assert error.hint == "the handler must answer within 30 s; check that it does not block"

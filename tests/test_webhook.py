@@ -1,0 +1,125 @@
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from belt.handlers.webhook import deliver, parse_response
+from belt.samples import sample_payload
+from belt.signing import verify
+from tests.hookapp import HookApp, hook_app
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[HookApp]:
+    with hook_app() as app:
+        yield app
+
+
+@pytest.fixture
+def target(shared: HookApp) -> Iterator[HookApp]:
+    """A webhook shared by the module's tests; each test sets how it answers."""
+    shared.received.clear()
+    yield shared
+
+
+def call(url: str, **kwargs: Any):
+    with httpx.Client() as client:
+        return deliver(client, url, sample_payload("agent.tool_call"), timeout=5.0, **kwargs)
+
+
+def test_a_decision_is_parsed_and_the_payload_is_posted_as_json(target: HookApp) -> None:
+    target.decide = lambda name, payload: {"decision": "deny", "reason": "no"}
+    result = call(f"{target.url}/guard")
+    assert result.error is None
+    assert result.status == 200
+    assert result.response is not None
+    assert (result.response.decision, result.response.reason) == ("deny", "no")
+    assert result.error is None
+    assert result.duration_ms >= 0
+    [(name, payload)] = target.received
+    assert name == "guard"
+    assert payload["data"] == {"tool": "delete_file", "arguments": {"path": "/tmp/old.txt"}}
+
+
+@pytest.mark.parametrize("answer", [None, "", "null", "  \n"])
+def test_an_empty_2xx_body_is_allow(target: HookApp, answer: Any) -> None:
+    target.decide = lambda name, payload: answer
+    result = call(f"{target.url}/x")
+    assert result.error is None
+    assert result.response is not None
+    assert result.response.decision is None
+    assert result.response.effective_decision() == "allow"
+
+
+def test_a_non_2xx_answer_fails_with_its_body_and_host_only(target: HookApp) -> None:
+    target.decide = lambda name, payload: (503, {"oops": True})
+    result = call(f"{target.url}/x?token=s3cret")
+    assert result.error is not None
+    assert result.status == 503
+    assert result.body == '{"oops": true}'
+    assert result.error == f"{target.url.removeprefix('http://')} answered HTTP 503"
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("not json", "invalid JSON at line 1 column 1"),
+        ("[1]", "expected a JSON object, got an array"),
+        ('{"decision": "maybe"}', "decision: Input should be"),
+        ('{"verdict": "deny"}', "verdict: unknown key"),
+        ('{"inject": {"role": "system"}}', "inject.content: Field required"),
+    ],
+)
+def test_a_body_that_is_not_a_response_fails_and_says_why(
+    target: HookApp, body: str, problem: str
+) -> None:
+    target.decide = lambda name, payload: body
+    result = call(f"{target.url}/x")
+    assert result.error is not None
+    assert result.status == 200
+    assert result.response is None
+    assert result.error is not None
+    assert "answered with a body that is not a LifecycleHookResponse" in result.error
+    assert problem in result.error
+
+
+def test_a_refused_connection_fails_naming_the_host_only() -> None:
+    url = "http://user:pw@127.0.0.1:9/hooks/s3cret?key=s3cret"
+    result = call(url)
+    assert result.status is None
+    assert result.response is None
+    assert result.error is not None
+    assert result.error.startswith("cannot connect to 127.0.0.1:9")
+    assert "s3cret" not in result.error
+    assert "pw" not in result.error
+
+
+def test_a_slow_handler_times_out(target: HookApp) -> None:
+    target.delays["slow"] = 0.5
+    with httpx.Client() as client:
+        result = deliver(client, f"{target.url}/slow", sample_payload("agent.start"), timeout=0.05)
+    assert result.status is None
+    assert result.error == f"{target.url.removeprefix('http://')} did not answer within 0.05 s"
+
+
+def test_a_signed_delivery_verifies_with_standard_webhooks(target: HookApp) -> None:
+    target.decide = lambda name, payload: None
+    captured: list[httpx.Request] = []
+    with httpx.Client(event_hooks={"request": [captured.append]}) as client:
+        result = deliver(
+            client, f"{target.url}/x", sample_payload("agent.start"), timeout=5.0, secret=SECRET
+        )
+    assert result.error is None
+    [request] = captured
+    verify(SECRET, request.headers, request.content)
+    assert target.events() == ["agent.start"]
+
+
+def test_parse_response_keeps_override_without_acting_on_it() -> None:
+    response, problem = parse_response('{"decision": "allow", "override": {"x": 1}}')
+    assert problem is None
+    assert response is not None
+    assert response.override == {"x": 1}
