@@ -21,9 +21,19 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP) $(TEST_STAMP)
 
+# The demo serves examples/policy.toml with `belt serve` (its log goes to .venv/demo-serve.log)
+# and runs the guarded agent against it: a denied delete_file, an allowed one held at a gate,
+# and the policy's reminder injected before each turn.
 demo: $(STAMP)
-	$(BIN)/belt hooks events
 	$(BIN)/belt hooks validate $(DECLARATIONS)
+	@$(BIN)/belt serve --policy examples/policy.toml --port 8787 > $(VENV)/demo-serve.log 2>&1 & \
+	pid=$$!; trap 'kill $$pid 2>/dev/null' EXIT; \
+	for i in $$(seq 100); do \
+		$(BIN)/python -c "import urllib.request as r; r.urlopen('http://127.0.0.1:8787/healthz')" \
+			2>/dev/null && break; \
+		kill -0 $$pid 2>/dev/null || { cat $(VENV)/demo-serve.log; exit 1; }; sleep 0.1; \
+	done; \
+	$(BIN)/belt sim run examples/guarded-agent.toml
 
 test: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q

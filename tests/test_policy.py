@@ -42,7 +42,12 @@ def test_example_policy_denies_delete_file_unless_under_tmp() -> None:
     assert denied.response.reason == "only /tmp deletions allowed"
     assert denied.rule == 1
     assert decision(example, tool_call("read_file", path="/etc/passwd")) == "allow"
-    assert example.decide(payload("agent.turn_start")).rule is None
+    reminder = example.decide(payload("agent.turn_start"))
+    assert reminder.rule == 2
+    assert reminder.response.decision is None
+    assert reminder.response.inject is not None
+    assert reminder.response.inject.ttl_turns == 1
+    assert example.decide(payload("agent.complete")).rule is None
 
 
 def test_no_rule_matching_gives_the_default() -> None:

@@ -126,7 +126,7 @@ def test_serve_shows_one_live_line_per_hook_and_stops_cleanly_on_ctrl_c() -> Non
         rf"only /tmp deletions allowed  \d+\.\d ms",
         lines[0],
     )
-    assert re.fullmatch(rf"{clock}  agent\.turn_start  allow  \d+\.\d ms", lines[1])
+    assert re.fullmatch(rf"{clock}  agent\.turn_start  allow \+inject  \d+\.\d ms", lines[1])
     assert re.fullmatch(rf"{clock}  -  422  not a LifecycleHookPayload: .* \d+\.\d ms", lines[2])
     journal = open_store().read_log("journal", "serve")
     assert [record["status"] for record in journal] == [200, 200, 422]
