@@ -102,7 +102,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    # The state lives beside the repository, as it would in a user's data directory; the
+    # system temporary directory can be far slower at creating files on some machines.
+    with tempfile.TemporaryDirectory(prefix=".bench-", dir=Path(__file__).parent) as tmp:
         home = Path(tmp)
         os.environ["BELT_HOME"] = str(home / "sim")
         port = free_port()
