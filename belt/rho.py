@@ -20,23 +20,29 @@ from belt.errors import InvalidInput, UsageError
 from belt.paths import state_dir, write_private
 
 STDIN = "<stdin>"
+PROFILE_PATH = "/agent_api/v1/profile/configuration"
 
 
 @dataclass
 class Configured:
-    """What ``rho extensions configure`` stored, and where."""
+    """What ``rho extensions configure`` stored, and where (a file, or a profile API's host)."""
 
     extension: str
-    file: Path
+    file: Path | None
     configuration: dict[str, Any]
+    api: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """A JSON-ready report."""
-        return {
-            "extension": self.extension,
-            "file": str(self.file),
-            "configuration": self.configuration,
-        }
+        where: dict[str, Any] = {"api": self.api} if self.api else {"file": str(self.file)}
+        return {"extension": self.extension, **where, "configuration": self.configuration}
+
+    @property
+    def location(self) -> str:
+        """Where the configuration was stored, for a person."""
+        if self.api:
+            return f"the profile at {self.api} (lifecycle_hooks of {PROFILE_PATH})"
+        return f'plugins["{self.extension}"].configuration in {self.file}'
 
 
 def config_path() -> Path:
@@ -69,8 +75,10 @@ def read_input(file: Path | None) -> tuple[str, str]:
     return text, STDIN
 
 
-def configure_lifecycle_hooks(*, file: Path | None = None) -> Configured:
-    """Check a lifecycle_hooks object and store it in rho's config file; returns what is stored."""
+def configure_lifecycle_hooks(
+    *, file: Path | None = None, api: str | None = None, transport: Any = None
+) -> Configured:
+    """Check a lifecycle_hooks object; store it in rho's config file or the ``api``'s profile."""
     text, source = read_input(file)
     declaration = check_document(parse_text(text, source), source, Dialect.NEXUS)
     problems = declaration.findings.problems
@@ -79,6 +87,8 @@ def configure_lifecycle_hooks(*, file: Path | None = None) -> Configured:
             raise InvalidInput(f"{source}: {problems[0]}")
         raise InvalidInput(f"{source}: {len(problems)} problems", problems=problems)
     configuration = declaration.lifecycle_hooks.to_wire()
+    if api is not None:
+        return configure_through_api(api, configuration, transport=transport)
 
     path = config_path()
     config = read_config(path)
@@ -93,3 +103,66 @@ def configure_lifecycle_hooks(*, file: Path | None = None) -> Configured:
     entry["configuration"] = configuration
     write_private(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
     return Configured(RHO_PLUGIN, path, configuration)
+
+
+def profile_request(client: Any, host: str, method: str, body: Any = None) -> dict[str, Any]:
+    """One request to the profile API; the declaration it answers, or a BeltError."""
+    import httpx
+
+    from belt.errors import BeltError, NotFound, Unreachable
+    from belt.remote import REACH_HINT
+
+    try:
+        response = client.request(method, PROFILE_PATH, json=body)
+    except httpx.TimeoutException:
+        raise Unreachable(f"{host} did not answer", hint=REACH_HINT) from None
+    except httpx.TransportError as exc:
+        raise Unreachable(f"cannot reach {host}: {type(exc).__name__}", hint=REACH_HINT) from None
+    try:
+        document = response.json() if response.content else None
+    except ValueError:
+        document = None
+    if response.is_success:
+        if not isinstance(document, dict):
+            raise InvalidInput(
+                f"{host} answered {PROFILE_PATH} with something other than an object"
+            )
+        return document
+    problem = document if isinstance(document, dict) else {}
+    detail = str(problem.get("detail") or problem.get("title") or response.reason_phrase)
+    message = f"{detail} (HTTP {response.status_code} from {host})"
+    if response.status_code in (400, 422):
+        errors = [str(e) for e in problem.get("errors") or []]
+        raise InvalidInput(f"{host} refused the profile: {detail}", problems=errors[1:])
+    if response.status_code == 404:
+        raise NotFound(message, hint=f"is {host} a Nexus profile API (or `belt serve`)?")
+    if response.status_code >= 500:
+        raise Unreachable(message)
+    raise BeltError(message)
+
+
+def configure_through_api(
+    api: str, configuration: dict[str, Any], *, transport: Any = None
+) -> Configured:
+    """Read the whole declaration from a profile API, set its lifecycle_hooks, and write it."""
+    import httpx
+
+    from belt.remote import api_key_from_env, host_of
+    from belt.wire.validate import check_webhook_url
+
+    reason = check_webhook_url(api)
+    if reason:
+        raise InvalidInput(f"--api {reason}", hint="for example --api http://127.0.0.1:8787")
+    host = host_of(api)
+    headers = {"Accept": "application/json"}
+    key = api_key_from_env()
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    with httpx.Client(
+        base_url=api, headers=headers, transport=transport, timeout=10.0, follow_redirects=False
+    ) as client:
+        declaration = profile_request(client, host, "GET")
+        declaration["lifecycle_hooks"] = configuration
+        stored = profile_request(client, host, "PUT", declaration)
+    hooks = stored.get("lifecycle_hooks")
+    return Configured(RHO_PLUGIN, None, hooks if isinstance(hooks, dict) else {}, api=host)

@@ -47,25 +47,30 @@ def configure(
         Path | None,
         typer.Option("--file", help="JSON or TOML file holding the object (default: stdin)."),
     ] = None,
+    api: Annotated[
+        str | None,
+        typer.Option(
+            help="Profile API base URL: read the whole declaration there and write it back "
+            "with these lifecycle_hooks (e.g. `belt serve`)."
+        ),
+    ] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Check a lifecycle_hooks object and store it as the extension's configuration.
 
     The object declares Nexus hooks on turn_start, pre_compact, post_compact and stop.
 
-    {} or null declares none. It is stored at plugins["rho.lifecycle_hooks"].configuration.
+    {} or null declares none. It is stored at plugins["rho.lifecycle_hooks"].configuration,
+    or with --api in the lifecycle_hooks of the profile that API serves.
     """
     from belt import output
     from belt.rho import configure_lifecycle_hooks
 
-    configured = configure_lifecycle_hooks(file=file)
+    configured = configure_lifecycle_hooks(file=file, api=api)
     if json_:
         output.print_json(configured.summary())
         return
-    output.echo(
-        f'stored plugins["{configured.extension}"].configuration in {configured.file}',
-        stderr=True,
-    )
+    output.echo(f"stored {configured.location}", stderr=True)
     if not configured.configuration:
         output.echo("{} (no lifecycle hooks declared)")
         return

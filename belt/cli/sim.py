@@ -13,10 +13,18 @@ app = typer.Typer(
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the whole record as JSON.")]
 RunId = Annotated[str, typer.Argument(help="Run id (ar_...).")]
+Executors = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--executor",
+        help="Serve Nexus hook tasks in-process: NAME=TARGET (cmd:COMMAND, py:MODULE:FUNC, URL).",
+        show_default=False,
+    ),
+]
 
 
 def render(report: dict[str, Any], executed: list[str], json_: bool) -> None:
-    """Print a simulation and exit 1 when one of the runs just executed failed."""
+    """Print a simulation; exit 1 when a run just executed failed or is on an attention hold."""
     from belt import output
     from belt.engine.report import transcript_lines
 
@@ -25,8 +33,15 @@ def render(report: dict[str, Any], executed: list[str], json_: bool) -> None:
     else:
         output.lines(transcript_lines(report))
     states = {run["id"]: run["state"] for run in report["runs"]}
-    if any(states.get(run_id) == "failed" for run_id in executed):
+    if any(states.get(run_id) in ("failed", "attention_hold") for run_id in executed):
         raise typer.Exit(1)
+
+
+def live() -> Any:
+    """Live lines on stderr: hook tasks served in-process, and tasks waited on."""
+    from belt.cli.executor import live_reporter
+
+    return live_reporter(False, stderr=True)
 
 
 @app.command()
@@ -39,25 +54,34 @@ def run(
         bool,
         typer.Option("--fail-closed", help="Count failed webhooks as deny on gate-able events."),
     ] = False,
+    executor: Executors = None,
     json_: JsonFlag = False,
 ) -> None:
     """Run a scenario: every hook fires at its boundary and every decision is applied.
 
     A run stopped at a gate exits 0 and prints the commands to resolve and resume it;
-    a failed run exits 1.
+    a failed run, or a Nexus run on an attention hold, exits 1. A Nexus scenario waits for
+    each hook task up to the hook's timeout_ms: serve them with --executor, or with
+    `belt executor run` in another terminal.
     """
     from belt.engine.api import run_scenario
 
-    report, executed = run_scenario(scenario=scenario, hooks_file=hooks, fail_closed=fail_closed)
+    report, executed = run_scenario(
+        scenario=scenario,
+        hooks_file=hooks,
+        fail_closed=fail_closed,
+        executors=executor or [],
+        report=live(),
+    )
     render(report, executed, json_)
 
 
 @app.command()
-def resume(run_id: RunId, json_: JsonFlag = False) -> None:
-    """Continue a run held at gates once all of its interrupts are settled."""
+def resume(run_id: RunId, executor: Executors = None, json_: JsonFlag = False) -> None:
+    """Continue a run held at gates, or retry the failed hook task of an attention hold."""
     from belt.engine.api import resume_run
 
-    report, executed = resume_run(run_id=run_id)
+    report, executed = resume_run(run_id=run_id, executors=executor or [], report=live())
     render(report, executed, json_)
 
 
@@ -109,10 +133,11 @@ def list_(json_: JsonFlag = False) -> None:
 def stop(
     run_id: RunId,
     force: Annotated[
-        bool, typer.Option("--force", help="Cancel even a run that is working.")
+        bool,
+        typer.Option("--force", help="Cancel even a working run; a Nexus run bypasses stop."),
     ] = False,
 ) -> None:
-    """Cancel a run: its pending gates are cancelled and it will not resume."""
+    """Cancel a run: its pending gates or hook tasks are cancelled and it will not resume."""
     from belt import output
     from belt.engine.api import stop_run
 

@@ -21,11 +21,25 @@ RUN_FIELDS = (
     "updated_at",
 )
 TERMINAL_STATES = ("completed", "failed", "canceled", "rejected")
+NEXUS_RUN_FIELDS = (
+    "kind",
+    "conversation_id",
+    "hooks",
+    "approval_mode",
+    "profile",
+    "regenerates",
+    "attention",
+    "execution",
+    "stopped",
+)
 
 
 def run_dto(run: dict[str, Any]) -> dict[str, Any]:
-    """An AgentRunDTO of a stored run."""
-    return {key: run.get(key) for key in RUN_FIELDS}
+    """An AgentRunDTO of a stored run (with what a Nexus execution adds)."""
+    dto = {key: run.get(key) for key in RUN_FIELDS}
+    if run.get("dialect") == "nexus":
+        dto.update({key: run.get(key) for key in NEXUS_RUN_FIELDS})
+    return dto
 
 
 def sim_of_run(store: Store, run_id: str) -> dict[str, Any]:
@@ -70,9 +84,10 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
         "created_at": chat.get("created_at"),
         "updated_at": chat.get("updated_at"),
     }
-    return {
+    report: dict[str, Any] = {
         "simulation": {
             "id": sim["id"],
+            "dialect": sim.get("dialect", "platform"),
             "source": sim.get("source"),
             "name": sim.get("name"),
             "status": sim.get("status"),
@@ -83,6 +98,14 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
         "interrupts": interrupts,
         "hook_executions": executions,
     }
+    if sim.get("dialect") == "nexus":
+        from belt.executor import run_tasks
+
+        report["simulation"]["profile"] = sim.get("profile")
+        report["simulation"]["profile_revision"] = sim.get("profile_revision")
+        report["executions"] = sim.get("executions") or []
+        report["hook_tasks"] = [task for run in runs for task in run_tasks(store, run["id"])]
+    return report
 
 
 def list_runs(store: Store) -> list[dict[str, Any]]:
@@ -110,11 +133,16 @@ def list_runs(store: Store) -> list[dict[str, Any]]:
 
 
 def stop_run(store: Store, run_id: str, *, force: bool = False) -> dict[str, Any]:
-    """Cancel a run: its pending gates are cancelled and it will not resume."""
+    """Cancel a run: its pending gates (or Nexus hook tasks) are cancelled; it will not resume."""
     from belt.engine.record import Recorder, now_iso
-    from belt.interrupts import cancel_interrupt, pending_for_run
 
     sim = sim_of_run(store, run_id)
+    if sim.get("dialect") == "nexus":
+        from belt.engine.nexus import stop_run as stop_nexus_run
+
+        return run_dto(stop_nexus_run(store, run_id, force=force))
+    from belt.interrupts import cancel_interrupt, pending_for_run
+
     run = store.read("run", run_id)
     if run["state"] in TERMINAL_STATES:
         raise Conflict(f"run {run_id} is already {run['state']}")
@@ -173,6 +201,8 @@ def short(value: Any, limit: int = 80) -> str:
 
 def transcript_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     """The simulation as a conversation: (line, style) pairs for the terminal."""
+    if report["simulation"].get("dialect") == "nexus":
+        return nexus_transcript_lines(report)
     lines: list[tuple[str, str]] = []
     runs = {run["id"]: run for run in report["runs"]}
     current_run = None
@@ -265,4 +295,148 @@ def gate_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     for interrupt in pending:
         lines.append((f"  belt interrupt resolve {interrupt['id']} allow   # or deny", ""))
     lines.append((f"  belt sim resume {run_id}", ""))
+    return lines
+
+
+# -- the Nexus dialect ---------------------------------------------------------------------------
+
+
+def nexus_transcript_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """A Nexus simulation: each execution, its hook tasks, and what needs attention."""
+    lines: list[tuple[str, str]] = []
+    runs = {run["id"]: run for run in report["runs"]}
+    executions = {entry["turn"]: entry for entry in report.get("executions") or []}
+    current = None
+    for message in report["chat"]["chat_messages"]:
+        turn = (message.get("sim") or {}).get("execution")
+        if turn is not None and turn != current and turn in executions:
+            current = turn
+            lines.append(("", ""))
+            lines.extend(execution_header(executions[turn], runs))
+        lines.extend(nexus_message_lines(message))
+    lines.extend(pending_task_lines(report))
+    lines.extend(attention_lines(report))
+    return lines
+
+
+def execution_header(entry: dict[str, Any], runs: dict[str, Any]) -> list[tuple[str, str]]:
+    """The heading of one execution and the hooks frozen onto it."""
+    kind = entry["kind"]
+    if entry.get("conversation_id") is None and kind != "standalone":
+        kind += ", standalone"
+    run = runs.get(entry.get("run_id") or "")
+    if run is None:
+        head = f"── turn {entry['turn']} · {kind} · no run (no hooks, no tools) · {entry['state']}"
+        return [(head, "bold")]
+    lines = [(f"── turn {entry['turn']} · {kind} · run {run['id']} · {run['state']}", "bold")]
+    hooks = run.get("hooks") or {}
+    if hooks:
+        groups: dict[str, list[str]] = {}
+        for event, hook in hooks.items():
+            limit = f", max {hook['max_continuations']}" if event == "stop" else ""
+            groups.setdefault(f"{hook['tool']} ({hook['timeout_ms']} ms{limit})", []).append(event)
+        parts = [f"{', '.join(events)} → {target}" for target, events in groups.items()]
+        origin = run.get("profile") or {}
+        if origin.get("reused_from"):
+            where = f"reused from run {origin['reused_from']}"
+        else:
+            where = f"{origin.get('source', '?')} profile r{origin.get('revision')}"
+        lines.append((f"  hooks    {' · '.join(parts)}  [{where}]", "dim"))
+    return lines
+
+
+def nexus_message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
+    """How one message of a Nexus execution reads."""
+    role = message["role"]
+    sim = message.get("sim") or {}
+    text = " ".join(c.get("text") or "" for c in message.get("content") or [] if c)
+    if role == "user":
+        label = "mail      " if sim.get("input") == "mail" else "user      "
+        return [(f"{label} {text}", "bold cyan")]
+    if role == "feedback":
+        return [(f"  feedback {short(text)}  (stop hook, same execution)", "magenta")]
+    if role == "assistant":
+        lines = message_lines(message)
+        notes = []
+        if sim.get("repeated"):
+            notes.append("repeated: no scripted round left")
+        if sim.get("stop"):
+            notes.append(f"stop: {sim['stop']}")
+        if "replaced_by" in sim:
+            notes.append(f"regenerated in turn {sim['replaced_by']}")
+        if notes and lines and text:
+            line, style = lines[0]
+            lines[0] = (f"{line}  [{'; '.join(notes)}]", style)
+        return lines
+    if role == "event":
+        out: list[tuple[str, str]] = []
+        for content in message.get("content") or []:
+            event = content.get("event") or {}
+            hook = event.get("hook") or {}
+            if event.get("type") == "hook" and hook.get("handler_type") == "executor":
+                out.append(hook_task_line(hook))
+            elif event.get("type") == "attention":
+                out.append((f"  ⚠ {content.get('text', '')}", "bold red"))
+            else:
+                out.extend(message_lines({**message, "content": [content]}))
+        return out
+    return message_lines(message)
+
+
+def hook_task_line(hook: dict[str, Any]) -> tuple[str, str]:
+    """One hook task attempt: event, tool, outcome, duration, key."""
+    attempt = f", attempt {hook['attempt']}" if int(hook.get("attempt") or 1) > 1 else ""
+    where = f"{hook.get('duration_ms', 0)}ms  [{hook['task_key']}{attempt}]"
+    head = f"    hook   {hook['event']} → {hook['handler']}:"
+    if hook.get("status") == "completed":
+        if hook.get("decision") == "continue":
+            return (f'{head} continue "{short(hook.get("reason") or "", 60)}"  {where}', "magenta")
+        return (f"{head} acknowledged  {where}", "dim")
+    failure = hook.get("failure") or hook.get("status")
+    return (
+        f"{head} {str(hook.get('status')).upper()} ({failure}): {hook.get('error')}  {where}",
+        "red",
+    )
+
+
+def pending_task_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Hook tasks still waiting for an executor, and how to serve them."""
+    waiting = [t for t in report.get("hook_tasks") or [] if t["status"] in ("pending", "claimed")]
+    lines: list[tuple[str, str]] = []
+    for task in waiting:
+        who = f" by {task['claim']['by']}" if task.get("claim") else ""
+        lines.append(("", ""))
+        lines.append(
+            (
+                f"⏳ hook task {task['task_key']} ({task['event']} → {task['tool']}) is "
+                f"{task['status']}{who}; deadline {task['deadline']}",
+                "yellow",
+            )
+        )
+        if task["status"] == "pending":
+            lines.append((f"  serve it:  belt executor run --tool {task['tool']}=cmd:COMMAND", ""))
+    return lines
+
+
+def attention_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Runs on an attention hold: which hook task failed, and the commands to go on."""
+    lines: list[tuple[str, str]] = []
+    for run in report["runs"]:
+        attention = run.get("attention")
+        if run["state"] != "attention_hold" or not attention:
+            continue
+        lines.append(("", ""))
+        lines.append(
+            (
+                f"⚠ run {run['id']} is on an attention hold: {attention['event']} hook task "
+                f"{attention['task_key']} failed ({attention['reason']})",
+                "bold red",
+            )
+        )
+        lines.append((f"  {attention['detail']}", "red"))
+        tool = attention["tool"]
+        lines.append(("fix the hook, then retry the same task:", ""))
+        lines.append((f"  belt sim resume {run['id']} --executor {tool}=TARGET", ""))
+        lines.append(("or end the run without stop:", ""))
+        lines.append((f"  belt sim stop {run['id']}", ""))
     return lines

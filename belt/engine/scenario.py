@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from belt.declarations import read_document
 from belt.errors import InvalidInput
 from belt.wire.platform import HookHandlerType, LifecycleHookConfig
-from belt.wire.validate import check_platform_hooks, model_problems
+from belt.wire.validate import check_nexus_profile, check_platform_hooks, model_problems
 
 ID_PATTERN = r"^[A-Za-z0-9_-]+$"
 
@@ -66,8 +66,9 @@ class ChatSpec(_Strict):
 
 
 class Scenario(_Strict):
-    """A whole scenario file."""
+    """A whole scenario file of the platform dialect."""
 
+    dialect: Literal["platform"] = "platform"
     agent: AgentSpec = Field(default_factory=AgentSpec)
     chat: ChatSpec = Field(default_factory=ChatSpec)
     turns: list[TurnSpec] = Field(min_length=1)
@@ -130,12 +131,91 @@ def hooks_from_file(path: Path) -> list[LifecycleHookConfig]:
     return load_hooks(raw, str(path), "hooks")
 
 
-def load_scenario(path: str | Path, *, hooks_file: str | Path | None = None) -> LoadedScenario:
-    """Read and check a scenario; ``hooks_file`` replaces the hooks the scenario declares."""
+NEXUS_ONLY_TOP = ("profile",)
+NEXUS_ONLY_AGENT = ("context_bytes",)
+NEXUS_ONLY_TURN = (
+    "regenerate",
+    "mail",
+    "background",
+    "standalone",
+    "tool_only",
+    "tool_calls",
+    "profile",
+)
+PLATFORM_ONLY = {
+    "agent.hooks": "platform hooks; a Nexus scenario declares its hooks in [profile] "
+    "lifecycle_hooks",
+    "agent.hooks_file": "platform hooks; a Nexus scenario declares its hooks in [profile] "
+    "lifecycle_hooks (or give a Nexus declaration with --hooks FILE)",
+    "chat.disable_hooks": "a platform chat setting; Nexus has no per-conversation hook switch",
+    "async": "async app tools (agent.tool_result) belong to the platform dialect",
+}
+
+
+def scenario_dialect(doc: dict[str, Any], source: str) -> str:
+    """The dialect a scenario document is written in (``dialect`` at the top; default platform)."""
+    dialect = doc.get("dialect", "platform")
+    if dialect not in ("platform", "nexus"):
+        raise InvalidInput(
+            f"{source}: dialect: {dialect!r} is not a dialect (expected 'platform' or 'nexus')"
+        )
+    return str(dialect)
+
+
+def dialect_problems(doc: dict[str, Any], dialect: str) -> list[str]:
+    """Keys that belong to the other dialect, each with a message that says so."""
+    problems: list[str] = []
+    agent: dict[str, Any] = doc["agent"] if isinstance(doc.get("agent"), dict) else {}
+    chat: dict[str, Any] = doc["chat"] if isinstance(doc.get("chat"), dict) else {}
+    turns: list[Any] = doc["turns"] if isinstance(doc.get("turns"), list) else []
+    if dialect == "platform":
+        where = 'only in Nexus scenarios; add dialect = "nexus" at the top of the file'
+        problems += [f"{key}: {where}" for key in NEXUS_ONLY_TOP if key in doc]
+        problems += [f"agent.{key}: {where}" for key in NEXUS_ONLY_AGENT if key in agent]
+        for t, turn in enumerate(turns):
+            if isinstance(turn, dict):
+                problems += [f"turns[{t}].{key}: {where}" for key in NEXUS_ONLY_TURN if key in turn]
+        return problems
+    for key in ("hooks", "hooks_file"):
+        if key in agent:
+            problems.append(f"agent.{key}: {PLATFORM_ONLY[f'agent.{key}']}")
+    if "disable_hooks" in chat:
+        problems.append(f"chat.disable_hooks: {PLATFORM_ONLY['chat.disable_hooks']}")
+    for t, turn in enumerate(turns):
+        if not isinstance(turn, dict):
+            continue
+        calls: list[tuple[str, Any]] = []
+        if isinstance(turn.get("tool_calls"), list):
+            calls += [
+                (f"turns[{t}].tool_calls[{c}]", call) for c, call in enumerate(turn["tool_calls"])
+            ]
+        models: list[Any] = turn["model"] if isinstance(turn.get("model"), list) else []
+        for m, model in enumerate(models):
+            if isinstance(model, dict) and isinstance(model.get("tool_calls"), list):
+                calls += [
+                    (f"turns[{t}].model[{m}].tool_calls[{c}]", call)
+                    for c, call in enumerate(model["tool_calls"])
+                ]
+        for path, call in calls:
+            if isinstance(call, dict) and "async" in call:
+                problems.append(f"{path}.async: {PLATFORM_ONLY['async']}")
+    return problems
+
+
+def read_scenario(
+    path: str | Path, *, hooks_file: str | Path | None = None
+) -> LoadedScenario | LoadedNexusScenario:
+    """Read and check a scenario of either dialect; ``hooks_file`` replaces its hooks."""
     source = str(path)
     doc = read_document(path)
     if not isinstance(doc, dict):
         raise InvalidInput(f"{source}: expected a table/object at the top level")
+    dialect = scenario_dialect(doc, source)
+    problems = dialect_problems(doc, dialect)
+    if problems:
+        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
+    if dialect == "nexus":
+        return load_nexus_scenario(doc, source, hooks_file=hooks_file)
     try:
         scenario = Scenario.model_validate(doc)
     except ValidationError as exc:
@@ -153,6 +233,180 @@ def load_scenario(path: str | Path, *, hooks_file: str | Path | None = None) -> 
         if scenario.agent.hooks:
             hooks += load_hooks(scenario.agent.hooks, source, "agent.hooks")
     return LoadedScenario(source, scenario, hooks, str(hooks_file) if hooks_file else None)
+
+
+def load_scenario(path: str | Path, *, hooks_file: str | Path | None = None) -> LoadedScenario:
+    """Read and check a scenario of the platform dialect."""
+    loaded = read_scenario(path, hooks_file=hooks_file)
+    if isinstance(loaded, LoadedNexusScenario):
+        raise InvalidInput(f"{path}: is a Nexus scenario, not a platform one")
+    return loaded
+
+
+# -- the Nexus dialect -------------------------------------------------------------------------
+
+
+class NexusAgentSpec(_Strict):
+    """The simulated Nexus agent's context limits."""
+
+    id: str | None = Field(default=None, pattern=ID_PATTERN)
+    name: str = "agent"
+    context_window: int = Field(default=128_000, gt=0)
+    context_bytes: int | None = Field(default=None, gt=0)
+    compact_at: float = Field(default=0.8, gt=0, le=1)
+
+
+class NexusChatSpec(_Strict):
+    """The conversation the scenario's executions run in."""
+
+    id: str | None = Field(default=None, pattern=ID_PATTERN)
+
+
+class NexusTurnSpec(_Strict):
+    """One input (a user message, a mail, a regeneration, a tool-only run) and its execution."""
+
+    user: str | None = None
+    mail: str | None = None
+    regenerate: bool = False
+    background: bool = False
+    standalone: bool = False
+    tool_only: bool = False
+    tool_calls: list[ToolCallSpec] = Field(default_factory=list)
+    model: list[ModelTurnSpec] = Field(default_factory=list)
+    error: str | None = None
+    profile: dict[str, Any] | None = None
+
+    @property
+    def kind(self) -> str:
+        """What starts this execution (input, mail, regeneration, background, standalone...)."""
+        if self.tool_only:
+            return "tool_only"
+        if self.regenerate:
+            return "regeneration"
+        if self.mail is not None:
+            return "mail"
+        if self.background:
+            return "background"
+        if self.standalone:
+            return "standalone"
+        return "input"
+
+    @property
+    def replies(self) -> bool:
+        """True for an execution that answers in the conversation (one a regeneration can redo)."""
+        return self.kind in ("input", "mail", "regeneration")
+
+
+class NexusScenario(_Strict):
+    """A whole scenario file of the Nexus dialect."""
+
+    dialect: Literal["nexus"]
+    profile: dict[str, Any] | None = None
+    agent: NexusAgentSpec = Field(default_factory=NexusAgentSpec)
+    chat: NexusChatSpec = Field(default_factory=NexusChatSpec)
+    turns: list[NexusTurnSpec] = Field(default_factory=list)
+
+
+@dataclass
+class LoadedNexusScenario:
+    """A checked Nexus scenario and the profile it starts with (None: the stored profile)."""
+
+    source: str
+    scenario: NexusScenario
+    profile: dict[str, Any] | None
+    hooks_file: str | None = None
+
+
+def nexus_turn_problems(scenario: NexusScenario) -> list[str]:
+    """The rules of Nexus turns that the schema alone does not express."""
+    problems: list[str] = []
+    replied = False
+    for t, turn in enumerate(scenario.turns):
+        at = f"turns[{t}]"
+        inputs = [k for k in ("user", "mail") if getattr(turn, k) is not None]
+        if turn.regenerate:
+            inputs.append("regenerate")
+        if turn.tool_only:
+            for key in ("mail", "regenerate"):
+                if key in inputs:
+                    problems.append(f"{at}.{key}: not allowed on a tool_only turn")
+            if not turn.tool_calls:
+                problems.append(f"{at}.tool_calls: a tool_only turn needs at least one tool call")
+            if turn.model:
+                problems.append(f"{at}.model: a tool_only turn makes no model request")
+            if turn.error is not None:
+                problems.append(f"{at}.error: a tool_only turn makes no model request to fail")
+            if turn.background:
+                problems.append(f"{at}.background: not allowed on a tool_only turn")
+        else:
+            if not inputs:
+                problems.append(
+                    f"{at}: give one of user, mail, regenerate = true, or tool_only = true"
+                )
+            elif len(inputs) > 1:
+                problems.append(f"{at}: {' and '.join(inputs)} are exclusive; give one")
+            if turn.tool_calls:
+                problems.append(
+                    f"{at}.tool_calls: only on a tool_only turn; the model's tool calls go in "
+                    "[[turns.model]]"
+                )
+            if not turn.model and turn.error is None:
+                problems.append(f"{at}.model: at least one model round is needed (or an error)")
+        if turn.background and (turn.user is None or turn.standalone):
+            problems.append(f"{at}.background: a background branch takes user, not standalone")
+        if turn.standalone and (turn.mail is not None or turn.regenerate):
+            problems.append(f"{at}.standalone: takes user or tool_only, not mail or regenerate")
+        if turn.regenerate and not replied:
+            problems.append(f"{at}.regenerate: there is no earlier reply to regenerate")
+        if turn.profile is not None:
+            findings, _ = check_nexus_profile(turn.profile, f"{at}.profile")
+            problems += findings.problems
+        replied = replied or turn.replies
+    return problems
+
+
+def load_nexus_scenario(
+    doc: dict[str, Any], source: str, *, hooks_file: str | Path | None = None
+) -> LoadedNexusScenario:
+    """Check a decoded Nexus scenario; ``hooks_file`` replaces its profile's lifecycle hooks."""
+    try:
+        scenario = NexusScenario.model_validate(doc)
+    except ValidationError as exc:
+        problems = model_problems(exc)
+        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
+    problems = []
+    if scenario.profile is not None:
+        findings, _ = check_nexus_profile(scenario.profile, "profile")
+        problems += findings.problems
+    problems += nexus_turn_problems(scenario)
+    if problems:
+        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
+    profile = scenario.profile
+    if hooks_file is not None:
+        profile = profile_with_hooks_file(profile, Path(hooks_file))
+    return LoadedNexusScenario(source, scenario, profile, str(hooks_file) if hooks_file else None)
+
+
+def profile_with_hooks_file(profile: dict[str, Any] | None, path: Path) -> dict[str, Any]:
+    """The profile with a Nexus declaration file's hooks (a whole profile file replaces it)."""
+    from belt.declarations import Dialect, check_document
+
+    doc = read_document(path)
+    declaration = check_document(doc, str(path), Dialect.NEXUS)
+    problems = declaration.findings.problems
+    if problems or declaration.lifecycle_hooks is None:
+        raise InvalidInput(f"{path}: {problems[0]}", problems=problems[1:])
+    if declaration.shape == "profile":
+        return dict(doc)
+    merged = {**(profile or {}), "lifecycle_hooks": declaration.lifecycle_hooks.to_wire()}
+    findings, _ = check_nexus_profile(merged, "profile")
+    if not findings.ok:
+        raise InvalidInput(
+            f"{path}: with these hooks, {findings.problems[0]}",
+            problems=findings.problems[1:],
+            hint="declare approval_mode in the scenario's [profile], or give a whole profile file",
+        )
+    return merged
 
 
 def estimate_tokens(text: str | None) -> int:

@@ -1,0 +1,694 @@
+"""The Nexus executor inbox: durable hook tasks in the store, claimed by workers with a deadline.
+
+A hook task is an ordinary task for an executor tool. Each (event, source) pair of an execution has
+one task, stored under an id derived from its ``task_key`` (``<run>:<event>:<source>``), so
+scheduling the same boundary again (a retry after an attention hold, or a restarted simulation)
+reuses it: a completed task keeps its result, a failed one gets a new attempt.
+
+Store structures (kind ``hooktask``): the object itself, updated under its lock so exactly one
+worker wins a claim; the ``hooktask-pending`` tag, one marker per task waiting for a claim, so a
+worker reads only those; the ``run-hooktasks`` index, a run's tasks in the order they were made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from belt.errors import BeltError, Conflict, UsageError
+from belt.store.clock import parse_timestamp, timestamp, utcnow
+from belt.wire.nexus import NexusEvent, NexusHook
+from belt.wire.validate import check_decision, describe
+
+if TYPE_CHECKING:
+    from belt.store import Store
+
+HOOKTASK = "hooktask"
+PENDING_TAG = "hooktask-pending"
+RUN_TASKS = "run-hooktasks"
+RESULT_KEYS = ("structured_content", "content")
+STORED_RESULT_MAX_BYTES = 64 * 1024
+DETAIL_MAX = 300
+
+
+class TaskStatus(StrEnum):
+    """Where a hook task is in its life."""
+
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+FINISHED = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
+
+
+class Failure(StrEnum):
+    """Why a hook task failed; each one puts its execution on an attention hold."""
+
+    TOOL_FAILED = "tool_failed"
+    TIMEOUT = "timeout"
+    INVALID_DECISION = "invalid_decision"
+    CONTINUATION_LIMIT = "continuation_limit_exceeded"
+    HOOK_REQUIRES_MODEL = "hook_requires_model"
+    CANCELLED = "cancelled"
+
+
+class _Keep(Exception):
+    """Raised inside a store update to leave the task as it is."""
+
+
+def task_key(run_id: str, event: NexusEvent | str, source: str) -> str:
+    """The stable key of the hook task of one (event, source) pair of a run."""
+    return f"{run_id}:{event}:{source}"
+
+
+def task_id(key: str) -> str:
+    """The store id of the task with ``key`` (a key holds ``:``, which ids may not)."""
+    return "ht_" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def short(text: str, limit: int = DETAIL_MAX) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _deadline_passed(task: Mapping[str, Any]) -> bool:
+    return utcnow() >= parse_timestamp(str(task["deadline"]))
+
+
+def _attempt_summary(task: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "attempt": task["attempt"],
+        "status": task["status"],
+        "dispatched_at": task["dispatched_at"],
+        "claimed_by": (task.get("claim") or {}).get("by"),
+        "error": task.get("error"),
+        "duration_ms": task.get("duration_ms"),
+    }
+
+
+def _fail(task: dict[str, Any], code: Failure, message: str, **extra: Any) -> dict[str, Any]:
+    now = timestamp(utcnow())
+    task.update(
+        status=TaskStatus.FAILED.value,
+        error={"code": code.value, "message": message, **extra},
+        finished_at=now,
+        updated_at=now,
+    )
+    return task
+
+
+def schedule_task(
+    store: Store,
+    *,
+    key: str,
+    event: NexusEvent,
+    hook: NexusHook,
+    task_input: dict[str, Any],
+    run_id: str,
+    sim_id: str | None = None,
+    approval_mode: str | None = None,
+    tool_only: bool = False,
+    continuations_used: int = 0,
+) -> dict[str, Any]:
+    """Put the task for ``key`` in the inbox, or reuse it: the same (event, source), one task.
+
+    A completed task keeps its result and a task still within its deadline is left to its
+    worker; a failed one (or one whose deadline passed unclaimed) gets a new attempt.
+    """
+    identity = task_id(key)
+    now = utcnow()
+    stamp = timestamp(now)
+    deadline = timestamp(now + timedelta(milliseconds=hook.timeout_ms))
+    fresh: dict[str, Any] = {
+        "id": identity,
+        "task_key": key,
+        "event": event.value,
+        "tool": hook.tool,
+        "timeout_ms": hook.timeout_ms,
+        "max_continuations": hook.max_continuations,
+        "continuations_used": continuations_used,
+        "tool_only": tool_only,
+        "approval_mode": approval_mode,
+        "run_id": run_id,
+        "sim_id": sim_id,
+        "input": task_input,
+        "status": TaskStatus.PENDING.value,
+        "attempt": 1,
+        "dispatched_at": stamp,
+        "deadline": deadline,
+        "claim": None,
+        "result": None,
+        "decision": None,
+        "error": None,
+        "duration_ms": None,
+        "finished_at": None,
+        "history": [],
+        "created_at": stamp,
+        "updated_at": stamp,
+    }
+    try:
+        store.create(HOOKTASK, identity, fresh)
+    except Conflict:
+        pass
+    else:
+        store.link(RUN_TASKS, run_id, identity)
+        store.tag(PENDING_TAG, identity)
+        return fresh
+
+    def rearm(task: dict[str, Any]) -> dict[str, Any]:
+        status = task["status"]
+        if status in (TaskStatus.COMPLETED, TaskStatus.CANCELLED):
+            raise _Keep
+        if status in (TaskStatus.PENDING, TaskStatus.CLAIMED) and not _deadline_passed(task):
+            raise _Keep
+        task["history"] = [*task.get("history", []), _attempt_summary(task)]
+        task.update(
+            status=TaskStatus.PENDING.value,
+            attempt=int(task["attempt"]) + 1,
+            dispatched_at=stamp,
+            deadline=deadline,
+            claim=None,
+            result=None,
+            decision=None,
+            error=None,
+            duration_ms=None,
+            finished_at=None,
+            updated_at=stamp,
+        )
+        return task
+
+    try:
+        task = store.update(HOOKTASK, identity, rearm)
+    except _Keep:
+        return store.read(HOOKTASK, identity)
+    store.link(RUN_TASKS, run_id, identity)
+    store.tag(PENDING_TAG, identity)
+    return task
+
+
+def claim_task(store: Store, identity: str, *, worker: str) -> dict[str, Any] | None:
+    """Claim a pending task for ``worker``; None if it is gone, taken or past its deadline."""
+
+    def claim(task: dict[str, Any]) -> dict[str, Any]:
+        if task["status"] != TaskStatus.PENDING:
+            raise _Keep
+        if _deadline_passed(task):
+            return _fail(task, Failure.TIMEOUT, unclaimed_message(task))
+        now = timestamp(utcnow())
+        task.update(status=TaskStatus.CLAIMED.value, claim={"by": worker, "at": now})
+        task["updated_at"] = now
+        return task
+
+    try:
+        task = store.update(HOOKTASK, identity, claim)
+    except _Keep:
+        store.untag(PENDING_TAG, identity)
+        return None
+    except BeltError:
+        return None
+    store.untag(PENDING_TAG, identity)
+    return task if task["status"] == TaskStatus.CLAIMED else None
+
+
+def unclaimed_message(task: Mapping[str, Any]) -> str:
+    """Why a task that no worker claimed timed out."""
+    return (
+        f"no executor claimed the task within {task['timeout_ms']} ms "
+        f"(is `belt executor run --tool {task['tool']}=...` running?)"
+    )
+
+
+def check_result(result: Any, event: NexusEvent | str) -> tuple[list[str], dict[str, Any] | None]:
+    """Check a tool's result: ``structured_content`` holds the decision, nothing else is added."""
+    if not isinstance(result, dict):
+        return [f"result: expected an object, got {describe(result)}"], None
+    problems = [
+        f"result.{key}: additional result fields are refused (a result holds structured_content)"
+        for key in result
+        if key not in RESULT_KEYS
+    ]
+    if "structured_content" not in result:
+        problems.append(
+            'result.structured_content: is required (the decision, e.g. {"continue": false})'
+        )
+        return problems, None
+    findings, decision = check_decision(
+        result["structured_content"], event, "result.structured_content"
+    )
+    problems += findings.problems
+    if problems or decision is None:
+        return problems, None
+    return [], decision.model_dump(by_alias=True, exclude_none=True)
+
+
+def _stored_result(result: Any) -> Any:
+    try:
+        size = len(json.dumps(result, ensure_ascii=False).encode())
+    except (TypeError, ValueError):
+        return {"unstorable": describe(result)}
+    if size > STORED_RESULT_MAX_BYTES:
+        return {"omitted": f"the result is {size} bytes; belt keeps results up to 64 KiB"}
+    return result
+
+
+@dataclass
+class ToolOutcome:
+    """What running a tool gave: a result, or why there is none."""
+
+    result: Any = None
+    failure: str | None = None
+    invalid: str | None = None
+    timed_out: bool = False
+
+
+def complete_task(
+    store: Store, identity: str, outcome: ToolOutcome, *, duration_ms: int
+) -> dict[str, Any]:
+    """Record a claimed task's outcome, checking the decision; returns the task as it now is.
+
+    A task that was cancelled (force stop) or already timed out keeps that state: a late result
+    cannot change it.
+    """
+
+    def finish(task: dict[str, Any]) -> dict[str, Any]:
+        if task["status"] != TaskStatus.CLAIMED:
+            raise _Keep
+        task["duration_ms"] = duration_ms
+        timeout = int(task["timeout_ms"])
+        if outcome.timed_out or _deadline_passed(task):
+            return _fail(task, Failure.TIMEOUT, f"the tool did not finish within {timeout} ms")
+        if outcome.failure is not None:
+            return _fail(task, Failure.TOOL_FAILED, short(outcome.failure))
+        if outcome.invalid is not None:
+            return _fail(task, Failure.INVALID_DECISION, short(outcome.invalid))
+        task["result"] = _stored_result(outcome.result)
+        problems, decision = check_result(outcome.result, str(task["event"]))
+        if decision is None:
+            return _fail(task, Failure.INVALID_DECISION, problems[0], problems=problems)
+        task["decision"] = decision
+        if decision["continue"]:
+            used, allowed = int(task["continuations_used"]), task.get("max_continuations")
+            if task.get("tool_only"):
+                return _fail(
+                    task,
+                    Failure.HOOK_REQUIRES_MODEL,
+                    "a tool-only execution has no model round to continue; stop can only "
+                    "acknowledge here",
+                )
+            if allowed is None or used >= int(allowed):
+                return _fail(
+                    task,
+                    Failure.CONTINUATION_LIMIT,
+                    f"the hook asked for continuation {used + 1}; max_continuations is {allowed}",
+                )
+        now = timestamp(utcnow())
+        task.update(status=TaskStatus.COMPLETED.value, finished_at=now, updated_at=now)
+        return task
+
+    try:
+        return store.update(HOOKTASK, identity, finish)
+    except _Keep:
+        return store.read(HOOKTASK, identity)
+
+
+def expire_task(store: Store, identity: str) -> dict[str, Any]:
+    """Fail a task whose deadline has passed (timeout); returns the task as it now is."""
+
+    def expire(task: dict[str, Any]) -> dict[str, Any]:
+        if task["status"] not in (TaskStatus.PENDING, TaskStatus.CLAIMED):
+            raise _Keep
+        if not _deadline_passed(task):
+            raise _Keep
+        if task["status"] == TaskStatus.PENDING:
+            return _fail(task, Failure.TIMEOUT, unclaimed_message(task))
+        by = (task.get("claim") or {}).get("by", "an executor")
+        return _fail(
+            task,
+            Failure.TIMEOUT,
+            f"{by} claimed the task but did not complete it within {task['timeout_ms']} ms",
+        )
+
+    try:
+        task = store.update(HOOKTASK, identity, expire)
+    except _Keep:
+        return store.read(HOOKTASK, identity)
+    store.untag(PENDING_TAG, identity)
+    return task
+
+
+def release_task(store: Store, identity: str, *, worker: str) -> None:
+    """Give a claimed task back to the inbox (the worker was interrupted before finishing)."""
+
+    def release(task: dict[str, Any]) -> dict[str, Any]:
+        if task["status"] != TaskStatus.CLAIMED or (task.get("claim") or {}).get("by") != worker:
+            raise _Keep
+        task.update(status=TaskStatus.PENDING.value, claim=None, updated_at=timestamp(utcnow()))
+        return task
+
+    try:
+        store.update(HOOKTASK, identity, release)
+    except _Keep:
+        return
+    store.tag(PENDING_TAG, identity)
+
+
+def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[dict[str, Any]]:
+    """Cancel a run's pending and claimed hook tasks; returns the ones cancelled."""
+    cancelled = []
+
+    def cancel(task: dict[str, Any]) -> dict[str, Any]:
+        if task["status"] not in (TaskStatus.PENDING, TaskStatus.CLAIMED):
+            raise _Keep
+        now = timestamp(utcnow())
+        task.update(
+            status=TaskStatus.CANCELLED.value,
+            error={"code": Failure.CANCELLED.value, "message": reason},
+            finished_at=now,
+            updated_at=now,
+        )
+        return task
+
+    for identity in store.members(RUN_TASKS, run_id):
+        try:
+            cancelled.append(store.update(HOOKTASK, identity, cancel))
+        except _Keep:
+            continue
+        store.untag(PENDING_TAG, identity)
+    return cancelled
+
+
+def run_tasks(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """A run's hook tasks, in the order they were first scheduled."""
+    return [store.read(HOOKTASK, identity) for identity in store.members(RUN_TASKS, run_id)]
+
+
+def outcome_of(task: Mapping[str, Any]) -> str:
+    """One word for where a task ended: acknowledged, continue, failed, cancelled, or its status."""
+    status = task["status"]
+    if status == TaskStatus.COMPLETED:
+        return "continue" if (task.get("decision") or {}).get("continue") else "acknowledged"
+    return str(status)
+
+
+# -- targets: how a worker runs a tool ---------------------------------------------------------
+
+
+@dataclass
+class Target:
+    """One tool a worker serves: ``cmd:COMMAND``, ``py:MODULE:FUNC`` or an http(s) URL."""
+
+    name: str
+    kind: str
+    spec: str
+    func: Callable[..., Any] | None = None
+
+    @property
+    def label(self) -> str:
+        """How the target is shown: its kind, and a URL by host only."""
+        if self.kind == "http":
+            from belt.effects import url_host
+
+            return f"http {url_host(self.spec)}"
+        return f"{self.kind} {self.spec}"
+
+    def call(self, task_input: dict[str, Any], timeout: float) -> ToolOutcome:
+        """Run the tool on ``task_input`` within ``timeout`` seconds; failures are returned."""
+        if self.kind == "cmd":
+            return run_command(self.spec, task_input, timeout)
+        if self.kind == "http":
+            return post_input(self.spec, task_input, timeout)
+        return call_function(self.func, task_input)
+
+
+def parse_tool(spec: str) -> Target:
+    """Parse ``NAME=TARGET``; a malformed one is a usage error (exit 2)."""
+    name, sep, target = spec.partition("=")
+    name = name.strip()
+    shape = "NAME=TARGET, TARGET being cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL"
+    if not sep or not name or not target:
+        raise UsageError(f"--tool {spec!r}: expected {shape}")
+    if target.startswith("cmd:"):
+        command = target[len("cmd:") :].strip()
+        if not command:
+            raise UsageError(f"--tool {spec!r}: cmd: needs a command")
+        return Target(name, "cmd", command)
+    if target.startswith("py:"):
+        from belt.server.deciders import load_handler
+
+        ref = target[len("py:") :]
+        try:
+            func = load_handler(ref)
+        except UsageError:
+            raise UsageError(f"--tool {spec!r}: py: needs MODULE:FUNC") from None
+        except BeltError as exc:
+            exc.message = exc.message.replace("--handler", f"--tool {name}", 1)
+            exc.args = (exc.message,)
+            raise
+        return Target(name, "py", ref, func)
+    if target.startswith(("http://", "https://")):
+        from belt.wire.validate import check_webhook_url
+
+        reason = check_webhook_url(target)
+        if reason:
+            raise UsageError(f"--tool {name}: the URL {reason}")
+        return Target(name, "http", target)
+    raise UsageError(f"--tool {spec!r}: expected {shape}")
+
+
+def parse_tools(specs: Iterable[str]) -> dict[str, Target]:
+    """Parse every ``--tool NAME=TARGET``; a name given twice is a usage error."""
+    targets: dict[str, Target] = {}
+    for spec in specs:
+        target = parse_tool(spec)
+        if target.name in targets:
+            raise UsageError(f"--tool {target.name} is given twice")
+        targets[target.name] = target
+    return targets
+
+
+def _decode(text: str, where: str) -> ToolOutcome:
+    if not text.strip():
+        return ToolOutcome(invalid=f"{where} is empty; expected the result as JSON")
+    try:
+        return ToolOutcome(result=json.loads(text))
+    except ValueError as exc:
+        return ToolOutcome(invalid=f"{where} is not JSON ({exc}): {short(text, 120)}")
+
+
+def run_command(command: str, task_input: dict[str, Any], timeout: float) -> ToolOutcome:
+    """Run COMMAND with the input as JSON on stdin; its stdout is the result."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+
+    try:
+        args = shlex.split(command)
+    except ValueError as exc:
+        return ToolOutcome(failure=f"cannot parse the command: {exc}")
+    try:
+        process = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return ToolOutcome(failure=f"cannot run {args[0] if args else command!r}: {exc.strerror}")
+    data = json.dumps(task_input, ensure_ascii=False).encode()
+    try:
+        stdout, stderr = process.communicate(data, timeout=max(timeout, 0.001))
+    except subprocess.TimeoutExpired:
+        # The whole process group, so a child the script started cannot keep the pipes open.
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.communicate()
+        return ToolOutcome(timed_out=True)
+    except BaseException:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.communicate()
+        raise
+    if process.returncode != 0:
+        tail = short(stderr.decode("utf-8", "replace").strip(), 200) or "no output on stderr"
+        return ToolOutcome(failure=f"the command exited with {process.returncode}: {tail}")
+    return _decode(stdout.decode("utf-8", "replace"), "stdout")
+
+
+def post_input(url: str, task_input: dict[str, Any], timeout: float) -> ToolOutcome:
+    """POST the input to a URL; a 2xx body is the result."""
+    import httpx
+
+    from belt.effects import url_host
+
+    host = url_host(url)
+    try:
+        response = httpx.post(
+            url, json=task_input, timeout=max(timeout, 0.001), follow_redirects=False
+        )
+    except httpx.TimeoutException:
+        return ToolOutcome(timed_out=True)
+    except httpx.HTTPError as exc:
+        return ToolOutcome(failure=f"cannot reach {host}: {type(exc).__name__}")
+    if not response.is_success:
+        return ToolOutcome(failure=f"{host} answered HTTP {response.status_code}")
+    return _decode(response.text, f"the body from {host}")
+
+
+def call_function(func: Callable[..., Any] | None, task_input: dict[str, Any]) -> ToolOutcome:
+    """Call a Python function with the input; what it returns is the result."""
+    import asyncio
+    import inspect
+
+    if func is None:
+        return ToolOutcome(failure="no function to call")
+    try:
+        result = func(task_input)
+        if inspect.isawaitable(result):
+
+            async def wait() -> Any:
+                return await result
+
+            result = asyncio.run(wait())
+    except Exception as exc:
+        return ToolOutcome(failure=f"raised {type(exc).__name__}: {exc}")
+    return ToolOutcome(result=result)
+
+
+# -- the worker ----------------------------------------------------------------------------------
+
+Reporter = Callable[[dict[str, Any]], None]
+
+
+def task_record(task: Mapping[str, Any], *, duration_ms: int | None = None) -> dict[str, Any]:
+    """One line's worth of a finished task: event, key, outcome, why, how long."""
+    error = task.get("error") or {}
+    decision = task.get("decision") or {}
+    return {
+        "kind": "task",
+        "at": task.get("finished_at") or timestamp(utcnow()),
+        "event": task["event"],
+        "task_key": task["task_key"],
+        "tool": task["tool"],
+        "attempt": task["attempt"],
+        "outcome": outcome_of(task),
+        "code": error.get("code"),
+        "detail": error.get("message"),
+        "feedback": decision.get("feedback"),
+        "duration_ms": duration_ms if duration_ms is not None else task.get("duration_ms"),
+    }
+
+
+@dataclass
+class Worker:
+    """Claims hook tasks for the tools it serves and completes them."""
+
+    store: Store
+    targets: dict[str, Target]
+    report: Reporter | None = None
+    name: str = ""
+    _skipped: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            import os
+            import socket
+
+            self.name = f"{socket.gethostname()}:{os.getpid()}"
+
+    def serves(self, tool: str) -> bool:
+        """True when this worker has a target for ``tool``."""
+        return tool in self.targets
+
+    def serve_task(self, identity: str) -> dict[str, Any] | None:
+        """Claim one task, run its tool and complete it; None if the claim was lost."""
+        task = claim_task(self.store, identity, worker=self.name)
+        if task is None:
+            return None
+        target = self.targets[str(task["tool"])]
+        remaining = (parse_timestamp(str(task["deadline"])) - utcnow()).total_seconds()
+        started = time.perf_counter()
+        try:
+            outcome = target.call(task["input"], remaining)
+        except KeyboardInterrupt:
+            release_task(self.store, identity, worker=self.name)
+            raise
+        duration_ms = round((time.perf_counter() - started) * 1000)
+        final = complete_task(self.store, identity, outcome, duration_ms=duration_ms)
+        if self.report is not None:
+            self.report(task_record(final, duration_ms=duration_ms))
+        return final
+
+    def serve_pending(self) -> list[dict[str, Any]]:
+        """One pass over the inbox: serve every waiting task of the tools this worker serves."""
+        served = []
+        for identity in self.store.tagged(PENDING_TAG):
+            task = self.store.get(HOOKTASK, identity)
+            if task is None or task["status"] != TaskStatus.PENDING:
+                continue
+            if not self.serves(str(task["tool"])):
+                self._skip(task)
+                continue
+            final = self.serve_task(identity)
+            if final is not None:
+                served.append(final)
+        return served
+
+    def _skip(self, task: Mapping[str, Any]) -> None:
+        if task["id"] in self._skipped or self.report is None:
+            return
+        self._skipped.add(str(task["id"]))
+        self.report(
+            {
+                "kind": "skip",
+                "at": timestamp(utcnow()),
+                "event": task["event"],
+                "task_key": task["task_key"],
+                "tool": task["tool"],
+                "detail": f"this worker does not serve {task['tool']}",
+            }
+        )
+
+    def run(self, *, once: bool = False, poll_interval: float = 0.05) -> int:
+        """Serve the inbox until interrupted (or one pass with ``once``); returns tasks served."""
+        count = 0
+        while True:
+            served = self.serve_pending()
+            count += len(served)
+            if once:
+                return count
+            if not served:
+                time.sleep(poll_interval)
+
+
+def run_worker(
+    *,
+    tools: list[str],
+    once: bool = False,
+    report: Reporter | None = None,
+    on_start: Callable[[Worker], None] | None = None,
+) -> int:
+    """``belt executor run``: serve hook tasks from the store's inbox; returns tasks served."""
+    from belt.store import open_store
+
+    if not tools:
+        raise UsageError("give at least one --tool NAME=TARGET")
+    worker = Worker(open_store(), parse_tools(tools), report)
+    if on_start is not None:
+        on_start(worker)
+    return worker.run(once=once)

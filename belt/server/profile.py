@@ -1,0 +1,97 @@
+"""The Nexus profile API of ``belt serve``: GET and PUT /agent_api/v1/profile/configuration.
+
+The body is the whole configuration declaration, answered as it is stored. A PUT is checked with
+the rules of ``check_nexus_profile``; a bad declaration is refused with problem+json (422) whose
+``detail`` names the first problem's path and whose ``errors`` lists every one.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from belt.errors import BeltError, InvalidInput
+from belt.server.app import Problem, Reporter, belt_problem, read_body
+from belt.store.clock import timestamp, utcnow
+
+if TYPE_CHECKING:
+    from belt.store import Store
+
+PROFILE_PATH = "/agent_api/v1/profile/configuration"
+
+
+def declaration_response(record: dict[str, Any]) -> Response:
+    """The stored declaration, with its revision in a header."""
+    return Response(
+        json.dumps(record["configuration"], ensure_ascii=False),
+        media_type="application/json",
+        headers={"x-belt-profile-revision": str(record["revision"])},
+    )
+
+
+class ProfileApi:
+    """The whole configuration declaration, kept in the store."""
+
+    def __init__(self, store: Store, report: Reporter | None = None) -> None:
+        self.store = store
+        self.report = report
+
+    async def get(self, request: Request) -> Response:
+        """GET: the stored declaration (``{}`` until one is PUT)."""
+        from belt.engine.profile import read_profile
+
+        record = await run_in_threadpool(read_profile, self.store)
+        return declaration_response(record)
+
+    async def put(self, request: Request) -> Response:
+        """PUT: check and store a whole declaration, replacing the previous one."""
+        from belt.engine.profile import write_profile
+
+        try:
+            body = await read_body(request)
+            try:
+                declaration = json.loads(body) if body.strip() else None
+            except ValueError as exc:
+                raise Problem(
+                    422, "Unprocessable Content", f"the body is not JSON: {exc}"
+                ) from None
+            try:
+                record = await run_in_threadpool(write_profile, self.store, declaration)
+            except InvalidInput as exc:
+                raise Problem(
+                    422, "Unprocessable Content", exc.message, errors=[exc.message, *exc.problems]
+                ) from None
+            except BeltError as exc:
+                raise belt_problem(exc) from None
+        except Problem as problem:
+            self._report(problem.status, problem.detail)
+            return problem.response()
+        self._report(200, f"revision {record['revision']}")
+        return declaration_response(record)
+
+    def _report(self, status: int, detail: str) -> None:
+        if self.report is not None:
+            self.report(
+                {
+                    "kind": "api",
+                    "at": timestamp(utcnow()),
+                    "action": "profile",
+                    "target": "configuration",
+                    "status": status,
+                    "detail": detail,
+                }
+            )
+
+
+def profile_routes(store: Store, report: Reporter | None = None) -> list[Route]:
+    """The routes of the profile API over ``store``."""
+    api = ProfileApi(store, report)
+    return [
+        Route(PROFILE_PATH, api.get, methods=["GET"]),
+        Route(PROFILE_PATH, api.put, methods=["PUT"]),
+    ]

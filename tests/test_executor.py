@@ -1,0 +1,350 @@
+"""The executor inbox in the store, and the cmd:, py: and http targets a worker runs."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from belt.errors import NotFound, UsageError
+from belt.executor import (
+    HOOKTASK,
+    PENDING_TAG,
+    ToolOutcome,
+    Worker,
+    cancel_run_tasks,
+    claim_task,
+    complete_task,
+    expire_task,
+    parse_tool,
+    parse_tools,
+    run_tasks,
+    schedule_task,
+    task_id,
+    task_key,
+)
+from belt.store import Store, open_store
+from belt.wire.nexus import NexusEvent, NexusHook
+from tests.servers import running
+
+ACK = {"structured_content": {"continue": False}}
+CONTINUE = {"structured_content": {"continue": True, "feedback": "verify first"}}
+STOP = NexusHook(tool="verify", timeout_ms=5000, max_continuations=1)
+
+
+@pytest.fixture
+def store() -> Store:
+    return open_store()
+
+
+def schedule(
+    store: Store,
+    *,
+    source: str = "answer-1",
+    hook: NexusHook = STOP,
+    event: NexusEvent = NexusEvent.STOP,
+    **extra: Any,
+) -> dict[str, Any]:
+    key = task_key("ar_1", event, source)
+    task_input = {"event": event.value, "task_key": key, "run_public_id": "ar_1"}
+    return schedule_task(
+        store, key=key, event=event, hook=hook, task_input=task_input, run_id="ar_1", **extra
+    )
+
+
+def finish(store: Store, task: dict[str, Any], outcome: ToolOutcome) -> dict[str, Any]:
+    assert claim_task(store, task["id"], worker="w") is not None
+    return complete_task(store, task["id"], outcome, duration_ms=1)
+
+
+# -- the inbox --------------------------------------------------------------------------------
+
+
+def test_one_event_and_source_pair_has_one_durable_task(store: Store) -> None:
+    first = schedule(store)
+    assert first["task_key"] == "ar_1:stop:answer-1"
+    assert first["id"] == task_id("ar_1:stop:answer-1")
+    assert store.tagged(PENDING_TAG) == [first["id"]]
+    again = schedule(store)
+    assert again == first
+    assert schedule(store, source="answer-2")["id"] != first["id"]
+    assert [t["task_key"] for t in run_tasks(store, "ar_1")] == [
+        "ar_1:stop:answer-1",
+        "ar_1:stop:answer-2",
+    ]
+
+
+def test_a_retry_reuses_the_failed_task_with_a_new_attempt(store: Store) -> None:
+    task = schedule(store)
+    failed = finish(store, task, ToolOutcome(failure="boom"))
+    assert (failed["status"], failed["error"]["code"]) == ("failed", "tool_failed")
+    retried = schedule(store)
+    assert (retried["id"], retried["status"], retried["attempt"]) == (task["id"], "pending", 2)
+    assert retried["error"] is None
+    assert [(h["attempt"], h["status"]) for h in retried["history"]] == [(1, "failed")]
+    assert store.tagged(PENDING_TAG) == [task["id"]]
+    assert len(run_tasks(store, "ar_1")) == 1
+
+
+def test_a_completed_task_keeps_its_result_when_scheduled_again(store: Store) -> None:
+    done = finish(store, schedule(store), ToolOutcome(result=ACK))
+    assert schedule(store) == done
+    assert store.tagged(PENDING_TAG) == []
+
+
+def test_exactly_one_of_many_racing_workers_claims_a_task(store: Store) -> None:
+    task = schedule(store)
+    wins: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def claim(name: str) -> None:
+        barrier.wait()
+        if claim_task(open_store(), task["id"], worker=name) is not None:
+            wins.append(name)
+
+    threads = [threading.Thread(target=claim, args=(f"w{i}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(wins) == 1
+    claimed = store.read(HOOKTASK, task["id"])
+    assert (claimed["status"], claimed["claim"]["by"]) == ("claimed", wins[0])
+    assert store.tagged(PENDING_TAG) == []
+
+
+def test_a_task_past_its_deadline_cannot_be_claimed(store: Store) -> None:
+    task = schedule(store, hook=NexusHook(tool="verify", timeout_ms=1, max_continuations=0))
+    time.sleep(0.005)
+    assert claim_task(store, task["id"], worker="late") is None
+    failed = store.read(HOOKTASK, task["id"])
+    assert failed["error"]["code"] == "timeout"
+    assert "no executor claimed the task within 1 ms" in failed["error"]["message"]
+
+
+def test_a_claimed_task_past_its_deadline_expires_naming_the_worker(store: Store) -> None:
+    task = schedule(store, hook=NexusHook(tool="verify", timeout_ms=1, max_continuations=0))
+    store.update(HOOKTASK, task["id"], lambda t: {**t, "status": "claimed", "claim": {"by": "w9"}})
+    time.sleep(0.005)
+    expired = expire_task(store, task["id"])
+    assert expired["error"]["message"] == "w9 claimed the task but did not complete it within 1 ms"
+
+
+def test_a_late_result_cannot_change_a_cancelled_task(store: Store) -> None:
+    task = schedule(store)
+    assert claim_task(store, task["id"], worker="w") is not None
+    (cancelled,) = cancel_run_tasks(store, "ar_1", "force stop")
+    assert cancelled["status"] == "cancelled"
+    after = complete_task(store, task["id"], ToolOutcome(result=CONTINUE), duration_ms=1)
+    assert after["status"] == "cancelled"
+    assert after["decision"] is None
+    assert cancel_run_tasks(store, "ar_1", "again") == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "result", "code"),
+    [
+        ({}, CONTINUE, None),
+        ({"continuations_used": 1}, CONTINUE, "continuation_limit_exceeded"),
+        ({"tool_only": True}, CONTINUE, "hook_requires_model"),
+        ({"tool_only": True}, ACK, None),
+        ({}, {"structured_content": {"continue": True}}, "invalid_decision"),
+        (
+            {},
+            {"structured_content": ACK["structured_content"], "is_error": False},
+            "invalid_decision",
+        ),
+        ({}, {"structured_content": ACK["structured_content"], "content": ["shown"]}, None),
+    ],
+    ids=[
+        "continue",
+        "over-allowance",
+        "tool-only",
+        "tool-only-ack",
+        "no-feedback",
+        "extra",
+        "content",
+    ],
+)
+def test_a_result_is_checked_with_the_decision_rules(
+    store: Store, kwargs: dict[str, Any], result: Any, code: str | None
+) -> None:
+    task = finish(store, schedule(store, **kwargs), ToolOutcome(result=result))
+    assert (task["error"] or {}).get("code") == code
+    assert task["status"] == ("failed" if code else "completed")
+
+
+def test_the_decision_rules_are_those_of_check_decision(store: Store) -> None:
+    hook = NexusHook(tool="check", timeout_ms=5000)
+    task = schedule(store, hook=hook, event=NexusEvent.TURN_START, source="turn")
+    failed = finish(store, task, ToolOutcome(result=CONTINUE))
+    assert failed["error"]["message"] == (
+        "result.structured_content.continue: only stop may ask to continue; turn_start acknowledges"
+    )
+    assert failed["result"] == CONTINUE
+
+
+# -- targets ----------------------------------------------------------------------------------
+
+
+def script(tmp_path: Path, body: str, name: str = "hook.sh") -> str:
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_a_cmd_tool_written_as_a_small_shell_script(tmp_path: Path) -> None:
+    # Reads the task input on stdin; asks to continue on the first answer, accepts the next.
+    target = parse_tool(
+        "verify=cmd:"
+        + script(
+            tmp_path,
+            'input=$(cat)\ncase "$input" in\n'
+            '  *\'"task_key": "ar_1:stop:answer-1"\'*)\n'
+            '    echo \'{"structured_content": {"continue": true, "feedback": "test it"}}\' ;;\n'
+            '  *) echo \'{"structured_content": {"continue": false}}\' ;;\n'
+            "esac\n",
+        )
+    )
+    first = target.call({"event": "stop", "task_key": "ar_1:stop:answer-1"}, 5)
+    second = target.call({"event": "stop", "task_key": "ar_1:stop:answer-2"}, 5)
+    assert first == ToolOutcome(
+        result={"structured_content": {"continue": True, "feedback": "test it"}}
+    )
+    assert second == ToolOutcome(result=ACK)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("echo broken >&2\nexit 3\n", ToolOutcome(failure="the command exited with 3: broken")),
+        ("echo not json\n", None),
+        ("true\n", ToolOutcome(invalid="stdout is empty; expected the result as JSON")),
+    ],
+    ids=["non-zero", "not-json", "empty"],
+)
+def test_cmd_failures(tmp_path: Path, body: str, expected: ToolOutcome | None) -> None:
+    outcome = parse_tool("t=cmd:" + script(tmp_path, body)).call({}, 5)
+    if expected is None:
+        assert outcome.invalid and outcome.invalid.startswith("stdout is not JSON")
+    else:
+        assert outcome == expected
+
+
+def test_a_missing_command_is_a_tool_failure(tmp_path: Path) -> None:
+    outcome = parse_tool(f"t=cmd:{tmp_path}/missing --flag").call({}, 5)
+    assert outcome.failure and outcome.failure.startswith("cannot run")
+
+
+def test_a_cmd_past_its_deadline_is_killed_with_its_children(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    target = parse_tool("t=cmd:" + script(tmp_path, f"touch {started}\nsleep 30\necho late\n"))
+    outcome = target.call({}, 0.2)
+    assert outcome == ToolOutcome(timed_out=True)
+    assert started.exists()
+
+
+class Answers:
+    """An HTTP executor tool: POST /NAME answers what it is told."""
+
+    def __init__(self) -> None:
+        self.received: list[Any] = []
+
+    def app(self) -> Starlette:
+        async def answer(request: Request) -> Response:
+            self.received.append(json.loads(await request.body()))
+            name = request.path_params["name"]
+            if name == "fail":
+                return Response("no", status_code=503)
+            if name == "garbage":
+                return Response("<html>")
+            return Response(json.dumps(ACK), media_type="application/json")
+
+        return Starlette(routes=[Route("/{name}", answer, methods=["POST"])])
+
+
+@pytest.fixture
+def answers() -> Iterator[tuple[Answers, str]]:
+    tool = Answers()
+    with running(tool.app()) as url:
+        yield tool, url
+
+
+def test_an_http_tool_gets_the_input_posted_and_the_body_is_the_result(
+    answers: tuple[Answers, str],
+) -> None:
+    tool, url = answers
+    outcome = parse_tool(f"verify={url}/ok").call({"event": "stop"}, 5)
+    assert outcome == ToolOutcome(result=ACK)
+    assert tool.received == [{"event": "stop"}]
+
+
+def test_http_tool_failures_name_the_host_only(answers: tuple[Answers, str]) -> None:
+    _, url = answers
+    host = url.removeprefix("http://")
+    assert parse_tool(f"v={url}/fail?key=s3cret").call({}, 5) == ToolOutcome(
+        failure=f"{host} answered HTTP 503"
+    )
+    garbage = parse_tool(f"v={url}/garbage").call({}, 5)
+    assert garbage.invalid and garbage.invalid.startswith(f"the body from {host} is not JSON")
+    refused = parse_tool("v=http://127.0.0.1:9/x").call({}, 5)
+    assert refused.failure == "cannot reach 127.0.0.1:9: ConnectError"
+
+
+def test_a_py_tool_is_called_with_the_input() -> None:
+    target = parse_tool("v=py:tests.nexus_tools:continue_until_third_answer")
+    assert target.call({"event": "stop", "task_key": "ar_1:stop:answer-3"}, 5).result == ACK
+    raising = parse_tool("v=py:json:loads").call({}, 5)
+    assert raising.failure and raising.failure.startswith("raised TypeError")
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ("verify", UsageError),
+        ("=cmd:x", UsageError),
+        ("v=ftp://host/x", UsageError),
+        ("v=cmd:", UsageError),
+        ("v=py:nomodule", UsageError),
+        ("v=py:tests.no_such_module:f", NotFound),
+        ("v=py:tests.nexus_tools:missing", NotFound),
+    ],
+)
+def test_bad_tool_specs_are_refused(spec: str, error: type[Exception]) -> None:
+    with pytest.raises(error) as info:
+        parse_tool(spec)
+    assert "--handler" not in str(info.value)
+
+
+def test_a_tool_named_twice_is_refused() -> None:
+    with pytest.raises(UsageError, match="given twice"):
+        parse_tools(["v=cmd:true", "v=cmd:false"])
+
+
+def test_a_worker_serves_its_tools_and_reports_others_once(store: Store) -> None:
+    records: list[dict[str, Any]] = []
+    other = NexusHook(tool="someone_else", timeout_ms=5000)
+    schedule(store, hook=other, event=NexusEvent.TURN_START, source="turn")
+    mine = schedule(store)
+    worker = Worker(store, parse_tools(["verify=py:tests.nexus_tools:acknowledge"]), records.append)
+    assert [t["id"] for t in worker.serve_pending()] == [mine["id"]]
+    assert worker.serve_pending() == []
+    kinds = sorted((r["kind"], r["tool"]) for r in records)
+    assert kinds == [("skip", "someone_else"), ("task", "verify")]
+    served = next(r for r in records if r["kind"] == "task")
+    assert (served["event"], served["task_key"], served["outcome"]) == (
+        "stop",
+        "ar_1:stop:answer-1",
+        "acknowledged",
+    )
+    assert isinstance(served["duration_ms"], int)
