@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from belt.effects import DEFAULT_TOOL_DENY_REASON, Outcome, transcript_content, url_host
 from belt.engine.dispatch import Dispatcher, EventResult, executed_record, leaves_transcript_row
-from belt.engine.record import Recorder, RunRecord, new_id, now_iso
+from belt.engine.record import Recorder, RunRecord, new_id, now_iso, record_agent_and_chat
 from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, estimate_tokens
 from belt.errors import BeltError, Conflict, NotFound
 from belt.wire.platform import HookHandlerType, LifecycleHookConfig
@@ -64,42 +64,20 @@ def create_simulation(
 ) -> dict[str, Any]:
     """Record the agent, the chat and the simulation of a scenario; return the simulation."""
     scenario = loaded.scenario
-    stamp = now_iso()
-    agent_id = scenario.agent.id or new_id("ag")
     hooks = stored_hooks(loaded.hooks)
-    store.write(
-        "agent",
-        agent_id,
-        {
-            "id": agent_id,
+    agent_id, chat_id, sim_id = record_agent_and_chat(
+        store,
+        agent_id=scenario.agent.id,
+        agent={
             "name": scenario.agent.name,
             "hooks": hooks,
             "context_window": scenario.agent.context_window,
             "compact_at": scenario.agent.compact_at,
-            "updated_at": stamp,
         },
-    )
-    chat_id = scenario.chat.id or new_id("ch")
-    if store.exists("chat", chat_id):
-        raise Conflict(
-            f"chat {chat_id} already exists in the store",
-            hint="remove [chat] id from the scenario to get a fresh chat, or choose another id",
-        )
-    sim_id = new_id("sim")
-    store.create(
-        "chat",
-        chat_id,
-        {
-            "id": chat_id,
-            "sim_id": sim_id,
-            "status": "idle",
-            "agent_id": agent_id,
+        chat_id=scenario.chat.id,
+        chat={
             "agent_data": {"disable_hooks": scenario.chat.disable_hooks, "allow_all_tools": False},
-            "parent_id": None,
             "turn_count": 0,
-            "run_count": 0,
-            "created_at": stamp,
-            "updated_at": stamp,
         },
     )
     sim = {
@@ -114,7 +92,7 @@ def create_simulation(
         "fail_closed": fail_closed,
         "next_turn": 0,
         "status": "running",
-        "created_at": stamp,
+        "created_at": now_iso(),
     }
     store.create("sim", sim_id, sim)
     return sim

@@ -19,7 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from belt.engine.record import Recorder, RunRecord, new_id, now_iso
+from belt.engine.record import Recorder, RunRecord, new_id, now_iso, record_agent_and_chat
 from belt.engine.scenario import (
     LoadedNexusScenario,
     ModelTurnSpec,
@@ -95,42 +95,18 @@ def create_simulation(store: Store, loaded: LoadedNexusScenario) -> dict[str, An
     """Record the agent, the (empty) conversation and the simulation; no hook runs here."""
     scenario = loaded.scenario
     stamp = now_iso()
-    agent_id = scenario.agent.id or new_id("ag")
-    store.write(
-        "agent",
-        agent_id,
-        {
-            "id": agent_id,
+    agent_id, chat_id, sim_id = record_agent_and_chat(
+        store,
+        agent_id=scenario.agent.id,
+        agent={
             "name": scenario.agent.name,
             "dialect": "nexus",
             "context_window": scenario.agent.context_window,
             "context_bytes": scenario.agent.context_bytes,
             "compact_at": scenario.agent.compact_at,
-            "updated_at": stamp,
         },
-    )
-    chat_id = scenario.chat.id or new_id("ch")
-    if store.exists("chat", chat_id):
-        raise Conflict(
-            f"chat {chat_id} already exists in the store",
-            hint="remove [chat] id from the scenario to get a fresh chat, or choose another id",
-        )
-    sim_id = new_id("sim")
-    store.create(
-        "chat",
-        chat_id,
-        {
-            "id": chat_id,
-            "sim_id": sim_id,
-            "dialect": "nexus",
-            "status": "idle",
-            "agent_id": agent_id,
-            "agent_data": {},
-            "parent_id": None,
-            "run_count": 0,
-            "created_at": stamp,
-            "updated_at": stamp,
-        },
+        chat_id=scenario.chat.id,
+        chat={"dialect": "nexus", "agent_data": {}},
     )
     sim: dict[str, Any] = {
         "id": sim_id,
@@ -779,19 +755,14 @@ class NexusSimulation:
         sim = {"execution": execution.turn_index, "kind": execution.kind, **sim}
         if execution.standalone:
             sim["standalone"] = True
-        chat_id = self.recorder.chat_id
-        with self.store.lock("chat", chat_id):
-            # `belt sim stop` may have written to the conversation from another process.
-            if len(self.store.members("chat-messages", chat_id)) != len(self.recorder.messages):
-                self.recorder = Recorder(self.store, chat_id)
-            return self.recorder.add_message(
-                role=role,
-                run_id=execution.run.id if execution.run else None,
-                content=content,
-                sim=sim,
-                message_id=message_id,
-                **fields,
-            )
+        return self.recorder.add_message(
+            role=role,
+            run_id=execution.run.id if execution.run else None,
+            content=content,
+            sim=sim,
+            message_id=message_id,
+            **fields,
+        )
 
     def invocations(self, calls: list[ToolCallSpec], message_id: str = "") -> list[dict[str, Any]]:
         """Pending ToolInvocationDTOs for ``calls``."""
@@ -994,23 +965,22 @@ def stop_run(store: Store, run_id: str, *, force: bool = False) -> dict[str, Any
     if cancelled:
         text += f"; cancelled {len(cancelled)} pending hook task(s): {', '.join(keys)}"
     chat_id = str(store.read("sim", run["sim_id"])["chat_id"])
-    with store.lock("chat", chat_id):
-        recorder = Recorder(store, chat_id)
-        recorder.add_message(
-            role="event",
-            run_id=run_id,
-            content=[
-                {
-                    "type": "event",
-                    "text": text,
-                    "event": {
-                        "type": "run_ended",
-                        "run": {"run_id": run_id, "state": "canceled", "reason": f"{how} by user"},
-                    },
-                }
-            ],
-            sim={"execution": run.get("turn_index"), "kind": run.get("kind")},
-        )
+    recorder = Recorder(store, chat_id)
+    recorder.add_message(
+        role="event",
+        run_id=run_id,
+        content=[
+            {
+                "type": "event",
+                "text": text,
+                "event": {
+                    "type": "run_ended",
+                    "run": {"run_id": run_id, "state": "canceled", "reason": f"{how} by user"},
+                },
+            }
+        ],
+        sim={"execution": run.get("turn_index"), "kind": run.get("kind")},
+    )
     if recorder.chat.get("active_run_id") == run_id:
         recorder.update_chat(status="idle", active_run_id=None)
 

@@ -8,8 +8,12 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from belt.errors import Conflict
 from belt.store import Store
 from belt.store.clock import timestamp, utcnow
+
+MESSAGES = "chat-messages"
+ORDER_LOCK = "chat-order"
 
 
 def now_iso() -> str:
@@ -22,15 +26,60 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
 
+def record_agent_and_chat(
+    store: Store,
+    *,
+    agent_id: str | None,
+    agent: dict[str, Any],
+    chat_id: str | None,
+    chat: dict[str, Any],
+) -> tuple[str, str, str]:
+    """Write a simulation's agent and create its fresh chat; returns agent, chat and sim ids."""
+    stamp = now_iso()
+    agent_id = agent_id or new_id("ag")
+    store.write("agent", agent_id, {"id": agent_id, **agent, "updated_at": stamp})
+    chat_id = chat_id or new_id("ch")
+    if store.exists("chat", chat_id):
+        raise Conflict(
+            f"chat {chat_id} already exists in the store",
+            hint="remove [chat] id from the scenario to get a fresh chat, or choose another id",
+        )
+    sim_id = new_id("sim")
+    store.create(
+        "chat",
+        chat_id,
+        {
+            "id": chat_id,
+            "sim_id": sim_id,
+            "status": "idle",
+            "agent_id": agent_id,
+            "parent_id": None,
+            "run_count": 0,
+            "created_at": stamp,
+            "updated_at": stamp,
+            **chat,
+        },
+    )
+    return agent_id, chat_id, sim_id
+
+
 class Recorder:
     """Holds one chat's messages in memory and writes every change through to the store."""
 
     def __init__(self, store: Store, chat_id: str) -> None:
         self.store = store
         self.chat: dict[str, Any] = store.read("chat", chat_id)
-        ids = store.members("chat-messages", chat_id)
-        self.messages: list[dict[str, Any]] = sorted(
-            (store.read("message", mid) for mid in ids), key=lambda m: int(m["order"])
+        self.messages: list[dict[str, Any]] = []
+        self._index_size = -1
+        self.reload_messages()
+
+    def reload_messages(self) -> None:
+        """Read the chat's messages from the store again."""
+        chat_id = self.chat_id
+        self._index_size = self.store.index_size(MESSAGES, chat_id)
+        ids = self.store.members(MESSAGES, chat_id)
+        self.messages = sorted(
+            (self.store.read("message", mid) for mid in ids), key=lambda m: int(m["order"])
         )
 
     @property
@@ -69,7 +118,36 @@ class Recorder:
         message_id: str | None = None,
         **fields: Any,
     ) -> dict[str, Any]:
-        """Append a message to the chat and persist it."""
+        """Append a message to the chat and persist it, after any another process added.
+
+        Appends take the chat's order lock, and a writer that finds the message index grown
+        since it last looked (``belt sim stop`` writing from another process) reads it again,
+        so two writers never give out the same ``order``.
+        """
+        with self.store.lock(ORDER_LOCK, self.chat_id):
+            if self.store.index_size(MESSAGES, self.chat_id) != self._index_size:
+                self.reload_messages()
+            return self._append_message(
+                role=role,
+                run_id=run_id,
+                content=content,
+                status=status,
+                sim=sim,
+                message_id=message_id,
+                **fields,
+            )
+
+    def _append_message(
+        self,
+        *,
+        role: str,
+        run_id: str | None,
+        content: list[dict[str, Any]],
+        status: str,
+        sim: dict[str, Any] | None,
+        message_id: str | None,
+        **fields: Any,
+    ) -> dict[str, Any]:
         order = len(self.messages)
         message: dict[str, Any] = {
             "id": message_id or new_id("msg"),
@@ -84,7 +162,8 @@ class Recorder:
             "sim": sim or {},
         }
         self.store.write("message", message["id"], message)
-        self.store.link("chat-messages", self.chat_id, message["id"])
+        self.store.link(MESSAGES, self.chat_id, message["id"])
+        self._index_size = self.store.index_size(MESSAGES, self.chat_id)
         self.messages.append(message)
         return message
 

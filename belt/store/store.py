@@ -228,6 +228,14 @@ class Store:
                 return
             self._append_record(path, "index", {"remove": member})
 
+    def index_size(self, index: str, owner: str) -> int:
+        """The size in bytes of ``owner``'s index: it grows with every link, so a reader can
+        tell cheaply whether another process linked something since it last looked."""
+        try:
+            return self._index_path(index, owner).stat().st_size
+        except FileNotFoundError:
+            return 0
+
     def members(self, index: str, owner: str) -> list[str]:
         """The ids linked to ``owner`` in ``index``, in the order they were linked."""
         return self._members(self._index_path(index, owner), index)

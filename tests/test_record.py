@@ -1,0 +1,37 @@
+"""The simulation's record: messages written by two processes keep distinct orders."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+from belt.engine.record import Recorder, record_agent_and_chat
+from belt.store import Store
+
+
+def add_from_another_process(root: str, chat_id: str) -> None:
+    Recorder(Store(Path(root)), chat_id).add_message(
+        role="event", run_id=None, content=[{"type": "event", "text": "from elsewhere"}]
+    )
+
+
+def test_a_writer_sees_messages_another_process_added(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    _, chat_id, _ = record_agent_and_chat(store, agent_id=None, agent={}, chat_id=None, chat={})
+    engine = Recorder(store, chat_id)
+    engine.add_message(role="user", run_id=None, content=[{"type": "text", "text": "hi"}])
+
+    other = multiprocessing.get_context("spawn").Process(
+        target=add_from_another_process, args=(str(store.root), chat_id)
+    )
+    other.start()
+    other.join(30)
+    assert other.exitcode == 0
+
+    engine.add_message(role="assistant", run_id=None, content=[{"type": "text", "text": "yo"}])
+    stored = Recorder(store, chat_id).messages
+    assert [(m["order"], m["role"]) for m in stored] == [
+        (0, "user"),
+        (1, "event"),
+        (2, "assistant"),
+    ]
