@@ -30,6 +30,14 @@ if TYPE_CHECKING:
 CONTEXT_ROLES = ("user", "assistant", "tool", "compaction", "injection")
 
 
+def in_context(message: dict[str, Any]) -> bool:
+    """True for a message the model sees: not retired, and for injections, still active."""
+    sim = message.get("sim") or {}
+    if message["role"] not in CONTEXT_ROLES or sim.get("retired"):
+        return False
+    return message["role"] != "injection" or bool(sim.get("active"))
+
+
 class RunEnd(StrEnum):
     """How executing a run stopped."""
 
@@ -140,6 +148,10 @@ class Simulation:
         self.sim = sim
         self.scenario = Scenario.model_validate(sim["scenario"])
         self.hooks = hooks if hooks is not None else reload_hooks(sim)
+        self._context_of: list[dict[str, Any]] | None = None
+        self._context_seen = 0
+        self.context_tokens = 0
+        self.in_context_injections: dict[str, dict[str, Any]] = {}
         self.recorder = Recorder(store, sim["chat_id"])
         self.transport = transport
         self.agent_id = str(sim["agent_id"])
@@ -595,12 +607,10 @@ class Simulation:
     ) -> None:
         """Record an injection; one with the same ``dedup_key`` replaces the older one."""
         if dedup_key:
-            for message in self.recorder.messages:
-                sim = message.get("sim") or {}
-                if sim.get("active") and sim.get("injection", {}).get("dedup_key") == dedup_key:
-                    sim["active"] = False
-                    sim["ended"] = "replaced"
-                    self.recorder.save_message(message)
+            self.context()
+            for message in list(self.in_context_injections.values()):
+                if message["sim"].get("injection", {}).get("dedup_key") == dedup_key:
+                    self.leave_context(message, active=False, ended="replaced")
         self.recorder.add_message(
             role="injection",
             run_id=run.id,
@@ -620,33 +630,44 @@ class Simulation:
         )
 
     def context(self) -> dict[str, Any]:
-        """The messages the next model turn sees: their tokens and the active injections."""
-        tokens = 0
-        injections = []
-        for message in self.recorder.messages:
-            sim = message.get("sim") or {}
-            if message["role"] not in CONTEXT_ROLES or sim.get("retired"):
-                continue
-            if message["role"] == "injection":
-                if not sim.get("active"):
-                    continue
-                injections.append(message["id"])
-            tokens += int(sim.get("tokens", 0))
-        return {"tokens": tokens, "injections": injections}
+        """The messages the next model turn sees: their tokens and the active injections.
+
+        Kept up to date incrementally (only messages added since the last call are read), so
+        the cost of a model turn does not grow with the length of the chat.
+        """
+        messages = self.recorder.messages
+        if self._context_of is not messages:  # first call, or the recorder read the chat again
+            self._context_of, self._context_seen = messages, 0
+            self.context_tokens, self.in_context_injections = 0, {}
+        for message in messages[self._context_seen :]:
+            if in_context(message):
+                self.context_tokens += int(message["sim"].get("tokens", 0))
+                if message["role"] == "injection":
+                    self.in_context_injections[message["id"]] = message
+        self._context_seen = len(messages)
+        return {"tokens": self.context_tokens, "injections": list(self.in_context_injections)}
+
+    def leave_context(self, message: dict[str, Any], **flags: Any) -> None:
+        """Take a message out of the context (retired, or an injection that ended); save it."""
+        self.context()
+        if in_context(message):
+            self.context_tokens -= int(message["sim"].get("tokens", 0))
+            self.in_context_injections.pop(message["id"], None)
+        message["sim"].update(flags)
+        self.recorder.save_message(message)
 
     def consume_injections(self, ids: list[str]) -> None:
         """Count one model turn against each injection's ``ttl_turns``."""
-        for message in self.recorder.messages:
-            if message["id"] not in ids:
+        for message_id in ids:
+            message = self.in_context_injections.get(message_id)
+            if message is None or message["sim"].get("remaining") is None:
                 continue
-            sim = message["sim"]
-            if sim.get("remaining") is None:
-                continue
-            sim["remaining"] = int(sim["remaining"]) - 1
-            if sim["remaining"] <= 0:
-                sim["active"] = False
-                sim["ended"] = "ttl"
-            self.recorder.save_message(message)
+            remaining = int(message["sim"]["remaining"]) - 1
+            if remaining <= 0:
+                self.leave_context(message, remaining=0, active=False, ended="ttl")
+            else:
+                message["sim"]["remaining"] = remaining
+                self.recorder.save_message(message)
 
     def maybe_compact(self, run: RunRecord, dispatcher: Dispatcher) -> None:
         """Compact the context before a model turn when it is above the threshold."""
@@ -670,9 +691,8 @@ class Simulation:
             return
         retired_tokens = 0
         for message in retire:
-            message["sim"]["retired"] = True
             retired_tokens += int(message["sim"].get("tokens", 0))
-            self.recorder.save_message(message)
+            self.leave_context(message, retired=True)
         summary = f"Summary of {len(retire)} earlier messages ({retired_tokens} tokens)."
         self.recorder.add_message(
             role="compaction",
