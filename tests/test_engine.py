@@ -628,3 +628,57 @@ def test_unreachable_model_turn_is_an_error(tmp_path: Path) -> None:
 def test_unknown_run_is_not_found() -> None:
     with pytest.raises(NotFound):
         show_run(run_id="ar_missing")
+
+
+# -- the whole matrix -------------------------------------------------------------------------
+
+
+def every_event_scenario(tmp_path: Path, hooks: list[dict[str, Any]]) -> Path:
+    """A chat in which every emitted event fires: an async tool, a compaction, a failed run."""
+    render = {"name": "render", "arguments": {}, "result": "video.mp4", "async": True}
+    turns = [
+        {
+            "user": "first",
+            "model": [{"say": "a", "tokens": 60, "tool_calls": [render]}, {"say": "done"}],
+        },
+        {"user": "second", "model": [{"say": "b", "tool_calls": [READ_TMP]}], "error": "boom"},
+    ]
+    return write_scenario(tmp_path, hooks, turns, context_window=100, compact_at=0.5)
+
+
+@pytest.mark.parametrize("decision", ["allow", "deny", "stop", "suspend"])
+@pytest.mark.parametrize("event", EMITTED)
+def test_every_event_applies_every_decision_as_the_platform_does(
+    tmp_path: Path, event: str, decision: str
+) -> None:
+    with hook_app(lambda n, p: {"decision": decision, "reason": "r"}) as app:
+        path = every_event_scenario(tmp_path, [webhook(f"{app.url}/h", event)])
+        report, _ = run_scenario(scenario=path)
+    assert event in app.events()
+    first, second = report["runs"]
+    blocks = decision in ("deny", "stop")
+    if event in ("agent.start", "agent.turn_start") and blocks:
+        assert (first["state"], first["error"]) == ("failed", "turn blocked: r")
+        return
+    assert (first["state"], second["state"], second["error"]) == ("completed", "failed", "boom")
+    render, read = invocations(report)
+    skipped_tool = event == "agent.tool_call" and decision == "deny"
+    assert render["status"] == ("failed" if skipped_tool else "completed")
+    assert read["status"] == ("failed" if skipped_tool else "completed")
+    compacted = bool(messages(report, "compaction"))
+    assert compacted is not (event == "agent.pre_compact" and blocks)
+    rows = hook_rows(report)
+    assert all(row["decision"] == decision for row in rows) if decision != "allow" else not rows
+
+
+@pytest.mark.parametrize("event", EMITTED)
+def test_a_task_hook_on_any_event_starts_a_chat_and_decides_nothing(
+    tmp_path: Path, event: str
+) -> None:
+    hook = {"event": event, "type": "task", "handler": "team/auditor"}
+    report, _ = run_scenario(scenario=every_event_scenario(tmp_path, [hook]))
+    executed = [e for e in report["hook_executions"] if e["hook_event"] == event]
+    assert executed
+    assert all(e["task_chat_id"] and e["decision"] == "allow" for e in executed)
+    assert [r["state"] for r in report["runs"]] == ["completed", "failed"]
+    assert hook_rows(report) == []
