@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from belt.effects import url_host
 from belt.errors import BeltError, Conflict, InvalidInput, NotFound, Unreachable
 from belt.store import check_id
 
@@ -33,19 +34,6 @@ def api_key_from_env() -> str | None:
     return None
 
 
-def host_of(url: str) -> str:
-    """``host[:port]`` of a URL: all of it that may be shown (no credentials, path or query)."""
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return f"{host}:{port}" if port else host
-
-
 class Platform:
     """A connection to one platform API; use as a context manager."""
 
@@ -63,7 +51,7 @@ class Platform:
                 "--api must be an http:// or https:// URL with a host",
                 hint="for example --api https://api.inference.sh or --api http://127.0.0.1:8787",
             )
-        self.host = host_of(base_url)
+        self.host = url_host(base_url)
         self.timeout = timeout
         self._key = api_key if api_key is not None else api_key_from_env()
         headers = {"Accept": "application/json"}

@@ -147,13 +147,14 @@ def configure_through_api(
     """Read the whole declaration from a profile API, set its lifecycle_hooks, and write it."""
     import httpx
 
-    from belt.remote import api_key_from_env, host_of
+    from belt.effects import url_host
+    from belt.remote import api_key_from_env
     from belt.wire.validate import check_webhook_url
 
     reason = check_webhook_url(api)
     if reason:
         raise InvalidInput(f"--api {reason}", hint="for example --api http://127.0.0.1:8787")
-    host = host_of(api)
+    host = url_host(api)
     headers = {"Accept": "application/json"}
     key = api_key_from_env()
     if key:

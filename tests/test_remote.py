@@ -8,8 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from belt.effects import url_host
 from belt.errors import BeltError, Conflict, ExitCode, InvalidInput, NotFound, Unreachable
-from belt.remote import Platform, host_of
+from belt.remote import Platform
 from tests.cli.runner import belt
 from tests.fake_platform import FakePlatform, closed_port, envelope, problem
 
@@ -227,10 +228,10 @@ def test_hostile_ids_never_reach_the_server(platform: FakePlatform) -> None:
     assert platform.requests == []
 
 
-def test_host_of() -> None:
-    assert host_of("https://user:pw@api.example.com/v1?k=1") == "api.example.com"
-    assert host_of("http://127.0.0.1:8787") == "127.0.0.1:8787"
-    assert host_of("http://[::1]:9/") == "[::1]:9"
+def test_hosts_are_shown_without_credentials_path_or_query() -> None:
+    assert url_host("https://user:pw@api.example.com/v1?k=1") == "api.example.com"
+    assert url_host("http://127.0.0.1:8787") == "127.0.0.1:8787"
+    assert url_host("http://[::1]:9/") == "[::1]:9"
 
 
 # The commands with --api
