@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from belt.effects import DEFAULT_TOOL_DENY_REASON, Outcome, transcript_content, url_host
 from belt.engine.dispatch import Dispatcher, EventResult, executed_record, leaves_transcript_row
-from belt.engine.record import Recorder, RunRecord, new_id, now_iso, record_agent_and_chat
+from belt.engine.record import (
+    Recorder,
+    RunRecord,
+    new_id,
+    now_iso,
+    record_agent_and_chat,
+    run_event,
+)
 from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, estimate_tokens
 from belt.errors import BeltError, Conflict, NotFound
 from belt.wire.platform import HookHandlerType, LifecycleHookConfig
@@ -202,12 +209,7 @@ class Simulation:
 
     def update_sim(self, **changes: Any) -> None:
         """Persist changes to the simulation record."""
-
-        def apply(sim: dict[str, Any]) -> dict[str, Any]:
-            sim.update(changes)
-            return sim
-
-        self.sim = self.store.update("sim", self.sim["id"], apply)
+        self.sim = self.store.merge("sim", self.sim["id"], changes)
 
     # -- one run -------------------------------------------------------------------------------
 
@@ -506,14 +508,13 @@ class Simulation:
             role="event",
             run_id=run.id,
             content=[
-                {
-                    "type": "event",
-                    "text": f"run failed: {error}",
-                    "event": {
-                        "type": "run_failed",
-                        "run": {"run_id": run.id, "state": "failed", "reason": error},
-                    },
-                }
+                run_event(
+                    run.id,
+                    kind="run_failed",
+                    state="failed",
+                    reason=error,
+                    text=f"run failed: {error}",
+                )
             ],
         )
         self.recorder.update_chat(status="idle", active_run_id=None)

@@ -19,7 +19,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from belt.engine.record import Recorder, RunRecord, new_id, now_iso, record_agent_and_chat
+from belt.engine.record import (
+    Recorder,
+    RunRecord,
+    new_id,
+    now_iso,
+    record_agent_and_chat,
+    run_event,
+)
 from belt.engine.scenario import (
     LoadedNexusScenario,
     ModelTurnSpec,
@@ -235,12 +242,7 @@ class NexusSimulation:
 
     def update_sim(self, **changes: Any) -> None:
         """Persist changes to the simulation record."""
-
-        def apply(sim: dict[str, Any]) -> dict[str, Any]:
-            sim.update(changes)
-            return sim
-
-        self.sim = self.store.update("sim", self.sim["id"], apply)
+        self.sim = self.store.merge("sim", self.sim["id"], changes)
 
     def current_profile(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The profile a new input captures, and where it came from."""
@@ -689,14 +691,13 @@ class NexusSimulation:
             execution,
             role="event",
             content=[
-                {
-                    "type": "event",
-                    "text": f"run failed: {error}",
-                    "event": {
-                        "type": "run_failed",
-                        "run": {"run_id": run_id, "state": "failed", "reason": error},
-                    },
-                }
+                run_event(
+                    run_id,
+                    kind="run_failed",
+                    state="failed",
+                    reason=error,
+                    text=f"run failed: {error}",
+                )
             ],
         )
         self.transition(execution, state="failed", error=error, execution=execution.state)
@@ -946,21 +947,15 @@ def stop_run(store: Store, run_id: str, *, force: bool = False) -> dict[str, Any
         )
     how = "force-stopped" if force else "stopped"
 
-    def cancel(current: dict[str, Any]) -> dict[str, Any]:
-        current.update(state="canceled", error=f"{how} by user", updated_at=now_iso())
-        return current
-
     # The run is cancelled before its tasks, so a simulation waiting on one of them stops
     # without ever applying a late result.
-    run = store.update("run", run_id, cancel)
+    run = store.merge(
+        "run", run_id, {"state": "canceled", "error": f"{how} by user", "updated_at": now_iso()}
+    )
     cancelled = cancel_run_tasks(store, run_id, f"the run was {how} by the user")
     keys = [t["task_key"] for t in cancelled]
 
-    def note(current: dict[str, Any]) -> dict[str, Any]:
-        current["stopped"] = {"forced": force, "cancelled_tasks": keys}
-        return current
-
-    run = store.update("run", run_id, note)
+    run = store.merge("run", run_id, {"stopped": {"forced": force, "cancelled_tasks": keys}})
     text = f"run {how} by user; stop bypassed"
     if cancelled:
         text += f"; cancelled {len(cancelled)} pending hook task(s): {', '.join(keys)}"
@@ -970,14 +965,9 @@ def stop_run(store: Store, run_id: str, *, force: bool = False) -> dict[str, Any
         role="event",
         run_id=run_id,
         content=[
-            {
-                "type": "event",
-                "text": text,
-                "event": {
-                    "type": "run_ended",
-                    "run": {"run_id": run_id, "state": "canceled", "reason": f"{how} by user"},
-                },
-            }
+            run_event(
+                run_id, kind="run_ended", state="canceled", reason=f"{how} by user", text=text
+            )
         ],
         sim={"execution": run.get("turn_index"), "kind": run.get("kind")},
     )

@@ -63,6 +63,17 @@ def record_agent_and_chat(
     return agent_id, chat_id, sim_id
 
 
+def run_event(
+    run_id: str | None, *, kind: str, state: str, reason: str, text: str
+) -> dict[str, Any]:
+    """The content block of a ``run_failed`` or ``run_ended`` row of the transcript."""
+    return {
+        "type": "event",
+        "text": text,
+        "event": {"type": kind, "run": {"run_id": run_id, "state": state, "reason": reason}},
+    }
+
+
 class Recorder:
     """Holds one chat's messages in memory and writes every change through to the store."""
 
@@ -94,13 +105,7 @@ class Recorder:
 
     def update_chat(self, **changes: Any) -> None:
         """Change chat fields under the chat's lock, keeping changes made elsewhere."""
-
-        def apply(chat: dict[str, Any]) -> dict[str, Any]:
-            chat.update(changes)
-            chat["updated_at"] = now_iso()
-            return chat
-
-        self.chat = self.store.update("chat", self.chat_id, apply)
+        self.chat = self.store.merge("chat", self.chat_id, {**changes, "updated_at": now_iso()})
 
     def hooks_disabled(self) -> bool:
         """True when the chat's settings switch its hooks off."""
@@ -212,13 +217,7 @@ class RunRecord:
 
     def update(self, **changes: Any) -> None:
         """Change run fields and persist them."""
-        changes["updated_at"] = now_iso()
-
-        def apply(run: dict[str, Any]) -> dict[str, Any]:
-            run.update(changes)
-            return run
-
-        self.data = self.store.update("run", self.id, apply)
+        self.data = self.store.merge("run", self.id, {**changes, "updated_at": now_iso()})
 
     def log(self, record: dict[str, Any]) -> None:
         """Append an agent event (such as ``hook.executed``) to the run's event log.

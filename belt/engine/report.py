@@ -134,7 +134,7 @@ def list_runs(store: Store) -> list[dict[str, Any]]:
 
 def stop_run(store: Store, run_id: str, *, force: bool = False) -> dict[str, Any]:
     """Cancel a run: its pending gates (or Nexus hook tasks) are cancelled; it will not resume."""
-    from belt.engine.record import Recorder, now_iso
+    from belt.engine.record import Recorder, now_iso, run_event
 
     sim = sim_of_run(store, run_id)
     if sim.get("dialect") == "nexus":
@@ -154,11 +154,11 @@ def stop_run(store: Store, run_id: str, *, force: bool = False) -> dict[str, Any
     for interrupt in pending_for_run(store=store, run_id=run_id):
         cancel_interrupt(store=store, interrupt_id=interrupt["id"])
 
-    def cancel(current: dict[str, Any]) -> dict[str, Any]:
-        current.update(state="canceled", error="stopped by user", cursor=None, updated_at=now_iso())
-        return current
-
-    run = store.update("run", run_id, cancel)
+    run = store.merge(
+        "run",
+        run_id,
+        {"state": "canceled", "error": "stopped by user", "cursor": None, "updated_at": now_iso()},
+    )
     recorder = Recorder(store, str(run["chat_id"]))
     for message in recorder.messages:
         changed = False
@@ -172,23 +172,18 @@ def stop_run(store: Store, run_id: str, *, force: bool = False) -> dict[str, Any
         role="event",
         run_id=run_id,
         content=[
-            {
-                "type": "event",
-                "text": "run stopped by user",
-                "event": {
-                    "type": "run_ended",
-                    "run": {"run_id": run_id, "state": "canceled", "reason": "stopped by user"},
-                },
-            }
+            run_event(
+                run_id,
+                kind="run_ended",
+                state="canceled",
+                reason="stopped by user",
+                text="run stopped by user",
+            )
         ],
     )
     recorder.update_chat(status="idle", active_run_id=None)
 
-    def mark(current: dict[str, Any]) -> dict[str, Any]:
-        current["status"] = "canceled"
-        return current
-
-    store.update("sim", str(sim["id"]), mark)
+    store.merge("sim", str(sim["id"]), {"status": "canceled"})
     return run_dto(run)
 
 

@@ -199,6 +199,15 @@ class Store:
             atomic_write(self.path(kind, id), self._encode_object(kind, id, new), fsync=self.fsync)
             return new
 
+    def merge(self, kind: str, id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """Under the object's lock: set the fields in ``changes``, keep the rest; return it."""
+
+        def apply(current: dict[str, Any]) -> dict[str, Any]:
+            current.update(changes)
+            return current
+
+        return self.update(kind, id, apply)
+
     def list_ids(self, kind: str) -> list[str]:
         """Every id of a kind, sorted (reads the directory, not the files)."""
         directory = self.root / "objects" / check_id(kind, what="kind")
