@@ -25,7 +25,13 @@ from belt.engine.record import (
     record_agent_and_chat,
     run_event,
 )
-from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, estimate_tokens
+from belt.engine.scenario import (
+    LoadedScenario,
+    ModelTurnSpec,
+    Scenario,
+    ToolCallSpec,
+    estimate_tokens,
+)
 from belt.errors import BeltError, Conflict, NotFound
 from belt.wire.platform import HookHandlerType, LifecycleHookConfig
 
@@ -366,21 +372,26 @@ class Simulation:
                     fire_result=False,
                 )
                 continue
-            self.finish_tool(
-                run,
-                dispatcher,
-                message,
-                invocation,
-                call.status,
-                call.result,
-                fire_result=call.async_,
-            )
+            self.run_tool(run, dispatcher, message, invocation, call)
         if gated:
             held = [i for i in invocations if i["status"] == "awaiting_approval"]
             return Step(
                 self.hold_tools(run, message, held, {"phase": "tools", "model": index}), True
             )
         return Step(None, bool(spec.tool_calls))
+
+    def run_tool(
+        self,
+        run: RunRecord,
+        dispatcher: Dispatcher,
+        message: dict[str, Any],
+        invocation: dict[str, Any],
+        call: ToolCallSpec,
+    ) -> None:
+        """Invoke a tool: it completes as scripted; an async one then fires agent.tool_result."""
+        self.finish_tool(
+            run, dispatcher, message, invocation, call.status, call.result, fire_result=call.async_
+        )
 
     def finish_tool(
         self,
@@ -430,15 +441,7 @@ class Simulation:
             interrupt = by_resource.get(invocation["id"])
             resolution = interrupt.get("resolution") if interrupt else None
             if resolution == "allow":
-                self.finish_tool(
-                    run,
-                    dispatcher,
-                    message,
-                    invocation,
-                    call.status,
-                    call.result,
-                    fire_result=call.async_,
-                )
+                self.run_tool(run, dispatcher, message, invocation, call)
             else:
                 how = "expired" if interrupt and interrupt["status"] == "expired" else "denied"
                 gate = interrupt["id"] if interrupt else "gate"
