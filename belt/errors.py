@@ -62,3 +62,44 @@ class Unreachable(BeltError):
     """A remote platform or hook handler could not be reached or failed."""
 
     exit_code = ExitCode.UNREACHABLE
+
+
+# One mapping between belt's errors and HTTP statuses, shared by `belt serve` (which answers an
+# error with its status) and the platform clients (which turn a status back into an error).
+_STATUS_OF: tuple[tuple[type[BeltError], int], ...] = (
+    (NotFound, 404),
+    (Conflict, 409),
+    (InvalidInput, 422),
+    (UsageError, 400),
+    (Unreachable, 502),
+)
+
+
+def http_status(exc: BeltError) -> int:
+    """The HTTP status a server answers ``exc`` with (500 for anything unmapped)."""
+    for kind, status in _STATUS_OF:
+        if isinstance(exc, kind):
+            return status
+    return 500
+
+
+def error_for_status(
+    status: int,
+    message: str,
+    *,
+    problems: list[str] | None = None,
+    hint: str | None = None,
+    auth_hint: str | None = None,
+) -> BeltError:
+    """The BeltError a client raises for an HTTP error ``status`` (exit code by kind)."""
+    if status == 404:
+        return NotFound(message, hint=hint)
+    if status == 409:
+        return Conflict(message, hint=hint)
+    if status in (400, 422):
+        return InvalidInput(message, problems=problems, hint=hint)
+    if status in (401, 403):
+        return BeltError(message, hint=auth_hint or hint)
+    if status >= 500:
+        return Unreachable(message, hint=hint)
+    return BeltError(message, hint=hint)

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from belt.effects import url_host
-from belt.errors import BeltError, Conflict, InvalidInput, NotFound, Unreachable
+from belt.errors import BeltError, InvalidInput, NotFound, Unreachable, error_for_status
 from belt.store import check_id
 
 KEY_ENV = ("INFSH_API_KEY", "INFERENCE_API_KEY")
@@ -181,14 +181,4 @@ class Platform:
         if len(detail) > _DETAIL_LIMIT:
             detail = detail[: _DETAIL_LIMIT - 1] + "…"
         message = f"{detail} (HTTP {status} from {self.host})"
-        if status == 404:
-            return NotFound(message)
-        if status == 409:
-            return Conflict(message)
-        if status in (401, 403):
-            return BeltError(message, hint=KEY_HINT)
-        if status in (400, 422):
-            return InvalidInput(message)
-        if status >= 500:
-            return Unreachable(message)
-        return BeltError(message)
+        return error_for_status(status, message, auth_hint=KEY_HINT)

@@ -109,7 +109,7 @@ def profile_request(client: Any, host: str, method: str, body: Any = None) -> di
     """One request to the profile API; the declaration it answers, or a BeltError."""
     import httpx
 
-    from belt.errors import BeltError, NotFound, Unreachable
+    from belt.errors import Unreachable, error_for_status
     from belt.remote import REACH_HINT
 
     try:
@@ -133,12 +133,12 @@ def profile_request(client: Any, host: str, method: str, body: Any = None) -> di
     message = f"{detail} (HTTP {response.status_code} from {host})"
     if response.status_code in (400, 422):
         errors = [str(e) for e in problem.get("errors") or []]
-        raise InvalidInput(f"{host} refused the profile: {detail}", problems=errors[1:])
+        message = f"{host} refused the profile: {detail}"
+        raise error_for_status(response.status_code, message, problems=errors[1:])
+    hint = None
     if response.status_code == 404:
-        raise NotFound(message, hint=f"is {host} a Nexus profile API (or `belt serve`)?")
-    if response.status_code >= 500:
-        raise Unreachable(message)
-    raise BeltError(message)
+        hint = f"is {host} a Nexus profile API (or `belt serve`)?"
+    raise error_for_status(response.status_code, message, hint=hint)
 
 
 def configure_through_api(

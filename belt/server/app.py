@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from belt.errors import BeltError, Conflict, InvalidInput, NotFound
+from belt.errors import BeltError, http_status
 from belt.server.deciders import Decider, HandlerResponseError, allow_all
 from belt.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify_with
 from belt.store.clock import timestamp, utcnow
@@ -40,6 +40,24 @@ JOURNAL_ID = "serve"
 PROBLEM_TYPE = "about:blank"
 
 Reporter = Callable[[dict[str, Any]], None]
+
+
+TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    413: "Payload Too Large",
+    422: "Unprocessable Content",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+}
+
+
+def title(status: int) -> str:
+    """The problem title of an HTTP status."""
+    return TITLES.get(status, "Error")
 
 
 class Problem(Exception):
@@ -335,19 +353,13 @@ async def http_problem(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
     headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else None
-    title = {404: "Not Found", 405: "Method Not Allowed"}.get(status, "Error")
-    return Problem(status, title, detail).response(headers)
+    return Problem(status, title(status), detail).response(headers)
 
 
 def belt_problem(exc: BeltError) -> Problem:
     """A belt error as the problem the platform API would answer."""
-    if isinstance(exc, NotFound):
-        return Problem(404, "Not Found", exc.message)
-    if isinstance(exc, Conflict):
-        return Problem(409, "Conflict", exc.message)
-    if isinstance(exc, InvalidInput):
-        return Problem(422, "Unprocessable Content", exc.message)
-    return Problem(500, "Internal Server Error", exc.message)
+    status = http_status(exc)
+    return Problem(status, title(status), exc.message)
 
 
 class PlatformApi:
