@@ -15,7 +15,15 @@ from urllib.parse import urlsplit
 import httpx
 
 from belt.effects import url_host
-from belt.errors import BeltError, InvalidInput, NotFound, Unreachable, error_for_status
+from belt.errors import (
+    BeltError,
+    InvalidInput,
+    NotFound,
+    Unreachable,
+    UsageError,
+    error_for_status,
+)
+from belt.records.profile import PROFILE_PATH
 from belt.store import check_id
 
 KEY_ENV = ("INFSH_API_KEY", "INFERENCE_API_KEY")
@@ -80,8 +88,20 @@ class Platform:
         """Close the connection pool."""
         self._client.close()
 
-    def request(self, method: str, path: str, *, body: Any = None) -> Any:
-        """Send one request and return the unwrapped ``data``; errors become BeltErrors."""
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        envelope: bool = True,
+        what: str | None = None,
+    ) -> Any:
+        """Send one request and return the unwrapped ``data``; errors become BeltErrors.
+
+        ``envelope=False`` returns the body as it is (the Nexus profile API has no envelope);
+        ``what`` names what was sent, so a refusal reads "host refused WHAT: detail".
+        """
         try:
             if body is None:
                 response = self._client.request(method, path)
@@ -97,8 +117,8 @@ class Platform:
                 hint=REACH_HINT,
             ) from None
         if response.is_success:
-            return self._unwrap(response)
-        raise self._problem(response)
+            return self._unwrap(response, envelope)
+        raise self._problem(response, what)
 
     # Routes
 
@@ -121,6 +141,18 @@ class Platform:
             if item.get("id") == interrupt_id:
                 return item
         raise NotFound(f"no interrupt {interrupt_id} on run {run_id} at {self.host}")
+
+    def show_interrupt(
+        self, *, interrupt_id: str, run_id: str | None
+    ) -> tuple[dict[str, Any], str | None]:
+        """One interrupt, found in its run's list; the API does not say how it expires."""
+        if not run_id:
+            raise UsageError(
+                "with --api, show needs --run RUN_ID",
+                hint="the platform API has no route for one interrupt; belt finds it in the "
+                "run's list (GET /agent-runs/RUN_ID/interrupts)",
+            )
+        return self.get_interrupt(interrupt_id=interrupt_id, run_id=run_id), None
 
     def resolve_interrupt(
         self, *, interrupt_id: str, decision: str, data: Any = None
@@ -145,12 +177,30 @@ class Platform:
             return result
         return {"id": chat_id, "agent_data": {"disable_hooks": disable_hooks}}
 
+    def get_profile(self) -> dict[str, Any]:
+        """``GET /agent_api/v1/profile/configuration``: the whole configuration declaration."""
+        return self._declaration(self.request("GET", PROFILE_PATH, envelope=False))
+
+    def put_profile(self, declaration: dict[str, Any]) -> dict[str, Any]:
+        """``PUT`` the whole configuration declaration; returns it as stored."""
+        stored = self.request(
+            "PUT", PROFILE_PATH, body=declaration, envelope=False, what="the profile"
+        )
+        return self._declaration(stored)
+
+    def _declaration(self, document: Any) -> dict[str, Any]:
+        if not isinstance(document, dict):
+            raise InvalidInput(
+                f"{self.host} answered {PROFILE_PATH} with something other than an object"
+            )
+        return document
+
     # Responses
 
     def _redact(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
 
-    def _unwrap(self, response: httpx.Response) -> Any:
+    def _unwrap(self, response: httpx.Response, envelope: bool = True) -> Any:
         if not response.content:
             return None
         try:
@@ -159,15 +209,18 @@ class Platform:
             raise InvalidInput(
                 f"{self.host} answered HTTP {response.status_code} with a body that is not JSON"
             ) from None
+        if not envelope:
+            return document
         if not isinstance(document, dict) or "data" not in document:
             raise InvalidInput(
                 f'{self.host} answered without the {{"data": ...}} envelope of the platform API'
             )
         return document["data"]
 
-    def _problem(self, response: httpx.Response) -> BeltError:
+    def _problem(self, response: httpx.Response, what: str | None = None) -> BeltError:
         status = response.status_code
         detail = ""
+        problems: list[str] = []
         try:
             problem = response.json()
         except ValueError:
@@ -177,8 +230,16 @@ class Platform:
                 if isinstance(problem.get(key), str) and problem[key].strip():
                     detail = problem[key]
                     break
-        detail = " ".join(self._redact(detail or response.reason_phrase or "error").split())
-        if len(detail) > _DETAIL_LIMIT:
-            detail = detail[: _DETAIL_LIMIT - 1] + "…"
-        message = f"{detail} (HTTP {status} from {self.host})"
-        return error_for_status(status, message, auth_hint=KEY_HINT)
+            errors = problem.get("errors")
+            if isinstance(errors, list):
+                problems = [self._clip(str(e)) for e in errors[1:]]
+        detail = self._clip(detail or response.reason_phrase or "error")
+        if what is not None and status in (400, 422):
+            message = f"{self.host} refused {what}: {detail}"
+        else:
+            message = f"{detail} (HTTP {status} from {self.host})"
+        return error_for_status(status, message, problems=problems, auth_hint=KEY_HINT)
+
+    def _clip(self, text: str) -> str:
+        text = " ".join(self._redact(text).split())
+        return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 1] + "…"

@@ -18,9 +18,9 @@ from belt.declarations import (
 )
 from belt.errors import InvalidInput, UsageError
 from belt.paths import state_dir, write_private
+from belt.records.profile import PROFILE_PATH
 
 STDIN = "<stdin>"
-PROFILE_PATH = "/agent_api/v1/profile/configuration"
 
 
 @dataclass
@@ -105,65 +105,20 @@ def configure_lifecycle_hooks(
     return Configured(RHO_PLUGIN, path, configuration)
 
 
-def profile_request(client: Any, host: str, method: str, body: Any = None) -> dict[str, Any]:
-    """One request to the profile API; the declaration it answers, or a BeltError."""
-    import httpx
-
-    from belt.errors import Unreachable, error_for_status
-    from belt.remote import REACH_HINT
-
-    try:
-        response = client.request(method, PROFILE_PATH, json=body)
-    except httpx.TimeoutException:
-        raise Unreachable(f"{host} did not answer", hint=REACH_HINT) from None
-    except httpx.TransportError as exc:
-        raise Unreachable(f"cannot reach {host}: {type(exc).__name__}", hint=REACH_HINT) from None
-    try:
-        document = response.json() if response.content else None
-    except ValueError:
-        document = None
-    if response.is_success:
-        if not isinstance(document, dict):
-            raise InvalidInput(
-                f"{host} answered {PROFILE_PATH} with something other than an object"
-            )
-        return document
-    problem = document if isinstance(document, dict) else {}
-    detail = str(problem.get("detail") or problem.get("title") or response.reason_phrase)
-    message = f"{detail} (HTTP {response.status_code} from {host})"
-    if response.status_code in (400, 422):
-        errors = [str(e) for e in problem.get("errors") or []]
-        message = f"{host} refused the profile: {detail}"
-        raise error_for_status(response.status_code, message, problems=errors[1:])
-    hint = None
-    if response.status_code == 404:
-        hint = f"is {host} a Nexus profile API (or `belt serve`)?"
-    raise error_for_status(response.status_code, message, hint=hint)
-
-
 def configure_through_api(
     api: str, configuration: dict[str, Any], *, transport: Any = None
 ) -> Configured:
     """Read the whole declaration from a profile API, set its lifecycle_hooks, and write it."""
-    import httpx
+    from belt.errors import NotFound
+    from belt.remote import Platform
 
-    from belt.effects import url_host
-    from belt.remote import api_key_from_env
-    from belt.wire.validate import check_webhook_url
-
-    reason = check_webhook_url(api)
-    if reason:
-        raise InvalidInput(f"--api {reason}", hint="for example --api http://127.0.0.1:8787")
-    host = url_host(api)
-    headers = {"Accept": "application/json"}
-    key = api_key_from_env()
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    with httpx.Client(
-        base_url=api, headers=headers, transport=transport, timeout=10.0, follow_redirects=False
-    ) as client:
-        declaration = profile_request(client, host, "GET")
+    with Platform(api, transport=transport) as platform:
+        try:
+            declaration = platform.get_profile()
+        except NotFound as exc:
+            exc.hint = f"is {platform.host} a Nexus profile API (or `belt serve`)?"
+            raise
         declaration["lifecycle_hooks"] = configuration
-        stored = profile_request(client, host, "PUT", declaration)
+        stored = platform.put_profile(declaration)
     hooks = stored.get("lifecycle_hooks")
-    return Configured(RHO_PLUGIN, None, hooks if isinstance(hooks, dict) else {}, api=host)
+    return Configured(RHO_PLUGIN, None, hooks if isinstance(hooks, dict) else {}, api=platform.host)

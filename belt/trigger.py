@@ -71,7 +71,7 @@ class TriggerReport:
 
 def read_data(text: str) -> dict[str, Any]:
     """A ``--data`` value: a JSON object given inline or as ``@FILE``."""
-    from belt.interrupts import read_json_option
+    from belt.records.interrupts import read_json_option
 
     document = read_json_option(text, option="--data")
     if not isinstance(document, dict):

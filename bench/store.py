@@ -27,7 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from belt.interrupts import create_interrupt, get_interrupt, list_interrupts, resolve_interrupt
+from belt.records.interrupts import (
+    create_interrupt,
+    get_interrupt,
+    list_interrupts,
+    resolve_interrupt,
+)
 from belt.store import Store
 
 PER_RUN = 10

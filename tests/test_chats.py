@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from belt.chats import hooks_disabled, set_chat_settings
 from belt.errors import InvalidInput
+from belt.records.chats import hooks_disabled, set_chat_settings
 from belt.store import Store
 
 

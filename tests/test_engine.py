@@ -10,7 +10,7 @@ import pytest
 
 from belt.engine.api import resume_run, run_scenario, show_run, stop_run
 from belt.errors import Conflict, InvalidInput, NotFound
-from belt.interrupts import resolve_interrupt, sweep
+from belt.records.interrupts import resolve_interrupt, sweep
 from tests.hookapp import hook_app
 
 DELETE_PROD = {
@@ -573,7 +573,7 @@ def test_disable_hooks_stops_every_hook(tmp_path: Path) -> None:
 
 
 def test_chat_setting_changed_at_a_gate_applies_on_resume(tmp_path: Path) -> None:
-    from belt.chats import set_chat_settings
+    from belt.records.chats import set_chat_settings
 
     with hook_app() as app:
         hooks = [gate("agent.tool_call"), webhook(f"{app.url}/h", "agent.complete")]

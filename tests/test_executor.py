@@ -16,22 +16,21 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from belt.errors import NotFound, UsageError
-from belt.executor import (
+from belt.executor.inbox import (
     HOOKTASK,
     PENDING_TAG,
     ToolOutcome,
-    Worker,
     cancel_run_tasks,
     claim_task,
     complete_task,
     expire_task,
-    parse_tool,
-    parse_tools,
     run_tasks,
     schedule_task,
     task_id,
     task_key,
 )
+from belt.executor.targets import parse_tool, parse_tools
+from belt.executor.worker import Worker
 from belt.store import Store, open_store
 from belt.wire.nexus import NexusEvent, NexusHook
 from tests.servers import running

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from belt import interrupts
 from belt.errors import Conflict, ExitCode, InvalidInput, NotFound
-from belt.interrupts import (
+from belt.records import interrupts
+from belt.records.interrupts import (
     create_interrupt,
     get_interrupt,
     list_interrupts,

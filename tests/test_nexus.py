@@ -15,11 +15,21 @@ from typing import Any
 import pytest
 
 from belt.engine import nexus
-from belt.engine.api import resume_run, show_run, stop_run
-from belt.engine.report import build_report, transcript_lines
+from belt.engine.api import (
+    resume_run,
+    resume_simulation,
+    show_run,
+    start_simulation,
+    stop_run,
+)
+from belt.engine.report import build_report
 from belt.engine.scenario import LoadedNexusScenario, read_scenario
+from belt.engine.simulation import Options
 from belt.errors import Conflict
-from belt.executor import PENDING_TAG, Target, Worker
+from belt.executor.inbox import PENDING_TAG
+from belt.executor.targets import Target
+from belt.executor.worker import Worker
+from belt.render import transcript_lines
 from belt.store import open_store
 
 DATA = Path(__file__).parent / "data" / "nexus"
@@ -77,7 +87,7 @@ def simulate(
     loaded = read_scenario(write(tmp_path, doc))
     assert isinstance(loaded, LoadedNexusScenario)
     store = open_store()
-    sim, executed = nexus.start(store, loaded, worker=worker(tools))
+    sim, executed = start_simulation(store, loaded, Options(worker=worker(tools)))
     return build_report(store, sim), executed
 
 
@@ -88,7 +98,7 @@ def worker(tools: dict[str, Callable[[dict[str, Any]], Any]]) -> Worker:
 
 def resume(run_id: str, **tools: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
     store = open_store()
-    sim, _ = nexus.resume(store, run_id, worker=worker(tools))
+    sim, _ = resume_simulation(store, run_id, Options(worker=worker(tools)))
     return build_report(store, sim)
 
 
@@ -236,7 +246,7 @@ def test_regeneration_reuses_the_runs_hooks_after_the_profile_changed(tmp_path: 
 
 
 def test_a_new_input_captures_the_stored_profile_when_it_starts(tmp_path: Path) -> None:
-    from belt.engine.profile import write_profile
+    from belt.records.profile import write_profile
 
     store = open_store()
     write_profile(store, profile(stop=stop_hook("old", timeout_ms=30)))
@@ -718,7 +728,9 @@ def test_force_stop_cancels_a_pending_hook_task(tmp_path: Path) -> None:
     assert isinstance(loaded, LoadedNexusScenario)
     store = open_store()
     outcome: dict[str, Any] = {}
-    thread = threading.Thread(target=lambda: outcome.update(result=nexus.start(store, loaded)))
+    thread = threading.Thread(
+        target=lambda: outcome.update(result=start_simulation(store, loaded, Options()))
+    )
     thread.start()
     try:
         for _ in range(2000):

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from belt.cli.rho import app as rho_app
-from belt.engine.profile import read_profile
 from belt.errors import ExitCode
+from belt.records.profile import read_profile
 from belt.server.app import create_app
 from belt.store import open_store
 from tests.servers import running

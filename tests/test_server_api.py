@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from belt.chats import hooks_disabled
-from belt.interrupts import create_interrupt, get_interrupt
+from belt.records.chats import hooks_disabled
+from belt.records.interrupts import create_interrupt, get_interrupt
 from belt.server.app import create_app
 from belt.store import Store
 from belt.store.clock import utcnow

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from belt.cli.interrupt import ApiKeyOption, ApiOption, JsonFlag
+from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag
 from belt.errors import UsageError
 
 app = typer.Typer(help="Chat settings.", no_args_is_help=True)
@@ -32,15 +32,10 @@ def settings(
 
     if hooks_off is None:
         raise UsageError("give --disable-hooks or --enable-hooks")
-    if api:
-        from belt.remote import Platform
+    from belt.backend import open_backend
 
-        with Platform(api, api_key=api_key) as platform:
-            chat = platform.set_chat_settings(chat_id=chat_id, disable_hooks=hooks_off)
-    else:
-        from belt.chats import set_chat_settings
-
-        chat = set_chat_settings(chat_id=chat_id, disable_hooks=hooks_off)
+    with open_backend(api, api_key=api_key) as backend:
+        chat = backend.set_chat_settings(chat_id=chat_id, disable_hooks=hooks_off)
     if json_:
         output.print_json(chat)
         return

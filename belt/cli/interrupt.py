@@ -8,32 +8,12 @@ from typing import Annotated, Any
 
 import typer
 
-from belt.errors import NotFound, UsageError
+from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag
 
 app = typer.Typer(
     help="List, show, resolve and open interrupts (the gates hooks put on runs).",
     no_args_is_help=True,
 )
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-ApiOption = Annotated[
-    str | None,
-    typer.Option(
-        "--api",
-        envvar="BELT_API_URL",
-        metavar="URL",
-        help="Talk to this platform API (or `belt serve`) instead of the local store.",
-    ),
-]
-ApiKeyOption = Annotated[
-    str | None,
-    typer.Option(
-        "--api-key",
-        metavar="KEY",
-        show_default=False,
-        help="Bearer key for --api (default: $INFSH_API_KEY, else $INFERENCE_API_KEY).",
-    ),
-]
 
 
 class Decision(StrEnum):
@@ -55,16 +35,10 @@ def list_(
 ) -> None:
     """List a run's pending interrupts (all of them with --all)."""
     from belt import output
+    from belt.backend import open_backend
 
-    if api:
-        from belt.remote import Platform
-
-        with Platform(api, api_key=api_key) as platform:
-            items = platform.list_interrupts(run_id=run_id, include_settled=all_)
-    else:
-        from belt.interrupts import list_interrupts
-
-        items = list_interrupts(run_id=run_id, include_settled=all_)
+    with open_backend(api, api_key=api_key) as backend:
+        items = backend.list_interrupts(run_id=run_id, include_settled=all_)
     if json_:
         output.print_json(items)
         return
@@ -106,27 +80,10 @@ def show(
 ) -> None:
     """Show one interrupt: its state, deadline, resolution and the hook payload it holds."""
     from belt import output
+    from belt.backend import open_backend
 
-    default_resolution = None
-    if api:
-        if not run:
-            raise UsageError(
-                "with --api, show needs --run RUN_ID",
-                hint="the platform API has no route for one interrupt; belt finds it in the "
-                "run's list (GET /agent-runs/RUN_ID/interrupts)",
-            )
-        from belt.remote import Platform
-
-        with Platform(api, api_key=api_key) as platform:
-            item = platform.get_interrupt(interrupt_id=interrupt_id, run_id=run)
-    else:
-        from belt.interrupts import read_record, to_dto
-
-        record = read_record(interrupt_id=interrupt_id)
-        default_resolution = record.get("default_resolution") or "deny"
-        item = to_dto(record)
-        if run and item.get("run_id") != run:
-            raise NotFound(f"interrupt {interrupt_id} is not on run {run}")
+    with open_backend(api, api_key=api_key) as backend:
+        item, on_expiry = backend.show_interrupt(interrupt_id=interrupt_id, run_id=run)
     if json_:
         output.print_json(item)
         return
@@ -145,7 +102,7 @@ def show(
     ]
     if item.get("status") == "pending":
         pairs.append(("expires in", expires_in(item, _now())))
-        pairs.append(("on expiry", default_resolution))
+        pairs.append(("on expiry", on_expiry))
     pairs += [
         ("resolved", item.get("resolved_at")),
         ("resolved data", item.get("resolved_data")),
@@ -172,20 +129,12 @@ def resolve(
 ) -> None:
     """Resolve a pending interrupt; exit 4 if it is no longer pending."""
     from belt import output
-    from belt.interrupts import read_json_option
+    from belt.backend import open_backend
+    from belt.records.interrupts import read_json_option
 
     resolved_data = None if data is None else read_json_option(data, option="--data")
-    if api:
-        from belt.remote import Platform
-
-        with Platform(api, api_key=api_key) as platform:
-            item = platform.resolve_interrupt(
-                interrupt_id=interrupt_id, decision=decision.value, data=resolved_data
-            )
-    else:
-        from belt.interrupts import resolve_interrupt
-
-        item = resolve_interrupt(
+    with open_backend(api, api_key=api_key) as backend:
+        item = backend.resolve_interrupt(
             interrupt_id=interrupt_id, decision=decision.value, data=resolved_data
         )
     if json_:
@@ -199,7 +148,7 @@ def resolve(
 def sweep(json_: JsonFlag = False) -> None:
     """Settle every overdue pending interrupt with its default resolution (status expired)."""
     from belt import output
-    from belt.interrupts import sweep as sweep_store
+    from belt.records.interrupts import sweep as sweep_store
 
     settled = sweep_store()
     if json_:
@@ -234,7 +183,7 @@ def create(
 ) -> None:
     """Open a hook gate by hand, as a gate hook on EVENT would."""
     from belt import output
-    from belt.interrupts import create_interrupt, read_json_option
+    from belt.records.interrupts import create_interrupt, read_json_option
 
     item = create_interrupt(
         run_id=run,

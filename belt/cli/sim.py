@@ -7,26 +7,20 @@ from typing import Annotated, Any
 
 import typer
 
+from belt.cli.options import Executors
+
 app = typer.Typer(
     help="Run scripted agents whose hooks fire as on the platform.", no_args_is_help=True
 )
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the whole record as JSON.")]
 RunId = Annotated[str, typer.Argument(help="Run id (ar_...).")]
-Executors = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--executor",
-        help="Serve Nexus hook tasks in-process: NAME=TARGET (cmd:COMMAND, py:MODULE:FUNC, URL).",
-        show_default=False,
-    ),
-]
 
 
 def render(report: dict[str, Any], executed: list[str], json_: bool) -> None:
     """Print a simulation; exit 1 when a run just executed failed or is on an attention hold."""
     from belt import output
-    from belt.engine.report import transcript_lines
+    from belt.render import transcript_lines
 
     if json_:
         output.print_json(report)
@@ -90,7 +84,7 @@ def show(run_id: RunId, json_: JsonFlag = False) -> None:
     """Show the transcript of a run's simulation, with its hook rows."""
     from belt import output
     from belt.engine.api import show_run
-    from belt.engine.report import transcript_lines
+    from belt.render import transcript_lines
 
     report = show_run(run_id=run_id)
     if json_:

@@ -6,12 +6,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from belt.errors import UsageError
-
 if TYPE_CHECKING:
     import httpx
 
-    from belt.executor import Worker
+    from belt.engine.simulation import Options
+    from belt.executor.worker import Worker
     from belt.store import Store
 
 Reporter = Callable[[dict[str, Any]], None]
@@ -21,9 +20,60 @@ def _worker(store: Store, executors: list[str], report: Reporter | None) -> Work
     """The in-process executor of ``--executor NAME=TARGET``, if any."""
     if not executors:
         return None
-    from belt.executor import Worker, parse_tools
+    from belt.executor.targets import parse_tools
+    from belt.executor.worker import Worker
 
     return Worker(store, parse_tools(executors), report)
+
+
+def _options(
+    store: Store,
+    dialect: Any,
+    *,
+    executors: list[str],
+    fail_closed: bool,
+    transport: httpx.BaseTransport | None,
+    report: Reporter | None,
+) -> Options:
+    """What the caller lends the simulation, checked against its dialect."""
+    from belt.engine.simulation import Options
+
+    dialect.check_options(executors=bool(executors), fail_closed=fail_closed)
+    return Options(
+        transport=transport,
+        worker=_worker(store, executors, report),
+        notify=report,
+    )
+
+
+def start_simulation(
+    store: Store, loaded: Any, options: Options, *, fail_closed: bool = False
+) -> tuple[dict[str, Any], list[str]]:
+    """Create and run a simulation of a loaded scenario; returns its record and runs executed."""
+    from belt.engine.dialects import DIALECTS
+    from belt.engine.simulation import Simulation
+
+    store = store.without_fsync()
+    dialect = DIALECTS[loaded.dialect]
+    options.loaded = loaded
+    sim = dialect.create(store, loaded, fail_closed=fail_closed)
+    simulation = Simulation(store, sim, dialect, options)
+    executed = simulation.run()
+    return simulation.sim, executed
+
+
+def resume_simulation(
+    store: Store, run_id: str, options: Options
+) -> tuple[dict[str, Any], list[str]]:
+    """Continue a held run and the rest of its simulation; returns the record and runs."""
+    from belt.engine.dialects import dialect_class
+    from belt.engine.simulation import Simulation, sim_of_run
+
+    store = store.without_fsync()
+    sim = sim_of_run(store, run_id)
+    simulation = Simulation(store, sim, dialect_class(sim), options)
+    executed = simulation.resume(run_id)
+    return simulation.sim, executed
 
 
 def run_scenario(
@@ -40,35 +90,26 @@ def run_scenario(
     ``report`` receives live records: each hook task an in-process executor served, and each
     task the simulation starts waiting on for an executor in another process.
     """
+    from belt.engine.dialects import DIALECTS
     from belt.engine.report import build_report
-    from belt.engine.scenario import LoadedNexusScenario, read_scenario
+    from belt.engine.scenario import read_scenario
     from belt.store import open_store
 
     if executors:
-        from belt.executor import parse_tools
+        from belt.executor.targets import parse_tools
 
         parse_tools(executors)
     loaded = read_scenario(scenario, hooks_file=hooks_file)
     store = open_store()
-    if isinstance(loaded, LoadedNexusScenario):
-        from belt.engine.nexus import start as start_nexus
-
-        if fail_closed:
-            raise UsageError(
-                "--fail-closed is for platform scenarios; a failed Nexus hook always puts the "
-                "execution on an attention hold"
-            )
-        worker = _worker(store, executors or [], report)
-        sim, executed = start_nexus(store, loaded, worker=worker, notify=report)
-        return build_report(store, sim), executed
-    if executors:
-        raise UsageError(
-            "--executor serves Nexus hook tasks; this scenario is in the platform dialect",
-            hint='a Nexus scenario starts with dialect = "nexus"',
-        )
-    from belt.engine.loop import start
-
-    sim, executed = start(store, loaded, fail_closed=fail_closed, transport=transport)
+    options = _options(
+        store,
+        DIALECTS[loaded.dialect],
+        executors=executors or [],
+        fail_closed=fail_closed,
+        transport=transport,
+        report=report,
+    )
+    sim, executed = start_simulation(store, loaded, options, fail_closed=fail_closed)
     return build_report(store, sim), executed
 
 
@@ -80,28 +121,28 @@ def resume_run(
     report: Reporter | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Resume a run held at gates or on an attention hold; returns the report and runs executed."""
-    from belt.engine.report import build_report, sim_of_run
+    from belt.engine.dialects import dialect_class
+    from belt.engine.report import build_report
+    from belt.engine.simulation import sim_of_run
     from belt.store import open_store
 
     store = open_store()
-    sim = sim_of_run(store, run_id)
-    if sim.get("dialect") == "nexus":
-        from belt.engine.nexus import resume as resume_nexus
-
-        worker = _worker(store, executors or [], report)
-        sim, executed = resume_nexus(store, run_id, worker=worker, notify=report)
-        return build_report(store, sim), executed
-    if executors:
-        raise UsageError("--executor serves Nexus hook tasks; this run is in the platform dialect")
-    from belt.engine.loop import resume
-
-    sim, executed = resume(store, run_id, transport=transport)
+    options = _options(
+        store,
+        dialect_class(sim_of_run(store, run_id)),
+        executors=executors or [],
+        fail_closed=False,
+        transport=transport,
+        report=report,
+    )
+    sim, executed = resume_simulation(store, run_id, options)
     return build_report(store, sim), executed
 
 
 def show_run(*, run_id: str) -> dict[str, Any]:
     """The report of the simulation a run belongs to."""
-    from belt.engine.report import build_report, sim_of_run
+    from belt.engine.report import build_report
+    from belt.engine.simulation import sim_of_run
     from belt.store import open_store
 
     store = open_store()
@@ -118,7 +159,11 @@ def list_runs() -> list[dict[str, Any]]:
 
 def stop_run(*, run_id: str, force: bool = False) -> dict[str, Any]:
     """Cancel a simulated run."""
-    from belt.engine.report import stop_run as stop
+    from belt.engine.dialects import dialect_class
+    from belt.engine.simulation import sim_of_run
+    from belt.engine.simulation import stop_run as stop
     from belt.store import open_store
 
-    return stop(open_store(), run_id, force=force)
+    store = open_store()
+    sim = sim_of_run(store, run_id)
+    return stop(store, sim, dialect_class(sim), run_id, force=force)

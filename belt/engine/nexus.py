@@ -1,4 +1,4 @@
-"""The simulated execution loop of the Nexus dialect (spec/nexus-lifecycle-hooks.txt).
+"""The Nexus dialect of the simulation driver (spec/nexus-lifecycle-hooks.txt).
 
 One scenario turn is one execution. Its hook selection is frozen when it starts: a new input
 captures the current profile, a regeneration reuses the hooks of the run it regenerates. Before
@@ -8,70 +8,54 @@ model request; ``stop`` runs whenever a final answer is ready, and may ask for a
 in the same execution. Every hook is a task in the executor inbox (``belt.executor``); a failed
 task puts the execution on an attention hold, which ``belt sim resume`` retries and
 ``belt sim stop`` ends.
+
+An execution's steps (``execution["next"]``): ``tools`` (a tool-only execution's tools),
+``request`` (compaction and its hooks, turn_start, then one model request) and ``stop`` (the
+candidate answer through the stop hook). A retried step schedules the same hook task again, which
+the inbox re-arms, so a retry never runs a boundary twice.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from enum import StrEnum
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from belt.engine.record import (
-    Recorder,
-    RunRecord,
-    new_id,
-    now_iso,
-    record_agent_and_chat,
-    run_event,
-)
+from belt.engine.ledger import CHAT_SCOPE
 from belt.engine.scenario import (
     LoadedNexusScenario,
     ModelTurnSpec,
     NexusScenario,
     NexusTurnSpec,
     ToolCallSpec,
-    estimate_tokens,
+    utf8_size,
 )
-from belt.errors import Conflict, NotFound
-from belt.executor import (
+from belt.engine.simulation import End, Execution, SimStatus, record_simulation
+from belt.errors import Conflict, UsageError
+from belt.executor.inbox import (
     FINISHED,
     HOOKTASK,
     TaskStatus,
-    Worker,
     cancel_run_tasks,
     expire_task,
+    run_tasks,
     schedule_task,
     task_key,
 )
+from belt.records.ids import now_iso
+from belt.records.runs import Cancelled, RunRecord
 from belt.store.clock import parse_timestamp, utcnow
+from belt.wire.enums import ATTENTION_HOLD, ChatStatus, ToolInvocationStatus
 from belt.wire.nexus import HookTaskInput, LifecycleHooks, NexusEvent, NexusHook
 
 if TYPE_CHECKING:
+    from belt.engine.simulation import Simulation
     from belt.store import Store
 
 OUTPUT_PREVIEW_MAX_BYTES = 2048
-CONTEXT_ROLES = ("user", "assistant", "tool", "compaction", "feedback")
-RETIRABLE_ROLES = CONTEXT_ROLES
-ATTENTION_HOLD = "attention_hold"
-TERMINAL_STATES = ("completed", "failed", "canceled")
-
-Notify = Callable[[dict[str, Any]], None]
-
-
-class End(StrEnum):
-    """How executing a run stopped."""
-
-    COMPLETED = "completed"
-    FAILED = "failed"
-    HELD = ATTENTION_HOLD
-    CANCELED = "canceled"
-
-
-class Cancelled(Exception):
-    """The run was stopped from outside (``belt sim stop``) while it executed."""
+EXECUTION = "execution"
+SIM_EXECUTIONS = "sim-executions"
+REPLIES = ("input", "mail", "regeneration")
 
 
 def frozen_hooks(profile: dict[str, Any] | None) -> dict[str, Any]:
@@ -85,79 +69,12 @@ def declared(hooks: dict[str, Any]) -> dict[NexusEvent, NexusHook]:
     return LifecycleHooks.model_validate(hooks or {}).declared()
 
 
-def utf8_size(text: str) -> int:
-    """The size of ``text`` in bytes of UTF-8."""
-    return len(text.encode("utf-8"))
-
-
 def preview(text: str, limit: int = OUTPUT_PREVIEW_MAX_BYTES) -> str:
     """The first ``limit`` bytes of ``text``, cut on a character boundary."""
     data = text.encode("utf-8")
     if len(data) <= limit:
         return text
     return data[:limit].decode("utf-8", "ignore")
-
-
-def create_simulation(store: Store, loaded: LoadedNexusScenario) -> dict[str, Any]:
-    """Record the agent, the (empty) conversation and the simulation; no hook runs here."""
-    scenario = loaded.scenario
-    stamp = now_iso()
-    agent_id, chat_id, sim_id = record_agent_and_chat(
-        store,
-        agent_id=scenario.agent.id,
-        agent={
-            "name": scenario.agent.name,
-            "dialect": "nexus",
-            "context_window": scenario.agent.context_window,
-            "context_bytes": scenario.agent.context_bytes,
-            "compact_at": scenario.agent.compact_at,
-        },
-        chat_id=scenario.chat.id,
-        chat={"dialect": "nexus", "agent_data": {}},
-    )
-    sim: dict[str, Any] = {
-        "id": sim_id,
-        "dialect": "nexus",
-        "source": str(Path(loaded.source).resolve()),
-        "hooks_file": str(Path(loaded.hooks_file).resolve()) if loaded.hooks_file else None,
-        "name": scenario.agent.name,
-        "agent_id": agent_id,
-        "chat_id": chat_id,
-        "scenario": scenario.model_dump(mode="json", by_alias=True, exclude={"profile"}),
-        "profile": loaded.profile,
-        "profile_revision": 1 if loaded.profile is not None else None,
-        "executions": [],
-        "next_turn": 0,
-        "status": "running",
-        "created_at": stamp,
-    }
-    store.create("sim", sim_id, sim)
-    return sim
-
-
-@dataclass
-class Execution:
-    """One turn's execution: its frozen hooks, its run (if run-backed) and where it is."""
-
-    turn_index: int
-    turn: NexusTurnSpec
-    kind: str
-    run: RunRecord | None
-    hooks: dict[NexusEvent, NexusHook]
-    conversation_id: str | None
-    input_message_id: str | None
-    approval_mode: str | None
-    state: dict[str, Any]
-
-    @property
-    def standalone(self) -> bool:
-        """True for an execution outside any conversation."""
-        return self.conversation_id is None
-
-    @property
-    def foreground(self) -> bool:
-        """False for a parallel or background branch."""
-        return self.kind != "background"
 
 
 def initial_state(turn: NexusTurnSpec) -> dict[str, Any]:
@@ -173,106 +90,118 @@ def initial_state(turn: NexusTurnSpec) -> dict[str, Any]:
         "turn_started": False,
         "candidate": None,
         "output": None,
+        "input": None,
     }
 
 
-class NexusSimulation:
-    """Drives one Nexus simulation's executions, writing everything to the store as it happens."""
+def entry_id(sim_id: str, turn: int) -> str:
+    """The store id of one execution's entry on its simulation."""
+    return f"{sim_id}-{turn}"
 
-    def __init__(
-        self,
-        store: Store,
-        sim: dict[str, Any],
-        *,
-        worker: Worker | None = None,
-        notify: Notify | None = None,
-    ) -> None:
-        self.store = store
+
+def sim_executions(store: Store, sim_id: str) -> list[dict[str, Any]]:
+    """A simulation's execution entries, in turn order."""
+    return [store.read(EXECUTION, eid) for eid in store.members(SIM_EXECUTIONS, sim_id)]
+
+
+@dataclass
+class NexusExecution(Execution):
+    """An execution with what the Nexus loop needs: its kind, frozen hooks and approval mode."""
+
+    turn: NexusTurnSpec = field(default_factory=lambda: NexusTurnSpec(user=""))
+    kind: str = "input"
+    hooks: dict[NexusEvent, NexusHook] = field(default_factory=dict)
+    conversation_id: str | None = None
+    approval_mode: str | None = None
+
+    @property
+    def standalone(self) -> bool:
+        """True for an execution outside any conversation."""
+        return self.conversation_id is None
+
+
+class NexusLoop:
+    """The Nexus dialect: what each step of an execution does."""
+
+    name: ClassVar[str] = "nexus"
+    held_state: ClassVar[str] = ATTENTION_HOLD
+    held_status: ClassVar[SimStatus] = SimStatus.ATTENTION
+    stop_hint: ClassVar[str] = (
+        "a simulation process may be running it; `belt sim stop --force` bypasses stop "
+        "and cancels its pending hook tasks"
+    )
+    RUN_FIELDS: ClassVar[tuple[str, ...]] = (
+        "kind",
+        "conversation_id",
+        "hooks",
+        "approval_mode",
+        "profile",
+        "regenerates",
+        "attention",
+        "execution",
+        "stopped",
+    )
+
+    def __init__(self, sim: Simulation) -> None:
         self.sim = sim
-        self.scenario = NexusScenario.model_validate(sim["scenario"])
-        self.recorder = Recorder(store, sim["chat_id"])
-        self.worker = worker
-        self.notify = notify
-        self.agent_id = str(sim["agent_id"])
+        self.scenario = NexusScenario.model_validate(sim.scenario_doc)
+        self.worker = sim.options.worker
+        self.notify = sim.options.notify
+        self._rows: set[tuple[str, int]] | None = None
 
-    # -- driving -------------------------------------------------------------------------------
-
-    def run(self) -> list[str]:
-        """Run the scenario's remaining turns; returns the ids of the runs executed."""
-        executed = []
-        while int(self.sim["next_turn"]) < len(self.scenario.turns):
-            index = int(self.sim["next_turn"])
-            turn = self.scenario.turns[index]
-            changes: dict[str, Any] = {"next_turn": index + 1}
-            if turn.profile is not None:
-                revision = int(self.sim.get("profile_revision") or 0) + 1
-                changes.update(profile=turn.profile, profile_revision=revision)
-            self.update_sim(**changes)
-            execution = self.begin(index, turn)
-            if execution.run is not None:
-                executed.append(execution.run.id)
-            end = self.drive_to_end(execution)
-            if end in (End.HELD, End.CANCELED):
-                self.update_sim(status="attention" if end == End.HELD else "canceled")
-                return executed
-        self.update_sim(status="finished")
-        return executed
-
-    def resume(self, run_id: str) -> list[str]:
-        """Retry the failed hook task of a run on an attention hold, then go on."""
-        run = RunRecord(self.store, self.store.read("run", run_id))
-        if run.data["state"] != ATTENTION_HOLD:
-            raise Conflict(
-                f"run {run_id} is {run.data['state']}, not on an attention hold",
-                hint="only a run whose hook task failed can be resumed",
+    @classmethod
+    def check_options(cls, *, executors: bool, fail_closed: bool) -> None:
+        """A failed Nexus hook always holds the execution: fail-closed means nothing here."""
+        if fail_closed:
+            raise UsageError(
+                "--fail-closed is for platform scenarios; a failed Nexus hook always puts the "
+                "execution on an attention hold"
             )
-        execution = self.rebuild(run)
-        try:
-            self.transition(execution, state="working", attention=None)
-        except Cancelled:
-            raise Conflict(f"run {run_id} was stopped") from None
-        self.update_sim(status="running")
-        if execution.foreground and not execution.standalone:
-            self.recorder.update_chat(status="busy", active_run_id=run_id)
-        end = self.drive_to_end(execution)
-        if end in (End.HELD, End.CANCELED):
-            self.update_sim(status="attention" if end == End.HELD else "canceled")
-            return [run_id]
-        return [run_id, *self.run()]
 
-    def update_sim(self, **changes: Any) -> None:
-        """Persist changes to the simulation record."""
-        self.sim = self.store.merge("sim", self.sim["id"], changes)
+    @classmethod
+    def create(
+        cls, store: Store, loaded: LoadedNexusScenario, *, fail_closed: bool = False
+    ) -> dict[str, Any]:
+        """Record a new simulation of a Nexus scenario; no hook runs here."""
+        scenario = loaded.scenario
+        agent = scenario.agent
+        return record_simulation(
+            store,
+            dialect=cls.name,
+            source=loaded.source,
+            hooks_file=loaded.hooks_file,
+            name=agent.name,
+            agent_id=agent.id,
+            agent={
+                "dialect": cls.name,
+                "context_window": agent.context_window,
+                "context_bytes": agent.context_bytes,
+                "compact_at": agent.compact_at,
+            },
+            chat_id=scenario.chat.id,
+            scenario=scenario.model_dump(mode="json", by_alias=True, exclude={"profile"}),
+            profile=loaded.profile,
+            profile_revision=1 if loaded.profile is not None else None,
+            last_reply=None,
+        )
 
-    def current_profile(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The profile a new input captures, and where it came from."""
-        if self.sim.get("profile") is not None:
-            revision = self.sim.get("profile_revision")
-            return dict(self.sim["profile"]), {"source": "scenario", "revision": revision}
-        from belt.engine.profile import read_profile
+    # -- the driver's protocol ---------------------------------------------------------------
 
-        record = read_profile(self.store)
-        return dict(record["configuration"]), {"source": "store", "revision": record["revision"]}
-
-    # -- starting an execution -----------------------------------------------------------------
-
-    def previous_reply(self) -> dict[str, Any]:
-        """The latest execution that replied in the conversation (what a regeneration redoes)."""
-        for entry in reversed(self.sim.get("executions") or []):
-            if entry["kind"] in ("input", "mail", "regeneration"):
-                return dict(entry)
-        raise Conflict("there is no earlier reply to regenerate")
-
-    def begin(self, index: int, turn: NexusTurnSpec) -> Execution:
+    def begin(self, index: int) -> NexusExecution:
         """Freeze the hooks, decide whether the reply is run-backed, and record the input."""
+        turn = self.scenario.turns[index]
+        if turn.profile is not None:
+            revision = int(self.sim.sim.get("profile_revision") or 0) + 1
+            self.sim.update_sim(profile=turn.profile, profile_revision=revision)
         kind = turn.kind
         regenerates = None
+        input_message_id = None
         if kind == "regeneration":
             previous = self.previous_reply()
             regenerates = previous["run_id"]
             hooks = previous["hooks"]
             if regenerates:
-                hooks = self.store.read("run", regenerates).get("hooks") or {}
+                hooks = self.sim.store.read("run", regenerates).get("hooks") or {}
             approval_mode = previous["approval_mode"]
             origin = {**previous["profile"], "reused_from": regenerates}
             input_message_id = previous["input_message_id"]
@@ -280,23 +209,17 @@ class NexusSimulation:
             profile, origin = self.current_profile()
             hooks = frozen_hooks(profile)
             approval_mode = profile.get("approval_mode")
-            input_message_id = None
-        conversation_id = None if turn.standalone else self.recorder.chat_id
+        conversation_id = None if turn.standalone else self.sim.recorder.chat_id
         uses_tools = turn.tool_only or bool(turn.model and turn.model[0].tool_calls)
-        # Declaring hooks makes even an ordinary reply without tools run-backed.
-        run = None
         state = initial_state(turn)
+        run = None
+        # Declaring hooks makes even an ordinary reply without tools run-backed.
         if hooks or uses_tools:
-            run = RunRecord.create(
-                self.store,
-                sim_id=self.sim["id"],
-                agent_id=self.agent_id,
-                chat_id=self.recorder.chat_id,
-                turn_index=index,
-            )
-            run.update(
-                chat_id=conversation_id,
-                dialect="nexus",
+            run = self.sim.create_run(
+                index,
+                state,
+                standalone=conversation_id is None,
+                dialect=self.name,
                 kind=kind,
                 conversation_id=conversation_id,
                 hooks=hooks,
@@ -304,191 +227,284 @@ class NexusSimulation:
                 profile=origin,
                 regenerates=regenerates,
                 attention=None,
-                execution=state,
             )
-        execution = Execution(
+            state = run.data["execution"]
+        tags: dict[str, Any] = {"execution": index, "kind": kind}
+        if conversation_id is None:
+            tags["standalone"] = True
+        execution = NexusExecution(
             index,
-            turn,
-            kind,
             run,
-            declared(hooks),
-            conversation_id,
-            input_message_id,
-            approval_mode,
             state,
+            scope=f"standalone:{index}" if conversation_id is None else CHAT_SCOPE,
+            input_message_id=input_message_id,
+            occupies_chat=conversation_id is not None and kind != "background",
+            tags=tags,
+            turn=turn,
+            kind=kind,
+            hooks=declared(hooks),
+            conversation_id=conversation_id,
+            approval_mode=approval_mode,
         )
         if kind == "regeneration":
             self.replace_reply(int(previous["turn"]), index)
         else:
             text = turn.mail if turn.mail is not None else turn.user
             if text is not None:
-                message = self.add(
+                message = self.sim.add_message(
                     execution,
                     role="user",
                     content=[{"type": "text", "text": text}],
+                    text=text,
                     input="mail" if turn.mail is not None else "user",
-                    tokens=estimate_tokens(text),
-                    bytes=utf8_size(text),
                 )
                 execution.input_message_id = message["id"]
-        chat_changes: dict[str, Any] = {
-            "run_count": int(self.recorder.chat.get("run_count", 0)) + 1
-        }
-        if conversation_id is not None and execution.foreground:
-            chat_changes.update(status="busy", active_run_id=run.id if run else None)
-        self.recorder.update_chat(**chat_changes)
-        entry = {
-            "turn": index,
-            "kind": kind,
-            "run_id": run.id if run else None,
-            "run_backed": run is not None,
-            "state": "working",
-            "conversation_id": conversation_id,
-            "input_message_id": execution.input_message_id,
-            "hooks": hooks,
-            "approval_mode": approval_mode,
-            "profile": origin,
-        }
-        self.update_sim(executions=[*(self.sim.get("executions") or []), entry])
+        state["input"] = execution.input_message_id
+        recorder = self.sim.recorder
+        recorder.update_chat(run_count=int(recorder.chat.get("run_count", 0)) + 1)
+        self.sim.claim_chat(execution)
+        self.record_entry(
+            {
+                "turn": index,
+                "kind": kind,
+                "run_id": execution.run_id,
+                "run_backed": run is not None,
+                "state": "working",
+                "conversation_id": conversation_id,
+                "input_message_id": execution.input_message_id,
+                "hooks": hooks,
+                "approval_mode": approval_mode,
+                "profile": origin,
+            }
+        )
+        if kind in REPLIES:
+            self.sim.update_sim(last_reply=index)
         return execution
 
-    def rebuild(self, run: RunRecord) -> Execution:
-        """The execution of a stored run, to go on from where it stopped."""
+    def step(self, execution: Execution) -> End | None:
+        """Take the execution's next step."""
+        assert isinstance(execution, NexusExecution)
+        step = execution.state["next"]
+        if step == "tools":
+            return self.tool_only_step(execution)
+        if step == "request":
+            return self.request_step(execution)
+        return self.stop_step(execution)
+
+    def resumable(self, run: RunRecord) -> NexusExecution:
+        """An execution on an attention hold goes on by retrying its failed hook task."""
+        if run.state != ATTENTION_HOLD:
+            raise Conflict(
+                f"run {run.id} is {run.state}, not on an attention hold",
+                hint="only a run whose hook task failed can be resumed",
+            )
         index = int(run.data["turn_index"])
-        entry = next(e for e in self.sim["executions"] if e["turn"] == index)
-        return Execution(
+        kind = str(run.data["kind"])
+        conversation_id = run.data.get("conversation_id")
+        state = dict(run.data["execution"])
+        tags: dict[str, Any] = {"execution": index, "kind": kind}
+        if conversation_id is None:
+            tags["standalone"] = True
+        return NexusExecution(
             index,
-            self.scenario.turns[index],
-            str(run.data["kind"]),
             run,
-            declared(run.data.get("hooks") or {}),
-            run.data.get("conversation_id"),
-            entry.get("input_message_id"),
-            run.data.get("approval_mode"),
-            dict(run.data["execution"]),
+            state,
+            scope=f"standalone:{index}" if conversation_id is None else CHAT_SCOPE,
+            input_message_id=state.get("input"),
+            occupies_chat=conversation_id is not None and kind != "background",
+            tags=tags,
+            turn=self.scenario.turns[index],
+            kind=kind,
+            hooks=declared(run.data.get("hooks") or {}),
+            conversation_id=conversation_id,
+            approval_mode=run.data.get("approval_mode"),
         )
+
+    def resume_fields(self) -> dict[str, Any]:
+        """A retried execution is no longer on a hold."""
+        return {"attention": None}
+
+    def ended(self, execution: Execution, end: End) -> None:
+        """Record on the execution's entry how it stopped."""
+        self.set_entry_state(self.sim.store, str(self.sim.sim["id"]), execution.turn_index, end)
+
+    def close(self) -> None:
+        """Nothing to release: hook tasks go through the store."""
+
+    @classmethod
+    def run_fields(cls) -> tuple[str, ...]:
+        """What an execution adds to its AgentRunDTO."""
+        return cls.RUN_FIELDS
+
+    @classmethod
+    def run_tags(cls, run: dict[str, Any]) -> dict[str, Any]:
+        """Messages of an execution name its turn and kind."""
+        return {"execution": run.get("turn_index"), "kind": run.get("kind")}
+
+    @classmethod
+    def cancel_pending(
+        cls, store: Store, sim: dict[str, Any], run: dict[str, Any], how: str
+    ) -> tuple[str, dict[str, Any]]:
+        """Cancel the run's pending hook tasks: stop is bypassed."""
+        cancelled = cancel_run_tasks(store, str(run["id"]), f"the run was {how} by the user")
+        keys = [t["task_key"] for t in cancelled]
+        text = f"run {how} by user; stop bypassed"
+        if cancelled:
+            text += f"; cancelled {len(cancelled)} pending hook task(s): {', '.join(keys)}"
+        return text, {"stopped": {"forced": how == "force-stopped", "cancelled_tasks": keys}}
+
+    @classmethod
+    def mark_ended(cls, store: Store, sim: dict[str, Any], run_id: str | None, end: End) -> None:
+        """Record how the execution of ``run_id`` stopped on its entry."""
+        if run_id is None:
+            return
+        run = store.read("run", run_id)
+        cls.set_entry_state(store, str(sim["id"]), int(run["turn_index"]), end)
+
+    @classmethod
+    def set_entry_state(cls, store: Store, sim_id: str, turn: int, end: End) -> None:
+        """Write the state an execution stopped in onto its entry."""
+        state = cls.held_state if end == End.HELD else end.value
+        store.merge(EXECUTION, entry_id(sim_id, turn), {"state": state})
+
+    @classmethod
+    def report_extras(
+        cls, store: Store, sim: dict[str, Any], runs: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The profile, every execution, and every hook task of the simulation."""
+        return {
+            "simulation": {
+                "profile": sim.get("profile"),
+                "profile_revision": sim.get("profile_revision"),
+            },
+            "executions": sim_executions(store, str(sim["id"])),
+            "hook_tasks": [task for run in runs for task in run_tasks(store, run["id"])],
+        }
+
+    # -- executions ----------------------------------------------------------------------------
+
+    def record_entry(self, entry: dict[str, Any]) -> None:
+        """Add one execution's entry to the simulation."""
+        sim_id = str(self.sim.sim["id"])
+        identity = entry_id(sim_id, int(entry["turn"]))
+        self.sim.store.write(EXECUTION, identity, entry)
+        self.sim.store.link(SIM_EXECUTIONS, sim_id, identity)
+
+    def current_profile(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The profile a new input captures, and where it came from."""
+        sim = self.sim.sim
+        if sim.get("profile") is not None:
+            revision = sim.get("profile_revision")
+            return dict(sim["profile"]), {"source": "scenario", "revision": revision}
+        from belt.records.profile import read_profile
+
+        record = read_profile(self.sim.store)
+        return dict(record["configuration"]), {"source": "store", "revision": record["revision"]}
+
+    def previous_reply(self) -> dict[str, Any]:
+        """The latest execution that replied in the conversation (what a regeneration redoes)."""
+        turn = self.sim.sim.get("last_reply")
+        if turn is None:
+            raise Conflict("there is no earlier reply to regenerate")
+        return self.sim.store.read(EXECUTION, entry_id(str(self.sim.sim["id"]), int(turn)))
 
     def replace_reply(self, previous_turn: int, index: int) -> None:
         """Take the regenerated reply out of the context (it stays in the transcript)."""
-        for message in self.recorder.messages:
+        for message in self.sim.recorder.messages:
             sim = message.get("sim") or {}
             if sim.get("execution") == previous_turn and message["role"] in (
                 "assistant",
                 "tool",
                 "feedback",
             ):
-                sim["replaced_by"] = index
-                self.recorder.save_message(message)
+                self.sim.leave_context(message, replaced_by=index)
 
-    # -- the loop ------------------------------------------------------------------------------
+    # -- steps ---------------------------------------------------------------------------------
 
-    def drive_to_end(self, execution: Execution) -> End:
-        """Drive an execution until it ends or holds, and record how it stopped."""
-        try:
-            end = self.drive(execution)
-        except Cancelled:
-            end = End.CANCELED
-        entries = [
-            {**e, "state": end.value} if e["turn"] == execution.turn_index else e
-            for e in self.sim.get("executions") or []
-        ]
-        self.update_sim(executions=entries)
-        return end
-
-    def drive(self, execution: Execution) -> End:
-        """The body of an execution: tools or model requests, and stop for each answer."""
+    def request_step(self, execution: NexusExecution) -> End | None:
+        """Compaction and turn_start when due, then one model request and its tools."""
         state = execution.state
-        while True:
-            self.check_cancelled(execution)
-            step = state["next"]
-            if step == "tools":
-                self.tool_only_step(execution)
-            elif step == "request":
-                end = self.before_request(execution)
-                if end is not None:
-                    return end
-                chosen = self.next_round(execution)
-                if chosen is None:
-                    return self.fail(execution, str(execution.turn.error))
-                spec, repeated = chosen
-                message = self.add_answer(execution, spec, repeated)
-                state["requests"] += 1
-                if spec.tool_calls:
-                    self.run_tools(execution, message, spec.tool_calls)
-                else:
-                    state.update(
-                        next="stop",
-                        answers=state["answers"] + 1,
-                        candidate=message["id"],
-                        output=spec.say or "",
-                    )
-                self.save(execution)
-            else:
-                end = self.stop_step(execution)
-                if end is not None:
-                    return end
+        end = self.before_request(execution)
+        if end is not None:
+            return end
+        chosen = self.next_round(execution)
+        if chosen is None:
+            return self.sim.fail(execution, str(execution.turn.error))
+        spec, repeated = chosen
+        message = self.sim.add_answer(
+            execution,
+            say=spec.say,
+            tokens=spec.tokens,
+            calls=spec.tool_calls,
+            request=state["requests"] + 1,
+            **({"repeated": True} if repeated else {}),
+        )
+        state["requests"] += 1
+        if spec.tool_calls:
+            self.run_tools(execution, message, spec.tool_calls)
+        else:
+            state.update(
+                next="stop",
+                answers=state["answers"] + 1,
+                candidate=message["id"],
+                output=spec.say or "",
+            )
+        self.sim.save(execution)
+        return None
 
-    def tool_only_step(self, execution: Execution) -> None:
+    def tool_only_step(self, execution: NexusExecution) -> End | None:
         """A tool-only execution: its tools run with no model round; their output is the answer."""
         calls = execution.turn.tool_calls
-        message = self.add(
-            execution,
-            role="assistant",
-            content=[],
-            tool_invocations=self.invocations(calls),
-            tool_only=True,
-            tokens=0,
-            bytes=0,
-        )
+        message = self.sim.add_answer(execution, say=None, tokens=0, calls=calls, tool_only=True)
         self.run_tools(execution, message, calls)
         output = "\n".join(call.result for call in calls)
         execution.state.update(next="stop", answers=1, candidate=None, output=output)
-        self.save(execution)
+        self.sim.save(execution)
+        return None
 
-    def stop_step(self, execution: Execution) -> End | None:
+    def stop_step(self, execution: NexusExecution) -> End | None:
         """Pass the candidate answer through stop: deliver it, or run another model round."""
         state = execution.state
         if NexusEvent.STOP not in execution.hooks:
-            return self.deliver(execution)
+            return self.sim.complete(execution)
         output = str(state["output"] or "")
+        source = f"answer-{state['answers']}"
         decision = self.hook(
             execution,
             NexusEvent.STOP,
-            f"answer-{state['answers']}",
+            source,
             {"output_preview": preview(output), "output_size_bytes": utf8_size(output)},
         )
         if isinstance(decision, End):
             return decision
         if decision.get("continue"):
             self.mark_candidate(execution, "continued")
-            key = task_key(self.run_id(execution), NexusEvent.STOP, f"answer-{state['answers']}")
             feedback = str(decision["feedback"])
-            self.add(
+            self.sim.add_message(
                 execution,
                 role="feedback",
                 content=[{"type": "text", "text": feedback}],
-                task_key=key,
-                tokens=estimate_tokens(feedback),
-                bytes=utf8_size(feedback),
+                text=feedback,
+                task_key=task_key(str(execution.run_id), NexusEvent.STOP, source),
             )
             state.update(next="request", continuations=state["continuations"] + 1)
-            self.save(execution)
+            self.sim.save(execution)
             return None
         self.mark_candidate(execution, "accepted")
-        return self.deliver(execution)
+        return self.sim.complete(execution)
 
-    def before_request(self, execution: Execution) -> End | None:
+    def before_request(self, execution: NexusExecution) -> End | None:
         """Compaction and its hooks when needed, then turn_start before the first request."""
         state = execution.state
         if state["compaction"] is None:
-            extra = self.compaction_plan(execution, mid_turn=state["requests"] > 0)
+            extra = self.sim.over_limit(execution)
             if extra is not None:
                 state["compaction"] = {
                     "n": state["compactions"] + 1,
                     "stage": "pre",
-                    "extra": extra,
+                    "extra": extra if state["requests"] > 0 else {},
                 }
-                self.save(execution)
+                self.sim.save(execution)
         compaction = state["compaction"]
         if compaction is not None:
             source = f"compaction-{compaction['n']}"
@@ -499,18 +515,18 @@ class NexusSimulation:
                     )
                     if isinstance(decision, End):
                         return decision
-                self.compact(execution)
+                self.sim.compact(execution)
                 compaction["stage"] = "post"
-                self.save(execution)
+                self.sim.save(execution)
             if NexusEvent.POST_COMPACT in execution.hooks:
                 decision = self.hook(execution, NexusEvent.POST_COMPACT, source, {})
                 if isinstance(decision, End):
                     return decision
             state.update(compaction=None, compactions=compaction["n"])
-            self.save(execution)
+            self.sim.save(execution)
         if (
             state["requests"] == 0
-            and execution.foreground
+            and execution.kind != "background"
             and not state["turn_started"]
             and NexusEvent.TURN_START in execution.hooks
         ):
@@ -518,10 +534,10 @@ class NexusSimulation:
             if isinstance(decision, End):
                 return decision
             state["turn_started"] = True
-            self.save(execution)
+            self.sim.save(execution)
         return None
 
-    def next_round(self, execution: Execution) -> tuple[ModelTurnSpec, bool] | None:
+    def next_round(self, execution: NexusExecution) -> tuple[ModelTurnSpec, bool] | None:
         """The next scripted model round; once they are used up, the last answer again.
 
         None when the scenario scripts an error for the request after its rounds.
@@ -536,20 +552,35 @@ class NexusSimulation:
         last = model[-1]
         return ModelTurnSpec(say=last.say, tokens=last.tokens), True
 
+    def run_tools(
+        self, execution: NexusExecution, message: dict[str, Any], calls: list[ToolCallSpec]
+    ) -> None:
+        """Run the tools of a message as scripted; each result is a tool message."""
+        for invocation, call in zip(message["tool_invocations"], calls, strict=True):
+            if invocation["status"] != ToolInvocationStatus.PENDING:
+                continue
+            if execution.run is not None:
+                execution.run.check_cancelled()
+            self.sim.finish_tool(execution, invocation, call.status, call.result)
+        self.sim.recorder.save_message(message)
+
+    def mark_candidate(self, execution: NexusExecution, how: str) -> None:
+        """Record what stop did with the candidate answer."""
+        message = self.sim.recorder.by_id.get(str(execution.state.get("candidate")))
+        if message is not None:
+            message["sim"]["stop"] = how
+            self.sim.recorder.save_message(message)
+
     # -- hooks ---------------------------------------------------------------------------------
 
-    def run_id(self, execution: Execution) -> str:
-        """The run of an execution that has hooks (declaring hooks makes it run-backed)."""
-        if execution.run is None:
-            raise AssertionError("an execution with hooks always has a run")
-        return execution.run.id
-
     def hook(
-        self, execution: Execution, event: NexusEvent, source: str, extra: dict[str, Any]
+        self, execution: NexusExecution, event: NexusEvent, source: str, extra: dict[str, Any]
     ) -> dict[str, Any] | End:
         """Run one boundary's hook task; its decision, or how the execution ends."""
         hook = execution.hooks[event]
-        run_id = self.run_id(execution)
+        run_id = execution.run_id
+        if run_id is None:
+            raise AssertionError("an execution with hooks always has a run")
         key = task_key(run_id, event, source)
         task_input = HookTaskInput(
             event=event,
@@ -559,13 +590,13 @@ class NexusSimulation:
             **extra,
         ).to_wire()
         task = schedule_task(
-            self.store,
+            self.sim.store,
             key=key,
             event=event,
             hook=hook,
             task_input=task_input,
             run_id=run_id,
-            sim_id=str(self.sim["id"]),
+            sim_id=str(self.sim.sim["id"]),
             approval_mode=execution.approval_mode,
             tool_only=execution.kind == "tool_only",
             continuations_used=int(execution.state["continuations"]),
@@ -582,20 +613,22 @@ class NexusSimulation:
         decision: dict[str, Any] = task["decision"]
         return decision
 
-    def await_task(self, execution: Execution, task: dict[str, Any]) -> dict[str, Any]:
+    def await_task(self, execution: NexusExecution, task: dict[str, Any]) -> dict[str, Any]:
         """Wait for a worker to finish the task, up to its deadline."""
+        store = self.sim.store
         identity = str(task["id"])
         deadline = parse_timestamp(str(task["deadline"]))
         told = False
         delay = 0.002
         while True:
-            current = self.store.read(HOOKTASK, identity)
+            current = store.read(HOOKTASK, identity)
             if current["status"] in FINISHED:
                 return current
-            self.check_cancelled(execution)
+            if execution.run is not None:
+                execution.run.check_cancelled()
             remaining = (deadline - utcnow()).total_seconds()
             if remaining <= 0:
-                expire_task(self.store, identity)
+                expire_task(store, identity)
                 continue
             if not told and self.notify is not None:
                 self.notify({"kind": "waiting", **current})
@@ -603,13 +636,22 @@ class NexusSimulation:
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, 0.05)
 
-    def record_row(self, execution: Execution, task: dict[str, Any]) -> None:
+    def recorded_rows(self) -> set[tuple[str, int]]:
+        """The (task, attempt) pairs that already have a transcript row."""
+        if self._rows is None:
+            self._rows = set()
+            for message in self.sim.recorder.messages:
+                for content in message.get("content") or []:
+                    hook = (content.get("event") or {}).get("hook") or {}
+                    if hook.get("task_id"):
+                        self._rows.add((str(hook["task_id"]), int(hook.get("attempt") or 1)))
+        return self._rows
+
+    def record_row(self, execution: NexusExecution, task: dict[str, Any]) -> None:
         """One transcript row per finished attempt of a hook task."""
-        for message in self.recorder.messages:
-            for content in message.get("content") or []:
-                hook = (content.get("event") or {}).get("hook") or {}
-                if hook.get("task_id") == task["id"] and hook.get("attempt") == task["attempt"]:
-                    return
+        seen = (str(task["id"]), int(task["attempt"]))
+        if seen in self.recorded_rows():
+            return
         decision = task.get("decision") or {}
         error = task.get("error") or {}
         row: dict[str, Any] = {
@@ -629,7 +671,7 @@ class NexusSimulation:
         if error:
             row["failure"] = error.get("code")
             row["error"] = error.get("message")
-        self.add(
+        self.sim.add_message(
             execution,
             role="event",
             content=[
@@ -640,10 +682,9 @@ class NexusSimulation:
                 }
             ],
         )
+        self.recorded_rows().add(seen)
 
-    # -- ending --------------------------------------------------------------------------------
-
-    def hold(self, execution: Execution, task: dict[str, Any]) -> End:
+    def hold(self, execution: NexusExecution, task: dict[str, Any]) -> End:
         """A failed hook task: the execution waits on an attention hold, never ends silently."""
         error = task.get("error") or {}
         attention = {
@@ -656,14 +697,12 @@ class NexusSimulation:
             "detail": error.get("message"),
             "since": now_iso(),
         }
-        self.transition(
-            execution, state=ATTENTION_HOLD, attention=attention, execution=execution.state
-        )
+        end = self.sim.hold(execution, ChatStatus.WAITING, attention=attention)
         text = (
             f"attention hold: {task['event']} hook task {task['task_key']} failed "
             f"({attention['reason']}): {attention['detail']}"
         )
-        self.add(
+        self.sim.add_message(
             execution,
             role="event",
             content=[
@@ -674,312 +713,4 @@ class NexusSimulation:
                 }
             ],
         )
-        if not execution.standalone and execution.foreground:
-            self.recorder.update_chat(status="waiting")
-        return End.HELD
-
-    def deliver(self, execution: Execution) -> End:
-        """The answer is delivered: the execution completes."""
-        self.transition(execution, state="completed", execution=execution.state)
-        self.release_chat(execution)
-        return End.COMPLETED
-
-    def fail(self, execution: Execution, error: str) -> End:
-        """The model request failed: the execution fails (it never reaches stop)."""
-        run_id = execution.run.id if execution.run else None
-        self.add(
-            execution,
-            role="event",
-            content=[
-                run_event(
-                    run_id,
-                    kind="run_failed",
-                    state="failed",
-                    reason=error,
-                    text=f"run failed: {error}",
-                )
-            ],
-        )
-        self.transition(execution, state="failed", error=error, execution=execution.state)
-        self.release_chat(execution)
-        return End.FAILED
-
-    def release_chat(self, execution: Execution) -> None:
-        """The conversation is idle again once its foreground execution ends."""
-        if execution.standalone or not execution.foreground:
-            return
-        self.recorder.update_chat(status="idle", active_run_id=None)
-
-    def transition(self, target: Execution, /, **changes: Any) -> None:
-        """Change the run, unless it was stopped meanwhile (then Cancelled)."""
-        if target.run is None:
-            return
-        changes["updated_at"] = now_iso()
-
-        def apply(run: dict[str, Any]) -> dict[str, Any]:
-            if run["state"] == "canceled":
-                raise Cancelled
-            run.update(changes)
-            return run
-
-        target.run.data = self.store.update("run", target.run.id, apply)
-
-    def save(self, execution: Execution) -> None:
-        """Persist where the execution is, so a retry goes on from there."""
-        self.transition(execution, execution=execution.state)
-
-    def check_cancelled(self, execution: Execution) -> None:
-        """Raise Cancelled when ``belt sim stop`` stopped the run from another process."""
-        if execution.run is None:
-            return
-        current = self.store.read("run", execution.run.id)
-        if current["state"] == "canceled":
-            execution.run.data = current
-            raise Cancelled
-
-    # -- messages, tools and context -----------------------------------------------------------
-
-    def add(
-        self,
-        execution: Execution,
-        *,
-        role: str,
-        content: list[dict[str, Any]],
-        tool_invocations: list[dict[str, Any]] | None = None,
-        message_id: str | None = None,
-        **sim: Any,
-    ) -> dict[str, Any]:
-        """Record a message of this execution."""
-        fields: dict[str, Any] = {}
-        if tool_invocations is not None:
-            fields["tool_invocations"] = tool_invocations
-        sim = {"execution": execution.turn_index, "kind": execution.kind, **sim}
-        if execution.standalone:
-            sim["standalone"] = True
-        return self.recorder.add_message(
-            role=role,
-            run_id=execution.run.id if execution.run else None,
-            content=content,
-            sim=sim,
-            message_id=message_id,
-            **fields,
-        )
-
-    def invocations(self, calls: list[ToolCallSpec], message_id: str = "") -> list[dict[str, Any]]:
-        """Pending ToolInvocationDTOs for ``calls``."""
-        return [
-            {
-                "id": new_id("ti"),
-                "chat_message_id": message_id or None,
-                "tool_invocation_id": new_id("call"),
-                "function": {"name": call.name, "arguments": call.arguments},
-                "status": "pending",
-                "result": None,
-            }
-            for call in calls
-        ]
-
-    def add_answer(
-        self, execution: Execution, spec: ModelTurnSpec, repeated: bool
-    ) -> dict[str, Any]:
-        """The model's output for one request."""
-        tokens, size = self.context(execution)
-        message_id = new_id("msg")
-        say = spec.say or ""
-        own_tokens = spec.tokens if spec.tokens is not None else estimate_tokens(say)
-        extra: dict[str, Any] = {"repeated": True} if repeated else {}
-        return self.add(
-            execution,
-            role="assistant",
-            message_id=message_id,
-            content=[{"type": "text", "text": say}] if say else [],
-            tool_invocations=self.invocations(spec.tool_calls, message_id),
-            request=execution.state["requests"] + 1,
-            tokens=own_tokens,
-            bytes=utf8_size(say),
-            context_tokens=tokens + own_tokens,
-            context_bytes=size + utf8_size(say),
-            **extra,
-        )
-
-    def run_tools(
-        self, execution: Execution, message: dict[str, Any], calls: list[ToolCallSpec]
-    ) -> None:
-        """Run the tools of a message; each result is a tool message."""
-        for invocation, call in zip(message["tool_invocations"], calls, strict=True):
-            self.check_cancelled(execution)
-            invocation["chat_message_id"] = message["id"]
-            invocation["status"] = call.status
-            invocation["result"] = call.result
-            self.recorder.save_message(message)
-            self.add(
-                execution,
-                role="tool",
-                content=[{"type": "text", "text": call.result}],
-                tool_call_id=invocation["tool_invocation_id"],
-                tokens=estimate_tokens(call.result),
-                bytes=utf8_size(call.result),
-            )
-
-    def mark_candidate(self, execution: Execution, how: str) -> None:
-        """Record what stop did with the candidate answer."""
-        candidate = execution.state.get("candidate")
-        for message in self.recorder.messages:
-            if message["id"] == candidate:
-                message["sim"]["stop"] = how
-                self.recorder.save_message(message)
-
-    def in_context(self, message: dict[str, Any], execution: Execution) -> bool:
-        """True when the message is part of what the execution's next request sees."""
-        sim = message.get("sim") or {}
-        if message["role"] not in CONTEXT_ROLES or sim.get("retired") or "replaced_by" in sim:
-            return False
-        if execution.standalone:
-            return bool(sim.get("execution") == execution.turn_index)
-        return not sim.get("standalone")
-
-    def context(self, execution: Execution) -> tuple[int, int]:
-        """The size of the context the next request sees: (tokens, bytes)."""
-        tokens = size = 0
-        for message in self.recorder.messages:
-            if self.in_context(message, execution):
-                tokens += int(message["sim"].get("tokens", 0))
-                size += int(message["sim"].get("bytes", 0))
-        return tokens, size
-
-    def retirable(self, execution: Execution) -> list[dict[str, Any]]:
-        """What a compaction would retire: the context but the execution's input."""
-        return [
-            m
-            for m in self.recorder.messages
-            if self.in_context(m, execution) and m["id"] != execution.input_message_id
-        ]
-
-    def compaction_plan(self, execution: Execution, *, mid_turn: bool) -> dict[str, Any] | None:
-        """The pre_compact fields when a compaction will actually happen, else None."""
-        agent = self.scenario.agent
-        tokens, size = self.context(execution)
-        token_limit = int(agent.context_window * agent.compact_at)
-        byte_limit = int(agent.context_bytes * agent.compact_at) if agent.context_bytes else None
-        over_tokens = tokens > token_limit
-        over_bytes = byte_limit is not None and size > byte_limit
-        if not (over_tokens or over_bytes) or not self.retirable(execution):
-            return None
-        if not mid_turn:
-            return {}
-        extra: dict[str, Any] = {
-            "compaction_trigger": "token_limit" if over_tokens else "byte_limit",
-            "overshoot_bytes": max(0, size - byte_limit) if byte_limit is not None else 0,
-        }
-        if over_tokens:
-            extra["overshoot_tokens"] = tokens - token_limit
-        return extra
-
-    def compact(self, execution: Execution) -> None:
-        """Retire the context but the input, and put a compaction marker in its place."""
-        retire = self.retirable(execution)
-        if not retire:
-            return
-        tokens = size = 0
-        for message in retire:
-            message["sim"]["retired"] = True
-            tokens += int(message["sim"].get("tokens", 0))
-            size += int(message["sim"].get("bytes", 0))
-            self.recorder.save_message(message)
-        summary = f"Summary of {len(retire)} earlier messages ({tokens} tokens, {size} bytes)."
-        self.add(
-            execution,
-            role="compaction",
-            content=[{"type": "text", "text": summary}],
-            compaction_meta={"compacted_up_to_order": max(m["order"] for m in retire)},
-            tokens=estimate_tokens(summary),
-            bytes=utf8_size(summary),
-            retired_tokens=tokens,
-            retired_bytes=size,
-        )
-
-
-def start(
-    store: Store,
-    loaded: LoadedNexusScenario,
-    *,
-    worker: Worker | None = None,
-    notify: Notify | None = None,
-) -> tuple[dict[str, Any], list[str]]:
-    """Create and run a Nexus simulation; returns the simulation record and the runs executed."""
-    store = store.without_fsync()
-    sim = create_simulation(store, loaded)
-    simulation = NexusSimulation(store, sim, worker=worker, notify=notify)
-    runs = simulation.run()
-    return simulation.sim, runs
-
-
-def resume(
-    store: Store,
-    run_id: str,
-    *,
-    worker: Worker | None = None,
-    notify: Notify | None = None,
-) -> tuple[dict[str, Any], list[str]]:
-    """Retry the failed hook task of a run on an attention hold, and go on."""
-    store = store.without_fsync()
-    run = store.get("run", run_id)
-    if run is None:
-        raise NotFound(f"no run {run_id}", hint="list simulated runs with `belt sim list`")
-    simulation = NexusSimulation(
-        store, store.read("sim", run["sim_id"]), worker=worker, notify=notify
-    )
-    runs = simulation.resume(run_id)
-    return simulation.sim, runs
-
-
-def stop_run(store: Store, run_id: str, *, force: bool = False) -> dict[str, Any]:
-    """End a Nexus run without stop: its pending hook tasks are cancelled; it never resumes."""
-    run = store.read("run", run_id)
-    state = run["state"]
-    if state in TERMINAL_STATES:
-        raise Conflict(f"run {run_id} is already {state}")
-    if state == "working" and not force:
-        raise Conflict(
-            f"run {run_id} is working",
-            hint="a simulation process may be running it; `belt sim stop --force` bypasses stop "
-            "and cancels its pending hook tasks",
-        )
-    how = "force-stopped" if force else "stopped"
-
-    # The run is cancelled before its tasks, so a simulation waiting on one of them stops
-    # without ever applying a late result.
-    run = store.merge(
-        "run", run_id, {"state": "canceled", "error": f"{how} by user", "updated_at": now_iso()}
-    )
-    cancelled = cancel_run_tasks(store, run_id, f"the run was {how} by the user")
-    keys = [t["task_key"] for t in cancelled]
-
-    run = store.merge("run", run_id, {"stopped": {"forced": force, "cancelled_tasks": keys}})
-    text = f"run {how} by user; stop bypassed"
-    if cancelled:
-        text += f"; cancelled {len(cancelled)} pending hook task(s): {', '.join(keys)}"
-    chat_id = str(store.read("sim", run["sim_id"])["chat_id"])
-    recorder = Recorder(store, chat_id)
-    recorder.add_message(
-        role="event",
-        run_id=run_id,
-        content=[
-            run_event(
-                run_id, kind="run_ended", state="canceled", reason=f"{how} by user", text=text
-            )
-        ],
-        sim={"execution": run.get("turn_index"), "kind": run.get("kind")},
-    )
-    if recorder.chat.get("active_run_id") == run_id:
-        recorder.update_chat(status="idle", active_run_id=None)
-
-    def mark(sim: dict[str, Any]) -> dict[str, Any]:
-        sim["status"] = "canceled"
-        for entry in sim.get("executions") or []:
-            if entry.get("run_id") == run_id:
-                entry["state"] = "canceled"
-        return sim
-
-    store.update("sim", str(run["sim_id"]), mark)
-    return run
+        return end

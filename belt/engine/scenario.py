@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -82,6 +82,7 @@ class LoadedScenario:
     scenario: Scenario
     hooks: list[LifecycleHookConfig]
     hooks_file: str | None = None
+    dialect: ClassVar[str] = "platform"
 
 
 def unreachable_turns(scenario: Scenario) -> list[str]:
@@ -315,6 +316,7 @@ class LoadedNexusScenario:
     scenario: NexusScenario
     profile: dict[str, Any] | None
     hooks_file: str | None = None
+    dialect: ClassVar[str] = "nexus"
 
 
 def nexus_turn_problems(scenario: NexusScenario) -> list[str]:
@@ -415,3 +417,8 @@ def estimate_tokens(text: str | None) -> int:
 
 
 SAFE_ID = re.compile(ID_PATTERN)
+
+
+def utf8_size(text: str | None) -> int:
+    """The size of a text in bytes of UTF-8."""
+    return len(text.encode("utf-8")) if text else 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from belt.interrupts import create_interrupt
+from belt.records.interrupts import create_interrupt
 from belt.store import Store
 from belt.wire.platform import LifecycleHookConfig
 

@@ -5,42 +5,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from belt.engine.record import new_id, now_iso
+from belt.records.chats import create_chat
+from belt.records.messages import Recorder
 from belt.store import Store
+from belt.wire.enums import ChatStatus
 
 
 def start_task(store: Store, *, agent_ref: str, payload: dict[str, Any]) -> str:
     """Create a chat of ``agent_ref`` whose first user message is the payload; return its id."""
-    chat_id = new_id("ch")
-    stamp = now_iso()
-    store.create(
-        "chat",
-        chat_id,
-        {
-            "id": chat_id,
-            "status": "busy",
-            "agent_id": agent_ref,
-            "agent_data": {"disable_hooks": False},
-            "parent_id": None,
-            "created_at": stamp,
-            "updated_at": stamp,
-            "origin": {"hook_event": payload.get("event"), "run_id": payload.get("run_id")},
-        },
+    chat = create_chat(
+        store,
+        agent_id=agent_ref,
+        status=ChatStatus.BUSY,
+        origin={"hook_event": payload.get("event"), "run_id": payload.get("run_id")},
     )
-    message_id = new_id("msg")
-    store.write(
-        "message",
-        message_id,
-        {
-            "id": message_id,
-            "chat_id": chat_id,
-            "agent_run_id": None,
-            "order": 0,
-            "status": "ready",
-            "role": "user",
-            "content": [{"type": "text", "text": json.dumps(payload, ensure_ascii=False)}],
-            "created_at": stamp,
-        },
+    Recorder(store, chat["id"]).add_message(
+        role="user",
+        run_id=None,
+        content=[{"type": "text", "text": json.dumps(payload, ensure_ascii=False)}],
     )
-    store.link("chat-messages", chat_id, message_id)
-    return chat_id
+    return str(chat["id"])

@@ -377,7 +377,7 @@ class PlatformApi:
 
     async def list_interrupts(self, request: Request) -> Response:
         """GET /agent-runs/{run_id}/interrupts (``?status=pending`` keeps the pending ones)."""
-        from belt.interrupts import list_interrupts
+        from belt.records.interrupts import list_interrupts
 
         status = request.query_params.get("status")
         try:
@@ -392,7 +392,7 @@ class PlatformApi:
 
     async def resolve(self, request: Request) -> Response:
         """POST /interrupts/{id}/resolve with ``{"decision": "allow"|"deny", "data": ...}``."""
-        from belt.interrupts import resolve_interrupt
+        from belt.records.interrupts import resolve_interrupt
 
         interrupt_id = request.path_params["interrupt_id"]
         try:
@@ -423,7 +423,7 @@ class PlatformApi:
 
     async def chat_settings(self, request: Request) -> Response:
         """POST /chats/{chat_id}/settings with ``{"disable_hooks": bool}``."""
-        from belt.chats import set_chat_settings
+        from belt.records.chats import set_chat_settings
 
         chat_id = request.path_params["chat_id"]
         try:
@@ -444,7 +444,7 @@ class PlatformApi:
 
     async def sweep_once(self) -> list[dict[str, Any]]:
         """Settle overdue gates with their default resolution."""
-        from belt.interrupts import sweep
+        from belt.records.interrupts import sweep
 
         settled: list[dict[str, Any]] = await self._call(sweep)
         if settled and self.report is not None:

@@ -16,13 +16,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from belt.errors import BeltError, InvalidInput
+from belt.records.profile import PROFILE_PATH, read_profile, write_profile
 from belt.server.app import Problem, Reporter, belt_problem, read_body
 from belt.store.clock import timestamp, utcnow
 
 if TYPE_CHECKING:
     from belt.store import Store
-
-PROFILE_PATH = "/agent_api/v1/profile/configuration"
 
 
 def declaration_response(record: dict[str, Any]) -> Response:
@@ -43,15 +42,11 @@ class ProfileApi:
 
     async def get(self, request: Request) -> Response:
         """GET: the stored declaration (``{}`` until one is PUT)."""
-        from belt.engine.profile import read_profile
-
         record = await run_in_threadpool(read_profile, self.store)
         return declaration_response(record)
 
     async def put(self, request: Request) -> Response:
         """PUT: check and store a whole declaration, replacing the previous one."""
-        from belt.engine.profile import write_profile
-
         try:
             body = await read_body(request)
             try:

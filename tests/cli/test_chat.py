@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from belt.chats import hooks_disabled
+from belt.records.chats import hooks_disabled
 from belt.store import open_store
 from tests.cli.runner import belt
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from belt.interrupts import DTO_FIELDS, create_interrupt, resolve_interrupt
+from belt.records.interrupts import DTO_FIELDS, create_interrupt, resolve_interrupt
 from belt.store import open_store
 from tests.cli.runner import belt
 

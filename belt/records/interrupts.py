@@ -14,16 +14,16 @@ independent of the size of the store:
 from __future__ import annotations
 
 import json
-import secrets
-import string
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from belt.errors import Conflict, InvalidInput, NotFound
+from belt.records.ids import new_id
 from belt.store import Store, check_id, open_store
 from belt.store.clock import epoch_ms, parse_timestamp, timestamp, utcnow
+from belt.wire.enums import InterruptStatus
 
 INTERRUPT = "interrupt"
 RUN_INTERRUPTS = "run-interrupts"
@@ -50,12 +50,11 @@ DTO_FIELDS = (
 """The InterruptDTO fields, in wire order (a test holds this equal to ``belt.wire``)."""
 
 RESOLUTIONS = ("allow", "deny")
-_ALPHABET = string.ascii_lowercase + string.digits
 
 
-def new_id(prefix: str) -> str:
-    """A fresh random id such as ``int_k2m9x0q4h7c1v8b5n3t6``."""
-    return f"{prefix}_" + "".join(secrets.choice(_ALPHABET) for _ in range(20))
+def on_expiry(record: dict[str, Any]) -> str:
+    """How a stored interrupt is settled when it expires: its default resolution, else deny."""
+    return str(record.get("default_resolution") or "deny")
 
 
 def to_dto(record: dict[str, Any]) -> dict[str, Any]:
@@ -173,7 +172,7 @@ def create_interrupt(
         "source": f"hook:{event}",
         "resource_id": resource_id,
         "resource_type": "tool_invocation" if event == "agent.tool_call" else "hook_event",
-        "status": "pending",
+        "status": InterruptStatus.PENDING.value,
         "resolution": None,
         "resolved_at": None,
         "resolved_data": None,
@@ -219,7 +218,7 @@ def list_interrupts(
         record = store.get(INTERRUPT, interrupt_id)
         if record is None:
             continue  # linked by a creator that did not finish
-        if include_settled or record.get("status") == "pending":
+        if include_settled or record.get("status") == InterruptStatus.PENDING:
             records.append(record)
     records.sort(key=lambda record: str(record.get("created_at")))
     return [to_dto(record) for record in records]
@@ -256,10 +255,10 @@ def resolve_interrupt(
     stamp = timestamp(now or utcnow())
 
     def resolve(record: dict[str, Any]) -> dict[str, Any]:
-        if record.get("status") != "pending":
+        if record.get("status") != InterruptStatus.PENDING:
             raise _not_pending(record)
         record.update(
-            status="resolved",
+            status=InterruptStatus.RESOLVED.value,
             resolution=decision,
             resolved_at=stamp,
             resolved_data=data,
@@ -282,9 +281,9 @@ def cancel_interrupt(
     stamp = timestamp(now or utcnow())
 
     def cancel(record: dict[str, Any]) -> dict[str, Any]:
-        if record.get("status") != "pending":
+        if record.get("status") != InterruptStatus.PENDING:
             raise _not_pending(record)
-        record.update(status="cancelled", resolved_at=stamp, updated_at=stamp)
+        record.update(status=InterruptStatus.CANCELLED.value, resolved_at=stamp, updated_at=stamp)
         return record
 
     try:
@@ -311,14 +310,14 @@ def sweep(*, store: Store | None = None, now: datetime | None = None) -> list[di
     damaged: list[str] = []
 
     def expire(record: dict[str, Any]) -> dict[str, Any]:
-        if record.get("status") != "pending":
+        if record.get("status") != InterruptStatus.PENDING:
             raise _Skip
         expires_at = record.get("expires_at")
         if not expires_at or parse_timestamp(expires_at) > moment:
             raise _Skip
         record.update(
-            status="expired",
-            resolution=record.get("default_resolution") or "deny",
+            status=InterruptStatus.EXPIRED.value,
+            resolution=on_expiry(record),
             resolved_at=stamp,
             updated_at=stamp,
         )
@@ -334,7 +333,7 @@ def sweep(*, store: Store | None = None, now: datetime | None = None) -> list[di
             settled.append(to_dto(_settle(store, interrupt_id, expire)))
         except _Skip:
             record = store.get(INTERRUPT, interrupt_id)
-            if record is not None and record.get("status") != "pending":
+            if record is not None and record.get("status") != InterruptStatus.PENDING:
                 store.untag(PENDING, marker)
         except NotFound:
             store.untag(PENDING, marker)  # a creator died before writing the object

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 PROFILE = "profile"
 PROFILE_ID = "configuration"
+PROFILE_PATH = "/agent_api/v1/profile/configuration"
+"""The route of the profile API that reads and replaces the whole declaration."""
 
 
 def read_profile(store: Store) -> dict[str, Any]:

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from belt.errors import BeltError, Conflict, UsageError
+from belt.errors import BeltError, Conflict
 from belt.store.clock import parse_timestamp, timestamp, utcnow
+from belt.text import short
 from belt.wire.nexus import NexusEvent, NexusHook
 from belt.wire.validate import check_decision, describe
 
@@ -73,12 +73,6 @@ def task_key(run_id: str, event: NexusEvent | str, source: str) -> str:
 def task_id(key: str) -> str:
     """The store id of the task with ``key`` (a key holds ``:``, which ids may not)."""
     return "ht_" + hashlib.sha256(key.encode()).hexdigest()[:24]
-
-
-def short(text: str, limit: int = DETAIL_MAX) -> str:
-    """``text`` on one line, cut to ``limit`` characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _deadline_passed(task: Mapping[str, Any]) -> bool:
@@ -288,9 +282,9 @@ def complete_task(
         if outcome.timed_out or _deadline_passed(task):
             return _fail(task, Failure.TIMEOUT, f"the tool did not finish within {timeout} ms")
         if outcome.failure is not None:
-            return _fail(task, Failure.TOOL_FAILED, short(outcome.failure))
+            return _fail(task, Failure.TOOL_FAILED, short(outcome.failure, DETAIL_MAX))
         if outcome.invalid is not None:
-            return _fail(task, Failure.INVALID_DECISION, short(outcome.invalid))
+            return _fail(task, Failure.INVALID_DECISION, short(outcome.invalid, DETAIL_MAX))
         task["result"] = _stored_result(outcome.result)
         problems, decision = check_result(outcome.result, str(task["event"]))
         if decision is None:
@@ -400,181 +394,6 @@ def outcome_of(task: Mapping[str, Any]) -> str:
     return str(status)
 
 
-# -- targets: how a worker runs a tool ---------------------------------------------------------
-
-
-@dataclass
-class Target:
-    """One tool a worker serves: ``cmd:COMMAND``, ``py:MODULE:FUNC`` or an http(s) URL."""
-
-    name: str
-    kind: str
-    spec: str
-    func: Callable[..., Any] | None = None
-
-    @property
-    def label(self) -> str:
-        """How the target is shown: its kind, and a URL by host only."""
-        if self.kind == "http":
-            from belt.effects import url_host
-
-            return f"http {url_host(self.spec)}"
-        return f"{self.kind} {self.spec}"
-
-    def call(self, task_input: dict[str, Any], timeout: float) -> ToolOutcome:
-        """Run the tool on ``task_input`` within ``timeout`` seconds; failures are returned."""
-        if self.kind == "cmd":
-            return run_command(self.spec, task_input, timeout)
-        if self.kind == "http":
-            return post_input(self.spec, task_input, timeout)
-        return call_function(self.func, task_input)
-
-
-def parse_tool(spec: str) -> Target:
-    """Parse ``NAME=TARGET``; a malformed one is a usage error (exit 2)."""
-    name, sep, target = spec.partition("=")
-    name = name.strip()
-    shape = "NAME=TARGET, TARGET being cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL"
-    if not sep or not name or not target:
-        raise UsageError(f"--tool {spec!r}: expected {shape}")
-    if target.startswith("cmd:"):
-        command = target[len("cmd:") :].strip()
-        if not command:
-            raise UsageError(f"--tool {spec!r}: cmd: needs a command")
-        return Target(name, "cmd", command)
-    if target.startswith("py:"):
-        from belt.server.deciders import load_handler
-
-        ref = target[len("py:") :]
-        try:
-            func = load_handler(ref)
-        except UsageError:
-            raise UsageError(f"--tool {spec!r}: py: needs MODULE:FUNC") from None
-        except BeltError as exc:
-            exc.message = exc.message.replace("--handler", f"--tool {name}", 1)
-            exc.args = (exc.message,)
-            raise
-        return Target(name, "py", ref, func)
-    if target.startswith(("http://", "https://")):
-        from belt.wire.validate import check_webhook_url
-
-        reason = check_webhook_url(target)
-        if reason:
-            raise UsageError(f"--tool {name}: the URL {reason}")
-        return Target(name, "http", target)
-    raise UsageError(f"--tool {spec!r}: expected {shape}")
-
-
-def parse_tools(specs: Iterable[str]) -> dict[str, Target]:
-    """Parse every ``--tool NAME=TARGET``; a name given twice is a usage error."""
-    targets: dict[str, Target] = {}
-    for spec in specs:
-        target = parse_tool(spec)
-        if target.name in targets:
-            raise UsageError(f"--tool {target.name} is given twice")
-        targets[target.name] = target
-    return targets
-
-
-def _decode(text: str, where: str) -> ToolOutcome:
-    if not text.strip():
-        return ToolOutcome(invalid=f"{where} is empty; expected the result as JSON")
-    try:
-        return ToolOutcome(result=json.loads(text))
-    except ValueError as exc:
-        return ToolOutcome(invalid=f"{where} is not JSON ({exc}): {short(text, 120)}")
-
-
-def run_command(command: str, task_input: dict[str, Any], timeout: float) -> ToolOutcome:
-    """Run COMMAND with the input as JSON on stdin; its stdout is the result."""
-    import os
-    import shlex
-    import signal
-    import subprocess
-
-    try:
-        args = shlex.split(command)
-    except ValueError as exc:
-        return ToolOutcome(failure=f"cannot parse the command: {exc}")
-    try:
-        process = subprocess.Popen(
-            args,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return ToolOutcome(failure=f"cannot run {args[0] if args else command!r}: {exc.strerror}")
-    data = json.dumps(task_input, ensure_ascii=False).encode()
-    try:
-        stdout, stderr = process.communicate(data, timeout=max(timeout, 0.001))
-    except subprocess.TimeoutExpired:
-        # The whole process group, so a child the script started cannot keep the pipes open.
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.communicate()
-        return ToolOutcome(timed_out=True)
-    except BaseException:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.communicate()
-        raise
-    if process.returncode != 0:
-        tail = short(stderr.decode("utf-8", "replace").strip(), 200) or "no output on stderr"
-        return ToolOutcome(failure=f"the command exited with {process.returncode}: {tail}")
-    return _decode(stdout.decode("utf-8", "replace"), "stdout")
-
-
-def post_input(url: str, task_input: dict[str, Any], timeout: float) -> ToolOutcome:
-    """POST the input to a URL; a 2xx body is the result."""
-    import httpx
-
-    from belt.effects import url_host
-
-    host = url_host(url)
-    try:
-        response = httpx.post(
-            url, json=task_input, timeout=max(timeout, 0.001), follow_redirects=False
-        )
-    except httpx.TimeoutException:
-        return ToolOutcome(timed_out=True)
-    except httpx.HTTPError as exc:
-        return ToolOutcome(failure=f"cannot reach {host}: {type(exc).__name__}")
-    if not response.is_success:
-        return ToolOutcome(failure=f"{host} answered HTTP {response.status_code}")
-    return _decode(response.text, f"the body from {host}")
-
-
-def call_function(func: Callable[..., Any] | None, task_input: dict[str, Any]) -> ToolOutcome:
-    """Call a Python function with the input; what it returns is the result."""
-    import asyncio
-    import inspect
-
-    if func is None:
-        return ToolOutcome(failure="no function to call")
-    try:
-        result = func(task_input)
-        if inspect.isawaitable(result):
-
-            async def wait() -> Any:
-                return await result
-
-            result = asyncio.run(wait())
-    except Exception as exc:
-        return ToolOutcome(failure=f"raised {type(exc).__name__}: {exc}")
-    return ToolOutcome(result=result)
-
-
-# -- the worker ----------------------------------------------------------------------------------
-
-Reporter = Callable[[dict[str, Any]], None]
-
-
 def task_record(task: Mapping[str, Any], *, duration_ms: int | None = None) -> dict[str, Any]:
     """One line's worth of a finished task: event, key, outcome, why, how long."""
     error = task.get("error") or {}
@@ -592,103 +411,3 @@ def task_record(task: Mapping[str, Any], *, duration_ms: int | None = None) -> d
         "feedback": decision.get("feedback"),
         "duration_ms": duration_ms if duration_ms is not None else task.get("duration_ms"),
     }
-
-
-@dataclass
-class Worker:
-    """Claims hook tasks for the tools it serves and completes them."""
-
-    store: Store
-    targets: dict[str, Target]
-    report: Reporter | None = None
-    name: str = ""
-    _skipped: set[str] = field(default_factory=set)
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            import os
-            import socket
-
-            self.name = f"{socket.gethostname()}:{os.getpid()}"
-
-    def serves(self, tool: str) -> bool:
-        """True when this worker has a target for ``tool``."""
-        return tool in self.targets
-
-    def serve_task(self, identity: str) -> dict[str, Any] | None:
-        """Claim one task, run its tool and complete it; None if the claim was lost."""
-        task = claim_task(self.store, identity, worker=self.name)
-        if task is None:
-            return None
-        target = self.targets[str(task["tool"])]
-        remaining = (parse_timestamp(str(task["deadline"])) - utcnow()).total_seconds()
-        started = time.perf_counter()
-        try:
-            outcome = target.call(task["input"], remaining)
-        except KeyboardInterrupt:
-            release_task(self.store, identity, worker=self.name)
-            raise
-        duration_ms = round((time.perf_counter() - started) * 1000)
-        final = complete_task(self.store, identity, outcome, duration_ms=duration_ms)
-        if self.report is not None:
-            self.report(task_record(final, duration_ms=duration_ms))
-        return final
-
-    def serve_pending(self) -> list[dict[str, Any]]:
-        """One pass over the inbox: serve every waiting task of the tools this worker serves."""
-        served = []
-        for identity in self.store.tagged(PENDING_TAG):
-            task = self.store.get(HOOKTASK, identity)
-            if task is None or task["status"] != TaskStatus.PENDING:
-                continue
-            if not self.serves(str(task["tool"])):
-                self._skip(task)
-                continue
-            final = self.serve_task(identity)
-            if final is not None:
-                served.append(final)
-        return served
-
-    def _skip(self, task: Mapping[str, Any]) -> None:
-        if task["id"] in self._skipped or self.report is None:
-            return
-        self._skipped.add(str(task["id"]))
-        self.report(
-            {
-                "kind": "skip",
-                "at": timestamp(utcnow()),
-                "event": task["event"],
-                "task_key": task["task_key"],
-                "tool": task["tool"],
-                "detail": f"this worker does not serve {task['tool']}",
-            }
-        )
-
-    def run(self, *, once: bool = False, poll_interval: float = 0.05) -> int:
-        """Serve the inbox until interrupted (or one pass with ``once``); returns tasks served."""
-        count = 0
-        while True:
-            served = self.serve_pending()
-            count += len(served)
-            if once:
-                return count
-            if not served:
-                time.sleep(poll_interval)
-
-
-def run_worker(
-    *,
-    tools: list[str],
-    once: bool = False,
-    report: Reporter | None = None,
-    on_start: Callable[[Worker], None] | None = None,
-) -> int:
-    """``belt executor run``: serve hook tasks from the store's inbox; returns tasks served."""
-    from belt.store import open_store
-
-    if not tools:
-        raise UsageError("give at least one --tool NAME=TARGET")
-    worker = Worker(open_store(), parse_tools(tools), report)
-    if on_start is not None:
-        on_start(worker)
-    return worker.run(once=once)

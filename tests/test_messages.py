@@ -5,7 +5,8 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from belt.engine.record import Recorder, record_agent_and_chat
+from belt.records.chats import create_chat
+from belt.records.messages import Recorder
 from belt.store import Store
 
 
@@ -17,7 +18,7 @@ def add_from_another_process(root: str, chat_id: str) -> None:
 
 def test_a_writer_sees_messages_another_process_added(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
-    _, chat_id, _ = record_agent_and_chat(store, agent_id=None, agent={}, chat_id=None, chat={})
+    chat_id = create_chat(store, agent_id="ag_1")["id"]
     engine = Recorder(store, chat_id)
     engine.add_message(role="user", run_id=None, content=[{"type": "text", "text": "hi"}])
 

@@ -1,0 +1,35 @@
+"""Options several command groups share, declared once."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+ApiOption = Annotated[
+    str | None,
+    typer.Option(
+        "--api",
+        envvar="BELT_API_URL",
+        metavar="URL",
+        help="Talk to this platform API (or `belt serve`) instead of the local store.",
+    ),
+]
+ApiKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key",
+        metavar="KEY",
+        show_default=False,
+        help="Bearer key for --api (default: $INFSH_API_KEY, else $INFERENCE_API_KEY).",
+    ),
+]
+Executors = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--executor",
+        help="Serve Nexus hook tasks in-process: NAME=TARGET (cmd:COMMAND, py:MODULE:FUNC, URL).",
+        show_default=False,
+    ),
+]

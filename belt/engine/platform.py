@@ -1,0 +1,533 @@
+"""The inference.sh dialect of the simulation driver: webhook, task and gate hooks on events.
+
+One scenario turn is one run. Events fire in the order DESIGN.md fixes: ``agent.start`` (first
+run of a chat), then per model turn ``agent.turn_start`` → model output → ``agent.turn_complete``
+→ per tool call ``agent.tool_call`` → tool runs → ``agent.tool_result`` (async tools only); a run
+ends with ``agent.complete`` or ``agent.error``. Compaction is decided before a model turn.
+
+A run's steps (``execution["next"]``): ``start`` (agent.start), ``turn`` (compaction and
+agent.turn_start, or the end of the run when no model turn is left), ``model`` (the model's
+output and agent.turn_complete), ``tools`` (each tool call), and ``gate``, where a run held at a
+gate goes on once every gate of the run is settled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from belt.effects import DEFAULT_TOOL_DENY_REASON, Outcome, transcript_content, url_host
+from belt.engine.dispatch import Dispatcher, EventResult, executed_record, leaves_transcript_row
+from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, ToolCallSpec
+from belt.engine.simulation import End, Execution, SimStatus, record_simulation
+from belt.errors import BeltError, Conflict, UsageError
+from belt.records.chats import disabled
+from belt.records.ids import now_iso
+from belt.records.interrupts import (
+    cancel_interrupt,
+    list_interrupts,
+    pending_for_run,
+)
+from belt.records.runs import RunRecord
+from belt.wire.enums import (
+    AgentRunState,
+    ChatStatus,
+    InterruptReason,
+    InterruptStatus,
+    ToolInvocationStatus,
+)
+from belt.wire.platform import HookHandlerType, LifecycleHookConfig
+
+if TYPE_CHECKING:
+    from belt.engine.simulation import Simulation
+    from belt.store import Store
+
+
+def stored_hooks(hooks: list[LifecycleHookConfig]) -> list[dict[str, Any]]:
+    """Hooks as the store keeps them: a webhook by its host only, with a digest of its URL."""
+    out = []
+    for hook in hooks:
+        wire = hook.to_wire()
+        if hook.type == HookHandlerType.WEBHOOK and hook.handler:
+            wire["handler"] = url_host(hook.handler)
+            wire["handler_sha256"] = hashlib.sha256(hook.handler.encode()).hexdigest()
+        out.append(wire)
+    return out
+
+
+def reload_hooks(sim: dict[str, Any]) -> list[LifecycleHookConfig]:
+    """The simulation's hooks with their full webhook URLs, read again from its files.
+
+    The store keeps webhooks by host only, so a resumed run reads the URLs back from the
+    scenario (or ``--hooks`` file) and checks they are the ones the simulation started with.
+    """
+    stored = sim["hooks"]
+    if not any("handler_sha256" in hook for hook in stored):
+        return [LifecycleHookConfig.model_validate(hook) for hook in stored]
+    from belt.engine.scenario import load_scenario
+
+    hooks_file = sim.get("hooks_file")
+    try:
+        loaded = load_scenario(sim["source"], hooks_file=hooks_file)
+    except BeltError as exc:
+        raise Conflict(
+            f"cannot read the hooks of this simulation again: {exc.message}",
+            hint="the webhook URLs are read from the scenario on resume; restore the file",
+        ) from None
+    if stored_hooks(loaded.hooks) != stored:
+        raise Conflict(
+            f"the hooks in {hooks_file or sim['source']} changed since the simulation started",
+            hint="restore them, or start a new simulation with `belt sim run`",
+        )
+    return loaded.hooks
+
+
+class PlatformLoop:
+    """The inference.sh dialect: what each step of a run does."""
+
+    name: ClassVar[str] = "platform"
+    held_state: ClassVar[str] = AgentRunState.INPUT_REQUIRED.value
+    held_status: ClassVar[SimStatus] = SimStatus.HELD
+    stop_hint: ClassVar[str] = (
+        "a simulation process may be running it; `belt sim stop --force` cancels it"
+    )
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.scenario = Scenario.model_validate(sim.scenario_doc)
+        options = sim.options
+        loaded = options.loaded
+        hooks = loaded.hooks if isinstance(loaded, LoadedScenario) else reload_hooks(sim.sim)
+        self.dispatcher = Dispatcher(
+            sim.store, hooks, bool(sim.sim.get("fail_closed")), options.transport
+        )
+
+    @classmethod
+    def check_options(cls, *, executors: bool, fail_closed: bool) -> None:
+        """Executors serve Nexus hook tasks only."""
+        if executors:
+            raise UsageError(
+                "--executor serves Nexus hook tasks; this scenario is in the platform dialect",
+                hint='a Nexus scenario starts with dialect = "nexus"',
+            )
+
+    @classmethod
+    def create(cls, store: Store, loaded: LoadedScenario, *, fail_closed: bool) -> dict[str, Any]:
+        """Record a new simulation of a platform scenario; return its record."""
+        scenario = loaded.scenario
+        hooks = stored_hooks(loaded.hooks)
+        agent = scenario.agent
+        return record_simulation(
+            store,
+            dialect=cls.name,
+            source=loaded.source,
+            hooks_file=loaded.hooks_file,
+            name=agent.name,
+            agent_id=agent.id,
+            agent={
+                "hooks": hooks,
+                "context_window": agent.context_window,
+                "compact_at": agent.compact_at,
+            },
+            chat_id=scenario.chat.id,
+            disable_hooks=scenario.chat.disable_hooks,
+            scenario=scenario.model_dump(mode="json", by_alias=True, exclude={"agent": {"hooks"}}),
+            hooks=hooks,
+            fail_closed=fail_closed,
+        )
+
+    # -- the driver's protocol ---------------------------------------------------------------
+
+    def begin(self, index: int) -> Execution:
+        """Record the user's message and start its run."""
+        recorder = self.sim.recorder
+        run_count = int(recorder.chat.get("run_count", 0))
+        run = self.sim.create_run(
+            index, {"next": "start", "model": 0, "first": run_count == 0, "input": None}
+        )
+        execution = Execution(index, run, run.data["execution"])
+        user = self.scenario.turns[index].user
+        message = self.sim.add_message(
+            execution, role="user", content=[{"type": "text", "text": user}], text=user
+        )
+        execution.input_message_id = execution.state["input"] = message["id"]
+        recorder.update_chat(
+            status=ChatStatus.BUSY.value, run_count=run_count + 1, active_run_id=run.id
+        )
+        return execution
+
+    def step(self, execution: Execution) -> End | None:
+        """Take the run's next step."""
+        step = execution.state["next"]
+        if step == "start":
+            return self.start(execution)
+        if step == "turn":
+            return self.turn(execution)
+        if step == "model":
+            return self.model(execution)
+        if step == "tools":
+            return self.tools(execution)
+        return self.after_gate(execution)
+
+    def resumable(self, run: RunRecord) -> Execution:
+        """A run held at gates goes on once every one of its interrupts is settled."""
+        if run.state != AgentRunState.INPUT_REQUIRED:
+            raise Conflict(f"run {run.id} is {run.state}, not waiting at a gate")
+        pending = pending_for_run(store=self.sim.store, run_id=run.id)
+        if pending:
+            ids = ", ".join(i["id"] for i in pending)
+            raise Conflict(
+                f"run {run.id} still has {len(pending)} pending interrupt(s): {ids}",
+                hint=f"resolve them first: belt interrupt resolve {pending[0]['id']} allow|deny",
+            )
+        state = dict(run.data["execution"])
+        return Execution(int(run.data["turn_index"]), run, state, input_message_id=state["input"])
+
+    def resume_fields(self) -> dict[str, Any]:
+        """A run going on after its gates is no longer interrupted."""
+        return {"interrupt_reason": None}
+
+    def ended(self, execution: Execution, end: End) -> None:
+        """Nothing to record beyond the run itself."""
+
+    def close(self) -> None:
+        """Close the dispatcher's HTTP client."""
+        self.dispatcher.close()
+
+    @classmethod
+    def run_fields(cls) -> tuple[str, ...]:
+        """A platform run's DTO has no fields beyond the wire's."""
+        return ()
+
+    @classmethod
+    def run_tags(cls, run: dict[str, Any]) -> dict[str, Any]:
+        """Platform messages carry no execution tags."""
+        return {}
+
+    @classmethod
+    def cancel_pending(
+        cls, store: Store, sim: dict[str, Any], run: dict[str, Any], how: str
+    ) -> tuple[str, dict[str, Any]]:
+        """Cancel the stopped run's pending gates."""
+        for interrupt in pending_for_run(store=store, run_id=str(run["id"])):
+            cancel_interrupt(store=store, interrupt_id=interrupt["id"])
+        return f"run {how} by user", {}
+
+    @classmethod
+    def mark_ended(cls, store: Store, sim: dict[str, Any], run_id: str | None, end: End) -> None:
+        """The run record says it all."""
+
+    @classmethod
+    def report_extras(
+        cls, store: Store, sim: dict[str, Any], runs: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """A platform report has nothing beyond the common parts."""
+        return {}
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def models(self, execution: Execution) -> list[ModelTurnSpec]:
+        """The scripted model turns of the execution's scenario turn."""
+        return self.scenario.turns[execution.turn_index].model
+
+    def start(self, execution: Execution) -> End | None:
+        """``agent.start`` on the first run of a chat."""
+        execution.state["next"] = "turn"
+        if not execution.state["first"]:
+            return None
+        result = self.fire(execution, "agent.start")
+        if result.outcome == Outcome.SUSPEND:
+            return self.hold_at(execution, "start", result)
+        if result.outcome == Outcome.BLOCK_TURN:
+            return self.fail(execution, f"turn blocked: {result.reason or ''}")
+        return None
+
+    def turn(self, execution: Execution) -> End | None:
+        """Before a model turn: compaction and ``agent.turn_start``; or the end of the run."""
+        turn = self.scenario.turns[execution.turn_index]
+        if execution.state["model"] >= len(turn.model) and turn.error is None:
+            return self.complete(execution)
+        self.maybe_compact(execution)
+        result = self.fire(execution, "agent.turn_start")
+        if result.outcome == Outcome.SUSPEND:
+            return self.hold_at(execution, "turn_start", result)
+        if result.outcome == Outcome.BLOCK_TURN:
+            return self.fail(execution, f"turn blocked: {result.reason or ''}")
+        execution.state["next"] = "model"
+        return None
+
+    def model(self, execution: Execution) -> End | None:
+        """The model's output, ``agent.turn_complete``, then its tool calls (if any)."""
+        models = self.models(execution)
+        index = int(execution.state["model"])
+        if index >= len(models):
+            return self.fail(execution, str(self.scenario.turns[execution.turn_index].error))
+        spec = models[index]
+        context = self.sim.ledger.context(execution.scope)
+        injections = list(context.injections)
+        message = self.sim.add_answer(
+            execution,
+            say=spec.say,
+            tokens=spec.tokens,
+            calls=spec.tool_calls,
+            model_index=index,
+            injections=injections,
+        )
+        self.consume_injections(injections)
+        recorder = self.sim.recorder
+        recorder.update_chat(turn_count=int(recorder.chat.get("turn_count", 0)) + 1)
+        self.fire(execution, "agent.turn_complete")
+        if not spec.tool_calls:
+            return self.complete(execution)
+        execution.state.update(next="tools", message_id=message["id"], tool=0)
+        self.sim.save(execution)
+        return None
+
+    def tools(self, execution: Execution) -> End | None:
+        """Each tool call through ``agent.tool_call``: run, skipped on deny, or held at a gate."""
+        state = execution.state
+        message = self.sim.recorder.by_id[str(state["message_id"])]
+        spec = self.models(execution)[int(state["model"])]
+        calls = list(zip(message["tool_invocations"], spec.tool_calls, strict=True))
+        for position in range(int(state.get("tool", 0)), len(calls)):
+            invocation, call = calls[position]
+            if invocation["status"] != ToolInvocationStatus.PENDING:
+                continue  # settled before the process that ran it was stopped
+            if execution.run is not None:
+                execution.run.check_cancelled()
+            result = self.fire(
+                execution,
+                "agent.tool_call",
+                {"tool": call.name, "arguments": call.arguments},
+                resource_id=str(invocation["id"]),
+            )
+            if result.outcome == Outcome.SUSPEND:
+                invocation["status"] = ToolInvocationStatus.AWAITING_APPROVAL.value
+            elif result.outcome == Outcome.SKIP_TOOL:
+                reason = result.reason or DEFAULT_TOOL_DENY_REASON
+                self.sim.finish_tool(execution, invocation, ToolInvocationStatus.FAILED, reason)
+            else:
+                self.run_tool(execution, invocation, call)
+            state["tool"] = position + 1
+        self.sim.recorder.save_message(message)
+        held = [
+            i
+            for i in message["tool_invocations"]
+            if i["status"] == ToolInvocationStatus.AWAITING_APPROVAL
+        ]
+        if held:
+            pending = pending_for_run(store=self.sim.store, run_id=str(execution.run_id))
+            state.update(next="gate", gate="tools")
+            return self.sim.hold(
+                execution,
+                ChatStatus.AWAITING_INPUT,
+                interrupt_reason=InterruptReason.HOOK_GATE.value,
+                interrupt_tool_id=held[0]["id"],
+                interrupt_meta=pending[0]["meta"] if pending else None,
+            )
+        state.update(next="turn", model=int(state["model"]) + 1, tool=0)
+        self.sim.save(execution)
+        return None
+
+    def after_gate(self, execution: Execution) -> End | None:
+        """Every gate of the run is settled: act on the resolutions."""
+        state = execution.state
+        if state["gate"] == "tools":
+            self.settle_tool_gates(execution)
+            state.update(next="turn", model=int(state["model"]) + 1, tool=0, gate=None)
+            self.sim.save(execution)
+            return None
+        resolution, why = self.gate_resolution(execution)
+        if resolution != "allow":
+            return self.fail(execution, f"turn blocked: {why}")
+        state.update(next="turn" if state["gate"] == "start" else "model", gate=None)
+        return None
+
+    # -- tools and gates ------------------------------------------------------------------------
+
+    def run_tool(
+        self, execution: Execution, invocation: dict[str, Any], call: ToolCallSpec
+    ) -> None:
+        """Invoke a tool: it completes as scripted; an async one then fires agent.tool_result."""
+        self.sim.finish_tool(execution, invocation, call.status, call.result)
+        if call.async_:
+            self.fire(
+                execution,
+                "agent.tool_result",
+                {"tool": call.name, "status": call.status, "result": call.result},
+            )
+
+    def settle_tool_gates(self, execution: Execution) -> None:
+        """After a tool gate: invoke the allowed tools, reject the denied ones."""
+        state = execution.state
+        message = self.sim.recorder.by_id[str(state["message_id"])]
+        spec = self.models(execution)[int(state["model"])]
+        by_resource = {
+            i["resource_id"]: i
+            for i in list_interrupts(
+                store=self.sim.store, run_id=str(execution.run_id), include_settled=True
+            )
+        }
+        for invocation, call in zip(message["tool_invocations"], spec.tool_calls, strict=True):
+            if invocation["status"] != ToolInvocationStatus.AWAITING_APPROVAL:
+                continue
+            interrupt = by_resource.get(invocation["id"])
+            resolution = interrupt.get("resolution") if interrupt else None
+            if resolution == "allow":
+                self.run_tool(execution, invocation, call)
+                continue
+            expired = interrupt is not None and interrupt["status"] == InterruptStatus.EXPIRED
+            gate = interrupt["id"] if interrupt else "gate"
+            reason = f"rejected: {'expired' if expired else 'denied'} at gate {gate}"
+            self.sim.finish_tool(execution, invocation, ToolInvocationStatus.FAILED, reason)
+        self.sim.recorder.save_message(message)
+
+    def gate_resolution(self, execution: Execution) -> tuple[str, str]:
+        """The resolution of the turn-level gate a run waited at, and why."""
+        interrupts = list_interrupts(
+            store=self.sim.store, run_id=str(execution.run_id), include_settled=True
+        )
+        latest = interrupts[-1] if interrupts else None
+        if latest is None:
+            return "deny", "gate interrupt missing"
+        how = latest["status"]
+        resolution = str(latest.get("resolution") or "deny")
+        return resolution, f"{resolution} at gate {latest['id']} ({how})"
+
+    def hold_at(self, execution: Execution, gate: str, result: EventResult) -> End:
+        """Stop at a turn-level gate: the run waits in ``input_required``."""
+        interrupt = result.decisive.interrupt if result.decisive else None
+        execution.state.update(next="gate", gate=gate)
+        return self.sim.hold(
+            execution,
+            ChatStatus.AWAITING_INPUT,
+            interrupt_reason=InterruptReason.HOOK_GATE.value,
+            interrupt_tool_id=None,
+            interrupt_meta=interrupt["meta"] if interrupt else None,
+        )
+
+    # -- the end of a run --------------------------------------------------------------------
+
+    def fail(self, execution: Execution, error: str) -> End:
+        """``agent.error`` fires, then the run fails."""
+        self.fire(execution, "agent.error", {"error": error})
+        return self.sim.fail(execution, error)
+
+    def complete(self, execution: Execution) -> End:
+        """``agent.complete`` fires, then the run completes."""
+        self.fire(execution, "agent.complete")
+        return self.sim.complete(execution)
+
+    # -- events, injections and compaction ----------------------------------------------------
+
+    def fire(
+        self,
+        execution: Execution,
+        event: str,
+        data: dict[str, Any] | None = None,
+        *,
+        resource_id: str | None = None,
+    ) -> EventResult:
+        """Fire ``event`` at the agent's hooks and put every handler run on the record."""
+        recorder = self.sim.recorder
+        payload: dict[str, Any] = {
+            "event": event,
+            "timestamp": now_iso(),
+            "agent_id": self.sim.agent_id,
+            "chat_id": recorder.chat_id,
+            "run_id": execution.run_id,
+            "turn_count": int(recorder.chat.get("turn_count", 0)),
+        }
+        if data is not None:
+            payload["data"] = data
+        if not self.dispatcher.hooks_for(event) or disabled(recorder.refresh_chat()):
+            return EventResult(event, payload)
+        result = self.dispatcher.fire(event, payload, resource_id=resource_id)
+        run = execution.run
+        for hook_run in result.runs:
+            if run is not None:
+                run.log(executed_record(event, hook_run, payload))
+            if leaves_transcript_row(hook_run):
+                hook = hook_run.chat_hook_event(event)
+                self.sim.add_message(execution, role="event", content=[transcript_content(hook)])
+            if hook_run.injected and hook_run.response is not None:
+                source = url_host(str(hook_run.hook.handler))
+                if hook_run.response.inject is not None:
+                    inject = hook_run.response.inject
+                    self.add_injection(
+                        execution,
+                        inject.content,
+                        role=inject.role,
+                        ttl_turns=inject.ttl_turns or 0,
+                        dedup_key=inject.dedup_key,
+                        items=inject.items,
+                        source=source,
+                    )
+                if hook_run.response.system:
+                    self.add_injection(
+                        execution,
+                        hook_run.response.system,
+                        role="system",
+                        ttl_turns=0,
+                        dedup_key=f"system:{source}",
+                        items=None,
+                        source=source,
+                    )
+        return result
+
+    def add_injection(
+        self,
+        execution: Execution,
+        content: str,
+        *,
+        role: str | None,
+        ttl_turns: int,
+        dedup_key: str | None,
+        items: list[str] | None,
+        source: str,
+    ) -> None:
+        """Record an injection; one with the same ``dedup_key`` replaces the older one."""
+        if dedup_key:
+            context = self.sim.ledger.context(execution.scope)
+            for message in list(context.injections.values()):
+                if message["sim"].get("injection", {}).get("dedup_key") == dedup_key:
+                    self.sim.leave_context(message, active=False, ended="replaced")
+        self.sim.add_message(
+            execution,
+            role="injection",
+            content=[{"type": "text", "text": content}],
+            text=content,
+            active=True,
+            remaining=ttl_turns or None,
+            injection={
+                "role": role,
+                "ttl_turns": ttl_turns,
+                "dedup_key": dedup_key,
+                "items": items,
+                "source": source,
+            },
+        )
+
+    def consume_injections(self, ids: list[str]) -> None:
+        """Count one model turn against each injection's ``ttl_turns``."""
+        recorder = self.sim.recorder
+        for message_id in ids:
+            message = recorder.by_id.get(message_id)
+            if message is None or message["sim"].get("remaining") is None:
+                continue
+            remaining = int(message["sim"]["remaining"]) - 1
+            if remaining <= 0:
+                self.sim.leave_context(message, remaining=0, active=False, ended="ttl")
+            else:
+                message["sim"]["remaining"] = remaining
+                recorder.save_message(message)
+
+    def maybe_compact(self, execution: Execution) -> None:
+        """Compact the context before a model turn when it is above the threshold."""
+        if self.sim.over_limit(execution) is None:
+            return
+        result = self.fire(execution, "agent.pre_compact")
+        if result.outcome == Outcome.SKIP_COMPACTION:
+            return
+        self.sim.compact(execution)
+        self.fire(execution, "agent.post_compact")

@@ -1,0 +1,568 @@
+"""The simulation driver: one turn loop, one way to hold, cancel, finish and resume, both dialects.
+
+A simulation is a scripted chat with one agent. Each scenario turn is one run (a platform run, or
+a Nexus execution). The driver owns the simulation's record, the chat's transcript and context
+ledger, the turn loop and the end of each run; a dialect (``belt.engine.platform``,
+``belt.engine.nexus``) decides what each step of a run does. A run's progress is persisted as one
+state shape, ``execution`` on the run record, whose ``next`` names the step to take next, so a run
+held at a gate, on an attention hold, or interrupted by a killed process goes on from there.
+
+Every change to a run goes through a cancel-safe transition: once ``belt sim stop`` cancels a run,
+nothing the simulation does afterwards (a hook that answers late, a tool that finishes) can bring
+it back, and the loop stops at its next step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from belt.engine.ledger import CHAT_SCOPE, Ledger
+from belt.engine.scenario import ToolCallSpec, estimate_tokens, utf8_size
+from belt.errors import Conflict, NotFound
+from belt.records.chats import create_chat
+from belt.records.ids import new_id, now_iso
+from belt.records.messages import Recorder, run_event
+from belt.records.runs import RUN, Cancelled, RunRecord, cancel_run
+from belt.wire.enums import AgentRunState, ChatStatus, ToolInvocationStatus
+
+if TYPE_CHECKING:
+    import httpx
+
+    from belt.executor.worker import Worker
+    from belt.store import Store
+
+SIM = "sim"
+SCENARIO = "scenario"
+AGENT = "agent"
+
+Notify = Callable[[dict[str, Any]], None]
+
+
+class End(StrEnum):
+    """How driving a run stopped."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    HELD = "held"
+    CANCELED = "canceled"
+
+
+class SimStatus(StrEnum):
+    """Where a simulation is: running, waiting on a held run, stopped, or done."""
+
+    RUNNING = "running"
+    HELD = "held"
+    ATTENTION = "attention"
+    CANCELED = "canceled"
+    FINISHED = "finished"
+
+
+@dataclass
+class Options:
+    """What a caller lends a simulation: handlers reached in-process and a live reporter."""
+
+    loaded: Any = None
+    transport: httpx.BaseTransport | None = None
+    worker: Worker | None = None
+    notify: Notify | None = None
+
+
+@dataclass
+class Execution:
+    """One turn's run as the driver sees it: its record (if run-backed) and where it is."""
+
+    turn_index: int
+    run: RunRecord | None
+    state: dict[str, Any]
+    scope: str = CHAT_SCOPE
+    input_message_id: str | None = None
+    occupies_chat: bool = True
+    tags: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str | None:
+        """The run's id, or None for an execution that is not run-backed."""
+        return self.run.id if self.run is not None else None
+
+
+class Dialect(Protocol):
+    """What the driver asks of a dialect; one instance serves one simulation."""
+
+    name: ClassVar[str]
+    held_state: ClassVar[str]
+    held_status: ClassVar[SimStatus]
+    stop_hint: ClassVar[str]
+
+    def __init__(self, sim: Simulation) -> None:
+        """Serve the simulation ``sim``."""
+
+    def begin(self, index: int) -> Execution:
+        """Start scenario turn ``index``: record its input and create its run."""
+
+    def step(self, execution: Execution) -> End | None:
+        """Take the step ``execution.state["next"]``; an End when the run stops."""
+
+    def resumable(self, run: RunRecord) -> Execution:
+        """The execution of a held run, to go on; Conflict when it cannot go on yet."""
+
+    def resume_fields(self) -> dict[str, Any]:
+        """Run fields cleared when a held run goes on."""
+
+    def ended(self, execution: Execution, end: End) -> None:
+        """Bookkeeping of the dialect when a run stops (ends, holds or is cancelled)."""
+
+    def close(self) -> None:
+        """Release what the dialect holds (HTTP clients)."""
+
+    @classmethod
+    def check_options(cls, *, executors: bool, fail_closed: bool) -> None:
+        """Refuse, as a usage error, what the caller lends that this dialect cannot use."""
+
+    @classmethod
+    def create(cls, store: Store, loaded: Any, *, fail_closed: bool) -> dict[str, Any]:
+        """Record a new simulation of a loaded scenario of this dialect; return its record."""
+
+    @classmethod
+    def run_fields(cls) -> tuple[str, ...]:
+        """The fields a run of this dialect adds to its AgentRunDTO in reports."""
+
+    @classmethod
+    def run_tags(cls, run: dict[str, Any]) -> dict[str, Any]:
+        """The ``sim`` tags of a message that belongs to ``run``."""
+
+    @classmethod
+    def cancel_pending(
+        cls, store: Store, sim: dict[str, Any], run: dict[str, Any], how: str
+    ) -> tuple[str, dict[str, Any]]:
+        """Cancel a stopped run's pending work; returns its transcript text and fields to keep."""
+
+    @classmethod
+    def mark_ended(cls, store: Store, sim: dict[str, Any], run_id: str | None, end: End) -> None:
+        """Record on the simulation how one of its runs stopped."""
+
+    @classmethod
+    def report_extras(
+        cls, store: Store, sim: dict[str, Any], runs: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """What a report of this dialect adds (``simulation`` keys are merged in)."""
+
+
+def invocations(calls: list[ToolCallSpec], message_id: str | None) -> list[dict[str, Any]]:
+    """Pending ToolInvocationDTOs for the tool calls of one assistant message."""
+    return [
+        {
+            "id": new_id("ti"),
+            "chat_message_id": message_id,
+            "tool_invocation_id": new_id("call"),
+            "function": {"name": call.name, "arguments": call.arguments},
+            "status": ToolInvocationStatus.PENDING.value,
+            "result": None,
+        }
+        for call in calls
+    ]
+
+
+def record_simulation(
+    store: Store,
+    *,
+    dialect: str,
+    source: str,
+    hooks_file: str | None,
+    name: str,
+    agent_id: str | None,
+    agent: dict[str, Any],
+    chat_id: str | None,
+    scenario: dict[str, Any],
+    disable_hooks: bool = False,
+    **fields: Any,
+) -> dict[str, Any]:
+    """Write a new simulation: its agent, its fresh chat, its scenario; return its record."""
+    stamp = now_iso()
+    agent_id = agent_id or new_id("ag")
+    store.write(AGENT, agent_id, {"id": agent_id, "name": name, **agent, "updated_at": stamp})
+    sim_id = new_id("sim")
+    chat = create_chat(
+        store,
+        agent_id=agent_id,
+        chat_id=chat_id,
+        disable_hooks=disable_hooks,
+        sim_id=sim_id,
+        dialect=dialect,
+    )
+    # The scenario is written once, apart from the record that changes on every turn.
+    store.create(SCENARIO, sim_id, scenario)
+    sim = {
+        "id": sim_id,
+        "dialect": dialect,
+        "source": str(Path(source).resolve()),
+        "hooks_file": str(Path(hooks_file).resolve()) if hooks_file else None,
+        "name": name,
+        "agent_id": agent_id,
+        "chat_id": chat["id"],
+        "next_turn": 0,
+        "status": SimStatus.RUNNING.value,
+        "created_at": stamp,
+        **fields,
+    }
+    store.create(SIM, sim_id, sim)
+    return sim
+
+
+def sim_of_run(store: Store, run_id: str) -> dict[str, Any]:
+    """The simulation a run belongs to; an unknown run exits 3."""
+    from belt.store import check_id
+
+    run = store.get(RUN, check_id(run_id, what="run id"))
+    if run is None or "sim_id" not in run:
+        raise NotFound(f"no simulated run {run_id}", hint="list runs with `belt sim list`")
+    return store.read(SIM, str(run["sim_id"]))
+
+
+class Simulation:
+    """Drives one simulation's runs, writing everything to the store as it happens."""
+
+    def __init__(
+        self,
+        store: Store,
+        sim: dict[str, Any],
+        dialect: type[Dialect],
+        options: Options | None = None,
+    ) -> None:
+        self.store = store
+        self.sim = sim
+        self.options = options or Options()
+        self.scenario_doc: dict[str, Any] = store.read(SCENARIO, str(sim["id"]))
+        self.recorder = Recorder(store, str(sim["chat_id"]))
+        self.ledger = Ledger(self.recorder.messages)
+        self.agent_id = str(sim["agent_id"])
+        self.dialect: Dialect = dialect(self)
+
+    # -- the turn loop -------------------------------------------------------------------------
+
+    def run(self) -> list[str]:
+        """Run the scenario's remaining turns; returns the ids of the runs executed."""
+        executed: list[str] = []
+        try:
+            while int(self.sim["next_turn"]) < self.turn_count():
+                index = int(self.sim["next_turn"])
+                self.update_sim(next_turn=index + 1)
+                execution = self.dialect.begin(index)
+                if execution.run is not None:
+                    executed.append(execution.run.id)
+                if self.stopped(self.drive(execution)):
+                    return executed
+            self.update_sim(status=SimStatus.FINISHED.value)
+            return executed
+        finally:
+            self.dialect.close()
+
+    def resume(self, run_id: str) -> list[str]:
+        """Continue a held run once what held it is settled, then the remaining turns."""
+        try:
+            run = RunRecord.read(self.store, run_id)
+            execution = self.dialect.resumable(run)
+            try:
+                self.transition(
+                    execution, state=AgentRunState.WORKING.value, **self.dialect.resume_fields()
+                )
+            except Cancelled:
+                raise Conflict(f"run {run_id} was stopped") from None
+            self.update_sim(status=SimStatus.RUNNING.value)
+            self.claim_chat(execution)
+            if self.stopped(self.drive(execution)):
+                return [run_id]
+        finally:
+            self.dialect.close()
+        return [run_id, *self.run()]
+
+    def turn_count(self) -> int:
+        """How many turns the scenario scripts."""
+        return len(self.scenario_doc.get("turns") or [])
+
+    def drive(self, execution: Execution) -> End:
+        """Take steps until the run ends, holds or is cancelled."""
+        try:
+            while True:
+                if execution.run is not None:
+                    execution.run.check_cancelled()
+                end = self.dialect.step(execution)
+                if end is not None:
+                    break
+        except Cancelled:
+            end = End.CANCELED
+        self.dialect.ended(execution, end)
+        return end
+
+    def stopped(self, end: End) -> bool:
+        """Record a held or cancelled run on the simulation; True when the loop must stop."""
+        if end == End.HELD:
+            self.update_sim(status=self.dialect.held_status.value)
+            return True
+        if end == End.CANCELED:
+            self.update_sim(status=SimStatus.CANCELED.value)
+            return True
+        return False
+
+    def update_sim(self, **changes: Any) -> None:
+        """Persist changes to the simulation record."""
+        self.sim = self.store.merge(SIM, self.sim["id"], changes)
+
+    # -- the run record ------------------------------------------------------------------------
+
+    def create_run(
+        self, index: int, state: dict[str, Any], *, standalone: bool = False, **fields: Any
+    ) -> RunRecord:
+        """A new working run of this simulation (of no chat when ``standalone``) in ``state``."""
+        return RunRecord.create(
+            self.store,
+            sim_id=str(self.sim["id"]),
+            agent_id=self.agent_id,
+            chat_id=None if standalone else self.recorder.chat_id,
+            turn_index=index,
+            execution=state,
+            **fields,
+        )
+
+    def transition(self, execution: Execution, /, **changes: Any) -> None:
+        """Change the run, unless it was stopped meanwhile (then Cancelled)."""
+        if execution.run is not None:
+            execution.run.transition(**changes)
+
+    def save(self, execution: Execution) -> None:
+        """Persist where the execution is, so a resumed or retried run goes on from there."""
+        self.transition(execution, execution=execution.state)
+
+    def hold(self, execution: Execution, chat_status: ChatStatus, **fields: Any) -> End:
+        """The run waits for something outside (a gate, a retried hook): it holds."""
+        self.transition(
+            execution, state=self.dialect.held_state, execution=execution.state, **fields
+        )
+        if execution.occupies_chat:
+            self.recorder.update_chat(status=chat_status.value)
+        return End.HELD
+
+    def complete(self, execution: Execution) -> End:
+        """The run ends successfully."""
+        self.transition(execution, state=AgentRunState.COMPLETED.value, execution=execution.state)
+        self.release_chat(execution)
+        return End.COMPLETED
+
+    def fail(self, execution: Execution, error: str) -> End:
+        """The run fails: the chat records why."""
+        self.add_message(
+            execution,
+            role="event",
+            content=[
+                run_event(
+                    execution.run_id,
+                    kind="run_failed",
+                    state=AgentRunState.FAILED.value,
+                    reason=error,
+                    text=f"run failed: {error}",
+                )
+            ],
+        )
+        self.transition(
+            execution, state=AgentRunState.FAILED.value, error=error, execution=execution.state
+        )
+        self.release_chat(execution)
+        return End.FAILED
+
+    def claim_chat(self, execution: Execution) -> None:
+        """The chat is busy with this run."""
+        if execution.occupies_chat:
+            self.recorder.update_chat(status=ChatStatus.BUSY.value, active_run_id=execution.run_id)
+
+    def release_chat(self, execution: Execution) -> None:
+        """The chat is idle again once the run that occupied it ends."""
+        if execution.occupies_chat:
+            self.recorder.update_chat(status=ChatStatus.IDLE.value, active_run_id=None)
+
+    # -- messages and the context --------------------------------------------------------------
+
+    def add_message(
+        self,
+        execution: Execution,
+        *,
+        role: str,
+        content: list[dict[str, Any]],
+        text: str | None = None,
+        tokens: int | None = None,
+        message_id: str | None = None,
+        fields: dict[str, Any] | None = None,
+        status: str = "ready",
+        **sim: Any,
+    ) -> dict[str, Any]:
+        """Record a message of ``execution``; ``text`` sizes it in tokens and bytes."""
+        if text is not None:
+            sim["tokens"] = estimate_tokens(text) if tokens is None else tokens
+            sim["bytes"] = utf8_size(text)
+        message = self.recorder.add_message(
+            role=role,
+            run_id=execution.run_id,
+            content=content,
+            status=status,
+            sim={**execution.tags, **sim},
+            message_id=message_id,
+            **(fields or {}),
+        )
+        self.ledger.add(message)
+        return message
+
+    def leave_context(self, message: dict[str, Any], **flags: Any) -> None:
+        """Take a message out of the context (and mark why); save it."""
+        self.ledger.leave(message, **flags)
+        self.recorder.save_message(message)
+
+    def over_limit(self, execution: Execution) -> dict[str, Any] | None:
+        """When the context is above its compaction threshold and a compaction would retire
+        something: the trigger and overshoot (``compaction_trigger``, ``overshoot_*``)."""
+        agent = self.scenario_doc.get("agent") or {}
+        compact_at = float(agent.get("compact_at", 0.8))
+        context = self.ledger.context(execution.scope)
+        token_limit = int(int(agent.get("context_window", 128_000)) * compact_at)
+        byte_window = agent.get("context_bytes")
+        byte_limit = int(int(byte_window) * compact_at) if byte_window else None
+        over_tokens = context.tokens > token_limit
+        over_bytes = byte_limit is not None and context.bytes > byte_limit
+        if not (over_tokens or over_bytes):
+            return None
+        if not self.ledger.has_retirable(execution.scope, execution.input_message_id):
+            return None
+        extra: dict[str, Any] = {
+            "compaction_trigger": "token_limit" if over_tokens else "byte_limit",
+            "overshoot_bytes": max(0, context.bytes - byte_limit) if byte_limit else 0,
+        }
+        if over_tokens:
+            extra["overshoot_tokens"] = context.tokens - token_limit
+        return extra
+
+    def compact(self, execution: Execution) -> None:
+        """Retire the context but the run's input, and put a compaction marker in its place."""
+        retire = self.ledger.retirable(execution.scope, execution.input_message_id)
+        if not retire:
+            return
+        tokens = size = 0
+        for message in retire:
+            tokens += int(message["sim"].get("tokens", 0))
+            size += int(message["sim"].get("bytes", 0))
+            self.leave_context(message, retired=True)
+        summary = f"Summary of {len(retire)} earlier messages ({tokens} tokens, {size} bytes)."
+        self.add_message(
+            execution,
+            role="compaction",
+            content=[{"type": "text", "text": summary}],
+            text=summary,
+            fields={"compaction_meta": {"compacted_up_to_order": max(m["order"] for m in retire)}},
+            retired_tokens=tokens,
+            retired_bytes=size,
+        )
+
+    # -- tools ---------------------------------------------------------------------------------
+
+    def add_answer(
+        self,
+        execution: Execution,
+        *,
+        say: str | None,
+        tokens: int | None,
+        calls: list[ToolCallSpec],
+        **sim: Any,
+    ) -> dict[str, Any]:
+        """The model's output for one request: its text and its pending tool invocations."""
+        context = self.ledger.context(execution.scope)
+        text = say or ""
+        own = estimate_tokens(text) if tokens is None else tokens
+        message_id = new_id("msg")
+        return self.add_message(
+            execution,
+            role="assistant",
+            message_id=message_id,
+            content=[{"type": "text", "text": text}] if text else [],
+            text=text,
+            tokens=own,
+            fields={"tool_invocations": invocations(calls, message_id)},
+            context_tokens=context.tokens + own,
+            context_bytes=context.bytes + utf8_size(text),
+            **sim,
+        )
+
+    def finish_tool(
+        self, execution: Execution, invocation: dict[str, Any], status: str, result: str
+    ) -> None:
+        """Complete a tool invocation: its result is a tool message.
+
+        The assistant message that holds the invocation is saved once its tool calls are all
+        settled (``save_message``), not after each one, so a model turn's cost does not grow with
+        the square of its tool calls; until then the tool messages are the durable record.
+        """
+        invocation["status"] = status
+        invocation["result"] = result
+        self.add_message(
+            execution,
+            role="tool",
+            content=[{"type": "text", "text": result}],
+            text=result,
+            fields={"tool_call_id": invocation["tool_invocation_id"]},
+            status="ready" if status == ToolInvocationStatus.COMPLETED else "failed",
+        )
+
+
+def stop_run(
+    store: Store, sim: dict[str, Any], dialect: type[Dialect], run_id: str, *, force: bool
+) -> dict[str, Any]:
+    """Cancel a run: its pending gates or hook tasks are cancelled and it will not resume."""
+    from belt.records.runs import run_dto
+
+    how = "force-stopped" if force else "stopped"
+    # The run is cancelled before its pending work, so a simulation waiting on that work stops
+    # without ever applying a late result.
+    run = cancel_run(store, run_id, force=force, how=how, hint=dialect.stop_hint)
+    text, kept = dialect.cancel_pending(store, sim, run, how)
+    run = store.merge(RUN, run_id, {**kept, "updated_at": now_iso()})
+    recorder = Recorder(store, str(sim["chat_id"]))
+    for message in recorder.messages:
+        if message.get("agent_run_id") != run_id:
+            continue
+        open_calls = [
+            invocation
+            for invocation in message.get("tool_invocations") or []
+            if invocation["status"] in OPEN_TOOL_STATES
+        ]
+        for invocation in open_calls:
+            invocation["status"] = ToolInvocationStatus.CANCELLED.value
+        if open_calls:
+            recorder.save_message(message)
+    recorder.add_message(
+        role="event",
+        run_id=run_id,
+        content=[
+            run_event(
+                run_id,
+                kind="run_ended",
+                state=AgentRunState.CANCELED.value,
+                reason=f"{how} by user",
+                text=text,
+            )
+        ],
+        sim=dialect.run_tags(run),
+    )
+    if recorder.chat.get("active_run_id") == run_id:
+        recorder.update_chat(status=ChatStatus.IDLE.value, active_run_id=None)
+    store.merge(SIM, str(sim["id"]), {"status": SimStatus.CANCELED.value})
+    dialect.mark_ended(store, sim, run_id, End.CANCELED)
+    return run_dto(run, dialect.run_fields())
+
+
+OPEN_TOOL_STATES = frozenset(
+    {
+        ToolInvocationStatus.PENDING,
+        ToolInvocationStatus.IN_PROGRESS,
+        ToolInvocationStatus.AWAITING_APPROVAL,
+        ToolInvocationStatus.AWAITING_INPUT,
+    }
+)

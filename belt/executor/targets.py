@@ -1,0 +1,183 @@
+"""How an executor runs a tool: ``cmd:COMMAND``, ``py:MODULE:FUNC`` or an http(s) URL.
+
+Each target is given the hook task's input and a deadline, and returns a ToolOutcome; a failure
+of the tool is an outcome, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from belt.effects import url_host
+from belt.errors import UsageError
+from belt.executor.inbox import ToolOutcome
+from belt.loader import load_callable
+from belt.text import short
+from belt.wire.validate import check_webhook_url
+
+if TYPE_CHECKING:
+    import httpx
+
+
+@dataclass
+class Target:
+    """One tool a worker serves: ``cmd:COMMAND``, ``py:MODULE:FUNC`` or an http(s) URL."""
+
+    name: str
+    kind: str
+    spec: str
+    func: Callable[..., Any] | None = None
+    transport: httpx.BaseTransport | None = None
+
+    @property
+    def label(self) -> str:
+        """How the target is shown: its kind, and a URL by host only."""
+        if self.kind == "http":
+            return f"http {url_host(self.spec)}"
+        return f"{self.kind} {self.spec}"
+
+    def call(self, task_input: dict[str, Any], timeout: float) -> ToolOutcome:
+        """Run the tool on ``task_input`` within ``timeout`` seconds; failures are returned."""
+        if self.kind == "cmd":
+            return run_command(self.spec, task_input, timeout)
+        if self.kind == "http":
+            return post_input(self.spec, task_input, timeout, transport=self.transport)
+        return call_function(self.func, task_input)
+
+
+def parse_tool(spec: str) -> Target:
+    """Parse ``NAME=TARGET``; a malformed one is a usage error (exit 2)."""
+    name, sep, target = spec.partition("=")
+    name = name.strip()
+    shape = "NAME=TARGET, TARGET being cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL"
+    if not sep or not name or not target:
+        raise UsageError(f"--tool {spec!r}: expected {shape}")
+    if target.startswith("cmd:"):
+        command = target[len("cmd:") :].strip()
+        if not command:
+            raise UsageError(f"--tool {spec!r}: cmd: needs a command")
+        return Target(name, "cmd", command)
+    if target.startswith("py:"):
+        ref = target[len("py:") :]
+        try:
+            func = load_callable(ref, option=f"--tool {name}")
+        except UsageError:
+            raise UsageError(f"--tool {spec!r}: py: needs MODULE:FUNC") from None
+        return Target(name, "py", ref, func)
+    if target.startswith(("http://", "https://")):
+        reason = check_webhook_url(target)
+        if reason:
+            raise UsageError(f"--tool {name}: the URL {reason}")
+        return Target(name, "http", target)
+    raise UsageError(f"--tool {spec!r}: expected {shape}")
+
+
+def parse_tools(specs: Iterable[str]) -> dict[str, Target]:
+    """Parse every ``--tool NAME=TARGET``; a name given twice is a usage error."""
+    targets: dict[str, Target] = {}
+    for spec in specs:
+        target = parse_tool(spec)
+        if target.name in targets:
+            raise UsageError(f"--tool {target.name} is given twice")
+        targets[target.name] = target
+    return targets
+
+
+def _decode(text: str, where: str) -> ToolOutcome:
+    if not text.strip():
+        return ToolOutcome(invalid=f"{where} is empty; expected the result as JSON")
+    try:
+        return ToolOutcome(result=json.loads(text))
+    except ValueError as exc:
+        return ToolOutcome(invalid=f"{where} is not JSON ({exc}): {short(text, 120)}")
+
+
+def run_command(command: str, task_input: dict[str, Any], timeout: float) -> ToolOutcome:
+    """Run COMMAND with the input as JSON on stdin; its stdout is the result."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+
+    try:
+        args = shlex.split(command)
+    except ValueError as exc:
+        return ToolOutcome(failure=f"cannot parse the command: {exc}")
+    try:
+        process = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return ToolOutcome(failure=f"cannot run {args[0] if args else command!r}: {exc.strerror}")
+    data = json.dumps(task_input, ensure_ascii=False).encode()
+    try:
+        stdout, stderr = process.communicate(data, timeout=max(timeout, 0.001))
+    except subprocess.TimeoutExpired:
+        # The whole process group, so a child the script started cannot keep the pipes open.
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.communicate()
+        return ToolOutcome(timed_out=True)
+    except BaseException:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.communicate()
+        raise
+    if process.returncode != 0:
+        tail = short(stderr.decode("utf-8", "replace").strip(), 200) or "no output on stderr"
+        return ToolOutcome(failure=f"the command exited with {process.returncode}: {tail}")
+    return _decode(stdout.decode("utf-8", "replace"), "stdout")
+
+
+def post_input(
+    url: str,
+    task_input: dict[str, Any],
+    timeout: float,
+    *,
+    transport: httpx.BaseTransport | None = None,
+) -> ToolOutcome:
+    """POST the input to a URL; a 2xx body is the result."""
+    import httpx
+
+    host = url_host(url)
+    try:
+        with httpx.Client(transport=transport, follow_redirects=False) as client:
+            response = client.post(url, json=task_input, timeout=max(timeout, 0.001))
+    except httpx.TimeoutException:
+        return ToolOutcome(timed_out=True)
+    except httpx.HTTPError as exc:
+        return ToolOutcome(failure=f"cannot reach {host}: {type(exc).__name__}")
+    if not response.is_success:
+        return ToolOutcome(failure=f"{host} answered HTTP {response.status_code}")
+    return _decode(response.text, f"the body from {host}")
+
+
+def call_function(func: Callable[..., Any] | None, task_input: dict[str, Any]) -> ToolOutcome:
+    """Call a Python function with the input; what it returns is the result."""
+    import asyncio
+    import inspect
+
+    if func is None:
+        return ToolOutcome(failure="no function to call")
+    try:
+        result = func(task_input)
+        if inspect.isawaitable(result):
+
+            async def wait() -> Any:
+                return await result
+
+            result = asyncio.run(wait())
+    except Exception as exc:
+        return ToolOutcome(failure=f"raised {type(exc).__name__}: {exc}")
+    return ToolOutcome(result=result)

@@ -1,0 +1,127 @@
+"""The executor worker: claims hook tasks for the tools it serves, runs them, completes them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from belt.errors import UsageError
+from belt.executor.inbox import (
+    HOOKTASK,
+    PENDING_TAG,
+    TaskStatus,
+    claim_task,
+    complete_task,
+    release_task,
+    task_record,
+)
+from belt.executor.targets import Target, parse_tools
+from belt.store.clock import parse_timestamp, timestamp, utcnow
+
+if TYPE_CHECKING:
+    from belt.store import Store
+
+
+Reporter = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class Worker:
+    """Claims hook tasks for the tools it serves and completes them."""
+
+    store: Store
+    targets: dict[str, Target]
+    report: Reporter | None = None
+    name: str = ""
+    _skipped: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            import os
+            import socket
+
+            self.name = f"{socket.gethostname()}:{os.getpid()}"
+
+    def serves(self, tool: str) -> bool:
+        """True when this worker has a target for ``tool``."""
+        return tool in self.targets
+
+    def serve_task(self, identity: str) -> dict[str, Any] | None:
+        """Claim one task, run its tool and complete it; None if the claim was lost."""
+        task = claim_task(self.store, identity, worker=self.name)
+        if task is None:
+            return None
+        target = self.targets[str(task["tool"])]
+        remaining = (parse_timestamp(str(task["deadline"])) - utcnow()).total_seconds()
+        started = time.perf_counter()
+        try:
+            outcome = target.call(task["input"], remaining)
+        except KeyboardInterrupt:
+            release_task(self.store, identity, worker=self.name)
+            raise
+        duration_ms = round((time.perf_counter() - started) * 1000)
+        final = complete_task(self.store, identity, outcome, duration_ms=duration_ms)
+        if self.report is not None:
+            self.report(task_record(final, duration_ms=duration_ms))
+        return final
+
+    def serve_pending(self) -> list[dict[str, Any]]:
+        """One pass over the inbox: serve every waiting task of the tools this worker serves."""
+        served = []
+        for identity in self.store.tagged(PENDING_TAG):
+            task = self.store.get(HOOKTASK, identity)
+            if task is None or task["status"] != TaskStatus.PENDING:
+                continue
+            if not self.serves(str(task["tool"])):
+                self._skip(task)
+                continue
+            final = self.serve_task(identity)
+            if final is not None:
+                served.append(final)
+        return served
+
+    def _skip(self, task: Mapping[str, Any]) -> None:
+        if task["id"] in self._skipped or self.report is None:
+            return
+        self._skipped.add(str(task["id"]))
+        self.report(
+            {
+                "kind": "skip",
+                "at": timestamp(utcnow()),
+                "event": task["event"],
+                "task_key": task["task_key"],
+                "tool": task["tool"],
+                "detail": f"this worker does not serve {task['tool']}",
+            }
+        )
+
+    def run(self, *, once: bool = False, poll_interval: float = 0.05) -> int:
+        """Serve the inbox until interrupted (or one pass with ``once``); returns tasks served."""
+        count = 0
+        while True:
+            served = self.serve_pending()
+            count += len(served)
+            if once:
+                return count
+            if not served:
+                time.sleep(poll_interval)
+
+
+def run_worker(
+    *,
+    tools: list[str],
+    once: bool = False,
+    report: Reporter | None = None,
+    on_start: Callable[[Worker], None] | None = None,
+) -> int:
+    """``belt executor run``: serve hook tasks from the store's inbox; returns tasks served."""
+    from belt.store import open_store
+
+    if not tools:
+        raise UsageError("give at least one --tool NAME=TARGET")
+    worker = Worker(open_store(), parse_tools(tools), report)
+    if on_start is not None:
+        on_start(worker)
+    return worker.run(once=once)

@@ -1,0 +1,93 @@
+"""Chats in the store: the one place a chat is created, read, and switched off.
+
+A chat record is a ChatDTO's stored fields plus what belt needs to continue it (``sim_id``, the
+``turn_count`` and ``run_count`` of the platform, a ``dialect``); ``agent_data.disable_hooks`` is
+the per-chat switch of the platform API (``POST /chats/{id}/settings``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from belt.errors import Conflict
+from belt.records.ids import new_id, now_iso
+from belt.store import Store, check_id, open_store
+from belt.wire.enums import ChatStatus
+
+CHAT = "chat"
+
+
+def create_chat(
+    store: Store,
+    *,
+    agent_id: str,
+    chat_id: str | None = None,
+    parent_id: str | None = None,
+    status: ChatStatus = ChatStatus.IDLE,
+    disable_hooks: bool = False,
+    **fields: Any,
+) -> dict[str, Any]:
+    """Create a new chat of ``agent_id`` and return it; Conflict (exit 4) if the id is taken."""
+    chat_id = chat_id or new_id("ch")
+    check_id(chat_id, what="chat id")
+    if store.exists(CHAT, chat_id):
+        raise Conflict(
+            f"chat {chat_id} already exists in the store",
+            hint="remove [chat] id from the scenario to get a fresh chat, or choose another id",
+        )
+    stamp = now_iso()
+    chat: dict[str, Any] = {
+        "id": chat_id,
+        "status": status.value,
+        "agent_id": agent_id,
+        "agent_data": {"disable_hooks": disable_hooks, "allow_all_tools": False},
+        "parent_id": parent_id,
+        "turn_count": 0,
+        "run_count": 0,
+        "created_at": stamp,
+        "updated_at": stamp,
+        **fields,
+    }
+    store.create(CHAT, chat_id, chat)
+    return chat
+
+
+def read_chat(store: Store, chat_id: str) -> dict[str, Any]:
+    """One chat; NotFound (exit 3) if missing, InvalidInput (exit 5) if damaged."""
+    return store.read(CHAT, check_id(chat_id, what="chat id"))
+
+
+def update_chat(store: Store, chat_id: str, **changes: Any) -> dict[str, Any]:
+    """Change chat fields under the chat's lock, keeping changes made elsewhere; return it."""
+    return store.merge(CHAT, chat_id, {**changes, "updated_at": now_iso()})
+
+
+def disabled(chat: dict[str, Any] | None) -> bool:
+    """True when a chat's settings switch its agent's hooks off (``disable_hooks`` is true)."""
+    agent_data = (chat or {}).get("agent_data")
+    return isinstance(agent_data, dict) and agent_data.get("disable_hooks") is True
+
+
+def set_chat_settings(
+    *, store: Store | None = None, chat_id: str, disable_hooks: bool
+) -> dict[str, Any]:
+    """Store ``agent_data.disable_hooks`` on a chat (created if missing); return the chat."""
+    store = store if store is not None else open_store()
+    check_id(chat_id, what="chat id")
+    stamp = now_iso()
+    with store.lock(CHAT, chat_id):
+        chat = store.get(CHAT, chat_id) or {"id": chat_id, "created_at": stamp}
+        agent_data = chat.get("agent_data")
+        chat["agent_data"] = {
+            **(agent_data if isinstance(agent_data, dict) else {}),
+            "disable_hooks": disable_hooks,
+        }
+        chat["updated_at"] = stamp
+        store.write(CHAT, chat_id, chat)
+    return chat
+
+
+def hooks_disabled(*, store: Store | None = None, chat_id: str) -> bool:
+    """True when the stored chat's settings switch its agent's hooks off."""
+    store = store if store is not None else open_store()
+    return disabled(store.get(CHAT, check_id(chat_id, what="chat id")))

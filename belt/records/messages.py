@@ -1,0 +1,113 @@
+"""A chat's messages: ordered, written through to the store as they change.
+
+Messages are ChatMessageDTOs plus a ``sim`` object of what only the simulator needs (sizes,
+injection lifetimes, which execution wrote them). The chat's ``chat-messages`` index lists them in
+the order they were added; ``order`` is their position.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from belt.records.chats import read_chat, update_chat
+from belt.records.ids import new_id, now_iso
+from belt.store import Store
+
+MESSAGE = "message"
+MESSAGES = "chat-messages"
+ORDER_LOCK = "chat-order"
+
+
+def run_event(
+    run_id: str | None, *, kind: str, state: str, reason: str, text: str
+) -> dict[str, Any]:
+    """The content block of a ``run_failed`` or ``run_ended`` row of the transcript."""
+    return {
+        "type": "event",
+        "text": text,
+        "event": {"type": kind, "run": {"run_id": run_id, "state": state, "reason": reason}},
+    }
+
+
+def chat_messages(store: Store, chat_id: str) -> list[dict[str, Any]]:
+    """A chat's messages in order."""
+    return sorted(
+        (store.read(MESSAGE, mid) for mid in store.members(MESSAGES, chat_id)),
+        key=lambda m: int(m["order"]),
+    )
+
+
+class Recorder:
+    """Holds one chat and its messages in memory and writes every change through to the store."""
+
+    def __init__(self, store: Store, chat_id: str) -> None:
+        self.store = store
+        self.chat: dict[str, Any] = read_chat(store, chat_id)
+        self.messages: list[dict[str, Any]] = []
+        self.by_id: dict[str, dict[str, Any]] = {}
+        self._index_size = -1
+        self.reload_messages()
+
+    def reload_messages(self) -> None:
+        """Read the chat's messages from the store again."""
+        self._index_size = self.store.index_size(MESSAGES, self.chat_id)
+        self.messages = chat_messages(self.store, self.chat_id)
+        self.by_id = {m["id"]: m for m in self.messages}
+
+    @property
+    def chat_id(self) -> str:
+        """The chat's id."""
+        return str(self.chat["id"])
+
+    def refresh_chat(self) -> dict[str, Any]:
+        """Re-read the chat (its settings may have changed from another process)."""
+        self.chat = read_chat(self.store, self.chat_id)
+        return self.chat
+
+    def update_chat(self, **changes: Any) -> None:
+        """Change chat fields under the chat's lock, keeping changes made elsewhere."""
+        self.chat = update_chat(self.store, self.chat_id, **changes)
+
+    def add_message(
+        self,
+        *,
+        role: str,
+        run_id: str | None,
+        content: list[dict[str, Any]],
+        status: str = "ready",
+        sim: dict[str, Any] | None = None,
+        message_id: str | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """Append a message to the chat and persist it, after any another process added.
+
+        Appends take the chat's order lock, and a writer that finds the message index grown
+        since it last looked (``belt sim stop`` writing from another process) reads it again,
+        so two writers never give out the same ``order``.
+        """
+        with self.store.lock(ORDER_LOCK, self.chat_id):
+            if self.store.index_size(MESSAGES, self.chat_id) != self._index_size:
+                self.reload_messages()
+            message: dict[str, Any] = {
+                "id": message_id or new_id("msg"),
+                "chat_id": self.chat_id,
+                "agent_run_id": run_id,
+                "order": len(self.messages),
+                "status": status,
+                "role": role,
+                "content": content,
+                "created_at": now_iso(),
+                **fields,
+                "sim": sim or {},
+            }
+            self.store.create(MESSAGE, message["id"], message)
+            self.store.link(MESSAGES, self.chat_id, message["id"])
+            self._index_size = self.store.index_size(MESSAGES, self.chat_id)
+            self.messages.append(message)
+            self.by_id[message["id"]] = message
+            return message
+
+    def save_message(self, message: dict[str, Any]) -> None:
+        """Persist a changed message."""
+        message["updated_at"] = now_iso()
+        self.store.write(MESSAGE, message["id"], message)

@@ -1,0 +1,167 @@
+"""Runs in the store: one user message's work (a platform run, or a Nexus execution).
+
+A run record is an AgentRunDTO's fields plus what belt needs to continue it: the simulation it
+belongs to (``sim_id``, ``turn_index``) and ``execution``, the one persisted state a simulation
+resumes from (``execution["next"]`` names the step to take next). Every change a simulation makes
+goes through :meth:`RunRecord.transition`, which refuses to overwrite a cancelled run, so a forced
+stop made while a hook is running always wins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from belt.errors import Conflict
+from belt.records.ids import new_id, now_iso
+from belt.store import Store, check_id
+from belt.wire.enums import ATTENTION_HOLD, AgentRunState
+
+RUN = "run"
+SIM_RUNS = "sim-runs"
+EVENTS_LOG = "events"
+
+TERMINAL_STATES = frozenset(
+    {
+        AgentRunState.COMPLETED,
+        AgentRunState.FAILED,
+        AgentRunState.CANCELED,
+        AgentRunState.REJECTED,
+    }
+)
+"""States a run never leaves."""
+
+HELD_STATES = frozenset({AgentRunState.INPUT_REQUIRED, ATTENTION_HOLD})
+"""States of a run waiting for something outside the simulation (a gate, a retried hook)."""
+
+DTO_FIELDS = (
+    "id",
+    "agent_id",
+    "chat_id",
+    "state",
+    "error",
+    "interrupt_reason",
+    "interrupt_tool_id",
+    "interrupt_meta",
+    "created_at",
+    "updated_at",
+)
+"""The AgentRunDTO fields of a stored run, in wire order."""
+
+
+class Cancelled(Exception):
+    """The run was stopped from outside (``belt sim stop``) while it executed."""
+
+
+class RunRecord:
+    """One run's record in the store, written through on every change."""
+
+    def __init__(self, store: Store, data: dict[str, Any]) -> None:
+        self.store = store
+        self.data = data
+
+    @classmethod
+    def create(
+        cls,
+        store: Store,
+        *,
+        sim_id: str,
+        agent_id: str,
+        chat_id: str | None,
+        turn_index: int,
+        execution: dict[str, Any],
+        **fields: Any,
+    ) -> RunRecord:
+        """Create a new working run of a simulation."""
+        stamp = now_iso()
+        data: dict[str, Any] = {
+            "id": new_id("ar"),
+            "agent_id": agent_id,
+            "chat_id": chat_id,
+            "state": AgentRunState.WORKING.value,
+            "error": None,
+            "interrupt_reason": None,
+            "interrupt_tool_id": None,
+            "interrupt_meta": None,
+            "created_at": stamp,
+            "updated_at": stamp,
+            "sim_id": sim_id,
+            "turn_index": turn_index,
+            "execution": execution,
+            **fields,
+        }
+        store.create(RUN, data["id"], data)
+        store.link(SIM_RUNS, sim_id, data["id"])
+        return cls(store, data)
+
+    @classmethod
+    def read(cls, store: Store, run_id: str) -> RunRecord:
+        """A stored run; NotFound (exit 3) if there is none."""
+        return cls(store, store.read(RUN, check_id(run_id, what="run id")))
+
+    @property
+    def id(self) -> str:
+        """The run's id."""
+        return str(self.data["id"])
+
+    @property
+    def state(self) -> str:
+        """The run's state as last read or written."""
+        return str(self.data["state"])
+
+    def transition(self, **changes: Any) -> None:
+        """Change the run under its lock, unless it was cancelled meanwhile (then Cancelled)."""
+        changes["updated_at"] = now_iso()
+
+        def apply(run: dict[str, Any]) -> dict[str, Any]:
+            if run["state"] == AgentRunState.CANCELED:
+                raise Cancelled
+            run.update(changes)
+            return run
+
+        self.data = self.store.update(RUN, self.id, apply)
+
+    def check_cancelled(self) -> None:
+        """Raise Cancelled when the run was stopped from another process."""
+        current = self.store.read(RUN, self.id)
+        if current["state"] == AgentRunState.CANCELED:
+            self.data = current
+            raise Cancelled
+
+    def log(self, record: dict[str, Any]) -> None:
+        """Append an agent event (such as ``hook.executed``) to the run's event log.
+
+        One line per handler run, written before the run goes on (so a killed simulation keeps
+        it) but not fsynced: the log grows with every hook, and the cost of a hook matters.
+        """
+        record = {"run_id": self.id, "at": now_iso(), **record}
+        self.store.append(EVENTS_LOG, self.id, record, sync=False)
+
+
+def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -> dict[str, Any]:
+    """Mark a run cancelled (``error`` says ``how``); Conflict if it ended or works unforced."""
+
+    def apply(run: dict[str, Any]) -> dict[str, Any]:
+        state = run["state"]
+        if state in TERMINAL_STATES:
+            raise Conflict(f"run {run_id} is already {state}")
+        if state == AgentRunState.WORKING and not force:
+            raise Conflict(f"run {run_id} is working", hint=hint)
+        run.update(state=AgentRunState.CANCELED.value, error=f"{how} by user", updated_at=now_iso())
+        return run
+
+    return store.update(RUN, check_id(run_id, what="run id"), apply)
+
+
+def sim_runs(store: Store, sim_id: str) -> list[dict[str, Any]]:
+    """The runs of a simulation, in the order they started."""
+    return [store.read(RUN, run_id) for run_id in store.members(SIM_RUNS, sim_id)]
+
+
+def run_events(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """A run's event log (``hook.executed`` records and the like), in order."""
+    return store.read_log(EVENTS_LOG, run_id)
+
+
+def run_dto(run: dict[str, Any], extra_fields: tuple[str, ...] = ()) -> dict[str, Any]:
+    """An AgentRunDTO of a stored run, with ``extra_fields`` a dialect adds."""
+    return {key: run.get(key) for key in (*DTO_FIELDS, *extra_fields)}

@@ -1,0 +1,312 @@
+"""How reports and live records read on a terminal: (text, style) lines for ``belt.output``.
+
+The simulation transcript (``belt sim run|resume|show``) and the executor's live lines are built
+here from the JSON-ready objects the core returns, so ``--json`` and the terminal view show the
+same thing. Nothing here prints: ``belt.output`` does, and escapes what came from outside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from belt.text import short
+
+Lines = list[tuple[str, str]]
+
+
+def transcript_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The simulation as a conversation: (line, style) pairs for the terminal."""
+    renderer = RENDERERS.get(str(report["simulation"].get("dialect")), platform_lines)
+    return renderer(report)
+
+
+def platform_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """A platform simulation: each run, its messages and hook rows, and the gates that hold it."""
+    lines: list[tuple[str, str]] = []
+    runs = {run["id"]: run for run in report["runs"]}
+    current_run = None
+    for message in report["chat"]["chat_messages"]:
+        run_id = message.get("agent_run_id")
+        if run_id != current_run and run_id in runs:
+            current_run = run_id
+            run = runs[run_id]
+            lines.append(("", ""))
+            lines.append((f"── run {run_id} · {run['state']}", "bold"))
+        lines.extend(message_lines(message))
+    lines.extend(gate_lines(report))
+    return lines
+
+
+def message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
+    """How one message reads in the transcript."""
+    role = message["role"]
+    text = " ".join(c.get("text") or "" for c in message.get("content") or [] if c)
+    sim = message.get("sim") or {}
+    if role == "user":
+        return [(f"user       {text}", "bold cyan")]
+    if role == "assistant":
+        out = [(f"assistant  {text}", "green")] if text else []
+        for invocation in message.get("tool_invocations") or []:
+            function = invocation["function"]
+            call = f"{function['name']}({short(function.get('arguments') or {}, 60)})"
+            result = invocation.get("result")
+            status = invocation["status"]
+            tail = f" → {short(result, 60)}" if result else ""
+            style = {"completed": "", "failed": "red", "awaiting_approval": "yellow"}.get(
+                status, "dim"
+            )
+            out.append((f"  tool     {call}  [{status}]{tail}", style))
+        return out
+    if role == "injection":
+        info = sim.get("injection") or {}
+        life = "until replaced" if not info.get("ttl_turns") else f"ttl {info['ttl_turns']} turn(s)"
+        key = f", key {info['dedup_key']}" if info.get("dedup_key") else ""
+        state = "" if sim.get("active") else f", ended: {sim.get('ended', 'no')}"
+        return [(f"  inject   {short(text)}  ({life}{key}{state})", "magenta")]
+    if role == "compaction":
+        return [(f"  compact  {text}", "dim")]
+    if role == "event":
+        out = []
+        for content in message.get("content") or []:
+            event = content.get("event") or {}
+            if event.get("type") == "hook":
+                hook = event["hook"]
+                kind = (
+                    "" if hook["handler"] == hook["handler_type"] else f" ({hook['handler_type']})"
+                )
+                parts = [f"    hook   {hook['event']}: {hook['handler']}{kind}"]
+                if hook.get("decision"):
+                    parts.append(f"→ {hook['decision']}")
+                if hook.get("reason"):
+                    parts.append(f"({hook['reason']})")
+                if hook.get("injected"):
+                    parts.append("+ injected")
+                if hook.get("error"):
+                    parts.append(f"! error: {hook['error']}")
+                parts.append(f"{hook.get('duration_ms', 0)}ms")
+                out.append((" ".join(parts), "dim"))
+            else:
+                style = "red" if event.get("type") == "run_failed" else "yellow"
+                out.append((f"  {content.get('text', '')}", style))
+        return out
+    return []
+
+
+def gate_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where a gate holds the run: the interrupt and the exact commands to go on."""
+    pending = report["chat"]["pending_interrupts"]
+    if not pending:
+        return []
+    lines: list[tuple[str, str]] = [("", "")]
+    run_id = pending[0]["run_id"]
+    lines.append((f"⏸ run {run_id} is waiting at {len(pending)} gate(s):", "bold yellow"))
+    for interrupt in pending:
+        meta = interrupt.get("meta") or {}
+        data = meta.get("data") or {}
+        what = (
+            f" {data['tool']}({short(data.get('arguments') or {}, 50)})" if "tool" in data else ""
+        )
+        expires = interrupt["expires_at"]
+        lines.append(
+            (f"  {interrupt['id']}  {interrupt['source']}{what}  expires {expires}", "yellow")
+        )
+    lines.append(("resolve each gate, then resume:", ""))
+    for interrupt in pending:
+        lines.append((f"  belt interrupt resolve {interrupt['id']} allow   # or deny", ""))
+    lines.append((f"  belt sim resume {run_id}", ""))
+    return lines
+
+
+# -- the Nexus dialect ---------------------------------------------------------------------------
+
+
+def nexus_transcript_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """A Nexus simulation: each execution, its hook tasks, and what needs attention."""
+    lines: list[tuple[str, str]] = []
+    runs = {run["id"]: run for run in report["runs"]}
+    executions = {entry["turn"]: entry for entry in report.get("executions") or []}
+    current = None
+    for message in report["chat"]["chat_messages"]:
+        turn = (message.get("sim") or {}).get("execution")
+        if turn is not None and turn != current and turn in executions:
+            current = turn
+            lines.append(("", ""))
+            lines.extend(execution_header(executions[turn], runs))
+        lines.extend(nexus_message_lines(message))
+    lines.extend(pending_task_lines(report))
+    lines.extend(attention_lines(report))
+    return lines
+
+
+def execution_header(entry: dict[str, Any], runs: dict[str, Any]) -> list[tuple[str, str]]:
+    """The heading of one execution and the hooks frozen onto it."""
+    kind = entry["kind"]
+    if entry.get("conversation_id") is None and kind != "standalone":
+        kind += ", standalone"
+    run = runs.get(entry.get("run_id") or "")
+    if run is None:
+        head = f"── turn {entry['turn']} · {kind} · no run (no hooks, no tools) · {entry['state']}"
+        return [(head, "bold")]
+    lines = [(f"── turn {entry['turn']} · {kind} · run {run['id']} · {run['state']}", "bold")]
+    hooks = run.get("hooks") or {}
+    if hooks:
+        groups: dict[str, list[str]] = {}
+        for event, hook in hooks.items():
+            limit = f", max {hook['max_continuations']}" if event == "stop" else ""
+            groups.setdefault(f"{hook['tool']} ({hook['timeout_ms']} ms{limit})", []).append(event)
+        parts = [f"{', '.join(events)} → {target}" for target, events in groups.items()]
+        origin = run.get("profile") or {}
+        if origin.get("reused_from"):
+            where = f"reused from run {origin['reused_from']}"
+        else:
+            where = f"{origin.get('source', '?')} profile r{origin.get('revision')}"
+        lines.append((f"  hooks    {' · '.join(parts)}  [{where}]", "dim"))
+    return lines
+
+
+def nexus_message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
+    """How one message of a Nexus execution reads."""
+    role = message["role"]
+    sim = message.get("sim") or {}
+    text = " ".join(c.get("text") or "" for c in message.get("content") or [] if c)
+    if role == "user":
+        label = "mail      " if sim.get("input") == "mail" else "user      "
+        return [(f"{label} {text}", "bold cyan")]
+    if role == "feedback":
+        return [(f"  feedback {short(text)}  (stop hook, same execution)", "magenta")]
+    if role == "assistant":
+        lines = message_lines(message)
+        notes = []
+        if sim.get("repeated"):
+            notes.append("repeated: no scripted round left")
+        if sim.get("stop"):
+            notes.append(f"stop: {sim['stop']}")
+        if "replaced_by" in sim:
+            notes.append(f"regenerated in turn {sim['replaced_by']}")
+        if notes and lines and text:
+            line, style = lines[0]
+            lines[0] = (f"{line}  [{'; '.join(notes)}]", style)
+        return lines
+    if role == "event":
+        out: list[tuple[str, str]] = []
+        for content in message.get("content") or []:
+            event = content.get("event") or {}
+            hook = event.get("hook") or {}
+            if event.get("type") == "hook" and hook.get("handler_type") == "executor":
+                out.append(hook_task_line(hook))
+            elif event.get("type") == "attention":
+                out.append((f"  ⚠ {content.get('text', '')}", "bold red"))
+            else:
+                out.extend(message_lines({**message, "content": [content]}))
+        return out
+    return message_lines(message)
+
+
+def hook_task_line(hook: dict[str, Any]) -> tuple[str, str]:
+    """One hook task attempt: event, tool, outcome, duration, key."""
+    attempt = f", attempt {hook['attempt']}" if int(hook.get("attempt") or 1) > 1 else ""
+    where = f"{hook.get('duration_ms', 0)}ms  [{hook['task_key']}{attempt}]"
+    head = f"    hook   {hook['event']} → {hook['handler']}:"
+    if hook.get("status") == "completed":
+        if hook.get("decision") == "continue":
+            return (f'{head} continue "{short(hook.get("reason") or "", 60)}"  {where}', "magenta")
+        return (f"{head} acknowledged  {where}", "dim")
+    failure = hook.get("failure") or hook.get("status")
+    return (
+        f"{head} {str(hook.get('status')).upper()} ({failure}): {hook.get('error')}  {where}",
+        "red",
+    )
+
+
+def pending_task_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Hook tasks still waiting for an executor, and how to serve them."""
+    waiting = [t for t in report.get("hook_tasks") or [] if t["status"] in ("pending", "claimed")]
+    lines: list[tuple[str, str]] = []
+    for task in waiting:
+        who = f" by {task['claim']['by']}" if task.get("claim") else ""
+        lines.append(("", ""))
+        lines.append(
+            (
+                f"⏳ hook task {task['task_key']} ({task['event']} → {task['tool']}) is "
+                f"{task['status']}{who}; deadline {task['deadline']}",
+                "yellow",
+            )
+        )
+        if task["status"] == "pending":
+            lines.append((f"  serve it:  belt executor run --tool {task['tool']}=cmd:COMMAND", ""))
+    return lines
+
+
+def attention_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Runs on an attention hold: which hook task failed, and the commands to go on."""
+    lines: list[tuple[str, str]] = []
+    for run in report["runs"]:
+        attention = run.get("attention")
+        if run["state"] != "attention_hold" or not attention:
+            continue
+        lines.append(("", ""))
+        lines.append(
+            (
+                f"⚠ run {run['id']} is on an attention hold: {attention['event']} hook task "
+                f"{attention['task_key']} failed ({attention['reason']})",
+                "bold red",
+            )
+        )
+        lines.append((f"  {attention['detail']}", "red"))
+        tool = attention["tool"]
+        lines.append(("fix the hook, then retry the same task:", ""))
+        lines.append((f"  belt sim resume {run['id']} --executor {tool}=TARGET", ""))
+        lines.append(("or end the run without stop:", ""))
+        lines.append((f"  belt sim stop {run['id']}", ""))
+    return lines
+
+
+# -- live lines ------------------------------------------------------------------------------
+
+
+TASK_STYLES = {
+    "acknowledged": "green",
+    "continue": "magenta",
+    "failed": "bold red",
+    "cancelled": "yellow",
+}
+
+
+def clock(stamp: Any) -> str:
+    """A stored timestamp as local HH:MM:SS."""
+    try:
+        return datetime.fromisoformat(str(stamp)).astimezone().strftime("%H:%M:%S")
+    except ValueError:
+        return "--:--:--"
+
+
+def task_line(record: dict[str, Any]) -> tuple[str, str]:
+    """One live line: a task served (event, key, outcome, duration), skipped, or waited on."""
+    kind = record.get("kind")
+    head = f"{clock(record.get('at'))}  {record['event']}  {record['task_key']}"
+    if kind == "waiting":
+        return (
+            f"waiting up to {record['timeout_ms']} ms for an executor to serve {record['event']} "
+            f"task {record['task_key']} (belt executor run --tool {record['tool']}=TARGET)",
+            "yellow",
+        )
+    if kind == "skip":
+        return (f"{head}  skipped: {record['detail']}", "dim")
+    outcome = str(record["outcome"])
+    text = outcome
+    if outcome == "continue" and record.get("feedback"):
+        text += f' "{short(str(record["feedback"]), 60)}"'
+    elif record.get("code"):
+        text += f" {record['code']}: {record['detail']}"
+    if int(record.get("attempt") or 1) > 1:
+        text += f" (attempt {record['attempt']})"
+    duration = f"{record.get('duration_ms') or 0} ms"
+    return (f"{head}  {text}  {duration}", TASK_STYLES.get(outcome, ""))
+
+
+RENDERERS: dict[str, Callable[[dict[str, Any]], Lines]] = {
+    "platform": platform_lines,
+    "nexus": nexus_transcript_lines,
+}
