@@ -550,6 +550,28 @@ def test_stop_cancels_a_held_run_and_its_gates(tmp_path: Path) -> None:
         stop_run(run_id=run_id)
 
 
+def test_a_hook_cannot_keep_a_force_stopped_run_alive(tmp_path: Path) -> None:
+    def stop_then_allow(name: str, payload: dict[str, Any]) -> dict[str, Any]:
+        stop_run(run_id=payload["run_id"], force=True)
+        return {"decision": "allow"}
+
+    with hook_app(stop_then_allow) as app:
+        path = write_scenario(
+            tmp_path,
+            [webhook(f"{app.url}/h", "agent.complete")],
+            [{"user": "go", "model": [{"say": "ok"}]}, {"user": "never", "model": [{"say": "x"}]}],
+        )
+        report, executed = run_scenario(scenario=path)
+    assert len(executed) == 1
+    (run,) = report["runs"]
+    assert (run["state"], run["error"]) == ("canceled", "force-stopped by user")
+    assert report["simulation"]["status"] == "canceled"
+    assert [m["role"] for m in messages(report, "user")] == ["user"]
+    assert app.events() == ["agent.complete"]
+    orders = [m["order"] for m in report["chat"]["chat_messages"]]
+    assert orders == list(range(len(orders)))
+
+
 # -- switches, secrets, bad input -------------------------------------------------------------
 
 

@@ -473,6 +473,9 @@ class PlatformLoop:
                         items=None,
                         source=source,
                     )
+        if run is not None:
+            # A hook may take its time; a run stopped meanwhile must not act on its answer.
+            run.check_cancelled()
         return result
 
     def add_injection(

@@ -161,3 +161,109 @@ def test_a_killed_simulation_keeps_everything_it_recorded(tmp_path: Path, belt_h
     assert belt("sim", "stop", run["id"]).exit_code == 4
     assert belt("sim", "stop", run["id"], "--force").exit_code == 0
     assert belt("sim", "show", run["id"], "--json").json()["runs"][0]["state"] == "canceled"
+
+
+def stop_from_another_process(run_id: str, belt_home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "BELT_HOME": str(belt_home), "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "belt", "sim", "stop", run_id, "--force"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def only_run_id() -> str:
+    from belt.store import open_store
+
+    (run_id,) = open_store().list_ids("run")
+    return run_id
+
+
+def test_a_forced_stop_from_another_process_wins_over_a_running_platform_hook(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    import threading
+
+    from belt.engine.api import run_scenario, show_run
+
+    with hook_app() as app:
+        app.hold = lambda name, payload: payload["event"] == "agent.tool_call"
+        hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": f"{app.url}/h"}]
+        turns = [
+            {"user": "clean up", "model": [{"say": "deleting", "tool_calls": [DELETE]}, {}]},
+            {"user": "never", "model": [{"say": "x"}]},
+        ]
+        path = scenario(tmp_path, hooks, turns)
+        thread = threading.Thread(target=run_scenario, kwargs={"scenario": Path(path)})
+        thread.start()
+        try:
+            assert app.held.wait(30)
+            stopped = stop_from_another_process(only_run_id(), belt_home)
+        finally:
+            app.released.set()
+            thread.join(60)
+    assert stopped.returncode == 0, stopped.stderr
+    report = show_run(run_id=only_run_id())
+    (run,) = report["runs"]
+    assert run["state"] == "canceled"
+    assert report["simulation"]["status"] == "canceled"
+    (assistant,) = [m for m in report["chat"]["chat_messages"] if m["role"] == "assistant"]
+    assert [i["status"] for i in assistant["tool_invocations"]] == ["cancelled"]
+    assert [m for m in report["chat"]["chat_messages"] if m["role"] == "tool"] == []
+
+
+def test_a_forced_stop_from_another_process_wins_over_a_running_nexus_hook(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    import threading
+
+    from belt.engine.api import show_run, start_simulation
+    from belt.engine.scenario import read_scenario
+    from belt.engine.simulation import Options
+    from belt.executor.targets import Target
+    from belt.executor.worker import Worker
+    from belt.store import open_store
+
+    running, release = threading.Event(), threading.Event()
+
+    def verify(task_input: dict[str, Any]) -> dict[str, Any]:
+        running.set()
+        release.wait(60)
+        return {"structured_content": {"continue": True, "feedback": "again"}}
+
+    doc = {
+        "dialect": "nexus",
+        "profile": {
+            "approval_mode": "auto",
+            "lifecycle_hooks": {
+                "stop": {"tool": "verify", "timeout_ms": 60_000, "max_continuations": 2}
+            },
+        },
+        "turns": [
+            {"user": "go", "model": [{"say": "ok"}]},
+            {"user": "never", "model": [{"say": "x"}]},
+        ],
+    }
+    path = tmp_path / "nexus.json"
+    path.write_text(json.dumps(doc))
+    worker = Worker(open_store(), {"verify": Target("verify", "py", "verify", verify)})
+    options = Options(worker=worker)
+    thread = threading.Thread(
+        target=start_simulation, args=(open_store(), read_scenario(path), options)
+    )
+    thread.start()
+    try:
+        assert running.wait(30)
+        stopped = stop_from_another_process(only_run_id(), belt_home)
+    finally:
+        release.set()
+        thread.join(60)
+    assert stopped.returncode == 0, stopped.stderr
+    report = show_run(run_id=only_run_id())
+    (run,) = report["runs"]
+    assert run["state"] == "canceled"
+    assert report["simulation"]["status"] == "canceled"
+    assert [m for m in report["chat"]["chat_messages"] if m["role"] == "feedback"] == []
+    assert [t["status"] for t in report["hook_tasks"]] == ["cancelled"]
