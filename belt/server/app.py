@@ -24,8 +24,16 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from belt.errors import BeltError, http_status
+from belt.errors import BeltError
 from belt.server.deciders import Decider, HandlerResponseError, allow_all
+from belt.server.problems import (
+    Problem,
+    belt_problem,
+    envelope,
+    read_body,
+    read_json_object,
+    title,
+)
 from belt.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify_with
 from belt.store.clock import timestamp, utcnow
 from belt.wire.platform import LifecycleHookPayload
@@ -34,73 +42,10 @@ from belt.wire.validate import describe, model_problems
 if TYPE_CHECKING:
     from belt.store import Store
 
-MAX_BODY_BYTES = 1024 * 1024
 JOURNAL = "journal"
 JOURNAL_ID = "serve"
-PROBLEM_TYPE = "about:blank"
 
 Reporter = Callable[[dict[str, Any]], None]
-
-
-TITLES = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    409: "Conflict",
-    413: "Payload Too Large",
-    422: "Unprocessable Content",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-}
-
-
-def title(status: int) -> str:
-    """The problem title of an HTTP status."""
-    return TITLES.get(status, "Error")
-
-
-class Problem(Exception):
-    """An error answered as RFC 9457 problem+json."""
-
-    def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.title = title
-        self.detail = detail
-        self.extra = extra
-
-    def body(self) -> dict[str, Any]:
-        """The problem document."""
-        return {
-            "type": PROBLEM_TYPE,
-            "title": self.title,
-            "status": self.status,
-            "detail": self.detail,
-            **self.extra,
-        }
-
-    def response(self, headers: dict[str, str] | None = None) -> Response:
-        """The problem as an HTTP response."""
-        return problem_response(self.body(), headers)
-
-
-def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
-    """A problem+json response for a problem document."""
-    return Response(
-        json.dumps(body, ensure_ascii=False),
-        status_code=int(body["status"]),
-        media_type="application/problem+json",
-        headers=headers,
-    )
-
-
-def envelope(data: Any) -> Response:
-    """A success response in the platform's envelope."""
-    return Response(
-        json.dumps({"data": data, "messages": []}, ensure_ascii=False),
-        media_type="application/json",
-    )
 
 
 class ReplayGuard:
@@ -149,37 +94,6 @@ class BearerAuth:
         detail = "missing bearer token" if not header else "wrong bearer token"
         response = Problem(401, "Unauthorized", detail).response({"www-authenticate": "Bearer"})
         await response(scope, receive, send)
-
-
-async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
-    """The request body, refused with 413 once it passes ``limit`` bytes."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def read_json_object(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object (an empty body is ``{}``); 422 otherwise."""
-    body = await read_body(request)
-    if not body.strip():
-        return {}
-    try:
-        document = json.loads(body)
-    except ValueError as exc:
-        raise Problem(422, "Unprocessable Content", f"the body is not JSON: {exc}") from None
-    if not isinstance(document, dict):
-        raise Problem(
-            422, "Unprocessable Content", f"expected a JSON object, got {describe(document)}"
-        )
-    return document
 
 
 class HookService:
@@ -354,12 +268,6 @@ async def http_problem(request: Request, exc: Exception) -> Response:
     detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
     headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else None
     return Problem(status, title(status), detail).response(headers)
-
-
-def belt_problem(exc: BeltError) -> Problem:
-    """A belt error as the problem the platform API would answer."""
-    status = http_status(exc)
-    return Problem(status, title(status), exc.message)
 
 
 class PlatformApi:

@@ -17,10 +17,11 @@ from starlette.routing import Route
 
 from belt.errors import BeltError, InvalidInput
 from belt.records.profile import PROFILE_PATH, read_profile, write_profile
-from belt.server.app import Problem, Reporter, belt_problem, read_body
+from belt.server.problems import Problem, belt_problem, read_body
 from belt.store.clock import timestamp, utcnow
 
 if TYPE_CHECKING:
+    from belt.server.app import Reporter
     from belt.store import Store
 
 

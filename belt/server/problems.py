@@ -1,0 +1,116 @@
+"""Answers of ``belt serve``: the platform's envelope, RFC 9457 problem+json, bounded bodies.
+
+Every route imports these, so every error is answered the same way, and a belt error maps to its
+HTTP status through ``belt.errors.http_status`` (the mapping the clients read back).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from belt.errors import BeltError, http_status
+from belt.wire.validate import describe
+
+MAX_BODY_BYTES = 1024 * 1024
+PROBLEM_TYPE = "about:blank"
+
+TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    413: "Payload Too Large",
+    422: "Unprocessable Content",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+}
+
+
+def title(status: int) -> str:
+    """The problem title of an HTTP status."""
+    return TITLES.get(status, "Error")
+
+
+class Problem(Exception):
+    """An error answered as RFC 9457 problem+json."""
+
+    def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        """The problem document."""
+        return {
+            "type": PROBLEM_TYPE,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            **self.extra,
+        }
+
+    def response(self, headers: dict[str, str] | None = None) -> Response:
+        """The problem as an HTTP response."""
+        return problem_response(self.body(), headers)
+
+
+def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+    """A problem+json response for a problem document."""
+    return Response(
+        json.dumps(body, ensure_ascii=False),
+        status_code=int(body["status"]),
+        media_type="application/problem+json",
+        headers=headers,
+    )
+
+
+def envelope(data: Any) -> Response:
+    """A success response in the platform's envelope."""
+    return Response(
+        json.dumps({"data": data, "messages": []}, ensure_ascii=False),
+        media_type="application/json",
+    )
+
+
+def belt_problem(exc: BeltError) -> Problem:
+    """A belt error as the problem the platform API would answer."""
+    status = http_status(exc)
+    return Problem(status, title(status), exc.message)
+
+
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The request body, refused with 413 once it passes ``limit`` bytes."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json_object(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object (an empty body is ``{}``); 422 otherwise."""
+    body = await read_body(request)
+    if not body.strip():
+        return {}
+    try:
+        document = json.loads(body)
+    except ValueError as exc:
+        raise Problem(422, "Unprocessable Content", f"the body is not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise Problem(
+            422, "Unprocessable Content", f"expected a JSON object, got {describe(document)}"
+        )
+    return document
