@@ -25,6 +25,7 @@ from belt.errors import (
 )
 from belt.records.profile import PROFILE_PATH
 from belt.store import check_id
+from belt.wire.enums import InterruptStatus
 
 KEY_ENV = ("INFSH_API_KEY", "INFERENCE_API_KEY")
 DEFAULT_TIMEOUT = 10.0
@@ -132,7 +133,7 @@ class Platform:
             raise InvalidInput(f"{self.host} answered the interrupt list with something else")
         if include_settled:
             return data
-        return [item for item in data if item.get("status") == "pending"]
+        return [item for item in data if item.get("status") == InterruptStatus.PENDING]
 
     def get_interrupt(self, *, interrupt_id: str, run_id: str) -> dict[str, Any]:
         """One interrupt, found in its run's list (the API has no route for one interrupt)."""

@@ -86,12 +86,7 @@ def builtins(json_: JsonFlag = False) -> None:
     from belt.wire.catalogue import BUILTINS
 
     if json_:
-        output.print_json(
-            [
-                {"name": b.name, "description": b.description, "events": list(b.events)}
-                for b in BUILTINS.values()
-            ]
-        )
+        output.print_json([b.definition() for b in BUILTINS.values()])
         return
     output.table(
         ["builtin", "events", "what it does"],

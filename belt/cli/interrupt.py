@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag
+from belt.wire.enums import InterruptStatus
 
 app = typer.Typer(
     help="List, show, resolve and open interrupts (the gates hooks put on runs).",
@@ -100,7 +101,7 @@ def show(
         ("updated", item.get("updated_at")),
         ("expires", item.get("expires_at")),
     ]
-    if item.get("status") == "pending":
+    if item.get("status") == InterruptStatus.PENDING:
         pairs.append(("expires in", expires_in(item, _now())))
         pairs.append(("on expiry", on_expiry))
     pairs += [
@@ -227,7 +228,7 @@ def expires_in(item: dict[str, Any], now: datetime) -> str:
     """How long a pending interrupt has left, as ``4m 12s``; ``overdue`` or ``-`` otherwise."""
     from belt.store.clock import parse_timestamp
 
-    if item.get("status") != "pending" or not item.get("expires_at"):
+    if item.get("status") != InterruptStatus.PENDING or not item.get("expires_at"):
         return "-"
     left = int((parse_timestamp(item["expires_at"]) - now).total_seconds())
     if left <= 0:

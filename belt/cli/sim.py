@@ -26,8 +26,10 @@ def render(report: dict[str, Any], executed: list[str], json_: bool) -> None:
         output.print_json(report)
     else:
         output.lines(transcript_lines(report))
+    from belt.wire.enums import ATTENTION_HOLD, AgentRunState
+
     states = {run["id"]: run["state"] for run in report["runs"]}
-    if any(states.get(run_id) in ("failed", "attention_hold") for run_id in executed):
+    if any(states.get(run_id) in (AgentRunState.FAILED, ATTENTION_HOLD) for run_id in executed):
         raise typer.Exit(1)
 
 

@@ -10,6 +10,7 @@ from belt.effects import Outcome, chat_hook_event, handler_label, leaves_row, ou
 from belt.wire.catalogue import EVENTS
 from belt.wire.platform import (
     HookDecision,
+    HookExecutedPayload,
     HookHandlerType,
     LifecycleHookConfig,
     LifecycleHookResponse,
@@ -171,19 +172,25 @@ class Dispatcher:
 
 
 def executed_record(event: str, run: HookRun, payload: dict[str, Any]) -> dict[str, Any]:
-    """The ``hook.executed`` agent event for one handler run (with the payload it was given)."""
+    """The ``hook.executed`` agent event for one handler run (with the payload it was given).
+
+    The HookExecutedPayload of the wire, and what belt adds to it: which hook, how it ran.
+    """
+    executed = HookExecutedPayload(
+        hook_event=event,
+        decision=(run.decision or HookDecision.ALLOW).value,
+        reason=run.reason,
+        duration_ms=run.duration_ms,
+    )
     return {
         "type": "hook.executed",
-        "hook_event": event,
+        **executed.model_dump(),
         "hook_index": run.index,
         "handler_type": run.hook.type.value,
         "handler": handler_label(run.hook.type, run.hook.handler),
         "async": run.hook.async_,
-        "decision": (run.decision or HookDecision.ALLOW).value,
-        "reason": run.reason,
         "error": run.error,
         "injected": run.injected,
-        "duration_ms": run.duration_ms,
         "interrupt_id": run.interrupt["id"] if run.interrupt else None,
         "task_chat_id": run.task_chat_id,
         "payload": payload,

@@ -45,7 +45,7 @@ from belt.executor.inbox import (
 from belt.records.ids import now_iso
 from belt.records.runs import Cancelled, RunRecord
 from belt.store.clock import parse_timestamp, utcnow
-from belt.wire.enums import ATTENTION_HOLD, ChatStatus, ToolInvocationStatus
+from belt.wire.enums import ATTENTION_HOLD, AgentRunState, ChatStatus, ToolInvocationStatus
 from belt.wire.nexus import HookTaskInput, LifecycleHooks, NexusEvent, NexusHook
 
 if TYPE_CHECKING:
@@ -269,7 +269,7 @@ class NexusLoop:
                 "kind": kind,
                 "run_id": execution.run_id,
                 "run_backed": run is not None,
-                "state": "working",
+                "state": AgentRunState.WORKING.value,
                 "conversation_id": conversation_id,
                 "input_message_id": execution.input_message_id,
                 "hooks": hooks,

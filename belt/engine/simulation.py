@@ -27,7 +27,7 @@ from belt.records.chats import create_chat
 from belt.records.ids import new_id, now_iso
 from belt.records.messages import Recorder, run_event
 from belt.records.runs import RUN, Cancelled, RunRecord, cancel_run
-from belt.wire.enums import AgentRunState, ChatStatus, ToolInvocationStatus
+from belt.wire.enums import AgentRunState, ChatStatus, MessageStatus, ToolInvocationStatus
 
 if TYPE_CHECKING:
     import httpx
@@ -394,7 +394,7 @@ class Simulation:
         tokens: int | None = None,
         message_id: str | None = None,
         fields: dict[str, Any] | None = None,
-        status: str = "ready",
+        status: str = MessageStatus.READY,
         **sim: Any,
     ) -> dict[str, Any]:
         """Record a message of ``execution``; ``text`` sizes it in tokens and bytes."""
@@ -508,7 +508,9 @@ class Simulation:
             content=[{"type": "text", "text": result}],
             text=result,
             fields={"tool_call_id": invocation["tool_invocation_id"]},
-            status="ready" if status == ToolInvocationStatus.COMPLETED else "failed",
+            status=MessageStatus.READY
+            if status == ToolInvocationStatus.COMPLETED
+            else MessageStatus.FAILED,
         )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from belt.records.chats import read_chat, update_chat
 from belt.records.ids import new_id, now_iso
 from belt.store import Store
+from belt.wire.enums import MessageStatus
 
 MESSAGE = "message"
 MESSAGES = "chat-messages"
@@ -74,7 +75,7 @@ class Recorder:
         role: str,
         run_id: str | None,
         content: list[dict[str, Any]],
-        status: str = "ready",
+        status: str = MessageStatus.READY,
         sim: dict[str, Any] | None = None,
         message_id: str | None = None,
         **fields: Any,

@@ -322,12 +322,7 @@ class PlatformApi:
         """GET /agents/hook-events: the event catalogue (HookEventDefinition[])."""
         from belt.wire.catalogue import EVENTS
 
-        return envelope(
-            [
-                {"event": e.event, "description": e.description, "can_gate": e.can_gate}
-                for e in EVENTS.values()
-            ]
-        )
+        return envelope([e.definition() for e in EVENTS.values()])
 
     async def chat_settings(self, request: Request) -> Response:
         """POST /chats/{chat_id}/settings with ``{"disable_hooks": bool}``."""

@@ -23,6 +23,14 @@ class EventInfo:
     emitted: bool = True
     sample_data: dict[str, Any] = field(default_factory=dict)
 
+    def definition(self) -> dict[str, Any]:
+        """This event as a HookEventDefinition (``GET /agents/hook-events``)."""
+        from belt.wire.platform import HookEventDefinition
+
+        return HookEventDefinition(
+            event=self.event, description=self.description, can_gate=self.can_gate
+        ).model_dump()
+
 
 @dataclass(frozen=True)
 class BuiltinInfo:
@@ -31,6 +39,14 @@ class BuiltinInfo:
     name: str
     description: str
     events: tuple[str, ...]
+
+    def definition(self) -> dict[str, Any]:
+        """This builtin as a BuiltinHookDefinition."""
+        from belt.wire.platform import BuiltinHookDefinition
+
+        return BuiltinHookDefinition(
+            name=self.name, description=self.description, events=list(self.events)
+        ).model_dump()
 
 
 EVENTS: dict[str, EventInfo] = {

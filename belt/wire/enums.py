@@ -122,3 +122,13 @@ class ToolInvocationStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+
+
+class MessageStatus(StrEnum):
+    """State of one chat message."""
+
+    PENDING = "pending"
+    QUEUED = "queued"
+    READY = "ready"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
