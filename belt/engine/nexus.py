@@ -163,23 +163,12 @@ class NexusLoop:
         cls, store: Store, loaded: LoadedNexusScenario, *, fail_closed: bool = False
     ) -> dict[str, Any]:
         """Record a new simulation of a Nexus scenario; no hook runs here."""
-        scenario = loaded.scenario
-        agent = scenario.agent
         return record_simulation(
             store,
             dialect=cls.name,
-            source=loaded.source,
-            hooks_file=loaded.hooks_file,
-            name=agent.name,
-            agent_id=agent.id,
-            agent={
-                "dialect": cls.name,
-                "context_window": agent.context_window,
-                "context_bytes": agent.context_bytes,
-                "compact_at": agent.compact_at,
-            },
-            chat_id=scenario.chat.id,
-            scenario=scenario.model_dump(mode="json", by_alias=True, exclude={"profile"}),
+            loaded=loaded,
+            agent={"dialect": cls.name, "context_bytes": loaded.scenario.agent.context_bytes},
+            scenario=loaded.scenario.model_dump(mode="json", by_alias=True, exclude={"profile"}),
             profile=loaded.profile,
             profile_revision=1 if loaded.profile is not None else None,
             last_reply=None,
@@ -229,22 +218,8 @@ class NexusLoop:
                 attention=None,
             )
             state = run.data["execution"]
-        tags: dict[str, Any] = {"execution": index, "kind": kind}
-        if conversation_id is None:
-            tags["standalone"] = True
-        execution = NexusExecution(
-            index,
-            run,
-            state,
-            scope=f"standalone:{index}" if conversation_id is None else CHAT_SCOPE,
-            input_message_id=input_message_id,
-            occupies_chat=conversation_id is not None and kind != "background",
-            tags=tags,
-            turn=turn,
-            kind=kind,
-            hooks=declared(hooks),
-            conversation_id=conversation_id,
-            approval_mode=approval_mode,
+        execution = self.execution(
+            index, run, state, kind, conversation_id, hooks, approval_mode, input_message_id
         )
         if kind == "regeneration":
             self.replace_reply(int(previous["turn"]), index)
@@ -298,10 +273,30 @@ class NexusLoop:
                 f"run {run.id} is {run.state}, not on an attention hold",
                 hint="only a run whose hook task failed can be resumed",
             )
-        index = int(run.data["turn_index"])
-        kind = str(run.data["kind"])
-        conversation_id = run.data.get("conversation_id")
         state = dict(run.data["execution"])
+        return self.execution(
+            int(run.data["turn_index"]),
+            run,
+            state,
+            str(run.data["kind"]),
+            run.data.get("conversation_id"),
+            run.data.get("hooks") or {},
+            run.data.get("approval_mode"),
+            state.get("input"),
+        )
+
+    def execution(
+        self,
+        index: int,
+        run: RunRecord | None,
+        state: dict[str, Any],
+        kind: str,
+        conversation_id: str | None,
+        hooks: dict[str, Any],
+        approval_mode: str | None,
+        input_message_id: str | None,
+    ) -> NexusExecution:
+        """The execution of turn ``index``, whose messages are tagged with its turn and kind."""
         tags: dict[str, Any] = {"execution": index, "kind": kind}
         if conversation_id is None:
             tags["standalone"] = True
@@ -310,14 +305,14 @@ class NexusLoop:
             run,
             state,
             scope=f"standalone:{index}" if conversation_id is None else CHAT_SCOPE,
-            input_message_id=state.get("input"),
+            input_message_id=input_message_id,
             occupies_chat=conversation_id is not None and kind != "background",
             tags=tags,
             turn=self.scenario.turns[index],
             kind=kind,
-            hooks=declared(run.data.get("hooks") or {}),
+            hooks=declared(hooks),
             conversation_id=conversation_id,
-            approval_mode=run.data.get("approval_mode"),
+            approval_mode=approval_mode,
         )
 
     def resume_fields(self) -> dict[str, Any]:

@@ -116,20 +116,11 @@ class PlatformLoop:
         """Record a new simulation of a platform scenario; return its record."""
         scenario = loaded.scenario
         hooks = stored_hooks(loaded.hooks)
-        agent = scenario.agent
         return record_simulation(
             store,
             dialect=cls.name,
-            source=loaded.source,
-            hooks_file=loaded.hooks_file,
-            name=agent.name,
-            agent_id=agent.id,
-            agent={
-                "hooks": hooks,
-                "context_window": agent.context_window,
-                "compact_at": agent.compact_at,
-            },
-            chat_id=scenario.chat.id,
+            loaded=loaded,
+            agent={"hooks": hooks},
             disable_hooks=scenario.chat.disable_hooks,
             scenario=scenario.model_dump(mode="json", by_alias=True, exclude={"agent": {"hooks"}}),
             hooks=hooks,

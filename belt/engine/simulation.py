@@ -170,25 +170,33 @@ def record_simulation(
     store: Store,
     *,
     dialect: str,
-    source: str,
-    hooks_file: str | None,
-    name: str,
-    agent_id: str | None,
+    loaded: Any,
     agent: dict[str, Any],
-    chat_id: str | None,
     scenario: dict[str, Any],
     disable_hooks: bool = False,
     **fields: Any,
 ) -> dict[str, Any]:
-    """Write a new simulation: its agent, its fresh chat, its scenario; return its record."""
+    """Write a new simulation of a loaded scenario: its agent, its fresh chat, its scenario."""
     stamp = now_iso()
-    agent_id = agent_id or new_id("ag")
-    store.write(AGENT, agent_id, {"id": agent_id, "name": name, **agent, "updated_at": stamp})
+    spec = loaded.scenario.agent
+    agent_id = spec.id or new_id("ag")
+    store.write(
+        AGENT,
+        agent_id,
+        {
+            "id": agent_id,
+            "name": spec.name,
+            "context_window": spec.context_window,
+            "compact_at": spec.compact_at,
+            **agent,
+            "updated_at": stamp,
+        },
+    )
     sim_id = new_id("sim")
     chat = create_chat(
         store,
         agent_id=agent_id,
-        chat_id=chat_id,
+        chat_id=loaded.scenario.chat.id,
         disable_hooks=disable_hooks,
         sim_id=sim_id,
         dialect=dialect,
@@ -198,9 +206,9 @@ def record_simulation(
     sim = {
         "id": sim_id,
         "dialect": dialect,
-        "source": str(Path(source).resolve()),
-        "hooks_file": str(Path(hooks_file).resolve()) if hooks_file else None,
-        "name": name,
+        "source": str(Path(loaded.source).resolve()),
+        "hooks_file": str(Path(loaded.hooks_file).resolve()) if loaded.hooks_file else None,
+        "name": spec.name,
         "agent_id": agent_id,
         "chat_id": chat["id"],
         "next_turn": 0,
