@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from belt.cli.options import VerboseFlag
 from belt.errors import BeltError
 
 
@@ -138,9 +139,7 @@ app = typer.Typer(
 
 @app.callback()
 def root(
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors.")
-    ] = False,
+    verbose: VerboseFlag = False,
 ) -> None:
     """Declare, check, serve and simulate agent lifecycle hooks.
 

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+VerboseFlag = Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors.")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 ApiOption = Annotated[
     str | None,

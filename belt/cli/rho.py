@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from belt.cli import BeltGroup
+from belt.cli.options import VerboseFlag
 
 app = typer.Typer(
     cls=BeltGroup,
@@ -30,9 +31,7 @@ class Extension(StrEnum):
 
 @app.callback()
 def root(
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors.")
-    ] = False,
+    verbose: VerboseFlag = False,
 ) -> None:
     """Configure rho extensions offline, in belt's state directory.
 
