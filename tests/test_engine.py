@@ -608,7 +608,7 @@ def test_chat_setting_changed_at_a_gate_applies_on_resume(tmp_path: Path) -> Non
     assert app.received == []
 
 
-def test_credentials_in_a_webhook_url_never_reach_the_store(
+def test_credentials_in_a_webhook_url_stay_in_the_private_part(
     tmp_path: Path, belt_home: Path
 ) -> None:
     with hook_app(lambda n, p: {"decision": "deny", "reason": "no"}) as app:
@@ -620,10 +620,30 @@ def test_credentials_in_a_webhook_url_never_reach_the_store(
         report, _ = run_scenario(scenario=path)
     assert hook_rows(report)[0]["handler"] == f"127.0.0.1:{port}"
     dump = json.dumps(report)
-    stored = "".join(p.read_text(errors="replace") for p in belt_home.rglob("*") if p.is_file())
+    private = belt_home / "store" / "private"
+    files = [p for p in belt_home.rglob("*") if p.is_file()]
+    stored = "".join(p.read_text(errors="replace") for p in files if private not in p.parents)
     for secret in ("hunter2", "sekrit-token", "/h?"):
         assert secret not in dump
         assert secret not in stored
+    (kept,) = [p for p in files if private in p.parents]
+    assert "hunter2" in kept.read_text()  # so that any process can continue the run
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert all(d.stat().st_mode & 0o777 == 0o700 for d in kept.parents if private in d.parents)
+
+
+def test_a_held_run_resumes_with_its_stored_hooks_when_the_scenario_is_gone(
+    tmp_path: Path,
+) -> None:
+    with hook_app(lambda n, p: {"decision": "deny", "reason": "not now"}) as app:
+        hooks = [gate("agent.tool_call"), webhook(f"{app.url}/h", "agent.complete")]
+        path = write_scenario(tmp_path, hooks, [one_tool_turn(READ_TMP)])
+        report, (run_id,) = run_scenario(scenario=path)
+        path.unlink()
+        resolve_interrupt(interrupt_id=report["interrupts"][0]["id"], decision="allow")
+        report, _ = resume_run(run_id=run_id)
+    assert report["runs"][0]["state"] == "completed"
+    assert app.events() == ["agent.complete"]
 
 
 def test_builtin_hooks_are_refused_with_a_clear_message(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from belt.effects import DEFAULT_TOOL_DENY_REASON, Outcome, transcript_content, 
 from belt.engine.dispatch import Dispatcher, EventResult, executed_record, leaves_transcript_row
 from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, ToolCallSpec
 from belt.engine.simulation import End, Execution, SimStatus, record_simulation
-from belt.errors import BeltError, Conflict, UsageError
+from belt.errors import Conflict, NotFound, UsageError
 from belt.records.chats import disabled
 from belt.records.ids import now_iso
 from belt.records.interrupts import (
@@ -55,31 +55,25 @@ def stored_hooks(hooks: list[LifecycleHookConfig]) -> list[dict[str, Any]]:
     return out
 
 
-def reload_hooks(sim: dict[str, Any]) -> list[LifecycleHookConfig]:
-    """The simulation's hooks with their full webhook URLs, read again from its files.
+HOOKS = "hooks"
+"""The private record of a simulation's hooks with their full webhook URLs."""
 
-    The store keeps webhooks by host only, so a resumed run reads the URLs back from the
-    scenario (or ``--hooks`` file) and checks they are the ones the simulation started with.
+
+def reload_hooks(store: Store, sim: dict[str, Any]) -> list[LifecycleHookConfig]:
+    """The simulation's hooks with their full webhook URLs, from the store's private part.
+
+    Reports, transcripts and the simulation record name a webhook by its host only; the URL is
+    kept apart so that any process can continue the run (``belt sim resume``, ``--wait``,
+    ``belt serve --resume``) even when the scenario file has changed or is gone.
     """
-    stored = sim["hooks"]
-    if not any("handler_sha256" in hook for hook in stored):
-        return [LifecycleHookConfig.model_validate(hook) for hook in stored]
-    from belt.engine.scenario import load_scenario
-
-    hooks_file = sim.get("hooks_file")
     try:
-        loaded = load_scenario(sim["source"], hooks_file=hooks_file)
-    except BeltError as exc:
+        private = store.read_private(HOOKS, str(sim["id"]))
+    except NotFound:
         raise Conflict(
-            f"cannot read the hooks of this simulation again: {exc.message}",
-            hint="the webhook URLs are read from the scenario on resume; restore the file",
+            f"simulation {sim['id']} has no stored hooks to continue with",
+            hint="it was made by an older belt; start it again with `belt sim run`",
         ) from None
-    if stored_hooks(loaded.hooks) != stored:
-        raise Conflict(
-            f"the hooks in {hooks_file or sim['source']} changed since the simulation started",
-            hint="restore them, or start a new simulation with `belt sim run`",
-        )
-    return loaded.hooks
+    return [LifecycleHookConfig.model_validate(hook) for hook in private["hooks"]]
 
 
 class PlatformLoop:
@@ -97,7 +91,10 @@ class PlatformLoop:
         self.scenario = Scenario.model_validate(sim.scenario_doc)
         options = sim.options
         loaded = options.loaded
-        hooks = loaded.hooks if isinstance(loaded, LoadedScenario) else reload_hooks(sim.sim)
+        if isinstance(loaded, LoadedScenario):
+            hooks = loaded.hooks
+        else:
+            hooks = reload_hooks(sim.store, sim.sim)
         self.dispatcher = Dispatcher(
             sim.store, hooks, bool(sim.sim.get("fail_closed")), options.transport
         )
@@ -116,7 +113,7 @@ class PlatformLoop:
         """Record a new simulation of a platform scenario; return its record."""
         scenario = loaded.scenario
         hooks = stored_hooks(loaded.hooks)
-        return record_simulation(
+        sim = record_simulation(
             store,
             dialect=cls.name,
             loaded=loaded,
@@ -126,6 +123,9 @@ class PlatformLoop:
             hooks=hooks,
             fail_closed=fail_closed,
         )
+        full = [hook.to_wire() for hook in loaded.hooks]
+        store.write_private(HOOKS, str(sim["id"]), {"hooks": full})
+        return sim
 
     # -- the driver's protocol ---------------------------------------------------------------
 

@@ -6,6 +6,7 @@ Layout under the root (see docs/store.md)::
     index/<index>/<owner>.jsonl     members linked to an owner (run → interrupts, chat → messages)
     logs/<log>/<id>.jsonl           append-only records (events of a run, a server journal)
     tags/<tag>/<name>               empty marker files whose names are the data (pending gates)
+    private/<kind>/<id>.json        what is never printed or reported (full webhook URLs)
     locks/...                       one lock file per object, index or log that is written
 
 Every operation touches only the files of the objects it names, so its cost does not grow with
@@ -280,6 +281,28 @@ class Store:
     def read_log(self, log: str, id: str) -> list[dict[str, Any]]:
         """Every record of a log in order ([] if it does not exist); a torn last line is skipped."""
         return [record for _, record in self._read_records(self._log_path(log, id), "log", log)]
+
+    # The private part: what must never be printed, journalled or reported (full webhook URLs,
+    # which can carry credentials), kept so that any process can continue a run
+
+    def _private_path(self, kind: str, id: str) -> Path:
+        return self.root / "private" / check_id(kind, what="kind") / f"{check_id(id)}.json"
+
+    def write_private(self, kind: str, id: str, data: dict[str, Any]) -> None:
+        """Store ``data`` in the private part (0600, atomic); it replaces what was there."""
+        path = self._private_path(kind, id)
+        atomic_write(path, self._encode_object(kind, id, data), fsync=self.fsync)
+
+    def read_private(self, kind: str, id: str) -> dict[str, Any]:
+        """Data from the private part; NotFound if missing, InvalidInput if damaged."""
+        path = self._private_path(kind, id)
+        try:
+            raw = read_bytes(path)
+        except FileNotFoundError:
+            raise NotFound(f"no private {kind} {id}") from None
+        except OSError as exc:
+            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+        return self._decode_object(path, kind, id, raw)
 
     # Tags: sets of names kept as empty marker files, so adding and removing cost one file
 
