@@ -33,9 +33,10 @@ def platform_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
             current_run = run_id
             run = runs[run_id]
             lines.append(("", ""))
-            lines.append((f"── run {run_id} · {run['state']}", "bold"))
+            lines.append((f"── run {run_id} · {run_state(run)}", "bold"))
         lines.extend(message_lines(message))
     lines.extend(gate_lines(report))
+    lines.extend(interrupted_lines(report))
     return lines
 
 
@@ -94,6 +95,28 @@ def message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
     return []
 
 
+def run_state(run: dict[str, Any]) -> str:
+    """A run's state as the transcript heading shows it."""
+    if run.get("interrupted"):
+        return f"{run['state']}, interrupted (its process is gone)"
+    return str(run["state"])
+
+
+def interrupted_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Runs whose process was killed: how to go on from their last durable point."""
+    lines: list[tuple[str, str]] = []
+    for run in report["runs"]:
+        if run.get("interrupted"):
+            lines.append(("", ""))
+            lines.append(
+                (f"⚠ run {run['id']} was interrupted: the process running it is gone", "bold red")
+            )
+            lines.append(("continue it from its last durable point, or end it:", ""))
+            lines.append((f"  belt sim resume {run['id']}", ""))
+            lines.append((f"  belt sim stop {run['id']}", ""))
+    return lines
+
+
 def gate_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     """Where a gate holds the run: the interrupt and the exact commands to go on."""
     pending = report["chat"]["pending_interrupts"]
@@ -137,6 +160,7 @@ def nexus_transcript_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
         lines.extend(nexus_message_lines(message))
     lines.extend(pending_task_lines(report))
     lines.extend(attention_lines(report))
+    lines.extend(interrupted_lines(report))
     return lines
 
 
@@ -149,7 +173,7 @@ def execution_header(entry: dict[str, Any], runs: dict[str, Any]) -> list[tuple[
     if run is None:
         head = f"── turn {entry['turn']} · {kind} · no run (no hooks, no tools) · {entry['state']}"
         return [(head, "bold")]
-    lines = [(f"── turn {entry['turn']} · {kind} · run {run['id']} · {run['state']}", "bold")]
+    lines = [(f"── turn {entry['turn']} · {kind} · run {run['id']} · {run_state(run)}", "bold")]
     hooks = run.get("hooks") or {}
     if hooks:
         groups: dict[str, list[str]] = {}

@@ -266,9 +266,10 @@ class NexusLoop:
             return self.request_step(execution)
         return self.stop_step(execution)
 
-    def resumable(self, run: RunRecord) -> NexusExecution:
-        """An execution on an attention hold goes on by retrying its failed hook task."""
-        if run.state != ATTENTION_HOLD:
+    def resumable(self, run: RunRecord, interrupted: bool) -> NexusExecution:
+        """An execution on an attention hold goes on by retrying its failed hook task; one whose
+        process was killed goes on from its last durable point."""
+        if run.state != ATTENTION_HOLD and not interrupted:
             raise Conflict(
                 f"run {run.id} is {run.state}, not on an attention hold",
                 hint="only a run whose hook task failed can be resumed",

@@ -160,8 +160,14 @@ class PlatformLoop:
             return self.tools(execution)
         return self.after_gate(execution)
 
-    def resumable(self, run: RunRecord) -> Execution:
-        """A run held at gates goes on once every one of its interrupts is settled."""
+    def resumable(self, run: RunRecord, interrupted: bool) -> Execution:
+        """A run held at gates goes on once every one of its interrupts is settled; a run whose
+        process was killed goes on from its last durable point."""
+        if interrupted:
+            state = dict(run.data["execution"])
+            return Execution(
+                int(run.data["turn_index"]), run, state, input_message_id=state["input"]
+            )
         if run.state != AgentRunState.INPUT_REQUIRED:
             raise Conflict(f"run {run.id} is {run.state}, not waiting at a gate")
         pending = pending_for_run(store=self.sim.store, run_id=run.id)

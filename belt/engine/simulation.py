@@ -26,7 +26,7 @@ from belt.errors import Conflict, NotFound
 from belt.records.chats import create_chat
 from belt.records.ids import new_id, now_iso
 from belt.records.messages import Recorder, run_event
-from belt.records.runs import RUN, Cancelled, RunRecord, cancel_run
+from belt.records.runs import RUN, Cancelled, RunRecord, cancel_run, take_lease
 from belt.wire.enums import AgentRunState, ChatStatus, MessageStatus, ToolInvocationStatus
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ class Execution:
     input_message_id: str | None = None
     occupies_chat: bool = True
     tags: dict[str, Any] = field(default_factory=dict)
+    recovering: bool = False
 
     @property
     def run_id(self) -> str | None:
@@ -106,8 +107,9 @@ class Dialect(Protocol):
     def step(self, execution: Execution) -> End | None:
         """Take the step ``execution.state["next"]``; an End when the run stops."""
 
-    def resumable(self, run: RunRecord) -> Execution:
-        """The execution of a held run, to go on; Conflict when it cannot go on yet."""
+    def resumable(self, run: RunRecord, interrupted: bool) -> Execution:
+        """The execution of a held (or ``interrupted``) run, to go on; Conflict when it cannot
+        go on yet."""
 
     def resume_fields(self) -> dict[str, Any]:
         """Run fields cleared when a held run goes on."""
@@ -271,8 +273,9 @@ class Simulation:
     def resume(self, run_id: str) -> list[str]:
         """Continue a held run once what held it is settled, then the remaining turns."""
         try:
-            run = RunRecord.read(self.store, run_id)
-            execution = self.dialect.resumable(run)
+            run, interrupted = take_lease(self.store, run_id)
+            execution = self.dialect.resumable(run, interrupted)
+            execution.recovering = interrupted
             try:
                 self.transition(
                     execution, state=AgentRunState.WORKING.value, **self.dialect.resume_fields()
@@ -347,7 +350,11 @@ class Simulation:
     def hold(self, execution: Execution, chat_status: ChatStatus, **fields: Any) -> End:
         """The run waits for something outside (a gate, a retried hook): it holds."""
         self.transition(
-            execution, state=self.dialect.held_state, execution=execution.state, **fields
+            execution,
+            state=self.dialect.held_state,
+            execution=execution.state,
+            lease=None,
+            **fields,
         )
         if execution.occupies_chat:
             self.recorder.update_chat(status=chat_status.value)
@@ -375,7 +382,11 @@ class Simulation:
             ],
         )
         self.transition(
-            execution, state=AgentRunState.FAILED.value, error=error, execution=execution.state
+            execution,
+            state=AgentRunState.FAILED.value,
+            error=error,
+            execution=execution.state,
+            lease=None,
         )
         self.release_chat(execution)
         return End.FAILED

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from belt.errors import Conflict
+from belt.records import leases
 from belt.records.ids import new_id, now_iso
 from belt.store import Store, check_id
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState
@@ -87,6 +88,7 @@ class RunRecord:
             "sim_id": sim_id,
             "turn_index": turn_index,
             "execution": execution,
+            "lease": leases.mine(),
             **fields,
         }
         store.create(RUN, data["id"], data)
@@ -109,12 +111,18 @@ class RunRecord:
         return str(self.data["state"])
 
     def transition(self, **changes: Any) -> None:
-        """Change the run under its lock, unless it was cancelled meanwhile (then Cancelled)."""
-        changes["updated_at"] = now_iso()
+        """Change the run under its lock, unless it was cancelled meanwhile (then Cancelled).
+
+        Every transition renews this process's lease on the run.
+        """
+        stamp = changes["updated_at"] = now_iso()
 
         def apply(run: dict[str, Any]) -> dict[str, Any]:
             if run["state"] == AgentRunState.CANCELED:
                 raise Cancelled
+            lease = run.get("lease")
+            if "lease" not in changes and isinstance(lease, dict) and leases.is_mine(lease):
+                run["lease"] = {**lease, "renewed": stamp}
             run.update(changes)
             return run
 
@@ -137,16 +145,70 @@ class RunRecord:
         self.store.append(EVENTS_LOG, self.id, record, sync=False)
 
 
+def take_lease(store: Store, run_id: str) -> tuple[RunRecord, bool]:
+    """Become the one process that continues a run; returns it, and whether it was interrupted.
+
+    Conflict (exit 4) while another live process holds the run. A run that is still ``working``
+    although its holder is gone was interrupted (its process was killed): the lease passes to
+    this process, which may continue it from its last durable point. A run that has ended is
+    returned as it is, without a lease.
+    """
+    interrupted = False
+
+    def apply(run: dict[str, Any]) -> dict[str, Any]:
+        nonlocal interrupted
+        if run["state"] in TERMINAL_STATES:
+            raise _Ended(run)
+        lease = run.get("lease")
+        if lease is not None and not leases.is_mine(lease) and leases.holder_alive(lease):
+            raise Conflict(
+                f"run {run_id} is being continued by {leases.describe(lease)}",
+                hint="only one process continues a run; wait for it, or stop the run with "
+                f"`belt sim stop {run_id}`",
+            )
+        interrupted = run["state"] == AgentRunState.WORKING and not leases.is_mine(lease)
+        run["lease"] = leases.mine()
+        return run
+
+    try:
+        data = store.update(RUN, check_id(run_id, what="run id"), apply)
+    except _Ended as ended:
+        return RunRecord(store, ended.run), False
+    return RunRecord(store, data), interrupted
+
+
+class _Ended(Exception):
+    def __init__(self, run: dict[str, Any]) -> None:
+        super().__init__(run["id"])
+        self.run = run
+
+
+def interrupted(run: dict[str, Any]) -> bool:
+    """True for a run left ``working`` by a process that is gone (killed or crashed)."""
+    if run.get("state") != AgentRunState.WORKING:
+        return False
+    lease = run.get("lease")
+    return not leases.is_mine(lease) and not leases.holder_alive(lease)
+
+
 def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -> dict[str, Any]:
-    """Mark a run cancelled (``error`` says ``how``); Conflict if it ended or works unforced."""
+    """Mark a run cancelled (``error`` says ``how``); Conflict if it ended or works unforced.
+
+    A run whose process is gone is no longer working: it can be stopped without ``force``.
+    """
 
     def apply(run: dict[str, Any]) -> dict[str, Any]:
         state = run["state"]
         if state in TERMINAL_STATES:
             raise Conflict(f"run {run_id} is already {state}")
-        if state == AgentRunState.WORKING and not force:
+        if state == AgentRunState.WORKING and not force and not interrupted(run):
             raise Conflict(f"run {run_id} is working", hint=hint)
-        run.update(state=AgentRunState.CANCELED.value, error=f"{how} by user", updated_at=now_iso())
+        run.update(
+            state=AgentRunState.CANCELED.value,
+            error=f"{how} by user",
+            lease=None,
+            updated_at=now_iso(),
+        )
         return run
 
     return store.update(RUN, check_id(run_id, what="run id"), apply)
@@ -163,5 +225,11 @@ def run_events(store: Store, run_id: str) -> list[dict[str, Any]]:
 
 
 def run_dto(run: dict[str, Any], extra_fields: tuple[str, ...] = ()) -> dict[str, Any]:
-    """An AgentRunDTO of a stored run, with ``extra_fields`` a dialect adds."""
-    return {key: run.get(key) for key in (*DTO_FIELDS, *extra_fields)}
+    """An AgentRunDTO of a stored run, with ``extra_fields`` a dialect adds.
+
+    A run whose process is gone says so (``interrupted``): it can be resumed.
+    """
+    dto = {key: run.get(key) for key in (*DTO_FIELDS, *extra_fields)}
+    if interrupted(run):
+        dto["interrupted"] = True
+    return dto

@@ -15,6 +15,7 @@ import pytest
 from belt.records.interrupts import DTO_FIELDS, create_interrupt, resolve_interrupt
 from belt.store import open_store
 from tests.cli.runner import belt
+from tests.racers import race
 
 
 def open_gate(run_id: str = "run_1", **kwargs) -> dict:
@@ -245,19 +246,6 @@ def test_create_refuses(args: list[str], code: int, message: str) -> None:
     assert belt("interrupt", "list", "r", "--all", "--json").json() == []
 
 
-RESOLVER = """
-import runpy
-import sys
-
-import belt.cli  # start-up done before the start line, so the racers really overlap
-
-sys.argv = ["belt", *sys.argv[1:]]
-print("ready", flush=True)
-sys.stdin.readline()
-runpy.run_module("belt", run_name="__main__", alter_sys=True)
-"""
-
-
 def test_racing_processes_exactly_one_resolves(belt_home: Path) -> None:
     """12 processes released together run `python -m belt interrupt resolve`; 2 more come late.
 
@@ -267,27 +255,16 @@ def test_racing_processes_exactly_one_resolves(belt_home: Path) -> None:
     dto = open_gate(meta={"event": "agent.tool_call", "data": {"blob": "x" * 4_000_000}})
     env = {**os.environ, "BELT_HOME": str(belt_home)}
 
-    def racer(i: int, *prefix: str) -> subprocess.Popen[str]:
+    def command(i: int) -> list[str]:
         decision = "allow" if i % 2 else "deny"
-        return subprocess.Popen(
-            [*prefix, "interrupt", "resolve", dto["id"], decision, "--data", json.dumps(i)],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        return ["interrupt", "resolve", dto["id"], decision, "--data", json.dumps(i)]
 
-    aligned = [racer(i, sys.executable, "-c", RESOLVER) for i in range(12)]
-    for proc in aligned:
-        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-    for proc in aligned:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    finished = [(proc.wait(timeout=60), *proc.communicate()) for proc in aligned]
-    late = [racer(i, sys.executable, "-m", "belt") for i in (12, 13)]
-    finished += [(proc.wait(timeout=60), *proc.communicate()) for proc in late]
+    finished = race([command(i) for i in range(12)], env)
+    for i in (12, 13):
+        late = subprocess.run(
+            [sys.executable, "-m", "belt", *command(i)], env=env, capture_output=True, text=True
+        )
+        finished.append((late.returncode, late.stdout, late.stderr))
 
     codes = sorted(code for code, _, _ in finished)
     assert codes == [0] + [4] * 13, finished

@@ -12,6 +12,7 @@ from typing import Any
 
 from tests.cli.runner import belt
 from tests.hookapp import hook_app
+from tests.racers import race
 
 DELETE = {
     "name": "delete_file",
@@ -157,10 +158,19 @@ def test_a_killed_simulation_keeps_everything_it_recorded(tmp_path: Path, belt_h
         "agent.turn_start",
         "agent.tool_call",
     ]
-    assert belt("sim", "resume", run["id"]).exit_code == 4
+    assert report["runs"][0]["interrupted"] is True
+    assert "interrupted" in belt("sim", "show", run["id"]).stdout
+
+    # The run goes on from its last durable point: the turn whose turn_start was interrupted.
+    resumed = belt("sim", "resume", run["id"], "--json")
+    assert resumed.exit_code == 0, resumed.stderr
+    report = resumed.json()
+    assert report["runs"][0]["state"] == "completed"
+    assert "interrupted" not in report["runs"][0]
+    roles = [m["role"] for m in report["chat"]["chat_messages"]]
+    assert roles == ["user", "assistant", "event", "tool", "event", "assistant"]
+    assert [m["role"] for m in report["chat"]["chat_messages"]].count("tool") == 1
     assert belt("sim", "stop", run["id"]).exit_code == 4
-    assert belt("sim", "stop", run["id"], "--force").exit_code == 0
-    assert belt("sim", "show", run["id"], "--json").json()["runs"][0]["state"] == "canceled"
 
 
 def stop_from_another_process(run_id: str, belt_home: Path) -> subprocess.CompletedProcess[str]:
@@ -267,3 +277,26 @@ def test_a_forced_stop_from_another_process_wins_over_a_running_nexus_hook(
     assert report["simulation"]["status"] == "canceled"
     assert [m for m in report["chat"]["chat_messages"] if m["role"] == "feedback"] == []
     assert [t["status"] for t in report["hook_tasks"]] == ["cancelled"]
+
+
+def test_of_many_racing_resumers_exactly_one_continues_the_run(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    env = {**os.environ, "BELT_HOME": str(belt_home), "NO_COLOR": "1"}
+    with hook_app(**{"complete": 0.5}) as app:
+        hooks = [
+            {"event": "agent.tool_call", "type": "gate"},
+            {"event": "agent.complete", "type": "webhook", "handler": f"{app.url}/complete"},
+        ]
+        turn = {"user": "clean up", "model": [{"say": "deleting", "tool_calls": [DELETE]}, {}]}
+        held = belt("sim", "run", scenario(tmp_path, hooks, [turn]), "--json").json()
+        run_id = held["runs"][0]["id"]
+        gate_id = held["chat"]["pending_interrupts"][0]["id"]
+        assert belt("interrupt", "resolve", gate_id, "allow").exit_code == 0
+        outcomes = race([["sim", "resume", run_id]] * 6, env)
+    codes = sorted(code for code, _, _ in outcomes)
+    assert codes == [0, 4, 4, 4, 4, 4], outcomes
+    report = belt("sim", "show", run_id, "--json").json()
+    assert report["runs"][0]["state"] == "completed"
+    assert [m["role"] for m in report["chat"]["chat_messages"]].count("tool") == 1
+    assert app.events() == ["agent.complete"]

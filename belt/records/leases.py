@@ -1,0 +1,97 @@
+"""Leases: which process continues a run, so that exactly one ever does.
+
+A run is continued (started, resumed, waited on at a gate) only by the process that holds its
+lease: its pid, host and process start time, renewed as the run goes. The lease is taken inside
+the run's lock, so of many processes that try at once exactly one wins; the others get a
+Conflict (exit 4). A lease whose holder is gone (a killed simulation) can be taken over, which is
+how an interrupted run goes on from its last durable point.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+from functools import cache
+from typing import Any
+
+from belt.records.ids import now_iso
+from belt.store.clock import parse_timestamp, utcnow
+
+FOREIGN_TTL = timedelta(minutes=10)
+"""How long a lease held on another host counts as live without a renewal (its pid cannot be
+checked from here)."""
+
+
+@cache
+def host() -> str:
+    """This machine's name, as leases record it."""
+    return socket.gethostname()
+
+
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started, in clock ticks since boot (None where /proc cannot say).
+
+    A pid can be reused by a later process; the start time tells them apart.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses; fields follow the last ")".
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def mine() -> dict[str, Any]:
+    """A lease held by this process, renewed now."""
+    stamp = now_iso()
+    pid = os.getpid()
+    return {
+        "pid": pid,
+        "host": host(),
+        "started": process_start(pid),
+        "at": stamp,
+        "renewed": stamp,
+    }
+
+
+def is_mine(lease: Any) -> bool:
+    """True when ``lease`` is held by this very process."""
+    return (
+        isinstance(lease, dict)
+        and lease.get("pid") == os.getpid()
+        and lease.get("host") == host()
+        and lease.get("started") == process_start(os.getpid())
+    )
+
+
+def holder_alive(lease: Any) -> bool:
+    """True when the process that holds ``lease`` is still running (or may be, elsewhere)."""
+    if not isinstance(lease, dict):
+        return False
+    pid = lease.get("pid")
+    if lease.get("host") != host():
+        try:
+            renewed = parse_timestamp(str(lease.get("renewed")))
+        except Exception:  # a damaged lease holds nothing
+            return False
+        return utcnow() - renewed < FOREIGN_TTL
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    started = lease.get("started")
+    return started is None or process_start(pid) in (None, started)
+
+
+def describe(lease: Any) -> str:
+    """Who holds a lease, for a person."""
+    if not isinstance(lease, dict):
+        return "nobody"
+    return f"process {lease.get('pid')} on {lease.get('host')} (since {lease.get('at')})"
