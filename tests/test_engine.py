@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,23 @@ def test_events_fire_in_platform_order_with_wire_payloads(tmp_path: Path) -> Non
     assert payloads[3]["data"] == {"tool": "read_file", "arguments": {"path": "/tmp/a"}}
     assert payloads[5]["data"] == {"tool": "render", "status": "completed", "result": "video.mp4"}
     assert "data" not in payloads[0]
+
+
+def test_agent_start_fires_again_after_a_first_run_denied_before_any_model_turn(
+    tmp_path: Path,
+) -> None:
+    decisions = iter([{"decision": "deny", "reason": "not yet"}, None])
+    with hook_app(lambda name, payload: next(decisions)) as app:
+        path = write_scenario(
+            tmp_path,
+            [webhook(f"{app.url}/h", "agent.start")],
+            [{"user": "one", "model": [{"say": "a"}]}, {"user": "two", "model": [{"say": "b"}]}],
+        )
+        report, executed = run_scenario(scenario=path)
+    assert [r["state"] for r in report["runs"]] == ["failed", "completed"]
+    assert app.events() == ["agent.start", "agent.start"]
+    assert [p["turn_count"] for _, p in app.received] == [0, 0]
+    assert [m["content"][0]["text"] for m in messages(report, "assistant")] == ["b"]
 
 
 def test_agent_start_fires_only_in_the_first_run_of_a_chat(tmp_path: Path) -> None:
@@ -399,7 +417,25 @@ def test_same_dedup_key_replaces_and_system_is_permanent(tmp_path: Path) -> None
     assert second_turn["sim"]["injections"] == [injections[2]["id"], injections[3]["id"]]
     assert injections[0]["sim"]["ended"] == "replaced"
     assert injections[1]["sim"]["ended"] == "replaced"
-    assert injections[3]["sim"]["injection"]["dedup_key"].startswith("system:127.0.0.1")
+    digest = hashlib.sha256(f"{app.url}/h".encode()).hexdigest()
+    assert injections[3]["sim"]["injection"]["dedup_key"] == f"system:{digest}"
+    assert f"{app.url}/h" not in json.dumps(injections)
+
+
+def test_system_notes_of_two_webhooks_on_one_host_both_stay(tmp_path: Path) -> None:
+    def decide(name: str, payload: dict[str, Any]) -> Any:
+        return {"system": f"rule from {name}"}
+
+    turns = [{"user": "go", "model": [{"say": "1", "tool_calls": [READ_TMP]}, {"say": "2"}]}]
+    with hook_app(decide) as app:
+        hooks = [webhook(f"{app.url}/{name}", "agent.turn_start") for name in ("a", "b")]
+        report, _ = run_scenario(scenario=write_scenario(tmp_path, hooks, turns))
+    injections = messages(report, "injection")
+    by_id = {m["id"]: m["content"][0]["text"] for m in injections}
+    second_turn = messages(report, "assistant")[1]
+    seen = sorted(by_id[i] for i in second_turn["sim"]["injections"])
+    assert seen == ["rule from a", "rule from b"]
+    assert [m["sim"].get("ended") for m in injections] == ["replaced", "replaced", None, None]
 
 
 # -- compaction -------------------------------------------------------------------------------

@@ -133,8 +133,11 @@ class PlatformLoop:
         """Record the user's message and start its run."""
         recorder = self.sim.recorder
         run_count = int(recorder.chat.get("run_count", 0))
+        # agent.start fires on the first turn of a chat: while no model turn has happened, so a
+        # run denied at agent.start leaves the next run of the chat to fire it again.
+        first = int(recorder.chat.get("turn_count", 0)) == 0
         run = self.sim.create_run(
-            index, {"next": "start", "model": 0, "first": run_count == 0, "input": None}
+            index, {"next": "start", "model": 0, "first": first, "input": None}
         )
         execution = Execution(index, run, run.data["execution"])
         user = self.scenario.turns[index].user
@@ -461,12 +464,14 @@ class PlatformLoop:
                         source=source,
                     )
                 if hook_run.response.system:
+                    # Keyed by the whole handler URL (by its digest: the URL is never written).
+                    digest = hashlib.sha256(str(hook_run.hook.handler).encode()).hexdigest()
                     self.add_injection(
                         execution,
                         hook_run.response.system,
                         role="system",
                         ttl_turns=0,
-                        dedup_key=f"system:{source}",
+                        dedup_key=f"system:{digest}",
                         items=None,
                         source=source,
                     )
