@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from belt.engine.api import resume_run, run_scenario, show_run, stop_run
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.interrupts import resolve_interrupt, sweep
+from belt.store.clock import parse_timestamp
 from tests.hookapp import hook_app
 
 DELETE_PROD = {
@@ -292,6 +294,28 @@ def test_async_hooks_never_block_inject_or_leave_rows(tmp_path: Path) -> None:
     (executed,) = report["hook_executions"]
     assert executed["async"] is True
     assert executed["decision"] == "allow"
+
+
+def test_an_async_hook_does_not_delay_the_events_after_it(tmp_path: Path) -> None:
+    hooks = [
+        webhook("{url}/slow", "agent.turn_start", **{"async": True}),
+        webhook("{url}/next", "agent.turn_complete"),
+    ]
+    with hook_app(slow=2.0) as app:
+        hooks = [{**h, "handler": h["handler"].format(url=app.url)} for h in hooks]
+        path = write_scenario(tmp_path, hooks, [one_tool_turn()])
+        report, _ = run_scenario(scenario=path)
+    fast, slow = report["hook_executions"]
+    assert (fast["hook_event"], slow["hook_event"]) == ("agent.turn_complete", "agent.turn_start")
+    next_event = parse_timestamp(fast["payload"]["timestamp"])
+    slow_started = parse_timestamp(slow["payload"]["timestamp"])
+    slow_finished = parse_timestamp(slow["at"])
+    # The slow hook took its two seconds, but the next event fired before it had finished;
+    # the simulation still waited for it at its end, so its record is there.
+    assert slow_finished - slow_started >= timedelta(seconds=2)
+    assert next_event < slow_finished
+    assert slow["duration_ms"] >= 2000
+    assert report["runs"][0]["state"] == "completed"
 
 
 # -- failures ---------------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -79,43 +82,94 @@ class EventResult:
         return self.decisive.reason if self.decisive else None
 
 
+ASYNC_WORKERS = 8
+"""How many async hooks run at once; more wait their turn, and the loop never waits for them."""
+
+Finished = Callable[[HookRun], None]
+
+
 @dataclass
 class Dispatcher:
-    """Runs handlers of each type for one run; one pooled HTTP client per run."""
+    """Runs handlers of each type for one simulation; one pooled HTTP client.
+
+    Async hooks are handed to a bounded pool of background workers and the event goes on at
+    once; each reports its run to the ``finished`` callback it was given when it is done.
+    ``close`` waits for those still running (each is bounded by its own timeout).
+    """
 
     store: Store
     hooks: list[LifecycleHookConfig]
     fail_closed: bool = False
     transport: httpx.BaseTransport | None = None
-    _client: httpx.Client | None = None
+    _pool: ThreadPoolExecutor | None = None
+    _clients: dict[int, httpx.Client] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def close(self) -> None:
-        """Close the run's HTTP client."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        """Wait for the async hooks still running, then close the HTTP client."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
+    def submit(
+        self,
+        hook: LifecycleHookConfig,
+        index: int,
+        payload: dict[str, Any],
+        resource_id: str | None,
+        finished: Finished,
+    ) -> None:
+        """Run an async hook in the background; ``finished`` gets its run when it is done."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(ASYNC_WORKERS, thread_name_prefix="belt-async-hook")
+
+        def work() -> None:
+            finished(self.run_one(hook, index, payload, resource_id))
+
+        self._pool.submit(work)
 
     def client(self) -> httpx.Client:
-        """The run's pooled HTTP client, created on first use."""
-        if self._client is None:
-            import httpx
+        """This thread's pooled HTTP client, created on first use (the loop and each background
+        worker keep their own connections)."""
+        key = threading.get_ident()
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                import httpx
 
-            self._client = httpx.Client(transport=self.transport, follow_redirects=False)
-        return self._client
+                client = httpx.Client(transport=self.transport, follow_redirects=False)
+                self._clients[key] = client
+        return client
 
     def hooks_for(self, event: str) -> list[tuple[int, LifecycleHookConfig]]:
         """The hooks declared on ``event``, with their declaration index, in order."""
         return [(i, h) for i, h in enumerate(self.hooks) if h.event == event]
 
     def fire(
-        self, event: str, payload: dict[str, Any], *, resource_id: str | None = None
+        self,
+        event: str,
+        payload: dict[str, Any],
+        *,
+        resource_id: str | None = None,
+        finished: Finished | None = None,
     ) -> EventResult:
-        """Run every hook on ``event`` until one denies, stops or suspends."""
+        """Run every hook on ``event`` until one denies, stops or suspends.
+
+        Async hooks are started in the background and take no part in the decision; the
+        sync ones run in declaration order and are in the result.
+        """
         result = EventResult(event, payload)
         for index, hook in self.hooks_for(event):
+            if hook.async_ and hook.type != HookHandlerType.GATE:
+                self.submit(hook, index, payload, resource_id, finished or (lambda run: None))
+                continue
             run = self.run_one(hook, index, payload, resource_id)
             result.runs.append(run)
-            if not hook.async_ and takes_effect(run.decision):
+            if takes_effect(run.decision):
                 result.decisive = run
                 break
         return result

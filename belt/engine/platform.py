@@ -17,7 +17,13 @@ import hashlib
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from belt.effects import DEFAULT_TOOL_DENY_REASON, Outcome, transcript_content, url_host
-from belt.engine.dispatch import Dispatcher, EventResult, executed_record, leaves_transcript_row
+from belt.engine.dispatch import (
+    Dispatcher,
+    EventResult,
+    HookRun,
+    executed_record,
+    leaves_transcript_row,
+)
 from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, ToolCallSpec
 from belt.engine.simulation import End, Execution, SimStatus, record_simulation
 from belt.errors import Conflict, NotFound, UsageError
@@ -442,8 +448,14 @@ class PlatformLoop:
             payload["data"] = data
         if not self.dispatcher.hooks_for(event) or disabled(recorder.refresh_chat()):
             return EventResult(event, payload)
-        result = self.dispatcher.fire(event, payload, resource_id=resource_id)
         run = execution.run
+
+        def finished(hook_run: HookRun) -> None:
+            # An async hook's record, written whenever it finishes (it leaves no row).
+            if run is not None:
+                run.log(executed_record(event, hook_run, payload))
+
+        result = self.dispatcher.fire(event, payload, resource_id=resource_id, finished=finished)
         for hook_run in result.runs:
             if run is not None:
                 run.log(executed_record(event, hook_run, payload))
