@@ -15,6 +15,7 @@ class ExitCode(IntEnum):
     CONFLICT = 4
     INVALID_INPUT = 5
     UNREACHABLE = 6
+    INTERRUPTED = 130
 
 
 class BeltError(Exception):

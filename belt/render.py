@@ -307,8 +307,16 @@ def clock(stamp: Any) -> str:
 
 
 def task_line(record: dict[str, Any]) -> tuple[str, str]:
-    """One live line: a task served (event, key, outcome, duration), skipped, or waited on."""
+    """One live line: a task served (event, key, outcome, duration), skipped, or waited on; or
+    the gates a run waits at."""
     kind = record.get("kind")
+    if kind == "gates":
+        ids = ", ".join(str(i["id"]) for i in record["pending"])
+        return (
+            f"waiting at {len(record['pending'])} gate(s) of run {record['run_id']}: {ids} "
+            "(belt interrupt resolve ID allow|deny, or expiry; Ctrl-C stops waiting)",
+            "yellow",
+        )
     head = f"{clock(record.get('at'))}  {record['event']}  {record['task_key']}"
     if kind == "waiting":
         return (

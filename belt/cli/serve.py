@@ -32,6 +32,13 @@ def serve(
     sweep_interval: Annotated[
         float, typer.Option(help="Seconds between sweeps that settle overdue gates (0: off).")
     ] = 60.0,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue simulated runs as soon as their gates are settled (no sim resume).",
+        ),
+    ] = False,
     json_: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per request on stdout.")
     ] = False,
@@ -54,6 +61,7 @@ def serve(
         secret=secret,
         token=token,
         sweep_interval=sweep_interval,
+        resume=resume,
         report=output.print_json_line if json_ else render_record,
         on_listening=render_listening,
     )
@@ -70,6 +78,8 @@ def render_listening(info: dict[str, Any]) -> None:
         extras.append("bearer token required")
     interval = info["sweep_interval"]
     extras.append(f"sweep every {interval:g} s" if interval else "sweep off")
+    if info.get("resume"):
+        extras.append("runs continue when their gates are settled")
     output.styled(
         f"belt serve listening on {info['url']} ({', '.join(extras)}); Ctrl-C stops",
         "bold",
@@ -86,6 +96,11 @@ def render_record(record: dict[str, Any]) -> None:
     if kind == "sweep":
         settled = ", ".join(f"{s['id']} → {s['resolution']}" for s in record["settled"])
         output.lines([(f"{clock}  sweep  settled {settled}", "yellow")])
+        return
+    if kind == "resume":
+        what = record.get("state") or f"could not go on: {record.get('error')}"
+        style = "red" if record.get("error") else ""
+        output.lines([(f"{clock}  resume  run {record['run_id']} → {what}", style)])
         return
     if kind == "api":
         style = "" if record["status"] < 400 else "red"

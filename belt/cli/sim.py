@@ -15,6 +15,13 @@ app = typer.Typer(
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the whole record as JSON.")]
 RunId = Annotated[str, typer.Argument(help="Run id (ar_...).")]
+WaitFlag = Annotated[
+    bool,
+    typer.Option(
+        "--wait",
+        help="Stay at a gate until it is settled (resolved anywhere, or expired), then go on.",
+    ),
+]
 
 
 def render(report: dict[str, Any], executed: list[str], json_: bool) -> None:
@@ -34,10 +41,26 @@ def render(report: dict[str, Any], executed: list[str], json_: bool) -> None:
 
 
 def live() -> Any:
-    """Live lines on stderr: hook tasks served in-process, and tasks waited on."""
+    """Live lines on stderr: hook tasks served in-process, tasks and gates waited on."""
     from belt.cli.executor import live_reporter
 
     return live_reporter(False, stderr=True)
+
+
+def waiting(simulate: Any, **kwargs: Any) -> tuple[dict[str, Any], list[str]]:
+    """Run ``simulate``; Ctrl-C while it waits at a gate stops waiting and leaves the run held."""
+    from belt import output
+    from belt.errors import ExitCode
+
+    try:
+        result: tuple[dict[str, Any], list[str]] = simulate(**kwargs)
+    except KeyboardInterrupt:
+        output.warning(
+            "stopped waiting; the run stays at its gates: `belt sim list` shows it, "
+            "`belt sim resume RUN_ID` continues it"
+        )
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    return result
 
 
 @app.command()
@@ -51,33 +74,47 @@ def run(
         typer.Option("--fail-closed", help="Count failed webhooks as deny on gate-able events."),
     ] = False,
     executor: Executors = None,
+    wait: WaitFlag = False,
     json_: JsonFlag = False,
 ) -> None:
     """Run a scenario: every hook fires at its boundary and every decision is applied.
 
-    A run stopped at a gate exits 0 and prints the commands to resolve and resume it;
-    a failed run, or a Nexus run on an attention hold, exits 1. A Nexus scenario waits for
-    each hook task up to the hook's timeout_ms: serve them with --executor, or with
-    `belt executor run` in another terminal.
+    A run stopped at a gate exits 0 and prints the commands to resolve and resume it; with
+    --wait it stays at the gate, keeps the run, and goes on as soon as every gate is settled
+    (by `belt interrupt resolve`, by `belt serve`'s API, or by expiry, which it sweeps itself);
+    Ctrl-C stops waiting and leaves the run resumable (exit 130). A failed run, or a Nexus run
+    on an attention hold, exits 1. A Nexus scenario waits for each hook task up to the hook's
+    timeout_ms: serve them with --executor, or with `belt executor run` in another terminal.
     """
     from belt.engine.api import run_scenario
 
-    report, executed = run_scenario(
+    report, executed = waiting(
+        run_scenario,
         scenario=scenario,
         hooks_file=hooks,
         fail_closed=fail_closed,
         executors=executor or [],
         report=live(),
+        wait=wait,
     )
     render(report, executed, json_)
 
 
 @app.command()
-def resume(run_id: RunId, executor: Executors = None, json_: JsonFlag = False) -> None:
-    """Continue a run held at gates, or retry the failed hook task of an attention hold."""
+def resume(
+    run_id: RunId, executor: Executors = None, wait: WaitFlag = False, json_: JsonFlag = False
+) -> None:
+    """Continue a run held at gates, retry the failed hook task of an attention hold, or go on
+    with a run whose process was killed (from its last durable point).
+
+    Exactly one process continues a run: a second `resume` of the same run exits 4. With
+    --wait it stays at any gate the run reaches next, as `belt sim run --wait` does.
+    """
     from belt.engine.api import resume_run
 
-    report, executed = resume_run(run_id=run_id, executors=executor or [], report=live())
+    report, executed = waiting(
+        resume_run, run_id=run_id, executors=executor or [], report=live(), wait=wait
+    )
     render(report, executed, json_)
 
 

@@ -34,6 +34,7 @@ def _options(
     fail_closed: bool,
     transport: httpx.BaseTransport | None,
     report: Reporter | None,
+    wait: bool = False,
 ) -> Options:
     """What the caller lends the simulation, checked against its dialect."""
     from belt.engine.simulation import Options
@@ -43,6 +44,7 @@ def _options(
         transport=transport,
         worker=_worker(store, executors, report),
         notify=report,
+        wait=wait,
     )
 
 
@@ -84,11 +86,13 @@ def run_scenario(
     executors: list[str] | None = None,
     transport: httpx.BaseTransport | None = None,
     report: Reporter | None = None,
+    wait: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     """Run a scenario file; returns the simulation's report and the ids of the runs executed.
 
-    ``report`` receives live records: each hook task an in-process executor served, and each
-    task the simulation starts waiting on for an executor in another process.
+    ``report`` receives live records: each hook task an in-process executor served, each task
+    the simulation starts waiting on for an executor in another process, and the gates a
+    ``wait`` run stays at until they are settled.
     """
     from belt.engine.dialects import DIALECTS
     from belt.engine.report import build_report
@@ -108,6 +112,7 @@ def run_scenario(
         fail_closed=fail_closed,
         transport=transport,
         report=report,
+        wait=wait,
     )
     sim, executed = start_simulation(store, loaded, options, fail_closed=fail_closed)
     return build_report(store, sim), executed
@@ -119,6 +124,7 @@ def resume_run(
     executors: list[str] | None = None,
     transport: httpx.BaseTransport | None = None,
     report: Reporter | None = None,
+    wait: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     """Resume a run held at gates or on an attention hold; returns the report and runs executed."""
     from belt.engine.dialects import dialect_class
@@ -134,6 +140,7 @@ def resume_run(
         fail_closed=False,
         transport=transport,
         report=report,
+        wait=wait,
     )
     sim, executed = resume_simulation(store, run_id, options)
     return build_report(store, sim), executed
@@ -167,3 +174,39 @@ def stop_run(*, run_id: str, force: bool = False) -> dict[str, Any]:
     store = open_store()
     sim = sim_of_run(store, run_id)
     return stop(store, sim, dialect_class(sim), run_id, force=force)
+
+
+def resume_settled(store: Store) -> list[dict[str, Any]]:
+    """Continue every simulated run whose gates are all settled and that no live process holds.
+
+    What ``belt serve --resume`` does on each pass: it reads the runs tagged as held at gates
+    (not every run), and each run it continues is continued by this process alone (its lease).
+    Returns one record per run it tried: ``{"run_id", "state"}`` or ``{"run_id", "error"}``.
+    """
+    from belt.engine.simulation import Options
+    from belt.errors import BeltError, Conflict
+    from belt.records import leases
+    from belt.records.interrupts import pending_for_run
+    from belt.records.runs import GATED_RUNS, RUN
+    from belt.wire.enums import AgentRunState
+
+    tried: list[dict[str, Any]] = []
+    for run_id in store.tagged(GATED_RUNS):
+        run = store.get(RUN, run_id)
+        if run is None or run.get("state") != AgentRunState.INPUT_REQUIRED:
+            store.untag(GATED_RUNS, run_id)
+            continue
+        if pending_for_run(store=store, run_id=run_id):
+            continue
+        if leases.holder_alive(run.get("lease")) and not leases.is_mine(run.get("lease")):
+            continue
+        try:
+            sim, _ = resume_simulation(store, run_id, Options())
+        except Conflict:
+            continue  # another process took it first, or it is not ready after all
+        except BeltError as exc:
+            tried.append({"run_id": run_id, "error": exc.message})
+            continue
+        state = store.read(RUN, run_id)["state"]
+        tried.append({"run_id": run_id, "state": state, "sim_id": sim["id"]})
+    return tried

@@ -126,6 +126,7 @@ class NexusLoop:
     name: ClassVar[str] = "nexus"
     held_state: ClassVar[str] = ATTENTION_HOLD
     held_status: ClassVar[SimStatus] = SimStatus.ATTENTION
+    waits_for_gates: ClassVar[bool] = False
     stop_hint: ClassVar[str] = (
         "a simulation process may be running it; `belt sim stop --force` bypasses stop "
         "and cancels its pending hook tasks"

@@ -88,6 +88,7 @@ class PlatformLoop:
     name: ClassVar[str] = "platform"
     held_state: ClassVar[str] = AgentRunState.INPUT_REQUIRED.value
     held_status: ClassVar[SimStatus] = SimStatus.HELD
+    waits_for_gates: ClassVar[bool] = True
     stop_hint: ClassVar[str] = (
         "a simulation process may be running it; `belt sim stop --force` cancels it"
     )

@@ -14,6 +14,7 @@ it back, and the loop stops at its next step.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -26,7 +27,15 @@ from belt.errors import Conflict, NotFound
 from belt.records.chats import create_chat
 from belt.records.ids import new_id, now_iso
 from belt.records.messages import Recorder, run_event
-from belt.records.runs import RUN, Cancelled, RunRecord, cancel_run, take_lease
+from belt.records.runs import (
+    GATED_RUNS,
+    RUN,
+    Cancelled,
+    RunRecord,
+    cancel_run,
+    release_lease,
+    take_lease,
+)
 from belt.wire.enums import AgentRunState, ChatStatus, MessageStatus, ToolInvocationStatus
 
 if TYPE_CHECKING:
@@ -38,6 +47,10 @@ if TYPE_CHECKING:
 SIM = "sim"
 SCENARIO = "scenario"
 AGENT = "agent"
+GATE_POLL = 0.1
+"""Seconds between two looks at a waiting run's gates (each look reads only that run's)."""
+LEASE_RENEWAL = 10.0
+"""Seconds between two renewals of the lease of a run this process waits on."""
 
 Notify = Callable[[dict[str, Any]], None]
 
@@ -69,6 +82,7 @@ class Options:
     transport: httpx.BaseTransport | None = None
     worker: Worker | None = None
     notify: Notify | None = None
+    wait: bool = False
 
 
 @dataclass
@@ -97,6 +111,7 @@ class Dialect(Protocol):
     held_state: ClassVar[str]
     held_status: ClassVar[SimStatus]
     stop_hint: ClassVar[str]
+    waits_for_gates: ClassVar[bool]
 
     def __init__(self, sim: Simulation) -> None:
         """Serve the simulation ``sim``."""
@@ -255,40 +270,103 @@ class Simulation:
 
     def run(self) -> list[str]:
         """Run the scenario's remaining turns; returns the ids of the runs executed."""
-        executed: list[str] = []
         try:
-            while int(self.sim["next_turn"]) < self.turn_count():
-                index = int(self.sim["next_turn"])
-                self.update_sim(next_turn=index + 1)
-                execution = self.dialect.begin(index)
-                if execution.run is not None:
-                    executed.append(execution.run.id)
-                if self.stopped(self.drive(execution)):
-                    return executed
-            self.update_sim(status=SimStatus.FINISHED.value)
-            return executed
+            return self.run_turns()
         finally:
             self.dialect.close()
 
     def resume(self, run_id: str) -> list[str]:
-        """Continue a held run once what held it is settled, then the remaining turns."""
+        """Continue a held run once what held it is settled, then the remaining turns.
+
+        The run's lease is taken first, so of many processes resuming one run exactly one goes
+        on; a run whose process was killed goes on from its last durable point.
+        """
         try:
             run, interrupted = take_lease(self.store, run_id)
             execution = self.dialect.resumable(run, interrupted)
             execution.recovering = interrupted
-            try:
-                self.transition(
-                    execution, state=AgentRunState.WORKING.value, **self.dialect.resume_fields()
-                )
-            except Cancelled:
-                raise Conflict(f"run {run_id} was stopped") from None
-            self.update_sim(status=SimStatus.RUNNING.value)
-            self.claim_chat(execution)
-            if self.stopped(self.drive(execution)):
+            self.go_on(execution)
+            if self.stopped(self.drive_waiting(execution)):
                 return [run_id]
+            return [run_id, *self.run_turns()]
         finally:
             self.dialect.close()
-        return [run_id, *self.run()]
+
+    def run_turns(self) -> list[str]:
+        """The turn loop: each remaining scenario turn is one run."""
+        executed: list[str] = []
+        while int(self.sim["next_turn"]) < self.turn_count():
+            index = int(self.sim["next_turn"])
+            self.update_sim(next_turn=index + 1)
+            execution = self.dialect.begin(index)
+            if execution.run is not None:
+                executed.append(execution.run.id)
+            if self.stopped(self.drive_waiting(execution)):
+                return executed
+        self.update_sim(status=SimStatus.FINISHED.value)
+        return executed
+
+    def go_on(self, execution: Execution) -> None:
+        """A held run goes on: it is working again and occupies its chat."""
+        try:
+            self.transition(
+                execution, state=AgentRunState.WORKING.value, **self.dialect.resume_fields()
+            )
+        except Cancelled:
+            raise Conflict(f"run {execution.run_id} was stopped") from None
+        if execution.run_id is not None:
+            self.store.untag(GATED_RUNS, execution.run_id)
+        self.update_sim(status=SimStatus.RUNNING.value)
+        self.claim_chat(execution)
+
+    def waits(self) -> bool:
+        """True when this process stays at a run's gates until they are settled (``--wait``)."""
+        return self.options.wait and self.dialect.waits_for_gates
+
+    def drive_waiting(self, execution: Execution) -> End:
+        """Drive a run; with ``--wait``, carry on each time its gates are all settled."""
+        end = self.drive(execution)
+        while end == End.HELD and self.waits() and execution.run is not None:
+            try:
+                self.wait_for_gates(execution.run)
+            except Cancelled:
+                return End.CANCELED
+            execution = self.dialect.resumable(execution.run, False)
+            self.go_on(execution)
+            end = self.drive(execution)
+        return end
+
+    def wait_for_gates(self, run: RunRecord) -> None:
+        """Hold on to the run until every one of its gates is settled.
+
+        Settled by anyone: ``belt interrupt resolve`` in another terminal, ``belt serve``'s API,
+        or expiry, which this process sweeps itself as each gate falls due. The lease is renewed
+        as it waits; Ctrl-C gives it up and leaves the run held, for a later resume.
+        """
+        from belt.records.interrupts import pending_for_run, sweep
+        from belt.store.clock import parse_timestamp, utcnow
+
+        told = False
+        renewed = time.monotonic()
+        try:
+            while True:
+                pending = pending_for_run(store=self.store, run_id=run.id)
+                if not pending:
+                    return
+                run.check_cancelled()
+                if any(parse_timestamp(str(i["expires_at"])) <= utcnow() for i in pending):
+                    sweep(store=self.store)
+                    continue
+                if not told and self.options.notify is not None:
+                    self.options.notify({"kind": "gates", "run_id": run.id, "pending": pending})
+                    told = True
+                if time.monotonic() - renewed > LEASE_RENEWAL:
+                    run.transition()
+                    renewed = time.monotonic()
+                time.sleep(GATE_POLL)
+        except KeyboardInterrupt:
+            release_lease(self.store, run.id)
+            raise
 
     def turn_count(self) -> int:
         """How many turns the scenario scripts."""
@@ -348,14 +426,17 @@ class Simulation:
         self.transition(execution, execution=execution.state)
 
     def hold(self, execution: Execution, chat_status: ChatStatus, **fields: Any) -> End:
-        """The run waits for something outside (a gate, a retried hook): it holds."""
+        """The run waits for something outside (a gate, a retried hook): it holds.
+
+        It gives up its lease, unless this process waits at its gates (``--wait``).
+        """
+        if not self.waits():
+            fields["lease"] = None
         self.transition(
-            execution,
-            state=self.dialect.held_state,
-            execution=execution.state,
-            lease=None,
-            **fields,
+            execution, state=self.dialect.held_state, execution=execution.state, **fields
         )
+        if self.dialect.waits_for_gates and execution.run_id is not None:
+            self.store.tag(GATED_RUNS, execution.run_id)
         if execution.occupies_chat:
             self.recorder.update_chat(status=chat_status.value)
         return End.HELD
@@ -574,6 +655,7 @@ def stop_run(
     )
     if recorder.chat.get("active_run_id") == run_id:
         recorder.update_chat(status=ChatStatus.IDLE.value, active_run_id=None)
+    store.untag(GATED_RUNS, run_id)
     store.merge(SIM, str(sim["id"]), {"status": SimStatus.CANCELED.value})
     dialect.mark_ended(store, sim, run_id, End.CANCELED)
     return run_dto(run, dialect.run_fields())

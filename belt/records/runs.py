@@ -20,6 +20,8 @@ from belt.wire.enums import ATTENTION_HOLD, AgentRunState
 RUN = "run"
 SIM_RUNS = "sim-runs"
 EVENTS_LOG = "events"
+GATED_RUNS = "gated-runs"
+"""Tag of the runs held at gates: what ``belt serve --resume`` looks at, and nothing more."""
 
 TERMINAL_STATES = frozenset(
     {
@@ -181,6 +183,21 @@ class _Ended(Exception):
     def __init__(self, run: dict[str, Any]) -> None:
         super().__init__(run["id"])
         self.run = run
+
+
+def release_lease(store: Store, run_id: str) -> None:
+    """Give up this process's lease on a run (it stays as it is, for another to continue)."""
+
+    def apply(run: dict[str, Any]) -> dict[str, Any]:
+        if not leases.is_mine(run.get("lease")):
+            raise _Ended(run)
+        run["lease"] = None
+        return run
+
+    try:
+        store.update(RUN, run_id, apply)
+    except _Ended:
+        pass
 
 
 def interrupted(run: dict[str, Any]) -> bool:

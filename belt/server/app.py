@@ -211,8 +211,12 @@ def create_app(
     token: str | None = None,
     sweep_interval: float = 60.0,
     report: Reporter | None = None,
+    resume: bool = False,
 ) -> Starlette:
-    """The ASGI app of ``belt serve``; ``store=None`` uses the store in the state directory."""
+    """The ASGI app of ``belt serve``; ``store=None`` uses the store in the state directory.
+
+    ``resume`` continues simulated runs as soon as their gates are settled (``--resume``).
+    """
     from belt.server.profile import profile_routes
     from belt.store import open_store
 
@@ -226,13 +230,17 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        task = None
+        tasks = []
         if sweep_interval > 0:
-            task = asyncio.create_task(api.sweep_forever(sweep_interval))
+            tasks.append(asyncio.create_task(api.sweep_forever(sweep_interval)))
+        if resume:
+            from belt.server.resume import RESUME_INTERVAL, resume_forever
+
+            tasks.append(asyncio.create_task(resume_forever(the_store, report, RESUME_INTERVAL)))
         try:
             yield
         finally:
-            if task is not None:
+            for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task

@@ -54,6 +54,7 @@ def serve(
     secret: str | None = None,
     token: str | None = None,
     sweep_interval: float = 60.0,
+    resume: bool = False,
     report: Reporter | None = None,
     on_listening: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
@@ -81,7 +82,12 @@ def serve(
     else:
         decide = None
     app = create_app(
-        decide=decide, secret=secret, token=token, sweep_interval=sweep_interval, report=report
+        decide=decide,
+        secret=secret,
+        token=token,
+        sweep_interval=sweep_interval,
+        report=report,
+        resume=resume,
     )
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
@@ -102,6 +108,7 @@ def serve(
                 "signed": bool(secret),
                 "token": bool(token),
                 "sweep_interval": sweep_interval,
+                "resume": resume,
             }
         )
     try:

@@ -1,0 +1,40 @@
+"""``belt serve --resume``: continue simulated runs as soon as their gates are settled.
+
+A gate resolved through this server's API, from another terminal, or by the sweep lets its run
+go on here, with no ``belt sim resume``. Each pass reads only the runs tagged as held at gates;
+each run is continued by one process only (its lease), so several servers or a person resuming by
+hand never run a tool twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from starlette.concurrency import run_in_threadpool
+
+from belt.records.ids import now_iso
+
+if TYPE_CHECKING:
+    from belt.store import Store
+
+RESUME_INTERVAL = 1.0
+"""Seconds between two passes over the runs held at gates."""
+
+
+async def resume_forever(
+    store: Store, report: Callable[[dict[str, Any]], None] | None, interval: float
+) -> None:
+    """Continue settled runs now and every ``interval`` seconds until cancelled."""
+    from belt.engine.api import resume_settled
+
+    while True:
+        try:
+            tried = await run_in_threadpool(resume_settled, store)
+        except Exception as exc:  # one bad pass is reported; the server stays up
+            tried = [{"run_id": "-", "error": f"{type(exc).__name__}: {exc}"}]
+        if report is not None:
+            for record in tried:
+                report({"kind": "resume", "at": now_iso(), **record})
+        await asyncio.sleep(interval)
