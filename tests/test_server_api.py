@@ -195,3 +195,42 @@ def test_the_commands_send_the_token_when_the_server_needs_one(store: Store) -> 
     assert "missing bearer token (HTTP 401" in refused.stderr
     assert accepted.exit_code == 0, accepted.stderr
     assert [item["id"] for item in accepted.json()] == [interrupt["id"]]
+
+
+def test_a_simulated_chat_and_its_hook_rows_read_through_the_chat_routes(
+    api: str, store: Store, tmp_path: Path
+) -> None:
+    import json
+
+    from belt.engine.api import run_scenario
+
+    path = tmp_path / "s.json"
+    delete = {"name": "delete_file", "arguments": {"path": "/etc/x"}, "result": "ok"}
+    turn = {"user": "go", "model": [{"say": "a", "tool_calls": [delete]}, {"say": "b"}]}
+    hooks = [{"event": "agent.tool_call", "type": "gate"}]
+    path.write_text(json.dumps({"agent": {"hooks": hooks}, "turns": [turn]}))
+    report, (run_id,) = run_scenario(scenario=path)
+    chat_id = report["chat"]["id"]
+
+    reply = httpx.get(f"{api}/chats/{chat_id}")
+    assert reply.status_code == 200
+    chat = reply.json()["data"]
+    assert (chat["id"], chat["status"]) == (chat_id, "awaiting_input")
+    assert chat["active_run"]["id"] == run_id
+    assert chat["active_run"]["state"] == "input_required"
+    assert [i["id"] for i in chat["pending_interrupts"]] == [
+        i["id"] for i in report["chat"]["pending_interrupts"]
+    ]
+    assert [m["role"] for m in chat["chat_messages"]] == ["user", "assistant", "event"]
+    row = chat["chat_messages"][2]["content"][0]["event"]["hook"]
+    assert (row["handler_type"], row["decision"]) == ("gate", "suspend")
+    assert all("sim" not in m for m in chat["chat_messages"])
+
+    listed = httpx.get(f"{api}/chats/{chat_id}/messages").json()["data"]
+    assert listed == chat["chat_messages"]
+    assert listed[1]["tool_invocations"][0]["status"] == "awaiting_approval"
+
+    missing = httpx.get(f"{api}/chats/ch_nope")
+    assert missing.status_code == 404
+    assert missing.headers["content-type"] == "application/problem+json"
+    assert httpx.get(f"{api}/chats/..%2Fx").status_code in (404, 422)

@@ -11,19 +11,17 @@ from typing import Any
 from belt.engine.dialects import dialect_class
 from belt.engine.simulation import SIM
 from belt.records.interrupts import list_interrupts
-from belt.records.messages import chat_messages
 from belt.records.runs import RUN, run_dto, run_events, sim_runs
+from belt.records.views import chat_dto
 from belt.store import Store
-from belt.wire.enums import InterruptStatus
 
 
 def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
     """The whole record of a simulation, names as on the wire."""
     dialect = dialect_class(sim)
     fields = dialect.run_fields()
-    chat = store.read("chat", str(sim["chat_id"]))
-    messages = chat_messages(store, str(chat["id"]))
     runs = sim_runs(store, str(sim["id"]))
+    chat = chat_dto(store, str(sim["chat_id"]), runs=runs, run_fields=fields)
     interrupts = [
         interrupt
         for run in runs
@@ -35,19 +33,6 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
         for record in run_events(store, run["id"])
         if record.get("type") == "hook.executed"
     ]
-    active = next((run for run in runs if run["id"] == chat.get("active_run_id")), None)
-    chat_dto = {
-        "id": chat["id"],
-        "status": chat.get("status"),
-        "agent_id": chat.get("agent_id"),
-        "agent_data": chat.get("agent_data") or {},
-        "parent_id": chat.get("parent_id"),
-        "active_run": run_dto(active, fields) if active else None,
-        "chat_messages": messages,
-        "pending_interrupts": [i for i in interrupts if i["status"] == InterruptStatus.PENDING],
-        "created_at": chat.get("created_at"),
-        "updated_at": chat.get("updated_at"),
-    }
     report: dict[str, Any] = {
         "simulation": {
             "id": sim["id"],
@@ -57,7 +42,7 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
             "status": sim.get("status"),
             "fail_closed": sim.get("fail_closed", False),
         },
-        "chat": chat_dto,
+        "chat": chat,
         "runs": [run_dto(run, fields) for run in runs],
         "interrupts": interrupts,
         "hook_executions": executions,

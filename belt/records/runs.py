@@ -19,6 +19,7 @@ from belt.wire.enums import ATTENTION_HOLD, AgentRunState
 
 RUN = "run"
 SIM_RUNS = "sim-runs"
+CHAT_RUNS = "chat-runs"
 EVENTS_LOG = "events"
 GATED_RUNS = "gated-runs"
 """Tag of the runs held at gates: what ``belt serve --resume`` looks at, and nothing more."""
@@ -95,6 +96,8 @@ class RunRecord:
         }
         store.create(RUN, data["id"], data)
         store.link(SIM_RUNS, sim_id, data["id"])
+        if chat_id is not None:
+            store.link(CHAT_RUNS, chat_id, data["id"])
         return cls(store, data)
 
     @classmethod

@@ -217,6 +217,7 @@ def create_app(
 
     ``resume`` continues simulated runs as soon as their gates are settled (``--resume``).
     """
+    from belt.server.chats import chat_routes
     from belt.server.profile import profile_routes
     from belt.store import open_store
 
@@ -254,6 +255,7 @@ def create_app(
         Route("/agents/hook-events", api.hook_events, methods=["GET"]),
         Route("/chats/{chat_id}/settings", api.chat_settings, methods=["POST"]),
         *profile_routes(the_store, report),
+        *chat_routes(the_store),
     ]
     app = Starlette(
         routes=routes,
