@@ -35,6 +35,7 @@ def platform_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
             lines.append(("", ""))
             lines.append((f"── run {run_id} · {run_state(run)}", "bold"))
         lines.extend(message_lines(message))
+    lines.extend(task_lines(report))
     lines.extend(gate_lines(report))
     lines.extend(interrupted_lines(report))
     return lines
@@ -93,6 +94,36 @@ def message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
                 out.append((f"  {content.get('text', '')}", style))
         return out
     return []
+
+
+def task_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The chats task hooks started, and how their runs went; or the chat a task chat serves."""
+    lines: list[tuple[str, str]] = []
+    parent = report["simulation"].get("parent")
+    if parent:
+        lines.append(("", ""))
+        lines.append(
+            (
+                f"task chat of {parent['hook_event']} in run {parent['run_id']} "
+                f"(chat {parent['chat_id']})",
+                "dim",
+            )
+        )
+    tasks = report.get("tasks") or []
+    if tasks:
+        lines.append(("", ""))
+        lines.append((f"── {len(tasks)} task chat(s) started by hooks", "bold"))
+    for task in tasks:
+        runs = ", ".join(f"run {r['id']} {r['state']}" for r in task["runs"]) or "not run"
+        style = "red" if any(r["state"] != "completed" for r in task["runs"]) else ""
+        lines.append(
+            (
+                f"  task     {task['parent']['hook_event']} → {task['agent']}: chat "
+                f"{task['chat_id']} · {runs}",
+                style,
+            )
+        )
+    return lines
 
 
 def run_state(run: dict[str, Any]) -> str:

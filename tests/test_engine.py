@@ -13,6 +13,7 @@ import pytest
 from belt.engine.api import resume_run, run_scenario, show_run, stop_run
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.interrupts import resolve_interrupt, sweep
+from belt.render import transcript_lines
 from belt.store.clock import parse_timestamp
 from tests.hookapp import hook_app
 
@@ -36,10 +37,18 @@ EMITTED = [
 
 
 def write_scenario(
-    tmp_path: Path, hooks: list[dict[str, Any]], turns: list[dict[str, Any]], **agent: Any
+    tmp_path: Path,
+    hooks: list[dict[str, Any]],
+    turns: list[dict[str, Any]],
+    *,
+    agents: dict[str, Any] | None = None,
+    **agent: Any,
 ) -> Path:
     path = tmp_path / "scenario.json"
-    path.write_text(json.dumps({"agent": {"name": "t", "hooks": hooks, **agent}, "turns": turns}))
+    doc: dict[str, Any] = {"agent": {"name": "t", "hooks": hooks, **agent}, "turns": turns}
+    if agents is not None:
+        doc["agents"] = agents
+    path.write_text(json.dumps(doc))
     return path
 
 
@@ -374,7 +383,8 @@ def test_task_hook_starts_a_chat_of_the_referenced_agent(tmp_path: Path) -> None
     from belt.store import open_store
 
     hook = {"event": "agent.tool_call", "type": "task", "handler": "my-team/auditor@latest"}
-    path = write_scenario(tmp_path, [hook], [one_tool_turn(READ_TMP)])
+    agents = {"my-team/auditor": {}}
+    path = write_scenario(tmp_path, [hook], [one_tool_turn(READ_TMP)], agents=agents)
     report, _ = run_scenario(scenario=path)
     (executed,) = report["hook_executions"]
     assert executed["handler"] == "my-team/auditor@latest"
@@ -382,10 +392,65 @@ def test_task_hook_starts_a_chat_of_the_referenced_agent(tmp_path: Path) -> None
     store = open_store()
     chat = store.read("chat", executed["task_chat_id"])
     assert chat["agent_id"] == "my-team/auditor@latest"
-    (message_id,) = store.members("chat-messages", chat["id"])
-    text = store.read("message", message_id)["content"][0]["text"]
-    assert json.loads(text) == executed["payload"]
+    first, answer = (store.read("message", m) for m in store.members("chat-messages", chat["id"]))
+    assert json.loads(first["content"][0]["text"]) == executed["payload"]
+    assert answer["role"] == "assistant"
     assert invocations(report)[0]["status"] == "completed"
+
+
+def test_a_task_agent_runs_as_a_chat_of_the_simulation(tmp_path: Path) -> None:
+    hook = {"event": "agent.tool_call", "type": "task", "handler": "my-team/reviewer@latest"}
+    review = {"name": "open_ticket", "arguments": {"title": "review"}, "result": "TCK-1"}
+    agents = {
+        "my-team/reviewer": {
+            "model": [{"say": "reviewing", "tool_calls": [review]}, {"say": "filed TCK-1"}]
+        }
+    }
+    path = write_scenario(tmp_path, [hook], [one_tool_turn(READ_TMP)], agents=agents)
+    report, (parent_run,) = run_scenario(scenario=path)
+
+    (task,) = report["tasks"]
+    assert task["agent"] == "my-team/reviewer@latest"
+    assert task["parent"]["run_id"] == parent_run
+    assert task["parent"]["chat_id"] == report["chat"]["id"]
+    assert task["parent"]["hook_event"] == "agent.tool_call"
+    (task_run,) = task["runs"]
+    assert task_run["state"] == "completed"
+
+    shown = show_run(run_id=task_run["id"])
+    assert shown["simulation"]["parent"]["run_id"] == parent_run
+    roles = [m["role"] for m in shown["chat"]["chat_messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert shown["chat"]["chat_messages"][0]["agent_run_id"] == task_run["id"]
+    assert shown["chat"]["chat_messages"][-1]["content"][0]["text"] == "filed TCK-1"
+
+    from belt.engine.api import list_runs
+
+    assert [r["id"] for r in list_runs()] == [parent_run]
+    everything = list_runs(include_tasks=True)
+    assert {(r["id"], r["kind"]) for r in everything} == {
+        (parent_run, "chat"),
+        (task_run["id"], "task"),
+    }
+    lines = [line for line, _ in transcript_lines(report)]
+    assert any("agent.tool_call → my-team/reviewer@latest" in line for line in lines)
+
+
+def test_an_unknown_task_agent_or_a_failed_task_run_leaves_an_error_row(tmp_path: Path) -> None:
+    hooks = [
+        {"event": "agent.start", "type": "task", "handler": "team/ghost"},
+        {"event": "agent.complete", "type": "task", "handler": "team/broken"},
+    ]
+    agents = {"team/broken": {"error": "model overloaded"}}
+    path = write_scenario(tmp_path, hooks, [one_tool_turn()], agents=agents)
+    report, _ = run_scenario(scenario=path)
+    assert report["runs"][0]["state"] == "completed"
+    ghost, broken = hook_rows(report)
+    assert (ghost["handler"], ghost["handler_type"]) == ("team/ghost", "task")
+    assert "unknown agent 'team/ghost'" in ghost["error"]
+    assert broken["handler"] == "team/broken"
+    assert "ended failed: model overloaded" in broken["error"]
+    assert [t["agent"] for t in report["tasks"]] == ["team/broken"]
 
 
 # -- injections -------------------------------------------------------------------------------
@@ -735,7 +800,9 @@ def test_unknown_run_is_not_found() -> None:
 # -- the whole matrix -------------------------------------------------------------------------
 
 
-def every_event_scenario(tmp_path: Path, hooks: list[dict[str, Any]]) -> Path:
+def every_event_scenario(
+    tmp_path: Path, hooks: list[dict[str, Any]], agents: dict[str, Any] | None = None
+) -> Path:
     """A chat in which every emitted event fires: an async tool, a compaction, a failed run."""
     render = {"name": "render", "arguments": {}, "result": "video.mp4", "async": True}
     turns = [
@@ -745,7 +812,7 @@ def every_event_scenario(tmp_path: Path, hooks: list[dict[str, Any]]) -> Path:
         },
         {"user": "second", "model": [{"say": "b", "tool_calls": [READ_TMP]}], "error": "boom"},
     ]
-    return write_scenario(tmp_path, hooks, turns, context_window=100, compact_at=0.5)
+    return write_scenario(tmp_path, hooks, turns, agents=agents, context_window=100, compact_at=0.5)
 
 
 @pytest.mark.parametrize("decision", ["allow", "deny", "stop", "suspend"])
@@ -778,7 +845,8 @@ def test_a_task_hook_on_any_event_starts_a_chat_and_decides_nothing(
     tmp_path: Path, event: str
 ) -> None:
     hook = {"event": event, "type": "task", "handler": "team/auditor"}
-    report, _ = run_scenario(scenario=every_event_scenario(tmp_path, [hook]))
+    scenario = every_event_scenario(tmp_path, [hook], agents={"team/auditor": {}})
+    report, _ = run_scenario(scenario=scenario)
     executed = [e for e in report["hook_executions"] if e["hook_event"] == event]
     assert executed
     assert all(e["task_chat_id"] and e["decision"] == "allow" for e in executed)

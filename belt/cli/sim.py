@@ -133,12 +133,17 @@ def show(run_id: RunId, json_: JsonFlag = False) -> None:
 
 
 @app.command("list")
-def list_(json_: JsonFlag = False) -> None:
-    """List simulated runs."""
+def list_(
+    all_: Annotated[
+        bool, typer.Option("--all", help="Include the runs of task chats (and review branches).")
+    ] = False,
+    json_: JsonFlag = False,
+) -> None:
+    """List simulated runs (the chats' own; --all adds the chats hooks started)."""
     from belt import output
     from belt.engine.api import list_runs
 
-    rows = list_runs()
+    rows = list_runs(include_tasks=all_)
     if json_:
         output.print_json(rows)
         return
@@ -146,11 +151,12 @@ def list_(json_: JsonFlag = False) -> None:
         output.echo("no simulated runs yet; start one with `belt sim run SCENARIO`", stderr=True)
         return
     output.table(
-        ["run", "state", "chat", "agent", "turn", "scenario", "started"],
+        ["run", "state", "kind", "chat", "agent", "turn", "scenario", "started"],
         [
             [
                 r["id"],
                 r["state"],
+                r["kind"],
                 r["chat_id"],
                 r["name"],
                 r["turn_index"],

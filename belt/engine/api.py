@@ -156,12 +156,12 @@ def show_run(*, run_id: str) -> dict[str, Any]:
     return build_report(store, sim_of_run(store, run_id))
 
 
-def list_runs() -> list[dict[str, Any]]:
-    """Every simulated run."""
+def list_runs(*, include_tasks: bool = False) -> list[dict[str, Any]]:
+    """Every simulated run (with ``include_tasks``, the runs of task chats too)."""
     from belt.engine.report import list_runs as list_all
     from belt.store import open_store
 
-    return list_all(open_store())
+    return list_all(open_store(), include_tasks=include_tasks)
 
 
 def stop_run(*, run_id: str, force: bool = False) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from belt.engine.dispatch import (
 )
 from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, ToolCallSpec
 from belt.engine.simulation import End, Execution, SimStatus, record_simulation
+from belt.engine.tasks import TaskRunner, failure_row, task_chats
 from belt.errors import Conflict, NotFound, UsageError
 from belt.records.chats import disabled
 from belt.records.ids import now_iso
@@ -105,6 +106,7 @@ class PlatformLoop:
         self.dispatcher = Dispatcher(
             sim.store, hooks, bool(sim.sim.get("fail_closed")), options.transport
         )
+        self.tasks = TaskRunner(sim, type(self))
 
     @classmethod
     def check_options(cls, *, executors: bool, fail_closed: bool) -> None:
@@ -147,10 +149,17 @@ class PlatformLoop:
             index, {"next": "start", "model": 0, "first": first, "input": None}
         )
         execution = Execution(index, run, run.data["execution"])
-        user = self.scenario.turns[index].user
-        message = self.sim.add_message(
-            execution, role="user", content=[{"type": "text", "text": user}], text=user
-        )
+        first_input = self.sim.sim.get("first_input") if index == 0 else None
+        if first_input:
+            # A task chat: its first message, the hook payload, was written by the task handler.
+            message = recorder.by_id[str(first_input)]
+            message["agent_run_id"] = run.id
+            recorder.save_message(message)
+        else:
+            user = self.scenario.turns[index].user
+            message = self.sim.add_message(
+                execution, role="user", content=[{"type": "text", "text": user}], text=user
+            )
         execution.input_message_id = execution.state["input"] = message["id"]
         recorder.update_chat(
             status=ChatStatus.BUSY.value, run_count=run_count + 1, active_run_id=run.id
@@ -198,8 +207,13 @@ class PlatformLoop:
         """Nothing to record beyond the run itself."""
 
     def close(self) -> None:
-        """Close the dispatcher's HTTP client."""
+        """Wait for the async hooks and the task runs still going; record the tasks that
+        failed on the chat; close the HTTP clients."""
         self.dispatcher.close()
+        for failure in self.tasks.close():
+            self.sim.recorder.add_message(
+                role="event", run_id=failure.parent_run_id, content=[failure_row(failure)]
+            )
 
     @classmethod
     def run_fields(cls) -> tuple[str, ...]:
@@ -228,8 +242,11 @@ class PlatformLoop:
     def report_extras(
         cls, store: Store, sim: dict[str, Any], runs: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        """A platform report has nothing beyond the common parts."""
-        return {}
+        """The task chats the simulation started, and the one it is (for a task chat)."""
+        extras: dict[str, Any] = {"tasks": task_chats(store, sim)}
+        if sim.get("parent"):
+            extras["simulation"] = {"parent": sim["parent"]}
+        return extras
 
     # -- steps --------------------------------------------------------------------------------
 
@@ -453,11 +470,13 @@ class PlatformLoop:
 
         def finished(hook_run: HookRun) -> None:
             # An async hook's record, written whenever it finishes (it leaves no row).
+            self.start_task(hook_run, payload)
             if run is not None:
                 run.log(executed_record(event, hook_run, payload))
 
         result = self.dispatcher.fire(event, payload, resource_id=resource_id, finished=finished)
         for hook_run in result.runs:
+            self.start_task(hook_run, payload)
             if run is not None:
                 run.log(executed_record(event, hook_run, payload))
             if leaves_transcript_row(hook_run):
@@ -492,6 +511,18 @@ class PlatformLoop:
             # A hook may take its time; a run stopped meanwhile must not act on its answer.
             run.check_cancelled()
         return result
+
+    def start_task(self, hook_run: HookRun, payload: dict[str, Any]) -> None:
+        """A task hook delivered its payload: run the task's chat (an unknown agent fails it)."""
+        if hook_run.task_chat_id is None:
+            return
+        agent = str(hook_run.hook.handler)
+        hook_run.error = self.tasks.start(
+            agent=agent,
+            chat_id=hook_run.task_chat_id,
+            payload=payload,
+            script=self.scenario.script_for(agent),
+        )
 
     def add_injection(
         self,

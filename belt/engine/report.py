@@ -53,8 +53,12 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def list_runs(store: Store) -> list[dict[str, Any]]:
-    """Every simulated run, oldest first, with its simulation's name."""
+def list_runs(store: Store, *, include_tasks: bool = False) -> list[dict[str, Any]]:
+    """Every simulated run, oldest first, with its simulation's name.
+
+    The runs of task chats (child simulations) are left out unless ``include_tasks``; each row
+    says its ``kind``: ``chat`` or ``task``.
+    """
     sims: dict[str, dict[str, Any]] = {}
     rows = []
     for run_id in store.list_ids(RUN):
@@ -65,6 +69,9 @@ def list_runs(store: Store) -> list[dict[str, Any]]:
         if sim_id not in sims:
             sims[sim_id] = store.read(SIM, sim_id)
         sim = sims[sim_id]
+        kind = "task" if sim.get("parent") else "chat"
+        if kind == "task" and not include_tasks:
+            continue
         rows.append(
             {
                 **run_dto(run, dialect_class(sim).run_fields()),
@@ -72,6 +79,7 @@ def list_runs(store: Store) -> list[dict[str, Any]]:
                 "scenario": sim.get("source"),
                 "name": sim.get("name"),
                 "turn_index": run.get("turn_index"),
+                "kind": kind,
             }
         )
     return sorted(rows, key=lambda r: str(r.get("created_at") or ""))

@@ -47,6 +47,14 @@ class TurnSpec(_Strict):
     error: str | None = None
 
 
+class AgentScript(_Strict):
+    """An agent that task hooks reference: what its model does with a task (no script: it
+    acknowledges the task)."""
+
+    model: list[ModelTurnSpec] = Field(default_factory=list)
+    error: str | None = None
+
+
 class AgentSpec(_Strict):
     """The simulated agent: its hooks and its context limits."""
 
@@ -72,6 +80,14 @@ class Scenario(_Strict):
     agent: AgentSpec = Field(default_factory=AgentSpec)
     chat: ChatSpec = Field(default_factory=ChatSpec)
     turns: list[TurnSpec] = Field(min_length=1)
+    agents: dict[str, AgentScript] = Field(default_factory=dict)
+
+    def script_for(self, ref: str) -> AgentScript | None:
+        """The script of the agent a task hook names (``ns/name@version`` matches ``ns/name``)."""
+        found = self.agents.get(ref)
+        if found is None:
+            found = self.agents.get(ref.rsplit("@", 1)[0])
+        return found
 
 
 @dataclass
@@ -87,18 +103,24 @@ class LoadedScenario:
 
 def unreachable_turns(scenario: Scenario) -> list[str]:
     """Model turns scripted after a turn without tool calls, which already ended the run."""
+    scripts: list[tuple[str, list[ModelTurnSpec], str | None]] = [
+        (f"turns[{t}]", turn.model, turn.error) for t, turn in enumerate(scenario.turns)
+    ]
+    scripts += [
+        (f'agents."{ref}"', agent.model, agent.error) for ref, agent in scenario.agents.items()
+    ]
     problems = []
-    for t, turn in enumerate(scenario.turns):
-        for m, model in enumerate(turn.model[:-1]):
+    for where, models, error in scripts:
+        for m, model in enumerate(models[:-1]):
             if not model.tool_calls:
                 problems.append(
-                    f"turns[{t}].model[{m + 1}]: unreachable, model[{m}] calls no tool and so "
+                    f"{where}.model[{m + 1}]: unreachable, model[{m}] calls no tool and so "
                     "ends the run"
                 )
                 break
-        if turn.error and turn.model and turn.model[-1].tool_calls == []:
+        if error and models and models[-1].tool_calls == []:
             problems.append(
-                f"turns[{t}].error: unreachable, the last model turn calls no tool and so ends "
+                f"{where}.error: unreachable, the last model turn calls no tool and so ends "
                 "the run before the failing model request"
             )
     return problems
@@ -150,6 +172,7 @@ PLATFORM_ONLY = {
     "lifecycle_hooks (or give a Nexus declaration with --hooks FILE)",
     "chat.disable_hooks": "a platform chat setting; Nexus has no per-conversation hook switch",
     "async": "async app tools (agent.tool_result) belong to the platform dialect",
+    "agents": "the agents task hooks reference belong to the platform dialect",
 }
 
 
@@ -177,6 +200,8 @@ def dialect_problems(doc: dict[str, Any], dialect: str) -> list[str]:
             if isinstance(turn, dict):
                 problems += [f"turns[{t}].{key}: {where}" for key in NEXUS_ONLY_TURN if key in turn]
         return problems
+    if "agents" in doc:
+        problems.append(f"agents: {PLATFORM_ONLY['agents']}")
     for key in ("hooks", "hooks_file"):
         if key in agent:
             problems.append(f"agent.{key}: {PLATFORM_ONLY[f'agent.{key}']}")
