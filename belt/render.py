@@ -277,7 +277,11 @@ def hook_task_line(hook: dict[str, Any]) -> tuple[str, str]:
 
 def pending_task_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     """Hook tasks still waiting for an executor, and how to serve them."""
-    waiting = [t for t in report.get("hook_tasks") or [] if t["status"] in ("pending", "claimed")]
+    waiting = [
+        t
+        for t in report.get("hook_tasks") or []
+        if t["status"] in ("pending", "claimed", "awaiting_approval")
+    ]
     lines: list[tuple[str, str]] = []
     for task in waiting:
         who = f" by {task['claim']['by']}" if task.get("claim") else ""
@@ -285,12 +289,16 @@ def pending_task_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
         lines.append(
             (
                 f"⏳ hook task {task['task_key']} ({task['event']} → {task['tool']}) is "
-                f"{task['status']}{who}; deadline {task['deadline']}",
+                f"{task['status']}{who}"
+                + (f"; deadline {task['deadline']}" if task.get("deadline") else ""),
                 "yellow",
             )
         )
         if task["status"] == "pending":
             lines.append((f"  serve it:  belt executor run --tool {task['tool']}=cmd:COMMAND", ""))
+        if task["status"] == "awaiting_approval" and task.get("approval"):
+            interrupt = task["approval"]["interrupt_id"]
+            lines.append((f"  approve it:  belt interrupt resolve {interrupt} allow", ""))
     return lines
 
 
@@ -341,6 +349,12 @@ def task_line(record: dict[str, Any]) -> tuple[str, str]:
     """One live line: a task served (event, key, outcome, duration), skipped, or waited on; or
     the gates a run waits at."""
     kind = record.get("kind")
+    if kind == "approval":
+        return (
+            f"hook task {record['task_key']} ({record['event']} → {record['tool']}) waits for "
+            f"approval: belt interrupt resolve {record['interrupt_id']} allow|deny",
+            "yellow",
+        )
     if kind == "gates":
         ids = ", ".join(str(i["id"]) for i in record["pending"])
         return (

@@ -49,7 +49,9 @@ def eventually(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
 def pending_gate(store: Store) -> str:
     def look() -> str | None:
         markers = store.tagged("pending-interrupts")
-        return markers[0].partition("-")[2] if markers else None
+        found = markers[0].partition("-")[2] if markers else None
+        # The marker is written before the interrupt itself: wait for both.
+        return found if found and store.exists("interrupt", found) else None
 
     gate_id: str = eventually(look, "a gate opened")
     return gate_id

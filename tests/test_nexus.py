@@ -71,7 +71,7 @@ def stop_hook(tool: str = "verify", max_continuations: int = 2, **extra: Any) ->
 
 
 def profile(**hooks: Any) -> dict[str, Any]:
-    return {"approval_mode": "ask", "lifecycle_hooks": hooks}
+    return {"approval_mode": "auto", "lifecycle_hooks": hooks}
 
 
 def write(tmp_path: Path, doc: dict[str, Any], name: str = "scenario.json") -> Path:
@@ -129,7 +129,7 @@ def only_run(report: dict[str, Any]) -> dict[str, Any]:
 def test_the_spec_declaration_runs_its_hooks_at_their_boundaries(tmp_path: Path) -> None:
     check = Tool()
     doc = {
-        "profile": {"approval_mode": "ask", "lifecycle_hooks": SPEC_HOOKS},
+        "profile": {"approval_mode": "auto", "lifecycle_hooks": SPEC_HOOKS},
         "agent": {"context_window": 100, "compact_at": 0.5},
         "turns": [
             {"user": "first", "model": [{"say": "a", "tokens": 60}]},
@@ -211,8 +211,8 @@ def test_a_reply_with_tools_is_run_backed_without_hooks(tmp_path: Path) -> None:
 def test_the_approval_mode_is_frozen_with_the_hooks_and_on_every_task(tmp_path: Path) -> None:
     doc = {"profile": profile(stop=stop_hook()), "turns": [{"user": "hi", "model": say("ok")}]}
     report, _ = simulate(tmp_path, doc, verify=Tool())
-    assert only_run(report)["approval_mode"] == "ask"
-    assert tasks(report)[0]["approval_mode"] == "ask"
+    assert only_run(report)["approval_mode"] == "auto"
+    assert tasks(report)[0]["approval_mode"] == "auto"
 
 
 # -- Frozen selection -------------------------------------------------------------------------
@@ -790,3 +790,69 @@ def test_stopping_a_held_run_ends_it_for_good(tmp_path: Path) -> None:
         stop_run(run_id=run_id, force=True)
     lines = [line for line, _ in transcript_lines(show_run(run_id=run_id))]
     assert any("stopped by user; stop bypassed" in line for line in lines)
+
+
+# -- Approval ----------------------------------------------------------------------------------
+
+
+def simulate_in_background(
+    tmp_path: Path, doc: dict[str, Any], **tools: Callable[[dict[str, Any]], Any]
+) -> tuple[threading.Thread, dict[str, Any]]:
+    loaded = read_scenario(write(tmp_path, doc))
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        outcome["result"] = start_simulation(open_store(), loaded, Options(worker=worker(tools)))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def approval_gate() -> dict[str, Any]:
+    store = open_store()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for run_id in store.list_ids("run"):
+            from belt.records.interrupts import pending_for_run
+
+            pending = pending_for_run(store=store, run_id=run_id)
+            if pending:
+                return pending[0]
+        time.sleep(0.01)
+    raise AssertionError("no approval was asked for")
+
+
+@pytest.mark.parametrize("decision", ["allow", "deny"])
+def test_an_ask_hook_task_waits_for_its_approval(tmp_path: Path, decision: str) -> None:
+    from belt.records.interrupts import resolve_interrupt
+
+    verify = Tool(ACK)
+    doc = {
+        "profile": {"approval_mode": "ask", "lifecycle_hooks": {"stop": stop_hook()}},
+        "turns": [{"user": "go", "model": say("ok")}],
+    }
+    thread, outcome = simulate_in_background(tmp_path, doc, verify=verify)
+    try:
+        gate = approval_gate()
+        assert (gate["reason"], gate["source"]) == ("tool_approval", "nexus:stop")
+        assert gate["meta"]["tool_name"] == "verify"
+        (task,) = [open_store().read("hooktask", gate["resource_id"])]
+        assert task["status"] == "awaiting_approval"
+        assert task["tool"] == "verify" and verify.inputs == []  # nobody may claim it yet
+        assert open_store().tagged(PENDING_TAG) == []
+        resolve_interrupt(interrupt_id=gate["id"], decision=decision)
+    finally:
+        thread.join(60)
+    sim, _ = outcome["result"]
+    report = build_report(open_store(), sim)
+    (task,) = tasks(report)
+    assert task["approval"]["interrupt_id"] == gate["id"]
+    if decision == "allow":
+        assert len(verify.inputs) == 1
+        assert (task["status"], only_run(report)["state"]) == ("completed", "completed")
+    else:
+        assert verify.inputs == []
+        assert (task["status"], task["error"]["code"]) == ("failed", "approval_denied")
+        run = only_run(report)
+        assert (run["state"], run["attention"]["reason"]) == ("attention_hold", "approval_denied")

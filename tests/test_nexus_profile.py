@@ -101,7 +101,7 @@ def test_a_scenario_without_a_profile_runs_the_profile_put_on_serve(
 ) -> None:
     from belt.engine.api import run_scenario
 
-    assert put(api, {"approval_mode": "ask", "lifecycle_hooks": STOP}).status_code == 200
+    assert put(api, {"approval_mode": "auto", "lifecycle_hooks": STOP}).status_code == 200
     path = tmp_path / "s.toml"
     path.write_text('dialect = "nexus"\n[[turns]]\nuser = "hi"\n[[turns.model]]\nsay = "ok"\n')
     report, _ = run_scenario(scenario=path, executors=["verify=py:tests.nexus_tools:acknowledge"])

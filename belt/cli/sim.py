@@ -56,8 +56,8 @@ def waiting(simulate: Any, **kwargs: Any) -> tuple[dict[str, Any], list[str]]:
         result: tuple[dict[str, Any], list[str]] = simulate(**kwargs)
     except KeyboardInterrupt:
         output.warning(
-            "stopped waiting; the run stays at its gates: `belt sim list` shows it, "
-            "`belt sim resume RUN_ID` continues it"
+            "stopped waiting; the run stays where it was (at its gates, or at its last durable "
+            "point): `belt sim list` shows it, `belt sim resume RUN_ID` continues it"
         )
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     return result

@@ -30,7 +30,7 @@ from belt.engine.scenario import (
     ToolCallSpec,
     utf8_size,
 )
-from belt.engine.simulation import End, Execution, SimStatus, record_simulation
+from belt.engine.simulation import GATE_POLL, End, Execution, SimStatus, record_simulation
 from belt.errors import Conflict, UsageError
 from belt.executor.inbox import (
     FINISHED,
@@ -40,6 +40,7 @@ from belt.executor.inbox import (
     expire_task,
     run_tasks,
     schedule_task,
+    settle_approval,
     task_key,
 )
 from belt.records.ids import now_iso
@@ -597,10 +598,11 @@ class NexusLoop:
             approval_mode=execution.approval_mode,
             tool_only=execution.kind == "tool_only",
             continuations_used=int(execution.state["continuations"]),
+            chat_id=self.sim.recorder.chat_id,
         )
         if task["status"] not in FINISHED:
-            if self.worker is not None and self.worker.serves(hook.tool):
-                self.worker.serve_task(str(task["id"]))
+            if task["status"] == TaskStatus.PENDING:
+                self.serve_here(task)
             task = self.await_task(execution, task)
         self.record_row(execution, task)
         if task["status"] == TaskStatus.CANCELLED:
@@ -611,11 +613,11 @@ class NexusLoop:
         return decision
 
     def await_task(self, execution: NexusExecution, task: dict[str, Any]) -> dict[str, Any]:
-        """Wait for a worker to finish the task, up to its deadline."""
+        """Wait for the task's approval (``approval_mode = "ask"``), then for a worker to
+        finish it, up to its deadline."""
         store = self.sim.store
         identity = str(task["id"])
-        deadline = parse_timestamp(str(task["deadline"]))
-        told = False
+        told: set[str] = set()
         delay = 0.002
         while True:
             current = store.read(HOOKTASK, identity)
@@ -623,15 +625,43 @@ class NexusLoop:
                 return current
             if execution.run is not None:
                 execution.run.check_cancelled()
-            remaining = (deadline - utcnow()).total_seconds()
+            if current["status"] == TaskStatus.AWAITING_APPROVAL:
+                current = self.await_approval(current, told)
+                if current["status"] == TaskStatus.PENDING:
+                    self.serve_here(current)
+                elif current["status"] == TaskStatus.AWAITING_APPROVAL:
+                    time.sleep(GATE_POLL)
+                continue
+            remaining = (parse_timestamp(str(current["deadline"])) - utcnow()).total_seconds()
             if remaining <= 0:
                 expire_task(store, identity)
                 continue
-            if not told and self.notify is not None:
+            if "waiting" not in told and self.notify is not None:
                 self.notify({"kind": "waiting", **current})
-                told = True
+                told.add("waiting")
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, 0.05)
+
+    def serve_here(self, task: dict[str, Any]) -> None:
+        """Serve a dispatched task with the in-process executor, when it serves the tool."""
+        if self.worker is not None and self.worker.serves(str(task["tool"])):
+            self.worker.serve_task(str(task["id"]))
+
+    def await_approval(self, task: dict[str, Any], told: set[str]) -> dict[str, Any]:
+        """One look at a task's approval: act on it when settled, sweep it when it is due."""
+        from belt.records.interrupts import read_record, sweep
+
+        store = self.sim.store
+        task = settle_approval(store, str(task["id"]))
+        if task["status"] != TaskStatus.AWAITING_APPROVAL:
+            return task
+        interrupt = read_record(store=store, interrupt_id=task["approval"]["interrupt_id"])
+        if parse_timestamp(str(interrupt["expires_at"])) <= utcnow():
+            sweep(store=store)
+        elif "approval" not in told and self.notify is not None:
+            self.notify({"kind": "approval", "interrupt_id": interrupt["id"], **task})
+            told.add("approval")
+        return task
 
     def recorded_rows(self) -> set[tuple[str, int]]:
         """The (task, attempt) pairs that already have a transcript row."""

@@ -264,6 +264,7 @@ class Simulation:
         self.recorder = Recorder(store, str(sim["chat_id"]))
         self.ledger = Ledger(self.recorder.messages)
         self.agent_id = str(sim["agent_id"])
+        self.current: str | None = None
         self.dialect: Dialect = dialect(self)
 
     # -- the turn loop -------------------------------------------------------------------------
@@ -272,8 +273,17 @@ class Simulation:
         """Run the scenario's remaining turns; returns the ids of the runs executed."""
         try:
             return self.run_turns()
+        except KeyboardInterrupt:
+            self.let_go()
+            raise
         finally:
             self.dialect.close()
+
+    def let_go(self) -> None:
+        """Ctrl-C: give up the lease on the run this process was continuing, so that a later
+        ``belt sim resume`` can go on with it (from its gates, or its last durable point)."""
+        if self.current is not None:
+            release_lease(self.store, self.current)
 
     def resume(self, run_id: str) -> list[str]:
         """Continue a held run once what held it is settled, then the remaining turns.
@@ -283,12 +293,16 @@ class Simulation:
         """
         try:
             run, interrupted = take_lease(self.store, run_id)
+            self.current = run_id
             execution = self.dialect.resumable(run, interrupted)
             execution.recovering = interrupted
             self.go_on(execution)
             if self.stopped(self.drive_waiting(execution)):
                 return [run_id]
             return [run_id, *self.run_turns()]
+        except KeyboardInterrupt:
+            self.let_go()
+            raise
         finally:
             self.dialect.close()
 
@@ -299,6 +313,7 @@ class Simulation:
             index = int(self.sim["next_turn"])
             self.update_sim(next_turn=index + 1)
             execution = self.dialect.begin(index)
+            self.current = execution.run_id
             if execution.run is not None:
                 executed.append(execution.run.id)
             if self.stopped(self.drive_waiting(execution)):
@@ -341,32 +356,28 @@ class Simulation:
 
         Settled by anyone: ``belt interrupt resolve`` in another terminal, ``belt serve``'s API,
         or expiry, which this process sweeps itself as each gate falls due. The lease is renewed
-        as it waits; Ctrl-C gives it up and leaves the run held, for a later resume.
+        as it waits; Ctrl-C gives it up (``let_go``) and leaves the run held, for a later resume.
         """
         from belt.records.interrupts import pending_for_run, sweep
         from belt.store.clock import parse_timestamp, utcnow
 
         told = False
         renewed = time.monotonic()
-        try:
-            while True:
-                pending = pending_for_run(store=self.store, run_id=run.id)
-                if not pending:
-                    return
-                run.check_cancelled()
-                if any(parse_timestamp(str(i["expires_at"])) <= utcnow() for i in pending):
-                    sweep(store=self.store)
-                    continue
-                if not told and self.options.notify is not None:
-                    self.options.notify({"kind": "gates", "run_id": run.id, "pending": pending})
-                    told = True
-                if time.monotonic() - renewed > LEASE_RENEWAL:
-                    run.transition()
-                    renewed = time.monotonic()
-                time.sleep(GATE_POLL)
-        except KeyboardInterrupt:
-            release_lease(self.store, run.id)
-            raise
+        while True:
+            pending = pending_for_run(store=self.store, run_id=run.id)
+            if not pending:
+                return
+            run.check_cancelled()
+            if any(parse_timestamp(str(i["expires_at"])) <= utcnow() for i in pending):
+                sweep(store=self.store)
+                continue
+            if not told and self.options.notify is not None:
+                self.options.notify({"kind": "gates", "run_id": run.id, "pending": pending})
+                told = True
+            if time.monotonic() - renewed > LEASE_RENEWAL:
+                run.transition()
+                renewed = time.monotonic()
+            time.sleep(GATE_POLL)
 
     def turn_count(self) -> int:
         """How many turns the scenario scripts."""

@@ -20,7 +20,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from belt.errors import BeltError, Conflict
+from belt.errors import BeltError, Conflict, NotFound
 from belt.store.clock import parse_timestamp, timestamp, utcnow
 from belt.text import short
 from belt.wire.nexus import NexusEvent, NexusHook
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from belt.store import Store
 
 HOOKTASK = "hooktask"
+ASK = "ask"
+"""The approval mode whose hook tasks wait for approval before an executor may claim them."""
 PENDING_TAG = "hooktask-pending"
 RUN_TASKS = "run-hooktasks"
 RESULT_KEYS = ("structured_content", "content")
@@ -40,6 +42,7 @@ DETAIL_MAX = 300
 class TaskStatus(StrEnum):
     """Where a hook task is in its life."""
 
+    AWAITING_APPROVAL = "awaiting_approval"
     PENDING = "pending"
     CLAIMED = "claimed"
     COMPLETED = "completed"
@@ -57,6 +60,7 @@ class Failure(StrEnum):
     TIMEOUT = "timeout"
     INVALID_DECISION = "invalid_decision"
     CONTINUATION_LIMIT = "continuation_limit_exceeded"
+    APPROVAL_DENIED = "approval_denied"
     HOOK_REQUIRES_MODEL = "hook_requires_model"
     CANCELLED = "cancelled"
 
@@ -76,7 +80,8 @@ def task_id(key: str) -> str:
 
 
 def _deadline_passed(task: Mapping[str, Any]) -> bool:
-    return utcnow() >= parse_timestamp(str(task["deadline"]))
+    # A task awaiting approval has no deadline yet: it starts when it is dispatched.
+    return task.get("deadline") is not None and utcnow() >= parse_timestamp(str(task["deadline"]))
 
 
 def _attempt_summary(task: Mapping[str, Any]) -> dict[str, Any]:
@@ -113,16 +118,23 @@ def schedule_task(
     approval_mode: str | None = None,
     tool_only: bool = False,
     continuations_used: int = 0,
+    chat_id: str | None = None,
 ) -> dict[str, Any]:
     """Put the task for ``key`` in the inbox, or reuse it: the same (event, source), one task.
 
     A completed task keeps its result and a task still within its deadline is left to its
     worker; a failed one (or one whose deadline passed unclaimed) gets a new attempt.
+
+    With ``approval_mode = "ask"`` a new attempt first waits for approval, as any tool call of
+    the agent would: it opens an interrupt (reason ``tool_approval``) on the run, and no executor
+    may claim the task until it is approved (``settle_approval``).
     """
     identity = task_id(key)
     now = utcnow()
     stamp = timestamp(now)
-    deadline = timestamp(now + timedelta(milliseconds=hook.timeout_ms))
+    asks = approval_mode == ASK
+    deadline = None if asks else timestamp(now + timedelta(milliseconds=hook.timeout_ms))
+    status = TaskStatus.AWAITING_APPROVAL if asks else TaskStatus.PENDING
     fresh: dict[str, Any] = {
         "id": identity,
         "task_key": key,
@@ -136,7 +148,9 @@ def schedule_task(
         "run_id": run_id,
         "sim_id": sim_id,
         "input": task_input,
-        "status": TaskStatus.PENDING.value,
+        "status": status.value,
+        "approval": None,
+        "chat_id": chat_id,
         "attempt": 1,
         "dispatched_at": stamp,
         "deadline": deadline,
@@ -156,18 +170,18 @@ def schedule_task(
         pass
     else:
         store.link(RUN_TASKS, run_id, identity)
-        store.tag(PENDING_TAG, identity)
-        return fresh
+        return _dispatch_or_ask(store, fresh)
 
     def rearm(task: dict[str, Any]) -> dict[str, Any]:
-        status = task["status"]
-        if status in (TaskStatus.COMPLETED, TaskStatus.CANCELLED):
+        current = task["status"]
+        if current in (TaskStatus.COMPLETED, TaskStatus.CANCELLED, TaskStatus.AWAITING_APPROVAL):
             raise _Keep
-        if status in (TaskStatus.PENDING, TaskStatus.CLAIMED) and not _deadline_passed(task):
+        if current in (TaskStatus.PENDING, TaskStatus.CLAIMED) and not _deadline_passed(task):
             raise _Keep
         task["history"] = [*task.get("history", []), _attempt_summary(task)]
         task.update(
-            status=TaskStatus.PENDING.value,
+            status=status.value,
+            approval=None,
             attempt=int(task["attempt"]) + 1,
             dispatched_at=stamp,
             deadline=deadline,
@@ -186,7 +200,86 @@ def schedule_task(
     except _Keep:
         return store.read(HOOKTASK, identity)
     store.link(RUN_TASKS, run_id, identity)
-    store.tag(PENDING_TAG, identity)
+    return _dispatch_or_ask(store, task)
+
+
+def _dispatch_or_ask(store: Store, task: dict[str, Any]) -> dict[str, Any]:
+    """Put a new attempt in the inbox, or, when it must be approved first, ask for approval."""
+    if task["status"] == TaskStatus.PENDING:
+        store.tag(PENDING_TAG, str(task["id"]))
+        return task
+    from belt.records.interrupts import create_interrupt
+
+    interrupt = create_interrupt(
+        store=store,
+        run_id=str(task["run_id"]),
+        chat_id=str(task.get("chat_id") or task["run_id"]),
+        event=str(task["event"]),
+        reason="tool_approval",
+        source=f"nexus:{task['event']}",
+        resource_type="tool_invocation",
+        resource_id=str(task["id"]),
+        meta={
+            "tool_name": task["tool"],
+            "arguments": task["input"],
+            "tool_invocation_id": task["id"],
+            "task_key": task["task_key"],
+            "attempt": task["attempt"],
+        },
+    )
+
+    def ask(current: dict[str, Any]) -> dict[str, Any]:
+        current["approval"] = {"interrupt_id": interrupt["id"], "status": "pending"}
+        return current
+
+    return store.update(HOOKTASK, str(task["id"]), ask)
+
+
+def settle_approval(store: Store, identity: str) -> dict[str, Any]:
+    """Act on the approval of a task awaiting it: approved, it is dispatched to the inbox (its
+    deadline starts now); denied or expired unapproved, it fails. Returns the task as it is."""
+    from belt.records.interrupts import read_record
+
+    task = store.read(HOOKTASK, identity)
+    approval = task.get("approval") or {}
+    if task["status"] != TaskStatus.AWAITING_APPROVAL or not approval.get("interrupt_id"):
+        return task
+    interrupt = read_record(store=store, interrupt_id=str(approval["interrupt_id"]))
+    if interrupt["status"] == "pending":
+        return task
+    resolution = interrupt.get("resolution") or "deny"
+
+    def settle(current: dict[str, Any]) -> dict[str, Any]:
+        if current["status"] != TaskStatus.AWAITING_APPROVAL:
+            raise _Keep
+        now = utcnow()
+        current["approval"] = {
+            **approval,
+            "status": interrupt["status"],
+            "resolution": resolution,
+        }
+        if resolution != "allow":
+            how = "expired unapproved" if interrupt["status"] == "expired" else "was denied"
+            return _fail(
+                current,
+                Failure.APPROVAL_DENIED,
+                f"the hook task's approval {how} (interrupt {interrupt['id']})",
+            )
+        deadline = now + timedelta(milliseconds=int(current["timeout_ms"]))
+        current.update(
+            status=TaskStatus.PENDING.value,
+            dispatched_at=timestamp(now),
+            deadline=timestamp(deadline),
+            updated_at=timestamp(now),
+        )
+        return current
+
+    try:
+        task = store.update(HOOKTASK, identity, settle)
+    except _Keep:
+        return store.read(HOOKTASK, identity)
+    if task["status"] == TaskStatus.PENDING:
+        store.tag(PENDING_TAG, identity)
     return task
 
 
@@ -361,7 +454,8 @@ def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[dict[str, A
     cancelled = []
 
     def cancel(task: dict[str, Any]) -> dict[str, Any]:
-        if task["status"] not in (TaskStatus.PENDING, TaskStatus.CLAIMED):
+        open_states = (TaskStatus.PENDING, TaskStatus.CLAIMED, TaskStatus.AWAITING_APPROVAL)
+        if task["status"] not in open_states:
             raise _Keep
         now = timestamp(utcnow())
         task.update(
@@ -374,10 +468,19 @@ def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[dict[str, A
 
     for identity in store.members(RUN_TASKS, run_id):
         try:
-            cancelled.append(store.update(HOOKTASK, identity, cancel))
+            task = store.update(HOOKTASK, identity, cancel)
         except _Keep:
             continue
+        cancelled.append(task)
         store.untag(PENDING_TAG, identity)
+        approval = task.get("approval") or {}
+        if approval.get("status") == "pending":
+            from belt.records.interrupts import cancel_interrupt
+
+            try:
+                cancel_interrupt(store=store, interrupt_id=str(approval["interrupt_id"]))
+            except (Conflict, NotFound):
+                pass  # settled meanwhile, or its creator never finished
     return cancelled
 
 

@@ -124,13 +124,17 @@ def create_interrupt(
     meta: Any = None,
     resource_id: str | None = None,
     reason: str = "hook_gate",
+    source: str | None = None,
+    resource_type: str | None = None,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """Open an interrupt on a run (a hook gate by default) and return its InterruptDTO.
 
     ``timeout`` defaults to the gate default (300 s); ``default_resolution`` to ``allow`` for a
     hook gate and to none (so ``deny`` on expiry) for other reasons. ``meta`` defaults to a hook
-    payload naming the event, run and chat.
+    payload naming the event, run and chat. ``source`` (default ``hook:<event>``) and
+    ``resource_type`` name what an interrupt that is not a platform hook gate holds; its
+    ``event`` is then not checked against the platform's catalogue (a Nexus boundary).
     """
     from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS
     from belt.wire.platform import HookHandlerType, InterruptReason, timeout_bounds
@@ -140,7 +144,7 @@ def create_interrupt(
     if reason not in {r.value for r in InterruptReason}:
         choices = ", ".join(r.value for r in InterruptReason)
         raise InvalidInput(f"unknown interrupt reason {reason!r} (one of {choices})")
-    if event not in EVENTS:
+    if (source is None or reason == InterruptReason.HOOK_GATE) and event not in EVENTS:
         raise InvalidInput(f"unknown event {event!r} (see `belt hooks events`)")
     if reason == InterruptReason.HOOK_GATE and event not in GATEABLE_EVENTS:
         raise InvalidInput(
@@ -169,9 +173,10 @@ def create_interrupt(
         "run_id": run_id,
         "chat_id": chat_id,
         "reason": reason,
-        "source": f"hook:{event}",
+        "source": source or f"hook:{event}",
         "resource_id": resource_id,
-        "resource_type": "tool_invocation" if event == "agent.tool_call" else "hook_event",
+        "resource_type": resource_type
+        or ("tool_invocation" if event == "agent.tool_call" else "hook_event"),
         "status": InterruptStatus.PENDING.value,
         "resolution": None,
         "resolved_at": None,

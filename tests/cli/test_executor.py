@@ -27,7 +27,7 @@ def scenario(tmp_path: Path, *, timeout_ms: int = 5000, rounds: int = 1) -> Path
     path = tmp_path / "stop.toml"
     path.write_text(
         'dialect = "nexus"\n'
-        '[profile]\napproval_mode = "ask"\n'
+        '[profile]\napproval_mode = "auto"\n'
         "[profile.lifecycle_hooks.stop]\n"
         f'tool = "verify"\ntimeout_ms = {timeout_ms}\nmax_continuations = 1\n'
         '[[turns]]\nuser = "Fix the test."\n'
