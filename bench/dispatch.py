@@ -6,7 +6,9 @@ Starts `belt serve` (every hook allowed) in its own process, then in the same ru
   back, and (for context) the same after 1 ms idle, which is what a round trip costs when the
   client did other work in between and both processes went idle, as in a simulation;
 - the simulator on a scenario of N tool calls, once with one sync webhook on agent.tool_call
-  and once with no hooks; the per-hook cost is the difference divided by N.
+  and once with no hooks; the per-hook cost is the difference divided by N;
+- the same with the webhook async: the whole run, async deliveries included (the simulation
+  waits for them at its end), against the run with no hooks.
 
 Prints the per-hook cost, its ratio to the raw round trip (target: at most 1.5), and the
 events per second the simulator fires with no hooks.
@@ -55,8 +57,10 @@ def start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
     raise SystemExit("belt serve did not start")
 
 
-def scenario(path: Path, calls: int, url: str | None) -> Path:
+def scenario(path: Path, calls: int, url: str | None, *, background: bool = False) -> Path:
     hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": url}] if url else []
+    if background:
+        hooks = [{**hook, "async": True} for hook in hooks]
     model = [
         {"say": "step", "tool_calls": [{"name": "read_file", "arguments": {"n": i}, "result": "x"}]}
         for i in range(calls)
@@ -68,14 +72,19 @@ def scenario(path: Path, calls: int, url: str | None) -> Path:
     return path
 
 
-def run_sim(path: Path) -> tuple[float, int]:
+def run_sim(path: Path) -> tuple[float, int, float]:
+    """Seconds for the whole simulation, hooks recorded, and seconds of the run's own loop
+    (from its start to its end, before the simulation waits for async hooks)."""
     from belt.engine.api import run_scenario
+    from belt.store.clock import parse_timestamp
 
     started = time.perf_counter()
     report, _ = run_scenario(scenario=path)
     elapsed = time.perf_counter() - started
-    assert report["runs"][0]["state"] == "completed", report["runs"][0]
-    return elapsed, len(report["hook_executions"])
+    run = report["runs"][0]
+    assert run["state"] == "completed", run
+    loop = parse_timestamp(run["updated_at"]) - parse_timestamp(run["created_at"])
+    return elapsed, len(report["hook_executions"]), loop.total_seconds()
 
 
 def raw_round_trips(url: str, calls: int, *, idle: float = 0.0) -> float:
@@ -119,19 +128,30 @@ def main() -> None:
             raw_round_trips(url, 200)  # warm up the server
             bare_path = scenario(home / "bare.json", args.calls, None)
             hooked_path = scenario(home / "hooked.json", args.calls, url)
-            raws, idles, bares, hookeds = [], [], [], []
+            async_path = scenario(home / "async.json", args.calls, url, background=True)
+            raws, idles, bares, hookeds, asyncs = [], [], [], [], []
+            bare_loops, async_loops = [], []
             # Alternate the kinds so that a slow patch of the shared machine hits all of them.
             for _ in range(args.rounds):
                 raws.append(raw_round_trips(url, args.calls))
                 idles.append(raw_round_trips(url, args.calls // 4, idle=0.001))
-                bares.append(run_sim(bare_path)[0])
-                elapsed, executed = run_sim(hooked_path)
+                elapsed, _, loop = run_sim(bare_path)
+                bares.append(elapsed)
+                bare_loops.append(loop)
+                elapsed, executed, _ = run_sim(hooked_path)
                 hookeds.append(elapsed)
+                assert executed == args.calls
+                elapsed, executed, loop = run_sim(async_path)
+                asyncs.append(elapsed)
+                async_loops.append(loop)
                 assert executed == args.calls
             raw = statistics.median(raws)
             idle = statistics.median(idles)
             bare = statistics.median(bares)
             hooked = statistics.median(hookeds)
+            background = statistics.median(asyncs)
+            bare_loop = statistics.median(bare_loops)
+            async_loop = statistics.median(async_loops)
         finally:
             server.terminate()
             server.wait(10)
@@ -146,6 +166,11 @@ def main() -> None:
     print(f"ratio per-hook / raw:       {per_hook / raw:.2f}  (target <= 1.5)")
     print(f"ratio per-hook / idle raw:  {per_hook / idle:.2f}")
     print(f"events/s with no hooks:     {events / bare:,.0f}")
+    print(f"sim per tool call, async:   {background / args.calls * 1e3:.3f} ms (async deliveries")
+    print("                            included: the simulation waits for them at its end)")
+    print(f"ratio async loop / no hook: {async_loop / bare_loop:.2f}  (the run's own loop, start")
+    print("                            to end: an async hook costs it about what no hook costs)")
+    print(f"ratio async whole / no hook: {background / bare:.2f}")
 
 
 if __name__ == "__main__":
