@@ -249,9 +249,11 @@ def test_a_new_input_captures_the_stored_profile_when_it_starts(tmp_path: Path) 
     from belt.records.profile import write_profile
 
     store = open_store()
-    write_profile(store, profile(stop=stop_hook("old", timeout_ms=30)))
+    write_profile(store, profile(stop=stop_hook("old")))
     doc = {"turns": [{"user": "hi", "model": say("ok")}, {"user": "more", "model": say("ok")}]}
-    report, (run_id,) = simulate(tmp_path, doc)
+    # The hold comes from a failing tool, not a timeout, so that the retry below never races a
+    # short deadline on a slow machine.
+    report, (run_id,) = simulate(tmp_path, doc, old=Tool(RuntimeError("not yet")))
     run = only_run(report)
     assert run["state"] == "attention_hold"
     assert run["profile"] == {"source": "store", "revision": 1}
@@ -706,10 +708,13 @@ def test_resume_of_a_run_not_on_hold_is_a_conflict(tmp_path: Path) -> None:
 
 def test_a_hold_at_turn_start_resumes_into_the_first_request(tmp_path: Path) -> None:
     doc = {
-        "profile": profile(turn_start=hook(timeout_ms=20)),
+        "profile": profile(turn_start=hook()),
         "turns": [{"user": "go", "model": say("ok")}],
     }
-    report, (run_id,) = simulate(tmp_path, doc)
+    # Held by a failing tool (deterministic), retried with a working one and a deadline (5 s)
+    # that no slow machine misses.
+    report, (run_id,) = simulate(tmp_path, doc, check=Tool(RuntimeError("down")))
+    assert only_run(report)["attention"]["reason"] == "tool_failed"
     assert messages(report, "assistant") == []
     report = resume(run_id, check=Tool())
     assert texts(report, "assistant") == ["ok"]

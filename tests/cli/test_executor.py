@@ -92,22 +92,27 @@ def test_an_attention_hold_exits_1_and_shows_how_to_go_on(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
-    ("body", "shown"),
+    ("body", "timeout_ms", "shown"),
     [
         (
             "echo 'verification service down' >&2\nexit 2\n",
+            10_000,
             "FAILED (tool_failed): the command exited with 2: verification service down",
         ),
-        ("sleep 30\n", "FAILED (timeout): the tool did not finish within 300 ms"),
-        ("echo ok\n", "FAILED (invalid_decision): stdout is not JSON"),
+        ("sleep 30\n", 300, "FAILED (timeout): the tool did not finish within 300 ms"),
+        ("echo ok\n", 10_000, "FAILED (invalid_decision): stdout is not JSON"),
     ],
     ids=["non-zero-exit", "past-deadline", "not-json"],
 )
-def test_a_failing_cmd_tool_puts_the_run_on_hold(tmp_path: Path, body: str, shown: str) -> None:
+def test_a_failing_cmd_tool_puts_the_run_on_hold(
+    tmp_path: Path, body: str, timeout_ms: int, shown: str
+) -> None:
     tool = tmp_path / "verify.sh"
     tool.write_text("#!/bin/sh\ncat >/dev/null\n" + body)
     tool.chmod(0o755)
-    path = scenario(tmp_path, timeout_ms=300)
+    # Where the tool fails at once, a generous deadline: a slow machine must not turn its
+    # failure into a timeout.
+    path = scenario(tmp_path, timeout_ms=timeout_ms)
     result = belt("sim", "run", str(path), "--executor", f"verify=cmd:{tool}")
     assert result.exit_code == 1
     assert shown in result.stdout
