@@ -852,3 +852,23 @@ def test_a_task_hook_on_any_event_starts_a_chat_and_decides_nothing(
     assert all(e["task_chat_id"] and e["decision"] == "allow" for e in executed)
     assert [r["state"] for r in report["runs"]] == ["completed", "failed"]
     assert hook_rows(report) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"chat": {"id": "c" * 5000}}, "chat.id"),
+        ({"turns": [{"user": "go\ud800", "model": [{"say": "x"}]}]}, "not valid Unicode"),
+    ],
+    ids=["long-chat-id", "lone-surrogate"],
+)
+def test_a_scenario_the_store_cannot_hold_is_refused_before_anything_is_written(
+    tmp_path: Path, belt_home: Path, change: dict[str, Any], message: str
+) -> None:
+    path = tmp_path / "bad.json"
+    doc = {"agent": {"name": "t"}, "turns": [one_tool_turn()], **change}
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InvalidInput, match=message):
+        run_scenario(scenario=path)
+    objects = belt_home / "store" / "objects"
+    assert not objects.exists() or not any(objects.rglob("*.json"))

@@ -53,8 +53,10 @@ def start_simulation(
 ) -> tuple[dict[str, Any], list[str]]:
     """Create and run a simulation of a loaded scenario; returns its record and runs executed."""
     from belt.engine.dialects import DIALECTS
+    from belt.engine.scenario import check_storable
     from belt.engine.simulation import Simulation
 
+    check_storable(loaded)
     store = store.without_fsync()
     dialect = DIALECTS[loaded.dialect]
     options.loaded = loaded

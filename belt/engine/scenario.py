@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,8 @@ from belt.wire.platform import HookHandlerType, LifecycleHookConfig
 from belt.wire.validate import check_nexus_profile, check_platform_hooks, model_problems
 
 ID_PATTERN = r"^[A-Za-z0-9_-]+$"
+ID_MAX = 128
+"""Ids become file names in the store: at most this long (as the store's own check says)."""
 
 
 class _Strict(BaseModel):
@@ -58,7 +61,7 @@ class AgentScript(_Strict):
 class AgentSpec(_Strict):
     """The simulated agent: its hooks and its context limits."""
 
-    id: str | None = Field(default=None, pattern=ID_PATTERN)
+    id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
     name: str = "agent"
     hooks_file: str | None = None
     hooks: list[Any] = Field(default_factory=list)
@@ -69,7 +72,7 @@ class AgentSpec(_Strict):
 class ChatSpec(_Strict):
     """The chat the scenario runs in."""
 
-    id: str | None = Field(default=None, pattern=ID_PATTERN)
+    id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
     disable_hooks: bool = False
 
 
@@ -261,6 +264,29 @@ def read_scenario(
     return LoadedScenario(source, scenario, hooks, str(hooks_file) if hooks_file else None)
 
 
+def check_storable(loaded: LoadedScenario | LoadedNexusScenario) -> None:
+    """Refuse, before anything is written, a scenario whose record the store cannot hold.
+
+    Arguments nested too deep to encode, text that is not valid Unicode (lone surrogates), or
+    values JSON cannot spell would otherwise fail half-way through creating the simulation.
+    """
+    try:
+        json.dumps(
+            loaded.scenario.model_dump(mode="json", by_alias=True),
+            ensure_ascii=False,
+            allow_nan=False,
+        ).encode("utf-8")
+    except RecursionError:
+        raise InvalidInput(f"{loaded.source}: a value is nested too deeply to be stored") from None
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"{loaded.source}: text holds a character that is not valid Unicode "
+            f"({exc.object[exc.start : exc.end]!r}); belt cannot store it"
+        ) from None
+    except ValueError as exc:
+        raise InvalidInput(f"{loaded.source}: a value cannot be stored: {exc}") from None
+
+
 def load_scenario(path: str | Path, *, hooks_file: str | Path | None = None) -> LoadedScenario:
     """Read and check a scenario of the platform dialect."""
     loaded = read_scenario(path, hooks_file=hooks_file)
@@ -275,7 +301,7 @@ def load_scenario(path: str | Path, *, hooks_file: str | Path | None = None) -> 
 class NexusAgentSpec(_Strict):
     """The simulated Nexus agent's context limits."""
 
-    id: str | None = Field(default=None, pattern=ID_PATTERN)
+    id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
     name: str = "agent"
     context_window: int = Field(default=128_000, gt=0)
     context_bytes: int | None = Field(default=None, gt=0)
@@ -285,7 +311,7 @@ class NexusAgentSpec(_Strict):
 class NexusChatSpec(_Strict):
     """The conversation the scenario's executions run in."""
 
-    id: str | None = Field(default=None, pattern=ID_PATTERN)
+    id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
 
 
 class NexusTurnSpec(_Strict):
