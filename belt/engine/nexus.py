@@ -429,14 +429,17 @@ class NexusLoop:
         if chosen is None:
             return self.sim.fail(execution, str(execution.turn.error))
         spec, repeated = chosen
-        message = self.sim.add_answer(
-            execution,
-            say=spec.say,
-            tokens=spec.tokens,
-            calls=spec.tool_calls,
-            request=state["requests"] + 1,
-            **({"repeated": True} if repeated else {}),
-        )
+        # A step interrupted after its answer was written goes on from that answer.
+        message = self.sim.recovered(execution, "assistant", request=state["requests"] + 1)
+        if message is None:
+            message = self.sim.add_answer(
+                execution,
+                say=spec.say,
+                tokens=spec.tokens,
+                calls=spec.tool_calls,
+                request=state["requests"] + 1,
+                **({"repeated": True} if repeated else {}),
+            )
         state["requests"] += 1
         if spec.tool_calls:
             self.run_tools(execution, message, spec.tool_calls)
@@ -447,17 +450,19 @@ class NexusLoop:
                 candidate=message["id"],
                 output=spec.say or "",
             )
-        self.sim.save(execution)
         return None
 
     def tool_only_step(self, execution: NexusExecution) -> End | None:
         """A tool-only execution: its tools run with no model round; their output is the answer."""
         calls = execution.turn.tool_calls
-        message = self.sim.add_answer(execution, say=None, tokens=0, calls=calls, tool_only=True)
+        message = self.sim.recovered(execution, "assistant", tool_only=True)
+        if message is None:
+            message = self.sim.add_answer(
+                execution, say=None, tokens=0, calls=calls, tool_only=True
+            )
         self.run_tools(execution, message, calls)
         output = "\n".join(call.result for call in calls)
         execution.state.update(next="stop", answers=1, candidate=None, output=output)
-        self.sim.save(execution)
         return None
 
     def stop_step(self, execution: NexusExecution) -> End | None:
@@ -478,15 +483,16 @@ class NexusLoop:
         if decision.get("continue"):
             self.mark_candidate(execution, "continued")
             feedback = str(decision["feedback"])
-            self.sim.add_message(
-                execution,
-                role="feedback",
-                content=[{"type": "text", "text": feedback}],
-                text=feedback,
-                task_key=task_key(str(execution.run_id), NexusEvent.STOP, source),
-            )
+            key = task_key(str(execution.run_id), NexusEvent.STOP, source)
+            if self.sim.recovered(execution, "feedback", task_key=key) is None:
+                self.sim.add_message(
+                    execution,
+                    role="feedback",
+                    content=[{"type": "text", "text": feedback}],
+                    text=feedback,
+                    task_key=key,
+                )
             state.update(next="request", continuations=state["continuations"] + 1)
-            self.sim.save(execution)
             return None
         self.mark_candidate(execution, "accepted")
         return self.sim.complete(execution)
@@ -554,6 +560,7 @@ class NexusLoop:
         self, execution: NexusExecution, message: dict[str, Any], calls: list[ToolCallSpec]
     ) -> None:
         """Run the tools of a message as scripted; each result is a tool message."""
+        self.sim.reconcile_tools(execution, message)
         for invocation, call in zip(message["tool_invocations"], calls, strict=True):
             if invocation["status"] != ToolInvocationStatus.PENDING:
                 continue

@@ -287,24 +287,27 @@ class PlatformLoop:
         if index >= len(models):
             return self.fail(execution, str(self.scenario.turns[execution.turn_index].error))
         spec = models[index]
-        context = self.sim.ledger.context(execution.scope)
-        injections = list(context.injections)
-        message = self.sim.add_answer(
-            execution,
-            say=spec.say,
-            tokens=spec.tokens,
-            calls=spec.tool_calls,
-            model_index=index,
-            injections=injections,
-        )
-        self.consume_injections(injections)
-        recorder = self.sim.recorder
-        recorder.update_chat(turn_count=int(recorder.chat.get("turn_count", 0)) + 1)
+        # A step interrupted after its answer was written goes on from that answer; the turn
+        # was counted with it.
+        message = self.sim.recovered(execution, "assistant", model_index=index)
+        if message is None:
+            context = self.sim.ledger.context(execution.scope)
+            injections = list(context.injections)
+            message = self.sim.add_answer(
+                execution,
+                say=spec.say,
+                tokens=spec.tokens,
+                calls=spec.tool_calls,
+                model_index=index,
+                injections=injections,
+            )
+            self.consume_injections(injections)
+            recorder = self.sim.recorder
+            recorder.update_chat(turn_count=int(recorder.chat.get("turn_count", 0)) + 1)
         self.fire(execution, "agent.turn_complete")
         if not spec.tool_calls:
             return self.complete(execution)
         execution.state.update(next="tools", message_id=message["id"], tool=0)
-        self.sim.save(execution)
         return None
 
     def tools(self, execution: Execution) -> End | None:
@@ -312,6 +315,9 @@ class PlatformLoop:
         state = execution.state
         message = self.sim.recorder.by_id[str(state["message_id"])]
         spec = self.models(execution)[int(state["model"])]
+        self.sim.reconcile_tools(execution, message)
+        if execution.recovering:
+            self.reconcile_gates(execution, message)
         calls = list(zip(message["tool_invocations"], spec.tool_calls, strict=True))
         for position in range(int(state.get("tool", 0)), len(calls)):
             invocation, call = calls[position]
@@ -350,8 +356,20 @@ class PlatformLoop:
                 interrupt_meta=pending[0]["meta"] if pending else None,
             )
         state.update(next="turn", model=int(state["model"]) + 1, tool=0)
-        self.sim.save(execution)
         return None
+
+    def reconcile_gates(self, execution: Execution, message: dict[str, Any]) -> None:
+        """On a run taken over from a killed process: an invocation whose gate was opened
+        already waits at it (its hook does not open a second one)."""
+        gated = {
+            i["resource_id"]
+            for i in list_interrupts(
+                store=self.sim.store, run_id=str(execution.run_id), include_settled=True
+            )
+        }
+        for invocation in message["tool_invocations"]:
+            if invocation["status"] == ToolInvocationStatus.PENDING and invocation["id"] in gated:
+                invocation["status"] = ToolInvocationStatus.AWAITING_APPROVAL.value
 
     def after_gate(self, execution: Execution) -> End | None:
         """Every gate of the run is settled: act on the resolutions."""
@@ -359,7 +377,6 @@ class PlatformLoop:
         if state["gate"] == "tools":
             self.settle_tool_gates(execution)
             state.update(next="turn", model=int(state["model"]) + 1, tool=0, gate=None)
-            self.sim.save(execution)
             return None
         resolution, why = self.gate_resolution(execution)
         if resolution != "allow":

@@ -384,14 +384,20 @@ class Simulation:
         return len(self.scenario_doc.get("turns") or [])
 
     def drive(self, execution: Execution) -> End:
-        """Take steps until the run ends, holds or is cancelled."""
+        """Take steps until the run ends, holds or is cancelled.
+
+        After each step the run's state is saved: the step to take next is the run's last
+        durable point, from which a run whose process is killed goes on.
+        """
         try:
             while True:
                 if execution.run is not None:
                     execution.run.check_cancelled()
                 end = self.dialect.step(execution)
+                execution.recovering = False
                 if end is not None:
                     break
+                self.save(execution)
         except Cancelled:
             end = End.CANCELED
         self.dialect.ended(execution, end)
@@ -573,6 +579,43 @@ class Simulation:
             retired_bytes=size,
         )
 
+    # -- recovery ------------------------------------------------------------------------------
+
+    def recovered(self, execution: Execution, role: str, **match: Any) -> dict[str, Any] | None:
+        """On a run taken over from a killed process: the message the interrupted step had
+        already written (so it is not written twice), else None."""
+        if not execution.recovering:
+            return None
+        for message in reversed(self.recorder.messages):
+            if (
+                message.get("agent_run_id") == execution.run_id
+                and message["role"] == role
+                and all((message.get("sim") or {}).get(k) == v for k, v in match.items())
+            ):
+                found: dict[str, Any] = message
+                return found
+        return None
+
+    def reconcile_tools(self, execution: Execution, message: dict[str, Any]) -> None:
+        """On a run taken over from a killed process: settle the invocations whose result was
+        already written (a tool message) as that result says, so no tool runs twice."""
+        if not execution.recovering:
+            return
+        results = {
+            m.get("tool_call_id"): m
+            for m in self.recorder.messages
+            if m["role"] == "tool" and m.get("agent_run_id") == execution.run_id
+        }
+        for invocation in message.get("tool_invocations") or []:
+            found = results.get(invocation["tool_invocation_id"])
+            if found is None or invocation["status"] in SETTLED_TOOL_STATES:
+                continue
+            ready = found.get("status") == MessageStatus.READY
+            invocation["status"] = (
+                ToolInvocationStatus.COMPLETED.value if ready else ToolInvocationStatus.FAILED.value
+            )
+            invocation["result"] = " ".join(c.get("text") or "" for c in found.get("content") or [])
+
     # -- tools ---------------------------------------------------------------------------------
 
     def add_answer(
@@ -671,6 +714,14 @@ def stop_run(
     dialect.mark_ended(store, sim, run_id, End.CANCELED)
     return run_dto(run, dialect.run_fields())
 
+
+SETTLED_TOOL_STATES = frozenset(
+    {
+        ToolInvocationStatus.COMPLETED,
+        ToolInvocationStatus.FAILED,
+        ToolInvocationStatus.CANCELLED,
+    }
+)
 
 OPEN_TOOL_STATES = frozenset(
     {
