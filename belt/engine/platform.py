@@ -152,7 +152,7 @@ class PlatformLoop:
         first_input = self.sim.sim.get("first_input") if index == 0 else None
         if first_input:
             # A task chat: its first message, the hook payload, was written by the task handler.
-            message = recorder.by_id[str(first_input)]
+            message = recorder.message(str(first_input))
             message["agent_run_id"] = run.id
             recorder.save_message(message)
         else:
@@ -313,7 +313,7 @@ class PlatformLoop:
     def tools(self, execution: Execution) -> End | None:
         """Each tool call through ``agent.tool_call``: run, skipped on deny, or held at a gate."""
         state = execution.state
-        message = self.sim.recorder.by_id[str(state["message_id"])]
+        message = self.sim.recorder.message(str(state["message_id"]))
         spec = self.models(execution)[int(state["model"])]
         self.sim.reconcile_tools(execution, message)
         if execution.recovering:
@@ -401,7 +401,7 @@ class PlatformLoop:
     def settle_tool_gates(self, execution: Execution) -> None:
         """After a tool gate: invoke the allowed tools, reject the denied ones."""
         state = execution.state
-        message = self.sim.recorder.by_id[str(state["message_id"])]
+        message = self.sim.recorder.message(str(state["message_id"]))
         spec = self.models(execution)[int(state["model"])]
         by_resource = {
             i["resource_id"]: i

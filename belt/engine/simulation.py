@@ -30,6 +30,7 @@ from belt.records.messages import Recorder, run_event
 from belt.records.runs import (
     GATED_RUNS,
     RUN,
+    SIM_RUNS,
     Cancelled,
     RunRecord,
     cancel_run,
@@ -261,6 +262,9 @@ class Simulation:
         self.sim = sim
         self.options = options or Options()
         self.scenario_doc: dict[str, Any] = store.read(SCENARIO, str(sim["id"]))
+        # Read what the loop will append to before acting, so a damaged index is reported
+        # before a turn runs, not after.
+        store.members(SIM_RUNS, str(sim["id"]))
         self.recorder = Recorder(store, str(sim["chat_id"]))
         self.ledger = Ledger(self.recorder.messages)
         self.agent_id = str(sim["agent_id"])

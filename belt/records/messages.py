@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from belt.errors import InvalidInput
 from belt.records.chats import read_chat, update_chat
 from belt.records.ids import new_id, now_iso
 from belt.store import Store
@@ -107,6 +108,19 @@ class Recorder:
             self.messages.append(message)
             self.by_id[message["id"]] = message
             return message
+
+    def message(self, message_id: str) -> dict[str, Any]:
+        """A message of this chat that a run's record names; InvalidInput (exit 5) when the
+        chat's message index does not list it (the index was deleted or cut short)."""
+        found = self.by_id.get(message_id)
+        if found is None:
+            path = self.store.index_path(MESSAGES, self.chat_id)
+            raise InvalidInput(
+                f"{path}: damaged store file: it does not list message {message_id}, which "
+                "the run's record names",
+                hint="belt leaves a damaged file as it is; restore it, or stop the run",
+            )
+        return found
 
     def save_message(self, message: dict[str, Any]) -> None:
         """Persist a changed message."""

@@ -10,4 +10,4 @@ __all__ = ["SCHEMA_VERSION", "Store", "check_id", "open_store"]
 
 def open_store() -> Store:
     """The store of this state directory (``$BELT_HOME/store``)."""
-    return Store(state_dir() / "store")
+    return Store(state_dir() / "store", shapes=True)

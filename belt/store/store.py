@@ -36,6 +36,7 @@ from belt.store.files import (
     split_lines,
 )
 from belt.store.locking import file_lock
+from belt.store.shapes import shape_problem
 
 SCHEMA_VERSION = 1
 """The version of every file this belt writes; older files are migrated when read."""
@@ -79,6 +80,10 @@ def _parse_json(path: Path, raw: bytes, where: str = "it ") -> Any:
     except json.JSONDecodeError as exc:
         detail = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
         raise _damaged(path, f"{where}is not valid JSON ({detail})") from None
+    except RecursionError:
+        raise _damaged(path, f"{where}is nested too deeply to be a belt record") from None
+    except ValueError as exc:  # an integer too long to read, for one
+        raise _damaged(path, f"{where}cannot be read as JSON ({exc})") from None
 
 
 def _encode(document: Mapping[str, Any], *, indent: int | None) -> bytes:
@@ -96,6 +101,7 @@ class Store:
         fsync: bool = True,
         schema: int = SCHEMA_VERSION,
         migrations: Mapping[tuple[str, int], Migration] | None = None,
+        shapes: bool = False,
     ) -> None:
         self.root = Path(root)
         self.fsync = fsync
@@ -103,6 +109,9 @@ class Store:
         self.migrations: dict[tuple[str, int], Migration] = dict(
             MIGRATIONS if migrations is None else migrations
         )
+        # With ``shapes``, every object read is checked against the shape of its kind
+        # (belt.store.shapes): the store belt opens; a bare Store holds any data.
+        self.shapes = shapes
 
     def without_fsync(self) -> Store:
         """The same store, writing without fsync: for high-rate writers such as a simulation.
@@ -110,13 +119,23 @@ class Store:
         Writes stay atomic (temporary file, rename) and reach the operating system before they
         return, so a killed process loses nothing; only an OS crash can lose the latest ones.
         """
-        return Store(self.root, fsync=False, schema=self.schema, migrations=self.migrations)
+        return Store(
+            self.root,
+            fsync=False,
+            schema=self.schema,
+            migrations=self.migrations,
+            shapes=self.shapes,
+        )
 
     # Paths
 
     def path(self, kind: str, id: str) -> Path:
         """The file that holds one object (checked ids only)."""
         return self.root / "objects" / check_id(kind, what="kind") / f"{check_id(id)}.json"
+
+    def index_path(self, index: str, owner: str) -> Path:
+        """The file that holds ``owner``'s members in ``index`` (for messages that name it)."""
+        return self._index_path(index, owner)
 
     def _index_path(self, index: str, owner: str) -> Path:
         return self.root / "index" / check_id(index, what="index") / f"{check_id(owner)}.jsonl"
@@ -349,7 +368,11 @@ class Store:
         data = document.get("data")
         if not isinstance(data, dict):
             raise _damaged(path, "its data is not a JSON object")
-        return self._migrate(path, kind, version, data)
+        data = self._migrate(path, kind, version, data)
+        problem = shape_problem(kind, data) if self.shapes else None
+        if problem is not None:
+            raise _damaged(path, f"it is not a {kind} record: {problem}")
+        return data
 
     def _version(self, path: Path, document: dict[str, Any]) -> int:
         version = document.get("schema")

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.cli.runner import belt
 from tests.hookapp import hook_app
 from tests.racers import race
@@ -300,3 +302,92 @@ def test_of_many_racing_resumers_exactly_one_continues_the_run(
     assert report["runs"][0]["state"] == "completed"
     assert [m["role"] for m in report["chat"]["chat_messages"]].count("tool") == 1
     assert app.events() == ["agent.complete"]
+
+
+def held_simulation(tmp_path: Path) -> dict[str, Any]:
+    held = belt("sim", "run", gated(tmp_path), "--json")
+    assert held.exit_code == 0
+    report: dict[str, Any] = held.json()
+    return report
+
+
+def damage(path: Path, change: Any) -> bytes:
+    document = json.loads(path.read_text())
+    change(document["data"])
+    raw = json.dumps(document).encode()
+    path.write_bytes(raw)
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("kind", "change", "why"),
+    [
+        ("chat", lambda d: d.update(turn_count="three"), "its turn_count is not a whole number"),
+        ("chat", lambda d: d.pop("id"), "its id is missing"),
+        ("run", lambda d: d.update(state=7), "its state is not a string"),
+        ("run", lambda d: d.update(execution=[1]), "its execution is not an object or null"),
+        ("sim", lambda d: d.pop("next_turn"), "its next_turn is missing"),
+    ],
+    ids=["chat-mistyped", "chat-missing", "run-mistyped", "run-state", "sim-missing"],
+)
+def test_a_record_of_the_wrong_shape_is_reported_and_never_written_over(
+    tmp_path: Path, belt_home: Path, kind: str, change: Any, why: str
+) -> None:
+    report = held_simulation(tmp_path)
+    run_id = report["runs"][0]["id"]
+    ids = {"chat": report["chat"]["id"], "run": run_id, "sim": report["simulation"]["id"]}
+    path = belt_home / "store" / "objects" / kind / f"{ids[kind]}.json"
+    raw = damage(path, change)
+    gate_id = report["chat"]["pending_interrupts"][0]["id"]
+    assert belt("interrupt", "resolve", gate_id, "allow").exit_code == 0
+    for command in (("sim", "resume", run_id), ("sim", "stop", run_id), ("sim", "show", run_id)):
+        result = belt(*command)
+        assert result.exit_code == 5, (command, result.stdout, result.stderr)
+        assert str(path) in result.stderr and why in result.stderr
+        assert path.read_bytes() == raw
+    if kind == "chat":
+        result = belt("chat", "settings", ids["chat"], "--disable-hooks")
+        assert result.exit_code == 5 and path.read_bytes() == raw
+
+
+def test_a_deeply_nested_store_file_is_reported_not_a_traceback(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    report = held_simulation(tmp_path)
+    path = belt_home / "store" / "objects" / "run" / f"{report['runs'][0]['id']}.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    result = belt("sim", "show", report["runs"][0]["id"])
+    assert result.exit_code == 5
+    assert "nested too deeply" in result.stderr
+
+
+def test_a_damaged_index_is_reported_before_a_resume_acts(tmp_path: Path, belt_home: Path) -> None:
+    report = held_simulation(tmp_path)
+    run_id = report["runs"][0]["id"]
+    index = belt_home / "store" / "index" / "sim-runs" / f"{report['simulation']['id']}.jsonl"
+    index.write_bytes(index.read_bytes() + b"not json\n")
+    raw = index.read_bytes()
+    gate_id = report["chat"]["pending_interrupts"][0]["id"]
+    assert belt("interrupt", "resolve", gate_id, "allow").exit_code == 0
+    run_file = belt_home / "store" / "objects" / "run" / f"{run_id}.json"
+    before = run_file.read_bytes()
+    result = belt("sim", "resume", run_id)
+    assert result.exit_code == 5
+    assert str(index) in result.stderr
+    assert index.read_bytes() == raw
+    assert json.loads(run_file.read_bytes())["data"]["state"] == "input_required"
+    assert (
+        json.loads(before)["data"]["execution"]
+        == json.loads(run_file.read_bytes())["data"]["execution"]
+    )
+
+
+def test_a_deleted_message_index_is_a_clear_error(tmp_path: Path, belt_home: Path) -> None:
+    report = held_simulation(tmp_path)
+    run_id = report["runs"][0]["id"]
+    (belt_home / "store" / "index" / "chat-messages" / f"{report['chat']['id']}.jsonl").unlink()
+    gate_id = report["chat"]["pending_interrupts"][0]["id"]
+    assert belt("interrupt", "resolve", gate_id, "allow").exit_code == 0
+    result = belt("sim", "resume", run_id)
+    assert result.exit_code == 5
+    assert "does not list message" in result.stderr
