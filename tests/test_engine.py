@@ -15,6 +15,7 @@ from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.interrupts import resolve_interrupt, sweep
 from belt.render import transcript_lines
 from belt.store.clock import parse_timestamp
+from belt.wire.catalogue import EVENTS
 from tests.hookapp import hook_app
 
 DELETE_PROD = {
@@ -23,17 +24,7 @@ DELETE_PROD = {
     "result": "deleted",
 }
 READ_TMP = {"name": "read_file", "arguments": {"path": "/tmp/a"}, "result": "hello"}
-EMITTED = [
-    "agent.start",
-    "agent.turn_start",
-    "agent.tool_call",
-    "agent.tool_result",
-    "agent.turn_complete",
-    "agent.pre_compact",
-    "agent.post_compact",
-    "agent.error",
-    "agent.complete",
-]
+EMITTED = [event for event, info in EVENTS.items() if info.emitted]
 
 
 def write_scenario(
