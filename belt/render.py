@@ -170,6 +170,9 @@ def gate_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     for interrupt in pending:
         lines.append((f"  belt interrupt resolve {interrupt['id']} allow   # or deny", ""))
     lines.append((f"  belt sim resume {run_id}", ""))
+    lines.append(
+        ("(or `belt sim resume --wait`: it goes on as soon as every gate is settled)", "dim")
+    )
     return lines
 
 

@@ -151,3 +151,31 @@ def test_serve_resume_continues_a_run_once_its_gate_is_settled(tmp_path: Path) -
     ).items()
     with pytest.raises(Conflict):
         resume_run(run_id=run_id)
+
+
+def test_resume_wait_attaches_to_a_held_run_and_goes_on_once_settled(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    store = open_store()
+    held, (run_id,) = run_scenario(scenario=gated_scenario(tmp_path))
+    gate_id = held["chat"]["pending_interrupts"][0]["id"]
+    env = {**os.environ, "BELT_HOME": str(belt_home), "NO_COLOR": "1"}
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "belt", "sim", "resume", run_id, "--wait", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        eventually(lambda: (store.read("run", run_id).get("lease") or {}).get("pid"), "attached")
+        assert belt("interrupt", "resolve", gate_id, "deny").exit_code == 0
+        stdout, stderr = waiting.communicate(timeout=60)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.communicate()
+    assert waiting.returncode == 0, stderr
+    report = json.loads(stdout)
+    assert report["runs"][0]["state"] == "completed"
+    assert tool_status(report) == "failed"

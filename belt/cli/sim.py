@@ -108,7 +108,8 @@ def resume(
     with a run whose process was killed (from its last durable point).
 
     Exactly one process continues a run: a second `resume` of the same run exits 4. With
-    --wait it stays at any gate the run reaches next, as `belt sim run --wait` does.
+    --wait it attaches to the gates the run waits at (and any it reaches next) and goes on as
+    soon as they are settled, as `belt sim run --wait` does.
     """
     from belt.engine.api import resume_run
 

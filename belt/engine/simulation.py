@@ -298,6 +298,11 @@ class Simulation:
         try:
             run, interrupted = take_lease(self.store, run_id)
             self.current = run_id
+            if self.waits() and run.state == self.dialect.held_state and not interrupted:
+                try:
+                    self.wait_for_gates(run)  # --wait: attach to the gates it holds at now
+                except Cancelled:
+                    raise Conflict(f"run {run_id} was stopped") from None
             execution = self.dialect.resumable(run, interrupted)
             execution.recovering = interrupted
             self.go_on(execution)
