@@ -49,7 +49,7 @@ def test_list_a_runs_interrupts_in_the_envelope(api: str, store: Store) -> None:
     reply = httpx.get(f"{api}/agent-runs/ar_api1/interrupts")
     assert reply.status_code == 200
     body = reply.json()
-    assert set(body) == {"data", "messages"}
+    assert body["success"] is True and set(body) == {"success", "data", "messages"}
     assert [item["id"] for item in body["data"]] == [first["id"], second["id"]]
     assert body["data"][0] == first
     assert httpx.get(f"{api}/agent-runs/ar_none/interrupts").json()["data"] == []
@@ -232,5 +232,8 @@ def test_a_simulated_chat_and_its_hook_rows_read_through_the_chat_routes(
 
     missing = httpx.get(f"{api}/chats/ch_nope")
     assert missing.status_code == 404
-    assert missing.headers["content-type"] == "application/problem+json"
+    # The SDKs' agents read this route: its errors are typed as the agent routes' are.
+    assert missing.headers["content-type"] == "application/json"
+    assert missing.json()["error"] == {"code": "not_found", "message": "no chat ch_nope"}
+    assert missing.json()["detail"] == "no chat ch_nope"
     assert httpx.get(f"{api}/chats/..%2Fx").status_code in (404, 422)

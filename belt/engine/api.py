@@ -178,27 +178,40 @@ def stop_run(*, run_id: str, force: bool = False) -> dict[str, Any]:
     return stop(store, sim, dialect_class(sim), run_id, force=force)
 
 
-def resume_settled(store: Store) -> list[dict[str, Any]]:
-    """Continue every simulated run whose gates are all settled and that no live process holds.
+def resume_settled(
+    store: Store,
+    *,
+    emulated: bool | None = None,
+    run_ids: list[str] | None = None,
+    recover: bool = False,
+) -> list[dict[str, Any]]:
+    """Continue every simulated run whose interrupts are all settled and that no live process
+    holds.
 
-    What ``belt serve --resume`` does on each pass: it reads the runs tagged as held at gates
-    (not every run), and each run it continues is continued by this process alone (its lease).
-    Returns one record per run it tried: ``{"run_id", "state"}`` or ``{"run_id", "error"}``.
+    What ``belt serve --resume`` does on each pass: it reads the runs tagged as held at their
+    interrupts (not every run), and each run it continues is continued by this process alone
+    (its lease). ``emulated`` keeps only the runs of chats ``belt serve`` emulates (True) or
+    only the others (False); ``run_ids`` looks at those runs only; ``recover`` also continues a
+    run whose process is gone, from its last durable point. Returns one record per run it tried:
+    ``{"run_id", "state"}`` or ``{"run_id", "error"}``.
     """
     from belt.engine.simulation import Options
     from belt.errors import BeltError, Conflict
     from belt.records import leases
     from belt.records.interrupts import pending_for_run
-    from belt.records.runs import GATED_RUNS, RUN
-    from belt.wire.enums import AgentRunState
+    from belt.records.runs import GATED_RUNS, RUN, interrupted, waiting
 
     tried: list[dict[str, Any]] = []
-    for run_id in store.tagged(GATED_RUNS):
+    for run_id in store.tagged(GATED_RUNS) if run_ids is None else run_ids:
         run = store.get(RUN, run_id)
-        if run is None or run.get("state") != AgentRunState.INPUT_REQUIRED:
-            store.untag(GATED_RUNS, run_id)
+        lost = recover and run is not None and interrupted(run)
+        if run is None or not (waiting(run) or lost):
+            if run_ids is None:
+                store.untag(GATED_RUNS, run_id)
             continue
-        if pending_for_run(store=store, run_id=run_id):
+        if emulated is not None and bool(run.get("emulated")) != emulated:
+            continue
+        if not lost and pending_for_run(store=store, run_id=run_id):
             continue
         if leases.holder_alive(run.get("lease")) and not leases.is_mine(run.get("lease")):
             continue

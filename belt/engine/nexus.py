@@ -432,13 +432,14 @@ class NexusLoop:
         # A step interrupted after its answer was written goes on from that answer.
         message = self.sim.recovered(execution, "assistant", request=state["requests"] + 1)
         if message is None:
+            marks: dict[str, Any] = {"repeated": True} if repeated else {}
             message = self.sim.add_answer(
                 execution,
                 say=spec.say,
                 tokens=spec.tokens,
                 calls=spec.tool_calls,
                 request=state["requests"] + 1,
-                **({"repeated": True} if repeated else {}),
+                **marks,
             )
         state["requests"] += 1
         if spec.tool_calls:

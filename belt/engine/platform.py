@@ -7,13 +7,19 @@ ends with ``agent.complete`` or ``agent.error``. Compaction is decided before a 
 
 A run's steps (``execution["next"]``): ``start`` (agent.start), ``turn`` (compaction and
 agent.turn_start, or the end of the run when no model turn is left), ``model`` (the model's
-output and agent.turn_complete), ``tools`` (each tool call), and ``gate``, where a run held at a
-gate goes on once every gate of the run is settled.
+output and agent.turn_complete), ``tools`` (each tool call), and ``gate``, where a run held at
+its interrupts goes on once every one of them is settled.
+
+A tool call goes through ``agent.tool_call`` (a gate hook holds it ``awaiting_approval``), then
+its approval when the tool requires one (a ``tool_approval`` interrupt), then runs; a client
+tool instead waits ``awaiting_input`` for the result the application posts, and its run stays
+``working`` meanwhile (a ``client_tool`` interrupt holds it).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from belt.effects import DEFAULT_TOOL_DENY_REASON, Outcome, transcript_content, url_host
@@ -29,13 +35,14 @@ from belt.engine.simulation import End, Execution, SimStatus, record_simulation
 from belt.engine.tasks import TaskRunner, failure_row, task_chats
 from belt.errors import Conflict, NotFound, UsageError
 from belt.records.chats import disabled
-from belt.records.ids import now_iso
+from belt.records.ids import new_id, now_iso
 from belt.records.interrupts import (
     cancel_interrupt,
+    create_interrupt,
     list_interrupts,
     pending_for_run,
 )
-from belt.records.runs import RunRecord
+from belt.records.runs import RunRecord, parked
 from belt.wire.enums import (
     AgentRunState,
     ChatStatus,
@@ -43,7 +50,7 @@ from belt.wire.enums import (
     InterruptStatus,
     ToolInvocationStatus,
 )
-from belt.wire.platform import HookHandlerType, LifecycleHookConfig
+from belt.wire.platform import GATE_TIMEOUT_MAX, HookHandlerType, LifecycleHookConfig
 
 if TYPE_CHECKING:
     from belt.engine.simulation import Simulation
@@ -81,6 +88,31 @@ def reload_hooks(store: Store, sim: dict[str, Any]) -> list[LifecycleHookConfig]
             hint="it was made by an older belt; start it again with `belt sim run`",
         ) from None
     return [LifecycleHookConfig.model_validate(hook) for hook in private["hooks"]]
+
+
+def rejection(interrupt: dict[str, Any] | None) -> str:
+    """Why a tool call whose interrupt was denied or expired failed."""
+    if interrupt is None:
+        return "rejected: denied at gate gate"
+    data = interrupt.get("resolved_data")
+    given = data.get("reason") if isinstance(data, dict) else None
+    if isinstance(given, str) and given.strip():
+        return f"rejected: {given}"
+    how = "expired" if interrupt["status"] == InterruptStatus.EXPIRED else "denied"
+    what = {
+        InterruptReason.TOOL_APPROVAL.value: "approval",
+        InterruptReason.CLIENT_TOOL.value: "client tool wait",
+    }.get(str(interrupt.get("reason")), "gate")
+    return f"rejected: {how} at {what} {interrupt['id']}"
+
+
+def client_result(interrupt: dict[str, Any]) -> str:
+    """The result a client tool's application posted (``resolved_data.result``; other data as
+    JSON, none as an empty result)."""
+    data = interrupt.get("resolved_data")
+    if isinstance(data, dict) and isinstance(data.get("result"), str):
+        return str(data["result"])
+    return "" if data is None else json.dumps(data, ensure_ascii=False)
 
 
 class PlatformLoop:
@@ -145,8 +177,11 @@ class PlatformLoop:
         # agent.start fires on the first turn of a chat: while no model turn has happened, so a
         # run denied at agent.start leaves the next run of the chat to fire it again.
         first = int(recorder.chat.get("turn_count", 0)) == 0
+        # The id of the run's reply is set aside now, so that whoever started the run can name
+        # the message that will answer it (its first answer, or the row saying it failed).
         run = self.sim.create_run(
-            index, {"next": "start", "model": 0, "first": first, "input": None}
+            index,
+            {"next": "start", "model": 0, "first": first, "input": None, "reply": new_id("msg")},
         )
         execution = Execution(index, run, run.data["execution"])
         first_input = self.sim.sim.get("first_input") if index == 0 else None
@@ -187,7 +222,7 @@ class PlatformLoop:
             return Execution(
                 int(run.data["turn_index"]), run, state, input_message_id=state["input"]
             )
-        if run.state != AgentRunState.INPUT_REQUIRED:
+        if run.state != AgentRunState.INPUT_REQUIRED and not parked(run.data):
             raise Conflict(f"run {run.id} is {run.state}, not waiting at a gate")
         pending = pending_for_run(store=self.sim.store, run_id=run.id)
         if pending:
@@ -298,6 +333,7 @@ class PlatformLoop:
                 say=spec.say,
                 tokens=spec.tokens,
                 calls=spec.tool_calls,
+                message_id=self.sim.unused_reply(execution.state),
                 model_index=index,
                 injections=injections,
             )
@@ -311,7 +347,8 @@ class PlatformLoop:
         return None
 
     def tools(self, execution: Execution) -> End | None:
-        """Each tool call through ``agent.tool_call``: run, skipped on deny, or held at a gate."""
+        """Each tool call through ``agent.tool_call``: run, skipped on deny, or held (a gate,
+        an approval, a client tool's result)."""
         state = execution.state
         message = self.sim.recorder.message(str(state["message_id"]))
         spec = self.models(execution)[int(state["model"])]
@@ -337,47 +374,76 @@ class PlatformLoop:
                 reason = result.reason or DEFAULT_TOOL_DENY_REASON
                 self.sim.finish_tool(execution, invocation, ToolInvocationStatus.FAILED, reason)
             else:
-                self.run_tool(execution, invocation, call)
+                self.approve_or_invoke(execution, invocation, call)
             state["tool"] = position + 1
         self.sim.recorder.save_message(message)
-        held = [
-            i
-            for i in message["tool_invocations"]
-            if i["status"] == ToolInvocationStatus.AWAITING_APPROVAL
-        ]
-        if held:
-            pending = pending_for_run(store=self.sim.store, run_id=str(execution.run_id))
-            state.update(next="gate", gate="tools")
+        return self.wait_for_tools(execution, message)
+
+    def wait_for_tools(self, execution: Execution, message: dict[str, Any]) -> End | None:
+        """Hold while a tool call waits for a gate or an approval (the run is
+        ``input_required``) or a client tool for its result (it stays ``working``); otherwise
+        go on to the next model turn."""
+        state = execution.state
+        waiting = {
+            status: [i for i in message["tool_invocations"] if i["status"] == status]
+            for status in (
+                ToolInvocationStatus.AWAITING_APPROVAL,
+                ToolInvocationStatus.AWAITING_INPUT,
+            )
+        }
+        approvals = waiting[ToolInvocationStatus.AWAITING_APPROVAL]
+        inputs = waiting[ToolInvocationStatus.AWAITING_INPUT]
+        if not approvals and not inputs:
+            state.update(next="turn", model=int(state["model"]) + 1, tool=0, gate=None)
+            return None
+        state.update(next="gate", gate="tools")
+        if not approvals:
             return self.sim.hold(
                 execution,
-                ChatStatus.AWAITING_INPUT,
-                interrupt_reason=InterruptReason.HOOK_GATE.value,
-                interrupt_tool_id=held[0]["id"],
-                interrupt_meta=pending[0]["meta"] if pending else None,
+                ChatStatus.BUSY,
+                state=AgentRunState.WORKING.value,
+                interrupt_reason=InterruptReason.CLIENT_TOOL.value,
+                interrupt_tool_id=inputs[0]["id"],
+                interrupt_meta=None,
             )
-        state.update(next="turn", model=int(state["model"]) + 1, tool=0)
-        return None
+        pending = pending_for_run(store=self.sim.store, run_id=str(execution.run_id))
+        held = next((i for i in pending if i["resource_id"] == approvals[0]["id"]), None)
+        held = held or (pending[0] if pending else None)
+        return self.sim.hold(
+            execution,
+            ChatStatus.AWAITING_INPUT,
+            interrupt_reason=held["reason"] if held else InterruptReason.HOOK_GATE.value,
+            interrupt_tool_id=approvals[0]["id"],
+            interrupt_meta=held["meta"] if held else None,
+        )
 
     def reconcile_gates(self, execution: Execution, message: dict[str, Any]) -> None:
-        """On a run taken over from a killed process: an invocation whose gate was opened
-        already waits at it (its hook does not open a second one)."""
+        """On a run taken over from a killed process: an invocation whose gate, approval or
+        client wait was opened already waits at it (nothing opens a second one)."""
         gated = {
-            i["resource_id"]
+            i["resource_id"]: i["reason"]
             for i in list_interrupts(
                 store=self.sim.store, run_id=str(execution.run_id), include_settled=True
             )
         }
         for invocation in message["tool_invocations"]:
-            if invocation["status"] == ToolInvocationStatus.PENDING and invocation["id"] in gated:
-                invocation["status"] = ToolInvocationStatus.AWAITING_APPROVAL.value
+            reason = gated.get(invocation["id"])
+            if invocation["status"] != ToolInvocationStatus.PENDING or reason is None:
+                continue
+            waits_for_input = reason == InterruptReason.CLIENT_TOOL
+            invocation["status"] = (
+                ToolInvocationStatus.AWAITING_INPUT.value
+                if waits_for_input
+                else ToolInvocationStatus.AWAITING_APPROVAL.value
+            )
 
     def after_gate(self, execution: Execution) -> End | None:
         """Every gate of the run is settled: act on the resolutions."""
         state = execution.state
         if state["gate"] == "tools":
-            self.settle_tool_gates(execution)
-            state.update(next="turn", model=int(state["model"]) + 1, tool=0, gate=None)
-            return None
+            message = self.sim.recorder.message(str(state["message_id"]))
+            self.settle_tools(execution, message)
+            return self.wait_for_tools(execution, message)
         resolution, why = self.gate_resolution(execution)
         if resolution != "allow":
             return self.fail(execution, f"turn blocked: {why}")
@@ -398,29 +464,106 @@ class PlatformLoop:
                 {"tool": call.name, "status": call.status, "result": call.result},
             )
 
-    def settle_tool_gates(self, execution: Execution) -> None:
-        """After a tool gate: invoke the allowed tools, reject the denied ones."""
-        state = execution.state
-        message = self.sim.recorder.message(str(state["message_id"]))
-        spec = self.models(execution)[int(state["model"])]
-        by_resource = {
+    def approve_or_invoke(
+        self, execution: Execution, invocation: dict[str, Any], call: ToolCallSpec
+    ) -> None:
+        """A tool call its hooks allowed: ask for its approval when the tool requires one (and
+        the chat does not always allow it), else invoke it."""
+        if call.require_approval and not self.always_allowed(call.name):
+            self.open_tool_interrupt(
+                execution,
+                invocation,
+                call,
+                reason=InterruptReason.TOOL_APPROVAL,
+                timeout=call.approval_timeout or GATE_TIMEOUT_MAX,
+            )
+            invocation["status"] = ToolInvocationStatus.AWAITING_APPROVAL.value
+            return
+        self.invoke(execution, invocation, call)
+
+    def invoke(self, execution: Execution, invocation: dict[str, Any], call: ToolCallSpec) -> None:
+        """Invoke an allowed tool; a client tool waits for the result the application posts."""
+        if call.client:
+            self.open_tool_interrupt(
+                execution,
+                invocation,
+                call,
+                reason=InterruptReason.CLIENT_TOOL,
+                timeout=GATE_TIMEOUT_MAX,
+            )
+            invocation["status"] = ToolInvocationStatus.AWAITING_INPUT.value
+            return
+        self.run_tool(execution, invocation, call)
+
+    def always_allowed(self, tool: str) -> bool:
+        """True when the chat's settings allow ``tool`` without asking (``allow_all_tools``, or
+        an always-allow of that tool)."""
+        agent_data = self.sim.recorder.refresh_chat().get("agent_data")
+        if not isinstance(agent_data, dict):
+            return False
+        always = agent_data.get("always_allow")
+        return agent_data.get("allow_all_tools") is True or (
+            isinstance(always, list) and tool in always
+        )
+
+    def open_tool_interrupt(
+        self,
+        execution: Execution,
+        invocation: dict[str, Any],
+        call: ToolCallSpec,
+        *,
+        reason: InterruptReason,
+        timeout: int,
+    ) -> None:
+        """Open the interrupt a tool invocation waits at: its approval, or its client's result
+        (``meta`` names the tool, as the SDKs read it). Neither has a default: on expiry it is
+        refused."""
+        create_interrupt(
+            store=self.sim.store,
+            run_id=str(execution.run_id),
+            chat_id=self.sim.recorder.chat_id,
+            event="agent.tool_call",
+            reason=reason.value,
+            source=f"tool:{call.name}",
+            resource_type="tool_invocation",
+            resource_id=str(invocation["id"]),
+            timeout=timeout,
+            meta={
+                "tool_invocation_id": invocation["id"],
+                "tool_name": call.name,
+                "arguments": call.arguments,
+            },
+        )
+
+    def settle_tools(self, execution: Execution, message: dict[str, Any]) -> None:
+        """Act on the settled interrupts of the run's tool calls: an allowed gate goes on to
+        the approval or the tool, an approved tool is invoked, a client tool completes with the
+        result posted; a denied or expired one fails."""
+        spec = self.models(execution)[int(execution.state["model"])]
+        latest = {
             i["resource_id"]: i
             for i in list_interrupts(
                 store=self.sim.store, run_id=str(execution.run_id), include_settled=True
             )
         }
+        waiting = (ToolInvocationStatus.AWAITING_APPROVAL, ToolInvocationStatus.AWAITING_INPUT)
         for invocation, call in zip(message["tool_invocations"], spec.tool_calls, strict=True):
-            if invocation["status"] != ToolInvocationStatus.AWAITING_APPROVAL:
+            status = invocation["status"]
+            interrupt = latest.get(invocation["id"])
+            if status not in waiting or (interrupt and interrupt["status"] == "pending"):
                 continue
-            interrupt = by_resource.get(invocation["id"])
-            resolution = interrupt.get("resolution") if interrupt else None
-            if resolution == "allow":
-                self.run_tool(execution, invocation, call)
-                continue
-            expired = interrupt is not None and interrupt["status"] == InterruptStatus.EXPIRED
-            gate = interrupt["id"] if interrupt else "gate"
-            reason = f"rejected: {'expired' if expired else 'denied'} at gate {gate}"
-            self.sim.finish_tool(execution, invocation, ToolInvocationStatus.FAILED, reason)
+            if interrupt is None or interrupt.get("resolution") != "allow":
+                self.sim.finish_tool(
+                    execution, invocation, ToolInvocationStatus.FAILED, rejection(interrupt)
+                )
+            elif status == ToolInvocationStatus.AWAITING_INPUT:
+                self.sim.finish_tool(
+                    execution, invocation, ToolInvocationStatus.COMPLETED, client_result(interrupt)
+                )
+            elif interrupt["reason"] == InterruptReason.TOOL_APPROVAL:
+                self.invoke(execution, invocation, call)
+            else:
+                self.approve_or_invoke(execution, invocation, call)
         self.sim.recorder.save_message(message)
 
     def gate_resolution(self, execution: Execution) -> tuple[str, str]:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from belt.declarations import read_document
 from belt.errors import InvalidInput
-from belt.wire.platform import HookHandlerType, LifecycleHookConfig
+from belt.wire.platform import GATE_TIMEOUT_MAX, HookHandlerType, LifecycleHookConfig
 from belt.wire.validate import check_nexus_profile, check_platform_hooks, model_problems
 
 ID_PATTERN = r"^[A-Za-z0-9_-]+$"
@@ -25,13 +25,22 @@ class _Strict(BaseModel):
 
 
 class ToolCallSpec(_Strict):
-    """One tool call the scripted model makes, and what the tool returns."""
+    """One tool call the scripted model makes, and what the tool returns.
+
+    ``client``: the application runs the tool; its invocation waits (``awaiting_input``) for the
+    result posted to ``POST /tools/{id}``, and ``result`` is not used. ``require_approval``: a
+    person approves each call first (a ``tool_approval`` interrupt, ``approval_timeout`` seconds,
+    0 for the longest wait a gate may have).
+    """
 
     name: str = Field(min_length=1)
     arguments: dict[str, Any] = Field(default_factory=dict)
     result: str = ""
     status: Literal["completed", "failed"] = "completed"
     async_: bool = Field(default=False, alias="async")
+    client: bool = False
+    require_approval: bool = False
+    approval_timeout: int = Field(default=0, ge=0, le=GATE_TIMEOUT_MAX)
 
 
 class ModelTurnSpec(_Strict):
@@ -112,6 +121,11 @@ def unreachable_turns(scenario: Scenario) -> list[str]:
     scripts += [
         (f'agents."{ref}"', agent.model, agent.error) for ref, agent in scenario.agents.items()
     ]
+    return unreachable_models(scripts)
+
+
+def unreachable_models(scripts: list[tuple[str, list[ModelTurnSpec], str | None]]) -> list[str]:
+    """Of scripts (where, model turns, error): the model turns and errors no run can reach."""
     problems = []
     for where, models, error in scripts:
         for m, model in enumerate(models[:-1]):
@@ -175,8 +189,15 @@ PLATFORM_ONLY = {
     "lifecycle_hooks (or give a Nexus declaration with --hooks FILE)",
     "chat.disable_hooks": "a platform chat setting; Nexus has no per-conversation hook switch",
     "async": "async app tools (agent.tool_result) belong to the platform dialect",
+    "client": "client tools belong to the platform dialect",
+    "require_approval": "per-tool approval belongs to the platform dialect",
+    "approval_timeout": "per-tool approval belongs to the platform dialect",
     "agents": "the agents task hooks reference belong to the platform dialect",
 }
+
+
+PLATFORM_TOOL_KEYS = ("async", "client", "require_approval", "approval_timeout")
+"""Keys of a tool call that only the platform dialect has."""
 
 
 def scenario_dialect(doc: dict[str, Any], source: str) -> str:
@@ -226,8 +247,12 @@ def dialect_problems(doc: dict[str, Any], dialect: str) -> list[str]:
                     for c, call in enumerate(model["tool_calls"])
                 ]
         for path, call in calls:
-            if isinstance(call, dict) and "async" in call:
-                problems.append(f"{path}.async: {PLATFORM_ONLY['async']}")
+            if isinstance(call, dict):
+                problems += [
+                    f"{path}.{key}: {PLATFORM_ONLY[key]}"
+                    for key in PLATFORM_TOOL_KEYS
+                    if key in call
+                ]
     return problems
 
 

@@ -34,6 +34,7 @@ from belt.records.runs import (
     Cancelled,
     RunRecord,
     cancel_run,
+    parked,
     release_lease,
     take_lease,
 )
@@ -170,12 +171,14 @@ class Dialect(Protocol):
 
 
 def invocations(calls: list[ToolCallSpec], message_id: str | None) -> list[dict[str, Any]]:
-    """Pending ToolInvocationDTOs for the tool calls of one assistant message."""
+    """Pending ToolInvocationDTOs for the tool calls of one assistant message (``type`` is
+    ``client`` for a tool the application runs, ``app`` for the others)."""
     return [
         {
             "id": new_id("ti"),
             "chat_message_id": message_id,
             "tool_invocation_id": new_id("call"),
+            "type": "client" if call.client else "app",
             "function": {"name": call.name, "arguments": call.arguments},
             "status": ToolInvocationStatus.PENDING.value,
             "result": None,
@@ -238,6 +241,25 @@ def record_simulation(
     return sim
 
 
+def append_turn(store: Store, sim_id: str, turn: dict[str, Any]) -> int:
+    """Add a turn to a simulation's scenario; returns its index.
+
+    ``belt serve``'s emulated chats grow this way, one message at a time; the driver then begins
+    and drives the new turn as it does any scripted one (``Simulation.start_turn``).
+    """
+    index = 0
+
+    def apply(scenario: dict[str, Any]) -> dict[str, Any]:
+        nonlocal index
+        turns = list(scenario.get("turns") or [])
+        index = len(turns)
+        scenario["turns"] = [*turns, turn]
+        return scenario
+
+    store.update(SCENARIO, sim_id, apply)
+    return index
+
+
 def sim_of_run(store: Store, run_id: str) -> dict[str, Any]:
     """The simulation a run belongs to; an unknown run exits 3."""
     from belt.store import check_id
@@ -298,7 +320,8 @@ class Simulation:
         try:
             run, interrupted = take_lease(self.store, run_id)
             self.current = run_id
-            if self.waits() and run.state == self.dialect.held_state and not interrupted:
+            held = run.state == self.dialect.held_state or parked(run.data)
+            if self.waits() and held and not interrupted:
                 try:
                     self.wait_for_gates(run)  # --wait: attach to the gates it holds at now
                 except Cancelled:
@@ -319,16 +342,37 @@ class Simulation:
         """The turn loop: each remaining scenario turn is one run."""
         executed: list[str] = []
         while int(self.sim["next_turn"]) < self.turn_count():
-            index = int(self.sim["next_turn"])
-            self.update_sim(next_turn=index + 1)
-            execution = self.dialect.begin(index)
-            self.current = execution.run_id
+            execution = self.start_turn()
             if execution.run is not None:
                 executed.append(execution.run.id)
             if self.stopped(self.drive_waiting(execution)):
                 return executed
-        self.update_sim(status=SimStatus.FINISHED.value)
+        self.settle_status(SimStatus.FINISHED)
         return executed
+
+    def start_turn(self) -> Execution:
+        """Begin the next scenario turn: its input is recorded and its run created, not driven.
+
+        ``run_turns`` drives it at once; ``belt serve`` answers the request that appended the
+        turn first, then drives the rest of the simulation (``run``) in the background.
+        """
+        index = int(self.sim["next_turn"])
+        self.update_sim(next_turn=index + 1, status=SimStatus.RUNNING.value)
+        execution = self.dialect.begin(index)
+        self.current = execution.run_id
+        return execution
+
+    def drive_started(self, execution: Execution) -> list[str]:
+        """Drive a run ``start_turn`` began, then the turns left; returns the runs executed."""
+        try:
+            if self.stopped(self.drive_waiting(execution)):
+                return [str(execution.run_id)]
+            return [str(execution.run_id), *self.run_turns()]
+        except KeyboardInterrupt:
+            self.let_go()
+            raise
+        finally:
+            self.dialect.close()
 
     def go_on(self, execution: Execution) -> None:
         """A held run goes on: it is working again and occupies its chat."""
@@ -415,10 +459,10 @@ class Simulation:
     def stopped(self, end: End) -> bool:
         """Record a held or cancelled run on the simulation; True when the loop must stop."""
         if end == End.HELD:
-            self.update_sim(status=self.dialect.held_status.value)
+            self.settle_status(self.dialect.held_status)
             return True
         if end == End.CANCELED:
-            self.update_sim(status=SimStatus.CANCELED.value)
+            self.settle_status(SimStatus.CANCELED)
             return True
         return False
 
@@ -426,12 +470,26 @@ class Simulation:
         """Persist changes to the simulation record."""
         self.sim = self.store.merge(SIM, self.sim["id"], changes)
 
+    def settle_status(self, status: SimStatus) -> None:
+        """Record where the loop stopped, unless a later turn was begun meanwhile (``belt
+        serve`` appends turns to a simulation while the driver of the last one finishes)."""
+        begun = self.sim["next_turn"]
+
+        def apply(current: dict[str, Any]) -> dict[str, Any]:
+            if current.get("next_turn") == begun:
+                current["status"] = status.value
+            return current
+
+        self.sim = self.store.update(SIM, self.sim["id"], apply)
+
     # -- the run record ------------------------------------------------------------------------
 
     def create_run(
         self, index: int, state: dict[str, Any], *, standalone: bool = False, **fields: Any
     ) -> RunRecord:
         """A new working run of this simulation (of no chat when ``standalone``) in ``state``."""
+        if self.sim.get("emulated"):
+            fields["emulated"] = True
         return RunRecord.create(
             self.store,
             sim_id=str(self.sim["id"]),
@@ -451,15 +509,27 @@ class Simulation:
         """Persist where the execution is, so a resumed or retried run goes on from there."""
         self.transition(execution, execution=execution.state)
 
-    def hold(self, execution: Execution, chat_status: ChatStatus, **fields: Any) -> End:
-        """The run waits for something outside (a gate, a retried hook): it holds.
+    def hold(
+        self,
+        execution: Execution,
+        chat_status: ChatStatus,
+        *,
+        state: str | None = None,
+        **fields: Any,
+    ) -> End:
+        """The run waits for something outside (a gate, a retried hook, a client tool): it holds,
+        in the dialect's held state unless ``state`` says otherwise (a run that waits for a
+        client tool's result stays ``working``, as on the platform).
 
         It gives up its lease, unless this process waits at its gates (``--wait``).
         """
         if not self.waits():
             fields["lease"] = None
         self.transition(
-            execution, state=self.dialect.held_state, execution=execution.state, **fields
+            execution,
+            state=state or self.dialect.held_state,
+            execution=execution.state,
+            **fields,
         )
         if self.dialect.waits_for_gates and execution.run_id is not None:
             self.store.tag(GATED_RUNS, execution.run_id)
@@ -474,10 +544,12 @@ class Simulation:
         return End.COMPLETED
 
     def fail(self, execution: Execution, error: str) -> End:
-        """The run fails: the chat records why."""
+        """The run fails: the chat records why (a run that wrote no answer gives the row its
+        reply's id, so a client waiting for that message sees the run end)."""
         self.add_message(
             execution,
             role="event",
+            message_id=self.unused_reply(execution.state),
             content=[
                 run_event(
                     execution.run_id,
@@ -497,6 +569,11 @@ class Simulation:
         )
         self.release_chat(execution)
         return End.FAILED
+
+    def unused_reply(self, state: dict[str, Any]) -> str | None:
+        """The id a run set aside for its reply, while no message of the chat has it."""
+        reply = state.get("reply")
+        return reply if isinstance(reply, str) and reply not in self.recorder.by_id else None
 
     def claim_chat(self, execution: Execution) -> None:
         """The chat is busy with this run."""
@@ -634,13 +711,14 @@ class Simulation:
         say: str | None,
         tokens: int | None,
         calls: list[ToolCallSpec],
+        message_id: str | None = None,
         **sim: Any,
     ) -> dict[str, Any]:
         """The model's output for one request: its text and its pending tool invocations."""
         context = self.ledger.context(execution.scope)
         text = say or ""
         own = estimate_tokens(text) if tokens is None else tokens
-        message_id = new_id("msg")
+        message_id = message_id or new_id("msg")
         return self.add_message(
             execution,
             role="assistant",
@@ -702,9 +780,11 @@ def stop_run(
             invocation["status"] = ToolInvocationStatus.CANCELLED.value
         if open_calls:
             recorder.save_message(message)
+    reply = (run.get("execution") or {}).get("reply")
     recorder.add_message(
         role="event",
         run_id=run_id,
+        message_id=reply if isinstance(reply, str) and reply not in recorder.by_id else None,
         content=[
             run_event(
                 run_id,

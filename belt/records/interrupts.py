@@ -5,6 +5,8 @@ An interrupt is stored as its InterruptDTO fields plus what only the store needs
 independent of the size of the store:
 
 - ``run-interrupts`` index: a run's interrupt ids, so listing a run reads only its interrupts;
+- ``resource-interrupts`` index: the interrupts that hold one resource (a tool invocation), so the
+  tool routes of ``belt serve`` find an approval or a client tool's wait by the invocation's id;
 - ``pending-interrupts`` tag: one empty marker ``<expires_at in ms>-<id>`` per pending gate, so
   the sweep reads only the overdue ones;
 - the object itself, updated under its own lock, so a resolve touches one file and exactly one of
@@ -27,6 +29,7 @@ from belt.wire.enums import InterruptStatus
 
 INTERRUPT = "interrupt"
 RUN_INTERRUPTS = "run-interrupts"
+RESOURCE_INTERRUPTS = "resource-interrupts"
 PENDING = "pending-interrupts"
 
 DTO_FIELDS = (
@@ -193,6 +196,8 @@ def create_interrupt(
     if marker:
         store.tag(PENDING, marker)
     store.link(RUN_INTERRUPTS, run_id, interrupt_id)
+    if resource_id is not None:
+        store.link(RESOURCE_INTERRUPTS, check_id(resource_id, what="resource id"), interrupt_id)
     store.create(INTERRUPT, interrupt_id, record)
     return to_dto(record)
 
@@ -225,6 +230,19 @@ def list_interrupts(
             continue  # linked by a creator that did not finish
         if include_settled or record.get("status") == InterruptStatus.PENDING:
             records.append(record)
+    records.sort(key=lambda record: str(record.get("created_at")))
+    return [to_dto(record) for record in records]
+
+
+def for_resource(*, store: Store | None = None, resource_id: str) -> list[dict[str, Any]]:
+    """Every interrupt that holds one resource (a tool invocation), oldest first."""
+    store = _store(store)
+    check_id(resource_id, what="tool invocation id")
+    records = [
+        record
+        for interrupt_id in store.members(RESOURCE_INTERRUPTS, resource_id)
+        if (record := store.get(INTERRUPT, interrupt_id)) is not None
+    ]
     records.sort(key=lambda record: str(record.get("created_at")))
     return [to_dto(record) for record in records]
 

@@ -15,7 +15,7 @@ from belt.errors import Conflict
 from belt.records import leases
 from belt.records.ids import new_id, now_iso
 from belt.store import Store, check_id
-from belt.wire.enums import ATTENTION_HOLD, AgentRunState
+from belt.wire.enums import ATTENTION_HOLD, AgentRunState, InterruptReason
 
 RUN = "run"
 SIM_RUNS = "sim-runs"
@@ -36,6 +36,21 @@ TERMINAL_STATES = frozenset(
 
 HELD_STATES = frozenset({AgentRunState.INPUT_REQUIRED, ATTENTION_HOLD})
 """States of a run waiting for something outside the simulation (a gate, a retried hook)."""
+
+
+def parked(run: dict[str, Any]) -> bool:
+    """True for a run that waits for a client tool's result: it stays ``working`` (as on the
+    platform) but nobody drives it until the result arrives, so it is held, not interrupted."""
+    return (
+        run.get("state") == AgentRunState.WORKING
+        and run.get("interrupt_reason") == InterruptReason.CLIENT_TOOL
+    )
+
+
+def waiting(run: dict[str, Any]) -> bool:
+    """True for a run held at its interrupts: gates, approvals, or a client tool's result."""
+    return run.get("state") == AgentRunState.INPUT_REQUIRED or parked(run)
+
 
 DTO_FIELDS = (
     "id",
@@ -171,7 +186,9 @@ def take_lease(store: Store, run_id: str) -> tuple[RunRecord, bool]:
                 hint="only one process continues a run; wait for it, or stop the run with "
                 f"`belt sim stop {run_id}`",
             )
-        interrupted = run["state"] == AgentRunState.WORKING and not leases.is_mine(lease)
+        interrupted = (
+            run["state"] == AgentRunState.WORKING and not leases.is_mine(lease) and not parked(run)
+        )
         run["lease"] = leases.mine()
         return run
 
@@ -205,7 +222,7 @@ def release_lease(store: Store, run_id: str) -> None:
 
 def interrupted(run: dict[str, Any]) -> bool:
     """True for a run left ``working`` by a process that is gone (killed or crashed)."""
-    if run.get("state") != AgentRunState.WORKING:
+    if run.get("state") != AgentRunState.WORKING or parked(run):
         return False
     lease = run.get("lease")
     return not leases.is_mine(lease) and not leases.holder_alive(lease)
@@ -214,14 +231,20 @@ def interrupted(run: dict[str, Any]) -> bool:
 def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -> dict[str, Any]:
     """Mark a run cancelled (``error`` says ``how``); Conflict if it ended or works unforced.
 
-    A run whose process is gone is no longer working: it can be stopped without ``force``.
+    A run whose process is gone, or that waits for a client tool's result, is not being worked
+    on: it can be stopped without ``force``.
     """
 
     def apply(run: dict[str, Any]) -> dict[str, Any]:
         state = run["state"]
         if state in TERMINAL_STATES:
             raise Conflict(f"run {run_id} is already {state}")
-        if state == AgentRunState.WORKING and not force and not interrupted(run):
+        if (
+            state == AgentRunState.WORKING
+            and not force
+            and not interrupted(run)
+            and not parked(run)
+        ):
             raise Conflict(f"run {run_id} is working", hint=hint)
         run.update(
             state=AgentRunState.CANCELED.value,

@@ -29,16 +29,17 @@ def chat_dto(
     runs: list[dict[str, Any]] | None = None,
     run_fields: tuple[str, ...] = (),
     public: bool = False,
+    with_messages: bool = True,
 ) -> dict[str, Any]:
     """A chat as a ChatDTO: status, active run, messages and pending interrupts.
 
     ``runs`` are the runs whose gates count (by default the chat's own runs, from the
-    ``chat-runs`` index); ``public`` gives the API's shapes.
+    ``chat-runs`` index); ``public`` gives the API's shapes; without ``with_messages`` the
+    ``chat_messages`` are left out (as the platform's chat events leave them).
     """
     chat = read_chat(store, chat_id)
     if runs is None:
         runs = [store.read(RUN, rid) for rid in store.members(CHAT_RUNS, chat_id)]
-    messages = chat_messages(store, chat_id)
     pending = [
         interrupt
         for run in runs
@@ -47,15 +48,20 @@ def chat_dto(
     ]
     active = next((run for run in runs if run["id"] == chat.get("active_run_id")), None)
     fields = () if public else run_fields
-    return {
+    dto: dict[str, Any] = {
         "id": chat["id"],
         "status": chat.get("status"),
         "agent_id": chat.get("agent_id"),
         "agent_data": chat.get("agent_data") or {},
         "parent_id": chat.get("parent_id"),
+        "context": chat.get("context") or {},
+        "output": chat.get("output"),
         "active_run": run_dto(active, fields) if active else None,
-        "chat_messages": [public_message(m) for m in messages] if public else messages,
         "pending_interrupts": pending,
         "created_at": chat.get("created_at"),
         "updated_at": chat.get("updated_at"),
     }
+    if with_messages:
+        messages = chat_messages(store, chat_id)
+        dto["chat_messages"] = [public_message(m) for m in messages] if public else messages
+    return dto

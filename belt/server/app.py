@@ -13,6 +13,7 @@ import hmac
 import json
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -212,15 +213,30 @@ def create_app(
     sweep_interval: float = 60.0,
     report: Reporter | None = None,
     resume: bool = False,
+    model: Path | None = None,
+    agents: Path | None = None,
 ) -> Starlette:
     """The ASGI app of ``belt serve``; ``store=None`` uses the store in the state directory.
 
     ``resume`` continues simulated runs as soon as their gates are settled (``--resume``).
+    ``model`` (a model script) and ``agents`` (a directory of agent files) are what the agent
+    routes' emulated chats answer with and resolve template refs from; both are checked here,
+    before anything is served.
     """
+    from belt.engine.agents import load_agent_files
+    from belt.engine.emulator import Emulator
+    from belt.engine.modelscript import load_model_script
+    from belt.server.agents import agent_routes
     from belt.server.chats import chat_routes
     from belt.server.profile import profile_routes
     from belt.store import open_store
 
+    emulator = Emulator(
+        store if store is not None else open_store(),
+        model=load_model_script(model) if model is not None else None,
+        agents=load_agent_files(agents) if agents is not None else None,
+        report=report,
+    )
     the_store = store if store is not None else open_store()
     # The journal is a log of what was asked and answered, not state anything depends on: its
     # records are written before each response but not fsynced (see docs/serve.md).
@@ -228,6 +244,7 @@ def create_app(
         decide=decide or allow_all(), journal=the_store, secret=secret, report=report
     )
     api = PlatformApi(the_store, report)
+    agents_api, emulated = agent_routes(emulator)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -238,6 +255,7 @@ def create_app(
             from belt.server.resume import RESUME_INTERVAL, resume_forever
 
             tasks.append(asyncio.create_task(resume_forever(the_store, report, RESUME_INTERVAL)))
+        tasks.append(asyncio.create_task(agents_api.continue_forever()))
         try:
             yield
         finally:
@@ -245,6 +263,7 @@ def create_app(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            await run_in_threadpool(emulator.close)
 
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
@@ -256,6 +275,7 @@ def create_app(
         Route("/chats/{chat_id}/settings", api.chat_settings, methods=["POST"]),
         *profile_routes(the_store, report),
         *chat_routes(the_store),
+        *emulated,
     ]
     app = Starlette(
         routes=routes,

@@ -3,7 +3,8 @@
 ``GET /chats/{id}`` answers the ChatDTO (status, active run, ``chat_messages``,
 ``pending_interrupts``) and ``GET /chats/{id}/messages`` the chat's messages, in the platform's
 envelope, over the store: any client can read a simulated transcript as it would read the
-platform's.
+platform's. The official SDKs' agents call them, so their errors are typed as the agent routes'
+(``Problem.agent_response``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class ChatsApi:
                 chat_dto, self.store, request.path_params["chat_id"], public=True
             )
         except BeltError as exc:
-            return belt_problem(exc).response()
+            return belt_problem(exc).agent_response()
         return envelope(dto)
 
     async def messages(self, request: Request) -> Response:
@@ -46,7 +47,7 @@ class ChatsApi:
                 chat_dto, self.store, request.path_params["chat_id"], public=True
             )
         except BeltError as exc:
-            return belt_problem(exc).response()
+            return belt_problem(exc).agent_response()
         return envelope(dto["chat_messages"])
 
 

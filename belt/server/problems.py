@@ -2,6 +2,11 @@
 
 Every route imports these, so every error is answered the same way, and a belt error maps to its
 HTTP status through ``belt.errors.http_status`` (the mapping the clients read back).
+
+One body satisfies every reader of the official SDKs: the general clients unwrap ``data`` and
+read a problem's ``detail``; the Python SDK's agent code wants ``"success": true`` and reads an
+error's ``error.message``. So a success is ``{"success": true, "data": …, "messages": []}`` and
+an error carries ``success`` and ``error`` beside the problem fields (``spec/WIRE.md``).
 """
 
 from __future__ import annotations
@@ -27,8 +32,22 @@ TITLES = {
     413: "Payload Too Large",
     422: "Unprocessable Content",
     500: "Internal Server Error",
+    501: "Not Implemented",
     502: "Bad Gateway",
 }
+
+ERROR_CODES = {
+    400: "invalid_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "invalid_request",
+    422: "validation_error",
+    501: "not_configured",
+}
+"""The SDKs' ErrorCode of each status (``internal_error`` for the rest)."""
 
 
 def title(status: int) -> str:
@@ -47,12 +66,17 @@ class Problem(Exception):
         self.extra = extra
 
     def body(self) -> dict[str, Any]:
-        """The problem document."""
+        """The problem document, with the SDKs' ``success`` and ``error`` beside it."""
         return {
             "type": PROBLEM_TYPE,
             "title": self.title,
             "status": self.status,
             "detail": self.detail,
+            "success": False,
+            "error": {
+                "code": ERROR_CODES.get(self.status, "internal_error"),
+                "message": self.detail,
+            },
             **self.extra,
         }
 
@@ -60,13 +84,26 @@ class Problem(Exception):
         """The problem as an HTTP response."""
         return problem_response(self.body(), headers)
 
+    def agent_response(self) -> Response:
+        """The problem as the agent routes answer it: the same document, typed
+        ``application/json``, the only type whose body the SDKs' async agent reads."""
+        return problem_response(self.body(), media_type=AGENT_ERROR_TYPE)
 
-def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+
+PROBLEM_JSON = "application/problem+json"
+AGENT_ERROR_TYPE = "application/json"
+
+
+def problem_response(
+    body: dict[str, Any],
+    headers: dict[str, str] | None = None,
+    media_type: str = PROBLEM_JSON,
+) -> Response:
     """A problem+json response for a problem document."""
     return Response(
         json.dumps(body, ensure_ascii=False),
         status_code=int(body["status"]),
-        media_type="application/problem+json",
+        media_type=media_type,
         headers=headers,
     )
 
@@ -74,14 +111,18 @@ def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None
 def envelope(data: Any) -> Response:
     """A success response in the platform's envelope."""
     return Response(
-        json.dumps({"data": data, "messages": []}, ensure_ascii=False),
+        json.dumps({"success": True, "data": data, "messages": []}, ensure_ascii=False),
         media_type="application/json",
     )
 
 
 def belt_problem(exc: BeltError) -> Problem:
-    """A belt error as the problem the platform API would answer."""
+    """A belt error as the problem the platform API would answer (every finding of invalid
+    input in ``errors``)."""
     status = http_status(exc)
+    problems = getattr(exc, "problems", None)
+    if problems:
+        return Problem(status, title(status), exc.message, errors=[exc.message, *problems])
     return Problem(status, title(status), exc.message)
 
 

@@ -31,7 +31,9 @@ async def resume_forever(
 
     while True:
         try:
-            tried = await run_in_threadpool(resume_settled, store)
+            # Emulated chats' runs are the agent routes' own (belt.server.agents), so that one
+            # thread of this server, never two, continues each of them.
+            tried = await run_in_threadpool(resume_settled, store, emulated=False)
         except Exception as exc:  # one bad pass is reported; the server stays up
             tried = [{"run_id": "-", "error": f"{type(exc).__name__}: {exc}"}]
         if report is not None:

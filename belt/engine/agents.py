@@ -1,0 +1,231 @@
+"""The agents of ``belt serve``'s emulated chats: ad-hoc configs and template agent files.
+
+An application names its agent the way the SDKs do: an ad-hoc ``agent_config`` (core app, system
+prompt, tools, ``hooks``) with an ``agent_name``, or a template ref ``ns/name@version``, which
+belt resolves from agent files (``belt serve --agents DIR``; each file is a scenario's ``[agent]``
+table on its own, plus the agent's ``tools``). Either way the hooks are checked with the rules of
+a declaration file, so a bad one is refused with its path, as the platform would refuse it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from belt.declarations import read_document
+from belt.engine.scenario import AgentSpec, hooks_from_file, load_hooks
+from belt.errors import InvalidInput, NotFound
+from belt.wire.platform import GATE_TIMEOUT_MAX, LifecycleHookConfig
+from belt.wire.validate import describe, is_int, model_problems
+
+REF = re.compile(r"^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)?(?:@[A-Za-z0-9_.-]+)?$")
+"""A template ref: ``name``, ``ns/name``, either with ``@version``."""
+
+NAME_MAX = 200
+AGENT_SUFFIXES = (".toml", ".json")
+
+
+@dataclass(frozen=True)
+class ToolSetting:
+    """How one of the agent's tools is called: by the application (``client``) and with or
+    without a person's approval first."""
+
+    client: bool = False
+    require_approval: bool = False
+    approval_timeout: int = 0
+
+
+@dataclass
+class AgentDefinition:
+    """An agent an emulated chat runs: its name, hooks, tools and context limits."""
+
+    name: str
+    spec: AgentSpec
+    hooks: list[LifecycleHookConfig] = field(default_factory=list)
+    tools: dict[str, ToolSetting] = field(default_factory=dict)
+    ref: str | None = None
+    record: dict[str, Any] = field(default_factory=dict)
+    """What the agent record keeps besides the hooks (core app, system prompt, tools)."""
+
+
+class AgentFileSpec(AgentSpec):
+    """An agent file: a scenario's ``[agent]`` table, plus the agent's tools and prompt."""
+
+    tools: list[Any] = Field(default_factory=list)
+    system_prompt: str | None = None
+    description: str | None = None
+
+
+def agent_id_for(label: str) -> str:
+    """A stable agent id for an agent named ``label`` (one agent record per name, as the
+    platform dedupes ad-hoc agents by name)."""
+    return "ag_" + hashlib.sha256(label.encode("utf-8")).hexdigest()[:20]
+
+
+def check_tools(raw: Any, base: str) -> dict[str, ToolSetting]:
+    """The settings of an agent's ``tools`` array; InvalidInput names each bad field."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, list):
+        raise InvalidInput(f"{base}: expected an array of tools, got {describe(raw)}")
+    problems: list[str] = []
+    tools: dict[str, ToolSetting] = {}
+    for index, tool in enumerate(raw):
+        where = f"{base}[{index}]"
+        if tool is None:
+            continue
+        if not isinstance(tool, dict):
+            problems.append(f"{where}: expected an object, got {describe(tool)}")
+            continue
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            problems.append(f"{where}.name: expected a tool name, got {describe(name)}")
+            continue
+        kind = tool.get("type")
+        if kind is not None and not isinstance(kind, str):
+            problems.append(f"{where}.type: expected a string, got {describe(kind)}")
+        approval = tool.get("require_approval", False)
+        if not isinstance(approval, bool):
+            problems.append(
+                f"{where}.require_approval: expected a boolean, got {describe(approval)}"
+            )
+        timeout = tool.get("approval_timeout", 0)
+        if timeout is None:
+            timeout = 0
+        if not is_int(timeout) or not 0 <= timeout <= GATE_TIMEOUT_MAX:
+            problems.append(
+                f"{where}.approval_timeout: expected whole seconds 0 through {GATE_TIMEOUT_MAX}, "
+                f"got {describe(timeout)}"
+            )
+            continue
+        tools[name] = ToolSetting(
+            client=kind == "client",
+            require_approval=approval is True,
+            approval_timeout=int(timeout),
+        )
+    if problems:
+        raise InvalidInput(problems[0], problems=problems[1:])
+    return tools
+
+
+def agent_from_config(config: Any, name: Any) -> AgentDefinition:
+    """The agent of an ad-hoc ``agent_config`` named ``agent_name`` (else its ``name``)."""
+    if not isinstance(config, dict):
+        raise InvalidInput(f"agent_config: expected an object, got {describe(config)}")
+    label = name if name is not None else config.get("name")
+    if label is None:
+        label = "agent"
+    if not isinstance(label, str) or not label.strip() or len(label) > NAME_MAX:
+        raise InvalidInput(
+            f"agent_name: expected a name of 1 to {NAME_MAX} characters, got {describe(label)}"
+        )
+    hooks = load_hooks(config.get("hooks") or [], "agent_config", "agent_config.hooks")
+    tools = check_tools(config.get("tools"), "agent_config.tools")
+    record = {
+        key: config[key]
+        for key in ("description", "system_prompt", "core_app", "tools")
+        if key in config
+    }
+    spec = AgentSpec(id=agent_id_for(label), name=label)
+    return AgentDefinition(label, spec, hooks, tools, None, record)
+
+
+def _problems(exc: BaseException, source: str) -> InvalidInput:
+    if isinstance(exc, ValidationError):
+        found = model_problems(exc)
+        return InvalidInput(f"{source}: {found[0]}", problems=found[1:])
+    return InvalidInput(f"{source}: {exc}")
+
+
+def load_agent_file(path: Path, ref: str) -> AgentDefinition:
+    """One agent file, the agent of template ref ``ref``."""
+    source = str(path)
+    doc = read_document(path)
+    if not isinstance(doc, dict):
+        raise InvalidInput(f"{source}: expected a table/object at the top level")
+    try:
+        spec = AgentFileSpec.model_validate(doc)
+    except ValidationError as exc:
+        raise _problems(exc, source) from None
+    hooks: list[LifecycleHookConfig] = []
+    if spec.hooks_file:
+        hooks += hooks_from_file(path.parent / spec.hooks_file)
+    if spec.hooks:
+        hooks += load_hooks(spec.hooks, source, "hooks")
+    try:
+        tools = check_tools(spec.tools, "tools")
+    except InvalidInput as exc:
+        raise InvalidInput(f"{source}: {exc.message}", problems=exc.problems) from None
+    base = AgentSpec.model_validate(
+        {
+            "id": spec.id or agent_id_for(ref),
+            "name": spec.name if "name" in doc else ref.rsplit("/", 1)[-1],
+            "context_window": spec.context_window,
+            "compact_at": spec.compact_at,
+        }
+    )
+    record: dict[str, Any] = {"ref": ref, "tools": spec.tools}
+    if spec.system_prompt is not None:
+        record["system_prompt"] = spec.system_prompt
+    if spec.description is not None:
+        record["description"] = spec.description
+    return AgentDefinition(base.name, base, hooks, tools, ref, record)
+
+
+@dataclass
+class AgentFiles:
+    """The template agents of ``--agents DIR``, checked when ``belt serve`` starts."""
+
+    directory: Path | None = None
+    agents: dict[str, AgentDefinition] = field(default_factory=dict)
+
+    def resolve(self, ref: Any) -> AgentDefinition:
+        """The agent a template ref names: ``ns/name@version`` is the file ``ns/name`` (else
+        ``name``) under the directory, ``.toml`` or ``.json``; the version is not looked at."""
+        if not isinstance(ref, str) or not REF.fullmatch(ref):
+            raise InvalidInput(
+                f"agent: expected a template ref namespace/name@version, got {describe(ref)}"
+            )
+        key = ref.partition("@")[0]
+        found = self.agents.get(key) or self.agents.get(key.rsplit("/", 1)[-1])
+        if found is not None:
+            return found
+        if self.directory is None:
+            raise NotFound(
+                f"no agent {ref}: belt serve was started without agent files",
+                hint="start it with --agents DIR (one file per agent), or send agent_config",
+            )
+        raise NotFound(
+            f"no agent {ref} in {self.directory}",
+            hint=f"add {self.directory / key}.toml (a scenario's [agent] table as a file)",
+        )
+
+
+def load_agent_files(directory: Path) -> AgentFiles:
+    """Every agent file under ``directory`` (``ns/name.toml``, ``name.json``...), checked."""
+    if not directory.is_dir():
+        raise NotFound(f"{directory}: no such directory of agent files")
+    agents: dict[str, AgentDefinition] = {}
+    problems: list[str] = []
+    for path in sorted(directory.rglob("*")):
+        if path.suffix not in AGENT_SUFFIXES or not path.is_file():
+            continue
+        key = path.relative_to(directory).with_suffix("").as_posix()
+        if not REF.fullmatch(key) or "@" in key:
+            problems.append(f"{path}: its name is not a template ref (namespace/name)")
+            continue
+        if key in agents:
+            problems.append(f"{path}: agent {key} is defined twice")
+            continue
+        try:
+            agents[key] = load_agent_file(path, key)
+        except (InvalidInput, NotFound) as exc:
+            problems += [exc.message, *getattr(exc, "problems", [])]
+    if problems:
+        raise InvalidInput(problems[0], problems=problems[1:])
+    return AgentFiles(directory, agents)

@@ -1,0 +1,153 @@
+"""Model scripts: what the model of ``belt serve``'s emulated chats answers, chosen by rules.
+
+There is no model offline. A model script (``belt serve --model FILE``, TOML or JSON) says what
+the model does, in the language of scenario turns (``say``, ``tokens``, ``tool_calls`` with
+``name``, ``arguments``, ``result``, ``status``, ``async``), under rules that pick the reply by
+the user's text and the agent's name. The first rule that matches answers; when none does, or
+there is no script, the plain model answers with one short reply and calls no tool. The format
+is documented in ``docs/emulator.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from belt.declarations import read_document
+from belt.engine.scenario import AgentScript, ModelTurnSpec, unreachable_models
+from belt.errors import InvalidInput
+from belt.policy import REGEX_PREFIX, glob
+from belt.wire.validate import model_problems
+
+PLAIN_PREFIX = "You said: "
+PLAIN_LIMIT = 200
+"""The plain model repeats at most this many characters of the user's text."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ModelRule(_Strict):
+    """One rule: which messages it answers, and the model turns (or the error) it answers with."""
+
+    match: str | None = None
+    agent: str | None = None
+    model: list[ModelTurnSpec] = Field(default_factory=list)
+    error: str | None = None
+
+
+class ModelScriptFile(_Strict):
+    """A whole model script file."""
+
+    rules: list[ModelRule] = Field(default_factory=list)
+    agents: dict[str, AgentScript] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the model does with one message: its model turns, or the error its request ends in,
+    and the rule that chose it (None: the plain model)."""
+
+    model: list[ModelTurnSpec]
+    error: str | None = None
+    rule: int | None = None
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    """A rule with its patterns compiled."""
+
+    index: int
+    text: re.Pattern[str] | None
+    text_is_regex: bool
+    agent: re.Pattern[str] | None
+    agent_is_regex: bool
+    rule: ModelRule
+
+    def matches(self, text: str, agent: str) -> bool:
+        """True when this rule answers ``text`` sent to the agent named ``agent``."""
+        return _hits(self.text, self.text_is_regex, text) and _hits(
+            self.agent, self.agent_is_regex, agent
+        )
+
+
+def _hits(pattern: re.Pattern[str] | None, is_regex: bool, value: str) -> bool:
+    if pattern is None:
+        return True
+    return (pattern.search(value) if is_regex else pattern.match(value)) is not None
+
+
+@dataclass
+class ModelScript:
+    """The rules of a model script, compiled; an empty script is the plain model alone."""
+
+    source: str | None = None
+    rules: list[CompiledRule] = field(default_factory=list)
+    agents: dict[str, AgentScript] = field(default_factory=dict)
+
+    def reply(self, text: str, agent: str) -> Reply:
+        """The reply of the first rule that matches, else the plain model's."""
+        for rule in self.rules:
+            if rule.matches(text, agent):
+                return Reply(list(rule.rule.model), rule.rule.error, rule.index)
+        return Reply(plain_reply(text))
+
+
+def plain_reply(text: str) -> list[ModelTurnSpec]:
+    """The plain model: one short reply that repeats the start of the message, and no tool."""
+    said = " ".join(text.split())
+    if len(said) > PLAIN_LIMIT:
+        said = said[:PLAIN_LIMIT] + "…"
+    return [ModelTurnSpec(say=PLAIN_PREFIX + said)]
+
+
+def _pattern(
+    raw: str | None, path: str, problems: list[str]
+) -> tuple[re.Pattern[str] | None, bool]:
+    if raw is None:
+        return None, False
+    if raw.startswith(REGEX_PREFIX):
+        try:
+            return re.compile(raw[len(REGEX_PREFIX) :]), True
+        except re.error as exc:
+            problems.append(f"{path}: bad regex {raw[len(REGEX_PREFIX) :]!r}: {exc}")
+            return None, True
+    return glob(raw), False
+
+
+def compile_script(doc: Any, source: str) -> ModelScript:
+    """Check a decoded model script and compile its rules; InvalidInput lists every problem."""
+    if not isinstance(doc, dict):
+        raise InvalidInput(f"{source}: expected a table/object at the top level")
+    try:
+        parsed = ModelScriptFile.model_validate(doc)
+    except ValidationError as exc:
+        found = model_problems(exc)
+        raise InvalidInput(f"{source}: {found[0]}", problems=found[1:]) from None
+    problems: list[str] = []
+    compiled = []
+    for index, rule in enumerate(parsed.rules):
+        where = f"rules[{index}]"
+        if not rule.model and rule.error is None:
+            problems.append(f"{where}: give the model turns it answers with (model) or an error")
+        text, text_regex = _pattern(rule.match, f"{where}.match", problems)
+        agent, agent_regex = _pattern(rule.agent, f"{where}.agent", problems)
+        compiled.append(CompiledRule(index, text, text_regex, agent, agent_regex, rule))
+    scripts: list[tuple[str, list[ModelTurnSpec], str | None]] = [
+        (f"rules[{i}]", rule.model, rule.error) for i, rule in enumerate(parsed.rules)
+    ]
+    scripts += [(f'agents."{ref}"', a.model, a.error) for ref, a in parsed.agents.items()]
+    problems += unreachable_models(scripts)
+    if problems:
+        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
+    return ModelScript(source, compiled, dict(parsed.agents))
+
+
+def load_model_script(path: str | Path) -> ModelScript:
+    """Read and check a model script file (TOML or JSON)."""
+    return compile_script(read_document(path), str(path))

@@ -1,0 +1,204 @@
+"""The agent routes of ``belt serve``: the official SDKs run their agents against it, offline.
+
+``POST /agents/run`` appends a message to an emulated chat (``belt.engine.emulator``) and answers
+at once; the run goes on in the background, every hook firing as in ``belt sim``. The chat is
+read with ``GET /chats/{id}`` (``belt.server.chats``) or streamed (``belt.server.stream``); client
+tools, approvals and stops have their routes here. Every other route the SDKs call answers 501,
+naming the route, never a silent success. Errors are the problem document of every route, typed
+``application/json`` (``Problem.agent_response``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from belt.errors import BeltError
+from belt.server.problems import Problem, belt_problem, envelope, read_json_object
+from belt.server.stream import chat_events
+
+if TYPE_CHECKING:
+    from belt.engine.emulator import Emulator
+
+CONTINUE_INTERVAL = 0.25
+"""Seconds between two looks for emulated runs that can go on (settled elsewhere, or left by a
+server that is gone)."""
+
+ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+NOT_EMULATED: tuple[tuple[str, str], ...] = (
+    ("POST", "/files"),
+    ("POST", "/chats"),
+    ("POST", "/chats/list"),
+    ("POST", "/chats/{chat_id}"),
+    ("DELETE", "/chats/{chat_id}"),
+    ("POST", "/chats/{chat_id}/messages"),
+    ("POST", "/chats/{chat_id}/agent"),
+    ("GET", "/chats/{chat_id}/trace"),
+    ("POST", "/chats/messages/{message_id}/cancel"),
+    ("POST", "/agents"),
+    ("POST", "/agents/list"),
+    ("GET", "/agents/{agent:path}"),
+    ("POST", "/agents/{agent:path}"),
+    ("DELETE", "/agents/{agent_id}"),
+)
+"""Agent and chat routes the SDKs call that belt does not emulate (each answers 501)."""
+
+OTHER_NAMESPACES = (
+    "apikeys",
+    "apps",
+    "artifacts",
+    "credentials",
+    "engines",
+    "files",
+    "flowruns",
+    "flows",
+    "knowledge",
+    "mcp-servers",
+    "mcps",
+    "me",
+    "projects",
+    "search",
+    "secrets",
+    "sessions",
+    "skills",
+    "sockets",
+    "store",
+    "suggest",
+    "tasks",
+    "teams",
+)
+"""The SDKs' other namespaces (apps, tasks, files...): every route under them answers 501."""
+
+
+class AgentsApi:
+    """The agent routes over one emulator."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        self.emulator = emulator
+
+    async def _call(self, func: Callable[..., Any], *args: Any) -> Response:
+        try:
+            data = await run_in_threadpool(func, *args)
+        except BeltError as exc:
+            return belt_problem(exc).agent_response()
+        return envelope(data)
+
+    async def _body(self, request: Request) -> dict[str, Any] | Response:
+        try:
+            return await read_json_object(request)
+        except Problem as problem:
+            return problem.agent_response()
+
+    async def run(self, request: Request) -> Response:
+        """POST /agents/run: a message to an emulated chat (a new one when chat_id is null)."""
+        body = await self._body(request)
+        if isinstance(body, Response):
+            return body
+        return await self._call(self.emulator.send, body)
+
+    async def status(self, request: Request) -> Response:
+        """GET /chats/{chat_id}/status: the chat's status (what the JS SDK polls)."""
+        return await self._call(self.emulator.status, request.path_params["chat_id"])
+
+    async def stop(self, request: Request) -> Response:
+        """POST /chats/{chat_id}/stop: cancel the chat's run."""
+        return await self._call(self.emulator.stop, request.path_params["chat_id"])
+
+    async def stream(self, request: Request) -> Response:
+        """GET /chats/{chat_id}/stream: the chat's events as NDJSON."""
+        from belt.records.chats import read_chat
+
+        chat_id = request.path_params["chat_id"]
+        store = self.emulator.store
+        try:
+            await run_in_threadpool(read_chat, store, chat_id)
+        except BeltError as exc:
+            return belt_problem(exc).agent_response()
+        return StreamingResponse(
+            chat_events(store, chat_id),
+            media_type="application/x-ndjson",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+
+    async def tool_result(self, request: Request) -> Response:
+        """POST /tools/{tool_id}: a client tool's result ``{"result": …}``."""
+        body = await self._body(request)
+        if isinstance(body, Response):
+            return body
+        return await self._call(self.emulator.tool_result, request.path_params["tool_id"], body)
+
+    async def invoke(self, request: Request) -> Response:
+        """POST /tools/{tool_id}/invoke: approve a tool call."""
+        return await self._call(self.emulator.approve, request.path_params["tool_id"])
+
+    async def reject(self, request: Request) -> Response:
+        """POST /tools/{tool_id}/reject: refuse a tool call ``{"reason": …}``."""
+        body = await self._body(request)
+        if isinstance(body, Response):
+            return body
+        return await self._call(self.emulator.reject, request.path_params["tool_id"], body)
+
+    async def always_allow(self, request: Request) -> Response:
+        """POST /chats/{chat_id}/tools/{tool_id}/always-allow: approve, and stop asking."""
+        body = await self._body(request)
+        if isinstance(body, Response):
+            return body
+        params = request.path_params
+        return await self._call(
+            self.emulator.always_allow, params["chat_id"], params["tool_id"], body
+        )
+
+    async def continue_forever(self, interval: float = CONTINUE_INTERVAL) -> None:
+        """Look for emulated runs that can go on, now and every ``interval`` seconds."""
+        while True:
+            try:
+                await run_in_threadpool(self.emulator.continue_settled)
+            except Exception as exc:  # one bad pass is reported; the server stays up
+                self.emulator.tell("continue", "-", f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(interval)
+
+
+def not_emulated(template: str) -> Callable[[Request], Any]:
+    """A route belt does not emulate: 501, naming it."""
+
+    async def answer(request: Request) -> Response:
+        route = f"{request.method} {template}"
+        return Problem(
+            501,
+            "Not Implemented",
+            f"belt serve does not emulate {route}; it answers the agent routes "
+            "(see docs/emulator.md)",
+            route=route,
+        ).agent_response()
+
+    return answer
+
+
+def agent_routes(emulator: Emulator) -> tuple[AgentsApi, list[BaseRoute]]:
+    """The agent routes over ``emulator``, then the 501 routes of what is not emulated."""
+    api = AgentsApi(emulator)
+    routes: list[BaseRoute] = [
+        Route("/agents/run", api.run, methods=["POST"]),
+        # The platform's aliases of /agents/run.
+        Route("/agents/message", api.run, methods=["POST"]),
+        Route("/agents/messages", api.run, methods=["POST"]),
+        Route("/chats/{chat_id}/status", api.status, methods=["GET"]),
+        Route("/chats/{chat_id}/stream", api.stream, methods=["GET"]),
+        Route("/chats/{chat_id}/stop", api.stop, methods=["POST"]),
+        Route("/chats/{chat_id}/tools/{tool_id}/always-allow", api.always_allow, methods=["POST"]),
+        Route("/tools/{tool_id}", api.tool_result, methods=["POST"]),
+        Route("/tools/{tool_id}/invoke", api.invoke, methods=["POST"]),
+        Route("/tools/{tool_id}/reject", api.reject, methods=["POST"]),
+    ]
+    routes += [Route(path, not_emulated(path), methods=[method]) for method, path in NOT_EMULATED]
+    for namespace in OTHER_NAMESPACES:
+        for path in (f"/{namespace}", f"/{namespace}/{{rest:path}}"):
+            routes.append(Route(path, not_emulated(path), methods=ALL_METHODS))
+    return api, routes

@@ -1,0 +1,180 @@
+"""``GET /chats/{id}/stream``: a chat's events as NDJSON, derived from the store.
+
+One JSON object per line, as the official SDKs read them: ``{"event": "chat_messages", "data":
+ChatMessageDTO}``, ``{"event": "chats", "data": ChatDTO}`` (without its messages), ``{"event":
+"delta", "data": {"delta": {"response": …}, "seq": n, "resource_id": message id}}`` before an
+assistant message of the current run, and ``{"type": "heartbeat"}`` after every
+``HEARTBEAT`` seconds of silence. A stream first replays the chat as it is (its messages, then
+the chat), then sends what changes.
+
+Everything is read from the store (the chat record, the size of its message index, the messages
+of the run that is going on), never from one process's memory, so a stream served by any worker
+of ``belt serve --workers`` sees the runs every other worker drives. A stream ends once the chat,
+seen busy, is idle again (its run ended); a stream that never saw the chat busy stays open,
+with heartbeats, until the client leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from starlette.concurrency import run_in_threadpool
+
+from belt.errors import BeltError
+from belt.records.chats import read_chat
+from belt.records.messages import MESSAGE, MESSAGES
+from belt.records.runs import RUN
+from belt.records.views import chat_dto, public_message
+
+if TYPE_CHECKING:
+    from belt.store import Store
+
+POLL = 0.05
+"""Seconds between two looks at the chat in the store."""
+HEARTBEAT = 15.0
+"""Seconds of silence after which a heartbeat line is sent (the SDKs give up after 60)."""
+DELTA_CHARS = 4
+"""Characters of text per token delta."""
+
+
+def line(document: dict[str, Any]) -> bytes:
+    """One NDJSON line."""
+    return (json.dumps(document, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def deltas(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The token deltas of an assistant message: its text a few characters at a time, then its
+    tool calls (merged by index, as the SDKs' accumulators do)."""
+    text = "".join(
+        str(block.get("text") or "")
+        for block in message.get("content") or []
+        if isinstance(block, dict) and block.get("type") == "text"
+    )
+    parts: list[dict[str, Any]] = [
+        {"response": text[i : i + DELTA_CHARS]} for i in range(0, len(text), DELTA_CHARS)
+    ]
+    calls = [
+        {
+            "index": index,
+            "id": invocation.get("tool_invocation_id"),
+            "type": "function",
+            "function": {
+                "name": (invocation.get("function") or {}).get("name", ""),
+                "arguments": json.dumps(
+                    (invocation.get("function") or {}).get("arguments") or {}, ensure_ascii=False
+                ),
+            },
+        }
+        for index, invocation in enumerate(message.get("tool_invocations") or [])
+    ]
+    if calls:
+        parts.append({"tool_calls": calls})
+    return [
+        {"event": "delta", "data": {"delta": part, "seq": seq, "resource_id": message["id"]}}
+        for seq, part in enumerate(parts, start=1)
+    ]
+
+
+class ChatWatch:
+    """What one stream has sent of a chat, and what changed in the store since."""
+
+    def __init__(self, store: Store, chat_id: str) -> None:
+        self.store = store
+        self.chat_id = chat_id
+        self.sent: dict[str, str] = {}
+        self.index_size = -1
+        self.chat_key: tuple[Any, ...] | None = None
+        self.open_from = 0
+        """Position in the message index from which messages may still change (the messages of
+        runs that ended do not)."""
+        self.replay_run: str | None = None
+        self.saw_busy = False
+        self.first = True
+
+    def look(self) -> tuple[list[dict[str, Any]], bool]:
+        """The events to send now, and whether the stream is over (the chat's run, seen going
+        on, has ended)."""
+        chat = read_chat(self.store, self.chat_id)
+        size = self.store.index_size(MESSAGES, self.chat_id)
+        active = chat.get("active_run_id")
+        key = (chat.get("updated_at"), chat.get("status"), active)
+        if not self.first and size == self.index_size and key == self.chat_key:
+            return [], False
+        ids = self.store.members(MESSAGES, self.chat_id)
+        if self.first:
+            self.replay_run = active or self.last_run(ids)
+        events: list[dict[str, Any]] = []
+        first_open = len(ids)
+        for position in range(self.open_from, len(ids)):
+            message = self.store.get(MESSAGE, ids[position])
+            if message is None:
+                continue  # linked by a writer that has not written it yet
+            run_id = message.get("agent_run_id")
+            if active is not None and run_id == active:
+                first_open = min(first_open, position)
+            public = public_message(message)
+            fingerprint = hashlib.sha256(
+                json.dumps(public, sort_keys=True, ensure_ascii=False).encode("utf-8")
+            ).hexdigest()
+            if self.sent.get(message["id"]) == fingerprint:
+                continue
+            new = message["id"] not in self.sent
+            if (
+                new
+                and message["role"] == "assistant"
+                and (not self.first or run_id == self.replay_run)
+            ):
+                events += deltas(public)
+            events.append({"event": "chat_messages", "data": public})
+            self.sent[message["id"]] = fingerprint
+        self.open_from = first_open if active is not None else len(ids)
+        self.index_size, self.chat_key = size, key
+        runs = [run] if active and (run := self.store.get(RUN, str(active))) else []
+        events.append(
+            {
+                "event": "chats",
+                "data": chat_dto(
+                    self.store, self.chat_id, runs=runs, public=True, with_messages=False
+                ),
+            }
+        )
+        self.first = False
+        if active is not None:
+            self.saw_busy = True
+            return events, False
+        return events, self.saw_busy
+
+    def last_run(self, ids: list[str]) -> str | None:
+        """The run of the chat's last message that has one (the latest turn, at replay)."""
+        for message_id in reversed(ids):
+            message = self.store.get(MESSAGE, message_id)
+            if message is not None and message.get("agent_run_id"):
+                return str(message["agent_run_id"])
+        return None
+
+
+async def chat_events(store: Store, chat_id: str) -> AsyncIterator[bytes]:
+    """The NDJSON lines of a chat's stream, until its run ends or the client leaves."""
+    watch = ChatWatch(store, chat_id)
+    loop = asyncio.get_running_loop()
+    last_sent = loop.time()
+    while True:
+        try:
+            events, over = await run_in_threadpool(watch.look)
+        except BeltError as exc:
+            yield line({"event": "error", "data": {"message": exc.message}})
+            return
+        for event in events:
+            yield line(event)
+        if events:
+            last_sent = loop.time()
+        if over:
+            return
+        if loop.time() - last_sent >= HEARTBEAT:
+            yield line({"type": "heartbeat"})
+            last_sent = loop.time()
+        await asyncio.sleep(POLL)

@@ -1,0 +1,183 @@
+"""The official Python SDK, unmodified, runs its agents against `belt serve` (issue: emulator).
+
+`belt serve` runs in a thread on a free port with a model script; a real webhook server (the
+test's) is the application's hook handler. The SDK creates an ad-hoc agent, sends messages with
+its streaming callbacks, answers a client tool through `on_tool_call` and settles a gate with
+its own `approve_tool`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from belt.server.app import create_app
+from belt.store import open_store
+from tests.hookapp import HookApp, hook_app
+from tests.servers import running
+
+inferencesh = pytest.importorskip("inferencesh")
+
+MODEL = """
+[[rules]]
+match = "clean up*"
+agent = "guarded"
+  [[rules.model]]
+  say = "Cleaning up the old files."
+  tool_calls = [
+    { name = "delete_file", arguments = { path = "/etc/passwd" }, result = "deleted" },
+    { name = "archive", arguments = { path = "/tmp/old" }, result = "archived 3 files" },
+  ]
+  [[rules.model]]
+  say = "Done: one file archived, the other was refused."
+
+[[rules]]
+match = "re:where am I"
+  [[rules.model]]
+  say = "Let me look."
+  tool_calls = [ { name = "get_location" } ]
+  [[rules.model]]
+  say = "You are where your device says."
+"""
+
+
+def eventually(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"never: {what}")
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[str]:
+    model = tmp_path / "model.toml"
+    model.write_text(MODEL)
+    with running(create_app(sweep_interval=0, model=model)) as url:
+        yield url
+
+
+@pytest.fixture
+def handler() -> Iterator[HookApp]:
+    def decide(name: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        data = payload.get("data") or {}
+        if payload["event"] == "agent.tool_call" and data.get("tool") == "delete_file":
+            return {"decision": "deny", "reason": "never outside /tmp"}
+        return None
+
+    with hook_app(decide) as app:
+        yield app
+
+
+def invocation(chat: dict[str, Any], tool: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(
+        i
+        for m in chat["chat_messages"]
+        for i in m.get("tool_invocations") or []
+        if i["function"]["name"] == tool
+    )
+    return found
+
+
+def test_an_ad_hoc_agent_with_a_webhook_and_a_gate(served: str, handler: HookApp) -> None:
+    client = inferencesh.inference(api_key="belt-local", base_url=served)
+    agent = client.agent(
+        {
+            "name": "guarded",
+            "core_app": {"ref": "infsh/claude-sonnet-4@latest"},
+            "system_prompt": "You tidy up files.",
+            "hooks": [
+                {"event": "agent.tool_call", "type": "webhook", "handler": handler.url + "/guard"},
+                {"event": "agent.tool_call", "type": "gate", "default_resolution": "deny"},
+            ],
+        }
+    )
+    messages: list[dict[str, Any]] = []
+    text: list[str] = []
+    reply = agent.send_message(
+        "clean up the disk",
+        on_message=messages.append,
+        on_delta=lambda delta: text.append(delta.delta.get("response") or ""),
+    )
+    assert reply["status"] == "pending" and reply["chat_id"] == agent.chat_id
+
+    # The stream ended at the gate (the run is input_required): the deny is on the record.
+    rows = [
+        m["content"][0]["event"]["hook"]
+        for m in messages
+        if m["role"] == "event" and m["content"][0]["event"]["type"] == "hook"
+    ]
+    assert {"decision": "deny", "reason": "never outside /tmp"}.items() <= rows[0].items()
+    assert rows[0]["handler"] == handler.url.removeprefix("http://")
+    assert "Cleaning up the old files." in "".join(text)
+    chat = agent.get_chat()
+    assert chat["status"] == "awaiting_input"
+    assert chat["active_run"]["state"] == "input_required"
+    deleted = invocation(chat, "delete_file")
+    assert (deleted["status"], deleted["result"]) == ("failed", "never outside /tmp")
+    (gate,) = chat["pending_interrupts"]
+    assert (gate["reason"], gate["source"]) == ("hook_gate", "hook:agent.tool_call")
+    assert gate["resource_id"] == invocation(chat, "archive")["id"]
+    assert gate["meta"]["data"]["tool"] == "archive"
+
+    # The SDK's own approve settles the gate; the run goes on in the server, no resume.
+    agent.approve_tool(gate["resource_id"])
+    done = eventually(
+        lambda: (c := agent.get_chat())["status"] == "idle" and c, "the run ended after approval"
+    )
+    archived = invocation(done, "archive")
+    assert (archived["status"], archived["result"]) == ("completed", "archived 3 files")
+    assert done["chat_messages"][-1]["content"][0]["text"].startswith("Done:")
+    assert done["pending_interrupts"] == []
+    assert [name for name, _ in handler.received] == ["guard", "guard"]
+
+    # Everything is on the record: belt sim show sees the emulated chat.
+    from belt.engine.api import list_runs, show_run
+
+    (row,) = list_runs()
+    assert row["state"] == "completed" and row["name"] == "guarded"
+    report = show_run(run_id=row["id"])
+    assert report["interrupts"][0]["resolution"] == "allow"
+
+
+def test_a_client_tool_is_answered_through_on_tool_call(served: str) -> None:
+    client = inferencesh.inference(api_key="belt-local", base_url=served)
+    agent = client.agent(
+        {
+            "name": "locator",
+            "tools": [{"name": "get_location", "type": "client", "client": {}}],
+        }
+    )
+    calls: list[Any] = []
+
+    def on_tool_call(call: Any) -> None:
+        calls.append(call)
+        agent.submit_tool_result(call.id, {"city": "Lisbon"})
+
+    seen: list[dict[str, Any]] = []
+    agent.send_message("where am I?", on_message=seen.append, on_tool_call=on_tool_call)
+
+    (call,) = calls
+    assert call.name == "get_location"
+    # The run stayed working while the tool waited: the stream went on to the end.
+    chat = agent.get_chat()
+    assert chat["status"] == "idle" and chat["active_run"] is None
+    located = invocation(chat, "get_location")
+    assert (located["type"], located["status"]) == ("client", "completed")
+    assert located["result"] == '{"city": "Lisbon"}'
+    assert seen[-1]["content"][0]["text"] == "You are where your device says."
+    waiting = [
+        i
+        for m in seen
+        for i in m.get("tool_invocations") or []
+        if i["status"] == "awaiting_input"
+    ]
+    assert waiting and waiting[0]["type"] == "client"
+    store = open_store()
+    assert store.tagged("emulated-runs") == []
