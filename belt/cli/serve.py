@@ -39,6 +39,17 @@ def serve(
             help="Continue simulated runs as soon as their gates are settled (no sim resume).",
         ),
     ] = False,
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            help="Model script the agent routes answer with (see docs/emulator.md); "
+            "default: one short reply, no tool."
+        ),
+    ] = None,
+    agents: Annotated[
+        Path | None,
+        typer.Option(help="Directory of agent files that template refs (ns/name@v) resolve to."),
+    ] = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per request on stdout.")
     ] = False,
@@ -48,7 +59,9 @@ def serve(
     POST /hooks (and /hooks/NAME) answer hook payloads, decided by --policy, --handler or
     allow-all; the interrupt and chat-settings routes of the platform API work over the same
     store, so `belt interrupt ... --api URL` can point here. Every hook request and its answer
-    are appended to the journal in the store.
+    are appended to the journal in the store. The agent routes let the official SDKs run their
+    agents here, offline: each message is a simulated run whose hooks fire as in `belt sim`,
+    answered by the --model script.
     """
     from belt import output
     from belt.server.run import serve as run_server
@@ -62,6 +75,8 @@ def serve(
         token=token,
         sweep_interval=sweep_interval,
         resume=resume,
+        model=model,
+        agents=agents,
         report=output.print_json_line if json_ else render_record,
         on_listening=render_listening,
     )
@@ -80,6 +95,9 @@ def render_listening(info: dict[str, Any]) -> None:
     extras.append(f"sweep every {interval:g} s" if interval else "sweep off")
     if info.get("resume"):
         extras.append("runs continue when their gates are settled")
+    extras.append(f"model {info['model']}" if info.get("model") else "plain model")
+    if info.get("agents"):
+        extras.append(f"agents {info['agents']}")
     output.styled(
         f"belt serve listening on {info['url']} ({', '.join(extras)}); Ctrl-C stops",
         "bold",

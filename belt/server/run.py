@@ -55,6 +55,8 @@ def serve(
     token: str | None = None,
     sweep_interval: float = 60.0,
     resume: bool = False,
+    model: Path | None = None,
+    agents: Path | None = None,
     report: Reporter | None = None,
     on_listening: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
@@ -88,6 +90,8 @@ def serve(
         sweep_interval=sweep_interval,
         report=report,
         resume=resume,
+        model=model,
+        agents=agents,
     )
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
@@ -109,6 +113,8 @@ def serve(
                 "token": bool(token),
                 "sweep_interval": sweep_interval,
                 "resume": resume,
+                "model": str(model) if model else None,
+                "agents": str(agents) if agents else None,
             }
         )
     try:
