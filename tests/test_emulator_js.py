@@ -42,7 +42,8 @@ def installed_sdk() -> Path:
         CACHE.mkdir(parents=True, exist_ok=True)
         try:
             done = subprocess.run(
-                [npm, "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(CACHE), SDK],
+                [npm, "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(CACHE)]
+                + [SDK],
                 capture_output=True,
                 text=True,
                 timeout=INSTALL_SECONDS,

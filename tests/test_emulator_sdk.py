@@ -173,10 +173,7 @@ def test_a_client_tool_is_answered_through_on_tool_call(served: str) -> None:
     assert located["result"] == '{"city": "Lisbon"}'
     assert seen[-1]["content"][0]["text"] == "You are where your device says."
     waiting = [
-        i
-        for m in seen
-        for i in m.get("tool_invocations") or []
-        if i["status"] == "awaiting_input"
+        i for m in seen for i in m.get("tool_invocations") or [] if i["status"] == "awaiting_input"
     ]
     assert waiting and waiting[0]["type"] == "client"
     store = open_store()
