@@ -23,7 +23,8 @@ from belt.errors import InvalidInput, NotFound
 from belt.wire.platform import GATE_TIMEOUT_MAX, LifecycleHookConfig
 from belt.wire.validate import describe, is_int, model_problems
 
-REF = re.compile(r"^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)?(?:@[A-Za-z0-9_.-]+)?$")
+SEGMENT = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+REF = re.compile(rf"^{SEGMENT}(?:/{SEGMENT})?(?:@{SEGMENT})?$")
 """A template ref: ``name``, ``ns/name``, either with ``@version``."""
 
 NAME_MAX = 200
@@ -124,7 +125,12 @@ def agent_from_config(config: Any, name: Any) -> AgentDefinition:
         raise InvalidInput(
             f"agent_name: expected a name of 1 to {NAME_MAX} characters, got {describe(label)}"
         )
-    hooks = load_hooks(config.get("hooks") or [], "agent_config", "agent_config.hooks")
+    try:
+        hooks = load_hooks(config.get("hooks") or [], "agent_config", "agent_config.hooks")
+    except InvalidInput as exc:
+        # The answer names the first bad hook field (every one is in ``problems``).
+        first, *rest = exc.problems or [exc.message.removeprefix("agent_config: ")]
+        raise InvalidInput(first, problems=rest, hint=exc.hint) from None
     tools = check_tools(config.get("tools"), "agent_config.tools")
     record = {
         key: config[key]

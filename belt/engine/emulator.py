@@ -39,7 +39,6 @@ from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.chats import read_chat, update_chat
 from belt.records.ids import now_iso
 from belt.records.interrupts import for_resource, pending_for_run, resolve_interrupt
-from belt.records.messages import Recorder
 from belt.records.runs import RUN, TERMINAL_STATES, interrupted, waiting
 from belt.records.views import public_message
 from belt.store import check_id
@@ -359,23 +358,10 @@ class Emulator:
             self.after(str(execution.run_id))
 
     def after(self, run_id: str) -> None:
-        """Once a run stops: an ended one leaves the tag; a ``finish`` tool's arguments become
-        the chat's ``output`` (what the SDKs' ``run()`` returns)."""
+        """Once a run stops: an ended one leaves the tag of runs to continue."""
         run = self.store.get(RUN, run_id)
-        if run is None or run.get("state") not in TERMINAL_STATES:
-            return
-        self.store.untag(EMULATED_RUNS, run_id)
-        chat_id = run.get("chat_id")
-        if not isinstance(chat_id, str):
-            return
-        recorder = Recorder(self.store, chat_id)
-        for message in recorder.messages:
-            if message.get("agent_run_id") != run_id:
-                continue
-            for invocation in message.get("tool_invocations") or []:
-                function = invocation.get("function") or {}
-                if function.get("name") == "finish" and invocation.get("status") == "completed":
-                    update_chat(self.store, chat_id, output=function.get("arguments"))
+        if run is not None and run.get("state") in TERMINAL_STATES:
+            self.store.untag(EMULATED_RUNS, run_id)
 
     def continue_settled(self, run_ids: list[str] | None = None) -> int:
         """Queue every emulated run that can go on now: its interrupts are all settled, or the

@@ -598,9 +598,24 @@ class PlatformLoop:
         return self.sim.fail(execution, error)
 
     def complete(self, execution: Execution) -> End:
-        """``agent.complete`` fires, then the run completes."""
+        """``agent.complete`` fires, then the run completes; a ``finish`` tool the run called
+        gives the chat its ``output`` (what the SDKs' ``run()`` returns)."""
         self.fire(execution, "agent.complete")
+        output = self.finish_output(execution)
+        if output is not None:
+            self.sim.recorder.update_chat(output=output)
         return self.sim.complete(execution)
+
+    def finish_output(self, execution: Execution) -> Any:
+        """The arguments of the last ``finish`` tool call this run completed, if any."""
+        for message in reversed(self.sim.recorder.messages):
+            if message.get("agent_run_id") != execution.run_id:
+                continue
+            for invocation in reversed(message.get("tool_invocations") or []):
+                function = invocation.get("function") or {}
+                if function.get("name") == "finish" and invocation["status"] == "completed":
+                    return function.get("arguments")
+        return None
 
     # -- events, injections and compaction ----------------------------------------------------
 
