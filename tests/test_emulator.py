@@ -19,7 +19,7 @@ from belt.server.agents import NOT_EMULATED, OTHER_NAMESPACES
 from belt.server.app import create_app
 from belt.store import Store, open_store
 from tests.cli.runner import belt
-from tests.hookapp import HookApp, hook_app
+from tests.hookapp import hook_app
 from tests.servers import running
 
 MODEL = """
@@ -27,7 +27,9 @@ MODEL = """
 match = "delete *"
   [[rules.model]]
   say = "Deleting it."
-  tool_calls = [ { name = "delete_file", arguments = { path = "/etc/passwd" }, result = "deleted" } ]
+  tool_calls = [
+    { name = "delete_file", arguments = { path = "/etc/passwd" }, result = "deleted" },
+  ]
   [[rules.model]]
   say = "Done."
 

@@ -21,7 +21,7 @@ import pytest
 from belt.store import open_store
 from tests.cli.runner import belt
 from tests.cli.test_serve import ROOT, serve_process
-from tests.hookapp import HookApp, hook_app
+from tests.hookapp import hook_app
 
 MODEL = """
 [[rules]]

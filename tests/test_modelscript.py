@@ -161,7 +161,9 @@ def test_a_template_agent_runs_with_its_files_hooks_and_tools(tmp_path: Path) ->
     )
     with hook_app() as hooks:
         (agents / "acme" / "guarded.toml").write_text(
-            f'hooks = [{{ event = "agent.turn_start", type = "webhook", handler = "{hooks.url}" }}]\n'
+            "hooks = [{ "
+            f'event = "agent.turn_start", type = "webhook", handler = "{hooks.url}"'
+            " }]\n"
             '[[tools]]\nname = "delete_file"\ntype = "client"\n'
         )
         with running(create_app(sweep_interval=0, model=model, agents=agents)) as api:
