@@ -7,7 +7,7 @@ TEST_STAMP := $(VENV)/.installed-test
 DECLARATIONS := examples/hooks.json examples/hooks.toml examples/nexus-profile.json \
 	examples/nexus-hooks.toml
 
-.PHONY: demo test lint typecheck bench docs completions clean
+.PHONY: demo demo-sdk test lint typecheck bench docs completions clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,20 @@ demo: $(STAMP)
 		kill -0 $$pid 2>/dev/null || { cat $(VENV)/demo-serve.log; exit 1; }; sleep 0.1; \
 	done; \
 	$(BIN)/belt sim run examples/guarded-agent.toml
+
+# The SDK demo runs examples/sdk_app.py, written only against the official Python SDK (installed
+# with the test tools), against `belt serve`: it plays the platform with the model script
+# examples/model.toml and is the app's webhook handler too (examples/policy.toml).
+demo-sdk: $(TEST_STAMP)
+	@$(BIN)/belt serve --policy examples/policy.toml --model examples/model.toml --port 8787 \
+		> $(VENV)/demo-sdk-serve.log 2>&1 & \
+	pid=$$!; trap 'kill $$pid 2>/dev/null' EXIT; \
+	for i in $$(seq 100); do \
+		$(BIN)/python -c "import urllib.request as r; r.urlopen('http://127.0.0.1:8787/healthz')" \
+			2>/dev/null && break; \
+		kill -0 $$pid 2>/dev/null || { cat $(VENV)/demo-sdk-serve.log; exit 1; }; sleep 0.1; \
+	done; \
+	INFERENCE_BASE_URL=http://127.0.0.1:8787 $(BIN)/python examples/sdk_app.py
 
 test: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q

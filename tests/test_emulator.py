@@ -508,7 +508,11 @@ def test_the_routes_the_interrupt_commands_use_still_answer(api: str) -> None:
 # -- the request parser holds for any JSON -------------------------------------------------------
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
     lambda inner: (
         st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
     ),

@@ -178,3 +178,33 @@ def test_a_client_tool_is_answered_through_on_tool_call(served: str) -> None:
     assert waiting and waiting[0]["type"] == "client"
     store = open_store()
     assert store.tagged("emulated-runs") == []
+
+
+def test_the_example_app_runs_against_belt_serve() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from belt.policy import load_policy
+    from belt.server.deciders import policy_decider
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    app = create_app(
+        decide=policy_decider(load_policy(examples / "policy.toml")),
+        sweep_interval=0,
+        model=examples / "model.toml",
+    )
+    with running(app) as url:
+        done = subprocess.run(
+            [sys.executable, str(examples / "sdk_app.py")],
+            env={**os.environ, "INFERENCE_BASE_URL": url},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "  tool       delete_file [failed] → only /tmp deletions allowed" in lines
+    assert "  tool       delete_file [completed] → deleted /tmp/old.txt" in lines
+    assert '  tool       get_location [completed] → {"city": "Lisbon"}' in lines
+    assert lines[-1].endswith(" is idle")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +57,9 @@ WORKERS = 8
 """How many emulated runs one server drives at once; more wait their turn."""
 TEXT_LIMIT = 256 * 1024
 """The longest message text accepted, in characters."""
+GO_ON_WAIT = 5.0
+"""Seconds a tool route waits for the run it let go on to be working again before answering."""
+GO_ON_POLL = 0.01
 
 Report = Callable[[dict[str, Any]], None]
 
@@ -501,8 +505,21 @@ class Emulator:
             for interrupt in self.pending(tool_id, reasons, what)
         ]
         self.tell("tool", tool_id, f"{decision} ({', '.join(i['reason'] for i in settled)})")
-        self.continue_settled([settled[0]["run_id"]])
+        run_id = str(settled[0]["run_id"])
+        if not pending_for_run(store=self.store, run_id=run_id):
+            self.continue_settled([run_id])
+            self.await_going_on(run_id)
         return settled
+
+    def await_going_on(self, run_id: str) -> None:
+        """Wait (a little) until a run whose last interrupt was just settled has gone on, so a
+        client that reads or streams the chat next sees it working, as on the platform."""
+        deadline = time.monotonic() + GO_ON_WAIT
+        while time.monotonic() < deadline:
+            run = self.store.get(RUN, run_id)
+            if run is None or not waiting(run):
+                return
+            time.sleep(GO_ON_POLL)
 
     def tell(self, action: str, target: str, detail: str) -> None:
         """A live line for what the agent routes did."""
