@@ -184,6 +184,7 @@ def resume_settled(
     emulated: bool | None = None,
     run_ids: list[str] | None = None,
     recover: bool = False,
+    transport: httpx.BaseTransport | None = None,
 ) -> list[dict[str, Any]]:
     """Continue every simulated run whose interrupts are all settled and that no live process
     holds.
@@ -192,7 +193,8 @@ def resume_settled(
     interrupts (not every run), and each run it continues is continued by this process alone
     (its lease). ``emulated`` keeps only the runs of chats ``belt serve`` emulates (True) or
     only the others (False); ``run_ids`` looks at those runs only; ``recover`` also continues a
-    run whose process is gone, from its last durable point. Returns one record per run it tried:
+    run whose process is gone, from its last durable point; ``transport`` is lent to the hooks'
+    HTTP clients. Returns one record per run it tried:
     ``{"run_id", "state"}`` or ``{"run_id", "error"}``.
     """
     from belt.engine.simulation import Options
@@ -216,7 +218,7 @@ def resume_settled(
         if leases.holder_alive(run.get("lease")) and not leases.is_mine(run.get("lease")):
             continue
         try:
-            sim, _ = resume_simulation(store, run_id, Options())
+            sim, _ = resume_simulation(store, run_id, Options(transport=transport))
         except Conflict:
             continue  # another process took it first, or it is not ready after all
         except BeltError as exc:

@@ -25,12 +25,15 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
 from belt.engine.agents import AgentDefinition, AgentFiles, agent_from_config
 from belt.engine.modelscript import ModelScript
 from belt.engine.platform import HOOKS, PlatformLoop, stored_hooks
 from belt.engine.scenario import LoadedScenario, Scenario, ToolCallSpec, TurnSpec
 from belt.engine.simulation import (
     SIM,
+    Options,
     Simulation,
     append_turn,
     record_simulation,
@@ -211,6 +214,26 @@ def create_emulated(
     return sim
 
 
+class LentTransport(httpx.BaseTransport):
+    """One HTTP connection pool for the hooks of every emulated run of a server: a run's
+    dispatcher closes its client when the run stops, which leaves this pool open (opening a
+    client is far dearer than a hook's round trip)."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        """Send a request through the shared pool."""
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        """A run's client is done with the pool; the pool stays open for the next."""
+
+    def shut(self) -> None:
+        """Close the pool (the server stops)."""
+        self.inner.close()
+
+
 class SimQueue:
     """Drives the simulations' work in a bounded pool, one job at a time per simulation, so two
     threads of one server never continue the same chat."""
@@ -280,10 +303,12 @@ class Emulator:
         self.agents = agents or AgentFiles()
         self.report = report
         self.queue = SimQueue(workers, report)
+        self.transport = LentTransport()
 
     def close(self) -> None:
         """Stop driving runs (those left go on when a server starts again)."""
         self.queue.close()
+        self.transport.shut()
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -302,7 +327,7 @@ class Emulator:
         chat_id = str(sim["chat_id"])
         with store.lock(CHAT_LOCK, chat_id):
             chat = read_chat(store, chat_id)
-            if chat.get("active_run_id") or chat.get("status") not in (None, ChatStatus.IDLE):
+            if not self.free(chat):
                 raise Conflict(
                     f"chat {chat_id} is {chat.get('status')}: run {chat.get('active_run_id')} "
                     "has not ended",
@@ -310,7 +335,12 @@ class Emulator:
                     "(POST /chats/{id}/stop)",
                 )
             append_turn(store, str(sim["id"]), build_turn(request.text, agent, self.model))
-            simulation = Simulation(store, store.read(SIM, str(sim["id"])), PlatformLoop)
+            simulation = Simulation(
+                store,
+                store.read(SIM, str(sim["id"])),
+                PlatformLoop,
+                Options(transport=self.transport),
+            )
             execution = simulation.start_turn()
         run_id = str(execution.run_id)
         store.tag(EMULATED_RUNS, run_id)
@@ -327,6 +357,15 @@ class Emulator:
         }
         self.tell("agents/run", chat_id, f"run {run_id} began")
         return {"user_message": public_message(user), "assistant_message": reply}
+
+    def free(self, chat: dict[str, Any]) -> bool:
+        """True when a chat takes a message: no run occupies it, or the one that does has ended
+        (the driver that ran it is releasing the chat; it leaves a chat a later run took)."""
+        active = chat.get("active_run_id")
+        if active is None:
+            return chat.get("status") in (None, ChatStatus.IDLE)
+        run = self.store.get(RUN, str(active))
+        return run is not None and run.get("state") in TERMINAL_STATES
 
     def agent_of(self, request: RunRequest) -> AgentDefinition:
         """The agent a new chat runs: a template agent file, or the ad-hoc config."""
@@ -390,7 +429,10 @@ class Emulator:
         from belt.engine.api import resume_settled
 
         try:
-            for record in resume_settled(self.store, run_ids=[run_id], recover=True):
+            tried = resume_settled(
+                self.store, run_ids=[run_id], recover=True, transport=self.transport
+            )
+            for record in tried:
                 if self.report is not None:
                     self.report({"kind": "resume", "at": now_iso(), **record})
         finally:

@@ -583,7 +583,7 @@ class Simulation:
     def release_chat(self, execution: Execution) -> None:
         """The chat is idle again once the run that occupied it ends."""
         if execution.occupies_chat:
-            self.recorder.update_chat(status=ChatStatus.IDLE.value, active_run_id=None)
+            self.recorder.release_chat(execution.run_id)
 
     # -- messages and the context --------------------------------------------------------------
 

@@ -62,6 +62,19 @@ def update_chat(store: Store, chat_id: str, **changes: Any) -> dict[str, Any]:
     return store.merge(CHAT, chat_id, {**changes, "updated_at": now_iso()})
 
 
+def release_chat(store: Store, chat_id: str, run_id: str | None) -> dict[str, Any]:
+    """The chat is idle again once ``run_id`` ends, unless another run occupies it already (a
+    message appended while the run that ended was finishing); return the chat."""
+    stamp = now_iso()
+
+    def apply(chat: dict[str, Any]) -> dict[str, Any]:
+        if chat.get("active_run_id") in (run_id, None):
+            chat.update(status=ChatStatus.IDLE.value, active_run_id=None, updated_at=stamp)
+        return chat
+
+    return store.update(CHAT, chat_id, apply)
+
+
 def disabled(chat: dict[str, Any] | None) -> bool:
     """True when a chat's settings switch its agent's hooks off (``disable_hooks`` is true)."""
     agent_data = (chat or {}).get("agent_data")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from belt.errors import InvalidInput
-from belt.records.chats import read_chat, update_chat
+from belt.records.chats import read_chat, release_chat, update_chat
 from belt.records.ids import new_id, now_iso
 from belt.store import Store
 from belt.wire.enums import MessageStatus
@@ -69,6 +69,10 @@ class Recorder:
     def update_chat(self, **changes: Any) -> None:
         """Change chat fields under the chat's lock, keeping changes made elsewhere."""
         self.chat = update_chat(self.store, self.chat_id, **changes)
+
+    def release_chat(self, run_id: str | None) -> None:
+        """The chat is idle again once ``run_id`` ends (unless another run occupies it)."""
+        self.chat = release_chat(self.store, self.chat_id, run_id)
 
     def add_message(
         self,

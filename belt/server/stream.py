@@ -33,7 +33,7 @@ from belt.records.views import chat_dto, public_message
 if TYPE_CHECKING:
     from belt.store import Store
 
-POLL = 0.05
+POLL = 0.01
 """Seconds between two looks at the chat in the store."""
 HEARTBEAT = 15.0
 """Seconds of silence after which a heartbeat line is sent (the SDKs give up after 60)."""
