@@ -148,9 +148,8 @@ def main() -> None:
     bare, hooked_time, raw = (statistics.median(x) for x in (bares, hooks, raws))
     per_hook = (hooked_time - bare) / count
     print(f"messages:                  {args.chats} chats x {args.messages}, {args.rounds} rounds")
-    print(
-        f"no hooks:                  {count / bare:6.1f} messages/s  {bare / count * 1e3:.2f} ms each"
-    )
+    each = bare / count * 1e3
+    print(f"no hooks:                  {count / bare:6.1f} messages/s  {each:.2f} ms each")
     print(
         f"one webhook hook:          {count / hooked_time:6.1f} messages/s  "
         f"{hooked_time / count * 1e3:.2f} ms each"
