@@ -1,0 +1,1 @@
+"""Records built on the store: what belt keeps about the things it simulates."""
