@@ -42,14 +42,19 @@ class Kind(StrEnum):
 def add(
     kind: Annotated[Kind, typer.Option("--kind", help="What the entry is.")],
     name: Annotated[
-        str, typer.Option("--name", help="The entry's name; the same name adds a version.")
+        str,
+        typer.Option(
+            "--name", metavar="NAME", help="The entry's name; the same name adds a version."
+        ),
     ],
     tags: Annotated[
         str, typer.Option("--tags", metavar="TAG,...", help="Comma-separated tags.")
     ] = "",
     file: Annotated[
         Path | None,
-        typer.Option("--file", help="Read the text from FILE (default: stdin; - is stdin)."),
+        typer.Option(
+            "--file", metavar="FILE", help="Read the text from FILE (default: stdin; - is stdin)."
+        ),
     ] = None,
     owner: OwnerOption = DEFAULT_OWNER,
     json_: JsonFlag = False,
