@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import pairwise
 from pathlib import Path
 
@@ -50,6 +51,8 @@ from belt.store import Store, open_store
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples" / "registry"
 PERSON = Origin.person()
+# Every code point, lone surrogates and control characters included.
+ANY_CHARACTER = st.characters(exclude_categories=())
 
 
 @pytest.fixture
@@ -69,6 +72,13 @@ def save(
 ) -> registry.SaveOutcome:
     candidate = make_candidate(name=name, kind=kind, text=text, tags=tags)
     return save_candidate(store, owner=owner, candidate=candidate, origin=origin)
+
+
+@contextmanager
+def fresh_store() -> Iterator[Store]:
+    """A store of its own, for each example a property test tries."""
+    with tempfile.TemporaryDirectory(prefix="belt-registry-") as directory:
+        yield Store(Path(directory) / "store")
 
 
 def extraction(agent: str) -> Origin:
@@ -311,40 +321,40 @@ def test_search_limit_is_bounded(store: Store) -> None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(query=st.text(max_size=300))
+@given(query=st.text(ANY_CHARACTER, max_size=300))
 def test_any_text_as_a_query_is_answered_without_error(query: str) -> None:
-    store = Store(Path(tempfile.mkdtemp(prefix="belt-registry-query-")) / "store")
-    save(store, "Delete only in /tmp", "Only delete files under /tmp; ask for anything else.")
-    save(store, "Backups", 'Backups run nightly, NEAR the database; AND "OR" * ^ -')
-    for match in search(store, query=query) + suggest(store, owner=DEFAULT_OWNER, prompt=query):
-        assert match.score > 0
-        assert 1 <= match.matched_terms <= match.query_terms
+    with fresh_store() as store:
+        save(store, "Delete only in /tmp", "Only delete files under /tmp; ask for anything else.")
+        save(store, "Backups", 'Backups run nightly, NEAR the database; AND "OR" * ^ -')
+        for match in search(store, query=query) + suggest(store, owner=DEFAULT_OWNER, prompt=query):
+            assert match.score > 0
+            assert 1 <= match.matched_terms <= match.query_terms
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    name=st.text(max_size=40),
-    text=st.text(max_size=200),
-    tags=st.lists(st.text(max_size=10), max_size=4),
+    name=st.text(ANY_CHARACTER, max_size=40),
+    text=st.text(ANY_CHARACTER, max_size=200),
+    tags=st.lists(st.text(ANY_CHARACTER, max_size=10), max_size=4),
 )
 def test_any_entry_is_saved_searchable_and_idempotent_or_refused_cleanly(
     name: str, text: str, tags: list[str]
 ) -> None:
-    store = Store(Path(tempfile.mkdtemp(prefix="belt-registry-entry-")) / "store")
-    try:
-        candidate = make_candidate(name=name, kind="concept", text=text, tags=tags)
-    except InvalidInput as exc:
-        assert exc.exit_code == ExitCode.INVALID_INPUT
-        assert list_entries(store) == []
-        return
-    first = save_candidate(store, owner=DEFAULT_OWNER, candidate=candidate, origin=PERSON)
-    assert first.action == "created"
-    second = save_candidate(store, owner=DEFAULT_OWNER, candidate=candidate, origin=PERSON)
-    assert (second.action, second.id, second.version) == ("skipped", first.id, 1)
-    assert len(list_entries(store)) == 1
-    for query in (text, name, " ".join(candidate.tags)):
-        for match in search(store, query=query):
-            assert match.id == first.id
+    with fresh_store() as store:
+        try:
+            candidate = make_candidate(name=name, kind="concept", text=text, tags=tags)
+        except InvalidInput as exc:
+            assert exc.exit_code == ExitCode.INVALID_INPUT
+            assert list_entries(store) == []
+            return
+        first = save_candidate(store, owner=DEFAULT_OWNER, candidate=candidate, origin=PERSON)
+        assert first.action == "created"
+        second = save_candidate(store, owner=DEFAULT_OWNER, candidate=candidate, origin=PERSON)
+        assert (second.action, second.id, second.version) == ("skipped", first.id, 1)
+        assert len(list_entries(store)) == 1
+        for query in (text, name, " ".join(candidate.tags)):
+            for match in search(store, query=query):
+                assert match.id == first.id
 
 
 @settings(max_examples=60, deadline=None)
@@ -356,15 +366,15 @@ def test_any_entry_is_saved_searchable_and_idempotent_or_refused_cleanly(
     )
 )
 def test_saving_is_idempotent_whatever_came_before(texts: list[str]) -> None:
-    store = Store(Path(tempfile.mkdtemp(prefix="belt-registry-idem-")) / "store")
-    for text in texts:
-        save(store, "Backups", text)
-        entry = list_entries(store)[0]
-        again = save(store, "backups", text)
-        assert again.action == "skipped"
-        assert get_entry(store, entry_id=again.id) == entry
-    versions = get_entry(store, entry_id=list_entries(store)[0]["id"])["versions"]
-    assert all(not same_meaning(a["text"], b["text"]) for a, b in pairwise(versions))
+    with fresh_store() as store:
+        for text in texts:
+            save(store, "Backups", text)
+            entry = list_entries(store)[0]
+            again = save(store, "backups", text)
+            assert again.action == "skipped"
+            assert get_entry(store, entry_id=again.id) == entry
+        versions = get_entry(store, entry_id=list_entries(store)[0]["id"])["versions"]
+        assert all(not same_meaning(a["text"], b["text"]) for a, b in pairwise(versions))
 
 
 # Suggest: minimum relevance and exclusions
@@ -504,6 +514,21 @@ def test_a_damaged_index_is_rebuilt(store: Store, damage: bytes) -> None:
     assert [m.id for m in search(store, query="backups")] == [entry.id]
     second = save(store, "Restores", "Restores come from backups.")
     assert {m.id for m in search(store, query="backups")} == {entry.id, second.id}
+
+
+def test_an_index_damaged_where_only_a_query_reads_is_rebuilt(store: Store) -> None:
+    for number in range(40):
+        save(store, f"Note {number}", f"Backups note {number}. " + "filler " * 50)
+    path = index_path(store, DEFAULT_OWNER)
+    data = bytearray(path.read_bytes())
+    for offset in range(2 * 4096, len(data), 4096):  # the header and meta stay readable
+        data[offset + 100 : offset + 600] = b"\xa5" * 500
+    path.write_bytes(bytes(data))
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (FORMAT,)
+        with pytest.raises(sqlite3.DatabaseError):
+            db.execute("SELECT rowid FROM fts WHERE fts MATCH 'backups'").fetchall()
+    assert len(search(store, query="backups note", limit=100)) == 40
 
 
 def test_an_index_of_another_format_or_shape_is_rebuilt(store: Store) -> None:

@@ -1,4 +1,4 @@
-"""The local registry of what a team knows (knowledge, skills, apps): belt:suggest and belt:extract.
+"""The local registry of what a team knows (knowledge, skills, apps), for belt:suggest and extract.
 
 An entry is one store object of kind ``registry-entry``, listed in its owner's entry index
 ``registry-entries/<owner>``. Every version of its text is kept, each with when and where it came
@@ -490,17 +490,23 @@ def _writable_index(store: Store, owner: str) -> Iterator[SearchIndex]:
     try:
         size = store.index_size(ENTRIES, owner)
         if index.journal() != size:
-            rows = [_index_row(entry) for entry in _entries(store, owner)]
-            try:
-                index.replace_all(rows, journal=size)
-            except IndexDamaged:
-                index.close()
-                discard(index.path)
-                index = SearchIndex.open(index.path, durable=store.fsync)
-                index.replace_all(rows, journal=size)
+            index.replace_all([_index_row(entry) for entry in _entries(store, owner)], journal=size)
         yield index
     finally:
         index.close()
+
+
+def _change(store: Store, owner: str, change: Callable[[SearchIndex], T]) -> T:
+    """Under the owner's lock, ``change`` the registry with its index up to date; an index
+    found damaged before the store was changed is discarded and the change tried once more."""
+    with store.lock(_OWNER_LOCK, owner):
+        try:
+            with _writable_index(store, owner) as index:
+                return change(index)
+        except IndexDamaged:
+            discard(index_path(store, owner))
+        with _writable_index(store, owner) as index:
+            return change(index)
 
 
 def _record(
@@ -508,7 +514,9 @@ def _record(
 ) -> None:
     """Bring the index level with one change the store has just made (owner's lock held).
 
-    If the file fails now, it is discarded: the next reader rebuilds it from the store.
+    The change is saved whatever happens here: if the index cannot take it, the index keeps
+    its old journal, so the next reader rebuilds it from the store (a damaged file is
+    discarded first).
     """
     journal = store.index_size(ENTRIES, owner)
     try:
@@ -519,6 +527,8 @@ def _record(
     except IndexDamaged:
         index.close()
         discard(index.path)
+    except BeltError:
+        pass
 
 
 def _reader(store: Store, owner: str) -> SearchIndex | None:
@@ -539,8 +549,7 @@ def _reader(store: Store, owner: str) -> SearchIndex | None:
             except IndexDamaged:
                 pass
             index.close()
-    with store.lock(_OWNER_LOCK, owner), _writable_index(store, owner):
-        pass
+    _change(store, owner, lambda index: None)
     return SearchIndex.open(path, durable=store.fsync)
 
 
@@ -553,12 +562,9 @@ def _query(store: Store, owner: str, ask: Callable[[SearchIndex], list[T]]) -> l
                 return []
             with index:
                 return ask(index)
-        except IndexDamaged as exc:
+        except IndexDamaged:
             if attempt == 2:
-                raise BeltError(
-                    f"{index_path(store, owner)}: the registry index is damaged again after "
-                    f"a rebuild ({exc})"
-                ) from None
+                raise
             with store.lock(_OWNER_LOCK, owner):
                 discard(index_path(store, owner))
     raise AssertionError("unreachable")
@@ -594,7 +600,8 @@ def save_candidate(
         "created_at": stamp,
         "origin": origin.to_json(),
     }
-    with store.lock(_OWNER_LOCK, owner), _writable_index(store, owner) as index:
+
+    def save(index: SearchIndex) -> SaveOutcome:
         existing = index.id_for_name(normalise(candidate.name))
         if existing is None:
             entry_id = new_entry_id()
@@ -638,6 +645,8 @@ def save_candidate(
         entry = store.update(ENTRY, existing, add_version)
         _record(index, store, owner, entry, existing)
         return SaveOutcome("versioned", existing, entry["name"], entry["kind"], entry["version"])
+
+    return _change(store, owner, save)
 
 
 def add_entry(
@@ -692,13 +701,16 @@ def remove_entry(
     owner = get_entry(store, entry_id=entry_id)["owner"]
     check_id(owner, what="owner")
     stamp = timestamp(now or utcnow())
-    with store.lock(_OWNER_LOCK, owner), _writable_index(store, owner) as index:
+
+    def remove(index: SearchIndex) -> dict[str, Any]:
         get_entry(store, entry_id=entry_id)  # a racing remover got here first: exit 3
         # Out of the entry index first: a reader then rebuilds without it, whatever follows.
         store.unlink(ENTRIES, owner, entry_id)
         entry = store.merge(ENTRY, entry_id, {"removed_at": stamp, "updated_at": stamp})
         _record(index, store, owner, None, entry_id)
-    return entry
+        return entry
+
+    return _change(store, owner, remove)
 
 
 # Searching

@@ -74,8 +74,14 @@ _DAMAGED_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 _BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 
 
-class IndexDamaged(Exception):
-    """The index file cannot be used as it is; it is derived, so it is rebuilt."""
+class IndexDamaged(BeltError):
+    """The index file cannot be used as it is; it is derived, so the caller rebuilds it."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(
+            f"{path}: the registry search index is damaged ({why})",
+            hint="belt rebuilds it from the store; if this persists, delete the file",
+        )
 
 
 @dataclass(frozen=True)
@@ -164,7 +170,7 @@ class SearchIndex:
         """The size of the owner's entry index this copy reflects (-1: never filled)."""
         row = self._run("SELECT value FROM meta WHERE key = 'journal'").fetchone()
         if row is None or not isinstance(row[0], int):
-            raise IndexDamaged("meta has no journal")
+            raise IndexDamaged(self.path, "meta has no journal")
         return int(row[0])
 
     def id_for_name(self, name_key: str) -> str | None:
@@ -269,7 +275,7 @@ class SearchIndex:
             try:
                 ranked = [(_row(record), float(record[8])) for record in found]
             except (TypeError, ValueError) as exc:
-                raise IndexDamaged(f"a row is not as belt wrote it ({exc})") from None
+                raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
             kept = [
                 (row, score)
                 for row, score in ranked
@@ -290,25 +296,29 @@ class SearchIndex:
             self._create_schema()
             return
         if not {"meta", "entries", "fts"} <= tables:
-            raise IndexDamaged("it lacks belt's tables")
+            raise IndexDamaged(self.path, "it lacks belt's tables")
         row = self._run("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if row is None or row[0] != FORMAT:
-            raise IndexDamaged(f"its format is {None if row is None else row[0]!r}, not {FORMAT}")
+            raise IndexDamaged(
+                self.path, f"its format is {None if row is None else row[0]!r}, not {FORMAT}"
+            )
 
     def _create_schema(self) -> None:
+        # IF NOT EXISTS: another process may have created them since this one looked.
         with self._transaction():
-            self._run("CREATE TABLE meta (key TEXT PRIMARY KEY, value)")
+            self._run("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)")
             self._run(
-                "CREATE TABLE entries (rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
-                "name_key TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL, "
-                "tags TEXT NOT NULL, text TEXT NOT NULL, version INTEGER NOT NULL, "
-                "agents TEXT NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS entries (rowid INTEGER PRIMARY KEY, "
+                "id TEXT NOT NULL UNIQUE, name_key TEXT NOT NULL, name TEXT NOT NULL, "
+                "kind TEXT NOT NULL, tags TEXT NOT NULL, text TEXT NOT NULL, "
+                "version INTEGER NOT NULL, agents TEXT NOT NULL)"
             )
-            self._run("CREATE INDEX entries_name ON entries (name_key)")
+            self._run("CREATE INDEX IF NOT EXISTS entries_name ON entries (name_key)")
             self._run(
-                f"CREATE VIRTUAL TABLE fts USING fts5(name, tags, text, tokenize='{TOKENIZER}')"
+                "CREATE VIRTUAL TABLE IF NOT EXISTS fts "
+                f"USING fts5(name, tags, text, tokenize='{TOKENIZER}')"
             )
-            self._run("INSERT INTO meta VALUES ('format', ?), ('journal', -1)", (FORMAT,))
+            self._run("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('journal', -1)", (FORMAT,))
 
     def _insert(self, row: Row, *, rowid: int | None = None) -> None:
         cursor = self._run(
@@ -444,7 +454,7 @@ def _failure(path: Path, exc: sqlite3.Error) -> Exception:
         and code is not None
         and code & 0xFF in _DAMAGED_CODES
     ):
-        return IndexDamaged(str(exc))
+        return IndexDamaged(path, str(exc))
     if code is not None and code & 0xFF in _BUSY_CODES:
         return Conflict(
             f"{path}: the registry index is busy (another process held it for "
