@@ -224,6 +224,7 @@ def test_unknown_and_hostile_ids(store: Store) -> None:
         ),
         ({"name": "a\x1bb", "kind": "skill", "text": "t"}, "x.toml: name: holds the control"),
         ({"name": "n", "kind": "skill", "text": "t\x00"}, "x.toml: text: holds the control"),
+        ({"name": "n", "kind": "skill", "text": "a\rb"}, "x.toml: text: holds the control"),
         ({"name": "n", "kind": "skill", "text": "\ud800"}, "x.toml: text: is not valid Unicode"),
         ({"name": "n" * 121, "kind": "skill", "text": "t"}, "x.toml: name: 121 characters"),
         ({"name": "n", "kind": "skill", "text": "t" * 20_001}, "x.toml: text: 20001 characters"),
@@ -250,6 +251,11 @@ def test_every_problem_of_a_candidate_is_listed() -> None:
         "tags[0]",
         "text",
     ]
+
+
+def test_text_keeps_newlines_and_tabs_and_reads_crlf_as_newlines() -> None:
+    candidate = make_candidate(name="  two   words ", kind="skill", text="a\r\n\tb\n")
+    assert (candidate.name, candidate.text) == ("two words", "a\n\tb")
 
 
 def test_a_candidate_built_directly_is_checked_when_saved(store: Store) -> None:

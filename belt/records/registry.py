@@ -262,11 +262,12 @@ def _text_value(
     if not isinstance(value, str):
         problem(key, f"expected a string, got {_describe(value)}")
         return None
+    value = value.replace("\r\n", "\n")
     why = _unprintable(value, one_line=one_line)
     if why:
         problem(key, why)
         return None
-    value = value.replace("\r\n", "\n").strip()
+    value = value.strip()
     if one_line:
         value = " ".join(value.split())
     if not value:
@@ -308,7 +309,7 @@ def _unprintable(value: str, *, one_line: bool = True) -> str | None:
         value.encode("utf-8")
     except UnicodeEncodeError:
         return "is not valid Unicode text (it holds a lone surrogate)"
-    allowed = set() if one_line else _TEXT_CONTROLS_ALLOWED | {"\r"}
+    allowed = set() if one_line else _TEXT_CONTROLS_ALLOWED
     for ch in value:
         if unicodedata.category(ch) == "Cc" and ch not in allowed:
             return f"holds the control character U+{ord(ch):04X}"
