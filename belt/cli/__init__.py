@@ -169,6 +169,7 @@ def _register() -> None:
     lazy_command("belt", "serve", "belt.cli.serve:serve")
     lazy_command("belt", "trigger", "belt.cli.trigger:trigger")
     lazy_command("belt", "executor", "belt.cli.executor:app")
+    lazy_command("belt", "registry", "belt.cli.registry:app")
 
 
 _register()
