@@ -102,9 +102,10 @@ def task_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     parent = report["simulation"].get("parent")
     if parent:
         lines.append(("", ""))
+        kind = report["simulation"].get("kind") or "task"
         lines.append(
             (
-                f"task chat of {parent['hook_event']} in run {parent['run_id']} "
+                f"{kind} chat of {parent['hook_event']} in run {parent['run_id']} "
                 f"(chat {parent['chat_id']})",
                 "dim",
             )
@@ -121,6 +122,22 @@ def task_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
                 f"  task     {task['parent']['hook_event']} → {task['agent']}: chat "
                 f"{task['chat_id']} · {runs}",
                 style,
+            )
+        )
+    reviews = report.get("reviews") or []
+    if reviews:
+        lines.append(("", ""))
+        lines.append((f"── {len(reviews)} review(s) by belt:extract", "bold"))
+    for review in reviews:
+        record = review.get("review") or {}
+        outcomes = record.get("outcomes") or []
+        done = ", ".join(f"{o['action']} {o['name']}" for o in outcomes)
+        what = done or record.get("note") or "no candidates"
+        lines.append(
+            (
+                f"  review   {review['parent']['hook_event']} → branch {review['chat_id']} "
+                f"(from {record.get('ancestor')}): {what}",
+                "",
             )
         )
     return lines

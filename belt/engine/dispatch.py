@@ -38,6 +38,8 @@ class HookRun:
     duration_ms: int = 0
     interrupt: dict[str, Any] | None = None
     task_chat_id: str | None = None
+    review: Any = None
+    """What a ``belt:extract`` run asks the engine to review (a ``handlers.builtin.Review``)."""
 
     @property
     def injected(self) -> bool:
@@ -86,6 +88,7 @@ ASYNC_WORKERS = 8
 """How many async hooks run at once; more wait their turn, and the loop never waits for them."""
 
 Finished = Callable[[HookRun], None]
+Builtin = Callable[[HookRun, dict[str, Any]], None]
 
 
 @dataclass
@@ -101,6 +104,7 @@ class Dispatcher:
     hooks: list[LifecycleHookConfig]
     fail_closed: bool = False
     transport: httpx.BaseTransport | None = None
+    builtin: Builtin | None = None
     _pool: ThreadPoolExecutor | None = None
     _clients: dict[int, httpx.Client] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -164,7 +168,8 @@ class Dispatcher:
         """
         result = EventResult(event, payload)
         for index, hook in self.hooks_for(event):
-            if hook.async_ and hook.type != HookHandlerType.GATE:
+            # Gates always hold the loop; builtins answer at once in the platform itself.
+            if hook.async_ and hook.type not in (HookHandlerType.GATE, HookHandlerType.BUILTIN):
                 self.submit(hook, index, payload, resource_id, finished or (lambda run: None))
                 continue
             run = self.run_one(hook, index, payload, resource_id)
@@ -197,6 +202,8 @@ class Dispatcher:
                 self.store, hook=hook, payload=payload, resource_id=resource_id
             )
             run.decision = HookDecision.SUSPEND
+        elif hook.type == HookHandlerType.BUILTIN and self.builtin is not None:
+            self.builtin(run, payload)
         if not run.duration_ms:
             run.duration_ms = round((time.perf_counter() - started) * 1000)
         return run

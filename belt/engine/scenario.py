@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from belt.declarations import read_document
 from belt.errors import InvalidInput
-from belt.wire.platform import HookHandlerType, LifecycleHookConfig
+from belt.records.registry import DEFAULT_OWNER, check_candidate
+from belt.wire.platform import LifecycleHookConfig
 from belt.wire.validate import check_nexus_profile, check_platform_hooks, model_problems
 
 ID_PATTERN = r"^[A-Za-z0-9_-]+$"
@@ -58,11 +59,19 @@ class AgentScript(_Strict):
     error: str | None = None
 
 
+class ReviewScript(_Strict):
+    """What one review of ``belt:extract`` answers: the candidates it returns, in order."""
+
+    candidates: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class AgentSpec(_Strict):
     """The simulated agent: its hooks and its context limits."""
 
     id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
     name: str = "agent"
+    owner: str = Field(default=DEFAULT_OWNER, pattern=ID_PATTERN, max_length=ID_MAX)
+    registry: str | None = None
     hooks_file: str | None = None
     hooks: list[Any] = Field(default_factory=list)
     context_window: int = Field(default=128_000, gt=0)
@@ -74,6 +83,7 @@ class ChatSpec(_Strict):
 
     id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
     disable_hooks: bool = False
+    user_team: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
 
 
 class Scenario(_Strict):
@@ -84,6 +94,12 @@ class Scenario(_Strict):
     chat: ChatSpec = Field(default_factory=ChatSpec)
     turns: list[TurnSpec] = Field(min_length=1)
     agents: dict[str, AgentScript] = Field(default_factory=dict)
+    reviews: list[ReviewScript] = Field(default_factory=list)
+
+    @property
+    def user_team(self) -> str:
+        """The team of the chat's user: the owner's unless the scenario says otherwise."""
+        return self.chat.user_team or self.agent.owner
 
     def script_for(self, ref: str) -> AgentScript | None:
         """The script of the agent a task hook names (``ns/name@version`` matches ``ns/name``)."""
@@ -129,21 +145,29 @@ def unreachable_turns(scenario: Scenario) -> list[str]:
     return problems
 
 
+def builtin_problems(scenario: Scenario, directory: Path) -> list[str]:
+    """The scripted reviews' candidates, and the registry directory the agent loads."""
+    problems: list[str] = []
+    for r, review in enumerate(scenario.reviews):
+        for c, candidate in enumerate(review.candidates):
+            try:
+                check_candidate(candidate, where=f"reviews[{r}].candidates[{c}]")
+            except InvalidInput as exc:
+                problems += [exc.message, *exc.problems]
+    registry = scenario.agent.registry
+    if registry is not None and not (directory / registry).is_dir():
+        problems.append(f"agent.registry: {directory / registry} is not a directory")
+    return problems
+
+
 def load_hooks(raw: Any, source: str, base: str) -> list[LifecycleHookConfig]:
-    """Check a hooks array from a scenario or hooks file; builtins are refused."""
+    """Check a hooks array from a scenario or hooks file."""
     findings, hooks = check_platform_hooks(raw, base)
     if not findings.ok:
         raise InvalidInput(
             f"{source}: {len(findings.problems)} problem(s) in the hooks",
             problems=findings.problems,
         )
-    for index, hook in enumerate(hooks):
-        if hook.type == HookHandlerType.BUILTIN:
-            raise InvalidInput(
-                f"{source}: {base}[{index}]: builtin handlers ({hook.handler}) run inside the "
-                "platform and are not simulated",
-                hint="remove the builtin hook from the scenario, or test it on the platform",
-            )
     return hooks
 
 
@@ -176,6 +200,7 @@ PLATFORM_ONLY = {
     "chat.disable_hooks": "a platform chat setting; Nexus has no per-conversation hook switch",
     "async": "async app tools (agent.tool_result) belong to the platform dialect",
     "agents": "the agents task hooks reference belong to the platform dialect",
+    "reviews": "reviews of belt:extract belong to the platform dialect",
 }
 
 
@@ -203,8 +228,9 @@ def dialect_problems(doc: dict[str, Any], dialect: str) -> list[str]:
             if isinstance(turn, dict):
                 problems += [f"turns[{t}].{key}: {where}" for key in NEXUS_ONLY_TURN if key in turn]
         return problems
-    if "agents" in doc:
-        problems.append(f"agents: {PLATFORM_ONLY['agents']}")
+    for key in ("agents", "reviews"):
+        if key in doc:
+            problems.append(f"{key}: {PLATFORM_ONLY[key]}")
     for key in ("hooks", "hooks_file"):
         if key in agent:
             problems.append(f"agent.{key}: {PLATFORM_ONLY[f'agent.{key}']}")
@@ -250,7 +276,7 @@ def read_scenario(
     except ValidationError as exc:
         problems = model_problems(exc)
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
-    problems = unreachable_turns(scenario)
+    problems = unreachable_turns(scenario) + builtin_problems(scenario, Path(path).parent)
     if problems:
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
     if hooks_file is not None:
