@@ -55,7 +55,7 @@ class Rule:
     chat_id: re.Pattern[str] | None = None
     turn_min: int | None = None
     turn_max: int | None = None
-    arguments: tuple[tuple[tuple[str, ...], Matcher], ...] = ()
+    arguments: ArgumentMatchers = ()
 
     def matches(self, payload: LifecycleHookPayload) -> bool:
         """True when every condition of the rule holds for ``payload``."""
@@ -72,15 +72,22 @@ class Rule:
             tool = data.get("tool")
             if not isinstance(tool, str) or not self.tool.match(tool):
                 return False
-        if self.arguments:
-            arguments = data.get("arguments")
-            if not isinstance(arguments, dict):
-                return False
-            for key_path, matcher in self.arguments:
-                found, value = lookup(arguments, key_path)
-                if not found or not matcher(value):
-                    return False
-        return True
+        return not self.arguments or arguments_match(self.arguments, data.get("arguments"))
+
+
+ArgumentMatchers = tuple[tuple[tuple[str, ...], Matcher], ...]
+
+
+def arguments_match(matchers: ArgumentMatchers, arguments: Any) -> bool:
+    """True when ``arguments`` is an object in which every key path of ``matchers`` is found
+    and matches."""
+    if not isinstance(arguments, dict):
+        return False
+    for key_path, matcher in matchers:
+        found, value = lookup(arguments, key_path)
+        if not found or not matcher(value):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -200,7 +207,7 @@ def _parse_rule(raw: Any, index: int, findings: Findings) -> Rule | None:
     tool = _glob_field(raw, "tool", path, findings)
     chat_id = _glob_field(raw, "chat_id", path, findings)
     turn_min, turn_max = _turn_count(raw.get("turn_count"), f"{path}.turn_count", findings)
-    arguments = _arguments(raw.get("arguments"), f"{path}.arguments", findings)
+    arguments = argument_matchers(raw.get("arguments"), f"{path}.arguments", findings)
     response = _response(raw, path, findings)
     if len(findings.problems) > before or response is None:
         return None
@@ -245,9 +252,9 @@ def _turn_count(value: Any, path: str, findings: Findings) -> tuple[int | None, 
     return low, high
 
 
-def _arguments(
-    value: Any, path: str, findings: Findings
-) -> tuple[tuple[tuple[str, ...], Matcher], ...]:
+def argument_matchers(value: Any, path: str, findings: Findings) -> ArgumentMatchers:
+    """Compile a table of key path → pattern (as a rule's ``arguments``); problems go to
+    ``findings`` under ``path``."""
     if value is None:
         return ()
     if not isinstance(value, dict):
@@ -256,7 +263,7 @@ def _arguments(
     matchers: list[tuple[tuple[str, ...], Matcher]] = []
     for key_path, pattern in _flatten(value):
         where = f"{path}.{'.'.join(key_path)}"
-        matcher = _matcher(pattern, where, findings)
+        matcher = value_matcher(pattern, where, findings)
         if matcher is not None:
             matchers.append((key_path, matcher))
     return tuple(matchers)
@@ -276,7 +283,8 @@ def _flatten(
     return pairs
 
 
-def _matcher(pattern: Any, path: str, findings: Findings) -> Matcher | None:
+def value_matcher(pattern: Any, path: str, findings: Findings) -> Matcher | None:
+    """Compile one pattern: a glob or ``re:<regex>`` for strings, else a JSON value to equal."""
     if isinstance(pattern, str):
         if pattern.startswith(REGEX_PREFIX):
             try:

@@ -22,6 +22,7 @@ from belt.effects import (
     Outcome,
     chat_hook_event,
     handler_label,
+    is_in_process,
     transcript_content,
     url_host,
 )
@@ -30,8 +31,10 @@ from belt.engine.dispatch import (
     Dispatcher,
     EventResult,
     HookRun,
+    Route,
     executed_record,
     leaves_transcript_row,
+    routes_from_wire,
 )
 from belt.engine.reviews import REVIEW, start_review
 from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, ToolCallSpec
@@ -58,6 +61,8 @@ from belt.wire.enums import (
 from belt.wire.platform import HookHandlerType, LifecycleHookConfig
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from belt.engine.simulation import Simulation
     from belt.store import Store
 
@@ -67,9 +72,10 @@ def stored_hooks(hooks: list[LifecycleHookConfig]) -> list[dict[str, Any]]:
     out = []
     for hook in hooks:
         wire = hook.to_wire()
-        if hook.type == HookHandlerType.WEBHOOK and hook.handler:
-            wire["handler"] = url_host(hook.handler)
-            wire["handler_sha256"] = hashlib.sha256(hook.handler.encode()).hexdigest()
+        url = hook.handler if hook.type == HookHandlerType.WEBHOOK else None
+        if url and not is_in_process(url):
+            wire["handler"] = url_host(url)
+            wire["handler_sha256"] = hashlib.sha256(url.encode()).hexdigest()
         out.append(wire)
     return out
 
@@ -78,8 +84,11 @@ HOOKS = "hooks"
 """The private record of a simulation's hooks with their full webhook URLs."""
 
 
-def reload_hooks(store: Store, sim: dict[str, Any]) -> list[LifecycleHookConfig]:
-    """The simulation's hooks with their full webhook URLs, from the store's private part.
+def reload_hooks(
+    store: Store, sim: dict[str, Any]
+) -> tuple[list[LifecycleHookConfig], list[Route]]:
+    """The simulation's hooks with their full webhook URLs, and the routes it was started
+    with (``--route``), from the store's private part.
 
     Reports, transcripts and the simulation record name a webhook by its host only; the URL is
     kept apart so that any process can continue the run (``belt sim resume``, ``--wait``,
@@ -92,7 +101,8 @@ def reload_hooks(store: Store, sim: dict[str, Any]) -> list[LifecycleHookConfig]
             f"simulation {sim['id']} has no stored hooks to continue with",
             hint="it was made by an older belt; start it again with `belt sim run`",
         ) from None
-    return [LifecycleHookConfig.model_validate(hook) for hook in private["hooks"]]
+    hooks = [LifecycleHookConfig.model_validate(hook) for hook in private["hooks"]]
+    return hooks, routes_from_wire(private.get("routes"))
 
 
 class PlatformLoop:
@@ -112,22 +122,24 @@ class PlatformLoop:
         options = sim.options
         loaded = options.loaded
         if isinstance(loaded, LoadedScenario):
-            hooks = loaded.hooks
+            hooks, routes = loaded.hooks, options.routes
         else:
-            hooks = reload_hooks(sim.store, sim.sim)
+            hooks, routes = reload_hooks(sim.store, sim.sim)
         self.dispatcher = Dispatcher(
             sim.store,
             hooks,
             bool(sim.sim.get("fail_closed")),
             options.transport,
             builtin=self.run_builtin,
+            routes=routes,
+            handlers=options.handlers,
         )
         self.children = Children(sim, type(self))
         self.current: Execution | None = None
         self._suggested: dict[str, int] | None = None
 
     @classmethod
-    def check_options(cls, *, executors: bool, fail_closed: bool) -> None:
+    def check_options(cls, *, executors: bool, fail_closed: bool, routes: bool = False) -> None:
         """Executors serve Nexus hook tasks only."""
         if executors:
             raise UsageError(
@@ -136,8 +148,16 @@ class PlatformLoop:
             )
 
     @classmethod
-    def create(cls, store: Store, loaded: LoadedScenario, *, fail_closed: bool) -> dict[str, Any]:
-        """Record a new simulation of a platform scenario; return its record."""
+    def create(
+        cls,
+        store: Store,
+        loaded: LoadedScenario,
+        *,
+        fail_closed: bool,
+        routes: Sequence[Route] = (),
+    ) -> dict[str, Any]:
+        """Record a new simulation of a platform scenario; return its record (the full URLs of
+        its webhooks and its routes go to the store's private part)."""
         scenario = loaded.scenario
         if scenario.agent.registry is not None:
             # The owner's registry first: every file is checked before anything is saved.
@@ -155,7 +175,10 @@ class PlatformLoop:
             fail_closed=fail_closed,
         )
         full = [hook.to_wire() for hook in loaded.hooks]
-        store.write_private(HOOKS, str(sim["id"]), {"hooks": full})
+        private: dict[str, Any] = {"hooks": full}
+        if routes:
+            private["routes"] = [route.to_wire() for route in routes]
+        store.write_private(HOOKS, str(sim["id"]), private)
         return sim
 
     # -- the driver's protocol ---------------------------------------------------------------
@@ -275,6 +298,10 @@ class PlatformLoop:
         extras: dict[str, Any] = {
             "tasks": children_of(store, sim, TASK),
             "reviews": children_of(store, sim, REVIEW),
+            "fired": {
+                str(run["id"]): dict((run.get("execution") or {}).get("fired") or {})
+                for run in runs
+            },
         }
         if sim.get("parent"):
             extras["simulation"] = {"parent": sim["parent"]}
@@ -504,6 +531,10 @@ class PlatformLoop:
         """Fire ``event`` at the agent's hooks and put every handler run on the record."""
         recorder = self.sim.recorder
         self.current = execution
+        # The boundary is reached whatever hooks are attached (``fired`` expectations count it);
+        # the count is saved with the step, so a step taken again does not count it twice.
+        fired = execution.state.setdefault("fired", {})
+        fired[event] = int(fired.get(event, 0)) + 1
         payload: dict[str, Any] = {
             "event": event,
             "timestamp": now_iso(),
