@@ -407,3 +407,66 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], Lines]] = {
     "platform": platform_lines,
     "nexus": nexus_transcript_lines,
 }
+
+
+# -- belt test ------------------------------------------------------------------------------------
+
+
+def excerpt_lines(dialect: str, messages: list[dict[str, Any]]) -> Lines:
+    """Some messages of a transcript, as the whole transcript shows them."""
+    show = nexus_message_lines if dialect == "nexus" else message_lines
+    return [line for message in messages for line in show(message)]
+
+
+STATUS_STYLES = {"pass": "green", "fail": "bold red", "error": "bold red"}
+
+
+def test_result_line(result: dict[str, Any]) -> tuple[str, str]:
+    """One line for a scenario of ``belt test``: its status, name and time."""
+    status = str(result["status"])
+    line = f"{status.upper():<5}  {result['scenario']}  ({result['seconds']:.2f} s)"
+    if status == "fail":
+        failed = len(result["failures"])
+        line += f"  {failed} of {result['expectations']} expectation(s) failed"
+    elif status == "error":
+        line += "  invalid scenario" if result.get("invalid") else "  error"
+    return line, STATUS_STYLES.get(status, "")
+
+
+def test_failure_lines(result: dict[str, Any], dialect: str) -> Lines:
+    """What went wrong in one scenario: each failed expectation, what happened instead, and
+    the transcript around it; or the error that stopped it."""
+    lines: Lines = [("", ""), (f"── {result['scenario']}", "bold")]
+    if result["status"] == "error":
+        lines.append((f"error: {result['error']}", "red"))
+        lines.extend((f"  {problem}", "red") for problem in result.get("problems") or [])
+        return lines
+    for failure in result["failures"]:
+        where = failure["expect"]
+        label = failure["expectation"].get("name")
+        lines.append((f"{where} {failure['text']}" + (f"  ({label})" if label else ""), "red"))
+        found = str(failure["found"]).splitlines()
+        lines.append((f"  found: {found[0] if found else ''}", ""))
+        lines.extend((f"  {line}", "") for line in found[1:])
+        lines.append(("  transcript:", "dim"))
+        excerpt = excerpt_lines(dialect, failure["excerpt"])
+        lines.extend((f"  {text}", style) for text, style in excerpt)
+    return lines
+
+
+def test_summary_line(
+    results: list[dict[str, Any]], seconds: float, stopped: bool
+) -> tuple[str, str]:
+    """The last line of ``belt test``: how many passed, failed and errored, and how long."""
+    counts = {status: sum(1 for r in results if r["status"] == status) for status in STATUS_STYLES}
+    parts = [f"{counts['pass']} passed"]
+    if counts["fail"]:
+        parts.append(f"{counts['fail']} failed")
+    if counts["error"]:
+        invalid = sum(1 for r in results if r.get("invalid"))
+        parts.append(f"{counts['error']} error(s)" + (f", {invalid} invalid" if invalid else ""))
+    text = f"{len(results)} scenario(s): {', '.join(parts)} in {seconds:.2f} s"
+    if stopped:
+        text += " (stopped at the first failure: -x)"
+    style = "green" if counts["pass"] == len(results) else "bold red"
+    return text, style

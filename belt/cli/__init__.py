@@ -170,6 +170,7 @@ def _register() -> None:
     lazy_command("belt", "trigger", "belt.cli.trigger:trigger")
     lazy_command("belt", "executor", "belt.cli.executor:app")
     lazy_command("belt", "registry", "belt.cli.registry:app")
+    lazy_command("belt", "test", "belt.cli.test:test")
 
 
 _register()

@@ -26,7 +26,7 @@ def _worker(store: Store, executors: list[str], report: Reporter | None) -> Work
     return Worker(store, parse_tools(executors), report)
 
 
-def _options(
+def simulation_options(
     store: Store,
     dialect: Any,
     *,
@@ -129,7 +129,7 @@ def run_scenario(
     parse_routes(routes or [])
     loaded = read_scenario(scenario, hooks_file=hooks_file)
     store = open_store()
-    options = _options(
+    options = simulation_options(
         store,
         DIALECTS[loaded.dialect],
         executors=with_scenario_executors(
@@ -162,7 +162,7 @@ def resume_run(
     store = open_store()
     sim = sim_of_run(store, run_id)
     declared = store.read(SCENARIO, str(sim["id"])).get("executors") or {}
-    options = _options(
+    options = simulation_options(
         store,
         dialect_class(sim),
         executors=with_scenario_executors(declared, executors or []),

@@ -177,6 +177,7 @@ class Outcome:
         return {
             "expect": self.expectation.where,
             "expectation": self.expectation.raw,
+            "text": self.expectation.text,
             "passed": self.passed,
             "found": self.found,
         }

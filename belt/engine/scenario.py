@@ -302,14 +302,14 @@ def scenario_from_document(
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
     if dialect == "nexus":
         return load_nexus_scenario(doc, source, hooks_file=hooks_file)
+    findings = Findings()
+    expectations = check_expectations(doc.get("expect"), "platform", findings)
     try:
         scenario = Scenario.model_validate(doc)
     except ValidationError as exc:
-        problems = model_problems(exc)
+        problems = model_problems(exc) + findings.problems
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
     problems = unreachable_turns(scenario) + builtin_problems(scenario, directory)
-    findings = Findings()
-    expectations = check_expectations(doc.get("expect"), "platform", findings)
     check_resolutions([t.resolve for t in scenario.turns], "platform", findings)
     problems += findings.problems
     if problems:
@@ -532,18 +532,18 @@ def load_nexus_scenario(
     doc: dict[str, Any], source: str, *, hooks_file: str | Path | None = None
 ) -> LoadedNexusScenario:
     """Check a decoded Nexus scenario; ``hooks_file`` replaces its profile's lifecycle hooks."""
+    findings = Findings()
+    expectations = check_expectations(doc.get("expect"), "nexus", findings)
     try:
         scenario = NexusScenario.model_validate(doc)
     except ValidationError as exc:
-        problems = model_problems(exc)
+        problems = model_problems(exc) + findings.problems
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
     problems = []
     if scenario.profile is not None:
-        findings, _ = check_nexus_profile(scenario.profile, "profile")
-        problems += findings.problems
+        profile_findings, _ = check_nexus_profile(scenario.profile, "profile")
+        problems += profile_findings.problems
     problems += nexus_turn_problems(scenario)
-    findings = Findings()
-    expectations = check_expectations(doc.get("expect"), "nexus", findings)
     check_resolutions([t.resolve for t in scenario.turns], "nexus", findings)
     for name, target in scenario.executors.items():
         problem = executor_problem(name, target)
