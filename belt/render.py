@@ -470,3 +470,44 @@ def test_summary_line(
         text += " (stopped at the first failure: -x)"
     style = "green" if counts["pass"] == len(results) else "bold red"
     return text, style
+
+
+# -- belt replay ----------------------------------------------------------------------------------
+
+
+def replay_rows(report: dict[str, Any]) -> list[list[str]]:
+    """The table of a replay: event, tool, the decision then and now, and what changed."""
+    rows = []
+    for row in report["rows"]:
+        recorded, replayed = row["recorded"], row["replayed"]
+        if replayed["error"]:
+            changed = f"error: {short(replayed['error'], 60)}"
+        else:
+            changed = ", ".join(row["changed"]) or "-"
+        rows.append(
+            [
+                str(row["number"]),
+                str(row["event"] or "?"),
+                str(row["tool"] or ""),
+                _decision(recorded),
+                _decision(replayed),
+                changed,
+            ]
+        )
+    return rows
+
+
+def _decision(side: dict[str, Any]) -> str:
+    decision = str(side["decision"] or "-")
+    return decision + (" +inject" if side.get("injection") else "")
+
+
+def replay_summary(report: dict[str, Any]) -> tuple[str, str]:
+    """The last line of a replay."""
+    summary = report["summary"]
+    text = (
+        f"{summary['replayed']} payload(s) from {report['source']} replayed to "
+        f"{report['target']}: {summary['changed']} changed ({summary['decisions_changed']} "
+        f"decision(s), {summary['injections_changed']} injection(s)), {summary['errors']} error(s)"
+    )
+    return text, "bold red" if summary["changed"] else "green"

@@ -38,15 +38,20 @@ LAYERS: dict[str, int] = {
     "belt.remote": 7,
     "belt.backend": 8,
     "belt.rho": 8,
+    "belt.replay": 8,
     "belt.render": 9,
     "belt.output": 9,
     "belt.cli": 10,
+    "belt.testing": 10,
     "belt.__main__": 11,
 }
 """The layer of each part: errors, paths ← wire, store ← records ← handlers, executor, policy ←
-engine ← server, remote and the backend ← cli (``output`` and ``render`` for the CLI only)."""
+engine ← server, remote and the backend ← cli and the pytest plugin (``output`` and ``render`` for
+those only)."""
 
 CLI_ONLY = ("belt.output", "belt.render")
+FRONT_ENDS = ("belt.cli", "belt.testing")
+"""What renders for people: the CLI, and the pytest plugin (its failure reports)."""
 
 
 def module_name(path: Path) -> str:
@@ -116,7 +121,7 @@ def test_imports_point_down(module: str) -> None:
             continue
         if LAYERS[target] >= LAYERS[part]:
             wrong.append(f"line {line}: {imported} (layer {LAYERS[target]})")
-        elif target in CLI_ONLY and part != "belt.cli":
+        elif target in CLI_ONLY and part not in FRONT_ENDS:
             wrong.append(f"line {line}: {imported} is for the CLI only")
     assert not wrong, f"{module} (layer {LAYERS[part]}) imports against the order: {wrong}"
 

@@ -171,6 +171,7 @@ def _register() -> None:
     lazy_command("belt", "executor", "belt.cli.executor:app")
     lazy_command("belt", "registry", "belt.cli.registry:app")
     lazy_command("belt", "test", "belt.cli.test:test")
+    lazy_command("belt", "replay", "belt.cli.replay:replay")
 
 
 _register()

@@ -39,16 +39,25 @@ def serve(
             help="Continue simulated runs as soon as their gates are settled (no sim resume).",
         ),
     ] = False,
+    forward_to: Annotated[
+        str | None,
+        typer.Option(
+            "--forward-to",
+            metavar="URL",
+            help="Pass each hook request on to your handler at URL; answer and journal its answer.",
+        ),
+    ] = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per request on stdout.")
     ] = False,
 ) -> None:
     """Serve hooks and the platform API locally until Ctrl-C.
 
-    POST /hooks (and /hooks/NAME) answer hook payloads, decided by --policy, --handler or
-    allow-all; the interrupt and chat-settings routes of the platform API work over the same
-    store, so `belt interrupt ... --api URL` can point here. Every hook request and its answer
-    are appended to the journal in the store.
+    POST /hooks (and /hooks/NAME) answer hook payloads, decided by --policy, --handler,
+    your own handler (--forward-to) or allow-all; the interrupt and chat-settings routes of the
+    platform API work over the same store, so `belt interrupt ... --api URL` can point here.
+    Every hook request and its answer are appended to the journal in the store, which
+    `belt replay journal` delivers again to an edited handler.
     """
     from belt import output
     from belt.server.run import serve as run_server
@@ -62,6 +71,7 @@ def serve(
         token=token,
         sweep_interval=sweep_interval,
         resume=resume,
+        forward_to=forward_to,
         report=output.print_json_line if json_ else render_record,
         on_listening=render_listening,
     )

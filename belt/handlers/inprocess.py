@@ -148,30 +148,37 @@ class InProcess:
         """Call the handler of ``spec`` with ``payload`` within ``timeout`` seconds; a failure is
         returned as a webhook's would be, never raised."""
         started = time.perf_counter()
+        try:
+            func = self.handler(spec)
+        except BeltError as exc:
+            duration = round((time.perf_counter() - started) * 1000)
+            return WebhookResult(None, "", None, f"cannot load {spec}: {exc.message}", duration)
+        # The exact JSON a webhook would be sent, decoded afresh: the handler cannot change the
+        # payload the simulation keeps.
+        return self.call(spec, func, json.loads(encode_payload(payload)), timeout=timeout)
+
+    def call(self, label: str, func: Handler, argument: Any, *, timeout: float) -> WebhookResult:
+        """Call ``func(argument)`` in this thread's worker within ``timeout`` seconds and read its
+        answer as a webhook's body; ``label`` names it in errors."""
+        started = time.perf_counter()
 
         def elapsed() -> int:
             return round((time.perf_counter() - started) * 1000)
 
-        try:
-            func = self.handler(spec)
-        except BeltError as exc:
-            return WebhookResult(None, "", None, f"cannot load {spec}: {exc.message}", elapsed())
-        # The exact JSON a webhook would be sent, decoded afresh: the handler cannot change the
-        # payload the simulation keeps.
-        call = _Call(func, json.loads(encode_payload(payload)))
+        call = _Call(func, argument)
         worker = self._worker()
         worker.calls.put(call)
         if not call.done.wait(timeout):
             self._abandon(worker)
-            return WebhookResult(None, "", None, f"{spec} {TIMED_OUT} {timeout:g} s", elapsed())
+            return WebhookResult(None, "", None, f"{label} {TIMED_OUT} {timeout:g} s", elapsed())
         duration = elapsed()
         if call.error is not None:
             kind = type(call.error).__name__
             detail = short(printable(str(call.error)), 200)
-            error = f"{spec} raised {kind}: {detail}" if detail else f"{spec} raised {kind}"
+            error = f"{label} raised {kind}: {detail}" if detail else f"{label} raised {kind}"
             return WebhookResult(500, "", None, error, duration)
         response, problem = answer_of(call.value)
         if problem is not None:
-            error = f"{spec} answered with a body that is not a LifecycleHookResponse: {problem}"
+            error = f"{label} answered with a body that is not a LifecycleHookResponse: {problem}"
             return WebhookResult(500, "", None, error, duration)
         return WebhookResult(200, "", response, None, duration)

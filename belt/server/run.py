@@ -45,6 +45,19 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def decider_label(policy: Path | None, handler: str | None, forward_to: str | None) -> str:
+    """How the start-up line names what decides hooks (a forwarding URL by its host only)."""
+    if policy is not None:
+        return f"policy {policy}"
+    if handler is not None:
+        return f"handler {handler}"
+    if forward_to is not None:
+        from belt.effects import url_host
+
+        return f"forwarding to {url_host(forward_to)}"
+    return "allow all"
+
+
 def serve(
     *,
     host: str,
@@ -55,6 +68,7 @@ def serve(
     token: str | None = None,
     sweep_interval: float = 60.0,
     resume: bool = False,
+    forward_to: str | None = None,
     report: Reporter | None = None,
     on_listening: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
@@ -64,8 +78,10 @@ def serve(
     from belt.server.app import create_app
     from belt.server.deciders import handler_decider, load_handler, policy_decider
 
-    if policy is not None and handler is not None:
-        raise UsageError("give --policy FILE or --handler MODULE:FUNC, not both")
+    if sum(option is not None for option in (policy, handler, forward_to)) > 1:
+        raise UsageError(
+            "--policy, --handler and --forward-to each decide hooks: give one, not both"
+        )
     if not is_loopback(host) and not token:
         raise UsageError(
             f"refusing to listen on {host} without --token",
@@ -79,6 +95,10 @@ def serve(
         decide = policy_decider(load_policy(policy))
     elif handler is not None:
         decide = handler_decider(load_handler(handler))
+    elif forward_to is not None:
+        from belt.server.forward import check_forward_url, forward_decider
+
+        decide = forward_decider(check_forward_url(forward_to), secret=secret)
     else:
         decide = None
     app = create_app(
@@ -102,9 +122,7 @@ def serve(
                 "url": f"http://{shown}:{bound_port}",
                 "host": host,
                 "port": bound_port,
-                "decider": f"policy {policy}"
-                if policy
-                else (f"handler {handler}" if handler else "allow all"),
+                "decider": decider_label(policy, handler, forward_to),
                 "signed": bool(secret),
                 "token": bool(token),
                 "sweep_interval": sweep_interval,
