@@ -24,6 +24,7 @@ policy files; other values must be equal.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -398,13 +399,30 @@ def inline(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return _quoted(value)
     return json.dumps(value)
 
 
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
 def _key(key: str) -> str:
-    bare = key.replace("_", "").replace("-", "").isalnum() and key.isascii()
-    return key if bare else json.dumps(key, ensure_ascii=False)
+    return key if _BARE_KEY.match(key) else _quoted(key)
+
+
+def _quoted(text: str) -> str:
+    """A TOML basic string: control characters, DEL and lone surrogates as escapes."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return (
+        '"'
+        + "".join(
+            f"\\u{ord(ch):04x}"
+            if ord(ch) < 0x20 or ord(ch) == 0x7F or 0xD800 <= ord(ch) <= 0xDFFF
+            else ch
+            for ch in escaped
+        )
+        + '"'
+    )
 
 
 # -- checking ------------------------------------------------------------------------------------

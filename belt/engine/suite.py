@@ -125,7 +125,7 @@ def discover(paths: Iterable[Path]) -> list[tuple[Path, Any]]:
             except InvalidInput as exc:
                 found.append((candidate, exc))
                 continue
-            if isinstance(document, dict) and "expect" in document:
+            if isinstance(document, dict) and document.get("expect"):
                 found.append((candidate, document))
     return found
 
