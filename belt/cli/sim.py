@@ -86,8 +86,8 @@ def run(
     Ctrl-C stops waiting and leaves the run resumable (exit 130). A failed run, or a Nexus run
     on an attention hold, exits 1. A Nexus scenario waits for each hook task up to the hook's
     timeout_ms: serve them with --executor, or with `belt executor run` in another terminal.
-    Gates the scenario resolves itself ([[turns.resolve]]) are settled at once; --route is
-    kept with the run, so `belt sim resume` honours it.
+    Gates the scenario resolves itself (its turns.resolve tables) are settled at once; --route
+    is kept with the run, so `belt sim resume` honours it.
     """
     from belt.engine.api import run_scenario
 

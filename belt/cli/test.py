@@ -38,11 +38,11 @@ def test(
     ] = False,
     route: Routes = None,
 ) -> None:
-    """Run every scenario with [[expect]] tables, each in its own fresh store, and check them.
+    """Run every scenario file that has expect tables, each in a fresh store, and check them.
 
     Prints one line per scenario (pass, fail or error, and its time), then for each failure
     the expectation, what happened instead and the transcript around it. Gates are settled by
-    the scenarios' own [[turns.resolve]] tables, so no test waits. Exits 5 when a file is not a
+    the scenarios' own turns.resolve tables, so no test waits. Exits 5 when a file is not a
     valid scenario (the others still run) or no scenario with expectations is found, 1 when an
     expectation fails or a scenario errors, else 0.
     """

@@ -49,17 +49,13 @@ def forward_decider(
     from belt.handlers.webhook import encode_payload, parse_response
 
     host = url_host(url)
-    clients: dict[int, httpx.AsyncClient] = {}
-
-    def client() -> httpx.AsyncClient:
-        # One pooled client per event loop (a client belongs to the loop that made it).
-        key = id(asyncio.get_running_loop())
-        if key not in clients:
-            clients[key] = httpx.AsyncClient(transport=transport, follow_redirects=False)
-        return clients[key]
 
     async def post(body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        async with client().stream("POST", url, content=body, headers=headers) as reply:
+        # A client per request: nothing is left open between requests or after the server.
+        async with (
+            httpx.AsyncClient(transport=transport, follow_redirects=False) as client,
+            client.stream("POST", url, content=body, headers=headers) as reply,
+        ):
             chunks: list[bytes] = []
             size = 0
             async for chunk in reply.aiter_bytes():
