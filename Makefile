@@ -37,6 +37,7 @@ demo: $(STAMP)
 
 test: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q
+	$(BIN)/belt test examples/tests
 	$(BIN)/ruff check belt tests bench
 	$(BIN)/mypy
 

@@ -779,16 +779,20 @@ def _candidates(expectation: Expectation, items: list[Item]) -> list[Item]:
         scored = [(sum(_holds(c, item) for c in expectation.conditions), item) for item in items]
         best = max((score for score, _ in scored), default=0)
         return [item for score, item in scored if best and score == best]
-    subject_keys = {
-        "tool": ("tool",),
-        "event": ("event",),
+    selectors = {
+        "tool": ("tool", "arguments", "run"),
+        "event": ("event", "handler", "tool", "arguments"),
         "injection": ("injection", "dedup_key"),
-        "interrupt": ("interrupt",),
+        "interrupt": ("interrupt", "tool", "arguments"),
     }[expectation.subject]
-    keyed = [c for c in expectation.conditions if c.key in subject_keys]
-    if not keyed:
-        return []
-    return [item for item in items if all(_holds(c, item) for c in keyed)]
+    # Those that match what the expectation is about (its tool and arguments...), else those
+    # that match its subject key alone.
+    for keys in (selectors, selectors[:1]):
+        keyed = [c for c in expectation.conditions if c.key in keys]
+        found = [item for item in items if all(_holds(c, item) for c in keyed)]
+        if keyed and found:
+            return found
+    return []
 
 
 def _holds(condition: Condition, item: Item) -> bool:
