@@ -372,8 +372,10 @@ def deadline(item: dict[str, Any], now: datetime, on_expiry: str | None) -> str:
 
 def gate_event(item: dict[str, Any]) -> str:
     """What an interrupt stopped: a hook gate's event (``agent.tool_call``), else its reason."""
-    source = str(item.get("source") or "")
-    return source.removeprefix("hook:") if source.startswith("hook:") else str(item.get("reason"))
+    source = item.get("source")
+    if isinstance(source, str) and source.startswith("hook:"):
+        return short(source.removeprefix("hook:"), 40)
+    return short(str(item.get("reason")), 40)
 
 
 def gate_holds(item: dict[str, Any], limit: int = 50) -> str:
@@ -384,7 +386,7 @@ def gate_holds(item: dict[str, Any], limit: int = 50) -> str:
         return f"{short(data['tool'], 30)}({short(data.get('arguments') or {}, limit)})"
     if isinstance(meta, dict) and type(meta.get("turn_count")) is int:
         return f"turn {meta['turn_count']}"
-    kind = str(item.get("resource_type") or "-")
+    kind = short(item.get("resource_type") or "-", 30)
     return f"{kind}:{short(item['resource_id'], 30)}" if item.get("resource_id") else kind
 
 

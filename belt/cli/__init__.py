@@ -71,7 +71,7 @@ def build_command(name: str, target: str) -> Any:
     if isinstance(obj, typer.Typer):
         command = typer.main.get_group(obj)
     else:
-        single = typer.Typer()
+        single = typer.Typer(add_completion=False)  # belt has `belt completion`
         single.command(name=name)(obj)
         command = typer.main.get_command(single)
     command.name = name
