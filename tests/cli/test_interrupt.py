@@ -655,3 +655,12 @@ def test_completion_offers_the_pending_interrupts(
     result = belt()
     assert result.exit_code == 0
     assert result.stdout.strip() == f'{first["short_id"]}\tagent.tool_call rm({{"p": 1}})'
+
+
+def test_verbose_given_to_belt_shows_the_traceback_of_a_subcommand() -> None:
+    quiet = belt("interrupt", "show", "int_nope")
+    assert quiet.exit_code == 3
+    assert "Traceback" not in quiet.stderr
+    loud = belt("-v", "interrupt", "show", "int_nope")
+    assert loud.exit_code == 3
+    assert "Traceback" in loud.stderr and "error: no interrupt int_nope" in loud.stderr
