@@ -1,4 +1,4 @@
-"""The builtins, simulated on real stores: `belt:suggest` and `belt:extract` with review branches."""
+"""The builtins, simulated on real stores: `belt:suggest`, and `belt:extract` with its branches."""
 
 from __future__ import annotations
 
