@@ -304,3 +304,13 @@ def test_review_branches_are_listed_with_all_only(tmp_path: Path) -> None:
     assert [r["kind"] for r in listed] == ["chat"]
     everything = belt("sim", "list", "--all", "--json").json()
     assert sorted(r["kind"] for r in everything) == ["chat", "review"]
+
+
+def test_the_learning_agent_example_suggests_and_learns() -> None:
+    example = Path(__file__).parent.parent / "examples" / "learning-agent.toml"
+    report, _ = run_scenario(scenario=example)
+    assert report["runs"][0]["state"] == "completed"
+    (injection,) = injections(report)
+    assert injection["sim"]["injection"]["items"]
+    (review,) = reviews(report)
+    assert [o["action"] for o in review["review"]["outcomes"]] == ["created"]
