@@ -172,7 +172,7 @@ def resolve(
 ) -> None:
     """Resolve a pending interrupt; exit 4 if it is no longer pending."""
     from belt import output
-    from belt.interrupts import read_json_option
+    from belt.inputs import read_json_option
 
     resolved_data = None if data is None else read_json_option(data, option="--data")
     if api:
@@ -228,13 +228,18 @@ def create(
     ] = None,
     meta: Annotated[
         str | None,
-        typer.Option("--meta", metavar="JSON|@FILE", help="The hook payload to store as meta."),
+        typer.Option(
+            "--meta",
+            metavar="JSON|@FILE",
+            help="The hook payload to store as meta (a JSON object).",
+        ),
     ] = None,
     json_: JsonFlag = False,
 ) -> None:
     """Open a hook gate by hand, as a gate hook on EVENT would."""
     from belt import output
-    from belt.interrupts import create_interrupt, read_json_option
+    from belt.inputs import read_json_object_option
+    from belt.interrupts import create_interrupt
 
     item = create_interrupt(
         run_id=run,
@@ -242,7 +247,7 @@ def create(
         event=event,
         timeout=timeout,
         default_resolution=default_resolution.value if default_resolution else None,
-        meta=None if meta is None else read_json_option(meta, option="--meta"),
+        meta=None if meta is None else read_json_object_option(meta, option="--meta"),
     )
     if json_:
         output.print_json(item)
