@@ -191,7 +191,7 @@ def resolve(
     """Resolve a pending interrupt; exit 4 if it is no longer pending."""
     from belt import output
     from belt.backend import open_backend
-    from belt.records.interrupts import read_json_option
+    from belt.inputs import read_json_option
 
     resolved_data = None if data is None else read_json_option(data, option="--data")
     with open_backend(api, api_key=api_key) as backend:
@@ -310,7 +310,7 @@ def _ask_data() -> object:
     """Optional data for the resolution, asked until it is valid JSON (none when left empty)."""
     from belt import output
     from belt.errors import BeltError
-    from belt.records.interrupts import read_json_option
+    from belt.inputs import read_json_option
 
     while True:
         try:
@@ -412,13 +412,18 @@ def create(
     ] = None,
     meta: Annotated[
         str | None,
-        typer.Option("--meta", metavar="JSON|@FILE", help="The hook payload to store as meta."),
+        typer.Option(
+            "--meta",
+            metavar="JSON|@FILE",
+            help="The hook payload to store as meta (a JSON object).",
+        ),
     ] = None,
     json_: JsonFlag = False,
 ) -> None:
     """Open a hook gate by hand, as a gate hook on EVENT would."""
     from belt import output
-    from belt.records.interrupts import create_interrupt, read_json_option
+    from belt.inputs import read_json_object_option
+    from belt.records.interrupts import create_interrupt
 
     item = create_interrupt(
         run_id=run,
@@ -426,7 +431,7 @@ def create(
         event=event,
         timeout=timeout,
         default_resolution=default_resolution.value if default_resolution else None,
-        meta=None if meta is None else read_json_option(meta, option="--meta"),
+        meta=None if meta is None else read_json_object_option(meta, option="--meta"),
     )
     if json_:
         output.print_json(item)

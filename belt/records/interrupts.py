@@ -17,7 +17,6 @@ neither grows with the settled interrupts a store keeps.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Collection
@@ -65,29 +64,6 @@ def on_expiry(record: dict[str, Any]) -> str:
 def to_dto(record: dict[str, Any]) -> dict[str, Any]:
     """The InterruptDTO of a stored interrupt record (store-only fields left out)."""
     return {field: record.get(field) for field in DTO_FIELDS}
-
-
-def read_json_option(value: str, *, option: str) -> Any:
-    """The JSON of an option given as ``JSON`` or ``@FILE``."""
-    if value.startswith("@"):
-        path = Path(value[1:])
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise NotFound(f"{option}: no such file {path}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidInput(f"{option}: cannot read {path}: {exc}") from None
-        source = str(path)
-    else:
-        text, source = value, option
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno} column {exc.colno}"
-        raise InvalidInput(
-            f"{source}: not valid JSON ({exc.msg} at {where})",
-            hint=f"give {option} a JSON value, or @FILE to read one from a file",
-        ) from None
 
 
 def _store(store: Store | None) -> Store:
