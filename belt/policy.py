@@ -149,7 +149,7 @@ def load_policy(path: str | Path) -> Policy:
     """Read and check a policy file; every problem names its path (exit 5)."""
     from belt.declarations import read_document
 
-    return parse_policy(read_document(path), str(path))
+    return parse_policy(read_document(path, kind="policy"), str(path))
 
 
 def parse_policy(doc: Any, source: str) -> Policy:
@@ -283,16 +283,46 @@ def _flatten(
     return pairs
 
 
+def compile_regex(source: str) -> Any:
+    """A linear-time (RE2) regex; ValueError says why RE2 cannot run ``source``.
+
+    RE2 never backtracks, so no pattern and no value can make matching take more than time
+    proportional to the value; in exchange it has no backreferences or lookaround.
+    """
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(source, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise ValueError(str(reason)) from None
+
+
+def _found(regex: Any, value: str) -> bool:
+    try:
+        return regex.search(value) is not None
+    except UnicodeEncodeError:
+        # RE2 matches UTF-8; a lone surrogate cannot be encoded (strictly parsed payloads never
+        # hold one), and a value that is not Unicode text matches no pattern.
+        return False
+
+
 def value_matcher(pattern: Any, path: str, findings: Findings) -> Matcher | None:
-    """Compile one pattern: a glob or ``re:<regex>`` for strings, else a JSON value to equal."""
+    """Compile one pattern: a glob or ``re:<regex>`` (RE2) for strings, else a JSON value to
+    equal."""
     if isinstance(pattern, str):
         if pattern.startswith(REGEX_PREFIX):
+            source = pattern[len(REGEX_PREFIX) :]
             try:
-                regex = re.compile(pattern[len(REGEX_PREFIX) :])
-            except re.error as exc:
-                findings.error(path, f"bad regex {pattern[len(REGEX_PREFIX) :]!r}: {exc}")
+                regex = compile_regex(source)
+            except ValueError as exc:
+                findings.error(path, f"bad regex {source!r}: {exc} (RE2 syntax)")
                 return None
-            return lambda value: isinstance(value, str) and regex.search(value) is not None
+            return lambda value: isinstance(value, str) and _found(regex, value)
         compiled = glob(pattern)
         return lambda value: isinstance(value, str) and compiled.match(value) is not None
     if isinstance(pattern, bool | int | float | list):

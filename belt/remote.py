@@ -8,6 +8,8 @@ Only the commands given ``--api`` import this module, and with it httpx.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,6 +33,10 @@ KEY_ENV = ("INFSH_API_KEY", "INFERENCE_API_KEY")
 DEFAULT_TIMEOUT = 10.0
 KEY_HINT = "check the API key (--api-key, INFSH_API_KEY or INFERENCE_API_KEY)"
 REACH_HINT = "check --api (or BELT_API_URL) and that the platform or `belt serve` is running"
+FULL_IDS = (
+    "with --api give the whole interrupt id: the platform takes full ids only "
+    "(short ids and prefixes are matched in the local store)"
+)
 _DETAIL_LIMIT = 300
 
 
@@ -135,13 +141,43 @@ class Platform:
             return data
         return [item for item in data if item.get("status") == InterruptStatus.PENDING]
 
+    def find_interrupts(
+        self,
+        *,
+        run_id: str | None = None,
+        chat_id: str | None = None,
+        reason: str | None = None,
+        include_settled: bool = False,
+    ) -> list[tuple[dict[str, Any], str | None]]:
+        """A run's interrupts in the order the platform lists them, filtered here; the
+        platform does not say how they settle on expiry."""
+        if run_id is None:
+            raise UsageError(
+                "with --api, list needs a RUN_ID: the platform API lists interrupts per run",
+                hint="give the run (belt interrupt list RUN_ID --api URL); every run's pending "
+                "interrupts are listed from the local store, without --api",
+            )
+        return [
+            (item, None)
+            for item in self.list_interrupts(run_id=run_id, include_settled=include_settled)
+            if (chat_id is None or item.get("chat_id") == chat_id)
+            and (reason is None or item.get("reason") == reason)
+        ]
+
     def get_interrupt(self, *, interrupt_id: str, run_id: str) -> dict[str, Any]:
         """One interrupt, found in its run's list (the API has no route for one interrupt)."""
         check_id(interrupt_id, what="interrupt id")
-        for item in self.list_interrupts(run_id=run_id, include_settled=True):
+        items = self.list_interrupts(run_id=run_id, include_settled=True)
+        for item in items:
             if item.get("id") == interrupt_id:
                 return item
-        raise NotFound(f"no interrupt {interrupt_id} on run {run_id} at {self.host}")
+        named = [
+            str(item.get("id"))
+            for item in items
+            if str(item.get("id")).startswith(interrupt_id) or item.get("short_id") == interrupt_id
+        ]
+        hint = f"{FULL_IDS}; did you mean {', '.join(named[:3])}?" if named else FULL_IDS
+        raise NotFound(f"no interrupt {interrupt_id} on run {run_id} at {self.host}", hint=hint)
 
     def show_interrupt(
         self, *, interrupt_id: str, run_id: str | None
@@ -163,10 +199,57 @@ class Platform:
         body: dict[str, Any] = {"decision": decision}
         if data is not None:
             body["data"] = data
-        result = self.request("POST", f"/interrupts/{interrupt_id}/resolve", body=body)
+        try:
+            result = self.request("POST", f"/interrupts/{interrupt_id}/resolve", body=body)
+        except NotFound as exc:
+            raise NotFound(exc.message, hint=FULL_IDS) from None
         if not isinstance(result, dict):
             raise InvalidInput(f"{self.host} answered the resolve with something else")
         return result
+
+    def watch_interrupts(
+        self,
+        *,
+        run_ids: Sequence[str] = (),
+        interval: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[dict[str, Any]]:
+        """Events as the interrupts of ``run_ids`` open and settle, polling each run's list
+        every ``interval`` seconds; an unreachable platform is a warning, and polling goes on."""
+        if not run_ids:
+            raise UsageError(
+                "with --api, watch needs --run RUN_ID (repeatable): the platform API lists "
+                "interrupts per run",
+                hint="without --api, watch follows every run in the local store",
+            )
+        for run_id in run_ids:
+            check_id(run_id, what="run id")
+        settled = {status.value for status in InterruptStatus} - {InterruptStatus.PENDING.value}
+        known: dict[str, str] = {}
+        polled: set[str] = set()
+        while True:
+            for run_id in run_ids:
+                try:
+                    items = self.list_interrupts(run_id=run_id, include_settled=True)
+                except Unreachable as exc:
+                    yield {"event": "warning", "message": exc.message}
+                    continue
+                first = run_id not in polled
+                polled.add(run_id)
+                for item in items:
+                    interrupt_id, status = str(item.get("id")), str(item.get("status"))
+                    before = known.get(interrupt_id)
+                    known[interrupt_id] = status
+                    if status == before:
+                        continue
+                    if status == InterruptStatus.PENDING:
+                        kind = "pending" if first else "opened"
+                    elif status in settled and not first:
+                        kind = status
+                    else:
+                        continue  # history when the watch began, or a status belt does not know
+                    yield {"event": kind, "interrupt": item, "on_expiry": None}
+            sleep(interval)
 
     def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, Any]:
         """``POST /chats/{chat_id}/settings`` with ``disable_hooks``."""

@@ -1,14 +1,15 @@
 """How reports and live records read on a terminal: (text, style) lines for ``belt.output``.
 
-The simulation transcript (``belt sim run|resume|show``) and the executor's live lines are built
-here from the JSON-ready objects the core returns, so ``--json`` and the terminal view show the
+The simulation transcript (``belt sim run|resume|show``), the executor's live lines and the views
+of interrupts (``belt interrupt list|watch|review``) are built here from the JSON-ready objects the
+core returns, so ``--json`` and the terminal view show the
 same thing. Nothing here prints: ``belt.output`` does, and escapes what came from outside.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from belt.text import short
@@ -401,6 +402,177 @@ def task_line(record: dict[str, Any]) -> tuple[str, str]:
         text += f" (attempt {record['attempt']})"
     duration = f"{record.get('duration_ms') or 0} ms"
     return (f"{head}  {text}  {duration}", TASK_STYLES.get(outcome, ""))
+
+
+# -- interrupts ------------------------------------------------------------------------------
+
+
+def _moment(stamp: Any) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(str(stamp))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def expires_in(item: dict[str, Any], now: datetime) -> str:
+    """How long a pending interrupt has left, as ``4m 12s``; ``overdue`` or ``-`` otherwise."""
+    if item.get("status") != "pending" or not item.get("expires_at"):
+        return "-"
+    deadline = _moment(item["expires_at"])
+    if deadline is None:
+        return "?"
+    left = int((deadline - now).total_seconds())
+    if left <= 0:
+        return "overdue"
+    hours, rest = divmod(left, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {seconds}s"
+    return f"{seconds}s"
+
+
+def deadline(item: dict[str, Any], now: datetime, on_expiry: str | None) -> str:
+    """When a pending gate expires and what happens then."""
+    left = expires_in(item, now)
+    then = on_expiry or "?"
+    if left == "overdue":
+        return f"overdue: the next sweep settles it as {then}"
+    return f"expires in {left}, then {then}"
+
+
+def gate_event(item: dict[str, Any]) -> str:
+    """What an interrupt stopped: a hook gate's event (``agent.tool_call``), else its reason."""
+    source = item.get("source")
+    if isinstance(source, str) and source.startswith("hook:"):
+        return short(source.removeprefix("hook:"), 40)
+    return short(str(item.get("reason")), 40)
+
+
+def gate_holds(item: dict[str, Any], limit: int = 50) -> str:
+    """What a gate holds: the tool call and its arguments, the turn, or the resource."""
+    meta = item.get("meta")
+    data = meta.get("data") if isinstance(meta, dict) else None
+    if isinstance(data, dict) and isinstance(data.get("tool"), str):
+        return f"{short(data['tool'], 30)}({short(data.get('arguments') or {}, limit)})"
+    if isinstance(meta, dict) and type(meta.get("turn_count")) is int:
+        return f"turn {meta['turn_count']}"
+    kind = short(item.get("resource_type") or "-", 30)
+    return f"{kind}:{short(item['resource_id'], 30)}" if item.get("resource_id") else kind
+
+
+def interrupt_status(item: dict[str, Any]) -> str:
+    """``pending``, or how it was settled: ``resolved (allow)``, ``expired (deny)``."""
+    status = str(item.get("status"))
+    return f"{status} ({item['resolution']})" if item.get("resolution") else status
+
+
+def interrupt_table(
+    listed: list[tuple[dict[str, Any], str | None]],
+    now: datetime,
+    *,
+    short_ids: bool,
+    runs: bool = True,
+    chats: bool = True,
+    statuses: bool = False,
+) -> tuple[list[str], list[list[str]]]:
+    """The columns and rows of ``belt interrupt list``: id (short where every command takes it),
+    event, what the gate holds, run, chat, status, time left and what happens then."""
+    columns = ["id", "event", "holds"]
+    columns += ["run"] if runs else []
+    columns += ["chat"] if chats else []
+    columns += ["status"] if statuses else []
+    columns += ["expires in", "then"]
+    rows = []
+    for item, on_expiry in listed:
+        pending = item.get("status") == "pending"
+        row = [str(item.get("short_id") if short_ids else item.get("id")), gate_event(item)]
+        row.append(gate_holds(item))
+        row += [str(item.get("run_id"))] if runs else []
+        row += [str(item.get("chat_id"))] if chats else []
+        row += [interrupt_status(item)] if statuses else []
+        row += [expires_in(item, now), (on_expiry or "?") if pending else "-"]
+        rows.append(row)
+    return columns, rows
+
+
+WATCH_STYLES = {
+    "pending": "yellow",
+    "opened": "bold yellow",
+    "resolved": "green",
+    "expired": "magenta",
+    "cancelled": "dim",
+}
+
+
+def watch_line(event: dict[str, Any], now: datetime, *, short_ids: bool) -> tuple[str, str]:
+    """One line of ``belt interrupt watch``: when, what happened, which gate, what it holds."""
+    item = event["interrupt"]
+    kind = str(event["event"])
+    name = str(item.get("short_id") if short_ids else item.get("id"))
+    what = f"{gate_event(item)} {gate_holds(item)}"
+    where = f"run {item.get('run_id')}"
+    if kind in ("pending", "opened"):
+        tail = deadline(item, now, event.get("on_expiry"))
+        return (
+            f"{clock(item.get('created_at'))}  {kind:<9} {name}  {what}  {where}  {tail}",
+            WATCH_STYLES[kind],
+        )
+    outcome = item.get("resolution") or "-"
+    style = "red" if kind == "resolved" and outcome == "deny" else WATCH_STYLES.get(kind, "")
+    when = clock(item.get("resolved_at") or item.get("updated_at"))
+    return (f"{when}  {kind:<9} {name}  {outcome}  {what}  {where}", style)
+
+
+def review_lines(
+    item: dict[str, Any],
+    on_expiry: str | None,
+    before: list[dict[str, Any]],
+    now: datetime,
+    *,
+    position: str,
+    payload_lines: int = 30,
+) -> Lines:
+    """One gate as ``belt interrupt review`` shows it: what it holds, the transcript just before
+    it, and its whole hook payload (cut after ``payload_lines`` lines)."""
+    import json
+
+    lines: Lines = [
+        ("", ""),
+        (f"── {position} · {item.get('short_id')} ({item.get('id')})", "bold"),
+    ]
+    lines.append((f"  {gate_event(item)}  {gate_holds(item, 200)}", "bold yellow"))
+    meta = item.get("meta")
+    data = meta.get("data") if isinstance(meta, dict) else None
+    if isinstance(data, dict) and "arguments" in data:
+        arguments = json.dumps(data["arguments"], indent=2, ensure_ascii=False).splitlines()
+        lines.append(("  arguments", "bold"))
+        lines += [(f"    {line}", "") for line in arguments[:payload_lines]]
+    lines.append(
+        (
+            f"  run {item.get('run_id')} · chat {item.get('chat_id')} · opened "
+            f"{clock(item.get('created_at'))} · {deadline(item, now, on_expiry)}",
+            "dim",
+        )
+    )
+    if before:
+        lines.append(("  before it", "bold"))
+        for message in before:
+            lines += [(f"    {text}", style) for text, style in message_lines(message)]
+    payload = json.dumps(meta, indent=2, ensure_ascii=False).splitlines()
+    lines.append(("  payload", "bold"))
+    lines += [(f"    {line}", "dim") for line in payload[:payload_lines]]
+    if len(payload) > payload_lines:
+        lines.append(
+            (
+                f"    … {len(payload) - payload_lines} more lines "
+                f"(belt interrupt show {item.get('short_id')} --json)",
+                "dim",
+            )
+        )
+    return lines
 
 
 RENDERERS: dict[str, Callable[[dict[str, Any]], Lines]] = {

@@ -842,7 +842,7 @@ def test_a_task_hook_on_any_event_starts_a_chat_and_decides_nothing(
     ("change", "message"),
     [
         ({"chat": {"id": "c" * 5000}}, "chat.id"),
-        ({"turns": [{"user": "go\ud800", "model": [{"say": "x"}]}]}, "not valid Unicode"),
+        ({"turns": [{"user": "go\ud800", "model": [{"say": "x"}]}]}, "lone surrogate"),
     ],
     ids=["long-chat-id", "lone-surrogate"],
 )

@@ -21,6 +21,8 @@ LAYERS: dict[str, int] = {
     "belt.paths": 1,
     "belt.text": 1,
     "belt.loader": 1,
+    "belt.strictjson": 1,
+    "belt.inputs": 2,
     "belt.wire": 2,
     "belt.store": 2,
     "belt.signing": 2,

@@ -329,8 +329,11 @@ def test_cli_maps_statuses_to_exit_codes_without_showing_the_key(
         [line] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
         assert text in line
         assert line.endswith(f"(HTTP {status} from {platform.host})")
-        if hint:
-            assert f"hint: {hint}" in result.stderr
+        expected = hint
+        if status == 404 and args[0] == "interrupt":  # the platform takes full ids only
+            expected = "with --api give the whole interrupt id"
+        if expected:
+            assert f"hint: {expected}" in result.stderr
         else:
             assert "hint:" not in result.stderr
         assert KEY not in result.stdout + result.stderr
@@ -349,3 +352,64 @@ def test_cli_connection_refused_exits_6_naming_the_host() -> None:
         assert result.exit_code == 6
         assert f"cannot reach 127.0.0.1:{port}" in result.stderr
         assert KEY not in result.stdout + result.stderr
+
+
+# Listing, naming and watching: what the platform can and cannot do
+
+
+def test_the_platform_lists_per_run_only(platform: FakePlatform) -> None:
+    platform.reply("GET", "/agent-runs/run_1/interrupts", 200, envelope([PENDING, SETTLED]))
+    with Platform(platform.url) as client:
+        with pytest.raises(BeltError, match="with --api, list needs a RUN_ID") as caught:
+            client.find_interrupts()
+        assert caught.value.exit_code == ExitCode.USAGE
+        assert platform.requests == []
+        assert client.find_interrupts(run_id="run_1") == [(PENDING, None)]
+        assert client.find_interrupts(run_id="run_1", include_settled=True, chat_id="ch_2") == []
+        assert client.find_interrupts(run_id="run_1", reason="hook_gate") == [(PENDING, None)]
+
+
+def test_the_platform_takes_whole_ids_and_the_error_says_so(platform: FakePlatform) -> None:
+    platform.reply("GET", "/agent-runs/run_1/interrupts", 200, envelope([PENDING, SETTLED]))
+    result = belt("interrupt", "show", "int", "--run", "run_1", "--api", platform.url)
+    assert result.exit_code == 3
+    assert "with --api give the whole interrupt id" in result.stderr
+    assert "did you mean int_1, int_2?" in result.stderr
+    result = belt("interrupt", "resolve", "k2m9", "allow", "--api", platform.url)
+    assert result.exit_code == 3
+    assert "the platform takes full ids only" in result.stderr
+
+
+def test_watch_polls_each_run_and_reports_what_changed(platform: FakePlatform) -> None:
+    route = "/agent-runs/run_1/interrupts"
+    opened = PENDING | {"id": "int_3"}
+    answers = iter(
+        [
+            [PENDING, SETTLED],  # at the start: int_1 waits, int_2 is history
+            [PENDING, SETTLED, opened],
+            [PENDING | {"status": "expired", "resolution": "allow"}, SETTLED, opened],
+            [PENDING, SETTLED, opened | {"status": "weird"}],  # hostile: nothing belt knows
+        ]
+    )
+
+    def sleep(seconds: float) -> None:
+        assert seconds == 0.5
+        platform.reply("GET", route, 200, envelope(next(answers)))
+
+    sleep(0.5)
+    with Platform(platform.url) as client:
+        with pytest.raises(BeltError, match="watch needs --run RUN_ID"):
+            next(client.watch_interrupts(run_ids=[], interval=0.5))
+        events = client.watch_interrupts(run_ids=["run_1"], interval=0.5, sleep=sleep)
+        seen = [(e["event"], e["interrupt"]["id"]) for e, _ in zip(events, range(3), strict=False)]
+    assert seen == [("pending", "int_1"), ("opened", "int_3"), ("expired", "int_1")]
+
+
+def test_watch_warns_while_the_platform_is_unreachable() -> None:
+    naps: list[float] = []
+    with Platform(f"http://127.0.0.1:{closed_port()}") as client:
+        events = client.watch_interrupts(run_ids=["run_1"], interval=2, sleep=naps.append)
+        first, second = next(events), next(events)
+    assert first["event"] == second["event"] == "warning"
+    assert "cannot reach 127.0.0.1" in first["message"]
+    assert naps == [2]

@@ -86,6 +86,15 @@ def check_webhook_url(url: str) -> str | None:
         return "must be an absolute http:// or https:// URL"
     if not parts.hostname:
         return "must be an absolute URL with a host"
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        shown = parts.netloc.rpartition(":")[2]
+        if not shown.isascii() or not shown.isdigit():
+            return f"port {shown!r} is not a port number (1-65535)"
+        return f"port {shown} is out of range (1-65535)"
     return None
 
 
