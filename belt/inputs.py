@@ -22,6 +22,7 @@ LIMITS = {
     "policy": 1 * MiB,
     "scenario": 4 * MiB,
     "option": 1 * MiB,
+    "payloads": 64 * MiB,
 }
 """The most bytes read from one input of each kind."""
 

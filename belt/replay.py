@@ -10,7 +10,6 @@ decision or the injection changed. Nothing is written to the store but the repla
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,8 +35,6 @@ if TYPE_CHECKING:
 
 REPLAY_JOURNAL = "replay"
 """The log (in the store's journal) where each replay writes what it delivered and got back."""
-FILE_MAX_BYTES = 64 * 1024 * 1024
-"""The largest JSON lines file a replay reads."""
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _DURATION = re.compile(r"^(\d+)([smhd])$")
@@ -177,22 +174,18 @@ def from_run(store: Store, run_id: str) -> list[Recorded]:
 
 def from_file(path: Path) -> list[Recorded]:
     """A JSON lines file: each line a payload, a journal record (``request``, ``response``), or
-    a ``hook.executed`` record (``payload``, ``decision``)."""
-    try:
-        if path.stat().st_size > FILE_MAX_BYTES:
-            raise InvalidInput(f"{path}: larger than {FILE_MAX_BYTES // (1024 * 1024)} MiB")
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InvalidInput(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise InvalidInput(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    a ``hook.executed`` record (``payload``, ``decision``). Read as strictly as any input."""
+    from belt.inputs import read_text
+    from belt.strictjson import decode
+
+    text = read_text(path, kind="payloads")
     recorded = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
-        except (ValueError, RecursionError) as exc:
+            item = decode(line)
+        except ValueError as exc:
             raise InvalidInput(f"{path}: line {number}: not JSON ({exc})") from None
         if not isinstance(item, dict):
             raise InvalidInput(f"{path}: line {number}: expected an object, got {describe(item)}")

@@ -253,7 +253,7 @@ class ScenarioRunner:
             document = copy.deepcopy(scenario)
             source, directory = self.name, self.directory
         else:
-            document = read_document(scenario)
+            document = read_document(scenario, kind="scenario")
             source, directory = str(scenario), Path(scenario).parent
         if isinstance(document, dict):
             for hook in (document.get("agent") or {}).get("hooks") or []:

@@ -284,11 +284,36 @@ JSON = st.recursive(
 )
 
 
-@given(JSON)
-@settings(max_examples=200, deadline=None)
+ANSWERS = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=20, alphabet=st.characters(codec=None))
+    | st.sampled_from([{1, 2}, object(), b"bytes"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["decision", "reason", "inject", "system", "x"]), inner)
+    ),
+    max_leaves=10,
+)
+
+
+@given(ANSWERS | JSON)
+@settings(max_examples=300, deadline=None)
 def test_any_answer_is_a_response_or_a_problem(value: Any) -> None:
     response, problem = answer_of(value)
     assert (response is None) != (problem is None)
+    if response is not None:
+        # What is accepted can be stored: JSON with nothing JSON cannot hold.
+        json.dumps(response.model_dump(mode="json"), allow_nan=False).encode("utf-8")
+
+
+def test_an_answer_json_cannot_hold_is_a_failure() -> None:
+    for answer in ({"reason": "\ud800"}, {"override": float("nan")}, {"override": {1, 2}}):
+        response, problem = answer_of(answer)
+        assert response is None
+        assert problem is not None and problem.startswith("it is not JSON a webhook could send")
 
 
 @given(st.text(max_size=60))

@@ -286,7 +286,7 @@ def read_scenario(
 ) -> LoadedScenario | LoadedNexusScenario:
     """Read and check a scenario of either dialect; ``hooks_file`` replaces its hooks."""
     return scenario_from_document(
-        read_document(path), str(path), Path(path).parent, hooks_file=hooks_file
+        read_document(path, kind="scenario"), str(path), Path(path).parent, hooks_file=hooks_file
     )
 
 

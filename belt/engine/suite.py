@@ -121,7 +121,7 @@ def discover(paths: Iterable[Path]) -> list[tuple[Path, Any]]:
         candidates = [path] if path.is_file() else _walk(path)
         for candidate in candidates:
             try:
-                document: Any = read_document(candidate)
+                document: Any = read_document(candidate, kind="scenario")
             except InvalidInput as exc:
                 found.append((candidate, exc))
                 continue

@@ -43,13 +43,27 @@ def load_handler(spec: str, *, where: str) -> Handler:
 
 
 def answer_of(value: Any) -> tuple[LifecycleHookResponse | None, str | None]:
-    """A handler's return value as a response: (response, None), or (None, what is wrong)."""
+    """A handler's return value as a response: (response, None), or (None, what is wrong).
+
+    The answer must be what a webhook's JSON body could carry: a dict (or a response) of JSON
+    values, without NaN, infinities, lone surrogates or deep nesting.
+    """
+    from belt.strictjson import StrictJSONError, check_value
+
     if value is None:
         return LifecycleHookResponse(), None
     if isinstance(value, LifecycleHookResponse):
-        return value, None
+        try:
+            value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+        except Exception as exc:  # an override pydantic cannot serialise
+            return None, f"the response cannot be sent as JSON: {type(exc).__name__}"
     if not isinstance(value, dict):
         return None, f"expected a dict, a LifecycleHookResponse or None, got {describe(value)}"
+    try:
+        check_value(value)
+        json.dumps(value, allow_nan=False)
+    except (StrictJSONError, TypeError, ValueError, RecursionError) as exc:
+        return None, f"it is not JSON a webhook could send: {short(printable(str(exc)), 120)}"
     try:
         return LifecycleHookResponse.model_validate(value), None
     except ValidationError as exc:
