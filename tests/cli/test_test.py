@@ -203,3 +203,30 @@ def test_any_text_makes_a_junit_file_a_parser_reads(text: str) -> None:
     xml = junit_document(SuiteResult([result], 0.1), lambda dialect, messages: [text])
     root = ElementTree.fromstring(xml)
     assert root.find("testsuite/testcase/failure") is not None
+
+
+def test_nothing_reaches_the_state_directory(tmp_path: Path, belt_home: Path) -> None:
+    # Task chats, Nexus hook tasks served in-process and their approvals all go to the
+    # scenario's own store, never to the state directory's.
+    tasks = {
+        "agent": {"hooks": [{"event": "agent.start", "type": "task", "handler": "team/helper"}]},
+        "agents": {"team/helper": {"model": [{"say": "on it"}]}},
+        "turns": [{"user": "go", "model": [{"say": "hello"}]}],
+        "expect": [{"run_state": "completed"}, {"event": "agent.start", "count": 1}],
+    }
+    nexus = {
+        "dialect": "nexus",
+        "profile": {
+            "approval_mode": "ask",
+            "lifecycle_hooks": {"turn_start": {"tool": "check", "timeout_ms": 30000}},
+        },
+        "executors": {"check": "py:tests.pyhooks:ack"},
+        "turns": [{"user": "hi", "resolve": [{"decision": "allow"}], "model": [{"say": "hello"}]}],
+        "expect": [{"run_state": "completed"}, {"interrupt": "turn_start", "resolution": "allow"}],
+    }
+    (tmp_path / "tasks.json").write_text(json.dumps(tasks))
+    (tmp_path / "nexus.json").write_text(json.dumps(nexus))
+    result = belt("test", str(tmp_path))
+    assert result.exit_code == 0, result.stdout
+    assert result.stdout.count("PASS") == 2
+    assert not belt_home.exists()
