@@ -60,15 +60,21 @@ def test(
         else:
             show([test_result_line(result.to_json())])
 
-    suite = run_suite(
-        paths=list(paths or []),
-        pattern=keyword,
-        exitfirst=exitfirst,
-        routes=route or [],
-        junit_xml=junit_xml,
-        report=reported,
-        render=_excerpt_text,
-    )
+    from belt.errors import ExitCode
+
+    try:
+        suite = run_suite(
+            paths=list(paths or []),
+            pattern=keyword,
+            exitfirst=exitfirst,
+            routes=route or [],
+            junit_xml=junit_xml,
+            report=reported,
+            render=_excerpt_text,
+        )
+    except KeyboardInterrupt:
+        output.warning("interrupted; the scenarios that ended are reported above")
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     if not json_:
         results = [result.to_json() for result in suite.results]
         for result in results:
