@@ -29,4 +29,4 @@ def completion(shell: Annotated[Shell, typer.Argument(help="Shell to complete in
 
     from belt import output
 
-    output.echo(get_completion_script(prog_name="belt", complete_var=COMPLETE_VAR, shell=shell))
+    output.block(get_completion_script(prog_name="belt", complete_var=COMPLETE_VAR, shell=shell))

@@ -328,3 +328,20 @@ def test_local_commands_do_not_import_the_network_stack(belt_home: Path) -> None
     assert heavy("interrupt", "list", "run_1", "--json") == "heavy:"
     # The same check sees httpx when --api is used, so it can tell the two apart.
     assert heavy("interrupt", "list", "run_1", "--api", "http://127.0.0.1:9") == "heavy:httpx"
+
+
+def test_meta_must_be_a_json_object() -> None:
+    result = belt(
+        "interrupt",
+        "create",
+        "--run",
+        "run_1",
+        "--chat",
+        "chat_1",
+        "--event",
+        "agent.start",
+        "--meta",
+        "[1]",
+    )
+    assert result.exit_code == 5
+    assert result.stderr == "error: --meta: expected a JSON object, got an array\n"
