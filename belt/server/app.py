@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import json
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
@@ -24,8 +24,28 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from belt.errors import BeltError, http_status
-from belt.server.deciders import Decider, HandlerResponseError, allow_all
+from belt.errors import BeltError
+from belt.server.deciders import (
+    Decider,
+    HandlerFailed,
+    HandlerPool,
+    HandlerResponseError,
+    HandlerTimeout,
+    allow_all,
+)
+from belt.server.problems import (
+    MAX_BODY_BYTES,
+    Problem,
+    Reporter,
+    belt_problem,
+    envelope,
+    http_problem,
+    internal_problem,
+    json_bytes,
+    parse_json,
+    read_body,
+    read_json_object,
+)
 from belt.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify_with
 from belt.store.clock import timestamp, utcnow
 from belt.wire.platform import LifecycleHookPayload
@@ -34,73 +54,10 @@ from belt.wire.validate import describe, model_problems
 if TYPE_CHECKING:
     from belt.store import Store
 
-MAX_BODY_BYTES = 1024 * 1024
+__all__ = ["MAX_BODY_BYTES", "Problem", "Reporter", "create_app", "create_app_from_env"]
+
 JOURNAL = "journal"
 JOURNAL_ID = "serve"
-PROBLEM_TYPE = "about:blank"
-
-Reporter = Callable[[dict[str, Any]], None]
-
-
-TITLES = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    409: "Conflict",
-    413: "Payload Too Large",
-    422: "Unprocessable Content",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-}
-
-
-def title(status: int) -> str:
-    """The problem title of an HTTP status."""
-    return TITLES.get(status, "Error")
-
-
-class Problem(Exception):
-    """An error answered as RFC 9457 problem+json."""
-
-    def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.title = title
-        self.detail = detail
-        self.extra = extra
-
-    def body(self) -> dict[str, Any]:
-        """The problem document."""
-        return {
-            "type": PROBLEM_TYPE,
-            "title": self.title,
-            "status": self.status,
-            "detail": self.detail,
-            **self.extra,
-        }
-
-    def response(self, headers: dict[str, str] | None = None) -> Response:
-        """The problem as an HTTP response."""
-        return problem_response(self.body(), headers)
-
-
-def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
-    """A problem+json response for a problem document."""
-    return Response(
-        json.dumps(body, ensure_ascii=False),
-        status_code=int(body["status"]),
-        media_type="application/problem+json",
-        headers=headers,
-    )
-
-
-def envelope(data: Any) -> Response:
-    """A success response in the platform's envelope."""
-    return Response(
-        json.dumps({"data": data, "messages": []}, ensure_ascii=False),
-        media_type="application/json",
-    )
 
 
 class ReplayGuard:
@@ -149,37 +106,6 @@ class BearerAuth:
         detail = "missing bearer token" if not header else "wrong bearer token"
         response = Problem(401, "Unauthorized", detail).response({"www-authenticate": "Bearer"})
         await response(scope, receive, send)
-
-
-async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
-    """The request body, refused with 413 once it passes ``limit`` bytes."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def read_json_object(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object (an empty body is ``{}``); 422 otherwise."""
-    body = await read_body(request)
-    if not body.strip():
-        return {}
-    try:
-        document = json.loads(body)
-    except ValueError as exc:
-        raise Problem(422, "Unprocessable Content", f"the body is not JSON: {exc}") from None
-    if not isinstance(document, dict):
-        raise Problem(
-            422, "Unprocessable Content", f"expected a JSON object, got {describe(document)}"
-        )
-    return document
 
 
 class HookService:
@@ -238,10 +164,7 @@ class HookService:
                 raise Problem(
                     409, "Conflict", f"webhook-id {msg_id} was already delivered (replay)"
                 )
-        try:
-            document = json.loads(body)
-        except ValueError as exc:
-            raise Problem(422, "Unprocessable Content", f"the body is not JSON: {exc}") from None
+        document = parse_json(body)
         record["request"] = document
         try:
             payload = LifecycleHookPayload.model_validate(document)
@@ -259,7 +182,9 @@ class HookService:
             record["tool"] = data["tool"]
         try:
             verdict = await self.decide(payload)
-        except HandlerResponseError as exc:
+        except HandlerTimeout as exc:
+            raise Problem(504, "Gateway Timeout", str(exc)) from None
+        except (HandlerResponseError, HandlerFailed) as exc:
             raise Problem(500, "Internal Server Error", str(exc)) from None
         except Exception as exc:
             raise Problem(
@@ -274,16 +199,15 @@ class HookService:
         if answer.injected:
             record["injected"] = True
         response_body = answer.model_dump(mode="json", exclude_none=True)
-        return response_body, Response(
-            json.dumps(response_body, ensure_ascii=False), media_type="application/json"
-        )
+        return response_body, Response(json_bytes(response_body), media_type="application/json")
 
     def _record(self, record: dict[str, Any]) -> None:
         if self.journal is not None:
             # A journal that cannot be written must not stop hooks from being answered.
             try:
                 self.journal.append(JOURNAL, JOURNAL_ID, record, sync=False)
-            except (BeltError, OSError) as exc:
+            except (BeltError, OSError, ValueError) as exc:
+                # ValueError: a string the store cannot encode (a lone surrogate in a reason).
                 record["journal_error"] = exc.message if isinstance(exc, BeltError) else str(exc)
         if self.report is not None:
             self.report(record)
@@ -297,8 +221,15 @@ def create_app(
     token: str | None = None,
     sweep_interval: float = 60.0,
     report: Reporter | None = None,
+    handler_pool: HandlerPool | None = None,
+    on_loop_error: Callable[[str], None] | None = None,
 ) -> Starlette:
-    """The ASGI app of ``belt serve``; ``store=None`` uses the store in the state directory."""
+    """The ASGI app of ``belt serve``; ``store=None`` uses the store in the state directory.
+
+    ``handler_pool`` is the pool a ``--handler`` runs in (``/healthz`` reports it saturated);
+    ``on_loop_error`` receives one line per burst of connections refused for want of file
+    descriptors, instead of a traceback per connection.
+    """
     from belt.server.profile import profile_routes
     from belt.store import open_store
 
@@ -309,9 +240,14 @@ def create_app(
         decide=decide or allow_all(), journal=the_store, secret=secret, report=report
     )
     api = PlatformApi(the_store, report)
+    health = Health(the_store, handler_pool)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if on_loop_error is not None:
+            from belt.server.guard import AcceptErrors
+
+            asyncio.get_running_loop().set_exception_handler(AcceptErrors(on_loop_error))
         task = None
         if sweep_interval > 0:
             task = asyncio.create_task(api.sweep_forever(sweep_interval))
@@ -324,7 +260,7 @@ def create_app(
                     await task
 
     routes = [
-        Route("/healthz", healthz, methods=["GET"]),
+        Route("/healthz", health.check, methods=["GET"]),
         Route("/hooks", hooks.handle, methods=["POST"]),
         Route("/hooks/{name:path}", hooks.handle, methods=["POST"]),
         Route("/agent-runs/{run_id}/interrupts", api.list_interrupts, methods=["GET"]),
@@ -336,30 +272,108 @@ def create_app(
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={HTTPException: http_problem},
+        exception_handlers={HTTPException: http_problem, Exception: internal_problem},
     )
     if token:
         app.add_middleware(BearerAuth, token=token)
     return app
 
 
-async def healthz(request: Request) -> Response:
-    """GET /healthz: liveness, without auth."""
-    return Response('{"status":"ok"}', media_type="application/json")
+ENV_PREFIX = "BELT_SERVE_"
 
 
-async def http_problem(request: Request, exc: Exception) -> Response:
-    """Starlette's own HTTP errors (unknown route, wrong method) as problem+json."""
-    status = exc.status_code if isinstance(exc, HTTPException) else 500
-    detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
-    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else None
-    return Problem(status, title(status), detail).response(headers)
+def create_app_from_env() -> Starlette:
+    """The app of ``belt serve`` configured from ``BELT_SERVE_*`` environment variables.
+
+    An ASGI application factory: ``uvicorn --factory belt.server.app:create_app_from_env`` (or
+    any ASGI server that calls a factory) runs the same app ``belt serve`` runs; ``belt serve
+    --workers N`` starts N processes of it. The variables are documented in docs/serve.md.
+    """
+    from belt.server.deciders import (
+        HANDLER_TIMEOUT,
+        handler_decider,
+        load_handler,
+        policy_decider,
+    )
+
+    env = {
+        key.removeprefix(ENV_PREFIX): value
+        for key, value in os.environ.items()
+        if key.startswith(ENV_PREFIX) and value
+    }
+    decide: Decider | None = None
+    pool: HandlerPool | None = None
+    if env.get("POLICY"):
+        from belt.policy import load_policy
+
+        decide = policy_decider(load_policy(env["POLICY"]))
+    elif env.get("HANDLER"):
+        pool = HandlerPool()
+        timeout = float(env.get("HANDLER_TIMEOUT", HANDLER_TIMEOUT))
+        decide = handler_decider(load_handler(env["HANDLER"]), timeout=timeout, pool=pool)
+    report: Reporter | None = None
+    mode = env.get("REPORT", "none")
+    if mode == "json":
+        from belt import output
+
+        report = output.print_json_line
+    elif mode == "lines":
+        from belt.server.live import render_record
+
+        report = render_record
+    from belt.server.live import loop_error
+
+    return create_app(
+        decide=decide,
+        secret=env.get("SECRET"),
+        token=env.get("TOKEN"),
+        sweep_interval=float(env.get("SWEEP_INTERVAL", "60")),
+        report=report,
+        handler_pool=pool,
+        on_loop_error=loop_error,
+    )
 
 
-def belt_problem(exc: BeltError) -> Problem:
-    """A belt error as the problem the platform API would answer."""
-    status = http_status(exc)
-    return Problem(status, title(status), exc.message)
+class Health:
+    """GET /healthz: 200 while the server can serve, else a 503 problem saying what cannot."""
+
+    PROBE = ".healthz.tmp"
+
+    def __init__(self, store: Store, pool: HandlerPool | None) -> None:
+        self.store = store
+        self.pool = pool
+
+    async def check(self, request: Request) -> Response:
+        """Answer whether the handler pool has a free thread and the store can be written."""
+        problems = []
+        if self.pool is not None and self.pool.saturated():
+            problems.append(
+                f"the handler pool is saturated ({self.pool.busy} of {self.pool.workers} "
+                "threads are running handler calls)"
+            )
+        failure = await run_in_threadpool(self._store_failure)
+        if failure:
+            problems.append(failure)
+        if problems:
+            return Problem(503, "Service Unavailable", "; ".join(problems)).response()
+        return Response('{"status":"ok"}', media_type="application/json")
+
+    def _store_failure(self) -> str | None:
+        from belt.store.files import make_dirs
+
+        root = self.store.root
+        probe = root / f"{self.PROBE}.{os.getpid()}"
+        try:
+            make_dirs(root)
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, b"ok")
+            finally:
+                os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            return f"the store at {root} cannot be written ({exc.strerror or exc})"
+        return None
 
 
 class PlatformApi:

@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from belt.errors import BeltError, InvalidInput
-from belt.server.app import Problem, Reporter, belt_problem, read_body
+from belt.server.problems import Problem, Reporter, belt_problem, read_body
 from belt.store.clock import timestamp, utcnow
 
 if TYPE_CHECKING:

@@ -1,0 +1,150 @@
+"""RFC 9457 problem+json answers and strict request bodies, shared by every route of the server.
+
+Every error ``belt serve`` answers is a problem document, never a text/plain page: a body that is
+not strict JSON (NaN, deep nesting, huge integers, lone surrogates), a handler that fails or
+runs past its deadline, and an error nobody foresaw alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from belt.errors import BeltError, http_status
+
+MAX_BODY_BYTES = 1024 * 1024
+PROBLEM_TYPE = "about:blank"
+
+Reporter = Callable[[dict[str, Any]], None]
+
+TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    413: "Payload Too Large",
+    422: "Unprocessable Content",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+
+
+def title(status: int) -> str:
+    """The problem title of an HTTP status."""
+    return TITLES.get(status, "Error")
+
+
+def json_bytes(document: Any) -> bytes:
+    """A document as UTF-8 JSON; a lone surrogate (which UTF-8 cannot hold) becomes its escape."""
+    text = json.dumps(document, ensure_ascii=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(document).encode("ascii")
+
+
+class Problem(Exception):
+    """An error answered as RFC 9457 problem+json."""
+
+    def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        """The problem document."""
+        return {
+            "type": PROBLEM_TYPE,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            **self.extra,
+        }
+
+    def response(self, headers: dict[str, str] | None = None) -> Response:
+        """The problem as an HTTP response."""
+        return problem_response(self.body(), headers)
+
+
+def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+    """A problem+json response for a problem document."""
+    return Response(
+        json_bytes(body),
+        status_code=int(body["status"]),
+        media_type="application/problem+json",
+        headers=headers,
+    )
+
+
+def envelope(data: Any) -> Response:
+    """A success response in the platform's envelope."""
+    return Response(json_bytes({"data": data, "messages": []}), media_type="application/json")
+
+
+def belt_problem(exc: BeltError) -> Problem:
+    """A belt error as the problem the platform API would answer."""
+    status = http_status(exc)
+    return Problem(status, title(status), exc.message)
+
+
+async def http_problem(request: Request, exc: Exception) -> Response:
+    """Starlette's own HTTP errors (unknown route, wrong method) as problem+json."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
+    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else None
+    return Problem(status, title(status), detail).response(headers)
+
+
+async def internal_problem(request: Request, exc: Exception) -> Response:
+    """An error no route foresaw, as a 500 problem naming only its kind."""
+    return Problem(500, title(500), f"internal error ({type(exc).__name__})").response()
+
+
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The request body, refused with 413 once it passes ``limit`` bytes."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_json(body: bytes) -> Any:
+    """A request body parsed strictly as JSON; 422 saying why otherwise."""
+    from belt.strictjson import StrictJSONError, decode
+
+    try:
+        return decode(body)
+    except StrictJSONError as exc:
+        raise Problem(422, "Unprocessable Content", f"the body is not JSON: {exc}") from None
+
+
+async def read_json_object(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object (an empty body is ``{}``); 422 otherwise."""
+    from belt.wire.validate import describe
+
+    body = await read_body(request)
+    if not body.strip():
+        return {}
+    document = parse_json(body)
+    if not isinstance(document, dict):
+        raise Problem(
+            422, "Unprocessable Content", f"expected a JSON object, got {describe(document)}"
+        )
+    return document
