@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -20,6 +19,8 @@ from belt.store import check_id
 
 KEY_ENV = ("INFSH_API_KEY", "INFERENCE_API_KEY")
 DEFAULT_TIMEOUT = 10.0
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""The most bytes of one API answer that are read."""
 KEY_HINT = "check the API key (--api-key, INFSH_API_KEY or INFERENCE_API_KEY)"
 REACH_HINT = "check --api (or BELT_API_URL) and that the platform or `belt serve` is running"
 _DETAIL_LIMIT = 300
@@ -45,10 +46,14 @@ class Platform:
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        from belt.wire.validate import check_webhook_url
+
+        reason = check_webhook_url(base_url)
+        if reason is not None:
+            if "http" in reason or "host" in reason:
+                reason = "must be an http:// or https:// URL with a host"
             raise InvalidInput(
-                "--api must be an http:// or https:// URL with a host",
+                f"--api {reason}",
                 hint="for example --api https://api.inference.sh or --api http://127.0.0.1:8787",
             )
         self.host = url_host(base_url)
@@ -57,10 +62,12 @@ class Platform:
         headers = {"Accept": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
+        from belt.deadline import transport as deadline_transport
+
         self._client = httpx.Client(
             base_url=base_url,
             headers=headers,
-            transport=transport,
+            transport=transport or deadline_transport(),
             timeout=timeout,
             follow_redirects=False,
         )
@@ -81,24 +88,33 @@ class Platform:
         self._client.close()
 
     def request(self, method: str, path: str, *, body: Any = None) -> Any:
-        """Send one request and return the unwrapped ``data``; errors become BeltErrors."""
+        """Send one request and return the unwrapped ``data``; errors become BeltErrors.
+
+        The whole call (connect, headers and body) has ``timeout`` seconds, and the answer is
+        read up to MAX_ANSWER_BYTES; an answer that is not strict JSON is refused (exit 5).
+        """
+        from belt.deadline import BodyTooLarge, DeadlinePassed, deadline, read_capped
+
         try:
-            if body is None:
-                response = self._client.request(method, path)
-            else:
-                response = self._client.request(method, path, json=body)
-        except httpx.TimeoutException:
+            with deadline(self.timeout):
+                with self._client.stream(
+                    method, path, **({} if body is None else {"json": body})
+                ) as response:
+                    raw = read_capped(response, MAX_ANSWER_BYTES)
+        except (httpx.TimeoutException, DeadlinePassed):
             raise Unreachable(
                 f"{self.host} did not answer within {self.timeout:g}s", hint=REACH_HINT
             ) from None
+        except BodyTooLarge as exc:
+            raise Unreachable(f"{self.host}: {exc}", hint=REACH_HINT) from None
         except httpx.TransportError as exc:
             raise Unreachable(
                 f"cannot reach {self.host}: {self._redact(str(exc)) or type(exc).__name__}",
                 hint=REACH_HINT,
             ) from None
         if response.is_success:
-            return self._unwrap(response)
-        raise self._problem(response)
+            return self._unwrap(response, raw)
+        raise self._problem(response, raw)
 
     # Routes
 
@@ -150,14 +166,17 @@ class Platform:
     def _redact(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
 
-    def _unwrap(self, response: httpx.Response) -> Any:
-        if not response.content:
+    def _unwrap(self, response: httpx.Response, raw: bytes) -> Any:
+        from belt.strictjson import StrictJSONError, decode
+
+        if not raw:
             return None
         try:
-            document = response.json()
-        except ValueError:
-            raise InvalidInput(
-                f"{self.host} answered HTTP {response.status_code} with a body that is not JSON"
+            document = decode(raw)
+        except StrictJSONError as exc:
+            raise Unreachable(
+                f"{self.host} answered HTTP {response.status_code} with a body that is not "
+                f"JSON ({exc})"
             ) from None
         if not isinstance(document, dict) or "data" not in document:
             raise InvalidInput(
@@ -165,12 +184,14 @@ class Platform:
             )
         return document["data"]
 
-    def _problem(self, response: httpx.Response) -> BeltError:
+    def _problem(self, response: httpx.Response, raw: bytes) -> BeltError:
+        from belt.strictjson import StrictJSONError, decode
+
         status = response.status_code
         detail = ""
         try:
-            problem = response.json()
-        except ValueError:
+            problem = decode(raw)
+        except StrictJSONError:
             problem = None
         if isinstance(problem, dict):
             for key in ("detail", "title"):

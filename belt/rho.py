@@ -111,18 +111,29 @@ def profile_request(client: Any, host: str, method: str, body: Any = None) -> di
     """One request to the profile API; the declaration it answers, or a BeltError."""
     import httpx
 
+    from belt.deadline import BodyTooLarge, DeadlinePassed, deadline, read_capped
     from belt.errors import Unreachable, error_for_status
-    from belt.remote import REACH_HINT
+    from belt.remote import DEFAULT_TIMEOUT, MAX_ANSWER_BYTES, REACH_HINT
+    from belt.strictjson import StrictJSONError, decode
 
     try:
-        response = client.request(method, PROFILE_PATH, json=body)
-    except httpx.TimeoutException:
-        raise Unreachable(f"{host} did not answer", hint=REACH_HINT) from None
+        with deadline(DEFAULT_TIMEOUT), client.stream(method, PROFILE_PATH, json=body) as response:
+            raw = read_capped(response, MAX_ANSWER_BYTES)
+    except (httpx.TimeoutException, DeadlinePassed):
+        raise Unreachable(
+            f"{host} did not answer within {DEFAULT_TIMEOUT:g}s", hint=REACH_HINT
+        ) from None
+    except BodyTooLarge as exc:
+        raise Unreachable(f"{host}: {exc}", hint=REACH_HINT) from None
     except httpx.TransportError as exc:
         raise Unreachable(f"cannot reach {host}: {type(exc).__name__}", hint=REACH_HINT) from None
     try:
-        document = response.json() if response.content else None
-    except ValueError:
+        document = decode(raw) if raw else None
+    except StrictJSONError as exc:
+        if response.is_success:
+            raise Unreachable(
+                f"{host} answered {PROFILE_PATH} with a body that is not JSON ({exc})"
+            ) from None
         document = None
     if response.is_success:
         if not isinstance(document, dict):
@@ -161,8 +172,15 @@ def configure_through_api(
     key = api_key_from_env()
     if key:
         headers["Authorization"] = f"Bearer {key}"
+    from belt.deadline import transport as deadline_transport
+    from belt.remote import DEFAULT_TIMEOUT
+
     with httpx.Client(
-        base_url=api, headers=headers, transport=transport, timeout=10.0, follow_redirects=False
+        base_url=api,
+        headers=headers,
+        transport=transport or deadline_transport(),
+        timeout=DEFAULT_TIMEOUT,
+        follow_redirects=False,
     ) as client:
         declaration = profile_request(client, host, "GET")
         declaration["lifecycle_hooks"] = configuration
