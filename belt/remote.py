@@ -50,7 +50,7 @@ class Platform:
 
         reason = check_webhook_url(base_url)
         if reason is not None:
-            if "http" in reason or "host" in reason:
+            if reason.startswith("must be an absolute"):
                 reason = "must be an http:// or https:// URL with a host"
             raise InvalidInput(
                 f"--api {reason}",
@@ -64,13 +64,16 @@ class Platform:
             headers["Authorization"] = f"Bearer {self._key}"
         from belt.deadline import transport as deadline_transport
 
-        self._client = httpx.Client(
-            base_url=base_url,
-            headers=headers,
-            transport=transport or deadline_transport(),
-            timeout=timeout,
-            follow_redirects=False,
-        )
+        try:
+            self._client = httpx.Client(
+                base_url=base_url,
+                headers=headers,
+                transport=transport or deadline_transport(),
+                timeout=timeout,
+                follow_redirects=False,
+            )
+        except httpx.InvalidURL as exc:
+            raise InvalidInput(f"--api is not a valid URL ({exc})") from None
 
     def __enter__(self) -> Platform:
         return self

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -390,3 +391,16 @@ def test_an_endless_api_answer_is_cut_at_the_cap() -> None:
 def test_a_broken_api_url_is_invalid_input() -> None:
     with pytest.raises(InvalidInput, match=r"--api is not a valid URL \(Invalid IPv6 URL\)"):
         Platform("http://[::1/x")
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://xn--/", "has a host that is not a valid domain name"),
+        ("http://\udcff/", "must be a URL without spaces, control characters or lone surrogates"),
+        ("http://h:99999/", "port 99999 is out of range (1-65535)"),
+    ],
+)
+def test_urls_the_client_cannot_use_are_invalid_input(url: str, reason: str) -> None:
+    with pytest.raises(InvalidInput, match=re.escape(f"--api {reason}")):
+        Platform(url)

@@ -93,7 +93,8 @@ def deliver(
         return WebhookResult(
             None, "", None, f"cannot connect to {host}: {_reason(exc, url)}", elapsed()
         )
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
+        # UnicodeError: a host name that IDNA cannot encode.
         return WebhookResult(
             None, "", None, f"request to {host} failed: {_reason(exc, url)}", elapsed()
         )
