@@ -289,6 +289,17 @@ def create_app_from_env() -> Starlette:
     any ASGI server that calls a factory) runs the same app ``belt serve`` runs; ``belt serve
     --workers N`` starts N processes of it. The variables are documented in docs/serve.md.
     """
+    return create_app_from_settings(
+        {
+            key.removeprefix(ENV_PREFIX): value
+            for key, value in os.environ.items()
+            if key.startswith(ENV_PREFIX) and value
+        }
+    )
+
+
+def create_app_from_settings(env: dict[str, str]) -> Starlette:
+    """The app of ``belt serve`` from settings named as the variables, without the prefix."""
     from belt.server.deciders import (
         HANDLER_TIMEOUT,
         handler_decider,
@@ -296,11 +307,7 @@ def create_app_from_env() -> Starlette:
         policy_decider,
     )
 
-    env = {
-        key.removeprefix(ENV_PREFIX): value
-        for key, value in os.environ.items()
-        if key.startswith(ENV_PREFIX) and value
-    }
+    env = {key: value for key, value in env.items() if value}
     decide: Decider | None = None
     pool: HandlerPool | None = None
     if env.get("POLICY"):

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from belt.errors import BeltError, UsageError
-from belt.server.app import ENV_PREFIX, create_app_from_env
+from belt.server.app import ENV_PREFIX, create_app_from_settings
 from belt.server.deciders import HANDLER_TIMEOUT
 from belt.server.guard import BACKLOG, HEADER_TIMEOUT, IDLE_TIMEOUT, connection_cap
 from belt.signing import secret_key
@@ -141,11 +141,13 @@ def serve(
         "HANDLER_TIMEOUT": repr(handler_timeout),
         "REPORT": report_mode,
     }
-    for key, value in settings.items():
-        os.environ[ENV_PREFIX + key] = value
     # Loading here (also when workers will load again) refuses a bad policy or handler with its
     # message before the port is taken.
-    app = create_app_from_env()
+    app = create_app_from_settings(settings)
+    if workers > 1:
+        # Worker processes build the app from the factory, which reads these.
+        for key, value in settings.items():
+            os.environ[ENV_PREFIX + key] = value
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
     config = uvicorn.Config(
