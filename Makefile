@@ -23,7 +23,7 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/python
 
 # The demo serves examples/policy.toml with `belt serve` (its log goes to .venv/demo-serve.log)
 # and runs the guarded agent against it: a denied delete_file, an allowed one held at a gate,
-# and the policy's reminder injected before each turn.
+# and the policy's reminder injected before each turn. It ends by suggesting the next command.
 demo: $(STAMP)
 	$(BIN)/belt hooks validate $(DECLARATIONS)
 	@$(BIN)/belt serve --policy examples/policy.toml --port 8787 > $(VENV)/demo-serve.log 2>&1 & \
@@ -34,6 +34,9 @@ demo: $(STAMP)
 		kill -0 $$pid 2>/dev/null || { cat $(VENV)/demo-serve.log; exit 1; }; sleep 0.1; \
 	done; \
 	$(BIN)/belt sim run examples/guarded-agent.toml
+	@echo
+	@echo "next: review the gate that holds the run (allow or deny it), and let the run go on:"
+	@echo "  $(BIN)/belt interrupt review --resume"
 
 # The SDK demo runs examples/sdk_app.py, written only against the official Python SDK (installed
 # with the test tools), against `belt serve`: it plays the platform with the model script
@@ -51,6 +54,7 @@ demo-sdk: $(TEST_STAMP)
 
 test: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q
+	$(BIN)/belt test examples/tests
 	$(BIN)/ruff check belt tests bench
 	$(BIN)/mypy
 

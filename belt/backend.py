@@ -8,7 +8,8 @@ shapes (InterruptDTO, the chat, the declaration) and raise the same errors.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,24 +20,44 @@ if TYPE_CHECKING:
 
     from belt.store import Store
 
+Listed = tuple[dict[str, Any], str | None]
+"""An InterruptDTO, and how it settles on expiry when the backend knows (``allow``/``deny``)."""
+
 
 class Backend(Protocol):
     """What a command may ask of a platform."""
 
-    def list_interrupts(
-        self, *, run_id: str, include_settled: bool = False
-    ) -> list[dict[str, Any]]:
-        """A run's interrupts, oldest first: the pending ones, or all."""
+    def find_interrupts(
+        self,
+        *,
+        run_id: str | None = None,
+        chat_id: str | None = None,
+        reason: str | None = None,
+        include_settled: bool = False,
+    ) -> list[Listed]:
+        """Interrupts, pending ones or all: one run's in the order they opened, else every
+        run's newest first (a platform lists per run, so it needs ``run_id``)."""
 
     def show_interrupt(
         self, *, interrupt_id: str, run_id: str | None
     ) -> tuple[dict[str, Any], str | None]:
-        """One InterruptDTO, and how it settles on expiry when the backend knows."""
+        """One InterruptDTO, and how it settles on expiry when the backend knows.
+
+        Locally ``interrupt_id`` may be a short id or a unique prefix; a platform takes full ids.
+        """
 
     def resolve_interrupt(
         self, *, interrupt_id: str, decision: str, data: Any = None
     ) -> dict[str, Any]:
-        """Resolve a pending interrupt; returns its InterruptDTO."""
+        """Resolve a pending interrupt; returns its InterruptDTO (ids as for show)."""
+
+    def watch_interrupts(
+        self, *, run_ids: Sequence[str] = (), interval: float = 1.0
+    ) -> Iterator[dict[str, Any]]:
+        """Events as interrupts open and settle, looking every ``interval`` seconds, forever:
+        ``{"event": ..., "interrupt": InterruptDTO, "on_expiry": ...}`` (see
+        ``belt.records.interrupts.Watch``); a platform is watched per run, so it needs
+        ``run_ids``."""
 
     def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, Any]:
         """Switch a chat's hooks off or on; returns the chat."""
@@ -56,34 +77,91 @@ class LocalBackend:
 
         self.store = store if store is not None else open_store()
 
-    def list_interrupts(
-        self, *, run_id: str, include_settled: bool = False
-    ) -> list[dict[str, Any]]:
-        """A run's interrupts from the store."""
-        from belt.records.interrupts import list_interrupts
+    def find_interrupts(
+        self,
+        *,
+        run_id: str | None = None,
+        chat_id: str | None = None,
+        reason: str | None = None,
+        include_settled: bool = False,
+    ) -> list[Listed]:
+        """Interrupts from the store: every run's pending ones cost what they are, not what
+        the store keeps."""
+        from belt.records.interrupts import inbox, on_expiry, to_dto
 
-        return list_interrupts(store=self.store, run_id=run_id, include_settled=include_settled)
+        records = inbox(
+            store=self.store,
+            run_id=run_id,
+            chat_id=chat_id,
+            reason=reason,
+            include_settled=include_settled,
+        )
+        return [(to_dto(record), on_expiry(record)) for record in records]
 
     def show_interrupt(
         self, *, interrupt_id: str, run_id: str | None
     ) -> tuple[dict[str, Any], str | None]:
-        """One interrupt from the store, with its resolution on expiry."""
-        from belt.records.interrupts import on_expiry, read_record, to_dto
+        """One interrupt from the store, by id, short id or unique prefix, with its resolution
+        on expiry."""
+        from belt.records.interrupts import find_interrupt_id, on_expiry, read_record, to_dto
 
-        record = read_record(store=self.store, interrupt_id=interrupt_id)
+        full_id = find_interrupt_id(store=self.store, ref=interrupt_id)
+        record = read_record(store=self.store, interrupt_id=full_id)
         if run_id and record.get("run_id") != run_id:
-            raise NotFound(f"interrupt {interrupt_id} is not on run {run_id}")
+            raise NotFound(f"interrupt {full_id} is not on run {run_id}")
         return to_dto(record), on_expiry(record)
 
     def resolve_interrupt(
         self, *, interrupt_id: str, decision: str, data: Any = None
     ) -> dict[str, Any]:
-        """Resolve an interrupt in the store (exactly one of many racing resolvers wins)."""
-        from belt.records.interrupts import resolve_interrupt
+        """Resolve an interrupt in the store (exactly one of many racing resolvers wins); a
+        short id or prefix is looked for among the pending interrupts first."""
+        from belt.records.interrupts import find_interrupt_id, resolve_interrupt
 
+        full_id = find_interrupt_id(store=self.store, ref=interrupt_id, pending_first=True)
         return resolve_interrupt(
-            store=self.store, interrupt_id=interrupt_id, decision=decision, data=data
+            store=self.store, interrupt_id=full_id, decision=decision, data=data
         )
+
+    def watch_interrupts(
+        self,
+        *,
+        run_ids: Sequence[str] = (),
+        interval: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[dict[str, Any]]:
+        """Events from the store as interrupts open and settle (of ``run_ids`` only, if given);
+        a look costs two ``stat`` calls while nothing changes."""
+        from belt.records.interrupts import Watch
+
+        watch = Watch(store=self.store, run_ids=run_ids)
+        yield from watch.start()
+        while True:
+            sleep(interval)
+            yield from watch.poll()
+
+    def transcript_before(
+        self, *, interrupt: dict[str, Any], limit: int = 6
+    ) -> list[dict[str, Any]]:
+        """The messages of the interrupt's chat just before it opened (for ``review``)."""
+        from belt.records.interrupts import transcript_before
+
+        return transcript_before(store=self.store, record=interrupt, limit=limit)
+
+    def resume_settled_run(self, *, run_id: str) -> list[tuple[str, str]]:
+        """Continue a simulated run whose gates are all settled, as ``belt sim resume`` does
+        (taking its lease: Conflict, exit 4, when another process continues it); the (run,
+        state) of each run it executed, none when it is not simulated or still gated."""
+        from belt.records.interrupts import pending_for_run
+        from belt.records.runs import RUN
+
+        if not self.store.exists(RUN, run_id) or pending_for_run(store=self.store, run_id=run_id):
+            return []
+        from belt.engine.api import resume_run
+
+        report, executed = resume_run(run_id=run_id)
+        states = {run["id"]: str(run["state"]) for run in report["runs"]}
+        return [(executed_id, states.get(executed_id, "?")) for executed_id in executed]
 
     def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, Any]:
         """Store the chat's ``disable_hooks``."""

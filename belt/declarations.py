@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from belt.errors import BeltError, ExitCode, InvalidInput, NotFound
+from belt.errors import BeltError, ExitCode, InvalidInput
 from belt.wire.nexus import LifecycleHooks
 from belt.wire.platform import LifecycleHookConfig
 from belt.wire.validate import (
@@ -76,13 +75,20 @@ TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
 
 
 def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
-    """Decode JSON or TOML text; a syntax error names the source, line and column (exit 5)."""
+    """Decode JSON or TOML text strictly; a syntax error names the source, line and column.
+
+    NaN, infinities, huge integers, lone surrogates and deep nesting are refused too (exit 5).
+    """
+    from belt.strictjson import StrictJSONError, decode, decode_toml
+
     kind = fmt or ("toml" if source.endswith(".toml") else "json")
     if kind == "toml":
         import tomllib
 
         try:
-            return tomllib.loads(text)
+            return decode_toml(text)
+        except StrictJSONError as exc:
+            raise InvalidInput(f"{source}: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
             message = str(exc)
             found = TOML_POSITION.search(message)
@@ -94,31 +100,33 @@ def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
                 f"{source}: line {line}, column {column}: invalid TOML: {reason}"
             ) from exc
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(
-            f"{source}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
-        ) from exc
+        return decode(text)
+    except StrictJSONError as exc:
+        raise InvalidInput(f"{source}: {exc}") from None
 
 
-def read_document(path: str | Path) -> Any:
+def read_document(path: str | Path, *, kind: str = "declaration") -> Any:
     """Read and decode a JSON or TOML file; a missing file exits 3, a broken one 5."""
-    return parse_text(read_text(path), str(path))
+    return parse_text(read_text(path, kind=kind), str(path))
 
 
-def read_text(path: str | Path) -> str:
-    """Read a UTF-8 text file; a missing file exits 3, an unreadable one 5."""
+def read_text(path: str | Path, *, kind: str = "declaration") -> str:
+    """A regular UTF-8 file of at most the size cap of ``kind``; missing exits 3, else 5."""
+    from belt import inputs
+
+    return inputs.read_text(path, kind=kind)
+
+
+def read_declaration(path: str | Path) -> Any:
+    """Read a declaration file: an empty one (or an empty TOML table) is an error naming it."""
+    text = read_text(path)
     source = str(path)
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise NotFound(f"{source}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise InvalidInput(f"{source}: is a directory, not a declaration file") from exc
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    except OSError as exc:
-        raise InvalidInput(f"{source}: cannot read ({exc.strerror})") from exc
+    if not text.strip():
+        raise InvalidInput(f"{source}: the file is empty; it declares no hooks")
+    doc = parse_text(text, source)
+    if doc == {} and source.endswith(".toml"):
+        raise InvalidInput(f"{source}: the file declares nothing (no hooks table)")
+    return doc
 
 
 def detect_dialect(doc: Any) -> tuple[Dialect | None, str]:
@@ -213,7 +221,7 @@ def check_rho_config(doc: Any) -> tuple[Findings, LifecycleHooks | None]:
 
 def load_declaration(path: str | Path, dialect: Dialect | None = None) -> Declaration:
     """Read and check one declaration file."""
-    return check_document(read_document(path), str(path), dialect)
+    return check_document(read_declaration(path), str(path), dialect)
 
 
 def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[Declaration]:

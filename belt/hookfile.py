@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,27 @@ def default_path() -> Path:
 def resolve_path(file: str | Path | None) -> Path:
     """The file to work on: ``file`` when given, else the default one."""
     return Path(file) if file else default_path()
+
+
+def target_path(path: Path) -> Path:
+    """The file an edit writes: ``path`` itself, or the file a symlink at ``path`` points to."""
+    return Path(os.path.realpath(path))
+
+
+@contextmanager
+def editing(path: Path) -> Iterator[Path]:
+    """Hold the edit lock of a declaration file (through any symlink); yield the real file.
+
+    Every edit reads, changes and writes the file inside this lock, so edits from many
+    processes at once all land. The lock file lives in the state directory, keyed by the real
+    path, so nothing is left beside the user's file.
+    """
+    from belt.store.locking import file_lock
+
+    target = target_path(path)
+    key = hashlib.sha256(os.fsencode(target)).hexdigest()[:32]
+    with file_lock(state_dir() / "locks" / "hookfiles" / f"{key}.lock"):
+        yield target
 
 
 def read_hooks(file: str | Path | None = None) -> list[LifecycleHookConfig]:
@@ -69,7 +94,6 @@ def add_hook(
 ) -> tuple[int, LifecycleHookConfig]:
     """Append one checked hook to the file; returns its index and the stored declaration."""
     path = resolve_path(file)
-    hooks = read_hooks(path) if path.exists() else []
     raw: dict[str, Any] = {"event": event, "type": handler_type}
     if handler is not None:
         raw["handler"] = handler
@@ -79,25 +103,30 @@ def add_hook(
         raw["timeout"] = timeout
     if default_resolution is not None:
         raw["default_resolution"] = default_resolution
-    index = len(hooks)
     findings, checked = check_platform_hooks([raw])
-    if not findings.ok:
-        problems = [p.replace("hooks[0]", f"hooks[{index}]", 1) for p in findings.problems]
-        raise InvalidInput(f"hook not added: {problems[0]}", problems=problems[1:])
-    hooks.append(checked[0])
-    write_hooks(path, hooks)
+    with editing(path) as target:
+        hooks = read_hooks(target) if target.exists() else []
+        index = len(hooks)
+        if not findings.ok:
+            problems = [p.replace("hooks[0]", f"hooks[{index}]", 1) for p in findings.problems]
+            raise InvalidInput(f"hook not added: {problems[0]}", problems=problems[1:])
+        hooks.append(checked[0])
+        write_hooks(target, hooks)
     return index, checked[0]
 
 
 def remove_hook(index: int, file: str | Path | None = None) -> LifecycleHookConfig:
     """Remove the hook at ``index`` (as ``belt hooks list`` numbers them); returns it."""
     path = resolve_path(file)
-    hooks = read_hooks(file)
-    if not 0 <= index < len(hooks):
-        raise NotFound(
-            f"no hook at index {index} in {path} (it holds {len(hooks)})",
-            hint="see the indexes with `belt hooks list`",
-        )
-    removed = hooks.pop(index)
-    write_hooks(path, hooks)
+    if file is not None and not path.exists():
+        read_hooks(file)  # NotFound, with the hint to create it
+    with editing(path) as target:
+        hooks = read_hooks(target) if target.exists() else []
+        if not 0 <= index < len(hooks):
+            raise NotFound(
+                f"no hook at index {index} in {path} (it holds {len(hooks)})",
+                hint="see the indexes with `belt hooks list`",
+            )
+        removed = hooks.pop(index)
+        write_hooks(target, hooks)
     return removed

@@ -33,6 +33,11 @@ def write_private(path: Path, text: str) -> None:
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o600)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        from belt.errors import BeltError
+
+        raise BeltError(f"{path}: cannot write ({exc.strerror or exc}); it is unchanged") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

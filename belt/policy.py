@@ -55,7 +55,7 @@ class Rule:
     chat_id: re.Pattern[str] | None = None
     turn_min: int | None = None
     turn_max: int | None = None
-    arguments: tuple[tuple[tuple[str, ...], Matcher], ...] = ()
+    arguments: ArgumentMatchers = ()
 
     def matches(self, payload: LifecycleHookPayload) -> bool:
         """True when every condition of the rule holds for ``payload``."""
@@ -72,15 +72,22 @@ class Rule:
             tool = data.get("tool")
             if not isinstance(tool, str) or not self.tool.match(tool):
                 return False
-        if self.arguments:
-            arguments = data.get("arguments")
-            if not isinstance(arguments, dict):
-                return False
-            for key_path, matcher in self.arguments:
-                found, value = lookup(arguments, key_path)
-                if not found or not matcher(value):
-                    return False
-        return True
+        return not self.arguments or arguments_match(self.arguments, data.get("arguments"))
+
+
+ArgumentMatchers = tuple[tuple[tuple[str, ...], Matcher], ...]
+
+
+def arguments_match(matchers: ArgumentMatchers, arguments: Any) -> bool:
+    """True when ``arguments`` is an object in which every key path of ``matchers`` is found
+    and matches."""
+    if not isinstance(arguments, dict):
+        return False
+    for key_path, matcher in matchers:
+        found, value = lookup(arguments, key_path)
+        if not found or not matcher(value):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,7 @@ def load_policy(path: str | Path) -> Policy:
     """Read and check a policy file; every problem names its path (exit 5)."""
     from belt.declarations import read_document
 
-    return parse_policy(read_document(path), str(path))
+    return parse_policy(read_document(path, kind="policy"), str(path))
 
 
 def parse_policy(doc: Any, source: str) -> Policy:
@@ -200,7 +207,7 @@ def _parse_rule(raw: Any, index: int, findings: Findings) -> Rule | None:
     tool = _glob_field(raw, "tool", path, findings)
     chat_id = _glob_field(raw, "chat_id", path, findings)
     turn_min, turn_max = _turn_count(raw.get("turn_count"), f"{path}.turn_count", findings)
-    arguments = _arguments(raw.get("arguments"), f"{path}.arguments", findings)
+    arguments = argument_matchers(raw.get("arguments"), f"{path}.arguments", findings)
     response = _response(raw, path, findings)
     if len(findings.problems) > before or response is None:
         return None
@@ -245,9 +252,9 @@ def _turn_count(value: Any, path: str, findings: Findings) -> tuple[int | None, 
     return low, high
 
 
-def _arguments(
-    value: Any, path: str, findings: Findings
-) -> tuple[tuple[tuple[str, ...], Matcher], ...]:
+def argument_matchers(value: Any, path: str, findings: Findings) -> ArgumentMatchers:
+    """Compile a table of key path → pattern (as a rule's ``arguments``); problems go to
+    ``findings`` under ``path``."""
     if value is None:
         return ()
     if not isinstance(value, dict):
@@ -256,7 +263,7 @@ def _arguments(
     matchers: list[tuple[tuple[str, ...], Matcher]] = []
     for key_path, pattern in _flatten(value):
         where = f"{path}.{'.'.join(key_path)}"
-        matcher = _matcher(pattern, where, findings)
+        matcher = value_matcher(pattern, where, findings)
         if matcher is not None:
             matchers.append((key_path, matcher))
     return tuple(matchers)
@@ -276,15 +283,46 @@ def _flatten(
     return pairs
 
 
-def _matcher(pattern: Any, path: str, findings: Findings) -> Matcher | None:
+def compile_regex(source: str) -> Any:
+    """A linear-time (RE2) regex; ValueError says why RE2 cannot run ``source``.
+
+    RE2 never backtracks, so no pattern and no value can make matching take more than time
+    proportional to the value; in exchange it has no backreferences or lookaround.
+    """
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(source, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise ValueError(str(reason)) from None
+
+
+def _found(regex: Any, value: str) -> bool:
+    try:
+        return regex.search(value) is not None
+    except UnicodeEncodeError:
+        # RE2 matches UTF-8; a lone surrogate cannot be encoded (strictly parsed payloads never
+        # hold one), and a value that is not Unicode text matches no pattern.
+        return False
+
+
+def value_matcher(pattern: Any, path: str, findings: Findings) -> Matcher | None:
+    """Compile one pattern: a glob or ``re:<regex>`` (RE2) for strings, else a JSON value to
+    equal."""
     if isinstance(pattern, str):
         if pattern.startswith(REGEX_PREFIX):
+            source = pattern[len(REGEX_PREFIX) :]
             try:
-                regex = re.compile(pattern[len(REGEX_PREFIX) :])
-            except re.error as exc:
-                findings.error(path, f"bad regex {pattern[len(REGEX_PREFIX) :]!r}: {exc}")
+                regex = compile_regex(source)
+            except ValueError as exc:
+                findings.error(path, f"bad regex {source!r}: {exc} (RE2 syntax)")
                 return None
-            return lambda value: isinstance(value, str) and regex.search(value) is not None
+            return lambda value: isinstance(value, str) and _found(regex, value)
         compiled = glob(pattern)
         return lambda value: isinstance(value, str) and compiled.match(value) is not None
     if isinstance(pattern, bool | int | float | list):

@@ -8,9 +8,10 @@ Only the commands given ``--api`` import this module, and with it httpx.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -29,8 +30,14 @@ from belt.wire.enums import InterruptStatus
 
 KEY_ENV = ("INFSH_API_KEY", "INFERENCE_API_KEY")
 DEFAULT_TIMEOUT = 10.0
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""The most bytes of one API answer that are read."""
 KEY_HINT = "check the API key (--api-key, INFSH_API_KEY or INFERENCE_API_KEY)"
 REACH_HINT = "check --api (or BELT_API_URL) and that the platform or `belt serve` is running"
+FULL_IDS = (
+    "with --api give the whole interrupt id: the platform takes full ids only "
+    "(short ids and prefixes are matched in the local store)"
+)
 _DETAIL_LIMIT = 300
 
 
@@ -54,10 +61,14 @@ class Platform:
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        from belt.wire.validate import check_webhook_url
+
+        reason = check_webhook_url(base_url)
+        if reason is not None:
+            if reason.startswith("must be an absolute"):
+                reason = "must be an http:// or https:// URL with a host"
             raise InvalidInput(
-                "--api must be an http:// or https:// URL with a host",
+                f"--api {reason}",
                 hint="for example --api https://api.inference.sh or --api http://127.0.0.1:8787",
             )
         self.host = url_host(base_url)
@@ -66,13 +77,18 @@ class Platform:
         headers = {"Accept": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
-        self._client = httpx.Client(
-            base_url=base_url,
-            headers=headers,
-            transport=transport,
-            timeout=timeout,
-            follow_redirects=False,
-        )
+        from belt.deadline import transport as deadline_transport
+
+        try:
+            self._client = httpx.Client(
+                base_url=base_url,
+                headers=headers,
+                transport=transport or deadline_transport(),
+                timeout=timeout,
+                follow_redirects=False,
+            )
+        except httpx.InvalidURL as exc:
+            raise InvalidInput(f"--api is not a valid URL ({exc})") from None
 
     def __enter__(self) -> Platform:
         return self
@@ -100,26 +116,33 @@ class Platform:
     ) -> Any:
         """Send one request and return the unwrapped ``data``; errors become BeltErrors.
 
+        The whole call (connect, headers and body) has ``timeout`` seconds, and the answer is
+        read up to MAX_ANSWER_BYTES; an answer that is not strict JSON is refused (exit 6).
         ``envelope=False`` returns the body as it is (the Nexus profile API has no envelope);
         ``what`` names what was sent, so a refusal reads "host refused WHAT: detail".
         """
+        from belt.deadline import BodyTooLarge, DeadlinePassed, deadline, read_capped
+
         try:
-            if body is None:
-                response = self._client.request(method, path)
-            else:
-                response = self._client.request(method, path, json=body)
-        except httpx.TimeoutException:
+            with deadline(self.timeout):
+                with self._client.stream(
+                    method, path, **({} if body is None else {"json": body})
+                ) as response:
+                    raw = read_capped(response, MAX_ANSWER_BYTES)
+        except (httpx.TimeoutException, DeadlinePassed):
             raise Unreachable(
                 f"{self.host} did not answer within {self.timeout:g}s", hint=REACH_HINT
             ) from None
+        except BodyTooLarge as exc:
+            raise Unreachable(f"{self.host}: {exc}", hint=REACH_HINT) from None
         except httpx.TransportError as exc:
             raise Unreachable(
                 f"cannot reach {self.host}: {self._redact(str(exc)) or type(exc).__name__}",
                 hint=REACH_HINT,
             ) from None
         if response.is_success:
-            return self._unwrap(response, envelope)
-        raise self._problem(response, what)
+            return self._unwrap(response, raw, envelope)
+        raise self._problem(response, raw, what)
 
     # Routes
 
@@ -135,13 +158,43 @@ class Platform:
             return data
         return [item for item in data if item.get("status") == InterruptStatus.PENDING]
 
+    def find_interrupts(
+        self,
+        *,
+        run_id: str | None = None,
+        chat_id: str | None = None,
+        reason: str | None = None,
+        include_settled: bool = False,
+    ) -> list[tuple[dict[str, Any], str | None]]:
+        """A run's interrupts in the order the platform lists them, filtered here; the
+        platform does not say how they settle on expiry."""
+        if run_id is None:
+            raise UsageError(
+                "with --api, list needs a RUN_ID: the platform API lists interrupts per run",
+                hint="give the run (belt interrupt list RUN_ID --api URL); every run's pending "
+                "interrupts are listed from the local store, without --api",
+            )
+        return [
+            (item, None)
+            for item in self.list_interrupts(run_id=run_id, include_settled=include_settled)
+            if (chat_id is None or item.get("chat_id") == chat_id)
+            and (reason is None or item.get("reason") == reason)
+        ]
+
     def get_interrupt(self, *, interrupt_id: str, run_id: str) -> dict[str, Any]:
         """One interrupt, found in its run's list (the API has no route for one interrupt)."""
         check_id(interrupt_id, what="interrupt id")
-        for item in self.list_interrupts(run_id=run_id, include_settled=True):
+        items = self.list_interrupts(run_id=run_id, include_settled=True)
+        for item in items:
             if item.get("id") == interrupt_id:
                 return item
-        raise NotFound(f"no interrupt {interrupt_id} on run {run_id} at {self.host}")
+        named = [
+            str(item.get("id"))
+            for item in items
+            if str(item.get("id")).startswith(interrupt_id) or item.get("short_id") == interrupt_id
+        ]
+        hint = f"{FULL_IDS}; did you mean {', '.join(named[:3])}?" if named else FULL_IDS
+        raise NotFound(f"no interrupt {interrupt_id} on run {run_id} at {self.host}", hint=hint)
 
     def show_interrupt(
         self, *, interrupt_id: str, run_id: str | None
@@ -163,10 +216,57 @@ class Platform:
         body: dict[str, Any] = {"decision": decision}
         if data is not None:
             body["data"] = data
-        result = self.request("POST", f"/interrupts/{interrupt_id}/resolve", body=body)
+        try:
+            result = self.request("POST", f"/interrupts/{interrupt_id}/resolve", body=body)
+        except NotFound as exc:
+            raise NotFound(exc.message, hint=FULL_IDS) from None
         if not isinstance(result, dict):
             raise InvalidInput(f"{self.host} answered the resolve with something else")
         return result
+
+    def watch_interrupts(
+        self,
+        *,
+        run_ids: Sequence[str] = (),
+        interval: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[dict[str, Any]]:
+        """Events as the interrupts of ``run_ids`` open and settle, polling each run's list
+        every ``interval`` seconds; an unreachable platform is a warning, and polling goes on."""
+        if not run_ids:
+            raise UsageError(
+                "with --api, watch needs --run RUN_ID (repeatable): the platform API lists "
+                "interrupts per run",
+                hint="without --api, watch follows every run in the local store",
+            )
+        for run_id in run_ids:
+            check_id(run_id, what="run id")
+        settled = {status.value for status in InterruptStatus} - {InterruptStatus.PENDING.value}
+        known: dict[str, str] = {}
+        polled: set[str] = set()
+        while True:
+            for run_id in run_ids:
+                try:
+                    items = self.list_interrupts(run_id=run_id, include_settled=True)
+                except Unreachable as exc:
+                    yield {"event": "warning", "message": exc.message}
+                    continue
+                first = run_id not in polled
+                polled.add(run_id)
+                for item in items:
+                    interrupt_id, status = str(item.get("id")), str(item.get("status"))
+                    before = known.get(interrupt_id)
+                    known[interrupt_id] = status
+                    if status == before:
+                        continue
+                    if status == InterruptStatus.PENDING:
+                        kind = "pending" if first else "opened"
+                    elif status in settled and not first:
+                        kind = status
+                    else:
+                        continue  # history when the watch began, or a status belt does not know
+                    yield {"event": kind, "interrupt": item, "on_expiry": None}
+            sleep(interval)
 
     def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, Any]:
         """``POST /chats/{chat_id}/settings`` with ``disable_hooks``."""
@@ -201,14 +301,17 @@ class Platform:
     def _redact(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
 
-    def _unwrap(self, response: httpx.Response, envelope: bool = True) -> Any:
-        if not response.content:
+    def _unwrap(self, response: httpx.Response, raw: bytes, envelope: bool = True) -> Any:
+        from belt.strictjson import StrictJSONError, decode
+
+        if not raw:
             return None
         try:
-            document = response.json()
-        except ValueError:
-            raise InvalidInput(
-                f"{self.host} answered HTTP {response.status_code} with a body that is not JSON"
+            document = decode(raw)
+        except StrictJSONError as exc:
+            raise Unreachable(
+                f"{self.host} answered HTTP {response.status_code} with a body that is not "
+                f"JSON ({exc})"
             ) from None
         if not envelope:
             return document
@@ -218,13 +321,15 @@ class Platform:
             )
         return document["data"]
 
-    def _problem(self, response: httpx.Response, what: str | None = None) -> BeltError:
+    def _problem(self, response: httpx.Response, raw: bytes, what: str | None = None) -> BeltError:
+        from belt.strictjson import StrictJSONError, decode
+
         status = response.status_code
         detail = ""
         problems: list[str] = []
         try:
-            problem = response.json()
-        except ValueError:
+            problem = decode(raw)
+        except StrictJSONError:
             problem = None
         if isinstance(problem, dict):
             for key in ("detail", "title"):

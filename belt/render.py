@@ -1,14 +1,15 @@
 """How reports and live records read on a terminal: (text, style) lines for ``belt.output``.
 
-The simulation transcript (``belt sim run|resume|show``) and the executor's live lines are built
-here from the JSON-ready objects the core returns, so ``--json`` and the terminal view show the
+The simulation transcript (``belt sim run|resume|show``), the executor's live lines and the views
+of interrupts (``belt interrupt list|watch|review``) are built here from the JSON-ready objects the
+core returns, so ``--json`` and the terminal view show the
 same thing. Nothing here prints: ``belt.output`` does, and escapes what came from outside.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from belt.text import short
@@ -102,9 +103,10 @@ def task_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     parent = report["simulation"].get("parent")
     if parent:
         lines.append(("", ""))
+        kind = report["simulation"].get("kind") or "task"
         lines.append(
             (
-                f"task chat of {parent['hook_event']} in run {parent['run_id']} "
+                f"{kind} chat of {parent['hook_event']} in run {parent['run_id']} "
                 f"(chat {parent['chat_id']})",
                 "dim",
             )
@@ -121,6 +123,22 @@ def task_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
                 f"  task     {task['parent']['hook_event']} → {task['agent']}: chat "
                 f"{task['chat_id']} · {runs}",
                 style,
+            )
+        )
+    reviews = report.get("reviews") or []
+    if reviews:
+        lines.append(("", ""))
+        lines.append((f"── {len(reviews)} review(s) by belt:extract", "bold"))
+    for review in reviews:
+        record = review.get("review") or {}
+        outcomes = record.get("outcomes") or []
+        done = ", ".join(f"{o['action']} {o['name']}" for o in outcomes)
+        what = done or record.get("note") or "no candidates"
+        lines.append(
+            (
+                f"  review   {review['parent']['hook_event']} → branch {review['chat_id']} "
+                f"(from {record.get('ancestor')}): {what}",
+                "",
             )
         )
     return lines
@@ -386,7 +404,282 @@ def task_line(record: dict[str, Any]) -> tuple[str, str]:
     return (f"{head}  {text}  {duration}", TASK_STYLES.get(outcome, ""))
 
 
+# -- interrupts ------------------------------------------------------------------------------
+
+
+def _moment(stamp: Any) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(str(stamp))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def expires_in(item: dict[str, Any], now: datetime) -> str:
+    """How long a pending interrupt has left, as ``4m 12s``; ``overdue`` or ``-`` otherwise."""
+    if item.get("status") != "pending" or not item.get("expires_at"):
+        return "-"
+    deadline = _moment(item["expires_at"])
+    if deadline is None:
+        return "?"
+    left = int((deadline - now).total_seconds())
+    if left <= 0:
+        return "overdue"
+    hours, rest = divmod(left, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {seconds}s"
+    return f"{seconds}s"
+
+
+def deadline(item: dict[str, Any], now: datetime, on_expiry: str | None) -> str:
+    """When a pending gate expires and what happens then."""
+    left = expires_in(item, now)
+    then = on_expiry or "?"
+    if left == "overdue":
+        return f"overdue: the next sweep settles it as {then}"
+    return f"expires in {left}, then {then}"
+
+
+def gate_event(item: dict[str, Any]) -> str:
+    """What an interrupt stopped: a hook gate's event (``agent.tool_call``), else its reason."""
+    source = item.get("source")
+    if isinstance(source, str) and source.startswith("hook:"):
+        return short(source.removeprefix("hook:"), 40)
+    return short(str(item.get("reason")), 40)
+
+
+def gate_holds(item: dict[str, Any], limit: int = 50) -> str:
+    """What a gate holds: the tool call and its arguments, the turn, or the resource."""
+    meta = item.get("meta")
+    data = meta.get("data") if isinstance(meta, dict) else None
+    if isinstance(data, dict) and isinstance(data.get("tool"), str):
+        return f"{short(data['tool'], 30)}({short(data.get('arguments') or {}, limit)})"
+    if isinstance(meta, dict) and type(meta.get("turn_count")) is int:
+        return f"turn {meta['turn_count']}"
+    kind = short(item.get("resource_type") or "-", 30)
+    return f"{kind}:{short(item['resource_id'], 30)}" if item.get("resource_id") else kind
+
+
+def interrupt_status(item: dict[str, Any]) -> str:
+    """``pending``, or how it was settled: ``resolved (allow)``, ``expired (deny)``."""
+    status = str(item.get("status"))
+    return f"{status} ({item['resolution']})" if item.get("resolution") else status
+
+
+def interrupt_table(
+    listed: list[tuple[dict[str, Any], str | None]],
+    now: datetime,
+    *,
+    short_ids: bool,
+    runs: bool = True,
+    chats: bool = True,
+    statuses: bool = False,
+) -> tuple[list[str], list[list[str]]]:
+    """The columns and rows of ``belt interrupt list``: id (short where every command takes it),
+    event, what the gate holds, run, chat, status, time left and what happens then."""
+    columns = ["id", "event", "holds"]
+    columns += ["run"] if runs else []
+    columns += ["chat"] if chats else []
+    columns += ["status"] if statuses else []
+    columns += ["expires in", "then"]
+    rows = []
+    for item, on_expiry in listed:
+        pending = item.get("status") == "pending"
+        row = [str(item.get("short_id") if short_ids else item.get("id")), gate_event(item)]
+        row.append(gate_holds(item))
+        row += [str(item.get("run_id"))] if runs else []
+        row += [str(item.get("chat_id"))] if chats else []
+        row += [interrupt_status(item)] if statuses else []
+        row += [expires_in(item, now), (on_expiry or "?") if pending else "-"]
+        rows.append(row)
+    return columns, rows
+
+
+WATCH_STYLES = {
+    "pending": "yellow",
+    "opened": "bold yellow",
+    "resolved": "green",
+    "expired": "magenta",
+    "cancelled": "dim",
+}
+
+
+def watch_line(event: dict[str, Any], now: datetime, *, short_ids: bool) -> tuple[str, str]:
+    """One line of ``belt interrupt watch``: when, what happened, which gate, what it holds."""
+    item = event["interrupt"]
+    kind = str(event["event"])
+    name = str(item.get("short_id") if short_ids else item.get("id"))
+    what = f"{gate_event(item)} {gate_holds(item)}"
+    where = f"run {item.get('run_id')}"
+    if kind in ("pending", "opened"):
+        tail = deadline(item, now, event.get("on_expiry"))
+        return (
+            f"{clock(item.get('created_at'))}  {kind:<9} {name}  {what}  {where}  {tail}",
+            WATCH_STYLES[kind],
+        )
+    outcome = item.get("resolution") or "-"
+    style = "red" if kind == "resolved" and outcome == "deny" else WATCH_STYLES.get(kind, "")
+    when = clock(item.get("resolved_at") or item.get("updated_at"))
+    return (f"{when}  {kind:<9} {name}  {outcome}  {what}  {where}", style)
+
+
+def review_lines(
+    item: dict[str, Any],
+    on_expiry: str | None,
+    before: list[dict[str, Any]],
+    now: datetime,
+    *,
+    position: str,
+    payload_lines: int = 30,
+) -> Lines:
+    """One gate as ``belt interrupt review`` shows it: what it holds, the transcript just before
+    it, and its whole hook payload (cut after ``payload_lines`` lines)."""
+    import json
+
+    lines: Lines = [
+        ("", ""),
+        (f"── {position} · {item.get('short_id')} ({item.get('id')})", "bold"),
+    ]
+    lines.append((f"  {gate_event(item)}  {gate_holds(item, 200)}", "bold yellow"))
+    meta = item.get("meta")
+    data = meta.get("data") if isinstance(meta, dict) else None
+    if isinstance(data, dict) and "arguments" in data:
+        arguments = json.dumps(data["arguments"], indent=2, ensure_ascii=False).splitlines()
+        lines.append(("  arguments", "bold"))
+        lines += [(f"    {line}", "") for line in arguments[:payload_lines]]
+    lines.append(
+        (
+            f"  run {item.get('run_id')} · chat {item.get('chat_id')} · opened "
+            f"{clock(item.get('created_at'))} · {deadline(item, now, on_expiry)}",
+            "dim",
+        )
+    )
+    if before:
+        lines.append(("  before it", "bold"))
+        for message in before:
+            lines += [(f"    {text}", style) for text, style in message_lines(message)]
+    payload = json.dumps(meta, indent=2, ensure_ascii=False).splitlines()
+    lines.append(("  payload", "bold"))
+    lines += [(f"    {line}", "dim") for line in payload[:payload_lines]]
+    if len(payload) > payload_lines:
+        lines.append(
+            (
+                f"    … {len(payload) - payload_lines} more lines "
+                f"(belt interrupt show {item.get('short_id')} --json)",
+                "dim",
+            )
+        )
+    return lines
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], Lines]] = {
     "platform": platform_lines,
     "nexus": nexus_transcript_lines,
 }
+
+
+# -- belt test ------------------------------------------------------------------------------------
+
+
+def excerpt_lines(dialect: str, messages: list[dict[str, Any]]) -> Lines:
+    """Some messages of a transcript, as the whole transcript shows them."""
+    show = nexus_message_lines if dialect == "nexus" else message_lines
+    return [line for message in messages for line in show(message)]
+
+
+STATUS_STYLES = {"pass": "green", "fail": "bold red", "error": "bold red"}
+
+
+def test_result_line(result: dict[str, Any]) -> tuple[str, str]:
+    """One line for a scenario of ``belt test``: its status, name and time."""
+    status = str(result["status"])
+    line = f"{status.upper():<5}  {result['scenario']}  ({result['seconds']:.2f} s)"
+    if status == "fail":
+        failed = len(result["failures"])
+        line += f"  {failed} of {result['expectations']} expectation(s) failed"
+    elif status == "error":
+        line += "  invalid scenario" if result.get("invalid") else "  error"
+    return line, STATUS_STYLES.get(status, "")
+
+
+def test_failure_lines(result: dict[str, Any], dialect: str) -> Lines:
+    """What went wrong in one scenario: each failed expectation, what happened instead, and
+    the transcript around it; or the error that stopped it."""
+    lines: Lines = [("", ""), (f"── {result['scenario']}", "bold")]
+    if result["status"] == "error":
+        lines.append((f"error: {result['error']}", "red"))
+        lines.extend((f"  {problem}", "red") for problem in result.get("problems") or [])
+        return lines
+    for failure in result["failures"]:
+        where = failure["expect"]
+        label = failure["expectation"].get("name")
+        lines.append((f"{where} {failure['text']}" + (f"  ({label})" if label else ""), "red"))
+        found = str(failure["found"]).splitlines()
+        lines.append((f"  found: {found[0] if found else ''}", ""))
+        lines.extend((f"  {line}", "") for line in found[1:])
+        lines.append(("  transcript:", "dim"))
+        excerpt = excerpt_lines(dialect, failure["excerpt"])
+        lines.extend((f"  {text}", style) for text, style in excerpt)
+    return lines
+
+
+def test_summary_line(
+    results: list[dict[str, Any]], seconds: float, stopped: bool
+) -> tuple[str, str]:
+    """The last line of ``belt test``: how many passed, failed and errored, and how long."""
+    counts = {status: sum(1 for r in results if r["status"] == status) for status in STATUS_STYLES}
+    parts = [f"{counts['pass']} passed"]
+    if counts["fail"]:
+        parts.append(f"{counts['fail']} failed")
+    if counts["error"]:
+        invalid = sum(1 for r in results if r.get("invalid"))
+        parts.append(f"{counts['error']} error(s)" + (f", {invalid} invalid" if invalid else ""))
+    text = f"{len(results)} scenario(s): {', '.join(parts)} in {seconds:.2f} s"
+    if stopped:
+        text += " (stopped at the first failure: -x)"
+    style = "green" if counts["pass"] == len(results) else "bold red"
+    return text, style
+
+
+# -- belt replay ----------------------------------------------------------------------------------
+
+
+def replay_rows(report: dict[str, Any]) -> list[list[str]]:
+    """The table of a replay: event, tool, the decision then and now, and what changed."""
+    rows = []
+    for row in report["rows"]:
+        recorded, replayed = row["recorded"], row["replayed"]
+        if replayed["error"]:
+            changed = f"error: {short(replayed['error'], 60)}"
+        else:
+            changed = ", ".join(row["changed"]) or "-"
+        rows.append(
+            [
+                str(row["number"]),
+                str(row["event"] or "?"),
+                str(row["tool"] or ""),
+                _decision(recorded),
+                _decision(replayed),
+                changed,
+            ]
+        )
+    return rows
+
+
+def _decision(side: dict[str, Any]) -> str:
+    decision = str(side["decision"] or "-")
+    return decision + (" +inject" if side.get("injection") else "")
+
+
+def replay_summary(report: dict[str, Any]) -> tuple[str, str]:
+    """The last line of a replay."""
+    summary = report["summary"]
+    text = (
+        f"{summary['replayed']} payload(s) from {report['source']} replayed to "
+        f"{report['target']}: {summary['changed']} changed ({summary['decisions_changed']} "
+        f"decision(s), {summary['injections_changed']} injection(s)), {summary['errors']} error(s)"
+    )
+    return text, "bold red" if summary["changed"] else "green"

@@ -69,7 +69,9 @@ def read_input(file: Path | None) -> tuple[str, str]:
             "give the configuration with --file FILE or on stdin",
             hint="echo '{\"stop\": {...}}' | rho extensions configure rho.lifecycle_hooks",
         )
-    text = sys.stdin.read()
+    from belt.inputs import read_stream
+
+    text = read_stream(sys.stdin.buffer, kind="declaration", source=STDIN)
     if not text.strip():
         raise InvalidInput(f"{STDIN}: empty input; expected a lifecycle_hooks object")
     return text, STDIN

@@ -20,7 +20,7 @@ from belt.wire.platform import (
     HookHandlerType,
     LifecycleHookPayload,
 )
-from belt.wire.validate import check_webhook_url, describe, model_problems
+from belt.wire.validate import check_webhook_url, model_problems
 
 if TYPE_CHECKING:
     import httpx
@@ -71,12 +71,9 @@ class TriggerReport:
 
 def read_data(text: str) -> dict[str, Any]:
     """A ``--data`` value: a JSON object given inline or as ``@FILE``."""
-    from belt.records.interrupts import read_json_option
+    from belt.inputs import read_json_object_option
 
-    document = read_json_option(text, option="--data")
-    if not isinstance(document, dict):
-        raise InvalidInput(f"--data: expected a JSON object, got {describe(document)}")
-    return document
+    return read_json_object_option(text, option="--data")
 
 
 def build_payload(event: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -119,9 +116,7 @@ def trigger(
     transport: httpx.BaseTransport | None = None,
 ) -> TriggerReport:
     """Send ``event``'s sample payload to the webhook ``to`` and explain the answer."""
-    import httpx
-
-    from belt.handlers.webhook import deliver
+    from belt.handlers.webhook import deliver, webhook_client
 
     problem = check_webhook_url(to)
     if problem:
@@ -131,7 +126,7 @@ def trigger(
 
         secret_key(secret)
     payload = build_payload(event, data)
-    with httpx.Client(transport=transport, follow_redirects=False) as client:
+    with webhook_client(transport) as client:
         result = deliver(client, to, payload, timeout=float(WEBHOOK_TIMEOUT_DEFAULT), secret=secret)
     answer = result.response
     decision = answer.decision if answer else None

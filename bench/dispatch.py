@@ -8,10 +8,13 @@ Starts `belt serve` (every hook allowed) in its own process, then in the same ru
 - the simulator on a scenario of N tool calls, once with one sync webhook on agent.tool_call
   and once with no hooks; the per-hook cost is the difference divided by N;
 - the same with the webhook async: the whole run, async deliveries included (the simulation
-  waits for them at its end), against the run with no hooks.
+  waits for them at its end), against the run with no hooks;
+- the same scenario with an in-process handler (``py:bench/dispatch.py:allow``, a function that
+  allows everything) in place of the webhook.
 
-Prints the per-hook cost, its ratio to the raw round trip (target: at most 1.5), and the
-events per second the simulator fires with no hooks.
+Prints the per-hook cost, its ratio to the raw round trip (target: at most 1.5), the events per
+second the simulator fires with no hooks, and the per-hook cost of the ``py:`` handler divided by
+the webhook's (target: at most 0.2).
 
     .venv/bin/python bench/dispatch.py [--calls 2000] [--rounds 3]
 """
@@ -55,6 +58,13 @@ def start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
             time.sleep(0.05)
     proc.kill()
     raise SystemExit("belt serve did not start")
+
+
+def allow(payload: dict[str, object]) -> None:
+    """The in-process handler measured: it allows everything, as `belt serve` does."""
+
+
+IN_PROCESS = f"py:{Path(__file__).resolve()}:allow"
 
 
 def scenario(path: Path, calls: int, url: str | None, *, background: bool = False) -> Path:
@@ -129,7 +139,8 @@ def main() -> None:
             bare_path = scenario(home / "bare.json", args.calls, None)
             hooked_path = scenario(home / "hooked.json", args.calls, url)
             async_path = scenario(home / "async.json", args.calls, url, background=True)
-            raws, idles, bares, hookeds, asyncs = [], [], [], [], []
+            py_path = scenario(home / "py.json", args.calls, IN_PROCESS)
+            raws, idles, bares, hookeds, asyncs, pys = [], [], [], [], [], []
             bare_loops, async_loops = [], []
             # Alternate the kinds so that a slow patch of the shared machine hits all of them.
             for _ in range(args.rounds):
@@ -145,6 +156,9 @@ def main() -> None:
                 asyncs.append(elapsed)
                 async_loops.append(loop)
                 assert executed == args.calls
+                elapsed, executed, _ = run_sim(py_path)
+                pys.append(elapsed)
+                assert executed == args.calls
             raw = statistics.median(raws)
             idle = statistics.median(idles)
             bare = statistics.median(bares)
@@ -152,10 +166,12 @@ def main() -> None:
             background = statistics.median(asyncs)
             bare_loop = statistics.median(bare_loops)
             async_loop = statistics.median(async_loops)
+            in_process = statistics.median(pys)
         finally:
             server.terminate()
             server.wait(10)
     per_hook = (hooked - bare) / args.calls
+    per_py_hook = (in_process - bare) / args.calls
     events = 3 * args.calls + 4  # turn_start, turn_complete, tool_call per step; start/complete
     print(f"tool calls:                 {args.calls} per run, {args.rounds} rounds (medians)")
     print(f"raw httpx round trip:       {raw * 1e3:.3f} ms (median, back to back)")
@@ -171,6 +187,8 @@ def main() -> None:
     print(f"ratio async loop / no hook: {async_loop / bare_loop:.2f}  (the run's own loop, start")
     print("                            to end: an async hook costs it about what no hook costs)")
     print(f"ratio async whole / no hook: {background / bare:.2f}")
+    print(f"per-hook cost, py: handler: {per_py_hook * 1e3:.3f} ms")
+    print(f"ratio py: / webhook:        {per_py_hook / per_hook:.2f}  (target <= 0.2)")
 
 
 if __name__ == "__main__":

@@ -1,54 +1,115 @@
-"""Start-up cost of `belt version`, as a ratio to `python -c "import typer"` in the same run.
+"""Start-up cost of belt's quickest commands, as ratios to `python -c "import typer"`.
 
-Both commands run with this interpreter, interleaved, so machine load and disk caches weigh on
-both alike. Target: a ratio of at most 1.3. Run with `make bench` or `python bench/startup.py`.
+Measures, interleaved with the floor so that machine load and disk caches weigh on all alike:
+
+- `belt version` (target: at most 1.3 times the floor);
+- `belt interrupt list` with no run id, over a store of 100 pending interrupts (at most 1.5);
+- `belt interrupt resolve ID allow` of a pending interrupt, a fresh one each time (at most 1.5).
+
+Every command runs with this interpreter and with bytecode caching on (as an installed belt
+runs), after one warm-up run of each. Run with `make bench` or `python bench/startup.py`.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-RUNS = 20
-TARGET = 1.3
+RUNS = 15
+PENDING = 100
 
 
-def belt_command() -> list[str]:
+def belt_command(*args: str) -> list[str]:
     """The installed `belt` console script beside this interpreter, else `python -m belt`."""
     script = Path(sys.executable).parent / "belt"
     if script.exists():
-        return [str(script), "version"]
-    return [sys.executable, "-m", "belt", "version"]
+        return [str(script), *args]
+    return [sys.executable, "-m", "belt", *args]
 
 
-def wall_time(command: list[str]) -> float:
+def wall_time(command: list[str], env: dict[str, str]) -> float:
     """Seconds one run of ``command`` takes, start to exit."""
     start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
     return time.perf_counter() - start
 
 
+def fill(home: Path, count: int, run_id: str) -> list[str]:
+    """``count`` pending gates on one run in the store of ``home``; their ids."""
+    from belt.records.interrupts import create_interrupt
+    from belt.store import Store
+
+    store = Store(home / "store", fsync=False)
+    return [
+        create_interrupt(
+            store=store, run_id=run_id, chat_id="ch_bench", event="agent.tool_call", timeout=86400
+        )["id"]
+        for _ in range(count)
+    ]
+
+
 def main() -> None:
-    """Measure both commands RUNS times and print the medians and their ratio."""
-    belt = belt_command()
-    floor = [sys.executable, "-c", "import typer"]
-    for command in (belt, floor):  # warm the bytecode and file caches
-        wall_time(command)
-    belt_times: list[float] = []
-    floor_times: list[float] = []
-    for _ in range(RUNS):
-        belt_times.append(wall_time(belt))
-        floor_times.append(wall_time(floor))
-    belt_median = statistics.median(belt_times)
-    floor_median = statistics.median(floor_times)
-    ratio = belt_median / floor_median
-    print(f"belt version              median of {RUNS} runs: {belt_median * 1000:6.1f} ms")
-    print(f"python -c 'import typer'  median of {RUNS} runs: {floor_median * 1000:6.1f} ms")
-    verdict = "within" if ratio <= TARGET else "ABOVE"
-    print(f"ratio: {ratio:.2f} ({verdict} the target of {TARGET})")
+    """Time each command RUNS times against the floor; print medians and ratios."""
+    base = Path(tempfile.mkdtemp(prefix="belt-bench-startup-"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(NO_COLOR="1")
+    try:
+        inbox, resolving = base / "inbox", base / "resolve"
+        fill(inbox, PENDING, "run_inbox")
+        targets: Iterator[str] = iter(fill(resolving, RUNS + 1, "run_resolve"))
+
+        commands: dict[str, tuple[Callable[[], list[str]], Path | None, float]] = {
+            "belt version": (lambda: belt_command("version"), None, 1.3),
+            f"belt interrupt list ({PENDING} pending)": (
+                lambda: belt_command("interrupt", "list"),
+                inbox,
+                1.5,
+            ),
+            "belt interrupt resolve": (
+                lambda: belt_command("interrupt", "resolve", next(targets), "allow"),
+                resolving,
+                1.5,
+            ),
+        }
+        floor = [sys.executable, "-c", "import typer"]
+
+        def run(name: str) -> float:
+            make, home, _ = commands[name]
+            run_env = env if home is None else {**env, "BELT_HOME": str(home)}
+            return wall_time(make(), run_env)
+
+        for name in commands:  # warm the bytecode and file caches
+            run(name)
+        wall_time(floor, env)
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        floor_times: list[float] = []
+        for _ in range(RUNS):
+            for name in commands:
+                times[name].append(run(name))
+                floor_times.append(wall_time(floor, env))
+        floor_median = statistics.median(floor_times)
+        width = max(len(name) for name in commands)
+        floor_name = "python -c 'import typer'"
+        print(f"{floor_name:<{width}}  median {floor_median * 1000:6.1f} ms")
+        for name, measured in times.items():
+            median = statistics.median(measured)
+            ratio = median / floor_median
+            target = commands[name][2]
+            verdict = "within" if ratio <= target else "ABOVE"
+            print(
+                f"{name:<{width}}  median {median * 1000:6.1f} ms  ratio {ratio:.2f} "
+                f"({verdict} the target of {target})"
+            )
+        print(f"(median of {RUNS} runs each, interleaved)")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

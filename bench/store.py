@@ -8,8 +8,14 @@ operations fsync as they always do). Then, alternating between the stores, measu
 - resolve: ``resolve_interrupt`` of a random pending interrupt;
 - list: ``list_interrupts`` of a random run.
 
+Then a sweep settles every interrupt of both stores, 100 new gates open in each, and it
+measures
+
+- inbox: what `belt interrupt list` (no run id) asks, ``LocalBackend.find_interrupts()``: every
+  run's pending gates, among SMALL settled interrupts and among LARGE settled ones.
+
 Prints each median and the ratio of the median at LARGE to the median at SMALL (target: at
-most 2 for resolve and list).
+most 2 for resolve, list and inbox).
 
     .venv/bin/python bench/store.py [--small 100] [--large 100000] [--samples 200]
 """
@@ -23,19 +29,22 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from belt.backend import LocalBackend
 from belt.records.interrupts import (
     create_interrupt,
     get_interrupt,
     list_interrupts,
     resolve_interrupt,
+    sweep,
 )
 from belt.store import Store
 
 PER_RUN = 10
+PENDING = 100
 T0 = datetime(2026, 8, 11, 14, 0, 0, tzinfo=UTC)
 
 
@@ -93,6 +102,28 @@ def main() -> None:
                     times["resolve"][name].append(
                         timed(resolve_interrupt, store=store, interrupt_id=target, decision="allow")
                     )
+        for name, root in roots.items():  # every interrupt settled, then 100 gates pending
+            started = time.perf_counter()
+            fast = Store(root, fsync=False)
+            sweep(store=fast, now=T0 + timedelta(hours=1))
+            for number in range(PENDING):
+                create_interrupt(
+                    store=fast,
+                    run_id=f"run_open_{number:03d}",
+                    chat_id="ch_bench",
+                    event="agent.tool_call",
+                    timeout=86400,
+                )
+            took = time.perf_counter() - started
+            print(f"settled every interrupt of {name}, opened {PENDING} gates in {took:6.1f}s")
+        times["inbox"] = {"small": [], "large": []}
+        backends = {name: LocalBackend(store) for name, store in stores.items()}
+        for sample in range(args.samples):
+            for name in ("small", "large") if sample % 2 else ("large", "small"):
+                listed = timed(backends[name].find_interrupts)
+                times["inbox"][name].append(listed)
+        assert all(len(b.find_interrupts()) == PENDING for b in backends.values())
+
         print(f"{'operation':<10}{'small':>12}{'large':>12}{'ratio':>8}")
         for op, measured in times.items():
             small = statistics.median(measured["small"])

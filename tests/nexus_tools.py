@@ -15,3 +15,31 @@ def continue_until_third_answer(task_input: dict[str, Any]) -> dict[str, Any]:
     if task_input["event"] == "stop" and not task_input["task_key"].endswith("answer-3"):
         return {"structured_content": {"continue": True, "feedback": "Run the tests first."}}
     return {"structured_content": {"continue": False}}
+
+
+def exits(task_input: dict[str, Any]) -> dict[str, Any]:
+    """A tool that calls sys.exit."""
+    raise SystemExit(3)
+
+
+def interrupted(task_input: dict[str, Any]) -> dict[str, Any]:
+    """A tool that raises KeyboardInterrupt itself."""
+    raise KeyboardInterrupt
+
+
+def not_a_number(task_input: dict[str, Any]) -> dict[str, Any]:
+    """A tool that answers NaN, which JSON cannot spell."""
+    return {"structured_content": {"continue": False, "score": float("nan")}}
+
+
+def a_set(task_input: dict[str, Any]) -> Any:
+    """A tool that answers a value JSON cannot hold at all."""
+    return {"structured_content": {"continue": False}, "seen": {1, 2}}
+
+
+def hangs(task_input: dict[str, Any]) -> dict[str, Any]:
+    """A tool that never answers within any deadline a test gives it."""
+    import time
+
+    time.sleep(30)
+    return {"structured_content": {"continue": False}}

@@ -22,6 +22,8 @@ from tests.cli.runner import belt
 from tests.hookapp import hook_app
 from tests.servers import running
 
+inferencesh = pytest.importorskip("inferencesh")
+
 MODEL = """
 [[rules]]
 match = "delete *"
@@ -425,12 +427,10 @@ def test_a_stream_of_an_unknown_chat_is_404(api: str) -> None:
             {
                 "input": {"text": "hi"},
                 "agent_config": {
-                    "hooks": [
-                        {"event": "agent.turn_start", "type": "builtin", "handler": "belt:suggest"}
-                    ]
+                    "hooks": [{"event": "agent.start", "type": "webhook", "handler": "ftp://x"}]
                 },
             },
-            "agent_config.hooks[0]: builtin handlers",
+            "agent_config.hooks[0].handler",
         ),
         (
             {
@@ -439,7 +439,7 @@ def test_a_stream_of_an_unknown_chat_is_404(api: str) -> None:
             },
             "agent_config.tools[0].approval_timeout",
         ),
-        ({"input": {"text": "\ud800"}, "agent_config": {}}, "not valid Unicode"),
+        ({"input": {"text": "\ud800"}, "agent_config": {}}, "lone surrogate"),
         ({"chat_id": "../x", "input": {"text": "hi"}}, "invalid chat_id"),
     ],
 )
@@ -457,6 +457,17 @@ def test_a_bad_request_is_422_naming_the_field_and_writes_nothing(
     assert problem["error"] == {"code": "validation_error", "message": problem["detail"]}
     assert problem["success"] is False and problem["status"] == 422
     assert open_store().list_ids("chat") == []
+
+
+def test_the_sdks_learning_hooks_run_as_builtins(api: str) -> None:
+    learning = inferencesh.learning_hooks(suggest=True, learn=True)
+    chat_id = started(api, "hello", hooks=learning)["assistant_message"]["chat_id"]
+    done = settled(api, chat_id)
+    assert done["chat_messages"][-1]["content"][0]["text"] == "You said: hello"
+    store = open_store()
+    (run_id,) = [i for i in store.list_ids("run") if store.read("run", i)["chat_id"] == chat_id]
+    executed = [r["handler"] for r in store.read_log("events", run_id)]
+    assert "belt:suggest" in executed and "belt:extract" in executed
 
 
 def test_an_unknown_chat_is_404_and_a_simulated_one_is_not_emulated(

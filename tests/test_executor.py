@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -347,3 +350,93 @@ def test_a_worker_serves_its_tools_and_reports_others_once(store: Store) -> None
         "acknowledged",
     )
     assert isinstance(served["duration_ms"], int)
+
+
+# -- hostile tools ------------------------------------------------------------------------------
+
+HOSTILE_STDOUT = {
+    "deep": "'" + "[" * 5000 + "]" * 5000 + "'",
+    "huge-integer": "'" + '{"n": ' + "9" * 5000 + "}" + "'",
+    "lone-surrogate": "'" + '{"s": "\\ud800"}' + "'",
+    "nan": "'" + '{"structured_content": {"continue": false, "x": NaN}}' + "'",
+}
+
+
+@pytest.mark.parametrize("printed", HOSTILE_STDOUT.values(), ids=HOSTILE_STDOUT.keys())
+def test_a_cmd_tool_answering_what_json_cannot_hold_is_an_invalid_decision(
+    tmp_path: Path, printed: str
+) -> None:
+    outcome = parse_tool("t=cmd:" + script(tmp_path, f"printf %s {printed}\n")).call({}, 5)
+    assert outcome.invalid and outcome.invalid.startswith("stdout is not JSON"), outcome
+    assert len(outcome.invalid) < 400
+
+
+@pytest.mark.parametrize(
+    ("func", "field", "start"),
+    [
+        ("exits", "failure", "raised SystemExit: 3"),
+        ("interrupted", "failure", "raised KeyboardInterrupt"),
+        ("not_a_number", "invalid", "the function returned what JSON cannot hold"),
+        ("a_set", "invalid", "the function returned what JSON cannot hold"),
+    ],
+)
+def test_a_py_tool_that_exits_or_answers_garbage_fails_as_a_tool(
+    func: str, field: str, start: str
+) -> None:
+    outcome = parse_tool(f"t=py:tests.nexus_tools:{func}").call({}, 5)
+    assert str(getattr(outcome, field)).startswith(start), outcome
+
+
+def test_a_py_tool_that_never_answers_times_out_at_its_deadline() -> None:
+    assert parse_tool("t=py:tests.nexus_tools:hangs").call({}, 0.2) == ToolOutcome(timed_out=True)
+
+
+def test_a_child_holding_stdout_open_cannot_hold_the_tool_past_its_deadline(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "child.pid"
+    body = f"(sleep 60; echo late) &\necho $! > {pid_file}\necho '{{}}'\n"
+    outcome = parse_tool("t=cmd:" + script(tmp_path, body)).call({}, 0.5)
+    assert outcome == ToolOutcome(timed_out=True)
+    child = int(pid_file.read_text())
+    for _ in range(200):  # the group was killed; the child is reaped by init soon after
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError("the tool's child outlived its deadline")
+
+
+def test_a_cmd_tool_flooding_stdout_is_stopped_at_the_cap(tmp_path: Path) -> None:
+    from belt.executor.targets import OUTPUT_MAX_BYTES
+
+    outcome = parse_tool("t=cmd:" + script(tmp_path, "yes '{\"a\": 1}'\n")).call({}, 10)
+    assert outcome.failure == f"stdout passed {OUTPUT_MAX_BYTES} bytes; the tool was stopped"
+
+
+def test_a_worker_survives_a_hostile_tool_and_serves_the_next_task(
+    store: Store, tmp_path: Path
+) -> None:
+    bad = script(tmp_path, "printf %s " + HOSTILE_STDOUT["deep"] + "\n", "bad.sh")
+    first = schedule(store)
+    turn = NexusHook(tool="check", timeout_ms=5000)
+    second = schedule(store, event=NexusEvent.TURN_START, source="turn", hook=turn)
+    worker = Worker(
+        store,
+        parse_tools([f"verify=cmd:{bad}", "check=py:tests.nexus_tools:acknowledge"]),
+    )
+    served = {t["id"]: t for t in worker.serve_pending()}
+    assert served[first["id"]]["status"] == "failed"
+    assert served[first["id"]]["error"]["code"] == "invalid_decision"
+    assert served[second["id"]]["status"] == "completed"
+
+
+@settings(max_examples=60, deadline=None)
+@given(answer=st.binary(max_size=300))
+def test_any_bytes_a_cmd_tool_prints_give_an_outcome_never_an_exception(answer: bytes) -> None:
+    from belt.executor.targets import _decode
+
+    outcome = _decode(answer, "stdout")
+    assert (outcome.result is None) != (outcome.invalid is None) or answer.strip() == b"null"

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -23,7 +26,8 @@ def test_default_file_lives_in_belt_home_0600_in_a_0700_directory(belt_home: Pat
     assert default_path() == belt_home / "hooks.json"
     assert mode(belt_home) == 0o700
     assert mode(belt_home / "hooks.json") == 0o600
-    assert [p.name for p in belt_home.iterdir()] == ["hooks.json"]
+    # The edit lock lives in the state directory too, never beside a user's file.
+    assert sorted(p.name for p in belt_home.iterdir()) == ["hooks.json", "locks"]
 
 
 def test_default_file_that_does_not_exist_holds_no_hooks() -> None:
@@ -166,3 +170,81 @@ def test_render_json_and_toml_hold_the_same_hooks(tmp_path: Path) -> None:
     add_hook(event="agent.start", handler_type="gate", default_resolution="deny", file=path)
     hooks = read_hooks(path)
     assert json.loads(render(hooks, "json")) == tomllib.loads(render(hooks, "toml"))
+
+
+def test_twenty_concurrent_adds_all_land(tmp_path: Path) -> None:
+    path = tmp_path / "hooks.json"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "belt",
+                "hooks",
+                "add",
+                "agent.complete",
+                "--webhook",
+                f"https://example.com/h{n}",
+                "--file",
+                str(path),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        for n in range(20)
+    ]
+    outputs = [process.communicate(timeout=120) for process in processes]
+    assert [process.returncode for process in processes] == [0] * 20, outputs
+    handlers = sorted(hook.handler or "" for hook in read_hooks(path))
+    assert handlers == sorted(f"https://example.com/h{n}" for n in range(20))
+    indexes = sorted(out.decode().split("hooks[")[1].split("]")[0] for out, _ in outputs)
+    assert indexes == sorted(str(n) for n in range(20))
+
+
+def test_an_edit_through_a_symlink_writes_the_target_and_keeps_the_link(tmp_path: Path) -> None:
+    real = tmp_path / "real" / "hooks.json"
+    real.parent.mkdir()
+    add_hook(event="agent.start", handler_type="gate", file=real)
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    add_hook(event="agent.complete", handler_type="builtin", handler="belt:extract", file=link)
+    assert link.is_symlink()
+    assert [hook.type.value for hook in read_hooks(real)] == ["gate", "builtin"]
+    remove_hook(0, file=link)
+    assert link.is_symlink()
+    assert [hook.type.value for hook in read_hooks(real)] == ["builtin"]
+
+
+def test_a_fifo_or_a_directory_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidInput, match="is a FIFO"):
+        add_hook(event="agent.start", handler_type="gate", file=fifo)
+    with pytest.raises(InvalidInput, match="is a directory"):
+        read_hooks(tmp_path)
+
+
+def test_a_full_disk_is_a_clean_error_and_the_file_is_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "agent" / "hooks.json"
+    add_hook(event="agent.start", handler_type="gate", file=path)
+    before = path.read_bytes()
+    # A file-size limit makes the write fail with EFBIG, as a full disk fails it with ENOSPC.
+    script = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))\n"
+        "from belt.cli import main\n"
+        "sys.argv = ['belt', 'hooks', 'add', 'agent.complete', '--builtin', 'belt:extract',"
+        f" '--file', {str(path)!r}]\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"error: {path}: cannot write (File too large)")
+    assert "Traceback" not in done.stderr
+    assert path.read_bytes() == before
+    assert [p.name for p in path.parent.iterdir()] == ["hooks.json"]

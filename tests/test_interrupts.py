@@ -15,7 +15,6 @@ from belt.records.interrupts import (
     get_interrupt,
     list_interrupts,
     pending_for_run,
-    read_json_option,
     read_record,
     resolve_interrupt,
     sweep,
@@ -264,20 +263,6 @@ def test_leftovers_of_an_unfinished_create_are_skipped_and_cleared(store: Store)
     assert list_interrupts(store=store, run_id="run_1", include_settled=True) == []
     assert sweep(store=store, now=T0 + timedelta(days=1)) == []
     assert store.tagged(interrupts.PENDING) == []
-
-
-def test_read_json_option(tmp_path: Path) -> None:
-    assert read_json_option('{"a": [1]}', option="--data") == {"a": [1]}
-    assert read_json_option("null", option="--data") is None
-    (tmp_path / "d.json").write_text('"from a file"')
-    assert read_json_option(f"@{tmp_path / 'd.json'}", option="--data") == "from a file"
-    with pytest.raises(NotFound, match="no such file"):
-        read_json_option(f"@{tmp_path / 'nope.json'}", option="--data")
-    with pytest.raises(InvalidInput, match="--data: not valid JSON"):
-        read_json_option("{oops", option="--data")
-    (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(InvalidInput, match="bad.json: not valid JSON"):
-        read_json_option(f"@{tmp_path / 'bad.json'}", option="--data")
 
 
 def test_cancel(store: Store) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from belt.effects import url_host
 from belt.errors import BeltError, Conflict, ExitCode, InvalidInput, NotFound, Unreachable
 from belt.remote import Platform
+from tests import hostile
 from tests.cli.runner import belt
 from tests.fake_platform import FakePlatform, closed_port, envelope, problem
 
@@ -165,8 +168,8 @@ def test_a_problem_that_echoes_the_key_is_redacted(platform: FakePlatform) -> No
 
 @pytest.mark.parametrize(
     "body",
-    [b"not json at all", b'{"id": "int_1"}', b"[1, 2]"],
-    ids=["not json", "no envelope", "a bare list"],
+    [b'{"id": "int_1"}', b"[1, 2]"],
+    ids=["no envelope", "a bare list"],
 )
 def test_a_success_body_without_the_envelope_is_invalid(
     platform: FakePlatform, body: bytes
@@ -329,8 +332,11 @@ def test_cli_maps_statuses_to_exit_codes_without_showing_the_key(
         [line] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
         assert text in line
         assert line.endswith(f"(HTTP {status} from {platform.host})")
-        if hint:
-            assert f"hint: {hint}" in result.stderr
+        expected = hint
+        if status == 404 and args[0] == "interrupt":  # the platform takes full ids only
+            expected = "with --api give the whole interrupt id"
+        if expected:
+            assert f"hint: {expected}" in result.stderr
         else:
             assert "hint:" not in result.stderr
         assert KEY not in result.stdout + result.stderr
@@ -349,3 +355,116 @@ def test_cli_connection_refused_exits_6_naming_the_host() -> None:
         assert result.exit_code == 6
         assert f"cannot reach 127.0.0.1:{port}" in result.stderr
         assert KEY not in result.stdout + result.stderr
+
+
+# Listing, naming and watching: what the platform can and cannot do
+
+
+def test_the_platform_lists_per_run_only(platform: FakePlatform) -> None:
+    platform.reply("GET", "/agent-runs/run_1/interrupts", 200, envelope([PENDING, SETTLED]))
+    with Platform(platform.url) as client:
+        with pytest.raises(BeltError, match="with --api, list needs a RUN_ID") as caught:
+            client.find_interrupts()
+        assert caught.value.exit_code == ExitCode.USAGE
+        assert platform.requests == []
+        assert client.find_interrupts(run_id="run_1") == [(PENDING, None)]
+        assert client.find_interrupts(run_id="run_1", include_settled=True, chat_id="ch_2") == []
+        assert client.find_interrupts(run_id="run_1", reason="hook_gate") == [(PENDING, None)]
+
+
+def test_the_platform_takes_whole_ids_and_the_error_says_so(platform: FakePlatform) -> None:
+    platform.reply("GET", "/agent-runs/run_1/interrupts", 200, envelope([PENDING, SETTLED]))
+    result = belt("interrupt", "show", "int", "--run", "run_1", "--api", platform.url)
+    assert result.exit_code == 3
+    assert "with --api give the whole interrupt id" in result.stderr
+    assert "did you mean int_1, int_2?" in result.stderr
+    result = belt("interrupt", "resolve", "k2m9", "allow", "--api", platform.url)
+    assert result.exit_code == 3
+    assert "the platform takes full ids only" in result.stderr
+
+
+def test_watch_polls_each_run_and_reports_what_changed(platform: FakePlatform) -> None:
+    route = "/agent-runs/run_1/interrupts"
+    opened = PENDING | {"id": "int_3"}
+    answers = iter(
+        [
+            [PENDING, SETTLED],  # at the start: int_1 waits, int_2 is history
+            [PENDING, SETTLED, opened],
+            [PENDING | {"status": "expired", "resolution": "allow"}, SETTLED, opened],
+            [PENDING, SETTLED, opened | {"status": "weird"}],  # hostile: nothing belt knows
+        ]
+    )
+
+    def sleep(seconds: float) -> None:
+        assert seconds == 0.5
+        platform.reply("GET", route, 200, envelope(next(answers)))
+
+    sleep(0.5)
+    with Platform(platform.url) as client:
+        with pytest.raises(BeltError, match="watch needs --run RUN_ID"):
+            next(client.watch_interrupts(run_ids=[], interval=0.5))
+        events = client.watch_interrupts(run_ids=["run_1"], interval=0.5, sleep=sleep)
+        seen = [(e["event"], e["interrupt"]["id"]) for e, _ in zip(events, range(3), strict=False)]
+    assert seen == [("pending", "int_1"), ("opened", "int_3"), ("expired", "int_1")]
+
+
+def test_watch_warns_while_the_platform_is_unreachable() -> None:
+    naps: list[float] = []
+    with Platform(f"http://127.0.0.1:{closed_port()}") as client:
+        events = client.watch_interrupts(run_ids=["run_1"], interval=2, sleep=naps.append)
+        first, second = next(events), next(events)
+    assert first["event"] == second["event"] == "warning"
+    assert "cannot reach 127.0.0.1" in first["message"]
+    assert naps == [2]
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"not json at all", "invalid JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper than 100 levels"),
+        (b'{"data": ' + b"1" * 5000 + b"}", "an integer has 5000 digits"),
+        (b'{"data": "\\udc00"}', "lone surrogate \\udc00"),
+        (b'{"data": NaN}', "NaN is not a JSON number"),
+    ],
+)
+def test_a_hostile_answer_is_a_clear_remote_failure(
+    platform: FakePlatform, body: bytes, reason: str
+) -> None:
+    platform.reply("POST", "/interrupts/int_1/resolve", 200, body)
+    with pytest.raises(Unreachable) as caught:
+        Platform(platform.url).resolve_interrupt(interrupt_id="int_1", decision="allow")
+    assert caught.value.exit_code == ExitCode.UNREACHABLE
+    assert caught.value.message.startswith(f"{platform.host} answered HTTP 200 with a body that")
+    assert reason in caught.value.message
+
+
+@pytest.mark.parametrize("behaviour", [hostile.slow_head, hostile.slow_body])
+def test_a_trickling_api_fails_at_the_total_deadline(behaviour: Any) -> None:
+    with hostile.hostile_server(behaviour()) as url:
+        with pytest.raises(Unreachable, match="did not answer within 1s"):
+            Platform(url, timeout=1.0).list_interrupts(run_id="run_1")
+
+
+def test_an_endless_api_answer_is_cut_at_the_cap() -> None:
+    with hostile.hostile_server(hostile.endless()) as url:
+        with pytest.raises(Unreachable, match="the answer is larger than 16384 KiB"):
+            Platform(url, timeout=30.0).list_interrupts(run_id="run_1")
+
+
+def test_a_broken_api_url_is_invalid_input() -> None:
+    with pytest.raises(InvalidInput, match=r"--api is not a valid URL \(Invalid IPv6 URL\)"):
+        Platform("http://[::1/x")
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://xn--/", "has a host that is not a valid domain name"),
+        ("http://\udcff/", "must be a URL without spaces, control characters or lone surrogates"),
+        ("http://h:99999/", "port 99999 is out of range (1-65535)"),
+    ],
+)
+def test_urls_the_client_cannot_use_are_invalid_input(url: str, reason: str) -> None:
+    with pytest.raises(InvalidInput, match=re.escape(f"--api {reason}")):
+        Platform(url)

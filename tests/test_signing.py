@@ -87,3 +87,21 @@ def test_verify_allows_five_minutes_of_skew_either_way_and_no_more() -> None:
 def test_a_malformed_secret_is_invalid_input(secret: str, reason: str) -> None:
     with pytest.raises(InvalidInput, match=reason):
         secret_key(secret)
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        "+1614265330",
+        "16_14265330",
+        "+16_14265330",
+        " 1614265330",
+        "1614265330 ",
+        "１６１４２６５３３０",
+    ],
+)
+def test_a_timestamp_is_ascii_digits_only(stamp: str) -> None:
+    # int() reads each of these as the vector's own time, so the signature would match.
+    headers = vector_headers(**{"webhook-timestamp": stamp})
+    with pytest.raises(SignatureError, match="not a Unix time"):
+        verify(SECRET, headers, BODY, now=TIMESTAMP)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
+from belt.cli import typer_internals
 from belt.cli.options import VerboseFlag
 from belt.errors import BeltError
 
+typer_internals.install()
 
-class BeltGroup(TyperGroup):
+
+class BeltGroup(typer_internals.OnDemandCompletion):
     """Root group: turns a BeltError into a one-line message and its exit code."""
 
     def invoke(self, ctx: Any) -> Any:
@@ -21,24 +22,8 @@ class BeltGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except BeltError as exc:
-            report(exc, verbose=bool(ctx.params.get("verbose")))
+            report(exc, verbose=bool(ctx.find_root().params.get("verbose")))
             raise typer.Exit(int(exc.exit_code)) from None
-
-    def _main_shell_completion(
-        self, ctx_args: Any, prog_name: str, complete_var: str | None = None
-    ) -> None:
-        """Answer a completion request from the scripts `belt completion SHELL` prints."""
-        var = complete_var or f"_{prog_name}_COMPLETE".replace("-", "_").upper()
-        if os.environ.get(var):
-            # add_completion=False skips registering typer's shell classes; do it on demand.
-            from typer._completion_classes import completion_init
-
-            completion_init()
-        super()._main_shell_completion(ctx_args, prog_name, complete_var)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        """The group's --help flag, parsed without pydantic (see ``plain_help_flag``)."""
-        return plain_help_flag(super().get_help_option(ctx))
 
     def list_commands(self, ctx: Any) -> list[str]:
         """Subcommand names: those built already, then the lazy ones."""
@@ -46,13 +31,11 @@ class BeltGroup(TyperGroup):
         return [*built, *(name for name in LAZY.get(self.name or "", {}) if name not in built)]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        """A subcommand, built on first use, whose --help flag is parsed without pydantic."""
+        """A subcommand, built on first use."""
         command = super().get_command(ctx, cmd_name)
         target = LAZY.get(self.name or "", {}).get(cmd_name)
         if command is None and target is not None:
             command = self.commands[cmd_name] = build_command(cmd_name, target)
-        if command is not None:
-            plain_help_flag(command.get_help_option(ctx))
         return command
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
@@ -63,7 +46,7 @@ class BeltGroup(TyperGroup):
         return super().resolve_command(ctx, args)
 
 
-# Subcommands built only when a command line names them, by program: {"belt": {name: target}}.
+# Subcommands built only when a command line names them, by group: {"belt": {name: target}}.
 # Building every group's click commands (and importing their modules) on each start would make
 # `belt version` pay for every command belt has.
 LAZY: dict[str, dict[str, str]] = {}
@@ -88,26 +71,11 @@ def build_command(name: str, target: str) -> Any:
     if isinstance(obj, typer.Typer):
         command = typer.main.get_group(obj)
     else:
-        single = typer.Typer()
+        single = typer.Typer(add_completion=False)  # belt has `belt completion`
         single.command(name=name)(obj)
         command = typer.main.get_command(single)
     command.name = name
     return command
-
-
-def plain_help_flag(option: Any) -> Any:
-    """Give a --help flag a plain bool coercion instead of a pydantic TypeAdapter.
-
-    Typer coerces every parameter whose value is not already a bool through a TypeAdapter, and
-    an unused --help flag is None: without this, ``belt version`` imports pydantic (~40 ms).
-    """
-    if option is not None and getattr(option, "_runtime_param", True) is None:
-        from typer._coercion import PassThroughRuntimeParam
-
-        option._runtime_param = PassThroughRuntimeParam(
-            parameter_info=option.type_descriptor.parameter_info, annotation=bool
-        )
-    return option
 
 
 def report(exc: BeltError, *, verbose: bool) -> None:
@@ -169,6 +137,9 @@ def _register() -> None:
     lazy_command("belt", "serve", "belt.cli.serve:serve")
     lazy_command("belt", "trigger", "belt.cli.trigger:trigger")
     lazy_command("belt", "executor", "belt.cli.executor:app")
+    lazy_command("belt", "registry", "belt.cli.registry:app")
+    lazy_command("belt", "test", "belt.cli.test:test")
+    lazy_command("belt", "replay", "belt.cli.replay:replay")
 
 
 _register()

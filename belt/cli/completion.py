@@ -25,8 +25,7 @@ def completion(shell: Annotated[Shell, typer.Argument(help="Shell to complete in
 
     To keep it, save it where your shell loads completions from.
     """
-    from typer._completion_shared import get_completion_script
-
     from belt import output
+    from belt.cli.typer_internals import completion_script
 
-    output.echo(get_completion_script(prog_name="belt", complete_var=COMPLETE_VAR, shell=shell))
+    output.block(completion_script(prog_name="belt", complete_var=COMPLETE_VAR, shell=shell))

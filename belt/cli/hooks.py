@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from belt.errors import UsageError
+
+if TYPE_CHECKING:
+    from belt.wire.platform import LifecycleHookConfig
 
 app = typer.Typer(help="Declare and check lifecycle hooks.", no_args_is_help=True)
 
@@ -168,7 +171,7 @@ def add(
         default_resolution=default_resolution.value if default_resolution else None,
         file=file,
     )
-    output.success(f"added hooks[{index}] to {resolve_path(file)}: {describe_hook(hook.to_wire())}")
+    output.success(f"added hooks[{index}] to {resolve_path(file)}: {describe_hook(shown(hook))}")
 
 
 @app.command("list")
@@ -179,7 +182,7 @@ def list_(file: FileOption = None, json_: JsonFlag = False) -> None:
 
     hooks = read_hooks(file)
     if json_:
-        output.print_json([hook.to_wire() for hook in hooks])
+        output.print_json([shown(hook) for hook in hooks])
         return
     if not hooks:
         output.echo(f"no hooks in {resolve_path(file)}", stderr=True)
@@ -191,7 +194,7 @@ def list_(file: FileOption = None, json_: JsonFlag = False) -> None:
                 index,
                 hook.event.value,
                 hook.type.value,
-                hook.handler or "-",
+                shown(hook).get("handler") or "-",
                 "yes" if hook.async_ else "no",
                 f"{hook.effective_timeout()}s",
                 hook.default_resolution.value if hook.default_resolution else "",
@@ -212,7 +215,7 @@ def remove(
 
     hook = remove_hook(index, file)
     output.success(
-        f"removed hooks[{index}] from {resolve_path(file)}: {describe_hook(hook.to_wire())}"
+        f"removed hooks[{index}] from {resolve_path(file)}: {describe_hook(shown(hook))}"
     )
 
 
@@ -227,7 +230,17 @@ def export(
     from belt import output
     from belt.hookfile import read_hooks, render
 
-    output.echo(render(read_hooks(file), format_.value).rstrip("\n"))
+    output.block(render(read_hooks(file), format_.value).rstrip("\n"))
+
+
+def shown(hook: LifecycleHookConfig) -> dict[str, Any]:
+    """A hook's declaration as printed: a webhook named by its host only (never credentials)."""
+    from belt.effects import handler_label
+
+    wire = hook.to_wire()
+    if hook.handler is not None and hook.type.value == "webhook":
+        wire["handler"] = handler_label(hook.type, hook.handler)
+    return wire
 
 
 def describe_hook(hook: dict[str, object]) -> str:

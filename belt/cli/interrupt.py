@@ -8,11 +8,16 @@ from typing import Annotated, Any
 
 import typer
 
+from belt.cli import BeltGroup, lazy_command
 from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag
-from belt.wire.enums import InterruptStatus
+from belt.wire.enums import InterruptReason, InterruptStatus
 
+# Each command is built only when a command line names it (see ``lazy_command``): building all
+# of them would make `belt interrupt list`, the command people type most, pay for every one.
 app = typer.Typer(
-    help="List, show, resolve and open interrupts (the gates hooks put on runs).",
+    cls=BeltGroup,
+    name="interrupt",
+    help="List, review, watch, resolve and open interrupts (the gates hooks put on runs).",
     no_args_is_help=True,
 )
 
@@ -24,49 +29,103 @@ class Decision(StrEnum):
     deny = "deny"
 
 
-@app.command("list")
+def pending_ids(incomplete: str) -> list[tuple[str, str]]:
+    """Shell completion: the pending interrupts of the local store (id, or short id, and what
+    each holds)."""
+    from belt.backend import LocalBackend
+    from belt.errors import BeltError
+    from belt.render import gate_event, gate_holds
+
+    try:
+        listed = LocalBackend().find_interrupts()
+    except BeltError:
+        return []
+    offered = []
+    for item, _ in listed:
+        name = str(item.get("id"))
+        if not name.startswith(incomplete) and str(item.get("short_id")).startswith(incomplete):
+            name = str(item.get("short_id"))
+        offered.append((name, " ".join(f"{gate_event(item)} {gate_holds(item, 40)}".split())))
+    return offered
+
+
+InterruptRef = Annotated[
+    str,
+    typer.Argument(
+        metavar="ID",
+        help="The interrupt: its id, short id or a unique prefix (whole ids with --api).",
+        autocompletion=pending_ids,
+    ),
+]
+
+
 def list_(
     run_id: Annotated[
-        str, typer.Argument(metavar="RUN_ID", help="The run whose interrupts to list.")
-    ],
+        str | None,
+        typer.Argument(
+            metavar="RUN_ID",
+            help="Only this run's interrupts, in the order they opened (needed with --api).",
+            show_default=False,
+        ),
+    ] = None,
     all_: Annotated[bool, typer.Option("--all", help="Include settled interrupts.")] = False,
+    chat: Annotated[
+        str | None, typer.Option("--chat", metavar="CHAT_ID", help="Only this chat's.")
+    ] = None,
+    run: Annotated[
+        str | None, typer.Option("--run", metavar="RUN_ID", help="Only this run's (as RUN_ID).")
+    ] = None,
+    reason: Annotated[
+        InterruptReason | None, typer.Option("--reason", help="Only interrupts of this reason.")
+    ] = None,
     json_: JsonFlag = False,
     api: ApiOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """List a run's pending interrupts (all of them with --all)."""
+    """List the pending interrupts of every run, newest first (all of them with --all).
+
+    Each row says what the gate holds (the event, the tool and its arguments), its run and
+    chat, how long it has left and what happens then. Every command that takes an interrupt
+    id takes the short id shown here.
+    """
     from belt import output
     from belt.backend import open_backend
 
+    if run_id and run and run_id != run:
+        from belt.errors import UsageError
+
+        raise UsageError(f"RUN_ID {run_id} and --run {run} name different runs")
+    one_run = run_id or run
     with open_backend(api, api_key=api_key) as backend:
-        items = backend.list_interrupts(run_id=run_id, include_settled=all_)
+        listed = backend.find_interrupts(
+            run_id=one_run,
+            chat_id=chat,
+            reason=reason.value if reason else None,
+            include_settled=all_,
+        )
     if json_:
-        output.print_json(items)
+        output.print_json([item for item, _ in listed])
         return
-    if not items:
+    if not listed:
         what = "interrupts" if all_ else "pending interrupts"
-        output.echo(f"no {what} on run {run_id}", stderr=True)
+        where = f" on run {one_run}" if one_run else ""
+        output.echo(f"no {what}{where}", stderr=True)
         return
-    now = _now()
-    output.table(
-        ["id", "reason", "source", "resource", "status", "expires in"],
-        [
-            [
-                item.get("id"),
-                item.get("reason"),
-                item.get("source"),
-                _resource(item),
-                _status(item),
-                expires_in(item, now),
-            ]
-            for item in items
-        ],
+    from belt.render import interrupt_table
+
+    columns, rows = interrupt_table(
+        listed,
+        _now(),
+        short_ids=not api,
+        runs=not one_run,
+        chats=not one_run and not chat,
+        statuses=all_,
     )
+    output.table(columns, rows)
 
 
-@app.command()
 def show(
-    interrupt_id: Annotated[str, typer.Argument(metavar="ID", help="The interrupt to show.")],
+    interrupt_id: InterruptRef,
     run: Annotated[
         str | None,
         typer.Option(
@@ -82,6 +141,7 @@ def show(
     """Show one interrupt: its state, deadline, resolution and the hook payload it holds."""
     from belt import output
     from belt.backend import open_backend
+    from belt.render import expires_in, gate_holds, interrupt_status
 
     with open_backend(api, api_key=api_key) as backend:
         item, on_expiry = backend.show_interrupt(interrupt_id=interrupt_id, run_id=run)
@@ -91,10 +151,11 @@ def show(
     pairs: list[tuple[str, Any]] = [
         ("id", item.get("id")),
         ("short id", item.get("short_id")),
-        ("status", _status(item)),
+        ("status", interrupt_status(item)),
         ("reason", item.get("reason")),
         ("source", item.get("source")),
         ("resource", _resource(item)),
+        ("holds", gate_holds(item, 200)),
         ("run", item.get("run_id")),
         ("chat", item.get("chat_id")),
         ("created", item.get("created_at")),
@@ -112,9 +173,8 @@ def show(
     output.key_values(pairs)
 
 
-@app.command()
 def resolve(
-    interrupt_id: Annotated[str, typer.Argument(metavar="ID", help="The interrupt to resolve.")],
+    interrupt_id: InterruptRef,
     decision: Annotated[Decision, typer.Argument(metavar="allow|deny", help="The decision.")],
     data: Annotated[
         str | None,
@@ -131,7 +191,7 @@ def resolve(
     """Resolve a pending interrupt; exit 4 if it is no longer pending."""
     from belt import output
     from belt.backend import open_backend
-    from belt.records.interrupts import read_json_option
+    from belt.inputs import read_json_option
 
     resolved_data = None if data is None else read_json_option(data, option="--data")
     with open_backend(api, api_key=api_key) as backend:
@@ -145,7 +205,182 @@ def resolve(
     output.success(f"{item.get('id') or interrupt_id} resolved: {resolution}")
 
 
-@app.command()
+ANSWERS = {
+    "a": "allow",
+    "allow": "allow",
+    "d": "deny",
+    "deny": "deny",
+    "s": "skip",
+    "skip": "skip",
+    "q": "quit",
+    "quit": "quit",
+}
+
+
+def review(
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Resume each simulated run once all its gates are settled, as `belt sim "
+            "resume` does.",
+        ),
+    ] = False,
+) -> None:
+    """Walk the pending interrupts one by one and allow, deny or skip each (needs a terminal).
+
+    Each gate shows what it holds (event, tool, arguments), the transcript just before it and
+    its hook payload; the one that expires first comes first. An answer is an ordinary resolve,
+    with optional data for the resolution. From a script, use `belt interrupt resolve`.
+    """
+    import sys
+
+    from belt import output
+    from belt.backend import LocalBackend
+    from belt.errors import BeltError, UsageError
+    from belt.render import review_lines
+
+    if not sys.stdin.isatty():
+        raise UsageError(
+            "belt interrupt review asks on a terminal, and standard input is not one",
+            hint="to resolve from a script or a pipe: belt interrupt resolve ID allow|deny "
+            "[--data JSON]",
+        )
+    backend = LocalBackend()
+    passed: set[str] = set()
+    done = {"allow": 0, "deny": 0, "skip": 0}
+    while True:
+        waiting = [(i, e) for i, e in backend.find_interrupts() if i["id"] not in passed]
+        if not waiting:
+            break
+        item, on_expiry = min(waiting, key=lambda listed: str(listed[0].get("expires_at")))
+        try:
+            before = backend.transcript_before(interrupt=item)
+        except BeltError as exc:
+            output.warning(f"no transcript: {exc.message}")
+            before = []
+        position = f"{sum(done.values()) + 1} of {len(waiting) + sum(done.values())}"
+        output.lines(review_lines(item, on_expiry, before, _now(), position=position))
+        answer = _ask_decision()
+        if answer == "quit":
+            break
+        passed.add(item["id"])
+        if answer == "skip":
+            done["skip"] += 1
+            continue
+        data = _ask_data()
+        try:
+            resolved = backend.resolve_interrupt(
+                interrupt_id=item["id"], decision=answer, data=data
+            )
+        except BeltError as exc:  # settled meanwhile by someone else, or by the sweep
+            output.warning(exc.message)
+            continue
+        done[answer] += 1
+        output.success(f"{resolved.get('short_id')} resolved: {resolved.get('resolution')}")
+        if resume:
+            _resume(backend, str(item.get("run_id")))
+    total = sum(done.values())
+    if not total:
+        output.echo("no pending interrupts", stderr=True)
+        return
+    output.echo(
+        f"reviewed {total}: {done['allow']} allowed, {done['deny']} denied, {done['skip']} skipped",
+        stderr=True,
+    )
+
+
+def _ask_decision() -> str:
+    """allow, deny, skip or quit, asked until one of them is given (quit at end of input)."""
+    from belt import output
+
+    while True:
+        try:
+            text = input("allow, deny, skip or quit? [a/d/s/q] ").strip().lower()
+        except (EOFError, KeyboardInterrupt):
+            output.echo()
+            return "quit"
+        if text in ANSWERS:
+            return ANSWERS[text]
+        if text:
+            output.warning(f"{text!r} is not an answer: type a, d, s or q")
+
+
+def _ask_data() -> object:
+    """Optional data for the resolution, asked until it is valid JSON (none when left empty)."""
+    from belt import output
+    from belt.errors import BeltError
+    from belt.inputs import read_json_option
+
+    while True:
+        try:
+            text = input("data for the resolution (JSON or @FILE, Enter for none): ").strip()
+        except (EOFError, KeyboardInterrupt):
+            output.echo()
+            return None
+        if not text:
+            return None
+        try:
+            return read_json_option(text, option="data")
+        except BeltError as exc:
+            output.warning(exc.message)
+
+
+def _resume(backend: Any, run_id: str) -> None:
+    """Resume a simulated run whose gates are now all settled; say how it went."""
+    from belt import output
+    from belt.errors import BeltError
+
+    try:
+        states = backend.resume_settled_run(run_id=run_id)
+    except BeltError as exc:  # another process continues it, or it is not waiting at a gate
+        output.warning(f"run {run_id} not resumed: {exc.message}")
+        return
+    for resumed, state in states:
+        output.success(f"run {resumed} resumed: {state}")
+
+
+def watch(
+    runs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run",
+            metavar="RUN_ID",
+            help="Only this run's interrupts (repeatable); needed with --api.",
+            show_default=False,
+        ),
+    ] = None,
+    interval: Annotated[
+        float,
+        typer.Option("--interval", metavar="S", help="Seconds between looks.", min=0.05),
+    ] = 1.0,
+    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object per line.")] = False,
+    api: ApiOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Print each interrupt as it opens and as it is settled, until Ctrl-C.
+
+    Settled means resolved (by a person or the API), expired (by a sweep) or cancelled. It
+    starts with the gates already pending. Locally a look costs two file-system stats while
+    nothing changes; with --api it polls the list of each --run.
+    """
+    from belt import output
+    from belt.backend import open_backend
+    from belt.render import watch_line
+
+    try:
+        with open_backend(api, api_key=api_key) as backend:
+            for event in backend.watch_interrupts(run_ids=runs or [], interval=interval):
+                if event["event"] == "warning":
+                    output.warning(str(event["message"]))
+                elif json_:
+                    output.print_json_line(event)
+                else:
+                    output.lines([watch_line(event, _now(), short_ids=not api)])
+    except KeyboardInterrupt:
+        return
+
+
 def sweep(json_: JsonFlag = False) -> None:
     """Settle every overdue pending interrupt with its default resolution (status expired)."""
     from belt import output
@@ -163,7 +398,6 @@ def sweep(json_: JsonFlag = False) -> None:
         )
 
 
-@app.command()
 def create(
     run: Annotated[str, typer.Option("--run", metavar="RUN_ID", help="The run to gate.")],
     chat: Annotated[str, typer.Option("--chat", metavar="CHAT_ID", help="The run's chat.")],
@@ -178,13 +412,18 @@ def create(
     ] = None,
     meta: Annotated[
         str | None,
-        typer.Option("--meta", metavar="JSON|@FILE", help="The hook payload to store as meta."),
+        typer.Option(
+            "--meta",
+            metavar="JSON|@FILE",
+            help="The hook payload to store as meta (a JSON object).",
+        ),
     ] = None,
     json_: JsonFlag = False,
 ) -> None:
     """Open a hook gate by hand, as a gate hook on EVENT would."""
     from belt import output
-    from belt.records.interrupts import create_interrupt, read_json_option
+    from belt.inputs import read_json_object_option
+    from belt.records.interrupts import create_interrupt
 
     item = create_interrupt(
         run_id=run,
@@ -192,7 +431,7 @@ def create(
         event=event,
         timeout=timeout,
         default_resolution=default_resolution.value if default_resolution else None,
-        meta=None if meta is None else read_json_option(meta, option="--meta"),
+        meta=None if meta is None else read_json_object_option(meta, option="--meta"),
     )
     if json_:
         output.print_json(item)
@@ -219,24 +458,13 @@ def _resource(item: dict[str, Any]) -> str:
     return f"{kind}:{item['resource_id']}" if item.get("resource_id") else kind
 
 
-def _status(item: dict[str, Any]) -> str:
-    status = str(item.get("status"))
-    return f"{status} ({item['resolution']})" if item.get("resolution") else status
-
-
-def expires_in(item: dict[str, Any], now: datetime) -> str:
-    """How long a pending interrupt has left, as ``4m 12s``; ``overdue`` or ``-`` otherwise."""
-    from belt.store.clock import parse_timestamp
-
-    if item.get("status") != InterruptStatus.PENDING or not item.get("expires_at"):
-        return "-"
-    left = int((parse_timestamp(item["expires_at"]) - now).total_seconds())
-    if left <= 0:
-        return "overdue"
-    hours, rest = divmod(left, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes}m"
-    if minutes:
-        return f"{minutes}m {seconds}s"
-    return f"{seconds}s"
+for _name, _function in (
+    ("list", "list_"),
+    ("show", "show"),
+    ("resolve", "resolve"),
+    ("review", "review"),
+    ("watch", "watch"),
+    ("sweep", "sweep"),
+    ("create", "create"),
+):
+    lazy_command("interrupt", _name, f"belt.cli.interrupt:{_function}")

@@ -34,3 +34,13 @@ Executors = Annotated[
         show_default=False,
     ),
 ]
+Routes = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--route",
+        metavar="URL_PREFIX=TARGET",
+        help="Deliver webhooks whose URL starts with URL_PREFIX to TARGET instead: "
+        "py:MODULE:FUNC, or a URL that takes the prefix's place.",
+        show_default=False,
+    ),
+]

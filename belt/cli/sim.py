@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from belt.cli.options import Executors
+from belt.cli.options import Executors, Routes
 
 app = typer.Typer(
     help="Run scripted agents whose hooks fire as on the platform.", no_args_is_help=True
@@ -74,6 +74,7 @@ def run(
         typer.Option("--fail-closed", help="Count failed webhooks as deny on gate-able events."),
     ] = False,
     executor: Executors = None,
+    route: Routes = None,
     wait: WaitFlag = False,
     json_: JsonFlag = False,
 ) -> None:
@@ -85,6 +86,8 @@ def run(
     Ctrl-C stops waiting and leaves the run resumable (exit 130). A failed run, or a Nexus run
     on an attention hold, exits 1. A Nexus scenario waits for each hook task up to the hook's
     timeout_ms: serve them with --executor, or with `belt executor run` in another terminal.
+    Gates the scenario resolves itself (its turns.resolve tables) are settled at once; --route
+    is kept with the run, so `belt sim resume` honours it.
     """
     from belt.engine.api import run_scenario
 
@@ -96,6 +99,7 @@ def run(
         executors=executor or [],
         report=live(),
         wait=wait,
+        routes=route or [],
     )
     render(report, executed, json_)
 

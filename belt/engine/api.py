@@ -26,7 +26,7 @@ def _worker(store: Store, executors: list[str], report: Reporter | None) -> Work
     return Worker(store, parse_tools(executors), report)
 
 
-def _options(
+def simulation_options(
     store: Store,
     dialect: Any,
     *,
@@ -35,16 +35,28 @@ def _options(
     transport: httpx.BaseTransport | None,
     report: Reporter | None,
     wait: bool = False,
+    routes: list[str] | None = None,
 ) -> Options:
     """What the caller lends the simulation, checked against its dialect."""
+    from belt.engine.dispatch import parse_routes
     from belt.engine.simulation import Options
 
-    dialect.check_options(executors=bool(executors), fail_closed=fail_closed)
+    dialect.check_options(executors=bool(executors), fail_closed=fail_closed, routes=bool(routes))
     return Options(
         transport=transport,
         worker=_worker(store, executors, report),
         notify=report,
         wait=wait,
+        routes=parse_routes(routes or []),
+    )
+
+
+def with_scenario_executors(declared: dict[str, str], executors: list[str]) -> list[str]:
+    """``--executor`` specs, after the ``[executors]`` of a Nexus scenario that they do not
+    name (the command line wins)."""
+    given = {spec.partition("=")[0].strip() for spec in executors}
+    return [f"{name}={target}" for name, target in declared.items() if name not in given] + list(
+        executors
     )
 
 
@@ -57,10 +69,17 @@ def start_simulation(
     from belt.engine.simulation import Simulation
 
     check_storable(loaded)
+    if loaded.dialect == "platform":
+        from belt.engine.dispatch import load_handlers
+
+        options.handlers = {
+            **load_handlers(loaded.hooks, options.routes, source=loaded.source),
+            **options.handlers,
+        }
     store = store.without_fsync()
     dialect = DIALECTS[loaded.dialect]
     options.loaded = loaded
-    sim = dialect.create(store, loaded, fail_closed=fail_closed)
+    sim = dialect.create(store, loaded, fail_closed=fail_closed, routes=options.routes)
     simulation = Simulation(store, sim, dialect, options)
     executed = simulation.run()
     return simulation.sim, executed
@@ -89,6 +108,7 @@ def run_scenario(
     transport: httpx.BaseTransport | None = None,
     report: Reporter | None = None,
     wait: bool = False,
+    routes: list[str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Run a scenario file; returns the simulation's report and the ids of the runs executed.
 
@@ -97,6 +117,7 @@ def run_scenario(
     ``wait`` run stays at until they are settled.
     """
     from belt.engine.dialects import DIALECTS
+    from belt.engine.dispatch import parse_routes
     from belt.engine.report import build_report
     from belt.engine.scenario import read_scenario
     from belt.store import open_store
@@ -105,16 +126,20 @@ def run_scenario(
         from belt.executor.targets import parse_tools
 
         parse_tools(executors)
+    parse_routes(routes or [])
     loaded = read_scenario(scenario, hooks_file=hooks_file)
     store = open_store()
-    options = _options(
+    options = simulation_options(
         store,
         DIALECTS[loaded.dialect],
-        executors=executors or [],
+        executors=with_scenario_executors(
+            getattr(loaded.scenario, "executors", {}), executors or []
+        ),
         fail_closed=fail_closed,
         transport=transport,
         report=report,
         wait=wait,
+        routes=routes,
     )
     sim, executed = start_simulation(store, loaded, options, fail_closed=fail_closed)
     return build_report(store, sim), executed
@@ -131,14 +156,16 @@ def resume_run(
     """Resume a run held at gates or on an attention hold; returns the report and runs executed."""
     from belt.engine.dialects import dialect_class
     from belt.engine.report import build_report
-    from belt.engine.simulation import sim_of_run
+    from belt.engine.simulation import SCENARIO, sim_of_run
     from belt.store import open_store
 
     store = open_store()
-    options = _options(
+    sim = sim_of_run(store, run_id)
+    declared = store.read(SCENARIO, str(sim["id"])).get("executors") or {}
+    options = simulation_options(
         store,
-        dialect_class(sim_of_run(store, run_id)),
-        executors=executors or [],
+        dialect_class(sim),
+        executors=with_scenario_executors(declared, executors or []),
         fail_closed=False,
         transport=transport,
         report=report,

@@ -9,7 +9,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from belt.effects import Outcome, chat_hook_event, handler_label, leaves_row, outcome, takes_effect
+from belt.effects import (
+    Outcome,
+    chat_hook_event,
+    handler_label,
+    is_in_process,
+    leaves_row,
+    outcome,
+    takes_effect,
+)
+from belt.errors import UsageError
 from belt.wire.catalogue import EVENTS
 from belt.wire.platform import (
     HookDecision,
@@ -22,7 +31,92 @@ from belt.wire.platform import (
 if TYPE_CHECKING:
     import httpx
 
+    from belt.handlers.inprocess import Handler, InProcess
     from belt.store import Store
+
+
+@dataclass(frozen=True)
+class Route:
+    """``--route URL_PREFIX=TARGET``: a webhook whose URL starts with ``prefix`` is delivered to
+    ``target`` instead: a ``py:MODULE:FUNC`` handler, or a URL that takes the prefix's place."""
+
+    prefix: str
+    target: str
+
+    def destination(self, url: str) -> str:
+        """Where a webhook of ``url`` (which starts with the prefix) is delivered."""
+        if is_in_process(self.target):
+            return self.target
+        return self.target + url[len(self.prefix) :]
+
+    def to_wire(self) -> dict[str, str]:
+        """The route as the store's private part keeps it."""
+        return {"prefix": self.prefix, "target": self.target}
+
+
+def parse_route(spec: str) -> Route:
+    """Parse ``URL_PREFIX=TARGET``; a malformed one is a usage error (exit 2)."""
+    from belt.wire.validate import check_webhook_url, in_process_problem
+
+    prefix, sep, target = spec.partition("=")
+    shape = "URL_PREFIX=TARGET, TARGET being py:MODULE:FUNC or an http(s):// URL"
+    if not sep or not prefix or not target:
+        raise UsageError(f"--route {spec!r}: expected {shape}")
+    if not prefix.startswith(("http://", "https://")):
+        raise UsageError(f"--route {spec!r}: the prefix must start with http:// or https://")
+    if is_in_process(target):
+        reason = in_process_problem(target, allowed=True)
+        if reason:
+            raise UsageError(f"--route {spec!r}: {reason}")
+    else:
+        reason = check_webhook_url(target)
+        if reason:
+            raise UsageError(f"--route {spec!r}: the target {reason} (or is py:MODULE:FUNC)")
+    return Route(prefix, target)
+
+
+def parse_routes(specs: list[str]) -> list[Route]:
+    """Parse every ``--route``; a prefix given twice is a usage error."""
+    routes: list[Route] = []
+    for spec in specs:
+        route = parse_route(spec)
+        if any(known.prefix == route.prefix for known in routes):
+            raise UsageError(f"--route: the prefix {route.prefix} is given twice")
+        routes.append(route)
+    return routes
+
+
+def routes_from_wire(raw: Any) -> list[Route]:
+    """Routes as the store's private part keeps them."""
+    return [Route(str(item["prefix"]), str(item["target"])) for item in raw or []]
+
+
+def load_handlers(
+    hooks: list[LifecycleHookConfig], routes: list[Route], *, source: str
+) -> dict[str, Handler]:
+    """Import every ``py:`` handler that hooks and routes name, before anything is written: one
+    that cannot be imported is an error naming where it was given (NotFound or InvalidInput)."""
+    from belt.handlers.inprocess import load_handler
+
+    wanted = [
+        (str(hook.handler), f"{source}: {hook.handler}")
+        for hook in hooks
+        if hook.type == HookHandlerType.WEBHOOK and is_in_process(str(hook.handler))
+    ]
+    wanted += [
+        (route.target, f"--route {route.prefix}") for route in routes if is_in_process(route.target)
+    ]
+    loaded: dict[str, Handler] = {}
+    for spec, where in wanted:
+        if spec not in loaded:
+            loaded[spec] = load_handler(spec, where=where)
+    return loaded
+
+
+def route_for(routes: list[Route], url: str) -> Route | None:
+    """The route a webhook URL takes: the one with the longest matching prefix, if any."""
+    matching = [route for route in routes if url.startswith(route.prefix)]
+    return max(matching, key=lambda route: len(route.prefix)) if matching else None
 
 
 @dataclass
@@ -38,6 +132,12 @@ class HookRun:
     duration_ms: int = 0
     interrupt: dict[str, Any] | None = None
     task_chat_id: str | None = None
+    routed_to: str | None = None
+    resource_id: str | None = None
+    """What the event is about: the tool invocation of an ``agent.tool_call``."""
+    """Where a routed webhook was delivered instead of its own URL (``--route``)."""
+    review: Any = None
+    """What a ``belt:extract`` run asks the engine to review (a ``handlers.builtin.Review``)."""
 
     @property
     def injected(self) -> bool:
@@ -86,6 +186,7 @@ ASYNC_WORKERS = 8
 """How many async hooks run at once; more wait their turn, and the loop never waits for them."""
 
 Finished = Callable[[HookRun], None]
+Builtin = Callable[[HookRun, dict[str, Any]], None]
 
 
 @dataclass
@@ -101,7 +202,12 @@ class Dispatcher:
     hooks: list[LifecycleHookConfig]
     fail_closed: bool = False
     transport: httpx.BaseTransport | None = None
+    builtin: Builtin | None = None
+    routes: list[Route] = field(default_factory=list)
+    handlers: dict[str, Handler] = field(default_factory=dict)
+    """``py:`` handlers imported before the run (checked then), by reference."""
     _pool: ThreadPoolExecutor | None = None
+    _in_process: InProcess | None = None
     _clients: dict[int, httpx.Client] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -112,8 +218,11 @@ class Dispatcher:
             self._pool = None
         with self._lock:
             clients, self._clients = list(self._clients.values()), {}
+            in_process, self._in_process = self._in_process, None
         for client in clients:
             client.close()
+        if in_process is not None:
+            in_process.close()
 
     def submit(
         self,
@@ -145,6 +254,15 @@ class Dispatcher:
                 self._clients[key] = client
         return client
 
+    def in_process(self) -> InProcess:
+        """The caller of ``py:`` handlers, created on first use."""
+        with self._lock:
+            if self._in_process is None:
+                from belt.handlers.inprocess import InProcess
+
+                self._in_process = InProcess(self.handlers)
+            return self._in_process
+
     def hooks_for(self, event: str) -> list[tuple[int, LifecycleHookConfig]]:
         """The hooks declared on ``event``, with their declaration index, in order."""
         return [(i, h) for i, h in enumerate(self.hooks) if h.event == event]
@@ -164,7 +282,8 @@ class Dispatcher:
         """
         result = EventResult(event, payload)
         for index, hook in self.hooks_for(event):
-            if hook.async_ and hook.type != HookHandlerType.GATE:
+            # Gates always hold the loop; builtins answer at once in the platform itself.
+            if hook.async_ and hook.type not in (HookHandlerType.GATE, HookHandlerType.BUILTIN):
                 self.submit(hook, index, payload, resource_id, finished or (lambda run: None))
                 continue
             run = self.run_one(hook, index, payload, resource_id)
@@ -182,7 +301,7 @@ class Dispatcher:
         resource_id: str | None,
     ) -> HookRun:
         """Deliver ``payload`` to one handler and return what it decided."""
-        run = HookRun(hook, index)
+        run = HookRun(hook, index, resource_id=resource_id)
         started = time.perf_counter()
         if hook.type == HookHandlerType.WEBHOOK:
             self.run_webhook(run, payload)
@@ -197,20 +316,27 @@ class Dispatcher:
                 self.store, hook=hook, payload=payload, resource_id=resource_id
             )
             run.decision = HookDecision.SUSPEND
+        elif hook.type == HookHandlerType.BUILTIN and self.builtin is not None:
+            self.builtin(run, payload)
         if not run.duration_ms:
             run.duration_ms = round((time.perf_counter() - started) * 1000)
         return run
 
     def run_webhook(self, run: HookRun, payload: dict[str, Any]) -> None:
-        """Call a webhook; a failure counts as allow, or deny on gate-able events if fail-closed."""
+        """Call a webhook (in-process for ``py:``, wherever ``--route`` sends it); a failure
+        counts as allow, or deny on gate-able events if fail-closed."""
         from belt.handlers.webhook import deliver
 
-        delivered = deliver(
-            self.client(),
-            str(run.hook.handler),
-            payload,
-            timeout=float(run.hook.effective_timeout()),
-        )
+        url = str(run.hook.handler)
+        route = route_for(self.routes, url)
+        destination = route.destination(url) if route is not None else url
+        if route is not None:
+            run.routed_to = destination
+        timeout = float(run.hook.effective_timeout())
+        if is_in_process(destination):
+            delivered = self.in_process().deliver(destination, payload, timeout=timeout)
+        else:
+            delivered = deliver(self.client(), destination, payload, timeout=timeout)
         run.duration_ms = delivered.duration_ms
         if delivered.error is not None or delivered.response is None:
             run.error = delivered.error or "no response"
@@ -247,6 +373,8 @@ def executed_record(event: str, run: HookRun, payload: dict[str, Any]) -> dict[s
         "injected": run.injected,
         "interrupt_id": run.interrupt["id"] if run.interrupt else None,
         "task_chat_id": run.task_chat_id,
+        **({"resource_id": run.resource_id} if run.resource_id else {}),
+        **({"routed_to": handler_label(run.hook.type, run.routed_to)} if run.routed_to else {}),
         "payload": payload,
     }
 

@@ -50,6 +50,9 @@ from belt.wire.enums import ATTENTION_HOLD, AgentRunState, ChatStatus, ToolInvoc
 from belt.wire.nexus import HookTaskInput, LifecycleHooks, NexusEvent, NexusHook
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from belt.engine.dispatch import Route
     from belt.engine.simulation import Simulation
     from belt.store import Store
 
@@ -152,17 +155,28 @@ class NexusLoop:
         self._rows: set[tuple[str, int]] | None = None
 
     @classmethod
-    def check_options(cls, *, executors: bool, fail_closed: bool) -> None:
-        """A failed Nexus hook always holds the execution: fail-closed means nothing here."""
+    def check_options(cls, *, executors: bool, fail_closed: bool, routes: bool = False) -> None:
+        """A failed Nexus hook always holds the execution: fail-closed means nothing here; and
+        Nexus hooks are executor tools, not webhooks to route."""
         if fail_closed:
             raise UsageError(
                 "--fail-closed is for platform scenarios; a failed Nexus hook always puts the "
                 "execution on an attention hold"
             )
+        if routes:
+            raise UsageError(
+                "--route reroutes webhooks; a Nexus scenario's hooks are executor tools",
+                hint="serve them with --executor NAME=TARGET, or [executors] in the scenario",
+            )
 
     @classmethod
     def create(
-        cls, store: Store, loaded: LoadedNexusScenario, *, fail_closed: bool = False
+        cls,
+        store: Store,
+        loaded: LoadedNexusScenario,
+        *,
+        fail_closed: bool = False,
+        routes: Sequence[Route] = (),
     ) -> dict[str, Any]:
         """Record a new simulation of a Nexus scenario; no hook runs here."""
         return record_simulation(
@@ -634,6 +648,7 @@ class NexusLoop:
             if execution.run is not None:
                 execution.run.check_cancelled()
             if current["status"] == TaskStatus.AWAITING_APPROVAL:
+                self.sim.settle_scripted(execution)
                 current = self.await_approval(current, told)
                 if current["status"] == TaskStatus.PENDING:
                     self.serve_here(current)

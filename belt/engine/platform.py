@@ -20,20 +20,34 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from belt.effects import DEFAULT_TOOL_DENY_REASON, Outcome, transcript_content, url_host
+from belt.effects import (
+    DEFAULT_TOOL_DENY_REASON,
+    Outcome,
+    chat_hook_event,
+    handler_label,
+    is_in_process,
+    transcript_content,
+    url_host,
+)
+from belt.engine.children import Children, children_of
 from belt.engine.dispatch import (
     Dispatcher,
     EventResult,
     HookRun,
+    Route,
     executed_record,
     leaves_transcript_row,
+    routes_from_wire,
 )
+from belt.engine.reviews import REVIEW, start_review
 from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, ToolCallSpec
 from belt.engine.simulation import End, Execution, SimStatus, record_simulation
-from belt.engine.tasks import TaskRunner, failure_row, task_chats
+from belt.engine.tasks import TASK, start_task
 from belt.errors import Conflict, NotFound, UsageError
+from belt.handlers.builtin import EXTRACT, SUGGEST, Review, extraction, suggestion
 from belt.records.chats import disabled
 from belt.records.ids import new_id, now_iso
 from belt.records.interrupts import (
@@ -42,6 +56,7 @@ from belt.records.interrupts import (
     list_interrupts,
     pending_for_run,
 )
+from belt.records.registry import load_directory
 from belt.records.runs import RunRecord, parked
 from belt.wire.enums import (
     AgentRunState,
@@ -53,6 +68,8 @@ from belt.wire.enums import (
 from belt.wire.platform import GATE_TIMEOUT_MAX, HookHandlerType, LifecycleHookConfig
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from belt.engine.simulation import Simulation
     from belt.store import Store
 
@@ -62,9 +79,10 @@ def stored_hooks(hooks: list[LifecycleHookConfig]) -> list[dict[str, Any]]:
     out = []
     for hook in hooks:
         wire = hook.to_wire()
-        if hook.type == HookHandlerType.WEBHOOK and hook.handler:
-            wire["handler"] = url_host(hook.handler)
-            wire["handler_sha256"] = hashlib.sha256(hook.handler.encode()).hexdigest()
+        url = hook.handler if hook.type == HookHandlerType.WEBHOOK else None
+        if url and not is_in_process(url):
+            wire["handler"] = url_host(url)
+            wire["handler_sha256"] = hashlib.sha256(url.encode()).hexdigest()
         out.append(wire)
     return out
 
@@ -73,8 +91,11 @@ HOOKS = "hooks"
 """The private record of a simulation's hooks with their full webhook URLs."""
 
 
-def reload_hooks(store: Store, sim: dict[str, Any]) -> list[LifecycleHookConfig]:
-    """The simulation's hooks with their full webhook URLs, from the store's private part.
+def reload_hooks(
+    store: Store, sim: dict[str, Any]
+) -> tuple[list[LifecycleHookConfig], list[Route]]:
+    """The simulation's hooks with their full webhook URLs, and the routes it was started
+    with (``--route``), from the store's private part.
 
     Reports, transcripts and the simulation record name a webhook by its host only; the URL is
     kept apart so that any process can continue the run (``belt sim resume``, ``--wait``,
@@ -87,7 +108,8 @@ def reload_hooks(store: Store, sim: dict[str, Any]) -> list[LifecycleHookConfig]
             f"simulation {sim['id']} has no stored hooks to continue with",
             hint="it was made by an older belt; start it again with `belt sim run`",
         ) from None
-    return [LifecycleHookConfig.model_validate(hook) for hook in private["hooks"]]
+    hooks = [LifecycleHookConfig.model_validate(hook) for hook in private["hooks"]]
+    return hooks, routes_from_wire(private.get("routes"))
 
 
 def rejection(interrupt: dict[str, Any] | None) -> str:
@@ -132,16 +154,26 @@ class PlatformLoop:
         options = sim.options
         loaded = options.loaded
         if isinstance(loaded, LoadedScenario):
-            hooks = loaded.hooks
+            hooks, routes = loaded.hooks, options.routes
         else:
-            hooks = reload_hooks(sim.store, sim.sim)
+            hooks, routes = reload_hooks(sim.store, sim.sim)
         self.dispatcher = Dispatcher(
-            sim.store, hooks, bool(sim.sim.get("fail_closed")), options.transport
+            sim.store,
+            hooks,
+            bool(sim.sim.get("fail_closed")),
+            options.transport,
+            builtin=self.run_builtin,
+            routes=routes,
+            handlers=options.handlers,
         )
-        self.tasks = TaskRunner(sim, type(self))
+        self.tasks = Children(sim, type(self))
+        # Reviews save to the owner's registry: one at a time, in the order they were asked for.
+        self.reviews = Children(sim, type(self), workers=1)
+        self.current: Execution | None = None
+        self._suggested: dict[str, int] | None = None
 
     @classmethod
-    def check_options(cls, *, executors: bool, fail_closed: bool) -> None:
+    def check_options(cls, *, executors: bool, fail_closed: bool, routes: bool = False) -> None:
         """Executors serve Nexus hook tasks only."""
         if executors:
             raise UsageError(
@@ -150,9 +182,21 @@ class PlatformLoop:
             )
 
     @classmethod
-    def create(cls, store: Store, loaded: LoadedScenario, *, fail_closed: bool) -> dict[str, Any]:
-        """Record a new simulation of a platform scenario; return its record."""
+    def create(
+        cls,
+        store: Store,
+        loaded: LoadedScenario,
+        *,
+        fail_closed: bool,
+        routes: Sequence[Route] = (),
+    ) -> dict[str, Any]:
+        """Record a new simulation of a platform scenario; return its record (the full URLs of
+        its webhooks and its routes go to the store's private part)."""
         scenario = loaded.scenario
+        if scenario.agent.registry is not None:
+            # The owner's registry first: every file is checked before anything is saved.
+            directory = Path(loaded.source).parent / scenario.agent.registry
+            load_directory(store, directory, owner=scenario.agent.owner)
         hooks = stored_hooks(loaded.hooks)
         sim = record_simulation(
             store,
@@ -165,7 +209,10 @@ class PlatformLoop:
             fail_closed=fail_closed,
         )
         full = [hook.to_wire() for hook in loaded.hooks]
-        store.write_private(HOOKS, str(sim["id"]), {"hooks": full})
+        private: dict[str, Any] = {"hooks": full}
+        if routes:
+            private["routes"] = [route.to_wire() for route in routes]
+        store.write_private(HOOKS, str(sim["id"]), private)
         return sim
 
     # -- the driver's protocol ---------------------------------------------------------------
@@ -245,9 +292,15 @@ class PlatformLoop:
         """Wait for the async hooks and the task runs still going; record the tasks that
         failed on the chat; close the HTTP clients."""
         self.dispatcher.close()
-        for failure in self.tasks.close():
+        for failure in [*self.tasks.close(), *self.reviews.close()]:
+            row = chat_hook_event(
+                event=failure.hook_event,
+                handler_type=failure.handler_type,
+                handler=failure.handler,
+                error=failure.error,
+            )
             self.sim.recorder.add_message(
-                role="event", run_id=failure.parent_run_id, content=[failure_row(failure)]
+                role="event", run_id=failure.parent_run_id, content=[transcript_content(row)]
             )
 
     @classmethod
@@ -277,8 +330,16 @@ class PlatformLoop:
     def report_extras(
         cls, store: Store, sim: dict[str, Any], runs: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        """The task chats the simulation started, and the one it is (for a task chat)."""
-        extras: dict[str, Any] = {"tasks": task_chats(store, sim)}
+        """The task chats and review branches the simulation started, and the one it is (for
+        a task chat or a review branch)."""
+        extras: dict[str, Any] = {
+            "tasks": children_of(store, sim, TASK),
+            "reviews": children_of(store, sim, REVIEW),
+            "fired": {
+                str(run["id"]): dict((run.get("execution") or {}).get("fired") or {})
+                for run in runs
+            },
+        }
         if sim.get("parent"):
             extras["simulation"] = {"parent": sim["parent"]}
         return extras
@@ -629,6 +690,11 @@ class PlatformLoop:
     ) -> EventResult:
         """Fire ``event`` at the agent's hooks and put every handler run on the record."""
         recorder = self.sim.recorder
+        self.current = execution
+        # The boundary is reached whatever hooks are attached (``fired`` expectations count it);
+        # the count is saved with the step, so a step taken again does not count it twice.
+        fired = execution.state.setdefault("fired", {})
+        fired[event] = int(fired.get(event, 0)) + 1
         payload: dict[str, Any] = {
             "event": event,
             "timestamp": now_iso(),
@@ -652,13 +718,15 @@ class PlatformLoop:
         result = self.dispatcher.fire(event, payload, resource_id=resource_id, finished=finished)
         for hook_run in result.runs:
             self.start_task(hook_run, payload)
+            if hook_run.review is not None:
+                self.start_review(hook_run.review)
             if run is not None:
                 run.log(executed_record(event, hook_run, payload))
             if leaves_transcript_row(hook_run):
                 hook = hook_run.chat_hook_event(event)
                 self.sim.add_message(execution, role="event", content=[transcript_content(hook)])
             if hook_run.injected and hook_run.response is not None:
-                source = url_host(str(hook_run.hook.handler))
+                source = handler_label(hook_run.hook.type, hook_run.hook.handler)
                 if hook_run.response.inject is not None:
                     inject = hook_run.response.inject
                     self.add_injection(
@@ -692,11 +760,78 @@ class PlatformLoop:
         if hook_run.task_chat_id is None:
             return
         agent = str(hook_run.hook.handler)
-        hook_run.error = self.tasks.start(
+        hook_run.error = start_task(
+            self.tasks,
+            self.sim.store,
             agent=agent,
             chat_id=hook_run.task_chat_id,
             payload=payload,
             script=self.scenario.script_for(agent),
+        )
+
+    # -- builtins ---------------------------------------------------------------------------
+
+    def run_builtin(self, hook_run: HookRun, payload: dict[str, Any]) -> None:
+        """Run ``belt:suggest`` or ``belt:extract`` for the event being fired."""
+        agent = self.scenario.agent
+        recorder = self.sim.recorder
+        if hook_run.hook.handler == SUGGEST:
+            hook_run.response = suggestion(
+                self.sim.store,
+                owner=agent.owner,
+                agent_id=self.sim.agent_id,
+                prompt=self.prompt(),
+                suggested=self.suggested(),
+                turn=int(payload["turn_count"]),
+            )
+        elif hook_run.hook.handler == EXTRACT:
+            last = int(recorder.chat.get("last_review_order", -1))
+            hook_run.review = extraction(
+                event=str(payload["event"]),
+                chat=recorder.chat,
+                since_last_review=recorder.messages[last + 1 :],
+                run_id=payload.get("run_id"),
+                agent_id=self.sim.agent_id,
+                owner=agent.owner,
+                user_team=self.scenario.user_team,
+            )
+
+    def prompt(self) -> str:
+        """The prompt of the turn being fired: the text of its run's input message."""
+        if self.current is None or self.current.input_message_id is None:
+            return ""
+        message = self.sim.recorder.message(self.current.input_message_id)
+        return " ".join(c.get("text") or "" for c in message.get("content") or [])
+
+    def suggested(self) -> dict[str, int]:
+        """What ``belt:suggest`` put in front of the model in this chat: entry → turn.
+
+        Read back from the chat's own past injections (their ``items``), once, so it survives a
+        resume; kept up to date as suggestions are made.
+        """
+        if self._suggested is None:
+            self._suggested = {}
+            for message in self.sim.recorder.messages:
+                info = (message.get("sim") or {}).get("injection") or {}
+                if message["role"] == "injection" and info.get("source") == SUGGEST:
+                    for item in info.get("items") or []:
+                        self._suggested[item] = int(info.get("turn") or 0)
+        return self._suggested
+
+    def start_review(self, review: Review) -> None:
+        """Start the review branch ``belt:extract`` asked for, off the loop."""
+        recorder = self.sim.recorder
+        ancestor = recorder.message(review.ancestor)
+        number = int(recorder.chat.get("review_count", 0)) + 1
+        recorder.update_chat(last_review_order=int(ancestor["order"]), review_count=number)
+        reviews = self.scenario.reviews
+        start_review(
+            self.reviews,
+            self.sim.store,
+            review=review,
+            history=recorder.messages[: int(ancestor["order"]) + 1],
+            script=reviews[number - 1] if number <= len(reviews) else None,
+            number=number,
         )
 
     def add_injection(
@@ -729,8 +864,12 @@ class PlatformLoop:
                 "dedup_key": dedup_key,
                 "items": items,
                 "source": source,
+                "turn": int(self.sim.recorder.chat.get("turn_count", 0)),
             },
         )
+        if source == SUGGEST:
+            turn = int(self.sim.recorder.chat.get("turn_count", 0))
+            self.suggested().update(dict.fromkeys(items or [], turn))
 
     def consume_injections(self, ids: list[str]) -> None:
         """Count one model turn against each injection's ``ttl_turns``."""

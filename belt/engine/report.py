@@ -41,6 +41,7 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
             "name": sim.get("name"),
             "status": sim.get("status"),
             "fail_closed": sim.get("fail_closed", False),
+            **({"kind": sim["kind"]} if sim.get("kind") else {}),
         },
         "chat": chat,
         "runs": [run_dto(run, fields) for run in runs],
@@ -56,8 +57,8 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
 def list_runs(store: Store, *, include_tasks: bool = False) -> list[dict[str, Any]]:
     """Every simulated run, oldest first, with its simulation's name.
 
-    The runs of task chats (child simulations) are left out unless ``include_tasks``; each row
-    says its ``kind``: ``chat`` or ``task``.
+    The runs of task chats and review branches (child simulations) are left out unless
+    ``include_tasks``; each row says its ``kind``: ``chat``, ``task`` or ``review``.
     """
     sims: dict[str, dict[str, Any]] = {}
     rows = []
@@ -69,8 +70,8 @@ def list_runs(store: Store, *, include_tasks: bool = False) -> list[dict[str, An
         if sim_id not in sims:
             sims[sim_id] = store.read(SIM, sim_id)
         sim = sims[sim_id]
-        kind = "task" if sim.get("parent") else "chat"
-        if kind == "task" and not include_tasks:
+        kind = str(sim.get("kind") or "chat")
+        if kind != "chat" and not include_tasks:
             continue
         rows.append(
             {

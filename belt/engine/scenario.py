@@ -4,16 +4,27 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from belt.declarations import read_document
+from belt.engine.expect import Expectation, check_expectations
 from belt.errors import InvalidInput
-from belt.wire.platform import GATE_TIMEOUT_MAX, HookHandlerType, LifecycleHookConfig
-from belt.wire.validate import check_nexus_profile, check_platform_hooks, model_problems
+from belt.policy import argument_matchers, arguments_match, value_matcher
+from belt.records.registry import DEFAULT_OWNER, check_candidate
+from belt.wire.catalogue import GATEABLE_EVENTS
+from belt.wire.nexus import NexusEvent
+from belt.wire.platform import GATE_TIMEOUT_MAX, LifecycleHookConfig
+from belt.wire.validate import (
+    Findings,
+    check_nexus_profile,
+    check_platform_hooks,
+    check_webhook_url,
+    model_problems,
+)
 
 ID_PATTERN = r"^[A-Za-z0-9_-]+$"
 ID_MAX = 128
@@ -51,12 +62,24 @@ class ModelTurnSpec(_Strict):
     tool_calls: list[ToolCallSpec] = Field(default_factory=list)
 
 
+class ResolveSpec(_Strict):
+    """A gate the scenario settles itself when its turn opens it (``[[turns.resolve]]``), so a
+    run never waits for a person: the first entry matching a gate resolves it."""
+
+    event: str | None = None
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
+    decision: Literal["allow", "deny"]
+    data: Any = None
+
+
 class TurnSpec(_Strict):
     """One user message, which starts one run, and the model turns that answer it."""
 
     user: str
     model: list[ModelTurnSpec] = Field(default_factory=list)
     error: str | None = None
+    resolve: list[ResolveSpec] = Field(default_factory=list)
 
 
 class AgentScript(_Strict):
@@ -67,11 +90,19 @@ class AgentScript(_Strict):
     error: str | None = None
 
 
+class ReviewScript(_Strict):
+    """What one review of ``belt:extract`` answers: the candidates it returns, in order."""
+
+    candidates: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class AgentSpec(_Strict):
     """The simulated agent: its hooks and its context limits."""
 
     id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
     name: str = "agent"
+    owner: str = Field(default=DEFAULT_OWNER, pattern=ID_PATTERN, max_length=ID_MAX)
+    registry: str | None = None
     hooks_file: str | None = None
     hooks: list[Any] = Field(default_factory=list)
     context_window: int = Field(default=128_000, gt=0)
@@ -83,6 +114,7 @@ class ChatSpec(_Strict):
 
     id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
     disable_hooks: bool = False
+    user_team: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
 
 
 class Scenario(_Strict):
@@ -93,6 +125,13 @@ class Scenario(_Strict):
     chat: ChatSpec = Field(default_factory=ChatSpec)
     turns: list[TurnSpec] = Field(min_length=1)
     agents: dict[str, AgentScript] = Field(default_factory=dict)
+    reviews: list[ReviewScript] = Field(default_factory=list)
+    expect: list[Any] = Field(default_factory=list)
+
+    @property
+    def user_team(self) -> str:
+        """The team of the chat's user: the owner's unless the scenario says otherwise."""
+        return self.chat.user_team or self.agent.owner
 
     def script_for(self, ref: str) -> AgentScript | None:
         """The script of the agent a task hook names (``ns/name@version`` matches ``ns/name``)."""
@@ -110,6 +149,7 @@ class LoadedScenario:
     scenario: Scenario
     hooks: list[LifecycleHookConfig]
     hooks_file: str | None = None
+    expectations: list[Expectation] = field(default_factory=list)
     dialect: ClassVar[str] = "platform"
 
 
@@ -143,21 +183,29 @@ def unreachable_models(scripts: list[tuple[str, list[ModelTurnSpec], str | None]
     return problems
 
 
+def builtin_problems(scenario: Scenario, directory: Path) -> list[str]:
+    """The scripted reviews' candidates, and the registry directory the agent loads."""
+    problems: list[str] = []
+    for r, review in enumerate(scenario.reviews):
+        for c, candidate in enumerate(review.candidates):
+            try:
+                check_candidate(candidate, where=f"reviews[{r}].candidates[{c}]")
+            except InvalidInput as exc:
+                problems += [exc.message, *exc.problems]
+    registry = scenario.agent.registry
+    if registry is not None and not (directory / registry).is_dir():
+        problems.append(f"agent.registry: {directory / registry} is not a directory")
+    return problems
+
+
 def load_hooks(raw: Any, source: str, base: str) -> list[LifecycleHookConfig]:
-    """Check a hooks array from a scenario or hooks file; builtins are refused."""
-    findings, hooks = check_platform_hooks(raw, base)
+    """Check a hooks array from a scenario or hooks file (``py:MODULE:FUNC`` webhooks too)."""
+    findings, hooks = check_platform_hooks(raw, base, in_process=True)
     if not findings.ok:
         raise InvalidInput(
             f"{source}: {len(findings.problems)} problem(s) in the hooks",
             problems=findings.problems,
         )
-    for index, hook in enumerate(hooks):
-        if hook.type == HookHandlerType.BUILTIN:
-            raise InvalidInput(
-                f"{source}: {base}[{index}]: builtin handlers ({hook.handler}) run inside the "
-                "platform and are not simulated",
-                hint="remove the builtin hook from the scenario, or test it on the platform",
-            )
     return hooks
 
 
@@ -171,7 +219,7 @@ def hooks_from_file(path: Path) -> list[LifecycleHookConfig]:
     return load_hooks(raw, str(path), "hooks")
 
 
-NEXUS_ONLY_TOP = ("profile",)
+NEXUS_ONLY_TOP = ("profile", "executors")
 NEXUS_ONLY_AGENT = ("context_bytes",)
 NEXUS_ONLY_TURN = (
     "regenerate",
@@ -193,6 +241,7 @@ PLATFORM_ONLY = {
     "require_approval": "per-tool approval belongs to the platform dialect",
     "approval_timeout": "per-tool approval belongs to the platform dialect",
     "agents": "the agents task hooks reference belong to the platform dialect",
+    "reviews": "reviews of belt:extract belong to the platform dialect",
 }
 
 
@@ -224,8 +273,9 @@ def dialect_problems(doc: dict[str, Any], dialect: str) -> list[str]:
             if isinstance(turn, dict):
                 problems += [f"turns[{t}].{key}: {where}" for key in NEXUS_ONLY_TURN if key in turn]
         return problems
-    if "agents" in doc:
-        problems.append(f"agents: {PLATFORM_ONLY['agents']}")
+    for key in ("agents", "reviews"):
+        if key in doc:
+            problems.append(f"{key}: {PLATFORM_ONLY[key]}")
     for key in ("hooks", "hooks_file"):
         if key in agent:
             problems.append(f"agent.{key}: {PLATFORM_ONLY[f'agent.{key}']}")
@@ -260,8 +310,15 @@ def read_scenario(
     path: str | Path, *, hooks_file: str | Path | None = None
 ) -> LoadedScenario | LoadedNexusScenario:
     """Read and check a scenario of either dialect; ``hooks_file`` replaces its hooks."""
-    source = str(path)
-    doc = read_document(path)
+    return scenario_from_document(
+        read_document(path, kind="scenario"), str(path), Path(path).parent, hooks_file=hooks_file
+    )
+
+
+def scenario_from_document(
+    doc: Any, source: str, directory: Path, *, hooks_file: str | Path | None = None
+) -> LoadedScenario | LoadedNexusScenario:
+    """Check a decoded scenario of either dialect; files it names are found from ``directory``."""
     if not isinstance(doc, dict):
         raise InvalidInput(f"{source}: expected a table/object at the top level")
     dialect = scenario_dialect(doc, source)
@@ -270,12 +327,16 @@ def read_scenario(
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
     if dialect == "nexus":
         return load_nexus_scenario(doc, source, hooks_file=hooks_file)
+    findings = Findings()
+    expectations = check_expectations(doc.get("expect"), "platform", findings)
     try:
         scenario = Scenario.model_validate(doc)
     except ValidationError as exc:
-        problems = model_problems(exc)
+        problems = model_problems(exc) + findings.problems
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
-    problems = unreachable_turns(scenario)
+    problems = unreachable_turns(scenario) + builtin_problems(scenario, directory)
+    check_resolutions([t.resolve for t in scenario.turns], "platform", findings)
+    problems += findings.problems
     if problems:
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
     if hooks_file is not None:
@@ -283,10 +344,55 @@ def read_scenario(
     else:
         hooks = []
         if scenario.agent.hooks_file:
-            hooks += hooks_from_file(Path(path).parent / scenario.agent.hooks_file)
+            hooks += hooks_from_file(directory / scenario.agent.hooks_file)
         if scenario.agent.hooks:
             hooks += load_hooks(scenario.agent.hooks, source, "agent.hooks")
-    return LoadedScenario(source, scenario, hooks, str(hooks_file) if hooks_file else None)
+    return LoadedScenario(
+        source, scenario, hooks, str(hooks_file) if hooks_file else None, expectations
+    )
+
+
+def check_resolutions(turns: list[list[ResolveSpec]], dialect: str, findings: Findings) -> None:
+    """The scripted resolutions of every turn: events of the dialect, valid patterns."""
+    if dialect == "nexus":
+        events: tuple[str, ...] = tuple(e.value for e in NexusEvent)
+    else:
+        events = GATEABLE_EVENTS
+    for t, specs in enumerate(turns):
+        for r, spec in enumerate(specs):
+            path = f"turns[{t}].resolve[{r}]"
+            if spec.event is not None and spec.event not in events:
+                findings.error(
+                    f"{path}.event", f"{spec.event!r} opens no gate (one of {', '.join(events)})"
+                )
+            if spec.tool is not None:
+                value_matcher(spec.tool, f"{path}.tool", findings)
+            if spec.arguments is not None:
+                argument_matchers(spec.arguments, f"{path}.arguments", findings)
+
+
+def resolution_for(specs: list[dict[str, Any]], interrupt: dict[str, Any]) -> dict[str, Any] | None:
+    """The first of a turn's scripted resolutions (as stored) that matches an open gate."""
+    source = str(interrupt.get("source") or "")
+    event = source.partition(":")[2]
+    meta: dict[str, Any] = interrupt["meta"] if isinstance(interrupt.get("meta"), dict) else {}
+    data: dict[str, Any] = meta["data"] if isinstance(meta.get("data"), dict) else {}
+    tool = data.get("tool", meta.get("tool_name"))
+    arguments = data.get("arguments", meta.get("arguments"))
+    findings = Findings()
+    for spec in specs:
+        if spec.get("event") is not None and spec["event"] != event:
+            continue
+        if spec.get("tool") is not None:
+            matcher = value_matcher(spec["tool"], "tool", findings)
+            if matcher is None or not matcher(tool):
+                continue
+        if spec.get("arguments") is not None:
+            matchers = argument_matchers(spec["arguments"], "arguments", findings)
+            if not arguments_match(matchers, arguments):
+                continue
+        return spec
+    return None
 
 
 def check_storable(loaded: LoadedScenario | LoadedNexusScenario) -> None:
@@ -352,6 +458,7 @@ class NexusTurnSpec(_Strict):
     model: list[ModelTurnSpec] = Field(default_factory=list)
     error: str | None = None
     profile: dict[str, Any] | None = None
+    resolve: list[ResolveSpec] = Field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -382,6 +489,8 @@ class NexusScenario(_Strict):
     agent: NexusAgentSpec = Field(default_factory=NexusAgentSpec)
     chat: NexusChatSpec = Field(default_factory=NexusChatSpec)
     turns: list[NexusTurnSpec] = Field(default_factory=list)
+    executors: dict[str, str] = Field(default_factory=dict)
+    expect: list[Any] = Field(default_factory=list)
 
 
 @dataclass
@@ -392,6 +501,7 @@ class LoadedNexusScenario:
     scenario: NexusScenario
     profile: dict[str, Any] | None
     hooks_file: str | None = None
+    expectations: list[Expectation] = field(default_factory=list)
     dialect: ClassVar[str] = "nexus"
 
 
@@ -447,22 +557,48 @@ def load_nexus_scenario(
     doc: dict[str, Any], source: str, *, hooks_file: str | Path | None = None
 ) -> LoadedNexusScenario:
     """Check a decoded Nexus scenario; ``hooks_file`` replaces its profile's lifecycle hooks."""
+    findings = Findings()
+    expectations = check_expectations(doc.get("expect"), "nexus", findings)
     try:
         scenario = NexusScenario.model_validate(doc)
     except ValidationError as exc:
-        problems = model_problems(exc)
+        problems = model_problems(exc) + findings.problems
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
     problems = []
     if scenario.profile is not None:
-        findings, _ = check_nexus_profile(scenario.profile, "profile")
-        problems += findings.problems
+        profile_findings, _ = check_nexus_profile(scenario.profile, "profile")
+        problems += profile_findings.problems
     problems += nexus_turn_problems(scenario)
+    check_resolutions([t.resolve for t in scenario.turns], "nexus", findings)
+    for name, target in scenario.executors.items():
+        problem = executor_problem(name, target)
+        if problem:
+            findings.error(f"executors.{name}", problem)
+    problems += findings.problems
     if problems:
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
     profile = scenario.profile
     if hooks_file is not None:
         profile = profile_with_hooks_file(profile, Path(hooks_file))
-    return LoadedNexusScenario(source, scenario, profile, str(hooks_file) if hooks_file else None)
+    return LoadedNexusScenario(
+        source, scenario, profile, str(hooks_file) if hooks_file else None, expectations
+    )
+
+
+def executor_problem(name: str, target: str) -> str | None:
+    """Why ``executors.NAME = TARGET`` cannot serve hook tasks, or None (the target is loaded
+    only when the scenario runs)."""
+    if not name.strip():
+        return "a tool name is needed"
+    if target.startswith("cmd:"):
+        return None if target[len("cmd:") :].strip() else "cmd: needs a command"
+    if target.startswith("py:"):
+        module, sep, func = target[len("py:") :].partition(":")
+        return None if sep and module and func else "py: needs MODULE:FUNC"
+    if target.startswith(("http://", "https://")):
+        reason = check_webhook_url(target)
+        return f"the URL {reason}" if reason else None
+    return "expected cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL"
 
 
 def profile_with_hooks_file(profile: dict[str, Any] | None, path: Path) -> dict[str, Any]:

@@ -15,7 +15,7 @@ it back, and the loop stops at its next step.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -43,6 +43,7 @@ from belt.wire.enums import AgentRunState, ChatStatus, MessageStatus, ToolInvoca
 if TYPE_CHECKING:
     import httpx
 
+    from belt.engine.dispatch import Route
     from belt.executor.worker import Worker
     from belt.store import Store
 
@@ -78,13 +79,19 @@ class SimStatus(StrEnum):
 
 @dataclass
 class Options:
-    """What a caller lends a simulation: handlers reached in-process and a live reporter."""
+    """What a caller lends a simulation: handlers reached in-process and a live reporter.
+
+    ``routes`` (``--route``) send webhooks elsewhere; ``handlers`` are the ``py:`` handlers
+    imported (and so checked) before the simulation was created.
+    """
 
     loaded: Any = None
     transport: httpx.BaseTransport | None = None
     worker: Worker | None = None
     notify: Notify | None = None
     wait: bool = False
+    routes: list[Route] = field(default_factory=list)
+    handlers: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -138,11 +145,13 @@ class Dialect(Protocol):
         """Release what the dialect holds (HTTP clients)."""
 
     @classmethod
-    def check_options(cls, *, executors: bool, fail_closed: bool) -> None:
+    def check_options(cls, *, executors: bool, fail_closed: bool, routes: bool = False) -> None:
         """Refuse, as a usage error, what the caller lends that this dialect cannot use."""
 
     @classmethod
-    def create(cls, store: Store, loaded: Any, *, fail_closed: bool) -> dict[str, Any]:
+    def create(
+        cls, store: Store, loaded: Any, *, fail_closed: bool, routes: Sequence[Route] = ()
+    ) -> dict[str, Any]:
         """Record a new simulation of a loaded scenario of this dialect; return its record."""
 
     @classmethod
@@ -392,17 +401,73 @@ class Simulation:
         return self.options.wait and self.dialect.waits_for_gates
 
     def drive_waiting(self, execution: Execution) -> End:
-        """Drive a run; with ``--wait``, carry on each time its gates are all settled."""
+        """Drive a run; carry on each time its gates are all settled: by the resolutions the
+        scenario scripts for them, or, with ``--wait``, by anyone."""
         end = self.drive(execution)
-        while end == End.HELD and self.waits() and execution.run is not None:
-            try:
-                self.wait_for_gates(execution.run)
-            except Cancelled:
-                return End.CANCELED
+        while end == End.HELD and execution.run is not None:
+            settled = self.dialect.waits_for_gates and self.settle_scripted(execution)
+            if not settled and not self.waits():
+                return end
+            if not settled:
+                try:
+                    self.wait_for_gates(execution.run)
+                except Cancelled:
+                    return End.CANCELED
+            elif not self.waits():
+                try:
+                    take_lease(self.store, execution.run.id)  # hold() gave it up
+                except Conflict:
+                    return end  # another process took the run on meanwhile
             execution = self.dialect.resumable(execution.run, False)
             self.go_on(execution)
             end = self.drive(execution)
         return end
+
+    def settle_scripted(self, execution: Execution) -> bool:
+        """Resolve the gates a run waits at with the resolutions its scenario turn scripts
+        (``[[turns.resolve]]``); True when none is left pending (False when none is scripted).
+
+        They are resolved as ``belt interrupt resolve`` would: one that someone else settled
+        meanwhile is left as it is.
+        """
+        from belt.engine.scenario import resolution_for
+        from belt.records.interrupts import pending_for_run, resolve_interrupt
+
+        turns = self.scenario_doc.get("turns") or []
+        specs = (turns[execution.turn_index].get("resolve") or []) if turns else []
+        if not specs or execution.run is None:
+            return False
+        pending = pending_for_run(store=self.store, run_id=execution.run.id)
+        for interrupt in pending:
+            spec = resolution_for(specs, interrupt)
+            if spec is None:
+                continue
+            try:
+                resolve_interrupt(
+                    store=self.store,
+                    interrupt_id=interrupt["id"],
+                    decision=spec["decision"],
+                    data=spec.get("data"),
+                )
+            except Conflict:
+                continue  # settled meanwhile, by someone else or by the sweep
+            self.add_message(
+                execution,
+                role="event",
+                content=[
+                    {
+                        "type": "event",
+                        "text": f"gate {interrupt['id']} resolved {spec['decision']} by the "
+                        "scenario",
+                        "event": {
+                            "type": "scripted_resolution",
+                            "interrupt_id": interrupt["id"],
+                            "resolution": spec["decision"],
+                        },
+                    }
+                ],
+            )
+        return not pending_for_run(store=self.store, run_id=execution.run.id)
 
     def wait_for_gates(self, run: RunRecord) -> None:
         """Hold on to the run until every one of its gates is settled.

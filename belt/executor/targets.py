@@ -45,7 +45,7 @@ class Target:
             return run_command(self.spec, task_input, timeout)
         if self.kind == "http":
             return post_input(self.spec, task_input, timeout, transport=self.transport)
-        return call_function(self.func, task_input)
+        return call_function(self.func, task_input, timeout)
 
 
 def parse_tool(spec: str) -> Target:
@@ -86,58 +86,51 @@ def parse_tools(specs: Iterable[str]) -> dict[str, Target]:
     return targets
 
 
-def _decode(text: str, where: str) -> ToolOutcome:
+OUTPUT_MAX_BYTES = 1024 * 1024
+"""The most a tool may answer (stdout, an HTTP body): more is a failure, never read whole."""
+
+
+def _decode(raw: bytes, where: str) -> ToolOutcome:
+    """A tool's answer as its result: strict JSON (no NaN, no deep nesting, no huge integers,
+    no lone surrogates), else an invalid decision saying why."""
+    from belt.strictjson import StrictJSONError, decode
+
+    text = raw.decode("utf-8", "replace")
     if not text.strip():
         return ToolOutcome(invalid=f"{where} is empty; expected the result as JSON")
     try:
-        return ToolOutcome(result=json.loads(text))
-    except ValueError as exc:
+        return ToolOutcome(result=decode(raw))
+    except StrictJSONError as exc:
         return ToolOutcome(invalid=f"{where} is not JSON ({exc}): {short(text, 120)}")
 
 
 def run_command(command: str, task_input: dict[str, Any], timeout: float) -> ToolOutcome:
-    """Run COMMAND with the input as JSON on stdin; its stdout is the result."""
-    import os
+    """Run COMMAND with the input as JSON on stdin; its stdout is the result.
+
+    ``timeout`` is a total deadline: at it, or when stdout passes ``OUTPUT_MAX_BYTES``, the
+    command's whole process group is killed.
+    """
     import shlex
-    import signal
-    import subprocess
+
+    from belt.executor.process import run_bounded
 
     try:
         args = shlex.split(command)
     except ValueError as exc:
         return ToolOutcome(failure=f"cannot parse the command: {exc}")
-    try:
-        process = subprocess.Popen(
-            args,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return ToolOutcome(failure=f"cannot run {args[0] if args else command!r}: {exc.strerror}")
     data = json.dumps(task_input, ensure_ascii=False).encode()
     try:
-        stdout, stderr = process.communicate(data, timeout=max(timeout, 0.001))
-    except subprocess.TimeoutExpired:
-        # The whole process group, so a child the script started cannot keep the pipes open.
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.communicate()
+        done = run_bounded(args, data, timeout=timeout, cap=OUTPUT_MAX_BYTES)
+    except OSError as exc:
+        return ToolOutcome(failure=f"cannot run {args[0] if args else command!r}: {exc.strerror}")
+    if done.timed_out:
         return ToolOutcome(timed_out=True)
-    except BaseException:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.communicate()
-        raise
-    if process.returncode != 0:
-        tail = short(stderr.decode("utf-8", "replace").strip(), 200) or "no output on stderr"
-        return ToolOutcome(failure=f"the command exited with {process.returncode}: {tail}")
-    return _decode(stdout.decode("utf-8", "replace"), "stdout")
+    if done.overflowed:
+        return ToolOutcome(failure=f"stdout passed {OUTPUT_MAX_BYTES} bytes; the tool was stopped")
+    if done.returncode != 0:
+        tail = short(done.stderr.decode("utf-8", "replace").strip(), 200) or "no output on stderr"
+        return ToolOutcome(failure=f"the command exited with {done.returncode}: {tail}")
+    return _decode(done.stdout, "stdout")
 
 
 def post_input(
@@ -160,24 +153,54 @@ def post_input(
         return ToolOutcome(failure=f"cannot reach {host}: {type(exc).__name__}")
     if not response.is_success:
         return ToolOutcome(failure=f"{host} answered HTTP {response.status_code}")
-    return _decode(response.text, f"the body from {host}")
+    return _decode(response.content, f"the body from {host}")
 
 
-def call_function(func: Callable[..., Any] | None, task_input: dict[str, Any]) -> ToolOutcome:
-    """Call a Python function with the input; what it returns is the result."""
+def call_function(
+    func: Callable[..., Any] | None, task_input: dict[str, Any], timeout: float
+) -> ToolOutcome:
+    """Call a Python function with the input; what it returns is the result.
+
+    It runs in a thread of its own, waited for up to ``timeout`` (a function that never returns
+    times out; Python cannot stop it, so it is left behind). Whatever it raises, SystemExit and
+    KeyboardInterrupt included, is the tool's failure; what it returns must be JSON belt can
+    store.
+    """
     import asyncio
     import inspect
+    import threading
+
+    from belt.strictjson import StrictJSONError, check_value
 
     if func is None:
         return ToolOutcome(failure="no function to call")
-    try:
-        result = func(task_input)
-        if inspect.isawaitable(result):
+    outcome: list[ToolOutcome] = []
 
-            async def wait() -> Any:
-                return await result
+    def call() -> None:
+        try:
+            result = func(task_input)
+            if inspect.isawaitable(result):
 
-            result = asyncio.run(wait())
-    except Exception as exc:
-        return ToolOutcome(failure=f"raised {type(exc).__name__}: {exc}")
-    return ToolOutcome(result=result)
+                async def wait() -> Any:
+                    return await result
+
+                result = asyncio.run(wait())
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
+            outcome.append(ToolOutcome(failure=f"raised {type(exc).__name__}: {exc}"))
+            return
+        try:
+            check_value(result)
+            json.dumps(result, allow_nan=False)
+        except (StrictJSONError, TypeError, ValueError) as exc:
+            outcome.append(
+                ToolOutcome(invalid=f"the function returned what JSON cannot hold: {exc}")
+            )
+            return
+        outcome.append(ToolOutcome(result=result))
+
+    thread = threading.Thread(target=call, name="belt-py-tool", daemon=True)
+    thread.start()
+    thread.join(max(timeout, 0.001))
+    if not outcome:
+        return ToolOutcome(timed_out=True)
+    return outcome[0]

@@ -11,18 +11,22 @@ independent of the size of the store:
   the sweep reads only the overdue ones;
 - the object itself, updated under its own lock, so a resolve touches one file and exactly one of
   many racing resolvers wins.
+
+The inbox (every run's pending gates) reads the tag's names and those interrupts only, and a
+:class:`Watch` finds what changed by looking at the tag's directory and the index sizes, so
+neither grows with the settled interrupts a store keeps.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+import os
+import time
+from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from belt.errors import Conflict, InvalidInput, NotFound
-from belt.records.ids import new_id
 from belt.store import Store, check_id, open_store
 from belt.store.clock import epoch_ms, parse_timestamp, timestamp, utcnow
 from belt.wire.enums import InterruptStatus
@@ -65,29 +69,6 @@ def to_dto(record: dict[str, Any]) -> dict[str, Any]:
     return {field: record.get(field) for field in DTO_FIELDS}
 
 
-def read_json_option(value: str, *, option: str) -> Any:
-    """The JSON of an option given as ``JSON`` or ``@FILE``."""
-    if value.startswith("@"):
-        path = Path(value[1:])
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise NotFound(f"{option}: no such file {path}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidInput(f"{option}: cannot read {path}: {exc}") from None
-        source = str(path)
-    else:
-        text, source = value, option
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno} column {exc.colno}"
-        raise InvalidInput(
-            f"{source}: not valid JSON ({exc.msg} at {where})",
-            hint=f"give {option} a JSON value, or @FILE to read one from a file",
-        ) from None
-
-
 def _store(store: Store | None) -> Store:
     return store if store is not None else open_store()
 
@@ -102,7 +83,7 @@ def _pending_marker(record: dict[str, Any]) -> str | None:
 def _no_interrupt(interrupt_id: str) -> NotFound:
     return NotFound(
         f"no interrupt {interrupt_id}",
-        hint="list a run's interrupts with `belt interrupt list RUN_ID --all`",
+        hint="list the pending interrupts with `belt interrupt list` (settled ones too: --all)",
     )
 
 
@@ -139,6 +120,7 @@ def create_interrupt(
     ``resource_type`` name what an interrupt that is not a platform hook gate holds; its
     ``event`` is then not checked against the platform's catalogue (a Nexus boundary).
     """
+    from belt.records.ids import new_id
     from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS
     from belt.wire.platform import HookHandlerType, InterruptReason, timeout_bounds
 
@@ -221,7 +203,10 @@ def list_interrupts(
     *, store: Store | None = None, run_id: str, include_settled: bool = False
 ) -> list[dict[str, Any]]:
     """A run's interrupts, oldest first: the pending ones, or all with ``include_settled``."""
-    store = _store(store)
+    return [to_dto(record) for record in _run_records(_store(store), run_id, include_settled)]
+
+
+def _run_records(store: Store, run_id: str, include_settled: bool) -> list[dict[str, Any]]:
     check_id(run_id, what="run id")
     records = []
     for interrupt_id in store.members(RUN_INTERRUPTS, run_id):
@@ -231,7 +216,7 @@ def list_interrupts(
         if include_settled or record.get("status") == InterruptStatus.PENDING:
             records.append(record)
     records.sort(key=lambda record: str(record.get("created_at")))
-    return [to_dto(record) for record in records]
+    return records
 
 
 def for_resource(*, store: Store | None = None, resource_id: str) -> list[dict[str, Any]]:
@@ -369,3 +354,291 @@ def sweep(*, store: Store | None = None, now: datetime | None = None) -> list[di
             hint="belt leaves a damaged file as it is; move it aside or restore it, then retry",
         )
     return settled
+
+
+# -- the inbox: every run's gates, and interrupts named by a short id or a prefix --------------
+
+
+def _marked_id(marker: str) -> str | None:
+    expiry, _, interrupt_id = marker.partition("-")
+    return interrupt_id if expiry.isdigit() and interrupt_id else None
+
+
+def _pending_ids(store: Store) -> list[str]:
+    return [i for i in map(_marked_id, store.tagged(PENDING)) if i is not None]
+
+
+def _names(ref: str, interrupt_id: str) -> bool:
+    # "int_k2m9x0q4h7c1v8b5n3t6" is named by "int_k2m9", and by "k2m9x0q4" (its short id) or "k2m9"
+    return interrupt_id.startswith(ref) or interrupt_id.partition("_")[2].startswith(ref)
+
+
+def _one(ref: str, found: list[str]) -> str:
+    if len(found) == 1:
+        return found[0]
+    shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    raise Conflict(
+        f"{ref!r} names {len(found)} interrupts: {shown}",
+        hint="give more of the id, or the whole id",
+    )
+
+
+def find_interrupt_id(*, store: Store | None = None, ref: str, pending_first: bool = False) -> str:
+    """The id of the interrupt ``ref`` names: its id, its short id, or a unique prefix of either.
+
+    NotFound (3) if none matches, Conflict (4) listing the candidates if several do. With
+    ``pending_first`` (resolving), the pending interrupts are searched first and the rest only
+    when no pending one matches, so a prefix need only be unique among the gates one can act on.
+    """
+    store = _store(store)
+    check_id(ref, what="interrupt id")
+    if store.exists(INTERRUPT, ref):
+        return ref
+    if pending_first:
+        pending = sorted(i for i in _pending_ids(store) if _names(ref, i))
+        if pending:
+            return _one(ref, pending)
+    found = [i for i in store.list_ids(INTERRUPT) if _names(ref, i)]
+    if not found:
+        raise _no_interrupt(ref)
+    return _one(ref, found)
+
+
+def inbox(
+    *,
+    store: Store | None = None,
+    run_id: str | None = None,
+    chat_id: str | None = None,
+    reason: str | None = None,
+    include_settled: bool = False,
+) -> list[dict[str, Any]]:
+    """Stored interrupt records (DTO fields and ``default_resolution``), pending ones or all.
+
+    One run's (``run_id``) in the order they opened, read through the run's index; otherwise
+    every run's, newest first: the pending ones through the tag of pending markers, so their
+    cost does not grow with the settled ones; all (``include_settled``) by reading every
+    interrupt. ``chat_id`` and ``reason`` keep only the matching ones.
+    """
+    store = _store(store)
+    if chat_id is not None:
+        check_id(chat_id, what="chat id")
+    if run_id is not None:
+        records = _run_records(store, run_id, include_settled)
+    else:
+        ids = store.list_ids(INTERRUPT) if include_settled else _pending_ids(store)
+        records = []
+        for interrupt_id in ids:
+            record = store.get(INTERRUPT, interrupt_id)
+            if record is None:
+                continue  # a marker whose creator did not finish, or a gate settled meanwhile
+            if include_settled or record.get("status") == InterruptStatus.PENDING:
+                records.append(record)
+        records.sort(key=lambda r: (str(r.get("created_at")), str(r.get("id"))), reverse=True)
+    return [
+        record
+        for record in records
+        if (chat_id is None or record.get("chat_id") == chat_id)
+        and (reason is None or record.get("reason") == reason)
+    ]
+
+
+def transcript_before(
+    *, store: Store | None = None, record: dict[str, Any], limit: int = 6
+) -> list[dict[str, Any]]:
+    """The last ``limit`` messages of an interrupt's chat written before it opened, in order."""
+    from belt.records.messages import MESSAGE, MESSAGES
+
+    store = _store(store)
+    chat_id, opened = record.get("chat_id"), str(record.get("created_at") or "")
+    if not isinstance(chat_id, str):
+        return []
+    check_id(chat_id, what="chat id")
+    before: list[dict[str, Any]] = []
+    for message_id in reversed(store.members(MESSAGES, chat_id)):
+        message = store.get(MESSAGE, message_id)
+        if message is None or str(message.get("created_at") or "") > opened:
+            continue
+        before.append(message)
+        if len(before) == limit:
+            break
+    before.reverse()
+    return before
+
+
+# -- watching: what opened and what settled since the last look --------------------------------
+
+RACY_SECONDS = 2.0
+"""How long after a directory changed its modification time cannot be trusted to show the next
+change: a file system stamps times with a coarse clock (up to a second on some), so a change made
+in the same tick as the last look leaves the time as it was. Within this window the watch reads
+the names again rather than trust the time."""
+
+
+class _Directory:
+    """Tells, from one stat, whether a directory may have changed since its names were read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seen: tuple[int, int, int] | None = None
+        self.read_at = 0.0
+
+    def look(self) -> tuple[bool, bool]:
+        """(whether its stat changed, whether its names must be read again); marks them read."""
+        try:
+            stat = os.stat(self.path)
+            now: tuple[int, int, int] | None = (stat.st_mtime_ns, stat.st_ino, stat.st_size)
+        except FileNotFoundError:
+            now = None
+        changed = now != self.seen
+        racy = now is not None and self.read_at - now[0] / 1e9 < RACY_SECONDS
+        if changed or racy:
+            self.seen, self.read_at = now, time.time()
+        return changed, changed or racy
+
+    def names(self) -> list[str]:
+        """The names in the directory (none if it does not exist yet)."""
+        try:
+            with os.scandir(self.path) as entries:
+                return [e.name for e in entries if not e.name.startswith(".")]
+        except FileNotFoundError:
+            return []
+
+    def changed_since(self, moment: float) -> list[str]:
+        """The names whose files changed at or after ``moment`` (seconds since the epoch)."""
+        try:
+            with os.scandir(self.path) as entries:
+                return [
+                    e.name
+                    for e in entries
+                    if not e.name.startswith(".") and e.stat().st_mtime >= moment
+                ]
+        except FileNotFoundError:
+            return []
+
+
+class Watch:
+    """Follows a store's interrupts: each :meth:`poll` returns what opened and what settled.
+
+    A look costs two ``stat`` calls while nothing happens: one of the pending tag's directory
+    (a gate opening adds a marker, a gate settling removes one) and one of the run-interrupts
+    index directory (a run's first gate creates its index). Only when one of them changed does
+    it read names, and then only the interrupts whose markers came or went, and the indexes of
+    the runs it follows whose size grew (``Store.index_size``): a gate opened and settled
+    between two looks leaves no marker behind but grows its run's index. An event is a dict:
+    ``{"event": "pending" | "opened" | "resolved" | "expired" | "cancelled", "interrupt":
+    InterruptDTO, "on_expiry": "allow" | "deny"}``, or ``{"event": "warning", "message": ...}``
+    for a file that cannot be read.
+    """
+
+    def __init__(self, *, store: Store | None = None, run_ids: Collection[str] = ()) -> None:
+        self.store = _store(store)
+        for run_id in run_ids:
+            check_id(run_id, what="run id")
+        self.run_ids = frozenset(run_ids)
+        # The directories of the pending tag and of the run-interrupts index (docs/store.md).
+        self._tag = _Directory(self.store.root / "tags" / PENDING)
+        self._index = _Directory(self.store.root / "index" / RUN_INTERRUPTS)
+        self.known: dict[str, str] = {}  # interrupt id → the status last seen
+        self.markers: set[str] = set()
+        self.waiting: set[str] = set()  # marked or linked, not yet written by their creator
+        self.runs: dict[str, int] = {}  # run id → the size of its index when last read
+        self.owners: set[str] = set()
+        self.started = ""
+        self.last_look = 0.0
+
+    def start(self) -> list[dict[str, Any]]:
+        """Begin following; the gates pending now, oldest first, as ``pending`` events."""
+        self.started = timestamp(utcnow() - timedelta(seconds=RACY_SECONDS))
+        self.last_look = time.time()
+        self._tag.look()
+        self._index.look()
+        self.owners = set(self._index.names())
+        self.markers = set(self.store.tagged(PENDING))
+        events: list[dict[str, Any]] = []
+        for interrupt_id in sorted(filter(None, map(_marked_id, self.markers))):
+            self._visit(interrupt_id, events, first="pending")
+        events.sort(key=lambda e: str(e.get("interrupt", {}).get("created_at")))
+        return events
+
+    def poll(self) -> list[dict[str, Any]]:
+        """What opened and what settled since the last look."""
+        events: list[dict[str, Any]] = []
+        look = time.time()
+        for interrupt_id in sorted(self.waiting):
+            self._visit(interrupt_id, events)
+        moved, read = self._tag.look()
+        explained = False
+        if read:
+            names = set(self.store.tagged(PENDING))
+            came, went = names - self.markers, self.markers - names
+            self.markers = names
+            explained = bool(came or went)
+            for marker in sorted(came) + sorted(went):
+                marked = _marked_id(marker)
+                if marked is not None:
+                    self._visit(marked, events)
+        if self._index.look()[1]:
+            owners = {n.removesuffix(".jsonl") for n in self._index.names() if n.endswith(".jsonl")}
+            for run_id in sorted(owners - self.owners):
+                self._follow(run_id, events)
+            self.owners = owners
+        if moved:
+            grown = [r for r, size in self.runs.items() if self._size(r) != size]
+            if not explained:
+                # Something opened and settled between two looks, perhaps on a run not followed
+                # yet: the indexes written since the last look say which.
+                since = self.last_look - RACY_SECONDS
+                recent = (n.removesuffix(".jsonl") for n in self._index.changed_since(since))
+                grown += [r for r in recent if r not in self.runs]
+            for run_id in grown:
+                self._follow(run_id, events)
+        self.last_look = look
+        return events
+
+    def _size(self, run_id: str) -> int:
+        return self.store.index_size(RUN_INTERRUPTS, run_id)
+
+    def _follow(self, run_id: str, events: list[dict[str, Any]]) -> None:
+        try:
+            self.runs[run_id] = self._size(run_id)
+            members = self.store.members(RUN_INTERRUPTS, run_id)
+        except InvalidInput as exc:
+            events.append({"event": "warning", "message": exc.message})
+            return
+        for interrupt_id in members:
+            if interrupt_id not in self.known:
+                self._visit(interrupt_id, events)
+
+    def _visit(
+        self, interrupt_id: str, events: list[dict[str, Any]], first: str = "opened"
+    ) -> None:
+        try:
+            record = self.store.get(INTERRUPT, interrupt_id)
+        except InvalidInput as exc:
+            self.known[interrupt_id] = "unreadable"
+            self.waiting.discard(interrupt_id)
+            events.append({"event": "warning", "message": exc.message})
+            return
+        if record is None:
+            # Its creator marks and links it before writing it: look again while it is marked.
+            marked = any(_marked_id(m) == interrupt_id for m in self.markers)
+            (self.waiting.add if marked else self.waiting.discard)(interrupt_id)
+            return
+        self.waiting.discard(interrupt_id)
+        run_id = record.get("run_id")
+        if isinstance(run_id, str) and run_id not in self.runs:
+            self.runs[run_id] = self._size(run_id)
+        status, before = str(record.get("status")), self.known.get(interrupt_id)
+        self.known[interrupt_id] = status
+        if (self.run_ids and run_id not in self.run_ids) or status == before:
+            return
+        if status == InterruptStatus.PENDING:
+            kind = first if before is None else None
+        elif before is None and str(record.get("updated_at") or "") < self.started:
+            kind = None  # settled before the watch began: history, not news
+        else:
+            kind = status
+        if kind is not None:
+            events.append(
+                {"event": kind, "interrupt": to_dto(record), "on_expiry": on_expiry(record)}
+            )

@@ -76,8 +76,8 @@ def is_int(value: Any) -> bool:
 
 def check_webhook_url(url: str) -> str | None:
     """Return why ``url`` is not an absolute http(s) URL, or None when it is."""
-    if any(ch.isspace() or ord(ch) < 32 for ch in url):
-        return "must be a URL without spaces or control characters"
+    if any(ch.isspace() or ord(ch) < 32 or 0xD800 <= ord(ch) <= 0xDFFF for ch in url):
+        return "must be a URL without spaces, control characters or lone surrogates"
     try:
         parts = urlsplit(url)
     except ValueError as exc:
@@ -86,11 +86,48 @@ def check_webhook_url(url: str) -> str | None:
         return "must be an absolute http:// or https:// URL"
     if not parts.hostname:
         return "must be an absolute URL with a host"
+    if not parts.hostname.isascii() or "xn--" in parts.hostname:
+        # An internationalised name must survive IDNA encoding, as the HTTP client will do it.
+        import httpx
+
+        try:
+            httpx.URL(url).host  # noqa: B018 (decoding the host is the check)
+        except (httpx.InvalidURL, UnicodeError) as exc:
+            return f"has a host that is not a valid domain name ({exc})"
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        shown = parts.netloc.rpartition(":")[2]
+        if not shown.isascii() or not shown.isdigit():
+            return f"port {shown!r} is not a port number (1-65535)"
+        return f"port {shown} is out of range (1-65535)"
     return None
 
 
-def check_platform_hook(raw: Any, path: str, findings: Findings) -> None:
-    """Check one inference.sh hook declaration."""
+IN_PROCESS_PREFIX = "py:"
+"""A webhook handler ``py:MODULE:FUNC``: a Python callable called in-process (scenarios only)."""
+
+
+def in_process_problem(handler: str, *, allowed: bool) -> str | None:
+    """Why a ``py:`` webhook handler cannot be used here, or None when it can."""
+    if not allowed:
+        return (
+            f"{handler!r} is an in-process handler, a belt extension for scenarios (belt test, "
+            "belt sim run); the platform refuses it: a webhook handler is an absolute http(s) URL"
+        )
+    module, sep, func = handler[len(IN_PROCESS_PREFIX) :].partition(":")
+    if not sep or not module.strip() or not func.strip():
+        return f"{handler!r}: an in-process handler is py:MODULE:FUNC (e.g. py:hooks.py:decide)"
+    return None
+
+
+def check_platform_hook(
+    raw: Any, path: str, findings: Findings, *, in_process: bool = False
+) -> None:
+    """Check one inference.sh hook declaration; ``in_process`` accepts ``py:`` webhook handlers
+    (a scenario's, which belt calls itself)."""
     if not isinstance(raw, dict):
         findings.error(path, f"expected an object, got {describe(raw)}")
         return
@@ -143,7 +180,10 @@ def check_platform_hook(raw: Any, path: str, findings: Findings) -> None:
     elif not isinstance(handler, str):
         findings.error(hpath, f"must be a string, got {describe(handler)}")
     elif kind == HookHandlerType.WEBHOOK:
-        reason = check_webhook_url(handler)
+        if handler.startswith(IN_PROCESS_PREFIX):
+            reason = in_process_problem(handler, allowed=in_process)
+        else:
+            reason = check_webhook_url(handler)
         if reason:
             findings.error(hpath, reason)
     elif kind == HookHandlerType.TASK:
@@ -184,15 +224,17 @@ def check_platform_hook(raw: Any, path: str, findings: Findings) -> None:
 
 
 def check_platform_hooks(
-    items: Any, base: str = "hooks"
+    items: Any, base: str = "hooks", *, in_process: bool = False
 ) -> tuple[Findings, list[LifecycleHookConfig]]:
-    """Check an inference.sh ``hooks`` array; return findings and, when clean, the models."""
+    """Check an inference.sh ``hooks`` array; return findings and, when clean, the models.
+
+    ``in_process`` accepts ``py:MODULE:FUNC`` webhook handlers (scenarios only)."""
     findings = Findings()
     if not isinstance(items, list):
         findings.error(base, f"expected an array of hooks, got {describe(items)}")
         return findings, []
     for index, raw in enumerate(items):
-        check_platform_hook(raw, f"{base}[{index}]", findings)
+        check_platform_hook(raw, f"{base}[{index}]", findings, in_process=in_process)
     if not findings.ok:
         return findings, []
     return findings, [LifecycleHookConfig.model_validate(raw) for raw in items]

@@ -5,8 +5,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,13 +24,14 @@ from tests.racers import race
 
 
 def open_gate(run_id: str = "run_1", **kwargs) -> dict:
+    """A gate on ``run_id`` in chat ch_1, opened through the store as a hook would."""
     kwargs.setdefault("event", "agent.tool_call")
     return create_interrupt(run_id=run_id, chat_id="ch_1", **kwargs)
 
 
-def test_list_prints_the_pending_interrupts_as_a_table() -> None:
-    first = open_gate(timeout=3600)
-    second = open_gate(event="agent.start", resource_id=None)
+def test_list_of_a_run_prints_its_pending_interrupts_as_a_table() -> None:
+    first = open_gate(timeout=3600, meta={"data": {"tool": "rm", "arguments": {"path": "/x"}}})
+    second = open_gate(event="agent.start", resource_id=None, default_resolution="deny")
     settled = open_gate()
     resolve_interrupt(interrupt_id=settled["id"], decision="deny")
     open_gate(run_id="run_2")
@@ -33,23 +39,97 @@ def test_list_prints_the_pending_interrupts_as_a_table() -> None:
     result = belt("interrupt", "list", "run_1")
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["id", "reason", "source", "resource", "status", "expires", "in"]
+    assert lines[0].split() == ["id", "event", "holds", "expires", "in", "then"]
     assert len(lines) == 3
-    assert lines[1].split()[:5] == [
-        first["id"],
-        "hook_gate",
-        "hook:agent.tool_call",
-        "tool_invocation",
-        "pending",
-    ]
-    assert lines[1].split()[5:] in (["59m", "59s"], ["1h", "0m"])
-    assert lines[2].split()[:4] == [second["id"], "hook_gate", "hook:agent.start", "hook_event"]
-    assert settled["id"] not in result.stdout
+    assert lines[1].split()[:3] == [first["short_id"], "agent.tool_call", 'rm({"path":']
+    assert lines[1].split()[4:] in (["59m", "59s", "allow"], ["1h", "0m", "allow"])
+    assert lines[2].split()[:3] == [second["short_id"], "agent.start", "hook_event"]
+    assert lines[2].split()[-1] == "deny"
+    assert settled["short_id"] not in result.stdout
 
     result = belt("interrupt", "list", "run_1", "--all")
     assert result.exit_code == 0
-    assert f"{settled['id']}  hook_gate" in result.stdout
-    assert "resolved (deny)" in result.stdout
+    assert result.stdout.splitlines()[0].split()[3] == "status"
+    assert re.search(rf"^{settled['short_id']} .* resolved \(deny\) +- +-$", result.stdout, re.M)
+
+
+def test_list_without_a_run_is_every_runs_inbox_newest_first() -> None:
+    now = datetime.now(UTC)
+    older = open_gate("run_a", now=now - timedelta(minutes=2))
+    newer = create_interrupt(
+        run_id="run_b", chat_id="ch_2", event="agent.tool_call", now=now - timedelta(minutes=1)
+    )
+    done = open_gate("run_c")
+    resolve_interrupt(interrupt_id=done["id"], decision="allow")
+
+    result = belt("interrupt", "list")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["id", "event", "holds", "run", "chat", "expires", "in", "then"]
+    assert [line.split()[0] for line in lines[1:]] == [newer["short_id"], older["short_id"]]
+    assert lines[1].split()[3:5] == ["run_b", "ch_2"]
+    assert belt("interrupt", "list", "--json").json() == [
+        belt("interrupt", "show", i, "--json").json() for i in (newer["id"], older["id"])
+    ]
+    all_ = belt("interrupt", "list", "--all", "--json").json()
+    assert [d["id"] for d in all_] == [done["id"], newer["id"], older["id"]]
+
+    by_chat = belt("interrupt", "list", "--chat", "ch_2")
+    assert [line.split()[0] for line in by_chat.stdout.splitlines()[1:]] == [newer["short_id"]]
+    assert by_chat.stdout.splitlines()[0].split()[3] == "run"  # no chat column for one chat
+    by_run = belt("interrupt", "list", "--run", "run_a", "--json").json()
+    assert [d["id"] for d in by_run] == [older["id"]]
+    assert belt("interrupt", "list", "--reason", "tool_approval", "--json").json() == []
+    assert len(belt("interrupt", "list", "--reason", "hook_gate", "--json").json()) == 2
+
+
+def test_list_refuses_what_cannot_be_listed() -> None:
+    result = belt("interrupt", "list", "run_a", "--run", "run_b")
+    assert result.exit_code == 2
+    assert "RUN_ID run_a and --run run_b name different runs" in result.stderr
+    assert belt("interrupt", "list", "--reason", "whim").exit_code == 2
+    result = belt("interrupt", "list", "--chat", "../x")
+    assert result.exit_code == 5
+    assert "invalid chat id" in result.stderr
+    result = belt("interrupt", "list", "--api", "http://127.0.0.1:9")
+    assert result.exit_code == 2
+    assert "with --api, list needs a RUN_ID" in result.stderr
+
+
+def test_an_empty_inbox() -> None:
+    result = belt("interrupt", "list")
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert "no pending interrupts" in result.stderr
+
+
+def test_commands_take_a_short_id_or_a_unique_prefix() -> None:
+    dto = open_gate()
+    assert belt("interrupt", "show", dto["short_id"], "--json").json() == dto
+    assert belt("interrupt", "show", dto["id"][:9], "--json").json() == dto
+    result = belt("interrupt", "resolve", dto["short_id"][:4], "deny")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == f"{dto['id']} resolved: deny\n"
+    again = belt("interrupt", "resolve", dto["short_id"], "allow")
+    assert again.exit_code == 4
+    assert "no longer pending" in again.stderr
+
+
+def test_an_ambiguous_prefix_exits_4_listing_the_candidates() -> None:
+    made = [open_gate() for _ in range(40)]
+    counts: dict[str, list[str]] = {}
+    for dto in made:
+        counts.setdefault(dto["short_id"][0], []).append(dto["id"])
+    letter, clash = max(counts.items(), key=lambda item: len(item[1]))
+    assert len(clash) >= 2  # 40 ids over 36 first letters
+    for command in (("show", letter), ("resolve", letter, "allow")):
+        result = belt("interrupt", *command)
+        assert result.exit_code == 4, command
+        assert f"'{letter}' names {len(clash)} interrupts" in result.stderr
+        assert all(i in result.stderr for i in sorted(clash)[:5])
+    assert all(belt("interrupt", "show", i, "--json").json()["status"] == "pending" for i in clash)
+    result = belt("interrupt", "show", "zzzzzzzzz")
+    assert result.exit_code == 3
 
 
 def test_list_json_is_the_interrupt_dto_list() -> None:
@@ -286,22 +366,341 @@ try:
     main()
 except SystemExit:
     pass
-heavy = sorted({name.split(".")[0] for name in sys.modules} & {"httpx", "starlette", "uvicorn"})
-print("heavy:" + ",".join(heavy))
+heavy = {"httpx", "starlette", "uvicorn", "pydantic", "rich"}
+print("heavy:" + ",".join(sorted({name.split(".")[0] for name in sys.modules} & heavy)))
 """
 
 
-def test_local_commands_do_not_import_the_network_stack(belt_home: Path) -> None:
-    open_gate()
+def test_read_and_resolve_paths_import_no_network_stack_pydantic_or_rich(belt_home: Path) -> None:
+    dto = open_gate()
+    second = open_gate()
     env = {**os.environ, "BELT_HOME": str(belt_home)}
 
     def heavy(*args: str) -> str:
         done = subprocess.run(
             [sys.executable, "-c", LAZY, *args], env=env, capture_output=True, text=True
         )
+        assert done.returncode == 0, done.stderr
         return done.stdout.splitlines()[-1]
 
+    assert heavy("interrupt", "list") == "heavy:"
+    assert (
+        heavy("interrupt", "list", "--all", "--chat", "ch_1", "--reason", "hook_gate") == "heavy:"
+    )
     assert heavy("interrupt", "list", "run_1") == "heavy:"
     assert heavy("interrupt", "list", "run_1", "--json") == "heavy:"
-    # The same check sees httpx when --api is used, so it can tell the two apart.
-    assert heavy("interrupt", "list", "run_1", "--api", "http://127.0.0.1:9") == "heavy:httpx"
+    assert heavy("interrupt", "show", dto["short_id"]) == "heavy:"
+    assert heavy("interrupt", "resolve", dto["id"], "allow", "--data", '{"a": 1}') == "heavy:"
+    assert heavy("interrupt", "resolve", second["short_id"], "deny", "--json") == "heavy:"
+    # The same check sees them when they are used, so it can tell the two apart.
+    assert "httpx" in heavy("interrupt", "list", "run_1", "--api", "http://127.0.0.1:9")
+    assert "pydantic" in heavy(
+        "interrupt", "create", "--run", "r", "--chat", "c", "--event", "agent.start"
+    )
+
+
+# -- review: a person walks the gates on a real terminal ------------------------------------------
+
+PROMPTS = (b"[a/d/s/q] ", b"Enter for none): ")
+
+
+def converse(args: list[str], answers: list[str], timeout: float = 60) -> tuple[str, int]:
+    """Run ``belt ARGS`` on a pseudo-terminal, typing each answer when belt asks; its output
+    (with what the terminal echoed) and exit code."""
+    primary, secondary = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "belt", *args],
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        env={**os.environ, "TERM": "dumb"},
+    )
+    os.close(secondary)
+    seen, left = b"", list(answers)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"belt did not finish in time; it printed:\n{seen.decode()}"
+            ready, _, _ = select.select([primary], [], [], min(remaining, 0.2))
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if seen.endswith(PROMPTS):
+                assert left, f"belt asked more than was answered:\n{seen.decode()}"
+                os.write(primary, left.pop(0).encode() + b"\n")
+        code = proc.wait(timeout=max(deadline - time.monotonic(), 1))
+    finally:
+        os.close(primary)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not left, f"answers left over: {left}\n{seen.decode()}"
+    return seen.decode().replace("\r\n", "\n"), code
+
+
+def test_review_refuses_without_a_terminal() -> None:
+    open_gate()
+    result = belt("interrupt", "review")
+    assert result.exit_code == 2
+    assert "review asks on a terminal" in result.stderr
+    assert "belt interrupt resolve ID allow|deny" in result.stderr
+
+
+def test_review_walks_the_gates_and_resolves_each_as_resolve_would() -> None:
+    soon = open_gate(
+        timeout=60, meta={"data": {"tool": "delete_file", "arguments": {"path": "/tmp/old"}}}
+    )
+    later = open_gate(run_id="run_2", timeout=3600)
+    out, code = converse(["interrupt", "review"], ["x", "a", "{bad", '{"by": "ana"}', "s"])
+    assert code == 0, out
+    # The gate that expires first comes first, with what it holds.
+    assert out.index(soon["short_id"]) < out.index(later["short_id"])
+    assert f"1 of 2 · {soon['short_id']} ({soon['id']})" in out
+    assert 'agent.tool_call  delete_file({"path": "/tmp/old"})' in out
+    assert "expires in" in out and "then allow" in out
+    assert "'x' is not an answer" in out
+    assert "data: not valid JSON" in out
+    assert f"{soon['short_id']} resolved: allow" in out
+    assert "reviewed 2: 1 allowed, 0 denied, 1 skipped" in out
+    shown = belt("interrupt", "show", soon["id"], "--json").json()
+    assert (shown["status"], shown["resolution"]) == ("resolved", "allow")
+    assert shown["resolved_data"] == {"by": "ana"}
+    assert belt("interrupt", "show", later["id"], "--json").json()["status"] == "pending"
+
+
+def test_review_quits_and_leaves_the_rest_pending() -> None:
+    dto = open_gate()
+    out, code = converse(["interrupt", "review"], ["q"])
+    assert code == 0, out
+    assert belt("interrupt", "show", dto["id"], "--json").json()["status"] == "pending"
+    belt("interrupt", "resolve", dto["id"], "deny")
+    out, code = converse(["interrupt", "review"], [])  # nothing pending: nothing asked
+    assert (code, out.strip()) == (0, "no pending interrupts")
+
+
+def test_review_resume_continues_a_simulated_run_once_its_gates_are_settled(
+    tmp_path: Path,
+) -> None:
+    scenario = tmp_path / "gated.json"
+    delete = {"name": "delete_file", "arguments": {"path": "/var/db"}, "result": "ok"}
+    turn = {
+        "user": "clean up",
+        "model": [{"say": "deleting", "tool_calls": [delete]}, {"say": "ok"}],
+    }
+    scenario.write_text(
+        json.dumps(
+            {
+                "agent": {"name": "cli", "hooks": [{"event": "agent.tool_call", "type": "gate"}]},
+                "turns": [turn],
+            }
+        )
+    )
+    held = belt("sim", "run", str(scenario), "--json").json()
+    run_id = held["runs"][0]["id"]
+    [gate] = held["chat"]["pending_interrupts"]
+
+    out, code = converse(["interrupt", "review", "--resume"], ["d", ""])
+    assert code == 0, out
+    assert "before it" in out and "user       clean up" in out  # the transcript before the gate
+    assert f"{gate['short_id']} resolved: deny" in out
+    assert f"run {run_id} resumed: completed" in out
+    assert belt("sim", "show", run_id, "--json").json()["runs"][0]["state"] == "completed"
+    assert belt("interrupt", "show", gate["id"], "--json").json()["resolution"] == "deny"
+
+
+# -- watch: gates opened and settled by other processes -------------------------------------------
+
+
+class Lines:
+    """Lines a process prints, read with a deadline."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        self.fd, self.buffer = proc.stdout.fileno(), b""
+
+    def next(self, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no line in {timeout}s (so far {self.buffer!r})"
+            ready, _, _ = select.select([self.fd], [], [], remaining)
+            if ready:
+                chunk = os.read(self.fd, 65536)
+                assert chunk, f"the process ended (so far {self.buffer!r})"
+                self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode()
+
+
+@contextmanager
+def watching(belt_home: Path, *args: str) -> Iterator[Lines]:
+    """``belt interrupt watch ARGS`` in its own process, stopped with Ctrl-C (SIGINT) at the end,
+    which must end it cleanly."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "belt", "interrupt", "watch", "--interval", "0.1", *args],
+        env={**os.environ, "BELT_HOME": str(belt_home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        yield Lines(proc)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err
+
+
+def other_process(belt_home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "belt", *args],
+        env={**os.environ, "BELT_HOME": str(belt_home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_watch_json_sees_gates_opened_and_settled_by_other_processes(belt_home: Path) -> None:
+    waiting = open_gate(default_resolution="deny")
+    with watching(belt_home, "--json") as lines:
+        first = json.loads(lines.next())
+        assert (first["event"], first["interrupt"], first["on_expiry"]) == (
+            "pending",
+            waiting,
+            "deny",
+        )
+
+        made = other_process(
+            belt_home, "interrupt", "create", "--run", "run_9", "--chat", "ch_9",
+            "--event", "agent.tool_call", "--json",
+        ).stdout  # fmt: skip
+        opened = json.loads(lines.next())
+        assert opened["event"] == "opened"
+        assert opened["interrupt"] == json.loads(made)
+
+        other_process(belt_home, "interrupt", "resolve", opened["interrupt"]["short_id"], "deny")
+        settled = json.loads(lines.next())
+        assert settled["event"] == "resolved"
+        assert settled["interrupt"]["id"] == opened["interrupt"]["id"]
+        assert settled["interrupt"]["resolution"] == "deny"
+
+        other_process(belt_home, "interrupt", "resolve", waiting["id"], "allow")
+        assert json.loads(lines.next())["event"] == "resolved"
+
+
+def test_watch_prints_one_line_per_change(belt_home: Path) -> None:
+    waiting = open_gate(run_id="run_1", default_resolution="deny")
+    with watching(belt_home) as lines:
+        first = lines.next()  # the gate already waiting: the watch has taken its first look
+        assert re.search(rf"  pending +{waiting['short_id']}  .*, then deny$", first), first
+        made = json.loads(
+            other_process(
+                belt_home, "interrupt", "create", "--run", "run_9", "--chat", "ch_9",
+                "--event", "agent.tool_call", "--meta", '{"data": {"tool": "rm", "arguments": {}}}',
+                "--json",
+            ).stdout
+        )  # fmt: skip
+        opened = lines.next()
+        head = rf"^\d\d:\d\d:\d\d  opened +{made['short_id']}  agent.tool_call rm\(\{{\}}\)"
+        assert re.search(head + r"  run run_9  expires in .*, then allow$", opened), opened
+        other_process(belt_home, "interrupt", "resolve", made["id"], "allow")
+        assert re.search(rf"  resolved +{made['short_id']}  allow  agent.tool_call", lines.next())
+
+
+def test_watch_with_api_needs_runs() -> None:
+    result = belt("interrupt", "watch", "--api", "http://127.0.0.1:9")
+    assert result.exit_code == 2
+    assert "with --api, watch needs --run RUN_ID" in result.stderr
+
+
+# -- shell completion of pending interrupt ids -------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["resolve", "show"])
+def test_completion_offers_the_pending_interrupts(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = open_gate(meta={"data": {"tool": "rm", "arguments": {"p": 1}}})
+    second = open_gate(run_id="run_2")
+    settled = open_gate()
+    resolve_interrupt(interrupt_id=settled["id"], decision="allow")
+
+    def complete(words: str) -> list[str]:
+        monkeypatch.setenv("_BELT_COMPLETE", "complete_bash")
+        monkeypatch.setenv("COMP_WORDS", words)
+        monkeypatch.setenv("COMP_CWORD", str(len(words.split(" ")) - 1))
+        result = belt()
+        assert result.exit_code == 0
+        return result.stdout.split()
+
+    assert sorted(complete(f"belt interrupt {command} ")) == sorted([first["id"], second["id"]])
+    assert complete(f"belt interrupt {command} {first['id'][:6]}") == [first["id"]]
+    assert complete(f"belt interrupt {command} {second['short_id'][:3]}") == [second["short_id"]]
+
+    monkeypatch.setenv("_BELT_COMPLETE", "complete_fish")
+    monkeypatch.setenv("_TYPER_COMPLETE_ARGS", f"belt interrupt {command} {first['short_id']}")
+    monkeypatch.setenv("_TYPER_COMPLETE_FISH_ACTION", "get-args")
+    result = belt()
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f'{first["short_id"]}\tagent.tool_call rm({{"p": 1}})'
+
+
+def test_verbose_given_to_belt_shows_the_traceback_of_a_subcommand() -> None:
+    quiet = belt("interrupt", "show", "int_nope")
+    assert quiet.exit_code == 3
+    assert "Traceback" not in quiet.stderr
+    loud = belt("-v", "interrupt", "show", "int_nope")
+    assert loud.exit_code == 3
+    assert "Traceback" in loud.stderr and "error: no interrupt int_nope" in loud.stderr
+
+
+def test_meta_must_be_a_json_object() -> None:
+    result = belt(
+        "interrupt",
+        "create",
+        "--run",
+        "run_1",
+        "--chat",
+        "chat_1",
+        "--event",
+        "agent.start",
+        "--meta",
+        "[1]",
+    )
+    assert result.exit_code == 5
+    assert result.stderr == "error: --meta: expected a JSON object, got an array\n"
+
+
+def test_a_full_disk_is_a_clean_error_naming_the_file(belt_home: Path) -> None:
+    # A file-size limit makes writes fail with EFBIG, as a full disk fails them with ENOSPC.
+    script = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))\n"
+        "from belt.cli import main\n"
+        "sys.argv = ['belt', 'interrupt', 'create', '--run', 'run_1', '--chat', 'ch_1',"
+        " '--event', 'agent.start']\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done.stderr
+    assert re.match(
+        rf"error: {re.escape(str(belt_home))}/store/objects/interrupt/int_\w+\.json: "
+        r"cannot write \(File too large\); that file is unchanged\n",
+        done.stderr,
+    )
+    assert "Traceback" not in done.stderr

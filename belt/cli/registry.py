@@ -1,0 +1,233 @@
+"""``belt registry``: the local registry of knowledge, skills and apps behind the builtins."""
+
+from __future__ import annotations
+
+import unicodedata
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from belt.records.registry import Match, SaveOutcome
+
+app = typer.Typer(
+    help="Add, list, show, search and remove the entries of the local registry.",
+    no_args_is_help=True,
+)
+
+DEFAULT_OWNER = "local"  # belt.records.registry.DEFAULT_OWNER; a test holds the two equal
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+OwnerOption = Annotated[
+    str,
+    typer.Option("--owner", metavar="TEAM", help="The team whose registry to use."),
+]
+EntryId = Annotated[str, typer.Argument(metavar="ID", help="The entry's id (re_...).")]
+
+
+class Kind(StrEnum):
+    """Kinds of registry entries (belt.records.registry.KINDS)."""
+
+    observation = "observation"
+    concept = "concept"
+    preference = "preference"
+    reference = "reference"
+    skill = "skill"
+    app = "app"
+
+
+@app.command()
+def add(
+    kind: Annotated[Kind, typer.Option("--kind", help="What the entry is.")],
+    name: Annotated[
+        str,
+        typer.Option(
+            "--name", metavar="NAME", help="The entry's name; the same name adds a version."
+        ),
+    ],
+    tags: Annotated[
+        str, typer.Option("--tags", metavar="TAG,...", help="Comma-separated tags.")
+    ] = "",
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file", metavar="FILE", help="Read the text from FILE (default: stdin; - is stdin)."
+        ),
+    ] = None,
+    owner: OwnerOption = DEFAULT_OWNER,
+    json_: JsonFlag = False,
+) -> None:
+    """Add an entry, or a new version of the entry of the same name.
+
+    The text comes from --file or stdin. The same name with the same text (ignoring case and
+    whitespace) changes nothing and says so.
+    """
+    from belt import output
+    from belt.records.registry import add_entry
+
+    outcome = add_entry(
+        None,
+        owner=owner,
+        name=name,
+        kind=kind.value,
+        tags=[tag for tag in tags.split(",") if tag.strip()],
+        file=file,
+    )
+    if json_:
+        output.print_json(outcome.to_json())
+        return
+    output.success(describe_outcome(outcome))
+
+
+def describe_outcome(outcome: SaveOutcome) -> str:
+    """One line saying what saving did."""
+    entry = f'{outcome.id} "{plain(outcome.name)}" ({outcome.kind})'
+    if outcome.action == "created":
+        return f"created {entry}"
+    if outcome.action == "versioned":
+        return f"added version {outcome.version} to {entry}"
+    return f"unchanged: {entry} already says this (version {outcome.version})"
+
+
+@app.command("list")
+def list_(
+    owner: OwnerOption = DEFAULT_OWNER,
+    kind: Annotated[Kind | None, typer.Option("--kind", help="Only entries of this kind.")] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """List a team's entries, oldest first."""
+    from belt import output
+    from belt.records.registry import list_entries
+
+    entries = list_entries(None, owner=owner, kind=None if kind is None else kind.value)
+    if json_:
+        output.print_json([summary(entry) for entry in entries])
+        return
+    if not entries:
+        output.echo(f"no entries in the registry of {owner}", stderr=True)
+        return
+    output.table(
+        ["id", "kind", "name", "tags", "version", "updated"],
+        [
+            [
+                entry["id"],
+                plain(entry["kind"]),
+                plain(entry["name"]),
+                plain(", ".join(entry["tags"])),
+                entry["version"],
+                plain(entry["updated_at"]),
+            ]
+            for entry in entries
+        ],
+    )
+
+
+def summary(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entry without its versions, as ``list --json`` prints it."""
+    return {key: value for key, value in entry.items() if key != "versions"}
+
+
+@app.command()
+def show(entry_id: EntryId, json_: JsonFlag = False) -> None:
+    """Show an entry: every version, where each came from, and when."""
+    from belt import output
+    from belt.records.registry import get_entry
+
+    entry = get_entry(None, entry_id=entry_id)
+    if json_:
+        output.print_json(entry)
+        return
+    output.key_values(
+        [
+            ("id", entry["id"]),
+            ("owner", plain(entry["owner"])),
+            ("name", plain(entry["name"])),
+            ("kind", plain(entry["kind"])),
+            ("tags", plain(", ".join(entry["tags"]))),
+            ("version", str(entry["version"])),
+            ("origin", describe_origin(entry["origin"])),
+            ("created", plain(entry["created_at"])),
+            ("updated", plain(entry["updated_at"])),
+        ]
+    )
+    for version in reversed(entry["versions"]):
+        output.echo()
+        output.styled(
+            f"version {version['version']}  {plain(str(version.get('created_at')))}  "
+            f"{describe_origin(version['origin'])}",
+            "bold",
+        )
+        for line in version["text"].splitlines():
+            output.echo(f"  {plain(line)}")
+
+
+def describe_origin(origin: dict[str, Any]) -> str:
+    """Who added a version: a person (and through what), or which agent's review."""
+    if origin.get("by") == "agent":
+        return plain(
+            f"extracted by agent {origin.get('agent')} "
+            f"(chat {origin.get('chat')}, review branch {origin.get('branch')})"
+        )
+    return plain(f"added by a person ({origin.get('source')})")
+
+
+@app.command("search")
+def search_(
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="Free text to search for.")],
+    owner: OwnerOption = DEFAULT_OWNER,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=100, help="Show at most this many.")
+    ] = 10,
+    json_: JsonFlag = False,
+) -> None:
+    """Search a team's entries, best first, with their BM25 scores (higher is better).
+
+    An entry matches if it shares a word with QUERY (after stemming; common words such as
+    "the" are left out). "terms" is how many of the query's terms it shares.
+    """
+    from belt import output
+    from belt.records.registry import search
+
+    matches = search(None, owner=owner, query=query, limit=limit)
+    if json_:
+        output.print_json([match.to_json() for match in matches])
+        return
+    if not matches:
+        output.echo(f'no entries of {owner} match "{plain(query)}"', stderr=True)
+        return
+    output.table(["score", "terms", "id", "kind", "name"], [row(match) for match in matches])
+
+
+def row(match: Match) -> list[str]:
+    """A search result as a table row."""
+    return [
+        f"{match.score:.3g}",
+        f"{match.matched_terms}/{match.query_terms}",
+        match.id,
+        match.kind,
+        plain(match.name),
+    ]
+
+
+@app.command()
+def rm(entry_id: EntryId, json_: JsonFlag = False) -> None:
+    """Remove an entry from its team's registry (its file is kept, marked removed)."""
+    from belt import output
+    from belt.records.registry import remove_entry
+
+    entry = remove_entry(None, entry_id=entry_id)
+    if json_:
+        output.print_json(summary(entry))
+        return
+    output.success(f'removed {entry["id"]} "{plain(entry["name"])}"')
+
+
+def plain(text: str) -> str:
+    """``text`` with control characters shown as escapes, so a stored value cannot drive the
+    terminal."""
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) == "Cc" else ch
+        for ch in str(text)
+    )

@@ -1,0 +1,85 @@
+"""``belt replay``: recorded hook payloads delivered again to a handler, answers compared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def replay(
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="journal|RUN_ID|FILE",
+            help="journal (belt serve's), a simulated run id, or a JSON lines file of payloads.",
+        ),
+    ],
+    to: Annotated[
+        str | None, typer.Option("--to", metavar="URL", help="Deliver to this webhook URL.")
+    ] = None,
+    policy: Annotated[
+        Path | None, typer.Option(help="Decide with this policy file (docs/policy.md).")
+    ] = None,
+    handler: Annotated[
+        str | None,
+        typer.Option(
+            metavar="MODULE:FUNC",
+            help="Decide with this Python callable, called as belt serve --handler calls it.",
+        ),
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Exit 1 when any decision or injection changed.")
+    ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(metavar="T", help="Only payloads since T: a timestamp, or 30m, 2h, 1d ago."),
+    ] = None,
+    event: Annotated[
+        str | None, typer.Option(metavar="E", help="Only payloads of this event.")
+    ] = None,
+    chat: Annotated[
+        str | None, typer.Option(metavar="ID", help="Only payloads of this chat.")
+    ] = None,
+    secret: Annotated[
+        str | None,
+        typer.Option(help="whsec_... secret: sign the requests --to sends again."),
+    ] = None,
+    json_: Annotated[
+        bool, typer.Option("--json", help="Print the replay as one JSON object.")
+    ] = False,
+) -> None:
+    """Deliver recorded hook payloads again to a handler and compare its answers.
+
+    Prints, for each payload, its event and tool, the decision recorded then and the one given
+    now, and whether the decision or the injection changed; then a summary. Nothing is written
+    to the store but the replay's own journal.
+    """
+    from belt import output
+    from belt.render import replay_rows, replay_summary
+    from belt.replay import replay as run_replay
+    from belt.text import printable
+
+    report = run_replay(
+        source=source,
+        to=to,
+        policy=policy,
+        handler=handler,
+        since=since,
+        event=event,
+        chat=chat,
+        secret=secret,
+    )
+    if json_:
+        output.print_json(report)
+    else:
+        rows = [[printable(cell) for cell in row] for row in replay_rows(report)]
+        if rows:
+            output.table(["#", "event", "tool", "recorded", "now", "changed"], rows)
+        else:
+            output.echo("no recorded payload matches", stderr=True)
+        text, style = replay_summary(report)
+        output.styled(printable(text), style)
+    if check and report["summary"]["changed"]:
+        raise typer.Exit(1)

@@ -1,0 +1,98 @@
+"""``belt test``: run scenarios with expectations as a test suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from belt.cli.options import Routes
+
+
+def test(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Scenario files and directories to search (default: tests/).",
+            show_default=False,
+        ),
+    ] = None,
+    keyword: Annotated[
+        str | None,
+        typer.Option(
+            "-k",
+            metavar="PATTERN",
+            help="Run only the scenarios whose path contains PATTERN (any case).",
+        ),
+    ] = None,
+    exitfirst: Annotated[
+        bool, typer.Option("-x", "--exitfirst", help="Stop at the first failure or error.")
+    ] = False,
+    junit_xml: Annotated[
+        Path | None,
+        typer.Option("--junit-xml", metavar="FILE", help="Also write a JUnit XML report to FILE."),
+    ] = None,
+    json_: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object per scenario, one per line.")
+    ] = False,
+    route: Routes = None,
+) -> None:
+    """Run every scenario file that has expect tables, each in a fresh store, and check them.
+
+    Prints one line per scenario (pass, fail or error, and its time), then for each failure
+    the expectation, what happened instead and the transcript around it. Gates are settled by
+    the scenarios' own turns.resolve tables, so no test waits. Exits 5 when a file is not a
+    valid scenario (the others still run) or no scenario with expectations is found, 1 when an
+    expectation fails or a scenario errors, else 0.
+    """
+    from belt import output
+    from belt.engine.suite import run_suite
+    from belt.render import test_failure_lines, test_result_line, test_summary_line
+    from belt.text import printable
+
+    def show(lines: list[tuple[str, str]]) -> None:
+        output.lines([(printable(text), style) for text, style in lines])
+
+    def reported(result: Any) -> None:
+        if json_:
+            output.print_json_line(result.to_json())
+        else:
+            show([test_result_line(result.to_json())])
+
+    from belt.errors import ExitCode
+
+    try:
+        suite = run_suite(
+            paths=list(paths or []),
+            pattern=keyword,
+            exitfirst=exitfirst,
+            routes=route or [],
+            junit_xml=junit_xml,
+            report=reported,
+            render=_excerpt_text,
+        )
+    except KeyboardInterrupt:
+        output.warning("interrupted; the scenarios that ended are reported above")
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    if not json_:
+        results = [result.to_json() for result in suite.results]
+        for result in results:
+            if result["status"] != "pass":
+                show(test_failure_lines(result, str(result.get("dialect") or "platform")))
+        if results:
+            show([("", ""), test_summary_line(results, suite.seconds, suite.stopped)])
+    if not suite.results:
+        where = ", ".join(str(p) for p in paths) if paths else "tests/"
+        output.error(
+            f"no scenario with expectations found in {where}",
+            hint="a test scenario is a scenario file with [[expect]] tables (docs/testing.md)",
+        )
+    raise typer.Exit(int(suite.exit_code))
+
+
+def _excerpt_text(dialect: str, messages: list[dict[str, Any]]) -> list[str]:
+    """A transcript excerpt as plain lines, for the JUnit report."""
+    from belt.render import excerpt_lines
+
+    return [text for text, _ in excerpt_lines(dialect, messages)]

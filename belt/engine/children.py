@@ -1,0 +1,174 @@
+"""Child simulations: the chats hooks start beside a simulation (task chats, review branches).
+
+Each child is a simulation of its own, with its own chat, run and record, linked to its parent
+(``parent`` on its record, and the parent's ``sim-children`` index). They run in the background,
+so the loop that started one does not wait for it; the parent simulation waits for all of them
+before it ends, and collects their failures, in the order they started, so the parent's
+transcript stays the same from run to run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from belt.engine.simulation import SCENARIO, SIM, Options, SimStatus, Simulation
+from belt.errors import BeltError
+from belt.records.ids import new_id, now_iso
+from belt.records.runs import RUN, sim_runs
+
+if TYPE_CHECKING:
+    from belt.engine.simulation import Dialect
+    from belt.store import Store
+
+SIM_CHILDREN = "sim-children"
+"""Index of the child simulations a simulation started."""
+WORKERS = 4
+
+After = Callable[[list[dict[str, Any]]], str | None]
+"""What to do once a child's runs ended: an error to record, or None."""
+
+
+@dataclass
+class ChildFailure:
+    """A child that failed, to be recorded on the parent chat."""
+
+    order: int
+    parent_run_id: str | None
+    hook_event: str
+    handler: str
+    handler_type: str
+    error: str
+
+
+def record_child(
+    store: Store,
+    *,
+    parent: dict[str, Any],
+    kind: str,
+    chat_id: str,
+    name: str,
+    agent_id: str,
+    turn: dict[str, Any],
+    link: dict[str, Any],
+    **fields: Any,
+) -> dict[str, Any]:
+    """The child simulation of one chat: one turn, no hooks, linked to its parent."""
+    sim_id = new_id("sim")
+    store.create(
+        SCENARIO,
+        sim_id,
+        {"dialect": "platform", "agent": {"name": name}, "chat": {}, "turns": [turn]},
+    )
+    sim = {
+        "id": sim_id,
+        "dialect": "platform",
+        "kind": kind,
+        "source": parent.get("source"),
+        "hooks_file": None,
+        "name": name,
+        "agent_id": agent_id,
+        "chat_id": chat_id,
+        "next_turn": 0,
+        "status": SimStatus.RUNNING.value,
+        "created_at": now_iso(),
+        "hooks": [],
+        "fail_closed": False,
+        "parent": {"sim_id": parent["id"], "chat_id": parent["chat_id"], **link},
+        **fields,
+    }
+    store.create(SIM, sim_id, sim)
+    store.write_private("hooks", sim_id, {"hooks": []})
+    store.link(SIM_CHILDREN, str(parent["id"]), sim_id)
+    return sim
+
+
+class Children:
+    """Runs the child simulations of one simulation in the background."""
+
+    def __init__(
+        self, simulation: Simulation, dialect: type[Dialect], *, workers: int = WORKERS
+    ) -> None:
+        self.simulation = simulation
+        self.dialect = dialect
+        self.workers = workers
+        self._failures: list[ChildFailure] = []
+        self._lock = threading.Lock()
+        self._count = 0
+        self._pool: ThreadPoolExecutor | None = None
+
+    def start(
+        self,
+        sim: dict[str, Any],
+        *,
+        describe: dict[str, Any],
+        after: After,
+        before: Callable[[], None] | None = None,
+    ) -> None:
+        """Run the child ``sim`` in the background: ``before`` prepares its chat, ``after``
+        judges how its runs ended."""
+        with self._lock:
+            order = self._count
+            self._count += 1
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="belt-child")
+        self._pool.submit(self._run, order, sim, describe, after, before)
+
+    def _run(
+        self,
+        order: int,
+        sim: dict[str, Any],
+        describe: dict[str, Any],
+        after: After,
+        before: Callable[[], None] | None,
+    ) -> None:
+        store = self.simulation.store
+        try:
+            if before is not None:
+                before()
+            child = Simulation(store, sim, self.dialect, Options())
+            runs = [store.read(RUN, run_id) for run_id in child.run()]
+            error = after(runs)
+        except BeltError as exc:
+            error = f"could not go on: {exc.message}"
+        except Exception as exc:  # a worker thread must not lose its failure
+            error = f"crashed: {type(exc).__name__}: {exc}"
+        if error is not None:
+            with self._lock:
+                self._failures.append(ChildFailure(order=order, error=error, **describe))
+
+    def close(self) -> list[ChildFailure]:
+        """Wait for every child started; their failures, in the order they started."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        with self._lock:
+            failures, self._failures = sorted(self._failures, key=lambda f: f.order), []
+        return failures
+
+
+def children_of(store: Store, sim: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    """The children of ``kind`` a simulation started, each with its runs (for reports)."""
+    found = []
+    for sim_id in store.members(SIM_CHILDREN, str(sim["id"])):
+        child = store.read(SIM, sim_id)
+        if child.get("kind") != kind:
+            continue
+        found.append(
+            {
+                "sim_id": sim_id,
+                "chat_id": child["chat_id"],
+                "agent": child["name"],
+                "parent": child["parent"],
+                "status": child["status"],
+                **({"review": child["review"]} if "review" in child else {}),
+                "runs": [
+                    {key: run.get(key) for key in ("id", "state", "error", "created_at")}
+                    for run in sim_runs(store, sim_id)
+                ],
+            }
+        )
+    return found

@@ -1,0 +1,863 @@
+"""Expectations: what a scenario says must have happened, checked against its report.
+
+A scenario's ``[[expect]]`` tables are read with it (a wrong key is named by its path, as every
+other key is) and checked once the simulation has ended, against the report that ``belt sim show
+--json`` prints (``belt.engine.report.build_report``). Each expectation looks at one kind of thing,
+named by its subject key:
+
+- ``tool``: the tool calls of the scenario's chat (status, the decision of its hooks, its gate);
+- ``event``: the hook runs on an event (decision, reason, error, injected); with ``fired``, the
+  number of times the boundary was reached, whatever hooks are attached;
+- ``injection`` / ``dedup_key``: an injection, and the model turns it reached;
+- ``row``: a transcript row with these fields;
+- ``interrupt``: an interrupt a gate opened, and how it was settled;
+- ``run_state``: the state of the last run of the scenario's own chat (or of ``run = N``);
+- ``continuations`` and ``hold`` (Nexus): the stop continuations of the last execution, and the
+  hold a run ended on.
+
+An expectation on things that can happen many times (tool calls, hook runs, injections, rows,
+interrupts) passes when at least one of them matches every key it gives; with ``count = N`` when
+exactly N do (``count = 0``: none does). Strings are globs (``/etc/*``) or ``re:`` regexes, as in
+policy files; other values must be equal.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from belt.policy import ArgumentMatchers, argument_matchers, arguments_match, value_matcher
+from belt.text import short
+from belt.wire.catalogue import EVENTS
+from belt.wire.enums import (
+    ATTENTION_HOLD,
+    AgentRunState,
+    HookDecision,
+    InterruptStatus,
+    ToolInvocationStatus,
+)
+from belt.wire.nexus import NexusEvent
+from belt.wire.validate import Findings, describe, is_int
+
+Test = Callable[[Any], bool]
+
+SUBJECTS = (
+    "fired",
+    "event",
+    "interrupt",
+    "tool",
+    "injection",
+    "dedup_key",
+    "row",
+    "run_state",
+    "continuations",
+    "hold",
+)
+"""The keys that say what an expectation looks at, in the order they are recognised: ``event``
+with ``fired`` counts a boundary; ``tool`` with ``interrupt`` or ``event`` is a filter of those."""
+
+COMMON = ("name",)
+KEYS: dict[str, tuple[str, ...]] = {
+    "tool": (
+        "tool",
+        "arguments",
+        "status",
+        "decision",
+        "reason",
+        "result",
+        "gated",
+        "resolution",
+        "run",
+        "count",
+    ),
+    "event": (
+        "event",
+        "handler",
+        "tool",
+        "arguments",
+        "decision",
+        "reason",
+        "error",
+        "injected",
+        "status",
+        "run",
+        "count",
+    ),
+    "fired": ("event", "fired", "run"),
+    "injection": ("injection", "dedup_key", "role", "turn", "reached", "count"),
+    "row": ("row", "exists", "run", "count"),
+    "interrupt": ("interrupt", "tool", "arguments", "status", "resolution", "run", "count"),
+    "run_state": ("run_state", "error", "run"),
+    "continuations": ("continuations", "run"),
+    "hold": ("hold", "run"),
+}
+"""The keys each kind of expectation takes (besides ``name``, a label shown when it fails)."""
+
+ROW_FIELDS = (
+    "role",
+    "text",
+    "status",
+    "type",
+    "event",
+    "handler_type",
+    "handler",
+    "decision",
+    "reason",
+    "injected",
+    "error",
+    "state",
+    "tool",
+    "task_key",
+    "attempt",
+    "failure",
+)
+"""The fields of a transcript row a ``row`` expectation can name (see docs/testing.md)."""
+
+TOOL_STATES = tuple(s.value for s in ToolInvocationStatus)
+PLATFORM_DECISIONS = tuple(d.value for d in HookDecision)
+NEXUS_DECISIONS = ("continue", "acknowledge")
+RESOLUTIONS = ("allow", "deny")
+INTERRUPT_STATES = tuple(s.value for s in InterruptStatus)
+RUN_STATES = (*(s.value for s in AgentRunState), ATTENTION_HOLD)
+NEXUS_TASK_STATES = ("completed", "failed", "cancelled", "pending", "claimed", "awaiting_approval")
+NOUNS = {
+    "tool": "tool call",
+    "event": "hook run",
+    "injection": "injection",
+    "row": "transcript row",
+    "interrupt": "interrupt",
+}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One key of an expectation, compiled: a test of the item field it names."""
+
+    key: str
+    test: Test
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """One ``[[expect]]`` table, checked and compiled."""
+
+    index: int
+    raw: dict[str, Any]
+    subject: str
+    conditions: tuple[Condition, ...] = ()
+    count: int | None = None
+    run: int | None = None
+
+    @property
+    def where(self) -> str:
+        """Its path in the scenario (``expect[2]``)."""
+        return f"expect[{self.index}]"
+
+    @property
+    def text(self) -> str:
+        """The expectation as it is written (an inline TOML table)."""
+        return inline(self.raw)
+
+
+@dataclass
+class Outcome:
+    """How one expectation fared: ``found`` says what happened instead when it failed;
+    ``anchors`` are the messages (by id) and runs it is about, for a transcript excerpt."""
+
+    expectation: Expectation
+    passed: bool
+    found: str = ""
+    anchors: list[str] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The outcome as ``belt test --json`` prints it."""
+        return {
+            "expect": self.expectation.where,
+            "expectation": self.expectation.raw,
+            "text": self.expectation.text,
+            "passed": self.passed,
+            "found": self.found,
+        }
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+def check_expectations(
+    raw: Any, dialect: str, findings: Findings, base: str = "expect"
+) -> list[Expectation]:
+    """Compile every expectation of ``raw``; problems go to ``findings``."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        findings.error(base, f"expected an array of tables ([[expect]]), got {describe(raw)}")
+        return []
+    compiled = []
+    for index, item in enumerate(raw):
+        expectation = _compile(item, index, dialect, findings, f"{base}[{index}]")
+        if expectation is not None:
+            compiled.append(expectation)
+    return compiled
+
+
+def _subject(item: dict[str, Any]) -> str | None:
+    if "fired" in item:
+        return "fired"
+    for key in SUBJECTS:
+        if key in item:
+            return "injection" if key == "dedup_key" else key
+    return None
+
+
+def _compile(
+    item: Any, index: int, dialect: str, findings: Findings, path: str
+) -> Expectation | None:
+    if not isinstance(item, dict):
+        findings.error(path, f"expected a table, got {describe(item)}")
+        return None
+    subject = _subject(item)
+    if subject is None:
+        findings.error(
+            path,
+            "says nothing to check: give one of tool, event, injection, dedup_key, row, "
+            "interrupt, run_state, continuations, hold",
+        )
+        return None
+    allowed = (*KEYS[subject], *COMMON)
+    before = len(findings.problems)
+    for key in item:
+        if key not in allowed:
+            findings.error(
+                f"{path}.{key}", f"unknown key here (allowed with {subject}: {', '.join(allowed)})"
+            )
+    if dialect != "nexus" and subject in ("continuations",):
+        findings.error(f"{path}.{subject}", "Nexus stop continuations; this scenario is platform")
+    if dialect == "nexus" and subject == "injection":
+        findings.error(f"{path}.{subject}", "injections belong to the platform dialect")
+    compiler = _Compiler(item, path, dialect, findings)
+    conditions = compiler.conditions(subject)
+    count = compiler.whole("count")
+    run = compiler.whole("run")
+    if "name" in item and not isinstance(item["name"], str):
+        findings.error(f"{path}.name", f"expected a string, got {describe(item['name'])}")
+    negated = item.get("reached") is False or item.get("exists") is False
+    if negated and count is not None:
+        findings.error(f"{path}.count", "give count or a negative reached/exists, not both")
+    if negated:
+        count = 0
+    if len(findings.problems) > before:
+        return None
+    return Expectation(index, item, subject, tuple(conditions), count, run)
+
+
+class _Compiler:
+    """Turns the keys of one expectation into conditions, reporting what is wrong."""
+
+    def __init__(self, item: dict[str, Any], path: str, dialect: str, findings: Findings) -> None:
+        self.item = item
+        self.path = path
+        self.dialect = dialect
+        self.findings = findings
+
+    def error(self, key: str, rule: str) -> None:
+        self.findings.error(f"{self.path}.{key}", rule)
+
+    def whole(self, key: str) -> int | None:
+        value = self.item.get(key)
+        if value is None:
+            return None
+        if not is_int(value) or value < 0:
+            self.error(key, f"expected a whole number >= 0, got {value!r}")
+            return None
+        return int(value)
+
+    def flag(self, key: str) -> bool | None:
+        value = self.item.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, bool):
+            self.error(key, f"expected true or false, got {describe(value)}")
+            return None
+        return value
+
+    def pattern(self, key: str) -> Test | None:
+        value = self.item[key]
+        if not isinstance(value, str):
+            self.error(key, f"expected a string (a glob, or re:<regex>), got {describe(value)}")
+            return None
+        return value_matcher(value, f"{self.path}.{key}", self.findings)
+
+    def choice(self, key: str, choices: tuple[str, ...]) -> Test | None:
+        value = self.item[key]
+        if value not in choices:
+            self.error(key, f"{value!r} is not one of {', '.join(choices)}")
+            return None
+        return lambda found: found == value
+
+    def event_name(self, key: str) -> Test | None:
+        names = tuple(e.value for e in NexusEvent) if self.dialect == "nexus" else tuple(EVENTS)
+        return self.choice(key, names)
+
+    def arguments(self) -> Test | None:
+        matchers: ArgumentMatchers = argument_matchers(
+            self.item["arguments"], f"{self.path}.arguments", self.findings
+        )
+        return lambda found: arguments_match(matchers, found)
+
+    def optional_text(self, key: str) -> Test | None:
+        """A pattern, or true / false for whether there is any."""
+        value = self.item[key]
+        if isinstance(value, bool):
+            return lambda found: (found is not None and found != "") == value
+        return self.pattern(key)
+
+    def row(self) -> list[Condition]:
+        value = self.item["row"]
+        if not isinstance(value, dict) or not value:
+            self.error("row", f"expected a table of row fields, got {describe(value)}")
+            return []
+        conditions = []
+        for key, pattern in value.items():
+            if key not in ROW_FIELDS:
+                self.error(f"row.{key}", f"unknown row field (allowed: {', '.join(ROW_FIELDS)})")
+                continue
+            test = value_matcher(pattern, f"{self.path}.row.{key}", self.findings)
+            if test is not None:
+                conditions.append(Condition(key, test))
+        return conditions
+
+    def conditions(self, subject: str) -> list[Condition]:
+        """Every key of the expectation but count, run, name and the switches, as conditions."""
+        tests: list[Condition] = []
+        decisions = NEXUS_DECISIONS if self.dialect == "nexus" else PLATFORM_DECISIONS
+        for key in self.item:
+            if key not in KEYS[subject]:
+                continue
+            test: Test | None = None
+            if key == "row":
+                tests += self.row()
+                continue
+            if key in ("count", "run"):
+                continue  # read by _compile
+            if key in ("fired", "turn", "continuations"):
+                self.whole(key)
+                continue
+            if key in ("reached", "exists"):
+                self.flag(key)
+                continue
+            if key in ("gated", "injected"):
+                flag = self.flag(key)
+                if flag is not None:
+                    tests.append(Condition(key, _is(flag)))
+                continue
+            if key == "arguments":
+                test = self.arguments()
+            elif key == "event" or (key == "interrupt"):
+                test = self.event_name(key)
+            elif key == "decision":
+                test = self.choice(key, decisions)
+            elif key == "resolution":
+                test = self.choice(key, RESOLUTIONS)
+            elif key == "status":
+                states = {
+                    "tool": TOOL_STATES,
+                    "interrupt": INTERRUPT_STATES,
+                    "event": NEXUS_TASK_STATES,
+                }[subject]
+                if subject == "event" and self.dialect != "nexus":
+                    self.error(key, "the status of a hook task is a Nexus notion; use decision")
+                    continue
+                test = self.choice(key, states)
+            elif key == "run_state":
+                test = self.choice(key, RUN_STATES)
+            elif key in ("error", "hold"):
+                test = self.optional_text(key)
+            else:  # tool, handler, reason, result, injection, dedup_key, role
+                test = self.pattern(key)
+            if test is not None:
+                tests.append(Condition(key, test))
+        return tests
+
+
+def _is(flag: bool) -> Test:
+    return lambda found: bool(found) == flag
+
+
+def inline(value: Any) -> str:
+    """A value as inline TOML: ``{ tool = "delete_file", status = "failed" }``."""
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        parts = [f"{_key(k)} = {inline(v)}" for k, v in value.items()]
+        return "{ " + ", ".join(parts) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(inline(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return _quoted(value)
+    return json.dumps(value)
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else _quoted(key)
+
+
+def _quoted(text: str) -> str:
+    """A TOML basic string: control characters, DEL and lone surrogates as escapes."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return (
+        '"'
+        + "".join(
+            f"\\u{ord(ch):04x}"
+            if ord(ch) < 0x20 or ord(ch) == 0x7F or 0xD800 <= ord(ch) <= 0xDFFF
+            else ch
+            for ch in escaped
+        )
+        + '"'
+    )
+
+
+# -- checking ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Item:
+    """One thing an expectation can match: its fields, how it reads, where it is."""
+
+    fields: dict[str, Any]
+    text: str
+    anchor: str | None = None
+    run_id: str | None = None
+
+
+class Facts:
+    """What a report holds, in the shapes expectations read (built once per report)."""
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        self.report = report
+        self.dialect = str(report["simulation"].get("dialect") or "platform")
+        chat_id = report["chat"]["id"]
+        self.messages: list[dict[str, Any]] = list(report["chat"].get("chat_messages") or [])
+        self.runs: list[dict[str, Any]] = list(report.get("runs") or [])
+        # The scenario turn each run answers: Nexus says so; a platform simulation has one
+        # run per turn, in order.
+        if self.dialect == "nexus":
+            self.turn_of: dict[str, int] = {
+                str(entry["run_id"]): int(entry["turn"])
+                for entry in report.get("executions") or []
+                if entry.get("run_id")
+            }
+        else:
+            self.turn_of = {str(run["id"]): index for index, run in enumerate(self.runs)}
+        self.own_runs = [run for run in self.runs if run.get("chat_id") == chat_id]
+        if self.dialect == "nexus":
+            # Every execution, run-backed or not, in the conversation (standalone ones are not).
+            self.own_runs = [
+                self.execution_run(entry)
+                for entry in report.get("executions") or []
+                if entry.get("conversation_id") == chat_id
+            ]
+        self._tools: list[Item] | None = None
+
+    def execution_run(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """A Nexus execution as a run: its run's record, or (not run-backed) its entry's state."""
+        run = next((r for r in self.runs if r["id"] == entry.get("run_id")), None)
+        if run is not None:
+            return run
+        return {"id": f"execution {entry.get('turn')}", "state": entry.get("state")}
+
+    def in_run(self, run_id: Any, turn: int | None) -> bool:
+        """True when ``turn`` is None or the run ``run_id`` answers scenario turn ``turn``."""
+        return turn is None or self.turn_of.get(str(run_id)) == turn
+
+    def executions(self) -> list[dict[str, Any]]:
+        """The sync hook runs (``hook.executed`` records) of the simulation's runs."""
+        return [
+            record for record in self.report.get("hook_executions") or [] if not record.get("async")
+        ]
+
+    def tools(self) -> list[Item]:
+        """Every tool call of the chat, with the decision of its hooks and its gate."""
+        if self._tools is not None:
+            return self._tools
+        decided: dict[str, dict[str, Any]] = {}
+        for record in self.executions():
+            resource = record.get("resource_id")
+            if resource and resource not in decided and record.get("decision") != "allow":
+                decided[str(resource)] = record
+        gates = {str(i.get("resource_id")): i for i in self.report.get("interrupts") or [] if i}
+        items = []
+        for message in self.messages:
+            for invocation in message.get("tool_invocations") or []:
+                function = invocation.get("function") or {}
+                record = decided.get(str(invocation.get("id"))) or {}
+                gate = gates.get(str(invocation.get("id")))
+                fields = {
+                    "tool": function.get("name"),
+                    "arguments": function.get("arguments") or {},
+                    "status": invocation.get("status"),
+                    "decision": record.get("decision", "allow"),
+                    "reason": record.get("reason"),
+                    "result": invocation.get("result"),
+                    "gated": gate is not None,
+                    "resolution": gate.get("resolution") if gate else None,
+                }
+                call = f"{fields['tool']}({short(fields['arguments'], 60)})"
+                text = f"{call} {fields['status']}, decision {fields['decision']}"
+                if fields["reason"]:
+                    text += f" ({short(fields['reason'], 60)})"
+                if gate is not None:
+                    text += f", gate {gate.get('status')} {gate.get('resolution') or ''}".rstrip()
+                items.append(Item(fields, text, message.get("id"), message.get("agent_run_id")))
+        self._tools = items
+        return items
+
+    def hook_runs(self) -> list[Item]:
+        """Every hook run on an event: ``hook.executed`` records, or Nexus hook tasks."""
+        if self.dialect == "nexus":
+            return [self._task_item(task) for task in self.report.get("hook_tasks") or []]
+        items = []
+        for record in self.executions():
+            data = (record.get("payload") or {}).get("data") or {}
+            fields = {
+                "event": record.get("hook_event"),
+                "handler": record.get("handler"),
+                "tool": data.get("tool"),
+                "arguments": data.get("arguments"),
+                "decision": record.get("decision"),
+                "reason": record.get("reason"),
+                "error": record.get("error"),
+                "injected": record.get("injected"),
+            }
+            text = f"{fields['event']} → {fields['handler']}: {fields['decision']}"
+            if fields["tool"]:
+                text += f" on {fields['tool']}({short(fields['arguments'] or {}, 50)})"
+            if fields["reason"]:
+                text += f" ({short(fields['reason'], 60)})"
+            if fields["injected"]:
+                text += " + injected"
+            if fields["error"]:
+                text += f" ! {short(fields['error'], 80)}"
+            items.append(Item(fields, text, None, record.get("run_id")))
+        return items
+
+    def _task_item(self, task: dict[str, Any]) -> Item:
+        decision = task.get("decision") or {}
+        error = task.get("error") or {}
+        completed = task.get("status") == "completed"
+        fields = {
+            "event": task.get("event"),
+            "handler": task.get("tool"),
+            "decision": ("continue" if decision.get("continue") else "acknowledge")
+            if completed
+            else None,
+            "reason": decision.get("feedback"),
+            "error": error.get("message"),
+            "status": task.get("status"),
+        }
+        text = f"{fields['event']} → {fields['handler']}: {fields['status']}"
+        if fields["decision"]:
+            text += f", {fields['decision']}"
+        if error:
+            text += f" ! {error.get('code')}: {short(error.get('message') or '', 80)}"
+        return Item(fields, text, None, task.get("run_id"))
+
+    def fired(self, event: str, turn: int | None) -> int:
+        """How many times the scenario's own chat reached the boundary of ``event``."""
+        if self.dialect == "nexus":
+            keys = {
+                str(task.get("task_key"))
+                for task in self.report.get("hook_tasks") or []
+                if task.get("event") == event and self.in_run(task.get("run_id"), turn)
+            }
+            return len(keys)
+        counts: dict[str, dict[str, int]] = self.report.get("fired") or {}
+        return sum(
+            int((counts.get(str(run["id"])) or {}).get(event, 0))
+            for run in self.own_runs
+            if self.in_run(run["id"], turn)
+        )
+
+    def injections(self) -> list[Item]:
+        """Every injection of the chat, with the model turns (1, 2, ...) whose context held it."""
+        reached: dict[str, list[int]] = {}
+        turn = 0
+        for message in self.messages:
+            if message.get("role") != "assistant":
+                continue
+            turn += 1
+            for injection_id in (message.get("sim") or {}).get("injections") or []:
+                reached.setdefault(str(injection_id), []).append(turn)
+        items = []
+        for message in self.messages:
+            if message.get("role") != "injection":
+                continue
+            info = (message.get("sim") or {}).get("injection") or {}
+            text = _text(message)
+            turns = reached.get(str(message.get("id")), [])
+            fields = {
+                "injection": text,
+                "dedup_key": info.get("dedup_key"),
+                "role": info.get("role"),
+                "turns": turns,
+            }
+            seen = f"reached turn(s) {', '.join(map(str, turns))}" if turns else "reached no turn"
+            key = f", key {info['dedup_key']}" if info.get("dedup_key") else ""
+            items.append(
+                Item(
+                    fields,
+                    f"{short(text, 60)!r}{key}: {seen}",
+                    message.get("id"),
+                    message.get("agent_run_id"),
+                )
+            )
+        return items
+
+    def rows(self) -> list[Item]:
+        """Every transcript row, flattened to the fields a ``row`` expectation names."""
+        return [
+            Item(row_fields(m), _row_text(m), m.get("id"), m.get("agent_run_id"))
+            for m in self.messages
+        ]
+
+    def interrupts(self) -> list[Item]:
+        """Every interrupt of the simulation's runs."""
+        items = []
+        for interrupt in self.report.get("interrupts") or []:
+            meta = interrupt.get("meta") or {}
+            data = meta.get("data") or {} if isinstance(meta, dict) else {}
+            tool = data.get("tool") or (meta.get("tool_name") if isinstance(meta, dict) else None)
+            arguments = data.get("arguments")
+            if arguments is None and isinstance(meta, dict):
+                arguments = meta.get("arguments")
+            source = str(interrupt.get("source") or "")
+            fields = {
+                "interrupt": source.partition(":")[2] or source,
+                "tool": tool,
+                "arguments": arguments,
+                "status": interrupt.get("status"),
+                "resolution": interrupt.get("resolution"),
+            }
+            text = f"{interrupt.get('id')} {source}"
+            if tool:
+                text += f" {tool}"
+            text += f": {fields['status']} {fields['resolution'] or ''}".rstrip()
+            items.append(Item(fields, text, None, interrupt.get("run_id")))
+        return items
+
+    def run(self, turn: int | None) -> dict[str, Any] | None:
+        """The last run of the own chat, or the run of scenario turn ``turn``."""
+        if turn is None:
+            return self.own_runs[-1] if self.own_runs else None
+        if self.dialect == "nexus":
+            entries = self.report.get("executions") or []
+            entry = next((e for e in entries if e.get("turn") == turn), None)
+            return self.execution_run(entry) if entry is not None else None
+        return next((r for r in self.runs if self.turn_of.get(str(r["id"])) == turn), None)
+
+
+def _text(message: dict[str, Any]) -> str:
+    return " ".join(
+        str(c.get("text") or "") for c in message.get("content") or [] if isinstance(c, dict)
+    )
+
+
+def row_fields(message: dict[str, Any]) -> dict[str, Any]:
+    """A transcript row as the fields a ``row`` expectation names."""
+    fields: dict[str, Any] = {
+        "role": message.get("role"),
+        "text": _text(message),
+        "status": message.get("status"),
+    }
+    for block in message.get("content") or []:
+        event = (block.get("event") if isinstance(block, dict) else None) or {}
+        kind = event.get("type")
+        if kind == "hook":
+            fields["type"] = "hook"
+            hook = event.get("hook") or {}
+            fields.update({key: hook[key] for key in ROW_FIELDS if key in hook})
+        elif kind in ("run_failed", "run_ended"):
+            run = event.get("run") or {}
+            fields.update(type=kind, state=run.get("state"), reason=run.get("reason"))
+        elif kind == "attention":
+            attention = event.get("attention") or {}
+            fields.update(
+                type=kind,
+                reason=attention.get("reason"),
+                event=attention.get("event"),
+                tool=attention.get("tool"),
+                task_key=attention.get("task_key"),
+                attempt=attention.get("attempt"),
+            )
+        elif kind:
+            fields["type"] = kind
+    return fields
+
+
+def _row_text(message: dict[str, Any]) -> str:
+    fields = row_fields(message)
+    extra = [f"{k}={short(fields[k], 40)}" for k in ROW_FIELDS[3:] if fields.get(k) is not None]
+    return f"{fields['role']}: {short(fields['text'], 60)!r}" + (
+        f" ({', '.join(extra)})" if extra else ""
+    )
+
+
+def evaluate(expectations: list[Expectation], report: dict[str, Any]) -> list[Outcome]:
+    """Check every expectation against a simulation's report."""
+    facts = Facts(report)
+    return [check(expectation, facts) for expectation in expectations]
+
+
+def check(expectation: Expectation, facts: Facts) -> Outcome:
+    """Check one expectation."""
+    subject = expectation.subject
+    if subject == "fired":
+        return _fired(expectation, facts)
+    if subject in ("run_state", "continuations", "hold"):
+        return _run(expectation, facts)
+    items = {
+        "tool": facts.tools,
+        "event": facts.hook_runs,
+        "injection": facts.injections,
+        "row": facts.rows,
+        "interrupt": facts.interrupts,
+    }[subject]()
+    items = [item for item in items if facts.in_run(item.run_id, expectation.run)]
+    if subject == "injection":
+        items = _reaching(expectation, items)
+    return _collection(expectation, items)
+
+
+def _reaching(expectation: Expectation, items: list[Item]) -> list[Item]:
+    """Injections, with ``reached`` set for the turn the expectation names (or any turn)."""
+    turn = expectation.raw.get("turn")
+    for item in items:
+        turns = item.fields["turns"]
+        item.fields["reached"] = (turn in turns) if turn is not None else bool(turns)
+    return items
+
+
+def _matches(expectation: Expectation, item: Item) -> bool:
+    if expectation.subject == "injection" and not item.fields.get("reached"):
+        return False
+    return all(_holds(condition, item) for condition in expectation.conditions)
+
+
+def _collection(expectation: Expectation, items: list[Item]) -> Outcome:
+    matching = [item for item in items if _matches(expectation, item)]
+    noun = NOUNS[expectation.subject]
+    if expectation.count is None:
+        if matching:
+            return Outcome(expectation, True)
+        candidates = _candidates(expectation, items)
+        shown = candidates or items
+        if not items:
+            found = f"there is no {noun} at all"
+        elif candidates:
+            found = f"no {noun} matches every key; the nearest:"
+        else:
+            found = f"no {noun} matches; there are:"
+        return _failed(expectation, found, shown)
+    if len(matching) == expectation.count:
+        return Outcome(expectation, True)
+    found = f"{len(matching)} {noun}(s) match, expected {expectation.count}"
+    return _failed(expectation, found + (":" if matching else ""), matching or items)
+
+
+def _candidates(expectation: Expectation, items: list[Item]) -> list[Item]:
+    """The items nearest to matching: those that match the expectation's subject key (the
+    tool, the event...); for rows, those that match the most of its fields."""
+    if expectation.subject == "row":
+        scored = [(sum(_holds(c, item) for c in expectation.conditions), item) for item in items]
+        best = max((score for score, _ in scored), default=0)
+        return [item for score, item in scored if best and score == best]
+    selectors = {
+        "tool": ("tool", "arguments", "run"),
+        "event": ("event", "handler", "tool", "arguments"),
+        "injection": ("injection", "dedup_key"),
+        "interrupt": ("interrupt", "tool", "arguments"),
+    }[expectation.subject]
+    # Those that match what the expectation is about (its tool and arguments...), else those
+    # that match its subject key alone.
+    for keys in (selectors, selectors[:1]):
+        keyed = [c for c in expectation.conditions if c.key in keys]
+        found = [item for item in items if all(_holds(c, item) for c in keyed)]
+        if keyed and found:
+            return found
+    return []
+
+
+def _holds(condition: Condition, item: Item) -> bool:
+    return condition.key in item.fields and condition.test(item.fields[condition.key])
+
+
+SHOWN = 6
+"""How many items a failure lists."""
+
+
+def _failed(expectation: Expectation, found: str, items: list[Item]) -> Outcome:
+    lines = [found] if items else [found.rstrip(":;")]
+    lines += [f"  {item.text}" for item in items[:SHOWN]]
+    if len(items) > SHOWN:
+        lines.append(f"  … and {len(items) - SHOWN} more")
+    return Outcome(
+        expectation,
+        False,
+        "\n".join(lines),
+        anchors=[item.anchor for item in items[:SHOWN] if item.anchor],
+        runs=[item.run_id for item in items[:SHOWN] if item.run_id],
+    )
+
+
+def _fired(expectation: Expectation, facts: Facts) -> Outcome:
+    event = str(expectation.raw["event"])
+    fired = facts.fired(event, expectation.run)
+    wanted = int(expectation.raw["fired"])
+    if fired == wanted:
+        return Outcome(expectation, True)
+    return Outcome(expectation, False, f"{event} was reached {fired} time(s), expected {wanted}")
+
+
+def _run(expectation: Expectation, facts: Facts) -> Outcome:
+    run = facts.run(expectation.run)
+    which = "the last run" if expectation.run is None else f"the run of turns[{expectation.run}]"
+    if run is None:
+        return Outcome(expectation, False, f"there is no run: {which} never started")
+    execution = run.get("execution") or {}
+    attention = run.get("attention") or {}
+    hold = None
+    if run.get("state") == ATTENTION_HOLD:
+        hold = attention.get("reason")
+    elif run.get("state") == AgentRunState.INPUT_REQUIRED:
+        hold = run.get("interrupt_reason")
+    fields = {
+        "run_state": run.get("state"),
+        "error": run.get("error"),
+        "continuations": int(execution.get("continuations") or 0),
+        "hold": hold,
+    }
+    passed = all(
+        condition.test(fields[condition.key])
+        for condition in expectation.conditions
+        if condition.key in fields
+    )
+    if expectation.subject == "continuations":
+        passed = fields["continuations"] == int(expectation.raw["continuations"])
+    if passed:
+        return Outcome(expectation, True)
+    text = f"{which} ({run['id']}) is {run.get('state')}"
+    if run.get("error"):
+        text += f" (error: {short(run['error'], 100)})"
+    if expectation.subject == "continuations":
+        text += f" after {fields['continuations']} continuation(s)"
+    if expectation.subject == "hold":
+        text += f", held for {hold}" if hold else ", not held"
+    return Outcome(expectation, False, text, runs=[str(run["id"])])

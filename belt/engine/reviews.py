@@ -1,0 +1,138 @@
+"""Review branches: what ``belt:extract`` asks for, run by the engine off the loop.
+
+A review happens in a branch of the chat: a new chat holding a copy of the chat up to the message
+the review was taken at, with hooks switched off so the review cannot trigger itself, linked in
+the chat's graph (``parent`` from the chat, ``ancestor`` from that message). The question and the
+answer are a turn of that branch, asked as the agent with its full history and no tools. There
+is no model offline, so the scenario scripts the answers: the n-th review of a chat returns the
+candidates of the scenario's n-th ``[[reviews]]`` entry (none scripted: no candidates, and the
+review's record says so). Each candidate is saved to the owner's registry (created, added as a
+new version, or skipped), and each entry saved gets an ``output`` edge from the branch.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from belt.engine.children import Children, record_child
+from belt.engine.scenario import ReviewScript
+from belt.handlers.builtin import EXTRACT, Review
+from belt.records.chats import CHAT, create_chat
+from belt.records.messages import Recorder
+from belt.records.registry import Origin, check_candidate, save_candidate
+from belt.wire.enums import AgentRunState, HookHandlerType
+
+if TYPE_CHECKING:
+    from belt.store import Store
+
+REVIEW = "review"
+QUESTION = (
+    "Review the conversation above for reusable knowledge: rules, preferences, gotchas, patterns "
+    'and references worth keeping. Answer with JSON: {"candidates": [{"name", "kind", "tags", '
+    '"text"}]}.'
+)
+COPIED_ROLES = ("user", "assistant", "tool", "injection", "compaction")
+"""What a review branch copies of its chat: what the model saw (never event rows)."""
+
+
+def start_review(
+    children: Children,
+    store: Store,
+    *,
+    review: Review,
+    history: list[dict[str, Any]],
+    script: ReviewScript | None,
+    number: int,
+) -> str:
+    """Start the review branch of ``review``; returns the branch's chat id."""
+    branch = create_chat(
+        store,
+        agent_id=review.agent_id,
+        parent_id=review.chat_id,
+        disable_hooks=True,
+        graph={"parent": review.chat_id, "ancestor": review.ancestor, "outputs": []},
+    )
+    branch_id = str(branch["id"])
+    candidates = script.candidates if script is not None else []
+    note = (
+        None
+        if script is not None
+        else (
+            f"no review scripted for review {number} ([[reviews]] has fewer entries): the review "
+            "returns no candidates"
+        )
+    )
+    sim = record_child(
+        store,
+        parent=children.simulation.sim,
+        kind=REVIEW,
+        chat_id=branch_id,
+        name=EXTRACT,
+        agent_id=review.agent_id,
+        turn={"user": QUESTION, "model": [{"say": json.dumps({"candidates": candidates})}]},
+        link={"run_id": review.run_id, "hook_event": review.event},
+        review={
+            "number": number,
+            "chat_id": review.chat_id,
+            "ancestor": review.ancestor,
+            "owner": review.owner,
+            "candidates": candidates,
+            "outcomes": [],
+            "note": note,
+        },
+    )
+
+    def copy_history() -> None:
+        recorder = Recorder(store, branch_id)
+        for message in history:
+            if message["role"] in COPIED_ROLES:
+                fields = {
+                    key: message[key]
+                    for key in ("tool_invocations", "tool_call_id")
+                    if key in message
+                }
+                recorder.add_message(
+                    role=message["role"],
+                    run_id=None,
+                    content=message["content"],
+                    status=message.get("status", "ready"),
+                    sim={"copied_from": message["id"]},
+                    **fields,
+                )
+
+    def save(runs: list[dict[str, Any]]) -> str | None:
+        for run in runs:
+            if run["state"] != AgentRunState.COMPLETED:
+                return f"review run {run['id']} ended {run['state']}: {run.get('error')}"
+        origin = Origin.extraction(agent=review.agent_id, chat=review.chat_id, branch=branch_id)
+        outcomes = []
+        for position, raw in enumerate(candidates):
+            candidate = check_candidate(raw, where=f"reviews[{number - 1}].candidates[{position}]")
+            outcome = save_candidate(store, owner=review.owner, candidate=candidate, origin=origin)
+            outcomes.append(outcome.to_json())
+        saved = [o["id"] for o in outcomes if o["action"] != "skipped"]
+        store.update(
+            "sim",
+            str(sim["id"]),
+            lambda record: {**record, "review": {**record["review"], "outcomes": outcomes}},
+        )
+        store.update(
+            CHAT,
+            branch_id,
+            lambda chat: {**chat, "graph": {**chat["graph"], "outputs": saved}},
+        )
+        return None
+
+    children.start(
+        sim,
+        describe={
+            "parent_run_id": review.run_id,
+            "hook_event": review.event,
+            "handler": EXTRACT,
+            "handler_type": HookHandlerType.BUILTIN.value,
+        },
+        before=copy_history,
+        after=save,
+    )
+    return branch_id

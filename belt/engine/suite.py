@@ -1,0 +1,328 @@
+"""``belt test``: scenarios with expectations, run as a test suite.
+
+The suite is every scenario file with ``[[expect]]`` tables among the paths given (files, and
+directories searched for ``*.toml`` and ``*.json``). Each scenario runs in its own fresh store in a
+temporary directory, never the state directory, so tests neither see nor leave anything there;
+its expectations are then checked against its report. A file that cannot be read as a scenario
+is reported and counted (the suite exits 5) while the others still run.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from belt.engine.expect import Outcome
+from belt.errors import BeltError, ExitCode, InvalidInput, NotFound
+
+SUFFIXES = (".toml", ".json")
+DEFAULT_PATH = Path("tests")
+EXCERPT_CONTEXT = 3
+"""Messages shown before and after the ones a failed expectation is about."""
+EXCERPT_MAX = 16
+
+
+@dataclass
+class ScenarioResult:
+    """How one scenario of the suite went: ``pass``, ``fail`` or ``error``."""
+
+    name: str
+    status: str
+    seconds: float = 0.0
+    outcomes: list[Outcome] = field(default_factory=list)
+    error: str | None = None
+    problems: list[str] = field(default_factory=list)
+    invalid: bool = False
+    report: dict[str, Any] | None = None
+
+    @property
+    def failures(self) -> list[Outcome]:
+        """The expectations that did not hold."""
+        return [outcome for outcome in self.outcomes if not outcome.passed]
+
+    def excerpt(self, outcome: Outcome) -> list[dict[str, Any]]:
+        """The transcript around what a failed expectation is about (its messages, else its
+        runs' messages, else the end of the transcript)."""
+        if self.report is None:
+            return []
+        messages: list[dict[str, Any]] = list(self.report["chat"].get("chat_messages") or [])
+        position = {str(m.get("id")): i for i, m in enumerate(messages)}
+        spots = [position[anchor] for anchor in outcome.anchors if anchor in position]
+        if not spots and outcome.runs:
+            spots = [i for i, m in enumerate(messages) if m.get("agent_run_id") in outcome.runs]
+        if not spots:
+            return messages[-EXCERPT_MAX:]
+        start = max(0, min(spots) - EXCERPT_CONTEXT)
+        end = min(len(messages), max(spots) + EXCERPT_CONTEXT + 1, start + EXCERPT_MAX)
+        return messages[start:end]
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as ``belt test --json`` prints it (one object per scenario)."""
+        return {
+            "scenario": self.name,
+            "status": self.status,
+            "seconds": round(self.seconds, 4),
+            "expectations": len(self.outcomes),
+            "failures": [
+                {**outcome.to_json(), "excerpt": self.excerpt(outcome)} for outcome in self.failures
+            ],
+            "error": self.error,
+            "problems": self.problems,
+            "invalid": self.invalid,
+            "simulation": self.report["simulation"]["id"] if self.report else None,
+            "dialect": self.report["simulation"]["dialect"] if self.report else None,
+        }
+
+
+@dataclass
+class SuiteResult:
+    """Every scenario's result, and the exit code they make."""
+
+    results: list[ScenarioResult]
+    seconds: float
+    stopped: bool = False
+
+    def counted(self, status: str) -> int:
+        """How many scenarios ended with ``status``."""
+        return sum(1 for result in self.results if result.status == status)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """5 when a file is invalid or no scenario was found; 1 on any failure or error."""
+        if not self.results or any(result.invalid for result in self.results):
+            return ExitCode.INVALID_INPUT
+        if any(result.status != "pass" for result in self.results):
+            return ExitCode.FAILURE
+        return ExitCode.OK
+
+
+Report = Callable[[ScenarioResult], None]
+Render = Callable[[str, list[dict[str, Any]]], list[str]]
+"""Writes a transcript excerpt of a dialect as plain lines (for the JUnit report)."""
+
+
+def discover(paths: Iterable[Path]) -> list[tuple[Path, Any]]:
+    """Scenario files with expectations among ``paths``: (path, its decoded document, or the
+    InvalidInput that reading it raised). A path that does not exist is NotFound (exit 3)."""
+    from belt.declarations import read_document
+
+    found: list[tuple[Path, Any]] = []
+    for path in paths:
+        if not path.exists():
+            raise NotFound(f"{path}: no such file or directory")
+        candidates = [path] if path.is_file() else _walk(path)
+        for candidate in candidates:
+            try:
+                document: Any = read_document(candidate, kind="scenario")
+            except InvalidInput as exc:
+                found.append((candidate, exc))
+                continue
+            if isinstance(document, dict) and document.get("expect"):
+                found.append((candidate, document))
+    return found
+
+
+def _walk(directory: Path) -> list[Path]:
+    """The scenario-like files under ``directory``, in a stable order; hidden directories and
+    files are left out."""
+    files = []
+    for path in sorted(directory.rglob("*")):
+        parts = path.relative_to(directory).parts
+        if any(part.startswith(".") or part == "__pycache__" for part in parts):
+            continue
+        if path.is_file() and path.suffix in SUFFIXES:
+            files.append(path)
+    return files
+
+
+def selected(name: str, pattern: str | None) -> bool:
+    """True when ``-k PATTERN`` selects the scenario ``name`` (a case-insensitive substring)."""
+    return pattern is None or pattern.casefold() in name.casefold()
+
+
+def run_suite(
+    *,
+    paths: list[Path],
+    pattern: str | None = None,
+    exitfirst: bool = False,
+    routes: list[str] | None = None,
+    junit_xml: Path | None = None,
+    report: Report | None = None,
+    render: Render | None = None,
+) -> SuiteResult:
+    """Run every selected scenario with expectations; ``report`` gets each result as it ends,
+    and the JUnit file (``render`` writes the transcript excerpts) is written at the end."""
+    from belt.engine.dispatch import parse_routes
+
+    parse_routes(routes or [])
+    started = time.perf_counter()
+    found = discover(paths or [DEFAULT_PATH])
+    results: list[ScenarioResult] = []
+    stopped = False
+    for path, document in found:
+        name = str(path)
+        if not selected(name, pattern):
+            continue
+        result = run_document(path, document, routes=routes or [])
+        results.append(result)
+        if report is not None:
+            report(result)
+        if exitfirst and result.status != "pass":
+            stopped = True
+            break
+    suite = SuiteResult(results, time.perf_counter() - started, stopped)
+    if junit_xml is not None:
+        write_junit(junit_xml, suite, render)
+    return suite
+
+
+def run_document(path: Path, document: Any, *, routes: list[str]) -> ScenarioResult:
+    """Read one scenario and run it in a fresh store; errors become its result."""
+    from belt.engine.scenario import scenario_from_document
+
+    name = str(path)
+    started = time.perf_counter()
+    if isinstance(document, InvalidInput):
+        return _invalid(name, document, started)
+    try:
+        loaded = scenario_from_document(document, name, path.parent)
+    except InvalidInput as exc:
+        return _invalid(name, exc, started)
+    except BeltError as exc:
+        return ScenarioResult(name, "error", time.perf_counter() - started, error=exc.message)
+    return run_loaded(name, loaded, routes=routes, started=started)
+
+
+def _invalid(name: str, exc: InvalidInput, started: float) -> ScenarioResult:
+    return ScenarioResult(
+        name,
+        "error",
+        time.perf_counter() - started,
+        error=exc.message,
+        problems=list(exc.problems),
+        invalid=True,
+    )
+
+
+def run_loaded(
+    name: str,
+    loaded: Any,
+    *,
+    routes: list[str],
+    started: float | None = None,
+    handlers: dict[str, Callable[..., Any]] | None = None,
+) -> ScenarioResult:
+    """Run a checked scenario in a fresh store in a temporary directory and check its
+    expectations (a scenario without any passes when it runs without error)."""
+    from belt.engine.api import simulation_options, start_simulation, with_scenario_executors
+    from belt.engine.dialects import DIALECTS
+    from belt.engine.expect import evaluate
+    from belt.engine.report import build_report
+    from belt.store import Store
+
+    started = time.perf_counter() if started is None else started
+    with tempfile.TemporaryDirectory(prefix="belt-test-", ignore_cleanup_errors=True) as tmp:
+        store = Store(Path(tmp), shapes=True)
+        try:
+            options = simulation_options(
+                store,
+                DIALECTS[loaded.dialect],
+                executors=with_scenario_executors(getattr(loaded.scenario, "executors", {}), []),
+                fail_closed=False,
+                transport=None,
+                report=None,
+                routes=routes,
+            )
+            options.handlers.update(handlers or {})
+            sim, _ = start_simulation(store, loaded, options)
+            report = build_report(store, sim)
+        except BeltError as exc:
+            detail = "; ".join([exc.message, *getattr(exc, "problems", [])])
+            return ScenarioResult(name, "error", time.perf_counter() - started, error=detail)
+    outcomes = evaluate(loaded.expectations, report)
+    status = "pass" if all(outcome.passed for outcome in outcomes) else "fail"
+    return ScenarioResult(name, status, time.perf_counter() - started, outcomes, report=report)
+
+
+# -- JUnit XML ------------------------------------------------------------------------------------
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` with the characters XML 1.0 cannot hold written as escapes."""
+    return _NOT_XML.sub(
+        lambda m: m.group().encode("unicode_escape", "backslashreplace").decode(), text
+    )
+
+
+def junit_document(suite: SuiteResult, render: Render | None = None) -> str:
+    """The suite as a JUnit XML report, as CI systems read it."""
+    failures = suite.counted("fail")
+    errors = suite.counted("error")
+    root = ElementTree.Element(
+        "testsuites",
+        name="belt test",
+        tests=str(len(suite.results)),
+        failures=str(failures),
+        errors=str(errors),
+        time=f"{suite.seconds:.3f}",
+    )
+    testsuite = ElementTree.SubElement(
+        root,
+        "testsuite",
+        name="belt test",
+        tests=str(len(suite.results)),
+        failures=str(failures),
+        errors=str(errors),
+        skipped="0",
+        time=f"{suite.seconds:.3f}",
+        timestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
+        hostname=xml_text(socket.gethostname()),
+    )
+    for result in suite.results:
+        path = Path(result.name)
+        case = ElementTree.SubElement(
+            testsuite,
+            "testcase",
+            classname=xml_text(".".join(path.parent.parts) or "belt"),
+            name=xml_text(path.name),
+            file=xml_text(result.name),
+            time=f"{result.seconds:.3f}",
+        )
+        if result.status == "error":
+            element = ElementTree.SubElement(
+                case, "error", message=xml_text(result.error or "error"), type="error"
+            )
+            element.text = xml_text("\n".join([result.error or "", *result.problems]))
+        for outcome in result.failures:
+            element = ElementTree.SubElement(
+                case,
+                "failure",
+                message=xml_text(f"{outcome.expectation.where} {outcome.expectation.text}"),
+                type="expectation",
+            )
+            lines = [f"{outcome.expectation.where} {outcome.expectation.text}", outcome.found]
+            if render is not None and result.report is not None:
+                dialect = str(result.report["simulation"].get("dialect"))
+                lines += ["", "transcript:", *render(dialect, result.excerpt(outcome))]
+            element.text = xml_text("\n".join(lines))
+    ElementTree.indent(root)
+    body = ElementTree.tostring(root, encoding="unicode")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
+
+
+def write_junit(path: Path, suite: SuiteResult, render: Render | None = None) -> None:
+    """Write the JUnit report to ``path`` (BeltError when it cannot be written)."""
+    try:
+        path.write_text(junit_document(suite, render), encoding="utf-8")
+    except OSError as exc:
+        raise BeltError(f"--junit-xml {path}: cannot write it: {exc.strerror or exc}") from None

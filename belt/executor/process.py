@@ -1,0 +1,109 @@
+"""Running a tool's command under a total deadline and an output cap.
+
+A command gets its input on stdin and answers on stdout. Whatever it does, it costs belt at most
+its deadline and ``cap`` bytes of memory: output is read as it comes, with one clock for the
+whole run (not per read), and when the deadline passes or stdout grows past the cap, the whole
+process group is killed, so a child the command started cannot keep the pipes open.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+
+STDERR_KEEP = 4096
+"""How much of the end of stderr is kept to say why a command failed."""
+CHUNK = 65536
+
+
+@dataclass
+class Finished:
+    """How a command ended: its exit code (None when belt stopped it) and what it printed."""
+
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    overflowed: bool = False
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_bounded(args: list[str], data: bytes, *, timeout: float, cap: int) -> Finished:
+    """Run ``args`` with ``data`` on stdin until it exits, ``timeout`` seconds pass, or its
+    stdout passes ``cap`` bytes; OSError when it cannot be started."""
+    deadline = time.monotonic() + max(timeout, 0.001)
+    process = subprocess.Popen(
+        args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert process.stdin and process.stdout and process.stderr
+    stdout, stderr = bytearray(), bytearray()
+    pending = memoryview(data)
+    selector = selectors.DefaultSelector()
+    try:
+        for stream in (process.stdin, process.stdout, process.stderr):
+            os.set_blocking(stream.fileno(), False)
+        selector.register(process.stdout, selectors.EVENT_READ, process.stdout)
+        selector.register(process.stderr, selectors.EVENT_READ, process.stderr)
+        if pending:
+            selector.register(process.stdin, selectors.EVENT_WRITE, process.stdin)
+        else:
+            process.stdin.close()
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                _kill_group(process)
+                return Finished(None, bytes(stdout), bytes(stderr), timed_out=True)
+            for key, _ in selector.select(remaining):
+                stream = key.data
+                if stream is process.stdin:
+                    try:
+                        written = os.write(process.stdin.fileno(), pending[:CHUNK])
+                    except BrokenPipeError:
+                        written = len(pending)  # the command does not read its input
+                    pending = pending[written:]
+                    if not pending:
+                        selector.unregister(process.stdin)
+                        process.stdin.close()
+                    continue
+                assert stream is process.stdout or stream is process.stderr
+                chunk = os.read(stream.fileno(), CHUNK)
+                if not chunk:
+                    selector.unregister(stream)
+                elif stream is process.stdout:
+                    stdout += chunk
+                    if len(stdout) > cap:
+                        _kill_group(process)
+                        return Finished(None, bytes(stdout[:cap]), bytes(stderr), overflowed=True)
+                else:
+                    stderr = (stderr + chunk)[-STDERR_KEEP:]
+        remaining = deadline - time.monotonic()
+        try:
+            returncode = process.wait(max(remaining, 0.001))
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            return Finished(None, bytes(stdout), bytes(stderr), timed_out=True)
+        return Finished(returncode, bytes(stdout), bytes(stderr))
+    except BaseException:
+        _kill_group(process)
+        raise
+    finally:
+        selector.close()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if not stream.closed:
+                stream.close()
+        if process.returncode is None:
+            process.wait()

@@ -1,0 +1,198 @@
+"""In-process handlers: a scenario's ``py:MODULE:FUNC`` webhook, called as a webhook is POSTed.
+
+The callable stands in for a webhook server: it gets the JSON payload as a dict (decoded from the
+exact bytes a webhook would be sent) and answers as a webhook's body does: ``None`` (allow), a
+dict or a LifecycleHookResponse. It runs in a worker thread under a total deadline; a call that
+overruns it fails as a webhook that times out does, and its thread is left to finish on its own
+(never waited for). An exception, or an answer that is not a response, fails the hook exactly as
+a webhook's HTTP 500 does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from belt.errors import BeltError
+from belt.handlers.webhook import TIMED_OUT, WebhookResult, encode_payload
+from belt.loader import load_callable
+from belt.text import printable, short
+from belt.wire.platform import LifecycleHookResponse
+from belt.wire.validate import IN_PROCESS_PREFIX, describe, model_problems
+
+Handler = Callable[..., Any]
+
+
+def reference(spec: str) -> str:
+    """The ``MODULE:FUNC`` of a ``py:MODULE:FUNC`` handler."""
+    return spec[len(IN_PROCESS_PREFIX) :] if spec.startswith(IN_PROCESS_PREFIX) else spec
+
+
+def load_handler(spec: str, *, where: str) -> Handler:
+    """Import the callable of ``py:MODULE:FUNC``; ``where`` names what declared it in errors."""
+    return load_callable(reference(spec), option=where)
+
+
+def answer_of(value: Any) -> tuple[LifecycleHookResponse | None, str | None]:
+    """A handler's return value as a response: (response, None), or (None, what is wrong).
+
+    The answer must be what a webhook's JSON body could carry: a dict (or a response) of JSON
+    values, without NaN, infinities, lone surrogates or deep nesting.
+    """
+    from belt.strictjson import StrictJSONError, check_value
+
+    if value is None:
+        return LifecycleHookResponse(), None
+    if isinstance(value, LifecycleHookResponse):
+        try:
+            value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+        except Exception as exc:  # an override pydantic cannot serialise
+            return None, f"the response cannot be sent as JSON: {type(exc).__name__}"
+    if not isinstance(value, dict):
+        return None, f"expected a dict, a LifecycleHookResponse or None, got {describe(value)}"
+    try:
+        check_value(value)
+        json.dumps(value, allow_nan=False)
+    except (StrictJSONError, TypeError, ValueError, RecursionError) as exc:
+        return None, f"it is not JSON a webhook could send: {short(printable(str(exc)), 120)}"
+    try:
+        return LifecycleHookResponse.model_validate(value), None
+    except ValidationError as exc:
+        return None, "; ".join(model_problems(exc))
+
+
+@dataclass
+class _Call:
+    """One call of a handler, handed to a worker thread; ``done`` is set when it returns."""
+
+    func: Handler
+    argument: Any
+    done: threading.Event = field(default_factory=threading.Event)
+    value: Any = None
+    error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            value = self.func(self.argument)
+            if inspect.isawaitable(value):
+                value = asyncio.run(_awaited(value))
+            self.value = value
+        except BaseException as exc:  # a handler's failure, whatever it is, is its answer
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
+
+
+class _Worker:
+    """A daemon thread that runs calls one at a time until it is given ``None``."""
+
+    def __init__(self) -> None:
+        self.calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, name="belt-py-handler", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            call = self.calls.get()
+            if call is None:
+                return
+            call.run()
+
+    def stop(self) -> None:
+        """Let the thread end once its current call (if any) returns."""
+        self.calls.put(None)
+
+
+class InProcess:
+    """Calls ``py:`` handlers for one simulation: each calling thread has its own worker, and
+    each handler is imported once (``preloaded`` ones, checked before the run, not again)."""
+
+    def __init__(self, preloaded: dict[str, Handler] | None = None) -> None:
+        self.handlers: dict[str, Handler] = dict(preloaded or {})
+        self._workers: dict[int, _Worker] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop the worker threads (a thread still in a call ends when the call returns)."""
+        with self._lock:
+            workers, self._workers = list(self._workers.values()), {}
+        for worker in workers:
+            worker.stop()
+
+    def handler(self, spec: str) -> Handler:
+        """The callable of ``spec``, imported on first use (a BeltError when it cannot be)."""
+        with self._lock:
+            func = self.handlers.get(spec)
+        if func is None:
+            func = load_handler(spec, where=spec)
+            with self._lock:
+                self.handlers[spec] = func
+        return func
+
+    def _worker(self) -> _Worker:
+        key = threading.get_ident()
+        with self._lock:
+            worker = self._workers.get(key)
+            if worker is None:
+                worker = self._workers[key] = _Worker()
+        return worker
+
+    def _abandon(self, worker: _Worker) -> None:
+        """Give up a worker stuck in a call: the next call gets a new one."""
+        with self._lock:
+            for key, known in list(self._workers.items()):
+                if known is worker:
+                    del self._workers[key]
+        worker.stop()
+
+    def deliver(self, spec: str, payload: dict[str, Any], *, timeout: float) -> WebhookResult:
+        """Call the handler of ``spec`` with ``payload`` within ``timeout`` seconds; a failure is
+        returned as a webhook's would be, never raised."""
+        started = time.perf_counter()
+        try:
+            func = self.handler(spec)
+        except BeltError as exc:
+            duration = round((time.perf_counter() - started) * 1000)
+            return WebhookResult(None, "", None, f"cannot load {spec}: {exc.message}", duration)
+        # The exact JSON a webhook would be sent, decoded afresh: the handler cannot change the
+        # payload the simulation keeps.
+        return self.call(spec, func, json.loads(encode_payload(payload)), timeout=timeout)
+
+    def call(self, label: str, func: Handler, argument: Any, *, timeout: float) -> WebhookResult:
+        """Call ``func(argument)`` in this thread's worker within ``timeout`` seconds and read its
+        answer as a webhook's body; ``label`` names it in errors."""
+        started = time.perf_counter()
+
+        def elapsed() -> int:
+            return round((time.perf_counter() - started) * 1000)
+
+        call = _Call(func, argument)
+        worker = self._worker()
+        worker.calls.put(call)
+        if not call.done.wait(timeout):
+            self._abandon(worker)
+            return WebhookResult(None, "", None, f"{label} {TIMED_OUT} {timeout:g} s", elapsed())
+        duration = elapsed()
+        if call.error is not None:
+            kind = type(call.error).__name__
+            detail = short(printable(str(call.error)), 200)
+            error = f"{label} raised {kind}: {detail}" if detail else f"{label} raised {kind}"
+            return WebhookResult(500, "", None, error, duration)
+        response, problem = answer_of(call.value)
+        if problem is not None:
+            error = f"{label} answered with a body that is not a LifecycleHookResponse: {problem}"
+            return WebhookResult(500, "", None, error, duration)
+        return WebhookResult(200, "", response, None, duration)

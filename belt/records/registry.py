@@ -1,0 +1,880 @@
+"""The local registry of what a team knows (knowledge, skills, apps), for belt:suggest and extract.
+
+An entry is one store object of kind ``registry-entry``, listed in its owner's entry index
+``registry-entries/<owner>``. Every version of its text is kept, each with when and where it came
+from (a person, a registry directory, or an agent's review branch). A search index derived from
+the entries (``belt.records.registry_index``, SQLite FTS5) ranks them by BM25; it is rebuilt when
+missing, stale or damaged and is never the only copy. docs/builtins.md describes the rules:
+tokenisation and ranking, the minimum relevance of a suggestion, what counts as the same meaning,
+and the registry directory format.
+
+Every change to an owner's entries is made under the owner's lock, in this order: the store's
+objects, then the entry index (an append, so its size grows), then the search index, which
+records the entry index's size it reflects. A reader compares that size with the file's (one
+``stat``); any difference, whatever crashed in between, makes it rebuild from the store.
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from belt.errors import BeltError, InvalidInput, NotFound, UsageError
+from belt.records.ids import new_id
+from belt.records.registry_index import (
+    Hit,
+    IndexDamaged,
+    Row,
+    SearchIndex,
+    discard,
+    query_words,
+)
+from belt.store import Store, check_id, open_store
+from belt.store.clock import timestamp, utcnow
+
+DEFAULT_OWNER = "local"
+"""The team a local registry belongs to, and a scenario's agent unless it names another."""
+
+KNOWLEDGE_KINDS = ("observation", "concept", "preference", "reference")
+KINDS = (*KNOWLEDGE_KINDS, "skill", "app")
+"""Every kind of entry: knowledge, skills and apps."""
+
+ENTRY = "registry-entry"
+ENTRIES = "registry-entries"
+_OWNER_LOCK = "registry-owner"
+
+MAX_NAME_CHARS = 120
+MAX_TAGS = 20
+MAX_TAG_CHARS = 40
+MAX_TEXT_CHARS = 20_000
+MAX_SOURCE_CHARS = 1_000
+MAX_FILE_BYTES = 256 * 1024
+MAX_DIRECTORY_FILES = 1_000
+MAX_LIMIT = 100
+
+MIN_SHARED_TERMS = 2
+"""A suggestion shares at least this many distinct terms with the prompt (or all of a shorter
+prompt's terms)."""
+
+FILE_KEYS = ("name", "kind", "tags", "text")
+_TEXT_CONTROLS_ALLOWED = {"\n", "\t"}
+
+Action = Literal["created", "versioned", "skipped"]
+T = TypeVar("T")
+
+
+# Values
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a version came from: a person (by hand or from a file) or an agent's review."""
+
+    by: Literal["person", "agent"]
+    source: str | None = None
+    agent: str | None = None
+    chat: str | None = None
+    branch: str | None = None
+
+    @classmethod
+    def person(cls, source: str = "cli") -> Origin:
+        """Added by a person, through ``source``: ``cli`` or the file it was loaded from."""
+        if not isinstance(source, str) or not source or len(source) > MAX_SOURCE_CHARS:
+            raise InvalidInput(f"origin source: 1 to {MAX_SOURCE_CHARS} characters")
+        return cls(by="person", source=source)
+
+    @classmethod
+    def extraction(cls, *, agent: str, chat: str, branch: str) -> Origin:
+        """Extracted by ``agent``'s review of ``chat``, in the review branch ``branch``."""
+        check_id(agent, what="agent id")
+        check_id(chat, what="chat id")
+        check_id(branch, what="branch id")
+        return cls(by="agent", agent=agent, chat=chat, branch=branch)
+
+    def to_json(self) -> dict[str, Any]:
+        """The origin as stored."""
+        if self.by == "person":
+            return {"by": "person", "source": self.source}
+        return {"by": "agent", "agent": self.agent, "chat": self.chat, "branch": self.branch}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An entry to save: checked with ``make_candidate`` or ``check_candidate``."""
+
+    name: str
+    kind: str
+    text: str
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SaveOutcome:
+    """What saving a candidate did, to which entry, and its version afterwards."""
+
+    action: Action
+    id: str
+    name: str
+    kind: str
+    version: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The outcome as ``--json`` prints it and a review's record lists it."""
+        return {
+            "action": self.action,
+            "id": self.id,
+            "name": self.name,
+            "kind": self.kind,
+            "version": self.version,
+        }
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One file of a registry directory and what loading it did."""
+
+    file: str
+    outcome: SaveOutcome
+
+    def to_json(self) -> dict[str, Any]:
+        """The file and its outcome."""
+        return {"file": self.file, **self.outcome.to_json()}
+
+
+@dataclass(frozen=True)
+class Match:
+    """An entry found for a query: its BM25 score (higher is better) and shared terms."""
+
+    id: str
+    name: str
+    kind: str
+    tags: tuple[str, ...]
+    text: str
+    version: int
+    score: float
+    matched_terms: int
+    query_terms: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The match as ``--json`` prints it."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "kind": self.kind,
+            "tags": list(self.tags),
+            "version": self.version,
+            "score": self.score,
+            "matched_terms": self.matched_terms,
+            "query_terms": self.query_terms,
+            "text": self.text,
+        }
+
+
+# Normalisation
+
+
+def normalise(text: str) -> str:
+    """``text`` compared for identity: NFKC, case-folded, whitespace runs made one space."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def same_meaning(a: str, b: str) -> bool:
+    """True when two texts are identical after ``normalise``: a new version would add nothing."""
+    return normalise(a) == normalise(b)
+
+
+# Checking candidates
+
+
+def check_candidate(raw: Mapping[str, Any], *, where: str) -> Candidate:
+    """A candidate from a mapping (a registry file, a scripted review); InvalidInput (exit 5)
+    lists every problem as ``WHERE: KEY: why``."""
+    problems: list[str] = []
+    candidate = _candidate(raw, where, problems)
+    if candidate is None:
+        raise InvalidInput(f"{where}: not a valid registry entry", problems=problems)
+    return candidate
+
+
+def make_candidate(*, name: str, kind: str, text: str, tags: Sequence[str] = ()) -> Candidate:
+    """A checked candidate from separate values; InvalidInput (exit 5) if any is wrong."""
+    problems: list[str] = []
+    candidate = _candidate(
+        {"name": name, "kind": kind, "text": text, "tags": list(tags)}, "", problems
+    )
+    if candidate is None:
+        if len(problems) == 1:
+            raise InvalidInput(problems[0])
+        raise InvalidInput("not a valid registry entry", problems=problems)
+    return candidate
+
+
+def _candidate(raw: Mapping[str, Any], where: str, problems: list[str]) -> Candidate | None:
+    before = len(problems)
+    prefix = f"{where}: " if where else ""
+
+    def problem(key: str, why: str) -> None:
+        problems.append(f"{prefix}{key}: {why}")
+
+    if not isinstance(raw, Mapping):
+        problems.append(f"{prefix}expected a table of {', '.join(FILE_KEYS)}")
+        return None
+    for key in raw:
+        if key not in FILE_KEYS:
+            problem(str(key), f"unknown key (expected {', '.join(FILE_KEYS)})")
+    name = _text_value(raw, "name", problem, limit=MAX_NAME_CHARS, one_line=True)
+    kind = raw.get("kind")
+    if kind is None:
+        problem("kind", f"missing (one of {', '.join(KINDS)})")
+    elif kind not in KINDS:
+        problem("kind", f"{_show(kind)} is not one of {', '.join(KINDS)}")
+    text = _text_value(raw, "text", problem, limit=MAX_TEXT_CHARS, one_line=False)
+    tags = _tags(raw.get("tags", []), problem)
+    if len(problems) > before or name is None or text is None or not isinstance(kind, str):
+        return None
+    return Candidate(name=name, kind=kind, text=text, tags=tags)
+
+
+def _text_value(
+    raw: Mapping[str, Any],
+    key: str,
+    problem: Callable[[str, str], None],
+    *,
+    limit: int,
+    one_line: bool,
+) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        problem(key, "missing")
+        return None
+    if not isinstance(value, str):
+        problem(key, f"expected a string, got {_describe(value)}")
+        return None
+    value = value.replace("\r\n", "\n")
+    why = _unprintable(value, one_line=one_line)
+    if why:
+        problem(key, why)
+        return None
+    value = value.strip()
+    if one_line:
+        value = " ".join(value.split())
+    if not value:
+        problem(key, "is empty")
+        return None
+    if len(value) > limit:
+        problem(key, f"{len(value)} characters, above the maximum of {limit}")
+        return None
+    return value
+
+
+def _tags(value: Any, problem: Callable[[str, str], None]) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        problem("tags", f"expected a list of strings, got {_describe(value)}")
+        return ()
+    if len(value) > MAX_TAGS:
+        problem("tags", f"{len(value)} tags, above the maximum of {MAX_TAGS}")
+        return ()
+    tags: dict[str, None] = {}
+    for number, tag in enumerate(value):
+        where = f"tags[{number}]"
+        if not isinstance(tag, str):
+            problem(where, f"expected a string, got {_describe(tag)}")
+            continue
+        folded = unicodedata.normalize("NFKC", tag.strip()).casefold()
+        if not folded:
+            problem(where, "is empty")
+        elif len(folded) > MAX_TAG_CHARS:
+            problem(where, f"{len(folded)} characters, above the maximum of {MAX_TAG_CHARS}")
+        elif any(ch.isspace() or ch == "," for ch in folded) or _unprintable(folded):
+            problem(where, f"{_show(tag)}: a tag has no spaces, commas or control characters")
+        else:
+            tags[folded] = None
+    return tuple(tags)
+
+
+def _unprintable(value: str, *, one_line: bool = True) -> str | None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode text (it holds a lone surrogate)"
+    allowed = set() if one_line else _TEXT_CONTROLS_ALLOWED
+    for ch in value:
+        if unicodedata.category(ch) == "Cc" and ch not in allowed:
+            return f"holds the control character U+{ord(ch):04X}"
+    return None
+
+
+def _describe(value: Any) -> str:
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        list: "a list",
+        dict: "a table",
+    }.get(type(value), type(value).__name__)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# Reading entries
+
+
+def _store(store: Store | None) -> Store:
+    return store if store is not None else open_store()
+
+
+def _damaged(store: Store, entry_id: str, why: str) -> InvalidInput:
+    return InvalidInput(
+        f"{store.path(ENTRY, entry_id)}: damaged registry entry: {why}",
+        hint="belt leaves a damaged file as it is; move it aside or restore it, then retry",
+    )
+
+
+def _checked(store: Store, entry_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` if it has the shape belt writes; otherwise InvalidInput naming the file."""
+    for key, kind in (
+        ("id", str),
+        ("owner", str),
+        ("name", str),
+        ("kind", str),
+        ("text", str),
+        ("tags", list),
+        ("versions", list),
+        ("origin", dict),
+        ("created_at", str),
+        ("updated_at", str),
+    ):
+        if not isinstance(data.get(key), kind):
+            raise _damaged(store, entry_id, f"{key} is not a {kind.__name__}")
+    version = data.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise _damaged(store, entry_id, "version is not a positive whole number")
+    if data["kind"] not in KINDS:
+        raise _damaged(store, entry_id, f"kind {data['kind']!r} is not one of {', '.join(KINDS)}")
+    if data["id"] != entry_id:
+        raise _damaged(store, entry_id, f"it holds entry {data['id']!r}")
+    if not all(isinstance(tag, str) for tag in data["tags"]):
+        raise _damaged(store, entry_id, "tags are not all strings")
+    if len(data["versions"]) != version:
+        raise _damaged(store, entry_id, f"it has {len(data['versions'])} versions, not {version}")
+    for number, item in enumerate(data["versions"], start=1):
+        if (
+            not isinstance(item, dict)
+            or item.get("version") != number
+            or not isinstance(item.get("text"), str)
+            or not isinstance(item.get("origin"), dict)
+        ):
+            raise _damaged(store, entry_id, f"versions[{number - 1}] is not a version")
+    return data
+
+
+def _read(store: Store, entry_id: str) -> dict[str, Any]:
+    return _checked(store, entry_id, store.read(ENTRY, entry_id))
+
+
+def get_entry(store: Store | None, *, entry_id: str) -> dict[str, Any]:
+    """One entry with all its versions; NotFound (exit 3) if there is none or it was removed."""
+    store = _store(store)
+    check_id(entry_id, what="entry id")
+    try:
+        entry = _read(store, entry_id)
+    except NotFound:
+        raise NotFound(f"no registry entry {entry_id}") from None
+    if entry.get("removed_at"):
+        raise NotFound(f"no registry entry {entry_id} (it was removed)")
+    return entry
+
+
+def list_entries(
+    store: Store | None, *, owner: str = DEFAULT_OWNER, kind: str | None = None
+) -> list[dict[str, Any]]:
+    """An owner's entries (optionally of one kind), oldest first; a damaged one is exit 5."""
+    store = _store(store)
+    check_id(owner, what="owner")
+    if kind is not None and kind not in KINDS:
+        raise InvalidInput(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+    entries = _entries(store, owner)
+    return [entry for entry in entries if kind is None or entry["kind"] == kind]
+
+
+def _entries(store: Store, owner: str) -> list[dict[str, Any]]:
+    """Every live entry of ``owner``; InvalidInput listing every damaged or missing file."""
+    entries: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for entry_id in store.members(ENTRIES, owner):
+        try:
+            entry = _read(store, entry_id)
+        except NotFound:
+            problems.append(f"{store.path(ENTRY, entry_id)}: listed for {owner} but missing")
+            continue
+        except InvalidInput as exc:
+            problems.append(exc.message)
+            continue
+        if entry["owner"] != owner:
+            problems.append(
+                f"{store.path(ENTRY, entry_id)}: listed for {owner} but owned by {entry['owner']!r}"
+            )
+        elif not entry.get("removed_at"):
+            entries.append(entry)
+    if problems:
+        raise InvalidInput(
+            f"the registry of {owner} has {len(problems)} damaged "
+            f"entr{'y' if len(problems) == 1 else 'ies'}",
+            problems=problems,
+            hint="belt leaves a damaged file as it is; move it aside or restore it, then retry",
+        )
+    return entries
+
+
+# The derived search index
+
+
+def index_path(store: Store, owner: str) -> Path:
+    """The search index file of ``owner`` under the store's root."""
+    return store.root / "search" / "registry" / f"{check_id(owner, what='owner')}.sqlite3"
+
+
+def _index_row(entry: dict[str, Any]) -> Row:
+    agents = {
+        str(item["origin"]["agent"])
+        for item in entry["versions"]
+        if item["origin"].get("by") == "agent" and isinstance(item["origin"].get("agent"), str)
+    }
+    return Row(
+        id=entry["id"],
+        name_key=normalise(entry["name"]),
+        name=entry["name"],
+        kind=entry["kind"],
+        tags=tuple(entry["tags"]),
+        text=entry["text"],
+        version=entry["version"],
+        agents=tuple(sorted(agents)),
+    )
+
+
+def _open_renewing(store: Store, owner: str) -> SearchIndex:
+    """The owner's index, opened; a damaged file is discarded first (owner's lock held)."""
+    path = index_path(store, owner)
+    try:
+        index = SearchIndex.open(path, durable=store.fsync)
+    except IndexDamaged:
+        discard(path)
+        return SearchIndex.open(path, durable=store.fsync)
+    try:
+        index.journal()
+    except IndexDamaged:
+        index.close()
+        discard(path)
+        return SearchIndex.open(path, durable=store.fsync)
+    return index
+
+
+@contextmanager
+def _writable_index(store: Store, owner: str) -> Iterator[SearchIndex]:
+    """The owner's index brought up to date with the store (owner's lock held)."""
+    index = _open_renewing(store, owner)
+    try:
+        size = store.index_size(ENTRIES, owner)
+        if index.journal() != size:
+            index.replace_all([_index_row(entry) for entry in _entries(store, owner)], journal=size)
+        yield index
+    finally:
+        index.close()
+
+
+def _change(store: Store, owner: str, change: Callable[[SearchIndex], T]) -> T:
+    """Under the owner's lock, ``change`` the registry with its index up to date; an index
+    found damaged before the store was changed is discarded and the change tried once more."""
+    with store.lock(_OWNER_LOCK, owner):
+        try:
+            with _writable_index(store, owner) as index:
+                return change(index)
+        except IndexDamaged:
+            discard(index_path(store, owner))
+        with _writable_index(store, owner) as index:
+            return change(index)
+
+
+def _record(
+    index: SearchIndex, store: Store, owner: str, entry: dict[str, Any] | None, entry_id: str
+) -> None:
+    """Bring the index level with one change the store has just made (owner's lock held).
+
+    The change is saved whatever happens here: if the index cannot take it, the index keeps
+    its old journal, so the next reader rebuilds it from the store (a damaged file is
+    discarded first).
+    """
+    journal = store.index_size(ENTRIES, owner)
+    try:
+        if entry is None:
+            index.delete(entry_id, journal=journal)
+        else:
+            index.put(_index_row(entry), journal=journal)
+    except IndexDamaged:
+        index.close()
+        discard(index.path)
+    except BeltError:
+        pass
+
+
+def _reader(store: Store, owner: str) -> SearchIndex | None:
+    """The owner's index, up to date, for reading; None if the owner never had an entry."""
+    size = store.index_size(ENTRIES, owner)
+    if size == 0:
+        return None
+    path = index_path(store, owner)
+    if path.exists():
+        try:
+            index = SearchIndex.open(path, durable=store.fsync)
+        except IndexDamaged:
+            pass
+        else:
+            try:
+                if index.journal() == size:
+                    return index
+            except IndexDamaged:
+                pass
+            index.close()
+    _change(store, owner, lambda index: None)
+    return SearchIndex.open(path, durable=store.fsync)
+
+
+def _query(store: Store, owner: str, ask: Callable[[SearchIndex], list[T]]) -> list[T]:
+    """``ask`` the owner's up-to-date index; a file found damaged mid-query is rebuilt once."""
+    for attempt in (1, 2):
+        try:
+            index = _reader(store, owner)
+            if index is None:
+                return []
+            with index:
+                return ask(index)
+        except IndexDamaged:
+            if attempt == 2:
+                raise
+            with store.lock(_OWNER_LOCK, owner):
+                discard(index_path(store, owner))
+    raise AssertionError("unreachable")
+
+
+# Saving
+
+
+def save_candidate(
+    store: Store | None,
+    *,
+    owner: str,
+    candidate: Candidate,
+    origin: Origin,
+    now: datetime | None = None,
+) -> SaveOutcome:
+    """Save ``candidate`` to ``owner``'s registry: created (a new name), versioned (same name,
+    changed text) or skipped (same name and same meaning, see ``same_meaning``).
+
+    Names are compared after ``normalise``. Saving the same candidate twice skips the second.
+    """
+    store = _store(store)
+    check_id(owner, what="owner")
+    candidate = make_candidate(
+        name=candidate.name, kind=candidate.kind, text=candidate.text, tags=candidate.tags
+    )
+    stamp = timestamp(now or utcnow())
+    version: dict[str, Any] = {
+        "version": 1,
+        "kind": candidate.kind,
+        "tags": list(candidate.tags),
+        "text": candidate.text,
+        "created_at": stamp,
+        "origin": origin.to_json(),
+    }
+
+    def save(index: SearchIndex) -> SaveOutcome:
+        existing = index.id_for_name(normalise(candidate.name))
+        if existing is None:
+            entry_id = new_id("re")
+            entry: dict[str, Any] = {
+                "id": entry_id,
+                "owner": owner,
+                "name": candidate.name,
+                "kind": candidate.kind,
+                "tags": list(candidate.tags),
+                "text": candidate.text,
+                "version": 1,
+                "origin": origin.to_json(),
+                "versions": [version],
+                "created_at": stamp,
+                "updated_at": stamp,
+                "removed_at": None,
+            }
+            store.create(ENTRY, entry_id, entry)
+            store.link(ENTRIES, owner, entry_id)
+            _record(index, store, owner, entry, entry_id)
+            return SaveOutcome("created", entry_id, candidate.name, candidate.kind, 1)
+        entry = _read(store, existing)
+        if same_meaning(entry["text"], candidate.text):
+            return SaveOutcome("skipped", existing, entry["name"], entry["kind"], entry["version"])
+
+        def add_version(current: dict[str, Any]) -> dict[str, Any]:
+            current = _checked(store, existing, current)
+            number = current["version"] + 1
+            current["versions"].append({**version, "version": number})
+            current.update(
+                kind=candidate.kind,
+                tags=list(candidate.tags),
+                text=candidate.text,
+                version=number,
+                updated_at=stamp,
+            )
+            return current
+
+        # The index line first: if belt stops between the two, readers see a stale index.
+        store.link(ENTRIES, owner, existing)
+        entry = store.update(ENTRY, existing, add_version)
+        _record(index, store, owner, entry, existing)
+        return SaveOutcome("versioned", existing, entry["name"], entry["kind"], entry["version"])
+
+    return _change(store, owner, save)
+
+
+def add_entry(
+    store: Store | None,
+    *,
+    owner: str = DEFAULT_OWNER,
+    name: str,
+    kind: str,
+    tags: Sequence[str] = (),
+    file: Path | None = None,
+    now: datetime | None = None,
+) -> SaveOutcome:
+    """``belt registry add``: save an entry whose text is read from ``file`` or stdin."""
+    text = read_entry_text(file)
+    candidate = make_candidate(name=name, kind=kind, text=text, tags=tags)
+    return save_candidate(
+        store, owner=owner, candidate=candidate, origin=Origin.person("cli"), now=now
+    )
+
+
+def read_entry_text(file: Path | None) -> str:
+    """An entry's text from ``file`` (``-`` or None: stdin), bounded and decoded as UTF-8."""
+    limit = MAX_TEXT_CHARS * 4
+    if file is None or str(file) == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise UsageError("give the entry's text with --file FILE or on stdin")
+        raw = sys.stdin.buffer.read(limit + 1)
+        source = "stdin"
+    else:
+        try:
+            with open(file, "rb") as handle:
+                raw = handle.read(limit + 1)
+        except FileNotFoundError:
+            raise NotFound(f"--file: no such file {file}") from None
+        except OSError as exc:
+            raise InvalidInput(f"--file: cannot read {file}: {exc.strerror}") from None
+        source = str(file)
+    if len(raw) > limit:
+        raise InvalidInput(f"{source}: above the maximum of {MAX_TEXT_CHARS} characters")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{source}: not UTF-8 text (byte {exc.start})") from None
+
+
+def remove_entry(
+    store: Store | None, *, entry_id: str, now: datetime | None = None
+) -> dict[str, Any]:
+    """Remove an entry: it leaves its owner's registry and the index; its file is kept, marked
+    removed, so what pointed at it still resolves. NotFound (exit 3) if there is none."""
+    store = _store(store)
+    owner = get_entry(store, entry_id=entry_id)["owner"]
+    check_id(owner, what="owner")
+    stamp = timestamp(now or utcnow())
+
+    def remove(index: SearchIndex) -> dict[str, Any]:
+        get_entry(store, entry_id=entry_id)  # a racing remover got here first: exit 3
+        # Out of the entry index first: a reader then rebuilds without it, whatever follows.
+        store.unlink(ENTRIES, owner, entry_id)
+        entry = store.merge(ENTRY, entry_id, {"removed_at": stamp, "updated_at": stamp})
+        _record(index, store, owner, None, entry_id)
+        return entry
+
+    return _change(store, owner, remove)
+
+
+# Searching
+
+
+def _limit(limit: int) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit {limit!r} is not a whole number from 1 to {MAX_LIMIT}")
+    return limit
+
+
+def _match(hit: Hit) -> Match:
+    row = hit.row
+    return Match(
+        id=row.id,
+        name=row.name,
+        kind=row.kind,
+        tags=row.tags,
+        text=row.text,
+        version=row.version,
+        score=float(f"{hit.score:.4g}"),
+        matched_terms=hit.matched,
+        query_terms=hit.terms,
+    )
+
+
+def search(
+    store: Store | None, *, owner: str = DEFAULT_OWNER, query: str, limit: int = 10
+) -> list[Match]:
+    """``owner``'s entries that share any term with ``query``, best first by BM25.
+
+    Any text is a valid query: its words are quoted, never read as FTS5 syntax.
+    """
+    store = _store(store)
+    check_id(owner, what="owner")
+    limit = _limit(limit)
+    if not isinstance(query, str):
+        raise InvalidInput("a query is text")
+    words = query_words(query)
+    if not words:
+        return []
+    hits = _query(store, owner, lambda index: index.search(words, limit=limit))
+    return [_match(hit) for hit in hits]
+
+
+def suggest(
+    store: Store | None,
+    *,
+    owner: str,
+    prompt: str,
+    exclude_ids: Sequence[str] = (),
+    exclude_origin_agent: str | None = None,
+    limit: int = 3,
+) -> list[Match]:
+    """Up to ``limit`` of ``owner``'s entries relevant to ``prompt``, best first by BM25.
+
+    Relevant: sharing at least ``MIN_SHARED_TERMS`` distinct terms with the prompt (all of them
+    if the prompt has fewer), among the best-ranked entries. Never an entry in ``exclude_ids``,
+    nor one any version of which the agent ``exclude_origin_agent`` extracted.
+    """
+    store = _store(store)
+    check_id(owner, what="owner")
+    limit = _limit(limit)
+    if exclude_origin_agent is not None:
+        check_id(exclude_origin_agent, what="agent id")
+    excluded = list(dict.fromkeys(exclude_ids))
+    if not all(isinstance(item, str) for item in excluded):
+        raise InvalidInput("exclude_ids holds ids (strings)")
+    if not isinstance(prompt, str):
+        raise InvalidInput("a prompt is text")
+    words = query_words(prompt)
+    if not words:
+        return []
+    hits = _query(
+        store,
+        owner,
+        lambda index: index.search(
+            words,
+            limit=limit,
+            min_terms=MIN_SHARED_TERMS,
+            exclude_ids=excluded,
+            exclude_agent=exclude_origin_agent,
+        ),
+    )
+    return [_match(hit) for hit in hits]
+
+
+# Registry directories
+
+
+def load_directory(
+    store: Store | None,
+    path: Path | str,
+    *,
+    owner: str = DEFAULT_OWNER,
+    now: datetime | None = None,
+) -> list[Loaded]:
+    """Save every ``*.toml`` entry file of a registry directory to ``owner``'s registry.
+
+    Every file is checked before anything is saved: problems name the file and key (exit 5) and
+    leave the store as it was. Each file is then saved as ``save_candidate`` saves, so loading a
+    directory again skips what is unchanged and versions what changed.
+    """
+    store = _store(store)
+    check_id(owner, what="owner")
+    directory = Path(path)
+    if not directory.is_dir():
+        raise NotFound(f"{directory}: no such registry directory")
+    try:
+        files = sorted(
+            item
+            for item in directory.iterdir()
+            if item.suffix == ".toml" and not item.name.startswith(".")
+        )
+    except OSError as exc:
+        raise InvalidInput(f"{directory}: cannot list the directory: {exc.strerror}") from None
+    if len(files) > MAX_DIRECTORY_FILES:
+        raise InvalidInput(
+            f"{directory}: {len(files)} entry files, above the maximum of {MAX_DIRECTORY_FILES}"
+        )
+    problems: list[str] = []
+    found: list[tuple[str, Candidate]] = []
+    names: dict[str, str] = {}
+    for file in files:
+        where = str(file)
+        document = _read_entry_file(file, problems)
+        if document is None:
+            continue
+        candidate = _candidate(document, where, problems)
+        if candidate is None:
+            continue
+        key = normalise(candidate.name)
+        if key in names:
+            problems.append(f"{where}: name: {candidate.name!r} is also the name in {names[key]}")
+            continue
+        names[key] = where
+        found.append((where, candidate))
+    if problems:
+        raise InvalidInput(
+            f"{directory}: {len(problems)} problem{'s' if len(problems) != 1 else ''} "
+            "in the registry directory",
+            problems=problems,
+        )
+    return [
+        Loaded(
+            file=where,
+            outcome=save_candidate(
+                store, owner=owner, candidate=candidate, origin=Origin.person(where), now=now
+            ),
+        )
+        for where, candidate in found
+    ]
+
+
+def _read_entry_file(file: Path, problems: list[str]) -> dict[str, Any] | None:
+    try:
+        with open(file, "rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        problems.append(f"{file}: cannot read it: {exc.strerror}")
+        return None
+    if len(raw) > MAX_FILE_BYTES:
+        problems.append(f"{file}: above the maximum of {MAX_FILE_BYTES // 1024} KiB")
+        return None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        problems.append(f"{file}: not UTF-8 text (byte {exc.start})")
+    except tomllib.TOMLDecodeError as exc:
+        problems.append(f"{file}: invalid TOML: {exc}")
+    return None

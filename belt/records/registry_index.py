@@ -1,0 +1,464 @@
+"""The registry's search index: one SQLite FTS5 file per owner, derived from the store's entries.
+
+The file (``<store root>/search/registry/<owner>.sqlite3``) is a copy of an owner's entries shaped
+for ranking; the entries in the store are the truth. ``belt.records.registry`` decides when the
+copy is stale and rebuilds it; this module only keeps the file and answers queries:
+
+- ``meta`` holds the file's ``format`` and ``journal``: the size of the owner's entry index in
+  the store when the copy was last brought up to date (see docs/builtins.md, "Freshness");
+- ``entries`` holds one row per entry (id, normalised name, kind, tags, text, version, and the
+  agents whose reviews wrote it) and ``fts`` the FTS5 table searched, sharing its rowids.
+
+A file that SQLite reports as corrupt or not a database, or that lacks belt's tables, raises
+``IndexDamaged``; the caller discards it and builds a new one. Text is tokenised by FTS5's
+``porter unicode61 remove_diacritics 2`` and ranked by ``bm25()``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import threading
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from belt.errors import BeltError, Conflict
+from belt.store.files import make_dirs
+
+FORMAT = 1
+"""The layout of the index file; a file of another format is discarded and rebuilt."""
+
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+"""FTS5 tokenizer: Unicode word characters, case and diacritics folded, English stems."""
+
+WEIGHTS = (4.0, 2.0, 1.0)
+"""BM25 column weights of name, tags and text: a word in the name counts four times."""
+
+POOL = 50
+"""How many best-ranked entries a thresholded query checks for the words they contain."""
+
+MAX_QUERY_CHARS = 10_000
+"""Only this many characters of a query (a prompt can be long) are read."""
+
+MAX_QUERY_WORDS = 32
+"""Only the first this many distinct words of a query are searched."""
+
+BUSY_SECONDS = 30.0
+"""How long a query waits for another process's write to the same index file."""
+
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its
+    itself just let me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own please same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    also could get hello hi like make may might must ok okay thank thanks us want yes
+    aren couldn didn doesn don hadn hasn haven isn ll mustn re shan shouldn ve wasn weren won
+    wouldn
+    """.split()
+)
+"""Common English words (and the halves of contractions such as don't, you're) left out of
+queries, never out of the index: they match nearly everything. Words of one character are
+left out too."""
+
+_WORD = re.compile(r"[^\W_]+")
+_SIDECARS = ("-journal", "-wal", "-shm")
+_DAMAGED_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+_BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+
+
+class IndexDamaged(BeltError):
+    """The index file cannot be used as it is; it is derived, so the caller rebuilds it."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(
+            f"{path}: the registry search index is damaged ({why})",
+            hint="belt rebuilds it from the store; if this persists, delete the file",
+        )
+
+
+@dataclass(frozen=True)
+class Row:
+    """One entry as the index keeps it."""
+
+    id: str
+    name_key: str
+    name: str
+    kind: str
+    tags: tuple[str, ...]
+    text: str
+    version: int
+    agents: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One entry a query found: its BM25 score (higher is better) and the words it shares."""
+
+    row: Row
+    score: float
+    matched: int
+    terms: int
+
+
+def query_words(text: str) -> list[str]:
+    """The words of a free-text query: folded, without stopwords, distinct, bounded in number.
+
+    A word is a run of Unicode letters and digits, so the result never holds FTS5 syntax.
+    """
+    words: dict[str, None] = {}
+    for found in _WORD.finditer(text[:MAX_QUERY_CHARS]):
+        word = unicodedata.normalize("NFKC", found.group()).casefold()
+        if len(word) > 1 and word not in STOPWORDS:
+            words[word] = None
+            if len(words) == MAX_QUERY_WORDS:
+                break
+    return list(words)
+
+
+def match_expression(words: Sequence[str]) -> str:
+    """An FTS5 MATCH expression for any of ``words``, each quoted as a string."""
+    return " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+
+
+class SearchIndex:
+    """An open connection to one owner's index file; close it after use (a ``with`` block)."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        self.path = path
+        self._db = connection
+
+    @classmethod
+    def open(cls, path: Path, *, durable: bool) -> SearchIndex:
+        """Open (creating it 0600 if missing) and check the file; IndexDamaged if unusable."""
+        if not path.exists():
+            make_dirs(path.parent)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        try:
+            connection = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise _failure(path, exc) from None
+        index = cls(path, connection)
+        try:
+            index._run(f"PRAGMA synchronous = {'FULL' if durable else 'OFF'}")
+            index._check_schema()
+        except BaseException:
+            index.close()
+            raise
+        return index
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # State
+
+    def journal(self) -> int:
+        """The size of the owner's entry index this copy reflects (-1: never filled)."""
+        row = self._run("SELECT value FROM meta WHERE key = 'journal'").fetchone()
+        if row is None or not isinstance(row[0], int):
+            raise IndexDamaged(self.path, "meta has no journal")
+        return int(row[0])
+
+    def id_for_name(self, name_key: str) -> str | None:
+        """The id of the entry with this normalised name, if any (the oldest if several)."""
+        row = self._run(
+            "SELECT id FROM entries WHERE name_key = ? ORDER BY rowid LIMIT 1", (name_key,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    # Changes (the caller holds the owner's lock)
+
+    def replace_all(self, rows: Iterable[Row], *, journal: int) -> None:
+        """Replace every row with ``rows`` in one transaction, then record ``journal``."""
+        with self._transaction():
+            self._run("DELETE FROM entries")
+            self._run("DELETE FROM fts")
+            for row in rows:
+                self._insert(row)
+            self._set_journal(journal)
+
+    def put(self, row: Row, *, journal: int) -> None:
+        """Add or replace one row in one transaction, then record ``journal``."""
+        with self._transaction():
+            found = self._run("SELECT rowid FROM entries WHERE id = ?", (row.id,)).fetchone()
+            self._remove(row.id)
+            self._insert(row, rowid=None if found is None else int(found[0]))
+            self._set_journal(journal)
+
+    def delete(self, entry_id: str, *, journal: int) -> None:
+        """Remove one row (if present) in one transaction, then record ``journal``."""
+        with self._transaction():
+            self._remove(entry_id)
+            self._set_journal(journal)
+
+    # Queries
+
+    def search(
+        self,
+        words: Sequence[str],
+        *,
+        limit: int,
+        min_terms: int = 1,
+        exclude_ids: Sequence[str] = (),
+        exclude_agent: str | None = None,
+    ) -> list[Hit]:
+        """The best ``limit`` entries for ``words`` by BM25 that share at least ``min_terms``
+        distinct terms with the query (all of them if it has fewer), excluding ``exclude_ids``
+        and entries any of whose versions ``exclude_agent`` wrote.
+
+        With ``min_terms`` above 1 the ``POOL`` best-ranked entries are checked.
+        """
+        if not words:
+            return []
+        pool = max(limit, POOL) if min_terms > 1 else limit
+        rows = self._ranked(
+            match_expression(words),
+            pool=pool,
+            exclude_ids=set(exclude_ids),
+            exclude_agent=exclude_agent,
+        )
+        if not rows:
+            return []
+        query_terms = PROBE.terms([" ".join(words)])[0]
+        needed = max(1, min(min_terms, len(query_terms)))
+        hits: list[Hit] = []
+        # Best first, a batch at a time: the best-ranked usually qualify, so few are tokenised.
+        batch = max(limit, 8)
+        for start in range(0, len(rows), batch):
+            chunk = rows[start : start + batch]
+            shared = PROBE.terms([_body(row) for row, _ in chunk], only=query_terms)
+            for (row, score), terms in zip(chunk, shared, strict=True):
+                if len(terms) >= needed:
+                    hits.append(
+                        Hit(row=row, score=score, matched=len(terms), terms=len(query_terms))
+                    )
+                    if len(hits) == limit:
+                        return hits
+        return hits
+
+    def _ranked(
+        self, match: str, *, pool: int, exclude_ids: set[str], exclude_agent: str | None
+    ) -> list[tuple[Row, float]]:
+        """The best ``pool`` rows for ``match`` that are not excluded, best first.
+
+        BM25 ranks the FTS table alone (joining every match to its entry would double the
+        cost); exclusions are applied to the ranked rows, fetching more while they thin them.
+        """
+        weights = ", ".join(str(weight) for weight in WEIGHTS)
+        sql = f"""
+            SELECT e.id, e.name_key, e.name, e.kind, e.tags, e.text, e.version, e.agents,
+                   best.score
+            FROM (
+                SELECT rowid AS rid, -bm25(fts, {weights}) AS score FROM fts
+                WHERE fts MATCH ? ORDER BY score DESC, rowid LIMIT ?
+            ) AS best
+            JOIN entries AS e ON e.rowid = best.rid
+            ORDER BY best.score DESC, best.rid
+        """
+        window = pool + len(exclude_ids)
+        while True:
+            found = self._run(sql, (match, window)).fetchall()
+            try:
+                ranked = [(_row(record), float(record[8])) for record in found]
+            except (TypeError, ValueError) as exc:
+                raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
+            kept = [
+                (row, score)
+                for row, score in ranked
+                if row.id not in exclude_ids and exclude_agent not in row.agents
+            ]
+            if len(kept) >= pool or len(found) < window:
+                return kept[:pool]
+            window *= 4
+
+    # Internals
+
+    def _check_schema(self) -> None:
+        tables = {
+            str(name)
+            for (name,) in self._run("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if not tables:
+            self._create_schema()
+            return
+        if not {"meta", "entries", "fts"} <= tables:
+            raise IndexDamaged(self.path, "it lacks belt's tables")
+        row = self._run("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        if row is None or row[0] != FORMAT:
+            raise IndexDamaged(
+                self.path, f"its format is {None if row is None else row[0]!r}, not {FORMAT}"
+            )
+
+    def _create_schema(self) -> None:
+        # IF NOT EXISTS: another process may have created them since this one looked.
+        with self._transaction():
+            self._run("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)")
+            self._run(
+                "CREATE TABLE IF NOT EXISTS entries (rowid INTEGER PRIMARY KEY, "
+                "id TEXT NOT NULL UNIQUE, name_key TEXT NOT NULL, name TEXT NOT NULL, "
+                "kind TEXT NOT NULL, tags TEXT NOT NULL, text TEXT NOT NULL, "
+                "version INTEGER NOT NULL, agents TEXT NOT NULL)"
+            )
+            self._run("CREATE INDEX IF NOT EXISTS entries_name ON entries (name_key)")
+            self._run(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS fts "
+                f"USING fts5(name, tags, text, tokenize='{TOKENIZER}')"
+            )
+            self._run("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('journal', -1)", (FORMAT,))
+
+    def _insert(self, row: Row, *, rowid: int | None = None) -> None:
+        cursor = self._run(
+            "INSERT INTO entries (rowid, id, name_key, name, kind, tags, text, version, agents) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                rowid,
+                row.id,
+                row.name_key,
+                row.name,
+                row.kind,
+                json.dumps(list(row.tags)),
+                row.text,
+                row.version,
+                "".join(f" {agent} " for agent in row.agents),
+            ),
+        )
+        self._run(
+            "INSERT INTO fts (rowid, name, tags, text) VALUES (?, ?, ?, ?)",
+            (cursor.lastrowid, row.name, " ".join(row.tags), row.text),
+        )
+
+    def _remove(self, entry_id: str) -> None:
+        found = self._run("SELECT rowid FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        if found is not None:
+            self._run("DELETE FROM fts WHERE rowid = ?", (found[0],))
+            self._run("DELETE FROM entries WHERE rowid = ?", (found[0],))
+
+    def _set_journal(self, journal: int) -> None:
+        self._run("UPDATE meta SET value = ? WHERE key = 'journal'", (journal,))
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self)
+
+    def _run(
+        self, sql: str, parameters: Sequence[object] | dict[str, object] = ()
+    ) -> sqlite3.Cursor:
+        try:
+            return self._db.execute(sql, parameters)
+        except sqlite3.Error as exc:
+            raise _failure(self.path, exc) from None
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE … COMMIT, rolled back if the block raises."""
+
+    def __init__(self, index: SearchIndex) -> None:
+        self.index = index
+
+    def __enter__(self) -> None:
+        self.index._run("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is None:
+            self.index._run("COMMIT")
+        elif self.index._db.in_transaction:
+            self.index._db.rollback()
+
+
+class Probe:
+    """Tokenises text with the index's tokenizer, in a private in-memory FTS5 table, so the
+    terms of a query and of an entry compare exactly as the index compares them (stems
+    included). One per process, created on first use; safe across threads and forks."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._pid = 0
+
+    def terms(self, texts: Sequence[str], *, only: set[str] | None = None) -> list[set[str]]:
+        """The distinct terms of each text (only those in ``only``, if given)."""
+        with self._lock:
+            db = self._connection()
+            try:
+                db.executemany("INSERT INTO probe (rowid, body) VALUES (?, ?)", enumerate(texts))
+                sql = "SELECT DISTINCT doc, term FROM probe_terms"
+                parameters: tuple[str, ...] = ()
+                if only is not None:
+                    sql += " WHERE term IN (SELECT value FROM json_each(?))"
+                    parameters = (json.dumps(sorted(only)),)
+                found: list[set[str]] = [set() for _ in texts]
+                for doc, term in db.execute(sql, parameters):
+                    found[int(doc)].add(str(term))
+                return found
+            except sqlite3.Error as exc:
+                self._db = None
+                raise BeltError(f"tokenising text for the registry failed: {exc}") from None
+            finally:
+                if self._db is not None:
+                    db.execute("DELETE FROM probe")
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None or self._pid != os.getpid():
+            db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            db.execute(f"CREATE VIRTUAL TABLE probe USING fts5(body, tokenize='{TOKENIZER}')")
+            db.execute("CREATE VIRTUAL TABLE probe_terms USING fts5vocab(probe, instance)")
+            self._db, self._pid = db, os.getpid()
+        return self._db
+
+
+PROBE = Probe()
+
+
+def _body(row: Row) -> str:
+    return f"{row.name}\n{' '.join(row.tags)}\n{row.text}"
+
+
+def discard(path: Path) -> None:
+    """Delete an index file and SQLite's side files (the caller holds the owner's lock)."""
+    for name in ("", *_SIDECARS):
+        Path(f"{path}{name}").unlink(missing_ok=True)
+
+
+def _row(record: Sequence[object]) -> Row:
+    tags = json.loads(str(record[4]))
+    agents = str(record[7]).split()
+    return Row(
+        id=str(record[0]),
+        name_key=str(record[1]),
+        name=str(record[2]),
+        kind=str(record[3]),
+        tags=tuple(str(tag) for tag in tags) if isinstance(tags, list) else (),
+        text=str(record[5]),
+        version=int(str(record[6])),
+        agents=tuple(agents),
+    )
+
+
+def _failure(path: Path, exc: sqlite3.Error) -> Exception:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if (
+        isinstance(exc, sqlite3.DatabaseError)
+        and code is not None
+        and code & 0xFF in _DAMAGED_CODES
+    ):
+        return IndexDamaged(path, str(exc))
+    if code is not None and code & 0xFF in _BUSY_CODES:
+        return Conflict(
+            f"{path}: the registry index is busy (another process held it for "
+            f"{BUSY_SECONDS:.0f} s)",
+            hint="retry when the other belt process has finished",
+        )
+    return BeltError(f"{path}: the registry index failed: {exc}")

@@ -1,0 +1,191 @@
+"""The one strict JSON (and TOML) reader for everything that comes from outside.
+
+Python's own parsers accept what belt must not keep: ``NaN`` and ``Infinity`` (which it would
+then write out as invalid JSON), numbers such as ``1e999`` that overflow to infinity, integers
+too long to convert back to text, lone surrogates (which cannot be encoded as UTF-8), and
+nesting deep enough to exhaust the interpreter's stack. Every reader of files, options, request
+bodies and answers from handlers or platforms parses through here, so each of these is refused
+with a clear reason instead of crashing later.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from belt.errors import InvalidInput
+
+MAX_DEPTH = 100
+"""Arrays and objects nest at most this deep."""
+
+MAX_INT_DIGITS = 4300
+"""Integers have at most this many digits (Python's own limit for converting them to text)."""
+
+_MAX_INT_BITS = math.ceil(MAX_INT_DIGITS * math.log2(10))
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class StrictJSONError(ValueError):
+    """A document was refused; ``reason`` says why, with its line and column when known."""
+
+    def __init__(self, reason: str, lineno: int | None = None, colno: int | None = None) -> None:
+        where = f"line {lineno}, column {colno}: " if lineno is not None else ""
+        super().__init__(f"{where}{reason}")
+        self.reason = reason
+        self.lineno = lineno
+        self.colno = colno
+
+
+def _refuse_constant(name: str) -> Any:
+    raise StrictJSONError(f"{name} is not a JSON number (refused)")
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise StrictJSONError(f"an integer has {digits} digits (the limit is {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        shown = text if len(text) <= 40 else text[:39] + "…"
+        raise StrictJSONError(f"the number {shown} is not finite (refused)")
+    return value
+
+
+def _depth_error() -> StrictJSONError:
+    return StrictJSONError(f"nested deeper than {MAX_DEPTH} levels")
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON ``text`` (brackets in strings skipped)."""
+    # Counting is at C speed; only a text with many brackets needs the exact walk.
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return 0
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    depth = deepest = 0
+    for char in brackets:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def decode(data: str | bytes) -> Any:
+    """Parse one JSON document strictly; StrictJSONError says why one is refused."""
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise StrictJSONError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    else:
+        text = data
+    raw = _SURROGATE.search(text)
+    if raw is not None:
+        raise StrictJSONError(f"holds a lone surrogate {_escaped(raw.group())} (not Unicode text)")
+    if nesting_depth(text) > MAX_DEPTH:
+        raise _depth_error()
+    try:
+        document = json.loads(
+            text,
+            parse_constant=_refuse_constant,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+        )
+    except json.JSONDecodeError as exc:
+        raise StrictJSONError(f"invalid JSON: {exc.msg}", exc.lineno, exc.colno) from None
+    except RecursionError:
+        raise _depth_error() from None
+    if _SURROGATE_ESCAPE.search(text):
+        _check_strings(document)
+    return document
+
+
+def load_json(data: str | bytes, source: str) -> Any:
+    """``decode`` with a refusal as InvalidInput naming ``source`` (exit 5)."""
+    try:
+        return decode(data)
+    except StrictJSONError as exc:
+        raise InvalidInput(f"{source}: {exc}") from None
+
+
+def decode_toml(text: str) -> dict[str, Any]:
+    """Parse a TOML document with the same refusals as ``decode``; TOMLDecodeError for syntax."""
+    import tomllib
+
+    raw = _SURROGATE.search(text)
+    if raw is not None:
+        raise StrictJSONError(f"holds a lone surrogate {_escaped(raw.group())} (not Unicode text)")
+    try:
+        document = tomllib.loads(text, parse_float=_parse_float)
+    except RecursionError:
+        raise _depth_error() from None
+    except tomllib.TOMLDecodeError:
+        raise
+    except ValueError as exc:
+        # tomllib converts integers with int(), which refuses over 4300 digits.
+        if isinstance(exc, StrictJSONError):
+            raise
+        raise StrictJSONError(f"an integer has more than {MAX_INT_DIGITS} digits") from None
+    check_value(document)
+    return document
+
+
+def check_value(value: Any) -> None:
+    """Refuse a decoded value that nests too deep or holds NaN, infinity, or a huge integer."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            if depth >= MAX_DEPTH:
+                raise _depth_error()
+            for key, child in item.items():
+                if isinstance(key, str):
+                    _check_string(key)
+                stack.append((child, depth + 1))
+        elif isinstance(item, list):
+            if depth >= MAX_DEPTH:
+                raise _depth_error()
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, str):
+            _check_string(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise StrictJSONError(f"{item!r} is not a JSON number (refused)")
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if item.bit_length() > _MAX_INT_BITS:
+                raise StrictJSONError(f"an integer has more than {MAX_INT_DIGITS} digits")
+
+
+def _check_strings(value: Any) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                _check_string(key)
+                stack.append(child)
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            _check_string(item)
+
+
+def _check_string(text: str) -> None:
+    found = _SURROGATE.search(text)
+    if found is not None:
+        raise StrictJSONError(
+            f"a string holds a lone surrogate {_escaped(found.group())} (not Unicode text)"
+        )
+
+
+def _escaped(char: str) -> str:
+    return f"\\u{ord(char):04x}"

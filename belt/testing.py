@@ -1,0 +1,407 @@
+"""A pytest plugin for hook tests, registered as ``belt`` (entry point ``pytest11``).
+
+Two fixtures:
+
+- ``belt_scenario`` runs a scenario (a file, or a dict built in the test) in a fresh store in a
+  temporary directory and returns a :class:`ScenarioRun` to query: the decisions on an event, a
+  tool call's status, the injections that reached each turn, the transcript rows, the
+  interrupts, the final state. A webhook handler may be a Python callable (as a hook's
+  ``handler`` in a dict scenario, or as the target of a route), called in-process as a
+  ``py:MODULE:FUNC`` handler is. The scenario's own ``[[expect]]`` tables are checked too.
+- ``belt_serve`` starts ``belt serve`` (a policy file, a handler, or allow-all) on a free loopback
+  port, over a store of its own, for tests of a real webhook.
+
+When a test that ran a scenario fails, its report ends with the scenario's transcript.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from belt.engine.expect import Facts, Outcome
+    from belt.engine.suite import ScenarioResult
+    from belt.store import Store
+
+handlers = SimpleNamespace()
+"""The callables the fixtures hand to belt, each reachable as ``py:belt.testing:handlers.NAME``."""
+
+_numbers = itertools.count(1)
+_lock = threading.Lock()
+
+Target = str | Callable[..., Any]
+
+
+def register(func: Callable[..., Any]) -> str:
+    """Make ``func`` reachable as an in-process handler; returns its ``py:`` reference."""
+    base = re.sub(r"\W", "_", getattr(func, "__name__", "handler")).strip("_") or "handler"
+    with _lock:
+        name = f"{base}_{next(_numbers)}"
+        setattr(handlers, name, func)
+    return f"py:{__name__}:handlers.{name}"
+
+
+def unregister(reference: str) -> None:
+    """Forget a callable :func:`register` made reachable."""
+    name = reference.rpartition(".")[2]
+    with _lock:
+        if hasattr(handlers, name):
+            delattr(handlers, name)
+
+
+class ScenarioRun:
+    """One scenario the fixture ran: its report, and readable queries of it."""
+
+    def __init__(self, result: ScenarioResult) -> None:
+        from belt.engine.expect import Facts
+
+        if result.report is None:
+            raise ValueError("a scenario that did not run has no report")
+        self.result = result
+        self.report: dict[str, Any] = result.report
+        self.facts: Facts = Facts(self.report)
+
+    # -- the transcript ---------------------------------------------------------------------
+
+    @property
+    def transcript(self) -> str:
+        """The transcript as ``belt sim show`` prints it."""
+        from belt.render import transcript_lines
+
+        return "\n".join(text for text, _ in transcript_lines(self.report))
+
+    def rows(self, **fields: Any) -> list[dict[str, Any]]:
+        """The transcript rows (role, text, and for hook rows event, handler, decision...) whose
+        fields equal or match (globs, ``re:``) the ones given."""
+        return [item.fields for item in self.facts.rows() if _fits(item.fields, fields)]
+
+    # -- runs --------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> str | None:
+        """The state of the last run of the scenario's own chat."""
+        run = self.facts.run(None)
+        return str(run["state"]) if run else None
+
+    @property
+    def states(self) -> list[str]:
+        """The state of each run of the scenario's own chat, in turn order."""
+        return [str(run["state"]) for run in self.facts.own_runs]
+
+    @property
+    def continuations(self) -> int:
+        """Nexus: the stop continuations of the last execution."""
+        run = self.facts.run(None) or {}
+        return int((run.get("execution") or {}).get("continuations") or 0)
+
+    @property
+    def hold(self) -> str | None:
+        """Why the last run is held: a platform gate's ``hook_gate``, a Nexus attention hold's
+        reason (``timeout``...), or None when it is not held."""
+        run = self.facts.run(None) or {}
+        if run.get("state") == "attention_hold":
+            return (run.get("attention") or {}).get("reason")
+        if run.get("state") == "input_required":
+            return run.get("interrupt_reason")
+        return None
+
+    # -- hooks and tools ---------------------------------------------------------------------
+
+    def hook_runs(self, event: str | None = None, **fields: Any) -> list[dict[str, Any]]:
+        """The hook runs (event, handler, tool, arguments, decision, reason, error, injected),
+        in order; only those on ``event`` and fitting ``fields`` when given."""
+        found = [item.fields for item in self.facts.hook_runs()]
+        if event is not None:
+            fields["event"] = event
+        return [run for run in found if _fits(run, fields)]
+
+    def decisions(self, event: str, **fields: Any) -> list[str]:
+        """The decision of every hook run on ``event``, in order."""
+        return [str(run["decision"]) for run in self.hook_runs(event, **fields)]
+
+    def fired(self, event: str) -> int:
+        """How many times the scenario's own chat reached the boundary of ``event``."""
+        return self.facts.fired(event, None)
+
+    def tool_calls(self, name: str | None = None, **arguments: Any) -> list[dict[str, Any]]:
+        """The tool calls (tool, arguments, status, decision, reason, result, gated,
+        resolution), in order; only those of ``name`` whose arguments fit when given."""
+        calls = [item.fields for item in self.facts.tools()]
+        return [
+            call
+            for call in calls
+            if (name is None or call["tool"] == name) and _fits(call["arguments"], arguments)
+        ]
+
+    def tool_status(self, name: str, **arguments: Any) -> str:
+        """The status of the first call of ``name`` whose arguments fit; LookupError when there
+        is none."""
+        calls = self.tool_calls(name, **arguments)
+        if not calls:
+            made = ", ".join(str(c["tool"]) for c in self.tool_calls()) or "none"
+            raise LookupError(
+                f"no call of {name} with {arguments or 'any arguments'}; made: {made}"
+            )
+        return str(calls[0]["status"])
+
+    def injections(self, turn: int) -> list[str]:
+        """The text of every injection in the context of model turn ``turn`` (1, 2, ...)."""
+        return [
+            str(item.fields["injection"])
+            for item in self.facts.injections()
+            if turn in item.fields["turns"]
+        ]
+
+    def injections_by_turn(self) -> dict[int, list[str]]:
+        """For each model turn that had any, the text of the injections in its context."""
+        by_turn: dict[int, list[str]] = {}
+        for item in self.facts.injections():
+            for turn in item.fields["turns"]:
+                by_turn.setdefault(turn, []).append(str(item.fields["injection"]))
+        return dict(sorted(by_turn.items()))
+
+    @property
+    def interrupts(self) -> list[dict[str, Any]]:
+        """The interrupts gates opened (InterruptDTOs), settled or not."""
+        return list(self.report.get("interrupts") or [])
+
+    # -- expectations ------------------------------------------------------------------------
+
+    def expect(self, **expectation: Any) -> None:
+        """Check one expectation, in the vocabulary of ``[[expect]]``; AssertionError saying what
+        happened instead, with the transcript around it, when it does not hold."""
+        from belt.engine.expect import check, check_expectations
+        from belt.wire.validate import Findings
+
+        findings = Findings()
+        compiled = check_expectations([expectation], self.facts.dialect, findings)
+        if not findings.ok:
+            raise ValueError("; ".join(findings.problems))
+        outcome = check(compiled[0], self.facts)
+        if not outcome.passed:
+            raise AssertionError(self.explain(outcome))
+
+    def explain(self, outcome: Outcome) -> str:
+        """A failed expectation: what it says, what happened instead, the transcript around."""
+        from belt.render import excerpt_lines
+
+        excerpt = excerpt_lines(self.facts.dialect, self.result.excerpt(outcome))
+        lines = [f"expected {outcome.expectation.text}", f"found: {outcome.found}", "transcript:"]
+        lines += [f"  {text}" for text, _ in excerpt]
+        return "\n".join(lines)
+
+
+def _fits(fields: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """True when every wanted key is in ``fields`` and matches (strings as globs or ``re:``)."""
+    from belt.policy import value_matcher
+    from belt.wire.validate import Findings
+
+    for key, pattern in wanted.items():
+        if key not in fields:
+            return False
+        findings = Findings()
+        matcher = value_matcher(pattern, key, findings)
+        if matcher is None:
+            if fields[key] != pattern:
+                return False
+        elif not matcher(fields[key]):
+            return False
+    return True
+
+
+@dataclass
+class ScenarioRunner:
+    """The ``belt_scenario`` fixture: call it with a scenario to run it."""
+
+    directory: Path
+    name: str
+    runs: list[ScenarioRun] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
+
+    def __call__(
+        self,
+        scenario: str | Path | dict[str, Any],
+        *,
+        routes: dict[str, Target] | None = None,
+        executors: dict[str, Target] | None = None,
+        hooks_file: str | Path | None = None,
+        check: bool = True,
+    ) -> ScenarioRun:
+        """Run ``scenario`` (a file, or a dict in the shape of a scenario file) in a fresh store.
+
+        ``routes`` maps a URL prefix to a callable or a target (``py:MODULE:FUNC`` or a URL);
+        ``executors`` maps a Nexus hook's tool to a callable or a target (``cmd:``, ``py:``, a
+        URL). With ``check``, the scenario's own ``[[expect]]`` tables must hold.
+        """
+        from belt.declarations import read_document
+        from belt.engine.scenario import scenario_from_document
+        from belt.engine.suite import run_loaded
+
+        if isinstance(scenario, dict):
+            document = copy.deepcopy(scenario)
+            source, directory = self.name, self.directory
+        else:
+            document = read_document(scenario, kind="scenario")
+            source, directory = str(scenario), Path(scenario).parent
+        if isinstance(document, dict):
+            for hook in (document.get("agent") or {}).get("hooks") or []:
+                if isinstance(hook, dict) and callable(hook.get("handler")):
+                    hook["handler"] = self.reference(hook["handler"])
+            if executors:
+                document["executors"] = {
+                    **(document.get("executors") or {}),
+                    **{tool: self.target(target) for tool, target in executors.items()},
+                }
+        loaded = scenario_from_document(document, source, directory, hooks_file=hooks_file)
+        specs = [f"{prefix}={self.target(target)}" for prefix, target in (routes or {}).items()]
+        result = run_loaded(loaded.source, loaded, routes=specs)
+        if result.status == "error":
+            pytest.fail(f"the scenario could not run: {result.error}", pytrace=False)
+        run = ScenarioRun(result)
+        self.runs.append(run)
+        if check and result.failures:
+            raise AssertionError("\n\n".join(run.explain(o) for o in result.failures))
+        return run
+
+    def reference(self, func: Callable[..., Any]) -> str:
+        """Register a callable for this test; its ``py:`` reference."""
+        reference = register(func)
+        self.references.append(reference)
+        return reference
+
+    def target(self, target: Target) -> str:
+        """A route or executor target: a callable is registered, a string kept as it is."""
+        return self.reference(target) if callable(target) else str(target)
+
+    def close(self) -> None:
+        """Forget the callables this test registered."""
+        for reference in self.references:
+            unregister(reference)
+
+
+@pytest.fixture
+def belt_scenario(request: pytest.FixtureRequest) -> Iterator[ScenarioRunner]:
+    """Run scenarios (files or dicts) in fresh stores; see :class:`ScenarioRunner`."""
+    runner = ScenarioRunner(Path(request.path).parent, f"{request.node.name} (scenario)")
+    try:
+        yield runner
+    finally:
+        runner.close()
+
+
+@dataclass
+class Served:
+    """One ``belt serve`` the fixture started: where it listens, and its journal."""
+
+    url: str
+    store: Store
+
+    @property
+    def hooks_url(self) -> str:
+        """The URL of its hook route (``/hooks``)."""
+        return f"{self.url}/hooks"
+
+    def journal(self) -> list[dict[str, Any]]:
+        """Every hook request it answered, with its answer, in order."""
+        from belt.server.app import JOURNAL, JOURNAL_ID
+
+        return self.store.read_log(JOURNAL, JOURNAL_ID)
+
+
+@dataclass
+class ServeStarter:
+    """The ``belt_serve`` fixture: call it to start a server; all stop when the test ends."""
+
+    stops: list[Callable[[], None]] = field(default_factory=list)
+
+    def __call__(
+        self,
+        *,
+        policy: str | Path | None = None,
+        handler: Target | None = None,
+        secret: str | None = None,
+    ) -> Served:
+        """Start ``belt serve`` with a policy file, a handler (a callable or ``MODULE:FUNC``,
+        called as ``belt serve --handler`` calls it), or neither (allow all)."""
+        import uvicorn
+
+        from belt.policy import load_policy
+        from belt.server.app import create_app
+        from belt.server.deciders import handler_decider, load_handler, policy_decider
+        from belt.server.run import bind
+        from belt.store import Store
+
+        if policy is not None and handler is not None:
+            raise ValueError("give policy or handler, not both")
+        decide = None
+        if policy is not None:
+            decide = policy_decider(load_policy(policy))
+        elif handler is not None:
+            func = handler if callable(handler) else load_handler(handler)
+            decide = handler_decider(func)
+        home = tempfile.TemporaryDirectory(prefix="belt-serve-", ignore_cleanup_errors=True)
+        store = Store(Path(home.name), shapes=True)
+        app = create_app(decide=decide, store=store, secret=secret, sweep_interval=0)
+        sock = bind("127.0.0.1", 0)
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="on", ws="none"
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            server.should_exit = True
+            thread.join(10)
+            sock.close()
+            home.cleanup()
+
+        self.stops.append(stop)
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("belt serve did not start")
+            time.sleep(0.005)
+        return Served(f"http://127.0.0.1:{port}", store)
+
+    def close(self) -> None:
+        """Stop every server this test started."""
+        for stop in reversed(self.stops):
+            stop()
+
+
+@pytest.fixture
+def belt_serve() -> Iterator[ServeStarter]:
+    """Start ``belt serve`` on free ports; see :class:`ServeStarter`."""
+    starter = ServeStarter()
+    try:
+        yield starter
+    finally:
+        starter.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test that ran scenarios ends its report with their transcripts."""
+    report = yield
+    runner = getattr(item, "funcargs", {}).get("belt_scenario")
+    if report.when == "call" and report.failed and isinstance(runner, ScenarioRunner):
+        for number, run in enumerate(runner.runs, start=1):
+            title = "belt transcript" if len(runner.runs) == 1 else f"belt transcript {number}"
+            report.sections.append((title, run.transcript))
+    return report

@@ -1,0 +1,168 @@
+"""Cost of registry search against the registry's size: 10,000 entries against 100.
+
+Fills two stores, one of SMALL and one of LARGE entries, through ``save_candidate`` itself
+(without fsync, so the fill is quick). Entry texts are drawn from one vocabulary of invented
+words with a Zipf-like frequency (a few words are in many entries, most in few), like a team's
+notes on one subject; prompts are drawn the same way. Then, alternating between the stores,
+times ``search`` (the 10 best) and ``suggest`` (at most 3, with the minimum relevance) for the
+same prompts, and prints each median and the ratio of the median at LARGE to the median at
+SMALL (target: at most 3).
+
+Then the cost of a ``belt:suggest`` hook in the simulator: the same scenario of ``--turns``
+turns run with the hook (against the SMALL registry of the agent's owner) and with no hook, in
+alternating rounds; the difference per turn is the hook's cost, reported against the cost of an
+event that fires no hook (the run with no hook, per event it fires).
+
+    .venv/bin/python bench/registry.py [--small 100] [--large 10000] [--queries 300] [--turns 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from itertools import accumulate
+from pathlib import Path
+
+from belt.records.registry import KINDS, Origin, make_candidate, save_candidate, search, suggest
+from belt.store import Store
+
+OWNER = "bench"
+VOCABULARY = 20_000
+FIRST_RANK = 150
+SYLLABLES = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"]
+
+
+class Words:
+    """Invented words, drawn with Zipf's frequency (the word of rank r has weight 1/r) from rank
+    ``FIRST_RANK`` on: in real text the commonest words are the stopwords queries leave out."""
+
+    def __init__(self, chance: random.Random) -> None:
+        words: dict[str, None] = {}
+        while len(words) < VOCABULARY:
+            words["".join(chance.choices(SYLLABLES, k=chance.randint(2, 4)))] = None
+        self.words = list(words)
+        ranks = range(FIRST_RANK, FIRST_RANK + VOCABULARY)
+        self.weights = list(accumulate(1 / rank for rank in ranks))
+        self.chance = chance
+
+    def draw(self, count: int) -> list[str]:
+        """``count`` words."""
+        return self.chance.choices(self.words, cum_weights=self.weights, k=count)
+
+
+def fill(root: Path, count: int, words: Words) -> Store:
+    """A store whose owner has ``count`` entries of 20 to 60 words."""
+    store = Store(root, fsync=False)
+    chance = words.chance
+    for number in range(count):
+        candidate = make_candidate(
+            name=f"{' '.join(words.draw(3))} {number}",
+            kind=chance.choice(KINDS),
+            tags=words.draw(2),
+            text=" ".join(words.draw(chance.randint(20, 60))),
+        )
+        save_candidate(store, owner=OWNER, candidate=candidate, origin=Origin.person("bench"))
+    return store
+
+
+def simulated(base: Path, words: Words, size: int, turns: int, rounds: int) -> None:
+    """A belt:suggest hook's cost per turn, against an event that fires no hook."""
+    from belt.engine.api import run_scenario
+    from belt.store import open_store
+
+    prompts = [" ".join(words.draw(words.chance.randint(5, 12))) for _ in range(turns)]
+    suggest_hook = {"event": "agent.turn_start", "type": "builtin", "handler": "belt:suggest"}
+    timings: dict[str, list[float]] = {"hook": [], "bare": []}
+    suggested = 0
+    for round_number in range(rounds):
+        for kind in ("hook", "bare") if round_number % 2 == 0 else ("bare", "hook"):
+            home = base / f"sim-{kind}-{round_number}"
+            os.environ["BELT_HOME"] = str(home)
+            store = open_store().without_fsync()
+            for number in range(size):
+                candidate = make_candidate(
+                    name=f"{' '.join(words.draw(3))} {number}",
+                    kind=words.chance.choice(KINDS),
+                    tags=words.draw(2),
+                    text=" ".join(words.draw(words.chance.randint(20, 60))),
+                )
+                save_candidate(store, owner="local", candidate=candidate, origin=Origin.person())
+            search(store, owner="local", query=prompts[0])
+            hooks = [suggest_hook] if kind == "hook" else []
+            doc = {
+                "agent": {"name": "bench", "hooks": hooks},
+                "turns": [{"user": prompt, "model": [{"say": "ok"}]} for prompt in prompts],
+            }
+            path = home / "scenario.json"
+            path.write_text(json.dumps(doc))
+            started = time.perf_counter()
+            report, _ = run_scenario(scenario=path)
+            timings[kind].append(time.perf_counter() - started)
+            if kind == "hook":
+                injected = [m for m in report["chat"]["chat_messages"] if m["role"] == "injection"]
+                suggested = len(injected)
+    hook, bare = statistics.median(timings["hook"]), statistics.median(timings["bare"])
+    events = 3 * turns + 1  # turn_start, turn_complete and complete per run; start once
+    per_hook = (hook - bare) / turns
+    per_event = bare / events
+    print(f"simulator, {turns} turns against {size} entries ({rounds} rounds, medians):")
+    print(f"  per turn with no hook: {bare / turns * 1e3:7.3f} ms")
+    print(f"  belt:suggest per hook: {per_hook * 1e3:7.3f} ms ({suggested} turns suggested)")
+    print(f"  an event with no hook: {per_event * 1e3:7.3f} ms")
+    print(f"  ratio suggest hook / no-hook event: {per_hook / per_event:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", type=int, default=100)
+    parser.add_argument("--large", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    words = Words(random.Random(2026))
+    base = Path(tempfile.mkdtemp(prefix="belt-bench-registry-"))
+    try:
+        stores = {}
+        for name, size in (("small", args.small), ("large", args.large)):
+            started = time.perf_counter()
+            stores[name] = fill(base / name, size, words)
+            print(f"filled {size:>6} entries in {time.perf_counter() - started:6.1f}s")
+        prompts = [" ".join(words.draw(words.chance.randint(5, 12))) for _ in range(args.queries)]
+        for store in stores.values():  # build each search index once, outside the timing
+            search(store, owner=OWNER, query=prompts[0])
+        times: dict[str, dict[str, list[float]]] = {
+            op: {"small": [], "large": []} for op in ("search", "suggest")
+        }
+        found = {"small": 0, "large": 0}
+        for number, prompt in enumerate(prompts):
+            for name in ("small", "large") if number % 2 else ("large", "small"):
+                store = stores[name]
+                started = time.perf_counter()
+                search(store, owner=OWNER, query=prompt, limit=10)
+                times["search"][name].append(time.perf_counter() - started)
+                started = time.perf_counter()
+                found[name] += len(suggest(store, owner=OWNER, prompt=prompt))
+                times["suggest"][name].append(time.perf_counter() - started)
+        print(f"{'operation':<10}{'small':>12}{'large':>12}{'ratio':>8}")
+        for op, measured in times.items():
+            small = statistics.median(measured["small"])
+            large = statistics.median(measured["large"])
+            print(f"{op:<10}{small * 1e6:>10.0f}µs{large * 1e6:>10.0f}µs{large / small:>8.2f}")
+        print(
+            f"suggestions per prompt: {found['small'] / len(prompts):.2f} (small), "
+            f"{found['large'] / len(prompts):.2f} (large)"
+        )
+        simulated(base, words, args.small, args.turns, args.rounds)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""``belt test``: scenarios with expectations as a test suite."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from belt.engine.expect import Facts, check, check_expectations
+from belt.engine.suite import ScenarioResult, SuiteResult, junit_document
+from belt.wire.validate import Findings
+from tests.cli.runner import belt
+
+HOOK = {"event": "agent.tool_call", "type": "webhook", "handler": "py:tests.pyhooks:deny"}
+TURN = {
+    "user": "clean up",
+    "model": [
+        {"say": "deleting", "tool_calls": [{"name": "delete_file", "arguments": {"path": "/x"}}]},
+        {"say": "done"},
+    ],
+}
+
+
+def scenario(directory: Path, name: str, *expect: dict[str, Any], **extra: Any) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    doc = {"agent": {"hooks": [HOOK]}, "turns": [TURN], "expect": list(expect), **extra}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Path:
+    """A directory with a passing, a failing and an invalid scenario, and files that are no
+    tests (a hooks file, a scenario without expectations)."""
+    directory = tmp_path / "suite"
+    scenario(directory, "a_pass.json", {"tool": "delete_file", "status": "failed"})
+    scenario(
+        directory,
+        "b_fail.json",
+        {"run_state": "completed"},
+        {"tool": "delete_file", "status": "completed", "name": "the delete goes through"},
+    )
+    (directory / "c_invalid.toml").write_text('[[turns]]\nusr = "x"\n[[expect]]\ntool = "x"\n')
+    (directory / "hooks.json").write_text(json.dumps({"hooks": [HOOK]}))
+    (directory / "plain.json").write_text(json.dumps({"turns": [TURN]}))
+    return directory
+
+
+def test_one_line_per_scenario_then_the_failures(suite: Path, belt_home: Path) -> None:
+    result = belt("test", str(suite))
+    assert result.exit_code == 5  # an invalid file; the valid ones still ran
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"PASS   {suite}/a_pass.json  (")
+    assert lines[1].startswith(f"FAIL   {suite}/b_fail.json  (")
+    assert lines[1].endswith("1 of 2 expectation(s) failed")
+    assert lines[2].startswith(f"ERROR  {suite}/c_invalid.toml  (")
+    assert len([line for line in lines if line.startswith(("PASS", "FAIL", "ERROR"))]) == 3
+    text = result.stdout
+    assert (
+        'expect[1] { tool = "delete_file", status = "completed", name = "the delete goes '
+        'through" }  (the delete goes through)' in text
+    )
+    assert "  found: no tool call matches every key; the nearest:" in text
+    assert 'delete_file({"path": "/x"}) failed, decision deny (denied by tests.pyhooks)' in text
+    assert "  transcript:" in text
+    assert "hook   agent.tool_call: py:tests.pyhooks:deny (webhook) → deny" in text
+    assert "turns[0].user: Field required" in text
+    assert "turns[0].usr: unknown key" in text
+    assert lines[-1].startswith("3 scenario(s): 1 passed, 1 failed, 1 error(s), 1 invalid in ")
+    # Each scenario ran in a store of its own: the state directory was never made.
+    assert not belt_home.exists()
+
+
+def test_exit_1_on_a_failure_and_0_when_all_pass(suite: Path) -> None:
+    assert belt("test", str(suite / "b_fail.json")).exit_code == 1
+    assert belt("test", str(suite / "a_pass.json")).exit_code == 0
+    assert belt("test", str(suite), "-k", "A_PASS").exit_code == 0
+
+
+def test_a_scenario_that_errors_exits_1(tmp_path: Path) -> None:
+    path = scenario(tmp_path, "t.json", {"run_state": "completed"})
+    doc = json.loads(path.read_text())
+    doc["agent"]["hooks"][0]["handler"] = "py:tests.no_such_module:f"
+    path.write_text(json.dumps(doc))
+    result = belt("test", str(path))
+    assert result.exit_code == 1
+    assert "no module named 'tests.no_such_module'" in result.stdout
+
+
+def test_k_selects_and_x_stops_at_the_first_failure(suite: Path) -> None:
+    result = belt("test", str(suite), "-k", "fail")
+    assert result.exit_code == 1
+    assert [
+        line.split()[0] for line in result.stdout.splitlines() if line[:4] in ("PASS", "FAIL")
+    ] == ["FAIL"]
+    result = belt("test", str(suite), "-x")
+    assert result.exit_code == 1
+    assert "c_invalid" not in result.stdout
+    assert "(stopped at the first failure: -x)" in result.stdout
+
+
+def test_nothing_found_exits_5(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tests").mkdir()
+    scenario(tmp_path / "tests", "no_expect.json")
+    monkeypatch.chdir(tmp_path)
+    result = belt("test")
+    assert result.exit_code == 5
+    assert "no scenario with expectations found in tests/" in result.stderr
+
+
+def test_the_default_directory_is_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scenario(tmp_path / "tests" / "deep", "t.json", {"tool": "delete_file"})
+    monkeypatch.chdir(tmp_path)
+    result = belt("test")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("PASS   tests/deep/t.json")
+
+
+def test_a_missing_path_exits_3(tmp_path: Path) -> None:
+    result = belt("test", str(tmp_path / "nope"))
+    assert result.exit_code == 3
+    assert "no such file or directory" in result.stderr
+
+
+def test_json_gives_one_object_per_scenario(suite: Path) -> None:
+    result = belt("test", str(suite), "--json")
+    assert result.exit_code == 5
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(o["scenario"].rsplit("/", 1)[1], o["status"]) for o in objects] == [
+        ("a_pass.json", "pass"),
+        ("b_fail.json", "fail"),
+        ("c_invalid.toml", "error"),
+    ]
+    [failure] = objects[1]["failures"]
+    assert failure["expect"] == "expect[1]"
+    assert failure["expectation"]["status"] == "completed"
+    assert any(m["role"] == "assistant" for m in failure["excerpt"])
+    assert objects[2]["invalid"] is True
+
+
+def test_junit_xml_is_read_by_a_junit_parser(suite: Path, tmp_path: Path) -> None:
+    report = tmp_path / "junit.xml"
+    result = belt("test", str(suite), "--junit-xml", str(report))
+    assert result.exit_code == 5
+    root = ElementTree.parse(report).getroot()
+    [testsuite] = root.findall("testsuite")
+    assert (testsuite.get("tests"), testsuite.get("failures"), testsuite.get("errors")) == (
+        "3",
+        "1",
+        "1",
+    )
+    cases = {case.get("name"): case for case in testsuite.findall("testcase")}
+    assert set(cases) == {"a_pass.json", "b_fail.json", "c_invalid.toml"}
+    failure = cases["b_fail.json"].find("failure")
+    assert failure is not None
+    assert failure.get("message", "").startswith('expect[1] { tool = "delete_file"')
+    assert "transcript:" in (failure.text or "")
+    error = cases["c_invalid.toml"].find("error")
+    assert error is not None and "turns[0].usr: unknown key" in (error.text or "")
+
+
+def test_a_junit_file_that_cannot_be_written_is_an_error(suite: Path, tmp_path: Path) -> None:
+    result = belt("test", str(suite / "a_pass.json"), "--junit-xml", str(tmp_path / "no" / "j.xml"))
+    assert result.exit_code == 1
+    assert "cannot write it" in result.stderr
+
+
+def test_routes_apply_to_every_scenario(tmp_path: Path) -> None:
+    path = scenario(tmp_path, "t.json", {"tool": "delete_file", "status": "completed"})
+    doc = json.loads(path.read_text())
+    doc["agent"]["hooks"][0]["handler"] = "https://policy.example.com/hooks"
+    path.write_text(json.dumps(doc))
+    assert belt("test", str(path)).exit_code == 0  # unreachable: counts as allow
+    result = belt("test", str(path), "--route", "https://policy.example.com=py:tests.pyhooks:deny")
+    assert result.exit_code == 1
+
+
+@given(st.text(max_size=40))
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_any_text_makes_a_junit_file_a_parser_reads(text: str) -> None:
+    findings = Findings()
+    [compiled] = check_expectations([{"tool": text or "x", "name": text}], "platform", findings)
+    report = {
+        "simulation": {"id": "sim_x", "dialect": "platform"},
+        "chat": {
+            "id": "ch_x",
+            "chat_messages": [
+                {"id": "m1", "role": "user", "content": [{"type": "text", "text": text}]}
+            ],
+        },
+        "runs": [],
+    }
+    outcome = check(compiled, Facts(report))
+    result = ScenarioResult(f"tests/{text}.toml", "fail", 0.1, [outcome], error=text, report=report)
+    xml = junit_document(SuiteResult([result], 0.1), lambda dialect, messages: [text])
+    root = ElementTree.fromstring(xml)
+    assert root.find("testsuite/testcase/failure") is not None
+
+
+def test_nothing_reaches_the_state_directory(tmp_path: Path, belt_home: Path) -> None:
+    # Task chats, Nexus hook tasks served in-process and their approvals all go to the
+    # scenario's own store, never to the state directory's.
+    tasks = {
+        "agent": {"hooks": [{"event": "agent.start", "type": "task", "handler": "team/helper"}]},
+        "agents": {"team/helper": {"model": [{"say": "on it"}]}},
+        "turns": [{"user": "go", "model": [{"say": "hello"}]}],
+        "expect": [{"run_state": "completed"}, {"event": "agent.start", "count": 1}],
+    }
+    nexus = {
+        "dialect": "nexus",
+        "profile": {
+            "approval_mode": "ask",
+            "lifecycle_hooks": {"turn_start": {"tool": "check", "timeout_ms": 30000}},
+        },
+        "executors": {"check": "py:tests.pyhooks:ack"},
+        "turns": [{"user": "hi", "resolve": [{"decision": "allow"}], "model": [{"say": "hello"}]}],
+        "expect": [{"run_state": "completed"}, {"interrupt": "turn_start", "resolution": "allow"}],
+    }
+    (tmp_path / "tasks.json").write_text(json.dumps(tasks))
+    (tmp_path / "nexus.json").write_text(json.dumps(nexus))
+    result = belt("test", str(tmp_path))
+    assert result.exit_code == 0, result.stdout
+    assert result.stdout.count("PASS") == 2
+    assert not belt_home.exists()

@@ -1,0 +1,353 @@
+"""In-process ``py:MODULE:FUNC`` webhook handlers, and ``--route`` (belt.handlers.inprocess)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from belt.engine.api import resume_run, run_scenario
+from belt.engine.dispatch import Route, parse_route, parse_routes, route_for
+from belt.errors import InvalidInput, NotFound, UsageError
+from belt.handlers.inprocess import InProcess, answer_of
+from belt.store import open_store
+from tests import pyhooks
+from tests.cli.runner import belt
+from tests.hookapp import hook_app
+
+DELETE = {"name": "delete_file", "arguments": {"path": "/etc/passwd"}, "result": "deleted"}
+
+
+def scenario(tmp_path: Path, hooks: list[dict[str, Any]], *turns: dict[str, Any]) -> Path:
+    """A scenario file: one turn calling delete_file unless ``turns`` are given."""
+    if not turns:
+        turns = ({"user": "go", "model": [{"tool_calls": [DELETE]}, {"say": "done"}]},)
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps({"agent": {"hooks": hooks}, "turns": list(turns)}))
+    return path
+
+
+def webhook(handler: str, event: str = "agent.tool_call", **extra: Any) -> dict[str, Any]:
+    return {"event": event, "type": "webhook", "handler": handler, **extra}
+
+
+def hook_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        content["event"]["hook"]
+        for message in report["chat"]["chat_messages"]
+        for content in message["content"]
+        if (content.get("event") or {}).get("type") == "hook"
+    ]
+
+
+def tool_call(report: dict[str, Any]) -> dict[str, Any]:
+    calls = [
+        invocation
+        for message in report["chat"]["chat_messages"]
+        for invocation in message.get("tool_invocations") or []
+    ]
+    assert len(calls) == 1
+    return calls[0]
+
+
+def test_a_python_handler_decides_like_a_webhook(tmp_path: Path) -> None:
+    report, _ = run_scenario(scenario=scenario(tmp_path, [webhook("py:tests.pyhooks:deny")]))
+    call = tool_call(report)
+    assert call["status"] == "failed"
+    assert call["result"] == "denied by tests.pyhooks"
+    [row] = hook_rows(report)
+    assert row["handler_type"] == "webhook"
+    assert row["handler"] == "py:tests.pyhooks:deny"
+    assert row["decision"] == "deny"
+    [executed] = report["hook_executions"]
+    assert executed["handler"] == "py:tests.pyhooks:deny"
+    assert executed["resource_id"] == call["id"]
+
+
+def test_the_handler_gets_the_payload_as_a_dict_it_cannot_change(tmp_path: Path) -> None:
+    pyhooks.received.clear()
+    report, _ = run_scenario(scenario=scenario(tmp_path, [webhook("py:tests.pyhooks:record")]))
+    [given_payload] = pyhooks.received
+    [executed] = report["hook_executions"]
+    # The handler changed its copy; the simulation kept the payload it sent.
+    assert given_payload["event"] == "changed by the handler"
+    assert executed["payload"]["event"] == "agent.tool_call"
+    assert executed["payload"]["data"] == {"tool": "delete_file", "arguments": DELETE["arguments"]}
+    assert tool_call(report)["status"] == "completed"
+
+
+def test_an_exception_is_a_handler_failure(tmp_path: Path) -> None:
+    report, _ = run_scenario(scenario=scenario(tmp_path, [webhook("py:tests.pyhooks:explode")]))
+    [row] = hook_rows(report)
+    assert row["error"] == "py:tests.pyhooks:explode raised ValueError: boom \\x1b[31mred"
+    assert "decision" not in row
+    # A failed hook counts as allow...
+    assert tool_call(report)["status"] == "completed"
+
+
+def test_an_exception_denies_when_fail_closed(tmp_path: Path) -> None:
+    path = scenario(tmp_path, [webhook("py:tests.pyhooks:explode")])
+    report, _ = run_scenario(scenario=path, fail_closed=True)
+    # ...and deny on gate-able events when fail-closed, exactly as a webhook's 500.
+    call = tool_call(report)
+    assert call["status"] == "failed"
+    assert call["result"].startswith("hook failed (fail-closed): py:tests.pyhooks:explode raised")
+
+
+@pytest.mark.parametrize(
+    ("handler", "problem"),
+    [
+        ("py:tests.pyhooks:nonsense", "decision: Input should be 'allow', 'deny'"),
+        ("py:tests.pyhooks:number", "expected a dict, a LifecycleHookResponse or None"),
+    ],
+)
+def test_an_answer_that_is_not_a_response_fails(tmp_path: Path, handler: str, problem: str) -> None:
+    report, _ = run_scenario(scenario=scenario(tmp_path, [webhook(handler)]))
+    [row] = hook_rows(report)
+    assert row["error"].startswith(f"{handler} answered with a body that is not")
+    assert problem in row["error"]
+
+
+def test_an_async_function_and_an_injection(tmp_path: Path) -> None:
+    hooks = [
+        webhook("py:tests.pyhooks:later"),
+        webhook("py:tests.pyhooks:remind", event="agent.turn_start"),
+    ]
+    report, _ = run_scenario(scenario=scenario(tmp_path, hooks))
+    assert tool_call(report)["result"] == "async says no"
+    injections = [m for m in report["chat"]["chat_messages"] if m["role"] == "injection"]
+    assert [m["sim"]["injection"]["source"] for m in injections] == ["py:tests.pyhooks:remind"] * 2
+
+
+def test_an_async_hook_runs_in_the_background(tmp_path: Path) -> None:
+    pyhooks.received.clear()
+    report, _ = run_scenario(
+        scenario=scenario(tmp_path, [webhook("py:tests.pyhooks:record", **{"async": True})])
+    )
+    assert len(pyhooks.received) == 1
+    [executed] = report["hook_executions"]
+    assert executed["async"] is True
+    assert hook_rows(report) == []
+
+
+def test_the_timeout_is_a_total_deadline(tmp_path: Path) -> None:
+    pyhooks.release.clear()
+    try:
+        path = scenario(tmp_path, [webhook("py:tests.pyhooks:block", timeout=1)])
+        report, _ = run_scenario(scenario=path)
+    finally:
+        pyhooks.release.set()
+    [row] = hook_rows(report)
+    assert row["error"] == "py:tests.pyhooks:block did not answer within 1 s"
+    assert report["runs"][0]["state"] == "completed"
+
+
+def test_a_handler_that_cannot_be_imported_is_refused_before_anything_is_written(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    path = scenario(tmp_path, [webhook("py:tests.no_such_module:f")])
+    with pytest.raises(NotFound, match="no module named 'tests.no_such_module'"):
+        run_scenario(scenario=path)
+    assert not (belt_home / "store" / "objects" / "sim").exists()
+    result = belt("sim", "run", str(path))
+    assert result.exit_code == 3
+    assert f"{path}: py:tests.no_such_module:f: no module named" in result.stderr
+
+
+def test_a_malformed_python_handler_is_a_problem_of_the_scenario(tmp_path: Path) -> None:
+    result = belt("sim", "run", str(scenario(tmp_path, [webhook("py:nothing")])))
+    assert result.exit_code == 5
+    assert "agent.hooks[0].handler: 'py:nothing': an in-process handler is py:MODULE:FUNC" in (
+        result.stderr
+    )
+
+
+def test_the_platform_refuses_a_python_handler(tmp_path: Path) -> None:
+    declaration = tmp_path / "hooks.json"
+    declaration.write_text(json.dumps({"hooks": [webhook("py:tests.pyhooks:deny")]}))
+    result = belt("hooks", "validate", str(declaration))
+    assert result.exit_code == 5
+    assert "hooks[0].handler: 'py:tests.pyhooks:deny' is an in-process handler" in result.stderr
+    assert "the platform refuses it" in result.stderr
+
+
+# -- routes ----------------------------------------------------------------------------------------
+
+
+def test_a_route_sends_a_production_url_to_python(tmp_path: Path) -> None:
+    path = scenario(tmp_path, [webhook("https://policy.example.com/hooks?key=s3cret")])
+    report, _ = run_scenario(
+        scenario=path, routes=["https://policy.example.com=py:tests.pyhooks:deny"]
+    )
+    assert tool_call(report)["status"] == "failed"
+    [row] = hook_rows(report)
+    [executed] = report["hook_executions"]
+    # The hook is named as declared (by its host); the record says where it went.
+    assert row["handler"] == "policy.example.com"
+    assert executed["routed_to"] == "py:tests.pyhooks:deny"
+    assert "s3cret" not in json.dumps(report)
+
+
+def test_a_route_to_a_url_takes_the_prefix_place(tmp_path: Path) -> None:
+    with hook_app(lambda name, payload: {"decision": "deny", "reason": name}) as app:
+        path = scenario(tmp_path, [webhook("https://policy.example.com/hooks/tool-guard")])
+        report, _ = run_scenario(scenario=path, routes=[f"https://policy.example.com={app.url}"])
+    assert [name for name, _ in app.received] == ["hooks/tool-guard"]
+    assert tool_call(report)["result"] == "hooks/tool-guard"
+    assert report["hook_executions"][0]["routed_to"] == app.url.removeprefix("http://")
+
+
+def test_the_longest_prefix_wins() -> None:
+    routes = parse_routes(
+        ["https://a.example=py:m:short", "https://a.example/hooks/deep=py:m:long"]
+    )
+    chosen = route_for(routes, "https://a.example/hooks/deep/x")
+    assert chosen == Route("https://a.example/hooks/deep", "py:m:long")
+    assert route_for(routes, "https://b.example/hooks") is None
+
+
+def test_routes_are_kept_with_the_run_for_resume(tmp_path: Path, belt_home: Path) -> None:
+    gated = {"user": "first", "model": [{"tool_calls": [DELETE]}, {"say": "ok"}]}
+    then = {"user": "second", "model": [{"tool_calls": [DELETE]}, {"say": "ok"}]}
+    hooks = [
+        webhook("https://policy.example.com/hooks"),
+        {"event": "agent.tool_call", "type": "gate"},
+    ]
+    path = scenario(tmp_path, hooks, gated, then)
+    report, _ = run_scenario(
+        scenario=path, routes=["https://policy.example.com=py:tests.pyhooks:record"]
+    )
+    run_id = report["runs"][0]["id"]
+    assert report["runs"][0]["state"] == "input_required"
+    private = open_store().read_private("hooks", report["simulation"]["id"])
+    assert private["routes"] == [
+        {"prefix": "https://policy.example.com", "target": "py:tests.pyhooks:record"}
+    ]
+    [gate] = report["interrupts"]
+    assert belt("interrupt", "resolve", gate["id"], "allow").exit_code == 0
+    pyhooks.received.clear()
+    report, _ = resume_run(run_id=run_id)
+    # The second turn's tool call went where the route sends it, in the resuming process.
+    assert [p["chat_id"] for p in pyhooks.received] == [report["chat"]["id"]]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("https://a.example", "expected URL_PREFIX=TARGET"),
+        ("a.example=py:m:f", "the prefix must start with http:// or https://"),
+        ("https://a.example=py:nofunc", "an in-process handler is py:MODULE:FUNC"),
+        ("https://a.example=ftp://b.example", "the target must be an absolute http://"),
+    ],
+)
+def test_a_bad_route_is_a_usage_error(spec: str, message: str, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_route(spec)
+    result = belt("sim", "run", str(scenario(tmp_path, [])), "--route", spec)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_a_prefix_given_twice_is_refused() -> None:
+    with pytest.raises(UsageError, match="given twice"):
+        parse_routes(["https://a.example=py:m:f", "https://a.example=py:m:g"])
+
+
+def test_a_route_target_that_cannot_be_imported_is_refused(tmp_path: Path) -> None:
+    result = belt(
+        "sim", "run", str(scenario(tmp_path, [])), "--route", "https://a.example=py:tests.nope:f"
+    )
+    assert result.exit_code == 3
+    assert "--route https://a.example: no module named 'tests.nope'" in result.stderr
+
+
+def test_a_nexus_scenario_takes_no_routes(tmp_path: Path) -> None:
+    path = tmp_path / "nexus.toml"
+    path.write_text('dialect = "nexus"\n[[turns]]\nuser = "hi"\n[[turns.model]]\nsay = "hello"\n')
+    result = belt("sim", "run", str(path), "--route", "https://a.example=py:m:f")
+    assert result.exit_code == 2
+    assert "a Nexus scenario's hooks are executor tools" in result.stderr
+
+
+# -- properties ------------------------------------------------------------------------------------
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+ANSWERS = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=20, alphabet=st.characters(codec=None))
+    | st.sampled_from([{1, 2}, object(), b"bytes"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["decision", "reason", "inject", "system", "x"]), inner)
+    ),
+    max_leaves=10,
+)
+
+
+@given(ANSWERS | JSON)
+@settings(max_examples=300, deadline=None)
+def test_any_answer_is_a_response_or_a_problem(value: Any) -> None:
+    response, problem = answer_of(value)
+    assert (response is None) != (problem is None)
+    if response is not None:
+        # What is accepted can be stored: JSON with nothing JSON cannot hold.
+        json.dumps(response.model_dump(mode="json"), allow_nan=False).encode("utf-8")
+
+
+def test_an_answer_json_cannot_hold_is_a_failure() -> None:
+    for answer in ({"reason": "\ud800"}, {"override": float("nan")}, {"override": {1, 2}}):
+        response, problem = answer_of(answer)
+        assert response is None
+        assert problem is not None and problem.startswith("it is not JSON a webhook could send")
+
+
+@given(st.text(max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_any_route_spec_parses_or_is_a_usage_error(spec: str) -> None:
+    try:
+        route = parse_route(spec)
+    except UsageError as exc:
+        assert exc.message.startswith("--route ")
+    else:
+        assert route.prefix.startswith(("http://", "https://"))
+
+
+@given(st.text(max_size=40))
+@settings(max_examples=100, deadline=None)
+def test_an_exception_message_is_made_printable(message: str) -> None:
+    def raising(payload: Any) -> None:
+        raise RuntimeError(message)
+
+    caller = InProcess()
+    try:
+        result = caller.call("py:m:f", raising, {}, timeout=5)
+    finally:
+        caller.close()
+    assert result.error is not None
+    assert result.error.isprintable()
+
+
+def test_a_loaded_handler_is_imported_once_per_simulation() -> None:
+    caller = InProcess()
+    try:
+        first = caller.handler("py:tests.pyhooks:deny")
+        assert caller.handler("py:tests.pyhooks:deny") is first
+        with pytest.raises((NotFound, InvalidInput)):
+            caller.handler("py:tests.pyhooks:missing")
+    finally:
+        caller.close()

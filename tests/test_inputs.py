@@ -1,0 +1,92 @@
+"""Reading named files, standard input and ``JSON|@FILE`` options, each capped."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from belt import inputs
+from belt.errors import InvalidInput, NotFound
+from belt.inputs import read_json_object_option, read_json_option, read_stream, read_text
+
+
+def test_read_json_option(tmp_path: Path) -> None:
+    assert read_json_option('{"a": [1]}', option="--data") == {"a": [1]}
+    assert read_json_option("null", option="--data") is None
+    (tmp_path / "d.json").write_text('"from a file"')
+    assert read_json_option(f"@{tmp_path / 'd.json'}", option="--data") == "from a file"
+    with pytest.raises(NotFound, match="no such file"):
+        read_json_option(f"@{tmp_path / 'nope.json'}", option="--data")
+    with pytest.raises(InvalidInput, match="--data: not valid JSON"):
+        read_json_option("{oops", option="--data")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(InvalidInput, match="bad.json: not valid JSON"):
+        read_json_option(f"@{tmp_path / 'bad.json'}", option="--data")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"x": NaN}', "NaN is not a JSON number"),
+        ("[Infinity]", "Infinity is not a JSON number"),
+        ("[-Infinity]", "-Infinity is not a JSON number"),
+        ("1e999", "the number 1e999 is not finite"),
+        ("[" * 5000 + "]" * 5000, "nested deeper than 100 levels"),
+        ("9" * 5000, "an integer has 5000 digits"),
+        ('"\\ud800"', "lone surrogate \\ud800"),
+        ('{"\\udfff": 1}', "lone surrogate \\udfff"),
+        ('"\udcff"', "lone surrogate \\udcff"),
+    ],
+)
+def test_hostile_json_options_are_refused_by_name(text: str, reason: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        read_json_option(text, option="--data")
+    assert caught.value.message.startswith("--data: not valid JSON (")
+    assert reason in caught.value.message
+
+
+def test_a_surrogate_pair_is_one_character_not_a_lone_surrogate() -> None:
+    assert read_json_option('"\\ud83d\\ude00"', option="--data") == "\U0001f600"
+    assert read_json_option('"\\\\ud800"', option="--data") == "\\ud800"
+
+
+def test_meta_and_data_must_be_objects_where_a_command_says_so() -> None:
+    assert read_json_object_option('{"a": 1}', option="--meta") == {"a": 1}
+    with pytest.raises(InvalidInput, match="--meta: expected a JSON object, got an array"):
+        read_json_object_option("[1]", option="--meta")
+
+
+def test_a_named_path_must_be_a_regular_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidInput, match="is a FIFO"):
+        read_text(fifo, kind="declaration")
+    with pytest.raises(InvalidInput, match="is a character device, not a regular file"):
+        read_text("/dev/zero", kind="declaration")
+    with pytest.raises(InvalidInput, match="is a directory, not a regular file"):
+        read_text(tmp_path, kind="declaration")
+    with pytest.raises(InvalidInput, match="is a character device"):
+        read_json_option("@/dev/zero", option="--data")
+    with pytest.raises(InvalidInput, match="a path cannot contain a NUL"):
+        read_text("a\x00b.json", kind="declaration")
+
+
+def test_a_file_over_its_cap_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (inputs.LIMITS["declaration"] + 1))
+    with pytest.raises(InvalidInput, match="larger than the 1024 KiB limit for a declaration"):
+        read_text(big, kind="declaration")
+    big.write_bytes(b" " * inputs.LIMITS["declaration"])
+    assert len(read_text(big, kind="declaration")) == inputs.LIMITS["declaration"]
+
+
+def test_standard_input_is_read_with_the_same_cap() -> None:
+    limit = inputs.LIMITS["declaration"]
+    assert read_stream(io.BytesIO(b"{}"), kind="declaration", source="<stdin>") == "{}"
+    with pytest.raises(InvalidInput, match="<stdin>: more than the 1024 KiB limit"):
+        read_stream(io.BytesIO(b"x" * (limit + 1)), kind="declaration", source="<stdin>")
+    with pytest.raises(InvalidInput, match="<stdin>: not UTF-8 text"):
+        read_stream(io.BytesIO(b"\xff"), kind="declaration", source="<stdin>")

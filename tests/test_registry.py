@@ -1,0 +1,795 @@
+"""The local registry on real stores: entries and versions, the derived index, search, suggest,
+save_candidate and registry directories."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from belt.errors import ExitCode, InvalidInput, NotFound, UsageError
+from belt.records import registry
+from belt.records.registry import (
+    DEFAULT_OWNER,
+    ENTRIES,
+    KINDS,
+    Candidate,
+    Origin,
+    check_candidate,
+    get_entry,
+    index_path,
+    list_entries,
+    load_directory,
+    make_candidate,
+    remove_entry,
+    same_meaning,
+    save_candidate,
+    search,
+    suggest,
+)
+from belt.records.registry_index import (
+    FORMAT,
+    MAX_QUERY_WORDS,
+    STOPWORDS,
+    match_expression,
+    query_words,
+)
+from belt.store import Store, open_store
+
+ROOT = Path(__file__).parent.parent
+EXAMPLES = ROOT / "examples" / "registry"
+PERSON = Origin.person()
+# Every code point, lone surrogates and control characters included.
+ANY_CHARACTER = st.characters(exclude_categories=())
+
+
+@pytest.fixture
+def store() -> Store:
+    return open_store()
+
+
+def save(
+    store: Store,
+    name: str,
+    text: str,
+    *,
+    kind: str = "observation",
+    tags: tuple[str, ...] = (),
+    owner: str = DEFAULT_OWNER,
+    origin: Origin = PERSON,
+) -> registry.SaveOutcome:
+    candidate = make_candidate(name=name, kind=kind, text=text, tags=tags)
+    return save_candidate(store, owner=owner, candidate=candidate, origin=origin)
+
+
+@contextmanager
+def fresh_store() -> Iterator[Store]:
+    """A store of its own, for each example a property test tries."""
+    with tempfile.TemporaryDirectory(prefix="belt-registry-") as directory:
+        yield Store(Path(directory) / "store")
+
+
+def extraction(agent: str) -> Origin:
+    return Origin.extraction(agent=agent, chat="ch_1", branch="ch_review_1")
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "locks" not in p.parts and "search" not in p.parts
+    }
+
+
+# Entries and versions
+
+
+def test_a_new_name_creates_an_entry_in_the_store(store: Store) -> None:
+    outcome = save(store, "Delete only in /tmp", "Only delete files under /tmp.", tags=("Files",))
+    assert outcome.action == "created"
+    assert outcome.version == 1
+    assert outcome.id.startswith("re_")
+    on_disk = json.loads(store.path("registry-entry", outcome.id).read_text())
+    assert on_disk["kind"] == "registry-entry"
+    entry = on_disk["data"]
+    assert entry["owner"] == DEFAULT_OWNER
+    assert entry["name"] == "Delete only in /tmp"
+    assert entry["tags"] == ["files"]
+    assert entry["text"] == "Only delete files under /tmp."
+    assert entry["origin"] == {"by": "person", "source": "cli"}
+    assert [v["version"] for v in entry["versions"]] == [1]
+    assert entry["versions"][0]["created_at"] == entry["created_at"]
+    assert store.members(ENTRIES, DEFAULT_OWNER) == [outcome.id]
+
+
+def test_the_same_name_and_meaning_is_skipped_and_changes_nothing(store: Store) -> None:
+    first = save(store, "Delete only in /tmp", "Only delete files under /tmp.")
+    before = snapshot(store.root)
+    again = save(store, "  delete ONLY in /tmp ", "only   delete files\nunder /TMP.  ")
+    assert again.action == "skipped"
+    assert (again.id, again.version) == (first.id, 1)
+    assert snapshot(store.root) == before
+
+
+def test_the_same_name_with_changed_text_adds_a_version_and_keeps_the_old(store: Store) -> None:
+    first = save(store, "Backups", "Backups run nightly.", kind="observation")
+    agent = extraction("ag_reviewer")
+    candidate = make_candidate(
+        name="BACKUPS", kind="concept", text="Backups run hourly.", tags=["backup"]
+    )
+    outcome = save_candidate(store, owner=DEFAULT_OWNER, candidate=candidate, origin=agent)
+    assert outcome.action == "versioned"
+    assert (outcome.id, outcome.version, outcome.name) == (first.id, 2, "Backups")
+    entry = get_entry(store, entry_id=first.id)
+    assert entry["text"] == "Backups run hourly."
+    assert entry["kind"] == "concept"
+    assert entry["tags"] == ["backup"]
+    assert entry["origin"] == {"by": "person", "source": "cli"}
+    assert [(v["version"], v["text"], v["origin"]["by"]) for v in entry["versions"]] == [
+        (1, "Backups run nightly.", "person"),
+        (2, "Backups run hourly.", "agent"),
+    ]
+    assert entry["versions"][1]["origin"] == {
+        "by": "agent",
+        "agent": "ag_reviewer",
+        "chat": "ch_1",
+        "branch": "ch_review_1",
+    }
+    assert store.members(ENTRIES, DEFAULT_OWNER) == [first.id]
+
+
+def test_same_meaning_ignores_case_and_whitespace_only() -> None:
+    assert same_meaning("Keep  backups\n", "keep BACKUPS")
+    assert same_meaning("Straße", "STRASSE")
+    assert not same_meaning("Keep backups.", "Keep backups")
+    assert not same_meaning("keep backups", "keep the backups")
+
+
+def test_owners_have_separate_registries(store: Store) -> None:
+    mine = save(store, "Backups", "Backups run nightly at two.")
+    theirs = save(store, "Backups", "Backups run nightly at two.", owner="team-b")
+    assert theirs.action == "created"
+    assert mine.id != theirs.id
+    assert [e["id"] for e in list_entries(store, owner="team-b")] == [theirs.id]
+    assert [m.id for m in search(store, owner="team-b", query="nightly backups")] == [theirs.id]
+    assert [m.id for m in search(store, query="nightly backups")] == [mine.id]
+
+
+def test_list_filters_by_kind_and_keeps_creation_order(store: Store) -> None:
+    a = save(store, "A", "first text", kind="skill")
+    b = save(store, "B", "second text", kind="app")
+    save(store, "A", "first text, changed", kind="skill")
+    assert [e["id"] for e in list_entries(store)] == [a.id, b.id]
+    assert [e["id"] for e in list_entries(store, kind="app")] == [b.id]
+    with pytest.raises(InvalidInput):
+        list_entries(store, kind="rule")
+
+
+def test_remove_takes_an_entry_out_and_keeps_its_file(store: Store) -> None:
+    gone = save(store, "Backups", "Backups run nightly.")
+    kept = save(store, "Restores", "Restores come from the nightly backups.")
+    removed = remove_entry(store, entry_id=gone.id)
+    assert removed["removed_at"]
+    assert [e["id"] for e in list_entries(store)] == [kept.id]
+    assert [m.id for m in search(store, query="nightly backups")] == [kept.id]
+    assert json.loads(store.path("registry-entry", gone.id).read_text())["data"]["removed_at"]
+    with pytest.raises(NotFound) as caught:
+        get_entry(store, entry_id=gone.id)
+    assert caught.value.exit_code == ExitCode.NOT_FOUND
+    with pytest.raises(NotFound):
+        remove_entry(store, entry_id=gone.id)
+    again = save(store, "Backups", "Backups run nightly.")
+    assert again.action == "created"
+    assert again.id != gone.id
+
+
+def test_unknown_and_hostile_ids(store: Store) -> None:
+    with pytest.raises(NotFound):
+        get_entry(store, entry_id="re_nope")
+    with pytest.raises(NotFound):
+        remove_entry(store, entry_id="re_nope")
+    with pytest.raises(InvalidInput):
+        get_entry(store, entry_id="../../etc/passwd")
+    with pytest.raises(InvalidInput):
+        save(store, "x", "y", owner="../team")
+    with pytest.raises(InvalidInput):
+        Origin.extraction(agent="ag 1", chat="ch_1", branch="ch_2")
+
+
+# Checking candidates and files
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ({"name": "n", "kind": "rule", "text": "t"}, "x.toml: kind: 'rule' is not one of"),
+        ({"name": "n", "text": "t"}, "x.toml: kind: missing"),
+        ({"name": "n", "kind": "skill"}, "x.toml: text: missing"),
+        ({"name": "n", "kind": "skill", "text": "  \n "}, "x.toml: text: is empty"),
+        (
+            {"name": 3, "kind": "skill", "text": "t"},
+            "x.toml: name: expected a string, got a number",
+        ),
+        ({"name": "a\x1bb", "kind": "skill", "text": "t"}, "x.toml: name: holds the control"),
+        ({"name": "n", "kind": "skill", "text": "t\x00"}, "x.toml: text: holds the control"),
+        ({"name": "n", "kind": "skill", "text": "a\rb"}, "x.toml: text: holds the control"),
+        ({"name": "n", "kind": "skill", "text": "\ud800"}, "x.toml: text: is not valid Unicode"),
+        ({"name": "n" * 121, "kind": "skill", "text": "t"}, "x.toml: name: 121 characters"),
+        ({"name": "n", "kind": "skill", "text": "t" * 20_001}, "x.toml: text: 20001 characters"),
+        ({"name": "n", "kind": "skill", "text": "t", "tags": "a"}, "x.toml: tags: expected a list"),
+        ({"name": "n", "kind": "skill", "text": "t", "tags": ["a b"]}, "x.toml: tags[0]: 'a b'"),
+        ({"name": "n", "kind": "skill", "text": "t", "tags": [1]}, "x.toml: tags[0]: expected"),
+        ({"name": "n", "kind": "skill", "text": "t", "owner": "x"}, "x.toml: owner: unknown key"),
+    ],
+)
+def test_a_bad_candidate_names_where_and_the_key(raw: dict[str, object], problem: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        check_candidate(raw, where="x.toml")
+    assert caught.value.exit_code == ExitCode.INVALID_INPUT
+    assert any(p.startswith(problem) for p in caught.value.problems), caught.value.problems
+
+
+def test_every_problem_of_a_candidate_is_listed() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        check_candidate({"kind": "rule", "colour": "red", "tags": [""]}, where="x.toml")
+    assert sorted(p.split(":")[1].strip() for p in caught.value.problems) == [
+        "colour",
+        "kind",
+        "name",
+        "tags[0]",
+        "text",
+    ]
+
+
+def test_text_keeps_newlines_and_tabs_and_reads_crlf_as_newlines() -> None:
+    candidate = make_candidate(name="  two   words ", kind="skill", text="a\r\n\tb\n")
+    assert (candidate.name, candidate.text) == ("two words", "a\n\tb")
+
+
+def test_a_candidate_built_directly_is_checked_when_saved(store: Store) -> None:
+    with pytest.raises(InvalidInput):
+        save_candidate(
+            store,
+            owner=DEFAULT_OWNER,
+            candidate=Candidate(name="n", kind="rule", text="t"),
+            origin=PERSON,
+        )
+    assert list_entries(store) == []
+
+
+# Search: tokenisation and ranking
+
+
+def test_query_words_fold_case_drop_stopwords_and_never_carry_syntax() -> None:
+    assert query_words('Delete the "OLD" files* NEAR(/tmp) AND don\'t') == [
+        "delete",
+        "old",
+        "files",
+        "near",
+        "tmp",
+    ]
+    assert query_words("the a of I") == []
+    assert len(query_words(" ".join(f"w{n}" for n in range(100)))) == MAX_QUERY_WORDS
+    assert match_expression(["a", 'b"c']) == '"a" OR "b""c"'
+    assert {"the", "and", "you"} <= STOPWORDS
+
+
+def test_search_ranks_by_bm25_with_the_name_weighted_above_the_text(store: Store) -> None:
+    save(store, "Rotation of keys", "How often the signing secrets change.")
+    in_text = save(store, "Signing secrets", "Rotation happens every ninety days.")
+    in_name = save(store, "Rotation schedule", "Secrets change every ninety days.")
+    save(store, "Unrelated", "Lunch is at noon.")
+    save(store, "Also unrelated", "The office closes at six.")
+    matches = search(store, query="rotation")
+    assert [m.id for m in matches][-1] == in_text.id
+    assert in_name.id in [m.id for m in matches[:2]]
+    scores = [m.score for m in matches]
+    assert scores == sorted(scores, reverse=True)
+    assert all(score > 0 for score in scores)
+    assert all((m.matched_terms, m.query_terms) == (1, 1) for m in matches)
+
+
+def test_search_stems_and_folds_diacritics(store: Store) -> None:
+    entry = save(store, "Café rules", "Deleting files is reviewed.")
+    save(store, "Other", "Nothing in common here.")
+    assert [m.id for m in search(store, query="CAFE")] == [entry.id]
+    assert [m.id for m in search(store, query="delete file")] == [entry.id]
+    assert search(store, query="cafeteria") == []
+
+
+def test_search_with_no_words_or_no_entries_is_empty(store: Store) -> None:
+    assert search(store, query="anything") == []
+    save(store, "Backups", "Backups run nightly.")
+    assert search(store, query="") == []
+    assert search(store, query="the and of") == []
+    assert search(store, query='"*^():-+') == []
+
+
+def test_search_limit_is_bounded(store: Store) -> None:
+    for number in range(5):
+        save(store, f"Backup note {number}", f"Backups note number {number}.")
+    assert len(search(store, query="backup", limit=2)) == 2
+    for bad in (0, 101, True):
+        with pytest.raises(InvalidInput):
+            search(store, query="backup", limit=bad)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(query=st.text(ANY_CHARACTER, max_size=300))
+def test_any_text_as_a_query_is_answered_without_error(query: str) -> None:
+    with fresh_store() as store:
+        save(store, "Delete only in /tmp", "Only delete files under /tmp; ask for anything else.")
+        save(store, "Backups", 'Backups run nightly, NEAR the database; AND "OR" * ^ -')
+        for match in search(store, query=query) + suggest(store, owner=DEFAULT_OWNER, prompt=query):
+            assert match.score > 0
+            assert 1 <= match.matched_terms <= match.query_terms
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.text(ANY_CHARACTER, max_size=40),
+    text=st.text(ANY_CHARACTER, max_size=200),
+    tags=st.lists(st.text(ANY_CHARACTER, max_size=10), max_size=4),
+)
+def test_any_entry_is_saved_searchable_and_idempotent_or_refused_cleanly(
+    name: str, text: str, tags: list[str]
+) -> None:
+    with fresh_store() as store:
+        try:
+            candidate = make_candidate(name=name, kind="concept", text=text, tags=tags)
+        except InvalidInput as exc:
+            assert exc.exit_code == ExitCode.INVALID_INPUT
+            assert list_entries(store) == []
+            return
+        first = save_candidate(store, owner=DEFAULT_OWNER, candidate=candidate, origin=PERSON)
+        assert first.action == "created"
+        second = save_candidate(store, owner=DEFAULT_OWNER, candidate=candidate, origin=PERSON)
+        assert (second.action, second.id, second.version) == ("skipped", first.id, 1)
+        assert len(list_entries(store)) == 1
+        for query in (text, name, " ".join(candidate.tags)):
+            for match in search(store, query=query):
+                assert match.id == first.id
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(
+        st.sampled_from(["Backups run nightly.", "backups  RUN nightly.", "Backups run hourly."]),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_saving_is_idempotent_whatever_came_before(texts: list[str]) -> None:
+    with fresh_store() as store:
+        for text in texts:
+            save(store, "Backups", text)
+            entry = list_entries(store)[0]
+            again = save(store, "backups", text)
+            assert again.action == "skipped"
+            assert get_entry(store, entry_id=again.id) == entry
+        versions = get_entry(store, entry_id=list_entries(store)[0]["id"])["versions"]
+        assert all(not same_meaning(a["text"], b["text"]) for a, b in pairwise(versions))
+
+
+# Suggest: minimum relevance and exclusions
+
+
+@pytest.fixture
+def examples(store: Store) -> dict[str, str]:
+    """The example registry, loaded: entry name → id."""
+    return {loaded.outcome.name: loaded.outcome.id for loaded in load_directory(store, EXAMPLES)}
+
+
+def test_suggest_offers_relevant_entries_at_most_limit(
+    store: Store, examples: dict[str, str]
+) -> None:
+    matches = suggest(
+        store, owner=DEFAULT_OWNER, prompt="Delete /var/lib/app/production.db and old backups"
+    )
+    assert 1 <= len(matches) <= 3
+    assert matches[0].id == examples["Where the production database lives"]
+    assert all(m.matched_terms >= 2 for m in matches)
+    assert len(suggest(store, owner=DEFAULT_OWNER, prompt="delete files", limit=1)) == 1
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "What's the weather like in Lisbon today?",
+        "Tell me a joke about penguins",
+        "hello",
+        "the and of it",
+        "",
+    ],
+)
+def test_an_unrelated_prompt_suggests_nothing(
+    store: Store, examples: dict[str, str], prompt: str
+) -> None:
+    assert suggest(store, owner=DEFAULT_OWNER, prompt=prompt) == []
+
+
+def test_sharing_one_word_of_a_longer_prompt_is_not_enough(store: Store) -> None:
+    entry = save(store, "Backups", "Backups run nightly.")
+    save(store, "Lunch", "Lunch is at noon.")
+    assert search(store, query="nightly weather report")[0].id == entry.id
+    assert suggest(store, owner=DEFAULT_OWNER, prompt="nightly weather report") == []
+    assert [m.id for m in suggest(store, owner=DEFAULT_OWNER, prompt="nightly backups")] == [
+        entry.id
+    ]
+    # A prompt with one term needs only that one; plural and singular are one term.
+    assert [m.id for m in suggest(store, owner=DEFAULT_OWNER, prompt="backups?")] == [entry.id]
+    assert suggest(store, owner=DEFAULT_OWNER, prompt="backup backups weather") == []
+
+
+def test_suggest_never_offers_excluded_ids(store: Store, examples: dict[str, str]) -> None:
+    prompt = "restore the deleted file from the nightly backup"
+    first = suggest(store, owner=DEFAULT_OWNER, prompt=prompt)
+    assert first
+    excluded = [m.id for m in first]
+    second = suggest(store, owner=DEFAULT_OWNER, prompt=prompt, exclude_ids=excluded)
+    assert not {m.id for m in second} & set(excluded)
+
+
+def test_suggest_never_offers_an_agents_own_extractions(store: Store) -> None:
+    mine = save(store, "Tmp rule", "Only delete temp files under /tmp.", origin=extraction("ag_a"))
+    theirs = save(store, "Tmp note", "Temp files under /tmp are deleted weekly.")
+    prompt = "delete the temp files in /tmp"
+    assert {m.id for m in suggest(store, owner=DEFAULT_OWNER, prompt=prompt)} == {
+        mine.id,
+        theirs.id,
+    }
+    for_a = suggest(store, owner=DEFAULT_OWNER, prompt=prompt, exclude_origin_agent="ag_a")
+    assert [m.id for m in for_a] == [theirs.id]
+    for_b = suggest(store, owner=DEFAULT_OWNER, prompt=prompt, exclude_origin_agent="ag_b")
+    assert {m.id for m in for_b} == {mine.id, theirs.id}
+    # A version A wrote into someone else's entry is A's extraction too.
+    save(store, "Tmp note", "Temp files under /tmp are deleted daily.", origin=extraction("ag_a"))
+    assert suggest(store, owner=DEFAULT_OWNER, prompt=prompt, exclude_origin_agent="ag_a") == []
+
+
+def test_exclusions_do_not_hide_entries_further_down(store: Store) -> None:
+    ids = [
+        save(store, f"Temp rule {n}", f"Delete temp files rule {n}.", origin=extraction("ag_a")).id
+        for n in range(60)
+    ]
+    other = save(store, "Temp other", "Delete temp files slowly, with care and a backup.")
+    found = suggest(
+        store,
+        owner=DEFAULT_OWNER,
+        prompt="delete temp files",
+        exclude_ids=ids[:5],
+        exclude_origin_agent="ag_a",
+    )
+    assert [m.id for m in found] == [other.id]
+
+
+def test_suggest_checks_its_arguments(store: Store) -> None:
+    with pytest.raises(InvalidInput):
+        suggest(store, owner=DEFAULT_OWNER, prompt="x", exclude_origin_agent="../a")
+    with pytest.raises(InvalidInput):
+        suggest(store, owner=DEFAULT_OWNER, prompt="x", limit=0)
+    with pytest.raises(InvalidInput):
+        suggest(store, owner=DEFAULT_OWNER, prompt="x", exclude_ids=[3])  # type: ignore[list-item]
+
+
+# The derived index: freshness, damage, concurrency
+
+
+def test_the_index_is_a_0600_file_under_the_store_root(store: Store) -> None:
+    save(store, "Backups", "Backups run nightly.")
+    path = index_path(store, DEFAULT_OWNER)
+    assert path == store.root / "search" / "registry" / "local.sqlite3"
+    assert oct(path.stat().st_mode & 0o777) == oct(0o600)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (FORMAT,)
+        journal = db.execute("SELECT value FROM meta WHERE key = 'journal'").fetchone()[0]
+    assert journal == store.index_size(ENTRIES, DEFAULT_OWNER)
+
+
+def test_a_missing_index_is_rebuilt(store: Store) -> None:
+    entry = save(store, "Backups", "Backups run nightly.")
+    index_path(store, DEFAULT_OWNER).unlink()
+    assert [m.id for m in search(store, query="backups")] == [entry.id]
+    assert index_path(store, DEFAULT_OWNER).is_file()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"",
+        b"not a database at all, just text" * 100,
+        b"SQLite format 3\x00" + b"\xff" * 4000,
+    ],
+    ids=["empty", "text", "torn"],
+)
+def test_a_damaged_index_is_rebuilt(store: Store, damage: bytes) -> None:
+    entry = save(store, "Backups", "Backups run nightly.")
+    index_path(store, DEFAULT_OWNER).write_bytes(damage)
+    assert [m.id for m in search(store, query="backups")] == [entry.id]
+    second = save(store, "Restores", "Restores come from backups.")
+    assert {m.id for m in search(store, query="backups")} == {entry.id, second.id}
+
+
+def test_an_index_damaged_where_only_a_query_reads_is_rebuilt(store: Store) -> None:
+    for number in range(40):
+        save(store, f"Note {number}", f"Backups note {number}. " + "filler " * 50)
+    path = index_path(store, DEFAULT_OWNER)
+    data = bytearray(path.read_bytes())
+    for offset in range(2 * 4096, len(data), 4096):  # the header and meta stay readable
+        data[offset + 100 : offset + 600] = b"\xa5" * 500
+    path.write_bytes(bytes(data))
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (FORMAT,)
+        with pytest.raises(sqlite3.DatabaseError):
+            db.execute("SELECT rowid FROM fts WHERE fts MATCH 'backups'").fetchall()
+    assert len(search(store, query="backups note", limit=100)) == 40
+
+
+def test_an_index_of_another_format_or_shape_is_rebuilt(store: Store) -> None:
+    entry = save(store, "Backups", "Backups run nightly.")
+    path = index_path(store, DEFAULT_OWNER)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = 99 WHERE key = 'format'")
+    assert [m.id for m in search(store, query="backups")] == [entry.id]
+    path.unlink()
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE something (x)")
+    assert [m.id for m in search(store, query="backups")] == [entry.id]
+
+
+def test_a_change_the_index_missed_is_seen_by_the_next_reader(store: Store) -> None:
+    entry = save(store, "Backups", "Backups run nightly.")
+    # As if belt stopped after writing the store and before updating the index.
+    store.link(ENTRIES, DEFAULT_OWNER, entry.id)
+    store.update(
+        "registry-entry",
+        entry.id,
+        lambda data: {**data, "text": "Backups run at noon."},
+    )
+    assert search(store, query="nightly") == []
+    assert [m.id for m in search(store, query="noon")] == [entry.id]
+
+
+def test_a_damaged_entry_is_reported_with_its_path_and_left_alone(store: Store) -> None:
+    entry = save(store, "Backups", "Backups run nightly.")
+    path = store.path("registry-entry", entry.id)
+    path.write_bytes(b'{"belt": "object"')
+    index_path(store, DEFAULT_OWNER).unlink()
+    for call in (
+        lambda: search(store, query="backups"),
+        lambda: list_entries(store),
+        lambda: save(store, "Other", "Other text."),
+    ):
+        with pytest.raises(InvalidInput) as caught:
+            call()
+        assert caught.value.exit_code == ExitCode.INVALID_INPUT
+        assert str(path) in " ".join([caught.value.message, *caught.value.problems])
+    assert path.read_bytes() == b'{"belt": "object"'
+
+
+def test_an_entry_of_the_wrong_shape_is_reported_as_damaged(store: Store) -> None:
+    entry = save(store, "Backups", "Backups run nightly.")
+    store.update("registry-entry", entry.id, lambda data: {**data, "versions": "many"})
+    with pytest.raises(InvalidInput) as caught:
+        get_entry(store, entry_id=entry.id)
+    assert str(store.path("registry-entry", entry.id)) in caught.value.message
+    assert "versions is not a list" in caught.value.message
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from belt.records.registry import Origin, make_candidate, save_candidate
+from belt.store import Store
+
+store = Store(Path(sys.argv[1]))
+worker = sys.argv[2]
+for number in range(8):
+    for name, text in ((f"note {worker} {number}", f"worker {worker} wrote {number}"),
+                       ("shared", f"written by {worker}")):
+        candidate = make_candidate(name=name, kind="observation", text=text)
+        outcome = save_candidate(store, owner="local", candidate=candidate,
+                                 origin=Origin.person("race"))
+        print(outcome.action, outcome.id, flush=True)
+"""
+
+
+def test_writers_in_several_processes_keep_store_and_index_consistent(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(root), str(n)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for n in range(4)
+    ]
+    outputs = [worker.communicate(timeout=120) for worker in workers]
+    assert [worker.returncode for worker in workers] == [0] * 4, outputs
+    store = Store(root)
+    entries = list_entries(store)
+    assert len(entries) == 4 * 8 + 1
+    shared = [e for e in entries if e["name"] == "shared"]
+    assert len(shared) == 1
+    assert shared[0]["version"] == len(shared[0]["versions"]) >= 1
+    created = [
+        line for out, _ in outputs for line in out.splitlines() if line.startswith("created")
+    ]
+    assert len(created) == 4 * 8 + 1
+    # The index written by four processes is the one a rebuild makes.
+    with sqlite3.connect(index_path(store, DEFAULT_OWNER)) as db:
+        journal = db.execute("SELECT value FROM meta WHERE key = 'journal'").fetchone()[0]
+        indexed = {row[0]: row[1] for row in db.execute("SELECT id, text FROM entries")}
+    assert journal == store.index_size(ENTRIES, DEFAULT_OWNER)
+    assert indexed == {e["id"]: e["text"] for e in entries}
+    for entry in entries:
+        assert entry["id"] in [m.id for m in search(store, query=entry["text"], limit=100)]
+
+
+# Registry directories
+
+
+def test_the_example_registry_loads_and_loads_again_without_duplicates(store: Store) -> None:
+    loaded = load_directory(store, EXAMPLES)
+    files = sorted(EXAMPLES.glob("*.toml"))
+    assert 8 <= len(loaded) == len(files) <= 15
+    assert [item.file for item in loaded] == [str(f) for f in files]
+    assert {item.outcome.action for item in loaded} == {"created"}
+    assert {e["kind"] for e in list_entries(store)} == set(KINDS)
+    entry = get_entry(store, entry_id=loaded[0].outcome.id)
+    assert entry["origin"] == {"by": "person", "source": str(files[0])}
+    again = load_directory(store, EXAMPLES)
+    assert {item.outcome.action for item in again} == {"skipped"}
+    assert len(list_entries(store)) == len(files)
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    directory.mkdir(exist_ok=True)
+    path = directory / name
+    path.write_text(text)
+    return path
+
+
+def test_a_changed_file_adds_a_version(store: Store, tmp_path: Path) -> None:
+    directory = tmp_path / "registry"
+    path = write(directory, "a.toml", 'name = "A"\nkind = "skill"\ntext = "one"\n')
+    write(directory, "notes.md", "not an entry")
+    first = load_directory(store, directory)
+    path.write_text('name = "A"\nkind = "skill"\ntext = "two"\ntags = ["x"]\n')
+    second = load_directory(store, str(directory))
+    assert [(i.outcome.action, i.outcome.version) for i in first + second] == [
+        ("created", 1),
+        ("versioned", 2),
+    ]
+
+
+def test_every_problem_in_a_directory_names_the_file_and_key(store: Store, tmp_path: Path) -> None:
+    directory = tmp_path / "registry"
+    good = write(directory, "good.toml", 'name = "Good"\nkind = "skill"\ntext = "fine"\n')
+    kind = write(directory, "kind.toml", 'name = "K"\nkind = "rule"\ntext = "t"\n')
+    key = write(directory, "key.toml", 'name = "X"\nkind = "app"\ntext = "t"\ncolour = 1\n')
+    syntax = write(directory, "syntax.toml", 'name = "S\n')
+    twice = write(directory, "twice.toml", 'name = "good"\nkind = "skill"\ntext = "other"\n')
+    binary = directory / "binary.toml"
+    binary.write_bytes(b"\xff\xfe")
+    with pytest.raises(InvalidInput) as caught:
+        load_directory(store, directory)
+    assert caught.value.exit_code == ExitCode.INVALID_INPUT
+    problems = caught.value.problems
+    assert f"{kind}: kind: 'rule' is not one of observation, concept" in " ".join(problems)
+    assert f"{key}: colour: unknown key" in " ".join(problems)
+    assert any(p.startswith(f"{syntax}: invalid TOML") and "line 1" in p for p in problems)
+    assert f"{twice}: name: 'good' is also the name in {good}" in problems
+    assert f"{binary}: not UTF-8 text (byte 0)" in problems
+    assert len(problems) == 5
+    assert list_entries(store) == []
+
+
+def test_directory_bounds(store: Store, tmp_path: Path) -> None:
+    with pytest.raises(NotFound):
+        load_directory(store, tmp_path / "missing")
+    directory = tmp_path / "registry"
+    big = write(directory, "big.toml", 'name = "B"\nkind = "app"\ntext = """' + "x" * 300_000)
+    with pytest.raises(InvalidInput) as caught:
+        load_directory(store, directory)
+    assert caught.value.problems == [f"{big}: above the maximum of 256 KiB"]
+    big.unlink()
+    assert load_directory(store, directory) == []
+
+
+# Text from a file or stdin
+
+
+def test_entry_text_from_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "text.md"
+    path.write_text("Backups run nightly.\n")
+    assert registry.read_entry_text(path) == "Backups run nightly.\n"
+    with pytest.raises(NotFound):
+        registry.read_entry_text(tmp_path / "missing.md")
+    path.write_bytes(b"\xff")
+    with pytest.raises(InvalidInput):
+        registry.read_entry_text(path)
+    path.write_text("x" * (registry.MAX_TEXT_CHARS * 4 + 1))
+    with pytest.raises(InvalidInput):
+        registry.read_entry_text(path)
+
+
+def test_entry_text_from_a_terminal_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal())
+    with pytest.raises(UsageError):
+        registry.read_entry_text(None)
+
+
+# Layering
+
+
+def imported_modules(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+
+
+@pytest.mark.parametrize("module", ["registry.py", "registry_index.py"])
+def test_the_registry_imports_only_the_layers_below_it(module: str) -> None:
+    allowed = ("belt.errors", "belt.paths", "belt.wire", "belt.store", "belt.records")
+    belt_imports = [
+        name for name in imported_modules(ROOT / "belt" / "records" / module) if "belt" in name
+    ]
+    assert belt_imports
+    assert all(name.startswith(allowed) for name in belt_imports), belt_imports
+
+
+def test_a_query_that_is_not_text_is_invalid(store: Store) -> None:
+    save(store, "Backups", "Backups run nightly.")
+    with pytest.raises(InvalidInput):
+        search(store, query=42)  # type: ignore[arg-type]
+
+
+# The documentation says what the code does
+
+BUILTINS_MD = (ROOT / "docs" / "builtins.md").read_text()
+
+
+def test_the_docs_state_the_rules_the_code_applies() -> None:
+    from belt.records import registry_index
+
+    assert f"`{registry_index.TOKENIZER}`" in BUILTINS_MD
+    name, tags, text = (f"{weight:g}" for weight in registry_index.WEIGHTS)
+    assert f"name **{name}**, tags **{tags}**, text **{text}**" in BUILTINS_MD
+    assert f"at least **{registry.MIN_SHARED_TERMS}** distinct terms" in BUILTINS_MD
+    assert f"among the {registry_index.POOL} best-ranked" in BUILTINS_MD
+    assert f"first {registry_index.MAX_QUERY_WORDS} distinct words" in BUILTINS_MD
+    assert f"first {registry_index.MAX_QUERY_CHARS:,} characters" in BUILTINS_MD
+    assert f"`{registry.DEFAULT_OWNER}`" in BUILTINS_MD
+    for kind in KINDS:
+        assert f"| `{kind}` |" in BUILTINS_MD
+
+
+def test_the_docs_directory_example_is_an_example_file() -> None:
+    import tomllib
+
+    block = BUILTINS_MD.split("```toml\n")[1]  # the registry directory's example comes first
+    text = block.split("```")[0]
+    assert tomllib.loads(text) == tomllib.loads((EXAMPLES / "tmp-only-deletions.toml").read_text())
+    check_candidate(tomllib.loads(text), where="docs/builtins.md")

@@ -1,0 +1,269 @@
+"""``belt replay``: recorded payloads delivered again to an edited handler, answers compared."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from belt.engine.api import run_scenario
+from belt.errors import InvalidInput, NotFound, UsageError
+from belt.policy import load_policy
+from belt.replay import from_file, replay, since_moment
+from belt.server.app import create_app
+from belt.server.deciders import policy_decider
+from belt.store import open_store
+from tests.cli.runner import belt
+from tests.servers import running
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+GUARDED = EXAMPLES / "guarded-agent.toml"
+DEMO = "http://127.0.0.1:8787"
+
+
+@contextmanager
+def policy_server(policy: Path = EXAMPLES / "policy.toml", **options: Any) -> Iterator[str]:
+    """``belt serve --policy`` over the state directory's store (its journal is the one
+    ``belt replay journal`` reads)."""
+    app = create_app(decide=policy_decider(load_policy(policy)), sweep_interval=0, **options)
+    with running(app) as url:
+        yield url
+
+
+@pytest.fixture
+def journalled() -> Iterator[dict[str, Any]]:
+    """The guarded agent run once against the example policy, served and journalled."""
+    with policy_server() as url:
+        report, _ = run_scenario(scenario=GUARDED, routes=[f"{DEMO}={url}"])
+    yield report
+
+
+def edited_policy(tmp_path: Path) -> Path:
+    """The example policy with its /tmp rule turned round: /tmp deletes are now denied, and the
+    others allowed (exactly the two delete_file decisions change)."""
+    text = (EXAMPLES / "policy.toml").read_text()
+    text = text.replace('decision = "allow"', 'decision = "@"').replace(
+        'decision = "deny"', 'decision = "allow"'
+    )
+    text = text.replace('decision = "@"', 'decision = "deny"')
+    path = tmp_path / "edited.toml"
+    path.write_text(text)
+    return path
+
+
+def store_files(root: Path) -> set[str]:
+    return {
+        str(path.relative_to(root))
+        for path in root.rglob("*")
+        if path.is_file() and "locks" not in path.parts
+    }
+
+
+def test_a_journal_replayed_against_an_edited_policy_reports_exactly_what_changed(
+    journalled: dict[str, Any], tmp_path: Path, belt_home: Path
+) -> None:
+    before = store_files(belt_home)
+    report = replay(source="journal", policy=edited_policy(tmp_path))
+    rows = report["rows"]
+    assert [(r["event"], r["tool"]) for r in rows] == [
+        ("agent.turn_start", None),
+        ("agent.tool_call", "delete_file"),
+        ("agent.turn_start", None),
+        ("agent.tool_call", "delete_file"),
+    ]
+    assert [r["recorded"]["decision"] for r in rows] == ["allow", "deny", "allow", "allow"]
+    assert [r["replayed"]["decision"] for r in rows] == ["allow", "allow", "allow", "deny"]
+    assert [r["changed"] for r in rows] == [[], ["decision"], [], ["decision"]]
+    assert report["summary"] == {
+        "replayed": 4,
+        "changed": 2,
+        "decisions_changed": 2,
+        "injections_changed": 0,
+        "errors": 0,
+    }
+    # Nothing was written but the replay's own journal.
+    assert store_files(belt_home) - before == {"store/logs/journal/replay.jsonl"}
+    records = open_store().read_log("journal", "replay")
+    assert [r["replay_id"] for r in records] == [report["replay_id"]] * 4
+    assert records[1]["request"]["data"]["tool"] == "delete_file"
+
+
+def test_check_exits_1_only_when_something_changed(
+    journalled: dict[str, Any], tmp_path: Path
+) -> None:
+    result = belt("replay", "journal", "--policy", str(edited_policy(tmp_path)), "--check")
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["#", "event", "tool", "recorded", "now", "changed"]
+    assert lines[2].split() == ["2", "agent.tool_call", "delete_file", "deny", "allow", "decision"]
+    assert lines[-1].startswith("4 payload(s) from the journal of belt serve replayed to policy")
+    same = belt("replay", "journal", "--policy", str(EXAMPLES / "policy.toml"), "--check")
+    assert same.exit_code == 0
+    assert "0 changed" in same.stdout
+
+
+def test_filters_by_event_chat_and_time(journalled: dict[str, Any], tmp_path: Path) -> None:
+    policy = edited_policy(tmp_path)
+    by_event = replay(source="journal", policy=policy, event="agent.tool_call")
+    assert [r["event"] for r in by_event["rows"]] == ["agent.tool_call"] * 2
+    chat = journalled["chat"]["id"]
+    assert len(replay(source="journal", policy=policy, chat=chat)["rows"]) == 4
+    assert replay(source="journal", policy=policy, chat="ch_other")["rows"] == []
+    assert len(replay(source="journal", policy=policy, since="1h")["rows"]) == 4
+    assert replay(source="journal", policy=policy, since="2999-01-01T00:00:00Z")["rows"] == []
+
+
+def test_a_simulated_run_is_replayed_from_its_hook_records(tmp_path: Path) -> None:
+    with policy_server() as url:
+        report, _ = run_scenario(scenario=GUARDED, routes=[f"{DEMO}={url}"])
+        run_id = report["runs"][0]["id"]
+        # Only webhook hooks are delivered again (the gate's record is not).
+        result = replay(source=run_id, to=f"{url}/hooks")
+    assert [r["recorded"]["decision"] for r in result["rows"]] == [
+        "allow",
+        "deny",
+        "allow",
+        "allow",
+    ]
+    assert result["summary"]["changed"] == 0
+    assert result["source"] == f"run {run_id}"
+
+
+def test_a_replay_to_a_url_is_signed_again_with_the_secret(tmp_path: Path) -> None:
+    with policy_server() as url:
+        run_scenario(scenario=GUARDED, routes=[f"{DEMO}={url}"])
+    with policy_server(secret=SECRET) as signed:
+        unsigned = replay(source="journal", to=f"{signed}/hooks", event="agent.tool_call")
+        resigned = replay(
+            source="journal", to=f"{signed}/hooks", event="agent.tool_call", secret=SECRET
+        )
+    assert [r["replayed"]["decision"] for r in unsigned["rows"]] == ["error", "error"]
+    assert "answered HTTP 401" in unsigned["rows"][0]["replayed"]["error"]
+    assert [r["replayed"]["decision"] for r in resigned["rows"]] == ["deny", "allow"]
+    assert resigned["summary"]["errors"] == 0
+
+
+def test_a_handler_is_called_as_belt_serve_calls_it(journalled: dict[str, Any]) -> None:
+    report = replay(source="journal", handler=f"{EXAMPLES / 'handler.py'}:decide")
+    # The handler decides as the policy does; only its reminder's wording differs.
+    assert [r["changed"] for r in report["rows"]] == [["injection"], [], ["injection"], []]
+    report = replay(source="journal", handler="tests.pyhooks:explode", event="agent.tool_call")
+    assert [r["replayed"]["decision"] for r in report["rows"]] == ["error", "error"]
+    assert report["rows"][0]["replayed"]["error"].startswith("tests.pyhooks:explode raised")
+    assert report["summary"]["changed"] == 2
+
+
+def test_a_file_of_payloads_and_of_records(tmp_path: Path) -> None:
+    payload = {
+        "event": "agent.tool_call",
+        "timestamp": "2026-08-11T14:00:00.000Z",
+        "agent_id": "ag_1",
+        "chat_id": "ch_1",
+        "run_id": "ar_1",
+        "turn_count": 1,
+        "data": {"tool": "delete_file", "arguments": {"path": "/etc/passwd"}},
+    }
+    lines = [
+        payload,
+        {"request": payload, "status": 200, "decision": "allow", "response": {}},
+        {"payload": payload, "decision": "deny"},
+        {"event": "not a payload"},
+    ]
+    path = tmp_path / "payloads.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n\n")
+    report = replay(source=str(path), policy=EXAMPLES / "policy.toml")
+    rows = report["rows"]
+    assert [r["recorded"]["decision"] for r in rows] == [None, "allow", "deny", None]
+    assert [r["replayed"]["decision"] for r in rows] == ["deny", "deny", "deny", "error"]
+    assert [r["changed"] for r in rows] == [[], ["decision"], [], []]
+    assert rows[3]["replayed"]["error"].startswith(
+        "the recorded payload is not a LifecycleHookPayload"
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("{nope\n", "line 1: not JSON"), ('{"a": 1}\n[1]\n', "line 2: expected an object")],
+)
+def test_a_bad_file_is_invalid_input(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    with pytest.raises(InvalidInput, match=message):
+        from_file(path)
+    result = belt("replay", str(path), "--policy", str(EXAMPLES / "policy.toml"))
+    assert result.exit_code == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        ((), 2, "give one of --to URL, --policy FILE or --handler MODULE:FUNC"),
+        (("--to", "http://a.example", "--policy", "p.toml"), 2, "give one of"),
+        (("--policy", "p.toml", "--secret", SECRET), 2, "--secret signs requests to --to URL"),
+        (("--to", "http://a.example", "--secret", "nope"), 5, "secret: expected whsec_"),
+        (("--to", "ftp://a.example"), 2, "--to 'ftp://a.example': the URL must be"),
+        (("--policy", "p.toml", "--since", "yesterday"), 2, "--since 'yesterday': expected"),
+        (("--handler", "tests.no_such_zz:f"), 3, "no module named 'tests.no_such_zz'"),
+    ],
+)
+def test_wrong_options_are_refused(args: tuple[str, ...], code: int, message: str) -> None:
+    result = belt("replay", "journal", *args)
+    assert result.exit_code == code
+    assert message in result.stderr
+
+
+def test_an_unknown_source_is_not_found(tmp_path: Path) -> None:
+    result = belt("replay", "ar_nothing", "--policy", str(EXAMPLES / "policy.toml"))
+    assert result.exit_code == 3
+    assert "no run ar_nothing" in result.stderr
+    result = belt("replay", str(tmp_path / "x" / "y.jsonl"), "--policy", "p.toml")
+    assert result.exit_code == 3
+    assert "no such file or simulated run" in result.stderr
+
+
+def test_an_empty_journal_replays_nothing() -> None:
+    result = belt("replay", "journal", "--policy", str(EXAMPLES / "policy.toml"), "--json")
+    assert result.exit_code == 0
+    assert result.json()["summary"]["replayed"] == 0
+
+
+@given(st.text(max_size=20))
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_any_since_is_a_moment_or_a_usage_error(text: str) -> None:
+    try:
+        since_moment(text)
+    except UsageError as exc:
+        assert exc.message.startswith("--since ")
+
+
+@given(st.binary(max_size=200))
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_any_file_is_read_or_refused_as_invalid(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / f"f{os.getpid()}.jsonl"
+    path.write_bytes(content)
+    try:
+        recorded = from_file(path)
+    except InvalidInput as exc:
+        assert exc.message.startswith(str(path))
+    else:
+        assert all(
+            isinstance(item.payload, dict | list | str | int | float | bool) or item.payload is None
+            for item in recorded
+        )
+
+
+def test_nothing_found_is_distinct_from_a_run(tmp_path: Path) -> None:
+    with pytest.raises(NotFound):
+        replay(source="ar_missing", policy=EXAMPLES / "policy.toml")

@@ -1,0 +1,220 @@
+"""The pytest plugin ``belt.testing``: its fixtures, used from test files as a user writes them."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+# Imported here, before pytester snapshots the modules, so that each inner session does not
+# import the engine and the server afresh.
+import belt.engine.dialects
+import belt.engine.suite
+import belt.render
+import belt.server.app
+import belt.testing
+
+pytest_plugins = ("pytester",)
+
+
+def make_test(pytester: pytest.Pytester, *parts: str) -> None:
+    pytester.makepyfile(test_user="\n".join(textwrap.dedent(part) for part in parts))
+
+
+def run(pytester: pytest.Pytester) -> pytest.RunResult:
+    """Run the user's tests in-process, without the plugins they do not need."""
+    return pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+
+
+SCENARIO = """
+    SCENARIO = {
+        "agent": {"hooks": [{"event": "agent.tool_call", "type": "webhook", "handler": HANDLER}]},
+        "turns": [{
+            "user": "clean up",
+            "model": [
+                {"tool_calls": [{"name": "delete_file", "arguments": {"path": "/etc/passwd"}}]},
+                {"say": "done"},
+            ],
+        }],
+    }
+"""
+
+
+def test_a_callable_handler_in_a_dict_scenario(pytester: pytest.Pytester) -> None:
+    make_test(
+        pytester,
+        """
+        def guard(payload):
+            if payload["data"]["arguments"]["path"].startswith("/etc/"):
+                return {"decision": "deny", "reason": "not /etc"}
+
+        HANDLER = guard
+        """,
+        SCENARIO,
+        """
+        def test_guard(belt_scenario):
+            run = belt_scenario(SCENARIO)
+            assert run.tool_status("delete_file", path="/etc/*") == "failed"
+            assert run.decisions("agent.tool_call") == ["deny"]
+            assert run.hook_runs("agent.tool_call")[0]["reason"] == "not /etc"
+            assert run.state == "completed"
+            assert run.states == ["completed"]
+            assert run.fired("agent.turn_start") == 2
+            assert run.rows(role="user")[0]["text"] == "clean up"
+            assert run.interrupts == []
+            run.expect(tool="delete_file", decision="deny")
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    # The callables the test lent belt are forgotten once it is over.
+    assert vars(belt.testing.handlers) == {}
+
+
+def test_a_failing_test_prints_the_transcript(pytester: pytest.Pytester) -> None:
+    make_test(
+        pytester,
+        "HANDLER = 'py:tests.pyhooks:allow'",
+        SCENARIO,
+        """
+        def test_guard(belt_scenario):
+            run = belt_scenario(SCENARIO)
+            assert run.tool_status("delete_file") == "failed"
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*- belt transcript -*",
+            "user       clean up",
+            '*tool*delete_file({"path": "/etc/passwd"})*completed*',
+        ]
+    )
+
+
+def test_an_expectation_that_fails_says_why(pytester: pytest.Pytester) -> None:
+    make_test(
+        pytester,
+        "HANDLER = 'py:tests.pyhooks:allow'",
+        SCENARIO,
+        """
+        def test_guard(belt_scenario):
+            run = belt_scenario(SCENARIO)
+            run.expect(tool="delete_file", status="failed")
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            '*expected { tool = "delete_file", status = "failed" }',
+            "*found: no tool call matches every key; the nearest:",
+            '*delete_file({"path": "/etc/passwd"}) completed, decision allow',
+        ]
+    )
+
+
+def test_a_scenario_file_with_expectations_is_checked(pytester: pytest.Pytester) -> None:
+    pytester.makefile(
+        ".toml",
+        guarded="""
+        [[agent.hooks]]
+        event = "agent.tool_call"
+        type = "webhook"
+        handler = "https://policy.example.com/hooks"
+
+        [[turns]]
+        user = "go"
+          [[turns.model]]
+          tool_calls = [ { name = "delete_file", arguments = { path = "/x" } } ]
+          [[turns.model]]
+          say = "done"
+
+        [[expect]]
+        tool = "delete_file"
+        status = "failed"
+        """,
+    )
+    make_test(
+        pytester,
+        """
+        from pathlib import Path
+
+        def deny(payload):
+            return {"decision": "deny"}
+
+        def test_routed(belt_scenario):
+            run = belt_scenario(Path(__file__).parent / "guarded.toml",
+                                routes={"https://policy.example.com": deny})
+            assert run.decisions("agent.tool_call") == ["deny"]
+
+        def test_unrouted(belt_scenario):
+            belt_scenario(Path(__file__).parent / "guarded.toml")
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(['*expected { tool = "delete_file", status = "failed" }'])
+
+
+def test_belt_serve_answers_real_requests_and_journals_them(pytester: pytest.Pytester) -> None:
+    policy = pytester.makefile(
+        ".toml",
+        policy="""
+        [[rules]]
+        event = "agent.tool_call"
+        tool = "delete_file"
+        decision = "deny"
+        reason = "no deletes"
+        """,
+    )
+    make_test(
+        pytester,
+        f"""
+        import httpx
+
+        def test_served(belt_serve, belt_scenario):
+            served = belt_serve(policy={str(policy)!r})
+            run = belt_scenario({{
+                "agent": {{"hooks": [
+                    {{"event": "agent.tool_call", "type": "webhook", "handler": served.hooks_url}}
+                ]}},
+                "turns": [{{"user": "go", "model": [
+                    {{"tool_calls": [{{"name": "delete_file", "arguments": {{}}}}]}},
+                    {{"say": "done"}},
+                ]}}],
+            }})
+            assert run.tool_calls("delete_file")[0]["reason"] == "no deletes"
+            [record] = served.journal()
+            assert record["decision"] == "deny"
+            assert httpx.get(served.url + "/healthz").status_code == 200
+
+        def test_handler(belt_serve):
+            def decide(payload):
+                return {{"decision": "deny", "reason": payload.event}}
+            served = belt_serve(handler=decide)
+            reply = httpx.post(served.hooks_url, json={{
+                "event": "agent.start", "timestamp": "2026-08-11T14:00:00.000Z",
+                "agent_id": "a", "chat_id": "c", "run_id": "r", "turn_count": 0,
+            }})
+            assert reply.json() == {{"decision": "deny", "reason": "agent.start"}}
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=2)
+
+
+def test_a_scenario_that_cannot_run_fails_the_test(pytester: pytest.Pytester) -> None:
+    make_test(
+        pytester,
+        """
+        def test_broken(belt_scenario):
+            belt_scenario({"turns": [{"user": "x"}], "agent": {"hooks": [
+                {"event": "agent.start", "type": "webhook", "handler": "py:no_such_mod_zz:f"}
+            ]}})
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the scenario could not run:*no module named 'no_such_mod_zz'*"])
