@@ -183,3 +183,28 @@ def test_a_run_whose_server_was_killed_goes_on_from_its_last_durable_point(
     tool_rows = [m for m in done["chat_messages"] if m["role"] == "tool"]
     assert [m["content"][0]["text"] for m in tool_rows] == ["archived"]
     assert store.read("run", run_id)["state"] == "completed"
+
+
+def test_the_sdk_runs_its_agent_against_belt_serve_with_workers(model: Path) -> None:
+    inferencesh = pytest.importorskip("inferencesh")
+    args = ("--model", str(model), "--workers", "2", "--sweep-interval", "0")
+    with serve_process(*args) as (url, output):
+        client = inferencesh.inference(api_key="belt-local", base_url=url)
+        for _ in range(4):
+            agent = client.agent(
+                {"name": "tidy", "hooks": [{"event": "agent.tool_call", "type": "gate"}]}
+            )
+            agent.send_message("tidy up", on_message=lambda message: None)
+            (gate,) = eventually(lambda: agent.get_chat()["pending_interrupts"], "a gate")
+            agent.approve_tool(gate["resource_id"])
+            agent.stream_all(on_message=lambda message: None)
+            done = eventually(
+                lambda: (c := agent.get_chat())["status"] == "idle" and c, "the run ended"
+            )
+            assert done["chat_messages"][-1]["content"][0]["text"] == "All tidy."
+            agent.send_message("and thanks", on_message=lambda message: None)
+            assert agent.get_chat()["chat_messages"][-1]["content"][0]["text"] == (
+                "You said: and thanks"
+            )
+    assert output["code"] == "0", output["stderr"]
+    assert "2 workers" in output["stderr"]

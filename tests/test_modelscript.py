@@ -139,6 +139,10 @@ def test_a_bad_agent_file_is_refused_with_its_path(tmp_path: Path) -> None:
     assert "worse.json" in everything and "colour" in everything
     with pytest.raises(NotFound):
         load_agent_files(tmp_path / "missing")
+    (tmp_path / "bad.toml").unlink()
+    (tmp_path / "worse.json").write_text('{"registry": "registry/"}')
+    with pytest.raises(InvalidInput, match="registry: an agent file does not load a registry"):
+        load_agent_files(tmp_path)
 
 
 def test_an_ad_hoc_agent_is_named_and_deduped_by_name() -> None:

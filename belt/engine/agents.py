@@ -158,6 +158,11 @@ def load_agent_file(path: Path, ref: str) -> AgentDefinition:
         spec = AgentFileSpec.model_validate(doc)
     except ValidationError as exc:
         raise _problems(exc, source) from None
+    if spec.registry is not None:
+        raise InvalidInput(
+            f"{source}: registry: an agent file does not load a registry",
+            hint="load it into the store with `belt registry add` before `belt serve`",
+        )
     hooks: list[LifecycleHookConfig] = []
     if spec.hooks_file:
         hooks += hooks_from_file(path.parent / spec.hooks_file)
@@ -171,6 +176,7 @@ def load_agent_file(path: Path, ref: str) -> AgentDefinition:
         {
             "id": spec.id or agent_id_for(ref),
             "name": spec.name if "name" in doc else ref.rsplit("/", 1)[-1],
+            "owner": spec.owner,
             "context_window": spec.context_window,
             "compact_at": spec.compact_at,
         }
