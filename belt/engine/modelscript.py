@@ -10,7 +10,6 @@ is documented in ``docs/emulator.md``.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from belt.declarations import read_document
 from belt.engine.scenario import AgentScript, ModelTurnSpec, unreachable_models
 from belt.errors import InvalidInput
-from belt.policy import REGEX_PREFIX, glob
-from belt.wire.validate import model_problems
+from belt.policy import Matcher, value_matcher
+from belt.wire.validate import Findings, model_problems
 
 PLAIN_PREFIX = "You said: "
 PLAIN_LIMIT = 200
@@ -60,26 +59,17 @@ class Reply:
 
 @dataclass(frozen=True)
 class CompiledRule:
-    """A rule with its patterns compiled."""
+    """A rule with its patterns compiled (as a policy's: a glob, or ``re:`` with RE2, which
+    never backtracks, so no message can make matching slow)."""
 
     index: int
-    text: re.Pattern[str] | None
-    text_is_regex: bool
-    agent: re.Pattern[str] | None
-    agent_is_regex: bool
+    text: Matcher | None
+    agent: Matcher | None
     rule: ModelRule
 
     def matches(self, text: str, agent: str) -> bool:
         """True when this rule answers ``text`` sent to the agent named ``agent``."""
-        return _hits(self.text, self.text_is_regex, text) and _hits(
-            self.agent, self.agent_is_regex, agent
-        )
-
-
-def _hits(pattern: re.Pattern[str] | None, is_regex: bool, value: str) -> bool:
-    if pattern is None:
-        return True
-    return (pattern.search(value) if is_regex else pattern.match(value)) is not None
+        return (self.text is None or self.text(text)) and (self.agent is None or self.agent(agent))
 
 
 @dataclass
@@ -106,18 +96,8 @@ def plain_reply(text: str) -> list[ModelTurnSpec]:
     return [ModelTurnSpec(say=PLAIN_PREFIX + said)]
 
 
-def _pattern(
-    raw: str | None, path: str, problems: list[str]
-) -> tuple[re.Pattern[str] | None, bool]:
-    if raw is None:
-        return None, False
-    if raw.startswith(REGEX_PREFIX):
-        try:
-            return re.compile(raw[len(REGEX_PREFIX) :]), True
-        except re.error as exc:
-            problems.append(f"{path}: bad regex {raw[len(REGEX_PREFIX) :]!r}: {exc}")
-            return None, True
-    return glob(raw), False
+def _pattern(raw: str | None, path: str, findings: Findings) -> Matcher | None:
+    return None if raw is None else value_matcher(raw, path, findings)
 
 
 def compile_script(doc: Any, source: str) -> ModelScript:
@@ -129,15 +109,16 @@ def compile_script(doc: Any, source: str) -> ModelScript:
     except ValidationError as exc:
         found = model_problems(exc)
         raise InvalidInput(f"{source}: {found[0]}", problems=found[1:]) from None
-    problems: list[str] = []
+    findings = Findings()
     compiled = []
     for index, rule in enumerate(parsed.rules):
         where = f"rules[{index}]"
         if not rule.model and rule.error is None:
-            problems.append(f"{where}: give the model turns it answers with (model) or an error")
-        text, text_regex = _pattern(rule.match, f"{where}.match", problems)
-        agent, agent_regex = _pattern(rule.agent, f"{where}.agent", problems)
-        compiled.append(CompiledRule(index, text, text_regex, agent, agent_regex, rule))
+            findings.error(where, "give the model turns it answers with (model) or an error")
+        text = _pattern(rule.match, f"{where}.match", findings)
+        agent = _pattern(rule.agent, f"{where}.agent", findings)
+        compiled.append(CompiledRule(index, text, agent, rule))
+    problems = list(findings.problems)
     scripts: list[tuple[str, list[ModelTurnSpec], str | None]] = [
         (f"rules[{i}]", rule.model, rule.error) for i, rule in enumerate(parsed.rules)
     ]
