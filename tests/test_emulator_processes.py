@@ -208,3 +208,30 @@ def test_the_sdk_runs_its_agent_against_belt_serve_with_workers(model: Path) -> 
             )
     assert output["code"] == "0", output["stderr"]
     assert "2 workers" in output["stderr"]
+
+
+def test_ctrl_c_ends_the_streams_still_open_and_stops_cleanly(model: Path) -> None:
+    ended = threading.Event()
+    with serve_process("--model", str(model), "--sweep-interval", "0") as (url, output):
+        body = {"chat_id": None, "input": {"text": "hi"}, "agent_config": {}}
+        chat_id = httpx.post(f"{url}/agents/run", json=body).json()["data"]["user_message"][
+            "chat_id"
+        ]
+        eventually(lambda: chat_of(url, chat_id)["status"] == "idle", "the run ended")
+        replayed = threading.Event()
+
+        def listen() -> None:
+            # The chat is idle and was never seen busy by this stream: it stays open.
+            with httpx.stream("GET", f"{url}/chats/{chat_id}/stream", timeout=60) as stream:
+                for raw in stream.iter_lines():
+                    if '"event": "chats"' in raw:
+                        replayed.set()
+            ended.set()
+
+        listener = threading.Thread(target=listen, daemon=True)
+        listener.start()
+        assert replayed.wait(30)
+    listener.join(30)
+    assert ended.is_set()
+    assert output["code"] == "0", output["stderr"]
+    assert "Traceback" not in output["stderr"] and "ERROR" not in output["stderr"]

@@ -20,6 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from belt.errors import BeltError
+from belt.server.guard import SHUTTING_DOWN
 from belt.server.problems import Problem, belt_problem, envelope, read_json_object
 from belt.server.stream import chat_events
 
@@ -121,8 +122,9 @@ class AgentsApi:
             await run_in_threadpool(read_chat, store, chat_id)
         except BeltError as exc:
             return belt_problem(exc).agent_response()
+        scope = request.scope
         return StreamingResponse(
-            chat_events(store, chat_id),
+            chat_events(store, chat_id, lambda: bool(scope.get(SHUTTING_DOWN))),
             media_type="application/x-ndjson",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )

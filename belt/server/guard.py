@@ -65,6 +65,10 @@ class _Waiting:
         return next(iter(self.since), None)
 
 
+SHUTTING_DOWN = "belt.shutting_down"
+"""Key a request's scope gets when the server stops while its response is still going."""
+
+
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a request-head deadline and a connection cap."""
 
@@ -107,6 +111,13 @@ class GuardedH11Protocol(H11Protocol):
         super().on_response_complete()
         if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
             self.waiting.add(self)
+
+    def shutdown(self) -> None:
+        """The server stops: a response still streaming (a chat's stream, which would stay
+        open while its client listens) is told to end, through its scope (``SHUTTING_DOWN``)."""
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.scope[SHUTTING_DOWN] = True  # type: ignore[literal-required]
+        super().shutdown()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Forget the connection."""

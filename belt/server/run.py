@@ -51,6 +51,8 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 MIN_SWEEP_INTERVAL = 0.1
+SHUTDOWN_GRACE = 3
+"""Seconds the requests still going at Ctrl-C get to end before they are cut."""
 
 
 def check_options(
@@ -187,6 +189,9 @@ def serve(
         http="belt.server.guard:GuardedH11Protocol",
         timeout_keep_alive=IDLE_TIMEOUT,
         backlog=BACKLOG,
+        # A chat stream stays open while its client listens (the JS SDK at a gate, a UI); on
+        # Ctrl-C the requests still going get this long to end, then they are cut.
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
     )
     guard_config(config, max_connections=max_connections)
     if on_listening is not None:

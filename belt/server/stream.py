@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
@@ -157,12 +157,15 @@ class ChatWatch:
         return None
 
 
-async def chat_events(store: Store, chat_id: str) -> AsyncIterator[bytes]:
-    """The NDJSON lines of a chat's stream, until its run ends or the client leaves."""
+async def chat_events(
+    store: Store, chat_id: str, stopping: Callable[[], bool] = lambda: False
+) -> AsyncIterator[bytes]:
+    """The NDJSON lines of a chat's stream, until its run ends, the client leaves, or the server
+    stops (``stopping``)."""
     watch = ChatWatch(store, chat_id)
     loop = asyncio.get_running_loop()
     last_sent = loop.time()
-    while True:
+    while not stopping():
         try:
             events, over = await run_in_threadpool(watch.look)
         except BeltError as exc:
