@@ -190,7 +190,8 @@ def test_the_sdk_runs_its_agent_against_belt_serve_with_workers(model: Path) -> 
     args = ("--model", str(model), "--workers", "2", "--sweep-interval", "0")
     with serve_process(*args) as (url, output):
         client = inferencesh.inference(api_key="belt-local", base_url=url)
-        for _ in range(4):
+
+        def one_chat() -> None:
             agent = client.agent(
                 {"name": "tidy", "hooks": [{"event": "agent.tool_call", "type": "gate"}]}
             )
@@ -206,6 +207,9 @@ def test_the_sdk_runs_its_agent_against_belt_serve_with_workers(model: Path) -> 
             assert agent.get_chat()["chat_messages"][-1]["content"][0]["text"] == (
                 "You said: and thanks"
             )
+
+        for _ in range(4):
+            one_chat()
     assert output["code"] == "0", output["stderr"]
     assert "2 workers" in output["stderr"]
 
