@@ -186,7 +186,14 @@ def gate_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
         )
     lines.append(("resolve each gate, then resume:", ""))
     for interrupt in pending:
-        lines.append((f"  belt interrupt resolve {interrupt['id']} allow   # or deny", ""))
+        if interrupt.get("reason") == "client_tool":
+            # A client tool's result is the resolution's data (what POST /tools/{id} stores).
+            command = (
+                f"""belt interrupt resolve {interrupt["id"]} allow --data '{{"result": "…"}}'"""
+            )
+        else:
+            command = f"belt interrupt resolve {interrupt['id']} allow   # or deny"
+        lines.append((f"  {command}", ""))
     lines.append((f"  belt sim resume {run_id}", ""))
     lines.append(
         ("(or `belt sim resume --wait`: it goes on as soon as every gate is settled)", "dim")

@@ -70,6 +70,10 @@ def test_a_client_tool_stays_working_until_its_result_arrives(tmp_path: Path) ->
     assert (call["type"], call["status"]) == ("client", "awaiting_input")
     (wait,) = held["interrupts"]
     assert (wait["reason"], wait["resource_id"]) == ("client_tool", call["id"])
+    shown = belt("sim", "show", run_id)
+    assert (
+        f"""belt interrupt resolve {wait["id"]} allow --data '{{"result": "…"}}'""" in shown.stdout
+    )
     listed = belt("sim", "list", "--json")
     assert json.loads(listed.stdout)[0]["state"] == "working"
     result = belt("interrupt", "resolve", wait["id"], "allow", "--data", '{"result": "42"}')
