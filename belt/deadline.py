@@ -149,3 +149,11 @@ def _backend() -> Any:
             self.inner.sleep(seconds)
 
     return Backend()
+
+
+def bounded_client(base: Any = None) -> Any:
+    """An ``httpx.Client`` whose calls keep to the total deadline (``base``: a transport of a
+    test or an embedder instead)."""
+    import httpx
+
+    return httpx.Client(transport=base or transport(), follow_redirects=False)

@@ -16,7 +16,14 @@ Three measurements, each printed as one block (docs/reliability.md quotes them):
    failed requests, /healthz answers during the attack, and stderr bytes; the ratio of the
    attacked throughput to the quiet one is the figure (target: at least 0.5).
 
-Run with `python bench/reliability.py` (about a minute).
+4. The engine: racing resumers (several `belt sim resume` of one run released together, many
+   trials; counted: winners per trial, which must be exactly one), killed simulations (a
+   `belt sim run` and then each `belt sim resume` SIGKILLed at random moments, KILLS times in
+   all; counted: resumes that went on, and tools run more than once, which must be none), and
+   damaged store records (each kind of damage to each record of a held simulation, then
+   `sim resume`, `sim stop`, `sim show`; counted: clean errors that leave the file as it was).
+
+Run with `python bench/reliability.py` (about two minutes); `--only engine` runs part 4 alone.
 """
 
 from __future__ import annotations
@@ -414,7 +421,240 @@ def run_load() -> dict[str, Any]:
     }
 
 
+# 4. The engine ---------------------------------------------------------------------------------
+
+RACER = """
+import runpy, sys
+import belt.cli
+sys.argv = ["belt", *sys.argv[1:]]
+print("ready", flush=True)
+sys.stdin.readline()
+runpy.run_module("belt", run_name="__main__", alter_sys=True)
+"""
+KILLS = 25
+
+
+def belt_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "belt", *args], env=env, capture_output=True, text=True, cwd=ROOT
+    )
+
+
+def gated_scenario(folder: Path, hook_url: str) -> Path:
+    call = {"name": "delete_file", "arguments": {"path": "/tmp/x"}, "result": "ok"}
+    doc = {
+        "agent": {
+            "hooks": [
+                {"event": "agent.tool_call", "type": "gate"},
+                {"event": "agent.complete", "type": "webhook", "handler": f"{hook_url}/hooks"},
+            ]
+        },
+        "turns": [{"user": "go", "model": [{"say": "x", "tool_calls": [call]}, {"say": "ok"}]}],
+    }
+    path = folder / "gated.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def race_resumers(env: dict[str, str], folder: Path, hook_url: str, racers: int) -> int:
+    """Winners among ``racers`` resumes of one held run, released together."""
+    held = json.loads(
+        belt_cli(env, "sim", "run", str(gated_scenario(folder, hook_url)), "--json").stdout
+    )
+    run_id = held["runs"][0]["id"]
+    belt_cli(env, "interrupt", "resolve", held["chat"]["pending_interrupts"][0]["id"], "allow")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, "sim", "resume", run_id],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=ROOT,
+        )
+        for _ in range(racers)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    codes = [proc.wait(120) for proc in procs]
+    for proc in procs:
+        proc.communicate()
+    return sum(1 for code in codes if code == 0)
+
+
+def deliveries(folder: Path) -> int:
+    """How many hook requests the local `belt serve` has answered (lines of its journal)."""
+    journal = folder / "serve" / "store" / "logs" / "journal" / "serve.jsonl"
+    try:
+        return journal.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def kill_and_resume(env: dict[str, str], folder: Path, hook_url: str) -> dict[str, Any]:
+    """KILLS SIGKILLs at random moments of one long simulation, each followed by a resume.
+
+    A moment is a random number of hook deliveries into the run (1 to 12 more), and a random
+    fraction of a delivery's time after it: so the kills land before, during and after steps.
+    """
+    import random
+
+    chance = random.Random(7)
+    call = {"name": "write_file", "arguments": {}, "result": "ok"}
+    turns = [
+        {"user": f"task {t}", "model": [{"say": "a", "tool_calls": [call, call]}, {"say": "b"}]}
+        for t in range(40)
+    ]
+    hooks = [
+        {"event": event, "type": "webhook", "handler": f"{hook_url}/hooks"}
+        for event in ("agent.turn_start", "agent.tool_call", "agent.complete")
+    ]
+    path = folder / "long.json"
+    path.write_text(json.dumps({"agent": {"hooks": hooks}, "turns": turns}))
+    command = ["sim", "run", str(path)]
+    kills = resumed = 0
+    for _ in range(200):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "belt", *command],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=ROOT,
+        )
+        if kills < KILLS:
+            target = deliveries(folder) + chance.randint(1, 12)
+            until = time.monotonic() + 60
+            while deliveries(folder) < target and proc.poll() is None and time.monotonic() < until:
+                time.sleep(0.001)
+            time.sleep(chance.uniform(0, 0.004))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                kills += 1
+        proc.wait(120)
+        rows = json.loads(belt_cli(env, "sim", "list", "--json").stdout)
+        rows = [r for r in rows if r["scenario"] == str(path)]
+        if len(rows) == len(turns) and all(r["state"] == "completed" for r in rows):
+            break
+        unfinished = [r for r in rows if r["state"] != "completed"]
+        command = ["sim", "resume", unfinished[0]["id"]]
+        resumed += 1
+    report = json.loads(belt_cli(env, "sim", "show", rows[0]["id"], "--json").stdout)
+    messages = report["chat"]["chat_messages"]
+    tools = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    return {
+        "kills": kills,
+        "resumes": resumed,
+        "finished": sum(1 for r in rows if r["state"] == "completed"),
+        "runs": len(turns),
+        "tools": len(tools),
+        "tools_twice": len(tools) - len(set(tools)),
+        "expected_tools": 2 * len(turns),
+    }
+
+
+DAMAGE: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "field missing": lambda data: data.pop(next(iter(data))),
+    "field mistyped": lambda data: data.update({next(iter(data)): [1]}),
+    "data not an object": lambda data: None,
+}
+
+
+def damaged_records(env: dict[str, str], folder: Path, hook_url: str) -> dict[str, Any]:
+    """Each damage to each record of a held simulation, under resume, stop and show."""
+    tried = clean = 0
+    for kind in ("run", "chat", "sim", "interrupt", "scenario"):
+        for name, damage in {
+            **DAMAGE,
+            "deep nesting": lambda data: None,
+            "not JSON": lambda data: None,
+        }.items():
+            home = folder / f"damage-{kind}-{len(name)}-{tried}"
+            case_env = {**env, "BELT_HOME": str(home)}
+            held = json.loads(
+                belt_cli(
+                    case_env, "sim", "run", str(gated_scenario(folder, hook_url)), "--json"
+                ).stdout
+            )
+            ids = {
+                "run": held["runs"][0]["id"],
+                "chat": held["chat"]["id"],
+                "sim": held["simulation"]["id"],
+                "interrupt": held["chat"]["pending_interrupts"][0]["id"],
+                "scenario": held["simulation"]["id"],
+            }
+            target = home / "store" / "objects" / kind / f"{ids[kind]}.json"
+            envelope = json.loads(target.read_text())
+            if name == "deep nesting":
+                target.write_text("[" * 50_000 + "]" * 50_000)
+            elif name == "not JSON":
+                target.write_text(target.read_text()[:40])
+            elif name == "data not an object":
+                envelope["data"] = [1]
+                target.write_text(json.dumps(envelope))
+            else:
+                damage(envelope["data"])
+                target.write_text(json.dumps(envelope))
+            before = target.read_bytes()
+            run_id = ids["run"]
+            for command in (
+                ("sim", "resume", run_id),
+                ("sim", "stop", run_id),
+                ("sim", "show", run_id),
+            ):
+                tried += 1
+                done = belt_cli(case_env, *command)
+                # A command that needs the record ends in a clean error; one that does not
+                # (`stop` and `show` never read the scenario) may succeed; none may crash or
+                # touch the damaged file.
+                failed_cleanly = done.returncode in (3, 4, 5) and done.stderr.count("\n") <= 2
+                if (
+                    (failed_cleanly or done.returncode == 0)
+                    and "Traceback" not in done.stderr
+                    and target.read_bytes() == before
+                ):
+                    clean += 1
+    return {"tried": tried, "clean": clean}
+
+
+def run_engine() -> None:
+    with tempfile.TemporaryDirectory(prefix="belt-reliability-engine-") as tmp:
+        folder = Path(tmp)
+        server, url = start_server(str(folder / "serve"))
+        try:
+            env = {**os.environ, "BELT_HOME": str(folder / "home"), "NO_COLOR": "1"}
+            winners = [race_resumers(env, folder, url, 2) for _ in range(10)]
+            many = [race_resumers(env, folder, url, 12) for _ in range(3)]
+            print(
+                f"racing resumers: 10 trials of 2 and 3 trials of 12 released together; winners "
+                f"per trial {sorted(set(winners + many))} (exactly one wins every trial: "
+                f"{all(w == 1 for w in winners + many)})"
+            )
+            killed = kill_and_resume({**env, "BELT_HOME": str(folder / "kills")}, folder, url)
+            print(
+                f"killed simulations: {killed['kills']} SIGKILLs, {killed['resumes']} resumes; "
+                f"{killed['finished']} of {killed['runs']} runs completed; {killed['tools']} tool "
+                f"results for {killed['expected_tools']} tool calls, {killed['tools_twice']} run "
+                "twice"
+            )
+            damaged = damaged_records(env, folder, url)
+            print(
+                f"damaged store records: {damaged['clean']} of {damaged['tried']} commands end in "
+                "a clean error (or, not needing the record, succeed) and leave the file as it was"
+            )
+        finally:
+            server.terminate()
+            server.wait(10)
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--only", "engine"]:
+        run_engine()
+        return
     bad = run_bad_inputs()
     print(
         f"bad inputs: {bad['clean']} of {bad['tried']} end in a clean error (exit 2-6, "
@@ -445,6 +685,7 @@ def main() -> None:
         f"{load['health_ok']} of {load['health_total']} probes; server stderr "
         f"{load['stderr_bytes']} bytes, {load['tracebacks']} tracebacks"
     )
+    run_engine()
 
 
 if __name__ == "__main__":

@@ -74,10 +74,13 @@ def test_the_key_comes_from_the_environment(
 ) -> None:
     platform.reply("GET", "/agent-runs/r/interrupts", 200, envelope([]))
     monkeypatch.setenv("INFERENCE_API_KEY", "second")
-    Platform(platform.url).list_interrupts(run_id="r")
+    with Platform(platform.url) as client:
+        client.list_interrupts(run_id="r")
     monkeypatch.setenv("INFSH_API_KEY", "first")
-    Platform(platform.url).list_interrupts(run_id="r")
-    Platform(platform.url, api_key="given").list_interrupts(run_id="r")
+    with Platform(platform.url) as client:
+        client.list_interrupts(run_id="r")
+    with Platform(platform.url, api_key="given") as client:
+        client.list_interrupts(run_id="r")
     sent = [seen.headers["authorization"] for seen in platform.requests]
     assert sent == ["Bearer second", "Bearer first", "Bearer given"]
 
@@ -161,7 +164,8 @@ def test_problems_become_one_line_errors(
 def test_a_problem_that_echoes_the_key_is_redacted(platform: FakePlatform) -> None:
     platform.reply("GET", "/agent-runs/r/interrupts", 401, problem(401, "Bad", f"bad key {KEY}"))
     with pytest.raises(BeltError) as caught:
-        Platform(platform.url, api_key=KEY).list_interrupts(run_id="r")
+        with Platform(platform.url, api_key=KEY) as client:
+            client.list_interrupts(run_id="r")
     assert KEY not in caught.value.message
     assert "bad key ***" in caught.value.message
 
@@ -176,21 +180,22 @@ def test_a_success_body_without_the_envelope_is_invalid(
 ) -> None:
     platform.reply("POST", "/interrupts/int_1/resolve", 200, body)
     with pytest.raises(InvalidInput, match=platform.host):
-        Platform(platform.url).resolve_interrupt(interrupt_id="int_1", decision="allow")
+        with Platform(platform.url) as client:
+            client.resolve_interrupt(interrupt_id="int_1", decision="allow")
 
 
 def test_a_list_that_is_not_a_list_is_invalid(platform: FakePlatform) -> None:
     platform.reply("GET", "/agent-runs/r/interrupts", 200, envelope({"id": "int_1"}))
     with pytest.raises(InvalidInput, match="interrupt list"):
-        Platform(platform.url).list_interrupts(run_id="r")
+        with Platform(platform.url) as client:
+            client.list_interrupts(run_id="r")
 
 
 def test_connection_refused_names_the_host_only() -> None:
     port = closed_port()
     with pytest.raises(Unreachable) as caught:
-        Platform(f"http://user:pw@127.0.0.1:{port}/x?token=t", api_key=KEY).list_interrupts(
-            run_id="r"
-        )
+        with Platform(f"http://user:pw@127.0.0.1:{port}/x?token=t", api_key=KEY) as client:
+            client.list_interrupts(run_id="r")
     assert caught.value.exit_code == ExitCode.UNREACHABLE
     assert f"cannot reach 127.0.0.1:{port}" in caught.value.message
     for secret in (KEY, "pw", "token"):
@@ -200,7 +205,8 @@ def test_connection_refused_names_the_host_only() -> None:
 def test_a_server_that_does_not_answer_in_time(platform: FakePlatform) -> None:
     platform.reply("GET", "/agent-runs/r/interrupts", 200, envelope([]), delay=1.0)
     with pytest.raises(Unreachable, match=f"{platform.host} did not answer within 0.2s"):
-        Platform(platform.url, api_key=KEY, timeout=0.2).list_interrupts(run_id="r")
+        with Platform(platform.url, api_key=KEY, timeout=0.2) as client:
+            client.list_interrupts(run_id="r")
 
 
 def test_an_injected_transport_carries_the_requests() -> None:
@@ -433,7 +439,8 @@ def test_a_hostile_answer_is_a_clear_remote_failure(
 ) -> None:
     platform.reply("POST", "/interrupts/int_1/resolve", 200, body)
     with pytest.raises(Unreachable) as caught:
-        Platform(platform.url).resolve_interrupt(interrupt_id="int_1", decision="allow")
+        with Platform(platform.url) as client:
+            client.resolve_interrupt(interrupt_id="int_1", decision="allow")
     assert caught.value.exit_code == ExitCode.UNREACHABLE
     assert caught.value.message.startswith(f"{platform.host} answered HTTP 200 with a body that")
     assert reason in caught.value.message
@@ -443,13 +450,15 @@ def test_a_hostile_answer_is_a_clear_remote_failure(
 def test_a_trickling_api_fails_at_the_total_deadline(behaviour: Any) -> None:
     with hostile.hostile_server(behaviour()) as url:
         with pytest.raises(Unreachable, match="did not answer within 1s"):
-            Platform(url, timeout=1.0).list_interrupts(run_id="run_1")
+            with Platform(url, timeout=1.0) as client:
+                client.list_interrupts(run_id="run_1")
 
 
 def test_an_endless_api_answer_is_cut_at_the_cap() -> None:
     with hostile.hostile_server(hostile.endless()) as url:
         with pytest.raises(Unreachable, match="the answer is larger than 16384 KiB"):
-            Platform(url, timeout=30.0).list_interrupts(run_id="run_1")
+            with Platform(url, timeout=30.0) as client:
+                client.list_interrupts(run_id="run_1")
 
 
 def test_a_broken_api_url_is_invalid_input() -> None:

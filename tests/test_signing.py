@@ -2,13 +2,7 @@ import pytest
 
 from belt.errors import InvalidInput
 from belt.signing import SignatureError, secret_key, sign, signed_headers, verify
-
-# The published Standard Webhooks test vector (spec/WIRE.md).
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-MSG_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
-TIMESTAMP = 1614265330
-BODY = b'{"test": 2432232314}'
-SIGNATURE = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+from tests.vectors import BODY, MSG_ID, SECRET, SIGNATURE, TIMESTAMP
 
 
 def vector_headers(**changes: str) -> dict[str, str]:

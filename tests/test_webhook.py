@@ -11,8 +11,7 @@ from belt.samples import sample_payload
 from belt.signing import verify
 from tests import hostile
 from tests.hookapp import HookApp, hook_app
-
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+from tests.vectors import SECRET
 
 
 @pytest.fixture(scope="module")

@@ -217,10 +217,13 @@ def create_emulated(
 class LentTransport(httpx.BaseTransport):
     """One HTTP connection pool for the hooks of every emulated run of a server: a run's
     dispatcher closes its client when the run stops, which leaves this pool open (opening a
-    client is far dearer than a hook's round trip)."""
+    client is far dearer than a hook's round trip). Its calls keep to each hook's total
+    deadline, as every delivery's do (``belt.deadline``)."""
 
     def __init__(self) -> None:
-        self.inner = httpx.HTTPTransport()
+        from belt.deadline import transport
+
+        self.inner = transport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send a request through the shared pool."""

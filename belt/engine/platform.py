@@ -150,7 +150,7 @@ class PlatformLoop:
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
-        self.scenario = Scenario.model_validate(sim.scenario_doc)
+        self.scenario = sim.scenario_as(Scenario)
         options = sim.options
         loaded = options.loaded
         if isinstance(loaded, LoadedScenario):

@@ -41,11 +41,10 @@ MAX_ANSWER_BYTES = 1024 * 1024
 
 def webhook_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """A client for deliveries; without a ``transport`` its calls keep to the total deadline."""
-    import httpx
+    from belt.deadline import bounded_client
 
-    from belt.deadline import transport as deadline_transport
-
-    return httpx.Client(transport=transport or deadline_transport(), follow_redirects=False)
+    client: httpx.Client = bounded_client(transport)
+    return client
 
 
 def encode_payload(payload: dict[str, Any]) -> bytes:

@@ -21,10 +21,10 @@ from belt.server.run import bind, is_loopback
 from belt.signing import signed_headers
 from belt.store import open_store
 from tests.cli.runner import belt
+from tests.vectors import SECRET
 
 ROOT = Path(__file__).parent.parent.parent
 EXAMPLE_POLICY = ROOT / "examples" / "policy.toml"
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 TOKEN = "tok-cli-9d2e6b"
 
 

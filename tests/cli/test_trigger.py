@@ -11,6 +11,7 @@ from belt.store import Store
 from tests.cli.runner import belt
 from tests.hookapp import HookApp, hook_app
 from tests.servers import running
+from tests.vectors import SECRET
 
 EXAMPLE_POLICY = Path(__file__).parent.parent.parent / "examples" / "policy.toml"
 
@@ -86,7 +87,7 @@ def test_an_invalid_body_exits_6_and_json_still_prints_the_report(webhook: HookA
 
 def test_no_full_url_or_secret_reaches_the_terminal(webhook: HookApp) -> None:
     webhook.decide = lambda name, payload: (500, "")
-    secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    secret = SECRET
     url = webhook.url.replace("http://", "http://user:pa55word@") + "/hooks/PATHSECRET?k=QSECRET"
     for flags in ((), ("--json",)):
         result = belt("trigger", "agent.tool_call", "--to", url, "--secret", secret, *flags)
