@@ -321,6 +321,19 @@ def test_settings_switch_the_hooks_of_an_emulated_chat_off(api: str) -> None:
         assert hooks.events() == ["agent.turn_start"]
 
 
+def test_a_webhook_that_answers_too_late_is_cut_at_its_deadline(api: str) -> None:
+    with hook_app(slow=5) as hooks:
+        slow = {"event": "agent.turn_start", "type": "webhook", "handler": hooks.url + "/slow"}
+        chat_id = started(api, "hello", hooks=[{**slow, "timeout": 1}])["assistant_message"][
+            "chat_id"
+        ]
+        done = settled(api, chat_id)
+    (row,) = [m for m in done["chat_messages"] if m["role"] == "event"]
+    hook = row["content"][0]["event"]["hook"]
+    assert hook["error"].endswith("did not answer within 1 s")
+    assert done["chat_messages"][-1]["content"][0]["text"] == "You said: hello"
+
+
 def test_an_injection_reaches_the_context_and_the_stream(api: str) -> None:
     def decide(name: str, payload: dict[str, Any]) -> dict[str, Any]:
         return {"decision": "allow", "inject": {"content": "Be brief.", "ttl_turns": 1}}
