@@ -21,7 +21,16 @@ def running(app: Any, **guard: Any) -> Iterator[str]:
     """
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", ws="none")
+    # A response still streaming when the test ends (a chat stream) is cut after a few seconds
+    # rather than holding the test forever.
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        ws="none",
+        timeout_graceful_shutdown=5,
+    )
     if guard:
         config.http = "belt.server.guard:GuardedH11Protocol"
         guard_config(config, **guard)

@@ -10,8 +10,8 @@ the chat), then sends what changes.
 Everything is read from the store (the chat record, the size of its message index, the messages
 of the run that is going on), never from one process's memory, so a stream served by any worker
 of ``belt serve --workers`` sees the runs every other worker drives. A stream ends once the chat,
-seen busy, is idle again (its run ended); a stream that never saw the chat busy stays open,
-with heartbeats, until the client leaves.
+seen busy, is idle again (its run ended), or once a run that began after it connected has
+ended; a stream that saw no run stays open, with heartbeats, until the client leaves.
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ class ChatWatch:
         runs that ended do not)."""
         self.replay_run: str | None = None
         self.saw_busy = False
+        self.runs_at_connect: int | None = None
         self.first = True
 
     def look(self) -> tuple[list[dict[str, Any]], bool]:
@@ -105,8 +106,10 @@ class ChatWatch:
         if not self.first and size == self.index_size and key == self.chat_key:
             return [], False
         ids = self.store.members(MESSAGES, self.chat_id)
+        runs = int(chat.get("run_count") or 0)
         if self.first:
             self.replay_run = active or self.last_run(ids)
+            self.runs_at_connect = runs
         events: list[dict[str, Any]] = []
         first_open = len(ids)
         for position in range(self.open_from, len(ids)):
@@ -133,20 +136,21 @@ class ChatWatch:
             self.sent[message["id"]] = fingerprint
         self.open_from = first_open if active is not None else len(ids)
         self.index_size, self.chat_key = size, key
-        runs = [run] if active and (run := self.store.get(RUN, str(active))) else []
+        current = [run] if active and (run := self.store.get(RUN, str(active))) else []
         events.append(
             {
                 "event": "chats",
                 "data": chat_dto(
-                    self.store, self.chat_id, runs=runs, public=True, with_messages=False
+                    self.store, self.chat_id, runs=current, public=True, with_messages=False
                 ),
             }
         )
         self.first = False
-        if active is not None:
+        # A run that began and ended between two looks was never seen busy: the run count says
+        # it happened.
+        if active is not None or runs != self.runs_at_connect:
             self.saw_busy = True
-            return events, False
-        return events, self.saw_busy
+        return events, active is None and self.saw_busy
 
     def last_run(self, ids: list[str]) -> str | None:
         """The run of the chat's last message that has one (the latest turn, at replay)."""
