@@ -269,8 +269,8 @@ def test_a_client_tool_keeps_its_run_working_until_its_result_is_posted(api: str
 
     def waiting() -> dict[str, Any] | None:
         found = chat(api, chat_id)
-        calls = invocations(found)
-        return found if calls and calls[0]["status"] == "awaiting_input" else None
+        run = found["active_run"] or {}
+        return found if run.get("interrupt_reason") == "client_tool" else None
 
     held = eventually(waiting, "the client tool waits")
     assert held["status"] == "busy" and held["active_run"]["state"] == "working"

@@ -24,10 +24,12 @@ if (mode === 'gate') {
       { event: 'agent.tool_call', type: 'gate', default_resolution: 'deny' },
     ],
   });
-  // At a gate the JS SDK keeps listening: resolve it from the chat event that shows it.
+  // At a gate the JS SDK keeps listening: resolve it from the chat event that shows the run
+  // held there (input_required).
   const first = await agent.sendMessage('clean up the disk', track({
     onChat: async (chat) => {
       seen.chats.push({ status: chat.status, state: chat.active_run?.state ?? null });
+      if (chat.active_run?.state !== 'input_required') return;
       for (const gate of chat.pending_interrupts ?? []) {
         if (seen.resolved.includes(gate.id)) continue;
         seen.resolved.push(gate.id);
