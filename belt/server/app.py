@@ -25,6 +25,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from belt.errors import BeltError
+from belt.records.journal import JOURNAL
+from belt.records.journal import SERVE as JOURNAL_ID
 from belt.server.deciders import Decider, HandlerResponseError, allow_all
 from belt.server.problems import (
     Problem,
@@ -41,9 +43,6 @@ from belt.wire.validate import describe, model_problems
 
 if TYPE_CHECKING:
     from belt.store import Store
-
-JOURNAL = "journal"
-JOURNAL_ID = "serve"
 
 Reporter = Callable[[dict[str, Any]], None]
 
