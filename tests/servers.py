@@ -20,6 +20,10 @@ def running(app: Any) -> Iterator[str]:
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", ws="none")
     server = uvicorn.Server(config)
+    state = getattr(app, "state", None)
+    if state is not None:
+        # Open inspector streams end when the server stops, as under `belt serve`.
+        state.stopping = lambda: server.should_exit
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

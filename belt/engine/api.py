@@ -212,6 +212,22 @@ def resume_settled(store: Store) -> list[dict[str, Any]]:
     (not every run), and each run it continues is continued by this process alone (its lease).
     Returns one record per run it tried: ``{"run_id", "state"}`` or ``{"run_id", "error"}``.
     """
+    from belt.records.runs import GATED_RUNS
+
+    tried: list[dict[str, Any]] = []
+    for run_id in store.tagged(GATED_RUNS):
+        record = resume_if_settled(store, run_id)
+        if record is not None:
+            tried.append(record)
+    return tried
+
+
+def resume_if_settled(store: Store, run_id: str) -> dict[str, Any] | None:
+    """Continue one run held at gates once they are all settled, unless a live process holds it.
+
+    Returns ``{"run_id", "state", "sim_id"}`` or ``{"run_id", "error"}`` when it tried, None
+    when the run is not ready (a gate still pending, not held at gates, held by another process).
+    """
     from belt.engine.simulation import Options
     from belt.errors import BeltError, Conflict
     from belt.records import leases
@@ -219,23 +235,19 @@ def resume_settled(store: Store) -> list[dict[str, Any]]:
     from belt.records.runs import GATED_RUNS, RUN
     from belt.wire.enums import AgentRunState
 
-    tried: list[dict[str, Any]] = []
-    for run_id in store.tagged(GATED_RUNS):
-        run = store.get(RUN, run_id)
-        if run is None or run.get("state") != AgentRunState.INPUT_REQUIRED:
-            store.untag(GATED_RUNS, run_id)
-            continue
-        if pending_for_run(store=store, run_id=run_id):
-            continue
-        if leases.holder_alive(run.get("lease")) and not leases.is_mine(run.get("lease")):
-            continue
-        try:
-            sim, _ = resume_simulation(store, run_id, Options())
-        except Conflict:
-            continue  # another process took it first, or it is not ready after all
-        except BeltError as exc:
-            tried.append({"run_id": run_id, "error": exc.message})
-            continue
-        state = store.read(RUN, run_id)["state"]
-        tried.append({"run_id": run_id, "state": state, "sim_id": sim["id"]})
-    return tried
+    run = store.get(RUN, run_id)
+    if run is None or run.get("state") != AgentRunState.INPUT_REQUIRED:
+        store.untag(GATED_RUNS, run_id)
+        return None
+    if pending_for_run(store=store, run_id=run_id):
+        return None
+    if leases.holder_alive(run.get("lease")) and not leases.is_mine(run.get("lease")):
+        return None
+    try:
+        sim, _ = resume_simulation(store, run_id, Options())
+    except Conflict:
+        return None  # another process took it first, or it is not ready after all
+    except BeltError as exc:
+        return {"run_id": run_id, "error": exc.message}
+    state = store.read(RUN, run_id)["state"]
+    return {"run_id": run_id, "state": state, "sim_id": sim["id"]}

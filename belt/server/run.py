@@ -115,6 +115,8 @@ def serve(
         app, log_level="warning", access_log=False, lifespan="on", ws="none", server_header=False
     )
     server = uvicorn.Server(config)
+    # Open inspector streams end when the server stops, instead of holding its shutdown.
+    app.state.stopping = lambda: server.should_exit
     if on_listening is not None:
         shown = f"[{host.strip('[]')}]" if ":" in host else host
         on_listening(
