@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 STATIC_FILES = {
     "inspector.js": "text/javascript; charset=utf-8",
     "inspector.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
 }
 PAGE_HEADERS = {
     "content-security-policy": (

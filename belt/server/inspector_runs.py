@@ -187,7 +187,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
     """One run: its record, its timeline, its gates, the chats it started or came from."""
     from belt.engine.report import build_report
     from belt.engine.simulation import sim_of_run
-    from belt.records.interrupts import list_interrupts, on_expiry, read_record, settled_by
+    from belt.records.interrupts import list_interrupts, read_record
     from belt.store import check_id
 
     check_id(run_id, what="run id")
@@ -195,10 +195,11 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
     sim = sim_of_run(store, run_id)
     report = build_report(store, sim)
     run = next(r for r in report["runs"] if r["id"] == run_id)
-    gates = {}
-    for dto in list_interrupts(store=store, run_id=run_id, include_settled=True):
-        record = read_record(store=store, interrupt_id=dto["id"])
-        gates[dto["id"]] = {**dto, "on_expiry": on_expiry(record), "settled_by": settled_by(record)}
+    now = utcnow()
+    gates = {
+        dto["id"]: gate_item(read_record(store=store, interrupt_id=dto["id"]), now)
+        for dto in list_interrupts(store=store, run_id=run_id, include_settled=True)
+    }
     timeline: list[dict[str, Any]] = []
     for message in report["chat"]["chat_messages"]:
         if message.get("agent_run_id") == run_id:
@@ -257,27 +258,32 @@ def _task_item(task: dict[str, Any]) -> dict[str, Any]:
 def gates(store: Store) -> dict[str, Any]:
     """The pending gates of every run, the one that expires first first, with what each holds,
     how long it has left and what its expiry will do."""
-    from belt.records.interrupts import inbox, on_expiry, to_dto
+    from belt.records.interrupts import inbox
 
     now = utcnow()
-    items = []
-    for record in inbox(store=store):
-        dto = to_dto(record)
-        meta = mapping(dto.get("meta"))
-        data = mapping(meta.get("data"))
-        items.append(
-            {
-                **dto,
-                "event": meta.get("event") or str(dto.get("source") or "").removeprefix("hook:"),
-                "tool": data.get("tool"),
-                "arguments": data.get("arguments"),
-                "turn_count": meta.get("turn_count"),
-                "on_expiry": on_expiry(record),
-                "seconds_left": _seconds_left(dto.get("expires_at"), now),
-            }
-        )
+    items = [gate_item(record, now) for record in inbox(store=store)]
     items.sort(key=lambda item: str(item.get("expires_at") or ""))
     return {"now": now.isoformat(), "items": items}
+
+
+def gate_item(record: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """A stored interrupt as the page shows a gate: its InterruptDTO, what it holds, how long it
+    has left, what its expiry will do, and who settled it."""
+    from belt.records.interrupts import on_expiry, settled_by, to_dto
+
+    dto = to_dto(record)
+    meta = mapping(dto.get("meta"))
+    data = mapping(meta.get("data"))
+    return {
+        **dto,
+        "event": meta.get("event") or str(dto.get("source") or "").removeprefix("hook:"),
+        "tool": data.get("tool"),
+        "arguments": data.get("arguments"),
+        "turn_count": meta.get("turn_count"),
+        "on_expiry": on_expiry(record),
+        "seconds_left": _seconds_left(dto.get("expires_at"), now),
+        "settled_by": settled_by(record),
+    }
 
 
 def _seconds_left(expires_at: Any, now: datetime) -> float | None:

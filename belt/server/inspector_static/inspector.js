@@ -353,7 +353,7 @@ async function deliveryView(id) {
       ["signature", sig ? (sig.checked ? (sig.verified ? `verified (webhook-id ${sig.webhook_id})` : `failed: ${sig.detail}`) : sig.detail) : null],
       ["payload", v.valid ? "valid LifecycleHookPayload" : el("span", { class: "error" }, "invalid: ", v.problems.join("; "))],
       ["attempts", found.attempts.length > 1 ? found.attempts.map((a, i) => [i ? ", " : "", deliveryLink(a, a === d.id ? `${i + 1} (this)` : String(i + 1))]) : null],
-      ["routed to", found.routed_to], ["policy rule", found.rule],
+      ["routed to", found.routed_to], ["policy rule", found.rule === null ? null : `rules[${found.rule}]`],
     ]),
     el("div", { class: "bodies" },
       el("section", {}, el("h3", {}, "Request body"), pre(found.request)),
