@@ -54,7 +54,7 @@ class LazyInspector:
         if self.app is None:
             from belt.server.inspector_api import build
 
-            self.app = build(**self.options)
+            self.app = build(prefix=PREFIX, **self.options)
         await self.app(scope, receive, send)
 
 

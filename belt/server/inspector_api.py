@@ -35,7 +35,6 @@ from starlette.routing import Route, Router
 
 from belt.errors import BeltError, Conflict
 from belt.records.journal import JOURNAL, SERVE
-from belt.server.inspector import PREFIX
 from belt.server.inspector_deliveries import Deliveries, Signals, check_filters
 from belt.server.inspector_replay import Replayer, parse_target, scenario_file, scenario_handler
 from belt.server.problems import Problem, belt_problem, envelope, read_json_object
@@ -460,10 +459,13 @@ def _whole(value: str, name: str) -> int:
     return int(value)
 
 
-def build(*, store: Store, decide: Decider | None, token: bool, report: Reporter | None) -> ASGIApp:
-    """The inspector's router over ``store``, behind its guard."""
+def build(
+    *, prefix: str, store: Store, decide: Decider | None, token: bool, report: Reporter | None
+) -> ASGIApp:
+    """The inspector's router over ``store`` (its JSON routes under ``prefix``), behind its
+    guard."""
     inspector = Inspector(store, decide=decide, report=report)
-    p = PREFIX
+    p = prefix
     router = Router(
         routes=[
             Route("/", inspector.page, methods=["GET", "HEAD"]),
