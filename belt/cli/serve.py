@@ -91,7 +91,8 @@ def render_listening(info: dict[str, Any]) -> None:
     if info.get("resume"):
         extras.append("runs continue when their gates are settled")
     output.styled(
-        f"belt serve listening on {info['url']} ({', '.join(extras)}); Ctrl-C stops",
+        f"belt serve listening on {info['url']} ({', '.join(extras)}); "
+        f"the inspector is at {info['url']}/; Ctrl-C stops",
         "bold",
         stderr=True,
     )

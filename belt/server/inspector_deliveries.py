@@ -344,6 +344,16 @@ class Deliveries:
                 if anchor is None:
                     raise NotFound(f"no delivery {before}")
                 end = bisect.bisect_left(entries, anchor.key, key=BY_KEY)
+            if not filters:
+                # Nothing to match: the newest ``limit`` before the anchor, without a pass.
+                chosen = entries[max(0, end - limit) : end]
+                return {
+                    "total": len(entries),
+                    "matched": len(entries),
+                    "items": [entry.summary for entry in reversed(chosen)],
+                    "next": chosen[0].summary["id"] if chosen and end > limit else None,
+                    "problems": list(self.problems),
+                }
             matched = 0
             items: list[dict[str, Any]] = []
             more = False

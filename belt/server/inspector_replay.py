@@ -70,7 +70,7 @@ class Target:
     def label(self) -> str:
         """How the target is named in the replay's report and journal."""
         if self.kind == "own":
-            return "each delivery's own handler"
+            return "its own handler"
         if self.kind == "url":
             return url_host(str(self.value))
         if self.kind == "policy":

@@ -64,7 +64,7 @@ function badge(decision, extra) {
 
 function fields(rows) {
   return el("dl", { class: "fields" }, rows
-    .filter(([, value]) => value !== null && value !== undefined && value !== "")
+    .filter(([, value]) => value !== null && value !== undefined && value !== "" && !(Array.isArray(value) && !value.length))
     .map(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
 }
 
