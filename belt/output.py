@@ -2,18 +2,67 @@
 
 Human output reads well on a terminal and plainly when piped; ``--json`` output is plain JSON.
 Colour follows ``NO_COLOR`` and TTY detection.
+
+Much of what belt prints came from outside (request paths, a webhook's reason, a tool's
+feedback, file names), so every function here escapes control characters before they reach
+the terminal: C0 (newlines and carriage returns too, so no text can fake a line of its own),
+DEL and C1 (U+0080-U+009F, which terminals can read as escape sequences such as CSI, U+009B)
+are shown as visible escapes (``\x1b``, ``\n``), as are lone surrogates, which cannot be
+written as UTF-8 at all. Rich markup in such text is never interpreted.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_UNSAFE_IN_BLOCK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# JSON escapes C0 itself; DEL, C1 and lone surrogates it would write raw.
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def clean(text: str) -> str:
+    """``text`` with every control character and lone surrogate as a visible escape."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def clean_block(text: str) -> str:
+    """``clean`` for a multi-line document belt wrote itself: newlines and tabs are kept."""
+    return _UNSAFE_IN_BLOCK.sub(_escape, text)
+
+
+def json_text(
+    data: Any, *, indent: int | None = None, separators: tuple[str, str] | None = None
+) -> str:
+    """JSON text that is safe on a terminal and still the same JSON value.
+
+    json.dumps escapes C0 but leaves DEL and C1 raw; a C1 character such as U+009B is CSI to
+    many terminals, so JSON shown on one could move the cursor or recolour it. The ``\\u``
+    escape is always valid JSON for the same string, so these are escaped whether or not stdout
+    is a terminal: output stays identical piped or not. Lone surrogates (which cannot be
+    written as UTF-8) become their escapes too.
+    """
+    text = json.dumps(data, indent=indent, ensure_ascii=False, separators=separators)
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _wants_colour(stream: Any) -> bool:
@@ -41,18 +90,27 @@ def console(*, stderr: bool = False) -> Console:
 
 def print_json(data: Any) -> None:
     """Print one JSON document on stdout."""
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_text(data, indent=2) + "\n")
     sys.stdout.flush()
 
 
 def print_json_line(data: Any) -> None:
     """Print one JSON object on one line (streams)."""
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.write(json_text(data, separators=(",", ":")) + "\n")
     sys.stdout.flush()
 
 
 def echo(text: str = "", *, stderr: bool = False) -> None:
-    """Print a plain line to stdout (or stderr)."""
+    """Print one plain line to stdout (or stderr), control characters escaped."""
+    _write(clean(text), stderr=stderr)
+
+
+def block(text: str, *, stderr: bool = False) -> None:
+    """Print a multi-line document belt generated (an export, a script), controls escaped."""
+    _write(clean_block(text), stderr=stderr)
+
+
+def _write(text: str, *, stderr: bool) -> None:
     stream = sys.stderr if stderr else sys.stdout
     stream.write(text + "\n")
     stream.flush()
@@ -66,7 +124,7 @@ def styled(text: str, style: str, *, stderr: bool = False) -> None:
         return
     from rich.text import Text
 
-    console(stderr=stderr).print(Text(text, style=style))
+    console(stderr=stderr).print(Text(clean(text), style=style))
 
 
 def error(message: str, *, hint: str | None = None) -> None:
@@ -90,7 +148,7 @@ def table(
     columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None
 ) -> None:
     """Render rows as a table on a terminal, or as aligned plain text when piped."""
-    cells = [["" if value is None else str(value) for value in row] for row in rows]
+    cells = [["" if value is None else clean(str(value)) for value in row] for row in rows]
     if not _wants_colour(sys.stdout):
         if title:
             echo(title)
@@ -102,12 +160,19 @@ def table(
             echo("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
         return
     from rich.table import Table
+    from rich.text import Text
 
-    rich_table = Table(title=title, header_style="bold", show_edge=False, pad_edge=False)
+    rich_table = Table(
+        title=Text(clean(title)) if title else None,
+        header_style="bold",
+        show_edge=False,
+        pad_edge=False,
+    )
     for column in columns:
-        rich_table.add_column(column)
+        rich_table.add_column(Text(clean(column)))
     for row in cells:
-        rich_table.add_row(*row)
+        # Text, not str: a cell holding "[bold]" or "[/]" is shown as it is, not as markup.
+        rich_table.add_row(*(Text(cell) for cell in row))
     console().print(rich_table)
 
 
@@ -119,7 +184,7 @@ def key_values(pairs: Sequence[tuple[str, Any]], *, title: str | None = None) ->
     for key, value in pairs:
         if value is None or value == "":
             continue
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        text = value if isinstance(value, str) else json_text(value)
         echo(f"{key.ljust(width)}  {text}")
 
 
@@ -133,4 +198,4 @@ def lines(rows: Sequence[tuple[str, str]]) -> None:
 
     out = console()
     for text, style in rows:
-        out.print(Text(text, style=style or ""))
+        out.print(Text(clean(text), style=style or ""))

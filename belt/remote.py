@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -31,6 +30,8 @@ from belt.wire.enums import InterruptStatus
 
 KEY_ENV = ("INFSH_API_KEY", "INFERENCE_API_KEY")
 DEFAULT_TIMEOUT = 10.0
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""The most bytes of one API answer that are read."""
 KEY_HINT = "check the API key (--api-key, INFSH_API_KEY or INFERENCE_API_KEY)"
 REACH_HINT = "check --api (or BELT_API_URL) and that the platform or `belt serve` is running"
 FULL_IDS = (
@@ -60,10 +61,14 @@ class Platform:
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        from belt.wire.validate import check_webhook_url
+
+        reason = check_webhook_url(base_url)
+        if reason is not None:
+            if reason.startswith("must be an absolute"):
+                reason = "must be an http:// or https:// URL with a host"
             raise InvalidInput(
-                "--api must be an http:// or https:// URL with a host",
+                f"--api {reason}",
                 hint="for example --api https://api.inference.sh or --api http://127.0.0.1:8787",
             )
         self.host = url_host(base_url)
@@ -72,13 +77,18 @@ class Platform:
         headers = {"Accept": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
-        self._client = httpx.Client(
-            base_url=base_url,
-            headers=headers,
-            transport=transport,
-            timeout=timeout,
-            follow_redirects=False,
-        )
+        from belt.deadline import transport as deadline_transport
+
+        try:
+            self._client = httpx.Client(
+                base_url=base_url,
+                headers=headers,
+                transport=transport or deadline_transport(),
+                timeout=timeout,
+                follow_redirects=False,
+            )
+        except httpx.InvalidURL as exc:
+            raise InvalidInput(f"--api is not a valid URL ({exc})") from None
 
     def __enter__(self) -> Platform:
         return self
@@ -106,26 +116,33 @@ class Platform:
     ) -> Any:
         """Send one request and return the unwrapped ``data``; errors become BeltErrors.
 
+        The whole call (connect, headers and body) has ``timeout`` seconds, and the answer is
+        read up to MAX_ANSWER_BYTES; an answer that is not strict JSON is refused (exit 6).
         ``envelope=False`` returns the body as it is (the Nexus profile API has no envelope);
         ``what`` names what was sent, so a refusal reads "host refused WHAT: detail".
         """
+        from belt.deadline import BodyTooLarge, DeadlinePassed, deadline, read_capped
+
         try:
-            if body is None:
-                response = self._client.request(method, path)
-            else:
-                response = self._client.request(method, path, json=body)
-        except httpx.TimeoutException:
+            with deadline(self.timeout):
+                with self._client.stream(
+                    method, path, **({} if body is None else {"json": body})
+                ) as response:
+                    raw = read_capped(response, MAX_ANSWER_BYTES)
+        except (httpx.TimeoutException, DeadlinePassed):
             raise Unreachable(
                 f"{self.host} did not answer within {self.timeout:g}s", hint=REACH_HINT
             ) from None
+        except BodyTooLarge as exc:
+            raise Unreachable(f"{self.host}: {exc}", hint=REACH_HINT) from None
         except httpx.TransportError as exc:
             raise Unreachable(
                 f"cannot reach {self.host}: {self._redact(str(exc)) or type(exc).__name__}",
                 hint=REACH_HINT,
             ) from None
         if response.is_success:
-            return self._unwrap(response, envelope)
-        raise self._problem(response, what)
+            return self._unwrap(response, raw, envelope)
+        raise self._problem(response, raw, what)
 
     # Routes
 
@@ -284,14 +301,17 @@ class Platform:
     def _redact(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
 
-    def _unwrap(self, response: httpx.Response, envelope: bool = True) -> Any:
-        if not response.content:
+    def _unwrap(self, response: httpx.Response, raw: bytes, envelope: bool = True) -> Any:
+        from belt.strictjson import StrictJSONError, decode
+
+        if not raw:
             return None
         try:
-            document = response.json()
-        except ValueError:
-            raise InvalidInput(
-                f"{self.host} answered HTTP {response.status_code} with a body that is not JSON"
+            document = decode(raw)
+        except StrictJSONError as exc:
+            raise Unreachable(
+                f"{self.host} answered HTTP {response.status_code} with a body that is not "
+                f"JSON ({exc})"
             ) from None
         if not envelope:
             return document
@@ -301,13 +321,15 @@ class Platform:
             )
         return document["data"]
 
-    def _problem(self, response: httpx.Response, what: str | None = None) -> BeltError:
+    def _problem(self, response: httpx.Response, raw: bytes, what: str | None = None) -> BeltError:
+        from belt.strictjson import StrictJSONError, decode
+
         status = response.status_code
         detail = ""
         problems: list[str] = []
         try:
-            problem = response.json()
-        except ValueError:
+            problem = decode(raw)
+        except StrictJSONError:
             problem = None
         if isinstance(problem, dict):
             for key in ("detail", "title"):

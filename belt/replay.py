@@ -240,15 +240,14 @@ def url_target(
     url: str, secret: str | None, transport: httpx.BaseTransport | None
 ) -> tuple[str, Deliver, Callable[[], None]]:
     """Deliver to a URL (signed with ``secret`` when given); its label, deliverer and closer."""
-    import httpx
 
-    from belt.handlers.webhook import deliver
+    from belt.handlers.webhook import deliver, webhook_client
     from belt.wire.validate import check_webhook_url
 
     reason = check_webhook_url(url)
     if reason:
         raise UsageError(f"--to {url!r}: the URL {reason}")
-    client = httpx.Client(transport=transport, follow_redirects=False)
+    client = webhook_client(transport)
 
     def send(payload: dict[str, Any]) -> WebhookResult:
         return deliver(client, url, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, secret=secret)

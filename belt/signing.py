@@ -93,10 +93,11 @@ def verify_with(
             if not value
         ]
         raise SignatureError(f"missing {', '.join(missing)} header(s)")
-    try:
-        timestamp = int(stamp)
-    except ValueError:
-        raise SignatureError("webhook-timestamp is not a Unix time in seconds") from None
+    # int() would also take "+17_96053860", " 1796053860" or non-ASCII digits; the header is
+    # plain ASCII digits and nothing else.
+    if not (stamp.isascii() and stamp.isdigit()) or len(stamp) > 12:
+        raise SignatureError("webhook-timestamp is not a Unix time in seconds")
+    timestamp = int(stamp)
     current = int(time.time()) if now is None else now
     if timestamp < current - tolerance:
         raise SignatureError(

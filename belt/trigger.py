@@ -116,9 +116,7 @@ def trigger(
     transport: httpx.BaseTransport | None = None,
 ) -> TriggerReport:
     """Send ``event``'s sample payload to the webhook ``to`` and explain the answer."""
-    import httpx
-
-    from belt.handlers.webhook import deliver
+    from belt.handlers.webhook import deliver, webhook_client
 
     problem = check_webhook_url(to)
     if problem:
@@ -128,7 +126,7 @@ def trigger(
 
         secret_key(secret)
     payload = build_payload(event, data)
-    with httpx.Client(transport=transport, follow_redirects=False) as client:
+    with webhook_client(transport) as client:
         result = deliver(client, to, payload, timeout=float(WEBHOOK_TIMEOUT_DEFAULT), secret=secret)
     answer = result.response
     decision = answer.decision if answer else None

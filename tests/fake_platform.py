@@ -1,13 +1,19 @@
-"""A real HTTP server on 127.0.0.1, port 0, that answers canned platform API responses."""
+"""A platform API for tests: canned answers served over real HTTP (tests/servers.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-import threading
-import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.servers import running
 
 
 @dataclass
@@ -33,60 +39,35 @@ class Seen:
         return json.loads(self.body)
 
 
+NOT_FOUND = Canned(
+    404,
+    json.dumps({"title": "Not Found", "status": 404, "detail": "no such route"}).encode(),
+    "application/problem+json",
+)
+
+
 @dataclass
 class FakePlatform:
     """Serves ``routes`` (method, path) → Canned; unknown routes get a problem+json 404."""
 
     routes: dict[tuple[str, str], Canned] = field(default_factory=dict)
     requests: list[Seen] = field(default_factory=list)
+    url: str = ""
+    _stack: ExitStack = field(default_factory=ExitStack)
 
-    def __post_init__(self) -> None:
-        platform = self
+    def app(self) -> Starlette:
+        async def answer(request: Request) -> Response:
+            body = await request.body()
+            path = request.url.path
+            self.requests.append(
+                Seen(request.method, path, {k.lower(): v for k, v in request.headers.items()}, body)
+            )
+            canned = self.routes.get((request.method, path)) or NOT_FOUND
+            if canned.delay:
+                await asyncio.sleep(canned.delay)
+            return Response(canned.body, status_code=canned.status, media_type=canned.content_type)
 
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                platform.requests.append(
-                    Seen(
-                        self.command,
-                        self.path,
-                        {k.lower(): v for k, v in self.headers.items()},
-                        body,
-                    )
-                )
-                canned = platform.routes.get((self.command, self.path)) or Canned(
-                    404,
-                    json.dumps(
-                        {"title": "Not Found", "status": 404, "detail": "no such route"}
-                    ).encode(),
-                    "application/problem+json",
-                )
-                if canned.delay:
-                    time.sleep(canned.delay)
-                self.send_response(canned.status)
-                self.send_header("Content-Type", canned.content_type)
-                self.send_header("Content-Length", str(len(canned.body)))
-                self.end_headers()
-                self.wfile.write(canned.body)
-
-            do_GET = _answer
-            do_POST = _answer
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.block_on_close = False
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return Starlette(routes=[Route("/{path:path}", answer, methods=["GET", "POST", "PUT"])])
 
     @property
     def host(self) -> str:
@@ -104,13 +85,11 @@ class FakePlatform:
             self.routes[(method, path)] = Canned(status, data, kind, delay)
 
     def __enter__(self) -> FakePlatform:
-        self.thread.start()
+        self.url = self._stack.enter_context(running(self.app()))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
+        self._stack.close()
 
 
 def envelope(data: Any) -> dict[str, Any]:

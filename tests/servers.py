@@ -10,15 +10,21 @@ from typing import Any
 
 import uvicorn
 
-from belt.server.run import bind
+from belt.server.run import bind, guard_config
 
 
 @contextmanager
-def running(app: Any) -> Iterator[str]:
-    """Serve ``app`` on 127.0.0.1, port 0; yield its base URL; stop it cleanly on exit."""
+def running(app: Any, **guard: Any) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1, port 0; yield its base URL; stop it cleanly on exit.
+
+    ``guard`` (``header_timeout``, ``max_connections``) serves with belt's connection guard.
+    """
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", ws="none")
+    if guard:
+        config.http = "belt.server.guard:GuardedH11Protocol"
+        guard_config(config, **guard)
     server = uvicorn.Server(config)
     state = getattr(app, "state", None)
     if state is not None:

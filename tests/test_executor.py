@@ -440,3 +440,21 @@ def test_any_bytes_a_cmd_tool_prints_give_an_outcome_never_an_exception(answer: 
 
     outcome = _decode(answer, "stdout")
     assert (outcome.result is None) != (outcome.invalid is None) or answer.strip() == b"null"
+
+
+@pytest.mark.parametrize("behaviour", ["slow_head", "slow_body"])
+def test_an_http_tool_that_trickles_times_out_at_its_total_deadline(behaviour: str) -> None:
+    from tests import hostile
+
+    with hostile.hostile_server(getattr(hostile, behaviour)()) as url:
+        outcome = parse_tool(f"t={url}/tool").call({}, 1.0)
+    assert outcome == ToolOutcome(timed_out=True)
+
+
+def test_an_http_tool_answering_without_end_is_stopped_at_the_cap() -> None:
+    from belt.executor.targets import OUTPUT_MAX_BYTES
+    from tests import hostile
+
+    with hostile.hostile_server(hostile.endless()) as url:
+        outcome = parse_tool(f"t={url}/tool").call({}, 30)
+    assert outcome.failure and outcome.failure.endswith(f"passed {OUTPUT_MAX_BYTES} bytes")

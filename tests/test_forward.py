@@ -21,9 +21,9 @@ from belt.store import Store
 from tests.cli.runner import belt
 from tests.hookapp import hook_app
 from tests.servers import running
+from tests.vectors import SECRET
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 @contextmanager

@@ -176,6 +176,46 @@ def test_an_open_stream_ends_when_the_server_stops(store: Store) -> None:
     # Leaving `running` stopped the server although the stream was open: it did not hang.
 
 
+def test_belt_serve_stops_at_once_with_a_page_streaming(belt_home: Path) -> None:
+    import os
+    import re
+    import signal
+    import threading
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "belt", "serve", "--port", "0"],
+        env={**os.environ, "BELT_HOME": str(belt_home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        url = re.search(r"listening on (http://\S+) ", server.stderr.readline())
+        assert url, "no start-up line"
+        opened = threading.Event()
+        lines: list[str] = []
+
+        def watch() -> None:
+            with httpx.stream("GET", f"{url.group(1)}/inspector/stream", timeout=60) as stream:
+                opened.set()
+                lines.extend(stream.iter_lines())
+
+        reader = threading.Thread(target=watch, daemon=True)
+        reader.start()
+        assert opened.wait(10)
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=10) == 0
+        reader.join(10)
+        assert json.loads(lines[0])["type"] == "hello"
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        if server.stderr is not None:
+            server.stderr.close()
+
+
 # -- deliveries ------------------------------------------------------------------------------
 
 

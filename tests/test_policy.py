@@ -237,3 +237,45 @@ def test_broken_toml_and_missing_files_are_reported(tmp_path: Path) -> None:
         load_policy(path)
     with pytest.raises(NotFound):
         load_policy(tmp_path / "missing.toml")
+
+
+def test_regexes_run_in_linear_time_so_a_catastrophic_pattern_cannot_stall() -> None:
+    # With a backtracking engine, ^(a+)+$ against "a"*34 + "!" takes hours.
+    chosen = policy({"arguments": {"cmd": "re:^(a+)+$"}, "decision": "deny"})
+    assert decision(chosen, tool_call(cmd="a" * 34 + "!")) == "allow"
+    assert decision(chosen, tool_call(cmd="a" * 34)) == "deny"
+    assert decision(chosen, tool_call(cmd="a" * 100_000 + "!")) == "allow"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        ("re:(a)\\1", "invalid escape sequence: \\1"),
+        ("re:(?=a)b", "invalid perl operator: (?="),
+        ("re:(?<!a)b", "invalid perl operator: (?<!"),
+        ("re:a{1001}", "invalid repetition size: {1001}"),
+    ],
+)
+def test_patterns_re2_cannot_run_are_refused_at_load_with_the_rules_path(
+    pattern: str, reason: str
+) -> None:
+    problems = refusal({"rules": [{"tool": "x"}, {"arguments": {"cmd": pattern}}]})
+    assert problems == [f"rules[1].arguments.cmd: bad regex {pattern[3:]!r}: {reason} (RE2 syntax)"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "default = nan\n",
+        "[[rules]]\nturn_count = inf\n",
+        "rules = " + "[" * 500 + "]" * 500 + "\n",
+        "[[rules]]\narguments." + ".".join(["k"] * 150) + " = 1\n",
+        "[[rules]]\nturn_count = " + "9" * 5000 + "\n",
+    ],
+)
+def test_hostile_policy_files_are_refused_by_name(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text(text)
+    with pytest.raises(InvalidInput) as caught:
+        load_policy(path)
+    assert caught.value.message.startswith(f"{path}: ")

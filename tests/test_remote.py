@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from belt.effects import url_host
 from belt.errors import BeltError, Conflict, ExitCode, InvalidInput, NotFound, Unreachable
 from belt.remote import Platform
+from tests import hostile
 from tests.cli.runner import belt
 from tests.fake_platform import FakePlatform, closed_port, envelope, problem
 
@@ -71,10 +74,13 @@ def test_the_key_comes_from_the_environment(
 ) -> None:
     platform.reply("GET", "/agent-runs/r/interrupts", 200, envelope([]))
     monkeypatch.setenv("INFERENCE_API_KEY", "second")
-    Platform(platform.url).list_interrupts(run_id="r")
+    with Platform(platform.url) as client:
+        client.list_interrupts(run_id="r")
     monkeypatch.setenv("INFSH_API_KEY", "first")
-    Platform(platform.url).list_interrupts(run_id="r")
-    Platform(platform.url, api_key="given").list_interrupts(run_id="r")
+    with Platform(platform.url) as client:
+        client.list_interrupts(run_id="r")
+    with Platform(platform.url, api_key="given") as client:
+        client.list_interrupts(run_id="r")
     sent = [seen.headers["authorization"] for seen in platform.requests]
     assert sent == ["Bearer second", "Bearer first", "Bearer given"]
 
@@ -158,36 +164,38 @@ def test_problems_become_one_line_errors(
 def test_a_problem_that_echoes_the_key_is_redacted(platform: FakePlatform) -> None:
     platform.reply("GET", "/agent-runs/r/interrupts", 401, problem(401, "Bad", f"bad key {KEY}"))
     with pytest.raises(BeltError) as caught:
-        Platform(platform.url, api_key=KEY).list_interrupts(run_id="r")
+        with Platform(platform.url, api_key=KEY) as client:
+            client.list_interrupts(run_id="r")
     assert KEY not in caught.value.message
     assert "bad key ***" in caught.value.message
 
 
 @pytest.mark.parametrize(
     "body",
-    [b"not json at all", b'{"id": "int_1"}', b"[1, 2]"],
-    ids=["not json", "no envelope", "a bare list"],
+    [b'{"id": "int_1"}', b"[1, 2]"],
+    ids=["no envelope", "a bare list"],
 )
 def test_a_success_body_without_the_envelope_is_invalid(
     platform: FakePlatform, body: bytes
 ) -> None:
     platform.reply("POST", "/interrupts/int_1/resolve", 200, body)
     with pytest.raises(InvalidInput, match=platform.host):
-        Platform(platform.url).resolve_interrupt(interrupt_id="int_1", decision="allow")
+        with Platform(platform.url) as client:
+            client.resolve_interrupt(interrupt_id="int_1", decision="allow")
 
 
 def test_a_list_that_is_not_a_list_is_invalid(platform: FakePlatform) -> None:
     platform.reply("GET", "/agent-runs/r/interrupts", 200, envelope({"id": "int_1"}))
     with pytest.raises(InvalidInput, match="interrupt list"):
-        Platform(platform.url).list_interrupts(run_id="r")
+        with Platform(platform.url) as client:
+            client.list_interrupts(run_id="r")
 
 
 def test_connection_refused_names_the_host_only() -> None:
     port = closed_port()
     with pytest.raises(Unreachable) as caught:
-        Platform(f"http://user:pw@127.0.0.1:{port}/x?token=t", api_key=KEY).list_interrupts(
-            run_id="r"
-        )
+        with Platform(f"http://user:pw@127.0.0.1:{port}/x?token=t", api_key=KEY) as client:
+            client.list_interrupts(run_id="r")
     assert caught.value.exit_code == ExitCode.UNREACHABLE
     assert f"cannot reach 127.0.0.1:{port}" in caught.value.message
     for secret in (KEY, "pw", "token"):
@@ -197,7 +205,8 @@ def test_connection_refused_names_the_host_only() -> None:
 def test_a_server_that_does_not_answer_in_time(platform: FakePlatform) -> None:
     platform.reply("GET", "/agent-runs/r/interrupts", 200, envelope([]), delay=1.0)
     with pytest.raises(Unreachable, match=f"{platform.host} did not answer within 0.2s"):
-        Platform(platform.url, api_key=KEY, timeout=0.2).list_interrupts(run_id="r")
+        with Platform(platform.url, api_key=KEY, timeout=0.2) as client:
+            client.list_interrupts(run_id="r")
 
 
 def test_an_injected_transport_carries_the_requests() -> None:
@@ -413,3 +422,58 @@ def test_watch_warns_while_the_platform_is_unreachable() -> None:
     assert first["event"] == second["event"] == "warning"
     assert "cannot reach 127.0.0.1" in first["message"]
     assert naps == [2]
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"not json at all", "invalid JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper than 100 levels"),
+        (b'{"data": ' + b"1" * 5000 + b"}", "an integer has 5000 digits"),
+        (b'{"data": "\\udc00"}', "lone surrogate \\udc00"),
+        (b'{"data": NaN}', "NaN is not a JSON number"),
+    ],
+)
+def test_a_hostile_answer_is_a_clear_remote_failure(
+    platform: FakePlatform, body: bytes, reason: str
+) -> None:
+    platform.reply("POST", "/interrupts/int_1/resolve", 200, body)
+    with pytest.raises(Unreachable) as caught:
+        with Platform(platform.url) as client:
+            client.resolve_interrupt(interrupt_id="int_1", decision="allow")
+    assert caught.value.exit_code == ExitCode.UNREACHABLE
+    assert caught.value.message.startswith(f"{platform.host} answered HTTP 200 with a body that")
+    assert reason in caught.value.message
+
+
+@pytest.mark.parametrize("behaviour", [hostile.slow_head, hostile.slow_body])
+def test_a_trickling_api_fails_at_the_total_deadline(behaviour: Any) -> None:
+    with hostile.hostile_server(behaviour()) as url:
+        with pytest.raises(Unreachable, match="did not answer within 1s"):
+            with Platform(url, timeout=1.0) as client:
+                client.list_interrupts(run_id="run_1")
+
+
+def test_an_endless_api_answer_is_cut_at_the_cap() -> None:
+    with hostile.hostile_server(hostile.endless()) as url:
+        with pytest.raises(Unreachable, match="the answer is larger than 16384 KiB"):
+            with Platform(url, timeout=30.0) as client:
+                client.list_interrupts(run_id="run_1")
+
+
+def test_a_broken_api_url_is_invalid_input() -> None:
+    with pytest.raises(InvalidInput, match=r"--api is not a valid URL \(Invalid IPv6 URL\)"):
+        Platform("http://[::1/x")
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://xn--/", "has a host that is not a valid domain name"),
+        ("http://\udcff/", "must be a URL without spaces, control characters or lone surrogates"),
+        ("http://h:99999/", "port 99999 is out of range (1-65535)"),
+    ],
+)
+def test_urls_the_client_cannot_use_are_invalid_input(url: str, reason: str) -> None:
+    with pytest.raises(InvalidInput, match=re.escape(f"--api {reason}")):
+        Platform(url)

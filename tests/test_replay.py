@@ -22,9 +22,9 @@ from belt.server.deciders import policy_decider
 from belt.store import open_store
 from tests.cli.runner import belt
 from tests.servers import running
+from tests.vectors import SECRET
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 GUARDED = EXAMPLES / "guarded-agent.toml"
 DEMO = "http://127.0.0.1:8787"
 

@@ -23,9 +23,9 @@ from belt.signing import signed_headers
 from belt.store import Store
 from belt.wire.platform import LifecycleHookPayload, LifecycleHookResponse
 from tests.servers import running
+from tests.vectors import SECRET
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 TOKEN = "tok-3f9a1c77e2"
 
 

@@ -2,13 +2,7 @@ import pytest
 
 from belt.errors import InvalidInput
 from belt.signing import SignatureError, secret_key, sign, signed_headers, verify
-
-# The published Standard Webhooks test vector (spec/WIRE.md).
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-MSG_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
-TIMESTAMP = 1614265330
-BODY = b'{"test": 2432232314}'
-SIGNATURE = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+from tests.vectors import BODY, MSG_ID, SECRET, SIGNATURE, TIMESTAMP
 
 
 def vector_headers(**changes: str) -> dict[str, str]:
@@ -87,3 +81,21 @@ def test_verify_allows_five_minutes_of_skew_either_way_and_no_more() -> None:
 def test_a_malformed_secret_is_invalid_input(secret: str, reason: str) -> None:
     with pytest.raises(InvalidInput, match=reason):
         secret_key(secret)
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        "+1614265330",
+        "16_14265330",
+        "+16_14265330",
+        " 1614265330",
+        "1614265330 ",
+        "１６１４２６５３３０",
+    ],
+)
+def test_a_timestamp_is_ascii_digits_only(stamp: str) -> None:
+    # int() reads each of these as the vector's own time, so the signature would match.
+    headers = vector_headers(**{"webhook-timestamp": stamp})
+    with pytest.raises(SignatureError, match="not a Unix time"):
+        verify(SECRET, headers, BODY, now=TIMESTAMP)

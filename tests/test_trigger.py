@@ -12,8 +12,7 @@ from belt.wire.catalogue import EVENTS
 from belt.wire.platform import LifecycleHookPayload
 from tests.hookapp import HookApp, hook_app
 from tests.servers import running
-
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+from tests.vectors import SECRET
 
 
 @pytest.fixture(scope="module")

@@ -109,7 +109,7 @@ def test_valid_platform_hook_has_no_problems(declaration: dict[str, Any]) -> Non
         ),
         pytest.param(
             hook(WEBHOOK, handler="https://example.com/a hook"),
-            "hooks[0].handler: must be a URL without spaces or control characters",
+            "hooks[0].handler: must be a URL without spaces, control characters or lone surrogates",
             id="webhook-space",
         ),
         pytest.param(

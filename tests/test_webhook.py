@@ -3,13 +3,15 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from belt.handlers.webhook import deliver, parse_response
+from belt.handlers.webhook import deliver, parse_response, webhook_client
 from belt.samples import sample_payload
 from belt.signing import verify
+from tests import hostile
 from tests.hookapp import HookApp, hook_app
-
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+from tests.vectors import SECRET
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +125,55 @@ def test_parse_response_keeps_override_without_acting_on_it() -> None:
     assert problem is None
     assert response is not None
     assert response.override == {"x": 1}
+
+
+@pytest.mark.parametrize("behaviour", [hostile.slow_head, hostile.slow_body])
+def test_a_trickling_webhook_fails_at_its_total_deadline(behaviour: Any) -> None:
+    # The server trickles for 30 s, each byte well within any per-read timeout; a deadline of
+    # 1 s must end the call long before the server would.
+    with hostile.hostile_server(behaviour()) as url, webhook_client() as client:
+        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=1.0)
+    assert result.response is None
+    assert result.error == f"{url.removeprefix('http://')} did not answer within 1 s"
+    assert result.duration_ms < 20_000
+
+
+def test_a_trickled_body_fails_at_the_deadline_on_any_transport() -> None:
+    with hostile.hostile_server(hostile.slow_body()) as url, httpx.Client() as client:
+        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=1.0)
+    assert result.error is not None and "did not answer within 1 s" in result.error
+
+
+def test_an_endless_answer_is_cut_at_the_cap() -> None:
+    with hostile.hostile_server(hostile.endless()) as url, webhook_client() as client:
+        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=30.0)
+    assert result.error == f"{url.removeprefix('http://')}: the answer is larger than 1024 KiB"
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper than 100 levels"),
+        (b'{"decision": "deny", "reason": ' + b"7" * 5000 + b"}", "an integer has 5000 digits"),
+        (b'{"decision": "deny", "reason": "\\ud800"}', "lone surrogate \\ud800"),
+        (b'{"decision": NaN}', "NaN is not a JSON number"),
+        (b'{"decision": "deny", "reason": Infinity}', "Infinity is not a JSON number"),
+    ],
+)
+def test_a_hostile_answer_is_the_handlers_failure(body: bytes, problem: str) -> None:
+    with hostile.hostile_server(hostile.answer(body)) as url, webhook_client() as client:
+        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+    assert result.response is None
+    assert result.error is not None
+    assert "answered with a body that is not a LifecycleHookResponse" in result.error
+    assert problem in result.error
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.binary(max_size=300)
+    | st.text(max_size=300).map(lambda t: t.encode("utf-8", "surrogatepass"))
+)
+def test_any_answer_body_parses_or_fails_cleanly(body: bytes) -> None:
+    response, problem = parse_response(body.decode("utf-8", errors="replace"))
+    assert (response is None) != (problem is None)

@@ -28,4 +28,4 @@ def completion(shell: Annotated[Shell, typer.Argument(help="Shell to complete in
     from belt import output
     from belt.cli.typer_internals import completion_script
 
-    output.echo(completion_script(prog_name="belt", complete_var=COMPLETE_VAR, shell=shell))
+    output.block(completion_script(prog_name="belt", complete_var=COMPLETE_VAR, shell=shell))

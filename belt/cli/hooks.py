@@ -230,7 +230,7 @@ def export(
     from belt import output
     from belt.hookfile import read_hooks, render
 
-    output.echo(render(read_hooks(file), format_.value).rstrip("\n"))
+    output.block(render(read_hooks(file), format_.value).rstrip("\n"))
 
 
 def shown(hook: LifecycleHookConfig) -> dict[str, Any]:

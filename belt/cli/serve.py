@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,6 +31,19 @@ def serve(
     sweep_interval: Annotated[
         float, typer.Option(help="Seconds between sweeps that settle overdue gates (0: off).")
     ] = 60.0,
+    workers: Annotated[
+        int, typer.Option(help="Server processes sharing the port and the store.")
+    ] = 1,
+    handler_timeout: Annotated[
+        float, typer.Option(help="Seconds a --handler call may take; later is a 504 problem.")
+    ] = 10.0,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            help="Connections held at once per process (default 1000, or fewer to fit the "
+            "open-file limit)."
+        ),
+    ] = None,
     resume: Annotated[
         bool,
         typer.Option(
@@ -57,9 +69,10 @@ def serve(
     your own handler (--forward-to) or allow-all; the interrupt and chat-settings routes of the
     platform API work over the same store, so `belt interrupt ... --api URL` can point here.
     Every hook request and its answer are appended to the journal in the store, which
-    `belt replay journal` delivers again to an edited handler.
+    `belt replay journal` delivers again to an edited handler. Request heads must arrive
+    within 10 s and idle connections close after 5 s (see docs/serve.md and
+    docs/reliability.md).
     """
-    from belt import output
     from belt.server.run import serve as run_server
 
     run_server(
@@ -70,9 +83,12 @@ def serve(
         secret=secret,
         token=token,
         sweep_interval=sweep_interval,
+        workers=workers,
+        handler_timeout=handler_timeout,
+        max_connections=max_connections,
+        report_mode="json" if json_ else "lines",
         resume=resume,
         forward_to=forward_to,
-        report=output.print_json_line if json_ else render_record,
         on_listening=render_listening,
     )
 
@@ -88,6 +104,8 @@ def render_listening(info: dict[str, Any]) -> None:
         extras.append("bearer token required")
     interval = info["sweep_interval"]
     extras.append(f"sweep every {interval:g} s" if interval else "sweep off")
+    if info.get("workers", 1) > 1:
+        extras.append(f"{info['workers']} workers")
     if info.get("resume"):
         extras.append("runs continue when their gates are settled")
     output.styled(
@@ -96,51 +114,3 @@ def render_listening(info: dict[str, Any]) -> None:
         "bold",
         stderr=True,
     )
-
-
-def render_record(record: dict[str, Any]) -> None:
-    """One live line for a hook request, an API call or a sweep."""
-    from belt import output
-
-    clock = _clock(record.get("at"))
-    kind = record.get("kind")
-    if kind == "sweep":
-        settled = ", ".join(f"{s['id']} → {s['resolution']}" for s in record["settled"])
-        output.lines([(f"{clock}  sweep  settled {settled}", "yellow")])
-        return
-    if kind == "resume":
-        what = record.get("state") or f"could not go on: {record.get('error')}"
-        style = "red" if record.get("error") else ""
-        output.lines([(f"{clock}  resume  run {record['run_id']} → {what}", style)])
-        return
-    if kind == "api":
-        style = "" if record["status"] < 400 else "red"
-        text = f"{clock}  {record['action']} {record['target']}  {record['status']}"
-        output.lines([(f"{text}  {record['detail']}", style)])
-        return
-    parts = [clock]
-    if record.get("name"):
-        parts.append(f"[{record['name']}]")
-    if record["status"] != 200:
-        parts += [str(record.get("event") or "-"), str(record["status"]), record.get("error", "")]
-        style = "bold red"
-    else:
-        parts.append(record["event"])
-        if record.get("tool"):
-            parts.append(record["tool"])
-        decision = record["decision"]
-        parts.append(decision + (" +inject" if record.get("injected") else ""))
-        if record.get("reason"):
-            parts.append(record["reason"])
-        style = {"deny": "red", "stop": "red", "suspend": "yellow"}.get(decision, "")
-    parts.append(f"{record['duration_ms']:.1f} ms")
-    output.lines([("  ".join(parts), style)])
-    if record.get("journal_error"):
-        output.warning(f"not journalled: {record['journal_error']}")
-
-
-def _clock(stamp: Any) -> str:
-    try:
-        return datetime.fromisoformat(str(stamp)).astimezone().strftime("%H:%M:%S")
-    except ValueError:
-        return "--:--:--"

@@ -89,9 +89,12 @@ def record_child(
 class Children:
     """Runs the child simulations of one simulation in the background."""
 
-    def __init__(self, simulation: Simulation, dialect: type[Dialect]) -> None:
+    def __init__(
+        self, simulation: Simulation, dialect: type[Dialect], *, workers: int = WORKERS
+    ) -> None:
         self.simulation = simulation
         self.dialect = dialect
+        self.workers = workers
         self._failures: list[ChildFailure] = []
         self._lock = threading.Lock()
         self._count = 0
@@ -111,7 +114,7 @@ class Children:
             order = self._count
             self._count += 1
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="belt-child")
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="belt-child")
         self._pool.submit(self._run, order, sim, describe, after, before)
 
     def _run(

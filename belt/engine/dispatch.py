@@ -248,9 +248,9 @@ class Dispatcher:
         with self._lock:
             client = self._clients.get(key)
             if client is None:
-                import httpx
+                from belt.handlers.webhook import webhook_client
 
-                client = httpx.Client(transport=self.transport, follow_redirects=False)
+                client = webhook_client(self.transport)
                 self._clients[key] = client
         return client
 

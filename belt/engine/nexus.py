@@ -149,7 +149,7 @@ class NexusLoop:
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
-        self.scenario = NexusScenario.model_validate(sim.scenario_doc)
+        self.scenario = sim.scenario_as(NexusScenario)
         self.worker = sim.options.worker
         self.notify = sim.options.notify
         self._rows: set[tuple[str, int]] | None = None

@@ -118,7 +118,7 @@ class PlatformLoop:
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
-        self.scenario = Scenario.model_validate(sim.scenario_doc)
+        self.scenario = sim.scenario_as(Scenario)
         options = sim.options
         loaded = options.loaded
         if isinstance(loaded, LoadedScenario):
@@ -134,7 +134,9 @@ class PlatformLoop:
             routes=routes,
             handlers=options.handlers,
         )
-        self.children = Children(sim, type(self))
+        self.tasks = Children(sim, type(self))
+        # Reviews save to the owner's registry: one at a time, in the order they were asked for.
+        self.reviews = Children(sim, type(self), workers=1)
         self.current: Execution | None = None
         self._suggested: dict[str, int] | None = None
 
@@ -255,7 +257,7 @@ class PlatformLoop:
         """Wait for the async hooks and the task runs still going; record the tasks that
         failed on the chat; close the HTTP clients."""
         self.dispatcher.close()
-        for failure in self.children.close():
+        for failure in [*self.tasks.close(), *self.reviews.close()]:
             row = chat_hook_event(
                 event=failure.hook_event,
                 handler_type=failure.handler_type,
@@ -601,7 +603,7 @@ class PlatformLoop:
             return
         agent = str(hook_run.hook.handler)
         hook_run.error = start_task(
-            self.children,
+            self.tasks,
             self.sim.store,
             agent=agent,
             chat_id=hook_run.task_chat_id,
@@ -666,7 +668,7 @@ class PlatformLoop:
         recorder.update_chat(last_review_order=int(ancestor["order"]), review_count=number)
         reviews = self.scenario.reviews
         start_review(
-            self.children,
+            self.reviews,
             self.sim.store,
             review=review,
             history=recorder.messages[: int(ancestor["order"]) + 1],

@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from belt.engine.ledger import CHAT_SCOPE, Ledger
 from belt.engine.scenario import ToolCallSpec, estimate_tokens, utf8_size
-from belt.errors import Conflict, NotFound
+from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.chats import create_chat
 from belt.records.ids import new_id, now_iso
 from belt.records.messages import Recorder, run_event
@@ -41,6 +41,7 @@ from belt.wire.enums import AgentRunState, ChatStatus, MessageStatus, ToolInvoca
 
 if TYPE_CHECKING:
     import httpx
+    from pydantic import BaseModel
 
     from belt.engine.dispatch import Route
     from belt.executor.worker import Worker
@@ -55,6 +56,7 @@ LEASE_RENEWAL = 10.0
 """Seconds between two renewals of the lease of a run this process waits on."""
 
 Notify = Callable[[dict[str, Any]], None]
+ScenarioModel = TypeVar("ScenarioModel", bound="BaseModel")
 
 
 class End(StrEnum):
@@ -452,6 +454,22 @@ class Simulation:
                 run.transition()
                 renewed = time.monotonic()
             time.sleep(GATE_POLL)
+
+    def scenario_as(self, model: type[ScenarioModel]) -> ScenarioModel:
+        """The stored scenario, checked as ``model``; a record that is not one is damaged."""
+        from pydantic import ValidationError
+
+        from belt.wire.validate import model_problems
+
+        try:
+            return model.model_validate(self.scenario_doc)
+        except ValidationError as exc:
+            path = self.store.path(SCENARIO, str(self.sim["id"]))
+            raise InvalidInput(
+                f"{path}: damaged store file: it is not the scenario belt stored: "
+                f"{model_problems(exc)[0]}",
+                hint="belt leaves a damaged file as it is; restore it, or stop the run",
+            ) from None
 
     def turn_count(self) -> int:
         """How many turns the scenario scripts."""

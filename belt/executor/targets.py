@@ -140,20 +140,30 @@ def post_input(
     *,
     transport: httpx.BaseTransport | None = None,
 ) -> ToolOutcome:
-    """POST the input to a URL; a 2xx body is the result."""
+    """POST the input to a URL; a 2xx body is the result.
+
+    ``timeout`` is a total deadline (slow heads and trickled bodies included), and the body is
+    read up to ``OUTPUT_MAX_BYTES``.
+    """
     import httpx
 
+    from belt.deadline import BodyTooLarge, DeadlinePassed, bounded_client, deadline, read_capped
+
     host = url_host(url)
+    limit = max(timeout, 0.001)
     try:
-        with httpx.Client(transport=transport, follow_redirects=False) as client:
-            response = client.post(url, json=task_input, timeout=max(timeout, 0.001))
-    except httpx.TimeoutException:
+        with deadline(limit), bounded_client(transport) as client:
+            with client.stream("POST", url, json=task_input, timeout=limit) as response:
+                raw = read_capped(response, OUTPUT_MAX_BYTES)
+    except (httpx.TimeoutException, DeadlinePassed):
         return ToolOutcome(timed_out=True)
+    except BodyTooLarge:
+        return ToolOutcome(failure=f"the body from {host} passed {OUTPUT_MAX_BYTES} bytes")
     except httpx.HTTPError as exc:
         return ToolOutcome(failure=f"cannot reach {host}: {type(exc).__name__}")
     if not response.is_success:
         return ToolOutcome(failure=f"{host} answered HTTP {response.status_code}")
-    return _decode(response.content, f"the body from {host}")
+    return _decode(raw, f"the body from {host}")
 
 
 def call_function(

@@ -1,7 +1,9 @@
 """Webhook handlers: POST the payload, read back a LifecycleHookResponse.
 
 Failures are described by host only: a webhook URL can carry credentials in its path or query,
-so the full URL never reaches a message, a log or the store.
+so the full URL never reaches a message, a log or the store. A delivery has a total deadline
+(headers and a trickled body included) and its answer a byte cap; an answer that is not strict
+JSON (NaN, deep nesting, a huge integer, a lone surrogate) is that handler's failure.
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ class WebhookResult:
 
 
 TIMED_OUT = "did not answer within"
+MAX_ANSWER_BYTES = 1024 * 1024
+"""The most bytes of a webhook's answer that are read."""
+
+
+def webhook_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    """A client for deliveries; without a ``transport`` its calls keep to the total deadline."""
+    from belt.deadline import bounded_client
+
+    client: httpx.Client = bounded_client(transport)
+    return client
 
 
 def encode_payload(payload: dict[str, Any]) -> bytes:
@@ -63,20 +75,33 @@ def deliver(
     def elapsed() -> int:
         return round((time.perf_counter() - started) * 1000)
 
+    from belt.deadline import BodyTooLarge, DeadlinePassed, deadline, read_capped
+
+    timed_out = f"{host} {TIMED_OUT} {timeout:g} s"
     try:
-        reply = client.post(url, content=body, headers=headers, timeout=timeout)
-    except httpx.TimeoutException:
-        return WebhookResult(None, "", None, f"{host} {TIMED_OUT} {timeout:g} s", elapsed())
+        with deadline(timeout):
+            with client.stream(
+                "POST", url, content=body, headers=headers, timeout=timeout
+            ) as reply:
+                raw = read_capped(reply, MAX_ANSWER_BYTES)
+    except (httpx.TimeoutException, DeadlinePassed):
+        return WebhookResult(None, "", None, timed_out, elapsed())
+    except BodyTooLarge as exc:
+        return WebhookResult(None, "", None, f"{host}: {exc}", elapsed())
     except httpx.ConnectError as exc:
         return WebhookResult(
             None, "", None, f"cannot connect to {host}: {_reason(exc, url)}", elapsed()
         )
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
+        # UnicodeError: a host name that IDNA cannot encode.
         return WebhookResult(
             None, "", None, f"request to {host} failed: {_reason(exc, url)}", elapsed()
         )
     duration = elapsed()
-    text = reply.text
+    if duration > timeout * 1000:
+        # The last bytes came just as the deadline passed: that is still too late.
+        return WebhookResult(None, "", None, timed_out, duration)
+    text = raw.decode(reply.encoding or "utf-8", errors="replace")
     if not 200 <= reply.status_code < 300:
         return WebhookResult(
             reply.status_code, text, None, f"{host} answered HTTP {reply.status_code}", duration
@@ -90,12 +115,17 @@ def deliver(
 
 def parse_response(text: str) -> tuple[LifecycleHookResponse | None, str | None]:
     """Parse a 2xx body; an empty body (or JSON null) is allow. Returns (response, problem)."""
+    from belt.strictjson import StrictJSONError, decode
+
     if not text.strip():
         return LifecycleHookResponse(), None
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        document = decode(text)
+    except StrictJSONError as exc:
+        if exc.lineno is not None:
+            reason = exc.reason.removeprefix("invalid JSON: ")
+            return None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {reason}"
+        return None, exc.reason
     if document is None:
         return LifecycleHookResponse(), None
     if not isinstance(document, dict):

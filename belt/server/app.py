@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import json
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
@@ -27,15 +27,27 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from belt.errors import BeltError
 from belt.records.journal import JOURNAL, journal_headers
 from belt.records.journal import SERVE as JOURNAL_ID
-from belt.server.deciders import Decider, HandlerResponseError, allow_all
+from belt.server.deciders import (
+    Decider,
+    HandlerFailed,
+    HandlerPool,
+    HandlerResponseError,
+    HandlerTimeout,
+    allow_all,
+)
 from belt.server.inspector import inspector_routes, is_page_shell
 from belt.server.problems import (
+    MAX_BODY_BYTES,
     Problem,
+    Reporter,
     belt_problem,
     envelope,
+    http_problem,
+    internal_problem,
+    json_bytes,
+    parse_json,
     read_body,
     read_json_object,
-    title,
 )
 from belt.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify_with
 from belt.store.clock import timestamp, utcnow
@@ -45,7 +57,15 @@ from belt.wire.validate import describe, model_problems
 if TYPE_CHECKING:
     from belt.store import Store
 
-Reporter = Callable[[dict[str, Any]], None]
+__all__ = [
+    "JOURNAL",
+    "JOURNAL_ID",
+    "MAX_BODY_BYTES",
+    "Problem",
+    "Reporter",
+    "create_app",
+    "create_app_from_env",
+]
 
 
 class ReplayGuard:
@@ -157,10 +177,7 @@ class HookService:
                 raise Problem(
                     409, "Conflict", f"webhook-id {msg_id} was already delivered (replay)"
                 )
-        try:
-            document = json.loads(body)
-        except ValueError as exc:
-            raise Problem(422, "Unprocessable Content", f"the body is not JSON: {exc}") from None
+        document = parse_json(body)
         record["request"] = document
         try:
             payload = LifecycleHookPayload.model_validate(document)
@@ -178,7 +195,9 @@ class HookService:
             record["tool"] = data["tool"]
         try:
             verdict = await self.decide(payload)
-        except HandlerResponseError as exc:
+        except HandlerTimeout as exc:
+            raise Problem(504, "Gateway Timeout", str(exc)) from None
+        except (HandlerResponseError, HandlerFailed) as exc:
             raise Problem(500, "Internal Server Error", str(exc)) from None
         except Exception as exc:
             raise Problem(
@@ -193,16 +212,15 @@ class HookService:
         if answer.injected:
             record["injected"] = True
         response_body = answer.model_dump(mode="json", exclude_none=True)
-        return response_body, Response(
-            json.dumps(response_body, ensure_ascii=False), media_type="application/json"
-        )
+        return response_body, Response(json_bytes(response_body), media_type="application/json")
 
     def _record(self, record: dict[str, Any]) -> None:
         if self.journal is not None:
             # A journal that cannot be written must not stop hooks from being answered.
             try:
                 self.journal.append(JOURNAL, JOURNAL_ID, record, sync=False)
-            except (BeltError, OSError) as exc:
+            except (BeltError, OSError, ValueError) as exc:
+                # ValueError: a string the store cannot encode (a lone surrogate in a reason).
                 record["journal_error"] = exc.message if isinstance(exc, BeltError) else str(exc)
         if self.report is not None:
             self.report(record)
@@ -216,11 +234,16 @@ def create_app(
     token: str | None = None,
     sweep_interval: float = 60.0,
     report: Reporter | None = None,
+    handler_pool: HandlerPool | None = None,
+    on_loop_error: Callable[[str], None] | None = None,
     resume: bool = False,
 ) -> Starlette:
     """The ASGI app of ``belt serve``; ``store=None`` uses the store in the state directory.
 
-    ``resume`` continues simulated runs as soon as their gates are settled (``--resume``).
+    ``handler_pool`` is the pool a ``--handler`` runs in (``/healthz`` reports it saturated);
+    ``on_loop_error`` receives one line per burst of connections refused for want of file
+    descriptors, instead of a traceback per connection; ``resume`` continues simulated runs as
+    soon as their gates are settled (``--resume``).
     """
     from belt.server.chats import chat_routes
     from belt.server.profile import profile_routes
@@ -233,9 +256,14 @@ def create_app(
         decide=decide or allow_all(), journal=the_store, secret=secret, report=report
     )
     api = PlatformApi(the_store, report)
+    health = Health(the_store, handler_pool)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if on_loop_error is not None:
+            from belt.server.guard import AcceptErrors
+
+            asyncio.get_running_loop().set_exception_handler(AcceptErrors(on_loop_error))
         tasks = []
         if sweep_interval > 0:
             tasks.append(asyncio.create_task(api.sweep_forever(sweep_interval)))
@@ -252,7 +280,7 @@ def create_app(
                     await task
 
     routes = [
-        Route("/healthz", healthz, methods=["GET"]),
+        Route("/healthz", health.check, methods=["GET"]),
         Route("/hooks", hooks.handle, methods=["POST"]),
         Route("/hooks/{name:path}", hooks.handle, methods=["POST"]),
         Route("/agent-runs/{run_id}/interrupts", api.list_interrupts, methods=["GET"]),
@@ -266,24 +294,120 @@ def create_app(
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={HTTPException: http_problem},
+        exception_handlers={HTTPException: http_problem, Exception: internal_problem},
     )
     if token:
         app.add_middleware(BearerAuth, token=token)
     return app
 
 
-async def healthz(request: Request) -> Response:
-    """GET /healthz: liveness, without auth."""
-    return Response('{"status":"ok"}', media_type="application/json")
+ENV_PREFIX = "BELT_SERVE_"
 
 
-async def http_problem(request: Request, exc: Exception) -> Response:
-    """Starlette's own HTTP errors (unknown route, wrong method) as problem+json."""
-    status = exc.status_code if isinstance(exc, HTTPException) else 500
-    detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
-    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else None
-    return Problem(status, title(status), detail).response(headers)
+def create_app_from_env() -> Starlette:
+    """The app of ``belt serve`` configured from ``BELT_SERVE_*`` environment variables.
+
+    An ASGI application factory: ``uvicorn --factory belt.server.app:create_app_from_env`` (or
+    any ASGI server that calls a factory) runs the same app ``belt serve`` runs; ``belt serve
+    --workers N`` starts N processes of it. The variables are documented in docs/serve.md.
+    """
+    return create_app_from_settings(
+        {
+            key.removeprefix(ENV_PREFIX): value
+            for key, value in os.environ.items()
+            if key.startswith(ENV_PREFIX) and value
+        }
+    )
+
+
+def create_app_from_settings(env: dict[str, str]) -> Starlette:
+    """The app of ``belt serve`` from settings named as the variables, without the prefix."""
+    from belt.server.deciders import (
+        HANDLER_TIMEOUT,
+        handler_decider,
+        load_handler,
+        policy_decider,
+    )
+
+    env = {key: value for key, value in env.items() if value}
+    decide: Decider | None = None
+    pool: HandlerPool | None = None
+    if env.get("POLICY"):
+        from belt.policy import load_policy
+
+        decide = policy_decider(load_policy(env["POLICY"]))
+    elif env.get("HANDLER"):
+        pool = HandlerPool()
+        timeout = float(env.get("HANDLER_TIMEOUT", HANDLER_TIMEOUT))
+        decide = handler_decider(load_handler(env["HANDLER"]), timeout=timeout, pool=pool)
+    elif env.get("FORWARD_TO"):
+        from belt.server.forward import check_forward_url, forward_decider
+
+        decide = forward_decider(check_forward_url(env["FORWARD_TO"]), secret=env.get("SECRET"))
+    report: Reporter | None = None
+    mode = env.get("REPORT", "none")
+    if mode == "json":
+        from belt.server.live import render_json
+
+        report = render_json
+    elif mode == "lines":
+        from belt.server.live import render_record
+
+        report = render_record
+    from belt.server.live import loop_error
+
+    return create_app(
+        decide=decide,
+        secret=env.get("SECRET"),
+        token=env.get("TOKEN"),
+        sweep_interval=float(env.get("SWEEP_INTERVAL", "60")),
+        report=report,
+        handler_pool=pool,
+        on_loop_error=loop_error,
+        resume=env.get("RESUME") == "1",
+    )
+
+
+class Health:
+    """GET /healthz: 200 while the server can serve, else a 503 problem saying what cannot."""
+
+    PROBE = ".healthz.tmp"
+
+    def __init__(self, store: Store, pool: HandlerPool | None) -> None:
+        self.store = store
+        self.pool = pool
+
+    async def check(self, request: Request) -> Response:
+        """Answer whether the handler pool has a free thread and the store can be written."""
+        problems = []
+        if self.pool is not None and self.pool.saturated():
+            problems.append(
+                f"the handler pool is saturated ({self.pool.busy} of {self.pool.workers} "
+                "threads are running handler calls)"
+            )
+        failure = await run_in_threadpool(self._store_failure)
+        if failure:
+            problems.append(failure)
+        if problems:
+            return Problem(503, "Service Unavailable", "; ".join(problems)).response()
+        return Response('{"status":"ok"}', media_type="application/json")
+
+    def _store_failure(self) -> str | None:
+        from belt.store.files import make_dirs
+
+        root = self.store.root
+        probe = root / f"{self.PROBE}.{os.getpid()}"
+        try:
+            make_dirs(root)
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, b"ok")
+            finally:
+                os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            return f"the store at {root} cannot be written ({exc.strerror or exc})"
+        return None
 
 
 class PlatformApi:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import threading
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,8 +21,59 @@ Decider = Callable[[LifecycleHookPayload], Awaitable[Verdict]]
 ALLOW = Verdict(LifecycleHookResponse(decision=HookDecision.ALLOW), None)
 
 
+HANDLER_TIMEOUT = 10.0
+"""Seconds a ``--handler`` call may take before it is answered with 504."""
+
+HANDLER_WORKERS = 16
+"""Threads that run synchronous handlers (apart from those that serve the API routes)."""
+
+
 class HandlerResponseError(Exception):
     """A user's handler returned something that is not a LifecycleHookResponse."""
+
+
+class HandlerFailed(Exception):
+    """A user's handler raised something that must not leave it (SystemExit, KeyboardInterrupt)."""
+
+
+class HandlerTimeout(Exception):
+    """A user's handler did not return within its deadline."""
+
+
+class HandlerPool:
+    """The threads synchronous handlers run in, bounded and separate from the API routes.
+
+    A handler that hangs holds one of these threads, never one the platform routes need; when
+    all are held, calls wait for a thread within their own deadline and ``/healthz`` says so.
+    """
+
+    def __init__(self, workers: int = HANDLER_WORKERS) -> None:
+        self.workers = workers
+        self.busy = 0
+        self._lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="belt-handler")
+
+    def saturated(self) -> bool:
+        """True when every thread is running a handler call."""
+        return self.busy >= self.workers
+
+    async def run(self, func: Callable[..., Any], *args: Any) -> Any:
+        """Run ``func(*args)`` on a pool thread."""
+
+        def call() -> Any:
+            with self._lock:
+                self.busy += 1
+            try:
+                return func(*args)
+            finally:
+                with self._lock:
+                    self.busy -= 1
+
+        return await asyncio.wrap_future(self._executor.submit(call))
+
+    def close(self) -> None:
+        """Stop taking calls; running ones finish in the background."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 def allow_all() -> Decider:
@@ -40,20 +94,39 @@ def policy_decider(policy: Policy) -> Decider:
     return decide
 
 
-def handler_decider(func: Callable[..., Any]) -> Decider:
-    """A decider that calls ``func(payload)``; a sync callable runs in a worker thread."""
-    from starlette.concurrency import run_in_threadpool
+def handler_decider(
+    func: Callable[..., Any],
+    *,
+    timeout: float = HANDLER_TIMEOUT,
+    pool: HandlerPool | None = None,
+) -> Decider:
+    """A decider that calls ``func(payload)`` within ``timeout`` seconds.
 
+    A sync callable runs on ``pool``'s threads. Past the deadline HandlerTimeout is raised (the
+    thread of a sync handler that hangs stays held until it returns); SystemExit and
+    KeyboardInterrupt from the handler become HandlerFailed and never stop the server.
+    """
     is_async = inspect.iscoroutinefunction(func)
+    threads = pool if pool is not None else HandlerPool()
 
-    async def decide(payload: LifecycleHookPayload) -> Verdict:
-        if is_async:
-            result = await func(payload)
-        else:
-            result = await run_in_threadpool(func, payload)
+    async def call(payload: LifecycleHookPayload) -> Any:
+        try:
+            if is_async:
+                return await func(payload)
+            result = await threads.run(func, payload)
             # A callable object with an async __call__ hands back a coroutine.
             if inspect.isawaitable(result):
                 result = await result
+            return result
+        except (SystemExit, KeyboardInterrupt) as exc:
+            raise HandlerFailed(f"the handler raised {type(exc).__name__}") from None
+
+    async def decide(payload: LifecycleHookPayload) -> Verdict:
+        try:
+            async with asyncio.timeout(timeout):
+                result = await call(payload)
+        except TimeoutError:
+            raise HandlerTimeout(f"the handler did not answer within {timeout:g} s") from None
         return Verdict(to_response(result), None)
 
     return decide
@@ -64,15 +137,25 @@ def to_response(result: Any) -> LifecycleHookResponse:
     if result is None:
         return LifecycleHookResponse()
     if isinstance(result, LifecycleHookResponse):
-        return result
-    if isinstance(result, dict):
+        response = result
+    elif isinstance(result, dict):
         try:
-            return LifecycleHookResponse.model_validate(result)
+            response = LifecycleHookResponse.model_validate(result)
         except ValidationError as exc:
             problems = "; ".join(model_problems(exc))
             raise HandlerResponseError(
                 f"the handler returned an invalid response: {problems}"
             ) from None
+    else:
+        response = None
+    if response is not None:
+        from belt.strictjson import StrictJSONError, check_value
+
+        try:
+            check_value(response.model_dump(mode="json", exclude_none=True))
+        except StrictJSONError as exc:
+            raise HandlerResponseError(f"the handler returned an invalid response: {exc}") from None
+        return response
     raise HandlerResponseError(
         "the handler returned "
         f"{type(result).__name__}; expected a dict, a LifecycleHookResponse or None"

@@ -401,21 +401,32 @@ class Inspector:
     # -- the stream --------------------------------------------------------------------------
 
     async def stream(self, request: Request) -> Response:
-        """GET /inspector/stream: NDJSON lines saying what changed in the store."""
-        stopping = getattr(request.app.state, "stopping", None)
+        """GET /inspector/stream: NDJSON lines saying what changed in the store.
+
+        It ends when the server begins to stop: ``belt serve``'s protocol marks the request's
+        scope (``belt.server.guard.STOPPING``); an embedder can set ``app.state.stopping``, a
+        callable that says when.
+        """
+        from belt.server.guard import STOPPING
+
+        embedder = getattr(request.app.state, "stopping", None)
+
+        def stopping() -> bool:
+            return bool(request.scope.get(STOPPING)) or (embedder is not None and embedder())
+
         return StreamingResponse(
             self._changes(stopping),
             media_type="application/x-ndjson",
             headers={**API_HEADERS, "x-accel-buffering": "no"},
         )
 
-    async def _changes(self, stopping: Callable[[], bool] | None) -> AsyncIterator[bytes]:
+    async def _changes(self, stopping: Callable[[], bool]) -> AsyncIterator[bytes]:
         watch = Changes(self.store)
         yield _line({"type": "hello", "areas": list(watch.areas)})
         began = last = time.monotonic()
         while time.monotonic() - began < STREAM_SECONDS:
             await asyncio.sleep(TICK)
-            if stopping is not None and stopping():
+            if stopping():
                 return
             changed = watch.look()
             if changed:

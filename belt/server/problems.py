@@ -1,22 +1,26 @@
-"""Answers of ``belt serve``: the platform's envelope, RFC 9457 problem+json, bounded bodies.
+"""RFC 9457 problem+json answers and strict request bodies, shared by every route of the server.
 
-Every route imports these, so every error is answered the same way, and a belt error maps to its
-HTTP status through ``belt.errors.http_status`` (the mapping the clients read back).
+Every error ``belt serve`` answers is a problem document, never a text/plain page: a body that is
+not strict JSON (NaN, deep nesting, huge integers, lone surrogates), a handler that fails or
+runs past its deadline, and an error nobody foresaw alike.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
 from belt.errors import BeltError, http_status
-from belt.wire.validate import describe
 
 MAX_BODY_BYTES = 1024 * 1024
 PROBLEM_TYPE = "about:blank"
+
+Reporter = Callable[[dict[str, Any]], None]
 
 TITLES = {
     400: "Bad Request",
@@ -28,12 +32,23 @@ TITLES = {
     422: "Unprocessable Content",
     500: "Internal Server Error",
     502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
 }
 
 
 def title(status: int) -> str:
     """The problem title of an HTTP status."""
     return TITLES.get(status, "Error")
+
+
+def json_bytes(document: Any) -> bytes:
+    """A document as UTF-8 JSON; a lone surrogate (which UTF-8 cannot hold) becomes its escape."""
+    text = json.dumps(document, ensure_ascii=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(document).encode("ascii")
 
 
 class Problem(Exception):
@@ -64,7 +79,7 @@ class Problem(Exception):
 def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
     """A problem+json response for a problem document."""
     return Response(
-        json.dumps(body, ensure_ascii=False),
+        json_bytes(body),
         status_code=int(body["status"]),
         media_type="application/problem+json",
         headers=headers,
@@ -73,16 +88,26 @@ def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None
 
 def envelope(data: Any) -> Response:
     """A success response in the platform's envelope."""
-    return Response(
-        json.dumps({"data": data, "messages": []}, ensure_ascii=False),
-        media_type="application/json",
-    )
+    return Response(json_bytes({"data": data, "messages": []}), media_type="application/json")
 
 
 def belt_problem(exc: BeltError) -> Problem:
     """A belt error as the problem the platform API would answer."""
     status = http_status(exc)
     return Problem(status, title(status), exc.message)
+
+
+async def http_problem(request: Request, exc: Exception) -> Response:
+    """Starlette's own HTTP errors (unknown route, wrong method) as problem+json."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
+    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else None
+    return Problem(status, title(status), detail).response(headers)
+
+
+async def internal_problem(request: Request, exc: Exception) -> Response:
+    """An error no route foresaw, as a 500 problem naming only its kind."""
+    return Problem(500, title(500), f"internal error ({type(exc).__name__})").response()
 
 
 async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
@@ -100,15 +125,24 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
     return b"".join(chunks)
 
 
+def parse_json(body: bytes) -> Any:
+    """A request body parsed strictly as JSON; 422 saying why otherwise."""
+    from belt.strictjson import StrictJSONError, decode
+
+    try:
+        return decode(body)
+    except StrictJSONError as exc:
+        raise Problem(422, "Unprocessable Content", f"the body is not JSON: {exc}") from None
+
+
 async def read_json_object(request: Request) -> dict[str, Any]:
     """The request body as a JSON object (an empty body is ``{}``); 422 otherwise."""
+    from belt.wire.validate import describe
+
     body = await read_body(request)
     if not body.strip():
         return {}
-    try:
-        document = json.loads(body)
-    except ValueError as exc:
-        raise Problem(422, "Unprocessable Content", f"the body is not JSON: {exc}") from None
+    document = parse_json(body)
     if not isinstance(document, dict):
         raise Problem(
             422, "Unprocessable Content", f"expected a JSON object, got {describe(document)}"

@@ -17,11 +17,10 @@ from starlette.routing import Route
 
 from belt.errors import BeltError, InvalidInput
 from belt.records.profile import PROFILE_PATH, read_profile, write_profile
-from belt.server.problems import Problem, belt_problem, read_body
+from belt.server.problems import Problem, Reporter, belt_problem, parse_json, read_body
 from belt.store.clock import timestamp, utcnow
 
 if TYPE_CHECKING:
-    from belt.server.app import Reporter
     from belt.store import Store
 
 
@@ -50,12 +49,7 @@ class ProfileApi:
         """PUT: check and store a whole declaration, replacing the previous one."""
         try:
             body = await read_body(request)
-            try:
-                declaration = json.loads(body) if body.strip() else None
-            except ValueError as exc:
-                raise Problem(
-                    422, "Unprocessable Content", f"the body is not JSON: {exc}"
-                ) from None
+            declaration = parse_json(body) if body.strip() else None
             try:
                 record = await run_in_threadpool(write_profile, self.store, declaration)
             except InvalidInput as exc:

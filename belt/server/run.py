@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import ipaddress
+import math
+import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from belt.errors import BeltError, UsageError
-from belt.server.app import Reporter
+from belt.server.app import ENV_PREFIX, create_app_from_settings
+from belt.server.deciders import HANDLER_TIMEOUT
+from belt.server.guard import BACKLOG, HEADER_TIMEOUT, IDLE_TIMEOUT, connection_cap
+from belt.signing import secret_key
 
 LOOPBACK_NAMES = ("localhost",)
 
@@ -45,6 +50,55 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+MIN_SWEEP_INTERVAL = 0.1
+
+
+def check_options(
+    *,
+    host: str,
+    port: int,
+    policy: Path | None,
+    handler: str | None,
+    token: str | None,
+    sweep_interval: float,
+    workers: int,
+    handler_timeout: float,
+    max_connections: int | None,
+    forward_to: str | None = None,
+) -> None:
+    """Refuse options that could not serve anyone, before anything is loaded or bound."""
+    if sum(option is not None for option in (policy, handler, forward_to)) > 1:
+        raise UsageError(
+            "--policy, --handler and --forward-to each decide hooks: give one, not both"
+        )
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a port number (0-65535; 0 picks a free one)")
+    if token is not None and (
+        not token or not token.isascii() or not token.isprintable() or " " in token
+    ):
+        raise UsageError(
+            "--token must be printable ASCII without spaces",
+            hint="a client sends it as 'Authorization: Bearer TOKEN'; blanks cannot be sent",
+        )
+    if not is_loopback(host) and not token:
+        raise UsageError(
+            f"refusing to listen on {host} without --token",
+            hint="a host other than loopback is reachable by others; set --token TOKEN",
+        )
+    if not math.isfinite(sweep_interval) or (
+        sweep_interval != 0 and not sweep_interval >= MIN_SWEEP_INTERVAL
+    ):
+        raise UsageError(
+            f"--sweep-interval must be 0 (off) or a number of seconds from {MIN_SWEEP_INTERVAL:g}"
+        )
+    if workers < 1:
+        raise UsageError("--workers must be 1 or more")
+    if not math.isfinite(handler_timeout) or not handler_timeout > 0:
+        raise UsageError("--handler-timeout must be a number of seconds above 0")
+    if max_connections is not None and max_connections < 1:
+        raise UsageError("--max-connections must be 1 or more")
+
+
 def decider_label(policy: Path | None, handler: str | None, forward_to: str | None) -> str:
     """How the start-up line names what decides hooks (a forwarding URL by its host only)."""
     if policy is not None:
@@ -67,56 +121,70 @@ def serve(
     secret: str | None = None,
     token: str | None = None,
     sweep_interval: float = 60.0,
+    workers: int = 1,
+    handler_timeout: float = HANDLER_TIMEOUT,
+    max_connections: int | None = None,
+    report_mode: str = "lines",
     resume: bool = False,
     forward_to: str | None = None,
-    report: Reporter | None = None,
     on_listening: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
-    """Check the options, load the decider, listen, and serve until interrupted."""
+    """Check the options, load the decider, listen, and serve until interrupted.
+
+    ``report_mode`` is how each request is shown: ``lines`` (human), ``json`` or ``none``. With
+    ``workers`` above 1, uvicorn runs that many processes of ``create_app_from_env`` on one
+    socket, each configured from the same ``BELT_SERVE_*`` variables.
+    """
     import uvicorn
 
-    from belt.server.app import create_app
-    from belt.server.deciders import handler_decider, load_handler, policy_decider
-
-    if sum(option is not None for option in (policy, handler, forward_to)) > 1:
-        raise UsageError(
-            "--policy, --handler and --forward-to each decide hooks: give one, not both"
-        )
-    if not is_loopback(host) and not token:
-        raise UsageError(
-            f"refusing to listen on {host} without --token",
-            hint="a host other than loopback is reachable by others; set --token TOKEN",
-        )
-    if sweep_interval < 0:
-        raise UsageError("--sweep-interval must be 0 (off) or more seconds")
-    if policy is not None:
-        from belt.policy import load_policy
-
-        decide = policy_decider(load_policy(policy))
-    elif handler is not None:
-        decide = handler_decider(load_handler(handler))
-    elif forward_to is not None:
-        from belt.server.forward import check_forward_url, forward_decider
-
-        decide = forward_decider(check_forward_url(forward_to), secret=secret)
-    else:
-        decide = None
-    app = create_app(
-        decide=decide,
-        secret=secret,
+    check_options(
+        host=host,
+        port=port,
+        policy=policy,
+        handler=handler,
         token=token,
         sweep_interval=sweep_interval,
-        report=report,
-        resume=resume,
+        workers=workers,
+        handler_timeout=handler_timeout,
+        max_connections=max_connections,
+        forward_to=forward_to,
     )
+    if secret:
+        secret_key(secret)
+    settings = {
+        "POLICY": str(policy) if policy is not None else "",
+        "HANDLER": handler or "",
+        "SECRET": secret or "",
+        "TOKEN": token or "",
+        "SWEEP_INTERVAL": repr(sweep_interval),
+        "HANDLER_TIMEOUT": repr(handler_timeout),
+        "REPORT": report_mode,
+        "RESUME": "1" if resume else "",
+        "FORWARD_TO": forward_to or "",
+    }
+    # Loading here (also when workers will load again) refuses a bad policy or handler with its
+    # message before the port is taken.
+    app = create_app_from_settings(settings)
+    if workers > 1:
+        # Worker processes build the app from the factory, which reads these.
+        for key, value in settings.items():
+            os.environ[ENV_PREFIX + key] = value
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", ws="none", server_header=False
+        "belt.server.app:create_app_from_env" if workers > 1 else app,
+        factory=workers > 1,
+        workers=workers,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        ws="none",
+        server_header=False,
+        http="belt.server.guard:GuardedH11Protocol",
+        timeout_keep_alive=IDLE_TIMEOUT,
+        backlog=BACKLOG,
     )
-    server = uvicorn.Server(config)
-    # Open inspector streams end when the server stops, instead of holding its shutdown.
-    app.state.stopping = lambda: server.should_exit
+    guard_config(config, max_connections=max_connections)
     if on_listening is not None:
         shown = f"[{host.strip('[]')}]" if ":" in host else host
         on_listening(
@@ -128,13 +196,28 @@ def serve(
                 "signed": bool(secret),
                 "token": bool(token),
                 "sweep_interval": sweep_interval,
+                "workers": workers,
+                "max_connections": config.belt_max_connections,  # type: ignore[attr-defined]
                 "resume": resume,
             }
         )
     try:
-        server.run(sockets=[sock])
+        if workers > 1:
+            from uvicorn.supervisors import Multiprocess
+
+            Multiprocess(config, sockets=[sock]).run()
+        else:
+            uvicorn.Server(config).run(sockets=[sock])
     except KeyboardInterrupt:
         # uvicorn stops gracefully on Ctrl-C and then re-raises the signal; that is a clean exit.
         pass
     finally:
         sock.close()
+
+
+def guard_config(
+    config: Any, *, max_connections: int | None = None, header_timeout: float = HEADER_TIMEOUT
+) -> None:
+    """Set the limits ``GuardedH11Protocol`` reads from a uvicorn config."""
+    config.belt_max_connections = connection_cap(max_connections)
+    config.belt_header_timeout = header_timeout

@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from belt.errors import BeltError
+
 TEMP_SUFFIX = ".tmp"
 _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV}
 
@@ -58,12 +60,37 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+
+
+def write_failure(path: Path, exc: OSError) -> BeltError | None:
+    """The error to report for a write that failed for want of room (full disk, quota, size
+    limit, read-only or failing device); None for any other failure."""
+    if exc.errno not in _NO_ROOM:
+        return None
+    return BeltError(
+        f"{path}: cannot write ({exc.strerror or exc}); that file is unchanged",
+        hint="free some space (or fix the file system), then retry",
+    )
+
+
 def atomic_write(path: Path, data: bytes, *, fsync: bool = True, exclusive: bool = False) -> None:
     """Write ``data`` to a temporary file, fsync it, and move it to ``path`` in one step.
 
     With ``exclusive`` the move is a hard link that fails with ``FileExistsError`` when ``path``
-    already exists, so two creators of one name cannot both succeed.
+    already exists, so two creators of one name cannot both succeed. A full disk (or quota, size
+    limit, read-only file system) is a BeltError naming ``path``, and ``path`` is unchanged.
     """
+    try:
+        _atomic_write(path, data, fsync=fsync, exclusive=exclusive)
+    except OSError as exc:
+        failure = write_failure(path, exc)
+        if failure is None:
+            raise
+        raise failure from None
+
+
+def _atomic_write(path: Path, data: bytes, *, fsync: bool, exclusive: bool) -> None:
     fd, tmp = _temp_file(path)
     try:
         try:
@@ -111,6 +138,12 @@ def append_line(path: Path, line: bytes, *, header: bytes, fsync: bool = True) -
         _write_all(fd, line)
         if fsync:
             os.fsync(fd)
+    except OSError as exc:
+        failure = write_failure(path, exc)
+        if failure is None:
+            raise
+        # A partly written line is torn; the next append cuts it off.
+        raise failure from None
     finally:
         os.close(fd)
 

@@ -76,8 +76,8 @@ def is_int(value: Any) -> bool:
 
 def check_webhook_url(url: str) -> str | None:
     """Return why ``url`` is not an absolute http(s) URL, or None when it is."""
-    if any(ch.isspace() or ord(ch) < 32 for ch in url):
-        return "must be a URL without spaces or control characters"
+    if any(ch.isspace() or ord(ch) < 32 or 0xD800 <= ord(ch) <= 0xDFFF for ch in url):
+        return "must be a URL without spaces, control characters or lone surrogates"
     try:
         parts = urlsplit(url)
     except ValueError as exc:
@@ -86,6 +86,14 @@ def check_webhook_url(url: str) -> str | None:
         return "must be an absolute http:// or https:// URL"
     if not parts.hostname:
         return "must be an absolute URL with a host"
+    if not parts.hostname.isascii() or "xn--" in parts.hostname:
+        # An internationalised name must survive IDNA encoding, as the HTTP client will do it.
+        import httpx
+
+        try:
+            httpx.URL(url).host  # noqa: B018 (decoding the host is the check)
+        except (httpx.InvalidURL, UnicodeError) as exc:
+            return f"has a host that is not a valid domain name ({exc})"
     try:
         port = parts.port
     except ValueError:

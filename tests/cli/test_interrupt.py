@@ -664,3 +664,43 @@ def test_verbose_given_to_belt_shows_the_traceback_of_a_subcommand() -> None:
     loud = belt("-v", "interrupt", "show", "int_nope")
     assert loud.exit_code == 3
     assert "Traceback" in loud.stderr and "error: no interrupt int_nope" in loud.stderr
+
+
+def test_meta_must_be_a_json_object() -> None:
+    result = belt(
+        "interrupt",
+        "create",
+        "--run",
+        "run_1",
+        "--chat",
+        "chat_1",
+        "--event",
+        "agent.start",
+        "--meta",
+        "[1]",
+    )
+    assert result.exit_code == 5
+    assert result.stderr == "error: --meta: expected a JSON object, got an array\n"
+
+
+def test_a_full_disk_is_a_clean_error_naming_the_file(belt_home: Path) -> None:
+    # A file-size limit makes writes fail with EFBIG, as a full disk fails them with ENOSPC.
+    script = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))\n"
+        "from belt.cli import main\n"
+        "sys.argv = ['belt', 'interrupt', 'create', '--run', 'run_1', '--chat', 'ch_1',"
+        " '--event', 'agent.start']\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done.stderr
+    assert re.match(
+        rf"error: {re.escape(str(belt_home))}/store/objects/interrupt/int_\w+\.json: "
+        r"cannot write \(File too large\); that file is unchanged\n",
+        done.stderr,
+    )
+    assert "Traceback" not in done.stderr

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from belt.cli.rho import app
 from belt.errors import ExitCode
+from tests import hostile
 from tests.cli.runner import Result
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -164,3 +165,18 @@ def test_an_unknown_extension_is_a_usage_error(belt_home: Path) -> None:
     assert result.exit_code == ExitCode.USAGE
     assert "rho.lifecycle_hooks" in result.stderr
     assert not belt_home.exists()
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "message"),
+    [
+        (lambda: hostile.answer(b"[" * 50_000 + b"]" * 50_000), "nested deeper than 100 levels"),
+        (lambda: hostile.answer(b'{"lifecycle_hooks": NaN}'), "NaN is not a JSON number"),
+    ],
+)
+def test_a_hostile_profile_api_is_a_clear_exit_6(behaviour, message: str) -> None:
+    with hostile.hostile_server(behaviour()) as url:
+        result = rho("extensions", "configure", "rho.lifecycle_hooks", "--api", url, input="{}")
+    assert result.exit_code == 6, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr

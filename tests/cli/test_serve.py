@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import resource
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,10 +21,10 @@ from belt.server.run import bind, is_loopback
 from belt.signing import signed_headers
 from belt.store import open_store
 from tests.cli.runner import belt
+from tests.vectors import SECRET
 
 ROOT = Path(__file__).parent.parent.parent
 EXAMPLE_POLICY = ROOT / "examples" / "policy.toml"
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 TOKEN = "tok-cli-9d2e6b"
 
 
@@ -66,6 +67,16 @@ def test_a_bad_policy_is_refused_with_its_path(tmp_path: Path) -> None:
         (("--policy", "missing.toml"), 3, "missing.toml: no such file"),
         (("--secret", "s3cr3t"), 5, "secret: expected whsec_"),
         (("--sweep-interval", "-1"), 2, "--sweep-interval"),
+        (("--sweep-interval", "1e-9"), 2, "--sweep-interval must be 0 (off) or a number"),
+        (("--sweep-interval", "nan"), 2, "--sweep-interval must be 0 (off) or a number"),
+        (("--sweep-interval", "inf"), 2, "--sweep-interval must be 0 (off) or a number"),
+        (("--token", " "), 2, "--token must be printable ASCII without spaces"),
+        (("--token", ""), 2, "--token must be printable ASCII without spaces"),
+        (("--port", "99999"), 2, "--port 99999 is not a port number (0-65535"),
+        (("--port", "-1"), 2, "--port -1 is not a port number"),
+        (("--workers", "0"), 2, "--workers must be 1 or more"),
+        (("--handler-timeout", "nan"), 2, "--handler-timeout must be a number"),
+        (("--max-connections", "0"), 2, "--max-connections must be 1 or more"),
     ],
 )
 def test_bad_options_are_refused(args: tuple[str, ...], code: int, message: str) -> None:
@@ -86,8 +97,17 @@ def test_a_port_in_use_is_reported() -> None:
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
 
 
+def lower_open_files(limit: int) -> Callable[[], None]:
+    """A preexec function giving the child process at most ``limit`` open files."""
+
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return lower
+
+
 @contextmanager
-def serve_process(*args: str) -> Iterator[tuple[str, dict[str, str]]]:
+def serve_process(*args: str, nofile: int | None = None) -> Iterator[tuple[str, dict[str, str]]]:
     """Run `belt serve --port 0 ARGS` in a child process; yield its URL and, at exit, output."""
     process = subprocess.Popen(
         [sys.executable, "-m", "belt", "serve", "--port", "0", *args],
@@ -95,6 +115,7 @@ def serve_process(*args: str) -> Iterator[tuple[str, dict[str, str]]]:
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        preexec_fn=lower_open_files(nofile) if nofile else None,
     )
     captured: dict[str, str] = {}
     try:
@@ -148,3 +169,88 @@ def test_serve_json_prints_one_object_per_line_and_hides_secrets() -> None:
     seen = output["stdout"] + output["stderr"]
     for hidden in (SECRET, SECRET[6:], TOKEN, "QSECRET"):
         assert hidden not in seen
+
+
+def test_a_request_path_cannot_write_to_the_terminal() -> None:
+    with serve_process() as (url, output):
+        reply = httpx.post(f"{url}/hooks/%1b%5b2J%1b%5d0;PWNED%07", content=b"{}")
+    assert reply.status_code == 422
+    assert output["code"] == "0", output["stderr"]
+    [line] = output["stdout"].splitlines()
+    assert "[\\x1b[2J\\x1b]0;PWNED\\x07]" in line
+    assert "\x1b" not in output["stdout"] and "\x07" not in output["stdout"]
+
+
+def slowloris(url: str, count: int) -> list[socket.socket]:
+    """``count`` connections that send part of a request head and then nothing."""
+    host, port = url.removeprefix("http://").split(":")
+    clients = []
+    for _ in range(count):
+        try:
+            sock = socket.create_connection((host, int(port)), timeout=2)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        except OSError:
+            continue
+        clients.append(sock)
+    return clients
+
+
+def test_healthz_answers_with_slowloris_clients_past_the_open_file_limit() -> None:
+    # The server may hold 320 open files; 500 slow clients would exhaust them without the cap.
+    with serve_process("--sweep-interval", "0", nofile=320) as (url, output):
+        clients = slowloris(url, 500)
+        try:
+            health = [httpx.get(f"{url}/healthz", timeout=30) for _ in range(5)]
+            hook = httpx.post(f"{url}/hooks", json=sample_payload("agent.start"), timeout=30)
+        finally:
+            for sock in clients:
+                sock.close()
+    assert [reply.status_code for reply in health] == [200] * 5
+    assert hook.status_code == 200
+    assert output["code"] == "0", output["stderr"][-2000:]
+    assert "Traceback" not in output["stderr"]
+    assert "Too many open files" not in output["stderr"]
+
+
+def test_refused_connections_are_one_line_per_burst_not_tracebacks() -> None:
+    # A cap above the open-file limit lets accept() fail; each burst is reported once.
+    args = ("--sweep-interval", "0", "--max-connections", "5000")
+    with serve_process(*args, nofile=64) as (url, output):
+        clients = slowloris(url, 100)
+        try:
+            for sock in clients:
+                sock.close()
+            # The server answers again once files are free (asyncio retries accept each second).
+            replies = []
+            for _ in range(100):
+                try:
+                    replies.append(httpx.get(f"{url}/healthz", timeout=5).status_code)
+                except httpx.HTTPError:
+                    continue
+                if replies[-1] == 200:
+                    break
+        finally:
+            for sock in clients:
+                sock.close()
+    assert replies and replies[-1] == 200
+    assert "Traceback" not in output["stderr"]
+    refused = [line for line in output["stderr"].splitlines() if "refusing connections" in line]
+    assert 1 <= len(refused) <= 3, output["stderr"][-2000:]
+    assert refused[0] == (
+        "warning: refusing connections: Too many open files (open-file limit reached; "
+        "lower --max-connections or raise the limit)"
+    )
+
+
+def test_workers_share_one_port_and_stop_on_ctrl_c() -> None:
+    with serve_process("--workers", "2", "--json", "--sweep-interval", "0") as (url, output):
+        replies = [
+            httpx.post(f"{url}/hooks", json=sample_payload("agent.start"), timeout=30)
+            for _ in range(4)
+        ]
+        health = httpx.get(f"{url}/healthz", timeout=30)
+    assert [reply.status_code for reply in replies] == [200] * 4
+    assert health.status_code == 200
+    assert "2 workers" in output["stderr"]
+    records = [json.loads(line) for line in output["stdout"].splitlines()]
+    assert [record["decision"] for record in records] == ["allow"] * 4

@@ -327,20 +327,25 @@ def damage(path: Path, change: Any) -> bytes:
         ("run", lambda d: d.update(state=7), "its state is not a string"),
         ("run", lambda d: d.update(execution=[1]), "its execution is not an object or null"),
         ("sim", lambda d: d.pop("next_turn"), "its next_turn is missing"),
+        ("scenario", lambda d: d.update(dialect=[1]), "it is not the scenario belt stored"),
     ],
-    ids=["chat-mistyped", "chat-missing", "run-mistyped", "run-state", "sim-missing"],
+    ids=["chat-mistyped", "chat-missing", "run-mistyped", "run-state", "sim-missing", "scenario"],
 )
 def test_a_record_of_the_wrong_shape_is_reported_and_never_written_over(
     tmp_path: Path, belt_home: Path, kind: str, change: Any, why: str
 ) -> None:
     report = held_simulation(tmp_path)
     run_id = report["runs"][0]["id"]
-    ids = {"chat": report["chat"]["id"], "run": run_id, "sim": report["simulation"]["id"]}
+    sim_id = report["simulation"]["id"]
+    ids = {"chat": report["chat"]["id"], "run": run_id, "sim": sim_id, "scenario": sim_id}
     path = belt_home / "store" / "objects" / kind / f"{ids[kind]}.json"
     raw = damage(path, change)
     gate_id = report["chat"]["pending_interrupts"][0]["id"]
     assert belt("interrupt", "resolve", gate_id, "allow").exit_code == 0
-    for command in (("sim", "resume", run_id), ("sim", "stop", run_id), ("sim", "show", run_id)):
+    commands = [("sim", "resume", run_id), ("sim", "stop", run_id), ("sim", "show", run_id)]
+    if kind == "scenario":
+        commands = commands[:1]  # stop and show never read the scenario
+    for command in commands:
         result = belt(*command)
         assert result.exit_code == 5, (command, result.stdout, result.stderr)
         assert str(path) in result.stderr and why in result.stderr

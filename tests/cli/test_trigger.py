@@ -1,3 +1,4 @@
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from belt.store import Store
 from tests.cli.runner import belt
 from tests.hookapp import HookApp, hook_app
 from tests.servers import running
+from tests.vectors import SECRET
 
 EXAMPLE_POLICY = Path(__file__).parent.parent.parent / "examples" / "policy.toml"
 
@@ -85,7 +87,7 @@ def test_an_invalid_body_exits_6_and_json_still_prints_the_report(webhook: HookA
 
 def test_no_full_url_or_secret_reaches_the_terminal(webhook: HookApp) -> None:
     webhook.decide = lambda name, payload: (500, "")
-    secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    secret = SECRET
     url = webhook.url.replace("http://", "http://user:pa55word@") + "/hooks/PATHSECRET?k=QSECRET"
     for flags in ((), ("--json",)):
         result = belt("trigger", "agent.tool_call", "--to", url, "--secret", secret, *flags)
@@ -108,3 +110,33 @@ def test_bad_arguments_are_refused(args: tuple[str, ...], code: int, message: st
     result = belt("trigger", *args)
     assert result.exit_code == code
     assert message in result.stderr
+
+
+def test_a_hostile_reason_is_escaped_on_the_terminal(webhook: HookApp) -> None:
+    webhook.decide = lambda name, payload: {
+        "decision": "deny",
+        "reason": "\x1b[2J\x1b]0;PWNED\x07\nerror: fake\x9b",
+    }
+    result = belt("trigger", "agent.tool_call", "--to", f"{webhook.url}/hostile")
+    webhook.decide = lambda name, payload: None
+    assert result.exit_code == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\x9b" not in result.stdout
+    assert "\\x1b]0;PWNED\\x07\\nerror: fake\\x9b" in result.stdout
+    assert not any(line.startswith("error: fake") for line in result.stdout.splitlines())
+
+
+def test_small_refusals_of_trigger(webhook: HookApp, tmp_path: Path) -> None:
+    port = belt("trigger", "agent.start", "--to", "http://127.0.0.1:99999/h")
+    assert port.exit_code == 5
+    assert "--to port 99999 is out of range (1-65535)" in port.stderr
+    nan = belt("trigger", "agent.start", "--to", f"{webhook.url}/h", "--data", '{"x": NaN}')
+    assert nan.exit_code == 5
+    assert "--data: not valid JSON (NaN is not a JSON number (refused))" in nan.stderr
+    nul = belt("trigger", "agent.start", "--to", f"{webhook.url}/h", "--data", "@a\x00b")
+    assert nul.exit_code == 5
+    assert nul.stderr.startswith("error: a\\x00b: a path cannot contain a NUL character")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    piped = belt("trigger", "agent.start", "--to", f"{webhook.url}/h", "--data", f"@{fifo}")
+    assert piped.exit_code == 5
+    assert "is a FIFO (named pipe), not a regular file" in piped.stderr

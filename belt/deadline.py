@@ -1,0 +1,159 @@
+"""Total deadlines and size caps for HTTP calls to webhooks and platform APIs.
+
+httpx's timeouts apply to each read: a server that sends its headers or body a byte at a time,
+each byte within the timeout, holds a call for as long as it likes. Here a deadline covers the
+whole call. Inside ``deadline(seconds)``, a transport from ``transport()`` gives every connect,
+write and read of the call only the time that is left, so slow headers end at the deadline too;
+``read_capped`` reads a streamed body within the same deadline and up to a byte cap, with any
+transport.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpx
+
+_END: contextvars.ContextVar[float | None] = contextvars.ContextVar("belt_deadline", default=None)
+
+
+class DeadlinePassed(Exception):
+    """The total deadline of a call passed."""
+
+
+class BodyTooLarge(Exception):
+    """An answer's body passed its byte cap."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the answer is larger than {limit // 1024} KiB")
+        self.limit = limit
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Give every HTTP call made in the block (on this thread) ``seconds`` in total."""
+    token = _END.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _END.reset(token)
+
+
+def time_left() -> float | None:
+    """Seconds left before the current deadline (None: no deadline); never below 0."""
+    end = _END.get()
+    return None if end is None else max(0.0, end - time.monotonic())
+
+
+def _clamp(timeout: float | None, error: type[Exception]) -> float | None:
+    left = time_left()
+    if left is None:
+        return timeout
+    if left <= 0:
+        raise error("the total deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+def read_capped(response: httpx.Response, limit: int) -> bytes:
+    """A streamed response's (decoded) body, at most ``limit`` bytes, within the deadline."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(limit)
+        chunks.append(chunk)
+        left = time_left()
+        if left is not None and left <= 0:
+            raise DeadlinePassed
+    return b"".join(chunks)
+
+
+def transport(**options: Any) -> httpx.HTTPTransport:
+    """An httpx transport whose connects, writes and reads keep to the current deadline."""
+    import httpx
+
+    made = httpx.HTTPTransport(**options)
+    pool = getattr(made, "_pool", None)
+    if pool is None or not hasattr(pool, "_network_backend"):
+        raise RuntimeError("this httpx has no connection pool belt can bound")
+    pool._network_backend = _backend()
+    return made
+
+
+def _backend() -> Any:
+    import httpcore
+
+    class Stream(httpcore.NetworkStream):
+        def __init__(self, inner: httpcore.NetworkStream) -> None:
+            self.inner = inner
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            return self.inner.read(max_bytes, _clamp(timeout, httpcore.ReadTimeout))
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            self.inner.write(buffer, _clamp(timeout, httpcore.WriteTimeout))
+
+        def close(self) -> None:
+            self.inner.close()
+
+        def start_tls(
+            self,
+            ssl_context: Any,
+            server_hostname: str | None = None,
+            timeout: float | None = None,
+        ) -> httpcore.NetworkStream:
+            wrapped = self.inner.start_tls(
+                ssl_context, server_hostname, _clamp(timeout, httpcore.ConnectTimeout)
+            )
+            return Stream(wrapped)
+
+        def get_extra_info(self, info: str) -> Any:
+            return self.inner.get_extra_info(info)
+
+    class Backend(httpcore.NetworkBackend):
+        def __init__(self) -> None:
+            self.inner = httpcore.SyncBackend()
+
+        def connect_tcp(
+            self,
+            host: str,
+            port: int,
+            timeout: float | None = None,
+            local_address: str | None = None,
+            socket_options: Any = None,
+        ) -> httpcore.NetworkStream:
+            stream = self.inner.connect_tcp(
+                host,
+                port,
+                _clamp(timeout, httpcore.ConnectTimeout),
+                local_address,
+                socket_options,
+            )
+            return Stream(stream)
+
+        def connect_unix_socket(
+            self, path: str, timeout: float | None = None, socket_options: Any = None
+        ) -> httpcore.NetworkStream:
+            stream = self.inner.connect_unix_socket(
+                path, _clamp(timeout, httpcore.ConnectTimeout), socket_options
+            )
+            return Stream(stream)
+
+        def sleep(self, seconds: float) -> None:
+            self.inner.sleep(seconds)
+
+    return Backend()
+
+
+def bounded_client(base: Any = None) -> Any:
+    """An ``httpx.Client`` whose calls keep to the total deadline (``base``: a transport of a
+    test or an embedder instead)."""
+    import httpx
+
+    return httpx.Client(transport=base or transport(), follow_redirects=False)

@@ -1,0 +1,72 @@
+"""The live lines ``belt serve`` prints: one per hook request, API call or sweep.
+
+Shared by ``belt serve`` and every worker process it starts; all text goes through
+``belt.output``, which escapes what came from outside (a request path, a reason).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+
+def render_json(record: dict[str, Any]) -> None:
+    """One JSON object per line for each record (``belt serve --json``)."""
+    from belt import output
+
+    output.print_json_line(record)
+
+
+def render_record(record: dict[str, Any]) -> None:
+    """One live line for a hook request, an API call, a sweep or a run that went on."""
+    from belt import output
+
+    clock = _clock(record.get("at"))
+    kind = record.get("kind")
+    if kind == "sweep":
+        settled = ", ".join(f"{s['id']} → {s['resolution']}" for s in record["settled"])
+        output.lines([(f"{clock}  sweep  settled {settled}", "yellow")])
+        return
+    if kind == "resume":
+        what = record.get("state") or f"could not go on: {record.get('error')}"
+        style = "red" if record.get("error") else ""
+        output.lines([(f"{clock}  resume  run {record['run_id']} → {what}", style)])
+        return
+    if kind == "api":
+        style = "" if record["status"] < 400 else "red"
+        text = f"{clock}  {record['action']} {record['target']}  {record['status']}"
+        output.lines([(f"{text}  {record['detail']}", style)])
+        return
+    parts = [clock]
+    if record.get("name"):
+        parts.append(f"[{record['name']}]")
+    if record["status"] != 200:
+        parts += [str(record.get("event") or "-"), str(record["status"]), record.get("error", "")]
+        style = "bold red"
+    else:
+        parts.append(record["event"])
+        if record.get("tool"):
+            parts.append(record["tool"])
+        decision = record["decision"]
+        parts.append(decision + (" +inject" if record.get("injected") else ""))
+        if record.get("reason"):
+            parts.append(record["reason"])
+        style = {"deny": "red", "stop": "red", "suspend": "yellow"}.get(decision, "")
+    parts.append(f"{record['duration_ms']:.1f} ms")
+    output.lines([("  ".join(parts), style)])
+    if record.get("journal_error"):
+        output.warning(f"not journalled: {record['journal_error']}")
+
+
+def _clock(stamp: Any) -> str:
+    try:
+        return datetime.fromisoformat(str(stamp)).astimezone().strftime("%H:%M:%S")
+    except ValueError:
+        return "--:--:--"
+
+
+def loop_error(line: str) -> None:
+    """A server condition worth one line on stderr (refused connections)."""
+    from belt import output
+
+    output.warning(line)

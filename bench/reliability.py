@@ -1,0 +1,692 @@
+"""Reliability figures of belt's edges: bad inputs and clean errors, and load under slowloris.
+
+Three measurements, each printed as one block (docs/reliability.md quotes them):
+
+1. Bad inputs: a catalogue of hostile command lines, files and option values (NaN, deep
+   nesting, huge integers, lone surrogates, NUL in paths, FIFOs and devices, bad ports and
+   URLs, empty declarations) run through the `belt` command in-process. Counted: how many end
+   in a clean error (a one-line message and an exit code from 2 to 6, no traceback).
+2. Hostile answers: webhooks and `--api` servers that answer deep JSON, huge integers, lone
+   surrogates, NaN, endless bodies, slow headers and trickled bodies. Counted: how many end as
+   that handler's failure (or a clean error), and the slowest of the deadline cases against
+   its deadline.
+3. Load under slowloris: `belt serve --policy examples/policy.toml` under a closed loop of hook
+   requests (4 keep-alive clients), first alone, then with SLOW clients holding slow request
+   heads open and reconnecting when closed. Printed: requests per second, p50/p99 latency,
+   failed requests, /healthz answers during the attack, and stderr bytes; the ratio of the
+   attacked throughput to the quiet one is the figure (target: at least 0.5).
+
+4. The engine: racing resumers (several `belt sim resume` of one run released together, many
+   trials; counted: winners per trial, which must be exactly one), killed simulations (a
+   `belt sim run` and then each `belt sim resume` SIGKILLed at random moments, KILLS times in
+   all; counted: resumes that went on, and tools run more than once, which must be none), and
+   damaged store records (each kind of damage to each record of a held simulation, then
+   `sim resume`, `sim stop`, `sim show`; counted: clean errors that leave the file as it was).
+
+Run with `python bench/reliability.py` (about two minutes); `--only engine` runs part 4 alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SLOW = 1100
+LOAD_SECONDS = 8.0
+CLIENTS = 4
+TARGET = 0.5
+
+
+# 1. Bad inputs -------------------------------------------------------------------------------
+
+
+def bad_inputs(folder: Path) -> list[tuple[str, list[str], str | None]]:
+    """(name, argv, stdin) for each hostile command line."""
+    files = {
+        "nan.json": '{"hooks": [{"event": "agent.start", "type": "gate", "timeout": NaN}]}',
+        "inf.toml": "[[hooks]]\ntimeout = inf\n",
+        "deep.json": "[" * 100_000 + "]" * 100_000,
+        "deep.toml": "a = " + "[" * 5000 + "]" * 5000,
+        "dotted.toml": ".".join(["k"] * 500) + " = 1\n",
+        "huge.json": "[" + "9" * 10_000 + "]",
+        "huge.toml": "a = " + "9" * 10_000,
+        "surrogate.json": '["\\ud800"]',
+        "empty.toml": "",
+        "empty.json": "",
+        "big.json": " " * (2 * 1024 * 1024),
+        "binary.json": "\udcff\udcfe",
+        "policy-redos.toml": '[[rules]]\narguments = { cmd = "re:(a)\\\\1" }\n',
+        "policy-deep.toml": "rules = " + "[" * 3000 + "]" * 3000,
+    }
+    for name, text in files.items():
+        (folder / name).write_bytes(text.encode("utf-8", "surrogateescape"))
+    fifo = folder / "fifo.json"
+    os.mkfifo(fifo)
+    cases: list[tuple[str, list[str], str | None]] = []
+    for name in files:
+        if name.startswith("policy-"):
+            cases.append((name, ["serve", "--policy", str(folder / name), "--port", "0"], None))
+        else:
+            cases.append((name, ["hooks", "validate", str(folder / name)], None))
+    for path in ("/dev/zero", str(fifo), str(folder)):
+        cases.append((f"validate {path}", ["hooks", "validate", path], None))
+        cases.append(
+            (
+                f"--data @{path}",
+                ["interrupt", "resolve", "int_x", "allow", "--data", f"@{path}"],
+                None,
+            )
+        )
+    hostile_values = [
+        '{"x": NaN}',
+        "[Infinity]",
+        "1e999",
+        "[" * 50_000,
+        "9" * 5000,
+        '"\\ud800"',
+        "\udcff",
+        "{",
+        "",
+        "[1]",
+    ]
+    for value in hostile_values:
+        cases.append(
+            (
+                f"--data {value[:12]!r}",
+                ["trigger", "agent.start", "--to", "http://127.0.0.1:9/h", "--data", value],
+                None,
+            )
+        )
+        cases.append(
+            (
+                f"--meta {value[:12]!r}",
+                [
+                    "interrupt",
+                    "create",
+                    "--run",
+                    "run_1",
+                    "--chat",
+                    "ch_1",
+                    "--event",
+                    "agent.start",
+                    "--meta",
+                    value,
+                ],
+                None,
+            )
+        )
+    for value in ("99999", "-1", "70000"):
+        cases.append((f"--port {value}", ["serve", "--port", value], None))
+    for value in ("1e-9", "nan", "inf", "-1"):
+        cases.append((f"--sweep-interval {value}", ["serve", "--sweep-interval", value], None))
+    for token in (" ", "", "a b", "\x1b"):
+        cases.append((f"--token {token!r}", ["serve", "--token", token], None))
+    urls = [
+        "http://[::1/x",
+        "http://h:99999/",
+        "ftp://h/",
+        "http://",
+        "http://h:abc/",
+        "http://a\x00b/",
+        "http://\udcff/",
+    ]
+    for url in urls:
+        cases.append((f"--api {url!r}", ["interrupt", "list", "run_1", "--api", url], None))
+        cases.append(
+            (
+                f"--webhook {url!r}",
+                ["hooks", "add", "agent.start", "--webhook", url, "--file", str(folder / "h.json")],
+                None,
+            )
+        )
+        cases.append((f"--to {url!r}", ["trigger", "agent.start", "--to", url], None))
+    for nul in ("a\x00b", "@a\x00b"):
+        cases.append(
+            (f"NUL {nul!r}", ["interrupt", "resolve", "int_x", "allow", "--data", nul], None)
+        )
+    for ident in ("../etc", "int_\x00", "x" * 5000, "\udcff", "a/b"):
+        cases.append((f"id {ident[:10]!r}", ["interrupt", "show", ident], None))
+    cases.append(
+        ("stdin deep", ["rho", "extensions", "configure", "rho.lifecycle_hooks"], "[" * 100_000)
+    )
+    cases.append(
+        (
+            "stdin NaN",
+            ["rho", "extensions", "configure", "rho.lifecycle_hooks"],
+            '{"stop": {"tool": "t", "timeout_ms": NaN, "max_continuations": 1}}',
+        )
+    )
+    return cases
+
+
+def run_bad_inputs() -> dict[str, Any]:
+    from typer.testing import CliRunner
+
+    from belt.cli import app as belt_app
+    from belt.cli.rho import app as rho_app
+
+    clean = 0
+    unclean: list[str] = []
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["BELT_HOME"] = home
+        folder = Path(home) / "inputs"
+        folder.mkdir()
+        cases = bad_inputs(folder)
+        for name, argv, stdin in cases:
+            target = rho_app if argv[0] == "rho" else belt_app
+            args = argv[1:] if argv[0] == "rho" else argv
+            result = CliRunner().invoke(target, args, input=stdin)
+            error = result.exception
+            ok = (
+                2 <= result.exit_code <= 6
+                and (error is None or isinstance(error, SystemExit))
+                and "Traceback" not in result.stderr
+            )
+            if ok:
+                clean += 1
+            else:
+                unclean.append(f"{name}: exit {result.exit_code} {type(error).__name__}")
+    return {"tried": len(cases), "clean": clean, "unclean": unclean}
+
+
+# 2. Hostile answers --------------------------------------------------------------------------
+
+
+def run_hostile_answers() -> dict[str, Any]:
+    from belt.errors import BeltError
+    from belt.handlers.webhook import deliver, webhook_client
+    from belt.remote import Platform
+    from belt.samples import sample_payload
+    from tests import hostile
+
+    bodies = {
+        "deep JSON": b"[" * 200_000 + b"]" * 200_000,
+        "huge integer": b'{"decision": ' + b"9" * 10_000 + b"}",
+        "lone surrogate": b'{"decision": "deny", "reason": "\\ud800"}',
+        "NaN": b'{"decision": NaN}',
+        "Infinity": b'{"data": Infinity}',
+    }
+    behaviours: dict[str, Callable[[], Any]] = {
+        **{name: (lambda body=body: hostile.answer(body)) for name, body in bodies.items()},
+        "endless body": hostile.endless,
+        "slow head": hostile.slow_head,
+        "trickled body": hostile.slow_body,
+    }
+    deadline = 1.0
+    clean = 0
+    tried = 0
+    slowest = 0.0
+    for name, behaviour in behaviours.items():
+        with hostile.hostile_server(behaviour()) as url:
+            tried += 1
+            started = time.monotonic()
+            with webhook_client() as client:
+                result = deliver(
+                    client, f"{url}/h", sample_payload("agent.start"), timeout=deadline
+                )
+            if result.error is not None and result.response is None:
+                clean += 1
+            if name in ("slow head", "trickled body"):
+                slowest = max(slowest, time.monotonic() - started)
+            tried += 1
+            started = time.monotonic()
+            try:
+                with Platform(url, timeout=deadline) as platform:
+                    platform.list_interrupts(run_id="run_1")
+            except BeltError:
+                clean += 1
+            if name in ("slow head", "trickled body"):
+                slowest = max(slowest, time.monotonic() - started)
+    return {"tried": tried, "clean": clean, "deadline": deadline, "slowest": slowest}
+
+
+# 3. Load under slowloris ---------------------------------------------------------------------
+
+
+def start_server(home: str) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "belt",
+            "serve",
+            "--port",
+            "0",
+            "--sweep-interval",
+            "0",
+            "--policy",
+            str(ROOT / "examples" / "policy.toml"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "BELT_HOME": home},
+    )
+    assert process.stderr is not None
+    banner = process.stderr.readline()
+    found = re.search(r"listening on (http://\S+) ", banner)
+    if not found:
+        raise SystemExit(f"belt serve did not start: {banner}")
+    return process, found.group(1)
+
+
+class Slowloris:
+    """SLOW connections that send part of a request head, reopened whenever they are closed."""
+
+    def __init__(self, url: str, count: int) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self.address = (host, int(port))
+        self.count = count
+        self.stop = threading.Event()
+        self.opened = 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def open(self) -> socket.socket | None:
+        try:
+            sock = socket.create_connection(self.address, timeout=2)
+            sock.sendall(b"POST /hooks HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            sock.setblocking(False)
+        except OSError:
+            return None
+        self.opened += 1
+        return sock
+
+    def run(self) -> None:
+        held: list[socket.socket] = []
+        while not self.stop.is_set():
+            alive = []
+            for sock in held:
+                try:
+                    if sock.recv(1) == b"":
+                        sock.close()
+                        continue
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    sock.close()
+                    continue
+                alive.append(sock)
+            held = alive
+            while len(held) < self.count and not self.stop.is_set():
+                sock = self.open()
+                if sock is None:
+                    break
+                held.append(sock)
+            self.stop.wait(0.2)
+        for sock in held:
+            sock.close()
+
+
+def drive(url: str, seconds: float) -> dict[str, Any]:
+    from belt.samples import sample_payload
+
+    body = json.dumps(sample_payload("agent.tool_call")).encode()
+    latencies: list[float] = []
+    failures = 0
+    lock = threading.Lock()
+    end = time.monotonic() + seconds
+
+    def client() -> None:
+        nonlocal failures
+        with httpx.Client(timeout=30) as http:
+            while time.monotonic() < end:
+                started = time.perf_counter()
+                try:
+                    ok = http.post(f"{url}/hooks", content=body).status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                elapsed = time.perf_counter() - started
+                with lock:
+                    if ok:
+                        latencies.append(elapsed)
+                    else:
+                        failures += 1
+
+    threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    latencies.sort()
+    return {
+        "rps": len(latencies) / seconds,
+        "p50": statistics.median(latencies) * 1000 if latencies else float("nan"),
+        "p99": latencies[int(len(latencies) * 0.99)] * 1000 if latencies else float("nan"),
+        "failed": failures,
+        "done": len(latencies),
+    }
+
+
+def run_load() -> dict[str, Any]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, SLOW + 512)), hard))
+    with tempfile.TemporaryDirectory() as home:
+        process, url = start_server(home)
+        stderr: list[str] = []
+        reader = threading.Thread(target=lambda: stderr.extend(process.stderr or []), daemon=True)
+        reader.start()
+        try:
+            quiet = drive(url, LOAD_SECONDS)
+            attack = Slowloris(url, SLOW)
+            attack.thread.start()
+            time.sleep(2.0)
+            health: list[int] = []
+
+            def probe() -> None:
+                deadline = time.monotonic() + LOAD_SECONDS
+                while time.monotonic() < deadline:
+                    try:
+                        health.append(httpx.get(f"{url}/healthz", timeout=10).status_code)
+                    except httpx.HTTPError:
+                        health.append(0)
+                    time.sleep(0.5)
+
+            prober = threading.Thread(target=probe)
+            prober.start()
+            attacked = drive(url, LOAD_SECONDS)
+            prober.join()
+            attack.stop.set()
+            attack.thread.join()
+        finally:
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=30)
+            reader.join(timeout=5)
+    return {
+        "quiet": quiet,
+        "attacked": attacked,
+        "slow_opened": attack.opened,
+        "health_ok": sum(1 for status in health if status == 200),
+        "health_total": len(health),
+        "stderr_bytes": sum(len(line) for line in stderr),
+        "tracebacks": sum(1 for line in stderr if "Traceback" in line),
+    }
+
+
+# 4. The engine ---------------------------------------------------------------------------------
+
+RACER = """
+import runpy, sys
+import belt.cli
+sys.argv = ["belt", *sys.argv[1:]]
+print("ready", flush=True)
+sys.stdin.readline()
+runpy.run_module("belt", run_name="__main__", alter_sys=True)
+"""
+KILLS = 25
+
+
+def belt_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "belt", *args], env=env, capture_output=True, text=True, cwd=ROOT
+    )
+
+
+def gated_scenario(folder: Path, hook_url: str) -> Path:
+    call = {"name": "delete_file", "arguments": {"path": "/tmp/x"}, "result": "ok"}
+    doc = {
+        "agent": {
+            "hooks": [
+                {"event": "agent.tool_call", "type": "gate"},
+                {"event": "agent.complete", "type": "webhook", "handler": f"{hook_url}/hooks"},
+            ]
+        },
+        "turns": [{"user": "go", "model": [{"say": "x", "tool_calls": [call]}, {"say": "ok"}]}],
+    }
+    path = folder / "gated.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def race_resumers(env: dict[str, str], folder: Path, hook_url: str, racers: int) -> int:
+    """Winners among ``racers`` resumes of one held run, released together."""
+    held = json.loads(
+        belt_cli(env, "sim", "run", str(gated_scenario(folder, hook_url)), "--json").stdout
+    )
+    run_id = held["runs"][0]["id"]
+    belt_cli(env, "interrupt", "resolve", held["chat"]["pending_interrupts"][0]["id"], "allow")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, "sim", "resume", run_id],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=ROOT,
+        )
+        for _ in range(racers)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    codes = [proc.wait(120) for proc in procs]
+    for proc in procs:
+        proc.communicate()
+    return sum(1 for code in codes if code == 0)
+
+
+def deliveries(folder: Path) -> int:
+    """How many hook requests the local `belt serve` has answered (lines of its journal)."""
+    journal = folder / "serve" / "store" / "logs" / "journal" / "serve.jsonl"
+    try:
+        return journal.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def kill_and_resume(env: dict[str, str], folder: Path, hook_url: str) -> dict[str, Any]:
+    """KILLS SIGKILLs at random moments of one long simulation, each followed by a resume.
+
+    A moment is a random number of hook deliveries into the run (1 to 12 more), and a random
+    fraction of a delivery's time after it: so the kills land before, during and after steps.
+    """
+    import random
+
+    chance = random.Random(7)
+    call = {"name": "write_file", "arguments": {}, "result": "ok"}
+    turns = [
+        {"user": f"task {t}", "model": [{"say": "a", "tool_calls": [call, call]}, {"say": "b"}]}
+        for t in range(40)
+    ]
+    hooks = [
+        {"event": event, "type": "webhook", "handler": f"{hook_url}/hooks"}
+        for event in ("agent.turn_start", "agent.tool_call", "agent.complete")
+    ]
+    path = folder / "long.json"
+    path.write_text(json.dumps({"agent": {"hooks": hooks}, "turns": turns}))
+    command = ["sim", "run", str(path)]
+    kills = resumed = 0
+    for _ in range(200):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "belt", *command],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=ROOT,
+        )
+        if kills < KILLS:
+            target = deliveries(folder) + chance.randint(1, 12)
+            until = time.monotonic() + 60
+            while deliveries(folder) < target and proc.poll() is None and time.monotonic() < until:
+                time.sleep(0.001)
+            time.sleep(chance.uniform(0, 0.004))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                kills += 1
+        proc.wait(120)
+        rows = json.loads(belt_cli(env, "sim", "list", "--json").stdout)
+        rows = [r for r in rows if r["scenario"] == str(path)]
+        if len(rows) == len(turns) and all(r["state"] == "completed" for r in rows):
+            break
+        unfinished = [r for r in rows if r["state"] != "completed"]
+        command = ["sim", "resume", unfinished[0]["id"]]
+        resumed += 1
+    report = json.loads(belt_cli(env, "sim", "show", rows[0]["id"], "--json").stdout)
+    messages = report["chat"]["chat_messages"]
+    tools = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    return {
+        "kills": kills,
+        "resumes": resumed,
+        "finished": sum(1 for r in rows if r["state"] == "completed"),
+        "runs": len(turns),
+        "tools": len(tools),
+        "tools_twice": len(tools) - len(set(tools)),
+        "expected_tools": 2 * len(turns),
+    }
+
+
+DAMAGE: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "field missing": lambda data: data.pop(next(iter(data))),
+    "field mistyped": lambda data: data.update({next(iter(data)): [1]}),
+    "data not an object": lambda data: None,
+}
+
+
+def damaged_records(env: dict[str, str], folder: Path, hook_url: str) -> dict[str, Any]:
+    """Each damage to each record of a held simulation, under resume, stop and show."""
+    tried = clean = 0
+    for kind in ("run", "chat", "sim", "interrupt", "scenario"):
+        for name, damage in {
+            **DAMAGE,
+            "deep nesting": lambda data: None,
+            "not JSON": lambda data: None,
+        }.items():
+            home = folder / f"damage-{kind}-{len(name)}-{tried}"
+            case_env = {**env, "BELT_HOME": str(home)}
+            held = json.loads(
+                belt_cli(
+                    case_env, "sim", "run", str(gated_scenario(folder, hook_url)), "--json"
+                ).stdout
+            )
+            ids = {
+                "run": held["runs"][0]["id"],
+                "chat": held["chat"]["id"],
+                "sim": held["simulation"]["id"],
+                "interrupt": held["chat"]["pending_interrupts"][0]["id"],
+                "scenario": held["simulation"]["id"],
+            }
+            target = home / "store" / "objects" / kind / f"{ids[kind]}.json"
+            envelope = json.loads(target.read_text())
+            if name == "deep nesting":
+                target.write_text("[" * 50_000 + "]" * 50_000)
+            elif name == "not JSON":
+                target.write_text(target.read_text()[:40])
+            elif name == "data not an object":
+                envelope["data"] = [1]
+                target.write_text(json.dumps(envelope))
+            else:
+                damage(envelope["data"])
+                target.write_text(json.dumps(envelope))
+            before = target.read_bytes()
+            run_id = ids["run"]
+            for command in (
+                ("sim", "resume", run_id),
+                ("sim", "stop", run_id),
+                ("sim", "show", run_id),
+            ):
+                tried += 1
+                done = belt_cli(case_env, *command)
+                # A command that needs the record ends in a clean error; one that does not
+                # (`stop` and `show` never read the scenario) may succeed; none may crash or
+                # touch the damaged file.
+                failed_cleanly = done.returncode in (3, 4, 5) and done.stderr.count("\n") <= 2
+                if (
+                    (failed_cleanly or done.returncode == 0)
+                    and "Traceback" not in done.stderr
+                    and target.read_bytes() == before
+                ):
+                    clean += 1
+    return {"tried": tried, "clean": clean}
+
+
+def run_engine() -> None:
+    with tempfile.TemporaryDirectory(prefix="belt-reliability-engine-") as tmp:
+        folder = Path(tmp)
+        server, url = start_server(str(folder / "serve"))
+        try:
+            env = {**os.environ, "BELT_HOME": str(folder / "home"), "NO_COLOR": "1"}
+            winners = [race_resumers(env, folder, url, 2) for _ in range(10)]
+            many = [race_resumers(env, folder, url, 12) for _ in range(3)]
+            print(
+                f"racing resumers: 10 trials of 2 and 3 trials of 12 released together; winners "
+                f"per trial {sorted(set(winners + many))} (exactly one wins every trial: "
+                f"{all(w == 1 for w in winners + many)})"
+            )
+            killed = kill_and_resume({**env, "BELT_HOME": str(folder / "kills")}, folder, url)
+            print(
+                f"killed simulations: {killed['kills']} SIGKILLs, {killed['resumes']} resumes; "
+                f"{killed['finished']} of {killed['runs']} runs completed; {killed['tools']} tool "
+                f"results for {killed['expected_tools']} tool calls, {killed['tools_twice']} run "
+                "twice"
+            )
+            damaged = damaged_records(env, folder, url)
+            print(
+                f"damaged store records: {damaged['clean']} of {damaged['tried']} commands end in "
+                "a clean error (or, not needing the record, succeed) and leave the file as it was"
+            )
+        finally:
+            server.terminate()
+            server.wait(10)
+
+
+def main() -> None:
+    if sys.argv[1:] == ["--only", "engine"]:
+        run_engine()
+        return
+    bad = run_bad_inputs()
+    print(
+        f"bad inputs: {bad['clean']} of {bad['tried']} end in a clean error (exit 2-6, "
+        "one line, no traceback)"
+    )
+    for line in bad["unclean"]:
+        print(f"  not clean: {line}")
+    answers = run_hostile_answers()
+    print(
+        f"hostile answers (webhook and --api): {answers['clean']} of {answers['tried']} are "
+        f"the handler's failure or a clean error; slowest deadline case "
+        f"{answers['slowest']:.2f} s against a {answers['deadline']:g} s deadline "
+        "(the servers trickle for 30 s)"
+    )
+    load = run_load()
+    quiet, attacked = load["quiet"], load["attacked"]
+    print(f"load, {CLIENTS} keep-alive clients, {LOAD_SECONDS:g} s each, uvicorn via belt serve")
+    for name, figures in (("quiet", quiet), (f"{SLOW} slowloris", attacked)):
+        print(
+            f"  {name:<16} {figures['rps']:7.0f} req/s  p50 {figures['p50']:6.2f} ms  "
+            f"p99 {figures['p99']:7.2f} ms  failed {figures['failed']}"
+        )
+    ratio = attacked["rps"] / quiet["rps"] if quiet["rps"] else float("nan")
+    verdict = "meets" if ratio >= TARGET else "misses"
+    print(f"  throughput under attack / quiet: {ratio:.2f} ({verdict} the target of {TARGET})")
+    print(
+        f"  slow connections opened: {load['slow_opened']}; /healthz 200 in "
+        f"{load['health_ok']} of {load['health_total']} probes; server stderr "
+        f"{load['stderr_bytes']} bytes, {load['tracebacks']} tracebacks"
+    )
+    run_engine()
+
+
+if __name__ == "__main__":
+    main()

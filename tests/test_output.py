@@ -1,0 +1,89 @@
+"""Terminal output: control characters from outside never reach the terminal raw."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from belt import output
+
+HOSTILE = "a\x1b[2J\x1b]0;PWNED\x07b\r\nerror: fake\x9b31m\x7f\ud800"
+
+
+def raw_controls(text: str) -> list[str]:
+    """Control characters (other than the line ends belt writes) and lone surrogates."""
+    return [
+        c
+        for c in text
+        if (ord(c) < 32 and c != "\n") or 0x7F <= ord(c) <= 0x9F or 0xD800 <= ord(c) <= 0xDFFF
+    ]
+
+
+def test_clean_shows_every_control_character_as_a_visible_escape() -> None:
+    assert output.clean(HOSTILE) == (
+        "a\\x1b[2J\\x1b]0;PWNED\\x07b\\r\\nerror: fake\\x9b31m\\x7f\\ud800"
+    )
+    assert output.clean("naïve — ✓ 😀") == "naïve — ✓ 😀"
+
+
+@pytest.mark.parametrize(
+    "render",
+    [
+        lambda text: output.echo(text),
+        lambda text: output.echo(text, stderr=True),
+        lambda text: output.error(text, hint=text),
+        lambda text: output.warning(text),
+        lambda text: output.success(text),
+        lambda text: output.lines([(text, "red")]),
+        lambda text: output.key_values([("reason", text), ("data", {"k": text})]),
+        lambda text: output.table(["c"], [[text]], title=text),
+    ],
+)
+def test_every_human_output_function_escapes(render, capsys: pytest.CaptureFixture[str]) -> None:
+    render(HOSTILE)
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err
+    assert "PWNED" in printed
+    assert raw_controls(printed) == []
+    # One logical line stays one line: the \r\n inside the text cannot start another.
+    assert "\nerror: fake" not in printed
+
+
+def test_a_colour_terminal_gets_escapes_and_no_markup(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NO_COLOR")
+    monkeypatch.setattr(output, "_wants_colour", lambda stream: True)
+    output.lines([(HOSTILE + " [bold]x[/]", "red")])
+    output.table(["c"], [["[/] not markup"]])
+    printed = capsys.readouterr().out
+    assert "\\x1b]0;PWNED" in printed
+    assert "[bold]x[/]" in printed and "[/] not markup" in printed
+
+
+def test_json_output_stays_json_and_escapes_c1(capsys: pytest.CaptureFixture[str]) -> None:
+    value = {"reason": "x\x9b31m\x7f\x1b", "lone": "\udc80"}
+    output.print_json(value)
+    output.print_json_line(value)
+    document, line = capsys.readouterr().out.split("\n}\n")
+    assert "\\u009b" in line and "\\u007f" in line and "\\u001b" in line
+    assert raw_controls(document + line.strip()) == []
+    assert json.loads(document + "\n}") == json.loads(line)
+    assert json.loads(line)["reason"] == "x\x9b31m\x7f\x1b"
+
+
+def test_a_block_keeps_its_lines_and_escapes_the_rest(capsys: pytest.CaptureFixture[str]) -> None:
+    output.block("line one\n\tline two\x1b[2J")
+    assert capsys.readouterr().out == "line one\n\tline two\\x1b[2J\n"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text())
+def test_any_text_prints_as_one_line_without_raw_controls(text: str) -> None:
+    cleaned = output.clean(text)
+    assert raw_controls(cleaned) == []
+    assert "\n" not in cleaned
+    cleaned.encode("utf-8")

@@ -1,0 +1,210 @@
+"""``belt serve`` stays up: header deadlines, a connection cap, handler deadlines, health."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from belt.samples import sample_payload
+from belt.server.app import create_app
+from belt.server.deciders import HandlerPool, handler_decider
+from belt.store import Store
+from belt.wire.platform import LifecycleHookPayload
+from tests.servers import running
+
+PROBLEM = "application/problem+json"
+
+
+@contextmanager
+def serving(root: Path, **options: Any) -> Iterator[str]:
+    guard = {
+        key: options.pop(key) for key in ("header_timeout", "max_connections") if key in options
+    }
+    app = create_app(store=Store(root), sweep_interval=0, **options)
+    with running(app, **guard) as url:
+        yield url
+
+
+def open_socket(url: str, head: bytes = b"") -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    if head:
+        sock.sendall(head)
+    return sock
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """True when the server closed the connection (read returns EOF or a reset)."""
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_a_request_head_that_never_finishes_is_closed(tmp_path: Path) -> None:
+    with serving(tmp_path, header_timeout=0.3) as url:
+        slow = open_socket(url, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        silent = open_socket(url)
+        # A kept-alive connection that starts a second request and stalls is closed too.
+        kept = open_socket(url, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = b""
+        while not first.endswith(b'{"status":"ok"}'):
+            first += kept.recv(1024)
+        assert first.startswith(b"HTTP/1.1 200")
+        kept.sendall(b"GET /healthz HTTP/1.1\r\n")
+        assert closed_by_server(slow)
+        assert closed_by_server(silent)
+        assert closed_by_server(kept)
+        assert httpx.get(f"{url}/healthz").status_code == 200
+        for sock in (slow, silent, kept):
+            sock.close()
+
+
+def test_at_the_connection_cap_the_longest_waiting_connection_makes_room(tmp_path: Path) -> None:
+    with serving(tmp_path, max_connections=5) as url:
+        idle = [open_socket(url, b"GET / HTTP/1.1\r\n") for _ in range(5)]
+        replies = [httpx.get(f"{url}/healthz", timeout=30) for _ in range(3)]
+        assert [reply.status_code for reply in replies] == [200, 200, 200]
+        assert closed_by_server(idle[0])
+        for sock in idle:
+            sock.close()
+
+
+class Hang:
+    """A sync handler that blocks until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def __call__(self, payload: LifecycleHookPayload) -> None:
+        self.release.wait(60)
+
+
+def test_a_hanging_handler_is_a_504_and_never_starves_the_api(tmp_path: Path) -> None:
+    hang = Hang()
+    pool = HandlerPool(workers=2)
+    decide = handler_decider(hang, timeout=0.2, pool=pool)
+    try:
+        with serving(tmp_path, decide=decide, handler_pool=pool) as url:
+            payload = sample_payload("agent.tool_call")
+            answers = [httpx.post(f"{url}/hooks", json=payload, timeout=30) for _ in range(3)]
+            assert [a.status_code for a in answers] == [504, 504, 504]
+            assert answers[0].headers["content-type"] == PROBLEM
+            assert answers[0].json()["detail"] == "the handler did not answer within 0.2 s"
+            health = httpx.get(f"{url}/healthz", timeout=30)
+            assert health.status_code == 503
+            assert health.headers["content-type"] == PROBLEM
+            assert "the handler pool is saturated (2 of 2 threads" in health.json()["detail"]
+            # The platform routes run on other threads and still answer.
+            events = httpx.get(f"{url}/agents/hook-events", timeout=30)
+            listed = httpx.get(f"{url}/agent-runs/run_1/interrupts", timeout=30)
+            assert (events.status_code, listed.status_code) == (200, 200)
+            hang.release.set()
+            for _ in range(200):
+                if not pool.saturated():
+                    break
+                threading.Event().wait(0.05)
+            assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
+    finally:
+        hang.release.set()
+        pool.close()
+
+
+def exits(payload: LifecycleHookPayload) -> None:
+    raise SystemExit(3)
+
+
+async def async_exits(payload: LifecycleHookPayload) -> None:
+    await asyncio.sleep(0)
+    raise SystemExit(3)
+
+
+def interrupts(payload: LifecycleHookPayload) -> None:
+    raise KeyboardInterrupt
+
+
+def surrogate_reason(payload: LifecycleHookPayload) -> dict[str, str]:
+    return {"decision": "deny", "reason": "bad \ud800"}
+
+
+@pytest.mark.parametrize(
+    ("func", "detail"),
+    [
+        (exits, "the handler raised SystemExit"),
+        (async_exits, "the handler raised SystemExit"),
+        (interrupts, "the handler raised KeyboardInterrupt"),
+        (surrogate_reason, "lone surrogate \\ud800"),
+    ],
+)
+def test_a_handler_that_exits_is_a_500_problem_and_the_server_stays_up(
+    tmp_path: Path, func: Any, detail: str
+) -> None:
+    with serving(tmp_path, decide=handler_decider(func)) as url:
+        answer = httpx.post(f"{url}/hooks", json=sample_payload("agent.start"), timeout=30)
+        assert answer.status_code == 500
+        assert answer.headers["content-type"] == PROBLEM
+        assert detail in answer.json()["detail"]
+        assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (b"[" * 200_000 + b"]" * 200_000, "nested deeper than 100 levels"),
+        (b'{"event": "agent.start", "turn_count": NaN}', "NaN is not a JSON number"),
+        (b'{"event": "agent.start", "data": {"tool": "\\ud800"}}', "lone surrogate \\ud800"),
+        (b'{"turn_count": ' + b"9" * 5000 + b"}", "an integer has 5000 digits"),
+        (b"\xff\xfe", "not UTF-8 text"),
+    ],
+)
+def test_hostile_bodies_are_422_problems_and_journalled(
+    tmp_path: Path, body: bytes, detail: str
+) -> None:
+    with serving(tmp_path) as url:
+        answer = httpx.post(f"{url}/hooks/x", content=body, timeout=30)
+        resolve = httpx.post(f"{url}/interrupts/int_x/resolve", content=body, timeout=30)
+        settings = httpx.post(f"{url}/chats/chat_1/settings", content=body, timeout=30)
+    for reply in (answer, resolve, settings):
+        assert reply.status_code == 422
+        assert reply.headers["content-type"] == PROBLEM
+        assert detail in reply.json()["detail"]
+    [record] = Store(tmp_path).read_log("journal", "serve")
+    assert record["status"] == 422
+
+
+def test_resolve_refuses_nan_data(tmp_path: Path) -> None:
+    with serving(tmp_path) as url:
+        body = b'{"decision": "allow", "data": {"x": Infinity}}'
+        reply = httpx.post(f"{url}/interrupts/int_x/resolve", content=body, timeout=30)
+    assert reply.status_code == 422
+    assert "Infinity is not a JSON number" in reply.json()["detail"]
+
+
+def test_healthz_is_unhealthy_when_the_store_cannot_be_written(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    with serving(blocker / "store") as url:
+        reply = httpx.get(f"{url}/healthz", timeout=30)
+    assert reply.status_code == 503
+    assert reply.headers["content-type"] == PROBLEM
+    assert "cannot be written (Not a directory)" in reply.json()["detail"]
+
+
+def test_unknown_routes_and_methods_are_problems(tmp_path: Path) -> None:
+    with serving(tmp_path) as url:
+        missing = httpx.get(f"{url}/nope", timeout=30)
+        method = httpx.delete(f"{url}/hooks", timeout=30)
+    assert (missing.status_code, method.status_code) == (404, 405)
+    assert {missing.headers["content-type"], method.headers["content-type"]} == {PROBLEM}
+    assert json.loads(missing.text)["status"] == 404
