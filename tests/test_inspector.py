@@ -602,3 +602,52 @@ def test_an_idle_event_cannot_be_kept() -> None:
         scenario_file(
             payload=sent, handler="py:x:y", expect={"decision": "allow"}, notes=[], delivery_id=None
         )
+
+
+bodies = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "ids": st.one_of(json_values, st.lists(st.text(max_size=30), max_size=3)),
+            "filter": st.one_of(
+                json_values,
+                st.dictionaries(
+                    st.sampled_from(["event", "decision", "source", "chat", "run", "q", "other"]),
+                    st.text(max_size=20),
+                ),
+            ),
+            "run": json_values,
+            "target": st.one_of(
+                json_values,
+                st.fixed_dictionaries(
+                    {"kind": st.sampled_from(["own", "url", "policy", "py", "x"])},
+                    optional={"value": json_values},
+                ),
+            ),
+            "payload": json_values,
+            "id": json_values,
+            "expect": json_values,
+            "decision": json_values,
+            "data": json_values,
+        },
+    ),
+)
+
+
+def test_any_body_to_the_write_routes_is_answered_with_data_or_a_problem(store: Store) -> None:
+    """Hostile bodies never crash a route: 200 with data, or a 4xx problem naming what is wrong."""
+    with running(create_app(store=store, sweep_interval=0)) as url:
+        httpx.post(f"{url}/hooks", json=payload())
+
+        @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(body=bodies, route=st.sampled_from(["replay", "scenario", "gates/int_x/resolve"]))
+        def check(body: Any, route: str) -> None:
+            sent = json.dumps(body).encode()
+            reply = httpx.post(f"{url}/inspector/{route}", content=sent, headers=JSON, timeout=30)
+            assert reply.status_code in (200, 404, 409, 422), reply.text
+            if reply.status_code != 200:
+                problem = reply.json()
+                assert problem["status"] == reply.status_code and problem["detail"]
+
+        check()
