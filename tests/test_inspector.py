@@ -651,3 +651,22 @@ def test_any_body_to_the_write_routes_is_answered_with_data_or_a_problem(store: 
                 assert problem["status"] == reply.status_code and problem["detail"]
 
         check()
+
+
+def test_a_nexus_run_shows_its_hook_tasks_and_continuations(served: str) -> None:
+    report, _ = run_scenario(
+        scenario=ROOT / "examples" / "nexus-stop-loop.toml",
+        executors=[f"verify=cmd:{ROOT / 'examples' / 'nexus-verify.sh'}"],
+    )
+    run_id = report["runs"][0]["id"]
+    view = inspect(served, f"/runs/{run_id}")
+    assert view["run"]["state"] == "completed"
+    assert view["continuations"] == 1
+    tasks = [item for item in view["timeline"] if item["kind"] == "hook_task"]
+    assert [(t["event"], t["outcome"]) for t in tasks] == [
+        ("turn_start", "acknowledged"),
+        ("stop", "continue"),
+        ("stop", "acknowledged"),
+    ]
+    assert tasks[1]["feedback"] == "Run the tests and report whether they pass."
+    assert view["executions"][0]["state"] == "completed"

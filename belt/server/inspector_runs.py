@@ -177,9 +177,9 @@ def _effect(summary: dict[str, Any], interrupts: dict[str, Any]) -> str | None:
 
 
 def _order(item: dict[str, Any]) -> tuple[str, int]:
-    if item["kind"] == "boundary":
+    if item["kind"] in ("boundary", "hook_task"):
         return item["at"], _HOOKS
-    late = item["role"] in ("injection", "compaction") or item["kind"] == "hook_task"
+    late = item["role"] in ("injection", "compaction")
     return item["at"], _AFTER_HOOKS if late else _BEFORE_HOOKS
 
 
@@ -227,6 +227,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
         "timeline": timeline,
         "gates": list(gates.values()),
         "executions": [e for e in report.get("executions", []) if e.get("run_id") == run_id],
+        "continuations": mapping(store.read(RUN, run_id).get("execution")).get("continuations"),
         "runs_of_chat": [r["id"] for r in report["runs"]],
         "journal": SERVE,
     }

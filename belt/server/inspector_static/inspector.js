@@ -456,13 +456,14 @@ async function runView(id) {
         ["error", run.error], ["simulation", `${found.simulation.id} (${found.simulation.status})`],
         ["started by", parent ? [parent.event ? `${parent.event} of ` : "", runLink(parent.run_id) || parent.chat_id] : null],
         ["other runs of the chat", found.runs_of_chat.filter((r) => r !== run.id).map((r, i) => [i ? ", " : "", runLink(r)])],
-        ["hold", run.attention ? `${run.attention.reason}: ${run.attention.detail || ""}` : null]]),
+        ["hold", run.attention ? `${run.attention.reason}: ${run.attention.detail || ""}` : null],
+        ["stop continuations", found.continuations]]),
       found.children.length ? el("section", {}, el("h3", {}, "Task and review chats it started"),
         el("ul", {}, found.children.map((c) => el("li", {}, `${c.kind === "tasks" ? "task" : "review"} ${c.agent} · chat ${c.chat_id} · ${c.status} · `,
           c.runs.map((r, i) => [i ? ", " : "", runLink(r.id)]))))) : "",
       found.gates.length ? el("section", {}, el("h3", {}, "Gates"), found.gates.map((g) => gateCard(g))) : "",
       found.executions.length ? el("section", {}, el("h3", {}, "Nexus executions"), found.executions.map((e) =>
-        el("p", {}, `turn ${e.turn} · ${e.kind} · ${e.state}`, e.continuations !== undefined ? ` · ${e.continuations} continuation(s)` : ""))) : "",
+        el("p", {}, `turn ${e.turn} · ${e.kind} · ${e.state}` + (e.approval_mode ? ` · approval ${e.approval_mode}` : "")))) : "",
       el("section", {}, el("h3", {}, "Timeline"), el("ol", { class: "timeline" }, found.timeline.map(timelineItem))));
   }
   show(root);
