@@ -670,3 +670,36 @@ def test_a_nexus_run_shows_its_hook_tasks_and_continuations(served: str) -> None
     ]
     assert tasks[1]["feedback"] == "Run the tests and report whether they pass."
     assert view["executions"][0]["state"] == "completed"
+
+
+def test_task_chats_are_linked_both_ways(served: str, tmp_path: Path) -> None:
+    doc = {
+        "agent": {
+            "name": "parent",
+            "hooks": [{"event": "agent.tool_call", "type": "task", "handler": "team/reviewer"}],
+        },
+        "agents": {"team/reviewer": {"model": [{"say": "Reviewed."}]}},
+        "turns": [
+            {
+                "user": "Do it",
+                "model": [
+                    {"tool_calls": [{"name": "deploy", "arguments": {}, "result": "ok"}]},
+                    {"say": "Done."},
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "task.json"
+    path.write_text(json.dumps(doc))
+    report, _ = run_scenario(scenario=path)
+    run_id = report["runs"][0]["id"]
+    view = inspect(served, f"/runs/{run_id}")
+    (child,) = view["children"]
+    assert child["kind"] == "tasks" and child["agent"] == "team/reviewer"
+    (task_run,) = child["runs"]
+    boundary = next(i for i in view["timeline"] if i.get("event") == "agent.tool_call")
+    assert boundary["deliveries"][0]["effect"] == f"task chat {child['chat_id']}"
+    task_view = inspect(served, f"/runs/{task_run['id']}")
+    assert task_view["parent"]["run_id"] == run_id
+    kinds = {r["id"]: r["kind"] for r in inspect(served, "/runs")["items"]}
+    assert kinds == {run_id: "chat", task_run["id"]: "task"}
