@@ -360,11 +360,18 @@ class Store:
     ) -> dict[str, Any]:
         """One raw line of a log (written under schema ``version``) as its record, migrated;
         InvalidInput naming the file and the line's offset if it is damaged."""
-        path = self._log_path(log, id)
-        record = _parse_json(path, line, f"the line at byte {offset} ")
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            # Read again the careful way, for the message that names what is wrong.
+            record = _parse_json(self._log_path(log, id), line, f"the line at byte {offset} ")
         if not isinstance(record, dict):
-            raise _damaged(path, f"the line at byte {offset} is not a JSON object")
-        return self._migrate(path, f"log:{log}", version, record)
+            raise _damaged(
+                self._log_path(log, id), f"the line at byte {offset} is not a JSON object"
+            )
+        if version == self.schema:
+            return record  # the path is built only when a record needs it
+        return self._migrate(self._log_path(log, id), f"log:{log}", version, record)
 
     def read_log_line(self, log: str, id: str, offset: int) -> dict[str, Any]:
         """The record of the log line starting at byte ``offset`` (one that ``log_lines`` gave).

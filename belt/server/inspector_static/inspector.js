@@ -15,7 +15,10 @@ const TARGETS = [
   ["policy", "a policy file"],
   ["py", "py:MODULE:FUNC (called with the payload as a dict)"],
 ];
-const REFRESH_GAP = 1000; // at most one refetch of a view per second while things change
+// A view is refetched at once when something changes, then at most every two seconds while
+// changes keep coming: a burst of deliveries costs the server and the browser little.
+const REFRESH_GAP = 2000;
+const PAGE_ROWS = 50;
 
 const state = {
   token: sessionStorage.getItem("belt-token"),
@@ -235,7 +238,7 @@ async function deliveriesView() {
   const more = el("button", { type: "button", hidden: true }, "Older deliveries");
   const problems = el("div");
   const batch = el("div", { class: "batch" });
-  let shown = 100;
+  let shown = PAGE_ROWS;
   let next = null;
 
   const row = (d) => el("tr", {
@@ -257,7 +260,7 @@ async function deliveriesView() {
     problems.replaceChildren(...found.problems.map((p) => message("Not read: " + p, "error")));
   }
   more.addEventListener("click", async () => {
-    const found = await call("/deliveries?" + query({ limit: "100", before: next }));
+    const found = await call("/deliveries?" + query({ limit: String(PAGE_ROWS), before: next }));
     body.append(...found.items.map(row));
     shown += found.items.length;
     next = found.next;
@@ -265,7 +268,7 @@ async function deliveriesView() {
   });
   const replayAll = el("button", { type: "button", on: { click: () => batchForm(batch, { filter: { ...state.filters } }) } },
     "Replay all that match…");
-  show(el("h2", {}, "Deliveries"), filterBar(() => { shown = 100; load(); }), count, replayAll, batch, problems,
+  show(el("h2", {}, "Deliveries"), filterBar(() => { shown = PAGE_ROWS; load(); }), count, replayAll, batch, problems,
     el("table", { class: "list" }, el("thead", {}, el("tr", {}, ["time", "from", "event", "tool", "handler",
       "decision", "reason / error", "latency", "signature", "payload"].map((h) => el("th", {}, h)))), body), more);
   state.area = "deliveries";
