@@ -405,6 +405,11 @@ class Deliveries:
             raise NotFound(f"no delivery {delivery_id}")
         return entry, self.store.read_log_line(log, log_id, offset)
 
+    def read(self, entry: Entry) -> dict[str, Any]:
+        """The whole record of a delivery already listed (without reading what is new)."""
+        log, log_id = entry.log
+        return self.store.read_log_line(log, log_id, entry.offset)
+
     def attempts(self, entry: Entry) -> list[str]:
         """The ids of every attempt of the same delivery (itself included), oldest first."""
         if entry.group is None:

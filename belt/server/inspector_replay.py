@@ -139,8 +139,7 @@ class Replayer:
         recorded: list[Recorded] = []
         owners: dict[int, Entry] = {}
         for entry in entries:
-            _, record = self.deliveries.record(entry.summary["id"])
-            item = recorded_of(entry, record)
+            item = recorded_of(entry, self.deliveries.read(entry))
             if payload is not None:
                 item.payload = payload
             recorded.append(item)
@@ -234,7 +233,7 @@ class Replayer:
         from belt.engine.simulation import SIM
         from belt.wire.platform import HookHandlerType
 
-        _, record = self.deliveries.record(entry.summary["id"])
+        record = self.deliveries.read(entry)
         run = self.store.read(RUN, entry.key[1])
         sim = self.store.read(SIM, str(run.get("sim_id")))
         hooks, routes = reload_hooks(self.store, sim)
