@@ -375,10 +375,17 @@ def test_a_served_request_replays_to_this_servers_decider_and_a_run_to_its_hooks
     whole = replay(served, {"run": run_id, "target": {"kind": "own"}}).json()["data"]
     rows = {(r["event"], r["recorded"]["decision"]) for r in whole["rows"]}
     assert ("agent.tool_call", "deny") in rows
-    gate_rows = [r for r in whole["rows"] if r["recorded"]["decision"] == "suspend"]
-    assert gate_rows and all("no handler" in r["replayed"]["error"] for r in gate_rows)
-    webhook_rows = [r for r in whole["rows"] if r["recorded"]["decision"] != "suspend"]
-    assert all(not r["changed"] for r in webhook_rows)
+    assert all(r["recorded"]["decision"] != "suspend" for r in whole["rows"])
+    assert whole["summary"] == {
+        "replayed": 4,
+        "changed": 0,
+        "decisions_changed": 0,
+        "injections_changed": 0,
+        "errors": 0,
+    }
+    gate = inspect(served, "/deliveries", run=run_id, decision="suspend")["items"][0]
+    alone = replay(served, {"ids": [gate["id"]], "target": {"kind": "own"}}).json()["data"]
+    assert "no handler" in alone["rows"][0]["replayed"]["error"]
 
 
 def test_a_filter_replay_counts_the_changes_and_a_kept_test_runs_under_belt_test(

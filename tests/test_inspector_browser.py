@@ -166,3 +166,16 @@ def test_a_token_in_the_fragment_opens_a_protected_server(page: Any, store: Stor
         other.click("#token-form button")
         other.locator("tr.delivery").first.wait_for()
         other.close()
+
+
+def test_a_whole_run_is_replayed_from_its_page(page: Any, served: str, tmp_path: Path) -> None:
+    report, _ = run_scenario(scenario=gated_scenario(tmp_path, served))
+    run_id = report["runs"][0]["id"]
+    page.goto(f"{served}/#/run/{run_id}")
+    page.click("button:has-text('Replay this run')")
+    page.click(".batch button.primary")
+    summary = page.locator(".batch .summary")
+    summary.wait_for()
+    assert "replayed to its own handler: 0 changed" in summary.inner_text()
+    webhooks = [e for e in report["hook_executions"] if e["handler_type"] == "webhook"]
+    assert page.locator(".batch tbody tr").count() == len(webhooks) == 4

@@ -234,7 +234,13 @@ class Inspector:
             chosen = {"run": run, "source": "sim"}
         if not isinstance(chosen, dict) or not all(isinstance(v, str) for v in chosen.values()):
             raise InvalidInput("filter: expected an object of strings")
-        return self.deliveries.select(check_filters(chosen), limit=REPLAY_MAX)
+        # Gate, task and builtin hook runs have no handler to send a payload to: as `belt
+        # replay RUN_ID` does, a run or a filter replays the webhook deliveries.
+        return [
+            entry
+            for entry in self.deliveries.select(check_filters(chosen), limit=REPLAY_MAX)
+            if entry.summary["handler_type"] == "webhook"
+        ]
 
     def _serve_decide(self, payload: dict[str, Any]) -> WebhookResult:
         """This server's decider, asked from a worker thread as a handler would be."""

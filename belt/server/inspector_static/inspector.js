@@ -449,6 +449,9 @@ function stateBadge(value, interrupted) {
 
 async function runView(id) {
   const root = el("div");
+  const batch = el("div", { class: "batch" });
+  const replayRun = el("button", { type: "button", on: { click: () => batchForm(batch, { run: id }) } },
+    "Replay this run's deliveries…");
   async function load() {
     const found = await call("/runs/" + encodeURIComponent(id));
     const run = found.run;
@@ -464,6 +467,7 @@ async function runView(id) {
       found.children.length ? el("section", {}, el("h3", {}, "Task and review chats it started"),
         el("ul", {}, found.children.map((c) => el("li", {}, `${c.kind === "tasks" ? "task" : "review"} ${c.agent} · chat ${c.chat_id} · ${c.status} · `,
           c.runs.map((r, i) => [i ? ", " : "", runLink(r.id)]))))) : "",
+      replayRun, batch,
       found.gates.length ? el("section", {}, el("h3", {}, "Gates"), found.gates.map((g) => gateCard(g))) : "",
       found.executions.length ? el("section", {}, el("h3", {}, "Nexus executions"), found.executions.map((e) =>
         el("p", {}, `turn ${e.turn} · ${e.kind} · ${e.state}` + (e.approval_mode ? ` · approval ${e.approval_mode}` : "")))) : "",
