@@ -51,8 +51,9 @@ browser:
 			echo "no chromium (install the chromium package): browser tests will be skipped"; \
 		fi; }
 
+# Two workers: the suite spends most of its time waiting on the processes and servers it starts.
 test: $(TEST_STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 	$(BIN)/belt test examples/tests
 	$(BIN)/ruff check belt tests bench
 	$(BIN)/mypy
