@@ -11,6 +11,7 @@ decision or the injection changed. Nothing is written to the store but the repla
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 from belt.effects import url_host
 from belt.errors import InvalidInput, NotFound, UsageError
 from belt.records.ids import new_id, now_iso
+from belt.records.journal import JOURNAL, REPLAY, SERVE
 from belt.store.clock import parse_timestamp, utcnow
 from belt.text import printable
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload, LifecycleHookResponse
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from belt.handlers.webhook import WebhookResult
     from belt.store import Store
 
-REPLAY_JOURNAL = "replay"
+REPLAY_JOURNAL = REPLAY
 """The log (in the store's journal) where each replay writes what it delivered and got back."""
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -126,17 +128,16 @@ def injection_of(body: Any) -> Any:
 
 def from_journal(store: Store) -> list[Recorded]:
     """Every hook request ``belt serve`` journalled, with the answer it gave."""
-    from belt.server.app import JOURNAL, JOURNAL_ID
-
     recorded = []
-    for record in store.read_log(JOURNAL, JOURNAL_ID):
+    for record in store.read_log(JOURNAL, SERVE):
         if record.get("kind", "hook") != "hook" or "request" not in record:
             continue
-        recorded.append(_from_served(record))
+        recorded.append(served(record))
     return recorded
 
 
-def _from_served(record: dict[str, Any]) -> Recorded:
+def served(record: dict[str, Any]) -> Recorded:
+    """A record of ``belt serve``'s journal as a recorded delivery."""
     ok = record.get("status") == 200
     return Recorded(
         payload=record["request"],
@@ -155,21 +156,23 @@ def from_run(store: Store, run_id: str) -> list[Recorded]:
 
     if store.get(RUN, check_id(run_id, what="run id")) is None:
         raise NotFound(f"no run {run_id}", hint="list runs with `belt sim list`")
-    recorded = []
-    for record in run_events(store, run_id):
-        if record.get("type") != "hook.executed" or record.get("handler_type") != "webhook":
-            continue
-        recorded.append(
-            Recorded(
-                payload=record.get("payload"),
-                decision=str(record.get("decision") or "allow"),
-                reason=record.get("reason"),
-                injection=bool(record.get("injected")),
-                error=record.get("error"),
-                at=record.get("at"),
-            )
-        )
-    return recorded
+    return [
+        executed(record)
+        for record in run_events(store, run_id)
+        if record.get("type") == "hook.executed" and record.get("handler_type") == "webhook"
+    ]
+
+
+def executed(record: dict[str, Any]) -> Recorded:
+    """A ``hook.executed`` record of a simulated run as a recorded delivery."""
+    return Recorded(
+        payload=record.get("payload"),
+        decision=str(record.get("decision") or "allow"),
+        reason=record.get("reason"),
+        injection=bool(record.get("injected")),
+        error=record.get("error"),
+        at=record.get("at"),
+    )
 
 
 def from_file(path: Path) -> list[Recorded]:
@@ -190,7 +193,7 @@ def from_file(path: Path) -> list[Recorded]:
         if not isinstance(item, dict):
             raise InvalidInput(f"{path}: line {number}: expected an object, got {describe(item)}")
         if "request" in item:
-            recorded.append(_from_served(item))
+            recorded.append(served(item))
         elif "payload" in item:
             recorded.append(
                 Recorded(
@@ -260,7 +263,7 @@ def policy_target(path: Path) -> tuple[str, Deliver, Callable[[], None]]:
     policy = load_policy(path)
 
     def decide(payload: dict[str, Any]) -> WebhookResult:
-        model, problem = _payload_model(payload)
+        model, problem = payload_model(payload)
         if model is None:
             return WebhookResult(None, "", None, problem, 0)
         return WebhookResult(200, "", policy.decide(model).response, None, 0)
@@ -279,7 +282,7 @@ def handler_target(spec: str) -> tuple[str, Deliver, Callable[[], None]]:
     caller = InProcess()
 
     def decide(payload: dict[str, Any]) -> WebhookResult:
-        model, problem = _payload_model(payload)
+        model, problem = payload_model(payload)
         if model is None:
             return WebhookResult(None, "", None, problem, 0)
         return caller.call(spec, func, model, timeout=WEBHOOK_TIMEOUT_DEFAULT)
@@ -287,7 +290,7 @@ def handler_target(spec: str) -> tuple[str, Deliver, Callable[[], None]]:
     return f"handler {spec}", decide, caller.close
 
 
-def _payload_model(payload: Any) -> tuple[LifecycleHookPayload | None, str]:
+def payload_model(payload: Any) -> tuple[LifecycleHookPayload | None, str]:
     if not isinstance(payload, dict):
         return None, f"the recorded payload is {describe(payload)}, not an object"
     try:
@@ -364,24 +367,43 @@ def replay(
         label, deliver, close = policy_target(policy)
     else:
         label, deliver, close = handler_target(str(handler))
-    replay_id = new_id("rp")
-    rows = []
     try:
-        for number, item in enumerate(recorded, start=1):
-            row = Row(number, item)
-            if isinstance(item.payload, dict):
-                delivered = deliver(item.payload)
-            else:
-                _, problem = _payload_model(item.payload)
-                from belt.handlers.webhook import WebhookResult
-
-                delivered = WebhookResult(None, "", None, problem, 0)
-            row.error = printable(delivered.error) if delivered.error else None
-            compare(row, delivered.response if delivered.error is None else None)
-            rows.append(row)
-            _journal(store, replay_id, where, label, row)
+        return replay_each(store, recorded, where=where, label=label, deliver=deliver)
     finally:
         close()
+
+
+def replay_each(
+    store: Store,
+    recorded: list[Recorded],
+    *,
+    where: str,
+    label: str,
+    deliver: Deliver,
+    deadline: float | None = None,
+) -> dict[str, Any]:
+    """Deliver each recorded payload to ``deliver``, compare, journal; the replay's report.
+
+    ``deadline`` (a ``time.monotonic()`` moment) bounds the whole replay: a payload whose turn
+    comes after it is not delivered, and its row says so.
+    """
+    from belt.handlers.webhook import WebhookResult
+
+    replay_id = new_id("rp")
+    rows = []
+    for number, item in enumerate(recorded, start=1):
+        row = Row(number, item)
+        if deadline is not None and time.monotonic() >= deadline:
+            delivered = WebhookResult(None, "", None, "not replayed: the replay ran out of time", 0)
+        elif isinstance(item.payload, dict):
+            delivered = deliver(item.payload)
+        else:
+            _, problem = payload_model(item.payload)
+            delivered = WebhookResult(None, "", None, problem, 0)
+        row.error = printable(delivered.error) if delivered.error else None
+        compare(row, delivered.response if delivered.error is None else None)
+        rows.append(row)
+        _journal(store, replay_id, where, label, row)
     return {
         "replay_id": replay_id,
         "source": where,
@@ -408,6 +430,4 @@ def _journal(store: Store, replay_id: str, source: str, target: str, row: Row) -
         **row.to_json(),
         "request": row.recorded.payload,
     }
-    from belt.server.app import JOURNAL
-
     store.append(JOURNAL, REPLAY_JOURNAL, record, sync=False)

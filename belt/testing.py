@@ -315,9 +315,9 @@ class Served:
 
     def journal(self) -> list[dict[str, Any]]:
         """Every hook request it answered, with its answer, in order."""
-        from belt.server.app import JOURNAL, JOURNAL_ID
+        from belt.records.journal import JOURNAL, SERVE
 
-        return self.store.read_log(JOURNAL, JOURNAL_ID)
+        return self.store.read_log(JOURNAL, SERVE)
 
 
 @dataclass

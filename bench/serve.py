@@ -8,11 +8,18 @@ few worker threads. Printed per server: requests per second, p50/p99 latency, an
 own CPU time per request (from /proc, so a client that saturates first does not hide the
 server's cost). Target: belt's throughput at least 0.5 of the bare app's.
 
+The same belt server is also measured with the inspector page open in a headless Chromium (the
+deliveries view, live, as a person would watch it; see docs/inspector.md), in rounds alternating
+with the rounds without it. Target: throughput without the page at most 1.1 times the throughput
+with it, and server CPU per request with the page at most 1.1 times without. Without Playwright
+and a Chromium (the test extras, the `browser` target of the Makefile) that part is skipped.
+
 Run with `python bench/serve.py`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -35,6 +42,7 @@ REQUESTS_PER_ROUND = 3000
 ROUNDS = 3
 WARMUP = 300
 TARGET = 0.5
+PAGE_TARGET = 1.1
 UVICORN_OPTIONS: dict[str, Any] = {
     "log_level": "warning",
     "access_log": False,
@@ -201,45 +209,74 @@ def summary(server: Server) -> dict[str, float]:
     }
 
 
+def open_page(browser: Any, url: str) -> Any:
+    """The inspector's deliveries view, live, in a new tab."""
+    page = browser.new_page()
+    page.goto(f"{url}/#/deliveries")
+    page.wait_for_selector("#live.on")
+    return page
+
+
 def main() -> None:
-    """Start both servers, measure them in alternating rounds, print the figures and ratio."""
+    """Start both servers, measure them in alternating rounds, print the figures and ratios."""
     if len(sys.argv) > 1 and sys.argv[1] == "--bare-server":
         run_bare_server()
         return
-    with tempfile.TemporaryDirectory(prefix="belt-bench-") as home:
+    sys.path.insert(0, str(ROOT))
+    from tests.browser import chromium, missing
+
+    no_browser = missing()
+    with tempfile.TemporaryDirectory(prefix="belt-bench-") as home, contextlib.ExitStack() as stack:
         env = {**os.environ, "BELT_HOME": home, "NO_COLOR": "1"}
         policy = str(ROOT / "examples" / "policy.toml")
-        servers = [
-            start("bare ASGI app", [sys.executable, __file__, "--bare-server"], env),
-            start(
-                "belt serve --policy",
-                [sys.executable, "-m", "belt", "serve", "--port", "0", "--policy", policy],
-                env,
-            ),
-        ]
+        bare = start("bare ASGI app", [sys.executable, __file__, "--bare-server"], env)
+        belt = start(
+            "belt serve --policy",
+            [sys.executable, "-m", "belt", "serve", "--port", "0", "--policy", policy],
+            env,
+        )
+        watched = Server("  with the page open", belt.process, belt.url)
+        servers = [bare, belt] + ([watched] if no_browser is None else [])
+        browser = stack.enter_context(chromium()) if no_browser is None else None
         try:
-            for server in servers:
+            for server in (bare, belt):
                 drive(server.url, WARMUP)
             for _ in range(ROUNDS):
                 for server in servers:
-                    measure(server)
+                    if server is watched:
+                        page = open_page(browser, server.url)
+                        measure(server)
+                        page.close()
+                    else:
+                        measure(server)
         finally:
-            for server in servers:
+            for server in (bare, belt):
                 server.stop()
-    bare, belt = (summary(server) for server in servers)
+    figures = [summary(server) for server in servers]
     print(
         f"{ROUNDS} rounds of {REQUESTS_PER_ROUND} requests, {WORKERS} keep-alive httpx workers, "
         f"loopback; uvicorn {_uvicorn_version()}"
     )
-    for server, figures in zip(servers, (bare, belt), strict=True):
+    for server, found in zip(servers, figures, strict=True):
         print(
-            f"{server.name:20}  {figures['rps']:7.0f} req/s  p50 {figures['p50_ms']:5.2f} ms  "
-            f"p99 {figures['p99_ms']:5.2f} ms  server CPU {figures['cpu_us']:5.0f} us/req"
+            f"{server.name:20}  {found['rps']:7.0f} req/s  p50 {found['p50_ms']:5.2f} ms  "
+            f"p99 {found['p99_ms']:5.2f} ms  server CPU {found['cpu_us']:5.0f} us/req"
         )
-    ratio = belt["rps"] / bare["rps"]
+    ratio = figures[1]["rps"] / figures[0]["rps"]
     verdict = "meets" if ratio >= TARGET else "BELOW"
     print(f"throughput ratio belt/bare: {ratio:.2f} ({verdict} the target of {TARGET})")
-    print(f"server CPU per request belt/bare: {belt['cpu_us'] / bare['cpu_us']:.2f}")
+    print(f"server CPU per request belt/bare: {figures[1]['cpu_us'] / figures[0]['cpu_us']:.2f}")
+    if no_browser is not None:
+        print(f"the page-open rounds were skipped: {no_browser}")
+        return
+    slower = figures[1]["rps"] / figures[2]["rps"]
+    costlier = figures[2]["cpu_us"] / figures[1]["cpu_us"]
+    for what, value in (
+        ("throughput without/with the page", slower),
+        ("server CPU per request with/without the page", costlier),
+    ):
+        verdict = "meets" if value <= PAGE_TARGET else "ABOVE"
+        print(f"{what}: {value:.2f} ({verdict} the target of at most {PAGE_TARGET})")
 
 
 def _uvicorn_version() -> str:

@@ -35,6 +35,10 @@ def running(app: Any, **guard: Any) -> Iterator[str]:
         config.http = "belt.server.guard:GuardedH11Protocol"
         guard_config(config, **guard)
     server = uvicorn.Server(config)
+    state = getattr(app, "state", None)
+    if state is not None:
+        # Open inspector streams end when the server stops, as under `belt serve`.
+        state.stopping = lambda: server.should_exit
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

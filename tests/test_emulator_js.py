@@ -7,6 +7,7 @@ download nothing once it is installed, and are skipped, saying why, when it cann
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
@@ -36,10 +37,21 @@ def installed_sdk() -> Path:
     if node is None:
         pytest.skip("node is not on this machine: the JavaScript SDK cannot run here")
     marker = CACHE / "node_modules" / "@inferencesh" / "sdk" / "package.json"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    # Test workers running at once install it once: the others wait for the first.
+    with open(CACHE / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        install(npm, marker)
+    if json.loads(marker.read_text())["version"] != SDK.rsplit("@", 1)[1]:
+        pytest.skip(f"{CACHE} holds another version of the SDK; remove it to install {SDK}")
+    return CACHE
+
+
+def install(npm: str | None, marker: Path) -> None:
+    """Install the SDK into the cache unless it is there; skip, saying why, when it cannot."""
     if not marker.is_file():
         if npm is None:
             pytest.skip("npm is not on this machine: the JavaScript SDK cannot be installed")
-        CACHE.mkdir(parents=True, exist_ok=True)
         try:
             done = subprocess.run(
                 [npm, "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(CACHE)]
@@ -52,11 +64,10 @@ def installed_sdk() -> Path:
             pytest.skip(f"npm could not install {SDK} within {INSTALL_SECONDS} s")
         if done.returncode != 0 or not marker.is_file():
             pytest.skip(f"npm could not install {SDK}: {done.stderr.strip()[-300:]}")
-    if json.loads(marker.read_text())["version"] != SDK.rsplit("@", 1)[1]:
-        pytest.skip(f"{CACHE} holds another version of the SDK; remove it to install {SDK}")
     for source in (SCRIPT, RESOLVER):
-        shutil.copy(source, CACHE / source.name)
-    return CACHE
+        target = CACHE / source.name
+        if not target.is_file() or target.read_bytes() != source.read_bytes():
+            shutil.copy(source, target)
 
 
 def run_flow(*args: str) -> dict[str, Any]:

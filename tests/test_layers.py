@@ -37,11 +37,11 @@ LAYERS: dict[str, int] = {
     "belt.hookfile": 5,
     "belt.engine": 6,
     "belt.trigger": 6,
+    "belt.replay": 6,
     "belt.server": 7,
     "belt.remote": 7,
     "belt.backend": 8,
     "belt.rho": 8,
-    "belt.replay": 8,
     "belt.render": 9,
     "belt.output": 9,
     "belt.cli": 10,
@@ -49,8 +49,8 @@ LAYERS: dict[str, int] = {
     "belt.__main__": 11,
 }
 """The layer of each part: errors, paths ← wire, store ← records ← handlers, executor, policy ←
-engine ← server, remote and the backend ← cli and the pytest plugin (``output`` and ``render`` for
-those only)."""
+engine, trigger and replay ← server, remote and the backend ← cli and the pytest plugin
+(``output`` and ``render`` for those only)."""
 
 CLI_ONLY = ("belt.output", "belt.render")
 LIVE_LINES = "belt.server.live"

@@ -127,7 +127,8 @@ def render_listening(info: dict[str, Any]) -> None:
     if info.get("agents"):
         extras.append(f"agents {info['agents']}")
     output.styled(
-        f"belt serve listening on {info['url']} ({', '.join(extras)}); Ctrl-C stops",
+        f"belt serve listening on {info['url']} ({', '.join(extras)}); "
+        f"the inspector is at {info['url']}/; Ctrl-C stops",
         "bold",
         stderr=True,
     )

@@ -218,11 +218,45 @@ def resume_settled(
 
     What ``belt serve --resume`` does on each pass: it reads the runs tagged as held at their
     interrupts (not every run), and each run it continues is continued by this process alone
-    (its lease). ``emulated`` keeps only the runs of chats ``belt serve`` emulates (True) or
-    only the others (False); ``run_ids`` looks at those runs only; ``recover`` also continues a
-    run whose process is gone, from its last durable point; ``transport`` is lent to the hooks'
-    HTTP clients. Returns one record per run it tried:
-    ``{"run_id", "state"}`` or ``{"run_id", "error"}``.
+    (its lease). ``run_ids`` looks at those runs only; the other options are
+    ``resume_if_settled``'s. Returns one record per run it tried: ``{"run_id", "state"}`` or
+    ``{"run_id", "error"}``.
+    """
+    from belt.records.runs import GATED_RUNS
+
+    tried: list[dict[str, Any]] = []
+    for run_id in store.tagged(GATED_RUNS) if run_ids is None else run_ids:
+        record = resume_if_settled(
+            store,
+            run_id,
+            emulated=emulated,
+            recover=recover,
+            transport=transport,
+            untag=run_ids is None,
+        )
+        if record is not None:
+            tried.append(record)
+    return tried
+
+
+def resume_if_settled(
+    store: Store,
+    run_id: str,
+    *,
+    emulated: bool | None = None,
+    recover: bool = False,
+    transport: httpx.BaseTransport | None = None,
+    untag: bool = True,
+) -> dict[str, Any] | None:
+    """Continue one run held at its interrupts (gates, approvals, a client tool's result) once
+    they are all settled, unless a live process holds it.
+
+    ``emulated`` takes only the runs of chats ``belt serve`` emulates (True) or only the others
+    (False); ``recover`` also continues a run whose process is gone, from its last durable
+    point; ``transport`` is lent to the hooks' HTTP clients; ``untag`` drops a run that waits
+    no more from the tag of held runs. Returns ``{"run_id", "state", "sim_id"}`` or
+    ``{"run_id", "error"}`` when it tried, None when the run is not ready (an interrupt still
+    pending, not held, held by another process, or not of the kind asked for).
     """
     from belt.engine.simulation import Options
     from belt.errors import BeltError, Conflict
@@ -230,27 +264,23 @@ def resume_settled(
     from belt.records.interrupts import pending_for_run
     from belt.records.runs import GATED_RUNS, RUN, interrupted, waiting
 
-    tried: list[dict[str, Any]] = []
-    for run_id in store.tagged(GATED_RUNS) if run_ids is None else run_ids:
-        run = store.get(RUN, run_id)
-        lost = recover and run is not None and interrupted(run)
-        if run is None or not (waiting(run) or lost):
-            if run_ids is None:
-                store.untag(GATED_RUNS, run_id)
-            continue
-        if emulated is not None and bool(run.get("emulated")) != emulated:
-            continue
-        if not lost and pending_for_run(store=store, run_id=run_id):
-            continue
-        if leases.holder_alive(run.get("lease")) and not leases.is_mine(run.get("lease")):
-            continue
-        try:
-            sim, _ = resume_simulation(store, run_id, Options(transport=transport))
-        except Conflict:
-            continue  # another process took it first, or it is not ready after all
-        except BeltError as exc:
-            tried.append({"run_id": run_id, "error": exc.message})
-            continue
-        state = store.read(RUN, run_id)["state"]
-        tried.append({"run_id": run_id, "state": state, "sim_id": sim["id"]})
-    return tried
+    run = store.get(RUN, run_id)
+    lost = recover and run is not None and interrupted(run)
+    if run is None or not (waiting(run) or lost):
+        if untag:
+            store.untag(GATED_RUNS, run_id)
+        return None
+    if emulated is not None and bool(run.get("emulated")) != emulated:
+        return None
+    if not lost and pending_for_run(store=store, run_id=run_id):
+        return None
+    if leases.holder_alive(run.get("lease")) and not leases.is_mine(run.get("lease")):
+        return None
+    try:
+        sim, _ = resume_simulation(store, run_id, Options(transport=transport))
+    except Conflict:
+        return None  # another process took it first, or it is not ready after all
+    except BeltError as exc:
+        return {"run_id": run_id, "error": exc.message}
+    state = store.read(RUN, run_id)["state"]
+    return {"run_id": run_id, "state": state, "sim_id": sim["id"]}

@@ -407,7 +407,7 @@ _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 def _key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else _quoted(key)
+    return key if _BARE_KEY.fullmatch(key) else _quoted(key)
 
 
 def _quoted(text: str) -> str:

@@ -87,11 +87,25 @@ def _no_interrupt(interrupt_id: str) -> NotFound:
     )
 
 
+def settled_by(record: dict[str, Any]) -> str | None:
+    """Who settled a stored interrupt, when known: its resolver, the sweep, or a stopped run."""
+    status = record.get("status")
+    if status == InterruptStatus.EXPIRED:
+        return "the sweep (it expired)"
+    if status == InterruptStatus.CANCELLED:
+        return "its run being stopped"
+    by = record.get("resolved_by")
+    return str(by) if by else None
+
+
 def _not_pending(record: dict[str, Any]) -> Conflict:
     status = record.get("status")
     text = f"interrupt {record.get('id')} is no longer pending: it is {status}"
     if record.get("resolution"):
         text += f" ({record['resolution']})"
+    by = settled_by(record)
+    if by and status == InterruptStatus.RESOLVED:
+        text += f" by {by}"
     if record.get("resolved_at"):
         text += f" since {record['resolved_at']}"
     return Conflict(text)
@@ -254,8 +268,12 @@ def resolve_interrupt(
     decision: str,
     data: Any = None,
     now: datetime | None = None,
+    by: str | None = None,
 ) -> dict[str, Any]:
-    """Resolve a pending interrupt with allow or deny; NotFound (3), or Conflict (4) if settled."""
+    """Resolve a pending interrupt with allow or deny; NotFound (3), or Conflict (4) if settled.
+
+    ``by`` says who resolved it (kept in the stored record beside the DTO, as ``resolved_by``).
+    """
     if decision not in RESOLUTIONS:
         raise InvalidInput(f"decision {decision!r} must be allow or deny")
     store = _store(store)
@@ -272,6 +290,8 @@ def resolve_interrupt(
             resolved_data=data,
             updated_at=stamp,
         )
+        if by is not None:
+            record["resolved_by"] = by
         return record
 
     try:

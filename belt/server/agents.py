@@ -20,7 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from belt.errors import BeltError
-from belt.server.guard import SHUTTING_DOWN
+from belt.server.guard import STOPPING
 from belt.server.problems import Problem, belt_problem, envelope, read_json_object
 from belt.server.stream import chat_events
 
@@ -124,7 +124,7 @@ class AgentsApi:
             return belt_problem(exc).agent_response()
         scope = request.scope
         return StreamingResponse(
-            chat_events(store, chat_id, lambda: bool(scope.get(SHUTTING_DOWN))),
+            chat_events(store, chat_id, lambda: bool(scope.get(STOPPING))),
             media_type="application/x-ndjson",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )

@@ -26,6 +26,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from belt.errors import BeltError
+from belt.records.journal import JOURNAL, journal_headers
+from belt.records.journal import SERVE as JOURNAL_ID
 from belt.server.deciders import (
     Decider,
     HandlerFailed,
@@ -34,6 +36,7 @@ from belt.server.deciders import (
     HandlerTimeout,
     allow_all,
 )
+from belt.server.inspector import inspector_routes, is_page_shell
 from belt.server.problems import (
     MAX_BODY_BYTES,
     Problem,
@@ -55,10 +58,15 @@ from belt.wire.validate import describe, model_problems
 if TYPE_CHECKING:
     from belt.store import Store
 
-__all__ = ["MAX_BODY_BYTES", "Problem", "Reporter", "create_app", "create_app_from_env"]
-
-JOURNAL = "journal"
-JOURNAL_ID = "serve"
+__all__ = [
+    "JOURNAL",
+    "JOURNAL_ID",
+    "MAX_BODY_BYTES",
+    "Problem",
+    "Reporter",
+    "create_app",
+    "create_app_from_env",
+]
 
 
 class ReplayGuard:
@@ -84,7 +92,11 @@ class ReplayGuard:
 
 
 class BearerAuth:
-    """Pure ASGI middleware: every route but /healthz needs ``Authorization: Bearer <token>``."""
+    """Pure ASGI middleware: every route but /healthz needs ``Authorization: Bearer <token>``.
+
+    The inspector page's own files hold no data and are open too: a browser cannot send a header
+    from a link, so the page's script sends the token (docs/inspector.md).
+    """
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
@@ -92,7 +104,7 @@ class BearerAuth:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse a request without the right bearer token with 401."""
-        if scope["type"] != "http" or scope["path"] == "/healthz":
+        if scope["type"] != "http" or scope["path"] == "/healthz" or is_page_shell(scope["path"]):
             await self.app(scope, receive, send)
             return
         header = b""
@@ -134,6 +146,7 @@ class HookService:
             "at": timestamp(utcnow()),
             "route": request.scope["path"],
             "name": request.path_params.get("name"),
+            "headers": journal_headers(request.scope["headers"]),
         }
         try:
             response_body, response = await self._answer(request, record)
@@ -294,6 +307,7 @@ def create_app(
         Route("/chats/{chat_id}/settings", api.chat_settings, methods=["POST"]),
         *profile_routes(the_store, report),
         *chat_routes(the_store),
+        *inspector_routes(the_store, decide=hooks.decide, token=bool(token), report=report),
         *emulated,
     ]
     app = Starlette(

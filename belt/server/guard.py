@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -28,6 +28,11 @@ IDLE_TIMEOUT = 5
 
 MAX_CONNECTIONS = 1000
 """Connections held at once by one server process, unless the open-file limit is lower."""
+
+STOPPING = "belt.stopping"
+"""A key set in the scope of a response still being sent when the server begins to stop: a
+stream that never ends by itself (the inspector's) ends when it sees it, instead of holding the
+server's graceful shutdown until its client leaves."""
 
 BACKLOG = 64
 """The listen queue; asyncio also accepts up to this many connections in one go."""
@@ -63,10 +68,6 @@ class _Waiting:
 
     def oldest(self) -> GuardedH11Protocol | None:
         return next(iter(self.since), None)
-
-
-SHUTTING_DOWN = "belt.shutting_down"
-"""Key a request's scope gets when the server stops while its response is still going."""
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -113,10 +114,10 @@ class GuardedH11Protocol(H11Protocol):
             self.waiting.add(self)
 
     def shutdown(self) -> None:
-        """The server stops: a response still streaming (a chat's stream, which would stay
-        open while its client listens) is told to end, through its scope (``SHUTTING_DOWN``)."""
+        """Begin a graceful stop, as uvicorn does; a response still being sent is told so."""
         if self.cycle is not None and not self.cycle.response_complete:
-            self.cycle.scope[SHUTTING_DOWN] = True  # type: ignore[literal-required]
+            scope = cast(dict[str, Any], self.cycle.scope)
+            scope[STOPPING] = True
         super().shutdown()
 
     def connection_lost(self, exc: Exception | None) -> None:

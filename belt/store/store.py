@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.store.files import (
@@ -59,6 +59,16 @@ def check_id(value: str, *, what: str = "id") -> str:
     if not isinstance(value, str) or not _ID.fullmatch(value):
         raise InvalidInput(f"invalid {what} {value!r}: an id is {ID_RULE}")
     return value
+
+
+class LogLines(NamedTuple):
+    """Complete lines of a log read from an offset: ``(offset, line)`` pairs, where the next
+    read starts, and whether the log had to be read again from its start."""
+
+    lines: list[tuple[int, bytes]]
+    end: int
+    restarted: bool
+    version: int
 
 
 def _damaged(path: Path, why: str) -> InvalidInput:
@@ -300,6 +310,99 @@ class Store:
     def read_log(self, log: str, id: str) -> list[dict[str, Any]]:
         """Every record of a log in order ([] if it does not exist); a torn last line is skipped."""
         return [record for _, record in self._read_records(self._log_path(log, id), "log", log)]
+
+    def log_size(self, log: str, id: str) -> int:
+        """The size in bytes of a log (0 if it does not exist): it grows with every append, so a
+        reader can tell with one ``stat`` whether anything was appended since it last looked."""
+        try:
+            return self._log_path(log, id).stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def log_lines(self, log: str, id: str, offset: int = 0) -> LogLines:
+        """The complete lines of a log from byte ``offset`` on, each with the offset it starts at.
+
+        ``offset`` 0 reads (and checks) the header first; any other offset must be one this
+        method returned, the start of a line. A torn last line is left for the next read. When
+        the log is now shorter than ``offset`` (it was removed or replaced), it is read again from
+        the start and ``restarted`` says so.
+        """
+        path = self._log_path(log, id)
+        try:
+            with open(path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                restarted = offset > size
+                if restarted:
+                    offset = 0
+                handle.seek(offset)
+                raw = handle.read(size - offset)
+                header = read_header(path) if offset > 0 else b""
+        except FileNotFoundError:
+            return LogLines([], 0, offset > 0, self.schema)
+        except OSError as exc:
+            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+        start = offset
+        lines = split_lines(raw)
+        if offset == 0:
+            if not lines:
+                return LogLines([], 0, restarted, self.schema)
+            header, lines = lines[0], lines[1:]
+            start += len(header) + 1
+        version = self._check_header(path, header, "log")
+        found = []
+        for line in lines:
+            found.append((start, line))
+            start += len(line) + 1
+        return LogLines(found, start, restarted, version)
+
+    def decode_log_line(
+        self, log: str, id: str, line: bytes, offset: int, version: int
+    ) -> dict[str, Any]:
+        """One raw line of a log (written under schema ``version``) as its record, migrated;
+        InvalidInput naming the file and the line's offset if it is damaged."""
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            # Read again the careful way, for the message that names what is wrong.
+            record = _parse_json(self._log_path(log, id), line, f"the line at byte {offset} ")
+        if not isinstance(record, dict):
+            raise _damaged(
+                self._log_path(log, id), f"the line at byte {offset} is not a JSON object"
+            )
+        if version == self.schema:
+            return record  # the path is built only when a record needs it
+        return self._migrate(self._log_path(log, id), f"log:{log}", version, record)
+
+    def read_log_line(self, log: str, id: str, offset: int) -> dict[str, Any]:
+        """The record of the log line starting at byte ``offset`` (one that ``log_lines`` gave).
+
+        NotFound when the log has no complete line there.
+        """
+        path = self._log_path(log, id)
+        if offset <= 0:
+            raise NotFound(f"no record of {log} {id} starts at byte {offset}")
+        chunks: list[bytes] = []
+        try:
+            with open(path, "rb") as handle:
+                version = self._check_header(path, handle.readline(), "log")
+                if offset > 0:
+                    handle.seek(offset - 1)
+                    if handle.read(1) != b"\n":
+                        raise NotFound(f"no record of {log} {id} starts at byte {offset}")
+                while True:
+                    chunk = handle.read(65536)
+                    if not chunk:
+                        raise NotFound(f"no record of {log} {id} starts at byte {offset}")
+                    newline = chunk.find(b"\n")
+                    if newline >= 0:
+                        chunks.append(chunk[:newline])
+                        break
+                    chunks.append(chunk)
+        except FileNotFoundError:
+            raise NotFound(f"no log {log} {id}") from None
+        except OSError as exc:
+            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+        return self.decode_log_line(log, id, b"".join(chunks), offset, version)
 
     # The private part: what must never be printed, journalled or reported (full webhook URLs,
     # which can carry credentials), kept so that any process can continue a run

@@ -1,0 +1,70 @@
+"""The inspector page of ``belt serve``: ``GET /`` and its JSON routes under ``/inspector/``.
+
+This module is all that ``create_app`` imports of it, and it only routes: the page's files and
+its API (``belt.server.inspector_api``) are imported when ``/`` or a route under ``/inspector/``
+is first requested, so a server nobody looks at starts and answers hooks as it did without it.
+The page follows the API's rules: same host and port, and with ``--token`` every JSON route needs
+the bearer token. Only the page's own files (``/`` and ``/inspector/static/...``, which hold no
+data) are served without it, since a browser cannot send a header from a link: the script reads
+the token from the URL's fragment (``/#token=...``), which a browser never sends to a server.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from starlette.routing import BaseRoute, Route
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from belt.server.deciders import Decider
+    from belt.store import Store
+
+PREFIX = "/inspector"
+STATIC = f"{PREFIX}/static/"
+
+
+def is_page_shell(path: str) -> bool:
+    """True for the page's own files, served without the token (they hold no data)."""
+    return path == "/" or path.startswith(STATIC)
+
+
+class LazyInspector:
+    """An ASGI app that builds the inspector on its first request."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        decide: Decider | None,
+        token: bool,
+        report: Any,
+    ) -> None:
+        self.options: dict[str, Any] = {
+            "store": store,
+            "decide": decide,
+            "token": token,
+            "report": report,
+        }
+        self.app: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Build the inspector if this is its first request, then hand the request to it."""
+        if self.app is None:
+            from belt.server.inspector_api import build
+
+            self.app = build(prefix=PREFIX, **self.options)
+        await self.app(scope, receive, send)
+
+
+def inspector_routes(
+    store: Store, *, decide: Decider | None, token: bool, report: Any
+) -> list[BaseRoute]:
+    """The routes of the page and its API, over ``store``; ``decide`` is the server's decider
+    (what a replay to a served request's own handler asks), ``token`` whether one is required."""
+    lazy = LazyInspector(store, decide=decide, token=token, report=report)
+    return [
+        Route("/", lazy, methods=["GET", "HEAD"]),
+        Route(PREFIX + "/{rest:path}", lazy),
+    ]

@@ -1,0 +1,501 @@
+"""The inspector's page and JSON API (docs/inspector.md), built on its first request.
+
+Every view of the page is one of these routes, so a script gets what the page shows:
+
+- ``GET /inspector/deliveries`` (filters ``event``, ``decision``, ``source``, ``chat``, ``run``,
+  ``q``; ``limit``, ``before``) and ``GET /inspector/deliveries/{id}``;
+- ``POST /inspector/replay`` and ``POST /inspector/scenario`` (a delivery kept as a test);
+- ``GET /inspector/runs``, ``GET /inspector/runs/{run_id}``;
+- ``GET /inspector/gates``, ``POST /inspector/gates/{id}/resolve``;
+- ``GET /inspector/stream``: NDJSON, one line each time deliveries, runs or gates changed in the
+  store (found with a few ``stat`` calls a tick while a page is open; nothing runs when none is).
+
+Answers use the platform's envelope and problem+json. Without ``--token`` the server is reachable
+from this machine only, and the inspector also refuses a request whose ``Host`` is not a loopback
+name (a page of another site, rebound to 127.0.0.1, cannot read it); a request that changes
+something must be ``application/json`` (which another site's page cannot send without asking).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route, Router
+
+from belt.errors import BeltError, Conflict
+from belt.records.journal import JOURNAL, SERVE
+from belt.server.inspector_deliveries import Deliveries, Signals, check_filters
+from belt.server.inspector_replay import Replayer, parse_target, scenario_file, scenario_handler
+from belt.server.problems import Problem, belt_problem, envelope, read_json_object
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from belt.handlers.webhook import WebhookResult
+    from belt.policy import Verdict
+    from belt.server.deciders import Decider
+    from belt.store import Store
+
+STATIC_FILES = {
+    "inspector.js": "text/javascript; charset=utf-8",
+    "inspector.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
+}
+PAGE_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+}
+API_HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
+LOOPBACK_NAMES = ("localhost",)
+
+TICK = 0.25
+"""Seconds between two looks at the store while a page is connected to the stream."""
+HEARTBEAT = 15.0
+"""Seconds of quiet after which the stream sends a heartbeat line (a dead peer shows up)."""
+STREAM_SECONDS = 600.0
+"""A stream ends after this long (the page opens another), so none is held forever."""
+
+Reporter = Callable[[dict[str, Any]], None]
+
+
+@cache
+def static_file(name: str) -> bytes:
+    """A file of the page, from the package."""
+    return (resources.files("belt.server") / "inspector_static" / name).read_bytes()
+
+
+def loopback_host(header: str) -> bool:
+    """True when a ``Host`` header names this machine (a loopback name or address)."""
+    host = header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else host
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Guard:
+    """The inspector's rules above its routes: loopback ``Host`` without a token, JSON writes."""
+
+    def __init__(self, app: ASGIApp, *, token: bool) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse what the rules refuse with a problem; pass the rest on."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        if not self.token and not loopback_host(headers.get(b"host", b"").decode("latin-1")):
+            problem = Problem(
+                403,
+                "Forbidden",
+                "the inspector of a server without --token answers only requests to a loopback "
+                "host (127.0.0.1, localhost, [::1])",
+            )
+            await problem.response()(scope, receive, send)
+            return
+        if scope["method"] == "POST":
+            kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+            if kind != b"application/json":
+                problem = Problem(
+                    415, "Unsupported Media Type", "send the body as application/json"
+                )
+                await problem.response()(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def api(data: Any) -> Response:
+    """A success answer in the envelope, never cached."""
+    response = envelope(data)
+    response.headers.update(API_HEADERS)
+    return response
+
+
+def problem_of(exc: BeltError) -> Response:
+    """A belt error as the problem the page shows (its problems listed too)."""
+    problem = belt_problem(exc)
+    problems = getattr(exc, "problems", None)
+    if problems:
+        problem.extra["errors"] = list(problems)
+    if exc.hint:
+        problem.extra["hint"] = exc.hint
+    return problem.response(API_HEADERS)
+
+
+class Inspector:
+    """The routes' handlers, over one store."""
+
+    def __init__(self, store: Store, *, decide: Decider | None, report: Reporter | None) -> None:
+        self.store = store
+        self.decide = decide
+        self.report = report
+        self.deliveries = Deliveries(store)
+        self.replayer = Replayer(store, self.deliveries, self._serve_decide if decide else None)
+        self.continuing: set[asyncio.Task[None]] = set()
+
+    async def call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run blocking store work in a worker thread."""
+        return await run_in_threadpool(func, *args, **kwargs)
+
+    # -- the page ----------------------------------------------------------------------------
+
+    async def page(self, request: Request) -> Response:
+        """GET /: the page."""
+        return Response(
+            static_file("index.html"), media_type="text/html; charset=utf-8", headers=PAGE_HEADERS
+        )
+
+    async def static(self, request: Request) -> Response:
+        """GET /inspector/static/{name}: the page's script and styles."""
+        name = request.path_params["name"]
+        if name not in STATIC_FILES:
+            return Problem(404, "Not Found", f"no file {name}").response()
+        return Response(static_file(name), media_type=STATIC_FILES[name], headers=PAGE_HEADERS)
+
+    # -- deliveries --------------------------------------------------------------------------
+
+    async def list_deliveries(self, request: Request) -> Response:
+        """GET /inspector/deliveries: the newest deliveries that pass the filters."""
+        params = request.query_params
+        try:
+            filters = check_filters(dict(params))
+            limit = _whole(params.get("limit", "100"), "limit")
+            found = await self.call(
+                self.deliveries.query, filters, limit=limit, before=params.get("before") or None
+            )
+        except BeltError as exc:
+            return problem_of(exc)
+        return api(found)
+
+    async def delivery(self, request: Request) -> Response:
+        """GET /inspector/deliveries/{id}: one delivery, all that was recorded of it."""
+        try:
+            found = await self.call(self.deliveries.detail, request.path_params["delivery_id"])
+        except BeltError as exc:
+            return problem_of(exc)
+        return api(found)
+
+    # -- replays -----------------------------------------------------------------------------
+
+    async def replay(self, request: Request) -> Response:
+        """POST /inspector/replay: ``{"ids": [...]}`` or ``{"filter": {...}}`` or ``{"run": id}``,
+        ``"target"``, and for one delivery an edited ``"payload"``."""
+        try:
+            body = await read_json_object(request)
+            target = parse_target(body.get("target"))
+            entries = await self.call(self._selection, body)
+            report = await self.call(
+                self.replayer.replay, entries=entries, target=target, payload=body.get("payload")
+            )
+        except Problem as problem:
+            return problem.response(API_HEADERS)
+        except BeltError as exc:
+            return problem_of(exc)
+        return api(report)
+
+    def _selection(self, body: dict[str, Any]) -> list[Any]:
+        from belt.errors import InvalidInput
+        from belt.server.inspector_replay import REPLAY_MAX
+
+        ids, chosen, run = body.get("ids"), body.get("filter"), body.get("run")
+        if sum(x is not None for x in (ids, chosen, run)) != 1:
+            raise InvalidInput("give one of ids (a list of delivery ids), filter or run")
+        if ids is not None:
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+                raise InvalidInput("ids: expected a list of delivery ids")
+            if len(ids) > REPLAY_MAX:
+                raise InvalidInput(f"ids: at most {REPLAY_MAX} deliveries are replayed at once")
+            return list(self.deliveries.summaries(ids))
+        if run is not None:
+            if not isinstance(run, str):
+                raise InvalidInput("run: expected a run id")
+            chosen = {"run": run, "source": "sim"}
+        if not isinstance(chosen, dict) or not all(isinstance(v, str) for v in chosen.values()):
+            raise InvalidInput("filter: expected an object of strings")
+        # Gate, task and builtin hook runs have no handler to send a payload to: as `belt
+        # replay RUN_ID` does, a run or a filter replays the webhook deliveries.
+        return [
+            entry
+            for entry in self.deliveries.select(check_filters(chosen), limit=REPLAY_MAX)
+            if entry.summary["handler_type"] == "webhook"
+        ]
+
+    def _serve_decide(self, payload: dict[str, Any]) -> WebhookResult:
+        """This server's decider, asked from a worker thread as a handler would be."""
+        import anyio.from_thread
+
+        from belt.handlers.webhook import WebhookResult
+        from belt.replay import payload_model
+
+        model, problem = payload_model(payload)
+        if model is None:
+            return WebhookResult(None, "", None, problem, 0)
+        decide = self.decide
+        assert decide is not None
+
+        async def ask() -> Verdict:
+            return await decide(model)
+
+        started = time.perf_counter()
+        try:
+            verdict = anyio.from_thread.run(ask)
+        except Exception as exc:
+            ms = round((time.perf_counter() - started) * 1000)
+            return WebhookResult(500, "", None, f"the handler failed: {exc}", ms)
+        ms = round((time.perf_counter() - started) * 1000)
+        return WebhookResult(200, "", verdict.response, None, ms)
+
+    async def scenario(self, request: Request) -> Response:
+        """POST /inspector/scenario: a delivery (``id``, or an edited ``payload``) kept as a
+        scenario ``belt test`` runs, its hook sent to ``target``, expecting ``expect``."""
+        try:
+            body = await read_json_object(request)
+            target = parse_target(body.get("target"))
+            name, media, text = await self.call(self._scenario, body, target, str(request.base_url))
+        except Problem as problem:
+            return problem.response(API_HEADERS)
+        except BeltError as exc:
+            return problem_of(exc)
+        return Response(
+            text,
+            media_type=f"{media}; charset=utf-8",
+            headers={**API_HEADERS, "content-disposition": f'attachment; filename="{name}"'},
+        )
+
+    def _scenario(self, body: dict[str, Any], target: Any, base: str) -> tuple[str, str, str]:
+        from belt.errors import InvalidInput
+
+        delivery_id = body.get("id")
+        entry = record = None
+        if delivery_id is not None:
+            if not isinstance(delivery_id, str):
+                raise InvalidInput("id: expected a delivery id")
+            entry, record = self.deliveries.record(delivery_id)
+        payload = body.get("payload")
+        if payload is None:
+            if record is None:
+                raise InvalidInput("give the delivery's id, or a payload")
+            payload = record.get("request") if entry and entry.log[0] == JOURNAL else None
+            payload = payload if payload is not None else record.get("payload")
+        handler, notes = scenario_handler(target, entry, record, base.rstrip("/"))
+        return scenario_file(
+            payload=payload,
+            handler=handler,
+            expect=body.get("expect"),
+            notes=notes,
+            delivery_id=delivery_id,
+        )
+
+    # -- runs and gates ----------------------------------------------------------------------
+
+    async def runs(self, request: Request) -> Response:
+        """GET /inspector/runs: every simulated run, newest first."""
+        from belt.server.inspector_runs import list_runs
+
+        try:
+            return api(await self.call(list_runs, self.store))
+        except BeltError as exc:
+            return problem_of(exc)
+
+    async def run(self, request: Request) -> Response:
+        """GET /inspector/runs/{run_id}: a run's timeline, gates and linked chats."""
+        from belt.server.inspector_runs import run_view
+
+        try:
+            return api(await self.call(run_view, self.store, request.path_params["run_id"]))
+        except BeltError as exc:
+            return problem_of(exc)
+
+    async def gates(self, request: Request) -> Response:
+        """GET /inspector/gates: the pending gates of every run."""
+        from belt.server.inspector_runs import gates
+
+        try:
+            return api(await self.call(gates, self.store))
+        except BeltError as exc:
+            return problem_of(exc)
+
+    async def resolve(self, request: Request) -> Response:
+        """POST /inspector/gates/{id}/resolve with ``{"decision", "data"}``; the run goes on when
+        this was its last pending gate. A gate settled already is a 409 saying by whom."""
+        from belt.records.interrupts import read_record, settled_by, to_dto
+        from belt.server.inspector_runs import resolve
+
+        interrupt_id = request.path_params["interrupt_id"]
+        try:
+            body = await read_json_object(request)
+            dto, run = await self.call(
+                resolve,
+                self.store,
+                interrupt_id=interrupt_id,
+                decision=body.get("decision"),
+                data=body.get("data"),
+            )
+        except Problem as problem:
+            return problem.response(API_HEADERS)
+        except Conflict as exc:
+            response = problem_of(exc)
+            with contextlib.suppress(BeltError):
+                record = await self.call(read_record, store=self.store, interrupt_id=interrupt_id)
+                document = json.loads(bytes(response.body))
+                document["interrupt"] = to_dto(record)
+                document["settled_by"] = settled_by(record)
+                response = Response(
+                    json.dumps(document, ensure_ascii=False),
+                    status_code=409,
+                    media_type="application/problem+json",
+                    headers=API_HEADERS,
+                )
+            return response
+        except BeltError as exc:
+            return problem_of(exc)
+        self._report("resolve", interrupt_id, 200, f"{body.get('decision')} (inspector)")
+        if run["continues"]:
+            task = asyncio.get_running_loop().create_task(self._continue(run["run_id"]))
+            self.continuing.add(task)
+            task.add_done_callback(self.continuing.discard)
+        return api({"interrupt": dto, "run": run})
+
+    async def _continue(self, run_id: str) -> None:
+        from belt.records.ids import now_iso
+        from belt.server.inspector_runs import continue_run
+
+        try:
+            tried = await self.call(continue_run, self.store, run_id)
+        except Exception as exc:  # the server stays up; the line says what went wrong
+            tried = {"run_id": run_id, "error": f"{type(exc).__name__}: {exc}"}
+        if tried is not None and self.report is not None:
+            self.report({"kind": "resume", "at": now_iso(), **tried})
+
+    def _report(self, action: str, target: str, status: int, detail: str) -> None:
+        from belt.records.ids import now_iso
+
+        if self.report is not None:
+            self.report(
+                {
+                    "kind": "api",
+                    "at": now_iso(),
+                    "action": action,
+                    "target": target,
+                    "status": status,
+                    "detail": detail,
+                }
+            )
+
+    # -- the stream --------------------------------------------------------------------------
+
+    async def stream(self, request: Request) -> Response:
+        """GET /inspector/stream: NDJSON lines saying what changed in the store.
+
+        It ends when the server begins to stop: ``belt serve``'s protocol marks the request's
+        scope (``belt.server.guard.STOPPING``); an embedder can set ``app.state.stopping``, a
+        callable that says when.
+        """
+        from belt.server.guard import STOPPING
+
+        embedder = getattr(request.app.state, "stopping", None)
+
+        def stopping() -> bool:
+            return bool(request.scope.get(STOPPING)) or (embedder is not None and embedder())
+
+        return StreamingResponse(
+            self._changes(stopping),
+            media_type="application/x-ndjson",
+            headers={**API_HEADERS, "x-accel-buffering": "no"},
+        )
+
+    async def _changes(self, stopping: Callable[[], bool]) -> AsyncIterator[bytes]:
+        watch = Changes(self.store)
+        yield _line({"type": "hello", "areas": list(watch.areas)})
+        began = last = time.monotonic()
+        while time.monotonic() - began < STREAM_SECONDS:
+            await asyncio.sleep(TICK)
+            if stopping():
+                return
+            changed = watch.look()
+            if changed:
+                yield _line({"type": "changed", "areas": changed})
+                last = time.monotonic()
+            elif time.monotonic() - last >= HEARTBEAT:
+                yield _line({"type": "heartbeat"})
+                last = time.monotonic()
+
+
+class Changes:
+    """What changed in the store since the last look, by area, from a few ``stat`` calls."""
+
+    def __init__(self, store: Store) -> None:
+        root = store.root
+        objects = root / "objects"
+        journal = root / "logs" / JOURNAL / f"{SERVE}.jsonl"
+        events = root / "logs" / "events"
+        self.areas = {
+            "deliveries": Signals([journal, events, objects / "run", objects / "message"]),
+            "runs": Signals([objects / kind for kind in ("run", "message", "sim", "hooktask")]),
+            "gates": Signals([root / "tags" / "pending-interrupts", objects / "interrupt"]),
+        }
+        for signals in self.areas.values():
+            signals.moved()
+
+    def look(self) -> list[str]:
+        """The areas that changed (or may have) since the last look."""
+        return [area for area, signals in self.areas.items() if signals.moved()]
+
+
+def _line(document: dict[str, Any]) -> bytes:
+    return (json.dumps(document) + "\n").encode("utf-8")
+
+
+def _whole(value: str, name: str) -> int:
+    from belt.errors import InvalidInput
+
+    if not value.isdigit() or len(value) > 6:
+        raise InvalidInput(f"{name}: expected a whole number, got {value!r}")
+    return int(value)
+
+
+def build(
+    *, prefix: str, store: Store, decide: Decider | None, token: bool, report: Reporter | None
+) -> ASGIApp:
+    """The inspector's router over ``store`` (its JSON routes under ``prefix``), behind its
+    guard."""
+    inspector = Inspector(store, decide=decide, report=report)
+    p = prefix
+    router = Router(
+        routes=[
+            Route("/", inspector.page, methods=["GET", "HEAD"]),
+            Route(f"{p}/static/{{name}}", inspector.static, methods=["GET", "HEAD"]),
+            Route(f"{p}/deliveries", inspector.list_deliveries, methods=["GET"]),
+            Route(f"{p}/deliveries/{{delivery_id}}", inspector.delivery, methods=["GET"]),
+            Route(f"{p}/replay", inspector.replay, methods=["POST"]),
+            Route(f"{p}/scenario", inspector.scenario, methods=["POST"]),
+            Route(f"{p}/runs", inspector.runs, methods=["GET"]),
+            Route(f"{p}/runs/{{run_id}}", inspector.run, methods=["GET"]),
+            Route(f"{p}/gates", inspector.gates, methods=["GET"]),
+            Route(f"{p}/gates/{{interrupt_id}}/resolve", inspector.resolve, methods=["POST"]),
+            Route(f"{p}/stream", inspector.stream, methods=["GET"]),
+        ]
+    )
+    return Guard(router, token=token)

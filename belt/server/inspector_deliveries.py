@@ -1,0 +1,563 @@
+"""The inspector's deliveries: every hook request ``belt serve`` answered and every hook run a
+simulation made, read from the store, newest first.
+
+Two kinds of log hold them: ``belt serve``'s journal (``journal/serve``) and each simulated
+run's event log (its ``hook.executed`` records, with the payload). :class:`Deliveries` keeps a
+summary of each, read incrementally (each log from the byte where the last read stopped), so a
+list costs a pass over summaries, not a read of the whole history; the history itself stays in
+the store and survives restarts. A delivery's id names where it is: ``serve.<offset>`` for the
+journal line at that byte, ``<run id>.<offset>`` for a run's event-log line.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from operator import attrgetter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from belt.errors import InvalidInput, NotFound
+from belt.records.journal import JOURNAL, SERVE
+from belt.records.runs import EVENTS_LOG
+from belt.wire.platform import LifecycleHookPayload
+from belt.wire.validate import model_problems
+
+if TYPE_CHECKING:
+    from belt.store import Store
+
+SOURCES = ("serve", "sim")
+DECISIONS = ("allow", "deny", "stop", "suspend", "error")
+FILTERS = ("event", "decision", "source", "chat", "run", "q")
+LIMIT_MAX = 500
+QUERY_MAX = 200
+PROBLEMS_KEPT = 20
+"""Damaged lines are reported (the newest this many), never silently skipped."""
+
+
+def text(value: Any) -> str | None:
+    """A value from the store as a string, or None when it is not one (records are hostile)."""
+    return value if isinstance(value, str) else None
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    """A value from the store as an object, or an empty one when it is not one."""
+    return value if isinstance(value, dict) else {}
+
+
+def number(value: Any) -> float | None:
+    """A duration or status from the store, or None when it is not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value
+
+
+def payload_problems(payload: Any) -> list[str]:
+    """Why a payload is not a LifecycleHookPayload (empty when it is one)."""
+    if not isinstance(payload, dict):
+        return ["the payload is not a JSON object"]
+    try:
+        LifecycleHookPayload.model_validate(payload)
+    except ValidationError as exc:
+        return model_problems(exc)
+    return []
+
+
+def served_summary(offset: int, record: dict[str, Any]) -> dict[str, Any]:
+    """The list's row for one record of ``belt serve``'s journal."""
+    request = record.get("request")
+    payload = request if isinstance(request, dict) else {}
+    data = mapping(payload.get("data"))
+    status = number(record.get("status"))
+    error = text(record.get("error"))
+    event = text(record.get("event")) or text(payload.get("event"))
+    if record.get("webhook_id"):
+        signature = "verified"
+    elif status == 401 and (error or "").startswith("signature check failed"):
+        signature = "failed"
+    else:
+        signature = None
+    if text(record.get("event")):
+        valid: bool | None = True
+    elif status == 422 and "request" in record:
+        valid = False
+    else:
+        valid = None
+    return {
+        "id": f"{SERVE}.{offset}",
+        "source": "serve",
+        "at": text(record.get("at")) or "",
+        "event": event,
+        "tool": text(record.get("tool")) or text(data.get("tool")),
+        "handler": text(record.get("route")) or "/hooks",
+        "handler_type": "webhook",
+        "decision": text(record.get("decision")) if status == 200 else None,
+        "reason": text(record.get("reason")),
+        "injected": record.get("injected") is True,
+        "status": status,
+        "error": error,
+        "duration_ms": number(record.get("duration_ms")),
+        "chat_id": text(payload.get("chat_id")),
+        "run_id": text(payload.get("run_id")),
+        "signature": signature,
+        "valid": valid,
+    }
+
+
+def executed_summary(run_id: str, offset: int, record: dict[str, Any]) -> dict[str, Any]:
+    """The list's row for one ``hook.executed`` record of a simulated run."""
+    payload = record.get("payload")
+    body = payload if isinstance(payload, dict) else {}
+    data = mapping(body.get("data"))
+    handler = text(record.get("handler")) or text(record.get("handler_type")) or "?"
+    routed = text(record.get("routed_to"))
+    return {
+        "id": f"{run_id}.{offset}",
+        "source": "sim",
+        "at": text(record.get("at")) or "",
+        "event": text(record.get("hook_event")) or text(body.get("event")),
+        "tool": text(data.get("tool")),
+        "handler": f"{handler} → {routed}" if routed else handler,
+        "handler_type": text(record.get("handler_type")),
+        "decision": text(record.get("decision")) or "allow",
+        "reason": text(record.get("reason")),
+        "injected": record.get("injected") is True,
+        "status": None,
+        "error": text(record.get("error")),
+        "duration_ms": number(record.get("duration_ms")),
+        "chat_id": text(body.get("chat_id")),
+        "run_id": run_id,
+        "signature": None,
+        "valid": not payload_problems(payload),
+        "async": record.get("async") is True,
+        "interrupt_id": text(record.get("interrupt_id")),
+        "task_chat_id": text(record.get("task_chat_id")),
+    }
+
+
+def matches(summary: dict[str, Any], filters: dict[str, str]) -> bool:
+    """True when a row passes every filter but the text one (event, decision, source, chat, run)."""
+    for key, wanted in filters.items():
+        if key == "q":
+            continue
+        if key == "decision":
+            if wanted == "error":
+                if not summary["error"] and summary["status"] in (None, 200):
+                    return False
+            elif summary["decision"] != wanted:
+                return False
+        elif key == "chat":
+            if summary["chat_id"] != wanted:
+                return False
+        elif key == "run":
+            if summary["run_id"] != wanted:
+                return False
+        elif summary.get(key) != wanted:
+            return False
+    return True
+
+
+def check_filters(raw: dict[str, str]) -> dict[str, str]:
+    """The filters of a query, checked: InvalidInput naming the one that is wrong."""
+    filters: dict[str, str] = {}
+    for key, value in raw.items():
+        if key not in FILTERS or value == "":
+            continue
+        if len(value) > QUERY_MAX:
+            raise InvalidInput(f"{key}: at most {QUERY_MAX} characters")
+        if key == "source" and value not in SOURCES:
+            raise InvalidInput(f"source: {value!r} is not one of {', '.join(SOURCES)}")
+        if key == "decision" and value not in DECISIONS:
+            raise InvalidInput(f"decision: {value!r} is not one of {', '.join(DECISIONS)}")
+        filters[key] = value
+    return filters
+
+
+@dataclass
+class Entry:
+    """One delivery: where its record is, and its row."""
+
+    key: tuple[str, str, int]
+    """(time, log id, offset): the list's order, oldest first."""
+    summary: dict[str, Any]
+    group: str | None = None
+    """What repeated attempts of one delivery share (a webhook id; a run's hook and boundary)."""
+
+    @property
+    def log(self) -> tuple[str, str]:
+        """The log (family, id) that holds its record."""
+        return (JOURNAL, SERVE) if self.summary["source"] == "serve" else (EVENTS_LOG, self.key[1])
+
+    @property
+    def offset(self) -> int:
+        """The byte its record starts at in that log."""
+        return self.key[2]
+
+
+BY_KEY = attrgetter("key")
+
+
+def parse_id(delivery_id: str) -> tuple[str, str, int]:
+    """(log family, log id, offset) of a delivery id; NotFound when it is not one."""
+    from belt.store import check_id
+
+    owner, dot, offset = delivery_id.rpartition(".")
+    if not dot or not offset.isdigit() or len(offset) > 18:
+        raise NotFound(f"no delivery {delivery_id}")
+    try:
+        check_id(owner)
+    except InvalidInput:
+        raise NotFound(f"no delivery {delivery_id}") from None
+    return ((JOURNAL, SERVE) if owner == SERVE else (EVENTS_LOG, owner)) + (int(offset),)
+
+
+class Deliveries:
+    """Summaries of every delivery in a store, kept up to date by reading what was appended."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.entries: list[Entry] = []
+        self.by_id: dict[str, Entry] = {}
+        self.read_to: dict[tuple[str, str], int] = {}
+        self.problems: list[str] = []
+        self.signals = Signals(
+            [store.root / "logs" / EVENTS_LOG]
+            + [store.root / "objects" / kind for kind in ("run", "message", "sim")]
+        )
+        self.lock = threading.Lock()
+
+    # -- reading what was appended ---------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Read what was appended to the journal and to the runs' event logs since last time."""
+        with self.lock:
+            added: list[Entry] = []
+            self._read(JOURNAL, SERVE, added, self._served)
+            for run_id in self._grown_event_logs():
+                self._read(EVENTS_LOG, run_id, added, self._executed(run_id))
+            if added:
+                # Logs are read one after another, so what was added is sorted into place.
+                self.entries.extend(added)
+                self.entries.sort(key=BY_KEY)
+
+    def _served(self, offset: int, record: dict[str, Any]) -> Entry | None:
+        summary = served_summary(offset, record)
+        webhook_id = text(record.get("webhook_id"))
+        return Entry((summary["at"], SERVE, offset), summary, webhook_id)
+
+    def _executed(self, run_id: str) -> Callable[[int, dict[str, Any]], Entry | None]:
+        def entry(offset: int, record: dict[str, Any]) -> Entry | None:
+            if record.get("type") != "hook.executed":
+                return None
+            summary = executed_summary(run_id, offset, record)
+            payload = mapping(record.get("payload"))
+            group = "|".join(
+                str(part)
+                for part in (
+                    run_id,
+                    record.get("hook_index"),
+                    summary["event"],
+                    payload.get("turn_count"),
+                    record.get("resource_id"),
+                )
+            )
+            return Entry((summary["at"], run_id, offset), summary, group)
+
+        return entry
+
+    def _read(
+        self,
+        log: str,
+        log_id: str,
+        added: list[Entry],
+        make: Callable[[int, dict[str, Any]], Entry | None],
+    ) -> None:
+        start = self.read_to.get((log, log_id), 0)
+        try:
+            chunk = self.store.log_lines(log, log_id, start)
+        except InvalidInput as exc:
+            self._problem(exc.message)
+            return
+        if chunk.restarted:
+            # The log was removed or replaced: forget what was read of it and read it again.
+            owner = SERVE if log == JOURNAL else log_id
+            self.entries = [e for e in self.entries if e.key[1] != owner]
+            added[:] = [e for e in added if e.key[1] != owner]
+            self.by_id = {e.summary["id"]: e for e in self.entries}
+        for offset, line in chunk.lines:
+            try:
+                record = self.store.decode_log_line(log, log_id, line, offset, chunk.version)
+            except InvalidInput as exc:
+                self._problem(exc.message)
+                continue
+            made = make(offset, record)
+            if made is not None:
+                added.append(made)
+                self.by_id[made.summary["id"]] = made
+        self.read_to[(log, log_id)] = chunk.end
+
+    def _problem(self, message: str) -> None:
+        if message not in self.problems:
+            self.problems = [*self.problems, message][-PROBLEMS_KEPT:]
+
+    def _grown_event_logs(self) -> list[str]:
+        """The runs whose event log grew since it was last read (one listing, one stat each).
+
+        Nothing is listed while the directories a simulation writes to have not changed.
+        """
+        if not self.signals.changed():
+            return []
+        directory = self.store.root / "logs" / EVENTS_LOG
+        grown = []
+        try:
+            with os.scandir(directory) as entries:
+                for item in entries:
+                    if item.name.startswith(".") or not item.name.endswith(".jsonl"):
+                        continue
+                    run_id = item.name[: -len(".jsonl")]
+                    if item.stat().st_size != self.read_to.get((EVENTS_LOG, run_id), 0):
+                        grown.append(run_id)
+        except FileNotFoundError:
+            return []
+        return sorted(grown)
+
+    # -- answering -----------------------------------------------------------------------------
+
+    def query(
+        self, filters: dict[str, str], *, limit: int = 100, before: str | None = None
+    ) -> dict[str, Any]:
+        """The newest deliveries that pass ``filters``, from ``before`` (a delivery id) on."""
+        self.refresh()
+        limit = max(1, min(limit, LIMIT_MAX))
+        found = self._text_matches(filters["q"]) if "q" in filters else None
+        with self.lock:
+            entries = self.entries
+            end = len(entries)
+            if before is not None:
+                anchor = self.by_id.get(before)
+                if anchor is None:
+                    raise NotFound(f"no delivery {before}")
+                end = bisect.bisect_left(entries, anchor.key, key=BY_KEY)
+            if not filters:
+                # Nothing to match: the newest ``limit`` before the anchor, without a pass.
+                chosen = entries[max(0, end - limit) : end]
+                return {
+                    "total": len(entries),
+                    "matched": len(entries),
+                    "items": [entry.summary for entry in reversed(chosen)],
+                    "next": chosen[0].summary["id"] if chosen and end > limit else None,
+                    "problems": list(self.problems),
+                }
+            matched = 0
+            items: list[dict[str, Any]] = []
+            more = False
+            for position in range(len(entries) - 1, -1, -1):
+                entry = entries[position]
+                if not matches(entry.summary, filters):
+                    continue
+                if found is not None and entry.summary["id"] not in found:
+                    continue
+                matched += 1
+                if position < end:
+                    if len(items) < limit:
+                        items.append(entry.summary)
+                    else:
+                        more = True
+            return {
+                "total": len(entries),
+                "matched": matched,
+                "items": items,
+                "next": items[-1]["id"] if more and items else None,
+                "problems": list(self.problems),
+            }
+
+    def _text_matches(self, needle: str) -> set[str]:
+        """The ids of deliveries whose recorded line contains ``needle`` (any case)."""
+        wanted = needle.casefold()
+        with self.lock:
+            logs = sorted({entry.log for entry in self.entries})
+            ids = set(self.by_id)
+        found: set[str] = set()
+        for log, log_id in logs:
+            owner = SERVE if log == JOURNAL else log_id
+            try:
+                lines = self.store.log_lines(log, log_id).lines
+            except InvalidInput:
+                continue
+            for offset, line in lines:
+                delivery_id = f"{owner}.{offset}"
+                if delivery_id in ids and wanted in line.decode("utf-8", "replace").casefold():
+                    found.add(delivery_id)
+        return found
+
+    def record(self, delivery_id: str) -> tuple[Entry, dict[str, Any]]:
+        """A delivery's entry and its whole record; NotFound when there is none."""
+        log, log_id, offset = parse_id(delivery_id)
+        self.refresh()
+        entry = self.by_id.get(delivery_id)
+        if entry is None:
+            raise NotFound(f"no delivery {delivery_id}")
+        return entry, self.store.read_log_line(log, log_id, offset)
+
+    def read(self, entry: Entry) -> dict[str, Any]:
+        """The whole record of a delivery already listed (without reading what is new)."""
+        log, log_id = entry.log
+        return self.store.read_log_line(log, log_id, entry.offset)
+
+    def attempts(self, entry: Entry) -> list[str]:
+        """The ids of every attempt of the same delivery (itself included), oldest first."""
+        if entry.group is None:
+            return [entry.summary["id"]]
+        with self.lock:
+            return [e.summary["id"] for e in self.entries if e.group == entry.group]
+
+    def detail(self, delivery_id: str) -> dict[str, Any]:
+        """Everything recorded of one delivery: bodies, headers, timing, attempts, checks."""
+        from belt.effects import effect_text
+
+        entry, record = self.record(delivery_id)
+        summary = entry.summary
+        served = summary["source"] == "serve"
+        payload = record.get("request") if served else record.get("payload")
+        if served:
+            response = record.get("response")
+            answer_note = None
+        else:
+            response = {
+                "decision": summary["decision"],
+                **({"reason": summary["reason"]} if summary["reason"] else {}),
+                "injected": summary["injected"],
+            }
+            answer_note = (
+                "a simulated delivery records the decision, reason and whether it injected, "
+                "not the whole answer"
+            )
+        headers = record.get("headers") if served else None
+        problems = payload_problems(payload) if payload is not None else ["nothing was recorded"]
+        effect = None
+        if summary["event"] and summary["status"] in (None, 200) and not summary["error"]:
+            try:
+                effect = effect_text(summary["event"], summary["decision"], summary["reason"])
+            except ValueError:
+                effect = None
+        return {
+            "delivery": summary,
+            "request": payload,
+            "response": response,
+            "response_note": answer_note,
+            "headers": headers if isinstance(headers, dict) else None,
+            "timing": {"at": summary["at"], "duration_ms": summary["duration_ms"]},
+            "attempts": self.attempts(entry),
+            "signature": _signature(record, summary) if served else None,
+            "validation": {"valid": not problems, "problems": problems},
+            "effect": effect,
+            "routed_to": text(record.get("routed_to")),
+            "rule": number(record.get("rule")),
+            "hook_index": number(record.get("hook_index")),
+        }
+
+    def summaries(self, ids: list[str]) -> list[Entry]:
+        """The entries of these ids, in the order given; NotFound for one that is not known."""
+        self.refresh()
+        with self.lock:
+            found = []
+            for delivery_id in ids:
+                entry = self.by_id.get(delivery_id)
+                if entry is None:
+                    raise NotFound(f"no delivery {delivery_id}")
+                found.append(entry)
+            return found
+
+    def select(self, filters: dict[str, str], *, limit: int) -> list[Entry]:
+        """Every delivery that passes ``filters``, oldest first; InvalidInput past ``limit``."""
+        self.refresh()
+        found = self._text_matches(filters["q"]) if "q" in filters else None
+        with self.lock:
+            chosen = [
+                entry
+                for entry in self.entries
+                if matches(entry.summary, filters)
+                and (found is None or entry.summary["id"] in found)
+            ]
+        if len(chosen) > limit:
+            raise InvalidInput(
+                f"{len(chosen)} deliveries match; at most {limit} are replayed at once",
+                hint="narrow the filter (an event, a chat, a run, a text)",
+            )
+        return chosen
+
+
+def _signature(record: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """What the signature check of a served request found."""
+    webhook_id = text(record.get("webhook_id"))
+    if webhook_id:
+        return {"checked": True, "verified": True, "webhook_id": webhook_id, "detail": None}
+    if summary["signature"] == "failed":
+        return {"checked": True, "verified": False, "webhook_id": None, "detail": summary["error"]}
+    return {
+        "checked": False,
+        "verified": False,
+        "webhook_id": None,
+        "detail": "not checked: the server had no --secret",
+    }
+
+
+RACY_SECONDS = 2.0
+"""A directory's modification time has a coarse clock: a change in the same tick as a look can
+leave it as it was, so for this long after a change it is not trusted to say "nothing new"."""
+FULL_LOOK_SECONDS = 10.0
+"""An async hook's record can be appended with nothing else written: a look this old is redone."""
+
+
+class Signals:
+    """Tells, from one ``stat`` per path, whether any of some files or directories changed."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths = paths
+        self.seen: list[tuple[int, int, int] | None] = []
+        self.looked = 0.0
+        self.confirm_at = 0.0
+
+    def stats(self) -> list[tuple[int, int, int] | None]:
+        """The (mtime, size, inode) of each path, None for one that does not exist."""
+        found: list[tuple[int, int, int] | None] = []
+        for path in self.paths:
+            try:
+                stat = os.stat(path)
+            except FileNotFoundError:
+                found.append(None)
+            else:
+                found.append((stat.st_mtime_ns, stat.st_size, stat.st_ino))
+        return found
+
+    def changed(self) -> bool:
+        """True when a path changed since the last look or may have (within RACY_SECONDS of a
+        change), or the last look is older than FULL_LOOK_SECONDS: for a reader that then reads
+        what changed."""
+        now = time.time()
+        stats = self.stats()
+        fresh = any(s is not None and now - s[0] / 1e9 < RACY_SECONDS for s in stats)
+        moved = stats != self.seen or fresh or now - self.looked > FULL_LOOK_SECONDS
+        if moved:
+            self.seen, self.looked = stats, now
+        return moved
+
+    def moved(self) -> bool:
+        """True when a path changed since the last look, and once more RACY_SECONDS after the
+        last change (one made in the same clock tick as a look leaves the time as it was)."""
+        stats = self.stats()
+        if stats != self.seen:
+            self.seen = stats
+            times = [s[0] / 1e9 for s in stats if s is not None]
+            self.confirm_at = max(times) + RACY_SECONDS if times else 0.0
+            return True
+        if self.confirm_at and time.time() >= self.confirm_at:
+            self.confirm_at = 0.0
+            return True
+        return False

@@ -1,0 +1,398 @@
+"""The inspector's replays: recorded deliveries sent again, and a changed one kept as a test.
+
+A replay goes through ``belt.replay`` (the same comparison of decision, reason and injection as
+``belt replay``, the same replay journal). Where it goes is a target:
+
+- ``own``: the delivery's own handler: this server's decider for a request ``belt serve``
+  answered; for a simulated delivery, its hook's webhook (the full URL from the store's private
+  part, never shown) or ``py:`` handler, through the run's ``--route`` when it had one;
+- ``url``: a webhook URL;
+- ``policy``: a policy file, decided in-process;
+- ``py``: a ``py:MODULE:FUNC`` callable, called as a scenario's in-process handler is (with the
+  payload as a dict).
+
+A changed delivery can be kept as a scenario that ``belt test`` runs: the model is scripted to
+reach the same boundary with the same data, the target is the hook's handler, and an
+expectation pins the decision.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from belt.effects import is_in_process, url_host
+from belt.errors import BeltError, InvalidInput
+from belt.records.runs import RUN
+from belt.replay import Recorded, executed, payload_model, replay_each, served
+from belt.server.inspector_deliveries import Entry, mapping, text
+from belt.text import printable
+from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT
+
+if TYPE_CHECKING:
+    from belt.handlers.webhook import WebhookResult
+    from belt.server.inspector_deliveries import Deliveries
+    from belt.store import Store
+
+TARGETS = ("own", "url", "policy", "py")
+REPLAY_MAX = 1000
+"""The most deliveries one replay sends; a larger selection is refused, not cut short."""
+REPLAY_SECONDS = 120.0
+"""A replay's total deadline: deliveries whose turn comes after it are reported, not sent."""
+EXPECTED = ("allow", "deny", "stop", "suspend", "error")
+SIMULATED_EVENTS = (
+    "agent.start",
+    "agent.turn_start",
+    "agent.turn_complete",
+    "agent.tool_call",
+    "agent.tool_result",
+    "agent.pre_compact",
+    "agent.post_compact",
+    "agent.complete",
+    "agent.error",
+)
+
+ServeDecide = Callable[[dict[str, Any]], "WebhookResult"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a replay sends payloads."""
+
+    kind: str
+    value: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How the target is named in the replay's report and journal."""
+        if self.kind == "own":
+            return "its own handler"
+        if self.kind == "url":
+            return url_host(str(self.value))
+        if self.kind == "policy":
+            return f"policy {self.value}"
+        return f"py:{self.value}"
+
+
+def parse_target(raw: Any) -> Target:
+    """``{"kind": "own"|"url"|"policy"|"py", "value": ...}``; InvalidInput naming what is wrong."""
+    from belt.wire.validate import check_webhook_url, describe
+
+    if raw is None:
+        return Target("own")
+    if not isinstance(raw, dict):
+        raise InvalidInput(f"target: expected an object, got {describe(raw)}")
+    kind = raw.get("kind", "own")
+    if kind not in TARGETS:
+        raise InvalidInput(f"target.kind: {kind!r} is not one of {', '.join(TARGETS)}")
+    if kind == "own":
+        return Target("own")
+    value = raw.get("value")
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"target.value: a {kind} target needs a value")
+    value = value.strip()
+    if kind == "url":
+        reason = check_webhook_url(value)
+        if reason:
+            raise InvalidInput(f"target.value: the URL {reason}")
+    if kind == "py":
+        value = value.removeprefix("py:")
+        if ":" not in value:
+            raise InvalidInput("target.value: expected MODULE:FUNC or path/to/file.py:FUNC")
+    return Target(kind, value)
+
+
+def recorded_of(entry: Entry, record: dict[str, Any]) -> Recorded:
+    """What was recorded of a delivery, as ``belt replay`` compares it."""
+    return served(record) if entry.summary["source"] == "serve" else executed(record)
+
+
+class Replayer:
+    """Sends recorded deliveries to a target and compares the answers."""
+
+    def __init__(
+        self, store: Store, deliveries: Deliveries, serve_decide: ServeDecide | None
+    ) -> None:
+        self.store = store
+        self.deliveries = deliveries
+        self.serve_decide = serve_decide
+
+    def replay(
+        self, *, entries: list[Entry], target: Target, payload: Any = None
+    ) -> dict[str, Any]:
+        """Replay ``entries`` (with ``payload`` in place of the one recorded, for a single one)
+        to ``target``; the replay's report, each row naming its delivery and what was sent."""
+        if not entries:
+            raise InvalidInput("nothing to replay: no delivery is selected")
+        if len(entries) > REPLAY_MAX:
+            raise InvalidInput(f"at most {REPLAY_MAX} deliveries are replayed at once")
+        if payload is not None:
+            if len(entries) != 1:
+                raise InvalidInput("an edited payload replaces the payload of one delivery only")
+            model, problem = payload_model(payload)
+            if model is None:
+                raise InvalidInput(f"payload: {problem.removeprefix('the recorded payload ')}")
+        recorded: list[Recorded] = []
+        owners: dict[int, Entry] = {}
+        for entry in entries:
+            item = recorded_of(entry, self.deliveries.read(entry))
+            if payload is not None:
+                item.payload = payload
+            recorded.append(item)
+            if isinstance(item.payload, dict):
+                owners[id(item.payload)] = entry
+        deliver, close = self._target(target, owners)
+        where = (
+            f"delivery {entries[0].summary['id']}"
+            if len(entries) == 1
+            else f"{len(entries)} deliveries"
+        )
+        try:
+            report = replay_each(
+                self.store,
+                recorded,
+                where=f"the inspector: {where}",
+                label=target.label,
+                deliver=deliver,
+                deadline=time.monotonic() + REPLAY_SECONDS,
+            )
+        finally:
+            close()
+        for row, entry, item in zip(report["rows"], entries, recorded, strict=True):
+            row["delivery_id"] = entry.summary["id"]
+            row["payload"] = item.payload
+        return report
+
+    def _target(
+        self, target: Target, owners: dict[int, Entry]
+    ) -> tuple[Callable[[dict[str, Any]], WebhookResult], Callable[[], None]]:
+        from pathlib import Path
+
+        from belt.replay import policy_target, url_target
+
+        if target.kind == "url":
+            _, send, close = url_target(str(target.value), None, None)
+            return send, close
+        if target.kind == "policy":
+            _, decide, close = policy_target(Path(str(target.value)))
+            return decide, close
+        if target.kind == "py":
+            return self._in_process(f"py:{target.value}"), lambda: None
+        return self._own(owners)
+
+    def _in_process(self, spec: str) -> Callable[[dict[str, Any]], WebhookResult]:
+        from belt.handlers.inprocess import InProcess
+
+        caller = InProcess()
+
+        def call(payload: dict[str, Any]) -> WebhookResult:
+            try:
+                return caller.deliver(spec, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT)
+            finally:
+                caller.close()
+
+        return call
+
+    def _own(
+        self, owners: dict[int, Entry]
+    ) -> tuple[Callable[[dict[str, Any]], WebhookResult], Callable[[], None]]:
+        """Each payload to the handler of the delivery it came from (found by the payload)."""
+        import httpx
+
+        client = httpx.Client(follow_redirects=False)
+
+        def send(payload: dict[str, Any]) -> WebhookResult:
+            from belt.handlers.webhook import WebhookResult
+
+            entry = owners[id(payload)]
+            if entry.summary["source"] == "serve":
+                if self.serve_decide is None:
+                    return WebhookResult(None, "", None, "this server has no decider", 0)
+                return self.serve_decide(payload)
+            try:
+                destination, timeout = self.own_handler(entry)
+            except BeltError as exc:
+                return WebhookResult(None, "", None, exc.message, 0)
+            if is_in_process(destination):
+                return self._in_process(destination)(payload)
+            from belt.handlers.webhook import deliver
+
+            return deliver(client, destination, payload, timeout=timeout)
+
+        return send, client.close
+
+    def own_handler(self, entry: Entry) -> tuple[str, float]:
+        """Where a simulated delivery's hook sends payloads (its full URL or ``py:`` handler),
+        and its timeout; InvalidInput for a hook that is not a webhook."""
+        from belt.engine.dispatch import route_for
+        from belt.engine.platform import reload_hooks
+        from belt.engine.simulation import SIM
+        from belt.wire.platform import HookHandlerType
+
+        record = self.deliveries.read(entry)
+        run = self.store.read(RUN, entry.key[1])
+        sim = self.store.read(SIM, str(run.get("sim_id")))
+        hooks, routes = reload_hooks(self.store, sim)
+        index = record.get("hook_index")
+        if not isinstance(index, int) or not 0 <= index < len(hooks):
+            raise InvalidInput(f"delivery {entry.summary['id']}: its hook is not recorded")
+        hook = hooks[index]
+        if hook.type != HookHandlerType.WEBHOOK or not hook.handler:
+            raise InvalidInput(
+                f"a {hook.type.value} hook has no handler to send a payload to; "
+                "replay it to a URL, a policy or a py: handler"
+            )
+        url = str(hook.handler)
+        route = route_for(routes, url)
+        destination = route.destination(url) if route is not None else url
+        return destination, float(hook.effective_timeout())
+
+
+# -- a delivery kept as a test ---------------------------------------------------------------------
+
+
+def scenario_handler(
+    target: Target, entry: Entry | None, record: dict[str, Any] | None, base_url: str
+) -> tuple[str, list[str]]:
+    """The handler a kept scenario's hook names for ``target``, and notes for its reader."""
+    if target.kind == "url":
+        return str(target.value), []
+    if target.kind == "py":
+        return f"py:{target.value}", []
+    if target.kind == "policy":
+        return f"{base_url}/hooks", [
+            f"The hook is served by belt serve --policy {target.value} at {base_url}:",
+            "start it before `belt test`, or point the hook elsewhere with --route.",
+        ]
+    if entry is None or record is None:
+        raise InvalidInput("target: 'own' needs the delivery (id) whose handler it is")
+    if entry.summary["source"] == "serve":
+        route = text(record.get("route")) or "/hooks"
+        return f"{base_url}{route}", [
+            f"The hook is this belt serve ({base_url}): start it with the same decider",
+            "before `belt test`, or point the hook elsewhere with --route.",
+        ]
+    handler = str(entry.summary["handler"]).split(" → ")[0]
+    if is_in_process(handler):
+        return handler, []
+    return f"http://{handler}/", [
+        "The hook's full URL is kept private; only its host is written here. Put the URL in,",
+        f"or run `belt test FILE --route http://{handler}/=TARGET`.",
+    ]
+
+
+def _tool_result(data: dict[str, Any]) -> dict[str, Any]:
+    result = data.get("result")
+    status = data.get("status")
+    return {
+        "name": str(data.get("tool") or "tool"),
+        "arguments": {},
+        "result": result if isinstance(result, str) else json.dumps(result, ensure_ascii=False),
+        "status": status if status in ("completed", "failed") else "completed",
+        "async": True,
+    }
+
+
+def scenario_document(
+    payload: dict[str, Any], handler: str, expect: dict[str, Any]
+) -> dict[str, Any]:
+    """A platform scenario whose hook on the payload's event gets a payload with the same event
+    and data, delivered to ``handler``, and that expects the answer ``expect`` gives."""
+    event = str(payload.get("event"))
+    if event not in SIMULATED_EVENTS:
+        raise InvalidInput(f"payload.event: belt does not simulate {event}, so no test reaches it")
+    data = mapping(payload.get("data"))
+    doc: dict[str, Any] = {
+        "agent": {
+            "name": "replayed",
+            "hooks": [{"event": event, "type": "webhook", "handler": handler}],
+        },
+    }
+    turn: dict[str, Any] = {"user": "Replay of a recorded hook delivery"}
+    if event == "agent.tool_call":
+        arguments = data.get("arguments")
+        call = {
+            "name": str(data.get("tool") or "tool"),
+            "arguments": arguments if isinstance(arguments, dict) else {},
+            "result": "done",
+        }
+        turn["model"] = [{"say": "Calling the tool.", "tool_calls": [call]}, {"say": "Done."}]
+    elif event == "agent.tool_result":
+        turn["model"] = [{"tool_calls": [_tool_result(data)]}, {"say": "Done."}]
+    elif event == "agent.error":
+        turn["model"] = []
+        turn["error"] = str(data.get("error") or "the model failed")
+    elif event in ("agent.pre_compact", "agent.post_compact"):
+        doc["agent"].update(context_window=1000, compact_at=0.5)
+        noop = {"name": "noop", "result": "ok"}
+        turn["model"] = [{"say": "Working.", "tokens": 900, "tool_calls": [noop]}, {"say": "Done."}]
+    else:
+        turn["model"] = [{"say": "Done."}]
+    doc["turns"] = [turn]
+    expectation: dict[str, Any] = {"event": event}
+    decision = expect.get("decision")
+    if decision not in EXPECTED:
+        raise InvalidInput(f"expect.decision: expected one of {', '.join(EXPECTED)}")
+    if decision == "error":
+        expectation["error"] = True
+    else:
+        expectation["decision"] = decision
+        reason = expect.get("reason")
+        if isinstance(reason, str) and reason:
+            expectation["reason"] = "re:^" + re.escape(reason) + "$"
+        if isinstance(expect.get("injected"), bool):
+            expectation["injected"] = expect["injected"]
+    if event in ("agent.tool_call", "agent.tool_result") and data.get("tool"):
+        expectation["tool"] = "re:^" + re.escape(str(data["tool"])) + "$"
+    doc["expect"] = [expectation]
+    return doc
+
+
+def scenario_file(
+    *,
+    payload: Any,
+    handler: str,
+    expect: Any,
+    notes: list[str],
+    delivery_id: str | None,
+) -> tuple[str, str, str]:
+    """(file name, media type, text) of a scenario that ``belt test`` runs: TOML, or JSON when a
+    value has no TOML form (a null); InvalidInput when the payload or expectation is wrong."""
+    from belt.engine.scenario import scenario_from_document
+
+    model, problem = payload_model(payload)
+    if model is None:
+        raise InvalidInput(f"payload: {problem.removeprefix('the recorded payload ')}")
+    if not isinstance(expect, dict):
+        raise InvalidInput("expect: expected an object with the decision to expect")
+    document = scenario_document(payload, handler, expect)
+    from pathlib import Path
+
+    scenario_from_document(document, "the kept scenario", Path("."))
+    data = mapping(payload.get("data"))
+    stem = "-".join(
+        part
+        for part in ("replay", str(payload["event"]).removeprefix("agent."), text(data.get("tool")))
+        if part
+    )
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)[:80]
+    header = [
+        "A belt test scenario kept from the inspector of belt serve"
+        + (f" (delivery {delivery_id})." if delivery_id else "."),
+        "The model is scripted to reach the same boundary with the same data; ids, times and",
+        "turn_count differ from the recorded payload. Run it with: belt test FILE",
+        *notes,
+    ]
+    try:
+        import tomli_w
+
+        body = tomli_w.dumps(document)
+    except (TypeError, ValueError):
+        return f"{stem}.json", "application/json", json.dumps(document, indent=2) + "\n"
+    # A comment line is one line: a policy path with a newline in it must not end it.
+    comments = "".join(f"# {printable(line)}\n" for line in header)
+    return f"{stem}.toml", "application/toml", comments + "\n" + body
