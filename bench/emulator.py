@@ -17,42 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_server(home: Path, port: int, *args: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "BELT_HOME": str(home)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "belt", "serve", "--port", str(port), "--sweep-interval", "0"]
-        + list(args),
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("belt serve did not start")
+from serving import free_port, start_server
 
 
 def converse(base_url: str, hooks: list[dict[str, object]], chats: int, messages: int) -> float:
@@ -124,8 +95,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix=".bench-", dir=Path(__file__).parent) as tmp:
         home = Path(tmp)
         port, hook_port = free_port(), free_port()
-        server = start_server(home / "serve", port)
-        handler = start_server(home / "hooks", hook_port)
+        server = start_server(home / "serve", port, "--sweep-interval", "0")
+        handler = start_server(home / "hooks", hook_port, "--sweep-interval", "0")
         base_url = f"http://127.0.0.1:{port}"
         hook_url = f"http://127.0.0.1:{hook_port}/hooks/bench"
         hooked = [{"event": "agent.turn_start", "type": "webhook", "handler": hook_url}]

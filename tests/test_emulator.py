@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from belt.store import Store, open_store
 from tests.cli.runner import belt
 from tests.hookapp import hook_app
 from tests.servers import running
+from tests.waiting import eventually
 
 inferencesh = pytest.importorskip("inferencesh")
 
@@ -69,16 +69,6 @@ match = "slow"
 match = "break"
 error = "model overloaded"
 """
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"never: {what}")
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from belt.store import open_store
 from tests.cli.runner import belt
 from tests.cli.test_serve import ROOT, serve_process
 from tests.hookapp import hook_app
+from tests.waiting import eventually
 
 MODEL = """
 [[rules]]
@@ -32,16 +32,6 @@ match = "tidy*"
   [[rules.model]]
   say = "All tidy."
 """
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"never: {what}")
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ its own `approve_tool`.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from belt.server.app import create_app
 from belt.store import open_store
 from tests.hookapp import HookApp, hook_app
 from tests.servers import running
+from tests.waiting import eventually
 
 inferencesh = pytest.importorskip("inferencesh")
 
@@ -43,16 +43,6 @@ match = "re:where am I"
   [[rules.model]]
   say = "You are where your device says."
 """
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"never: {what}")
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from belt.server.app import create_app
 from belt.store import Store, open_store
 from tests.cli.runner import belt
 from tests.servers import running
+from tests.waiting import eventually
 
 DELETE = {"name": "delete_file", "arguments": {"path": "/tmp/old.txt"}, "result": "deleted"}
 
@@ -34,16 +34,6 @@ def gated_scenario(tmp_path: Path, **gate: Any) -> Path:
     hook = {"event": "agent.tool_call", "type": "gate", **gate}
     path.write_text(json.dumps({"agent": {"name": "waits", "hooks": [hook]}, "turns": [turn]}))
     return path
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"never: {what}")
 
 
 def pending_gate(store: Store) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from belt.signing import signed_headers
 from belt.store import Store, open_store
 from tests.hookapp import hook_app
 from tests.servers import running
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = ROOT / "examples" / "policy.toml"
@@ -107,16 +107,6 @@ def gated_scenario(tmp_path: Path, hook_url: str) -> Path:
     path = tmp_path / "guarded.json"
     path.write_text(json.dumps(doc))
     return path
-
-
-def eventually(check: Any, what: str, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"never: {what}")
 
 
 # -- the page's rules ------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,9 +10,8 @@ if TYPE_CHECKING:
 
     from belt.engine.simulation import Options
     from belt.executor.worker import Worker
+    from belt.records.reports import Reporter
     from belt.store import Store
-
-Reporter = Callable[[dict[str, Any]], None]
 
 
 def _worker(store: Store, executors: list[str], report: Reporter | None) -> Worker | None:

@@ -43,6 +43,7 @@ from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.chats import read_chat, update_chat
 from belt.records.ids import now_iso
 from belt.records.interrupts import for_resource, pending_for_run, resolve_interrupt
+from belt.records.reports import Reporter, report_api
 from belt.records.runs import RUN, TERMINAL_STATES, interrupted, waiting
 from belt.records.views import public_message
 from belt.store import check_id
@@ -63,8 +64,6 @@ TEXT_LIMIT = 256 * 1024
 GO_ON_WAIT = 5.0
 """Seconds a tool route waits for the run it let go on to be working again before answering."""
 GO_ON_POLL = 0.01
-
-Report = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -241,7 +240,7 @@ class SimQueue:
     """Drives the simulations' work in a bounded pool, one job at a time per simulation, so two
     threads of one server never continue the same chat."""
 
-    def __init__(self, workers: int, report: Report | None) -> None:
+    def __init__(self, workers: int, report: Reporter | None) -> None:
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="belt-emulated-run")
         self.report = report
         self._lock = threading.Lock()
@@ -298,7 +297,7 @@ class Emulator:
         *,
         model: ModelScript | None = None,
         agents: AgentFiles | None = None,
-        report: Report | None = None,
+        report: Reporter | None = None,
         workers: int = WORKERS,
     ) -> None:
         self.store = store.without_fsync()
@@ -568,17 +567,7 @@ class Emulator:
 
     def tell(self, action: str, target: str, detail: str) -> None:
         """A live line for what the agent routes did."""
-        if self.report is not None:
-            self.report(
-                {
-                    "kind": "api",
-                    "at": now_iso(),
-                    "action": action,
-                    "target": target,
-                    "status": 200,
-                    "detail": detail,
-                }
-            )
+        report_api(self.report, action, target, 200, detail)
 
 
 APPROVALS = (InterruptReason.TOOL_APPROVAL, InterruptReason.HOOK_GATE)

@@ -18,13 +18,11 @@ from belt.executor.inbox import (
     task_record,
 )
 from belt.executor.targets import Target, parse_tools
+from belt.records.reports import Reporter
 from belt.store.clock import parse_timestamp, timestamp, utcnow
 
 if TYPE_CHECKING:
     from belt.store import Store
-
-
-Reporter = Callable[[dict[str, Any]], None]
 
 
 @dataclass

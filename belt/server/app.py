@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from belt.errors import BeltError
 from belt.records.journal import JOURNAL, journal_headers
 from belt.records.journal import SERVE as JOURNAL_ID
+from belt.records.reports import Reporter, report_api
 from belt.server.deciders import (
     Decider,
     HandlerFailed,
@@ -40,7 +41,6 @@ from belt.server.inspector import inspector_routes, is_page_shell
 from belt.server.problems import (
     MAX_BODY_BYTES,
     Problem,
-    Reporter,
     belt_problem,
     envelope,
     http_problem,
@@ -536,14 +536,4 @@ class PlatformApi:
             await asyncio.sleep(interval)
 
     def _report_api(self, action: str, target: str, status: int, detail: str) -> None:
-        if self.report is not None:
-            self.report(
-                {
-                    "kind": "api",
-                    "at": timestamp(utcnow()),
-                    "action": action,
-                    "target": target,
-                    "status": status,
-                    "detail": detail,
-                }
-            )
+        report_api(self.report, action, target, status, detail)

@@ -35,6 +35,7 @@ from starlette.routing import Route, Router
 
 from belt.errors import BeltError, Conflict
 from belt.records.journal import JOURNAL, SERVE
+from belt.records.reports import Reporter, report_api
 from belt.server.inspector_deliveries import Deliveries, Signals, check_filters
 from belt.server.inspector_replay import Replayer, parse_target, scenario_file, scenario_handler
 from belt.server.problems import Problem, belt_problem, envelope, read_json_object
@@ -70,8 +71,6 @@ HEARTBEAT = 15.0
 """Seconds of quiet after which the stream sends a heartbeat line (a dead peer shows up)."""
 STREAM_SECONDS = 600.0
 """A stream ends after this long (the page opens another), so none is held forever."""
-
-Reporter = Callable[[dict[str, Any]], None]
 
 
 @cache
@@ -390,19 +389,7 @@ class Inspector:
             self.report({"kind": "resume", "at": now_iso(), **tried})
 
     def _report(self, action: str, target: str, status: int, detail: str) -> None:
-        from belt.records.ids import now_iso
-
-        if self.report is not None:
-            self.report(
-                {
-                    "kind": "api",
-                    "at": now_iso(),
-                    "action": action,
-                    "target": target,
-                    "status": status,
-                    "detail": detail,
-                }
-            )
+        report_api(self.report, action, target, status, detail)
 
     # -- the stream --------------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ an error carries ``success`` and ``error`` beside the problem fields (``spec/WIR
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -25,7 +24,6 @@ from belt.errors import BeltError, http_status
 MAX_BODY_BYTES = 1024 * 1024
 PROBLEM_TYPE = "about:blank"
 
-Reporter = Callable[[dict[str, Any]], None]
 
 TITLES = {
     400: "Bad Request",

@@ -17,8 +17,8 @@ from starlette.routing import Route
 
 from belt.errors import BeltError, InvalidInput
 from belt.records.profile import PROFILE_PATH, read_profile, write_profile
-from belt.server.problems import Problem, Reporter, belt_problem, parse_json, read_body
-from belt.store.clock import timestamp, utcnow
+from belt.records.reports import Reporter, report_api
+from belt.server.problems import Problem, belt_problem, parse_json, read_body
 
 if TYPE_CHECKING:
     from belt.store import Store
@@ -65,17 +65,7 @@ class ProfileApi:
         return declaration_response(record)
 
     def _report(self, status: int, detail: str) -> None:
-        if self.report is not None:
-            self.report(
-                {
-                    "kind": "api",
-                    "at": timestamp(utcnow()),
-                    "action": "profile",
-                    "target": "configuration",
-                    "status": status,
-                    "detail": detail,
-                }
-            )
+        report_api(self.report, "profile", "configuration", status, detail)
 
 
 def profile_routes(store: Store, report: Reporter | None = None) -> list[Route]:
