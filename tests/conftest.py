@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.sdk_flow"]
+"""The SDK end-to-end tests' fixtures (`sdk_served`, `sdk_handler`) and what they share."""
+
 
 @pytest.fixture(autouse=True)
 def belt_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:

@@ -11,16 +11,13 @@ import fcntl
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from belt.server.app import create_app
-from tests.hookapp import HookApp, hook_app
-from tests.servers import running
-from tests.test_emulator_sdk import MODEL, invocation
+from tests.hookapp import HookApp
+from tests.sdk_flow import invocation
 
 SDK = "@inferencesh/sdk@0.6.54"
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,29 +82,10 @@ def run_flow(*args: str) -> dict[str, Any]:
     return seen
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[str]:
-    model = tmp_path / "model.toml"
-    model.write_text(MODEL)
-    with running(create_app(sweep_interval=0, model=model)) as url:
-        yield url
-
-
-@pytest.fixture
-def handler() -> Iterator[HookApp]:
-    def decide(name: str, payload: dict[str, Any]) -> dict[str, Any] | None:
-        if (payload.get("data") or {}).get("tool") == "delete_file":
-            return {"decision": "deny", "reason": "never outside /tmp"}
-        return None
-
-    with hook_app(decide) as app:
-        yield app
-
-
 def test_the_js_sdk_sees_the_deny_resolves_the_gate_and_the_run_ends(
-    served: str, handler: HookApp
+    sdk_served: str, sdk_handler: HookApp
 ) -> None:
-    seen = run_flow(served, "gate", handler.url)
+    seen = run_flow(sdk_served, "gate", sdk_handler.url)
     chat = seen["chat"]
     deleted = invocation(chat, "delete_file")
     assert (deleted["status"], deleted["result"]) == ("failed", "never outside /tmp")
@@ -126,8 +104,8 @@ def test_the_js_sdk_sees_the_deny_resolves_the_gate_and_the_run_ends(
     assert seen["reply"]["chat_id"] == chat["id"]
 
 
-def test_the_js_sdk_answers_a_client_tool(served: str) -> None:
-    seen = run_flow(served, "client")
+def test_the_js_sdk_answers_a_client_tool(sdk_served: str) -> None:
+    seen = run_flow(sdk_served, "client")
     (call,) = seen["toolCalls"]
     assert (call["name"], call["args"]) == ("get_location", {})
     located = invocation(seen["chat"], "get_location")

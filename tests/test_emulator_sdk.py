@@ -8,7 +8,6 @@ its own `approve_tool`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,74 +15,27 @@ import pytest
 
 from belt.server.app import create_app
 from belt.store import open_store
-from tests.hookapp import HookApp, hook_app
+from tests.hookapp import HookApp
+from tests.sdk_flow import invocation
 from tests.servers import running
 from tests.waiting import eventually
 
 inferencesh = pytest.importorskip("inferencesh")
 
-MODEL = """
-[[rules]]
-match = "clean up*"
-agent = "guarded"
-  [[rules.model]]
-  say = "Cleaning up the old files."
-  tool_calls = [
-    { name = "delete_file", arguments = { path = "/etc/passwd" }, result = "deleted" },
-    { name = "archive", arguments = { path = "/tmp/old" }, result = "archived 3 files" },
-  ]
-  [[rules.model]]
-  say = "Done: one file archived, the other was refused."
 
-[[rules]]
-match = "re:where am I"
-  [[rules.model]]
-  say = "Let me look."
-  tool_calls = [ { name = "get_location" } ]
-  [[rules.model]]
-  say = "You are where your device says."
-"""
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[str]:
-    model = tmp_path / "model.toml"
-    model.write_text(MODEL)
-    with running(create_app(sweep_interval=0, model=model)) as url:
-        yield url
-
-
-@pytest.fixture
-def handler() -> Iterator[HookApp]:
-    def decide(name: str, payload: dict[str, Any]) -> dict[str, Any] | None:
-        data = payload.get("data") or {}
-        if payload["event"] == "agent.tool_call" and data.get("tool") == "delete_file":
-            return {"decision": "deny", "reason": "never outside /tmp"}
-        return None
-
-    with hook_app(decide) as app:
-        yield app
-
-
-def invocation(chat: dict[str, Any], tool: str) -> dict[str, Any]:
-    found: dict[str, Any] = next(
-        i
-        for m in chat["chat_messages"]
-        for i in m.get("tool_invocations") or []
-        if i["function"]["name"] == tool
-    )
-    return found
-
-
-def test_an_ad_hoc_agent_with_a_webhook_and_a_gate(served: str, handler: HookApp) -> None:
-    client = inferencesh.inference(api_key="belt-local", base_url=served)
+def test_an_ad_hoc_agent_with_a_webhook_and_a_gate(sdk_served: str, sdk_handler: HookApp) -> None:
+    client = inferencesh.inference(api_key="belt-local", base_url=sdk_served)
     agent = client.agent(
         {
             "name": "guarded",
             "core_app": {"ref": "infsh/claude-sonnet-4@latest"},
             "system_prompt": "You tidy up files.",
             "hooks": [
-                {"event": "agent.tool_call", "type": "webhook", "handler": handler.url + "/guard"},
+                {
+                    "event": "agent.tool_call",
+                    "type": "webhook",
+                    "handler": sdk_handler.url + "/guard",
+                },
                 {"event": "agent.tool_call", "type": "gate", "default_resolution": "deny"},
             ],
         }
@@ -104,7 +56,7 @@ def test_an_ad_hoc_agent_with_a_webhook_and_a_gate(served: str, handler: HookApp
         if m["role"] == "event" and m["content"][0]["event"]["type"] == "hook"
     ]
     assert {"decision": "deny", "reason": "never outside /tmp"}.items() <= rows[0].items()
-    assert rows[0]["handler"] == handler.url.removeprefix("http://")
+    assert rows[0]["handler"] == sdk_handler.url.removeprefix("http://")
     assert "Cleaning up the old files." in "".join(text)
     chat = agent.get_chat()
     assert chat["status"] == "awaiting_input"
@@ -125,7 +77,7 @@ def test_an_ad_hoc_agent_with_a_webhook_and_a_gate(served: str, handler: HookApp
     assert (archived["status"], archived["result"]) == ("completed", "archived 3 files")
     assert done["chat_messages"][-1]["content"][0]["text"].startswith("Done:")
     assert done["pending_interrupts"] == []
-    assert [name for name, _ in handler.received] == ["guard", "guard"]
+    assert [name for name, _ in sdk_handler.received] == ["guard", "guard"]
 
     # Everything is on the record: belt sim show sees the emulated chat.
     from belt.engine.api import list_runs, show_run
@@ -136,8 +88,8 @@ def test_an_ad_hoc_agent_with_a_webhook_and_a_gate(served: str, handler: HookApp
     assert report["interrupts"][0]["resolution"] == "allow"
 
 
-def test_a_client_tool_is_answered_through_on_tool_call(served: str) -> None:
-    client = inferencesh.inference(api_key="belt-local", base_url=served)
+def test_a_client_tool_is_answered_through_on_tool_call(sdk_served: str) -> None:
+    client = inferencesh.inference(api_key="belt-local", base_url=sdk_served)
     agent = client.agent(
         {
             "name": "locator",
