@@ -32,6 +32,7 @@ from belt.wire.validate import describe, model_problems
 if TYPE_CHECKING:
     import httpx
 
+    from belt.handlers.inprocess import InProcess
     from belt.handlers.webhook import WebhookResult
     from belt.store import Store
 
@@ -272,14 +273,17 @@ def policy_target(path: Path) -> tuple[str, Deliver, Callable[[], None]]:
 
 
 def handler_target(spec: str) -> tuple[str, Deliver, Callable[[], None]]:
-    """Decide with a Python callable, given a LifecycleHookPayload as ``belt serve --handler``
-    gives it, within the webhook timeout."""
-    from belt.handlers.inprocess import InProcess
+    """Decide with a Python callable, given a LifecycleHookPayload (or the payload as a dict, if
+    its first parameter is annotated so) as ``belt serve --handler`` gives it, within the
+    webhook timeout."""
+    from belt.handlers.inprocess import InProcess, wants_model
     from belt.handlers.webhook import WebhookResult
     from belt.loader import load_callable
 
     func = load_callable(spec, option="--handler")
     caller = InProcess()
+    if not wants_model(func, default=True):
+        return f"handler {spec}", _called(caller, spec, func), caller.close
 
     def decide(payload: dict[str, Any]) -> WebhookResult:
         model, problem = payload_model(payload)
@@ -288,6 +292,15 @@ def handler_target(spec: str) -> tuple[str, Deliver, Callable[[], None]]:
         return caller.call(spec, func, model, timeout=WEBHOOK_TIMEOUT_DEFAULT)
 
     return f"handler {spec}", decide, caller.close
+
+
+def _called(caller: InProcess, spec: str, func: Callable[..., Any]) -> Deliver:
+    """Deliver each payload, a dict, to ``func`` as it was recorded."""
+
+    def decide(payload: dict[str, Any]) -> WebhookResult:
+        return caller.call(spec, func, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT)
+
+    return decide
 
 
 def payload_model(payload: Any) -> tuple[LifecycleHookPayload | None, str]:

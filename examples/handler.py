@@ -1,7 +1,8 @@
 """A hook handler for `belt serve --handler examples/handler.py:decide`.
 
-It receives the LifecycleHookPayload and returns a dict (or a LifecycleHookResponse, or None
-for allow). This one is the spec's policy example in Python: delete_file is denied unless the
+It receives the LifecycleHookPayload (its parameter's annotation asks for it; one annotated
+`dict` would get the JSON object) and returns a dict (or a LifecycleHookResponse, or None for
+allow). The same function serves a scenario as `py:examples/handler.py:decide`. This one is the spec's policy example in Python: delete_file is denied unless the
 path starts with /tmp/, and every turn start is reminded of the rule once.
 """
 

@@ -1,9 +1,12 @@
-"""In-process hook handlers for tests: ``py:tests.pyhooks:NAME`` (each gets the payload dict)."""
+"""In-process hook handlers for tests: ``py:tests.pyhooks:NAME`` (each gets the payload dict,
+but ``model_type``, which asks for a LifecycleHookPayload)."""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
+
+from belt.wire.platform import LifecycleHookPayload
 
 received: list[dict[str, Any]] = []
 """Every payload ``record`` was given, in order (tests clear it)."""
@@ -68,3 +71,13 @@ def continue_once(task_input: dict[str, Any]) -> dict[str, Any]:
     if task_input.get("event") == "stop" and "Checked" not in str(task_input.get("output_preview")):
         return {"structured_content": {"continue": True, "feedback": "Check your work first."}}
     return {"structured_content": {"continue": False}}
+
+
+def dict_type(payload: dict[str, Any]) -> dict[str, Any]:
+    """Deny with the payload's type and event, read as a dict."""
+    return {"decision": "deny", "reason": f"{type(payload).__name__} {payload['event']}"}
+
+
+def model_type(payload: LifecycleHookPayload) -> dict[str, Any]:
+    """Deny with the payload's type and event, read as a model."""
+    return {"decision": "deny", "reason": f"{type(payload).__name__} {payload.event.value}"}

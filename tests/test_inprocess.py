@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from hypothesis import given, settings
@@ -13,12 +14,14 @@ from hypothesis import strategies as st
 from belt.engine.api import resume_run, run_scenario
 from belt.engine.dispatch import Route, parse_route, parse_routes, route_for
 from belt.errors import InvalidInput, NotFound, UsageError
-from belt.handlers.inprocess import InProcess, answer_of
+from belt.handlers.inprocess import InProcess, answer_of, wants_model
 from belt.store import open_store
+from belt.wire.platform import LifecycleHookPayload
 from tests import pyhooks
 from tests.cli.runner import belt
 from tests.hookapp import hook_app
 
+EXAMPLES = Path(__file__).parent.parent / "examples"
 DELETE = {"name": "delete_file", "arguments": {"path": "/etc/passwd"}, "result": "deleted"}
 
 
@@ -190,6 +193,81 @@ def test_a_route_sends_a_production_url_to_python(tmp_path: Path) -> None:
     assert row["handler"] == "policy.example.com"
     assert executed["routed_to"] == "py:tests.pyhooks:deny"
     assert "s3cret" not in json.dumps(report)
+
+
+def test_a_handler_written_for_belt_serve_runs_as_a_route_target(tmp_path: Path) -> None:
+    # examples/handler.py:decide reads a LifecycleHookPayload (its first parameter says so), as
+    # `belt serve --handler` gives it: one handler serves both ways.
+    path = scenario(tmp_path, [webhook("https://policy.example.com/hooks")])
+    route = f"https://policy.example.com=py:{EXAMPLES / 'handler.py'}:decide"
+    report, _ = run_scenario(scenario=path, routes=[route])
+    assert tool_call(report)["status"] == "failed"
+    assert tool_call(report)["result"] == "only /tmp deletions allowed"
+
+
+def test_a_handler_whose_parameter_is_a_payload_model_gets_one(tmp_path: Path) -> None:
+    report, _ = run_scenario(scenario=scenario(tmp_path, [webhook("py:tests.pyhooks:model_type")]))
+    assert tool_call(report)["result"] == "LifecycleHookPayload agent.tool_call"
+
+
+def test_a_handler_that_wants_the_model_of_a_payload_that_is_not_one_fails() -> None:
+    caller = InProcess({"py:h": pyhooks.model_type})
+    try:
+        result = caller.deliver("py:h", {"event": "agent.tool_call"}, timeout=5)
+    finally:
+        caller.close()
+    assert result.response is None
+    assert result.error is not None
+    assert result.error.startswith("py:h wants a LifecycleHookPayload and the payload is not one")
+
+
+class _Unhashable:
+    __hash__ = None  # type: ignore[assignment]
+
+    def __call__(self, payload: LifecycleHookPayload) -> None:
+        return None
+
+
+class _Event(TypedDict):
+    event: str
+
+
+def _mapping(payload: Mapping[str, Any]) -> None: ...
+
+
+def _typed(payload: _Event) -> None: ...
+
+
+def _model(payload: LifecycleHookPayload) -> None: ...
+
+
+def _bare(payload) -> None:  # type: ignore[no-untyped-def]
+    ...
+
+
+def _other(payload: int) -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("func", "model"),
+    [
+        (pyhooks.deny, False),  # "dict[str, Any]", a string under `from __future__`
+        (pyhooks.model_type, True),  # "LifecycleHookPayload", likewise
+        (_mapping, False),
+        (_typed, False),
+        (_model, True),
+        (_Unhashable(), True),
+        (lambda payload: None, None),
+        (_bare, None),
+        (_other, None),
+        (print, None),
+    ],
+)
+def test_the_first_parameter_says_which_payload_a_handler_gets(
+    func: Any, model: bool | None
+) -> None:
+    for default in (False, True):
+        assert wants_model(func, default=default) is (default if model is None else model)
 
 
 def test_a_route_to_a_url_takes_the_prefix_place(tmp_path: Path) -> None:

@@ -155,6 +155,9 @@ def test_a_handler_is_called_as_belt_serve_calls_it(journalled: dict[str, Any]) 
     report = replay(source="journal", handler=f"{EXAMPLES / 'handler.py'}:decide")
     # The handler decides as the policy does; only its reminder's wording differs.
     assert [r["changed"] for r in report["rows"]] == [["injection"], [], ["injection"], []]
+    # A handler whose parameter is a dict gets the payload as recorded, as a py: handler does.
+    report = replay(source="journal", handler="tests.pyhooks:dict_type", event="agent.tool_call")
+    assert [r["replayed"]["reason"] for r in report["rows"]] == ["dict agent.tool_call"] * 2
     report = replay(source="journal", handler="tests.pyhooks:explode", event="agent.tool_call")
     assert [r["replayed"]["decision"] for r in report["rows"]] == ["error", "error"]
     assert report["rows"][0]["replayed"]["error"].startswith("tests.pyhooks:explode raised")

@@ -23,6 +23,7 @@ from belt.server.deciders import handler_decider, load_handler, policy_decider
 from belt.signing import signed_headers
 from belt.store import Store
 from belt.wire.platform import LifecycleHookPayload, LifecycleHookResponse
+from tests import pyhooks
 from tests.servers import running
 from tests.vectors import SECRET
 
@@ -253,6 +254,14 @@ def test_an_async_handler_is_awaited(tmp_path: Path) -> None:
         reply = served.post(body=sample_payload("agent.turn_start"))
     assert reply.status_code == 200
     assert reply.json() == {"decision": "deny", "reason": "async saw agent.turn_start"}
+
+
+def test_a_handler_whose_parameter_is_a_dict_gets_the_json_posted(tmp_path: Path) -> None:
+    # As a scenario's py: handler reads it: one handler serves both ways.
+    with serving(tmp_path, decide=handler_decider(pyhooks.dict_type)) as served:
+        reply = call_tool(served, "delete_file")
+    assert reply.status_code == 200
+    assert reply.json() == {"decision": "deny", "reason": "dict agent.tool_call"}
 
 
 def test_load_handler_imports_a_file_or_a_module() -> None:

@@ -1,24 +1,26 @@
 """In-process handlers: a scenario's ``py:MODULE:FUNC`` webhook, called as a webhook is POSTed.
 
 The callable stands in for a webhook server: it gets the JSON payload as a dict (decoded from the
-exact bytes a webhook would be sent) and answers as a webhook's body does: ``None`` (allow), a
-dict or a LifecycleHookResponse. It runs in a worker thread under a total deadline; a call that
-overruns it fails as a webhook that times out does, and its thread is left to finish on its own
-(never waited for). An exception, or an answer that is not a response, fails the hook exactly as
-a webhook's HTTP 500 does.
+exact bytes a webhook would be sent), or as a LifecycleHookPayload when its first parameter is
+annotated so (:func:`wants_model`, which ``belt serve --handler`` honours too), and answers as
+a webhook's body does: ``None`` (allow), a dict or a LifecycleHookResponse. It runs in a worker
+thread under a total deadline; a call that overruns it fails as a webhook that times out does,
+and its thread is left to finish on its own (never waited for). An exception, or an answer that
+is not a response, fails the hook exactly as a webhook's HTTP 500 does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, is_typeddict
 
 from pydantic import ValidationError
 
@@ -26,7 +28,7 @@ from belt.errors import BeltError
 from belt.handlers.webhook import TIMED_OUT, WebhookResult, encode_payload
 from belt.loader import load_callable
 from belt.text import printable, short
-from belt.wire.platform import LifecycleHookResponse
+from belt.wire.platform import LifecycleHookPayload, LifecycleHookResponse
 from belt.wire.validate import IN_PROCESS_PREFIX, describe, model_problems
 
 Handler = Callable[..., Any]
@@ -40,6 +42,68 @@ def reference(spec: str) -> str:
 def load_handler(spec: str, *, where: str) -> Handler:
     """Import the callable of ``py:MODULE:FUNC``; ``where`` names what declared it in errors."""
     return load_callable(reference(spec), option=where)
+
+
+_MODEL_NAMES = frozenset({"LifecycleHookPayload"})
+_DICT_NAMES = frozenset({"dict", "Dict", "Mapping", "MutableMapping"})
+
+
+def wants_model(func: Handler, *, default: bool) -> bool:
+    """Whether ``func`` is called with a LifecycleHookPayload rather than the JSON object.
+
+    Its first parameter's annotation decides: ``LifecycleHookPayload`` asks for the model,
+    ``dict`` (or ``Mapping``, bare or subscripted) for the object as a webhook server decodes
+    it; a parameter without either is given ``default`` (the model for ``belt serve --handler``
+    and ``belt replay --handler``, the object for a scenario's ``py:`` handler). Annotations
+    written as strings (``from __future__ import annotations``) are resolved where the function
+    was defined, or read by name when they cannot be.
+    """
+    if isinstance(func, Hashable):  # a callable object may not be: it is read each time
+        return _wants_model(func, default)
+    return _read_annotation(func, default)
+
+
+@functools.lru_cache(maxsize=256)
+def _wants_model(func: Handler, default: bool) -> bool:
+    return _read_annotation(func, default)
+
+
+def _read_annotation(func: Handler, default: bool) -> bool:
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # a builtin or an object without a signature
+        return default
+    try:  # annotations written as strings, resolved where the function was defined
+        signature = inspect.signature(func, eval_str=True)
+    except Exception:  # a name that cannot be resolved: read as written
+        pass
+    parameters = list(signature.parameters.values())
+    if not parameters or parameters[0].annotation is inspect.Parameter.empty:
+        return default
+    annotation = parameters[0].annotation
+    if isinstance(annotation, type):
+        if issubclass(annotation, LifecycleHookPayload):
+            return True
+        if is_typeddict(annotation) or issubclass(annotation, Mapping):  # dict, Mapping
+            return False
+        return default
+    # As written ("LifecycleHookPayload", "dict[str, Any]") or a subscripted generic's repr
+    # ("typing.Mapping[str, typing.Any]"): the name before any subscript, without its module.
+    written = annotation if isinstance(annotation, str) else repr(annotation)
+    name = written.split("[", 1)[0].strip().rsplit(".", 1)[-1]
+    if name in _MODEL_NAMES:
+        return True
+    if name in _DICT_NAMES:
+        return False
+    return default
+
+
+def argument_for(func: Handler, payload: dict[str, Any], *, default: bool) -> Any:
+    """The argument ``func`` is called with for ``payload`` (see :func:`wants_model`); a
+    payload that is not a LifecycleHookPayload raises ValidationError when the model is wanted."""
+    if wants_model(func, default=default):
+        return LifecycleHookPayload.model_validate(payload)
+    return payload
 
 
 def answer_of(value: Any) -> tuple[LifecycleHookResponse | None, str | None]:
@@ -169,7 +233,13 @@ class InProcess:
             return WebhookResult(None, "", None, f"cannot load {spec}: {exc.message}", duration)
         # The exact JSON a webhook would be sent, decoded afresh: the handler cannot change the
         # payload the simulation keeps.
-        return self.call(spec, func, json.loads(encode_payload(payload)), timeout=timeout)
+        try:
+            argument = argument_for(func, json.loads(encode_payload(payload)), default=False)
+        except ValidationError as exc:
+            problem = "; ".join(model_problems(exc))
+            error = f"{spec} wants a LifecycleHookPayload and the payload is not one: {problem}"
+            return WebhookResult(None, "", None, error, 0)
+        return self.call(spec, func, argument, timeout=timeout)
 
     def call(self, label: str, func: Handler, argument: Any, *, timeout: float) -> WebhookResult:
         """Call ``func(argument)`` in this thread's worker within ``timeout`` seconds and read its

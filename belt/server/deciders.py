@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from belt.handlers.inprocess import wants_model
 from belt.loader import load_callable
 from belt.policy import Policy, Verdict
 from belt.wire.platform import HookDecision, LifecycleHookPayload, LifecycleHookResponse
@@ -102,18 +103,23 @@ def handler_decider(
 ) -> Decider:
     """A decider that calls ``func(payload)`` within ``timeout`` seconds.
 
-    A sync callable runs on ``pool``'s threads. Past the deadline HandlerTimeout is raised (the
-    thread of a sync handler that hangs stays held until it returns); SystemExit and
-    KeyboardInterrupt from the handler become HandlerFailed and never stop the server.
+    ``payload`` is the LifecycleHookPayload, or the JSON object that was posted when the first
+    parameter of ``func`` is annotated ``dict`` (``wants_model``: one handler serves here and
+    as a scenario's ``py:`` handler alike). A sync callable runs on ``pool``'s threads. Past the
+    deadline HandlerTimeout is raised (the thread of a sync handler that hangs stays held until
+    it returns); SystemExit and KeyboardInterrupt from the handler become HandlerFailed and
+    never stop the server.
     """
     is_async = inspect.iscoroutinefunction(func)
     threads = pool if pool is not None else HandlerPool()
+    as_model = wants_model(func, default=True)
 
     async def call(payload: LifecycleHookPayload) -> Any:
+        argument: Any = payload if as_model else payload.model_dump(mode="json", exclude_unset=True)
         try:
             if is_async:
-                return await func(payload)
-            result = await threads.run(func, payload)
+                return await func(argument)
+            result = await threads.run(func, argument)
             # A callable object with an async __call__ hands back a coroutine.
             if inspect.isawaitable(result):
                 result = await result
