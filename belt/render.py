@@ -163,6 +163,19 @@ def interrupted_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
             lines.append(("continue it from its last durable point, or end it:", ""))
             lines.append((f"  belt sim resume {run['id']}", ""))
             lines.append((f"  belt sim stop {run['id']}", ""))
+    simulation = report["simulation"]
+    if simulation.get("interrupted"):
+        left = simulation["turns_left"]
+        lines.append(("", ""))
+        lines.append(
+            (
+                "⚠ the simulation was interrupted between runs: the process running it is gone "
+                f"with {left} turn{'' if left == 1 else 's'} left",
+                "bold red",
+            )
+        )
+        lines.append(("go on with the turns left:", ""))
+        lines.append((f"  belt sim resume {simulation['resume_run']}", ""))
     return lines
 
 

@@ -517,7 +517,7 @@ def kill_and_resume(env: dict[str, str], folder: Path, hook_url: str) -> dict[st
     path = folder / "long.json"
     path.write_text(json.dumps({"agent": {"hooks": hooks}, "turns": turns}))
     command = ["sim", "run", str(path)]
-    kills = resumed = 0
+    kills = resumed = between = 0
     for _ in range(200):
         proc = subprocess.Popen(
             [sys.executable, "-m", "belt", *command],
@@ -541,14 +541,17 @@ def kill_and_resume(env: dict[str, str], folder: Path, hook_url: str) -> dict[st
         if len(rows) == len(turns) and all(r["state"] == "completed" for r in rows):
             break
         unfinished = [r for r in rows if r["state"] != "completed"]
-        command = ["sim", "resume", unfinished[0]["id"]]
+        # Killed between two runs, the simulation goes on from its last run.
+        command = ["sim", "resume", (unfinished or rows)[-1]["id"]]
         resumed += 1
+        between += not unfinished
     report = json.loads(belt_cli(env, "sim", "show", rows[0]["id"], "--json").stdout)
     messages = report["chat"]["chat_messages"]
     tools = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
     return {
         "kills": kills,
         "resumes": resumed,
+        "between_runs": between,
         "finished": sum(1 for r in rows if r["state"] == "completed"),
         "runs": len(turns),
         "tools": len(tools),
@@ -636,7 +639,8 @@ def run_engine() -> None:
             )
             killed = kill_and_resume({**env, "BELT_HOME": str(folder / "kills")}, folder, url)
             print(
-                f"killed simulations: {killed['kills']} SIGKILLs, {killed['resumes']} resumes; "
+                f"killed simulations: {killed['kills']} SIGKILLs, {killed['resumes']} resumes "
+                f"({killed['between_runs']} of them between two runs); "
                 f"{killed['finished']} of {killed['runs']} runs completed; {killed['tools']} tool "
                 f"results for {killed['expected_tools']} tool calls, {killed['tools_twice']} run "
                 "twice"

@@ -17,6 +17,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from belt.records import leases
+from belt.records.runs import RUN
+from belt.store import open_store
 from tests.cli.runner import belt
 from tests.hookapp import hook_app
 
@@ -81,9 +86,15 @@ def test_killed_again_and_again_a_simulation_finishes_with_every_tool_run_once(
             rows = runs()
             if len(rows) == 3 and all(r["state"] == "completed" for r in rows):
                 break
-            (unfinished,) = [r for r in rows if r["state"] != "completed"]
-            assert unfinished.get("interrupted"), unfinished
-            command = [sys.executable, "-m", "belt", "sim", "resume", unfinished["id"]]
+            unfinished = [r for r in rows if r["state"] != "completed"]
+            if unfinished:
+                [run] = unfinished
+                assert run.get("interrupted"), run
+            else:  # killed between two runs: the simulation goes on from its last run
+                run = rows[-1]
+                shown = belt("sim", "show", run["id"], "--json").json()
+                assert shown["simulation"]["resume_run"] == run["id"], shown["simulation"]
+            command = [sys.executable, "-m", "belt", "sim", "resume", run["id"]]
     assert kills == KILLS
     rows = runs()
     assert [r["state"] for r in rows] == ["completed"] * 3
@@ -108,3 +119,91 @@ def test_killed_again_and_again_a_simulation_finishes_with_every_tool_run_once(
         "task 1",
         "task 2",
     ]
+
+
+def killed_between_runs(tmp_path: Path, belt_home: Path, point: str) -> str:
+    """A three-turn simulation killed at ``point`` after its first run (tests/killed_sim.py);
+    returns the first run's id."""
+    path = tmp_path / "three.json"
+    turns = [{"user": f"task {t}", "model": [{"say": f"done {t}"}]} for t in range(3)]
+    path.write_text(json.dumps({"turns": turns}))
+    env = {**os.environ, "BELT_HOME": str(belt_home)}
+    command = [sys.executable, "-m", "tests.killed_sim", str(path), point]
+    killed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    return str(runs()[0]["id"])
+
+
+def finished_once(first_run: str) -> None:
+    """The simulation finished with each turn run once, in order."""
+    rows = runs()
+    assert [(r["turn_index"], r["state"]) for r in rows] == [
+        (0, "completed"),
+        (1, "completed"),
+        (2, "completed"),
+    ]
+    report = belt("sim", "show", first_run, "--json").json()
+    assert report["simulation"]["status"] == "finished"
+    assert "interrupted" not in report["simulation"]
+    messages = report["chat"]["chat_messages"]
+    assert [(m["role"], m["content"][0]["text"]) for m in messages] == [
+        (role, f"{text} {t}")
+        for t in range(3)
+        for role, text in (("user", "task"), ("assistant", "done"))
+    ]
+    assert [m["order"] for m in messages] == list(range(6))
+
+
+def test_a_simulation_killed_between_runs_goes_on_with_the_turns_left(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    first = killed_between_runs(tmp_path, belt_home, "between")
+    shown = belt("sim", "show", first)
+    assert "the simulation was interrupted between runs" in shown.stdout
+    assert f"belt sim resume {first}" in shown.stdout
+    simulation = belt("sim", "show", first, "--json").json()["simulation"]
+    assert simulation["interrupted"] is True
+    assert simulation["turns_left"] == 2
+    assert simulation["resume_run"] == first
+    resumed = belt("sim", "resume", first)
+    assert resumed.exit_code == 0, resumed.stderr
+    finished_once(first)
+    # Finished, it is a completed run like any other.
+    assert belt("sim", "resume", first).exit_code == 4
+
+
+@pytest.mark.parametrize("point", ["begun", "input"])
+def test_a_run_begun_when_its_process_died_is_taken_over_and_counted_once(
+    tmp_path: Path, belt_home: Path, point: str
+) -> None:
+    first = killed_between_runs(tmp_path, belt_home, point)
+    [_, second] = runs()
+    assert second["interrupted"] is True
+    resumed = belt("sim", "resume", second["id"])
+    assert resumed.exit_code == 0, resumed.stderr
+    finished_once(first)
+
+
+def test_a_stranded_simulation_held_by_a_live_process_is_not_taken(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    first = killed_between_runs(tmp_path, belt_home, "between")
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        lease = {
+            "pid": holder.pid,
+            "host": leases.host(),
+            "started": leases.process_start(holder.pid),
+            "at": "2026-11-30T00:00:00.000Z",
+            "renewed": "2026-11-30T00:00:00.000Z",
+        }
+        open_store().merge(RUN, first, {"lease": lease})
+        assert "interrupted" not in belt("sim", "show", first, "--json").json()["simulation"]
+        refused = belt("sim", "resume", first)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert refused.exit_code == 4
+    assert f"process {holder.pid}" in refused.stderr
+    assert belt("sim", "resume", first).exit_code == 0
+    finished_once(first)

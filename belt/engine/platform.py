@@ -226,27 +226,46 @@ class PlatformLoop:
         first = int(recorder.chat.get("turn_count", 0)) == 0
         # The id of the run's reply is set aside now, so that whoever started the run can name
         # the message that will answer it (its first answer, or the row saying it failed).
+        # So is the id of its input: a run whose process died before the input was written
+        # writes it when it is resumed (``record_input``).
+        first_input = self.sim.sim.get("first_input") if index == 0 else None
         run = self.sim.create_run(
             index,
-            {"next": "start", "model": 0, "first": first, "input": None, "reply": new_id("msg")},
+            {
+                "next": "start",
+                "model": 0,
+                "first": first,
+                "input": str(first_input) if first_input else new_id("msg"),
+                "reply": new_id("msg"),
+            },
         )
         execution = Execution(index, run, run.data["execution"])
-        first_input = self.sim.sim.get("first_input") if index == 0 else None
-        if first_input:
-            # A task chat: its first message, the hook payload, was written by the task handler.
-            message = recorder.message(str(first_input))
-            message["agent_run_id"] = run.id
-            recorder.save_message(message)
-        else:
-            user = self.scenario.turns[index].user
-            message = self.sim.add_message(
-                execution, role="user", content=[{"type": "text", "text": user}], text=user
-            )
-        execution.input_message_id = execution.state["input"] = message["id"]
+        self.record_input(execution)
         recorder.update_chat(
             status=ChatStatus.BUSY.value, run_count=run_count + 1, active_run_id=run.id
         )
         return execution
+
+    def record_input(self, execution: Execution) -> None:
+        """Write the run's input message, unless it is written: the user's text of its turn, or
+        for a task chat's first run the hook payload the task handler wrote."""
+        recorder = self.sim.recorder
+        message_id = str(execution.state["input"])
+        execution.input_message_id = message_id
+        if message_id in recorder.by_id:
+            message = recorder.message(message_id)
+            if message.get("agent_run_id") != execution.run_id:  # a task chat's first message
+                message["agent_run_id"] = execution.run_id
+                recorder.save_message(message)
+            return
+        user = self.scenario.turns[execution.turn_index].user
+        self.sim.add_message(
+            execution,
+            role="user",
+            content=[{"type": "text", "text": user}],
+            text=user,
+            message_id=message_id,
+        )
 
     def step(self, execution: Execution) -> End | None:
         """Take the run's next step."""
@@ -265,10 +284,9 @@ class PlatformLoop:
         """A run held at gates goes on once every one of its interrupts is settled; a run whose
         process was killed goes on from its last durable point."""
         if interrupted:
-            state = dict(run.data["execution"])
-            return Execution(
-                int(run.data["turn_index"]), run, state, input_message_id=state["input"]
-            )
+            execution = Execution(int(run.data["turn_index"]), run, dict(run.data["execution"]))
+            self.record_input(execution)
+            return execution
         if run.state != AgentRunState.INPUT_REQUIRED and not parked(run.data):
             raise Conflict(f"run {run.id} is {run.state}, not waiting at a gate")
         pending = pending_for_run(store=self.sim.store, run_id=run.id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from belt.engine.dialects import dialect_class
-from belt.engine.simulation import SIM
+from belt.engine.simulation import SCENARIO, SIM, stranded_at
 from belt.records.interrupts import list_interrupts
 from belt.records.runs import RUN, run_dto, run_events, sim_runs
 from belt.records.views import chat_dto
@@ -42,6 +42,7 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
             "status": sim.get("status"),
             "fail_closed": sim.get("fail_closed", False),
             **({"kind": sim["kind"]} if sim.get("kind") else {}),
+            **stranded_fields(store, sim),
         },
         "chat": chat,
         "runs": [run_dto(run, fields) for run in runs],
@@ -52,6 +53,19 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
     report["simulation"].update(extras.pop("simulation", {}))
     report.update(extras)
     return report
+
+
+def stranded_fields(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
+    """``interrupted`` and ``resume_run`` for a simulation whose process died between runs."""
+    last = stranded_at(store, sim)
+    if last is None:
+        return {}
+    turns = len(store.read(SCENARIO, str(sim["id"])).get("turns") or [])
+    return {
+        "interrupted": True,
+        "turns_left": max(0, turns - int(sim.get("next_turn") or 0)),
+        "resume_run": last,
+    }
 
 
 def list_runs(store: Store, *, include_tasks: bool = False) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 from belt.engine.ledger import CHAT_SCOPE, Ledger
 from belt.engine.scenario import ToolCallSpec, estimate_tokens, utf8_size
 from belt.errors import Conflict, InvalidInput, NotFound
+from belt.records import leases
 from belt.records.chats import create_chat
 from belt.records.ids import new_id, now_iso
 from belt.records.messages import Recorder, run_event
@@ -31,12 +32,14 @@ from belt.records.runs import (
     GATED_RUNS,
     RUN,
     SIM_RUNS,
+    TERMINAL_STATES,
     Cancelled,
     RunRecord,
     cancel_run,
     parked,
     release_lease,
     take_lease,
+    take_over_ended,
 )
 from belt.wire.enums import AgentRunState, ChatStatus, MessageStatus, ToolInvocationStatus
 
@@ -281,6 +284,31 @@ def sim_of_run(store: Store, run_id: str) -> dict[str, Any]:
     return store.read(SIM, str(run["sim_id"]))
 
 
+def stranded_at(store: Store, sim: dict[str, Any]) -> str | None:
+    """The last run of a simulation whose process died between two runs, else None.
+
+    Such a simulation is still ``running``, every run of it has ended, and the process that
+    drove its last run is gone: the next turn was never begun (or the simulation never marked
+    finished). ``belt sim resume`` of that run goes on with the turns left.
+    """
+    last = last_run_ended(store, sim)
+    if last is None or leases.holder_alive(last.get("lease")):
+        return None
+    return str(last["id"])
+
+
+def last_run_ended(store: Store, sim: dict[str, Any]) -> dict[str, Any] | None:
+    """The last run of a ``running`` simulation when it has ended: its process is between two
+    runs, or gone (``stranded_at``)."""
+    if sim.get("status") != SimStatus.RUNNING or sim.get("emulated"):
+        return None
+    members = store.members(SIM_RUNS, str(sim["id"]))
+    last = store.get(RUN, members[-1]) if members else None
+    if last is None or last.get("state") not in TERMINAL_STATES:
+        return None
+    return last
+
+
 class Simulation:
     """Drives one simulation's runs, writing everything to the store as it happens."""
 
@@ -329,8 +357,15 @@ class Simulation:
         on; a run whose process was killed goes on from its last durable point.
         """
         try:
+            last = last_run_ended(self.store, self.sim)
+            if last is not None and last["id"] == run_id:
+                # The turn loop goes on after the run, if the process driving it is gone.
+                take_over_ended(self.store, run_id)
+                self.current = run_id
+                return self.run_turns()
             run, interrupted = take_lease(self.store, run_id)
             self.current = run_id
+            self.turn_begun(run)
             held = run.state == self.dialect.held_state or parked(run.data)
             if self.waits() and held and not interrupted:
                 try:
@@ -368,10 +403,19 @@ class Simulation:
         turn first, then drives the rest of the simulation (``run``) in the background.
         """
         index = int(self.sim["next_turn"])
-        self.update_sim(next_turn=index + 1, status=SimStatus.RUNNING.value)
         execution = self.dialect.begin(index)
         self.current = execution.run_id
+        # Counted once its run exists: a process killed in between leaves a run that `resume`
+        # takes over (and counts, ``turn_begun``), never a turn begun without one.
+        self.update_sim(next_turn=index + 1, status=SimStatus.RUNNING.value)
         return execution
+
+    def turn_begun(self, run: RunRecord) -> None:
+        """Count the turn of a run being resumed as begun, if its process died before it could
+        (between ``begin`` and the count, in ``start_turn``)."""
+        index = run.data.get("turn_index")
+        if isinstance(index, int) and int(self.sim["next_turn"]) <= index:
+            self.update_sim(next_turn=index + 1)
 
     def drive_started(self, execution: Execution) -> list[str]:
         """Drive a run ``start_turn`` began, then the turns left; returns the runs executed."""

@@ -199,6 +199,30 @@ def take_lease(store: Store, run_id: str) -> tuple[RunRecord, bool]:
     return RunRecord(store, data), interrupted
 
 
+def take_over_ended(store: Store, run_id: str) -> RunRecord:
+    """Become the one process that goes on after an ended run, when its process is gone.
+
+    A simulation whose process was killed between two runs has no run to take over: its last
+    run ended and the next was not begun. The lease of that last run stands for the simulation's
+    turn loop (every run keeps the lease of the process that drove it to its end), so it is
+    taken over the same way: inside the run's lock, a Conflict (exit 4) while its holder lives.
+    """
+
+    def apply(run: dict[str, Any]) -> dict[str, Any]:
+        if run["state"] not in TERMINAL_STATES:
+            raise Conflict(f"run {run_id} is {run['state']}, not ended")
+        lease = run.get("lease")
+        if lease is not None and not leases.is_mine(lease) and leases.holder_alive(lease):
+            raise Conflict(
+                f"the simulation of run {run_id} is being continued by {leases.describe(lease)}",
+                hint="only one process continues a simulation; wait for it",
+            )
+        run["lease"] = leases.mine()
+        return run
+
+    return RunRecord(store, store.update(RUN, check_id(run_id, what="run id"), apply))
+
+
 class _Ended(Exception):
     def __init__(self, run: dict[str, Any]) -> None:
         super().__init__(run["id"])

@@ -1,0 +1,61 @@
+"""Run a scenario's first turn, begin the next in part, and die with SIGKILL: a simulation whose
+process was killed at a chosen point between two runs (``python -m tests.killed_sim FILE POINT``).
+
+POINT is where the process dies once the first run has ended:
+
+- ``between``: before the second turn is begun (no second run exists);
+- ``begun``: after the second turn's run is created and its input written, before the turn is
+  counted on the simulation;
+- ``input``: after the second turn's run is created, before its input message is written.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from belt.engine.api import simulation_options
+from belt.engine.dialects import DIALECTS
+from belt.engine.platform import PlatformLoop
+from belt.engine.scenario import read_scenario
+from belt.engine.simulation import Execution, Simulation
+from belt.store import open_store
+
+
+def die(*_: Any, **__: Any) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main(path: str, point: str) -> None:
+    loaded = read_scenario(Path(path))
+    store = open_store()
+    dialect = DIALECTS[loaded.dialect]
+    options = simulation_options(
+        store, dialect, executors=[], fail_closed=False, transport=None, report=None
+    )
+    sim = dialect.create(store, loaded, fail_closed=False, routes=options.routes)
+    simulation = Simulation(store, sim, dialect, options)
+    simulation.drive_waiting(simulation.start_turn())
+    if point == "begun":
+        simulation.update_sim = die  # type: ignore[method-assign]
+    elif point == "input":
+        original = PlatformLoop.record_input
+
+        def record_input(self: PlatformLoop, execution: Execution) -> None:
+            if execution.turn_index == 1:
+                die()
+            original(self, execution)
+
+        PlatformLoop.record_input = record_input  # type: ignore[method-assign]
+    elif point != "between":
+        raise SystemExit(f"unknown point {point!r}")
+    if point != "between":
+        simulation.start_turn()
+    die()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
