@@ -165,6 +165,9 @@ def test_a_simulation_killed_between_runs_goes_on_with_the_turns_left(
     assert simulation["interrupted"] is True
     assert simulation["turns_left"] == 2
     assert simulation["resume_run"] == first
+    [row] = runs()
+    assert row["simulation_interrupted"] is True
+    assert "completed (simulation interrupted)" in belt("sim", "list").stdout
     resumed = belt("sim", "resume", first)
     assert resumed.exit_code == 0, resumed.stderr
     finished_once(first)
@@ -179,6 +182,7 @@ def test_a_run_begun_when_its_process_died_is_taken_over_and_counted_once(
     first = killed_between_runs(tmp_path, belt_home, point)
     [_, second] = runs()
     assert second["interrupted"] is True
+    assert "working (interrupted)" in belt("sim", "list").stdout
     resumed = belt("sim", "resume", second["id"])
     assert resumed.exit_code == 0, resumed.stderr
     finished_once(first)

@@ -160,7 +160,7 @@ def list_(
         [
             [
                 r["id"],
-                r["state"],
+                listed_state(r),
                 r["kind"],
                 r["chat_id"],
                 r["name"],
@@ -171,6 +171,15 @@ def list_(
             for r in rows
         ],
     )
+
+
+def listed_state(row: dict[str, Any]) -> str:
+    """A run's state in the list, and whether its process (or its simulation's) is gone."""
+    if row.get("interrupted"):
+        return f"{row['state']} (interrupted)"
+    if row.get("simulation_interrupted"):
+        return f"{row['state']} (simulation interrupted)"
+    return str(row["state"])
 
 
 @app.command()

@@ -72,9 +72,11 @@ def list_runs(store: Store, *, include_tasks: bool = False) -> list[dict[str, An
     """Every simulated run, oldest first, with its simulation's name.
 
     The runs of task chats and review branches (child simulations) are left out unless
-    ``include_tasks``; each row says its ``kind``: ``chat``, ``task`` or ``review``.
+    ``include_tasks``; each row says its ``kind``: ``chat``, ``task`` or ``review``. The last
+    run of a simulation whose process died between two runs says ``simulation_interrupted``.
     """
     sims: dict[str, dict[str, Any]] = {}
+    stranded: dict[str, str | None] = {}
     rows = []
     for run_id in store.list_ids(RUN):
         run = store.read(RUN, run_id)
@@ -83,6 +85,7 @@ def list_runs(store: Store, *, include_tasks: bool = False) -> list[dict[str, An
             continue
         if sim_id not in sims:
             sims[sim_id] = store.read(SIM, sim_id)
+            stranded[sim_id] = stranded_at(store, sims[sim_id])
         sim = sims[sim_id]
         kind = str(sim.get("kind") or "chat")
         if kind != "chat" and not include_tasks:
@@ -95,6 +98,7 @@ def list_runs(store: Store, *, include_tasks: bool = False) -> list[dict[str, An
                 "name": sim.get("name"),
                 "turn_index": run.get("turn_index"),
                 "kind": kind,
+                **({"simulation_interrupted": True} if stranded[sim_id] == run_id else {}),
             }
         )
     return sorted(rows, key=lambda r: str(r.get("created_at") or ""))
