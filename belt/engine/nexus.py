@@ -242,11 +242,10 @@ class NexusLoop:
         else:
             text = turn.mail if turn.mail is not None else turn.user
             if text is not None:
-                message = self.sim.add_message(
+                message = self.sim.add_text(
                     execution,
-                    role="user",
-                    content=[{"type": "text", "text": text}],
-                    text=text,
+                    "user",
+                    text,
                     input="mail" if turn.mail is not None else "user",
                 )
                 execution.input_message_id = message["id"]
@@ -500,11 +499,10 @@ class NexusLoop:
             feedback = str(decision["feedback"])
             key = task_key(str(execution.run_id), NexusEvent.STOP, source)
             if self.sim.recovered(execution, "feedback", task_key=key) is None:
-                self.sim.add_message(
+                self.sim.add_text(
                     execution,
-                    role="feedback",
-                    content=[{"type": "text", "text": feedback}],
-                    text=feedback,
+                    "feedback",
+                    feedback,
                     task_key=key,
                 )
             state.update(next="request", continuations=state["continuations"] + 1)

@@ -259,11 +259,10 @@ class PlatformLoop:
                 recorder.save_message(message)
             return
         user = self.scenario.turns[execution.turn_index].user
-        self.sim.add_message(
+        self.sim.add_text(
             execution,
-            role="user",
-            content=[{"type": "text", "text": user}],
-            text=user,
+            "user",
+            user,
             message_id=message_id,
         )
 
@@ -869,11 +868,10 @@ class PlatformLoop:
             for message in list(context.injections.values()):
                 if message["sim"].get("injection", {}).get("dedup_key") == dedup_key:
                     self.sim.leave_context(message, active=False, ended="replaced")
-        self.sim.add_message(
+        self.sim.add_text(
             execution,
-            role="injection",
-            content=[{"type": "text", "text": content}],
-            text=content,
+            "injection",
+            content,
             active=True,
             remaining=ttl_turns or None,
             injection={

@@ -743,6 +743,15 @@ class Simulation:
         self.ledger.add(message)
         return message
 
+    def add_text(
+        self, execution: Execution, role: str, text: str, **options: Any
+    ) -> dict[str, Any]:
+        """Record a message of ``execution`` whose content is one text part (``add_message``
+        takes the ``options``)."""
+        return self.add_message(
+            execution, role=role, content=[{"type": "text", "text": text}], text=text, **options
+        )
+
     def leave_context(self, message: dict[str, Any], **flags: Any) -> None:
         """Take a message out of the context (and mark why); save it."""
         self.ledger.leave(message, **flags)
@@ -782,11 +791,10 @@ class Simulation:
             size += int(message["sim"].get("bytes", 0))
             self.leave_context(message, retired=True)
         summary = f"Summary of {len(retire)} earlier messages ({tokens} tokens, {size} bytes)."
-        self.add_message(
+        self.add_text(
             execution,
-            role="compaction",
-            content=[{"type": "text", "text": summary}],
-            text=summary,
+            "compaction",
+            summary,
             fields={"compaction_meta": {"compacted_up_to_order": max(m["order"] for m in retire)}},
             retired_tokens=tokens,
             retired_bytes=size,
@@ -870,11 +878,10 @@ class Simulation:
         """
         invocation["status"] = status
         invocation["result"] = result
-        self.add_message(
+        self.add_text(
             execution,
-            role="tool",
-            content=[{"type": "text", "text": result}],
-            text=result,
+            "tool",
+            result,
             fields={"tool_call_id": invocation["tool_invocation_id"]},
             status=MessageStatus.READY
             if status == ToolInvocationStatus.COMPLETED
