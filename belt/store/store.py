@@ -114,6 +114,7 @@ class Store:
         shapes: bool = False,
     ) -> None:
         self.root = Path(root)
+        self._base = str(self.root)
         self.fsync = fsync
         self.schema = schema
         self.migrations: dict[tuple[str, int], Migration] = dict(
@@ -139,25 +140,30 @@ class Store:
 
     # Paths
 
+    def _under(self, *parts: str) -> Path:
+        """A path below the root, from checked names (one parse, not one per part: paths are
+        made for every read and write)."""
+        return Path(os.path.join(self._base, *parts))
+
     def path(self, kind: str, id: str) -> Path:
         """The file that holds one object (checked ids only)."""
-        return self.root / "objects" / check_id(kind, what="kind") / f"{check_id(id)}.json"
+        return self._under("objects", check_id(kind, what="kind"), f"{check_id(id)}.json")
 
     def index_path(self, index: str, owner: str) -> Path:
         """The file that holds ``owner``'s members in ``index`` (for messages that name it)."""
         return self._index_path(index, owner)
 
     def _index_path(self, index: str, owner: str) -> Path:
-        return self.root / "index" / check_id(index, what="index") / f"{check_id(owner)}.jsonl"
+        return self._under("index", check_id(index, what="index"), f"{check_id(owner)}.jsonl")
 
     def _log_path(self, log: str, id: str) -> Path:
-        return self.root / "logs" / check_id(log, what="log") / f"{check_id(id)}.jsonl"
+        return self._under("logs", check_id(log, what="log"), f"{check_id(id)}.jsonl")
 
     def _tag_dir(self, tag: str) -> Path:
-        return self.root / "tags" / check_id(tag, what="tag")
+        return self._under("tags", check_id(tag, what="tag"))
 
     def _lock_path(self, area: str, name: str, id: str) -> Path:
-        return self.root / "locks" / area / check_id(name) / f"{check_id(id)}.lock"
+        return self._under("locks", area, check_id(name), f"{check_id(id)}.lock")
 
     # Objects
 
@@ -408,7 +414,7 @@ class Store:
     # which can carry credentials), kept so that any process can continue a run
 
     def _private_path(self, kind: str, id: str) -> Path:
-        return self.root / "private" / check_id(kind, what="kind") / f"{check_id(id)}.json"
+        return self._under("private", check_id(kind, what="kind"), f"{check_id(id)}.json")
 
     def write_private(self, kind: str, id: str, data: dict[str, Any]) -> None:
         """Store ``data`` in the private part (0600, atomic); it replaces what was there."""
@@ -458,7 +464,7 @@ class Store:
         if not isinstance(data, dict):
             raise TypeError(f"{kind} {id}: data must be a dict")
         envelope = {"belt": "object", "schema": self.schema, "kind": kind, "id": id, "data": data}
-        return _encode(envelope, indent=2) + b"\n"
+        return _encode(envelope, indent=None) + b"\n"
 
     def _decode_object(self, path: Path, kind: str, id: str, raw: bytes) -> dict[str, Any]:
         document = _parse_json(path, raw)
