@@ -6,7 +6,8 @@ POINT is where the process dies once the first run has ended:
 - ``between``: before the second turn is begun (no second run exists);
 - ``begun``: after the second turn's run is created and its input written, before the turn is
   counted on the simulation;
-- ``input``: after the second turn's run is created, before its input message is written.
+- ``input``: after the second turn's run is created, before its input message is written;
+- ``unlisted``: after the second turn's answer is written, before the chat's index lists it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from belt.engine.dialects import DIALECTS
 from belt.engine.platform import PlatformLoop
 from belt.engine.scenario import read_scenario
 from belt.engine.simulation import Execution, Simulation
-from belt.store import open_store
+from belt.records.messages import MESSAGE, MESSAGES
+from belt.store import Store, open_store
 
 
 def die(*_: Any, **__: Any) -> None:
@@ -50,9 +52,19 @@ def main(path: str, point: str) -> None:
             original(self, execution)
 
         PlatformLoop.record_input = record_input  # type: ignore[method-assign]
+    elif point == "unlisted":
+        link = Store.link
+
+        def link_or_die(self: Store, index: str, owner: str, member: str) -> None:
+            if index == MESSAGES and self.read(MESSAGE, member)["role"] == "assistant":
+                die()
+            link(self, index, owner, member)
+
+        Store.link = link_or_die  # type: ignore[method-assign]
+        simulation.drive_waiting(simulation.start_turn())
     elif point != "between":
         raise SystemExit(f"unknown point {point!r}")
-    if point != "between":
+    if point in ("begun", "input"):
         simulation.start_turn()
     die()
 

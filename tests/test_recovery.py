@@ -175,7 +175,7 @@ def test_a_simulation_killed_between_runs_goes_on_with_the_turns_left(
     assert belt("sim", "resume", first).exit_code == 4
 
 
-@pytest.mark.parametrize("point", ["begun", "input"])
+@pytest.mark.parametrize("point", ["begun", "input", "unlisted"])
 def test_a_run_begun_when_its_process_died_is_taken_over_and_counted_once(
     tmp_path: Path, belt_home: Path, point: str
 ) -> None:

@@ -89,7 +89,8 @@ class Recorder:
 
         Appends take the chat's order lock, and a writer that finds the message index grown
         since it last looked (``belt sim stop`` writing from another process) reads it again,
-        so two writers never give out the same ``order``.
+        so two writers never give out the same ``order``. A ``message_id`` given is one the
+        chat does not list yet (its file, if any, is one a killed process did not list).
         """
         with self.store.lock(ORDER_LOCK, self.chat_id):
             if self.store.index_size(MESSAGES, self.chat_id) != self._index_size:
@@ -106,7 +107,12 @@ class Recorder:
                 **fields,
                 "sim": sim or {},
             }
-            self.store.create(MESSAGE, message["id"], message)
+            if message_id is not None and message_id not in self.by_id:
+                # A message whose id was set aside (a run's input or reply) may have been
+                # written by a process killed before it listed it: written again, listed now.
+                self.store.write(MESSAGE, message_id, message)
+            else:
+                self.store.create(MESSAGE, message["id"], message)
             self.store.link(MESSAGES, self.chat_id, message["id"])
             self._index_size = self.store.index_size(MESSAGES, self.chat_id)
             self.messages.append(message)
