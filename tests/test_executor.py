@@ -22,6 +22,7 @@ from belt.errors import NotFound, UsageError
 from belt.executor.inbox import (
     HOOKTASK,
     PENDING_TAG,
+    RUN_TASKS,
     ToolOutcome,
     cancel_run_tasks,
     claim_task,
@@ -83,6 +84,17 @@ def test_one_event_and_source_pair_has_one_durable_task(store: Store) -> None:
         "ar_1:stop:answer-1",
         "ar_1:stop:answer-2",
     ]
+
+
+def test_a_task_its_scheduler_did_not_list_is_listed_when_scheduled_again(store: Store) -> None:
+    # A process killed between writing the task and listing it on its run.
+    task = schedule(store)
+    store.unlink(RUN_TASKS, "ar_1", task["id"])
+    assert run_tasks(store, "ar_1") == []
+    assert schedule(store)["id"] == task["id"]
+    assert [t["id"] for t in run_tasks(store, "ar_1")] == [task["id"]]
+    schedule(store)
+    assert store.members(RUN_TASKS, "ar_1") == [task["id"]]
 
 
 def test_a_retry_reuses_the_failed_task_with_a_new_attempt(store: Store) -> None:

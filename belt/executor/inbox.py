@@ -167,7 +167,9 @@ def schedule_task(
     try:
         store.create(HOOKTASK, identity, fresh)
     except Conflict:
-        pass
+        # Listed again: a process killed between writing the task and listing it left it out.
+        if identity not in store.members(RUN_TASKS, run_id):
+            store.link(RUN_TASKS, run_id, identity)
     else:
         store.link(RUN_TASKS, run_id, identity)
         return _dispatch_or_ask(store, fresh)
