@@ -4,6 +4,7 @@ process was killed at a chosen point between two runs (``python -m tests.killed_
 POINT is where the process dies once the first run has ended:
 
 - ``between``: before the second turn is begun (no second run exists);
+- ``listed``: after the second turn's run is listed on the simulation, before it is written;
 - ``begun``: after the second turn's run is created and its input written, before the turn is
   counted on the simulation;
 - ``input``: after the second turn's run is created, before its input message is written;
@@ -24,6 +25,7 @@ from belt.engine.platform import PlatformLoop
 from belt.engine.scenario import read_scenario
 from belt.engine.simulation import Execution, Simulation
 from belt.records.messages import MESSAGE, MESSAGES
+from belt.records.runs import RUN
 from belt.store import Store, open_store
 
 
@@ -52,6 +54,15 @@ def main(path: str, point: str) -> None:
             original(self, execution)
 
         PlatformLoop.record_input = record_input  # type: ignore[method-assign]
+    elif point == "listed":
+        create = Store.create
+
+        def create_or_die(self: Store, kind: str, id: str, data: dict[str, Any]) -> None:
+            if kind == RUN:
+                die()
+            create(self, kind, id, data)
+
+        Store.create = create_or_die  # type: ignore[method-assign]
     elif point == "unlisted":
         link = Store.link
 
@@ -64,7 +75,7 @@ def main(path: str, point: str) -> None:
         simulation.drive_waiting(simulation.start_turn())
     elif point != "between":
         raise SystemExit(f"unknown point {point!r}")
-    if point in ("begun", "input"):
+    if point in ("begun", "input", "listed"):
         simulation.start_turn()
     die()
 

@@ -154,10 +154,12 @@ def finished_once(first_run: str) -> None:
     assert [m["order"] for m in messages] == list(range(6))
 
 
+@pytest.mark.parametrize("point", ["between", "listed"])
 def test_a_simulation_killed_between_runs_goes_on_with_the_turns_left(
-    tmp_path: Path, belt_home: Path
+    tmp_path: Path, belt_home: Path, point: str
 ) -> None:
-    first = killed_between_runs(tmp_path, belt_home, "between")
+    # "listed": its next run was listed but never written, which counts as not begun.
+    first = killed_between_runs(tmp_path, belt_home, point)
     shown = belt("sim", "show", first)
     assert "the simulation was interrupted between runs" in shown.stdout
     assert f"belt sim resume {first}" in shown.stdout

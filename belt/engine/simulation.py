@@ -302,8 +302,11 @@ def last_run_ended(store: Store, sim: dict[str, Any]) -> dict[str, Any] | None:
     runs, or gone (``stranded_at``)."""
     if sim.get("status") != SimStatus.RUNNING or sim.get("emulated"):
         return None
-    members = store.members(SIM_RUNS, str(sim["id"]))
-    last = store.get(RUN, members[-1]) if members else None
+    last = None
+    for run_id in reversed(store.members(SIM_RUNS, str(sim["id"]))):
+        last = store.get(RUN, run_id)  # None: listed by a process killed before writing it
+        if last is not None:
+            break
     if last is None or last.get("state") not in TERMINAL_STATES:
         return None
     return last

@@ -109,10 +109,12 @@ class RunRecord:
             "lease": leases.mine(),
             **fields,
         }
-        store.create(RUN, data["id"], data)
+        # Listed first, written last: a process killed in between leaves a listed run with no
+        # file, which readers skip (``listed_runs``), never a run its simulation does not list.
         store.link(SIM_RUNS, sim_id, data["id"])
         if chat_id is not None:
             store.link(CHAT_RUNS, chat_id, data["id"])
+        store.create(RUN, data["id"], data)
         return cls(store, data)
 
     @classmethod
@@ -283,7 +285,14 @@ def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -
 
 def sim_runs(store: Store, sim_id: str) -> list[dict[str, Any]]:
     """The runs of a simulation, in the order they started."""
-    return [store.read(RUN, run_id) for run_id in store.members(SIM_RUNS, sim_id)]
+    return listed_runs(store, SIM_RUNS, sim_id)
+
+
+def listed_runs(store: Store, index: str, owner: str) -> list[dict[str, Any]]:
+    """The runs ``index`` lists for ``owner`` (a simulation's, a chat's), in the order they
+    started; one listed by a process killed before it wrote the run is skipped."""
+    runs = (store.get(RUN, run_id) for run_id in store.members(index, owner))
+    return [run for run in runs if run is not None]
 
 
 def run_events(store: Store, run_id: str) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from typing import Any
 from belt.records.chats import read_chat
 from belt.records.interrupts import list_interrupts
 from belt.records.messages import chat_messages
-from belt.records.runs import CHAT_RUNS, RUN, run_dto
+from belt.records.runs import CHAT_RUNS, listed_runs, run_dto
 from belt.store import Store
 from belt.wire.enums import InterruptStatus
 
@@ -39,7 +39,7 @@ def chat_dto(
     """
     chat = read_chat(store, chat_id)
     if runs is None:
-        runs = [store.read(RUN, rid) for rid in store.members(CHAT_RUNS, chat_id)]
+        runs = listed_runs(store, CHAT_RUNS, chat_id)
     pending = [
         interrupt
         for run in runs
