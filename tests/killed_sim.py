@@ -21,7 +21,6 @@ from typing import Any
 
 from belt.engine.api import simulation_options
 from belt.engine.dialects import DIALECTS
-from belt.engine.platform import PlatformLoop
 from belt.engine.scenario import read_scenario
 from belt.engine.simulation import Execution, Simulation
 from belt.records.messages import MESSAGE, MESSAGES
@@ -46,14 +45,14 @@ def main(path: str, point: str) -> None:
     if point == "begun":
         simulation.update_sim = die  # type: ignore[method-assign]
     elif point == "input":
-        original = PlatformLoop.record_input
+        original = dialect.record_input  # type: ignore[attr-defined]
 
-        def record_input(self: PlatformLoop, execution: Execution) -> None:
+        def record_input(self: Any, execution: Execution) -> None:
             if execution.turn_index == 1:
                 die()
             original(self, execution)
 
-        PlatformLoop.record_input = record_input  # type: ignore[method-assign]
+        dialect.record_input = record_input  # type: ignore[attr-defined]
     elif point == "listed":
         create = Store.create
 

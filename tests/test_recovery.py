@@ -213,3 +213,29 @@ def test_a_stranded_simulation_held_by_a_live_process_is_not_taken(
     assert f"process {holder.pid}" in refused.stderr
     assert belt("sim", "resume", first).exit_code == 0
     finished_once(first)
+
+
+@pytest.mark.parametrize("point", ["between", "input"])
+def test_a_nexus_simulation_killed_between_or_at_the_start_of_a_run_goes_on(
+    tmp_path: Path, belt_home: Path, point: str
+) -> None:
+    path = tmp_path / "nexus.json"
+    call = {"name": "read_file", "arguments": {}, "result": "read"}
+    turns = [
+        {"user": f"task {t}", "model": [{"say": "", "tool_calls": [call]}, {"say": f"done {t}"}]}
+        for t in range(3)
+    ]
+    path.write_text(json.dumps({"dialect": "nexus", "turns": turns}))
+    env = {**os.environ, "BELT_HOME": str(belt_home)}
+    command = [sys.executable, "-m", "tests.killed_sim", str(path), point]
+    killed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    rows = runs()
+    resumed = belt("sim", "resume", rows[-1]["id"])
+    assert resumed.exit_code == 0, resumed.stderr
+    rows = runs()
+    assert [(r["turn_index"], r["state"]) for r in rows] == [(t, "completed") for t in range(3)]
+    messages = belt("sim", "show", rows[0]["id"], "--json").json()["chat"]["chat_messages"]
+    users = [m["content"][0]["text"] for m in messages if m["role"] == "user"]
+    assert users == ["task 0", "task 1", "task 2"]
+    assert [m["order"] for m in messages] == list(range(len(messages)))

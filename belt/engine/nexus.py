@@ -43,7 +43,7 @@ from belt.executor.inbox import (
     settle_approval,
     task_key,
 )
-from belt.records.ids import now_iso
+from belt.records.ids import new_id, now_iso
 from belt.records.runs import Cancelled, RunRecord
 from belt.store.clock import parse_timestamp, utcnow
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState, ChatStatus, ToolInvocationStatus
@@ -96,6 +96,11 @@ def initial_state(turn: NexusTurnSpec) -> dict[str, Any]:
         "output": None,
         "input": None,
     }
+
+
+def input_text(turn: NexusTurnSpec) -> str | None:
+    """The text a turn sends: its mail, else its user message (None for neither)."""
+    return turn.mail if turn.mail is not None else turn.user
 
 
 def entry_id(sim_id: str, turn: int) -> str:
@@ -217,6 +222,12 @@ class NexusLoop:
         conversation_id = None if turn.standalone else self.sim.recorder.chat_id
         uses_tools = turn.tool_only or bool(turn.model and turn.model[0].tool_calls)
         state = initial_state(turn)
+        # The input's id is set aside with the run, so a run whose process died before the
+        # input was written writes it when it is resumed (``record_input``).
+        if kind == "regeneration":
+            state["input"] = input_message_id
+        elif input_text(turn) is not None:
+            state["input"] = new_id("msg")
         run = None
         # Declaring hooks makes even an ordinary reply without tools run-backed.
         if hooks or uses_tools:
@@ -235,41 +246,41 @@ class NexusLoop:
             )
             state = run.data["execution"]
         execution = self.execution(
-            index, run, state, kind, conversation_id, hooks, approval_mode, input_message_id
+            index, run, state, kind, conversation_id, hooks, approval_mode, state["input"]
         )
-        if kind == "regeneration":
-            self.replace_reply(int(previous["turn"]), index)
+        self.enter(execution, hooks, origin)
+        return execution
+
+    def enter(
+        self, execution: NexusExecution, hooks: dict[str, Any], profile: dict[str, Any]
+    ) -> None:
+        """Record that an execution began, once its run (if any) exists: its input (for a
+        regeneration, the reply it redoes leaves the context), the chat's run, and its entry on
+        the simulation. An interrupted run whose entry was never written does this again."""
+        index = execution.turn_index
+        if execution.kind == "regeneration":
+            self.replace_reply(int(self.previous_reply()["turn"]), index)
         else:
-            text = turn.mail if turn.mail is not None else turn.user
-            if text is not None:
-                message = self.sim.add_text(
-                    execution,
-                    "user",
-                    text,
-                    input="mail" if turn.mail is not None else "user",
-                )
-                execution.input_message_id = message["id"]
-        state["input"] = execution.input_message_id
+            self.record_input(execution)
         recorder = self.sim.recorder
         recorder.update_chat(run_count=int(recorder.chat.get("run_count", 0)) + 1)
         self.sim.claim_chat(execution)
         self.record_entry(
             {
                 "turn": index,
-                "kind": kind,
+                "kind": execution.kind,
                 "run_id": execution.run_id,
-                "run_backed": run is not None,
+                "run_backed": execution.run is not None,
                 "state": AgentRunState.WORKING.value,
-                "conversation_id": conversation_id,
+                "conversation_id": execution.conversation_id,
                 "input_message_id": execution.input_message_id,
                 "hooks": hooks,
-                "approval_mode": approval_mode,
-                "profile": origin,
+                "approval_mode": execution.approval_mode,
+                "profile": profile,
             }
         )
-        if kind in REPLIES:
+        if execution.kind in REPLIES:
             self.sim.update_sim(last_reply=index)
-        return execution
 
     def step(self, execution: Execution) -> End | None:
         """Take the execution's next step."""
@@ -281,6 +292,22 @@ class NexusLoop:
             return self.request_step(execution)
         return self.stop_step(execution)
 
+    def record_input(self, execution: NexusExecution) -> None:
+        """Write the execution's input (the user's text or mail of its turn) under the id set
+        aside for it, unless it is written."""
+        turn = self.scenario.turns[execution.turn_index]
+        text, message_id = input_text(turn), execution.state.get("input")
+        if text is None or not isinstance(message_id, str):
+            return
+        if message_id not in self.sim.recorder.by_id:
+            self.sim.add_text(
+                execution,
+                "user",
+                text,
+                message_id=message_id,
+                input="mail" if turn.mail is not None else "user",
+            )
+
     def resumable(self, run: RunRecord, interrupted: bool) -> NexusExecution:
         """An execution on an attention hold goes on by retrying its failed hook task; one whose
         process was killed goes on from its last durable point."""
@@ -290,7 +317,7 @@ class NexusLoop:
                 hint="only a run whose hook task failed can be resumed",
             )
         state = dict(run.data["execution"])
-        return self.execution(
+        execution = self.execution(
             int(run.data["turn_index"]),
             run,
             state,
@@ -300,6 +327,11 @@ class NexusLoop:
             run.data.get("approval_mode"),
             state.get("input"),
         )
+        if interrupted:
+            entry = entry_id(str(self.sim.sim["id"]), execution.turn_index)
+            if self.sim.store.get(EXECUTION, entry) is None:  # killed while it began
+                self.enter(execution, run.data.get("hooks") or {}, run.data.get("profile") or {})
+        return execution
 
     def execution(
         self,
