@@ -19,7 +19,8 @@ Three measurements, each printed as one block (docs/reliability.md quotes them):
 4. The engine: racing resumers (several `belt sim resume` of one run released together, many
    trials; counted: winners per trial, which must be exactly one), killed simulations (a
    `belt sim run` and then each `belt sim resume` SIGKILLed at random moments, KILLS times in
-   all; counted: resumes that went on, and tools run more than once, which must be none), and
+   all, at random hook deliveries; then ANYWHERE times at random moments of a simulation with
+   no hooks; counted: resumes that went on, and tools run more than once, which must be none), and
    damaged store records (each kind of damage to each record of a held simulation, then
    `sim resume`, `sim stop`, `sim show`; counted: clean errors that leave the file as it was).
 
@@ -432,6 +433,7 @@ sys.stdin.readline()
 runpy.run_module("belt", run_name="__main__", alter_sys=True)
 """
 KILLS = 25
+ANYWHERE = 100
 
 
 def belt_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -497,7 +499,8 @@ def deliveries(folder: Path) -> int:
 
 
 def kill_and_resume(env: dict[str, str], folder: Path, hook_url: str) -> dict[str, Any]:
-    """KILLS SIGKILLs at random moments of one long simulation, each followed by a resume.
+    """KILLS SIGKILLs at random moments of one long simulation with webhook hooks, each
+    followed by a resume.
 
     A moment is a random number of hook deliveries into the run (1 to 12 more), and a random
     fraction of a delivery's time after it: so the kills land before, during and after steps.
@@ -505,20 +508,56 @@ def kill_and_resume(env: dict[str, str], folder: Path, hook_url: str) -> dict[st
     import random
 
     chance = random.Random(7)
-    call = {"name": "write_file", "arguments": {}, "result": "ok"}
-    turns = [
-        {"user": f"task {t}", "model": [{"say": "a", "tool_calls": [call, call]}, {"say": "b"}]}
-        for t in range(40)
-    ]
     hooks = [
         {"event": event, "type": "webhook", "handler": f"{hook_url}/hooks"}
         for event in ("agent.turn_start", "agent.tool_call", "agent.complete")
     ]
-    path = folder / "long.json"
+
+    def moment(proc: subprocess.Popen[bytes]) -> None:
+        target = deliveries(folder) + chance.randint(1, 12)
+        until = time.monotonic() + 60
+        while deliveries(folder) < target and proc.poll() is None and time.monotonic() < until:
+            time.sleep(0.001)
+        time.sleep(chance.uniform(0, 0.004))
+
+    return killed_again_and_again(env, folder / "long.json", hooks, 40, KILLS, moment)
+
+
+def kill_anywhere(env: dict[str, str], folder: Path) -> dict[str, Any]:
+    """ANYWHERE SIGKILLs of a simulation with no hooks, each at a random time after its process
+    started (when it has imported belt and is writing turns as fast as it can), so the kills
+    land in any write of any step: between runs, as a turn begins, between a file and its
+    listing."""
+    import random
+
+    chance = random.Random(11)
+
+    def moment(proc: subprocess.Popen[bytes]) -> None:
+        time.sleep(chance.uniform(0.22, 0.34))
+
+    return killed_again_and_again(env, folder / "fast.json", [], 300, ANYWHERE, moment)
+
+
+def killed_again_and_again(
+    env: dict[str, str],
+    path: Path,
+    hooks: list[dict[str, Any]],
+    count: int,
+    kills_wanted: int,
+    moment: Callable[[subprocess.Popen[bytes]], None],
+) -> dict[str, Any]:
+    """Run a scenario of ``count`` turns (two tool calls each), SIGKILLing the process at
+    ``moment`` and resuming it, ``kills_wanted`` times, then until it has finished."""
+    call = {"name": "write_file", "arguments": {}, "result": "ok"}
+    turns = [
+        {"user": f"task {t}", "model": [{"say": "a", "tool_calls": [call, call]}, {"say": "b"}]}
+        for t in range(count)
+    ]
     path.write_text(json.dumps({"agent": {"hooks": hooks}, "turns": turns}))
     command = ["sim", "run", str(path)]
     kills = resumed = between = 0
-    for _ in range(200):
+    rows: list[dict[str, Any]] = []
+    for _ in range(kills_wanted + 200):
         proc = subprocess.Popen(
             [sys.executable, "-m", "belt", *command],
             env=env,
@@ -526,12 +565,8 @@ def kill_and_resume(env: dict[str, str], folder: Path, hook_url: str) -> dict[st
             stderr=subprocess.DEVNULL,
             cwd=ROOT,
         )
-        if kills < KILLS:
-            target = deliveries(folder) + chance.randint(1, 12)
-            until = time.monotonic() + 60
-            while deliveries(folder) < target and proc.poll() is None and time.monotonic() < until:
-                time.sleep(0.001)
-            time.sleep(chance.uniform(0, 0.004))
+        if kills < kills_wanted:
+            moment(proc)
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 kills += 1
@@ -540,6 +575,8 @@ def kill_and_resume(env: dict[str, str], folder: Path, hook_url: str) -> dict[st
         rows = [r for r in rows if r["scenario"] == str(path)]
         if len(rows) == len(turns) and all(r["state"] == "completed" for r in rows):
             break
+        if not rows:  # killed before its first run was written: run it again
+            continue
         unfinished = [r for r in rows if r["state"] != "completed"]
         # Killed between two runs, the simulation goes on from its last run.
         command = ["sim", "resume", (unfinished or rows)[-1]["id"]]
@@ -548,6 +585,7 @@ def kill_and_resume(env: dict[str, str], folder: Path, hook_url: str) -> dict[st
     report = json.loads(belt_cli(env, "sim", "show", rows[0]["id"], "--json").stdout)
     messages = report["chat"]["chat_messages"]
     tools = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    users = [m["content"][0]["text"] for m in messages if m["role"] == "user"]
     return {
         "kills": kills,
         "resumes": resumed,
@@ -557,6 +595,7 @@ def kill_and_resume(env: dict[str, str], folder: Path, hook_url: str) -> dict[st
         "tools": len(tools),
         "tools_twice": len(tools) - len(set(tools)),
         "expected_tools": 2 * len(turns),
+        "turns_once": users == [f"task {t}" for t in range(count)],
     }
 
 
@@ -644,6 +683,14 @@ def run_engine() -> None:
                 f"{killed['finished']} of {killed['runs']} runs completed; {killed['tools']} tool "
                 f"results for {killed['expected_tools']} tool calls, {killed['tools_twice']} run "
                 "twice"
+            )
+            anywhere = kill_anywhere({**env, "BELT_HOME": str(folder / "anywhere")}, folder)
+            print(
+                f"killed anywhere: {anywhere['kills']} SIGKILLs at random times, "
+                f"{anywhere['resumes']} resumes ({anywhere['between_runs']} between two runs); "
+                f"{anywhere['finished']} of {anywhere['runs']} runs completed, each turn's "
+                f"input once: {anywhere['turns_once']}; {anywhere['tools']} tool results for "
+                f"{anywhere['expected_tools']} tool calls, {anywhere['tools_twice']} run twice"
             )
             damaged = damaged_records(env, folder, url)
             print(
