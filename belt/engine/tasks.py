@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from belt.engine.children import Children, record_child
 from belt.engine.scenario import AgentScript, ModelTurnSpec
+from belt.records.messages import MESSAGES
 from belt.wire.enums import AgentRunState, HookHandlerType
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def start_task(
             f"unknown agent {agent!r}: the scenario scripts no such agent "
             f'(add [agents."{agent.rsplit("@", 1)[0]}"])'
         )
-    first = store.members("chat-messages", chat_id)[0]
+    first = store.members(MESSAGES, chat_id)[0]
     sim = record_child(
         store,
         parent=children.simulation.sim,
