@@ -24,7 +24,8 @@ Three measurements, each printed as one block (docs/reliability.md quotes them):
    damaged store records (each kind of damage to each record of a held simulation, then
    `sim resume`, `sim stop`, `sim show`; counted: clean errors that leave the file as it was).
 
-Run with `python bench/reliability.py` (about ten minutes, most of them in part 4); `--only engine` runs part 4 alone.
+Run with `python bench/reliability.py` (about ten minutes, most of them in part 4);
+`--only engine` runs part 4 alone.
 """
 
 from __future__ import annotations
