@@ -9,11 +9,22 @@ from belt.store.clock import timestamp, utcnow
 
 _ALPHABET = string.ascii_lowercase + string.digits
 _LENGTH = 20
+_SPACE = len(_ALPHABET) ** _LENGTH
+"""How many ids there are (about 2**103): one uniform draw below it picks one."""
 
 
 def new_id(prefix: str) -> str:
-    """A fresh random id such as ``int_k2m9x0q4h7c1v8b5n3t6``, safe as a file name."""
-    return f"{prefix}_" + "".join(secrets.choice(_ALPHABET) for _ in range(_LENGTH))
+    """A fresh random id such as ``int_k2m9x0q4h7c1v8b5n3t6``, safe as a file name.
+
+    One draw from the system's randomness, written in base 36 (a character at a time drew from
+    it 20 times, the costliest part of writing a message).
+    """
+    number = secrets.randbelow(_SPACE)
+    digits = []
+    for _ in range(_LENGTH):
+        number, digit = divmod(number, len(_ALPHABET))
+        digits.append(_ALPHABET[digit])
+    return f"{prefix}_" + "".join(digits)
 
 
 def now_iso() -> str:

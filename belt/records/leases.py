@@ -44,6 +44,12 @@ def process_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
+@cache
+def _own_start(pid: int) -> str | None:
+    """When this process started (by pid, so a forked child reads its own)."""
+    return process_start(pid)
+
+
 def mine() -> dict[str, Any]:
     """A lease held by this process, renewed now."""
     stamp = now_iso()
@@ -51,7 +57,7 @@ def mine() -> dict[str, Any]:
     return {
         "pid": pid,
         "host": host(),
-        "started": process_start(pid),
+        "started": _own_start(pid),
         "at": stamp,
         "renewed": stamp,
     }
@@ -59,11 +65,12 @@ def mine() -> dict[str, Any]:
 
 def is_mine(lease: Any) -> bool:
     """True when ``lease`` is held by this very process."""
+    pid = os.getpid()
     return (
         isinstance(lease, dict)
-        and lease.get("pid") == os.getpid()
+        and lease.get("pid") == pid
         and lease.get("host") == host()
-        and lease.get("started") == process_start(os.getpid())
+        and lease.get("started") == _own_start(pid)
     )
 
 
