@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from belt.store import Store, open_store
+
 pytest_plugins = ["tests.sdk_flow"]
 """The SDK end-to-end tests' fixtures (`sdk_served`, `sdk_handler`) and what they share."""
 
@@ -22,3 +24,23 @@ def belt_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     for var in ("BELT_API_URL", "INFSH_API_KEY", "INFERENCE_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     yield home
+
+
+@pytest.fixture
+def store(belt_home: Path) -> Store:
+    """The store of the test's state directory, which the CLI uses too (a test file that wants
+    a store of its own defines ``store`` itself)."""
+    return open_store()
+
+
+@pytest.fixture
+def served(store: Store) -> Iterator[str]:
+    """`belt serve`'s app with the example policy, over the test's store, on a free port."""
+    from belt.policy import load_policy
+    from belt.server.app import create_app
+    from belt.server.deciders import policy_decider
+    from tests.servers import running
+
+    decide = policy_decider(load_policy(Path(__file__).parent.parent / "examples" / "policy.toml"))
+    with running(create_app(store=store, decide=decide, sweep_interval=0)) as url:
+        yield url

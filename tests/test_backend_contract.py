@@ -18,16 +18,11 @@ from belt.records.chats import hooks_disabled
 from belt.records.interrupts import create_interrupt
 from belt.remote import Platform
 from belt.server.app import create_app
-from belt.store import Store, open_store
+from belt.store import Store
 from tests.servers import running
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 RUN = "ar_contract1"
-
-
-@pytest.fixture
-def store(belt_home: Path) -> Store:
-    return open_store()
 
 
 @pytest.fixture(params=["local", "platform"])

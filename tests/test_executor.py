@@ -44,11 +44,6 @@ CONTINUE = {"structured_content": {"continue": True, "feedback": "verify first"}
 STOP = NexusHook(tool="verify", timeout_ms=5000, max_continuations=1)
 
 
-@pytest.fixture
-def store() -> Store:
-    return open_store()
-
-
 def schedule(
     store: Store,
     *,

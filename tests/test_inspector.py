@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from belt.engine.api import run_scenario
-from belt.policy import load_policy
 from belt.records.journal import JOURNAL, SERVE
 from belt.server.app import create_app
-from belt.server.deciders import policy_decider
 from belt.server.inspector_deliveries import served_summary
 from belt.server.inspector_replay import scenario_file
 from belt.signing import signed_headers
@@ -47,19 +44,6 @@ def payload(tool: str = "delete_file", path: str = "/var/lib/app/production.db",
         "data": {"tool": tool, "arguments": {"path": path}},
         **extra,
     }
-
-
-@pytest.fixture
-def store(belt_home: Path) -> Store:
-    return open_store()
-
-
-@pytest.fixture
-def served(store: Store) -> Iterator[str]:
-    """belt serve with the example policy, over the test's store."""
-    decide = policy_decider(load_policy(POLICY))
-    with running(create_app(store=store, decide=decide, sweep_interval=0)) as url:
-        yield url
 
 
 def inspect(url: str, path: str, **params: Any) -> Any:

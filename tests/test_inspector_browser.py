@@ -13,14 +13,12 @@ import httpx
 import pytest
 
 from belt.engine.api import run_scenario
-from belt.policy import load_policy
 from belt.server.app import create_app
-from belt.server.deciders import policy_decider
-from belt.store import Store, open_store
+from belt.store import Store
 from tests.browser import chromium, missing
 from tests.hookapp import hook_app
 from tests.servers import running
-from tests.test_inspector import POLICY, eventually, gated_scenario, payload
+from tests.test_inspector import eventually, gated_scenario, payload
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
 
@@ -45,18 +43,6 @@ def page(browser: Any) -> Iterator[Any]:
     yield opened
     opened.close()
     assert errors == [], errors
-
-
-@pytest.fixture
-def store(belt_home: Path) -> Store:
-    return open_store()
-
-
-@pytest.fixture
-def served(store: Store) -> Iterator[str]:
-    decide = policy_decider(load_policy(POLICY))
-    with running(create_app(store=store, decide=decide, sweep_interval=0)) as url:
-        yield url
 
 
 def test_a_delivery_appears_live_and_its_detail_shows_the_body(page: Any, served: str) -> None:

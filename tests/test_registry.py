@@ -46,18 +46,13 @@ from belt.records.registry_index import (
     match_expression,
     query_words,
 )
-from belt.store import Store, open_store
+from belt.store import Store
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples" / "registry"
 PERSON = Origin.person()
 # Every code point, lone surrogates and control characters included.
 ANY_CHARACTER = st.characters(exclude_categories=())
-
-
-@pytest.fixture
-def store() -> Store:
-    return open_store()
 
 
 def save(

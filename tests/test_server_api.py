@@ -24,14 +24,6 @@ TOKEN = "tok-api-51d0"
 
 
 @pytest.fixture
-def store(belt_home: Path) -> Store:
-    """The store of the test's state directory, which the CLI uses too."""
-    from belt.store import open_store
-
-    return open_store()
-
-
-@pytest.fixture
 def api(store: Store) -> Iterator[str]:
     with running(create_app(store=store, sweep_interval=0)) as url:
         yield url
