@@ -44,8 +44,8 @@ from belt.records.chats import read_chat, update_chat
 from belt.records.ids import now_iso
 from belt.records.interrupts import for_resource, pending_for_run, resolve_interrupt
 from belt.records.reports import Reporter, report_api
-from belt.records.runs import RUN, TERMINAL_STATES, interrupted, waiting
-from belt.records.views import public_message
+from belt.records.runs import EMULATED_RUNS, RUN, TERMINAL_STATES, interrupted, waiting
+from belt.records.views import chat_state, public_message
 from belt.store import check_id
 from belt.wire.enums import ChatStatus, InterruptReason, InterruptStatus
 from belt.wire.validate import describe
@@ -53,8 +53,6 @@ from belt.wire.validate import describe
 if TYPE_CHECKING:
     from belt.store import Store
 
-EMULATED_RUNS = "emulated-runs"
-"""Tag of the emulated runs that have not ended: what the servers look at to continue runs."""
 CHAT_LOCK = "emulated-chat"
 """Lock taken while a message is appended to a chat, so two messages never start two runs."""
 WORKERS = 8
@@ -396,17 +394,9 @@ class Emulator:
     # -- driving runs ----------------------------------------------------------------------------
 
     def drive(self, simulation: Simulation, execution: Any) -> None:
-        """Drive a begun run to its end or its next hold (in a worker thread)."""
-        try:
-            simulation.drive_started(execution)
-        finally:
-            self.after(str(execution.run_id))
-
-    def after(self, run_id: str) -> None:
-        """Once a run stops: an ended one leaves the tag of runs to continue."""
-        run = self.store.get(RUN, run_id)
-        if run is not None and run.get("state") in TERMINAL_STATES:
-            self.store.untag(EMULATED_RUNS, run_id)
+        """Drive a begun run to its end or its next hold (in a worker thread); the step that
+        ends it takes it off the tag of runs to continue (``Simulation.release_chat``)."""
+        simulation.drive_started(execution)
 
     def continue_settled(self, run_ids: list[str] | None = None) -> int:
         """Queue every emulated run that can go on now: its interrupts are all settled, or the
@@ -430,21 +420,16 @@ class Emulator:
         """Continue one run held at settled interrupts, or left by a server that is gone."""
         from belt.engine.api import resume_settled
 
-        try:
-            tried = resume_settled(
-                self.store, run_ids=[run_id], recover=True, transport=self.transport
-            )
-            for record in tried:
-                if self.report is not None:
-                    self.report({"kind": "resume", "at": now_iso(), **record})
-        finally:
-            self.after(run_id)
+        tried = resume_settled(self.store, run_ids=[run_id], recover=True, transport=self.transport)
+        for record in tried:
+            if self.report is not None:
+                self.report({"kind": "resume", "at": now_iso(), **record})
 
     # -- chats ---------------------------------------------------------------------------------
 
     def status(self, chat_id: str) -> dict[str, Any]:
         """``GET /chats/{id}/status``: the chat's status alone (what the JS SDK polls)."""
-        chat = read_chat(self.store, chat_id)
+        chat, _ = chat_state(self.store, chat_id)
         return {"id": chat_id, "status": chat.get("status")}
 
     def stop(self, chat_id: str) -> dict[str, Any]:
@@ -461,7 +446,6 @@ class Emulator:
             stop_run(self.store, sim, dialect_class(sim), run_id, force=True)
         except Conflict:
             pass  # it ended meanwhile
-        self.store.untag(EMULATED_RUNS, run_id)
         self.tell("chat stop", chat_id, f"run {run_id} stopped")
         return {
             "id": chat_id,

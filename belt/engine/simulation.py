@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -25,10 +26,11 @@ from belt.engine.ledger import CHAT_SCOPE, Ledger
 from belt.engine.scenario import ToolCallSpec, estimate_tokens, utf8_size
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records import leases
-from belt.records.chats import create_chat
+from belt.records.chats import CHAT, create_chat
 from belt.records.ids import new_id, now_iso
 from belt.records.messages import Recorder, run_event
 from belt.records.runs import (
+    EMULATED_RUNS,
     GATED_RUNS,
     RUN,
     SIM_RUNS,
@@ -435,15 +437,16 @@ class Simulation:
     def go_on(self, execution: Execution) -> None:
         """A held run goes on: it is working again and occupies its chat."""
         try:
-            self.transition(
-                execution, state=AgentRunState.WORKING.value, **self.dialect.resume_fields()
-            )
+            with self.chat_step(execution):
+                self.transition(
+                    execution, state=AgentRunState.WORKING.value, **self.dialect.resume_fields()
+                )
+                self.claim_chat(execution)
         except Cancelled:
             raise Conflict(f"run {execution.run_id} was stopped") from None
         if execution.run_id is not None:
             self.store.untag(GATED_RUNS, execution.run_id)
         self.update_sim(status=SimStatus.RUNNING.value)
-        self.claim_chat(execution)
 
     def waits(self) -> bool:
         """True when this process stays at a run's gates until they are settled (``--wait``)."""
@@ -655,22 +658,26 @@ class Simulation:
         """
         if not self.waits():
             fields["lease"] = None
-        self.transition(
-            execution,
-            state=state or self.dialect.held_state,
-            execution=execution.state,
-            **fields,
-        )
+        with self.chat_step(execution):
+            self.transition(
+                execution,
+                state=state or self.dialect.held_state,
+                execution=execution.state,
+                **fields,
+            )
+            if execution.occupies_chat:
+                self.recorder.update_chat(status=chat_status.value)
         if self.dialect.waits_for_gates and execution.run_id is not None:
             self.store.tag(GATED_RUNS, execution.run_id)
-        if execution.occupies_chat:
-            self.recorder.update_chat(status=chat_status.value)
         return End.HELD
 
     def complete(self, execution: Execution) -> End:
         """The run ends successfully."""
-        self.transition(execution, state=AgentRunState.COMPLETED.value, execution=execution.state)
-        self.release_chat(execution)
+        with self.chat_step(execution):
+            self.transition(
+                execution, state=AgentRunState.COMPLETED.value, execution=execution.state
+            )
+            self.release_chat(execution)
         return End.COMPLETED
 
     def fail(self, execution: Execution, error: str) -> End:
@@ -690,14 +697,15 @@ class Simulation:
                 )
             ],
         )
-        self.transition(
-            execution,
-            state=AgentRunState.FAILED.value,
-            error=error,
-            execution=execution.state,
-            lease=None,
-        )
-        self.release_chat(execution)
+        with self.chat_step(execution):
+            self.transition(
+                execution,
+                state=AgentRunState.FAILED.value,
+                error=error,
+                execution=execution.state,
+                lease=None,
+            )
+            self.release_chat(execution)
         return End.FAILED
 
     def unused_reply(self, state: dict[str, Any]) -> str | None:
@@ -711,9 +719,21 @@ class Simulation:
             self.recorder.update_chat(status=ChatStatus.BUSY.value, active_run_id=execution.run_id)
 
     def release_chat(self, execution: Execution) -> None:
-        """The chat is idle again once the run that occupied it ends."""
+        """The chat is idle again once the run that occupied it ends; an emulated run leaves the
+        tag of runs its servers continue in the same step."""
         if execution.occupies_chat:
             self.recorder.release_chat(execution.run_id)
+        if self.sim.get("emulated") and execution.run_id is not None:
+            self.store.untag(EMULATED_RUNS, execution.run_id)
+
+    def chat_step(self, execution: Execution) -> AbstractContextManager[None]:
+        """One step of the chat a run occupies: the run's state and the chat's status change
+        together under the chat's lock, which every reader of the two takes
+        (``belt.records.views.chat_state``), so no client sees a busy chat whose run has ended,
+        or a held run in a chat still busy."""
+        if not execution.occupies_chat:
+            return nullcontext()
+        return self.store.lock(CHAT, self.recorder.chat_id)
 
     # -- messages and the context --------------------------------------------------------------
 
@@ -899,42 +919,45 @@ def stop_run(
     from belt.records.runs import run_dto
 
     how = "force-stopped" if force else "stopped"
-    # The run is cancelled before its pending work, so a simulation waiting on that work stops
-    # without ever applying a late result.
-    run = cancel_run(store, run_id, force=force, how=how, hint=dialect.stop_hint)
-    text, kept = dialect.cancel_pending(store, sim, run, how)
-    run = store.merge(RUN, run_id, {**kept, "updated_at": now_iso()})
-    recorder = Recorder(store, str(sim["chat_id"]))
-    for message in recorder.messages:
-        if message.get("agent_run_id") != run_id:
-            continue
-        open_calls = [
-            invocation
-            for invocation in message.get("tool_invocations") or []
-            if invocation["status"] in OPEN_TOOL_STATES
-        ]
-        for invocation in open_calls:
-            invocation["status"] = ToolInvocationStatus.CANCELLED.value
-        if open_calls:
-            recorder.save_message(message)
-    reply = (run.get("execution") or {}).get("reply")
-    recorder.add_message(
-        role="event",
-        run_id=run_id,
-        message_id=reply if isinstance(reply, str) and reply not in recorder.by_id else None,
-        content=[
-            run_event(
-                run_id,
-                kind="run_ended",
-                state=AgentRunState.CANCELED.value,
-                reason=f"{how} by user",
-                text=text,
-            )
-        ],
-        sim=dialect.run_tags(run),
-    )
-    if recorder.chat.get("active_run_id") == run_id:
-        recorder.update_chat(status=ChatStatus.IDLE.value, active_run_id=None)
+    # The run's end and the chat's idle state are one step for the chat's readers (its lock).
+    with store.lock(CHAT, str(sim["chat_id"])):
+        # The run is cancelled before its pending work, so a simulation waiting on that work stops
+        # without ever applying a late result.
+        run = cancel_run(store, run_id, force=force, how=how, hint=dialect.stop_hint)
+        text, kept = dialect.cancel_pending(store, sim, run, how)
+        run = store.merge(RUN, run_id, {**kept, "updated_at": now_iso()})
+        recorder = Recorder(store, str(sim["chat_id"]))
+        for message in recorder.messages:
+            if message.get("agent_run_id") != run_id:
+                continue
+            open_calls = [
+                invocation
+                for invocation in message.get("tool_invocations") or []
+                if invocation["status"] in OPEN_TOOL_STATES
+            ]
+            for invocation in open_calls:
+                invocation["status"] = ToolInvocationStatus.CANCELLED.value
+            if open_calls:
+                recorder.save_message(message)
+        reply = (run.get("execution") or {}).get("reply")
+        recorder.add_message(
+            role="event",
+            run_id=run_id,
+            message_id=reply if isinstance(reply, str) and reply not in recorder.by_id else None,
+            content=[
+                run_event(
+                    run_id,
+                    kind="run_ended",
+                    state=AgentRunState.CANCELED.value,
+                    reason=f"{how} by user",
+                    text=text,
+                )
+            ],
+            sim=dialect.run_tags(run),
+        )
+        if recorder.chat.get("active_run_id") == run_id:
+            recorder.update_chat(status=ChatStatus.IDLE.value, active_run_id=None)
+        store.untag(EMULATED_RUNS, run_id)
     store.untag(GATED_RUNS, run_id)
     store.merge(SIM, str(sim["id"]), {"status": SimStatus.CANCELED.value})
     dialect.mark_ended(store, sim, run_id, End.CANCELED)

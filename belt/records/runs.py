@@ -23,6 +23,9 @@ CHAT_RUNS = "chat-runs"
 EVENTS_LOG = "events"
 GATED_RUNS = "gated-runs"
 """Tag of the runs held at gates: what ``belt serve --resume`` looks at, and nothing more."""
+EMULATED_RUNS = "emulated-runs"
+"""Tag of the emulated runs (``belt serve``'s agent routes) that have not ended: what the
+servers look at to continue runs. A run leaves it in the step that ends it."""
 
 TERMINAL_STATES = frozenset(
     {

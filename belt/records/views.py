@@ -9,17 +9,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from belt.records.chats import read_chat
+from belt.records.chats import CHAT, read_chat
 from belt.records.interrupts import list_interrupts
 from belt.records.messages import chat_messages
-from belt.records.runs import CHAT_RUNS, listed_runs, run_dto
-from belt.store import Store
+from belt.records.runs import CHAT_RUNS, RUN, listed_runs, run_dto
+from belt.store import Store, check_id
 from belt.wire.enums import InterruptStatus
 
 
 def public_message(message: dict[str, Any]) -> dict[str, Any]:
     """A stored message as the ChatMessageDTO of the API (without belt's ``sim`` part)."""
     return {key: value for key, value in message.items() if key != "sim"}
+
+
+def chat_state(store: Store, chat_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A chat and the run that occupies it, read as one step.
+
+    A run's end, hold or going on changes the run and the chat's status under the chat's lock
+    (``Simulation.chat_step``); reading both under it means a reader sees "busy, run working" or
+    "idle, run ended", never a busy chat whose run has ended.
+    """
+    with store.lock(CHAT, check_id(chat_id, what="chat id")):
+        chat = read_chat(store, chat_id)
+        active = chat.get("active_run_id")
+        run = store.get(RUN, active) if isinstance(active, str) else None
+    return chat, run
 
 
 def chat_dto(
@@ -30,23 +44,28 @@ def chat_dto(
     run_fields: tuple[str, ...] = (),
     public: bool = False,
     with_messages: bool = True,
+    state: tuple[dict[str, Any], dict[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
     """A chat as a ChatDTO: status, active run, messages and pending interrupts.
 
     ``runs`` are the runs whose gates count (by default the chat's own runs, from the
     ``chat-runs`` index); ``public`` gives the API's shapes; without ``with_messages`` the
-    ``chat_messages`` are left out (as the platform's chat events leave them).
+    ``chat_messages`` are left out (as the platform's chat events leave them); ``state`` is the
+    chat and its active run as ``chat_state`` read them (read now when not given). Messages and
+    gates are read after that step, so the DTO holds at least what was written before it.
     """
-    chat = read_chat(store, chat_id)
+    chat, active = state if state is not None else chat_state(store, chat_id)
     if runs is None:
         runs = listed_runs(store, CHAT_RUNS, chat_id)
+    if active is not None and all(run["id"] != active["id"] for run in runs):
+        active = None  # a run outside those asked about
+    runs = [active if active and run["id"] == active["id"] else run for run in runs]
     pending = [
         interrupt
         for run in runs
         for interrupt in list_interrupts(store=store, run_id=run["id"])
         if interrupt["status"] == InterruptStatus.PENDING
     ]
-    active = next((run for run in runs if run["id"] == chat.get("active_run_id")), None)
     fields = () if public else run_fields
     dto: dict[str, Any] = {
         "id": chat["id"],

@@ -25,10 +25,8 @@ from typing import TYPE_CHECKING, Any
 from starlette.concurrency import run_in_threadpool
 
 from belt.errors import BeltError
-from belt.records.chats import read_chat
 from belt.records.messages import MESSAGE, MESSAGES
-from belt.records.runs import RUN
-from belt.records.views import chat_dto, public_message
+from belt.records.views import chat_dto, chat_state, public_message
 
 if TYPE_CHECKING:
     from belt.store import Store
@@ -99,7 +97,10 @@ class ChatWatch:
     def look(self) -> tuple[list[dict[str, Any]], bool]:
         """The events to send now, and whether the stream is over (the chat's run, seen going
         on, has ended)."""
-        chat = read_chat(self.store, self.chat_id)
+        # The chat and its run first, as one step; then its messages, which so hold at least
+        # every message written before that step (a run's last one before its end).
+        state = chat_state(self.store, self.chat_id)
+        chat, run = state
         size = self.store.index_size(MESSAGES, self.chat_id)
         active = chat.get("active_run_id")
         key = (chat.get("updated_at"), chat.get("status"), active)
@@ -136,12 +137,16 @@ class ChatWatch:
             self.sent[message["id"]] = fingerprint
         self.open_from = first_open if active is not None else len(ids)
         self.index_size, self.chat_key = size, key
-        current = [run] if active and (run := self.store.get(RUN, str(active))) else []
         events.append(
             {
                 "event": "chats",
                 "data": chat_dto(
-                    self.store, self.chat_id, runs=current, public=True, with_messages=False
+                    self.store,
+                    self.chat_id,
+                    runs=[run] if run is not None else [],
+                    public=True,
+                    with_messages=False,
+                    state=state,
                 ),
             }
         )
