@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 
 from belt.engine.api import resume_run, run_scenario
 from belt.errors import Conflict
+from belt.records.interrupts import resolve_interrupt
 from belt.server.app import create_app
 from belt.store import Store, open_store
 from tests.cli.runner import belt
@@ -127,11 +127,20 @@ def test_serve_resume_continues_a_run_once_its_gate_is_settled(tmp_path: Path) -
     store = open_store()
     held, (run_id,) = run_scenario(scenario=gated_scenario(tmp_path))
     assert held["runs"][0]["state"] == "input_required"
+    # A second held run, settled before the server starts: the pass that continues it looks at
+    # the first run too, so once that pass is reported the first run was seen and left alone.
+    (tmp_path / "other").mkdir()
+    other, (other_id,) = run_scenario(scenario=gated_scenario(tmp_path / "other"))
+    other_gate = other["chat"]["pending_interrupts"][0]["id"]
+    resolve_interrupt(store=store, interrupt_id=other_gate, decision="allow")
     lines: list[dict[str, Any]] = []
     with running(
         create_app(store=store, sweep_interval=0, resume=True, report=lines.append)
     ) as api:
-        time.sleep(0.2)
+        eventually(
+            lambda: any(line.get("run_id") == other_id for line in lines), "the settled run resumed"
+        )
+        assert store.read("run", other_id)["state"] == "completed"
         assert store.read("run", run_id)["state"] == "input_required"  # still pending
         gate_id = held["chat"]["pending_interrupts"][0]["id"]
         httpx.post(f"{api}/interrupts/{gate_id}/resolve", json={"decision": "allow"})

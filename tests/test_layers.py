@@ -84,9 +84,38 @@ def is_type_checking(node: ast.If) -> bool:
     )
 
 
-def imports_of(module: str) -> list[tuple[str, int, bool]]:
-    """(imported belt module, line, only for type checking) for every import in ``module``."""
-    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+def is_package(module: str) -> bool:
+    return MODULES[module].name == "__init__.py" if module in MODULES else False
+
+
+def absolute(module: str, node: ast.ImportFrom, package: bool) -> str | None:
+    """The absolute name ``from … import`` reads from, relative imports resolved against
+    ``module`` (a package's ``.`` is the package itself)."""
+    if node.level == 0:
+        return node.module
+    parts = module.split(".")
+    base = parts if package else parts[:-1]
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def dynamic_import(node: ast.Call) -> str | None:
+    """The literal module name of ``importlib.import_module("…")`` or ``__import__("…")``."""
+    func = node.func
+    named = (isinstance(func, ast.Attribute) and func.attr == "import_module") or (
+        isinstance(func, ast.Name) and func.id in ("import_module", "__import__")
+    )
+    if named and node.args and isinstance(node.args[0], ast.Constant):
+        value = node.args[0].value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def imports_in(module: str, source: str, *, package: bool = False) -> list[tuple[str, int, bool]]:
+    """(imported belt module, line, only for type checking) for every import in ``source``, the
+    text of ``module``: at the top, in functions, relative, and by ``importlib``."""
+    tree = ast.parse(source)
     typing_only: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and is_type_checking(node):
@@ -98,14 +127,63 @@ def imports_of(module: str) -> list[tuple[str, int, bool]]:
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:
-                candidate = f"{node.module}.{alias.name}"
-                names.append(candidate if candidate in MODULES else node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = absolute(module, node, package)
+            for alias in node.names if base else ():
+                candidate = f"{base}.{alias.name}"
+                names.append(candidate if candidate in MODULES else str(base))
+        elif isinstance(node, ast.Call) and (name := dynamic_import(node)):
+            names = [name]
         for name in names:
             if name == "belt" or name.startswith("belt."):
                 found.append((name, node.lineno, id(node) in typing_only))
     return found
+
+
+def imports_of(module: str) -> list[tuple[str, int, bool]]:
+    """``imports_in`` of one of belt's modules."""
+    source = MODULES[module].read_text(encoding="utf-8")
+    return imports_in(module, source, package=is_package(module))
+
+
+def against_the_order(module: str, imports: list[tuple[str, int, bool]]) -> list[str]:
+    """The imports of ``module`` that point up or sideways, each as a line of the report."""
+    part = part_of(module)
+    wrong = []
+    for imported, line, _ in imports:
+        if imported == "belt":
+            continue
+        target = part_of(imported)
+        if target == part or (module == LIVE_LINES and imported == "belt.output"):
+            continue
+        if LAYERS[target] >= LAYERS[part]:
+            wrong.append(f"line {line}: {imported} (layer {LAYERS[target]})")
+        elif target in CLI_ONLY and part not in FRONT_ENDS:
+            wrong.append(f"line {line}: {imported} is for the CLI only")
+    return wrong
+
+
+def import_cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    """A cycle of ``graph`` (module → modules it imports at run time), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        stack.append(module)
+        for target in graph.get(module, []):
+            if state.get(target) == 1:
+                return stack[stack.index(target) :] + [target]
+            if target in graph and state.get(target) is None and (cycle := visit(target)):
+                return cycle
+        stack.pop()
+        state[module] = 2
+        return None
+
+    for module in graph:
+        if state.get(module) is None and (cycle := visit(module)):
+            return cycle
+    return None
 
 
 def test_every_module_has_a_layer() -> None:
@@ -116,18 +194,8 @@ def test_every_module_has_a_layer() -> None:
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m != "belt"))
 def test_imports_point_down(module: str) -> None:
+    wrong = against_the_order(module, imports_of(module))
     part = part_of(module)
-    wrong = []
-    for imported, line, _ in imports_of(module):
-        if imported == "belt":
-            continue
-        target = part_of(imported)
-        if target == part or (module == LIVE_LINES and imported == "belt.output"):
-            continue
-        if LAYERS[target] >= LAYERS[part]:
-            wrong.append(f"line {line}: {imported} (layer {LAYERS[target]})")
-        elif target in CLI_ONLY and part not in FRONT_ENDS:
-            wrong.append(f"line {line}: {imported} is for the CLI only")
     assert not wrong, f"{module} (layer {LAYERS[part]}) imports against the order: {wrong}"
 
 
@@ -136,27 +204,77 @@ def test_there_are_no_import_cycles() -> None:
         module: sorted({name for name, _, typing in imports_of(module) if not typing} - {module})
         for module in MODULES
     }
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(module: str) -> None:
-        state[module] = 1
-        stack.append(module)
-        for target in graph.get(module, []):
-            if state.get(target) == 1:
-                cycle = stack[stack.index(target) :] + [target]
-                raise AssertionError("import cycle: " + " → ".join(cycle))
-            if target in graph and state.get(target) is None:
-                visit(target)
-        stack.pop()
-        state[module] = 2
-
-    for module in graph:
-        if state.get(module) is None:
-            visit(module)
+    cycle = import_cycle(graph)
+    assert cycle is None, "import cycle: " + " → ".join(cycle or [])
 
 
-def test_the_layering_check_catches_an_import_against_the_order() -> None:
-    # The checker itself must be able to fail: the store importing the engine is wrong.
-    assert LAYERS[part_of("belt.engine.simulation")] > LAYERS[part_of("belt.store.store")]
-    assert part_of("belt.records.interrupts") == "belt.records"
+# -- the checker itself can fail: synthetic sources that break each rule ------------------------
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "package"),
+    [
+        ("belt.store.store", "from belt.engine.simulation import Simulation\n", False),
+        ("belt.store.store", "import belt.engine.simulation\n", False),
+        ("belt.store.store", "def f():\n    from belt.engine import api\n", False),
+        ("belt.store.store", "from ..engine import simulation\n", False),
+        ("belt.store", "from ..engine.simulation import Simulation\n", True),
+        (
+            "belt.store.store",
+            "import importlib\nimportlib.import_module('belt.engine.api')\n",
+            False,
+        ),
+        (
+            "belt.store.store",
+            "from importlib import import_module\nimport_module('belt.cli')\n",
+            False,
+        ),
+        ("belt.store.store", "__import__('belt.server.app')\n", False),
+        (
+            "belt.store.store",
+            "if TYPE_CHECKING:\n    from belt.engine.api import show_run\n",
+            False,
+        ),
+        ("belt.records.runs", "from belt.output import console\n", False),
+        ("belt.engine.api", "from belt.server.app import create_app\n", False),
+    ],
+)
+def test_the_checker_finds_an_import_against_the_order(
+    module: str, source: str, package: bool
+) -> None:
+    imports = imports_in(module, source, package=package)
+    assert imports, f"the checker saw no import in {source!r}"
+    assert against_the_order(module, imports), f"{source!r} in {module} passed the checker"
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "package"),
+    [
+        ("belt.store.store", "from .files import read_bytes\n", False),
+        ("belt.store", "from .store import Store\n", True),
+        ("belt.engine.api", "from ..records import runs\n", False),
+        ("belt.engine.api", "import importlib\nimportlib.import_module('belt.store')\n", False),
+        ("belt.cli.sim", "from belt.output import console\n", False),
+        ("belt.server.live", "from belt.output import console\n", False),
+    ],
+)
+def test_the_checker_lets_an_import_down_the_order_through(
+    module: str, source: str, package: bool
+) -> None:
+    imports = imports_in(module, source, package=package)
+    assert imports and not against_the_order(module, imports)
+
+
+def test_relative_imports_resolve_to_the_module_they_name() -> None:
+    assert imports_in("belt.engine.api", "from ..records.runs import RUN\n") == [
+        ("belt.records.runs", 1, False)
+    ]
+    assert imports_in("belt.store", "from . import files\n", package=True) == [
+        ("belt.store.files", 1, False)
+    ]
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    graph = {"belt.a": ["belt.b"], "belt.b": ["belt.c"], "belt.c": ["belt.a"], "belt.d": []}
+    assert import_cycle(graph) == ["belt.a", "belt.b", "belt.c", "belt.a"]
+    assert import_cycle({"belt.a": ["belt.b"], "belt.b": []}) is None

@@ -530,7 +530,8 @@ def test_a_third_continuation_under_max_two_holds_the_execution(tmp_path: Path) 
     assert failed["error"]["code"] == "continuation_limit_exceeded"
     assert failed["decision"] == {"continue": True, "feedback": FEEDBACK}
     # Never accepted silently: no answer was delivered.
-    assert all(m["sim"].get("stop") != "accepted" for m in messages(report, "assistant"))
+    replies = messages(report, "assistant")
+    assert replies and all(m["sim"].get("stop") != "accepted" for m in replies)
     assert report["chat"]["status"] == "waiting"
     assert report["simulation"]["status"] == "attention"
 

@@ -1,7 +1,7 @@
 import pytest
 
 from belt.errors import InvalidInput
-from belt.signing import SignatureError, secret_key, sign, signed_headers, verify
+from belt.signing import SignatureError, secret_key, sign, signed_headers, verify, verify_with
 from tests.vectors import BODY, MSG_ID, SECRET, SIGNATURE, TIMESTAMP
 
 
@@ -19,25 +19,31 @@ def test_sign_matches_the_published_vector() -> None:
     assert sign(SECRET, MSG_ID, TIMESTAMP, BODY) == SIGNATURE
 
 
+def verified(headers: dict[str, str], body: bytes = BODY, now: int = TIMESTAMP) -> str:
+    """The message id ``verify_with`` vouches for (``verify`` is the same check)."""
+    verify(SECRET, headers, body, now=now)
+    return verify_with(secret_key(SECRET), headers, body, now=now)
+
+
 def test_verify_accepts_the_published_vector() -> None:
-    verify(SECRET, vector_headers(), BODY, now=TIMESTAMP)
+    assert verified(vector_headers()) == MSG_ID
 
 
 def test_verify_reads_headers_in_any_case() -> None:
     headers = {name.upper(): value for name, value in vector_headers().items()}
-    verify(SECRET, headers, BODY, now=TIMESTAMP)
+    assert verified(headers) == MSG_ID
 
 
 def test_verify_accepts_any_one_matching_signature_of_several() -> None:
     headers = vector_headers(**{"webhook-signature": f"v1,AAAA {SIGNATURE} v2,zzz"})
-    verify(SECRET, headers, BODY, now=TIMESTAMP)
+    assert verified(headers) == MSG_ID
 
 
 def test_signed_headers_verify_with_the_same_secret() -> None:
     headers = signed_headers(SECRET, b"{}", now=1000)
     assert headers["webhook-id"].startswith("msg_")
     assert headers["webhook-timestamp"] == "1000"
-    verify(SECRET, headers, b"{}", now=1000)
+    assert verified(headers, b"{}", now=1000) == headers["webhook-id"]
 
 
 @pytest.mark.parametrize(
