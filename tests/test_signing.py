@@ -20,8 +20,11 @@ def test_sign_matches_the_published_vector() -> None:
 
 
 def verified(headers: dict[str, str], body: bytes = BODY, now: int = TIMESTAMP) -> str:
-    """The message id ``verify_with`` vouches for (``verify`` is the same check)."""
+    """The message id ``verify_with`` vouches for, once ``verify`` accepted the headers and
+    refused them for a body one byte longer (so an acceptance that checks nothing fails)."""
     verify(SECRET, headers, body, now=now)
+    with pytest.raises(SignatureError, match="does not match"):
+        verify(SECRET, headers, body + b" ", now=now)
     return verify_with(secret_key(SECRET), headers, body, now=now)
 
 
