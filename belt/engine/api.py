@@ -215,26 +215,69 @@ def resume_settled(
     holds.
 
     What ``belt serve --resume`` does on each pass: it reads the runs tagged as held at their
-    interrupts (not every run), and each run it continues is continued by this process alone
-    (its lease). ``run_ids`` looks at those runs only; the other options are
-    ``resume_if_settled``'s. Returns one record per run it tried: ``{"run_id", "state"}`` or
-    ``{"run_id", "error"}``.
+    interrupts (not every run), and continues each one's simulation from wherever a continuer
+    left it (``resume_gated``); each run it continues is continued by this process alone (its
+    lease). ``run_ids`` looks at those runs only (with ``resume_if_settled``'s options). Returns
+    one record per run it tried: ``{"run_id", "state"}`` or ``{"run_id", "error"}``.
     """
     from belt.records.runs import GATED_RUNS
 
     tried: list[dict[str, Any]] = []
     for run_id in store.tagged(GATED_RUNS) if run_ids is None else run_ids:
-        record = resume_if_settled(
-            store,
-            run_id,
-            emulated=emulated,
-            recover=recover,
-            transport=transport,
-            untag=run_ids is None,
-        )
+        if run_ids is None:
+            record = resume_gated(store, run_id, emulated=emulated, transport=transport)
+        else:
+            record = resume_if_settled(
+                store, run_id, emulated=emulated, recover=recover, transport=transport
+            )
         if record is not None:
             tried.append(record)
     return tried
+
+
+def resume_gated(
+    store: Store,
+    run_id: str,
+    *,
+    emulated: bool | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> dict[str, Any] | None:
+    """Continue the simulation of a run tagged as held at gates, from where its continuation is.
+
+    The tag stays while anything of that continuation is left: a continuer may be killed at any
+    moment (with the run's lease taken, as the run works again, in any step of it or of the
+    simulation's later runs, between two runs), and the next one finds the run by its tag and
+    goes on from the last durable point of the run, or of the latest run of its simulation. The
+    tag goes once the run has ended and its simulation no longer runs, or a later run holds
+    (tagged itself when it holds at gates). Returns what ``resume_if_settled`` does.
+    """
+    from belt.engine.simulation import SIM, latest_run, stranded_at
+    from belt.records.runs import GATED_RUNS, HELD_STATES, RUN, TERMINAL_STATES, parked
+
+    run = store.get(RUN, run_id)
+    if run is None:
+        store.untag(GATED_RUNS, run_id)
+        return None
+    if emulated is not None and bool(run.get("emulated")) != emulated:
+        if run["state"] in TERMINAL_STATES:
+            store.untag(GATED_RUNS, run_id)
+        return None
+    if run["state"] not in TERMINAL_STATES:
+        return resume_if_settled(store, run_id, recover=True, transport=transport)
+    sim = store.get(SIM, str(run["sim_id"]))
+    latest = None if sim is None else latest_run(store, sim)
+    if sim is None or sim.get("status") != "running" or latest is None:
+        store.untag(GATED_RUNS, run_id)
+        return None
+    if latest["state"] in TERMINAL_STATES:
+        # Its process died between two runs, or before it marked the simulation finished.
+        if stranded_at(store, sim) != latest["id"]:
+            return None  # its process is alive, between two runs
+        return _continue(store, str(latest["id"]), transport)
+    if latest["state"] in HELD_STATES or parked(latest):
+        store.untag(GATED_RUNS, run_id)  # the later run holds: the continuation is over
+        return None
+    return resume_if_settled(store, str(latest["id"]), recover=True, transport=transport)
 
 
 def resume_if_settled(
@@ -244,29 +287,23 @@ def resume_if_settled(
     emulated: bool | None = None,
     recover: bool = False,
     transport: httpx.BaseTransport | None = None,
-    untag: bool = True,
 ) -> dict[str, Any] | None:
     """Continue one run held at its interrupts (gates, approvals, a client tool's result) once
     they are all settled, unless a live process holds it.
 
     ``emulated`` takes only the runs of chats ``belt serve`` emulates (True) or only the others
     (False); ``recover`` also continues a run whose process is gone, from its last durable
-    point; ``transport`` is lent to the hooks' HTTP clients; ``untag`` drops a run that waits
-    no more from the tag of held runs. Returns ``{"run_id", "state", "sim_id"}`` or
-    ``{"run_id", "error"}`` when it tried, None when the run is not ready (an interrupt still
-    pending, not held, held by another process, or not of the kind asked for).
+    point; ``transport`` is lent to the hooks' HTTP clients. Returns ``{"run_id", "state",
+    "sim_id"}`` or ``{"run_id", "error"}`` when it tried, None when the run is not ready (an
+    interrupt still pending, not held, held by another process, or not of the kind asked for).
     """
-    from belt.engine.simulation import Options
-    from belt.errors import BeltError, Conflict
     from belt.records import leases
     from belt.records.interrupts import pending_for_run
-    from belt.records.runs import GATED_RUNS, RUN, interrupted, waiting
+    from belt.records.runs import RUN, interrupted, waiting
 
     run = store.get(RUN, run_id)
     lost = recover and run is not None and interrupted(run)
     if run is None or not (waiting(run) or lost):
-        if untag:
-            store.untag(GATED_RUNS, run_id)
         return None
     if emulated is not None and bool(run.get("emulated")) != emulated:
         return None
@@ -274,10 +311,22 @@ def resume_if_settled(
         return None
     if leases.holder_alive(run.get("lease")) and not leases.is_mine(run.get("lease")):
         return None
+    return _continue(store, run_id, transport)
+
+
+def _continue(
+    store: Store, run_id: str, transport: httpx.BaseTransport | None
+) -> dict[str, Any] | None:
+    """``resume_simulation`` of a run, as a record of what it did (None: another process took
+    it first, or it is not ready after all)."""
+    from belt.engine.simulation import Options
+    from belt.errors import BeltError, Conflict
+    from belt.records.runs import RUN
+
     try:
         sim, _ = resume_simulation(store, run_id, Options(transport=transport))
     except Conflict:
-        return None  # another process took it first, or it is not ready after all
+        return None
     except BeltError as exc:
         return {"run_id": run_id, "error": exc.message}
     state = store.read(RUN, run_id)["state"]

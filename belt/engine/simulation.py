@@ -304,14 +304,19 @@ def last_run_ended(store: Store, sim: dict[str, Any]) -> dict[str, Any] | None:
     runs, or gone (``stranded_at``)."""
     if sim.get("status") != SimStatus.RUNNING or sim.get("emulated"):
         return None
-    last = None
-    for run_id in reversed(store.members(SIM_RUNS, str(sim["id"]))):
-        last = store.get(RUN, run_id)  # None: listed by a process killed before writing it
-        if last is not None:
-            break
+    last = latest_run(store, sim)
     if last is None or last.get("state") not in TERMINAL_STATES:
         return None
     return last
+
+
+def latest_run(store: Store, sim: dict[str, Any]) -> dict[str, Any] | None:
+    """The last run of a simulation, None before its first."""
+    for run_id in reversed(store.members(SIM_RUNS, str(sim["id"]))):
+        last = store.get(RUN, run_id)  # None: listed by a process killed before writing it
+        if last is not None:
+            return last
+    return None
 
 
 class Simulation:
@@ -435,7 +440,12 @@ class Simulation:
             self.dialect.close()
 
     def go_on(self, execution: Execution) -> None:
-        """A held run goes on: it is working again and occupies its chat."""
+        """A held run goes on: it is working again and occupies its chat.
+
+        It stays on the tag of runs held at gates: a process killed while it continues the run
+        (or the simulation's later runs) leaves it where ``belt serve --resume`` finds it; the
+        tag goes once nothing is left to continue (``belt.engine.api.resume_gated``).
+        """
         try:
             with self.chat_step(execution):
                 self.transition(
@@ -444,8 +454,6 @@ class Simulation:
                 self.claim_chat(execution)
         except Cancelled:
             raise Conflict(f"run {execution.run_id} was stopped") from None
-        if execution.run_id is not None:
-            self.store.untag(GATED_RUNS, execution.run_id)
         self.update_sim(status=SimStatus.RUNNING.value)
 
     def waits(self) -> bool:
@@ -654,10 +662,13 @@ class Simulation:
         in the dialect's held state unless ``state`` says otherwise (a run that waits for a
         client tool's result stays ``working``, as on the platform).
 
-        It gives up its lease, unless this process waits at its gates (``--wait``).
+        It gives up its lease, unless this process waits at its gates (``--wait``). A run held at
+        gates is tagged first, so a process killed in between leaves a run that is found.
         """
         if not self.waits():
             fields["lease"] = None
+        if self.dialect.waits_for_gates and execution.run_id is not None:
+            self.store.tag(GATED_RUNS, execution.run_id)
         with self.chat_step(execution):
             self.transition(
                 execution,
@@ -667,8 +678,6 @@ class Simulation:
             )
             if execution.occupies_chat:
                 self.recorder.update_chat(status=chat_status.value)
-        if self.dialect.waits_for_gates and execution.run_id is not None:
-            self.store.tag(GATED_RUNS, execution.run_id)
         return End.HELD
 
     def complete(self, execution: Execution) -> End:

@@ -1,0 +1,140 @@
+"""`belt serve --resume` killed at any point of continuing a run leaves it to the next continuer.
+
+A real process takes one pass of `serve --resume` over the runs held at gates and is SIGKILLed
+at a chosen point (tests/killed_continuer.py); the next continuer (a pass in this process, or a
+`belt serve --resume` app) finds the run and takes it to its end, and no hook is delivered twice
+and no tool runs twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from belt.engine.api import resume_settled, run_scenario
+from belt.records.interrupts import resolve_interrupt
+from belt.records.runs import GATED_RUNS, RUN
+from belt.server.app import create_app
+from belt.store import Store, open_store
+from tests.cli.runner import belt
+from tests.hookapp import HookApp, hook_app
+from tests.servers import running
+from tests.waiting import eventually
+
+EVENTS = ("agent.turn_start", "agent.tool_call", "agent.turn_complete", "agent.complete")
+POINTS = [
+    "leased",
+    "working",
+    "driving",
+    "step-1",
+    "step-2",
+    "step-3",
+    "step-4",
+    "ended",
+    "begun",
+    "finished",
+]
+
+
+def call(n: int) -> dict[str, Any]:
+    return {"name": "write_file", "arguments": {"n": n}, "result": f"wrote {n}"}
+
+
+@pytest.fixture
+def hooks() -> Iterator[HookApp]:
+    with hook_app() as app:
+        yield app
+
+
+def held_run(tmp_path: Path, hooks: HookApp) -> str:
+    """A two-turn simulation whose first run holds at the gates of its two tool calls, both
+    allowed since; returns that run's id."""
+    declared: list[dict[str, Any]] = [
+        {"event": event, "type": "webhook", "handler": f"{hooks.url}/{event}"} for event in EVENTS
+    ]
+    declared.append({"event": "agent.tool_call", "type": "gate"})
+    first = {"say": "writing", "tool_calls": [call(1), call(2)]}
+    turns = [
+        {"user": "clean up", "model": [first, {"say": "ok"}]},
+        {"user": "thanks", "model": [{"say": "bye"}]},
+    ]
+    path = tmp_path / "gated.json"
+    path.write_text(json.dumps({"agent": {"name": "gated", "hooks": declared}, "turns": turns}))
+    held, (run_id,) = run_scenario(scenario=path)
+    assert held["runs"][0]["state"] == "input_required"
+    store = open_store()
+    for gate in held["chat"]["pending_interrupts"]:
+        resolve_interrupt(store=store, interrupt_id=gate["id"], decision="allow")
+    return str(run_id)
+
+
+def kill_continuer(belt_home: Path, point: str) -> None:
+    env = {**os.environ, "BELT_HOME": str(belt_home)}
+    command = [sys.executable, "-m", "tests.killed_continuer", point]
+    killed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+
+def finished_once(store: Store, run_id: str, hooks: HookApp) -> None:
+    """Both runs completed, the simulation finished, every hook delivered once and every tool
+    run once, and the tag of held runs is empty again."""
+    report = belt("sim", "show", run_id, "--json").json()
+    assert [run["state"] for run in report["runs"]] == ["completed", "completed"]
+    assert report["simulation"]["status"] == "finished"
+    delivered = Counter(
+        (payload["event"], payload.get("turn_count"), json.dumps(payload.get("data")))
+        for _, payload in hooks.received
+    )
+    assert set(delivered.values()) == {1}, delivered
+    assert sorted(event for event, _, _ in delivered) == sorted(
+        ["agent.turn_start"] * 3
+        + ["agent.tool_call"] * 2
+        + ["agent.turn_complete"] * 3
+        + ["agent.complete"] * 2
+    )
+    messages = report["chat"]["chat_messages"]
+    results = Counter(m["tool_call_id"] for m in messages if m["role"] == "tool")
+    assert len(results) == 2 and set(results.values()) == {1}, results
+    answers = Counter(m["content"][0]["text"] for m in messages if m["role"] == "assistant")
+    assert answers == {"writing": 1, "ok": 1, "bye": 1}
+    assert [m["order"] for m in messages] == list(range(len(messages)))
+    assert resume_settled(store, emulated=False) == []
+    assert store.tagged(GATED_RUNS) == []
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_continuer_killed_at_any_point_leaves_the_run_to_the_next(
+    tmp_path: Path, belt_home: Path, hooks: HookApp, point: str
+) -> None:
+    run_id = held_run(tmp_path, hooks)
+    kill_continuer(belt_home, point)
+    store = open_store()
+    tried = resume_settled(store, emulated=False)
+    assert [record.get("state") for record in tried] == ["completed"], tried
+    finished_once(store, run_id, hooks)
+
+
+def test_a_killed_continuer_is_followed_by_belt_serve_resume(
+    tmp_path: Path, belt_home: Path, hooks: HookApp
+) -> None:
+    run_id = held_run(tmp_path, hooks)
+    kill_continuer(belt_home, "step-1")
+    store = open_store()
+    assert store.read(RUN, run_id)["state"] == "working"
+    with running(create_app(store=store, sweep_interval=0, resume=True)):
+        eventually(
+            lambda: (
+                open_store().read("sim", store.read(RUN, run_id)["sim_id"])["status"] == "finished"
+            ),
+            "the simulation finished",
+        )
+    finished_once(store, run_id, hooks)
