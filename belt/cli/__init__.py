@@ -11,11 +11,13 @@ from belt.cli import typer_internals
 from belt.cli.options import VerboseFlag
 from belt.errors import BeltError
 
-typer_internals.install()
-
 
 class BeltGroup(typer_internals.OnDemandCompletion):
     """Root group: turns a BeltError into a one-line message and its exit code."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        typer_internals.adopt(self)
 
     def invoke(self, ctx: Any) -> Any:
         """Run the command; report belt's own errors without a traceback unless -v."""
@@ -35,7 +37,9 @@ class BeltGroup(typer_internals.OnDemandCompletion):
         command = super().get_command(ctx, cmd_name)
         target = LAZY.get(self.name or "", {}).get(cmd_name)
         if command is None and target is not None:
-            command = self.commands[cmd_name] = build_command(cmd_name, target)
+            command = self.commands[cmd_name] = typer_internals.adopt(
+                build_command(cmd_name, target)
+            )
         return command
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:

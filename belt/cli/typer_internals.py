@@ -6,12 +6,16 @@ publicly:
 
 - **Coercion without pydantic.** typer 0.29 coerces every parameter's value through a pydantic
   TypeAdapter built on first use, so any command with an argument would import pydantic (about
-  40 ms of a start that is otherwise about 60 ms). :func:`install` gives each parameter a
+  40 ms of a start that is otherwise about 60 ms). :func:`adopt` gives each parameter a
   coercion that takes plainly valid values as they are (a string for ``str``, a flag's bool, an
   enum's own value, digits for an ``int`` without bounds, lists of those) and hands anything else
   to typer's own coercion, so every error reads exactly as typer words it.
 - **Flags without a type in help.** typer 0.29's rich help prints ``<bool>`` after every flag
-  (``--json <bool>``), which its plain help does not: :func:`install` makes flags show none.
+  (``--json <bool>``), which its plain help does not: :func:`adopt` makes flags show none.
+
+Both are given to belt's own parameters only (:func:`adopt`, called as belt's commands are
+built, binds them on each parameter), never to typer's classes: another Typer app in the same
+process keeps typer's behaviour.
 - **Shell completion on demand.** ``add_completion=False`` keeps typer from registering its
   shell classes on every start; :class:`OnDemandCompletion` registers them when a completion
   request arrives, and :func:`completion_script` prints typer's script for a shell.
@@ -22,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 from enum import Enum
+from types import MethodType
 from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 from typer import _coercion
@@ -104,10 +109,39 @@ def _display_type_rich(self: Any, ctx: Any) -> str | None:
     return _TYPER_DISPLAY_TYPE_RICH(self, ctx)
 
 
-def install() -> None:
-    """Coerce parameters without pydantic and show flags without a type (idempotent)."""
-    typer_core._TyperParameter.get_runtime_param = _get_runtime_param  # type: ignore[method-assign]
-    typer_core.TyperOption.display_type_rich = _display_type_rich  # type: ignore[method-assign]
+def adopt_param(param: Any) -> None:
+    """Give one parameter belt's coercion and flag help."""
+    if isinstance(param, typer_core._TyperParameter):
+        param.get_runtime_param = MethodType(_get_runtime_param, param)  # type: ignore[method-assign]
+    if isinstance(param, typer_core.TyperOption):
+        param.display_type_rich = MethodType(_display_type_rich, param)  # type: ignore[method-assign]
+
+
+def adopt(command: Any) -> Any:
+    """Coerce the parameters of ``command`` and of every subcommand built so far without
+    pydantic, and show its flags without a type (idempotent); returns ``command``."""
+    for param in command.params:
+        adopt_param(param)
+    if not getattr(command.get_help_option, "_belt", False):
+        command.get_help_option = _adopting_help_option(command)
+    for sub in getattr(command, "commands", {}).values():
+        adopt(sub)
+    return command
+
+
+def _adopting_help_option(command: Any) -> Any:
+    """``command.get_help_option`` whose option (made by click when a context asks for it, so
+    after ``adopt`` saw the command's parameters) is adopted too."""
+    made_by_class = type(command).get_help_option
+
+    def get_help_option(self: Any, ctx: Any) -> Any:
+        option = made_by_class(self, ctx)
+        if option is not None:
+            adopt_param(option)
+        return option
+
+    get_help_option._belt = True  # type: ignore[attr-defined]
+    return MethodType(get_help_option, command)
 
 
 class OnDemandCompletion(TyperGroup):

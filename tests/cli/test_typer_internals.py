@@ -29,10 +29,18 @@ class Colour(StrEnum):
     green = "green"
 
 
+class Adopted(typer.core.TyperCommand):
+    """A command whose parameters belt's way was given to, as BeltGroup gives it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        typer_internals.adopt(self)
+
+
 sample = typer.Typer(add_completion=False)
 
 
-@sample.command()
+@sample.command(cls=Adopted)
 def paint(
     name: Annotated[str, typer.Argument(metavar="NAME", help="What to paint.")],
     colour: Annotated[Colour, typer.Argument(help="The colour.")],
@@ -167,3 +175,22 @@ def test_belts_help_has_no_stray_bool(args: list[str]) -> None:
     assert result.exit_code == 0
     assert "<bool>" not in result.stdout
     assert "--json" in result.stdout or "--verbose" in result.stdout
+
+
+def test_another_typer_app_in_the_process_keeps_typers_own_ways() -> None:
+    from tests.cli.runner import belt as run_belt
+
+    assert run_belt("interrupt", "list", "--help").exit_code == 0  # belt's commands are built
+    other = typer.Typer(add_completion=False)
+
+    @other.command()
+    def hello(loud: Annotated[bool, typer.Option("--loud")] = False) -> None:
+        typer.echo(f"loud={loud}")
+
+    command = typer.main.get_command(other)
+    (loud,) = command.params
+    assert not isinstance(loud.get_runtime_param(), PlainRuntimeParam)
+    assert loud.display_type_rich(None) == "<bool>"
+    result = CliRunner().invoke(other, ["--help"], env={"COLUMNS": "100", "TERM": "dumb"})
+    assert result.exit_code == 0
+    assert "<bool>" in result.stdout
