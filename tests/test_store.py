@@ -10,9 +10,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from belt.errors import Conflict, ExitCode, InvalidInput, NotFound
 from belt.store import SCHEMA_VERSION, Store, open_store
@@ -460,3 +463,262 @@ def test_files_and_directories_are_private(store: Store) -> None:
         mode = path.stat().st_mode & 0o777
         assert mode == (0o700 if path.is_dir() else 0o600), path
     assert os.stat(store.root).st_mode & 0o077 == 0
+
+
+# What is at a store file's name is not trusted: links, FIFOs, devices, directories, sizes
+
+
+def finishes(attempt: Callable[[], object]) -> BaseException | None:
+    """Run ``attempt`` in a thread and wait for it to end (a FIFO opened for reading would
+    block it for good); the exception it raised, or None."""
+    raised: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            attempt()
+        except BaseException as exc:
+            raised.append(exc)
+        else:
+            raised.append(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the store waited on what is at the file's name"
+    return raised[0]
+
+
+def put_in_place(path: Path, what: str, outside: Path) -> None:
+    """Replace the file at ``path`` by ``what``."""
+    path.unlink()
+    if what == "link to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif what == "link outside the store":
+        path.symlink_to(outside)
+    elif what == "dangling link":
+        path.symlink_to(outside.parent / "nothing" / "there.json")
+    elif what == "FIFO":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+
+
+UNSAFE = ["link to /dev/zero", "link outside the store", "dangling link", "FIFO", "directory"]
+
+
+def store_files(store: Store) -> dict[str, tuple[Path, list[Callable[[], object]]]]:
+    """Each kind of store file, made, with what reads or writes it."""
+    store.create("interrupt", "int_1", {"id": "int_1", "status": "pending", "run_id": "r"})
+    store.write_private("hooks", "sim_1", {"hooks": []})
+    store.link("run-interrupts", "r", "int_1")
+    store.append("events", "r", {"type": "x"})
+    return {
+        "object": (
+            store.path("interrupt", "int_1"),
+            [
+                lambda: store.read("interrupt", "int_1"),
+                lambda: store.update("interrupt", "int_1", lambda d: d),
+                lambda: store.write("interrupt", "int_1", {"status": "resolved"}),
+            ],
+        ),
+        "private": (
+            store.root / "private" / "hooks" / "sim_1.json",
+            [lambda: store.read_private("hooks", "sim_1")],
+        ),
+        "index": (
+            store.index_path("run-interrupts", "r"),
+            [
+                lambda: store.members("run-interrupts", "r"),
+                lambda: store.link("run-interrupts", "r", "int_2"),
+                lambda: store.unlink("run-interrupts", "r", "int_1"),
+            ],
+        ),
+        "log": (
+            store.root / "logs" / "events" / "r.jsonl",
+            [
+                lambda: store.read_log("events", "r"),
+                lambda: store.log_lines("events", "r"),
+                lambda: store.read_log_line("events", "r", 30),
+                lambda: store.append("events", "r", {"type": "y"}),
+            ],
+        ),
+    }
+
+
+@pytest.mark.parametrize("what", UNSAFE)
+@pytest.mark.parametrize("kind", ["object", "private", "index", "log"])
+def test_a_store_file_that_is_not_a_regular_file_is_refused_by_name(
+    store: Store, tmp_path: Path, kind: str, what: str
+) -> None:
+    outside = tmp_path / "outside.json"
+    path, attempts = store_files(store)[kind]
+    before = path.read_bytes()
+    outside.write_bytes(before)
+    put_in_place(path, what, outside)
+    for attempt in attempts:
+        raised = finishes(attempt)
+        assert isinstance(raised, InvalidInput), (attempt, raised)
+        assert raised.exit_code == ExitCode.INVALID_INPUT
+        assert str(path) in raised.message
+        assert "link" in raised.message if "link" in what else "regular file" in raised.message
+    # Nothing was written through the link, and nothing made where it points.
+    assert outside.read_bytes() == before
+    assert not (tmp_path / "nothing").exists()
+    assert path.is_symlink() or not path.is_file()
+
+
+def test_writes_through_a_link_leave_its_target_as_it_was(store: Store, tmp_path: Path) -> None:
+    files = store_files(store)
+    for kind in ("object", "index", "log"):
+        path, attempts = files[kind]
+        outside = tmp_path / f"{kind}.outside"
+        outside.write_bytes(path.read_bytes())
+        before = outside.read_bytes()
+        put_in_place(path, "link outside the store", outside)
+        for attempt in attempts:
+            assert isinstance(finishes(attempt), InvalidInput)
+        assert outside.read_bytes() == before, kind
+
+
+def test_a_tag_or_lock_linked_out_of_the_store_creates_nothing_there(
+    store: Store, tmp_path: Path
+) -> None:
+    store.tag("pending", "a")
+    marker = store.root / "tags" / "pending" / "b"
+    marker.symlink_to(tmp_path / "made-by-tag")
+    with pytest.raises(InvalidInput, match="made"):
+        store.tag("pending", "b")
+    lock = store.root / "locks" / "objects" / "run" / "r.lock"
+    lock.parent.mkdir(parents=True)
+    lock.symlink_to(tmp_path / "made-by-lock")
+    with pytest.raises(InvalidInput, match="symbolic link"), store.lock("run", "r"):
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+
+
+def test_a_file_above_its_size_is_refused_before_it_is_read(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from belt.store import files
+
+    store.create("run", "r", {"id": "r", "state": "working", "note": "x" * 5000})
+    monkeypatch.setattr(files, "OBJECT_MAX", 4096)
+    with pytest.raises(InvalidInput, match="above the 4 KiB a store file holds"):
+        store.read("run", "r")
+    # A sparse file of 100 GiB is refused by its size, without a byte of it read.
+    path = store.path("run", "r")
+    with open(path, "r+b") as handle:
+        handle.truncate(100 * 1024**3)
+    with pytest.raises(InvalidInput, match="107374182400 bytes"):
+        store.read("run", "r")
+
+
+def test_a_line_above_its_size_is_refused(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from belt.store import files
+
+    store.append("events", "r", {"type": "small"})
+    store.append("events", "r", {"type": "big", "text": "x" * 10_000})
+    store.link("run-interrupts", "r", "i" * 100)
+    monkeypatch.setattr(files, "LINE_MAX", 4096)
+    for attempt in (
+        lambda: store.read_log("events", "r"),
+        lambda: store.log_lines("events", "r"),
+        lambda: store.read_log_line("events", "r", len(b'{"belt":"log","schema":1}\n') + 17),
+    ):
+        with pytest.raises(InvalidInput, match="a line is longer than the 4 KiB"):
+            attempt()
+    # A header line is at most 4 KiB whatever the line limit.
+    path = store.index_path("run-interrupts", "r")
+    path.write_bytes(b" " * 10_000 + b'{"belt":"index","schema":1}\n')
+    with pytest.raises(InvalidInput, match="a line is longer"):
+        store.members("run-interrupts", "r")
+
+
+def test_log_lines_reads_a_part_at_a_time(store: Store) -> None:
+    for number in range(10):
+        store.append("events", "r", {"n": number, "pad": "x" * 100})
+    seen = []
+    offset = 0
+    while True:
+        chunk = store.log_lines("events", "r", offset, max_bytes=300)
+        if not chunk.lines:
+            break
+        assert len(chunk.lines) <= 3
+        seen += [json.loads(line)["n"] for _, line in chunk.lines]
+        offset = chunk.end
+    assert seen == list(range(10))
+    assert offset == store.log_size("events", "r")
+
+
+NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e999", "-1e400"]
+
+
+@pytest.mark.parametrize("number", NON_FINITE)
+def test_a_record_with_a_number_belt_never_writes_is_refused_and_kept(
+    store: Store, number: str
+) -> None:
+    store.create("run", "r", {"id": "r", "state": "working"})
+    path = store.path("run", "r")
+    damage = (
+        '{"belt":"object","schema":1,"kind":"run","id":"r",'
+        f'"data":{{"id":"r","state":"working","extra":{number}}}}}\n'
+    ).encode()
+    path.write_bytes(damage)
+    for attempt in (
+        lambda: store.read("run", "r"),
+        lambda: store.update("run", "r", lambda d: {**d, "state": "completed"}),
+        lambda: store.write("run", "r", {"id": "r", "state": "completed"}),
+    ):
+        with pytest.raises(InvalidInput, match="not a JSON number|not finite") as caught:
+            attempt()
+        assert str(path) in caught.value.message
+        assert path.read_bytes() == damage
+
+
+@pytest.mark.parametrize("number", NON_FINITE)
+def test_a_log_line_with_a_number_belt_never_writes_is_refused(store: Store, number: str) -> None:
+    store.append("journal", "serve", {"at": "t", "duration_ms": 1.5})
+    path = store.root / "logs" / "journal" / "serve.jsonl"
+    with open(path, "ab") as handle:
+        handle.write(b'{"at": "t", "duration_ms": ' + number.encode() + b"}\n")
+    with pytest.raises(InvalidInput, match="line 3 holds"):
+        store.read_log("journal", "serve")
+    chunk = store.log_lines("journal", "serve")
+    offset, line = chunk.lines[-1]
+    with pytest.raises(InvalidInput, match=f"the line at byte {offset} holds"):
+        store.decode_log_line("journal", "serve", line, offset, chunk.version)
+    with pytest.raises(InvalidInput, match=f"the line at byte {offset} holds"):
+        store.read_log_line("journal", "serve", offset)
+
+
+MARK = -7.125e-301
+"""A leaf of the generated records, replaced by a number belt never writes."""
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.recursive(
+        st.just(MARK) | st.none() | st.booleans() | st.integers() | st.text(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=20,
+    ),
+    constant=st.sampled_from(NON_FINITE),
+)
+def test_a_non_finite_number_anywhere_in_a_record_is_refused(
+    tmp_path_factory: pytest.TempPathFactory, data: object, constant: str
+) -> None:
+    text = json.dumps({"id": "r", "state": "working", "extra": data})
+    assume(repr(MARK) in text)
+    store = Store(tmp_path_factory.mktemp("nan") / "store")
+    store.create("run", "r", {"id": "r", "state": "working"})
+    raw = text.replace(repr(MARK), constant)
+    path = store.path("run", "r")
+    path.write_text(f'{{"belt":"object","schema":1,"kind":"run","id":"r","data":{raw}}}\n')
+    before = path.read_bytes()
+    for attempt in (
+        lambda: store.read("run", "r"),
+        lambda: store.write("run", "r", {"id": "r", "state": "completed"}),
+    ):
+        with pytest.raises(InvalidInput, match="damaged store file"):
+            attempt()
+    assert path.read_bytes() == before

@@ -1,16 +1,117 @@
-"""Durable file primitives: atomic replace, atomic create, and appending whole lines."""
+"""Durable file primitives: atomic replace, atomic create, appending whole lines, and reading
+a file of the store without trusting what is at its name.
+
+Every file of the store is read through ``open_regular``: it is opened without following a
+symbolic link at its name (``O_NOFOLLOW``) and without waiting for a writer (``O_NONBLOCK``), and
+refused unless it is a regular file, before a byte is read. A link to ``/dev/zero`` or to a file
+outside the store, a FIFO, a device or a directory at a store name is an ``UnsafeFile`` naming
+what it is. Objects are read whole up to ``OBJECT_MAX`` bytes; line files (logs, indexes) are
+read a line at a time, each line up to ``LINE_MAX`` bytes, so no file can make a reader hang or
+hold more than that.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from belt.errors import BeltError
 
 TEMP_SUFFIX = ".tmp"
 _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV}
+
+MiB = 1024 * 1024
+OBJECT_MAX = 64 * MiB
+"""The most bytes of one object file (or private file) belt reads."""
+LINE_MAX = 64 * MiB
+"""The most bytes of one line of a log or an index belt reads."""
+HEADER_MAX = 4096
+"""The most bytes of a line file's header line."""
+
+SAFE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+"""Added to every open of a store file: no link at its name is followed, no FIFO waited on."""
+
+
+class UnsafeFile(Exception):
+    """What is at a store file's name is not a regular file belt can read (a symbolic link, a
+    FIFO, a device, a directory) or is larger than its kind may be; ``why`` says which."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def size_text(count: int) -> str:
+    """A byte count as the limits are written ("64 MiB", "4 KiB")."""
+    return f"{count // MiB} MiB" if count >= MiB else f"{count // 1024} KiB"
+
+
+def kind_of(mode: int) -> str:
+    """What a file of ``mode`` is, for a message ("a FIFO (named pipe)")."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _link_refused() -> UnsafeFile:
+    return UnsafeFile("it is a symbolic link (belt does not follow links in its store)")
+
+
+def check_opened(fd: int) -> os.stat_result:
+    """The status of an opened store file; UnsafeFile unless it is a regular file."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise UnsafeFile(f"it is {kind_of(info.st_mode)}, not a regular file")
+    return info
+
+
+def open_regular(path: Path, *, flags: int = os.O_RDONLY) -> int:
+    """An open descriptor of the regular file at ``path`` (``FileNotFoundError`` when nothing is
+    there); UnsafeFile, before anything is read, for a link, a FIFO, a device or a directory."""
+    try:
+        fd = os.open(path, flags | SAFE_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _link_refused() from None
+        if exc.errno == errno.EISDIR:
+            raise UnsafeFile("it is a directory, not a regular file") from None
+        if exc.errno == errno.ENXIO:
+            raise UnsafeFile("it is a FIFO or a socket, not a regular file") from None
+        raise
+    try:
+        check_opened(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_regular_or_missing(path: Path) -> None:
+    """UnsafeFile when something other than a regular file is at ``path`` (nothing is fine);
+    for files another library opens by name (the registry's SQLite index)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise _link_refused()
+    if not stat.S_ISREG(info.st_mode):
+        raise UnsafeFile(f"it is {kind_of(info.st_mode)}, not a regular file")
 
 
 class HardLinksUnsupported(OSError):
@@ -116,10 +217,59 @@ def _atomic_write(path: Path, data: bytes, *, fsync: bool, exclusive: bool) -> N
         fsync_dir(path.parent)
 
 
-def read_bytes(path: Path) -> bytes:
-    """The whole content of ``path`` (``FileNotFoundError`` when it does not exist)."""
-    with open(path, "rb") as handle:
-        return handle.read()
+def read_bytes(path: Path, *, limit: int | None = None) -> bytes:
+    """The whole content of the regular file ``path``, at most ``limit`` bytes (OBJECT_MAX)
+    (``FileNotFoundError`` when it does not exist; UnsafeFile for anything else at its name, or
+    a file larger than ``limit``)."""
+    limit = OBJECT_MAX if limit is None else limit
+    fd = open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise UnsafeFile(f"it is {size} bytes, above the {size_text(limit)} a store file holds")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(1 * MiB, limit + 1 - total))
+            if not chunk:
+                return b"".join(chunks)
+            total += len(chunk)
+            if total > limit:
+                raise UnsafeFile(f"it grew above the {size_text(limit)} a store file holds")
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def read_line(handle: BinaryIO, *, limit: int | None = None) -> bytes:
+    """The next line of ``handle`` with its newline (b"" at the end; a last line without its
+    newline is returned without it); UnsafeFile when a line is longer than ``limit``
+    (LINE_MAX)."""
+    limit = LINE_MAX if limit is None else limit
+    line = handle.readline(limit + 1)
+    if len(line) > limit and not line.endswith(b"\n"):
+        raise UnsafeFile(f"a line is longer than the {size_text(limit)} a store line may be")
+    return line
+
+
+def read_first_line(path: Path) -> bytes:
+    """The first line of a line file (its header), without reading the rest."""
+    fd = open_regular(path)
+    with os.fdopen(fd, "rb") as handle:
+        return read_line(handle, limit=HEADER_MAX)
+
+
+def iter_lines(handle: BinaryIO, start: int) -> Iterator[tuple[int, bytes]]:
+    """Each complete line of ``handle`` from byte ``start`` (the start of a line) on, with the
+    offset it starts at and without its newline; a torn last line (no newline) is not given."""
+    handle.seek(start)
+    offset = start
+    while True:
+        line = read_line(handle)
+        if not line.endswith(b"\n"):
+            return
+        yield offset, line[:-1]
+        offset += len(line)
 
 
 def append_line(path: Path, line: bytes, *, header: bytes, fsync: bool = True) -> None:
@@ -129,7 +279,7 @@ def append_line(path: Path, line: bytes, *, header: bytes, fsync: bool = True) -
     writer killed mid-append was never acknowledged; it is cut off before the new line is added.
     """
     try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        fd = open_regular(path, flags=os.O_RDWR | os.O_APPEND)
     except FileNotFoundError:
         atomic_write(path, header + line, fsync=fsync)
         return
@@ -163,10 +313,3 @@ def _cut_torn_tail(fd: int) -> None:
         end = start
     # No complete line at all: the file is damaged, not torn, and is left as it is.
     raise DamagedLines("no complete line")
-
-
-def split_lines(raw: bytes) -> list[bytes]:
-    """The complete lines of ``raw``; a last line without its newline (a torn append) is dropped."""
-    lines = raw.split(b"\n")
-    # After the final newline split() yields b""; anything else there is a torn line.
-    return lines[:-1]

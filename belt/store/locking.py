@@ -7,6 +7,7 @@ holder dies, so a killed process never leaves a stale lock behind.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -14,7 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from belt.store.files import make_dirs
+from belt.errors import InvalidInput
+from belt.store.files import SAFE_FLAGS, make_dirs
 
 _local = threading.local()
 
@@ -28,11 +30,23 @@ def _held() -> dict[str, int]:
 
 
 def _open_lock_file(path: Path) -> int:
+    # Without following a link at its name: a lock file linked elsewhere would create (or
+    # lock) a file outside the store.
+    flags = os.O_RDWR | os.O_CREAT | SAFE_FLAGS
     try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except FileNotFoundError:
-        make_dirs(path.parent)
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            return os.open(path, flags, 0o600)
+        except FileNotFoundError:
+            make_dirs(path.parent)
+            return os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise InvalidInput(
+            f"{path}: damaged store file: it is a symbolic link (belt does not follow links "
+            "in its store)",
+            hint="belt leaves a damaged file as it is; move it aside or restore it, then retry",
+        ) from None
 
 
 @contextmanager

@@ -77,6 +77,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     ),
     "execution": ({"turn": INT, "kind": STR, "state": STR}, {"run_id": MAYBE_STR}),
     "profile": ({"configuration": OBJ, "revision": INT}, {}),
+    # The private record of a simulation's hooks (full webhook URLs) and its --route routes.
+    "hooks": ({"hooks": LIST}, {"routes": LIST}),
 }
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -26,14 +27,20 @@ from typing import Any, NamedTuple
 
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.store.files import (
+    HEADER_MAX,
+    SAFE_FLAGS,
     DamagedLines,
     HardLinksUnsupported,
+    UnsafeFile,
     append_line,
     atomic_write,
     fsync_dir,
+    iter_lines,
     make_dirs,
+    open_regular,
     read_bytes,
-    split_lines,
+    read_first_line,
+    read_line,
 )
 from belt.store.locking import file_lock
 from belt.store.shapes import shape_problem
@@ -71,11 +78,36 @@ class LogLines(NamedTuple):
     version: int
 
 
-def _damaged(path: Path, why: str) -> InvalidInput:
+def damaged(path: Path, why: str) -> InvalidInput:
+    """The error (exit 5) of a store file belt cannot read: its path and what is wrong."""
     return InvalidInput(
         f"{path}: damaged store file: {why}",
         hint="belt leaves a damaged file as it is; move it aside or restore it, then retry",
     )
+
+
+_damaged = damaged
+
+
+class _NotJSON(ValueError):
+    """A number belt never writes (NaN, Infinity, one that overflows to infinity)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJSON(f"{name}, which is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotJSON(f"the number {text[:40]}, which is not finite")
+    return value
+
+
+def _loads(text: str | bytes) -> Any:
+    """JSON as belt writes it: NaN, Infinity and numbers that overflow to infinity, which
+    Python's reader takes and belt would write back as invalid JSON, are refused."""
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
 
 
 def _parse_json(path: Path, raw: bytes, where: str = "it ") -> Any:
@@ -86,7 +118,9 @@ def _parse_json(path: Path, raw: bytes, where: str = "it ") -> Any:
     if not text.strip():
         raise _damaged(path, f"{where}is empty")
     try:
-        return json.loads(text)
+        return _loads(text)
+    except _NotJSON as exc:
+        raise _damaged(path, f"{where}holds {exc}") from None
     except json.JSONDecodeError as exc:
         detail = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
         raise _damaged(path, f"{where}is not valid JSON ({detail})") from None
@@ -178,6 +212,8 @@ class Store:
             raw = read_bytes(path)
         except FileNotFoundError:
             raise NotFound(f"no {kind} {id}") from None
+        except UnsafeFile as exc:
+            raise _damaged(path, exc.why) from None
         except OSError as exc:
             raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
         return self._decode_object(path, kind, id, raw)
@@ -216,6 +252,10 @@ class Store:
                 self._decode_object(path, kind, id, read_bytes(path))
             except FileNotFoundError:
                 pass
+            except UnsafeFile as exc:
+                raise _damaged(path, exc.why) from None
+            except OSError as exc:
+                raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
             atomic_write(path, blob, fsync=self.fsync)
 
     def update(
@@ -225,7 +265,7 @@ class Store:
 
         If ``fn`` raises, nothing is written and the exception propagates.
         """
-        if not self.path(kind, id).exists():
+        if not os.path.lexists(self.path(kind, id)):
             raise NotFound(f"no {kind} {id}")  # without leaving a lock file for a missing id
         with self.lock(kind, id):
             current = self.read(kind, id)
@@ -325,41 +365,51 @@ class Store:
         except FileNotFoundError:
             return 0
 
-    def log_lines(self, log: str, id: str, offset: int = 0) -> LogLines:
+    def log_lines(
+        self, log: str, id: str, offset: int = 0, *, max_bytes: int | None = None
+    ) -> LogLines:
         """The complete lines of a log from byte ``offset`` on, each with the offset it starts at.
 
-        ``offset`` 0 reads (and checks) the header first; any other offset must be one this
-        method returned, the start of a line. A torn last line is left for the next read. When
-        the log is now shorter than ``offset`` (it was removed or replaced), it is read again from
-        the start and ``restarted`` says so.
+        ``offset`` 0 starts after the header (which is always read and checked); any other
+        offset must be one this method returned, the start of a line. A torn last line is left
+        for the next read. With ``max_bytes`` the lines stop once that many bytes were read
+        (``end`` says where to go on), so a reader can take a long log a part at a time. When
+        the log is now shorter than ``offset`` (it was removed or replaced), it is read again
+        from the start and ``restarted`` says so.
         """
         path = self._log_path(log, id)
         try:
-            with open(path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                restarted = offset > size
-                if restarted:
-                    offset = 0
-                handle.seek(offset)
-                raw = handle.read(size - offset)
-                header = read_header(path) if offset > 0 else b""
+            fd = open_regular(path)
         except FileNotFoundError:
             return LogLines([], 0, offset > 0, self.schema)
+        except UnsafeFile as exc:
+            raise _damaged(path, exc.why) from None
         except OSError as exc:
             raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
-        start = offset
-        lines = split_lines(raw)
-        if offset == 0:
-            if not lines:
-                return LogLines([], 0, restarted, self.schema)
-            header, lines = lines[0], lines[1:]
-            start += len(header) + 1
-        version = self._check_header(path, header, "log")
-        found = []
-        for line in lines:
-            found.append((start, line))
-            start += len(line) + 1
-        return LogLines(found, start, restarted, version)
+        found: list[tuple[int, bytes]] = []
+        with os.fdopen(fd, "rb") as handle:
+            try:
+                restarted = offset > os.fstat(fd).st_size
+                if restarted:
+                    offset = 0
+                header = read_line(handle, limit=HEADER_MAX)
+                if not header.endswith(b"\n"):
+                    # No complete line yet: a new log whose first append is still being made.
+                    return LogLines([], 0, restarted, self.schema)
+                version = self._check_header(path, header[:-1], "log")
+                end = max(offset, len(header))
+                taken = 0
+                for start, line in iter_lines(handle, end):
+                    found.append((start, line))
+                    end = start + len(line) + 1
+                    taken += len(line) + 1
+                    if max_bytes is not None and taken >= max_bytes:
+                        break
+            except UnsafeFile as exc:
+                raise _damaged(path, exc.why) from None
+            except OSError as exc:
+                raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+        return LogLines(found, end, restarted, version)
 
     def decode_log_line(
         self, log: str, id: str, line: bytes, offset: int, version: int
@@ -367,7 +417,7 @@ class Store:
         """One raw line of a log (written under schema ``version``) as its record, migrated;
         InvalidInput naming the file and the line's offset if it is damaged."""
         try:
-            record = json.loads(line)
+            record = _loads(line)
         except (ValueError, RecursionError):
             # Read again the careful way, for the message that names what is wrong.
             record = _parse_json(self._log_path(log, id), line, f"the line at byte {offset} ")
@@ -385,33 +435,38 @@ class Store:
         NotFound when the log has no complete line there.
         """
         path = self._log_path(log, id)
+        missing = NotFound(f"no record of {log} {id} starts at byte {offset}")
         if offset <= 0:
-            raise NotFound(f"no record of {log} {id} starts at byte {offset}")
-        chunks: list[bytes] = []
+            raise missing
         try:
-            with open(path, "rb") as handle:
-                version = self._check_header(path, handle.readline(), "log")
-                if offset > 0:
-                    handle.seek(offset - 1)
-                    if handle.read(1) != b"\n":
-                        raise NotFound(f"no record of {log} {id} starts at byte {offset}")
-                while True:
-                    chunk = handle.read(65536)
-                    if not chunk:
-                        raise NotFound(f"no record of {log} {id} starts at byte {offset}")
-                    newline = chunk.find(b"\n")
-                    if newline >= 0:
-                        chunks.append(chunk[:newline])
-                        break
-                    chunks.append(chunk)
+            fd = open_regular(path)
         except FileNotFoundError:
             raise NotFound(f"no log {log} {id}") from None
+        except UnsafeFile as exc:
+            raise _damaged(path, exc.why) from None
         except OSError as exc:
             raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
-        return self.decode_log_line(log, id, b"".join(chunks), offset, version)
+        with os.fdopen(fd, "rb") as handle:
+            try:
+                version = self._check_header(path, read_line(handle, limit=HEADER_MAX), "log")
+                handle.seek(offset - 1)
+                if handle.read(1) != b"\n":
+                    raise missing
+                line = read_line(handle)
+            except UnsafeFile as exc:
+                raise _damaged(path, exc.why) from None
+            except OSError as exc:
+                raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+        if not line.endswith(b"\n"):
+            raise missing
+        return self.decode_log_line(log, id, line[:-1], offset, version)
 
     # The private part: what must never be printed, journalled or reported (full webhook URLs,
     # which can carry credentials), kept so that any process can continue a run
+
+    def private_path(self, kind: str, id: str) -> Path:
+        """The file that holds one private record (for a message that names it)."""
+        return self._private_path(kind, id)
 
     def _private_path(self, kind: str, id: str) -> Path:
         return self._under("private", check_id(kind, what="kind"), f"{check_id(id)}.json")
@@ -428,6 +483,8 @@ class Store:
             raw = read_bytes(path)
         except FileNotFoundError:
             raise NotFound(f"no private {kind} {id}") from None
+        except UnsafeFile as exc:
+            raise _damaged(path, exc.why) from None
         except OSError as exc:
             raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
         return self._decode_object(path, kind, id, raw)
@@ -438,11 +495,17 @@ class Store:
         """Add ``name`` to ``tag`` (idempotent)."""
         directory = self._tag_dir(tag)
         path = directory / check_id(name, what="name")
+        # A marker is never read; it is opened without following a link at its name, so
+        # nothing outside the store is created through one.
+        flags = os.O_WRONLY | os.O_CREAT | SAFE_FLAGS
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except FileNotFoundError:
-            make_dirs(directory)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fd = os.open(path, flags, 0o600)
+            except FileNotFoundError:
+                make_dirs(directory)
+                fd = os.open(path, flags, 0o600)
+        except OSError as exc:
+            raise _damaged(path, f"it cannot be made ({exc.strerror})") from None
         os.close(fd)
         if self.fsync:
             fsync_dir(directory)
@@ -509,13 +572,21 @@ class Store:
     ) -> None:
         header = _encode({"belt": family, "schema": self.schema}, indent=None) + b"\n"
         line = _encode(record, indent=None) + b"\n"
-        if path.exists():
+        try:
             # Never add to a file this belt cannot read (damaged, or from a newer belt).
-            self._check_header(path, read_header(path), family)
+            self._check_header(path, read_first_line(path), family)
+        except FileNotFoundError:
+            pass
+        except UnsafeFile as exc:
+            raise _damaged(path, exc.why) from None
+        except OSError as exc:
+            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
         try:
             append_line(path, line, header=header, fsync=self.fsync if sync is None else sync)
         except DamagedLines:
             raise _damaged(path, "it has no complete line") from None
+        except UnsafeFile as exc:
+            raise _damaged(path, exc.why) from None
 
     def _check_header(self, path: Path, raw: bytes, family: str) -> int:
         header = _parse_json(path, raw, "line 1 ")
@@ -526,21 +597,31 @@ class Store:
     def _read_records(
         self, path: Path, family: str, name: str
     ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Each record of a line file, read a line at a time (none when the file is missing)."""
         try:
-            raw = read_bytes(path)
+            fd = open_regular(path)
         except FileNotFoundError:
             return
+        except UnsafeFile as exc:
+            raise _damaged(path, exc.why) from None
         except OSError as exc:
             raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
-        lines = split_lines(raw)
-        if not lines:
-            raise _damaged(path, "it is empty" if not raw else "it has no complete line")
-        version = self._check_header(path, lines[0], family)
-        for number, line in enumerate(lines[1:], start=2):
-            record = _parse_json(path, line, f"line {number} ")
-            if not isinstance(record, dict):
-                raise _damaged(path, f"line {number} is not a JSON object")
-            yield number, self._migrate(path, f"{family}:{name}", version, record)
+        with os.fdopen(fd, "rb") as handle:
+            try:
+                first = read_line(handle, limit=HEADER_MAX)
+                if not first.endswith(b"\n"):
+                    raise _damaged(path, "it has no complete line" if first else "it is empty")
+                version = self._check_header(path, first[:-1], family)
+                lines = iter_lines(handle, len(first))
+                for number, (_, line) in enumerate(lines, start=2):
+                    record = _parse_json(path, line, f"line {number} ")
+                    if not isinstance(record, dict):
+                        raise _damaged(path, f"line {number} is not a JSON object")
+                    yield number, self._migrate(path, f"{family}:{name}", version, record)
+            except UnsafeFile as exc:
+                raise _damaged(path, exc.why) from None
+            except OSError as exc:
+                raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
 
     @staticmethod
     def _names(directory: Path) -> list[str]:
@@ -549,9 +630,3 @@ class Store:
                 return [entry.name for entry in entries if not entry.name.startswith(".")]
         except FileNotFoundError:
             return []
-
-
-def read_header(path: Path) -> bytes:
-    """The first line of a line file, without reading the rest."""
-    with open(path, "rb") as handle:
-        return handle.readline()
