@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -20,24 +21,30 @@ from starlette.routing import Route
 
 from belt.errors import NotFound, UsageError
 from belt.executor.inbox import (
+    CLAIM_MARK,
     HOOKTASK,
     PENDING_TAG,
     RUN_TASKS,
     ToolOutcome,
+    abandoned,
     cancel_run_tasks,
     claim_task,
     complete_task,
     expire_task,
+    release_abandoned,
     run_tasks,
     schedule_task,
     task_id,
     task_key,
 )
+from belt.executor.process import stop_marked
 from belt.executor.targets import parse_tool, parse_tools
 from belt.executor.worker import Worker
+from belt.records import leases
 from belt.store import Store, open_store
 from belt.wire.nexus import NexusEvent, NexusHook
 from tests.servers import running
+from tests.waiting import eventually
 
 ACK = {"structured_content": {"continue": False}}
 CONTINUE = {"structured_content": {"continue": True, "feedback": "verify first"}}
@@ -128,7 +135,118 @@ def test_exactly_one_of_many_racing_workers_claims_a_task(store: Store) -> None:
     assert len(wins) == 1
     claimed = store.read(HOOKTASK, task["id"])
     assert (claimed["status"], claimed["claim"]["by"]) == ("claimed", wins[0])
+    # Its marker stays until it finishes, so a claim whose worker dies is found.
+    assert store.tagged(PENDING_TAG) == [task["id"]]
+    complete_task(store, task["id"], ToolOutcome(result=ACK), duration_ms=1)
     assert store.tagged(PENDING_TAG) == []
+
+
+def _exited() -> int:
+    """The pid of a process that has exited."""
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
+def claimed_by(store: Store, task: dict[str, Any], **holder: Any) -> dict[str, Any]:
+    """``task`` as claimed by a worker that is ``holder`` (pid, host, started)."""
+    claim = {"by": "w9", "at": "2026-12-01T00:00:00.000Z", "mark": "cl_x", **holder}
+    return store.update(HOOKTASK, task["id"], lambda t: {**t, "status": "claimed", "claim": claim})
+
+
+def test_a_claim_names_its_worker_as_a_lease_does(store: Store) -> None:
+    task = schedule(store)
+    claim = claim_task(store, task["id"], worker="w")
+    assert claim is not None
+    lease = leases.mine()
+    assert {k: claim["claim"][k] for k in ("pid", "host", "started")} == {
+        "pid": lease["pid"],
+        "host": lease["host"],
+        "started": lease["started"],
+    }
+    assert claim["claim"]["mark"].startswith("cl_")
+    assert not abandoned(claim["claim"])
+
+
+def test_a_claim_whose_worker_died_goes_back_to_the_inbox_as_a_new_attempt(store: Store) -> None:
+    task = schedule(store, hook=NexusHook(tool="verify", timeout_ms=60_000, max_continuations=0))
+    claimed_by(store, task, pid=_exited(), host=leases.host(), started="1")
+    worker = Worker(store, parse_tools(["verify=py:tests.nexus_tools:acknowledge"]))
+    (served,) = worker.serve_pending()
+    assert (served["status"], served["attempt"]) == ("completed", 2)
+    (gone,) = served["history"]
+    assert (gone["attempt"], gone["status"], gone["claimed_by"]) == (1, "claimed", "w9")
+    assert gone["error"]["code"] == "worker_gone"
+    assert gone["error"]["message"].startswith("w9 died holding the claim")
+    assert store.tagged(PENDING_TAG) == []
+
+
+def test_a_claim_of_a_live_worker_or_of_another_host_is_left_to_its_deadline(
+    store: Store,
+) -> None:
+    task = schedule(store)
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        started = leases.process_start(holder.pid)
+        claimed_by(store, task, pid=holder.pid, host=leases.host(), started=started)
+        assert release_abandoned(store, task["id"]) is None
+        claimed_by(store, task, pid=_exited(), host="elsewhere", started="1")
+        assert release_abandoned(store, task["id"]) is None
+        claimed_by(store, task, pid=_exited(), host=leases.host(), mark=None)  # an older claim
+        assert release_abandoned(store, task["id"]) is None
+        # A pid a later process took is not the worker that claimed it.
+        claimed_by(store, task, pid=holder.pid, host=leases.host(), started="1")
+        assert release_abandoned(store, task["id"]) is not None
+    finally:
+        holder.kill()
+        holder.wait()
+    assert store.read(HOOKTASK, task["id"])["status"] == "pending"
+
+
+def test_a_result_from_a_released_claim_cannot_complete_the_task(store: Store) -> None:
+    task = schedule(store)
+    first = claim_task(store, task["id"], worker="w")
+    assert first is not None
+    done = complete_task(
+        store, task["id"], ToolOutcome(result=ACK), duration_ms=1, mark="cl_someone_else"
+    )
+    assert done["status"] == "claimed"
+    done = complete_task(
+        store, task["id"], ToolOutcome(result=ACK), duration_ms=1, mark=first["claim"]["mark"]
+    )
+    assert done["status"] == "completed"
+
+
+def test_the_processes_of_a_dead_workers_tool_are_killed_with_their_children(
+    tmp_path: Path,
+) -> None:
+    pids = tmp_path / "pids"
+    env = {**os.environ, CLAIM_MARK: "cl_dead"}
+    tool = subprocess.Popen(
+        ["sh", "-c", f"sleep 60 & echo $! >> {pids}; echo $$ >> {pids}; wait"],
+        env=env,
+        start_new_session=True,
+    )
+    bystander = subprocess.Popen(["sleep", "60"], env={**os.environ, CLAIM_MARK: "cl_other"})
+    try:
+        eventually(lambda: pids.exists() and len(pids.read_text().split()) == 2, "both started")
+        assert stop_marked(CLAIM_MARK, "cl_dead") == 2
+        tool.wait(timeout=10)
+        child = int(pids.read_text().split()[0])
+        assert not os.path.exists(f"/proc/{child}") or _zombie(child)
+        assert bystander.poll() is None
+    finally:
+        for process in (tool, bystander):
+            process.kill()
+            process.wait()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True
+    return stat.rpartition(b")")[2].split()[0] == b"Z"
 
 
 def test_a_task_past_its_deadline_cannot_be_claimed(store: Store) -> None:

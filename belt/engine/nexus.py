@@ -36,8 +36,10 @@ from belt.executor.inbox import (
     FINISHED,
     HOOKTASK,
     TaskStatus,
+    abandoned,
     cancel_run_tasks,
     expire_task,
+    release_abandoned,
     run_tasks,
     schedule_task,
     settle_approval,
@@ -666,7 +668,8 @@ class NexusLoop:
 
     def await_task(self, execution: NexusExecution, task: dict[str, Any]) -> dict[str, Any]:
         """Wait for the task's approval (``approval_mode = "ask"``), then for a worker to
-        finish it, up to its deadline."""
+        finish it, up to its deadline; a claim whose worker died goes back to the inbox at once
+        (served here, when this process serves the tool)."""
         store = self.sim.store
         identity = str(task["id"])
         told: set[str] = set()
@@ -685,6 +688,11 @@ class NexusLoop:
                 elif current["status"] == TaskStatus.AWAITING_APPROVAL:
                     time.sleep(GATE_POLL)
                 continue
+            if current["status"] == TaskStatus.CLAIMED and abandoned(current.get("claim")):
+                released = release_abandoned(store, identity)
+                if released is not None:
+                    self.serve_here(released)
+                    continue
             remaining = (parse_timestamp(str(current["deadline"])) - utcnow()).total_seconds()
             if remaining <= 0:
                 expire_task(store, identity)

@@ -6,8 +6,18 @@ scheduling the same boundary again (a retry after an attention hold, or a restar
 reuses it: a completed task keeps its result, a failed one gets a new attempt.
 
 Store structures (kind ``hooktask``): the object itself, updated under its lock so exactly one
-worker wins a claim; the ``hooktask-pending`` tag, one marker per task waiting for a claim, so a
-worker reads only those; the ``run-hooktasks`` index, a run's tasks in the order they were made.
+worker wins a claim; the ``hooktask-pending`` tag, one marker per task waiting for a claim or
+claimed (until it finishes), so a worker reads only those; the ``run-hooktasks`` index, a run's
+tasks in the order they were made.
+
+A claim names its worker as a lease does (pid, host, process start time). A claim whose worker
+is gone (killed with SIGKILL: it could not give the task back) is released at once by whoever
+looks first, a worker's pass over the inbox or the simulation waiting on the task: the processes
+of the dead worker's tool are killed first (they carry the claim's mark in their environment),
+then the task is pending again, as a new attempt with a new deadline. So the tool never runs in
+two places at once, and only one run's result is recorded; a tool the dead worker had started
+(or even finished, if it died before recording the result) is started again, which the input's
+``task_key`` lets it recognise.
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from belt.errors import BeltError, Conflict, NotFound
+from belt.records import leases
+from belt.records.ids import new_id
 from belt.store.clock import parse_timestamp, timestamp, utcnow
 from belt.text import short
 from belt.wire.nexus import NexusEvent, NexusHook
@@ -37,6 +49,8 @@ RUN_TASKS = "run-hooktasks"
 RESULT_KEYS = ("structured_content", "content")
 STORED_RESULT_MAX_BYTES = 64 * 1024
 DETAIL_MAX = 300
+CLAIM_MARK = "BELT_HOOKTASK_CLAIM"
+"""The environment variable that holds a claim's mark in its tool's processes."""
 
 
 class TaskStatus(StrEnum):
@@ -51,6 +65,11 @@ class TaskStatus(StrEnum):
 
 
 FINISHED = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
+
+
+WORKER_GONE = "worker_gone"
+"""Why an attempt ended that no failure counts: its worker died holding the claim (in the
+task's ``history``; the task went back to the inbox)."""
 
 
 class Failure(StrEnum):
@@ -286,27 +305,103 @@ def settle_approval(store: Store, identity: str) -> dict[str, Any]:
 
 
 def claim_task(store: Store, identity: str, *, worker: str) -> dict[str, Any] | None:
-    """Claim a pending task for ``worker``; None if it is gone, taken or past its deadline."""
+    """Claim a pending task for ``worker`` (this process); None if it is gone, taken or past its
+    deadline.
+
+    The claim names this process as a lease does, and carries the mark its tool's processes
+    are given (``CLAIM_MARK``). The task keeps its inbox marker until it finishes, so that a
+    claim whose worker dies is found (``release_abandoned``).
+    """
+    status = None
 
     def claim(task: dict[str, Any]) -> dict[str, Any]:
-        if task["status"] != TaskStatus.PENDING:
+        nonlocal status
+        status = task["status"]
+        if status != TaskStatus.PENDING:
             raise _Keep
         if _deadline_passed(task):
             return _fail(task, Failure.TIMEOUT, unclaimed_message(task))
         now = timestamp(utcnow())
-        task.update(status=TaskStatus.CLAIMED.value, claim={"by": worker, "at": now})
+        holder = leases.mine()
+        task.update(
+            status=TaskStatus.CLAIMED.value,
+            claim={
+                "by": worker,
+                "at": now,
+                "pid": holder["pid"],
+                "host": holder["host"],
+                "started": holder["started"],
+                "mark": new_id("cl"),
+            },
+        )
         task["updated_at"] = now
         return task
 
     try:
         task = store.update(HOOKTASK, identity, claim)
     except _Keep:
-        store.untag(PENDING_TAG, identity)
+        if status != TaskStatus.CLAIMED:
+            store.untag(PENDING_TAG, identity)  # finished, or waiting for its approval
         return None
     except BeltError:
         return None
-    store.untag(PENDING_TAG, identity)
-    return task if task["status"] == TaskStatus.CLAIMED else None
+    if task["status"] != TaskStatus.CLAIMED:
+        store.untag(PENDING_TAG, identity)
+        return None
+    return task
+
+
+def abandoned(claim: Any) -> bool:
+    """True for a claim whose worker is gone: a process of this host that has exited (or whose
+    pid a later process took). A claim made on another host, or one that names no process, is
+    left to its deadline."""
+    if not isinstance(claim, dict) or not isinstance(claim.get("mark"), str):
+        return False
+    if claim.get("host") != leases.host():
+        return False
+    holder = {key: claim.get(key) for key in ("pid", "host", "started")}
+    return not leases.holder_alive(holder)
+
+
+def release_abandoned(store: Store, identity: str) -> dict[str, Any] | None:
+    """Give a task whose worker died holding its claim back to the inbox; returns the task, now
+    pending, or None when its claim is not abandoned (or someone else released it first).
+
+    The dead worker's tool processes are killed first, so the task never runs in two places at
+    once. The released attempt is kept in ``history`` (``worker_gone``); the task is a new
+    attempt with a new deadline, since the dead worker's time was spent on nothing.
+    """
+    from belt.executor.process import stop_marked
+
+    task = store.get(HOOKTASK, identity)
+    if task is None or task["status"] != TaskStatus.CLAIMED or not abandoned(task.get("claim")):
+        return None
+    claim = task["claim"]
+    stop_marked(CLAIM_MARK, str(claim["mark"]))
+
+    def release(current: dict[str, Any]) -> dict[str, Any]:
+        if current["status"] != TaskStatus.CLAIMED or current.get("claim") != claim:
+            raise _Keep
+        now = utcnow()
+        message = f"{claim.get('by')} died holding the claim; the task went back to the inbox"
+        gone = {**_attempt_summary(current), "error": {"code": WORKER_GONE, "message": message}}
+        current["history"] = [*current.get("history", []), gone]
+        current.update(
+            status=TaskStatus.PENDING.value,
+            attempt=int(current["attempt"]) + 1,
+            dispatched_at=timestamp(now),
+            deadline=timestamp(now + timedelta(milliseconds=int(current["timeout_ms"]))),
+            claim=None,
+            updated_at=timestamp(now),
+        )
+        return current
+
+    try:
+        task = store.update(HOOKTASK, identity, release)
+    except _Keep:
+        return None
+    store.tag(PENDING_TAG, identity)
+    return task
 
 
 def unclaimed_message(task: Mapping[str, Any]) -> str:
@@ -361,16 +456,23 @@ class ToolOutcome:
 
 
 def complete_task(
-    store: Store, identity: str, outcome: ToolOutcome, *, duration_ms: int
+    store: Store,
+    identity: str,
+    outcome: ToolOutcome,
+    *,
+    duration_ms: int,
+    mark: str | None = None,
 ) -> dict[str, Any]:
     """Record a claimed task's outcome, checking the decision; returns the task as it now is.
 
     A task that was cancelled (force stop) or already timed out keeps that state: a late result
-    cannot change it.
+    cannot change it. With ``mark``, only the claim that carries it may complete the task.
     """
 
     def finish(task: dict[str, Any]) -> dict[str, Any]:
         if task["status"] != TaskStatus.CLAIMED:
+            raise _Keep
+        if mark is not None and (task.get("claim") or {}).get("mark") != mark:
             raise _Keep
         task["duration_ms"] = duration_ms
         timeout = int(task["timeout_ms"])
@@ -405,9 +507,11 @@ def complete_task(
         return task
 
     try:
-        return store.update(HOOKTASK, identity, finish)
+        task = store.update(HOOKTASK, identity, finish)
     except _Keep:
         return store.read(HOOKTASK, identity)
+    store.untag(PENDING_TAG, identity)
+    return task
 
 
 def expire_task(store: Store, identity: str) -> dict[str, Any]:

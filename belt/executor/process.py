@@ -18,6 +18,10 @@ from dataclasses import dataclass
 STDERR_KEEP = 4096
 """How much of the end of stderr is kept to say why a command failed."""
 CHUNK = 65536
+ENVIRON_MAX = 1024 * 1024
+"""The most of a process's environment read to look for a mark (``stop_marked``)."""
+STOP_WAIT = 2.0
+"""Seconds ``stop_marked`` waits for the processes it killed to be gone."""
 
 
 @dataclass
@@ -38,16 +42,24 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         pass
 
 
-def run_bounded(args: list[str], data: bytes, *, timeout: float, cap: int) -> Finished:
+def run_bounded(
+    args: list[str], data: bytes, *, timeout: float, cap: int, mark: tuple[str, str] | None = None
+) -> Finished:
     """Run ``args`` with ``data`` on stdin until it exits, ``timeout`` seconds pass, or its
-    stdout passes ``cap`` bytes; OSError when it cannot be started."""
+    stdout passes ``cap`` bytes; OSError when it cannot be started.
+
+    ``mark`` (NAME, VALUE) is set in the command's environment, and so in every process it
+    starts: ``stop_marked`` finds them by it once belt is no longer there to stop them.
+    """
     deadline = time.monotonic() + max(timeout, 0.001)
+    env = None if mark is None else {**os.environ, mark[0]: mark[1]}
     process = subprocess.Popen(
         args,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        env=env,
     )
     assert process.stdin and process.stdout and process.stderr
     stdout, stderr = bytearray(), bytearray()
@@ -107,3 +119,63 @@ def run_bounded(args: list[str], data: bytes, *, timeout: float, cap: int) -> Fi
                 stream.close()
         if process.returncode is None:
             process.wait()
+
+
+def stop_marked(name: str, value: str) -> int:
+    """Kill every process of this user that carries ``name=value`` in its environment (what
+    ``run_bounded`` set for a command and its children), and wait until they are gone.
+
+    What a worker killed with SIGKILL leaves running: its tool's processes, which no deadline
+    stops any more. The scan is made again until it finds none (a process may start another
+    between a scan and its kill), for at most ``STOP_WAIT`` seconds. Returns how many were
+    killed; 0 where ``/proc`` cannot say.
+    """
+    needle = f"{name}={value}".encode()
+    killed: list[int] = []
+    until = time.monotonic() + STOP_WAIT
+    while time.monotonic() < until:
+        found = _marked(needle)
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                continue
+            killed.append(pid)
+        while any(_running(pid) for pid in found) and time.monotonic() < until:
+            time.sleep(0.005)
+    return len(killed)
+
+
+def _marked(needle: bytes) -> list[int]:
+    """The processes (not this one) whose environment holds ``needle`` as one entry."""
+    own = os.getpid()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == own:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read(ENVIRON_MAX)
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (a killed orphan its new parent has not
+    reaped yet runs no more)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    fields = stat.rpartition(b")")[2].split()
+    return bool(fields) and fields[0] != b"Z"

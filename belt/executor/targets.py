@@ -39,10 +39,15 @@ class Target:
             return f"http {url_host(self.spec)}"
         return f"{self.kind} {self.spec}"
 
-    def call(self, task_input: dict[str, Any], timeout: float) -> ToolOutcome:
-        """Run the tool on ``task_input`` within ``timeout`` seconds; failures are returned."""
+    def call(
+        self, task_input: dict[str, Any], timeout: float, *, mark: tuple[str, str] | None = None
+    ) -> ToolOutcome:
+        """Run the tool on ``task_input`` within ``timeout`` seconds; failures are returned.
+
+        ``mark`` goes in the environment of a ``cmd:`` tool's processes (``run_bounded``).
+        """
         if self.kind == "cmd":
-            return run_command(self.spec, task_input, timeout)
+            return run_command(self.spec, task_input, timeout, mark=mark)
         if self.kind == "http":
             return post_input(self.spec, task_input, timeout, transport=self.transport)
         return call_function(self.func, task_input, timeout)
@@ -104,11 +109,17 @@ def _decode(raw: bytes, where: str) -> ToolOutcome:
         return ToolOutcome(invalid=f"{where} is not JSON ({exc}): {short(text, 120)}")
 
 
-def run_command(command: str, task_input: dict[str, Any], timeout: float) -> ToolOutcome:
+def run_command(
+    command: str,
+    task_input: dict[str, Any],
+    timeout: float,
+    *,
+    mark: tuple[str, str] | None = None,
+) -> ToolOutcome:
     """Run COMMAND with the input as JSON on stdin; its stdout is the result.
 
     ``timeout`` is a total deadline: at it, or when stdout passes ``OUTPUT_MAX_BYTES``, the
-    command's whole process group is killed.
+    command's whole process group is killed. ``mark`` is set in its environment.
     """
     import shlex
 
@@ -120,7 +131,7 @@ def run_command(command: str, task_input: dict[str, Any], timeout: float) -> Too
         return ToolOutcome(failure=f"cannot parse the command: {exc}")
     data = json.dumps(task_input, ensure_ascii=False).encode()
     try:
-        done = run_bounded(args, data, timeout=timeout, cap=OUTPUT_MAX_BYTES)
+        done = run_bounded(args, data, timeout=timeout, cap=OUTPUT_MAX_BYTES, mark=mark)
     except OSError as exc:
         return ToolOutcome(failure=f"cannot run {args[0] if args else command!r}: {exc.strerror}")
     if done.timed_out:

@@ -9,11 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 from belt.errors import UsageError
 from belt.executor.inbox import (
+    CLAIM_MARK,
+    FINISHED,
     HOOKTASK,
     PENDING_TAG,
     TaskStatus,
+    abandoned,
     claim_task,
     complete_task,
+    release_abandoned,
     release_task,
     task_record,
 )
@@ -53,23 +57,35 @@ class Worker:
             return None
         target = self.targets[str(task["tool"])]
         remaining = (parse_timestamp(str(task["deadline"])) - utcnow()).total_seconds()
+        mark = str(task["claim"]["mark"])
         started = time.perf_counter()
         try:
-            outcome = target.call(task["input"], remaining)
+            outcome = target.call(task["input"], remaining, mark=(CLAIM_MARK, mark))
         except KeyboardInterrupt:
             release_task(self.store, identity, worker=self.name)
             raise
         duration_ms = round((time.perf_counter() - started) * 1000)
-        final = complete_task(self.store, identity, outcome, duration_ms=duration_ms)
+        final = complete_task(self.store, identity, outcome, duration_ms=duration_ms, mark=mark)
         if self.report is not None:
             self.report(task_record(final, duration_ms=duration_ms))
         return final
 
     def serve_pending(self) -> list[dict[str, Any]]:
-        """One pass over the inbox: serve every waiting task of the tools this worker serves."""
+        """One pass over the inbox: serve every waiting task of the tools this worker serves.
+
+        A claimed task whose worker died is released first (``release_abandoned``), whatever
+        its tool; a finished task's marker that its worker was killed before removing goes.
+        """
         served = []
         for identity in self.store.tagged(PENDING_TAG):
             task = self.store.get(HOOKTASK, identity)
+            if task is not None and task["status"] == TaskStatus.CLAIMED:
+                if not abandoned(task.get("claim")):
+                    continue
+                task = release_abandoned(self.store, identity)
+            elif task is not None and task["status"] in FINISHED:
+                self.store.untag(PENDING_TAG, identity)
+                continue
             if task is None or task["status"] != TaskStatus.PENDING:
                 continue
             if not self.serves(str(task["tool"])):

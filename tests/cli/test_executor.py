@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -232,3 +233,88 @@ def test_executor_json_prints_one_object_per_task(tmp_path: Path, belt_home: Pat
         ("task", "stop", "acknowledged"),
     ]
     assert records[0]["feedback"] == "Run the tests and report whether they pass."
+
+
+BLOCKER = """\
+import os, sys, time
+from pathlib import Path
+here = Path(sys.argv[1])
+sys.stdin.read()
+with open(here / "runs", "a") as log:
+    log.write(f"start {os.getpid()}\\n")
+until = time.monotonic() + 60
+while not (here / "go").exists() and time.monotonic() < until:
+    time.sleep(0.01)
+with open(here / "runs", "a") as log:
+    log.write("done\\n")
+print('{"structured_content": {"continue": false}}')
+"""
+
+
+def gone(pid: int) -> bool:
+    """True when ``pid`` has exited (a zombie its new parent has not reaped runs no more)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True
+    return stat.rpartition(b")")[2].split()[0] == b"Z"
+
+
+def test_a_killed_workers_claim_goes_to_another_worker_and_the_task_runs_once(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    env = {**os.environ, "BELT_HOME": str(belt_home), "NO_COLOR": "1"}
+    (tmp_path / "blocker.py").write_text(BLOCKER)
+    tool = f"verify=cmd:{sys.executable} {tmp_path / 'blocker.py'} {tmp_path}"
+    runs = tmp_path / "runs"
+
+    def started() -> list[str]:
+        lines = runs.read_text().splitlines() if runs.exists() else []
+        return [line.split()[1] for line in lines if line.startswith("start")]
+
+    def worker(*flags: str) -> subprocess.Popen[bytes]:
+        command = [sys.executable, "-m", "belt", "executor", "run", "--tool", tool, *flags]
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "belt", "sim", "run", str(scenario(tmp_path, timeout_ms=60_000))]
+        + ["--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ROOT,
+    )
+    first = worker()
+    second = None
+    try:
+        wait_for_pending()
+        until = time.monotonic() + 60
+        while not started() and time.monotonic() < until:
+            time.sleep(0.01)
+        (first_tool,) = started()  # the first worker holds the claim, its tool running
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=60)
+        second = worker("--once")
+        while len(started()) < 2 and time.monotonic() < until:
+            time.sleep(0.01)
+        assert len(started()) == 2, runs.read_text()
+        # The first run was stopped before the task went back to the inbox.
+        assert gone(int(first_tool))
+        (tmp_path / "go").touch()
+        out, err = second.communicate(timeout=60)
+        assert second.returncode == 0, err.decode()
+        stdout, stderr = sim.communicate(timeout=60)
+    finally:
+        for process in (sim, first, second):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert sim.returncode == 0, stderr.decode()
+    assert runs.read_text().splitlines().count("done") == 1
+    report = json.loads(stdout)
+    (run,) = report["runs"]
+    assert run["state"] == "completed"
+    (task,) = report["hook_tasks"]
+    assert (task["status"], task["attempt"]) == ("completed", 2)
+    assert task["history"][0]["error"]["code"] == "worker_gone"
+    assert task["claim"]["pid"] == second.pid
