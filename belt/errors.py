@@ -66,7 +66,8 @@ class Unreachable(BeltError):
 
 
 # One mapping between belt's errors and HTTP statuses, shared by `belt serve` (which answers an
-# error with its status) and the platform clients (which turn a status back into an error).
+# error with its status) and the platform clients (which turn a status back into an error): the
+# one table, read both ways.
 _STATUS_OF: tuple[tuple[type[BeltError], int], ...] = (
     (NotFound, 404),
     (Conflict, 409),
@@ -74,6 +75,8 @@ _STATUS_OF: tuple[tuple[type[BeltError], int], ...] = (
     (UsageError, 400),
     (Unreachable, 502),
 )
+_KIND_OF: dict[int, type[BeltError]] = {status: kind for kind, status in _STATUS_OF}
+_AUTH_STATUSES = (401, 403)
 
 
 def http_status(exc: BeltError) -> int:
@@ -92,14 +95,14 @@ def error_for_status(
     hint: str | None = None,
     auth_hint: str | None = None,
 ) -> BeltError:
-    """The BeltError a client raises for an HTTP error ``status`` (exit code by kind)."""
-    if status == 404:
-        return NotFound(message, hint=hint)
-    if status == 409:
-        return Conflict(message, hint=hint)
-    if status in (400, 422):
+    """The BeltError a client raises for an HTTP error ``status``: the kind ``http_status``
+    answers it for, any other 5xx as Unreachable, 401 and 403 with ``auth_hint``."""
+    kind = _KIND_OF.get(status)
+    if kind is InvalidInput:
         return InvalidInput(message, problems=problems, hint=hint)
-    if status in (401, 403):
+    if kind is not None:
+        return kind(message, hint=hint)
+    if status in _AUTH_STATUSES:
         return BeltError(message, hint=auth_hint or hint)
     if status >= 500:
         return Unreachable(message, hint=hint)

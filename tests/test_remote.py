@@ -11,7 +11,15 @@ import httpx
 import pytest
 
 from belt.effects import url_host
-from belt.errors import BeltError, Conflict, ExitCode, InvalidInput, NotFound, Unreachable
+from belt.errors import (
+    BeltError,
+    Conflict,
+    ExitCode,
+    InvalidInput,
+    NotFound,
+    Unreachable,
+    UsageError,
+)
 from belt.remote import Platform
 from tests import hostile
 from tests.cli.runner import belt
@@ -140,7 +148,7 @@ ERRORS = [
         InvalidInput,
         "decision",
     ),
-    (400, problem(400, "Bad Request", "bad json"), InvalidInput, "bad json"),
+    (400, problem(400, "Bad Request", "bad json"), UsageError, "bad json"),
     (500, problem(500, "Internal Server Error"), Unreachable, "Internal Server Error"),
     (502, b"<html>bad gateway</html>", Unreachable, "Bad Gateway"),
     (418, problem(418, "Teapot", "short and stout"), BeltError, "short and stout"),
