@@ -23,6 +23,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import ValidationError
+
 from belt.effects import (
     DEFAULT_TOOL_DENY_REASON,
     Outcome,
@@ -58,6 +60,7 @@ from belt.records.interrupts import (
 )
 from belt.records.registry import load_directory
 from belt.records.runs import RunRecord, parked
+from belt.store.store import damaged
 from belt.wire.enums import (
     AgentRunState,
     ChatStatus,
@@ -66,6 +69,7 @@ from belt.wire.enums import (
     ToolInvocationStatus,
 )
 from belt.wire.platform import GATE_TIMEOUT_MAX, HookHandlerType, LifecycleHookConfig
+from belt.wire.validate import model_problems
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -108,8 +112,18 @@ def reload_hooks(
             f"simulation {sim['id']} has no stored hooks to continue with",
             hint="it was made by an older belt; start it again with `belt sim run`",
         ) from None
-    hooks = [LifecycleHookConfig.model_validate(hook) for hook in private["hooks"]]
-    return hooks, routes_from_wire(private.get("routes"))
+    # The store checked the record's shape; what its lists hold is checked here.
+    where = store.private_path(HOOKS, str(sim["id"]))
+    try:
+        hooks = [LifecycleHookConfig.model_validate(hook) for hook in private["hooks"]]
+    except ValidationError as exc:
+        problems = model_problems(exc)
+        raise damaged(where, f"a hook is not a hook declaration ({problems[0]})") from None
+    try:
+        routes = routes_from_wire(private.get("routes"))
+    except (KeyError, TypeError):
+        raise damaged(where, "a route is not an object with a prefix and a target") from None
+    return hooks, routes
 
 
 def rejection(interrupt: dict[str, Any] | None) -> str:

@@ -396,3 +396,80 @@ def test_a_deleted_message_index_is_a_clear_error(tmp_path: Path, belt_home: Pat
     result = belt("sim", "resume", run_id)
     assert result.exit_code == 5
     assert "does not list message" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("private", "why"),
+    [
+        ({"routes": []}, "its hooks is missing"),
+        ({"hooks": "all"}, "its hooks is not an array"),
+        ({"hooks": [{"event": "agent.nope", "type": "gate"}]}, "a hook is not a hook declaration"),
+        ({"hooks": [], "routes": ["x"]}, "a route is not an object with a prefix and a target"),
+    ],
+    ids=["hooks-missing", "hooks-mistyped", "hook-invalid", "route-invalid"],
+)
+def test_a_damaged_private_hooks_record_is_reported_on_resume(
+    tmp_path: Path, belt_home: Path, private: dict[str, Any], why: str
+) -> None:
+    report = held_simulation(tmp_path)
+    run_id = report["runs"][0]["id"]
+    path = belt_home / "store" / "private" / "hooks" / f"{report['simulation']['id']}.json"
+    document = json.loads(path.read_text())
+    document["data"] = private
+    path.write_text(json.dumps(document))
+    raw = path.read_bytes()
+    gate_id = report["chat"]["pending_interrupts"][0]["id"]
+    assert belt("interrupt", "resolve", gate_id, "allow").exit_code == 0
+    result = belt("sim", "resume", run_id)
+    assert result.exit_code == 5, result.stderr
+    assert str(path) in result.stderr and why in result.stderr
+    assert "Traceback" not in result.stderr
+    assert path.read_bytes() == raw
+
+
+def in_a_process(belt_home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``belt ARGS`` in a process of its own with at most 2 GiB of memory (a file read whole
+    fails there instead of exhausting the machine) and a minute to finish."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 1024**3, 2 * 1024**3))
+
+    env = {**os.environ, "BELT_HOME": str(belt_home), "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "belt", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        preexec_fn=limit,
+    )
+
+
+@pytest.mark.parametrize("what", ["link to /dev/zero", "FIFO"])
+def test_a_run_file_that_is_a_fifo_or_a_link_to_dev_zero_is_refused_by_name(
+    tmp_path: Path, belt_home: Path, what: str
+) -> None:
+    report = held_simulation(tmp_path)
+    run_id = report["runs"][0]["id"]
+    gate_id = report["chat"]["pending_interrupts"][0]["id"]
+    assert belt("interrupt", "resolve", gate_id, "allow").exit_code == 0
+    paths = [
+        belt_home / "store" / "objects" / "run" / f"{run_id}.json",
+        belt_home / "store" / "logs" / "events" / f"{run_id}.jsonl",
+        belt_home / "store" / "index" / "chat-messages" / f"{report['chat']['id']}.jsonl",
+    ]
+    for path in paths:
+        kept = path.with_name(path.name + ".kept")
+        path.rename(kept)
+        if what == "FIFO":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+        for command in (("sim", "show", run_id), ("sim", "resume", run_id)):
+            result = in_a_process(belt_home, *command)
+            assert result.returncode == 5, (command, path, result.stderr)
+            assert str(path) in result.stderr, result.stderr
+            assert "Traceback" not in result.stderr
+        path.unlink()
+        kept.rename(path)
