@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from belt.errors import BeltError, ExitCode, InvalidInput
+from belt.wire.enums import Dialect
 from belt.wire.nexus import LifecycleHooks
 from belt.wire.platform import LifecycleHookConfig
 from belt.wire.validate import (
@@ -18,13 +18,6 @@ from belt.wire.validate import (
     check_platform_hooks,
     describe,
 )
-
-
-class Dialect(StrEnum):
-    """Which hook system a declaration is written for."""
-
-    PLATFORM = "platform"
-    NEXUS = "nexus"
 
 
 @dataclass

@@ -10,9 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from belt.declarations import Dialect, check_document, read_document
+from belt.declarations import check_document, read_document
 from belt.errors import InvalidInput, NotFound
 from belt.paths import state_dir, write_private
+from belt.wire.enums import Dialect
 from belt.wire.platform import LifecycleHookConfig
 from belt.wire.validate import check_platform_hooks
 

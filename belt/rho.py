@@ -10,7 +10,6 @@ from typing import Any
 
 from belt.declarations import (
     RHO_PLUGIN,
-    Dialect,
     check_document,
     parse_text,
     read_document,
@@ -19,6 +18,7 @@ from belt.declarations import (
 from belt.errors import InvalidInput, UsageError
 from belt.paths import state_dir, write_private
 from belt.records.profile import PROFILE_PATH
+from belt.wire.enums import Dialect
 
 STDIN = "<stdin>"
 

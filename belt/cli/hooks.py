@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from belt.errors import UsageError
+from belt.wire.enums import Dialect, InterruptResolution
 
 if TYPE_CHECKING:
     from belt.wire.platform import LifecycleHookConfig
@@ -24,25 +25,11 @@ FileOption = Annotated[
 ]
 
 
-class DialectChoice(StrEnum):
-    """Dialects a file can be read as."""
-
-    platform = "platform"
-    nexus = "nexus"
-
-
 class FormatChoice(StrEnum):
     """Formats a declaration file can be written in."""
 
     json = "json"
     toml = "toml"
-
-
-class Resolution(StrEnum):
-    """Resolutions a gate may default to."""
-
-    allow = "allow"
-    deny = "deny"
 
 
 @app.command()
@@ -101,16 +88,16 @@ def builtins(json_: JsonFlag = False) -> None:
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Declaration files (JSON or TOML).")],
     dialect: Annotated[
-        DialectChoice | None,
+        Dialect | None,
         typer.Option(help="Read the files as this dialect instead of detecting it."),
     ] = None,
     json_: JsonFlag = False,
 ) -> None:
     """Check declaration files of either dialect; every problem names its path and rule."""
     from belt import output
-    from belt.declarations import Dialect, exit_code, validate_files
+    from belt.declarations import exit_code, validate_files
 
-    reports = validate_files(files, Dialect(dialect.value) if dialect else None)
+    reports = validate_files(files, dialect)
     if json_:
         output.print_json([report.summary() for report in reports])
     else:
@@ -141,7 +128,7 @@ def add(
     async_: Annotated[bool, typer.Option("--async", help="Run without blocking.")] = False,
     timeout: Annotated[int | None, typer.Option(help="Timeout in seconds.")] = None,
     default_resolution: Annotated[
-        Resolution | None, typer.Option(help="Gate only: resolution on expiry.")
+        InterruptResolution | None, typer.Option(help="Gate only: resolution on expiry.")
     ] = None,
     file: FileOption = None,
 ) -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
 from belt.cli import BeltGroup, lazy_command
 from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag
-from belt.wire.enums import InterruptReason, InterruptStatus
+from belt.wire.enums import InterruptReason, InterruptResolution, InterruptStatus
 
 # Each command is built only when a command line names it (see ``lazy_command``): building all
 # of them would make `belt interrupt list`, the command people type most, pay for every one.
@@ -20,13 +19,6 @@ app = typer.Typer(
     help="List, review, watch, resolve and open interrupts (the gates hooks put on runs).",
     no_args_is_help=True,
 )
-
-
-class Decision(StrEnum):
-    """How an interrupt can be resolved."""
-
-    allow = "allow"
-    deny = "deny"
 
 
 def pending_ids(incomplete: str) -> list[tuple[str, str]]:
@@ -175,7 +167,9 @@ def show(
 
 def resolve(
     interrupt_id: InterruptRef,
-    decision: Annotated[Decision, typer.Argument(metavar="allow|deny", help="The decision.")],
+    decision: Annotated[
+        InterruptResolution, typer.Argument(metavar="allow|deny", help="The decision.")
+    ],
     data: Annotated[
         str | None,
         typer.Option(
@@ -407,7 +401,7 @@ def create(
         typer.Option("--timeout", metavar="S", help="Seconds until it expires (default 300)."),
     ] = None,
     default_resolution: Annotated[
-        Decision | None,
+        InterruptResolution | None,
         typer.Option("--default-resolution", help="Resolution on expiry (default allow)."),
     ] = None,
     meta: Annotated[

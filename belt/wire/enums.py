@@ -12,6 +12,13 @@ ATTENTION_HOLD = "attention_hold"
 """The state of a Nexus execution whose hook task failed: it waits, it never ends silently."""
 
 
+class Dialect(StrEnum):
+    """Which hook system a declaration is written for."""
+
+    PLATFORM = "platform"
+    NEXUS = "nexus"
+
+
 class HookEvent(StrEnum):
     """Lifecycle events an agent version's hooks can listen for."""
 
