@@ -15,8 +15,6 @@ import math
 import re
 from typing import Any
 
-from belt.errors import InvalidInput
-
 MAX_DEPTH = 100
 """Arrays and objects nest at most this deep."""
 
@@ -108,14 +106,6 @@ def decode(data: str | bytes) -> Any:
     if _SURROGATE_ESCAPE.search(text):
         _check_strings(document)
     return document
-
-
-def load_json(data: str | bytes, source: str) -> Any:
-    """``decode`` with a refusal as InvalidInput naming ``source`` (exit 5)."""
-    try:
-        return decode(data)
-    except StrictJSONError as exc:
-        raise InvalidInput(f"{source}: {exc}") from None
 
 
 def decode_toml(text: str) -> dict[str, Any]:

@@ -418,14 +418,6 @@ def check_storable(loaded: LoadedScenario | LoadedNexusScenario) -> None:
         raise InvalidInput(f"{loaded.source}: a value cannot be stored: {exc}") from None
 
 
-def load_scenario(path: str | Path, *, hooks_file: str | Path | None = None) -> LoadedScenario:
-    """Read and check a scenario of the platform dialect."""
-    loaded = read_scenario(path, hooks_file=hooks_file)
-    if isinstance(loaded, LoadedNexusScenario):
-        raise InvalidInput(f"{path}: is a Nexus scenario, not a platform one")
-    return loaded
-
-
 # -- the Nexus dialect -------------------------------------------------------------------------
 
 
