@@ -89,7 +89,7 @@ def configure_lifecycle_hooks(
             raise InvalidInput(f"{source}: {problems[0]}")
         raise InvalidInput(f"{source}: {len(problems)} problems", problems=problems)
     configuration = declaration.lifecycle_hooks.to_wire()
-    if api is not None:
+    if api:
         return configure_through_api(api, configuration, transport=transport)
 
     path = config_path()
@@ -110,17 +110,19 @@ def configure_lifecycle_hooks(
 def configure_through_api(
     api: str, configuration: dict[str, Any], *, transport: Any = None
 ) -> Configured:
-    """Read the whole declaration from a profile API, set its lifecycle_hooks, and write it."""
+    """Read the whole declaration from a profile API, set its lifecycle_hooks, and write it
+    (through the backend ``--api`` chooses, as every other command reaches a platform)."""
+    from belt.backend import open_backend
+    from belt.effects import url_host
     from belt.errors import NotFound
-    from belt.remote import Platform
 
-    with Platform(api, transport=transport) as platform:
+    with open_backend(api, transport=transport) as backend:
         try:
-            declaration = platform.get_profile()
+            declaration = backend.get_profile()
         except NotFound as exc:
-            exc.hint = f"is {platform.host} a Nexus profile API (or `belt serve`)?"
+            exc.hint = f"is {url_host(api)} a Nexus profile API (or `belt serve`)?"
             raise
         declaration["lifecycle_hooks"] = configuration
-        stored = platform.put_profile(declaration)
+        stored = backend.put_profile(declaration)
     hooks = stored.get("lifecycle_hooks")
-    return Configured(RHO_PLUGIN, None, hooks if isinstance(hooks, dict) else {}, api=platform.host)
+    return Configured(RHO_PLUGIN, None, hooks if isinstance(hooks, dict) else {}, api=url_host(api))

@@ -41,7 +41,7 @@ LAYERS: dict[str, int] = {
     "belt.server": 7,
     "belt.remote": 7,
     "belt.backend": 8,
-    "belt.rho": 8,
+    "belt.rho": 9,
     "belt.render": 9,
     "belt.output": 9,
     "belt.cli": 10,
@@ -49,8 +49,8 @@ LAYERS: dict[str, int] = {
     "belt.__main__": 11,
 }
 """The layer of each part: errors, paths ← wire, store ← records ← handlers, executor, policy ←
-engine, trigger and replay ← server, remote and the backend ← cli and the pytest plugin
-(``output`` and ``render`` for those only)."""
+engine, trigger and replay ← server, remote and the backend ← rho's configuration (through the
+backend) ← cli and the pytest plugin (``output`` and ``render`` for those only)."""
 
 CLI_ONLY = ("belt.output", "belt.render")
 LIVE_LINES = "belt.server.live"
