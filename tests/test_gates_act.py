@@ -146,7 +146,7 @@ def test_serve_resume_continues_a_run_once_its_gate_is_settled(tmp_path: Path) -
         httpx.post(f"{api}/interrupts/{gate_id}/resolve", json={"decision": "allow"})
         eventually(lambda: store.read("run", run_id)["state"] == "completed", "run completed")
     assert {"kind": "resume", "run_id": run_id, "state": "completed"}.items() <= next(
-        line for line in lines if line.get("kind") == "resume"
+        line for line in lines if line.get("kind") == "resume" and line.get("run_id") == run_id
     ).items()
     with pytest.raises(Conflict):
         resume_run(run_id=run_id)
