@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,20 +11,27 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from belt.policy import load_policy
 from belt.samples import sample_payload
 from belt.server.app import create_app
 from belt.server.deciders import policy_decider
-from belt.server.forward import ANSWER_MAX_BYTES, forward_decider
+from belt.server.forward import ANSWER_MAX_BYTES, FORWARD_CONNECTIONS, forward_decider
 from belt.signing import signed_headers
 from belt.store import Store
+from belt.wire.platform import LifecycleHookPayload
 from tests.cli.runner import belt
+from tests.cli.test_serve import serve_process
 from tests.hookapp import hook_app
 from tests.servers import running
 from tests.vectors import SECRET
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
+BURST = 300
 
 
 @contextmanager
@@ -134,3 +142,105 @@ def test_wrong_forward_options_are_refused(args: tuple[str, ...], message: str) 
     result = belt("serve", *args)
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_one_client_serves_every_request_for_the_servers_life(tmp_path: Path) -> None:
+    decide = forward_decider("http://127.0.0.1:9/hooks")
+    seen = []
+    with hook_app(lambda name, body: {"decision": "allow"}) as upstream:
+        decide.url = f"{upstream.url}/mine"
+        app = create_app(decide=decide, store=Store(tmp_path), sweep_interval=0)
+        with running(app) as url:
+            for _ in range(3):
+                assert httpx.post(f"{url}/hooks", json=payload()).status_code == 200
+                seen.append(decide.client)
+    (client,) = set(map(id, seen))
+    assert seen[0] is not None and seen[0].is_closed  # closed when the server stopped
+    assert decide.client is None
+
+
+def test_the_deadline_is_the_documented_total_not_httpx_own_read_timeout() -> None:
+    timeouts: list[dict[str, float]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        timeouts.append(request.extensions["timeout"])
+        return httpx.Response(200, json={"decision": "allow"})
+
+    async def ask() -> Any:
+        async with forward_decider(
+            "http://handler.test/hooks", transport=httpx.MockTransport(answer)
+        ) as decide:
+            return await decide(LifecycleHookPayload.model_validate(payload()))
+
+    verdict = asyncio.run(ask())
+    assert verdict.response.decision == "allow"
+    assert timeouts == [{"connect": 30.0, "read": 30.0, "write": 30.0, "pool": 30.0}]
+
+
+class Upstream:
+    """A handler that answers allow after a moment, counting the requests it holds at once."""
+
+    def __init__(self) -> None:
+        self.now = self.most = self.served = 0
+
+    def app(self) -> Starlette:
+        async def hook(request: Request) -> Response:
+            await request.body()
+            self.now += 1
+            self.most = max(self.most, self.now)
+            await asyncio.sleep(0.05)
+            self.now -= 1
+            self.served += 1
+            return Response('{"decision": "allow"}', media_type="application/json")
+
+        return Starlette(routes=[Route("/hooks", hook, methods=["POST"])])
+
+
+async def burst(url: str, count: int) -> list[bytes]:
+    """``count`` hook requests in flight at once, one connection each; the status lines.
+
+    The connections are opened a few at a time (belt serve's listen queue is short, and a
+    connection the kernel drops from a full queue is retried a second later), then every
+    request is sent together once all are open.
+    """
+    host, port = url.removeprefix("http://").split(":")
+    body = json.dumps(payload()).encode()
+    request = (
+        f"POST /hooks HTTP/1.1\r\nHost: {host}:{port}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode() + body
+    connecting = asyncio.Semaphore(16)
+    opened: list[int] = []
+    all_open = asyncio.Event()
+
+    async def one() -> bytes:
+        async with connecting:
+            reader, writer = await asyncio.open_connection(host, int(port))
+        opened.append(1)
+        if len(opened) == count:
+            all_open.set()
+        try:
+            async with asyncio.timeout(60):
+                await all_open.wait()
+                writer.write(request)
+                await writer.drain()
+                answer = await reader.read()
+        finally:
+            writer.close()
+        return answer.partition(b"\r\n")[0]
+
+    return await asyncio.gather(*(one() for _ in range(count)))
+
+
+def test_a_burst_of_300_requests_is_forwarded_without_a_failure() -> None:
+    upstream = Upstream()
+    with (
+        running(upstream.app()) as handler,
+        serve_process("--forward-to", f"{handler}/hooks", "--sweep-interval", "0") as (url, output),
+    ):
+        statuses = asyncio.run(burst(url, BURST))
+    assert output["code"] == "0", output["stderr"]
+    assert statuses == [b"HTTP/1.1 200 OK"] * BURST
+    assert upstream.served == BURST
+    # One bounded client: never more connections to the handler than its pool holds.
+    assert upstream.most <= FORWARD_CONNECTIONS

@@ -280,6 +280,10 @@ def create_app(
             from belt.server.guard import AcceptErrors
 
             asyncio.get_running_loop().set_exception_handler(AcceptErrors(on_loop_error))
+        opened = contextlib.AsyncExitStack()
+        if isinstance(decide, contextlib.AbstractAsyncContextManager):
+            # A decider that holds connections (--forward-to) opens them for the server's life.
+            await opened.enter_async_context(decide)
         tasks = []
         if sweep_interval > 0:
             tasks.append(asyncio.create_task(api.sweep_forever(sweep_interval)))
@@ -296,6 +300,7 @@ def create_app(
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await run_in_threadpool(emulator.close)
+            await opened.aclose()
 
     routes = [
         Route("/healthz", health.check, methods=["GET"]),

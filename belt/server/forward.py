@@ -1,11 +1,12 @@
 """``belt serve --forward-to URL``: hook requests passed on to the user's own handler.
 
 The decider POSTs each payload on to the URL (signed again with the server's secret, when it has
-one), within the webhook timeout as a total deadline and a bound on the answer's size, and
-answers what the handler answered. ``belt serve`` journals the request and that answer as it
-journals every hook request, so real traffic can be replayed later (``belt replay journal``)
-against an edited handler. A handler that fails (unreachable, slow, a non-2xx answer, a body that
-is not a LifecycleHookResponse) is a handler failure: the caller gets HTTP 500 saying why.
+one) through one bounded client for the server's life, within the webhook timeout (30 s) as a
+total deadline and a bound on the answer's size, and answers what the handler answered.
+``belt serve`` journals the request and that answer as it journals every hook request, so real
+traffic can be replayed later (``belt replay journal``) against an edited handler. A handler
+that fails (unreachable, slow, a non-2xx answer, a body that is not a LifecycleHookResponse) is
+a handler failure: the caller gets HTTP 500 saying why.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 from belt.effects import url_host
 from belt.errors import UsageError
 from belt.policy import Verdict
-from belt.server.deciders import Decider, HandlerResponseError
+from belt.server.deciders import HandlerResponseError
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload
 
 if TYPE_CHECKING:
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
 
 ANSWER_MAX_BYTES = 1024 * 1024
 """The largest answer read from the handler; a longer one is a failure."""
+FORWARD_CONNECTIONS = 100
+"""The most connections open to the handler at once."""
+FORWARD_KEEPALIVE = 20
+"""The most idle connections kept open to the handler between requests."""
 
 
 def check_forward_url(url: str) -> str:
@@ -36,51 +41,90 @@ def check_forward_url(url: str) -> str:
     return url
 
 
-def forward_decider(
-    url: str,
-    *,
-    secret: str | None = None,
-    timeout: float = WEBHOOK_TIMEOUT_DEFAULT,
-    transport: httpx.AsyncBaseTransport | None = None,
-) -> Decider:
-    """A decider that asks the handler at ``url`` and answers what it answers."""
-    import httpx
+class Forwarder:
+    """A decider that asks the handler at ``url`` and answers what it answers.
 
-    from belt.handlers.webhook import encode_payload, parse_response
+    One HTTP client serves every request for the server's life: the app's lifespan opens it at
+    start-up and closes it at shutdown (``async with``; a first request opens it if the app was
+    served without a lifespan). Its pool is bounded: at most ``FORWARD_CONNECTIONS`` requests
+    reach the handler at once, the rest wait for a connection within their deadline.
+    ``timeout`` is a total deadline for each request (the wait for a connection included); the
+    client's own timeouts are set to it, so none of httpx's shorter defaults cuts a call first.
+    """
 
-    host = url_host(url)
+    def __init__(
+        self,
+        url: str,
+        *,
+        secret: str | None = None,
+        timeout: float = WEBHOOK_TIMEOUT_DEFAULT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = url
+        self.host = url_host(url)
+        self.secret = secret
+        self.timeout = timeout
+        self.transport = transport
+        self.client: httpx.AsyncClient | None = None
 
-    async def post(body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        # A client per request: nothing is left open between requests or after the server.
-        async with (
-            httpx.AsyncClient(transport=transport, follow_redirects=False) as client,
-            client.stream("POST", url, content=body, headers=headers) as reply,
-        ):
+    def open(self) -> httpx.AsyncClient:
+        """The shared client, made now if it is not yet."""
+        import httpx
+
+        if self.client is None:
+            self.client = httpx.AsyncClient(
+                transport=self.transport,
+                follow_redirects=False,
+                timeout=httpx.Timeout(self.timeout),
+                limits=httpx.Limits(
+                    max_connections=FORWARD_CONNECTIONS,
+                    max_keepalive_connections=FORWARD_KEEPALIVE,
+                ),
+            )
+        return self.client
+
+    async def __aenter__(self) -> Forwarder:
+        self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            await client.aclose()
+
+    async def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        """POST ``body``; the status and the answer, read up to ``ANSWER_MAX_BYTES``."""
+        async with self.open().stream("POST", self.url, content=body, headers=headers) as reply:
             chunks: list[bytes] = []
             size = 0
             async for chunk in reply.aiter_bytes():
                 size += len(chunk)
                 if size > ANSWER_MAX_BYTES:
                     raise HandlerResponseError(
-                        f"forwarding to {host}: the answer is larger than "
+                        f"forwarding to {self.host}: the answer is larger than "
                         f"{ANSWER_MAX_BYTES // 1024} KiB"
                     )
                 chunks.append(chunk)
             return reply.status_code, b"".join(chunks)
 
-    async def decide(payload: LifecycleHookPayload) -> Verdict:
+    async def __call__(self, payload: LifecycleHookPayload) -> Verdict:
+        import httpx
+
+        from belt.handlers.webhook import encode_payload, parse_response
+
+        host = self.host
         body = encode_payload(payload.model_dump(mode="json", exclude_unset=True))
         headers = {"content-type": "application/json"}
-        if secret:
+        if self.secret:
             from belt.signing import signed_headers
 
-            headers.update(signed_headers(secret, body))
+            headers.update(signed_headers(self.secret, body))
         try:
-            async with asyncio.timeout(timeout):
-                status, answer = await post(body, headers)
-        except TimeoutError:
+            async with asyncio.timeout(self.timeout):
+                status, answer = await self.post(body, headers)
+        except (TimeoutError, httpx.TimeoutException):
             raise HandlerResponseError(
-                f"forwarding to {host}: no answer within {timeout:g} s"
+                f"forwarding to {host}: no answer within {self.timeout:g} s"
             ) from None
         except httpx.HTTPError as exc:
             raise HandlerResponseError(
@@ -95,4 +139,13 @@ def forward_decider(
             )
         return Verdict(response, None)
 
-    return decide
+
+def forward_decider(
+    url: str,
+    *,
+    secret: str | None = None,
+    timeout: float = WEBHOOK_TIMEOUT_DEFAULT,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Forwarder:
+    """A decider that asks the handler at ``url`` and answers what it answers (``Forwarder``)."""
+    return Forwarder(url, secret=secret, timeout=timeout, transport=transport)
