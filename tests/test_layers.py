@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "belt.hookfile": 5,
     "belt.engine": 6,
     "belt.trigger": 6,
+    "belt.doctor": 7,
     "belt.replay": 6,
     "belt.server": 7,
     "belt.remote": 7,

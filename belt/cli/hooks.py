@@ -117,6 +117,50 @@ def validate(
 
 
 @app.command()
+def doctor(
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Declaration or scenario files (default: hooks.json in the state directory)."
+        ),
+    ] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """Find the traps a valid declaration can hold, and declared hooks never delivered.
+
+    Exits 0 when it finds nothing, 1 when it finds a trap, 5 when a file is invalid.
+    """
+    from belt import output
+    from belt.doctor import examine
+    from belt.errors import ExitCode
+    from belt.hookfile import resolve_path
+    from belt.store import open_store
+
+    examined = examine(files or [resolve_path(None)], open_store())
+    if json_:
+        output.print_json(examined.summary())
+    else:
+        for declaration in examined.invalid:
+            for problem in declaration.findings.problems:
+                output.error(f"{declaration.path}: {problem}")
+        for trap in examined.traps:
+            output.warning(f"{trap.file}: {trap.where}: {trap.message}")
+            output.echo(f"  fix: {trap.fix}", stderr=True)
+        if not examined.history:
+            output.echo(
+                "no hook deliveries on record yet: which declared hooks never ran is known once "
+                "runs or belt serve have delivered some",
+                stderr=True,
+            )
+        if not examined.traps and not examined.invalid:
+            output.success(f"no traps in {', '.join(examined.files)}")
+    if examined.invalid:
+        raise typer.Exit(int(ExitCode.INVALID_INPUT))
+    if examined.traps:
+        raise typer.Exit(int(ExitCode.FAILURE))
+
+
+@app.command()
 def add(
     event: Annotated[str, typer.Argument(help="Lifecycle event, e.g. agent.tool_call.")],
     webhook: Annotated[str | None, typer.Option(help="Webhook URL to POST the payload to.")] = None,
