@@ -135,30 +135,10 @@ def create_interrupt(
     ``event`` is then not checked against the platform's catalogue (a Nexus boundary).
     """
     from belt.records.ids import new_id
-    from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS
-    from belt.wire.platform import HookHandlerType, InterruptReason, timeout_bounds
 
     check_id(run_id, what="run id")
     check_id(chat_id, what="chat id")
-    if reason not in {r.value for r in InterruptReason}:
-        choices = ", ".join(r.value for r in InterruptReason)
-        raise InvalidInput(f"unknown interrupt reason {reason!r} (one of {choices})")
-    if (source is None or reason == InterruptReason.HOOK_GATE) and event not in EVENTS:
-        raise InvalidInput(f"unknown event {event!r} (see `belt hooks events`)")
-    if reason == InterruptReason.HOOK_GATE and event not in GATEABLE_EVENTS:
-        raise InvalidInput(
-            f"a gate cannot attach to {event} (gates attach to {', '.join(GATEABLE_EVENTS)})"
-        )
-    default_timeout, max_timeout = timeout_bounds(HookHandlerType.GATE)
-    if timeout is None:
-        timeout = default_timeout
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= max_timeout:
-        raise InvalidInput(f"timeout {timeout!r} must be a whole number 1 through {max_timeout}")
-    if default_resolution is None and reason == InterruptReason.HOOK_GATE:
-        default_resolution = "allow"
-    if default_resolution is not None and default_resolution not in RESOLUTIONS:
-        raise InvalidInput(f"default resolution {default_resolution!r} must be allow or deny")
-
+    timeout, default_resolution = _checked_terms(event, reason, source, timeout, default_resolution)
     created = now or utcnow()
     stamp = timestamp(created)
     interrupt_id = new_id("int")
@@ -185,17 +165,56 @@ def create_interrupt(
         "default_resolution": default_resolution,
         "timeout": timeout,
     }
-    store = _store(store)
-    # Markers first, object last: a creator killed half-way leaves at most a marker or a link
-    # without an object, which the readers skip and the sweep clears; never a hidden gate.
+    _store_new(_store(store), record)
+    return to_dto(record)
+
+
+def _checked_terms(
+    event: str,
+    reason: str,
+    source: str | None,
+    timeout: int | None,
+    default_resolution: str | None,
+) -> tuple[int, str | None]:
+    """A new interrupt's reason, event, timeout and resolution on expiry checked; returns the
+    timeout and the resolution with their defaults filled in."""
+    from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS
+    from belt.wire.platform import HookHandlerType, InterruptReason, timeout_bounds
+
+    if reason not in {r.value for r in InterruptReason}:
+        choices = ", ".join(r.value for r in InterruptReason)
+        raise InvalidInput(f"unknown interrupt reason {reason!r} (one of {choices})")
+    if (source is None or reason == InterruptReason.HOOK_GATE) and event not in EVENTS:
+        raise InvalidInput(f"unknown event {event!r} (see `belt hooks events`)")
+    if reason == InterruptReason.HOOK_GATE and event not in GATEABLE_EVENTS:
+        raise InvalidInput(
+            f"a gate cannot attach to {event} (gates attach to {', '.join(GATEABLE_EVENTS)})"
+        )
+    default_timeout, max_timeout = timeout_bounds(HookHandlerType.GATE)
+    if timeout is None:
+        timeout = default_timeout
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= max_timeout:
+        raise InvalidInput(f"timeout {timeout!r} must be a whole number 1 through {max_timeout}")
+    if default_resolution is None and reason == InterruptReason.HOOK_GATE:
+        default_resolution = "allow"
+    if default_resolution is not None and default_resolution not in RESOLUTIONS:
+        raise InvalidInput(f"default resolution {default_resolution!r} must be allow or deny")
+    return timeout, default_resolution
+
+
+def _store_new(store: Store, record: dict[str, Any]) -> None:
+    """Write a new interrupt: markers first, object last, so a creator killed half-way leaves at
+    most a marker or a link without an object, which the readers skip and the sweep clears;
+    never a hidden gate."""
+    interrupt_id = str(record["id"])
     marker = _pending_marker(record)
     if marker:
         store.tag(PENDING, marker)
-    store.link(RUN_INTERRUPTS, run_id, interrupt_id)
+    store.link(RUN_INTERRUPTS, str(record["run_id"]), interrupt_id)
+    resource_id = record["resource_id"]
     if resource_id is not None:
         store.link(RESOURCE_INTERRUPTS, check_id(resource_id, what="resource id"), interrupt_id)
     store.create(INTERRUPT, interrupt_id, record)
-    return to_dto(record)
 
 
 def read_record(*, store: Store | None = None, interrupt_id: str) -> dict[str, Any]:
