@@ -69,8 +69,37 @@ class Backend(Protocol):
         """Replace the whole Nexus configuration declaration; returns it as stored."""
 
 
+class LocalInbox(Backend, Protocol):
+    """What only the local store does, beside a platform's part: the commands that read the
+    store's transcripts, continue its runs, expire its gates and open gates by hand
+    (``interrupt review``, ``sweep`` and ``create``; on a platform those are its own job)."""
+
+    def transcript_before(
+        self, *, interrupt: dict[str, Any], limit: int = 6
+    ) -> list[dict[str, Any]]:
+        """The messages of the interrupt's chat just before it opened."""
+
+    def resume_settled_run(self, *, run_id: str) -> list[tuple[str, str]]:
+        """Continue a simulated run whose gates are all settled."""
+
+    def sweep(self) -> list[dict[str, Any]]:
+        """Settle every overdue pending interrupt with its default resolution."""
+
+    def create_interrupt(
+        self,
+        *,
+        run_id: str,
+        chat_id: str,
+        event: str,
+        timeout: int | None = None,
+        default_resolution: str | None = None,
+        meta: Any = None,
+    ) -> dict[str, Any]:
+        """Open a hook gate by hand, as a gate hook on ``event`` would."""
+
+
 class LocalBackend:
-    """The store in the state directory, as a platform."""
+    """The store in the state directory, as a platform (and as the local inbox)."""
 
     def __init__(self, store: Store | None = None) -> None:
         from belt.store import open_store
@@ -163,6 +192,35 @@ class LocalBackend:
         states = {run["id"]: str(run["state"]) for run in report["runs"]}
         return [(executed_id, states.get(executed_id, "?")) for executed_id in executed]
 
+    def sweep(self) -> list[dict[str, Any]]:
+        """Settle every overdue pending interrupt of the store with its default resolution."""
+        from belt.records.interrupts import sweep
+
+        return sweep(store=self.store)
+
+    def create_interrupt(
+        self,
+        *,
+        run_id: str,
+        chat_id: str,
+        event: str,
+        timeout: int | None = None,
+        default_resolution: str | None = None,
+        meta: Any = None,
+    ) -> dict[str, Any]:
+        """Open a hook gate in the store; returns its InterruptDTO."""
+        from belt.records.interrupts import create_interrupt
+
+        return create_interrupt(
+            store=self.store,
+            run_id=run_id,
+            chat_id=chat_id,
+            event=event,
+            timeout=timeout,
+            default_resolution=default_resolution,
+            meta=meta,
+        )
+
     def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, Any]:
         """Store the chat's ``disable_hooks``."""
         from belt.records.chats import set_chat_settings
@@ -191,9 +249,14 @@ def open_backend(
 ) -> Iterator[Backend]:
     """The backend ``--api`` chose: the platform at ``api``, else the local store."""
     if not api:
-        yield LocalBackend()
+        yield local_inbox()
         return
     from belt.remote import Platform
 
     with Platform(api, api_key=api_key, transport=transport) as platform:
         yield platform
+
+
+def local_inbox(store: Store | None = None) -> LocalInbox:
+    """The local store as a backend, with the part only it has."""
+    return LocalBackend(store)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from belt.cli import BeltGroup, lazy_command
 from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag
 from belt.wire.enums import InterruptReason, InterruptResolution, InterruptStatus
+
+if TYPE_CHECKING:
+    from belt.backend import LocalInbox
 
 # Each command is built only when a command line names it (see ``lazy_command``): building all
 # of them would make `belt interrupt list`, the command people type most, pay for every one.
@@ -230,7 +233,7 @@ def review(
     import sys
 
     from belt import output
-    from belt.backend import LocalBackend
+    from belt.backend import local_inbox
     from belt.errors import BeltError, UsageError
     from belt.render import review_lines
 
@@ -240,7 +243,7 @@ def review(
             hint="to resolve from a script or a pipe: belt interrupt resolve ID allow|deny "
             "[--data JSON]",
         )
-    backend = LocalBackend()
+    backend = local_inbox()
     passed: set[str] = set()
     done = {"allow": 0, "deny": 0, "skip": 0}
     while True:
@@ -320,7 +323,7 @@ def _ask_data() -> object:
             output.warning(exc.message)
 
 
-def _resume(backend: Any, run_id: str) -> None:
+def _resume(backend: LocalInbox, run_id: str) -> None:
     """Resume a simulated run whose gates are now all settled; say how it went."""
     from belt import output
     from belt.errors import BeltError
@@ -378,9 +381,9 @@ def watch(
 def sweep(json_: JsonFlag = False) -> None:
     """Settle every overdue pending interrupt with its default resolution (status expired)."""
     from belt import output
-    from belt.records.interrupts import sweep as sweep_store
+    from belt.backend import local_inbox
 
-    settled = sweep_store()
+    settled = local_inbox().sweep()
     if json_:
         output.print_json({"settled": len(settled), "interrupts": settled})
         return
@@ -416,10 +419,10 @@ def create(
 ) -> None:
     """Open a hook gate by hand, as a gate hook on EVENT would."""
     from belt import output
+    from belt.backend import local_inbox
     from belt.inputs import read_json_object_option
-    from belt.records.interrupts import create_interrupt
 
-    item = create_interrupt(
+    item = local_inbox().create_interrupt(
         run_id=run,
         chat_id=chat,
         event=event,
