@@ -3,18 +3,45 @@
 Shared by everything that calls user code: ``belt serve --handler``, executor ``py:`` tools, and
 in-process hook handlers. ``option`` names where the reference came from, so an error message
 says which option to fix.
+
+Whatever the module's top-level code raises is an error naming it, ``SystemExit`` included (a
+module that calls ``sys.exit`` on import does not end belt). Inside ``import_deadline(seconds)``
+(``belt test``, so that one scenario cannot stop the suite) an import runs in a thread of its
+own and is waited for at most ``seconds``: a module that raises ``KeyboardInterrupt`` is an
+error there too (a Ctrl-C of the user's still reaches the main thread), and one whose import
+does not finish is an error, left to run in its thread (Python cannot stop it), and every later
+import of it in the process is refused at once rather than waited for again.
 """
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from belt.errors import InvalidInput, NotFound, UsageError
+
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "belt_import_deadline", default=None
+)
+_UNFINISHED: dict[str, float] = {}
+"""The modules (by name or path) whose import overran its deadline, with that deadline."""
+
+
+@contextmanager
+def import_deadline(seconds: float) -> Iterator[None]:
+    """Give each import of a user's module in the block (on this thread) ``seconds``."""
+    token = _DEADLINE.set(seconds)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
 
 
 def load_callable(spec: str, *, option: str = "--handler") -> Callable[..., Any]:
@@ -25,19 +52,15 @@ def load_callable(spec: str, *, option: str = "--handler") -> Callable[..., Any]
             f"{option} {spec!r}: expected MODULE:FUNC (e.g. examples/handler.py:decide)"
         )
     if module_name.endswith(".py") or "/" in module_name:
-        module = _import_file(Path(module_name), option)
+        path = Path(module_name)
+        if not path.is_file():
+            raise NotFound(f"{option}: {path}: no such file")
+        module = _guarded(lambda: _import_file(path, option), str(path), option)
     else:
         # Like `python -m`, let a module in the working directory be found.
         if "" not in sys.path and str(Path.cwd()) not in sys.path:
             sys.path.insert(0, str(Path.cwd()))
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                raise NotFound(f"{option}: no module named {module_name!r}") from exc
-            raise InvalidInput(f"{option}: importing {module_name} failed: {exc}") from exc
-        except Exception as exc:
-            raise InvalidInput(f"{option}: importing {module_name} failed: {exc}") from exc
+        module = _guarded(lambda: _import_module(module_name, option), module_name, option)
     found: Any = module
     for part in attribute.split("."):
         if not hasattr(found, part):
@@ -49,9 +72,72 @@ def load_callable(spec: str, *, option: str = "--handler") -> Callable[..., Any]
     return func
 
 
+def _guarded(load: Callable[[], Any], what: str, option: str) -> Any:
+    """``load()`` (an import of ``what``), its top-level code's exits and hangs made errors."""
+    seconds = _DEADLINE.get()
+    if seconds is None or _imported(what):
+        try:
+            return load()
+        except SystemExit as exc:
+            raise _failed(option, what, exc) from None
+    if what in _UNFINISHED:
+        raise InvalidInput(
+            f"{option}: importing {what} did not finish within {_UNFINISHED[what]:g} s "
+            "earlier in this run; it is not tried again"
+        )
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, load()))
+        except BaseException as exc:  # whatever it raises is the module's error
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name=f"belt-import {what}", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        _UNFINISHED[what] = seconds
+        raise InvalidInput(
+            f"{option}: importing {what} did not finish within {seconds:g} s",
+            hint="a handler module's top-level code must not wait (it runs on import)",
+        )
+    ok, value = outcome[0]
+    if ok:
+        return value
+    if isinstance(value, (SystemExit, KeyboardInterrupt)):
+        raise _failed(option, what, value) from None
+    raise value
+
+
+def _imported(what: str) -> bool:
+    """True when the module named ``what`` is already imported whole (nothing runs again)."""
+    module = sys.modules.get(what)
+    spec = getattr(module, "__spec__", None)
+    return module is not None and not getattr(spec, "_initializing", False)
+
+
+def _failed(option: str, what: str, exc: BaseException) -> InvalidInput:
+    """A module's top-level code exited or was interrupted on import: an error naming it."""
+    if isinstance(exc, SystemExit):
+        how = f"it called sys.exit({exc.code!r})"
+    else:
+        how = f"it raised {type(exc).__name__}"
+    return InvalidInput(f"{option}: importing {what} failed: {how}")
+
+
+def _import_module(module_name: str, option: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise NotFound(f"{option}: no module named {module_name!r}") from exc
+        raise InvalidInput(f"{option}: importing {module_name} failed: {exc}") from exc
+    except Exception as exc:
+        raise InvalidInput(f"{option}: importing {module_name} failed: {exc}") from exc
+
+
 def _import_file(path: Path, option: str) -> Any:
-    if not path.is_file():
-        raise NotFound(f"{option}: {path}: no such file")
     name = f"belt_handler_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -60,7 +146,10 @@ def _import_file(path: Path, option: str) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[name]
+    except BaseException as exc:
+        if sys.modules.get(name) is module:
+            del sys.modules[name]
+        if not isinstance(exc, Exception):
+            raise
         raise InvalidInput(f"{option}: importing {path} failed: {exc}") from exc
     return module

@@ -5,10 +5,16 @@ directories searched for ``*.toml`` and ``*.json``). Each scenario runs in its o
 temporary directory, never the state directory, so tests neither see nor leave anything there;
 its expectations are then checked against its report. A file that cannot be read as a scenario
 is reported and counted (the suite exits 5) while the others still run.
+
+Nothing one scenario does stops the others: a ``py:`` module that exits or raises
+``KeyboardInterrupt`` as it is imported, or whose import does not finish within
+``IMPORT_TIMEOUT`` seconds (``belt.loader.import_deadline``), is that scenario's error, and so is
+a file whose name is not UTF-8 (the name is shown with its bytes escaped).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import tempfile
@@ -22,12 +28,15 @@ from typing import Any
 
 from belt.engine.expect import Outcome
 from belt.errors import BeltError, ExitCode, InvalidInput, NotFound
+from belt.loader import import_deadline
 
 SUFFIXES = (".toml", ".json")
 DEFAULT_PATH = Path("tests")
 EXCERPT_CONTEXT = 3
 """Messages shown before and after the ones a failed expectation is about."""
 EXCERPT_MAX = 16
+IMPORT_TIMEOUT = 30.0
+"""Seconds the import of each ``py:`` module a scenario names may take."""
 
 
 @dataclass
@@ -143,6 +152,17 @@ def _walk(directory: Path) -> list[Path]:
     return files
 
 
+def shown_name(path: Path) -> str:
+    """``path`` as text: as it is when the file system's bytes are UTF-8, else with the bytes
+    that are not written as escapes (``b\\xff.json``)."""
+    name = str(path)
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    return name
+
+
 def selected(name: str, pattern: str | None) -> bool:
     """True when ``-k PATTERN`` selects the scenario ``name`` (a case-insensitive substring)."""
     return pattern is None or pattern.casefold() in name.casefold()
@@ -168,10 +188,11 @@ def run_suite(
     results: list[ScenarioResult] = []
     stopped = False
     for path, document in found:
-        name = str(path)
+        name = shown_name(path)
         if not selected(name, pattern):
             continue
-        result = run_document(path, document, routes=routes or [])
+        with import_deadline(IMPORT_TIMEOUT):
+            result = run_document(path, document, routes=routes or [])
         results.append(result)
         if report is not None:
             report(result)
@@ -188,8 +209,13 @@ def run_document(path: Path, document: Any, *, routes: list[str]) -> ScenarioRes
     """Read one scenario and run it in a fresh store; errors become its result."""
     from belt.engine.scenario import scenario_from_document
 
-    name = str(path)
+    name = shown_name(path)
     started = time.perf_counter()
+    if name != str(path):
+        error = (
+            f"{name}: the file name is not UTF-8; belt records a scenario by its name, rename it"
+        )
+        return ScenarioResult(name, "error", time.perf_counter() - started, error=error)
     if isinstance(document, InvalidInput):
         return _invalid(name, document, started)
     try:

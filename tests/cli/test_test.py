@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from belt.engine import suite as suite_module
 from belt.engine.expect import Facts, check, check_expectations
 from belt.engine.suite import ScenarioResult, SuiteResult, junit_document
 from belt.wire.validate import Findings
@@ -230,3 +232,82 @@ def test_nothing_reaches_the_state_directory(tmp_path: Path, belt_home: Path) ->
     assert result.exit_code == 0, result.stdout
     assert result.stdout.count("PASS") == 2
     assert not belt_home.exists()
+
+
+PLAIN = {
+    "turns": [{"user": "hi", "model": [{"say": "hello"}]}],
+    "expect": [{"run_state": "completed"}],
+}
+
+
+def calling(directory: Path, name: str, module: str, body: str) -> Path:
+    """A scenario whose hook is ``py:MODULE.py:allow``, that module's top-level code ``body``."""
+    (directory / f"{module}.py").write_text(body + "\ndef allow(payload):\n    return None\n")
+    hook = {**HOOK, "handler": f"py:{directory / module}.py:allow"}
+    path = directory / name
+    doc = {"agent": {"hooks": [hook]}, "turns": [TURN], "expect": [{"run_state": "completed"}]}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_module_that_exits_or_is_interrupted_on_import_is_that_scenarios_error(
+    tmp_path: Path,
+) -> None:
+    calling(tmp_path, "a_exits.json", "exits_on_import", "import sys\nsys.exit(3)")
+    calling(tmp_path, "b_raises.json", "raises_on_import", "raise SystemExit('no')")
+    calling(tmp_path, "c_interrupts.json", "interrupts_on_import", "raise KeyboardInterrupt")
+    (tmp_path / "d_pass.json").write_text(json.dumps(PLAIN))
+    result = belt("test", str(tmp_path))
+    assert result.exit_code == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split()[0] for line in lines[:4]] == ["ERROR", "ERROR", "ERROR", "PASS"]
+    for module, how in [
+        ("exits_on_import", "it called sys.exit(3)"),
+        ("raises_on_import", "it called sys.exit('no')"),
+        ("interrupts_on_import", "it raised KeyboardInterrupt"),
+    ]:
+        assert f"importing {tmp_path / module}.py failed: {how}" in result.stdout
+    assert lines[-1].startswith("4 scenario(s): 1 passed, 3 error(s)")
+
+
+def test_a_module_whose_import_hangs_is_that_scenarios_error_and_the_suite_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(suite_module, "IMPORT_TIMEOUT", 0.3)
+    release = tmp_path / "release"
+    waits = "import os, time\nuntil = time.monotonic() + 30\n"
+    waits += f"while not os.path.exists({str(release)!r}) and time.monotonic() < until:\n"
+    waits += "    time.sleep(0.01)"
+    calling(tmp_path, "a_hangs.json", "hangs_on_import", waits)
+    (tmp_path / "b_pass.json").write_text(json.dumps(PLAIN))
+    again = tmp_path / "c_hangs_again.json"
+    again.write_text((tmp_path / "a_hangs.json").read_text())
+    try:
+        result = belt("test", str(tmp_path), "--json")
+    finally:
+        release.touch()  # the import left behind in its thread ends
+    assert result.exit_code == 1, result.stdout + result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [row["status"] for row in rows] == ["error", "pass", "error"]
+    module = tmp_path / "hangs_on_import.py"
+    assert rows[0]["error"].endswith(f"importing {module} did not finish within 0.3 s")
+    # Tried once: a later scenario naming the module is refused at once.
+    assert "earlier in this run; it is not tried again" in rows[2]["error"]
+
+
+def test_a_scenario_whose_file_name_is_not_utf8_is_its_error(tmp_path: Path) -> None:
+    bad = os.fsencode(tmp_path) + b"/b_\xff\x1b.json"
+    with open(bad, "wb") as handle:
+        handle.write(json.dumps(PLAIN).encode())
+    (tmp_path / "a_pass.json").write_text(json.dumps(PLAIN))
+    (tmp_path / "c_pass.json").write_text(json.dumps(PLAIN))
+    result = belt("test", str(tmp_path))
+    assert result.exit_code == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split()[0] for line in lines[:3]] == ["PASS", "ERROR", "PASS"]
+    assert lines[1].startswith(f"ERROR  {tmp_path}/b_\\xff\\x1b.json  (")
+    assert "b_\\xff\\x1b.json: the file name is not UTF-8" in result.stdout
+    assert "\x1b" not in result.stdout
+    rows = [json.loads(line) for line in belt("test", str(tmp_path), "--json").stdout.splitlines()]
+    assert [row["status"] for row in rows] == ["pass", "error", "pass"]
+    assert rows[1]["scenario"] == f"{tmp_path}/b_\\xff\x1b.json"  # JSON escapes the ESC

@@ -1,0 +1,40 @@
+"""Loading a user's callable: whatever its module does on import is an error naming it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from belt.errors import InvalidInput
+from belt.loader import import_deadline, load_callable
+
+
+def module(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / f"{name}.py"
+    path.write_text(body + "\ndef decide(payload):\n    return None\n")
+    return f"{path}:decide"
+
+
+def test_a_module_that_exits_on_import_is_an_error_not_an_exit(tmp_path: Path) -> None:
+    spec = module(tmp_path, "exits_at_once", "import sys\nsys.exit(3)")
+    with pytest.raises(InvalidInput, match=r"--handler: importing .* it called sys.exit\(3\)"):
+        load_callable(spec)
+    with import_deadline(30), pytest.raises(InvalidInput, match=r"sys.exit\(3\)"):
+        load_callable(spec)
+
+
+def test_under_a_deadline_a_modules_own_keyboard_interrupt_is_its_error(tmp_path: Path) -> None:
+    spec = module(tmp_path, "interrupts_at_once", "raise KeyboardInterrupt")
+    with import_deadline(30), pytest.raises(InvalidInput, match="it raised KeyboardInterrupt"):
+        load_callable(spec)
+    # Without one the import runs on this thread, where a KeyboardInterrupt is the user's.
+    with pytest.raises(KeyboardInterrupt):
+        load_callable(spec)
+
+
+def test_under_a_deadline_a_module_imports_and_errors_as_it_would(tmp_path: Path) -> None:
+    with import_deadline(30):
+        assert load_callable(module(tmp_path, "fine_module", "X = 1"))({}) is None
+        with pytest.raises(InvalidInput, match="importing .* failed: boom"):
+            load_callable(module(tmp_path, "raises_module", "raise ValueError('boom')"))
