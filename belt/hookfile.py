@@ -46,6 +46,13 @@ def editing(path: Path) -> Iterator[Path]:
     from belt.store.locking import file_lock
 
     target = target_path(path)
+    if not os.path.lexists(target) and Path(os.path.abspath(path)) != target:
+        # A link (at the name, or a directory on the way) to nothing: writing would create the
+        # file it names and the directories above it, wherever the link points.
+        raise NotFound(
+            f"{path}: a symbolic link to {target}, which does not exist",
+            hint="create the file the link points to, or give the path of the file itself",
+        )
     key = hashlib.sha256(os.fsencode(target)).hexdigest()[:32]
     with file_lock(state_dir() / "locks" / "hookfiles" / f"{key}.lock"):
         yield target

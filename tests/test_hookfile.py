@@ -217,6 +217,24 @@ def test_an_edit_through_a_symlink_writes_the_target_and_keeps_the_link(tmp_path
     assert [hook.type.value for hook in read_hooks(real)] == ["builtin"]
 
 
+def test_an_edit_through_a_dangling_link_creates_nothing(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    link = tmp_path / "link.json"
+    link.symlink_to(elsewhere / "deep" / "hooks.json")
+    through_dir = tmp_path / "dir-link"
+    through_dir.symlink_to(elsewhere / "dir")
+    for file in (link, through_dir / "hooks.json"):
+        with pytest.raises(NotFound, match="a symbolic link to .*, which does not exist"):
+            add_hook(event="agent.start", handler_type="gate", file=file)
+        with pytest.raises(NotFound):
+            remove_hook(0, file=file)
+    assert not elsewhere.exists()
+    assert link.is_symlink() and through_dir.is_symlink()
+    # A file that does not exist yet, with no link on its way, is still created.
+    add_hook(event="agent.start", handler_type="gate", file=tmp_path / "new" / "hooks.json")
+    assert len(read_hooks(tmp_path / "new" / "hooks.json")) == 1
+
+
 def test_a_fifo_or_a_directory_is_refused_without_blocking(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
