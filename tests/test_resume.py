@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from belt.engine.api import resume_settled, run_scenario
+from belt.records import leases
 from belt.records.interrupts import resolve_interrupt
 from belt.records.runs import GATED_RUNS, RUN
 from belt.server.app import create_app
@@ -138,3 +139,35 @@ def test_a_killed_continuer_is_followed_by_belt_serve_resume(
             "the simulation finished",
         )
     finished_once(store, run_id, hooks)
+
+
+def test_a_run_another_live_process_continues_keeps_its_tag(tmp_path: Path, hooks: HookApp) -> None:
+    run_id = held_run(tmp_path, hooks)
+    store = open_store()
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        lease = {
+            "pid": holder.pid,
+            "host": leases.host(),
+            "started": leases.process_start(holder.pid),
+            "at": "2026-12-01T00:00:00.000Z",
+            "renewed": "2026-12-01T00:00:00.000Z",
+        }
+        store.merge(RUN, run_id, {"state": "working", "lease": lease})
+        assert resume_settled(store, emulated=False) == []
+        assert store.tagged(GATED_RUNS) == [run_id]  # if that process dies, the run is found
+    finally:
+        holder.kill()
+        holder.wait()
+    [record] = resume_settled(store, emulated=False)
+    assert (record["run_id"], record["state"]) == (run_id, "completed")
+    finished_once(store, run_id, hooks)
+
+
+def test_a_run_on_an_attention_hold_leaves_the_tag(tmp_path: Path, hooks: HookApp) -> None:
+    run_id = held_run(tmp_path, hooks)
+    store = open_store()
+    store.merge(RUN, run_id, {"state": "attention_hold"})
+    assert resume_settled(store, emulated=False) == []
+    assert store.tagged(GATED_RUNS) == []
+    assert store.read(RUN, run_id)["state"] == "attention_hold"

@@ -249,10 +249,11 @@ def resume_gated(
     simulation's later runs, between two runs), and the next one finds the run by its tag and
     goes on from the last durable point of the run, or of the latest run of its simulation. The
     tag goes once the run has ended and its simulation no longer runs, or a later run holds
-    (tagged itself when it holds at gates). Returns what ``resume_if_settled`` does.
+    (tagged itself when it holds at gates), or the run is on an attention hold (continued by
+    hand). Returns what ``resume_if_settled`` does.
     """
     from belt.engine.simulation import SIM, latest_run, stranded_at
-    from belt.records.runs import GATED_RUNS, HELD_STATES, RUN, TERMINAL_STATES, parked
+    from belt.records.runs import GATED_RUNS, HELD_STATES, RUN, TERMINAL_STATES, parked, waiting
 
     run = store.get(RUN, run_id)
     if run is None:
@@ -261,6 +262,9 @@ def resume_gated(
     if emulated is not None and bool(run.get("emulated")) != emulated:
         if run["state"] in TERMINAL_STATES:
             store.untag(GATED_RUNS, run_id)
+        return None
+    if run["state"] in HELD_STATES and not waiting(run):
+        store.untag(GATED_RUNS, run_id)  # an attention hold: `belt sim resume` goes on with it
         return None
     if run["state"] not in TERMINAL_STATES:
         return resume_if_settled(store, run_id, recover=True, transport=transport)
