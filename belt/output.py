@@ -8,7 +8,8 @@ feedback, file names), so every function here escapes control characters before 
 the terminal: C0 (newlines and carriage returns too, so no text can fake a line of its own),
 DEL and C1 (U+0080-U+009F, which terminals can read as escape sequences such as CSI, U+009B)
 are shown as visible escapes (``\x1b``, ``\n``), as are lone surrogates, which cannot be
-written as UTF-8 at all. Rich markup in such text is never interpreted.
+written as UTF-8 at all, and the bidirectional controls (U+202E and the rest, ``\u202e``), which
+would reorder what a terminal shows. Rich markup in such text is never interpreted.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-_UNSAFE_IN_BLOCK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+"""The bidirectional controls (ALM, LRM, RLM, LRE-RLO, LRI-PDI): shown raw, U+202E reverses
+the text after it, so a file name or a reason could read as something else (Trojan Source)."""
+_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f\ud800-\udfff{BIDI_CONTROLS}]")
+_UNSAFE_IN_BLOCK = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff{BIDI_CONTROLS}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-# JSON escapes C0 itself; DEL, C1 and lone surrogates it would write raw.
-_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\ud800-\udfff]")
+# JSON escapes C0 itself; DEL, C1, lone surrogates and the bidi controls it would write raw.
+_UNSAFE_IN_JSON = re.compile(f"[\x7f-\x9f\ud800-\udfff{BIDI_CONTROLS}]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -56,7 +60,8 @@ def json_text(
     """JSON text that is safe on a terminal and still the same JSON value.
 
     json.dumps escapes C0 but leaves DEL and C1 raw; a C1 character such as U+009B is CSI to
-    many terminals, so JSON shown on one could move the cursor or recolour it. The ``\\u``
+    many terminals, so JSON shown on one could move the cursor or recolour it, and a bidi
+    control such as U+202E reverses the text after it. The ``\\u``
     escape is always valid JSON for the same string, so these are escaped whether or not stdout
     is a terminal: output stays identical piped or not. Lone surrogates (which cannot be
     written as UTF-8) become their escapes too.

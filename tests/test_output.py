@@ -10,23 +10,30 @@ from hypothesis import strategies as st
 
 from belt import output
 
-HOSTILE = "a\x1b[2J\x1b]0;PWNED\x07b\r\nerror: fake\x9b31m\x7f\ud800"
+HOSTILE = "a\x1b[2J\x1b]0;PWNED\x07b\r\nerror: fake\x9b31m\x7f\ud800 rm\u202etxt.exe"
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+"""The bidirectional controls: U+202E and the rest reorder what a terminal shows."""
 
 
 def raw_controls(text: str) -> list[str]:
-    """Control characters (other than the line ends belt writes) and lone surrogates."""
+    """Control characters (other than the line ends belt writes), lone surrogates and
+    bidirectional controls."""
     return [
         c
         for c in text
-        if (ord(c) < 32 and c != "\n") or 0x7F <= ord(c) <= 0x9F or 0xD800 <= ord(c) <= 0xDFFF
+        if (ord(c) < 32 and c != "\n")
+        or 0x7F <= ord(c) <= 0x9F
+        or 0xD800 <= ord(c) <= 0xDFFF
+        or c in BIDI
     ]
 
 
 def test_clean_shows_every_control_character_as_a_visible_escape() -> None:
     assert output.clean(HOSTILE) == (
-        "a\\x1b[2J\\x1b]0;PWNED\\x07b\\r\\nerror: fake\\x9b31m\\x7f\\ud800"
+        "a\\x1b[2J\\x1b]0;PWNED\\x07b\\r\\nerror: fake\\x9b31m\\x7f\\ud800 rm\\u202etxt.exe"
     )
-    assert output.clean("naïve — ✓ 😀") == "naïve — ✓ 😀"
+    assert output.clean("naïve — ✓ 😀 עברית العربية") == "naïve — ✓ 😀 עברית العربية"
+    assert output.clean(BIDI) == "".join(f"\\u{ord(c):04x}" for c in BIDI)
 
 
 @pytest.mark.parametrize(
@@ -65,7 +72,7 @@ def test_a_colour_terminal_gets_escapes_and_no_markup(
 
 
 def test_json_output_stays_json_and_escapes_c1(capsys: pytest.CaptureFixture[str]) -> None:
-    value = {"reason": "x\x9b31m\x7f\x1b", "lone": "\udc80"}
+    value = {"reason": "x\x9b31m\x7f\x1b", "lone": "\udc80", "bidi": BIDI}
     output.print_json(value)
     output.print_json_line(value)
     document, line = capsys.readouterr().out.split("\n}\n")
@@ -73,6 +80,7 @@ def test_json_output_stays_json_and_escapes_c1(capsys: pytest.CaptureFixture[str
     assert raw_controls(document + line.strip()) == []
     assert json.loads(document + "\n}") == json.loads(line)
     assert json.loads(line)["reason"] == "x\x9b31m\x7f\x1b"
+    assert json.loads(line)["bidi"] == BIDI and "\\u202e" in line
 
 
 def test_a_block_keeps_its_lines_and_escapes_the_rest(capsys: pytest.CaptureFixture[str]) -> None:
@@ -87,3 +95,20 @@ def test_any_text_prints_as_one_line_without_raw_controls(text: str) -> None:
     assert raw_controls(cleaned) == []
     assert "\n" not in cleaned
     cleaned.encode("utf-8")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(BIDI) | st.text(max_size=5) | st.characters(), max_size=30).map(
+        "".join
+    )
+)
+def test_text_full_of_bidi_controls_prints_none_raw(text: str) -> None:
+    for shown in (
+        output.clean(text),
+        output.clean_block(text).replace("\t", ""),  # a block keeps its lines and tabs
+        output.json_text({"text": text}),
+        output.json_text([text], indent=2),
+    ):
+        assert raw_controls(shown.replace("\n", "")) == []
+    assert json.loads(output.json_text({"text": text}))["text"] == text

@@ -706,3 +706,38 @@ def test_a_full_disk_is_a_clean_error_naming_the_file(belt_home: Path) -> None:
         done.stderr,
     )
     assert "Traceback" not in done.stderr
+
+
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+"""Every bidirectional control: raw on a terminal they reorder what it shows (U+202E reverses
+what follows, so ``rm\u202etxt.exe`` reads as ``rmexe.txt``)."""
+
+
+def raw_bidi(text: str) -> list[str]:
+    return [char for char in text if char in BIDI]
+
+
+def test_bidi_controls_never_reach_the_terminal_raw(belt_home: Path) -> None:
+    tool = f"rm{BIDI}gpj.exe"
+    gate = open_gate(meta={"data": {"tool": tool, "arguments": {"path": f"/tmp/{BIDI}"}}})
+    for args in (
+        ("interrupt", "list"),
+        ("interrupt", "list", "run_1"),
+        ("interrupt", "list", "--all"),
+        ("interrupt", "show", gate["id"]),
+        ("interrupt", "list", "--json"),
+        ("interrupt", "show", gate["id"], "--json"),
+    ):
+        result = belt(*args)
+        assert result.exit_code == 0, (args, result.stderr)
+        assert raw_bidi(result.stdout + result.stderr) == [], args
+        assert "\\u202e" in result.stdout, args
+    # The JSON is the same value, the controls written as escapes.
+    shown = belt("interrupt", "show", gate["id"], "--json").json()
+    assert shown["meta"]["data"]["tool"] == tool
+    out, code = converse(["interrupt", "review"], ["q"])
+    assert code == 0, out
+    assert raw_bidi(out) == [] and "rm\\u061c" in out
+    with watching(belt_home) as lines:
+        first = lines.next()
+        assert raw_bidi(first) == [] and "rm\\u061c" in first, first

@@ -473,3 +473,21 @@ def test_a_run_file_that_is_a_fifo_or_a_link_to_dev_zero_is_refused_by_name(
             assert "Traceback" not in result.stderr
         path.unlink()
         kept.rename(path)
+
+
+def test_bidi_controls_never_reach_the_terminal_raw_in_sim_show_and_list(tmp_path: Path) -> None:
+    bidi = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+    call = {"name": f"rm{bidi}gpj.exe", "arguments": {"path": f"/{bidi}"}, "result": bidi}
+    turn = {"user": f"do {bidi}", "model": [{"say": f"ok {bidi}", "tool_calls": [call]}]}
+    path = tmp_path / "bidi.json"
+    path.write_text(json.dumps({"agent": {"name": f"agent{bidi}", "hooks": []}, "turns": [turn]}))
+    ran = belt("sim", "run", str(path))
+    assert ran.exit_code == 0, ran.stderr
+    run_id = only_run_id()
+    for args in (("sim", "show", run_id), ("sim", "list"), ("sim", "list", "--all")):
+        result = belt(*args)
+        assert result.exit_code == 0, (args, result.stderr)
+        shown = result.stdout + result.stderr
+        assert [char for char in shown if char in bidi] == [], args
+        assert "\\u202e" in shown, (args, shown)
+    assert [char for char in ran.stdout + ran.stderr if char in bidi] == []
