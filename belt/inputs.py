@@ -23,6 +23,7 @@ LIMITS = {
     "scenario": 4 * MiB,
     "option": 1 * MiB,
     "payloads": 64 * MiB,
+    "registry entry": 256 * 1024,
 }
 """The most bytes read from one input of each kind."""
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from belt.errors import BeltError, InvalidInput, NotFound, UsageError
+from belt.inputs import read_bytes
 from belt.records.ids import new_id
 from belt.records.registry_index import (
     Hit,
@@ -55,7 +56,6 @@ MAX_TAGS = 20
 MAX_TAG_CHARS = 40
 MAX_TEXT_CHARS = 20_000
 MAX_SOURCE_CHARS = 1_000
-MAX_FILE_BYTES = 256 * 1024
 MAX_DIRECTORY_FILES = 1_000
 MAX_LIMIT = 100
 
@@ -672,13 +672,11 @@ def read_entry_text(file: Path | None) -> str:
         raw = sys.stdin.buffer.read(limit + 1)
         source = "stdin"
     else:
+        # A regular file only (a FIFO or a device is refused before it is read), capped.
         try:
-            with open(file, "rb") as handle:
-                raw = handle.read(limit + 1)
-        except FileNotFoundError:
+            raw = read_bytes(file, kind="registry entry")
+        except NotFound:
             raise NotFound(f"--file: no such file {file}") from None
-        except OSError as exc:
-            raise InvalidInput(f"--file: cannot read {file}: {exc.strerror}") from None
         source = str(file)
     if len(raw) > limit:
         raise InvalidInput(f"{source}: above the maximum of {MAX_TEXT_CHARS} characters")
@@ -863,13 +861,9 @@ def load_directory(
 
 def _read_entry_file(file: Path, problems: list[str]) -> dict[str, Any] | None:
     try:
-        with open(file, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        problems.append(f"{file}: cannot read it: {exc.strerror}")
-        return None
-    if len(raw) > MAX_FILE_BYTES:
-        problems.append(f"{file}: above the maximum of {MAX_FILE_BYTES // 1024} KiB")
+        raw = read_bytes(file, kind="registry entry")
+    except BeltError as exc:
+        problems.append(exc.message)
         return None
     try:
         return tomllib.loads(raw.decode("utf-8"))

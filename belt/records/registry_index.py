@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from belt.errors import BeltError, Conflict
-from belt.store.files import make_dirs
+from belt.store.files import SAFE_FLAGS, UnsafeFile, check_regular_or_missing, make_dirs
+from belt.store.store import damaged
 
 FORMAT = 1
 """The layout of the index file; a file of another format is discarded and rebuilt."""
@@ -137,10 +138,13 @@ class SearchIndex:
 
     @classmethod
     def open(cls, path: Path, *, durable: bool) -> SearchIndex:
-        """Open (creating it 0600 if missing) and check the file; IndexDamaged if unusable."""
+        """Open (creating it 0600 if missing) and check the file; IndexDamaged if unusable,
+        InvalidInput (exit 5) if it or a side file is not a regular file (SQLite would follow a
+        link out of the store and write through it)."""
+        _check_files(path)
         if not path.exists():
             make_dirs(path.parent)
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | SAFE_FLAGS, 0o600))
         try:
             connection = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
         except sqlite3.Error as exc:
@@ -424,6 +428,15 @@ PROBE = Probe()
 
 def _body(row: Row) -> str:
     return f"{row.name}\n{' '.join(row.tags)}\n{row.text}"
+
+
+def _check_files(path: Path) -> None:
+    for name in ("", *_SIDECARS):
+        where = Path(f"{path}{name}")
+        try:
+            check_regular_or_missing(where)
+        except UnsafeFile as exc:
+            raise damaged(where, exc.why) from None
 
 
 def discard(path: Path) -> None:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
+import pytest
+
 from belt.cli import registry as cli
+from belt.errors import InvalidInput
 from belt.records import registry
 from belt.store import open_store
 from tests.cli.runner import belt
@@ -220,3 +227,91 @@ def test_stored_control_characters_are_escaped_when_printed() -> None:
         assert "\x1b" not in result.stdout
         assert "\x07" not in result.stdout
         assert "Back\\x1b[2Jups" in result.stdout
+
+
+def belt_process(belt_home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``belt ARGS`` in a process of its own, with a minute to finish (a FIFO read without
+    care would hang it for good) and stdin closed."""
+    env = {**os.environ, "BELT_HOME": str(belt_home), "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "belt", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_add_file_refuses_a_fifo_a_device_and_a_directory(tmp_path: Path, belt_home: Path) -> None:
+    fifo = tmp_path / "text.fifo"
+    os.mkfifo(fifo)
+    for path, why in (
+        (fifo, "is a FIFO (named pipe), not a regular file"),
+        (Path("/dev/zero"), "is a character device, not a regular file"),
+        (tmp_path, "is a directory, not a regular file"),
+    ):
+        result = belt_process(
+            belt_home, "registry", "add", "--kind", "skill", "--name", "x", "--file", str(path)
+        )
+        assert result.returncode == 5, result.stderr
+        assert f"{path}: {why}" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert registry.list_entries(open_store()) == []
+
+
+def test_a_registry_directory_with_a_fifo_names_it_as_a_problem(tmp_path: Path) -> None:
+    directory = tmp_path / "registry"
+    directory.mkdir()
+    (directory / "good.toml").write_text('name = "Good"\nkind = "skill"\ntext = "Do it."\n')
+    os.mkfifo(directory / "stuck.toml")
+    raised: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            registry.load_directory(open_store(), directory)
+        except BaseException as exc:
+            raised.append(exc)
+
+    # In a thread: opening the FIFO to read it would wait for a writer for good.
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the FIFO was opened to be read"
+    (caught,) = raised
+    assert isinstance(caught, InvalidInput)
+    assert caught.problems == [
+        f"{directory / 'stuck.toml'}: is a FIFO (named pipe), not a regular file"
+    ]
+
+
+@pytest.mark.parametrize("what", ["link outside the store", "dangling link", "directory", "FIFO"])
+def test_a_search_index_that_is_not_a_regular_file_is_refused_not_written_through(
+    tmp_path: Path, belt_home: Path, what: str
+) -> None:
+    add("Backups", "Backups run nightly from the primary database.")
+    index = registry.index_path(open_store(), registry.DEFAULT_OWNER)
+    for name in ("", "-journal", "-wal", "-shm"):
+        Path(f"{index}{name}").unlink(missing_ok=True)
+    outside = tmp_path / "outside.sqlite3"
+    if what == "link outside the store":
+        outside.write_bytes(b"")
+        index.symlink_to(outside)
+    elif what == "dangling link":
+        index.symlink_to(outside)
+    elif what == "directory":
+        index.mkdir()
+    else:
+        os.mkfifo(index)
+    text = tmp_path / "restore.md"
+    text.write_text("Restore from the nightly backups.\n")
+    for command in (
+        ("registry", "search", "nightly backups"),
+        ("registry", "add", "--kind", "skill", "--name", "Restore", "--file", str(text)),
+    ):
+        result = belt_process(belt_home, *command)
+        assert result.returncode == 5, (command, result.stderr)
+        assert f"{index}: damaged store file" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert outside.read_bytes() == b"" if what == "link outside the store" else not outside.exists()
+    assert [entry["name"] for entry in registry.list_entries(open_store())] == ["Backups"]
