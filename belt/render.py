@@ -49,8 +49,15 @@ def message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
     sim = message.get("sim") or {}
     if role == "user":
         return [(f"user       {text}", "bold cyan")]
+    if role == "system":
+        return [(f"system     {short(text)}", "dim")]
     if role == "assistant":
         out = [(f"assistant  {text}", "green")] if text else []
+        request = sim.get("request")
+        if isinstance(request, dict):
+            tools = len(request.get("tools") or [])
+            schema = "a JSON-schema answer" if request.get("answer_schema") else "free text"
+            out.append((f"  asked    as the agent, {tools} tool(s) offered, {schema}", "dim"))
         for invocation in message.get("tool_invocations") or []:
             function = invocation["function"]
             call = f"{function['name']}({short(function.get('arguments') or {}, 60)})"

@@ -1,19 +1,25 @@
 """Cost of registry search against the registry's size: 10,000 entries against 100.
 
-Fills two stores, one of SMALL and one of LARGE entries, through ``save_candidate`` itself
-(without fsync, so the fill is quick). Entry texts are drawn from one vocabulary of invented
+Fills two stores, one of SMALL and one of LARGE entries, through ``save_candidates`` (without
+fsync, so the fill is quick). Entry texts are drawn from one vocabulary of invented
 words with a Zipf-like frequency (a few words are in many entries, most in few), like a team's
 notes on one subject; prompts are drawn the same way. Then, alternating between the stores,
 times ``search`` (the 10 best) and ``suggest`` (at most 3, with the minimum relevance) for the
 same prompts, and prints each median and the ratio of the median at LARGE to the median at
 SMALL (target: at most 3).
 
+Then the ranking at LARGE entries, in the shape a large registry once defeated: 60 entries
+with one word of a prompt in their name (BM25 ranks them first), the rest sharing one other word
+each, and one entry holding every term of the prompt. It prints where BM25 alone ranks that
+entry, whether ``suggest`` offers it first (it must), and what that suggestion costs.
+
 Then the cost of a ``belt:suggest`` hook in the simulator: the same scenario of ``--turns``
-turns run with the hook (against the SMALL registry of the agent's owner) and with no hook, in
-``--rounds`` alternating rounds, each in a fresh state directory in memory (``/dev/shm`` where it
-exists, as ``bench/scale.py`` does, so the disk's write-back of one round does not slow the
-next); the difference per turn between the fastest round of each is the hook's cost, reported
-against the cost of an event that fires no hook (the run with no hook, per event it fires).
+turns run with the hook (against a registry of SMALL entries of the agent's owner, then one of
+LARGE) and with no hook, in ``--rounds`` alternating rounds, each in a fresh state directory in
+memory (``/dev/shm`` where it exists, as ``bench/scale.py`` does, so the disk's write-back of one
+round does not slow the next); the difference per turn between the fastest round of each is the
+hook's cost, reported against the cost of an event that fires no hook (the run with no hook, per
+event it fires). Target: at most 2.5.
 
     .venv/bin/python bench/registry.py [--small 100] [--large 10000] [--queries 300] [--turns 100]
                                        [--rounds 5]
@@ -34,7 +40,15 @@ from pathlib import Path
 
 from scale import default_dir
 
-from belt.records.registry import KINDS, Origin, make_candidate, save_candidate, search, suggest
+from belt.records.registry import (
+    KINDS,
+    Candidate,
+    Origin,
+    make_candidate,
+    save_candidates,
+    search,
+    suggest,
+)
 from belt.store import Store
 
 OWNER = "bench"
@@ -61,19 +75,65 @@ class Words:
         return self.chance.choices(self.words, cum_weights=self.weights, k=count)
 
 
+def entries(count: int, words: Words) -> list[tuple[Candidate, Origin]]:
+    """``count`` entries of 20 to 60 words, as a person added them."""
+    chance = words.chance
+    origin = Origin.person("bench")
+    return [
+        (
+            make_candidate(
+                name=f"{' '.join(words.draw(3))} {number}",
+                kind=chance.choice(KINDS),
+                tags=words.draw(2),
+                text=" ".join(words.draw(chance.randint(20, 60))),
+            ),
+            origin,
+        )
+        for number in range(count)
+    ]
+
+
 def fill(root: Path, count: int, words: Words) -> Store:
     """A store whose owner has ``count`` entries of 20 to 60 words."""
     store = Store(root, fsync=False)
-    chance = words.chance
-    for number in range(count):
-        candidate = make_candidate(
-            name=f"{' '.join(words.draw(3))} {number}",
-            kind=chance.choice(KINDS),
-            tags=words.draw(2),
-            text=" ".join(words.draw(chance.randint(20, 60))),
-        )
-        save_candidate(store, owner=OWNER, candidate=candidate, origin=Origin.person("bench"))
+    save_candidates(store, owner=OWNER, candidates=entries(count, words))
     return store
+
+
+def ranking(root: Path, size: int, queries: int) -> None:
+    """The reported shape at ``size`` entries: is the entry holding every term offered first?"""
+    store = Store(root, fsync=False)
+    common = ["rotate", "keys", "nightly", "backup"]
+    filler = " ".join(f"lorem{number}" for number in range(100))
+    shaped = [(f"Filler {n}", f"{filler} {common[n % 4]}") for n in range(size - 61)]
+    shaped += [(f"Vault note {n}", f"Short note {n}.") for n in range(60)]
+    target = (
+        "Key rotation runbook",
+        "When the nightly backup has finished, rotate the vault keys.",
+    )
+    shaped.append((target[0], f"{target[1]} {filler * 3}"))
+    origin = Origin.person("bench")
+    saved = save_candidates(
+        store,
+        owner=OWNER,
+        candidates=[
+            (make_candidate(name=name, kind="rule", text=text), origin) for name, text in shaped
+        ],
+    )
+    target_id = saved[-1].id
+    prompt = "Rotate the vault keys after the nightly backup"
+    ranked = [m.id for m in search(store, owner=OWNER, query=prompt, limit=100)]
+    rank = ranked.index(target_id) + 1 if target_id in ranked else "beyond 100"
+    times = []
+    for _ in range(queries):
+        started = time.perf_counter()
+        found = suggest(store, owner=OWNER, prompt=prompt)
+        times.append(time.perf_counter() - started)
+    first = found[0].id == target_id if found else False
+    print(f"ranking at {size} entries (60 share one name word, one holds every term):")
+    print(f"  BM25 alone ranks it: {rank}")
+    print(f"  suggest offers it first: {'yes' if first else 'NO'} ({len(found)} suggested)")
+    print(f"  suggest: {statistics.median(times) * 1e6:.0f}µs (median of {queries})")
 
 
 def simulated(words: Words, size: int, turns: int, rounds: int) -> None:
@@ -93,16 +153,7 @@ def simulated(words: Words, size: int, turns: int, rounds: int) -> None:
                 homes.append(home)
                 os.environ["BELT_HOME"] = str(home)
                 store = open_store().without_fsync()
-                for number in range(size):
-                    candidate = make_candidate(
-                        name=f"{' '.join(words.draw(3))} {number}",
-                        kind=words.chance.choice(KINDS),
-                        tags=words.draw(2),
-                        text=" ".join(words.draw(words.chance.randint(20, 60))),
-                    )
-                    save_candidate(
-                        store, owner="local", candidate=candidate, origin=Origin.person()
-                    )
+                save_candidates(store, owner="local", candidates=entries(size, words))
                 search(store, owner="local", query=prompts[0])
                 hooks = [suggest_hook] if kind == "hook" else []
                 doc = {
@@ -176,7 +227,9 @@ def main() -> None:
             f"suggestions per prompt: {found['small'] / len(prompts):.2f} (small), "
             f"{found['large'] / len(prompts):.2f} (large)"
         )
-        simulated(words, args.small, args.turns, args.rounds)
+        ranking(base / "shape", args.large, args.queries)
+        for size in (args.small, args.large):
+            simulated(words, size, args.turns, args.rounds)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

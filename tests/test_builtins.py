@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from belt.engine.api import run_scenario, show_run
+from belt.handlers.builtin import quiet_items
 from belt.records.registry import list_entries
 from belt.render import transcript_lines
 from belt.store import open_store
@@ -125,12 +126,21 @@ def test_an_unrelated_prompt_suggests_nothing_and_leaves_no_row(tmp_path: Path) 
     assert [e["hook_event"] for e in report["hook_executions"]] == ["agent.turn_start"]
 
 
-def test_a_suggested_entry_rests_for_15_turns_and_comes_back_on_the_16th(tmp_path: Path) -> None:
+def test_a_suggested_entry_rests_for_the_15_turns_after_it_and_may_come_back_after(
+    tmp_path: Path,
+) -> None:
     registry = write_registry(tmp_path, SCHEDULES)
-    turns = [said(f"Set the backup schedule time for job {n}") for n in range(17)]
+    turns = [said(f"Set the backup schedule time for job {n}") for n in range(18)]
     report = simulate(tmp_path, agent={"registry": registry, "hooks": [SUGGEST]}, turns=turns)
     suggested_at = [m["sim"]["injection"]["turn"] for m in injections(report)]
-    assert suggested_at == [0, 15]
+    # Suggested at turn 0: not at turns 1 to 15 (15 included), again at turn 16.
+    assert suggested_at == [0, 16]
+
+
+@pytest.mark.parametrize(("turn", "quiet"), [(1, True), (15, True), (16, False), (40, False)])
+def test_the_quiet_window_holds_the_15_turns_after_a_suggestion(turn: int, quiet: bool) -> None:
+    assert (quiet_items({"re_a": 0}, turn) == ["re_a"]) is quiet
+    assert (quiet_items({"re_a": 10}, 10 + turn) == ["re_a"]) is quiet
 
 
 def test_suggest_remembers_across_a_resume(tmp_path: Path) -> None:
@@ -201,6 +211,49 @@ def test_extract_reviews_work_in_a_branch_and_saves_what_the_review_returns(
     assert last["order"] >= 0
     lines = [line for line, _ in transcript_lines(report)]
     assert any("created Back up before deleting" in line for line in lines)
+
+
+def test_a_review_is_asked_as_the_agent_with_no_tools_and_the_answers_schema(
+    tmp_path: Path,
+) -> None:
+    prompt = "You are the ops agent. Delete nothing outside /tmp."
+    gotcha = {"name": "Tmp is wiped at boot", "kind": "gotcha", "text": "Nothing in /tmp lasts."}
+    turn = {"user": "clean up", "model": [{"say": "deleted /tmp/a"}]}
+    report = simulate(
+        tmp_path,
+        agent={"system_prompt": prompt, "hooks": [EXTRACT]},
+        turns=[turn],
+        reviews=[{"candidates": [gotcha, {**BACKUP, "kind": "rule"}]}],
+    )
+    (review,) = reviews(report)
+    request = review["review"]["request"]
+    assert request["system_prompt"] == prompt
+    assert request["tools"] == []
+    schema = request["answer_schema"]
+    assert schema["required"] == ["candidates"]
+    item = schema["properties"]["candidates"]["items"]
+    assert {"rule", "preference", "gotcha", "pattern", "reference"} <= set(
+        item["properties"]["kind"]["enum"]
+    )
+    assert item["additionalProperties"] is False
+    # The kinds the review asks for are saved.
+    assert [(o["action"], o["kind"]) for o in review["review"]["outcomes"]] == [
+        ("created", "gotcha"),
+        ("created", "rule"),
+    ]
+    # The branch opens with the agent's system prompt; its model turn says what it was asked with.
+    shown = belt("sim", "show", review["runs"][0]["id"], "--json")
+    assert shown.exit_code == 0, shown.stderr
+    messages = shown.json()["chat"]["chat_messages"]
+    assert messages[0]["role"] == "system"
+    assert messages[0]["content"][0]["text"] == prompt
+    answer = messages[-1]
+    assert answer["role"] == "assistant"
+    assert answer["sim"]["request"] == request
+    assert json.loads(answer["content"][0]["text"])["candidates"][0]["kind"] == "gotcha"
+    lines = [line for line, _ in transcript_lines(show_run(run_id=review["runs"][0]["id"]))]
+    assert any(line.startswith("system     You are the ops agent") for line in lines)
+    assert "  asked    as the agent, 0 tool(s) offered, a JSON-schema answer" in lines
 
 
 def test_extract_creates_versions_or_skips_as_the_registry_has_it(tmp_path: Path) -> None:

@@ -122,6 +122,10 @@ def test_agent_files_resolve_template_refs(tmp_path: Path) -> None:
     assert [h.type.value for h in guarded.hooks] == ["gate"]
     assert guarded.tools["delete_file"].require_approval
     assert agents.resolve("other/helper@1").name == "Helper"
+    # The system prompt an agent's review branches are asked with.
+    assert agents.resolve("other/helper@1").spec.system_prompt == "Help."
+    assert guarded.spec.system_prompt is None
+    assert agent_from_config({"system_prompt": "Be brief."}, "x").spec.system_prompt == "Be brief."
     assert agents.resolve("acme/guarded").spec.id == guarded.spec.id
     with pytest.raises(NotFound, match="no agent acme/nope@1 in"):
         agents.resolve("acme/nope@1")

@@ -169,7 +169,7 @@ def test_list_filters_by_kind_and_keeps_creation_order(store: Store) -> None:
     assert [e["id"] for e in list_entries(store)] == [a.id, b.id]
     assert [e["id"] for e in list_entries(store, kind="app")] == [b.id]
     with pytest.raises(InvalidInput):
-        list_entries(store, kind="rule")
+        list_entries(store, kind="note")
 
 
 def test_remove_takes_an_entry_out_and_keeps_its_file(store: Store) -> None:
@@ -209,7 +209,7 @@ def test_unknown_and_hostile_ids(store: Store) -> None:
 @pytest.mark.parametrize(
     ("raw", "problem"),
     [
-        ({"name": "n", "kind": "rule", "text": "t"}, "x.toml: kind: 'rule' is not one of"),
+        ({"name": "n", "kind": "note", "text": "t"}, "x.toml: kind: 'note' is not one of"),
         ({"name": "n", "text": "t"}, "x.toml: kind: missing"),
         ({"name": "n", "kind": "skill"}, "x.toml: text: missing"),
         ({"name": "n", "kind": "skill", "text": "  \n "}, "x.toml: text: is empty"),
@@ -238,7 +238,7 @@ def test_a_bad_candidate_names_where_and_the_key(raw: dict[str, object], problem
 
 def test_every_problem_of_a_candidate_is_listed() -> None:
     with pytest.raises(InvalidInput) as caught:
-        check_candidate({"kind": "rule", "colour": "red", "tags": [""]}, where="x.toml")
+        check_candidate({"kind": "note", "colour": "red", "tags": [""]}, where="x.toml")
     assert sorted(p.split(":")[1].strip() for p in caught.value.problems) == [
         "colour",
         "kind",
@@ -258,7 +258,7 @@ def test_a_candidate_built_directly_is_checked_when_saved(store: Store) -> None:
         save_candidate(
             store,
             owner=DEFAULT_OWNER,
-            candidate=Candidate(name="n", kind="rule", text="t"),
+            candidate=Candidate(name="n", kind="note", text="t"),
             origin=PERSON,
         )
     assert list_entries(store) == []
@@ -454,6 +454,34 @@ def test_suggest_never_offers_an_agents_own_extractions(store: Store) -> None:
     assert suggest(store, owner=DEFAULT_OWNER, prompt=prompt, exclude_origin_agent="ag_a") == []
 
 
+def test_a_persons_newer_version_makes_an_entry_suggestible_to_the_agent_again(
+    store: Store,
+) -> None:
+    prompt = "delete the temp files in /tmp"
+    theirs = save(store, "Tmp note", "Temp files under /tmp are deleted weekly.")
+    mine = save(store, "Tmp rule", "Only delete temp files under /tmp.", origin=extraction("ag_a"))
+
+    def for_a() -> list[str]:
+        found = suggest(store, owner=DEFAULT_OWNER, prompt=prompt, exclude_origin_agent="ag_a")
+        return [m.id for m in found]
+
+    save(store, "Tmp note", "Temp files under /tmp are deleted daily.", origin=extraction("ag_a"))
+    assert for_a() == []
+    # A person's newer version: the current text is no longer A's extraction.
+    save(store, "Tmp note", "Temp files under /tmp are deleted every night.")
+    assert for_a() == [theirs.id]
+    assert registry.extracted_by(get_entry(store, entry_id=theirs.id)) == set()
+    # An entry A created stays A's, whoever wrote its latest version.
+    save(store, "Tmp rule", "Only delete temp files under /tmp, and log it.")
+    assert for_a() == [theirs.id]
+    assert registry.extracted_by(get_entry(store, entry_id=mine.id)) == {"ag_a"}
+    # Another agent's version is that agent's extraction, not A's.
+    save(store, "Tmp note", "Temp files under /tmp go at midnight.", origin=extraction("ag_b"))
+    assert for_a() == [theirs.id]
+    for_b = suggest(store, owner=DEFAULT_OWNER, prompt=prompt, exclude_origin_agent="ag_b")
+    assert [m.id for m in for_b] == [mine.id]
+
+
 def test_exclusions_do_not_hide_entries_further_down(store: Store) -> None:
     ids = [
         save(store, f"Temp rule {n}", f"Delete temp files rule {n}.", origin=extraction("ag_a")).id
@@ -468,6 +496,76 @@ def test_exclusions_do_not_hide_entries_further_down(store: Store) -> None:
         exclude_origin_agent="ag_a",
     )
     assert [m.id for m in found] == [other.id]
+
+
+def test_an_entry_sharing_every_term_is_never_lost_behind_entries_sharing_fewer(
+    tmp_path: Path,
+) -> None:
+    """The reported shape: of 2,000 entries, 60 have one word of the prompt in their name and BM25
+    ranks them first; the one entry that holds every term of the prompt is 61st."""
+    store = Store(tmp_path / "store", fsync=False)
+    common = ["rotate", "keys", "nightly", "backup"]
+    filler = " ".join(f"lorem{number}" for number in range(100))
+    entries = [(f"Filler {number}", f"{filler} {common[number % 4]}") for number in range(1_939)]
+    entries += [(f"Vault note {number}", f"Short note {number}.") for number in range(60)]
+    entries.append(
+        (
+            "Key rotation runbook",
+            "When the nightly backup has finished, rotate the vault keys. " + filler * 3,
+        )
+    )
+    candidates = [
+        (make_candidate(name=name, kind="observation", text=text), PERSON) for name, text in entries
+    ]
+    outcomes = registry.save_candidates(store, owner=DEFAULT_OWNER, candidates=candidates)
+    assert len(list_entries(store)) == 2_000
+    target = outcomes[-1].id
+    prompt = "Rotate the vault keys after the nightly backup"
+    ranked = search(store, query=prompt, limit=61)
+    assert [m.id for m in ranked].index(target) == 60
+    assert all(m.name.startswith("Vault note") and m.matched_terms == 1 for m in ranked[:60])
+    (found,) = suggest(store, owner=DEFAULT_OWNER, prompt=prompt)
+    assert (found.id, found.matched_terms, found.query_terms) == (target, 5, 5)
+    # An entry sharing two terms that BM25 ranks first still comes after it.
+    pair = save(store, "Vault rotate", "Short note about the pair.")
+    assert search(store, query=prompt, limit=1)[0].id == pair.id
+    found_both = suggest(store, owner=DEFAULT_OWNER, prompt=prompt)
+    assert [(m.id, m.matched_terms) for m in found_both] == [(target, 5), (pair.id, 2)]
+    assert [
+        m.id for m in suggest(store, owner=DEFAULT_OWNER, prompt=prompt, exclude_ids=[target])
+    ] == [pair.id]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(
+        st.lists(st.sampled_from(["alpha", "bravo", "delta", "echo", "golf", "hotel"]), max_size=6),
+        min_size=1,
+        max_size=12,
+    ),
+    limit=st.integers(min_value=1, max_value=5),
+)
+def test_suggestions_never_put_an_entry_behind_one_sharing_fewer_terms(
+    texts: list[list[str]], limit: int
+) -> None:
+    prompt = "alpha bravo delta echo"
+    with tempfile.TemporaryDirectory(prefix="belt-registry-") as directory:
+        store = Store(Path(directory) / "store", fsync=False)
+        candidates = [
+            (
+                make_candidate(name=f"n{number}", kind="concept", text=" ".join(["x", *words])),
+                PERSON,
+            )
+            for number, words in enumerate(texts)
+        ]
+        registry.save_candidates(store, owner=DEFAULT_OWNER, candidates=candidates)
+        shared = [len(set(words) & set(prompt.split())) for words in texts]
+        found = suggest(store, owner=DEFAULT_OWNER, prompt=prompt, limit=limit)
+        counts = [m.matched_terms for m in found]
+        assert counts == sorted(counts, reverse=True)
+        # Exactly the entries sharing most terms are offered (as many as the limit allows).
+        expected = sorted((count for count in shared if count >= 2), reverse=True)[:limit]
+        assert counts == expected
 
 
 def test_suggest_checks_its_arguments(store: Store) -> None:
@@ -530,6 +628,22 @@ def test_an_index_damaged_where_only_a_query_reads_is_rebuilt(store: Store) -> N
         with pytest.raises(sqlite3.DatabaseError):
             db.execute("SELECT rowid FROM fts WHERE fts MATCH 'backups'").fetchall()
     assert len(search(store, query="backups note", limit=100)) == 40
+
+
+def test_an_index_kept_open_between_searches_follows_a_replaced_file(store: Store) -> None:
+    from belt.records import registry_index
+
+    first = save(store, "Backups", "Backups run nightly.")
+    assert [m.id for m in search(store, query="backups")] == [first.id]
+    path = index_path(store, DEFAULT_OWNER)
+    kept = registry_index.reader(path, durable=False)
+    assert kept is registry_index.reader(path, durable=False)  # one connection, kept open
+    path.unlink()  # as a rebuild by another process does, before it writes a new file
+    second = save(store, "Restores", "Restores come from backups.")
+    assert {m.id for m in search(store, query="backups")} == {first.id, second.id}
+    assert registry_index.reader(path, durable=False) is not kept
+    path.write_bytes(b"not a database at all, just text" * 100)  # damaged in place
+    assert {m.id for m in search(store, query="backups")} == {first.id, second.id}
 
 
 def test_an_index_of_another_format_or_shape_is_rebuilt(store: Store) -> None:
@@ -676,7 +790,7 @@ def test_a_changed_file_adds_a_version(store: Store, tmp_path: Path) -> None:
 def test_every_problem_in_a_directory_names_the_file_and_key(store: Store, tmp_path: Path) -> None:
     directory = tmp_path / "registry"
     good = write(directory, "good.toml", 'name = "Good"\nkind = "skill"\ntext = "fine"\n')
-    kind = write(directory, "kind.toml", 'name = "K"\nkind = "rule"\ntext = "t"\n')
+    kind = write(directory, "kind.toml", 'name = "K"\nkind = "note"\ntext = "t"\n')
     key = write(directory, "key.toml", 'name = "X"\nkind = "app"\ntext = "t"\ncolour = 1\n')
     syntax = write(directory, "syntax.toml", 'name = "S\n')
     twice = write(directory, "twice.toml", 'name = "good"\nkind = "skill"\ntext = "other"\n')
@@ -686,13 +800,25 @@ def test_every_problem_in_a_directory_names_the_file_and_key(store: Store, tmp_p
         load_directory(store, directory)
     assert caught.value.exit_code == ExitCode.INVALID_INPUT
     problems = caught.value.problems
-    assert f"{kind}: kind: 'rule' is not one of observation, concept" in " ".join(problems)
+    assert f"{kind}: kind: 'note' is not one of observation, concept" in " ".join(problems)
     assert f"{key}: colour: unknown key" in " ".join(problems)
     assert any(p.startswith(f"{syntax}: invalid TOML") and "line 1" in p for p in problems)
     assert f"{twice}: name: 'good' is also the name in {good}" in problems
     assert f"{binary}: not UTF-8 text (byte 0)" in problems
     assert len(problems) == 5
     assert list_entries(store) == []
+
+
+def test_a_directory_holds_every_kind_a_review_saves(store: Store, tmp_path: Path) -> None:
+    directory = tmp_path / "registry"
+    for kind in ("rule", "gotcha", "pattern", "preference", "reference"):
+        write(directory, f"{kind}.toml", f'name = "A {kind}"\nkind = "{kind}"\ntext = "t"\n')
+    loaded = load_directory(store, directory)
+    assert sorted(item.outcome.kind for item in loaded) == sorted(
+        ["rule", "gotcha", "pattern", "preference", "reference"]
+    )
+    assert {"rule", "gotcha", "pattern"} <= set(KINDS)
+    assert [e["name"] for e in list_entries(store, kind="gotcha")] == ["A gotcha"]
 
 
 def test_directory_bounds(store: Store, tmp_path: Path) -> None:
@@ -782,7 +908,9 @@ def test_the_docs_state_the_rules_the_code_applies() -> None:
     name, tags, text = (f"{weight:g}" for weight in registry_index.WEIGHTS)
     assert f"name **{name}**, tags **{tags}**, text **{text}**" in BUILTINS_MD
     assert f"at least **{registry.MIN_SHARED_TERMS}** distinct terms" in BUILTINS_MD
-    assert f"among the {registry_index.POOL} best-ranked" in BUILTINS_MD
+    assert "shares **more of the prompt's terms** comes first" in BUILTINS_MD
+    assert "the rule is applied inside the query" in BUILTINS_MD
+    assert "turn counts `t + 1` to `t + 15` go without it" in BUILTINS_MD
     assert f"first {registry_index.MAX_QUERY_WORDS} distinct words" in BUILTINS_MD
     assert f"first {registry_index.MAX_QUERY_CHARS:,} characters" in BUILTINS_MD
     assert f"`{registry.DEFAULT_OWNER}`" in BUILTINS_MD

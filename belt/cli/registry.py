@@ -32,7 +32,10 @@ class Kind(StrEnum):
 
     observation = "observation"
     concept = "concept"
+    rule = "rule"
     preference = "preference"
+    gotcha = "gotcha"
+    pattern = "pattern"
     reference = "reference"
     skill = "skill"
     app = "app"

@@ -58,7 +58,6 @@ class AgentFileSpec(AgentSpec):
     """An agent file: a scenario's ``[agent]`` table, plus the agent's tools and prompt."""
 
     tools: list[Any] = Field(default_factory=list)
-    system_prompt: str | None = None
     description: str | None = None
 
 
@@ -137,7 +136,12 @@ def agent_from_config(config: Any, name: Any) -> AgentDefinition:
         for key in ("description", "system_prompt", "core_app", "tools")
         if key in config
     }
-    spec = AgentSpec(id=agent_id_for(label), name=label)
+    prompt = config.get("system_prompt")
+    spec = AgentSpec(
+        id=agent_id_for(label),
+        name=label,
+        system_prompt=prompt if isinstance(prompt, str) else None,
+    )
     return AgentDefinition(label, spec, hooks, tools, None, record)
 
 
@@ -177,6 +181,7 @@ def load_agent_file(path: Path, ref: str) -> AgentDefinition:
             "id": spec.id or agent_id_for(ref),
             "name": spec.name if "name" in doc else ref.rsplit("/", 1)[-1],
             "owner": spec.owner,
+            "system_prompt": spec.system_prompt,
             "context_window": spec.context_window,
             "compact_at": spec.compact_at,
         }

@@ -428,6 +428,7 @@ class PlatformLoop:
                 message_id=self.sim.unused_reply(execution.state),
                 model_index=index,
                 injections=injections,
+                **self.asked_with(),
             )
             self.consume_injections(injections)
             recorder = self.sim.recorder
@@ -437,6 +438,14 @@ class PlatformLoop:
             return self.complete(execution)
         execution.state.update(next="tools", message_id=message["id"], tool=0)
         return None
+
+    def asked_with(self) -> dict[str, Any]:
+        """What a model turn records it was asked with, where the simulation says: a review
+        branch's (``request``: the agent's system prompt, no tools, the answer's schema)."""
+        review = self.sim.sim.get("review")
+        if isinstance(review, dict) and isinstance(review.get("request"), dict):
+            return {"request": review["request"]}
+        return {}
 
     def tools(self, execution: Execution) -> End | None:
         """Each tool call through ``agent.tool_call``: run, skipped on deny, or held (a gate,
@@ -863,6 +872,7 @@ class PlatformLoop:
             history=recorder.messages[: int(ancestor["order"]) + 1],
             script=reviews[number - 1] if number <= len(reviews) else None,
             number=number,
+            system_prompt=self.scenario.agent.system_prompt,
         )
 
     def add_injection(

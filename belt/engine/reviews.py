@@ -3,8 +3,10 @@
 A review happens in a branch of the chat: a new chat holding a copy of the chat up to the message
 the review was taken at, with hooks switched off so the review cannot trigger itself, linked in
 the chat's graph (``parent`` from the chat, ``ancestor`` from that message). The question and the
-answer are a turn of that branch, asked as the agent with its full history and no tools. There
-is no model offline, so the scenario scripts the answers: the n-th review of a chat returns the
+answer are a turn of that branch, asked as the agent: the branch opens with the agent's system
+prompt, and its model turn records what it was asked with (``request``: that system prompt, an
+empty list of tools, and the JSON schema of the answer). There is no model offline, so the
+scenario scripts the answers: the n-th review of a chat returns the
 candidates of the scenario's n-th ``[[reviews]]`` entry (none scripted: no candidates, and the
 review's record says so). Each candidate is saved to the owner's registry (created, added as a
 new version, or skipped), and each entry saved gets an ``output`` edge from the branch.
@@ -20,7 +22,7 @@ from belt.engine.scenario import ReviewScript
 from belt.handlers.builtin import EXTRACT, Review
 from belt.records.chats import CHAT, create_chat
 from belt.records.messages import Recorder
-from belt.records.registry import Origin, check_candidate, save_candidate
+from belt.records.registry import CANDIDATE_SCHEMA, Origin, check_candidate, save_candidate
 from belt.wire.enums import AgentRunState, HookHandlerType
 
 if TYPE_CHECKING:
@@ -32,8 +34,21 @@ QUESTION = (
     'and references worth keeping. Answer with JSON: {"candidates": [{"name", "kind", "tags", '
     '"text"}]}.'
 )
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"candidates": {"type": "array", "items": CANDIDATE_SCHEMA}},
+    "required": ["candidates"],
+    "additionalProperties": False,
+}
+"""The JSON schema a review's answer follows."""
 COPIED_ROLES = ("user", "assistant", "tool", "injection", "compaction")
 """What a review branch copies of its chat: what the model saw (never event rows)."""
+
+
+def review_request(system_prompt: str | None) -> dict[str, Any]:
+    """What a review's model turn is asked with: as the agent (its system prompt), with no
+    tools offered, for an answer in ``ANSWER_SCHEMA``."""
+    return {"system_prompt": system_prompt, "tools": [], "answer_schema": ANSWER_SCHEMA}
 
 
 def start_review(
@@ -44,8 +59,10 @@ def start_review(
     history: list[dict[str, Any]],
     script: ReviewScript | None,
     number: int,
+    system_prompt: str | None = None,
 ) -> str:
-    """Start the review branch of ``review``; returns the branch's chat id."""
+    """Start the review branch of ``review``, asked as the agent with ``system_prompt``;
+    returns the branch's chat id."""
     branch = create_chat(
         store,
         agent_id=review.agent_id,
@@ -80,11 +97,19 @@ def start_review(
             "candidates": candidates,
             "outcomes": [],
             "note": note,
+            "request": review_request(system_prompt),
         },
     )
 
     def copy_history() -> None:
         recorder = Recorder(store, branch_id)
+        if system_prompt is not None:
+            recorder.add_message(
+                role="system",
+                run_id=None,
+                content=[{"type": "text", "text": system_prompt}],
+                sim={"system_prompt": True},
+            )
         for message in history:
             if message["role"] in COPIED_ROLES:
                 fields = {

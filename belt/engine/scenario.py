@@ -97,11 +97,13 @@ class ReviewScript(_Strict):
 
 
 class AgentSpec(_Strict):
-    """The simulated agent: its hooks and its context limits."""
+    """The simulated agent: its hooks, its system prompt and its context limits."""
 
     id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
     name: str = "agent"
     owner: str = Field(default=DEFAULT_OWNER, pattern=ID_PATTERN, max_length=ID_MAX)
+    system_prompt: str | None = None
+    """The agent's system prompt: a review branch is asked with it, as the agent."""
     registry: str | None = None
     hooks_file: str | None = None
     hooks: list[Any] = Field(default_factory=list)

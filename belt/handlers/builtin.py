@@ -22,7 +22,8 @@ SUGGEST_LIMIT = 3
 """At most this many entries are put in front of the model for a turn."""
 QUIET_TURNS = 15
 """A resource suggested at one turn is not suggested again in the same chat for this many turns
-(counting that one): suggested at turn t, it may come back at turn t + 15."""
+after it: suggested at turn t, it is not offered at turns t + 1 to t + 15 and may come back at
+turn t + 16."""
 PREVIEW_CHARS = 400
 FINISH = "finish"
 """The tool an agent calls to end its work: a turn that only calls it did no work."""
@@ -42,7 +43,7 @@ class Review:
 
 def quiet_items(suggested: Mapping[str, int], turn: int) -> list[str]:
     """The entries suggested too recently to be offered at ``turn`` (item → turn suggested)."""
-    return [item for item, at in suggested.items() if turn - at < QUIET_TURNS]
+    return [item for item, at in suggested.items() if turn - at <= QUIET_TURNS]
 
 
 def suggestion(

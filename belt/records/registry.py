@@ -35,7 +35,9 @@ from belt.records.registry_index import (
     Row,
     SearchIndex,
     discard,
+    forget,
     query_words,
+    reader,
 )
 from belt.store import Store, check_id, open_store
 from belt.store.clock import timestamp, utcnow
@@ -43,9 +45,18 @@ from belt.store.clock import timestamp, utcnow
 DEFAULT_OWNER = "local"
 """The team a local registry belongs to, and a scenario's agent unless it names another."""
 
-KNOWLEDGE_KINDS = ("observation", "concept", "preference", "reference")
+KNOWLEDGE_KINDS = (
+    "observation",
+    "concept",
+    "rule",
+    "preference",
+    "gotcha",
+    "pattern",
+    "reference",
+)
 KINDS = (*KNOWLEDGE_KINDS, "skill", "app")
-"""Every kind of entry: knowledge, skills and apps."""
+"""Every kind of entry: knowledge (what a review saves: rules, preferences, gotchas, patterns,
+references, and observations and concepts), skills and apps."""
 
 ENTRY = "registry-entry"
 ENTRIES = "registry-entries"
@@ -64,6 +75,24 @@ MIN_SHARED_TERMS = 2
 prompt's terms)."""
 
 FILE_KEYS = ("name", "kind", "tags", "text")
+
+CANDIDATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS},
+        "kind": {"type": "string", "enum": list(KINDS)},
+        "tags": {
+            "type": "array",
+            "maxItems": MAX_TAGS,
+            "items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG_CHARS},
+        },
+        "text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS},
+    },
+    "required": ["name", "kind", "text"],
+    "additionalProperties": False,
+}
+"""A candidate as JSON Schema: the keys and limits ``check_candidate`` applies (it also refuses
+control characters, and tags with spaces or commas)."""
 _TEXT_CONTROLS_ALLOWED = {"\n", "\t"}
 
 Action = Literal["created", "versioned", "skipped"]
@@ -444,12 +473,20 @@ def index_path(store: Store, owner: str) -> Path:
     return store.root / "search" / "registry" / f"{check_id(owner, what='owner')}.sqlite3"
 
 
-def _index_row(entry: dict[str, Any]) -> Row:
-    agents = {
-        str(item["origin"]["agent"])
-        for item in entry["versions"]
-        if item["origin"].get("by") == "agent" and isinstance(item["origin"].get("agent"), str)
+def extracted_by(entry: dict[str, Any]) -> set[str]:
+    """The agents whose extraction ``entry`` is: the agent whose review created it, and the one
+    whose review wrote its current version. A person's newer version of an entry a person
+    created makes it no agent's extraction again."""
+    origins = [entry["versions"][0]["origin"], entry["versions"][-1]["origin"]]
+    return {
+        str(origin["agent"])
+        for origin in origins
+        if origin.get("by") == "agent" and isinstance(origin.get("agent"), str)
     }
+
+
+def _index_row(entry: dict[str, Any]) -> Row:
+    agents = extracted_by(entry)
     return Row(
         id=entry["id"],
         name_key=normalise(entry["name"]),
@@ -506,20 +543,26 @@ def _change(store: Store, owner: str, change: Callable[[SearchIndex], T]) -> T:
 
 
 def _record(
-    index: SearchIndex, store: Store, owner: str, entry: dict[str, Any] | None, entry_id: str
+    index: SearchIndex,
+    store: Store,
+    owner: str,
+    entries: Sequence[dict[str, Any]] = (),
+    *,
+    removed: str | None = None,
 ) -> None:
-    """Bring the index level with one change the store has just made (owner's lock held).
+    """Bring the index level with the changes the store has just made (owner's lock held): the
+    ``entries`` written, or the entry ``removed``.
 
-    The change is saved whatever happens here: if the index cannot take it, the index keeps
-    its old journal, so the next reader rebuilds it from the store (a damaged file is
+    The changes are saved whatever happens here: if the index cannot take them, the index
+    keeps its old journal, so the next reader rebuilds it from the store (a damaged file is
     discarded first).
     """
     journal = store.index_size(ENTRIES, owner)
     try:
-        if entry is None:
-            index.delete(entry_id, journal=journal)
-        else:
-            index.put(_index_row(entry), journal=journal)
+        if removed is not None:
+            index.delete(removed, journal=journal)
+        elif entries:
+            index.put([_index_row(entry) for entry in entries], journal=journal)
     except IndexDamaged:
         index.close()
         discard(index.path)
@@ -528,25 +571,21 @@ def _record(
 
 
 def _reader(store: Store, owner: str) -> SearchIndex | None:
-    """The owner's index, up to date, for reading; None if the owner never had an entry."""
+    """The owner's index, up to date, for reading (this thread keeps it open: never close it);
+    None if the owner never had an entry."""
     size = store.index_size(ENTRIES, owner)
     if size == 0:
         return None
     path = index_path(store, owner)
-    if path.exists():
-        try:
-            index = SearchIndex.open(path, durable=store.fsync)
-        except IndexDamaged:
-            pass
-        else:
-            try:
-                if index.journal() == size:
-                    return index
-            except IndexDamaged:
-                pass
-            index.close()
+    try:
+        index = reader(path, durable=store.fsync)
+        if index is not None and index.journal() == size:
+            return index
+    except IndexDamaged:
+        pass
+    forget(path)
     _change(store, owner, lambda index: None)
-    return SearchIndex.open(path, durable=store.fsync)
+    return reader(path, durable=store.fsync)
 
 
 def _query(store: Store, owner: str, ask: Callable[[SearchIndex], list[T]]) -> list[T]:
@@ -556,9 +595,9 @@ def _query(store: Store, owner: str, ask: Callable[[SearchIndex], list[T]]) -> l
             index = _reader(store, owner)
             if index is None:
                 return []
-            with index:
-                return ask(index)
+            return ask(index)
         except IndexDamaged:
+            forget(index_path(store, owner))
             if attempt == 2:
                 raise
             with store.lock(_OWNER_LOCK, owner):
@@ -582,12 +621,57 @@ def save_candidate(
 
     Names are compared after ``normalise``. Saving the same candidate twice skips the second.
     """
+    return save_candidates(store, owner=owner, candidates=[(candidate, origin)], now=now)[0]
+
+
+def save_candidates(
+    store: Store | None,
+    *,
+    owner: str,
+    candidates: Sequence[tuple[Candidate, Origin]],
+    now: datetime | None = None,
+) -> list[SaveOutcome]:
+    """Save each candidate, in order, as ``save_candidate`` does (a later one of the same name
+    versions or skips an earlier one), holding the owner's lock once and bringing the search
+    index level in one transaction: a registry directory, or many entries at once."""
     store = _store(store)
     check_id(owner, what="owner")
-    candidate = make_candidate(
-        name=candidate.name, kind=candidate.kind, text=candidate.text, tags=candidate.tags
-    )
+    checked = [
+        (make_candidate(name=c.name, kind=c.kind, text=c.text, tags=c.tags), origin)
+        for c, origin in candidates
+    ]
     stamp = timestamp(now or utcnow())
+
+    def save(index: SearchIndex) -> list[SaveOutcome]:
+        # Every name is looked up before the store changes: a damaged index is found while the
+        # change can still be tried again from the start.
+        ids = {key: index.id_for_name(key) for key in {normalise(c.name) for c, _ in checked}}
+        saved: dict[str, dict[str, Any]] = {}
+        outcomes: list[SaveOutcome] = []
+        try:
+            for candidate, origin in checked:
+                key = normalise(candidate.name)
+                outcome, entry = _save_one(store, owner, candidate, origin, stamp, ids[key])
+                ids[key] = outcome.id
+                if entry is not None:
+                    saved[outcome.id] = entry
+                outcomes.append(outcome)
+        finally:
+            _record(index, store, owner, list(saved.values()))
+        return outcomes
+
+    return _change(store, owner, save)
+
+
+def _save_one(
+    store: Store,
+    owner: str,
+    candidate: Candidate,
+    origin: Origin,
+    stamp: str,
+    existing: str | None,
+) -> tuple[SaveOutcome, dict[str, Any] | None]:
+    """Save one candidate to the store (the owner's lock held); the entry if it was written."""
     version: dict[str, Any] = {
         "version": 1,
         "kind": candidate.kind,
@@ -596,53 +680,48 @@ def save_candidate(
         "created_at": stamp,
         "origin": origin.to_json(),
     }
+    if existing is None:
+        entry_id = new_id("re")
+        entry: dict[str, Any] = {
+            "id": entry_id,
+            "owner": owner,
+            "name": candidate.name,
+            "kind": candidate.kind,
+            "tags": list(candidate.tags),
+            "text": candidate.text,
+            "version": 1,
+            "origin": origin.to_json(),
+            "versions": [version],
+            "created_at": stamp,
+            "updated_at": stamp,
+            "removed_at": None,
+        }
+        store.create(ENTRY, entry_id, entry)
+        store.link(ENTRIES, owner, entry_id)
+        return SaveOutcome("created", entry_id, candidate.name, candidate.kind, 1), entry
+    entry = _read(store, existing)
+    if same_meaning(entry["text"], candidate.text):
+        skipped = SaveOutcome("skipped", existing, entry["name"], entry["kind"], entry["version"])
+        return skipped, None
 
-    def save(index: SearchIndex) -> SaveOutcome:
-        existing = index.id_for_name(normalise(candidate.name))
-        if existing is None:
-            entry_id = new_id("re")
-            entry: dict[str, Any] = {
-                "id": entry_id,
-                "owner": owner,
-                "name": candidate.name,
-                "kind": candidate.kind,
-                "tags": list(candidate.tags),
-                "text": candidate.text,
-                "version": 1,
-                "origin": origin.to_json(),
-                "versions": [version],
-                "created_at": stamp,
-                "updated_at": stamp,
-                "removed_at": None,
-            }
-            store.create(ENTRY, entry_id, entry)
-            store.link(ENTRIES, owner, entry_id)
-            _record(index, store, owner, entry, entry_id)
-            return SaveOutcome("created", entry_id, candidate.name, candidate.kind, 1)
-        entry = _read(store, existing)
-        if same_meaning(entry["text"], candidate.text):
-            return SaveOutcome("skipped", existing, entry["name"], entry["kind"], entry["version"])
+    def add_version(current: dict[str, Any]) -> dict[str, Any]:
+        current = _checked(store, existing, current)
+        number = current["version"] + 1
+        current["versions"].append({**version, "version": number})
+        current.update(
+            kind=candidate.kind,
+            tags=list(candidate.tags),
+            text=candidate.text,
+            version=number,
+            updated_at=stamp,
+        )
+        return current
 
-        def add_version(current: dict[str, Any]) -> dict[str, Any]:
-            current = _checked(store, existing, current)
-            number = current["version"] + 1
-            current["versions"].append({**version, "version": number})
-            current.update(
-                kind=candidate.kind,
-                tags=list(candidate.tags),
-                text=candidate.text,
-                version=number,
-                updated_at=stamp,
-            )
-            return current
-
-        # The index line first: if belt stops between the two, readers see a stale index.
-        store.link(ENTRIES, owner, existing)
-        entry = store.update(ENTRY, existing, add_version)
-        _record(index, store, owner, entry, existing)
-        return SaveOutcome("versioned", existing, entry["name"], entry["kind"], entry["version"])
-
-    return _change(store, owner, save)
+    # The index line first: if belt stops between the two, readers see a stale index.
+    store.link(ENTRIES, owner, existing)
+    entry = store.update(ENTRY, existing, add_version)
+    outcome = SaveOutcome("versioned", existing, entry["name"], entry["kind"], entry["version"])
+    return outcome, entry
 
 
 def add_entry(
@@ -701,7 +780,7 @@ def remove_entry(
         # Out of the entry index first: a reader then rebuilds without it, whatever follows.
         store.unlink(ENTRIES, owner, entry_id)
         entry = store.merge(ENTRY, entry_id, {"removed_at": stamp, "updated_at": stamp})
-        _record(index, store, owner, None, entry_id)
+        _record(index, store, owner, removed=entry_id)
         return entry
 
     return _change(store, owner, remove)
@@ -759,11 +838,12 @@ def suggest(
     exclude_origin_agent: str | None = None,
     limit: int = 3,
 ) -> list[Match]:
-    """Up to ``limit`` of ``owner``'s entries relevant to ``prompt``, best first by BM25.
+    """Up to ``limit`` of ``owner``'s entries relevant to ``prompt``, best first.
 
     Relevant: sharing at least ``MIN_SHARED_TERMS`` distinct terms with the prompt (all of them
-    if the prompt has fewer), among the best-ranked entries. Never an entry in ``exclude_ids``,
-    nor one any version of which the agent ``exclude_origin_agent`` extracted.
+    if the prompt has fewer). The entries sharing more of the prompt's terms come first, BM25
+    ranks those sharing as many. Never an entry in ``exclude_ids``, nor one that is the agent
+    ``exclude_origin_agent``'s extraction (``extracted_by``).
     """
     store = _store(store)
     check_id(owner, what="owner")
@@ -805,8 +885,9 @@ def load_directory(
     """Save every ``*.toml`` entry file of a registry directory to ``owner``'s registry.
 
     Every file is checked before anything is saved: problems name the file and key (exit 5) and
-    leave the store as it was. Each file is then saved as ``save_candidate`` saves, so loading a
-    directory again skips what is unchanged and versions what changed.
+    leave the store as it was. The files are then saved as ``save_candidates`` saves them (under
+    one hold of the owner's lock), so loading a directory again skips what is unchanged and
+    versions what changed.
     """
     store = _store(store)
     check_id(owner, what="owner")
@@ -848,14 +929,15 @@ def load_directory(
             "in the registry directory",
             problems=problems,
         )
+    outcomes = save_candidates(
+        store,
+        owner=owner,
+        candidates=[(candidate, Origin.person(where)) for where, candidate in found],
+        now=now,
+    )
     return [
-        Loaded(
-            file=where,
-            outcome=save_candidate(
-                store, owner=owner, candidate=candidate, origin=Origin.person(where), now=now
-            ),
-        )
-        for where, candidate in found
+        Loaded(file=where, outcome=outcome)
+        for (where, _), outcome in zip(found, outcomes, strict=True)
     ]
 
 

@@ -7,11 +7,15 @@ copy is stale and rebuilds it; this module only keeps the file and answers queri
 - ``meta`` holds the file's ``format`` and ``journal``: the size of the owner's entry index in
   the store when the copy was last brought up to date (see docs/builtins.md, "Freshness");
 - ``entries`` holds one row per entry (id, normalised name, kind, tags, text, version, and the
-  agents whose reviews wrote it) and ``fts`` the FTS5 table searched, sharing its rowids.
+  agents whose extraction it is) and ``fts`` the FTS5 table searched, sharing its rowids;
+  ``fts_terms`` (fts5vocab) lists the terms of every entry, so that a query counts in SQL how
+  many of its terms each entry shares.
 
 A file that SQLite reports as corrupt or not a database, or that lacks belt's tables, raises
 ``IndexDamaged``; the caller discards it and builds a new one. Text is tokenised by FTS5's
-``porter unicode61 remove_diacritics 2`` and ranked by ``bm25()``.
+``porter unicode61 remove_diacritics 2`` and ranked by ``bm25()``; a thresholded query (a
+suggestion) ranks first by the number of the query's terms an entry shares, so no entry that
+shares more of them is ever lost behind entries that share fewer.
 """
 
 from __future__ import annotations
@@ -30,17 +34,15 @@ from belt.errors import BeltError, Conflict
 from belt.store.files import SAFE_FLAGS, UnsafeFile, check_regular_or_missing, make_dirs
 from belt.store.store import damaged
 
-FORMAT = 1
-"""The layout of the index file; a file of another format is discarded and rebuilt."""
+FORMAT = 2
+"""The layout of the index file; a file of another format is discarded and rebuilt (2: the
+``fts_terms`` table, and ``agents`` holds the agents whose extraction an entry is)."""
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 """FTS5 tokenizer: Unicode word characters, case and diacritics folded, English stems."""
 
 WEIGHTS = (4.0, 2.0, 1.0)
 """BM25 column weights of name, tags and text: a word in the name counts four times."""
-
-POOL = 50
-"""How many best-ranked entries a thresholded query checks for the words they contain."""
 
 MAX_QUERY_CHARS = 10_000
 """Only this many characters of a query (a prompt can be long) are read."""
@@ -97,6 +99,7 @@ class Row:
     text: str
     version: int
     agents: tuple[str, ...]
+    """The agents whose extraction the entry is: never suggested to them."""
 
 
 @dataclass(frozen=True)
@@ -195,12 +198,13 @@ class SearchIndex:
                 self._insert(row)
             self._set_journal(journal)
 
-    def put(self, row: Row, *, journal: int) -> None:
-        """Add or replace one row in one transaction, then record ``journal``."""
+    def put(self, rows: Iterable[Row], *, journal: int) -> None:
+        """Add or replace rows in one transaction, then record ``journal``."""
         with self._transaction():
-            found = self._run("SELECT rowid FROM entries WHERE id = ?", (row.id,)).fetchone()
-            self._remove(row.id)
-            self._insert(row, rowid=None if found is None else int(found[0]))
+            for row in rows:
+                found = self._run("SELECT rowid FROM entries WHERE id = ?", (row.id,)).fetchone()
+                self._remove(row.id)
+                self._insert(row, rowid=None if found is None else int(found[0]))
             self._set_journal(journal)
 
     def delete(self, entry_id: str, *, journal: int) -> None:
@@ -220,74 +224,105 @@ class SearchIndex:
         exclude_ids: Sequence[str] = (),
         exclude_agent: str | None = None,
     ) -> list[Hit]:
-        """The best ``limit`` entries for ``words`` by BM25 that share at least ``min_terms``
-        distinct terms with the query (all of them if it has fewer), excluding ``exclude_ids``
-        and entries any of whose versions ``exclude_agent`` wrote.
+        """The best ``limit`` entries for ``words`` that share at least ``min_terms`` distinct
+        terms with the query (all of them if it has fewer), excluding ``exclude_ids`` and the
+        entries that are ``exclude_agent``'s extraction.
 
-        With ``min_terms`` above 1 the ``POOL`` best-ranked entries are checked.
+        With ``min_terms`` 1 (a search) the order is BM25's alone. Above 1 (a suggestion) an
+        entry sharing more of the query's terms comes first, BM25 ranking those that share as
+        many, so none is lost behind entries that share fewer. Ties go to the older entry.
         """
         if not words:
             return []
-        pool = max(limit, POOL) if min_terms > 1 else limit
-        rows = self._ranked(
-            match_expression(words),
-            pool=pool,
-            exclude_ids=set(exclude_ids),
-            exclude_agent=exclude_agent,
-        )
-        if not rows:
+        word_terms = PROBE.terms(words)
+        query_terms = set().union(*word_terms)
+        if not query_terms:
             return []
-        query_terms = PROBE.terms([" ".join(words)])[0]
         needed = max(1, min(min_terms, len(query_terms)))
-        hits: list[Hit] = []
-        # Best first, a batch at a time: the best-ranked usually qualify, so few are tokenised.
-        batch = max(limit, 8)
-        for start in range(0, len(rows), batch):
-            chunk = rows[start : start + batch]
-            shared = PROBE.terms([_body(row) for row, _ in chunk], only=query_terms)
-            for (row, score), terms in zip(chunk, shared, strict=True):
-                if len(terms) >= needed:
-                    hits.append(
-                        Hit(row=row, score=score, matched=len(terms), terms=len(query_terms))
-                    )
-                    if len(hits) == limit:
-                        return hits
-        return hits
-
-    def _ranked(
-        self, match: str, *, pool: int, exclude_ids: set[str], exclude_agent: str | None
-    ) -> list[tuple[Row, float]]:
-        """The best ``pool`` rows for ``match`` that are not excluded, best first.
-
-        BM25 ranks the FTS table alone (joining every match to its entry would double the
-        cost); exclusions are applied to the ranked rows, fetching more while they thin them.
-        """
+        parameters: dict[str, object] = {
+            "needed": needed,
+            "match": match_expression(words),
+            "exclude_ids": json.dumps(list(exclude_ids)),
+            "agent": exclude_agent,
+            "limit": limit,
+        }
+        shared = self._shared_terms(words, word_terms, parameters)
         weights = ", ".join(str(weight) for weight in WEIGHTS)
+        order = "terms DESC, score DESC" if min_terms > 1 else "score DESC"
+        # A plain search is in BM25's order alone: only its best ``limit`` are ranked further.
+        plain = min_terms == 1 and not exclude_ids and exclude_agent is None
+        best_only = "ORDER BY score DESC, rowid LIMIT :limit" if plain else ""
+        first, then = ("ranked", "shared") if plain else ("shared", "ranked")
+        tables = f"{first} CROSS JOIN {then} ON ranked.rid = shared.rid"
+        # Each table is computed once: the terms each entry shares, over the postings of the
+        # query's terms, and BM25 over the entries that match any word (bm25() needs them all).
+        # The smaller table is read first (CROSS JOIN keeps that order): the entries that share
+        # enough terms, or a plain search's best; rows are read in full only for the few
+        # returned.
         sql = f"""
+            WITH shared AS MATERIALIZED ({shared}),
+            ranked AS MATERIALIZED (
+                SELECT rowid AS rid, -bm25(fts, {weights}) AS score FROM fts WHERE fts MATCH :match
+                {best_only}
+            ),
+            best AS MATERIALIZED (
+                SELECT ranked.rid AS rid, ranked.score AS score, shared.terms AS terms
+                FROM {tables}
+                CROSS JOIN entries AS e ON e.rowid = shared.rid
+                WHERE e.id NOT IN (SELECT value FROM json_each(:exclude_ids))
+                  AND (:agent IS NULL OR instr(e.agents, ' ' || :agent || ' ') = 0)
+                ORDER BY {order}, rid
+                LIMIT :limit
+            )
             SELECT e.id, e.name_key, e.name, e.kind, e.tags, e.text, e.version, e.agents,
-                   best.score
-            FROM (
-                SELECT rowid AS rid, -bm25(fts, {weights}) AS score FROM fts
-                WHERE fts MATCH ? ORDER BY score DESC, rowid LIMIT ?
-            ) AS best
-            JOIN entries AS e ON e.rowid = best.rid
-            ORDER BY best.score DESC, best.rid
+                   best.score, best.terms
+            FROM best JOIN entries AS e ON e.rowid = best.rid
+            ORDER BY {order}, best.rid
         """
-        window = pool + len(exclude_ids)
-        while True:
-            found = self._run(sql, (match, window)).fetchall()
-            try:
-                ranked = [(_row(record), float(record[8])) for record in found]
-            except (TypeError, ValueError) as exc:
-                raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
-            kept = [
-                (row, score)
-                for row, score in ranked
-                if row.id not in exclude_ids and exclude_agent not in row.agents
+        found = self._run(sql, parameters).fetchall()
+        try:
+            return [
+                Hit(
+                    row=_row(record),
+                    score=float(record[8]),
+                    matched=int(record[9]),
+                    terms=len(query_terms),
+                )
+                for record in found
             ]
-            if len(kept) >= pool or len(found) < window:
-                return kept[:pool]
-            window *= 4
+        except (TypeError, ValueError) as exc:
+            raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
+
+    @staticmethod
+    def _shared_terms(
+        words: Sequence[str], word_terms: Sequence[set[str]], parameters: dict[str, object]
+    ) -> str:
+        """The query of how many of the query's terms each entry shares (at least ``:needed``),
+        adding its parameters to ``parameters``.
+
+        Each term's entries are those matching a word that is that term alone (a doclist read
+        by FTS5); a word FTS5 reads as several terms is rare (a character its tables do not
+        know as a letter splits it), and then every term is counted from the index's list of
+        terms instead, which is exact but reads every occurrence.
+        """
+        if all(len(terms) == 1 for terms in word_terms):
+            by_term: dict[str, list[str]] = {}
+            for word, terms in zip(words, word_terms, strict=True):
+                by_term.setdefault(next(iter(terms)), []).append(word)
+            selects = []
+            for number, group in enumerate(by_term.values()):
+                parameters[f"term{number}"] = match_expression(group)
+                selects.append(f"SELECT rowid AS rid FROM fts WHERE fts MATCH :term{number}")
+            return (
+                f"SELECT rid, count(*) AS terms FROM ({' UNION ALL '.join(selects)}) "
+                "GROUP BY rid HAVING count(*) >= :needed"
+            )
+        parameters["terms"] = json.dumps(sorted(set().union(*word_terms)))
+        return (
+            "SELECT doc AS rid, count(DISTINCT term) AS terms FROM fts_terms "
+            "WHERE term IN (SELECT value FROM json_each(:terms)) "
+            "GROUP BY doc HAVING count(DISTINCT term) >= :needed"
+        )
 
     # Internals
 
@@ -299,7 +334,7 @@ class SearchIndex:
         if not tables:
             self._create_schema()
             return
-        if not {"meta", "entries", "fts"} <= tables:
+        if not {"meta", "entries", "fts", "fts_terms"} <= tables:
             raise IndexDamaged(self.path, "it lacks belt's tables")
         row = self._run("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if row is None or row[0] != FORMAT:
@@ -312,16 +347,18 @@ class SearchIndex:
         with self._transaction():
             self._run("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)")
             self._run(
+                # ``agents`` before the long columns: a query's exclusions read no text.
                 "CREATE TABLE IF NOT EXISTS entries (rowid INTEGER PRIMARY KEY, "
-                "id TEXT NOT NULL UNIQUE, name_key TEXT NOT NULL, name TEXT NOT NULL, "
-                "kind TEXT NOT NULL, tags TEXT NOT NULL, text TEXT NOT NULL, "
-                "version INTEGER NOT NULL, agents TEXT NOT NULL)"
+                "id TEXT NOT NULL UNIQUE, agents TEXT NOT NULL, name_key TEXT NOT NULL, "
+                "name TEXT NOT NULL, kind TEXT NOT NULL, tags TEXT NOT NULL, "
+                "text TEXT NOT NULL, version INTEGER NOT NULL)"
             )
             self._run("CREATE INDEX IF NOT EXISTS entries_name ON entries (name_key)")
             self._run(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS fts "
                 f"USING fts5(name, tags, text, tokenize='{TOKENIZER}')"
             )
+            self._run("CREATE VIRTUAL TABLE IF NOT EXISTS fts_terms USING fts5vocab(fts, instance)")
             self._run("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('journal', -1)", (FORMAT,))
 
     def _insert(self, row: Row, *, rowid: int | None = None) -> None:
@@ -384,35 +421,34 @@ class _Transaction:
 
 class Probe:
     """Tokenises text with the index's tokenizer, in a private in-memory FTS5 table, so the
-    terms of a query and of an entry compare exactly as the index compares them (stems
-    included). One per process, created on first use; safe across threads and forks."""
+    terms of a query compare exactly as the index's terms (stems included). One per process,
+    created on first use; safe across threads and forks."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._pid = 0
 
-    def terms(self, texts: Sequence[str], *, only: set[str] | None = None) -> list[set[str]]:
-        """The distinct terms of each text (only those in ``only``, if given)."""
+    def terms(self, texts: Sequence[str]) -> list[set[str]]:
+        """The distinct terms of each text."""
         with self._lock:
             db = self._connection()
             try:
-                db.executemany("INSERT INTO probe (rowid, body) VALUES (?, ?)", enumerate(texts))
-                sql = "SELECT DISTINCT doc, term FROM probe_terms"
-                parameters: tuple[str, ...] = ()
-                if only is not None:
-                    sql += " WHERE term IN (SELECT value FROM json_each(?))"
-                    parameters = (json.dumps(sorted(only)),)
-                found: list[set[str]] = [set() for _ in texts]
-                for doc, term in db.execute(sql, parameters):
-                    found[int(doc)].add(str(term))
-                return found
+                # Written in a transaction that is rolled back: nothing is left to delete.
+                db.execute("BEGIN")
+                try:
+                    db.executemany(
+                        "INSERT INTO probe (rowid, body) VALUES (?, ?)", enumerate(texts)
+                    )
+                    found: list[set[str]] = [set() for _ in texts]
+                    for doc, term in db.execute("SELECT DISTINCT doc, term FROM probe_terms"):
+                        found[int(doc)].add(str(term))
+                    return found
+                finally:
+                    db.execute("ROLLBACK")
             except sqlite3.Error as exc:
                 self._db = None
                 raise BeltError(f"tokenising text for the registry failed: {exc}") from None
-            finally:
-                if self._db is not None:
-                    db.execute("DELETE FROM probe")
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None or self._pid != os.getpid():
@@ -426,8 +462,60 @@ class Probe:
 PROBE = Probe()
 
 
-def _body(row: Row) -> str:
-    return f"{row.name}\n{' '.join(row.tags)}\n{row.text}"
+MAX_READERS = 4
+"""How many index files one thread keeps open between queries."""
+
+
+class _Readers(threading.local):
+    """This thread's open indexes, by path: each with the identity of the file it opened."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.open: dict[Path, tuple[tuple[int, int], SearchIndex]] = {}
+
+
+_READERS = _Readers()
+
+
+def reader(path: Path, *, durable: bool) -> SearchIndex | None:
+    """An open index of ``path`` for queries (None if there is no file), kept open by this
+    thread between queries while ``path`` is still the file it opened.
+
+    Opening a connection costs more than a query of a small registry: its schema is parsed and
+    its pages read again. A file replaced since (discarded and rebuilt) has another inode, and
+    is opened afresh; a connection never crosses a fork. Do not close what this returns; a
+    caller that finds it damaged calls ``forget``.
+    """
+    readers = _READERS
+    if readers.pid != os.getpid():
+        readers.pid, readers.open = os.getpid(), {}  # the parent's connections are its own
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        forget(path)
+        return None
+    except OSError as exc:
+        raise IndexDamaged(path, exc.strerror or str(exc)) from None
+    identity = (info.st_dev, info.st_ino)
+    kept = readers.open.pop(path, None)
+    if kept is not None and kept[0] == identity:
+        readers.open[path] = kept  # the most recently used last
+        return kept[1]
+    if kept is not None:
+        kept[1].close()
+    index = SearchIndex.open(path, durable=durable)
+    readers.open[path] = (identity, index)
+    while len(readers.open) > MAX_READERS:
+        oldest = next(iter(readers.open))
+        readers.open.pop(oldest)[1].close()
+    return index
+
+
+def forget(path: Path) -> None:
+    """Close this thread's open index of ``path``, if any."""
+    kept = _READERS.open.pop(path, None)
+    if kept is not None and _READERS.pid == os.getpid():
+        kept[1].close()
 
 
 def _check_files(path: Path) -> None:

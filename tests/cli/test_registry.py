@@ -81,8 +81,20 @@ def test_add_from_a_file_and_for_another_owner(tmp_path: Path) -> None:
     assert entry["text"] == "To restore a file, copy it back from /var/backups/nightly/."
 
 
+@pytest.mark.parametrize("kind", ["rule", "gotcha", "pattern"])
+def test_add_takes_the_kinds_a_review_saves(kind: str) -> None:
+    result = belt(
+        "registry", "add", "--kind", kind, "--name", f"A {kind}", "--json", input="Some text."
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["kind"] == kind
+    listed = belt("registry", "list", "--kind", kind, "--json")
+    assert listed.exit_code == 0
+    assert [entry["name"] for entry in listed.json()] == [f"A {kind}"]
+
+
 def test_add_refuses_bad_input_and_leaves_the_store_as_it_was(tmp_path: Path) -> None:
-    bad_kind = belt("registry", "add", "--kind", "rule", "--name", "x", input="text")
+    bad_kind = belt("registry", "add", "--kind", "note", "--name", "x", input="text")
     assert bad_kind.exit_code == 2
     assert "--kind" in bad_kind.stderr
     missing = belt("registry", "add", "--kind", "skill", "--name", "x", "--file", "nope.md")
