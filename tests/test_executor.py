@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -239,6 +241,27 @@ def test_the_processes_of_a_dead_workers_tool_are_killed_with_their_children(
         for process in (tool, bystander):
             process.kill()
             process.wait()
+
+
+def test_a_marked_tool_dies_with_the_worker_that_ran_it(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    command = ["sh", "-c", f"echo $$ > {pid_file}; exec sleep 60"]
+    runner = (
+        "from belt.executor.process import run_bounded\n"
+        f"run_bounded({command!r}, b'', timeout=60, cap=10, mark=('{CLAIM_MARK}', 'cl_t'))\n"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", runner])
+    try:
+        tool = int(eventually(lambda: pid_file.exists() and pid_file.read_text().strip(), "run"))
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=30)
+        # Nobody stops it: the kernel does, as its worker died.
+        eventually(lambda: _zombie(tool), "the tool died with its worker", timeout=10)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        stop_marked(CLAIM_MARK, "cl_t")
 
 
 def _zombie(pid: int) -> bool:

@@ -8,11 +8,15 @@ process group is killed, so a child the command started cannot keep the pipes op
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import selectors
 import signal
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 STDERR_KEEP = 4096
@@ -49,7 +53,9 @@ def run_bounded(
     stdout passes ``cap`` bytes; OSError when it cannot be started.
 
     ``mark`` (NAME, VALUE) is set in the command's environment, and so in every process it
-    starts: ``stop_marked`` finds them by it once belt is no longer there to stop them.
+    starts: ``stop_marked`` finds them by it once belt is no longer there to stop them. A
+    marked command is also killed by the kernel the moment the thread that started it dies
+    (Linux), so a worker killed with SIGKILL does not leave its tool running on its own.
     """
     deadline = time.monotonic() + max(timeout, 0.001)
     env = None if mark is None else {**os.environ, mark[0]: mark[1]}
@@ -60,6 +66,7 @@ def run_bounded(
         stderr=subprocess.PIPE,
         start_new_session=True,
         env=env,
+        preexec_fn=None if mark is None else _dies_with(os.getpid()),
     )
     assert process.stdin and process.stdout and process.stderr
     stdout, stderr = bytearray(), bytearray()
@@ -119,6 +126,36 @@ def run_bounded(
                 stream.close()
         if process.returncode is None:
             process.wait()
+
+
+PR_SET_PDEATHSIG = 1
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """Linux's prctl(2), found before any fork; None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return prctl
+
+
+def _dies_with(parent: int) -> Callable[[], None] | None:
+    """What a child runs before its command: ask for SIGKILL when its parent thread dies, and
+    die at once if the parent is already gone (it died between the fork and the request)."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
+
+    def request() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return request
 
 
 def stop_marked(name: str, value: str) -> int:
