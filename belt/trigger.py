@@ -6,7 +6,7 @@ so a trigger and a simulated run say the same thing about the same answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -43,6 +43,8 @@ class TriggerReport:
     injection: str | None
     system: str | None
     transcript_row: dict[str, Any] | None
+    warnings: list[str] = field(default_factory=list)
+    """What the platform would ignore in the answer (its unknown keys)."""
 
     @property
     def ok(self) -> bool:
@@ -66,6 +68,7 @@ class TriggerReport:
             "injection": self.injection,
             "system": self.system,
             "transcript_row": self.transcript_row,
+            "warnings": self.warnings,
         }
 
 
@@ -168,6 +171,7 @@ def trigger(
             else None
         ),
         transcript_row=row,
+        warnings=result.warnings,
     )
 
 
@@ -186,7 +190,7 @@ def failure(report: TriggerReport) -> Unreachable:
         hint = "a hook handler must answer 2xx; check its logs (its body is shown above)"
     else:
         hint = (
-            "answer a JSON object with only decision, reason, inject, system and override "
-            "(an empty 2xx body means allow)"
+            "answer a JSON object whose decision, reason, inject, system and override have "
+            "their wire types (other keys are ignored; an empty 2xx body means allow)"
         )
     return Unreachable(report.error or "the handler failed", hint=hint)

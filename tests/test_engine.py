@@ -293,7 +293,34 @@ def test_async_hooks_never_block_inject_or_leave_rows(tmp_path: Path) -> None:
     assert hook_rows(report) == []
     (executed,) = report["hook_executions"]
     assert executed["async"] is True
-    assert executed["decision"] == "allow"
+    # Its telemetry records what it answered, though it did not act.
+    assert (executed["decision"], executed["reason"]) == ("deny", "no")
+    assert executed["injected"] is False
+
+
+def test_an_answer_with_unknown_keys_counts_and_its_override_is_recorded(tmp_path: Path) -> None:
+    answer = {"decision": "deny", "reason": "no", "colour": "red", "override": {"model": "x"}}
+    with hook_app(lambda n, p: answer) as app:
+        path = write_scenario(
+            tmp_path, [webhook(f"{app.url}/h", "agent.tool_call")], [one_tool_turn(DELETE_PROD)]
+        )
+        report, _ = run_scenario(scenario=path, fail_closed=True)
+    assert invocations(report)[0]["status"] == "failed"
+    assert invocations(report)[0]["result"] == "no"
+    (row,) = hook_rows(report)
+    assert (row["decision"], row.get("error")) == ("deny", None)
+    (executed,) = report["hook_executions"]
+    assert executed["error"] is None
+    assert executed["warnings"] == ["colour: unknown key in the answer, ignored"]
+    assert executed["override"] == {"model": "x"}
+    # An answer without them records neither.
+    with hook_app(lambda n, p: {"decision": "allow"}) as app:
+        path = write_scenario(
+            tmp_path, [webhook(f"{app.url}/h", "agent.tool_call")], [one_tool_turn(DELETE_PROD)]
+        )
+        report, _ = run_scenario(scenario=path)
+    (executed,) = report["hook_executions"]
+    assert "warnings" not in executed and "override" not in executed
 
 
 def test_an_async_hook_does_not_delay_the_events_after_it(tmp_path: Path) -> None:
@@ -592,6 +619,19 @@ def test_tool_gate_holds_the_run_and_resumes_on_allow(tmp_path: Path) -> None:
     assert [r["state"] for r in report["runs"]] == ["completed", "completed"]
     assert invocations(report)[0]["status"] == "completed"
     assert invocations(report)[0]["result"] == "deleted"
+
+
+def test_a_gate_declared_async_holds_the_run_as_any_gate(tmp_path: Path) -> None:
+    path = write_scenario(
+        tmp_path, [gate("agent.tool_call", **{"async": True})], [one_tool_turn(DELETE_PROD)]
+    )
+    report, _ = run_scenario(scenario=path)
+    assert report["runs"][0]["state"] == "input_required"
+    assert invocations(report)[0]["status"] == "awaiting_approval"
+    (row,) = hook_rows(report)
+    assert (row["handler_type"], row["decision"]) == ("gate", "suspend")
+    (executed,) = report["hook_executions"]
+    assert (executed["async"], executed["decision"]) == (False, "suspend")
 
 
 def test_tool_gate_deny_rejects_the_tool_and_the_run_goes_on(tmp_path: Path) -> None:

@@ -120,10 +120,10 @@ def test_every_problem_of_a_refused_hook_is_reported(tmp_path: Path) -> None:
         add_hook(
             event="agent.complete",
             handler_type="gate",
-            async_=True,
+            handler="https://example.com/hook",
             file=tmp_path / "hooks.json",
         )
-    assert caught.value.message.startswith("hook not added: hooks[0].async:")
+    assert caught.value.message.startswith("hook not added: hooks[0].handler:")
     assert caught.value.problems == [
         "hooks[0].event: a gate cannot attach to agent.complete (gates attach to agent.start, "
         "agent.turn_start, agent.tool_call)"

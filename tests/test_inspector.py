@@ -286,6 +286,25 @@ def test_detail_has_the_bodies_masked_headers_timing_and_the_signature_check(
     assert detail["validation"] == {"valid": True, "problems": []}
 
 
+def test_a_simulated_deliverys_detail_shows_its_override_and_what_was_ignored(
+    store: Store, tmp_path: Path
+) -> None:
+    answer = {"decision": "allow", "override": {"model": "small"}, "colour": "red"}
+    with hook_app(lambda name, payload: answer) as app:
+        hook = {"event": "agent.turn_start", "type": "webhook", "handler": f"{app.url}/h"}
+        doc = {"agent": {"hooks": [hook]}, "turns": [{"user": "hi", "model": [{"say": "yo"}]}]}
+        path = tmp_path / "s.json"
+        path.write_text(json.dumps(doc))
+        run_scenario(scenario=path)
+    with running(create_app(store=store, sweep_interval=0)) as url:
+        (item,) = inspect(url, "/deliveries", source="sim")["items"]
+        detail = inspect(url, f"/deliveries/{item['id']}")
+    assert detail["override"] == {"model": "small"}
+    assert detail["response"]["override"] == {"model": "small"}
+    assert detail["warnings"] == ["colour: unknown key in the answer, ignored"]
+    assert "override" in detail["response_note"]
+
+
 # -- replay ----------------------------------------------------------------------------------
 
 

@@ -189,12 +189,23 @@ def test_a_failing_handler_is_explained_and_fails(target: HookApp) -> None:
 
 
 def test_an_invalid_body_fails_and_says_what_to_answer(target: HookApp) -> None:
-    target.decide = lambda name, payload: {"verdict": "deny"}
+    target.decide = lambda name, payload: {"decision": "maybe"}
     report = trigger("agent.tool_call", to=f"{target.url}/x")
     assert not report.ok
-    assert report.error is not None and "verdict: unknown key" in report.error
+    assert report.error is not None and "decision: Input should be" in report.error
     hint = failure(report).hint
-    assert hint is not None and "only decision, reason, inject, system and override" in hint
+    assert hint is not None and "other keys are ignored" in hint
+
+
+def test_an_answer_with_unknown_keys_counts_and_warns(target: HookApp) -> None:
+    target.decide = lambda name, payload: {"decision": "deny", "colour": "red"}
+    report = trigger("agent.tool_call", to=f"{target.url}/x")
+    assert report.ok
+    assert report.effect.startswith("agent.tool_call: deny → the tool is not called")
+    assert report.warnings == ["colour: unknown key in the answer, ignored"]
+    assert report.to_json()["warnings"] == report.warnings
+    assert report.transcript_row is not None
+    assert "error" not in report.transcript_row["event"]["hook"]
 
 
 def test_an_unreachable_handler_fails_with_what_to_check() -> None:

@@ -166,11 +166,6 @@ def test_valid_platform_hook_has_no_problems(declaration: dict[str, Any]) -> Non
             id="gate-with-handler",
         ),
         pytest.param(
-            hook(GATE, **{"async": True}),
-            "hooks[0].async: a gate always suspends the run; async is not allowed",
-            id="gate-async",
-        ),
-        pytest.param(
             hook(GATE, event="agent.tool_result"),
             "hooks[0].event: a gate cannot attach to agent.tool_result (gates attach to "
             "agent.start, agent.turn_start, agent.tool_call)",
@@ -264,6 +259,20 @@ def test_idle_event_passes_with_a_warning() -> None:
     assert models[0].event == "agent.idle"
 
 
+def test_async_on_a_gate_is_accepted_ignored_and_warned_about() -> None:
+    findings, models = check_platform_hooks([hook(GATE, **{"async": True})])
+    assert findings.problems == []
+    assert findings.warnings == [
+        "hooks[0].async: async is not used for gate hooks (a gate always suspends the run); "
+        "it is ignored"
+    ]
+    (gate,) = models
+    assert gate.async_ is True and gate.runs_async is False
+    assert gate.to_wire()["async"] is True  # the declaration is kept as written
+    webhook_models = check_platform_hooks([hook(WEBHOOK, **{"async": True})])[1]
+    assert webhook_models[0].runs_async is True
+
+
 def test_hook_that_is_not_an_object() -> None:
     assert platform_problems("agent.tool_call") == ["hooks[0]: expected an object, got a string"]
 
@@ -280,7 +289,6 @@ def test_every_problem_of_every_hook_is_reported_with_its_index() -> None:
         hook(WEBHOOK, timeout=400, color="red"),
     )
     assert problems == [
-        "hooks[1].async: a gate always suspends the run; async is not allowed",
         "hooks[1].event: a gate cannot attach to agent.complete (gates attach to agent.start, "
         "agent.turn_start, agent.tool_call)",
         "hooks[2].color: unknown key (allowed: event, type, handler, async, timeout, "

@@ -71,7 +71,7 @@ def test_a_non_2xx_answer_fails_with_its_body_and_host_only(target: HookApp) -> 
         ("not json", "invalid JSON at line 1 column 1"),
         ("[1]", "expected a JSON object, got an array"),
         ('{"decision": "maybe"}', "decision: Input should be"),
-        ('{"verdict": "deny"}', "verdict: unknown key"),
+        ('{"verdict": "deny", "inject": {"content": 3}}', "inject.content: Input should be"),
         ('{"inject": {"role": "system"}}', "inject.content: Field required"),
     ],
 )
@@ -86,6 +86,32 @@ def test_a_body_that_is_not_a_response_fails_and_says_why(
     assert result.error is not None
     assert "answered with a body that is not a LifecycleHookResponse" in result.error
     assert problem in result.error
+
+
+def test_unknown_keys_of_an_answer_are_ignored_each_with_a_warning(target: HookApp) -> None:
+    target.decide = lambda name, payload: {
+        "decision": "deny",
+        "reason": "no",
+        "colour": "red",
+        "inject": {"content": "hi", "weight\x1b[2J": 3},
+    }
+    result = call(f"{target.url}/x")
+    assert result.error is None
+    assert result.response is not None
+    assert (result.response.decision, result.response.reason) == ("deny", "no")
+    assert result.response.inject is not None and result.response.inject.content == "hi"
+    assert result.warnings == [
+        "colour: unknown key in the answer, ignored",
+        "inject.weight\\x1b[2J: unknown key in the answer, ignored",
+    ]
+    # Many unknown keys: the first ten are named, the rest counted.
+    target.decide = lambda name, payload: {f"k{n}": n for n in range(25)}
+    many = call(f"{target.url}/x")
+    assert many.error is None and len(many.warnings) == 11
+    assert many.warnings[-1] == "… and 15 more unknown keys, ignored"
+    # A known key of the wrong shape is still a failed hook.
+    target.decide = lambda name, payload: {"decision": "deny", "colour": "red", "reason": 3}
+    assert call(f"{target.url}/x").error is not None
 
 
 def test_a_refused_connection_fails_naming_the_host_only() -> None:

@@ -226,7 +226,7 @@ def list_(file: FileOption = None, json_: JsonFlag = False) -> None:
                 hook.event.value,
                 hook.type.value,
                 shown(hook).get("handler") or "-",
-                "yes" if hook.async_ else "no",
+                "yes" if hook.runs_async else ("ignored" if hook.async_ else "no"),
                 f"{hook.effective_timeout()}s",
                 hook.default_resolution.value if hook.default_resolution else "",
             ]

@@ -26,8 +26,9 @@ def trigger(
     """Send EVENT's sample payload to a handler and say what the platform would do.
 
     Prints the HTTP status, the body, the effect of the decision, any injection and its
-    lifetime, and the transcript row the call would leave. A handler that cannot be reached,
-    answers non-2xx or returns an invalid body exits 6.
+    lifetime, and the transcript row the call would leave. Keys of the answer the platform
+    does not know are ignored, each with a warning. A handler that cannot be reached, answers
+    non-2xx or returns an invalid body exits 6.
     """
     from belt import output
     from belt.trigger import failure, read_data
@@ -62,6 +63,7 @@ def render(report: TriggerReport) -> None:
             ("status", status),
             ("body", body),
             ("error", report.error),
+            *(("warning", warning) for warning in report.warnings),
             ("effect", report.effect),
             ("inject", report.injection),
             ("system", report.system),

@@ -138,11 +138,13 @@ class HookRun:
     """Where a routed webhook was delivered instead of its own URL (``--route``)."""
     review: Any = None
     """What a ``belt:extract`` run asks the engine to review (a ``handlers.builtin.Review``)."""
+    warnings: list[str] = field(default_factory=list)
+    """What was ignored in the handler's answer (its unknown keys)."""
 
     @property
     def injected(self) -> bool:
         """True when this run's response injects context (never for async hooks)."""
-        return bool(self.response and self.response.injected and not self.hook.async_)
+        return bool(self.response and self.response.injected and not self.hook.runs_async)
 
     def chat_hook_event(self, event: str) -> dict[str, Any]:
         """This run as a ChatHookEvent."""
@@ -283,7 +285,7 @@ class Dispatcher:
         result = EventResult(event, payload)
         for index, hook in self.hooks_for(event):
             # Gates always hold the loop; builtins answer at once in the platform itself.
-            if hook.async_ and hook.type not in (HookHandlerType.GATE, HookHandlerType.BUILTIN):
+            if hook.runs_async and hook.type != HookHandlerType.BUILTIN:
                 self.submit(hook, index, payload, resource_id, finished or (lambda run: None))
                 continue
             run = self.run_one(hook, index, payload, resource_id)
@@ -338,6 +340,7 @@ class Dispatcher:
         else:
             delivered = deliver(self.client(), destination, payload, timeout=timeout)
         run.duration_ms = delivered.duration_ms
+        run.warnings = delivered.warnings
         if delivered.error is not None or delivered.response is None:
             run.error = delivered.error or "no response"
             if self.fail_closed and EVENTS[str(payload["event"])].can_gate:
@@ -345,8 +348,8 @@ class Dispatcher:
                 run.reason = f"hook failed (fail-closed): {run.error}"
             return
         run.response = delivered.response
-        if run.hook.async_:
-            return
+        # An async hook's answer is recorded as given; it never takes effect (``fire`` does not
+        # wait for it, and its run leaves no row and injects nothing).
         run.decision = delivered.response.decision
         run.reason = delivered.response.reason
 
@@ -354,7 +357,10 @@ class Dispatcher:
 def executed_record(event: str, run: HookRun, payload: dict[str, Any]) -> dict[str, Any]:
     """The ``hook.executed`` agent event for one handler run (with the payload it was given).
 
-    The HookExecutedPayload of the wire, and what belt adds to it: which hook, how it ran.
+    The HookExecutedPayload of the wire, and what belt adds to it: which hook, how it ran, the
+    ``override`` its answer carried (recorded, never acted on, as WIRE.md says) and the
+    ``warnings`` of what was ignored in its answer. An async hook's decision and reason are
+    what it answered; they did not take effect.
     """
     executed = HookExecutedPayload(
         hook_event=event,
@@ -362,25 +368,28 @@ def executed_record(event: str, run: HookRun, payload: dict[str, Any]) -> dict[s
         reason=run.reason,
         duration_ms=run.duration_ms,
     )
+    override = run.response.override if run.response is not None else None
     return {
         "type": "hook.executed",
         **executed.model_dump(),
         "hook_index": run.index,
         "handler_type": run.hook.type.value,
         "handler": handler_label(run.hook.type, run.hook.handler),
-        "async": run.hook.async_,
+        "async": run.hook.runs_async,
         "error": run.error,
         "injected": run.injected,
         "interrupt_id": run.interrupt["id"] if run.interrupt else None,
         "task_chat_id": run.task_chat_id,
         **({"resource_id": run.resource_id} if run.resource_id else {}),
         **({"routed_to": handler_label(run.hook.type, run.routed_to)} if run.routed_to else {}),
+        **({"override": override} if override is not None else {}),
+        **({"warnings": run.warnings} if run.warnings else {}),
         "payload": payload,
     }
 
 
 def leaves_transcript_row(run: HookRun) -> bool:
     """True when this run leaves a row in the chat (never for async hooks)."""
-    if run.hook.async_:
+    if run.hook.runs_async:
         return False
     return leaves_row(decision=run.decision, injected=run.injected, error=run.error)

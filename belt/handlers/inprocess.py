@@ -25,11 +25,11 @@ from typing import Any, is_typeddict
 from pydantic import ValidationError
 
 from belt.errors import BeltError
-from belt.handlers.webhook import TIMED_OUT, WebhookResult, encode_payload
+from belt.handlers.webhook import TIMED_OUT, Answer, WebhookResult, encode_payload
 from belt.loader import load_callable
 from belt.text import printable, short
 from belt.wire.platform import LifecycleHookPayload, LifecycleHookResponse
-from belt.wire.validate import IN_PROCESS_PREFIX, describe, model_problems
+from belt.wire.validate import IN_PROCESS_PREFIX, check_response, describe, model_problems
 
 Handler = Callable[..., Any]
 
@@ -107,7 +107,14 @@ def argument_for(func: Handler, payload: dict[str, Any], *, default: bool) -> An
 
 
 def answer_of(value: Any) -> tuple[LifecycleHookResponse | None, str | None]:
-    """A handler's return value as a response: (response, None), or (None, what is wrong).
+    """A handler's return value as a response: (response, None), or (None, what is wrong)."""
+    answer = read_value(value)
+    return answer.response, answer.problem
+
+
+def read_value(value: Any) -> Answer:
+    """A handler's return value read as a webhook's body is (``webhook.read_answer``): unknown
+    keys are ignored, each with a warning.
 
     The answer must be what a webhook's JSON body could carry: a dict (or a response) of JSON
     values, without NaN, infinities, lone surrogates or deep nesting.
@@ -115,23 +122,28 @@ def answer_of(value: Any) -> tuple[LifecycleHookResponse | None, str | None]:
     from belt.strictjson import StrictJSONError, check_value
 
     if value is None:
-        return LifecycleHookResponse(), None
+        return Answer(LifecycleHookResponse())
     if isinstance(value, LifecycleHookResponse):
         try:
             value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
         except Exception as exc:  # an override pydantic cannot serialise
-            return None, f"the response cannot be sent as JSON: {type(exc).__name__}"
+            return Answer(None, f"the response cannot be sent as JSON: {type(exc).__name__}")
     if not isinstance(value, dict):
-        return None, f"expected a dict, a LifecycleHookResponse or None, got {describe(value)}"
+        return Answer(
+            None, f"expected a dict, a LifecycleHookResponse or None, got {describe(value)}"
+        )
     try:
         check_value(value)
         json.dumps(value, allow_nan=False)
     except (StrictJSONError, TypeError, ValueError, RecursionError) as exc:
-        return None, f"it is not JSON a webhook could send: {short(printable(str(exc)), 120)}"
+        return Answer(
+            None, f"it is not JSON a webhook could send: {short(printable(str(exc)), 120)}"
+        )
     try:
-        return LifecycleHookResponse.model_validate(value), None
+        response, warnings = check_response(value)
     except ValidationError as exc:
-        return None, "; ".join(model_problems(exc))
+        return Answer(None, "; ".join(model_problems(exc)))
+    return Answer(response, None, warnings)
 
 
 @dataclass
@@ -261,8 +273,9 @@ class InProcess:
             detail = short(printable(str(call.error)), 200)
             error = f"{label} raised {kind}: {detail}" if detail else f"{label} raised {kind}"
             return WebhookResult(500, "", None, error, duration)
-        response, problem = answer_of(call.value)
-        if problem is not None:
+        answer = read_value(call.value)
+        if answer.problem is not None:
+            problem = answer.problem
             error = f"{label} answered with a body that is not a LifecycleHookResponse: {problem}"
             return WebhookResult(500, "", None, error, duration)
-        return WebhookResult(200, "", response, None, duration)
+        return WebhookResult(200, "", answer.response, None, duration, answer.warnings)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from belt.effects import url_host
 from belt.wire.platform import LifecycleHookResponse
-from belt.wire.validate import describe, model_problems
+from belt.wire.validate import check_response, describe, model_problems
 
 if TYPE_CHECKING:
     import httpx
@@ -32,6 +32,8 @@ class WebhookResult:
     response: LifecycleHookResponse | None
     error: str | None
     duration_ms: int
+    warnings: list[str] = field(default_factory=list)
+    """What was ignored in the answer (its unknown keys)."""
 
 
 TIMED_OUT = "did not answer within"
@@ -106,34 +108,51 @@ def deliver(
         return WebhookResult(
             reply.status_code, text, None, f"{host} answered HTTP {reply.status_code}", duration
         )
-    response, problem = parse_response(text)
-    if problem is not None:
-        error = f"{host} answered with a body that is not a LifecycleHookResponse: {problem}"
+    answer = read_answer(text)
+    if answer.problem is not None:
+        error = f"{host} answered with a body that is not a LifecycleHookResponse: {answer.problem}"
         return WebhookResult(reply.status_code, text, None, error, duration)
-    return WebhookResult(reply.status_code, text, response, None, duration)
+    return WebhookResult(reply.status_code, text, answer.response, None, duration, answer.warnings)
 
 
-def parse_response(text: str) -> tuple[LifecycleHookResponse | None, str | None]:
-    """Parse a 2xx body; an empty body (or JSON null) is allow. Returns (response, problem)."""
+@dataclass(frozen=True)
+class Answer:
+    """A 2xx body read: the response, or what is wrong with it; and what was ignored in it."""
+
+    response: LifecycleHookResponse | None
+    problem: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_answer(text: str) -> Answer:
+    """Read a 2xx body; an empty body (or JSON null) is allow. Unknown keys are ignored, each
+    with a warning (``check_response``)."""
     from belt.strictjson import StrictJSONError, decode
 
     if not text.strip():
-        return LifecycleHookResponse(), None
+        return Answer(LifecycleHookResponse())
     try:
         document = decode(text)
     except StrictJSONError as exc:
         if exc.lineno is not None:
             reason = exc.reason.removeprefix("invalid JSON: ")
-            return None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {reason}"
-        return None, exc.reason
+            return Answer(None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {reason}")
+        return Answer(None, exc.reason)
     if document is None:
-        return LifecycleHookResponse(), None
+        return Answer(LifecycleHookResponse())
     if not isinstance(document, dict):
-        return None, f"expected a JSON object, got {describe(document)}"
+        return Answer(None, f"expected a JSON object, got {describe(document)}")
     try:
-        return LifecycleHookResponse.model_validate(document), None
+        response, warnings = check_response(document)
     except ValidationError as exc:
-        return None, "; ".join(model_problems(exc))
+        return Answer(None, "; ".join(model_problems(exc)))
+    return Answer(response, None, warnings)
+
+
+def parse_response(text: str) -> tuple[LifecycleHookResponse | None, str | None]:
+    """Parse a 2xx body as ``read_answer`` does. Returns (response, problem)."""
+    answer = read_answer(text)
+    return answer.response, answer.problem
 
 
 def _reason(exc: Exception, url: str) -> str:

@@ -428,16 +428,20 @@ class Deliveries:
         if served:
             response = record.get("response")
             answer_note = None
+            override = mapping(response).get("override")
         else:
+            override = record.get("override")
             response = {
                 "decision": summary["decision"],
                 **({"reason": summary["reason"]} if summary["reason"] else {}),
                 "injected": summary["injected"],
+                **({"override": override} if override is not None else {}),
             }
             answer_note = (
-                "a simulated delivery records the decision, reason and whether it injected, "
-                "not the whole answer"
+                "a simulated delivery records the decision, reason, whether it injected and "
+                "any override, not the whole answer"
             )
+        warnings = record.get("warnings")
         headers = record.get("headers") if served else None
         problems = payload_problems(payload) if payload is not None else ["nothing was recorded"]
         effect = None
@@ -460,6 +464,11 @@ class Deliveries:
             "routed_to": text(record.get("routed_to")),
             "rule": number(record.get("rule")),
             "hook_index": number(record.get("hook_index")),
+            # Recorded, not acted on (WIRE.md): the platform does not say what it means.
+            "override": override,
+            "warnings": [w for w in warnings if isinstance(w, str)]
+            if isinstance(warnings, list)
+            else [],
         }
 
     def summaries(self, ids: list[str]) -> list[Entry]:

@@ -66,6 +66,12 @@ class LifecycleHookConfig(_Strict):
     timeout: int | None = None
     default_resolution: InterruptResolution | None = None
 
+    @property
+    def runs_async(self) -> bool:
+        """True when the hook runs without blocking: ``async`` is not used for gate hooks (the
+        spec), which always suspend the run, so a gate's ``async`` is accepted and ignored."""
+        return self.async_ and self.type != HookHandlerType.GATE
+
     def effective_timeout(self) -> int:
         """The timeout in seconds, with the handler type's default filled in."""
         return self.timeout if self.timeout is not None else timeout_bounds(self.type)[0]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from belt.text import printable, short
 from belt.wire.catalogue import BUILTINS, EVENTS, GATEABLE_EVENTS
 from belt.wire.nexus import (
     FEEDBACK_MAX_BYTES,
@@ -20,7 +21,13 @@ from belt.wire.nexus import (
     LifecycleHooks,
     NexusEvent,
 )
-from belt.wire.platform import HookHandlerType, LifecycleHookConfig, timeout_bounds
+from belt.wire.platform import (
+    ContextInjection,
+    HookHandlerType,
+    LifecycleHookConfig,
+    LifecycleHookResponse,
+    timeout_bounds,
+)
 
 HOOK_KEYS = ("event", "type", "handler", "async", "timeout", "default_resolution")
 NEXUS_HOOK_KEYS = ("tool", "timeout_ms", "max_continuations")
@@ -168,7 +175,10 @@ def check_platform_hook(
         if "handler" in raw:
             findings.error(hpath, "a gate has no handler; remove it")
         if raw.get("async") is True:
-            findings.error(f"{path}.async", "a gate always suspends the run; async is not allowed")
+            findings.warn(
+                f"{path}.async",
+                "async is not used for gate hooks (a gate always suspends the run); it is ignored",
+            )
         if event_ok and event not in GATEABLE_EVENTS:
             findings.error(
                 f"{path}.event",
@@ -221,6 +231,44 @@ def check_platform_hook(
             findings.error(rpath, "is only allowed on gate hooks")
         elif raw["default_resolution"] not in ("allow", "deny"):
             findings.error(rpath, f"{raw['default_resolution']!r} must be 'allow' or 'deny'")
+
+
+RESPONSE_KEYS = tuple(LifecycleHookResponse.model_fields)
+INJECTION_KEYS = tuple(ContextInjection.model_fields)
+MAX_UNKNOWN_KEY_WARNINGS = 10
+
+
+def check_response(document: dict[str, Any]) -> tuple[LifecycleHookResponse, list[str]]:
+    """An inference.sh answer read as the platform reads it, and a warning per key ignored.
+
+    The SDKs declare the response (and its ``inject``) as a TypedDict of optional fields, so a
+    handler written against them may carry keys of its own: those are ignored, each named in a
+    warning, instead of failing the hook (which would count as allow). A known key of the wrong
+    shape still raises ValidationError. Nexus decisions are not read here: they refuse extra
+    fields, as their spec says (``check_decision``).
+    """
+    unknown: list[str] = []
+    known = {key: value for key, value in document.items() if key in RESPONSE_KEYS}
+    unknown += [str(key) for key in document if key not in RESPONSE_KEYS]
+    inject = known.get("inject")
+    if isinstance(inject, dict):
+        known["inject"] = {key: value for key, value in inject.items() if key in INJECTION_KEYS}
+        unknown += [f"inject.{key}" for key in inject if key not in INJECTION_KEYS]
+    response = LifecycleHookResponse.model_validate(known)
+    warnings = [
+        f"{_shown_key(path)}: unknown key in the answer, ignored"
+        for path in unknown[:MAX_UNKNOWN_KEY_WARNINGS]
+    ]
+    if len(unknown) > MAX_UNKNOWN_KEY_WARNINGS:
+        warnings.append(
+            f"… and {len(unknown) - MAX_UNKNOWN_KEY_WARNINGS} more unknown keys, ignored"
+        )
+    return response, warnings
+
+
+def _shown_key(key: str) -> str:
+    """A key of an answer as a warning names it: one short line, control characters escaped."""
+    return short(printable(key), 60)
 
 
 def check_platform_hooks(

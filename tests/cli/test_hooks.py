@@ -166,6 +166,18 @@ def test_validate_idle_event_warns_and_passes(tmp_path: Path) -> None:
     )
 
 
+def test_validate_accepts_async_on_a_gate_with_a_warning(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "gate.json", '[{"event": "agent.tool_call", "type": "gate", "async": true}]'
+    )
+    result = belt("hooks", "validate", str(path))
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == (
+        f"warning: {path}: hooks[0].async: async is not used for gate hooks (a gate always "
+        "suspends the run); it is ignored\n"
+    )
+
+
 def test_validate_json_reports_each_file(tmp_path: Path) -> None:
     bad = write(tmp_path, "bad.toml", '[lifecycle_hooks.stop]\ntool = "t"\ntimeout_ms = 0\n')
     good = EXAMPLES / "nexus-profile.json"

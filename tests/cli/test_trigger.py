@@ -85,6 +85,16 @@ def test_an_invalid_body_exits_6_and_json_still_prints_the_report(webhook: HookA
     assert "not a LifecycleHookResponse" in result.stderr
 
 
+def test_an_answer_with_an_unknown_key_is_shown_with_a_warning(webhook: HookApp) -> None:
+    webhook.decide = lambda name, payload: {"decision": "allow", "colour": "red"}
+    result = belt("trigger", "agent.start", "--to", f"{webhook.url}/x")
+    assert result.exit_code == 0, result.stderr
+    assert "warning     colour: unknown key in the answer, ignored" in result.stdout
+    assert belt("trigger", "agent.start", "--to", f"{webhook.url}/x", "--json").json()[
+        "warnings"
+    ] == ["colour: unknown key in the answer, ignored"]
+
+
 def test_no_full_url_or_secret_reaches_the_terminal(webhook: HookApp) -> None:
     webhook.decide = lambda name, payload: (500, "")
     secret = SECRET

@@ -357,6 +357,8 @@ async function deliveryView(id) {
       ["payload", v.valid ? "valid LifecycleHookPayload" : el("span", { class: "error" }, "invalid: ", v.problems.join("; "))],
       ["attempts", found.attempts.length > 1 ? found.attempts.map((a, i) => [i ? ", " : "", deliveryLink(a, a === d.id ? `${i + 1} (this)` : String(i + 1))]) : null],
       ["routed to", found.routed_to], ["policy rule", found.rule === null ? null : `rules[${found.rule}]`],
+      ["override", found.override === null || found.override === undefined ? null : `${short(found.override, 200)} (recorded, not acted on)`],
+      ["warnings", found.warnings && found.warnings.length ? found.warnings.join("; ") : null],
     ]),
     el("div", { class: "bodies" },
       el("section", {}, el("h3", {}, "Request body"), pre(found.request)),
