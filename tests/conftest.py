@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,13 @@ from belt.store import Store, open_store
 
 pytest_plugins = ["tests.sdk_flow"]
 """The SDK end-to-end tests' fixtures (`sdk_served`, `sdk_handler`) and what they share."""
+
+# Tests press Ctrl-C on the processes they start (SIGINT). A suite started as a background job
+# of a shell without job control inherits SIGINT ignored, and so would every process it starts,
+# which then cannot be interrupted: a handler here (reset to the default at exec) gives each
+# child Python's own KeyboardInterrupt, however the suite was started.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
