@@ -24,8 +24,14 @@ Three measurements, each printed as one block (docs/reliability.md quotes them):
    damaged store records (each kind of damage to each record of a held simulation, then
    `sim resume`, `sim stop`, `sim show`; counted: clean errors that leave the file as it was).
 
-Run with `python bench/reliability.py` (about ten minutes, most of them in part 4);
-`--only engine` runs part 4 alone.
+5. Nothing stranded: `belt serve --resume` SIGKILLed at a random moment while it continues a run
+   held at a gate, then a second one (counted: runs stranded, tools run twice, hook deliveries
+   made twice); `belt executor run` SIGKILLed while its tool runs, then a second worker
+   (counted: runs on an attention hold, tasks run twice); and a burst of requests at once
+   through `belt serve --forward-to` (failed requests, time, the server's memory).
+
+Run with `python bench/reliability.py` (about fifteen minutes, most of them in parts 4 and 5);
+`--only engine` runs part 4 alone, `--only stranded` part 5.
 """
 
 from __future__ import annotations
@@ -703,9 +709,329 @@ def run_engine() -> None:
             server.wait(10)
 
 
+# 5. Nothing stranded: killed continuers and workers, and the --forward-to burst ---------------
+
+RESUME_TRIALS = 20
+WORKER_TRIALS = 10
+FORWARD_BURST = 300
+TAIL = """\
+import os, sys, time
+from pathlib import Path
+here = Path(sys.argv[1])
+key = __import__("json").loads(sys.stdin.read())["task_key"]
+with open(here / "runs", "a") as log:
+    log.write(f"start {key}\\n")
+time.sleep(0.3)
+with open(here / "runs", "a") as log:
+    log.write(f"done {key}\\n")
+print('{"structured_content": {"continue": false}}')
+"""
+
+
+def start_serve(home: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """``belt serve --port 0 ARGS`` over the store at ``home``; the process and its URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "belt", "serve", "--port", "0", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "BELT_HOME": str(home)},
+    )
+    assert process.stderr is not None
+    banner = process.stderr.readline()
+    found = re.search(r"listening on (http://\S+) ", banner)
+    if not found:
+        raise SystemExit(f"belt serve did not start: {banner}")
+    return process, found.group(1)
+
+
+def record(home: Path, kind: str, id: str) -> dict[str, Any]:
+    """A record of the store at ``home`` as belt wrote it (the benchmark only reads)."""
+    path = home / "store" / "objects" / kind / f"{id}.json"
+    data: dict[str, Any] = json.loads(path.read_text())["data"]
+    return data
+
+
+def wait_until(check: Callable[[], bool], seconds: float) -> bool:
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        if check():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def kill_a_continuer(home: Path, path: Path, journal: Path, after: float) -> dict[str, int]:
+    """Hold the scenario at ``path`` at its gate, resolve it, SIGKILL the `belt serve --resume`
+    continuing it ``after`` seconds into the continuation, and let a second one finish it."""
+    env = {**os.environ, "BELT_HOME": str(home), "NO_COLOR": "1"}
+    held = json.loads(belt_cli(env, "sim", "run", str(path), "--json").stdout)
+    run_id, sim_id = held["runs"][0]["id"], held["simulation"]["id"]
+    first, _ = start_serve(home, "--resume", "--sweep-interval", "0")
+    belt_cli(env, "interrupt", "resolve", held["chat"]["pending_interrupts"][0]["id"], "allow")
+    wait_until(lambda: record(home, "run", run_id)["state"] != "input_required", 60)
+    time.sleep(after)
+    killed = first.poll() is None and record(home, "sim", sim_id)["status"] != "finished"
+    first.send_signal(signal.SIGKILL)
+    first.wait(30)
+    second, _ = start_serve(home, "--resume", "--sweep-interval", "0")
+    finished = wait_until(lambda: record(home, "sim", sim_id)["status"] == "finished", 60)
+    second.terminate()
+    second.wait(30)
+    report = json.loads(belt_cli(env, "sim", "show", run_id, "--json").stdout)
+    tools = [m["tool_call_id"] for m in report["chat"]["chat_messages"] if m["role"] == "tool"]
+    chat = report["chat"]["id"]
+    requests = [json.loads(line).get("request") or {} for line in journal.open()]
+    sent = [
+        (r.get("event"), r.get("run_id"), r.get("turn_count"))
+        for r in requests
+        if r.get("chat_id") == chat
+    ]
+    return {
+        "killed": int(killed),
+        "stranded": int(not finished),
+        "tools_twice": len(tools) - len(set(tools)),
+        "hooks_twice": len(sent) - len(set(sent)),
+    }
+
+
+def killed_continuers(folder: Path, hook_url: str) -> dict[str, Any]:
+    """RESUME_TRIALS times: a run held at a gate, resolved, continued by `belt serve --resume`
+    and that server SIGKILLed at a random moment of the continuation (twenty more turns with
+    webhook hooks); then a second `belt serve --resume`. Counted: runs stranded (the
+    simulation did not finish), tools run twice, hook deliveries made twice."""
+    import random
+
+    chance = random.Random(21)
+    call = {"name": "write_file", "arguments": {}, "result": "ok"}
+    hooks: list[dict[str, Any]] = [
+        {"event": event, "type": "webhook", "handler": f"{hook_url}/hooks"}
+        for event in ("agent.turn_start", "agent.tool_call", "agent.complete")
+    ]
+    # The first turn's tool call holds at the gate; the twenty turns after it call no tool.
+    first_turn = {"user": "task 0", "model": [{"say": "a", "tool_calls": [call]}, {"say": "b"}]}
+    later = [{"user": f"task {t}", "model": [{"say": "b"}]} for t in range(1, 21)]
+    gate = {"event": "agent.tool_call", "type": "gate"}
+    scenario = {"agent": {"hooks": [*hooks, gate]}, "turns": [first_turn, *later]}
+    journal = folder / "serve" / "store" / "logs" / "journal" / "serve.jsonl"
+    kills = stranded = tools_twice = hooks_twice = 0
+    for trial in range(RESUME_TRIALS):
+        path = folder / f"resume-{trial}.json"
+        path.write_text(json.dumps(scenario))
+        found = kill_a_continuer(folder / f"resume-{trial}", path, journal, chance.uniform(0, 0.6))
+        kills += found["killed"]
+        stranded += found["stranded"]
+        tools_twice += found["tools_twice"]
+        hooks_twice += found["hooks_twice"]
+    return {
+        "trials": RESUME_TRIALS,
+        "kills": kills,
+        "stranded": stranded,
+        "tools_twice": tools_twice,
+        "hooks_twice": hooks_twice,
+    }
+
+
+def kill_a_worker(home: Path, path: Path, tool: str, runs: Path, after: float) -> dict[str, int]:
+    """Run the Nexus scenario at ``path``; SIGKILL the worker serving its task ``after`` seconds
+    into the tool's run, and let a second worker serve it."""
+    env = {**os.environ, "BELT_HOME": str(home), "NO_COLOR": "1"}
+    runs.write_text("")
+    command = [sys.executable, "-m", "belt", "executor", "run", "--tool", tool]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": ROOT}
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "belt", "sim", "run", str(path), "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    first = subprocess.Popen(command, env=env, **quiet)  # type: ignore[call-overload]
+    wait_until(lambda: "start" in runs.read_text(), 60)
+    time.sleep(after)
+    killed = "done" not in runs.read_text()
+    first.send_signal(signal.SIGKILL)
+    first.wait(30)
+    second = subprocess.Popen(command, env=env, **quiet)  # type: ignore[call-overload]
+    stdout, _ = sim.communicate(timeout=120)
+    second.terminate()
+    second.wait(30)
+    report = json.loads(stdout)
+    done = [line for line in runs.read_text().splitlines() if line.startswith("done")]
+    twice = len(done) - len(set(done))
+    return {
+        "killed": int(killed),
+        "held": int(report["runs"][0]["state"] != "completed"),
+        "twice": twice if killed else 0,
+        "late": int(not killed),
+        "late_twice": 0 if killed else twice,
+    }
+
+
+def killed_workers(folder: Path) -> dict[str, Any]:
+    """WORKER_TRIALS times: a Nexus simulation waiting on a stop task, a `belt executor run`
+    SIGKILLed at a random moment while its tool (0.3 s) runs, then a second worker. Counted:
+    runs that ended on an attention hold, and tool runs that finished twice (apart for the kills
+    that landed after the tool had finished, whose result the dead worker never wrote)."""
+    import random
+
+    chance = random.Random(22)
+    (folder / "tail.py").write_text(TAIL)
+    tool = f"verify=cmd:{sys.executable} {folder / 'tail.py'} {folder}"
+    path = folder / "stop.toml"
+    path.write_text(
+        'dialect = "nexus"\n[profile]\napproval_mode = "auto"\n'
+        '[profile.lifecycle_hooks.stop]\ntool = "verify"\ntimeout_ms = 60000\n'
+        "max_continuations = 0\n"
+        '[[turns]]\nuser = "Fix the test."\n[[turns.model]]\nsay = "Done."\n'
+    )
+    runs = folder / "runs"
+    totals = {"killed": 0, "held": 0, "twice": 0, "late": 0, "late_twice": 0}
+    for trial in range(WORKER_TRIALS):
+        after = chance.uniform(0, 0.3)
+        found = kill_a_worker(folder / f"worker-{trial}", path, tool, runs, after)
+        for key, value in found.items():
+            totals[key] += value
+    return {"trials": WORKER_TRIALS, **totals}
+
+
+def forward_burst(folder: Path) -> dict[str, Any]:
+    """FORWARD_BURST hook requests at once through `belt serve --forward-to` to a handler that
+    answers after 50 ms: failures, the burst's time, the server's memory before and after, and
+    the most requests the handler held at once."""
+    import asyncio
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from belt.samples import sample_payload
+
+    held = {"now": 0, "most": 0}
+
+    async def hook(request: Request) -> Response:
+        await request.body()
+        held["now"] += 1
+        held["most"] = max(held["most"], held["now"])
+        await asyncio.sleep(0.05)
+        held["now"] -= 1
+        return Response('{"decision": "allow"}', media_type="application/json")
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        Starlette(routes=[Route("/hooks", hook, methods=["POST"])]),
+        log_level="warning",
+        access_log=False,
+        backlog=1024,
+    )
+    upstream = uvicorn.Server(config)
+    thread = threading.Thread(target=upstream.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not upstream.started:
+        time.sleep(0.01)
+    server, url = start_serve(
+        folder / "forward",
+        "--forward-to",
+        f"http://127.0.0.1:{port}/hooks",
+        "--sweep-interval",
+        "0",
+    )
+
+    def rss() -> int:
+        status = Path(f"/proc/{server.pid}/status").read_text()
+        return int(re.search(r"VmRSS:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+
+    body = json.dumps(sample_payload("agent.turn_start")).encode()
+    host, served_port = url.removeprefix("http://").split(":")
+    request = (
+        f"POST /hooks HTTP/1.1\r\nHost: {host}:{served_port}\r\ncontent-type: application/json"
+        f"\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode() + body
+
+    async def burst() -> list[bytes]:
+        connecting = asyncio.Semaphore(16)
+        opened: list[int] = []
+        all_open = asyncio.Event()
+
+        async def one() -> bytes:
+            async with connecting:
+                reader, writer = await asyncio.open_connection(host, int(served_port))
+            opened.append(1)
+            if len(opened) == FORWARD_BURST:
+                all_open.set()
+            await all_open.wait()
+            writer.write(request)
+            await writer.drain()
+            answer = await reader.read()
+            writer.close()
+            return answer.partition(b"\r\n")[0]
+
+        return await asyncio.gather(*(one() for _ in range(FORWARD_BURST)))
+
+    try:
+        httpx.post(f"{url}/hooks", content=body, headers={"content-type": "application/json"})
+        before = rss()
+        started = time.perf_counter()
+        statuses = asyncio.run(burst())
+        seconds = time.perf_counter() - started
+        after = rss()
+    finally:
+        server.terminate()
+        server.wait(30)
+        upstream.should_exit = True
+        thread.join(10)
+    return {
+        "failed": sum(1 for status in statuses if status != b"HTTP/1.1 200 OK"),
+        "seconds": seconds,
+        "rss_before_kb": before,
+        "rss_after_kb": after,
+        "most": held["most"],
+    }
+
+
+def run_stranded() -> None:
+    with tempfile.TemporaryDirectory(prefix="belt-reliability-stranded-") as tmp:
+        folder = Path(tmp)
+        hooks, hook_url = start_server(str(folder / "serve"))
+        try:
+            resumed = killed_continuers(folder, hook_url)
+        finally:
+            hooks.terminate()
+            hooks.wait(10)
+        print(
+            f"killed belt serve --resume: {resumed['trials']} trials, {resumed['kills']} SIGKILLs "
+            f"while continuing a run; runs stranded: {resumed['stranded']}; tools run twice: "
+            f"{resumed['tools_twice']}; hook deliveries made twice: {resumed['hooks_twice']}"
+        )
+        workers = killed_workers(folder)
+        print(
+            f"killed belt executor run: {workers['trials']} trials, {workers['killed']} SIGKILLs "
+            f"while the tool ran; runs on an attention hold: {workers['held']}; tasks run twice: "
+            f"{workers['twice']}; {workers['late']} SIGKILLs after the tool had finished: "
+            f"{workers['late_twice']} of those tools ran again (its worker died before it wrote "
+            "the result)"
+        )
+        burst = forward_burst(folder)
+        grown = (burst["rss_after_kb"] - burst["rss_before_kb"]) / FORWARD_BURST
+        print(
+            f"--forward-to burst: {FORWARD_BURST} requests at once, {burst['failed']} failed, "
+            f"{burst['seconds']:.2f} s; at most {burst['most']} at the handler at once; server "
+            f"memory {burst['rss_before_kb'] / 1024:.0f} -> {burst['rss_after_kb'] / 1024:.0f} MiB "
+            f"({grown:.1f} KiB per request)"
+        )
+
+
 def main() -> None:
     if sys.argv[1:] == ["--only", "engine"]:
         run_engine()
+        return
+    if sys.argv[1:] == ["--only", "stranded"]:
+        run_stranded()
         return
     bad = run_bad_inputs()
     print(
@@ -738,6 +1064,7 @@ def main() -> None:
         f"{load['stderr_bytes']} bytes, {load['tracebacks']} tracebacks"
     )
     run_engine()
+    run_stranded()
 
 
 if __name__ == "__main__":
