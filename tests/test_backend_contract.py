@@ -14,7 +14,7 @@ import pytest
 
 from belt.backend import Backend, LocalBackend
 from belt.errors import BeltError, ExitCode
-from belt.records.chats import hooks_disabled
+from belt.records.chats import CHAT, disabled
 from belt.records.interrupts import create_interrupt
 from belt.remote import Platform
 from belt.server.app import create_app
@@ -117,9 +117,9 @@ def test_a_hostile_id_is_refused_as_invalid_input(backend: Backend) -> None:
 def test_chat_settings_switch_a_chats_hooks_off_and_on(backend: Backend, store: Store) -> None:
     chat = backend.set_chat_settings(chat_id="ch_contract2", disable_hooks=True)
     assert chat["agent_data"]["disable_hooks"] is True
-    assert hooks_disabled(store=store, chat_id="ch_contract2")
+    assert disabled(store.get(CHAT, "ch_contract2"))
     backend.set_chat_settings(chat_id="ch_contract2", disable_hooks=False)
-    assert not hooks_disabled(store=store, chat_id="ch_contract2")
+    assert not disabled(store.get(CHAT, "ch_contract2"))
 
 
 def test_the_profile_is_stored_whole_and_read_back(backend: Backend) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from belt.records.chats import hooks_disabled
+from belt.records.chats import CHAT, disabled
 from belt.records.interrupts import create_interrupt, get_interrupt
 from belt.server.app import create_app
 from belt.store import Store
@@ -118,9 +118,9 @@ def test_chat_settings_switch_hooks_off_and_on(api: str, store: Store) -> None:
     reply = httpx.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": True})
     assert reply.status_code == 200
     assert reply.json()["data"]["agent_data"]["disable_hooks"] is True
-    assert hooks_disabled(store=store, chat_id="ch_set1")
+    assert disabled(store.get(CHAT, "ch_set1"))
     httpx.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": False})
-    assert not hooks_disabled(store=store, chat_id="ch_set1")
+    assert not disabled(store.get(CHAT, "ch_set1"))
     bad = httpx.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": "yes"})
     assert bad.status_code == 422
     assert bad.json()["detail"] == "disable_hooks: expected a boolean, got a string"
@@ -175,7 +175,7 @@ def test_interrupt_commands_work_against_the_server(api: str, store: Store) -> N
 def test_chat_settings_command_works_against_the_server(api: str, store: Store) -> None:
     result = belt("chat", "settings", "ch_cli1", "--disable-hooks", "--api", api)
     assert result.exit_code == 0, result.stderr
-    assert hooks_disabled(store=store, chat_id="ch_cli1")
+    assert disabled(store.get(CHAT, "ch_cli1"))
 
 
 def test_the_commands_send_the_token_when_the_server_needs_one(store: Store) -> None:

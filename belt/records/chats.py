@@ -98,9 +98,3 @@ def set_chat_settings(
         chat["updated_at"] = stamp
         store.write(CHAT, chat_id, chat)
     return chat
-
-
-def hooks_disabled(*, store: Store | None = None, chat_id: str) -> bool:
-    """True when the stored chat's settings switch its agent's hooks off."""
-    store = store if store is not None else open_store()
-    return disabled(store.get(CHAT, check_id(chat_id, what="chat id")))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from belt.records.chats import hooks_disabled
+from belt.records.chats import CHAT, disabled
 from belt.store import open_store
 from tests.cli.runner import belt
 
@@ -11,14 +11,14 @@ def test_disable_and_enable_hooks() -> None:
     result = belt("chat", "settings", "ch_1", "--disable-hooks")
     assert result.exit_code == 0
     assert result.stdout == "hooks disabled for chat ch_1\n"
-    assert hooks_disabled(chat_id="ch_1")
+    assert disabled(open_store().get(CHAT, "ch_1"))
 
     result = belt("chat", "settings", "ch_1", "--enable-hooks", "--json")
     assert result.exit_code == 0
     chat = result.json()
     assert chat["id"] == "ch_1"
     assert chat["agent_data"] == {"disable_hooks": False}
-    assert not hooks_disabled(chat_id="ch_1")
+    assert not disabled(open_store().get(CHAT, "ch_1"))
     assert open_store().read("chat", "ch_1") == chat
 
 
