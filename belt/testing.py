@@ -205,7 +205,7 @@ class ScenarioRun:
 
 def _fits(fields: dict[str, Any], wanted: dict[str, Any]) -> bool:
     """True when every wanted key is in ``fields`` and matches (strings as globs or ``re:``)."""
-    from belt.policy import value_matcher
+    from belt.matching import value_matcher
     from belt.wire.validate import Findings
 
     for key, pattern in wanted.items():

@@ -21,3 +21,22 @@ def printable(text: str) -> str:
         ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
         for ch in text
     )
+
+
+def describe(value: Any) -> str:
+    """A short description of a JSON value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

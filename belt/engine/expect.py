@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from belt.policy import ArgumentMatchers, argument_matchers, arguments_match, value_matcher
+from belt.matching import ArgumentMatchers, argument_matchers, arguments_match, value_matcher
 from belt.text import short
 from belt.wire.catalogue import EVENTS
 from belt.wire.enums import (

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from belt.declarations import read_document
 from belt.engine.scenario import AgentScript, ModelTurnSpec, unreachable_models
 from belt.errors import InvalidInput
-from belt.policy import Matcher, value_matcher
+from belt.matching import Matcher, value_matcher
 from belt.wire.validate import Findings, model_problems
 
 PLAIN_PREFIX = "You said: "

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from belt.declarations import read_document
 from belt.engine.expect import Expectation, check_expectations
 from belt.errors import InvalidInput
-from belt.policy import argument_matchers, arguments_match, value_matcher
+from belt.matching import argument_matchers, arguments_match, value_matcher
 from belt.records.registry import DEFAULT_OWNER, check_candidate
 from belt.wire.catalogue import GATEABLE_EVENTS
 from belt.wire.nexus import NexusEvent

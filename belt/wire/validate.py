@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from belt.text import describe as describe
 from belt.text import printable, short
 from belt.wire.catalogue import BUILTINS, EVENTS, GATEABLE_EVENTS
 from belt.wire.nexus import (
@@ -55,25 +56,6 @@ class Findings:
     def ok(self) -> bool:
         """True when no error was found."""
         return not self.problems
-
-
-def describe(value: Any) -> str:
-    """A short description of a JSON value's type, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 def is_int(value: Any) -> bool:
