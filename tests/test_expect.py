@@ -10,10 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belt.engine.expect import KEYS, ROW_FIELDS, Facts, check, check_expectations, inline
 from belt.engine.scenario import scenario_from_document
-from belt.engine.suite import ScenarioResult, run_loaded
 from belt.errors import InvalidInput
+from belt.testing.expect import (
+    KEYS,
+    ROW_FIELDS,
+    Facts,
+    check,
+    check_expectations,
+    inline,
+    read_tested,
+)
+from belt.testing.suite import ScenarioResult, run_loaded
 from belt.wire.validate import Findings
 
 HERE = Path(__file__).parent
@@ -260,7 +268,7 @@ def test_every_problem_of_a_scenario_is_reported() -> None:
         "expect": [{"tool": "x", "colour": 1}, {"event": "agent.start", "fired": "two"}],
     }
     with pytest.raises(InvalidInput) as caught:
-        scenario_from_document(doc, "bad.toml", HERE)
+        read_tested(doc, "bad.toml", HERE)
     problems = [caught.value.message, *caught.value.problems]
     assert any("turns[0].usr: unknown key" in p for p in problems)
     assert any("expect[0].colour: unknown key here" in p for p in problems)
@@ -311,3 +319,11 @@ def test_any_expectation_compiles_or_is_named_and_checks_without_raising(
         return
     assert guarded.report is not None
     check(compiled[0], Facts(guarded.report))
+
+
+def test_reading_a_scenario_leaves_its_expectations_to_the_test_framework() -> None:
+    doc = {"turns": [{"user": "x", "model": [{"say": "ok"}]}], "expect": [{"colour": 1}]}
+    loaded = scenario_from_document(doc, "s.toml", HERE)  # a simulation does not check them
+    assert loaded.scenario.expect == [{"colour": 1}]
+    with pytest.raises(InvalidInput, match="expect"):
+        read_tested(doc, "s.toml", HERE)

@@ -544,6 +544,7 @@ def test_a_kept_scenario_is_always_a_valid_scenario_or_a_clear_error(
     tool: str, args: dict[str, Any], reason: str
 ) -> None:
     from belt.engine.scenario import scenario_from_document
+    from belt.testing.expect import expectations_of
 
     sent = payload()
     sent["data"] = {"tool": tool, "arguments": args}
@@ -556,7 +557,7 @@ def test_a_kept_scenario_is_always_a_valid_scenario_or_a_clear_error(
     )
     document = tomllib.loads(text) if name.endswith(".toml") else json.loads(text)
     loaded = scenario_from_document(document, name, Path("."))
-    assert len(loaded.expectations) == 1
+    assert len(expectations_of(loaded)) == 1
     assert document["turns"][0]["model"][0]["tool_calls"][0]["name"] == tool
 
 
@@ -574,7 +575,7 @@ def test_a_kept_scenario_is_always_a_valid_scenario_or_a_clear_error(
     ],
 )
 def test_a_kept_scenario_reaches_the_event_it_was_made_from(event: str, tmp_path: Path) -> None:
-    from belt.engine.suite import run_suite
+    from belt.testing.suite import run_suite
 
     sent = payload()
     sent["event"] = event

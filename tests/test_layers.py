@@ -46,13 +46,14 @@ LAYERS: dict[str, int] = {
     "belt.rho": 9,
     "belt.render": 9,
     "belt.output": 9,
-    "belt.cli": 10,
     "belt.testing": 10,
-    "belt.__main__": 11,
+    "belt.cli": 11,
+    "belt.__main__": 12,
 }
 """The layer of each part: errors, paths ← wire, store ← records ← handlers, executor, policy ←
 engine, trigger and replay ← server, remote and the backend ← rho's configuration (through the
-backend) ← cli and the pytest plugin (``output`` and ``render`` for those only)."""
+backend) ← the test framework (``belt test`` and the pytest plugin) ← cli (``output`` and
+``render`` for those two only)."""
 
 CLI_ONLY = ("belt.output", "belt.render")
 LIVE_LINES = "belt.server.live"

@@ -1,4 +1,5 @@
-"""The pytest plugin ``belt.testing``: its fixtures, used from test files as a user writes them."""
+"""The pytest plugin ``belt.testing.plugin``: its fixtures, used from test files as a user writes
+them."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import pytest
 # Imported here, before pytester snapshots the modules, so that each inner session does not
 # import the engine and the server afresh.
 import belt.engine.dialects
-import belt.engine.suite
 import belt.render
 import belt.server.app
-import belt.testing
+import belt.testing.plugin
+import belt.testing.suite
 
 pytest_plugins = ("pytester",)
 
@@ -68,7 +69,7 @@ def test_a_callable_handler_in_a_dict_scenario(pytester: pytest.Pytester) -> Non
     result = run(pytester)
     result.assert_outcomes(passed=1)
     # The callables the test lent belt are forgotten once it is over.
-    assert vars(belt.testing.handlers) == {}
+    assert vars(belt.testing.plugin.handlers) == {}
 
 
 def test_a_failing_test_prints_the_transcript(pytester: pytest.Pytester) -> None:

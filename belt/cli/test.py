@@ -47,8 +47,8 @@ def test(
     expectation fails or a scenario errors, else 0.
     """
     from belt import output
-    from belt.engine.suite import run_suite
     from belt.render import test_failure_lines, test_result_line, test_summary_line
+    from belt.testing.suite import run_suite
     from belt.text import printable
 
     def show(lines: list[tuple[str, str]]) -> None:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from belt.declarations import read_document
-from belt.engine.expect import Expectation, check_expectations
 from belt.errors import InvalidInput
 from belt.matching import argument_matchers, arguments_match, value_matcher
 from belt.records.registry import DEFAULT_OWNER, check_candidate
@@ -151,7 +150,6 @@ class LoadedScenario:
     scenario: Scenario
     hooks: list[LifecycleHookConfig]
     hooks_file: str | None = None
-    expectations: list[Expectation] = field(default_factory=list)
     dialect: ClassVar[str] = "platform"
 
 
@@ -330,7 +328,6 @@ def scenario_from_document(
     if dialect == "nexus":
         return load_nexus_scenario(doc, source, hooks_file=hooks_file)
     findings = Findings()
-    expectations = check_expectations(doc.get("expect"), "platform", findings)
     try:
         scenario = Scenario.model_validate(doc)
     except ValidationError as exc:
@@ -349,9 +346,7 @@ def scenario_from_document(
             hooks += hooks_from_file(directory / scenario.agent.hooks_file)
         if scenario.agent.hooks:
             hooks += load_hooks(scenario.agent.hooks, source, "agent.hooks")
-    return LoadedScenario(
-        source, scenario, hooks, str(hooks_file) if hooks_file else None, expectations
-    )
+    return LoadedScenario(source, scenario, hooks, str(hooks_file) if hooks_file else None)
 
 
 def check_resolutions(turns: list[list[ResolveSpec]], dialect: str, findings: Findings) -> None:
@@ -495,7 +490,6 @@ class LoadedNexusScenario:
     scenario: NexusScenario
     profile: dict[str, Any] | None
     hooks_file: str | None = None
-    expectations: list[Expectation] = field(default_factory=list)
     dialect: ClassVar[str] = "nexus"
 
 
@@ -552,7 +546,6 @@ def load_nexus_scenario(
 ) -> LoadedNexusScenario:
     """Check a decoded Nexus scenario; ``hooks_file`` replaces its profile's lifecycle hooks."""
     findings = Findings()
-    expectations = check_expectations(doc.get("expect"), "nexus", findings)
     try:
         scenario = NexusScenario.model_validate(doc)
     except ValidationError as exc:
@@ -574,9 +567,7 @@ def load_nexus_scenario(
     profile = scenario.profile
     if hooks_file is not None:
         profile = profile_with_hooks_file(profile, Path(hooks_file))
-    return LoadedNexusScenario(
-        source, scenario, profile, str(hooks_file) if hooks_file else None, expectations
-    )
+    return LoadedNexusScenario(source, scenario, profile, str(hooks_file) if hooks_file else None)
 
 
 def executor_problem(name: str, target: str) -> str | None:

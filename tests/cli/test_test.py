@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from belt.engine import suite as suite_module
-from belt.engine.expect import Facts, check, check_expectations
-from belt.engine.suite import ScenarioResult, SuiteResult, junit_document
+from belt.testing import suite as suite_module
+from belt.testing.expect import Facts, check, check_expectations
+from belt.testing.suite import ScenarioResult, SuiteResult, junit_document
 from belt.wire.validate import Findings
 from tests.cli.runner import belt
 

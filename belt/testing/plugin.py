@@ -31,12 +31,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from belt.engine.expect import Facts, Outcome
-    from belt.engine.suite import ScenarioResult
     from belt.store import Store
+    from belt.testing.expect import Facts, Outcome
+    from belt.testing.suite import ScenarioResult
 
 handlers = SimpleNamespace()
-"""The callables the fixtures hand to belt, each reachable as ``py:belt.testing:handlers.NAME``."""
+"""The callables the fixtures hand to belt, each reachable as
+``py:belt.testing.plugin:handlers.NAME``."""
 
 _numbers = itertools.count(1)
 _lock = threading.Lock()
@@ -65,7 +66,7 @@ class ScenarioRun:
     """One scenario the fixture ran: its report, and readable queries of it."""
 
     def __init__(self, result: ScenarioResult) -> None:
-        from belt.engine.expect import Facts
+        from belt.testing.expect import Facts
 
         if result.report is None:
             raise ValueError("a scenario that did not run has no report")
@@ -182,7 +183,7 @@ class ScenarioRun:
     def expect(self, **expectation: Any) -> None:
         """Check one expectation, in the vocabulary of ``[[expect]]``; AssertionError saying what
         happened instead, with the transcript around it, when it does not hold."""
-        from belt.engine.expect import check, check_expectations
+        from belt.testing.expect import check, check_expectations
         from belt.wire.validate import Findings
 
         findings = Findings()
@@ -247,7 +248,7 @@ class ScenarioRunner:
         """
         from belt.declarations import read_document
         from belt.engine.scenario import scenario_from_document
-        from belt.engine.suite import run_loaded
+        from belt.testing.suite import run_loaded
 
         if isinstance(scenario, dict):
             document = copy.deepcopy(scenario)

@@ -27,8 +27,10 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from belt.errors import InvalidInput
 from belt.matching import ArgumentMatchers, argument_matchers, arguments_match, value_matcher
 from belt.text import short
 from belt.wire.catalogue import EVENTS
@@ -202,6 +204,42 @@ def check_expectations(
         if expectation is not None:
             compiled.append(expectation)
     return compiled
+
+
+def expectations_of(loaded: Any) -> list[Expectation]:
+    """The compiled ``[[expect]]`` tables of a read scenario; InvalidInput (exit 5) naming the
+    scenario and every problem when one does not compile."""
+    findings = Findings()
+    compiled = check_expectations(loaded.scenario.expect, loaded.dialect, findings)
+    if findings.problems:
+        problems = findings.problems
+        raise InvalidInput(f"{loaded.source}: {problems[0]}", problems=problems[1:])
+    return compiled
+
+
+def read_tested(
+    document: Any, source: str, directory: Path, *, hooks_file: str | Path | None = None
+) -> tuple[Any, list[Expectation]]:
+    """Read a scenario and compile its ``[[expect]]`` tables: (the read scenario, its
+    expectations); InvalidInput (exit 5) lists every problem of both."""
+    from belt.engine.scenario import scenario_dialect, scenario_from_document
+
+    findings = Findings()
+    raw = document.get("expect") if isinstance(document, dict) else None
+    dialect = scenario_dialect(document, source) if isinstance(document, dict) else "platform"
+    expectations = check_expectations(raw, dialect, findings)
+    try:
+        loaded = scenario_from_document(document, source, directory, hooks_file=hooks_file)
+    except InvalidInput as exc:
+        if not findings.problems:
+            raise
+        first = exc.message.removeprefix(f"{source}: ")
+        problems = [first, *exc.problems, *findings.problems]
+        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
+    if findings.problems:
+        problems = findings.problems
+        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
+    return loaded, expectations
 
 
 def _subject(item: dict[str, Any]) -> str | None:

@@ -26,9 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from belt.engine.expect import Outcome
 from belt.errors import BeltError, ExitCode, InvalidInput, NotFound
 from belt.loader import import_deadline
+from belt.testing.expect import Expectation, Outcome
 
 SUFFIXES = (".toml", ".json")
 DEFAULT_PATH = Path("tests")
@@ -207,7 +207,7 @@ def run_suite(
 
 def run_document(path: Path, document: Any, *, routes: list[str]) -> ScenarioResult:
     """Read one scenario and run it in a fresh store; errors become its result."""
-    from belt.engine.scenario import scenario_from_document
+    from belt.testing.expect import read_tested
 
     name = shown_name(path)
     started = time.perf_counter()
@@ -219,12 +219,12 @@ def run_document(path: Path, document: Any, *, routes: list[str]) -> ScenarioRes
     if isinstance(document, InvalidInput):
         return _invalid(name, document, started)
     try:
-        loaded = scenario_from_document(document, name, path.parent)
+        loaded, expectations = read_tested(document, name, path.parent)
     except InvalidInput as exc:
         return _invalid(name, exc, started)
     except BeltError as exc:
         return ScenarioResult(name, "error", time.perf_counter() - started, error=exc.message)
-    return run_loaded(name, loaded, routes=routes, started=started)
+    return run_loaded(name, loaded, routes=routes, started=started, expectations=expectations)
 
 
 def _invalid(name: str, exc: InvalidInput, started: float) -> ScenarioResult:
@@ -245,16 +245,24 @@ def run_loaded(
     routes: list[str],
     started: float | None = None,
     handlers: dict[str, Callable[..., Any]] | None = None,
+    expectations: list[Expectation] | None = None,
 ) -> ScenarioResult:
     """Run a checked scenario in a fresh store in a temporary directory and check its
-    expectations (a scenario without any passes when it runs without error)."""
+    expectations (compiled from it unless given; a scenario without any passes when it runs
+    without error)."""
     from belt.engine.api import simulation_options, start_simulation, with_scenario_executors
     from belt.engine.dialects import DIALECTS
-    from belt.engine.expect import evaluate
     from belt.engine.report import build_report
     from belt.store import Store
+    from belt.testing.expect import evaluate, expectations_of
 
     started = time.perf_counter() if started is None else started
+    try:
+        if expectations is None:
+            expectations = expectations_of(loaded)
+    except BeltError as exc:
+        detail = "; ".join([exc.message, *getattr(exc, "problems", [])])
+        return ScenarioResult(name, "error", time.perf_counter() - started, error=detail)
     with tempfile.TemporaryDirectory(prefix="belt-test-", ignore_cleanup_errors=True) as tmp:
         store = Store(Path(tmp), shapes=True)
         try:
@@ -273,7 +281,7 @@ def run_loaded(
         except BeltError as exc:
             detail = "; ".join([exc.message, *getattr(exc, "problems", [])])
             return ScenarioResult(name, "error", time.perf_counter() - started, error=detail)
-    outcomes = evaluate(loaded.expectations, report)
+    outcomes = evaluate(expectations, report)
     status = "pass" if all(outcome.passed for outcome in outcomes) else "fail"
     return ScenarioResult(name, status, time.perf_counter() - started, outcomes, report=report)
 
