@@ -18,7 +18,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -105,6 +105,36 @@ def print_json_line(data: Any) -> None:
     sys.stdout.flush()
 
 
+def print_json_stream(
+    head: dict[str, Any], key: str, items: Iterable[Any], tail: Callable[[], dict[str, Any]]
+) -> None:
+    """Print one JSON document on stdout as ``print_json`` would print ``{**head, key: [...],
+    **tail()}``, writing each item as it comes, so a long list is never held whole."""
+    write = sys.stdout.write
+
+    def member(name: str, value: Any, first: bool) -> None:
+        nested = json_text(value, indent=2).replace("\n", "\n  ")
+        write(("{\n" if first else ",\n") + f"  {json_text(name)}: {nested}")
+
+    first = True
+    for name, value in head.items():
+        member(name, value, first)
+        first = False
+    write(("{\n" if first else ",\n") + f"  {json_text(key)}: [")
+    count = 0
+    for item in items:
+        nested = json_text(item, indent=2).replace("\n", "\n    ")
+        write(("," if count else "") + f"\n    {nested}")
+        count += 1
+        if count % 100 == 0:
+            sys.stdout.flush()
+    write("\n  ]" if count else "]")
+    for name, value in tail().items():
+        member(name, value, False)
+    write("\n}\n")
+    sys.stdout.flush()
+
+
 def echo(text: str = "", *, stderr: bool = False) -> None:
     """Print one plain line to stdout (or stderr), control characters escaped."""
     _write(clean(text), stderr=stderr)
@@ -177,6 +207,56 @@ def table(
         rich_table.add_column(Text(clean(column)))
     for row in cells:
         # Text, not str: a cell holding "[bold]" or "[/]" is shown as it is, not as markup.
+        rich_table.add_row(*(Text(cell) for cell in row))
+    console().print(rich_table)
+
+
+def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page: int = 500) -> int:
+    """Render rows as ``table`` does while they come, ``page`` at a time: the first page sets
+    the columns' widths (a wider cell later widens them), so a long table is never held whole.
+    Returns how many rows were printed."""
+    count = 0
+    widths: list[int] | None = None
+    batch: list[list[str]] = []
+
+    def flush() -> None:
+        nonlocal widths
+        cells = [["" if value is None else clean(str(value)) for value in row] for row in batch]
+        batch.clear()
+        if widths is None:
+            widths = [len(c) for c in columns]
+            header = True
+        else:
+            header = False
+        for row in cells:
+            widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
+        if _wants_colour(sys.stdout):
+            _rich_table(columns, cells, widths=widths, header=header)
+            return
+        lines = [list(columns), *cells] if header else cells
+        for line in lines:
+            echo("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
+
+    for row in rows:
+        batch.append(list(row))
+        count += 1
+        if len(batch) == page:
+            flush()
+    if batch:
+        flush()
+    return count
+
+
+def _rich_table(
+    columns: Sequence[str], cells: list[list[str]], *, widths: list[int], header: bool
+) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    rich_table = Table(header_style="bold", show_edge=False, pad_edge=False, show_header=header)
+    for column, width in zip(columns, widths, strict=True):
+        rich_table.add_column(Text(clean(column)), min_width=width)
+    for row in cells:
         rich_table.add_row(*(Text(cell) for cell in row))
     console().print(rich_table)
 

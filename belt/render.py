@@ -674,26 +674,21 @@ def test_summary_line(
 # -- belt replay ----------------------------------------------------------------------------------
 
 
-def replay_rows(report: dict[str, Any]) -> list[list[str]]:
-    """The table of a replay: event, tool, the decision then and now, and what changed."""
-    rows = []
-    for row in report["rows"]:
-        recorded, replayed = row["recorded"], row["replayed"]
-        if replayed["error"]:
-            changed = f"error: {short(replayed['error'], 60)}"
-        else:
-            changed = ", ".join(row["changed"]) or "-"
-        rows.append(
-            [
-                str(row["number"]),
-                str(row["event"] or "?"),
-                str(row["tool"] or ""),
-                _decision(recorded),
-                _decision(replayed),
-                changed,
-            ]
-        )
-    return rows
+def replay_row(row: dict[str, Any]) -> list[str]:
+    """One row of a replay's table: event, tool, the decision then and now, what changed."""
+    recorded, replayed = row["recorded"], row["replayed"]
+    if replayed["error"]:
+        changed = f"error: {short(replayed['error'], 60)}"
+    else:
+        changed = ", ".join(row["changed"]) or "-"
+    return [
+        str(row["number"]),
+        str(row["event"] or "?"),
+        str(row["tool"] or ""),
+        _decision(recorded),
+        _decision(replayed),
+        changed,
+    ]
 
 
 def _decision(side: dict[str, Any]) -> str:

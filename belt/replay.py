@@ -6,13 +6,21 @@ a ``request`` or ``payload`` and what was answered). Each payload goes to the ha
 a URL (signed again when a secret is given), a policy file, or a Python callable (called as
 ``belt serve --handler`` calls it). A row says what was decided then and now, and whether the
 decision or the injection changed. Nothing is written to the store but the replay's own journal.
+
+A replay streams: the journal (or a run's event log) is read a part at a time, each payload is
+delivered, journalled and handed on as its row, and nothing of it is kept after, so the memory
+a replay takes does not grow with what was recorded. A line of the journal that cannot be read
+(damaged, or a number belt never writes such as NaN) is not replayed: it is skipped, counted and
+named in the report's ``problems``.
 """
 
 from __future__ import annotations
 
+import errno
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,7 +33,7 @@ from belt.errors import InvalidInput, NotFound, UsageError
 from belt.records.ids import new_id, now_iso
 from belt.records.journal import JOURNAL, REPLAY, SERVE
 from belt.store.clock import parse_timestamp, utcnow
-from belt.text import printable
+from belt.text import printable, short
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload, LifecycleHookResponse
 from belt.wire.validate import describe, model_problems
 
@@ -40,8 +48,12 @@ REPLAY_JOURNAL = REPLAY
 """The log (in the store's journal) where each replay writes what it delivered and got back."""
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
-_DURATION = re.compile(r"^(\d+)([smhd])$")
+_DURATION = re.compile(r"^(\d{1,20})([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+READ_BYTES = 4 * 1024 * 1024
+"""How much of a log a replay reads at a time."""
+PROBLEMS_KEPT = 20
+"""A replay names at most this many of the lines it skipped (and counts them all)."""
 
 
 @dataclass
@@ -101,6 +113,20 @@ class Row:
 Deliver = Callable[[dict[str, Any]], "WebhookResult"]
 
 
+@dataclass
+class Skipped:
+    """The recorded lines a replay could not read: how many, and the first few by name."""
+
+    count: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, message: str) -> None:
+        """Count one line skipped, and name it while fewer than PROBLEMS_KEPT are."""
+        self.count += 1
+        if len(self.problems) < PROBLEMS_KEPT:
+            self.problems.append(message)
+
+
 # -- what was recorded ----------------------------------------------------------------------------
 
 
@@ -109,7 +135,13 @@ def since_moment(text: str) -> datetime:
     match = _DURATION.match(text.strip())
     if match:
         amount, unit = match.groups()
-        return utcnow() - timedelta(**{_UNITS[unit]: int(amount)})
+        try:
+            return utcnow() - timedelta(**{_UNITS[unit]: int(amount)})
+        except OverflowError:
+            raise UsageError(
+                f"--since {text!r}: {amount} {_UNITS[unit]} back from now is before the year 1",
+                hint="give a shorter duration, or a timestamp (2026-08-11T14:00:00Z)",
+            ) from None
     try:
         return parse_timestamp(text)
     except InvalidInput:
@@ -127,14 +159,36 @@ def injection_of(body: Any) -> Any:
     return found or None
 
 
-def from_journal(store: Store) -> list[Recorded]:
-    """Every hook request ``belt serve`` journalled, with the answer it gave."""
-    recorded = []
-    for record in store.read_log(JOURNAL, SERVE):
+def log_records(store: Store, log: str, log_id: str, skipped: Skipped) -> Iterator[dict[str, Any]]:
+    """Each record of a log as it was when this began, read a part of READ_BYTES at a time; a
+    line that cannot be read is skipped and added to ``skipped`` (a damaged header is an error:
+    nothing of it is belt's). What is appended meanwhile (a replay to ``belt serve`` journals
+    its own deliveries) is not read."""
+    offset = 0
+    size = store.log_size(log, log_id)
+    while offset < size:
+        chunk = store.log_lines(log, log_id, offset, max_bytes=READ_BYTES)
+        if chunk.restarted and offset > 0:
+            skipped.add(f"{log}/{log_id}: replaced while it was read; the rest was not replayed")
+            return
+        for at, line in chunk.lines:
+            if at >= size:
+                return
+            try:
+                yield store.decode_log_line(log, log_id, line, at, chunk.version)
+            except InvalidInput as exc:
+                skipped.add(exc.message)
+        if not chunk.lines:
+            return
+        offset = chunk.end
+
+
+def journal_deliveries(store: Store, skipped: Skipped) -> Iterator[Recorded]:
+    """Each hook request ``belt serve`` journalled, with the answer it gave, as it is read."""
+    for record in log_records(store, JOURNAL, SERVE, skipped):
         if record.get("kind", "hook") != "hook" or "request" not in record:
             continue
-        recorded.append(served(record))
-    return recorded
+        yield served(record)
 
 
 def served(record: dict[str, Any]) -> Recorded:
@@ -150,18 +204,21 @@ def served(record: dict[str, Any]) -> Recorded:
     )
 
 
-def from_run(store: Store, run_id: str) -> list[Recorded]:
-    """The payloads a simulated run gave its webhook hooks, with what each decided."""
-    from belt.records.runs import RUN, run_events
+def run_deliveries(store: Store, run_id: str, skipped: Skipped) -> Iterator[Recorded]:
+    """The payloads a simulated run gave its webhook hooks, with what each decided, as they are
+    read (NotFound, before any, when there is no such run)."""
+    from belt.records.runs import EVENTS_LOG, RUN
     from belt.store import check_id
 
     if store.get(RUN, check_id(run_id, what="run id")) is None:
         raise NotFound(f"no run {run_id}", hint="list runs with `belt sim list`")
-    return [
-        executed(record)
-        for record in run_events(store, run_id)
-        if record.get("type") == "hook.executed" and record.get("handler_type") == "webhook"
-    ]
+
+    def each() -> Iterator[Recorded]:
+        for record in log_records(store, EVENTS_LOG, run_id, skipped):
+            if record.get("type") == "hook.executed" and record.get("handler_type") == "webhook":
+                yield executed(record)
+
+    return each()
 
 
 def executed(record: dict[str, Any]) -> Recorded:
@@ -180,11 +237,26 @@ def from_file(path: Path) -> list[Recorded]:
     """A JSON lines file: each line a payload, a journal record (``request``, ``response``), or
     a ``hook.executed`` record (``payload``, ``decision``). Read as strictly as any input."""
     from belt.inputs import read_text
+
+    return list(file_deliveries(path, read_text(path, kind="payloads")))
+
+
+def _lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` one at a time (``splitlines`` would hold a copy of them all)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        yield text[start:end].removesuffix("\r")
+        start = end + 1
+
+
+def file_deliveries(path: Path, text: str) -> Iterator[Recorded]:
+    """The recorded deliveries of a JSON lines file's ``text``, one line at a time."""
     from belt.strictjson import decode
 
-    text = read_text(path, kind="payloads")
-    recorded = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -194,29 +266,25 @@ def from_file(path: Path) -> list[Recorded]:
         if not isinstance(item, dict):
             raise InvalidInput(f"{path}: line {number}: expected an object, got {describe(item)}")
         if "request" in item:
-            recorded.append(served(item))
+            yield served(item)
         elif "payload" in item:
-            recorded.append(
-                Recorded(
-                    payload=item["payload"],
-                    decision=item.get("decision"),
-                    reason=item.get("reason"),
-                    injection=item.get("injected"),
-                    error=item.get("error"),
-                    at=item.get("at"),
-                )
+            yield Recorded(
+                payload=item["payload"],
+                decision=item.get("decision"),
+                reason=item.get("reason"),
+                injection=item.get("injected"),
+                error=item.get("error"),
+                at=item.get("at"),
             )
         else:
-            recorded.append(Recorded(payload=item, at=item.get("timestamp")))
-    return recorded
+            yield Recorded(payload=item, at=item.get("timestamp"))
 
 
 def select(
-    recorded: list[Recorded], *, since: str | None, event: str | None, chat: str | None
-) -> list[Recorded]:
-    """The recorded deliveries ``--since``, ``--event`` and ``--chat`` keep."""
+    recorded: Iterable[Recorded], *, since: str | None, event: str | None, chat: str | None
+) -> Iterator[Recorded]:
+    """The recorded deliveries ``--since``, ``--event`` and ``--chat`` keep, as they come."""
     moment = since_moment(since) if since else None
-    kept = []
     for item in recorded:
         payload = item.payload if isinstance(item.payload, dict) else {}
         if event is not None and payload.get("event") != event:
@@ -230,8 +298,7 @@ def select(
                     continue
             except InvalidInput:
                 continue
-        kept.append(item)
-    return kept
+        yield item
 
 
 # -- where it goes --------------------------------------------------------------------------------
@@ -336,7 +403,19 @@ def compare(row: Row, response: LifecycleHookResponse | None) -> None:
         row.changed.append("injection")
 
 
-def replay(
+def _is_file(source: str) -> bool:
+    try:
+        return Path(source).is_file()
+    except OSError as exc:  # a name longer than the system takes, for one
+        why = "the name is too long" if exc.errno == errno.ENAMETOOLONG else exc.strerror or exc
+        raise InvalidInput(
+            f"{short(source, 60)}: not a file belt can open ({why})",
+            hint="SOURCE is the word journal, a run id (ar_...) or a JSON lines file",
+        ) from None
+
+
+@contextmanager
+def open_replay(
     *,
     source: str,
     to: str | None = None,
@@ -347,8 +426,10 @@ def replay(
     chat: str | None = None,
     secret: str | None = None,
     transport: httpx.BaseTransport | None = None,
-) -> dict[str, Any]:
-    """Deliver every recorded payload of ``source`` again to the target and compare answers."""
+) -> Iterator[Replay]:
+    """A replay of ``source``'s recorded payloads to the target, ready to run: its ``rows()``
+    deliver them one at a time. Every option and the source are checked first (a run that does
+    not exist, a journal whose header is damaged), so an error comes before any delivery."""
     from belt.signing import secret_key
     from belt.store import open_store
 
@@ -362,18 +443,24 @@ def replay(
     if since is not None:
         since_moment(since)
     store = open_store()
+    skipped = Skipped()
+    recorded: Iterable[Recorded]
     if source == "journal":
-        recorded, where = from_journal(store), "the journal of belt serve"
-    elif Path(source).is_file():
-        recorded, where = from_file(Path(source)), str(source)
+        store.log_lines(JOURNAL, SERVE, max_bytes=1)  # its header, checked now
+        recorded, where = journal_deliveries(store, skipped), "the journal of belt serve"
+    elif _is_file(source):
+        from belt.inputs import read_text
+
+        text = read_text(source, kind="payloads")
+        recorded, where = file_deliveries(Path(source), text), str(source)
     elif RUN_ID.match(source):
-        recorded, where = from_run(store, source), f"run {source}"
+        recorded, where = run_deliveries(store, source, skipped), f"run {source}"
     else:
         raise NotFound(
-            f"{source}: no such file or simulated run",
+            f"{short(source, 60)}: no such file or simulated run",
             hint="SOURCE is the word journal, a run id (ar_...) or a JSON lines file",
         )
-    recorded = select(recorded, since=since, event=event, chat=chat)
+    kept = select(recorded, since=since, event=event, chat=chat)
     if to is not None:
         label, deliver, close = url_target(to, secret, transport)
     elif policy is not None:
@@ -381,55 +468,110 @@ def replay(
     else:
         label, deliver, close = handler_target(str(handler))
     try:
-        return replay_each(store, recorded, where=where, label=label, deliver=deliver)
+        yield Replay(store, kept, where=where, label=label, deliver=deliver, skipped=skipped)
     finally:
         close()
 
 
+def replay(**options: Any) -> dict[str, Any]:
+    """Deliver every recorded payload of ``source`` again to the target and compare answers:
+    ``open_replay``'s options; the whole report, its rows in a list."""
+    with open_replay(**options) as run:
+        return run.report()
+
+
+class Replay:
+    """One replay: recorded payloads delivered to ``deliver`` one at a time, each compared and
+    journalled, its row handed on and then forgotten (``summary`` counts them)."""
+
+    def __init__(
+        self,
+        store: Store,
+        recorded: Iterable[Recorded],
+        *,
+        where: str,
+        label: str,
+        deliver: Deliver,
+        deadline: float | None = None,
+        skipped: Skipped | None = None,
+    ) -> None:
+        self.store = store
+        self.recorded = recorded
+        self.where = where
+        self.label = label
+        self.deliver = deliver
+        self.deadline = deadline
+        self.skipped = skipped or Skipped()
+        self.replay_id = new_id("rp")
+        self.summary = {
+            "replayed": 0,
+            "changed": 0,
+            "decisions_changed": 0,
+            "injections_changed": 0,
+            "errors": 0,
+        }
+
+    def head(self) -> dict[str, Any]:
+        """What the report says before its rows."""
+        return {"replay_id": self.replay_id, "source": self.where, "target": self.label}
+
+    def tail(self) -> dict[str, Any]:
+        """What the report says after its rows (once they are all made)."""
+        return {
+            "summary": self.summary,
+            "skipped": self.skipped.count,
+            "problems": self.skipped.problems,
+        }
+
+    def report(self) -> dict[str, Any]:
+        """The whole report, every row in a list (for a replay of a bounded selection)."""
+        rows = list(self.rows())
+        return {**self.head(), "rows": rows, **self.tail()}
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Deliver each payload, compare, journal and count; its row as ``--json`` prints it.
+
+        ``deadline`` (a ``time.monotonic()`` moment) bounds the whole replay: a payload whose
+        turn comes after it is not delivered, and its row says so.
+        """
+        from belt.handlers.webhook import WebhookResult
+
+        for number, item in enumerate(self.recorded, start=1):
+            row = Row(number, item)
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                delivered = WebhookResult(
+                    None, "", None, "not replayed: the replay ran out of time", 0
+                )
+            elif isinstance(item.payload, dict):
+                delivered = self.deliver(item.payload)
+            else:
+                _, problem = payload_model(item.payload)
+                delivered = WebhookResult(None, "", None, problem, 0)
+            row.error = printable(delivered.error) if delivered.error else None
+            compare(row, delivered.response if delivered.error is None else None)
+            _journal(self.store, self.replay_id, self.where, self.label, row)
+            self.summary["replayed"] += 1
+            self.summary["changed"] += bool(row.changed)
+            self.summary["decisions_changed"] += "decision" in row.changed
+            self.summary["injections_changed"] += "injection" in row.changed
+            self.summary["errors"] += bool(row.error)
+            yield row.to_json()
+
+
 def replay_each(
     store: Store,
-    recorded: list[Recorded],
+    recorded: Iterable[Recorded],
     *,
     where: str,
     label: str,
     deliver: Deliver,
     deadline: float | None = None,
 ) -> dict[str, Any]:
-    """Deliver each recorded payload to ``deliver``, compare, journal; the replay's report.
-
-    ``deadline`` (a ``time.monotonic()`` moment) bounds the whole replay: a payload whose turn
-    comes after it is not delivered, and its row says so.
-    """
-    from belt.handlers.webhook import WebhookResult
-
-    replay_id = new_id("rp")
-    rows = []
-    for number, item in enumerate(recorded, start=1):
-        row = Row(number, item)
-        if deadline is not None and time.monotonic() >= deadline:
-            delivered = WebhookResult(None, "", None, "not replayed: the replay ran out of time", 0)
-        elif isinstance(item.payload, dict):
-            delivered = deliver(item.payload)
-        else:
-            _, problem = payload_model(item.payload)
-            delivered = WebhookResult(None, "", None, problem, 0)
-        row.error = printable(delivered.error) if delivered.error else None
-        compare(row, delivered.response if delivered.error is None else None)
-        rows.append(row)
-        _journal(store, replay_id, where, label, row)
-    return {
-        "replay_id": replay_id,
-        "source": where,
-        "target": label,
-        "rows": [row.to_json() for row in rows],
-        "summary": {
-            "replayed": len(rows),
-            "changed": sum(1 for row in rows if row.changed),
-            "decisions_changed": sum(1 for row in rows if "decision" in row.changed),
-            "injections_changed": sum(1 for row in rows if "injection" in row.changed),
-            "errors": sum(1 for row in rows if row.error),
-        },
-    }
+    """Deliver each recorded payload to ``deliver``, compare, journal; the replay's report, with
+    every row (``Replay`` hands them on one at a time instead)."""
+    return Replay(
+        store, recorded, where=where, label=label, deliver=deliver, deadline=deadline
+    ).report()
 
 
 def _journal(store: Store, replay_id: str, source: str, target: str, row: Row) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -112,3 +113,32 @@ def test_text_full_of_bidi_controls_prints_none_raw(text: str) -> None:
     ):
         assert raw_controls(shown.replace("\n", "")) == []
     assert json.loads(output.json_text({"text": text}))["text"] == text
+
+
+@pytest.mark.parametrize("items", [[], [{"a": 1}], [{"a": [1, {"b": HOSTILE}]}, 2, "x"]])
+def test_a_streamed_json_document_is_the_one_print_json_prints(
+    capsys: pytest.CaptureFixture[str], items: list[object]
+) -> None:
+    head = {"id": "rp_1", "nested": {"k": [1, 2]}}
+    tail = {"summary": {"n": len(items)}, "problems": []}
+    output.print_json({**head, "rows": items, **tail})
+    whole = capsys.readouterr().out
+    output.print_json_stream(head, "rows", iter(items), lambda: tail)
+    assert capsys.readouterr().out == whole
+
+
+def test_a_streamed_table_prints_each_page_as_it_comes(capsys: pytest.CaptureFixture[str]) -> None:
+    printed: list[str] = []
+
+    def rows() -> Iterator[list[str]]:
+        for number in range(5):
+            # Each page is printed before the next row is made.
+            printed.append(capsys.readouterr().out)
+            yield [str(number), HOSTILE if number == 4 else "x" * number]
+
+    assert output.table_stream(["n", "text"], rows(), page=2) == 5
+    printed.append(capsys.readouterr().out)
+    assert printed[0] == printed[1] == printed[3] == ""
+    assert printed[2].splitlines() == ["n  text", "0", "1  x"]
+    assert printed[4].splitlines() == ["2  xx", "3  xxx"]
+    assert raw_controls(printed[5]) == [] and printed[5].startswith("4  a\\x1b")

@@ -57,11 +57,13 @@ def replay(
     to the store but the replay's own journal.
     """
     from belt import output
-    from belt.render import replay_rows, replay_summary
-    from belt.replay import replay as run_replay
+    from belt.render import replay_row, replay_summary
+    from belt.replay import open_replay
     from belt.text import printable
 
-    report = run_replay(
+    # Rows are printed as each payload is replayed, and forgotten: a replay of a long journal
+    # holds one part of it at a time.
+    with open_replay(
         source=source,
         to=to,
         policy=policy,
@@ -70,16 +72,21 @@ def replay(
         event=event,
         chat=chat,
         secret=secret,
-    )
-    if json_:
-        output.print_json(report)
-    else:
-        rows = [[printable(cell) for cell in row] for row in replay_rows(report)]
-        if rows:
-            output.table(["#", "event", "tool", "recorded", "now", "changed"], rows)
+    ) as run:
+        if json_:
+            output.print_json_stream(run.head(), "rows", run.rows(), run.tail)
         else:
-            output.echo("no recorded payload matches", stderr=True)
-        text, style = replay_summary(report)
-        output.styled(printable(text), style)
-    if check and report["summary"]["changed"]:
+            cells = ([printable(cell) for cell in replay_row(row)] for row in run.rows())
+            printed = output.table_stream(
+                ["#", "event", "tool", "recorded", "now", "changed"], cells
+            )
+            if not printed:
+                output.echo("no recorded payload matches", stderr=True)
+            for problem in run.skipped.problems:
+                output.warning(f"not replayed: {problem}")
+            if run.skipped.count > len(run.skipped.problems):
+                output.warning(f"not replayed: {run.skipped.count} lines in all")
+            text, style = replay_summary({**run.head(), **run.tail()})
+            output.styled(printable(text), style)
+    if check and run.summary["changed"]:
         raise typer.Exit(1)
