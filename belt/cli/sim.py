@@ -24,20 +24,48 @@ WaitFlag = Annotated[
 ]
 
 
-def render(report: dict[str, Any], executed: list[str], json_: bool) -> None:
-    """Print a simulation; exit 1 when a run just executed failed or is on an attention hold."""
+StrictFlag = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Exit 1 when any hook call failed (even one counted as allow, as the platform does).",
+    ),
+]
+
+
+def render(
+    report: dict[str, Any], executed: list[str], json_: bool, *, strict: bool = False
+) -> None:
+    """Print a simulation and, when it called hooks, the summary of those calls; exit 1 when a
+    run just executed failed or is on an attention hold, or with ``strict`` when a hook call
+    failed."""
     from belt import output
     from belt.render import transcript_lines
 
+    summary = report.get("hook_summary") or {}
     if json_:
         output.print_json(report)
     else:
         output.lines(transcript_lines(report))
+        output.lines(summary_lines(summary))
     from belt.wire.enums import ATTENTION_HOLD, AgentRunState
 
     states = {run["id"]: run["state"] for run in report["runs"]}
     if any(states.get(run_id) in (AgentRunState.FAILED, ATTENTION_HOLD) for run_id in executed):
         raise typer.Exit(1)
+    if strict and summary.get("failed"):
+        raise typer.Exit(1)
+
+
+def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The closing summary of the hook calls (none when no hook was called)."""
+    from belt.engine.hooksummary import summary_text
+    from belt.text import printable
+
+    if not summary.get("calls"):
+        return []
+    lines = summary_text(summary)
+    return [("", "")] + [(printable(text), "yellow" if bad else "dim") for text, bad in lines]
 
 
 def live() -> Any:
@@ -76,6 +104,7 @@ def run(
     executor: Executors = None,
     route: Routes = None,
     wait: WaitFlag = False,
+    strict: StrictFlag = False,
     json_: JsonFlag = False,
 ) -> None:
     """Run a scenario: every hook fires at its boundary and every decision is applied.
@@ -88,6 +117,11 @@ def run(
     timeout_ms: serve them with --executor, or with `belt executor run` in another terminal.
     Gates the scenario resolves itself (its turns.resolve tables) are settled at once; --route
     is kept with the run, so `belt sim resume` honours it.
+
+    The output ends with a summary of the hook calls: how many were made, how many failed and
+    how each failure was counted (allow, or deny with --fail-closed), by handler, with the
+    first error and its likely fix (`hook_summary` in --json). A failed hook call changes
+    nothing else: with --strict it makes the command exit 1.
     """
     from belt.engine.api import run_scenario
 
@@ -101,26 +135,31 @@ def run(
         wait=wait,
         routes=route or [],
     )
-    render(report, executed, json_)
+    render(report, executed, json_, strict=strict)
 
 
 @app.command()
 def resume(
-    run_id: RunId, executor: Executors = None, wait: WaitFlag = False, json_: JsonFlag = False
+    run_id: RunId,
+    executor: Executors = None,
+    wait: WaitFlag = False,
+    strict: StrictFlag = False,
+    json_: JsonFlag = False,
 ) -> None:
     """Continue a run held at gates, retry the failed hook task of an attention hold, or go on
     with a run whose process was killed (from its last durable point).
 
     Exactly one process continues a run: a second `resume` of the same run exits 4. With
     --wait it attaches to the gates the run waits at (and any it reaches next) and goes on as
-    soon as they are settled, as `belt sim run --wait` does.
+    soon as they are settled, as `belt sim run --wait` does. It ends with the summary of the
+    simulation's hook calls, as `belt sim run` does, and --strict exits 1 when one failed.
     """
     from belt.engine.api import resume_run
 
     report, executed = waiting(
         resume_run, run_id=run_id, executors=executor or [], report=live(), wait=wait
     )
-    render(report, executed, json_)
+    render(report, executed, json_, strict=strict)
 
 
 @app.command()

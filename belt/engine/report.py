@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from belt.engine.dialects import dialect_class
+from belt.engine.hooksummary import hook_summary
 from belt.engine.simulation import SCENARIO, SIM, stranded_at
 from belt.records.interrupts import list_interrupts
 from belt.records.runs import RUN, run_dto, run_events, sim_runs
@@ -48,6 +49,7 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
         "runs": [run_dto(run, fields) for run in runs],
         "interrupts": interrupts,
         "hook_executions": executions,
+        "hook_summary": hook_summary(executions),
     }
     extras = dialect.report_extras(store, sim, runs)
     report["simulation"].update(extras.pop("simulation", {}))

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -491,3 +494,100 @@ def test_bidi_controls_never_reach_the_terminal_raw_in_sim_show_and_list(tmp_pat
         assert [char for char in shown if char in bidi] == [], args
         assert "\\u202e" in shown, (args, shown)
     assert [char for char in ran.stdout + ran.stderr if char in bidi] == []
+
+
+GUARDED = Path(__file__).parents[2] / "examples" / "guarded-agent.toml"
+
+
+@contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port bound but not listening for as long as the block runs: every connection
+    to it is refused, and no other process can take it meanwhile."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
+
+
+def test_the_guarded_example_without_its_server_ends_with_the_hook_summary(
+    tmp_path: Path,
+) -> None:
+    # examples/guarded-agent.toml with nothing answering its webhook: `--route` sends the
+    # example's 127.0.0.1:8787 to a port that refuses, whatever runs on 8787 on this machine.
+    with refused_port() as port:
+        route = f"http://127.0.0.1:8787=http://127.0.0.1:{port}"
+        plain = belt("sim", "run", str(GUARDED), "--route", route)
+        strict = belt("sim", "run", str(GUARDED), "--route", route, "--strict")
+        as_json = belt("sim", "run", str(GUARDED), "--route", route, "--json")
+    assert plain.exit_code == 0, plain.stderr
+    tail = plain.stdout.rstrip().splitlines()[-3:]
+    assert tail[0] == "hooks: 3 call(s), 2 failed (2 counted as allow)"
+    assert tail[1].startswith(
+        "  127.0.0.1:8787 (webhook): 2 of 2 failed, counted as allow; first: "
+        f"cannot connect to 127.0.0.1:{port}: "
+    )
+    assert tail[2] == f"    is `belt serve` running on 127.0.0.1:{port}?"
+    assert strict.exit_code == 1, strict.stdout
+    assert strict.stdout.rstrip().splitlines()[-3:] == tail
+    summary = as_json.json()["hook_summary"]
+    assert (summary["calls"], summary["failed"]) == (3, 2)
+    assert (summary["counted_allow"], summary["counted_deny"]) == (2, 0)
+    webhook, gate = summary["handlers"]
+    assert (webhook["handler"], webhook["calls"], webhook["failed"]) == ("127.0.0.1:8787", 2, 2)
+    assert webhook["fix"] == f"is `belt serve` running on 127.0.0.1:{port}?"
+    assert (gate["handler"], gate["calls"], gate["failed"], gate["first_error"]) == (
+        "gate",
+        1,
+        0,
+        None,
+    )
+    assert [(f["event"], f["counted_as"]) for f in summary["failures"]] == [
+        ("agent.turn_start", "allow"),
+        ("agent.tool_call", "allow"),
+    ]
+
+
+def test_fail_closed_failures_are_counted_as_deny_in_the_summary(tmp_path: Path) -> None:
+    with refused_port() as port:
+        hook = {
+            "event": "agent.tool_call",
+            "type": "webhook",
+            "handler": f"http://127.0.0.1:{port}/",
+        }
+        turn = {"user": "x", "model": [{"say": "a", "tool_calls": [DELETE]}, {"say": "b"}]}
+        path = scenario(tmp_path, [hook], [turn])
+        result = belt("sim", "run", path, "--fail-closed")
+    assert result.exit_code == 0, result.stderr
+    assert "hooks: 1 call(s), 1 failed (1 counted as deny)" in result.stdout
+    assert "1 of 1 failed, counted as deny; first: cannot connect to" in result.stdout
+
+
+def test_a_run_whose_hooks_all_answered_says_so_and_strict_exits_0(tmp_path: Path) -> None:
+    with hook_app(lambda n, p: {"decision": "allow"}) as app:
+        hook = {"event": "agent.tool_call", "type": "webhook", "handler": f"{app.url}/hook"}
+        turn = {"user": "x", "model": [{"say": "a", "tool_calls": [DELETE]}, {"say": "b"}]}
+        result = belt("sim", "run", scenario(tmp_path, [hook], [turn]), "--strict")
+    assert result.exit_code == 0, result.stdout
+    assert result.stdout.rstrip().splitlines()[-1] == "hooks: 1 call(s), none failed"
+    nothing = belt("sim", "run", scenario(tmp_path, [], [{"user": "x"}]), "--strict")
+    assert nothing.exit_code == 0
+    assert "hooks:" not in nothing.stdout
+
+
+def test_sim_resume_ends_with_the_summary_and_strict_exits_1_on_a_failed_call(
+    tmp_path: Path,
+) -> None:
+    with refused_port() as port:
+        hooks = [
+            {"event": "agent.tool_call", "type": "webhook", "handler": f"http://127.0.0.1:{port}/"},
+            {"event": "agent.tool_call", "type": "gate"},
+        ]
+        turn = {"user": "x", "model": [{"say": "a", "tool_calls": [DELETE]}, {"say": "b"}]}
+        held = belt("sim", "run", scenario(tmp_path, hooks, [turn]), "--json")
+        report = held.json()
+        run_id = report["runs"][0]["id"]
+        interrupt_id = report["chat"]["pending_interrupts"][0]["id"]
+        assert belt("interrupt", "resolve", interrupt_id, "allow").exit_code == 0
+        resumed = belt("sim", "resume", run_id, "--strict")
+    assert resumed.exit_code == 1, resumed.stdout
+    assert "hooks: 2 call(s), 1 failed (1 counted as allow)" in resumed.stdout
+    assert f"is `belt serve` running on 127.0.0.1:{port}?" in resumed.stdout

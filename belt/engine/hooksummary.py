@@ -1,0 +1,147 @@
+"""The closing summary of a run's hook calls: how many were made, how many failed, and how each
+failure was counted, by handler.
+
+The platform's semantics stay as they are (a failed webhook counts as allow, or as deny on a
+gate-able event with ``--fail-closed``); the summary is how belt says so out loud. It is read
+from the ``hook.executed`` records of a simulation's runs, so ``belt sim run``, ``sim resume``,
+``sim show`` and ``belt test`` all say the same thing.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from belt.text import short
+
+FAILURES_SHOWN = 50
+"""How many failed calls the summary lists one by one (the counts are always whole)."""
+ERROR_CHARS = 300
+"""How much of an error the summary keeps."""
+
+_REFUSED = re.compile(r"^cannot connect to (?P<host>\S+): .*(refused|Errno 111)", re.IGNORECASE)
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` and the loopback addresses (127.0.0.0/8, ::1), written as they
+    are in a URL (an IPv6 address may be bracketed)."""
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def likely_fix(error: str | None) -> str | None:
+    """What probably fixes a failed call, when its cause is recognisable: a refused
+    connection to a loopback port is a ``belt serve`` (or another local server) not running."""
+    if not error:
+        return None
+    match = _REFUSED.match(error)
+    if match is None:
+        return None
+    host = match.group("host")
+    try:
+        hostname = urlsplit(f"//{host}").hostname
+    except ValueError:
+        return None
+    if not hostname or not is_loopback_host(hostname):
+        return None
+    return f"is `belt serve` running on {host}?"
+
+
+def counted_as(record: dict[str, Any]) -> str:
+    """How a failed call was counted: ``deny`` (fail-closed on a gate-able event) or
+    ``allow``."""
+    return "deny" if record.get("decision") == "deny" else "allow"
+
+
+def hook_summary(executions: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary of ``hook.executed`` records (in order): every count, the handlers (in the
+    order they were first called) with their first error and likely fix, and the failed calls
+    (the first ``FAILURES_SHOWN``)."""
+    handlers: dict[tuple[str, str], dict[str, Any]] = {}
+    failures: list[dict[str, Any]] = []
+    counted = {"allow": 0, "deny": 0}
+    for record in executions:
+        key = (str(record.get("handler_type") or ""), str(record.get("handler") or ""))
+        entry = handlers.setdefault(
+            key,
+            {
+                "handler": key[1],
+                "handler_type": key[0],
+                "calls": 0,
+                "failed": 0,
+                "counted_allow": 0,
+                "counted_deny": 0,
+                "first_error": None,
+                "fix": None,
+            },
+        )
+        entry["calls"] += 1
+        error = record.get("error")
+        if not error:
+            continue
+        how = counted_as(record)
+        counted[how] += 1
+        entry["failed"] += 1
+        entry[f"counted_{how}"] += 1
+        if entry["first_error"] is None:
+            entry["first_error"] = short(str(error), ERROR_CHARS)
+            entry["fix"] = likely_fix(str(error))
+        if len(failures) < FAILURES_SHOWN:
+            data = (record.get("payload") or {}).get("data") or {}
+            failures.append(
+                {
+                    "run_id": record.get("run_id"),
+                    "event": record.get("hook_event"),
+                    "hook_index": record.get("hook_index"),
+                    "handler": key[1],
+                    "handler_type": key[0],
+                    "tool": data.get("tool") if isinstance(data, dict) else None,
+                    "error": short(str(error), ERROR_CHARS),
+                    "counted_as": how,
+                    "async": bool(record.get("async")),
+                }
+            )
+    failed = counted["allow"] + counted["deny"]
+    return {
+        "calls": len(executions),
+        "failed": failed,
+        "counted_allow": counted["allow"],
+        "counted_deny": counted["deny"],
+        "handlers": list(handlers.values()),
+        "failures": failures,
+    }
+
+
+def summary_text(summary: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The summary as lines of plain text, each with whether it tells of a failure: a head line,
+    then one line per handler that failed (and its likely fix)."""
+    calls, failed = int(summary["calls"]), int(summary["failed"])
+    if not failed:
+        return [(f"hooks: {calls} call(s), none failed", False)]
+    how = []
+    for side in ("allow", "deny"):
+        if summary[f"counted_{side}"]:
+            how.append(f"{summary[f'counted_{side}']} counted as {side}")
+    lines = [(f"hooks: {calls} call(s), {failed} failed ({', '.join(how)})", True)]
+    for entry in summary["handlers"]:
+        if not entry["failed"]:
+            continue
+        sides = [s for s in ("allow", "deny") if entry[f"counted_{s}"]]
+        lines.append(
+            (
+                f"  {entry['handler']} ({entry['handler_type']}): {entry['failed']} of "
+                f"{entry['calls']} failed, counted as {' and '.join(sides)}; first: "
+                f"{entry['first_error']}",
+                True,
+            )
+        )
+        if entry["fix"]:
+            lines.append((f"    {entry['fix']}", True))
+    return lines
