@@ -12,13 +12,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NotRequired, TypedDict
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from belt.errors import Conflict, ExitCode, InvalidInput, NotFound
-from belt.store import SCHEMA_VERSION, Store, open_store
+from belt.store import SCHEMA_VERSION, Store, open_store, shapes
 
 
 @pytest.fixture
@@ -722,3 +723,86 @@ def test_a_non_finite_number_anywhere_in_a_record_is_refused(
         with pytest.raises(InvalidInput, match="damaged store file"):
             attempt()
     assert path.read_bytes() == before
+
+
+class Widget(TypedDict):
+    """A record kind of the tests' own, to show the shape check is derived from a TypedDict."""
+
+    id: str
+    size: int
+    colour: NotRequired[str | None]
+    notes: NotRequired[Any]
+
+
+class HeavierWidget(Widget):
+    weight: int
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """The store's table of record TypedDicts, put back as it was after the test."""
+    table = dict(shapes.RECORDS)
+    monkeypatch.setattr(shapes, "RECORDS", table)
+    monkeypatch.setattr(shapes, "_derived", {})
+    return table
+
+
+def test_the_shape_check_is_derived_from_the_records_typeddict(
+    tmp_path: Path, registry: dict[str, object]
+) -> None:
+    store = Store(tmp_path / "store", shapes=True)
+    store.create("widget", "w", {"id": "w", "size": 3, "notes": [1, {"x": None}]})
+    assert store.read("widget", "w")["size"] == 3  # unknown kind so far: nothing checked
+    shapes.record_shape("widget", Widget)
+    assert store.read("widget", "w")["size"] == 3
+    # A new required key in the TypedDict makes the same record damaged, naming the file.
+    shapes.record_shape("widget", HeavierWidget)
+    with pytest.raises(InvalidInput) as caught:
+        store.read("widget", "w")
+    assert str(store.path("widget", "w")) in caught.value.message
+    assert "it is not a widget record: its weight is missing" in caught.value.message
+    # The field types are the annotations': an optional key, when there, holds its type.
+    shapes.record_shape("widget", Widget)
+    for data, why in [
+        ({"id": "w", "size": 3, "colour": 7}, "its colour is not a string or null"),
+        ({"id": "w", "size": True}, "its size is not a whole number"),
+        ({"id": 1, "size": 3}, "its id is not a string"),
+    ]:
+        Store(tmp_path / "store").write("widget", "w", data)
+        with pytest.raises(InvalidInput, match=why):
+            store.read("widget", "w")
+    Store(tmp_path / "store").write("widget", "w", {"id": "w", "size": 3, "colour": None})
+    assert store.read("widget", "w")["colour"] is None
+
+
+def test_every_kind_belt_stores_has_its_shape_from_its_owners_typeddict() -> None:
+    from belt.records import chats, executions, hooktasks, interrupts, messages, profile, runs, sims
+
+    owners = {
+        "run": runs.Run,
+        "chat": chats.Chat,
+        "message": messages.Message,
+        "interrupt": interrupts.Interrupt,
+        "profile": profile.Profile,
+        "sim": sims.Simulation,
+        "scenario": sims.Scenario,
+        "agent": sims.Agent,
+        "hooks": sims.SimHooks,
+        "execution": executions.ExecutionEntry,
+        "hooktask": hooktasks.HookTask,
+    }
+    for kind, record in owners.items():
+        assert shapes.RECORDS[kind] is record, kind
+        assert shapes.shape(kind) == shapes.derive(record), kind
+    required, optional = shapes.derive(runs.Run)
+    assert set(required) == {"id", "state"} and optional["chat_id"] == (str, type(None))
+
+
+def test_a_record_typeddict_must_be_one_and_its_fields_must_have_a_json_shape() -> None:
+    class Dated(TypedDict):
+        when: Path
+
+    with pytest.raises(TypeError, match="must be a TypedDict"):
+        shapes.record_shape("widget", dict)
+    with pytest.raises(TypeError, match="has no JSON shape"):
+        shapes.derive(Dated)

@@ -15,10 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from belt.engine.simulation import SCENARIO, SIM, Options, SimStatus, Simulation
+from belt.engine.simulation import Options, SimStatus, Simulation
 from belt.errors import BeltError
 from belt.records.ids import new_id, now_iso
 from belt.records.runs import RUN, sim_runs
+from belt.records.sims import HOOKS, SCENARIO, SIM
 
 if TYPE_CHECKING:
     from belt.engine.simulation import Dialect
@@ -81,7 +82,7 @@ def record_child(
         **fields,
     }
     store.create(SIM, sim_id, sim)
-    store.write_private("hooks", sim_id, {"hooks": []})
+    store.write_private(HOOKS, sim_id, {"hooks": []})
     store.link(SIM_CHILDREN, str(parent["id"]), sim_id)
     return sim
 

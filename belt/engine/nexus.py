@@ -45,8 +45,10 @@ from belt.executor.inbox import (
     settle_approval,
     task_key,
 )
+from belt.records.executions import EXECUTION as EXECUTION
+from belt.records.executions import SIM_EXECUTIONS as SIM_EXECUTIONS
 from belt.records.ids import new_id, now_iso
-from belt.records.runs import Cancelled, RunRecord
+from belt.records.runs import RUN, Cancelled, RunRecord
 from belt.store.clock import parse_timestamp, utcnow
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState, ChatStatus, ToolInvocationStatus
 from belt.wire.nexus import HookTaskInput, LifecycleHooks, NexusEvent, NexusHook
@@ -59,8 +61,6 @@ if TYPE_CHECKING:
     from belt.store import Store
 
 OUTPUT_PREVIEW_MAX_BYTES = 2048
-EXECUTION = "execution"
-SIM_EXECUTIONS = "sim-executions"
 REPLIES = ("input", "mail", "regeneration")
 
 
@@ -403,7 +403,7 @@ class NexusLoop:
         """Record how the execution of ``run_id`` stopped on its entry."""
         if run_id is None:
             return
-        run = store.read("run", run_id)
+        run = store.read(RUN, run_id)
         cls.set_entry_state(store, str(sim["id"]), int(run["turn_index"]), end)
 
     @classmethod

@@ -60,6 +60,7 @@ from belt.records.interrupts import (
 )
 from belt.records.registry import load_directory
 from belt.records.runs import RunRecord, parked
+from belt.records.sims import HOOKS as HOOKS
 from belt.store.store import damaged
 from belt.wire.enums import (
     AgentRunState,
@@ -89,10 +90,6 @@ def stored_hooks(hooks: list[LifecycleHookConfig]) -> list[dict[str, Any]]:
             wire["handler_sha256"] = hashlib.sha256(url.encode()).hexdigest()
         out.append(wire)
     return out
-
-
-HOOKS = "hooks"
-"""The private record of a simulation's hooks with their full webhook URLs."""
 
 
 def reload_hooks(

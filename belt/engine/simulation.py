@@ -43,6 +43,9 @@ from belt.records.runs import (
     take_lease,
     take_over_ended,
 )
+from belt.records.sims import AGENT as AGENT
+from belt.records.sims import SCENARIO as SCENARIO
+from belt.records.sims import SIM as SIM
 from belt.wire.enums import AgentRunState, ChatStatus, MessageStatus, ToolInvocationStatus
 
 if TYPE_CHECKING:
@@ -53,9 +56,6 @@ if TYPE_CHECKING:
     from belt.executor.worker import Worker
     from belt.store import Store
 
-SIM = "sim"
-SCENARIO = "scenario"
-AGENT = "agent"
 GATE_POLL = 0.1
 """Seconds between two looks at a waiting run's gates (each look reads only that run's)."""
 LEASE_RENEWAL = 10.0

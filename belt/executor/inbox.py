@@ -32,6 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from belt.errors import BeltError, Conflict, NotFound
 from belt.records import leases
+from belt.records.hooktasks import HOOKTASK as HOOKTASK
+from belt.records.hooktasks import PENDING_TAG as PENDING_TAG
+from belt.records.hooktasks import RUN_TASKS as RUN_TASKS
 from belt.records.ids import new_id
 from belt.store.clock import parse_timestamp, timestamp, utcnow
 from belt.text import short
@@ -41,11 +44,8 @@ from belt.wire.validate import check_decision, describe
 if TYPE_CHECKING:
     from belt.store import Store
 
-HOOKTASK = "hooktask"
 ASK = "ask"
 """The approval mode whose hook tasks wait for approval before an executor may claim them."""
-PENDING_TAG = "hooktask-pending"
-RUN_TASKS = "run-hooktasks"
 RESULT_KEYS = ("structured_content", "content")
 STORED_RESULT_MAX_BYTES = 64 * 1024
 DETAIL_MAX = 300

@@ -7,14 +7,35 @@ the per-chat switch of the platform API (``POST /chats/{id}/settings``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from belt.errors import Conflict
 from belt.records.ids import new_id, now_iso
 from belt.store import Store, check_id, open_store
+from belt.store.shapes import record_shape
 from belt.wire.enums import ChatStatus
 
 CHAT = "chat"
+
+
+class Chat(TypedDict):
+    """A stored chat (kind ``chat``): the ChatDTO's fields and what belt continues it from."""
+
+    id: str
+    status: NotRequired[str | None]
+    agent_data: NotRequired[dict[str, Any] | None]
+    turn_count: NotRequired[int]
+    run_count: NotRequired[int]
+    active_run_id: NotRequired[str | None]
+    sim_id: NotRequired[str]
+    agent_id: NotRequired[Any]
+    parent_id: NotRequired[Any]
+    dialect: NotRequired[Any]
+    created_at: NotRequired[Any]
+    updated_at: NotRequired[Any]
+
+
+record_shape(CHAT, Chat)
 
 
 def create_chat(

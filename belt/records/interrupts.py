@@ -24,11 +24,12 @@ import time
 from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.store import Store, check_id, open_store
 from belt.store.clock import epoch_ms, parse_timestamp, timestamp, utcnow
+from belt.store.shapes import record_shape
 from belt.wire.enums import InterruptStatus
 
 INTERRUPT = "interrupt"
@@ -57,6 +58,33 @@ DTO_FIELDS = (
 """The InterruptDTO fields, in wire order (a test holds this equal to ``belt.wire``)."""
 
 RESOLUTIONS = ("allow", "deny")
+
+
+class Interrupt(TypedDict):
+    """A stored interrupt (kind ``interrupt``): the InterruptDTO's fields, its default
+    resolution and its timeout."""
+
+    id: str
+    status: str
+    run_id: str
+    expires_at: NotRequired[str | None]
+    resolution: NotRequired[str | None]
+    default_resolution: NotRequired[str | None]
+    short_id: NotRequired[Any]
+    created_at: NotRequired[Any]
+    updated_at: NotRequired[Any]
+    chat_id: NotRequired[Any]
+    reason: NotRequired[Any]
+    source: NotRequired[Any]
+    resource_id: NotRequired[Any]
+    resource_type: NotRequired[Any]
+    resolved_at: NotRequired[Any]
+    resolved_data: NotRequired[Any]
+    meta: NotRequired[Any]
+    timeout: NotRequired[Any]
+
+
+record_shape(INTERRUPT, Interrupt)
 
 
 def on_expiry(record: dict[str, Any]) -> str:

@@ -7,17 +7,38 @@ the order they were added; ``order`` is their position.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from belt.errors import InvalidInput
 from belt.records.chats import read_chat, release_chat, update_chat
 from belt.records.ids import new_id, now_iso
 from belt.store import Store
+from belt.store.shapes import record_shape
 from belt.wire.enums import MessageStatus
 
 MESSAGE = "message"
 MESSAGES = "chat-messages"
 ORDER_LOCK = "chat-order"
+
+
+class Message(TypedDict):
+    """A stored message (kind ``message``): a ChatMessageDTO and what only the simulator needs
+    (``sim``)."""
+
+    id: str
+    chat_id: str
+    order: int
+    role: str
+    content: list[Any]
+    sim: NotRequired[dict[str, Any]]
+    tool_invocations: NotRequired[list[Any]]
+    agent_run_id: NotRequired[str | None]
+    status: NotRequired[str]
+    created_at: NotRequired[Any]
+    updated_at: NotRequired[Any]
+
+
+record_shape(MESSAGE, Message)
 
 
 def run_event(

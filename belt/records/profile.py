@@ -6,10 +6,11 @@ an execution can record which profile it captured.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from belt.errors import InvalidInput
 from belt.store.clock import timestamp, utcnow
+from belt.store.shapes import record_shape
 from belt.wire.validate import check_nexus_profile
 
 if TYPE_CHECKING:
@@ -19,6 +20,17 @@ PROFILE = "profile"
 PROFILE_ID = "configuration"
 PROFILE_PATH = "/agent_api/v1/profile/configuration"
 """The route of the profile API that reads and replaces the whole declaration."""
+
+
+class Profile(TypedDict):
+    """The stored Nexus configuration declaration (kind ``profile``) and its revision."""
+
+    configuration: dict[str, Any]
+    revision: int
+    updated_at: NotRequired[str | None]
+
+
+record_shape(PROFILE, Profile)
 
 
 def read_profile(store: Store) -> dict[str, Any]:

@@ -9,12 +9,13 @@ stop made while a hook is running always wins.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from belt.errors import Conflict
 from belt.records import leases
 from belt.records.ids import new_id, now_iso
 from belt.store import Store, check_id
+from belt.store.shapes import record_shape
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState, InterruptReason
 
 RUN = "run"
@@ -71,6 +72,30 @@ DTO_FIELDS = (
     "updated_at",
 )
 """The AgentRunDTO fields of a stored run, in wire order."""
+
+
+class Run(TypedDict):
+    """A stored run (kind ``run``): the AgentRunDTO's fields and what belt continues it from."""
+
+    id: str
+    state: str
+    agent_id: NotRequired[Any]
+    sim_id: NotRequired[str]
+    chat_id: NotRequired[str | None]
+    turn_index: NotRequired[int]
+    execution: NotRequired[dict[str, Any] | None]
+    lease: NotRequired[dict[str, Any] | None]
+    error: NotRequired[str | None]
+    hooks: NotRequired[dict[str, Any] | None]
+    attention: NotRequired[dict[str, Any] | None]
+    interrupt_reason: NotRequired[Any]
+    interrupt_tool_id: NotRequired[Any]
+    interrupt_meta: NotRequired[Any]
+    created_at: NotRequired[Any]
+    updated_at: NotRequired[Any]
+
+
+record_shape(RUN, Run)
 
 
 class Cancelled(Exception):

@@ -4,92 +4,116 @@ A file that is valid JSON but not the record belt wrote (a field missing, a numb
 string belongs) is as damaged as one that is not JSON: it is reported with its path and left as
 it is, before anything acts on it, and never written over (``Store.write`` reads what is there
 first). Only the fields belt relies on are checked; a record may carry more.
+
+The shape of a kind is derived from its TypedDict, which lives in ``belt.records`` beside the
+functions that create and change it: its required keys must be there, and every key it names
+must hold a value of the annotated type (an annotation of ``Any`` holds anything). The owning
+module hands its TypedDict over with :func:`record_shape` when it is imported, as it must be to
+name the kind's collection, so the store checks a kind without importing anything above it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import types
+from collections.abc import Mapping, Sequence
+from typing import (
+    Any,
+    Literal,
+    NotRequired,
+    Required,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
 
 OPTIONAL = None.__class__
+ANYTHING = object
 
-STR = (str,)
-INT = (int,)
-OBJ = (dict,)
-LIST = (list,)
-MAYBE_STR = (str, OPTIONAL)
-MAYBE_OBJ = (dict, OPTIONAL)
-MAYBE_INT = (int, OPTIONAL)
+Kinds = tuple[type, ...]
+Shape = tuple[dict[str, Kinds], dict[str, Kinds]]
+"""Required fields and optional fields, each with the types its value may have."""
 
-Shape = dict[str, tuple[type, ...]]
-"""Required fields and the types each may have."""
+RECORDS: dict[str, object] = {}
+"""The TypedDict of each kind of record, as its owner registered it."""
 
-SHAPES: dict[str, tuple[Shape, Shape]] = {
-    # kind: (required fields, optional fields)
-    "run": (
-        {"id": STR, "state": STR},
-        {
-            "sim_id": STR,
-            "chat_id": MAYBE_STR,
-            "turn_index": INT,
-            "execution": MAYBE_OBJ,
-            "lease": MAYBE_OBJ,
-            "error": MAYBE_STR,
-            "hooks": MAYBE_OBJ,
-            "attention": MAYBE_OBJ,
-        },
-    ),
-    "chat": (
-        {"id": STR},
-        {
-            "status": MAYBE_STR,
-            "agent_data": MAYBE_OBJ,
-            "turn_count": INT,
-            "run_count": INT,
-            "active_run_id": MAYBE_STR,
-            "sim_id": STR,
-        },
-    ),
-    "message": (
-        {"id": STR, "chat_id": STR, "order": INT, "role": STR, "content": LIST},
-        {"sim": OBJ, "tool_invocations": LIST, "agent_run_id": MAYBE_STR, "status": STR},
-    ),
-    "interrupt": (
-        {"id": STR, "status": STR, "run_id": STR},
-        {"expires_at": MAYBE_STR, "resolution": MAYBE_STR, "default_resolution": MAYBE_STR},
-    ),
-    "sim": (
-        {"id": STR, "chat_id": STR, "next_turn": INT, "status": STR},
-        {"dialect": STR, "agent_id": STR, "hooks": LIST, "parent": OBJ, "last_reply": MAYBE_INT},
-    ),
-    "scenario": ({"turns": LIST}, {"agent": OBJ, "chat": OBJ, "agents": OBJ}),
-    "hooktask": (
-        {
-            "id": STR,
-            "task_key": STR,
-            "event": STR,
-            "tool": STR,
-            "status": STR,
-            "attempt": INT,
-            "run_id": STR,
-            "timeout_ms": INT,
-        },
-        {"deadline": MAYBE_STR, "decision": MAYBE_OBJ, "error": MAYBE_OBJ, "approval": MAYBE_OBJ},
-    ),
-    "execution": ({"turn": INT, "kind": STR, "state": STR}, {"run_id": MAYBE_STR}),
-    "profile": ({"configuration": OBJ, "revision": INT}, {}),
-    # The private record of a simulation's hooks (full webhook URLs) and its --route routes.
-    "hooks": ({"hooks": LIST}, {"routes": LIST}),
-}
+_derived: dict[str, Shape] = {}
 
 
-def _named(kinds: tuple[type, ...]) -> str:
-    names = {str: "a string", int: "a whole number", dict: "an object", list: "an array"}
+def record_shape(kind: str, record: object) -> None:
+    """Check every record of ``kind`` read from a shape-checking store against ``record``, a
+    TypedDict (its shape is derived when first needed)."""
+    if not is_typeddict(record):
+        raise TypeError(f"the shape of {kind} records must be a TypedDict, not {record!r}")
+    RECORDS[kind] = record
+    _derived.pop(kind, None)
+
+
+def derive(record: object) -> Shape:
+    """The required and optional fields of a TypedDict, with the types each may hold.
+
+    Whether a key is required is read from ``Required``/``NotRequired`` and the TypedDict's
+    totality (``__required_keys__`` is wrong under postponed annotations on Python 3.11).
+    """
+    hints = get_type_hints(record, include_extras=True)
+    total = bool(getattr(record, "__total__", True))
+    required: dict[str, Kinds] = {}
+    optional: dict[str, Kinds] = {}
+    for name, hint in hints.items():
+        origin = get_origin(hint)
+        if origin is NotRequired:
+            optional[name] = kinds_of(get_args(hint)[0])
+        elif origin is Required or total:
+            required[name] = kinds_of(get_args(hint)[0] if origin is Required else hint)
+        else:
+            optional[name] = kinds_of(hint)
+    return required, optional
+
+
+def kinds_of(annotation: Any) -> Kinds:
+    """The JSON types a field annotated ``annotation`` may hold."""
+    origin = get_origin(annotation)
+    if annotation is Any:
+        return (ANYTHING,)
+    if annotation is None or annotation is OPTIONAL:
+        return (OPTIONAL,)
+    if annotation in (str, int, float, bool, dict, list):
+        return (annotation,)
+    if is_typeddict(annotation) or origin in (dict, Mapping):
+        return (dict,)
+    if origin in (list, Sequence):
+        return (list,)
+    if origin is Union or origin is types.UnionType:
+        return tuple(dict.fromkeys(k for arg in get_args(annotation) for k in kinds_of(arg)))
+    if origin is Literal:
+        return tuple(dict.fromkeys(type(value) for value in get_args(annotation)))
+    raise TypeError(f"a record field cannot be annotated {annotation!r}: it has no JSON shape")
+
+
+def shape(kind: str) -> Shape | None:
+    """The shape of the records of ``kind`` (None when no owner registered one)."""
+    found = _derived.get(kind)
+    if found is None and kind in RECORDS:
+        found = _derived[kind] = derive(RECORDS[kind])
+    return found
+
+
+def _named(kinds: Kinds) -> str:
+    names = {
+        str: "a string",
+        int: "a whole number",
+        float: "a number",
+        bool: "true or false",
+        dict: "an object",
+        list: "an array",
+    }
     return " or ".join(names.get(k, "null") for k in kinds)
 
 
 def shape_problem(kind: str, data: dict[str, Any]) -> str | None:
     """What is wrong with a record of ``kind`` (None when its shape is right, or unknown)."""
-    found = SHAPES.get(kind)
+    found = shape(kind)
     if found is None:
         return None
     required, optional = found
@@ -104,7 +128,11 @@ def shape_problem(kind: str, data: dict[str, Any]) -> str | None:
     return None
 
 
-def _fits(value: Any, kinds: tuple[type, ...]) -> bool:
+def _fits(value: Any, kinds: Kinds) -> bool:
+    if ANYTHING in kinds:
+        return True
     if isinstance(value, bool):
         return bool in kinds
+    if isinstance(value, int) and float in kinds:
+        return True
     return isinstance(value, kinds)
