@@ -626,7 +626,11 @@ def test_result_line(result: dict[str, Any]) -> tuple[str, str]:
     line = f"{status.upper():<5}  {result['scenario']}  ({result['seconds']:.2f} s)"
     if status == "fail":
         failed = len(result["failures"])
-        line += f"  {failed} of {result['expectations']} expectation(s) failed"
+        hooks = len(result.get("hook_failures") or [])
+        if failed or not hooks:
+            line += f"  {failed} of {result['expectations']} expectation(s) failed"
+        if hooks:
+            line += f"{',' if failed else ' '} {hooks} hook call(s) failed unnamed"
     elif status == "error":
         line += "  invalid scenario" if result.get("invalid") else "  error"
     return line, STATUS_STYLES.get(status, "")
@@ -650,6 +654,15 @@ def test_failure_lines(result: dict[str, Any], dialect: str) -> Lines:
         lines.append(("  transcript:", "dim"))
         excerpt = excerpt_lines(dialect, failure["excerpt"])
         lines.extend((f"  {text}", style) for text, style in excerpt)
+    hook_failures = result.get("hook_failures") or []
+    if hook_failures:
+        from belt.engine.hooksummary import HOOK_FAILURE_HINT
+
+        lines.append(
+            (f"{len(hook_failures)} hook call(s) failed, and no expectation names them:", "red")
+        )
+        lines.extend((f"  {failure['text']}", "") for failure in hook_failures)
+        lines.append((f"  {HOOK_FAILURE_HINT}", "dim"))
     return lines
 
 

@@ -21,6 +21,13 @@ FAILURES_SHOWN = 50
 ERROR_CHARS = 300
 """How much of an error the summary keeps."""
 
+HOOK_FAILURE_HINT = (
+    'name each with an expectation on its error (event = ..., error = "..."), or put '
+    'hook_errors = "allow" at the top of the scenario'
+)
+"""What a ``belt test`` scenario whose hook calls failed unnamed can do about it."""
+
+
 _REFUSED = re.compile(r"^cannot connect to (?P<host>\S+): .*(refused|Errno 111)", re.IGNORECASE)
 
 

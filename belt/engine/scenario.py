@@ -128,6 +128,8 @@ class Scenario(_Strict):
     agents: dict[str, AgentScript] = Field(default_factory=dict)
     reviews: list[ReviewScript] = Field(default_factory=list)
     expect: list[Any] = Field(default_factory=list)
+    hook_errors: Literal["fail", "allow"] = "fail"
+    """``belt test``: whether a failed hook call no expectation names fails the scenario."""
 
     @property
     def user_team(self) -> str:
@@ -480,6 +482,8 @@ class NexusScenario(_Strict):
     turns: list[NexusTurnSpec] = Field(default_factory=list)
     executors: dict[str, str] = Field(default_factory=dict)
     expect: list[Any] = Field(default_factory=list)
+    hook_errors: Literal["fail", "allow"] = "fail"
+    """``belt test``: whether a failed hook call no expectation names fails the scenario."""
 
 
 @dataclass

@@ -899,3 +899,43 @@ def _run(expectation: Expectation, facts: Facts) -> Outcome:
     if expectation.subject == "hold":
         text += f", held for {hold}" if hold else ", not held"
     return Outcome(expectation, False, text, runs=[str(run["id"])])
+
+
+# -- hook failures no expectation names ------------------------------------------------------
+
+
+def unnamed_failures(expectations: list[Expectation], report: dict[str, Any]) -> list[Item]:
+    """The failed sync hook calls (platform ``hook.executed`` records with an error) that no
+    expectation names: an ``event`` expectation with an ``error`` key that matches the call, or
+    a ``row`` expectation with ``error`` among its fields that matches the call's hook row
+    (same run, event and error). Each is an Item whose fields add how the call was counted."""
+    facts = Facts(report)
+    if facts.dialect == "nexus":
+        return []
+    failed = [item for item in facts.hook_runs() if item.fields.get("error")]
+    if not failed:
+        return []
+    on_runs = [e for e in expectations if e.subject == "event" and "error" in e.raw]
+    on_rows = [
+        e
+        for e in expectations
+        if e.subject == "row" and isinstance(e.raw.get("row"), dict) and "error" in e.raw["row"]
+    ]
+    rows = [row for row in facts.rows() if row.fields.get("type") == "hook"] if on_rows else []
+    unnamed = []
+    for item in failed:
+        named = any(facts.in_run(item.run_id, e.run) and _matches(e, item) for e in on_runs) or any(
+            row.run_id == item.run_id
+            and row.fields.get("event") == item.fields["event"]
+            and row.fields.get("error") == item.fields["error"]
+            and facts.in_run(row.run_id, e.run)
+            and _matches(e, row)
+            for e in on_rows
+            for row in rows
+        )
+        if not named:
+            counted = "deny" if item.fields.get("decision") == "deny" else "allow"
+            unnamed.append(
+                Item({**item.fields, "counted_as": counted}, item.text, None, item.run_id)
+            )
+    return unnamed

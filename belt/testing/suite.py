@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from belt.engine.hooksummary import HOOK_FAILURE_HINT
 from belt.errors import BeltError, ExitCode, InvalidInput, NotFound
 from belt.loader import import_deadline
 from belt.testing.expect import Expectation, Outcome
@@ -51,6 +52,8 @@ class ScenarioResult:
     problems: list[str] = field(default_factory=list)
     invalid: bool = False
     report: dict[str, Any] | None = None
+    hook_failures: list[dict[str, Any]] = field(default_factory=list)
+    """The failed hook calls no expectation names (with ``hook_errors = "allow"``, none)."""
 
     @property
     def failures(self) -> list[Outcome]:
@@ -88,6 +91,8 @@ class ScenarioResult:
             "invalid": self.invalid,
             "simulation": self.report["simulation"]["id"] if self.report else None,
             "dialect": self.report["simulation"]["dialect"] if self.report else None,
+            "hooks": self.report.get("hook_summary") if self.report else None,
+            "hook_failures": self.hook_failures,
         }
 
 
@@ -254,7 +259,7 @@ def run_loaded(
     from belt.engine.dialects import DIALECTS
     from belt.engine.report import build_report
     from belt.store import Store
-    from belt.testing.expect import evaluate, expectations_of
+    from belt.testing.expect import evaluate, expectations_of, unnamed_failures
 
     started = time.perf_counter() if started is None else started
     try:
@@ -282,8 +287,32 @@ def run_loaded(
             detail = "; ".join([exc.message, *getattr(exc, "problems", [])])
             return ScenarioResult(name, "error", time.perf_counter() - started, error=detail)
     outcomes = evaluate(expectations, report)
-    status = "pass" if all(outcome.passed for outcome in outcomes) else "fail"
-    return ScenarioResult(name, status, time.perf_counter() - started, outcomes, report=report)
+    unnamed: list[dict[str, Any]] = []
+    if getattr(loaded.scenario, "hook_errors", "fail") != "allow":
+        unnamed = [hook_failure(item) for item in unnamed_failures(expectations, report)]
+    passed = all(outcome.passed for outcome in outcomes) and not unnamed
+    return ScenarioResult(
+        name,
+        "pass" if passed else "fail",
+        time.perf_counter() - started,
+        outcomes,
+        report=report,
+        hook_failures=unnamed,
+    )
+
+
+def hook_failure(item: Any) -> dict[str, Any]:
+    """A failed hook call no expectation names, as ``belt test --json`` prints it."""
+    fields = item.fields
+    return {
+        "run_id": item.run_id,
+        "event": fields.get("event"),
+        "handler": fields.get("handler"),
+        "tool": fields.get("tool"),
+        "error": fields.get("error"),
+        "counted_as": fields.get("counted_as"),
+        "text": f"{item.text} (counted as {fields.get('counted_as')})",
+    }
 
 
 # -- JUnit XML ------------------------------------------------------------------------------------
@@ -349,6 +378,16 @@ def junit_document(suite: SuiteResult, render: Render | None = None) -> str:
                 dialect = str(result.report["simulation"].get("dialect"))
                 lines += ["", "transcript:", *render(dialect, result.excerpt(outcome))]
             element.text = xml_text("\n".join(lines))
+        if result.hook_failures:
+            count = len(result.hook_failures)
+            element = ElementTree.SubElement(
+                case,
+                "failure",
+                message=xml_text(f"{count} hook call(s) failed and no expectation names them"),
+                type="hook",
+            )
+            texts = [failure["text"] for failure in result.hook_failures]
+            element.text = xml_text("\n".join([*texts, HOOK_FAILURE_HINT]))
     ElementTree.indent(root)
     body = ElementTree.tostring(root, encoding="unicode")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +181,6 @@ def test_routes_apply_to_every_scenario(tmp_path: Path) -> None:
     doc = json.loads(path.read_text())
     doc["agent"]["hooks"][0]["handler"] = "https://policy.example.com/hooks"
     path.write_text(json.dumps(doc))
-    assert belt("test", str(path)).exit_code == 0  # unreachable: counts as allow
     result = belt("test", str(path), "--route", "https://policy.example.com=py:tests.pyhooks:deny")
     assert result.exit_code == 1
 
@@ -311,3 +313,87 @@ def test_a_scenario_whose_file_name_is_not_utf8_is_its_error(tmp_path: Path) -> 
     rows = [json.loads(line) for line in belt("test", str(tmp_path), "--json").stdout.splitlines()]
     assert [row["status"] for row in rows] == ["pass", "error", "pass"]
     assert rows[1]["scenario"] == f"{tmp_path}/b_\\xff\x1b.json"  # JSON escapes the ESC
+
+
+@contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port bound but not listening while the block runs: connections are refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
+
+
+def failing(directory: Path, port: int, *expect: dict[str, Any], **extra: Any) -> Path:
+    """A scenario whose tool-call webhook is a refused loopback port (the call fails)."""
+    hook = {"event": "agent.tool_call", "type": "webhook", "handler": f"http://127.0.0.1:{port}/"}
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "failing.json"
+    doc = {"agent": {"hooks": [hook]}, "turns": [TURN], "expect": list(expect), **extra}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_hook_failure_no_expectation_names_fails_the_scenario(tmp_path: Path) -> None:
+    with refused_port() as port:
+        path = failing(tmp_path, port, {"run_state": "completed"})
+        result = belt("test", str(path))
+        as_json = belt("test", str(path), "--json")
+        junit = tmp_path / "junit.xml"
+        belt("test", str(path), "--junit-xml", str(junit))
+    assert result.exit_code == 1, result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("FAIL ") and lines[0].endswith(" 1 hook call(s) failed unnamed")
+    assert "1 hook call(s) failed, and no expectation names them:" in result.stdout
+    call = next(line for line in lines if line.startswith("  agent.tool_call → "))
+    assert f"127.0.0.1:{port}: allow on delete_file" in call
+    assert f"! cannot connect to 127.0.0.1:{port}" in call
+    assert call.endswith("(counted as allow)")
+    assert 'hook_errors = "allow"' in result.stdout
+    [line] = as_json.stdout.splitlines()
+    reported = json.loads(line)
+    assert reported["status"] == "fail" and reported["failures"] == []
+    [failure] = reported["hook_failures"]
+    assert (failure["event"], failure["tool"], failure["counted_as"]) == (
+        "agent.tool_call",
+        "delete_file",
+        "allow",
+    )
+    assert failure["error"].startswith(f"cannot connect to 127.0.0.1:{port}")
+    assert (reported["hooks"]["calls"], reported["hooks"]["failed"]) == (1, 1)
+    [case] = ElementTree.parse(junit).getroot().iter("testcase")
+    [element] = case.iter("failure")
+    assert element.get("type") == "hook"
+    assert "cannot connect to" in (element.text or "")
+
+
+def test_hook_errors_allow_at_the_top_lets_a_scenario_mean_to_test_failure(
+    tmp_path: Path,
+) -> None:
+    with refused_port() as port:
+        path = failing(tmp_path, port, {"run_state": "completed"}, hook_errors="allow")
+        result = belt("test", str(path))
+    assert result.exit_code == 0, result.stdout
+    bad = failing(tmp_path, 1, {"run_state": "completed"}, hook_errors="ignore")
+    invalid = belt("test", str(bad))
+    assert invalid.exit_code == 5
+    assert "hook_errors" in invalid.stdout
+
+
+@pytest.mark.parametrize(
+    ("expectation", "code"),
+    [
+        ({"event": "agent.tool_call", "error": "cannot connect to *"}, 0),
+        ({"event": "agent.tool_call", "error": True}, 0),
+        ({"row": {"type": "hook", "error": "re:^cannot connect"}}, 0),
+        ({"event": "agent.turn_start", "error": True, "count": 0}, 1),
+        ({"event": "agent.tool_call", "decision": "allow"}, 1),
+        ({"row": {"type": "hook", "event": "agent.tool_call"}}, 1),
+    ],
+)
+def test_an_expectation_on_the_error_names_the_failure(
+    tmp_path: Path, expectation: dict[str, Any], code: int
+) -> None:
+    with refused_port() as port:
+        result = belt("test", str(failing(tmp_path, port, expectation)))
+    assert result.exit_code == code, result.stdout
+    assert ("failed unnamed" in result.stdout) == bool(code)
