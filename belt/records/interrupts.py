@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.store import Store, check_id, open_store
@@ -82,17 +82,18 @@ class Interrupt(TypedDict):
     resolved_data: NotRequired[Any]
     meta: NotRequired[Any]
     timeout: NotRequired[Any]
+    resolved_by: NotRequired[Any]
 
 
 record_shape(INTERRUPT, Interrupt)
 
 
-def on_expiry(record: dict[str, Any]) -> str:
+def on_expiry(record: Interrupt) -> str:
     """How a stored interrupt is settled when it expires: its default resolution, else deny."""
     return str(record.get("default_resolution") or "deny")
 
 
-def to_dto(record: dict[str, Any]) -> dict[str, Any]:
+def to_dto(record: Interrupt) -> dict[str, Any]:
     """The InterruptDTO of a stored interrupt record (store-only fields left out)."""
     return {field: record.get(field) for field in DTO_FIELDS}
 
@@ -101,7 +102,22 @@ def _store(store: Store | None) -> Store:
     return store if store is not None else open_store()
 
 
-def _pending_marker(record: dict[str, Any]) -> str | None:
+def _get(store: Store, interrupt_id: str) -> Interrupt | None:
+    """A stored interrupt (its shape checked by the store), or None when there is none."""
+    return cast("Interrupt | None", store.get(INTERRUPT, interrupt_id))
+
+
+def _settled(
+    store: Store, interrupt_id: str, change: Callable[[Interrupt], Interrupt]
+) -> Interrupt:
+    """Change a stored interrupt under its lock and return it."""
+    return cast(
+        Interrupt,
+        store.update(INTERRUPT, interrupt_id, lambda data: dict(change(cast(Interrupt, data)))),
+    )
+
+
+def _pending_marker(record: Interrupt) -> str | None:
     expires_at = record.get("expires_at")
     if not expires_at:
         return None
@@ -115,7 +131,7 @@ def _no_interrupt(interrupt_id: str) -> NotFound:
     )
 
 
-def settled_by(record: dict[str, Any]) -> str | None:
+def settled_by(record: Interrupt) -> str | None:
     """Who settled a stored interrupt, when known: its resolver, the sweep, or a stopped run."""
     status = record.get("status")
     if status == InterruptStatus.EXPIRED:
@@ -126,7 +142,7 @@ def settled_by(record: dict[str, Any]) -> str | None:
     return str(by) if by else None
 
 
-def _not_pending(record: dict[str, Any]) -> Conflict:
+def _not_pending(record: Interrupt) -> Conflict:
     status = record.get("status")
     text = f"interrupt {record.get('id')} is no longer pending: it is {status}"
     if record.get("resolution"):
@@ -172,7 +188,7 @@ def create_interrupt(
     interrupt_id = new_id("int")
     if meta is None:
         meta = {"event": event, "timestamp": stamp, "run_id": run_id, "chat_id": chat_id}
-    record: dict[str, Any] = {
+    record: Interrupt = {
         "id": interrupt_id,
         "short_id": interrupt_id.removeprefix("int_")[:8],
         "created_at": stamp,
@@ -230,7 +246,7 @@ def _checked_terms(
     return timeout, default_resolution
 
 
-def _store_new(store: Store, record: dict[str, Any]) -> None:
+def _store_new(store: Store, record: Interrupt) -> None:
     """Write a new interrupt: markers first, object last, so a creator killed half-way leaves at
     most a marker or a link without an object, which the readers skip and the sweep clears;
     never a hidden gate."""
@@ -242,17 +258,15 @@ def _store_new(store: Store, record: dict[str, Any]) -> None:
     resource_id = record["resource_id"]
     if resource_id is not None:
         store.link(RESOURCE_INTERRUPTS, check_id(resource_id, what="resource id"), interrupt_id)
-    store.create(INTERRUPT, interrupt_id, record)
+    store.create(INTERRUPT, interrupt_id, dict(record))
 
 
-def read_record(*, store: Store | None = None, interrupt_id: str) -> dict[str, Any]:
+def read_record(*, store: Store | None = None, interrupt_id: str) -> Interrupt:
     """The stored record of one interrupt: its DTO fields plus ``default_resolution``."""
-    store = _store(store)
-    check_id(interrupt_id, what="interrupt id")
-    try:
-        return store.read(INTERRUPT, interrupt_id)
-    except NotFound:
-        raise _no_interrupt(interrupt_id) from None
+    found = _get(_store(store), check_id(interrupt_id, what="interrupt id"))
+    if found is None:
+        raise _no_interrupt(interrupt_id)
+    return found
 
 
 def get_interrupt(*, store: Store | None = None, interrupt_id: str) -> dict[str, Any]:
@@ -267,11 +281,11 @@ def list_interrupts(
     return [to_dto(record) for record in _run_records(_store(store), run_id, include_settled)]
 
 
-def _run_records(store: Store, run_id: str, include_settled: bool) -> list[dict[str, Any]]:
+def _run_records(store: Store, run_id: str, include_settled: bool) -> list[Interrupt]:
     check_id(run_id, what="run id")
     records = []
     for interrupt_id in store.members(RUN_INTERRUPTS, run_id):
-        record = store.get(INTERRUPT, interrupt_id)
+        record = _get(store, interrupt_id)
         if record is None:
             continue  # linked by a creator that did not finish
         if include_settled or record.get("status") == InterruptStatus.PENDING:
@@ -287,7 +301,7 @@ def for_resource(*, store: Store | None = None, resource_id: str) -> list[dict[s
     records = [
         record
         for interrupt_id in store.members(RESOURCE_INTERRUPTS, resource_id)
-        if (record := store.get(INTERRUPT, interrupt_id)) is not None
+        if (record := _get(store, interrupt_id)) is not None
     ]
     records.sort(key=lambda record: str(record.get("created_at")))
     return [to_dto(record) for record in records]
@@ -298,10 +312,8 @@ def pending_for_run(*, store: Store | None = None, run_id: str) -> list[dict[str
     return list_interrupts(store=store, run_id=run_id)
 
 
-def _settle(
-    store: Store, interrupt_id: str, change: Callable[[dict[str, Any]], dict[str, Any]]
-) -> dict[str, Any]:
-    record = store.update(INTERRUPT, interrupt_id, change)
+def _settle(store: Store, interrupt_id: str, change: Callable[[Interrupt], Interrupt]) -> Interrupt:
+    record = _settled(store, interrupt_id, change)
     marker = _pending_marker(record)
     if marker:
         store.untag(PENDING, marker)
@@ -327,15 +339,17 @@ def resolve_interrupt(
     check_id(interrupt_id, what="interrupt id")
     stamp = timestamp(now or utcnow())
 
-    def resolve(record: dict[str, Any]) -> dict[str, Any]:
+    def resolve(record: Interrupt) -> Interrupt:
         if record.get("status") != InterruptStatus.PENDING:
             raise _not_pending(record)
         record.update(
-            status=InterruptStatus.RESOLVED.value,
-            resolution=decision,
-            resolved_at=stamp,
-            resolved_data=data,
-            updated_at=stamp,
+            {
+                "status": InterruptStatus.RESOLVED.value,
+                "resolution": decision,
+                "resolved_at": stamp,
+                "resolved_data": data,
+                "updated_at": stamp,
+            }
         )
         if by is not None:
             record["resolved_by"] = by
@@ -355,10 +369,12 @@ def cancel_interrupt(
     check_id(interrupt_id, what="interrupt id")
     stamp = timestamp(now or utcnow())
 
-    def cancel(record: dict[str, Any]) -> dict[str, Any]:
+    def cancel(record: Interrupt) -> Interrupt:
         if record.get("status") != InterruptStatus.PENDING:
             raise _not_pending(record)
-        record.update(status=InterruptStatus.CANCELLED.value, resolved_at=stamp, updated_at=stamp)
+        record.update(
+            {"status": InterruptStatus.CANCELLED.value, "resolved_at": stamp, "updated_at": stamp}
+        )
         return record
 
     try:
@@ -384,17 +400,19 @@ def sweep(*, store: Store | None = None, now: datetime | None = None) -> list[di
     settled: list[dict[str, Any]] = []
     damaged: list[str] = []
 
-    def expire(record: dict[str, Any]) -> dict[str, Any]:
+    def expire(record: Interrupt) -> Interrupt:
         if record.get("status") != InterruptStatus.PENDING:
             raise _Skip
         expires_at = record.get("expires_at")
         if not expires_at or parse_timestamp(expires_at) > moment:
             raise _Skip
         record.update(
-            status=InterruptStatus.EXPIRED.value,
-            resolution=on_expiry(record),
-            resolved_at=stamp,
-            updated_at=stamp,
+            {
+                "status": InterruptStatus.EXPIRED.value,
+                "resolution": on_expiry(record),
+                "resolved_at": stamp,
+                "updated_at": stamp,
+            }
         )
         return record
 
@@ -407,7 +425,7 @@ def sweep(*, store: Store | None = None, now: datetime | None = None) -> list[di
         try:
             settled.append(to_dto(_settle(store, interrupt_id, expire)))
         except _Skip:
-            record = store.get(INTERRUPT, interrupt_id)
+            record = _get(store, interrupt_id)
             if record is not None and record.get("status") != InterruptStatus.PENDING:
                 store.untag(PENDING, marker)
         except NotFound:
@@ -478,7 +496,7 @@ def inbox(
     chat_id: str | None = None,
     reason: str | None = None,
     include_settled: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[Interrupt]:
     """Stored interrupt records (DTO fields and ``default_resolution``), pending ones or all.
 
     One run's (``run_id``) in the order they opened, read through the run's index; otherwise
@@ -495,7 +513,7 @@ def inbox(
         ids = store.list_ids(INTERRUPT) if include_settled else _pending_ids(store)
         records = []
         for interrupt_id in ids:
-            record = store.get(INTERRUPT, interrupt_id)
+            record = _get(store, interrupt_id)
             if record is None:
                 continue  # a marker whose creator did not finish, or a gate settled meanwhile
             if include_settled or record.get("status") == InterruptStatus.PENDING:
@@ -510,7 +528,7 @@ def inbox(
 
 
 def transcript_before(
-    *, store: Store | None = None, record: dict[str, Any], limit: int = 6
+    *, store: Store | None = None, record: Mapping[str, Any], limit: int = 6
 ) -> list[dict[str, Any]]:
     """The last ``limit`` messages of an interrupt's chat written before it opened, in order."""
     from belt.records.messages import MESSAGE, MESSAGES
@@ -680,7 +698,7 @@ class Watch:
         self, interrupt_id: str, events: list[dict[str, Any]], first: str = "opened"
     ) -> None:
         try:
-            record = self.store.get(INTERRUPT, interrupt_id)
+            record = _get(self.store, interrupt_id)
         except InvalidInput as exc:
             self.known[interrupt_id] = "unreadable"
             self.waiting.discard(interrupt_id)

@@ -22,6 +22,7 @@ from belt.server.inspector_deliveries import executed_summary, mapping, text
 from belt.store.clock import parse_timestamp, utcnow
 
 if TYPE_CHECKING:
+    from belt.records.interrupts import Interrupt
     from belt.store import Store
 
 RESOLVED_BY = "the inspector page"
@@ -267,7 +268,7 @@ def gates(store: Store) -> dict[str, Any]:
     return {"now": now.isoformat(), "items": items}
 
 
-def gate_item(record: dict[str, Any], now: datetime) -> dict[str, Any]:
+def gate_item(record: Interrupt, now: datetime) -> dict[str, Any]:
     """A stored interrupt as the page shows a gate: its InterruptDTO, what it holds, how long it
     has left, what its expiry will do, and who settled it."""
     from belt.records.interrupts import on_expiry, settled_by, to_dto
