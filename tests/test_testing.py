@@ -150,8 +150,9 @@ def test_a_scenario_file_with_expectations_is_checked(pytester: pytest.Pytester)
                                 routes={"https://policy.example.com": deny})
             assert run.decisions("agent.tool_call") == ["deny"]
 
-        def test_unrouted(belt_scenario):
-            belt_scenario(Path(__file__).parent / "guarded.toml")
+        def test_allowed(belt_scenario):
+            belt_scenario(Path(__file__).parent / "guarded.toml",
+                          routes={"https://policy.example.com": "py:tests.pyhooks:allow"})
         """,
     )
     result = run(pytester)
@@ -219,3 +220,32 @@ def test_a_scenario_that_cannot_run_fails_the_test(pytester: pytest.Pytester) ->
     result = run(pytester)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*the scenario could not run:*no module named 'no_such_mod_zz'*"])
+
+
+def test_a_webhook_off_this_machine_fails_the_test_before_it_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    make_test(
+        pytester,
+        "HANDLER = 'https://hooks.example.invalid/guard'",
+        SCENARIO,
+        """
+        def test_guard(belt_scenario):
+            belt_scenario(SCENARIO)
+
+        def test_routed(belt_scenario):
+            run = belt_scenario(
+                SCENARIO, routes={"https://hooks.example.invalid": "py:tests.pyhooks:deny"}
+            )
+            assert run.decisions("agent.tool_call") == ["deny"]
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*the scenario could not run: hook 0 (agent.tool_call): the webhook "
+            "https://hooks.example.invalid is not on this machine; serve it here with "
+            "--route https://hooks.example.invalid=TARGET*"
+        ]
+    )

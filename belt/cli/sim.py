@@ -105,6 +105,14 @@ def run(
     route: Routes = None,
     wait: WaitFlag = False,
     strict: StrictFlag = False,
+    offline: Annotated[
+        bool,
+        typer.Option(
+            "--offline",
+            help="Refuse, before anything runs, a webhook or executor that is not a loopback "
+            "address, a py: handler or routed (--route), as `belt test` does.",
+        ),
+    ] = False,
     json_: JsonFlag = False,
 ) -> None:
     """Run a scenario: every hook fires at its boundary and every decision is applied.
@@ -134,6 +142,7 @@ def run(
         report=live(),
         wait=wait,
         routes=route or [],
+        offline=offline,
     )
     render(report, executed, json_, strict=strict)
 

@@ -37,12 +37,23 @@ def test(
         bool, typer.Option("--json", help="Print one JSON object per scenario, one per line.")
     ] = False,
     route: Routes = None,
+    allow_network: Annotated[
+        bool,
+        typer.Option(
+            "--allow-network",
+            help="Let webhooks and executors reach addresses that are not on this machine.",
+        ),
+    ] = False,
 ) -> None:
     """Run every scenario file that has expect tables, each in a fresh store, and check them.
 
     Prints one line per scenario (pass, fail or error, and its time), then for each failure
     the expectation, what happened instead and the transcript around it. Gates are settled by
-    the scenarios' own turns.resolve tables, so no test waits. Exits 5 when a file is not a
+    the scenarios' own turns.resolve tables, so no test waits. A hook call that fails fails its
+    scenario unless an expectation names its error (or the scenario says hook_errors =
+    "allow"). Tests run offline: a webhook or executor that is not a loopback address, a py:
+    handler or routed (--route URL_PREFIX=TARGET) is its scenario's error before anything runs,
+    unless --allow-network. Exits 5 when a file is not a
     valid scenario (the others still run) or no scenario with expectations is found, 1 when an
     expectation fails or a scenario errors, else 0.
     """
@@ -71,6 +82,7 @@ def test(
             junit_xml=junit_xml,
             report=reported,
             render=_excerpt_text,
+            allow_network=allow_network,
         )
     except KeyboardInterrupt:
         output.warning("interrupted; the scenarios that ended are reported above")

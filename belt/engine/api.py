@@ -107,8 +107,12 @@ def run_scenario(
     report: Reporter | None = None,
     wait: bool = False,
     routes: list[str] | None = None,
+    offline: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     """Run a scenario file; returns the simulation's report and the ids of the runs executed.
+
+    With ``offline``, a webhook or executor that is not on this machine
+    (``belt.engine.offline``) is a UsageError before anything is written or delivered.
 
     ``report`` receives live records: each hook task an in-process executor served, each task
     the simulation starts waiting on for an executor in another process, and the gates a
@@ -126,13 +130,23 @@ def run_scenario(
         parse_tools(executors)
     parse_routes(routes or [])
     loaded = read_scenario(scenario, hooks_file=hooks_file)
+    declared = with_scenario_executors(getattr(loaded.scenario, "executors", {}), executors or [])
+    if offline:
+        from belt.engine.offline import network_problems
+        from belt.errors import UsageError
+
+        problems = network_problems(loaded, parse_routes(routes or []), declared)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise UsageError(
+                f"{scenario}: {problems[0]}{more}",
+                hint="--offline delivers only to loopback addresses, py: handlers and routed URLs",
+            )
     store = open_store()
     options = simulation_options(
         store,
         DIALECTS[loaded.dialect],
-        executors=with_scenario_executors(
-            getattr(loaded.scenario, "executors", {}), executors or []
-        ),
+        executors=declared,
         fail_closed=fail_closed,
         transport=transport,
         report=report,

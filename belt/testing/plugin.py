@@ -239,12 +239,15 @@ class ScenarioRunner:
         executors: dict[str, Target] | None = None,
         hooks_file: str | Path | None = None,
         check: bool = True,
+        allow_network: bool = False,
     ) -> ScenarioRun:
         """Run ``scenario`` (a file, or a dict in the shape of a scenario file) in a fresh store.
 
         ``routes`` maps a URL prefix to a callable or a target (``py:MODULE:FUNC`` or a URL);
         ``executors`` maps a Nexus hook's tool to a callable or a target (``cmd:``, ``py:``, a
-        URL). With ``check``, the scenario's own ``[[expect]]`` tables must hold.
+        URL). With ``check``, the scenario's own ``[[expect]]`` tables must hold. As in ``belt
+        test``, a webhook or executor that is not a loopback address, a ``py:`` handler or
+        routed fails the test before anything runs, unless ``allow_network``.
         """
         from belt.declarations import read_document
         from belt.engine.scenario import scenario_from_document
@@ -267,7 +270,7 @@ class ScenarioRunner:
                 }
         loaded = scenario_from_document(document, source, directory, hooks_file=hooks_file)
         specs = [f"{prefix}={self.target(target)}" for prefix, target in (routes or {}).items()]
-        result = run_loaded(loaded.source, loaded, routes=specs)
+        result = run_loaded(loaded.source, loaded, routes=specs, allow_network=allow_network)
         if result.status == "error":
             pytest.fail(f"the scenario could not run: {result.error}", pytrace=False)
         run = ScenarioRun(result)

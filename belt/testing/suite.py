@@ -182,6 +182,7 @@ def run_suite(
     junit_xml: Path | None = None,
     report: Report | None = None,
     render: Render | None = None,
+    allow_network: bool = False,
 ) -> SuiteResult:
     """Run every selected scenario with expectations; ``report`` gets each result as it ends,
     and the JUnit file (``render`` writes the transcript excerpts) is written at the end."""
@@ -197,7 +198,7 @@ def run_suite(
         if not selected(name, pattern):
             continue
         with import_deadline(IMPORT_TIMEOUT):
-            result = run_document(path, document, routes=routes or [])
+            result = run_document(path, document, routes=routes or [], allow_network=allow_network)
         results.append(result)
         if report is not None:
             report(result)
@@ -210,7 +211,9 @@ def run_suite(
     return suite
 
 
-def run_document(path: Path, document: Any, *, routes: list[str]) -> ScenarioResult:
+def run_document(
+    path: Path, document: Any, *, routes: list[str], allow_network: bool = False
+) -> ScenarioResult:
     """Read one scenario and run it in a fresh store; errors become its result."""
     from belt.testing.expect import read_tested
 
@@ -229,7 +232,14 @@ def run_document(path: Path, document: Any, *, routes: list[str]) -> ScenarioRes
         return _invalid(name, exc, started)
     except BeltError as exc:
         return ScenarioResult(name, "error", time.perf_counter() - started, error=exc.message)
-    return run_loaded(name, loaded, routes=routes, started=started, expectations=expectations)
+    return run_loaded(
+        name,
+        loaded,
+        routes=routes,
+        started=started,
+        expectations=expectations,
+        allow_network=allow_network,
+    )
 
 
 def _invalid(name: str, exc: InvalidInput, started: float) -> ScenarioResult:
@@ -251,12 +261,15 @@ def run_loaded(
     started: float | None = None,
     handlers: dict[str, Callable[..., Any]] | None = None,
     expectations: list[Expectation] | None = None,
+    allow_network: bool = False,
 ) -> ScenarioResult:
     """Run a checked scenario in a fresh store in a temporary directory and check its
     expectations (compiled from it unless given; a scenario without any passes when it runs
-    without error)."""
+    without error). Unless ``allow_network``, a webhook or executor that is not on this machine
+    (``belt.engine.offline``) is the scenario's error before anything runs."""
     from belt.engine.api import simulation_options, start_simulation, with_scenario_executors
     from belt.engine.dialects import DIALECTS
+    from belt.engine.offline import OFFLINE_HINT, network_problems
     from belt.engine.report import build_report
     from belt.store import Store
     from belt.testing.expect import evaluate, expectations_of, unnamed_failures
@@ -271,15 +284,26 @@ def run_loaded(
     with tempfile.TemporaryDirectory(prefix="belt-test-", ignore_cleanup_errors=True) as tmp:
         store = Store(Path(tmp), shapes=True)
         try:
+            executors = with_scenario_executors(getattr(loaded.scenario, "executors", {}), [])
             options = simulation_options(
                 store,
                 DIALECTS[loaded.dialect],
-                executors=with_scenario_executors(getattr(loaded.scenario, "executors", {}), []),
+                executors=executors,
                 fail_closed=False,
                 transport=None,
                 report=None,
                 routes=routes,
             )
+            if not allow_network:
+                problems = network_problems(loaded, options.routes, executors)
+                if problems:
+                    return ScenarioResult(
+                        name,
+                        "error",
+                        time.perf_counter() - started,
+                        error=f"{problems[0]} (belt test runs offline)",
+                        problems=[*problems[1:], OFFLINE_HINT],
+                    )
             options.handlers.update(handlers or {})
             sim, _ = start_simulation(store, loaded, options)
             report = build_report(store, sim)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -397,3 +399,155 @@ def test_an_expectation_on_the_error_names_the_failure(
         result = belt("test", str(failing(tmp_path, port, expectation)))
     assert result.exit_code == code, result.stdout
     assert ("failed unnamed" in result.stdout) == bool(code)
+
+
+RECORDER = """
+import os
+import socket
+
+_log = os.environ["BELT_TEST_LOOKUPS"]
+
+
+def _record(line):
+    with open(_log, "a", encoding="utf-8") as file:
+        file.write(line + "\\n")
+
+
+_record("started")
+
+
+def getaddrinfo(host, *args, **kwargs):
+    _record(f"lookup {host}")
+    raise socket.gaierror(socket.EAI_NONAME, "lookups are recorded, never made, here")
+
+
+_connect = socket.socket.connect
+
+
+def connect(self, address):
+    _record(f"connect {address!r}")
+    return _connect(self, address)
+
+
+socket.getaddrinfo = getaddrinfo
+socket.socket.connect = connect
+"""
+"""A ``sitecustomize`` that records every name lookup and connection of the process (and
+answers no lookup, so nothing reaches a resolver even when it records one)."""
+
+GUARD = "https://hooks.example.invalid/guard"
+
+
+def recorded_run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """``belt ARGS`` in a process whose name lookups and connections are recorded: its result
+    and what it looked up or connected to (after the recorder's own "started")."""
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(RECORDER)
+    log = tmp_path / "lookups.log"
+    log.unlink(missing_ok=True)
+    root = Path(__file__).parents[2]
+    env = {
+        **os.environ,
+        "BELT_HOME": str(tmp_path / "home"),
+        "NO_COLOR": "1",
+        "BELT_TEST_LOOKUPS": str(log),
+        "PYTHONPATH": os.pathsep.join([str(site), str(root)]),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "belt", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    return result, log.read_text(encoding="utf-8").splitlines()
+
+
+def off_the_machine(directory: Path) -> Path:
+    """The scenario of issue 23: its only hook is a URL elsewhere, its only expectation that
+    the run completes (which it would, the unreachable hook counting as allow)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "remote.json"
+    hook = {"event": "agent.tool_call", "type": "webhook", "handler": GUARD}
+    doc = {"agent": {"hooks": [hook]}, "turns": [TURN], "expect": [{"run_state": "completed"}]}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_webhook_off_this_machine_is_an_error_before_any_lookup(tmp_path: Path) -> None:
+    path = off_the_machine(tmp_path / "tests")
+    result, seen = recorded_run(tmp_path, "test", str(path))
+    assert seen == ["started"], seen  # the recorder ran, and saw no lookup and no connection
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ERROR" in result.stdout
+    assert "the webhook https://hooks.example.invalid is not on this machine" in result.stdout
+    assert "--route https://hooks.example.invalid=TARGET" in result.stdout
+    assert "--allow-network" in result.stdout
+    assert "/guard" not in result.stdout  # a webhook is shown by its origin only
+    # --allow-network lifts it: the delivery is attempted (the recorder answers the lookup with
+    # "no such name"), and the failed call fails the scenario, as no expectation names it.
+    allowed, seen = recorded_run(tmp_path, "test", str(path), "--allow-network")
+    assert "lookup hooks.example.invalid" in seen, seen
+    assert allowed.returncode == 1
+    assert "1 hook call(s) failed unnamed" in allowed.stdout
+
+
+def test_sim_run_offline_applies_the_same_rule(tmp_path: Path) -> None:
+    path = off_the_machine(tmp_path / "tests")
+    result, seen = recorded_run(tmp_path, "sim", "run", str(path), "--offline")
+    assert seen == ["started"], seen
+    assert result.returncode == 2, result.stderr
+    assert "--route https://hooks.example.invalid=TARGET" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "home").exists() or not list((tmp_path / "home").rglob("ar_*"))
+    routed = belt(
+        "sim",
+        "run",
+        str(path),
+        "--offline",
+        "--route",
+        "https://hooks.example.invalid=py:tests.pyhooks:deny",
+    )
+    assert routed.exit_code == 0, routed.stderr
+    assert "→ deny (denied by tests.pyhooks)" in routed.stdout
+
+
+def test_a_routed_webhook_runs_offline_and_a_route_off_the_machine_does_not(
+    tmp_path: Path,
+) -> None:
+    path = off_the_machine(tmp_path / "tests")
+    routed = belt(
+        "test", str(path), "--route", "https://hooks.example.invalid=py:tests.pyhooks:deny"
+    )
+    assert routed.exit_code == 0, routed.stdout
+    elsewhere = belt(
+        "test", str(path), "--route", "https://hooks.example.invalid=https://other.example.invalid"
+    )
+    assert elsewhere.exit_code == 1
+    assert (
+        "its --route https://hooks.example.invalid sends it to https://other.example.invalid"
+        in elsewhere.stdout
+    )
+
+
+@pytest.mark.parametrize(
+    ("target", "here"),
+    [
+        ("http://127.0.0.1:9/x", True),
+        ("http://127.8.9.10:9/", True),
+        ("http://localhost:9/", True),
+        ("http://[::1]:9/", True),
+        ("py:tests.pyhooks:deny", True),
+        ("http://128.0.0.1:9/", False),
+        ("http://local.host:9/", False),
+        ("http://[::2]:9/", False),
+        ("https://localhost.example.com/", False),
+        ("http://10.0.0.1/", False),
+    ],
+)
+def test_what_is_on_this_machine(target: str, here: bool) -> None:
+    from belt.engine.offline import on_this_machine
+
+    assert on_this_machine(target) == here

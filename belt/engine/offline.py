@@ -1,0 +1,80 @@
+"""Hermetic runs: hooks delivered only on this machine.
+
+``belt test``, the pytest plugin and ``belt sim run --offline`` deliver only to loopback
+addresses (127.0.0.0/8, ::1, ``localhost``), ``py:`` handlers and the URLs a ``--route`` sends
+elsewhere on this machine. A webhook (or a Nexus executor) that would go anywhere else is found
+before anything runs, so a test can neither depend on the network nor pass on a hook that never
+answered because it was out of reach. ``--allow-network`` lifts the rule for a run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from belt.effects import is_in_process
+from belt.engine.dispatch import Route, route_for
+from belt.engine.hooksummary import is_loopback_host
+from belt.wire.platform import HookHandlerType
+
+
+def on_this_machine(target: str) -> bool:
+    """True for a ``py:`` or ``cmd:`` target and a URL whose host is a loopback address."""
+    if is_in_process(target) or target.startswith("cmd:"):
+        return True
+    try:
+        host = urlsplit(target).hostname
+    except ValueError:
+        return False
+    return bool(host) and is_loopback_host(str(host))
+
+
+def origin(url: str) -> str:
+    """A URL's scheme and host (and port), never its credentials, path or query: what a
+    message may show of it, and the prefix a ``--route`` for it takes."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = parts.port
+    except ValueError:
+        return "?"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+
+
+def network_problems(loaded: Any, routes: list[Route], executors: list[str]) -> list[str]:
+    """Every delivery of a read scenario that would leave this machine, each one line naming
+    the hook (or executor), where it would go, and the ``--route`` that would serve it here."""
+    problems = []
+    for index, hook in enumerate(getattr(loaded, "hooks", None) or []):
+        if hook.type != HookHandlerType.WEBHOOK or not hook.handler:
+            continue
+        url = str(hook.handler)
+        route = route_for(routes, url)
+        destination = route.destination(url) if route is not None else url
+        if on_this_machine(destination):
+            continue
+        where = f"hook {index} ({hook.event})"
+        if route is not None:
+            problems.append(
+                f"{where}: its --route {route.prefix} sends it to {origin(destination)}, which is "
+                "not on this machine; route it to py:MODULE:FUNC or a loopback URL"
+            )
+            continue
+        problems.append(
+            f"{where}: the webhook {origin(url)} is not on this machine; serve it here with "
+            f"--route {origin(url)}=TARGET (TARGET py:MODULE:FUNC or a loopback URL such as "
+            "http://127.0.0.1:8787)"
+        )
+    for spec in executors:
+        name, _, target = spec.partition("=")
+        if target and not on_this_machine(target.strip()):
+            problems.append(
+                f"executor {name.strip()}: {origin(target.strip())} is not on this machine; "
+                "give a cmd:, py: or loopback target"
+            )
+    return problems
+
+
+OFFLINE_HINT = "give --allow-network to let this run reach the network"
