@@ -48,7 +48,7 @@ from belt.executor.inbox import (
 from belt.records.executions import EXECUTION as EXECUTION
 from belt.records.executions import SIM_EXECUTIONS as SIM_EXECUTIONS
 from belt.records.ids import new_id, now_iso
-from belt.records.runs import RUN, Cancelled, RunRecord
+from belt.records.runs import RUN, Cancelled, Run, RunRecord
 from belt.store.clock import parse_timestamp, utcnow
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState, ChatStatus, ToolInvocationStatus
 from belt.wire.nexus import HookTaskInput, LifecycleHooks, NexusEvent, NexusHook
@@ -246,7 +246,7 @@ class NexusLoop:
                 regenerates=regenerates,
                 attention=None,
             )
-            state = run.data["execution"]
+            state = run.execution
         execution = self.execution(
             index, run, state, kind, conversation_id, hooks, approval_mode, state["input"]
         )
@@ -318,7 +318,7 @@ class NexusLoop:
                 f"run {run.id} is {run.state}, not on an attention hold",
                 hint="only a run whose hook task failed can be resumed",
             )
-        state = dict(run.data["execution"])
+        state = dict(run.execution)
         execution = self.execution(
             int(run.data["turn_index"]),
             run,
@@ -413,9 +413,7 @@ class NexusLoop:
         store.merge(EXECUTION, entry_id(sim_id, turn), {"state": state})
 
     @classmethod
-    def report_extras(
-        cls, store: Store, sim: dict[str, Any], runs: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+    def report_extras(cls, store: Store, sim: dict[str, Any], runs: list[Run]) -> dict[str, Any]:
         """The profile, every execution, and every hook task of the simulation."""
         return {
             "simulation": {

@@ -59,7 +59,7 @@ from belt.records.interrupts import (
     pending_for_run,
 )
 from belt.records.registry import load_directory
-from belt.records.runs import RunRecord, parked
+from belt.records.runs import Run, RunRecord, parked
 from belt.records.sims import HOOKS as HOOKS
 from belt.store.store import damaged
 from belt.wire.enums import (
@@ -250,7 +250,7 @@ class PlatformLoop:
                 "reply": new_id("msg"),
             },
         )
-        execution = Execution(index, run, run.data["execution"])
+        execution = Execution(index, run, run.execution)
         self.record_input(execution)
         recorder.update_chat(
             status=ChatStatus.BUSY.value, run_count=run_count + 1, active_run_id=run.id
@@ -294,7 +294,7 @@ class PlatformLoop:
         """A run held at gates goes on once every one of its interrupts is settled; a run whose
         process was killed goes on from its last durable point."""
         if interrupted:
-            execution = Execution(int(run.data["turn_index"]), run, dict(run.data["execution"]))
+            execution = Execution(int(run.data["turn_index"]), run, dict(run.execution))
             self.record_input(execution)
             return execution
         if run.state != AgentRunState.INPUT_REQUIRED and not parked(run.data):
@@ -306,7 +306,7 @@ class PlatformLoop:
                 f"run {run.id} still has {len(pending)} pending interrupt(s): {ids}",
                 hint=f"resolve them first: belt interrupt resolve {pending[0]['id']} allow|deny",
             )
-        state = dict(run.data["execution"])
+        state = dict(run.execution)
         return Execution(int(run.data["turn_index"]), run, state, input_message_id=state["input"])
 
     def resume_fields(self) -> dict[str, Any]:
@@ -355,9 +355,7 @@ class PlatformLoop:
         """The run record says it all."""
 
     @classmethod
-    def report_extras(
-        cls, store: Store, sim: dict[str, Any], runs: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+    def report_extras(cls, store: Store, sim: dict[str, Any], runs: list[Run]) -> dict[str, Any]:
         """The task chats and review branches the simulation started, and the one it is (for
         a task chat or a review branch)."""
         extras: dict[str, Any] = {

@@ -36,6 +36,7 @@ from belt.records.runs import (
     SIM_RUNS,
     TERMINAL_STATES,
     Cancelled,
+    Run,
     RunRecord,
     cancel_run,
     parked,
@@ -180,9 +181,7 @@ class Dialect(Protocol):
         """Record on the simulation how one of its runs stopped."""
 
     @classmethod
-    def report_extras(
-        cls, store: Store, sim: dict[str, Any], runs: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+    def report_extras(cls, store: Store, sim: dict[str, Any], runs: list[Run]) -> dict[str, Any]:
         """What a report of this dialect adds (``simulation`` keys are merged in)."""
 
 

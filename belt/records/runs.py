@@ -9,7 +9,8 @@ stop made while a hook is running always wins.
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from collections.abc import Mapping
+from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import Conflict
 from belt.records import leases
@@ -45,7 +46,7 @@ HELD_STATES = frozenset({AgentRunState.INPUT_REQUIRED, ATTENTION_HOLD})
 """States of a run waiting for something outside the simulation (a gate, a retried hook)."""
 
 
-def parked(run: dict[str, Any]) -> bool:
+def parked(run: Mapping[str, Any]) -> bool:
     """True for a run that waits for a client tool's result: it stays ``working`` (as on the
     platform) but nobody drives it until the result arrives, so it is held, not interrupted."""
     return (
@@ -54,7 +55,7 @@ def parked(run: dict[str, Any]) -> bool:
     )
 
 
-def waiting(run: dict[str, Any]) -> bool:
+def waiting(run: Mapping[str, Any]) -> bool:
     """True for a run held at its interrupts: gates, approvals, or a client tool's result."""
     return run.get("state") == AgentRunState.INPUT_REQUIRED or parked(run)
 
@@ -91,6 +92,11 @@ class Run(TypedDict):
     interrupt_reason: NotRequired[Any]
     interrupt_tool_id: NotRequired[Any]
     interrupt_meta: NotRequired[Any]
+    kind: NotRequired[Any]
+    conversation_id: NotRequired[Any]
+    approval_mode: NotRequired[Any]
+    profile: NotRequired[Any]
+    regenerates: NotRequired[Any]
     created_at: NotRequired[Any]
     updated_at: NotRequired[Any]
 
@@ -105,9 +111,9 @@ class Cancelled(Exception):
 class RunRecord:
     """One run's record in the store, written through on every change."""
 
-    def __init__(self, store: Store, data: dict[str, Any]) -> None:
+    def __init__(self, store: Store, data: Mapping[str, Any]) -> None:
         self.store = store
-        self.data = data
+        self.data = cast(Run, data)
 
     @classmethod
     def create(
@@ -161,7 +167,12 @@ class RunRecord:
     @property
     def state(self) -> str:
         """The run's state as last read or written."""
-        return str(self.data["state"])
+        return self.data["state"]
+
+    @property
+    def execution(self) -> dict[str, Any]:
+        """The persisted state the run resumes from (empty for a run that has none)."""
+        return self.data.get("execution") or {}
 
     def transition(self, **changes: Any) -> None:
         """Change the run under its lock, unless it was cancelled meanwhile (then Cancelled).
@@ -179,13 +190,13 @@ class RunRecord:
             run.update(changes)
             return run
 
-        self.data = self.store.update(RUN, self.id, apply)
+        self.data = cast(Run, self.store.update(RUN, self.id, apply))
 
     def check_cancelled(self) -> None:
         """Raise Cancelled when the run was stopped from another process."""
         current = self.store.read(RUN, self.id)
         if current["state"] == AgentRunState.CANCELED:
-            self.data = current
+            self.data = cast(Run, current)
             raise Cancelled
 
     def log(self, record: dict[str, Any]) -> None:
@@ -277,7 +288,7 @@ def release_lease(store: Store, run_id: str) -> None:
         pass
 
 
-def interrupted(run: dict[str, Any]) -> bool:
+def interrupted(run: Mapping[str, Any]) -> bool:
     """True for a run left ``working`` by a process that is gone (killed or crashed)."""
     if run.get("state") != AgentRunState.WORKING or parked(run):
         return False
@@ -314,16 +325,16 @@ def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -
     return store.update(RUN, check_id(run_id, what="run id"), apply)
 
 
-def sim_runs(store: Store, sim_id: str) -> list[dict[str, Any]]:
+def sim_runs(store: Store, sim_id: str) -> list[Run]:
     """The runs of a simulation, in the order they started."""
     return listed_runs(store, SIM_RUNS, sim_id)
 
 
-def listed_runs(store: Store, index: str, owner: str) -> list[dict[str, Any]]:
+def listed_runs(store: Store, index: str, owner: str) -> list[Run]:
     """The runs ``index`` lists for ``owner`` (a simulation's, a chat's), in the order they
     started; one listed by a process killed before it wrote the run is skipped."""
     runs = (store.get(RUN, run_id) for run_id in store.members(index, owner))
-    return [run for run in runs if run is not None]
+    return [cast(Run, run) for run in runs if run is not None]
 
 
 def run_events(store: Store, run_id: str) -> list[dict[str, Any]]:
@@ -331,7 +342,7 @@ def run_events(store: Store, run_id: str) -> list[dict[str, Any]]:
     return store.read_log(EVENTS_LOG, run_id)
 
 
-def run_dto(run: dict[str, Any], extra_fields: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_dto(run: Mapping[str, Any], extra_fields: tuple[str, ...] = ()) -> dict[str, Any]:
     """An AgentRunDTO of a stored run, with ``extra_fields`` a dialect adds.
 
     A run whose process is gone says so (``interrupted``): it can be resumed.

@@ -7,12 +7,13 @@ of a message, belt's fields on a run).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 from belt.records.chats import CHAT, read_chat
 from belt.records.interrupts import list_interrupts
 from belt.records.messages import chat_messages
-from belt.records.runs import CHAT_RUNS, RUN, listed_runs, run_dto
+from belt.records.runs import CHAT_RUNS, RUN, Run, listed_runs, run_dto
 from belt.store import Store, check_id
 from belt.wire.enums import InterruptStatus
 
@@ -22,7 +23,7 @@ def public_message(message: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in message.items() if key != "sim"}
 
 
-def chat_state(store: Store, chat_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def chat_state(store: Store, chat_id: str) -> tuple[dict[str, Any], Run | None]:
     """A chat and the run that occupies it, read as one step.
 
     A run's end, hold or going on changes the run and the chat's status under the chat's lock
@@ -32,7 +33,7 @@ def chat_state(store: Store, chat_id: str) -> tuple[dict[str, Any], dict[str, An
     with store.lock(CHAT, check_id(chat_id, what="chat id")):
         chat = read_chat(store, chat_id)
         active = chat.get("active_run_id")
-        run = store.get(RUN, active) if isinstance(active, str) else None
+        run = cast("Run | None", store.get(RUN, active)) if isinstance(active, str) else None
     return chat, run
 
 
@@ -40,11 +41,11 @@ def chat_dto(
     store: Store,
     chat_id: str,
     *,
-    runs: list[dict[str, Any]] | None = None,
+    runs: Sequence[Run] | None = None,
     run_fields: tuple[str, ...] = (),
     public: bool = False,
     with_messages: bool = True,
-    state: tuple[dict[str, Any], dict[str, Any] | None] | None = None,
+    state: tuple[dict[str, Any], Run | None] | None = None,
 ) -> dict[str, Any]:
     """A chat as a ChatDTO: status, active run, messages and pending interrupts.
 
