@@ -45,10 +45,16 @@ from belt.executor.inbox import (
     settle_approval,
     task_key,
 )
-from belt.records.executions import EXECUTION as EXECUTION
-from belt.records.executions import SIM_EXECUTIONS as SIM_EXECUTIONS
+from belt.records.executions import (
+    ExecutionEntry,
+    execution_recorded,
+    read_execution,
+    record_execution,
+    set_execution_state,
+    sim_executions,
+)
 from belt.records.ids import new_id, now_iso
-from belt.records.runs import RUN, Cancelled, Run, RunRecord
+from belt.records.runs import Cancelled, Run, RunRecord
 from belt.store.clock import parse_timestamp, utcnow
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState, ChatStatus, ToolInvocationStatus
 from belt.wire.nexus import HookTaskInput, LifecycleHooks, NexusEvent, NexusHook
@@ -103,16 +109,6 @@ def initial_state(turn: NexusTurnSpec) -> dict[str, Any]:
 def input_text(turn: NexusTurnSpec) -> str | None:
     """The text a turn sends: its mail, else its user message (None for neither)."""
     return turn.mail if turn.mail is not None else turn.user
-
-
-def entry_id(sim_id: str, turn: int) -> str:
-    """The store id of one execution's entry on its simulation."""
-    return f"{sim_id}-{turn}"
-
-
-def sim_executions(store: Store, sim_id: str) -> list[dict[str, Any]]:
-    """A simulation's execution entries, in turn order."""
-    return [store.read(EXECUTION, eid) for eid in store.members(SIM_EXECUTIONS, sim_id)]
 
 
 @dataclass
@@ -213,7 +209,7 @@ class NexusLoop:
             regenerates = previous["run_id"]
             hooks = previous["hooks"]
             if regenerates:
-                hooks = self.sim.store.read("run", regenerates).get("hooks") or {}
+                hooks = RunRecord.read(self.sim.store, regenerates).data.get("hooks") or {}
             approval_mode = previous["approval_mode"]
             origin = {**previous["profile"], "reused_from": regenerates}
             input_message_id = previous["input_message_id"]
@@ -330,8 +326,9 @@ class NexusLoop:
             state.get("input"),
         )
         if interrupted:
-            entry = entry_id(str(self.sim.sim["id"]), execution.turn_index)
-            if self.sim.store.get(EXECUTION, entry) is None:  # killed while it began
+            sim_id = str(self.sim.sim["id"])
+            if not execution_recorded(self.sim.store, sim_id, execution.turn_index):
+                # Killed while it began: enter it again.
                 self.enter(execution, run.data.get("hooks") or {}, run.data.get("profile") or {})
         return execution
 
@@ -403,14 +400,14 @@ class NexusLoop:
         """Record how the execution of ``run_id`` stopped on its entry."""
         if run_id is None:
             return
-        run = store.read(RUN, run_id)
+        run = RunRecord.read(store, run_id).data
         cls.set_entry_state(store, str(sim["id"]), int(run["turn_index"]), end)
 
     @classmethod
     def set_entry_state(cls, store: Store, sim_id: str, turn: int, end: End) -> None:
         """Write the state an execution stopped in onto its entry."""
         state = cls.held_state if end == End.HELD else end.value
-        store.merge(EXECUTION, entry_id(sim_id, turn), {"state": state})
+        set_execution_state(store, sim_id, turn, state)
 
     @classmethod
     def report_extras(cls, store: Store, sim: dict[str, Any], runs: list[Run]) -> dict[str, Any]:
@@ -426,12 +423,9 @@ class NexusLoop:
 
     # -- executions ----------------------------------------------------------------------------
 
-    def record_entry(self, entry: dict[str, Any]) -> None:
+    def record_entry(self, entry: ExecutionEntry) -> None:
         """Add one execution's entry to the simulation."""
-        sim_id = str(self.sim.sim["id"])
-        identity = entry_id(sim_id, int(entry["turn"]))
-        self.sim.store.write(EXECUTION, identity, entry)
-        self.sim.store.link(SIM_EXECUTIONS, sim_id, identity)
+        record_execution(self.sim.store, str(self.sim.sim["id"]), entry)
 
     def current_profile(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The profile a new input captures, and where it came from."""
@@ -444,12 +438,12 @@ class NexusLoop:
         record = read_profile(self.sim.store)
         return dict(record["configuration"]), {"source": "store", "revision": record["revision"]}
 
-    def previous_reply(self) -> dict[str, Any]:
+    def previous_reply(self) -> ExecutionEntry:
         """The latest execution that replied in the conversation (what a regeneration redoes)."""
         turn = self.sim.sim.get("last_reply")
         if turn is None:
             raise Conflict("there is no earlier reply to regenerate")
-        return self.sim.store.read(EXECUTION, entry_id(str(self.sim.sim["id"]), int(turn)))
+        return read_execution(self.sim.store, str(self.sim.sim["id"]), int(turn))
 
     def replace_reply(self, previous_turn: int, index: int) -> None:
         """Take the regenerated reply out of the context (it stays in the transcript)."""

@@ -8,9 +8,12 @@ any), the hooks and profile it captured, and the state it stopped in; the simula
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from belt.store.shapes import record_shape
+
+if TYPE_CHECKING:
+    from belt.store import Store
 
 EXECUTION = "execution"
 SIM_EXECUTIONS = "sim-executions"
@@ -32,3 +35,39 @@ class ExecutionEntry(TypedDict):
 
 
 record_shape(EXECUTION, ExecutionEntry)
+
+
+def execution_id(sim_id: str, turn: int) -> str:
+    """The store id of one execution's entry on its simulation."""
+    return f"{sim_id}-{turn}"
+
+
+def sim_executions(store: Store, sim_id: str) -> list[ExecutionEntry]:
+    """A simulation's execution entries, in turn order."""
+    return [
+        cast(ExecutionEntry, store.read(EXECUTION, identity))
+        for identity in store.members(SIM_EXECUTIONS, sim_id)
+    ]
+
+
+def read_execution(store: Store, sim_id: str, turn: int) -> ExecutionEntry:
+    """One execution's entry; NotFound (exit 3) if missing, InvalidInput (exit 5) if damaged."""
+    return cast(ExecutionEntry, store.read(EXECUTION, execution_id(sim_id, turn)))
+
+
+def execution_recorded(store: Store, sim_id: str, turn: int) -> bool:
+    """True once the entry of a simulation's execution is written (a process killed as the
+    execution began may have left it out)."""
+    return store.get(EXECUTION, execution_id(sim_id, turn)) is not None
+
+
+def record_execution(store: Store, sim_id: str, entry: ExecutionEntry) -> None:
+    """Write one execution's entry and list it on its simulation."""
+    identity = execution_id(sim_id, entry["turn"])
+    store.write(EXECUTION, identity, dict(entry))
+    store.link(SIM_EXECUTIONS, sim_id, identity)
+
+
+def set_execution_state(store: Store, sim_id: str, turn: int, state: str) -> None:
+    """Write the state an execution stopped in onto its entry."""
+    store.merge(EXECUTION, execution_id(sim_id, turn), {"state": state})
