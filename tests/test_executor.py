@@ -24,9 +24,6 @@ from starlette.routing import Route
 from belt.errors import NotFound, UsageError
 from belt.executor.inbox import (
     CLAIM_MARK,
-    HOOKTASK,
-    PENDING_TAG,
-    RUN_TASKS,
     ToolOutcome,
     abandoned,
     cancel_run_tasks,
@@ -43,6 +40,7 @@ from belt.executor.process import stop_marked
 from belt.executor.targets import parse_tool, parse_tools
 from belt.executor.worker import Worker
 from belt.records import leases
+from belt.records.hooktasks import HOOKTASK, PENDING_TAG, RUN_TASKS
 from belt.store import Store, open_store
 from belt.wire.nexus import NexusEvent, NexusHook
 from tests.servers import running

@@ -26,9 +26,9 @@ from belt.engine.report import build_report
 from belt.engine.scenario import LoadedNexusScenario, read_scenario
 from belt.engine.simulation import Options
 from belt.errors import Conflict
-from belt.executor.inbox import PENDING_TAG
 from belt.executor.targets import Target
 from belt.executor.worker import Worker
+from belt.records.hooktasks import PENDING_TAG
 from belt.render import transcript_lines
 from belt.store import open_store
 

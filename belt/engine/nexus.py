@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from belt.engine.ledger import CHAT_SCOPE
 from belt.engine.scenario import (
@@ -34,7 +34,6 @@ from belt.engine.simulation import GATE_POLL, End, Execution, SimStatus, record_
 from belt.errors import Conflict, UsageError
 from belt.executor.inbox import (
     FINISHED,
-    HOOKTASK,
     TaskStatus,
     abandoned,
     cancel_run_tasks,
@@ -53,6 +52,7 @@ from belt.records.executions import (
     set_execution_state,
     sim_executions,
 )
+from belt.records.hooktasks import HookTask, read_task
 from belt.records.ids import new_id, now_iso
 from belt.records.runs import Cancelled, Run, RunRecord
 from belt.store.clock import parse_timestamp, utcnow
@@ -655,10 +655,10 @@ class NexusLoop:
             raise Cancelled
         if task["status"] == TaskStatus.FAILED:
             return self.hold(execution, task)
-        decision: dict[str, Any] = task["decision"]
+        decision = cast(dict[str, Any], task["decision"])  # a completed task holds one
         return decision
 
-    def await_task(self, execution: NexusExecution, task: dict[str, Any]) -> dict[str, Any]:
+    def await_task(self, execution: NexusExecution, task: HookTask) -> HookTask:
         """Wait for the task's approval (``approval_mode = "ask"``), then for a worker to
         finish it, up to its deadline; a claim whose worker died goes back to the inbox at once
         (served here, when this process serves the tool)."""
@@ -667,7 +667,7 @@ class NexusLoop:
         told: set[str] = set()
         delay = 0.002
         while True:
-            current = store.read(HOOKTASK, identity)
+            current = read_task(store, identity)
             if current["status"] in FINISHED:
                 return current
             if execution.run is not None:
@@ -695,12 +695,12 @@ class NexusLoop:
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, 0.05)
 
-    def serve_here(self, task: dict[str, Any]) -> None:
+    def serve_here(self, task: HookTask) -> None:
         """Serve a dispatched task with the in-process executor, when it serves the tool."""
         if self.worker is not None and self.worker.serves(str(task["tool"])):
             self.worker.serve_task(str(task["id"]))
 
-    def await_approval(self, task: dict[str, Any], told: set[str]) -> dict[str, Any]:
+    def await_approval(self, task: HookTask, told: set[str]) -> HookTask:
         """One look at a task's approval: act on it when settled, sweep it when it is due."""
         from belt.records.interrupts import read_record, sweep
 
@@ -708,7 +708,7 @@ class NexusLoop:
         task = settle_approval(store, str(task["id"]))
         if task["status"] != TaskStatus.AWAITING_APPROVAL:
             return task
-        interrupt = read_record(store=store, interrupt_id=task["approval"]["interrupt_id"])
+        interrupt = read_record(store=store, interrupt_id=(task["approval"] or {})["interrupt_id"])
         if parse_timestamp(str(interrupt["expires_at"])) <= utcnow():
             sweep(store=store)
         elif "approval" not in told and self.notify is not None:
@@ -727,7 +727,7 @@ class NexusLoop:
                         self._rows.add((str(hook["task_id"]), int(hook.get("attempt") or 1)))
         return self._rows
 
-    def record_row(self, execution: NexusExecution, task: dict[str, Any]) -> None:
+    def record_row(self, execution: NexusExecution, task: HookTask) -> None:
         """One transcript row per finished attempt of a hook task."""
         seen = (str(task["id"]), int(task["attempt"]))
         if seen in self.recorded_rows():
@@ -764,7 +764,7 @@ class NexusLoop:
         )
         self.recorded_rows().add(seen)
 
-    def hold(self, execution: NexusExecution, task: dict[str, Any]) -> End:
+    def hold(self, execution: NexusExecution, task: HookTask) -> End:
         """A failed hook task: the execution waits on an attention hold, never ends silently."""
         error = task.get("error") or {}
         attention = {

@@ -32,9 +32,18 @@ from typing import TYPE_CHECKING, Any
 
 from belt.errors import BeltError, Conflict, NotFound
 from belt.records import leases
-from belt.records.hooktasks import HOOKTASK as HOOKTASK
-from belt.records.hooktasks import PENDING_TAG as PENDING_TAG
-from belt.records.hooktasks import RUN_TASKS as RUN_TASKS
+from belt.records.hooktasks import (
+    HookTask,
+    add_task,
+    change_task,
+    get_task,
+    list_on_run,
+    mark_pending,
+    read_task,
+    run_task_ids,
+    unmark_pending,
+)
+from belt.records.hooktasks import run_tasks as run_tasks
 from belt.records.ids import new_id
 from belt.store.clock import parse_timestamp, timestamp, utcnow
 from belt.text import short
@@ -114,13 +123,15 @@ def _attempt_summary(task: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _fail(task: dict[str, Any], code: Failure, message: str, **extra: Any) -> dict[str, Any]:
+def _fail(task: HookTask, code: Failure, message: str, **extra: Any) -> HookTask:
     now = timestamp(utcnow())
     task.update(
-        status=TaskStatus.FAILED.value,
-        error={"code": code.value, "message": message, **extra},
-        finished_at=now,
-        updated_at=now,
+        {
+            "status": TaskStatus.FAILED.value,
+            "error": {"code": code.value, "message": message, **extra},
+            "finished_at": now,
+            "updated_at": now,
+        }
     )
     return task
 
@@ -138,7 +149,7 @@ def schedule_task(
     tool_only: bool = False,
     continuations_used: int = 0,
     chat_id: str | None = None,
-) -> dict[str, Any]:
+) -> HookTask:
     """Put the task for ``key`` in the inbox, or reuse it: the same (event, source), one task.
 
     A completed task keeps its result and a task still within its deadline is left to its
@@ -154,7 +165,7 @@ def schedule_task(
     asks = approval_mode == ASK
     deadline = None if asks else timestamp(now + timedelta(milliseconds=hook.timeout_ms))
     status = TaskStatus.AWAITING_APPROVAL if asks else TaskStatus.PENDING
-    fresh: dict[str, Any] = {
+    fresh: HookTask = {
         "id": identity,
         "task_key": key,
         "event": event.value,
@@ -183,17 +194,10 @@ def schedule_task(
         "created_at": stamp,
         "updated_at": stamp,
     }
-    try:
-        store.create(HOOKTASK, identity, fresh)
-    except Conflict:
-        # Listed again: a process killed between writing the task and listing it left it out.
-        if identity not in store.members(RUN_TASKS, run_id):
-            store.link(RUN_TASKS, run_id, identity)
-    else:
-        store.link(RUN_TASKS, run_id, identity)
+    if add_task(store, fresh):
         return _dispatch_or_ask(store, fresh)
 
-    def rearm(task: dict[str, Any]) -> dict[str, Any]:
+    def rearm(task: HookTask) -> HookTask:
         current = task["status"]
         if current in (TaskStatus.COMPLETED, TaskStatus.CANCELLED, TaskStatus.AWAITING_APPROVAL):
             raise _Keep
@@ -201,33 +205,35 @@ def schedule_task(
             raise _Keep
         task["history"] = [*task.get("history", []), _attempt_summary(task)]
         task.update(
-            status=status.value,
-            approval=None,
-            attempt=int(task["attempt"]) + 1,
-            dispatched_at=stamp,
-            deadline=deadline,
-            claim=None,
-            result=None,
-            decision=None,
-            error=None,
-            duration_ms=None,
-            finished_at=None,
-            updated_at=stamp,
+            {
+                "status": status.value,
+                "approval": None,
+                "attempt": int(task["attempt"]) + 1,
+                "dispatched_at": stamp,
+                "deadline": deadline,
+                "claim": None,
+                "result": None,
+                "decision": None,
+                "error": None,
+                "duration_ms": None,
+                "finished_at": None,
+                "updated_at": stamp,
+            }
         )
         return task
 
     try:
-        task = store.update(HOOKTASK, identity, rearm)
+        task = change_task(store, identity, rearm)
     except _Keep:
-        return store.read(HOOKTASK, identity)
-    store.link(RUN_TASKS, run_id, identity)
+        return read_task(store, identity)
+    list_on_run(store, run_id, identity)
     return _dispatch_or_ask(store, task)
 
 
-def _dispatch_or_ask(store: Store, task: dict[str, Any]) -> dict[str, Any]:
+def _dispatch_or_ask(store: Store, task: HookTask) -> HookTask:
     """Put a new attempt in the inbox, or, when it must be approved first, ask for approval."""
     if task["status"] == TaskStatus.PENDING:
-        store.tag(PENDING_TAG, str(task["id"]))
+        mark_pending(store, task["id"])
         return task
     from belt.records.interrupts import create_interrupt
 
@@ -249,19 +255,19 @@ def _dispatch_or_ask(store: Store, task: dict[str, Any]) -> dict[str, Any]:
         },
     )
 
-    def ask(current: dict[str, Any]) -> dict[str, Any]:
+    def ask(current: HookTask) -> HookTask:
         current["approval"] = {"interrupt_id": interrupt["id"], "status": "pending"}
         return current
 
-    return store.update(HOOKTASK, str(task["id"]), ask)
+    return change_task(store, task["id"], ask)
 
 
-def settle_approval(store: Store, identity: str) -> dict[str, Any]:
+def settle_approval(store: Store, identity: str) -> HookTask:
     """Act on the approval of a task awaiting it: approved, it is dispatched to the inbox (its
     deadline starts now); denied or expired unapproved, it fails. Returns the task as it is."""
     from belt.records.interrupts import read_record
 
-    task = store.read(HOOKTASK, identity)
+    task = read_task(store, identity)
     approval = task.get("approval") or {}
     if task["status"] != TaskStatus.AWAITING_APPROVAL or not approval.get("interrupt_id"):
         return task
@@ -270,7 +276,7 @@ def settle_approval(store: Store, identity: str) -> dict[str, Any]:
         return task
     resolution = interrupt.get("resolution") or "deny"
 
-    def settle(current: dict[str, Any]) -> dict[str, Any]:
+    def settle(current: HookTask) -> HookTask:
         if current["status"] != TaskStatus.AWAITING_APPROVAL:
             raise _Keep
         now = utcnow()
@@ -288,23 +294,25 @@ def settle_approval(store: Store, identity: str) -> dict[str, Any]:
             )
         deadline = now + timedelta(milliseconds=int(current["timeout_ms"]))
         current.update(
-            status=TaskStatus.PENDING.value,
-            dispatched_at=timestamp(now),
-            deadline=timestamp(deadline),
-            updated_at=timestamp(now),
+            {
+                "status": TaskStatus.PENDING.value,
+                "dispatched_at": timestamp(now),
+                "deadline": timestamp(deadline),
+                "updated_at": timestamp(now),
+            }
         )
         return current
 
     try:
-        task = store.update(HOOKTASK, identity, settle)
+        task = change_task(store, identity, settle)
     except _Keep:
-        return store.read(HOOKTASK, identity)
+        return read_task(store, identity)
     if task["status"] == TaskStatus.PENDING:
-        store.tag(PENDING_TAG, identity)
+        mark_pending(store, identity)
     return task
 
 
-def claim_task(store: Store, identity: str, *, worker: str) -> dict[str, Any] | None:
+def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
     """Claim a pending task for ``worker`` (this process); None if it is gone, taken or past its
     deadline.
 
@@ -314,7 +322,7 @@ def claim_task(store: Store, identity: str, *, worker: str) -> dict[str, Any] | 
     """
     status = None
 
-    def claim(task: dict[str, Any]) -> dict[str, Any]:
+    def claim(task: HookTask) -> HookTask:
         nonlocal status
         status = task["status"]
         if status != TaskStatus.PENDING:
@@ -324,29 +332,31 @@ def claim_task(store: Store, identity: str, *, worker: str) -> dict[str, Any] | 
         now = timestamp(utcnow())
         holder = leases.mine()
         task.update(
-            status=TaskStatus.CLAIMED.value,
-            claim={
-                "by": worker,
-                "at": now,
-                "pid": holder["pid"],
-                "host": holder["host"],
-                "started": holder["started"],
-                "mark": new_id("cl"),
-            },
+            {
+                "status": TaskStatus.CLAIMED.value,
+                "claim": {
+                    "by": worker,
+                    "at": now,
+                    "pid": holder["pid"],
+                    "host": holder["host"],
+                    "started": holder["started"],
+                    "mark": new_id("cl"),
+                },
+            }
         )
         task["updated_at"] = now
         return task
 
     try:
-        task = store.update(HOOKTASK, identity, claim)
+        task = change_task(store, identity, claim)
     except _Keep:
         if status != TaskStatus.CLAIMED:
-            store.untag(PENDING_TAG, identity)  # finished, or waiting for its approval
+            unmark_pending(store, identity)  # finished, or waiting for its approval
         return None
     except BeltError:
         return None
     if task["status"] != TaskStatus.CLAIMED:
-        store.untag(PENDING_TAG, identity)
+        unmark_pending(store, identity)
         return None
     return task
 
@@ -363,7 +373,7 @@ def abandoned(claim: Any) -> bool:
     return not leases.holder_alive(holder)
 
 
-def release_abandoned(store: Store, identity: str) -> dict[str, Any] | None:
+def release_abandoned(store: Store, identity: str) -> HookTask | None:
     """Give a task whose worker died holding its claim back to the inbox; returns the task, now
     pending, or None when its claim is not abandoned (or someone else released it first).
 
@@ -373,13 +383,13 @@ def release_abandoned(store: Store, identity: str) -> dict[str, Any] | None:
     """
     from belt.executor.process import stop_marked
 
-    task = store.get(HOOKTASK, identity)
+    task = get_task(store, identity)
     if task is None or task["status"] != TaskStatus.CLAIMED or not abandoned(task.get("claim")):
         return None
     claim = task["claim"]
     stop_marked(CLAIM_MARK, str(claim["mark"]))
 
-    def release(current: dict[str, Any]) -> dict[str, Any]:
+    def release(current: HookTask) -> HookTask:
         if current["status"] != TaskStatus.CLAIMED or current.get("claim") != claim:
             raise _Keep
         now = utcnow()
@@ -387,20 +397,22 @@ def release_abandoned(store: Store, identity: str) -> dict[str, Any] | None:
         gone = {**_attempt_summary(current), "error": {"code": WORKER_GONE, "message": message}}
         current["history"] = [*current.get("history", []), gone]
         current.update(
-            status=TaskStatus.PENDING.value,
-            attempt=int(current["attempt"]) + 1,
-            dispatched_at=timestamp(now),
-            deadline=timestamp(now + timedelta(milliseconds=int(current["timeout_ms"]))),
-            claim=None,
-            updated_at=timestamp(now),
+            {
+                "status": TaskStatus.PENDING.value,
+                "attempt": int(current["attempt"]) + 1,
+                "dispatched_at": timestamp(now),
+                "deadline": timestamp(now + timedelta(milliseconds=int(current["timeout_ms"]))),
+                "claim": None,
+                "updated_at": timestamp(now),
+            }
         )
         return current
 
     try:
-        task = store.update(HOOKTASK, identity, release)
+        task = change_task(store, identity, release)
     except _Keep:
         return None
-    store.tag(PENDING_TAG, identity)
+    mark_pending(store, identity)
     return task
 
 
@@ -462,14 +474,14 @@ def complete_task(
     *,
     duration_ms: int,
     mark: str | None = None,
-) -> dict[str, Any]:
+) -> HookTask:
     """Record a claimed task's outcome, checking the decision; returns the task as it now is.
 
     A task that was cancelled (force stop) or already timed out keeps that state: a late result
     cannot change it. With ``mark``, only the claim that carries it may complete the task.
     """
 
-    def finish(task: dict[str, Any]) -> dict[str, Any]:
+    def finish(task: HookTask) -> HookTask:
         if task["status"] != TaskStatus.CLAIMED:
             raise _Keep
         if mark is not None and (task.get("claim") or {}).get("mark") != mark:
@@ -503,21 +515,21 @@ def complete_task(
                     f"the hook asked for continuation {used + 1}; max_continuations is {allowed}",
                 )
         now = timestamp(utcnow())
-        task.update(status=TaskStatus.COMPLETED.value, finished_at=now, updated_at=now)
+        task.update({"status": TaskStatus.COMPLETED.value, "finished_at": now, "updated_at": now})
         return task
 
     try:
-        task = store.update(HOOKTASK, identity, finish)
+        task = change_task(store, identity, finish)
     except _Keep:
-        return store.read(HOOKTASK, identity)
-    store.untag(PENDING_TAG, identity)
+        return read_task(store, identity)
+    unmark_pending(store, identity)
     return task
 
 
-def expire_task(store: Store, identity: str) -> dict[str, Any]:
+def expire_task(store: Store, identity: str) -> HookTask:
     """Fail a task whose deadline has passed (timeout); returns the task as it now is."""
 
-    def expire(task: dict[str, Any]) -> dict[str, Any]:
+    def expire(task: HookTask) -> HookTask:
         if task["status"] not in (TaskStatus.PENDING, TaskStatus.CLAIMED):
             raise _Keep
         if not _deadline_passed(task):
@@ -532,53 +544,57 @@ def expire_task(store: Store, identity: str) -> dict[str, Any]:
         )
 
     try:
-        task = store.update(HOOKTASK, identity, expire)
+        task = change_task(store, identity, expire)
     except _Keep:
-        return store.read(HOOKTASK, identity)
-    store.untag(PENDING_TAG, identity)
+        return read_task(store, identity)
+    unmark_pending(store, identity)
     return task
 
 
 def release_task(store: Store, identity: str, *, worker: str) -> None:
     """Give a claimed task back to the inbox (the worker was interrupted before finishing)."""
 
-    def release(task: dict[str, Any]) -> dict[str, Any]:
+    def release(task: HookTask) -> HookTask:
         if task["status"] != TaskStatus.CLAIMED or (task.get("claim") or {}).get("by") != worker:
             raise _Keep
-        task.update(status=TaskStatus.PENDING.value, claim=None, updated_at=timestamp(utcnow()))
+        task.update(
+            {"status": TaskStatus.PENDING.value, "claim": None, "updated_at": timestamp(utcnow())}
+        )
         return task
 
     try:
-        store.update(HOOKTASK, identity, release)
+        change_task(store, identity, release)
     except _Keep:
         return
-    store.tag(PENDING_TAG, identity)
+    mark_pending(store, identity)
 
 
-def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[dict[str, Any]]:
+def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[HookTask]:
     """Cancel a run's pending and claimed hook tasks; returns the ones cancelled."""
     cancelled = []
 
-    def cancel(task: dict[str, Any]) -> dict[str, Any]:
+    def cancel(task: HookTask) -> HookTask:
         open_states = (TaskStatus.PENDING, TaskStatus.CLAIMED, TaskStatus.AWAITING_APPROVAL)
         if task["status"] not in open_states:
             raise _Keep
         now = timestamp(utcnow())
         task.update(
-            status=TaskStatus.CANCELLED.value,
-            error={"code": Failure.CANCELLED.value, "message": reason},
-            finished_at=now,
-            updated_at=now,
+            {
+                "status": TaskStatus.CANCELLED.value,
+                "error": {"code": Failure.CANCELLED.value, "message": reason},
+                "finished_at": now,
+                "updated_at": now,
+            }
         )
         return task
 
-    for identity in store.members(RUN_TASKS, run_id):
+    for identity in run_task_ids(store, run_id):
         try:
-            task = store.update(HOOKTASK, identity, cancel)
+            task = change_task(store, identity, cancel)
         except _Keep:
             continue
         cancelled.append(task)
-        store.untag(PENDING_TAG, identity)
+        unmark_pending(store, identity)
         approval = task.get("approval") or {}
         if approval.get("status") == "pending":
             from belt.records.interrupts import cancel_interrupt
@@ -588,11 +604,6 @@ def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[dict[str, A
             except (Conflict, NotFound):
                 pass  # settled meanwhile, or its creator never finished
     return cancelled
-
-
-def run_tasks(store: Store, run_id: str) -> list[dict[str, Any]]:
-    """A run's hook tasks, in the order they were first scheduled."""
-    return [store.read(HOOKTASK, identity) for identity in store.members(RUN_TASKS, run_id)]
 
 
 def outcome_of(task: Mapping[str, Any]) -> str:

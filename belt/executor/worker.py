@@ -11,8 +11,6 @@ from belt.errors import UsageError
 from belt.executor.inbox import (
     CLAIM_MARK,
     FINISHED,
-    HOOKTASK,
-    PENDING_TAG,
     TaskStatus,
     abandoned,
     claim_task,
@@ -22,6 +20,7 @@ from belt.executor.inbox import (
     task_record,
 )
 from belt.executor.targets import Target, parse_tools
+from belt.records.hooktasks import HookTask, get_task, pending_ids, unmark_pending
 from belt.records.reports import Reporter
 from belt.store.clock import parse_timestamp, timestamp, utcnow
 
@@ -50,7 +49,7 @@ class Worker:
         """True when this worker has a target for ``tool``."""
         return tool in self.targets
 
-    def serve_task(self, identity: str) -> dict[str, Any] | None:
+    def serve_task(self, identity: str) -> HookTask | None:
         """Claim one task, run its tool and complete it; None if the claim was lost."""
         task = claim_task(self.store, identity, worker=self.name)
         if task is None:
@@ -70,21 +69,21 @@ class Worker:
             self.report(task_record(final, duration_ms=duration_ms))
         return final
 
-    def serve_pending(self) -> list[dict[str, Any]]:
+    def serve_pending(self) -> list[HookTask]:
         """One pass over the inbox: serve every waiting task of the tools this worker serves.
 
         A claimed task whose worker died is released first (``release_abandoned``), whatever
         its tool; a finished task's marker that its worker was killed before removing goes.
         """
         served = []
-        for identity in self.store.tagged(PENDING_TAG):
-            task = self.store.get(HOOKTASK, identity)
+        for identity in pending_ids(self.store):
+            task = get_task(self.store, identity)
             if task is not None and task["status"] == TaskStatus.CLAIMED:
                 if not abandoned(task.get("claim")):
                     continue
                 task = release_abandoned(self.store, identity)
             elif task is not None and task["status"] in FINISHED:
-                self.store.untag(PENDING_TAG, identity)
+                unmark_pending(self.store, identity)
                 continue
             if task is None or task["status"] != TaskStatus.PENDING:
                 continue

@@ -7,9 +7,14 @@ index lists every task of a run. ``belt.executor.inbox`` schedules, claims and s
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
+from belt.errors import Conflict
 from belt.store.shapes import record_shape
+
+if TYPE_CHECKING:
+    from belt.store import Store
 
 HOOKTASK = "hooktask"
 PENDING_TAG = "hooktask-pending"
@@ -49,3 +54,66 @@ class HookTask(TypedDict):
 
 
 record_shape(HOOKTASK, HookTask)
+
+
+def add_task(store: Store, task: HookTask) -> bool:
+    """Write a new task and list it on its run; False (and nothing written) when a task of its
+    id is stored already, which is then listed on the run if a process killed between writing
+    it and listing it left it out."""
+    identity, run_id = task["id"], task["run_id"]
+    try:
+        store.create(HOOKTASK, identity, dict(task))
+    except Conflict:
+        if identity not in store.members(RUN_TASKS, run_id):
+            store.link(RUN_TASKS, run_id, identity)
+        return False
+    store.link(RUN_TASKS, run_id, identity)
+    return True
+
+
+def read_task(store: Store, identity: str) -> HookTask:
+    """One hook task; NotFound (exit 3) if missing, InvalidInput (exit 5) if damaged."""
+    return cast(HookTask, store.read(HOOKTASK, identity))
+
+
+def get_task(store: Store, identity: str) -> HookTask | None:
+    """One hook task, or None when there is none."""
+    return cast("HookTask | None", store.get(HOOKTASK, identity))
+
+
+def change_task(store: Store, identity: str, change: Callable[[HookTask], HookTask]) -> HookTask:
+    """Change a hook task under its lock (so exactly one worker claims it); returns it."""
+    return cast(
+        HookTask,
+        store.update(HOOKTASK, identity, lambda data: dict(change(cast(HookTask, data)))),
+    )
+
+
+def list_on_run(store: Store, run_id: str, identity: str) -> None:
+    """List a task on its run (again: listing is idempotent)."""
+    store.link(RUN_TASKS, run_id, identity)
+
+
+def run_tasks(store: Store, run_id: str) -> list[HookTask]:
+    """A run's hook tasks, in the order they were first scheduled."""
+    return [read_task(store, identity) for identity in store.members(RUN_TASKS, run_id)]
+
+
+def run_task_ids(store: Store, run_id: str) -> list[str]:
+    """The ids of a run's hook tasks, in the order they were first scheduled."""
+    return store.members(RUN_TASKS, run_id)
+
+
+def mark_pending(store: Store, identity: str) -> None:
+    """Put a task in the inbox a worker looks at."""
+    store.tag(PENDING_TAG, identity)
+
+
+def unmark_pending(store: Store, identity: str) -> None:
+    """Take a task out of the inbox (finished, or waiting for its approval)."""
+    store.untag(PENDING_TAG, identity)
+
+
+def pending_ids(store: Store) -> list[str]:
+    """The ids of the tasks in the inbox."""
+    return store.tagged(PENDING_TAG)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from belt.errors import ExitCode
-from belt.executor.inbox import HOOKTASK, PENDING_TAG
+from belt.records.hooktasks import HOOKTASK, PENDING_TAG
 from belt.store import open_store
 from tests.cli.runner import belt
 
