@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -43,8 +43,9 @@ def missing() -> str | None:
 
 
 @contextmanager
-def chromium(**context: Any) -> Iterator[Any]:
-    """A Playwright browser context in the system's Chromium, with a fresh profile."""
+def chromium(*, flags: Sequence[str] = (), **context: Any) -> Iterator[Any]:
+    """A Playwright browser context in the system's Chromium, with a fresh profile; ``flags``
+    are more command-line flags (``--host-resolver-rules=...``)."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="belt-chromium-") as profile, sync_playwright() as p:
@@ -52,7 +53,7 @@ def chromium(**context: Any) -> Iterator[Any]:
             profile,
             executable_path=chromium_path(),
             headless=True,
-            args=CHROMIUM_FLAGS,
+            args=[*CHROMIUM_FLAGS, *flags],
             viewport={"width": 1280, "height": 900},
             **context,
         )

@@ -196,7 +196,8 @@ def test_serve_answers_any_body_with_json_or_a_problem(
     server: str, route: tuple[str, str], body: bytes
 ) -> None:
     method, path = route
-    reply = httpx.request(method, server + path, content=body, timeout=30)
+    sent = {"content-type": "application/json"}
+    reply = httpx.request(method, server + path, content=body, headers=sent, timeout=30)
     if reply.status_code >= 400:
         assert reply.status_code < 500, reply.text
         assert reply.headers["content-type"] == "application/problem+json"

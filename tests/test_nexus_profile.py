@@ -22,6 +22,7 @@ EXAMPLES = Path(__file__).parent.parent / "examples"
 PROFILE = json.loads((EXAMPLES / "nexus-profile.json").read_text())
 PATH = "/agent_api/v1/profile/configuration"
 STOP = {"stop": {"tool": "verify", "timeout_ms": 5000, "max_continuations": 1}}
+JSON = "application/json"
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def api() -> Iterator[str]:
 
 def put(url: str, body: Any, **headers: str) -> httpx.Response:
     content = body if isinstance(body, str) else json.dumps(body)
-    return httpx.put(url + PATH, content=content, headers=headers)
+    return httpx.put(url + PATH, content=content, headers={"content-type": JSON, **headers})
 
 
 def test_get_before_any_put_is_an_empty_declaration(api: str) -> None:

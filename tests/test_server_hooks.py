@@ -42,6 +42,8 @@ class Served:
     def post(self, path: str = "/hooks", body: Any = None, **kwargs: Any) -> httpx.Response:
         if body is not None and "content" not in kwargs:
             kwargs["content"] = json.dumps(body).encode()
+        # As belt's webhook handler and the platform send hooks.
+        kwargs["headers"] = {"content-type": "application/json", **kwargs.get("headers", {})}
         return httpx.post(self.url + path, **kwargs)
 
     def journal(self) -> list[dict[str, Any]]:

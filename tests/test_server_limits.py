@@ -22,6 +22,7 @@ from belt.wire.platform import LifecycleHookPayload
 from tests.servers import running
 
 PROBLEM = "application/problem+json"
+JSON = {"content-type": "application/json"}
 
 
 @contextmanager
@@ -54,10 +55,10 @@ def closed_by_server(sock: socket.socket) -> bool:
 
 def test_a_request_head_that_never_finishes_is_closed(tmp_path: Path) -> None:
     with serving(tmp_path, header_timeout=0.3) as url:
-        slow = open_socket(url, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        slow = open_socket(url, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         silent = open_socket(url)
         # A kept-alive connection that starts a second request and stalls is closed too.
-        kept = open_socket(url, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        kept = open_socket(url, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         first = b""
         while not first.endswith(b'{"status":"ok"}'):
             first += kept.recv(1024)
@@ -172,9 +173,10 @@ def test_hostile_bodies_are_422_problems_and_journalled(
     tmp_path: Path, body: bytes, detail: str
 ) -> None:
     with serving(tmp_path) as url:
-        answer = httpx.post(f"{url}/hooks/x", content=body, timeout=30)
-        resolve = httpx.post(f"{url}/interrupts/int_x/resolve", content=body, timeout=30)
-        settings = httpx.post(f"{url}/chats/chat_1/settings", content=body, timeout=30)
+        sent = {"content": body, "headers": JSON, "timeout": 30}
+        answer = httpx.post(f"{url}/hooks/x", **sent)
+        resolve = httpx.post(f"{url}/interrupts/int_x/resolve", **sent)
+        settings = httpx.post(f"{url}/chats/chat_1/settings", **sent)
     for reply in (answer, resolve, settings):
         assert reply.status_code == 422
         assert reply.headers["content-type"] == PROBLEM
@@ -186,7 +188,9 @@ def test_hostile_bodies_are_422_problems_and_journalled(
 def test_resolve_refuses_nan_data(tmp_path: Path) -> None:
     with serving(tmp_path) as url:
         body = b'{"decision": "allow", "data": {"x": Infinity}}'
-        reply = httpx.post(f"{url}/interrupts/int_x/resolve", content=body, timeout=30)
+        reply = httpx.post(
+            f"{url}/interrupts/int_x/resolve", content=body, headers=JSON, timeout=30
+        )
     assert reply.status_code == 422
     assert "Infinity is not a JSON number" in reply.json()["detail"]
 

@@ -26,7 +26,21 @@ def serve(
     ] = None,
     token: Annotated[
         str | None,
-        typer.Option(help="Require 'Authorization: Bearer TOKEN' on every route but /healthz."),
+        typer.Option(
+            envvar="BELT_SERVE_TOKEN",
+            show_envvar=True,
+            help="Require 'Authorization: Bearer TOKEN' on every route but /healthz and the "
+            "inspector page's files, whatever the Host: how to share a server.",
+        ),
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            metavar="NAME",
+            help="Also answer requests sent to NAME (a tunnel's or a container's name); "
+            "without --token only loopback names are answered. Repeatable.",
+        ),
     ] = None,
     sweep_interval: Annotated[
         float, typer.Option(help="Seconds between sweeps that settle overdue gates (0: off).")
@@ -85,6 +99,11 @@ def serve(
     docs/reliability.md). The agent routes let the official SDKs run their agents here,
     offline: each message is a simulated run whose hooks fire as in `belt sim`, answered by
     the --model script (docs/emulator.md).
+
+    Every route answers only requests no other site's page could send: to a loopback name
+    (127.0.0.1, localhost, [::1]) or an --allow-host NAME, or carrying the --token; from no
+    other Origin; with JSON bodies. No request names code to run: py: handlers come from
+    --handler and the --agents files.
     """
     from belt.server.run import serve as run_server
 
@@ -104,6 +123,7 @@ def serve(
         forward_to=forward_to,
         model=model,
         agents=agents,
+        allow_hosts=allow_host,
         on_listening=render_listening,
     )
 
@@ -117,6 +137,8 @@ def render_listening(info: dict[str, Any]) -> None:
         extras.append("signed requests only")
     if info["token"]:
         extras.append("bearer token required")
+    elif info.get("allow_hosts"):
+        extras.append("also answering " + ", ".join(info["allow_hosts"]))
     interval = info["sweep_interval"]
     extras.append(f"sweep every {interval:g} s" if interval else "sweep off")
     if info.get("workers", 1) > 1:

@@ -1,7 +1,9 @@
 """The agent routes of ``belt serve``: the official SDKs run their agents against it, offline.
 
 ``POST /agents/run`` appends a message to an emulated chat (``belt.engine.emulator``) and answers
-at once; the run goes on in the background, every hook firing as in ``belt sim``. The chat is
+at once; the run goes on in the background, every hook firing as in ``belt sim``. Its
+``agent_config`` may not name a ``py:`` handler: no request names code for the server to run
+(such agents are files under ``--agents DIR``, named by template ref). The chat is
 read with ``GET /chats/{id}`` (``belt.server.chats``) or streamed (``belt.server.stream``); client
 tools, approvals and stops have their routes here. Every other route the SDKs call answers 501,
 naming the route, never a silent success. Errors are the problem document of every route, typed
@@ -23,6 +25,7 @@ from belt.errors import BeltError
 from belt.server.guard import STOPPING
 from belt.server.problems import Problem, belt_problem, envelope, read_json_object
 from belt.server.stream import chat_events
+from belt.wire.validate import IN_PROCESS_PREFIX
 
 if TYPE_CHECKING:
     from belt.engine.emulator import Emulator
@@ -102,6 +105,16 @@ class AgentsApi:
         body = await self._body(request)
         if isinstance(body, Response):
             return body
+        named = code_named(body)
+        if named is not None:
+            where, handler = named
+            return Problem(
+                400,
+                "Bad Request",
+                f"{where}: {handler!r} is code for the server's process to run, which a request "
+                "may not name; declare the agent in a file under `belt serve --agents DIR` (its "
+                "hooks may name py: handlers) and send its template ref as agent",
+            ).agent_response()
         return await self._call(self.emulator.send, body)
 
     async def status(self, request: Request) -> Response:
@@ -165,6 +178,20 @@ class AgentsApi:
             except Exception as exc:  # one bad pass is reported; the server stays up
                 self.emulator.tell("continue", "-", f"{type(exc).__name__}: {exc}")
             await asyncio.sleep(interval)
+
+
+def code_named(body: dict[str, Any]) -> tuple[str, str] | None:
+    """The first hook handler of a request's ``agent_config`` that would run code in the
+    server's process (a ``py:`` handler), with its path; None when there is none."""
+    config = body.get("agent_config")
+    hooks = config.get("hooks") if isinstance(config, dict) else None
+    if not isinstance(hooks, list):
+        return None
+    for index, hook in enumerate(hooks):
+        handler = hook.get("handler") if isinstance(hook, dict) else None
+        if isinstance(handler, str) and handler.strip().lower().startswith(IN_PROCESS_PREFIX):
+            return f"agent_config.hooks[{index}].handler", handler
+    return None
 
 
 def not_emulated(template: str) -> Callable[[Request], Any]:

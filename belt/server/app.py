@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,8 +22,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
+from belt.effects import is_in_process
 from belt.errors import BeltError
 from belt.records.journal import JOURNAL, journal_headers
 from belt.records.journal import SERVE as JOURNAL_ID
@@ -53,7 +52,7 @@ from belt.server.problems import (
 from belt.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify_with
 from belt.store.clock import timestamp, utcnow
 from belt.wire.platform import LifecycleHookPayload
-from belt.wire.validate import describe, model_problems
+from belt.wire.validate import IN_PROCESS_PREFIX, describe, model_problems
 
 if TYPE_CHECKING:
     from belt.store import Store
@@ -89,36 +88,6 @@ class ReplayGuard:
         # A signature stays acceptable for the tolerance either side of its timestamp.
         self._seen[msg_id] = now + 2 * self.window
         return True
-
-
-class BearerAuth:
-    """Pure ASGI middleware: every route but /healthz needs ``Authorization: Bearer <token>``.
-
-    The inspector page's own files hold no data and are open too: a browser cannot send a header
-    from a link, so the page's script sends the token (docs/inspector.md).
-    """
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.token = token.encode("utf-8")
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Refuse a request without the right bearer token with 401."""
-        if scope["type"] != "http" or scope["path"] == "/healthz" or is_page_shell(scope["path"]):
-            await self.app(scope, receive, send)
-            return
-        header = b""
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                header = value
-                break
-        scheme, _, offered = header.partition(b" ")
-        if scheme.lower() == b"bearer" and hmac.compare_digest(offered.strip(), self.token):
-            await self.app(scope, receive, send)
-            return
-        detail = "missing bearer token" if not header else "wrong bearer token"
-        response = Problem(401, "Unauthorized", detail).response({"www-authenticate": "Bearer"})
-        await response(scope, receive, send)
 
 
 class HookService:
@@ -240,8 +209,15 @@ def create_app(
     resume: bool = False,
     model: Path | None = None,
     agents: Path | None = None,
+    allow_hosts: Iterable[str] = (),
+    in_process: Iterable[str] = (),
 ) -> Starlette:
     """The ASGI app of ``belt serve``; ``store=None`` uses the store in the state directory.
+
+    Every route is behind ``RequestGuard`` (``belt.server.guard``): ``token`` and
+    ``allow_hosts`` (``--allow-host``) say which requests are answered. ``in_process`` names
+    the ``py:`` handlers the server was started with (``--handler``), which with those of the
+    ``agents`` files are the only code the inspector's replay may call: no request names code.
 
     ``handler_pool`` is the pool a ``--handler`` runs in (``/healthz`` reports it saturated);
     ``on_loop_error`` receives one line per burst of connections refused for want of file
@@ -255,16 +231,26 @@ def create_app(
     from belt.engine.modelscript import load_model_script
     from belt.server.agents import agent_routes
     from belt.server.chats import chat_routes
+    from belt.server.guard import RequestGuard, allowed_host_name
     from belt.server.profile import profile_routes
     from belt.store import open_store
 
+    names = [allowed_host_name(name) for name in allow_hosts]
     the_store = store if store is not None else open_store()
+    agent_files = load_agent_files(agents) if agents is not None else None
     emulator = Emulator(
         the_store,
         model=load_model_script(model) if model is not None else None,
-        agents=load_agent_files(agents) if agents is not None else None,
+        agents=agent_files,
         report=report,
     )
+    handlers = {spec.strip().removeprefix(IN_PROCESS_PREFIX) for spec in in_process}
+    for agent in agent_files.agents.values() if agent_files is not None else ():
+        handlers |= {
+            str(hook.handler).removeprefix(IN_PROCESS_PREFIX)
+            for hook in agent.hooks
+            if hook.handler is not None and is_in_process(str(hook.handler))
+        }
     # The journal is a log of what was asked and answered, not state anything depends on: its
     # records are written before each response but not fsynced (see docs/serve.md).
     hooks = HookService(
@@ -312,7 +298,9 @@ def create_app(
         Route("/chats/{chat_id}/settings", api.chat_settings, methods=["POST"]),
         *profile_routes(the_store, report),
         *chat_routes(the_store),
-        *inspector_routes(the_store, decide=hooks.decide, token=bool(token), report=report),
+        *inspector_routes(
+            the_store, decide=hooks.decide, in_process=frozenset(handlers), report=report
+        ),
         *emulated,
     ]
     app = Starlette(
@@ -320,8 +308,13 @@ def create_app(
         lifespan=lifespan,
         exception_handlers={HTTPException: http_problem, Exception: internal_problem},
     )
-    if token:
-        app.add_middleware(BearerAuth, token=token)
+    app.add_middleware(
+        RequestGuard,
+        token=token,
+        allow_hosts=names,
+        is_open=lambda path: path == "/healthz" or is_page_shell(path),
+        report=report,
+    )
     return app
 
 
@@ -391,6 +384,8 @@ def create_app_from_settings(env: dict[str, str]) -> Starlette:
         resume=env.get("RESUME") == "1",
         model=Path(env["MODEL"]) if env.get("MODEL") else None,
         agents=Path(env["AGENTS"]) if env.get("AGENTS") else None,
+        allow_hosts=[name for name in env.get("ALLOW_HOST", "").split(",") if name.strip()],
+        in_process=[env["HANDLER"]] if env.get("HANDLER") else [],
     )
 
 

@@ -1,12 +1,21 @@
-"""Connection limits that uvicorn does not have: a header deadline and a cap on connections.
+"""What ``belt serve`` lets in: which requests are answered, and limits uvicorn does not have.
 
-uvicorn times out an idle kept-alive connection, but not a client that opens a connection and
-sends its request line and headers a byte at a time (slowloris): each such client holds a file
-descriptor forever, and enough of them exhaust the process's open files. ``GuardedH11Protocol``
-gives every request ``header_timeout`` seconds from its first byte (or from the connection's
-start) to finish its headers, and holds at most ``max_connections`` connections: when a new one
-arrives at the cap, the connection that has waited longest without a complete request is closed
-to make room, so clients that send whole requests are served while slow ones take turns.
+``RequestGuard`` stands in front of every route. A local server is reachable from every web page
+the user's browser opens, so it answers only a request that could not have been forged by one:
+its ``Host`` names this machine (a loopback name or address) or a name given with
+``--allow-host`` (a page whose name was rebound to 127.0.0.1 still sends its own name), or it
+carries the ``--token``; an ``Origin`` it carries is the server's own (browsers send one with
+every cross-origin POST, bodyless ones included); and a body that changes something is
+``application/json``, which another site's page cannot send without asking the server first
+(and the server never says yes). A refusal is a problem document and one live line.
+
+``GuardedH11Protocol`` gives every request ``header_timeout`` seconds from its first byte (or
+from the connection's start) to finish its headers, and holds at most ``max_connections``
+connections: uvicorn times out an idle kept-alive connection, but not a client that sends its
+request head a byte at a time (slowloris), and each such client holds a file descriptor forever.
+When a new connection arrives at the cap, the connection that has waited longest without a
+complete request is closed to make room, so clients that send whole requests are served while
+slow ones take turns.
 
 The limits are read from the uvicorn ``Config`` (attributes set by ``belt serve``), so the class
 can be named by import string and used by every worker process.
@@ -15,10 +24,19 @@ can be named by import string and used by every worker process.
 from __future__ import annotations
 
 import asyncio
+import hmac
+import ipaddress
 import time
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from belt.errors import UsageError
+from belt.records.reports import Reporter, report_api
+from belt.server.problems import Problem
 
 HEADER_TIMEOUT = 10.0
 """Seconds a client has to send a whole request head."""
@@ -179,3 +197,251 @@ class AcceptErrors:
             )
         self.last = now
         self.count += 1
+
+
+# -- who may ask ---------------------------------------------------------------------------------
+
+LOOPBACK_NAMES = ("localhost",)
+"""Host names that always mean this machine (besides the loopback addresses)."""
+
+NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._")
+HEADER_MAX = 255 + 8
+"""The longest Host or Origin value looked at: a DNS name, a port and a scheme."""
+SHOWN_MAX = 100
+"""How much of a refused header value a refusal quotes."""
+SAFE_METHODS = (b"GET", b"HEAD", b"OPTIONS")
+"""Methods that change nothing (a preflight ``OPTIONS`` is answered 405: never allowed)."""
+JSON_CHARSETS = ("utf-8", "utf8")
+LOOPBACK_HOSTS = "a loopback host (127.0.0.1, localhost, [::1])"
+
+
+def split_host(value: str) -> tuple[str, int | None] | None:
+    """A ``Host`` value's name (lowercase; an IPv6 address in brackets) and port, or None when
+    it is not a plain ``name[:port]``."""
+    if not value or len(value) > HEADER_MAX or not value.isascii():
+        return None
+    value = value.lower()
+    if value.startswith("["):
+        end = value.find("]")
+        try:
+            address = ipaddress.IPv6Address(value[1:end]) if end > 0 else None
+        except ValueError:
+            return None
+        if address is None:
+            return None
+        name, rest = f"[{address.compressed}]", value[end + 1 :]
+    else:
+        name, _, _ = value.partition(":")
+        rest = value[len(name) :]
+        if not name or not NAME_CHARACTERS.issuperset(name):
+            return None
+    if not rest:
+        return name, None
+    digits = rest[1:]
+    if rest[0] != ":" or not digits.isdigit() or len(digits) > 5 or not 0 < int(digits) < 65536:
+        return None
+    return name, int(digits)
+
+
+def is_loopback_name(name: str) -> bool:
+    """True for a host name (as ``split_host`` gives it) that only this machine answers to."""
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_host_name(spec: str) -> str:
+    """The name of an ``--allow-host`` value; UsageError saying why it is not one."""
+    parsed = split_host(spec.strip())
+    if parsed is None or parsed[1] is not None:
+        raise UsageError(
+            f"--allow-host {spec!r} is not a host name",
+            hint="give the name requests are sent to, without a scheme or a port "
+            "(--allow-host belt.internal)",
+        )
+    return parsed[0]
+
+
+def host_allowed(value: str, allowed: Iterable[str] = ()) -> bool:
+    """True when a ``Host`` value names this machine or one of the ``allowed`` names (any port:
+    the name is what a rebound page cannot change)."""
+    parsed = split_host(value)
+    if parsed is None:
+        return False
+    name = parsed[0]
+    return is_loopback_name(name) or name in allowed
+
+
+def same_origin(origin: str, host: str) -> bool:
+    """True when an ``Origin`` value is the origin of a page served by the host a request names
+    (``http://`` or ``https://`` and the same name and port); ``null`` and anything else is not."""
+    if len(origin) > HEADER_MAX or not origin.isascii():
+        return False
+    scheme, sep, rest = origin.lower().partition("://")
+    if not sep or scheme not in ("http", "https"):
+        return False
+    theirs, ours = split_host(rest), split_host(host)
+    if theirs is None or ours is None:
+        return False
+    default = 80 if scheme == "http" else 443
+    return theirs[0] == ours[0] and (theirs[1] or default) == (ours[1] or default)
+
+
+def is_json_type(value: str) -> bool:
+    """True for ``application/json``, with at most a UTF-8 ``charset`` parameter."""
+    essence, *parameters = value.split(";")
+    if essence.strip().lower() != "application/json":
+        return False
+    for parameter in parameters:
+        key, _, given = parameter.strip().partition("=")
+        if not key and not given:
+            continue
+        if (
+            key.strip().lower() != "charset"
+            or given.strip().strip('"').lower() not in JSON_CHARSETS
+        ):
+            return False
+    return True
+
+
+def shown(value: bytes) -> str:
+    """A header value as a refusal quotes it: cut short, every character visible."""
+    text = value.decode("latin-1")
+    return repr(text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX] + "…")
+
+
+class Refusal(Exception):
+    """A request the guard does not let in, and how it is answered."""
+
+    def __init__(self, problem: Problem, headers: dict[str, str] | None = None) -> None:
+        super().__init__(problem.detail)
+        self.problem = problem
+        self.headers = headers
+
+
+class RequestGuard:
+    """Pure ASGI middleware in front of every route of ``belt serve`` (see the module's text).
+
+    Without ``token``: ``Host`` must name this machine or one of ``allow_hosts``. With it: every
+    route but those ``is_open`` names needs ``Authorization: Bearer TOKEN``, and a request that
+    carries it is answered whatever its ``Host`` and ``Origin`` (a page of another site cannot
+    send that header without the server's leave). Either way a foreign ``Origin`` is refused
+    (403), and a body sent to change something must be ``application/json`` (415). A request
+    whose body is cut short is one line too, not a traceback.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None = None,
+        allow_hosts: Iterable[str] = (),
+        is_open: Callable[[str], bool] = lambda path: False,
+        report: Reporter | None = None,
+    ) -> None:
+        self.app = app
+        self.token = token.encode("utf-8") if token else None
+        self.allowed = frozenset(allowed_host_name(name) for name in allow_hosts)
+        self.is_open = is_open
+        self.report = report
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer a refused request with its problem; pass the rest on."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            self.check(scope)
+        except Refusal as refusal:
+            problem = refusal.problem
+            self._tell("refused", scope, problem.status, problem.detail)
+            await problem.response(refusal.headers)(scope, receive, send)
+            return
+        try:
+            await self.app(scope, receive, send)
+        except ClientDisconnect:
+            # The client went away while its body was read: nobody is left to answer, and
+            # nothing went wrong here, so one line says so (not a traceback).
+            self._tell(
+                "cut short",
+                scope,
+                400,
+                "the client closed the connection before sending its whole body",
+            )
+
+    def check(self, scope: Scope) -> None:
+        """Raise Refusal for a request the rules refuse."""
+        headers: dict[bytes, list[bytes]] = {}
+        for name, value in scope["headers"]:
+            headers.setdefault(name, []).append(value)
+        if not self._carries_token(headers):
+            if self.token is not None and not self.is_open(scope["path"]):
+                authorization = headers.get(b"authorization")
+                detail = "missing bearer token" if not authorization else "wrong bearer token"
+                raise Refusal(Problem(401, "Unauthorized", detail), {"www-authenticate": "Bearer"})
+            host = self._host(headers.get(b"host", []))
+            self._origin(headers.get(b"origin", []), host)
+        if scope["method"].encode("latin-1") not in SAFE_METHODS and self._has_body(headers):
+            self._content_type(headers.get(b"content-type", []))
+
+    def _carries_token(self, headers: dict[bytes, list[bytes]]) -> bool:
+        if self.token is None:
+            return False
+        header = (headers.get(b"authorization") or [b""])[0]
+        scheme, _, offered = header.partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(offered.strip(), self.token)
+
+    def _host(self, values: list[bytes]) -> str:
+        if len(values) != 1:
+            what = "without a Host header" if not values else "with more than one Host header"
+            raise Refusal(Problem(403, "Forbidden", f"belt serve does not answer a request {what}"))
+        host = values[0].decode("latin-1")
+        if self.token is None and not host_allowed(host, self.allowed):
+            raise Refusal(
+                Problem(
+                    403,
+                    "Forbidden",
+                    f"Host {shown(values[0])} is not a name of this server: without --token, "
+                    f"belt serve answers only requests to {LOOPBACK_HOSTS} or to a name given "
+                    "with --allow-host (a page of another site, rebound to 127.0.0.1, sends its "
+                    "own name)",
+                )
+            )
+        return host
+
+    def _origin(self, values: list[bytes], host: str) -> None:
+        if not values:
+            return
+        if len(values) != 1 or not same_origin(values[0].decode("latin-1"), host):
+            raise Refusal(
+                Problem(
+                    403,
+                    "Forbidden",
+                    f"Origin {shown(b', '.join(values))} is not this server's own "
+                    f"(http://{host}): belt serve does not answer other sites' pages",
+                )
+            )
+
+    @staticmethod
+    def _has_body(headers: dict[bytes, list[bytes]]) -> bool:
+        if b"transfer-encoding" in headers:
+            return True
+        return any(value.strip() not in (b"", b"0") for value in headers.get(b"content-length", []))
+
+    @staticmethod
+    def _content_type(values: list[bytes]) -> None:
+        if len(values) == 1 and is_json_type(values[0].decode("latin-1")):
+            return
+        sent = f"it was {shown(b', '.join(values))}" if values else "it had no Content-Type"
+        raise Refusal(
+            Problem(415, "Unsupported Media Type", f"send the body as application/json ({sent})")
+        )
+
+    def _tell(self, action: str, scope: Scope, status: int, detail: str) -> None:
+        path = str(scope.get("path", ""))
+        if len(path) > SHOWN_MAX:
+            path = path[:SHOWN_MAX] + "…"
+        report_api(self.report, action, f"{scope.get('method', '-')} {path}", status, detail)

@@ -3,10 +3,11 @@
 This module is all that ``create_app`` imports of it, and it only routes: the page's files and
 its API (``belt.server.inspector_api``) are imported when ``/`` or a route under ``/inspector/``
 is first requested, so a server nobody looks at starts and answers hooks as it did without it.
-The page follows the API's rules: same host and port, and with ``--token`` every JSON route needs
-the bearer token. Only the page's own files (``/`` and ``/inspector/static/...``, which hold no
-data) are served without it, since a browser cannot send a header from a link: the script reads
-the token from the URL's fragment (``/#token=...``), which a browser never sends to a server.
+The page follows the API's rules (``belt.server.guard`` checks them for every route): same host
+and port, and with ``--token`` every JSON route needs the bearer token. Only the page's own files
+(``/`` and ``/inspector/static/...``, which hold no data) are served without it, since a browser
+cannot send a header from a link: the script reads the token from the URL's fragment
+(``/#token=...``), which a browser never sends to a server.
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ class LazyInspector:
         store: Store,
         *,
         decide: Decider | None,
-        token: bool,
+        in_process: frozenset[str],
         report: Any,
     ) -> None:
         self.options: dict[str, Any] = {
             "store": store,
             "decide": decide,
-            "token": token,
+            "in_process": in_process,
             "report": report,
         }
         self.app: ASGIApp | None = None
@@ -59,11 +60,12 @@ class LazyInspector:
 
 
 def inspector_routes(
-    store: Store, *, decide: Decider | None, token: bool, report: Any
+    store: Store, *, decide: Decider | None, in_process: frozenset[str], report: Any
 ) -> list[BaseRoute]:
     """The routes of the page and its API, over ``store``; ``decide`` is the server's decider
-    (what a replay to a served request's own handler asks), ``token`` whether one is required."""
-    lazy = LazyInspector(store, decide=decide, token=token, report=report)
+    (what a replay to a served request's own handler asks), ``in_process`` the ``py:`` handlers
+    the server was started with (the only ones a replay may call)."""
+    lazy = LazyInspector(store, decide=decide, in_process=in_process, report=report)
     return [
         Route("/", lazy, methods=["GET", "HEAD"]),
         Route(PREFIX + "/{rest:path}", lazy),

@@ -10,17 +10,15 @@ Every view of the page is one of these routes, so a script gets what the page sh
 - ``GET /inspector/stream``: NDJSON, one line each time deliveries, runs or gates changed in the
   store (found with a few ``stat`` calls a tick while a page is open; nothing runs when none is).
 
-Answers use the platform's envelope and problem+json. Without ``--token`` the server is reachable
-from this machine only, and the inspector also refuses a request whose ``Host`` is not a loopback
-name (a page of another site, rebound to 127.0.0.1, cannot read it); a request that changes
-something must be ``application/json`` (which another site's page cannot send without asking).
+Answers use the platform's envelope and problem+json. Who may ask is the server's guard's
+(``belt.server.guard``): loopback or allowed ``Host`` names without a token, the server's own
+``Origin``, ``application/json`` bodies.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -41,7 +39,7 @@ from belt.server.inspector_replay import Replayer, parse_target, scenario_file, 
 from belt.server.problems import Problem, belt_problem, envelope, read_json_object
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from starlette.types import ASGIApp
 
     from belt.handlers.webhook import WebhookResult
     from belt.policy import Verdict
@@ -63,7 +61,6 @@ PAGE_HEADERS = {
     "cache-control": "no-store",
 }
 API_HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
-LOOPBACK_NAMES = ("localhost",)
 
 TICK = 0.25
 """Seconds between two looks at the store while a page is connected to the stream."""
@@ -77,52 +74,6 @@ STREAM_SECONDS = 600.0
 def static_file(name: str) -> bytes:
     """A file of the page, from the package."""
     return (resources.files("belt.server") / "inspector_static" / name).read_bytes()
-
-
-def loopback_host(header: str) -> bool:
-    """True when a ``Host`` header names this machine (a loopback name or address)."""
-    host = header.rsplit(":", 1)[0] if header.count(":") == 1 else header
-    if host.startswith("["):
-        host = host[1 : host.find("]")] if "]" in host else host
-    if host.lower() in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-class Guard:
-    """The inspector's rules above its routes: loopback ``Host`` without a token, JSON writes."""
-
-    def __init__(self, app: ASGIApp, *, token: bool) -> None:
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Refuse what the rules refuse with a problem; pass the rest on."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope["headers"])
-        if not self.token and not loopback_host(headers.get(b"host", b"").decode("latin-1")):
-            problem = Problem(
-                403,
-                "Forbidden",
-                "the inspector of a server without --token answers only requests to a loopback "
-                "host (127.0.0.1, localhost, [::1])",
-            )
-            await problem.response()(scope, receive, send)
-            return
-        if scope["method"] == "POST":
-            kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-            if kind != b"application/json":
-                problem = Problem(
-                    415, "Unsupported Media Type", "send the body as application/json"
-                )
-                await problem.response()(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 def api(data: Any) -> Response:
@@ -146,12 +97,21 @@ def problem_of(exc: BeltError) -> Response:
 class Inspector:
     """The routes' handlers, over one store."""
 
-    def __init__(self, store: Store, *, decide: Decider | None, report: Reporter | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        decide: Decider | None,
+        report: Reporter | None,
+        in_process: frozenset[str] = frozenset(),
+    ) -> None:
         self.store = store
         self.decide = decide
         self.report = report
         self.deliveries = Deliveries(store)
-        self.replayer = Replayer(store, self.deliveries, self._serve_decide if decide else None)
+        self.replayer = Replayer(
+            store, self.deliveries, self._serve_decide if decide else None, in_process
+        )
         self.continuing: set[asyncio.Task[None]] = set()
 
     async def call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -464,11 +424,16 @@ def _whole(value: str, name: str) -> int:
 
 
 def build(
-    *, prefix: str, store: Store, decide: Decider | None, token: bool, report: Reporter | None
+    *,
+    prefix: str,
+    store: Store,
+    decide: Decider | None,
+    in_process: frozenset[str],
+    report: Reporter | None,
 ) -> ASGIApp:
-    """The inspector's router over ``store`` (its JSON routes under ``prefix``), behind its
-    guard."""
-    inspector = Inspector(store, decide=decide, report=report)
+    """The inspector's router over ``store`` (its JSON routes under ``prefix``); ``in_process``
+    the ``py:`` handlers a replay may call."""
+    inspector = Inspector(store, decide=decide, report=report, in_process=in_process)
     p = prefix
     router = Router(
         routes=[
@@ -485,4 +450,4 @@ def build(
             Route(f"{p}/stream", inspector.stream, methods=["GET"]),
         ]
     )
-    return Guard(router, token=token)
+    return router

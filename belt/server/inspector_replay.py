@@ -9,7 +9,8 @@ A replay goes through ``belt.replay`` (the same comparison of decision, reason a
 - ``url``: a webhook URL;
 - ``policy``: a policy file, decided in-process;
 - ``py``: a ``py:MODULE:FUNC`` callable, called as a scenario's in-process handler is (with the
-  payload as a dict).
+  payload as a dict): only one the server was started with (``--handler``, or a hook of an
+  ``--agents`` file), since no request may name code for the server to run.
 
 A changed delivery can be kept as a scenario that ``belt test`` runs: the model is scripted to
 reach the same boundary with the same data, the target is the hook's handler, and an
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from belt.effects import is_in_process, url_host
-from belt.errors import BeltError, InvalidInput
+from belt.errors import BeltError, InvalidInput, UsageError
 from belt.records.runs import RUN
 from belt.replay import Recorded, executed, payload_model, replay_each, served
 from belt.server.inspector_deliveries import Entry, mapping, text
@@ -115,17 +116,23 @@ class Replayer:
     """Sends recorded deliveries to a target and compares the answers."""
 
     def __init__(
-        self, store: Store, deliveries: Deliveries, serve_decide: ServeDecide | None
+        self,
+        store: Store,
+        deliveries: Deliveries,
+        serve_decide: ServeDecide | None,
+        in_process: frozenset[str] = frozenset(),
     ) -> None:
         self.store = store
         self.deliveries = deliveries
         self.serve_decide = serve_decide
+        self.in_process = in_process
 
     def replay(
         self, *, entries: list[Entry], target: Target, payload: Any = None
     ) -> dict[str, Any]:
         """Replay ``entries`` (with ``payload`` in place of the one recorded, for a single one)
         to ``target``; the replay's report, each row naming its delivery and what was sent."""
+        self.check_target(target)
         if not entries:
             raise InvalidInput("nothing to replay: no delivery is selected")
         if len(entries) > REPLAY_MAX:
@@ -166,6 +173,19 @@ class Replayer:
             row["delivery_id"] = entry.summary["id"]
             row["payload"] = item.payload
         return report
+
+    def check_target(self, target: Target) -> None:
+        """Refuse a ``py:`` target the server was not started with (UsageError, a 400): a
+        request may not name code for the server's process to import and run."""
+        if target.kind != "py" or target.value in self.in_process:
+            return
+        known = ", ".join(f"py:{spec}" for spec in sorted(self.in_process))
+        raise UsageError(
+            f"target.value: py:{target.value} is not a handler this server was started with "
+            f"({'it has ' + known if known else 'it has none'}): a request may not name code "
+            f"for the server to run; start belt serve with --handler {target.value}, or with "
+            "--agents DIR whose hooks name it, to replay to it"
+        )
 
     def _target(
         self, target: Target, owners: dict[int, Entry]

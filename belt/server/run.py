@@ -13,10 +13,15 @@ from typing import Any
 from belt.errors import BeltError, UsageError
 from belt.server.app import ENV_PREFIX, create_app_from_settings
 from belt.server.deciders import HANDLER_TIMEOUT
-from belt.server.guard import BACKLOG, HEADER_TIMEOUT, IDLE_TIMEOUT, connection_cap
+from belt.server.guard import (
+    BACKLOG,
+    HEADER_TIMEOUT,
+    IDLE_TIMEOUT,
+    LOOPBACK_NAMES,
+    allowed_host_name,
+    connection_cap,
+)
 from belt.signing import secret_key
-
-LOOPBACK_NAMES = ("localhost",)
 
 
 def is_loopback(host: str) -> bool:
@@ -67,6 +72,7 @@ def check_options(
     handler_timeout: float,
     max_connections: int | None,
     forward_to: str | None = None,
+    allow_hosts: list[str] | None = None,
 ) -> None:
     """Refuse options that could not serve anyone, before anything is loaded or bound."""
     if sum(option is not None for option in (policy, handler, forward_to)) > 1:
@@ -85,8 +91,11 @@ def check_options(
     if not is_loopback(host) and not token:
         raise UsageError(
             f"refusing to listen on {host} without --token",
-            hint="a host other than loopback is reachable by others; set --token TOKEN",
+            hint="a host other than loopback is reachable by others; set --token TOKEN "
+            "(or BELT_SERVE_TOKEN)",
         )
+    for name in allow_hosts or []:
+        allowed_host_name(name)
     if not math.isfinite(sweep_interval) or (
         sweep_interval != 0 and not sweep_interval >= MIN_SWEEP_INTERVAL
     ):
@@ -131,6 +140,7 @@ def serve(
     forward_to: str | None = None,
     model: Path | None = None,
     agents: Path | None = None,
+    allow_hosts: list[str] | None = None,
     on_listening: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
     """Check the options, load the decider, listen, and serve until interrupted.
@@ -152,6 +162,7 @@ def serve(
         handler_timeout=handler_timeout,
         max_connections=max_connections,
         forward_to=forward_to,
+        allow_hosts=allow_hosts,
     )
     if secret:
         secret_key(secret)
@@ -167,6 +178,7 @@ def serve(
         "FORWARD_TO": forward_to or "",
         "MODEL": str(model) if model is not None else "",
         "AGENTS": str(agents) if agents is not None else "",
+        "ALLOW_HOST": ",".join(allowed_host_name(name) for name in allow_hosts or []),
     }
     # Loading here (also when workers will load again) refuses a bad policy, handler, model
     # script or agent file with its message before the port is taken.
@@ -210,6 +222,7 @@ def serve(
                 "resume": resume,
                 "model": str(model) if model is not None else None,
                 "agents": str(agents) if agents is not None else None,
+                "allow_hosts": [allowed_host_name(name) for name in allow_hosts or []],
             }
         )
     try:

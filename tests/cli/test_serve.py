@@ -157,14 +157,19 @@ def test_serve_json_prints_one_object_per_line_and_hides_secrets() -> None:
     args = ("--json", "--secret", SECRET, "--token", TOKEN, "--sweep-interval", "0")
     with serve_process(*args) as (url, output):
         body = json.dumps(sample_payload("agent.start")).encode()
-        headers = {**signed_headers(SECRET, body), "authorization": f"Bearer {TOKEN}"}
+        headers = {
+            **signed_headers(SECRET, body),
+            "authorization": f"Bearer {TOKEN}",
+            "content-type": "application/json",
+        }
         reply = httpx.post(f"{url}/hooks?key=QSECRET", content=body, headers=headers)
         refused = httpx.post(f"{url}/hooks", content=body)
     assert (reply.status_code, refused.status_code) == (200, 401)
     assert output["code"] == "0", output["stderr"]
     assert "signed requests only, bearer token required, sweep off" in output["stderr"]
-    [record] = [json.loads(line) for line in output["stdout"].splitlines()]
+    record, refusal = [json.loads(line) for line in output["stdout"].splitlines()]
     assert (record["kind"], record["event"], record["decision"]) == ("hook", "agent.start", "allow")
+    assert (refusal["kind"], refusal["action"], refusal["status"]) == ("api", "refused", 401)
     assert record["response"] == {"decision": "allow"}
     seen = output["stdout"] + output["stderr"]
     for hidden in (SECRET, SECRET[6:], TOKEN, "QSECRET"):
@@ -173,7 +178,7 @@ def test_serve_json_prints_one_object_per_line_and_hides_secrets() -> None:
 
 def test_a_request_path_cannot_write_to_the_terminal() -> None:
     with serve_process() as (url, output):
-        reply = httpx.post(f"{url}/hooks/%1b%5b2J%1b%5d0;PWNED%07", content=b"{}")
+        reply = httpx.post(f"{url}/hooks/%1b%5b2J%1b%5d0;PWNED%07", json={})
     assert reply.status_code == 422
     assert output["code"] == "0", output["stderr"]
     [line] = output["stdout"].splitlines()
