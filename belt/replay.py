@@ -503,6 +503,9 @@ class Replay:
         self.deadline = deadline
         self.skipped = skipped or Skipped()
         self.replay_id = new_id("rp")
+        self.first_error: str | None = None
+        """The first replayed delivery's error, and its likely fix (``likely_fix``)."""
+        self.fix: str | None = None
         self.summary = {
             "replayed": 0,
             "changed": 0,
@@ -519,6 +522,8 @@ class Replay:
         """What the report says after its rows (once they are all made)."""
         return {
             "summary": self.summary,
+            "first_error": self.first_error,
+            "fix": self.fix,
             "skipped": self.skipped.count,
             "problems": self.skipped.problems,
         }
@@ -534,7 +539,7 @@ class Replay:
         ``deadline`` (a ``time.monotonic()`` moment) bounds the whole replay: a payload whose
         turn comes after it is not delivered, and its row says so.
         """
-        from belt.handlers.webhook import WebhookResult
+        from belt.handlers.webhook import WebhookResult, likely_fix
 
         for number, item in enumerate(self.recorded, start=1):
             row = Row(number, item)
@@ -555,6 +560,9 @@ class Replay:
             self.summary["decisions_changed"] += "decision" in row.changed
             self.summary["injections_changed"] += "injection" in row.changed
             self.summary["errors"] += bool(row.error)
+            if row.error and self.first_error is None:
+                self.first_error = short(row.error, 300)
+                self.fix = likely_fix(row.error)
             yield row.to_json()
 
 

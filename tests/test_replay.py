@@ -373,3 +373,26 @@ def test_a_long_journal_is_replayed_in_bounded_memory(
     # The journal (over 20 MB) is never held: a part of 4 MiB and one record at a time (this
     # measured 10 MB, imports of the policy and its handlers included).
     assert peak < 16 * 1024 * 1024, peak
+
+
+def test_a_replay_to_a_handler_that_refuses_ends_with_its_first_error_and_the_fix(
+    journalled: dict[str, Any],
+) -> None:
+    import socket
+
+    run_id = journalled["runs"][0]["id"]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        port = int(sock.getsockname()[1])
+        result = belt("replay", run_id, "--to", f"http://127.0.0.1:{port}/hooks")
+        as_json = belt("replay", run_id, "--to", f"http://127.0.0.1:{port}/hooks", "--json")
+    assert result.exit_code == 0, result.stderr
+    tail = result.stdout.rstrip().splitlines()[-2:]
+    assert tail[0].startswith(f"  first error: cannot connect to 127.0.0.1:{port}: ")
+    assert tail[1] == f"  is `belt serve` running on 127.0.0.1:{port}?"
+    report = as_json.json()
+    assert report["summary"]["errors"] == report["summary"]["replayed"] > 0
+    assert report["first_error"].startswith(f"cannot connect to 127.0.0.1:{port}")
+    assert report["fix"] == f"is `belt serve` running on 127.0.0.1:{port}?"
+    answered = belt("replay", run_id, "--policy", str(EXAMPLES / "policy.toml"), "--json").json()
+    assert (answered["first_error"], answered["fix"]) == (None, None)

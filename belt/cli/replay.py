@@ -88,5 +88,9 @@ def replay(
                 output.warning(f"not replayed: {run.skipped.count} lines in all")
             text, style = replay_summary({**run.head(), **run.tail()})
             output.styled(printable(text), style)
+            if run.first_error:
+                output.styled(printable(f"  first error: {run.first_error}"), "yellow")
+            if run.fix:
+                output.styled(printable(f"  {run.fix}"), "yellow")
     if check and run.summary["changed"]:
         raise typer.Exit(1)

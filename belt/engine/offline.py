@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from belt.effects import is_in_process
 from belt.engine.dispatch import Route, route_for
-from belt.engine.hooksummary import is_loopback_host
+from belt.handlers.webhook import is_loopback_host
 from belt.wire.platform import HookHandlerType
 
 

@@ -8,10 +8,13 @@ JSON (NaN, deep nesting, a huge integer, a lone surrogate) is that handler's fai
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -164,3 +167,36 @@ def _reason(exc: Exception, url: str) -> str:
         if form:
             text = text.replace(form, host)
     return text
+
+
+_REFUSED = re.compile(r"^cannot connect to (?P<host>\S+): .*(refused|Errno 111)", re.IGNORECASE)
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` and the loopback addresses (127.0.0.0/8, ::1), written as they
+    are in a URL (an IPv6 address may be bracketed)."""
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def likely_fix(error: str | None) -> str | None:
+    """What probably fixes a failed call, when its cause is recognisable: a refused
+    connection to a loopback port is a ``belt serve`` (or another local server) not running."""
+    if not error:
+        return None
+    match = _REFUSED.match(error)
+    if match is None:
+        return None
+    host = match.group("host")
+    try:
+        hostname = urlsplit(f"//{host}").hostname
+    except ValueError:
+        return None
+    if not hostname or not is_loopback_host(hostname):
+        return None
+    return f"is `belt serve` running on {host}?"
