@@ -784,7 +784,7 @@ def test_every_kind_belt_stores_has_its_shape_from_its_owners_typeddict() -> Non
         "message": messages.Message,
         "interrupt": interrupts.Interrupt,
         "profile": profile.Profile,
-        "sim": sims.Simulation,
+        "sim": sims.Sim,
         "scenario": sims.Scenario,
         "agent": sims.Agent,
         "hooks": sims.SimHooks,

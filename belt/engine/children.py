@@ -19,7 +19,7 @@ from belt.engine.simulation import Options, SimStatus, Simulation
 from belt.errors import BeltError
 from belt.records.ids import new_id, now_iso
 from belt.records.runs import RUN, sim_runs
-from belt.records.sims import HOOKS, SCENARIO, SIM
+from belt.records.sims import create_child_sim, read_sim
 
 if TYPE_CHECKING:
     from belt.engine.simulation import Dialect
@@ -59,12 +59,8 @@ def record_child(
 ) -> dict[str, Any]:
     """The child simulation of one chat: one turn, no hooks, linked to its parent."""
     sim_id = new_id("sim")
-    store.create(
-        SCENARIO,
-        sim_id,
-        {"dialect": "platform", "agent": {"name": name}, "chat": {}, "turns": [turn]},
-    )
-    sim = {
+    scenario = {"dialect": "platform", "agent": {"name": name}, "chat": {}, "turns": [turn]}
+    sim: dict[str, Any] = {
         "id": sim_id,
         "dialect": "platform",
         "kind": kind,
@@ -81,8 +77,7 @@ def record_child(
         "parent": {"sim_id": parent["id"], "chat_id": parent["chat_id"], **link},
         **fields,
     }
-    store.create(SIM, sim_id, sim)
-    store.write_private(HOOKS, sim_id, {"hooks": []})
+    create_child_sim(store, sim, scenario)
     store.link(SIM_CHILDREN, str(parent["id"]), sim_id)
     return sim
 
@@ -155,7 +150,7 @@ def children_of(store: Store, sim: dict[str, Any], kind: str) -> list[dict[str, 
     """The children of ``kind`` a simulation started, each with its runs (for reports)."""
     found = []
     for sim_id in store.members(SIM_CHILDREN, str(sim["id"])):
-        child = store.read(SIM, sim_id)
+        child = read_sim(store, sim_id)
         if child.get("kind") != kind:
             continue
         found.append(

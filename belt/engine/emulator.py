@@ -29,13 +29,11 @@ import httpx
 
 from belt.engine.agents import AgentDefinition, AgentFiles, agent_from_config
 from belt.engine.modelscript import ModelScript
-from belt.engine.platform import HOOKS, PlatformLoop, stored_hooks
+from belt.engine.platform import PlatformLoop, stored_hooks
 from belt.engine.scenario import LoadedScenario, Scenario, ToolCallSpec, TurnSpec
 from belt.engine.simulation import (
-    SIM,
     Options,
     Simulation,
-    append_turn,
     record_simulation,
     stop_run,
 )
@@ -45,6 +43,7 @@ from belt.records.ids import now_iso
 from belt.records.interrupts import for_resource, pending_for_run, resolve_interrupt
 from belt.records.reports import Reporter, report_api
 from belt.records.runs import EMULATED_RUNS, RUN, TERMINAL_STATES, interrupted, waiting
+from belt.records.sims import append_turn, get_sim, read_sim, write_hooks
 from belt.records.views import chat_state, public_message
 from belt.store import check_id
 from belt.wire.enums import ChatStatus, InterruptReason, InterruptStatus
@@ -140,13 +139,13 @@ def emulated_sim(store: Store, chat_id: str) -> dict[str, Any]:
     kind of chat (a ``belt sim run`` chat is driven by its scenario)."""
     chat = read_chat(store, chat_id)
     sim_id = chat.get("sim_id")
-    sim = store.get(SIM, str(sim_id)) if isinstance(sim_id, str) else None
+    sim = get_sim(store, sim_id) if isinstance(sim_id, str) else None
     if sim is None or not sim.get("emulated"):
         raise Conflict(
             f"chat {chat_id} is not an emulated chat: its turns come from a scenario",
             hint="send chat_id null to start an emulated chat",
         )
-    return sim
+    return dict(sim)
 
 
 def build_turn(text: str, agent: AgentDefinition, script: ModelScript) -> dict[str, Any]:
@@ -205,7 +204,7 @@ def create_emulated(
         emulated=True,
         tools={name: asdict(setting) for name, setting in agent.tools.items()},
     )
-    store.write_private(HOOKS, str(sim["id"]), {"hooks": [h.to_wire() for h in agent.hooks]})
+    write_hooks(store, str(sim["id"]), {"hooks": [h.to_wire() for h in agent.hooks]})
     if context:
         update_chat(store, str(sim["chat_id"]), context=context)
     return sim
@@ -337,7 +336,7 @@ class Emulator:
             append_turn(store, str(sim["id"]), build_turn(request.text, agent, self.model))
             simulation = Simulation(
                 store,
-                store.read(SIM, str(sim["id"])),
+                dict(read_sim(store, str(sim["id"]))),
                 PlatformLoop,
                 Options(transport=self.transport),
             )
@@ -441,7 +440,7 @@ class Emulator:
         sim_id = chat.get("sim_id")
         if not isinstance(run_id, str) or not isinstance(sim_id, str):
             return {"id": chat_id, "status": chat.get("status"), "stopped": None}
-        sim = self.store.read(SIM, sim_id)
+        sim = dict(read_sim(self.store, sim_id))
         try:
             stop_run(self.store, sim, dialect_class(sim), run_id, force=True)
         except Conflict:

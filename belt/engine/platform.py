@@ -60,7 +60,7 @@ from belt.records.interrupts import (
 )
 from belt.records.registry import load_directory
 from belt.records.runs import Run, RunRecord, parked
-from belt.records.sims import HOOKS as HOOKS
+from belt.records.sims import SimHooks, hooks_path, read_hooks, write_hooks
 from belt.store.store import damaged
 from belt.wire.enums import (
     AgentRunState,
@@ -103,14 +103,14 @@ def reload_hooks(
     ``belt serve --resume``) even when the scenario file has changed or is gone.
     """
     try:
-        private = store.read_private(HOOKS, str(sim["id"]))
+        private = read_hooks(store, str(sim["id"]))
     except NotFound:
         raise Conflict(
             f"simulation {sim['id']} has no stored hooks to continue with",
             hint="it was made by an older belt; start it again with `belt sim run`",
         ) from None
     # The store checked the record's shape; what its lists hold is checked here.
-    where = store.private_path(HOOKS, str(sim["id"]))
+    where = hooks_path(store, str(sim["id"]))
     try:
         hooks = [LifecycleHookConfig.model_validate(hook) for hook in private["hooks"]]
     except ValidationError as exc:
@@ -220,10 +220,10 @@ class PlatformLoop:
             fail_closed=fail_closed,
         )
         full = [hook.to_wire() for hook in loaded.hooks]
-        private: dict[str, Any] = {"hooks": full}
+        private: SimHooks = {"hooks": full}
         if routes:
             private["routes"] = [route.to_wire() for route in routes]
-        store.write_private(HOOKS, str(sim["id"]), private)
+        write_hooks(store, str(sim["id"]), private)
         return sim
 
     # -- the driver's protocol ---------------------------------------------------------------

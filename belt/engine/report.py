@@ -10,9 +10,10 @@ from typing import Any
 
 from belt.engine.dialects import dialect_class
 from belt.engine.hooksummary import hook_summary
-from belt.engine.simulation import SCENARIO, SIM, stranded_at
+from belt.engine.simulation import stranded_at
 from belt.records.interrupts import list_interrupts
 from belt.records.runs import RUN, run_dto, run_events, sim_runs
+from belt.records.sims import read_scenario, read_sim
 from belt.records.views import chat_dto
 from belt.store import Store
 
@@ -62,7 +63,7 @@ def stranded_fields(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
     last = stranded_at(store, sim)
     if last is None:
         return {}
-    turns = len(store.read(SCENARIO, str(sim["id"])).get("turns") or [])
+    turns = len(read_scenario(store, str(sim["id"]))["turns"])
     return {
         "interrupted": True,
         "turns_left": max(0, turns - int(sim.get("next_turn") or 0)),
@@ -86,7 +87,7 @@ def list_runs(store: Store, *, include_tasks: bool = False) -> list[dict[str, An
         if not sim_id:
             continue
         if sim_id not in sims:
-            sims[sim_id] = store.read(SIM, sim_id)
+            sims[sim_id] = dict(read_sim(store, sim_id))
             stranded[sim_id] = stranded_at(store, sims[sim_id])
         sim = sims[sim_id]
         kind = str(sim.get("kind") or "chat")

@@ -44,9 +44,18 @@ from belt.records.runs import (
     take_lease,
     take_over_ended,
 )
-from belt.records.sims import AGENT as AGENT
 from belt.records.sims import SCENARIO as SCENARIO
 from belt.records.sims import SIM as SIM
+from belt.records.sims import (
+    Sim,
+    change_sim,
+    create_sim,
+    merge_sim,
+    read_scenario,
+    read_sim,
+    scenario_path,
+    write_agent,
+)
 from belt.wire.enums import AgentRunState, ChatStatus, MessageStatus, ToolInvocationStatus
 
 if TYPE_CHECKING:
@@ -216,9 +225,8 @@ def record_simulation(
     stamp = now_iso()
     spec = loaded.scenario.agent
     agent_id = spec.id or new_id("ag")
-    store.write(
-        AGENT,
-        agent_id,
+    write_agent(
+        store,
         {
             "id": agent_id,
             "name": spec.name,
@@ -238,41 +246,24 @@ def record_simulation(
         dialect=dialect,
     )
     # The scenario is written once, apart from the record that changes on every turn.
-    store.create(SCENARIO, sim_id, scenario)
-    sim = {
-        "id": sim_id,
-        "dialect": dialect,
-        "source": str(Path(loaded.source).resolve()),
-        "hooks_file": str(Path(loaded.hooks_file).resolve()) if loaded.hooks_file else None,
-        "name": spec.name,
-        "agent_id": agent_id,
-        "chat_id": chat["id"],
-        "next_turn": 0,
-        "status": SimStatus.RUNNING.value,
-        "created_at": stamp,
-        **fields,
-    }
-    store.create(SIM, sim_id, sim)
-    return sim
-
-
-def append_turn(store: Store, sim_id: str, turn: dict[str, Any]) -> int:
-    """Add a turn to a simulation's scenario; returns its index.
-
-    ``belt serve``'s emulated chats grow this way, one message at a time; the driver then begins
-    and drives the new turn as it does any scripted one (``Simulation.start_turn``).
-    """
-    index = 0
-
-    def apply(scenario: dict[str, Any]) -> dict[str, Any]:
-        nonlocal index
-        turns = list(scenario.get("turns") or [])
-        index = len(turns)
-        scenario["turns"] = [*turns, turn]
-        return scenario
-
-    store.update(SCENARIO, sim_id, apply)
-    return index
+    sim = create_sim(
+        store,
+        {
+            "id": sim_id,
+            "dialect": dialect,
+            "source": str(Path(loaded.source).resolve()),
+            "hooks_file": str(Path(loaded.hooks_file).resolve()) if loaded.hooks_file else None,
+            "name": spec.name,
+            "agent_id": agent_id,
+            "chat_id": chat["id"],
+            "next_turn": 0,
+            "status": SimStatus.RUNNING.value,
+            "created_at": stamp,
+            **fields,
+        },
+        scenario,
+    )
+    return dict(sim)
 
 
 def sim_of_run(store: Store, run_id: str) -> dict[str, Any]:
@@ -282,7 +273,7 @@ def sim_of_run(store: Store, run_id: str) -> dict[str, Any]:
     run = store.get(RUN, check_id(run_id, what="run id"))
     if run is None or "sim_id" not in run:
         raise NotFound(f"no simulated run {run_id}", hint="list runs with `belt sim list`")
-    return store.read(SIM, str(run["sim_id"]))
+    return dict(read_sim(store, str(run["sim_id"])))
 
 
 def stranded_at(store: Store, sim: dict[str, Any]) -> str | None:
@@ -331,7 +322,7 @@ class Simulation:
         self.store = store
         self.sim = sim
         self.options = options or Options()
-        self.scenario_doc: dict[str, Any] = store.read(SCENARIO, str(sim["id"]))
+        self.scenario_doc: dict[str, Any] = dict(read_scenario(store, str(sim["id"])))
         # Read what the loop will append to before acting, so a damaged index is reported
         # before a turn runs, not after.
         store.members(SIM_RUNS, str(sim["id"]))
@@ -565,7 +556,7 @@ class Simulation:
         try:
             return model.model_validate(self.scenario_doc)
         except ValidationError as exc:
-            path = self.store.path(SCENARIO, str(self.sim["id"]))
+            path = scenario_path(self.store, str(self.sim["id"]))
             raise InvalidInput(
                 f"{path}: damaged store file: it is not the scenario belt stored: "
                 f"{model_problems(exc)[0]}",
@@ -608,19 +599,19 @@ class Simulation:
 
     def update_sim(self, **changes: Any) -> None:
         """Persist changes to the simulation record."""
-        self.sim = self.store.merge(SIM, self.sim["id"], changes)
+        self.sim = dict(merge_sim(self.store, self.sim["id"], changes))
 
     def settle_status(self, status: SimStatus) -> None:
         """Record where the loop stopped, unless a later turn was begun meanwhile (``belt
         serve`` appends turns to a simulation while the driver of the last one finishes)."""
         begun = self.sim["next_turn"]
 
-        def apply(current: dict[str, Any]) -> dict[str, Any]:
+        def apply(current: Sim) -> Sim:
             if current.get("next_turn") == begun:
                 current["status"] = status.value
             return current
 
-        self.sim = self.store.update(SIM, self.sim["id"], apply)
+        self.sim = dict(change_sim(self.store, self.sim["id"], apply))
 
     # -- the run record ------------------------------------------------------------------------
 
@@ -967,7 +958,7 @@ def stop_run(
             recorder.update_chat(status=ChatStatus.IDLE.value, active_run_id=None)
         store.untag(EMULATED_RUNS, run_id)
     store.untag(GATED_RUNS, run_id)
-    store.merge(SIM, str(sim["id"]), {"status": SimStatus.CANCELED.value})
+    merge_sim(store, str(sim["id"]), {"status": SimStatus.CANCELED.value})
     dialect.mark_ended(store, sim, run_id, End.CANCELED)
     return run_dto(run, dialect.run_fields())
 

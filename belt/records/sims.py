@@ -10,9 +10,14 @@ with their full webhook URLs and its ``--route`` routes, out of the public objec
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from belt.store.shapes import record_shape
+
+if TYPE_CHECKING:
+    from belt.store import Store
 
 SIM = "sim"
 SCENARIO = "scenario"
@@ -21,7 +26,7 @@ HOOKS = "hooks"
 """The private record of a simulation's hooks (full webhook URLs) and its routes."""
 
 
-class Simulation(TypedDict):
+class Sim(TypedDict):
     """A simulation's changing record (kind ``sim``)."""
 
     id: str
@@ -39,6 +44,11 @@ class Simulation(TypedDict):
     created_at: NotRequired[Any]
     profile: NotRequired[Any]
     profile_revision: NotRequired[Any]
+    kind: NotRequired[Any]
+    emulated: NotRequired[Any]
+    fail_closed: NotRequired[Any]
+    tools: NotRequired[Any]
+    review: NotRequired[Any]
 
 
 class Scenario(TypedDict):
@@ -67,7 +77,94 @@ class SimHooks(TypedDict):
     routes: NotRequired[list[Any]]
 
 
-record_shape(SIM, Simulation)
+record_shape(SIM, Sim)
 record_shape(SCENARIO, Scenario)
 record_shape(HOOKS, SimHooks)
 record_shape(AGENT, Agent)
+
+
+def write_agent(store: Store, agent: Mapping[str, Any]) -> Agent:
+    """Write (or replace) the record of a scenario's agent; returns it."""
+    store.write(AGENT, str(agent["id"]), dict(agent))
+    return cast(Agent, agent)
+
+
+def create_sim(store: Store, sim: Mapping[str, Any], scenario: Mapping[str, Any]) -> Sim:
+    """Write a new simulation: its scenario first (written once), then the record that changes
+    on every turn; Conflict (exit 4) if its id is taken. Returns the simulation."""
+    sim_id = str(sim["id"])
+    store.create(SCENARIO, sim_id, dict(scenario))
+    store.create(SIM, sim_id, dict(sim))
+    return cast(Sim, sim)
+
+
+def create_child_sim(store: Store, sim: Mapping[str, Any], scenario: Mapping[str, Any]) -> Sim:
+    """Write a new simulation another one started (a task chat, a review branch), with no
+    hooks of its own."""
+    created = create_sim(store, sim, scenario)
+    write_hooks(store, created["id"], {"hooks": []})
+    return created
+
+
+def read_sim(store: Store, sim_id: str) -> Sim:
+    """One simulation; NotFound (exit 3) if missing, InvalidInput (exit 5) if damaged."""
+    return cast(Sim, store.read(SIM, sim_id))
+
+
+def get_sim(store: Store, sim_id: str) -> Sim | None:
+    """One simulation, or None when there is none."""
+    return cast("Sim | None", store.get(SIM, sim_id))
+
+
+def merge_sim(store: Store, sim_id: str, changes: Mapping[str, Any]) -> Sim:
+    """Under the simulation's lock: set the fields in ``changes``, keep the rest; return it."""
+    return cast(Sim, store.merge(SIM, sim_id, dict(changes)))
+
+
+def change_sim(store: Store, sim_id: str, change: Callable[[Sim], Sim]) -> Sim:
+    """Change a simulation under its lock; returns it."""
+    return cast(Sim, store.update(SIM, sim_id, lambda data: dict(change(cast(Sim, data)))))
+
+
+def read_scenario(store: Store, sim_id: str) -> Scenario:
+    """The scenario a simulation was started from (checked as a model by its reader)."""
+    return cast(Scenario, store.read(SCENARIO, sim_id))
+
+
+def scenario_path(store: Store, sim_id: str) -> Path:
+    """Where a simulation's scenario is stored (to name it when it is damaged)."""
+    return store.path(SCENARIO, sim_id)
+
+
+def append_turn(store: Store, sim_id: str, turn: dict[str, Any]) -> int:
+    """Add a turn to a simulation's scenario; returns its index.
+
+    ``belt serve``'s emulated chats grow this way, one message at a time; the driver then begins
+    and drives the new turn as it does any scripted one (``Sim.start_turn``).
+    """
+    index = 0
+
+    def apply(scenario: dict[str, Any]) -> dict[str, Any]:
+        nonlocal index
+        turns = list(scenario.get("turns") or [])
+        index = len(turns)
+        scenario["turns"] = [*turns, turn]
+        return scenario
+
+    store.update(SCENARIO, sim_id, apply)
+    return index
+
+
+def read_hooks(store: Store, sim_id: str) -> SimHooks:
+    """The private record of a simulation's hooks; NotFound (exit 3) when it has none."""
+    return cast(SimHooks, store.read_private(HOOKS, sim_id))
+
+
+def hooks_path(store: Store, sim_id: str) -> Path:
+    """Where a simulation's private hooks record is stored (to name it when it is damaged)."""
+    return store.private_path(HOOKS, sim_id)
+
+
+def write_hooks(store: Store, sim_id: str, hooks: SimHooks) -> None:
+    """Write (or replace) the private record of a simulation's hooks and routes."""
+    store.write_private(HOOKS, sim_id, dict(hooks))
