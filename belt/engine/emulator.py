@@ -38,7 +38,7 @@ from belt.engine.simulation import (
     stop_run,
 )
 from belt.errors import Conflict, InvalidInput, NotFound
-from belt.records.chats import read_chat, update_chat
+from belt.records.chats import Chat, read_chat, update_chat
 from belt.records.ids import now_iso
 from belt.records.interrupts import for_resource, pending_for_run, resolve_interrupt
 from belt.records.reports import Reporter, report_api
@@ -357,7 +357,7 @@ class Emulator:
         self.tell("agents/run", chat_id, f"run {run_id} began")
         return {"user_message": public_message(user), "assistant_message": reply}
 
-    def free(self, chat: dict[str, Any]) -> bool:
+    def free(self, chat: Chat) -> bool:
         """True when a chat takes a message: no run occupies it, or the one that does has ended
         (the driver that ran it is releasing the chat; it leaves a chat a later run took)."""
         active = chat.get("active_run_id")

@@ -7,7 +7,8 @@ the per-chat switch of the platform API (``POST /chats/{id}/settings``).
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from collections.abc import Mapping
+from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import Conflict
 from belt.records.ids import new_id, now_iso
@@ -33,6 +34,10 @@ class Chat(TypedDict):
     dialect: NotRequired[Any]
     created_at: NotRequired[Any]
     updated_at: NotRequired[Any]
+    context: NotRequired[Any]
+    output: NotRequired[Any]
+    review_count: NotRequired[Any]
+    last_review_order: NotRequired[Any]
 
 
 record_shape(CHAT, Chat)
@@ -47,7 +52,7 @@ def create_chat(
     status: ChatStatus = ChatStatus.IDLE,
     disable_hooks: bool = False,
     **fields: Any,
-) -> dict[str, Any]:
+) -> Chat:
     """Create a new chat of ``agent_id`` and return it; Conflict (exit 4) if the id is taken."""
     chat_id = chat_id or new_id("ch")
     check_id(chat_id, what="chat id")
@@ -70,20 +75,20 @@ def create_chat(
         **fields,
     }
     store.create(CHAT, chat_id, chat)
-    return chat
+    return cast(Chat, chat)
 
 
-def read_chat(store: Store, chat_id: str) -> dict[str, Any]:
+def read_chat(store: Store, chat_id: str) -> Chat:
     """One chat; NotFound (exit 3) if missing, InvalidInput (exit 5) if damaged."""
-    return store.read(CHAT, check_id(chat_id, what="chat id"))
+    return cast(Chat, store.read(CHAT, check_id(chat_id, what="chat id")))
 
 
-def update_chat(store: Store, chat_id: str, **changes: Any) -> dict[str, Any]:
+def update_chat(store: Store, chat_id: str, **changes: Any) -> Chat:
     """Change chat fields under the chat's lock, keeping changes made elsewhere; return it."""
-    return store.merge(CHAT, chat_id, {**changes, "updated_at": now_iso()})
+    return cast(Chat, store.merge(CHAT, chat_id, {**changes, "updated_at": now_iso()}))
 
 
-def release_chat(store: Store, chat_id: str, run_id: str | None) -> dict[str, Any]:
+def release_chat(store: Store, chat_id: str, run_id: str | None) -> Chat:
     """The chat is idle again once ``run_id`` ends, unless another run occupies it already (a
     message appended while the run that ended was finishing); return the chat."""
     stamp = now_iso()
@@ -93,10 +98,10 @@ def release_chat(store: Store, chat_id: str, run_id: str | None) -> dict[str, An
             chat.update(status=ChatStatus.IDLE.value, active_run_id=None, updated_at=stamp)
         return chat
 
-    return store.update(CHAT, chat_id, apply)
+    return cast(Chat, store.update(CHAT, chat_id, apply))
 
 
-def disabled(chat: dict[str, Any] | None) -> bool:
+def disabled(chat: Mapping[str, Any] | None) -> bool:
     """True when a chat's settings switch its agent's hooks off (``disable_hooks`` is true)."""
     agent_data = (chat or {}).get("agent_data")
     return isinstance(agent_data, dict) and agent_data.get("disable_hooks") is True

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, NotRequired, TypedDict
 
 from belt.errors import InvalidInput
-from belt.records.chats import read_chat, release_chat, update_chat
+from belt.records.chats import Chat, read_chat, release_chat, update_chat
 from belt.records.ids import new_id, now_iso
 from belt.store import Store
 from belt.store.shapes import record_shape
@@ -65,7 +65,7 @@ class Recorder:
 
     def __init__(self, store: Store, chat_id: str) -> None:
         self.store = store
-        self.chat: dict[str, Any] = read_chat(store, chat_id)
+        self.chat: Chat = read_chat(store, chat_id)
         self.messages: list[dict[str, Any]] = []
         self.by_id: dict[str, dict[str, Any]] = {}
         self._index_size = -1
@@ -82,7 +82,7 @@ class Recorder:
         """The chat's id."""
         return str(self.chat["id"])
 
-    def refresh_chat(self) -> dict[str, Any]:
+    def refresh_chat(self) -> Chat:
         """Re-read the chat (its settings may have changed from another process)."""
         self.chat = read_chat(self.store, self.chat_id)
         return self.chat

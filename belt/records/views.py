@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from belt.records.chats import CHAT, read_chat
+from belt.records.chats import CHAT, Chat, read_chat
 from belt.records.interrupts import list_interrupts
 from belt.records.messages import chat_messages
 from belt.records.runs import CHAT_RUNS, RUN, Run, listed_runs, run_dto
@@ -23,7 +23,7 @@ def public_message(message: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in message.items() if key != "sim"}
 
 
-def chat_state(store: Store, chat_id: str) -> tuple[dict[str, Any], Run | None]:
+def chat_state(store: Store, chat_id: str) -> tuple[Chat, Run | None]:
     """A chat and the run that occupies it, read as one step.
 
     A run's end, hold or going on changes the run and the chat's status under the chat's lock
@@ -45,7 +45,7 @@ def chat_dto(
     run_fields: tuple[str, ...] = (),
     public: bool = False,
     with_messages: bool = True,
-    state: tuple[dict[str, Any], Run | None] | None = None,
+    state: tuple[Chat, Run | None] | None = None,
 ) -> dict[str, Any]:
     """A chat as a ChatDTO: status, active run, messages and pending interrupts.
 
