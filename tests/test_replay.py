@@ -334,6 +334,8 @@ def test_the_streamed_json_is_the_report_and_its_rows_come_one_at_a_time(
         "target",
         "rows",
         "summary",
+        "first_error",
+        "fix",
         "skipped",
         "problems",
     }
