@@ -13,19 +13,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from belt.records.messages import Message
+
 CONTEXT_ROLES = frozenset({"user", "assistant", "tool", "compaction", "injection", "feedback"})
 """Roles the model sees: ``injection`` (platform) and ``feedback`` (Nexus stop) included."""
 
 CHAT_SCOPE = "chat"
 
 
-def scope_of(message: dict[str, Any]) -> str:
+def scope_of(message: Message) -> str:
     """The scope a message counts in: its standalone execution, or the conversation."""
     sim = message.get("sim") or {}
     return f"standalone:{sim.get('execution')}" if sim.get("standalone") else CHAT_SCOPE
 
 
-def in_context(message: dict[str, Any]) -> bool:
+def in_context(message: Message) -> bool:
     """True while a message is part of what its scope's next model request sees."""
     sim = message.get("sim") or {}
     if message["role"] not in CONTEXT_ROLES or sim.get("retired") or "replaced_by" in sim:
@@ -39,14 +41,14 @@ class Context:
 
     tokens: int = 0
     bytes: int = 0
-    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
-    injections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    messages: dict[str, Message] = field(default_factory=dict)
+    injections: dict[str, Message] = field(default_factory=dict)
 
 
 class Ledger:
     """Keeps each scope's context up to date as messages are added and leave."""
 
-    def __init__(self, messages: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, messages: list[Message] | None = None) -> None:
         self.scopes: dict[str, Context] = {}
         for message in messages or []:
             self.add(message)
@@ -58,7 +60,7 @@ class Ledger:
             found = self.scopes[scope] = Context()
         return found
 
-    def add(self, message: dict[str, Any]) -> None:
+    def add(self, message: Message) -> None:
         """Count a newly recorded message."""
         if not in_context(message):
             return
@@ -70,7 +72,7 @@ class Ledger:
         if message["role"] == "injection":
             context.injections[message["id"]] = message
 
-    def leave(self, message: dict[str, Any], **flags: Any) -> None:
+    def leave(self, message: Message, **flags: Any) -> None:
         """Take a message out of the context (retired, replaced, or an injection that ended)."""
         context = self.context(scope_of(message))
         if context.messages.pop(message["id"], None) is not None:
@@ -79,7 +81,7 @@ class Ledger:
             context.injections.pop(message["id"], None)
         message["sim"].update(flags)
 
-    def retirable(self, scope: str, keep: str | None) -> list[dict[str, Any]]:
+    def retirable(self, scope: str, keep: str | None) -> list[Message]:
         """What a compaction retires: the context but its injections and the message ``keep``."""
         return [
             m

@@ -54,6 +54,7 @@ from belt.records.executions import (
 )
 from belt.records.hooktasks import HookTask, read_task
 from belt.records.ids import new_id, now_iso
+from belt.records.messages import Message
 from belt.records.runs import Cancelled, Run, RunRecord
 from belt.store.clock import parse_timestamp, utcnow
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState, ChatStatus, ToolInvocationStatus
@@ -596,7 +597,7 @@ class NexusLoop:
         return ModelTurnSpec(say=last.say, tokens=last.tokens), True
 
     def run_tools(
-        self, execution: NexusExecution, message: dict[str, Any], calls: list[ToolCallSpec]
+        self, execution: NexusExecution, message: Message, calls: list[ToolCallSpec]
     ) -> None:
         """Run the tools of a message as scripted; each result is a tool message."""
         self.sim.reconcile_tools(execution, message)

@@ -58,6 +58,7 @@ from belt.records.interrupts import (
     list_interrupts,
     pending_for_run,
 )
+from belt.records.messages import Message
 from belt.records.registry import load_directory
 from belt.records.runs import Run, RunRecord, parked
 from belt.records.sims import SimHooks, hooks_path, read_hooks, write_hooks
@@ -475,7 +476,7 @@ class PlatformLoop:
         self.sim.recorder.save_message(message)
         return self.wait_for_tools(execution, message)
 
-    def wait_for_tools(self, execution: Execution, message: dict[str, Any]) -> End | None:
+    def wait_for_tools(self, execution: Execution, message: Message) -> End | None:
         """Hold while a tool call waits for a gate or an approval (the run is
         ``input_required``) or a client tool for its result (it stays ``working``); otherwise
         go on to the next model turn."""
@@ -513,7 +514,7 @@ class PlatformLoop:
             interrupt_meta=held["meta"] if held else None,
         )
 
-    def reconcile_gates(self, execution: Execution, message: dict[str, Any]) -> None:
+    def reconcile_gates(self, execution: Execution, message: Message) -> None:
         """On a run taken over from a killed process: an invocation whose gate, approval or
         client wait was opened already waits at it (nothing opens a second one)."""
         gated = {
@@ -631,7 +632,7 @@ class PlatformLoop:
             },
         )
 
-    def settle_tools(self, execution: Execution, message: dict[str, Any]) -> None:
+    def settle_tools(self, execution: Execution, message: Message) -> None:
         """Act on the settled interrupts of the run's tool calls: an allowed gate goes on to
         the approval or the tool, an approved tool is invoked, a client tool completes with the
         result posted; a denied or expired one fails."""

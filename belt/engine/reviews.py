@@ -15,6 +15,7 @@ new version, or skipped), and each entry saved gets an ``output`` edge from the 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from belt.engine.children import Children, record_child
@@ -56,7 +57,7 @@ def start_review(
     store: Store,
     *,
     review: Review,
-    history: list[dict[str, Any]],
+    history: Sequence[Mapping[str, Any]],
     script: ReviewScript | None,
     number: int,
     system_prompt: str | None = None,

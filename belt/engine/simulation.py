@@ -28,7 +28,7 @@ from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records import leases
 from belt.records.chats import CHAT, create_chat
 from belt.records.ids import new_id, now_iso
-from belt.records.messages import Recorder, run_event
+from belt.records.messages import Message, Recorder, run_event
 from belt.records.runs import (
     EMULATED_RUNS,
     GATED_RUNS,
@@ -748,7 +748,7 @@ class Simulation:
         fields: dict[str, Any] | None = None,
         status: str = MessageStatus.READY,
         **sim: Any,
-    ) -> dict[str, Any]:
+    ) -> Message:
         """Record a message of ``execution``; ``text`` sizes it in tokens and bytes."""
         if text is not None:
             sim["tokens"] = estimate_tokens(text) if tokens is None else tokens
@@ -765,16 +765,14 @@ class Simulation:
         self.ledger.add(message)
         return message
 
-    def add_text(
-        self, execution: Execution, role: str, text: str, **options: Any
-    ) -> dict[str, Any]:
+    def add_text(self, execution: Execution, role: str, text: str, **options: Any) -> Message:
         """Record a message of ``execution`` whose content is one text part (``add_message``
         takes the ``options``)."""
         return self.add_message(
             execution, role=role, content=[{"type": "text", "text": text}], text=text, **options
         )
 
-    def leave_context(self, message: dict[str, Any], **flags: Any) -> None:
+    def leave_context(self, message: Message, **flags: Any) -> None:
         """Take a message out of the context (and mark why); save it."""
         self.ledger.leave(message, **flags)
         self.recorder.save_message(message)
@@ -824,7 +822,7 @@ class Simulation:
 
     # -- recovery ------------------------------------------------------------------------------
 
-    def recovered(self, execution: Execution, role: str, **match: Any) -> dict[str, Any] | None:
+    def recovered(self, execution: Execution, role: str, **match: Any) -> Message | None:
         """On a run taken over from a killed process: the message the interrupted step had
         already written (so it is not written twice), else None."""
         if not execution.recovering:
@@ -835,11 +833,11 @@ class Simulation:
                 and message["role"] == role
                 and all((message.get("sim") or {}).get(k) == v for k, v in match.items())
             ):
-                found: dict[str, Any] = message
+                found: Message = message
                 return found
         return None
 
-    def reconcile_tools(self, execution: Execution, message: dict[str, Any]) -> None:
+    def reconcile_tools(self, execution: Execution, message: Message) -> None:
         """On a run taken over from a killed process: settle the invocations whose result was
         already written (a tool message) as that result says, so no tool runs twice."""
         if not execution.recovering:
@@ -870,7 +868,7 @@ class Simulation:
         calls: list[ToolCallSpec],
         message_id: str | None = None,
         **sim: Any,
-    ) -> dict[str, Any]:
+    ) -> Message:
         """The model's output for one request: its text and its pending tool invocations."""
         context = self.ledger.context(execution.scope)
         text = say or ""

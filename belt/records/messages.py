@@ -7,7 +7,7 @@ the order they were added; ``order`` is their position.
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import InvalidInput
 from belt.records.chats import Chat, read_chat, release_chat, update_chat
@@ -36,6 +36,7 @@ class Message(TypedDict):
     status: NotRequired[str]
     created_at: NotRequired[Any]
     updated_at: NotRequired[Any]
+    tool_call_id: NotRequired[Any]
 
 
 record_shape(MESSAGE, Message)
@@ -52,11 +53,11 @@ def run_event(
     }
 
 
-def chat_messages(store: Store, chat_id: str) -> list[dict[str, Any]]:
+def chat_messages(store: Store, chat_id: str) -> list[Message]:
     """A chat's messages in order."""
     return sorted(
-        (store.read(MESSAGE, mid) for mid in store.members(MESSAGES, chat_id)),
-        key=lambda m: int(m["order"]),
+        (cast(Message, store.read(MESSAGE, mid)) for mid in store.members(MESSAGES, chat_id)),
+        key=lambda m: m["order"],
     )
 
 
@@ -66,8 +67,8 @@ class Recorder:
     def __init__(self, store: Store, chat_id: str) -> None:
         self.store = store
         self.chat: Chat = read_chat(store, chat_id)
-        self.messages: list[dict[str, Any]] = []
-        self.by_id: dict[str, dict[str, Any]] = {}
+        self.messages: list[Message] = []
+        self.by_id: dict[str, Message] = {}
         self._index_size = -1
         self.reload_messages()
 
@@ -105,7 +106,7 @@ class Recorder:
         sim: dict[str, Any] | None = None,
         message_id: str | None = None,
         **fields: Any,
-    ) -> dict[str, Any]:
+    ) -> Message:
         """Append a message to the chat and persist it, after any another process added.
 
         Appends take the chat's order lock, and a writer that finds the message index grown
@@ -116,7 +117,7 @@ class Recorder:
         with self.store.lock(ORDER_LOCK, self.chat_id):
             if self.store.index_size(MESSAGES, self.chat_id) != self._index_size:
                 self.reload_messages()
-            message: dict[str, Any] = {
+            data: dict[str, Any] = {
                 "id": message_id or new_id("msg"),
                 "chat_id": self.chat_id,
                 "agent_run_id": run_id,
@@ -128,19 +129,20 @@ class Recorder:
                 **fields,
                 "sim": sim or {},
             }
+            message = cast(Message, data)
             if message_id is not None and message_id not in self.by_id:
                 # A message whose id was set aside (a run's input or reply) may have been
                 # written by a process killed before it listed it: written again, listed now.
-                self.store.write(MESSAGE, message_id, message)
+                self.store.write(MESSAGE, message_id, data)
             else:
-                self.store.create(MESSAGE, message["id"], message)
+                self.store.create(MESSAGE, message["id"], data)
             self.store.link(MESSAGES, self.chat_id, message["id"])
             self._index_size = self.store.index_size(MESSAGES, self.chat_id)
             self.messages.append(message)
             self.by_id[message["id"]] = message
             return message
 
-    def message(self, message_id: str) -> dict[str, Any]:
+    def message(self, message_id: str) -> Message:
         """A message of this chat that a run's record names; InvalidInput (exit 5) when the
         chat's message index does not list it (the index was deleted or cut short)."""
         found = self.by_id.get(message_id)
@@ -153,7 +155,7 @@ class Recorder:
             )
         return found
 
-    def save_message(self, message: dict[str, Any]) -> None:
+    def save_message(self, message: Message) -> None:
         """Persist a changed message."""
         message["updated_at"] = now_iso()
-        self.store.write(MESSAGE, message["id"], message)
+        self.store.write(MESSAGE, message["id"], dict(message))

@@ -7,7 +7,7 @@ of a message, belt's fields on a run).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from belt.records.chats import CHAT, Chat, read_chat
@@ -18,7 +18,7 @@ from belt.store import Store, check_id
 from belt.wire.enums import InterruptStatus
 
 
-def public_message(message: dict[str, Any]) -> dict[str, Any]:
+def public_message(message: Mapping[str, Any]) -> dict[str, Any]:
     """A stored message as the ChatMessageDTO of the API (without belt's ``sim`` part)."""
     return {key: value for key, value in message.items() if key != "sim"}
 
