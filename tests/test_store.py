@@ -806,3 +806,26 @@ def test_a_record_typeddict_must_be_one_and_its_fields_must_have_a_json_shape() 
         shapes.record_shape("widget", dict)
     with pytest.raises(TypeError, match="has no JSON shape"):
         shapes.derive(Dated)
+
+
+def test_a_log_reader_gives_a_line_in_pieces_and_nothing_where_no_line_starts(
+    store: Store,
+) -> None:
+    store.append("events", "r", {"text": "a" * 100})
+    store.append("events", "r", {"text": "b" * 100})
+    path = store.root / "logs" / "events" / "r.jsonl"
+    with open(path, "ab") as handle:
+        handle.write(b'{"torn": ')
+    (first, _), (second, line) = store.log_lines("events", "r").lines
+    torn = store.log_size("events", "r") - len(b'{"torn": ')
+    with store.log_reader("events", "r") as reader:
+        pieces = list(reader.pieces(second, size=16))
+        assert b"".join(pieces) == line and max(len(p) for p in pieces) <= 16
+        assert list(reader.pieces(first + 1)) == []  # not the start of a line
+        assert list(reader.pieces(torn)) == [b'{"torn": ']  # as far as it goes
+        assert list(reader.pieces(0)) == []
+    path.write_bytes(b'{"not": "a header"}\n')
+    with pytest.raises(InvalidInput, match="header"), store.log_reader("events", "r"):
+        pass
+    with pytest.raises(NotFound), store.log_reader("events", "other"):
+        pass

@@ -3,19 +3,28 @@ simulation made, read from the store, newest first.
 
 Two kinds of log hold them: ``belt serve``'s journal (``journal/serve``) and each simulated
 run's event log (its ``hook.executed`` records, with the payload). :class:`Deliveries` keeps a
-summary of each, read incrementally (each log from the byte where the last read stopped), so a
-list costs a pass over summaries, not a read of the whole history; the history itself stays in
-the store and survives restarts. A delivery's id names where it is: ``serve.<offset>`` for the
-journal line at that byte, ``<run id>.<offset>`` for a run's event-log line.
+summary of each, read incrementally (each log from the byte where the last read stopped, a part
+of READ_BYTES at a time), so a list costs a pass over summaries, not a read of the whole
+history; the history itself stays in the store and survives restarts. A delivery's id names
+where it is: ``serve.<offset>`` for the journal line at that byte, ``<run id>.<offset>`` for a
+run's event-log line.
+
+Nothing grows without bound: the summaries held are the newest WINDOW_COUNT deliveries, within
+WINDOW_BYTES (each text of a summary cut to SUMMARY_CHARS); older ones are evicted from memory,
+not from the store, and a delivery's id still opens it from its log. An answer holds at most
+RESPONSE_BYTES of summaries, and a text search reads the recorded lines it looks at one piece at
+a time, newest first, stopping after SEARCH_BYTES with where to go on (``next``).
 """
 
 from __future__ import annotations
 
 import bisect
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
@@ -40,6 +49,27 @@ QUERY_MAX = 200
 PROBLEMS_KEPT = 20
 """Damaged lines are reported (the newest this many), never silently skipped."""
 
+MiB = 1024 * 1024
+WINDOW_COUNT = 50_000
+"""The most deliveries whose summaries are held in memory: the newest."""
+WINDOW_BYTES = 64 * MiB
+"""The most bytes the held summaries may take (estimated: their texts and ENTRY_BYTES each)."""
+ENTRY_BYTES = 2000
+"""What one held summary costs beyond its texts (measured: its dict, entry, key and id)."""
+SUMMARY_CHARS = 1000
+"""A text of a summary (a reason, an error, a tool) is cut to this many characters; the
+delivery's detail has it whole."""
+RESPONSE_BYTES = 1 * MiB
+"""The most bytes of rows one list answer holds (estimated: their texts and ROW_BYTES each)."""
+ROW_BYTES = 400
+"""What one row costs in an answer beyond its texts (its keys, numbers and punctuation)."""
+SEARCH_BYTES = 64 * MiB
+"""The most bytes of recorded lines one text search reads before it answers with ``next``."""
+READ_BYTES = 4 * MiB
+"""How much of a log is read at a time when the list catches up with it."""
+PIECE_BYTES = 1 * MiB
+"""A recorded line is searched a piece of this size at a time."""
+
 
 def text(value: Any) -> str | None:
     """A value from the store as a string, or None when it is not one (records are hostile)."""
@@ -56,6 +86,25 @@ def number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return value
+
+
+def clipped(summary: dict[str, Any]) -> dict[str, Any]:
+    """A row with each text cut to SUMMARY_CHARS (the row held in memory and listed)."""
+    for key, value in summary.items():
+        if isinstance(value, str) and len(value) > SUMMARY_CHARS:
+            summary[key] = value[: SUMMARY_CHARS - 1] + "…"
+    return summary
+
+
+def cost(summary: dict[str, Any]) -> int:
+    """The bytes a held summary takes, estimated (its texts and ENTRY_BYTES)."""
+    return ENTRY_BYTES + sum(sys.getsizeof(v) for v in summary.values() if isinstance(v, str))
+
+
+def row_bytes(entry: Entry) -> int:
+    """The bytes a row takes in an answer, estimated from what it takes held (a text's size in
+    memory is at least its size as UTF-8, escapes aside)."""
+    return entry.size - ENTRY_BYTES + ROW_BYTES
 
 
 def payload_problems(payload: Any) -> list[str]:
@@ -188,6 +237,8 @@ class Entry:
     summary: dict[str, Any]
     group: str | None = None
     """What repeated attempts of one delivery share (a webhook id; a run's hook and boundary)."""
+    size: int = 0
+    """The bytes its summary takes, estimated (``cost``)."""
 
     @property
     def log(self) -> tuple[str, str]:
@@ -218,12 +269,20 @@ def parse_id(delivery_id: str) -> tuple[str, str, int]:
 
 
 class Deliveries:
-    """Summaries of every delivery in a store, kept up to date by reading what was appended."""
+    """Summaries of the newest deliveries in a store (a bounded window), kept up to date by
+    reading what was appended."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(
+        self, store: Store, *, window: int = WINDOW_COUNT, window_bytes: int = WINDOW_BYTES
+    ) -> None:
         self.store = store
+        self.window = window
+        self.window_bytes = window_bytes
         self.entries: list[Entry] = []
         self.by_id: dict[str, Entry] = {}
+        self.held_bytes = 0
+        self.evicted = 0
+        """How many deliveries were read and then let go to keep the window."""
         self.read_to: dict[tuple[str, str], int] = {}
         self.problems: list[str] = []
         self.signals = Signals(
@@ -237,19 +296,50 @@ class Deliveries:
     def refresh(self) -> None:
         """Read what was appended to the journal and to the runs' event logs since last time."""
         with self.lock:
-            added: list[Entry] = []
-            self._read(JOURNAL, SERVE, added, self._served)
+            self._catch_up(JOURNAL, SERVE, self._served)
             for run_id in self._grown_event_logs():
-                self._read(EVENTS_LOG, run_id, added, self._executed(run_id))
+                self._catch_up(EVENTS_LOG, run_id, self._executed(run_id))
+
+    def _catch_up(
+        self, log: str, log_id: str, make: Callable[[int, dict[str, Any]], Entry | None]
+    ) -> None:
+        """Read one log from where the last read stopped to its end, a part at a time, adding
+        each delivery in its place and keeping the window (lock held)."""
+        while True:
+            added: list[Entry] = []
+            start = self.read_to.get((log, log_id), 0)
+            self._read(log, log_id, added, make)
             if added:
                 # Logs are read one after another, so what was added is sorted into place.
                 self.entries.extend(added)
                 self.entries.sort(key=BY_KEY)
+                self._keep_window()
+            if self.read_to.get((log, log_id), 0) == start:
+                return
+
+    def _keep_window(self) -> None:
+        """Let go of the oldest summaries past the window's count or bytes (lock held)."""
+        excess = 0
+        while len(self.entries) - excess > self.window or (
+            self.held_bytes > self.window_bytes and excess < len(self.entries) - 1
+        ):
+            entry = self.entries[excess]
+            self.held_bytes -= entry.size
+            self.by_id.pop(entry.summary["id"], None)
+            excess += 1
+        if excess:
+            del self.entries[:excess]
+            self.evicted += excess
+
+    def _hold(self, entry: Entry) -> Entry:
+        clipped(entry.summary)
+        entry.size = cost(entry.summary)
+        return entry
 
     def _served(self, offset: int, record: dict[str, Any]) -> Entry | None:
         summary = served_summary(offset, record)
         webhook_id = text(record.get("webhook_id"))
-        return Entry((summary["at"], SERVE, offset), summary, webhook_id)
+        return self._hold(Entry((summary["at"], SERVE, offset), summary, webhook_id))
 
     def _executed(self, run_id: str) -> Callable[[int, dict[str, Any]], Entry | None]:
         def entry(offset: int, record: dict[str, Any]) -> Entry | None:
@@ -267,7 +357,7 @@ class Deliveries:
                     record.get("resource_id"),
                 )
             )
-            return Entry((summary["at"], run_id, offset), summary, group)
+            return self._hold(Entry((summary["at"], run_id, offset), summary, group))
 
         return entry
 
@@ -278,16 +368,19 @@ class Deliveries:
         added: list[Entry],
         make: Callable[[int, dict[str, Any]], Entry | None],
     ) -> None:
+        """Read READ_BYTES of one log from where the last read stopped (lock held)."""
         start = self.read_to.get((log, log_id), 0)
         try:
-            chunk = self.store.log_lines(log, log_id, start)
+            chunk = self.store.log_lines(log, log_id, start, max_bytes=READ_BYTES)
         except InvalidInput as exc:
             self._problem(exc.message)
             return
         if chunk.restarted:
             # The log was removed or replaced: forget what was read of it and read it again.
             owner = SERVE if log == JOURNAL else log_id
-            self.entries = [e for e in self.entries if e.key[1] != owner]
+            kept = [e for e in self.entries if e.key[1] != owner]
+            self.held_bytes -= sum(e.size for e in self.entries if e.key[1] == owner)
+            self.entries = kept
             added[:] = [e for e in added if e.key[1] != owner]
             self.by_id = {e.summary["id"]: e for e in self.entries}
         for offset, line in chunk.lines:
@@ -300,6 +393,7 @@ class Deliveries:
             if made is not None:
                 added.append(made)
                 self.by_id[made.summary["id"]] = made
+                self.held_bytes += made.size
         self.read_to[(log, log_id)] = chunk.end
 
     def _problem(self, message: str) -> None:
@@ -332,78 +426,138 @@ class Deliveries:
     def query(
         self, filters: dict[str, str], *, limit: int = 100, before: str | None = None
     ) -> dict[str, Any]:
-        """The newest deliveries that pass ``filters``, from ``before`` (a delivery id) on."""
+        """The newest deliveries that pass ``filters``, from ``before`` (a delivery id) on, at
+        most ``limit`` and RESPONSE_BYTES of them; a text filter (``q``) reads the recorded
+        lines of at most SEARCH_BYTES, and ``complete`` says whether it looked at them all."""
         self.refresh()
         limit = max(1, min(limit, LIMIT_MAX))
-        found = self._text_matches(filters["q"]) if "q" in filters else None
+        anchor = self._anchor(before) if before is not None else None
         with self.lock:
-            entries = self.entries
-            end = len(entries)
-            if before is not None:
-                anchor = self.by_id.get(before)
-                if anchor is None:
-                    raise NotFound(f"no delivery {before}")
-                end = bisect.bisect_left(entries, anchor.key, key=BY_KEY)
-            if not filters:
-                # Nothing to match: the newest ``limit`` before the anchor, without a pass.
-                chosen = entries[max(0, end - limit) : end]
-                return {
-                    "total": len(entries),
-                    "matched": len(entries),
-                    "items": [entry.summary for entry in reversed(chosen)],
-                    "next": chosen[0].summary["id"] if chosen and end > limit else None,
-                    "problems": list(self.problems),
-                }
-            matched = 0
-            items: list[dict[str, Any]] = []
-            more = False
-            for position in range(len(entries) - 1, -1, -1):
+            entries = list(self.entries)  # the scan below reads files without the lock
+            problems = list(self.problems)
+            evicted = self.evicted
+        end = len(entries) if anchor is None else bisect.bisect_left(entries, anchor, key=BY_KEY)
+        answer: dict[str, Any] = {
+            "total": len(entries) + evicted,
+            "held": len(entries),
+            "evicted": evicted,
+            "problems": problems,
+            "complete": True,
+        }
+        if not filters:
+            # Nothing to match: the newest ``limit`` before the anchor, without a pass.
+            items, position = self._page(entries, range(end - 1, -1, -1), limit)
+            answer.update(matched=len(entries), items=items, next=_next(items, position, 0))
+            return answer
+        if "q" not in filters:
+            matched = sum(1 for entry in entries if matches(entry.summary, filters))
+            chosen = (p for p in range(end - 1, -1, -1) if matches(entries[p].summary, filters))
+            items, position = self._page(entries, chosen, limit)
+            rest = any(matches(e.summary, filters) for e in entries[: max(position, 0)])
+            answer.update(matched=matched, items=items, next=items[-1]["id"] if rest else None)
+            return answer
+        found, scanned, position = self._search(entries, end, filters, limit)
+        answer.update(
+            matched=len(found),
+            items=[entries[p].summary for p in found],
+            next=entries[position].summary["id"] if position > 0 else None,
+            complete=position <= 0 and scanned,
+        )
+        return answer
+
+    def _page(
+        self, entries: list[Entry], positions: Iterator[int] | range, limit: int
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The rows at ``positions`` (newest first) up to ``limit`` and RESPONSE_BYTES; and the
+        position of the last one taken (-1 when none)."""
+        items: list[dict[str, Any]] = []
+        size = 0
+        last = -1
+        for position in positions:
+            entry = entries[position]
+            if items and (len(items) == limit or size + row_bytes(entry) > RESPONSE_BYTES):
+                break
+            items.append(entry.summary)
+            size += row_bytes(entry)
+            last = position
+        return items, last
+
+    def _search(
+        self,
+        entries: list[Entry],
+        end: int,
+        filters: dict[str, str],
+        limit: int,
+        *,
+        answer: bool = True,
+    ) -> tuple[list[int], bool, int]:
+        """The positions of the newest rows before ``end`` that pass ``filters`` and whose
+        recorded line holds ``filters["q"]`` (any case), up to ``limit`` (and, for an
+        ``answer``, RESPONSE_BYTES) of rows, reading at most SEARCH_BYTES of lines; whether
+        every row before ``end`` was looked at; and the position a next page starts before
+        (the last row taken, or the last row looked at)."""
+        wanted = filters["q"].casefold()
+        found: list[int] = []
+        size = read = 0
+        with ExitStack() as stack:
+            readers: dict[tuple[str, str], Any] = {}
+            for position in range(end - 1, -1, -1):
                 entry = entries[position]
                 if not matches(entry.summary, filters):
                     continue
-                if found is not None and entry.summary["id"] not in found:
+                full = answer and size + row_bytes(entry) > RESPONSE_BYTES
+                if len(found) == limit or (full and found):
+                    return found, False, found[-1]
+                if read >= SEARCH_BYTES:
+                    return found, False, position + 1
+                log = entry.log
+                if log not in readers:
+                    try:
+                        readers[log] = stack.enter_context(self.store.log_reader(*log))
+                    except (InvalidInput, NotFound):
+                        readers[log] = None
+                reader = readers[log]
+                if reader is None:
                     continue
-                matched += 1
-                if position < end:
-                    if len(items) < limit:
-                        items.append(entry.summary)
-                    else:
-                        more = True
-            return {
-                "total": len(entries),
-                "matched": matched,
-                "items": items,
-                "next": items[-1]["id"] if more and items else None,
-                "problems": list(self.problems),
-            }
+                hit, taken = _holds(reader.pieces(entry.offset, PIECE_BYTES), wanted)
+                read += taken
+                if hit:
+                    found.append(position)
+                    size += row_bytes(entry)
+        return found, True, 0
 
-    def _text_matches(self, needle: str) -> set[str]:
-        """The ids of deliveries whose recorded line contains ``needle`` (any case)."""
-        wanted = needle.casefold()
+    def _anchor(self, before: str) -> tuple[str, str, int]:
+        """Where a page ``before`` a delivery id starts: its place in the list, read from its
+        log when it is no longer held; NotFound when there is no such delivery."""
         with self.lock:
-            logs = sorted({entry.log for entry in self.entries})
-            ids = set(self.by_id)
-        found: set[str] = set()
-        for log, log_id in logs:
-            owner = SERVE if log == JOURNAL else log_id
-            try:
-                lines = self.store.log_lines(log, log_id).lines
-            except InvalidInput:
-                continue
-            for offset, line in lines:
-                delivery_id = f"{owner}.{offset}"
-                if delivery_id in ids and wanted in line.decode("utf-8", "replace").casefold():
-                    found.add(delivery_id)
-        return found
+            entry = self.by_id.get(before)
+        if entry is None:
+            entry = self._from_log(before)[0]
+        return entry.key
 
     def record(self, delivery_id: str) -> tuple[Entry, dict[str, Any]]:
-        """A delivery's entry and its whole record; NotFound when there is none."""
+        """A delivery's entry and its whole record; NotFound when there is none. A delivery no
+        longer held (older than the window) is read from its log."""
         log, log_id, offset = parse_id(delivery_id)
         self.refresh()
-        entry = self.by_id.get(delivery_id)
+        with self.lock:
+            entry = self.by_id.get(delivery_id)
+        if entry is None:
+            return self._from_log(delivery_id)
+        return entry, self.store.read_log_line(log, log_id, offset)
+
+    def _from_log(self, delivery_id: str) -> tuple[Entry, dict[str, Any]]:
+        """The entry and record of a delivery read from its log (one not held)."""
+        log, log_id, offset = parse_id(delivery_id)
+        try:
+            record = self.store.read_log_line(log, log_id, offset)
+        except NotFound:
+            raise NotFound(f"no delivery {delivery_id}") from None
+        make = self._served if log == JOURNAL else self._executed(log_id)
+        entry = make(offset, record)
         if entry is None:
             raise NotFound(f"no delivery {delivery_id}")
-        return entry, self.store.read_log_line(log, log_id, offset)
+        return entry, record
 
     def read(self, entry: Entry) -> dict[str, Any]:
         """The whole record of a delivery already listed (without reading what is new)."""
@@ -411,11 +565,12 @@ class Deliveries:
         return self.store.read_log_line(log, log_id, entry.offset)
 
     def attempts(self, entry: Entry) -> list[str]:
-        """The ids of every attempt of the same delivery (itself included), oldest first."""
+        """The ids of every attempt of the same delivery held (itself included), oldest first."""
         if entry.group is None:
             return [entry.summary["id"]]
         with self.lock:
-            return [e.summary["id"] for e in self.entries if e.group == entry.group]
+            found = [e.summary["id"] for e in self.entries if e.group == entry.group]
+        return found if entry.summary["id"] in found else [entry.summary["id"], *found]
 
     def detail(self, delivery_id: str) -> dict[str, Any]:
         """Everything recorded of one delivery: bodies, headers, timing, attempts, checks."""
@@ -472,34 +627,65 @@ class Deliveries:
         }
 
     def summaries(self, ids: list[str]) -> list[Entry]:
-        """The entries of these ids, in the order given; NotFound for one that is not known."""
+        """The entries of these ids, in the order given (read from its log for one no longer
+        held); NotFound for one that is not a delivery."""
         self.refresh()
-        with self.lock:
-            found = []
-            for delivery_id in ids:
+        found = []
+        for delivery_id in ids:
+            with self.lock:
                 entry = self.by_id.get(delivery_id)
-                if entry is None:
-                    raise NotFound(f"no delivery {delivery_id}")
-                found.append(entry)
-            return found
+            found.append(entry if entry is not None else self._from_log(delivery_id)[0])
+        return found
 
     def select(self, filters: dict[str, str], *, limit: int) -> list[Entry]:
-        """Every delivery that passes ``filters``, oldest first; InvalidInput past ``limit``."""
+        """Every held delivery that passes ``filters``, oldest first; InvalidInput past ``limit``
+        or when a text search would read more than SEARCH_BYTES."""
         self.refresh()
-        found = self._text_matches(filters["q"]) if "q" in filters else None
         with self.lock:
-            chosen = [
-                entry
-                for entry in self.entries
-                if matches(entry.summary, filters)
-                and (found is None or entry.summary["id"] in found)
-            ]
+            entries = list(self.entries)
+        if "q" in filters:
+            found, complete, _ = self._search(
+                entries, len(entries), filters, limit + 1, answer=False
+            )
+            if not complete and len(found) <= limit:
+                raise InvalidInput(
+                    f"the text search read {SEARCH_BYTES // MiB} MiB of recorded deliveries "
+                    "without finishing",
+                    hint="narrow the filter (an event, a chat, a run, a longer text)",
+                )
+            chosen = [entries[position] for position in reversed(found)]
+        else:
+            chosen = [entry for entry in entries if matches(entry.summary, filters)]
         if len(chosen) > limit:
+            count = f"more than {limit}" if "q" in filters else str(len(chosen))
             raise InvalidInput(
-                f"{len(chosen)} deliveries match; at most {limit} are replayed at once",
+                f"{count} deliveries match; at most {limit} are replayed at once",
                 hint="narrow the filter (an event, a chat, a run, a text)",
             )
         return chosen
+
+
+def _next(items: list[dict[str, Any]], position: int, first: int) -> str | None:
+    """The id a next page starts before: the last row given, when rows older than it remain."""
+    return items[-1]["id"] if items and position > first else None
+
+
+def _holds(pieces: Iterator[bytes], wanted: str) -> tuple[bool, int]:
+    """Whether a recorded line (in pieces) holds ``wanted`` (casefolded), and the bytes read.
+
+    Each piece is searched with the end of the one before it, so a match across two pieces is
+    found; the line is never held whole.
+    """
+    overlap = len(wanted.encode("utf-8")) * 3 + 4
+    tail = b""
+    read = 0
+    for piece in pieces:
+        read += len(piece)
+        window = tail + piece
+        if wanted in window.decode("utf-8", "replace").casefold():
+            return True, read
+        tail = window[-overlap:]
+    return False, read
 
 
 def _signature(record: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:

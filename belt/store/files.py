@@ -248,8 +248,14 @@ def read_line(handle: BinaryIO, *, limit: int | None = None) -> bytes:
     limit = LINE_MAX if limit is None else limit
     line = handle.readline(limit + 1)
     if len(line) > limit and not line.endswith(b"\n"):
-        raise UnsafeFile(f"a line is longer than the {size_text(limit)} a store line may be")
+        raise line_too_long(limit)
     return line
+
+
+def line_too_long(limit: int | None = None) -> UnsafeFile:
+    """The refusal of a line longer than ``limit`` (LINE_MAX)."""
+    limit = LINE_MAX if limit is None else limit
+    return UnsafeFile(f"a line is longer than the {size_text(limit)} a store line may be")
 
 
 def read_first_line(path: Path) -> bytes:

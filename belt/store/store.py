@@ -21,11 +21,12 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from belt.errors import Conflict, InvalidInput, NotFound
+from belt.store import files
 from belt.store.files import (
     HEADER_MAX,
     SAFE_FLAGS,
@@ -36,6 +37,7 @@ from belt.store.files import (
     atomic_write,
     fsync_dir,
     iter_lines,
+    line_too_long,
     make_dirs,
     open_regular,
     read_bytes,
@@ -76,6 +78,42 @@ class LogLines(NamedTuple):
     end: int
     restarted: bool
     version: int
+
+
+class LogReader:
+    """One open log: the raw line at an offset, a piece at a time (see ``Store.log_reader``)."""
+
+    def __init__(self, path: Path, handle: BinaryIO) -> None:
+        self.path = path
+        self.handle = handle
+
+    def pieces(self, offset: int, size: int = 1024 * 1024) -> Iterator[bytes]:
+        """The line that starts at byte ``offset``, without its newline, in pieces of at most
+        ``size`` bytes; nothing when no line starts there (a torn last line, still being
+        written, is given as far as it goes). A line longer than LINE_MAX is damage
+        (InvalidInput)."""
+        handle = self.handle
+        try:
+            if offset <= 0:
+                return
+            handle.seek(offset - 1)
+            if handle.read(1) != b"\n":
+                return
+            taken = 0
+            while True:
+                piece = handle.read(size)
+                if not piece:
+                    return  # the end of a torn last line
+                newline = piece.find(b"\n")
+                if newline >= 0:
+                    yield piece[:newline]
+                    return
+                taken += len(piece)
+                if taken > files.LINE_MAX:
+                    raise _damaged(self.path, line_too_long().why)
+                yield piece
+        except OSError as exc:
+            raise _damaged(self.path, f"it cannot be read ({exc.strerror})") from None
 
 
 def damaged(path: Path, why: str) -> InvalidInput:
@@ -460,6 +498,26 @@ class Store:
         if not line.endswith(b"\n"):
             raise missing
         return self.decode_log_line(log, id, line[:-1], offset, version)
+
+    @contextmanager
+    def log_reader(self, log: str, id: str) -> Iterator[LogReader]:
+        """The log opened once (its header checked) for reading lines at offsets ``log_lines``
+        gave, a piece at a time; InvalidInput if it is damaged, NotFound if it is missing."""
+        path = self._log_path(log, id)
+        try:
+            fd = open_regular(path)
+        except FileNotFoundError:
+            raise NotFound(f"no log {log} {id}") from None
+        except UnsafeFile as exc:
+            raise _damaged(path, exc.why) from None
+        except OSError as exc:
+            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+        with os.fdopen(fd, "rb") as handle:
+            try:
+                self._check_header(path, read_line(handle, limit=HEADER_MAX), "log")
+            except UnsafeFile as exc:
+                raise _damaged(path, exc.why) from None
+            yield LogReader(path, handle)
 
     # The private part: what must never be printed, journalled or reported (full webhook URLs,
     # which can carry credentials), kept so that any process can continue a run

@@ -255,7 +255,10 @@ async function deliveriesView() {
     body.replaceChildren(...found.items.map(row));
     next = found.next;
     more.hidden = !next;
-    count.textContent = `${found.items.length} shown of ${found.matched} matching · ${found.total} in all`;
+    // A text search answers a part of the history at a time: its count is then "at least".
+    const matching = `${found.complete === false ? "at least " : ""}${found.matched} matching`;
+    const held = found.evicted ? ` (the newest ${found.held} listed; older ones open by id)` : "";
+    count.textContent = `${found.items.length} shown of ${matching} · ${found.total} in all${held}`;
     document.getElementById("count-deliveries").textContent = `(${found.total})`;
     problems.replaceChildren(...found.problems.map((p) => message("Not read: " + p, "error")));
   }
