@@ -741,3 +741,18 @@ def test_bidi_controls_never_reach_the_terminal_raw(belt_home: Path) -> None:
     with watching(belt_home) as lines:
         first = lines.next()
         assert raw_bidi(first) == [] and "rm\\u061c" in first, first
+
+
+def test_an_index_replaced_by_a_directory_is_a_clean_error(belt_home: Path) -> None:
+    open_gate(run_id="run_1")
+    index = belt_home / "store" / "index" / "run-interrupts" / "run_1.jsonl"
+    index.unlink()
+    index.mkdir()
+    for args in (
+        ("interrupt", "create", "--run", "run_1", "--chat", "ch_1", "--event", "agent.start"),
+        ("interrupt", "list", "run_1"),
+    ):
+        result = belt(*args)
+        assert result.exit_code == 5, (args, result.stderr)
+        assert f"{index}: damaged store file: it is a directory" in result.stderr
+    assert index.is_dir() and list(index.iterdir()) == []
