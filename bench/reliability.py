@@ -30,6 +30,12 @@ Three measurements, each printed as one block (docs/reliability.md quotes them):
    (counted: runs on an attention hold, tasks run twice); and a burst of requests at once
    through `belt serve --forward-to` (failed requests, time, the server's memory).
 
+The guard: every route of `belt serve` tried as another site's page would ask it
+(`tests/foreign.py`): from a rebound name (its own `Host` and `Origin`), from another origin,
+and, for a route that changes something, as a `text/plain` form with no `Origin`. Counted: the
+routes, the requests, and how many were refused (all must be). `--only guard` runs it alone, in
+a few seconds.
+
 Run with `python bench/reliability.py` (about fifteen minutes, most of them in parts 4 and 5);
 `--only engine` runs part 4 alone, `--only stranded` part 5.
 """
@@ -355,7 +361,8 @@ def drive(url: str, seconds: float) -> dict[str, Any]:
 
     def client() -> None:
         nonlocal failures
-        with httpx.Client(timeout=30) as http:
+        json_body = {"content-type": "application/json"}
+        with httpx.Client(timeout=30, headers=json_body) as http:
             while time.monotonic() < end:
                 started = time.perf_counter()
                 try:
@@ -1026,12 +1033,46 @@ def run_stranded() -> None:
         )
 
 
+# The guard: every route of belt serve, as another site's page would ask it
+
+
+def run_guard() -> None:
+    """Every route of `belt serve` tried from a foreign origin and Host (tests/foreign.py)."""
+    from belt.server.app import create_app
+    from belt.store import Store
+    from tests.foreign import routes_of, try_foreign
+
+    with tempfile.TemporaryDirectory(prefix="belt-reliability-guard-") as tmp:
+        home = Path(tmp)
+        routes = routes_of(create_app(store=Store(home / "routes"), sweep_interval=0))
+        server, url = start_serve(home, "--sweep-interval", "0")
+        try:
+            tried = try_foreign(url, routes)
+        finally:
+            server.terminate()
+            server.wait(10)
+            errors = server.stderr.read() if server.stderr is not None else ""
+    refused = [t for t in tried if t.status in (403, 415)]
+    every = "all refused" if len(refused) == len(tried) else f"{len(refused)} refused"
+    print(
+        f"requests tried per route from a foreign origin and Host: {len(routes)} routes, "
+        f"{len(tried)} requests (rebound, cross-site, text/plain form), {every}; "
+        f"server tracebacks: {errors.count('Traceback')}"
+    )
+    for t in tried:
+        if t.status not in (403, 415):
+            print(f"  answered {t.status}: {t.kind} {t.method} {t.path}")
+
+
 def main() -> None:
     if sys.argv[1:] == ["--only", "engine"]:
         run_engine()
         return
     if sys.argv[1:] == ["--only", "stranded"]:
         run_stranded()
+        return
+    if sys.argv[1:] == ["--only", "guard"]:
+        run_guard()
         return
     bad = run_bad_inputs()
     print(
@@ -1065,6 +1106,7 @@ def main() -> None:
     )
     run_engine()
     run_stranded()
+    run_guard()
 
 
 if __name__ == "__main__":
