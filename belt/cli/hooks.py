@@ -280,7 +280,9 @@ def describe_hook(hook: dict[str, object]) -> str:
     if hook.get("handler"):
         parts.append(str(hook["handler"]))
     if hook.get("async"):
-        parts.append("(async)")
+        parts.append(
+            "(async ignored: a gate always holds the run)" if hook["type"] == "gate" else "(async)"
+        )
     if "timeout" in hook:
         parts.append(f"timeout {hook['timeout']}s")
     if "default_resolution" in hook:

@@ -178,6 +178,17 @@ def test_validate_accepts_async_on_a_gate_with_a_warning(tmp_path: Path) -> None
     )
 
 
+def test_a_gate_added_async_is_kept_as_written_and_listed_as_ignored() -> None:
+    added = belt("hooks", "add", "agent.tool_call", "--gate", "--async")
+    assert added.exit_code == 0, added.stderr
+    assert "gate (async ignored: a gate always holds the run)" in added.stdout
+    table = belt("hooks", "list")
+    assert table.exit_code == 0
+    row = table.stdout.splitlines()[-1].split()
+    assert row[:3] == ["0", "agent.tool_call", "gate"] and "ignored" in row
+    assert belt("hooks", "list", "--json").json()[0]["async"] is True
+
+
 def test_validate_json_reports_each_file(tmp_path: Path) -> None:
     bad = write(tmp_path, "bad.toml", '[lifecycle_hooks.stop]\ntool = "t"\ntimeout_ms = 0\n')
     good = EXAMPLES / "nexus-profile.json"
