@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from belt.errors import InvalidInput, NotFound
 from belt.records.journal import JOURNAL, SERVE
@@ -212,3 +214,28 @@ def test_list_and_search_over_http_answer_pages_within_bounds(store: Store) -> N
             params={"q": "needle-1", "limit": 50, "before": found["next"]},
         ).json()["data"]
         assert len(rest["items"]) == 6 and rest["complete"] is True and rest["next"] is None
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    before=st.one_of(
+        st.none(),
+        st.text(max_size=40),
+        st.integers(min_value=-5, max_value=10**20).map(lambda n: f"serve.{n}"),
+    ),
+    q=st.text(max_size=30),
+)
+def test_any_page_or_search_is_an_answer_or_a_clean_error(
+    store: Store, before: str | None, q: str
+) -> None:
+    if not store.log_size(JOURNAL, SERVE):
+        journal(store, 5, padding=100)
+    deliveries = Deliveries(store)
+    try:
+        found = deliveries.query({"q": q} if q else {}, limit=3, before=before)
+    except (NotFound, InvalidInput):
+        return
+    assert len(found["items"]) <= 3
+    assert found["next"] is None or found["next"] in {e.summary["id"] for e in deliveries.entries}
