@@ -47,6 +47,7 @@ from belt.records.registry_index import (
     query_words,
 )
 from belt.store import Store
+from belt.store.shapes import derive
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples" / "registry"
@@ -695,6 +696,16 @@ def test_an_entry_of_the_wrong_shape_is_reported_as_damaged(store: Store) -> Non
         get_entry(store, entry_id=entry.id)
     assert str(store.path("registry-entry", entry.id)) in caught.value.message
     assert "versions is not a list" in caught.value.message
+
+
+@pytest.mark.parametrize("key", sorted(derive(registry.RegistryEntry)[0]))
+def test_every_field_the_entry_typeddict_requires_is_checked(store: Store, key: str) -> None:
+    entry = save(store, "Backups", "Backups run nightly.")
+    store.update("registry-entry", entry.id, lambda data: {k: data[k] for k in data if k != key})
+    with pytest.raises(InvalidInput) as caught:
+        get_entry(store, entry_id=entry.id)
+    why = "version is not a positive whole number" if key == "version" else f"{key} is not a"
+    assert f"damaged registry entry: {why}" in caught.value.message
 
 
 WRITER = """

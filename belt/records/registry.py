@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NotRequired, TypedDict, TypeVar
 
 from belt.errors import BeltError, InvalidInput, NotFound, UsageError
 from belt.inputs import read_bytes
@@ -41,6 +41,7 @@ from belt.records.registry_index import (
 )
 from belt.store import Store, check_id, open_store
 from belt.store.clock import timestamp, utcnow
+from belt.store.shapes import derive, fits
 
 DEFAULT_OWNER = "local"
 """The team a local registry belongs to, and a scenario's agent unless it names another."""
@@ -61,6 +62,25 @@ references, and observations and concepts), skills and apps."""
 ENTRY = "registry-entry"
 ENTRIES = "registry-entries"
 _OWNER_LOCK = "registry-owner"
+
+
+class RegistryEntry(TypedDict):
+    """One entry of the registry (kind ``registry-entry``): its latest version's fields and
+    every version it had. ``_checked`` derives its field checks from this, in this order."""
+
+    id: str
+    owner: str
+    name: str
+    kind: str
+    text: str
+    tags: list[str]
+    versions: list[dict[str, Any]]
+    origin: dict[str, Any]
+    created_at: str
+    updated_at: str
+    version: int
+    removed_at: NotRequired[str | None]
+
 
 MAX_NAME_CHARS = 120
 MAX_TAGS = 20
@@ -370,24 +390,17 @@ def _damaged(store: Store, entry_id: str, why: str) -> InvalidInput:
 
 
 def _checked(store: Store, entry_id: str, data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` if it has the shape belt writes; otherwise InvalidInput naming the file."""
-    for key, kind in (
-        ("id", str),
-        ("owner", str),
-        ("name", str),
-        ("kind", str),
-        ("text", str),
-        ("tags", list),
-        ("versions", list),
-        ("origin", dict),
-        ("created_at", str),
-        ("updated_at", str),
-    ):
-        if not isinstance(data.get(key), kind):
-            raise _damaged(store, entry_id, f"{key} is not a {kind.__name__}")
-    version = data.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise _damaged(store, entry_id, "version is not a positive whole number")
+    """``data`` if it has the shape belt writes; otherwise InvalidInput naming the file.
+
+    The required fields and their types are those of :class:`RegistryEntry`."""
+    required, _ = derive(RegistryEntry)
+    for key, kinds in required.items():
+        if key == "version":
+            version = data.get("version", 0)
+            if not fits(version, kinds) or version < 1:
+                raise _damaged(store, entry_id, "version is not a positive whole number")
+        elif not fits(data.get(key), kinds):
+            raise _damaged(store, entry_id, f"{key} is not a {kinds[0].__name__}")
     if data["kind"] not in KINDS:
         raise _damaged(store, entry_id, f"kind {data['kind']!r} is not one of {', '.join(KINDS)}")
     if data["id"] != entry_id:

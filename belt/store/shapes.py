@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import (
     Any,
     Literal,
@@ -50,6 +51,7 @@ def record_shape(kind: str, record: object) -> None:
     _derived.pop(kind, None)
 
 
+@cache
 def derive(record: object) -> Shape:
     """The required and optional fields of a TypedDict, with the types each may hold.
 
@@ -120,15 +122,16 @@ def shape_problem(kind: str, data: dict[str, Any]) -> str | None:
     for name, kinds in required.items():
         if name not in data:
             return f"its {name} is missing"
-        if not _fits(data[name], kinds):
+        if not fits(data[name], kinds):
             return f"its {name} is not {_named(kinds)}"
     for name, kinds in optional.items():
-        if name in data and not _fits(data[name], kinds):
+        if name in data and not fits(data[name], kinds):
             return f"its {name} is not {_named(kinds)}"
     return None
 
 
-def _fits(value: Any, kinds: Kinds) -> bool:
+def fits(value: Any, kinds: Kinds) -> bool:
+    """True when ``value`` is of one of ``kinds`` (a bool is not a whole number)."""
     if ANYTHING in kinds:
         return True
     if isinstance(value, bool):
