@@ -6,7 +6,7 @@ an execution can record which profile it captured.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from belt.errors import InvalidInput
 from belt.store.clock import timestamp, utcnow
@@ -33,12 +33,12 @@ class Profile(TypedDict):
 record_shape(PROFILE, Profile)
 
 
-def read_profile(store: Store) -> dict[str, Any]:
+def read_profile(store: Store) -> Profile:
     """The stored declaration with its ``revision`` (0 and ``{}`` when none was stored)."""
     record = store.get(PROFILE, PROFILE_ID)
     if record is None:
         return {"configuration": {}, "revision": 0, "updated_at": None}
-    return record
+    return cast(Profile, record)
 
 
 def check_profile(declaration: Any) -> dict[str, Any]:
@@ -50,15 +50,15 @@ def check_profile(declaration: Any) -> dict[str, Any]:
     return dict(declaration)
 
 
-def write_profile(store: Store, declaration: Any) -> dict[str, Any]:
+def write_profile(store: Store, declaration: Any) -> Profile:
     """Check and store a whole declaration, replacing the previous one; returns the record."""
     configuration = check_profile(declaration)
     with store.lock(PROFILE, PROFILE_ID):
-        revision = int(read_profile(store)["revision"]) + 1
-        record = {
+        revision = read_profile(store)["revision"] + 1
+        record: Profile = {
             "configuration": configuration,
             "revision": revision,
             "updated_at": timestamp(utcnow()),
         }
-        store.write(PROFILE, PROFILE_ID, record)
+        store.write(PROFILE, PROFILE_ID, dict(record))
     return record

@@ -8,7 +8,7 @@ the rules of ``check_nexus_profile``; a bad declaration is refused with problem+
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from belt.errors import BeltError, InvalidInput
-from belt.records.profile import PROFILE_PATH, read_profile, write_profile
+from belt.records.profile import PROFILE_PATH, Profile, read_profile, write_profile
 from belt.records.reports import Reporter, report_api
 from belt.server.problems import Problem, belt_problem, parse_json, read_body
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from belt.store import Store
 
 
-def declaration_response(record: dict[str, Any]) -> Response:
+def declaration_response(record: Profile) -> Response:
     """The stored declaration, with its revision in a header."""
     return Response(
         json.dumps(record["configuration"], ensure_ascii=False),
