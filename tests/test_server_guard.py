@@ -634,3 +634,14 @@ def test_the_guard_answers_any_headers_and_lets_in_only_named_hosts(
     else:
         assert sent[0]["status"] in (401, 403, 415)
         assert json.loads(sent[1]["body"])["detail"]
+
+
+def test_a_refusal_quotes_a_huge_header_cut_short(store: Store) -> None:
+    huge = "h" * 10_000
+    with running(create_app(store=store, sweep_interval=0, token=TOKEN)) as url:
+        # /healthz is open to every host with a token; the Origin is still another site's.
+        reply = httpx.get(f"{url}/healthz", headers={"host": huge, "origin": "http://" + huge})
+    assert reply.status_code == 403
+    detail = reply.json()["detail"]
+    assert len(detail) < 400
+    assert detail.startswith("Origin 'http://hhh") and "…" in detail

@@ -37,6 +37,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from belt.errors import UsageError
 from belt.records.reports import Reporter, report_api
 from belt.server.problems import Problem
+from belt.text import printable
 
 HEADER_TIMEOUT = 10.0
 """Seconds a client has to send a whole request head."""
@@ -421,7 +422,8 @@ class RequestGuard:
                     403,
                     "Forbidden",
                     f"Origin {shown(b', '.join(values))} is not this server's own "
-                    f"(http://{host}): belt serve does not answer other sites' pages",
+                    f"(http://{printable(host[:SHOWN_MAX])}): belt serve does not answer "
+                    "other sites' pages",
                 )
             )
 
