@@ -592,3 +592,34 @@ def test_any_body_gets_a_success_or_a_problem_both_sdks_read(
         assert reply.status_code in (404, 409, 422), reply.text
         assert document["success"] is False
         assert document["error"]["message"] == document["detail"]
+
+
+def test_the_serve_line_for_a_runs_end_carries_its_hook_summary(model: Path) -> None:
+    import socket
+
+    reported: list[dict[str, Any]] = []
+
+    def ended() -> list[str]:
+        return [
+            str(r["detail"])
+            for r in list(reported)
+            if r.get("kind") == "api" and " completed" in str(r.get("detail"))
+        ]
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        port = int(sock.getsockname()[1])
+        hook = {
+            "event": "agent.tool_call",
+            "type": "webhook",
+            "handler": f"http://127.0.0.1:{port}/",
+        }
+        with running(create_app(sweep_interval=0, model=model, report=reported.append)) as api:
+            data = started(api, "delete it", hooks=[hook])
+            [line] = eventually(ended, "the line for the run's end")
+    run_id = data["user_message"]["agent_run_id"]
+    assert line.startswith(
+        f"run {run_id} completed; hooks: 1 call(s), 1 failed (1 counted as allow)"
+    )
+    assert f"127.0.0.1:{port}: cannot connect to 127.0.0.1:{port}" in line
+    assert line.endswith(f"is `belt serve` running on 127.0.0.1:{port}?")

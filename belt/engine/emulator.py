@@ -394,8 +394,25 @@ class Emulator:
 
     def drive(self, simulation: Simulation, execution: Any) -> None:
         """Drive a begun run to its end or its next hold (in a worker thread); the step that
-        ends it takes it off the tag of runs to continue (``Simulation.release_chat``)."""
+        ends it takes it off the tag of runs to continue (``Simulation.release_chat``); then the
+        live line says where it stopped and what its hooks did."""
         simulation.drive_started(execution)
+        self.tell_stopped(str(execution.run_id))
+
+    def tell_stopped(self, run_id: str) -> None:
+        """The live line for a driven run that ended or is held: its state and the summary of
+        its hook calls (``belt.engine.hooksummary``)."""
+        from belt.engine.hooksummary import hook_summary, summary_line
+        from belt.records.runs import run_events
+
+        run = self.store.get(RUN, run_id)
+        if run is None or self.report is None:
+            return
+        executions = [r for r in run_events(self.store, run_id) if r.get("type") == "hook.executed"]
+        detail = f"run {run_id} {run.get('state')}"
+        if executions:
+            detail += f"; {summary_line(hook_summary(executions))}"
+        self.tell("agents/run", str(run.get("chat_id") or run_id), detail)
 
     def continue_settled(self, run_ids: list[str] | None = None) -> int:
         """Queue every emulated run that can go on now: its interrupts are all settled, or the

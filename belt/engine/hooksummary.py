@@ -117,3 +117,16 @@ def summary_text(summary: dict[str, Any]) -> list[tuple[str, bool]]:
         if entry["fix"]:
             lines.append((f"    {entry['fix']}", True))
     return lines
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """The summary on one line (for a live line of ``belt serve``): the head, then the first
+    failing handler's first error and likely fix."""
+    lines = summary_text(summary)
+    text = lines[0][0]
+    failing = next((entry for entry in summary["handlers"] if entry["failed"]), None)
+    if failing is not None:
+        text += f"; {failing['handler']}: {failing['first_error']}"
+        if failing["fix"]:
+            text += f"; {failing['fix']}"
+    return text
