@@ -30,14 +30,19 @@ Three measurements, each printed as one block (docs/reliability.md quotes them):
    (counted: runs on an attention hold, tasks run twice); and a burst of requests at once
    through `belt serve --forward-to` (failed requests, time, the server's memory).
 
+6. Nothing grows: `belt serve`'s memory (resident and peak) over a journal of 500 payloads of
+   500 KB, for the largest list, one text search through every page and 100 searches at once;
+   over a journal of 300,000 deliveries once the inspector has read them; and the peak memory of
+   `belt replay journal --json` over 200,000 records.
+
 The guard: every route of `belt serve` tried as another site's page would ask it
 (`tests/foreign.py`): from a rebound name (its own `Host` and `Origin`), from another origin,
 and, for a route that changes something, as a `text/plain` form with no `Origin`. Counted: the
 routes, the requests, and how many were refused (all must be). `--only guard` runs it alone, in
 a few seconds.
 
-Run with `python bench/reliability.py` (about fifteen minutes, most of them in parts 4 and 5);
-`--only engine` runs part 4 alone, `--only stranded` part 5.
+Run with `python bench/reliability.py` (about twenty minutes, most of them in parts 4 to 6);
+`--only engine` runs part 4 alone, `--only stranded` part 5, `--only growth` part 6.
 """
 
 from __future__ import annotations
@@ -109,6 +114,22 @@ def bad_inputs(folder: Path) -> list[tuple[str, list[str], str | None]]:
                 None,
             )
         )
+        entry = ["registry", "add", "--kind", "skill", "--name", "x", "--file", path]
+        cases.append((f"registry add --file {path}", entry, None))
+    policy = str(ROOT / "examples" / "policy.toml")
+    for since in ("99999999d", "9999999999999999999h"):
+        replayed = ["replay", "journal", "--policy", policy, "--since", since]
+        cases.append((f"replay --since {since}", replayed, None))
+    cases.append(("replay of a long source", ["replay", "a" * 100_000, "--policy", policy], None))
+    dangling = folder / "dangling.json"
+    dangling.symlink_to(folder / "nowhere" / "hooks.json")
+    cases.append(
+        (
+            "hooks add --file a dangling link",
+            ["hooks", "add", "agent.start", "--gate", "--file", str(dangling)],
+            None,
+        )
+    )
     hostile_values = [
         '{"x": NaN}',
         "[Infinity]",
@@ -1033,6 +1054,245 @@ def run_stranded() -> None:
         )
 
 
+# 6. Nothing grows: the inspector's list and search, its history, belt replay of a long journal
+
+SEARCH_PAYLOADS = 500
+SEARCH_PAYLOAD_BYTES = 500_000
+SEARCHES_AT_ONCE = 100
+HISTORY = 300_000
+REPLAYED = 200_000
+
+
+def journal_record(n: int, padding: int = 0) -> dict[str, Any]:
+    """A hook request as ``belt serve`` journals it, its payload holding ``needle-<n>/``."""
+    request = {
+        "event": "agent.tool_call",
+        "timestamp": "2026-08-11T14:00:00.000Z",
+        "agent_id": "ag_bench",
+        "chat_id": f"ch_{n % 50}",
+        "run_id": f"ar_{n % 500}",
+        "turn_count": n % 40,
+        "data": {
+            "tool": "delete_file",
+            "arguments": {"path": f"/tmp/needle-{n}/old.txt", "pad": "x" * padding},
+        },
+    }
+    return {
+        "kind": "hook",
+        "at": f"2026-08-11T{n // 3_600_000 % 24:02d}:{n // 60_000 % 60:02d}:"
+        f"{n // 1000 % 60:02d}.{n % 1000:03d}Z",
+        "route": "/hooks",
+        "name": None,
+        "headers": {"host": "127.0.0.1:8787", "content-type": "application/json", "x": "y" * 300},
+        "event": "agent.tool_call",
+        "tool": "delete_file",
+        "request": request,
+        "status": 200,
+        "response": {"decision": "allow", "reason": "temporary files may go"},
+        "decision": "allow",
+        "reason": "temporary files may go",
+        "duration_ms": 0.412,
+    }
+
+
+def write_journal(home: Path, count: int, padding: int = 0) -> int:
+    """``count`` journal records in the store at ``home``, written as the store writes them;
+    the journal's size in bytes."""
+    path = home / "store" / "logs" / "journal" / "serve.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write('{"belt":"log","schema":1}\n')
+        for n in range(count):
+            line = json.dumps(journal_record(n, padding), ensure_ascii=False, separators=(",", ":"))
+            handle.write(line + "\n")
+    return path.stat().st_size
+
+
+def memory_kb(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of a process in KiB: what it holds now, and the most it ever held."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    found = [re.search(rf"{name}:\s+(\d+)", status) for name in ("VmRSS", "VmHWM")]
+    return int(found[0].group(1)), int(found[1].group(1))  # type: ignore[union-attr]
+
+
+def search_all(url: str, q: str) -> tuple[int, int]:
+    """A text search of the deliveries followed through every ``next``: (pages, hits)."""
+    pages = hits = 0
+    before: str | None = None
+    while True:
+        params = {"q": q, "limit": "50", **({"before": before} if before else {})}
+        reply = httpx.get(f"{url}/inspector/deliveries", params=params, timeout=600)
+        reply.raise_for_status()
+        found = reply.json()["data"]
+        pages += 1
+        hits += len(found["items"])
+        before = found["next"]
+        if not before:
+            return pages, hits
+
+
+def inspector_search(folder: Path) -> dict[str, Any]:
+    """The memory of ``belt serve`` over a journal of SEARCH_PAYLOADS payloads of
+    SEARCH_PAYLOAD_BYTES: the largest list, one text search through every page, and
+    SEARCHES_AT_ONCE searches at once."""
+    home = folder / "search"
+    size = write_journal(home, SEARCH_PAYLOADS, SEARCH_PAYLOAD_BYTES)
+    server, url = start_serve(home, "--policy", str(ROOT / "examples" / "policy.toml"))
+    try:
+        started = memory_kb(server.pid)
+        listed = httpx.get(f"{url}/inspector/deliveries", params={"limit": "500"}, timeout=600)
+        listed.raise_for_status()
+        after_list = memory_kb(server.pid)
+        began = time.monotonic()
+        pages, hits = search_all(url, "needle-0/")
+        one_seconds = time.monotonic() - began
+        after_one = memory_kb(server.pid)
+        failures: list[str] = []
+
+        def search() -> None:
+            try:
+                reply = httpx.get(
+                    f"{url}/inspector/deliveries", params={"q": "needle-0/"}, timeout=600
+                )
+                reply.raise_for_status()
+            except httpx.HTTPError as exc:
+                failures.append(str(exc))
+
+        threads = [threading.Thread(target=search) for _ in range(SEARCHES_AT_ONCE)]
+        began = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        many_seconds = time.monotonic() - began
+        after_many = memory_kb(server.pid)
+    finally:
+        server.terminate()
+        server.wait(10)
+    return {
+        "journal_mb": size / 1e6,
+        "started": started,
+        "list_bytes": len(listed.content),
+        "list_items": len(listed.json()["data"]["items"]),
+        "after_list": after_list,
+        "pages": pages,
+        "hits": hits,
+        "one_seconds": one_seconds,
+        "after_one": after_one,
+        "many_seconds": many_seconds,
+        "after_many": after_many,
+        "failed": len(failures),
+    }
+
+
+def inspector_history(folder: Path) -> dict[str, Any]:
+    """The memory of ``belt serve`` whose journal holds HISTORY deliveries, once the inspector
+    has read them all."""
+    home = folder / "history"
+    size = write_journal(home, HISTORY)
+    server, url = start_serve(home, "--policy", str(ROOT / "examples" / "policy.toml"))
+    try:
+        before = memory_kb(server.pid)
+        began = time.monotonic()
+        listed = httpx.get(f"{url}/inspector/deliveries", params={"limit": "50"}, timeout=600)
+        listed.raise_for_status()
+        seconds = time.monotonic() - began
+        found = listed.json()["data"]
+        oldest = "serve." + str(len('{"belt":"log","schema":1}\n'))
+        detail = httpx.get(f"{url}/inspector/deliveries/{oldest}", timeout=60)
+        after = memory_kb(server.pid)
+    finally:
+        server.terminate()
+        server.wait(10)
+    return {
+        "journal_mb": size / 1e6,
+        "before": before,
+        "after": after,
+        "seconds": seconds,
+        "total": found["total"],
+        "held": found.get("held", found["total"]),
+        "oldest_status": detail.status_code,
+    }
+
+
+def replay_memory(folder: Path) -> dict[str, Any]:
+    """The most memory ``belt replay journal --json`` takes over a journal of REPLAYED
+    records (its VmHWM, read as its rows come), and how long it takes."""
+    home = folder / "replay"
+    size = write_journal(home, REPLAYED)
+    began = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "belt", "replay", "journal", "--json"]
+        + ["--policy", str(ROOT / "examples" / "policy.toml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "BELT_HOME": str(home)},
+    )
+    assert process.stdout is not None
+    rows = peak = 0
+    for line in process.stdout:
+        rows += line.startswith(b'      "number": ')
+        if rows % 1000 == 0:
+            # The process's own high-water mark (wait4's ru_maxrss would count this process's
+            # size when it forked the child).
+            try:
+                peak = max(peak, memory_kb(process.pid)[1])
+            except (OSError, AttributeError):
+                pass
+    process.wait()
+    assert process.stderr is not None
+    error = process.stderr.read().decode(errors="replace")
+    return {
+        "journal_mb": size / 1e6,
+        "rows": rows,
+        "max_rss_kb": peak,
+        "seconds": time.monotonic() - began,
+        "exit": process.returncode,
+        "stderr": error[-300:],
+    }
+
+
+def run_growth() -> None:
+    with tempfile.TemporaryDirectory(prefix="belt-reliability-growth-") as tmp:
+        folder = Path(tmp)
+        found = inspector_search(folder)
+        mib = 1024
+        listed, started = found["after_list"], found["started"][0] / mib
+        print(
+            f"inspector over {SEARCH_PAYLOADS} payloads of {SEARCH_PAYLOAD_BYTES // 1000} KB "
+            f"({found['journal_mb']:.0f} MB of journal): server at {started:.0f} MiB; the "
+            f"largest list ({found['list_items']} rows, {found['list_bytes'] / 1e3:.0f} KB) -> "
+            f"{listed[0] / mib:.0f} MiB (peak {listed[1] / mib:.0f} MiB)"
+        )
+        print(
+            f"  one text search through every page ({found['pages']} pages, {found['hits']} hit, "
+            f"{found['one_seconds']:.1f} s): {found['after_one'][0] / mib:.0f} MiB (peak "
+            f"{found['after_one'][1] / mib:.0f} MiB)"
+        )
+        print(
+            f"  {SEARCHES_AT_ONCE} searches at once ({found['many_seconds']:.1f} s, "
+            f"{found['failed']} failed): {found['after_many'][0] / mib:.0f} MiB after (peak "
+            f"{found['after_many'][1] / mib:.0f} MiB)"
+        )
+        history = inspector_history(folder)
+        print(
+            f"inspector history of {HISTORY:,} deliveries ({history['journal_mb']:.0f} MB of "
+            f"journal): {history['held']:,} held of {history['total']:,}, read in "
+            f"{history['seconds']:.1f} s; server {history['before'][0] / mib:.0f} -> "
+            f"{history['after'][0] / mib:.0f} MiB (peak {history['after'][1] / mib:.0f} MiB); "
+            f"the oldest delivery's detail: HTTP {history['oldest_status']}"
+        )
+        replayed = replay_memory(folder)
+        print(
+            f"belt replay journal --json over {REPLAYED:,} records ({replayed['journal_mb']:.0f} "
+            f"MB): {replayed['rows']:,} rows in {replayed['seconds']:.0f} s, exit "
+            f"{replayed['exit']}, peak memory {replayed['max_rss_kb'] / mib:.0f} MiB"
+        )
+        if replayed["exit"]:
+            print(f"  stderr: {replayed['stderr']}")
+
+
 # The guard: every route of belt serve, as another site's page would ask it
 
 
@@ -1071,6 +1331,9 @@ def main() -> None:
     if sys.argv[1:] == ["--only", "stranded"]:
         run_stranded()
         return
+    if sys.argv[1:] == ["--only", "growth"]:
+        run_growth()
+        return
     if sys.argv[1:] == ["--only", "guard"]:
         run_guard()
         return
@@ -1106,6 +1369,7 @@ def main() -> None:
     )
     run_engine()
     run_stranded()
+    run_growth()
     run_guard()
 
 
