@@ -500,7 +500,10 @@ def test_a_body_cut_short_is_one_line_not_a_traceback(belt_home: Path) -> None:
             if stream is not None:
                 stream.close()
     cut = [line for line in out if "cut short" in line]
-    assert [line.split("  ")[1] for line in cut] == [f"cut short POST {path}" for path in routes]
+    # (The three may be reported in any order: each is its own connection.)
+    assert sorted(line.split("  ")[1] for line in cut) == sorted(
+        f"cut short POST {path}" for path in routes
+    )
     assert all(
         "the client closed the connection before sending its whole body" in line for line in cut
     )
