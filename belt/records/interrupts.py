@@ -90,7 +90,7 @@ record_shape(INTERRUPT, Interrupt)
 
 def on_expiry(record: Interrupt) -> str:
     """How a stored interrupt is settled when it expires: its default resolution, else deny."""
-    return str(record.get("default_resolution") or "deny")
+    return record.get("default_resolution") or "deny"
 
 
 def to_dto(record: Interrupt) -> dict[str, Any]:
@@ -250,11 +250,11 @@ def _store_new(store: Store, record: Interrupt) -> None:
     """Write a new interrupt: markers first, object last, so a creator killed half-way leaves at
     most a marker or a link without an object, which the readers skip and the sweep clears;
     never a hidden gate."""
-    interrupt_id = str(record["id"])
+    interrupt_id = record["id"]
     marker = _pending_marker(record)
     if marker:
         store.tag(PENDING, marker)
-    store.link(RUN_INTERRUPTS, str(record["run_id"]), interrupt_id)
+    store.link(RUN_INTERRUPTS, record["run_id"], interrupt_id)
     resource_id = record["resource_id"]
     if resource_id is not None:
         store.link(RESOURCE_INTERRUPTS, check_id(resource_id, what="resource id"), interrupt_id)
@@ -713,7 +713,7 @@ class Watch:
         run_id = record.get("run_id")
         if isinstance(run_id, str) and run_id not in self.runs:
             self.runs[run_id] = self._size(run_id)
-        status, before = str(record.get("status")), self.known.get(interrupt_id)
+        status, before = record["status"], self.known.get(interrupt_id)
         self.known[interrupt_id] = status
         if (self.run_ids and run_id not in self.run_ids) or status == before:
             return

@@ -81,7 +81,7 @@ class Recorder:
     @property
     def chat_id(self) -> str:
         """The chat's id."""
-        return str(self.chat["id"])
+        return self.chat["id"]
 
     def refresh_chat(self) -> Chat:
         """Re-read the chat (its settings may have changed from another process)."""

@@ -162,7 +162,7 @@ class RunRecord:
     @property
     def id(self) -> str:
         """The run's id."""
-        return str(self.data["id"])
+        return self.data["id"]
 
     @property
     def state(self) -> str:
