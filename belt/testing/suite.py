@@ -54,6 +54,10 @@ class ScenarioResult:
     report: dict[str, Any] | None = None
     hook_failures: list[dict[str, Any]] = field(default_factory=list)
     """The failed hook calls no expectation names (with ``hook_errors = "allow"``, none)."""
+    coverage: list[dict[str, Any]] = field(default_factory=list)
+    """Each hook the scenario declares and what its calls produced (``belt.testing.coverage``)."""
+    unfired: list[dict[str, Any]] = field(default_factory=list)
+    """With ``--fail-under-hooks``: the declared hooks that never fired, which fail it."""
 
     @property
     def failures(self) -> list[Outcome]:
@@ -76,8 +80,10 @@ class ScenarioResult:
         end = min(len(messages), max(spots) + EXCERPT_CONTEXT + 1, start + EXCERPT_MAX)
         return messages[start:end]
 
-    def to_json(self) -> dict[str, Any]:
-        """The result as ``belt test --json`` prints it (one object per scenario)."""
+    def to_json(self, *, coverage: bool = False) -> dict[str, Any]:
+        """The result as ``belt test --json`` prints it (one object per scenario; with
+        ``coverage``, its hooks' coverage too)."""
+        shown = {"coverage": self.coverage} if coverage else {}
         return {
             "scenario": self.name,
             "status": self.status,
@@ -93,6 +99,8 @@ class ScenarioResult:
             "dialect": self.report["simulation"]["dialect"] if self.report else None,
             "hooks": self.report.get("hook_summary") if self.report else None,
             "hook_failures": self.hook_failures,
+            "unfired_hooks": self.unfired,
+            **shown,
         }
 
 
@@ -103,6 +111,11 @@ class SuiteResult:
     results: list[ScenarioResult]
     seconds: float
     stopped: bool = False
+
+    @property
+    def coverage(self) -> list[dict[str, Any]]:
+        """Every scenario's hooks and what their calls produced, in the order they ran."""
+        return [entry for result in self.results for entry in result.coverage]
 
     def counted(self, status: str) -> int:
         """How many scenarios ended with ``status``."""
@@ -183,9 +196,13 @@ def run_suite(
     report: Report | None = None,
     render: Render | None = None,
     allow_network: bool = False,
+    fail_unfired: bool = False,
+    coverage: bool = False,
 ) -> SuiteResult:
     """Run every selected scenario with expectations; ``report`` gets each result as it ends,
-    and the JUnit file (``render`` writes the transcript excerpts) is written at the end."""
+    and the JUnit file (``render`` writes the transcript excerpts; with ``coverage``, each
+    hook's counts as properties) is written at the end. With ``fail_unfired``, a scenario
+    that declares a hook that never fired fails."""
     from belt.engine.dispatch import parse_routes
 
     parse_routes(routes or [])
@@ -199,6 +216,8 @@ def run_suite(
             continue
         with import_deadline(IMPORT_TIMEOUT):
             result = run_document(path, document, routes=routes or [], allow_network=allow_network)
+        if fail_unfired:
+            fail_on_unfired(result)
         results.append(result)
         if report is not None:
             report(result)
@@ -207,8 +226,18 @@ def run_suite(
             break
     suite = SuiteResult(results, time.perf_counter() - started, stopped)
     if junit_xml is not None:
-        write_junit(junit_xml, suite, render)
+        write_junit(junit_xml, suite, render, coverage=coverage)
     return suite
+
+
+def fail_on_unfired(result: ScenarioResult) -> None:
+    """``--fail-under-hooks``: a scenario that passed but declares a hook that never fired
+    fails, naming each such hook."""
+    from belt.testing.coverage import never_fired
+
+    result.unfired = never_fired(result.coverage) if result.status != "error" else []
+    if result.unfired:
+        result.status = "fail"
 
 
 def run_document(
@@ -272,6 +301,7 @@ def run_loaded(
     from belt.engine.offline import OFFLINE_HINT, network_problems
     from belt.engine.report import build_report
     from belt.store import Store
+    from belt.testing.coverage import scenario_coverage
     from belt.testing.expect import evaluate, expectations_of, unnamed_failures
 
     started = time.perf_counter() if started is None else started
@@ -303,13 +333,20 @@ def run_loaded(
                         time.perf_counter() - started,
                         error=f"{problems[0]} (belt test runs offline)",
                         problems=[*problems[1:], OFFLINE_HINT],
+                        coverage=scenario_coverage(name, loaded, None),
                     )
             options.handlers.update(handlers or {})
             sim, _ = start_simulation(store, loaded, options)
             report = build_report(store, sim)
         except BeltError as exc:
             detail = "; ".join([exc.message, *getattr(exc, "problems", [])])
-            return ScenarioResult(name, "error", time.perf_counter() - started, error=detail)
+            return ScenarioResult(
+                name,
+                "error",
+                time.perf_counter() - started,
+                error=detail,
+                coverage=scenario_coverage(name, loaded, None),
+            )
     outcomes = evaluate(expectations, report)
     unnamed: list[dict[str, Any]] = []
     if getattr(loaded.scenario, "hook_errors", "fail") != "allow":
@@ -322,6 +359,7 @@ def run_loaded(
         outcomes,
         report=report,
         hook_failures=unnamed,
+        coverage=scenario_coverage(name, loaded, report),
     )
 
 
@@ -351,8 +389,11 @@ def xml_text(text: str) -> str:
     )
 
 
-def junit_document(suite: SuiteResult, render: Render | None = None) -> str:
-    """The suite as a JUnit XML report, as CI systems read it."""
+def junit_document(
+    suite: SuiteResult, render: Render | None = None, *, coverage: bool = False
+) -> str:
+    """The suite as a JUnit XML report, as CI systems read it (with ``coverage``, each
+    scenario's hooks as properties of its test case)."""
     failures = suite.counted("fail")
     errors = suite.counted("error")
     root = ElementTree.Element(
@@ -385,6 +426,15 @@ def junit_document(suite: SuiteResult, render: Render | None = None) -> str:
             file=xml_text(result.name),
             time=f"{result.seconds:.3f}",
         )
+        if coverage and result.coverage:
+            properties = ElementTree.SubElement(case, "properties")
+            for entry in result.coverage:
+                ElementTree.SubElement(
+                    properties,
+                    "property",
+                    name=xml_text(f"hook {entry['where']}"),
+                    value=xml_text(coverage_value(entry)),
+                )
         if result.status == "error":
             element = ElementTree.SubElement(
                 case, "error", message=xml_text(result.error or "error"), type="error"
@@ -412,14 +462,37 @@ def junit_document(suite: SuiteResult, render: Render | None = None) -> str:
             )
             texts = [failure["text"] for failure in result.hook_failures]
             element.text = xml_text("\n".join([*texts, HOOK_FAILURE_HINT]))
+        if result.unfired:
+            from belt.testing.coverage import unfired_text
+
+            element = ElementTree.SubElement(
+                case,
+                "failure",
+                message=xml_text(f"{len(result.unfired)} declared hook(s) never fired"),
+                type="coverage",
+            )
+            element.text = xml_text("\n".join(unfired_text(entry) for entry in result.unfired))
     ElementTree.indent(root)
     body = ElementTree.tostring(root, encoding="unicode")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
 
 
-def write_junit(path: Path, suite: SuiteResult, render: Render | None = None) -> None:
+def coverage_value(entry: dict[str, Any]) -> str:
+    """One hook's coverage as a JUnit property's value: ``event=... handler=... fired=2
+    allow=1 deny=1 tools=delete_file:2``."""
+    parts = [f"event={entry['event']}", f"handler={entry['handler']}", f"fired={entry['fired']}"]
+    parts += [f"{key}={count}" for key, count in entry["outcomes"].items() if count]
+    if entry["tools"]:
+        tools = ",".join(f"{tool}:{count}" for tool, count in sorted(entry["tools"].items()))
+        parts.append(f"tools={tools}")
+    return " ".join(parts)
+
+
+def write_junit(
+    path: Path, suite: SuiteResult, render: Render | None = None, *, coverage: bool = False
+) -> None:
     """Write the JUnit report to ``path`` (BeltError when it cannot be written)."""
     try:
-        path.write_text(junit_document(suite, render), encoding="utf-8")
+        path.write_text(junit_document(suite, render, coverage=coverage), encoding="utf-8")
     except OSError as exc:
         raise BeltError(f"--junit-xml {path}: cannot write it: {exc.strerror or exc}") from None

@@ -1,0 +1,162 @@
+"""Coverage of hooks: for each hook a test scenario declares, how often it fired and what came of
+it, so ``belt test --coverage`` can answer "did my hook ever run?".
+
+A platform hook is matched to the ``hook.executed`` records of the scenario's runs by its index
+in the agent's hook list and its event (as the dispatcher numbers them); a Nexus hook, declared
+per event with one executor tool, to the hook tasks of the scenario's runs and the attention
+holds their failures caused. The runs of task chats and review branches a scenario starts are
+other agents' hooks and are not counted here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PLATFORM_OUTCOMES = ("allow", "deny", "stop", "suspend", "injected", "failed")
+"""What a platform hook's calls produced: its decision (a failed call counts only as failed),
+and whether it injected a message."""
+NEXUS_OUTCOMES = ("acknowledged", "continued", "failed", "held")
+"""What a Nexus hook's task attempts produced: an acknowledgement, a continuation, a failure,
+and the attention holds those failures put the execution on."""
+
+
+def scenario_coverage(
+    name: str, loaded: Any, report: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """One entry per hook the scenario ``name`` declares, with its counts from ``report`` (no
+    report: the scenario did not run, and nothing fired)."""
+    if getattr(loaded, "dialect", "platform") == "nexus":
+        return nexus_coverage(name, loaded, report)
+    return platform_coverage(name, loaded, report)
+
+
+def platform_coverage(
+    name: str, loaded: Any, report: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """The platform hooks of ``loaded`` (a LoadedScenario) and what their calls produced."""
+    from belt.effects import handler_label
+
+    hooks = list(loaded.hooks)
+    inline = len(loaded.scenario.agent.hooks or [])
+    from_file = len(hooks) - inline
+    file_name = loaded.hooks_file or loaded.scenario.agent.hooks_file
+    entries: list[dict[str, Any]] = []
+    for index, hook in enumerate(hooks):
+        where = (
+            f"{file_name} hooks[{index}]"
+            if index < from_file
+            else f"agent.hooks[{index - from_file}]"
+        )
+        entries.append(
+            {
+                "scenario": name,
+                "index": index,
+                "where": where,
+                "event": hook.event,
+                "handler_type": hook.type.value,
+                "handler": handler_label(hook.type, hook.handler),
+                "async": bool(hook.runs_async),
+                "fired": 0,
+                "outcomes": dict.fromkeys(PLATFORM_OUTCOMES, 0),
+                "tools": {},
+            }
+        )
+    by_key = {(entry["index"], entry["event"]): entry for entry in entries}
+    for record in (report or {}).get("hook_executions") or []:
+        entry = by_key.get((record.get("hook_index"), record.get("hook_event")))
+        if entry is None:
+            continue
+        entry["fired"] += 1
+        outcomes = entry["outcomes"]
+        if record.get("error"):
+            outcomes["failed"] += 1
+        elif record.get("decision") in outcomes:
+            outcomes[str(record["decision"])] += 1
+        if record.get("injected"):
+            outcomes["injected"] += 1
+        if entry["event"] == "agent.tool_call":
+            data = (record.get("payload") or {}).get("data") or {}
+            tool = data.get("tool") if isinstance(data, dict) else None
+            if isinstance(tool, str):
+                entry["tools"][tool] = entry["tools"].get(tool, 0) + 1
+    return entries
+
+
+def nexus_coverage(name: str, loaded: Any, report: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The Nexus hooks of ``loaded`` (a LoadedNexusScenario), one per event and executor tool,
+    with what their task attempts produced."""
+    from belt.engine.nexus import frozen_hooks
+
+    declared: list[tuple[str, dict[str, Any]]] = [("profile", frozen_hooks(loaded.profile))]
+    for t, turn in enumerate(loaded.scenario.turns):
+        if turn.profile is not None:
+            declared.append((f"turns[{t}].profile", frozen_hooks(turn.profile)))
+    for execution in (report or {}).get("executions") or []:
+        declared.append((f"execution {execution.get('turn')}", dict(execution.get("hooks") or {})))
+    entries: dict[tuple[str, str], dict[str, Any]] = {}
+    for where, hooks in declared:
+        for event, hook in hooks.items():
+            if not isinstance(hook, dict) or not hook.get("tool"):
+                continue
+            key = (str(event), str(hook["tool"]))
+            entries.setdefault(
+                key,
+                {
+                    "scenario": name,
+                    "index": None,
+                    "where": f"{where}.lifecycle_hooks.{event}",
+                    "event": key[0],
+                    "handler_type": "executor",
+                    "handler": key[1],
+                    "async": False,
+                    "fired": 0,
+                    "outcomes": dict.fromkeys(NEXUS_OUTCOMES, 0),
+                    "tools": {},
+                },
+            )
+    for task in (report or {}).get("hook_tasks") or []:
+        entry = entries.get((str(task.get("event")), str(task.get("tool"))))
+        if entry is None:
+            continue
+        outcomes = entry["outcomes"]
+        for attempt in [*(task.get("history") or []), task]:
+            status = attempt.get("status")
+            if status == "completed":
+                entry["fired"] += 1
+                continued = bool((task.get("decision") or {}).get("continue"))
+                outcomes["continued" if continued else "acknowledged"] += 1
+            elif status == "failed" or (attempt is not task and attempt.get("error")):
+                # an earlier attempt in the history was re-armed after failing
+                entry["fired"] += 1
+                outcomes["failed"] += 1
+    for message in ((report or {}).get("chat") or {}).get("chat_messages") or []:
+        for content in message.get("content") or []:
+            row = content.get("event") if isinstance(content, dict) else None
+            if not isinstance(row, dict) or row.get("type") != "attention":
+                continue
+            attention = row.get("attention") or {}
+            entry = entries.get((str(attention.get("event")), str(attention.get("tool"))))
+            if entry is not None:
+                entry["outcomes"]["held"] += 1
+    return list(entries.values())
+
+
+def never_fired(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries of hooks that never fired."""
+    return [entry for entry in entries if not entry["fired"]]
+
+
+def outcome_text(entry: dict[str, Any]) -> str:
+    """What a hook's calls produced, on one line: ``allow 1, deny 1`` (or ``-``)."""
+    parts = [f"{key} {count}" for key, count in entry["outcomes"].items() if count]
+    return ", ".join(parts) or "-"
+
+
+def tools_text(entry: dict[str, Any]) -> str:
+    """The tools an ``agent.tool_call`` hook saw, with how often: ``delete_file 2``."""
+    return ", ".join(f"{tool} {count}" for tool, count in sorted(entry["tools"].items()))
+
+
+def unfired_text(entry: dict[str, Any]) -> str:
+    """A hook that never fired, as ``--fail-under-hooks`` names it."""
+    return f"hook {entry['where']} ({entry['event']}, {entry['handler']}) never fired"
