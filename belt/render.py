@@ -627,10 +627,13 @@ def test_result_line(result: dict[str, Any]) -> tuple[str, str]:
     if status == "fail":
         failed = len(result["failures"])
         hooks = len(result.get("hook_failures") or [])
-        if failed or not hooks:
+        unfired = len(result.get("unfired_hooks") or [])
+        if failed or not (hooks or unfired):
             line += f"  {failed} of {result['expectations']} expectation(s) failed"
         if hooks:
             line += f"{',' if failed else ' '} {hooks} hook call(s) failed unnamed"
+        if unfired:
+            line += f"{',' if failed or hooks else ' '} {unfired} hook(s) never fired"
     elif status == "error":
         line += "  invalid scenario" if result.get("invalid") else "  error"
     return line, STATUS_STYLES.get(status, "")
@@ -663,6 +666,55 @@ def test_failure_lines(result: dict[str, Any], dialect: str) -> Lines:
         )
         lines.extend((f"  {failure['text']}", "") for failure in hook_failures)
         lines.append((f"  {HOOK_FAILURE_HINT}", "dim"))
+    unfired = result.get("unfired_hooks") or []
+    if unfired:
+        lines.append((f"{len(unfired)} declared hook(s) never fired (--fail-under-hooks):", "red"))
+        lines.extend((f"  {unfired_text(entry)}", "") for entry in unfired)
+    return lines
+
+
+def outcome_text(entry: dict[str, Any]) -> str:
+    """What a hook's calls produced, on one line: ``allow 1, deny 1`` (or ``-``)."""
+    parts = [f"{key} {count}" for key, count in entry["outcomes"].items() if count]
+    return ", ".join(parts) or "-"
+
+
+def tools_text(entry: dict[str, Any]) -> str:
+    """The tools an ``agent.tool_call`` hook saw, with how often: ``delete_file 2``."""
+    return ", ".join(f"{tool} {count}" for tool, count in sorted(entry["tools"].items()))
+
+
+def unfired_text(entry: dict[str, Any]) -> str:
+    """A hook that never fired, as ``--fail-under-hooks`` names it."""
+    return f"hook {entry['where']} ({entry['event']}, {entry['handler']}) never fired"
+
+
+COVERAGE_COLUMNS = ("SCENARIO", "HOOK", "EVENT", "HANDLER", "FIRED", "PRODUCED", "TOOLS")
+
+
+def coverage_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
+    """``belt test --coverage``: one row per declared hook, with what its calls produced."""
+    return [
+        [
+            str(entry["scenario"]),
+            str(entry["where"]),
+            str(entry["event"]),
+            str(entry["handler"]) + (" (async)" if entry.get("async") else ""),
+            str(entry["fired"]),
+            outcome_text(entry),
+            tools_text(entry) or "-",
+        ]
+        for entry in entries
+    ]
+
+
+def coverage_tail(entries: list[dict[str, Any]]) -> Lines:
+    """The lines after the coverage table: the hooks that never fired, or that all did."""
+    unfired = [entry for entry in entries if not entry["fired"]]
+    if not unfired:
+        return [(f"every one of {len(entries)} declared hook(s) fired", "green")]
+    lines: Lines = [(f"{len(unfired)} of {len(entries)} declared hook(s) never fired:", "red")]
+    lines.extend((f"  {entry['scenario']}: {unfired_text(entry)}", "") for entry in unfired)
     return lines
 
 

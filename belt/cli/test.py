@@ -44,6 +44,21 @@ def test(
             help="Let webhooks and executors reach addresses that are not on this machine.",
         ),
     ] = False,
+    coverage: Annotated[
+        bool,
+        typer.Option(
+            "--coverage",
+            help="Also show, per declared hook, how often it fired, what it produced and the "
+            "tools it saw, and the hooks that never fired (in --json and the JUnit file too).",
+        ),
+    ] = False,
+    fail_under_hooks: Annotated[
+        bool,
+        typer.Option(
+            "--fail-under-hooks",
+            help="Fail a scenario that declares a hook that never fired.",
+        ),
+    ] = False,
 ) -> None:
     """Run every scenario file that has expect tables, each in a fresh store, and check them.
 
@@ -53,12 +68,22 @@ def test(
     scenario unless an expectation names its error (or the scenario says hook_errors =
     "allow"). Tests run offline: a webhook or executor that is not a loopback address, a py:
     handler or routed (--route URL_PREFIX=TARGET) is its scenario's error before anything runs,
-    unless --allow-network. Exits 5 when a file is not a
+    unless --allow-network. --coverage answers "did my hook ever run?": each declared hook,
+    how often it fired, its decisions and effects (allow, deny, stop, suspend, injected,
+    failed; for Nexus acknowledged, continued, failed, held) and the tools it saw.
+    --fail-under-hooks fails a scenario with a hook that never fired. Exits 5 when a file is not a
     valid scenario (the others still run) or no scenario with expectations is found, 1 when an
     expectation fails or a scenario errors, else 0.
     """
     from belt import output
-    from belt.render import test_failure_lines, test_result_line, test_summary_line
+    from belt.render import (
+        COVERAGE_COLUMNS,
+        coverage_rows,
+        coverage_tail,
+        test_failure_lines,
+        test_result_line,
+        test_summary_line,
+    )
     from belt.testing.suite import run_suite
     from belt.text import printable
 
@@ -67,7 +92,7 @@ def test(
 
     def reported(result: Any) -> None:
         if json_:
-            output.print_json_line(result.to_json())
+            output.print_json_line(result.to_json(coverage=coverage))
         else:
             show([test_result_line(result.to_json())])
 
@@ -83,6 +108,8 @@ def test(
             report=reported,
             render=_excerpt_text,
             allow_network=allow_network,
+            fail_unfired=fail_under_hooks,
+            coverage=coverage,
         )
     except KeyboardInterrupt:
         output.warning("interrupted; the scenarios that ended are reported above")
@@ -92,6 +119,14 @@ def test(
         for result in results:
             if result["status"] != "pass":
                 show(test_failure_lines(result, str(result.get("dialect") or "platform")))
+        if coverage and results:
+            entries = suite.coverage
+            show([("", ""), ("hook coverage:", "bold")])
+            if entries:
+                output.table(COVERAGE_COLUMNS, coverage_rows(entries))
+                show(coverage_tail(entries))
+            else:
+                show([("no scenario declares a hook", "")])
         if results:
             show([("", ""), test_summary_line(results, suite.seconds, suite.stopped)])
     if not suite.results:

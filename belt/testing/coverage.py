@@ -144,19 +144,3 @@ def nexus_coverage(name: str, loaded: Any, report: dict[str, Any] | None) -> lis
 def never_fired(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The entries of hooks that never fired."""
     return [entry for entry in entries if not entry["fired"]]
-
-
-def outcome_text(entry: dict[str, Any]) -> str:
-    """What a hook's calls produced, on one line: ``allow 1, deny 1`` (or ``-``)."""
-    parts = [f"{key} {count}" for key, count in entry["outcomes"].items() if count]
-    return ", ".join(parts) or "-"
-
-
-def tools_text(entry: dict[str, Any]) -> str:
-    """The tools an ``agent.tool_call`` hook saw, with how often: ``delete_file 2``."""
-    return ", ".join(f"{tool} {count}" for tool, count in sorted(entry["tools"].items()))
-
-
-def unfired_text(entry: dict[str, Any]) -> str:
-    """A hook that never fired, as ``--fail-under-hooks`` names it."""
-    return f"hook {entry['where']} ({entry['event']}, {entry['handler']}) never fired"

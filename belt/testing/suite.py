@@ -463,7 +463,7 @@ def junit_document(
             texts = [failure["text"] for failure in result.hook_failures]
             element.text = xml_text("\n".join([*texts, HOOK_FAILURE_HINT]))
         if result.unfired:
-            from belt.testing.coverage import unfired_text
+            from belt.render import unfired_text
 
             element = ElementTree.SubElement(
                 case,

@@ -551,3 +551,92 @@ def test_what_is_on_this_machine(target: str, here: bool) -> None:
     from belt.engine.offline import on_this_machine
 
     assert on_this_machine(target) == here
+
+
+# -- coverage of hooks ----------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_coverage_lists_every_hook_of_the_examples_with_its_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Counted by hand from examples/tests/guarded.toml: three model turns, so agent.turn_start
+    # fires 3 times and the guard injects its reminder each time; the database delete is denied
+    # by hook 0, which ends the event before the gate; the /tmp delete is allowed by hook 0,
+    # then suspended by the gate (hook 2). Its py: handler path is relative to the repository.
+    monkeypatch.chdir(ROOT)
+    result = belt("test", "examples/tests", "--coverage")
+
+    assert result.exit_code == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines() if "agent.hooks[" in line]
+    guard = "py:examples/tests/hooks.py:guard"
+    scenario_file = "examples/tests/guarded.toml"
+    assert rows == [
+        [scenario_file, "agent.hooks[0]", "agent.tool_call", guard, "2"]
+        + ["allow", "1,", "deny", "1", "delete_file", "2"],
+        [scenario_file, "agent.hooks[1]", "agent.turn_start", guard, "3"]
+        + ["allow", "3,", "injected", "3", "-"],
+        [scenario_file, "agent.hooks[2]", "agent.tool_call", "gate", "1", "suspend", "1"]
+        + ["delete_file", "1"],
+    ]
+    assert "every one of 3 declared hook(s) fired" in result.stdout
+
+
+def gated_after_a_deny(directory: Path) -> Path:
+    """The gate after the denying hook never fires: a deny ends agent.tool_call."""
+    gate = {"event": "agent.tool_call", "type": "gate", "timeout": 600}
+    return scenario(
+        directory,
+        "gated.json",
+        {"tool": "delete_file", "status": "failed"},
+        agent={"hooks": [HOOK, gate]},
+    )
+
+
+def test_coverage_names_the_hooks_that_never_fired_and_passes_without_the_flag(
+    tmp_path: Path,
+) -> None:
+    result = belt("test", str(gated_after_a_deny(tmp_path)), "--coverage")
+
+    assert result.exit_code == 0
+    assert "1 of 2 declared hook(s) never fired:" in result.stdout
+    assert "hook agent.hooks[1] (agent.tool_call, gate) never fired" in result.stdout
+
+
+def test_fail_under_hooks_fails_on_a_hook_that_never_fired(tmp_path: Path) -> None:
+    path = gated_after_a_deny(tmp_path)
+    report = tmp_path / "junit.xml"
+
+    result = belt("test", str(path), "--fail-under-hooks", "--junit-xml", str(report))
+    assert result.exit_code == 1
+    assert "1 hook(s) never fired" in result.stdout
+    assert "hook agent.hooks[1] (agent.tool_call, gate) never fired" in result.stdout
+    [case] = ElementTree.parse(report).getroot().iter("testcase")
+    [failure] = case.findall("failure")
+    assert failure.get("type") == "coverage"
+    assert case.find("properties") is None
+
+    assert belt("test", str(path)).exit_code == 0
+
+
+def test_coverage_in_json_and_as_junit_properties(tmp_path: Path) -> None:
+    path = gated_after_a_deny(tmp_path)
+    report = tmp_path / "junit.xml"
+
+    result = belt("test", str(path), "--coverage", "--json", "--junit-xml", str(report))
+    assert result.exit_code == 0
+    [line] = result.stdout.splitlines()
+    coverage = json.loads(line)["coverage"]
+    assert [(c["where"], c["fired"], c["outcomes"]["deny"], c["tools"]) for c in coverage] == [
+        ("agent.hooks[0]", 1, 1, {"delete_file": 1}),
+        ("agent.hooks[1]", 0, 0, {}),
+    ]
+    [case] = ElementTree.parse(report).getroot().iter("testcase")
+    properties = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert properties == {
+        "hook agent.hooks[0]": "event=agent.tool_call handler=py:tests.pyhooks:deny fired=1 "
+        "deny=1 tools=delete_file:1",
+        "hook agent.hooks[1]": "event=agent.tool_call handler=gate fired=0",
+    }
+    assert "coverage" not in json.loads(belt("test", str(path), "--json").stdout)
