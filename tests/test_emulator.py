@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from belt.engine.emulator import parse_run_request
+from belt.emulator.chats import parse_run_request
 from belt.errors import InvalidInput
 from belt.server.agents import NOT_EMULATED, OTHER_NAMESPACES
 from belt.server.app import create_app

@@ -38,22 +38,23 @@ LAYERS: dict[str, int] = {
     "belt.hookfile": 5,
     "belt.engine": 6,
     "belt.trigger": 6,
-    "belt.doctor": 7,
     "belt.replay": 6,
-    "belt.server": 7,
-    "belt.remote": 7,
-    "belt.backend": 8,
-    "belt.rho": 9,
-    "belt.render": 9,
-    "belt.output": 9,
-    "belt.testing": 10,
-    "belt.cli": 11,
-    "belt.__main__": 12,
+    "belt.emulator": 7,
+    "belt.doctor": 7,
+    "belt.server": 8,
+    "belt.remote": 8,
+    "belt.backend": 9,
+    "belt.rho": 10,
+    "belt.render": 10,
+    "belt.output": 10,
+    "belt.testing": 11,
+    "belt.cli": 12,
+    "belt.__main__": 13,
 }
 """The layer of each part: errors, paths ← wire, store ← records ← handlers, executor, policy ←
-engine, trigger and replay ← server, remote and the backend ← rho's configuration (through the
-backend) ← the test framework (``belt test`` and the pytest plugin) ← cli (``output`` and
-``render`` for those two only)."""
+engine, trigger and replay ← the emulator and the doctor ← server, remote ← the backend ← rho's
+configuration (through the backend) ← the test framework (``belt test`` and the pytest plugin)
+← cli (``output`` and ``render`` for those two only)."""
 
 CLI_ONLY = ("belt.output", "belt.render")
 LIVE_LINES = "belt.server.live"

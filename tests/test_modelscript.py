@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belt.engine.agents import agent_from_config, load_agent_files
-from belt.engine.modelscript import (
+from belt.emulator.agents import agent_from_config, load_agent_files
+from belt.emulator.modelscript import (
     PLAIN_LIMIT,
     ModelScript,
     compile_script,

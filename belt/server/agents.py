@@ -1,6 +1,6 @@
 """The agent routes of ``belt serve``: the official SDKs run their agents against it, offline.
 
-``POST /agents/run`` appends a message to an emulated chat (``belt.engine.emulator``) and answers
+``POST /agents/run`` appends a message to an emulated chat (``belt.emulator.chats``) and answers
 at once; the run goes on in the background, every hook firing as in ``belt sim``. Its
 ``agent_config`` may not name a ``py:`` handler: no request names code for the server to run
 (such agents are files under ``--agents DIR``, named by template ref). The chat is
@@ -28,7 +28,7 @@ from belt.server.stream import chat_events
 from belt.wire.validate import IN_PROCESS_PREFIX
 
 if TYPE_CHECKING:
-    from belt.engine.emulator import Emulator
+    from belt.emulator.chats import Emulator
 
 CONTINUE_INTERVAL = 0.25
 """Seconds between two looks for emulated runs that can go on (settled elsewhere, or left by a

@@ -226,9 +226,9 @@ def create_app(
     directory of agent files) are what the agent routes' emulated chats answer with and resolve
     template refs from; both are checked here, before anything is served.
     """
-    from belt.engine.agents import load_agent_files
-    from belt.engine.emulator import Emulator
-    from belt.engine.modelscript import load_model_script
+    from belt.emulator.agents import load_agent_files
+    from belt.emulator.chats import Emulator
+    from belt.emulator.modelscript import load_model_script
     from belt.server.agents import agent_routes
     from belt.server.chats import chat_routes
     from belt.server.guard import RequestGuard, allowed_host_name

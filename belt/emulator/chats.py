@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from belt.engine.agents import AgentDefinition, AgentFiles, agent_from_config
-from belt.engine.modelscript import ModelScript
+from belt.emulator.agents import AgentDefinition, AgentFiles, agent_from_config
+from belt.emulator.modelscript import ModelScript
 from belt.engine.platform import PlatformLoop, stored_hooks
 from belt.engine.scenario import LoadedScenario, Scenario, ToolCallSpec, TurnSpec
 from belt.engine.simulation import (
@@ -375,7 +375,7 @@ class Emulator:
     def stored_agent(self, sim: dict[str, Any]) -> AgentDefinition:
         """The agent of an existing emulated chat, as its simulation keeps it (the agent is
         fixed when the chat is created)."""
-        from belt.engine.agents import ToolSetting
+        from belt.emulator.agents import ToolSetting
         from belt.engine.scenario import AgentSpec
 
         tools = {
