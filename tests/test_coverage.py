@@ -230,3 +230,66 @@ def test_a_failed_nexus_hook_counts_a_failure_and_the_hold_it_caused(tmp_path: P
     assert counts(by_event["turn_start"])[3:5] == (1, {"failed": 1, "held": 1})
     assert by_event["stop"]["fired"] == 0
     assert [entry["event"] for entry in suite.results[0].unfired] == ["stop"]
+
+
+def test_hooks_from_the_agents_hooks_file_come_first_and_async_ones_are_counted(
+    tmp_path: Path,
+) -> None:
+    # By hand: the hooks file's agent.turn_start hook (async, tests.pyhooks:record) is hook 0
+    # and runs before each of the two model turns; the inline agent.tool_call hook (hook 1,
+    # tests.pyhooks:allow) sees the one delete_file call.
+    hooks = tmp_path / "hooks.json"
+    turn_start = {
+        "event": "agent.turn_start",
+        "type": "webhook",
+        "handler": "py:tests.pyhooks:record",
+        "async": True,
+    }
+    hooks.write_text(json.dumps({"hooks": [turn_start]}))
+    tool_call = {"event": "agent.tool_call", "type": "webhook", "handler": "py:tests.pyhooks:allow"}
+    path = write(
+        tmp_path,
+        "filed.json",
+        {
+            "agent": {"hooks_file": "hooks.json", "hooks": [tool_call]},
+            "turns": [
+                {
+                    "user": "clean up",
+                    "model": [
+                        {"tool_calls": [{"name": "delete_file", "arguments": {"path": "/x"}}]},
+                        {"say": "done"},
+                    ],
+                }
+            ],
+            "expect": [{"run_state": "completed"}],
+        },
+    )
+
+    suite = run_suite(paths=[path])
+
+    assert suite.exit_code == 0
+    assert [(e["where"], e["event"], e["async"], e["fired"]) for e in suite.coverage] == [
+        ("hooks.json hooks[0]", "agent.turn_start", True, 2),
+        ("agent.hooks[0]", "agent.tool_call", False, 1),
+    ]
+    assert suite.coverage[1]["outcomes"] == {**NO_PLATFORM, "allow": 1}
+
+
+def test_a_hooks_file_that_replaces_the_agents_hooks_names_every_hook_by_it(
+    tmp_path: Path,
+) -> None:
+    from belt.engine.scenario import read_scenario
+    from belt.testing.coverage import scenario_coverage
+
+    hooks = tmp_path / "other.json"
+    hook = {"event": "agent.turn_start", "type": "webhook", "handler": "py:tests.pyhooks:allow"}
+    hooks.write_text(json.dumps({"hooks": [hook, hook]}))
+    inline = {"event": "agent.tool_call", "type": "webhook", "handler": "py:tests.pyhooks:allow"}
+    path = write(tmp_path, "s.json", {"agent": {"hooks": [inline]}, "turns": [{"user": "hi"}]})
+
+    loaded = read_scenario(path, hooks_file=hooks)
+
+    assert [entry["where"] for entry in scenario_coverage("s", loaded, None)] == [
+        f"{hooks} hooks[0]",
+        f"{hooks} hooks[1]",
+    ]

@@ -37,7 +37,9 @@ def platform_coverage(
     from belt.effects import handler_label
 
     hooks = list(loaded.hooks)
-    inline = len(loaded.scenario.agent.hooks or [])
+    # A hooks file given to the command replaces the agent's hooks; the agent's own
+    # hooks_file comes before its inline hooks (belt.engine.scenario.scenario_from_document).
+    inline = 0 if loaded.hooks_file else len(loaded.scenario.agent.hooks or [])
     from_file = len(hooks) - inline
     file_name = loaded.hooks_file or loaded.scenario.agent.hooks_file
     entries: list[dict[str, Any]] = []
