@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from belt.engine.api import run_scenario
 from belt.records.journal import JOURNAL, SERVE
 from belt.server.app import create_app
-from belt.server.inspector_deliveries import served_summary
-from belt.server.inspector_replay import scenario_file
+from belt.server.inspector.deliveries import served_summary
+from belt.server.inspector.replay import scenario_file
 from belt.signing import signed_headers
 from belt.store import Store, open_store
 from tests.hookapp import hook_app
@@ -137,7 +137,7 @@ def test_the_inspector_is_imported_only_when_first_asked() -> None:
         "from belt.store import Store\n"
         "import tempfile\n"
         "create_app(store=Store(tempfile.mkdtemp()))\n"
-        "print('belt.server.inspector_api' in sys.modules)\n"
+        "print('belt.server.inspector.api' in sys.modules)\n"
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "False"

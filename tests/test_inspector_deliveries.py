@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from belt.errors import InvalidInput, NotFound
 from belt.records.journal import JOURNAL, SERVE
-from belt.server import inspector_deliveries
 from belt.server.app import create_app
-from belt.server.inspector_deliveries import SUMMARY_CHARS, Deliveries
+from belt.server.inspector import deliveries as inspector_deliveries
+from belt.server.inspector.deliveries import SUMMARY_CHARS, Deliveries
 from belt.store import Store
 from tests.servers import running
 

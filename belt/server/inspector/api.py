@@ -34,8 +34,8 @@ from starlette.routing import Route, Router
 from belt.errors import BeltError, Conflict
 from belt.records.journal import JOURNAL, SERVE
 from belt.records.reports import Reporter, report_api
-from belt.server.inspector_deliveries import Deliveries, Signals, check_filters
-from belt.server.inspector_replay import Replayer, parse_target, scenario_file, scenario_handler
+from belt.server.inspector.deliveries import Deliveries, Signals, check_filters
+from belt.server.inspector.replay import Replayer, parse_target, scenario_file, scenario_handler
 from belt.server.problems import Problem, belt_problem, envelope, read_json_object
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ STREAM_SECONDS = 600.0
 @cache
 def static_file(name: str) -> bytes:
     """A file of the page, from the package."""
-    return (resources.files("belt.server") / "inspector_static" / name).read_bytes()
+    return (resources.files("belt.server.inspector") / "static" / name).read_bytes()
 
 
 def api(data: Any) -> Response:
@@ -176,7 +176,7 @@ class Inspector:
 
     def _selection(self, body: dict[str, Any]) -> list[Any]:
         from belt.errors import InvalidInput
-        from belt.server.inspector_replay import REPLAY_MAX
+        from belt.server.inspector.replay import REPLAY_MAX
 
         ids, chosen, run = body.get("ids"), body.get("filter"), body.get("run")
         if sum(x is not None for x in (ids, chosen, run)) != 1:
@@ -271,7 +271,7 @@ class Inspector:
 
     async def runs(self, request: Request) -> Response:
         """GET /inspector/runs: every simulated run, newest first."""
-        from belt.server.inspector_runs import list_runs
+        from belt.server.inspector.runs import list_runs
 
         try:
             return api(await self.call(list_runs, self.store))
@@ -280,7 +280,7 @@ class Inspector:
 
     async def run(self, request: Request) -> Response:
         """GET /inspector/runs/{run_id}: a run's timeline, gates and linked chats."""
-        from belt.server.inspector_runs import run_view
+        from belt.server.inspector.runs import run_view
 
         try:
             return api(await self.call(run_view, self.store, request.path_params["run_id"]))
@@ -289,7 +289,7 @@ class Inspector:
 
     async def gates(self, request: Request) -> Response:
         """GET /inspector/gates: the pending gates of every run."""
-        from belt.server.inspector_runs import gates
+        from belt.server.inspector.runs import gates
 
         try:
             return api(await self.call(gates, self.store))
@@ -300,7 +300,7 @@ class Inspector:
         """POST /inspector/gates/{id}/resolve with ``{"decision", "data"}``; the run goes on when
         this was its last pending gate. A gate settled already is a 409 saying by whom."""
         from belt.records.interrupts import read_record, settled_by, to_dto
-        from belt.server.inspector_runs import resolve
+        from belt.server.inspector.runs import resolve
 
         interrupt_id = request.path_params["interrupt_id"]
         try:
@@ -339,7 +339,7 @@ class Inspector:
 
     async def _continue(self, run_id: str) -> None:
         from belt.records.ids import now_iso
-        from belt.server.inspector_runs import continue_run
+        from belt.server.inspector.runs import continue_run
 
         try:
             tried = await self.call(continue_run, self.store, run_id)

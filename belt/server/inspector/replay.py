@@ -30,13 +30,13 @@ from belt.effects import is_in_process, url_host
 from belt.errors import BeltError, InvalidInput, UsageError
 from belt.records.runs import RUN
 from belt.replay import Recorded, executed, payload_model, replay_each, served
-from belt.server.inspector_deliveries import Entry, mapping, text
+from belt.server.inspector.deliveries import Entry, mapping, text
 from belt.text import printable
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT
 
 if TYPE_CHECKING:
     from belt.handlers.webhook import WebhookResult
-    from belt.server.inspector_deliveries import Deliveries
+    from belt.server.inspector.deliveries import Deliveries
     from belt.store import Store
 
 TARGETS = ("own", "url", "policy", "py")

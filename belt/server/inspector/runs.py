@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from belt.errors import InvalidInput
 from belt.records.journal import SERVE
 from belt.records.runs import EVENTS_LOG, RUN
-from belt.server.inspector_deliveries import executed_summary, mapping, text
+from belt.server.inspector.deliveries import executed_summary, mapping, text
 from belt.store.clock import parse_timestamp, utcnow
 
 if TYPE_CHECKING:
