@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from belt.errors import BeltError, ExitCode, InvalidInput
+from belt.text import describe
 from belt.wire.enums import Dialect
 from belt.wire.nexus import LifecycleHooks
 from belt.wire.platform import LifecycleHookConfig
@@ -16,7 +17,6 @@ from belt.wire.validate import (
     check_nexus_hooks,
     check_nexus_profile,
     check_platform_hooks,
-    describe,
 )
 
 

@@ -21,6 +21,7 @@ from belt.matching import (
     arguments_match,
     glob,
 )
+from belt.text import describe
 from belt.wire.catalogue import EVENTS
 from belt.wire.platform import (
     ContextInjection,
@@ -28,7 +29,7 @@ from belt.wire.platform import (
     LifecycleHookPayload,
     LifecycleHookResponse,
 )
-from belt.wire.validate import Findings, describe, is_int, model_problems
+from belt.wire.validate import Findings, is_int, model_problems
 
 POLICY_KEYS = ("default", "rules")
 RULE_KEYS = (

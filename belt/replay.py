@@ -33,9 +33,9 @@ from belt.errors import InvalidInput, NotFound, UsageError
 from belt.records.ids import new_id, now_iso
 from belt.records.journal import JOURNAL, REPLAY, SERVE
 from belt.store.clock import parse_timestamp, utcnow
-from belt.text import printable, short
+from belt.text import describe, printable, short
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload, LifecycleHookResponse
-from belt.wire.validate import describe, model_problems
+from belt.wire.validate import model_problems
 
 if TYPE_CHECKING:
     import httpx

@@ -20,8 +20,9 @@ from pydantic import Field, ValidationError
 from belt.declarations import read_document
 from belt.engine.scenario import AgentSpec, hooks_from_file, load_hooks
 from belt.errors import InvalidInput, NotFound
+from belt.text import describe
 from belt.wire.platform import GATE_TIMEOUT_MAX, LifecycleHookConfig
-from belt.wire.validate import describe, is_int, model_problems
+from belt.wire.validate import is_int, model_problems
 
 SEGMENT = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 REF = re.compile(rf"^{SEGMENT}(?:/{SEGMENT})?(?:@{SEGMENT})?$")

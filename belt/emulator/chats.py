@@ -46,8 +46,8 @@ from belt.records.runs import EMULATED_RUNS, RUN, TERMINAL_STATES, interrupted, 
 from belt.records.sims import append_turn, get_sim, read_sim, write_hooks
 from belt.records.views import chat_state, public_message
 from belt.store import check_id
+from belt.text import describe
 from belt.wire.enums import ChatStatus, InterruptReason, InterruptStatus
-from belt.wire.validate import describe
 
 if TYPE_CHECKING:
     from belt.store import Store

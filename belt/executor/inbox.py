@@ -46,9 +46,9 @@ from belt.records.hooktasks import (
 from belt.records.hooktasks import run_tasks as run_tasks
 from belt.records.ids import new_id
 from belt.store.clock import parse_timestamp, timestamp, utcnow
-from belt.text import short
+from belt.text import describe, short
 from belt.wire.nexus import NexusEvent, NexusHook
-from belt.wire.validate import check_decision, describe
+from belt.wire.validate import check_decision
 
 if TYPE_CHECKING:
     from belt.store import Store

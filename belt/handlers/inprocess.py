@@ -27,9 +27,9 @@ from pydantic import ValidationError
 from belt.errors import BeltError
 from belt.handlers.webhook import TIMED_OUT, Answer, WebhookResult, encode_payload
 from belt.loader import load_callable
-from belt.text import printable, short
+from belt.text import describe, printable, short
 from belt.wire.platform import LifecycleHookPayload, LifecycleHookResponse
-from belt.wire.validate import IN_PROCESS_PREFIX, check_response, describe, model_problems
+from belt.wire.validate import IN_PROCESS_PREFIX, check_response, model_problems
 
 Handler = Callable[..., Any]
 

@@ -19,8 +19,9 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from belt.effects import url_host
+from belt.text import describe
 from belt.wire.platform import LifecycleHookResponse
-from belt.wire.validate import check_response, describe, model_problems
+from belt.wire.validate import check_response, model_problems
 
 if TYPE_CHECKING:
     import httpx

@@ -51,8 +51,9 @@ from belt.server.problems import (
 )
 from belt.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify_with
 from belt.store.clock import timestamp, utcnow
+from belt.text import describe
 from belt.wire.platform import LifecycleHookPayload
-from belt.wire.validate import IN_PROCESS_PREFIX, describe, model_problems
+from belt.wire.validate import IN_PROCESS_PREFIX, model_problems
 
 if TYPE_CHECKING:
     from belt.store import Store

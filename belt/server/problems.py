@@ -178,7 +178,7 @@ def parse_json(body: bytes) -> Any:
 
 async def read_json_object(request: Request) -> dict[str, Any]:
     """The request body as a JSON object (an empty body is ``{}``); 422 otherwise."""
-    from belt.wire.validate import describe
+    from belt.text import describe
 
     body = await read_body(request)
     if not body.strip():

@@ -32,7 +32,7 @@ from typing import Any
 
 from belt.errors import InvalidInput
 from belt.matching import ArgumentMatchers, argument_matchers, arguments_match, value_matcher
-from belt.text import short
+from belt.text import describe, short
 from belt.wire.catalogue import EVENTS
 from belt.wire.enums import (
     ATTENTION_HOLD,
@@ -42,7 +42,7 @@ from belt.wire.enums import (
     ToolInvocationStatus,
 )
 from belt.wire.nexus import NexusEvent
-from belt.wire.validate import Findings, describe, is_int
+from belt.wire.validate import Findings, is_int
 
 Test = Callable[[Any], bool]
 

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from belt.text import describe as describe
-from belt.text import printable, short
+from belt.text import describe, printable, short
 from belt.wire.catalogue import BUILTINS, EVENTS, GATEABLE_EVENTS
 from belt.wire.nexus import (
     FEEDBACK_MAX_BYTES,

@@ -81,7 +81,8 @@ class Target:
 
 def parse_target(raw: Any) -> Target:
     """``{"kind": "own"|"url"|"policy"|"py", "value": ...}``; InvalidInput naming what is wrong."""
-    from belt.wire.validate import check_webhook_url, describe
+    from belt.text import describe
+    from belt.wire.validate import check_webhook_url
 
     if raw is None:
         return Target("own")
