@@ -122,23 +122,7 @@ def check_platform_hook(
     for key in raw:
         if key not in HOOK_KEYS:
             findings.error(f"{path}.{key}", f"unknown key (allowed: {', '.join(HOOK_KEYS)})")
-
-    event = raw.get("event")
-    event_ok = False
-    if event is None:
-        findings.error(f"{path}.event", "is required")
-    elif not isinstance(event, str) or event not in EVENTS:
-        findings.error(
-            f"{path}.event",
-            f"{event!r} is not a lifecycle event (expected one of {', '.join(EVENTS)})",
-        )
-    else:
-        event_ok = True
-        if not EVENTS[event].emitted:
-            findings.warn(
-                f"{path}.event", f"{event} is defined but never emitted; this hook never fires"
-            )
-
+    event = _checked_event(raw.get("event"), path, findings)
     kind = raw.get("type")
     kinds = [t.value for t in HookHandlerType]
     if kind is None:
@@ -149,23 +133,60 @@ def check_platform_hook(
             f"{path}.type", f"{kind!r} is not a handler type (expected one of {', '.join(kinds)})"
         )
         return
-
-    handler = raw.get("handler")
-    hpath = f"{path}.handler"
     if kind == HookHandlerType.GATE:
-        if "handler" in raw:
-            findings.error(hpath, "a gate has no handler; remove it")
-        if raw.get("async") is True:
-            findings.warn(
-                f"{path}.async",
-                "async is not used for gate hooks (a gate always suspends the run); it is ignored",
-            )
-        if event_ok and event not in GATEABLE_EVENTS:
-            findings.error(
-                f"{path}.event",
-                f"a gate cannot attach to {event} (gates attach to {', '.join(GATEABLE_EVENTS)})",
-            )
-    elif handler is None:
+        _check_gate(raw, event, path, findings)
+    else:
+        _check_handler(raw.get("handler"), kind, event, path, findings, in_process=in_process)
+    _check_terms(raw, kind, path, findings)
+
+
+def _checked_event(event: Any, path: str, findings: Findings) -> str | None:
+    """A hook's ``event``: the event when it is one of the catalogue's, else None (reported)."""
+    if event is None:
+        findings.error(f"{path}.event", "is required")
+        return None
+    if not isinstance(event, str) or event not in EVENTS:
+        findings.error(
+            f"{path}.event",
+            f"{event!r} is not a lifecycle event (expected one of {', '.join(EVENTS)})",
+        )
+        return None
+    if not EVENTS[event].emitted:
+        findings.warn(
+            f"{path}.event", f"{event} is defined but never emitted; this hook never fires"
+        )
+    return event
+
+
+def _check_gate(raw: dict[str, Any], event: str | None, path: str, findings: Findings) -> None:
+    """A gate has no handler, ignores ``async`` and attaches only where a run can be held."""
+    if "handler" in raw:
+        findings.error(f"{path}.handler", "a gate has no handler; remove it")
+    if raw.get("async") is True:
+        findings.warn(
+            f"{path}.async",
+            "async is not used for gate hooks (a gate always suspends the run); it is ignored",
+        )
+    if event is not None and event not in GATEABLE_EVENTS:
+        findings.error(
+            f"{path}.event",
+            f"a gate cannot attach to {event} (gates attach to {', '.join(GATEABLE_EVENTS)})",
+        )
+
+
+def _check_handler(
+    handler: Any,
+    kind: str,
+    event: str | None,
+    path: str,
+    findings: Findings,
+    *,
+    in_process: bool,
+) -> None:
+    """The ``handler`` of a webhook (a URL, or ``py:`` where allowed), a task (an agent ref) or
+    a builtin (one of the catalogue's, on an event it may attach to)."""
+    hpath = f"{path}.handler"
+    if handler is None:
         what = {"webhook": "a webhook URL", "task": "an agent ref", "builtin": "a builtin name"}
         findings.error(hpath, f"is required for a {kind} hook ({what[kind]})")
     elif not isinstance(handler, str):
@@ -186,18 +207,21 @@ def check_platform_hook(
             findings.error(
                 hpath, f"{handler!r} is not a builtin (expected one of {', '.join(BUILTINS)})"
             )
-        elif event_ok and event not in builtin.events:
+        elif event is not None and event not in builtin.events:
             findings.error(
                 f"{path}.event",
                 f"{handler} cannot attach to {event} (allowed: {', '.join(builtin.events)})",
             )
 
+
+def _check_terms(raw: dict[str, Any], kind: str, path: str, findings: Findings) -> None:
+    """``async``, ``timeout`` (within the handler type's bounds) and ``default_resolution`` (a
+    gate's only)."""
     if "async" in raw and not isinstance(raw["async"], bool):
         findings.error(f"{path}.async", f"must be true or false, got {describe(raw['async'])}")
-
     if "timeout" in raw:
         timeout = raw["timeout"]
-        default, maximum = timeout_bounds(kind)
+        _, maximum = timeout_bounds(kind)
         tpath = f"{path}.timeout"
         if not is_int(timeout):
             findings.error(tpath, f"must be a whole number of seconds, got {describe(timeout)}")
@@ -205,7 +229,6 @@ def check_platform_hook(
             findings.error(tpath, f"{timeout} must be at least 1 second")
         elif timeout > maximum:
             findings.error(tpath, f"{timeout} is above the {kind} maximum of {maximum}")
-
     if "default_resolution" in raw:
         rpath = f"{path}.default_resolution"
         if kind != HookHandlerType.GATE:
