@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,7 @@ from belt.wire.platform import LifecycleHookPayload
 from belt.wire.validate import IN_PROCESS_PREFIX, model_problems
 
 if TYPE_CHECKING:
+    from belt.emulator.agents import AgentFiles
     from belt.store import Store
 
 __all__ = [
@@ -245,13 +246,6 @@ def create_app(
         agents=agent_files,
         report=report,
     )
-    handlers = {spec.strip().removeprefix(IN_PROCESS_PREFIX) for spec in in_process}
-    for agent in agent_files.agents.values() if agent_files is not None else ():
-        handlers |= {
-            str(hook.handler).removeprefix(IN_PROCESS_PREFIX)
-            for hook in agent.hooks
-            if hook.handler is not None and is_in_process(str(hook.handler))
-        }
     # The journal is a log of what was asked and answered, not state anything depends on: its
     # records are written before each response but not fsynced (see docs/serve.md).
     hooks = HookService(
@@ -271,21 +265,18 @@ def create_app(
         if isinstance(decide, contextlib.AbstractAsyncContextManager):
             # A decider that holds connections (--forward-to) opens them for the server's life.
             await opened.enter_async_context(decide)
-        tasks = []
+        loops = []
         if sweep_interval > 0:
-            tasks.append(asyncio.create_task(api.sweep_forever(sweep_interval)))
+            loops.append(api.sweep_forever(sweep_interval))
         if resume:
             from belt.server.resume import RESUME_INTERVAL, resume_forever
 
-            tasks.append(asyncio.create_task(resume_forever(the_store, report, RESUME_INTERVAL)))
-        tasks.append(asyncio.create_task(agents_api.continue_forever()))
+            loops.append(resume_forever(the_store, report, RESUME_INTERVAL))
+        loops.append(agents_api.continue_forever())
         try:
-            yield
+            async with running_forever(loops):
+                yield
         finally:
-            for task in tasks:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
             await run_in_threadpool(emulator.close)
             await opened.aclose()
 
@@ -300,7 +291,10 @@ def create_app(
         *profile_routes(the_store, report),
         *chat_routes(the_store),
         *inspector_routes(
-            the_store, decide=hooks.decide, in_process=frozenset(handlers), report=report
+            the_store,
+            decide=hooks.decide,
+            in_process=started_handlers(in_process, agent_files),
+            report=report,
         ),
         *emulated,
     ]
@@ -317,6 +311,33 @@ def create_app(
         report=report,
     )
     return app
+
+
+def started_handlers(in_process: Iterable[str], agent_files: AgentFiles | None) -> frozenset[str]:
+    """The ``py:`` handlers the server was started with: ``--handler``'s, and those the
+    ``--agents`` files declare (the only code the inspector's replay may call)."""
+    handlers = {spec.strip().removeprefix(IN_PROCESS_PREFIX) for spec in in_process}
+    for agent in agent_files.agents.values() if agent_files is not None else ():
+        handlers |= {
+            str(hook.handler).removeprefix(IN_PROCESS_PREFIX)
+            for hook in agent.hooks
+            if hook.handler is not None and is_in_process(str(hook.handler))
+        }
+    return frozenset(handlers)
+
+
+@contextlib.asynccontextmanager
+async def running_forever(loops: list[Coroutine[Any, Any, None]]) -> AsyncIterator[None]:
+    """Run the server's background loops (the sweep, ``--resume``, the agent routes') for the
+    ``with`` block; cancel each and wait for it to end afterwards."""
+    tasks = [asyncio.create_task(loop) for loop in loops]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 ENV_PREFIX = "BELT_SERVE_"
