@@ -79,10 +79,12 @@ class Rule:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A policy's answer to one payload, and the index of the rule that gave it (None: default)."""
+    """A policy's answer to one payload, and the index of the rule that gave it (None: default);
+    for a ``--handler``'s answer, the keys it held that were ignored (``warnings``)."""
 
     response: LifecycleHookResponse
     rule: int | None
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

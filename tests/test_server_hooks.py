@@ -191,6 +191,13 @@ def decide(payload: LifecycleHookPayload) -> Any:
         return LifecycleHookResponse(decision="stop", system="note")
     if tool == "bad_dict":
         return {"decision": "perhaps"}
+    if tool == "extra_keys":
+        return {
+            "decision": "deny",
+            "reason": "r",
+            "colour": "red",
+            "inject": {"content": "c", "x": 1},
+        }
     if tool == "bad_type":
         return "deny"
     return None
@@ -225,6 +232,20 @@ def test_a_handler_answers_with_a_dict_a_response_or_none(
     reply = call_tool(handler_server, tool)
     assert reply.status_code == 200
     assert reply.json() == answer
+
+
+def test_a_handlers_unknown_keys_are_ignored_as_in_a_webhooks_answer(
+    handler_server: Served,
+) -> None:
+    # The same function answers as a py: handler and under belt serve --handler alike.
+    reply = call_tool(handler_server, "extra_keys")
+    assert reply.status_code == 200
+    assert reply.json() == {"decision": "deny", "reason": "r", "inject": {"content": "c"}}
+    warnings = handler_server.journal()[-1]["warnings"]
+    assert warnings == [
+        "colour: unknown key in the answer, ignored",
+        "inject.x: unknown key in the answer, ignored",
+    ]
 
 
 def test_a_handler_that_raises_is_500_and_the_server_keeps_serving(handler_server: Served) -> None:

@@ -181,6 +181,8 @@ class HookService:
             record["reason"] = answer.reason
         if verdict.rule is not None:
             record["rule"] = verdict.rule
+        if verdict.warnings:
+            record["warnings"] = list(verdict.warnings)
         if answer.injected:
             record["injected"] = True
         response_body = answer.model_dump(mode="json", exclude_none=True)

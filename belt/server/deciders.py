@@ -15,7 +15,7 @@ from belt.handlers.inprocess import wants_model
 from belt.loader import load_callable
 from belt.policy import Policy, Verdict
 from belt.wire.platform import HookDecision, LifecycleHookPayload, LifecycleHookResponse
-from belt.wire.validate import model_problems
+from belt.wire.validate import check_response, model_problems
 
 Decider = Callable[[LifecycleHookPayload], Awaitable[Verdict]]
 
@@ -133,20 +133,24 @@ def handler_decider(
                 result = await call(payload)
         except TimeoutError:
             raise HandlerTimeout(f"the handler did not answer within {timeout:g} s") from None
-        return Verdict(to_response(result), None)
+        response, warnings = to_response(result)
+        return Verdict(response, None, tuple(warnings))
 
     return decide
 
 
-def to_response(result: Any) -> LifecycleHookResponse:
-    """A handler's return value as a response: None is allow, a dict is validated."""
+def to_response(result: Any) -> tuple[LifecycleHookResponse, list[str]]:
+    """A handler's return value as a response, and a warning per key it held that was ignored:
+    None is allow, a dict is read as the platform reads a webhook's answer (``check_response``:
+    unknown keys are ignored, a known key of the wrong shape is refused)."""
     if result is None:
-        return LifecycleHookResponse()
+        return LifecycleHookResponse(), []
+    warnings: list[str] = []
     if isinstance(result, LifecycleHookResponse):
         response = result
     elif isinstance(result, dict):
         try:
-            response = LifecycleHookResponse.model_validate(result)
+            response, warnings = check_response(result)
         except ValidationError as exc:
             problems = "; ".join(model_problems(exc))
             raise HandlerResponseError(
@@ -161,7 +165,7 @@ def to_response(result: Any) -> LifecycleHookResponse:
             check_value(response.model_dump(mode="json", exclude_none=True))
         except StrictJSONError as exc:
             raise HandlerResponseError(f"the handler returned an invalid response: {exc}") from None
-        return response
+        return response, warnings
     raise HandlerResponseError(
         "the handler returned "
         f"{type(result).__name__}; expected a dict, a LifecycleHookResponse or None"
