@@ -14,6 +14,7 @@ from belt.declarations import read_document
 from belt.errors import InvalidInput
 from belt.matching import argument_matchers, arguments_match, value_matcher
 from belt.records.registry import DEFAULT_OWNER, check_candidate
+from belt.text import printable
 from belt.wire.catalogue import GATEABLE_EVENTS
 from belt.wire.nexus import NexusEvent
 from belt.wire.platform import GATE_TIMEOUT_MAX, LifecycleHookConfig
@@ -312,9 +313,23 @@ def read_scenario(
     path: str | Path, *, hooks_file: str | Path | None = None
 ) -> LoadedScenario | LoadedNexusScenario:
     """Read and check a scenario of either dialect; ``hooks_file`` replaces its hooks."""
+    source = str(path)
+    if not source.isprintable() and not _utf8(source):
+        raise InvalidInput(
+            f"{printable(source)}: the file name is not UTF-8; belt records a scenario by its "
+            "name, rename it"
+        )
     return scenario_from_document(
-        read_document(path, kind="scenario"), str(path), Path(path).parent, hooks_file=hooks_file
+        read_document(path, kind="scenario"), source, Path(path).parent, hooks_file=hooks_file
     )
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def scenario_from_document(

@@ -591,3 +591,15 @@ def test_sim_resume_ends_with_the_summary_and_strict_exits_1_on_a_failed_call(
     assert resumed.exit_code == 1, resumed.stdout
     assert "hooks: 2 call(s), 1 failed (1 counted as allow)" in resumed.stdout
     assert f"is `belt serve` running on 127.0.0.1:{port}?" in resumed.stdout
+
+
+def test_a_scenario_whose_file_name_is_not_utf8_is_a_clean_error(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    name = os.fsdecode(b"bad\xff.toml")
+    (tmp_path / name).write_text('[agent]\nname = "a"\n\n[[turns]]\nuser = "hi"\n')
+    result = belt("sim", "run", str(tmp_path / name))
+    assert result.exit_code == 5
+    assert "the file name is not UTF-8" in result.stderr
+    assert "bad\\udcff.toml" in result.stderr
+    assert "Traceback" not in result.stderr
