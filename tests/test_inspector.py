@@ -488,6 +488,26 @@ def test_a_run_shows_its_timeline_with_deliveries_under_each_boundary(
     assert view["gates"][0]["status"] == "pending"
     assert view["gates"][0]["tool"] == "delete_file"
     assert httpx.get(f"{served}/inspector/runs/ar_nope").status_code == 404
+    # Two model turns: turn_start and the denied call's webhook, then turn_start, the allowed
+    # call's webhook and its gate; the policy answered all five, and the summary says so.
+    assert (view["hook_summary"]["calls"], view["hook_summary"]["failed"]) == (5, 0)
+    assert view["hook_summary_text"] == [{"text": "hooks: 5 call(s), none failed", "failed": False}]
+
+
+def test_a_runs_view_says_which_hook_calls_failed_and_how_they_counted(
+    served: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "refused.json"
+    hook = {"event": "agent.tool_call", "type": "webhook", "handler": "http://127.0.0.1:9/guard"}
+    turn = {"user": "go", "model": [{"say": "x", "tool_calls": [{"name": "read"}]}, {"say": "ok"}]}
+    path.write_text(json.dumps({"agent": {"name": "refused", "hooks": [hook]}, "turns": [turn]}))
+    report, _ = run_scenario(scenario=path)
+    view = inspect(served, f"/runs/{report['runs'][0]['id']}")
+    summary = view["hook_summary"]
+    assert (summary["calls"], summary["failed"], summary["counted_allow"]) == (1, 1, 1)
+    (head, handler, *_) = view["hook_summary_text"]
+    assert head == {"text": "hooks: 1 call(s), 1 failed (1 counted as allow)", "failed": True}
+    assert handler["text"].startswith("  127.0.0.1:9 (webhook): 1 of 1 failed, counted as allow")
 
 
 def test_a_gate_allowed_from_the_api_continues_the_run_and_a_second_resolve_says_by_whom(

@@ -103,6 +103,7 @@ def test_a_gate_is_allowed_from_the_page_and_the_run_goes_on(
     page.goto(f"{served}/#/run/{run_id}")
     page.wait_for_selector("h2 .state.completed")
     assert "deleted /tmp/old.txt" in page.locator("ol.timeline").inner_text()
+    assert "none failed" in page.locator(".hook-summary").inner_text()
     assert "allow" in page.locator(".gate").inner_text()
 
 

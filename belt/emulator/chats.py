@@ -402,16 +402,15 @@ class Emulator:
     def tell_stopped(self, run_id: str) -> None:
         """The live line for a driven run that ended or is held: its state and the summary of
         its hook calls (``belt.engine.hooksummary``)."""
-        from belt.engine.hooksummary import hook_summary, summary_line
-        from belt.records.runs import run_events
+        from belt.engine.hooksummary import run_hook_summary, summary_line
 
         run = self.store.get(RUN, run_id)
         if run is None or self.report is None:
             return
-        executions = [r for r in run_events(self.store, run_id) if r.get("type") == "hook.executed"]
+        summary = run_hook_summary(self.store, run_id)
         detail = f"run {run_id} {run.get('state')}"
-        if executions:
-            detail += f"; {summary_line(hook_summary(executions))}"
+        if summary["calls"]:
+            detail += f"; {summary_line(summary)}"
         self.tell("agents/run", str(run.get("chat_id") or run_id), detail)
 
     def continue_settled(self, run_ids: list[str] | None = None) -> int:

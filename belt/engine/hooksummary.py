@@ -9,10 +9,13 @@ from the ``hook.executed`` records of a simulation's runs, so ``belt sim run``, 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from belt.handlers.webhook import likely_fix
 from belt.text import short
+
+if TYPE_CHECKING:
+    from belt.store import Store
 
 FAILURES_SHOWN = 50
 """How many failed calls the summary lists one by one (the counts are always whole)."""
@@ -89,6 +92,14 @@ def hook_summary(executions: list[dict[str, Any]]) -> dict[str, Any]:
         "handlers": list(handlers.values()),
         "failures": failures,
     }
+
+
+def run_hook_summary(store: Store, run_id: str) -> dict[str, Any]:
+    """The summary of one run's hook calls, from its event log."""
+    from belt.records.runs import run_events
+
+    executions = [r for r in run_events(store, run_id) if r.get("type") == "hook.executed"]
+    return hook_summary(executions)
 
 
 def summary_text(summary: dict[str, Any]) -> list[tuple[str, bool]]:

@@ -186,6 +186,7 @@ def _order(item: dict[str, Any]) -> tuple[str, int]:
 
 def run_view(store: Store, run_id: str) -> dict[str, Any]:
     """One run: its record, its timeline, its gates, the chats it started or came from."""
+    from belt.engine.hooksummary import run_hook_summary, summary_text
     from belt.engine.report import build_report
     from belt.engine.simulation import sim_of_run
     from belt.records.interrupts import list_interrupts, read_record
@@ -208,6 +209,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
             if item is not None:
                 timeline.append(item)
     timeline += _boundaries(store, run_id, gates)
+    summary = run_hook_summary(store, run_id)
     tasks = [t for t in report.get("hook_tasks", []) if t.get("run_id") == run_id]
     for task in tasks:
         timeline.append(_task_item(task))
@@ -231,6 +233,10 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
         "continuations": mapping(store.read(RUN, run_id).get("execution")).get("continuations"),
         "runs_of_chat": [r["id"] for r in report["runs"]],
         "journal": SERVE,
+        "hook_summary": summary,
+        "hook_summary_text": [
+            {"text": text, "failed": failed} for text, failed in summary_text(summary)
+        ],
     }
 
 

@@ -473,6 +473,8 @@ async function runView(id) {
         el("ul", {}, found.children.map((c) => el("li", {}, `${c.kind === "tasks" ? "task" : "review"} ${c.agent} · chat ${c.chat_id} · ${c.status} · `,
           c.runs.map((r, i) => [i ? ", " : "", runLink(r.id)]))))) : "",
       replayRun, batch,
+      found.hook_summary.calls ? el("section", { class: "hook-summary" }, el("h3", {}, "Hook calls"),
+        found.hook_summary_text.map((line) => el("p", { class: line.failed ? "failed" : "" }, line.text))) : "",
       found.gates.length ? el("section", {}, el("h3", {}, "Gates"), found.gates.map((g) => gateCard(g))) : "",
       found.executions.length ? el("section", {}, el("h3", {}, "Nexus executions"), found.executions.map((e) =>
         el("p", {}, `turn ${e.turn} · ${e.kind} · ${e.state}` + (e.approval_mode ? ` · approval ${e.approval_mode}` : "")))) : "",
