@@ -636,6 +636,10 @@ def test_result_line(result: dict[str, Any]) -> tuple[str, str]:
             line += f"{',' if failed or hooks else ' '} {unfired} hook(s) never fired"
     elif status == "error":
         line += "  invalid scenario" if result.get("invalid") else "  error"
+    elif result.get("hooks") and result["hooks"]["calls"]:
+        from belt.engine.hooksummary import summary_text
+
+        line += f"  {summary_text(result['hooks'])[0][0]}"
     return line, STATUS_STYLES.get(status, "")
 
 
