@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from belt.errors import InvalidInput, NotFound
+from belt.paths import kind_of
 
 MiB = 1024 * 1024
 
@@ -28,20 +29,6 @@ LIMITS = {
 """The most bytes read from one input of each kind."""
 
 _CHUNK = 64 * 1024
-
-
-def _kind_name(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
 
 
 def _too_big(source: str, kind: str, limit: int) -> InvalidInput:
@@ -69,7 +56,7 @@ def read_bytes(path: str | Path, *, kind: str) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise InvalidInput(f"{source}: is {_kind_name(info.st_mode)}, not a regular file")
+            raise InvalidInput(f"{source}: is {kind_of(info.st_mode)}, not a regular file")
         if info.st_size > limit:
             raise _too_big(source, kind, limit)
         with os.fdopen(fd, "rb", closefd=False) as handle:

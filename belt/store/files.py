@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from belt.errors import BeltError
+from belt.paths import kind_of
 
 TEMP_SUFFIX = ".tmp"
 _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV}
@@ -49,23 +50,6 @@ class UnsafeFile(Exception):
 def size_text(count: int) -> str:
     """A byte count as the limits are written ("64 MiB", "4 KiB")."""
     return f"{count // MiB} MiB" if count >= MiB else f"{count // 1024} KiB"
-
-
-def kind_of(mode: int) -> str:
-    """What a file of ``mode`` is, for a message ("a FIFO (named pipe)")."""
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
 
 
 def _link_refused() -> UnsafeFile:
