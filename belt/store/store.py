@@ -472,21 +472,11 @@ class Store:
 
         NotFound when the log has no complete line there.
         """
-        path = self._log_path(log, id)
         missing = NotFound(f"no record of {log} {id} starts at byte {offset}")
         if offset <= 0:
             raise missing
-        try:
-            fd = open_regular(path)
-        except FileNotFoundError:
-            raise NotFound(f"no log {log} {id}") from None
-        except UnsafeFile as exc:
-            raise _damaged(path, exc.why) from None
-        except OSError as exc:
-            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
-        with os.fdopen(fd, "rb") as handle:
+        with self._open_log(log, id) as (path, handle, version):
             try:
-                version = self._check_header(path, read_line(handle, limit=HEADER_MAX), "log")
                 handle.seek(offset - 1)
                 if handle.read(1) != b"\n":
                     raise missing
@@ -503,6 +493,13 @@ class Store:
     def log_reader(self, log: str, id: str) -> Iterator[LogReader]:
         """The log opened once (its header checked) for reading lines at offsets ``log_lines``
         gave, a piece at a time; InvalidInput if it is damaged, NotFound if it is missing."""
+        with self._open_log(log, id) as (path, handle, _):
+            yield LogReader(path, handle)
+
+    @contextmanager
+    def _open_log(self, log: str, id: str) -> Iterator[tuple[Path, BinaryIO, int]]:
+        """A log opened as a regular file with its header checked: (its path, the open file
+        after the header, its schema version); InvalidInput if damaged, NotFound if missing."""
         path = self._log_path(log, id)
         try:
             fd = open_regular(path)
@@ -514,10 +511,12 @@ class Store:
             raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
         with os.fdopen(fd, "rb") as handle:
             try:
-                self._check_header(path, read_line(handle, limit=HEADER_MAX), "log")
+                version = self._check_header(path, read_line(handle, limit=HEADER_MAX), "log")
             except UnsafeFile as exc:
                 raise _damaged(path, exc.why) from None
-            yield LogReader(path, handle)
+            except OSError as exc:
+                raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+            yield path, handle, version
 
     # The private part: what must never be printed, journalled or reported (full webhook URLs,
     # which can carry credentials), kept so that any process can continue a run
