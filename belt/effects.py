@@ -93,8 +93,9 @@ def is_in_process(handler: str) -> bool:
     return handler.startswith(IN_PROCESS_PREFIX)
 
 
-def url_host(url: str) -> str:
-    """The host (and port, when not the scheme's default) of a URL, never its credentials."""
+def url_host(url: str, *, every_port: bool = False) -> str:
+    """The host (and port, when not the scheme's default, or whenever it is written with
+    ``every_port``) of a URL, never its credentials; ``?`` for a URL that cannot be read."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or "?"
@@ -104,7 +105,7 @@ def url_host(url: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     default_port = {"http": 80, "https": 443}.get(parts.scheme)
-    return f"{host}:{port}" if port and port != default_port else host
+    return f"{host}:{port}" if port and (every_port or port != default_port) else host
 
 
 def leaves_row(*, decision: HookDecision | str | None, injected: bool, error: str | None) -> bool:

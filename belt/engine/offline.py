@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from belt.effects import is_in_process
+from belt.effects import is_in_process, url_host
 from belt.engine.dispatch import Route, route_for
 from belt.handlers.webhook import is_loopback_host
 from belt.wire.platform import HookHandlerType
@@ -32,15 +32,8 @@ def on_this_machine(target: str) -> bool:
 def origin(url: str) -> str:
     """A URL's scheme and host (and port), never its credentials, path or query: what a
     message may show of it, and the prefix a ``--route`` for it takes."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or "?"
-        port = parts.port
-    except ValueError:
-        return "?"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+    host = url_host(url, every_port=True)
+    return "?" if host == "?" else f"{urlsplit(url).scheme}://{host}"
 
 
 def network_problems(loaded: Any, routes: list[Route], executors: list[str]) -> list[str]:
