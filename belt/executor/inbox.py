@@ -41,6 +41,7 @@ from belt.records.hooktasks import (
     mark_pending,
     read_task,
     run_task_ids,
+    start_attempt,
     unmark_pending,
 )
 from belt.records.hooktasks import run_tasks as run_tasks
@@ -178,22 +179,13 @@ def schedule_task(
         "run_id": run_id,
         "sim_id": sim_id,
         "input": task_input,
-        "status": status.value,
-        "approval": None,
         "chat_id": chat_id,
+        "status": status.value,
         "attempt": 1,
-        "dispatched_at": stamp,
-        "deadline": deadline,
-        "claim": None,
-        "result": None,
-        "decision": None,
-        "error": None,
-        "duration_ms": None,
-        "finished_at": None,
         "history": [],
         "created_at": stamp,
-        "updated_at": stamp,
     }
+    start_attempt(fresh, status.value, 1, stamp, deadline)
     if add_task(store, fresh):
         return _dispatch_or_ask(store, fresh)
 
@@ -204,22 +196,7 @@ def schedule_task(
         if current in (TaskStatus.PENDING, TaskStatus.CLAIMED) and not _deadline_passed(task):
             raise _Keep
         task["history"] = [*task.get("history", []), _attempt_summary(task)]
-        task.update(
-            {
-                "status": status.value,
-                "approval": None,
-                "attempt": int(task["attempt"]) + 1,
-                "dispatched_at": stamp,
-                "deadline": deadline,
-                "claim": None,
-                "result": None,
-                "decision": None,
-                "error": None,
-                "duration_ms": None,
-                "finished_at": None,
-                "updated_at": stamp,
-            }
-        )
+        start_attempt(task, status.value, int(task["attempt"]) + 1, stamp, deadline)
         return task
 
     try:

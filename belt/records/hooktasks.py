@@ -56,6 +56,25 @@ class HookTask(TypedDict):
 record_shape(HOOKTASK, HookTask)
 
 
+def start_attempt(
+    task: HookTask, status: str, attempt: int, stamp: str, deadline: str | None
+) -> None:
+    """Make ``task`` attempt ``attempt``, dispatched at ``stamp`` in ``status``: nothing
+    claimed, answered or finished yet."""
+    task["status"] = status
+    task["attempt"] = attempt
+    task["approval"] = None
+    task["dispatched_at"] = stamp
+    task["deadline"] = deadline
+    task["claim"] = None
+    task["result"] = None
+    task["decision"] = None
+    task["error"] = None
+    task["duration_ms"] = None
+    task["finished_at"] = None
+    task["updated_at"] = stamp
+
+
 def add_task(store: Store, task: HookTask) -> bool:
     """Write a new task and list it on its run; False (and nothing written) when a task of its
     id is stored already, which is then listed on the run if a process killed between writing
