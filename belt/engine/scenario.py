@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
 from belt.declarations import read_document
 from belt.errors import InvalidInput
 from belt.matching import argument_matchers, arguments_match, value_matcher
 from belt.records.registry import DEFAULT_OWNER, check_candidate
+from belt.store.clock import check_moment, parse_rfc3339
 from belt.text import printable
 from belt.wire.catalogue import GATEABLE_EVENTS
 from belt.wire.nexus import NexusEvent
@@ -33,6 +36,27 @@ ID_MAX = 128
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def _clock_start(value: Any) -> datetime | None:
+    """A scenario's ``clock``: an RFC 3339 string with its offset (or a TOML offset date-time)."""
+    try:
+        if value is None:
+            return None
+        if isinstance(value, datetime):
+            return check_moment(value, "clock")
+        if isinstance(value, str):
+            return parse_rfc3339(value, "clock")
+    except InvalidInput as exc:
+        reason = exc.message.removeprefix("clock: ")
+        raise PydanticCustomError("clock", "{reason}", {"reason": reason}) from None
+    raise PydanticCustomError(
+        "clock", 'expected an RFC 3339 timestamp with an offset, like "2026-08-11T14:00:00Z"'
+    )
+
+
+ClockStart = Annotated[datetime | None, BeforeValidator(_clock_start)]
+"""Where a scenario's virtual clock starts (UTC); None: the simulation runs on wall time."""
 
 
 class ToolCallSpec(_Strict):
@@ -131,6 +155,8 @@ class Scenario(_Strict):
     expect: list[Any] = Field(default_factory=list)
     hook_errors: Literal["fail", "allow"] = "fail"
     """``belt test``: whether a failed hook call no expectation names fails the scenario."""
+    clock: ClockStart = None
+    """The virtual clock's start: the simulation's times come from it (None: wall time)."""
 
     @property
     def user_team(self) -> str:
@@ -499,6 +525,8 @@ class NexusScenario(_Strict):
     expect: list[Any] = Field(default_factory=list)
     hook_errors: Literal["fail", "allow"] = "fail"
     """``belt test``: whether a failed hook call no expectation names fails the scenario."""
+    clock: ClockStart = None
+    """The virtual clock's start: the simulation's times come from it (None: wall time)."""
 
 
 @dataclass

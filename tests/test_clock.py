@@ -1,0 +1,144 @@
+"""The virtual clock: where a simulation's times come from, and how they move."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from belt.engine.scenario import read_scenario
+from belt.errors import Conflict, InvalidInput
+from belt.store.clock import (
+    VirtualClock,
+    format_duration,
+    installed,
+    now,
+    parse_duration,
+    parse_rfc3339,
+    using,
+    utcnow,
+)
+
+START = datetime(2026, 8, 11, 14, 0, tzinfo=UTC)
+
+
+def scenario_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "scenario.toml"
+    path.write_text(text + '\n[[turns]]\nuser = "hi"\n')
+    return path
+
+
+# -- the clock -------------------------------------------------------------------------------
+
+
+def test_now_is_wall_time_unless_a_virtual_clock_is_in_force() -> None:
+    assert abs(now() - utcnow()) < timedelta(minutes=1)
+    clock = VirtualClock(START)
+    with using(clock):
+        assert now() == START
+        assert abs(utcnow() - START) > timedelta(seconds=1)  # wall time stays wall time
+    assert now() != START
+
+
+def test_a_context_clock_comes_before_the_process_clock() -> None:
+    served = VirtualClock(START)
+    simulated = VirtualClock(START + timedelta(hours=1))
+    with installed(served):
+        assert now() == START
+        with using(simulated):
+            assert now() == START + timedelta(hours=1)
+        assert now() == START
+    assert now() != START
+
+
+def test_a_virtual_clock_moves_only_forward_and_tells_each_move() -> None:
+    moves: list[datetime] = []
+    clock = VirtualClock(START, on_move=moves.append)
+    assert clock.advance(timedelta(minutes=10)) == START + timedelta(minutes=10)
+    assert clock.move_to(START + timedelta(hours=1)) == START + timedelta(hours=1)
+    with pytest.raises(Conflict, match="time only moves forward"):
+        clock.move_to(START)
+    with pytest.raises(InvalidInput, match="time only moves forward"):
+        clock.advance(timedelta(seconds=-1))
+    assert clock.now() == START + timedelta(hours=1)
+    assert moves == [START + timedelta(minutes=10), START + timedelta(hours=1)]
+
+
+def test_a_virtual_clock_refuses_to_leave_its_years() -> None:
+    clock = VirtualClock(datetime(8999, 12, 31, tzinfo=UTC))
+    with pytest.raises(InvalidInput, match="out of range"):
+        clock.advance(timedelta(days=2))
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90), ("10m", 600), ("2h", 7200), ("1d", 86400), ("1h30m", 5400), ("0s", 0)],
+)
+def test_durations_read_and_spell_back(text: str, seconds: int) -> None:
+    assert parse_duration(text, "after") == timedelta(seconds=seconds)
+    assert parse_duration(format_duration(timedelta(seconds=seconds)), "x").total_seconds() == (
+        seconds
+    )
+
+
+@pytest.mark.parametrize("text", ["", "10", "-1m", "m", "1m1h", "1.5h", "99999d"])
+def test_a_bad_duration_names_where(text: str) -> None:
+    with pytest.raises(InvalidInput, match=r"^turns\[0\]\.after: "):
+        parse_duration(text, "turns[0].after")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2026-08-11", "2026-08-11T14:00:00", "2026-02-30T00:00:00Z", "1969-12-31T00:00:00Z", "now"],
+)
+def test_a_bad_timestamp_names_where(text: str) -> None:
+    with pytest.raises(InvalidInput, match=r"^--clock: "):
+        parse_rfc3339(text, "--clock")
+
+
+def test_a_timestamp_with_an_offset_is_read_as_utc() -> None:
+    assert parse_rfc3339("2026-08-11T16:00:00.5+02:00", "x") == START + timedelta(seconds=0.5)
+
+
+# -- a scenario's clock ------------------------------------------------------------------------
+
+
+def test_a_scenario_without_a_clock_has_none(tmp_path: Path) -> None:
+    assert read_scenario(scenario_file(tmp_path, "")).scenario.clock is None
+
+
+@pytest.mark.parametrize("value", ['"2026-08-11T14:00:00Z"', "2026-08-11T16:00:00+02:00"])
+def test_a_scenario_clock_is_an_aware_datetime(tmp_path: Path, value: str) -> None:
+    clock = read_scenario(scenario_file(tmp_path, f"clock = {value}")).scenario.clock
+    assert clock == START
+    assert clock is not None and clock.tzinfo is not None
+
+
+def test_a_nexus_scenario_has_a_clock_too(tmp_path: Path) -> None:
+    path = scenario_file(tmp_path, 'dialect = "nexus"\nclock = "2026-08-11T14:00:00Z"')
+    path.write_text(path.read_text() + '[[turns.model]]\nsay = "ok"\n')
+    assert read_scenario(path).scenario.clock == START
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ('"tomorrow"', "is not an RFC 3339 timestamp"),
+        ("2026-08-11T14:00:00", "has no UTC offset"),
+        ("12", "expected an RFC 3339 timestamp"),
+        ('"1900-01-01T00:00:00Z"', "out of range"),
+    ],
+)
+def test_a_bad_scenario_clock_names_the_file_and_key(tmp_path: Path, value: str, says: str) -> None:
+    path = scenario_file(tmp_path, f"clock = {value}")
+    with pytest.raises(InvalidInput, match=f"^{path}: clock: .*{says}") as caught:
+        read_scenario(path)
+    assert caught.value.exit_code == 5
+
+
+def test_a_scenario_clock_is_stored_as_it_reads(tmp_path: Path) -> None:
+    loaded = read_scenario(scenario_file(tmp_path, 'clock = "2026-08-11T14:00:00Z"'))
+    doc = json.loads(json.dumps(loaded.scenario.model_dump(mode="json", by_alias=True)))
+    assert parse_rfc3339(doc["clock"], "clock") == START
