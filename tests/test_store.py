@@ -19,18 +19,33 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from belt.errors import Conflict, ExitCode, InvalidInput, NotFound
-from belt.store import SCHEMA_VERSION, Store, open_store, shapes
+from belt.store import SCHEMA_VERSION, MemoryStore, Store, open_store, shapes
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """The file store; with ``@both``, the memory store too."""
+    if getattr(request, "param", "file") == "memory":
+        return MemoryStore()
     return Store(tmp_path / "store")
+
+
+both = pytest.mark.parametrize("store", ["file", "memory"], indirect=True)
+"""Run a test of the store's rules against both stores."""
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
     }
+
+
+def contents(store: Store) -> dict[str, bytes]:
+    """Every file of either store (lock files aside), by its path."""
+    if isinstance(store, MemoryStore):
+        return store.snapshot()
+    found = {str(store.root / name): data for name, data in snapshot(store.root).items()}
+    return {name: data for name, data in found.items() if "/locks/" not in name}
 
 
 def test_open_store_lives_under_belt_home(belt_home: Path) -> None:
@@ -40,12 +55,13 @@ def test_open_store_lives_under_belt_home(belt_home: Path) -> None:
     assert (belt_home / "store" / "objects" / "run" / "run_1.json").is_file()
 
 
+@both
 def test_objects_round_trip_inside_a_versioned_envelope(store: Store) -> None:
     store.create("interrupt", "int_1", {"status": "pending", "n": [1, 2]})
     assert store.read("interrupt", "int_1") == {"status": "pending", "n": [1, 2]}
     assert store.get("interrupt", "int_1") == {"status": "pending", "n": [1, 2]}
     assert store.exists("interrupt", "int_1")
-    on_disk = json.loads(store.path("interrupt", "int_1").read_text())
+    on_disk = json.loads(contents(store)[str(store.path("interrupt", "int_1"))])
     assert on_disk == {
         "belt": "object",
         "schema": SCHEMA_VERSION,
@@ -53,9 +69,14 @@ def test_objects_round_trip_inside_a_versioned_envelope(store: Store) -> None:
         "id": "int_1",
         "data": {"status": "pending", "n": [1, 2]},
     }
+
+
+def test_object_files_are_private(store: Store) -> None:
+    store.create("interrupt", "int_1", {"status": "pending", "n": [1, 2]})
     assert oct(store.path("interrupt", "int_1").stat().st_mode & 0o777) == oct(0o600)
 
 
+@both
 def test_missing_objects(store: Store) -> None:
     assert store.get("run", "nope") is None
     assert not store.exists("run", "nope")
@@ -64,18 +85,26 @@ def test_missing_objects(store: Store) -> None:
     assert caught.value.exit_code == ExitCode.NOT_FOUND
     with pytest.raises(NotFound):
         store.update("run", "nope", lambda d: d)
+    assert contents(store) == {}
+
+
+def test_a_missing_object_leaves_no_lock_file(store: Store) -> None:
+    with pytest.raises(NotFound):
+        store.update("run", "nope", lambda d: d)
     assert not (store.root / "locks").exists()
 
 
+@both
 def test_create_refuses_an_existing_id_and_leaves_it(store: Store) -> None:
     store.create("chat", "ch_1", {"v": 1})
-    before = snapshot(store.root)
+    before = contents(store)
     with pytest.raises(Conflict) as caught:
         store.create("chat", "ch_1", {"v": 2})
     assert caught.value.exit_code == ExitCode.CONFLICT
-    assert snapshot(store.root) == before
+    assert contents(store) == before
 
 
+@both
 def test_write_creates_and_replaces(store: Store) -> None:
     store.write("agent", "ag_1", {"v": 1})
     store.write("agent", "ag_1", {"v": 2})
@@ -83,6 +112,7 @@ def test_write_creates_and_replaces(store: Store) -> None:
     assert store.list_ids("agent") == ["ag_1"]
 
 
+@both
 def test_update_writes_what_fn_returns(store: Store) -> None:
     store.create("run", "r", {"n": 1, "deep": {"a": 1}})
     result = store.update("run", "r", lambda d: {**d, "n": d["n"] + 1})
@@ -90,9 +120,10 @@ def test_update_writes_what_fn_returns(store: Store) -> None:
     assert store.read("run", "r") == result
 
 
+@both
 def test_update_writes_nothing_when_fn_raises(store: Store) -> None:
     store.create("run", "r", {"n": 1, "deep": {"a": 1}})
-    before = snapshot(store.root)
+    before = contents(store)
 
     def broken(data: dict) -> dict:
         data["deep"]["a"] = 99  # mutates the copy it was given, then fails
@@ -101,7 +132,7 @@ def test_update_writes_nothing_when_fn_raises(store: Store) -> None:
     with pytest.raises(RuntimeError):
         store.update("run", "r", broken)
     assert store.read("run", "r") == {"n": 1, "deep": {"a": 1}}
-    assert {k: v for k, v in snapshot(store.root).items() if "locks" not in k} == before
+    assert contents(store) == before
 
 
 def test_list_ids_skips_temporary_files(store: Store) -> None:
@@ -112,6 +143,7 @@ def test_list_ids_skips_temporary_files(store: Store) -> None:
     assert store.list_ids("nothing") == []
 
 
+@both
 def test_links_keep_order_and_are_idempotent(store: Store) -> None:
     for member in ("m3", "m1", "m2", "m1"):
         store.link("chat-messages", "ch_1", member)
@@ -124,12 +156,14 @@ def test_links_keep_order_and_are_idempotent(store: Store) -> None:
     assert store.members("chat-messages", "ch_2") == []
 
 
+@both
 def test_logs_append_in_order(store: Store) -> None:
     for i in range(3):
         store.append("events", "run_1", {"i": i})
     assert store.read_log("events", "run_1") == [{"i": 0}, {"i": 1}, {"i": 2}]
     assert store.read_log("events", "run_2") == []
-    first = (store.root / "logs" / "events" / "run_1.jsonl").read_text().splitlines()[0]
+    (log,) = [v for k, v in contents(store).items() if k.endswith("/logs/events/run_1.jsonl")]
+    first = log.splitlines()[0]
     assert json.loads(first) == {"belt": "log", "schema": SCHEMA_VERSION}
 
 
@@ -144,6 +178,7 @@ def test_a_torn_last_line_is_skipped_and_cut_by_the_next_append(store: Store) ->
     assert path.read_bytes().endswith(b'{"i":2}\n')
 
 
+@both
 def test_tags(store: Store) -> None:
     store.tag("pending-interrupts", "002-b")
     store.tag("pending-interrupts", "001-a")
@@ -155,6 +190,7 @@ def test_tags(store: Store) -> None:
     assert store.tagged("other") == []
 
 
+@both
 def test_lock_is_reentrant_in_one_thread(store: Store) -> None:
     store.create("run", "r", {"n": 0})
     with store.lock("run", "r"), store.lock("run", "r"):
@@ -178,6 +214,73 @@ def test_threads_with_their_own_store_never_lose_an_update(tmp_path: Path) -> No
     for thread in threads:
         thread.join()
     assert Store(tmp_path / "s").read("counter", "c") == {"n": 200}
+
+
+def test_threads_sharing_a_memory_store_never_lose_an_update() -> None:
+    store = MemoryStore()
+    store.create("counter", "c", {"n": 0})
+    barrier = threading.Barrier(8)
+
+    def bump() -> None:
+        barrier.wait()
+        for _ in range(25):
+            with store.lock("counter", "c"):  # re-entrant: update takes it again
+                store.update("counter", "c", lambda d: {"n": d["n"] + 1})
+            store.append("events", "r", {"n": 1})
+            store.link("index", "r", f"m{threading.get_ident()}")
+
+    threads = [threading.Thread(target=bump) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert store.read("counter", "c") == {"n": 200}
+    assert len(store.read_log("events", "r")) == 200
+    assert len(store.members("index", "r")) == 8
+
+
+def test_a_memory_store_keeps_its_private_part_apart_and_writes_no_file(tmp_path: Path) -> None:
+    store = MemoryStore(shapes=True)
+    store.write_private("hooks", "sim_1", {"hooks": [], "url": "http://user:pw@host/"})
+    assert store.read_private("hooks", "sim_1")["url"] == "http://user:pw@host/"
+    assert store.get("hooks", "sim_1") is None
+    assert store.list_ids("hooks") == []
+    assert str(store.private_path("hooks", "sim_1")) == "memory:/private/hooks/sim_1.json"
+    # without_fsync is the same store, not a copy of it.
+    store.without_fsync().create("run", "r", {"id": "r", "state": "working"})
+    assert store.read("run", "r")["state"] == "working"
+    # The scratch directory for derived files is made only when asked for, and removed.
+    assert store._scratch is None
+    scratch = store.root
+    assert scratch.is_dir() and store.root == scratch
+    store.close()
+    assert not scratch.exists()
+    assert store.read("run", "r")["state"] == "working"
+
+
+@both
+def test_a_record_of_the_wrong_shape_is_refused_by_both_stores(
+    store: Store, tmp_path: Path
+) -> None:
+    from belt.records import runs
+
+    assert shapes.RECORDS["run"] is runs.Run
+    checked = (
+        MemoryStore(shapes=True)
+        if isinstance(store, MemoryStore)
+        else Store(tmp_path / "checked", shapes=True)
+    )
+    checked.create("run", "r", {"id": "r", "state": 3})
+    with pytest.raises(InvalidInput) as caught:
+        checked.read("run", "r")
+    path = str(checked.path("run", "r"))
+    assert caught.value.message == (
+        f"{path}: damaged store file: it is not a run record: its state is not a string"
+    )
+    before = contents(checked)
+    with pytest.raises(InvalidInput):
+        checked.write("run", "r", {"id": "r", "state": "working"})
+    assert contents(checked) == before
 
 
 BUMPER = """
@@ -451,6 +554,22 @@ def test_hostile_ids_are_refused_before_they_touch_a_file(tmp_path: Path, bad: s
     assert list(tmp_path.rglob("*")) == []
 
 
+@pytest.mark.parametrize("bad", HOSTILE[:6])
+def test_a_memory_store_refuses_hostile_ids_too(bad: str) -> None:
+    store = MemoryStore()
+    for attempt in (
+        lambda: store.create("run", bad, {}),
+        lambda: store.link("run-interrupts", "ok", bad),
+        lambda: store.append("events", bad, {}),
+        lambda: store.tag("pending", bad),
+        lambda: store.write_private(bad, "x", {}),
+    ):
+        with pytest.raises(InvalidInput):
+            attempt()
+    assert store.snapshot() == {}
+
+
+@both
 def test_the_longest_allowed_id_works(store: Store) -> None:
     name = "A-z_9" + "a" * 123
     store.create("run", name, {"ok": True})
@@ -635,6 +754,7 @@ def test_a_line_above_its_size_is_refused(store: Store, monkeypatch: pytest.Monk
         store.members("run-interrupts", "r")
 
 
+@both
 def test_log_lines_reads_a_part_at_a_time(store: Store) -> None:
     for number in range(10):
         store.append("events", "r", {"n": number, "pad": "x" * 100})

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from belt.paths import state_dir
+from belt.store.memory import MemoryStore
 from belt.store.store import SCHEMA_VERSION, Store, check_id
 
-__all__ = ["SCHEMA_VERSION", "Store", "check_id", "open_store"]
+__all__ = ["SCHEMA_VERSION", "MemoryStore", "Store", "check_id", "open_store"]
 
 
 def open_store() -> Store:

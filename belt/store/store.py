@@ -241,13 +241,13 @@ class Store:
 
     def lock(self, kind: str, id: str) -> AbstractContextManager[None]:
         """An exclusive lock on one object, across threads and processes; re-entrant."""
-        return file_lock(self._lock_path("objects", kind, id))
+        return self._hold(self._lock_path("objects", kind, id))
 
     def read(self, kind: str, id: str) -> dict[str, Any]:
         """One object's data; NotFound (exit 3) if missing, InvalidInput (exit 5) if damaged."""
         path = self.path(kind, id)
         try:
-            raw = read_bytes(path)
+            raw = self._read_file(path)
         except FileNotFoundError:
             raise NotFound(f"no {kind} {id}") from None
         except UnsafeFile as exc:
@@ -265,21 +265,21 @@ class Store:
 
     def exists(self, kind: str, id: str) -> bool:
         """True if the object has a file (whether or not it is readable)."""
-        return self.path(kind, id).is_file()
+        return self._is_file(self.path(kind, id))
 
     def create(self, kind: str, id: str, data: dict[str, Any]) -> None:
         """Store a new object; Conflict (exit 4) if one with this id exists."""
         path = self.path(kind, id)
         blob = self._encode_object(kind, id, data)
         try:
-            atomic_write(path, blob, fsync=self.fsync, exclusive=True)
+            self._put_file(path, blob, exclusive=True)
         except FileExistsError:
             raise Conflict(f"{kind} {id} already exists") from None
         except HardLinksUnsupported:
             with self.lock(kind, id):
                 if path.exists():
                     raise Conflict(f"{kind} {id} already exists") from None
-                atomic_write(path, blob, fsync=self.fsync)
+                self._put_file(path, blob)
 
     def write(self, kind: str, id: str, data: dict[str, Any]) -> None:
         """Create or replace an object atomically; a damaged or newer file is never replaced."""
@@ -287,14 +287,14 @@ class Store:
         blob = self._encode_object(kind, id, data)
         with self.lock(kind, id):
             try:
-                self._decode_object(path, kind, id, read_bytes(path))
+                self._decode_object(path, kind, id, self._read_file(path))
             except FileNotFoundError:
                 pass
             except UnsafeFile as exc:
                 raise _damaged(path, exc.why) from None
             except OSError as exc:
                 raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
-            atomic_write(path, blob, fsync=self.fsync)
+            self._put_file(path, blob)
 
     def update(
         self, kind: str, id: str, fn: Callable[[dict[str, Any]], dict[str, Any]]
@@ -303,14 +303,14 @@ class Store:
 
         If ``fn`` raises, nothing is written and the exception propagates.
         """
-        if not os.path.lexists(self.path(kind, id)):
+        if not self._lexists(self.path(kind, id)):
             raise NotFound(f"no {kind} {id}")  # without leaving a lock file for a missing id
         with self.lock(kind, id):
             current = self.read(kind, id)
             new = fn(copy.deepcopy(current))
             if not isinstance(new, dict):
                 raise TypeError(f"update of {kind} {id} must return a dict")
-            atomic_write(self.path(kind, id), self._encode_object(kind, id, new), fsync=self.fsync)
+            self._put_file(self.path(kind, id), self._encode_object(kind, id, new))
             return new
 
     def merge(self, kind: str, id: str, changes: dict[str, Any]) -> dict[str, Any]:
@@ -324,7 +324,7 @@ class Store:
 
     def list_ids(self, kind: str) -> list[str]:
         """Every id of a kind, sorted (reads the directory, not the files)."""
-        directory = self.root / "objects" / check_id(kind, what="kind")
+        directory = self._under("objects", check_id(kind, what="kind"))
         return sorted(
             name[: -len(".json")] for name in self._names(directory) if name.endswith(".json")
         )
@@ -339,14 +339,14 @@ class Store:
         """
         check_id(member)
         path = self._index_path(index, owner)
-        with file_lock(self._lock_path("index", index, owner)):
+        with self._hold(self._lock_path("index", index, owner)):
             self._append_record(path, "index", {"add": member})
 
     def unlink(self, index: str, owner: str, member: str) -> None:
         """Remove ``member`` from ``owner``'s members in ``index`` (idempotent)."""
         check_id(member)
         path = self._index_path(index, owner)
-        with file_lock(self._lock_path("index", index, owner)):
+        with self._hold(self._lock_path("index", index, owner)):
             if member not in self._members(path, index):
                 return
             self._append_record(path, "index", {"remove": member})
@@ -354,10 +354,7 @@ class Store:
     def index_size(self, index: str, owner: str) -> int:
         """The size in bytes of ``owner``'s index: it grows with every link, so a reader can
         tell cheaply whether another process linked something since it last looked."""
-        try:
-            return self._index_path(index, owner).stat().st_size
-        except FileNotFoundError:
-            return 0
+        return self._size(self._index_path(index, owner))
 
     def members(self, index: str, owner: str) -> list[str]:
         """The ids linked to ``owner`` in ``index``, in the order they were linked."""
@@ -388,7 +385,7 @@ class Store:
         if not isinstance(record, dict):
             raise TypeError("a log record must be a dict")
         path = self._log_path(log, id)
-        with file_lock(self._lock_path("logs", log, id)):
+        with self._hold(self._lock_path("logs", log, id)):
             self._append_record(path, "log", record, sync=self.fsync if sync is None else sync)
 
     def read_log(self, log: str, id: str) -> list[dict[str, Any]]:
@@ -398,10 +395,7 @@ class Store:
     def log_size(self, log: str, id: str) -> int:
         """The size in bytes of a log (0 if it does not exist): it grows with every append, so a
         reader can tell with one ``stat`` whether anything was appended since it last looked."""
-        try:
-            return self._log_path(log, id).stat().st_size
-        except FileNotFoundError:
-            return 0
+        return self._size(self._log_path(log, id))
 
     def log_lines(
         self, log: str, id: str, offset: int = 0, *, max_bytes: int | None = None
@@ -417,7 +411,7 @@ class Store:
         """
         path = self._log_path(log, id)
         try:
-            fd = open_regular(path)
+            opened = self._open_lines(path)
         except FileNotFoundError:
             return LogLines([], 0, offset > 0, self.schema)
         except UnsafeFile as exc:
@@ -425,9 +419,10 @@ class Store:
         except OSError as exc:
             raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
         found: list[tuple[int, bytes]] = []
-        with os.fdopen(fd, "rb") as handle:
+        with opened as handle:
             try:
-                restarted = offset > os.fstat(fd).st_size
+                restarted = offset > handle.seek(0, os.SEEK_END)
+                handle.seek(0)
                 if restarted:
                     offset = 0
                 header = read_line(handle, limit=HEADER_MAX)
@@ -502,14 +497,14 @@ class Store:
         after the header, its schema version); InvalidInput if damaged, NotFound if missing."""
         path = self._log_path(log, id)
         try:
-            fd = open_regular(path)
+            opened = self._open_lines(path)
         except FileNotFoundError:
             raise NotFound(f"no log {log} {id}") from None
         except UnsafeFile as exc:
             raise _damaged(path, exc.why) from None
         except OSError as exc:
             raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
-        with os.fdopen(fd, "rb") as handle:
+        with opened as handle:
             try:
                 version = self._check_header(path, read_line(handle, limit=HEADER_MAX), "log")
             except UnsafeFile as exc:
@@ -531,13 +526,13 @@ class Store:
     def write_private(self, kind: str, id: str, data: dict[str, Any]) -> None:
         """Store ``data`` in the private part (0600, atomic); it replaces what was there."""
         path = self._private_path(kind, id)
-        atomic_write(path, self._encode_object(kind, id, data), fsync=self.fsync)
+        self._put_file(path, self._encode_object(kind, id, data))
 
     def read_private(self, kind: str, id: str) -> dict[str, Any]:
         """Data from the private part; NotFound if missing, InvalidInput if damaged."""
         path = self._private_path(kind, id)
         try:
-            raw = read_bytes(path)
+            raw = self._read_file(path)
         except FileNotFoundError:
             raise NotFound(f"no private {kind} {id}") from None
         except UnsafeFile as exc:
@@ -631,7 +626,7 @@ class Store:
         line = _encode(record, indent=None) + b"\n"
         try:
             # Never add to a file this belt cannot read (damaged, or from a newer belt).
-            self._check_header(path, read_first_line(path), family)
+            self._check_header(path, self._first_line(path), family)
         except FileNotFoundError:
             pass
         except UnsafeFile as exc:
@@ -639,7 +634,7 @@ class Store:
         except OSError as exc:
             raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
         try:
-            append_line(path, line, header=header, fsync=self.fsync if sync is None else sync)
+            self._append_line(path, line, header=header, sync=self.fsync if sync is None else sync)
         except DamagedLines:
             raise _damaged(path, "it has no complete line") from None
         except UnsafeFile as exc:
@@ -656,14 +651,14 @@ class Store:
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         """Each record of a line file, read a line at a time (none when the file is missing)."""
         try:
-            fd = open_regular(path)
+            opened = self._open_lines(path)
         except FileNotFoundError:
             return
         except UnsafeFile as exc:
             raise _damaged(path, exc.why) from None
         except OSError as exc:
             raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
-        with os.fdopen(fd, "rb") as handle:
+        with opened as handle:
             try:
                 first = read_line(handle, limit=HEADER_MAX)
                 if not first.endswith(b"\n"):
@@ -680,8 +675,40 @@ class Store:
             except OSError as exc:
                 raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
 
-    @staticmethod
-    def _names(directory: Path) -> list[str]:
+    # The files themselves: the one place this class touches the file system, so that
+    # belt.store.memory can keep the same records, with the same rules, in memory
+
+    def _read_file(self, path: Path) -> bytes:
+        return read_bytes(path)
+
+    def _put_file(self, path: Path, blob: bytes, *, exclusive: bool = False) -> None:
+        atomic_write(path, blob, fsync=self.fsync, exclusive=exclusive)
+
+    def _is_file(self, path: Path) -> bool:
+        return path.is_file()
+
+    def _lexists(self, path: Path) -> bool:
+        return os.path.lexists(path)
+
+    def _size(self, path: Path) -> int:
+        try:
+            return path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _hold(self, lock_path: Path) -> AbstractContextManager[None]:
+        return file_lock(lock_path)
+
+    def _open_lines(self, path: Path) -> BinaryIO:
+        return os.fdopen(open_regular(path), "rb")
+
+    def _first_line(self, path: Path) -> bytes:
+        return read_first_line(path)
+
+    def _append_line(self, path: Path, line: bytes, *, header: bytes, sync: bool) -> None:
+        append_line(path, line, header=header, fsync=sync)
+
+    def _names(self, directory: Path) -> list[str]:
         try:
             with os.scandir(directory) as entries:
                 return [entry.name for entry in entries if not entry.name.startswith(".")]

@@ -1,0 +1,182 @@
+"""A store held in memory, with the records, rules and errors of the file store.
+
+``MemoryStore`` is a ``Store`` whose files are bytes in dictionaries instead of files on disk:
+every record is encoded, checked and decoded exactly as the file store does it (envelopes,
+schema versions, shapes, hostile ids, the private part apart from the rest), writes replace
+whole records at once, and locks are held per object, index and log, re-entrant within a thread
+and exclusive across threads. It lives as long as its process and is seen by no other process,
+so it is for work whose records need not outlast it: each scenario of ``belt test`` and of the
+pytest plugin, and ``belt sim run --ephemeral``.
+
+The few files that belt derives from records and hands to another library by name (the
+registry's SQLite search index) go in a scratch directory under ``root``, made on first use and
+removed by ``close`` (or when the store is garbage collected).
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from belt.store.files import HEADER_MAX, line_too_long
+from belt.store.store import MIGRATIONS, SCHEMA_VERSION, Migration, Store, check_id
+
+BASE = "memory:"
+"""What the paths of a memory store's records start with, in messages that name one."""
+
+
+class MemoryStore(Store):
+    """The store's records in this process's memory (see the module's docstring)."""
+
+    def __init__(
+        self,
+        *,
+        schema: int = SCHEMA_VERSION,
+        migrations: Mapping[tuple[str, int], Migration] | None = None,
+        shapes: bool = False,
+    ) -> None:
+        self._base = BASE
+        self.fsync = False
+        self.schema = schema
+        self.migrations = dict(MIGRATIONS if migrations is None else migrations)
+        self.shapes = shapes
+        self._files: dict[str, bytes] = {}
+        self._lines: dict[str, bytearray] = {}
+        self._dirs: dict[str, dict[str, None]] = {}
+        self._locks: dict[str, threading.RLock] = {}
+        self._mutex = threading.Lock()
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def root(self) -> Path:  # type: ignore[override]
+        """A scratch directory for files derived from records (the registry's search index),
+        made on first use."""
+        with self._mutex:
+            if self._scratch is None:
+                self._scratch = tempfile.TemporaryDirectory(
+                    prefix="belt-memory-", ignore_cleanup_errors=True
+                )
+            return Path(self._scratch.name)
+
+    def close(self) -> None:
+        """Remove the scratch directory, if one was made; the records stay readable."""
+        with self._mutex:
+            scratch, self._scratch = self._scratch, None
+        if scratch is not None:
+            scratch.cleanup()
+
+    def without_fsync(self) -> Store:
+        """This store itself: nothing in memory is fsynced."""
+        return self
+
+    def snapshot(self) -> dict[str, bytes]:
+        """Every file the store holds, by its path, as the file store would hold it on disk
+        (tag markers as empty files): to compare what a step changed."""
+        with self._mutex:
+            found = {key: bytes(value) for key, value in self._files.items()}
+            found.update((key, bytes(value)) for key, value in self._lines.items())
+            for directory, names in self._dirs.items():
+                if directory.startswith(f"{BASE}/tags/"):
+                    found.update((f"{directory}/{name}", b"") for name in names)
+        return dict(sorted(found.items()))
+
+    # Tags: a set of names per tag
+
+    def tag(self, tag: str, name: str) -> None:
+        """Add ``name`` to ``tag`` (idempotent)."""
+        directory = str(self._tag_dir(tag))
+        check_id(name, what="name")
+        with self._mutex:
+            self._dirs.setdefault(directory, {})[name] = None
+
+    def untag(self, tag: str, name: str) -> None:
+        """Remove ``name`` from ``tag`` (idempotent)."""
+        directory = str(self._tag_dir(tag))
+        check_id(name, what="name")
+        with self._mutex:
+            self._dirs.get(directory, {}).pop(name, None)
+
+    # The files themselves
+
+    def _read_file(self, path: Path) -> bytes:
+        try:
+            return self._files[str(path)]
+        except KeyError:
+            raise FileNotFoundError(str(path)) from None
+
+    def _put_file(self, path: Path, blob: bytes, *, exclusive: bool = False) -> None:
+        key = str(path)
+        with self._mutex:
+            if exclusive and key in self._files:
+                raise FileExistsError(key)
+            self._files[key] = blob
+            self._listed(key)
+
+    def _listed(self, key: str) -> None:
+        """Enter a new file's name in its directory (the caller holds the mutex)."""
+        directory, _, name = key.rpartition("/")
+        self._dirs.setdefault(directory, {})[name] = None
+
+    def _is_file(self, path: Path) -> bool:
+        key = str(path)
+        return key in self._files or key in self._lines
+
+    def _lexists(self, path: Path) -> bool:
+        return self._is_file(path)
+
+    def _size(self, path: Path) -> int:
+        key = str(path)
+        found = self._lines.get(key)
+        if found is not None:
+            return len(found)
+        return len(self._files.get(key, b""))
+
+    def _hold(self, lock_path: Path) -> AbstractContextManager[None]:
+        key = str(lock_path)
+        with self._mutex:
+            lock = self._locks.get(key)
+            if lock is None:
+                lock = self._locks[key] = threading.RLock()
+        return _holding(lock)
+
+    def _open_lines(self, path: Path) -> BinaryIO:
+        found = self._lines.get(str(path))
+        if found is None:
+            raise FileNotFoundError(str(path))
+        with self._mutex:
+            return io.BytesIO(bytes(found))
+
+    def _first_line(self, path: Path) -> bytes:
+        found = self._lines.get(str(path))
+        if found is None:
+            raise FileNotFoundError(str(path))
+        with self._mutex:
+            end = found.find(b"\n", 0, HEADER_MAX)
+            if end < 0 and len(found) > HEADER_MAX:
+                raise line_too_long(HEADER_MAX)
+            return bytes(found[: end + 1] if end >= 0 else found)
+
+    def _append_line(self, path: Path, line: bytes, *, header: bytes, sync: bool) -> None:
+        key = str(path)
+        with self._mutex:
+            found = self._lines.get(key)
+            if found is None:
+                self._lines[key] = bytearray(header + line)
+                self._listed(key)
+            else:
+                found += line
+
+    def _names(self, directory: Path) -> list[str]:
+        with self._mutex:
+            return list(self._dirs.get(str(directory), ()))
+
+
+@contextmanager
+def _holding(lock: threading.RLock) -> Iterator[None]:
+    with lock:
+        yield
