@@ -17,29 +17,138 @@ from belt.text import short
 Lines = list[tuple[str, str]]
 
 
-def transcript_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
-    """The simulation as a conversation: (line, style) pairs for the terminal."""
+def transcript_lines(report: dict[str, Any], *, verbose: bool = False) -> list[tuple[str, str]]:
+    """The simulation as a conversation: (line, style) pairs for the terminal; ``verbose`` adds
+    the hook calls that changed nothing (they leave no row)."""
     renderer = RENDERERS.get(str(report["simulation"].get("dialect")), platform_lines)
+    if renderer is platform_lines:
+        return platform_lines(report, quiet_deliveries(report) if verbose else [])
     return renderer(report)
 
 
-def platform_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
-    """A platform simulation: each run, its messages and hook rows, and the gates that hold it."""
+def platform_lines(
+    report: dict[str, Any], quiet: list[dict[str, Any]] | None = None
+) -> list[tuple[str, str]]:
+    """A platform simulation: each run, its messages and hook rows (each under the tool call it
+    was for), and the gates that hold it; ``quiet`` deliveries where they happened."""
     lines: list[tuple[str, str]] = []
     runs = {run["id"]: run for run in report["runs"]}
+    messages = report["chat"]["chat_messages"]
     current_run = None
-    for message in report["chat"]["chat_messages"]:
+    for message, message_lines_ in conversation(messages, message_lines, quiet or []):
         run_id = message.get("agent_run_id")
         if run_id != current_run and run_id in runs:
             current_run = run_id
             run = runs[run_id]
             lines.append(("", ""))
             lines.append((f"── run {run_id} · {run_state(run)}", "bold"))
-        lines.extend(message_lines(message))
+        lines.extend(message_lines_)
     lines.extend(task_lines(report))
     lines.extend(gate_lines(report))
     lines.extend(interrupted_lines(report))
     return lines
+
+
+Render = Callable[[dict[str, Any]], Lines]
+
+
+def conversation(
+    messages: list[dict[str, Any]], show: Render, quiet: list[dict[str, Any]]
+) -> list[tuple[dict[str, Any], Lines]]:
+    """Each message with its lines, a hook row under the tool call it was for (its message's
+    ``sim.invocation_id``) rather than after all the calls of its turn; ``quiet`` deliveries
+    (``hook.executed`` records that left no row) under their tool call, else after the message
+    they followed."""
+    invocations = {
+        str(invocation["id"]): str(message.get("id"))
+        for message in messages
+        for invocation in message.get("tool_invocations") or []
+    }
+    # A row shown under its tool call stands, for what came after it, for the call's message.
+    moved = {
+        str(message.get("id")): invocations[about]
+        for message in messages
+        if message.get("role") == "event"
+        and (about := str((message.get("sim") or {}).get("invocation_id") or "")) in invocations
+    }
+    under: dict[str, list[dict[str, Any]]] = {}
+    after: dict[str, Lines] = {}
+    for record in quiet:
+        about = str(record.get("invocation_id") or "")
+        if about in invocations:
+            under.setdefault(about, []).append({"quiet": record})
+        else:
+            follows = str(record.get("after_message") or "")
+            after.setdefault(moved.get(follows, follows), []).append(quiet_line(record))
+    for message in messages:
+        about = str((message.get("sim") or {}).get("invocation_id") or "")
+        if str(message.get("id")) in moved:
+            under.setdefault(about, []).append({"row": message})
+    out: list[tuple[dict[str, Any], Lines]] = []
+    for message in messages:
+        if str(message.get("id")) in moved:
+            continue
+        lines = show(message)
+        if message.get("tool_invocations"):
+            lines = with_hooks_under_tools(message, lines, under, show)
+        out.append((message, lines + after.get(str(message.get("id")), [])))
+    return out
+
+
+def with_hooks_under_tools(
+    message: dict[str, Any], lines: Lines, under: dict[str, list[dict[str, Any]]], show: Render
+) -> Lines:
+    """An assistant message's lines with each tool call's hook rows right under its line."""
+    tool_lines = [i for i, (text, _) in enumerate(lines) if text.startswith("  tool     ")]
+    invocations = message.get("tool_invocations") or []
+    if len(tool_lines) != len(invocations):
+        return lines
+    out = lines[: tool_lines[0]] if tool_lines else list(lines)
+    for position, invocation in zip(tool_lines, invocations, strict=True):
+        out.append(lines[position])
+        for entry in under.get(str(invocation["id"]), []):
+            if "row" in entry:
+                out.extend(show(entry["row"]))
+            else:
+                out.append(quiet_line(entry["quiet"]))
+    return out
+
+
+def quiet_deliveries(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The hook calls that changed nothing and so left no row: allowed with nothing injected,
+    and every async call."""
+    return [
+        record
+        for record in report.get("hook_executions") or []
+        if record.get("async")
+        or not (
+            record.get("error")
+            or record.get("injected")
+            or (record.get("decision") and record.get("decision") != "allow")
+        )
+    ]
+
+
+def handler_text(hook: dict[str, Any], routed_to: Any = None) -> str:
+    """A hook's handler as a row names it: ``hooks.example.com → py:hooks.py:guard`` when a
+    ``--route`` delivered it elsewhere, and its type when the name does not say it."""
+    if routed_to:
+        return f"{hook['handler']} → {routed_to}"
+    kind = "" if hook["handler"] == hook["handler_type"] else f" ({hook['handler_type']})"
+    return f"{hook['handler']}{kind}"
+
+
+def quiet_line(record: dict[str, Any]) -> tuple[str, str]:
+    """A hook call that left no row (``-v``): what it answered, which changed nothing."""
+    hook = {"handler": record.get("handler"), "handler_type": record.get("handler_type")}
+    mode = " (async)" if record.get("async") else ""
+    answer = record.get("decision") or "allow"
+    note = ", not acted on" if record.get("async") else ", nothing changed"
+    text = (
+        f"    hook   {record.get('hook_event')}: {handler_text(hook, record.get('routed_to'))}"
+        f"{mode} → {answer}{note} {record.get('duration_ms', 0)}ms"
+    )
+    return (text, "dim")
 
 
 def message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
@@ -83,10 +192,7 @@ def message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
             event = content.get("event") or {}
             if event.get("type") == "hook":
                 hook = event["hook"]
-                kind = (
-                    "" if hook["handler"] == hook["handler_type"] else f" ({hook['handler_type']})"
-                )
-                parts = [f"    hook   {hook['event']}: {hook['handler']}{kind}"]
+                parts = [f"    hook   {hook['event']}: {handler_text(hook, sim.get('routed_to'))}"]
                 if hook.get("decision"):
                     parts.append(f"→ {hook['decision']}")
                 if hook.get("reason"):
@@ -614,7 +720,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], Lines]] = {
 def excerpt_lines(dialect: str, messages: list[dict[str, Any]]) -> Lines:
     """Some messages of a transcript, as the whole transcript shows them."""
     show = nexus_message_lines if dialect == "nexus" else message_lines
-    return [line for message in messages for line in show(message)]
+    return [line for _, lines in conversation(messages, show, []) for line in lines]
 
 
 STATUS_STYLES = {"pass": "green", "fail": "bold red", "error": "bold red"}

@@ -6,7 +6,14 @@ from typing import Annotated
 
 import typer
 
-VerboseFlag = Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks for errors.")]
+VerboseFlag = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="Show tracebacks for errors, and in transcripts the hook calls that changed nothing.",
+    ),
+]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 ApiOption = Annotated[
     str | None,

@@ -34,7 +34,12 @@ StrictFlag = Annotated[
 
 
 def render(
-    report: dict[str, Any], executed: list[str], json_: bool, *, strict: bool = False
+    report: dict[str, Any],
+    executed: list[str],
+    json_: bool,
+    *,
+    strict: bool = False,
+    verbose: bool = False,
 ) -> None:
     """Print a simulation and, when it called hooks, the summary of those calls; exit 1 when a
     run just executed failed or is on an attention hold, or with ``strict`` when a hook call
@@ -46,7 +51,7 @@ def render(
     if json_:
         output.print_json(report)
     else:
-        output.lines(transcript_lines(report))
+        output.lines(transcript_lines(report, verbose=verbose))
         output.lines(summary_lines(summary))
     from belt.wire.enums import ATTENTION_HOLD, AgentRunState
 
@@ -55,6 +60,11 @@ def render(
         raise typer.Exit(1)
     if strict and summary.get("failed"):
         raise typer.Exit(1)
+
+
+def verbose(ctx: typer.Context) -> bool:
+    """True under ``belt -v``: a transcript shows the hook calls that changed nothing too."""
+    return bool(ctx.find_root().params.get("verbose"))
 
 
 def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
@@ -93,6 +103,7 @@ def waiting(simulate: Any, **kwargs: Any) -> tuple[dict[str, Any], list[str]]:
 
 @app.command()
 def run(
+    ctx: typer.Context,
     scenario: Annotated[Path, typer.Argument(help="Scenario file (TOML or JSON).")],
     hooks: Annotated[
         Path | None, typer.Option(help="Hooks file that replaces the scenario's hooks.")
@@ -144,11 +155,12 @@ def run(
         routes=route or [],
         offline=offline,
     )
-    render(report, executed, json_, strict=strict)
+    render(report, executed, json_, strict=strict, verbose=verbose(ctx))
 
 
 @app.command()
 def resume(
+    ctx: typer.Context,
     run_id: RunId,
     executor: Executors = None,
     wait: WaitFlag = False,
@@ -168,11 +180,11 @@ def resume(
     report, executed = waiting(
         resume_run, run_id=run_id, executors=executor or [], report=live(), wait=wait
     )
-    render(report, executed, json_, strict=strict)
+    render(report, executed, json_, strict=strict, verbose=verbose(ctx))
 
 
 @app.command()
-def show(run_id: RunId, json_: JsonFlag = False) -> None:
+def show(ctx: typer.Context, run_id: RunId, json_: JsonFlag = False) -> None:
     """Show the transcript of a run's simulation, with its hook rows."""
     from belt import output
     from belt.engine.api import show_run
@@ -182,7 +194,7 @@ def show(run_id: RunId, json_: JsonFlag = False) -> None:
     if json_:
         output.print_json(report)
     else:
-        output.lines(transcript_lines(report))
+        output.lines(transcript_lines(report, verbose=verbose(ctx)))
 
 
 @app.command("list")

@@ -559,6 +559,7 @@ class PlatformLoop:
                 execution,
                 "agent.tool_result",
                 {"tool": call.name, "status": call.status, "result": call.result},
+                invocation_id=str(invocation["id"]),
             )
 
     def approve_or_invoke(
@@ -723,8 +724,14 @@ class PlatformLoop:
         data: dict[str, Any] | None = None,
         *,
         resource_id: str | None = None,
+        invocation_id: str | None = None,
     ) -> EventResult:
-        """Fire ``event`` at the agent's hooks and put every handler run on the record."""
+        """Fire ``event`` at the agent's hooks and put every handler run on the record.
+
+        Each row and record names where it belongs in the transcript: the tool invocation it is
+        about (``invocation_id``, the ``resource_id`` of a tool call) and the message it came
+        after (``after_message``), so a transcript shows a hook under its tool call.
+        """
         recorder = self.sim.recorder
         self.current = execution
         # The boundary is reached whatever hooks are attached (``fired`` expectations count it);
@@ -744,12 +751,17 @@ class PlatformLoop:
         if not self.dispatcher.hooks_for(event) or disabled(recorder.refresh_chat()):
             return EventResult(event, payload)
         run = execution.run
+        about = invocation_id or resource_id
+        place = {
+            **({"invocation_id": about} if about else {}),
+            **({"after_message": recorder.messages[-1]["id"]} if recorder.messages else {}),
+        }
 
         def finished(hook_run: HookRun) -> None:
             # An async hook's record, written whenever it finishes (it leaves no row).
             self.start_task(hook_run, payload)
             if run is not None:
-                run.log(executed_record(event, hook_run, payload))
+                run.log({**executed_record(event, hook_run, payload), **place})
 
         result = self.dispatcher.fire(event, payload, resource_id=resource_id, finished=finished)
         for hook_run in result.runs:
@@ -757,10 +769,15 @@ class PlatformLoop:
             if hook_run.review is not None:
                 self.start_review(hook_run.review)
             if run is not None:
-                run.log(executed_record(event, hook_run, payload))
+                run.log({**executed_record(event, hook_run, payload), **place})
             if leaves_transcript_row(hook_run):
                 hook = hook_run.chat_hook_event(event)
-                self.sim.add_message(execution, role="event", content=[transcript_content(hook)])
+                tags: dict[str, Any] = {"invocation_id": about} if about else {}
+                if hook_run.routed_to:
+                    tags["routed_to"] = handler_label(hook_run.hook.type, hook_run.routed_to)
+                self.sim.add_message(
+                    execution, role="event", content=[transcript_content(hook)], **tags
+                )
             if hook_run.injected and hook_run.response is not None:
                 source = handler_label(hook_run.hook.type, hook_run.hook.handler)
                 if hook_run.response.inject is not None:
