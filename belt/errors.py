@@ -18,6 +18,24 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
 
 
+# What each exit code means, as `belt --help` and docs/cli.md list them (the one list).
+EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "success",
+    ExitCode.FAILURE: "failure: a check, a test, a hook or a handler failed",
+    ExitCode.USAGE: "usage: the command line is wrong",
+    ExitCode.NOT_FOUND: "not found: no such interrupt, run, chat, entry or file",
+    ExitCode.CONFLICT: "conflict: already settled, or another process holds the run",
+    ExitCode.INVALID_INPUT: "invalid input: a file, payload or answer is malformed",
+    ExitCode.UNREACHABLE: "unreachable: a platform or hook handler did not answer",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
+}
+
+
+def exit_code_lines() -> list[str]:
+    """One line per exit code and its meaning, for help texts."""
+    return [f"{int(code):>3}  {EXIT_CODE_MEANINGS[code]}" for code in ExitCode]
+
+
 class BeltError(Exception):
     """Root of every error belt reports to a user (one line, no traceback without -v)."""
 
@@ -63,6 +81,12 @@ class Unreachable(BeltError):
     """A remote platform or hook handler could not be reached or failed."""
 
     exit_code = ExitCode.UNREACHABLE
+
+
+class Interrupted(BeltError):
+    """Ctrl-C stopped the command; the message says where things were left."""
+
+    exit_code = ExitCode.INTERRUPTED
 
 
 # One mapping between belt's errors and HTTP statuses, shared by `belt serve` (which answers an

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
-from belt.cli import typer_internals
+from belt.cli import helptext, typer_internals
 from belt.cli.options import VerboseFlag
-from belt.errors import BeltError
+from belt.errors import BeltError, Interrupted, exit_code_lines
 
 
 class BeltGroup(typer_internals.OnDemandCompletion):
@@ -17,15 +17,33 @@ class BeltGroup(typer_internals.OnDemandCompletion):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        typer_internals.adopt(self)
+        adopt(self)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """A group named with nothing after it prints its help and exits 0 (as `belt --help`)."""
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            show_help(ctx)
+        return list(super().parse_args(ctx, args))
 
     def invoke(self, ctx: Any) -> Any:
-        """Run the command; report belt's own errors without a traceback unless -v."""
+        """Run the command; report belt's own errors without a traceback unless -v, and Ctrl-C
+        as one line and exit 130, in every command."""
+        verbose = bool(ctx.find_root().params.get("verbose"))
+        error: BeltError
         try:
             return super().invoke(ctx)
+        except typer_internals.NoArgsIsHelpError as bare:  # a group of typer's own class
+            show_help(bare.ctx)
+        except KeyboardInterrupt:
+            error = Interrupted("interrupted")
+        except typer.Abort as abort:  # a prompt's Ctrl-C, or its end of input
+            if not isinstance(abort.__context__, KeyboardInterrupt):
+                raise
+            error = Interrupted("interrupted")
         except BeltError as exc:
-            report(exc, verbose=bool(ctx.find_root().params.get("verbose")))
-            raise typer.Exit(int(exc.exit_code)) from None
+            error = exc
+        report(error, verbose=verbose)
+        raise typer.Exit(int(error.exit_code)) from None
 
     def list_commands(self, ctx: Any) -> list[str]:
         """Subcommand names: those built already, then the lazy ones."""
@@ -37,9 +55,7 @@ class BeltGroup(typer_internals.OnDemandCompletion):
         command = super().get_command(ctx, cmd_name)
         target = LAZY.get(self.name or "", {}).get(cmd_name)
         if command is None and target is not None:
-            command = self.commands[cmd_name] = typer_internals.adopt(
-                build_command(cmd_name, target)
-            )
+            command = self.commands[cmd_name] = adopt(build_command(cmd_name, target))
         return command
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
@@ -82,11 +98,25 @@ def build_command(name: str, target: str) -> Any:
     return command
 
 
+def adopt(command: Any) -> Any:
+    """Give a command belt's parameter handling and help text (see ``typer_internals`` and
+    ``helptext``); returns it."""
+    return helptext.tidy(typer_internals.adopt(command))
+
+
+def show_help(ctx: Any) -> None:
+    """Print the help of ``ctx``'s command on stdout and exit 0."""
+    text = ctx.get_help()  # rich help prints itself and returns ""
+    if text:
+        typer.echo(text, color=ctx.color)
+    ctx.exit(0)
+
+
 def report(exc: BeltError, *, verbose: bool) -> None:
     """Print a BeltError as a user sees it."""
     from belt import output
 
-    if verbose:
+    if verbose and not isinstance(exc, Interrupted):
         import traceback
 
         traceback.print_exception(exc, file=sys.stderr)
@@ -106,12 +136,44 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Exit codes:\n\n" + "\n".join(f"  {line}" for line in exit_code_lines()),
 )
+
+
+def installed_version() -> str:
+    """belt's version as its installed package records it (the source's, when not installed)."""
+    # importlib.metadata takes longer to import than the rest of `belt version`: only here.
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+
+    from belt import __version__
+
+    try:
+        return package_version("belt")
+    except PackageNotFoundError:
+        return __version__
+
+
+def print_version(value: bool) -> None:
+    """``--version``: print belt's version and exit."""
+    if value:
+        typer.echo(f"belt {installed_version()}")
+        raise typer.Exit()
 
 
 @app.callback()
 def root(
     verbose: VerboseFlag = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=print_version,
+            is_eager=True,
+            expose_value=False,
+            help="Print belt's version and exit.",
+        ),
+    ] = False,
 ) -> None:
     """Declare, check, serve and simulate agent lifecycle hooks.
 
@@ -122,13 +184,19 @@ def root(
 
 @app.command()
 def version(json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Print belt's version."""
-    from belt import __version__, output
+    """Print belt's version.
+
+    Examples:
+
+        belt version
+        belt version --json
+    """
+    from belt import output
 
     if json_:
-        output.print_json({"version": __version__})
+        output.print_json({"version": installed_version()})
         return
-    output.echo(f"belt {__version__}")
+    output.echo(f"belt {installed_version()}")
 
 
 def _register() -> None:

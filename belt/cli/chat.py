@@ -27,7 +27,12 @@ def settings(
     api: ApiOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Switch hooks off or on for one chat (agent_data.disable_hooks)."""
+    """Switch hooks off or on for one chat (agent_data.disable_hooks).
+
+    Examples:
+
+        belt chat settings ch_q4h7c1v8b5n3t6k2m9x0 --disable-hooks
+    """
     from belt import output
 
     if hooks_off is None:

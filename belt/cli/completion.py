@@ -24,6 +24,11 @@ def completion(shell: Annotated[Shell, typer.Argument(help="Shell to complete in
     Try it in the current shell: eval "$(belt completion bash)".
 
     To keep it, save it where your shell loads completions from.
+
+    Examples:
+
+        belt completion bash > ~/.local/share/bash-completion/completions/belt
+        belt completion zsh
     """
     from belt import output
     from belt.cli.typer_internals import completion_script

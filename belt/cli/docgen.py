@@ -38,9 +38,18 @@ def walk(command: Any, name: str, parent: Any = None) -> Iterator[tuple[str, Any
 
 
 def plain_help(command: Any, ctx: Any) -> str:
-    """The help a command prints, without rich panels or colour."""
+    """The help a command prints, without rich panels or colour (examples, lists and tables
+    keep their lines, as rich help keeps them)."""
+    from belt.cli.helptext import keep_lines
+
     command.rich_markup_mode = None
-    return str(command.get_help(ctx)).rstrip()
+    help_text, epilog = command.help, command.epilog
+    command.help = keep_lines(help_text) if help_text else help_text
+    command.epilog = keep_lines(epilog) if epilog else epilog
+    try:
+        return str(command.get_help(ctx)).rstrip()
+    finally:
+        command.help, command.epilog = help_text, epilog
 
 
 def render() -> str:

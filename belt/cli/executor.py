@@ -47,6 +47,11 @@ def run(
     cmd: gets the task input as JSON on stdin and prints the result JSON on stdout (a non-zero
     exit is a tool failure); py: is called with the input and returns the result; a URL gets
     the input POSTed and answers with the result. Each task is one line. Ctrl-C stops.
+
+    Examples:
+
+        belt executor run --tool verify=cmd:examples/nexus-verify.sh
+        belt executor run --tool verify=cmd:examples/nexus-verify.sh --once --json
     """
     from belt import output
     from belt.executor.worker import run_worker

@@ -34,7 +34,13 @@ class FormatChoice(StrEnum):
 
 @app.command()
 def events(json_: JsonFlag = False) -> None:
-    """List the lifecycle events, what carries their data, and whether a gate can attach."""
+    """List the lifecycle events, what carries their data, and whether a gate can attach.
+
+    Examples:
+
+        belt hooks events
+        belt hooks events --json
+    """
     from belt import output
     from belt.wire.catalogue import EVENTS
 
@@ -71,7 +77,12 @@ def events(json_: JsonFlag = False) -> None:
 
 @app.command()
 def builtins(json_: JsonFlag = False) -> None:
-    """List the builtin handlers and the events each may attach to."""
+    """List the builtin handlers and the events each may attach to.
+
+    Examples:
+
+        belt hooks builtins
+    """
     from belt import output
     from belt.wire.catalogue import BUILTINS
 
@@ -93,7 +104,12 @@ def validate(
     ] = None,
     json_: JsonFlag = False,
 ) -> None:
-    """Check declaration files of either dialect; every problem names its path and rule."""
+    """Check declaration files of either dialect; every problem names its path and rule.
+
+    Examples:
+
+        belt hooks validate examples/hooks.toml examples/nexus-hooks.toml
+    """
     from belt import output
     from belt.declarations import exit_code, validate_files
 
@@ -129,6 +145,10 @@ def doctor(
     """Find the traps a valid declaration can hold, and declared hooks never delivered.
 
     Exits 0 when it finds nothing, 1 when it finds a trap, 5 when a file is invalid.
+
+    Examples:
+
+        belt hooks doctor examples/hooks.toml
     """
     from belt import output
     from belt.doctor import examine
@@ -176,7 +196,13 @@ def add(
     ] = None,
     file: FileOption = None,
 ) -> None:
-    """Add a hook to a declaration file (checked before it is written)."""
+    """Add a hook to a declaration file (checked before it is written).
+
+    Examples:
+
+        belt hooks add agent.tool_call --webhook http://127.0.0.1:8787/hooks --timeout 10
+        belt hooks add agent.tool_call --gate --default-resolution deny
+    """
     from belt import output
     from belt.hookfile import add_hook, resolve_path
 
@@ -207,7 +233,13 @@ def add(
 
 @app.command("list")
 def list_(file: FileOption = None, json_: JsonFlag = False) -> None:
-    """List the hooks of a declaration file with their indexes."""
+    """List the hooks of a declaration file with their indexes.
+
+    Examples:
+
+        belt hooks list
+        belt hooks list --file examples/hooks.toml
+    """
     from belt import output
     from belt.hookfile import read_hooks, resolve_path
 
@@ -240,7 +272,12 @@ def remove(
     index: Annotated[int, typer.Argument(help="Index as `belt hooks list` shows it.")],
     file: FileOption = None,
 ) -> None:
-    """Remove one hook from a declaration file."""
+    """Remove one hook from a declaration file.
+
+    Examples:
+
+        belt hooks remove 0
+    """
     from belt import output
     from belt.hookfile import remove_hook, resolve_path
 
@@ -257,7 +294,12 @@ def export(
         FormatChoice, typer.Option("--format", help="Output format.")
     ] = FormatChoice.json,
 ) -> None:
-    """Print the declaration file's hooks as JSON or TOML, ready to paste or pipe."""
+    """Print the declaration file's hooks as JSON or TOML, ready to paste or pipe.
+
+    Examples:
+
+        belt hooks export --format toml
+    """
     from belt import output
     from belt.hookfile import read_hooks, render
 

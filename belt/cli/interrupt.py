@@ -82,6 +82,11 @@ def list_(
     Each row says what the gate holds (the event, the tool and its arguments), its run and
     chat, how long it has left and what happens then. Every command that takes an interrupt
     id takes the short id shown here.
+
+    Examples:
+
+        belt interrupt list
+        belt interrupt list --all --json
     """
     from belt import output
     from belt.backend import open_backend
@@ -133,7 +138,12 @@ def show(
     api: ApiOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Show one interrupt: its state, deadline, resolution and the hook payload it holds."""
+    """Show one interrupt: its state, deadline, resolution and the hook payload it holds.
+
+    Examples:
+
+        belt interrupt show k2m9x0q4
+    """
     from belt import output
     from belt.backend import open_backend
     from belt.render import expires_in, gate_holds, interrupt_status
@@ -185,7 +195,13 @@ def resolve(
     api: ApiOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Resolve a pending interrupt; exit 4 if it is no longer pending."""
+    """Resolve a pending interrupt; exit 4 if it is no longer pending.
+
+    Examples:
+
+        belt interrupt resolve k2m9x0q4 allow
+        belt interrupt resolve k2m9 deny --data '{"reason": "not today"}'
+    """
     from belt import output
     from belt.backend import open_backend
     from belt.inputs import read_json_option
@@ -229,6 +245,10 @@ def review(
     Each gate shows what it holds (event, tool, arguments), the transcript just before it and
     its hook payload; the one that expires first comes first. An answer is an ordinary resolve,
     with optional data for the resolution. From a script, use `belt interrupt resolve`.
+
+    Examples:
+
+        belt interrupt review --resume
     """
     import sys
 
@@ -360,6 +380,11 @@ def watch(
     Settled means resolved (by a person or the API), expired (by a sweep) or cancelled. It
     starts with the gates already pending. Locally a look costs two file-system stats while
     nothing changes; with --api it polls the list of each --run.
+
+    Examples:
+
+        belt interrupt watch
+        belt interrupt watch --json --api http://127.0.0.1:8787 --run ar_k2m9x0q4h7c1v8b5n3t6
     """
     from belt import output
     from belt.backend import open_backend
@@ -379,7 +404,13 @@ def watch(
 
 
 def sweep(json_: JsonFlag = False) -> None:
-    """Settle every overdue pending interrupt with its default resolution (status expired)."""
+    """Settle every overdue pending interrupt with its default resolution (status expired).
+
+    Examples:
+
+        belt interrupt sweep
+        belt interrupt sweep --json
+    """
     from belt import output
     from belt.backend import local_inbox
 
@@ -417,7 +448,12 @@ def create(
     ] = None,
     json_: JsonFlag = False,
 ) -> None:
-    """Open a hook gate by hand, as a gate hook on EVENT would."""
+    """Open a hook gate by hand, as a gate hook on EVENT would.
+
+    Examples:
+
+        belt interrupt create --run ar_k2m9x0q4 --chat ch_q4h7c1v8 --event agent.tool_call
+    """
     from belt import output
     from belt.backend import local_inbox
     from belt.inputs import read_json_object_option

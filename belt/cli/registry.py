@@ -66,6 +66,10 @@ def add(
 
     The text comes from --file or stdin. The same name with the same text (ignoring case and
     whitespace) changes nothing and says so.
+
+    Examples:
+
+        echo 'Never force-push to main.' | belt registry add --kind rule --name no-force-push
     """
     from belt import output
     from belt.records.registry import add_entry
@@ -100,7 +104,13 @@ def list_(
     kind: Annotated[Kind | None, typer.Option("--kind", help="Only entries of this kind.")] = None,
     json_: JsonFlag = False,
 ) -> None:
-    """List a team's entries, oldest first."""
+    """List a team's entries, oldest first.
+
+    Examples:
+
+        belt registry list
+        belt registry list --kind rule --json
+    """
     from belt import output
     from belt.records.registry import list_entries
 
@@ -134,7 +144,12 @@ def summary(entry: dict[str, Any]) -> dict[str, Any]:
 
 @app.command()
 def show(entry_id: EntryId, json_: JsonFlag = False) -> None:
-    """Show an entry: every version, where each came from, and when."""
+    """Show an entry: every version, where each came from, and when.
+
+    Examples:
+
+        belt registry show re_k2m9x0q4
+    """
     from belt import output
     from belt.records.registry import get_entry
 
@@ -189,6 +204,10 @@ def search_(
 
     An entry matches if it shares a word with QUERY (after stemming; common words such as
     "the" are left out). "terms" is how many of the query's terms it shares.
+
+    Examples:
+
+        belt registry search 'force push' --limit 3
     """
     from belt import output
     from belt.records.registry import search
@@ -216,7 +235,12 @@ def row(match: Match) -> list[str]:
 
 @app.command()
 def rm(entry_id: EntryId, json_: JsonFlag = False) -> None:
-    """Remove an entry from its team's registry (its file is kept, marked removed)."""
+    """Remove an entry from its team's registry (its file is kept, marked removed).
+
+    Examples:
+
+        belt registry rm re_k2m9x0q4
+    """
     from belt import output
     from belt.records.registry import remove_entry
 

@@ -55,6 +55,11 @@ def replay(
     Prints, for each payload, its event and tool, the decision recorded then and the one given
     now, and whether the decision or the injection changed; then a summary. Nothing is written
     to the store but the replay's own journal.
+
+    Examples:
+
+        belt replay journal --policy examples/policy.toml --check
+        belt replay journal --to http://127.0.0.1:9000/hooks --since 1h
     """
     from belt import output
     from belt.render import replay_row, replay_summary

@@ -61,6 +61,10 @@ def configure(
 
     {} or null declares none. It is stored at plugins["rho.lifecycle_hooks"].configuration,
     or with --api in the lifecycle_hooks of the profile that API serves.
+
+    Examples:
+
+        rho extensions configure rho.lifecycle_hooks --file examples/nexus-profile.json
     """
     from belt import output
     from belt.rho import configure_lifecycle_hooks

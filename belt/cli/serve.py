@@ -104,6 +104,11 @@ def serve(
     (127.0.0.1, localhost, [::1]) or an --allow-host NAME, or carrying the --token; from no
     other Origin; with JSON bodies. No request names code to run: py: handlers come from
     --handler and the --agents files.
+
+    Examples:
+
+        belt serve --policy examples/policy.toml
+        belt serve --port 0 --handler py:examples/handler.py:decide
     """
     from belt.server.run import serve as run_server
 

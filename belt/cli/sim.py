@@ -141,6 +141,11 @@ def run(
     how each failure was counted (allow, or deny with --fail-closed), by handler, with the
     first error and its likely fix (`hook_summary` in --json). A failed hook call changes
     nothing else: with --strict it makes the command exit 1.
+
+    Examples:
+
+        belt sim run examples/guarded-agent.toml
+        belt sim run examples/guarded-agent.toml --wait
     """
     from belt.engine.api import run_scenario
 
@@ -174,6 +179,11 @@ def resume(
     --wait it attaches to the gates the run waits at (and any it reaches next) and goes on as
     soon as they are settled, as `belt sim run --wait` does. It ends with the summary of the
     simulation's hook calls, as `belt sim run` does, and --strict exits 1 when one failed.
+
+    Examples:
+
+        belt sim resume ar_k2m9x0q4h7c1v8b5n3t6
+        belt sim resume ar_k2m9x0q4h7c1v8b5n3t6 --wait
     """
     from belt.engine.api import resume_run
 
@@ -185,7 +195,13 @@ def resume(
 
 @app.command()
 def show(ctx: typer.Context, run_id: RunId, json_: JsonFlag = False) -> None:
-    """Show the transcript of a run's simulation, with its hook rows."""
+    """Show the transcript of a run's simulation, with its hook rows.
+
+    Examples:
+
+        belt sim show ar_k2m9x0q4h7c1v8b5n3t6
+        belt sim show ar_k2m9x0q4h7c1v8b5n3t6 --json
+    """
     from belt import output
     from belt.engine.api import show_run
     from belt.render import transcript_lines
@@ -204,7 +220,13 @@ def list_(
     ] = False,
     json_: JsonFlag = False,
 ) -> None:
-    """List simulated runs (the chats' own; --all adds the chats hooks started)."""
+    """List simulated runs (the chats' own; --all adds the chats hooks started).
+
+    Examples:
+
+        belt sim list
+        belt sim list --all --json
+    """
     from belt import output
     from belt.engine.api import list_runs
 
@@ -250,7 +272,13 @@ def stop(
         typer.Option("--force", help="Cancel even a working run; a Nexus run bypasses stop."),
     ] = False,
 ) -> None:
-    """Cancel a run: its pending gates or hook tasks are cancelled and it will not resume."""
+    """Cancel a run: its pending gates or hook tasks are cancelled and it will not resume.
+
+    Examples:
+
+        belt sim stop ar_k2m9x0q4h7c1v8b5n3t6
+        belt sim stop ar_k2m9x0q4h7c1v8b5n3t6 --force
+    """
     from belt import output
     from belt.engine.api import stop_run
 

@@ -74,6 +74,11 @@ def test(
     --fail-under-hooks fails a scenario with a hook that never fired. Exits 5 when a file is not a
     valid scenario (the others still run) or no scenario with expectations is found, 1 when an
     expectation fails or a scenario errors, else 0.
+
+    Examples:
+
+        belt test examples/tests
+        belt test examples/tests -k guarded --junit-xml report.xml
     """
     from belt import output
     from belt.render import (

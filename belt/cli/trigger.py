@@ -29,6 +29,10 @@ def trigger(
     lifetime, and the transcript row the call would leave. Keys of the answer the platform
     does not know are ignored, each with a warning. A handler that cannot be reached, answers
     non-2xx or returns an invalid body exits 6.
+
+    Examples:
+
+        belt trigger agent.tool_call --to http://127.0.0.1:8787/hooks
     """
     from belt import output
     from belt.trigger import failure, read_data

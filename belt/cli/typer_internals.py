@@ -1,7 +1,7 @@
 """Every use of typer's private names, in one module; tests/cli/test_typer_internals.py fails
 when typer changes under it.
 
-belt pins typer 0.29 (``typer>=0.29,<0.30``) and relies on three things it does not offer
+belt pins typer 0.29 (``typer>=0.29,<0.30``) and relies on these things it does not offer
 publicly:
 
 - **Coercion without pydantic.** typer 0.29 coerces every parameter's value through a pydantic
@@ -16,6 +16,8 @@ publicly:
 Both are given to belt's own parameters only (:func:`adopt`, called as belt's commands are
 built, binds them on each parameter), never to typer's classes: another Typer app in the same
 process keeps typer's behaviour.
+- **A bare group's help.** A group named with nothing after it raises typer's
+  ``NoArgsIsHelpError`` (exit 2); belt's root group catches it to exit 0 (``NoArgsIsHelpError``).
 - **Shell completion on demand.** ``add_completion=False`` keeps typer from registering its
   shell classes on every start; :class:`OnDemandCompletion` registers them when a completion
   request arrives, and :func:`completion_script` prints typer's script for a shell.
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 from typer import _coercion
 from typer import core as typer_core
+from typer._click.exceptions import NoArgsIsHelpError as NoArgsIsHelpError
 from typer._param_types import coerce_cli_choice
 from typer.core import TyperGroup
 

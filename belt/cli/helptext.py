@@ -1,0 +1,72 @@
+"""Help texts as belt writes them: prose that wraps at the terminal's width, examples that keep
+their lines.
+
+A docstring breaks its lines where the source is 100 columns wide; typer's help keeps those
+breaks in every paragraph but the first, so on a narrower or wider terminal the text came out
+ragged. :func:`reflow` joins each prose paragraph into one line (the terminal wraps it) and
+keeps the lines of indented paragraphs (examples, tables) and of lists as written.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+EXAMPLES_HEADING = "Examples:"
+KEEP = "\b"
+"""click's mark for a paragraph whose lines its plain formatter must not rewrap."""
+
+
+def reflow(text: str) -> str:
+    """``text`` with each prose paragraph on one line; indented paragraphs and list items kept
+    (idempotent)."""
+    head, cut, tail = text.partition("\f")
+    paragraphs = [_reflow_paragraph(p) for p in inspect.cleandoc(head).split("\n\n")]
+    return "\n\n".join(p for p in paragraphs if p) + cut + tail
+
+
+def _reflow_paragraph(paragraph: str) -> str:
+    lines = [line for line in paragraph.split("\n") if line.strip() != KEEP]
+    if not lines:
+        return ""
+    if lines[0][:1].isspace():
+        return "\n".join(lines)  # an indented block: examples, a table
+    items: list[str] = []
+    listing = False
+    for line in lines:
+        bullet = line.lstrip().startswith("- ")
+        listing = listing or bullet
+        if not items or bullet or (line[:1].isspace() and not listing):
+            items.append(line.rstrip())  # a list item, or an indented line under a heading
+        else:
+            items[-1] += " " + line.strip()
+    return "\n".join(items)
+
+
+def keep_lines(text: str) -> str:
+    """``text`` marked for click's plain formatter: indented paragraphs and lists keep their
+    lines (rich help keeps them without the mark, and would print it as a blank line)."""
+    paragraphs = []
+    for paragraph in text.split("\n\n"):
+        first = paragraph.lstrip("\n")
+        if first[:1].isspace() or first.startswith("- ") or "\n" in first.strip("\n"):
+            paragraph = f"{KEEP}\n{paragraph}"
+        paragraphs.append(paragraph)
+    return "\n\n".join(paragraphs)
+
+
+def tidy(command: Any) -> Any:
+    """Reflow the help of ``command`` and of every subcommand built so far; returns it."""
+    if command.help:
+        command.help = reflow(command.help)
+    for sub in getattr(command, "commands", {}).values():
+        tidy(sub)
+    return command
+
+
+def examples(help_text: str) -> list[str]:
+    """The command lines of a help text's examples (the indented lines after its heading)."""
+    _, heading, rest = help_text.partition(EXAMPLES_HEADING)
+    if not heading:
+        return []
+    return [line.strip() for line in rest.split("\n") if line[:1].isspace() and line.strip()]
