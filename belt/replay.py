@@ -227,10 +227,20 @@ def executed(record: dict[str, Any]) -> Recorded:
         payload=record.get("payload"),
         decision=str(record.get("decision") or "allow"),
         reason=record.get("reason"),
-        injection=bool(record.get("injected")),
+        injection=recorded_injection(record),
         error=record.get("error"),
         at=record.get("at"),
     )
+
+
+def recorded_injection(record: dict[str, Any]) -> Any:
+    """What a ``hook.executed`` record says its handler injected: the ``inject`` and ``system``
+    it answered, as a journal's answer gives them (so both are compared alike); from a record
+    written before runs kept them, only whether it injected."""
+    if "injection" in record:
+        return record["injection"] or None
+    injected = record.get("injected")
+    return injected if isinstance(injected, bool) else None
 
 
 def from_file(path: Path) -> list[Recorded]:
@@ -272,7 +282,7 @@ def file_deliveries(path: Path, text: str) -> Iterator[Recorded]:
                 payload=item["payload"],
                 decision=item.get("decision"),
                 reason=item.get("reason"),
-                injection=item.get("injected"),
+                injection=recorded_injection(item),
                 error=item.get("error"),
                 at=item.get("at"),
             )

@@ -398,3 +398,21 @@ def test_a_replay_to_a_handler_that_refuses_ends_with_its_first_error_and_the_fi
     assert report["fix"] == f"is `belt serve` running on 127.0.0.1:{port}?"
     answered = belt("replay", run_id, "--policy", str(EXAMPLES / "policy.toml"), "--json").json()
     assert (answered["first_error"], answered["fix"]) == (None, None)
+
+
+def test_a_run_replay_compares_injections_as_a_journal_replay_does(
+    journalled: dict[str, Any],
+) -> None:
+    # The same deliveries, from the run's hook records and from belt serve's journal, to a
+    # handler that decides as the policy does but words its reminder differently.
+    run_id = journalled["runs"][0]["id"]
+    handler = f"{EXAMPLES / 'handler.py'}:decide"
+    from_run = replay(source=run_id, handler=handler)
+    from_journal = replay(source="journal", handler=handler)
+    assert [r["changed"] for r in from_run["rows"]] == [["injection"], [], ["injection"], []]
+    assert [r["changed"] for r in from_run["rows"]] == [r["changed"] for r in from_journal["rows"]]
+    assert from_run["summary"]["injections_changed"] == 2
+    # What was injected then is the text, not only whether anything was.
+    injected = from_run["rows"][0]["recorded"]["injection"]
+    assert injected == from_journal["rows"][0]["recorded"]["injection"]
+    assert isinstance(injected, dict) and injected["inject"]["content"]

@@ -359,8 +359,9 @@ def executed_record(event: str, run: HookRun, payload: dict[str, Any]) -> dict[s
 
     The HookExecutedPayload of the wire, and what belt adds to it: which hook, how it ran, the
     ``override`` its answer carried (recorded, never acted on, as WIRE.md says) and the
-    ``warnings`` of what was ignored in its answer. An async hook's decision and reason are
-    what it answered; they did not take effect.
+    ``warnings`` of what was ignored in its answer, and the ``injection`` it answered (its
+    ``inject`` and ``system``, as ``belt replay`` compares them). An async hook's decision,
+    reason and injection are what it answered; they did not take effect.
     """
     executed = HookExecutedPayload(
         hook_event=event,
@@ -369,6 +370,8 @@ def executed_record(event: str, run: HookRun, payload: dict[str, Any]) -> dict[s
         duration_ms=run.duration_ms,
     )
     override = run.response.override if run.response is not None else None
+    answered = run.response.model_dump(mode="json", exclude_none=True) if run.response else {}
+    injection = {key: answered[key] for key in ("inject", "system") if answered.get(key)}
     return {
         "type": "hook.executed",
         **executed.model_dump(),
@@ -378,6 +381,7 @@ def executed_record(event: str, run: HookRun, payload: dict[str, Any]) -> dict[s
         "async": run.hook.runs_async,
         "error": run.error,
         "injected": run.injected,
+        **({"injection": injection} if injection else {}),
         "interrupt_id": run.interrupt["id"] if run.interrupt else None,
         "task_chat_id": run.task_chat_id,
         **({"resource_id": run.resource_id} if run.resource_id else {}),
