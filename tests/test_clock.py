@@ -5,11 +5,17 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from belt.engine.api import run_scenario
 from belt.engine.scenario import read_scenario
 from belt.errors import Conflict, InvalidInput
+from belt.records.interrupts import sweep
+from belt.records.runs import RUN
+from belt.records.sims import SIM
+from belt.store import Store
 from belt.store.clock import (
     VirtualClock,
     format_duration,
@@ -142,3 +148,127 @@ def test_a_scenario_clock_is_stored_as_it_reads(tmp_path: Path) -> None:
     loaded = read_scenario(scenario_file(tmp_path, 'clock = "2026-08-11T14:00:00Z"'))
     doc = json.loads(json.dumps(loaded.scenario.model_dump(mode="json", by_alias=True)))
     assert parse_rfc3339(doc["clock"], "clock") == START
+
+
+# -- time in a simulation ----------------------------------------------------------------------
+
+GATE = {"event": "agent.tool_call", "type": "gate", "timeout": 600, "default_resolution": "deny"}
+DELETE = {"name": "delete_file", "arguments": {"path": "/tmp/old.txt"}, "result": "deleted"}
+
+
+def gated_turn(**extra: Any) -> dict[str, Any]:
+    return {
+        "user": "delete the temp file",
+        "model": [{"say": "deleting", "tool_calls": [DELETE]}, {"say": "done"}],
+        **extra,
+    }
+
+
+def simulate(tmp_path: Path, turns: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps({"agent": {"name": "t", "hooks": [GATE]}, "turns": turns, **top}))
+    report, _ = run_scenario(scenario=path)
+    return report
+
+
+def texts(report: dict[str, Any]) -> list[str]:
+    return [c.get("text") or "" for m in report["chat"]["chat_messages"] for c in m["content"]]
+
+
+def test_waiting_until_expiry_settles_the_gate_at_its_deadline(tmp_path: Path) -> None:
+    report = simulate(
+        tmp_path, [gated_turn(wait=[{"until": "expiry"}])], clock="2026-08-11T14:00:00Z"
+    )
+    (interrupt,) = report["interrupts"]
+    assert interrupt["status"] == "expired"
+    assert interrupt["resolution"] == "deny"
+    assert interrupt["created_at"] == "2026-08-11T14:00:00.000Z"
+    assert interrupt["expires_at"] == interrupt["resolved_at"] == "2026-08-11T14:10:00.000Z"
+    assert interrupt["meta"]["timestamp"] == "2026-08-11T14:00:00.000Z"
+    assert f"gate {interrupt['id']} expired → deny" in texts(report)
+    assert "clock +10m → 2026-08-11T14:10:00.000Z" in texts(report)
+    # The run went on as after a real expiry: the tool failed, the model answered.
+    (run,) = report["runs"]
+    assert run["state"] == "completed"
+    assert run["created_at"] == "2026-08-11T14:00:00.000Z"
+    tool = [m for m in report["chat"]["chat_messages"] if m["role"] == "tool"]
+    assert tool[0]["status"] == "failed"
+    assert tool[0]["created_at"] == "2026-08-11T14:10:00.000Z"
+
+
+def test_a_wait_too_short_leaves_the_gate_to_the_next_wait(tmp_path: Path) -> None:
+    report = simulate(
+        tmp_path,
+        [gated_turn(wait=[{"seconds": 599}, {"seconds": 2}])],
+        clock="2026-08-11T14:00:00Z",
+    )
+    (interrupt,) = report["interrupts"]
+    assert interrupt["status"] == "expired"
+    assert interrupt["resolved_at"] == "2026-08-11T14:10:01.000Z"
+    assert [t for t in texts(report) if t.startswith("clock")] == [
+        "clock +9m59s → 2026-08-11T14:09:59.000Z",
+        "clock +2s → 2026-08-11T14:10:01.000Z",
+    ]
+
+
+def test_a_run_still_held_after_its_waits_stays_held(tmp_path: Path, store: Store) -> None:
+    report = simulate(tmp_path, [gated_turn(wait=[{"seconds": 60}])], clock="2026-08-11T14:00:00Z")
+    (interrupt,) = report["interrupts"]
+    assert interrupt["status"] == "pending"
+    assert report["runs"][0]["state"] == "input_required"
+    # A sweep on wall time leaves a gate whose deadline is virtual time.
+    assert sweep(store=store) == []
+    assert [i["id"] for i in sweep(store=store, now=START + timedelta(minutes=10))] == [
+        interrupt["id"]
+    ]
+
+
+def test_a_turn_after_arrives_that_long_after_the_previous_one(tmp_path: Path) -> None:
+    done = {"user": "hi", "model": [{"say": "hello"}]}
+    report = simulate(
+        tmp_path,
+        [done, {**done, "after": "2h"}, {**done, "after": "1d"}],
+        clock="2026-08-11T14:00:00Z",
+    )
+    assert [r["created_at"] for r in report["runs"]] == [
+        "2026-08-11T14:00:00.000Z",
+        "2026-08-11T16:00:00.000Z",
+        "2026-08-12T16:00:00.000Z",
+    ]
+
+
+def test_a_scenario_that_moves_time_without_a_clock_starts_at_wall_time(
+    tmp_path: Path, store: Store
+) -> None:
+    before = utcnow()
+    report = simulate(tmp_path, [gated_turn(wait=[{"until": "expiry"}])])
+    (interrupt,) = report["interrupts"]
+    assert interrupt["status"] == "expired"
+    created = parse_rfc3339(interrupt["created_at"], "created_at")
+    assert before - timedelta(seconds=1) <= created <= utcnow()
+    assert parse_rfc3339(interrupt["resolved_at"], "x") == created + timedelta(seconds=600)
+
+
+def test_a_scenario_without_clock_or_waits_runs_on_wall_time(tmp_path: Path, store: Store) -> None:
+    before = utcnow()
+    report = simulate(tmp_path, [gated_turn()])
+    created = parse_rfc3339(report["runs"][0]["created_at"], "created_at")
+    assert before - timedelta(seconds=1) <= created <= utcnow()
+    assert "clock" not in store.read(SIM, report["simulation"]["id"])
+
+
+def test_leases_stay_on_wall_time_under_a_virtual_clock(tmp_path: Path, store: Store) -> None:
+    report = simulate(tmp_path, [gated_turn()], clock="2026-08-11T14:00:00Z")
+    assert report["runs"][0]["created_at"] == "2026-08-11T14:00:00.000Z"
+    run = store.read(RUN, report["runs"][0]["id"])
+    assert run["lease"] is None  # held at its gate: given up
+    assert store.read(SIM, report["simulation"]["id"])["clock"] == "2026-08-11T14:00:00.000Z"
+
+
+def test_clock_overrides_the_scenario_clock(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.json"
+    path.write_text(
+        json.dumps({"clock": "2026-08-11T14:00:00Z", "turns": [{"user": "hi", "model": []}]})
+    )
+    report, _ = run_scenario(scenario=path, clock=START + timedelta(days=1))
+    assert report["runs"][0]["created_at"] == "2026-08-12T14:00:00.000Z"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,12 +60,22 @@ def with_scenario_executors(declared: dict[str, str], executors: list[str]) -> l
 
 
 def start_simulation(
-    store: Store, loaded: Any, options: Options, *, fail_closed: bool = False
+    store: Store,
+    loaded: Any,
+    options: Options,
+    *,
+    fail_closed: bool = False,
+    clock: datetime | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """Create and run a simulation of a loaded scenario; returns its record and runs executed."""
+    """Create and run a simulation of a loaded scenario; returns its record and runs executed.
+
+    ``clock`` (``--clock``) starts its virtual clock there, whatever the scenario says.
+    """
     from belt.engine.dialects import DIALECTS
     from belt.engine.scenario import check_storable
-    from belt.engine.simulation import Simulation
+    from belt.engine.simulation import Simulation, clock_start
+    from belt.records.sims import merge_sim
+    from belt.store.clock import timestamp, using
 
     check_storable(loaded)
     if loaded.dialect == "platform":
@@ -77,7 +88,11 @@ def start_simulation(
     store = store.without_fsync()
     dialect = DIALECTS[loaded.dialect]
     options.loaded = loaded
-    sim = dialect.create(store, loaded, fail_closed=fail_closed, routes=options.routes)
+    virtual = clock_start(loaded.scenario, clock)
+    with using(virtual):
+        sim = dialect.create(store, loaded, fail_closed=fail_closed, routes=options.routes)
+    if virtual is not None:
+        sim = dict(merge_sim(store, str(sim["id"]), {"clock": timestamp(virtual.now())}))
     simulation = Simulation(store, sim, dialect, options)
     executed = simulation.run()
     return simulation.sim, executed
@@ -108,8 +123,12 @@ def run_scenario(
     wait: bool = False,
     routes: list[str] | None = None,
     offline: bool = False,
+    clock: datetime | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Run a scenario file; returns the simulation's report and the ids of the runs executed.
+
+    ``clock`` runs it on a virtual clock that starts there (``--clock``; it overrides the
+    scenario's ``clock``).
 
     With ``offline``, a webhook or executor that is not on this machine
     (``belt.engine.offline``) is a UsageError before anything is written or delivered.
@@ -153,7 +172,7 @@ def run_scenario(
         wait=wait,
         routes=routes,
     )
-    sim, executed = start_simulation(store, loaded, options, fail_closed=fail_closed)
+    sim, executed = start_simulation(store, loaded, options, fail_closed=fail_closed, clock=clock)
     return build_report(store, sim), executed
 
 

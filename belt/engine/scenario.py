@@ -7,16 +7,25 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from belt.declarations import read_document
 from belt.errors import InvalidInput
 from belt.matching import argument_matchers, arguments_match, value_matcher
 from belt.records.registry import DEFAULT_OWNER, check_candidate
-from belt.store.clock import check_moment, parse_rfc3339
+from belt.store.clock import DURATION_MAX, check_moment, parse_duration, parse_rfc3339
 from belt.text import printable
 from belt.wire.catalogue import GATEABLE_EVENTS
 from belt.wire.nexus import NexusEvent
@@ -57,6 +66,34 @@ def _clock_start(value: Any) -> datetime | None:
 
 ClockStart = Annotated[datetime | None, BeforeValidator(_clock_start)]
 """Where a scenario's virtual clock starts (UTC); None: the simulation runs on wall time."""
+
+
+def _duration(value: str) -> str:
+    """A turn's ``after``: a span ``parse_duration`` reads (kept as written)."""
+    try:
+        parse_duration(value, "after")
+    except InvalidInput as exc:
+        reason = exc.message.removeprefix("after: ")
+        raise PydanticCustomError("duration", "{reason}", {"reason": reason}) from None
+    return value
+
+
+Duration = Annotated[str, AfterValidator(_duration)]
+
+
+class WaitSpec(_Strict):
+    """Time that passes while a turn's run holds (``[[turns.wait]]``): ``seconds`` on the
+    virtual clock, or ``until = "expiry"``, the earliest deadline of the run's pending gates and
+    approvals. Overdue ones are then settled by the sweep, with their default resolution."""
+
+    seconds: StrictInt | None = Field(default=None, ge=0, le=int(DURATION_MAX.total_seconds()))
+    until: Literal["expiry"] | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Self:
+        if (self.seconds is None) == (self.until is None):
+            raise PydanticCustomError("wait", 'give one of seconds = N or until = "expiry"', {})
+        return self
 
 
 class ToolCallSpec(_Strict):
@@ -104,6 +141,9 @@ class TurnSpec(_Strict):
     model: list[ModelTurnSpec] = Field(default_factory=list)
     error: str | None = None
     resolve: list[ResolveSpec] = Field(default_factory=list)
+    wait: list[WaitSpec] = Field(default_factory=list)
+    after: Duration | None = None
+    """How long after the previous turn this one arrives (on the virtual clock)."""
 
 
 class AgentScript(_Strict):
@@ -491,6 +531,9 @@ class NexusTurnSpec(_Strict):
     error: str | None = None
     profile: dict[str, Any] | None = None
     resolve: list[ResolveSpec] = Field(default_factory=list)
+    wait: list[WaitSpec] = Field(default_factory=list)
+    after: Duration | None = None
+    """How long after the previous turn this one arrives (on the virtual clock)."""
 
     @property
     def kind(self) -> str:

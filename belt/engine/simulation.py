@@ -14,13 +14,15 @@ it back, and the loop stops at its next step.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, Protocol, TypeVar
 
 from belt.engine.ledger import CHAT_SCOPE, Ledger
 from belt.engine.scenario import ToolCallSpec, estimate_tokens, utf8_size
@@ -56,6 +58,14 @@ from belt.records.sims import (
     scenario_path,
     write_agent,
 )
+from belt.store import clock
+from belt.store.clock import (
+    VirtualClock,
+    format_duration,
+    parse_duration,
+    parse_timestamp,
+    timestamp,
+)
 from belt.wire.enums import AgentRunState, ChatStatus, MessageStatus, ToolInvocationStatus
 
 if TYPE_CHECKING:
@@ -73,6 +83,36 @@ LEASE_RENEWAL = 10.0
 
 Notify = Callable[[dict[str, Any]], None]
 ScenarioModel = TypeVar("ScenarioModel", bound="BaseModel")
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
+
+
+def on_its_clock(
+    method: Callable[Concatenate[Simulation, Params], Result],
+) -> Callable[Concatenate[Simulation, Params], Result]:
+    """Run a method of the simulation on the simulation's virtual clock, if it has one."""
+
+    @functools.wraps(method)
+    def on_clock(self: Simulation, /, *args: Params.args, **kwargs: Params.kwargs) -> Result:
+        with clock.using(self.clock):
+            return method(self, *args, **kwargs)
+
+    return on_clock
+
+
+def needs_clock(scenario: Any) -> bool:
+    """True when a scenario moves time (a turn's ``after``, a ``[[turns.wait]]``): it runs on a
+    virtual clock, from the wall time it starts at unless it says ``clock``."""
+    return any(turn.after is not None or turn.wait for turn in scenario.turns)
+
+
+def clock_start(scenario: Any, given: datetime | None) -> VirtualClock | None:
+    """The virtual clock a new simulation of ``scenario`` runs on (``given`` is ``--clock``),
+    or None for wall time."""
+    start = given or scenario.clock
+    if start is None and needs_clock(scenario):
+        start = clock.utcnow()
+    return VirtualClock(start) if start is not None else None
 
 
 class End(StrEnum):
@@ -330,10 +370,24 @@ class Simulation:
         self.ledger = Ledger(self.recorder.messages)
         self.agent_id = str(sim["agent_id"])
         self.current: str | None = None
+        self.clock = self.own_clock()
+        self.waited: dict[int, int] = {}
+        """Per turn, how many of its ``[[turns.wait]]`` this process has used."""
         self.dialect: Dialect = dialect(self)
+
+    def own_clock(self) -> VirtualClock | None:
+        """The simulation's virtual clock (its time kept on its record as it moves), or None:
+        it runs on whatever clock is in force (wall time, or ``belt serve --clock``'s)."""
+        stamp = self.sim.get("clock")
+        if not isinstance(stamp, str):
+            return None
+        return VirtualClock(
+            parse_timestamp(stamp), on_move=lambda moment: self.update_sim(clock=timestamp(moment))
+        )
 
     # -- the turn loop -------------------------------------------------------------------------
 
+    @on_its_clock
     def run(self) -> list[str]:
         """Run the scenario's remaining turns; returns the ids of the runs executed."""
         try:
@@ -350,6 +404,7 @@ class Simulation:
         if self.current is not None:
             release_lease(self.store, self.current)
 
+    @on_its_clock
     def resume(self, run_id: str) -> list[str]:
         """Continue a held run once what held it is settled, then the remaining turns.
 
@@ -396,6 +451,7 @@ class Simulation:
         self.settle_status(SimStatus.FINISHED)
         return executed
 
+    @on_its_clock
     def start_turn(self) -> Execution:
         """Begin the next scenario turn: its input is recorded and its run created, not driven.
 
@@ -403,6 +459,9 @@ class Simulation:
         turn first, then drives the rest of the simulation (``run``) in the background.
         """
         index = int(self.sim["next_turn"])
+        after = self.turn_doc(index).get("after")
+        if isinstance(after, str) and self.clock is not None:
+            self.clock.advance(parse_duration(after, f"turns[{index}].after"))
         execution = self.dialect.begin(index)
         self.current = execution.run_id
         # Counted once its run exists: a process killed in between leaves a run that `resume`
@@ -417,6 +476,7 @@ class Simulation:
         if isinstance(index, int) and int(self.sim["next_turn"]) <= index:
             self.update_sim(next_turn=index + 1)
 
+    @on_its_clock
     def drive_started(self, execution: Execution) -> list[str]:
         """Drive a run ``start_turn`` began, then the turns left; returns the runs executed."""
         try:
@@ -455,7 +515,9 @@ class Simulation:
         scenario scripts for them, or, with ``--wait``, by anyone."""
         end = self.drive(execution)
         while end == End.HELD and execution.run is not None:
-            settled = self.dialect.waits_for_gates and self.settle_scripted(execution)
+            settled = self.dialect.waits_for_gates and (
+                self.settle_scripted(execution) or self.wait_out(execution)
+            )
             if not settled and not self.waits():
                 return end
             if not settled:
@@ -519,6 +581,77 @@ class Simulation:
             )
         return not pending_for_run(store=self.store, run_id=execution.run.id)
 
+    def turn_doc(self, index: int) -> dict[str, Any]:
+        """Scenario turn ``index`` as stored ({} for one the scenario does not have)."""
+        turns = self.scenario_doc.get("turns") or []
+        found = turns[index] if 0 <= index < len(turns) else {}
+        return found if isinstance(found, dict) else {}
+
+    def wait_out(self, execution: Execution) -> bool:
+        """Let time pass while a run holds, as its scenario turn says (``[[turns.wait]]``):
+        each wait not yet used moves the virtual clock on, then the sweep settles the run's
+        overdue gates and approvals with their default resolution, as ``belt serve``'s does.
+        True when none of the run's interrupts is left pending."""
+        from belt.records.interrupts import pending_for_run, sweep
+
+        waits = self.turn_doc(execution.turn_index).get("wait") or []
+        if execution.run is None or self.clock is None:
+            return False
+        run_id = execution.run.id
+        while self.waited.get(execution.turn_index, 0) < len(waits):
+            spec = waits[self.waited.get(execution.turn_index, 0)]
+            self.waited[execution.turn_index] = self.waited.get(execution.turn_index, 0) + 1
+            pending = pending_for_run(store=self.store, run_id=run_id)
+            if not pending:
+                return True
+            before = self.clock.now()
+            if spec.get("until") == "expiry":
+                due = min(parse_timestamp(str(i["expires_at"])) for i in pending)
+                moment = self.clock.move_to(max(due, before))
+            else:
+                moment = self.clock.advance(timedelta(seconds=int(spec["seconds"])))
+            self.clock_row(execution, before, moment)
+            for settled in sweep(store=self.store, now=moment, run_id=run_id):
+                self.expiry_row(execution, settled)
+            if not pending_for_run(store=self.store, run_id=run_id):
+                return True
+        return False
+
+    def clock_row(self, execution: Execution, before: datetime, moment: datetime) -> None:
+        """The transcript's row for time passing on the virtual clock."""
+        self.add_message(
+            execution,
+            role="event",
+            content=[
+                {
+                    "type": "event",
+                    "text": f"clock +{format_duration(moment - before)} → {timestamp(moment)}",
+                    "event": {"type": "clock", "from": timestamp(before), "to": timestamp(moment)},
+                }
+            ],
+        )
+
+    def expiry_row(self, execution: Execution, interrupt: dict[str, Any]) -> None:
+        """The transcript's row for a gate or approval the sweep settled at its deadline."""
+        kind = "approval" if interrupt.get("reason") == "tool_approval" else "gate"
+        self.add_message(
+            execution,
+            role="event",
+            content=[
+                {
+                    "type": "event",
+                    "text": f"{kind} {interrupt['id']} expired → {interrupt['resolution']}",
+                    "event": {
+                        "type": "expired",
+                        "interrupt_id": interrupt["id"],
+                        "resolution": interrupt["resolution"],
+                        "expires_at": interrupt["expires_at"],
+                        "resolved_at": interrupt["resolved_at"],
+                    },
+                }
+            ],
+        )
+
     def wait_for_gates(self, run: RunRecord) -> None:
         """Hold on to the run until every one of its gates is settled.
 
@@ -527,7 +660,6 @@ class Simulation:
         as it waits; Ctrl-C gives it up (``let_go``) and leaves the run held, for a later resume.
         """
         from belt.records.interrupts import pending_for_run, sweep
-        from belt.store.clock import parse_timestamp, utcnow
 
         told = False
         renewed = time.monotonic()
@@ -536,8 +668,9 @@ class Simulation:
             if not pending:
                 return
             run.check_cancelled()
-            if any(parse_timestamp(str(i["expires_at"])) <= utcnow() for i in pending):
-                sweep(store=self.store)
+            if any(parse_timestamp(str(i["expires_at"])) <= clock.now() for i in pending):
+                # On a virtual clock, only this run's: others' deadlines may be wall time.
+                sweep(store=self.store, run_id=run.id if clock.current() else None)
                 continue
             if not told and self.options.notify is not None:
                 self.options.notify({"kind": "gates", "run_id": run.id, "pending": pending})

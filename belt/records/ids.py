@@ -5,7 +5,8 @@ from __future__ import annotations
 import secrets
 import string
 
-from belt.store.clock import timestamp, utcnow
+from belt.store import clock
+from belt.store.clock import timestamp
 
 _ALPHABET = string.ascii_lowercase + string.digits
 _LENGTH = 20
@@ -28,5 +29,6 @@ def new_id(prefix: str) -> str:
 
 
 def now_iso() -> str:
-    """The current UTC time as records spell it (RFC 3339, milliseconds, ``Z``)."""
-    return timestamp(utcnow())
+    """The time of the simulated world as records spell it (RFC 3339, milliseconds, ``Z``):
+    the virtual clock's, if one is in force, else wall time."""
+    return timestamp(clock.now())

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import Conflict, InvalidInput, NotFound
-from belt.store import Store, check_id, open_store
+from belt.store import Store, check_id, clock, open_store
 from belt.store.clock import epoch_ms, parse_timestamp, timestamp, utcnow
 from belt.store.shapes import record_shape
 from belt.wire.enums import InterruptStatus
@@ -83,6 +83,9 @@ class Interrupt(TypedDict):
     meta: NotRequired[Any]
     timeout: NotRequired[Any]
     resolved_by: NotRequired[Any]
+    virtual_clock: NotRequired[bool]
+    """True for an interrupt opened on a virtual clock: its ``expires_at`` is virtual time, so
+    a sweep on wall time leaves it to the clock it was opened on."""
 
 
 record_shape(INTERRUPT, Interrupt)
@@ -183,7 +186,7 @@ def create_interrupt(
     check_id(run_id, what="run id")
     check_id(chat_id, what="chat id")
     timeout, default_resolution = _checked_terms(event, reason, source, timeout, default_resolution)
-    created = now or utcnow()
+    created = now or clock.now()
     stamp = timestamp(created)
     interrupt_id = new_id("int")
     if meta is None:
@@ -209,6 +212,8 @@ def create_interrupt(
         "default_resolution": default_resolution,
         "timeout": timeout,
     }
+    if clock.current() is not None:
+        record["virtual_clock"] = True
     _store_new(_store(store), record)
     return to_dto(record)
 
@@ -337,7 +342,7 @@ def resolve_interrupt(
         raise InvalidInput(f"decision {decision!r} must be allow or deny")
     store = _store(store)
     check_id(interrupt_id, what="interrupt id")
-    stamp = timestamp(now or utcnow())
+    stamp = timestamp(now or clock.now())
 
     def resolve(record: Interrupt) -> Interrupt:
         if record.get("status") != InterruptStatus.PENDING:
@@ -367,7 +372,7 @@ def cancel_interrupt(
     """Cancel a pending interrupt of a stopped run; NotFound (3), or Conflict (4) if settled."""
     store = _store(store)
     check_id(interrupt_id, what="interrupt id")
-    stamp = timestamp(now or utcnow())
+    stamp = timestamp(now or clock.now())
 
     def cancel(record: Interrupt) -> Interrupt:
         if record.get("status") != InterruptStatus.PENDING:
@@ -387,15 +392,20 @@ class _Skip(Exception):
     """The marked interrupt needs no expiry (settled already, or not due)."""
 
 
-def sweep(*, store: Store | None = None, now: datetime | None = None) -> list[dict[str, Any]]:
-    """Settle every overdue pending interrupt with its default resolution; return them.
+def sweep(
+    *, store: Store | None = None, now: datetime | None = None, run_id: str | None = None
+) -> list[dict[str, Any]]:
+    """Settle every overdue pending interrupt (of ``run_id`` only, if given) with its default
+    resolution, as of ``now`` (default: the clock's time); return them.
 
     Each becomes ``expired`` with its stored ``default_resolution`` (``deny`` when it has none).
-    A damaged interrupt file does not stop the others; it is reported afterwards as
-    InvalidInput (exit 5) naming each path.
+    A sweep on wall time (no ``now``, no virtual clock in force) leaves the interrupts opened on a
+    virtual clock, whose deadlines are not wall time. A damaged interrupt file does not stop the
+    others; it is reported afterwards as InvalidInput (exit 5) naming each path.
     """
     store = _store(store)
-    moment = now or utcnow()
+    on_wall_time = now is None and clock.current() is None
+    moment = now or clock.now()
     due_ms, stamp = epoch_ms(moment), timestamp(moment)
     settled: list[dict[str, Any]] = []
     damaged: list[str] = []
@@ -404,6 +414,10 @@ def sweep(*, store: Store | None = None, now: datetime | None = None) -> list[di
         if record.get("status") != InterruptStatus.PENDING:
             raise _Skip
         expires_at = record.get("expires_at")
+        if run_id is not None and record.get("run_id") != run_id:
+            raise _Skip
+        if on_wall_time and record.get("virtual_clock"):
+            raise _Skip
         if not expires_at or parse_timestamp(expires_at) > moment:
             raise _Skip
         record.update(

@@ -15,8 +15,7 @@ from datetime import timedelta
 from functools import cache
 from typing import Any
 
-from belt.records.ids import now_iso
-from belt.store.clock import parse_timestamp, utcnow
+from belt.store.clock import parse_timestamp, timestamp, utcnow
 
 FOREIGN_TTL = timedelta(minutes=10)
 """How long a lease held on another host counts as live without a renewal (its pid cannot be
@@ -51,8 +50,8 @@ def _own_start(pid: int) -> str | None:
 
 
 def mine() -> dict[str, Any]:
-    """A lease held by this process, renewed now."""
-    stamp = now_iso()
+    """A lease held by this process, renewed now (wall time: it tells whether a process lives)."""
+    stamp = timestamp(utcnow())
     pid = os.getpid()
     return {
         "pid": pid,

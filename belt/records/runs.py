@@ -16,6 +16,7 @@ from belt.errors import Conflict
 from belt.records import leases
 from belt.records.ids import new_id, now_iso
 from belt.store import Store, check_id
+from belt.store.clock import timestamp, utcnow
 from belt.store.shapes import record_shape
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState, InterruptReason
 
@@ -179,14 +180,15 @@ class RunRecord:
 
         Every transition renews this process's lease on the run.
         """
-        stamp = changes["updated_at"] = now_iso()
+        changes["updated_at"] = now_iso()
 
         def apply(run: dict[str, Any]) -> dict[str, Any]:
             if run["state"] == AgentRunState.CANCELED:
                 raise Cancelled
             lease = run.get("lease")
             if "lease" not in changes and isinstance(lease, dict) and leases.is_mine(lease):
-                run["lease"] = {**lease, "renewed": stamp}
+                # Wall time, whatever the clock: the renewal says the process still lives.
+                run["lease"] = {**lease, "renewed": timestamp(utcnow())}
             run.update(changes)
             return run
 

@@ -49,6 +49,8 @@ class Sim(TypedDict):
     fail_closed: NotRequired[Any]
     tools: NotRequired[Any]
     review: NotRequired[Any]
+    clock: NotRequired[str]
+    """The time of the simulation's virtual clock (absent: it runs on wall time)."""
 
 
 class Scenario(TypedDict):
