@@ -116,7 +116,11 @@ def report(exc: BeltError, *, verbose: bool) -> None:
     """Print a BeltError as a user sees it."""
     from belt import output
 
-    if verbose and not isinstance(exc, Interrupted):
+    if isinstance(exc, Interrupted):  # Ctrl-C is not an error: one line, never a traceback
+        line = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
+        output.styled(line, "yellow", stderr=True)
+        return
+    if verbose:
         import traceback
 
         traceback.print_exception(exc, file=sys.stderr)
@@ -212,6 +216,7 @@ def _register() -> None:
     lazy_command("belt", "registry", "belt.cli.registry:app")
     lazy_command("belt", "test", "belt.cli.test:test")
     lazy_command("belt", "replay", "belt.cli.replay:replay")
+    lazy_command("belt", "check", "belt.cli.check:check")
 
 
 _register()

@@ -67,14 +67,22 @@ def deliver(
     secret: str | None = None,
 ) -> WebhookResult:
     """POST ``payload`` to ``url`` and parse the answer; a failure is returned, never raised."""
-    import httpx
-
     body = encode_payload(payload)
     headers = {"content-type": "application/json"}
     if secret:
         from belt.signing import signed_headers
 
         headers.update(signed_headers(secret, body))
+    return post_body(client, url, body, headers, timeout=timeout)
+
+
+def post_body(
+    client: httpx.Client, url: str, body: bytes, headers: dict[str, str], *, timeout: float
+) -> WebhookResult:
+    """POST exactly ``body`` with exactly ``headers`` and parse the answer as ``deliver`` does
+    (``belt check`` sends tampered and unsigned requests through it)."""
+    import httpx
+
     host = url_host(url)
     started = time.perf_counter()
 

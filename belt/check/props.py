@@ -1,0 +1,157 @@
+"""``belt check --props FILE``: properties of a policy, each a decision every matching payload gets.
+
+A check file is TOML (or JSON) with ``[[property]]`` tables::
+
+    [[property]]
+    name = "no deletes outside /tmp/"
+    event = "agent.tool_call"          # the default
+    tool = "delete_file"               # a glob or re:<regex>, as expectations take it
+    arguments = { path = "*" }         # key path = pattern: all must match
+    unless = { path = "/tmp/*" }       # a payload whose arguments match all of these is exempt
+    decision = "deny"                  # allow, deny, stop or suspend
+
+Patterns are those of expectations and policies (``belt.matching``); a wrong key or a bad
+pattern is named by its path (``property[1].arguments.path``) and exits 5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from belt.errors import InvalidInput
+from belt.matching import (
+    ArgumentMatchers,
+    Matcher,
+    argument_matchers,
+    arguments_match,
+    value_matcher,
+)
+from belt.text import describe
+from belt.wire.catalogue import EVENTS
+from belt.wire.enums import HookDecision
+from belt.wire.validate import Findings
+
+KEYS = ("name", "event", "tool", "arguments", "unless", "decision")
+
+
+@dataclass(frozen=True)
+class Property:
+    """One ``[[property]]``, checked and compiled."""
+
+    index: int
+    name: str
+    event: str
+    decision: str
+    tool: str | None
+    tool_matcher: Matcher | None
+    arguments: dict[tuple[str, ...], Any]
+    argument_matchers: ArgumentMatchers
+    unless: dict[tuple[str, ...], Any]
+    unless_matchers: ArgumentMatchers
+
+    def applies(self, payload: dict[str, Any]) -> bool:
+        """True when ``payload`` is one the property speaks of."""
+        if payload.get("event") != self.event:
+            return False
+        data = payload.get("data") or {}
+        if self.tool_matcher is not None and not self.tool_matcher(data.get("tool")):
+            return False
+        found = data.get("arguments")
+        if self.argument_matchers and not arguments_match(self.argument_matchers, found):
+            return False
+        if self.unless_matchers and arguments_match(self.unless_matchers, found):
+            return False
+        return True
+
+    def to_json(self) -> dict[str, Any]:
+        """The property as written (key paths joined with dots)."""
+        out: dict[str, Any] = {"name": self.name, "event": self.event, "decision": self.decision}
+        if self.tool is not None:
+            out["tool"] = self.tool
+        if self.arguments:
+            out["arguments"] = {".".join(k): v for k, v in self.arguments.items()}
+        if self.unless:
+            out["unless"] = {".".join(k): v for k, v in self.unless.items()}
+        return out
+
+
+def read_props(path: str | Path) -> list[Property]:
+    """Read and compile a check file; every problem is named by its path (exit 5)."""
+    from belt.declarations import read_document
+
+    source = str(path)
+    document = read_document(path, kind="policy")
+    findings = Findings()
+    raw = document.get("property") if isinstance(document, dict) else None
+    if isinstance(document, dict):
+        for key in document:
+            if key != "property":
+                findings.error(key, "unknown key (a check file holds [[property]] tables)")
+    if not isinstance(raw, list) or not raw:
+        findings.error("property", f"expected [[property]] tables, got {describe(raw)}")
+        raise InvalidInput(f"{source}: not a check file", problems=findings.problems)
+    properties = [p for i, item in enumerate(raw) if (p := _compile(i, item, findings))]
+    if not findings.ok:
+        raise InvalidInput(f"{source}: not a valid check file", problems=findings.problems)
+    return properties
+
+
+def _compile(index: int, item: Any, findings: Findings) -> Property | None:
+    base = f"property[{index}]"
+    if not isinstance(item, dict):
+        findings.error(base, f"expected a table, got {describe(item)}")
+        return None
+    for key in item:
+        if key not in KEYS:
+            findings.error(f"{base}.{key}", f"unknown key (expected one of {', '.join(KEYS)})")
+    event = item.get("event", "agent.tool_call")
+    if event not in EVENTS:
+        findings.error(f"{base}.event", f"{event!r} is not a lifecycle event")
+    decision = item.get("decision")
+    decisions = tuple(d.value for d in HookDecision)
+    if decision not in decisions:
+        findings.error(f"{base}.decision", f"is required: one of {', '.join(decisions)}")
+    tool = item.get("tool")
+    tool_matcher = None
+    if tool is not None:
+        if not isinstance(tool, str):
+            findings.error(f"{base}.tool", f"expected a glob or re:<regex>, got {describe(tool)}")
+        else:
+            tool_matcher = value_matcher(tool, f"{base}.tool", findings)
+    if event != "agent.tool_call" and (tool is not None or "arguments" in item or "unless" in item):
+        findings.error(base, "tool, arguments and unless are for agent.tool_call properties")
+    wanted = argument_matchers(item.get("arguments"), f"{base}.arguments", findings)
+    unless = argument_matchers(item.get("unless"), f"{base}.unless", findings)
+    name = item.get("name")
+    if name is not None and not isinstance(name, str):
+        findings.error(f"{base}.name", f"expected a string, got {describe(name)}")
+    if not findings.ok:
+        return None
+    return Property(
+        index=index,
+        name=name or f"property[{index}]",
+        event=str(event),
+        decision=str(decision),
+        tool=tool,
+        tool_matcher=tool_matcher,
+        arguments=_paths(item.get("arguments")),
+        argument_matchers=wanted,
+        unless=_paths(item.get("unless")),
+        unless_matchers=unless,
+    )
+
+
+def _paths(table: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    """Key path → pattern, dotted keys and nested tables alike (as ``argument_matchers``)."""
+    if not isinstance(table, dict):
+        return {}
+    found: dict[tuple[str, ...], Any] = {}
+    for key, value in table.items():
+        key_path = prefix + tuple(str(key).split("."))
+        if isinstance(value, dict):
+            found.update(_paths(value, key_path))
+        else:
+            found[key_path] = value
+    return found

@@ -1,0 +1,251 @@
+"""The result of ``belt check``: one entry per check and subject, each pass, fail, warn or skip.
+
+A failed check carries the smallest payload Hypothesis shrank it to and a command that sends
+exactly that payload to the same target (``belt trigger EVENT --to TARGET --payload '…'``, or for
+an executor tool the command, ``curl`` or Python call that runs it).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from belt.errors import ExitCode
+from belt.text import printable, short
+
+MAX_WARNINGS_SHOWN = 5
+
+CHECKS = {
+    "answers": "answers 2xx within the timeout",
+    "body": "the body is empty or a valid response",
+    "decision": "the decision means something for the event",
+    "deterministic": "the same payload gets the same decision",
+    "redelivery": "a repeated delivery is harmless",
+    "signature": "Standard Webhooks signatures are enforced",
+    "result": "the result is a valid hook decision",
+    "property": "the policy's property holds",
+}
+"""Each check's name and what it holds the handler to."""
+
+
+@dataclass
+class Failure:
+    """A check's smallest failing case: why, the payload, and how to reproduce it."""
+
+    detail: str
+    payload: Any
+    reproducer: str
+    flaky: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The failure as JSON."""
+        return {
+            "detail": self.detail,
+            "payload": self.payload,
+            "reproducer": self.reproducer,
+            "flaky": self.flaky,
+        }
+
+
+@dataclass
+class CheckResult:
+    """One check on one subject."""
+
+    check: str
+    subject: str
+    event: str
+    name: str = ""
+    """A property's name (the check's own name otherwise)."""
+    cases: int = 0
+    failed: int = 0
+    warned: int = 0
+    warnings: dict[str, int] = field(default_factory=dict)
+    failure: Failure | None = None
+    skipped: str | None = None
+    latencies: list[int] = field(default_factory=list)
+    saved: str | None = None
+
+    @property
+    def status(self) -> str:
+        """``fail``, ``warn``, ``skip`` or ``pass``."""
+        if self.failure is not None:
+            return "fail"
+        if self.warnings:
+            return "warn"
+        if self.skipped is not None:
+            return "skip"
+        return "pass"
+
+    @property
+    def title(self) -> str:
+        """What the check holds the handler to."""
+        return self.name or CHECKS[self.check]
+
+    def warn(self, message: str) -> None:
+        """Count one warning (the distinct ones are kept, a few of them)."""
+        self.warned += 1
+        if message in self.warnings or len(self.warnings) < MAX_WARNINGS_SHOWN:
+            self.warnings[message] = self.warnings.get(message, 0) + 1
+
+    def latency(self) -> dict[str, int] | None:
+        """p50, p95, p99 and max of the answers' latency in milliseconds."""
+        if not self.latencies:
+            return None
+        values = sorted(self.latencies)
+        if len(values) == 1:
+            return {"p50": values[0], "p95": values[0], "p99": values[0], "max": values[0]}
+        cuts = statistics.quantiles(values, n=100, method="inclusive")
+        return {
+            "p50": round(cuts[49]),
+            "p95": round(cuts[94]),
+            "p99": round(cuts[98]),
+            "max": values[-1],
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as ``belt check --json`` prints it."""
+        out: dict[str, Any] = {
+            "check": self.check,
+            "title": self.title,
+            "subject": self.subject,
+            "event": self.event,
+            "status": self.status,
+            "cases": self.cases,
+            "failed": self.failed,
+            "warned": self.warned,
+            "warnings": list(self.warnings),
+            "failure": self.failure.to_json() if self.failure else None,
+        }
+        if self.skipped is not None:
+            out["skipped"] = self.skipped
+        if self.latencies:
+            out["latency_ms"] = self.latency()
+        if self.saved is not None:
+            out["saved"] = self.saved
+        return out
+
+
+@dataclass
+class CheckReport:
+    """Every check of one ``belt check`` run."""
+
+    target: str
+    seed: int
+    examples: int
+    results: list[CheckResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    case_seconds: float = 0.0
+    """Time spent sending cases and checking answers, generation left out."""
+    cases: int = 0
+    stopped: str | None = None
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """1 when a check failed, else 0 (warnings allowed)."""
+        return ExitCode.FAILURE if any(r.status == "fail" for r in self.results) else ExitCode.OK
+
+    def counts(self) -> dict[str, int]:
+        """How many checks passed, failed, warned and were skipped."""
+        counts = {"pass": 0, "fail": 0, "warn": 0, "skip": 0}
+        for result in self.results:
+            counts[result.status] += 1
+        return counts
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as one JSON document."""
+        return {
+            "target": self.target,
+            "seed": self.seed,
+            "examples": self.examples,
+            "passed": self.exit_code == ExitCode.OK,
+            "counts": self.counts(),
+            "cases": self.cases,
+            "seconds": round(self.seconds, 3),
+            "stopped": self.stopped,
+            "notes": self.notes,
+            "checks": [result.to_json() for result in self.results],
+        }
+
+
+def encode(payload: Any) -> str:
+    """A payload as one line of JSON that decodes to exactly what was sent; a character that
+    could drive a terminal is written as its JSON escape (it can only occur inside a string)."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else json.dumps(ch)[1:-1] for ch in text)
+
+
+def trigger_command(event: str, target: str, payload: Any, secret: str | None = None) -> str:
+    """``belt trigger`` sending exactly ``payload`` to ``target``."""
+    words = ["belt", "trigger", event, "--to", target, "--payload", encode(payload)]
+    if secret:
+        words += ["--secret", secret]
+    return shlex.join(words)
+
+
+def executor_command(kind: str, spec: str, task_input: Any) -> str:
+    """A shell command that gives an executor tool exactly ``task_input``."""
+    body = encode(task_input)
+    if kind == "cmd":
+        return f"printf '%s' {shlex.quote(body)} | {spec}"
+    if kind == "http":
+        return shlex.join(
+            ["curl", "-sS", "-X", "POST", spec, "-H", "content-type: application/json", "-d", body]
+        )
+    script = (
+        "import json, sys; from belt.loader import load_callable; "
+        f"print(json.dumps(load_callable({spec!r})(json.loads(sys.argv[1]))))"
+    )
+    return shlex.join(["python", "-c", script, body])
+
+
+def curl_command(url: str, body: bytes, headers: dict[str, str]) -> str:
+    """``curl`` sending exactly ``body`` with ``headers`` (a signature case)."""
+    words = ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}\\n", "-X", "POST", url]
+    for name, value in headers.items():
+        words += ["-H", f"{name}: {value}"]
+    words += ["--data-binary", body.decode("utf-8", "replace")]
+    return shlex.join(words)
+
+
+def junit_xml(report: CheckReport, path: Path) -> None:
+    """Write the report as JUnit XML: a test case per check and subject."""
+    from xml.etree import ElementTree as ET
+
+    counts = report.counts()
+    suite = ET.Element(
+        "testsuite",
+        name="belt check",
+        tests=str(len(report.results)),
+        failures=str(counts["fail"]),
+        skipped=str(counts["skip"]),
+        time=f"{report.seconds:.3f}",
+    )
+    for result in report.results:
+        case = ET.SubElement(
+            suite, "testcase", classname=_xml_text(result.subject), name=_xml_text(result.title)
+        )
+        if result.failure is not None:
+            failure = ET.SubElement(
+                case, "failure", message=_xml_text(short(result.failure.detail, 200))
+            )
+            failure.text = "\n".join(
+                [_xml_text(result.failure.detail), f"reproduce: {result.failure.reproducer}"]
+            )
+        elif result.skipped is not None:
+            ET.SubElement(case, "skipped", message=_xml_text(result.skipped))
+        if result.warnings:
+            out = ET.SubElement(case, "system-out")
+            out.text = "\n".join(_xml_text(f"warning: {w}") for w in result.warnings)
+    path.write_bytes(ET.tostring(suite, encoding="utf-8", xml_declaration=True))
+
+
+def _xml_text(text: str) -> str:
+    """Text XML 1.0 can hold: control characters escaped."""
+    return printable(text)

@@ -1,0 +1,663 @@
+"""``belt check``: generate what the platform may send a handler, hold every answer to the
+contract, and shrink each failure to the smallest payload that still shows it.
+
+Hypothesis generates the payloads (``belt.check.generate``) and shrinks the failures: each case
+runs the checks, and a case that fails one raises an exception of that check's own class, so the
+engine shrinks each failing check on its own. Cases are sent one at a time, only to the targets
+given; their number is bounded by ``--examples`` per event, the shrinking by ``SHRINK_CALLS_MAX``
+calls, and the whole run by ``--max-time``. Hypothesis keeps no database and prints nothing: the
+report is belt's.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from belt.check.props import Property, read_props
+from belt.check.report import (
+    CheckReport,
+    CheckResult,
+    Failure,
+    curl_command,
+    encode,
+    executor_command,
+    trigger_command,
+)
+from belt.check.subjects import NEXUS, Subject, network_problems, subjects_for
+from belt.effects import Outcome, effect_text, outcome, url_host
+from belt.errors import InvalidInput, Unreachable
+from belt.wire.enums import HookDecision
+
+if TYPE_CHECKING:
+    import httpx
+
+    from belt.handlers.inprocess import InProcess
+    from belt.handlers.webhook import WebhookResult
+
+EXAMPLES_DEFAULT = 100
+SHRINK_CALLS_MAX = 300
+"""The most calls spent shrinking the failures of one event (a slow handler makes each dear)."""
+EXAMPLES_MAX = 100_000
+WRONG_SECRET = "whsec_YmVsdC1jaGVjazogbm90IHRoZSBzZWNyZXQ="
+SKEW_SECONDS = 600
+"""How far off the stale and future timestamps of the signature cases are (the limit is 300)."""
+BODY_PROBLEM = "answered with a body that is not a LifecycleHookResponse"
+
+
+class CaseFailed(Exception):
+    """A generated case failed a check; its class names the check, for Hypothesis to tell the
+    failures apart and shrink each."""
+
+
+_FAILURES: dict[str, type[CaseFailed]] = {}
+
+
+def failure_class(check: str) -> type[CaseFailed]:
+    """The exception class of one check's failures."""
+    if check not in _FAILURES:
+        _FAILURES[check] = type(f"Failed_{check}", (CaseFailed,), {})
+    return _FAILURES[check]
+
+
+class _Stop(BaseException):
+    """Out of time or of shrinking calls: Hypothesis lets a BaseException through at once."""
+
+
+@dataclass
+class Sender:
+    """Delivers to the subjects of one run: webhooks through one client, ``py:`` handlers in
+    this process, executor tools as ``belt executor run`` runs them."""
+
+    client: httpx.Client
+    inprocess: InProcess
+    secret: str | None = None
+
+    def deliver(self, subject: Subject, payload: dict[str, Any], msg_id: str) -> WebhookResult:
+        """One delivery of ``payload``, signed with ``msg_id`` when there is a secret."""
+        if subject.kind == "py":
+            return self.inprocess.deliver(subject.target, payload, timeout=subject.timeout)
+        from belt.handlers.webhook import encode_payload, post_body
+
+        body = encode_payload(payload)
+        headers = {"content-type": "application/json"}
+        if self.secret:
+            from belt.signing import signed_headers
+
+            headers.update(signed_headers(self.secret, body, msg_id=msg_id))
+        return post_body(self.client, subject.target, body, headers, timeout=subject.timeout)
+
+
+@dataclass
+class Explorer:
+    """Runs Hypothesis over one strategy, with belt's bounds and quiet settings."""
+
+    report: CheckReport
+    seed: int
+    examples: int
+    deadline: float
+    found: dict[str, tuple[int, Any, str]] = field(default_factory=dict)
+    """The smallest failing case per check: (size, payload, detail)."""
+    flaky: set[str] = field(default_factory=set)
+
+    def record(self, check: str, detail: str, payload: Any) -> None:
+        """Keep ``payload`` if it is the smallest failure of ``check`` so far."""
+        size = len(encode(payload))
+        known = self.found.get(check)
+        if known is None or size < known[0]:
+            self.found[check] = (size, payload, detail)
+
+    def explore(
+        self,
+        strategy: Any,
+        sample: Any,
+        case: Callable[[Any, bool], list[tuple[str, str]]],
+    ) -> None:
+        """Run ``case(payload, counting)`` on the sample and generated payloads; a failure is
+        recorded, raised for Hypothesis to shrink, and the search ends with the shrinking."""
+        from hypothesis import HealthCheck, Phase, Verbosity, example, given, settings
+        from hypothesis import seed as seeded
+        from hypothesis.errors import Flaky
+
+        shrinking = {"calls": 0, "on": False}
+
+        def test(payload: Any) -> None:
+            if time.monotonic() > self.deadline:
+                raise _Stop("--max-time")
+            if shrinking["on"]:
+                shrinking["calls"] += 1
+                if shrinking["calls"] > SHRINK_CALLS_MAX:
+                    raise _Stop("shrink")
+            started = time.perf_counter()
+            try:
+                failures = case(payload, not shrinking["on"])
+            finally:
+                self.report.case_seconds += time.perf_counter() - started
+            if not shrinking["on"]:
+                self.report.cases += 1
+            if failures:
+                for check, detail in failures:
+                    self.record(check, detail, payload)
+                shrinking["on"] = True
+                check, detail = failures[0]
+                raise failure_class(check)(detail)
+
+        quiet = settings(
+            max_examples=self.examples,
+            database=None,
+            deadline=None,
+            derandomize=False,
+            print_blob=False,
+            report_multiple_bugs=True,
+            verbosity=Verbosity.quiet,
+            suppress_health_check=list(HealthCheck),
+            phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink),
+        )
+        with_sample = example(sample)(test)
+        run: Callable[[], None] = quiet(seeded(self.seed)(given(strategy)(with_sample)))  # type: ignore[no-untyped-call]
+        try:
+            run()
+        except _Stop as stop:
+            if str(stop) == "--max-time":
+                self.report.stopped = "--max-time passed; the cases up to then are reported"
+        except CaseFailed:
+            pass
+        except Exception as exc:
+            if not _only_failures(exc):
+                raise
+            if isinstance(exc, Flaky):
+                self.flaky.update(self.found)
+
+
+def _only_failures(exc: BaseException) -> bool:
+    """True for an exception (or a group of them) made only of check failures."""
+    from hypothesis.errors import Flaky
+
+    if isinstance(exc, CaseFailed):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_failures(inner) for inner in exc.exceptions)
+    return isinstance(exc, Flaky)
+
+
+# -- inference.sh handlers ------------------------------------------------------------------------
+
+
+def _is_body_problem(result: WebhookResult) -> bool:
+    if result.error is None:
+        return False
+    answered = result.status is not None and 200 <= result.status < 300
+    return answered or BODY_PROBLEM in result.error
+
+
+def _decision(result: WebhookResult) -> str | None:
+    if result.error is not None or result.response is None:
+        return None
+    return str(result.response.effective_decision())
+
+
+def meaning_warnings(subject: Subject, result: WebhookResult) -> list[str]:
+    """What the platform would ignore in a valid answer, and what it does instead."""
+    response = result.response
+    if response is None:
+        return []
+    warnings = []
+    decision = response.decision
+    if decision and decision != HookDecision.ALLOW:
+        if subject.declared_async:
+            warnings.append(
+                f"{subject.event}: an async hook never blocks, its {decision} is ignored "
+                "and the agent continues"
+            )
+        elif outcome(subject.event, decision) == Outcome.IGNORED:
+            warnings.append(effect_text(subject.event, decision, None))
+    if response.injected and subject.declared_async:
+        warnings.append(
+            f"{subject.event}: an async hook never injects, its inject/system is dropped"
+        )
+    return warnings
+
+
+def platform_results(subject: Subject, *, signed: bool) -> dict[str, CheckResult]:
+    """The checks of one inference.sh subject, in report order."""
+    names = ["answers", "body", "decision", "deterministic", "redelivery"]
+    if signed:
+        names.append("signature")
+    return {name: CheckResult(name, subject.label, subject.event) for name in names}
+
+
+def platform_case(
+    subject: Subject, sender: Sender, results: dict[str, CheckResult]
+) -> Callable[[Any, bool], list[tuple[str, str]]]:
+    """One case on an inference.sh subject: the payload delivered, then delivered again with the
+    same ``webhook-id``."""
+
+    def case(payload: dict[str, Any], counting: bool) -> list[tuple[str, str]]:
+        msg_id = f"msg_{secrets.token_urlsafe(18)}"
+        first = sender.deliver(subject, payload, msg_id)
+        failures: list[tuple[str, str]] = []
+        answers, body = results["answers"], results["body"]
+        if counting:
+            answers.cases += 1
+            answers.latencies.append(first.duration_ms)
+        if first.error is not None and not _is_body_problem(first):
+            failures.append(("answers", first.error))
+            return _count(failures, results, counting)
+        if counting:
+            body.cases += 1
+        if first.error is not None:
+            failures.append(("body", first.error))
+            return _count(failures, results, counting)
+        meaning = results["decision"]
+        if counting:
+            for warning in first.warnings:
+                body.warn(warning)
+            meaning.cases += 1
+            for warning in meaning_warnings(subject, first):
+                meaning.warn(warning)
+        second = sender.deliver(subject, payload, msg_id)
+        if counting:
+            results["redelivery"].cases += 1
+            answers.latencies.append(second.duration_ms)
+        if second.error is not None:
+            again = (
+                "the same delivery again (same webhook-id)"
+                if sender.secret
+                else "the same payload again"
+            )
+            failures.append(("redelivery", f"{again}: {second.error}"))
+            return _count(failures, results, counting)
+        if counting:
+            results["deterministic"].cases += 1
+            once, twice = _decision(first), _decision(second)
+            if once != twice:
+                results["deterministic"].warn(
+                    f"the same payload got {once}, then {twice}; the platform acts on whichever "
+                    "answer it gets"
+                )
+        return failures
+
+    return case
+
+
+def _count(
+    failures: list[tuple[str, str]], results: dict[str, CheckResult], counting: bool
+) -> list[tuple[str, str]]:
+    if counting:
+        for check, _ in failures:
+            results[check].failed += 1
+    return failures
+
+
+def property_case(
+    subject: Subject, sender: Sender, prop: Property, result: CheckResult
+) -> Callable[[Any, bool], list[tuple[str, str]]]:
+    """One case of a property: a payload it speaks of must get its decision."""
+
+    def case(payload: dict[str, Any], counting: bool) -> list[tuple[str, str]]:
+        if not prop.applies(payload):
+            return []
+        answer = sender.deliver(subject, payload, f"msg_{secrets.token_urlsafe(18)}")
+        if counting:
+            result.cases += 1
+        got = _decision(answer)
+        if got == prop.decision:
+            return []
+        if counting:
+            result.failed += 1
+        if got is None:
+            return [("property", f"expected {prop.decision}; the call failed: {answer.error}")]
+        return [("property", f"expected {prop.decision}, got {got}")]
+
+    return case
+
+
+@dataclass(frozen=True)
+class SignatureCase:
+    """One request of the Standard Webhooks cases and whether a handler must accept it."""
+
+    name: str
+    body: bytes
+    headers: dict[str, str]
+    accept: bool
+
+
+def signature_cases(secret: str, payload: dict[str, Any], now: int) -> list[SignatureCase]:
+    """The Standard Webhooks cases for one payload, signed ``now``."""
+    from belt.handlers.webhook import encode_payload
+    from belt.signing import sign, signed_headers
+
+    body = encode_payload(payload)
+    plain = {"content-type": "application/json"}
+    msg_id = f"msg_{secrets.token_urlsafe(18)}"
+    good = signed_headers(secret, body, msg_id=msg_id, now=now)
+    tampered = encode_payload({**payload, "turn_count": int(payload.get("turn_count", 0)) + 1})
+
+    def signed(key: str, moment: int) -> dict[str, str]:
+        return {**plain, **signed_headers(key, body, msg_id=msg_id, now=moment)}
+
+    def without(name: str) -> dict[str, str]:
+        return {key: value for key, value in {**plain, **good}.items() if key != name}
+
+    other = sign(WRONG_SECRET, msg_id, now, body)
+    several = {**plain, **good, "webhook-signature": f"{other} {good['webhook-signature']}"}
+    return [
+        SignatureCase("a valid signature", body, {**plain, **good}, True),
+        SignatureCase("several signatures, one of them valid", body, several, True),
+        SignatureCase("an unsigned request", body, plain, False),
+        SignatureCase("a tampered body", tampered, {**plain, **good}, False),
+        SignatureCase(
+            "a signature made with another secret", body, signed(WRONG_SECRET, now), False
+        ),
+        SignatureCase(
+            "a stale timestamp (10 minutes old)", body, signed(secret, now - SKEW_SECONDS), False
+        ),
+        SignatureCase(
+            "a timestamp 10 minutes in the future", body, signed(secret, now + SKEW_SECONDS), False
+        ),
+        SignatureCase("no webhook-id header", body, without("webhook-id"), False),
+        SignatureCase("no webhook-timestamp header", body, without("webhook-timestamp"), False),
+        SignatureCase("no webhook-signature header", body, without("webhook-signature"), False),
+    ]
+
+
+def run_signatures(
+    subject: Subject, client: httpx.Client, secret: str, result: CheckResult
+) -> None:
+    """Send the Standard Webhooks cases; a case handled the wrong way fails the check."""
+    from belt.check.generate import spec_sample
+    from belt.handlers.webhook import post_body
+
+    payload = spec_sample(subject.event)
+    wrong: list[str] = []
+    first: Failure | None = None
+    for case in signature_cases(secret, payload, int(time.time())):
+        answer = post_body(client, subject.target, case.body, case.headers, timeout=subject.timeout)
+        result.cases += 1
+        status = answer.status
+        if case.accept:
+            ok = status is not None and 200 <= status < 300
+            expected = "2xx"
+        else:
+            ok = status is not None and 400 <= status < 500
+            expected = "4xx"
+        if ok:
+            continue
+        result.failed += 1
+        got = f"HTTP {status}" if status is not None else (answer.error or "no answer")
+        wrong.append(f"{case.name}: {got}, expected {expected}")
+        if first is None:
+            if case.name == "an unsigned request":
+                reproducer = trigger_command(subject.event, subject.target, payload)
+            else:
+                reproducer = curl_command(subject.target, case.body, case.headers)
+            first = Failure(wrong[-1], json.loads(case.body), reproducer)
+    if first is not None:
+        first.detail = "; ".join(wrong)
+        if any(name.startswith("an unsigned request") for name in wrong):
+            first.detail = (
+                "accepts unsigned requests although a secret is configured; " + first.detail
+            )
+        result.failure = first
+
+
+# -- Nexus executor tools -------------------------------------------------------------------------
+
+
+def nexus_results(subject: Subject) -> dict[str, CheckResult]:
+    """The checks of one Nexus subject, in report order."""
+    names = ["answers", "result", "deterministic", "redelivery"]
+    return {name: CheckResult(name, subject.label, subject.event) for name in names}
+
+
+def nexus_case(
+    subject: Subject, results: dict[str, CheckResult]
+) -> Callable[[Any, bool], list[tuple[str, str]]]:
+    """One case on an executor tool: the task input given twice (a retried task reuses it)."""
+    from belt.executor.inbox import ToolOutcome, check_result
+
+    executor = subject.executor
+    assert executor is not None
+
+    def call(task_input: dict[str, Any]) -> tuple[ToolOutcome, int]:
+        started = time.perf_counter()
+        done = executor.call(task_input, subject.timeout)
+        return done, round((time.perf_counter() - started) * 1000)
+
+    def problem(done: ToolOutcome) -> tuple[str, str] | None:
+        if done.timed_out:
+            return "answers", f"the tool did not finish within {subject.timeout:g} s"
+        if done.failure is not None:
+            return "answers", f"the tool failed: {done.failure}"
+        if done.invalid is not None:
+            return "result", done.invalid
+        problems, _ = check_result(done.result, subject.event)
+        if problems:
+            return "result", "; ".join(problems)
+        return None
+
+    def case(task_input: dict[str, Any], counting: bool) -> list[tuple[str, str]]:
+        first, took = call(task_input)
+        if counting:
+            results["answers"].cases += 1
+            results["answers"].latencies.append(took)
+        found = problem(first)
+        if found is None and counting:
+            results["result"].cases += 1
+        if found is None:
+            second, took = call(task_input)
+            again = problem(second)
+            if counting:
+                results["redelivery"].cases += 1
+                results["answers"].latencies.append(took)
+            if again is not None:
+                found = ("redelivery", f"the same task input again: {again[1]}")
+            elif counting:
+                results["deterministic"].cases += 1
+                once = (
+                    first.result.get("structured_content")
+                    if isinstance(first.result, dict)
+                    else None
+                )
+                twice = (
+                    second.result.get("structured_content")
+                    if isinstance(second.result, dict)
+                    else None
+                )
+                if once != twice:
+                    results["deterministic"].warn(
+                        f"the same task input got {json.dumps(once)}, then {json.dumps(twice)}"
+                    )
+        if found is None:
+            return []
+        return _count([found], results, counting)
+
+    return case
+
+
+# -- the run --------------------------------------------------------------------------------------
+
+
+def run_check(
+    target: str | None,
+    *,
+    events: list[str] | None = None,
+    executors: list[str] | None = None,
+    routes: list[str] | None = None,
+    props: str | Path | None = None,
+    secret: str | None = None,
+    timeout: float | None = None,
+    allow_network: bool = False,
+    examples: int = EXAMPLES_DEFAULT,
+    seed: int | None = None,
+    max_time: float | None = None,
+    save: Path | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> CheckReport:
+    """Check ``target`` (and the executors) against the contract; returns the report."""
+    from belt.engine.dispatch import parse_routes
+    from belt.engine.offline import OFFLINE_HINT
+    from belt.handlers.inprocess import InProcess
+    from belt.handlers.webhook import webhook_client
+
+    if not 1 <= examples <= EXAMPLES_MAX:
+        raise InvalidInput(f"--examples {examples}: expected 1 to {EXAMPLES_MAX}")
+    if timeout is not None and not 0 < timeout <= 300:
+        raise InvalidInput(f"--timeout {timeout:g}: expected more than 0 and at most 300 seconds")
+    if max_time is not None and max_time <= 0:
+        raise InvalidInput(f"--max-time {max_time:g}: expected more than 0 seconds")
+    if secret:
+        from belt.signing import secret_key
+
+        secret_key(secret)
+    properties = read_props(props) if props is not None else []
+    subjects, notes = subjects_for(
+        target,
+        events=list(events or []),
+        executors=list(executors or []),
+        routes=parse_routes(list(routes or [])),
+        timeout=timeout,
+    )
+    if not allow_network:
+        problems = network_problems(subjects)
+        if problems:
+            raise InvalidInput(
+                "belt check sends only to this machine", problems=problems, hint=OFFLINE_HINT
+            )
+    chosen_seed = seed if seed is not None else secrets.randbelow(2**32)
+    report = CheckReport(
+        target=_shown(target) if target else "executors",
+        seed=chosen_seed,
+        examples=examples,
+        notes=notes,
+    )
+    started = time.monotonic()
+    deadline = started + max_time if max_time is not None else float("inf")
+    inprocess = InProcess()
+    try:
+        for subject in subjects:
+            if subject.kind == "py":
+                inprocess.handler(subject.target)  # a handler that cannot be imported: exit 5
+        with webhook_client(transport) as client:
+            sender = Sender(client, inprocess, secret)
+            _reachable(subjects, sender)
+            for subject in subjects:
+                explorer = Explorer(report, chosen_seed, examples, deadline)
+                if subject.dialect == NEXUS:
+                    _check_nexus(subject, explorer, report)
+                else:
+                    _check_platform(subject, sender, explorer, report, properties, save)
+                if report.stopped:
+                    break
+    finally:
+        inprocess.close()
+        report.seconds = time.monotonic() - started
+    return report
+
+
+def _shown(target: str) -> str:
+    return (
+        url_host(target, every_port=True) if target.startswith(("http://", "https://")) else target
+    )
+
+
+def _reachable(subjects: list[Subject], sender: Sender) -> None:
+    """Exit 6 when a webhook cannot be reached at all (tried once, with the spec's sample)."""
+    from belt.check.generate import spec_sample
+
+    tried: set[str] = set()
+    for subject in subjects:
+        if subject.kind != "webhook" or subject.target in tried:
+            continue
+        tried.add(subject.target)
+        answer = sender.deliver(
+            subject, spec_sample(subject.event), f"msg_{secrets.token_urlsafe(18)}"
+        )
+        if answer.status is None and (answer.error or "").startswith(
+            ("cannot connect", "request to")
+        ):
+            raise Unreachable(
+                answer.error or "the target cannot be reached",
+                hint="check that the handler is running and listening at that host and port",
+            )
+
+
+def _finish(
+    subject: Subject,
+    explorer: Explorer,
+    results: dict[str, CheckResult],
+    reproduce: Callable[[Any], str],
+) -> None:
+    for check, (_, payload, detail) in explorer.found.items():
+        result = results[check]
+        result.failure = Failure(detail, payload, reproduce(payload), flaky=check in explorer.flaky)
+        if not result.failed:
+            result.failed = 1
+
+
+def _check_platform(
+    subject: Subject,
+    sender: Sender,
+    explorer: Explorer,
+    report: CheckReport,
+    properties: list[Property],
+    save: Path | None,
+) -> None:
+    from belt.check.generate import payloads, spec_sample, steered_payloads
+
+    results = platform_results(subject, signed=bool(sender.secret))
+
+    def reproduce(payload: Any) -> str:
+        return trigger_command(subject.event, subject.target, payload, sender.secret)
+
+    explorer.explore(
+        payloads(subject.event), spec_sample(subject.event), platform_case(subject, sender, results)
+    )
+    _finish(subject, explorer, results, reproduce)
+    signature = results.get("signature")
+    if signature is not None:
+        if subject.kind == "py":
+            signature.skipped = "a py: handler is called in-process; there is no request to sign"
+        elif sender.secret and not report.stopped:
+            run_signatures(subject, sender.client, sender.secret, signature)
+    found: list[CheckResult] = list(results.values())
+    for prop in properties:
+        if prop.event != subject.event or report.stopped:
+            continue
+        result = CheckResult("property", subject.label, subject.event, name=prop.name)
+        steered = Explorer(report, explorer.seed, explorer.examples, explorer.deadline)
+        strategy = steered_payloads(prop.event, prop.tool, prop.arguments, prop.unless)
+        steered.explore(
+            strategy, spec_sample(subject.event), property_case(subject, sender, prop, result)
+        )
+        _finish(subject, steered, {"property": result}, reproduce)
+        if result.cases == 0 and result.failure is None:
+            result.skipped = "no generated payload matched the property"
+        found.append(result)
+    if save is not None:
+        from belt.check.save import save_failures
+
+        save_failures(save, subject, found, properties)
+    report.results.extend(found)
+
+
+def _check_nexus(subject: Subject, explorer: Explorer, report: CheckReport) -> None:
+    from belt.check.generate import nexus_inputs, nexus_sample
+
+    executor = subject.executor
+    assert executor is not None
+    results = nexus_results(subject)
+
+    def reproduce(task_input: Any) -> str:
+        return executor_command(executor.kind, executor.spec, task_input)
+
+    explorer.explore(
+        nexus_inputs(subject.event), nexus_sample(subject.event), nexus_case(subject, results)
+    )
+    _finish(subject, explorer, results, reproduce)
+    report.results.extend(results.values())

@@ -1,0 +1,210 @@
+"""What ``belt check`` holds to the contract: one handler on one event, and how to reach it.
+
+A TARGET is a webhook URL, ``py:MODULE:FUNC``, or a declaration file: each of its webhook hooks is
+a subject (reached through ``--route`` as ``belt test`` reaches it), each declared Nexus boundary
+one through the ``--executor`` named by its tool. ``--executor NAME=TARGET`` alone checks that
+tool on every Nexus boundary. Only the given targets are ever sent to, and a URL that is not on
+this machine needs ``--allow-network`` (the hermetic rule of ``belt test``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from belt.effects import is_in_process, url_host
+from belt.errors import InvalidInput, UsageError
+from belt.wire.catalogue import EVENTS
+from belt.wire.enums import Dialect
+from belt.wire.nexus import NexusEvent
+from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, HookHandlerType
+from belt.wire.validate import check_webhook_url, in_process_problem
+
+if TYPE_CHECKING:
+    from belt.engine.dispatch import Route
+    from belt.executor.targets import Target
+
+PLATFORM = "platform"
+NEXUS = "nexus"
+PLATFORM_EVENTS = tuple(event for event, info in EVENTS.items() if info.emitted)
+"""The events a bare URL or ``py:`` target is checked on: every event the platform emits."""
+
+
+@dataclass
+class Subject:
+    """One handler on one event: a webhook URL, a ``py:`` handler or a Nexus executor tool."""
+
+    dialect: str
+    event: str
+    target: str
+    """Where the payload goes: a URL, ``py:MODULE:FUNC``, or the executor's TARGET."""
+    timeout: float
+    declared_async: bool = False
+    tool: str | None = None
+    """The executor tool's name (Nexus)."""
+    executor: Target | None = field(default=None, repr=False)
+
+    @property
+    def kind(self) -> str:
+        """``webhook``, ``py`` or ``executor``."""
+        if self.dialect == NEXUS:
+            return "executor"
+        return "py" if is_in_process(self.target) else "webhook"
+
+    @property
+    def label(self) -> str:
+        """How the subject is shown: a URL by host only."""
+        if self.dialect == NEXUS:
+            return f"{self.event} → executor {self.tool} ({self.executor_label})"
+        shown = self.target if self.kind == "py" else url_host(self.target, every_port=True)
+        return f"{self.event} → {shown}"
+
+    @property
+    def executor_label(self) -> str:
+        """The executor target as shown (a URL by host only)."""
+        return self.executor.label if self.executor is not None else self.target
+
+
+def _events(wanted: list[str], known: tuple[str, ...], what: str) -> list[str]:
+    if not wanted:
+        return list(known)
+    for event in wanted:
+        if event not in known:
+            raise InvalidInput(
+                f"--event {event!r}: not {what} (expected one of {', '.join(known)})"
+            )
+    return [event for event in known if event in wanted]
+
+
+def _target_problem(target: str) -> str | None:
+    if is_in_process(target):
+        return in_process_problem(target, allowed=True)
+    return check_webhook_url(target)
+
+
+def subjects_for(
+    target: str | None,
+    *,
+    events: list[str],
+    executors: list[str],
+    routes: list[Route],
+    timeout: float | None,
+) -> tuple[list[Subject], list[str]]:
+    """The subjects of a check and the notes about what is not checked (gates, tasks, …)."""
+    from belt.executor.targets import parse_tools
+
+    tools = parse_tools(executors)
+    notes: list[str] = []
+    if target is None:
+        if not tools:
+            raise UsageError("give a TARGET (a URL, py:MODULE:FUNC or a hooks file) or --executor")
+        nexus = _events(events, tuple(NexusEvent), "a Nexus boundary")
+        return [
+            Subject(
+                NEXUS,
+                event,
+                tool.spec,
+                timeout or WEBHOOK_TIMEOUT_DEFAULT,
+                tool=name,
+                executor=tool,
+            )
+            for name, tool in tools.items()
+            for event in nexus
+        ], notes
+    if target.startswith(("http://", "https://", "py:")):
+        problem = _target_problem(target)
+        if problem:
+            raise InvalidInput(
+                f"TARGET {target if is_in_process(target) else url_host(target)}: {problem}"
+            )
+        chosen = _events(events, PLATFORM_EVENTS, "an event belt checks")
+        seconds = timeout or float(WEBHOOK_TIMEOUT_DEFAULT)
+        return [Subject(PLATFORM, event, target, seconds) for event in chosen], notes
+    return _from_file(Path(target), events=events, tools=tools, routes=routes, timeout=timeout)
+
+
+def _from_file(
+    path: Path,
+    *,
+    events: list[str],
+    tools: dict[str, Target],
+    routes: list[Route],
+    timeout: float | None,
+) -> tuple[list[Subject], list[str]]:
+    from belt.declarations import load_declaration
+    from belt.engine.dispatch import route_for
+
+    declaration = load_declaration(path)
+    if not declaration.ok:
+        raise InvalidInput(
+            f"{path}: not a valid hooks file", problems=declaration.findings.problems
+        )
+    subjects: list[Subject] = []
+    notes: list[str] = []
+    if declaration.dialect == Dialect.PLATFORM:
+        for index, hook in enumerate(declaration.hooks):
+            event = str(hook.event)
+            if events and event not in events:
+                continue
+            if hook.type != HookHandlerType.WEBHOOK or not hook.handler:
+                notes.append(f"hooks[{index}] ({event}, {hook.type}): not a webhook, not checked")
+                continue
+            url = str(hook.handler)
+            route = route_for(routes, url)
+            destination = route.destination(url) if route is not None else url
+            seconds = timeout or float(hook.effective_timeout())
+            subjects.append(
+                Subject(PLATFORM, event, destination, seconds, declared_async=hook.runs_async)
+            )
+        if events and not subjects:
+            raise InvalidInput(f"{path}: no webhook hook on {', '.join(events)}")
+        return subjects, notes
+    declared = declaration.lifecycle_hooks.declared() if declaration.lifecycle_hooks else {}
+    for event, boundary in declared.items():
+        if events and event.value not in events:
+            continue
+        tool = tools.get(boundary.tool)
+        if tool is None:
+            raise InvalidInput(
+                f"{path}: lifecycle_hooks.{event.value} runs the tool {boundary.tool!r}; give "
+                f"--executor {boundary.tool}=TARGET (cmd:COMMAND, py:MODULE:FUNC or a URL)"
+            )
+        seconds = timeout or boundary.timeout_ms / 1000
+        subjects.append(
+            Subject(NEXUS, event.value, tool.spec, seconds, tool=boundary.tool, executor=tool)
+        )
+    if not subjects:
+        raise InvalidInput(
+            f"{path}: declares no hook to check" + (f" on {', '.join(events)}" if events else "")
+        )
+    return subjects, notes
+
+
+def network_problems(subjects: list[Subject]) -> list[str]:
+    """Every subject that would be sent to an address not on this machine, one line each."""
+    from belt.engine.offline import on_this_machine, origin
+
+    problems = []
+    seen: set[str] = set()
+    for subject in subjects:
+        target = subject.target
+        if subject.dialect == NEXUS and subject.executor is not None:
+            if subject.executor.kind != "http":
+                continue
+        if on_this_machine(target) or target in seen:
+            continue
+        seen.add(target)
+        problems.append(
+            f"{subject.event}: {origin(target)} is not on this machine; give --allow-network to "
+            "check it there (belt check sends only to the targets given)"
+        )
+    return problems
+
+
+def describe_subjects(subjects: list[Subject]) -> dict[str, Any]:
+    """What is checked, for the report's head."""
+    return {
+        "subjects": len(subjects),
+        "events": sorted({subject.event for subject in subjects}),
+    }

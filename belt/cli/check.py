@@ -1,0 +1,176 @@
+"""``belt check``: hold a hook handler to the platform's contract with generated payloads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from belt.cli.options import Executors, Routes
+
+if TYPE_CHECKING:
+    from belt.check.report import CheckReport, CheckResult
+
+STYLES = {"pass": "green", "fail": "red", "warn": "yellow", "skip": "dim"}
+
+
+def check(
+    target: Annotated[
+        str | None,
+        typer.Argument(
+            help="A webhook URL, py:MODULE:FUNC, or a hooks file (each webhook hook is checked).",
+            show_default=False,
+        ),
+    ] = None,
+    event: Annotated[
+        list[str] | None,
+        typer.Option("--event", help="Check only this event (repeatable).", show_default=False),
+    ] = None,
+    executor: Executors = None,
+    props: Annotated[
+        Path | None,
+        typer.Option(
+            "--props",
+            metavar="FILE",
+            help="TOML file of [[property]] tables: the decision matching payloads must get.",
+        ),
+    ] = None,
+    secret: Annotated[
+        str | None,
+        typer.Option(
+            help="whsec_... secret: sign every case, and check the Standard Webhooks cases."
+        ),
+    ] = None,
+    route: Routes = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            metavar="S",
+            help="Seconds a handler has to answer (default: the hook's timeout, else 30).",
+        ),
+    ] = None,
+    allow_network: Annotated[
+        bool,
+        typer.Option(
+            "--allow-network", help="Let belt check send to a target that is not on this machine."
+        ),
+    ] = False,
+    examples: Annotated[int, typer.Option(metavar="N", help="Generated payloads per event.")] = 100,
+    seed: Annotated[
+        int | None,
+        typer.Option(metavar="S", help="Seed of the generation (default: a new one, printed)."),
+    ] = None,
+    max_time: Annotated[
+        float | None,
+        typer.Option(metavar="S", help="Stop sending new cases after S seconds."),
+    ] = None,
+    save: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="Write each failure as a belt test scenario in DIR."),
+    ] = None,
+    json_: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    junit_xml: Annotated[
+        Path | None,
+        typer.Option("--junit-xml", metavar="FILE", help="Also write a JUnit XML report to FILE."),
+    ] = None,
+) -> None:
+    """Check a hook handler against everything the platform may send it.
+
+    Generates payloads for every event the target is declared for (each event's spec sample
+    among them) and checks, by name: answers (2xx within the timeout, latency p50/p95/p99/max),
+    body (empty or a valid response; unknown keys warn), decision (means something for the
+    event, else a warning saying what the platform does instead), deterministic (the same
+    payload, the same decision), redelivery (the same delivery again is harmless) and, with
+    --secret, signature (the Standard Webhooks cases: valid and several-signature requests
+    accepted; unsigned, tampered, wrong-secret, stale, future and header-less ones refused with
+    4xx). --executor NAME=TARGET checks a Nexus executor tool (answers, result: the decision's
+    shape and limits). Every failure is shrunk to its smallest payload and printed as a command
+    that reproduces it. Sends only to the targets given, one case at a time; a URL not on this
+    machine needs --allow-network. Exits 0 when every check passed (warnings allowed), 1 when
+    one failed, 5 on invalid input, 6 when the target cannot be reached at all.
+
+    Example:
+
+        belt check http://127.0.0.1:8000/hook --event agent.tool_call --props props.toml
+    """
+    from belt import output
+    from belt.check.report import junit_xml as write_junit
+    from belt.check.run import run_check
+
+    report = run_check(
+        target,
+        events=list(event or []),
+        executors=list(executor or []),
+        routes=list(route or []),
+        props=props,
+        secret=secret,
+        timeout=timeout,
+        allow_network=allow_network,
+        examples=examples,
+        seed=seed,
+        max_time=max_time,
+        save=save,
+    )
+    if junit_xml is not None:
+        write_junit(report, junit_xml)
+    if json_:
+        output.print_json(report.to_json())
+    else:
+        render(report)
+    raise typer.Exit(int(report.exit_code))
+
+
+def render(report: CheckReport) -> None:
+    """The report: a line per check, grouped by subject, failures with their reproducer."""
+    from belt import output
+    from belt.text import printable
+
+    rows: list[tuple[str, str]] = []
+    subject = None
+    for result in report.results:
+        if result.subject != subject:
+            subject = result.subject
+            rows += [("", ""), (printable(subject), "bold")]
+        rows += _lines(result)
+    for note in report.notes:
+        rows.append((f"note: {printable(note)}", "dim"))
+    counts = report.counts()
+    summary = (
+        f"{len(report.results)} checks: {counts['pass']} passed, {counts['fail']} failed, "
+        f"{counts['warn']} warned, {counts['skip']} skipped; {report.cases} cases in "
+        f"{report.seconds:.1f} s (seed {report.seed}; --seed {report.seed} repeats it)"
+    )
+    rows += [("", ""), (summary, STYLES["fail" if counts["fail"] else "pass"])]
+    if report.stopped:
+        rows.append((report.stopped, "yellow"))
+    output.lines(rows)
+
+
+def _lines(result: CheckResult) -> list[tuple[str, str]]:
+    from belt.text import printable
+
+    status = result.status
+    head = f"  {status:<4}  {result.check:<13} {printable(result.title)}"
+    if status == "skip":
+        head += f" (skipped: {printable(result.skipped or '')})"
+    else:
+        head += f" ({result.cases} cases"
+        if result.warned:
+            head += f", {result.warned} warned"
+        head += ")"
+    latency = result.latency()
+    if latency is not None:
+        head += " latency p50 {p50} ms p95 {p95} ms p99 {p99} ms max {max} ms".format(**latency)
+    rows = [(head, STYLES[status])]
+    for warning, count in result.warnings.items():
+        times = f" ({count}×)" if count > 1 else ""
+        rows.append((f"        warning: {printable(warning)}{times}", "yellow"))
+    failure = result.failure
+    if failure is not None:
+        flaky = " (it did not fail on every try)" if failure.flaky else ""
+        rows.append((f"        {printable(failure.detail)}{flaky}", "red"))
+        rows.append((f"        reproduce: {printable(failure.reproducer)}", ""))
+        if result.saved:
+            rows.append((f"        saved as {printable(result.saved)}", "dim"))
+    return rows
