@@ -25,6 +25,7 @@ LIMITS = {
     "option": 1 * MiB,
     "payloads": 64 * MiB,
     "registry entry": 256 * 1024,
+    "snapshot": 16 * MiB,
 }
 """The most bytes read from one input of each kind."""
 

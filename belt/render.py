@@ -734,12 +734,18 @@ def test_result_line(result: dict[str, Any]) -> tuple[str, str]:
         failed = len(result["failures"])
         hooks = len(result.get("hook_failures") or [])
         unfired = len(result.get("unfired_hooks") or [])
-        if failed or not (hooks or unfired):
+        snapshot = (result.get("snapshot") or {}).get("status") in ("changed", "missing")
+        if failed or not (hooks or unfired or snapshot):
             line += f"  {failed} of {result['expectations']} expectation(s) failed"
         if hooks:
             line += f"{',' if failed else ' '} {hooks} hook call(s) failed unnamed"
         if unfired:
             line += f"{',' if failed or hooks else ' '} {unfired} hook(s) never fired"
+        if snapshot:
+            shown = (
+                "no snapshot" if result["snapshot"]["status"] == "missing" else "snapshot differs"
+            )
+            line += f"{',' if failed or hooks or unfired else ' '} {shown}"
     elif status == "error":
         line += "  invalid scenario" if result.get("invalid") else "  error"
     elif result.get("hooks") and result["hooks"]["calls"]:
@@ -780,6 +786,28 @@ def test_failure_lines(result: dict[str, Any], dialect: str) -> Lines:
     if unfired:
         lines.append((f"{len(unfired)} declared hook(s) never fired (--fail-under-hooks):", "red"))
         lines.extend((f"  {unfired_text(entry)}", "") for entry in unfired)
+    if result.get("snapshot"):
+        lines.extend(snapshot_lines(result["snapshot"]))
+    return lines
+
+
+def snapshot_lines(comparison: dict[str, Any]) -> Lines:
+    """``belt test --snapshot``: how a record differs from its stored snapshot, with the
+    unified diff (removed lines red, added green)."""
+    if comparison["status"] == "missing":
+        return [
+            (f"no snapshot at {comparison['path']}", "red"),
+            ("  run `belt test --snapshot-update` to write it, then review and commit it", "dim"),
+        ]
+    if comparison["status"] != "changed":
+        return []
+    lines: Lines = [(f"the record differs from its snapshot {comparison['path']}:", "red")]
+    lines.extend((f"  {change}", "") for change in comparison["changes"])
+    for line in comparison["diff"]:
+        style = "dim" if line.startswith(("---", "+++", "@@")) else ""
+        style = style or {"-": "red", "+": "green"}.get(line[:1], "")
+        lines.append((f"  {line}", style))
+    lines.append(("  if the change is intended, run `belt test --snapshot-update`", "dim"))
     return lines
 
 

@@ -59,6 +59,49 @@ def test(
             help="Fail a scenario that declares a hook that never fired.",
         ),
     ] = False,
+    snapshot: Annotated[
+        bool,
+        typer.Option(
+            "--snapshot",
+            help="Also compare each scenario's record with its stored snapshot "
+            "(__snapshots__/FILE.json beside it) and fail it, with a diff, when they differ.",
+        ),
+    ] = False,
+    snapshot_update: Annotated[
+        bool,
+        typer.Option(
+            "--snapshot-update",
+            help="Write each scenario's snapshot (those that differ or are new).",
+        ),
+    ] = False,
+    jobs: Annotated[
+        str,
+        typer.Option(
+            "-j",
+            "--jobs",
+            metavar="N",
+            help="Run the scenarios in N worker processes (auto: one per core); the report and "
+            "the JUnit file keep the serial order.",
+        ),
+    ] = "1",
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="K/N",
+            help="Run shard K of N: every N-th scenario in the suite's order (after -k), "
+            "starting at the K-th, so N machines together run each once.",
+        ),
+    ] = None,
+    keep: Annotated[
+        Path | None,
+        typer.Option(
+            "--keep",
+            metavar="DIR",
+            help="Keep each scenario's records on disk, in a state directory of its own under "
+            "DIR (BELT_HOME=DIR/NAME belt sim show --last), instead of in memory.",
+        ),
+    ] = None,
 ) -> None:
     """Run every scenario file that has expect tables, each in a fresh store, and check them.
 
@@ -71,9 +114,16 @@ def test(
     unless --allow-network. --coverage answers "did my hook ever run?": each declared hook,
     how often it fired, its decisions and effects (allow, deny, stop, suspend, injected,
     failed; for Nexus acknowledged, continued, failed, held) and the tools it saw.
-    --fail-under-hooks fails a scenario with a hook that never fired. Exits 5 when a file is not a
+    --fail-under-hooks fails a scenario with a hook that never fired. --snapshot compares
+    each record (transcript, hook payloads and decisions, interrupts; ids as <run:1>...,
+    durations left out) with the snapshot stored beside the scenario; --snapshot-update
+    writes them. Exits 5 when a file is not a
     valid scenario (the others still run) or no scenario with expectations is found, 1 when an
     expectation fails or a scenario errors, else 0.
+
+    Each scenario runs in a store in memory (--keep DIR writes it to disk instead). -j N
+    runs N worker processes at once, each with its own module state for py: handlers;
+    --shard K/N runs a deterministic part of the suite (docs/testing.md).
 
     Examples:
 
@@ -90,6 +140,7 @@ def test(
         test_summary_line,
     )
     from belt.testing.suite import run_suite
+    from belt.testing.workers import parse_jobs, parse_shard
     from belt.text import printable
 
     def show(lines: list[tuple[str, str]]) -> None:
@@ -115,6 +166,10 @@ def test(
             allow_network=allow_network,
             fail_unfired=fail_under_hooks,
             coverage=coverage,
+            snapshot="update" if snapshot_update else "check" if snapshot else None,
+            jobs=parse_jobs(jobs),
+            shard=None if shard is None else parse_shard(shard),
+            keep=keep,
         )
     except KeyboardInterrupt:
         output.warning("interrupted; the scenarios that ended are reported above")

@@ -1,0 +1,375 @@
+"""Snapshots: a scenario's whole record, stored beside it, and compared on each run.
+
+``belt test --snapshot`` writes what a scenario did (its transcript, the payload and answer of
+every hook call, the interrupts and how each was settled, its runs) as a JSON document in a
+stable form, and compares it with the one stored in ``__snapshots__/FILE.json`` beside the
+scenario file. What differs between two runs of one scenario is taken out first, so that a
+scenario that runs twice writes the same bytes:
+
+- ids become stable names, numbered by kind in the order they first appear in the record
+  (``<run:1>``, ``<chat:1>``, ``<int:2>``); a short id or a prefix of a known id becomes its
+  name too;
+- measured durations (``duration_ms``, ``latency_ms``) are left out;
+- timestamps are kept when the scenario runs on a virtual clock (``clock = "..."``), which makes
+  them the same each run, and written ``<time>`` when it runs on wall time;
+- the scenario's absolute path is left out.
+
+Its parts come in a fixed order (the hook calls first) and every other key is sorted; the
+document is indented and ends with a newline, so a changed record reads as a small unified
+diff in review and in the failure report.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from belt import strictjson
+from belt.errors import BeltError
+from belt.inputs import read_bytes
+from belt.store.files import atomic_write
+
+DIRECTORY = "__snapshots__"
+"""The directory beside a scenario that holds its snapshot (``__snapshots__/FILE.json``)."""
+
+DURATIONS = frozenset({"duration_ms", "latency_ms"})
+"""Keys of measured times, left out of a snapshot."""
+
+LEFT_OUT = {"simulation": ("source",)}
+"""Keys of the report that name where it ran (the scenario's absolute path), left out."""
+
+KINDS = {
+    "ag": "agent",
+    "ar": "run",
+    "call": "call",
+    "ch": "chat",
+    "ht": "task",
+    "int": "int",
+    "msg": "msg",
+    "sim": "sim",
+    "ti": "tool",
+}
+"""The name a snapshot gives each id prefix (others keep their prefix: ``<rp:1>``)."""
+
+ID = re.compile(r"(?<![0-9A-Za-z_])([a-z]{1,8})_([0-9a-z]{20,32})(?![0-9A-Za-z_])")
+"""A record id: a prefix and 20 letters and digits (``belt.records.ids.new_id``), or up to 32
+for the ids derived from others (a Nexus hook task's ``ht_`` and 24 hex digits)."""
+SHORT = re.compile(r"(?<![0-9A-Za-z_])(?:([a-z]{1,8})_)?([0-9a-z]{6,19})(?![0-9A-Za-z_])")
+"""A short form of an id: its body's first letters, with or without its prefix."""
+SHORT_MIN = 6
+TIMESTAMP = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?", re.IGNORECASE
+)
+WALL_TIME = "<time>"
+
+FIRST = ("clock", "simulation", "hook_executions", "hook_tasks", "interrupts", "runs", "chat")
+"""The parts of a record in the order a snapshot lists them and names their changes."""
+
+DIFF_LINES = 200
+"""The most lines of a snapshot's diff a failure shows."""
+CHANGES_SHOWN = 8
+"""The most changed values a failure names before its diff."""
+
+
+def snapshot_path(scenario: Path) -> Path:
+    """Where the snapshot of ``scenario`` is kept: ``__snapshots__/NAME.json`` beside it."""
+    return scenario.parent / DIRECTORY / f"{scenario.name}.json"
+
+
+# -- making one --------------------------------------------------------------------------------
+
+
+class _Names:
+    """Stable names for the ids of one record, given in the order they first appear."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.counts: dict[str, int] = {}
+        self.short: dict[str, str] = {}
+
+    def learn(self, value: Any) -> None:
+        """Name every id in ``value`` (walked in its own order) that has no name yet."""
+        if isinstance(value, dict):
+            for key, item in value.items():
+                self.learn(key)
+                self.learn(item)
+        elif isinstance(value, list):
+            for item in value:
+                self.learn(item)
+        elif isinstance(value, str):
+            for match in ID.finditer(value):
+                self._name(match.group(1), match.group(2))
+
+    def _name(self, prefix: str, body: str) -> None:
+        full = f"{prefix}_{body}"
+        if full in self.names:
+            return
+        kind = KINDS.get(prefix, prefix)
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        name = f"<{kind}:{self.counts[kind]}>"
+        self.names[full] = name
+        for length in range(SHORT_MIN, len(body)):
+            self.short.setdefault(body[:length], name)
+
+    def text(self, text: str, *, wall: bool) -> str:
+        """``text`` with every id (full or short) as its name, and on wall time, no times."""
+        text = ID.sub(lambda m: self.names.get(m.group(), m.group()), text)
+        if self.short:
+            text = SHORT.sub(self._short, text)
+        if wall:
+            text = TIMESTAMP.sub(WALL_TIME, text)
+        return text
+
+    def _short(self, match: re.Match[str]) -> str:
+        name = self.short.get(match.group(2))
+        if name is None or (
+            match.group(1) and KINDS.get(match.group(1), match.group(1)) not in name
+        ):
+            return match.group()
+        return name
+
+    def value(self, value: Any, *, wall: bool) -> Any:
+        """``value`` with ids named, durations left out and (on wall time) no times."""
+        if isinstance(value, dict):
+            return {
+                self.text(str(key), wall=wall): self.value(item, wall=wall)
+                for key, item in value.items()
+                if key not in DURATIONS
+            }
+        if isinstance(value, list):
+            return [self.value(item, wall=wall) for item in value]
+        if isinstance(value, str):
+            return self.text(value, wall=wall)
+        return value
+
+
+def snapshot_of(report: dict[str, Any], *, virtual_clock: bool) -> dict[str, Any]:
+    """The stable form of a simulation's report (``belt.engine.report.build_report``): every
+    part of it but the hook summary (which its hook calls already say), ids named in the order
+    they first appear, durations left out, and timestamps kept only on a virtual clock."""
+    record = {key: value for key, value in report.items() if key != "hook_summary"}
+    for part, keys in LEFT_OUT.items():
+        if isinstance(record.get(part), dict):
+            record[part] = {k: v for k, v in record[part].items() if k not in keys}
+    # Async hooks finish in their own time, so their records interleave with the others in
+    # no fixed order: they are named after the rest and listed last, in the order of their
+    # stable form.
+    executions = list(record.get("hook_executions") or [])
+    late = [execution for execution in executions if execution.get("async")]
+    record["hook_executions"] = [
+        execution for execution in executions if not execution.get("async")
+    ]
+    names = _Names()
+    names.learn(record)
+    names.learn(late)
+    wall = not virtual_clock
+    stable = names.value(record, wall=wall)
+    stable["hook_executions"] += sorted(
+        names.value(late, wall=wall), key=lambda item: json.dumps(item, sort_keys=True)
+    )
+    return {"clock": "virtual" if virtual_clock else "wall", **stable}
+
+
+def snapshot_text(report: dict[str, Any], *, virtual_clock: bool) -> str:
+    """The snapshot of a report as it is stored: its parts in the order of ``FIRST``, every
+    other key sorted, indented, newline-terminated."""
+    document = snapshot_of(report, virtual_clock=virtual_clock)
+    parts = sorted(document, key=_part_order)
+    ordered = {part: _sorted(document[part]) for part in parts}
+    return json.dumps(ordered, indent=2, ensure_ascii=False) + "\n"
+
+
+def _part_order(key: str) -> tuple[int, str]:
+    """The record's parts in the order a reader wants them: what the hooks were sent and
+    decided first, then the interrupts, the runs and the transcript, then the rest."""
+    return (FIRST.index(key) if key in FIRST else len(FIRST), key)
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _sorted(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(item) for item in value]
+    return value
+
+
+# -- comparing ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Comparison:
+    """How a scenario's record compared with its stored snapshot.
+
+    ``status`` is ``same``, ``written`` (``--snapshot-update`` wrote it, or it was new),
+    ``changed`` or ``missing``; ``changes`` name the values that differ, ``diff`` is the
+    unified diff of the stored snapshot against this run's.
+    """
+
+    path: str
+    status: str
+    changes: list[str] = field(default_factory=list)
+    diff: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        """True when the record does not match its snapshot (or there is none)."""
+        return self.status in ("changed", "missing")
+
+    def to_json(self) -> dict[str, Any]:
+        """The comparison as ``belt test --json`` prints it."""
+        return {
+            "path": self.path,
+            "status": self.status,
+            "changes": self.changes,
+            "diff": self.diff,
+        }
+
+
+def compare(scenario: Path, text: str, *, update: bool) -> Comparison:
+    """Compare a record's snapshot ``text`` with the one stored for ``scenario``; with
+    ``update``, write it instead (only when it differs, so an unchanged file is untouched)."""
+    path = snapshot_path(scenario)
+    stored = _stored(path)
+    if stored == text:
+        return Comparison(str(path), "same")
+    if update:
+        _write(path, text)
+        return Comparison(str(path), "written")
+    if stored is None:
+        return Comparison(str(path), "missing")
+    return Comparison(str(path), "changed", changes(stored, text), unified(stored, text, path))
+
+
+def _stored(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    data = read_bytes(path, kind="snapshot")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "backslashreplace")
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BeltError(f"{path.parent}: cannot create it: {exc.strerror or exc}") from None
+    atomic_write(path, text.encode("utf-8"))
+
+
+def unified(stored: str, text: str, path: Path) -> list[str]:
+    """The unified diff of the stored snapshot against this run's, cut at ``DIFF_LINES``."""
+    lines = list(
+        difflib.unified_diff(
+            stored.splitlines(),
+            text.splitlines(),
+            fromfile=f"{path} (stored)",
+            tofile=f"{path} (this run)",
+            lineterm="",
+        )
+    )
+    if len(lines) > DIFF_LINES:
+        lines = [*lines[:DIFF_LINES], f"… and {len(lines) - DIFF_LINES} more line(s) of diff"]
+    return lines
+
+
+def changes(stored: str, text: str) -> list[str]:
+    """The values that differ, each named by its path in the record and what it is about:
+    ``hook_executions[1] (agent.tool_call delete_file) decision: "deny" → "allow"``."""
+    try:
+        old = strictjson.decode(stored)
+    except strictjson.StrictJSONError:
+        return ["the stored snapshot is not valid JSON"]
+    new = json.loads(text)
+    found: list[str] = []
+    if isinstance(old, dict) and isinstance(new, dict):
+        # The hook calls first: a changed decision is named before the rows it changed.
+        # What the hooks decided is named before the simulation's status it changed.
+        for key in sorted(set(old) | set(new), key=lambda k: (k in FIRST[:2], _part_order(k))):
+            _walk_changes(
+                {key: old[key]} if key in old else {},
+                {key: new[key]} if key in new else {},
+                "",
+                found,
+            )
+    else:
+        _walk_changes(old, new, "", found)
+    if len(found) > CHANGES_SHOWN:
+        found = [*found[:CHANGES_SHOWN], f"… and {len(found) - CHANGES_SHOWN} more change(s)"]
+    return found
+
+
+CHANGES_KEPT = 1000
+
+
+def _walk_changes(old: Any, new: Any, path: str, found: list[str]) -> None:
+    """Name each value that differs by its path, a list item with what it is about
+    (``hook_executions[1] (agent.tool_call delete_file).decision``)."""
+    if len(found) >= CHANGES_KEPT:
+        return
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            where = f"{path}.{key}" if path else key
+            if key not in new:
+                found.append(f"{where}: removed (was {_short(old[key])})")
+            elif key not in old:
+                found.append(f"{where}: added ({_short(new[key])})")
+            else:
+                _walk_changes(old[key], new[key], where, found)
+        return
+    if isinstance(old, list) and isinstance(new, list):
+        for index in range(max(len(old), len(new))):
+            item = new[index] if index < len(new) else old[index]
+            where = f"{path}[{index}]{_label(item)}"
+            if index >= len(new):
+                found.append(f"{where}: removed")
+            elif index >= len(old):
+                found.append(f"{where}: added")
+            else:
+                _walk_changes(old[index], new[index], where, found)
+        return
+    if old != new:
+        found.append(f"{path}: {_short(old)} → {_short(new)}")
+
+
+def _label(item: Any) -> str:
+    """What a list item of the record is about, to name it in a change: its event and tool,
+    its role, or its source."""
+    if not isinstance(item, dict):
+        return ""
+    blocks = item.get("content")
+    block = blocks[0] if isinstance(blocks, list) and blocks else None
+    hook = ((block.get("event") or {}).get("hook") if isinstance(block, dict) else None) or {}
+    if isinstance(hook, dict) and hook.get("event"):
+        return f" (hook row {hook['event']})"
+    event = item.get("hook_event") or item.get("event") or item.get("source")
+    role = item.get("role")
+    payload = item.get("payload") or item.get("meta")
+    data = payload.get("data") if isinstance(payload, dict) else None
+    tool = data.get("tool") if isinstance(data, dict) else None
+    parts = [str(part) for part in (event or role, tool) if isinstance(part, str) and part]
+    return f" ({' '.join(parts)})" if parts else ""
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def compare_result(result: Any, scenario: Path, document: Any, *, update: bool) -> None:
+    """``belt test --snapshot``: compare a scenario's record (a ``ScenarioResult``) with its
+    stored snapshot, or write it with ``update``; a record that differs, or has no snapshot,
+    fails the scenario. A scenario that could not run is left as it is."""
+    if result.report is None or result.status == "error":
+        return
+    virtual = isinstance(document, dict) and document.get("clock") is not None
+    result.snapshot = compare(
+        scenario, snapshot_text(result.report, virtual_clock=virtual), update=update
+    )
+    if result.snapshot.failed:
+        result.status = "fail"

@@ -1,0 +1,211 @@
+"""belt test --snapshot: a scenario's record, stored in a stable form and compared on each run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from belt.testing.snapshot import snapshot_of, snapshot_path, snapshot_text
+from belt.testing.suite import run_suite
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "tests"
+
+
+def _examples(tmp_path: Path) -> Path:
+    """A copy of examples/tests (its scenarios and hooks), so snapshots are written there."""
+    copy = tmp_path / "tests"
+    shutil.copytree(EXAMPLES, copy, ignore=shutil.ignore_patterns("__snapshots__", "__pycache__"))
+    return copy
+
+
+def _snapshots(directory: Path) -> dict[str, bytes]:
+    return {
+        path.name: path.read_bytes() for path in sorted((directory / "__snapshots__").glob("*"))
+    }
+
+
+def test_every_example_writes_byte_identical_snapshots_twice(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.chdir(ROOT)  # the examples name their hooks from the repository's root
+    copy = _examples(tmp_path)
+    first = run_suite(paths=[copy], snapshot="update")
+    assert first.exit_code == 0, [(r.name, r.status, r.error) for r in first.results]
+    written = _snapshots(copy)
+    scenarios = sorted(p.name for p in copy.glob("*.toml"))
+    assert sorted(written) == [f"{name}.json" for name in scenarios]
+    shutil.rmtree(copy / "__snapshots__")
+
+    second = run_suite(paths=[copy], snapshot="update")
+    assert second.exit_code == 0
+    assert _snapshots(copy) == written
+    checked = run_suite(paths=[copy], snapshot="check")
+    assert checked.exit_code == 0
+    assert {r.snapshot.status for r in checked.results if r.snapshot} == {"same"}
+    for text in written.values():
+        assert text.endswith(b"}\n")
+        document = json.loads(text)
+        assert "duration_ms" not in text.decode() and "latency_ms" not in text.decode()
+        assert document["simulation"]["id"] == "<sim:1>"
+
+
+def test_ids_become_names_in_order_of_first_appearance(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.chdir(ROOT)
+    suite = run_suite(paths=[EXAMPLES / "guarded.toml"])
+    report = suite.results[0].report
+    assert report is not None
+    stable = snapshot_of(report, virtual_clock=False)
+    text = json.dumps(stable)
+    assert "ar_" not in text and "int_" not in text and "msg_" not in text
+    assert stable["chat"]["id"] == "<chat:1>"
+    assert stable["runs"][0]["id"] == "<run:1>"
+    interrupt = stable["interrupts"][0]
+    assert interrupt["id"] == interrupt["short_id"] == "<int:1>"
+    assert interrupt["run_id"] == "<run:1>"
+    # On wall time every timestamp is written <time>; a virtual clock keeps them.
+    assert interrupt["created_at"] == interrupt["expires_at"] == "<time>"
+    kept = snapshot_of(report, virtual_clock=True)
+    assert kept["interrupts"][0]["expires_at"] == report["interrupts"][0]["expires_at"]
+    assert kept["clock"] == "virtual" and stable["clock"] == "wall"
+    assert "source" not in stable["simulation"]
+
+
+def test_a_scenario_on_a_virtual_clock_keeps_its_times(tmp_path: Path) -> None:
+    scenario = tmp_path / "clocked.toml"
+    hooks = (EXAMPLES / "hooks.py").as_posix()
+    text = (EXAMPLES / "guarded.toml").read_text(encoding="utf-8")
+    text = text.replace("py:examples/tests/hooks.py", f"py:{hooks}")
+    scenario.write_text('clock = "2026-08-11T14:00:00Z"\n\n' + text, encoding="utf-8")
+    run_suite(paths=[scenario], snapshot="update")
+    first = snapshot_path(scenario).read_bytes()
+    snapshot_path(scenario).unlink()
+    run_suite(paths=[scenario], snapshot="update")
+    assert snapshot_path(scenario).read_bytes() == first
+    document = json.loads(first)
+    assert document["clock"] == "virtual"
+    assert document["interrupts"][0]["created_at"].startswith("2026-08-11T14:00")
+    assert "<time>" not in first.decode()
+
+
+def test_async_hooks_are_listed_in_a_stable_order(tmp_path: Path) -> None:
+    # Async hooks finish whenever they do, so their records interleave with the others in no
+    # fixed order; the snapshot lists them last, in the order of their stable form.
+    (tmp_path / "late.py").write_text(
+        "def late(payload):\n    return None\n",
+        encoding="utf-8",
+    )
+    handler = f"py:{(tmp_path / 'late.py').as_posix()}:late"
+    hooks = "".join(
+        f'[[agent.hooks]]\nevent = "{event}"\ntype = "webhook"\nasync = true\n'
+        f'handler = "{handler}"\n\n'
+        for event in ("agent.tool_call", "agent.turn_complete")
+    )
+    scenario = tmp_path / "late.toml"
+    scenario.write_text(
+        hooks
+        + '[[agent.hooks]]\nevent = "agent.tool_call"\ntype = "gate"\ntimeout = 600\n\n'
+        + '[[turns]]\nuser = "go"\n  [[turns.resolve]]\n  decision = "allow"\n'
+        + '  [[turns.model]]\n  tool_calls = [ { name = "a" }, { name = "b" } ]\n'
+        + '  [[turns.model]]\n  say = "done"\n\n[[expect]]\nrun_state = "completed"\n',
+        encoding="utf-8",
+    )
+    texts = set()
+    for _ in range(3):
+        suite = run_suite(paths=[scenario])
+        report = suite.results[0].report
+        assert suite.exit_code == 0 and report is not None
+        assert any(e["async"] for e in report["hook_executions"])
+        texts.add(snapshot_text(report, virtual_clock=False))
+    assert len(texts) == 1
+    listed = json.loads(texts.pop())["hook_executions"]
+    flags = [execution["async"] for execution in listed]
+    assert flags == sorted(flags)  # every sync record before the async ones
+
+
+def _belt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "belt", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_missing_snapshot_fails_with_the_command_that_writes_it(tmp_path: Path) -> None:
+    copy = _examples(tmp_path)
+    scenario = copy / "guarded.toml"
+    scenario.write_text(
+        scenario.read_text(encoding="utf-8").replace(
+            "py:examples/tests/hooks.py", f"py:{(copy / 'hooks.py').as_posix()}"
+        ),
+        encoding="utf-8",
+    )
+    missing = _belt("test", str(scenario), "--snapshot", cwd=tmp_path)
+    assert missing.returncode == 1, missing.stderr
+    assert "no snapshot" in missing.stdout
+    assert "belt test --snapshot-update" in missing.stdout
+    assert not snapshot_path(scenario).exists()
+
+    written = _belt("test", str(scenario), "--snapshot-update", cwd=tmp_path)
+    assert written.returncode == 0, written.stdout + written.stderr
+    assert snapshot_path(scenario).is_file()
+    same = _belt("test", str(scenario), "--snapshot", "--json", cwd=tmp_path)
+    assert same.returncode == 0, same.stdout
+    assert json.loads(same.stdout.splitlines()[0])["snapshot"]["status"] == "same"
+
+
+def test_an_edited_policy_fails_with_a_diff_naming_the_decision(tmp_path: Path) -> None:
+    copy = _examples(tmp_path)
+    scenario = copy / "guarded.toml"
+    hooks = copy / "hooks.py"
+    scenario.write_text(
+        scenario.read_text(encoding="utf-8").replace(
+            "py:examples/tests/hooks.py", f"py:{hooks.as_posix()}"
+        ),
+        encoding="utf-8",
+    )
+    assert _belt("test", str(scenario), "--snapshot-update", cwd=tmp_path).returncode == 0
+    stored = snapshot_path(scenario).read_bytes()
+    # The edited policy lets the database delete through to the gate.
+    policy = hooks.read_text(encoding="utf-8")
+    hooks.write_text(policy.replace('startswith("/tmp/")', 'startswith("/")'), encoding="utf-8")
+
+    changed = _belt("test", str(scenario), "--snapshot", cwd=tmp_path)
+    assert changed.returncode == 1
+    out = changed.stdout
+    assert "snapshot differs" in out
+    assert f"the record differs from its snapshot {snapshot_path(scenario)}" in out
+    first_change = out.split("the record differs from its snapshot", 1)[1].splitlines()[1]
+    assert first_change.strip() == (
+        'hook_executions[1] (agent.tool_call delete_file).decision: "deny" → "allow"'
+    )
+    assert '-      "decision": "deny",' in out
+    assert '+      "decision": "allow",' in out
+    assert "run `belt test --snapshot-update`" in out
+    assert snapshot_path(scenario).read_bytes() == stored  # --snapshot never writes
+
+    as_json = _belt("test", str(scenario), "--snapshot", "--json", cwd=tmp_path)
+    comparison = json.loads(as_json.stdout.splitlines()[0])["snapshot"]
+    assert comparison["status"] == "changed"
+    assert comparison["changes"][0].endswith('decision: "deny" → "allow"')
+    assert any(line.startswith("@@") for line in comparison["diff"])
+
+
+def test_snapshot_files_are_not_read_as_scenarios(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.chdir(ROOT)
+    copy = _examples(tmp_path)
+    (copy / "__snapshots__").mkdir()
+    # A snapshot that looked like a test scenario would be run (and fail) if it were found.
+    (copy / "__snapshots__" / "x.json").write_text('{"expect": [{"run_state": "failed"}]}')
+    suite = run_suite(paths=[copy])
+    assert [Path(r.name).name for r in suite.results] == ["guarded.toml"]
