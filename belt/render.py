@@ -723,6 +723,25 @@ def excerpt_lines(dialect: str, messages: list[dict[str, Any]]) -> Lines:
     return [line for _, lines in conversation(messages, show, []) for line in lines]
 
 
+def merged_excerpt_lines(dialect: str, excerpts: list[list[dict[str, Any]]]) -> Lines:
+    """Several excerpts of one transcript as one: each message once, in the chat's order, with
+    ``…`` where messages between two parts are left out."""
+    messages: dict[str, dict[str, Any]] = {}
+    for excerpt in excerpts:
+        for message in excerpt:
+            messages.setdefault(str(message.get("id")), message)
+    ordered = sorted(messages.values(), key=lambda m: int(m.get("order") or 0))
+    lines: Lines = []
+    part: list[dict[str, Any]] = []
+    for message in ordered:
+        if part and int(message.get("order") or 0) > int(part[-1].get("order") or 0) + 1:
+            lines.extend(excerpt_lines(dialect, part))
+            lines.append(("…", "dim"))
+            part = []
+        part.append(message)
+    return lines + excerpt_lines(dialect, part)
+
+
 STATUS_STYLES = {"pass": "green", "fail": "bold red", "error": "bold red"}
 
 
@@ -756,8 +775,8 @@ def test_result_line(result: dict[str, Any]) -> tuple[str, str]:
 
 
 def test_failure_lines(result: dict[str, Any], dialect: str) -> Lines:
-    """What went wrong in one scenario: each failed expectation, what happened instead, and
-    the transcript around it; or the error that stopped it."""
+    """What went wrong in one scenario: each failed expectation and what happened instead, then
+    one transcript excerpt around all of them; or the error that stopped it."""
     lines: Lines = [("", ""), (f"── {result['scenario']}", "bold")]
     if result["status"] == "error":
         lines.append((f"error: {result['error']}", "red"))
@@ -770,8 +789,9 @@ def test_failure_lines(result: dict[str, Any], dialect: str) -> Lines:
         found = str(failure["found"]).splitlines()
         lines.append((f"  found: {found[0] if found else ''}", ""))
         lines.extend((f"  {line}", "") for line in found[1:])
+    if result["failures"]:
         lines.append(("  transcript:", "dim"))
-        excerpt = excerpt_lines(dialect, failure["excerpt"])
+        excerpt = merged_excerpt_lines(dialect, [f["excerpt"] for f in result["failures"]])
         lines.extend((f"  {text}", style) for text, style in excerpt)
     hook_failures = result.get("hook_failures") or []
     if hook_failures:

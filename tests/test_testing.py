@@ -249,3 +249,42 @@ def test_a_webhook_off_this_machine_fails_the_test_before_it_runs(
             "--route https://hooks.example.invalid=TARGET*"
         ]
     )
+
+
+def test_a_failed_expectation_is_reported_as_what_happened_not_as_belt_source(
+    pytester: pytest.Pytester,
+) -> None:
+    make_test(
+        pytester,
+        "HANDLER = 'py:tests.pyhooks:allow'",
+        SCENARIO,
+        """
+        def test_guard(belt_scenario):
+            run = belt_scenario(SCENARIO)
+            run.expect(tool="delete_file", status="failed")
+
+        def test_own_expectations(belt_scenario):
+            belt_scenario({
+                **SCENARIO,
+                "expect": [{"tool": "delete_file", "status": "failed"}, {"run_state": "failed"}],
+            })
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            '*test_user.py:*: run.expect(tool="delete_file", status="failed")',
+            "",
+            'expected { tool = "delete_file", status = "failed" }',
+            "found: no tool call matches every key; the nearest:",
+        ]
+    )
+    # None of belt's own source, and no traceback through it.
+    assert "plugin.py" not in text and "raise " not in text and "def expect" not in text
+    # A scenario's own expectations that fail: each said, then one transcript excerpt.
+    own = text[text.index("test_own_expectations") :].split("belt transcript")[0]
+    assert own.count("expected {") == 2
+    assert own.count("transcript:") == 1
+    result.stdout.fnmatch_lines(["FAILED test_user.py::test_guard - expected { tool = *"])

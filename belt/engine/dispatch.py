@@ -8,6 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from belt.effects import (
     Outcome,
@@ -17,6 +18,7 @@ from belt.effects import (
     leaves_row,
     outcome,
     takes_effect,
+    url_host,
 )
 from belt.errors import UsageError
 from belt.wire.catalogue import EVENTS
@@ -343,6 +345,9 @@ class Dispatcher:
         run.warnings = delivered.warnings
         if delivered.error is not None or delivered.response is None:
             run.error = delivered.error or "no response"
+            if route is not None and not is_in_process(destination):
+                # The hook's own URL was not called: say which one was.
+                run.error += f" (routed by --route to {shown_url(destination)})"
             if self.fail_closed and EVENTS[str(payload["event"])].can_gate:
                 run.decision = HookDecision.DENY
                 run.reason = f"hook failed (fail-closed): {run.error}"
@@ -352,6 +357,19 @@ class Dispatcher:
         # wait for it, and its run leaves no row and injects nothing).
         run.decision = delivered.response.decision
         run.reason = delivered.response.reason
+
+
+def shown_url(url: str) -> str:
+    """A URL as an error may name it: scheme, host, port and path, without the user, password,
+    query or fragment (which can carry credentials)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return url_host(url)
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def executed_record(event: str, run: HookRun, payload: dict[str, Any]) -> dict[str, Any]:

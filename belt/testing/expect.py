@@ -583,7 +583,7 @@ class Facts:
             if fields["injected"]:
                 text += " + injected"
             if fields["error"]:
-                text += f" ! {short(fields['error'], 80)}"
+                text += f" ! {short(fields['error'], 200)}"
             items.append(Item(fields, text, None, record.get("run_id")))
         return items
 

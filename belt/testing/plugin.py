@@ -62,6 +62,59 @@ def unregister(reference: str) -> None:
             delattr(handlers, name)
 
 
+class ExpectationFailed(AssertionError):
+    """An expectation of a scenario that did not hold. Its report in pytest is the expectation,
+    what happened instead and the transcript around, at the line of the test that asked, with
+    none of belt's own source (see ``pytest_runtest_makereport``)."""
+
+
+@dataclass(frozen=True)
+class Crash:
+    """Where a failure happened and its first line (pytest's short summary and JUnit read it)."""
+
+    path: str
+    lineno: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.lineno}: {self.message}"
+
+
+@dataclass(frozen=True)
+class FailureRepr:
+    """A failed expectation as pytest shows it: the test's line, then what belt found."""
+
+    where: str
+    statement: str
+    text: str
+    reprcrash: Crash
+
+    def lines(self) -> list[str]:
+        """The report's lines."""
+        return [f"{self.where}: {self.statement}", "", *self.text.splitlines()]
+
+    def toterminal(self, tw: Any) -> None:
+        """Write the report (pytest calls this with its terminal writer)."""
+        tw.line(self.lines()[0], bold=True)
+        for line in self.lines()[1:]:
+            tw.line(line, red=line.startswith("expected"))
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def failure_repr(excinfo: pytest.ExceptionInfo[BaseException]) -> FailureRepr:
+    """An ExpectationFailed's report, placed at the innermost frame outside belt."""
+    package = str(Path(__file__).resolve().parent.parent)
+    frames = [e for e in excinfo.traceback if not str(e.path).startswith(package)]
+    entry = frames[-1] if frames else excinfo.traceback[-1]
+    statement = str(entry.statement).strip() if entry.statement else ""
+    text = str(excinfo.value)
+    first = text.splitlines()[0] if text else "an expectation failed"
+    crash = Crash(str(entry.path), entry.lineno + 1, first)
+    return FailureRepr(f"{entry.path}:{entry.lineno + 1}", statement, text, crash)
+
+
 class ScenarioRun:
     """One scenario the fixture ran: its report, and readable queries of it."""
 
@@ -192,15 +245,23 @@ class ScenarioRun:
             raise ValueError("; ".join(findings.problems))
         outcome = check(compiled[0], self.facts)
         if not outcome.passed:
-            raise AssertionError(self.explain(outcome))
+            raise ExpectationFailed(self.explain(outcome))
 
     def explain(self, outcome: Outcome) -> str:
         """A failed expectation: what it says, what happened instead, the transcript around."""
-        from belt.render import excerpt_lines
+        return self.explain_all([outcome])
 
-        excerpt = excerpt_lines(self.facts.dialect, self.result.excerpt(outcome))
-        lines = [f"expected {outcome.expectation.text}", f"found: {outcome.found}", "transcript:"]
-        lines += [f"  {text}" for text, _ in excerpt]
+    def explain_all(self, outcomes: list[Outcome]) -> str:
+        """Failed expectations: what each says and what happened instead, then one transcript
+        excerpt around them all."""
+        from belt.render import merged_excerpt_lines
+
+        lines = []
+        for outcome in outcomes:
+            lines += [f"expected {outcome.expectation.text}", f"found: {outcome.found}"]
+        excerpts = [self.result.excerpt(outcome) for outcome in outcomes]
+        lines.append("transcript:")
+        lines += [f"  {text}" for text, _ in merged_excerpt_lines(self.facts.dialect, excerpts)]
         return "\n".join(lines)
 
 
@@ -276,7 +337,7 @@ class ScenarioRunner:
         run = ScenarioRun(result)
         self.runs.append(run)
         if check and result.failures:
-            raise AssertionError("\n\n".join(run.explain(o) for o in result.failures))
+            raise ExpectationFailed(run.explain_all(result.failures))
         return run
 
     def reference(self, func: Callable[..., Any]) -> str:
@@ -401,8 +462,11 @@ def belt_serve() -> Iterator[ServeStarter]:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """A failed test that ran scenarios ends its report with their transcripts."""
+    """A failed expectation is reported as what belt found, not as belt's source; a failed test
+    that ran scenarios ends its report with their transcripts."""
     report = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(ExpectationFailed):
+        report.longrepr = failure_repr(call.excinfo)  # type: ignore[assignment]
     runner = getattr(item, "funcargs", {}).get("belt_scenario")
     if report.when == "call" and report.failed and isinstance(runner, ScenarioRunner):
         for number, run in enumerate(runner.runs, start=1):
