@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from belt.errors import NotFound
@@ -82,8 +83,8 @@ class LocalInbox(Backend, Protocol):
     def resume_settled_run(self, *, run_id: str) -> list[tuple[str, str]]:
         """Continue a simulated run whose gates are all settled."""
 
-    def sweep(self) -> list[dict[str, Any]]:
-        """Settle every overdue pending interrupt with its default resolution."""
+    def sweep(self, *, at: datetime | None = None) -> list[dict[str, Any]]:
+        """Settle every interrupt overdue now (or ``at``) with its default resolution."""
 
     def create_interrupt(
         self,
@@ -192,11 +193,12 @@ class LocalBackend:
         states = {run["id"]: str(run["state"]) for run in report["runs"]}
         return [(executed_id, states.get(executed_id, "?")) for executed_id in executed]
 
-    def sweep(self) -> list[dict[str, Any]]:
-        """Settle every overdue pending interrupt of the store with its default resolution."""
+    def sweep(self, *, at: datetime | None = None) -> list[dict[str, Any]]:
+        """Settle every pending interrupt of the store overdue now (or ``at``, on any clock)
+        with its default resolution."""
         from belt.records.interrupts import sweep
 
-        return sweep(store=self.store)
+        return sweep(store=self.store, now=at)
 
     def create_interrupt(
         self,

@@ -26,6 +26,7 @@ from belt.store.clock import (
     using,
     utcnow,
 )
+from tests.cli.runner import belt
 
 START = datetime(2026, 8, 11, 14, 0, tzinfo=UTC)
 
@@ -272,3 +273,55 @@ def test_clock_overrides_the_scenario_clock(tmp_path: Path) -> None:
     )
     report, _ = run_scenario(scenario=path, clock=START + timedelta(days=1))
     assert report["runs"][0]["created_at"] == "2026-08-12T14:00:00.000Z"
+
+
+# -- the commands ------------------------------------------------------------------------------
+
+
+def held_scenario(tmp_path: Path) -> Path:
+    path = tmp_path / "held.json"
+    path.write_text(json.dumps({"agent": {"name": "t", "hooks": [GATE]}, "turns": [gated_turn()]}))
+    return path
+
+
+def test_sim_run_clock_runs_any_scenario_on_a_virtual_clock(tmp_path: Path) -> None:
+    result = belt(
+        "sim", "run", str(held_scenario(tmp_path)), "--clock", "2026-08-11T14:00:00Z", "--json"
+    )
+    assert result.exit_code == 0, result.stderr
+    (interrupt,) = result.json()["interrupts"]
+    assert interrupt["created_at"] == "2026-08-11T14:00:00.000Z"
+    assert interrupt["expires_at"] == "2026-08-11T14:10:00.000Z"
+
+
+@pytest.mark.parametrize("value", ["2026-08-11", "noon", "2026-08-11T14:00:00"])
+def test_a_bad_clock_option_is_a_usage_error_naming_it(tmp_path: Path, value: str) -> None:
+    result = belt("sim", "run", str(held_scenario(tmp_path)), "--clock", value)
+    assert result.exit_code == 2
+    assert "--clock: " in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_interrupt_sweep_at_settles_what_would_be_overdue_then(tmp_path: Path) -> None:
+    opened = belt(
+        "sim", "run", str(held_scenario(tmp_path)), "--clock", "2026-08-11T14:00:00Z", "--json"
+    )
+    (interrupt,) = opened.json()["interrupts"]
+    # On wall time (months later) the virtual gate is not overdue: its deadline is not wall time.
+    assert belt("interrupt", "sweep", "--json").json()["settled"] == 0
+    assert (
+        belt("interrupt", "sweep", "--at", "2026-08-11T14:09:59Z", "--json").json()["settled"] == 0
+    )
+    result = belt("interrupt", "sweep", "--at", "2026-08-11T14:10:00Z", "--json")
+    assert result.exit_code == 0
+    (settled,) = result.json()["interrupts"]
+    assert settled["id"] == interrupt["id"]
+    assert settled["status"] == "expired"
+    assert settled["resolution"] == "deny"
+    assert settled["resolved_at"] == "2026-08-11T14:10:00.000Z"
+
+
+def test_interrupt_sweep_at_a_bad_time_is_a_usage_error() -> None:
+    result = belt("interrupt", "sweep", "--at", "yesterday")
+    assert result.exit_code == 2
+    assert "--at: 'yesterday' is not an RFC 3339 timestamp" in result.stderr

@@ -403,18 +403,35 @@ def watch(
         return
 
 
-def sweep(json_: JsonFlag = False) -> None:
+def sweep(
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            metavar="RFC3339",
+            help="Settle what would be overdue at this time instead of now (gates opened on a "
+            "virtual clock too).",
+            show_default=False,
+        ),
+    ] = None,
+    json_: JsonFlag = False,
+) -> None:
     """Settle every overdue pending interrupt with its default resolution (status expired).
+
+    A sweep on wall time leaves the gates opened on a virtual clock (a scenario's clock,
+    `belt sim run --clock`, `belt serve --clock`), whose deadlines are not wall time; --at
+    settles every gate overdue at the time it names, and stamps them expired at that time.
 
     Examples:
 
         belt interrupt sweep
-        belt interrupt sweep --json
+        belt interrupt sweep --at 2026-08-11T14:10:00Z --json
     """
     from belt import output
     from belt.backend import local_inbox
+    from belt.cli.options import moment_option
 
-    settled = local_inbox().sweep()
+    settled = local_inbox().sweep(at=moment_option(at, "--at"))
     if json_:
         output.print_json({"settled": len(settled), "interrupts": settled})
         return

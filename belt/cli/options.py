@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 import typer
+
+from belt.errors import InvalidInput, UsageError
 
 VerboseFlag = Annotated[
     bool,
@@ -51,3 +54,16 @@ Routes = Annotated[
         show_default=False,
     ),
 ]
+
+
+def moment_option(text: str | None, option: str) -> datetime | None:
+    """An RFC 3339 option's value (``--clock``, ``--at``) as an aware datetime; a bad one is a
+    usage error naming the option."""
+    if text is None:
+        return None
+    from belt.store.clock import parse_rfc3339
+
+    try:
+        return parse_rfc3339(text, option)
+    except InvalidInput as exc:
+        raise UsageError(exc.message) from None

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from belt.cli.options import Executors, Routes
+from belt.cli.options import Executors, Routes, moment_option
 
 app = typer.Typer(
     help="Run scripted agents whose hooks fire as on the platform.", no_args_is_help=True
@@ -124,6 +124,16 @@ def run(
             "address, a py: handler or routed (--route), as `belt test` does.",
         ),
     ] = False,
+    clock: Annotated[
+        str | None,
+        typer.Option(
+            metavar="RFC3339",
+            help="Run on a virtual clock that starts here (it overrides the scenario's clock): "
+            "records, payload timestamps and deadlines use it; it moves only with the "
+            "scenario's turns.wait and after.",
+            show_default=False,
+        ),
+    ] = None,
     json_: JsonFlag = False,
 ) -> None:
     """Run a scenario: every hook fires at its boundary and every decision is applied.
@@ -159,6 +169,7 @@ def run(
         wait=wait,
         routes=route or [],
         offline=offline,
+        clock=moment_option(clock, "--clock"),
     )
     render(report, executed, json_, strict=strict, verbose=verbose(ctx))
 
