@@ -224,10 +224,12 @@ class LocalBackend:
         )
 
     def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, Any]:
-        """Store the chat's ``disable_hooks``."""
-        from belt.records.chats import set_chat_settings
+        """Store the chat's ``disable_hooks``; the chat is named by its id, short id or a unique
+        prefix (exit 3 when there is none)."""
+        from belt.records.chats import find_chat_id, set_chat_settings
 
-        return set_chat_settings(store=self.store, chat_id=chat_id, disable_hooks=disable_hooks)
+        full_id = find_chat_id(self.store, chat_id)
+        return set_chat_settings(store=self.store, chat_id=full_id, disable_hooks=disable_hooks)
 
     def get_profile(self) -> dict[str, Any]:
         """The stored declaration (``{}`` until one is written)."""

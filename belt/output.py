@@ -18,7 +18,8 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -180,10 +181,24 @@ def success(message: str) -> None:
 
 
 def table(
-    columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    title: str | None = None,
+    ids: Collection[int] = (),
+    short: bool = True,
 ) -> None:
-    """Render rows as a table on a terminal, or as aligned plain text when piped."""
+    """Render rows as a table on a terminal, or as aligned plain text when piped.
+
+    The columns ``ids`` (indexes) hold ids: a terminal shows each whole, as its short id with
+    ``short`` (which names it as input too; piped, the full id), never cut; when the terminal is
+    too narrow for every column, the other columns wrap, and the last of them are left out
+    (a line says which).
+    """
     cells = [["" if value is None else clean(str(value)) for value in row] for row in rows]
+    if ids and _wants_colour(sys.stdout):
+        _id_table(columns, cells, title=title, ids=set(ids), short=short)
+        return
     if not _wants_colour(sys.stdout):
         if title:
             echo(title)
@@ -209,6 +224,58 @@ def table(
         # Text, not str: a cell holding "[bold]" or "[/]" is shown as it is, not as markup.
         rich_table.add_row(*(Text(cell) for cell in row))
     console().print(rich_table)
+
+
+_NARROWEST = 6
+"""The width below which a column other than an id's is left out rather than wrapped."""
+
+
+def _id_table(
+    columns: Sequence[str], cells: list[list[str]], *, title: str | None, ids: set[int], short: bool
+) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from belt.records.names import short_id
+
+    if short:
+        cells = [[short_id(v) if i in ids else v for i, v in enumerate(row)] for row in cells]
+    widths = [
+        max([len(column), *(len(row[i]) for row in cells)]) for i, column in enumerate(columns)
+    ]
+    kept = list(range(len(columns)))
+
+    def needed() -> int:
+        return sum(widths[i] if i in ids else min(widths[i], _NARROWEST) for i in kept) + 2 * (
+            len(kept) - 1
+        )
+
+    out = console()
+    left_out: list[str] = []
+    while needed() > out.width and any(i not in ids for i in kept):
+        dropped = max(i for i in kept if i not in ids)
+        kept.remove(dropped)
+        left_out.insert(0, columns[dropped])
+    rich_table = Table(
+        title=Text(clean(title)) if title else None,
+        header_style="bold",
+        show_edge=False,
+        pad_edge=False,
+    )
+    for i in kept:
+        if i in ids:
+            rich_table.add_column(Text(clean(columns[i])), no_wrap=True, min_width=widths[i])
+        else:
+            rich_table.add_column(Text(clean(columns[i])), overflow="fold")
+    for row in cells:
+        rich_table.add_row(*(Text(row[i]) for i in kept))
+    out.print(rich_table)
+    if left_out:
+        styled(
+            f"({', '.join(left_out)} left out: the terminal is {out.width} columns wide; "
+            "--json has everything)",
+            "dim",
+        )
 
 
 def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page: int = 500) -> int:
@@ -284,3 +351,40 @@ def lines(rows: Sequence[tuple[str, str]]) -> None:
     out = console()
     for text, style in rows:
         out.print(Text(clean(text), style=style or ""))
+
+
+class LiveLine:
+    """One line on stderr that a terminal shows rewritten in place every ``interval`` seconds
+    (a countdown) until ``stop`` clears it; nothing at all when stderr is not a terminal, so a
+    pipe or a log gets only the plain lines printed around it."""
+
+    def __init__(self, text: Callable[[], str], *, interval: float = 1.0) -> None:
+        self._text = text
+        self._interval = interval
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Show the line and keep it current (on a terminal)."""
+        isatty = getattr(sys.stderr, "isatty", None)
+        if not (isatty and isatty()) or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="belt-live-line", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            sys.stderr.write("\r\x1b[2K" + clean(self._text()))
+            sys.stderr.flush()
+            if self._stopped.wait(self._interval):
+                return
+
+    def stop(self) -> None:
+        """Stop rewriting the line and clear it."""
+        if self._thread is None:
+            return
+        self._stopped.set()
+        self._thread.join()
+        self._thread = None
+        sys.stderr.write("\r\x1b[2K")
+        sys.stderr.flush()

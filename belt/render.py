@@ -322,7 +322,10 @@ def gate_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
         lines.append((f"  {command}", ""))
     lines.append((f"  belt sim resume {run_id}", ""))
     lines.append(
-        ("(or `belt sim resume --wait`: it goes on as soon as every gate is settled)", "dim")
+        (
+            f"(or `belt sim resume {run_id} --wait`: it goes on as soon as every gate is settled)",
+            "dim",
+        )
     )
     return lines
 
@@ -506,16 +509,13 @@ def task_line(record: dict[str, Any]) -> tuple[str, str]:
     if kind == "approval":
         return (
             f"hook task {record['task_key']} ({record['event']} → {record['tool']}) waits for "
-            f"approval: belt interrupt resolve {record['interrupt_id']} allow|deny",
+            f"approval: `belt interrupt resolve {record['interrupt_id']} allow` (or deny)",
             "yellow",
         )
     if kind == "gates":
-        ids = ", ".join(str(i["id"]) for i in record["pending"])
-        return (
-            f"waiting at {len(record['pending'])} gate(s) of run {record['run_id']}: {ids} "
-            "(belt interrupt resolve ID allow|deny, or expiry; Ctrl-C stops waiting)",
-            "yellow",
-        )
+        return (gates_waiting_text(record["run_id"], record["pending"]), "yellow")
+    if kind == "settled":
+        return (f"every gate of run {record['run_id']} is settled; going on", "dim")
     head = f"{clock(record.get('at'))}  {record['event']}  {record['task_key']}"
     if kind == "waiting":
         return (
@@ -928,3 +928,56 @@ def replay_summary(report: dict[str, Any]) -> tuple[str, str]:
         f"decision(s), {summary['injections_changed']} injection(s)), {summary['errors']} error(s)"
     )
     return text, "bold red" if summary["changed"] else "green"
+
+
+# -- waiting at gates (``belt sim run --wait``) ---------------------------------------------------
+
+
+def gates_waiting_text(run_id: str, pending: list[dict[str, Any]]) -> str:
+    """The one line a simulation prints when it starts waiting at a run's gates: the gates and
+    the commands that settle them, with real ids."""
+    commands = ", ".join(
+        f"`belt interrupt resolve {i.get('short_id') or i['id']} allow`" for i in pending[:3]
+    )
+    more = f" and {len(pending) - 3} more" if len(pending) > 3 else ""
+    return (
+        f"waiting at {len(pending)} gate(s) of run {run_id}: settle them with {commands}{more} "
+        "(or deny) in another terminal, or let them expire; Ctrl-C stops waiting and "
+        f"`belt sim resume {run_id} --wait` waits again"
+    )
+
+
+def countdown_text(pending: list[dict[str, Any]], now: datetime) -> str:
+    """The earliest expiry of the gates waited at, counting down (``4:59``)."""
+
+    def expiry(interrupt: dict[str, Any]) -> datetime:
+        return datetime.fromisoformat(str(interrupt["expires_at"]))
+
+    first = min(pending, key=expiry)
+    left = max(0, int((expiry(first) - now).total_seconds()))
+    hours, rest = divmod(left, 3600)
+    span = f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+    name = first.get("short_id") or first["id"]
+    others = f" (first of {len(pending)})" if len(pending) > 1 else ""
+    return f"  gate {name}{others} expires in {span}, at {clock(first['expires_at'])}"
+
+
+def _heading(line: tuple[str, str]) -> str | None:
+    text = line[0]
+    return text.split(" · ")[0] if text.startswith("── ") else None
+
+
+def transcript_rest(printed: Lines, lines: Lines) -> Lines:
+    """What of the transcript ``lines`` is left to print when ``printed`` is already on the
+    screen: the lines after their common start, under the heading of the run they are in when
+    its state changed (a heading is the same line whatever the state it shows)."""
+    same = 0
+    for before, now in zip(printed, lines, strict=False):
+        if before != now and (_heading(before) is None or _heading(before) != _heading(now)):
+            break
+        same += 1
+    rest = lines[same:]
+    heading = next((i for i in range(same - 1, -1, -1) if _heading(lines[i])), None)
+    if rest and heading is not None and lines[heading] != printed[heading]:
+        rest = [lines[heading], *rest]
+    return rest

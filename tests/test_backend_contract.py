@@ -115,6 +115,12 @@ def test_a_hostile_id_is_refused_as_invalid_input(backend: Backend) -> None:
 
 
 def test_chat_settings_switch_a_chats_hooks_off_and_on(backend: Backend, store: Store) -> None:
+    def missing() -> object:
+        return backend.set_chat_settings(chat_id="ch_contract2", disable_hooks=True)
+
+    assert exit_code(missing) == ExitCode.NOT_FOUND  # a chat is not made by its settings
+    assert not store.exists(CHAT, "ch_contract2")
+    store.create(CHAT, "ch_contract2", {"id": "ch_contract2"})
     chat = backend.set_chat_settings(chat_id="ch_contract2", disable_hooks=True)
     assert chat["agent_data"]["disable_hooks"] is True
     assert disabled(store.get(CHAT, "ch_contract2"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from belt.errors import InvalidInput
+from belt.errors import InvalidInput, NotFound
 from belt.records.chats import CHAT, disabled, set_chat_settings
 from belt.store import Store
 
@@ -16,7 +16,14 @@ def store(tmp_path: Path) -> Store:
     return Store(tmp_path / "store")
 
 
-def test_settings_create_a_missing_chat(store: Store) -> None:
+def test_settings_of_a_missing_chat_are_not_found_and_make_no_chat(store: Store) -> None:
+    with pytest.raises(NotFound, match="no chat ch_1"):
+        set_chat_settings(store=store, chat_id="ch_1", disable_hooks=True)
+    assert not store.exists(CHAT, "ch_1")
+
+
+def test_settings_switch_a_chats_hooks_off(store: Store) -> None:
+    store.create(CHAT, "ch_1", {"id": "ch_1"})
     assert not disabled(store.get(CHAT, "ch_1"))
     chat = set_chat_settings(store=store, chat_id="ch_1", disable_hooks=True)
     assert chat["id"] == "ch_1"

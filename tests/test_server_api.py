@@ -115,6 +115,10 @@ def test_hook_events_is_the_catalogue(api: str) -> None:
 
 
 def test_chat_settings_switch_hooks_off_and_on(api: str, store: Store) -> None:
+    missing = httpx.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": True})
+    assert missing.status_code == 404  # a chat is not made by its settings
+    assert not store.exists(CHAT, "ch_set1")
+    store.create(CHAT, "ch_set1", {"id": "ch_set1"})
     reply = httpx.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": True})
     assert reply.status_code == 200
     assert reply.json()["data"]["agent_data"]["disable_hooks"] is True
@@ -173,6 +177,7 @@ def test_interrupt_commands_work_against_the_server(api: str, store: Store) -> N
 
 
 def test_chat_settings_command_works_against_the_server(api: str, store: Store) -> None:
+    store.create(CHAT, "ch_cli1", {"id": "ch_cli1"})
     result = belt("chat", "settings", "ch_cli1", "--disable-hooks", "--api", api)
     assert result.exit_code == 0, result.stderr
     assert disabled(store.get(CHAT, "ch_cli1"))

@@ -14,7 +14,13 @@ app = typer.Typer(help="Chat settings.", no_args_is_help=True)
 
 @app.command()
 def settings(
-    chat_id: Annotated[str, typer.Argument(metavar="CHAT_ID", help="The chat to change.")],
+    chat_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="CHAT_ID",
+            help="The chat to change: its id, short id or a unique prefix (whole ids with --api).",
+        ),
+    ],
     hooks_off: Annotated[
         bool | None,
         typer.Option(
@@ -44,4 +50,6 @@ def settings(
     if json_:
         output.print_json(chat)
         return
-    output.success(f"hooks {'disabled' if hooks_off else 'enabled'} for chat {chat_id}")
+    output.success(
+        f"hooks {'disabled' if hooks_off else 'enabled'} for chat {chat.get('id', chat_id)}"
+    )

@@ -116,12 +116,14 @@ def list_(
     columns, rows = interrupt_table(
         listed,
         _now(),
-        short_ids=not api,
+        short_ids=False,
         runs=not one_run,
         chats=not one_run and not chat,
         statuses=all_,
     )
-    output.table(columns, rows)
+    # Ids whole when piped; a terminal shows the short ids that name them (locally).
+    ids = [i for i, column in enumerate(columns) if column in ("id", "run", "chat")]
+    output.table(columns, rows, ids=ids, short=not api)
 
 
 def show(

@@ -24,7 +24,9 @@ OwnerOption = Annotated[
     str,
     typer.Option("--owner", metavar="TEAM", help="The team whose registry to use."),
 ]
-EntryId = Annotated[str, typer.Argument(metavar="ID", help="The entry's id (re_...).")]
+EntryId = Annotated[
+    str, typer.Argument(metavar="ID", help="The entry: its id, short id or a unique prefix.")
+]
 
 
 class Kind(StrEnum):
@@ -134,6 +136,7 @@ def list_(
             ]
             for entry in entries
         ],
+        ids=(0,),
     )
 
 
@@ -219,7 +222,9 @@ def search_(
     if not matches:
         output.echo(f'no entries of {owner} match "{plain(query)}"', stderr=True)
         return
-    output.table(["score", "terms", "id", "kind", "name"], [row(match) for match in matches])
+    output.table(
+        ["score", "terms", "id", "kind", "name"], [row(match) for match in matches], ids=(2,)
+    )
 
 
 def row(match: Match) -> list[str]:

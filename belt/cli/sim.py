@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from belt.cli.live import SimLive, waiting
 from belt.cli.options import Executors, Routes, moment_option
 
 app = typer.Typer(
@@ -14,7 +15,20 @@ app = typer.Typer(
 )
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the whole record as JSON.")]
-RunId = Annotated[str, typer.Argument(help="Run id (ar_...).")]
+RunId = Annotated[
+    str, typer.Argument(metavar="RUN_ID", help="The run: its id, short id or a unique prefix.")
+]
+NamedRun = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="RUN_ID",
+        help="The run: its id, short id or a unique prefix (or --last).",
+        show_default=False,
+    ),
+]
+LastFlag = Annotated[
+    bool, typer.Option("--last", help="The simulated run started last (instead of RUN_ID).")
+]
 WaitFlag = Annotated[
     bool,
     typer.Option(
@@ -40,10 +54,11 @@ def render(
     *,
     strict: bool = False,
     verbose: bool = False,
+    live: SimLive | None = None,
 ) -> None:
     """Print a simulation and, when it called hooks, the summary of those calls; exit 1 when a
     run just executed failed or is on an attention hold, or with ``strict`` when a hook call
-    failed."""
+    failed. What ``live`` printed already (the transcript up to a gate) is not printed again."""
     from belt import output
     from belt.render import transcript_lines
 
@@ -51,7 +66,8 @@ def render(
     if json_:
         output.print_json(report)
     else:
-        output.lines(transcript_lines(report, verbose=verbose))
+        lines = transcript_lines(report, verbose=verbose)
+        output.lines(live.rest(lines) if live is not None else lines)
         output.lines(summary_lines(summary))
     from belt.wire.enums import ATTENTION_HOLD, AgentRunState
 
@@ -76,29 +92,6 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
         return []
     lines = summary_text(summary)
     return [("", "")] + [(printable(text), "yellow" if bad else "dim") for text, bad in lines]
-
-
-def live() -> Any:
-    """Live lines on stderr: hook tasks served in-process, tasks and gates waited on."""
-    from belt.cli.executor import live_reporter
-
-    return live_reporter(False, stderr=True)
-
-
-def waiting(simulate: Any, **kwargs: Any) -> tuple[dict[str, Any], list[str]]:
-    """Run ``simulate``; Ctrl-C while it waits at a gate stops waiting and leaves the run held."""
-    from belt import output
-    from belt.errors import ExitCode
-
-    try:
-        result: tuple[dict[str, Any], list[str]] = simulate(**kwargs)
-    except KeyboardInterrupt:
-        output.warning(
-            "stopped waiting; the run stays where it was (at its gates, or at its last durable "
-            "point): `belt sim list` shows it, `belt sim resume RUN_ID` continues it"
-        )
-        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-    return result
 
 
 @app.command()
@@ -134,6 +127,14 @@ def run(
             show_default=False,
         ),
     ] = None,
+    ephemeral: Annotated[
+        bool,
+        typer.Option(
+            "--ephemeral",
+            help="Keep the simulation's records in memory only: nothing is written to the "
+            "state directory, so nothing is left to show or resume (not with --wait).",
+        ),
+    ] = False,
     json_: JsonFlag = False,
 ) -> None:
     """Run a scenario: every hook fires at its boundary and every decision is applied.
@@ -159,25 +160,28 @@ def run(
     """
     from belt.engine.api import run_scenario
 
+    live = SimLive(transcript=not json_, verbose=verbose(ctx))
     report, executed = waiting(
         run_scenario,
+        live,
         scenario=scenario,
         hooks_file=hooks,
         fail_closed=fail_closed,
         executors=executor or [],
-        report=live(),
         wait=wait,
         routes=route or [],
         offline=offline,
         clock=moment_option(clock, "--clock"),
+        ephemeral=ephemeral,
     )
-    render(report, executed, json_, strict=strict, verbose=verbose(ctx))
+    render(report, executed, json_, strict=strict, verbose=verbose(ctx), live=live)
 
 
 @app.command()
 def resume(
     ctx: typer.Context,
-    run_id: RunId,
+    run_id: NamedRun = None,
+    last: LastFlag = False,
     executor: Executors = None,
     wait: WaitFlag = False,
     strict: StrictFlag = False,
@@ -194,30 +198,33 @@ def resume(
     Examples:
 
         belt sim resume ar_k2m9x0q4h7c1v8b5n3t6
-        belt sim resume ar_k2m9x0q4h7c1v8b5n3t6 --wait
+        belt sim resume --last --wait
     """
     from belt.engine.api import resume_run
 
+    live = SimLive(transcript=not json_, verbose=verbose(ctx))
     report, executed = waiting(
-        resume_run, run_id=run_id, executors=executor or [], report=live(), wait=wait
+        resume_run, live, run_id=run_id, last=last, executors=executor or [], wait=wait
     )
-    render(report, executed, json_, strict=strict, verbose=verbose(ctx))
+    render(report, executed, json_, strict=strict, verbose=verbose(ctx), live=live)
 
 
 @app.command()
-def show(ctx: typer.Context, run_id: RunId, json_: JsonFlag = False) -> None:
+def show(
+    ctx: typer.Context, run_id: NamedRun = None, last: LastFlag = False, json_: JsonFlag = False
+) -> None:
     """Show the transcript of a run's simulation, with its hook rows.
 
     Examples:
 
         belt sim show ar_k2m9x0q4h7c1v8b5n3t6
-        belt sim show ar_k2m9x0q4h7c1v8b5n3t6 --json
+        belt sim show --last --json
     """
     from belt import output
     from belt.engine.api import show_run
     from belt.render import transcript_lines
 
-    report = show_run(run_id=run_id)
+    report = show_run(run_id=run_id, last=last)
     if json_:
         output.print_json(report)
     else:
@@ -246,7 +253,9 @@ def list_(
         output.print_json(rows)
         return
     if not rows:
-        output.echo("no simulated runs yet; start one with `belt sim run SCENARIO`", stderr=True)
+        output.echo(
+            "no simulated runs yet; start one with `belt sim run` and a scenario file", stderr=True
+        )
         return
     output.table(
         ["run", "state", "kind", "chat", "agent", "turn", "scenario", "started"],
@@ -263,6 +272,7 @@ def list_(
             ]
             for r in rows
         ],
+        ids=(0, 3),
     )
 
 

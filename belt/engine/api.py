@@ -176,21 +176,44 @@ def run_scenario(
     return build_report(store, sim), executed
 
 
+def named_run(store: Store, run_id: str | None, *, last: bool = False) -> str:
+    """The id of the run ``run_id`` names (an id, short id or unique prefix), or with ``last``
+    the simulated run started last (a chat's own, not a task chat's); exit 3 when there is
+    none."""
+    from belt.engine.report import list_runs as list_all
+    from belt.errors import NotFound, UsageError
+    from belt.records.runs import find_run_id
+
+    if last == (run_id is not None):
+        raise UsageError("give a run id or --last (not both)")
+    if run_id is not None:
+        return find_run_id(store, run_id)
+    rows = list_all(store)
+    if not rows:
+        raise NotFound(
+            "no simulated runs yet", hint="start one with `belt sim run` and a scenario file"
+        )
+    return str(rows[-1]["id"])
+
+
 def resume_run(
     *,
-    run_id: str,
+    run_id: str | None = None,
+    last: bool = False,
     executors: list[str] | None = None,
     transport: httpx.BaseTransport | None = None,
     report: Reporter | None = None,
     wait: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
-    """Resume a run held at gates or on an attention hold; returns the report and runs executed."""
+    """Resume a run held at gates or on an attention hold (``run_id`` as ``named_run`` takes
+    it, or the ``last``); returns the report and runs executed."""
     from belt.engine.dialects import dialect_class
     from belt.engine.report import build_report
     from belt.engine.simulation import SCENARIO, sim_of_run
     from belt.store import open_store
 
     store = open_store()
+    run_id = named_run(store, run_id, last=last)
     sim = sim_of_run(store, run_id)
     declared = store.read(SCENARIO, str(sim["id"])).get("executors") or {}
     options = simulation_options(
@@ -206,14 +229,15 @@ def resume_run(
     return build_report(store, sim), executed
 
 
-def show_run(*, run_id: str) -> dict[str, Any]:
-    """The report of the simulation a run belongs to."""
+def show_run(*, run_id: str | None = None, last: bool = False) -> dict[str, Any]:
+    """The report of the simulation a run belongs to (``run_id`` as ``named_run`` takes it, or
+    the ``last``)."""
     from belt.engine.report import build_report
     from belt.engine.simulation import sim_of_run
     from belt.store import open_store
 
     store = open_store()
-    return build_report(store, sim_of_run(store, run_id))
+    return build_report(store, sim_of_run(store, named_run(store, run_id, last=last)))
 
 
 def list_runs(*, include_tasks: bool = False) -> list[dict[str, Any]]:
@@ -232,6 +256,7 @@ def stop_run(*, run_id: str, force: bool = False) -> dict[str, Any]:
     from belt.store import open_store
 
     store = open_store()
+    run_id = named_run(store, run_id)
     sim = sim_of_run(store, run_id)
     return stop(store, sim, dialect_class(sim), run_id, force=force)
 

@@ -661,20 +661,22 @@ class Simulation:
         """
         from belt.records.interrupts import pending_for_run, sweep
 
-        told = False
+        told: set[str] = set()  # the gates last reported: reported again when they change
         renewed = time.monotonic()
         while True:
             pending = pending_for_run(store=self.store, run_id=run.id)
             if not pending:
                 return
+                if told and self.options.notify is not None:
+                    self.options.notify({"kind": "settled", "run_id": run.id})
             run.check_cancelled()
             if any(parse_timestamp(str(i["expires_at"])) <= clock.now() for i in pending):
                 # On a virtual clock, only this run's: others' deadlines may be wall time.
                 sweep(store=self.store, run_id=run.id if clock.current() else None)
                 continue
-            if not told and self.options.notify is not None:
+            if {str(i["id"]) for i in pending} != told and self.options.notify is not None:
                 self.options.notify({"kind": "gates", "run_id": run.id, "pending": pending})
-                told = True
+                told = {str(i["id"]) for i in pending}
             if time.monotonic() - renewed > LEASE_RENEWAL:
                 run.transition()
                 renewed = time.monotonic()

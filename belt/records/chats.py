@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict, cast
 
-from belt.errors import Conflict
+from belt.errors import Conflict, NotFound
 from belt.records.ids import new_id, now_iso
+from belt.records.names import find_id
 from belt.store import Store, check_id, open_store
 from belt.store.shapes import record_shape
 from belt.wire.enums import ChatStatus
@@ -101,6 +102,18 @@ def release_chat(store: Store, chat_id: str, run_id: str | None) -> Chat:
     return cast(Chat, store.update(CHAT, chat_id, apply))
 
 
+def _no_chat(chat_id: str) -> NotFound:
+    return NotFound(
+        f"no chat {chat_id}", hint="list the simulated runs and their chats with `belt sim list`"
+    )
+
+
+def find_chat_id(store: Store, ref: str) -> str:
+    """The id of the chat ``ref`` names: its id, short id or a unique prefix (exit 3 if none,
+    4 with the candidates if several)."""
+    return find_id(store, CHAT, ref, what="chat", missing=_no_chat)
+
+
 def disabled(chat: Mapping[str, Any] | None) -> bool:
     """True when a chat's settings switch its agent's hooks off (``disable_hooks`` is true)."""
     agent_data = (chat or {}).get("agent_data")
@@ -110,12 +123,15 @@ def disabled(chat: Mapping[str, Any] | None) -> bool:
 def set_chat_settings(
     *, store: Store | None = None, chat_id: str, disable_hooks: bool
 ) -> dict[str, Any]:
-    """Store ``agent_data.disable_hooks`` on a chat (created if missing); return the chat."""
+    """Store ``agent_data.disable_hooks`` on a chat; return the chat. NotFound (exit 3, a 404
+    from ``belt serve``) when there is none, as on the platform: a chat is never made here."""
     store = store if store is not None else open_store()
     check_id(chat_id, what="chat id")
     stamp = now_iso()
     with store.lock(CHAT, chat_id):
-        chat = store.get(CHAT, chat_id) or {"id": chat_id, "created_at": stamp}
+        chat = store.get(CHAT, chat_id)
+        if chat is None:
+            raise _no_chat(chat_id)
         agent_data = chat.get("agent_data")
         chat["agent_data"] = {
             **(agent_data if isinstance(agent_data, dict) else {}),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import Conflict, InvalidInput, NotFound
+from belt.records.names import find_id, short_id
 from belt.store import Store, check_id, clock, open_store
 from belt.store.clock import epoch_ms, parse_timestamp, timestamp, utcnow
 from belt.store.shapes import record_shape
@@ -193,7 +194,7 @@ def create_interrupt(
         meta = {"event": event, "timestamp": stamp, "run_id": run_id, "chat_id": chat_id}
     record: Interrupt = {
         "id": interrupt_id,
-        "short_id": interrupt_id.removeprefix("int_")[:8],
+        "short_id": short_id(interrupt_id),
         "created_at": stamp,
         "updated_at": stamp,
         "run_id": run_id,
@@ -467,40 +468,23 @@ def _pending_ids(store: Store) -> list[str]:
     return [i for i in map(_marked_id, store.tagged(PENDING)) if i is not None]
 
 
-def _names(ref: str, interrupt_id: str) -> bool:
-    # "int_k2m9x0q4h7c1v8b5n3t6" is named by "int_k2m9", and by "k2m9x0q4" (its short id) or "k2m9"
-    return interrupt_id.startswith(ref) or interrupt_id.partition("_")[2].startswith(ref)
-
-
-def _one(ref: str, found: list[str]) -> str:
-    if len(found) == 1:
-        return found[0]
-    shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
-    raise Conflict(
-        f"{ref!r} names {len(found)} interrupts: {shown}",
-        hint="give more of the id, or the whole id",
-    )
-
-
 def find_interrupt_id(*, store: Store | None = None, ref: str, pending_first: bool = False) -> str:
-    """The id of the interrupt ``ref`` names: its id, its short id, or a unique prefix of either.
+    """The id of the interrupt ``ref`` names: its id, its short id, or a unique prefix of either
+    (``belt.records.names.find_id``).
 
     NotFound (3) if none matches, Conflict (4) listing the candidates if several do. With
     ``pending_first`` (resolving), the pending interrupts are searched first and the rest only
     when no pending one matches, so a prefix need only be unique among the gates one can act on.
     """
     store = _store(store)
-    check_id(ref, what="interrupt id")
-    if store.exists(INTERRUPT, ref):
-        return ref
-    if pending_first:
-        pending = sorted(i for i in _pending_ids(store) if _names(ref, i))
-        if pending:
-            return _one(ref, pending)
-    found = [i for i in store.list_ids(INTERRUPT) if _names(ref, i)]
-    if not found:
-        raise _no_interrupt(ref)
-    return _one(ref, found)
+    return find_id(
+        store,
+        INTERRUPT,
+        ref,
+        what="interrupt",
+        first=(lambda: _pending_ids(store)) if pending_first else None,
+        missing=_no_interrupt,
+    )
 
 
 def inbox(

@@ -29,6 +29,7 @@ from typing import Any, Literal, NotRequired, TypedDict, TypeVar
 from belt.errors import BeltError, InvalidInput, NotFound, UsageError
 from belt.inputs import read_bytes
 from belt.records.ids import new_id
+from belt.records.names import find_id
 from belt.records.registry_index import (
     Hit,
     IndexDamaged,
@@ -425,9 +426,10 @@ def _read(store: Store, entry_id: str) -> dict[str, Any]:
 
 
 def get_entry(store: Store | None, *, entry_id: str) -> dict[str, Any]:
-    """One entry with all its versions; NotFound (exit 3) if there is none or it was removed."""
+    """One entry with all its versions, named by its id, short id or a unique prefix; NotFound
+    (exit 3) if there is none or it was removed, Conflict (4) if the prefix names several."""
     store = _store(store)
-    check_id(entry_id, what="entry id")
+    entry_id = find_entry_id(store, entry_id)
     try:
         entry = _read(store, entry_id)
     except NotFound:
@@ -435,6 +437,20 @@ def get_entry(store: Store | None, *, entry_id: str) -> dict[str, Any]:
     if entry.get("removed_at"):
         raise NotFound(f"no registry entry {entry_id} (it was removed)")
     return entry
+
+
+def find_entry_id(store: Store, ref: str) -> str:
+    """The id of the registry entry ``ref`` names: its id, short id or a unique prefix."""
+    return find_id(
+        store,
+        ENTRY,
+        ref,
+        what="registry entry",
+        plural="registry entries",
+        missing=lambda r: NotFound(
+            f"no registry entry {r}", hint="list the entries with `belt registry list`"
+        ),
+    )
 
 
 def list_entries(
@@ -784,6 +800,7 @@ def remove_entry(
     """Remove an entry: it leaves its owner's registry and the index; its file is kept, marked
     removed, so what pointed at it still resolves. NotFound (exit 3) if there is none."""
     store = _store(store)
+    entry_id = find_entry_id(store, entry_id)
     owner = get_entry(store, entry_id=entry_id)["owner"]
     check_id(owner, what="owner")
     stamp = timestamp(now or utcnow())

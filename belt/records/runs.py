@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict, cast
 
-from belt.errors import Conflict
+from belt.errors import Conflict, NotFound
 from belt.records import leases
 from belt.records.ids import new_id, now_iso
+from belt.records.names import find_id
 from belt.store import Store, check_id
 from belt.store.clock import timestamp, utcnow
 from belt.store.shapes import record_shape
@@ -325,6 +326,18 @@ def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -
         return run
 
     return store.update(RUN, check_id(run_id, what="run id"), apply)
+
+
+def find_run_id(store: Store, ref: str) -> str:
+    """The id of the run ``ref`` names: its id, short id or a unique prefix (exit 3 if none,
+    4 with the candidates if several)."""
+    return find_id(
+        store,
+        RUN,
+        ref,
+        what="run",
+        missing=lambda r: NotFound(f"no run {r}", hint="list runs with `belt sim list`"),
+    )
 
 
 def sim_runs(store: Store, sim_id: str) -> list[Run]:

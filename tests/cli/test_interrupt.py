@@ -41,16 +41,17 @@ def test_list_of_a_run_prints_its_pending_interrupts_as_a_table() -> None:
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["id", "event", "holds", "expires", "in", "then"]
     assert len(lines) == 3
-    assert lines[1].split()[:3] == [first["short_id"], "agent.tool_call", 'rm({"path":']
+    # Piped, the ids are whole (a terminal shows the short ids: tests/cli/test_ids.py).
+    assert lines[1].split()[:3] == [first["id"], "agent.tool_call", 'rm({"path":']
     assert lines[1].split()[4:] in (["59m", "59s", "allow"], ["1h", "0m", "allow"])
-    assert lines[2].split()[:3] == [second["short_id"], "agent.start", "hook_event"]
+    assert lines[2].split()[:3] == [second["id"], "agent.start", "hook_event"]
     assert lines[2].split()[-1] == "deny"
     assert settled["short_id"] not in result.stdout
 
     result = belt("interrupt", "list", "run_1", "--all")
     assert result.exit_code == 0
     assert result.stdout.splitlines()[0].split()[3] == "status"
-    assert re.search(rf"^{settled['short_id']} .* resolved \(deny\) +- +-$", result.stdout, re.M)
+    assert re.search(rf"^{settled['id']} .* resolved \(deny\) +- +-$", result.stdout, re.M)
 
 
 def test_list_without_a_run_is_every_runs_inbox_newest_first() -> None:
@@ -66,7 +67,7 @@ def test_list_without_a_run_is_every_runs_inbox_newest_first() -> None:
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["id", "event", "holds", "run", "chat", "expires", "in", "then"]
-    assert [line.split()[0] for line in lines[1:]] == [newer["short_id"], older["short_id"]]
+    assert [line.split()[0] for line in lines[1:]] == [newer["id"], older["id"]]
     assert lines[1].split()[3:5] == ["run_b", "ch_2"]
     assert belt("interrupt", "list", "--json").json() == [
         belt("interrupt", "show", i, "--json").json() for i in (newer["id"], older["id"])
@@ -75,7 +76,7 @@ def test_list_without_a_run_is_every_runs_inbox_newest_first() -> None:
     assert [d["id"] for d in all_] == [done["id"], newer["id"], older["id"]]
 
     by_chat = belt("interrupt", "list", "--chat", "ch_2")
-    assert [line.split()[0] for line in by_chat.stdout.splitlines()[1:]] == [newer["short_id"]]
+    assert [line.split()[0] for line in by_chat.stdout.splitlines()[1:]] == [newer["id"]]
     assert by_chat.stdout.splitlines()[0].split()[3] == "run"  # no chat column for one chat
     by_run = belt("interrupt", "list", "--run", "run_a", "--json").json()
     assert [d["id"] for d in by_run] == [older["id"]]

@@ -156,7 +156,9 @@ def test_show_prints_every_version_and_its_origin() -> None:
 
     missing = belt("registry", "show", "re_nope")
     assert missing.exit_code == 3
-    assert missing.stderr == "error: no registry entry re_nope\n"
+    assert missing.stderr == (
+        "error: no registry entry re_nope\nhint: list the entries with `belt registry list`\n"
+    )
 
 
 def test_show_names_an_agents_extraction() -> None:

@@ -1,0 +1,100 @@
+"""What ``belt sim run`` and ``belt sim resume`` print while a simulation works: live lines on
+stderr (hook tasks served, tasks and gates waited on) and, at a gate a ``--wait`` run stays at,
+the transcript so far and the earliest expiry counting down."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import typer
+
+from belt.errors import ExitCode
+
+
+class SimLive:
+    """The live reporter of one simulation command.
+
+    At a gate it prints the transcript up to the gate on stdout (``transcript``: not with
+    --json), the gates and the commands that settle them, and, on a terminal, a line counting
+    down to the earliest expiry; the rest of the transcript follows once the run goes on
+    (``rest``). It remembers the run it last reported, for the hint Ctrl-C prints.
+    """
+
+    def __init__(self, *, transcript: bool, verbose: bool = False) -> None:
+        from belt.cli.executor import live_reporter
+
+        self.transcript = transcript
+        self.verbose = verbose
+        self.printed: list[tuple[str, str]] = []
+        self.run_id: str | None = None
+        self._lines = live_reporter(False, stderr=True)
+        self._countdown: Any = None
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        self.close()
+        if record.get("run_id"):
+            self.run_id = str(record["run_id"])
+        if record.get("kind") == "gates" and self.transcript:
+            self._print_transcript(str(record["run_id"]))
+        self._lines(record)
+        if record.get("kind") == "gates":
+            self._count_down(record["pending"])
+
+    def _print_transcript(self, run_id: str) -> None:
+        from belt import output
+        from belt.engine.api import show_run
+        from belt.render import transcript_lines, transcript_rest
+
+        report = show_run(run_id=run_id)
+        # The gates are told of below, with the commands for a run that waits (not resume).
+        chat = {**report["chat"], "pending_interrupts": []}
+        lines = transcript_lines({**report, "chat": chat}, verbose=self.verbose)
+        output.lines(transcript_rest(self.printed, lines))
+        self.printed = lines
+
+    def _count_down(self, pending: list[dict[str, Any]]) -> None:
+        from belt import output
+        from belt.render import countdown_text
+
+        self._countdown = output.LiveLine(lambda: countdown_text(pending, datetime.now(UTC)))
+        self._countdown.start()
+
+    def rest(self, lines: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Of the whole transcript ``lines``, what is not on the screen yet."""
+        from belt.render import transcript_rest
+
+        return transcript_rest(self.printed, lines)
+
+    def close(self) -> None:
+        """Stop and clear the countdown, if one is shown."""
+        if self._countdown is not None:
+            self._countdown.stop()
+            self._countdown = None
+
+
+def waiting(
+    simulate: Callable[..., tuple[dict[str, Any], list[str]]], live: SimLive, **kwargs: Any
+) -> tuple[dict[str, Any], list[str]]:
+    """Run ``simulate`` reporting to ``live``; Ctrl-C while it waits at a gate stops waiting,
+    leaves the run held, and prints the commands that go on with that run (exit 130)."""
+    from belt import output
+
+    try:
+        result = simulate(report=live, **kwargs)
+    except KeyboardInterrupt:
+        live.close()
+        run = live.run_id
+        if run is None:
+            hint = "`belt sim list` shows it, `belt sim resume --last` continues it"
+        else:
+            hint = f"`belt sim show {run}` shows it, `belt sim resume {run} --wait` waits again"
+        output.warning(
+            "stopped waiting; the run stays where it was (at its gates, or at its last durable "
+            f"point): {hint}"
+        )
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    finally:
+        live.close()
+    return result

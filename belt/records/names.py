@@ -1,0 +1,72 @@
+"""How a person names a record on the command line: its id, its short id, or a unique prefix.
+
+Every kind a command takes an id of (interrupts, runs, chats, registry entries) is found by
+``find_id``, so a prefix means the same thing everywhere and an ambiguous one is exit 4 with
+the candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from belt.errors import Conflict, NotFound
+from belt.store import Store, check_id
+
+SHORT_LENGTH = 8
+"""A short id is the first 8 characters after the prefix: ``k2m9x0q4`` of
+``int_k2m9x0q4h7c1v8b5n3t6`` (one in 36**8, about 2.8e12)."""
+
+
+def short_id(record_id: str) -> str:
+    """The short id a terminal shows for ``record_id``, which names it as input too:
+    ``k2m9x0q4`` of ``int_k2m9x0q4h7c1v8b5n3t6`` (an id without a prefix is its own)."""
+    _, sep, rest = record_id.partition("_")
+    return rest[:SHORT_LENGTH] if sep and len(rest) > SHORT_LENGTH else record_id
+
+
+def names(ref: str, record_id: str) -> bool:
+    """True when ``ref`` names ``record_id``: a prefix of the id, or of what follows its
+    prefix (so ``int_k2m9``, ``k2m9x0q4`` and ``k2m9`` all name ``int_k2m9x0q4h7c1v8b5n3t6``)."""
+    return record_id.startswith(ref) or record_id.partition("_")[2].startswith(ref)
+
+
+def find_id(
+    store: Store,
+    kind: str,
+    ref: str,
+    *,
+    what: str,
+    plural: str | None = None,
+    first: Callable[[], Iterable[str]] | None = None,
+    missing: Callable[[str], NotFound] | None = None,
+) -> str:
+    """The id of the record of ``kind`` that ``ref`` names: its id, its short id, or a unique
+    prefix of either; the one way every kind (interrupts, runs, chats, registry entries) is
+    named on the command line.
+
+    InvalidInput (5) for a ``ref`` that cannot be an id, NotFound (3, ``missing(ref)`` when
+    given) if nothing matches, Conflict (4) listing the candidates if several do. ``first``
+    gives the ids searched before the rest (the pending interrupts, when resolving one), so a
+    prefix need only be unique among them.
+    """
+    check_id(ref, what=f"{what} id")
+    if store.exists(kind, ref):
+        return ref
+    if first is not None:
+        preferred = sorted(i for i in first() if names(ref, i))
+        if preferred:
+            return _one(ref, preferred, plural or f"{what}s")
+    found = sorted(i for i in store.list_ids(kind) if names(ref, i))
+    if not found:
+        raise missing(ref) if missing is not None else NotFound(f"no {what} {ref}")
+    return _one(ref, found, plural or f"{what}s")
+
+
+def _one(ref: str, found: list[str], plural: str) -> str:
+    if len(found) == 1:
+        return found[0]
+    shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    raise Conflict(
+        f"{ref!r} names {len(found)} {plural}: {shown}",
+        hint="give more of the id, or the whole id",
+    )
