@@ -246,7 +246,8 @@ def _id_table(
     kept = list(range(len(columns)))
 
     def needed() -> int:
-        return sum(widths[i] if i in ids else min(widths[i], _NARROWEST) for i in kept) + 2 * (
+        # Rich puts " │ " (three characters) between two columns.
+        return sum(widths[i] if i in ids else min(widths[i], _NARROWEST) for i in kept) + 3 * (
             len(kept) - 1
         )
 
@@ -271,11 +272,7 @@ def _id_table(
         rich_table.add_row(*(Text(row[i]) for i in kept))
     out.print(rich_table)
     if left_out:
-        styled(
-            f"({', '.join(left_out)} left out: the terminal is {out.width} columns wide; "
-            "--json has everything)",
-            "dim",
-        )
+        styled(f"(left out at {out.width} columns: {', '.join(left_out)}; --json has all)", "dim")
 
 
 def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page: int = 500) -> int:
