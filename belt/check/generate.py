@@ -40,7 +40,6 @@ OUTPUT_PREVIEW_MAX_CHARS = 512
 
 ID_CHARS = string.ascii_lowercase + string.digits
 TOOLS = ("delete_file", "read_file", "write_file", "run_shell", "http_request", "search", "finish")
-ARGUMENT_KEYS = ("path", "command", "url", "content", "query", "recursive")
 PATHS = ("/tmp/old.txt", "/etc/passwd", "/tmp/../etc/passwd", "/", "", "~/.ssh/id_rsa", "C:\\")
 PATH_PARTS = ("tmp", "etc", "var", "lib", "home", "app", "..", ".", "passwd", "production.db")
 
@@ -112,10 +111,27 @@ def argument_values() -> Strategy:
     return paths() | json_values() | large_text() | deep_values()
 
 
+def _merged(known: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    return {**other, **known}
+
+
 def arguments() -> st.SearchStrategy[dict[str, Any]]:
-    """A tool call's arguments: empty, small, large, deep, any keys."""
-    keys = st.sampled_from(ARGUMENT_KEYS) | st.text(max_size=16)
-    return st.dictionaries(keys, argument_values(), max_size=6)
+    """A tool call's arguments: the common keys (each there or not) with values of their kind,
+    and any other keys with any values; empty, small, large, deep."""
+    text = st.text(max_size=80)
+    known = st.fixed_dictionaries(
+        {},
+        optional={
+            "path": paths(),
+            "command": text | large_text(),
+            "url": st.sampled_from(("https://example.com/", "http://127.0.0.1/", "")) | text,
+            "content": text | large_text(),
+            "query": text,
+            "recursive": st.booleans() | json_values(),
+        },
+    )
+    others = st.dictionaries(st.text(max_size=16), argument_values(), max_size=4)
+    return st.builds(_merged, known, others)
 
 
 def tool_names() -> st.SearchStrategy[str]:

@@ -172,6 +172,20 @@ class CheckReport:
         }
 
 
+def failure_lines(report: CheckReport) -> list[str]:
+    """Each failed check as plain lines: the subject and check, why, and the reproducer."""
+    lines = []
+    for result in report.results:
+        if result.failure is None:
+            continue
+        lines.append(
+            f"{printable(result.subject)}: {result.check} failed ({printable(result.title)})"
+        )
+        lines.append(f"  {printable(result.failure.detail)}")
+        lines.append(f"  reproduce: {result.failure.reproducer}")
+    return lines
+
+
 def encode(payload: Any) -> str:
     """A payload as one line of JSON that decodes to exactly what was sent; a character that
     could drive a terminal is written as its JSON escape (it can only occur inside a string)."""

@@ -1,0 +1,40 @@
+"""``belt check`` from a test: hold a handler to the contract and fail the test on a failed check.
+
+    from belt.testing.check import check_handler
+
+    def test_my_hook_keeps_the_contract():
+        check_handler(my_hook, events=["agent.tool_call"], props="tests/props.toml")
+
+The handler is a ``py:``/URL target or a Python callable (called in-process as a ``py:`` handler
+is). The seed defaults to 0 so that a test run is repeatable; the failure message names each
+failed check with its shrunk reproducer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from belt.check.report import CheckReport, failure_lines
+from belt.check.run import run_check
+
+
+def check_handler(
+    target: str | Callable[..., Any], *, examples: int = 25, seed: int = 0, **options: Any
+) -> CheckReport:
+    """Run ``belt check`` on ``target``; raise AssertionError listing every failed check.
+
+    ``options`` are those of ``belt check``: ``events``, ``executors``, ``routes``, ``props``,
+    ``secret``, ``timeout``, ``allow_network``, ``max_time``, ``save``.
+    """
+    from belt.testing.plugin import register, unregister
+
+    reference = register(target) if callable(target) else None
+    try:
+        report = run_check(reference or str(target), examples=examples, seed=seed, **options)
+    finally:
+        if reference is not None:
+            unregister(reference)
+    if report.exit_code != 0:
+        raise AssertionError("\n".join(["belt check failed:", *failure_lines(report)]))
+    return report

@@ -1,0 +1,559 @@
+"""``belt check``: the examples' handlers pass; a handler with one defect fails the right check,
+and its reproducer, run as printed, shows the same defect."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from belt.check.report import CheckReport, CheckResult
+from belt.check.run import run_check
+from belt.cli import app
+from belt.errors import InvalidInput, Unreachable, UsageError
+from belt.wire.platform import LifecycleHookPayload
+from tests import checked
+from tests.servers import running
+
+ROOT = Path(__file__).parent.parent
+EXAMPLES = ROOT / "examples"
+CHECKED = f"py:{Path(checked.__file__)}"
+BELT_BIN = str(Path(sys.executable).parent)
+
+
+@pytest.fixture(scope="module")
+def webhooks() -> Iterator[str]:
+    with running(checked.app()) as url:
+        yield url
+
+
+def result(report: CheckReport, check: str, event: str = "agent.tool_call") -> CheckResult:
+    found = [r for r in report.results if r.check == check and r.event == event]
+    assert len(found) == 1, [(r.check, r.event) for r in report.results]
+    return found[0]
+
+
+def failed(report: CheckReport) -> list[tuple[str, str]]:
+    return [(r.check, r.event) for r in report.results if r.status == "fail"]
+
+
+def reproduce(command: str) -> subprocess.CompletedProcess[str]:
+    """Run a printed reproducer as a user would, in a shell, with this belt on PATH."""
+    env = {**os.environ, "PATH": f"{BELT_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(
+        command, shell=True, capture_output=True, text=True, env=env, timeout=60, cwd=ROOT
+    )
+
+
+def trigger_supports_payload() -> bool:
+    from belt.cli import trigger as trigger_cli
+
+    source = Path(trigger_cli.__file__).read_text(encoding="utf-8")
+    return '"--payload"' in source or "payload:" in source
+
+
+needs_payload = pytest.mark.skipif(
+    not trigger_supports_payload(), reason="belt trigger has no --payload yet"
+)
+
+
+# -- the examples pass ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "target", ["py:examples/handler.py:decide", "py:examples/tests/hooks.py:guard"]
+)
+def test_the_examples_handlers_pass_every_check(
+    target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    report = run_check(target, examples=8, seed=3)
+    assert report.exit_code == 0
+    assert not failed(report)
+    assert {r.event for r in report.results} >= {"agent.tool_call", "agent.complete"}
+    assert result(report, "answers").cases == 9  # the spec's sample and 8 generated
+    assert result(report, "answers").latency() is not None
+
+
+def test_the_examples_nexus_tools_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    report = run_check(
+        "examples/nexus-hooks.toml",
+        executors=[
+            "execution_check=cmd:examples/nexus-ack.sh",
+            "verify_before_finish=cmd:examples/nexus-verify.sh",
+        ],
+        examples=3,
+        seed=1,
+    )
+    assert report.exit_code == 0, [(r.check, r.failure) for r in report.results]
+    assert {r.event for r in report.results} == {"turn_start", "stop"}
+    assert result(report, "result", "stop").cases == 4
+
+
+def test_the_spec_policy_property_holds_for_the_examples_guard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    props = tmp_path / "props.toml"
+    props.write_text(
+        '[[property]]\nname = "no deletes outside /tmp/"\ntool = "delete_file"\n'
+        'unless = { path = "/tmp/*" }\ndecision = "deny"\n'
+    )
+    report = run_check(
+        "py:examples/tests/hooks.py:guard",
+        events=["agent.tool_call"],
+        props=props,
+        examples=30,
+        seed=5,
+    )
+    prop = result(report, "property")
+    assert prop.status == "pass"
+    assert prop.cases > 0
+
+
+# -- one defect each ------------------------------------------------------------------------------
+
+
+def test_a_handler_that_crashes_on_a_unicode_path_fails_answers() -> None:
+    report = run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=50, seed=1)
+    assert failed(report) == [("answers", "agent.tool_call")]
+    failure = result(report, "answers").failure
+    assert failure is not None
+    assert "UnicodeEncodeError" in failure.detail
+    path = failure.payload["data"]["arguments"]["path"]
+    assert not path.isascii()
+    # Shrunk: the path is as short as a crash allows, the rest of the payload minimal.
+    assert len(path) <= 3
+    assert failure.payload["data"]["tool"] in ("delete_file", "0")
+    LifecycleHookPayload.model_validate(failure.payload)
+    assert failure.reproducer.startswith("belt trigger agent.tool_call --to py:")
+
+
+@needs_payload
+def test_the_unicode_crash_reproducer_shows_the_crash() -> None:
+    report = run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=50, seed=1)
+    failure = result(report, "answers").failure
+    assert failure is not None
+    done = reproduce(failure.reproducer)
+    assert done.returncode == 6, done.stderr
+    assert "UnicodeEncodeError" in done.stdout + done.stderr
+
+
+def test_a_webhook_answering_block_fails_body(webhooks: str) -> None:
+    report = run_check(f"{webhooks}/block", events=["agent.tool_call"], examples=5, seed=1)
+    assert failed(report) == [("body", "agent.tool_call")]
+    failure = result(report, "body").failure
+    assert failure is not None
+    assert "not a LifecycleHookResponse" in failure.detail
+    assert "decision" in failure.detail
+
+
+@needs_payload
+def test_the_block_reproducer_shows_the_invalid_body(webhooks: str) -> None:
+    report = run_check(f"{webhooks}/block", events=["agent.tool_call"], examples=5, seed=1)
+    failure = result(report, "body").failure
+    assert failure is not None
+    done = reproduce(failure.reproducer)
+    assert done.returncode == 6, done.stderr
+    assert "not a LifecycleHookResponse" in done.stdout + done.stderr
+
+
+def test_a_webhook_that_hangs_on_large_arguments_fails_answers(webhooks: str) -> None:
+    report = run_check(
+        f"{webhooks}/slow",
+        events=["agent.tool_call"],
+        examples=40,
+        seed=2,
+        timeout=0.3,
+        max_time=4,
+    )
+    answers = result(report, "answers")
+    assert answers.status == "fail"
+    assert answers.failure is not None
+    assert "did not answer within 0.3 s" in answers.failure.detail
+    arguments = answers.failure.payload["data"]["arguments"]
+    assert len(json.dumps(arguments)) > checked.LARGE
+
+
+def test_a_webhook_that_accepts_unsigned_requests_fails_signature(webhooks: str) -> None:
+    report = run_check(
+        f"{webhooks}/unsigned",
+        events=["agent.tool_call"],
+        examples=3,
+        seed=1,
+        secret=checked.SECRET,
+    )
+    assert failed(report) == [("signature", "agent.tool_call")]
+    signature = result(report, "signature")
+    assert signature.failure is not None
+    assert signature.failure.detail.startswith("accepts unsigned requests")
+    for case in ("a tampered body", "another secret", "stale timestamp", "in the future"):
+        assert case in signature.failure.detail
+    assert "--secret" not in signature.failure.reproducer
+    if trigger_supports_payload():
+        done = reproduce(signature.failure.reproducer)
+        assert done.returncode == 0, done.stderr  # the unsigned request is accepted
+        assert "HTTP 200" in done.stdout
+
+
+def test_a_verifying_webhook_passes_the_signature_cases(webhooks: str) -> None:
+    report = run_check(
+        f"{webhooks}/verified",
+        events=["agent.tool_call", "agent.start"],
+        examples=5,
+        seed=1,
+        secret=checked.SECRET,
+    )
+    assert report.exit_code == 0, [(r.check, r.failure) for r in report.results]
+    assert result(report, "signature").cases == 10
+    assert result(report, "redelivery").cases == 6
+
+
+def test_a_handler_that_lets_etc_passwd_through_fails_the_property(tmp_path: Path) -> None:
+    props = tmp_path / "props.toml"
+    props.write_text(
+        '[[property]]\nname = "no deletes outside /tmp/"\ntool = "delete_file"\n'
+        'unless = { path = "/tmp/*" }\ndecision = "deny"\n'
+    )
+    report = run_check(
+        f"{CHECKED}:leaky", events=["agent.tool_call"], props=props, examples=40, seed=1
+    )
+    assert failed(report) == [("property", "agent.tool_call")]
+    prop = result(report, "property")
+    assert prop.title == "no deletes outside /tmp/"
+    assert prop.failure is not None
+    assert prop.failure.detail == "expected deny, got allow"
+    data = prop.failure.payload["data"]
+    assert data["tool"] == "delete_file"
+    assert not str(data["arguments"].get("path", "")).startswith(("/tmp/", "/var/"))
+    if trigger_supports_payload():
+        done = reproduce(prop.failure.reproducer)
+        assert done.returncode == 0, done.stderr
+        assert "allow" in done.stdout
+
+
+# -- warnings -------------------------------------------------------------------------------------
+
+
+def test_a_deny_on_an_observe_only_event_warns_and_passes() -> None:
+    report = run_check(
+        f"{CHECKED}:deny_everything",
+        events=["agent.complete", "agent.tool_call"],
+        examples=3,
+        seed=1,
+    )
+    assert report.exit_code == 0
+    complete = result(report, "decision", "agent.complete")
+    assert complete.status == "warn"
+    assert list(complete.warnings) == ["agent.complete: observe only, the decision is ignored"]
+    assert result(report, "decision", "agent.tool_call").status == "pass"
+
+
+def test_a_suspend_from_a_webhook_warns() -> None:
+    report = run_check(f"{CHECKED}:suspends", events=["agent.tool_call"], examples=2, seed=1)
+    decision = result(report, "decision")
+    assert decision.status == "warn"
+    assert "suspend is for gate hooks only" in next(iter(decision.warnings))
+
+
+def test_an_inject_from_an_async_hook_warns(tmp_path: Path) -> None:
+    hooks = tmp_path / "hooks.json"
+    hooks.write_text(
+        json.dumps(
+            [
+                {
+                    "event": "agent.turn_start",
+                    "type": "webhook",
+                    "handler": "https://hooks.example.com/start",
+                    "async": True,
+                }
+            ]
+        )
+    )
+    report = run_check(
+        str(hooks),
+        routes=["https://hooks.example.com=py:examples/tests/hooks.py:guard"],
+        examples=2,
+        seed=1,
+    )
+    decision = result(report, "decision", "agent.turn_start")
+    assert decision.status == "warn"
+    assert "an async hook never injects" in next(iter(decision.warnings))
+
+
+def test_a_handler_deciding_by_turns_warns_on_determinism() -> None:
+    report = run_check(f"{CHECKED}:flip", events=["agent.tool_call"], examples=30, seed=1)
+    deterministic = result(report, "deterministic")
+    assert deterministic.status == "warn"
+    assert "the same payload got" in next(iter(deterministic.warnings))
+
+
+def test_unknown_keys_in_the_answer_warn() -> None:
+    report = run_check(f"{CHECKED}:extra_keys", events=["agent.tool_call"], examples=2, seed=1)
+    body = result(report, "body")
+    assert body.status == "warn"
+    assert list(body.warnings) == ["verdict: unknown key in the answer, ignored"]
+
+
+# -- Nexus ----------------------------------------------------------------------------------------
+
+
+def test_a_tool_continuing_outside_stop_fails_result() -> None:
+    report = run_check(
+        None, executors=[f"check={CHECKED}:nexus_continue_everywhere"], examples=3, seed=1
+    )
+    assert sorted(failed(report)) == [
+        ("result", "post_compact"),
+        ("result", "pre_compact"),
+        ("result", "turn_start"),
+    ]
+    failure = result(report, "result", "turn_start").failure
+    assert failure is not None
+    assert "only stop may ask to continue" in failure.detail
+    assert failure.reproducer.startswith("python -c ")
+
+
+def test_blank_feedback_on_stop_fails_result() -> None:
+    report = run_check(
+        None,
+        executors=[f"check={CHECKED}:nexus_blank_feedback"],
+        events=["stop"],
+        examples=3,
+        seed=1,
+    )
+    failure = result(report, "result", "stop").failure
+    assert failure is not None
+    assert "must be nonblank" in failure.detail
+
+
+def test_nexus_inputs_carry_the_fields_of_their_boundary() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def keep(task: dict[str, Any]) -> dict[str, Any]:
+        seen.append(task)
+        return checked.nexus_ack(task)
+
+    from belt.testing.plugin import register, unregister
+
+    reference = register(keep)
+    try:
+        report = run_check(None, executors=[f"keep={reference}"], examples=20, seed=4)
+    finally:
+        unregister(reference)
+    assert report.exit_code == 0
+    from belt.wire.nexus import HookTaskInput
+
+    for task in seen:
+        HookTaskInput.model_validate(task)
+    stops = [t for t in seen if t["event"] == "stop"]
+    assert stops and all("output_preview" in t for t in stops)
+    assert any("compaction_trigger" in t for t in seen if t["event"] == "pre_compact")
+
+
+# -- the run's bounds and its settings ------------------------------------------------------------
+
+
+def test_the_same_seed_gives_the_same_failure() -> None:
+    one = run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=9)
+    two = run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=9)
+    first, second = result(one, "answers").failure, result(two, "answers").failure
+    assert first is not None and second is not None
+    assert first.payload == second.payload
+
+
+def test_hypothesis_writes_nothing_and_prints_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=20, seed=1)
+    assert not (tmp_path / ".hypothesis").exists()
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
+
+
+def test_only_the_given_target_is_sent_to() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def keep(payload: dict[str, Any]) -> None:
+        seen.append(payload)
+
+    from belt.testing.plugin import register, unregister
+
+    reference = register(keep)
+    try:
+        report = run_check(reference, events=["agent.error"], examples=10, seed=1)
+    finally:
+        unregister(reference)
+    # The spec's sample and 10 generated payloads, each delivered twice (the redelivery).
+    assert len(seen) == 22 == 2 * report.cases
+    assert all(p["event"] == "agent.error" and "error" in p["data"] for p in seen)
+
+
+def test_a_url_off_this_machine_needs_allow_network() -> None:
+    with pytest.raises(InvalidInput, match="sends only to this machine") as caught:
+        run_check("https://hooks.example.com/x", examples=1)
+    assert "hooks.example.com" in caught.value.problems[0]
+
+
+def test_an_unreachable_webhook_is_exit_6() -> None:
+    from belt.server.run import bind
+
+    sock = bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    sock.close()
+    with pytest.raises(Unreachable):
+        run_check(f"http://127.0.0.1:{port}/hook", examples=1)
+
+
+def test_bad_options_are_invalid_input(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="--examples 0"):
+        run_check(f"{CHECKED}:guard", examples=0)
+    with pytest.raises(InvalidInput, match="--event 'agent.nope'"):
+        run_check(f"{CHECKED}:guard", events=["agent.nope"])
+    props = tmp_path / "props.toml"
+    props.write_text('[[property]]\ntool = "delete_file"\ndecisoin = "deny"\n')
+    with pytest.raises(InvalidInput) as caught:
+        run_check(f"{CHECKED}:guard", props=props)
+    assert any("property[0].decisoin: unknown key" in p for p in caught.value.problems)
+    assert any("property[0].decision: is required" in p for p in caught.value.problems)
+    with pytest.raises(UsageError):
+        run_check(None)
+
+
+def test_a_nexus_file_without_its_executor_is_invalid_input() -> None:
+    with pytest.raises(InvalidInput, match="--executor execution_check=TARGET"):
+        run_check(str(EXAMPLES / "nexus-hooks.toml"))
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+
+def test_the_command_exits_1_on_a_failure_and_prints_the_reproducer(tmp_path: Path) -> None:
+    junit = tmp_path / "check.xml"
+    runner = CliRunner()
+    outcome = runner.invoke(
+        app,
+        [
+            "check",
+            f"{CHECKED}:unicode_crash",
+            "--event",
+            "agent.tool_call",
+            "--examples",
+            "30",
+            "--seed",
+            "1",
+            "--junit-xml",
+            str(junit),
+        ],
+    )
+    assert outcome.exit_code == 1, outcome.output
+    assert "fail  answers" in outcome.output
+    assert "reproduce: belt trigger agent.tool_call --to py:" in outcome.output
+    assert "--seed 1 repeats it" in outcome.output
+    xml = junit.read_text(encoding="utf-8")
+    assert "<failure" in xml and "UnicodeEncodeError" in xml
+
+
+def test_the_command_json_is_one_document_and_exit_0_on_a_pass() -> None:
+    outcome = CliRunner().invoke(
+        app,
+        ["check", f"{CHECKED}:guard", "--event", "agent.tool_call", "--examples", "3", "--json"],
+    )
+    assert outcome.exit_code == 0, outcome.output
+    document = json.loads(outcome.stdout)
+    assert document["passed"] is True
+    assert {c["check"] for c in document["checks"]} == {
+        "answers",
+        "body",
+        "decision",
+        "deterministic",
+        "redelivery",
+    }
+    assert set(document["checks"][0]["latency_ms"]) == {"p50", "p95", "p99", "max"}
+
+
+def test_the_command_exit_codes_for_bad_input_and_an_unreachable_target() -> None:
+    runner = CliRunner()
+    off = runner.invoke(app, ["check", "https://hooks.example.com/x"])
+    assert off.exit_code == 5
+    assert "--allow-network" in off.output
+    from belt.server.run import bind
+
+    sock = bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    sock.close()
+    gone = runner.invoke(app, ["check", f"http://127.0.0.1:{port}/hook", "--examples", "1"])
+    assert gone.exit_code == 6
+
+
+# -- --save ---------------------------------------------------------------------------------------
+
+
+def test_save_writes_a_scenario_that_belt_test_fails_until_the_bug_is_fixed(
+    tmp_path: Path,
+) -> None:
+    props = tmp_path / "props.toml"
+    props.write_text(
+        '[[property]]\nname = "no deletes outside /tmp/"\ntool = "delete_file"\n'
+        'unless = { path = "/tmp/*" }\ndecision = "deny"\n'
+    )
+    saved = tmp_path / "saved"
+    report = run_check(
+        f"{CHECKED}:leaky",
+        events=["agent.tool_call"],
+        props=props,
+        examples=40,
+        seed=1,
+        save=saved,
+    )
+    prop = result(report, "property")
+    assert prop.saved is not None
+    scenario = json.loads(Path(prop.saved).read_text(encoding="utf-8"))
+    assert scenario["expect"][0]["decision"] == "deny"
+    from belt.testing.suite import run_suite
+
+    broken = run_suite(paths=[saved], routes=[])
+    assert int(broken.exit_code) == 1
+    # The same scenario with the defect fixed (the guard in its place) passes.
+    text = Path(prop.saved).read_text(encoding="utf-8")
+    Path(prop.saved).write_text(text.replace(":leaky", ":guard"), encoding="utf-8")
+    fixed = run_suite(paths=[saved], routes=[])
+    assert int(fixed.exit_code) == 0, [r.to_json() for r in fixed.results]
+
+
+# -- the pytest helper ----------------------------------------------------------------------------
+
+
+def test_the_pytest_helper_passes_a_good_handler_and_fails_a_bad_one() -> None:
+    from belt.testing.check import check_handler
+
+    report = check_handler(checked.guard, events=["agent.tool_call"], examples=5)
+    assert report.exit_code == 0
+    with pytest.raises(AssertionError) as caught:
+        check_handler(checked.unicode_crash, events=["agent.tool_call"], examples=30)
+    assert "answers" in str(caught.value)
+    assert "reproduce: belt trigger agent.tool_call" in str(caught.value)
+
+
+def test_the_reproducer_quotes_survive_the_shell() -> None:
+    report = run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=1)
+    failure = result(report, "answers").failure
+    assert failure is not None
+    words = shlex.split(failure.reproducer)
+    assert json.loads(words[words.index("--payload") + 1]) == failure.payload
+
+
+def test_check_imports_no_hypothesis_on_the_start_up_path(tmp_path: Path) -> None:
+    from tests.test_startup import loaded
+
+    assert "hypothesis" not in loaded("version", home=tmp_path)
+    assert "hypothesis" not in loaded("check", "--help", home=tmp_path)
