@@ -31,7 +31,7 @@ def platform_lines(
 ) -> list[tuple[str, str]]:
     """A platform simulation: each run, its messages and hook rows (each under the tool call it
     was for), and the gates that hold it; ``quiet`` deliveries where they happened."""
-    lines: list[tuple[str, str]] = []
+    lines: list[tuple[str, str]] = registry_lines(report)
     runs = {run["id"]: run for run in report["runs"]}
     messages = report["chat"]["chat_messages"]
     current_run = None
@@ -50,6 +50,42 @@ def platform_lines(
 
 
 Render = Callable[[dict[str, Any]], Lines]
+
+LOADED = {"created": "created", "versioned": "new version", "skipped": "unchanged"}
+
+
+def registry_lines(report: dict[str, Any]) -> Lines:
+    """What the scenario's registry directory loaded, into which owner's registry: each entry
+    created or given a new version, and how many were already there as they are."""
+    registry = report["simulation"].get("registry")
+    if not registry:
+        return []
+    entries = registry.get("entries") or []
+    counts = {
+        label: sum(1 for e in entries if e.get("action") == action)
+        for action, label in LOADED.items()
+    }
+    said = ", ".join(f"{count} {label}" for label, count in counts.items() if count) or "none"
+    lines: Lines = [
+        ("", ""),
+        (
+            f"── registry {registry['owner']}: {len(entries)} entries loaded from "
+            f"{registry['directory']} ({said})",
+            "bold",
+        ),
+    ]
+    for entry in entries:
+        if entry.get("action") == "skipped":
+            continue
+        version = f" v{entry['version']}" if entry.get("action") == "versioned" else ""
+        lines.append(
+            (
+                f"  {LOADED.get(str(entry.get('action')), '?'):<11} {entry['name']}  "
+                f"({entry['kind']}, {entry['id']}{version})",
+                "dim",
+            )
+        )
+    return lines
 
 
 def conversation(

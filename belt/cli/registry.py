@@ -203,10 +203,11 @@ def search_(
     ] = 10,
     json_: JsonFlag = False,
 ) -> None:
-    """Search a team's entries, best first, with their BM25 scores (higher is better).
+    """Search a team's entries, best first, with how relevant each is.
 
     An entry matches if it shares a word with QUERY (after stemming; common words such as
-    "the" are left out). "terms" is how many of the query's terms it shares.
+    "the" are left out). "relevance" is its BM25 score as a share of the best match's (1.00:
+    the best; --json has the score too); "terms" is how many of the query's terms it shares.
 
     Examples:
 
@@ -223,14 +224,22 @@ def search_(
         output.echo(f'no entries of {owner} match "{plain(query)}"', stderr=True)
         return
     output.table(
-        ["score", "terms", "id", "kind", "name"], [row(match) for match in matches], ids=(2,)
+        ["relevance", "terms", "id", "kind", "name"], [row(match) for match in matches], ids=(2,)
     )
+
+
+def relevance_text(match: Match) -> str:
+    """A match's relevance as a person reads it: ``1.00``, ``0.40``, or ``<0.01`` for one that
+    shares only words common in the registry (a BM25 score near 0)."""
+    if match.relevance < 0.01:
+        return "<0.01" if match.score > 0 else "0.00"
+    return f"{match.relevance:.2f}"
 
 
 def row(match: Match) -> list[str]:
     """A search result as a table row."""
     return [
-        f"{match.score:.3g}",
+        relevance_text(match),
         f"{match.matched_terms}/{match.query_terms}",
         match.id,
         match.kind,

@@ -205,10 +205,16 @@ class PlatformLoop:
         """Record a new simulation of a platform scenario; return its record (the full URLs of
         its webhooks and its routes go to the store's private part)."""
         scenario = loaded.scenario
+        registry: dict[str, Any] = {}
         if scenario.agent.registry is not None:
             # The owner's registry first: every file is checked before anything is saved.
             directory = Path(loaded.source).parent / scenario.agent.registry
-            load_directory(store, directory, owner=scenario.agent.owner)
+            entries = load_directory(store, directory, owner=scenario.agent.owner)
+            registry["registry"] = {
+                "owner": scenario.agent.owner,
+                "directory": str(directory),
+                "entries": [entry.to_json() for entry in entries],
+            }
         hooks = stored_hooks(loaded.hooks)
         sim = record_simulation(
             store,
@@ -219,6 +225,7 @@ class PlatformLoop:
             scenario=scenario.model_dump(mode="json", by_alias=True, exclude={"agent": {"hooks"}}),
             hooks=hooks,
             fail_closed=fail_closed,
+            **registry,
         )
         full = [hook.to_wire() for hook in loaded.hooks]
         private: SimHooks = {"hooks": full}
@@ -369,6 +376,8 @@ class PlatformLoop:
         }
         if sim.get("parent"):
             extras["simulation"] = {"parent": sim["parent"]}
+        if sim.get("registry"):
+            extras.setdefault("simulation", {})["registry"] = sim["registry"]
         return extras
 
     # -- steps --------------------------------------------------------------------------------

@@ -211,6 +211,9 @@ class Match:
     score: float
     matched_terms: int
     query_terms: int
+    relevance: float = 1.0
+    """The score as a share of the best score of the same query, 0 to 1 in two decimals (1.0:
+    the best match; BM25 scores have no fixed scale, so only this comparison means anything)."""
 
     def to_json(self) -> dict[str, Any]:
         """The match as ``--json`` prints it."""
@@ -220,6 +223,7 @@ class Match:
             "kind": self.kind,
             "tags": list(self.tags),
             "version": self.version,
+            "relevance": self.relevance,
             "score": self.score,
             "matched_terms": self.matched_terms,
             "query_terms": self.query_terms,
@@ -825,7 +829,7 @@ def _limit(limit: int) -> int:
     return limit
 
 
-def _match(hit: Hit) -> Match:
+def _match(hit: Hit, best: float) -> Match:
     row = hit.row
     return Match(
         id=row.id,
@@ -837,7 +841,14 @@ def _match(hit: Hit) -> Match:
         score=float(f"{hit.score:.4g}"),
         matched_terms=hit.matched,
         query_terms=hit.terms,
+        relevance=round(hit.score / best, 2) if best > 0 else 0.0,
     )
+
+
+def _matches(hits: Sequence[Hit]) -> list[Match]:
+    """Hits as matches, each with its relevance against the best score among them."""
+    best = max((hit.score for hit in hits), default=0.0)
+    return [_match(hit, best) for hit in hits]
 
 
 def search(
@@ -856,7 +867,7 @@ def search(
     if not words:
         return []
     hits = _query(store, owner, lambda index: index.search(words, limit=limit))
-    return [_match(hit) for hit in hits]
+    return _matches(hits)
 
 
 def suggest(
@@ -899,7 +910,7 @@ def suggest(
             exclude_agent=exclude_origin_agent,
         ),
     )
-    return [_match(hit) for hit in hits]
+    return _matches(hits)
 
 
 # Registry directories

@@ -51,6 +51,9 @@ class Sim(TypedDict):
     review: NotRequired[Any]
     clock: NotRequired[str]
     """The time of the simulation's virtual clock (absent: it runs on wall time)."""
+    registry: NotRequired[dict[str, Any]]
+    """What the scenario's registry directory loaded: ``owner``, ``directory`` and ``entries``
+    (each file and what saving it did)."""
 
 
 class Scenario(TypedDict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -181,15 +182,20 @@ def test_search_shows_scores_best_first() -> None:
     result = belt("registry", "search", "nightly backups")
     assert result.exit_code == 0
     header, *rows = result.stdout.splitlines()
-    assert header.split() == ["score", "terms", "id", "kind", "name"]
+    assert header.split() == ["relevance", "terms", "id", "kind", "name"]
     assert [row.split()[2] for row in rows] == [in_name, in_text]
     assert [row.split()[1] for row in rows] == ["2/2", "2/2"]
+    # A relevance a person reads: the best is 1.00, the others a share of it in two decimals.
+    relevances = [row.split()[0] for row in rows]
+    assert relevances[0] == "1.00"
+    assert relevances[1] != "1.00" and re.fullmatch(r"0\.\d\d", relevances[1]), relevances
 
     found = belt("registry", "search", "nightly backups", "--json", "--limit", "1")
     assert found.exit_code == 0
     (match,) = found.json()
     assert match["id"] == in_name
     assert match["score"] > 0
+    assert match["relevance"] == 1.0
     assert (match["matched_terms"], match["query_terms"]) == (2, 2)
 
     nothing = belt("registry", "search", 'penguins" OR *')
@@ -329,3 +335,18 @@ def test_a_search_index_that_is_not_a_regular_file_is_refused_not_written_throug
         assert "Traceback" not in result.stderr
     assert outside.read_bytes() == b"" if what == "link outside the store" else not outside.exists()
     assert [entry["name"] for entry in registry.list_entries(open_store())] == ["Backups"]
+
+
+def test_an_entry_that_shares_only_common_words_reads_as_below_one_percent() -> None:
+    backups = add("Backups", "They run nightly at two.")
+    for name in ("Lunch", "Dinner", "Standup"):
+        add(name, f"{name} with the team.")
+    result = belt("registry", "search", "backups team")
+    assert result.exit_code == 0, result.stderr
+    header, *rows = result.stdout.splitlines()
+    assert rows[0].split()[:3] == ["1.00", "1/2", backups]
+    # "team" is in most entries: BM25 floors its weight, the score is about 1e-06.
+    assert {row.split()[0] for row in rows[1:]} == {"<0.01"}
+    assert "e-0" not in result.stdout
+    found = belt("registry", "search", "backups team", "--json").json()
+    assert [m["relevance"] for m in found] == [1.0, 0.0, 0.0, 0.0]

@@ -81,3 +81,25 @@ def test_a_routed_handler_is_shown_as_routed(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     row = next(line for line in lines_of(result.stdout) if "→ deny" in line)
     assert f"hooks.example.com → py:{tmp_path / 'guard.py'}:guard → deny" in row
+
+
+def test_the_learning_example_says_which_entries_it_loaded_into_which_registry() -> None:
+    example = str(Path(__file__).parent.parent.parent / "examples" / "learning-agent.toml")
+    files = sorted((Path(example).parent / "registry").glob("*.toml"))
+    first = belt("sim", "run", example)
+    assert first.exit_code == 0, first.stderr
+    lines = lines_of(first.stdout)
+    heading = f"── registry local: {len(files)} entries loaded from "
+    assert lines[0].startswith(heading) and lines[0].endswith(f"({len(files)} created)")
+    created = [line for line in lines if line.startswith("created")]
+    assert len(created) == len(files)
+    assert any("Old temp files are safe to remove  (concept, re_" in line for line in created)
+    again = belt("sim", "run", example, "--json")
+    assert again.exit_code == 0, again.stderr
+    registry = again.json()["simulation"]["registry"]
+    assert registry["owner"] == "local"
+    assert {entry["action"] for entry in registry["entries"]} == {"skipped"}
+    assert len(registry["entries"]) == len(files)
+    shown = lines_of(belt("sim", "show", again.json()["runs"][0]["id"]).stdout)
+    assert shown[0].endswith(f"({len(files)} unchanged)")
+    assert not any(line.startswith("created") for line in shown)
