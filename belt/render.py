@@ -883,7 +883,17 @@ def unfired_text(entry: dict[str, Any]) -> str:
     return f"hook {entry['where']} ({entry['event']}, {entry['handler']}) never fired"
 
 
-COVERAGE_COLUMNS = ("SCENARIO", "HOOK", "EVENT", "HANDLER", "FIRED", "PRODUCED", "TOOLS")
+COVERAGE_COLUMNS = (
+    "SCENARIO",
+    "HOOK",
+    "EVENT",
+    "HANDLER",
+    "FIRED",
+    "PRODUCED",
+    "TOOLS",
+    "LATENCY",
+    "TOKENS/TURN",
+)
 
 
 def coverage_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
@@ -897,9 +907,19 @@ def coverage_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
             str(entry["fired"]),
             outcome_text(entry),
             tools_text(entry) or "-",
+            latency_text(entry),
+            "-" if entry.get("injected_tokens") is None else str(entry["injected_tokens"]),
         ]
         for entry in entries
     ]
+
+
+def latency_text(entry: dict[str, Any]) -> str:
+    """How long a hook's calls took: ``max 2.3 ms, p95 2.1 ms`` (``-`` when it never fired)."""
+    latency = entry.get("latency_ms")
+    if not latency:
+        return "-"
+    return f"max {latency['max']:.1f} ms, p95 {latency['p95']:.1f} ms"
 
 
 def coverage_tail(entries: list[dict[str, Any]]) -> Lines:

@@ -132,6 +132,8 @@ class HookRun:
     response: LifecycleHookResponse | None = None
     error: str | None = None
     duration_ms: int = 0
+    latency_ms: float = 0.0
+    """How long the delivery took, to the microsecond (``[[expect]] latency_ms`` reads it)."""
     interrupt: dict[str, Any] | None = None
     task_chat_id: str | None = None
     routed_to: str | None = None
@@ -322,8 +324,9 @@ class Dispatcher:
             run.decision = HookDecision.SUSPEND
         elif hook.type == HookHandlerType.BUILTIN and self.builtin is not None:
             self.builtin(run, payload)
+        run.latency_ms = (time.perf_counter() - started) * 1000
         if not run.duration_ms:
-            run.duration_ms = round((time.perf_counter() - started) * 1000)
+            run.duration_ms = round(run.latency_ms)
         return run
 
     def run_webhook(self, run: HookRun, payload: dict[str, Any]) -> None:
@@ -393,6 +396,7 @@ def executed_record(event: str, run: HookRun, payload: dict[str, Any]) -> dict[s
     return {
         "type": "hook.executed",
         **executed.model_dump(),
+        "latency_ms": round(run.latency_ms, 3),
         "hook_index": run.index,
         "handler_type": run.hook.type.value,
         "handler": handler_label(run.hook.type, run.hook.handler),

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from belt.testing.expect import Facts, injected_per_turn, latency_of, percentile_95
+
 PLATFORM_OUTCOMES = ("allow", "deny", "stop", "suspend", "injected", "failed")
 """What a platform hook's calls produced: its decision (a failed call counts only as failed),
 and whether it injected a message."""
@@ -26,8 +28,29 @@ def scenario_coverage(
     """One entry per hook the scenario ``name`` declares, with its counts from ``report`` (no
     report: the scenario did not run, and nothing fired)."""
     if getattr(loaded, "dialect", "platform") == "nexus":
-        return nexus_coverage(name, loaded, report)
-    return platform_coverage(name, loaded, report)
+        return with_budgets(nexus_coverage(name, loaded, report), report)
+    return with_budgets(platform_coverage(name, loaded, report), report)
+
+
+def with_budgets(
+    entries: list[dict[str, Any]], report: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """Add what ``[[expect]]`` budgets measure to each hook's entry: ``latency_ms`` (``max`` and
+    ``p95`` of its calls, None when it never fired) and ``injected_tokens`` (the most its handler
+    injected for one model turn, None when it injected nothing)."""
+    most: dict[str, int] = {}
+    if report is not None and report["simulation"].get("dialect") != "nexus":
+        for item in injected_per_turn(Facts(report)):
+            handler = str(item.fields["handler"])
+            most[handler] = max(most.get(handler, 0), int(item.fields["tokens"]))
+    for entry in entries:
+        latencies = entry.pop("latencies", [])
+        entry["latency_ms"] = (
+            {"max": max(latencies), "p95": percentile_95(latencies)} if latencies else None
+        )
+        injected = entry["outcomes"].get("injected")
+        entry["injected_tokens"] = most.get(str(entry["handler"])) if injected else None
+    return entries
 
 
 def platform_coverage(
@@ -69,6 +92,7 @@ def platform_coverage(
         if entry is None:
             continue
         entry["fired"] += 1
+        entry.setdefault("latencies", []).append(latency_of(record))
         outcomes = entry["outcomes"]
         if record.get("error"):
             outcomes["failed"] += 1
@@ -125,11 +149,13 @@ def nexus_coverage(name: str, loaded: Any, report: dict[str, Any] | None) -> lis
             status = attempt.get("status")
             if status == "completed":
                 entry["fired"] += 1
+                entry.setdefault("latencies", []).append(latency_of(attempt))
                 continued = bool((task.get("decision") or {}).get("continue"))
                 outcomes["continued" if continued else "acknowledged"] += 1
             elif status == "failed" or (attempt is not task and attempt.get("error")):
                 # an earlier attempt in the history was re-armed after failing
                 entry["fired"] += 1
+                entry.setdefault("latencies", []).append(latency_of(attempt))
                 outcomes["failed"] += 1
     for message in ((report or {}).get("chat") or {}).get("chat_messages") or []:
         for content in message.get("content") or []:

@@ -13,7 +13,11 @@ named by its subject key:
 - ``interrupt``: an interrupt a gate opened, and how it was settled;
 - ``run_state``: the state of the last run of the scenario's own chat (or of ``run = N``);
 - ``continuations`` and ``hold`` (Nexus): the stop continuations of the last execution, and the
-  hold a run ended on.
+  hold a run ended on;
+- budgets: ``latency_ms`` (the slowest, or with ``p95 = true`` the 95th percentile, of the hook
+  calls on an ``event`` or to a ``handler``), ``injected_tokens`` (the most a ``handler`` may
+  inject for one model turn) and ``context_tokens`` (the most the model's context may reach on
+  a turn), in the token estimate the simulation sizes its context with.
 
 An expectation on things that can happen many times (tool calls, hook runs, injections, rows,
 interrupts) passes when at least one of them matches every key it gives; with ``count = N`` when
@@ -48,6 +52,9 @@ Test = Callable[[Any], bool]
 
 SUBJECTS = (
     "fired",
+    "latency_ms",
+    "injected_tokens",
+    "context_tokens",
     "event",
     "interrupt",
     "tool",
@@ -59,7 +66,10 @@ SUBJECTS = (
     "hold",
 )
 """The keys that say what an expectation looks at, in the order they are recognised: ``event``
-with ``fired`` counts a boundary; ``tool`` with ``interrupt`` or ``event`` is a filter of those."""
+with ``fired`` counts a boundary, with ``latency_ms`` it says whose calls are timed; ``tool`` with
+``interrupt`` or ``event`` is a filter of those."""
+BUDGETS = ("latency_ms", "injected_tokens", "context_tokens")
+"""The subjects that are budgets: a measure of the record that must not exceed a number."""
 
 COMMON = ("name",)
 KEYS: dict[str, tuple[str, ...]] = {
@@ -95,6 +105,9 @@ KEYS: dict[str, tuple[str, ...]] = {
     "run_state": ("run_state", "error", "run"),
     "continuations": ("continuations", "run"),
     "hold": ("hold", "run"),
+    "latency_ms": ("latency_ms", "p95", "event", "handler", "run"),
+    "injected_tokens": ("injected_tokens", "handler", "run"),
+    "context_tokens": ("context_tokens", "run"),
 }
 """The keys each kind of expectation takes (besides ``name``, a label shown when it fails)."""
 
@@ -262,7 +275,8 @@ def _compile(
         findings.error(
             path,
             "says nothing to check: give one of tool, event, injection, dedup_key, row, "
-            "interrupt, run_state, continuations, hold",
+            "interrupt, run_state, continuations, hold, latency_ms, injected_tokens, "
+            "context_tokens",
         )
         return None
     allowed = (*KEYS[subject], *COMMON)
@@ -274,7 +288,7 @@ def _compile(
             )
     if dialect != "nexus" and subject in ("continuations",):
         findings.error(f"{path}.{subject}", "Nexus stop continuations; this scenario is platform")
-    if dialect == "nexus" and subject == "injection":
+    if dialect == "nexus" and subject in ("injection", "injected_tokens"):
         findings.error(f"{path}.{subject}", "injections belong to the platform dialect")
     compiler = _Compiler(item, path, dialect, findings)
     conditions = compiler.conditions(subject)
@@ -312,6 +326,15 @@ class _Compiler:
             self.error(key, f"expected a whole number >= 0, got {value!r}")
             return None
         return int(value)
+
+    def milliseconds(self, key: str) -> float | None:
+        value = self.item.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            self.error(key, f"expected a number of milliseconds >= 0, got {value!r}")
+            return None
+        return float(value)
 
     def flag(self, key: str) -> bool | None:
         value = self.item.get(key)
@@ -381,10 +404,13 @@ class _Compiler:
                 continue
             if key in ("count", "run"):
                 continue  # read by _compile
-            if key in ("fired", "turn", "continuations"):
+            if key in ("fired", "turn", "continuations", "injected_tokens", "context_tokens"):
                 self.whole(key)
                 continue
-            if key in ("reached", "exists"):
+            if key == "latency_ms":
+                self.milliseconds(key)
+                continue
+            if key in ("reached", "exists", "p95"):
                 self.flag(key)
                 continue
             if key in ("gated", "injected"):
@@ -761,6 +787,8 @@ def check(expectation: Expectation, facts: Facts) -> Outcome:
         return _fired(expectation, facts)
     if subject in ("run_state", "continuations", "hold"):
         return _run(expectation, facts)
+    if subject in BUDGETS:
+        return _budget(expectation, facts)
     items = {
         "tool": facts.tools,
         "event": facts.hook_runs,
@@ -939,3 +967,131 @@ def unnamed_failures(expectations: list[Expectation], report: dict[str, Any]) ->
                 Item({**item.fields, "counted_as": counted}, item.text, None, item.run_id)
             )
     return unnamed
+
+
+# -- budgets ---------------------------------------------------------------------------------
+
+
+def latency_of(record: dict[str, Any]) -> float:
+    """How long one hook call took, in ms: ``latency_ms`` (to the microsecond) when the record
+    has it, else its whole ``duration_ms``."""
+    value = record.get("latency_ms")
+    if value is None:
+        value = record.get("duration_ms")
+    return float(value or 0)
+
+
+def percentile_95(values: list[float]) -> float:
+    """The 95th percentile of ``values`` by the nearest rank: the smallest value that at least
+    95 % of them do not exceed (the largest, for fewer than 20)."""
+    ordered = sorted(values)
+    rank = max(1, -(-95 * len(ordered) // 100))
+    return ordered[rank - 1]
+
+
+def deliveries(facts: Facts) -> list[Item]:
+    """Every hook call of the simulation's runs, with how long it took: the ``hook.executed``
+    records, async ones included, or the Nexus hook tasks."""
+    if facts.dialect == "nexus":
+        records = [
+            {**task, "hook_event": task.get("event"), "handler": task.get("tool")}
+            for task in facts.report.get("hook_tasks") or []
+        ]
+    else:
+        records = list(facts.report.get("hook_executions") or [])
+    items = []
+    for record in records:
+        latency = latency_of(record)
+        fields = {"event": record.get("hook_event"), "handler": record.get("handler")}
+        text = f"{fields['event']} → {fields['handler']}: {_ms(latency)}"
+        items.append(Item({**fields, "latency": latency}, text, None, record.get("run_id")))
+    return items
+
+
+def injected_per_turn(facts: Facts) -> list[Item]:
+    """The tokens each handler injected for each model turn (the injections it made before
+    that turn, summed), in the token estimate the context is sized with."""
+    sums: dict[tuple[Any, Any, int], int] = {}
+    for message in facts.messages:
+        if message.get("role") != "injection":
+            continue
+        sim = message.get("sim") or {}
+        info = sim.get("injection") or {}
+        key = (message.get("agent_run_id"), info.get("source"), int(info.get("turn") or 0) + 1)
+        sums[key] = sums.get(key, 0) + int(sim.get("tokens") or 0)
+    return [
+        Item(
+            {"handler": handler, "tokens": tokens, "turn": turn},
+            f"{handler}: {tokens} token(s) for model turn {turn}",
+            None,
+            run_id,
+        )
+        for (run_id, handler, turn), tokens in sums.items()
+    ]
+
+
+def context_per_turn(facts: Facts) -> list[Item]:
+    """The size of the model's context on each model turn (1, 2, ...), its answer included."""
+    items = []
+    turn = 0
+    for message in facts.messages:
+        if message.get("role") != "assistant":
+            continue
+        turn += 1
+        tokens = int((message.get("sim") or {}).get("context_tokens") or 0)
+        items.append(
+            Item(
+                {"tokens": tokens, "turn": turn},
+                f"model turn {turn}: {tokens} token(s) of context",
+                message.get("id"),
+                message.get("agent_run_id"),
+            )
+        )
+    return items
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3f} ms"
+
+
+def _budget(expectation: Expectation, facts: Facts) -> Outcome:
+    """A budget: the measure of every matching item must stay within the expectation's
+    number (``latency_ms``: the slowest, or the 95th percentile, of the calls)."""
+    subject = expectation.subject
+    limit = expectation.raw[subject]
+    measured = {
+        "latency_ms": deliveries,
+        "injected_tokens": injected_per_turn,
+        "context_tokens": context_per_turn,
+    }[subject](facts)
+    items = [
+        item
+        for item in measured
+        if facts.in_run(item.run_id, expectation.run) and _matches(expectation, item)
+    ]
+    if subject == "latency_ms":
+        if not items:
+            return Outcome(expectation, False, "there is no hook call to time: none matches")
+        values = [float(item.fields["latency"]) for item in items]
+        p95 = bool(expectation.raw.get("p95"))
+        value = percentile_95(values) if p95 else max(values)
+        if value <= limit:
+            return Outcome(expectation, True)
+        which = "the 95th percentile" if p95 else "the slowest"
+        over = sorted(
+            (item for item in items if item.fields["latency"] > limit),
+            key=lambda item: -float(item.fields["latency"]),
+        )
+        found = (
+            f"{which} of {len(items)} call(s) took {_ms(value)}, over the budget of {limit:g} ms:"
+        )
+        return _failed(expectation, found, over)
+    if not items:
+        return Outcome(expectation, True)
+    value = max(int(item.fields["tokens"]) for item in items)
+    if value <= limit:
+        return Outcome(expectation, True)
+    over = [item for item in items if item.fields["tokens"] > limit]
+    what = "injected for" if subject == "injected_tokens" else "of context on"
+    found = f"{value} token(s) {what} one model turn, over the budget of {limit}:"
+    return _failed(expectation, found, over)
