@@ -40,7 +40,6 @@ from belt.wire.validate import model_problems
 if TYPE_CHECKING:
     import httpx
 
-    from belt.handlers.inprocess import InProcess
     from belt.handlers.webhook import WebhookResult
     from belt.store import Store
 
@@ -206,12 +205,11 @@ def served(record: dict[str, Any]) -> Recorded:
 
 def run_deliveries(store: Store, run_id: str, skipped: Skipped) -> Iterator[Recorded]:
     """The payloads a simulated run gave its webhook hooks, with what each decided, as they are
-    read (NotFound, before any, when there is no such run)."""
-    from belt.records.runs import EVENTS_LOG, RUN
-    from belt.store import check_id
+    read (NotFound, before any, when there is no such run). ``run_id`` may be a short id or
+    a unique prefix."""
+    from belt.records.runs import EVENTS_LOG, find_run_id
 
-    if store.get(RUN, check_id(run_id, what="run id")) is None:
-        raise NotFound(f"no run {run_id}", hint="list runs with `belt sim list`")
+    run_id = find_run_id(store, run_id)
 
     def each() -> Iterator[Recorded]:
         for record in log_records(store, EVENTS_LOG, run_id, skipped):
@@ -349,35 +347,27 @@ def policy_target(path: Path) -> tuple[str, Deliver, Callable[[], None]]:
     return f"policy {path}", decide, lambda: None
 
 
+MESSAGE_LIMIT = 16_000
+"""The characters of a handler's exception message a replay keeps and shows."""
+
+
 def handler_target(spec: str) -> tuple[str, Deliver, Callable[[], None]]:
-    """Decide with a Python callable, given a LifecycleHookPayload (or the payload as a dict, if
-    its first parameter is annotated so) as ``belt serve --handler`` gives it, within the
-    webhook timeout."""
-    from belt.handlers.inprocess import InProcess, wants_model
-    from belt.handlers.webhook import WebhookResult
-    from belt.loader import load_callable
+    """Decide with a Python callable (``py:MODULE:FUNC`` or ``MODULE:FUNC``), called as every
+    ``py:`` handler is (a dict, or the LifecycleHookPayload its first parameter asks for),
+    within the webhook timeout; an exception's message is kept whole (up to
+    ``MESSAGE_LIMIT`` characters, so that a runaway one cannot fill the terminal)."""
+    from belt.handlers.inprocess import InProcess, load_handler, reference
 
-    func = load_callable(spec, option="--handler")
+    func = load_handler(spec, where="--handler")
     caller = InProcess()
-    if not wants_model(func, default=True):
-        return f"handler {spec}", _called(caller, spec, func), caller.close
+    label = reference(spec)
 
     def decide(payload: dict[str, Any]) -> WebhookResult:
-        model, problem = payload_model(payload)
-        if model is None:
-            return WebhookResult(None, "", None, problem, 0)
-        return caller.call(spec, func, model, timeout=WEBHOOK_TIMEOUT_DEFAULT)
+        return caller.send(
+            label, func, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, message_limit=MESSAGE_LIMIT
+        )
 
-    return f"handler {spec}", decide, caller.close
-
-
-def _called(caller: InProcess, spec: str, func: Callable[..., Any]) -> Deliver:
-    """Deliver each payload, a dict, to ``func`` as it was recorded."""
-
-    def decide(payload: dict[str, Any]) -> WebhookResult:
-        return caller.call(spec, func, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT)
-
-    return decide
+    return f"handler {label}", decide, caller.close
 
 
 def payload_model(payload: Any) -> tuple[LifecycleHookPayload | None, str]:
@@ -413,6 +403,12 @@ def compare(row: Row, response: LifecycleHookResponse | None) -> None:
         row.changed.append("injection")
 
 
+SOURCE_HINT = (
+    "SOURCE is the word journal, a simulated run's id, short id or unique prefix "
+    "(`belt sim list` lists them), or a JSON lines file"
+)
+
+
 def _is_file(source: str) -> bool:
     try:
         return Path(source).is_file()
@@ -420,7 +416,7 @@ def _is_file(source: str) -> bool:
         why = "the name is too long" if exc.errno == errno.ENAMETOOLONG else exc.strerror or exc
         raise InvalidInput(
             f"{short(source, 60)}: not a file belt can open ({why})",
-            hint="SOURCE is the word journal, a run id (ar_...) or a JSON lines file",
+            hint=SOURCE_HINT,
         ) from None
 
 
@@ -468,7 +464,7 @@ def open_replay(
     else:
         raise NotFound(
             f"{short(source, 60)}: no such file or simulated run",
-            hint="SOURCE is the word journal, a run id (ar_...) or a JSON lines file",
+            hint=SOURCE_HINT,
         )
     kept = select(recorded, since=since, event=event, chat=chat)
     if to is not None:
@@ -571,7 +567,7 @@ class Replay:
             self.summary["injections_changed"] += "injection" in row.changed
             self.summary["errors"] += bool(row.error)
             if row.error and self.first_error is None:
-                self.first_error = short(row.error, 300)
+                self.first_error = row.error  # whole: each source bounds its own
                 self.fix = likely_fix(row.error)
             yield row.to_json()
 

@@ -1,18 +1,32 @@
-"""``belt trigger``: send one sample hook payload to a handler and explain the answer.
+"""``belt trigger``: send one hook payload to a handler and explain the answer.
 
-The explanation comes from ``belt.effects``, the same code the simulator applies decisions with,
-so a trigger and a simulated run say the same thing about the same answer.
+The payload is the event's sample (``--data`` merged in, ``--set`` / ``--unset`` editing it) or
+one given whole (``--payload``); the handler is a webhook URL or an in-process
+``py:MODULE:FUNC``, called as every ``py:`` handler is. The explanation comes from
+``belt.effects``, the same code the simulator applies decisions with, so a trigger and a
+simulated run say the same thing about the same answer.
 """
 
 from __future__ import annotations
 
+import copy
+import json
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from belt.effects import chat_hook_event, effect_text, leaves_row, transcript_content, url_host
-from belt.errors import InvalidInput, Unreachable
+from belt.effects import (
+    chat_hook_event,
+    effect_text,
+    is_in_process,
+    leaves_row,
+    transcript_content,
+    url_host,
+)
+from belt.errors import InvalidInput, Unreachable, UsageError
 from belt.samples import deep_merge, sample_payload
 from belt.wire.platform import (
     WEBHOOK_TIMEOUT_DEFAULT,
@@ -24,6 +38,8 @@ from belt.wire.validate import check_webhook_url, model_problems
 
 if TYPE_CHECKING:
     import httpx
+
+    from belt.handlers.webhook import WebhookResult
 
 
 @dataclass
@@ -45,6 +61,8 @@ class TriggerReport:
     transcript_row: dict[str, Any] | None
     warnings: list[str] = field(default_factory=list)
     """What the platform would ignore in the answer (its unknown keys)."""
+    in_process: bool = False
+    """True when the handler was a ``py:`` function, called rather than POSTed to."""
 
     @property
     def ok(self) -> bool:
@@ -56,6 +74,7 @@ class TriggerReport:
         return {
             "event": self.event,
             "handler": self.handler,
+            "in_process": self.in_process,
             "signed": self.signed,
             "payload": self.payload,
             "status": self.status,
@@ -79,20 +98,128 @@ def read_data(text: str) -> dict[str, Any]:
     return read_json_object_option(text, option="--data")
 
 
-def build_payload(event: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The sample payload of ``event`` with ``data`` deep-merged in, checked as the wire shape."""
-    payload = sample_payload(event)
-    if data:
-        payload = deep_merge(payload, data)
-    try:
-        LifecycleHookPayload.model_validate(payload)
-    except ValidationError as exc:
+def read_payload(text: str) -> dict[str, Any]:
+    """A ``--payload`` value: the whole payload, a JSON object given inline or as ``@FILE``
+    (strict JSON, read up to the option cap)."""
+    from belt.inputs import read_json_object_option
+
+    return read_json_object_option(text, option="--payload")
+
+
+def _steps(path: str, option: str) -> list[str]:
+    """The keys of a dotted ``PATH`` (``data.arguments.path``); an empty key is a usage error."""
+    steps = path.split(".")
+    if not path or any(not step for step in steps):
+        raise UsageError(
+            f"{option} {path!r}: expected a dotted path into the payload, e.g. data.arguments.path"
+        )
+    return steps
+
+
+def _step_into(node: Any, key: str, where: str, option: str) -> tuple[Any, str | int]:
+    """The container ``key`` names in ``node`` (an object's key, or a list's index)."""
+    if isinstance(node, dict):
+        return node, key
+    if isinstance(node, list):
+        if key.isdigit() and int(key) < len(node):
+            return node, int(key)
+        raise InvalidInput(f"{option} {where}: the list has no item {key}")
+    raise InvalidInput(f"{option} {where}: the value there is not an object or a list")
+
+
+def set_value(payload: dict[str, Any], assignment: str) -> None:
+    """Apply one ``--set PATH=JSON``: the value at the dotted PATH becomes JSON (objects on the
+    way are made when missing)."""
+    from belt.inputs import read_json_option
+
+    path, sep, text = assignment.partition("=")
+    if not sep:
+        raise UsageError(
+            f"--set {assignment!r}: expected PATH=JSON, e.g. data.tool='\"read_file\"'"
+        )
+    steps = _steps(path, "--set")
+    if text.startswith("@"):  # a value is given inline: an '@' starts a string, not a file
         raise InvalidInput(
-            "--data makes the payload invalid", problems=model_problems(exc, "payload")
+            f"--set {path}: {text[:20]!r} is not JSON", hint="quote a string: --set 'PATH=\"…\"'"
+        )
+    try:
+        value = read_json_option(text, option=f"--set {path}")
+    except InvalidInput as exc:
+        raise InvalidInput(
+            exc.message, hint=f"the value is JSON: a string is quoted, --set '{path}=\"text\"'"
         ) from None
-    if payload["event"] != event:
-        raise InvalidInput(f"--data changes the event to {payload['event']!r}; name it as EVENT")
-    return payload
+    node: Any = payload
+    for number, key in enumerate(steps[:-1], start=1):
+        container, index = _step_into(node, key, ".".join(steps[:number]), "--set")
+        if isinstance(container, dict) and not isinstance(container.get(index), (dict, list)):
+            if container.get(index) is not None:  # null (a sample's absent data) is made anew
+                where = ".".join(steps[:number])
+                raise InvalidInput(f"--set {path}: {where} is not an object or a list")
+            container[index] = {}
+        node = container[index]
+    container, index = _step_into(node, steps[-1], path, "--set")
+    container[index] = value
+
+
+def unset_value(payload: dict[str, Any], path: str) -> None:
+    """Apply one ``--unset PATH``: the key at the dotted PATH is removed (it must be there)."""
+    steps = _steps(path, "--unset")
+    node: Any = payload
+    for number, key in enumerate(steps, start=1):
+        where = ".".join(steps[:number])
+        if isinstance(node, dict) and key not in node:
+            raise InvalidInput(f"--unset {path}: the payload has no {where}")
+        container, index = _step_into(node, key, where, "--unset")
+        if number == len(steps):
+            del container[index]
+            return
+        node = container[index]
+
+
+def build_payload(
+    event: str,
+    data: dict[str, Any] | None = None,
+    *,
+    payload: dict[str, Any] | None = None,
+    sets: Sequence[str] = (),
+    unsets: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The payload to send, checked as the wire shape: ``payload`` as given, else ``event``'s
+    sample with ``data`` deep-merged in; then each ``unsets`` path removed and each ``sets``
+    ``PATH=JSON`` applied, in that order."""
+    if payload is not None and data is not None:
+        raise UsageError(
+            "--payload is the whole payload and --data merges into the sample: give one"
+        )
+    if payload is not None:
+        sample_payload(event)  # an event that is not one is refused as it is without --payload
+        built, what = copy.deepcopy(payload), "--payload"
+    else:
+        built = sample_payload(event)
+        if data:
+            built = deep_merge(built, data)
+        what = "--data" if data else "the sample"
+    for path in unsets:
+        unset_value(built, path)
+    for assignment in sets:
+        set_value(built, assignment)
+    if sets or unsets:
+        what = f"{what} with --set/--unset"
+    try:
+        LifecycleHookPayload.model_validate(built)
+    except ValidationError as exc:
+        wrong = "is not a LifecycleHookPayload" if what == "--payload" else "makes it invalid"
+        raise InvalidInput(f"{what} {wrong}", problems=model_problems(exc, "payload")) from None
+    if built.get("event") != event:
+        raise InvalidInput(f"{what} changes the event to {built['event']!r}; name it as EVENT")
+    return built
+
+
+def command_line(event: str, to: str, payload: dict[str, Any]) -> str:
+    """The shell command that sends ``payload`` to ``to`` again, exactly:
+    ``belt trigger EVENT --to TARGET --payload '…'``."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return shlex.join(["belt", "trigger", event, "--to", to, "--payload", text])
 
 
 def injection_text(inject: ContextInjection) -> str:
@@ -115,22 +242,39 @@ def trigger(
     *,
     to: str,
     data: dict[str, Any] | None = None,
+    payload: dict[str, Any] | None = None,
+    sets: Sequence[str] = (),
+    unsets: Sequence[str] = (),
     secret: str | None = None,
     transport: httpx.BaseTransport | None = None,
 ) -> TriggerReport:
-    """Send ``event``'s sample payload to the webhook ``to`` and explain the answer."""
-    from belt.handlers.webhook import deliver, webhook_client
+    """Send a payload of ``event`` (``build_payload``) to ``to`` and explain the answer.
 
-    problem = check_webhook_url(to)
-    if problem:
-        raise InvalidInput(f"--to {problem}")
+    ``to`` is a webhook URL (POSTed, signed with ``secret`` when given) or ``py:MODULE:FUNC``
+    (``py:path/to/file.py:FUNC``), called in-process as every ``py:`` handler is.
+    """
+    in_process = is_in_process(to)
+    if in_process:
+        if secret:
+            raise UsageError(
+                "--secret signs an HTTP request; a py: handler is called in-process, unsigned"
+            )
+    else:
+        problem = check_webhook_url(to)
+        if problem:
+            raise InvalidInput(
+                f"--to {problem}", hint="--to takes an http(s) URL or py:MODULE:FUNC"
+            )
     if secret:
         from belt.signing import secret_key
 
         secret_key(secret)
-    payload = build_payload(event, data)
-    with webhook_client(transport) as client:
-        result = deliver(client, to, payload, timeout=float(WEBHOOK_TIMEOUT_DEFAULT), secret=secret)
+    sent = build_payload(event, data, payload=payload, sets=sets, unsets=unsets)
+    result = (
+        _call(to, sent, secret=secret, transport=transport)
+        if not in_process
+        else _in_process(to, sent)
+    )
     answer = result.response
     decision = answer.decision if answer else None
     reason = answer.reason if answer else None
@@ -155,8 +299,8 @@ def trigger(
         )
     return TriggerReport(
         event=event,
-        handler=url_host(to),
-        payload=payload,
+        handler=to if in_process else url_host(to),
+        payload=sent,
         signed=bool(secret),
         status=result.status,
         body=result.body,
@@ -172,7 +316,36 @@ def trigger(
         ),
         transcript_row=row,
         warnings=result.warnings,
+        in_process=in_process,
     )
+
+
+def _call(
+    url: str,
+    payload: dict[str, Any],
+    *,
+    secret: str | None,
+    transport: httpx.BaseTransport | None,
+) -> WebhookResult:
+    """POST ``payload`` to the webhook ``url`` within the webhook timeout."""
+    from belt.handlers.webhook import deliver, webhook_client
+
+    with webhook_client(transport) as client:
+        return deliver(client, url, payload, timeout=float(WEBHOOK_TIMEOUT_DEFAULT), secret=secret)
+
+
+def _in_process(spec: str, payload: dict[str, Any]) -> WebhookResult:
+    """Call the ``py:`` handler ``spec`` with ``payload`` within the webhook timeout."""
+    from belt.handlers.inprocess import InProcess, load_handler
+
+    func = load_handler(spec, where="--to")
+    caller = InProcess()
+    try:
+        return caller.send(
+            spec, func, payload, timeout=float(WEBHOOK_TIMEOUT_DEFAULT), message_limit=None
+        )
+    finally:
+        caller.close()
 
 
 def failure(report: TriggerReport) -> Unreachable:
@@ -182,6 +355,15 @@ def failure(report: TriggerReport) -> Unreachable:
 
     if report.status is None and TIMED_OUT in (report.error or ""):
         hint = f"the handler must answer within {timeout} s; check that it does not block"
+    elif report.in_process and report.status is None:
+        hint = "check that the function can be imported and takes the payload"
+    elif report.in_process and "raised" in (report.error or ""):
+        hint = "the function raised: a py: handler that raises fails as a webhook's HTTP 500 does"
+    elif report.in_process:
+        hint = (
+            "return a dict (or a LifecycleHookResponse) whose decision, reason, inject, system "
+            "and override have their wire types, or None for allow"
+        )
     elif report.status is None:
         hint = (
             "check that the handler is running and listening at that host and port, and the scheme"

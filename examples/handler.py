@@ -1,9 +1,11 @@
 """A hook handler for `belt serve --handler examples/handler.py:decide`.
 
-It receives the LifecycleHookPayload (its parameter's annotation asks for it; one annotated
-`dict` would get the JSON object) and returns a dict (or a LifecycleHookResponse, or None for
-allow). The same function serves a scenario as `py:examples/handler.py:decide`. This one is the spec's policy example in Python: delete_file is denied unless the
-path starts with /tmp/, and every turn start is reminded of the rule once.
+It receives the LifecycleHookPayload (its parameter's annotation asks for it; without that
+annotation it would get the JSON object as a dict, as every Python handler does) and returns a
+dict (or a LifecycleHookResponse, or None for allow). The same function serves a scenario as
+`py:examples/handler.py:decide`, and `belt replay --handler` and `belt trigger --to py:` alike.
+This one is the spec's policy example in Python: delete_file is denied unless the path starts
+with /tmp/, and every turn start is reminded of the rule once.
 """
 
 from __future__ import annotations

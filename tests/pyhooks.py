@@ -81,3 +81,22 @@ def dict_type(payload: dict[str, Any]) -> dict[str, Any]:
 def model_type(payload: LifecycleHookPayload) -> dict[str, Any]:
     """Deny with the payload's type and event, read as a model."""
     return {"decision": "deny", "reason": f"{type(payload).__name__} {payload.event.value}"}
+
+
+def reads_with_get(payload):  # type: ignore[no-untyped-def]
+    """Unannotated, as most handlers are written: it reads the payload with ``.get``."""
+    data = payload.get("data") or {}
+    return {"decision": "deny", "reason": f"{type(payload).__name__} {data.get('tool')}"}
+
+
+LONG_MESSAGE = "the handler failed because " + "this part must not be cut, " * 20 + "end."
+
+
+def fails_at_length(payload: dict[str, Any]) -> None:
+    """Raise with a message longer than any line is cut to."""
+    raise RuntimeError(LONG_MESSAGE)
+
+
+def keep(payload: dict[str, Any]) -> None:
+    """Keep the payload as it was given (``received``), and allow."""
+    received.append(payload)

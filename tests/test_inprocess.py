@@ -257,17 +257,15 @@ def _other(payload: int) -> None: ...
         (_typed, False),
         (_model, True),
         (_Unhashable(), True),
-        (lambda payload: None, None),
-        (_bare, None),
-        (_other, None),
-        (print, None),
+        (lambda payload: None, False),
+        (_bare, False),
+        (_other, False),
+        (print, False),
     ],
 )
-def test_the_first_parameter_says_which_payload_a_handler_gets(
-    func: Any, model: bool | None
-) -> None:
-    for default in (False, True):
-        assert wants_model(func, default=default) is (default if model is None else model)
+def test_the_first_parameter_says_which_payload_a_handler_gets(func: Any, model: bool) -> None:
+    # One convention everywhere: the dict, unless the model is asked for by name.
+    assert wants_model(func) is model
 
 
 def test_a_route_to_a_url_takes_the_prefix_place(tmp_path: Path) -> None:

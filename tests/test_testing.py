@@ -193,8 +193,8 @@ def test_belt_serve_answers_real_requests_and_journals_them(pytester: pytest.Pyt
             assert httpx.get(served.url + "/healthz").status_code == 200
 
         def test_handler(belt_serve):
-            def decide(payload):
-                return {{"decision": "deny", "reason": payload.event}}
+            def decide(payload):  # unannotated: the posted JSON object, as a dict
+                return {{"decision": "deny", "reason": payload.get("event")}}
             served = belt_serve(handler=decide)
             reply = httpx.post(served.hooks_url, json={{
                 "event": "agent.start", "timestamp": "2026-08-11T14:00:00.000Z",

@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from belt.errors import InvalidInput, NotFound, Unreachable
+from belt.errors import InvalidInput, NotFound, Unreachable, UsageError
 from belt.samples import deep_merge, sample_payload
 from belt.server.app import create_app
 from belt.store import Store
-from belt.trigger import build_payload, failure, read_data, trigger
+from belt.trigger import build_payload, failure, read_data, read_payload, trigger
 from belt.wire.catalogue import EVENTS
 from belt.wire.platform import LifecycleHookPayload
 from tests.hookapp import HookApp, hook_app
@@ -86,6 +86,100 @@ def test_read_data_inline_or_from_a_file(tmp_path: Path) -> None:
         read_data("{")
     with pytest.raises(NotFound):
         read_data(f"@{tmp_path / 'missing.json'}")
+
+
+def test_set_and_unset_edit_the_sample_by_dotted_paths() -> None:
+    # --data only merges, so the sample's path stayed beside the command; --unset removes it.
+    merged = build_payload("agent.tool_call", {"data": {"arguments": {"command": "ls"}}})
+    assert merged["data"]["arguments"] == {"path": "/tmp/old.txt", "command": "ls"}
+    edited = build_payload(
+        "agent.tool_call",
+        unsets=["data.arguments.path"],
+        sets=['data.arguments.command="rm -rf /"', "turn_count=7", 'data.tool="run_shell"'],
+    )
+    assert edited["data"] == {"tool": "run_shell", "arguments": {"command": "rm -rf /"}}
+    assert edited["turn_count"] == 7
+    # A whole value replaces what was there; objects on the way are made; lists are indexed.
+    whole = build_payload("agent.tool_call", sets=['data.arguments={"a": [1, {"b": 2}]}'])
+    assert whole["data"]["arguments"] == {"a": [1, {"b": 2}]}
+    deeper = build_payload(
+        "agent.start", sets=["data.extra.deep=true", 'data.list=[0, {"x": 1}]', "data.list.1.x=2"]
+    )
+    assert deeper["data"] == {"extra": {"deep": True}, "list": [0, {"x": 2}]}
+
+
+@pytest.mark.parametrize(
+    ("sets", "unsets", "error", "message"),
+    [
+        (["data.tool"], [], UsageError, "expected PATH=JSON"),
+        (["data..tool=1"], [], UsageError, "expected a dotted path"),
+        (["=1"], [], UsageError, "expected a dotted path"),
+        (["data.tool=read_file"], [], InvalidInput, "--set data.tool: not valid JSON"),
+        (["data.tool=NaN"], [], InvalidInput, "--set data.tool: not valid JSON"),
+        (["data.tool=@/etc/passwd"], [], InvalidInput, "is not JSON"),
+        (["data.tool.name=1"], [], InvalidInput, "data.tool is not an object or a list"),
+        (['data.arguments={"a": []}', "data.arguments.a.3=1"], [], InvalidInput, "no item 3"),
+        (["turn_count=-1"], [], InvalidInput, "with --set/--unset makes it invalid"),
+        (['event="agent.start"'], [], InvalidInput, "changes the event"),
+        ([], ["data.arguments.nope"], InvalidInput, "the payload has no data.arguments.nope"),
+        ([], ["event"], InvalidInput, "makes it invalid"),
+        ([], ["data.tool.x"], InvalidInput, "not an object or a list"),
+    ],
+)
+def test_set_and_unset_refuse_what_they_cannot_do(
+    sets: list[str], unsets: list[str], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error) as caught:
+        build_payload("agent.tool_call", sets=sets, unsets=unsets)
+    assert message in str(getattr(caught.value, "message", caught.value))
+
+
+def test_a_set_value_that_is_not_json_says_to_quote_a_string() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        build_payload("agent.tool_call", sets=["data.tool=read_file"])
+    assert caught.value.hint == "the value is JSON: a string is quoted, --set 'data.tool=\"text\"'"
+
+
+def test_a_whole_payload_is_sent_as_given_without_the_sample() -> None:
+    given = {
+        "event": "agent.tool_call",
+        "timestamp": "2026-08-11T14:00:00Z",
+        "agent_id": "ag_x",
+        "chat_id": "ch_x",
+        "run_id": "ar_x",
+        "turn_count": 0,
+        "data": {"tool": "run_shell", "arguments": {"command": "ls"}},
+    }
+    assert build_payload("agent.tool_call", payload=given) == given
+    assert build_payload("agent.tool_call", payload=given, unsets=["data"]) == {
+        key: value for key, value in given.items() if key != "data"
+    }
+    with pytest.raises(UsageError, match="give one"):
+        build_payload("agent.tool_call", {"turn_count": 1}, payload=given)
+    with pytest.raises(InvalidInput) as caught:
+        build_payload("agent.tool_call", payload={"event": "agent.tool_call", "data": {}})
+    assert caught.value.message == "--payload is not a LifecycleHookPayload"
+    assert "payload.timestamp: Field required" in caught.value.problems
+    with pytest.raises(InvalidInput, match="--payload changes the event to 'agent.start'"):
+        build_payload("agent.tool_call", payload={**given, "event": "agent.start"})
+    with pytest.raises(InvalidInput, match="is not a lifecycle event"):
+        build_payload("agent.nope", payload=given)
+
+
+def test_read_payload_is_strict_and_bounded(tmp_path: Path) -> None:
+    assert read_payload('{"a": 1}') == {"a": 1}
+    with pytest.raises(InvalidInput, match="--payload: not valid JSON"):
+        read_payload('{"a": NaN}')
+    with pytest.raises(InvalidInput, match="--payload: expected a JSON object, got an array"):
+        read_payload("[]")
+    with pytest.raises(InvalidInput, match="--payload: larger than the 1024 KiB limit"):
+        read_payload('{"a": "' + "x" * (1024 * 1024) + '"}')
+    big = tmp_path / "big.json"
+    big.write_text('{"a": "' + "x" * (1024 * 1024) + '"}')
+    with pytest.raises(InvalidInput, match="larger than the 1024 KiB limit"):
+        read_payload(f"@{big}")
+    with pytest.raises(NotFound):
+        read_payload(f"@{tmp_path / 'missing.json'}")
 
 
 # Triggers

@@ -25,8 +25,9 @@ def replay(
     handler: Annotated[
         str | None,
         typer.Option(
-            metavar="MODULE:FUNC",
-            help="Decide with this Python callable, called as belt serve --handler calls it.",
+            metavar="py:MODULE:FUNC",
+            help="Decide with this Python callable (the py: is optional), given each payload as "
+            "a dict, or as a LifecycleHookPayload when its first parameter is annotated so.",
         ),
     ] = None,
     check: Annotated[

@@ -13,32 +13,78 @@ if TYPE_CHECKING:
 
 def trigger(
     event: Annotated[str, typer.Argument(help="Lifecycle event, e.g. agent.tool_call.")],
-    to: Annotated[str, typer.Option("--to", help="Webhook URL to POST the payload to.")],
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            metavar="URL|py:MODULE:FUNC",
+            help="Webhook URL to POST the payload to, or an in-process handler "
+            "(py:MODULE:FUNC or py:path/to/file.py:FUNC, called with the payload as a dict).",
+        ),
+    ],
     data: Annotated[
         str | None,
-        typer.Option(help="JSON object (or @FILE) deep-merged into the sample payload."),
+        typer.Option(metavar="JSON|@FILE", help="JSON object deep-merged into the sample payload."),
+    ] = None,
+    payload: Annotated[
+        str | None,
+        typer.Option(
+            metavar="JSON|@FILE",
+            help="The whole payload (a JSON object), sent as given: no sample merged in.",
+        ),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            metavar="PATH=JSON",
+            help="Set the value at a dotted path of the payload, e.g. "
+            'data.arguments=\'{"command": "ls"}\'. Repeatable.',
+            show_default=False,
+        ),
+    ] = None,
+    unset: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--unset",
+            metavar="PATH",
+            help="Remove the key at a dotted path of the payload (before any --set). Repeatable.",
+            show_default=False,
+        ),
     ] = None,
     secret: Annotated[
         str | None, typer.Option(help="whsec_... secret to sign the request with.")
     ] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print the whole report as JSON.")] = False,
 ) -> None:
-    """Send EVENT's sample payload to a handler and say what the platform would do.
+    """Send a payload of EVENT to a handler and say what the platform would do.
 
-    Prints the HTTP status, the body, the effect of the decision, any injection and its
-    lifetime, and the transcript row the call would leave. Keys of the answer the platform
-    does not know are ignored, each with a warning. A handler that cannot be reached, answers
-    non-2xx or returns an invalid body exits 6.
+    The payload is EVENT's sample (--data merged into it, --unset and --set editing it) or the
+    one --payload gives. Prints the payload sent, the HTTP status, the body, the effect of the
+    decision, any injection and its lifetime, and the transcript row the call would leave. Keys
+    of the answer the platform does not know are ignored, each with a warning. A handler that
+    cannot be reached, answers non-2xx (a py: handler that raises) or returns an invalid body
+    exits 6.
 
     Examples:
 
-        belt trigger agent.tool_call --to http://127.0.0.1:8787/hooks
+        belt trigger agent.tool_call --to py:hooks.py:guard --set data.arguments='{"command": "ls"}'
+
+        belt trigger agent.tool_call --to http://127.0.0.1:8787/hooks --payload @payload.json
     """
     from belt import output
-    from belt.trigger import failure, read_data
+    from belt.trigger import failure, read_data, read_payload
     from belt.trigger import trigger as send
 
-    report = send(event, to=to, data=read_data(data) if data is not None else None, secret=secret)
+    report = send(
+        event,
+        to=to,
+        data=read_data(data) if data is not None else None,
+        payload=read_payload(payload) if payload is not None else None,
+        sets=set_ or [],
+        unsets=unset or [],
+        secret=secret,
+    )
     if json_:
         output.print_json(report.to_json())
     else:
@@ -54,6 +100,10 @@ def render(report: TriggerReport) -> None:
     signed = " (signed)" if report.signed else ""
     if report.status is None:
         status, body = f"no response after {report.duration_ms} ms", None
+    elif report.in_process:
+        # A function has no status or body: what it returned, read as a webhook's body is.
+        status = f"{'returned' if report.ok else 'failed'} in {report.duration_ms} ms"
+        body = None if report.response is None else output.json_text(report.response)
     else:
         status, body = f"HTTP {report.status} in {report.duration_ms} ms", report.body or "(empty)"
     row = report.transcript_row
@@ -64,8 +114,9 @@ def render(report: TriggerReport) -> None:
     output.key_values(
         [
             ("sent", f"{report.event} to {report.handler}{signed}"),
+            ("payload", output.json_text(report.payload, separators=(", ", ": "))),
             ("status", status),
-            ("body", body),
+            ("answer" if report.in_process else "body", body),
             ("error", report.error),
             *(("warning", warning) for warning in report.warnings),
             ("effect", report.effect),

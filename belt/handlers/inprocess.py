@@ -1,12 +1,14 @@
-"""In-process handlers: a scenario's ``py:MODULE:FUNC`` webhook, called as a webhook is POSTed.
+"""In-process handlers: ``py:MODULE:FUNC``, called as a webhook is POSTed.
 
-The callable stands in for a webhook server: it gets the JSON payload as a dict (decoded from the
-exact bytes a webhook would be sent), or as a LifecycleHookPayload when its first parameter is
-annotated so (:func:`wants_model`, which ``belt serve --handler`` honours too), and answers as
-a webhook's body does: ``None`` (allow), a dict or a LifecycleHookResponse. It runs in a worker
-thread under a total deadline; a call that overruns it fails as a webhook that times out does,
-and its thread is left to finish on its own (never waited for). An exception, or an answer that
-is not a response, fails the hook exactly as a webhook's HTTP 500 does.
+One convention for every place that calls a user's Python handler (a scenario's ``py:`` hook,
+``--route``, the pytest plugin, ``belt serve --handler``, ``belt replay --handler``,
+``belt trigger --to py:``): it gets the JSON payload as a dict (decoded from the exact bytes a
+webhook would be sent), or as a LifecycleHookPayload when its first parameter is annotated so
+(:func:`argument_for`), and answers as a webhook's body does: ``None`` (allow), a dict or a
+LifecycleHookResponse. It runs in a worker thread under a total deadline; a call that overruns
+it fails as a webhook that times out does, and its thread is left to finish on its own (never
+waited for). An exception, or an answer that is not a response, fails the hook exactly as a
+webhook's HTTP 500 does. (``belt serve --handler`` runs the same convention on its own threads.)
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, is_typeddict
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -33,75 +35,70 @@ from belt.wire.validate import IN_PROCESS_PREFIX, check_response, model_problems
 
 Handler = Callable[..., Any]
 
+ERROR_MESSAGE_LIMIT = 200
+"""The characters of a handler's exception message a transcript row keeps."""
+
 
 def reference(spec: str) -> str:
-    """The ``MODULE:FUNC`` of a ``py:MODULE:FUNC`` handler."""
+    """The ``MODULE:FUNC`` of a ``py:MODULE:FUNC`` handler (``MODULE:FUNC`` as it is)."""
     return spec[len(IN_PROCESS_PREFIX) :] if spec.startswith(IN_PROCESS_PREFIX) else spec
 
 
 def load_handler(spec: str, *, where: str) -> Handler:
-    """Import the callable of ``py:MODULE:FUNC``; ``where`` names what declared it in errors."""
+    """Import the callable of ``py:MODULE:FUNC`` (or ``MODULE:FUNC``, as ``--handler`` has long
+    taken it); ``where`` names what declared it in errors."""
     return load_callable(reference(spec), option=where)
 
 
 _MODEL_NAMES = frozenset({"LifecycleHookPayload"})
-_DICT_NAMES = frozenset({"dict", "Dict", "Mapping", "MutableMapping"})
 
 
-def wants_model(func: Handler, *, default: bool) -> bool:
+def wants_model(func: Handler) -> bool:
     """Whether ``func`` is called with a LifecycleHookPayload rather than the JSON object.
 
-    Its first parameter's annotation decides: ``LifecycleHookPayload`` asks for the model,
-    ``dict`` (or ``Mapping``, bare or subscripted) for the object as a webhook server decodes
-    it; a parameter without either is given ``default`` (the model for ``belt serve --handler``
-    and ``belt replay --handler``, the object for a scenario's ``py:`` handler). Annotations
-    written as strings (``from __future__ import annotations``) are resolved where the function
-    was defined, or read by name when they cannot be.
+    Its first parameter's annotation decides: ``LifecycleHookPayload`` asks for the model;
+    anything else (``dict``, ``Mapping``, a TypedDict, no annotation at all) gets the object as
+    a webhook server decodes it. Annotations written as strings (``from __future__ import
+    annotations``) are resolved where the function was defined, or read by name when they
+    cannot be.
     """
     if isinstance(func, Hashable):  # a callable object may not be: it is read each time
-        return _wants_model(func, default)
-    return _read_annotation(func, default)
+        return _wants_model(func)
+    return _read_annotation(func)
 
 
 @functools.lru_cache(maxsize=256)
-def _wants_model(func: Handler, default: bool) -> bool:
-    return _read_annotation(func, default)
+def _wants_model(func: Handler) -> bool:
+    return _read_annotation(func)
 
 
-def _read_annotation(func: Handler, default: bool) -> bool:
+def _read_annotation(func: Handler) -> bool:
     try:
         signature = inspect.signature(func)
     except (TypeError, ValueError):  # a builtin or an object without a signature
-        return default
+        return False
     try:  # annotations written as strings, resolved where the function was defined
         signature = inspect.signature(func, eval_str=True)
     except Exception:  # a name that cannot be resolved: read as written
         pass
     parameters = list(signature.parameters.values())
     if not parameters or parameters[0].annotation is inspect.Parameter.empty:
-        return default
+        return False
     annotation = parameters[0].annotation
     if isinstance(annotation, type):
-        if issubclass(annotation, LifecycleHookPayload):
-            return True
-        if is_typeddict(annotation) or issubclass(annotation, Mapping):  # dict, Mapping
-            return False
-        return default
-    # As written ("LifecycleHookPayload", "dict[str, Any]") or a subscripted generic's repr
-    # ("typing.Mapping[str, typing.Any]"): the name before any subscript, without its module.
+        return issubclass(annotation, LifecycleHookPayload)
+    # As written ("LifecycleHookPayload", "belt.wire.platform.LifecycleHookPayload", or one
+    # that cannot be resolved) or a generic's repr: the name before any subscript, without its
+    # module.
     written = annotation if isinstance(annotation, str) else repr(annotation)
-    name = written.split("[", 1)[0].strip().rsplit(".", 1)[-1]
-    if name in _MODEL_NAMES:
-        return True
-    if name in _DICT_NAMES:
-        return False
-    return default
+    return written.split("[", 1)[0].strip().rsplit(".", 1)[-1] in _MODEL_NAMES
 
 
-def argument_for(func: Handler, payload: dict[str, Any], *, default: bool) -> Any:
-    """The argument ``func`` is called with for ``payload`` (see :func:`wants_model`); a
-    payload that is not a LifecycleHookPayload raises ValidationError when the model is wanted."""
-    if wants_model(func, default=default):
+def argument_for(func: Handler, payload: dict[str, Any]) -> Any:
+    """The argument ``func`` is called with for ``payload``: the dict, or the model when its
+    first parameter asks for it (:func:`wants_model`); a payload that is not a
+    LifecycleHookPayload raises ValidationError when the model is wanted."""
+    if wants_model(func):
         return LifecycleHookPayload.model_validate(payload)
     return payload
 
@@ -243,19 +240,45 @@ class InProcess:
         except BeltError as exc:
             duration = round((time.perf_counter() - started) * 1000)
             return WebhookResult(None, "", None, f"cannot load {spec}: {exc.message}", duration)
+        return self.send(spec, func, payload, timeout=timeout)
+
+    def send(
+        self,
+        label: str,
+        func: Handler,
+        payload: dict[str, Any],
+        *,
+        timeout: float,
+        message_limit: int | None = ERROR_MESSAGE_LIMIT,
+    ) -> WebhookResult:
+        """Call ``func`` with ``payload`` as every ``py:`` handler is called (a dict, or the
+        model its first parameter asks for: :func:`argument_for`), within ``timeout`` seconds;
+        ``label`` names it in errors. A failure is returned, never raised."""
         # The exact JSON a webhook would be sent, decoded afresh: the handler cannot change the
-        # payload the simulation keeps.
+        # payload the caller keeps.
         try:
-            argument = argument_for(func, json.loads(encode_payload(payload)), default=False)
+            argument = argument_for(func, json.loads(encode_payload(payload)))
         except ValidationError as exc:
             problem = "; ".join(model_problems(exc))
-            error = f"{spec} wants a LifecycleHookPayload and the payload is not one: {problem}"
+            error = f"{label} wants a LifecycleHookPayload and the payload is not one: {problem}"
             return WebhookResult(None, "", None, error, 0)
-        return self.call(spec, func, argument, timeout=timeout)
+        except (TypeError, ValueError) as exc:  # a lone surrogate, a value JSON cannot hold
+            error = f"the payload cannot be sent as JSON: {type(exc).__name__}"
+            return WebhookResult(None, "", None, error, 0)
+        return self.call(label, func, argument, timeout=timeout, message_limit=message_limit)
 
-    def call(self, label: str, func: Handler, argument: Any, *, timeout: float) -> WebhookResult:
+    def call(
+        self,
+        label: str,
+        func: Handler,
+        argument: Any,
+        *,
+        timeout: float,
+        message_limit: int | None = ERROR_MESSAGE_LIMIT,
+    ) -> WebhookResult:
         """Call ``func(argument)`` in this thread's worker within ``timeout`` seconds and read its
-        answer as a webhook's body; ``label`` names it in errors."""
+        answer as a webhook's body; ``label`` names it in errors, which carry an exception's
+        message cut to ``message_limit`` characters (None: whole)."""
         started = time.perf_counter()
 
         def elapsed() -> int:
@@ -270,7 +293,9 @@ class InProcess:
         duration = elapsed()
         if call.error is not None:
             kind = type(call.error).__name__
-            detail = short(printable(str(call.error)), 200)
+            detail = printable(str(call.error))
+            if message_limit is not None:
+                detail = short(detail, message_limit)
             error = f"{label} raised {kind}: {detail}" if detail else f"{label} raised {kind}"
             return WebhookResult(500, "", None, error, duration)
         answer = read_value(call.value)

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from belt.handlers.inprocess import wants_model
+from belt.handlers.inprocess import reference, wants_model
 from belt.loader import load_callable
 from belt.policy import Policy, Verdict
 from belt.wire.platform import HookDecision, LifecycleHookPayload, LifecycleHookResponse
@@ -100,19 +100,21 @@ def handler_decider(
     *,
     timeout: float = HANDLER_TIMEOUT,
     pool: HandlerPool | None = None,
+    on_raise: Callable[[BaseException], None] | None = None,
 ) -> Decider:
     """A decider that calls ``func(payload)`` within ``timeout`` seconds.
 
-    ``payload`` is the LifecycleHookPayload, or the JSON object that was posted when the first
-    parameter of ``func`` is annotated ``dict`` (``wants_model``: one handler serves here and
-    as a scenario's ``py:`` handler alike). A sync callable runs on ``pool``'s threads. Past the
-    deadline HandlerTimeout is raised (the thread of a sync handler that hangs stays held until
-    it returns); SystemExit and KeyboardInterrupt from the handler become HandlerFailed and
-    never stop the server.
+    ``payload`` is what every ``py:`` handler gets (``argument_for``): the JSON object that was
+    posted, or the LifecycleHookPayload when the first parameter of ``func`` is annotated with
+    it, so one handler serves here, in a scenario and in ``belt replay`` alike. A sync callable
+    runs on ``pool``'s threads. Past the deadline HandlerTimeout is raised (the thread of a sync
+    handler that hangs stays held until it returns); SystemExit and KeyboardInterrupt from the
+    handler become HandlerFailed and never stop the server. An exception the handler raises is
+    given to ``on_raise`` (``belt serve -v`` prints its traceback) and raised on.
     """
     is_async = inspect.iscoroutinefunction(func)
     threads = pool if pool is not None else HandlerPool()
-    as_model = wants_model(func, default=True)
+    as_model = wants_model(func)
 
     async def call(payload: LifecycleHookPayload) -> Any:
         argument: Any = payload if as_model else payload.model_dump(mode="json", exclude_unset=True)
@@ -126,6 +128,10 @@ def handler_decider(
             return result
         except (SystemExit, KeyboardInterrupt) as exc:
             raise HandlerFailed(f"the handler raised {type(exc).__name__}") from None
+        except Exception as exc:
+            if on_raise is not None:
+                on_raise(exc)
+            raise
 
     async def decide(payload: LifecycleHookPayload) -> Verdict:
         try:
@@ -173,5 +179,5 @@ def to_response(result: Any) -> tuple[LifecycleHookResponse, list[str]]:
 
 
 def load_handler(spec: str) -> Callable[..., Any]:
-    """Import the ``--handler MODULE:FUNC`` callable."""
-    return load_callable(spec, option="--handler")
+    """Import the ``--handler py:MODULE:FUNC`` (or ``MODULE:FUNC``) callable."""
+    return load_callable(reference(spec), option="--handler")

@@ -70,3 +70,12 @@ def loop_error(line: str) -> None:
     from belt import output
 
     output.warning(line)
+
+
+def handler_traceback(exc: BaseException) -> None:
+    """The traceback of an exception a ``--handler`` raised (``belt serve -v``), on stderr."""
+    import traceback
+
+    from belt import output
+
+    output.block("".join(traceback.format_exception(exc)).rstrip("\n"), stderr=True)

@@ -107,10 +107,12 @@ def lower_open_files(limit: int) -> Callable[[], None]:
 
 
 @contextmanager
-def serve_process(*args: str, nofile: int | None = None) -> Iterator[tuple[str, dict[str, str]]]:
+def serve_process(
+    *args: str, nofile: int | None = None, verbose: bool = False
+) -> Iterator[tuple[str, dict[str, str]]]:
     """Run `belt serve --port 0 ARGS` in a child process; yield its URL and, at exit, output."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "belt", "serve", "--port", "0", *args],
+        [sys.executable, "-m", "belt", *(["-v"] if verbose else []), "serve", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -137,7 +139,7 @@ def test_serve_shows_one_live_line_per_hook_and_stops_cleanly_on_ctrl_c() -> Non
         allowed = httpx.post(f"{url}/hooks", json=sample_payload("agent.turn_start"))
         invalid = httpx.post(f"{url}/hooks", json={"event": "agent.start"})
     assert (denied.status_code, allowed.status_code, invalid.status_code) == (200, 200, 422)
-    assert output["code"] == "0", output["stderr"]
+    assert output["code"] == "130", output["stderr"]
     assert "policy " in output["stderr"] and "sweep every 60 s" in output["stderr"]
     lines = output["stdout"].splitlines()
     assert len(lines) == 3
@@ -153,6 +155,26 @@ def test_serve_shows_one_live_line_per_hook_and_stops_cleanly_on_ctrl_c() -> Non
     assert [record["status"] for record in journal] == [200, 200, 422]
 
 
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_handler_that_raises_is_logged_with_its_type_and_message(verbose: bool) -> None:
+    # explode's message holds a terminal escape: it is shown escaped, whole.
+    with serve_process("--handler", "py:tests.pyhooks:explode", verbose=verbose) as (url, output):
+        reply = httpx.post(f"{url}/hooks", json=sample_payload("agent.start"))
+    assert reply.status_code == 500
+    assert reply.json()["detail"] == "the handler raised ValueError: boom \x1b[31mred"
+    [line] = output["stdout"].splitlines()
+    assert "  agent.start  500  the handler raised ValueError: boom \\x1b[31mred  " in line
+    assert "\x1b" not in output["stdout"] + output["stderr"]
+    traceback = "Traceback (most recent call last):"
+    if verbose:
+        err = output["stderr"]
+        assert traceback in err
+        assert 'tests/pyhooks.py", line' in err and 'raise ValueError("boom' in err
+        assert "\nValueError: boom \\x1b[31mred\n" in err
+    else:
+        assert traceback not in output["stderr"]
+
+
 def test_serve_json_prints_one_object_per_line_and_hides_secrets() -> None:
     args = ("--json", "--secret", SECRET, "--token", TOKEN, "--sweep-interval", "0")
     with serve_process(*args) as (url, output):
@@ -165,7 +187,7 @@ def test_serve_json_prints_one_object_per_line_and_hides_secrets() -> None:
         reply = httpx.post(f"{url}/hooks?key=QSECRET", content=body, headers=headers)
         refused = httpx.post(f"{url}/hooks", content=body)
     assert (reply.status_code, refused.status_code) == (200, 401)
-    assert output["code"] == "0", output["stderr"]
+    assert output["code"] == "130", output["stderr"]
     assert "signed requests only, bearer token required, sweep off" in output["stderr"]
     record, refusal = [json.loads(line) for line in output["stdout"].splitlines()]
     assert (record["kind"], record["event"], record["decision"]) == ("hook", "agent.start", "allow")
@@ -180,7 +202,7 @@ def test_a_request_path_cannot_write_to_the_terminal() -> None:
     with serve_process() as (url, output):
         reply = httpx.post(f"{url}/hooks/%1b%5b2J%1b%5d0;PWNED%07", json={})
     assert reply.status_code == 422
-    assert output["code"] == "0", output["stderr"]
+    assert output["code"] == "130", output["stderr"]
     [line] = output["stdout"].splitlines()
     assert "[\\x1b[2J\\x1b]0;PWNED\\x07]" in line
     assert "\x1b" not in output["stdout"] and "\x07" not in output["stdout"]
@@ -212,7 +234,7 @@ def test_healthz_answers_with_slowloris_clients_past_the_open_file_limit() -> No
                 sock.close()
     assert [reply.status_code for reply in health] == [200] * 5
     assert hook.status_code == 200
-    assert output["code"] == "0", output["stderr"][-2000:]
+    assert output["code"] == "130", output["stderr"][-2000:]
     assert "Traceback" not in output["stderr"]
     assert "Too many open files" not in output["stderr"]
 

@@ -1,4 +1,8 @@
+import json
 import os
+import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -8,12 +12,15 @@ from belt.policy import load_policy
 from belt.server.app import create_app
 from belt.server.deciders import policy_decider
 from belt.store import Store
+from belt.trigger import command_line
+from tests import pyhooks
 from tests.cli.runner import belt
 from tests.hookapp import HookApp, hook_app
 from tests.servers import running
 from tests.vectors import SECRET
 
-EXAMPLE_POLICY = Path(__file__).parent.parent.parent / "examples" / "policy.toml"
+ROOT = Path(__file__).parent.parent.parent
+EXAMPLE_POLICY = ROOT / "examples" / "policy.toml"
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +44,18 @@ def test_trigger_prints_status_body_effect_and_transcript_row(policy_url: str) -
     host = policy_url.removeprefix("http://")
     lines = result.stdout.splitlines()
     assert lines[0] == f"sent        agent.tool_call to {host}"
-    assert lines[1].startswith("status      HTTP 200 in ")
-    assert lines[2] == 'body        {"decision": "deny", "reason": "only /tmp deletions allowed"}'
-    assert lines[3] == (
+    assert lines[1].startswith('payload     {"event": "agent.tool_call", "timestamp": "')
+    assert lines[1].endswith(
+        '"data": {"tool": "delete_file", "arguments": {"path": "/srv/app.db"}}}'
+    )
+    assert lines[2].startswith("status      HTTP 200 in ")
+    assert lines[3] == 'body        {"decision": "deny", "reason": "only /tmp deletions allowed"}'
+    assert lines[4] == (
         "effect      agent.tool_call: deny → the tool is not called and completes as failed: "
         "only /tmp deletions allowed"
     )
-    assert lines[4].startswith(f"transcript  hook agent.tool_call: {host}  {{")
-    assert '"decision": "deny"' in lines[4]
+    assert lines[5].startswith(f"transcript  hook agent.tool_call: {host}  {{")
+    assert '"decision": "deny"' in lines[5]
 
 
 def test_trigger_json_is_one_object(policy_url: str) -> None:
@@ -150,3 +161,91 @@ def test_small_refusals_of_trigger(webhook: HookApp, tmp_path: Path) -> None:
     piped = belt("trigger", "agent.start", "--to", f"{webhook.url}/h", "--data", f"@{fifo}")
     assert piped.exit_code == 5
     assert "is a FIFO (named pipe), not a regular file" in piped.stderr
+
+
+PAYLOAD = {
+    "event": "agent.tool_call",
+    "timestamp": "2026-08-11T14:00:00.123Z",
+    "agent_id": "ag_rt",
+    "chat_id": "ch_rt",
+    "run_id": "ar_rt",
+    "turn_count": 2,
+    "data": {
+        "tool": "run_shell",
+        "arguments": {
+            "command": "echo 'it''s' \"quoted\" $HOME `id` \\ ; rm -rf /",
+            "path": "/tmp/ünï/😀/\u202e/\u2028",
+            "nested": {"list": [1, -2.5, True, None, {}, [], ""]},
+            "escape": "\x1b[2J\x07\x00\x9b",
+        },
+    },
+}
+
+
+def test_a_payload_printed_as_a_command_runs_as_printed() -> None:
+    # The reproducer `belt check` prints is this command line; split as a shell splits it, it
+    # sends exactly the payload again.
+    command = command_line("agent.tool_call", "py:tests.pyhooks:keep", PAYLOAD)
+    assert command.startswith("belt trigger agent.tool_call --to py:tests.pyhooks:keep --payload '")
+    argv = shlex.split(command)
+    pyhooks.received.clear()
+    result = belt(*argv[1:], "--json")
+    assert result.exit_code == 0, result.stderr
+    assert pyhooks.received == [PAYLOAD]
+    assert result.json()["payload"] == PAYLOAD
+    # In a real shell too (bash, as a user pastes it), and to a webhook.
+    with hook_app() as app:
+        shell = command_line("agent.tool_call", f"{app.url}/hooks", PAYLOAD)
+        done = subprocess.run(
+            ["bash", "-c", shell.replace("belt", f"{shlex.quote(sys.executable)} -m belt", 1)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert [payload for _, payload in app.received] == [PAYLOAD]
+
+
+def test_the_payload_sent_is_shown_escaped_and_readable() -> None:
+    result = belt(
+        "trigger",
+        "agent.tool_call",
+        "--to",
+        "py:tests.pyhooks:allow",
+        "--payload",
+        json.dumps(PAYLOAD),
+    )
+    assert result.exit_code == 0, result.stderr
+    [line] = [line for line in result.stdout.split("\n") if line.startswith("payload ")]
+    for raw in ("\x1b", "\x07", "\x00", "\x9b", "\u202e"):
+        assert raw not in result.stdout
+    assert "/tmp/ünï/😀/\\u202e/" in line  # readable letters, escaped controls
+    assert "\\u001b[2J" in line
+    # What is shown is the JSON of the payload: it can be given to --payload as it is.
+    assert json.loads(line.removeprefix("payload").strip()) == PAYLOAD
+    assert "status      returned in " in result.stdout
+
+
+def test_payload_set_and_to_py_refusals_have_their_own_exit_codes(tmp_path: Path) -> None:
+    to = ("agent.start", "--to", "py:tests.pyhooks:allow")
+    cases = [
+        ((*to, "--payload", "{"), 5, "--payload: not valid JSON"),
+        ((*to, "--payload", "[]"), 5, "--payload: expected a JSON object, got an array"),
+        ((*to, "--payload", f"@{tmp_path / 'none.json'}"), 3, "no such file"),
+        ((*to, "--payload", "{}", "--data", "{}"), 2, "give one"),
+        ((*to, "--payload", '{"event": "agent.start"}'), 5, "not a LifecycleHookPayload"),
+        ((*to, "--set", "turn_count"), 2, "expected PATH=JSON"),
+        ((*to, "--set", "data.x=bare"), 5, "--set data.x: not valid JSON"),
+        ((*to, "--unset", "data.nope"), 5, "the payload has no data.nope"),
+        ((*to, "--secret", SECRET), 2, "a py: handler is called in-process, unsigned"),
+        (("agent.start", "--to", "py:tests.pyhooks:no_such_zz"), 3, "has no attribute"),
+        (("agent.start", "--to", "py:tests_no_such_zz:f"), 3, "no module named"),
+        (("agent.start", "--to", "py:nothing"), 2, "expected MODULE:FUNC"),
+        (("agent.start", "--to", "py:tests.pyhooks:explode"), 6, "raised ValueError"),
+        (("agent.start", "--to", "py:tests.pyhooks:nonsense"), 6, "not a LifecycleHookResponse"),
+    ]
+    for args, code, message in cases:
+        result = belt("trigger", *args)
+        assert (result.exit_code, message in result.stderr) == (code, True), (args, result.stderr)
+        assert "Traceback" not in result.stderr
