@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from belt.engine.api import run_scenario
@@ -15,6 +17,7 @@ from belt.errors import Conflict, InvalidInput
 from belt.records.interrupts import sweep
 from belt.records.runs import RUN
 from belt.records.sims import SIM
+from belt.server.app import create_app
 from belt.store import Store
 from belt.store.clock import (
     VirtualClock,
@@ -27,6 +30,9 @@ from belt.store.clock import (
     utcnow,
 )
 from tests.cli.runner import belt
+from tests.sdk_flow import invocation
+from tests.servers import running
+from tests.waiting import eventually
 
 START = datetime(2026, 8, 11, 14, 0, tzinfo=UTC)
 
@@ -325,3 +331,172 @@ def test_interrupt_sweep_at_a_bad_time_is_a_usage_error() -> None:
     result = belt("interrupt", "sweep", "--at", "yesterday")
     assert result.exit_code == 2
     assert "--at: 'yesterday' is not an RFC 3339 timestamp" in result.stderr
+
+
+# -- belt serve --clock ------------------------------------------------------------------------
+
+ARCHIVE_MODEL = """
+[[rules]]
+match = "archive*"
+  [[rules.model]]
+  say = "Archiving."
+  tool_calls = [ { name = "archive", arguments = { path = "/tmp/old" }, result = "archived" } ]
+  [[rules.model]]
+  say = "Done."
+"""
+
+
+@pytest.fixture
+def on_clock(tmp_path: Path, store: Store) -> Iterator[str]:
+    """`belt serve --clock 2026-08-11T14:00:00Z` with a model script, on a free port."""
+    model = tmp_path / "model.toml"
+    model.write_text(ARCHIVE_MODEL)
+    with running(create_app(store=store, sweep_interval=0, model=model, clock=START)) as url:
+        yield url
+
+
+def move(url: str, body: Any, **headers: str) -> httpx.Response:
+    return httpx.post(
+        url + "/_belt/clock",
+        content=json.dumps(body).encode(),
+        headers={"content-type": "application/json", **headers},
+    )
+
+
+def test_the_server_says_its_virtual_time(on_clock: str) -> None:
+    reply = httpx.get(on_clock + "/_belt/clock")
+    assert reply.status_code == 200
+    assert reply.json()["data"] == {"now": "2026-08-11T14:00:00.000Z", "virtual": True}
+
+
+def test_a_server_on_wall_time_refuses_to_move_its_clock(served: str) -> None:
+    reply = move(served, {"advance": "10m"})
+    assert reply.status_code == 409
+    assert reply.headers["content-type"].startswith("application/problem+json")
+    assert "--clock" in reply.json()["detail"]
+    assert httpx.get(served + "/_belt/clock").json()["data"]["virtual"] is False
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({}, 'give one of "advance"'),
+        ({"advance": "10m", "to": "2026-08-11T15:00:00Z"}, 'give one of "advance"'),
+        ({"by": "10m"}, "by: unknown key"),
+        ({"advance": 600}, 'advance: expected a span like "10m", got'),
+        ({"advance": "-10m"}, "advance: '-10m' is not a duration"),
+        ({"to": "tomorrow"}, "to: 'tomorrow' is not an RFC 3339 timestamp"),
+        ([], "expected a JSON object"),
+    ],
+)
+def test_a_bad_move_is_a_422_saying_why(on_clock: str, body: Any, says: str) -> None:
+    reply = move(on_clock, body)
+    assert reply.status_code == 422
+    assert says in reply.json()["detail"]
+    assert httpx.get(on_clock + "/_belt/clock").json()["data"]["now"] == "2026-08-11T14:00:00.000Z"
+
+
+def test_the_clock_moves_only_forward(on_clock: str) -> None:
+    assert move(on_clock, {"to": "2026-08-11T15:00:00Z"}).json()["data"]["now"] == (
+        "2026-08-11T15:00:00.000Z"
+    )
+    reply = move(on_clock, {"to": "2026-08-11T14:30:00Z"})
+    assert reply.status_code == 409
+    assert "time only moves forward" in reply.json()["detail"]
+    assert move(on_clock, {"advance": "1h30m"}).json()["data"]["now"] == "2026-08-11T16:30:00.000Z"
+
+
+def test_the_clock_route_is_guarded_like_every_route(on_clock: str) -> None:
+    assert move(on_clock, {"advance": "1m"}, origin="https://evil.example").status_code == 403
+    text = httpx.post(
+        on_clock + "/_belt/clock",
+        content=b'{"advance": "1m"}',
+        headers={"content-type": "text/plain"},
+    )
+    assert text.status_code == 415
+    foreign = httpx.post(
+        on_clock + "/_belt/clock",
+        content=b'{"advance": "1m"}',
+        headers={"content-type": "application/json", "host": "evil.example"},
+    )
+    assert foreign.status_code in (400, 403, 421)
+    assert httpx.get(on_clock + "/_belt/clock").json()["data"]["now"] == "2026-08-11T14:00:00.000Z"
+
+
+def test_moving_the_clock_sweeps_what_falls_due(on_clock: str, store: Store) -> None:
+    from belt.records.interrupts import create_interrupt
+
+    with installed(VirtualClock(START)):  # opened as the server would open it
+        opened = create_interrupt(
+            store=store,
+            run_id="ar_x",
+            chat_id="ch_x",
+            event="agent.tool_call",
+            timeout=600,
+            default_resolution="deny",
+        )
+    assert move(on_clock, {"advance": "9m59s"}).json()["data"]["settled"] == []
+    settled = move(on_clock, {"advance": "1s"}).json()["data"]["settled"]
+    assert [(i["id"], i["status"], i["resolution"]) for i in settled] == [
+        (opened["id"], "expired", "deny")
+    ]
+    assert settled[0]["resolved_at"] == "2026-08-11T14:10:00.000Z"
+
+
+def test_the_official_sdk_sees_a_gate_expire_on_the_servers_clock(on_clock: str) -> None:
+    inferencesh = pytest.importorskip("inferencesh")
+    client = inferencesh.inference(api_key="belt-local", base_url=on_clock)
+    agent = client.agent(
+        {
+            "name": "archiver",
+            "core_app": {"ref": "infsh/claude-sonnet-4@latest"},
+            "hooks": [
+                {
+                    "event": "agent.tool_call",
+                    "type": "gate",
+                    "timeout": 600,
+                    "default_resolution": "deny",
+                }
+            ],
+        }
+    )
+    seen: list[dict[str, Any]] = []
+    agent.send_message("archive the old files", on_message=seen.append)
+    # The stream ended at the gate.
+    chat = agent.get_chat()
+    assert chat["active_run"]["state"] == "input_required"
+    (gate,) = chat["pending_interrupts"]
+    assert gate["created_at"] == "2026-08-11T14:00:00.000Z"
+    assert gate["expires_at"] == "2026-08-11T14:10:00.000Z"
+
+    moved = move(on_clock, {"advance": "10m"})
+    assert moved.status_code == 200, moved.text
+    (settled,) = moved.json()["data"]["settled"]
+    assert (settled["id"], settled["status"], settled["resolution"]) == (
+        gate["id"],
+        "expired",
+        "deny",
+    )
+
+    # The run goes on in the server as after a real expiry: the tool call failed.
+    done = eventually(lambda: (c := agent.get_chat())["status"] == "idle" and c, "the run ended")
+    archived = invocation(done, "archive")
+    assert archived["status"] == "failed"
+    assert done["pending_interrupts"] == []
+    assert done["chat_messages"][-1]["content"][0]["text"] == "Done."
+    assert done["chat_messages"][-1]["created_at"] == "2026-08-11T14:10:00.000Z"
+    interrupts = httpx.get(f"{on_clock}/agent-runs/{chat['active_run']['id']}/interrupts").json()
+    (record,) = interrupts["data"]
+    assert record["resolved_at"] == "2026-08-11T14:10:00.000Z"
+
+
+def test_serve_clock_cannot_be_shared_by_workers() -> None:
+    result = belt("serve", "--clock", "2026-08-11T14:00:00Z", "--workers", "2", "--port", "0")
+    assert result.exit_code == 2
+    assert "--clock runs one virtual clock in one process" in result.stderr
+
+
+def test_serve_refuses_a_bad_clock() -> None:
+    result = belt("serve", "--clock", "soon", "--port", "0")
+    assert result.exit_code == 2
+    assert "--clock: 'soon' is not an RFC 3339 timestamp" in result.stderr

@@ -9,7 +9,6 @@ import typer
 
 
 def serve(
-    ctx: typer.Context,
     host: Annotated[
         str, typer.Option(help="Address to listen on; not loopback only with --token.")
     ] = "127.0.0.1",
@@ -19,10 +18,7 @@ def serve(
     ] = None,
     handler: Annotated[
         str | None,
-        typer.Option(
-            help="Python callable deciding hooks: py:MODULE:FUNC or py:path/to/file.py:FUNC "
-            "(the py: is optional); it gets the payload as a dict (docs/handlers.md)."
-        ),
+        typer.Option(help="Python callable deciding hooks: MODULE:FUNC or path/to/file.py:FUNC."),
     ] = None,
     secret: Annotated[
         str | None,
@@ -88,6 +84,15 @@ def serve(
         Path | None,
         typer.Option(help="Directory of agent files that template refs (ns/name@v) resolve to."),
     ] = None,
+    clock: Annotated[
+        str | None,
+        typer.Option(
+            metavar="RFC3339",
+            help="Serve on a virtual clock that starts here and moves only with "
+            "POST /_belt/clock (docs/serve.md).",
+            show_default=False,
+        ),
+    ] = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per request on stdout.")
     ] = False,
@@ -114,10 +119,10 @@ def serve(
         belt serve --policy examples/policy.toml
         belt serve --port 0 --handler py:examples/handler.py:decide
     """
+    from belt.cli.options import moment_option
     from belt.server.run import serve as run_server
 
     run_server(
-        verbose=bool(ctx.find_root().params.get("verbose")),
         host=host,
         port=port,
         policy=policy,
@@ -134,6 +139,7 @@ def serve(
         model=model,
         agents=agents,
         allow_hosts=allow_host,
+        clock=moment_option(clock, "--clock"),
         on_listening=render_listening,
     )
 

@@ -12,6 +12,7 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +51,7 @@ from belt.server.problems import (
     read_json_object,
 )
 from belt.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify_with
-from belt.store.clock import timestamp, utcnow
+from belt.store.clock import VirtualClock, installed, parse_rfc3339, timestamp, utcnow
 from belt.text import describe
 from belt.wire.platform import LifecycleHookPayload
 from belt.wire.validate import IN_PROCESS_PREFIX, model_problems
@@ -215,8 +216,12 @@ def create_app(
     agents: Path | None = None,
     allow_hosts: Iterable[str] = (),
     in_process: Iterable[str] = (),
+    clock: datetime | None = None,
 ) -> Starlette:
     """The ASGI app of ``belt serve``; ``store=None`` uses the store in the state directory.
+
+    ``clock`` (``--clock``) serves on a virtual clock that starts there, for the app's life:
+    every time the server stamps or sweeps by is its time, moved by ``POST /_belt/clock``.
 
     Every route is behind ``RequestGuard`` (``belt.server.guard``): ``token`` and
     ``allow_hosts`` (``--allow-host``) say which requests are answered. ``in_process`` names
@@ -235,6 +240,7 @@ def create_app(
     from belt.emulator.modelscript import load_model_script
     from belt.server.agents import agent_routes
     from belt.server.chats import chat_routes
+    from belt.server.clock import clock_routes
     from belt.server.guard import RequestGuard, allowed_host_name
     from belt.server.profile import profile_routes
     from belt.store import open_store
@@ -255,6 +261,7 @@ def create_app(
     )
     api = PlatformApi(the_store, report)
     health = Health(the_store, handler_pool)
+    virtual = VirtualClock(clock) if clock is not None else None
     agents_api, emulated = agent_routes(emulator)
 
     @contextlib.asynccontextmanager
@@ -264,6 +271,8 @@ def create_app(
 
             asyncio.get_running_loop().set_exception_handler(AcceptErrors(on_loop_error))
         opened = contextlib.AsyncExitStack()
+        if virtual is not None:
+            opened.enter_context(installed(virtual))
         if isinstance(decide, contextlib.AbstractAsyncContextManager):
             # A decider that holds connections (--forward-to) opens them for the server's life.
             await opened.enter_async_context(decide)
@@ -289,6 +298,7 @@ def create_app(
         Route("/agent-runs/{run_id}/interrupts", api.list_interrupts, methods=["GET"]),
         Route("/interrupts/{interrupt_id}/resolve", api.resolve, methods=["POST"]),
         Route("/agents/hook-events", api.hook_events, methods=["GET"]),
+        *clock_routes(virtual, api.sweep_once),
         Route("/chats/{chat_id}/settings", api.chat_settings, methods=["POST"]),
         *profile_routes(the_store, report),
         *chat_routes(the_store),
@@ -380,14 +390,7 @@ def create_app_from_settings(env: dict[str, str]) -> Starlette:
     elif env.get("HANDLER"):
         pool = HandlerPool()
         timeout = float(env.get("HANDLER_TIMEOUT", HANDLER_TIMEOUT))
-        from belt.server.live import handler_traceback
-
-        decide = handler_decider(
-            load_handler(env["HANDLER"]),
-            timeout=timeout,
-            pool=pool,
-            on_raise=handler_traceback if env.get("VERBOSE") == "1" else None,
-        )
+        decide = handler_decider(load_handler(env["HANDLER"]), timeout=timeout, pool=pool)
     elif env.get("FORWARD_TO"):
         from belt.server.forward import check_forward_url, forward_decider
 
@@ -417,6 +420,7 @@ def create_app_from_settings(env: dict[str, str]) -> Starlette:
         agents=Path(env["AGENTS"]) if env.get("AGENTS") else None,
         allow_hosts=[name for name in env.get("ALLOW_HOST", "").split(",") if name.strip()],
         in_process=[env["HANDLER"]] if env.get("HANDLER") else [],
+        clock=parse_rfc3339(env["CLOCK"], "CLOCK") if env.get("CLOCK") else None,
     )
 
 

@@ -7,6 +7,7 @@ import math
 import os
 import socket
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from belt.server.guard import (
     connection_cap,
 )
 from belt.signing import secret_key
+from belt.store.clock import timestamp
 
 
 def is_loopback(host: str) -> bool:
@@ -142,11 +144,9 @@ def serve(
     agents: Path | None = None,
     allow_hosts: list[str] | None = None,
     on_listening: Callable[[dict[str, Any]], None] | None = None,
-    verbose: bool = False,
+    clock: datetime | None = None,
 ) -> None:
     """Check the options, load the decider, listen, and serve until interrupted.
-
-    ``verbose`` (``belt -v serve``) prints the traceback of each exception a handler raises.
 
     ``report_mode`` is how each request is shown: ``lines`` (human), ``json`` or ``none``. With
     ``workers`` above 1, uvicorn runs that many processes of ``create_app_from_env`` on one
@@ -167,6 +167,11 @@ def serve(
         forward_to=forward_to,
         allow_hosts=allow_hosts,
     )
+    if clock is not None and workers > 1:
+        raise UsageError(
+            "--clock runs one virtual clock in one process: it cannot be shared by --workers",
+            hint="serve on a virtual clock with one worker",
+        )
     if secret:
         secret_key(secret)
     settings = {
@@ -182,7 +187,7 @@ def serve(
         "MODEL": str(model) if model is not None else "",
         "AGENTS": str(agents) if agents is not None else "",
         "ALLOW_HOST": ",".join(allowed_host_name(name) for name in allow_hosts or []),
-        "VERBOSE": "1" if verbose else "",
+        "CLOCK": timestamp(clock) if clock is not None else "",
     }
     # Loading here (also when workers will load again) refuses a bad policy, handler, model
     # script or agent file with its message before the port is taken.
