@@ -16,11 +16,13 @@ import of it in the process is refused at once rather than waited for again.
 from __future__ import annotations
 
 import contextvars
+import functools
 import importlib
 import importlib.util
+import inspect
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -153,3 +155,40 @@ def _import_file(path: Path, option: str) -> Any:
             raise
         raise InvalidInput(f"{option}: importing {path} failed: {exc}") from exc
     return module
+
+
+def asks_for(func: Callable[..., Any], model: type) -> bool:
+    """Whether the first parameter of ``func`` is annotated with ``model`` (or a subclass).
+
+    The one convention of every user's handler: it is called with the JSON object (a dict)
+    unless it asks for the wire model this way. Annotations written as strings (``from
+    __future__ import annotations``) are resolved where the function was defined, or read by
+    the name before any subscript, without its module, when they cannot be.
+    """
+    if isinstance(func, Hashable):  # a callable object may not be: it is read each time
+        return _asks_for(func, model)
+    return _read_annotation(func, model)
+
+
+@functools.lru_cache(maxsize=256)
+def _asks_for(func: Callable[..., Any], model: type) -> bool:
+    return _read_annotation(func, model)
+
+
+def _read_annotation(func: Callable[..., Any], model: type) -> bool:
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # a builtin or an object without a signature
+        return False
+    try:  # annotations written as strings, resolved where the function was defined
+        signature = inspect.signature(func, eval_str=True)
+    except Exception:  # a name that cannot be resolved: read as written
+        pass
+    parameters = list(signature.parameters.values())
+    if not parameters or parameters[0].annotation is inspect.Parameter.empty:
+        return False
+    annotation = parameters[0].annotation
+    if isinstance(annotation, type):
+        return issubclass(annotation, model)
+    written = annotation if isinstance(annotation, str) else repr(annotation)
+    return written.split("[", 1)[0].strip().rsplit(".", 1)[-1] == model.__name__

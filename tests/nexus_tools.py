@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from belt.wire.nexus import HookTaskInput
+
 
 def acknowledge(task_input: dict[str, Any]) -> dict[str, Any]:
     """Acknowledge every hook."""
@@ -43,3 +45,15 @@ def hangs(task_input: dict[str, Any]) -> dict[str, Any]:
 
     time.sleep(30)
     return {"structured_content": {"continue": False}}
+
+
+def reads_the_model(task_input: HookTaskInput) -> dict[str, Any]:
+    """A tool that asks for the input as a HookTaskInput (its annotation says so)."""
+    if task_input.event == "stop" and not (task_input.output_preview or "").strip():
+        return {"structured_content": {"continue": True, "feedback": "Say something."}}
+    return {"structured_content": {"continue": False}}
+
+
+def reads_a_dict(task_input):  # type: ignore[no-untyped-def]
+    """An unannotated tool: it gets the input as a dict."""
+    return {"structured_content": {"continue": task_input.get("event") == "nope"}}

@@ -456,6 +456,26 @@ def test_a_py_tool_is_called_with_the_input() -> None:
     assert raising.failure and raising.failure.startswith("raised TypeError")
 
 
+def test_a_py_tool_gets_a_dict_unless_it_asks_for_the_input_model() -> None:
+    task = {
+        "event": "stop",
+        "task_key": "ar_1:stop:answer-1",
+        "run_public_id": "ar_1",
+        "conversation_public_id": None,
+        "output_preview": " ",
+        "output_size_bytes": 1,
+    }
+    model = parse_tool("v=py:tests.nexus_tools:reads_the_model")
+    assert model.call(task, 5).result == {
+        "structured_content": {"continue": True, "feedback": "Say something."}
+    }
+    assert parse_tool("v=py:tests.nexus_tools:reads_a_dict").call(task, 5).result == ACK
+    # An input the model refuses is the tool's failure, named, not a crash.
+    refused = model.call({"event": "stop"}, 5)
+    assert refused.failure and refused.failure.startswith("the input is not a HookTaskInput: ")
+    assert "task_key" in refused.failure
+
+
 @pytest.mark.parametrize(
     ("spec", "error"),
     [

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 from belt.effects import url_host
 from belt.errors import UsageError
 from belt.executor.inbox import ToolOutcome
-from belt.loader import load_callable
+from belt.loader import asks_for, load_callable
 from belt.text import short
-from belt.wire.validate import check_webhook_url
+from belt.wire.nexus import HookTaskInput
+from belt.wire.validate import check_webhook_url, model_problems
 
 if TYPE_CHECKING:
     import httpx
@@ -182,7 +183,9 @@ def call_function(
 ) -> ToolOutcome:
     """Call a Python function with the input; what it returns is the result.
 
-    It runs in a thread of its own, waited for up to ``timeout`` (a function that never returns
+    The input is a dict, or a HookTaskInput when the function's first parameter is annotated
+    so (the convention of every ``py:`` handler, ``loader.asks_for``). It runs in a thread of its
+    own, waited for up to ``timeout`` (a function that never returns
     times out; Python cannot stop it, so it is left behind). Whatever it raises, SystemExit and
     KeyboardInterrupt included, is the tool's failure; what it returns must be JSON belt can
     store.
@@ -195,11 +198,20 @@ def call_function(
 
     if func is None:
         return ToolOutcome(failure="no function to call")
+    argument: Any = task_input
+    if asks_for(func, HookTaskInput):
+        from pydantic import ValidationError
+
+        try:
+            argument = HookTaskInput.model_validate(task_input)
+        except ValidationError as exc:
+            problems = "; ".join(model_problems(exc))
+            return ToolOutcome(failure=f"the input is not a HookTaskInput: {problems}")
     outcome: list[ToolOutcome] = []
 
     def call() -> None:
         try:
-            result = func(task_input)
+            result = func(argument)
             if inspect.isawaitable(result):
 
                 async def wait() -> Any:

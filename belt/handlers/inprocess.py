@@ -14,13 +14,12 @@ webhook's HTTP 500 does. (``belt serve --handler`` runs the same convention on i
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import json
 import queue
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +27,7 @@ from pydantic import ValidationError
 
 from belt.errors import BeltError
 from belt.handlers.webhook import TIMED_OUT, Answer, WebhookResult, encode_payload
-from belt.loader import load_callable
+from belt.loader import asks_for, load_callable
 from belt.text import describe, printable, short
 from belt.wire.platform import LifecycleHookPayload, LifecycleHookResponse
 from belt.wire.validate import IN_PROCESS_PREFIX, check_response, model_problems
@@ -50,48 +49,14 @@ def load_handler(spec: str, *, where: str) -> Handler:
     return load_callable(reference(spec), option=where)
 
 
-_MODEL_NAMES = frozenset({"LifecycleHookPayload"})
-
-
 def wants_model(func: Handler) -> bool:
     """Whether ``func`` is called with a LifecycleHookPayload rather than the JSON object.
 
-    Its first parameter's annotation decides: ``LifecycleHookPayload`` asks for the model;
-    anything else (``dict``, ``Mapping``, a TypedDict, no annotation at all) gets the object as
-    a webhook server decodes it. Annotations written as strings (``from __future__ import
-    annotations``) are resolved where the function was defined, or read by name when they
-    cannot be.
+    Its first parameter's annotation decides (``loader.asks_for``): ``LifecycleHookPayload``
+    asks for the model; anything else (``dict``, ``Mapping``, a TypedDict, no annotation at
+    all) gets the object as a webhook server decodes it.
     """
-    if isinstance(func, Hashable):  # a callable object may not be: it is read each time
-        return _wants_model(func)
-    return _read_annotation(func)
-
-
-@functools.lru_cache(maxsize=256)
-def _wants_model(func: Handler) -> bool:
-    return _read_annotation(func)
-
-
-def _read_annotation(func: Handler) -> bool:
-    try:
-        signature = inspect.signature(func)
-    except (TypeError, ValueError):  # a builtin or an object without a signature
-        return False
-    try:  # annotations written as strings, resolved where the function was defined
-        signature = inspect.signature(func, eval_str=True)
-    except Exception:  # a name that cannot be resolved: read as written
-        pass
-    parameters = list(signature.parameters.values())
-    if not parameters or parameters[0].annotation is inspect.Parameter.empty:
-        return False
-    annotation = parameters[0].annotation
-    if isinstance(annotation, type):
-        return issubclass(annotation, LifecycleHookPayload)
-    # As written ("LifecycleHookPayload", "belt.wire.platform.LifecycleHookPayload", or one
-    # that cannot be resolved) or a generic's repr: the name before any subscript, without its
-    # module.
-    written = annotation if isinstance(annotation, str) else repr(annotation)
-    return written.split("[", 1)[0].strip().rsplit(".", 1)[-1] in _MODEL_NAMES
+    return asks_for(func, LifecycleHookPayload)
 
 
 def argument_for(func: Handler, payload: dict[str, Any]) -> Any:
