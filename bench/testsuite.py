@@ -1,18 +1,22 @@
-"""Cost of the test layer: `belt test` on N small test scenarios, against `belt sim run --json`.
+"""Cost of the test layer: `belt test` of N small scenarios against the floor that matters to
+its users, hand-written pytest tests making the same handler calls with the same payloads.
 
 Writes N small test scenarios (one user turn, a tool call and a closing answer, an in-process
-handler on agent.tool_call that denies every other call, and three expectations), then in the
-same process, alternating, measures:
+`py:` handler on agent.tool_call that denies the calls of odd-numbered scenarios, and three
+expectations). One `belt test` run records the payload each handler call received; from them it
+writes the floor: a pytest file of N tests, each calling the same handler with the same payload
+and checking its decision. Then, alternating rounds so that machine load weighs on all alike,
+whole processes against whole processes:
 
-- `belt test DIR`: every scenario in its own fresh store in a temporary directory, its
-  expectations checked, one line each;
-- `belt sim run --json SCENARIO` for each scenario in turn, in one process, over one store.
+- `belt test -j 1 DIR` against `python -m pytest FLOOR` (target: at most 3x);
+- `belt test -j 2 DIR` against `belt test -j 1 DIR` (target: -j 2 at least 1.7x faster, on a
+  machine with 2 free cores);
+- in one process, `belt test DIR` against `belt sim run --json` of each scenario over one store
+  (the cost of the test layer itself: at most 1.3; skipped with --no-sim).
 
-Both go through belt's command line in-process, output thrown away; the temporary directories
-and the store live beside the repository. Prints the scenarios per second of `belt test` and the
-ratio of its time to the `sim run` loop's (target: at most 1.3).
+The temporary directories live beside the repository. Prints medians and ratios.
 
-    .venv/bin/python bench/testsuite.py [--scenarios 200] [--rounds 3]
+    .venv/bin/python bench/testsuite.py [--scenarios 120] [--rounds 5] [--no-sim]
 """
 
 from __future__ import annotations
@@ -22,16 +26,23 @@ import contextlib
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 HANDLER = f"py:{Path(__file__).resolve()}:guard"
+RECORD = "BENCH_TESTSUITE_RECORD"
+"""When set, the file to which `guard` appends each payload it is called with."""
 
 
 def guard(payload: dict[str, object]) -> dict[str, object] | None:
     """Deny the tool calls of odd-numbered scenarios."""
+    record = os.environ.get(RECORD)
+    if record:
+        with open(record, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(payload) + "\n")
     data = payload.get("data")
     arguments = data.get("arguments") if isinstance(data, dict) else None
     number = arguments.get("n") if isinstance(arguments, dict) else 0
@@ -76,6 +87,63 @@ def write_scenarios(directory: Path, count: int) -> list[Path]:
     return paths
 
 
+FLOOR = '''"""The floor: each scenario's handler call, made by hand with the payload it received."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, {bench!r})
+from testsuite import guard  # noqa: E402
+
+PAYLOADS = [json.loads(line) for line in Path(__file__).with_name("payloads.jsonl").open()]
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: str(p["data"]["arguments"]["n"]))
+def test_guard(payload):
+    answer = guard(payload)
+    denied = payload["data"]["arguments"]["n"] % 2 == 1
+    assert (answer or {{}}).get("decision", "allow") == ("deny" if denied else "allow")
+'''
+
+
+def write_floor(directory: Path, suite: Path, env: dict[str, str]) -> None:
+    """Record every handler call's payload with one `belt test` run; write the pytest floor."""
+    directory.mkdir()
+    record = directory / "payloads.jsonl"
+    code = subprocess.run(
+        [*belt("test", str(suite)), "-j", "1"],
+        env={**env, RECORD: str(record)},
+        stdout=subprocess.DEVNULL,
+    ).returncode
+    if code != 0:
+        sys.exit(f"belt test failed (exit {code})")
+    (directory / "test_floor.py").write_text(FLOOR.format(bench=str(Path(__file__).parent)))
+    (directory / "pytest.ini").write_text("[pytest]\n")  # its own project, not belt's
+
+
+def belt(*args: str) -> list[str]:
+    """The installed `belt` console script beside this interpreter, else `python -m belt`."""
+    script = Path(sys.executable).parent / "belt"
+    if script.exists():
+        return [str(script), *args]
+    return [sys.executable, "-m", "belt", *args]
+
+
+def timed(command: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Seconds one whole process of ``command`` takes, start to exit; it must exit 0."""
+    started = time.perf_counter()
+    code = subprocess.run(
+        command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ).returncode
+    seconds = time.perf_counter() - started
+    if code != 0:
+        sys.exit(f"{' '.join(command)} failed (exit {code})")
+    return seconds
+
+
 def invoke(*args: str) -> int:
     """Run `belt ARGS` in this process, its output thrown away; its exit code."""
     from belt.cli import app
@@ -88,10 +156,30 @@ def invoke(*args: str) -> int:
     return 0
 
 
+def in_process(suite: Path, paths: list[Path], rounds: int) -> tuple[float, float]:
+    """Medians of `belt test DIR` and of `belt sim run --json` of each scenario, in this
+    process."""
+    invoke("test", str(paths[0]))
+    invoke("sim", "run", "--json", str(paths[0]))
+    tests, sims = [], []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        code = invoke("test", str(suite))
+        tests.append(time.perf_counter() - started)
+        if code != 0:
+            sys.exit(f"belt test failed (exit {code})")
+        started = time.perf_counter()
+        for path in paths:
+            invoke("sim", "run", "--json", str(path))
+        sims.append(time.perf_counter() - started)
+    return statistics.median(tests), statistics.median(sims)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenarios", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3, help="alternating runs of each kind")
+    parser.add_argument("--scenarios", type=int, default=120)
+    parser.add_argument("--rounds", type=int, default=5, help="alternating runs of each kind")
+    parser.add_argument("--no-sim", action="store_true", help="skip the in-process comparison")
     args = parser.parse_args()
     # Beside the repository, as a user's data directory would be; the system temporary
     # directory can be far slower at creating files on some machines.
@@ -101,28 +189,40 @@ def main() -> None:
         os.environ["TMPDIR"] = str(home / "tmp")
         (home / "tmp").mkdir()
         tempfile.tempdir = None  # read TMPDIR again
+        # With bytecode caching on, as an installed belt and pytest run.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["NO_COLOR"] = "1"
         suite = home / "suite"
         paths = write_scenarios(suite, args.scenarios)
-        # Warm up both paths (imports, the handler's module) before measuring.
-        invoke("test", str(paths[0]))
-        invoke("sim", "run", "--json", str(paths[0]))
-        tests, sims = [], []
+        floor = home / "floor"
+        write_floor(floor, suite, env)
+        pytest_floor = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "floor"]
+        serial = [*belt("test", "suite"), "-j", "1"]
+        parallel = [*belt("test", "suite"), "-j", "2"]
+        for command in (pytest_floor, serial, parallel):  # warm up (bytecode, disk caches)
+            timed(command, env, home)
+        floors, ones, twos = [], [], []
         for _ in range(args.rounds):
-            started = time.perf_counter()
-            code = invoke("test", str(suite))
-            tests.append(time.perf_counter() - started)
-            if code != 0:
-                sys.exit(f"belt test failed (exit {code})")
-            started = time.perf_counter()
-            for path in paths:
-                invoke("sim", "run", "--json", str(path))
-            sims.append(time.perf_counter() - started)
-        test = statistics.median(tests)
-        sim = statistics.median(sims)
-    print(f"scenarios:                  {args.scenarios}, {args.rounds} rounds (medians)")
-    print(f"belt test:                  {test:.2f} s, {args.scenarios / test:,.0f} scenarios/s")
-    print(f"belt sim run --json, each:  {sim:.2f} s, {args.scenarios / sim:,.0f} scenarios/s")
-    print(f"ratio test / sim run:       {test / sim:.2f}  (target <= 1.3)")
+            floors.append(timed(pytest_floor, env, home))
+            ones.append(timed(serial, env, home))
+            twos.append(timed(parallel, env, home))
+        sim = None if args.no_sim else in_process(suite, paths, max(1, args.rounds // 2))
+    count = args.scenarios
+    floor_s, one, two = (statistics.median(x) for x in (floors, ones, twos))
+    print(f"scenarios:                  {count}, {args.rounds} rounds (medians), {cores()} cores")
+    print(f"pytest floor, whole run:    {floor_s:.2f} s")
+    print(f"belt test -j 1, whole run:  {one:.2f} s, {count / one:,.0f} scenarios/s")
+    print(f"belt test -j 2, whole run:  {two:.2f} s, {count / two:,.0f} scenarios/s")
+    print(f"ratio -j 1 / pytest floor:  {one / floor_s:.2f}  (target <= 3)")
+    print(f"speed-up -j 2 over -j 1:    {one / two:.2f}  (target >= 1.7 on 2 free cores)")
+    if sim is not None:
+        test, sims = sim
+        print(f"in one process: belt test {test:.2f} s, sim run of each {sims:.2f} s")
+        print(f"ratio test / sim run:       {test / sims:.2f}  (target <= 1.3)")
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 if __name__ == "__main__":

@@ -74,6 +74,34 @@ def test(
             help="Write each scenario's snapshot (those that differ or are new).",
         ),
     ] = False,
+    jobs: Annotated[
+        str,
+        typer.Option(
+            "-j",
+            "--jobs",
+            metavar="N",
+            help="Run the scenarios in N worker processes (auto: one per core); the report and "
+            "the JUnit file keep the serial order.",
+        ),
+    ] = "1",
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="K/N",
+            help="Run shard K of N: every N-th scenario in the suite's order (after -k), "
+            "starting at the K-th, so N machines together run each once.",
+        ),
+    ] = None,
+    keep: Annotated[
+        Path | None,
+        typer.Option(
+            "--keep",
+            metavar="DIR",
+            help="Keep each scenario's records on disk, in a state directory of its own under "
+            "DIR (BELT_HOME=DIR/NAME belt sim show --last), instead of in memory.",
+        ),
+    ] = None,
 ) -> None:
     """Run every scenario file that has expect tables, each in a fresh store, and check them.
 
@@ -93,6 +121,10 @@ def test(
     valid scenario (the others still run) or no scenario with expectations is found, 1 when an
     expectation fails or a scenario errors, else 0.
 
+    Each scenario runs in a store in memory (--keep DIR writes it to disk instead). -j N
+    runs N worker processes at once, each with its own module state for py: handlers;
+    --shard K/N runs a deterministic part of the suite (docs/testing.md).
+
     Examples:
 
         belt test examples/tests
@@ -108,6 +140,7 @@ def test(
         test_summary_line,
     )
     from belt.testing.suite import run_suite
+    from belt.testing.workers import parse_jobs, parse_shard
     from belt.text import printable
 
     def show(lines: list[tuple[str, str]]) -> None:
@@ -134,6 +167,9 @@ def test(
             fail_unfired=fail_under_hooks,
             coverage=coverage,
             snapshot="update" if snapshot_update else "check" if snapshot else None,
+            jobs=parse_jobs(jobs),
+            shard=None if shard is None else parse_shard(shard),
+            keep=keep,
         )
     except KeyboardInterrupt:
         output.warning("interrupted; the scenarios that ended are reported above")

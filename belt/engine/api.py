@@ -124,8 +124,12 @@ def run_scenario(
     routes: list[str] | None = None,
     offline: bool = False,
     clock: datetime | None = None,
+    ephemeral: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     """Run a scenario file; returns the simulation's report and the ids of the runs executed.
+
+    With ``ephemeral`` it runs on a store in memory (``belt.store.memory``): nothing is
+    written to the state directory, and nothing of it is left to resume (no ``wait``).
 
     ``clock`` runs it on a virtual clock that starts there (``--clock``; it overrides the
     scenario's ``clock``).
@@ -141,8 +145,15 @@ def run_scenario(
     from belt.engine.dispatch import parse_routes
     from belt.engine.report import build_report
     from belt.engine.scenario import read_scenario
-    from belt.store import open_store
+    from belt.store import MemoryStore, open_store
 
+    if ephemeral and wait:
+        from belt.errors import UsageError
+
+        raise UsageError(
+            "--ephemeral and --wait: a run in memory cannot be resolved from elsewhere",
+            hint="drop --wait, or settle its gates with turns.resolve tables in the scenario",
+        )
     if executors:
         from belt.executor.targets import parse_tools
 
@@ -161,7 +172,7 @@ def run_scenario(
                 f"{scenario}: {problems[0]}{more}",
                 hint="--offline delivers only to loopback addresses, py: handlers and routed URLs",
             )
-    store = open_store()
+    store = MemoryStore(shapes=True) if ephemeral else open_store()
     options = simulation_options(
         store,
         DIALECTS[loaded.dialect],

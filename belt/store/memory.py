@@ -41,6 +41,7 @@ class MemoryStore(Store):
         shapes: bool = False,
     ) -> None:
         self._base = BASE
+        self._paths = {}
         self.fsync = False
         self.schema = schema
         self.migrations = dict(MIGRATIONS if migrations is None else migrations)

@@ -15,7 +15,6 @@ the number of objects in the store.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
@@ -58,6 +57,9 @@ MIGRATIONS: dict[tuple[str, int], Migration] = {}
 The kind is an object kind (``"interrupt"``), ``"index:<name>"`` or ``"log:<name>"`` (applied to
 each record). Version 1 is the first, so there are no steps yet.
 """
+
+PATHS_KEPT = 4096
+"""The most paths a store keeps made, for the records it reads and writes again and again."""
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 ID_RULE = "1 to 128 letters, digits, '_' or '-'"
@@ -187,6 +189,7 @@ class Store:
     ) -> None:
         self.root = Path(root)
         self._base = str(self.root)
+        self._paths: dict[tuple[str, ...], Path] = {}
         self.fsync = fsync
         self.schema = schema
         self.migrations: dict[tuple[str, int], Migration] = dict(
@@ -213,9 +216,14 @@ class Store:
     # Paths
 
     def _under(self, *parts: str) -> Path:
-        """A path below the root, from checked names (one parse, not one per part: paths are
-        made for every read and write)."""
-        return Path(os.path.join(self._base, *parts))
+        """A path below the root, from checked names (one parse, not one per part, and kept:
+        paths are made for every read and write, mostly of the same few records)."""
+        found = self._paths.get(parts)
+        if found is None:
+            if len(self._paths) >= PATHS_KEPT:
+                self._paths.clear()
+            found = self._paths[parts] = Path(os.path.join(self._base, *parts))
+        return found
 
     def path(self, kind: str, id: str) -> Path:
         """The file that holds one object (checked ids only)."""
@@ -307,7 +315,7 @@ class Store:
             raise NotFound(f"no {kind} {id}")  # without leaving a lock file for a missing id
         with self.lock(kind, id):
             current = self.read(kind, id)
-            new = fn(copy.deepcopy(current))
+            new = fn(current)  # read afresh: no one else holds it
             if not isinstance(new, dict):
                 raise TypeError(f"update of {kind} {id} must return a dict")
             self._put_file(self.path(kind, id), self._encode_object(kind, id, new))

@@ -1,10 +1,12 @@
 """``belt test``: scenarios with expectations, run as a test suite.
 
 The suite is every scenario file with ``[[expect]]`` tables among the paths given (files, and
-directories searched for ``*.toml`` and ``*.json``). Each scenario runs in its own fresh store in a
-temporary directory, never the state directory, so tests neither see nor leave anything there;
-its expectations are then checked against its report. A file that cannot be read as a scenario
-is reported and counted (the suite exits 5) while the others still run.
+directories searched for ``*.toml`` and ``*.json``). Each scenario runs in its own fresh store, in
+memory (``belt.store.memory``; on disk under ``--keep DIR``), never the state directory, so tests
+neither see nor leave anything there; its expectations are then checked against its report, which
+carries everything a failure shows (``-j N`` and ``--shard K/N``: ``belt.testing.workers``). A
+file that cannot be read as a scenario is reported and counted (the suite exits 5) while the
+others still run.
 
 Nothing one scenario does stops the others: a ``py:`` module that exits or raises
 ``KeyboardInterrupt`` as it is imported, or whose import does not finish within
@@ -14,21 +16,24 @@ a file whose name is not UTF-8 (the name is shown with its bytes escaped).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import socket
-import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from belt.engine.hooksummary import HOOK_FAILURE_HINT
 from belt.errors import BeltError, ExitCode, InvalidInput, NotFound
 from belt.loader import import_deadline
+from belt.store import MemoryStore, Store
 from belt.testing.expect import Expectation, Outcome
 from belt.testing.snapshot import DIRECTORY as SNAPSHOTS
 from belt.testing.snapshot import Comparison, compare_result
@@ -60,6 +65,8 @@ class ScenarioResult:
     """Each hook the scenario declares and what its calls produced (``belt.testing.coverage``)."""
     unfired: list[dict[str, Any]] = field(default_factory=list)
     """With ``--fail-under-hooks``: the declared hooks that never fired, which fail it."""
+    kept: str | None = None
+    """With ``--keep DIR``: the state directory that holds its records."""
     snapshot: Comparison | None = None
     """With ``--snapshot``: how its record compared with its stored snapshot."""
 
@@ -104,6 +111,7 @@ class ScenarioResult:
             "hooks": self.report.get("hook_summary") if self.report else None,
             "hook_failures": self.hook_failures,
             "unfired_hooks": self.unfired,
+            **({"kept": self.kept} if self.kept else {}),
             **({"snapshot": self.snapshot.to_json()} if self.snapshot else {}),
             **shown,
         }
@@ -116,6 +124,8 @@ class SuiteResult:
     results: list[ScenarioResult]
     seconds: float
     stopped: bool = False
+    shard: tuple[int, int] | None = None
+    """With ``--shard K/N``: (K, N)."""
 
     @property
     def coverage(self) -> list[dict[str, Any]]:
@@ -204,40 +214,66 @@ def run_suite(
     fail_unfired: bool = False,
     coverage: bool = False,
     snapshot: str | None = None,
+    jobs: int = 1,
+    shard: tuple[int, int] | None = None,
+    keep: Path | None = None,
 ) -> SuiteResult:
     """Run every selected scenario with expectations; ``report`` gets each result as it ends,
     and the JUnit file (``render`` writes the transcript excerpts; with ``coverage``, each
     hook's counts as properties) is written at the end. With ``fail_unfired``, a scenario
     that declares a hook that never fired fails. With ``snapshot`` (``check`` or ``update``),
     each record is compared with its stored snapshot, or written to it
-    (``belt.testing.snapshot``)."""
+    (``belt.testing.snapshot``). ``jobs`` worker processes run the scenarios of ``shard``
+    (K, N), results in the serial order (``belt.testing.workers``); each scenario's store is
+    in memory, or with ``keep`` on disk under that directory (``kept_store``)."""
     from belt.engine.dispatch import parse_routes
+    from belt.testing.workers import run_all, shard_of
 
     parse_routes(routes or [])
     started = time.perf_counter()
     found = discover(paths or [DEFAULT_PATH])
     results: list[ScenarioResult] = []
     stopped = False
-    for path, document in found:
-        name = shown_name(path)
-        if not selected(name, pattern):
-            continue
-        with import_deadline(IMPORT_TIMEOUT):
-            result = run_document(path, document, routes=routes or [], allow_network=allow_network)
-        if fail_unfired:
-            fail_on_unfired(result)
-        if snapshot is not None:
-            compare_result(result, path, document, update=snapshot == "update")
+    chosen = [(path, document) for path, document in found if selected(shown_name(path), pattern)]
+    step = partial(
+        run_one,
+        routes=routes or [],
+        allow_network=allow_network,
+        fail_unfired=fail_unfired,
+        snapshot=snapshot,
+        keep=keep,
+    )
+    for result in run_all(step, shard_of(chosen, shard), jobs=jobs):
         results.append(result)
         if report is not None:
             report(result)
         if exitfirst and result.status != "pass":
             stopped = True
             break
-    suite = SuiteResult(results, time.perf_counter() - started, stopped)
+    suite = SuiteResult(results, time.perf_counter() - started, stopped, shard)
     if junit_xml is not None:
         write_junit(junit_xml, suite, render, coverage=coverage)
     return suite
+
+
+def run_one(
+    path: Path,
+    document: Any,
+    *,
+    routes: list[str],
+    allow_network: bool,
+    fail_unfired: bool,
+    snapshot: str | None,
+    keep: Path | None,
+) -> ScenarioResult:
+    """One scenario of the suite, with what the suite's options add to its result."""
+    with import_deadline(IMPORT_TIMEOUT):
+        result = run_document(path, document, routes=routes, allow_network=allow_network, keep=keep)
+    if fail_unfired:
+        fail_on_unfired(result)
+    if snapshot is not None:
+        compare_result(result, path, document, update=snapshot == "update")
+    return result
 
 
 def fail_on_unfired(result: ScenarioResult) -> None:
@@ -251,7 +287,12 @@ def fail_on_unfired(result: ScenarioResult) -> None:
 
 
 def run_document(
-    path: Path, document: Any, *, routes: list[str], allow_network: bool = False
+    path: Path,
+    document: Any,
+    *,
+    routes: list[str],
+    allow_network: bool = False,
+    keep: Path | None = None,
 ) -> ScenarioResult:
     """Read one scenario and run it in a fresh store; errors become its result."""
     from belt.testing.expect import read_tested
@@ -278,6 +319,7 @@ def run_document(
         started=started,
         expectations=expectations,
         allow_network=allow_network,
+        keep=keep,
     )
 
 
@@ -301,16 +343,77 @@ def run_loaded(
     handlers: dict[str, Callable[..., Any]] | None = None,
     expectations: list[Expectation] | None = None,
     allow_network: bool = False,
+    keep: Path | None = None,
 ) -> ScenarioResult:
-    """Run a checked scenario in a fresh store in a temporary directory and check its
-    expectations (compiled from it unless given; a scenario without any passes when it runs
-    without error). Unless ``allow_network``, a webhook or executor that is not on this machine
-    (``belt.engine.offline``) is the scenario's error before anything runs."""
+    """Run a checked scenario in a fresh store and check its expectations (compiled from it
+    unless given; a scenario without any passes when it runs without error). The store is in
+    memory, or with ``keep`` a state directory of its own under ``keep`` (``kept_home``),
+    named in the result. Unless ``allow_network``, a webhook or executor that is not on this
+    machine (``belt.engine.offline``) is the scenario's error before anything runs."""
+    home = kept_home(keep, name) if keep is not None else None
+    result = _run_loaded(
+        name,
+        loaded,
+        routes=routes,
+        started=started,
+        handlers=handlers,
+        expectations=expectations,
+        allow_network=allow_network,
+        home=home,
+    )
+    result.kept = None if home is None else str(home)
+    return result
+
+
+def kept_home(keep: Path, name: str) -> Path:
+    """A new directory under ``keep`` for the records of scenario ``name``: its path with
+    every run of characters other than letters, digits, ``.``, ``_`` and ``-`` made one ``_``
+    (``examples/tests/guard.toml`` -> ``examples_tests_guard.toml``), and ``-2``, ``-3``...
+    added when that is taken. Its store is ``store/`` inside it, so ``BELT_HOME=DIR belt sim
+    show --last`` shows the scenario's record."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.")[:100] or "scenario"
+    try:
+        keep.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for number in itertools.count(1):
+            home = keep / (base if number == 1 else f"{base}-{number}")
+            try:
+                home.mkdir(mode=0o700)
+            except FileExistsError:
+                continue
+            return home
+    except OSError as exc:
+        raise BeltError(f"--keep {keep}: cannot make a directory there: {exc.strerror}") from None
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def scenario_store(home: Path | None) -> Iterator[Store]:
+    """A scenario's store: in memory, or in ``home/store`` on disk."""
+    if home is None:
+        store = MemoryStore(shapes=True)
+        try:
+            yield store
+        finally:
+            store.close()
+    else:
+        yield Store(home / "store", shapes=True)
+
+
+def _run_loaded(
+    name: str,
+    loaded: Any,
+    *,
+    routes: list[str],
+    started: float | None,
+    handlers: dict[str, Callable[..., Any]] | None,
+    expectations: list[Expectation] | None,
+    allow_network: bool,
+    home: Path | None,
+) -> ScenarioResult:
     from belt.engine.api import simulation_options, start_simulation, with_scenario_executors
     from belt.engine.dialects import DIALECTS
     from belt.engine.offline import OFFLINE_HINT, network_problems
     from belt.engine.report import build_report
-    from belt.store import Store
     from belt.testing.coverage import scenario_coverage
     from belt.testing.expect import evaluate, expectations_of, unnamed_failures
 
@@ -321,8 +424,7 @@ def run_loaded(
     except BeltError as exc:
         detail = "; ".join([exc.message, *getattr(exc, "problems", [])])
         return ScenarioResult(name, "error", time.perf_counter() - started, error=detail)
-    with tempfile.TemporaryDirectory(prefix="belt-test-", ignore_cleanup_errors=True) as tmp:
-        store = Store(Path(tmp), shapes=True)
+    with scenario_store(home) as store:
         try:
             executors = with_scenario_executors(getattr(loaded.scenario, "executors", {}), [])
             options = simulation_options(
@@ -417,7 +519,7 @@ def junit_document(
     testsuite = ElementTree.SubElement(
         root,
         "testsuite",
-        name="belt test",
+        name="belt test" if suite.shard is None else "belt test, shard {}/{}".format(*suite.shard),
         tests=str(len(suite.results)),
         failures=str(failures),
         errors=str(errors),

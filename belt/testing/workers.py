@@ -1,0 +1,135 @@
+"""``belt test -j N`` and ``--shard K/N``: a suite's scenarios run in worker processes, and
+split deterministically across machines.
+
+With more than one job, the scenarios are handed out one at a time to N worker processes,
+forked from ``belt test`` once its modules are imported, so a worker starts at once. Each runs
+every scenario it is given in a store of its own (in memory, or under ``--keep DIR``), and
+sends back the scenario's result; results are given out in the order of the serial run,
+whatever order the workers finish in, so the report and the JUnit file are the same for any N.
+A worker's module state (a ``py:`` handler module's globals) is its own: scenarios that share
+state through a module see it only within one worker.
+
+A shard is every N-th scenario of the suite, in the order ``belt test`` runs them (after
+``-k``): shard K of N takes the scenarios at positions K-1, K-1+N, K-1+2N, ... (counting from
+0). Machines that see the same files and the same arguments agree on it, and the N shards
+together run each scenario exactly once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, TypeVar
+
+from belt.errors import UsageError
+
+T = TypeVar("T")
+Step = Callable[..., Any]
+
+_WORK: tuple[Step, Sequence[tuple[Any, ...]]] | None = None
+"""The step and the scenarios of the running pool, inherited by its forked workers."""
+
+
+def cores() -> int:
+    """The number of cores this process may run on (``-j auto``)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def parse_jobs(text: str) -> int:
+    """``-j N`` (a whole number, at least 1) or ``-j auto`` (the number of cores)."""
+    if text.strip().lower() == "auto":
+        return cores()
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise UsageError(f"-j {text!r}: expected a number of worker processes (1 or more) or auto")
+    return jobs
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``--shard K/N``: shard K (1 to N) of N."""
+    first, sep, second = text.partition("/")
+    try:
+        shard, count = int(first), int(second)
+    except ValueError:
+        shard = count = 0
+    if not sep or count < 1 or not 1 <= shard <= count:
+        raise UsageError(
+            f"--shard {text!r}: expected K/N, shard K of N with 1 <= K <= N (e.g. --shard 2/4)"
+        )
+    return shard, count
+
+
+def shard_of(items: Sequence[T], shard: tuple[int, int] | None) -> list[T]:
+    """The items of shard K of N: those at positions K-1, K-1+N, ... (all without a shard)."""
+    if shard is None:
+        return list(items)
+    number, count = shard
+    return list(items[number - 1 :: count])
+
+
+def run_all(step: Step, items: Sequence[tuple[Any, ...]], *, jobs: int) -> Iterator[Any]:
+    """``step(*item)`` for each item, in order: in this process with one job, else in ``jobs``
+    worker processes. Stopping early (closing the iterator) cancels what has not started and
+    waits for the scenarios under way, so no worker is killed in the middle of a write."""
+    if jobs <= 1 or len(items) <= 1 or not _can_fork():
+        for item in items:
+            yield step(*item)
+        return
+    global _WORK
+    _WORK = (step, items)
+    pool = ProcessPoolExecutor(
+        max_workers=min(jobs, len(items)),
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_worker_started,
+    )
+    try:
+        futures: list[Future[Any]] = [pool.submit(_run, index) for index in range(len(items))]
+        for future in futures:
+            yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        _WORK = None
+
+
+def _can_fork() -> bool:
+    return sys.platform != "win32" and "fork" in multiprocessing.get_all_start_methods()
+
+
+def _worker_started() -> None:
+    # A Ctrl-C reaches every process of the terminal's group: the parent handles it (it stops
+    # handing out scenarios); a worker finishes the scenario it is running.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run(index: int) -> Any:
+    """In a worker: run one item of the pool's work, and make its result fit to send back."""
+    assert _WORK is not None, "a worker runs only inside run_all"
+    step, items = _WORK
+    return portable(step(*items[index]))
+
+
+def portable(result: Any) -> Any:
+    """A scenario's result without what cannot cross to another process: the compiled tests
+    of its expectations (their text, place and outcome stay)."""
+    outcomes = getattr(result, "outcomes", None)
+    if not outcomes:
+        return result
+    return dataclasses.replace(
+        result,
+        outcomes=[
+            dataclasses.replace(
+                outcome, expectation=dataclasses.replace(outcome.expectation, conditions=())
+            )
+            for outcome in outcomes
+        ],
+    )

@@ -1,0 +1,316 @@
+"""``belt test`` in memory, in worker processes (``-j``), in shards (``--shard``), ``--keep``;
+the pytest plugin under pytest-xdist; ``belt sim run --ephemeral``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from belt.store import Store
+from belt.testing.workers import cores, parse_jobs, parse_shard, shard_of
+from tests.cli.runner import belt
+
+REPO = Path(__file__).resolve().parents[2]
+
+BARRIER = '''
+import os, time
+from pathlib import Path
+
+def meet(payload):
+    """Deny odd-numbered calls; with BARRIER set, first wait (at most 20 s) until two
+    processes have called, so a pass proves two workers ran scenarios at once."""
+    shared = os.environ.get("BARRIER")
+    if shared:
+        Path(shared, str(os.getpid())).touch()
+        deadline = time.monotonic() + 20
+        while len(os.listdir(shared)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    if payload["data"]["arguments"]["n"] % 2:
+        return {"decision": "deny", "reason": "odd"}
+    return None
+'''
+
+
+def write_suite(directory: Path, count: int) -> list[str]:
+    """``count`` scenarios (odd ones denied; scenario 3 fails an expectation) and one invalid
+    file; their names in the suite's order."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "meet.py").write_text(BARRIER)
+    hook = {
+        "event": "agent.tool_call",
+        "type": "webhook",
+        "handler": f"py:{directory}/meet.py:meet",
+    }
+    for number in range(count):
+        status = "failed" if number % 2 else "completed"
+        if number == 3:
+            status = "completed"  # wrong on purpose
+        doc = {
+            "agent": {"hooks": [hook]},
+            "turns": [
+                {
+                    "user": f"task {number}",
+                    "model": [
+                        {"tool_calls": [{"name": "write_file", "arguments": {"n": number}}]},
+                        {"say": "done"},
+                    ],
+                }
+            ],
+            "expect": [{"tool": "write_file", "status": status}],
+        }
+        (directory / f"s{number:02d}.json").write_text(json.dumps(doc))
+    (directory / "s99_invalid.toml").write_text('[[turns]]\nusr = "x"\n[[expect]]\ntool = "x"\n')
+    return [str(directory / f"s{n:02d}.json") for n in range(count)] + [
+        str(directory / "s99_invalid.toml")
+    ]
+
+
+def run_belt(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``belt ARGS`` as a process of its own (workers are forked from it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "belt", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def lines(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def without_times(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a result says that does not change from run to run (no times, ids, timestamps)."""
+    kept = ("scenario", "status", "expectations", "error", "problems", "invalid", "dialect")
+    return [
+        {
+            **{key: result[key] for key in kept},
+            "failures": [(f["expect"], f["text"], f["found"]) for f in result["failures"]],
+        }
+        for result in results
+    ]
+
+
+def cases(path: Path) -> list[str]:
+    return [case.get("file", "") for case in ElementTree.parse(path).iter("testcase")]
+
+
+def test_j2_runs_two_workers_at_once_and_reports_in_the_serial_order(tmp_path: Path) -> None:
+    names = write_suite(tmp_path / "suite", 6)
+    serial = run_belt(
+        "test", str(tmp_path / "suite"), "--json", "--junit-xml", str(tmp_path / "1.xml")
+    )
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    parallel = run_belt(
+        "test",
+        str(tmp_path / "suite"),
+        "--json",
+        "-j",
+        "2",
+        "--junit-xml",
+        str(tmp_path / "2.xml"),
+        env={"BARRIER": str(barrier)},
+    )
+    assert serial.returncode == parallel.returncode == 5, parallel.stderr
+    assert [r["scenario"] for r in lines(parallel.stdout)] == names
+    assert without_times(lines(parallel.stdout)) == without_times(lines(serial.stdout))
+    assert [r["status"] for r in lines(parallel.stdout)][:4] == ["pass", "pass", "pass", "fail"]
+    # Two processes other than belt's own met at the barrier.
+    assert len(os.listdir(barrier)) == 2
+    assert cases(tmp_path / "2.xml") == cases(tmp_path / "1.xml") == names
+
+
+def test_j2_with_x_stops_at_the_first_failure_in_the_serial_order(tmp_path: Path) -> None:
+    names = write_suite(tmp_path / "suite", 8)
+    result = run_belt("test", str(tmp_path / "suite"), "--json", "-j", "2", "-x")
+    assert result.returncode == 1, result.stderr
+    assert [r["scenario"] for r in lines(result.stdout)] == names[:4]
+
+
+def test_shards_split_the_suite_by_position_and_together_run_it_once(tmp_path: Path) -> None:
+    names = write_suite(tmp_path / "suite", 6)
+    seen: list[str] = []
+    for shard in (1, 2, 3):
+        junit = tmp_path / f"shard{shard}.xml"
+        result = belt(
+            "test",
+            str(tmp_path / "suite"),
+            "--json",
+            "--shard",
+            f"{shard}/3",
+            "--junit-xml",
+            str(junit),
+        )
+        ran = [r["scenario"] for r in lines(result.stdout)]
+        assert ran == names[shard - 1 :: 3]
+        assert cases(junit) == ran
+        (testsuite,) = ElementTree.parse(junit).iter("testsuite")
+        assert testsuite.get("name") == f"belt test, shard {shard}/3"
+        seen += ran
+    assert sorted(seen) == sorted(names)
+    # -k selects first; the shard is taken of what it selected.
+    result = belt("test", str(tmp_path / "suite"), "--json", "-k", "s0", "--shard", "2/2")
+    assert [r["scenario"] for r in lines(result.stdout)] == names[1:6:2]
+
+
+@pytest.mark.parametrize(
+    ("option", "why"),
+    [
+        (["-j", "0"], "-j '0': expected a number of worker processes"),
+        (["-j", "many"], "-j 'many': expected"),
+        (["--shard", "0/2"], "--shard '0/2': expected K/N"),
+        (["--shard", "3/2"], "--shard '3/2'"),
+        (["--shard", "2"], "--shard '2'"),
+    ],
+)
+def test_jobs_and_shards_that_make_no_sense_are_usage_errors(
+    tmp_path: Path, option: list[str], why: str
+) -> None:
+    write_suite(tmp_path / "suite", 1)
+    result = belt("test", str(tmp_path / "suite"), *option)
+    assert result.exit_code == 2
+    assert why in result.stderr
+
+
+def test_job_and_shard_arithmetic() -> None:
+    assert parse_jobs("auto") == cores() >= 1
+    assert parse_jobs("3") == 3
+    assert parse_shard("2/5") == (2, 5)
+    assert shard_of(list(range(10)), (2, 4)) == [1, 5, 9]
+    assert shard_of(list(range(3)), (3, 3)) == [2]
+    assert shard_of(list(range(2)), (3, 3)) == []
+    assert shard_of([1, 2], None) == [1, 2]
+
+
+def test_scenarios_run_in_memory_and_keep_writes_each_to_its_own_state_directory(
+    tmp_path: Path, belt_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    names = write_suite(tmp_path / "suite", 2)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    result = belt("test", *names[:2], "--json")
+    assert result.exit_code == 0, result.stdout
+    assert list(scratch.iterdir()) == []  # no store on disk, not even a temporary one
+    assert not belt_home.exists()
+    assert all("kept" not in r for r in lines(result.stdout))
+
+    keep = tmp_path / "kept"
+    result = belt("test", *names[:2], names[0], "--json", "--keep", str(keep))
+    assert result.exit_code == 0, result.stdout
+    kept = [Path(r["kept"]) for r in lines(result.stdout)]
+    assert [p.name for p in kept] == [
+        f"{str(tmp_path / 'suite').strip('/').replace('/', '_')}_s00.json",
+        f"{str(tmp_path / 'suite').strip('/').replace('/', '_')}_s01.json",
+        f"{str(tmp_path / 'suite').strip('/').replace('/', '_')}_s00.json-2",
+    ]
+    for home, record in zip(kept, lines(result.stdout), strict=True):
+        assert home.parent == keep
+        store = Store(home / "store", shapes=True)
+        assert store.list_ids("sim") == [record["simulation"]]
+    shown = subprocess.run(
+        [sys.executable, "-m", "belt", "sim", "list", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "BELT_HOME": str(kept[1])},
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert record_ids(shown.stdout) == [lines(result.stdout)[1]["simulation"]]
+
+
+def record_ids(stdout: str) -> list[str]:
+    """The simulation ids ``belt sim list --json`` lists."""
+    rows = json.loads(stdout)
+    return sorted(
+        {str(row.get("simulation") or row.get("sim_id") or row.get("sim")) for row in rows}
+    )
+
+
+def test_keep_where_no_directory_can_be_made_is_an_error(tmp_path: Path) -> None:
+    names = write_suite(tmp_path / "suite", 1)
+    (tmp_path / "file").write_text("")
+    result = belt("test", names[0], "--keep", str(tmp_path / "file" / "below"))
+    assert result.exit_code == 1
+    assert "--keep" in result.stderr and "cannot make a directory there" in result.stderr
+
+
+PLUGIN_TESTS = """
+import os
+from pathlib import Path
+
+import pytest
+
+HOOK = {"event": "agent.tool_call", "type": "webhook"}
+
+
+def deny(payload):
+    return {"decision": "deny", "reason": "no"}
+
+
+@pytest.mark.parametrize("number", range(4))
+def test_denied(belt_scenario, number):
+    run = belt_scenario(
+        {
+            "agent": {"hooks": [{**HOOK, "handler": deny}]},
+            "turns": [
+                {
+                    "user": "go",
+                    "model": [
+                        {"tool_calls": [{"name": "rm", "arguments": {"n": number}}]},
+                        {"say": "done"},
+                    ],
+                }
+            ],
+            "expect": [{"tool": "rm", "status": "failed"}],
+        }
+    )
+    assert run.decisions("agent.tool_call") == ["deny"]
+    assert run.tool_status("rm", n=number) == "failed"
+    Path(os.environ["WORKERS"], os.environ["PYTEST_XDIST_WORKER"]).touch()
+"""
+
+
+def test_the_pytest_plugin_works_under_xdist(tmp_path: Path) -> None:
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_hooks.py").write_text(PLUGIN_TESTS)
+    workers = tmp_path / "workers"
+    workers.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", "-q"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={**os.environ, "WORKERS": str(workers)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "4 passed" in result.stdout
+    # xdist hands the four tests out to both workers at the start.
+    assert sorted(os.listdir(workers)) == ["gw0", "gw1"]
+
+
+def test_sim_run_ephemeral_writes_nothing_to_the_state_directory(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    names = write_suite(tmp_path / "suite", 2)
+    result = belt("sim", "run", names[1], "--ephemeral", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = result.json()
+    assert report["runs"][-1]["state"] == "completed"
+    assert not belt_home.exists()
+    refused = belt("sim", "run", names[1], "--ephemeral", "--wait")
+    assert refused.exit_code == 2
+    assert "--ephemeral and --wait" in refused.stderr
