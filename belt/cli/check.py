@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt.cli.options import Executors, Routes
+from belt.cli.options import Routes
 
 if TYPE_CHECKING:
     from belt.check.report import CheckReport, CheckResult
@@ -19,21 +19,34 @@ def check(
     target: Annotated[
         str | None,
         typer.Argument(
+            metavar="TARGET",
             help="A webhook URL, py:MODULE:FUNC, or a hooks file (each webhook hook is checked).",
             show_default=False,
         ),
     ] = None,
     event: Annotated[
         list[str] | None,
-        typer.Option("--event", help="Check only this event (repeatable).", show_default=False),
+        typer.Option(
+            "--event", metavar="E", help="Check only this event (repeatable).", show_default=False
+        ),
     ] = None,
-    executor: Executors = None,
+    executor: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--executor",
+            metavar="NAME=TARGET",
+            help="Check a Nexus executor tool (cmd:COMMAND, py:MODULE:FUNC or a URL, as "
+            "belt executor run --tool takes it); a Nexus hooks file names its tools. Repeatable.",
+            show_default=False,
+        ),
+    ] = None,
     props: Annotated[
         Path | None,
         typer.Option(
             "--props",
             metavar="FILE",
-            help="TOML file of [[property]] tables: the decision matching payloads must get.",
+            help="A TOML check file: each property table names the decision every matching "
+            "payload must get (docs/check.md).",
         ),
     ] = None,
     secret: Annotated[
@@ -90,8 +103,9 @@ def check(
     machine needs --allow-network. Exits 0 when every check passed (warnings allowed), 1 when
     one failed, 5 on invalid input, 6 when the target cannot be reached at all.
 
-    Example:
+    Examples:
 
+        belt check py:examples/handler.py:decide --examples 50
         belt check http://127.0.0.1:8000/hook --event agent.tool_call --props props.toml
     """
     from belt import output
