@@ -9,6 +9,7 @@ import typer
 
 
 def serve(
+    ctx: typer.Context,
     host: Annotated[
         str, typer.Option(help="Address to listen on; not loopback only with --token.")
     ] = "127.0.0.1",
@@ -18,7 +19,10 @@ def serve(
     ] = None,
     handler: Annotated[
         str | None,
-        typer.Option(help="Python callable deciding hooks: MODULE:FUNC or path/to/file.py:FUNC."),
+        typer.Option(
+            help="Python callable deciding hooks: py:MODULE:FUNC or py:path/to/file.py:FUNC "
+            "(the py: is optional); it gets the payload as a dict (docs/handlers.md)."
+        ),
     ] = None,
     secret: Annotated[
         str | None,
@@ -123,6 +127,7 @@ def serve(
     from belt.server.run import serve as run_server
 
     run_server(
+        verbose=bool(ctx.find_root().params.get("verbose")),
         host=host,
         port=port,
         policy=policy,

@@ -390,7 +390,14 @@ def create_app_from_settings(env: dict[str, str]) -> Starlette:
     elif env.get("HANDLER"):
         pool = HandlerPool()
         timeout = float(env.get("HANDLER_TIMEOUT", HANDLER_TIMEOUT))
-        decide = handler_decider(load_handler(env["HANDLER"]), timeout=timeout, pool=pool)
+        from belt.server.live import handler_traceback
+
+        decide = handler_decider(
+            load_handler(env["HANDLER"]),
+            timeout=timeout,
+            pool=pool,
+            on_raise=handler_traceback if env.get("VERBOSE") == "1" else None,
+        )
     elif env.get("FORWARD_TO"):
         from belt.server.forward import check_forward_url, forward_decider
 

@@ -145,8 +145,11 @@ def serve(
     allow_hosts: list[str] | None = None,
     on_listening: Callable[[dict[str, Any]], None] | None = None,
     clock: datetime | None = None,
+    verbose: bool = False,
 ) -> None:
     """Check the options, load the decider, listen, and serve until interrupted.
+
+    ``verbose`` (``belt -v serve``) prints the traceback of each exception a handler raises.
 
     ``report_mode`` is how each request is shown: ``lines`` (human), ``json`` or ``none``. With
     ``workers`` above 1, uvicorn runs that many processes of ``create_app_from_env`` on one
@@ -188,6 +191,7 @@ def serve(
         "AGENTS": str(agents) if agents is not None else "",
         "ALLOW_HOST": ",".join(allowed_host_name(name) for name in allow_hosts or []),
         "CLOCK": timestamp(clock) if clock is not None else "",
+        "VERBOSE": "1" if verbose else "",
     }
     # Loading here (also when workers will load again) refuses a bad policy, handler, model
     # script or agent file with its message before the port is taken.
