@@ -500,3 +500,26 @@ def test_serve_refuses_a_bad_clock() -> None:
     result = belt("serve", "--clock", "soon", "--port", "0")
     assert result.exit_code == 2
     assert "--clock: 'soon' is not an RFC 3339 timestamp" in result.stderr
+
+
+# -- the example -------------------------------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "tests" / "expiry.toml"
+
+
+def test_the_example_passes_under_belt_test() -> None:
+    result = belt("test", str(EXAMPLE))
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+
+
+def test_the_examples_record_shows_the_expiry_on_the_virtual_clock() -> None:
+    report, _ = run_scenario(scenario=EXAMPLE)
+    (interrupt,) = report["interrupts"]
+    assert (interrupt["status"], interrupt["resolution"]) == ("expired", "deny")
+    assert interrupt["resolved_at"] == "2026-08-11T14:10:00.000Z"
+    assert f"gate {interrupt['id']} expired → deny" in texts(report)
+    assert [run["created_at"] for run in report["runs"]] == [
+        "2026-08-11T14:00:00.000Z",
+        "2026-08-11T16:10:00.000Z",
+    ]

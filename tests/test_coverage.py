@@ -43,7 +43,7 @@ def test_the_examples_coverage_is_what_their_turns_deliver(monkeypatch: pytest.M
     # allows it, then the gate suspends it (the scenario's turns.resolve allows it later).
     # Model turn 3 only speaks. So hook 0 saw delete_file twice, hook 2 once.
     monkeypatch.chdir(ROOT)
-    suite = run_suite(paths=[Path("examples/tests")], fail_unfired=True)
+    suite = run_suite(paths=[Path("examples/tests/guarded.toml")], fail_unfired=True)
 
     assert suite.exit_code == 0
     guard = "py:examples/tests/hooks.py:guard"

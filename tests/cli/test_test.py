@@ -568,7 +568,7 @@ def test_coverage_lists_every_hook_of_the_examples_with_its_counts(
     # by hook 0, which ends the event before the gate; the /tmp delete is allowed by hook 0,
     # then suspended by the gate (hook 2). Its py: handler path is relative to the repository.
     monkeypatch.chdir(ROOT)
-    result = belt("test", "examples/tests", "--coverage")
+    result = belt("test", "examples/tests/guarded.toml", "--coverage")
 
     assert result.exit_code == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines() if "agent.hooks[" in line]
