@@ -986,6 +986,22 @@ def replay_summary(report: dict[str, Any]) -> tuple[str, str]:
     return text, "bold red" if summary["changed"] else "green"
 
 
+def saved_tests_lines(saved: dict[str, Any]) -> Lines:
+    """What ``belt replay --save-tests`` wrote: how many scenarios, where, and the deliveries it
+    could not write (a payload belt cannot replay, an event no scenario reaches)."""
+    lines: Lines = [
+        (
+            f"{saved['written']} test scenario(s) written to {saved['directory']}, expecting the "
+            f"{saved['expect']} answers: run them with `belt test {saved['directory']}`",
+            "green" if saved["written"] else "yellow",
+        )
+    ]
+    if saved["not_written"]:
+        lines.append((f"  {saved['not_written']} delivery(ies) not written:", "yellow"))
+        lines.extend((f"    {problem}", "yellow") for problem in saved["problems"])
+    return lines
+
+
 # -- waiting at gates (``belt sim run --wait``) ---------------------------------------------------
 
 

@@ -512,6 +512,10 @@ class Replay:
         self.first_error: str | None = None
         """The first replayed delivery's error, and its likely fix (``likely_fix``)."""
         self.fix: str | None = None
+        self.on_row: Callable[[Row], None] | None = None
+        """Called with each row once it is replayed (``belt.keep`` saves it as a test)."""
+        self.saved: dict[str, Any] | None = None
+        """What ``--save-tests`` wrote, for the tail (``belt.keep.TestWriter``)."""
         self.summary = {
             "replayed": 0,
             "changed": 0,
@@ -532,6 +536,7 @@ class Replay:
             "fix": self.fix,
             "skipped": self.skipped.count,
             "problems": self.skipped.problems,
+            **({"saved_tests": self.saved} if self.saved is not None else {}),
         }
 
     def report(self) -> dict[str, Any]:
@@ -561,6 +566,8 @@ class Replay:
             row.error = printable(delivered.error) if delivered.error else None
             compare(row, delivered.response if delivered.error is None else None)
             _journal(self.store, self.replay_id, self.where, self.label, row)
+            if self.on_row is not None:
+                self.on_row(row)
             self.summary["replayed"] += 1
             self.summary["changed"] += bool(row.changed)
             self.summary["decisions_changed"] += "decision" in row.changed

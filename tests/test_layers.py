@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "belt.emulator": 7,
     "belt.doctor": 7,
     "belt.check": 7,
+    "belt.keep": 7,
     "belt.server": 8,
     "belt.remote": 8,
     "belt.backend": 9,

@@ -50,26 +50,49 @@ def replay(
     json_: Annotated[
         bool, typer.Option("--json", help="Print the replay as one JSON object.")
     ] = False,
+    save_tests: Annotated[
+        Path | None,
+        typer.Option(
+            "--save-tests",
+            metavar="DIR",
+            help="Also write each replayed delivery to DIR (new or empty) as a belt test "
+            "scenario whose hook is the handler replayed to, expecting the answer --expect "
+            "names.",
+        ),
+    ] = None,
+    expect: Annotated[
+        str,
+        typer.Option(
+            "--expect",
+            metavar="recorded|replayed",
+            help="With --save-tests: expect the answer recorded then, or the one given now.",
+        ),
+    ] = "recorded",
 ) -> None:
     """Deliver recorded hook payloads again to a handler and compare its answers.
 
     Prints, for each payload, its event and tool, the decision recorded then and the one given
     now, and whether the decision or the injection changed; then a summary. Nothing is written
-    to the store but the replay's own journal.
+    to the store but the replay's own journal. With --save-tests DIR, each delivery is also
+    written to DIR as a scenario that belt test runs (so recorded traffic becomes a regression
+    suite), expecting the recorded answer, or with --expect replayed the one given now.
 
     Examples:
 
         belt replay journal --policy examples/policy.toml --check
         belt replay journal --to http://127.0.0.1:9000/hooks --since 1h
+        belt replay journal --handler hooks.py:decide --save-tests tests/recorded
     """
     from belt import output
+    from belt.keep import open_saving_replay
     from belt.render import replay_row, replay_summary
-    from belt.replay import open_replay
     from belt.text import printable
 
     # Rows are printed as each payload is replayed, and forgotten: a replay of a long journal
     # holds one part of it at a time.
-    with open_replay(
+    with open_saving_replay(
+        save_tests=save_tests,
+        expect=expect,
         source=source,
         to=to,
         policy=policy,
@@ -98,5 +121,10 @@ def replay(
                 output.styled(printable(f"  first error: {run.first_error}"), "yellow")
             if run.fix:
                 output.styled(printable(f"  {run.fix}"), "yellow")
+            if run.saved is not None:
+                from belt.render import saved_tests_lines
+
+                for text, style in saved_tests_lines(run.saved):
+                    output.styled(printable(text), style)
     if check and run.summary["changed"]:
         raise typer.Exit(1)

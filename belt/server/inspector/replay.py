@@ -14,13 +14,12 @@ A replay goes through ``belt.replay`` (the same comparison of decision, reason a
 
 A changed delivery can be kept as a scenario that ``belt test`` runs: the model is scripted to
 reach the same boundary with the same data, the target is the hook's handler, and an
-expectation pins the decision.
+expectation pins the decision (``belt.keep.kept_scenario``, which ``belt replay --save-tests``
+shares).
 """
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from belt.effects import is_in_process, url_host
 from belt.errors import BeltError, InvalidInput, UsageError
+from belt.keep import kept_scenario
 from belt.records.runs import RUN
 from belt.replay import Recorded, executed, payload_model, replay_each, served
-from belt.server.inspector.deliveries import Entry, mapping, text
-from belt.text import printable
+from belt.server.inspector.deliveries import Entry, text
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT
 
 if TYPE_CHECKING:
@@ -44,18 +43,6 @@ REPLAY_MAX = 1000
 """The most deliveries one replay sends; a larger selection is refused, not cut short."""
 REPLAY_SECONDS = 120.0
 """A replay's total deadline: deliveries whose turn comes after it are reported, not sent."""
-EXPECTED = ("allow", "deny", "stop", "suspend", "error")
-SIMULATED_EVENTS = (
-    "agent.start",
-    "agent.turn_start",
-    "agent.turn_complete",
-    "agent.tool_call",
-    "agent.tool_result",
-    "agent.pre_compact",
-    "agent.post_compact",
-    "agent.complete",
-    "agent.error",
-)
 
 ServeDecide = Callable[[dict[str, Any]], "WebhookResult"]
 
@@ -306,73 +293,6 @@ def scenario_handler(
     ]
 
 
-def _tool_result(data: dict[str, Any]) -> dict[str, Any]:
-    result = data.get("result")
-    status = data.get("status")
-    return {
-        "name": str(data.get("tool") or "tool"),
-        "arguments": {},
-        "result": result if isinstance(result, str) else json.dumps(result, ensure_ascii=False),
-        "status": status if status in ("completed", "failed") else "completed",
-        "async": True,
-    }
-
-
-def scenario_document(
-    payload: dict[str, Any], handler: str, expect: dict[str, Any]
-) -> dict[str, Any]:
-    """A platform scenario whose hook on the payload's event gets a payload with the same event
-    and data, delivered to ``handler``, and that expects the answer ``expect`` gives."""
-    event = str(payload.get("event"))
-    if event not in SIMULATED_EVENTS:
-        raise InvalidInput(f"payload.event: belt does not simulate {event}, so no test reaches it")
-    data = mapping(payload.get("data"))
-    doc: dict[str, Any] = {
-        "agent": {
-            "name": "replayed",
-            "hooks": [{"event": event, "type": "webhook", "handler": handler}],
-        },
-    }
-    turn: dict[str, Any] = {"user": "Replay of a recorded hook delivery"}
-    if event == "agent.tool_call":
-        arguments = data.get("arguments")
-        call = {
-            "name": str(data.get("tool") or "tool"),
-            "arguments": arguments if isinstance(arguments, dict) else {},
-            "result": "done",
-        }
-        turn["model"] = [{"say": "Calling the tool.", "tool_calls": [call]}, {"say": "Done."}]
-    elif event == "agent.tool_result":
-        turn["model"] = [{"tool_calls": [_tool_result(data)]}, {"say": "Done."}]
-    elif event == "agent.error":
-        turn["model"] = []
-        turn["error"] = str(data.get("error") or "the model failed")
-    elif event in ("agent.pre_compact", "agent.post_compact"):
-        doc["agent"].update(context_window=1000, compact_at=0.5)
-        noop = {"name": "noop", "result": "ok"}
-        turn["model"] = [{"say": "Working.", "tokens": 900, "tool_calls": [noop]}, {"say": "Done."}]
-    else:
-        turn["model"] = [{"say": "Done."}]
-    doc["turns"] = [turn]
-    expectation: dict[str, Any] = {"event": event}
-    decision = expect.get("decision")
-    if decision not in EXPECTED:
-        raise InvalidInput(f"expect.decision: expected one of {', '.join(EXPECTED)}")
-    if decision == "error":
-        expectation["error"] = True
-    else:
-        expectation["decision"] = decision
-        reason = expect.get("reason")
-        if isinstance(reason, str) and reason:
-            expectation["reason"] = "re:^" + re.escape(reason) + "$"
-        if isinstance(expect.get("injected"), bool):
-            expectation["injected"] = expect["injected"]
-    if event in ("agent.tool_call", "agent.tool_result") and data.get("tool"):
-        expectation["tool"] = "re:^" + re.escape(str(data["tool"])) + "$"
-    doc["expect"] = [expectation]
-    return doc
-
-
 def scenario_file(
     *,
     payload: Any,
@@ -381,39 +301,12 @@ def scenario_file(
     notes: list[str],
     delivery_id: str | None,
 ) -> tuple[str, str, str]:
-    """(file name, media type, text) of a scenario that ``belt test`` runs: TOML, or JSON when a
-    value has no TOML form (a null); InvalidInput when the payload or expectation is wrong."""
-    from belt.engine.scenario import scenario_from_document
-
-    model, problem = payload_model(payload)
-    if model is None:
-        raise InvalidInput(f"payload: {problem.removeprefix('the recorded payload ')}")
-    if not isinstance(expect, dict):
-        raise InvalidInput("expect: expected an object with the decision to expect")
-    document = scenario_document(payload, handler, expect)
-    from pathlib import Path
-
-    scenario_from_document(document, "the kept scenario", Path("."))
-    data = mapping(payload.get("data"))
-    stem = "-".join(
-        part
-        for part in ("replay", str(payload["event"]).removeprefix("agent."), text(data.get("tool")))
-        if part
-    )
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)[:80]
+    """(file name, media type, text) of a scenario that ``belt test`` runs, kept from one
+    delivery (``belt.keep.kept_scenario``); InvalidInput when the payload or expectation is
+    wrong."""
     header = [
         "A belt test scenario kept from the inspector of belt serve"
         + (f" (delivery {delivery_id})." if delivery_id else "."),
-        "The model is scripted to reach the same boundary with the same data; ids, times and",
-        "turn_count differ from the recorded payload. Run it with: belt test FILE",
         *notes,
     ]
-    try:
-        import tomli_w
-
-        body = tomli_w.dumps(document)
-    except (TypeError, ValueError):
-        return f"{stem}.json", "application/json", json.dumps(document, indent=2) + "\n"
-    # A comment line is one line: a policy path with a newline in it must not end it.
-    comments = "".join(f"# {printable(line)}\n" for line in header)
-    return f"{stem}.toml", "application/toml", comments + "\n" + body
+    return kept_scenario(payload=payload, handler=handler, expect=expect, header=header)

@@ -1,0 +1,280 @@
+"""Recorded hook deliveries kept as ``belt test`` scenarios.
+
+One function writes a delivery as a scenario (``kept_scenario``): the inspector's "Keep as a
+test" button uses it for one delivery, ``belt replay --save-tests DIR`` for each delivery it
+replays (``open_saving_replay``). The scenario's model is scripted to reach the same boundary
+with the same data (for ``agent.tool_call``, the same tool and arguments); its one hook is the
+handler under test, and its expectation pins a decision: the one recorded then, or the one the
+handler gave now.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from belt.errors import BeltError, InvalidInput, UsageError
+from belt.replay import Replay, Row, open_replay, payload_model
+from belt.text import printable
+
+SIMULATED_EVENTS = (
+    "agent.start",
+    "agent.turn_start",
+    "agent.turn_complete",
+    "agent.tool_call",
+    "agent.tool_result",
+    "agent.pre_compact",
+    "agent.post_compact",
+    "agent.complete",
+    "agent.error",
+)
+"""The events a scripted scenario reaches, so the events a kept scenario can test."""
+EXPECTED = ("allow", "deny", "stop", "suspend", "error")
+"""What a kept scenario can expect of its hook: a decision, or that it fails."""
+EXPECT_FROM = ("recorded", "replayed")
+"""Which answer ``belt replay --save-tests`` pins: the one recorded then, or the one given now."""
+POLICY_URL = "http://127.0.0.1:8787"
+"""Where a scenario kept from a policy replay expects ``belt serve --policy``."""
+PROBLEMS_KEPT = 20
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _tool_result(data: dict[str, Any]) -> dict[str, Any]:
+    result = data.get("result")
+    status = data.get("status")
+    return {
+        "name": str(data.get("tool") or "tool"),
+        "arguments": {},
+        "result": result if isinstance(result, str) else json.dumps(result, ensure_ascii=False),
+        "status": status if status in ("completed", "failed") else "completed",
+        "async": True,
+    }
+
+
+def scenario_document(
+    payload: dict[str, Any], handler: str, expect: dict[str, Any]
+) -> dict[str, Any]:
+    """A platform scenario whose hook on the payload's event gets a payload with the same event
+    and data, delivered to ``handler``, and that expects the answer ``expect`` gives
+    (``decision``: one of EXPECTED; ``reason``; ``injected``)."""
+    event = str(payload.get("event"))
+    if event not in SIMULATED_EVENTS:
+        raise InvalidInput(f"payload.event: belt does not simulate {event}, so no test reaches it")
+    data = _mapping(payload.get("data"))
+    doc: dict[str, Any] = {
+        "agent": {
+            "name": "replayed",
+            "hooks": [{"event": event, "type": "webhook", "handler": handler}],
+        },
+    }
+    turn: dict[str, Any] = {"user": "Replay of a recorded hook delivery"}
+    if event == "agent.tool_call":
+        arguments = data.get("arguments")
+        call = {
+            "name": str(data.get("tool") or "tool"),
+            "arguments": arguments if isinstance(arguments, dict) else {},
+            "result": "done",
+        }
+        turn["model"] = [{"say": "Calling the tool.", "tool_calls": [call]}, {"say": "Done."}]
+    elif event == "agent.tool_result":
+        turn["model"] = [{"tool_calls": [_tool_result(data)]}, {"say": "Done."}]
+    elif event == "agent.error":
+        turn["model"] = []
+        turn["error"] = str(data.get("error") or "the model failed")
+    elif event in ("agent.pre_compact", "agent.post_compact"):
+        doc["agent"].update(context_window=1000, compact_at=0.5)
+        noop = {"name": "noop", "result": "ok"}
+        turn["model"] = [{"say": "Working.", "tokens": 900, "tool_calls": [noop]}, {"say": "Done."}]
+    else:
+        turn["model"] = [{"say": "Done."}]
+    doc["turns"] = [turn]
+    expectation: dict[str, Any] = {"event": event}
+    decision = expect.get("decision")
+    if decision not in EXPECTED:
+        raise InvalidInput(f"expect.decision: expected one of {', '.join(EXPECTED)}")
+    if decision == "error":
+        expectation["error"] = True
+    else:
+        expectation["decision"] = decision
+        reason = expect.get("reason")
+        if isinstance(reason, str) and reason:
+            expectation["reason"] = "re:^" + re.escape(reason) + "$"
+        if isinstance(expect.get("injected"), bool):
+            expectation["injected"] = expect["injected"]
+    if event in ("agent.tool_call", "agent.tool_result") and data.get("tool"):
+        expectation["tool"] = "re:^" + re.escape(str(data["tool"])) + "$"
+    doc["expect"] = [expectation]
+    return doc
+
+
+def kept_scenario(
+    *, payload: Any, handler: str, expect: Any, header: list[str]
+) -> tuple[str, str, str]:
+    """One recorded delivery as a scenario that ``belt test`` runs: (file name, media type,
+    text), TOML with ``header`` as comments, or JSON when a value has no TOML form (a null);
+    InvalidInput when the payload or the expectation is wrong."""
+    from belt.engine.scenario import scenario_from_document
+
+    model, problem = payload_model(payload)
+    if model is None:
+        raise InvalidInput(f"payload: {problem.removeprefix('the recorded payload ')}")
+    if not isinstance(expect, dict):
+        raise InvalidInput("expect: expected an object with the decision to expect")
+    document = scenario_document(payload, handler, expect)
+    scenario_from_document(document, "the kept scenario", Path("."))
+    data = _mapping(payload.get("data"))
+    stem = "-".join(
+        part
+        for part in (
+            "replay",
+            str(payload["event"]).removeprefix("agent."),
+            _text(data.get("tool")),
+        )
+        if part
+    )
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)[:80]
+    lines = [
+        *header,
+        "The model is scripted to reach the same boundary with the same data; ids, times and",
+        "turn_count differ from the recorded payload. Run it with: belt test FILE",
+    ]
+    try:
+        import tomli_w
+
+        body = tomli_w.dumps(document)
+    except (TypeError, ValueError):
+        return f"{stem}.json", "application/json", json.dumps(document, indent=2) + "\n"
+    # A comment line is one line: a policy path with a newline in it must not end it.
+    comments = "".join(f"# {printable(line)}\n" for line in lines)
+    return f"{stem}.toml", "application/toml", comments + "\n" + body
+
+
+# -- belt replay --save-tests ---------------------------------------------------------------------
+
+
+def replay_handler(
+    *, to: str | None, policy: Path | None, handler: str | None
+) -> tuple[str, list[str]]:
+    """The handler a saved scenario's hook names for a replay's target, and notes for its
+    reader: the URL, the ``py:`` callable, or for a policy the ``belt serve --policy`` that
+    serves it."""
+    if to is not None:
+        return to, []
+    if handler is not None:
+        return "py:" + handler.removeprefix("py:"), []
+    return f"{POLICY_URL}/hooks", [
+        f"The hook is served by belt serve --policy {policy} at {POLICY_URL}:",
+        "start it before `belt test`, or point the hook elsewhere with --route.",
+    ]
+
+
+class TestWriter:
+    """Writes each replayed delivery to ``directory`` as a scenario that expects the recorded
+    answer, or the replayed one; counts what it wrote and names what it could not."""
+
+    __test__ = False  # not a pytest class, whatever its name
+
+    def __init__(
+        self, directory: Path, *, expect: str, handler: str, notes: list[str], source: str
+    ) -> None:
+        self.directory = directory
+        self.expect = expect
+        self.handler = handler
+        self.notes = notes
+        self.source = source
+        self.summary: dict[str, Any] = {
+            "directory": str(directory),
+            "expect": expect,
+            "written": 0,
+            "not_written": 0,
+            "problems": [],
+        }
+
+    def write(self, row: Row) -> None:
+        """Write ``row``'s delivery as a scenario; one that cannot be is counted and named."""
+        answer = row.recorded if self.expect == "recorded" else row
+        if answer.error:
+            expect: dict[str, Any] = {"decision": "error"}
+        else:
+            expect = {"decision": answer.decision or "allow", "reason": answer.reason}
+            if answer.injection is not None:
+                expect["injected"] = bool(answer.injection)
+        header = [
+            f"A belt test scenario saved by belt replay --save-tests from {self.source}",
+            f"(delivery {row.number}), expecting the {self.expect} answer.",
+            *self.notes,
+        ]
+        try:
+            name, _, text = kept_scenario(
+                payload=row.recorded.payload, handler=self.handler, expect=expect, header=header
+            )
+        except InvalidInput as exc:
+            self.summary["not_written"] += 1
+            if len(self.summary["problems"]) < PROBLEMS_KEPT:
+                self.summary["problems"].append(f"delivery {row.number}: {exc.message}")
+            return
+        path = self.directory / f"{row.number:04d}-{name}"
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise BeltError(
+                f"--save-tests {path}: cannot write it: {exc.strerror or exc}"
+            ) from None
+        self.summary["written"] += 1
+
+
+def save_directory(directory: Path) -> Path:
+    """``--save-tests DIR``: a new or empty directory, made when missing (UsageError, exit 2,
+    for one that holds files, so a suite is never mixed with an older one)."""
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"--save-tests {directory}: not a directory")
+    try:
+        if directory.is_dir() and any(directory.iterdir()):
+            raise UsageError(
+                f"--save-tests {directory}: the directory is not empty",
+                hint="give a new or empty directory, so the saved tests are one suite",
+            )
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BeltError(f"--save-tests {directory}: {exc.strerror or exc}") from None
+    return directory
+
+
+@contextmanager
+def open_saving_replay(
+    *, save_tests: Path | None = None, expect: str = "recorded", **options: Any
+) -> Iterator[Replay]:
+    """``open_replay`` (its ``options``); with ``save_tests``, each replayed delivery is also
+    written there as a ``belt test`` scenario expecting the ``expect`` answer (``recorded`` or
+    ``replayed``), and the replay's tail says what was written (``saved_tests``)."""
+    if expect not in EXPECT_FROM:
+        raise UsageError(f"--expect {expect}: expected one of {', '.join(EXPECT_FROM)}")
+    if save_tests is None:
+        with open_replay(**options) as run:
+            yield run
+        return
+    handler, notes = replay_handler(
+        to=options.get("to"), policy=options.get("policy"), handler=options.get("handler")
+    )
+    with open_replay(**options) as run:
+        writer = TestWriter(
+            save_directory(save_tests),
+            expect=expect,
+            handler=handler,
+            notes=notes,
+            source=run.where,
+        )
+        run.on_row = writer.write
+        run.saved = writer.summary
+        yield run

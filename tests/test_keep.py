@@ -1,0 +1,165 @@
+"""Recordings become tests: belt replay --save-tests DIR, and the one function that writes a
+delivery as a scenario (belt.keep.kept_scenario, shared with the inspector's "Keep as a test")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from belt.engine.api import run_scenario
+from belt.keep import kept_scenario
+from belt.server.inspector import replay as inspector_replay
+from belt.testing.suite import run_suite
+from tests.cli.runner import belt
+from tests.test_replay import DEMO, EXAMPLES, GUARDED, policy_server
+
+ROOT = EXAMPLES.parent
+HANDLER = f"{EXAMPLES / 'handler.py'}:decide"
+"""The example handler: it decides as the example policy does."""
+
+
+@pytest.fixture
+def journalled() -> Iterator[dict[str, Any]]:
+    """The guarded agent run once against the example policy, served and journalled."""
+    with policy_server() as url:
+        report, _ = run_scenario(scenario=GUARDED, routes=[f"{DEMO}={url}"])
+    yield report
+
+
+def test_a_journal_becomes_a_suite_that_passes_under_belt_test(
+    journalled: dict[str, Any], tmp_path: Path
+) -> None:
+    saved = tmp_path / "recorded"
+    result = belt("replay", "journal", "--handler", HANDLER, "--save-tests", str(saved))
+    assert result.exit_code == 0, result.stderr
+    names = sorted(path.name for path in saved.iterdir())
+    assert names == [
+        "0001-replay-turn_start.toml",
+        "0002-replay-tool_call-delete_file.toml",
+        "0003-replay-turn_start.toml",
+        "0004-replay-tool_call-delete_file.toml",
+    ]
+    assert f"4 test scenario(s) written to {saved}, expecting the recorded answers" in (
+        result.stdout
+    )
+    denied = (saved / "0002-replay-tool_call-delete_file.toml").read_text(encoding="utf-8")
+    assert "belt replay --save-tests from the journal of belt serve" in denied
+    assert 'decision = "deny"' in denied and "/var/lib/app/production.db" in denied
+    assert f'handler = "py:{HANDLER}"' in denied
+
+    suite = run_suite(paths=[saved])
+    assert suite.exit_code == 0, [(r.name, r.status, r.error, r.failures) for r in suite.results]
+    assert len(suite.results) == 4
+
+
+def test_expect_recorded_pins_the_old_answer_and_replayed_the_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)  # the guarded test scenario names its hook from the repository root
+    report, _ = run_scenario(scenario=EXAMPLES / "tests" / "guarded.toml")
+    run_id = report["runs"][0]["id"]
+    lenient = tmp_path / "lenient.py"
+    lenient.write_text(
+        "def allow_all(payload):\n"
+        "    if payload['event'] == 'agent.turn_start':\n"
+        "        return {'inject': {'content': 'Be careful.', 'ttl_turns': 1}}\n"
+        "    return None\n",
+        encoding="utf-8",
+    )
+    handler = f"{lenient}:allow_all"
+    recorded, replayed = tmp_path / "recorded", tmp_path / "replayed"
+    first = belt("replay", run_id, "--handler", handler, "--save-tests", str(recorded))
+    assert first.exit_code == 0, first.stderr
+    second = belt(
+        "replay", run_id, "--handler", handler, "--save-tests", str(replayed),
+        "--expect", "replayed", "--json",
+    )  # fmt: skip
+    assert second.exit_code == 0, second.stderr
+    saved = json.loads(second.stdout)["saved_tests"]
+    assert saved == {
+        "directory": str(replayed),
+        "expect": "replayed",
+        "written": 5,
+        "not_written": 0,
+        "problems": [],
+    }
+
+    # The recorded deny is what the lenient handler no longer gives: that test fails.
+    old = run_suite(paths=[recorded])
+    failed = [Path(r.name).name for r in old.results if r.status != "pass"]
+    assert failed == ["0002-replay-tool_call-delete_file.toml"]
+    assert old.results[1].failures[0].expectation.raw["decision"] == "deny"
+    new = run_suite(paths=[replayed])
+    assert new.exit_code == 0
+    assert len(new.results) == 5
+
+
+def test_a_delivery_no_scenario_reaches_is_named_not_written(tmp_path: Path) -> None:
+    payloads = tmp_path / "payloads.jsonl"
+    base = {"agent_id": "ag_1", "chat_id": "ch_1", "run_id": "ar_1", "turn_count": 0}
+    lines = [
+        {**base, "event": "agent.idle", "timestamp": "2026-08-11T14:00:00Z"},
+        {**base, "event": "agent.start", "timestamp": "2026-08-11T14:00:00Z"},
+    ]
+    payloads.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    saved = tmp_path / "saved"
+    result = belt(
+        "replay", str(payloads), "--handler", HANDLER, "--save-tests", str(saved)
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "1 test scenario(s) written" in result.stdout
+    assert "1 delivery(ies) not written:" in result.stdout
+    assert "delivery 1: payload.event: belt does not simulate agent.idle" in result.stdout
+    assert [p.name for p in saved.iterdir()] == ["0002-replay-start.toml"]
+    assert run_suite(paths=[saved]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--expect", "now"), "--expect now: expected one of recorded, replayed"),
+        (("--save-tests", "{full}"), "the directory is not empty"),
+        (("--save-tests", "{file}"), "not a directory"),
+    ],
+)
+def test_a_wrong_save_option_is_a_usage_error(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "old.toml").write_text("", encoding="utf-8")
+    file = tmp_path / "file"
+    file.write_text("", encoding="utf-8")
+    given = [arg.format(full=full, file=file) for arg in args]
+    result = belt("replay", "journal", "--handler", HANDLER, *given)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert [p.name for p in full.iterdir()] == ["old.toml"]
+
+
+def test_the_inspector_keeps_a_delivery_through_the_same_function() -> None:
+    payload = {
+        "event": "agent.tool_call",
+        "timestamp": "2026-08-11T14:00:00Z",
+        "agent_id": "ag_1",
+        "chat_id": "ch_1",
+        "run_id": "ar_1",
+        "turn_count": 1,
+        "data": {"tool": "delete_file", "arguments": {"path": "/etc/passwd"}},
+    }
+    expect = {"decision": "deny", "reason": "no"}
+    shared = kept_scenario(
+        payload=payload,
+        handler="py:hooks.py:guard",
+        expect=expect,
+        header=["A belt test scenario kept from the inspector of belt serve (delivery d1)."],
+    )
+    kept = inspector_replay.scenario_file(
+        payload=payload, handler="py:hooks.py:guard", expect=expect, notes=[], delivery_id="d1"
+    )
+    assert kept == shared
+    assert kept[0] == "replay-tool_call-delete_file.toml"
