@@ -189,7 +189,9 @@ def test(
                 show([("no scenario declares a hook", "")])
         if results:
             show([("", ""), test_summary_line(results, suite.seconds, suite.stopped)])
-    if not suite.results:
+    if suite.empty_shard:
+        output.warning(f"shard {shard} has no scenario (the suite has {suite.selected})")
+    elif not suite.results:
         where = ", ".join(str(p) for p in paths) if paths else "tests/"
         output.error(
             f"no scenario with expectations found in {where}",

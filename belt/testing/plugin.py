@@ -2,9 +2,9 @@
 
 Two fixtures:
 
-- ``belt_scenario`` runs a scenario (a file, or a dict built in the test) in a fresh store in a
-  temporary directory and returns a :class:`ScenarioRun` to query: the decisions on an event, a
-  tool call's status, the injections that reached each turn, the transcript rows, the
+- ``belt_scenario`` runs a scenario (a file, or a dict built in the test) in a fresh store in
+  memory (``belt.store.memory``) and returns a :class:`ScenarioRun` to query: the decisions on
+  an event, a tool call's status, the injections that reached each turn, the transcript rows, the
   interrupts, the final state. A webhook handler may be a Python callable (as a hook's
   ``handler`` in a dict scenario, or as the target of a route), called in-process as a
   ``py:MODULE:FUNC`` handler is. The scenario's own ``[[expect]]`` tables are checked too.

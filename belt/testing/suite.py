@@ -126,6 +126,13 @@ class SuiteResult:
     stopped: bool = False
     shard: tuple[int, int] | None = None
     """With ``--shard K/N``: (K, N)."""
+    selected: int = 0
+    """How many scenarios the suite has (after ``-k``), in every shard."""
+
+    @property
+    def empty_shard(self) -> bool:
+        """A shard with no scenario of a suite that has some (more shards than scenarios)."""
+        return self.shard is not None and not self.results and self.selected > 0
 
     @property
     def coverage(self) -> list[dict[str, Any]]:
@@ -138,7 +145,10 @@ class SuiteResult:
 
     @property
     def exit_code(self) -> ExitCode:
-        """5 when a file is invalid or no scenario was found; 1 on any failure or error."""
+        """5 when a file is invalid or no scenario was found (an empty shard of a suite is
+        fine); 1 on any failure or error."""
+        if self.empty_shard:
+            return ExitCode.OK
         if not self.results or any(result.invalid for result in self.results):
             return ExitCode.INVALID_INPUT
         if any(result.status != "pass" for result in self.results):
@@ -250,7 +260,7 @@ def run_suite(
         if exitfirst and result.status != "pass":
             stopped = True
             break
-    suite = SuiteResult(results, time.perf_counter() - started, stopped, shard)
+    suite = SuiteResult(results, time.perf_counter() - started, stopped, shard, len(chosen))
     if junit_xml is not None:
         write_junit(junit_xml, suite, render, coverage=coverage)
     return suite

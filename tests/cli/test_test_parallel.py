@@ -158,6 +158,13 @@ def test_shards_split_the_suite_by_position_and_together_run_it_once(tmp_path: P
         assert testsuite.get("name") == f"belt test, shard {shard}/3"
         seen += ran
     assert sorted(seen) == sorted(names)
+    # More shards than scenarios: an empty shard says so and passes; an empty suite does not.
+    result = belt("test", names[0], "--shard", "2/2")
+    assert result.exit_code == 0
+    assert "shard 2/2 has no scenario (the suite has 1)" in result.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert belt("test", str(empty), "--shard", "2/2").exit_code == 5
     # -k selects first; the shard is taken of what it selected.
     result = belt("test", str(tmp_path / "suite"), "--json", "-k", "s0", "--shard", "2/2")
     assert [r["scenario"] for r in lines(result.stdout)] == names[1:6:2]
