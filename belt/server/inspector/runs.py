@@ -324,7 +324,7 @@ def resolve(
     waiting = pending_for_run(store=store, run_id=run_id)
     if waiting:
         why = f"{len(waiting)} more gate(s) of the run are pending"
-        return dto, {"run_id": run_id, "continues": False, "why": why}
+        return dto, {"run_id": run_id, "continues": False, "why": why, "waiting": len(waiting)}
     if run.get("state") != AgentRunState.INPUT_REQUIRED:
         return dto, {"run_id": run_id, "continues": False, "why": f"the run is {run['state']}"}
     lease = run.get("lease")

@@ -28,6 +28,9 @@ const state = {
   timers: [],
   pending: false,
   lastRefresh: 0,
+  // Gates this tab settled (or found settled), by id: each card stays, saying what happened,
+  // until it is dismissed, instead of vanishing when the list is read again.
+  settled: new Map(),
 };
 
 // -- building the page from data, as text --------------------------------------------------
@@ -71,6 +74,13 @@ function fields(rows) {
     .map(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
 }
 
+// Each cell names its column (data-label), so a narrow screen can show a row as a block of
+// labelled lines instead of a table wider than the screen.
+function labelled(names, row) {
+  [...row.children].forEach((cell, i) => { if (names[i]) cell.setAttribute("data-label", names[i]); });
+  return row;
+}
+
 function show(...children) {
   for (const timer of state.timers) clearInterval(timer);
   state.timers = [];
@@ -100,7 +110,14 @@ function headers(extra) {
 async function call(path, body) {
   const options = { headers: headers(body === undefined ? {} : { "content-type": "application/json" }) };
   if (body !== undefined) Object.assign(options, { method: "POST", body: JSON.stringify(body) });
-  const response = await fetch(API + path, options);
+  let response;
+  try {
+    response = await fetch(API + path, options);
+  } catch (error) {
+    // The browser says only "Failed to fetch": the request never got an answer.
+    throw new Failure(0, { detail: "belt serve is not reachable: is it still running?",
+      hint: `Start it again (belt serve), then reload this page. (${error.message})` });
+  }
   if (response.status === 401) askToken();
   const type = response.headers.get("content-type") || "";
   if (!type.includes("json")) {
@@ -241,14 +258,19 @@ async function deliveriesView() {
   let shown = PAGE_ROWS;
   let next = null;
 
-  const row = (d) => el("tr", {
-    class: "delivery", "data-id": d.id,
+  const columns = ["time", "from", "run", "event", "tool", "handler", "decision", "reason / error", "latency",
+    "signature", "payload"];
+  // A simulated call and the delivery it caused at belt serve (its webhook was this server)
+  // are two records of one call: each says where it was recorded and carries its run's id.
+  const row = (d) => labelled(columns, el("tr", {
+    class: `delivery ${d.source}`, "data-id": d.id, "data-run": d.run_id || "",
     on: { click: () => { location.hash = "#/delivery/" + encodeURIComponent(d.id); } },
   },
-  el("td", {}, time(d.at)), el("td", {}, d.source), el("td", {}, d.event || "-"), el("td", { class: "tool" }, d.tool || ""),
+  el("td", {}, time(d.at)), el("td", {}, d.source === "sim" ? "simulated" : "belt serve"),
+  el("td", { class: "run" }, d.run_id ? runLink(d.run_id) : ""), el("td", {}, d.event || "-"), el("td", { class: "tool" }, d.tool || ""),
   el("td", {}, d.handler), el("td", {}, d.status && d.status !== 200 ? badge("error", d.status) : badge(d.decision, d.injected ? "+inject" : "")),
   el("td", { class: "reason" }, d.error || d.reason || ""), el("td", { class: "num" }, ms(d.duration_ms)),
-  el("td", {}, d.signature || ""), el("td", {}, d.valid === false ? "invalid" : d.valid ? "valid" : ""));
+  el("td", {}, d.signature || ""), el("td", {}, d.valid === false ? "invalid" : d.valid ? "valid" : "")));
 
   async function load() {
     const found = await call("/deliveries?" + query({ limit: String(shown) }));
@@ -272,8 +294,7 @@ async function deliveriesView() {
   const replayAll = el("button", { type: "button", on: { click: () => batchForm(batch, { filter: { ...state.filters } }) } },
     "Replay all that match…");
   show(el("h2", {}, "Deliveries"), filterBar(() => { shown = PAGE_ROWS; load(); }), count, replayAll, batch, problems,
-    el("table", { class: "list" }, el("thead", {}, el("tr", {}, ["time", "from", "event", "tool", "handler",
-      "decision", "reason / error", "latency", "signature", "payload"].map((h) => el("th", {}, h)))), body), more);
+    el("table", { class: "list" }, el("thead", {}, el("tr", {}, columns.map((h) => el("th", {}, h)))), body), more);
   state.area = "deliveries";
   state.refresh = load;
   await load();
@@ -310,13 +331,15 @@ function batchReport(report, target) {
   return el("div", {},
     message(`${s.replayed} replayed to ${report.target}: ${s.changed} changed (${s.decisions_changed} decision(s), ` +
       `${s.injections_changed} injection(s)), ${s.errors} error(s)`, "summary"),
-    el("table", { class: "list" }, el("thead", {}, el("tr", {}, ["delivery", "event", "tool", "recorded", "now", "changed", ""]
-      .map((h) => el("th", {}, h)))), el("tbody", {}, report.rows.map((r) => el("tr", { class: r.changed.length ? "changed" : "" },
+    el("table", { class: "list" }, el("thead", {}, el("tr", {}, REPLAY_COLUMNS
+      .map((h) => el("th", {}, h)))), el("tbody", {}, report.rows.map((r) => labelled(REPLAY_COLUMNS, el("tr", { class: r.changed.length ? "changed" : "" },
       el("td", {}, deliveryLink(r.delivery_id)), el("td", {}, r.event || ""), el("td", {}, r.tool || ""),
       el("td", {}, badge(r.recorded.decision)), el("td", {}, badge(r.replayed.decision), r.replayed.error ? ` ${r.replayed.error}` : ""),
       el("td", {}, r.changed.join(", ") || "-"),
-      el("td", {}, r.changed.length ? keepButton(r, target, "replayed", "Keep as a test") : ""))))));
+      el("td", {}, r.changed.length ? keepButton(r, target, "replayed", "Keep as a test") : "")))))));
 }
+
+const REPLAY_COLUMNS = ["delivery", "event", "tool", "recorded", "now", "changed", ""];
 
 function keepButton(row, target, which, label) {
   return el("button", { type: "button", class: "keep", on: { click: async (event) => {
@@ -437,12 +460,13 @@ async function runsView() {
   async function load() {
     const found = await call("/runs");
     count.textContent = `${found.items.length} shown of ${found.total} run(s), newest first`;
-    body.replaceChildren(...found.items.map((r) => el("tr", { on: { click: () => { location.hash = "#/run/" + encodeURIComponent(r.id); } } },
+    body.replaceChildren(...found.items.map((r) => labelled(columns, el("tr", { on: { click: () => { location.hash = "#/run/" + encodeURIComponent(r.id); } } },
       el("td", {}, time(r.created_at)), el("td", {}, r.name || ""), el("td", {}, r.kind), el("td", {}, stateBadge(r.state, r.interrupted)),
-      el("td", {}, runLink(r.id)), el("td", {}, r.chat_id || ""), el("td", { class: "reason" }, r.error || ""))));
+      el("td", {}, runLink(r.id)), el("td", {}, r.chat_id || ""), el("td", { class: "reason" }, r.error || "")))));
   }
+  const columns = ["started", "agent", "kind", "state", "run", "chat", "error"];
   show(el("h2", {}, "Runs"), count, el("table", { class: "list" }, el("thead", {}, el("tr", {},
-    ["started", "agent", "kind", "state", "run", "chat", "error"].map((h) => el("th", {}, h)))), body));
+    columns.map((h) => el("th", {}, h)))), body));
   state.area = "runs";
   state.refresh = load;
   await load();
@@ -515,14 +539,28 @@ function left(seconds) {
   return m ? `${m}m ${Math.floor(seconds % 60)}s` : `${Math.floor(seconds)}s`;
 }
 
+// What resolving a gate did to its run, in words: it goes on, or still waits, and why.
+function resolvedText(decision, run) {
+  const head = `Resolved (${decision}).`;
+  if (run.continues) return `${head} The run goes on: ${run.why}.`;
+  if (run.waiting) return `${head} The run ${run.run_id} still waits on ${run.waiting} gate${run.waiting === 1 ? "" : "s"}.`;
+  return `${head} The run does not go on here: ${run.why}.`;
+}
+
+function outcomeLine(outcome) {
+  return el("p", { class: `${outcome.kind} outcome`, role: "status" }, outcome.text);
+}
+
 function gateCard(gate) {
-  const pending = gate.status === "pending";
+  const kept = state.settled.get(gate.id);
+  const pending = gate.status === "pending" && !kept;
   const holds = gate.tool ? `${gate.tool}(${short(gate.arguments || {}, 100)})`
     : gate.meta && gate.meta.data && gate.meta.data.tool ? gate.meta.data.tool : `turn ${gate.turn_count ?? (gate.meta && gate.meta.turn_count) ?? ""}`;
   const clock = el("span", { class: "clock" });
   const deadline = Date.now() + (gate.seconds_left ?? (Date.parse(gate.expires_at) - Date.now()) / 1000) * 1000;
   const tick = () => { clock.textContent = `${left((deadline - Date.now()) / 1000)}, then ${gate.on_expiry}`; };
-  const out = el("div", { class: "gate-result" });
+  const out = el("div", { class: "gate-result" }, kept ? [outcomeLine(kept.outcome),
+    el("button", { type: "button", class: "dismiss", on: { click: () => { state.settled.delete(gate.id); card.remove(); } } }, "Dismiss")] : "");
   const data = el("textarea", { rows: 4, name: "data", placeholder: '{"by": "me"}', "aria-label": "data for the resolution", spellcheck: "false" });
   const dataStatus = el("span", { class: "note" });
   const send = el("button", { type: "button", class: "primary", disabled: true }, "Allow with this data");
@@ -545,13 +583,17 @@ function gateCard(gate) {
       const body = { decision };
       if (value !== undefined) body.data = value;
       const found = await call(`/gates/${encodeURIComponent(gate.id)}/resolve`, body);
-      out.replaceChildren(message(`Resolved: ${decision}. ${found.run.continues ? "The run goes on." : "The run waits: " + found.run.why + "."}`, "summary"));
+      const outcome = { kind: "summary", text: resolvedText(decision, found.run) };
+      state.settled.set(gate.id, { gate: found.interrupt || gate, outcome });
+      card.replaceWith(gateCard(found.interrupt || gate));
     } catch (error) {
       if (error.status === 409) {
         const settled = error.doc.interrupt || {};
-        out.replaceChildren(el("p", { class: "conflict", role: "status" },
+        const outcome = { kind: "conflict", text:
           `Already ${settled.status || "settled"}${settled.resolution ? " (" + settled.resolution + ")" : ""}` +
-          `${error.doc.settled_by ? " by " + error.doc.settled_by : ""}${settled.resolved_at ? " at " + settled.resolved_at : ""}.`));
+          `${error.doc.settled_by ? " by " + error.doc.settled_by : ""}${settled.resolved_at ? " at " + settled.resolved_at : ""}.` };
+        state.settled.set(gate.id, { gate: error.doc.interrupt || gate, outcome });
+        card.replaceWith(gateCard(error.doc.interrupt || gate));
       } else {
         out.replaceChildren(failure(error));
       }
@@ -562,7 +604,7 @@ function gateCard(gate) {
     tick();
     state.timers.push(setInterval(tick, 1000));
   }
-  return el("div", { class: `gate ${gate.status}`, "data-id": gate.id },
+  const card = el("div", { class: `gate ${kept ? "settled" : gate.status}`, "data-id": gate.id },
     el("div", { class: "gate-head" }, el("strong", {}, gate.event || gate.source), " ", holds, " ",
       pending ? clock : stateBadge(gate.status, false), gate.resolution ? [" ", badge(gate.resolution)] : "",
       gate.settled_by ? ` by ${gate.settled_by}` : ""),
@@ -575,15 +617,19 @@ function gateCard(gate) {
       el("button", { type: "button", on: { click: () => { withData.hidden = !withData.hidden; } } }, "Allow with data…"),
       withData) : "",
     out);
+  return card;
 }
 
 async function gatesView() {
-  const list = el("div");
+  const list = el("div", { class: "gate-list" });
   async function load() {
     const found = await call("/gates");
     for (const timer of state.timers) clearInterval(timer);
     state.timers = [];
-    list.replaceChildren(...(found.items.length ? found.items.map(gateCard) : [message("No gate is waiting.")]));
+    const settled = [...state.settled.values()].map((s) => gateCard(s.gate));
+    const open = found.items.filter((g) => !state.settled.has(g.id)).map(gateCard);
+    list.replaceChildren(...settled, ...(open.length ? open : [message("No gate is waiting.")]));
+    list.dataset.loads = String(Number(list.dataset.loads || 0) + 1); // how often it was read
     document.getElementById("count-gates").textContent = found.items.length ? `(${found.items.length})` : "";
   }
   show(el("h2", {}, "Gates waiting for a person"), list);
