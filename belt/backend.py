@@ -99,6 +99,14 @@ class LocalInbox(Backend, Protocol):
         """Open a hook gate by hand, as a gate hook on ``event`` would."""
 
 
+def _named(find: Callable[[Store, str], str], store: Store, ref: str) -> str:
+    """The stored record ``ref`` names (Conflict, exit 4, when it names several), else ``ref``."""
+    try:
+        return find(store, ref)
+    except NotFound:
+        return ref
+
+
 class LocalBackend:
     """The store in the state directory, as a platform (and as the local inbox)."""
 
@@ -116,13 +124,16 @@ class LocalBackend:
         include_settled: bool = False,
     ) -> list[Listed]:
         """Interrupts from the store: every run's pending ones cost what they are, not what
-        the store keeps."""
+        the store keeps. A run or chat is named by its id, short id or a unique prefix of a
+        stored one (any other id is taken as it is: its gates may outlive it)."""
+        from belt.records.chats import find_chat_id
         from belt.records.interrupts import inbox, on_expiry, to_dto
+        from belt.records.runs import find_run_id
 
         records = inbox(
             store=self.store,
-            run_id=run_id,
-            chat_id=chat_id,
+            run_id=None if run_id is None else _named(find_run_id, self.store, run_id),
+            chat_id=None if chat_id is None else _named(find_chat_id, self.store, chat_id),
             reason=reason,
             include_settled=include_settled,
         )

@@ -170,9 +170,9 @@ class Platform:
         platform does not say how they settle on expiry."""
         if run_id is None:
             raise UsageError(
-                "with --api, list needs a RUN_ID: the platform API lists interrupts per run",
-                hint="give the run (belt interrupt list RUN_ID --api URL); every run's pending "
-                "interrupts are listed from the local store, without --api",
+                "with --api, list needs a run's id: the platform API lists interrupts per run",
+                hint="give the run's whole id as the argument; every run's pending interrupts "
+                "are listed from the local store, without --api",
             )
         return [
             (item, None)
@@ -202,9 +202,9 @@ class Platform:
         """One interrupt, found in its run's list; the API does not say how it expires."""
         if not run_id:
             raise UsageError(
-                "with --api, show needs --run RUN_ID",
+                "with --api, show needs --run and the whole id of the interrupt's run",
                 hint="the platform API has no route for one interrupt; belt finds it in the "
-                "run's list (GET /agent-runs/RUN_ID/interrupts)",
+                "run's list (GET /agent-runs/{run_id}/interrupts)",
             )
         return self.get_interrupt(interrupt_id=interrupt_id, run_id=run_id), None
 
@@ -235,8 +235,8 @@ class Platform:
         every ``interval`` seconds; an unreachable platform is a warning, and polling goes on."""
         if not run_ids:
             raise UsageError(
-                "with --api, watch needs --run RUN_ID (repeatable): the platform API lists "
-                "interrupts per run",
+                "with --api, watch needs --run and a run's whole id (repeatable): the platform "
+                "API lists interrupts per run",
                 hint="without --api, watch follows every run in the local store",
             )
         for run_id in run_ids:

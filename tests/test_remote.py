@@ -298,7 +298,7 @@ def test_cli_takes_the_api_from_the_environment(
 def test_cli_show_over_the_api_needs_the_run(platform: FakePlatform) -> None:
     result = belt("interrupt", "show", "int_1", "--api", platform.url)
     assert result.exit_code == 2
-    assert "with --api, show needs --run RUN_ID" in result.stderr
+    assert "with --api, show needs --run and the whole id" in result.stderr
     assert platform.requests == []
 
 
@@ -377,7 +377,7 @@ def test_cli_connection_refused_exits_6_naming_the_host() -> None:
 def test_the_platform_lists_per_run_only(platform: FakePlatform) -> None:
     platform.reply("GET", "/agent-runs/run_1/interrupts", 200, envelope([PENDING, SETTLED]))
     with Platform(platform.url) as client:
-        with pytest.raises(BeltError, match="with --api, list needs a RUN_ID") as caught:
+        with pytest.raises(BeltError, match="with --api, list needs a run.s id") as caught:
             client.find_interrupts()
         assert caught.value.exit_code == ExitCode.USAGE
         assert platform.requests == []
@@ -415,7 +415,7 @@ def test_watch_polls_each_run_and_reports_what_changed(platform: FakePlatform) -
 
     sleep(0.5)
     with Platform(platform.url) as client:
-        with pytest.raises(BeltError, match="watch needs --run RUN_ID"):
+        with pytest.raises(BeltError, match="watch needs --run and a run.s whole id"):
             next(client.watch_interrupts(run_ids=[], interval=0.5))
         events = client.watch_interrupts(run_ids=["run_1"], interval=0.5, sleep=sleep)
         seen = [(e["event"], e["interrupt"]["id"]) for e, _ in zip(events, range(3), strict=False)]

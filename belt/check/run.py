@@ -33,7 +33,6 @@ from belt.check.subjects import NEXUS, Subject, network_problems, subjects_for
 from belt.effects import Outcome, effect_text, outcome, url_host
 from belt.errors import InvalidInput, Unreachable
 from belt.wire.enums import HookDecision
-from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT
 
 if TYPE_CHECKING:
     import httpx
@@ -594,19 +593,9 @@ def _finish(
     results: dict[str, CheckResult],
     reproduce: Callable[[Any], str],
 ) -> None:
-    from belt.handlers.webhook import TIMED_OUT
-
     for check, (_, payload, detail) in explorer.found.items():
         result = results[check]
-        command = reproduce(payload)
-        slow = subject.dialect != NEXUS and TIMED_OUT in detail
-        if slow and subject.timeout != WEBHOOK_TIMEOUT_DEFAULT:
-            # belt trigger waits the default timeout: say what to look for in its answer.
-            command += (
-                f"  # took more than {subject.timeout:g} s here; belt trigger waits "
-                f"{WEBHOOK_TIMEOUT_DEFAULT} s and prints the time taken"
-            )
-        result.failure = Failure(detail, payload, command, flaky=check in explorer.flaky)
+        result.failure = Failure(detail, payload, reproduce(payload), flaky=check in explorer.flaky)
         if not result.failed:
             result.failed = 1
 

@@ -262,8 +262,7 @@ def review(
     if not sys.stdin.isatty():
         raise UsageError(
             "belt interrupt review asks on a terminal, and standard input is not one",
-            hint="to resolve from a script or a pipe: belt interrupt resolve ID allow|deny "
-            "[--data JSON]",
+            hint=scripted_hint(),
         )
     backend = local_inbox()
     passed: set[str] = set()
@@ -520,3 +519,17 @@ for _name, _function in (
     ("create", "create"),
 ):
     lazy_command("interrupt", _name, f"belt.cli.interrupt:{_function}")
+
+
+def scripted_hint() -> str:
+    """How to settle the pending gates without a terminal, with the id of the first one."""
+    from belt.backend import local_inbox
+
+    pending = local_inbox().find_interrupts()
+    if not pending:
+        return "no gate is pending now; `belt interrupt list --all` shows the settled ones"
+    first = pending[-1][0]  # the oldest
+    return (
+        f"to resolve from a script or a pipe: `belt interrupt resolve {first['short_id']} allow` "
+        "(or deny, with --data JSON for data); `belt interrupt list` shows every pending gate"
+    )

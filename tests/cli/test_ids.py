@@ -94,6 +94,25 @@ def test_last_with_no_runs_is_not_found() -> None:
     assert result.stderr.startswith("error: no simulated runs yet\n")
 
 
+def test_interrupt_list_and_replay_take_a_runs_short_id_or_prefix(tmp_path: Path) -> None:
+    report = held_run(tmp_path)
+    run_id, chat_id = report["runs"][0]["id"], report["chat"]["id"]
+    gate_id = report["chat"]["pending_interrupts"][0]["id"]
+    for args in ([short_id(run_id)], ["--run", run_id[:6]], ["--chat", short_id(chat_id)]):
+        listed = belt("interrupt", "list", *args, "--json")
+        assert listed.exit_code == 0, (args, listed.stderr)
+        assert [i["id"] for i in listed.json()] == [gate_id]
+    policy = tmp_path / "policy.toml"
+    policy.write_text("")
+    replayed = belt("replay", short_id(run_id), "--policy", str(policy), "--json")
+    assert replayed.exit_code == 0, replayed.stderr
+    held_run(tmp_path, "again.json")
+    ambiguous = belt("replay", "ar_", "--policy", str(policy))
+    assert ambiguous.exit_code == 4
+    assert "'ar_' names 2 runs" in ambiguous.stderr
+    assert belt("interrupt", "list", "--run", "ar_").exit_code == 4
+
+
 def add_entry(name: str, text: str) -> str:
     result = belt("registry", "add", "--kind", "rule", "--name", name, "--json", input=text)
     assert result.exit_code == 0, result.stderr

@@ -94,7 +94,7 @@ def test_list_refuses_what_cannot_be_listed() -> None:
     assert "invalid chat id" in result.stderr
     result = belt("interrupt", "list", "--api", "http://127.0.0.1:9")
     assert result.exit_code == 2
-    assert "with --api, list needs a RUN_ID" in result.stderr
+    assert "with --api, list needs a run's id" in result.stderr
 
 
 def test_an_empty_inbox() -> None:
@@ -451,11 +451,13 @@ def converse(args: list[str], answers: list[str], timeout: float = 60) -> tuple[
 
 
 def test_review_refuses_without_a_terminal() -> None:
-    open_gate()
+    gate = open_gate()
     result = belt("interrupt", "review")
     assert result.exit_code == 2
     assert "review asks on a terminal" in result.stderr
-    assert "belt interrupt resolve ID allow|deny" in result.stderr
+    assert f"`belt interrupt resolve {gate['short_id']} allow`" in result.stderr
+    resolve_interrupt(interrupt_id=gate["id"], decision="deny")
+    assert "no gate is pending now" in belt("interrupt", "review").stderr
 
 
 def test_review_walks_the_gates_and_resolves_each_as_resolve_would() -> None:
@@ -625,7 +627,7 @@ def test_watch_prints_one_line_per_change(belt_home: Path) -> None:
 def test_watch_with_api_needs_runs() -> None:
     result = belt("interrupt", "watch", "--api", "http://127.0.0.1:9")
     assert result.exit_code == 2
-    assert "with --api, watch needs --run RUN_ID" in result.stderr
+    assert "with --api, watch needs --run and a run's whole id" in result.stderr
 
 
 # -- shell completion of pending interrupt ids -------------------------------------------------

@@ -1,0 +1,70 @@
+"""The README's commands run as written: each `belt` line of its shell blocks names real
+commands and options with no placeholder for an id, and the ones that need no server run."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from belt.cli import app
+from tests.cli.runner import belt
+from tests.cli.test_help import parsed
+
+ROOT = Path(__file__).parent.parent.parent
+README = (ROOT / "README.md").read_text()
+PLACEHOLDERS = ("…", "RUN_ID", "CHAT_ID", " ID ", "ar_...", "re_...")
+
+
+def readme_commands() -> list[str]:
+    """Every command line of the README's ``sh`` blocks that runs belt (continuations joined,
+    comments kept for the placeholder check)."""
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", README, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words and words[0] == "belt":
+                commands.append(line)
+    return commands
+
+
+COMMANDS = readme_commands()
+
+
+def test_the_readme_has_belt_commands() -> None:
+    assert len(COMMANDS) >= 20
+    assert "belt sim show --last --json" in " ".join(COMMANDS)
+
+
+@pytest.mark.parametrize("line", COMMANDS)
+def test_each_readme_command_parses_and_names_no_placeholder(line: str) -> None:
+    words = [w for w in shlex.split(line, comments=True) if w != "&"]
+    parsed(app, "belt", words[1:])
+    command = line.split("#")[0]
+    for placeholder in PLACEHOLDERS:
+        assert placeholder not in command, (placeholder, line)
+
+
+def test_the_readme_route_example_runs_from_the_repository_root(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (line,) = [c for c in COMMANDS if c.startswith("belt test") and "--route" in c]
+    monkeypatch.chdir(ROOT)
+    result = belt(*shlex.split(line, comments=True)[1:])
+    assert result.exit_code == 0, result.stderr
+    assert "1 passed" in result.stdout
+
+
+def test_the_readme_show_and_resume_last_run_after_a_simulation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(ROOT)
+    assert belt("sim", "run", "examples/guarded-agent.toml").exit_code == 0
+    for wanted in ("belt sim show --last --json", "belt sim resume --last"):
+        (line,) = [c for c in COMMANDS if c.startswith(wanted)]
+        result = belt(*shlex.split(line, comments=True)[1:])
+        # The demo's run holds at its gate: show prints it, resume says what it waits for.
+        assert result.exit_code in (0, 4), (line, result.stderr)
+        assert "no simulated runs" not in result.stderr
