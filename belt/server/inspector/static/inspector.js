@@ -266,7 +266,7 @@ async function deliveriesView() {
     class: `delivery ${d.source}`, "data-id": d.id, "data-run": d.run_id || "",
     on: { click: () => { location.hash = "#/delivery/" + encodeURIComponent(d.id); } },
   },
-  el("td", {}, time(d.at)), el("td", {}, d.source === "sim" ? "simulated" : "belt serve"),
+  el("td", {}, time(d.at)), el("td", { class: "from" }, d.source === "sim" ? "simulated" : "belt serve"),
   el("td", { class: "run" }, d.run_id ? runLink(d.run_id) : ""), el("td", {}, d.event || "-"), el("td", { class: "tool" }, d.tool || ""),
   el("td", {}, d.handler), el("td", {}, d.status && d.status !== 200 ? badge("error", d.status) : badge(d.decision, d.injected ? "+inject" : "")),
   el("td", { class: "reason" }, d.error || d.reason || ""), el("td", { class: "num" }, ms(d.duration_ms)),
