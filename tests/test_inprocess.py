@@ -427,3 +427,48 @@ def test_a_loaded_handler_is_imported_once_per_simulation() -> None:
             caller.handler("py:tests.pyhooks:missing")
     finally:
         caller.close()
+
+
+def test_a_simulation_after_another_reuses_its_idle_worker_thread_not_a_busy_one() -> None:
+    import threading
+    import time
+
+    def ident(payload: Any) -> dict[str, Any]:
+        return {"decision": "deny", "reason": str(threading.get_ident())}
+
+    def reason(caller: InProcess) -> str:
+        result = caller.call("py:m:ident", ident, {}, timeout=5)
+        assert result.response is not None, result.error
+        return str(result.response.reason)
+
+    first, second = InProcess(), InProcess()
+    try:
+        before = reason(first)
+    finally:
+        first.close()
+    try:
+        assert reason(second) == before  # the same thread, not a new one
+    finally:
+        second.close()
+    # A worker still in a call when its simulation closes is not handed to the next one.
+    pyhooks.release.clear()
+    stuck = InProcess()
+    blocked = threading.Thread(
+        target=stuck.call, args=("py:m:block", pyhooks.block, {}), kwargs={"timeout": 30}
+    )
+    blocked.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not any(worker.busy for worker in list(stuck._workers.values())):
+            assert time.monotonic() < deadline, "the blocking call never started"
+            threading.Event().wait(0.005)
+        stuck_thread = next(iter(stuck._workers.values())).thread.ident
+        stuck.close()
+        third = InProcess()
+        try:
+            assert reason(third) != str(stuck_thread)
+        finally:
+            third.close()
+    finally:
+        pyhooks.release.set()
+        blocked.join(30)

@@ -139,6 +139,7 @@ class _Worker:
 
     def __init__(self) -> None:
         self.calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self.busy = False
         self.thread = threading.Thread(target=self._loop, name="belt-py-handler", daemon=True)
         self.thread.start()
 
@@ -147,11 +148,42 @@ class _Worker:
             call = self.calls.get()
             if call is None:
                 return
-            call.run()
+            self.busy = True
+            try:
+                call.run()
+            finally:
+                self.busy = False
 
     def stop(self) -> None:
         """Let the thread end once its current call (if any) returns."""
         self.calls.put(None)
+
+
+IDLE_WORKERS = 8
+"""The most idle worker threads kept for the next simulation of the process (``belt test`` runs
+one per scenario), so that a thread is not started for each."""
+
+_idle: list[_Worker] = []
+_idle_lock = threading.Lock()
+
+
+def _take_worker() -> _Worker:
+    """An idle worker of an earlier simulation, else a new one."""
+    with _idle_lock:
+        while _idle:
+            worker = _idle.pop()
+            if worker.thread.is_alive():  # not one of a parent process, gone in a fork
+                return worker
+    return _Worker()
+
+
+def _give_back(worker: _Worker) -> None:
+    """Keep an idle worker for the next simulation, or stop it when enough are kept."""
+    with _idle_lock:
+        if not worker.busy and len(_idle) < IDLE_WORKERS:
+            _idle.append(worker)
+            return
+    worker.stop()
 
 
 class InProcess:
@@ -164,11 +196,12 @@ class InProcess:
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        """Stop the worker threads (a thread still in a call ends when the call returns)."""
+        """Give the worker threads back, idle, for the next simulation (a worker stuck in a call
+        was abandoned already, and ends when the call returns)."""
         with self._lock:
             workers, self._workers = list(self._workers.values()), {}
         for worker in workers:
-            worker.stop()
+            _give_back(worker)
 
     def handler(self, spec: str) -> Handler:
         """The callable of ``spec``, imported on first use (a BeltError when it cannot be)."""
@@ -185,7 +218,7 @@ class InProcess:
         with self._lock:
             worker = self._workers.get(key)
             if worker is None:
-                worker = self._workers[key] = _Worker()
+                worker = self._workers[key] = _take_worker()
         return worker
 
     def _abandon(self, worker: _Worker) -> None:
