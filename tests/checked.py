@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from belt.signing import SignatureError, verify
+from belt.signing import SignatureError, secret_key, verify, verify_with
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 LARGE = 4000
@@ -86,7 +86,8 @@ def nexus_ack(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def app(release: asyncio.Event | None = None) -> Starlette:
-    """The webhooks: /block, /slow, /unsigned, /verified, /guard."""
+    """The webhooks: /block, /slow, /unsigned, /verified, and /once (verified, and a webhook-id
+    seen before is refused with 409)."""
 
     async def block(request: Request) -> Response:
         await request.body()
@@ -111,8 +112,22 @@ def app(release: asyncio.Event | None = None) -> Starlette:
             return JSONResponse({"error": exc.message}, status_code=401)
         return JSONResponse(guard(json.loads(body)) or {})
 
+    seen: set[str] = set()
+
+    async def once(request: Request) -> Response:
+        body = await request.body()
+        try:
+            msg_id = verify_with(secret_key(SECRET), request.headers, body)
+        except SignatureError as exc:
+            return JSONResponse({"error": exc.message}, status_code=401)
+        if msg_id in seen:
+            return JSONResponse({"error": "already delivered"}, status_code=409)
+        seen.add(msg_id)
+        return JSONResponse(guard(json.loads(body)) or {})
+
     return Starlette(
         routes=[
+            Route("/once", once, methods=["POST"]),
             Route("/block", block, methods=["POST"]),
             Route("/slow", slow, methods=["POST"]),
             Route("/unsigned", unsigned, methods=["POST"]),

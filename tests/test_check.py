@@ -182,6 +182,10 @@ def test_a_webhook_that_hangs_on_large_arguments_fails_answers(webhooks: str) ->
     assert "did not answer within 0.3 s" in answers.failure.detail
     arguments = answers.failure.payload["data"]["arguments"]
     assert len(json.dumps(arguments)) > checked.LARGE
+    # belt trigger waits its own 30 s: the reproducer says what to look for.
+    assert answers.failure.reproducer.endswith(
+        "# took more than 0.3 s here; belt trigger waits 30 s and prints the time taken"
+    )
 
 
 def test_a_webhook_that_accepts_unsigned_requests_fails_signature(webhooks: str) -> None:
@@ -216,6 +220,22 @@ def test_a_verifying_webhook_passes_the_signature_cases(webhooks: str) -> None:
     assert report.exit_code == 0, [(r.check, r.failure) for r in report.results]
     assert result(report, "signature").cases == 10
     assert result(report, "redelivery").cases == 6
+
+
+def test_a_webhook_refusing_a_repeated_webhook_id_fails_redelivery_only(webhooks: str) -> None:
+    report = run_check(
+        f"{webhooks}/once",
+        events=["agent.tool_call"],
+        examples=3,
+        seed=1,
+        secret=checked.SECRET,
+    )
+    # Each signature case has a webhook-id of its own: none is refused for being a replay.
+    assert failed(report) == [("redelivery", "agent.tool_call")]
+    redelivery = result(report, "redelivery").failure
+    assert redelivery is not None
+    assert "same webhook-id" in redelivery.detail and "HTTP 409" in redelivery.detail
+    assert result(report, "signature").status == "pass"
 
 
 def test_a_handler_that_lets_etc_passwd_through_fails_the_property(tmp_path: Path) -> None:
