@@ -523,3 +523,101 @@ def test_the_examples_record_shows_the_expiry_on_the_virtual_clock() -> None:
         "2026-08-11T14:00:00.000Z",
         "2026-08-11T16:10:00.000Z",
     ]
+
+
+# -- approvals ---------------------------------------------------------------------------------
+
+
+def test_a_tool_approval_nobody_gives_expires_at_its_deadline(tmp_path: Path) -> None:
+    call = {**DELETE, "require_approval": True, "approval_timeout": 3600}
+    path = tmp_path / "approval.json"
+    path.write_text(
+        json.dumps(
+            {
+                "clock": "2026-08-11T14:00:00Z",
+                "turns": [
+                    {
+                        "user": "delete it",
+                        "wait": [{"until": "expiry"}],
+                        "model": [{"say": "deleting", "tool_calls": [call]}, {"say": "done"}],
+                    }
+                ],
+            }
+        )
+    )
+    report, _ = run_scenario(scenario=path)
+    (interrupt,) = report["interrupts"]
+    assert (interrupt["reason"], interrupt["status"]) == ("tool_approval", "expired")
+    assert interrupt["resolved_at"] == "2026-08-11T15:00:00.000Z"
+    assert f"approval {interrupt['id']} expired → deny" in texts(report)
+    assert report["runs"][0]["state"] == "completed"
+
+
+def test_a_nexus_approval_nobody_gives_expires_at_its_deadline(tmp_path: Path) -> None:
+    from belt.engine.api import start_simulation
+    from belt.engine.report import build_report
+    from belt.engine.simulation import Options
+    from belt.executor.targets import Target
+    from belt.executor.worker import Worker
+    from belt.store import open_store
+
+    inputs: list[Any] = []
+
+    def verify(task_input: dict[str, Any]) -> Any:
+        inputs.append(task_input)
+        return {"structured_content": {"continue": False}}
+
+    path = tmp_path / "nexus.json"
+    stop = {"tool": "verify", "timeout_ms": 5000, "max_continuations": 2}
+    path.write_text(
+        json.dumps(
+            {
+                "dialect": "nexus",
+                "clock": "2026-08-11T14:00:00Z",
+                "profile": {"approval_mode": "ask", "lifecycle_hooks": {"stop": stop}},
+                "turns": [{"user": "go", "wait": [{"until": "expiry"}], "model": [{"say": "ok"}]}],
+            }
+        )
+    )
+    store = open_store()
+    worker = Worker(store, {"verify": Target("verify", "py", "verify", verify)})
+    sim, _ = start_simulation(store, read_scenario(path), Options(worker=worker))
+    report = build_report(store, sim)
+    (interrupt,) = report["interrupts"]
+    assert (interrupt["reason"], interrupt["status"]) == ("tool_approval", "expired")
+    assert interrupt["created_at"] == "2026-08-11T14:00:00.000Z"
+    assert interrupt["resolved_at"] == interrupt["expires_at"]
+    assert f"approval {interrupt['id']} expired → deny" in texts(report)
+    assert inputs == []  # nobody approved: the hook task never ran
+
+
+def test_a_task_hooks_chat_and_an_async_hooks_record_run_on_the_parents_clock(
+    tmp_path: Path, store: Store
+) -> None:
+    from tests.hookapp import hook_app
+
+    task = {"event": "agent.tool_call", "type": "task", "handler": "my-team/auditor@latest"}
+    with hook_app(lambda name, payload: None) as app:
+        later = {"event": "agent.tool_call", "type": "webhook", "handler": app.url, "async": True}
+        path = tmp_path / "task.json"
+        path.write_text(
+            json.dumps(
+                {
+                    "clock": "2026-08-11T14:00:00Z",
+                    "agent": {"hooks": [task, later]},
+                    "agents": {"my-team/auditor": {}},
+                    "turns": [
+                        {
+                            "user": "go",
+                            "model": [{"say": "a", "tool_calls": [DELETE]}, {"say": "b"}],
+                        }
+                    ],
+                }
+            )
+        )
+        report, _ = run_scenario(scenario=path)
+    executions = report["hook_executions"]
+    assert len(executions) == 2
+    chat = store.read("chat", next(e for e in executions if e.get("task_chat_id"))["task_chat_id"])
+    assert chat["created_at"] == "2026-08-11T14:00:00.000Z"
+    assert [e["at"] for e in executions] == ["2026-08-11T14:00:00.000Z"] * 2

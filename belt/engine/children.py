@@ -9,6 +9,7 @@ transcript stays the same from run to run.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -111,7 +112,9 @@ class Children:
             self._count += 1
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="belt-child")
-        self._pool.submit(self._run, order, sim, describe, after, before)
+        # A child runs on its parent's clock (a virtual clock is a context variable).
+        context = contextvars.copy_context()
+        self._pool.submit(context.run, self._run, order, sim, describe, after, before)
 
     def _run(
         self,

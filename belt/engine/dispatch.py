@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Callable
@@ -245,7 +246,8 @@ class Dispatcher:
         def work() -> None:
             finished(self.run_one(hook, index, payload, resource_id))
 
-        self._pool.submit(work)
+        # On the caller's clock (a simulation's virtual clock is a context variable).
+        self._pool.submit(contextvars.copy_context().run, work)
 
     def client(self) -> httpx.Client:
         """This thread's pooled HTTP client, created on first use (the loop and each background

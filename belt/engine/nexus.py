@@ -56,6 +56,7 @@ from belt.records.hooktasks import HookTask, read_task
 from belt.records.ids import new_id, now_iso
 from belt.records.messages import Message
 from belt.records.runs import Cancelled, Run, RunRecord
+from belt.store import clock
 from belt.store.clock import parse_timestamp, utcnow
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState, ChatStatus, ToolInvocationStatus
 from belt.wire.nexus import HookTaskInput, LifecycleHooks, NexusEvent, NexusHook
@@ -674,7 +675,8 @@ class NexusLoop:
             if execution.run is not None:
                 execution.run.check_cancelled()
             if current["status"] == TaskStatus.AWAITING_APPROVAL:
-                self.sim.settle_scripted(execution)
+                if not self.sim.settle_scripted(execution):
+                    self.sim.wait_out(execution)
                 current = self.await_approval(current, told)
                 if current["status"] == TaskStatus.PENDING:
                     self.serve_here(current)
@@ -710,8 +712,9 @@ class NexusLoop:
         if task["status"] != TaskStatus.AWAITING_APPROVAL:
             return task
         interrupt = read_record(store=store, interrupt_id=(task["approval"] or {})["interrupt_id"])
-        if parse_timestamp(str(interrupt["expires_at"])) <= utcnow():
-            sweep(store=store)
+        if parse_timestamp(str(interrupt["expires_at"])) <= clock.now():
+            # On a virtual clock, only this run's: others' deadlines may be wall time.
+            sweep(store=store, run_id=str(interrupt["run_id"]) if clock.current() else None)
         elif "approval" not in told and self.notify is not None:
             self.notify({"kind": "approval", "interrupt_id": interrupt["id"], **task})
             told.add("approval")
