@@ -13,6 +13,8 @@ from typing import Any
 from belt.testing.snapshot import snapshot_of, snapshot_path, snapshot_text
 from belt.testing.suite import run_suite
 
+pytest_plugins = ("pytester",)
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "tests"
 
@@ -25,8 +27,10 @@ def _examples(tmp_path: Path) -> Path:
 
 
 def _snapshots(directory: Path) -> dict[str, bytes]:
+    """Every snapshot under ``directory``, by its path there."""
     return {
-        path.name: path.read_bytes() for path in sorted((directory / "__snapshots__").glob("*"))
+        str(path.relative_to(directory)): path.read_bytes()
+        for path in sorted(directory.rglob("__snapshots__/*"))
     }
 
 
@@ -38,9 +42,13 @@ def test_every_example_writes_byte_identical_snapshots_twice(
     first = run_suite(paths=[copy], snapshot="update")
     assert first.exit_code == 0, [(r.name, r.status, r.error) for r in first.results]
     written = _snapshots(copy)
-    scenarios = sorted(p.name for p in copy.glob("*.toml"))
-    assert sorted(written) == [f"{name}.json" for name in scenarios]
-    shutil.rmtree(copy / "__snapshots__")
+    scenarios = [Path(result.name) for result in first.results]
+    assert len(scenarios) >= 2  # examples/tests has more than one scenario
+    assert sorted(written) == sorted(
+        str(snapshot_path(path).relative_to(copy)) for path in scenarios
+    )
+    for directory in copy.rglob("__snapshots__"):
+        shutil.rmtree(directory)
 
     second = run_suite(paths=[copy], snapshot="update")
     assert second.exit_code == 0
@@ -208,4 +216,47 @@ def test_snapshot_files_are_not_read_as_scenarios(tmp_path: Path, monkeypatch: A
     # A snapshot that looked like a test scenario would be run (and fail) if it were found.
     (copy / "__snapshots__" / "x.json").write_text('{"expect": [{"run_state": "failed"}]}')
     suite = run_suite(paths=[copy])
-    assert [Path(r.name).name for r in suite.results] == ["guarded.toml"]
+    names = [Path(r.name).name for r in suite.results]
+    assert "guarded.toml" in names and "x.json" not in names
+
+
+PLUGIN_TEST = """
+def guard(payload):
+    if payload["data"]["arguments"]["path"].startswith("/etc/"):
+        return {"decision": "DECISION", "reason": "not /etc"}
+
+def test_guard(belt_scenario):
+    run = belt_scenario({
+        "agent": {"hooks": [{"event": "agent.tool_call", "type": "webhook", "handler": guard}]},
+        "turns": [{"user": "clean up", "model": [
+            {"tool_calls": [{"name": "delete_file", "arguments": {"path": "/etc/passwd"}}]},
+            {"say": "done"},
+        ]}],
+    })
+    run.assert_snapshot()
+"""
+
+
+def test_the_pytest_plugin_compares_and_updates_snapshots(pytester: Any) -> None:
+    def session(decision: str, *args: str) -> Any:
+        pytester.makepyfile(test_user=PLUGIN_TEST.replace("DECISION", decision))
+        return pytester.runpytest_inprocess(
+            "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", *args
+        )
+
+    missing = session("deny")
+    missing.assert_outcomes(failed=1)
+    missing.stdout.fnmatch_lines(["*no snapshot at *__snapshots__/test_guard.json*"])
+    missing.stdout.fnmatch_lines(["*run `pytest --belt-snapshot-update` to write it*"])
+    session("deny", "--belt-snapshot-update").assert_outcomes(passed=1)
+    stored = pytester.path / "__snapshots__" / "test_guard.json"
+    written = stored.read_bytes()
+    session("deny").assert_outcomes(passed=1)
+
+    changed = session("stop")
+    changed.assert_outcomes(failed=1)
+    text = changed.stdout.str()
+    assert 'hook_executions[0] (agent.tool_call delete_file).decision: "deny" → "stop"' in text
+    # The callable's reference is numbered by the process that registers it: left out.
+    assert b'"py:belt.testing.plugin:handlers.guard"' in written
+    assert stored.read_bytes() == written

@@ -40,6 +40,8 @@ handlers = SimpleNamespace()
 ``py:belt.testing.plugin:handlers.NAME``."""
 
 _numbers = itertools.count(1)
+REGISTERED = re.compile(rf"py:{re.escape(__name__)}:handlers\.(\w+?)_\d+\b")
+"""A registered callable's reference (``register``), its number to be left out."""
 _lock = threading.Lock()
 
 Target = str | Callable[..., Any]
@@ -118,7 +120,14 @@ def failure_repr(excinfo: pytest.ExceptionInfo[BaseException]) -> FailureRepr:
 class ScenarioRun:
     """One scenario the fixture ran: its report, and readable queries of it."""
 
-    def __init__(self, result: ScenarioResult) -> None:
+    def __init__(
+        self,
+        result: ScenarioResult,
+        *,
+        virtual_clock: bool = False,
+        snapshot_file: Path | None = None,
+        update_snapshots: bool = False,
+    ) -> None:
         from belt.testing.expect import Facts
 
         if result.report is None:
@@ -126,6 +135,37 @@ class ScenarioRun:
         self.result = result
         self.report: dict[str, Any] = result.report
         self.facts: Facts = Facts(self.report)
+        self.virtual_clock = virtual_clock
+        self.snapshot_file = snapshot_file
+        self.update_snapshots = update_snapshots
+
+    # -- the snapshot ------------------------------------------------------------------------
+
+    @property
+    def snapshot(self) -> str:
+        """The record as ``belt test --snapshot`` stores it (``belt.testing.snapshot``)."""
+        from belt.testing.snapshot import snapshot_text
+
+        text = snapshot_text(self.report, virtual_clock=self.virtual_clock)
+        # A callable's reference is numbered in the order the process registered it.
+        return REGISTERED.sub(lambda m: f"py:{__name__}:handlers.{m.group(1)}", text)
+
+    def assert_snapshot(self, path: str | Path | None = None) -> None:
+        """Compare the record with the snapshot stored at ``path`` (by default
+        ``__snapshots__/FILE.json`` beside a scenario file, or ``__snapshots__/TEST.json``
+        beside the test for a dict); AssertionError with the values that changed and the diff
+        when they differ or there is none. ``pytest --belt-snapshot-update`` writes it instead."""
+        from belt.render import snapshot_lines
+        from belt.testing.snapshot import compare
+
+        where = Path(path) if path is not None else self.snapshot_file
+        if where is None:
+            raise ValueError("give the snapshot's path")
+        comparison = compare(where, self.snapshot, update=self.update_snapshots)
+        if comparison.failed:
+            lines = [text for text, _ in snapshot_lines(comparison.to_json())]
+            lines = [line.replace("belt test --snapshot-update", UPDATE_OPTION) for line in lines]
+            raise AssertionError("\n".join(lines))
 
     # -- the transcript ---------------------------------------------------------------------
 
@@ -289,6 +329,8 @@ class ScenarioRunner:
 
     directory: Path
     name: str
+    update_snapshots: bool = False
+    """``pytest --belt-snapshot-update``: ``assert_snapshot`` writes snapshots."""
     runs: list[ScenarioRun] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
 
@@ -312,6 +354,8 @@ class ScenarioRunner:
         """
         from belt.declarations import read_document
         from belt.engine.scenario import scenario_from_document
+        from belt.testing.snapshot import DIRECTORY as SNAPSHOTS
+        from belt.testing.snapshot import snapshot_path
         from belt.testing.suite import run_loaded
 
         if isinstance(scenario, dict):
@@ -334,7 +378,17 @@ class ScenarioRunner:
         result = run_loaded(loaded.source, loaded, routes=specs, allow_network=allow_network)
         if result.status == "error":
             pytest.fail(f"the scenario could not run: {result.error}", pytrace=False)
-        run = ScenarioRun(result)
+        if isinstance(scenario, dict):
+            safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name.removesuffix(" (scenario)"))
+            snapshot_file = self.directory / SNAPSHOTS / f"{safe[:100]}.json"
+        else:
+            snapshot_file = snapshot_path(Path(scenario))
+        run = ScenarioRun(
+            result,
+            virtual_clock=isinstance(document, dict) and document.get("clock") is not None,
+            snapshot_file=snapshot_file,
+            update_snapshots=self.update_snapshots,
+        )
         self.runs.append(run)
         if check and result.failures:
             raise ExpectationFailed(run.explain_all(result.failures))
@@ -359,7 +413,11 @@ class ScenarioRunner:
 @pytest.fixture
 def belt_scenario(request: pytest.FixtureRequest) -> Iterator[ScenarioRunner]:
     """Run scenarios (files or dicts) in fresh stores; see :class:`ScenarioRunner`."""
-    runner = ScenarioRunner(Path(request.path).parent, f"{request.node.name} (scenario)")
+    runner = ScenarioRunner(
+        Path(request.path).parent,
+        f"{request.node.name} (scenario)",
+        update_snapshots=bool(request.config.getoption("belt_snapshot_update")),
+    )
     try:
         yield runner
     finally:
@@ -456,6 +514,19 @@ def belt_serve() -> Iterator[ServeStarter]:
         yield starter
     finally:
         starter.close()
+
+
+UPDATE_OPTION = "pytest --belt-snapshot-update"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--belt-snapshot-update``: ``run.assert_snapshot()`` writes the snapshots it compares."""
+    parser.getgroup("belt").addoption(
+        "--belt-snapshot-update",
+        action="store_true",
+        dest="belt_snapshot_update",
+        help="belt: write the snapshots run.assert_snapshot() compares, instead of comparing",
+    )
 
 
 @pytest.hookimpl(wrapper=True)

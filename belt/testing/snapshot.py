@@ -229,10 +229,9 @@ class Comparison:
         }
 
 
-def compare(scenario: Path, text: str, *, update: bool) -> Comparison:
-    """Compare a record's snapshot ``text`` with the one stored for ``scenario``; with
-    ``update``, write it instead (only when it differs, so an unchanged file is untouched)."""
-    path = snapshot_path(scenario)
+def compare(path: Path, text: str, *, update: bool) -> Comparison:
+    """Compare a record's snapshot ``text`` with the one stored at ``path``; with ``update``,
+    write it instead (only when it differs, so an unchanged file is untouched)."""
     stored = _stored(path)
     if stored == text:
         return Comparison(str(path), "same")
@@ -260,6 +259,10 @@ def _write(path: Path, text: str) -> None:
     except OSError as exc:
         raise BeltError(f"{path.parent}: cannot create it: {exc.strerror or exc}") from None
     atomic_write(path, text.encode("utf-8"))
+    try:
+        path.chmod(0o644)  # a file to review and commit, not a private record
+    except OSError as exc:
+        raise BeltError(f"{path}: cannot make it readable: {exc.strerror or exc}") from None
 
 
 def unified(stored: str, text: str, path: Path) -> list[str]:
@@ -368,8 +371,7 @@ def compare_result(result: Any, scenario: Path, document: Any, *, update: bool) 
     if result.report is None or result.status == "error":
         return
     virtual = isinstance(document, dict) and document.get("clock") is not None
-    result.snapshot = compare(
-        scenario, snapshot_text(result.report, virtual_clock=virtual), update=update
-    )
+    text = snapshot_text(result.report, virtual_clock=virtual)
+    result.snapshot = compare(snapshot_path(scenario), text, update=update)
     if result.snapshot.failed:
         result.status = "fail"
