@@ -20,6 +20,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 import threading
 from collections.abc import Callable, Hashable, Iterator
@@ -57,7 +58,7 @@ def load_callable(spec: str, *, option: str = "--handler") -> Callable[..., Any]
         path = Path(module_name)
         if not path.is_file():
             raise NotFound(f"{option}: {path}: no such file")
-        module = _guarded(lambda: _import_file(path, option), str(path), option)
+        module = _file_module(path, option)
     else:
         # Like `python -m`, let a module in the working directory be found.
         if "" not in sys.path and str(Path.cwd()) not in sys.path:
@@ -72,6 +73,29 @@ def load_callable(spec: str, *, option: str = "--handler") -> Callable[..., Any]
         raise InvalidInput(f"{option}: {spec} is not callable")
     func: Callable[..., Any] = found
     return func
+
+
+_FILES: dict[str, tuple[tuple[int, int], Any]] = {}
+"""The modules imported from ``.py`` files, by real path, with the file's (mtime, size) then."""
+
+
+def _file_module(path: Path, option: str) -> Any:
+    """The module of a ``.py`` file: executed once per process, as a dotted module is imported
+    once, and again when the file has changed since (``belt test`` names one file in many
+    scenarios)."""
+    key = os.path.realpath(path)
+    try:
+        info = os.stat(key)
+        stamp: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
+    except OSError:
+        stamp = None
+    known = _FILES.get(key)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    module = _guarded(lambda: _import_file(path, option), str(path), option)
+    if stamp is not None:
+        _FILES[key] = (stamp, module)
+    return module
 
 
 def _guarded(load: Callable[[], Any], what: str, option: str) -> Any:

@@ -38,3 +38,15 @@ def test_under_a_deadline_a_module_imports_and_errors_as_it_would(tmp_path: Path
         assert load_callable(module(tmp_path, "fine_module", "X = 1"))({}) is None
         with pytest.raises(InvalidInput, match="importing .* failed: boom"):
             load_callable(module(tmp_path, "raises_module", "raise ValueError('boom')"))
+
+
+def test_a_py_file_is_executed_once_per_process_and_again_when_it_changes(tmp_path: Path) -> None:
+    counter = "RUNS = []\ndef count(payload):\n    RUNS.append(1)\n    return len(RUNS)\n"
+    path = tmp_path / "counting.py"
+    path.write_text(counter)
+    with import_deadline(30):
+        assert [load_callable(f"{path}:count")({}) for _ in range(3)] == [1, 2, 3]
+    # The same file by another name is the same module.
+    assert load_callable(f"{tmp_path}/../{tmp_path.name}/counting.py:count")({}) == 4
+    path.write_text(counter.replace("len(RUNS)", "len(RUNS) * 10"))
+    assert load_callable(f"{path}:count")({}) == 10  # changed: executed again, state anew
