@@ -155,6 +155,13 @@ def test_a_webhook_answering_block_fails_body(webhooks: str) -> None:
     assert failure is not None
     assert "not a LifecycleHookResponse" in failure.detail
     assert "decision" in failure.detail
+    # The spec's sample fails too, yet the failure is shrunk from generated payloads.
+    assert failure.payload["data"] == {"tool": "delete_file", "arguments": {}}
+    assert failure.payload["agent_id"] == "ag_000000"
+    # What no case reached is said to be skipped, not passed.
+    deterministic = result(report, "deterministic")
+    assert deterministic.status == "skip"
+    assert deterministic.skipped == "not reached: an earlier check failed on every case"
 
 
 @needs_payload

@@ -119,13 +119,27 @@ class Explorer:
         sample: Any,
         case: Callable[[Any, bool], list[tuple[str, str]]],
     ) -> None:
-        """Run ``case(payload, counting)`` on the sample and generated payloads; a failure is
-        recorded, raised for Hypothesis to shrink, and the search ends with the shrinking."""
-        from hypothesis import HealthCheck, Phase, Verbosity, example, given, settings
+        """Run ``case(payload, counting)`` on the sample, then on generated payloads; a failure
+        of a generated one is recorded and raised for Hypothesis to shrink, and the search ends
+        with the shrinking. The sample runs first and apart (a failing explicit example would end
+        the search unshrunk), so a defect the sample shows is still shrunk from generated ones."""
+        from hypothesis import HealthCheck, Phase, Verbosity, given, settings
         from hypothesis import seed as seeded
         from hypothesis.errors import Flaky
 
         shrinking = {"calls": 0, "on": False}
+
+        def timed(payload: Any, counting: bool) -> list[tuple[str, str]]:
+            started = time.perf_counter()
+            try:
+                failures = case(payload, counting)
+            finally:
+                self.report.case_seconds += time.perf_counter() - started
+            if counting:
+                self.report.cases += 1
+            for check, detail in failures:
+                self.record(check, detail, payload)
+            return failures
 
         def test(payload: Any) -> None:
             if time.monotonic() > self.deadline:
@@ -134,20 +148,13 @@ class Explorer:
                 shrinking["calls"] += 1
                 if shrinking["calls"] > SHRINK_CALLS_MAX:
                     raise _Stop("shrink")
-            started = time.perf_counter()
-            try:
-                failures = case(payload, not shrinking["on"])
-            finally:
-                self.report.case_seconds += time.perf_counter() - started
-            if not shrinking["on"]:
-                self.report.cases += 1
+            failures = timed(payload, not shrinking["on"])
             if failures:
-                for check, detail in failures:
-                    self.record(check, detail, payload)
                 shrinking["on"] = True
                 check, detail = failures[0]
                 raise failure_class(check)(detail)
 
+        timed(sample, True)
         quiet = settings(
             max_examples=self.examples,
             database=None,
@@ -157,10 +164,9 @@ class Explorer:
             report_multiple_bugs=True,
             verbosity=Verbosity.quiet,
             suppress_health_check=list(HealthCheck),
-            phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink),
+            phases=(Phase.generate, Phase.target, Phase.shrink),
         )
-        with_sample = example(sample)(test)
-        run: Callable[[], None] = quiet(seeded(self.seed)(given(strategy)(with_sample)))  # type: ignore[no-untyped-call]
+        run: Callable[[], None] = quiet(seeded(self.seed)(given(strategy)(test)))  # type: ignore[no-untyped-call]
         try:
             run()
         except _Stop as stop:
@@ -595,6 +601,10 @@ def _finish(
 ) -> None:
     from belt.handlers.webhook import TIMED_OUT
 
+    for result in results.values():
+        reached = result.cases or result.check in explorer.found or result.check == "signature"
+        if not reached and result.skipped is None:
+            result.skipped = "not reached: an earlier check failed on every case"
     for check, (_, payload, detail) in explorer.found.items():
         result = results[check]
         command = reproduce(payload)
