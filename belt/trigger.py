@@ -217,8 +217,11 @@ def build_payload(
 
 def command_line(event: str, to: str, payload: dict[str, Any]) -> str:
     """The shell command that sends ``payload`` to ``to`` again, exactly:
-    ``belt trigger EVENT --to TARGET --payload '…'``."""
+    ``belt trigger EVENT --to TARGET --payload '…'``. Every character that is not printable (a
+    control, a bidi override, a line separator) is written as its JSON escape, so the line is
+    safe on a terminal and still decodes to the same payload."""
     text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    text = "".join(ch if ch.isprintable() else json.dumps(ch)[1:-1] for ch in text)
     return shlex.join(["belt", "trigger", event, "--to", to, "--payload", text])
 
 

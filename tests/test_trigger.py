@@ -2,12 +2,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from belt.errors import InvalidInput, NotFound, Unreachable, UsageError
 from belt.samples import deep_merge, sample_payload
 from belt.server.app import create_app
 from belt.store import Store
-from belt.trigger import build_payload, failure, read_data, read_payload, trigger
+from belt.trigger import (
+    build_payload,
+    command_line,
+    failure,
+    read_data,
+    read_payload,
+    trigger,
+)
 from belt.wire.catalogue import EVENTS
 from belt.wire.platform import LifecycleHookPayload
 from tests.hookapp import HookApp, hook_app
@@ -180,6 +189,38 @@ def test_read_payload_is_strict_and_bounded(tmp_path: Path) -> None:
         read_payload(f"@{big}")
     with pytest.raises(NotFound):
         read_payload(f"@{tmp_path / 'missing.json'}")
+
+
+_TEXT = st.text(
+    st.characters(exclude_categories=("Cs",)), max_size=20
+)  # strict JSON: no lone surrogates
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    data=st.dictionaries(_TEXT, _JSON, max_size=5),
+    to=st.from_regex(r"[a-z_./ '-]{1,20}:[a-z_]{1,10}", fullmatch=True),
+)
+def test_a_printed_command_gives_back_the_same_payload(data: dict[str, object], to: str) -> None:
+    import shlex
+
+    payload = {**sample_payload("agent.tool_call"), "data": data}
+    command = command_line("agent.tool_call", f"py:{to}", payload)
+    assert command.isprintable()
+    argv = shlex.split(command)
+    assert argv[:5] == ["belt", "trigger", "agent.tool_call", "--to", f"py:{to}"]
+    assert argv[5] == "--payload"
+    assert read_payload(argv[6]) == payload
+    assert build_payload("agent.tool_call", payload=read_payload(argv[6])) == payload
 
 
 # Triggers

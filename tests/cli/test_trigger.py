@@ -187,6 +187,7 @@ def test_a_payload_printed_as_a_command_runs_as_printed() -> None:
     # sends exactly the payload again.
     command = command_line("agent.tool_call", "py:tests.pyhooks:keep", PAYLOAD)
     assert command.startswith("belt trigger agent.tool_call --to py:tests.pyhooks:keep --payload '")
+    assert command.isprintable()  # controls, bidi overrides and separators as JSON escapes
     argv = shlex.split(command)
     pyhooks.received.clear()
     result = belt(*argv[1:], "--json")
