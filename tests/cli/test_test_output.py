@@ -8,6 +8,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from belt.render import merged_excerpt_lines
 from tests.cli.runner import belt
 
 HOOK = {"event": "agent.tool_call", "type": "webhook", "handler": "py:tests.pyhooks:deny"}
@@ -64,3 +65,22 @@ def test_an_error_from_a_routed_url_names_the_url_it_was_routed_to(tmp_path: Pat
     assert text.count(routed) == 2, text
     assert f"hooks.example.com → 127.0.0.1:{port}" in text
     assert "s3cret" not in text
+
+
+def test_excerpts_of_one_transcript_merge_in_its_order_with_a_gap_marked() -> None:
+    def said(order: int) -> dict[str, Any]:
+        return {
+            "id": f"msg_{order}",
+            "order": order,
+            "role": "user",
+            "content": [{"text": f"m{order}"}],
+        }
+
+    lines = merged_excerpt_lines("platform", [[said(5), said(6)], [said(0), said(1)], [said(1)]])
+    assert [text for text, _ in lines] == [
+        "user       m0",
+        "user       m1",
+        "…",
+        "user       m5",
+        "user       m6",
+    ]
