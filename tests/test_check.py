@@ -425,6 +425,52 @@ def test_only_the_given_target_is_sent_to() -> None:
     assert all(p["event"] == "agent.error" and "error" in p["data"] for p in seen)
 
 
+def test_the_pacer_keeps_requests_apart() -> None:
+    from belt.check.run import Pacer
+
+    now = [100.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    pacer = Pacer(20, clock=lambda: now[0], sleep=sleep)
+    for _ in range(5):
+        pacer.wait()
+    assert slept == pytest.approx([0.05] * 4)
+    now[0] += 1  # idle for a while: the next request need not wait
+    pacer.wait()
+    assert len(slept) == 4
+
+
+def test_only_off_machine_webhooks_are_paced(webhooks: str) -> None:
+    from belt.check import run as check_run
+
+    waits: list[None] = []
+    original = check_run.Pacer.wait
+    check_run.Pacer.wait = lambda self: waits.append(None)  # type: ignore[method-assign]
+    import httpx
+
+    remote = httpx.MockTransport(lambda request: httpx.Response(200))
+    try:
+        run_check(f"{webhooks}/unsigned", events=["agent.start"], examples=2, seed=1)
+        assert waits == []
+        report = run_check(
+            "https://hooks.example.com/x",
+            events=["agent.start"],
+            examples=2,
+            seed=1,
+            allow_network=True,
+            transport=remote,
+        )
+    finally:
+        check_run.Pacer.wait = original  # type: ignore[method-assign]
+    assert report.exit_code == 0
+    # The reachability probe, then each case and its redelivery: every one waited its turn.
+    assert len(waits) == 1 + 2 * report.cases
+
+
 def test_a_url_off_this_machine_needs_allow_network() -> None:
     with pytest.raises(InvalidInput, match="sends only to this machine") as caught:
         run_check("https://hooks.example.com/x", examples=1)

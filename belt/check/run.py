@@ -49,6 +49,8 @@ WRONG_SECRET = "whsec_YmVsdC1jaGVjazogbm90IHRoZSBzZWNyZXQ="
 SKEW_SECONDS = 600
 """How far off the stale and future timestamps of the signature cases are (the limit is 300)."""
 BODY_PROBLEM = "answered with a body that is not a LifecycleHookResponse"
+REMOTE_PER_SECOND = 20
+"""The most requests per second sent to a webhook that is not on this machine."""
 
 
 class CaseFailed(Exception):
@@ -71,19 +73,47 @@ class _Stop(BaseException):
 
 
 @dataclass
+class Pacer:
+    """Keeps requests at most ``per_second`` apart on average (each waits its turn)."""
+
+    per_second: float
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    next_at: float = 0.0
+
+    def wait(self) -> None:
+        """Wait until the next request may go."""
+        now = self.clock()
+        if now < self.next_at:
+            self.sleep(self.next_at - now)
+            now = self.next_at
+        self.next_at = now + 1 / self.per_second
+
+
+@dataclass
 class Sender:
-    """Delivers to the subjects of one run: webhooks through one client, ``py:`` handlers in
-    this process, executor tools as ``belt executor run`` runs them."""
+    """Delivers to the subjects of one run: webhooks through one client (paced when they are
+    not on this machine), ``py:`` handlers in this process."""
 
     client: httpx.Client
     inprocess: InProcess
     secret: str | None = None
+    pacer: Pacer = field(default_factory=lambda: Pacer(REMOTE_PER_SECOND))
+
+    def post(self, subject: Subject, body: bytes, headers: dict[str, str]) -> WebhookResult:
+        """POST exactly ``body`` and ``headers`` to a webhook subject."""
+        from belt.engine.offline import on_this_machine
+        from belt.handlers.webhook import post_body
+
+        if not on_this_machine(subject.target):
+            self.pacer.wait()
+        return post_body(self.client, subject.target, body, headers, timeout=subject.timeout)
 
     def deliver(self, subject: Subject, payload: dict[str, Any], msg_id: str) -> WebhookResult:
         """One delivery of ``payload``, signed with ``msg_id`` when there is a secret."""
         if subject.kind == "py":
             return self.inprocess.deliver(subject.target, payload, timeout=subject.timeout)
-        from belt.handlers.webhook import encode_payload, post_body
+        from belt.handlers.webhook import encode_payload
 
         body = encode_payload(payload)
         headers = {"content-type": "application/json"}
@@ -91,7 +121,7 @@ class Sender:
             from belt.signing import signed_headers
 
             headers.update(signed_headers(self.secret, body, msg_id=msg_id))
-        return post_body(self.client, subject.target, body, headers, timeout=subject.timeout)
+        return self.post(subject, body, headers)
 
 
 @dataclass
@@ -372,18 +402,15 @@ def signature_cases(secret: str, payload: dict[str, Any], now: int) -> list[Sign
     ]
 
 
-def run_signatures(
-    subject: Subject, client: httpx.Client, secret: str, result: CheckResult
-) -> None:
+def run_signatures(subject: Subject, sender: Sender, secret: str, result: CheckResult) -> None:
     """Send the Standard Webhooks cases; a case handled the wrong way fails the check."""
     from belt.check.generate import spec_sample
-    from belt.handlers.webhook import post_body
 
     payload = spec_sample(subject.event)
     wrong: list[str] = []
     first: Failure | None = None
     for case in signature_cases(secret, payload, int(time.time())):
-        answer = post_body(client, subject.target, case.body, case.headers, timeout=subject.timeout)
+        answer = sender.post(subject, case.body, case.headers)
         result.cases += 1
         status = answer.status
         if case.accept:
@@ -644,7 +671,7 @@ def _check_platform(
         if subject.kind == "py":
             signature.skipped = "a py: handler is called in-process; there is no request to sign"
         elif sender.secret and not report.stopped:
-            run_signatures(subject, sender.client, sender.secret, signature)
+            run_signatures(subject, sender, sender.secret, signature)
     found: list[CheckResult] = list(results.values())
     for prop in properties:
         if prop.event != subject.event or report.stopped:
