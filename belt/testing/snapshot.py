@@ -329,6 +329,11 @@ def _walk_changes(old: Any, new: Any, path: str, found: list[str]) -> None:
         for index in range(max(len(old), len(new))):
             item = new[index] if index < len(new) else old[index]
             where = f"{path}[{index}]{_label(item)}"
+            if index < min(len(old), len(new)) and _label(old[index]) != _label(item):
+                # Not the same kind of item any more: say what it was and what it is.
+                was, now = _label(old[index])[2:-1] or "?", _label(item)[2:-1] or "?"
+                found.append(f"{path}[{index}]: was {was}, is {now}")
+                continue
             if index >= len(new):
                 found.append(f"{where}: removed")
             elif index >= len(old):
