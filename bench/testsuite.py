@@ -8,7 +8,9 @@ writes the floor: a pytest file of N tests, each calling the same handler with t
 and checking its decision. Then, alternating rounds so that machine load weighs on all alike,
 whole processes against whole processes:
 
-- `belt test -j 1 DIR` against `python -m pytest FLOOR` (target: at most 3x);
+- `belt test -j 1 DIR` against `python -m pytest FLOOR` (target: at most 3x), pytest with the
+  plugins installed beside it and without any (`PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`), and the cost
+  per scenario at the margin (the suite against its first half);
 - `belt test -j 2 DIR` against `belt test -j 1 DIR` (target: -j 2 at least 1.7x faster, on a
   machine with 2 free cores);
 - in one process, `belt test DIR` against `belt sim run --json` of each scenario over one store
@@ -181,6 +183,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating runs of each kind")
     parser.add_argument("--no-sim", action="store_true", help="skip the in-process comparison")
     args = parser.parse_args()
+    count, half = args.scenarios, args.scenarios // 2
     # Beside the repository, as a user's data directory would be; the system temporary
     # directory can be far slower at creating files on some machines.
     with tempfile.TemporaryDirectory(prefix=".bench-", dir=Path(__file__).parent) as tmp:
@@ -192,33 +195,56 @@ def main() -> None:
         # With bytecode caching on, as an installed belt and pytest run.
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["NO_COLOR"] = "1"
-        suite = home / "suite"
-        paths = write_scenarios(suite, args.scenarios)
-        floor = home / "floor"
-        write_floor(floor, suite, env)
-        pytest_floor = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "floor"]
-        serial = [*belt("test", "suite"), "-j", "1"]
-        parallel = [*belt("test", "suite"), "-j", "2"]
-        for command in (pytest_floor, serial, parallel):  # warm up (bytecode, disk caches)
-            timed(command, env, home)
-        floors, ones, twos = [], [], []
+        bare = {**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        paths = write_scenarios(home / "suite", count)
+        (home / "half").mkdir()
+        for path in paths[:half]:
+            (home / "half" / path.name).write_bytes(path.read_bytes())
+        write_floor(home / "floor", home / "suite", env)
+        write_floor(home / "floor-half", home / "half", env)
+
+        def pytest(directory: str) -> list[str]:
+            return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", directory]
+
+        commands = {
+            "floor": (pytest("floor"), env),
+            "bare floor": (pytest("floor"), bare),
+            "bare floor, half": (pytest("floor-half"), bare),
+            "-j 1": ([*belt("test", "suite"), "-j", "1"], env),
+            "-j 1, half": ([*belt("test", "half"), "-j", "1"], env),
+            "-j 2": ([*belt("test", "suite"), "-j", "2"], env),
+        }
+        for command, command_env in commands.values():  # warm up (bytecode, disk caches)
+            timed(command, command_env, home)
+        load = os.getloadavg()[0]
+        times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.rounds):
-            floors.append(timed(pytest_floor, env, home))
-            ones.append(timed(serial, env, home))
-            twos.append(timed(parallel, env, home))
-        sim = None if args.no_sim else in_process(suite, paths, max(1, args.rounds // 2))
-    count = args.scenarios
-    floor_s, one, two = (statistics.median(x) for x in (floors, ones, twos))
-    print(f"scenarios:                  {count}, {args.rounds} rounds (medians), {cores()} cores")
-    print(f"pytest floor, whole run:    {floor_s:.2f} s")
-    print(f"belt test -j 1, whole run:  {one:.2f} s, {count / one:,.0f} scenarios/s")
-    print(f"belt test -j 2, whole run:  {two:.2f} s, {count / two:,.0f} scenarios/s")
-    print(f"ratio -j 1 / pytest floor:  {one / floor_s:.2f}  (target <= 3)")
-    print(f"speed-up -j 2 over -j 1:    {one / two:.2f}  (target >= 1.7 on 2 free cores)")
+            for name, (command, command_env) in commands.items():
+                times[name].append(timed(command, command_env, home))
+        load = max(load, os.getloadavg()[0])
+        sim = None if args.no_sim else in_process(home / "suite", paths, max(1, args.rounds // 2))
+    took = {name: statistics.median(values) for name, values in times.items()}
+    one, two = took["-j 1"], took["-j 2"]
+    margin = (one - took["-j 1, half"]) / (count - half)
+    floor_margin = (took["bare floor"] - took["bare floor, half"]) / (count - half)
+    print(f"scenarios:                    {count} ({half} for the margins), {args.rounds} rounds")
+    print(f"machine:                      {cores()} cores, load average up to {load:.1f}")
+    print(f"pytest floor, whole run:      {took['floor']:.2f} s (its plugins as installed)")
+    print(f"pytest floor without plugins: {took['bare floor']:.2f} s")
+    print("                              (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1)")
+    print(f"belt test -j 1, whole run:    {one:.2f} s, {count / one:,.0f} scenarios/s")
+    print(f"belt test -j 2, whole run:    {two:.2f} s, {count / two:,.0f} scenarios/s")
+    print(f"ratio -j 1 / pytest floor:    {one / took['floor']:.2f}  (target <= 3)")
+    print(f"ratio -j 1 / floor, no plugins: {one / took['bare floor']:.2f}")
+    print(
+        f"per scenario at the margin:   belt test {margin * 1000:.2f} ms, "
+        f"pytest {floor_margin * 1000:.3f} ms"
+    )
+    print(f"speed-up -j 2 over -j 1:      {one / two:.2f}  (target >= 1.7 on 2 free cores)")
     if sim is not None:
         test, sims = sim
         print(f"in one process: belt test {test:.2f} s, sim run of each {sims:.2f} s")
-        print(f"ratio test / sim run:       {test / sims:.2f}  (target <= 1.3)")
+        print(f"ratio test / sim run:         {test / sims:.2f}  (target <= 1.3)")
 
 
 def cores() -> int:
