@@ -19,7 +19,8 @@ from belt.errors import InvalidInput
 from belt.records.journal import SERVE
 from belt.records.runs import EVENTS_LOG, RUN
 from belt.server.inspector.deliveries import executed_summary, mapping, text
-from belt.store.clock import parse_timestamp, utcnow
+from belt.store import clock
+from belt.store.clock import parse_timestamp
 
 if TYPE_CHECKING:
     from belt.records.interrupts import Interrupt
@@ -197,7 +198,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
     sim = sim_of_run(store, run_id)
     report = build_report(store, sim)
     run = next(r for r in report["runs"] if r["id"] == run_id)
-    now = utcnow()
+    now = clock.now()  # the server's clock: virtual under belt serve --clock
     gates = {
         dto["id"]: gate_item(read_record(store=store, interrupt_id=dto["id"]), now)
         for dto in list_interrupts(store=store, run_id=run_id, include_settled=True)
@@ -268,7 +269,7 @@ def gates(store: Store) -> dict[str, Any]:
     how long it has left and what its expiry will do."""
     from belt.records.interrupts import inbox
 
-    now = utcnow()
+    now = clock.now()  # the server's clock: virtual under belt serve --clock
     items = [gate_item(record, now) for record in inbox(store=store)]
     items.sort(key=lambda item: str(item.get("expires_at") or ""))
     return {"now": now.isoformat(), "items": items}
