@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from belt.handlers.inprocess import reference, wants_model
-from belt.loader import load_callable
+from belt.handlers import inprocess
+from belt.handlers.inprocess import wants_model
 from belt.policy import Policy, Verdict
 from belt.wire.platform import HookDecision, LifecycleHookPayload, LifecycleHookResponse
 from belt.wire.validate import check_response, model_problems
@@ -180,4 +180,4 @@ def to_response(result: Any) -> tuple[LifecycleHookResponse, list[str]]:
 
 def load_handler(spec: str) -> Callable[..., Any]:
     """Import the ``--handler py:MODULE:FUNC`` (or ``MODULE:FUNC``) callable."""
-    return load_callable(reference(spec), option="--handler")
+    return inprocess.load_handler(spec, where="--handler")
