@@ -181,7 +181,7 @@ def test_a_webhook_that_hangs_on_large_arguments_fails_answers(webhooks: str) ->
         examples=40,
         seed=2,
         timeout=0.3,
-        max_time=4,
+        max_time=3,
     )
     answers = result(report, "answers")
     assert answers.status == "fail"
@@ -423,6 +423,12 @@ def test_only_the_given_target_is_sent_to() -> None:
     # The spec's sample and 10 generated payloads, each delivered twice (the redelivery).
     assert len(seen) == 22 == 2 * report.cases
     assert all(p["event"] == "agent.error" and "error" in p["data"] for p in seen)
+
+
+def test_max_time_stops_the_run_and_names_what_was_not_checked() -> None:
+    report = run_check(f"{CHECKED}:guard", examples=5, seed=1, max_time=0.001)
+    assert report.stopped is not None and "--max-time" in report.stopped
+    assert "not checked: agent.complete → " + f"{CHECKED}:guard" in report.notes
 
 
 def test_the_pacer_keeps_requests_apart() -> None:

@@ -135,6 +135,8 @@ class Explorer:
     found: dict[str, tuple[int, Any, str]] = field(default_factory=dict)
     """The smallest failing case per check: (size, payload, detail)."""
     flaky: set[str] = field(default_factory=set)
+    cut: bool = False
+    """Shrinking stopped at ``SHRINK_CALLS_MAX`` cases."""
 
     def record(self, check: str, detail: str, payload: Any) -> None:
         """Keep ``payload`` if it is the smallest failure of ``check`` so far."""
@@ -202,6 +204,8 @@ class Explorer:
         except _Stop as stop:
             if str(stop) == "--max-time":
                 self.report.stopped = "--max-time passed; the cases up to then are reported"
+            else:
+                self.cut = True
         except CaseFailed:
             pass
         except Exception as exc:
@@ -579,13 +583,14 @@ def run_check(
         with webhook_client(transport) as client:
             sender = Sender(client, inprocess, secret)
             _reachable(subjects, sender)
-            for subject in subjects:
+            for index, subject in enumerate(subjects):
                 explorer = Explorer(report, chosen_seed, examples, deadline)
                 if subject.dialect == NEXUS:
                     _check_nexus(subject, explorer, report)
                 else:
                     _check_platform(subject, sender, explorer, report, properties, save)
                 if report.stopped:
+                    report.notes += [f"not checked: {s.label}" for s in subjects[index + 1 :]]
                     break
     finally:
         inprocess.close()
@@ -642,6 +647,8 @@ def _finish(
                 f"  # took more than {subject.timeout:g} s here; belt trigger waits "
                 f"{WEBHOOK_TIMEOUT_DEFAULT} s and prints the time taken"
             )
+        if explorer.cut:
+            detail += f" (shrinking stopped after {SHRINK_CALLS_MAX} cases: the smallest found)"
         result.failure = Failure(detail, payload, command, flaky=check in explorer.flaky)
         if not result.failed:
             result.failed = 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from belt.effects import is_in_process, url_host
 from belt.errors import InvalidInput, UsageError
@@ -200,11 +200,3 @@ def network_problems(subjects: list[Subject]) -> list[str]:
             "check it there (belt check sends only to the targets given)"
         )
     return problems
-
-
-def describe_subjects(subjects: list[Subject]) -> dict[str, Any]:
-    """What is checked, for the report's head."""
-    return {
-        "subjects": len(subjects),
-        "events": sorted({subject.event for subject in subjects}),
-    }
