@@ -93,7 +93,7 @@ def test_a_gate_is_allowed_from_the_page_and_the_run_goes_on(
     assert "/tmp/old.txt" in card.inner_text()
     assert "then allow" in card.inner_text()
     card.locator("button.allow").click()
-    page.wait_for_selector(".gate.settled .outcome:text('The run goes on: ')")
+    page.wait_for_selector(f".gate.settled .outcome:text('The run {run_id} resumes: ')")
 
     def completed() -> bool:
         run = httpx.get(f"{served}/inspector/runs/{run_id}").json()["data"]["run"]

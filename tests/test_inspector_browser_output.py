@@ -82,7 +82,11 @@ def test_after_allow_the_card_says_what_happened_and_stays(
     page.locator(".gate:not(.settled)", has_text="second.txt").locator("button.deny").click()
     last = page.locator(".gate.settled", has_text="second.txt").locator(".outcome")
     last.wait_for()
-    assert last.inner_text().startswith("Resolved (deny). The run goes on: ")
+    assert (
+        last.inner_text() == f"Resolved (deny). The run {run_id} resumes: this server continues it."
+    )
+    # The card follows the run it resumed: here to its end.
+    page.wait_for_selector(".gate.settled .run-now .state.completed")
     page.wait_for_selector("#count-gates:text-is('')", state="attached")
     assert page.locator(".gate.settled").count() == 2
     page.locator(".gate.settled", has_text="first.txt").locator("button.dismiss").click()

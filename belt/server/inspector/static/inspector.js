@@ -192,7 +192,9 @@ function setLive(on) {
 function changed(doc) {
   const areas = doc.type === "hello" ? doc.areas : doc.areas || [];
   if (areas.includes("gates")) countGates();
-  if (state.refresh && areas.includes(state.area)) schedule();
+  // A settled gate's card says where its run is now: the gates view follows the runs too.
+  const follows = state.area === "gates" && state.settled.size && areas.includes("runs");
+  if (state.refresh && (areas.includes(state.area) || follows)) schedule();
 }
 
 function schedule() {
@@ -542,7 +544,7 @@ function left(seconds) {
 // What resolving a gate did to its run, in words: it goes on, or still waits, and why.
 function resolvedText(decision, run) {
   const head = `Resolved (${decision}).`;
-  if (run.continues) return `${head} The run goes on: ${run.why}.`;
+  if (run.continues) return `${head} The run ${run.run_id} resumes: ${run.why}.`;
   if (run.waiting) return `${head} The run ${run.run_id} still waits on ${run.waiting} gate${run.waiting === 1 ? "" : "s"}.`;
   return `${head} The run does not go on here: ${run.why}.`;
 }
@@ -559,7 +561,14 @@ function gateCard(gate) {
   const clock = el("span", { class: "clock" });
   const deadline = Date.now() + (gate.seconds_left ?? (Date.parse(gate.expires_at) - Date.now()) / 1000) * 1000;
   const tick = () => { clock.textContent = `${left((deadline - Date.now()) / 1000)}, then ${gate.on_expiry}`; };
-  const out = el("div", { class: "gate-result" }, kept ? [outcomeLine(kept.outcome),
+  const now = el("p", { class: "note run-now" });
+  if (kept && kept.outcome.run) {
+    // Where the resumed run is now (read again each time the list is).
+    call("/runs/" + encodeURIComponent(kept.outcome.run)).then((found) => {
+      now.replaceChildren("Now: the run is ", stateBadge(found.run.state, found.run.interrupted), ".");
+    }, () => {});
+  }
+  const out = el("div", { class: "gate-result" }, kept ? [outcomeLine(kept.outcome), now,
     el("button", { type: "button", class: "dismiss", on: { click: () => { state.settled.delete(gate.id); card.remove(); } } }, "Dismiss")] : "");
   const data = el("textarea", { rows: 4, name: "data", placeholder: '{"by": "me"}', "aria-label": "data for the resolution", spellcheck: "false" });
   const dataStatus = el("span", { class: "note" });
@@ -583,7 +592,8 @@ function gateCard(gate) {
       const body = { decision };
       if (value !== undefined) body.data = value;
       const found = await call(`/gates/${encodeURIComponent(gate.id)}/resolve`, body);
-      const outcome = { kind: "summary", text: resolvedText(decision, found.run) };
+      const outcome = { kind: "summary", text: resolvedText(decision, found.run),
+        run: found.run.continues ? found.run.run_id : null };
       state.settled.set(gate.id, { gate: found.interrupt || gate, outcome });
       card.replaceWith(gateCard(found.interrupt || gate));
     } catch (error) {
