@@ -483,6 +483,16 @@ def test_a_url_off_this_machine_needs_allow_network() -> None:
     assert "hooks.example.com" in caught.value.problems[0]
 
 
+def test_a_hooks_file_webhook_off_this_machine_is_named_with_the_route_that_serves_it() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        run_check(str(EXAMPLES / "hooks.json"), examples=1)
+    assert caught.value.problems == [
+        "agent.tool_call: the webhook https://example.com is not on this machine; serve it here "
+        "with --route https://example.com=TARGET (py:MODULE:FUNC or a loopback URL), or give "
+        "--allow-network"
+    ]
+
+
 def test_an_unreachable_webhook_is_exit_6() -> None:
     from belt.server.run import bind
 

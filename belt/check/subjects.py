@@ -43,6 +43,8 @@ class Subject:
     declared_async: bool = False
     tool: str | None = None
     """The executor tool's name (Nexus)."""
+    declared: str | None = None
+    """The webhook URL a hooks file declares (``target`` is where its route sends it)."""
     executor: Target | None = field(default=None, repr=False)
 
     @property
@@ -155,7 +157,14 @@ def _from_file(
             destination = route.destination(url) if route is not None else url
             seconds = timeout or float(hook.effective_timeout())
             subjects.append(
-                Subject(PLATFORM, event, destination, seconds, declared_async=hook.runs_async)
+                Subject(
+                    PLATFORM,
+                    event,
+                    destination,
+                    seconds,
+                    declared_async=hook.runs_async,
+                    declared=url,
+                )
             )
         if events and not subjects:
             raise InvalidInput(f"{path}: no webhook hook on {', '.join(events)}")
@@ -195,6 +204,13 @@ def network_problems(subjects: list[Subject]) -> list[str]:
         if on_this_machine(target) or target in seen:
             continue
         seen.add(target)
+        if subject.declared is not None and subject.declared == target:
+            problems.append(
+                f"{subject.event}: the webhook {origin(target)} is not on this machine; serve it "
+                f"here with --route {origin(target)}=TARGET (py:MODULE:FUNC or a loopback URL), "
+                "or give --allow-network"
+            )
+            continue
         problems.append(
             f"{subject.event}: {origin(target)} is not on this machine; give --allow-network to "
             "check it there (belt check sends only to the targets given)"
