@@ -619,6 +619,23 @@ def test_save_writes_a_scenario_that_belt_test_fails_until_the_bug_is_fixed(
     assert int(fixed.exit_code) == 0, [r.to_json() for r in fixed.results]
 
 
+def test_save_writes_a_crash_as_a_scenario_whose_hook_fails(tmp_path: Path) -> None:
+    saved = tmp_path / "saved"
+    report = run_check(
+        f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=1, save=saved
+    )
+    answers = result(report, "answers")
+    assert answers.saved is not None and answers.failure is not None
+    scenario = json.loads(Path(answers.saved).read_text(encoding="utf-8"))
+    call = scenario["turns"][0]["model"][0]["tool_calls"][0]
+    assert call["arguments"] == answers.failure.payload["data"]["arguments"]
+    from belt.testing.suite import run_suite
+
+    suite = run_suite(paths=[saved], routes=[])
+    assert int(suite.exit_code) == 1
+    assert "UnicodeEncodeError" in json.dumps([r.to_json() for r in suite.results])
+
+
 # -- the pytest helper ----------------------------------------------------------------------------
 
 
