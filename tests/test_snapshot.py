@@ -12,6 +12,7 @@ from typing import Any
 
 from belt.testing.snapshot import snapshot_of, snapshot_path, snapshot_text
 from belt.testing.suite import run_suite
+from tests.cli.runner import belt
 
 pytest_plugins = ("pytester",)
 
@@ -158,17 +159,17 @@ def test_a_missing_snapshot_fails_with_the_command_that_writes_it(tmp_path: Path
         ),
         encoding="utf-8",
     )
-    missing = _belt("test", str(scenario), "--snapshot", cwd=tmp_path)
-    assert missing.returncode == 1, missing.stderr
+    missing = belt("test", str(scenario), "--snapshot")
+    assert missing.exit_code == 1, missing.stderr
     assert "no snapshot" in missing.stdout
     assert "belt test --snapshot-update" in missing.stdout
     assert not snapshot_path(scenario).exists()
 
-    written = _belt("test", str(scenario), "--snapshot-update", cwd=tmp_path)
-    assert written.returncode == 0, written.stdout + written.stderr
+    written = belt("test", str(scenario), "--snapshot-update")
+    assert written.exit_code == 0, written.stdout + written.stderr
     assert snapshot_path(scenario).is_file()
-    same = _belt("test", str(scenario), "--snapshot", "--json", cwd=tmp_path)
-    assert same.returncode == 0, same.stdout
+    same = belt("test", str(scenario), "--snapshot", "--json")
+    assert same.exit_code == 0, same.stdout
     assert json.loads(same.stdout.splitlines()[0])["snapshot"]["status"] == "same"
 
 
@@ -182,9 +183,10 @@ def test_an_edited_policy_fails_with_a_diff_naming_the_decision(tmp_path: Path) 
         ),
         encoding="utf-8",
     )
-    assert _belt("test", str(scenario), "--snapshot-update", cwd=tmp_path).returncode == 0
+    assert run_suite(paths=[scenario], snapshot="update").exit_code == 0
     stored = snapshot_path(scenario).read_bytes()
-    # The edited policy lets the database delete through to the gate.
+    # The edited policy lets the database delete through to the gate. It is checked in new
+    # processes, since this one has imported the hook module as it was.
     policy = hooks.read_text(encoding="utf-8")
     hooks.write_text(policy.replace('startswith("/tmp/")', 'startswith("/")'), encoding="utf-8")
 
@@ -260,3 +262,25 @@ def test_the_pytest_plugin_compares_and_updates_snapshots(pytester: Any) -> None
     # The callable's reference is numbered by the process that registers it: left out.
     assert b'"py:belt.testing.plugin:handlers.guard"' in written
     assert stored.read_bytes() == written
+
+
+def test_snapshots_in_worker_processes_and_the_junit_report(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    import xml.etree.ElementTree as ElementTree
+
+    monkeypatch.chdir(ROOT)
+    copy = _examples(tmp_path)
+    report = tmp_path / "junit.xml"
+    missing = run_suite(paths=[copy], snapshot="check", junit_xml=report)
+    assert missing.exit_code == 1
+    assert {r.snapshot.status for r in missing.results if r.snapshot} == {"missing"}
+    failures = ElementTree.parse(report).getroot().iter("failure")
+    snapshots = [f for f in failures if f.get("type") == "snapshot"]
+    assert len(snapshots) == len(missing.results)
+    assert (snapshots[0].get("message") or "").startswith("no snapshot at ")
+
+    assert run_suite(paths=[copy], snapshot="update").exit_code == 0
+    same = run_suite(paths=[copy], snapshot="check", jobs=2)  # compared in the workers
+    assert same.exit_code == 0
+    assert {r.snapshot.status for r in same.results if r.snapshot} == {"same"}

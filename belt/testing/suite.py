@@ -594,6 +594,15 @@ def junit_document(
                 type="coverage",
             )
             element.text = xml_text("\n".join(unfired_text(entry) for entry in result.unfired))
+        if result.snapshot is not None and result.snapshot.failed:
+            from belt.render import snapshot_lines
+
+            comparison = result.snapshot.to_json()
+            lines = [text for text, _ in snapshot_lines(comparison)]
+            element = ElementTree.SubElement(
+                case, "failure", message=xml_text(lines[0]), type="snapshot"
+            )
+            element.text = xml_text("\n".join(lines))
     ElementTree.indent(root)
     body = ElementTree.tostring(root, encoding="unicode")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
