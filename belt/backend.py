@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from belt.errors import NotFound
+from belt.errors import Conflict, NotFound
 
 if TYPE_CHECKING:
     import httpx
@@ -275,3 +275,45 @@ def open_backend(
 def local_inbox(store: Store | None = None) -> LocalInbox:
     """The local store as a backend, with the part only it has."""
     return LocalBackend(store)
+
+
+def matching_gates(
+    backend: Backend,
+    *,
+    run_id: str | None = None,
+    chat_id: str | None = None,
+    tool: str | None = None,
+    event: str | None = None,
+) -> list[dict[str, Any]]:
+    """The pending interrupts of ``backend`` the filters select, oldest first: of one run or
+    chat, on one event (``agent.tool_call``), holding one tool's call."""
+    listed = backend.find_interrupts(run_id=run_id, chat_id=chat_id)
+    items = [item for item, _ in listed if _selected(item, tool=tool, event=event)]
+    return sorted(items, key=lambda item: str(item.get("created_at")))
+
+
+def _selected(item: dict[str, Any], *, tool: str | None, event: str | None) -> bool:
+    if event is not None and item.get("source") != f"hook:{event}":
+        return False
+    if tool is None:
+        return True
+    meta = item.get("meta")
+    data = meta.get("data") if isinstance(meta, dict) else None
+    return isinstance(data, dict) and data.get("tool") == tool
+
+
+def resolve_each(
+    backend: Backend, items: list[dict[str, Any]], *, decision: str, data: Any = None
+) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]]]:
+    """Resolve each of ``items``; returns those resolved and, with the reason, those that
+    were settled meanwhile (by a person, the API or a sweep)."""
+    resolved: list[dict[str, Any]] = []
+    missed: list[tuple[dict[str, Any], str]] = []
+    for item in items:
+        try:
+            resolved.append(
+                backend.resolve_interrupt(interrupt_id=item["id"], decision=decision, data=data)
+            )
+        except (Conflict, NotFound) as exc:
+            missed.append((item, exc.message))
+    return resolved, missed

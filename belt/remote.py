@@ -24,6 +24,7 @@ from belt.errors import (
     UsageError,
     error_for_status,
 )
+from belt.records.interrupts import happened_at
 from belt.records.profile import PROFILE_PATH
 from belt.store import check_id
 from belt.wire.enums import InterruptStatus
@@ -245,11 +246,12 @@ class Platform:
         known: dict[str, str] = {}
         polled: set[str] = set()
         while True:
+            events: list[dict[str, Any]] = []  # one round's, printed in the order they happened
             for run_id in run_ids:
                 try:
                     items = self.list_interrupts(run_id=run_id, include_settled=True)
                 except Unreachable as exc:
-                    yield {"event": "warning", "message": exc.message}
+                    events.append({"event": "warning", "message": exc.message})
                     continue
                 first = run_id not in polled
                 polled.add(run_id)
@@ -265,7 +267,8 @@ class Platform:
                         kind = status
                     else:
                         continue  # history when the watch began, or a status belt does not know
-                    yield {"event": kind, "interrupt": item, "on_expiry": None}
+                    events.append({"event": kind, "interrupt": item, "on_expiry": None})
+            yield from sorted(events, key=happened_at)
             sleep(interval)
 
     def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, Any]:

@@ -20,6 +20,11 @@ class SignatureError(InvalidInput):
     """A request's Standard Webhooks headers are missing, stale or do not match."""
 
 
+def new_secret() -> str:
+    """A fresh ``whsec_`` secret (24 random bytes), as the platform hands one out."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
 def secret_key(secret: str) -> bytes:
     """The HMAC key of a ``whsec_<base64>`` secret; a malformed secret is invalid input."""
     if not secret.startswith(SECRET_PREFIX):

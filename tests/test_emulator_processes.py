@@ -113,7 +113,7 @@ def test_a_run_held_at_a_gate_goes_on_in_a_server_started_after_a_restart(
         with serve_process("--model", str(model), "--sweep-interval", "0") as (url, output):
             chat_id = first_message(url, agent_hooks)["chat_id"]
             gate = eventually(lambda: chat_of(url, chat_id)["pending_interrupts"], "a gate")[0]
-        assert output["code"] == "0", output["stderr"]
+        assert output["code"] == "130", output["stderr"]
         # Settled while no server runs; the next server continues the run by itself, with the
         # webhook's full URL from the store's private part.
         assert belt("interrupt", "resolve", gate["id"], "allow").exit_code == 0
@@ -121,7 +121,7 @@ def test_a_run_held_at_a_gate_goes_on_in_a_server_started_after_a_restart(
             done = eventually(
                 lambda: (c := chat_of(url, chat_id))["status"] == "idle" and c, "the run ended"
             )
-        assert output["code"] == "0", output["stderr"]
+        assert output["code"] == "130", output["stderr"]
         assert hooks.events() == ["agent.complete"]
     assert done["chat_messages"][-1]["content"][0]["text"] == "All tidy."
 
@@ -200,7 +200,7 @@ def test_the_sdk_runs_its_agent_against_belt_serve_with_workers(model: Path) -> 
 
         for _ in range(4):
             one_chat()
-    assert output["code"] == "0", output["stderr"]
+    assert output["code"] == "130", output["stderr"]
     assert "2 workers" in output["stderr"]
 
 
@@ -227,5 +227,5 @@ def test_ctrl_c_ends_the_streams_still_open_and_stops_cleanly(model: Path) -> No
         assert replayed.wait(30)
     listener.join(30)
     assert ended.is_set()
-    assert output["code"] == "0", output["stderr"]
+    assert output["code"] == "130", output["stderr"]
     assert "Traceback" not in output["stderr"] and "ERROR" not in output["stderr"]

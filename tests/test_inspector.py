@@ -180,7 +180,7 @@ def test_belt_serve_stops_at_once_with_a_page_streaming(belt_home: Path) -> None
         reader.start()
         assert opened.wait(10)
         server.send_signal(signal.SIGINT)
-        assert server.wait(timeout=10) == 0
+        assert server.wait(timeout=10) == 130  # Ctrl-C's exit code
         reader.join(10)
         assert json.loads(lines[0])["type"] == "hello"
     finally:

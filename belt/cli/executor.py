@@ -61,9 +61,6 @@ def run(
         tail = "serving the waiting tasks once" if once else "Ctrl-C stops"
         output.styled(f"belt executor {worker.name} serving {served}; {tail}", "bold", stderr=True)
 
-    try:
-        count = run_worker(tools=tool, once=once, report=live_reporter(json_), on_start=started)
-    except KeyboardInterrupt:
-        return
+    count = run_worker(tools=tool, once=once, report=live_reporter(json_), on_start=started)
     if once:
         output.echo(f"served {count} task(s)", stderr=True)

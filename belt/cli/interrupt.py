@@ -181,10 +181,19 @@ def show(
 
 
 def resolve(
-    interrupt_id: InterruptRef,
-    decision: Annotated[
-        InterruptResolution, typer.Argument(metavar="allow|deny", help="The decision.")
+    interrupt_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="ID",
+            help="The interrupt: its id, short id or a unique prefix (whole ids with --api); "
+            "with --all, give only the decision.",
+            autocompletion=pending_ids,
+        ),
     ],
+    decision: Annotated[
+        InterruptResolution | None,
+        typer.Argument(metavar="allow|deny", help="The decision.", show_default=False),
+    ] = None,
     data: Annotated[
         str | None,
         typer.Option(
@@ -193,21 +202,70 @@ def resolve(
             help="Stored as resolved_data: a JSON value, or @FILE to read one.",
         ),
     ] = None,
+    all_: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Settle every pending gate the filters select (no ID: --all allow|deny)."
+        ),
+    ] = False,
+    run: Annotated[
+        str | None, typer.Option("--run", metavar="RUN_ID", help="--all: only this run's.")
+    ] = None,
+    chat: Annotated[
+        str | None, typer.Option("--chat", metavar="CHAT_ID", help="--all: only this chat's.")
+    ] = None,
+    tool: Annotated[
+        str | None, typer.Option("--tool", metavar="TOOL", help="--all: only calls of this tool.")
+    ] = None,
+    event: Annotated[
+        str | None,
+        typer.Option("--event", metavar="EVENT", help="--all: only gates on this event."),
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="--all: do not ask to confirm the count.")
+    ] = False,
     json_: JsonFlag = False,
     api: ApiOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
     """Resolve a pending interrupt; exit 4 if it is no longer pending.
 
+    With --all, settle every pending gate that --run, --chat, --tool and --event select (all
+    of them, without filters): a terminal asks to confirm the count, a script passes --yes.
+    Gates settled meanwhile by someone else are named and skipped.
+
     Examples:
 
         belt interrupt resolve k2m9x0q4 allow
-        belt interrupt resolve k2m9 deny --data '{"reason": "not today"}'
+        belt interrupt resolve --all deny --tool delete_file --yes
     """
     from belt import output
     from belt.backend import open_backend
     from belt.inputs import read_json_option
 
+    if all_:
+        resolve_all(
+            decision=_decision_of_all(interrupt_id, decision),
+            data=data,
+            filters={"run_id": run, "chat_id": chat, "tool": tool, "event": event},
+            yes=yes,
+            json_=json_,
+            api=api,
+            api_key=api_key,
+        )
+        return
+    if decision is None:
+        from belt.errors import UsageError
+
+        raise UsageError(
+            f"give a decision: belt interrupt resolve {interrupt_id} allow|deny",
+            hint="to settle many gates at once: belt interrupt resolve --all allow|deny",
+        )
+    for option, value in (("--run", run), ("--chat", chat), ("--tool", tool), ("--event", event)):
+        if value is not None:
+            from belt.errors import UsageError
+
+            raise UsageError(f"{option} selects gates for --all; with one ID it has no use")
     resolved_data = None if data is None else read_json_option(data, option="--data")
     with open_backend(api, api_key=api_key) as backend:
         item = backend.resolve_interrupt(
@@ -218,6 +276,75 @@ def resolve(
         return
     resolution = item.get("resolution") or decision.value
     output.success(f"{item.get('id') or interrupt_id} resolved: {resolution}")
+
+
+def _decision_of_all(first: str, second: InterruptResolution | None) -> str:
+    """The decision of `resolve --all allow|deny`, which takes no ID."""
+    from belt.errors import UsageError
+
+    if second is not None:
+        raise UsageError(
+            f"--all settles the gates the filters select and takes no ID ({first!r} given)",
+            hint="belt interrupt resolve --all allow|deny [--run RUN_ID] [--tool TOOL] [--yes]",
+        )
+    if first not in {r.value for r in InterruptResolution}:
+        raise UsageError(f"--all needs allow or deny, not {first!r}")
+    return first
+
+
+def resolve_all(
+    *,
+    decision: str,
+    data: str | None,
+    filters: dict[str, str | None],
+    yes: bool,
+    json_: bool,
+    api: str | None,
+    api_key: str | None,
+) -> None:
+    """`resolve --all`: the selected gates, confirmed by count on a terminal, each resolved."""
+    import sys
+
+    from belt import output
+    from belt.backend import matching_gates, open_backend, resolve_each
+    from belt.errors import UsageError
+    from belt.inputs import read_json_option
+
+    resolved_data = None if data is None else read_json_option(data, option="--data")
+    with open_backend(api, api_key=api_key) as backend:
+        items = matching_gates(backend, **filters)
+        if not items:
+            if json_:
+                output.print_json({"resolved": [], "missed": []})
+            else:
+                output.echo("no pending interrupts match", stderr=True)
+            return
+        count = f"{len(items)} pending gate(s)"
+        if not yes:
+            if not sys.stdin.isatty():
+                raise UsageError(
+                    f"resolve --all would settle {count} and asks first, but standard input is "
+                    "not a terminal",
+                    hint="add --yes to settle them from a script",
+                )
+            if not typer.confirm(f"settle {count} as {decision}?", err=True):
+                from belt.errors import BeltError
+
+                raise BeltError("nothing resolved: not confirmed")
+        resolved, missed = resolve_each(backend, items, decision=decision, data=resolved_data)
+    if json_:
+        output.print_json(
+            {
+                "resolved": resolved,
+                "missed": [{"id": item["id"], "reason": why} for item, why in missed],
+            }
+        )
+        return
+    for item, why in missed:
+        output.warning(f"{item.get('short_id') or item['id']} skipped: {why}")
+    for item in resolved:
+        output.success(f"{item.get('short_id') or item['id']} resolved: {item.get('resolution')}")
+    output.echo(f"resolved {len(resolved)} of {len(items)} as {decision}", stderr=True)
 
 
 ANSWERS = {
@@ -268,6 +395,7 @@ def review(
     passed: set[str] = set()
     done = {"allow": 0, "deny": 0, "skip": 0}
     while True:
+        _settle_overdue(backend)
         waiting = [(i, e) for i, e in backend.find_interrupts() if i["id"] not in passed]
         if not waiting:
             break
@@ -308,6 +436,22 @@ def review(
     )
 
 
+def _settle_overdue(backend: LocalInbox) -> None:
+    """Settle the gates already overdue with their default resolution, as the platform's sweep
+    would have, and say so: they are not asked about."""
+    from belt import output
+
+    settled = backend.sweep()
+    if settled:
+        each = ", ".join(
+            f"{item.get('short_id') or item['id']} {item['resolution']}" for item in settled
+        )
+        output.warning(
+            f"settled {len(settled)} overdue gate(s) with their default resolution, as the "
+            f"platform would have: {each}"
+        )
+
+
 def _ask_decision() -> str:
     """allow, deny, skip or quit, asked until one of them is given (quit at end of input)."""
     from belt import output
@@ -315,9 +459,12 @@ def _ask_decision() -> str:
     while True:
         try:
             text = input("allow, deny, skip or quit? [a/d/s/q] ").strip().lower()
-        except (EOFError, KeyboardInterrupt):
+        except EOFError:
             output.echo()
             return "quit"
+        except KeyboardInterrupt:
+            output.echo(stderr=True)  # the line "interrupted" goes below the prompt
+            raise
         if text in ANSWERS:
             return ANSWERS[text]
         if text:
@@ -333,9 +480,12 @@ def _ask_data() -> object:
     while True:
         try:
             text = input("data for the resolution (JSON or @FILE, Enter for none): ").strip()
-        except (EOFError, KeyboardInterrupt):
+        except EOFError:
             output.echo()
             return None
+        except KeyboardInterrupt:
+            output.echo(stderr=True)
+            raise
         if not text:
             return None
         try:
@@ -391,17 +541,29 @@ def watch(
     from belt.backend import open_backend
     from belt.render import watch_line
 
-    try:
-        with open_backend(api, api_key=api_key) as backend:
-            for event in backend.watch_interrupts(run_ids=runs or [], interval=interval):
-                if event["event"] == "warning":
-                    output.warning(str(event["message"]))
-                elif json_:
-                    output.print_json_line(event)
-                else:
-                    output.lines([watch_line(event, _now(), short_ids=not api)])
-    except KeyboardInterrupt:
-        return
+    with open_backend(api, api_key=api_key) as backend:
+        if runs or not api:  # with --api and no --run, the backend refuses first
+            output.echo(_watching(runs or [], api, interval), stderr=True)
+        for event in backend.watch_interrupts(run_ids=runs or [], interval=interval):
+            if event["event"] == "warning":
+                output.warning(str(event["message"]))
+            elif json_:
+                output.print_json_line(event)
+            else:
+                output.lines([watch_line(event, _now(), short_ids=not api)])
+
+
+def _watching(runs: list[str], api: str | None, interval: float) -> str:
+    """The line `watch` starts with: whose gates, where, how often (a platform by its host)."""
+    from belt.effects import url_host
+    from belt.paths import state_dir
+
+    whose = f"run {', '.join(runs)}" if runs else "every run"
+    where = f"at {url_host(api)}, polled" if api else f"in {state_dir()}, looked at"
+    return (
+        f"watching the gates of {whose} {where} every {interval:g} s: those pending now, then "
+        "each as it opens and settles; Ctrl-C stops"
+    )
 
 
 def sweep(

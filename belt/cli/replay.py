@@ -80,7 +80,6 @@ def replay(
     Examples:
 
         belt replay journal --policy examples/policy.toml --check
-        belt replay journal --to http://127.0.0.1:9000/hooks --since 1h
         belt replay journal --handler hooks.py:decide --save-tests tests/recorded
     """
     from belt import output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import webbrowser
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,7 +28,10 @@ def serve(
     ] = None,
     secret: Annotated[
         str | None,
-        typer.Option(help="whsec_... secret: hook requests must carry Standard Webhooks headers."),
+        typer.Option(
+            help="whsec_... secret: hook requests must carry Standard Webhooks headers; "
+            "`new` makes one and prints it on the ready line."
+        ),
     ] = None,
     token: Annotated[
         str | None,
@@ -100,6 +105,9 @@ def serve(
     json_: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per request on stdout.")
     ] = False,
+    open_: Annotated[
+        bool, typer.Option("--open", help="Open the inspector in a web browser once listening.")
+    ] = False,
 ) -> None:
     """Serve hooks and the platform API locally until Ctrl-C.
 
@@ -120,19 +128,21 @@ def serve(
 
     Examples:
 
-        belt serve --policy examples/policy.toml
-        belt serve --port 0 --handler py:examples/handler.py:decide
+        belt serve --policy examples/policy.toml --open
+        belt serve --port 0 --secret new
     """
     from belt.cli.options import moment_option
     from belt.server.run import serve as run_server
+    from belt.signing import new_secret
 
+    made_secret = new_secret() if secret == "new" else None
     run_server(
         verbose=bool(ctx.find_root().params.get("verbose")),
         host=host,
         port=port,
         policy=policy,
         handler=handler,
-        secret=secret,
+        secret=made_secret or secret,
         token=token,
         sweep_interval=sweep_interval,
         workers=workers,
@@ -145,12 +155,18 @@ def serve(
         agents=agents,
         allow_hosts=allow_host,
         clock=moment_option(clock, "--clock"),
-        on_listening=render_listening,
+        on_listening=lambda info: render_listening(
+            info, made_secret=made_secret, open_inspector=open_
+        ),
     )
 
 
-def render_listening(info: dict[str, Any]) -> None:
-    """The start-up line, on stderr so stdout carries only request lines."""
+def render_listening(
+    info: dict[str, Any], *, made_secret: str | None = None, open_inspector: bool = False
+) -> None:
+    """The ready line, on stderr so stdout carries only request lines: where hooks, the API
+    and the inspector answer, and the signing secret if belt made it (a given one is never
+    printed); with ``open_inspector``, the inspector opens in a browser."""
     from belt import output
 
     extras = [str(info["decider"])]
@@ -169,9 +185,14 @@ def render_listening(info: dict[str, Any]) -> None:
     extras.append(f"model {info['model']}" if info.get("model") else "plain model")
     if info.get("agents"):
         extras.append(f"agents {info['agents']}")
+    urls = f"hooks {info['hooks_url']}, API {info['api_url']}, inspector {info['inspector_url']}"
+    secret = f"; signing secret {made_secret}" if made_secret else ""
     output.styled(
-        f"belt serve listening on {info['url']} ({', '.join(extras)}); "
-        f"the inspector is at {info['url']}/; Ctrl-C stops",
+        f"belt serve listening on {info['url']} ({', '.join(extras)}): {urls}{secret}; "
+        "Ctrl-C stops",
         "bold",
         stderr=True,
     )
+    if open_inspector:
+        # In a thread: a browser named by $BROWSER may take its time, and requests wait for it.
+        threading.Thread(target=webbrowser.open, args=(info["inspector_url"],), daemon=True).start()

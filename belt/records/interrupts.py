@@ -599,6 +599,15 @@ class _Directory:
             return []
 
 
+def happened_at(event: dict[str, Any]) -> str:
+    """When a watch event happened, to print a look's events in order: a gate's opening at its
+    creation, its settling at its resolution (warnings first)."""
+    item = event.get("interrupt") or {}
+    if event["event"] in ("pending", "opened"):
+        return str(item.get("created_at") or "")
+    return str(item.get("resolved_at") or item.get("updated_at") or "")
+
+
 class Watch:
     """Follows a store's interrupts: each :meth:`poll` returns what opened and what settled.
 
@@ -676,6 +685,7 @@ class Watch:
             for run_id in grown:
                 self._follow(run_id, events)
         self.last_look = look
+        events.sort(key=happened_at)
         return events
 
     def _size(self, run_id: str) -> int:

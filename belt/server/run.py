@@ -155,8 +155,6 @@ def serve(
     ``workers`` above 1, uvicorn runs that many processes of ``create_app_from_env`` on one
     socket, each configured from the same ``BELT_SERVE_*`` variables.
     """
-    import uvicorn
-
     check_options(
         host=host,
         port=port,
@@ -202,6 +200,49 @@ def serve(
             os.environ[ENV_PREFIX + key] = value
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
+    config = uvicorn_config(app, workers=workers, max_connections=max_connections)
+    info = listening_info(settings, host=host, port=bound_port, config=config)
+    announce = None if on_listening is None else (lambda: on_listening(info))
+    run_until_interrupted(config, sock, workers=workers, on_ready=announce)
+
+
+def listening_info(
+    settings: dict[str, str], *, host: str, port: int, config: Any
+) -> dict[str, Any]:
+    """What the ready line tells of a server started with ``settings``, listening on ``port``."""
+    return {
+        **listening_urls(host, port),
+        "host": host,
+        "port": port,
+        "decider": decider_label(
+            Path(settings["POLICY"]) if settings["POLICY"] else None,
+            settings["HANDLER"] or None,
+            settings["FORWARD_TO"] or None,
+        ),
+        "signed": bool(settings["SECRET"]),
+        "token": bool(settings["TOKEN"]),
+        "sweep_interval": float(settings["SWEEP_INTERVAL"]),
+        "workers": config.workers,
+        "max_connections": config.belt_max_connections,
+        "resume": bool(settings["RESUME"]),
+        "model": settings["MODEL"] or None,
+        "agents": settings["AGENTS"] or None,
+        "allow_hosts": settings["ALLOW_HOST"].split(",") if settings["ALLOW_HOST"] else [],
+    }
+
+
+def listening_urls(host: str, port: int) -> dict[str, str]:
+    """Where a server on ``host:port`` answers: its base URL, the hook route, the platform API
+    (the base `--api` takes) and the inspector page."""
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    url = f"http://{shown}:{port}"
+    return {"url": url, "hooks_url": f"{url}/hooks", "api_url": url, "inspector_url": f"{url}/"}
+
+
+def uvicorn_config(app: Any, *, workers: int, max_connections: int | None) -> Any:
+    """uvicorn's configuration of ``app`` (of the app factory, with several workers), guarded."""
+    import uvicorn
+
     config = uvicorn.Config(
         "belt.server.app:create_app_from_env" if workers > 1 else app,
         factory=workers > 1,
@@ -219,35 +260,54 @@ def serve(
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
     )
     guard_config(config, max_connections=max_connections)
-    if on_listening is not None:
-        shown = f"[{host.strip('[]')}]" if ":" in host else host
-        on_listening(
-            {
-                "url": f"http://{shown}:{bound_port}",
-                "host": host,
-                "port": bound_port,
-                "decider": decider_label(policy, handler, forward_to),
-                "signed": bool(secret),
-                "token": bool(token),
-                "sweep_interval": sweep_interval,
-                "workers": workers,
-                "max_connections": config.belt_max_connections,  # type: ignore[attr-defined]
-                "resume": resume,
-                "model": str(model) if model is not None else None,
-                "agents": str(agents) if agents is not None else None,
-                "allow_hosts": [allowed_host_name(name) for name in allow_hosts or []],
-            }
-        )
+    return config
+
+
+def run_until_interrupted(
+    config: Any,
+    sock: socket.socket,
+    *,
+    workers: int,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Serve on ``sock`` until Ctrl-C; the socket is closed however it ends. ``on_ready`` is
+    called once it has started, when a Ctrl-C would stop it gracefully (so a ready line is
+    true, and a Ctrl-C right after it is not cut short in uvicorn's start).
+
+    uvicorn stops gracefully on Ctrl-C and then raises the signal again: the KeyboardInterrupt
+    goes on to belt's one Ctrl-C handler (exit 130, one line).
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, which says when it has started."""
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if on_ready is not None and not self.should_exit:
+                on_ready()
+
     try:
         if workers > 1:
             from uvicorn.supervisors import Multiprocess
 
-            Multiprocess(config, sockets=[sock]).run()
+            class Supervisor(Multiprocess):
+                """uvicorn's supervisor of worker processes, which tells a Ctrl-C apart."""
+
+                interrupted = False
+
+                def handle_int(self) -> None:
+                    self.interrupted = True
+                    super().handle_int()
+
+            supervisor = Supervisor(config, sockets=[sock])  # its signal handlers are set now
+            if on_ready is not None:
+                on_ready()
+            supervisor.run()
+            if supervisor.interrupted:  # it stops its workers and returns on Ctrl-C
+                raise KeyboardInterrupt
         else:
-            uvicorn.Server(config).run(sockets=[sock])
-    except KeyboardInterrupt:
-        # uvicorn stops gracefully on Ctrl-C and then re-raises the signal; that is a clean exit.
-        pass
+            Server(config).run(sockets=[sock])
     finally:
         sock.close()
 

@@ -34,7 +34,7 @@ def test_the_banner_names_the_model_and_the_agent_routes_answer(tmp_path: Path) 
         body = {"chat_id": None, "agent_config": {}, "input": {"text": "hi"}}
         reply = httpx.post(f"{url}/agents/run", json=body)
         assert reply.status_code == 200
-    assert output["code"] == "0", output["stderr"]
+    assert output["code"] == "130", output["stderr"]
     assert f"model {model}" in output["stderr"]
     assert "agents " in output["stderr"]
     assert '"action":"agents/run"' in output["stdout"]
