@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -128,6 +129,22 @@ def test_j2_runs_two_workers_at_once_and_reports_in_the_serial_order(tmp_path: P
     # Two processes other than belt's own met at the barrier.
     assert len(os.listdir(barrier)) == 2
     assert cases(tmp_path / "2.xml") == cases(tmp_path / "1.xml") == names
+
+
+def test_j2_prints_what_j1_prints_transcripts_of_failures_included(tmp_path: Path) -> None:
+    write_suite(tmp_path / "suite", 5)
+    serial = run_belt("test", str(tmp_path / "suite"))
+    parallel = run_belt("test", str(tmp_path / "suite"), "-j", "2")
+    assert serial.returncode == parallel.returncode == 5
+
+    def steady(text: str) -> str:
+        """The output without times and ids."""
+        text = re.sub(r"\d+(\.\d+)? ?(s|ms)\b", "T", text)
+        return re.sub(r"\b(msg|ch|ar|sim|int|ag)_[a-z0-9]{20}\b", "ID", text)
+
+    assert steady(parallel.stdout) == steady(serial.stdout)
+    assert "transcript" in parallel.stdout.lower() or "write_file" in parallel.stdout
+    assert "s03.json" in parallel.stdout.split("──", 1)[1]  # the failure is shown in full
 
 
 def test_j2_with_x_stops_at_the_first_failure_in_the_serial_order(tmp_path: Path) -> None:
