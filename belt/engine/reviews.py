@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from belt.engine.children import Children, record_child
@@ -102,54 +103,6 @@ def start_review(
         },
     )
 
-    def copy_history() -> None:
-        recorder = Recorder(store, branch_id)
-        if system_prompt is not None:
-            recorder.add_message(
-                role="system",
-                run_id=None,
-                content=[{"type": "text", "text": system_prompt}],
-                sim={"system_prompt": True},
-            )
-        for message in history:
-            if message["role"] in COPIED_ROLES:
-                fields = {
-                    key: message[key]
-                    for key in ("tool_invocations", "tool_call_id")
-                    if key in message
-                }
-                recorder.add_message(
-                    role=message["role"],
-                    run_id=None,
-                    content=message["content"],
-                    status=message.get("status", "ready"),
-                    sim={"copied_from": message["id"]},
-                    **fields,
-                )
-
-    def save(runs: list[dict[str, Any]]) -> str | None:
-        for run in runs:
-            if run["state"] != AgentRunState.COMPLETED:
-                return f"review run {run['id']} ended {run['state']}: {run.get('error')}"
-        origin = Origin.extraction(agent=review.agent_id, chat=review.chat_id, branch=branch_id)
-        outcomes = []
-        for position, raw in enumerate(candidates):
-            candidate = check_candidate(raw, where=f"reviews[{number - 1}].candidates[{position}]")
-            outcome = save_candidate(store, owner=review.owner, candidate=candidate, origin=origin)
-            outcomes.append(outcome.to_json())
-        saved = [o["id"] for o in outcomes if o["action"] != "skipped"]
-        store.update(
-            "sim",
-            str(sim["id"]),
-            lambda record: {**record, "review": {**record["review"], "outcomes": outcomes}},
-        )
-        store.update(
-            CHAT,
-            branch_id,
-            lambda chat: {**chat, "graph": {**chat["graph"], "outputs": saved}},
-        )
-        return None
-
     children.start(
         sim,
         describe={
@@ -158,7 +111,82 @@ def start_review(
             "handler": EXTRACT,
             "handler_type": HookHandlerType.BUILTIN.value,
         },
-        before=copy_history,
-        after=save,
+        before=partial(copy_history, store, branch_id, history, system_prompt),
+        after=partial(
+            save_outcomes,
+            store,
+            review=review,
+            sim_id=str(sim["id"]),
+            branch_id=branch_id,
+            candidates=candidates,
+            number=number,
+        ),
     )
     return branch_id
+
+
+def copy_history(
+    store: Store,
+    branch_id: str,
+    history: Sequence[Mapping[str, Any]],
+    system_prompt: str | None,
+) -> None:
+    """Give a review branch the reviewed chat's messages (the roles a review sees), after the
+    system prompt it is asked with."""
+    recorder = Recorder(store, branch_id)
+    if system_prompt is not None:
+        recorder.add_message(
+            role="system",
+            run_id=None,
+            content=[{"type": "text", "text": system_prompt}],
+            sim={"system_prompt": True},
+        )
+    for message in history:
+        if message["role"] in COPIED_ROLES:
+            fields = {
+                key: message[key] for key in ("tool_invocations", "tool_call_id") if key in message
+            }
+            recorder.add_message(
+                role=message["role"],
+                run_id=None,
+                content=message["content"],
+                status=message.get("status", "ready"),
+                sim={"copied_from": message["id"]},
+                **fields,
+            )
+
+
+def save_outcomes(
+    store: Store,
+    runs: list[dict[str, Any]],
+    *,
+    review: Review,
+    sim_id: str,
+    branch_id: str,
+    candidates: list[Any],
+    number: int,
+) -> str | None:
+    """Once a review branch's runs ended: save its candidates to the owner's registry and
+    record the outcomes (on the review's simulation, and as the branch's outputs); the reason,
+    if a run did not complete and nothing is saved."""
+    for run in runs:
+        if run["state"] != AgentRunState.COMPLETED:
+            return f"review run {run['id']} ended {run['state']}: {run.get('error')}"
+    origin = Origin.extraction(agent=review.agent_id, chat=review.chat_id, branch=branch_id)
+    outcomes = []
+    for position, raw in enumerate(candidates):
+        candidate = check_candidate(raw, where=f"reviews[{number - 1}].candidates[{position}]")
+        outcome = save_candidate(store, owner=review.owner, candidate=candidate, origin=origin)
+        outcomes.append(outcome.to_json())
+    saved = [o["id"] for o in outcomes if o["action"] != "skipped"]
+    store.update(
+        "sim",
+        sim_id,
+        lambda record: {**record, "review": {**record["review"], "outcomes": outcomes}},
+    )
+    store.update(
+        CHAT,
+        branch_id,
+        lambda chat: {**chat, "graph": {**chat["graph"], "outputs": saved}},
+    )
+    return None
