@@ -157,7 +157,7 @@ class MemoryStore(Store):
         if found is None:
             raise FileNotFoundError(str(path))
         with self._mutex:
-            end = found.find(b"\n", 0, HEADER_MAX)
+            end = found.find(b"\n", 0, HEADER_MAX + 1)  # as read_line(limit=HEADER_MAX)
             if end < 0 and len(found) > HEADER_MAX:
                 raise line_too_long(HEADER_MAX)
             return bytes(found[: end + 1] if end >= 0 else found)
