@@ -16,13 +16,18 @@ app = typer.Typer(
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the whole record as JSON.")]
 RunId = Annotated[
-    str, typer.Argument(metavar="RUN_ID", help="The run: its id, short id or a unique prefix.")
+    str,
+    typer.Argument(
+        metavar="RUN_ID",
+        help="The run: its id, short id or a unique prefix (a simulation's: its latest run).",
+    ),
 ]
 NamedRun = Annotated[
     str | None,
     typer.Argument(
         metavar="RUN_ID",
-        help="The run: its id, short id or a unique prefix (or --last).",
+        help="The run: its id, short id or a unique prefix (a simulation's: its latest run; "
+        "or --last).",
         show_default=False,
     ),
 ]

@@ -188,17 +188,30 @@ def run_scenario(
 
 
 def named_run(store: Store, run_id: str | None, *, last: bool = False) -> str:
-    """The id of the run ``run_id`` names (an id, short id or unique prefix), or with ``last``
-    the simulated run started last (a chat's own, not a task chat's); exit 3 when there is
-    none."""
+    """The id of the run ``run_id`` names (an id, short id or unique prefix; failing that, of a
+    simulation, whose latest run it is), or with ``last`` the simulated run started last (a
+    chat's own, not a task chat's); exit 3 when there is none."""
     from belt.engine.report import list_runs as list_all
+    from belt.engine.simulation import latest_run
     from belt.errors import NotFound, UsageError
+    from belt.records.names import find_id
     from belt.records.runs import find_run_id
+    from belt.records.sims import SIM, read_sim
 
     if last == (run_id is not None):
         raise UsageError("give a run id or --last (not both)")
     if run_id is not None:
-        return find_run_id(store, run_id)
+        try:
+            return find_run_id(store, run_id)
+        except NotFound as missing:
+            try:
+                sim_id = find_id(store, SIM, run_id, what="simulation")
+            except NotFound:
+                raise missing from None
+            latest = latest_run(store, dict(read_sim(store, sim_id)))
+            if latest is None:
+                raise NotFound(f"simulation {sim_id} has no run yet") from None
+            return str(latest["id"])
     rows = list_all(store)
     if not rows:
         raise NotFound(

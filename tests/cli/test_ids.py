@@ -72,6 +72,18 @@ def test_a_run_is_named_by_its_id_short_id_a_prefix_or_last(tmp_path: Path) -> N
     assert belt("sim", "show").exit_code == 2
 
 
+def test_a_simulations_id_or_short_id_names_its_latest_run(tmp_path: Path) -> None:
+    report = held_run(tmp_path)
+    sim_id, run_id = report["simulation"]["id"], report["runs"][0]["id"]
+    for ref in (sim_id, short_id(sim_id), "sim_" + short_id(sim_id)[:3]):
+        shown = belt("sim", "show", ref, "--json")
+        assert shown.exit_code == 0, (ref, shown.stderr)
+        assert shown.json()["runs"][-1]["id"] == run_id
+    missing = belt("sim", "show", "sim_nothing")
+    assert missing.exit_code == 3
+    assert missing.stderr.startswith("error: no run sim_nothing\n")
+
+
 def test_resume_last_and_stop_by_short_id_continue_and_end_that_run(tmp_path: Path) -> None:
     report = held_run(tmp_path)
     run_id = report["runs"][0]["id"]
