@@ -325,10 +325,10 @@ def test_ctrl_c_while_waiting_names_the_run_and_the_commands(
         text=True,
     )
     try:
-        store = open_store()
-        (run_id,) = eventually(lambda: store.list_ids("run"), "a run started")
-        eventually(lambda: store.read("run", run_id).get("state") == "input_required", "held")
-        eventually(lambda: store.read("run", run_id).get("lease"), "the wait holds the run")
+        assert proc.stderr is not None
+        told = proc.stderr.readline()  # the gates line: it waits at the gate now
+        (run_id,) = open_store().list_ids("run")
+        assert f"waiting at 1 gate(s) of run {run_id}" in told
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
     finally:
