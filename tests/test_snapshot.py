@@ -284,3 +284,14 @@ def test_snapshots_in_worker_processes_and_the_junit_report(
     same = run_suite(paths=[copy], snapshot="check", jobs=2)  # compared in the workers
     assert same.exit_code == 0
     assert {r.snapshot.status for r in same.results if r.snapshot} == {"same"}
+
+
+def test_a_simulation_started_on_a_virtual_clock_keeps_its_times_whatever_its_file_says() -> None:
+    from belt.testing.snapshot import on_virtual_clock
+
+    wall = {"simulation": {"dialect": "platform"}}
+    assert not on_virtual_clock(wall, {"turns": []})
+    assert on_virtual_clock(wall, {"clock": "2026-08-11T14:00:00Z"})
+    # `belt sim run --clock` starts one for a scenario that names none: its report says so.
+    clocked = {"simulation": {"dialect": "platform", "clock": "2026-08-11T14:00:00.000Z"}}
+    assert on_virtual_clock(clocked, {"turns": []})

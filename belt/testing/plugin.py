@@ -355,7 +355,7 @@ class ScenarioRunner:
         from belt.declarations import read_document
         from belt.engine.scenario import scenario_from_document
         from belt.testing.snapshot import DIRECTORY as SNAPSHOTS
-        from belt.testing.snapshot import snapshot_path
+        from belt.testing.snapshot import on_virtual_clock, snapshot_path
         from belt.testing.suite import run_loaded
 
         if isinstance(scenario, dict):
@@ -385,7 +385,7 @@ class ScenarioRunner:
             snapshot_file = snapshot_path(Path(scenario))
         run = ScenarioRun(
             result,
-            virtual_clock=isinstance(document, dict) and document.get("clock") is not None,
+            virtual_clock=on_virtual_clock(result.report or {}, document),
             snapshot_file=snapshot_file,
             update_snapshots=self.update_snapshots,
         )

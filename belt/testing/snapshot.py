@@ -375,8 +375,15 @@ def compare_result(result: Any, scenario: Path, document: Any, *, update: bool) 
     fails the scenario. A scenario that could not run is left as it is."""
     if result.report is None or result.status == "error":
         return
-    virtual = isinstance(document, dict) and document.get("clock") is not None
-    text = snapshot_text(result.report, virtual_clock=virtual)
+    text = snapshot_text(result.report, virtual_clock=on_virtual_clock(result.report, document))
     result.snapshot = compare(snapshot_path(scenario), text, update=update)
     if result.snapshot.failed:
         result.status = "fail"
+
+
+def on_virtual_clock(report: dict[str, Any], document: Any) -> bool:
+    """True when the simulation ran on a virtual clock: its scenario document sets ``clock``,
+    or its report says where its clock started (``belt sim run --clock``)."""
+    if isinstance(document, dict) and document.get("clock") is not None:
+        return True
+    return bool((report.get("simulation") or {}).get("clock"))
