@@ -295,3 +295,25 @@ def test_a_simulation_started_on_a_virtual_clock_keeps_its_times_whatever_its_fi
     # `belt sim run --clock` starts one for a scenario that names none: its report says so.
     clocked = {"simulation": {"dialect": "platform", "clock": "2026-08-11T14:00:00.000Z"}}
     assert on_virtual_clock(clocked, {"turns": []})
+
+
+def test_a_snapshot_that_cannot_be_read_is_that_scenarios_error(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.chdir(ROOT)
+    copy = _examples(tmp_path)
+    snapshot_path(copy / "guarded.toml").mkdir(parents=True)  # a directory where the file goes
+    big = snapshot_path(copy / "budgets.toml")
+    with big.open("wb") as handle:  # over the cap, and never read whole
+        handle.truncate(16 * 1024 * 1024 + 1)
+    suite = run_suite(paths=[copy], snapshot="check")
+    by_name = {Path(r.name).name: r for r in suite.results}
+    guarded, budgets = by_name["guarded.toml"], by_name["budgets.toml"]
+    assert guarded.status == "error"
+    assert (
+        guarded.error
+        == f"{snapshot_path(copy / 'guarded.toml')}: is a directory, not a regular file"
+    )
+    assert budgets.status == "error" and "larger than the 16384 KiB limit" in (budgets.error or "")
+    assert by_name["expiry.toml"].status == "fail"  # the others still ran: no snapshot yet
+    assert suite.exit_code == 1

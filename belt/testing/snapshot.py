@@ -372,11 +372,17 @@ def _short(value: Any) -> str:
 def compare_result(result: Any, scenario: Path, document: Any, *, update: bool) -> None:
     """``belt test --snapshot``: compare a scenario's record (a ``ScenarioResult``) with its
     stored snapshot, or write it with ``update``; a record that differs, or has no snapshot,
-    fails the scenario. A scenario that could not run is left as it is."""
+    fails the scenario, and one that cannot be read or written is its error. A scenario that
+    could not run is left as it is."""
     if result.report is None or result.status == "error":
         return
     text = snapshot_text(result.report, virtual_clock=on_virtual_clock(result.report, document))
-    result.snapshot = compare(snapshot_path(scenario), text, update=update)
+    try:
+        result.snapshot = compare(snapshot_path(scenario), text, update=update)
+    except BeltError as exc:
+        # A snapshot that cannot be read or written is this scenario's error, not the suite's.
+        result.status, result.error = "error", exc.message
+        return
     if result.snapshot.failed:
         result.status = "fail"
 
