@@ -99,14 +99,6 @@ class LocalInbox(Backend, Protocol):
         """Open a hook gate by hand, as a gate hook on ``event`` would."""
 
 
-def _named(find: Callable[[Store, str], str], store: Store, ref: str) -> str:
-    """The stored record ``ref`` names (Conflict, exit 4, when it names several), else ``ref``."""
-    try:
-        return find(store, ref)
-    except NotFound:
-        return ref
-
-
 class LocalBackend:
     """The store in the state directory, as a platform (and as the local inbox)."""
 
@@ -128,6 +120,7 @@ class LocalBackend:
         stored one (any other id is taken as it is: its gates may outlive it)."""
         from belt.records.chats import find_chat_id
         from belt.records.interrupts import inbox, on_expiry, to_dto
+        from belt.records.names import named_or_given as _named
         from belt.records.runs import find_run_id
 
         records = inbox(
@@ -145,9 +138,13 @@ class LocalBackend:
         """One interrupt from the store, by id, short id or unique prefix, with its resolution
         on expiry."""
         from belt.records.interrupts import find_interrupt_id, on_expiry, read_record, to_dto
+        from belt.records.names import named_or_given
+        from belt.records.runs import find_run_id
 
         full_id = find_interrupt_id(store=self.store, ref=interrupt_id)
         record = read_record(store=self.store, interrupt_id=full_id)
+        if run_id:
+            run_id = named_or_given(find_run_id, self.store, run_id)
         if run_id and record.get("run_id") != run_id:
             raise NotFound(f"interrupt {full_id} is not on run {run_id}")
         return to_dto(record), on_expiry(record)
@@ -172,9 +169,13 @@ class LocalBackend:
         sleep: Callable[[float], None] = time.sleep,
     ) -> Iterator[dict[str, Any]]:
         """Events from the store as interrupts open and settle (of ``run_ids`` only, if given);
-        a look costs two ``stat`` calls while nothing changes."""
+        a look costs two ``stat`` calls while nothing changes. A run is named as
+        ``find_interrupts`` names it."""
         from belt.records.interrupts import Watch
+        from belt.records.names import named_or_given
+        from belt.records.runs import find_run_id
 
+        run_ids = [named_or_given(find_run_id, self.store, run_id) for run_id in run_ids]
         watch = Watch(store=self.store, run_ids=run_ids)
         yield from watch.start()
         while True:

@@ -466,6 +466,11 @@ def open_replay(
             f"{short(source, 60)}: no such file or simulated run",
             hint=SOURCE_HINT,
         )
+    if chat is not None:
+        from belt.records.chats import find_chat_id
+        from belt.records.names import named_or_given
+
+        chat = named_or_given(find_chat_id, store, chat)  # a stored chat's short id or prefix
     kept = select(recorded, since=since, event=event, chat=chat)
     if to is not None:
         label, deliver, close = url_target(to, secret, transport)

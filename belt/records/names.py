@@ -70,3 +70,12 @@ def _one(ref: str, found: list[str], plural: str) -> str:
         f"{ref!r} names {len(found)} {plural}: {shown}",
         hint="give more of the id, or the whole id",
     )
+
+
+def named_or_given(find: Callable[[Store, str], str], store: Store, ref: str) -> str:
+    """The stored record ``ref`` names through ``find`` (Conflict, exit 4, when it names
+    several), else ``ref`` as it is: for filters, whose records may be gone or elsewhere."""
+    try:
+        return find(store, ref)
+    except NotFound:
+        return ref

@@ -125,6 +125,52 @@ def test_interrupt_list_and_replay_take_a_runs_short_id_or_prefix(tmp_path: Path
     assert belt("interrupt", "list", "--run", "ar_").exit_code == 4
 
 
+def test_show_and_watch_take_a_runs_short_id_and_replay_a_chats(tmp_path: Path) -> None:
+    guard = Path(__file__).parent.parent.parent / "examples" / "tests" / "hooks.py"
+    path = tmp_path / "guarded.json"
+    hooks = [
+        {"event": "agent.tool_call", "type": "webhook", "handler": f"py:{guard}:guard"},
+        {"event": "agent.tool_call", "type": "gate", "timeout": 3600},
+    ]
+    turn = {"user": "clean up", "model": [{"say": "deleting", "tool_calls": [DELETE]}]}
+    path.write_text(json.dumps({"agent": {"name": "ids", "hooks": hooks}, "turns": [turn]}))
+    result = belt("sim", "run", str(path), "--json")
+    assert result.exit_code == 0, result.stderr
+    report = result.json()
+    run_id, chat_id = report["runs"][0]["id"], report["chat"]["id"]
+    gate_id = report["chat"]["pending_interrupts"][0]["id"]
+
+    shown = belt("interrupt", "show", short_id(gate_id), "--run", short_id(run_id), "--json")
+    assert shown.exit_code == 0, shown.stderr
+    assert shown.json()["id"] == gate_id
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text("")
+    for chat, rows in ((short_id(chat_id), 1), ("ch_elsewhere", 0)):
+        replayed = belt("replay", run_id, "--policy", str(policy), "--chat", chat, "--json")
+        assert replayed.exit_code == 0, replayed.stderr
+        assert len(replayed.json()["rows"]) == rows, chat
+
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "belt", "interrupt", "watch", "--run", short_id(run_id), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watch.stdout is not None
+        ready, _, _ = select.select([watch.stdout], [], [], 60)
+        assert ready, "watch printed nothing for the run named by its short id"
+        first = json.loads(watch.stdout.readline())
+        watch.send_signal(signal.SIGINT)
+        watch.communicate(timeout=60)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.communicate()
+    assert (first["event"], first["interrupt"]["id"]) == ("pending", gate_id)
+
+
 def add_entry(name: str, text: str) -> str:
     result = belt("registry", "add", "--kind", "rule", "--name", name, "--json", input=text)
     assert result.exit_code == 0, result.stderr
