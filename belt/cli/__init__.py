@@ -37,9 +37,10 @@ class BeltGroup(typer_internals.OnDemandCompletion):
         except KeyboardInterrupt:
             error = Interrupted("interrupted")
         except typer.Abort as abort:  # a prompt's Ctrl-C, or its end of input
-            if not isinstance(abort.__context__, KeyboardInterrupt):
-                raise
-            error = Interrupted("interrupted")
+            if isinstance(abort.__context__, KeyboardInterrupt):
+                error = Interrupted("interrupted")
+            else:
+                error = BeltError("no answer: the input ended at a question")
         except BeltError as exc:
             error = exc
         report(error, verbose=verbose)

@@ -56,16 +56,23 @@ def keep_lines(text: str) -> str:
 
 
 def tidy(command: Any) -> Any:
-    """Reflow the help of ``command`` and of every subcommand built so far; returns it."""
+    """Reflow the help of ``command`` and of every subcommand built so far, and move its
+    examples to the epilog, so that the help ends with them (after the options); returns it."""
     if command.help:
         command.help = reflow(command.help)
+        head, heading, tail = command.help.partition(f"\n\n{EXAMPLES_HEADING}")
+        if heading and not command.epilog:
+            # The epilog's first line is blank so that rich help, which dedents the epilog by
+            # the margin of its lines after the first, keeps the examples indented.
+            command.help, command.epilog = head, f"\n{EXAMPLES_HEADING}{tail}"
     for sub in getattr(command, "commands", {}).values():
         tidy(sub)
     return command
 
 
-def examples(help_text: str) -> list[str]:
-    """The command lines of a help text's examples (the indented lines after its heading)."""
+def examples(command: Any) -> list[str]:
+    """The command lines of a command's examples (the indented lines after their heading)."""
+    help_text = f"{command.help or ''}\n\n{command.epilog or ''}"
     _, heading, rest = help_text.partition(EXAMPLES_HEADING)
     if not heading:
         return []

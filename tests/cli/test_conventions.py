@@ -383,3 +383,26 @@ def test_resolve_all_with_nothing_to_settle() -> None:
     result = belt("interrupt", "resolve", "--all", "deny", "--yes")
     assert result.exit_code == 0
     assert "no pending interrupts match" in result.stderr
+
+
+def test_end_of_input_at_a_confirmation_is_one_line_and_settles_nothing() -> None:
+    open_gate()
+    with on_terminal(["interrupt", "resolve", "--all", "deny"]) as terminal:
+        terminal.wait_for("settle 1 pending gate(s) as deny? [y/N]: ")
+        os.write(terminal.primary, b"\x04")  # Ctrl-D: the end of input
+        code = terminal.finish()
+    assert code == 1, terminal.text
+    assert "error: no answer: the input ended at a question" in terminal.text
+    assert "Aborted" not in terminal.text
+    assert belt("interrupt", "list", "--json").json()[0]["status"] == "pending"
+
+
+def test_declining_the_confirmation_settles_nothing() -> None:
+    open_gate()
+    with on_terminal(["interrupt", "resolve", "--all", "deny"]) as terminal:
+        terminal.wait_for("settle 1 pending gate(s) as deny? [y/N]: ")
+        os.write(terminal.primary, b"n\n")
+        code = terminal.finish()
+    assert code == 1, terminal.text
+    assert "nothing resolved: not confirmed" in terminal.text
+    assert belt("interrupt", "list", "--json").json()[0]["status"] == "pending"

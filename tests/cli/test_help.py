@@ -88,7 +88,9 @@ def test_command_help_ends_with_examples_that_parse(
     result = CliRunner().invoke(app, [*path[1:], "--help"], prog_name=path[0])
     assert result.exit_code == 0, result.output
     assert "Examples:" in result.stdout, f"{' '.join(path)} --help has no Examples part"
-    lines = examples(command.help or "")
+    # The help ends with them: after every panel of arguments and options.
+    assert result.stdout.rindex("Examples:") > result.stdout.rindex("╰"), result.stdout
+    lines = examples(command)
     assert 1 <= len(lines) <= 2, lines
     for line in lines:
         args = example_args(line, path[0])
