@@ -312,7 +312,8 @@ class PlatformLoop:
             ids = ", ".join(i["id"] for i in pending)
             raise Conflict(
                 f"run {run.id} still has {len(pending)} pending interrupt(s): {ids}",
-                hint=f"resolve them first: belt interrupt resolve {pending[0]['id']} allow|deny",
+                hint=f"resolve them first: `belt interrupt resolve {pending[0]['id']} allow` (or "
+                f"deny), or `belt sim resume {run.id} --wait` goes on once they are settled",
             )
         state = dict(run.execution)
         return Execution(int(run.data["turn_index"]), run, state, input_message_id=state["input"])

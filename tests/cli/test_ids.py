@@ -297,6 +297,11 @@ def test_a_held_run_prints_runnable_commands_with_its_real_ids(tmp_path: Path) -
     assert f"  belt interrupt resolve {gate_id} allow   # or deny" in out
     assert f"  belt sim resume {run_id}\n" in out
     assert f"`belt sim resume {run_id} --wait`" in out
+    early = belt("sim", "resume", short_id(run_id))
+    assert early.exit_code == 4
+    assert f"`belt interrupt resolve {gate_id} allow` (or deny)" in early.stderr
+    for placeholder in PLACEHOLDERS:
+        assert placeholder not in early.stderr, placeholder
 
 
 # -- belt sim run --wait --------------------------------------------------------------------------
