@@ -603,6 +603,7 @@ def sweep(
         output.table(
             ["id", "run", "source", "resolution"],
             [[item["id"], item["run_id"], item["source"], item["resolution"]] for item in settled],
+            ids=(0, 1),
         )
 
 

@@ -13,12 +13,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from belt.records.interrupts import resolve_interrupt
+from belt.records.interrupts import create_interrupt, resolve_interrupt
 from belt.records.names import short_id
 from belt.store import open_store
 from tests.cli.runner import belt
@@ -280,6 +281,20 @@ def test_interrupt_list_on_a_terminal_never_cuts_an_id(tmp_path: Path, columns: 
     assert re.search(rf"^{gate['short_id']} ", out, re.M), out
     assert f" {short_id(gate['run_id'])} " in out
     assert all(len(line) <= columns for line in out.splitlines()), out
+
+
+def test_the_sweep_table_on_a_terminal_shows_short_ids(tmp_path: Path) -> None:
+    past = datetime.now(UTC) - timedelta(minutes=1)
+    gate = create_interrupt(
+        run_id="ar_k2m9x0q4h7c1v8b5n3t6",
+        chat_id="ch_1",
+        event="agent.tool_call",
+        timeout=10,
+        now=past,
+    )
+    out, code = on_terminal(["interrupt", "sweep"], columns=60)
+    assert code == 0, out
+    assert re.search(rf"^{gate['short_id']} +│ k2m9x0q4 +│ hook:agent.tool_call", out, re.M), out
 
 
 # -- hints with real ids ------------------------------------------------------------------------
