@@ -37,6 +37,19 @@ EXPECTED = ("allow", "deny", "stop", "suspend", "error")
 """What a kept scenario can expect of its hook: a decision, or that it fails."""
 EXPECT_FROM = ("recorded", "replayed")
 """Which answer ``belt replay --save-tests`` pins: the one recorded then, or the one given now."""
+PER = ("delivery", "chat")
+"""What ``belt replay --save-tests`` writes as one scenario: a delivery, or a chat's deliveries."""
+CHAT_EVENTS = (
+    "agent.start",
+    "agent.turn_start",
+    "agent.turn_complete",
+    "agent.tool_call",
+    "agent.complete",
+)
+"""The events a chat's scenario reaches in the order its runs fired them (the others, such as a
+compaction, need a scenario of their own: ``--per delivery``)."""
+CHAT_MAX = 500
+"""The most deliveries of one chat its scenario holds; the rest are named as not written."""
 POLICY_URL = "http://127.0.0.1:8787"
 """Where a scenario kept from a policy replay expects ``belt serve --policy``."""
 PROBLEMS_KEPT = 20
@@ -99,6 +112,17 @@ def scenario_document(
     else:
         turn["model"] = [{"say": "Done."}]
     doc["turns"] = [turn]
+    doc["expect"] = [_expectation(event, data, expect)]
+    return doc
+
+
+def _exactly(text: str) -> str:
+    """A pattern that matches ``text`` and nothing else."""
+    return "re:^" + re.escape(text) + "$"
+
+
+def _expectation(event: str, data: dict[str, Any], expect: dict[str, Any]) -> dict[str, Any]:
+    """The ``[[expect]]`` table of one delivery: its event (and tool), and the answer."""
     expectation: dict[str, Any] = {"event": event}
     decision = expect.get("decision")
     if decision not in EXPECTED:
@@ -109,13 +133,89 @@ def scenario_document(
         expectation["decision"] = decision
         reason = expect.get("reason")
         if isinstance(reason, str) and reason:
-            expectation["reason"] = "re:^" + re.escape(reason) + "$"
+            expectation["reason"] = _exactly(reason)
         if isinstance(expect.get("injected"), bool):
             expectation["injected"] = expect["injected"]
     if event in ("agent.tool_call", "agent.tool_result") and data.get("tool"):
-        expectation["tool"] = "re:^" + re.escape(str(data["tool"])) + "$"
-    doc["expect"] = [expectation]
-    return doc
+        expectation["tool"] = _exactly(str(data["tool"]))
+    return expectation
+
+
+def answer_expected(answer: Any) -> dict[str, Any]:
+    """What a kept scenario expects of an answer (a replay's ``Row``, or what it recorded):
+    its decision, reason and whether it injected, or ``error`` when it failed."""
+    if answer.error:
+        return {"decision": "error"}
+    expect: dict[str, Any] = {"decision": answer.decision or "allow", "reason": answer.reason}
+    if answer.injection is not None:
+        expect["injected"] = bool(answer.injection)
+    return expect
+
+
+def chat_document(
+    deliveries: list[tuple[dict[str, Any], dict[str, Any]]], handler: str
+) -> dict[str, Any]:
+    """A platform scenario that plays one chat's recorded deliveries (payload, expected answer)
+    again: a turn per run, in the order they first appear; in each, a model turn per recorded
+    ``agent.turn_start`` (one, without any) making that turn's recorded tool calls with their
+    arguments; a hook per recorded event, to ``handler``; and per delivery an expectation of
+    its answer, on the run of its turn (tool calls by their tool and scalar arguments)."""
+    runs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for payload, expect in deliveries:
+        runs.setdefault(str(payload.get("run_id")), []).append((payload, expect))
+    events: list[str] = []
+    turns: list[dict[str, Any]] = []
+    expectations: list[dict[str, Any]] = []
+    for number, run in enumerate(runs.values()):
+        outputs: list[dict[str, Any]] = []
+        for payload, expect in run:
+            event = str(payload.get("event"))
+            data = _mapping(payload.get("data"))
+            if event not in events:
+                events.append(event)
+            if event == "agent.turn_start" or (event == "agent.tool_call" and not outputs):
+                outputs.append({"say": f"Model turn {len(outputs) + 1}."})
+            if event == "agent.tool_call":
+                arguments = data.get("arguments")
+                call = {
+                    "name": str(data.get("tool") or "tool"),
+                    "arguments": arguments if isinstance(arguments, dict) else {},
+                    "result": "done",
+                }
+                outputs[-1].setdefault("tool_calls", []).append(call)
+            expectation = {**_expectation(event, data, expect), "run": number}
+            if event == "agent.tool_call" and isinstance(arguments, dict):
+                scalars = {
+                    key: _exactly(value) if isinstance(value, str) else value
+                    for key, value in arguments.items()
+                    if "." not in key and isinstance(value, str | int | float | bool)
+                }
+                if scalars:
+                    expectation["arguments"] = scalars
+            expectations.append(expectation)
+        if not outputs or outputs[-1].get("tool_calls"):
+            outputs.append({"say": "Done."})
+        turns.append({"user": f"Run {number + 1} of the recorded chat", "model": outputs})
+    hooks = [{"event": event, "type": "webhook", "handler": handler} for event in events]
+    return {
+        "agent": {"name": "replayed-chat", "hooks": hooks},
+        "turns": turns,
+        "expect": expectations,
+    }
+
+
+def _toml(document: dict[str, Any], lines: list[str], stem: str) -> tuple[str, str, str]:
+    """(file name, media type, text): TOML with ``lines`` as comments, or JSON when a value
+    has no TOML form (a null)."""
+    try:
+        import tomli_w
+
+        body = tomli_w.dumps(document)
+    except (TypeError, ValueError):
+        return f"{stem}.json", "application/json", json.dumps(document, indent=2) + "\n"
+    # A comment line is one line: a policy path with a newline in it must not end it.
+    comments = "".join(f"# {printable(line)}\n" for line in lines)
+    return f"{stem}.toml", "application/toml", comments + "\n" + body
 
 
 def kept_scenario(
@@ -149,15 +249,7 @@ def kept_scenario(
         "The model is scripted to reach the same boundary with the same data; ids, times and",
         "turn_count differ from the recorded payload. Run it with: belt test FILE",
     ]
-    try:
-        import tomli_w
-
-        body = tomli_w.dumps(document)
-    except (TypeError, ValueError):
-        return f"{stem}.json", "application/json", json.dumps(document, indent=2) + "\n"
-    # A comment line is one line: a policy path with a newline in it must not end it.
-    comments = "".join(f"# {printable(line)}\n" for line in lines)
-    return f"{stem}.toml", "application/toml", comments + "\n" + body
+    return _toml(document, lines, stem)
 
 
 # -- belt replay --save-tests ---------------------------------------------------------------------
@@ -181,35 +273,50 @@ def replay_handler(
 
 class TestWriter:
     """Writes each replayed delivery to ``directory`` as a scenario that expects the recorded
-    answer, or the replayed one; counts what it wrote and names what it could not."""
+    answer, or the replayed one (``per = "chat"``: each chat's deliveries as one scenario, once
+    the replay has ended); counts what it wrote and names what it could not."""
 
     __test__ = False  # not a pytest class, whatever its name
 
     def __init__(
-        self, directory: Path, *, expect: str, handler: str, notes: list[str], source: str
+        self,
+        directory: Path,
+        *,
+        expect: str,
+        handler: str,
+        notes: list[str],
+        source: str,
+        per: str = "delivery",
     ) -> None:
         self.directory = directory
         self.expect = expect
         self.handler = handler
         self.notes = notes
         self.source = source
+        self.per = per
+        self.chats: dict[str, list[tuple[int, dict[str, Any], dict[str, Any]]]] = {}
         self.summary: dict[str, Any] = {
             "directory": str(directory),
             "expect": expect,
+            "per": per,
             "written": 0,
             "not_written": 0,
             "problems": [],
         }
 
+    def skip(self, problem: str) -> None:
+        """Count one delivery not written, and name it while fewer than PROBLEMS_KEPT are."""
+        self.summary["not_written"] += 1
+        if len(self.summary["problems"]) < PROBLEMS_KEPT:
+            self.summary["problems"].append(problem)
+
     def write(self, row: Row) -> None:
-        """Write ``row``'s delivery as a scenario; one that cannot be is counted and named."""
-        answer = row.recorded if self.expect == "recorded" else row
-        if answer.error:
-            expect: dict[str, Any] = {"decision": "error"}
-        else:
-            expect = {"decision": answer.decision or "allow", "reason": answer.reason}
-            if answer.injection is not None:
-                expect["injected"] = bool(answer.injection)
+        """Write ``row``'s delivery as a scenario (or keep it for its chat's); one that cannot
+        be is counted and named."""
+        expect = answer_expected(row.recorded if self.expect == "recorded" else row)
+        if self.per == "chat":
+            self.keep(row, expect)
+            return
         header = [
             f"A belt test scenario saved by belt replay --save-tests from {self.source}",
             f"(delivery {row.number}), expecting the {self.expect} answer.",
@@ -220,11 +327,51 @@ class TestWriter:
                 payload=row.recorded.payload, handler=self.handler, expect=expect, header=header
             )
         except InvalidInput as exc:
-            self.summary["not_written"] += 1
-            if len(self.summary["problems"]) < PROBLEMS_KEPT:
-                self.summary["problems"].append(f"delivery {row.number}: {exc.message}")
+            self.skip(f"delivery {row.number}: {exc.message}")
             return
-        path = self.directory / f"{row.number:04d}-{name}"
+        self.save(f"{row.number:04d}-{name}", text)
+
+    def keep(self, row: Row, expect: dict[str, Any]) -> None:
+        """Keep a delivery for its chat's scenario, if a chat's scenario can play it."""
+        payload = row.recorded.payload
+        model, problem = payload_model(payload)
+        if model is None or not isinstance(payload, dict):
+            self.skip(f"delivery {row.number}: {problem}")
+            return
+        if payload["event"] not in CHAT_EVENTS:
+            self.skip(
+                f"delivery {row.number}: a chat's scenario does not reach {payload['event']} "
+                "(--per delivery writes it alone)"
+            )
+            return
+        kept = self.chats.setdefault(str(payload.get("chat_id")), [])
+        if len(kept) >= CHAT_MAX:
+            self.skip(f"delivery {row.number}: its chat has more than {CHAT_MAX} deliveries")
+            return
+        kept.append((row.number, payload, expect))
+
+    def finish(self) -> None:
+        """``per = "chat"``: write each chat's scenario, once every delivery is replayed."""
+        for chat_id, kept in self.chats.items():
+            numbers = [number for number, _, _ in kept]
+            document = chat_document([(p, e) for _, p, e in kept], self.handler)
+            header = [
+                f"A belt test scenario saved by belt replay --save-tests from {self.source}:",
+                f"chat {chat_id}, {len(numbers)} deliveries ({numbers[0]} to {numbers[-1]}), "
+                f"expecting the {self.expect} answers.",
+                *self.notes,
+                "The model is scripted to reach the same boundaries with the same tool calls;",
+                "ids, times and what the model said differ from the recorded chat.",
+                "Run it with: belt test FILE",
+            ]
+            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{numbers[0]:04d}-chat-{chat_id}")[:80]
+            name, _, text = _toml(document, header, stem)
+            self.save(name, text)
+        self.chats.clear()
+
+    def save(self, name: str, text: str) -> None:
+        """Write one scenario file to the directory."""
+        path = self.directory / name
         try:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
@@ -253,13 +400,20 @@ def save_directory(directory: Path) -> Path:
 
 @contextmanager
 def open_saving_replay(
-    *, save_tests: Path | None = None, expect: str = "recorded", **options: Any
+    *,
+    save_tests: Path | None = None,
+    expect: str = "recorded",
+    per: str = "delivery",
+    **options: Any,
 ) -> Iterator[Replay]:
     """``open_replay`` (its ``options``); with ``save_tests``, each replayed delivery is also
     written there as a ``belt test`` scenario expecting the ``expect`` answer (``recorded`` or
-    ``replayed``), and the replay's tail says what was written (``saved_tests``)."""
+    ``replayed``), or with ``per = "chat"`` each chat's deliveries as one scenario once the
+    replay has ended; the replay's tail says what was written (``saved_tests``)."""
     if expect not in EXPECT_FROM:
         raise UsageError(f"--expect {expect}: expected one of {', '.join(EXPECT_FROM)}")
+    if per not in PER:
+        raise UsageError(f"--per {per}: expected one of {', '.join(PER)}")
     if save_tests is None:
         with open_replay(**options) as run:
             yield run
@@ -274,7 +428,9 @@ def open_saving_replay(
             handler=handler,
             notes=notes,
             source=run.where,
+            per=per,
         )
         run.on_row = writer.write
+        run.on_end = writer.finish
         run.saved = writer.summary
         yield run

@@ -519,6 +519,8 @@ class Replay:
         self.fix: str | None = None
         self.on_row: Callable[[Row], None] | None = None
         """Called with each row once it is replayed (``belt.keep`` saves it as a test)."""
+        self.on_end: Callable[[], None] | None = None
+        """Called once every row is replayed (``belt.keep`` writes a chat's test then)."""
         self.saved: dict[str, Any] | None = None
         """What ``--save-tests`` wrote, for the tail (``belt.keep.TestWriter``)."""
         self.summary = {
@@ -582,6 +584,8 @@ class Replay:
                 self.first_error = row.error  # whole: each source bounds its own
                 self.fix = likely_fix(row.error)
             yield row.to_json()
+        if self.on_end is not None:
+            self.on_end()
 
 
 def replay_each(

@@ -83,6 +83,7 @@ def test_expect_recorded_pins_the_old_answer_and_replayed_the_new(
     assert saved == {
         "directory": str(replayed),
         "expect": "replayed",
+        "per": "delivery",
         "written": 5,
         "not_written": 0,
         "problems": [],
@@ -163,3 +164,105 @@ def test_the_inspector_keeps_a_delivery_through_the_same_function() -> None:
     )
     assert kept == shared
     assert kept[0] == "replay-tool_call-delete_file.toml"
+
+
+TWO_RUNS = """
+[[agent.hooks]]
+event = "agent.tool_call"
+type = "webhook"
+handler = "py:{hooks}:guard"
+
+[[agent.hooks]]
+event = "agent.complete"
+type = "webhook"
+handler = "py:{hooks}:guard"
+
+[[turns]]
+user = "Delete the database"
+  [[turns.model]]
+  tool_calls = [ { name = "delete_file", arguments = { path = "/var/lib/app/production.db" } } ]
+  [[turns.model]]
+  say = "Refused."
+
+[[turns]]
+user = "Then the temp file"
+  [[turns.model]]
+  tool_calls = [ { name = "delete_file", arguments = { path = "/tmp/old.txt", force = true } } ]
+  [[turns.model]]
+  say = "Done."
+"""
+
+
+def test_a_chat_of_two_runs_becomes_one_scenario_of_two_turns(tmp_path: Path) -> None:
+    hooks = (EXAMPLES / "tests" / "hooks.py").as_posix()
+    scenario = tmp_path / "two.toml"
+    scenario.write_text(TWO_RUNS.replace("{hooks}", hooks), encoding="utf-8")
+    report, _ = run_scenario(scenario=scenario)
+    assert len(report["runs"]) == 2
+    # A run id replays one run; the journal of a served chat holds both. Here both runs' records
+    # go through a file, as a journal's would.
+    records = tmp_path / "records.jsonl"
+    records.write_text(
+        "".join(
+            json.dumps(record) + "\n"
+            for record in report["hook_executions"]
+            if record["handler_type"] == "webhook"
+        ),
+        encoding="utf-8",
+    )
+    saved = tmp_path / "saved"
+    handler = f"{hooks}:guard"
+    result = belt(
+        "replay", str(records), "--handler", handler, "--save-tests", str(saved),
+        "--per", "chat", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["saved_tests"]["written"] == 1
+    (path,) = saved.iterdir()
+    assert path.name == f"0001-chat-{report['chat']['id']}.toml"
+    suite = run_suite(paths=[saved])
+    assert suite.exit_code == 0, [o.found for r in suite.results for o in r.failures]
+    document = suite.results[0].report
+    assert document is not None and len(document["runs"]) == 2
+    text = path.read_text(encoding="utf-8")
+    assert text.count("[[turns]]") == 2 and "force = true" in text
+
+    # The same chat against a guard that allows everything: the recorded deny is what fails.
+    lenient = tmp_path / "lenient.py"
+    lenient.write_text("def guard(payload):\n    return None\n", encoding="utf-8")
+    edited = path.read_text(encoding="utf-8").replace(hooks, lenient.as_posix())
+    path.write_text(edited, encoding="utf-8")
+    failed = run_suite(paths=[saved]).results[0]
+    assert [o.expectation.raw.get("decision") for o in failed.failures] == ["deny"]
+    assert failed.failures[0].expectation.raw["run"] == 0
+
+
+def test_per_chat_leaves_out_what_a_chat_scenario_does_not_reach(tmp_path: Path) -> None:
+    base = {"agent_id": "ag_1", "chat_id": "ch_1", "run_id": "ar_1", "turn_count": 0}
+    stamp = {"timestamp": "2026-08-11T14:00:00Z"}
+    lines = [
+        {**base, **stamp, "event": "agent.turn_start"},
+        {**base, **stamp, "event": "agent.pre_compact", "data": {}},
+    ]
+    payloads = tmp_path / "payloads.jsonl"
+    payloads.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    saved = tmp_path / "saved"
+    result = belt(
+        "replay", str(payloads), "--handler", HANDLER, "--save-tests", str(saved),
+        "--per", "chat",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "delivery 2: a chat's scenario does not reach agent.pre_compact" in result.stdout
+    assert [p.name for p in saved.iterdir()] == ["0001-chat-ch_1.toml"]
+    assert run_suite(paths=[saved]).exit_code == 0
+    wrong = belt(
+        "replay",
+        str(payloads),
+        "--handler",
+        HANDLER,
+        "--save-tests",
+        str(tmp_path / "x"),
+        "--per",
+        "run",
+    )
+    assert wrong.exit_code == 2 and "--per run: expected one of delivery, chat" in wrong.stderr

@@ -68,6 +68,15 @@ def replay(
             help="With --save-tests: expect the answer recorded then, or the one given now.",
         ),
     ] = "recorded",
+    per: Annotated[
+        str,
+        typer.Option(
+            "--per",
+            metavar="delivery|chat",
+            help="With --save-tests: a scenario per delivery, or per chat (its runs as turns, "
+            "written once the replay ends).",
+        ),
+    ] = "delivery",
 ) -> None:
     """Deliver recorded hook payloads again to a handler and compare its answers.
 
@@ -75,7 +84,8 @@ def replay(
     now, and whether the decision or the injection changed; then a summary. Nothing is written
     to the store but the replay's own journal. With --save-tests DIR, each delivery is also
     written to DIR as a scenario that belt test runs (so recorded traffic becomes a regression
-    suite), expecting the recorded answer, or with --expect replayed the one given now.
+    suite), expecting the recorded answer, or with --expect replayed the one given now; with
+    --per chat, each chat's deliveries are one scenario.
 
     Examples:
 
@@ -92,6 +102,7 @@ def replay(
     with open_saving_replay(
         save_tests=save_tests,
         expect=expect,
+        per=per,
         source=source,
         to=to,
         policy=policy,
