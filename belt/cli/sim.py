@@ -83,9 +83,18 @@ def render(
         raise typer.Exit(1)
 
 
+VerboseHere = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Also show the hook calls that changed nothing (as belt -v does)."
+    ),
+]
+
+
 def verbose(ctx: typer.Context) -> bool:
-    """True under ``belt -v``: a transcript shows the hook calls that changed nothing too."""
-    return bool(ctx.find_root().params.get("verbose"))
+    """True under ``belt -v`` or the command's own ``-v``: a transcript shows the hook calls
+    that changed nothing too."""
+    return bool(ctx.params.get("verbose_") or ctx.find_root().params.get("verbose"))
 
 
 def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
@@ -141,6 +150,7 @@ def run(
         ),
     ] = False,
     json_: JsonFlag = False,
+    verbose_: VerboseHere = False,
 ) -> None:
     """Run a scenario: every hook fires at its boundary and every decision is applied.
 
@@ -198,6 +208,7 @@ def resume(
     wait: WaitFlag = False,
     strict: StrictFlag = False,
     json_: JsonFlag = False,
+    verbose_: VerboseHere = False,
 ) -> None:
     """Continue a run held at gates, retry the failed hook task of an attention hold, or go on
     with a run whose process was killed (from its last durable point).
@@ -223,7 +234,11 @@ def resume(
 
 @app.command()
 def show(
-    ctx: typer.Context, run_id: NamedRun = None, last: LastFlag = False, json_: JsonFlag = False
+    ctx: typer.Context,
+    run_id: NamedRun = None,
+    last: LastFlag = False,
+    json_: JsonFlag = False,
+    verbose_: VerboseHere = False,
 ) -> None:
     """Show the transcript of a run's simulation, with its hook rows.
 

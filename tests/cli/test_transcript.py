@@ -60,6 +60,8 @@ def test_verbose_shows_the_calls_that_changed_nothing_where_they_happened(tmp_pa
     plain = belt("sim", "show", run_id)
     verbose = belt("-v", "sim", "show", run_id)
     assert verbose.exit_code == 0, verbose.stderr
+    # The command's own -v says the same.
+    assert belt("sim", "show", run_id, "-v").stdout == verbose.stdout
     assert "nothing changed" not in plain.stdout
     lines = lines_of(verbose.stdout)
     quiet = [i for i, line in enumerate(lines) if "nothing changed" in line]
