@@ -13,12 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from belt.check import generate
 from belt.check.report import CheckReport, CheckResult
 from belt.check.run import run_check
+from belt.check.subjects import PLATFORM_EVENTS
 from belt.cli import app
 from belt.errors import InvalidInput, Unreachable, UsageError
+from belt.strictjson import decode
 from belt.wire.platform import LifecycleHookPayload
 from tests import checked
 from tests.servers import running
@@ -63,6 +68,27 @@ def trigger_supports_payload() -> bool:
 needs_payload = pytest.mark.skipif(
     not trigger_supports_payload(), reason="belt trigger has no --payload yet"
 )
+
+
+# -- what is generated ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("event", PLATFORM_EVENTS)
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_generated_payloads_are_valid_payloads_of_their_event(event: str, data: Any) -> None:
+    payload = data.draw(generate.payloads(event))
+    LifecycleHookPayload.model_validate(payload)
+    assert payload["event"] == event
+    # Strict JSON a handler's reader takes, within the size and depth limits.
+    text = json.dumps(payload, ensure_ascii=False)
+    assert decode(text) == payload
+    if event == "agent.start":
+        assert payload["turn_count"] == 0
+    if event == "agent.tool_call":
+        arguments = payload["data"]["arguments"]
+        size = len(json.dumps(arguments, ensure_ascii=False).encode())
+        assert size <= generate.ARGUMENTS_MAX_BYTES
 
 
 # -- the examples pass ----------------------------------------------------------------------------
@@ -397,14 +423,37 @@ def test_the_same_seed_gives_the_same_failure() -> None:
     assert first.payload == second.payload
 
 
-def test_hypothesis_writes_nothing_and_prints_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+def test_hypothesis_writes_nothing_in_the_working_directory_and_prints_nothing(
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.chdir(tmp_path)
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    done = subprocess.run(
+        [f"{BELT_BIN}/belt", "check", f"{CHECKED}:unicode_crash", "--event", "agent.tool_call"]
+        + ["--examples", "20", "--seed", "1"],
+        cwd=work,
+        env={**os.environ, "BELT_HOME": str(home), "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert list(work.iterdir()) == []  # no .hypothesis: its caches go under BELT_HOME
+    assert (home / "hypothesis").is_dir()
+    assert "Falsifying" not in done.stdout + done.stderr
+    assert "hypothesis" not in (done.stdout + done.stderr).lower()
+
+
+def test_a_check_inside_a_test_session_leaves_its_hypothesis_home_alone(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from hypothesis import configuration
+
+    before = configuration.storage_directory(intent_to_write=False).home_directory
     run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=20, seed=1)
-    assert not (tmp_path / ".hypothesis").exists()
-    out, err = capfd.readouterr()
-    assert (out, err) == ("", "")
+    after = configuration.storage_directory(intent_to_write=False).home_directory
+    assert after == before
+    assert capfd.readouterr() == ("", "")
 
 
 def test_only_the_given_target_is_sent_to() -> None:

@@ -13,12 +13,17 @@ that runs the checks, so no other command pays for it.
 from __future__ import annotations
 
 import fnmatch
+import json
+import os
 import re
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from hypothesis import configuration
 from hypothesis import strategies as st
 
 from belt.matching import REGEX_PREFIX
@@ -44,6 +49,22 @@ PATHS = ("/tmp/old.txt", "/etc/passwd", "/tmp/../etc/passwd", "/", "", "~/.ssh/i
 PATH_PARTS = ("tmp", "etc", "var", "lib", "home", "app", "..", ".", "passwd", "production.db")
 
 Strategy = st.SearchStrategy[Any]
+
+
+@contextmanager
+def hypothesis_home(directory: Path) -> Iterator[None]:
+    """Keep Hypothesis's caches (its Unicode tables, the constants it collects from the code)
+    in ``directory`` for the block, never in the working directory, and put back the home it
+    had (a test session's own); ``HYPOTHESIS_STORAGE_DIRECTORY``, when set, is left to rule."""
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        yield
+        return
+    before = configuration.storage_directory(intent_to_write=False).home_directory
+    configuration.set_hypothesis_home_dir(directory)
+    try:
+        yield
+    finally:
+        configuration.set_hypothesis_home_dir(before)
 
 
 def ids(prefix: str) -> st.SearchStrategy[str]:
@@ -131,7 +152,13 @@ def arguments() -> st.SearchStrategy[dict[str, Any]]:
         },
     )
     others = st.dictionaries(st.text(max_size=16), argument_values(), max_size=4)
-    return st.builds(_merged, known, others)
+    return st.builds(_merged, known, others).filter(_within_limit)
+
+
+def _within_limit(value: dict[str, Any]) -> bool:
+    """True when ``value`` encodes to at most ``ARGUMENTS_MAX_BYTES`` (several large values can
+    pass it together)."""
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8")) <= ARGUMENTS_MAX_BYTES
 
 
 def tool_names() -> st.SearchStrategy[str]:

@@ -573,29 +573,44 @@ def run_check(
         examples=examples,
         notes=notes,
     )
+    from belt.check.generate import hypothesis_home
+    from belt.paths import state_dir
+
     started = time.monotonic()
     deadline = started + max_time if max_time is not None else float("inf")
     inprocess = InProcess()
     try:
-        for subject in subjects:
-            if subject.kind == "py":
-                inprocess.handler(subject.target)  # a handler that cannot be imported: exit 5
-        with webhook_client(transport) as client:
+        with hypothesis_home(state_dir() / "hypothesis"), webhook_client(transport) as client:
             sender = Sender(client, inprocess, secret)
-            _reachable(subjects, sender)
-            for index, subject in enumerate(subjects):
-                explorer = Explorer(report, chosen_seed, examples, deadline)
-                if subject.dialect == NEXUS:
-                    _check_nexus(subject, explorer, report)
-                else:
-                    _check_platform(subject, sender, explorer, report, properties, save)
-                if report.stopped:
-                    report.notes += [f"not checked: {s.label}" for s in subjects[index + 1 :]]
-                    break
+            _run_subjects(subjects, report, sender, properties, save, deadline)
     finally:
         inprocess.close()
         report.seconds = time.monotonic() - started
     return report
+
+
+def _run_subjects(
+    subjects: list[Subject],
+    report: CheckReport,
+    sender: Sender,
+    properties: list[Property],
+    save: Path | None,
+    deadline: float,
+) -> None:
+    """Check each subject in turn, until the end or ``--max-time``."""
+    for subject in subjects:
+        if subject.kind == "py":
+            sender.inprocess.handler(subject.target)  # one that cannot be imported: exit 5
+    _reachable(subjects, sender)
+    for index, subject in enumerate(subjects):
+        explorer = Explorer(report, report.seed, report.examples, deadline)
+        if subject.dialect == NEXUS:
+            _check_nexus(subject, explorer, report)
+        else:
+            _check_platform(subject, sender, explorer, report, properties, save)
+        if report.stopped:
+            report.notes += [f"not checked: {s.label}" for s in subjects[index + 1 :]]
+            return
 
 
 def _shown(target: str) -> str:
