@@ -565,6 +565,8 @@ def test_bad_options_are_invalid_input(tmp_path: Path) -> None:
     assert any("property[0].decision: is required" in p for p in caught.value.problems)
     with pytest.raises(UsageError):
         run_check(None)
+    with pytest.raises(UsageError, match="^--executor 'nope': expected NAME=TARGET"):
+        run_check(None, executors=["nope"])
 
 
 def test_a_nexus_file_without_its_executor_is_invalid_input() -> None:

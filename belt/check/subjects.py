@@ -96,7 +96,10 @@ def subjects_for(
     """The subjects of a check and the notes about what is not checked (gates, tasks, …)."""
     from belt.executor.targets import parse_tools
 
-    tools = parse_tools(executors)
+    try:
+        tools = parse_tools(executors)
+    except UsageError as exc:  # its messages name `belt executor run`'s --tool
+        raise UsageError(exc.message.replace("--tool", "--executor", 1)) from None
     notes: list[str] = []
     if target is None:
         if not tools:
