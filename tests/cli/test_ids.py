@@ -19,8 +19,10 @@ from typing import Any
 
 import pytest
 
+from belt.errors import NotFound
 from belt.records.interrupts import create_interrupt, resolve_interrupt
 from belt.records.names import short_id
+from belt.server.inspector.deliveries import Deliveries
 from belt.store import open_store
 from tests.cli.runner import belt
 from tests.waiting import eventually
@@ -170,6 +172,25 @@ def test_show_and_watch_take_a_runs_short_id_and_replay_a_chats(tmp_path: Path) 
             watch.kill()
             watch.communicate()
     assert (first["event"], first["interrupt"]["id"]) == ("pending", gate_id)
+
+
+def test_a_delivery_of_a_run_is_named_with_the_runs_short_id(tmp_path: Path) -> None:
+    guard = Path(__file__).parent.parent.parent / "examples" / "tests" / "hooks.py"
+    path = tmp_path / "guarded.json"
+    hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": f"py:{guard}:guard"}]
+    turn = {"user": "clean up", "model": [{"say": "deleting", "tool_calls": [DELETE]}]}
+    path.write_text(json.dumps({"agent": {"name": "ids", "hooks": hooks}, "turns": [turn]}))
+    result = belt("sim", "run", str(path), "--json")
+    assert result.exit_code == 0, result.stderr
+    run_id = result.json()["runs"][0]["id"]
+    deliveries = Deliveries(open_store())
+    (row,) = deliveries.query({"source": "sim"}, limit=10)["items"]
+    owner, _, offset = row["id"].rpartition(".")
+    assert owner == run_id
+    for ref in (row["id"], f"{short_id(run_id)}.{offset}", f"{run_id[:6]}.{offset}"):
+        assert deliveries.detail(ref)["delivery"]["id"] == row["id"], ref
+    with pytest.raises(NotFound):
+        deliveries.detail(f"zzzz.{offset}")
 
 
 def add_entry(name: str, text: str) -> str:

@@ -34,7 +34,8 @@ from pydantic import ValidationError
 
 from belt.errors import InvalidInput, NotFound
 from belt.records.journal import JOURNAL, SERVE
-from belt.records.runs import EVENTS_LOG
+from belt.records.names import named_or_given
+from belt.records.runs import EVENTS_LOG, find_run_id
 from belt.wire.platform import LifecycleHookPayload
 from belt.wire.validate import model_problems
 
@@ -537,7 +538,9 @@ class Deliveries:
 
     def record(self, delivery_id: str) -> tuple[Entry, dict[str, Any]]:
         """A delivery's entry and its whole record; NotFound when there is none. A delivery no
-        longer held (older than the window) is read from its log."""
+        longer held (older than the window) is read from its log. A simulated run's delivery
+        (``<run id>.<offset>``) may name its run by the short id or a unique prefix."""
+        delivery_id = self._full_id(delivery_id)
         log, log_id, offset = parse_id(delivery_id)
         self.refresh()
         with self.lock:
@@ -545,6 +548,16 @@ class Deliveries:
         if entry is None:
             return self._from_log(delivery_id)
         return entry, self.store.read_log_line(log, log_id, offset)
+
+    def _full_id(self, delivery_id: str) -> str:
+        """``delivery_id`` with its run named by the whole id (as it is when it names none)."""
+        owner, dot, offset = delivery_id.rpartition(".")
+        if not dot or owner == SERVE:
+            return delivery_id
+        try:
+            return f"{named_or_given(find_run_id, self.store, owner)}.{offset}"
+        except InvalidInput:
+            return delivery_id  # not an id at all: parse_id says there is no such delivery
 
     def _from_log(self, delivery_id: str) -> tuple[Entry, dict[str, Any]]:
         """The entry and record of a delivery read from its log (one not held)."""
