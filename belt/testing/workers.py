@@ -1,7 +1,7 @@
 """``belt test -j N`` and ``--shard K/N``: a suite's scenarios run in worker processes, and
 split deterministically across machines.
 
-With more than one job, the scenarios are handed out one at a time to N worker processes,
+With more than one job, the scenarios are handed out a few at a time to N worker processes,
 forked from ``belt test`` once its modules are imported, so a worker starts at once. Each runs
 every scenario it is given in a store of its own (in memory, or under ``--keep DIR``), and
 sends back the scenario's result; results are given out in the order of the serial run,
@@ -79,8 +79,9 @@ def shard_of(items: Sequence[T], shard: tuple[int, int] | None) -> list[T]:
 
 def run_all(step: Step, items: Sequence[tuple[Any, ...]], *, jobs: int) -> Iterator[Any]:
     """``step(*item)`` for each item, in order: in this process with one job, else in ``jobs``
-    worker processes. Stopping early (closing the iterator) cancels what has not started and
-    waits for the scenarios under way, so no worker is killed in the middle of a write."""
+    worker processes, handed ``chunk_size`` items at a time. Stopping early (closing the
+    iterator) cancels what has not started and waits for the items under way, so no worker
+    is killed in the middle of a write."""
     if jobs <= 1 or len(items) <= 1 or not _can_fork():
         for item in items:
             yield step(*item)
@@ -93,12 +94,23 @@ def run_all(step: Step, items: Sequence[tuple[Any, ...]], *, jobs: int) -> Itera
         initializer=_worker_started,
     )
     try:
-        futures: list[Future[Any]] = [pool.submit(_run, index) for index in range(len(items))]
+        size = chunk_size(len(items), jobs)
+        futures: list[Future[list[Any]]] = [
+            pool.submit(_run, range(start, min(start + size, len(items))))
+            for start in range(0, len(items), size)
+        ]
         for future in futures:
-            yield future.result()
+            yield from future.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _WORK = None
+
+
+def chunk_size(count: int, jobs: int) -> int:
+    """How many scenarios a worker is handed at a time: enough that handing them out costs
+    little, few enough (at most 16, and a quarter of a worker's share) that the workers end
+    together."""
+    return max(1, min(16, count // (jobs * 4)))
 
 
 def _can_fork() -> bool:
@@ -111,11 +123,12 @@ def _worker_started() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _run(index: int) -> Any:
-    """In a worker: run one item of the pool's work, and make its result fit to send back."""
+def _run(indexes: range) -> list[Any]:
+    """In a worker: run some items of the pool's work, and make their results fit to send
+    back."""
     assert _WORK is not None, "a worker runs only inside run_all"
     step, items = _WORK
-    return portable(step(*items[index]))
+    return [portable(step(*items[index])) for index in indexes]
 
 
 def portable(result: Any) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from belt.store import Store
-from belt.testing.workers import cores, parse_jobs, parse_shard, shard_of
+from belt.testing.workers import chunk_size, cores, parse_jobs, parse_shard, shard_of
 from tests.cli.runner import belt
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,6 +154,16 @@ def test_j2_with_x_stops_at_the_first_failure_in_the_serial_order(tmp_path: Path
     assert [r["scenario"] for r in lines(result.stdout)] == names[:4]
 
 
+def test_scenarios_handed_out_a_few_at_a_time_come_back_in_order(tmp_path: Path) -> None:
+    assert chunk_size(40, 2) == 5
+    names = write_suite(tmp_path / "suite", 40)
+    result = run_belt("test", str(tmp_path / "suite"), "--json", "-j", "2")
+    assert result.returncode == 5, result.stderr
+    found = lines(result.stdout)
+    assert [r["scenario"] for r in found] == names
+    assert [r["status"] for r in found].count("fail") == 1
+
+
 def test_shards_split_the_suite_by_position_and_together_run_it_once(tmp_path: Path) -> None:
     names = write_suite(tmp_path / "suite", 6)
     seen: list[str] = []
@@ -214,6 +224,7 @@ def test_job_and_shard_arithmetic() -> None:
     assert shard_of(list(range(3)), (3, 3)) == [2]
     assert shard_of(list(range(2)), (3, 3)) == []
     assert shard_of([1, 2], None) == [1, 2]
+    assert [chunk_size(count, 2) for count in (1, 7, 8, 120, 600)] == [1, 1, 1, 15, 16]
 
 
 def test_scenarios_run_in_memory_and_keep_writes_each_to_its_own_state_directory(
