@@ -262,14 +262,46 @@ def test_a_scenario_without_clock_or_waits_runs_on_wall_time(tmp_path: Path, sto
     created = parse_rfc3339(report["runs"][0]["created_at"], "created_at")
     assert before - timedelta(seconds=1) <= created <= utcnow()
     assert "clock" not in store.read(SIM, report["simulation"]["id"])
+    assert "clock" not in report["simulation"]
 
 
-def test_leases_stay_on_wall_time_under_a_virtual_clock(tmp_path: Path, store: Store) -> None:
-    report = simulate(tmp_path, [gated_turn()], clock="2026-08-11T14:00:00Z")
-    assert report["runs"][0]["created_at"] == "2026-08-11T14:00:00.000Z"
-    run = store.read(RUN, report["runs"][0]["id"])
-    assert run["lease"] is None  # held at its gate: given up
-    assert store.read(SIM, report["simulation"]["id"])["clock"] == "2026-08-11T14:00:00.000Z"
+def test_leases_stay_on_wall_time_under_a_virtual_clock() -> None:
+    from belt.records import leases
+
+    with using(VirtualClock(START)):
+        lease = leases.mine()
+        assert now() == START
+    renewed = parse_rfc3339(lease["renewed"], "renewed")
+    assert abs(renewed - utcnow()) < timedelta(minutes=1)
+
+
+def test_a_held_simulation_keeps_its_clocks_time_on_its_record(
+    tmp_path: Path, store: Store
+) -> None:
+    report = simulate(tmp_path, [gated_turn(wait=[{"seconds": 30}])], clock="2026-08-11T14:00:00Z")
+    assert report["runs"][0]["state"] == "input_required"
+    assert store.read(RUN, report["runs"][0]["id"])["lease"] is None  # held: given up
+    assert store.read(SIM, report["simulation"]["id"])["clock"] == "2026-08-11T14:00:30.000Z"
+    assert report["simulation"]["clock"] == "2026-08-11T14:00:30.000Z"
+
+
+def test_a_simulations_waits_settle_only_its_own_runs_gates(tmp_path: Path, store: Store) -> None:
+    from belt.records.interrupts import create_interrupt, read_record
+
+    # Another run's gate, overdue on the simulation's clock (not on wall time).
+    other = create_interrupt(
+        store=store,
+        run_id="ar_other",
+        chat_id="ch_other",
+        event="agent.tool_call",
+        timeout=60,
+        now=START - timedelta(days=1),
+    )
+    report = simulate(
+        tmp_path, [gated_turn(wait=[{"until": "expiry"}])], clock="2026-08-11T14:00:00Z"
+    )
+    assert report["interrupts"][0]["status"] == "expired"
+    assert read_record(store=store, interrupt_id=other["id"])["status"] == "pending"
 
 
 def test_clock_overrides_the_scenario_clock(tmp_path: Path) -> None:

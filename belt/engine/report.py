@@ -44,6 +44,7 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
             "status": sim.get("status"),
             "fail_closed": sim.get("fail_closed", False),
             **({"kind": sim["kind"]} if sim.get("kind") else {}),
+            **({"clock": sim["clock"]} if sim.get("clock") else {}),
             **stranded_fields(store, sim),
         },
         "chat": chat,
