@@ -28,6 +28,7 @@ from belt.effects import (
 )
 from belt.errors import InvalidInput, Unreachable, UsageError
 from belt.samples import deep_merge, sample_payload
+from belt.text import printable, short
 from belt.wire.platform import (
     WEBHOOK_TIMEOUT_DEFAULT,
     ContextInjection,
@@ -106,12 +107,18 @@ def read_payload(text: str) -> dict[str, Any]:
     return read_json_object_option(text, option="--payload")
 
 
+def _shown(text: str) -> str:
+    """A path or value as an error message shows it: escaped, and cut when long."""
+    return short(printable(text), 80)
+
+
 def _steps(path: str, option: str) -> list[str]:
     """The keys of a dotted ``PATH`` (``data.arguments.path``); an empty key is a usage error."""
     steps = path.split(".")
     if not path or any(not step for step in steps):
         raise UsageError(
-            f"{option} {path!r}: expected a dotted path into the payload, e.g. data.arguments.path"
+            f"{option} {_shown(path)!r}: expected a dotted path into the payload, "
+            "e.g. data.arguments.path"
         )
     return steps
 
@@ -121,10 +128,10 @@ def _step_into(node: Any, key: str, where: str, option: str) -> tuple[Any, str |
     if isinstance(node, dict):
         return node, key
     if isinstance(node, list):
-        if key.isdigit() and int(key) < len(node):
+        if key.isascii() and key.isdigit() and int(key) < len(node):
             return node, int(key)
-        raise InvalidInput(f"{option} {where}: the list has no item {key}")
-    raise InvalidInput(f"{option} {where}: the value there is not an object or a list")
+        raise InvalidInput(f"{option} {_shown(where)}: the list has no item {_shown(key)}")
+    raise InvalidInput(f"{option} {_shown(where)}: the value there is not an object or a list")
 
 
 def set_value(payload: dict[str, Any], assignment: str) -> None:
@@ -135,18 +142,20 @@ def set_value(payload: dict[str, Any], assignment: str) -> None:
     path, sep, text = assignment.partition("=")
     if not sep:
         raise UsageError(
-            f"--set {assignment!r}: expected PATH=JSON, e.g. data.tool='\"read_file\"'"
+            f"--set {_shown(assignment)!r}: expected PATH=JSON, e.g. data.tool='\"read_file\"'"
         )
     steps = _steps(path, "--set")
     if text.startswith("@"):  # a value is given inline: an '@' starts a string, not a file
         raise InvalidInput(
-            f"--set {path}: {text[:20]!r} is not JSON", hint="quote a string: --set 'PATH=\"…\"'"
+            f"--set {_shown(path)}: {_shown(text[:20])!r} is not JSON",
+            hint="quote a string: --set 'PATH=\"…\"'",
         )
     try:
-        value = read_json_option(text, option=f"--set {path}")
+        value = read_json_option(text, option=f"--set {_shown(path)}")
     except InvalidInput as exc:
         raise InvalidInput(
-            exc.message, hint=f"the value is JSON: a string is quoted, --set '{path}=\"text\"'"
+            exc.message,
+            hint=f"the value is JSON: a string is quoted, --set '{_shown(path)}=\"text\"'",
         ) from None
     node: Any = payload
     for number, key in enumerate(steps[:-1], start=1):
@@ -154,7 +163,9 @@ def set_value(payload: dict[str, Any], assignment: str) -> None:
         if isinstance(container, dict) and not isinstance(container.get(index), (dict, list)):
             if container.get(index) is not None:  # null (a sample's absent data) is made anew
                 where = ".".join(steps[:number])
-                raise InvalidInput(f"--set {path}: {where} is not an object or a list")
+                raise InvalidInput(
+                    f"--set {_shown(path)}: {_shown(where)} is not an object or a list"
+                )
             container[index] = {}
         node = container[index]
     container, index = _step_into(node, steps[-1], path, "--set")
@@ -168,7 +179,7 @@ def unset_value(payload: dict[str, Any], path: str) -> None:
     for number, key in enumerate(steps, start=1):
         where = ".".join(steps[:number])
         if isinstance(node, dict) and key not in node:
-            raise InvalidInput(f"--unset {path}: the payload has no {where}")
+            raise InvalidInput(f"--unset {_shown(path)}: the payload has no {_shown(where)}")
         container, index = _step_into(node, key, where, "--unset")
         if number == len(steps):
             del container[index]

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belt.errors import InvalidInput, NotFound, Unreachable, UsageError
+from belt.errors import BeltError, InvalidInput, NotFound, Unreachable, UsageError
 from belt.samples import deep_merge, sample_payload
 from belt.server.app import create_app
 from belt.store import Store
@@ -221,6 +221,29 @@ def test_a_printed_command_gives_back_the_same_payload(data: dict[str, object], 
     assert argv[5] == "--payload"
     assert read_payload(argv[6]) == payload
     assert build_payload("agent.tool_call", payload=read_payload(argv[6])) == payload
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    sets=st.lists(st.tuples(st.text(max_size=30), st.text(max_size=30)), max_size=3),
+    unsets=st.lists(st.text(max_size=30), max_size=2),
+)
+def test_hostile_set_and_unset_are_a_payload_or_a_one_line_error(
+    sets: list[tuple[str, str]], unsets: list[str]
+) -> None:
+    # Whatever the paths and values, the result is a valid payload or a BeltError (never a
+    # traceback), and the sample itself is never changed.
+    before = sample_payload("agent.tool_call")
+    try:
+        built = build_payload(
+            "agent.tool_call", sets=[f"{path}={value}" for path, value in sets], unsets=unsets
+        )
+    except BeltError as exc:
+        assert exc.exit_code in (2, 5)
+        assert "\n" not in exc.message
+    else:
+        LifecycleHookPayload.model_validate(built)
+    assert sample_payload("agent.tool_call")["data"] == before["data"]
 
 
 # Triggers
