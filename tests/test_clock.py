@@ -653,3 +653,24 @@ def test_a_task_hooks_chat_and_an_async_hooks_record_run_on_the_parents_clock(
     chat = store.read("chat", next(e for e in executions if e.get("task_chat_id"))["task_chat_id"])
     assert chat["created_at"] == "2026-08-11T14:00:00.000Z"
     assert [e["at"] for e in executions] == ["2026-08-11T14:00:00.000Z"] * 2
+
+
+def test_serve_clock_says_so_on_its_ready_line() -> None:
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "belt", "serve", "--port", "0", "--sweep-interval", "0"]
+        + ["--clock", "2026-08-11T14:00:00Z"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert "virtual clock at 2026-08-11T14:00:00.000Z, moved by POST /_belt/clock" in line, line

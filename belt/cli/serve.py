@@ -185,6 +185,8 @@ def render_listening(
     extras.append(f"model {info['model']}" if info.get("model") else "plain model")
     if info.get("agents"):
         extras.append(f"agents {info['agents']}")
+    if info.get("clock"):
+        extras.append(f"virtual clock at {info['clock']}, moved by POST /_belt/clock")
     urls = f"hooks {info['hooks_url']}, API {info['api_url']}, inspector {info['inspector_url']}"
     secret = f"; signing secret {made_secret}" if made_secret else ""
     output.styled(

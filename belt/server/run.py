@@ -228,6 +228,7 @@ def listening_info(
         "model": settings["MODEL"] or None,
         "agents": settings["AGENTS"] or None,
         "allow_hosts": settings["ALLOW_HOST"].split(",") if settings["ALLOW_HOST"] else [],
+        "clock": settings.get("CLOCK") or None,
     }
 
 
