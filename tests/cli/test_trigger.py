@@ -250,3 +250,17 @@ def test_payload_set_and_to_py_refusals_have_their_own_exit_codes(tmp_path: Path
         result = belt("trigger", *args)
         assert (result.exit_code, message in result.stderr) == (code, True), (args, result.stderr)
         assert "Traceback" not in result.stderr
+
+
+def test_a_py_handlers_status_in_json_is_what_a_webhooks_would_be() -> None:
+    statuses = {}
+    for func in ("deny", "explode", "nonsense", "number"):
+        result = belt("trigger", "agent.start", "--to", f"py:tests.pyhooks:{func}", "--json")
+        report = result.json()
+        statuses[func] = (result.exit_code, report["status"], report["ok"], report["in_process"])
+    assert statuses == {
+        "deny": (0, 200, True, True),
+        "explode": (6, 500, False, True),
+        "nonsense": (6, 500, False, True),
+        "number": (6, 500, False, True),
+    }
