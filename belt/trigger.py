@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import shlex
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,8 @@ class TriggerReport:
     """What the platform would ignore in the answer (its unknown keys)."""
     in_process: bool = False
     """True when the handler was a ``py:`` function, called rather than POSTed to."""
+    traceback: str | None = None
+    """The traceback of what a ``py:`` handler raised (shown with ``-v``; not in ``to_json``)."""
 
     @property
     def ok(self) -> bool:
@@ -331,6 +334,11 @@ def trigger(
         transcript_row=row,
         warnings=result.warnings,
         in_process=in_process,
+        traceback=(
+            "".join(traceback.format_exception(result.exception)).rstrip("\n")
+            if result.exception is not None
+            else None
+        ),
     )
 
 

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 
 def trigger(
+    ctx: typer.Context,
     event: Annotated[str, typer.Argument(help="Lifecycle event, e.g. agent.tool_call.")],
     to: Annotated[
         str,
@@ -63,8 +64,8 @@ def trigger(
     one --payload gives. Prints the payload sent, the HTTP status, the body, the effect of the
     decision, any injection and its lifetime, and the transcript row the call would leave. Keys
     of the answer the platform does not know are ignored, each with a warning. A handler that
-    cannot be reached, answers non-2xx (a py: handler that raises) or returns an invalid body
-    exits 6.
+    cannot be reached, answers non-2xx (a py: handler that raises; `belt -v trigger` prints its
+    traceback) or returns an invalid body exits 6.
 
     Examples:
 
@@ -89,6 +90,8 @@ def trigger(
         output.print_json(report.to_json())
     else:
         render(report)
+    if report.traceback and ctx.find_root().params.get("verbose"):
+        output.block(report.traceback, stderr=True)
     if not report.ok:
         raise failure(report)
 

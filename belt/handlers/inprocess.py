@@ -295,7 +295,7 @@ class InProcess:
             if message_limit is not None:
                 detail = short(detail, message_limit)
             error = f"{label} raised {kind}: {detail}" if detail else f"{label} raised {kind}"
-            return WebhookResult(500, "", None, error, duration)
+            return WebhookResult(500, "", None, error, duration, exception=call.error)
         answer = read_value(call.value)
         if answer.problem is not None:
             problem = answer.problem

@@ -38,6 +38,8 @@ class WebhookResult:
     duration_ms: int
     warnings: list[str] = field(default_factory=list)
     """What was ignored in the answer (its unknown keys)."""
+    exception: BaseException | None = None
+    """What an in-process handler raised (its traceback, for ``-v``)."""
 
 
 TIMED_OUT = "did not answer within"

@@ -264,3 +264,15 @@ def test_a_py_handlers_status_in_json_is_what_a_webhooks_would_be() -> None:
         "nonsense": (6, 500, False, True),
         "number": (6, 500, False, True),
     }
+
+
+def test_verbose_shows_the_traceback_of_what_a_py_handler_raised() -> None:
+    args = ("trigger", "agent.start", "--to", "py:tests.pyhooks:explode")
+    quiet, verbose = belt(*args), belt("-v", *args)
+    assert (quiet.exit_code, verbose.exit_code) == (6, 6)
+    assert "Traceback" not in quiet.stderr
+    assert "error: py:tests.pyhooks:explode raised ValueError: boom \\x1b[31mred" in quiet.stderr
+    assert 'tests/pyhooks.py", line' in verbose.stderr
+    assert 'raise ValueError("boom' in verbose.stderr
+    assert "\nValueError: boom \\x1b[31mred\n" in verbose.stderr
+    assert "\x1b" not in verbose.stderr
