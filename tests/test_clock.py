@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from belt.engine.api import run_scenario
 from belt.engine.scenario import read_scenario
@@ -674,3 +676,56 @@ def test_serve_clock_says_so_on_its_ready_line() -> None:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
     assert "virtual clock at 2026-08-11T14:00:00.000Z, moved by POST /_belt/clock" in line, line
+
+
+# -- hostile input -----------------------------------------------------------------------------
+
+
+@given(st.text(max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_any_text_is_a_timestamp_or_a_one_line_refusal(text: str) -> None:
+    try:
+        moment = parse_rfc3339(text, "--clock")
+    except InvalidInput as exc:
+        assert exc.message.startswith("--clock: ") and "\n" not in exc.message
+    else:
+        assert moment.tzinfo is not None
+
+
+@given(st.text(max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_any_text_is_a_duration_or_a_one_line_refusal(text: str) -> None:
+    try:
+        span = parse_duration(text, "after")
+    except InvalidInput as exc:
+        assert exc.message.startswith("after: ")
+    else:
+        assert timedelta(0) <= span <= timedelta(days=3650)
+
+
+@given(st.integers(min_value=0, max_value=10**9))
+@settings(max_examples=200, deadline=None)
+def test_a_virtual_clock_advances_by_any_span_or_refuses_it(seconds: int) -> None:
+    clock = VirtualClock(START)
+    try:
+        moved = clock.advance(timedelta(seconds=seconds))
+    except InvalidInput:
+        assert clock.now() == START
+    else:
+        assert moved == START + timedelta(seconds=seconds)
+
+
+# -- resuming --------------------------------------------------------------------------------
+
+
+def test_a_resumed_simulation_goes_on_on_its_own_clock(tmp_path: Path, store: Store) -> None:
+    from belt.engine.api import resume_run
+    from belt.records.interrupts import resolve_interrupt
+
+    report = simulate(tmp_path, [gated_turn(wait=[{"seconds": 90}])], clock="2026-08-11T14:00:00Z")
+    (interrupt,) = report["interrupts"]
+    resolve_interrupt(store=store, interrupt_id=interrupt["id"], decision="allow")
+    resumed, _ = resume_run(run_id=report["runs"][0]["id"])
+    assert resumed["runs"][0]["state"] == "completed"
+    last = resumed["chat"]["chat_messages"][-1]
+    assert last["created_at"] == "2026-08-11T14:01:30.000Z"
