@@ -118,15 +118,21 @@ class LocalBackend:
         """Interrupts from the store: every run's pending ones cost what they are, not what
         the store keeps. A run or chat is named by its id, short id or a unique prefix of a
         stored one (any other id is taken as it is: its gates may outlive it)."""
-        from belt.records.chats import find_chat_id
         from belt.records.interrupts import inbox, on_expiry, to_dto
-        from belt.records.names import named_or_given as _named
-        from belt.records.runs import find_run_id
+        from belt.records.names import named_or_given
 
+        if run_id is not None:
+            from belt.records.runs import find_run_id
+
+            run_id = named_or_given(find_run_id, self.store, run_id)
+        if chat_id is not None:
+            from belt.records.chats import find_chat_id
+
+            chat_id = named_or_given(find_chat_id, self.store, chat_id)
         records = inbox(
             store=self.store,
-            run_id=None if run_id is None else _named(find_run_id, self.store, run_id),
-            chat_id=None if chat_id is None else _named(find_chat_id, self.store, chat_id),
+            run_id=run_id,
+            chat_id=chat_id,
             reason=reason,
             include_settled=include_settled,
         )
