@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -136,14 +137,24 @@ def belt(*args: str) -> list[str]:
 
 def timed(command: list[str], env: dict[str, str], cwd: Path) -> float:
     """Seconds one whole process of ``command`` takes, start to exit; it must exit 0."""
+    return measured(command, env, cwd)[0]
+
+
+def measured(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """The wall-clock seconds and the CPU seconds (user and system, its worker processes
+    included) of one whole process of ``command``; it must exit 0. CPU time hardly moves with
+    the load of other work on the machine; wall-clock time does."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     code = subprocess.run(
         command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     ).returncode
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if code != 0:
         sys.exit(f"{' '.join(command)} failed (exit {code})")
-    return seconds
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return seconds, cpu
 
 
 def invoke(*args: str) -> int:
@@ -218,12 +229,16 @@ def main() -> None:
             timed(command, command_env, home)
         load = os.getloadavg()[0]
         times: dict[str, list[float]] = {name: [] for name in commands}
+        cpus: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.rounds):
             for name, (command, command_env) in commands.items():
-                times[name].append(timed(command, command_env, home))
+                wall, cpu = measured(command, command_env, home)
+                times[name].append(wall)
+                cpus[name].append(cpu)
         load = max(load, os.getloadavg()[0])
         sim = None if args.no_sim else in_process(home / "suite", paths, max(1, args.rounds // 2))
     took = {name: statistics.median(values) for name, values in times.items()}
+    spent = {name: statistics.median(values) for name, values in cpus.items()}
     one, two = took["-j 1"], took["-j 2"]
     margin = (one - took["-j 1, half"]) / (count - half)
     floor_margin = (took["bare floor"] - took["bare floor, half"]) / (count - half)
@@ -241,6 +256,21 @@ def main() -> None:
         f"pytest {floor_margin * 1000:.3f} ms"
     )
     print(f"speed-up -j 2 over -j 1:      {one / two:.2f}  (target >= 1.7 on 2 free cores)")
+    print("CPU seconds (user + system, workers included), medians:")
+    print(
+        f"  pytest floor {spent['floor']:.2f}, without plugins {spent['bare floor']:.2f}; "
+        f"belt test -j 1 {spent['-j 1']:.2f}, -j 2 {spent['-j 2']:.2f}"
+    )
+    print(
+        f"  ratio -j 1 / pytest floor {spent['-j 1'] / spent['floor']:.2f}, "
+        f"/ floor without plugins {spent['-j 1'] / spent['bare floor']:.2f}; "
+        f"-j 2 / -j 1 {spent['-j 2'] / spent['-j 1']:.2f}"
+    )
+    print(
+        f"  per scenario at the margin: belt test "
+        f"{(spent['-j 1'] - spent['-j 1, half']) / (count - half) * 1000:.2f} ms, pytest "
+        f"{(spent['bare floor'] - spent['bare floor, half']) / (count - half) * 1000:.3f} ms"
+    )
     if sim is not None:
         test, sims = sim
         print(f"in one process: belt test {test:.2f} s, sim run of each {sims:.2f} s")
