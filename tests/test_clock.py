@@ -256,6 +256,11 @@ def test_a_scenario_that_moves_time_without_a_clock_starts_at_wall_time(
     created = parse_rfc3339(interrupt["created_at"], "created_at")
     assert before - timedelta(seconds=1) <= created <= utcnow()
     assert parse_rfc3339(interrupt["resolved_at"], "x") == created + timedelta(seconds=600)
+    assert report["simulation"]["clock_from_wall"] is True
+    # Its times differ from run to run: a snapshot does not keep them.
+    from belt.testing.snapshot import on_virtual_clock
+
+    assert on_virtual_clock(report, None) is False
 
 
 def test_a_scenario_without_clock_or_waits_runs_on_wall_time(tmp_path: Path, store: Store) -> None:
@@ -285,6 +290,7 @@ def test_a_held_simulation_keeps_its_clocks_time_on_its_record(
     assert store.read(RUN, report["runs"][0]["id"])["lease"] is None  # held: given up
     assert store.read(SIM, report["simulation"]["id"])["clock"] == "2026-08-11T14:00:30.000Z"
     assert report["simulation"]["clock"] == "2026-08-11T14:00:30.000Z"
+    assert "clock_from_wall" not in report["simulation"]
 
 
 def test_a_simulations_waits_settle_only_its_own_runs_gates(tmp_path: Path, store: Store) -> None:

@@ -92,7 +92,10 @@ def start_simulation(
     with using(virtual):
         sim = dialect.create(store, loaded, fail_closed=fail_closed, routes=options.routes)
     if virtual is not None:
-        sim = dict(merge_sim(store, str(sim["id"]), {"clock": timestamp(virtual.now())}))
+        fields: dict[str, Any] = {"clock": timestamp(virtual.now())}
+        if clock is None and loaded.scenario.clock is None:
+            fields["clock_from_wall"] = True  # it moves time, but did not say from when
+        sim = dict(merge_sim(store, str(sim["id"]), fields))
     simulation = Simulation(store, sim, dialect, options)
     executed = simulation.run()
     return simulation.sim, executed

@@ -45,6 +45,7 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
             "fail_closed": sim.get("fail_closed", False),
             **({"kind": sim["kind"]} if sim.get("kind") else {}),
             **({"clock": sim["clock"]} if sim.get("clock") else {}),
+            **({"clock_from_wall": True} if sim.get("clock_from_wall") else {}),
             **stranded_fields(store, sim),
         },
         "chat": chat,

@@ -51,6 +51,9 @@ class Sim(TypedDict):
     review: NotRequired[Any]
     clock: NotRequired[str]
     """The time of the simulation's virtual clock (absent: it runs on wall time)."""
+    clock_from_wall: NotRequired[bool]
+    """True when that clock started at the wall time the simulation started at (its scenario
+    moves time but gives no ``clock``): its times differ from run to run."""
     registry: NotRequired[dict[str, Any]]
     """What the scenario's registry directory loaded: ``owner``, ``directory`` and ``entries``
     (each file and what saving it did)."""

@@ -388,8 +388,10 @@ def compare_result(result: Any, scenario: Path, document: Any, *, update: bool) 
 
 
 def on_virtual_clock(report: dict[str, Any], document: Any) -> bool:
-    """True when the simulation ran on a virtual clock: its scenario document sets ``clock``,
-    or its report says where its clock started (``belt sim run --clock``)."""
+    """True when the simulation ran on a virtual clock from a given start: its scenario document
+    sets ``clock``, or its report names its clock (``belt sim run --clock``) and that clock did
+    not start at wall time (``clock_from_wall``: waits without a ``clock``)."""
     if isinstance(document, dict) and document.get("clock") is not None:
         return True
-    return bool((report.get("simulation") or {}).get("clock"))
+    simulation = report.get("simulation") or {}
+    return bool(simulation.get("clock")) and not simulation.get("clock_from_wall")
