@@ -666,9 +666,9 @@ class Simulation:
         while True:
             pending = pending_for_run(store=self.store, run_id=run.id)
             if not pending:
-                return
                 if told and self.options.notify is not None:
                     self.options.notify({"kind": "settled", "run_id": run.id})
+                return
             run.check_cancelled()
             if any(parse_timestamp(str(i["expires_at"])) <= clock.now() for i in pending):
                 # On a virtual clock, only this run's: others' deadlines may be wall time.
