@@ -96,6 +96,23 @@ class Terminal:
         self.seen += chunk
         return bool(chunk)
 
+    def interrupt(self, timeout: float = 60) -> int:
+        """Press Ctrl-C (SIGINT) at a prompt; the exit code.
+
+        A SIGINT that lands after the prompt was written but before the read began only marks
+        the signal, and the read then waits for input (a person's Ctrl-C comes while it waits):
+        so it is sent again each time the process has not ended after a while.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            self.proc.send_signal(signal.SIGINT)
+            pressed = time.monotonic()
+            while self.proc.poll() is None and time.monotonic() - pressed < 5:
+                self._read(0.1)
+            if self.proc.poll() is not None:
+                return self.finish()
+            assert time.monotonic() < deadline, f"Ctrl-C never ended it:\n{self.text}"
+
     @property
     def text(self) -> str:
         return self.seen.decode(errors="replace").replace("\r\n", "\n")
@@ -139,8 +156,7 @@ def test_ctrl_c_at_the_review_prompt_exits_130_with_one_line() -> None:
     open_gate()
     with on_terminal(["interrupt", "review"]) as terminal:
         terminal.wait_for("[a/d/s/q] ")
-        terminal.proc.send_signal(signal.SIGINT)
-        code = terminal.finish()
+        code = terminal.interrupt()
     assert code == 130, terminal.text
     assert terminal.text.rstrip().endswith("\ninterrupted"), terminal.text
     assert "Traceback" not in terminal.text and "Aborted" not in terminal.text
@@ -151,8 +167,7 @@ def test_ctrl_c_at_a_confirmation_exits_130_and_settles_nothing() -> None:
     open_gate()
     with on_terminal(["interrupt", "resolve", "--all", "deny"]) as terminal:
         terminal.wait_for("settle 1 pending gate(s) as deny? [y/N]: ")
-        terminal.proc.send_signal(signal.SIGINT)
-        code = terminal.finish()
+        code = terminal.interrupt()
     assert code == 130, terminal.text
     assert "interrupted" in terminal.text and "Aborted" not in terminal.text
     assert belt("interrupt", "list", "--json").json()[0]["status"] == "pending"

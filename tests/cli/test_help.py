@@ -13,6 +13,7 @@ import typer
 from typer._click import exceptions as click_errors
 from typer.testing import CliRunner
 
+from belt import __version__ as belt_version
 from belt.cli import app as belt_app
 from belt.cli.docgen import render
 from belt.cli.helptext import examples, reflow
@@ -134,6 +135,7 @@ def test_version_flag_prints_the_installed_version() -> None:
     assert result.stdout == f"belt {metadata.version('belt')}\n"
     command = CliRunner().invoke(belt_app, ["version", "--json"], prog_name="belt")
     assert json.loads(command.stdout) == {"version": metadata.version("belt")}
+    assert belt_version == metadata.version("belt")  # `belt version` prints the source's
 
 
 def test_top_level_help_and_cli_reference_list_every_exit_code_from_the_table() -> None:
