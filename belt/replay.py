@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from belt.effects import url_host
 from belt.errors import InvalidInput, NotFound, UsageError
 from belt.records.ids import new_id, now_iso
-from belt.records.journal import JOURNAL, REPLAY, SERVE
+from belt.records.journal import JOURNAL, SERVE, ReplayLine, append_replay_line
 from belt.store.clock import parse_timestamp, utcnow
 from belt.text import describe, printable, short
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload, LifecycleHookResponse
@@ -42,9 +42,6 @@ if TYPE_CHECKING:
 
     from belt.handlers.webhook import WebhookResult
     from belt.store import Store
-
-REPLAY_JOURNAL = REPLAY
-"""The log (in the store's journal) where each replay writes what it delivered and got back."""
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _DURATION = re.compile(r"^(\d{1,20})([smhd])$")
@@ -606,13 +603,12 @@ def replay_each(
 
 def _journal(store: Store, replay_id: str, source: str, target: str, row: Row) -> None:
     """Write one replayed delivery to the replay's own journal."""
-    record = {
+    line: ReplayLine = {
         "kind": "replay",
         "replay_id": replay_id,
         "at": now_iso(),
         "source": source,
         "target": target,
-        **row.to_json(),
         "request": row.recorded.payload,
     }
-    store.append(JOURNAL, REPLAY_JOURNAL, record, sync=False)
+    append_replay_line(store, line, row.to_json())

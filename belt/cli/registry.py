@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -140,7 +141,7 @@ def list_(
     )
 
 
-def summary(entry: dict[str, Any]) -> dict[str, Any]:
+def summary(entry: Mapping[str, Any]) -> dict[str, Any]:
     """An entry without its versions, as ``list --json`` prints it."""
     return {key: value for key, value in entry.items() if key != "versions"}
 

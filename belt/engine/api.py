@@ -236,13 +236,14 @@ def resume_run(
     it, or the ``last``); returns the report and runs executed."""
     from belt.engine.dialects import dialect_class
     from belt.engine.report import build_report
-    from belt.engine.simulation import SCENARIO, sim_of_run
+    from belt.engine.simulation import sim_of_run
+    from belt.records.sims import read_scenario
     from belt.store import open_store
 
     store = open_store()
     run_id = named_run(store, run_id, last=last)
     sim = sim_of_run(store, run_id)
-    declared = store.read(SCENARIO, str(sim["id"])).get("executors") or {}
+    declared = read_scenario(store, sim["id"]).get("executors") or {}
     options = simulation_options(
         store,
         dialect_class(sim),
@@ -337,8 +338,9 @@ def resume_gated(
     (tagged itself when it holds at gates), or the run is on an attention hold (continued by
     hand). Returns what ``resume_if_settled`` does.
     """
-    from belt.engine.simulation import SIM, latest_run, stranded_at
+    from belt.engine.simulation import latest_run, stranded_at
     from belt.records.runs import GATED_RUNS, HELD_STATES, RUN, TERMINAL_STATES, parked, waiting
+    from belt.records.sims import get_sim
 
     run = store.get(RUN, run_id)
     if run is None:
@@ -353,7 +355,7 @@ def resume_gated(
         return None
     if run["state"] not in TERMINAL_STATES:
         return resume_if_settled(store, run_id, recover=True, transport=transport)
-    sim = store.get(SIM, str(run["sim_id"]))
+    sim = get_sim(store, str(run["sim_id"]))
     latest = None if sim is None else latest_run(store, sim)
     if sim is None or sim.get("status") != "running" or latest is None:
         store.untag(GATED_RUNS, run_id)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -94,7 +95,7 @@ def stored_hooks(hooks: list[LifecycleHookConfig]) -> list[dict[str, Any]]:
 
 
 def reload_hooks(
-    store: Store, sim: dict[str, Any]
+    store: Store, sim: Mapping[str, Any]
 ) -> tuple[list[LifecycleHookConfig], list[Route]]:
     """The simulation's hooks with their full webhook URLs, and the routes it was started
     with (``--route``), from the store's private part.

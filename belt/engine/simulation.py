@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -46,8 +46,6 @@ from belt.records.runs import (
     take_lease,
     take_over_ended,
 )
-from belt.records.sims import SCENARIO as SCENARIO
-from belt.records.sims import SIM as SIM
 from belt.records.sims import (
     Sim,
     change_sim,
@@ -316,7 +314,7 @@ def sim_of_run(store: Store, run_id: str) -> dict[str, Any]:
     return dict(read_sim(store, str(run["sim_id"])))
 
 
-def stranded_at(store: Store, sim: dict[str, Any]) -> str | None:
+def stranded_at(store: Store, sim: Mapping[str, Any]) -> str | None:
     """The last run of a simulation whose process died between two runs, else None.
 
     Such a simulation is still ``running``, every run of it has ended, and the process that
@@ -329,7 +327,7 @@ def stranded_at(store: Store, sim: dict[str, Any]) -> str | None:
     return str(last["id"])
 
 
-def last_run_ended(store: Store, sim: dict[str, Any]) -> dict[str, Any] | None:
+def last_run_ended(store: Store, sim: Mapping[str, Any]) -> dict[str, Any] | None:
     """The last run of a ``running`` simulation when it has ended: its process is between two
     runs, or gone (``stranded_at``)."""
     if sim.get("status") != SimStatus.RUNNING or sim.get("emulated"):
@@ -340,7 +338,7 @@ def last_run_ended(store: Store, sim: dict[str, Any]) -> dict[str, Any] | None:
     return last
 
 
-def latest_run(store: Store, sim: dict[str, Any]) -> dict[str, Any] | None:
+def latest_run(store: Store, sim: Mapping[str, Any]) -> dict[str, Any] | None:
     """The last run of a simulation, None before its first."""
     for run_id in reversed(store.members(SIM_RUNS, str(sim["id"]))):
         last = store.get(RUN, run_id)  # None: listed by a process killed before writing it

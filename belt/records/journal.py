@@ -8,6 +8,10 @@ here so the names are spelled once.
 
 from __future__ import annotations
 
+from typing import Any, Literal, NotRequired, TypedDict
+
+from belt.store import Store
+
 JOURNAL = "journal"
 """The log family of the journals (``logs/journal/<id>.jsonl``)."""
 
@@ -16,6 +20,59 @@ SERVE = "serve"
 
 REPLAY = "replay"
 """The replays' journal: each payload delivered again, what was recorded and what came back."""
+
+
+class ServeLine(TypedDict):
+    """One line of ``belt serve``'s journal: a hook request and the answer given. A line read
+    back is outside input (a journal may be edited or cut short): readers check each field."""
+
+    kind: Literal["hook"]
+    at: str
+    route: str
+    name: str | None
+    headers: dict[str, str]
+    webhook_id: NotRequired[str]
+    """When the request was signed: its ``webhook-id``."""
+    request: NotRequired[Any]
+    """The body, when it was JSON."""
+    event: NotRequired[str]
+    tool: NotRequired[str]
+    decision: NotRequired[str]
+    reason: NotRequired[str]
+    rule: NotRequired[int]
+    """The number of the policy rule that decided (``belt serve --policy``)."""
+    warnings: NotRequired[list[str]]
+    injected: NotRequired[bool]
+    error: NotRequired[str]
+    """Why the request was refused (the problem's detail)."""
+    status: NotRequired[int]
+    response: NotRequired[dict[str, Any]]
+    duration_ms: NotRequired[float]
+    journal_error: NotRequired[str]
+    """Set on the line reported (not written) when the journal could not be written."""
+
+
+class ReplayLine(TypedDict):
+    """One line of the replays' journal: a payload delivered again, beside the replay's row
+    (``Row.to_json``: number, event, tool, chat and run ids, recorded, replayed, changed)."""
+
+    kind: Literal["replay"]
+    replay_id: str
+    at: str
+    source: str
+    target: str
+    request: Any
+
+
+def append_serve_line(store: Store, line: ServeLine) -> None:
+    """Append one line to ``belt serve``'s journal (not synced: a crash may lose the last)."""
+    store.append(JOURNAL, SERVE, dict(line), sync=False)
+
+
+def append_replay_line(store: Store, line: ReplayLine, row: dict[str, Any]) -> None:
+    """Append one replayed delivery, with its row's fields, to the replays' journal."""
+    store.append(JOURNAL, REPLAY, {**line, **row}, sync=False)
+
 
 HEADERS_KEPT = 40
 HEADER_CHARS = 512

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict, TypeVar
+from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from belt.errors import BeltError, InvalidInput, NotFound, UsageError
 from belt.inputs import read_bytes
@@ -394,7 +394,7 @@ def _damaged(store: Store, entry_id: str, why: str) -> InvalidInput:
     )
 
 
-def _checked(store: Store, entry_id: str, data: dict[str, Any]) -> dict[str, Any]:
+def _checked(store: Store, entry_id: str, data: dict[str, Any]) -> RegistryEntry:
     """``data`` if it has the shape belt writes; otherwise InvalidInput naming the file.
 
     The required fields and their types are those of :class:`RegistryEntry`."""
@@ -422,14 +422,14 @@ def _checked(store: Store, entry_id: str, data: dict[str, Any]) -> dict[str, Any
             or not isinstance(item.get("origin"), dict)
         ):
             raise _damaged(store, entry_id, f"versions[{number - 1}] is not a version")
-    return data
+    return cast(RegistryEntry, data)
 
 
-def _read(store: Store, entry_id: str) -> dict[str, Any]:
+def _read(store: Store, entry_id: str) -> RegistryEntry:
     return _checked(store, entry_id, store.read(ENTRY, entry_id))
 
 
-def get_entry(store: Store | None, *, entry_id: str) -> dict[str, Any]:
+def get_entry(store: Store | None, *, entry_id: str) -> RegistryEntry:
     """One entry with all its versions, named by its id, short id or a unique prefix; NotFound
     (exit 3) if there is none or it was removed, Conflict (4) if the prefix names several."""
     store = _store(store)
@@ -459,7 +459,7 @@ def find_entry_id(store: Store, ref: str) -> str:
 
 def list_entries(
     store: Store | None, *, owner: str = DEFAULT_OWNER, kind: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[RegistryEntry]:
     """An owner's entries (optionally of one kind), oldest first; a damaged one is exit 5."""
     store = _store(store)
     check_id(owner, what="owner")
@@ -469,9 +469,9 @@ def list_entries(
     return [entry for entry in entries if kind is None or entry["kind"] == kind]
 
 
-def _entries(store: Store, owner: str) -> list[dict[str, Any]]:
+def _entries(store: Store, owner: str) -> list[RegistryEntry]:
     """Every live entry of ``owner``; InvalidInput listing every damaged or missing file."""
-    entries: list[dict[str, Any]] = []
+    entries: list[RegistryEntry] = []
     problems: list[str] = []
     for entry_id in store.members(ENTRIES, owner):
         try:
@@ -506,7 +506,7 @@ def index_path(store: Store, owner: str) -> Path:
     return store.root / "search" / "registry" / f"{check_id(owner, what='owner')}.sqlite3"
 
 
-def extracted_by(entry: dict[str, Any]) -> set[str]:
+def extracted_by(entry: Mapping[str, Any]) -> set[str]:
     """The agents whose extraction ``entry`` is: the agent whose review created it, and the one
     whose review wrote its current version. A person's newer version of an entry a person
     created makes it no agent's extraction again."""
@@ -518,7 +518,7 @@ def extracted_by(entry: dict[str, Any]) -> set[str]:
     }
 
 
-def _index_row(entry: dict[str, Any]) -> Row:
+def _index_row(entry: Mapping[str, Any]) -> Row:
     agents = extracted_by(entry)
     return Row(
         id=entry["id"],
@@ -579,7 +579,7 @@ def _record(
     index: SearchIndex,
     store: Store,
     owner: str,
-    entries: Sequence[dict[str, Any]] = (),
+    entries: Sequence[RegistryEntry] = (),
     *,
     removed: str | None = None,
 ) -> None:
@@ -679,7 +679,7 @@ def save_candidates(
         # Every name is looked up before the store changes: a damaged index is found while the
         # change can still be tried again from the start.
         ids = {key: index.id_for_name(key) for key in {normalise(c.name) for c, _ in checked}}
-        saved: dict[str, dict[str, Any]] = {}
+        saved: dict[str, RegistryEntry] = {}
         outcomes: list[SaveOutcome] = []
         try:
             for candidate, origin in checked:
@@ -703,7 +703,7 @@ def _save_one(
     origin: Origin,
     stamp: str,
     existing: str | None,
-) -> tuple[SaveOutcome, dict[str, Any] | None]:
+) -> tuple[SaveOutcome, RegistryEntry | None]:
     """Save one candidate to the store (the owner's lock held); the entry if it was written."""
     version: dict[str, Any] = {
         "version": 1,
@@ -715,7 +715,7 @@ def _save_one(
     }
     if existing is None:
         entry_id = new_id("re")
-        entry: dict[str, Any] = {
+        entry: RegistryEntry = {
             "id": entry_id,
             "owner": owner,
             "name": candidate.name,
@@ -729,7 +729,7 @@ def _save_one(
             "updated_at": stamp,
             "removed_at": None,
         }
-        store.create(ENTRY, entry_id, entry)
+        store.create(ENTRY, entry_id, dict(entry))
         store.link(ENTRIES, owner, entry_id)
         return SaveOutcome("created", entry_id, candidate.name, candidate.kind, 1), entry
     entry = _read(store, existing)
@@ -737,22 +737,20 @@ def _save_one(
         skipped = SaveOutcome("skipped", existing, entry["name"], entry["kind"], entry["version"])
         return skipped, None
 
-    def add_version(current: dict[str, Any]) -> dict[str, Any]:
-        current = _checked(store, existing, current)
+    def add_version(data: dict[str, Any]) -> dict[str, Any]:
+        current = _checked(store, existing, data)
         number = current["version"] + 1
         current["versions"].append({**version, "version": number})
-        current.update(
-            kind=candidate.kind,
-            tags=list(candidate.tags),
-            text=candidate.text,
-            version=number,
-            updated_at=stamp,
-        )
-        return current
+        current["kind"] = candidate.kind
+        current["tags"] = list(candidate.tags)
+        current["text"] = candidate.text
+        current["version"] = number
+        current["updated_at"] = stamp
+        return data
 
     # The index line first: if belt stops between the two, readers see a stale index.
     store.link(ENTRIES, owner, existing)
-    entry = store.update(ENTRY, existing, add_version)
+    entry = cast(RegistryEntry, store.update(ENTRY, existing, add_version))
     outcome = SaveOutcome("versioned", existing, entry["name"], entry["kind"], entry["version"])
     return outcome, entry
 

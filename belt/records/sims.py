@@ -66,6 +66,8 @@ class Scenario(TypedDict):
     agent: NotRequired[dict[str, Any]]
     chat: NotRequired[dict[str, Any]]
     agents: NotRequired[dict[str, Any]]
+    executors: NotRequired[dict[str, str]]
+    """A Nexus scenario's ``[executors]``: tool name to target."""
 
 
 class Agent(TypedDict):

@@ -12,6 +12,7 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,8 +27,7 @@ from starlette.routing import Route
 
 from belt.effects import is_in_process
 from belt.errors import BeltError
-from belt.records.journal import JOURNAL, journal_headers
-from belt.records.journal import SERVE as JOURNAL_ID
+from belt.records.journal import ServeLine, append_serve_line, journal_headers
 from belt.records.reports import Reporter, report_api
 from belt.server.deciders import (
     Decider,
@@ -58,11 +58,11 @@ from belt.wire.validate import IN_PROCESS_PREFIX, model_problems
 
 if TYPE_CHECKING:
     from belt.emulator.agents import AgentFiles
+    from belt.emulator.chats import Emulator
+    from belt.server.agents import AgentsApi
     from belt.store import Store
 
 __all__ = [
-    "JOURNAL",
-    "JOURNAL_ID",
     "MAX_BODY_BYTES",
     "Problem",
     "Reporter",
@@ -113,7 +113,7 @@ class HookService:
     async def handle(self, request: Request) -> Response:
         """POST /hooks and POST /hooks/{name}."""
         started = time.perf_counter()
-        record: dict[str, Any] = {
+        record: ServeLine = {
             "kind": "hook",
             "at": timestamp(utcnow()),
             "route": request.scope["path"],
@@ -134,9 +134,7 @@ class HookService:
         self._record(record)
         return response
 
-    async def _answer(
-        self, request: Request, record: dict[str, Any]
-    ) -> tuple[dict[str, Any], Response]:
+    async def _answer(self, request: Request, record: ServeLine) -> tuple[dict[str, Any], Response]:
         body = await read_body(request)
         if self.key is not None:
             try:
@@ -189,16 +187,66 @@ class HookService:
         response_body = answer.model_dump(mode="json", exclude_none=True)
         return response_body, Response(json_bytes(response_body), media_type="application/json")
 
-    def _record(self, record: dict[str, Any]) -> None:
+    def _record(self, record: ServeLine) -> None:
         if self.journal is not None:
             # A journal that cannot be written must not stop hooks from being answered.
             try:
-                self.journal.append(JOURNAL, JOURNAL_ID, record, sync=False)
+                append_serve_line(self.journal, record)
             except (BeltError, OSError, ValueError) as exc:
                 # ValueError: a string the store cannot encode (a lone surrogate in a reason).
                 record["journal_error"] = exc.message if isinstance(exc, BeltError) else str(exc)
         if self.report is not None:
-            self.report(record)
+            self.report(dict(record))
+
+
+@dataclass
+class ServerLife:
+    """The app's lifespan: what runs for the server's life beside its routes (the virtual
+    clock, a decider's connections, the sweep, ``--resume`` and the agent routes' loops), and
+    the emulator closed at the end."""
+
+    store: Store
+    api: PlatformApi
+    emulator: Emulator
+    agents_api: AgentsApi
+    decide: Decider | None
+    report: Reporter | None
+    sweep_interval: float
+    resume: bool
+    virtual: VirtualClock | None
+    on_loop_error: Callable[[str], None] | None
+
+    @contextlib.asynccontextmanager
+    async def __call__(self, app: Starlette) -> AsyncIterator[None]:
+        if self.on_loop_error is not None:
+            from belt.server.guard import AcceptErrors
+
+            asyncio.get_running_loop().set_exception_handler(AcceptErrors(self.on_loop_error))
+        opened = contextlib.AsyncExitStack()
+        if self.virtual is not None:
+            opened.enter_context(installed(self.virtual))
+        if isinstance(self.decide, contextlib.AbstractAsyncContextManager):
+            # A decider that holds connections (--forward-to) opens them for the server's life.
+            await opened.enter_async_context(self.decide)
+        try:
+            async with running_forever(self.loops()):
+                yield
+        finally:
+            await run_in_threadpool(self.emulator.close)
+            await opened.aclose()
+
+    def loops(self) -> list[Coroutine[Any, Any, None]]:
+        """The background loops: the sweep (unless its interval is 0), ``--resume``'s, and the
+        agent routes'."""
+        loops = []
+        if self.sweep_interval > 0:
+            loops.append(self.api.sweep_forever(self.sweep_interval))
+        if self.resume:
+            from belt.server.resume import RESUME_INTERVAL, resume_forever
+
+            loops.append(resume_forever(self.store, self.report, RESUME_INTERVAL))
+        loops.append(self.agents_api.continue_forever())
+        return loops
 
 
 def create_app(
@@ -235,9 +283,6 @@ def create_app(
     directory of agent files) are what the agent routes' emulated chats answer with and resolve
     template refs from; both are checked here, before anything is served.
     """
-    from belt.emulator.agents import load_agent_files
-    from belt.emulator.chats import Emulator
-    from belt.emulator.modelscript import load_model_script
     from belt.server.agents import agent_routes
     from belt.server.chats import chat_routes
     from belt.server.clock import clock_routes
@@ -247,13 +292,7 @@ def create_app(
 
     names = [allowed_host_name(name) for name in allow_hosts]
     the_store = store if store is not None else open_store()
-    agent_files = load_agent_files(agents) if agents is not None else None
-    emulator = Emulator(
-        the_store,
-        model=load_model_script(model) if model is not None else None,
-        agents=agent_files,
-        report=report,
-    )
+    emulator, agent_files = load_emulator(the_store, model=model, agents=agents, report=report)
     # The journal is a log of what was asked and answered, not state anything depends on: its
     # records are written before each response but not fsynced (see docs/serve.md).
     hooks = HookService(
@@ -264,42 +303,22 @@ def create_app(
     virtual = VirtualClock(clock) if clock is not None else None
     agents_api, emulated = agent_routes(emulator)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if on_loop_error is not None:
-            from belt.server.guard import AcceptErrors
-
-            asyncio.get_running_loop().set_exception_handler(AcceptErrors(on_loop_error))
-        opened = contextlib.AsyncExitStack()
-        if virtual is not None:
-            opened.enter_context(installed(virtual))
-        if isinstance(decide, contextlib.AbstractAsyncContextManager):
-            # A decider that holds connections (--forward-to) opens them for the server's life.
-            await opened.enter_async_context(decide)
-        loops = []
-        if sweep_interval > 0:
-            loops.append(api.sweep_forever(sweep_interval))
-        if resume:
-            from belt.server.resume import RESUME_INTERVAL, resume_forever
-
-            loops.append(resume_forever(the_store, report, RESUME_INTERVAL))
-        loops.append(agents_api.continue_forever())
-        try:
-            async with running_forever(loops):
-                yield
-        finally:
-            await run_in_threadpool(emulator.close)
-            await opened.aclose()
+    lifespan = ServerLife(
+        store=the_store,
+        api=api,
+        emulator=emulator,
+        agents_api=agents_api,
+        decide=decide,
+        report=report,
+        sweep_interval=sweep_interval,
+        resume=resume,
+        virtual=virtual,
+        on_loop_error=on_loop_error,
+    )
 
     routes = [
-        Route("/healthz", health.check, methods=["GET"]),
-        Route("/hooks", hooks.handle, methods=["POST"]),
-        Route("/hooks/{name:path}", hooks.handle, methods=["POST"]),
-        Route("/agent-runs/{run_id}/interrupts", api.list_interrupts, methods=["GET"]),
-        Route("/interrupts/{interrupt_id}/resolve", api.resolve, methods=["POST"]),
-        Route("/agents/hook-events", api.hook_events, methods=["GET"]),
+        *platform_routes(hooks, api, health),
         *clock_routes(virtual, api.sweep_once),
-        Route("/chats/{chat_id}/settings", api.chat_settings, methods=["POST"]),
         *profile_routes(the_store, report),
         *chat_routes(the_store),
         *inspector_routes(
@@ -323,6 +342,38 @@ def create_app(
         report=report,
     )
     return app
+
+
+def platform_routes(hooks: HookService, api: PlatformApi, health: Health) -> list[Route]:
+    """The platform's routes: the hooks, its interrupt and chat API, and ``/healthz``."""
+    return [
+        Route("/healthz", health.check, methods=["GET"]),
+        Route("/hooks", hooks.handle, methods=["POST"]),
+        Route("/hooks/{name:path}", hooks.handle, methods=["POST"]),
+        Route("/agent-runs/{run_id}/interrupts", api.list_interrupts, methods=["GET"]),
+        Route("/interrupts/{interrupt_id}/resolve", api.resolve, methods=["POST"]),
+        Route("/agents/hook-events", api.hook_events, methods=["GET"]),
+        Route("/chats/{chat_id}/settings", api.chat_settings, methods=["POST"]),
+    ]
+
+
+def load_emulator(
+    store: Store, *, model: Path | None, agents: Path | None, report: Reporter | None
+) -> tuple[Emulator, AgentFiles | None]:
+    """The emulator the agent routes answer with: ``model`` (a model script) and ``agents`` (a
+    directory of agent files) are checked here, before anything is served."""
+    from belt.emulator.agents import load_agent_files
+    from belt.emulator.chats import Emulator
+    from belt.emulator.modelscript import load_model_script
+
+    agent_files = load_agent_files(agents) if agents is not None else None
+    emulator = Emulator(
+        store,
+        model=load_model_script(model) if model is not None else None,
+        agents=agent_files,
+        report=report,
+    )
+    return emulator, agent_files
 
 
 def started_handlers(in_process: Iterable[str], agent_files: AgentFiles | None) -> frozenset[str]:

@@ -238,12 +238,12 @@ class Replayer:
         and its timeout; InvalidInput for a hook that is not a webhook."""
         from belt.engine.dispatch import route_for
         from belt.engine.platform import reload_hooks
-        from belt.engine.simulation import SIM
+        from belt.records.sims import read_sim
         from belt.wire.platform import HookHandlerType
 
         record = self.deliveries.read(entry)
         run = self.store.read(RUN, entry.key[1])
-        sim = self.store.read(SIM, str(run.get("sim_id")))
+        sim = read_sim(self.store, str(run.get("sim_id")))
         hooks, routes = reload_hooks(self.store, sim)
         index = record.get("hook_index")
         if not isinstance(index, int) or not 0 <= index < len(hooks):
