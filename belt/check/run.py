@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 EXAMPLES_DEFAULT = 100
 SHRINK_CALLS_MAX = 300
 """The most calls spent shrinking the failures of one event (a slow handler makes each dear)."""
+BATCH = 200
+"""Payloads generated at a time, then sent back to back."""
 EXAMPLES_MAX = 100_000
 WRONG_SECRET = "whsec_YmVsdC1jaGVjazogbm90IHRoZSBzZWNyZXQ="
 SKEW_SECONDS = 600
@@ -145,50 +147,58 @@ class Explorer:
         if known is None or size < known[0]:
             self.found[check] = (size, payload, detail)
 
+    def timed(
+        self, case: Callable[[Any, bool], list[tuple[str, str]]], payload: Any, counting: bool
+    ) -> list[tuple[str, str]]:
+        """Run one case, its time counted as the cases' (generation left out); its failures
+        recorded."""
+        started = time.perf_counter()
+        try:
+            failures = case(payload, counting)
+        finally:
+            self.report.case_seconds += time.perf_counter() - started
+        if counting:
+            self.report.cases += 1
+        for check, detail in failures:
+            self.record(check, detail, payload)
+        return failures
+
     def explore(
         self,
         strategy: Any,
         sample: Any,
         case: Callable[[Any, bool], list[tuple[str, str]]],
     ) -> None:
-        """Run ``case(payload, counting)`` on the sample, then on generated payloads; a failure
-        of a generated one is recorded and raised for Hypothesis to shrink, and the search ends
-        with the shrinking. The sample runs first and apart (a failing explicit example would end
-        the search unshrunk), so a defect the sample shows is still shrunk from generated ones."""
-        from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-        from hypothesis import seed as seeded
-        from hypothesis.errors import Flaky
+        """Run ``case(payload, counting)`` on the sample, then on generated payloads, and shrink
+        the first failure of a generated one.
 
-        shrinking = {"calls": 0, "on": False}
+        Payloads are generated ``BATCH`` at a time and then sent back to back, so that a handler
+        is not left idle between cases while Hypothesis works. When one fails, Hypothesis runs
+        that batch again with the same seed, sending as it goes: it meets the failure at the same
+        place and shrinks it (the cases before it are sent again, not counted again). The sample
+        runs first and apart, so a defect it shows is still shrunk from generated payloads."""
+        self.timed(case, sample, True)
+        remaining, batch = self.examples, 0
+        while remaining > 0:
+            size = min(BATCH, remaining)
+            seed = (self.seed + batch) % 2**32
+            for payload in self.generate(strategy, seed, size):
+                if time.monotonic() > self.deadline:
+                    self.report.stopped = "--max-time passed; the cases up to then are reported"
+                    return
+                if self.timed(case, payload, True):
+                    self.shrink(strategy, seed, size, case)
+                    return
+            remaining -= size
+            batch += 1
 
-        def timed(payload: Any, counting: bool) -> list[tuple[str, str]]:
-            started = time.perf_counter()
-            try:
-                failures = case(payload, counting)
-            finally:
-                self.report.case_seconds += time.perf_counter() - started
-            if counting:
-                self.report.cases += 1
-            for check, detail in failures:
-                self.record(check, detail, payload)
-            return failures
+    def settings(self, size: int, *, shrink: bool) -> Any:
+        """Hypothesis's settings: no database, no deadline, no output of its own."""
+        from hypothesis import HealthCheck, Phase, Verbosity, settings
 
-        def test(payload: Any) -> None:
-            if time.monotonic() > self.deadline:
-                raise _Stop("--max-time")
-            if shrinking["on"]:
-                shrinking["calls"] += 1
-                if shrinking["calls"] > SHRINK_CALLS_MAX:
-                    raise _Stop("shrink")
-            failures = timed(payload, not shrinking["on"])
-            if failures:
-                shrinking["on"] = True
-                check, detail = failures[0]
-                raise failure_class(check)(detail)
-
-        timed(sample, True)
-        quiet = settings(
-            max_examples=self.examples,
+        phases = (Phase.generate, Phase.target, Phase.shrink) if shrink else (Phase.generate,)
+        return settings(
+            max_examples=size,
             database=None,
             deadline=None,
             derandomize=False,
@@ -196,9 +206,55 @@ class Explorer:
             report_multiple_bugs=True,
             verbosity=Verbosity.quiet,
             suppress_health_check=list(HealthCheck),
-            phases=(Phase.generate, Phase.target, Phase.shrink),
+            phases=phases,
         )
-        run: Callable[[], None] = quiet(seeded(self.seed)(given(strategy)(test)))  # type: ignore[no-untyped-call]
+
+    def generate(self, strategy: Any, seed: int, size: int) -> list[Any]:
+        """``size`` payloads of ``strategy`` (fewer when it has no more), as Hypothesis generates
+        them with ``seed``."""
+        from hypothesis import given
+        from hypothesis import seed as seeded
+
+        batch: list[Any] = []
+
+        def keep(payload: Any) -> None:
+            batch.append(payload)
+
+        collect = given(strategy)(keep)  # type: ignore[no-untyped-call]
+        run: Callable[[], None] = self.settings(size, shrink=False)(seeded(seed)(collect))
+        run()
+        return batch
+
+    def shrink(
+        self,
+        strategy: Any,
+        seed: int,
+        size: int,
+        case: Callable[[Any, bool], list[tuple[str, str]]],
+    ) -> None:
+        """Let Hypothesis find a batch's failure again and shrink it (and any other it meets):
+        each failing case raises its check's exception, and the smallest of each is kept."""
+        from hypothesis import given
+        from hypothesis import seed as seeded
+        from hypothesis.errors import Flaky
+
+        state = {"calls": 0, "failing": False}
+
+        def test(payload: Any) -> None:
+            if time.monotonic() > self.deadline:
+                raise _Stop("--max-time")
+            if state["failing"]:
+                state["calls"] += 1
+                if state["calls"] > SHRINK_CALLS_MAX:
+                    raise _Stop("shrink")
+            failures = self.timed(case, payload, False)
+            if failures:
+                state["failing"] = True
+                check, detail = failures[0]
+                raise failure_class(check)(detail)
+
+        search = given(strategy)(test)  # type: ignore[no-untyped-call]
+        run: Callable[[], None] = self.settings(size, shrink=True)(seeded(seed)(search))
         try:
             run()
         except _Stop as stop:
