@@ -63,6 +63,15 @@ def flip(payload: dict[str, Any]) -> dict[str, Any]:
     return {"decision": ("allow", "deny")[next(_calls) % 2]}
 
 
+_once = itertools.count()
+
+
+def fails_once(payload: dict[str, Any]) -> None:
+    """Fails on its third call only."""
+    if next(_once) == 2:
+        raise RuntimeError("only this once")
+
+
 def extra_keys(payload: dict[str, Any]) -> dict[str, Any]:
     """Answers with a key the platform does not know."""
     return {"decision": "allow", "verdict": "fine"}

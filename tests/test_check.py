@@ -350,6 +350,14 @@ def test_a_handler_deciding_by_turns_warns_on_determinism() -> None:
     assert "the same payload got" in next(iter(deterministic.warnings))
 
 
+def test_a_failure_that_does_not_happen_again_is_reported_as_flaky() -> None:
+    report = run_check(f"{CHECKED}:fails_once", events=["agent.start"], examples=5, seed=1)
+    failure = result(report, "answers", "agent.start").failure
+    assert failure is not None
+    assert "only this once" in failure.detail
+    assert failure.flaky is True
+
+
 def test_unknown_keys_in_the_answer_warn() -> None:
     report = run_check(f"{CHECKED}:extra_keys", events=["agent.tool_call"], examples=2, seed=1)
     body = result(report, "body")

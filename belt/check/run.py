@@ -1,9 +1,10 @@
 """``belt check``: generate what the platform may send a handler, hold every answer to the
 contract, and shrink each failure to the smallest payload that still shows it.
 
-Hypothesis generates the payloads (``belt.check.generate``) and shrinks the failures: each case
-runs the checks, and a case that fails one raises an exception of that check's own class, so the
-engine shrinks each failing check on its own. Cases are sent one at a time, only to the targets
+Hypothesis generates the payloads (``belt.check.generate``), a batch at a time, which are then
+sent back to back; when a case fails, Hypothesis runs its batch again, sending as it goes, and a
+case that fails a check raises an exception of that check's own class, so the engine shrinks
+each failing check on its own. Cases are sent one at a time, only to the targets
 given; their number is bounded by ``--examples`` per event, the shrinking by ``SHRINK_CALLS_MAX``
 calls, and the whole run by ``--max-time``. Hypothesis keeps no database and prints nothing: the
 report is belt's.
@@ -257,6 +258,8 @@ class Explorer:
         run: Callable[[], None] = self.settings(size, shrink=True)(seeded(seed)(search))
         try:
             run()
+            # Nothing failed this time: what failed in the batch did not fail again.
+            self.flaky.update(self.found)
         except _Stop as stop:
             if str(stop) == "--max-time":
                 self.report.stopped = "--max-time passed; the cases up to then are reported"
