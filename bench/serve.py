@@ -14,6 +14,11 @@ with the rounds without it. Target: throughput without the page at most 1.1 time
 with it, and server CPU per request with the page at most 1.1 times without. Without Playwright
 and a Chromium (the test extras, the `browser` target of the Makefile) that part is skipped.
 
+The same belt server is then measured holding IDLE_STREAMS chat streams open (the emulator's
+`GET /chats/{id}/stream` on chats with no run, as SDK clients waiting for a reply hold them):
+the server's CPU over IDLE_SECONDS, as a share of one core. Target: under 2%.
+`python bench/serve.py --idle-streams` measures only that.
+
 Run with `python bench/serve.py`.
 """
 
@@ -43,6 +48,9 @@ ROUNDS = 3
 WARMUP = 300
 TARGET = 0.5
 PAGE_TARGET = 1.1
+IDLE_STREAMS = 50
+IDLE_SECONDS = 10.0
+IDLE_TARGET = 0.02
 UVICORN_OPTIONS: dict[str, Any] = {
     "log_level": "warning",
     "access_log": False,
@@ -217,10 +225,80 @@ def open_page(browser: Any, url: str) -> Any:
     return page
 
 
+def idle_streams(server: Server, home: str) -> float | None:
+    """The share of a core ``server`` uses while IDLE_STREAMS streams of idle chats are open."""
+    from belt.records.chats import create_chat
+    from belt.store import open_store
+
+    os.environ["BELT_HOME"] = home  # the server's store, which this process writes the chats to
+    store = open_store()
+    chats = [create_chat(store, agent_id="ag_bench")["id"] for _ in range(IDLE_STREAMS)]
+    replayed = threading.Semaphore(0)
+    closing = threading.Event()
+
+    def follow(chat_id: str) -> None:
+        with (
+            httpx.Client(base_url=server.url, timeout=60) as client,
+            client.stream("GET", f"/chats/{chat_id}/stream") as reply,
+        ):
+            for raw in reply.iter_lines():
+                if '"event": "chats"' in raw:
+                    replayed.release()
+                if closing.is_set():
+                    return
+
+    threads = [threading.Thread(target=follow, args=(c,), daemon=True) for c in chats]
+    for thread in threads:
+        thread.start()
+    for _ in chats:
+        if not replayed.acquire(timeout=60):
+            raise SystemExit("a stream never sent its replay")
+    time.sleep(1.0)  # let the streams settle into waiting
+    before, began = server.cpu_seconds(), time.perf_counter()
+    time.sleep(IDLE_SECONDS)
+    after, seconds = server.cpu_seconds(), time.perf_counter() - began
+    closing.set()
+    if before is None or after is None:
+        return None
+    return (after - before) / seconds
+
+
+def main_idle() -> None:
+    """Only the idle streams figure."""
+    with tempfile.TemporaryDirectory(prefix="belt-bench-") as home:
+        env = {**os.environ, "BELT_HOME": home, "NO_COLOR": "1"}
+        policy = str(ROOT / "examples" / "policy.toml")
+        belt = start(
+            "belt serve --policy",
+            [sys.executable, "-m", "belt", "serve", "--port", "0", "--policy", policy],
+            env,
+        )
+        try:
+            share = idle_streams(belt, home)
+        finally:
+            belt.stop()
+    print_idle(share)
+
+
+def print_idle(share: float | None) -> None:
+    """The idle streams line."""
+    if share is None:
+        print("idle streams: no /proc here, not measured")
+        return
+    verdict = "meets" if share < IDLE_TARGET else "ABOVE"
+    print(
+        f"{IDLE_STREAMS} idle chat streams: server CPU {share * 100:.2f}% of a core over "
+        f"{IDLE_SECONDS:g} s ({verdict} the target of under {IDLE_TARGET * 100:g}%)"
+    )
+
+
 def main() -> None:
     """Start both servers, measure them in alternating rounds, print the figures and ratios."""
     if len(sys.argv) > 1 and sys.argv[1] == "--bare-server":
         run_bare_server()
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--idle-streams":
+        main_idle()
         return
     sys.path.insert(0, str(ROOT))
     from tests.browser import chromium, missing
@@ -249,6 +327,7 @@ def main() -> None:
                         page.close()
                     else:
                         measure(server)
+            share = idle_streams(belt, home)
         finally:
             for server in (bare, belt):
                 server.stop()
@@ -266,6 +345,7 @@ def main() -> None:
     verdict = "meets" if ratio >= TARGET else "BELOW"
     print(f"throughput ratio belt/bare: {ratio:.2f} ({verdict} the target of {TARGET})")
     print(f"server CPU per request belt/bare: {figures[1]['cpu_us'] / figures[0]['cpu_us']:.2f}")
+    print_idle(share)
     if no_browser is not None:
         print(f"the page-open rounds were skipped: {no_browser}")
         return

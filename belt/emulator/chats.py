@@ -38,6 +38,7 @@ from belt.engine.simulation import (
     stop_run,
 )
 from belt.errors import Conflict, InvalidInput, NotFound
+from belt.records.changes import watching
 from belt.records.chats import Chat, read_chat, update_chat
 from belt.records.ids import now_iso
 from belt.records.interrupts import for_resource, pending_for_run, resolve_interrupt
@@ -60,7 +61,8 @@ TEXT_LIMIT = 256 * 1024
 """The longest message text accepted, in characters."""
 GO_ON_WAIT = 5.0
 """Seconds a tool route waits for the run it let go on to be working again before answering."""
-GO_ON_POLL = 0.01
+GO_ON_FALLBACK = 1.0
+"""Seconds between two looks at that run when no write in this process woke the route."""
 
 
 @dataclass(frozen=True)
@@ -558,11 +560,17 @@ class Emulator:
         """Wait (a little) until a run whose last interrupt was just settled has gone on, so a
         client that reads or streams the chat next sees it working, as on the platform."""
         deadline = time.monotonic() + GO_ON_WAIT
-        while time.monotonic() < deadline:
-            run = self.store.get(RUN, run_id)
-            if run is None or not waiting(run):
-                return
-            time.sleep(GO_ON_POLL)
+        run = self.store.get(RUN, run_id)
+        if run is None or not waiting(run):
+            return
+        with watching(str(run.get("chat_id"))) as wake:
+            while time.monotonic() < deadline:
+                run = self.store.get(RUN, run_id)
+                if run is None or not waiting(run):
+                    return
+                # Woken by the run's next write here, or a look a second later for another
+                # process's.
+                wake.wait(min(GO_ON_FALLBACK, max(0.0, deadline - time.monotonic())))
 
     def tell(self, action: str, target: str, detail: str) -> None:
         """A live line for what the agent routes did."""

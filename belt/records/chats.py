@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import Conflict, NotFound
+from belt.records.changes import touched
 from belt.records.ids import new_id, now_iso
 from belt.records.names import find_id
 from belt.store import Store, check_id, open_store
@@ -76,17 +77,22 @@ def create_chat(
         **fields,
     }
     store.create(CHAT, chat_id, chat)
+    touched(chat_id)
     return cast(Chat, chat)
 
 
-def read_chat(store: Store, chat_id: str) -> Chat:
-    """One chat; NotFound (exit 3) if missing, InvalidInput (exit 5) if damaged."""
-    return cast(Chat, store.read(CHAT, check_id(chat_id, what="chat id")))
+def read_chat(store: Store, chat_id: str, *, fresh: bool = False) -> Chat:
+    """One chat; NotFound (exit 3) if missing, InvalidInput (exit 5) if damaged. With ``fresh``
+    its file is read only when it was replaced since this store last read or wrote it."""
+    read = store.read_fresh if fresh else store.read
+    return cast(Chat, read(CHAT, check_id(chat_id, what="chat id")))
 
 
 def update_chat(store: Store, chat_id: str, **changes: Any) -> Chat:
     """Change chat fields under the chat's lock, keeping changes made elsewhere; return it."""
-    return cast(Chat, store.merge(CHAT, chat_id, {**changes, "updated_at": now_iso()}))
+    chat = cast(Chat, store.merge(CHAT, chat_id, {**changes, "updated_at": now_iso()}))
+    touched(chat_id)
+    return chat
 
 
 def release_chat(store: Store, chat_id: str, run_id: str | None) -> Chat:
@@ -99,7 +105,9 @@ def release_chat(store: Store, chat_id: str, run_id: str | None) -> Chat:
             chat.update(status=ChatStatus.IDLE.value, active_run_id=None, updated_at=stamp)
         return chat
 
-    return cast(Chat, store.update(CHAT, chat_id, apply))
+    chat = cast(Chat, store.update(CHAT, chat_id, apply))
+    touched(chat_id)
+    return chat
 
 
 def _no_chat(chat_id: str) -> NotFound:
@@ -139,4 +147,5 @@ def set_chat_settings(
         }
         chat["updated_at"] = stamp
         store.write(CHAT, chat_id, chat)
+    touched(chat_id)
     return chat

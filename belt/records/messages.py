@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import InvalidInput
+from belt.records.changes import touched
 from belt.records.chats import Chat, read_chat, release_chat, update_chat
 from belt.records.ids import new_id, now_iso
 from belt.store import Store
@@ -85,7 +86,7 @@ class Recorder:
 
     def refresh_chat(self) -> Chat:
         """Re-read the chat (its settings may have changed from another process)."""
-        self.chat = read_chat(self.store, self.chat_id)
+        self.chat = read_chat(self.store, self.chat_id, fresh=True)
         return self.chat
 
     def update_chat(self, **changes: Any) -> None:
@@ -140,7 +141,8 @@ class Recorder:
             self._index_size = self.store.index_size(MESSAGES, self.chat_id)
             self.messages.append(message)
             self.by_id[message["id"]] = message
-            return message
+        touched(self.chat_id)
+        return message
 
     def message(self, message_id: str) -> Message:
         """A message of this chat that a run's record names; InvalidInput (exit 5) when the
@@ -159,3 +161,4 @@ class Recorder:
         """Persist a changed message."""
         message["updated_at"] = now_iso()
         self.store.write(MESSAGE, message["id"], dict(message))
+        touched(self.chat_id)

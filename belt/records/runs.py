@@ -14,6 +14,7 @@ from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import Conflict, NotFound
 from belt.records import leases
+from belt.records.changes import touched
 from belt.records.ids import new_id, now_iso
 from belt.records.names import find_id
 from belt.store import Store, check_id
@@ -154,6 +155,7 @@ class RunRecord:
         if chat_id is not None:
             store.link(CHAT_RUNS, chat_id, data["id"])
         store.create(RUN, data["id"], data)
+        touched(chat_id)
         return cls(store, data)
 
     @classmethod
@@ -194,6 +196,7 @@ class RunRecord:
             return run
 
         self.data = cast(Run, self.store.update(RUN, self.id, apply))
+        touched(self.data.get("chat_id"))
 
     def check_cancelled(self) -> None:
         """Raise Cancelled when the run was stopped from another process."""
@@ -325,7 +328,9 @@ def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -
         )
         return run
 
-    return store.update(RUN, check_id(run_id, what="run id"), apply)
+    cancelled = store.update(RUN, check_id(run_id, what="run id"), apply)
+    touched(cancelled.get("chat_id"))
+    return cancelled
 
 
 def find_run_id(store: Store, ref: str) -> str:

@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from belt.errors import UsageError
+from belt.records.changes import touched_all
 from belt.records.reports import Reporter, report_api
 from belt.server.problems import Problem
 from belt.text import printable
@@ -137,6 +138,7 @@ class GuardedH11Protocol(H11Protocol):
         if self.cycle is not None and not self.cycle.response_complete:
             scope = cast(dict[str, Any], self.cycle.scope)
             scope[STOPPING] = True
+            touched_all()  # a chat's stream waiting for a write sees that the server stops
         super().shutdown()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -9,7 +9,10 @@ the chat), then sends what changes.
 
 Everything is read from the store (the chat record, the size of its message index, the messages
 of the run that is going on), never from one process's memory, so a stream served by any worker
-of ``belt serve --workers`` sees the runs every other worker drives. A stream ends once the chat,
+of ``belt serve --workers`` sees the runs every other worker drives. A stream does not poll: a
+write through the records layer in this process wakes it (``belt.records.changes``), and every
+``FALLBACK`` seconds it looks at a stamp of the chat (two ``stat`` calls) for what other
+processes wrote. A stream ends once the chat,
 seen busy, is idle again (its run ended), or once a run that began after it connected has
 ended; a stream that saw no run stays open, with heartbeats, until the client leaves.
 """
@@ -19,20 +22,26 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 
 from belt.errors import BeltError
+from belt.records.changes import watching
+from belt.records.chats import CHAT
 from belt.records.messages import MESSAGE, MESSAGES
 from belt.records.views import chat_dto, chat_state, public_message
 
 if TYPE_CHECKING:
     from belt.store import Store
 
-POLL = 0.01
-"""Seconds between two looks at the chat in the store."""
+FALLBACK = 1.0
+"""Seconds between two looks at the chat in the store when no write in this process woke the
+stream (a write from another process sends no signal)."""
+WHOLE_LOOK = 10.0
+"""Seconds after which a fallback look reads the chat even though its stamp did not move."""
 HEARTBEAT = 15.0
 """Seconds of silence after which a heartbeat line is sent (the SDKs give up after 60)."""
 DELTA_CHARS = 4
@@ -93,6 +102,16 @@ class ChatWatch:
         self.saw_busy = False
         self.runs_at_connect: int | None = None
         self.first = True
+
+    def stamp(self) -> tuple[int, ...] | None:
+        """A cheap sign that another process wrote the chat: its file's identity and the size of
+        its message index (None when the store keeps no file to look at)."""
+        try:
+            info = os.stat(self.store.path(CHAT, self.chat_id))
+            size = self.store.index_size(MESSAGES, self.chat_id)
+        except (OSError, BeltError):
+            return None
+        return (info.st_ino, info.st_mtime_ns, info.st_size, size)
 
     def look(self) -> tuple[list[dict[str, Any]], bool]:
         """The events to send now, and whether the stream is over (the chat's run, seen going
@@ -171,22 +190,36 @@ async def chat_events(
 ) -> AsyncIterator[bytes]:
     """The NDJSON lines of a chat's stream, until its run ends, the client leaves, or the server
     stops (``stopping``)."""
-    watch = ChatWatch(store, chat_id)
-    loop = asyncio.get_running_loop()
-    last_sent = loop.time()
-    while not stopping():
-        try:
-            events, over = await run_in_threadpool(watch.look)
-        except BeltError as exc:
-            yield line({"event": "error", "data": {"message": exc.message}})
-            return
-        for event in events:
-            yield line(event)
-        if events:
-            last_sent = loop.time()
-        if over:
-            return
-        if loop.time() - last_sent >= HEARTBEAT:
-            yield line({"type": "heartbeat"})
-            last_sent = loop.time()
-        await asyncio.sleep(POLL)
+    with watching(chat_id) as wake:
+        watch = ChatWatch(store, chat_id)
+        loop = asyncio.get_running_loop()
+        last_sent = last_look = last_check = loop.time()
+        stamp: tuple[int, ...] | None = None
+        look = True
+        while not stopping():
+            if look:
+                stamp = watch.stamp()  # before the look: a write after it changes the stamp
+                try:
+                    events, over = await run_in_threadpool(watch.look)
+                except BeltError as exc:
+                    yield line({"event": "error", "data": {"message": exc.message}})
+                    return
+                last_look = last_check = loop.time()
+                for event in events:
+                    yield line(event)
+                if events:
+                    last_sent = loop.time()
+                if over:
+                    return
+            if loop.time() - last_sent >= HEARTBEAT:
+                yield line({"type": "heartbeat"})
+                last_sent = loop.time()
+            # Woken by a write in this process, or at the fallback rate for the others': a
+            # look at the stamp, and a whole look when it moved (or now and then anyway).
+            due = min(last_check + FALLBACK, last_sent + HEARTBEAT) - loop.time()
+            look = await wake.wait_async(max(0.0, due))
+            if not look and loop.time() - last_check >= FALLBACK:
+                last_check = loop.time()
+                look = (
+                    stamp is None or watch.stamp() != stamp or last_check - last_look >= WHOLE_LOOK
+                )

@@ -1,0 +1,96 @@
+"""Wake-ups for readers that wait on a chat: a write in this process wakes them at once.
+
+The records layer calls ``touched(chat_id)`` after it writes a chat, one of its messages or one
+of its runs. A reader (a chat's stream, a tool route waiting for its run to go on) holds a
+``Wake`` for the chat while it waits, registered before its first look at the store, so no write
+after that look is missed; it looks again when woken, and at a low rate anyway, because a write
+from another process (a worker of ``belt serve --workers``, ``belt sim stop``) sends no signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class Wake:
+    """One reader's wake-up for one chat, usable from a thread or from an event loop."""
+
+    def __init__(self, chat_id: str) -> None:
+        self.chat_id = chat_id
+        self._flag = threading.Event()
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        self._event = asyncio.Event() if self._loop is not None else None
+
+    def set(self) -> None:
+        """Wake the reader (from any thread)."""
+        self._flag.set()
+        if self._loop is not None and self._event is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._event.set)
+            except RuntimeError:  # the reader's loop has closed: nobody waits any more
+                pass
+
+    def wait(self, timeout: float) -> bool:
+        """Block until woken or ``timeout`` seconds pass; whether it was woken. Clears it."""
+        woken = self._flag.wait(timeout)
+        self._flag.clear()
+        return woken
+
+    async def wait_async(self, timeout: float) -> bool:
+        """Wait in the event loop until woken or ``timeout`` seconds pass; whether it was woken.
+        Clears it."""
+        assert self._event is not None, "a Wake made outside an event loop"
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            pass
+        woken = self._flag.is_set()
+        self._flag.clear()
+        self._event.clear()
+        return woken
+
+
+_lock = threading.Lock()
+_waiting: dict[str, set[Wake]] = {}
+
+
+@contextmanager
+def watching(chat_id: str) -> Iterator[Wake]:
+    """A wake-up for ``chat_id``, registered while the block runs."""
+    wake = Wake(chat_id)
+    with _lock:
+        _waiting.setdefault(chat_id, set()).add(wake)
+    try:
+        yield wake
+    finally:
+        with _lock:
+            wakes = _waiting.get(chat_id)
+            if wakes is not None:
+                wakes.discard(wake)
+                if not wakes:
+                    del _waiting[chat_id]
+
+
+def touched(chat_id: object) -> None:
+    """Wake whoever waits on ``chat_id`` in this process (a write changed the chat, one of its
+    messages or one of its runs). Costs one dictionary look-up when nobody waits."""
+    if not isinstance(chat_id, str) or chat_id not in _waiting:
+        return
+    with _lock:
+        wakes = list(_waiting.get(chat_id, ()))
+    for wake in wakes:
+        wake.set()
+
+
+def touched_all() -> None:
+    """Wake every reader in this process (the server begins to stop: each sees it and ends)."""
+    with _lock:
+        wakes = [wake for chat in _waiting.values() for wake in chat]
+    for wake in wakes:
+        wake.set()
