@@ -317,3 +317,40 @@ def test_a_snapshot_that_cannot_be_read_is_that_scenarios_error(
     assert budgets.status == "error" and "larger than the 16384 KiB limit" in (budgets.error or "")
     assert by_name["expiry.toml"].status == "fail"  # the others still ran: no snapshot yet
     assert suite.exit_code == 1
+
+
+def test_a_nexus_scenario_on_a_virtual_clock_snapshots_the_same_twice(tmp_path: Path) -> None:
+    # A Nexus hook task waits for a real executor, so its times are wall time even on a
+    # virtual clock: they are written <time>, and every other time is kept.
+    path = tmp_path / "nexus.json"
+    path.write_text(
+        json.dumps(
+            {
+                "dialect": "nexus",
+                "clock": "2026-08-11T14:00:00Z",
+                "profile": {
+                    "approval_mode": "auto",
+                    "lifecycle_hooks": {
+                        "stop": {"tool": "verify", "timeout_ms": 30000, "max_continuations": 2}
+                    },
+                },
+                "executors": {"verify": "py:tests.pyhooks:continue_once"},
+                "turns": [
+                    {"user": "fix it", "model": [{"say": "Fixed."}, {"say": "Checked: fixed."}]}
+                ],
+                "expect": [{"run_state": "completed"}],
+            }
+        ),
+        encoding="utf-8",
+    )
+    texts = set()
+    for _ in range(2):
+        suite = run_suite(paths=[path], snapshot="update")
+        assert suite.exit_code == 0, [(r.status, r.error) for r in suite.results]
+        texts.add(snapshot_path(path).read_bytes())
+        snapshot_path(path).unlink()
+    assert len(texts) == 1
+    document = json.loads(texts.pop())
+    assert document["clock"] == "virtual" and len(document["hook_tasks"]) == 2
+    assert {task["created_at"] for task in document["hook_tasks"]} == {"<time>"}
+    assert document["chat"]["created_at"].startswith("2026-08-11T14:00")
