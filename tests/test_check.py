@@ -40,6 +40,12 @@ def webhooks() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="module")
+def crash() -> CheckReport:
+    """One check of the handler that crashes on a path that is not ASCII, shared."""
+    return run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=1)
+
+
 def result(report: CheckReport, check: str, event: str = "agent.tool_call") -> CheckResult:
     found = [r for r in report.results if r.check == check and r.event == event]
     assert len(found) == 1, [(r.check, r.event) for r in report.results]
@@ -149,8 +155,8 @@ def test_the_spec_policy_property_holds_for_the_examples_guard(
 # -- one defect each ------------------------------------------------------------------------------
 
 
-def test_a_handler_that_crashes_on_a_unicode_path_fails_answers() -> None:
-    report = run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=50, seed=1)
+def test_a_handler_that_crashes_on_a_unicode_path_fails_answers(crash: CheckReport) -> None:
+    report = crash
     assert failed(report) == [("answers", "agent.tool_call")]
     failure = result(report, "answers").failure
     assert failure is not None
@@ -165,9 +171,8 @@ def test_a_handler_that_crashes_on_a_unicode_path_fails_answers() -> None:
 
 
 @needs_payload
-def test_the_unicode_crash_reproducer_shows_the_crash() -> None:
-    report = run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=50, seed=1)
-    failure = result(report, "answers").failure
+def test_the_unicode_crash_reproducer_shows_the_crash(crash: CheckReport) -> None:
+    failure = result(crash, "answers").failure
     assert failure is not None
     done = reproduce(failure.reproducer)
     assert done.returncode == 6, done.stderr
@@ -709,9 +714,8 @@ def test_the_pytest_helper_passes_a_good_handler_and_fails_a_bad_one() -> None:
     assert "reproduce: belt trigger agent.tool_call" in str(caught.value)
 
 
-def test_the_reproducer_quotes_survive_the_shell() -> None:
-    report = run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=1)
-    failure = result(report, "answers").failure
+def test_the_reproducer_quotes_survive_the_shell(crash: CheckReport) -> None:
+    failure = result(crash, "answers").failure
     assert failure is not None
     words = shlex.split(failure.reproducer)
     assert json.loads(words[words.index("--payload") + 1]) == failure.payload
