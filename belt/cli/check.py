@@ -169,7 +169,7 @@ def _lines(result: CheckResult) -> list[tuple[str, str]]:
     if status == "skip":
         head += f" (skipped: {printable(result.skipped or '')})"
     else:
-        head += f" ({result.cases} cases"
+        head += f" ({result.cases} case{'' if result.cases == 1 else 's'}"
         if result.warned:
             head += f", {result.warned} warned"
         head += ")"
