@@ -949,3 +949,59 @@ def test_a_log_reader_gives_a_line_in_pieces_and_nothing_where_no_line_starts(
         pass
     with pytest.raises(NotFound), store.log_reader("events", "other"):
         pass
+
+
+@both
+def test_read_fresh_reads_a_record_again_only_when_it_was_replaced(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.create("run", "r", {"state": "working", "deep": {"n": 1}})
+    path = store.path("run", "r")
+    reads: list[Path] = []
+    read_file = store._read_file
+
+    def counted(where: Path) -> bytes:
+        reads.append(where)
+        return read_file(where)
+
+    monkeypatch.setattr(store, "_read_file", counted)
+    assert store.read_fresh("run", "r") == {"state": "working", "deep": {"n": 1}}
+    assert reads == [path]
+    kept = store.read_fresh("run", "r")
+    kept["deep"]["n"] = 99  # what it gives is the caller's own copy
+    assert store.read_fresh("run", "r") == {"state": "working", "deep": {"n": 1}}
+    assert reads == [path]  # nothing replaced the file: not read again
+    # Its own update keeps what it wrote; the update itself read nothing either.
+    store.update("run", "r", lambda data: {**data, "state": "completed"})
+    assert store.read_fresh("run", "r")["state"] == "completed"
+    assert reads == [path]
+    # Another writer (another process's store, or a write this store did not make).
+    replaced = store._encode_object("run", "r", {"state": "canceled", "deep": {"n": 1}})
+    if isinstance(store, MemoryStore):
+        store._put_file(path, replaced)
+    else:
+        Store(store.root).merge("run", "r", {"state": "canceled"})
+    assert store.read_fresh("run", "r")["state"] == "canceled"
+    assert reads == [path, path]
+
+
+def test_read_fresh_reports_damage_done_after_the_record_was_kept(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    store.write("agent", "ag_1", {"v": 1})
+    store.write("agent", "ag_2", {"v": 2})
+    path = store.path("agent", "ag_1")
+    assert store.read_fresh("agent", "ag_1") == {"v": 1}
+    path.write_bytes(b"{")  # in place: the same inode, another size
+    with pytest.raises(InvalidInput, match="not valid JSON"):
+        store.read_fresh("agent", "ag_1")
+    with pytest.raises(InvalidInput, match="not valid JSON"):
+        store.update("agent", "ag_1", lambda data: data)
+    assert path.read_bytes() == b"{"
+    other = store.path("agent", "ag_2")
+    assert store.read_fresh("agent", "ag_2") == {"v": 2}
+    other.unlink()
+    other.symlink_to(path.name)
+    with pytest.raises(InvalidInput, match="symbolic link"):
+        store.read_fresh("agent", "ag_2")
+    with pytest.raises(InvalidInput, match="symbolic link"):
+        store.update("agent", "ag_2", lambda data: data)

@@ -199,8 +199,9 @@ class RunRecord:
         touched(self.data.get("chat_id"))
 
     def check_cancelled(self) -> None:
-        """Raise Cancelled when the run was stopped from another process."""
-        current = self.store.read(RUN, self.id)
+        """Raise Cancelled when the run was stopped from another process (a stat of the run's
+        file while nothing has replaced it: this is checked after every step and hook)."""
+        current = self.store.read_fresh(RUN, self.id)
         if current["state"] == AgentRunState.CANCELED:
             self.data = cast(Run, current)
             raise Cancelled

@@ -46,6 +46,7 @@ class MemoryStore(Store):
         self.schema = schema
         self.migrations = dict(MIGRATIONS if migrations is None else migrations)
         self.shapes = shapes
+        self._fresh = {}
         self._files: dict[str, bytes] = {}
         self._lines: dict[str, bytearray] = {}
         self._dirs: dict[str, dict[str, None]] = {}
@@ -122,6 +123,9 @@ class MemoryStore(Store):
         """Enter a new file's name in its directory (the caller holds the mutex)."""
         directory, _, name = key.rpartition("/")
         self._dirs.setdefault(directory, {})[name] = None
+
+    def _stamp(self, path: Path) -> object:
+        return self._files.get(str(path))  # the record itself: equal bytes are the same record
 
     def _is_file(self, path: Path) -> bool:
         key = str(path)

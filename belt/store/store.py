@@ -59,6 +59,8 @@ each record). Version 1 is the first, so there are no steps yet.
 """
 
 PATHS_KEPT = 4096
+FRESH_KEPT = 64
+"""How many records ``read_fresh`` keeps (a simulation polls a few: its run, its chat)."""
 """The most paths a store keeps made, for the records it reads and writes again and again."""
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -198,6 +200,7 @@ class Store:
         # With ``shapes``, every object read is checked against the shape of its kind
         # (belt.store.shapes): the store belt opens; a bare Store holds any data.
         self.shapes = shapes
+        self._fresh: dict[Path, tuple[object, bytes]] = {}
 
     def without_fsync(self) -> Store:
         """The same store, writing without fsync: for high-rate writers such as a simulation.
@@ -264,6 +267,32 @@ class Store:
             raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
         return self._decode_object(path, kind, id, raw)
 
+    def read_fresh(self, kind: str, id: str) -> dict[str, Any]:
+        """One object's data, as ``read`` gives it; its file is read again only when it was
+        replaced since this store last read it here or wrote it (a stat of the file, not a
+        read), for a record polled on every step that rarely changes: a run's cancel state, a
+        chat's settings. Every object is written by replacing its file, so a file whose inode,
+        size and times are those it had is the same file."""
+        path = self.path(kind, id)
+        kept = self._fresh.get(path)
+        if kept is not None and kept[0] == self._stamp(path):
+            document = json.loads(kept[1])  # checked when it was kept: the plain reader is enough
+            return self._migrate(path, kind, int(document["schema"]), document["data"])
+        before = self._stamp(path)
+        data = self.read(kind, id)
+        self._keep(path, before, self._encode_object(kind, id, data))
+        return data
+
+    def _keep(self, path: Path, stamp: object, blob: bytes) -> None:
+        """Keep ``blob`` as what ``read_fresh`` gives for ``path`` while its file has ``stamp``
+        (and still has it now: a file replaced meanwhile is not kept)."""
+        if stamp is None or self._stamp(path) != stamp:
+            self._fresh.pop(path, None)
+            return
+        if len(self._fresh) >= FRESH_KEPT and path not in self._fresh:
+            self._fresh.clear()
+        self._fresh[path] = (stamp, blob)
+
     def get(self, kind: str, id: str) -> dict[str, Any] | None:
         """One object's data, or None if it does not exist."""
         try:
@@ -303,6 +332,7 @@ class Store:
             except OSError as exc:
                 raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
             self._put_file(path, blob)
+            self._wrote(path, blob)
 
     def update(
         self, kind: str, id: str, fn: Callable[[dict[str, Any]], dict[str, Any]]
@@ -314,12 +344,22 @@ class Store:
         if not self._lexists(self.path(kind, id)):
             raise NotFound(f"no {kind} {id}")  # without leaving a lock file for a missing id
         with self.lock(kind, id):
-            current = self.read(kind, id)
-            new = fn(current)  # read afresh: no one else holds it
+            # Read afresh (no one else holds it); a stat, when this store keeps the record.
+            kept = self.path(kind, id) in self._fresh
+            current = self.read_fresh(kind, id) if kept else self.read(kind, id)
+            new = fn(current)
             if not isinstance(new, dict):
                 raise TypeError(f"update of {kind} {id} must return a dict")
-            self._put_file(self.path(kind, id), self._encode_object(kind, id, new))
+            blob = self._encode_object(kind, id, new)
+            self._put_file(self.path(kind, id), blob)
+            self._wrote(self.path(kind, id), blob)
             return new
+
+    def _wrote(self, path: Path, blob: bytes) -> None:
+        """This store replaced ``path`` with ``blob`` under its lock: what ``read_fresh`` keeps
+        of it is that (no other writer can have come in between)."""
+        if path in self._fresh:
+            self._keep(path, self._stamp(path), blob)
 
     def merge(self, kind: str, id: str, changes: dict[str, Any]) -> dict[str, Any]:
         """Under the object's lock: set the fields in ``changes``, keep the rest; return it."""
@@ -706,6 +746,14 @@ class Store:
 
     def _hold(self, lock_path: Path) -> AbstractContextManager[None]:
         return file_lock(lock_path)
+
+    def _stamp(self, path: Path) -> object:
+        """What changes whenever the file at ``path`` is replaced (None when there is none)."""
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        return (info.st_ino, info.st_dev, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
     def _open_lines(self, path: Path) -> BinaryIO:
         return os.fdopen(open_regular(path), "rb")
