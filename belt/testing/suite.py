@@ -37,6 +37,7 @@ from belt.store import MemoryStore, Store
 from belt.testing.expect import Expectation, Outcome
 from belt.testing.snapshot import DIRECTORY as SNAPSHOTS
 from belt.testing.snapshot import Comparison, compare_result
+from belt.testing.workers import run_all, shard_of
 
 SUFFIXES = (".toml", ".json")
 DEFAULT_PATH = Path("tests")
@@ -235,9 +236,8 @@ def run_suite(
     each record is compared with its stored snapshot, or written to it
     (``belt.testing.snapshot``). ``jobs`` worker processes run the scenarios of ``shard``
     (K, N), results in the serial order (``belt.testing.workers``); each scenario's store is
-    in memory, or with ``keep`` on disk under that directory (``kept_store``)."""
+    in memory, or with ``keep`` on disk under that directory (``kept_home``)."""
     from belt.engine.dispatch import parse_routes
-    from belt.testing.workers import run_all, shard_of
 
     parse_routes(routes or [])
     started = time.perf_counter()
