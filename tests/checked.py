@@ -95,8 +95,8 @@ def nexus_ack(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def app(release: asyncio.Event | None = None) -> Starlette:
-    """The webhooks: /block, /slow, /unsigned, /verified, and /once (verified, and a webhook-id
-    seen before is refused with 409)."""
+    """The webhooks: /block, /slow, /unsigned, /verified, /once (verified, and a webhook-id seen
+    before is refused with 409), and the executor tool /nexus (``nexus_blank_feedback``)."""
 
     async def block(request: Request) -> Response:
         await request.body()
@@ -134,8 +134,13 @@ def app(release: asyncio.Event | None = None) -> Starlette:
         seen.add(msg_id)
         return JSONResponse(guard(json.loads(body)) or {})
 
+    async def nexus(request: Request) -> Response:
+        task = json.loads(await request.body())
+        return JSONResponse(nexus_blank_feedback(task))
+
     return Starlette(
         routes=[
+            Route("/nexus", nexus, methods=["POST"]),
             Route("/once", once, methods=["POST"]),
             Route("/block", block, methods=["POST"]),
             Route("/slow", slow, methods=["POST"]),

@@ -401,6 +401,18 @@ def test_blank_feedback_on_stop_fails_result() -> None:
     assert "must be nonblank" in failure.detail
 
 
+def test_an_http_executor_tool_is_checked_and_reproduced_with_curl(webhooks: str) -> None:
+    report = run_check(
+        None, executors=[f"verify={webhooks}/nexus"], events=["stop"], examples=3, seed=1
+    )
+    assert failed(report) == [("result", "stop")]
+    failure = result(report, "result", "stop").failure
+    assert failure is not None
+    assert failure.reproducer.startswith(f"curl -sS -X POST {webhooks}/nexus ")
+    done = reproduce(failure.reproducer)
+    assert '"feedback": " "' in done.stdout or '"feedback":" "' in done.stdout
+
+
 def test_nexus_inputs_carry_the_fields_of_their_boundary() -> None:
     seen: list[dict[str, Any]] = []
 
@@ -491,6 +503,19 @@ def test_max_time_stops_the_run_and_names_what_was_not_checked() -> None:
     report = run_check(f"{CHECKED}:guard", examples=5, seed=1, max_time=0.001)
     assert report.stopped is not None and "--max-time" in report.stopped
     assert "not checked: agent.complete → " + f"{CHECKED}:guard" in report.notes
+
+
+def test_shrinking_stops_at_its_time_bound_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from belt.check import run as check_run
+
+    monkeypatch.setattr(check_run, "SHRINK_SECONDS_MAX", 0.0)
+    report = run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=1)
+    failure = result(report, "answers").failure
+    assert failure is not None
+    assert "UnicodeEncodeError" in failure.detail
+    assert failure.detail.endswith(
+        "(shrinking stopped at its bound of 300 cases or 0 s: the smallest found)"
+    )
 
 
 def test_the_pacer_keeps_requests_apart() -> None:

@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 EXAMPLES_DEFAULT = 100
 SHRINK_CALLS_MAX = 300
 """The most calls spent shrinking the failures of one event (a slow handler makes each dear)."""
+SHRINK_SECONDS_MAX = 20.0
+"""The most seconds spent shrinking the failures of one event (each failing call of a handler
+that times out costs its whole timeout)."""
 BATCH = 200
 """Payloads generated at a time, then sent back to back."""
 EXAMPLES_MAX = 100_000
@@ -240,13 +243,15 @@ class Explorer:
         from hypothesis.errors import Flaky
 
         state = {"calls": 0, "failing": False}
+        until = time.monotonic() + SHRINK_SECONDS_MAX
 
         def test(payload: Any) -> None:
-            if time.monotonic() > self.deadline:
+            now = time.monotonic()
+            if now > self.deadline:
                 raise _Stop("--max-time")
             if state["failing"]:
                 state["calls"] += 1
-                if state["calls"] > SHRINK_CALLS_MAX:
+                if state["calls"] > SHRINK_CALLS_MAX or now > until:
                     raise _Stop("shrink")
             failures = self.timed(case, payload, False)
             if failures:
@@ -722,7 +727,10 @@ def _finish(
                 f"{WEBHOOK_TIMEOUT_DEFAULT} s and prints the time taken"
             )
         if explorer.cut:
-            detail += f" (shrinking stopped after {SHRINK_CALLS_MAX} cases: the smallest found)"
+            detail += (
+                f" (shrinking stopped at its bound of {SHRINK_CALLS_MAX} cases or "
+                f"{SHRINK_SECONDS_MAX:g} s: the smallest found)"
+            )
         result.failure = Failure(detail, payload, command, flaky=check in explorer.flaky)
         if not result.failed:
             result.failed = 1
