@@ -382,7 +382,9 @@ def test_a_tool_continuing_outside_stop_fails_result() -> None:
         ("result", "pre_compact"),
         ("result", "turn_start"),
     ]
-    failure = result(report, "result", "turn_start").failure
+    turn_start = result(report, "result", "turn_start")
+    assert turn_start.cases >= 1 and turn_start.failed >= 1
+    failure = turn_start.failure
     assert failure is not None
     assert "only stop may ask to continue" in failure.detail
     assert failure.reproducer.startswith("python -c ")

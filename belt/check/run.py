@@ -4,10 +4,10 @@ contract, and shrink each failure to the smallest payload that still shows it.
 Hypothesis generates the payloads (``belt.check.generate``), a batch at a time, which are then
 sent back to back; when a case fails, Hypothesis runs its batch again, sending as it goes, and a
 case that fails a check raises an exception of that check's own class, so the engine shrinks
-each failing check on its own. Cases are sent one at a time, only to the targets
-given; their number is bounded by ``--examples`` per event, the shrinking by ``SHRINK_CALLS_MAX``
-calls, and the whole run by ``--max-time``. Hypothesis keeps no database and prints nothing: the
-report is belt's.
+each failing check on its own. Cases are sent one at a time, only to the targets given; their
+number is bounded by ``--examples`` per event, the shrinking by ``SHRINK_CALLS_MAX`` cases and
+``SHRINK_SECONDS_MAX``, and the whole run by ``--max-time``. Hypothesis keeps no database, keeps
+its caches under the state directory and prints nothing: the report is belt's.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from belt.check.report import (
 from belt.check.subjects import NEXUS, Subject, network_problems, subjects_for
 from belt.effects import Outcome, effect_text, outcome, url_host
 from belt.errors import InvalidInput, Unreachable
+from belt.text import short
 from belt.wire.enums import HookDecision
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT
 
@@ -548,7 +549,7 @@ def nexus_case(
             results["answers"].cases += 1
             results["answers"].latencies.append(took)
         found = problem(first)
-        if found is None and counting:
+        if counting and (found is None or found[0] == "result"):
             results["result"].cases += 1
         if found is None:
             second, took = call(task_input)
@@ -572,7 +573,7 @@ def nexus_case(
                 )
                 if once != twice:
                     results["deterministic"].warn(
-                        f"the same task input got {json.dumps(once)}, then {json.dumps(twice)}"
+                        f"the same task input got {short(once, 100)}, then {short(twice, 100)}"
                     )
         if found is None:
             return []
