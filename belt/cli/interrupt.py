@@ -258,8 +258,8 @@ def resolve(
         from belt.errors import UsageError
 
         raise UsageError(
-            f"give a decision: belt interrupt resolve {interrupt_id} allow|deny",
-            hint="to settle many gates at once: belt interrupt resolve --all allow|deny",
+            f"give a decision: belt interrupt resolve {interrupt_id} allow (or deny)",
+            hint="to settle many gates at once: belt interrupt resolve --all allow (or deny)",
         )
     for option, value in (("--run", run), ("--chat", chat), ("--tool", tool), ("--event", event)):
         if value is not None:
@@ -285,7 +285,8 @@ def _decision_of_all(first: str, second: InterruptResolution | None) -> str:
     if second is not None:
         raise UsageError(
             f"--all settles the gates the filters select and takes no ID ({first!r} given)",
-            hint="belt interrupt resolve --all allow|deny [--run RUN_ID] [--tool TOOL] [--yes]",
+            hint=f"belt interrupt resolve --all {second.value}, with --run, --chat, --tool or "
+            "--event to choose the gates",
         )
     if first not in {r.value for r in InterruptResolution}:
         raise UsageError(f"--all needs allow or deny, not {first!r}")

@@ -354,6 +354,18 @@ def test_resolve_all_piped_without_yes_is_a_usage_error_that_says_to_add_it() ->
     assert belt("interrupt", "list", "--json").json()[0]["status"] == "pending"
 
 
+def test_resolve_usage_errors_print_commands_without_placeholders() -> None:
+    gate = tool_gate("delete_file")
+    with_id = belt("interrupt", "resolve", "--all", gate["id"], "deny")
+    assert with_id.exit_code == 2
+    assert "belt interrupt resolve --all deny, with --run" in with_id.stderr
+    no_decision = belt("interrupt", "resolve", gate["id"])
+    assert no_decision.exit_code == 2
+    assert f"belt interrupt resolve {gate['id']} allow (or deny)" in no_decision.stderr
+    for placeholder in ("RUN_ID", "allow|deny", "TOOL"):
+        assert placeholder not in with_id.stderr + no_decision.stderr
+
+
 def test_resolve_all_on_a_terminal_asks_to_confirm_the_count() -> None:
     tool_gate("delete_file")
     tool_gate("read_file")
