@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
@@ -230,15 +231,11 @@ def test_job_and_shard_arithmetic() -> None:
 def test_scenarios_run_in_memory_and_keep_writes_each_to_its_own_state_directory(
     tmp_path: Path, belt_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tempfile
-
     names = write_suite(tmp_path / "suite", 2)
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    made = temporary_directories(monkeypatch)
     result = belt("test", *names[:2], "--json")
     assert result.exit_code == 0, result.stdout
-    assert list(scratch.iterdir()) == []  # no store on disk, not even a temporary one
+    assert made == []  # no store on disk, not even a temporary one
     assert not belt_home.exists()
     assert all("kept" not in r for r in lines(result.stdout))
 
@@ -349,3 +346,38 @@ def test_sim_run_ephemeral_writes_nothing_to_the_state_directory(
     refused = belt("sim", "run", names[1], "--ephemeral", "--wait")
     assert refused.exit_code == 2
     assert "--ephemeral and --wait" in refused.stderr
+
+
+def test_the_plugin_runs_a_scenario_in_memory(
+    belt_scenario: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = temporary_directories(monkeypatch)
+    run = belt_scenario(
+        {
+            "agent": {"hooks": [{"event": "agent.tool_call", "type": "webhook", "handler": deny}]},
+            "turns": [
+                {"user": "go", "model": [{"tool_calls": [{"name": "rm", "arguments": {}}]}, {}]}
+            ],
+            "expect": [{"tool": "rm", "status": "failed"}],
+        }
+    )
+    assert run.tool_status("rm") == "failed"
+    assert made == []  # no store on disk, not even a temporary one
+
+
+def temporary_directories(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The temporary directories made from now on (``tempfile.mkdtemp``, which
+    ``TemporaryDirectory`` calls), as they are made."""
+    made: list[str] = []
+    original = tempfile.mkdtemp
+
+    def recording(*args: Any, **kwargs: Any) -> str:
+        made.append(original(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", recording)
+    return made
+
+
+def deny(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"decision": "deny", "reason": "no"}
