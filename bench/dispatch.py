@@ -15,7 +15,8 @@ Starts `belt serve` (every hook allowed) in its own process, then in the same ru
   allows everything) in place of the webhook.
 
 Prints the per-hook cost, its ratio to the raw round trip (target: at most 1.5), the events per
-second the simulator fires with no hooks, and the per-hook cost of the ``py:`` handler divided by
+second the simulator fires with no hooks (on the durable store, and on the store in memory of
+``belt sim run --ephemeral``), and the per-hook cost of the ``py:`` handler divided by
 the webhook's (target: at most 0.2).
 
     .venv/bin/python bench/dispatch.py [--calls 2000] [--rounds 3]
@@ -57,14 +58,15 @@ def scenario(path: Path, calls: int, url: str | None, *, background: bool = Fals
     return path
 
 
-def run_sim(path: Path) -> tuple[float, int, float]:
+def run_sim(path: Path, *, ephemeral: bool = False) -> tuple[float, int, float]:
     """Seconds for the whole simulation, hooks recorded, and seconds of the run's own loop
-    (from its start to its end, before the simulation waits for async hooks)."""
+    (from its start to its end, before the simulation waits for async hooks); with
+    ``ephemeral``, on the store in memory (``belt sim run --ephemeral``)."""
     from belt.engine.api import run_scenario
     from belt.store.clock import parse_timestamp
 
     started = time.perf_counter()
-    report, _ = run_scenario(scenario=path)
+    report, _ = run_scenario(scenario=path, ephemeral=ephemeral)
     elapsed = time.perf_counter() - started
     run = report["runs"][0]
     assert run["state"] == "completed", run
@@ -115,7 +117,7 @@ def main() -> None:
             hooked_path = scenario(home / "hooked.json", args.calls, url)
             async_path = scenario(home / "async.json", args.calls, url, background=True)
             py_path = scenario(home / "py.json", args.calls, IN_PROCESS)
-            raws, idles, bares, hookeds, asyncs, pys = [], [], [], [], [], []
+            raws, idles, bares, memories, hookeds, asyncs, pys = [], [], [], [], [], [], []
             bare_loops, async_loops = [], []
             # Alternate the kinds so that a slow patch of the shared machine hits all of them.
             for _ in range(args.rounds):
@@ -124,6 +126,7 @@ def main() -> None:
                 elapsed, _, loop = run_sim(bare_path)
                 bares.append(elapsed)
                 bare_loops.append(loop)
+                memories.append(run_sim(bare_path, ephemeral=True)[0])
                 elapsed, executed, _ = run_sim(hooked_path)
                 hookeds.append(elapsed)
                 assert executed == args.calls
@@ -137,6 +140,7 @@ def main() -> None:
             raw = statistics.median(raws)
             idle = statistics.median(idles)
             bare = statistics.median(bares)
+            memory = statistics.median(memories)
             hooked = statistics.median(hookeds)
             background = statistics.median(asyncs)
             bare_loop = statistics.median(bare_loops)
@@ -157,6 +161,7 @@ def main() -> None:
     print(f"ratio per-hook / raw:       {per_hook / raw:.2f}  (target <= 1.5)")
     print(f"ratio per-hook / idle raw:  {per_hook / idle:.2f}")
     print(f"events/s with no hooks:     {events / bare:,.0f}")
+    print(f"  the same, in memory:      {events / memory:,.0f} (belt sim run --ephemeral)")
     print(f"sim per tool call, async:   {background / args.calls * 1e3:.3f} ms (async deliveries")
     print("                            included: the simulation waits for them at its end)")
     print(f"ratio sync hooked / no hook: {hooked / bare:.2f}")
