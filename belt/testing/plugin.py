@@ -331,6 +331,8 @@ class ScenarioRunner:
     name: str
     update_snapshots: bool = False
     """``pytest --belt-snapshot-update``: ``assert_snapshot`` writes snapshots."""
+    keep: Path | None = None
+    """``pytest --belt-keep DIR``: each scenario's records on disk under DIR, not in memory."""
     runs: list[ScenarioRun] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
 
@@ -375,7 +377,9 @@ class ScenarioRunner:
                 }
         loaded = scenario_from_document(document, source, directory, hooks_file=hooks_file)
         specs = [f"{prefix}={self.target(target)}" for prefix, target in (routes or {}).items()]
-        result = run_loaded(loaded.source, loaded, routes=specs, allow_network=allow_network)
+        result = run_loaded(
+            loaded.source, loaded, routes=specs, allow_network=allow_network, keep=self.keep
+        )
         if result.status == "error":
             pytest.fail(f"the scenario could not run: {result.error}", pytrace=False)
         if isinstance(scenario, dict):
@@ -417,6 +421,7 @@ def belt_scenario(request: pytest.FixtureRequest) -> Iterator[ScenarioRunner]:
         Path(request.path).parent,
         f"{request.node.name} (scenario)",
         update_snapshots=bool(request.config.getoption("belt_snapshot_update")),
+        keep=request.config.getoption("belt_keep"),
     )
     try:
         yield runner
@@ -520,12 +525,21 @@ UPDATE_OPTION = "pytest --belt-snapshot-update"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """``--belt-snapshot-update``: ``run.assert_snapshot()`` writes the snapshots it compares."""
+    """``--belt-snapshot-update``: ``run.assert_snapshot()`` writes the snapshots it compares;
+    ``--belt-keep DIR``: each scenario's records on disk under DIR."""
     parser.getgroup("belt").addoption(
         "--belt-snapshot-update",
         action="store_true",
         dest="belt_snapshot_update",
         help="belt: write the snapshots run.assert_snapshot() compares, instead of comparing",
+    )
+    parser.getgroup("belt").addoption(
+        "--belt-keep",
+        metavar="DIR",
+        type=Path,
+        dest="belt_keep",
+        help="belt: keep each scenario's records on disk, a state directory of its own under "
+        "DIR, as belt test --keep does (run.result.kept names it), instead of in memory",
     )
 
 

@@ -318,7 +318,8 @@ def test_the_pytest_plugin_works_under_xdist(tmp_path: Path) -> None:
     workers = tmp_path / "workers"
     workers.mkdir()
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", "-q"],
+        [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", "-q"]
+        + ["--belt-keep", str(tmp_path / "kept")],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -329,6 +330,11 @@ def test_the_pytest_plugin_works_under_xdist(tmp_path: Path) -> None:
     assert "4 passed" in result.stdout
     # xdist hands the four tests out to both workers at the start.
     assert sorted(os.listdir(workers)) == ["gw0", "gw1"]
+    # --belt-keep DIR: each scenario's records in a state directory of its own there.
+    kept = sorted((tmp_path / "kept").iterdir())
+    assert [home.name for home in kept] == [f"test_denied_{n}_scenario" for n in range(4)]
+    for home in kept:
+        assert len(Store(home / "store").list_ids("sim")) == 1
 
 
 def test_sim_run_ephemeral_writes_nothing_to_the_state_directory(
