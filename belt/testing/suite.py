@@ -253,6 +253,8 @@ def run_suite(
         snapshot=snapshot,
         keep=keep,
     )
+    if jobs > 1:
+        _import_scenario_modules()
     for result in run_all(step, shard_of(chosen, shard), jobs=jobs):
         results.append(result)
         if report is not None:
@@ -264,6 +266,16 @@ def run_suite(
     if junit_xml is not None:
         write_junit(junit_xml, suite, render, coverage=coverage)
     return suite
+
+
+def _import_scenario_modules() -> None:
+    """Import what running a scenario imports, before the workers are forked: each inherits
+    them, instead of every worker importing them again with its first scenario."""
+    import belt.engine.api
+    import belt.engine.dialects
+    import belt.engine.offline
+    import belt.engine.report
+    import belt.testing.coverage  # noqa: F401
 
 
 def run_one(
