@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -27,7 +27,7 @@ from starlette.routing import Route
 
 from belt.effects import is_in_process
 from belt.errors import BeltError
-from belt.records.journal import ServeLine, append_serve_line, journal_headers
+from belt.records.journal import ServeLine, journal_headers
 from belt.records.reports import Reporter, report_api
 from belt.server.deciders import (
     Decider,
@@ -38,6 +38,7 @@ from belt.server.deciders import (
     allow_all,
 )
 from belt.server.inspector import inspector_routes, is_page_shell
+from belt.server.journal import GroupJournal
 from belt.server.problems import (
     MAX_BODY_BYTES,
     Problem,
@@ -105,7 +106,7 @@ class HookService:
         report: Reporter | None,
     ) -> None:
         self.decide = decide
-        self.journal = journal
+        self.journal = GroupJournal(journal) if journal is not None else None
         self.key = secret_key(secret) if secret else None
         self.replays = ReplayGuard()
         self.report = report
@@ -131,7 +132,7 @@ class HookService:
         record["status"] = status
         record["response"] = response_body
         record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
-        self._record(record)
+        await self._record(record)
         return response
 
     async def _answer(self, request: Request, record: ServeLine) -> tuple[dict[str, Any], Response]:
@@ -187,16 +188,14 @@ class HookService:
         response_body = answer.model_dump(mode="json", exclude_none=True)
         return response_body, Response(json_bytes(response_body), media_type="application/json")
 
-    def _record(self, record: ServeLine) -> None:
+    async def _record(self, record: ServeLine) -> None:
         if self.journal is not None:
-            # A journal that cannot be written must not stop hooks from being answered.
-            try:
-                append_serve_line(self.journal, record)
-            except (BeltError, OSError, ValueError) as exc:
-                # ValueError: a string the store cannot encode (a lone surrogate in a reason).
-                record["journal_error"] = exc.message if isinstance(exc, BeltError) else str(exc)
+            # Answered once the line is written (with the lines of the requests beside it).
+            error = await self.journal.write(record)
+            if error is not None:
+                record["journal_error"] = error
         if self.report is not None:
-            self.report(dict(record))
+            self.report(cast(dict[str, Any], record))
 
 
 @dataclass

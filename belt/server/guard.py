@@ -54,6 +54,9 @@ STOPPING = "belt.stopping"
 stream that never ends by itself (the inspector's) ends when it sees it, instead of holding the
 server's graceful shutdown until its client leaves."""
 
+HOSTS_REMEMBERED = 64
+"""How many ``Host`` values a guard remembers the verdict on (then it forgets them all)."""
+
 BACKLOG = 64
 """The listen queue; asyncio also accepts up to this many connections in one go."""
 
@@ -348,6 +351,7 @@ class RequestGuard:
         self.app = app
         self.token = token.encode("utf-8") if token else None
         self.allowed = frozenset(allowed_host_name(name) for name in allow_hosts)
+        self._hosts_seen: dict[str, bool] = {}
         self.is_open = is_open
         self.report = report
 
@@ -397,12 +401,22 @@ class RequestGuard:
         scheme, _, offered = header.partition(b" ")
         return scheme.lower() == b"bearer" and hmac.compare_digest(offered.strip(), self.token)
 
+    def _host_allowed(self, host: str) -> bool:
+        """``host_allowed``, remembered for the few names a server is asked by (each request of
+        a keep-alive client sends the same one)."""
+        known = self._hosts_seen.get(host)
+        if known is None:
+            if len(self._hosts_seen) >= HOSTS_REMEMBERED:
+                self._hosts_seen.clear()
+            known = self._hosts_seen[host] = host_allowed(host, self.allowed)
+        return known
+
     def _host(self, values: list[bytes]) -> str:
         if len(values) != 1:
             what = "without a Host header" if not values else "with more than one Host header"
             raise Refusal(Problem(403, "Forbidden", f"belt serve does not answer a request {what}"))
         host = values[0].decode("latin-1")
-        if self.token is None and not host_allowed(host, self.allowed):
+        if self.token is None and not self._host_allowed(host):
             raise Refusal(
                 Problem(
                     403,

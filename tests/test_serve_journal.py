@@ -1,0 +1,107 @@
+"""`belt serve`'s journal is written in groups (group commit), and a request is answered only
+once its own line is in the file."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, cast
+
+import httpx
+
+from belt.records.journal import JOURNAL, SERVE, ServeLine
+from belt.server.app import create_app
+from belt.server.journal import GroupJournal
+from belt.store import Store, open_store
+from tests.servers import running
+
+
+def line(chat_id: str, reason: str = "fine") -> ServeLine:
+    return cast(
+        ServeLine,
+        {
+            "kind": "hook",
+            "at": "2026-08-11T14:00:00.000Z",
+            "route": "/hooks",
+            "name": None,
+            "headers": {},
+            "request": {"chat_id": chat_id},
+            "reason": reason,
+        },
+    )
+
+
+class CountingStore(Store):
+    """A file store that counts the log appends it makes (a real store, not a mock)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.groups: list[int] = []
+
+    def append_group(self, log: str, id: str, records: list[dict[str, Any]], **kw: Any) -> None:
+        self.groups.append(len(records))
+        super().append_group(log, id, records, **kw)
+
+
+def test_lines_handed_in_together_are_written_in_one_append_in_order() -> None:
+    store = CountingStore(open_store().root)
+    journal = GroupJournal(store)
+
+    async def together() -> list[str | None]:
+        return list(await asyncio.gather(*(journal.write(line(f"ch_{n}")) for n in range(5))))
+
+    assert asyncio.run(together()) == [None] * 5
+    assert store.groups == [5]
+    written = store.read_log(JOURNAL, SERVE)
+    assert [record["request"]["chat_id"] for record in written] == [f"ch_{n}" for n in range(5)]
+
+
+def test_a_line_the_store_refuses_costs_only_its_own_request_its_line() -> None:
+    store = open_store()
+    journal = GroupJournal(store)
+
+    async def together() -> list[str | None]:
+        lines = [line("ch_a"), line("ch_b", reason="lone \ud800 surrogate"), line("ch_c")]
+        return list(await asyncio.gather(*(journal.write(one) for one in lines)))
+
+    first, refused, last = asyncio.run(together())
+    assert first is None and last is None
+    assert refused is not None and "surrogate" in refused
+    written = store.read_log(JOURNAL, SERVE)
+    assert [record["request"]["chat_id"] for record in written] == ["ch_a", "ch_c"]
+
+
+def test_every_answered_request_has_its_line_in_the_journal_already() -> None:
+    store = open_store()
+    missing: list[str] = []
+
+    def client(worker: int, url: str) -> None:
+        with httpx.Client(base_url=url, timeout=30) as http:
+            for n in range(25):
+                chat_id = f"ch_w{worker}n{n}"
+                payload = {
+                    "event": "agent.turn_start",
+                    "timestamp": "2026-08-11T14:00:00.000Z",
+                    "agent_id": "ag_1",
+                    "chat_id": chat_id,
+                    "run_id": "ar_1",
+                    "turn_count": 1,
+                    "data": {},
+                }
+                assert http.post("/hooks", json=payload).status_code == 200
+                # Answered: the line is in the file (read by another reader of the store).
+                journalled = {
+                    record["request"]["chat_id"] for record in store.read_log(JOURNAL, SERVE)
+                }
+                if chat_id not in journalled:
+                    missing.append(chat_id)
+
+    with running(create_app(store=store, sweep_interval=0)) as url:
+        workers = [threading.Thread(target=client, args=(w, url)) for w in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=120)
+    assert not any(worker.is_alive() for worker in workers)
+    assert missing == []
+    assert len(store.read_log(JOURNAL, SERVE)) == 100
