@@ -562,7 +562,9 @@ def test_a_child_holding_stdout_open_cannot_hold_the_tool_past_its_deadline(
 ) -> None:
     pid_file = tmp_path / "child.pid"
     body = f"(sleep 60; echo late) &\necho $! > {pid_file}\necho '{{}}'\n"
-    outcome = parse_tool("t=cmd:" + script(tmp_path, body)).call({}, 0.5)
+    # The deadline leaves a loaded machine time to start the shell and its child; the child
+    # holds stdout open for 60 s, so only the deadline can end the call.
+    outcome = parse_tool("t=cmd:" + script(tmp_path, body)).call({}, 3)
     assert outcome == ToolOutcome(timed_out=True)
     child = int(pid_file.read_text())
     for _ in range(200):  # the group was killed; the child is reaped by init soon after
