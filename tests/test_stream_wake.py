@@ -103,3 +103,32 @@ def test_a_write_from_another_process_reaches_a_stream(model: Any) -> None:  # n
         done.set()
     reader.join(timeout=60)  # the server's stop ends the stream
     assert not reader.is_alive()
+
+
+def test_the_inspector_stream_is_woken_by_a_journal_line_of_its_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from belt.server.app import create_app
+    from belt.server.inspector import api
+    from tests.servers import running
+
+    # With no fallback look in the test's lifetime, only the wake-up can bring the change.
+    monkeypatch.setattr(api, "FALLBACK", 3600.0)
+    payload = {
+        "event": "agent.turn_start",
+        "timestamp": "2026-08-11T14:00:00.000Z",
+        "agent_id": "ag_1",
+        "chat_id": "ch_1",
+        "run_id": "ar_1",
+        "turn_count": 1,
+        "data": {},
+    }
+    with (
+        running(create_app(store=open_store(), sweep_interval=0)) as url,
+        httpx.stream("GET", f"{url}/inspector/stream", timeout=30) as reply,
+    ):
+        lines = reply.iter_lines()
+        assert json.loads(next(lines))["type"] == "hello"
+        assert httpx.post(f"{url}/hooks", json=payload).status_code == 200
+        changed = json.loads(next(lines))
+    assert changed["type"] == "changed" and "deliveries" in changed["areas"]

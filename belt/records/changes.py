@@ -77,15 +77,27 @@ def watching(chat_id: str) -> Iterator[Wake]:
                     del _waiting[chat_id]
 
 
+ANYTHING = "*"
+"""The key of readers woken by every write that wakes a chat's, and by the server's journal
+(the inspector's stream); no chat id is spelled so."""
+
+
 def touched(chat_id: object) -> None:
     """Wake whoever waits on ``chat_id`` in this process (a write changed the chat, one of its
-    messages or one of its runs). Costs one dictionary look-up when nobody waits."""
-    if not isinstance(chat_id, str) or chat_id not in _waiting:
+    messages or one of its runs), and whoever waits on ``ANYTHING``. Costs a look at one
+    dictionary when nobody waits."""
+    if not _waiting:
         return
+    key = chat_id if isinstance(chat_id, str) else ANYTHING
     with _lock:
-        wakes = list(_waiting.get(chat_id, ()))
+        wakes = {*_waiting.get(key, ()), *_waiting.get(ANYTHING, ())}
     for wake in wakes:
         wake.set()
+
+
+def touched_anything() -> None:
+    """Wake whoever waits on ``ANYTHING`` (a write no chat owns, such as a journal line)."""
+    touched(ANYTHING)
 
 
 def touched_all() -> None:

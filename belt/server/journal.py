@@ -14,6 +14,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from belt.errors import BeltError
+from belt.records.changes import touched_anything
 from belt.records.journal import ServeLine, append_serve_line, append_serve_lines
 
 if TYPE_CHECKING:
@@ -49,9 +50,11 @@ class GroupJournal:
             # One line the store refuses must not cost the others theirs: each on its own.
             for line, done in group:
                 _settle(done, _append_one(self.store, line))
+            touched_anything()
             return
         for _, done in group:
             _settle(done, None)
+        touched_anything()  # the inspector's stream: the deliveries changed
 
 
 def _append_one(store: Store, line: ServeLine) -> str | None:

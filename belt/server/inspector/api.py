@@ -32,6 +32,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, Router
 
 from belt.errors import BeltError, Conflict
+from belt.records.changes import ANYTHING, watching
 from belt.records.journal import JOURNAL, SERVE
 from belt.records.reports import Reporter, report_api
 from belt.server.inspector.deliveries import Deliveries, Signals, check_filters
@@ -63,7 +64,10 @@ PAGE_HEADERS = {
 API_HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
 
 TICK = 0.25
-"""Seconds between two looks at the store while a page is connected to the stream."""
+"""Seconds at least between two looks at the store while a page is connected to the stream."""
+FALLBACK = 1.0
+"""Seconds after which the stream looks at the store although no write in this process woke it
+(another process's writes send no signal)."""
 HEARTBEAT = 15.0
 """Seconds of quiet after which the stream sends a heartbeat line (a dead peer shows up)."""
 STREAM_SECONDS = 600.0
@@ -374,20 +378,26 @@ class Inspector:
         )
 
     async def _changes(self, stopping: Callable[[], bool]) -> AsyncIterator[bytes]:
-        watch = Changes(self.store)
-        yield _line({"type": "hello", "areas": list(watch.areas)})
-        began = last = time.monotonic()
-        while time.monotonic() - began < STREAM_SECONDS:
-            await asyncio.sleep(TICK)
-            if stopping():
-                return
-            changed = watch.look()
-            if changed:
-                yield _line({"type": "changed", "areas": changed})
-                last = time.monotonic()
-            elif time.monotonic() - last >= HEARTBEAT:
-                yield _line({"type": "heartbeat"})
-                last = time.monotonic()
+        with watching(ANYTHING) as wake:
+            watch = Changes(self.store)
+            yield _line({"type": "hello", "areas": list(watch.areas)})
+            began = last = time.monotonic()
+            while time.monotonic() - began < STREAM_SECONDS:
+                # Woken by a write in this process, or a look at the fallback rate for other
+                # processes' writes; then a tick more, so a burst of writes is one look.
+                await wake.wait_async(FALLBACK)
+                if stopping():
+                    return
+                await asyncio.sleep(TICK)
+                if stopping():
+                    return
+                changed = watch.look()
+                if changed:
+                    yield _line({"type": "changed", "areas": changed})
+                    last = time.monotonic()
+                elif time.monotonic() - last >= HEARTBEAT:
+                    yield _line({"type": "heartbeat"})
+                    last = time.monotonic()
 
 
 class Changes:
