@@ -1005,3 +1005,30 @@ def test_read_fresh_reports_damage_done_after_the_record_was_kept(tmp_path: Path
         store.read_fresh("agent", "ag_2")
     with pytest.raises(InvalidInput, match="symbolic link"):
         store.update("agent", "ag_2", lambda data: data)
+
+
+def test_an_append_reads_the_header_again_only_when_the_file_changed_since_its_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "store")
+    store.append("events", "r", {"n": 1})
+    path = store.root / "logs" / "events" / "r.jsonl"
+    firsts: list[Path] = []
+    first_line = store._first_line
+
+    def counted(where: Path) -> bytes:
+        firsts.append(where)
+        return first_line(where)
+
+    monkeypatch.setattr(store, "_first_line", counted)
+    store.append("events", "r", {"n": 2})
+    store.append("events", "r", {"n": 3})
+    assert firsts == []  # as its own last append left it
+    Store(store.root).append("events", "r", {"n": 4})  # another process's
+    store.append("events", "r", {"n": 5})
+    assert firsts == [path]
+    newer = path.read_bytes().replace(b'"schema":1', b'"schema":9', 1)
+    path.write_bytes(newer)  # in place, after this store's last append
+    with pytest.raises(InvalidInput, match="newer belt"):
+        store.append("events", "r", {"n": 6})
+    assert path.read_bytes() == newer

@@ -47,6 +47,7 @@ class MemoryStore(Store):
         self.migrations = dict(MIGRATIONS if migrations is None else migrations)
         self.shapes = shapes
         self._fresh = {}
+        self._appended = {}
         self._files: dict[str, bytes] = {}
         self._lines: dict[str, bytearray] = {}
         self._dirs: dict[str, dict[str, None]] = {}

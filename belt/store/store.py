@@ -208,6 +208,7 @@ class Store:
         # (belt.store.shapes): the store belt opens; a bare Store holds any data.
         self.shapes = shapes
         self._fresh: dict[Path, tuple[object, bytes]] = {}
+        self._appended: dict[Path, object] = {}
 
     def without_fsync(self) -> Store:
         """The same store, writing without fsync: for high-rate writers such as a simulation.
@@ -692,12 +693,15 @@ class Store:
     ) -> None:
         header = _header_line(family, self.schema)
         line = b"".join(_encode(record, indent=None) + b"\n" for record in records)
+        appended = self._appended.pop(path, None)
         try:
             # Never add to a file this belt cannot read (damaged, or from a newer belt); the
-            # header this belt writes needs no parsing.
-            first = self._first_line(path)
-            if first != header:
-                self._check_header(path, first, family)
+            # header this belt writes needs no parsing, and a file as this store's last append
+            # left it (the same stamp) had its header read then.
+            if appended is None or appended != self._stamp(path):
+                first = self._first_line(path)
+                if first != header:
+                    self._check_header(path, first, family)
         except FileNotFoundError:
             pass
         except UnsafeFile as exc:
@@ -710,6 +714,11 @@ class Store:
             raise _damaged(path, "it has no complete line") from None
         except UnsafeFile as exc:
             raise _damaged(path, exc.why) from None
+        stamp = self._stamp(path)  # the caller holds the file's lock: no one appended since
+        if stamp is not None:
+            if len(self._appended) >= FRESH_KEPT:
+                self._appended.clear()
+            self._appended[path] = stamp
 
     def _check_header(self, path: Path, raw: bytes, family: str) -> int:
         header = _parse_json(path, raw, "line 1 ")
