@@ -36,3 +36,27 @@ def test_a_writer_sees_messages_another_process_added(tmp_path: Path) -> None:
         (1, "event"),
         (2, "assistant"),
     ]
+
+
+def test_a_set_aside_id_is_created_and_one_a_killed_writer_left_unlisted_is_written_again(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "store")
+    chat_id = create_chat(store, agent_id="ag_1")["id"]
+    engine = Recorder(store, chat_id)
+    engine.add_message(
+        role="user", run_id=None, content=[{"type": "text", "text": "hi"}], message_id="msg_in"
+    )
+    # A new file needs no lock: created, as a message with an id of its own is.
+    assert not (store.root / "locks" / "objects" / "message").exists()
+    # A process killed after writing its reply, before listing it.
+    store.create("message", "msg_out", {"id": "msg_out", "stale": True})
+    reply = engine.add_message(
+        role="assistant",
+        run_id=None,
+        content=[{"type": "text", "text": "yo"}],
+        message_id="msg_out",
+    )
+    assert store.read("message", "msg_out") == reply
+    stored = Recorder(store, chat_id).messages
+    assert [(m["id"], m["order"]) for m in stored] == [("msg_in", 0), ("msg_out", 1)]

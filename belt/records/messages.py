@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict, cast
 
-from belt.errors import InvalidInput
+from belt.errors import Conflict, InvalidInput
 from belt.records.changes import touched
 from belt.records.chats import Chat, read_chat, release_chat, update_chat
 from belt.records.ids import new_id, now_iso
@@ -131,12 +131,14 @@ class Recorder:
                 "sim": sim or {},
             }
             message = cast(Message, data)
-            if message_id is not None and message_id not in self.by_id:
+            try:
+                self.store.create(MESSAGE, message["id"], data)
+            except Conflict:
+                if message_id is None or message_id in self.by_id:
+                    raise
                 # A message whose id was set aside (a run's input or reply) may have been
                 # written by a process killed before it listed it: written again, listed now.
                 self.store.write(MESSAGE, message_id, data)
-            else:
-                self.store.create(MESSAGE, message["id"], data)
             self.store.link(MESSAGES, self.chat_id, message["id"])
             self._index_size = self.store.index_size(MESSAGES, self.chat_id)
             self.messages.append(message)
