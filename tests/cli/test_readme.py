@@ -69,3 +69,24 @@ def test_the_readme_show_and_resume_last_run_after_a_simulation(
         # The demo's run holds at its gate: show prints it, resume says what it waits for.
         assert result.exit_code in (0, 4), (line, result.stderr)
         assert "no simulated runs" not in result.stderr
+
+
+def test_the_readme_props_example_holds_for_the_example_handler_and_not_for_one_that_allows_all(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    monkeypatch.chdir(ROOT)
+    # Hypothesis's caches (its Unicode tables) built once for the session, not once per store.
+    shared = tmp_path_factory.getbasetemp() / "hypothesis"
+    monkeypatch.setenv("HYPOTHESIS_STORAGE_DIRECTORY", str(shared))
+    (line,) = [c for c in COMMANDS if "--props examples/props.toml" in c]
+    args = [*shlex.split(line, comments=True)[1:], "--examples", "10", "--seed", "1"]
+    result = belt(*args)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert re.search(r"pass  property +no deletes outside /tmp/ \([1-9]", result.stdout)
+    assert re.search(r"pass  property +deletes under /tmp/ go through \([1-9]", result.stdout)
+
+    (tmp_path / "allow_all.py").write_text("def decide(payload):\n    return None\n")
+    target = f"py:{tmp_path / 'allow_all.py'}:decide"
+    result = belt(*[target if a.startswith("py:") else a for a in args])
+    assert result.exit_code == 1, result.stdout + result.stderr
+    assert re.search(r"fail  property +no deletes outside /tmp/", result.stdout), result.stdout
