@@ -777,10 +777,18 @@ class PlatformLoop:
         result = self.dispatcher.fire(event, payload, resource_id=resource_id, finished=finished)
         for hook_run in result.runs:
             self.start_task(hook_run, payload)
+        if run is not None:
+            # Every handler run of the event in one write (a task hook's failure to start is
+            # on its record).
+            run.log(
+                *(
+                    {**executed_record(event, hook_run, payload), **place}
+                    for hook_run in result.runs
+                )
+            )
+        for hook_run in result.runs:
             if hook_run.review is not None:
                 self.start_review(hook_run.review)
-            if run is not None:
-                run.log({**executed_record(event, hook_run, payload), **place})
             if leaves_transcript_row(hook_run):
                 hook = hook_run.chat_hook_event(event)
                 tags: dict[str, Any] = {"invocation_id": about} if about else {}

@@ -206,14 +206,16 @@ class RunRecord:
             self.data = cast(Run, current)
             raise Cancelled
 
-    def log(self, record: dict[str, Any]) -> None:
-        """Append an agent event (such as ``hook.executed``) to the run's event log.
+    def log(self, *records: dict[str, Any]) -> None:
+        """Append agent events (such as ``hook.executed``) to the run's event log, in order.
 
-        One line per handler run, written before the run goes on (so a killed simulation keeps
-        it) but not fsynced: the log grows with every hook, and the cost of a hook matters.
+        One line per handler run, the lines of one event in one write, written before the run
+        goes on (so a killed simulation keeps them) but not fsynced: the log grows with every
+        hook, and the cost of a hook matters.
         """
-        record = {"run_id": self.id, "at": now_iso(), **record}
-        self.store.append(EVENTS_LOG, self.id, record, sync=False)
+        at = now_iso()
+        lines = [{"run_id": self.id, "at": at, **record} for record in records]
+        self.store.append_group(EVENTS_LOG, self.id, lines, sync=False)
 
 
 def take_lease(store: Store, run_id: str) -> tuple[RunRecord, bool]:

@@ -1,0 +1,44 @@
+"""What a simulated step writes for its hooks: the records of one event in one write."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from belt.engine.api import run_scenario
+from belt.records.runs import run_events
+from belt.store import Store, open_store
+
+
+def test_the_hook_records_of_one_event_go_to_the_run_s_log_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hooks = [
+        {"event": "agent.tool_call", "type": "webhook", "handler": handler}
+        for handler in (
+            "py:tests.pyhooks:allow",
+            "py:tests.pyhooks:record",
+            "py:tests.pyhooks:allow",
+        )
+    ]
+    call = {"name": "read_file", "arguments": {"path": "/tmp/a"}, "result": "x"}
+    turns = [{"user": "go", "model": [{"tool_calls": [call]}, {"say": "done"}]}]
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps({"agent": {"hooks": hooks}, "turns": turns}))
+    writes: list[bytes] = []
+    append_line = Store._append_line
+
+    def counted(self: Store, where: Path, line: bytes, **options: Any) -> None:
+        if "/logs/events/" in str(where):
+            writes.append(line)
+        append_line(self, where, line, **options)
+
+    monkeypatch.setattr(Store, "_append_line", counted)
+    report, _ = run_scenario(scenario=path)
+    run_id = report["runs"][0]["id"]
+    executed = [r for r in run_events(open_store(), run_id) if r["type"] == "hook.executed"]
+    assert [r["hook_index"] for r in executed] == [0, 1, 2]
+    assert len(writes) == 1 and writes[0].count(b"\n") == 3
