@@ -8,6 +8,7 @@ same thing. Nothing here prints: ``belt.output`` does, and escapes what came fro
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -843,17 +844,23 @@ def test_failure_lines(result: dict[str, Any], dialect: str) -> Lines:
         lines.append((f"{len(unfired)} declared hook(s) never fired (--fail-under-hooks):", "red"))
         lines.extend((f"  {unfired_text(entry)}", "") for entry in unfired)
     if result.get("snapshot"):
-        lines.extend(snapshot_lines(result["snapshot"]))
+        update = snapshot_update_command(str(result["scenario"]))
+        lines.extend(snapshot_lines(result["snapshot"], update=update))
     return lines
 
 
-def snapshot_lines(comparison: dict[str, Any]) -> Lines:
+def snapshot_update_command(scenario: str) -> str:
+    """The command that writes one scenario's snapshot."""
+    return f"belt test {shlex.quote(scenario)} --snapshot-update"
+
+
+def snapshot_lines(comparison: dict[str, Any], *, update: str) -> Lines:
     """``belt test --snapshot``: how a record differs from its stored snapshot, with the
-    unified diff (removed lines red, added green)."""
+    unified diff (removed lines red, added green); ``update`` is the command that writes it."""
     if comparison["status"] == "missing":
         return [
             (f"no snapshot at {comparison['path']}", "red"),
-            ("  run `belt test --snapshot-update` to write it, then review and commit it", "dim"),
+            (f"  run `{update}` to write it, then review and commit it", "dim"),
         ]
     if comparison["status"] != "changed":
         return []
@@ -863,7 +870,7 @@ def snapshot_lines(comparison: dict[str, Any]) -> Lines:
         style = "dim" if line.startswith(("---", "+++", "@@")) else ""
         style = style or {"-": "red", "+": "green"}.get(line[:1], "")
         lines.append((f"  {line}", style))
-    lines.append(("  if the change is intended, run `belt test --snapshot-update`", "dim"))
+    lines.append((f"  if the change is intended, run `{update}`", "dim"))
     return lines
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -162,7 +164,7 @@ def test_a_missing_snapshot_fails_with_the_command_that_writes_it(tmp_path: Path
     missing = belt("test", str(scenario), "--snapshot")
     assert missing.exit_code == 1, missing.stderr
     assert "no snapshot" in missing.stdout
-    assert "belt test --snapshot-update" in missing.stdout
+    assert f"run `belt test {scenario} --snapshot-update` to write it" in missing.stdout
     assert not snapshot_path(scenario).exists()
 
     written = belt("test", str(scenario), "--snapshot-update")
@@ -201,7 +203,6 @@ def test_an_edited_policy_fails_with_a_diff_naming_the_decision(tmp_path: Path) 
     )
     assert '-      "decision": "deny",' in out
     assert '+      "decision": "allow",' in out
-    assert "run `belt test --snapshot-update`" in out
     assert snapshot_path(scenario).read_bytes() == stored  # --snapshot never writes
 
     as_json = _belt("test", str(scenario), "--snapshot", "--json", cwd=tmp_path)
@@ -209,6 +210,13 @@ def test_an_edited_policy_fails_with_a_diff_naming_the_decision(tmp_path: Path) 
     assert comparison["status"] == "changed"
     assert comparison["changes"][0].endswith('decision: "deny" → "allow"')
     assert any(line.startswith("@@") for line in comparison["diff"])
+
+    # The hint is the command that writes this scenario's snapshot, run as printed.
+    update = re.search(r"run `(belt test [^`]+ --snapshot-update)`", out)
+    assert update is not None and "--snapshot-update" in update.group(1)
+    _belt(*shlex.split(update.group(1))[1:], cwd=tmp_path)
+    assert snapshot_path(scenario).read_bytes() != stored
+    assert "snapshot differs" not in _belt("test", str(scenario), "--snapshot", cwd=tmp_path).stdout
 
 
 def test_snapshot_files_are_not_read_as_scenarios(tmp_path: Path, monkeypatch: Any) -> None:

@@ -163,8 +163,7 @@ class ScenarioRun:
             raise ValueError("give the snapshot's path")
         comparison = compare(where, self.snapshot, update=self.update_snapshots)
         if comparison.failed:
-            lines = [text for text, _ in snapshot_lines(comparison.to_json())]
-            lines = [line.replace("belt test --snapshot-update", UPDATE_OPTION) for line in lines]
+            lines = [text for text, _ in snapshot_lines(comparison.to_json(), update=UPDATE_OPTION)]
             raise AssertionError("\n".join(lines))
 
     # -- the transcript ---------------------------------------------------------------------

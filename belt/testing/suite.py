@@ -607,10 +607,11 @@ def junit_document(
             )
             element.text = xml_text("\n".join(unfired_text(entry) for entry in result.unfired))
         if result.snapshot is not None and result.snapshot.failed:
-            from belt.render import snapshot_lines
+            from belt.render import snapshot_lines, snapshot_update_command
 
             comparison = result.snapshot.to_json()
-            lines = [text for text, _ in snapshot_lines(comparison)]
+            update = snapshot_update_command(result.name)
+            lines = [text for text, _ in snapshot_lines(comparison, update=update)]
             element = ElementTree.SubElement(
                 case, "failure", message=xml_text(lines[0]), type="snapshot"
             )
