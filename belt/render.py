@@ -347,6 +347,15 @@ def gate_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
         lines.append(
             (f"  {interrupt['id']}  {interrupt['source']}{what}  expires {expires}", "yellow")
         )
+    if report["simulation"].get("ephemeral"):
+        lines.append(
+            (
+                "it ran in memory (--ephemeral) and is gone with this process: run the scenario "
+                "again without --ephemeral to settle its gates and go on",
+                "dim",
+            )
+        )
+        return lines
     lines.append(("resolve each gate, then resume:", ""))
     for interrupt in pending:
         if interrupt.get("reason") == "client_tool":

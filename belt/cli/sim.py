@@ -189,13 +189,6 @@ def run(
         clock=moment_option(clock, "--clock"),
         ephemeral=ephemeral,
     )
-    if ephemeral and report["chat"]["pending_interrupts"] and not json_:
-        from belt import output
-
-        output.warning(
-            "--ephemeral: the run was kept in memory only and is gone; "
-            "it cannot be resolved or resumed"
-        )
     render(report, executed, json_, strict=strict, verbose=verbose(ctx), live=live)
 
 

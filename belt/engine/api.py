@@ -187,7 +187,10 @@ def run_scenario(
         routes=routes,
     )
     sim, executed = start_simulation(store, loaded, options, fail_closed=fail_closed, clock=clock)
-    return build_report(store, sim), executed
+    built = build_report(store, sim)
+    if ephemeral:
+        built["simulation"]["ephemeral"] = True  # nothing of it outlives this process
+    return built, executed
 
 
 def named_run(store: Store, run_id: str | None, *, last: bool = False) -> str:

@@ -351,6 +351,28 @@ def test_sim_run_ephemeral_writes_nothing_to_the_state_directory(
     assert "--ephemeral and --wait" in refused.stderr
 
 
+def test_sim_run_ephemeral_at_a_gate_prints_no_command_that_names_the_lost_run(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    gated = tmp_path / "gated.toml"
+    gated.write_text(
+        '[agent]\nname = "gated"\n\n'
+        '[[agent.hooks]]\nevent = "agent.tool_call"\ntype = "gate"\ntimeout = 600\n\n'
+        '[[turns]]\nuser = "go"\n\n  [[turns.model]]\n'
+        '  tool_calls = [ { name = "rm", arguments = {}, result = "done" } ]\n',
+        encoding="utf-8",
+    )
+    shown = belt("sim", "run", str(gated), "--ephemeral")
+    assert shown.exit_code == 0, shown.stderr
+    assert "waiting at 1 gate(s)" in shown.stdout
+    assert "belt interrupt resolve" not in shown.stdout
+    assert "belt sim resume" not in shown.stdout
+    assert "again without --ephemeral" in shown.stdout
+    report = belt("sim", "run", str(gated), "--ephemeral", "--json").json()
+    assert report["simulation"]["ephemeral"] is True
+    assert not belt_home.exists()
+
+
 def test_the_plugin_runs_a_scenario_in_memory(
     belt_scenario: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
