@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from belt.errors import Conflict, ExitCode, InvalidInput, NotFound
 from belt.store import SCHEMA_VERSION, MemoryStore, Store, open_store, shapes
+from belt.store.store import FRESH_KEPT
 
 
 @pytest.fixture
@@ -1032,3 +1033,35 @@ def test_an_append_reads_the_header_again_only_when_the_file_changed_since_its_l
     with pytest.raises(InvalidInput, match="newer belt"):
         store.append("events", "r", {"n": 6})
     assert path.read_bytes() == newer
+
+
+def open_files_under(root: Path) -> int:
+    """How many descriptors of this process are open on files under ``root``."""
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        found += target.startswith(str(root))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+def test_read_fresh_holds_each_kept_file_open_a_bounded_number_and_closes_them_with_the_store(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "store")
+    store.write("agent", "ag_0", {"v": 0})
+    store.read_fresh("agent", "ag_0")
+    # Open, so that no later file is given its inode, and so its stamp, while it is kept.
+    assert open_files_under(store.root) == 1
+    for number in range(1, FRESH_KEPT * 2):
+        store.write("agent", f"ag_{number}", {"v": number})
+        store.read_fresh("agent", f"ag_{number}")
+    assert 1 <= open_files_under(store.root) <= FRESH_KEPT
+    store.update("agent", f"ag_{FRESH_KEPT * 2 - 1}", lambda data: {"v": -1})
+    assert open_files_under(store.root) <= FRESH_KEPT  # the replaced file's was closed
+    root = store.root
+    del store
+    assert open_files_under(root) == 0

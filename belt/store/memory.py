@@ -128,6 +128,12 @@ class MemoryStore(Store):
     def _stamp(self, path: Path) -> object:
         return self._files.get(str(path))  # the record itself: equal bytes are the same record
 
+    def _pin(self, path: Path, stamp: object) -> int | None:
+        return -1 if self._stamp(path) == stamp else None  # nothing to hold open
+
+    def _unpin(self, pin: int) -> None:
+        pass
+
     def _is_file(self, path: Path) -> bool:
         key = str(path)
         return key in self._files or key in self._lines

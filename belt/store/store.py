@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -184,6 +185,18 @@ def _header_line(family: str, schema: int) -> bytes:
     return _encode({"belt": family, "schema": schema}, indent=None) + b"\n"
 
 
+def _stamp_of(info: os.stat_result) -> tuple[int, ...]:
+    return (info.st_ino, info.st_dev, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _unpin_all(kept: dict[Path, tuple[object, bytes, int]]) -> None:
+    """Close the descriptors ``read_fresh`` held open (when its store is gone, or full)."""
+    for path in list(kept):
+        found = kept.pop(path, None)
+        if found is not None and found[2] >= 0:
+            os.close(found[2])
+
+
 class Store:
     """JSON files under ``root``, written atomically under per-object inter-process locks."""
 
@@ -207,7 +220,8 @@ class Store:
         # With ``shapes``, every object read is checked against the shape of its kind
         # (belt.store.shapes): the store belt opens; a bare Store holds any data.
         self.shapes = shapes
-        self._fresh: dict[Path, tuple[object, bytes]] = {}
+        self._fresh: dict[Path, tuple[object, bytes, int]] = {}
+        weakref.finalize(self, _unpin_all, self._fresh)
         self._appended: dict[Path, object] = {}
 
     def without_fsync(self) -> Store:
@@ -286,20 +300,30 @@ class Store:
         if kept is not None and kept[0] == self._stamp(path):
             document = json.loads(kept[1])  # checked when it was kept: the plain reader is enough
             return self._migrate(path, kind, int(document["schema"]), document["data"])
-        before = self._stamp(path)
-        data = self.read(kind, id)
-        self._keep(path, before, self._encode_object(kind, id, data))
+        # Held open before it is read: what is read is that file, or a later one whose stamp
+        # differs (then the next call reads it again).
+        stamp = self._stamp(path)
+        pin = None if stamp is None else self._pin(path, stamp)
+        try:
+            data = self.read(kind, id)
+        except BaseException:
+            if pin is not None:
+                self._unpin(pin)
+            raise
+        self._keep(path, stamp, self._encode_object(kind, id, data), pin)
         return data
 
-    def _keep(self, path: Path, stamp: object, blob: bytes) -> None:
+    def _keep(self, path: Path, stamp: object, blob: bytes, pin: int | None) -> None:
         """Keep ``blob`` as what ``read_fresh`` gives for ``path`` while its file has ``stamp``
-        (and still has it now: a file replaced meanwhile is not kept)."""
-        if stamp is None or self._stamp(path) != stamp:
-            self._fresh.pop(path, None)
+        (``pin`` holds that file open; None: it has another stamp now, nothing is kept)."""
+        old = self._fresh.pop(path, None)
+        if old is not None:
+            self._unpin(old[2])
+        if pin is None:
             return
-        if len(self._fresh) >= FRESH_KEPT and path not in self._fresh:
-            self._fresh.clear()
-        self._fresh[path] = (stamp, blob)
+        if len(self._fresh) >= FRESH_KEPT:
+            _unpin_all(self._fresh)
+        self._fresh[path] = (stamp, blob, pin)
 
     def get(self, kind: str, id: str) -> dict[str, Any] | None:
         """One object's data, or None if it does not exist."""
@@ -367,7 +391,8 @@ class Store:
         """This store replaced ``path`` with ``blob`` under its lock: what ``read_fresh`` keeps
         of it is that (no other writer can have come in between)."""
         if path in self._fresh:
-            self._keep(path, self._stamp(path), blob)
+            stamp = self._stamp(path)
+            self._keep(path, stamp, blob, None if stamp is None else self._pin(path, stamp))
 
     def merge(self, kind: str, id: str, changes: dict[str, Any]) -> dict[str, Any]:
         """Under the object's lock: set the fields in ``changes``, keep the rest; return it."""
@@ -779,13 +804,29 @@ class Store:
     def _hold(self, lock_path: Path) -> AbstractContextManager[None]:
         return file_lock(lock_path)
 
+    def _pin(self, path: Path, stamp: object) -> int | None:
+        """A descriptor held open on the file at ``path``, which has ``stamp``, so that no later
+        file can be given its inode (and so its stamp) while it is kept; None when the file has
+        another stamp now."""
+        try:
+            fd = open_regular(path)
+        except (OSError, UnsafeFile):
+            return None
+        if _stamp_of(os.fstat(fd)) != stamp:
+            os.close(fd)
+            return None
+        return fd
+
+    def _unpin(self, pin: int) -> None:
+        os.close(pin)
+
     def _stamp(self, path: Path) -> object:
         """What changes whenever the file at ``path`` is replaced (None when there is none)."""
         try:
             info = os.lstat(path)
         except FileNotFoundError:
             return None
-        return (info.st_ino, info.st_dev, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        return _stamp_of(info)
 
     def _open_lines(self, path: Path) -> BinaryIO:
         return os.fdopen(open_regular(path), "rb")
