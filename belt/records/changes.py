@@ -26,15 +26,22 @@ class Wake:
         except RuntimeError:
             self._loop = None
         self._event = asyncio.Event() if self._loop is not None else None
+        self._thread = threading.get_ident()
 
     def set(self) -> None:
         """Wake the reader (from any thread)."""
+        if self._flag.is_set():
+            return  # woken already: the reader looks after it clears the wake, so sees this write
         self._flag.set()
-        if self._loop is not None and self._event is not None:
-            try:
-                self._loop.call_soon_threadsafe(self._event.set)
-            except RuntimeError:  # the reader's loop has closed: nobody waits any more
-                pass
+        if self._loop is None or self._event is None:
+            return
+        if threading.get_ident() == self._thread:
+            self._loop.call_soon(self._event.set)  # no need to wake the loop's selector
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._event.set)
+        except RuntimeError:  # the reader's loop has closed: nobody waits any more
+            pass
 
     def wait(self, timeout: float) -> bool:
         """Block until woken or ``timeout`` seconds pass; whether it was woken. Clears it."""
@@ -45,11 +52,13 @@ class Wake:
     async def wait_async(self, timeout: float) -> bool:
         """Wait in the event loop until woken or ``timeout`` seconds pass; whether it was woken.
         Clears it."""
-        assert self._event is not None, "a Wake made outside an event loop"
+        assert self._loop is not None and self._event is not None, "a Wake made outside a loop"
+        # A timer that sets the event costs less than wait_for's task, for many idle waiters.
+        timer = self._loop.call_later(timeout, self._event.set)
         try:
-            await asyncio.wait_for(self._event.wait(), timeout)
-        except TimeoutError:
-            pass
+            await self._event.wait()
+        finally:
+            timer.cancel()
         woken = self._flag.is_set()
         self._flag.clear()
         self._event.clear()

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 FALLBACK = 1.0
 """Seconds between two looks at the chat in the store when no write in this process woke the
 stream (a write from another process sends no signal)."""
-WHOLE_LOOK = 10.0
+WHOLE_LOOK = 30.0
 """Seconds after which a fallback look reads the chat even though its stamp did not move."""
 HEARTBEAT = 15.0
 """Seconds of silence after which a heartbeat line is sent (the SDKs give up after 60)."""
