@@ -50,6 +50,17 @@ def test_version_imports_no_pydantic_rich_http_or_server(tmp_path: Path) -> None
     assert modules.isdisjoint(SERVER_AND_HTTP | {"pydantic", "pydantic_core", "rich"})
 
 
+def test_resolving_a_gate_imports_no_event_loop_pydantic_or_server(tmp_path: Path) -> None:
+    from belt.records.interrupts import create_interrupt
+    from belt.store import Store
+
+    gate = create_interrupt(
+        store=Store(tmp_path / "store"), run_id="ar_r", chat_id="ch_c", event="agent.tool_call"
+    )
+    modules = loaded("interrupt", "resolve", gate["id"], "allow", home=tmp_path)
+    assert modules.isdisjoint(SERVER_AND_HTTP | {"asyncio", "pydantic", "rich"})
+
+
 @pytest.mark.parametrize(
     "files",
     [["hooks.json", "hooks.toml"], ["nexus-profile.json", "nexus-hooks.toml"]],

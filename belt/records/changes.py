@@ -9,10 +9,14 @@ from another process (a worker of ``belt serve --workers``, ``belt sim stop``) s
 
 from __future__ import annotations
 
-import asyncio
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class Wake:
@@ -21,11 +25,16 @@ class Wake:
     def __init__(self, chat_id: str) -> None:
         self.chat_id = chat_id
         self._flag = threading.Event()
-        try:
-            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            self._loop = None
-        self._event = asyncio.Event() if self._loop is not None else None
+        # No event loop runs in a process that never imported asyncio (belt's quick commands
+        # write records without it): asking costs nothing there, and loads nothing.
+        loops = sys.modules.get("asyncio")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        if loops is not None:
+            try:
+                self._loop = loops.get_running_loop()
+            except RuntimeError:
+                pass
+        self._event = loops.Event() if loops is not None and self._loop is not None else None
         self._thread = threading.get_ident()
 
     def set(self) -> None:
