@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from belt import inputs
 from belt.errors import BeltError, ExitCode, InvalidInput
+from belt.strictjson import StrictJSONError, decode, decode_toml
 from belt.text import describe
 from belt.wire.enums import Dialect
 from belt.wire.nexus import LifecycleHooks
@@ -72,12 +75,9 @@ def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
 
     NaN, infinities, huge integers, lone surrogates and deep nesting are refused too (exit 5).
     """
-    from belt.strictjson import StrictJSONError, decode, decode_toml
 
     kind = fmt or ("toml" if source.endswith(".toml") else "json")
     if kind == "toml":
-        import tomllib
-
         try:
             return decode_toml(text)
         except StrictJSONError as exc:
@@ -105,7 +105,6 @@ def read_document(path: str | Path, *, kind: str = "declaration") -> Any:
 
 def read_text(path: str | Path, *, kind: str = "declaration") -> str:
     """A regular UTF-8 file of at most the size cap of ``kind``; missing exits 3, else 5."""
-    from belt import inputs
 
     return inputs.read_text(path, kind=kind)
 

@@ -20,7 +20,9 @@ from urllib.parse import urlsplit
 
 from belt.declarations import Declaration, check_document, read_declaration
 from belt.effects import handler_label, is_in_process, url_host
+from belt.engine.scenario import LoadedScenario, scenario_from_document
 from belt.errors import BeltError
+from belt.handlers.inprocess import load_handler
 from belt.records.journal import JOURNAL, SERVE
 from belt.records.runs import EVENTS_LOG, RUN
 from belt.store import Store
@@ -116,7 +118,6 @@ def examine(paths: list[Path], store: Store) -> Examined:
 def read_declared(path: Path) -> Declared | Declaration:
     """The hooks ``path`` declares (a scenario is known by its ``turns``), or the failed report
     of a file that cannot be read or is invalid."""
-    from belt.engine.scenario import LoadedScenario, scenario_from_document
 
     source = str(path)
     try:
@@ -201,8 +202,6 @@ def gate_traps(source: str, where: str, hook: LifecycleHookConfig) -> Iterator[T
 def handler_traps(source: str, where: str, handler: str) -> Iterator[Trap]:
     """A webhook URL that carries credentials, a ``py:`` handler that cannot be imported."""
     if is_in_process(handler):
-        from belt.handlers.inprocess import load_handler
-
         try:
             load_handler(handler, where=f"{where}.handler")
         except BeltError as exc:

@@ -10,9 +10,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from belt.declarations import check_document, read_document
 from belt.errors import InvalidInput, NotFound
 from belt.paths import state_dir, write_private
+from belt.store.locking import file_lock
 from belt.wire.enums import Dialect
 from belt.wire.platform import LifecycleHookConfig
 from belt.wire.validate import check_platform_hooks
@@ -43,7 +46,6 @@ def editing(path: Path) -> Iterator[Path]:
     processes at once all land. The lock file lives in the state directory, keyed by the real
     path, so nothing is left beside the user's file.
     """
-    from belt.store.locking import file_lock
 
     target = target_path(path)
     if not os.path.lexists(target) and Path(os.path.abspath(path)) != target:
@@ -79,8 +81,6 @@ def render(hooks: list[LifecycleHookConfig], fmt: str) -> str:
     """The declaration file text of ``hooks`` in ``json`` or ``toml``."""
     items = [hook.to_wire() for hook in hooks]
     if fmt == "toml":
-        import tomli_w
-
         return tomli_w.dumps({"hooks": items})
     return json.dumps({"hooks": items}, indent=2) + "\n"
 

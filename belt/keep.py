@@ -17,6 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
+from belt.engine.scenario import scenario_from_document
 from belt.errors import BeltError, InvalidInput, UsageError
 from belt.replay import Replay, Row, open_replay, payload_model
 from belt.text import printable
@@ -208,8 +211,6 @@ def _toml(document: dict[str, Any], lines: list[str], stem: str) -> tuple[str, s
     """(file name, media type, text): TOML with ``lines`` as comments, or JSON when a value
     has no TOML form (a null)."""
     try:
-        import tomli_w
-
         body = tomli_w.dumps(document)
     except (TypeError, ValueError):
         return f"{stem}.json", "application/json", json.dumps(document, indent=2) + "\n"
@@ -224,7 +225,6 @@ def kept_scenario(
     """One recorded delivery as a scenario that ``belt test`` runs: (file name, media type,
     text), TOML with ``header`` as comments, or JSON when a value has no TOML form (a null);
     InvalidInput when the payload or the expectation is wrong."""
-    from belt.engine.scenario import scenario_from_document
 
     model, problem = payload_model(payload)
     if model is None:

@@ -6,6 +6,8 @@ import os
 import stat
 from pathlib import Path
 
+from belt.errors import BeltError
+
 
 def state_dir(*, create: bool = True) -> Path:
     """Return the state directory: ``$BELT_HOME``, else the user data dir; created 0700."""
@@ -36,7 +38,6 @@ def write_private(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        from belt.errors import BeltError
 
         raise BeltError(f"{path}: cannot write ({exc.strerror or exc}); it is unchanged") from None
     except BaseException:

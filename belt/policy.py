@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from belt.declarations import read_document
 from belt.errors import InvalidInput
 from belt.matching import (
     ArgumentMatchers,
@@ -105,7 +106,6 @@ class Policy:
 
 def load_policy(path: str | Path) -> Policy:
     """Read and check a policy file; every problem names its path (exit 5)."""
-    from belt.declarations import read_document
 
     return parse_policy(read_document(path, kind="policy"), str(path))
 

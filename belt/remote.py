@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from belt.deadline import BodyTooLarge, DeadlinePassed, deadline, read_capped
+from belt.deadline import transport as deadline_transport
 from belt.effects import url_host
 from belt.errors import (
     BeltError,
@@ -27,7 +29,9 @@ from belt.errors import (
 from belt.records.interrupts import happened_at
 from belt.records.profile import PROFILE_PATH
 from belt.store import check_id
+from belt.strictjson import StrictJSONError, decode
 from belt.wire.enums import InterruptStatus
+from belt.wire.validate import check_webhook_url
 
 KEY_ENV = ("INFSH_API_KEY", "INFERENCE_API_KEY")
 DEFAULT_TIMEOUT = 10.0
@@ -62,7 +66,6 @@ class Platform:
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        from belt.wire.validate import check_webhook_url
 
         reason = check_webhook_url(base_url)
         if reason is not None:
@@ -78,7 +81,6 @@ class Platform:
         headers = {"Accept": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
-        from belt.deadline import transport as deadline_transport
 
         try:
             self._client = httpx.Client(
@@ -122,7 +124,6 @@ class Platform:
         ``envelope=False`` returns the body as it is (the Nexus profile API has no envelope);
         ``what`` names what was sent, so a refusal reads "host refused WHAT: detail".
         """
-        from belt.deadline import BodyTooLarge, DeadlinePassed, deadline, read_capped
 
         try:
             with deadline(self.timeout):
@@ -305,7 +306,6 @@ class Platform:
         return text.replace(self._key, "***") if self._key else text
 
     def _unwrap(self, response: httpx.Response, raw: bytes, envelope: bool = True) -> Any:
-        from belt.strictjson import StrictJSONError, decode
 
         if not raw:
             return None
@@ -325,7 +325,6 @@ class Platform:
         return document["data"]
 
     def _problem(self, response: httpx.Response, raw: bytes, what: str | None = None) -> BeltError:
-        from belt.strictjson import StrictJSONError, decode
 
         status = response.status_code
         detail = ""

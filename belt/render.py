@@ -8,6 +8,7 @@ same thing. Nothing here prints: ``belt.output`` does, and escapes what came fro
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -716,7 +717,6 @@ def review_lines(
 ) -> Lines:
     """One gate as ``belt interrupt review`` shows it: what it holds, the transcript just before
     it, and its whole hook payload (cut after ``payload_lines`` lines)."""
-    import json
 
     lines: Lines = [
         ("", ""),

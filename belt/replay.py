@@ -30,12 +30,22 @@ from pydantic import ValidationError
 
 from belt.effects import url_host
 from belt.errors import InvalidInput, NotFound, UsageError
+from belt.handlers.inprocess import InProcess, load_handler, reference
+from belt.handlers.webhook import WebhookResult, deliver, likely_fix, webhook_client
+from belt.inputs import read_text
+from belt.policy import load_policy
+from belt.records.chats import find_chat_id
 from belt.records.ids import new_id, now_iso
 from belt.records.journal import JOURNAL, SERVE, ReplayLine, append_replay_line
+from belt.records.names import named_or_given
+from belt.records.runs import EVENTS_LOG, find_run_id
+from belt.signing import secret_key
+from belt.store import open_store
 from belt.store.clock import parse_timestamp, utcnow
+from belt.strictjson import decode
 from belt.text import describe, printable, short
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload, LifecycleHookResponse
-from belt.wire.validate import model_problems
+from belt.wire.validate import check_webhook_url, model_problems
 
 if TYPE_CHECKING:
     import httpx
@@ -204,7 +214,6 @@ def run_deliveries(store: Store, run_id: str, skipped: Skipped) -> Iterator[Reco
     """The payloads a simulated run gave its webhook hooks, with what each decided, as they are
     read (NotFound, before any, when there is no such run). ``run_id`` may be a short id or
     a unique prefix."""
-    from belt.records.runs import EVENTS_LOG, find_run_id
 
     run_id = find_run_id(store, run_id)
 
@@ -241,7 +250,6 @@ def recorded_injection(record: dict[str, Any]) -> Any:
 def from_file(path: Path) -> list[Recorded]:
     """A JSON lines file: each line a payload, a journal record (``request``, ``response``), or
     a ``hook.executed`` record (``payload``, ``decision``). Read as strictly as any input."""
-    from belt.inputs import read_text
 
     return list(file_deliveries(path, read_text(path, kind="payloads")))
 
@@ -259,7 +267,6 @@ def _lines(text: str) -> Iterator[str]:
 
 def file_deliveries(path: Path, text: str) -> Iterator[Recorded]:
     """The recorded deliveries of a JSON lines file's ``text``, one line at a time."""
-    from belt.strictjson import decode
 
     for number, line in enumerate(_lines(text), start=1):
         if not line.strip():
@@ -314,9 +321,6 @@ def url_target(
 ) -> tuple[str, Deliver, Callable[[], None]]:
     """Deliver to a URL (signed with ``secret`` when given); its label, deliverer and closer."""
 
-    from belt.handlers.webhook import deliver, webhook_client
-    from belt.wire.validate import check_webhook_url
-
     reason = check_webhook_url(url)
     if reason:
         raise UsageError(f"--to {url!r}: the URL {reason}")
@@ -330,8 +334,6 @@ def url_target(
 
 def policy_target(path: Path) -> tuple[str, Deliver, Callable[[], None]]:
     """Decide with a policy file, in-process."""
-    from belt.handlers.webhook import WebhookResult
-    from belt.policy import load_policy
 
     policy = load_policy(path)
 
@@ -353,7 +355,6 @@ def handler_target(spec: str) -> tuple[str, Deliver, Callable[[], None]]:
     ``py:`` handler is (a dict, or the LifecycleHookPayload its first parameter asks for),
     within the webhook timeout; an exception's message is kept whole (up to
     ``MESSAGE_LIMIT`` characters, so that a runaway one cannot fill the terminal)."""
-    from belt.handlers.inprocess import InProcess, load_handler, reference
 
     func = load_handler(spec, where="--handler")
     caller = InProcess()
@@ -433,8 +434,6 @@ def open_replay(
     """A replay of ``source``'s recorded payloads to the target, ready to run: its ``rows()``
     deliver them one at a time. Every option and the source are checked first (a run that does
     not exist, a journal whose header is damaged), so an error comes before any delivery."""
-    from belt.signing import secret_key
-    from belt.store import open_store
 
     targets = [t for t in (to, policy, handler) if t is not None]
     if len(targets) != 1:
@@ -452,8 +451,6 @@ def open_replay(
         store.log_lines(JOURNAL, SERVE, max_bytes=1)  # its header, checked now
         recorded, where = journal_deliveries(store, skipped), "the journal of belt serve"
     elif _is_file(source):
-        from belt.inputs import read_text
-
         text = read_text(source, kind="payloads")
         recorded, where = file_deliveries(Path(source), text), str(source)
     elif RUN_ID.match(source):
@@ -464,9 +461,6 @@ def open_replay(
             hint=SOURCE_HINT,
         )
     if chat is not None:
-        from belt.records.chats import find_chat_id
-        from belt.records.names import named_or_given
-
         chat = named_or_given(find_chat_id, store, chat)  # a stored chat's short id or prefix
     kept = select(recorded, since=since, event=event, chat=chat)
     if to is not None:
@@ -554,7 +548,6 @@ class Replay:
         ``deadline`` (a ``time.monotonic()`` moment) bounds the whole replay: a payload whose
         turn comes after it is not delivered, and its row says so.
         """
-        from belt.handlers.webhook import WebhookResult, likely_fix
 
         for number, item in enumerate(self.recorded, start=1):
             row = Row(number, item)

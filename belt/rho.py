@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from belt.backend import open_backend
 from belt.declarations import (
     RHO_PLUGIN,
     check_document,
@@ -15,7 +16,9 @@ from belt.declarations import (
     read_document,
     read_text,
 )
-from belt.errors import InvalidInput, UsageError
+from belt.effects import url_host
+from belt.errors import InvalidInput, NotFound, UsageError
+from belt.inputs import read_stream
 from belt.paths import state_dir, write_private
 from belt.records.profile import PROFILE_PATH
 from belt.wire.enums import Dialect
@@ -69,7 +72,6 @@ def read_input(file: Path | None) -> tuple[str, str]:
             "give the configuration with --file FILE or on stdin",
             hint="echo '{\"stop\": {...}}' | rho extensions configure rho.lifecycle_hooks",
         )
-    from belt.inputs import read_stream
 
     text = read_stream(sys.stdin.buffer, kind="declaration", source=STDIN)
     if not text.strip():
@@ -112,9 +114,6 @@ def configure_through_api(
 ) -> Configured:
     """Read the whole declaration from a profile API, set its lifecycle_hooks, and write it
     (through the backend ``--api`` chooses, as every other command reaches a platform)."""
-    from belt.backend import open_backend
-    from belt.effects import url_host
-    from belt.errors import NotFound
 
     with open_backend(api, transport=transport) as backend:
         try:

@@ -28,7 +28,11 @@ from belt.effects import (
     url_host,
 )
 from belt.errors import InvalidInput, Unreachable, UsageError
+from belt.handlers.inprocess import InProcess, load_handler
+from belt.handlers.webhook import TIMED_OUT, deliver, webhook_client
+from belt.inputs import read_json_object_option, read_json_option
 from belt.samples import deep_merge, sample_payload
+from belt.signing import secret_key
 from belt.text import printable, short
 from belt.wire.platform import (
     WEBHOOK_TIMEOUT_DEFAULT,
@@ -97,7 +101,6 @@ class TriggerReport:
 
 def read_data(text: str) -> dict[str, Any]:
     """A ``--data`` value: a JSON object given inline or as ``@FILE``."""
-    from belt.inputs import read_json_object_option
 
     return read_json_object_option(text, option="--data")
 
@@ -105,7 +108,6 @@ def read_data(text: str) -> dict[str, Any]:
 def read_payload(text: str) -> dict[str, Any]:
     """A ``--payload`` value: the whole payload, a JSON object given inline or as ``@FILE``
     (strict JSON, read up to the option cap)."""
-    from belt.inputs import read_json_object_option
 
     return read_json_object_option(text, option="--payload")
 
@@ -140,7 +142,6 @@ def _step_into(node: Any, key: str, where: str, option: str) -> tuple[Any, str |
 def set_value(payload: dict[str, Any], assignment: str) -> None:
     """Apply one ``--set PATH=JSON``: the value at the dotted PATH becomes JSON (objects on the
     way are made when missing)."""
-    from belt.inputs import read_json_option
 
     path, sep, text = assignment.partition("=")
     if not sep:
@@ -283,8 +284,6 @@ def trigger(
                 f"--to {problem}", hint="--to takes an http(s) URL or py:MODULE:FUNC"
             )
     if secret:
-        from belt.signing import secret_key
-
         secret_key(secret)
     sent = build_payload(event, data, payload=payload, sets=sets, unsets=unsets)
     result = (
@@ -350,7 +349,6 @@ def _call(
     transport: httpx.BaseTransport | None,
 ) -> WebhookResult:
     """POST ``payload`` to the webhook ``url`` within the webhook timeout."""
-    from belt.handlers.webhook import deliver, webhook_client
 
     with webhook_client(transport) as client:
         return deliver(client, url, payload, timeout=float(WEBHOOK_TIMEOUT_DEFAULT), secret=secret)
@@ -358,7 +356,6 @@ def _call(
 
 def _in_process(spec: str, payload: dict[str, Any]) -> WebhookResult:
     """Call the ``py:`` handler ``spec`` with ``payload`` within the webhook timeout."""
-    from belt.handlers.inprocess import InProcess, load_handler
 
     func = load_handler(spec, where="--to")
     caller = InProcess()
@@ -373,7 +370,6 @@ def _in_process(spec: str, payload: dict[str, Any]) -> WebhookResult:
 def failure(report: TriggerReport) -> Unreachable:
     """The error (exit 6) for a failed trigger, with what to check."""
     timeout = WEBHOOK_TIMEOUT_DEFAULT
-    from belt.handlers.webhook import TIMED_OUT
 
     if report.status is None and TIMED_OUT in (report.error or ""):
         hint = f"the handler must answer within {timeout} s; check that it does not block"

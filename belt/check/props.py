@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from belt.declarations import read_document
 from belt.errors import InvalidInput
 from belt.matching import (
     ArgumentMatchers,
@@ -79,7 +80,6 @@ class Property:
 
 def read_props(path: str | Path) -> list[Property]:
     """Read and compile a check file; every problem is named by its path (exit 5)."""
-    from belt.declarations import read_document
 
     source = str(path)
     document = read_document(path, kind="policy")

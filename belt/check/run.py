@@ -20,6 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as seeded
+from hypothesis.errors import Flaky
+
+from belt.check.generate import (
+    hypothesis_home,
+    nexus_inputs,
+    nexus_sample,
+    payloads,
+    spec_sample,
+    steered_payloads,
+)
 from belt.check.props import Property, read_props
 from belt.check.report import (
     CheckReport,
@@ -30,9 +42,17 @@ from belt.check.report import (
     executor_command,
     trigger_command,
 )
+from belt.check.save import save_failures
 from belt.check.subjects import NEXUS, Subject, network_problems, subjects_for
 from belt.effects import Outcome, effect_text, outcome, url_host
+from belt.engine.dispatch import parse_routes
+from belt.engine.offline import OFFLINE_HINT, on_this_machine
 from belt.errors import InvalidInput, Unreachable
+from belt.executor.inbox import ToolOutcome, check_result
+from belt.handlers.inprocess import InProcess
+from belt.handlers.webhook import TIMED_OUT, encode_payload, post_body, webhook_client
+from belt.paths import state_dir
+from belt.signing import secret_key, sign, signed_headers
 from belt.text import short
 from belt.wire.enums import HookDecision
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT
@@ -109,8 +129,6 @@ class Sender:
 
     def post(self, subject: Subject, body: bytes, headers: dict[str, str]) -> WebhookResult:
         """POST exactly ``body`` and ``headers`` to a webhook subject."""
-        from belt.engine.offline import on_this_machine
-        from belt.handlers.webhook import post_body
 
         if not on_this_machine(subject.target):
             self.pacer.wait()
@@ -120,13 +138,10 @@ class Sender:
         """One delivery of ``payload``, signed with ``msg_id`` when there is a secret."""
         if subject.kind == "py":
             return self.inprocess.deliver(subject.target, payload, timeout=subject.timeout)
-        from belt.handlers.webhook import encode_payload
 
         body = encode_payload(payload)
         headers = {"content-type": "application/json"}
         if self.secret:
-            from belt.signing import signed_headers
-
             headers.update(signed_headers(self.secret, body, msg_id=msg_id))
         return self.post(subject, body, headers)
 
@@ -199,7 +214,6 @@ class Explorer:
 
     def settings(self, size: int, *, shrink: bool) -> Any:
         """Hypothesis's settings: no database, no deadline, no output of its own."""
-        from hypothesis import HealthCheck, Phase, Verbosity, settings
 
         phases = (Phase.generate, Phase.target, Phase.shrink) if shrink else (Phase.generate,)
         return settings(
@@ -217,8 +231,6 @@ class Explorer:
     def generate(self, strategy: Any, seed: int, size: int) -> list[Any]:
         """``size`` payloads of ``strategy`` (fewer when it has no more), as Hypothesis generates
         them with ``seed``."""
-        from hypothesis import given
-        from hypothesis import seed as seeded
 
         batch: list[Any] = []
 
@@ -239,9 +251,6 @@ class Explorer:
     ) -> None:
         """Let Hypothesis find a batch's failure again and shrink it (and any other it meets):
         each failing case raises its check's exception, and the smallest of each is kept."""
-        from hypothesis import given
-        from hypothesis import seed as seeded
-        from hypothesis.errors import Flaky
 
         state = {"calls": 0, "failing": False}
         until = time.monotonic() + SHRINK_SECONDS_MAX
@@ -282,7 +291,6 @@ class Explorer:
 
 def _only_failures(exc: BaseException) -> bool:
     """True for an exception (or a group of them) made only of check failures."""
-    from hypothesis.errors import Flaky
 
     if isinstance(exc, CaseFailed):
         return True
@@ -436,8 +444,6 @@ class SignatureCase:
 def signature_cases(secret: str, payload: dict[str, Any], now: int) -> list[SignatureCase]:
     """The Standard Webhooks cases for one payload, signed ``now``; each with a ``webhook-id``
     of its own, so that a handler refusing replays refuses none of them for being one."""
-    from belt.handlers.webhook import encode_payload
-    from belt.signing import sign, signed_headers
 
     body = encode_payload(payload)
     plain = {"content-type": "application/json"}
@@ -473,7 +479,6 @@ def signature_cases(secret: str, payload: dict[str, Any], now: int) -> list[Sign
 
 def run_signatures(subject: Subject, sender: Sender, secret: str, result: CheckResult) -> None:
     """Send the Standard Webhooks cases; a case handled the wrong way fails the check."""
-    from belt.check.generate import spec_sample
 
     payload = spec_sample(subject.event)
     wrong: list[str] = []
@@ -521,7 +526,6 @@ def nexus_case(
     subject: Subject, results: dict[str, CheckResult]
 ) -> Callable[[Any, bool], list[tuple[str, str]]]:
     """One case on an executor tool: the task input given twice (a retried task reuses it)."""
-    from belt.executor.inbox import ToolOutcome, check_result
 
     executor = subject.executor
     assert executor is not None
@@ -602,10 +606,6 @@ def run_check(
     transport: httpx.BaseTransport | None = None,
 ) -> CheckReport:
     """Check ``target`` (and the executors) against the contract; returns the report."""
-    from belt.engine.dispatch import parse_routes
-    from belt.engine.offline import OFFLINE_HINT
-    from belt.handlers.inprocess import InProcess
-    from belt.handlers.webhook import webhook_client
 
     if not 1 <= examples <= EXAMPLES_MAX:
         raise InvalidInput(f"--examples {examples}: expected 1 to {EXAMPLES_MAX}")
@@ -614,8 +614,6 @@ def run_check(
     if max_time is not None and max_time <= 0:
         raise InvalidInput(f"--max-time {max_time:g}: expected more than 0 seconds")
     if secret:
-        from belt.signing import secret_key
-
         secret_key(secret)
     properties = read_props(props) if props is not None else []
     subjects, notes = subjects_for(
@@ -638,8 +636,6 @@ def run_check(
         examples=examples,
         notes=notes,
     )
-    from belt.check.generate import hypothesis_home
-    from belt.paths import state_dir
 
     started = time.monotonic()
     deadline = started + max_time if max_time is not None else float("inf")
@@ -686,7 +682,6 @@ def _shown(target: str) -> str:
 
 def _reachable(subjects: list[Subject], sender: Sender) -> None:
     """Exit 6 when a webhook cannot be reached at all (tried once, with the spec's sample)."""
-    from belt.check.generate import spec_sample
 
     tried: set[str] = set()
     for subject in subjects:
@@ -711,7 +706,6 @@ def _finish(
     results: dict[str, CheckResult],
     reproduce: Callable[[Any], str],
 ) -> None:
-    from belt.handlers.webhook import TIMED_OUT
 
     for result in results.values():
         reached = result.cases or result.check in explorer.found or result.check == "signature"
@@ -745,7 +739,6 @@ def _check_platform(
     properties: list[Property],
     save: Path | None,
 ) -> None:
-    from belt.check.generate import payloads, spec_sample, steered_payloads
 
     results = platform_results(subject, signed=bool(sender.secret))
 
@@ -777,14 +770,11 @@ def _check_platform(
             result.skipped = "no generated payload matched the property"
         found.append(result)
     if save is not None:
-        from belt.check.save import save_failures
-
         save_failures(save, subject, found, properties)
     report.results.extend(found)
 
 
 def _check_nexus(subject: Subject, explorer: Explorer, report: CheckReport) -> None:
-    from belt.check.generate import nexus_inputs, nexus_sample
 
     executor = subject.executor
     assert executor is not None

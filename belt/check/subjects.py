@@ -13,8 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from belt.declarations import load_declaration
 from belt.effects import is_in_process, url_host
+from belt.engine.dispatch import route_for
+from belt.engine.offline import on_this_machine, origin
 from belt.errors import InvalidInput, UsageError
+from belt.executor.targets import parse_tools
 from belt.wire.catalogue import EVENTS
 from belt.wire.enums import Dialect
 from belt.wire.nexus import NexusEvent
@@ -94,7 +98,6 @@ def subjects_for(
     timeout: float | None,
 ) -> tuple[list[Subject], list[str]]:
     """The subjects of a check and the notes about what is not checked (gates, tasks, …)."""
-    from belt.executor.targets import parse_tools
 
     try:
         tools = parse_tools(executors)
@@ -137,8 +140,6 @@ def _from_file(
     routes: list[Route],
     timeout: float | None,
 ) -> tuple[list[Subject], list[str]]:
-    from belt.declarations import load_declaration
-    from belt.engine.dispatch import route_for
 
     declaration = load_declaration(path)
     if not declaration.ok:
@@ -195,7 +196,6 @@ def _from_file(
 
 def network_problems(subjects: list[Subject]) -> list[str]:
     """Every subject that would be sent to an address not on this machine, one line each."""
-    from belt.engine.offline import on_this_machine, origin
 
     problems = []
     seen: set[str] = set()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+import traceback
 from typing import Annotated, Any
 
 import typer
 
+from belt import __version__
 from belt.cli import helptext, typer_internals
 from belt.cli.options import VerboseFlag
 from belt.errors import BeltError, Interrupted, exit_code_lines
@@ -84,7 +87,6 @@ def lazy_command(program: str, name: str, target: str) -> None:
 
 def build_command(name: str, target: str) -> Any:
     """The click command for a lazy registration."""
-    import importlib
 
     module_name, _, attribute = target.partition(":")
     obj = getattr(importlib.import_module(module_name), attribute)
@@ -122,8 +124,6 @@ def report(exc: BeltError, *, verbose: bool) -> None:
         output.styled(line, "yellow", stderr=True)
         return
     if verbose:
-        import traceback
-
         traceback.print_exception(exc, file=sys.stderr)
     problems = getattr(exc, "problems", [])
     output.error(exc.message, hint=None if problems else exc.hint)
@@ -150,8 +150,6 @@ def installed_version() -> str:
     # importlib.metadata takes longer to import than the rest of `belt version`: only here.
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as package_version
-
-    from belt import __version__
 
     try:
         return package_version("belt")

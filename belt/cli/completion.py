@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from belt.cli.typer_internals import completion_script
+
 COMPLETE_VAR = "_BELT_COMPLETE"
 
 
@@ -31,6 +33,5 @@ def completion(shell: Annotated[Shell, typer.Argument(help="Shell to complete in
         belt completion zsh
     """
     from belt import output
-    from belt.cli.typer_internals import completion_script
 
     output.block(completion_script(prog_name="belt", complete_var=COMPLETE_VAR, shell=shell))

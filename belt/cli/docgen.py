@@ -5,8 +5,14 @@ Run ``python -m belt.cli.docgen > docs/cli.md`` (``make docs``).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
+
+import typer
+
+from belt.cli import app as belt_app
+from belt.cli.helptext import keep_lines
 
 WIDTH = 100
 
@@ -40,7 +46,6 @@ def walk(command: Any, name: str, parent: Any = None) -> Iterator[tuple[str, Any
 def plain_help(command: Any, ctx: Any) -> str:
     """The help a command prints, without rich panels or colour (examples, lists and tables
     keep their lines, as rich help keeps them)."""
-    from belt.cli.helptext import keep_lines
 
     command.rich_markup_mode = None
     help_text, epilog = command.help, command.epilog
@@ -54,9 +59,7 @@ def plain_help(command: Any, ctx: Any) -> str:
 
 def render() -> str:
     """The whole of docs/cli.md."""
-    import typer
 
-    from belt.cli import app as belt_app
     from belt.cli.rho import app as rho_app
 
     sections = [HEADER]
@@ -68,7 +71,6 @@ def render() -> str:
 
 def main() -> None:
     """Print docs/cli.md on stdout."""
-    import sys
 
     sys.stdout.write(render())
 

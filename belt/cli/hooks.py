@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from belt.errors import UsageError
+from belt.errors import ExitCode, UsageError
 from belt.wire.enums import Dialect, InterruptResolution
 
 if TYPE_CHECKING:
@@ -152,7 +152,6 @@ def doctor(
     """
     from belt import output
     from belt.doctor import examine
-    from belt.errors import ExitCode
     from belt.hookfile import resolve_path
     from belt.store import open_store
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from belt.cli import BeltGroup, lazy_command
-from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag
+from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, moment_option
+from belt.errors import BeltError, UsageError
 from belt.wire.enums import InterruptReason, InterruptResolution, InterruptStatus
 
 if TYPE_CHECKING:
@@ -28,7 +30,6 @@ def pending_ids(incomplete: str) -> list[tuple[str, str]]:
     """Shell completion: the pending interrupts of the local store (id, or short id, and what
     each holds)."""
     from belt.backend import LocalBackend
-    from belt.errors import BeltError
     from belt.render import gate_event, gate_holds
 
     try:
@@ -92,8 +93,6 @@ def list_(
     from belt.backend import open_backend
 
     if run_id and run and run_id != run:
-        from belt.errors import UsageError
-
         raise UsageError(f"RUN_ID {run_id} and --run {run} name different runs")
     one_run = run_id or run
     with open_backend(api, api_key=api_key) as backend:
@@ -255,16 +254,12 @@ def resolve(
         )
         return
     if decision is None:
-        from belt.errors import UsageError
-
         raise UsageError(
             f"give a decision: belt interrupt resolve {interrupt_id} allow (or deny)",
             hint="to settle many gates at once: belt interrupt resolve --all allow (or deny)",
         )
     for option, value in (("--run", run), ("--chat", chat), ("--tool", tool), ("--event", event)):
         if value is not None:
-            from belt.errors import UsageError
-
             raise UsageError(f"{option} selects gates for --all; with one ID it has no use")
     resolved_data = None if data is None else read_json_option(data, option="--data")
     with open_backend(api, api_key=api_key) as backend:
@@ -280,7 +275,6 @@ def resolve(
 
 def _decision_of_all(first: str, second: InterruptResolution | None) -> str:
     """The decision of `resolve --all allow|deny`, which takes no ID."""
-    from belt.errors import UsageError
 
     if second is not None:
         raise UsageError(
@@ -304,11 +298,9 @@ def resolve_all(
     api_key: str | None,
 ) -> None:
     """`resolve --all`: the selected gates, confirmed by count on a terminal, each resolved."""
-    import sys
 
     from belt import output
     from belt.backend import matching_gates, open_backend, resolve_each
-    from belt.errors import UsageError
     from belt.inputs import read_json_option
 
     resolved_data = None if data is None else read_json_option(data, option="--data")
@@ -329,8 +321,6 @@ def resolve_all(
                     hint="add --yes to settle them from a script",
                 )
             if not typer.confirm(f"settle {count} as {decision}?", err=True):
-                from belt.errors import BeltError
-
                 raise BeltError("nothing resolved: not confirmed")
         resolved, missed = resolve_each(backend, items, decision=decision, data=resolved_data)
     if json_:
@@ -380,11 +370,9 @@ def review(
 
         belt interrupt review --resume
     """
-    import sys
 
     from belt import output
     from belt.backend import local_inbox
-    from belt.errors import BeltError, UsageError
     from belt.render import review_lines
 
     if not sys.stdin.isatty():
@@ -475,7 +463,6 @@ def _ask_decision() -> str:
 def _ask_data() -> object:
     """Optional data for the resolution, asked until it is valid JSON (none when left empty)."""
     from belt import output
-    from belt.errors import BeltError
     from belt.inputs import read_json_option
 
     while True:
@@ -498,7 +485,6 @@ def _ask_data() -> object:
 def _resume(backend: LocalInbox, run_id: str) -> None:
     """Resume a simulated run whose gates are now all settled; say how it went."""
     from belt import output
-    from belt.errors import BeltError
 
     try:
         states = backend.resume_settled_run(run_id=run_id)
@@ -593,7 +579,6 @@ def sweep(
     """
     from belt import output
     from belt.backend import local_inbox
-    from belt.cli.options import moment_option
 
     settled = local_inbox().sweep(at=moment_option(at, "--at"))
     if json_:

@@ -9,6 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
+from belt.cli.options import moment_option
+
 
 def serve(
     ctx: typer.Context,
@@ -131,7 +133,6 @@ def serve(
         belt serve --policy examples/policy.toml --open
         belt serve --port 0 --secret new
     """
-    from belt.cli.options import moment_option
     from belt.server.run import serve as run_server
     from belt.signing import new_secret
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from belt.cli.options import Routes
+from belt.errors import ExitCode
 
 
 def test(
@@ -151,8 +152,6 @@ def test(
             output.print_json_line(result.to_json(coverage=coverage))
         else:
             show([test_result_line(result.to_json())])
-
-    from belt.errors import ExitCode
 
     try:
         suite = run_suite(

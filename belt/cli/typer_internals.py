@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, get_args, get_origin
 from typer import _coercion
 from typer import core as typer_core
 from typer._click.exceptions import NoArgsIsHelpError as NoArgsIsHelpError
+from typer._completion_classes import completion_init
+from typer._completion_shared import get_completion_script
 from typer._param_types import coerce_cli_choice
 from typer.core import TyperGroup
 
@@ -156,14 +158,11 @@ class OnDemandCompletion(TyperGroup):
         """Answer a completion request from the scripts ``belt completion SHELL`` prints."""
         var = complete_var or f"_{prog_name}_COMPLETE".replace("-", "_").upper()
         if os.environ.get(var):
-            from typer._completion_classes import completion_init
-
             completion_init()
         super()._main_shell_completion(ctx_args, prog_name, complete_var)
 
 
 def completion_script(*, prog_name: str, complete_var: str, shell: str) -> str:
     """typer's completion script of ``prog_name`` for a shell."""
-    from typer._completion_shared import get_completion_script
 
     return get_completion_script(prog_name=prog_name, complete_var=complete_var, shell=shell)

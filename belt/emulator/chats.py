@@ -27,10 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from belt.emulator.agents import AgentDefinition, AgentFiles, agent_from_config
+from belt.deadline import transport
+from belt.emulator.agents import AgentDefinition, AgentFiles, ToolSetting, agent_from_config
 from belt.emulator.modelscript import ModelScript
+from belt.engine.api import resume_settled
+from belt.engine.dialects import dialect_class
+from belt.engine.hooksummary import run_hook_summary, summary_line
 from belt.engine.platform import PlatformLoop, stored_hooks
-from belt.engine.scenario import LoadedScenario, Scenario, ToolCallSpec, TurnSpec
+from belt.engine.scenario import AgentSpec, LoadedScenario, Scenario, ToolCallSpec, TurnSpec
 from belt.engine.simulation import (
     Options,
     Simulation,
@@ -219,7 +223,6 @@ class LentTransport(httpx.BaseTransport):
     deadline, as every delivery's do (``belt.deadline``)."""
 
     def __init__(self) -> None:
-        from belt.deadline import transport
 
         self.inner = transport()
 
@@ -377,8 +380,6 @@ class Emulator:
     def stored_agent(self, sim: dict[str, Any]) -> AgentDefinition:
         """The agent of an existing emulated chat, as its simulation keeps it (the agent is
         fixed when the chat is created)."""
-        from belt.emulator.agents import ToolSetting
-        from belt.engine.scenario import AgentSpec
 
         tools = {
             str(name): ToolSetting(
@@ -404,7 +405,6 @@ class Emulator:
     def tell_stopped(self, run_id: str) -> None:
         """The live line for a driven run that ended or is held: its state and the summary of
         its hook calls (``belt.engine.hooksummary``)."""
-        from belt.engine.hooksummary import run_hook_summary, summary_line
 
         run = self.store.get(RUN, run_id)
         if run is None or self.report is None:
@@ -435,7 +435,6 @@ class Emulator:
 
     def resume(self, run_id: str) -> None:
         """Continue one run held at settled interrupts, or left by a server that is gone."""
-        from belt.engine.api import resume_settled
 
         tried = resume_settled(self.store, run_ids=[run_id], recover=True, transport=self.transport)
         for record in tried:
@@ -451,7 +450,6 @@ class Emulator:
 
     def stop(self, chat_id: str) -> dict[str, Any]:
         """``POST /chats/{id}/stop``: cancel the chat's active run (nothing to do when idle)."""
-        from belt.engine.dialects import dialect_class
 
         chat = read_chat(self.store, chat_id)
         run_id = chat.get("active_run_id")

@@ -6,6 +6,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from belt.errors import BeltError, Conflict, NotFound, UsageError
+
 if TYPE_CHECKING:
     import httpx
 
@@ -151,8 +153,6 @@ def run_scenario(
     from belt.store import MemoryStore, open_store
 
     if ephemeral and wait:
-        from belt.errors import UsageError
-
         raise UsageError(
             "--ephemeral and --wait: a run in memory cannot be resolved from elsewhere",
             hint="drop --wait, or settle its gates with turns.resolve tables in the scenario",
@@ -166,7 +166,6 @@ def run_scenario(
     declared = with_scenario_executors(getattr(loaded.scenario, "executors", {}), executors or [])
     if offline:
         from belt.engine.offline import network_problems
-        from belt.errors import UsageError
 
         problems = network_problems(loaded, parse_routes(routes or []), declared)
         if problems:
@@ -199,7 +198,6 @@ def named_run(store: Store, run_id: str | None, *, last: bool = False) -> str:
     chat's own, not a task chat's); exit 3 when there is none."""
     from belt.engine.report import list_runs as list_all
     from belt.engine.simulation import latest_run
-    from belt.errors import NotFound, UsageError
     from belt.records.names import find_id
     from belt.records.runs import find_run_id
     from belt.records.sims import SIM, read_sim
@@ -414,7 +412,6 @@ def _continue(
     """``resume_simulation`` of a run, as a record of what it did (None: another process took
     it first, or it is not ready after all)."""
     from belt.engine.simulation import Options
-    from belt.errors import BeltError, Conflict
     from belt.records.runs import RUN
 
     try:

@@ -22,6 +22,10 @@ from belt.effects import (
     url_host,
 )
 from belt.errors import UsageError
+from belt.handlers.gate import open_gate
+from belt.handlers.inprocess import InProcess, load_handler
+from belt.handlers.task import start_task
+from belt.handlers.webhook import deliver, webhook_client
 from belt.wire.catalogue import EVENTS
 from belt.wire.platform import (
     HookDecision,
@@ -30,6 +34,7 @@ from belt.wire.platform import (
     LifecycleHookConfig,
     LifecycleHookResponse,
 )
+from belt.wire.validate import check_webhook_url, in_process_problem
 
 if TYPE_CHECKING:
     import httpx
@@ -59,7 +64,6 @@ class Route:
 
 def parse_route(spec: str) -> Route:
     """Parse ``URL_PREFIX=TARGET``; a malformed one is a usage error (exit 2)."""
-    from belt.wire.validate import check_webhook_url, in_process_problem
 
     prefix, sep, target = spec.partition("=")
     shape = "URL_PREFIX=TARGET, TARGET being py:MODULE:FUNC or an http(s):// URL"
@@ -99,7 +103,6 @@ def load_handlers(
 ) -> dict[str, Handler]:
     """Import every ``py:`` handler that hooks and routes name, before anything is written: one
     that cannot be imported is an error naming where it was given (NotFound or InvalidInput)."""
-    from belt.handlers.inprocess import load_handler
 
     wanted = [
         (str(hook.handler), f"{source}: {hook.handler}")
@@ -256,8 +259,6 @@ class Dispatcher:
         with self._lock:
             client = self._clients.get(key)
             if client is None:
-                from belt.handlers.webhook import webhook_client
-
                 client = webhook_client(self.transport)
                 self._clients[key] = client
         return client
@@ -266,8 +267,6 @@ class Dispatcher:
         """The caller of ``py:`` handlers, created on first use."""
         with self._lock:
             if self._in_process is None:
-                from belt.handlers.inprocess import InProcess
-
                 self._in_process = InProcess(self.handlers)
             return self._in_process
 
@@ -314,12 +313,8 @@ class Dispatcher:
         if hook.type == HookHandlerType.WEBHOOK:
             self.run_webhook(run, payload)
         elif hook.type == HookHandlerType.TASK:
-            from belt.handlers.task import start_task
-
             run.task_chat_id = start_task(self.store, agent_ref=str(hook.handler), payload=payload)
         elif hook.type == HookHandlerType.GATE:
-            from belt.handlers.gate import open_gate
-
             run.interrupt = open_gate(
                 self.store, hook=hook, payload=payload, resource_id=resource_id
             )
@@ -334,7 +329,6 @@ class Dispatcher:
     def run_webhook(self, run: HookRun, payload: dict[str, Any]) -> None:
         """Call a webhook (in-process for ``py:``, wherever ``--route`` sends it); a failure
         counts as allow, or deny on gate-able events if fail-closed."""
-        from belt.handlers.webhook import deliver
 
         url = str(run.hook.handler)
         route = route_for(self.routes, url)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from belt.handlers.webhook import likely_fix
+from belt.records.runs import run_events
 from belt.text import short
 
 if TYPE_CHECKING:
@@ -96,7 +97,6 @@ def hook_summary(executions: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run_hook_summary(store: Store, run_id: str) -> dict[str, Any]:
     """The summary of one run's hook calls, from its event log."""
-    from belt.records.runs import run_events
 
     executions = [r for r in run_events(store, run_id) if r.get("type") == "hook.executed"]
     return hook_summary(executions)

@@ -54,7 +54,9 @@ from belt.records.executions import (
 )
 from belt.records.hooktasks import HookTask, read_task
 from belt.records.ids import new_id, now_iso
+from belt.records.interrupts import read_record, sweep
 from belt.records.messages import Message
+from belt.records.profile import read_profile
 from belt.records.runs import Cancelled, Run, RunRecord
 from belt.store import clock
 from belt.store.clock import parse_timestamp, utcnow
@@ -435,7 +437,6 @@ class NexusLoop:
         if sim.get("profile") is not None:
             revision = sim.get("profile_revision")
             return dict(sim["profile"]), {"source": "scenario", "revision": revision}
-        from belt.records.profile import read_profile
 
         record = read_profile(self.sim.store)
         return dict(record["configuration"]), {"source": "store", "revision": record["revision"]}
@@ -705,7 +706,6 @@ class NexusLoop:
 
     def await_approval(self, task: HookTask, told: set[str]) -> HookTask:
         """One look at a task's approval: act on it when settled, sweep it when it is due."""
-        from belt.records.interrupts import read_record, sweep
 
         store = self.sim.store
         task = settle_approval(store, str(task["id"]))

@@ -21,13 +21,14 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from belt.declarations import read_document
+from belt.declarations import check_document, read_document
 from belt.errors import InvalidInput
 from belt.matching import argument_matchers, arguments_match, value_matcher
 from belt.records.registry import DEFAULT_OWNER, check_candidate
 from belt.store.clock import DURATION_MAX, check_moment, parse_duration, parse_rfc3339
 from belt.text import printable
 from belt.wire.catalogue import GATEABLE_EVENTS
+from belt.wire.enums import Dialect
 from belt.wire.nexus import NexusEvent
 from belt.wire.platform import GATE_TIMEOUT_MAX, LifecycleHookConfig
 from belt.wire.validate import (
@@ -678,8 +679,6 @@ def executor_problem(name: str, target: str) -> str | None:
 
 def profile_with_hooks_file(profile: dict[str, Any] | None, path: Path) -> dict[str, Any]:
     """The profile with a Nexus declaration file's hooks (a whole profile file replaces it)."""
-    from belt.declarations import check_document
-    from belt.wire.enums import Dialect
 
     doc = read_document(path)
     declaration = check_document(doc, str(path), Dialect.NEXUS)

@@ -24,12 +24,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, Protocol, TypeVar
 
+from pydantic import ValidationError
+
 from belt.engine.ledger import CHAT_SCOPE, Ledger
-from belt.engine.scenario import ToolCallSpec, estimate_tokens, utf8_size
+from belt.engine.scenario import ToolCallSpec, estimate_tokens, resolution_for, utf8_size
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records import leases
 from belt.records.chats import CHAT, create_chat
 from belt.records.ids import new_id, now_iso
+from belt.records.interrupts import pending_for_run, resolve_interrupt, sweep
 from belt.records.messages import Message, Recorder, run_event
 from belt.records.runs import (
     EMULATED_RUNS,
@@ -43,6 +46,7 @@ from belt.records.runs import (
     cancel_run,
     parked,
     release_lease,
+    run_dto,
     take_lease,
     take_over_ended,
 )
@@ -56,7 +60,7 @@ from belt.records.sims import (
     scenario_path,
     write_agent,
 )
-from belt.store import clock
+from belt.store import check_id, clock
 from belt.store.clock import (
     VirtualClock,
     format_duration,
@@ -65,6 +69,7 @@ from belt.store.clock import (
     timestamp,
 )
 from belt.wire.enums import AgentRunState, ChatStatus, MessageStatus, ToolInvocationStatus
+from belt.wire.validate import model_problems
 
 if TYPE_CHECKING:
     import httpx
@@ -306,7 +311,6 @@ def record_simulation(
 
 def sim_of_run(store: Store, run_id: str) -> dict[str, Any]:
     """The simulation a run belongs to; an unknown run exits 3."""
-    from belt.store import check_id
 
     run = store.get(RUN, check_id(run_id, what="run id"))
     if run is None or "sim_id" not in run:
@@ -540,8 +544,6 @@ class Simulation:
         They are resolved as ``belt interrupt resolve`` would: one that someone else settled
         meanwhile is left as it is.
         """
-        from belt.engine.scenario import resolution_for
-        from belt.records.interrupts import pending_for_run, resolve_interrupt
 
         turns = self.scenario_doc.get("turns") or []
         specs = (turns[execution.turn_index].get("resolve") or []) if turns else []
@@ -590,7 +592,6 @@ class Simulation:
         each wait not yet used moves the virtual clock on, then the sweep settles the run's
         overdue gates and approvals with their default resolution, as ``belt serve``'s does.
         True when none of the run's interrupts is left pending."""
-        from belt.records.interrupts import pending_for_run, sweep
 
         waits = self.turn_doc(execution.turn_index).get("wait") or []
         if execution.run is None or self.clock is None:
@@ -657,7 +658,6 @@ class Simulation:
         or expiry, which this process sweeps itself as each gate falls due. The lease is renewed
         as it waits; Ctrl-C gives it up (``let_go``) and leaves the run held, for a later resume.
         """
-        from belt.records.interrupts import pending_for_run, sweep
 
         told: set[str] = set()  # the gates last reported: reported again when they change
         renewed = time.monotonic()
@@ -682,9 +682,6 @@ class Simulation:
 
     def scenario_as(self, model: type[ScenarioModel]) -> ScenarioModel:
         """The stored scenario, checked as ``model``; a record that is not one is damaged."""
-        from pydantic import ValidationError
-
-        from belt.wire.validate import model_problems
 
         try:
             return model.model_validate(self.scenario_doc)
@@ -1046,7 +1043,6 @@ def stop_run(
     store: Store, sim: dict[str, Any], dialect: type[Dialect], run_id: str, *, force: bool
 ) -> dict[str, Any]:
     """Cancel a run: its pending gates or hook tasks are cancelled and it will not resume."""
-    from belt.records.runs import run_dto
 
     how = "force-stopped" if force else "stopped"
     # The run's end and the chat's idle state are one step for the chat's readers (its lock).

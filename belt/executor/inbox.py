@@ -31,6 +31,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from belt.errors import BeltError, Conflict, NotFound
+from belt.executor.process import stop_marked
 from belt.records import leases
 from belt.records.hooktasks import (
     HookTask,
@@ -46,6 +47,7 @@ from belt.records.hooktasks import (
 )
 from belt.records.hooktasks import run_tasks as run_tasks
 from belt.records.ids import new_id
+from belt.records.interrupts import cancel_interrupt, create_interrupt, read_record
 from belt.store.clock import parse_timestamp, timestamp, utcnow
 from belt.text import describe, short
 from belt.wire.nexus import NexusEvent, NexusHook
@@ -212,7 +214,6 @@ def _dispatch_or_ask(store: Store, task: HookTask) -> HookTask:
     if task["status"] == TaskStatus.PENDING:
         mark_pending(store, task["id"])
         return task
-    from belt.records.interrupts import create_interrupt
 
     interrupt = create_interrupt(
         store=store,
@@ -242,7 +243,6 @@ def _dispatch_or_ask(store: Store, task: HookTask) -> HookTask:
 def settle_approval(store: Store, identity: str) -> HookTask:
     """Act on the approval of a task awaiting it: approved, it is dispatched to the inbox (its
     deadline starts now); denied or expired unapproved, it fails. Returns the task as it is."""
-    from belt.records.interrupts import read_record
 
     task = read_task(store, identity)
     approval = task.get("approval") or {}
@@ -358,7 +358,6 @@ def release_abandoned(store: Store, identity: str) -> HookTask | None:
     once. The released attempt is kept in ``history`` (``worker_gone``); the task is a new
     attempt with a new deadline, since the dead worker's time was spent on nothing.
     """
-    from belt.executor.process import stop_marked
 
     task = get_task(store, identity)
     if task is None or task["status"] != TaskStatus.CLAIMED or not abandoned(task.get("claim")):
@@ -574,8 +573,6 @@ def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[HookTask]:
         unmark_pending(store, identity)
         approval = task.get("approval") or {}
         if approval.get("status") == "pending":
-            from belt.records.interrupts import cancel_interrupt
-
             try:
                 cancel_interrupt(store=store, interrupt_id=str(approval["interrupt_id"]))
             except (Conflict, NotFound):

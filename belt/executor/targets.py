@@ -6,15 +6,24 @@ of the tool is an outcome, never an exception.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
+import shlex
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
+from belt.deadline import BodyTooLarge, DeadlinePassed, bounded_client, deadline, read_capped
 from belt.effects import url_host
 from belt.errors import UsageError
 from belt.executor.inbox import ToolOutcome
+from belt.executor.process import run_bounded
 from belt.loader import asks_for, load_callable
+from belt.strictjson import StrictJSONError, check_value, decode
 from belt.text import short
 from belt.wire.nexus import HookTaskInput
 from belt.wire.validate import check_webhook_url, model_problems
@@ -99,7 +108,6 @@ OUTPUT_MAX_BYTES = 1024 * 1024
 def _decode(raw: bytes, where: str) -> ToolOutcome:
     """A tool's answer as its result: strict JSON (no NaN, no deep nesting, no huge integers,
     no lone surrogates), else an invalid decision saying why."""
-    from belt.strictjson import StrictJSONError, decode
 
     text = raw.decode("utf-8", "replace")
     if not text.strip():
@@ -122,9 +130,6 @@ def run_command(
     ``timeout`` is a total deadline: at it, or when stdout passes ``OUTPUT_MAX_BYTES``, the
     command's whole process group is killed. ``mark`` is set in its environment.
     """
-    import shlex
-
-    from belt.executor.process import run_bounded
 
     try:
         args = shlex.split(command)
@@ -157,9 +162,7 @@ def post_input(
     ``timeout`` is a total deadline (slow heads and trickled bodies included), and the body is
     read up to ``OUTPUT_MAX_BYTES``.
     """
-    import httpx
-
-    from belt.deadline import BodyTooLarge, DeadlinePassed, bounded_client, deadline, read_capped
+    import httpx  # noqa: PLC0415 - loaded when a tool is called over HTTP
 
     host = url_host(url)
     limit = max(timeout, 0.001)
@@ -190,18 +193,11 @@ def call_function(
     KeyboardInterrupt included, is the tool's failure; what it returns must be JSON belt can
     store.
     """
-    import asyncio
-    import inspect
-    import threading
-
-    from belt.strictjson import StrictJSONError, check_value
 
     if func is None:
         return ToolOutcome(failure="no function to call")
     argument: Any = task_input
     if asks_for(func, HookTaskInput):
-        from pydantic import ValidationError
-
         try:
             argument = HookTaskInput.model_validate(task_input)
         except ValidationError as exc:

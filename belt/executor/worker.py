@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from belt.executor.inbox import (
 from belt.executor.targets import Target, parse_tools
 from belt.records.hooktasks import HookTask, get_task, pending_ids, unmark_pending
 from belt.records.reports import Reporter
+from belt.store import open_store
 from belt.store.clock import parse_timestamp, timestamp, utcnow
 
 if TYPE_CHECKING:
@@ -40,9 +43,6 @@ class Worker:
 
     def __post_init__(self) -> None:
         if not self.name:
-            import os
-            import socket
-
             self.name = f"{socket.gethostname()}:{os.getpid()}"
 
     def serves(self, tool: str) -> bool:
@@ -130,7 +130,6 @@ def run_worker(
     on_start: Callable[[Worker], None] | None = None,
 ) -> int:
     """``belt executor run``: serve hook tasks from the store's inbox; returns tasks served."""
-    from belt.store import open_store
 
     if not tools:
         raise UsageError("give at least one --tool NAME=TARGET")

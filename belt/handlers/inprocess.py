@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from belt.errors import BeltError
 from belt.handlers.webhook import TIMED_OUT, Answer, WebhookResult, encode_payload
 from belt.loader import asks_for, load_callable
+from belt.strictjson import StrictJSONError, check_value
 from belt.text import describe, printable, short
 from belt.wire.platform import LifecycleHookPayload, LifecycleHookResponse
 from belt.wire.validate import IN_PROCESS_PREFIX, check_response, model_problems
@@ -81,7 +82,6 @@ def read_value(value: Any) -> Answer:
     The answer must be what a webhook's JSON body could carry: a dict (or a response) of JSON
     values, without NaN, infinities, lone surrogates or deep nesting.
     """
-    from belt.strictjson import StrictJSONError, check_value
 
     if value is None:
         return Answer(LifecycleHookResponse())

@@ -18,7 +18,10 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
+from belt.deadline import BodyTooLarge, DeadlinePassed, bounded_client, deadline, read_capped
 from belt.effects import url_host
+from belt.signing import signed_headers
+from belt.strictjson import StrictJSONError, decode
 from belt.text import describe
 from belt.wire.platform import LifecycleHookResponse
 from belt.wire.validate import check_response, model_problems
@@ -49,7 +52,6 @@ MAX_ANSWER_BYTES = 1024 * 1024
 
 def webhook_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """A client for deliveries; without a ``transport`` its calls keep to the total deadline."""
-    from belt.deadline import bounded_client
 
     client: httpx.Client = bounded_client(transport)
     return client
@@ -72,8 +74,6 @@ def deliver(
     body = encode_payload(payload)
     headers = {"content-type": "application/json"}
     if secret:
-        from belt.signing import signed_headers
-
         headers.update(signed_headers(secret, body))
     return post_body(client, url, body, headers, timeout=timeout)
 
@@ -83,15 +83,13 @@ def post_body(
 ) -> WebhookResult:
     """POST exactly ``body`` with exactly ``headers`` and parse the answer as ``deliver`` does
     (``belt check`` sends tampered and unsigned requests through it)."""
-    import httpx
+    import httpx  # noqa: PLC0415 - loaded when a webhook is sent
 
     host = url_host(url)
     started = time.perf_counter()
 
     def elapsed() -> int:
         return round((time.perf_counter() - started) * 1000)
-
-    from belt.deadline import BodyTooLarge, DeadlinePassed, deadline, read_capped
 
     timed_out = f"{host} {TIMED_OUT} {timeout:g} s"
     try:
@@ -141,7 +139,6 @@ class Answer:
 def read_answer(text: str) -> Answer:
     """Read a 2xx body; an empty body (or JSON null) is allow. Unknown keys are ignored, each
     with a warning (``check_response``)."""
-    from belt.strictjson import StrictJSONError, decode
 
     if not text.strip():
         return Answer(LifecycleHookResponse())

@@ -22,6 +22,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from belt.errors import BeltError
+from belt.records.chats import read_chat
 from belt.server.guard import STOPPING
 from belt.server.problems import Problem, belt_problem, envelope, read_json_object
 from belt.server.stream import chat_events
@@ -127,7 +128,6 @@ class AgentsApi:
 
     async def stream(self, request: Request) -> Response:
         """GET /chats/{chat_id}/stream: the chat's events as NDJSON."""
-        from belt.records.chats import read_chat
 
         chat_id = request.path_params["chat_id"]
         store = self.emulator.store

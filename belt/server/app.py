@@ -26,19 +26,35 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from belt.effects import is_in_process
+from belt.emulator.agents import load_agent_files
+from belt.emulator.chats import Emulator
+from belt.emulator.modelscript import load_model_script
 from belt.errors import BeltError
+from belt.policy import load_policy
+from belt.records.chats import set_chat_settings
+from belt.records.interrupts import list_interrupts, resolve_interrupt, sweep
 from belt.records.journal import ServeLine, journal_headers
 from belt.records.reports import Reporter, report_api
+from belt.server.agents import agent_routes
+from belt.server.chats import chat_routes
+from belt.server.clock import clock_routes
 from belt.server.deciders import (
+    HANDLER_TIMEOUT,
     Decider,
     HandlerFailed,
     HandlerPool,
     HandlerResponseError,
     HandlerTimeout,
     allow_all,
+    handler_decider,
+    load_handler,
+    policy_decider,
 )
+from belt.server.forward import check_forward_url, forward_decider
+from belt.server.guard import AcceptErrors, RequestGuard, allowed_host_name
 from belt.server.inspector import inspector_routes, is_page_shell
 from belt.server.journal import GroupJournal
+from belt.server.live import handler_traceback, loop_error, render_json, render_record
 from belt.server.problems import (
     MAX_BODY_BYTES,
     Problem,
@@ -51,9 +67,14 @@ from belt.server.problems import (
     read_body,
     read_json_object,
 )
+from belt.server.profile import profile_routes
+from belt.server.resume import RESUME_INTERVAL, resume_forever
 from belt.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify_with
+from belt.store import open_store
 from belt.store.clock import VirtualClock, installed, parse_rfc3339, timestamp, utcnow
+from belt.store.files import make_dirs
 from belt.text import describe
+from belt.wire.catalogue import EVENTS
 from belt.wire.platform import LifecycleHookPayload
 from belt.wire.validate import IN_PROCESS_PREFIX, model_problems
 
@@ -218,8 +239,6 @@ class ServerLife:
     @contextlib.asynccontextmanager
     async def __call__(self, app: Starlette) -> AsyncIterator[None]:
         if self.on_loop_error is not None:
-            from belt.server.guard import AcceptErrors
-
             asyncio.get_running_loop().set_exception_handler(AcceptErrors(self.on_loop_error))
         opened = contextlib.AsyncExitStack()
         if self.virtual is not None:
@@ -241,8 +260,6 @@ class ServerLife:
         if self.sweep_interval > 0:
             loops.append(self.api.sweep_forever(self.sweep_interval))
         if self.resume:
-            from belt.server.resume import RESUME_INTERVAL, resume_forever
-
             loops.append(resume_forever(self.store, self.report, RESUME_INTERVAL))
         loops.append(self.agents_api.continue_forever())
         return loops
@@ -282,12 +299,6 @@ def create_app(
     directory of agent files) are what the agent routes' emulated chats answer with and resolve
     template refs from; both are checked here, before anything is served.
     """
-    from belt.server.agents import agent_routes
-    from belt.server.chats import chat_routes
-    from belt.server.clock import clock_routes
-    from belt.server.guard import RequestGuard, allowed_host_name
-    from belt.server.profile import profile_routes
-    from belt.store import open_store
 
     names = [allowed_host_name(name) for name in allow_hosts]
     the_store = store if store is not None else open_store()
@@ -361,9 +372,6 @@ def load_emulator(
 ) -> tuple[Emulator, AgentFiles | None]:
     """The emulator the agent routes answer with: ``model`` (a model script) and ``agents`` (a
     directory of agent files) are checked here, before anything is served."""
-    from belt.emulator.agents import load_agent_files
-    from belt.emulator.chats import Emulator
-    from belt.emulator.modelscript import load_model_script
 
     agent_files = load_agent_files(agents) if agents is not None else None
     emulator = Emulator(
@@ -423,24 +431,15 @@ def create_app_from_env() -> Starlette:
 
 def create_app_from_settings(env: dict[str, str]) -> Starlette:
     """The app of ``belt serve`` from settings named as the variables, without the prefix."""
-    from belt.server.deciders import (
-        HANDLER_TIMEOUT,
-        handler_decider,
-        load_handler,
-        policy_decider,
-    )
 
     env = {key: value for key, value in env.items() if value}
     decide: Decider | None = None
     pool: HandlerPool | None = None
     if env.get("POLICY"):
-        from belt.policy import load_policy
-
         decide = policy_decider(load_policy(env["POLICY"]))
     elif env.get("HANDLER"):
         pool = HandlerPool()
         timeout = float(env.get("HANDLER_TIMEOUT", HANDLER_TIMEOUT))
-        from belt.server.live import handler_traceback
 
         decide = handler_decider(
             load_handler(env["HANDLER"]),
@@ -449,20 +448,13 @@ def create_app_from_settings(env: dict[str, str]) -> Starlette:
             on_raise=handler_traceback if env.get("VERBOSE") == "1" else None,
         )
     elif env.get("FORWARD_TO"):
-        from belt.server.forward import check_forward_url, forward_decider
-
         decide = forward_decider(check_forward_url(env["FORWARD_TO"]), secret=env.get("SECRET"))
     report: Reporter | None = None
     mode = env.get("REPORT", "none")
     if mode == "json":
-        from belt.server.live import render_json
-
         report = render_json
     elif mode == "lines":
-        from belt.server.live import render_record
-
         report = render_record
-    from belt.server.live import loop_error
 
     return create_app(
         decide=decide,
@@ -506,7 +498,6 @@ class Health:
         return Response('{"status":"ok"}', media_type="application/json")
 
     def _store_failure(self) -> str | None:
-        from belt.store.files import make_dirs
 
         root = self.store.root
         probe = root / f"{self.PROBE}.{os.getpid()}"
@@ -538,7 +529,6 @@ class PlatformApi:
 
     async def list_interrupts(self, request: Request) -> Response:
         """GET /agent-runs/{run_id}/interrupts (``?status=pending`` keeps the pending ones)."""
-        from belt.records.interrupts import list_interrupts
 
         status = request.query_params.get("status")
         try:
@@ -553,7 +543,6 @@ class PlatformApi:
 
     async def resolve(self, request: Request) -> Response:
         """POST /interrupts/{id}/resolve with ``{"decision": "allow"|"deny", "data": ...}``."""
-        from belt.records.interrupts import resolve_interrupt
 
         interrupt_id = request.path_params["interrupt_id"]
         try:
@@ -573,13 +562,11 @@ class PlatformApi:
 
     async def hook_events(self, request: Request) -> Response:
         """GET /agents/hook-events: the event catalogue (HookEventDefinition[])."""
-        from belt.wire.catalogue import EVENTS
 
         return envelope([e.definition() for e in EVENTS.values()])
 
     async def chat_settings(self, request: Request) -> Response:
         """POST /chats/{chat_id}/settings with ``{"disable_hooks": bool}``."""
-        from belt.records.chats import set_chat_settings
 
         chat_id = request.path_params["chat_id"]
         try:
@@ -600,7 +587,6 @@ class PlatformApi:
 
     async def sweep_once(self) -> list[dict[str, Any]]:
         """Settle overdue gates with their default resolution."""
-        from belt.records.interrupts import sweep
 
         settled: list[dict[str, Any]] = await self._call(sweep)
         if settled and self.report is not None:

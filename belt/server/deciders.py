@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from belt.handlers import inprocess
 from belt.handlers.inprocess import wants_model
 from belt.policy import Policy, Verdict
+from belt.strictjson import StrictJSONError, check_value
 from belt.wire.platform import HookDecision, LifecycleHookPayload, LifecycleHookResponse
 from belt.wire.validate import check_response, model_problems
 
@@ -165,8 +166,6 @@ def to_response(result: Any) -> tuple[LifecycleHookResponse, list[str]]:
     else:
         response = None
     if response is not None:
-        from belt.strictjson import StrictJSONError, check_value
-
         try:
             check_value(response.model_dump(mode="json", exclude_none=True))
         except StrictJSONError as exc:

@@ -14,11 +14,16 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+import httpx
+
 from belt.effects import url_host
 from belt.errors import UsageError
+from belt.handlers.webhook import encode_payload, parse_response
 from belt.policy import Verdict
 from belt.server.deciders import HandlerResponseError
+from belt.signing import signed_headers
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload
+from belt.wire.validate import check_webhook_url
 
 if TYPE_CHECKING:
     import httpx
@@ -33,7 +38,6 @@ FORWARD_KEEPALIVE = 20
 
 def check_forward_url(url: str) -> str:
     """``--forward-to URL``: an absolute http(s) URL, else a usage error."""
-    from belt.wire.validate import check_webhook_url
 
     reason = check_webhook_url(url)
     if reason:
@@ -69,7 +73,6 @@ class Forwarder:
 
     def open(self) -> httpx.AsyncClient:
         """The shared client, made now if it is not yet."""
-        import httpx
 
         if self.client is None:
             self.client = httpx.AsyncClient(
@@ -108,16 +111,11 @@ class Forwarder:
             return reply.status_code, b"".join(chunks)
 
     async def __call__(self, payload: LifecycleHookPayload) -> Verdict:
-        import httpx
-
-        from belt.handlers.webhook import encode_payload, parse_response
 
         host = self.host
         body = encode_payload(payload.model_dump(mode="json", exclude_unset=True))
         headers = {"content-type": "application/json"}
         if self.secret:
-            from belt.signing import signed_headers
-
             headers.update(signed_headers(self.secret, body))
         try:
             async with asyncio.timeout(self.timeout):

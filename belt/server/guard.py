@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import resource
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, cast
@@ -68,7 +69,6 @@ socket."""
 
 def connection_cap(requested: int | None = None) -> int:
     """The connection cap: ``requested`` (or the default), lowered to fit the open-file limit."""
-    import resource
 
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     cap = requested if requested is not None else MAX_CONNECTIONS

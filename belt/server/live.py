@@ -6,6 +6,7 @@ Shared by ``belt serve`` and every worker process it starts; all text goes throu
 
 from __future__ import annotations
 
+import traceback
 from datetime import datetime
 from typing import Any
 
@@ -74,7 +75,6 @@ def loop_error(line: str) -> None:
 
 def handler_traceback(exc: BaseException) -> None:
     """The traceback of an exception a ``--handler`` raised (``belt serve -v``), on stderr."""
-    import traceback
 
     from belt import output
 

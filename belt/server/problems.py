@@ -20,6 +20,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from belt.errors import BeltError, http_status
+from belt.strictjson import StrictJSONError, decode
+from belt.text import describe
 
 MAX_BODY_BYTES = 1024 * 1024
 PROBLEM_TYPE = "about:blank"
@@ -168,7 +170,6 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
 
 def parse_json(body: bytes) -> Any:
     """A request body parsed strictly as JSON; 422 saying why otherwise."""
-    from belt.strictjson import StrictJSONError, decode
 
     try:
         return decode(body)
@@ -178,7 +179,6 @@ def parse_json(body: bytes) -> Any:
 
 async def read_json_object(request: Request) -> dict[str, Any]:
     """The request body as a JSON object (an empty body is ``{}``); 422 otherwise."""
-    from belt.text import describe
 
     body = await read_body(request)
     if not body.strip():

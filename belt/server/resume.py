@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 
+from belt.engine.api import resume_settled
 from belt.records.ids import now_iso
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ async def resume_forever(
     store: Store, report: Callable[[dict[str, Any]], None] | None, interval: float
 ) -> None:
     """Continue settled runs now and every ``interval`` seconds until cancelled."""
-    from belt.engine.api import resume_settled
 
     while True:
         try:

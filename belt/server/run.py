@@ -11,6 +11,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import uvicorn
+from uvicorn.supervisors import Multiprocess
+
+from belt.effects import url_host
 from belt.errors import BeltError, UsageError
 from belt.server.app import ENV_PREFIX, create_app_from_settings
 from belt.server.deciders import HANDLER_TIMEOUT
@@ -119,8 +123,6 @@ def decider_label(policy: Path | None, handler: str | None, forward_to: str | No
     if handler is not None:
         return f"handler {handler}"
     if forward_to is not None:
-        from belt.effects import url_host
-
         return f"forwarding to {url_host(forward_to)}"
     return "allow all"
 
@@ -242,7 +244,6 @@ def listening_urls(host: str, port: int) -> dict[str, str]:
 
 def uvicorn_config(app: Any, *, workers: int, max_connections: int | None) -> Any:
     """uvicorn's configuration of ``app`` (of the app factory, with several workers), guarded."""
-    import uvicorn
 
     config = uvicorn.Config(
         "belt.server.app:create_app_from_env" if workers > 1 else app,
@@ -278,7 +279,6 @@ def run_until_interrupted(
     uvicorn stops gracefully on Ctrl-C and then raises the signal again: the KeyboardInterrupt
     goes on to belt's one Ctrl-C handler (exit 130, one line).
     """
-    import uvicorn
 
     class Server(uvicorn.Server):
         """uvicorn's server, which says when it has started."""
@@ -290,7 +290,6 @@ def run_until_interrupted(
 
     try:
         if workers > 1:
-            from uvicorn.supervisors import Multiprocess
 
             class Supervisor(Multiprocess):
                 """uvicorn's supervisor of worker processes, which tells a Ctrl-C apart."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from belt.check.report import CheckReport, failure_lines
 from belt.check.run import run_check
+from belt.testing.plugin import register, unregister
 
 
 def check_handler(
@@ -27,7 +28,6 @@ def check_handler(
     ``options`` are those of ``belt check``: ``events``, ``executors``, ``routes``, ``props``,
     ``secret``, ``timeout``, ``allow_network``, ``max_time``, ``save``.
     """
-    from belt.testing.plugin import register, unregister
 
     reference = register(target) if callable(target) else None
     try:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from belt.effects import handler_label
+from belt.engine.nexus import frozen_hooks
 from belt.testing.expect import Facts, injected_per_turn, latency_of, percentile_95
 
 PLATFORM_OUTCOMES = ("allow", "deny", "stop", "suspend", "injected", "failed")
@@ -57,7 +59,6 @@ def platform_coverage(
     name: str, loaded: Any, report: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
     """The platform hooks of ``loaded`` (a LoadedScenario) and what their calls produced."""
-    from belt.effects import handler_label
 
     hooks = list(loaded.hooks)
     # A hooks file given to the command replaces the agent's hooks; the agent's own
@@ -111,7 +112,6 @@ def platform_coverage(
 def nexus_coverage(name: str, loaded: Any, report: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The Nexus hooks of ``loaded`` (a LoadedNexusScenario), one per event and executor tool,
     with what their task attempts produced."""
-    from belt.engine.nexus import frozen_hooks
 
     declared: list[tuple[str, dict[str, Any]]] = [("profile", frozen_hooks(loaded.profile))]
     for t, turn in enumerate(loaded.scenario.turns):

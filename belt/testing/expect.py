@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from belt.engine.scenario import scenario_dialect, scenario_from_document
 from belt.errors import InvalidInput
 from belt.matching import ArgumentMatchers, argument_matchers, arguments_match, value_matcher
 from belt.text import describe, short
@@ -235,7 +236,6 @@ def read_tested(
 ) -> tuple[Any, list[Expectation]]:
     """Read a scenario and compile its ``[[expect]]`` tables: (the read scenario, its
     expectations); InvalidInput (exit 5) lists every problem of both."""
-    from belt.engine.scenario import scenario_dialect, scenario_from_document
 
     findings = Findings()
     raw = document.get("expect") if isinstance(document, dict) else None

@@ -30,6 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from belt.matching import value_matcher
+from belt.records.journal import JOURNAL, SERVE
+from belt.render import merged_excerpt_lines, snapshot_lines, transcript_lines
+from belt.store import Store
+from belt.testing.snapshot import DIRECTORY as SNAPSHOTS
+from belt.testing.snapshot import compare, on_virtual_clock, snapshot_path, snapshot_text
+
 if TYPE_CHECKING:
     from belt.store import Store
     from belt.testing.expect import Facts, Outcome
@@ -144,7 +151,6 @@ class ScenarioRun:
     @property
     def snapshot(self) -> str:
         """The record as ``belt test --snapshot`` stores it (``belt.testing.snapshot``)."""
-        from belt.testing.snapshot import snapshot_text
 
         text = snapshot_text(self.report, virtual_clock=self.virtual_clock)
         # A callable's reference is numbered in the order the process registered it.
@@ -155,8 +161,6 @@ class ScenarioRun:
         ``__snapshots__/FILE.json`` beside a scenario file, or ``__snapshots__/TEST.json``
         beside the test for a dict); AssertionError with the values that changed and the diff
         when they differ or there is none. ``pytest --belt-snapshot-update`` writes it instead."""
-        from belt.render import snapshot_lines
-        from belt.testing.snapshot import compare
 
         where = Path(path) if path is not None else self.snapshot_file
         if where is None:
@@ -171,7 +175,6 @@ class ScenarioRun:
     @property
     def transcript(self) -> str:
         """The transcript as ``belt sim show`` prints it."""
-        from belt.render import transcript_lines
 
         return "\n".join(text for text, _ in transcript_lines(self.report))
 
@@ -293,7 +296,6 @@ class ScenarioRun:
     def explain_all(self, outcomes: list[Outcome]) -> str:
         """Failed expectations: what each says and what happened instead, then one transcript
         excerpt around them all."""
-        from belt.render import merged_excerpt_lines
 
         lines = []
         for outcome in outcomes:
@@ -306,7 +308,6 @@ class ScenarioRun:
 
 def _fits(fields: dict[str, Any], wanted: dict[str, Any]) -> bool:
     """True when every wanted key is in ``fields`` and matches (strings as globs or ``re:``)."""
-    from belt.matching import value_matcher
     from belt.wire.validate import Findings
 
     for key, pattern in wanted.items():
@@ -355,8 +356,6 @@ class ScenarioRunner:
         """
         from belt.declarations import read_document
         from belt.engine.scenario import scenario_from_document
-        from belt.testing.snapshot import DIRECTORY as SNAPSHOTS
-        from belt.testing.snapshot import on_virtual_clock, snapshot_path
         from belt.testing.suite import run_loaded
 
         if isinstance(scenario, dict):
@@ -442,7 +441,6 @@ class Served:
 
     def journal(self) -> list[dict[str, Any]]:
         """Every hook request it answered, with its answer, in order."""
-        from belt.records.journal import JOURNAL, SERVE
 
         return self.store.read_log(JOURNAL, SERVE)
 
@@ -468,7 +466,6 @@ class ServeStarter:
         from belt.server.app import create_app
         from belt.server.deciders import handler_decider, load_handler, policy_decider
         from belt.server.run import bind
-        from belt.store import Store
 
         if policy is not None and handler is not None:
             raise ValueError("give policy or handler, not both")

@@ -30,11 +30,26 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from belt.declarations import read_document
+from belt.engine.api import simulation_options, start_simulation, with_scenario_executors
+from belt.engine.dialects import DIALECTS
+from belt.engine.dispatch import parse_routes
 from belt.engine.hooksummary import HOOK_FAILURE_HINT
+from belt.engine.offline import OFFLINE_HINT, network_problems
+from belt.engine.report import build_report
 from belt.errors import BeltError, ExitCode, InvalidInput, NotFound
 from belt.loader import import_deadline
+from belt.render import snapshot_lines, snapshot_update_command, unfired_text
 from belt.store import MemoryStore, Store
-from belt.testing.expect import Expectation, Outcome
+from belt.testing.coverage import never_fired, scenario_coverage
+from belt.testing.expect import (
+    Expectation,
+    Outcome,
+    evaluate,
+    expectations_of,
+    read_tested,
+    unnamed_failures,
+)
 from belt.testing.snapshot import DIRECTORY as SNAPSHOTS
 from belt.testing.snapshot import Comparison, compare_result
 from belt.testing.workers import run_all, shard_of
@@ -165,7 +180,6 @@ Render = Callable[[str, list[dict[str, Any]]], list[str]]
 def discover(paths: Iterable[Path]) -> list[tuple[Path, Any]]:
     """Scenario files with expectations among ``paths``: (path, its decoded document, or the
     InvalidInput that reading it raised). A path that does not exist is NotFound (exit 3)."""
-    from belt.declarations import read_document
 
     found: list[tuple[Path, Any]] = []
     for path in paths:
@@ -237,7 +251,6 @@ def run_suite(
     (``belt.testing.snapshot``). ``jobs`` worker processes run the scenarios of ``shard``
     (K, N), results in the serial order (``belt.testing.workers``); each scenario's store is
     in memory, or with ``keep`` on disk under that directory (``kept_home``)."""
-    from belt.engine.dispatch import parse_routes
 
     parse_routes(routes or [])
     started = time.perf_counter()
@@ -271,11 +284,11 @@ def run_suite(
 def _import_scenario_modules() -> None:
     """Import what running a scenario imports, before the workers are forked: each inherits
     them, instead of every worker importing them again with its first scenario."""
-    import belt.engine.api
-    import belt.engine.dialects
-    import belt.engine.offline
-    import belt.engine.report
-    import belt.testing.coverage  # noqa: F401
+    import belt.engine.api  # noqa: PLC0415 - imported before the workers fork
+    import belt.engine.dialects  # noqa: PLC0415 - imported before the workers fork
+    import belt.engine.offline  # noqa: PLC0415 - imported before the workers fork
+    import belt.engine.report  # noqa: PLC0415 - imported before the workers fork
+    import belt.testing.coverage  # noqa: F401, PLC0415 - imported before the workers fork
 
 
 def run_one(
@@ -301,7 +314,6 @@ def run_one(
 def fail_on_unfired(result: ScenarioResult) -> None:
     """``--fail-under-hooks``: a scenario that passed but declares a hook that never fired
     fails, naming each such hook."""
-    from belt.testing.coverage import never_fired
 
     result.unfired = never_fired(result.coverage) if result.status != "error" else []
     if result.unfired:
@@ -317,7 +329,6 @@ def run_document(
     keep: Path | None = None,
 ) -> ScenarioResult:
     """Read one scenario and run it in a fresh store; errors become its result."""
-    from belt.testing.expect import read_tested
 
     name = shown_name(path)
     started = time.perf_counter()
@@ -432,12 +443,6 @@ def _run_loaded(
     allow_network: bool,
     home: Path | None,
 ) -> ScenarioResult:
-    from belt.engine.api import simulation_options, start_simulation, with_scenario_executors
-    from belt.engine.dialects import DIALECTS
-    from belt.engine.offline import OFFLINE_HINT, network_problems
-    from belt.engine.report import build_report
-    from belt.testing.coverage import scenario_coverage
-    from belt.testing.expect import evaluate, expectations_of, unnamed_failures
 
     started = time.perf_counter() if started is None else started
     try:
@@ -597,8 +602,6 @@ def junit_document(
             texts = [failure["text"] for failure in result.hook_failures]
             element.text = xml_text("\n".join([*texts, HOOK_FAILURE_HINT]))
         if result.unfired:
-            from belt.render import unfired_text
-
             element = ElementTree.SubElement(
                 case,
                 "failure",
@@ -607,8 +610,6 @@ def junit_document(
             )
             element.text = xml_text("\n".join(unfired_text(entry) for entry in result.unfired))
         if result.snapshot is not None and result.snapshot.failed:
-            from belt.render import snapshot_lines, snapshot_update_command
-
             comparison = result.snapshot.to_json()
             update = snapshot_update_command(result.name)
             lines = [text for text, _ in snapshot_lines(comparison, update=update)]

@@ -76,7 +76,7 @@ def check_webhook_url(url: str) -> str | None:
         return "must be an absolute URL with a host"
     if not parts.hostname.isascii() or "xn--" in parts.hostname:
         # An internationalised name must survive IDNA encoding, as the HTTP client will do it.
-        import httpx
+        import httpx  # noqa: PLC0415 - loaded only for an internationalised host
 
         try:
             httpx.URL(url).host  # noqa: B018 (decoding the host is the check)

@@ -53,7 +53,7 @@ class LazyInspector:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Build the inspector if this is its first request, then hand the request to it."""
         if self.app is None:
-            from belt.server.inspector.api import build
+            from belt.server.inspector.api import build  # noqa: PLC0415 - loaded when first asked
 
             self.app = build(prefix=PREFIX, **self.options)
         await self.app(scope, receive, send)

@@ -26,17 +26,30 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+import anyio.from_thread
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, Router
 
-from belt.errors import BeltError, Conflict
+from belt.errors import BeltError, Conflict, InvalidInput
+from belt.handlers.webhook import WebhookResult
 from belt.records.changes import ANYTHING, watching
+from belt.records.ids import now_iso
+from belt.records.interrupts import read_record, settled_by, to_dto
 from belt.records.journal import JOURNAL, SERVE
 from belt.records.reports import Reporter, report_api
+from belt.replay import payload_model
+from belt.server.guard import STOPPING
 from belt.server.inspector.deliveries import Deliveries, Signals, check_filters
-from belt.server.inspector.replay import Replayer, parse_target, scenario_file, scenario_handler
+from belt.server.inspector.replay import (
+    REPLAY_MAX,
+    Replayer,
+    parse_target,
+    scenario_file,
+    scenario_handler,
+)
+from belt.server.inspector.runs import continue_run, gates, list_runs, resolve, run_view
 from belt.server.problems import Problem, belt_problem, envelope, read_json_object
 
 if TYPE_CHECKING:
@@ -179,8 +192,6 @@ class Inspector:
         return api(report)
 
     def _selection(self, body: dict[str, Any]) -> list[Any]:
-        from belt.errors import InvalidInput
-        from belt.server.inspector.replay import REPLAY_MAX
 
         ids, chosen, run = body.get("ids"), body.get("filter"), body.get("run")
         if sum(x is not None for x in (ids, chosen, run)) != 1:
@@ -207,10 +218,6 @@ class Inspector:
 
     def _serve_decide(self, payload: dict[str, Any]) -> WebhookResult:
         """This server's decider, asked from a worker thread as a handler would be."""
-        import anyio.from_thread
-
-        from belt.handlers.webhook import WebhookResult
-        from belt.replay import payload_model
 
         model, problem = payload_model(payload)
         if model is None:
@@ -248,7 +255,6 @@ class Inspector:
         )
 
     def _scenario(self, body: dict[str, Any], target: Any, base: str) -> tuple[str, str, str]:
-        from belt.errors import InvalidInput
 
         delivery_id = body.get("id")
         entry = record = None
@@ -275,7 +281,6 @@ class Inspector:
 
     async def runs(self, request: Request) -> Response:
         """GET /inspector/runs: every simulated run, newest first."""
-        from belt.server.inspector.runs import list_runs
 
         try:
             return api(await self.call(list_runs, self.store))
@@ -284,7 +289,6 @@ class Inspector:
 
     async def run(self, request: Request) -> Response:
         """GET /inspector/runs/{run_id}: a run's timeline, gates and linked chats."""
-        from belt.server.inspector.runs import run_view
 
         try:
             return api(await self.call(run_view, self.store, request.path_params["run_id"]))
@@ -293,7 +297,6 @@ class Inspector:
 
     async def gates(self, request: Request) -> Response:
         """GET /inspector/gates: the pending gates of every run."""
-        from belt.server.inspector.runs import gates
 
         try:
             return api(await self.call(gates, self.store))
@@ -303,8 +306,6 @@ class Inspector:
     async def resolve(self, request: Request) -> Response:
         """POST /inspector/gates/{id}/resolve with ``{"decision", "data"}``; the run goes on when
         this was its last pending gate. A gate settled already is a 409 saying by whom."""
-        from belt.records.interrupts import read_record, settled_by, to_dto
-        from belt.server.inspector.runs import resolve
 
         interrupt_id = request.path_params["interrupt_id"]
         try:
@@ -342,8 +343,6 @@ class Inspector:
         return api({"interrupt": dto, "run": run})
 
     async def _continue(self, run_id: str) -> None:
-        from belt.records.ids import now_iso
-        from belt.server.inspector.runs import continue_run
 
         try:
             tried = await self.call(continue_run, self.store, run_id)
@@ -364,7 +363,6 @@ class Inspector:
         scope (``belt.server.guard.STOPPING``); an embedder can set ``app.state.stopping``, a
         callable that says when.
         """
-        from belt.server.guard import STOPPING
 
         embedder = getattr(request.app.state, "stopping", None)
 
@@ -426,7 +424,6 @@ def _line(document: dict[str, Any]) -> bytes:
 
 
 def _whole(value: str, name: str) -> int:
-    from belt.errors import InvalidInput
 
     if not value.isdigit() or len(value) > 6:
         raise InvalidInput(f"{name}: expected a whole number, got {value!r}")

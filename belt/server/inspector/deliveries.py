@@ -32,10 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from belt.effects import effect_text
 from belt.errors import InvalidInput, NotFound
 from belt.records.journal import JOURNAL, SERVE
 from belt.records.names import named_or_given
 from belt.records.runs import EVENTS_LOG, find_run_id
+from belt.store import check_id
 from belt.wire.platform import LifecycleHookPayload
 from belt.wire.validate import model_problems
 
@@ -257,7 +259,6 @@ BY_KEY = attrgetter("key")
 
 def parse_id(delivery_id: str) -> tuple[str, str, int]:
     """(log family, log id, offset) of a delivery id; NotFound when it is not one."""
-    from belt.store import check_id
 
     owner, dot, offset = delivery_id.rpartition(".")
     if not dot or not offset.isdigit() or len(offset) > 18:
@@ -587,7 +588,6 @@ class Deliveries:
 
     def detail(self, delivery_id: str) -> dict[str, Any]:
         """Everything recorded of one delivery: bodies, headers, timing, attempts, checks."""
-        from belt.effects import effect_text
 
         entry, record = self.record(delivery_id)
         summary = entry.summary

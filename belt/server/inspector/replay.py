@@ -23,15 +23,33 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
 from belt.effects import is_in_process, url_host
+from belt.engine.dispatch import route_for
+from belt.engine.platform import reload_hooks
 from belt.errors import BeltError, InvalidInput, UsageError
+from belt.handlers.inprocess import InProcess
+from belt.handlers.webhook import WebhookResult, deliver
 from belt.keep import kept_scenario
 from belt.records.runs import RUN
-from belt.replay import Recorded, executed, payload_model, replay_each, served
+from belt.records.sims import read_sim
+from belt.replay import (
+    Recorded,
+    executed,
+    payload_model,
+    policy_target,
+    replay_each,
+    served,
+    url_target,
+)
 from belt.server.inspector.deliveries import Entry, text
-from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT
+from belt.text import describe
+from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, HookHandlerType
+from belt.wire.validate import check_webhook_url
 
 if TYPE_CHECKING:
     from belt.handlers.webhook import WebhookResult
@@ -68,8 +86,6 @@ class Target:
 
 def parse_target(raw: Any) -> Target:
     """``{"kind": "own"|"url"|"policy"|"py", "value": ...}``; InvalidInput naming what is wrong."""
-    from belt.text import describe
-    from belt.wire.validate import check_webhook_url
 
     if raw is None:
         return Target("own")
@@ -178,9 +194,6 @@ class Replayer:
     def _target(
         self, target: Target, owners: dict[int, Entry]
     ) -> tuple[Callable[[dict[str, Any]], WebhookResult], Callable[[], None]]:
-        from pathlib import Path
-
-        from belt.replay import policy_target, url_target
 
         if target.kind == "url":
             _, send, close = url_target(str(target.value), None, None)
@@ -193,7 +206,6 @@ class Replayer:
         return self._own(owners)
 
     def _in_process(self, spec: str) -> Callable[[dict[str, Any]], WebhookResult]:
-        from belt.handlers.inprocess import InProcess
 
         caller = InProcess()
 
@@ -209,12 +221,10 @@ class Replayer:
         self, owners: dict[int, Entry]
     ) -> tuple[Callable[[dict[str, Any]], WebhookResult], Callable[[], None]]:
         """Each payload to the handler of the delivery it came from (found by the payload)."""
-        import httpx
 
         client = httpx.Client(follow_redirects=False)
 
         def send(payload: dict[str, Any]) -> WebhookResult:
-            from belt.handlers.webhook import WebhookResult
 
             entry = owners[id(payload)]
             if entry.summary["source"] == "serve":
@@ -227,7 +237,6 @@ class Replayer:
                 return WebhookResult(None, "", None, exc.message, 0)
             if is_in_process(destination):
                 return self._in_process(destination)(payload)
-            from belt.handlers.webhook import deliver
 
             return deliver(client, destination, payload, timeout=timeout)
 
@@ -236,10 +245,6 @@ class Replayer:
     def own_handler(self, entry: Entry) -> tuple[str, float]:
         """Where a simulated delivery's hook sends payloads (its full URL or ``py:`` handler),
         and its timeout; InvalidInput for a hook that is not a webhook."""
-        from belt.engine.dispatch import route_for
-        from belt.engine.platform import reload_hooks
-        from belt.records.sims import read_sim
-        from belt.wire.platform import HookHandlerType
 
         record = self.deliveries.read(entry)
         run = self.store.read(RUN, entry.key[1])

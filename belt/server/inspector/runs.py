@@ -15,12 +15,30 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from belt.engine.api import resume_if_settled
+from belt.engine.hooksummary import run_hook_summary, summary_text
+from belt.engine.report import build_report
+from belt.engine.report import list_runs as every_run
+from belt.engine.simulation import sim_of_run
 from belt.errors import InvalidInput
+from belt.executor.inbox import outcome_of
+from belt.records import leases
+from belt.records.interrupts import (
+    inbox,
+    list_interrupts,
+    on_expiry,
+    pending_for_run,
+    read_record,
+    resolve_interrupt,
+    settled_by,
+    to_dto,
+)
 from belt.records.journal import SERVE
 from belt.records.runs import EVENTS_LOG, RUN
 from belt.server.inspector.deliveries import executed_summary, mapping, text
-from belt.store import clock
+from belt.store import check_id, clock
 from belt.store.clock import parse_timestamp
+from belt.wire.enums import AgentRunState
 
 if TYPE_CHECKING:
     from belt.records.interrupts import Interrupt
@@ -38,7 +56,6 @@ _AFTER_HOOKS = 2
 
 def list_runs(store: Store) -> dict[str, Any]:
     """Every simulated run (task and review chats' too), newest first, the newest RUNS_SHOWN."""
-    from belt.engine.report import list_runs as every_run
 
     runs = every_run(store, include_tasks=True)
     runs.reverse()
@@ -187,11 +204,6 @@ def _order(item: dict[str, Any]) -> tuple[str, int]:
 
 def run_view(store: Store, run_id: str) -> dict[str, Any]:
     """One run: its record, its timeline, its gates, the chats it started or came from."""
-    from belt.engine.hooksummary import run_hook_summary, summary_text
-    from belt.engine.report import build_report
-    from belt.engine.simulation import sim_of_run
-    from belt.records.interrupts import list_interrupts, read_record
-    from belt.store import check_id
 
     check_id(run_id, what="run id")
     store.read(RUN, run_id)  # NotFound for an unknown run
@@ -243,7 +255,6 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
 
 def _task_item(task: dict[str, Any]) -> dict[str, Any]:
     """A Nexus hook task as a timeline item: the boundary, the executor tool, what it decided."""
-    from belt.executor.inbox import outcome_of
 
     error = mapping(task.get("error"))
     decision = mapping(task.get("decision"))
@@ -267,7 +278,6 @@ def _task_item(task: dict[str, Any]) -> dict[str, Any]:
 def gates(store: Store) -> dict[str, Any]:
     """The pending gates of every run, the one that expires first first, with what each holds,
     how long it has left and what its expiry will do."""
-    from belt.records.interrupts import inbox
 
     now = clock.now()  # the server's clock: virtual under belt serve --clock
     items = [gate_item(record, now) for record in inbox(store=store)]
@@ -278,7 +288,6 @@ def gates(store: Store) -> dict[str, Any]:
 def gate_item(record: Interrupt, now: datetime) -> dict[str, Any]:
     """A stored interrupt as the page shows a gate: its InterruptDTO, what it holds, how long it
     has left, what its expiry will do, and who settled it."""
-    from belt.records.interrupts import on_expiry, settled_by, to_dto
 
     dto = to_dto(record)
     meta = mapping(dto.get("meta"))
@@ -309,9 +318,6 @@ def resolve(
 
     Conflict (409 on the page) when it is no longer pending, saying by whom it was settled.
     """
-    from belt.records import leases
-    from belt.records.interrupts import pending_for_run, resolve_interrupt
-    from belt.wire.enums import AgentRunState
 
     if decision not in ("allow", "deny"):
         raise InvalidInput(f"decision: expected allow or deny, got {decision!r}")
@@ -337,7 +343,6 @@ def resolve(
 
 def continue_run(store: Store, run_id: str) -> dict[str, Any] | None:
     """Continue a run whose gates are all settled, as ``belt serve --resume`` does."""
-    from belt.engine.api import resume_if_settled
 
     # An emulated chat's run is continued by the agent routes' own worker (one thread of this
     # server, never two, continues it); it goes on there within a quarter of a second.
