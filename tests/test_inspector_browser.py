@@ -117,7 +117,16 @@ def test_a_second_resolve_in_the_page_says_already_resolved_by_whom(
     card = page.locator(".gate", has_text="delete_file")
     card.wait_for()
     gate_id = card.get_attribute("data-id")
-    resolve_interrupt(store=store, interrupt_id=str(gate_id), decision="deny", by="ana at her desk")
+
+    def resolved_elsewhere_first(route: Any) -> None:
+        # Someone else settles the gate between the click and the request reaching the server
+        # (resolved before the click, the page's own refresh may take the card away first).
+        resolve_interrupt(
+            store=store, interrupt_id=str(gate_id), decision="deny", by="ana at her desk"
+        )
+        route.continue_()
+
+    page.route("**/gates/*/resolve", resolved_elsewhere_first)
     card.locator("button.allow").click()
     conflict = page.locator(".conflict")
     conflict.wait_for()
