@@ -75,7 +75,6 @@ def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
 
     NaN, infinities, huge integers, lone surrogates and deep nesting are refused too (exit 5).
     """
-
     kind = fmt or ("toml" if source.endswith(".toml") else "json")
     if kind == "toml":
         try:
@@ -105,7 +104,6 @@ def read_document(path: str | Path, *, kind: str = "declaration") -> Any:
 
 def read_text(path: str | Path, *, kind: str = "declaration") -> str:
     """A regular UTF-8 file of at most the size cap of ``kind``; missing exits 3, else 5."""
-
     return inputs.read_text(path, kind=kind)
 
 

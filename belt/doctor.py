@@ -118,7 +118,6 @@ def examine(paths: list[Path], store: Store) -> Examined:
 def read_declared(path: Path) -> Declared | Declaration:
     """The hooks ``path`` declares (a scenario is known by its ``turns``), or the failed report
     of a file that cannot be read or is invalid."""
-
     source = str(path)
     try:
         doc = read_declaration(path)

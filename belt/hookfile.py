@@ -46,7 +46,6 @@ def editing(path: Path) -> Iterator[Path]:
     processes at once all land. The lock file lives in the state directory, keyed by the real
     path, so nothing is left beside the user's file.
     """
-
     target = target_path(path)
     if not os.path.lexists(target) and Path(os.path.abspath(path)) != target:
         # A link (at the name, or a directory on the way) to nothing: writing would create the

@@ -225,7 +225,6 @@ def kept_scenario(
     """One recorded delivery as a scenario that ``belt test`` runs: (file name, media type,
     text), TOML with ``header`` as comments, or JSON when a value has no TOML form (a null);
     InvalidInput when the payload or the expectation is wrong."""
-
     model, problem = payload_model(payload)
     if model is None:
         raise InvalidInput(f"payload: {problem.removeprefix('the recorded payload ')}")

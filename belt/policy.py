@@ -106,7 +106,6 @@ class Policy:
 
 def load_policy(path: str | Path) -> Policy:
     """Read and check a policy file; every problem names its path (exit 5)."""
-
     return parse_policy(read_document(path, kind="policy"), str(path))
 
 

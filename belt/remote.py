@@ -124,7 +124,6 @@ class Platform:
         ``envelope=False`` returns the body as it is (the Nexus profile API has no envelope);
         ``what`` names what was sent, so a refusal reads "host refused WHAT: detail".
         """
-
         try:
             with deadline(self.timeout):
                 with self._client.stream(

@@ -717,7 +717,6 @@ def review_lines(
 ) -> Lines:
     """One gate as ``belt interrupt review`` shows it: what it holds, the transcript just before
     it, and its whole hook payload (cut after ``payload_lines`` lines)."""
-
     lines: Lines = [
         ("", ""),
         (f"── {position} · {item.get('short_id')} ({item.get('id')})", "bold"),

@@ -214,7 +214,6 @@ def run_deliveries(store: Store, run_id: str, skipped: Skipped) -> Iterator[Reco
     """The payloads a simulated run gave its webhook hooks, with what each decided, as they are
     read (NotFound, before any, when there is no such run). ``run_id`` may be a short id or
     a unique prefix."""
-
     run_id = find_run_id(store, run_id)
 
     def each() -> Iterator[Recorded]:
@@ -250,7 +249,6 @@ def recorded_injection(record: dict[str, Any]) -> Any:
 def from_file(path: Path) -> list[Recorded]:
     """A JSON lines file: each line a payload, a journal record (``request``, ``response``), or
     a ``hook.executed`` record (``payload``, ``decision``). Read as strictly as any input."""
-
     return list(file_deliveries(path, read_text(path, kind="payloads")))
 
 
@@ -267,7 +265,6 @@ def _lines(text: str) -> Iterator[str]:
 
 def file_deliveries(path: Path, text: str) -> Iterator[Recorded]:
     """The recorded deliveries of a JSON lines file's ``text``, one line at a time."""
-
     for number, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
@@ -334,7 +331,6 @@ def url_target(
 
 def policy_target(path: Path) -> tuple[str, Deliver, Callable[[], None]]:
     """Decide with a policy file, in-process."""
-
     policy = load_policy(path)
 
     def decide(payload: dict[str, Any]) -> WebhookResult:
@@ -355,7 +351,6 @@ def handler_target(spec: str) -> tuple[str, Deliver, Callable[[], None]]:
     ``py:`` handler is (a dict, or the LifecycleHookPayload its first parameter asks for),
     within the webhook timeout; an exception's message is kept whole (up to
     ``MESSAGE_LIMIT`` characters, so that a runaway one cannot fill the terminal)."""
-
     func = load_handler(spec, where="--handler")
     caller = InProcess()
     label = reference(spec)
@@ -434,7 +429,6 @@ def open_replay(
     """A replay of ``source``'s recorded payloads to the target, ready to run: its ``rows()``
     deliver them one at a time. Every option and the source are checked first (a run that does
     not exist, a journal whose header is damaged), so an error comes before any delivery."""
-
     targets = [t for t in (to, policy, handler) if t is not None]
     if len(targets) != 1:
         raise UsageError("give one of --to URL, --policy FILE or --handler MODULE:FUNC")
@@ -548,7 +542,6 @@ class Replay:
         ``deadline`` (a ``time.monotonic()`` moment) bounds the whole replay: a payload whose
         turn comes after it is not delivered, and its row says so.
         """
-
         for number, item in enumerate(self.recorded, start=1):
             row = Row(number, item)
             if self.deadline is not None and time.monotonic() >= self.deadline:

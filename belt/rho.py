@@ -114,7 +114,6 @@ def configure_through_api(
 ) -> Configured:
     """Read the whole declaration from a profile API, set its lifecycle_hooks, and write it
     (through the backend ``--api`` chooses, as every other command reaches a platform)."""
-
     with open_backend(api, transport=transport) as backend:
         try:
             declaration = backend.get_profile()

@@ -101,14 +101,12 @@ class TriggerReport:
 
 def read_data(text: str) -> dict[str, Any]:
     """A ``--data`` value: a JSON object given inline or as ``@FILE``."""
-
     return read_json_object_option(text, option="--data")
 
 
 def read_payload(text: str) -> dict[str, Any]:
     """A ``--payload`` value: the whole payload, a JSON object given inline or as ``@FILE``
     (strict JSON, read up to the option cap)."""
-
     return read_json_object_option(text, option="--payload")
 
 
@@ -142,7 +140,6 @@ def _step_into(node: Any, key: str, where: str, option: str) -> tuple[Any, str |
 def set_value(payload: dict[str, Any], assignment: str) -> None:
     """Apply one ``--set PATH=JSON``: the value at the dotted PATH becomes JSON (objects on the
     way are made when missing)."""
-
     path, sep, text = assignment.partition("=")
     if not sep:
         raise UsageError(
@@ -349,14 +346,12 @@ def _call(
     transport: httpx.BaseTransport | None,
 ) -> WebhookResult:
     """POST ``payload`` to the webhook ``url`` within the webhook timeout."""
-
     with webhook_client(transport) as client:
         return deliver(client, url, payload, timeout=float(WEBHOOK_TIMEOUT_DEFAULT), secret=secret)
 
 
 def _in_process(spec: str, payload: dict[str, Any]) -> WebhookResult:
     """Call the ``py:`` handler ``spec`` with ``payload`` within the webhook timeout."""
-
     func = load_handler(spec, where="--to")
     caller = InProcess()
     try:

@@ -80,7 +80,6 @@ class Property:
 
 def read_props(path: str | Path) -> list[Property]:
     """Read and compile a check file; every problem is named by its path (exit 5)."""
-
     source = str(path)
     document = read_document(path, kind="policy")
     findings = Findings()

@@ -129,7 +129,6 @@ class Sender:
 
     def post(self, subject: Subject, body: bytes, headers: dict[str, str]) -> WebhookResult:
         """POST exactly ``body`` and ``headers`` to a webhook subject."""
-
         if not on_this_machine(subject.target):
             self.pacer.wait()
         return post_body(self.client, subject.target, body, headers, timeout=subject.timeout)
@@ -214,7 +213,6 @@ class Explorer:
 
     def settings(self, size: int, *, shrink: bool) -> Any:
         """Hypothesis's settings: no database, no deadline, no output of its own."""
-
         phases = (Phase.generate, Phase.target, Phase.shrink) if shrink else (Phase.generate,)
         return settings(
             max_examples=size,
@@ -231,7 +229,6 @@ class Explorer:
     def generate(self, strategy: Any, seed: int, size: int) -> list[Any]:
         """``size`` payloads of ``strategy`` (fewer when it has no more), as Hypothesis generates
         them with ``seed``."""
-
         batch: list[Any] = []
 
         def keep(payload: Any) -> None:
@@ -251,7 +248,6 @@ class Explorer:
     ) -> None:
         """Let Hypothesis find a batch's failure again and shrink it (and any other it meets):
         each failing case raises its check's exception, and the smallest of each is kept."""
-
         state = {"calls": 0, "failing": False}
         until = time.monotonic() + SHRINK_SECONDS_MAX
 
@@ -291,7 +287,6 @@ class Explorer:
 
 def _only_failures(exc: BaseException) -> bool:
     """True for an exception (or a group of them) made only of check failures."""
-
     if isinstance(exc, CaseFailed):
         return True
     if isinstance(exc, BaseExceptionGroup):
@@ -444,7 +439,6 @@ class SignatureCase:
 def signature_cases(secret: str, payload: dict[str, Any], now: int) -> list[SignatureCase]:
     """The Standard Webhooks cases for one payload, signed ``now``; each with a ``webhook-id``
     of its own, so that a handler refusing replays refuses none of them for being one."""
-
     body = encode_payload(payload)
     plain = {"content-type": "application/json"}
     tampered = encode_payload({**payload, "turn_count": int(payload.get("turn_count", 0)) + 1})
@@ -479,7 +473,6 @@ def signature_cases(secret: str, payload: dict[str, Any], now: int) -> list[Sign
 
 def run_signatures(subject: Subject, sender: Sender, secret: str, result: CheckResult) -> None:
     """Send the Standard Webhooks cases; a case handled the wrong way fails the check."""
-
     payload = spec_sample(subject.event)
     wrong: list[str] = []
     first: Failure | None = None
@@ -526,7 +519,6 @@ def nexus_case(
     subject: Subject, results: dict[str, CheckResult]
 ) -> Callable[[Any, bool], list[tuple[str, str]]]:
     """One case on an executor tool: the task input given twice (a retried task reuses it)."""
-
     executor = subject.executor
     assert executor is not None
 
@@ -606,7 +598,6 @@ def run_check(
     transport: httpx.BaseTransport | None = None,
 ) -> CheckReport:
     """Check ``target`` (and the executors) against the contract; returns the report."""
-
     if not 1 <= examples <= EXAMPLES_MAX:
         raise InvalidInput(f"--examples {examples}: expected 1 to {EXAMPLES_MAX}")
     if timeout is not None and not 0 < timeout <= 300:
@@ -682,7 +673,6 @@ def _shown(target: str) -> str:
 
 def _reachable(subjects: list[Subject], sender: Sender) -> None:
     """Exit 6 when a webhook cannot be reached at all (tried once, with the spec's sample)."""
-
     tried: set[str] = set()
     for subject in subjects:
         if subject.kind != "webhook" or subject.target in tried:

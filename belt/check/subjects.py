@@ -98,7 +98,6 @@ def subjects_for(
     timeout: float | None,
 ) -> tuple[list[Subject], list[str]]:
     """The subjects of a check and the notes about what is not checked (gates, tasks, …)."""
-
     try:
         tools = parse_tools(executors)
     except UsageError as exc:  # its messages name `belt executor run`'s --tool
@@ -196,7 +195,6 @@ def _from_file(
 
 def network_problems(subjects: list[Subject]) -> list[str]:
     """Every subject that would be sent to an address not on this machine, one line each."""
-
     problems = []
     seen: set[str] = set()
     for subject in subjects:

@@ -87,7 +87,6 @@ def lazy_command(program: str, name: str, target: str) -> None:
 
 def build_command(name: str, target: str) -> Any:
     """The click command for a lazy registration."""
-
     module_name, _, attribute = target.partition(":")
     obj = getattr(importlib.import_module(module_name), attribute)
     command: Any

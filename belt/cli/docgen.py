@@ -46,7 +46,6 @@ def walk(command: Any, name: str, parent: Any = None) -> Iterator[tuple[str, Any
 def plain_help(command: Any, ctx: Any) -> str:
     """The help a command prints, without rich panels or colour (examples, lists and tables
     keep their lines, as rich help keeps them)."""
-
     command.rich_markup_mode = None
     help_text, epilog = command.help, command.epilog
     command.help = keep_lines(help_text) if help_text else help_text
@@ -59,7 +58,6 @@ def plain_help(command: Any, ctx: Any) -> str:
 
 def render() -> str:
     """The whole of docs/cli.md."""
-
     from belt.cli.rho import app as rho_app
 
     sections = [HEADER]
@@ -71,7 +69,6 @@ def render() -> str:
 
 def main() -> None:
     """Print docs/cli.md on stdout."""
-
     sys.stdout.write(render())
 
 

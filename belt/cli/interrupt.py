@@ -275,7 +275,6 @@ def resolve(
 
 def _decision_of_all(first: str, second: InterruptResolution | None) -> str:
     """The decision of `resolve --all allow|deny`, which takes no ID."""
-
     if second is not None:
         raise UsageError(
             f"--all settles the gates the filters select and takes no ID ({first!r} given)",
@@ -298,7 +297,6 @@ def resolve_all(
     api_key: str | None,
 ) -> None:
     """`resolve --all`: the selected gates, confirmed by count on a terminal, each resolved."""
-
     from belt import output
     from belt.backend import matching_gates, open_backend, resolve_each
     from belt.inputs import read_json_option
@@ -370,7 +368,6 @@ def review(
 
         belt interrupt review --resume
     """
-
     from belt import output
     from belt.backend import local_inbox
     from belt.render import review_lines

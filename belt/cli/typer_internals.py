@@ -164,5 +164,4 @@ class OnDemandCompletion(TyperGroup):
 
 def completion_script(*, prog_name: str, complete_var: str, shell: str) -> str:
     """typer's completion script of ``prog_name`` for a shell."""
-
     return get_completion_script(prog_name=prog_name, complete_var=complete_var, shell=shell)

@@ -380,7 +380,6 @@ class Emulator:
     def stored_agent(self, sim: dict[str, Any]) -> AgentDefinition:
         """The agent of an existing emulated chat, as its simulation keeps it (the agent is
         fixed when the chat is created)."""
-
         tools = {
             str(name): ToolSetting(
                 client=setting.get("client") is True,
@@ -405,7 +404,6 @@ class Emulator:
     def tell_stopped(self, run_id: str) -> None:
         """The live line for a driven run that ended or is held: its state and the summary of
         its hook calls (``belt.engine.hooksummary``)."""
-
         run = self.store.get(RUN, run_id)
         if run is None or self.report is None:
             return
@@ -435,7 +433,6 @@ class Emulator:
 
     def resume(self, run_id: str) -> None:
         """Continue one run held at settled interrupts, or left by a server that is gone."""
-
         tried = resume_settled(self.store, run_ids=[run_id], recover=True, transport=self.transport)
         for record in tried:
             if self.report is not None:
@@ -450,7 +447,6 @@ class Emulator:
 
     def stop(self, chat_id: str) -> dict[str, Any]:
         """``POST /chats/{id}/stop``: cancel the chat's active run (nothing to do when idle)."""
-
         chat = read_chat(self.store, chat_id)
         run_id = chat.get("active_run_id")
         sim_id = chat.get("sim_id")

@@ -64,7 +64,6 @@ class Route:
 
 def parse_route(spec: str) -> Route:
     """Parse ``URL_PREFIX=TARGET``; a malformed one is a usage error (exit 2)."""
-
     prefix, sep, target = spec.partition("=")
     shape = "URL_PREFIX=TARGET, TARGET being py:MODULE:FUNC or an http(s):// URL"
     if not sep or not prefix or not target:
@@ -103,7 +102,6 @@ def load_handlers(
 ) -> dict[str, Handler]:
     """Import every ``py:`` handler that hooks and routes name, before anything is written: one
     that cannot be imported is an error naming where it was given (NotFound or InvalidInput)."""
-
     wanted = [
         (str(hook.handler), f"{source}: {hook.handler}")
         for hook in hooks
@@ -329,7 +327,6 @@ class Dispatcher:
     def run_webhook(self, run: HookRun, payload: dict[str, Any]) -> None:
         """Call a webhook (in-process for ``py:``, wherever ``--route`` sends it); a failure
         counts as allow, or deny on gate-able events if fail-closed."""
-
         url = str(run.hook.handler)
         route = route_for(self.routes, url)
         destination = route.destination(url) if route is not None else url

@@ -97,7 +97,6 @@ def hook_summary(executions: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run_hook_summary(store: Store, run_id: str) -> dict[str, Any]:
     """The summary of one run's hook calls, from its event log."""
-
     executions = [r for r in run_events(store, run_id) if r.get("type") == "hook.executed"]
     return hook_summary(executions)
 

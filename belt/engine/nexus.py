@@ -706,7 +706,6 @@ class NexusLoop:
 
     def await_approval(self, task: HookTask, told: set[str]) -> HookTask:
         """One look at a task's approval: act on it when settled, sweep it when it is due."""
-
         store = self.sim.store
         task = settle_approval(store, str(task["id"]))
         if task["status"] != TaskStatus.AWAITING_APPROVAL:

@@ -679,7 +679,6 @@ def executor_problem(name: str, target: str) -> str | None:
 
 def profile_with_hooks_file(profile: dict[str, Any] | None, path: Path) -> dict[str, Any]:
     """The profile with a Nexus declaration file's hooks (a whole profile file replaces it)."""
-
     doc = read_document(path)
     declaration = check_document(doc, str(path), Dialect.NEXUS)
     problems = declaration.findings.problems

@@ -311,7 +311,6 @@ def record_simulation(
 
 def sim_of_run(store: Store, run_id: str) -> dict[str, Any]:
     """The simulation a run belongs to; an unknown run exits 3."""
-
     run = store.get(RUN, check_id(run_id, what="run id"))
     if run is None or "sim_id" not in run:
         raise NotFound(f"no simulated run {run_id}", hint="list runs with `belt sim list`")
@@ -544,7 +543,6 @@ class Simulation:
         They are resolved as ``belt interrupt resolve`` would: one that someone else settled
         meanwhile is left as it is.
         """
-
         turns = self.scenario_doc.get("turns") or []
         specs = (turns[execution.turn_index].get("resolve") or []) if turns else []
         if not specs or execution.run is None:
@@ -592,7 +590,6 @@ class Simulation:
         each wait not yet used moves the virtual clock on, then the sweep settles the run's
         overdue gates and approvals with their default resolution, as ``belt serve``'s does.
         True when none of the run's interrupts is left pending."""
-
         waits = self.turn_doc(execution.turn_index).get("wait") or []
         if execution.run is None or self.clock is None:
             return False
@@ -658,7 +655,6 @@ class Simulation:
         or expiry, which this process sweeps itself as each gate falls due. The lease is renewed
         as it waits; Ctrl-C gives it up (``let_go``) and leaves the run held, for a later resume.
         """
-
         told: set[str] = set()  # the gates last reported: reported again when they change
         renewed = time.monotonic()
         while True:
@@ -682,7 +678,6 @@ class Simulation:
 
     def scenario_as(self, model: type[ScenarioModel]) -> ScenarioModel:
         """The stored scenario, checked as ``model``; a record that is not one is damaged."""
-
         try:
             return model.model_validate(self.scenario_doc)
         except ValidationError as exc:
@@ -1043,7 +1038,6 @@ def stop_run(
     store: Store, sim: dict[str, Any], dialect: type[Dialect], run_id: str, *, force: bool
 ) -> dict[str, Any]:
     """Cancel a run: its pending gates or hook tasks are cancelled and it will not resume."""
-
     how = "force-stopped" if force else "stopped"
     # The run's end and the chat's idle state are one step for the chat's readers (its lock).
     with store.lock(CHAT, str(sim["chat_id"])):

@@ -243,7 +243,6 @@ def _dispatch_or_ask(store: Store, task: HookTask) -> HookTask:
 def settle_approval(store: Store, identity: str) -> HookTask:
     """Act on the approval of a task awaiting it: approved, it is dispatched to the inbox (its
     deadline starts now); denied or expired unapproved, it fails. Returns the task as it is."""
-
     task = read_task(store, identity)
     approval = task.get("approval") or {}
     if task["status"] != TaskStatus.AWAITING_APPROVAL or not approval.get("interrupt_id"):
@@ -358,7 +357,6 @@ def release_abandoned(store: Store, identity: str) -> HookTask | None:
     once. The released attempt is kept in ``history`` (``worker_gone``); the task is a new
     attempt with a new deadline, since the dead worker's time was spent on nothing.
     """
-
     task = get_task(store, identity)
     if task is None or task["status"] != TaskStatus.CLAIMED or not abandoned(task.get("claim")):
         return None

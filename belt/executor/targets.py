@@ -108,7 +108,6 @@ OUTPUT_MAX_BYTES = 1024 * 1024
 def _decode(raw: bytes, where: str) -> ToolOutcome:
     """A tool's answer as its result: strict JSON (no NaN, no deep nesting, no huge integers,
     no lone surrogates), else an invalid decision saying why."""
-
     text = raw.decode("utf-8", "replace")
     if not text.strip():
         return ToolOutcome(invalid=f"{where} is empty; expected the result as JSON")
@@ -130,7 +129,6 @@ def run_command(
     ``timeout`` is a total deadline: at it, or when stdout passes ``OUTPUT_MAX_BYTES``, the
     command's whole process group is killed. ``mark`` is set in its environment.
     """
-
     try:
         args = shlex.split(command)
     except ValueError as exc:
@@ -193,7 +191,6 @@ def call_function(
     KeyboardInterrupt included, is the tool's failure; what it returns must be JSON belt can
     store.
     """
-
     if func is None:
         return ToolOutcome(failure="no function to call")
     argument: Any = task_input

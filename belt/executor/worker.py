@@ -130,7 +130,6 @@ def run_worker(
     on_start: Callable[[Worker], None] | None = None,
 ) -> int:
     """``belt executor run``: serve hook tasks from the store's inbox; returns tasks served."""
-
     if not tools:
         raise UsageError("give at least one --tool NAME=TARGET")
     worker = Worker(open_store(), parse_tools(tools), report)

@@ -82,7 +82,6 @@ def read_value(value: Any) -> Answer:
     The answer must be what a webhook's JSON body could carry: a dict (or a response) of JSON
     values, without NaN, infinities, lone surrogates or deep nesting.
     """
-
     if value is None:
         return Answer(LifecycleHookResponse())
     if isinstance(value, LifecycleHookResponse):

@@ -52,7 +52,6 @@ MAX_ANSWER_BYTES = 1024 * 1024
 
 def webhook_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """A client for deliveries; without a ``transport`` its calls keep to the total deadline."""
-
     client: httpx.Client = bounded_client(transport)
     return client
 
@@ -139,7 +138,6 @@ class Answer:
 def read_answer(text: str) -> Answer:
     """Read a 2xx body; an empty body (or JSON null) is allow. Unknown keys are ignored, each
     with a warning (``check_response``)."""
-
     if not text.strip():
         return Answer(LifecycleHookResponse())
     try:

@@ -128,7 +128,6 @@ class AgentsApi:
 
     async def stream(self, request: Request) -> Response:
         """GET /chats/{chat_id}/stream: the chat's events as NDJSON."""
-
         chat_id = request.path_params["chat_id"]
         store = self.emulator.store
         try:

@@ -299,7 +299,6 @@ def create_app(
     directory of agent files) are what the agent routes' emulated chats answer with and resolve
     template refs from; both are checked here, before anything is served.
     """
-
     names = [allowed_host_name(name) for name in allow_hosts]
     the_store = store if store is not None else open_store()
     emulator, agent_files = load_emulator(the_store, model=model, agents=agents, report=report)
@@ -372,7 +371,6 @@ def load_emulator(
 ) -> tuple[Emulator, AgentFiles | None]:
     """The emulator the agent routes answer with: ``model`` (a model script) and ``agents`` (a
     directory of agent files) are checked here, before anything is served."""
-
     agent_files = load_agent_files(agents) if agents is not None else None
     emulator = Emulator(
         store,
@@ -431,7 +429,6 @@ def create_app_from_env() -> Starlette:
 
 def create_app_from_settings(env: dict[str, str]) -> Starlette:
     """The app of ``belt serve`` from settings named as the variables, without the prefix."""
-
     env = {key: value for key, value in env.items() if value}
     decide: Decider | None = None
     pool: HandlerPool | None = None
@@ -529,7 +526,6 @@ class PlatformApi:
 
     async def list_interrupts(self, request: Request) -> Response:
         """GET /agent-runs/{run_id}/interrupts (``?status=pending`` keeps the pending ones)."""
-
         status = request.query_params.get("status")
         try:
             items = await self._call(
@@ -543,7 +539,6 @@ class PlatformApi:
 
     async def resolve(self, request: Request) -> Response:
         """POST /interrupts/{id}/resolve with ``{"decision": "allow"|"deny", "data": ...}``."""
-
         interrupt_id = request.path_params["interrupt_id"]
         try:
             body = await read_json_object(request)
@@ -562,12 +557,10 @@ class PlatformApi:
 
     async def hook_events(self, request: Request) -> Response:
         """GET /agents/hook-events: the event catalogue (HookEventDefinition[])."""
-
         return envelope([e.definition() for e in EVENTS.values()])
 
     async def chat_settings(self, request: Request) -> Response:
         """POST /chats/{chat_id}/settings with ``{"disable_hooks": bool}``."""
-
         chat_id = request.path_params["chat_id"]
         try:
             body = await read_json_object(request)
@@ -587,7 +580,6 @@ class PlatformApi:
 
     async def sweep_once(self) -> list[dict[str, Any]]:
         """Settle overdue gates with their default resolution."""
-
         settled: list[dict[str, Any]] = await self._call(sweep)
         if settled and self.report is not None:
             self.report(

@@ -38,7 +38,6 @@ FORWARD_KEEPALIVE = 20
 
 def check_forward_url(url: str) -> str:
     """``--forward-to URL``: an absolute http(s) URL, else a usage error."""
-
     reason = check_webhook_url(url)
     if reason:
         raise UsageError(f"--forward-to {url!r}: the URL {reason}")
@@ -73,7 +72,6 @@ class Forwarder:
 
     def open(self) -> httpx.AsyncClient:
         """The shared client, made now if it is not yet."""
-
         if self.client is None:
             self.client = httpx.AsyncClient(
                 transport=self.transport,

@@ -69,7 +69,6 @@ socket."""
 
 def connection_cap(requested: int | None = None) -> int:
     """The connection cap: ``requested`` (or the default), lowered to fit the open-file limit."""
-
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     cap = requested if requested is not None else MAX_CONNECTIONS
     if requested is None and soft != resource.RLIM_INFINITY:

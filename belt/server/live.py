@@ -75,7 +75,6 @@ def loop_error(line: str) -> None:
 
 def handler_traceback(exc: BaseException) -> None:
     """The traceback of an exception a ``--handler`` raised (``belt serve -v``), on stderr."""
-
     from belt import output
 
     output.block("".join(traceback.format_exception(exc)).rstrip("\n"), stderr=True)

@@ -170,7 +170,6 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
 
 def parse_json(body: bytes) -> Any:
     """A request body parsed strictly as JSON; 422 saying why otherwise."""
-
     try:
         return decode(body)
     except StrictJSONError as exc:
@@ -179,7 +178,6 @@ def parse_json(body: bytes) -> Any:
 
 async def read_json_object(request: Request) -> dict[str, Any]:
     """The request body as a JSON object (an empty body is ``{}``); 422 otherwise."""
-
     body = await read_body(request)
     if not body.strip():
         return {}

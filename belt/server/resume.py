@@ -28,7 +28,6 @@ async def resume_forever(
     store: Store, report: Callable[[dict[str, Any]], None] | None, interval: float
 ) -> None:
     """Continue settled runs now and every ``interval`` seconds until cancelled."""
-
     while True:
         try:
             # Emulated chats' runs are the agent routes' own (belt.server.agents), so that one

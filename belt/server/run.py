@@ -244,7 +244,6 @@ def listening_urls(host: str, port: int) -> dict[str, str]:
 
 def uvicorn_config(app: Any, *, workers: int, max_connections: int | None) -> Any:
     """uvicorn's configuration of ``app`` (of the app factory, with several workers), guarded."""
-
     config = uvicorn.Config(
         "belt.server.app:create_app_from_env" if workers > 1 else app,
         factory=workers > 1,

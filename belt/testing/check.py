@@ -28,7 +28,6 @@ def check_handler(
     ``options`` are those of ``belt check``: ``events``, ``executors``, ``routes``, ``props``,
     ``secret``, ``timeout``, ``allow_network``, ``max_time``, ``save``.
     """
-
     reference = register(target) if callable(target) else None
     try:
         report = run_check(reference or str(target), examples=examples, seed=seed, **options)

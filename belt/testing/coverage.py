@@ -59,7 +59,6 @@ def platform_coverage(
     name: str, loaded: Any, report: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
     """The platform hooks of ``loaded`` (a LoadedScenario) and what their calls produced."""
-
     hooks = list(loaded.hooks)
     # A hooks file given to the command replaces the agent's hooks; the agent's own
     # hooks_file comes before its inline hooks (belt.engine.scenario.scenario_from_document).
@@ -112,7 +111,6 @@ def platform_coverage(
 def nexus_coverage(name: str, loaded: Any, report: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The Nexus hooks of ``loaded`` (a LoadedNexusScenario), one per event and executor tool,
     with what their task attempts produced."""
-
     declared: list[tuple[str, dict[str, Any]]] = [("profile", frozen_hooks(loaded.profile))]
     for t, turn in enumerate(loaded.scenario.turns):
         if turn.profile is not None:

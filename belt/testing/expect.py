@@ -236,7 +236,6 @@ def read_tested(
 ) -> tuple[Any, list[Expectation]]:
     """Read a scenario and compile its ``[[expect]]`` tables: (the read scenario, its
     expectations); InvalidInput (exit 5) lists every problem of both."""
-
     findings = Findings()
     raw = document.get("expect") if isinstance(document, dict) else None
     dialect = scenario_dialect(document, source) if isinstance(document, dict) else "platform"

@@ -151,7 +151,6 @@ class ScenarioRun:
     @property
     def snapshot(self) -> str:
         """The record as ``belt test --snapshot`` stores it (``belt.testing.snapshot``)."""
-
         text = snapshot_text(self.report, virtual_clock=self.virtual_clock)
         # A callable's reference is numbered in the order the process registered it.
         return REGISTERED.sub(lambda m: f"py:{__name__}:handlers.{m.group(1)}", text)
@@ -161,7 +160,6 @@ class ScenarioRun:
         ``__snapshots__/FILE.json`` beside a scenario file, or ``__snapshots__/TEST.json``
         beside the test for a dict); AssertionError with the values that changed and the diff
         when they differ or there is none. ``pytest --belt-snapshot-update`` writes it instead."""
-
         where = Path(path) if path is not None else self.snapshot_file
         if where is None:
             raise ValueError("give the snapshot's path")
@@ -175,7 +173,6 @@ class ScenarioRun:
     @property
     def transcript(self) -> str:
         """The transcript as ``belt sim show`` prints it."""
-
         return "\n".join(text for text, _ in transcript_lines(self.report))
 
     def rows(self, **fields: Any) -> list[dict[str, Any]]:
@@ -296,7 +293,6 @@ class ScenarioRun:
     def explain_all(self, outcomes: list[Outcome]) -> str:
         """Failed expectations: what each says and what happened instead, then one transcript
         excerpt around them all."""
-
         lines = []
         for outcome in outcomes:
             lines += [f"expected {outcome.expectation.text}", f"found: {outcome.found}"]
@@ -441,7 +437,6 @@ class Served:
 
     def journal(self) -> list[dict[str, Any]]:
         """Every hook request it answered, with its answer, in order."""
-
         return self.store.read_log(JOURNAL, SERVE)
 
 

@@ -180,7 +180,6 @@ Render = Callable[[str, list[dict[str, Any]]], list[str]]
 def discover(paths: Iterable[Path]) -> list[tuple[Path, Any]]:
     """Scenario files with expectations among ``paths``: (path, its decoded document, or the
     InvalidInput that reading it raised). A path that does not exist is NotFound (exit 3)."""
-
     found: list[tuple[Path, Any]] = []
     for path in paths:
         if not path.exists():
@@ -251,7 +250,6 @@ def run_suite(
     (``belt.testing.snapshot``). ``jobs`` worker processes run the scenarios of ``shard``
     (K, N), results in the serial order (``belt.testing.workers``); each scenario's store is
     in memory, or with ``keep`` on disk under that directory (``kept_home``)."""
-
     parse_routes(routes or [])
     started = time.perf_counter()
     found = discover(paths or [DEFAULT_PATH])
@@ -314,7 +312,6 @@ def run_one(
 def fail_on_unfired(result: ScenarioResult) -> None:
     """``--fail-under-hooks``: a scenario that passed but declares a hook that never fired
     fails, naming each such hook."""
-
     result.unfired = never_fired(result.coverage) if result.status != "error" else []
     if result.unfired:
         result.status = "fail"
@@ -329,7 +326,6 @@ def run_document(
     keep: Path | None = None,
 ) -> ScenarioResult:
     """Read one scenario and run it in a fresh store; errors become its result."""
-
     name = shown_name(path)
     started = time.perf_counter()
     if name != str(path):

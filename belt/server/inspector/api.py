@@ -218,7 +218,6 @@ class Inspector:
 
     def _serve_decide(self, payload: dict[str, Any]) -> WebhookResult:
         """This server's decider, asked from a worker thread as a handler would be."""
-
         model, problem = payload_model(payload)
         if model is None:
             return WebhookResult(None, "", None, problem, 0)
@@ -281,7 +280,6 @@ class Inspector:
 
     async def runs(self, request: Request) -> Response:
         """GET /inspector/runs: every simulated run, newest first."""
-
         try:
             return api(await self.call(list_runs, self.store))
         except BeltError as exc:
@@ -289,7 +287,6 @@ class Inspector:
 
     async def run(self, request: Request) -> Response:
         """GET /inspector/runs/{run_id}: a run's timeline, gates and linked chats."""
-
         try:
             return api(await self.call(run_view, self.store, request.path_params["run_id"]))
         except BeltError as exc:
@@ -297,7 +294,6 @@ class Inspector:
 
     async def gates(self, request: Request) -> Response:
         """GET /inspector/gates: the pending gates of every run."""
-
         try:
             return api(await self.call(gates, self.store))
         except BeltError as exc:
@@ -306,7 +302,6 @@ class Inspector:
     async def resolve(self, request: Request) -> Response:
         """POST /inspector/gates/{id}/resolve with ``{"decision", "data"}``; the run goes on when
         this was its last pending gate. A gate settled already is a 409 saying by whom."""
-
         interrupt_id = request.path_params["interrupt_id"]
         try:
             body = await read_json_object(request)
@@ -363,7 +358,6 @@ class Inspector:
         scope (``belt.server.guard.STOPPING``); an embedder can set ``app.state.stopping``, a
         callable that says when.
         """
-
         embedder = getattr(request.app.state, "stopping", None)
 
         def stopping() -> bool:

@@ -259,7 +259,6 @@ BY_KEY = attrgetter("key")
 
 def parse_id(delivery_id: str) -> tuple[str, str, int]:
     """(log family, log id, offset) of a delivery id; NotFound when it is not one."""
-
     owner, dot, offset = delivery_id.rpartition(".")
     if not dot or not offset.isdigit() or len(offset) > 18:
         raise NotFound(f"no delivery {delivery_id}")
@@ -588,7 +587,6 @@ class Deliveries:
 
     def detail(self, delivery_id: str) -> dict[str, Any]:
         """Everything recorded of one delivery: bodies, headers, timing, attempts, checks."""
-
         entry, record = self.record(delivery_id)
         summary = entry.summary
         served = summary["source"] == "serve"

@@ -86,7 +86,6 @@ class Target:
 
 def parse_target(raw: Any) -> Target:
     """``{"kind": "own"|"url"|"policy"|"py", "value": ...}``; InvalidInput naming what is wrong."""
-
     if raw is None:
         return Target("own")
     if not isinstance(raw, dict):
@@ -221,7 +220,6 @@ class Replayer:
         self, owners: dict[int, Entry]
     ) -> tuple[Callable[[dict[str, Any]], WebhookResult], Callable[[], None]]:
         """Each payload to the handler of the delivery it came from (found by the payload)."""
-
         client = httpx.Client(follow_redirects=False)
 
         def send(payload: dict[str, Any]) -> WebhookResult:
@@ -245,7 +243,6 @@ class Replayer:
     def own_handler(self, entry: Entry) -> tuple[str, float]:
         """Where a simulated delivery's hook sends payloads (its full URL or ``py:`` handler),
         and its timeout; InvalidInput for a hook that is not a webhook."""
-
         record = self.deliveries.read(entry)
         run = self.store.read(RUN, entry.key[1])
         sim = read_sim(self.store, str(run.get("sim_id")))

@@ -56,7 +56,6 @@ _AFTER_HOOKS = 2
 
 def list_runs(store: Store) -> dict[str, Any]:
     """Every simulated run (task and review chats' too), newest first, the newest RUNS_SHOWN."""
-
     runs = every_run(store, include_tasks=True)
     runs.reverse()
     return {
@@ -204,7 +203,6 @@ def _order(item: dict[str, Any]) -> tuple[str, int]:
 
 def run_view(store: Store, run_id: str) -> dict[str, Any]:
     """One run: its record, its timeline, its gates, the chats it started or came from."""
-
     check_id(run_id, what="run id")
     store.read(RUN, run_id)  # NotFound for an unknown run
     sim = sim_of_run(store, run_id)
@@ -255,7 +253,6 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
 
 def _task_item(task: dict[str, Any]) -> dict[str, Any]:
     """A Nexus hook task as a timeline item: the boundary, the executor tool, what it decided."""
-
     error = mapping(task.get("error"))
     decision = mapping(task.get("decision"))
     return {
@@ -278,7 +275,6 @@ def _task_item(task: dict[str, Any]) -> dict[str, Any]:
 def gates(store: Store) -> dict[str, Any]:
     """The pending gates of every run, the one that expires first first, with what each holds,
     how long it has left and what its expiry will do."""
-
     now = clock.now()  # the server's clock: virtual under belt serve --clock
     items = [gate_item(record, now) for record in inbox(store=store)]
     items.sort(key=lambda item: str(item.get("expires_at") or ""))
@@ -288,7 +284,6 @@ def gates(store: Store) -> dict[str, Any]:
 def gate_item(record: Interrupt, now: datetime) -> dict[str, Any]:
     """A stored interrupt as the page shows a gate: its InterruptDTO, what it holds, how long it
     has left, what its expiry will do, and who settled it."""
-
     dto = to_dto(record)
     meta = mapping(dto.get("meta"))
     data = mapping(meta.get("data"))
@@ -318,7 +313,6 @@ def resolve(
 
     Conflict (409 on the page) when it is no longer pending, saying by whom it was settled.
     """
-
     if decision not in ("allow", "deny"):
         raise InvalidInput(f"decision: expected allow or deny, got {decision!r}")
     dto = resolve_interrupt(
@@ -343,7 +337,6 @@ def resolve(
 
 def continue_run(store: Store, run_id: str) -> dict[str, Any] | None:
     """Continue a run whose gates are all settled, as ``belt serve --resume`` does."""
-
     # An emulated chat's run is continued by the agent routes' own worker (one thread of this
     # server, never two, continues it); it goes on there within a quarter of a second.
     return resume_if_settled(store, run_id, emulated=False)
