@@ -45,12 +45,11 @@ def belt_round(target: str, examples: int, seed: int) -> tuple[Any, list[bytes],
     """One `belt check` of agent.tool_call: its report, every body it sent (in order) and the
     seconds spent in its HTTP posts."""
     from belt.check import run as check_run
-    from belt.handlers import webhook
     from belt.handlers.webhook import encode_payload
 
     sent: list[bytes] = []
     deliver = check_run.Sender.deliver
-    post_body = webhook.post_body
+    post_body = check_run.post_body  # the sender's own name for it
     posting = [0.0]
 
     def recording(self: Any, subject: Any, payload: dict[str, Any], msg_id: str) -> Any:
@@ -65,14 +64,14 @@ def belt_round(target: str, examples: int, seed: int) -> tuple[Any, list[bytes],
             posting[0] += time.perf_counter() - started
 
     check_run.Sender.deliver = recording  # type: ignore[method-assign]
-    webhook.post_body = timed
+    check_run.post_body = timed
     try:
         report = check_run.run_check(
             target, events=["agent.tool_call"], examples=examples, seed=seed
         )
     finally:
         check_run.Sender.deliver = deliver  # type: ignore[method-assign]
-        webhook.post_body = post_body
+        check_run.post_body = post_body
     assert report.exit_code == 0, [r.to_json() for r in report.results if r.status == "fail"]
     return report, sent, posting[0]
 
