@@ -66,7 +66,6 @@ class Platform:
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-
         reason = check_webhook_url(base_url)
         if reason is not None:
             if reason.startswith("must be an absolute"):
@@ -305,7 +304,6 @@ class Platform:
         return text.replace(self._key, "***") if self._key else text
 
     def _unwrap(self, response: httpx.Response, raw: bytes, envelope: bool = True) -> Any:
-
         if not raw:
             return None
         try:
@@ -324,7 +322,6 @@ class Platform:
         return document["data"]
 
     def _problem(self, response: httpx.Response, raw: bytes, what: str | None = None) -> BeltError:
-
         status = response.status_code
         detail = ""
         problems: list[str] = []

@@ -696,7 +696,6 @@ def _finish(
     results: dict[str, CheckResult],
     reproduce: Callable[[Any], str],
 ) -> None:
-
     for result in results.values():
         reached = result.cases or result.check in explorer.found or result.check == "signature"
         if not reached and result.skipped is None:
@@ -729,7 +728,6 @@ def _check_platform(
     properties: list[Property],
     save: Path | None,
 ) -> None:
-
     results = platform_results(subject, signed=bool(sender.secret))
 
     def reproduce(payload: Any) -> str:
@@ -765,7 +763,6 @@ def _check_platform(
 
 
 def _check_nexus(subject: Subject, explorer: Explorer, report: CheckReport) -> None:
-
     executor = subject.executor
     assert executor is not None
     results = nexus_results(subject)

@@ -139,7 +139,6 @@ def _from_file(
     routes: list[Route],
     timeout: float | None,
 ) -> tuple[list[Subject], list[str]]:
-
     declaration = load_declaration(path)
     if not declaration.ok:
         raise InvalidInput(

@@ -223,7 +223,6 @@ class LentTransport(httpx.BaseTransport):
     deadline, as every delivery's do (``belt.deadline``)."""
 
     def __init__(self) -> None:
-
         self.inner = transport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:

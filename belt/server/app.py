@@ -495,7 +495,6 @@ class Health:
         return Response('{"status":"ok"}', media_type="application/json")
 
     def _store_failure(self) -> str | None:
-
         root = self.store.root
         probe = root / f"{self.PROBE}.{os.getpid()}"
         try:

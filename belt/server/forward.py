@@ -109,7 +109,6 @@ class Forwarder:
             return reply.status_code, b"".join(chunks)
 
     async def __call__(self, payload: LifecycleHookPayload) -> Verdict:
-
         host = self.host
         body = encode_payload(payload.model_dump(mode="json", exclude_unset=True))
         headers = {"content-type": "application/json"}

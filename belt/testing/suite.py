@@ -439,7 +439,6 @@ def _run_loaded(
     allow_network: bool,
     home: Path | None,
 ) -> ScenarioResult:
-
     started = time.perf_counter() if started is None else started
     try:
         if expectations is None:

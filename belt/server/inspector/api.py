@@ -192,7 +192,6 @@ class Inspector:
         return api(report)
 
     def _selection(self, body: dict[str, Any]) -> list[Any]:
-
         ids, chosen, run = body.get("ids"), body.get("filter"), body.get("run")
         if sum(x is not None for x in (ids, chosen, run)) != 1:
             raise InvalidInput("give one of ids (a list of delivery ids), filter or run")
@@ -254,7 +253,6 @@ class Inspector:
         )
 
     def _scenario(self, body: dict[str, Any], target: Any, base: str) -> tuple[str, str, str]:
-
         delivery_id = body.get("id")
         entry = record = None
         if delivery_id is not None:
@@ -338,7 +336,6 @@ class Inspector:
         return api({"interrupt": dto, "run": run})
 
     async def _continue(self, run_id: str) -> None:
-
         try:
             tried = await self.call(continue_run, self.store, run_id)
         except Exception as exc:  # the server stays up; the line says what went wrong
@@ -418,7 +415,6 @@ def _line(document: dict[str, Any]) -> bytes:
 
 
 def _whole(value: str, name: str) -> int:
-
     if not value.isdigit() or len(value) > 6:
         raise InvalidInput(f"{name}: expected a whole number, got {value!r}")
     return int(value)

@@ -193,7 +193,6 @@ class Replayer:
     def _target(
         self, target: Target, owners: dict[int, Entry]
     ) -> tuple[Callable[[dict[str, Any]], WebhookResult], Callable[[], None]]:
-
         if target.kind == "url":
             _, send, close = url_target(str(target.value), None, None)
             return send, close
@@ -205,7 +204,6 @@ class Replayer:
         return self._own(owners)
 
     def _in_process(self, spec: str) -> Callable[[dict[str, Any]], WebhookResult]:
-
         caller = InProcess()
 
         def call(payload: dict[str, Any]) -> WebhookResult:
@@ -223,7 +221,6 @@ class Replayer:
         client = httpx.Client(follow_redirects=False)
 
         def send(payload: dict[str, Any]) -> WebhookResult:
-
             entry = owners[id(payload)]
             if entry.summary["source"] == "serve":
                 if self.serve_decide is None:
