@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +21,7 @@ import pytest
 from belt.errors import InvalidInput, NotFound, UsageError
 from belt.policy import load_policy
 from belt.samples import sample_payload
-from belt.server.app import create_app
+from belt.server.app import Answer, Delivery, ReplayGuard, create_app
 from belt.server.deciders import handler_decider, load_handler, policy_decider
 from belt.signing import signed_headers
 from belt.store import Store
@@ -363,14 +366,160 @@ def test_a_bad_signature_is_401_with_the_reason(
     assert re.search(reason, reply.json()["detail"]), reply.json()["detail"]
 
 
-def test_a_replayed_webhook_id_is_409(signed_server: Served) -> None:
+class Counting:
+    """A handler that numbers its calls in its reason, so an answer shows which call gave it;
+    ``hold`` (when set) keeps each call waiting until it is released."""
+
+    def __init__(self, *, hold: bool = False, fail_first: bool = False) -> None:
+        self.calls = 0
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        if not hold:
+            self.release.set()
+        self.fail_first = fail_first
+
+    def __call__(self, payload: LifecycleHookPayload) -> dict[str, Any]:
+        self.calls += 1
+        self.entered.set()
+        assert self.release.wait(30)
+        if self.fail_first and self.calls == 1:
+            raise RuntimeError("not this time")
+        return {"decision": "deny", "reason": f"call {self.calls}"}
+
+
+def test_a_redelivery_gets_the_first_answer_again_and_is_not_decided_twice(
+    tmp_path: Path,
+) -> None:
+    handler = Counting()
+    with serving(tmp_path, secret=SECRET, decide=handler_decider(handler)) as served:
+        body = json.dumps(tool_call("/etc/passwd")).encode()
+        headers = signed_headers(SECRET, body)
+        first = served.post(content=body, headers=headers)
+        again = served.post(content=body, headers=headers)
+        # A sender's retry signs the same id and body again, at its own time.
+        retry = served.post(
+            content=body,
+            headers=signed_headers(
+                SECRET, body, msg_id=headers["webhook-id"], now=int(time.time()) + 1
+            ),
+        )
+        lines = served.journal()
+    assert handler.calls == 1
+    assert first.status_code == again.status_code == retry.status_code == 200
+    assert first.json() == again.json() == retry.json() == {"decision": "deny", "reason": "call 1"}
+    assert [line.get("redelivery") for line in lines] == [None, True, True]
+    for line in lines[1:]:
+        assert line["webhook_id"] == headers["webhook-id"]
+        assert (line["event"], line["tool"], line["decision"]) == (
+            "agent.tool_call",
+            "delete_file",
+            "deny",
+        )
+        assert line["response"] == {"decision": "deny", "reason": "call 1"}
+        # Not a request of its own: a replay of the journal delivers the message once.
+        assert "request" not in line
+
+
+def test_a_redelivery_while_the_first_is_decided_waits_for_its_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handler = Counting(hold=True)
+    waiting = threading.Event()
+    first_answer = ReplayGuard.first_answer
+
+    async def seen_waiting(guard: ReplayGuard, delivery: Delivery) -> Answer | None:
+        waiting.set()
+        return await first_answer(guard, delivery)
+
+    monkeypatch.setattr(ReplayGuard, "first_answer", seen_waiting)
+    with serving(tmp_path, secret=SECRET, decide=handler_decider(handler)) as served:
+        body = json.dumps(tool_call("/tmp/x")).encode()
+        headers = signed_headers(SECRET, body)
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(served.post, content=body, headers=headers)
+            assert handler.entered.wait(30)
+            again = pool.submit(served.post, content=body, headers=headers)
+            assert waiting.wait(30)  # the redelivery came while the first is being decided
+            handler.release.set()
+            answers = [first.result(30), again.result(30)]
+    assert handler.calls == 1
+    assert [a.json() for a in answers] == [{"decision": "deny", "reason": "call 1"}] * 2
+
+
+def test_a_redelivery_of_an_invalid_payload_gets_the_same_422(signed_server: Served) -> None:
+    body = json.dumps({"event": "agent.start"}).encode()
+    headers = signed_headers(SECRET, body)
+    first = signed_post_as(signed_server, body, headers)
+    again = signed_post_as(signed_server, body, headers)
+    assert first.status_code == again.status_code == 422
+    assert again.headers["content-type"] == "application/problem+json"
+    assert again.json() == first.json()
+    assert signed_server.journal()[-1]["redelivery"] is True
+
+
+def test_after_a_handler_failure_a_redelivery_is_decided_again(tmp_path: Path) -> None:
+    handler = Counting(fail_first=True)
+    with serving(tmp_path, secret=SECRET, decide=handler_decider(handler)) as served:
+        body = json.dumps(tool_call("/tmp/x")).encode()
+        headers = signed_headers(SECRET, body)
+        failed = served.post(content=body, headers=headers)
+        retried = served.post(content=body, headers=headers)
+        again = served.post(content=body, headers=headers)
+    assert failed.status_code == 500
+    assert retried.status_code == again.status_code == 200
+    assert retried.json() == again.json() == {"decision": "deny", "reason": "call 2"}
+    assert handler.calls == 2
+
+
+def test_a_repeated_webhook_id_with_another_body_is_409(signed_server: Served) -> None:
     body = json.dumps(sample_payload("agent.start")).encode()
     headers = signed_headers(SECRET, body)
-    first = signed_server.post(content=body, headers=headers)
+    first = signed_post_as(signed_server, body, headers)
     assert first.status_code == 200
-    again = signed_server.post(content=body, headers=headers)
-    assert again.status_code == 409
-    assert "already delivered (replay)" in again.json()["detail"]
+    other = json.dumps(sample_payload("agent.turn_start")).encode()
+    replayed = signed_post_as(
+        signed_server, other, signed_headers(SECRET, other, msg_id=headers["webhook-id"])
+    )
+    assert replayed.status_code == 409
+    detail = replayed.json()["detail"]
+    assert (
+        detail
+        == f"webhook-id {headers['webhook-id']} was already delivered with another body (replay)"
+    )
+    assert signed_server.journal()[-1]["status"] == 409
+
+
+def signed_post_as(served: Served, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    return served.post(content=body, headers=headers)
+
+
+def test_the_replay_guard_keeps_ids_and_answers_bounded() -> None:
+    guard = ReplayGuard(window=10, answers_max_bytes=100)
+
+    def deliver(msg_id: str, now: float) -> str:
+        delivery, new = guard.check(msg_id, hashlib.sha256(b"{}").digest(), now)
+        if new:
+            guard.answered(delivery, Answer(200, "application/json", b"x" * 40, {}))
+            return "new"
+        return "answered" if delivery.answer is not None else "let go"
+
+    assert [deliver("a", 0), deliver("b", 1), deliver("a", 2)] == ["new", "new", "answered"]
+    # A third answer is over the budget: the oldest answer is let go, its id is kept.
+    assert deliver("c", 3) == "new"
+    assert [deliver("a", 4), deliver("b", 5), deliver("c", 5)] == [
+        "let go",
+        "answered",
+        "answered",
+    ]
+    assert guard.kept_bytes() == 80
+    # An id is kept for twice the window (a signature's tolerance either way), then let go.
+    assert guard.seen() == ["a", "b", "c"]
+    assert deliver("d", 20.5) == "new"
+    assert guard.seen() == ["b", "c", "d"]
+    assert guard.kept_bytes() == 80
+    assert deliver("e", 100) == "new"
+    assert guard.seen() == ["e"]
+    assert guard.kept_bytes() == 40
 
 
 def test_a_malformed_secret_is_refused_at_start_up(tmp_path: Path) -> None:

@@ -34,6 +34,8 @@ class ServeLine(TypedDict):
     headers: dict[str, str]
     webhook_id: NotRequired[str]
     """When the request was signed: its ``webhook-id``."""
+    redelivery: NotRequired[bool]
+    """A signed message delivered again, answered as the first time (no ``request``)."""
     request: NotRequired[Any]
     """The body, when it was JSON."""
     event: NotRequired[str]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
@@ -93,26 +95,123 @@ __all__ = [
 ]
 
 
+ANSWERS_MAX_BYTES = 16 * 1024 * 1024
+"""The most bytes of first answers kept for redeliveries; past it the oldest are let go (their ids
+are still remembered, so a redelivery of one is refused, never decided again)."""
+
+ANSWER_FIELDS = ("event", "tool", "decision", "reason", "rule", "warnings", "injected", "error")
+"""The fields of a journal line that say what a delivery was answered."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a signed delivery was answered, given again to its redeliveries."""
+
+    status: int
+    media_type: str | None
+    body: bytes
+    fields: dict[str, Any]
+    """The first line's ANSWER_FIELDS."""
+
+    @classmethod
+    def of(cls, record: ServeLine, response: Response) -> Answer:
+        fields = {key: record[key] for key in ANSWER_FIELDS if key in record}  # type: ignore[literal-required]
+        return cls(record["status"], response.media_type, bytes(response.body), fields)
+
+    def again(self, record: ServeLine) -> tuple[dict[str, Any], Response]:
+        """The answer for a redelivery, its line marked as one (with no request: the message
+        was delivered once)."""
+        record.update(self.fields)  # type: ignore[typeddict-item]
+        record["redelivery"] = True
+        response = Response(self.body, status_code=self.status, media_type=self.media_type)
+        return json.loads(self.body), response
+
+
+class Delivery:
+    """A verified ``webhook-id``: its body's digest and, once given, its first answer."""
+
+    __slots__ = ("answer", "answered", "digest", "expires", "msg_id", "pending")
+
+    def __init__(self, msg_id: str, digest: bytes, expires: float) -> None:
+        self.msg_id = msg_id
+        self.digest = digest
+        self.expires = expires
+        self.pending = True
+        self.answer: Answer | None = None
+        self.answered: asyncio.Event | None = None
+        """Made when a redelivery comes while the first is being answered."""
+
+
 class ReplayGuard:
-    """Remembers verified webhook ids for the tolerance window; a repeat is a replay."""
+    """Remembers verified webhook ids for the tolerance window, each with its body's digest and
+    its first answer (at most ``answers_max_bytes`` of answers, the newest): a redelivery gets
+    that answer again; the same id with another body is a replay."""
 
-    def __init__(self, window: int = TOLERANCE_SECONDS) -> None:
+    def __init__(
+        self, window: int = TOLERANCE_SECONDS, answers_max_bytes: int = ANSWERS_MAX_BYTES
+    ) -> None:
         self.window = window
-        self._seen: dict[str, float] = {}
+        self.answers_max_bytes = answers_max_bytes
+        self._seen: dict[str, Delivery] = {}
+        self._kept: dict[str, int] = {}
+        """The ids whose answer is kept, oldest first, with the answer's size."""
+        self._kept_bytes = 0
 
-    def check(self, msg_id: str, now: float) -> bool:
-        """Record ``msg_id``; False when it was already seen within the window."""
+    def check(self, msg_id: str, digest: bytes, now: float) -> tuple[Delivery, bool]:
+        """The delivery of ``msg_id`` and whether it is new (then ``answered`` is told its
+        answer)."""
         # Ids arrive roughly in time order, so expired ones sit at the front.
         while self._seen:
             oldest = next(iter(self._seen))
-            if self._seen[oldest] > now:
+            if self._seen[oldest].expires > now:
                 break
             del self._seen[oldest]
-        if msg_id in self._seen:
-            return False
+            self._kept_bytes -= self._kept.pop(oldest, 0)
+        seen = self._seen.get(msg_id)
+        if seen is not None:
+            return seen, False
         # A signature stays acceptable for the tolerance either side of its timestamp.
-        self._seen[msg_id] = now + 2 * self.window
-        return True
+        delivery = self._seen[msg_id] = Delivery(msg_id, digest, now + 2 * self.window)
+        return delivery, True
+
+    def answered(self, delivery: Delivery, answer: Answer | None) -> None:
+        """A new delivery's answer, kept for its redeliveries; None forgets the id (a handler
+        that failed is asked again when the message is delivered again)."""
+        delivery.pending = False
+        current = self._seen.get(delivery.msg_id) is delivery
+        if answer is None:
+            if current:
+                del self._seen[delivery.msg_id]
+        elif current:
+            delivery.answer = answer
+            self._kept[delivery.msg_id] = len(answer.body)
+            self._kept_bytes += len(answer.body)
+            while self._kept_bytes > self.answers_max_bytes:
+                oldest = next(iter(self._kept))
+                self._kept_bytes -= self._kept.pop(oldest)
+                self._seen[oldest].answer = None
+        if delivery.answered is not None:
+            delivery.answered.set()
+
+    async def first_answer(self, delivery: Delivery) -> Answer | None:
+        """The first answer to ``delivery``, once given (None: not kept)."""
+        if delivery.pending:
+            if delivery.answered is None:
+                delivery.answered = asyncio.Event()
+            await delivery.answered.wait()
+        return delivery.answer
+
+    def forgotten(self, delivery: Delivery) -> bool:
+        """Whether ``delivery``'s id was let go, so the message may be answered anew."""
+        return self._seen.get(delivery.msg_id) is not delivery
+
+    def seen(self) -> list[str]:
+        """The ids remembered, oldest first."""
+        return list(self._seen)
+
+    def kept_bytes(self) -> int:
+        """The bytes of first answers kept."""
+        return self._kept_bytes
 
 
 class HookService:
@@ -142,34 +241,68 @@ class HookService:
             "name": request.path_params.get("name"),
             "headers": journal_headers(request.scope["headers"]),
         }
+        delivery: Delivery | Answer | None = None
         try:
-            response_body, response = await self._answer(request, record)
-            status = 200
+            body = await read_body(request)
+            if self.key is not None:
+                delivery = await self._verify(request, body, record)
+            if isinstance(delivery, Answer):
+                response_body, response = delivery.again(record)
+                status = delivery.status
+            else:
+                response_body, response = await self._answer(body, record)
+                status = 200
         except Problem as problem:
             response_body = problem.body()
             response = problem.response()
             status = problem.status
             record["error"] = problem.detail
+        except BaseException:
+            if isinstance(delivery, Delivery):
+                self.replays.answered(delivery, None)
+            raise
         record["status"] = status
         record["response"] = response_body
+        if isinstance(delivery, Delivery):
+            # A handler that failed (5xx) is asked again when the message comes again.
+            kept = Answer.of(record, response) if status < 500 else None
+            self.replays.answered(delivery, kept)
         record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
         await self._record(record)
         return response
 
-    async def _answer(self, request: Request, record: ServeLine) -> tuple[dict[str, Any], Response]:
-        body = await read_body(request)
-        if self.key is not None:
-            try:
-                msg_id = verify_with(self.key, request.headers, body)
-            except SignatureError as exc:
+    async def _verify(self, request: Request, body: bytes, record: ServeLine) -> Delivery | Answer:
+        """A signed request's new delivery, or the first answer when it is a redelivery (the
+        same ``webhook-id`` and body); 401 for a bad signature, 409 for a replay."""
+        assert self.key is not None
+        try:
+            msg_id = verify_with(self.key, request.headers, body)
+        except SignatureError as exc:
+            raise Problem(401, "Unauthorized", f"signature check failed: {exc.message}") from None
+        record["webhook_id"] = msg_id
+        digest = hashlib.sha256(body).digest()
+        while True:
+            delivery, new = self.replays.check(msg_id, digest, time.time())
+            if new:
+                return delivery
+            if delivery.digest != digest:
                 raise Problem(
-                    401, "Unauthorized", f"signature check failed: {exc.message}"
-                ) from None
-            record["webhook_id"] = msg_id
-            if not self.replays.check(msg_id, time.time()):
-                raise Problem(
-                    409, "Conflict", f"webhook-id {msg_id} was already delivered (replay)"
+                    409,
+                    "Conflict",
+                    f"webhook-id {msg_id} was already delivered with another body (replay)",
                 )
+            answer = await self.replays.first_answer(delivery)
+            if answer is not None:
+                return answer
+            if not self.replays.forgotten(delivery):
+                raise Problem(
+                    409,
+                    "Conflict",
+                    f"webhook-id {msg_id} was already delivered; its answer is no longer kept",
+                )
+            # The first delivery's handler failed: this one is answered anew.
+
+    async def _answer(self, body: bytes, record: ServeLine) -> tuple[dict[str, Any], Response]:
         document = parse_json(body)
         record["request"] = document
         try:

@@ -53,6 +53,8 @@ def render_record(record: dict[str, Any]) -> None:
         if record.get("reason"):
             parts.append(record["reason"])
         style = {"deny": "red", "stop": "red", "suspend": "yellow"}.get(decision, "")
+    if record.get("redelivery"):
+        parts.append("(redelivery, answered as the first time)")
     parts.append(f"{record['duration_ms']:.1f} ms")
     output.lines([("  ".join(parts), style)])
     if record.get("journal_error"):

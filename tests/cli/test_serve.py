@@ -155,6 +155,28 @@ def test_serve_shows_one_live_line_per_hook_and_stops_cleanly_on_ctrl_c() -> Non
     assert [record["status"] for record in journal] == [200, 200, 422]
 
 
+def test_belt_check_with_the_secret_passes_belt_serve_with_it_redelivery_included() -> None:
+    # belt check delivers each case twice with the same webhook-id; the server answers the
+    # second as it answered the first, and says on its live line that it was a redelivery.
+    with serve_process("--secret", SECRET, "--policy", str(EXAMPLE_POLICY)) as (url, output):
+        checked = subprocess.run(
+            [sys.executable, "-m", "belt", "check", f"{url}/hooks", "--secret", SECRET]
+            + ["--event", "agent.tool_call", "--examples", "3", "--seed", "1"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert re.search(r"pass  redelivery .*\(4 cases\)", checked.stdout), checked.stdout
+    lines = output["stdout"].splitlines()
+    again = [line for line in lines if "(redelivery, answered as the first time)" in line]
+    assert len(again) == 4, lines
+    journal = open_store().read_log("journal", "serve")
+    assert sum(1 for record in journal if record.get("redelivery")) == 4
+    assert not [record for record in journal if record["status"] == 409]
+
+
 @pytest.mark.parametrize("verbose", [False, True])
 def test_a_handler_that_raises_is_logged_with_its_type_and_message(verbose: bool) -> None:
     # explode's message holds a terminal escape: it is shown escaped, whole.
