@@ -19,7 +19,8 @@ The same belt server is then measured holding IDLE_STREAMS chat streams open (th
 the server's CPU over IDLE_SECONDS, as a share of one core. Target: under 2%.
 `python bench/serve.py --idle-streams` measures only that.
 
-Run with `python bench/serve.py`.
+Run with `python bench/serve.py`; `python bench/serve.py --throughput` measures only the rounds
+against the bare app (the same rounds, without the page and the idle streams).
 """
 
 from __future__ import annotations
@@ -300,10 +301,15 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--idle-streams":
         main_idle()
         return
+    only_throughput = len(sys.argv) > 1 and sys.argv[1] == "--throughput"
     sys.path.insert(0, str(ROOT))
     from tests.browser import chromium, missing
 
-    no_browser = missing()
+    no_browser = (
+        "--throughput measures only the rounds against the bare app"
+        if only_throughput
+        else missing()
+    )
     with tempfile.TemporaryDirectory(prefix="belt-bench-") as home, contextlib.ExitStack() as stack:
         env = {**os.environ, "BELT_HOME": home, "NO_COLOR": "1"}
         policy = str(ROOT / "examples" / "policy.toml")
@@ -327,7 +333,7 @@ def main() -> None:
                         page.close()
                     else:
                         measure(server)
-            share = idle_streams(belt, home)
+            share = None if only_throughput else idle_streams(belt, home)
         finally:
             for server in (bare, belt):
                 server.stop()
@@ -345,7 +351,8 @@ def main() -> None:
     verdict = "meets" if ratio >= TARGET else "BELOW"
     print(f"throughput ratio belt/bare: {ratio:.2f} ({verdict} the target of {TARGET})")
     print(f"server CPU per request belt/bare: {figures[1]['cpu_us'] / figures[0]['cpu_us']:.2f}")
-    print_idle(share)
+    if not only_throughput:
+        print_idle(share)
     if no_browser is not None:
         print(f"the page-open rounds were skipped: {no_browser}")
         return
