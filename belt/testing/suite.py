@@ -5,8 +5,10 @@ directories searched for ``*.toml`` and ``*.json``). Each scenario runs in its o
 memory (``belt.store.memory``; on disk under ``--keep DIR``), never the state directory, so tests
 neither see nor leave anything there; its expectations are then checked against its report, which
 carries everything a failure shows (``-j N`` and ``--shard K/N``: ``belt.testing.workers``). A
-file that cannot be read as a scenario is reported and counted (the suite exits 5) while the
-others still run.
+file is read by the process that runs it (a worker's, under ``-j N``), so reading the suite is
+shared out too; only ``--shard`` reads every file first, to know which are tests. A file that
+cannot be read as a scenario is reported and counted (the suite exits 5) while the others
+still run.
 
 Nothing one scenario does stops the others: a ``py:`` module that exits or raises
 ``KeyboardInterrupt`` as it is imported, or whose import does not finish within
@@ -96,7 +98,8 @@ class ScenarioResult:
         runs' messages, else the end of the transcript)."""
         if self.report is None:
             return []
-        messages: list[dict[str, Any]] = list(self.report["chat"].get("chat_messages") or [])
+        chat = self.report.get("chat") or {}
+        messages: list[dict[str, Any]] = list(chat.get("chat_messages") or [])
         position = {str(m.get("id")): i for i, m in enumerate(messages)}
         spots = [position[anchor] for anchor in outcome.anchors if anchor in position]
         if not spots and outcome.runs:
@@ -143,7 +146,8 @@ class SuiteResult:
     shard: tuple[int, int] | None = None
     """With ``--shard K/N``: (K, N)."""
     selected: int = 0
-    """How many scenarios the suite has (after ``-k``), in every shard."""
+    """How many scenarios the suite has (after ``-k``), in every shard (in a run without a
+    shard that ``-x`` stopped, those found before it stopped)."""
 
     @property
     def empty_shard(self) -> bool:
@@ -177,23 +181,28 @@ Render = Callable[[str, list[dict[str, Any]]], list[str]]
 """Writes a transcript excerpt of a dialect as plain lines (for the JUnit report)."""
 
 
-def discover(paths: Iterable[Path]) -> list[tuple[Path, Any]]:
-    """Scenario files with expectations among ``paths``: (path, its decoded document, or the
-    InvalidInput that reading it raised). A path that does not exist is NotFound (exit 3)."""
-    found: list[tuple[Path, Any]] = []
+def candidates(paths: Iterable[Path]) -> list[Path]:
+    """The files among ``paths`` that may be scenarios (each file given, and the scenario-like
+    files under each directory), in the suite's order, none of them read yet. A path that
+    does not exist is NotFound (exit 3)."""
+    files: list[Path] = []
     for path in paths:
         if not path.exists():
             raise NotFound(f"{path}: no such file or directory")
-        candidates = [path] if path.is_file() else _walk(path)
-        for candidate in candidates:
-            try:
-                document: Any = read_document(candidate, kind="scenario")
-            except InvalidInput as exc:
-                found.append((candidate, exc))
-                continue
-            if isinstance(document, dict) and document.get("expect"):
-                found.append((candidate, document))
-    return found
+        files += [path] if path.is_file() else _walk(path)
+    return files
+
+
+def read_scenario(path: Path) -> Any:
+    """The decoded document of the scenario file ``path`` when it has expectations, the
+    InvalidInput that reading it raised, or None when it is not a test (no expect tables)."""
+    try:
+        document: Any = read_document(path, kind="scenario")
+    except InvalidInput as exc:
+        return exc
+    if isinstance(document, dict) and document.get("expect"):
+        return document
+    return None
 
 
 def _walk(directory: Path) -> list[Path]:
@@ -252,41 +261,69 @@ def run_suite(
     in memory, or with ``keep`` on disk under that directory (``kept_home``)."""
     parse_routes(routes or [])
     started = time.perf_counter()
-    found = discover(paths or [DEFAULT_PATH])
+    files = [
+        path for path in candidates(paths or [DEFAULT_PATH]) if selected(shown_name(path), pattern)
+    ]
     results: list[ScenarioResult] = []
     stopped = False
-    chosen = [(path, document) for path, document in found if selected(shown_name(path), pattern)]
-    step = partial(
-        run_one,
-        routes=routes or [],
-        allow_network=allow_network,
-        fail_unfired=fail_unfired,
-        snapshot=snapshot,
-        keep=keep,
-    )
-    if jobs > 1:
-        _import_scenario_modules()
-    for result in run_all(step, shard_of(chosen, shard), jobs=jobs):
+    options: dict[str, Any] = {
+        "routes": routes or [],
+        "allow_network": allow_network,
+        "fail_unfired": fail_unfired,
+        "snapshot": snapshot,
+        "keep": keep,
+    }
+    if shard is None:
+        # Each file is read where it runs: a file that is not a test comes back as None.
+        step: Callable[..., ScenarioResult | None] = partial(run_file, **options)
+        items: list[tuple[Any, ...]] = [(path,) for path in files]
+        tests = None
+    else:
+        # A shard is taken of the tests alone, so every file is read first.
+        step = partial(run_one, **options)
+        tests = [
+            (path, document) for path in files if (document := read_scenario(path)) is not None
+        ]
+        items = shard_of(tests, shard)
+    for result in run_all(step, items, jobs=jobs):
+        if result is None:
+            continue
         results.append(result)
         if report is not None:
             report(result)
         if exitfirst and result.status != "pass":
             stopped = True
             break
-    suite = SuiteResult(results, time.perf_counter() - started, stopped, shard, len(chosen))
+    found = len(results) if tests is None else len(tests)
+    suite = SuiteResult(results, time.perf_counter() - started, stopped, shard, found)
     if junit_xml is not None:
         write_junit(junit_xml, suite, render, coverage=coverage)
     return suite
 
 
-def _import_scenario_modules() -> None:
-    """Import what running a scenario imports, before the workers are forked: each inherits
-    them, instead of every worker importing them again with its first scenario."""
-    import belt.engine.api  # noqa: PLC0415 - imported before the workers fork
-    import belt.engine.dialects  # noqa: PLC0415 - imported before the workers fork
-    import belt.engine.offline  # noqa: PLC0415 - imported before the workers fork
-    import belt.engine.report  # noqa: PLC0415 - imported before the workers fork
-    import belt.testing.coverage  # noqa: F401, PLC0415 - imported before the workers fork
+def run_file(
+    path: Path,
+    *,
+    routes: list[str],
+    allow_network: bool,
+    fail_unfired: bool,
+    snapshot: str | None,
+    keep: Path | None,
+) -> ScenarioResult | None:
+    """Read the scenario file ``path`` and run it as ``run_one`` does; None when it is not a
+    test (it has no expect tables)."""
+    document = read_scenario(path)
+    if document is None:
+        return None
+    return run_one(
+        path,
+        document,
+        routes=routes,
+        allow_network=allow_network,
+        fail_unfired=fail_unfired,
+        snapshot=snapshot,
+        keep=keep,
+    )
 
 
 def run_one(

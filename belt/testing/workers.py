@@ -2,10 +2,13 @@
 split deterministically across machines.
 
 With more than one job, the scenarios are handed out a few at a time to N worker processes,
-forked from ``belt test`` once its modules are imported, so a worker starts at once. Each runs
-every scenario it is given in a store of its own (in memory, or under ``--keep DIR``), and
-sends back the scenario's result; results are given out in the order of the serial run,
-whatever order the workers finish in, so the report and the JUnit file are the same for any N.
+forked from ``belt test`` once its modules are imported, so a worker starts at once; the
+handfuls shrink towards the end of the suite (``chunks``), so the workers end together. Each
+worker reads every scenario file it is given, runs it in a store of its own (in memory, or
+under ``--keep DIR``), and sends back the scenario's result, without the parts of its record
+that nothing reads once it passed (``portable``); results are given out in the order of the
+serial run, whatever order the workers finish in, so the report and the JUnit file are the
+same for any N.
 A worker's module state (a ``py:`` handler module's globals) is its own: scenarios that share
 state through a module see it only within one worker.
 
@@ -94,10 +97,8 @@ def run_all(step: Step, items: Sequence[tuple[Any, ...]], *, jobs: int) -> Itera
         initializer=_worker_started,
     )
     try:
-        size = chunk_size(len(items), jobs)
         futures: list[Future[list[Any]]] = [
-            pool.submit(_run, range(start, min(start + size, len(items))))
-            for start in range(0, len(items), size)
+            pool.submit(_run, indexes) for indexes in chunks(len(items), jobs)
         ]
         for future in futures:
             yield from future.result()
@@ -107,10 +108,24 @@ def run_all(step: Step, items: Sequence[tuple[Any, ...]], *, jobs: int) -> Itera
 
 
 def chunk_size(count: int, jobs: int) -> int:
-    """How many scenarios a worker is handed at a time: enough that handing them out costs
-    little, few enough (at most 16, and a quarter of a worker's share) that the workers end
-    together."""
+    """How many of ``count`` scenarios still to hand out a worker is handed at a time: enough
+    that handing them out costs little, few enough (at most 16, and a quarter of a worker's
+    share of what is left) that the workers end together."""
     return max(1, min(16, count // (jobs * 4)))
+
+
+def chunks(count: int, jobs: int) -> list[range]:
+    """The handfuls in which ``count`` scenarios are handed out to ``jobs`` workers, in order:
+    each ``chunk_size`` of what is left after the ones before, so they shrink to one scenario
+    at the end of the suite, and no worker is left with a long handful while the others
+    wait."""
+    handfuls = []
+    start = 0
+    while start < count:
+        size = chunk_size(count - start, jobs)
+        handfuls.append(range(start, start + size))
+        start += size
+    return handfuls
 
 
 def _can_fork() -> bool:
@@ -132,17 +147,33 @@ def _run(indexes: range) -> list[Any]:
 
 
 def portable(result: Any) -> Any:
-    """A scenario's result without what cannot cross to another process: the compiled tests
-    of its expectations (their text, place and outcome stay)."""
+    """A scenario's result without what cannot cross to another process, the compiled tests
+    of its expectations (their text, place and outcome stay), and, when no expectation
+    failed, without the parts of its record that only a failure's transcript excerpt reads
+    (``brief``): the report and the JUnit file show the same."""
+    if result is None:
+        return None
+    changes: dict[str, Any] = {}
     outcomes = getattr(result, "outcomes", None)
-    if not outcomes:
-        return result
-    return dataclasses.replace(
-        result,
-        outcomes=[
+    if outcomes:
+        changes["outcomes"] = [
             dataclasses.replace(
                 outcome, expectation=dataclasses.replace(outcome.expectation, conditions=())
             )
             for outcome in outcomes
-        ],
-    )
+        ]
+    report = getattr(result, "report", None)
+    if report is not None and all(outcome.passed for outcome in outcomes or []):
+        changes["report"] = brief(report)
+    return dataclasses.replace(result, **changes) if changes else result
+
+
+BRIEF = ("simulation", "hook_summary")
+"""What a scenario's result shows of its record when no expectation failed (the
+simulation's id and dialect, the hooks' summary)."""
+
+
+def brief(report: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a record that the result of a scenario without a failed expectation
+    shows (``BRIEF``)."""
+    return {key: report[key] for key in BRIEF if key in report}

@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 
 from belt.store import Store
-from belt.testing.workers import chunk_size, cores, parse_jobs, parse_shard, shard_of
+from belt.testing.suite import run_file
+from belt.testing.workers import (
+    chunk_size,
+    chunks,
+    cores,
+    parse_jobs,
+    parse_shard,
+    portable,
+    shard_of,
+)
 from tests.cli.runner import belt
 
 REPO = Path(__file__).resolve().parents[2]
@@ -196,6 +205,112 @@ def test_shards_split_the_suite_by_position_and_together_run_it_once(tmp_path: P
     # -k selects first; the shard is taken of what it selected.
     result = belt("test", str(tmp_path / "suite"), "--json", "-k", "s0", "--shard", "2/2")
     assert [r["scenario"] for r in lines(result.stdout)] == names[1:6:2]
+
+
+READERS = """
+import os, sys
+from pathlib import Path
+
+import belt.testing.suite as suite
+from belt.testing.suite import run_suite
+
+log = Path(sys.argv[2])
+read = suite.read_document
+
+
+def reading(path, **kwargs):
+    with log.open("a") as handle:
+        handle.write(f"{os.getpid()} {Path(path).name}\\n")
+    return read(path, **kwargs)
+
+
+suite.read_document = reading
+result = run_suite(paths=[Path(sys.argv[1])], jobs=2)
+print(os.getpid(), len(result.results))
+"""
+
+
+def test_j2_reads_each_scenario_file_in_the_worker_that_runs_it(tmp_path: Path) -> None:
+    names = write_suite(tmp_path / "suite", 8)
+    (tmp_path / "readers.py").write_text(READERS)
+    log = tmp_path / "read.log"
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "readers.py"), str(tmp_path / "suite"), str(log)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    parent, count = done.stdout.split()
+    assert int(count) == len(names)
+    readers = [line.split() for line in log.read_text().splitlines()]
+    assert sorted(name for _, name in readers) == sorted(Path(name).name for name in names)
+    assert parent not in {pid for pid, _ in readers}  # the parent read none of them
+
+
+def test_files_that_are_not_tests_or_do_not_parse_are_reported_alike_for_any_j(
+    tmp_path: Path,
+) -> None:
+    suite = tmp_path / "suite"
+    names = write_suite(suite, 4)
+    (suite / "a_broken.json").write_text('{"turns": [')
+    (suite / "b_broken.toml").write_text("[[expect]\n")
+    (suite / "c_null.json").write_text("null")
+    (suite / "d_no_expect.json").write_text('{"turns": [{"user": "hi"}]}')
+    (suite / "e_not_utf8.json").write_bytes(b'{"expect": "\xff"}')
+    shown = [str(suite / name) for name in ("a_broken.json", "b_broken.toml", "e_not_utf8.json")]
+    outcomes = {}
+    for jobs in ("1", "2", "3"):
+        junit = tmp_path / f"{jobs}.xml"
+        done = run_belt("test", str(suite), "--json", "-j", jobs, "--junit-xml", str(junit))
+        found = lines(done.stdout)
+        assert [r["scenario"] for r in found] == shown + names
+        assert [r["invalid"] for r in found[:3]] == [True, True, True]
+        assert cases(junit) == shown + names
+        outcomes[jobs] = (done.returncode, without_times(found))
+    assert outcomes["1"][0] == 5
+    assert outcomes["2"] == outcomes["3"] == outcomes["1"]
+    # -x stops at the first file that does not parse, for any -j.
+    for jobs in ("1", "2"):
+        done = run_belt("test", str(suite), "--json", "-j", jobs, "-x")
+        assert done.returncode == 5
+        assert [r["scenario"] for r in lines(done.stdout)] == shown[:1]
+
+
+def test_the_handfuls_shrink_to_one_at_the_end_and_cover_the_suite_once_in_order() -> None:
+    for count, jobs in ((1, 2), (7, 2), (40, 2), (120, 2), (1000, 2), (1000, 8)):
+        handfuls = chunks(count, jobs)
+        assert [i for handful in handfuls for i in handful] == list(range(count))
+        sizes = [len(handful) for handful in handfuls]
+        assert sizes == sorted(sizes, reverse=True)
+        assert max(sizes) <= 16
+        assert sizes[-jobs:] == [1] * min(jobs, count)
+    assert [len(h) for h in chunks(40, 2)][:4] == [5, 4, 3, 3]
+
+
+def test_a_passing_result_crosses_to_the_parent_without_the_record_only_a_failure_shows(
+    tmp_path: Path,
+) -> None:
+    names = write_suite(tmp_path / "suite", 4)
+    options: dict[str, Any] = {
+        "routes": [],
+        "allow_network": True,
+        "fail_unfired": False,
+        "snapshot": None,
+        "keep": None,
+    }
+    passed, failed = (run_file(Path(names[n]), **options) for n in (0, 3))
+    assert passed is not None and failed is not None
+    assert (passed.status, failed.status) == ("pass", "fail")
+    sent = portable(passed)
+    assert sent.report is not None and passed.report is not None
+    assert set(sent.report) == {"simulation", "hook_summary"} < set(passed.report)
+    assert sent.to_json() == passed.to_json()
+    kept = portable(failed)
+    assert kept.report == failed.report  # its transcript excerpt needs the chat
+    assert kept.to_json() == failed.to_json()
+    assert all(outcome.expectation.conditions == () for outcome in kept.outcomes)
 
 
 @pytest.mark.parametrize(
