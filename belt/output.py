@@ -1,7 +1,8 @@
 """All terminal rendering: the only module that imports rich.
 
 Human output reads well on a terminal and plainly when piped; ``--json`` output is plain JSON.
-Colour follows ``NO_COLOR`` and TTY detection.
+Colour follows ``NO_COLOR`` and TTY detection; the layout (tables fitted to the terminal, short
+ids) follows TTY detection alone.
 
 Much of what belt prints came from outside (request paths, a webhook's reason, a tool's
 feedback, file names), so every function here escapes control characters before they reach
@@ -71,25 +72,33 @@ def json_text(
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def _wants_colour(stream: Any) -> bool:
-    if os.environ.get("NO_COLOR"):
-        return False
+def _is_terminal(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal: it decides the layout (tables fitted to its width,
+    short ids), whatever NO_COLOR says."""
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
 
 
+def _wants_colour(stream: Any) -> bool:
+    """Whether ``stream`` gets colour (and styles): a terminal, without NO_COLOR."""
+    return not os.environ.get("NO_COLOR") and _is_terminal(stream)
+
+
 def console(*, stderr: bool = False) -> Console:
-    """A rich console bound to stdout or stderr, plain when not a colour terminal."""
+    """A rich console bound to stdout or stderr: laid out for a terminal when it is one,
+    styled only when colour is on (no escapes at all otherwise)."""
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
     colour = _wants_colour(stream)
+    terminal = _is_terminal(stream)
     return Console(
         file=stream,
         no_color=not colour,
+        color_system="auto" if colour else None,
         highlight=False,
-        soft_wrap=not colour,
-        force_terminal=colour or None,
+        soft_wrap=not terminal,
+        force_terminal=terminal or None,
         emoji=False,
     )
 
@@ -196,10 +205,11 @@ def table(
     (a line says which).
     """
     cells = [["" if value is None else clean(str(value)) for value in row] for row in rows]
-    if ids and _wants_colour(sys.stdout):
+    terminal = _is_terminal(sys.stdout)
+    if ids and terminal:
         _id_table(columns, cells, title=title, ids=set(ids), short=short)
         return
-    if not _wants_colour(sys.stdout):
+    if not terminal:
         if title:
             echo(title)
         widths = [len(c) for c in columns]
@@ -294,7 +304,7 @@ def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page:
             header = False
         for row in cells:
             widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
-        if _wants_colour(sys.stdout):
+        if _is_terminal(sys.stdout):
             _rich_table(columns, cells, widths=widths, header=header)
             return
         lines = [list(columns), *cells] if header else cells

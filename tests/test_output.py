@@ -64,7 +64,7 @@ def test_a_colour_terminal_gets_escapes_and_no_markup(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("NO_COLOR")
-    monkeypatch.setattr(output, "_wants_colour", lambda stream: True)
+    monkeypatch.setattr(output, "_is_terminal", lambda stream: True)
     output.lines([(HOSTILE + " [bold]x[/]", "red")])
     output.table(["c"], [["[/] not markup"]])
     printed = capsys.readouterr().out

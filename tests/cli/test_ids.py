@@ -223,11 +223,16 @@ def on_terminal(
     columns: int,
     when: tuple[bytes, Callable[[], None]] | None = None,
     timeout: float = 60,
+    no_color: bool = False,
+    raw: bool = False,
 ) -> tuple[str, int]:
-    """Run ``belt ARGS`` on a pseudo-terminal ``columns`` wide (colour on); calls ``when[1]``
-    once the output holds ``when[0]``. Its output (escapes removed) and exit code."""
+    """Run ``belt ARGS`` on a pseudo-terminal ``columns`` wide (colour on, unless ``no_color``
+    sets NO_COLOR); calls ``when[1]`` once the output holds ``when[0]``. Its output (escapes
+    removed, unless ``raw``) and exit code."""
     primary, secondary = os.openpty()
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    if no_color:
+        env["NO_COLOR"] = "1"
     env.update(COLUMNS=str(columns), LINES="40", TERM="xterm")
     proc = subprocess.Popen(
         [sys.executable, "-m", "belt", *args],
@@ -264,7 +269,8 @@ def on_terminal(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return ANSI.sub("", seen.decode()).replace("\r\n", "\n"), code
+    text = seen.decode() if raw else ANSI.sub("", seen.decode())
+    return text.replace("\r\n", "\n"), code
 
 
 @pytest.mark.parametrize("columns", [60, 120])
@@ -281,6 +287,24 @@ def test_sim_list_on_a_terminal_shows_whole_short_ids(tmp_path: Path, columns: i
     left_out = "(left out at 60 columns: started; --json has all)"
     assert (left_out in out) == (columns == 60), out
     assert belt("sim", "show", short_id(run_id)).exit_code == 0
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+def test_no_color_on_a_terminal_turns_colour_off_and_keeps_the_terminal_layout(
+    tmp_path: Path, no_color: bool
+) -> None:
+    report = held_run(tmp_path)
+    run_id = report["runs"][0]["id"]
+    printed, code = on_terminal(["sim", "list"], columns=60, no_color=no_color, raw=True)
+    out = ANSI.sub("", printed)
+    assert code == 0, out
+    # Short ids, never cut, the table fitted to the terminal, as with colour.
+    assert re.search(rf"^{short_id(run_id)} ", out, re.M), out
+    assert run_id not in out
+    assert all(len(line) <= 60 for line in out.splitlines()), out
+    assert "(left out at 60 columns: started; --json has all)" in out
+    # Colour (and every other escape) only without NO_COLOR.
+    assert ("\x1b[" in printed) == (not no_color), printed
 
 
 def test_sim_list_piped_shows_whole_ids(tmp_path: Path) -> None:
