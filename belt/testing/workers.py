@@ -34,8 +34,9 @@ from belt.errors import UsageError
 T = TypeVar("T")
 Step = Callable[..., Any]
 
-_WORK: tuple[Step, Sequence[tuple[Any, ...]]] | None = None
-"""The step and the scenarios of the running pool, inherited by its forked workers."""
+_WORK: tuple[Step, Sequence[tuple[Any, ...]], Any] | None = None
+"""The step and the scenarios of the running pool, and the flag that stops it (shared
+memory), inherited by its forked workers."""
 
 
 def cores() -> int:
@@ -82,18 +83,21 @@ def shard_of(items: Sequence[T], shard: tuple[int, int] | None) -> list[T]:
 
 def run_all(step: Step, items: Sequence[tuple[Any, ...]], *, jobs: int) -> Iterator[Any]:
     """``step(*item)`` for each item, in order: in this process with one job, else in ``jobs``
-    worker processes, handed ``chunk_size`` items at a time. Stopping early (closing the
-    iterator) cancels what has not started and waits for the items under way, so no worker
-    is killed in the middle of a write."""
+    worker processes, handed out a few at a time (``chunks``). Stopping early (closing the
+    iterator, as ``-x`` and Ctrl-C do) starts no other item, those already handed out among
+    them, and waits for the items under way, so no worker is killed in the middle of a
+    write."""
     if jobs <= 1 or len(items) <= 1 or not _can_fork():
         for item in items:
             yield step(*item)
         return
     global _WORK
-    _WORK = (step, items)
+    context = multiprocessing.get_context("fork")
+    stop = context.RawValue("b", 0)
+    _WORK = (step, items, stop)
     pool = ProcessPoolExecutor(
         max_workers=min(jobs, len(items)),
-        mp_context=multiprocessing.get_context("fork"),
+        mp_context=context,
         initializer=_worker_started,
     )
     try:
@@ -103,6 +107,7 @@ def run_all(step: Step, items: Sequence[tuple[Any, ...]], *, jobs: int) -> Itera
         for future in futures:
             yield from future.result()
     finally:
+        stop.value = 1  # a worker starts nothing more, even what it was handed already
         pool.shutdown(wait=True, cancel_futures=True)
         _WORK = None
 
@@ -142,8 +147,13 @@ def _run(indexes: range) -> list[Any]:
     """In a worker: run some items of the pool's work, and make their results fit to send
     back."""
     assert _WORK is not None, "a worker runs only inside run_all"
-    step, items = _WORK
-    return [portable(step(*items[index])) for index in indexes]
+    step, items, stop = _WORK
+    results = []
+    for index in indexes:
+        if stop.value:
+            break  # the parent stopped early and reads no more results
+        results.append(portable(step(*items[index])))
+    return results
 
 
 def portable(result: Any) -> Any:

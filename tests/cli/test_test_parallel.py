@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
@@ -276,6 +278,84 @@ def test_files_that_are_not_tests_or_do_not_parse_are_reported_alike_for_any_j(
         done = run_belt("test", str(suite), "--json", "-j", jobs, "-x")
         assert done.returncode == 5
         assert [r["scenario"] for r in lines(done.stdout)] == shown[:1]
+
+
+HOLD = """
+import os, time
+from pathlib import Path
+
+def hold(payload):
+    \"\"\"Say this process is under way, wait (at most 60 s) until the test says go, then say
+    this call ended.\"\"\"
+    shared = Path(os.environ["HOLD"])
+    call = f"{os.getpid()}-{time.monotonic_ns()}"
+    (shared / f"started-{call}").touch()
+    deadline = time.monotonic() + 60
+    while not (shared / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (shared / f"ended-{call}").touch()
+    return None
+"""
+
+
+def test_ctrl_c_under_j2_lets_the_running_scenarios_end_and_starts_no_more(
+    tmp_path: Path,
+) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "hold.py").write_text(HOLD)
+    hook = {"event": "agent.tool_call", "type": "webhook", "handler": f"py:{suite}/hold.py:hold"}
+    for number in range(40):
+        doc = {
+            "agent": {"hooks": [hook]},
+            "turns": [
+                {
+                    "user": "go",
+                    "model": [{"tool_calls": [{"name": "write_file", "arguments": {}}]}, {}],
+                }
+            ],
+            "expect": [{"tool": "write_file", "status": "completed"}],
+        }
+        (suite / f"s{number:02d}.json").write_text(json.dumps(doc))
+    shared = tmp_path / "hold"
+    shared.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "belt", "test", str(suite), "--json", "-j", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "HOLD": str(shared)},
+        start_new_session=True,  # a group of its own, as a terminal's job is
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers(shared)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(workers(shared)) == 2, "two workers under way"
+        os.killpg(process.pid, signal.SIGINT)  # Ctrl-C reaches every process of the group
+        (shared / "go").touch()
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert "Traceback" not in stderr
+    # Every scenario that started ran to its end; the rest of the handfuls the workers held
+    # (and of those queued for them) did not start: two were under way, and a worker that
+    # ended its scenario before the parent had taken in the Ctrl-C may have begun one more.
+    started = {path.name.split("-", 1)[1] for path in shared.glob("started-*")}
+    ended = {path.name.split("-", 1)[1] for path in shared.glob("ended-*")}
+    assert started == ended
+    assert 2 <= len(started) < sum(len(handful) for handful in chunks(40, 2)[:2])
+    assert len(lines(stdout)) < 40
+
+
+def workers(shared: Path) -> set[str]:
+    """The processes that have started a held call."""
+    return {path.name.split("-")[1] for path in shared.glob("started-*")}
 
 
 def test_the_handfuls_shrink_to_one_at_the_end_and_cover_the_suite_once_in_order() -> None:
