@@ -36,6 +36,7 @@ from belt.signing import secret_key
 from belt.text import printable, short
 from belt.wire.platform import (
     WEBHOOK_TIMEOUT_DEFAULT,
+    WEBHOOK_TIMEOUT_MAX,
     ContextInjection,
     HookHandlerType,
     LifecycleHookPayload,
@@ -71,6 +72,8 @@ class TriggerReport:
     """True when the handler was a ``py:`` function, called rather than POSTed to."""
     traceback: str | None = None
     """The traceback of what a ``py:`` handler raised (shown with ``-v``; not in ``to_json``)."""
+    timeout: float = WEBHOOK_TIMEOUT_DEFAULT
+    """The seconds the handler had to answer, in all (not in ``to_json``)."""
 
     @property
     def ok(self) -> bool:
@@ -261,13 +264,19 @@ def trigger(
     sets: Sequence[str] = (),
     unsets: Sequence[str] = (),
     secret: str | None = None,
+    timeout: float = WEBHOOK_TIMEOUT_DEFAULT,
     transport: httpx.BaseTransport | None = None,
 ) -> TriggerReport:
     """Send a payload of ``event`` (``build_payload``) to ``to`` and explain the answer.
 
     ``to`` is a webhook URL (POSTed, signed with ``secret`` when given) or ``py:MODULE:FUNC``
-    (``py:path/to/file.py:FUNC``), called in-process as every ``py:`` handler is.
+    (``py:path/to/file.py:FUNC``), called in-process as every ``py:`` handler is. The handler
+    has ``timeout`` seconds to answer, in all (more than 0, at most the webhook maximum).
     """
+    if not 0 < timeout <= WEBHOOK_TIMEOUT_MAX:
+        raise InvalidInput(
+            f"--timeout {timeout:g}: expected more than 0 and at most {WEBHOOK_TIMEOUT_MAX} seconds"
+        )
     in_process = is_in_process(to)
     if in_process:
         if secret:
@@ -284,9 +293,9 @@ def trigger(
         secret_key(secret)
     sent = build_payload(event, data, payload=payload, sets=sets, unsets=unsets)
     result = (
-        _call(to, sent, secret=secret, transport=transport)
+        _call(to, sent, secret=secret, timeout=timeout, transport=transport)
         if not in_process
-        else _in_process(to, sent)
+        else _in_process(to, sent, timeout=timeout)
     )
     answer = result.response
     decision = answer.decision if answer else None
@@ -335,6 +344,7 @@ def trigger(
             if result.exception is not None
             else None
         ),
+        timeout=timeout,
     )
 
 
@@ -343,31 +353,28 @@ def _call(
     payload: dict[str, Any],
     *,
     secret: str | None,
+    timeout: float,
     transport: httpx.BaseTransport | None,
 ) -> WebhookResult:
-    """POST ``payload`` to the webhook ``url`` within the webhook timeout."""
+    """POST ``payload`` to the webhook ``url`` within ``timeout`` seconds."""
     with webhook_client(transport) as client:
-        return deliver(client, url, payload, timeout=float(WEBHOOK_TIMEOUT_DEFAULT), secret=secret)
+        return deliver(client, url, payload, timeout=timeout, secret=secret)
 
 
-def _in_process(spec: str, payload: dict[str, Any]) -> WebhookResult:
-    """Call the ``py:`` handler ``spec`` with ``payload`` within the webhook timeout."""
+def _in_process(spec: str, payload: dict[str, Any], *, timeout: float) -> WebhookResult:
+    """Call the ``py:`` handler ``spec`` with ``payload`` within ``timeout`` seconds."""
     func = load_handler(spec, where="--to")
     caller = InProcess()
     try:
-        return caller.send(
-            spec, func, payload, timeout=float(WEBHOOK_TIMEOUT_DEFAULT), message_limit=None
-        )
+        return caller.send(spec, func, payload, timeout=timeout, message_limit=None)
     finally:
         caller.close()
 
 
 def failure(report: TriggerReport) -> Unreachable:
     """The error (exit 6) for a failed trigger, with what to check."""
-    timeout = WEBHOOK_TIMEOUT_DEFAULT
-
     if report.status is None and TIMED_OUT in (report.error or ""):
-        hint = f"the handler must answer within {timeout} s; check that it does not block"
+        hint = f"the handler must answer within {report.timeout:g} s; check that it does not block"
     elif report.in_process and report.status is None:
         hint = "check that the function can be imported and takes the payload"
     elif report.in_process and "raised" in (report.error or ""):

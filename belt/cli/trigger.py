@@ -56,6 +56,13 @@ def trigger(
     secret: Annotated[
         str | None, typer.Option(help="whsec_... secret to sign the request with.")
     ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            metavar="S",
+            help="Seconds the handler has to answer, in all (more than 0, at most 300).",
+        ),
+    ] = 30,
     json_: Annotated[bool, typer.Option("--json", help="Print the whole report as JSON.")] = False,
 ) -> None:
     """Send a payload of EVENT to a handler and say what the platform would do.
@@ -65,7 +72,7 @@ def trigger(
     decision, any injection and its lifetime, and the transcript row the call would leave. Keys
     of the answer the platform does not know are ignored, each with a warning. A handler that
     cannot be reached, answers non-2xx (a py: handler that raises; `belt -v trigger` prints its
-    traceback) or returns an invalid body exits 6.
+    traceback), does not answer within --timeout seconds or returns an invalid body exits 6.
 
     Examples:
 
@@ -85,6 +92,7 @@ def trigger(
         sets=set_ or [],
         unsets=unset or [],
         secret=secret,
+        timeout=timeout,
     )
     if json_:
         output.print_json(report.to_json())

@@ -118,6 +118,36 @@ def test_no_full_url_or_secret_reaches_the_terminal(webhook: HookApp) -> None:
             assert hidden not in seen
 
 
+def test_timeout_is_the_deadline_of_a_webhook_delivery() -> None:
+    with hook_app() as app:
+        app.hold = lambda name, payload: True
+        result = belt("trigger", "agent.start", "--to", f"{app.url}/held", "--timeout", "0.5")
+        assert app.held.is_set()
+    assert result.exit_code == 6
+    host = app.url.removeprefix("http://")
+    assert f"error: {host} did not answer within 0.5 s" in result.stderr
+    assert "hint: the handler must answer within 0.5 s" in result.stderr
+
+
+def test_timeout_is_the_deadline_of_a_py_handler_too() -> None:
+    pyhooks.release.clear()
+    try:
+        result = belt(
+            "trigger", "agent.start", "--to", "py:tests.pyhooks:block", "--timeout", "0.2", "--json"
+        )
+    finally:
+        pyhooks.release.set()
+    assert result.exit_code == 6
+    assert result.json()["error"] == "py:tests.pyhooks:block did not answer within 0.2 s"
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "301", "nan", "inf"])
+def test_a_timeout_out_of_bounds_is_refused(timeout: str) -> None:
+    result = belt("trigger", "agent.start", "--to", "http://127.0.0.1:9/", "--timeout", timeout)
+    assert result.exit_code == 5
+    assert f"--timeout {timeout}: expected more than 0 and at most 300 seconds" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
