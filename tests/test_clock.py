@@ -293,6 +293,42 @@ def test_a_held_simulation_keeps_its_clocks_time_on_its_record(
     assert "clock_from_wall" not in report["simulation"]
 
 
+def test_a_gate_resolved_by_hand_is_stamped_with_its_runs_clock(
+    tmp_path: Path, store: Store
+) -> None:
+    report = simulate(tmp_path, [gated_turn(wait=[{"seconds": 30}])], clock="2026-08-11T14:00:00Z")
+    (interrupt,) = report["interrupts"]
+    # Resolved from another process, on wall time: the run's clock says when it happened.
+    resolved = belt("interrupt", "resolve", interrupt["id"], "allow", "--json")
+    assert resolved.exit_code == 0, resolved.stderr
+    assert resolved.json()["resolved_at"] == "2026-08-11T14:00:30.000Z"
+    assert resolved.json()["updated_at"] == "2026-08-11T14:00:30.000Z"
+    resumed = belt("sim", "resume", report["runs"][0]["id"], "--json")
+    assert resumed.exit_code == 0, resumed.stderr
+    tool = [m for m in resumed.json()["chat"]["chat_messages"] if m["role"] == "tool"]
+    assert tool[0]["content"] == [{"type": "text", "text": "deleted"}]  # allowed: it ran
+    assert tool[0]["created_at"] == "2026-08-11T14:00:30.000Z"
+
+
+def test_a_gate_on_a_clock_only_its_server_knows_is_stamped_no_earlier_than_it_opened(
+    store: Store,
+) -> None:
+    from belt.records.interrupts import create_interrupt, resolve_interrupt
+
+    with installed(VirtualClock(START)):  # as belt serve --clock opens gates
+        opened = create_interrupt(
+            store=store, run_id="run_served", chat_id="chat_served", event="agent.tool_call"
+        )
+    resolved = resolve_interrupt(store=store, interrupt_id=opened["id"], decision="deny")
+    assert resolved["resolved_at"] == "2026-08-11T14:00:00.000Z"
+    # On wall time, a gate of wall time is stamped with wall time, as before.
+    plain = create_interrupt(
+        store=store, run_id="run_wall", chat_id="chat_wall", event="agent.tool_call"
+    )
+    settled = resolve_interrupt(store=store, interrupt_id=plain["id"], decision="allow")
+    assert abs(parse_rfc3339(settled["resolved_at"], "x") - utcnow()) < timedelta(minutes=1)
+
+
 def test_a_simulations_waits_settle_only_its_own_runs_gates(tmp_path: Path, store: Store) -> None:
     from belt.records.interrupts import create_interrupt, read_record
 

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
-from belt.errors import Conflict, InvalidInput, NotFound
+from belt.errors import BeltError, Conflict, InvalidInput, NotFound
 from belt.records.names import find_id, short_id
 from belt.store import Store, check_id, clock, open_store
 from belt.store.clock import epoch_ms, parse_timestamp, timestamp, utcnow
@@ -326,6 +326,23 @@ def _settle(store: Store, interrupt_id: str, change: Callable[[Interrupt], Inter
     return record
 
 
+def _clock_of(store: Store, record: Interrupt) -> str:
+    """The time of the virtual clock an interrupt was opened on, for a process on wall time:
+    its run's simulation's clock as last recorded; else (a server's clock, which only that
+    server knows, or a record that cannot be read) the time the interrupt opened. Never
+    before that."""
+    opened = str(record.get("created_at"))
+    try:
+        run = store.get("run", str(record["run_id"])) or {}
+        sim = store.get("sim", str(run["sim_id"])) if run.get("sim_id") else None
+        moment = parse_timestamp(str(sim["clock"])) if sim and sim.get("clock") else None
+        if moment is not None and moment > parse_timestamp(opened):
+            return timestamp(moment)
+    except BeltError:
+        pass
+    return opened
+
+
 def resolve_interrupt(
     *,
     store: Store | None = None,
@@ -343,11 +360,13 @@ def resolve_interrupt(
         raise InvalidInput(f"decision {decision!r} must be allow or deny")
     store = _store(store)
     check_id(interrupt_id, what="interrupt id")
-    stamp = timestamp(now or clock.now())
+    on_wall_time = now is None and clock.current() is None
+    at = timestamp(now or clock.now())
 
     def resolve(record: Interrupt) -> Interrupt:
         if record.get("status") != InterruptStatus.PENDING:
             raise _not_pending(record)
+        stamp = _clock_of(store, record) if on_wall_time and record.get("virtual_clock") else at
         record.update(
             {
                 "status": InterruptStatus.RESOLVED.value,
