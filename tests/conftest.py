@@ -5,10 +5,12 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from belt.store import Store, open_store
+from tests.browser import chromium
 
 pytest_plugins = ["tests.sdk_flow"]
 """The SDK end-to-end tests' fixtures (`sdk_served`, `sdk_handler`) and what they share."""
@@ -52,3 +54,25 @@ def served(store: Store) -> Iterator[str]:
     decide = policy_decider(load_policy(Path(__file__).parent.parent / "examples" / "policy.toml"))
     with running(create_app(store=store, decide=decide, sweep_interval=0)) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for a module of browser tests; each test opens its own page."""
+    with chromium() as context:
+        yield context
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A page of the module's Chromium: its dialogs are dismissed and their messages kept (as
+    ``page.dialogs``); an error the page's script raised fails the test."""
+    opened = browser.new_page()
+    dialogs: list[str] = []
+    errors: list[str] = []
+    opened.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.dialogs = dialogs
+    yield opened
+    opened.close()
+    assert errors == [], errors

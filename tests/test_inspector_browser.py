@@ -4,7 +4,6 @@ replay, a gate allowed from the page, and hostile text shown as text."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 from belt.engine.api import run_scenario
 from belt.server.app import create_app
 from belt.store import Store
-from tests.browser import chromium, missing
+from tests.browser import missing
 from tests.hookapp import hook_app
 from tests.servers import running
 from tests.test_inspector import eventually, gated_scenario, payload
@@ -22,26 +21,6 @@ from tests.test_inspector import eventually, gated_scenario, payload
 pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
 
 XSS = "<img src=x onerror=alert(1)>"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One Chromium for the module; each test opens its own page."""
-    with chromium() as context:
-        yield context
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    opened = browser.new_page()
-    dialogs: list[str] = []
-    errors: list[str] = []
-    opened.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    opened.dialogs = dialogs
-    yield opened
-    opened.close()
-    assert errors == [], errors
 
 
 def test_a_delivery_appears_live_and_its_detail_shows_the_body(page: Any, served: str) -> None:

@@ -5,7 +5,6 @@ wide."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,30 +14,13 @@ import pytest
 from belt.engine.api import run_scenario
 from belt.server.app import create_app
 from belt.store import Store
-from tests.browser import chromium, missing
+from tests.browser import missing
 from tests.servers import running
 from tests.test_inspector import gated_scenario, payload
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
 
 NARROW = {"width": 480, "height": 800}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One Chromium for the module; each test opens its own page."""
-    with chromium() as context:
-        yield context
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    opened = browser.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    yield opened
-    opened.close()
-    assert errors == [], errors
 
 
 def two_gates(tmp_path: Path) -> Path:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import signal
 import stat
 import subprocess
@@ -27,6 +26,8 @@ from belt.signing import signed_headers
 from belt.store import open_store
 from belt.store.clock import utcnow
 from tests.cli.runner import belt
+from tests.terminal import Terminal
+from tests.terminal import on_terminal as belt_on_terminal
 
 ROOT = Path(__file__).parent.parent.parent
 
@@ -43,79 +44,10 @@ def tool_gate(tool: str, run_id: str = "ar_run1", **kwargs: object) -> dict:
 @contextmanager
 def on_terminal(args: list[str], env: dict[str, str] | None = None) -> Iterator[Terminal]:
     """``belt ARGS`` on a pseudo-terminal (stdin, stdout and stderr)."""
-    primary, secondary = os.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "belt", *args],
-        stdin=secondary,
-        stdout=secondary,
-        stderr=secondary,
-        cwd=ROOT,
-        env={**os.environ, "TERM": "dumb", **(env or {})},
-    )
-    os.close(secondary)
-    terminal = Terminal(proc, primary)
-    try:
+    with belt_on_terminal(
+        args, env={**os.environ, "TERM": "dumb", **(env or {})}, cwd=ROOT
+    ) as terminal:
         yield terminal
-    finally:
-        os.close(primary)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
-class Terminal:
-    """What a process printed on its terminal so far, read on demand."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], primary: int) -> None:
-        self.proc, self.primary, self.seen = proc, primary, b""
-
-    def wait_for(self, text: str, timeout: float = 60) -> None:
-        """Read until ``text`` has been printed (or the process ended: an assertion)."""
-        deadline = time.monotonic() + timeout
-        while text.encode() not in self.seen:
-            assert time.monotonic() < deadline, f"never printed {text!r}:\n{self.text}"
-            if not self._read(0.2) and self.proc.poll() is not None:
-                raise AssertionError(f"ended before printing {text!r}:\n{self.text}")
-
-    def finish(self, timeout: float = 60) -> int:
-        """Read to the end; the exit code."""
-        deadline = time.monotonic() + timeout
-        while self.proc.poll() is None or self._read(0):
-            assert time.monotonic() < deadline, f"did not finish:\n{self.text}"
-            self._read(0.2)
-        return self.proc.wait()
-
-    def _read(self, wait: float) -> bool:
-        ready, _, _ = select.select([self.primary], [], [], wait)
-        if not ready:
-            return False
-        try:
-            chunk = os.read(self.primary, 65536)
-        except OSError:  # the terminal closed with the process
-            return False
-        self.seen += chunk
-        return bool(chunk)
-
-    def interrupt(self, timeout: float = 60) -> int:
-        """Press Ctrl-C (SIGINT) at a prompt; the exit code.
-
-        A SIGINT that lands after the prompt was written but before the read began only marks
-        the signal, and the read then waits for input (a person's Ctrl-C comes while it waits):
-        so it is sent again each time the process has not ended after a while.
-        """
-        deadline = time.monotonic() + timeout
-        while True:
-            self.proc.send_signal(signal.SIGINT)
-            pressed = time.monotonic()
-            while self.proc.poll() is None and time.monotonic() - pressed < 5:
-                self._read(0.1)
-            if self.proc.poll() is not None:
-                return self.finish()
-            assert time.monotonic() < deadline, f"Ctrl-C never ended it:\n{self.text}"
-
-    @property
-    def text(self) -> str:
-        return self.seen.decode(errors="replace").replace("\r\n", "\n")
 
 
 # -- Ctrl-C: exit 130 and one line, in every command --------------------------------------------

@@ -11,7 +11,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +24,7 @@ from belt.records.names import short_id
 from belt.server.inspector.deliveries import Deliveries
 from belt.store import open_store
 from tests.cli.runner import belt
+from tests.terminal import on_terminal as belt_on_terminal
 from tests.waiting import eventually
 
 DELETE = {"name": "delete_file", "arguments": {"path": "/tmp/old.txt"}, "result": "deleted"}
@@ -229,46 +229,19 @@ def on_terminal(
     """Run ``belt ARGS`` on a pseudo-terminal ``columns`` wide (colour on, unless ``no_color``
     sets NO_COLOR); calls ``when[1]`` once the output holds ``when[0]``. Its output (escapes
     removed, unless ``raw``) and exit code."""
-    primary, secondary = os.openpty()
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     if no_color:
         env["NO_COLOR"] = "1"
     env.update(COLUMNS=str(columns), LINES="40", TERM="xterm")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "belt", *args],
-        stdin=secondary,
-        stdout=secondary,
-        stderr=secondary,
-        env=env,
-    )
-    os.close(secondary)
-    seen, pending = b"", when
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"belt did not finish in time; it printed:\n{seen.decode()}"
-            ready, _, _ = select.select([primary], [], [], min(remaining, 0.2))
-            if not ready:
-                if proc.poll() is not None:
-                    break
-                continue
-            try:
-                chunk = os.read(primary, 65536)
-            except OSError:  # the terminal closed with the process
-                break
-            if not chunk:
-                break
-            seen += chunk
-            if pending is not None and pending[0] in ANSI.sub("", seen.decode()).encode():
-                pending[1]()
-                pending = None
-        code = proc.wait(timeout=max(deadline - time.monotonic(), 1))
-    finally:
-        os.close(primary)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    pending = [when] if when is not None else []
+
+    def reply(seen: bytes) -> None:
+        if pending and pending[0][0] in ANSI.sub("", seen.decode()).encode():
+            pending.pop()[1]()
+
+    with belt_on_terminal(args, env=env) as terminal:
+        code = terminal.converse(reply, timeout)
+        seen = terminal.seen
     text = seen.decode() if raw else ANSI.sub("", seen.decode())
     return text.replace("\r\n", "\n"), code
 

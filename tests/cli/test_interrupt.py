@@ -21,6 +21,7 @@ from belt.records.interrupts import DTO_FIELDS, create_interrupt, resolve_interr
 from belt.store import open_store
 from tests.cli.runner import belt
 from tests.racers import race
+from tests.terminal import on_terminal
 
 
 def open_gate(run_id: str = "run_1", **kwargs) -> dict:
@@ -410,42 +411,17 @@ PROMPTS = (b"[a/d/s/q] ", b"Enter for none): ")
 def converse(args: list[str], answers: list[str], timeout: float = 60) -> tuple[str, int]:
     """Run ``belt ARGS`` on a pseudo-terminal, typing each answer when belt asks; its output
     (with what the terminal echoed) and exit code."""
-    primary, secondary = os.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "belt", *args],
-        stdin=secondary,
-        stdout=secondary,
-        stderr=secondary,
-        env={**os.environ, "TERM": "dumb"},
-    )
-    os.close(secondary)
-    seen, left = b"", list(answers)
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"belt did not finish in time; it printed:\n{seen.decode()}"
-            ready, _, _ = select.select([primary], [], [], min(remaining, 0.2))
-            if not ready:
-                if proc.poll() is not None:
-                    break
-                continue
-            try:
-                chunk = os.read(primary, 65536)
-            except OSError:  # the terminal closed with the process
-                break
-            if not chunk:
-                break
-            seen += chunk
-            if seen.endswith(PROMPTS):
-                assert left, f"belt asked more than was answered:\n{seen.decode()}"
-                os.write(primary, left.pop(0).encode() + b"\n")
-        code = proc.wait(timeout=max(deadline - time.monotonic(), 1))
-    finally:
-        os.close(primary)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    left = list(answers)
+
+    def reply(seen: bytes) -> bytes | None:
+        if not seen.endswith(PROMPTS):
+            return None
+        assert left, f"belt asked more than was answered:\n{seen.decode()}"
+        return left.pop(0).encode() + b"\n"
+
+    with on_terminal(args, env={**os.environ, "TERM": "dumb"}) as terminal:
+        code = terminal.converse(reply, timeout)
+        seen = terminal.seen
     assert not left, f"answers left over: {left}\n{seen.decode()}"
     return seen.decode().replace("\r\n", "\n"), code
 
