@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from belt.errors import ExitCode, InvalidInput, NotFound, UsageError
-from belt.records import registry
+from belt.records import registry, registry_index
 from belt.records.registry import (
     DEFAULT_OWNER,
     ENTRIES,
@@ -645,6 +645,175 @@ def test_an_index_kept_open_between_searches_follows_a_replaced_file(store: Stor
     assert registry_index.reader(path, durable=False) is not kept
     path.write_bytes(b"not a database at all, just text" * 100)  # damaged in place
     assert {m.id for m in search(store, query="backups")} == {first.id, second.id}
+
+
+def fts5_ranking(path: Path, prompt: str) -> list[tuple[str, float]]:
+    """FTS5's own ``-bm25()`` of a query, best first, ties to the older entry."""
+    from belt.records import registry_index
+
+    words = query_words(prompt)
+    weights = ", ".join(str(weight) for weight in registry_index.WEIGHTS)
+    with sqlite3.connect(path) as db:
+        return [
+            (str(entry_id), float(score))
+            for entry_id, score in db.execute(
+                f"SELECT e.id, -bm25(fts, {weights}) AS s FROM fts JOIN entries AS e "
+                "ON e.rowid = fts.rowid WHERE fts MATCH ? ORDER BY s DESC, fts.rowid LIMIT 100",
+                (match_expression(words),),
+            )
+        ]
+
+
+VOCABULARY = ["backup", "backups", "nightly", "vault", "keys", "rotate", "restore", "disk", "café"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=3),
+            st.lists(st.sampled_from(VOCABULARY), max_size=2),
+            st.lists(st.sampled_from([*VOCABULARY, "filler"]), max_size=30),
+        ),
+        min_size=1,
+        max_size=25,
+    ),
+    removed=st.sets(st.integers(min_value=0, max_value=24), max_size=5),
+    prompts=st.lists(st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6), max_size=4),
+)
+def test_scores_are_fts5s_own_bm25_to_the_last_bit(
+    texts: list[tuple[list[str], list[str], list[str]]],
+    removed: set[int],
+    prompts: list[list[str]],
+) -> None:
+    """The index scores from its postings what FTS5's ``bm25()`` scores, in the same order,
+    after entries are added, versioned and removed."""
+    with fresh_store() as store:
+        outcomes = registry.save_candidates(
+            store,
+            owner=DEFAULT_OWNER,
+            candidates=[
+                (
+                    make_candidate(
+                        name=" ".join(name), kind="concept", tags=tags, text=" ".join(["x", *text])
+                    ),
+                    PERSON,
+                )
+                for name, tags, text in texts
+            ],
+        )
+        for number in sorted(removed):
+            if number < len(outcomes) and outcomes[number].action == "created":
+                remove_entry(store, entry_id=outcomes[number].id)
+        save(store, " ".join(texts[0][0]), "a new version: nightly backups of the vault")
+        for words in [*prompts, VOCABULARY]:
+            prompt = " ".join(words)
+            found = [(m.id, m.score) for m in search(store, query=prompt, limit=100)]
+            expected = fts5_ranking(index_path(store, DEFAULT_OWNER), prompt)
+            # Match.score is rounded for show; the index's own scores are compared exactly.
+            assert [entry_id for entry_id, _ in found] == [entry_id for entry_id, _ in expected]
+            assert found == [(entry_id, float(f"{score:.4g}")) for entry_id, score in expected]
+            index = registry_index_reader(store)
+            exact = [
+                (hit.row.id, hit.score) for hit in index.search(query_words(prompt), limit=100)
+            ]
+            assert exact == expected
+
+
+def registry_index_reader(store: Store) -> registry_index.SearchIndex:
+    index = registry_index.reader(index_path(store, DEFAULT_OWNER), durable=False)
+    assert index is not None
+    return index
+
+
+def test_postings_written_change_by_change_are_those_a_rebuild_writes(store: Store) -> None:
+    first = save(store, "Backups", "Backups run nightly.", tags=("ops",))
+    save(store, "Vault", "Rotate the vault keys after the nightly backup.")
+    save(store, "Backups", "Backups run nightly, and restores are tested weekly.")
+    third = save(store, "Disk", "The backup disk is replaced yearly.")
+    remove_entry(store, entry_id=third.id)
+    path = index_path(store, DEFAULT_OWNER)
+
+    def postings() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+        with sqlite3.connect(path) as db:
+            return (
+                db.execute("SELECT * FROM postings ORDER BY term").fetchall(),
+                db.execute(
+                    "SELECT key, value FROM meta WHERE key IN ('rows', 'tokens')"
+                ).fetchall(),
+            )
+
+    written = postings()
+    assert dict(written[1])["rows"] == 2
+    assert any(term == "backup" for term, *_ in written[0])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = -1 WHERE key = 'journal'")  # stale: rebuilt
+    assert [m.id for m in search(store, query="backups")][0] == first.id
+    assert postings() == written
+
+
+def test_damaged_postings_are_rebuilt(store: Store) -> None:
+    entry = save(store, "Backups", "Backups run nightly.")
+    search(store, query="backups")  # an index kept open, as a long-lived process has
+    with sqlite3.connect(index_path(store, DEFAULT_OWNER)) as db:
+        db.execute("UPDATE postings SET docs = x'01020304' WHERE term = 'backup'")
+    assert [m.id for m in search(store, query="backups nightly")] == [entry.id]
+    with sqlite3.connect(index_path(store, DEFAULT_OWNER)) as db:
+        db.execute("DELETE FROM meta WHERE key = 'tokens'")
+    assert [m.id for m in suggest(store, owner=DEFAULT_OWNER, prompt="backups nightly")] == [
+        entry.id
+    ]
+
+
+ADDER = """
+import sys
+from pathlib import Path
+from belt.records.registry import Origin, make_candidate, save_candidate
+from belt.store import Store
+candidate = make_candidate(name="Restores", kind="observation", text="Restores come from backups.")
+print(save_candidate(Store(Path(sys.argv[1])), owner="local", candidate=candidate,
+                     origin=Origin.person("other")).id)
+"""
+
+
+def test_an_entry_another_process_adds_is_found_by_the_index_kept_open(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store", fsync=False)
+    first = save(store, "Backups", "Backups run nightly.")
+    kept = registry_index_reader(store)
+    assert [m.id for m in suggest(store, owner=DEFAULT_OWNER, prompt="nightly backups")] == [
+        first.id
+    ]
+    added = subprocess.run(
+        [sys.executable, "-c", ADDER, str(store.root)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    ).stdout.strip()
+    assert registry_index_reader(store) is kept  # the same file, changed in place
+    assert {m.id for m in search(store, query="backups")} == {first.id, added}
+    assert [m.id for m in suggest(store, owner=DEFAULT_OWNER, prompt="restores from backups")] == [
+        added
+    ]
+
+
+def test_a_forked_process_opens_an_index_of_its_own(store: Store) -> None:
+    entry = save(store, "Backups", "Backups run nightly.")
+    kept = registry_index_reader(store)
+    assert [m.id for m in search(store, query="backups")] == [entry.id]
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through its exit status
+        try:
+            own = registry_index_reader(store)
+            found = [m.id for m in search(store, query="backups")]
+            os._exit(0 if own is not kept and found == [entry.id] else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert registry_index_reader(store) is kept  # the parent's is untouched, and still works
+    assert [m.id for m in search(store, query="backups")] == [entry.id]
 
 
 def test_an_index_of_another_format_or_shape_is_rebuilt(store: Store) -> None:

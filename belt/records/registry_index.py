@@ -1,48 +1,62 @@
-"""The registry's search index: one SQLite FTS5 file per owner, derived from the store's entries.
+"""The registry's search index: one SQLite file per owner, derived from the store's entries.
 
 The file (``<store root>/search/registry/<owner>.sqlite3``) is a copy of an owner's entries shaped
 for ranking; the entries in the store are the truth. ``belt.records.registry`` decides when the
 copy is stale and rebuilds it; this module only keeps the file and answers queries:
 
 - ``meta`` holds the file's ``format`` and ``journal``: the size of the owner's entry index in
-  the store when the copy was last brought up to date (see docs/builtins.md, "Freshness");
+  the store when the copy was last brought up to date (see docs/builtins.md, "Freshness"), and
+  the number of rows and of their tokens;
 - ``entries`` holds one row per entry (id, normalised name, kind, tags, text, version, and the
-  agents whose extraction it is) and ``fts`` the FTS5 table searched, sharing its rowids;
-  ``fts_terms`` (fts5vocab) lists the terms of every entry, so that a query counts in SQL how
-  many of its terms each entry shares.
+  agents whose extraction it is) and ``fts`` the FTS5 table of the same rows, sharing rowids;
+- ``postings`` holds, for each term, the rows that hold it, how often (weighted by column) and
+  each row's length in tokens, as three little-endian arrays: all a query reads to count the
+  terms an entry shares and to score it, one row per term of the query.
 
 A file that SQLite reports as corrupt or not a database, or that lacks belt's tables, raises
 ``IndexDamaged``; the caller discards it and builds a new one. Text is tokenised by FTS5's
-``porter unicode61 remove_diacritics 2`` and ranked by ``bm25()``; a thresholded query (a
+``porter unicode61 remove_diacritics 2`` (the probe, an in-memory FTS5 table, tokenises queries
+and rows alike) and ranked by BM25 as FTS5's ``bm25()`` computes it; a thresholded query (a
 suggestion) ranks first by the number of the query's terms an entry shares, so no entry that
 shares more of them is ever lost behind entries that share fewer.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
+import math
 import os
 import re
 import sqlite3
+import sys
 import threading
 import unicodedata
-from collections.abc import Iterable, Sequence
+from array import array
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
+from typing import Any
 
 from belt.errors import BeltError, Conflict
 from belt.store.files import SAFE_FLAGS, UnsafeFile, check_regular_or_missing, make_dirs
 from belt.store.store import damaged
 
-FORMAT = 2
+FORMAT = 3
 """The layout of the index file; a file of another format is discarded and rebuilt (2: the
-``fts_terms`` table, and ``agents`` holds the agents whose extraction an entry is)."""
+``fts_terms`` table, and ``agents`` holds the agents whose extraction an entry is; 3: the
+``postings`` table and the counts of rows and tokens in ``meta``, no ``fts_terms``)."""
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 """FTS5 tokenizer: Unicode word characters, case and diacritics folded, English stems."""
 
 WEIGHTS = (4.0, 2.0, 1.0)
 """BM25 column weights of name, tags and text: a word in the name counts four times."""
+_WEIGHTS_SQL = ", ".join(str(weight) for weight in WEIGHTS)
 
 MAX_QUERY_CHARS = 10_000
 """Only this many characters of a query (a prompt can be long) are read."""
@@ -138,6 +152,7 @@ class SearchIndex:
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         self.path = path
         self._db = connection
+        self._changes: _Changes | None = None
 
     @classmethod
     def open(cls, path: Path, *, durable: bool) -> SearchIndex:
@@ -194,6 +209,8 @@ class SearchIndex:
         with self._transaction():
             self._run("DELETE FROM entries")
             self._run("DELETE FROM fts")
+            self._run("DELETE FROM postings")
+            self._run("UPDATE meta SET value = 0 WHERE key IN ('rows', 'tokens')")
             for row in rows:
                 self._insert(row)
             self._set_journal(journal)
@@ -231,98 +248,107 @@ class SearchIndex:
         With ``min_terms`` 1 (a search) the order is BM25's alone. Above 1 (a suggestion) an
         entry sharing more of the query's terms comes first, BM25 ranking those that share as
         many, so none is lost behind entries that share fewer. Ties go to the older entry.
+
+        The score is ``-bm25()`` of the query (its words quoted and joined with OR) as FTS5
+        computes it, from the ``postings`` of the query's terms: how many entries hold each,
+        and how often (weighted by column) each entry holds it in how many tokens. A
+        suggestion scores only the entries of the groups it offers from.
         """
         if not words:
             return []
         word_terms = PROBE.terms(words)
-        query_terms = set().union(*word_terms)
-        if not query_terms:
+        if not any(word_terms):
             return []
-        needed = max(1, min(min_terms, len(query_terms)))
-        parameters: dict[str, object] = {
-            "needed": needed,
-            "match": match_expression(words),
-            "exclude_ids": json.dumps(list(exclude_ids)),
-            "agent": exclude_agent,
-            "limit": limit,
-        }
-        shared = self._shared_terms(words, word_terms, parameters)
-        weights = ", ".join(str(weight) for weight in WEIGHTS)
-        order = "terms DESC, score DESC" if min_terms > 1 else "score DESC"
-        # A plain search is in BM25's order alone: only its best ``limit`` are ranked further.
-        plain = min_terms == 1 and not exclude_ids and exclude_agent is None
-        best_only = "ORDER BY score DESC, rowid LIMIT :limit" if plain else ""
-        first, then = ("ranked", "shared") if plain else ("shared", "ranked")
-        tables = f"{first} CROSS JOIN {then} ON ranked.rid = shared.rid"
-        # Each table is computed once: the terms each entry shares, over the postings of the
-        # query's terms, and BM25 over the entries that match any word (bm25() needs them all).
-        # The smaller table is read first (CROSS JOIN keeps that order): the entries that share
-        # enough terms, or a plain search's best; rows are read in full only for the few
-        # returned.
-        sql = f"""
-            WITH shared AS MATERIALIZED ({shared}),
-            ranked AS MATERIALIZED (
-                SELECT rowid AS rid, -bm25(fts, {weights}) AS score FROM fts WHERE fts MATCH :match
-                {best_only}
-            ),
-            best AS MATERIALIZED (
-                SELECT ranked.rid AS rid, ranked.score AS score, shared.terms AS terms
-                FROM {tables}
-                CROSS JOIN entries AS e ON e.rowid = shared.rid
-                WHERE e.id NOT IN (SELECT value FROM json_each(:exclude_ids))
-                  AND (:agent IS NULL OR instr(e.agents, ' ' || :agent || ' ') = 0)
-                ORDER BY {order}, rid
-                LIMIT :limit
-            )
-            SELECT e.id, e.name_key, e.name, e.kind, e.tags, e.text, e.version, e.agents,
-                   best.score, best.terms
-            FROM best JOIN entries AS e ON e.rowid = best.rid
-            ORDER BY {order}, best.rid
-        """
-        found = self._run(sql, parameters).fetchall()
+        query_terms = len(set().union(*word_terms))
+        needed = max(1, min(min_terms, query_terms))
+        excluded = set(exclude_ids)
+        hits: list[Hit] = []
+        with self._reading():
+            scorer = self._scorer(words, word_terms)
+            if min_terms > 1:
+                ranked = scorer.by_terms_then_score(needed)
+            else:
+                ranked = scorer.by_score(limit + len(excluded))
+            # Rows are read in batches of the best remaining, as many as the exclusions allow.
+            batch = limit + len(excluded)
+            while len(hits) < limit:
+                wanted = list(islice(ranked, batch))
+                if not wanted:
+                    break
+                rows = self._rows([rowid for rowid, _, _ in wanted])
+                for rowid, score, matched in wanted:
+                    row = rows[rowid]
+                    if row.id in excluded or (
+                        exclude_agent is not None and exclude_agent in row.agents
+                    ):
+                        continue
+                    hits.append(Hit(row=row, score=score, matched=matched, terms=query_terms))
+                    if len(hits) == limit:
+                        break
+                batch *= 2
+        return hits
+
+    def _scorer(self, words: Sequence[str], word_terms: Sequence[frozenset[str]]) -> _Scorer:
+        """What scoring the query needs: the postings of its terms, the registry's size in
+        entries and tokens, and FTS5's own ``-bm25()`` of each word it reads as several terms
+        (a character its tables do not know as a letter splits it: a phrase, whose tokens must
+        be adjacent, which the postings do not say)."""
+        terms = sorted(set().union(*word_terms))
+        found = self._all(
+            "SELECT term, docs, freqs, lengths FROM postings "
+            "WHERE term IN (SELECT value FROM json_each(?))",
+            (json.dumps(terms),),
+        )
+        stats = dict(self._all("SELECT key, value FROM meta WHERE key IN ('rows', 'tokens')"))
+        rows, tokens = stats.get("rows"), stats.get("tokens")
+        if not isinstance(rows, int) or not isinstance(tokens, int) or rows < 0 or tokens < 0:
+            raise IndexDamaged(self.path, "meta has no counts of rows and tokens")
         try:
-            return [
-                Hit(
-                    row=_row(record),
-                    score=float(record[8]),
-                    matched=int(record[9]),
-                    terms=len(query_terms),
-                )
-                for record in found
-            ]
+            postings = {str(term): _Posting.decode(*blobs) for term, *blobs in found}
+        except (TypeError, ValueError) as exc:
+            raise IndexDamaged(self.path, f"postings are not as belt wrote them: {exc}") from None
+        empty = _Posting.decode(b"", b"", b"")
+        phrases: list[_Posting | dict[int, float]] = []
+        for word, terms_of_word in zip(words, word_terms, strict=True):
+            if len(terms_of_word) == 1:
+                phrases.append(postings.get(next(iter(terms_of_word)), empty))
+            elif terms_of_word:
+                phrases.append(self._phrase_shares(word))
+        held = [postings.get(term, empty).docs for term in terms]
+        return _Scorer(phrases, held, rows=rows, tokens=tokens)
+
+    def _phrase_shares(self, word: str) -> dict[int, float]:
+        """FTS5's ``-bm25()`` of one word alone, by rowid: its share of an entry's score."""
+        found = self._all(
+            f"SELECT rowid, -bm25(fts, {_WEIGHTS_SQL}) FROM fts WHERE fts MATCH ?",
+            (match_expression([word]),),
+        )
+        return {int(rowid): float(share) for rowid, share in found}
+
+    def _rows(self, rowids: Sequence[int]) -> dict[int, Row]:
+        """The rows of ``rowids``, by rowid; IndexDamaged if one is missing or not as written."""
+        found = self._all(
+            "SELECT rowid, id, name_key, name, kind, tags, text, version, agents FROM entries "
+            "WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(rowids)),),
+        )
+        try:
+            rows = {int(record[0]): _row(record[1:]) for record in found}
         except (TypeError, ValueError) as exc:
             raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
+        if len(rows) != len(set(rowids)):
+            raise IndexDamaged(self.path, "a term's postings name an entry that has no row")
+        return rows
 
-    @staticmethod
-    def _shared_terms(
-        words: Sequence[str], word_terms: Sequence[set[str]], parameters: dict[str, object]
-    ) -> str:
-        """The query of how many of the query's terms each entry shares (at least ``:needed``),
-        adding its parameters to ``parameters``.
-
-        Each term's entries are those matching a word that is that term alone (a doclist read
-        by FTS5); a word FTS5 reads as several terms is rare (a character its tables do not
-        know as a letter splits it), and then every term is counted from the index's list of
-        terms instead, which is exact but reads every occurrence.
-        """
-        if all(len(terms) == 1 for terms in word_terms):
-            by_term: dict[str, list[str]] = {}
-            for word, terms in zip(words, word_terms, strict=True):
-                by_term.setdefault(next(iter(terms)), []).append(word)
-            selects = []
-            for number, group in enumerate(by_term.values()):
-                parameters[f"term{number}"] = match_expression(group)
-                selects.append(f"SELECT rowid AS rid FROM fts WHERE fts MATCH :term{number}")
-            return (
-                f"SELECT rid, count(*) AS terms FROM ({' UNION ALL '.join(selects)}) "
-                "GROUP BY rid HAVING count(*) >= :needed"
-            )
-        parameters["terms"] = json.dumps(sorted(set().union(*word_terms)))
-        return (
-            "SELECT doc AS rid, count(DISTINCT term) AS terms FROM fts_terms "
-            "WHERE term IN (SELECT value FROM json_each(:terms)) "
-            "GROUP BY doc HAVING count(DISTINCT term) >= :needed"
-        )
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """One read transaction: the postings, counts and rows a query reads agree."""
+        self._run("BEGIN")
+        try:
+            yield
+        finally:
+            if self._db.in_transaction:
+                self._run("COMMIT")
 
     # Internals
 
@@ -334,7 +360,7 @@ class SearchIndex:
         if not tables:
             self._create_schema()
             return
-        if not {"meta", "entries", "fts", "fts_terms"} <= tables:
+        if not {"meta", "entries", "fts", "postings"} <= tables:
             raise IndexDamaged(self.path, "it lacks belt's tables")
         row = self._run("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if row is None or row[0] != FORMAT:
@@ -358,8 +384,15 @@ class SearchIndex:
                 "CREATE VIRTUAL TABLE IF NOT EXISTS fts "
                 f"USING fts5(name, tags, text, tokenize='{TOKENIZER}')"
             )
-            self._run("CREATE VIRTUAL TABLE IF NOT EXISTS fts_terms USING fts5vocab(fts, instance)")
-            self._run("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('journal', -1)", (FORMAT,))
+            self._run(
+                "CREATE TABLE IF NOT EXISTS postings (term TEXT PRIMARY KEY, docs BLOB NOT NULL, "
+                "freqs BLOB NOT NULL, lengths BLOB NOT NULL) WITHOUT ROWID"
+            )
+            self._run(
+                "INSERT OR IGNORE INTO meta VALUES ('format', ?), ('journal', -1), ('rows', 0), "
+                "('tokens', 0)",
+                (FORMAT,),
+            )
 
     def _insert(self, row: Row, *, rowid: int | None = None) -> None:
         cursor = self._run(
@@ -377,16 +410,81 @@ class SearchIndex:
                 "".join(f" {agent} " for agent in row.agents),
             ),
         )
+        rowid = int(cursor.lastrowid or 0)
         self._run(
             "INSERT INTO fts (rowid, name, tags, text) VALUES (?, ?, ?, ?)",
-            (cursor.lastrowid, row.name, " ".join(row.tags), row.text),
+            (rowid, row.name, " ".join(row.tags), row.text),
         )
+        self._pending().added.append((rowid, row))
 
     def _remove(self, entry_id: str) -> None:
-        found = self._run("SELECT rowid FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        found = self._run(
+            "SELECT rowid, name, tags, text FROM entries WHERE id = ?", (entry_id,)
+        ).fetchone()
         if found is not None:
-            self._run("DELETE FROM fts WHERE rowid = ?", (found[0],))
-            self._run("DELETE FROM entries WHERE rowid = ?", (found[0],))
+            rowid = int(found[0])
+            try:
+                tags = json.loads(str(found[2]))
+                columns = (str(found[1]), " ".join(str(tag) for tag in tags), str(found[3]))
+            except (TypeError, ValueError) as exc:
+                raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
+            self._run("DELETE FROM fts WHERE rowid = ?", (rowid,))
+            self._run("DELETE FROM entries WHERE rowid = ?", (rowid,))
+            self._pending().removed.append((rowid, columns))
+
+    def _pending(self) -> _Changes:
+        if self._changes is None:
+            raise AssertionError("rows change only in a transaction")
+        return self._changes
+
+    def _write_postings(self, changes: _Changes) -> None:
+        """Bring ``postings`` and the counts of rows and tokens level with ``changes``."""
+        removed: dict[str, set[int]] = {}
+        added: dict[str, list[tuple[int, int, int]]] = {}
+        rows = tokens = 0
+        gone = PROBE.counts([columns for _, columns in changes.removed])
+        for (rowid, _), (freqs, length) in zip(changes.removed, gone, strict=True):
+            rows, tokens = rows - 1, tokens - length
+            for term in freqs:
+                removed.setdefault(term, set()).add(rowid)
+        new = PROBE.counts([_columns(row) for _, row in changes.added])
+        for (rowid, _), (freqs, length) in zip(changes.added, new, strict=True):
+            rows, tokens = rows + 1, tokens + length
+            for term, freq in freqs.items():
+                added.setdefault(term, []).append((rowid, freq, length))
+        for term in sorted(removed.keys() | added.keys()):
+            found = self._run(
+                "SELECT docs, freqs, lengths FROM postings WHERE term = ?", (term,)
+            ).fetchone()
+            kept: list[tuple[int, int, int]] = []
+            if found is not None:
+                try:
+                    old = _Posting.decode(*found)
+                except (TypeError, ValueError) as exc:
+                    raise IndexDamaged(
+                        self.path, f"postings are not as belt wrote them: {exc}"
+                    ) from None
+                drop = removed.get(term, set())
+                kept = [
+                    entry
+                    for entry in zip(old.docs, old.freqs, old.lengths, strict=True)
+                    if entry[0] not in drop
+                ]
+            kept.extend(added.get(term, []))
+            if not kept:
+                self._run("DELETE FROM postings WHERE term = ?", (term,))
+                continue
+            kept.sort()
+            posting = _Posting(
+                array("q", [entry[0] for entry in kept]),
+                array("i", [entry[1] for entry in kept]),
+                array("i", [entry[2] for entry in kept]),
+            )
+            self._run(
+                "INSERT OR REPLACE INTO postings VALUES (?, ?, ?, ?)", (term, *posting.blobs())
+            )
+        self._run("UPDATE meta SET value = value + ? WHERE key = 'rows'", (rows,))
+        self._run("UPDATE meta SET value = value + ? WHERE key = 'tokens'", (tokens,))
 
     def _set_journal(self, journal: int) -> None:
         self._run("UPDATE meta SET value = ? WHERE key = 'journal'", (journal,))
@@ -402,6 +500,15 @@ class SearchIndex:
         except sqlite3.Error as exc:
             raise _failure(self.path, exc) from None
 
+    def _all(
+        self, sql: str, parameters: Sequence[object] | dict[str, object] = ()
+    ) -> list[tuple[Any, ...]]:
+        """Every row of a query; an error while reading them is reported as ``_run`` does."""
+        try:
+            return self._db.execute(sql, parameters).fetchall()
+        except sqlite3.Error as exc:
+            raise _failure(self.path, exc) from None
+
 
 class _Transaction:
     """BEGIN IMMEDIATE … COMMIT, rolled back if the block raises."""
@@ -411,50 +518,275 @@ class _Transaction:
 
     def __enter__(self) -> None:
         self.index._run("BEGIN IMMEDIATE")
+        self.index._changes = _Changes(added=[], removed=[])
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        changes, self.index._changes = self.index._changes, None
         if kind is None:
-            self.index._run("COMMIT")
-        elif self.index._db.in_transaction:
+            try:
+                if changes is not None and (changes.added or changes.removed):
+                    self.index._write_postings(changes)
+                self.index._run("COMMIT")
+                return
+            except BaseException:
+                if self.index._db.in_transaction:
+                    self.index._db.rollback()
+                raise
+        if self.index._db.in_transaction:
             self.index._db.rollback()
+
+
+K1 = 1.2
+B = 0.75
+"""FTS5's BM25 parameters (``k1`` and ``b`` of fts5_aux.c), which the scores are computed with."""
+
+
+def _array(typecode: str, blob: bytes) -> array[int]:
+    """A little-endian blob as an array (the file reads the same on any machine)."""
+    values = array(typecode)
+    values.frombytes(blob)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
+
+
+def _blob(values: array[int]) -> bytes:
+    if sys.byteorder == "big":
+        values = array(values.typecode, values)
+        values.byteswap()
+    return values.tobytes()
+
+
+@dataclass(frozen=True)
+class _Posting:
+    """One term's postings: the entries that hold it (rowids, ascending), how often each holds
+    it (weighted by column, as ``bm25()`` counts) and each entry's length in tokens."""
+
+    docs: array[int]
+    freqs: array[int]
+    lengths: array[int]
+
+    @classmethod
+    def decode(cls, docs: bytes, freqs: bytes, lengths: bytes) -> _Posting:
+        """The postings as stored; ValueError if the three lists do not agree."""
+        posting = cls(_array("q", docs), _array("i", freqs), _array("i", lengths))
+        if not len(posting.docs) == len(posting.freqs) == len(posting.lengths):
+            raise ValueError("their lists differ in length")
+        return posting
+
+    def blobs(self) -> tuple[bytes, bytes, bytes]:
+        """The postings as stored."""
+        return _blob(self.docs), _blob(self.freqs), _blob(self.lengths)
+
+
+class _Scorer:
+    """Scores entries for one query as FTS5's ``bm25()`` does, negated (fts5_aux.c): the sum,
+    over the query's phrases in order, of IDF × f·(k1 + 1) / (f + k1·(1 − b + b·D / avgdl)),
+    f being the phrase's weighted frequency in the entry, D the entry's tokens, avgdl the
+    tokens per entry, IDF log((N − n + 0.5) / (n + 0.5)) (at least 10⁻⁶) for the N entries of
+    which n hold the phrase. Each step is the same floating-point operation as FTS5's."""
+
+    def __init__(
+        self,
+        phrases: Sequence[_Posting | dict[int, float]],
+        held: Sequence[Sequence[int]],
+        *,
+        rows: int,
+        tokens: int,
+    ) -> None:
+        self.phrases = phrases
+        self.held = held
+        self.avgdl = float(tokens) / float(rows) if rows else 1.0
+        self.idf = [
+            _idf(rows, len(phrase.docs)) if isinstance(phrase, _Posting) else 0.0
+            for phrase in phrases
+        ]
+
+    def _share(self, number: int, freq: int, length: int) -> float:
+        f = float(freq)
+        return self.idf[number] * (
+            (f * (K1 + 1.0)) / (f + K1 * (1 - B + B * float(length) / self.avgdl))
+        )
+
+    def score(self, rowid: int) -> float:
+        """One entry's score (a phrase it does not hold adds 0.0, which changes nothing)."""
+        score = 0.0
+        for number, phrase in enumerate(self.phrases):
+            if isinstance(phrase, dict):
+                share = phrase.get(rowid)
+                if share is not None:
+                    score += share
+                continue
+            docs = phrase.docs
+            at = bisect_left(docs, rowid)
+            if at < len(docs) and docs[at] == rowid:
+                score += self._share(number, phrase.freqs[at], phrase.lengths[at])
+        return score
+
+    def by_score(self, first: int) -> Iterator[tuple[int, float, int]]:
+        """A search's order: every entry holding a phrase, by score (rowid, score, terms held);
+        only the best ``first`` are sorted unless more are read."""
+        scores: dict[int, float] = {}
+        for number, phrase in enumerate(self.phrases):
+            if isinstance(phrase, _Posting):
+                share = self._share
+                for rowid, freq, length in zip(
+                    phrase.docs, phrase.freqs, phrase.lengths, strict=True
+                ):
+                    scores[rowid] = scores.get(rowid, 0.0) + share(number, freq, length)
+            else:
+                for rowid, value in phrase.items():
+                    scores[rowid] = scores.get(rowid, 0.0) + value
+        for rowid, score in _best_first(scores, first):
+            yield rowid, score, sum(_holds(docs, rowid) for docs in self.held)
+
+    def by_terms_then_score(self, needed: int) -> Iterator[tuple[int, float, int]]:
+        """A suggestion's order: the entries holding at least ``needed`` of the query's terms,
+        those holding more first, then by score (rowid, score, terms held). Only the entries
+        of the groups read are scored."""
+        counts: Counter[int] = Counter()
+        for docs in self.held:
+            counts.update(docs)
+        groups: dict[int, list[int]] = {}
+        for rowid, matched in counts.items():
+            if matched >= needed:
+                groups.setdefault(matched, []).append(rowid)
+        for matched in sorted(groups, reverse=True):
+            scores = {rowid: self.score(rowid) for rowid in groups[matched]}
+            for rowid, score in _best_first(scores, len(scores)):
+                yield rowid, score, matched
+
+
+def _idf(rows: int, holders: int) -> float:
+    idf = math.log((rows - holders + 0.5) / (holders + 0.5))
+    return idf if idf > 0.0 else 1e-6
+
+
+def _holds(docs: Sequence[int], rowid: int) -> bool:
+    at = bisect_left(docs, rowid)
+    return at < len(docs) and docs[at] == rowid
+
+
+def _best_first(scores: dict[int, float], first: int) -> Iterator[tuple[int, float]]:
+    """Entries by score, highest first, ties to the older (lower rowid); only the best
+    ``first`` are sorted unless more are read."""
+    if not len(scores) > first > 0:
+        for negated, rowid in sorted((-score, rowid) for rowid, score in scores.items()):
+            yield rowid, -negated
+        return
+    cut = heapq.nlargest(first, scores.values())[-1]
+    best = sorted((-score, rowid) for rowid, score in scores.items() if score >= cut)
+    for negated, rowid in best:
+        yield rowid, -negated
+    rest = sorted((-score, rowid) for rowid, score in scores.items() if score < cut)
+    for negated, rowid in rest:
+        yield rowid, -negated
+
+
+@dataclass
+class _Changes:
+    """The rows one transaction adds and removes, whose postings are written when it commits:
+    each term's postings once, however many of its rows changed."""
+
+    added: list[tuple[int, Row]]
+    removed: list[tuple[int, tuple[str, str, str]]]
+
+
+COUNT_BATCH = 500
+"""How many rows the probe tokenises at once when their postings are written."""
+
+MAX_KNOWN_WORDS = 10_000
+"""How many words' terms the probe remembers (words of up to ``MAX_KNOWN_CHARS`` characters)."""
+MAX_KNOWN_CHARS = 64
 
 
 class Probe:
     """Tokenises text with the index's tokenizer, in a private in-memory FTS5 table, so the
     terms of a query compare exactly as the index's terms (stems included). One per process,
-    created on first use; safe across threads and forks."""
+    created on first use; safe across threads and forks. The terms of a short word are
+    remembered (a tokenizer's answer never changes), the oldest forgotten first."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._pid = 0
+        self._known: dict[str, frozenset[str]] = {}
 
-    def terms(self, texts: Sequence[str]) -> list[set[str]]:
+    def terms(self, texts: Sequence[str]) -> list[frozenset[str]]:
         """The distinct terms of each text."""
         with self._lock:
-            db = self._connection()
-            try:
-                # Written in a transaction that is rolled back: nothing is left to delete.
-                db.execute("BEGIN")
+            known = self._known
+            unknown = list(dict.fromkeys(text for text in texts if text not in known))
+            found = dict(zip(unknown, self._tokenise(unknown), strict=True)) if unknown else {}
+            for text, terms in found.items():
+                if len(text) <= MAX_KNOWN_CHARS:
+                    known[text] = terms
+            while len(known) > MAX_KNOWN_WORDS:
+                del known[next(iter(known))]
+            return [found[text] if text in found else known[text] for text in texts]
+
+    def counts(self, rows: Sequence[tuple[str, str, str]]) -> list[tuple[dict[str, int], int]]:
+        """For each row of (name, tags, text) as ``fts`` holds it: how often it holds each of
+        its terms, weighted by column as ``bm25()`` counts (``WEIGHTS``), and its tokens."""
+        found: list[tuple[dict[str, int], int]] = []
+        weights = dict(zip(("name", "tags", "text"), WEIGHTS, strict=True))
+        with self._lock:
+            for start in range(0, len(rows), COUNT_BATCH):
+                batch = rows[start : start + COUNT_BATCH]
+                freqs: list[dict[str, int]] = [{} for _ in batch]
+                lengths = [0] * len(batch)
+                db = self._connection()
                 try:
-                    db.executemany(
-                        "INSERT INTO probe (rowid, body) VALUES (?, ?)", enumerate(texts)
-                    )
-                    found: list[set[str]] = [set() for _ in texts]
-                    for doc, term in db.execute("SELECT DISTINCT doc, term FROM probe_terms"):
-                        found[int(doc)].add(str(term))
-                    return found
-                finally:
-                    db.execute("ROLLBACK")
-            except sqlite3.Error as exc:
-                self._db = None
-                raise BeltError(f"tokenising text for the registry failed: {exc}") from None
+                    db.execute("BEGIN")
+                    try:
+                        db.executemany(
+                            "INSERT INTO probe_row (rowid, name, tags, text) VALUES (?, ?, ?, ?)",
+                            ((number, *columns) for number, columns in enumerate(batch)),
+                        )
+                        for doc, term, column, count in db.execute(
+                            "SELECT doc, term, col, count(*) FROM probe_row_terms "
+                            "GROUP BY doc, term, col"
+                        ):
+                            held = freqs[int(doc)]
+                            held[str(term)] = held.get(str(term), 0) + int(weights[column]) * int(
+                                count
+                            )
+                            lengths[int(doc)] += int(count)
+                    finally:
+                        db.execute("ROLLBACK")
+                except sqlite3.Error as exc:
+                    self._db = None
+                    raise BeltError(f"tokenising text for the registry failed: {exc}") from None
+                found.extend(zip(freqs, lengths, strict=True))
+        return found
+
+    def _tokenise(self, texts: Sequence[str]) -> list[frozenset[str]]:
+        db = self._connection()
+        try:
+            # Written in a transaction that is rolled back: nothing is left to delete.
+            db.execute("BEGIN")
+            try:
+                db.executemany("INSERT INTO probe (rowid, body) VALUES (?, ?)", enumerate(texts))
+                found: list[set[str]] = [set() for _ in texts]
+                for doc, term in db.execute("SELECT DISTINCT doc, term FROM probe_terms"):
+                    found[int(doc)].add(str(term))
+                return [frozenset(terms) for terms in found]
+            finally:
+                db.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            self._db = None
+            raise BeltError(f"tokenising text for the registry failed: {exc}") from None
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None or self._pid != os.getpid():
             db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             db.execute(f"CREATE VIRTUAL TABLE probe USING fts5(body, tokenize='{TOKENIZER}')")
             db.execute("CREATE VIRTUAL TABLE probe_terms USING fts5vocab(probe, instance)")
+            db.execute(
+                "CREATE VIRTUAL TABLE probe_row "
+                f"USING fts5(name, tags, text, tokenize='{TOKENIZER}')"
+            )
+            db.execute("CREATE VIRTUAL TABLE probe_row_terms USING fts5vocab(probe_row, instance)")
             self._db, self._pid = db, os.getpid()
         return self._db
 
@@ -531,6 +863,11 @@ def discard(path: Path) -> None:
     """Delete an index file and SQLite's side files (the caller holds the owner's lock)."""
     for name in ("", *_SIDECARS):
         Path(f"{path}{name}").unlink(missing_ok=True)
+
+
+def _columns(row: Row) -> tuple[str, str, str]:
+    """A row's name, tags and text as the ``fts`` table holds them."""
+    return row.name, " ".join(row.tags), row.text
 
 
 def _row(record: Sequence[object]) -> Row:
