@@ -16,7 +16,11 @@ whole processes against whole processes:
   suite grows to; default 1000), beside `belt test` of one scenario: the serial start-up
   (interpreter, imports, first use) that no worker can share, which bounds the speed-up on two
   cores at T / (S + (T - S) / 2) for a `-j 1` run of T seconds and a start-up of S (printed as
-  the bound), so that on a sub-second suite start-up, not the workers, sets the figure;
+  the bound), so that on a sub-second suite start-up, not the workers, sets the figure; and,
+  as wall-clock time on a loaded machine measures the share of the cores each run got more
+  than the run itself, the same speed-up from CPU seconds: what -j 2 would take on 2 free
+  cores if its start-up ran alone and its workers shared the rest evenly, S + (C2 - S) / 2,
+  against C1 (C1 and C2 the CPU seconds of -j 1 and -j 2, S of one scenario);
 - in one process, `belt test DIR` against `belt sim run --json` of each scenario over one store
   (the cost of the test layer itself: at most 1.3; skipped with --no-sim).
 
@@ -311,6 +315,12 @@ def main() -> None:
         f"{(spent['-j 1'] - spent['-j 1, half']) / (count - half) * 1000:.2f} ms, pytest "
         f"{(spent['bare floor'] - spent['bare floor, half']) / (count - half) * 1000:.3f} ms"
     )
+    start_cpu = spent["one scenario"]
+    estimates = [f"{estimate(spent['-j 1'], spent['-j 2'], start_cpu):.2f} at {count}"]
+    if large:
+        estimate_large = estimate(spent["-j 1, large"], spent["-j 2, large"], start_cpu)
+        estimates.append(f"{estimate_large:.2f} at {large}")
+    print(f"  speed-up -j 2 over -j 1 from them, on 2 free cores: {', '.join(estimates)}")
     if sim is not None:
         test, sims = sim
         print(f"in one process: belt test {test:.2f} s, sim run of each {sims:.2f} s")
@@ -330,6 +340,12 @@ def bound(serial: float, start: float) -> float:
     """The most -j 2 can gain on 2 cores over a -j 1 run of ``serial`` seconds of which
     ``start`` are start-up that only one process does (Amdahl's law)."""
     return serial / (start + max(0.0, serial - start) / 2)
+
+
+def estimate(serial: float, parallel: float, start: float) -> float:
+    """The speed-up of -j 2 over -j 1 from CPU seconds: -j 1's against the start-up's plus
+    half of the rest of -j 2's (both workers busy on their own cores to the end)."""
+    return serial / (start + max(0.0, parallel - start) / 2)
 
 
 def cores() -> int:
