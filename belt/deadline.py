@@ -5,14 +5,17 @@ each byte within the timeout, holds a call for as long as it likes. Here a deadl
 whole call. Inside ``deadline(seconds)``, a transport from ``transport()`` gives every connect,
 write and read of the call only the time that is left, so slow headers end at the deadline too;
 ``read_capped`` reads a streamed body within the same deadline and up to a byte cap, with any
-transport.
+transport. A client ``bounded_client`` makes with its own transport keeps that transport's
+connection pool at hand (``own_pool``), for a caller that sends on it without httpx's per-call
+work (belt.handlers.webhook).
 """
 
 from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +23,8 @@ if TYPE_CHECKING:
     import httpx
 
 _END: contextvars.ContextVar[float | None] = contextvars.ContextVar("belt_deadline", default=None)
+_POOLS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+"""The connection pool of each client made by ``bounded_client`` with its own transport."""
 
 
 class DeadlinePassed(Exception):
@@ -61,9 +66,14 @@ def _clamp(timeout: float | None, error: type[Exception]) -> float | None:
 
 def read_capped(response: httpx.Response, limit: int) -> bytes:
     """A streamed response's (decoded) body, at most ``limit`` bytes, within the deadline."""
+    return read_capped_chunks(response.iter_bytes(), limit)
+
+
+def read_capped_chunks(pieces: Iterable[bytes], limit: int) -> bytes:
+    """A body read a piece at a time, at most ``limit`` bytes, within the deadline."""
     chunks: list[bytes] = []
     size = 0
-    for chunk in response.iter_bytes():
+    for chunk in pieces:
         size += len(chunk)
         if size > limit:
             raise BodyTooLarge(limit)
@@ -156,4 +166,15 @@ def bounded_client(base: Any = None) -> Any:
     test or an embedder instead)."""
     import httpx
 
-    return httpx.Client(transport=base or transport(), follow_redirects=False)
+    if base is not None:
+        return httpx.Client(transport=base, follow_redirects=False)
+    made = transport()
+    client = httpx.Client(transport=made, follow_redirects=False)
+    _POOLS[client] = made._pool
+    return client
+
+
+def own_pool(client: Any) -> Any:
+    """The httpcore connection pool of a client ``bounded_client`` made with its own transport
+    (its connects, writes and reads keep to the deadline); None for any other client."""
+    return _POOLS.get(client)

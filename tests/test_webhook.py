@@ -1,4 +1,8 @@
-from collections.abc import Iterator
+import base64
+import gzip
+import socket
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -27,12 +31,27 @@ def target(shared: HookApp) -> Iterator[HookApp]:
     yield shared
 
 
-def call(url: str, **kwargs: Any):
-    with httpx.Client() as client:
-        return deliver(client, url, sample_payload("agent.tool_call"), timeout=5.0, **kwargs)
+CLIENTS: dict[str, Callable[[], httpx.Client]] = {
+    "httpx": httpx.Client,
+    # Sends on its own connection pool, without httpx's client (belt.handlers.webhook).
+    "bounded": webhook_client,
+    "bounded on a given transport": lambda: webhook_client(httpx.HTTPTransport()),
+}
 
 
-def test_a_decision_is_parsed_and_the_payload_is_posted_as_json(target: HookApp) -> None:
+@pytest.fixture(params=list(CLIENTS))
+def call(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """Deliver a tool call to a URL, on each kind of client (each must answer the same)."""
+    make = CLIENTS[request.param]
+
+    def deliver_to(url: str, **kwargs: Any) -> Any:
+        with make() as client:
+            return deliver(client, url, sample_payload("agent.tool_call"), timeout=5.0, **kwargs)
+
+    return deliver_to
+
+
+def test_a_decision_is_parsed_and_the_payload_is_posted_as_json(target: HookApp, call: Any) -> None:
     target.decide = lambda name, payload: {"decision": "deny", "reason": "no"}
     result = call(f"{target.url}/guard")
     assert result.error is None
@@ -47,7 +66,7 @@ def test_a_decision_is_parsed_and_the_payload_is_posted_as_json(target: HookApp)
 
 
 @pytest.mark.parametrize("answer", [None, "", "null", "  \n"])
-def test_an_empty_2xx_body_is_allow(target: HookApp, answer: Any) -> None:
+def test_an_empty_2xx_body_is_allow(target: HookApp, answer: Any, call: Any) -> None:
     target.decide = lambda name, payload: answer
     result = call(f"{target.url}/x")
     assert result.error is None
@@ -56,7 +75,7 @@ def test_an_empty_2xx_body_is_allow(target: HookApp, answer: Any) -> None:
     assert result.response.effective_decision() == "allow"
 
 
-def test_a_non_2xx_answer_fails_with_its_body_and_host_only(target: HookApp) -> None:
+def test_a_non_2xx_answer_fails_with_its_body_and_host_only(target: HookApp, call: Any) -> None:
     target.decide = lambda name, payload: (503, {"oops": True})
     result = call(f"{target.url}/x?token=s3cret")
     assert result.error is not None
@@ -76,7 +95,7 @@ def test_a_non_2xx_answer_fails_with_its_body_and_host_only(target: HookApp) -> 
     ],
 )
 def test_a_body_that_is_not_a_response_fails_and_says_why(
-    target: HookApp, body: str, problem: str
+    target: HookApp, body: str, problem: str, call: Any
 ) -> None:
     target.decide = lambda name, payload: body
     result = call(f"{target.url}/x")
@@ -88,7 +107,9 @@ def test_a_body_that_is_not_a_response_fails_and_says_why(
     assert problem in result.error
 
 
-def test_unknown_keys_of_an_answer_are_ignored_each_with_a_warning(target: HookApp) -> None:
+def test_unknown_keys_of_an_answer_are_ignored_each_with_a_warning(
+    target: HookApp, call: Any
+) -> None:
     target.decide = lambda name, payload: {
         "decision": "deny",
         "reason": "no",
@@ -114,7 +135,7 @@ def test_unknown_keys_of_an_answer_are_ignored_each_with_a_warning(target: HookA
     assert call(f"{target.url}/x").error is not None
 
 
-def test_a_refused_connection_fails_naming_the_host_only() -> None:
+def test_a_refused_connection_fails_naming_the_host_only(call: Any) -> None:
     url = "http://user:pw@127.0.0.1:9/hooks/s3cret?key=s3cret"
     result = call(url)
     assert result.status is None
@@ -203,3 +224,111 @@ def test_a_hostile_answer_is_the_handlers_failure(body: bytes, problem: str) -> 
 def test_any_answer_body_parses_or_fails_cleanly(body: bytes) -> None:
     response, problem = parse_response(body.decode("utf-8", errors="replace"))
     assert (response is None) != (problem is None)
+
+
+def read_head(conn: socket.socket) -> bytes | None:
+    """One request read off a connection: its head (its body read and dropped), None at EOF."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        body += chunk
+    return head
+
+
+def serve_each(answer: Callable[[bytes], bytes]) -> Any:
+    """A behaviour for ``hostile.hostile_server`` (which reads each connection's first request
+    and drops it) that answers it, then every further request on the connection, with
+    ``answer(request head)``; ``heads`` keeps the heads of the further ones and
+    ``connections`` counts the connections taken."""
+    heads: list[bytes] = []
+    connections: list[int] = []
+
+    def behave(conn: socket.socket, stop: threading.Event) -> None:
+        connections.append(1)
+        conn.sendall(answer(b""))
+        while not stop.is_set():
+            head = read_head(conn)
+            if head is None:
+                return
+            heads.append(head)
+            conn.sendall(answer(head))
+
+    behave.heads = heads  # type: ignore[attr-defined]
+    behave.connections = connections  # type: ignore[attr-defined]
+    return behave
+
+
+def keep_alive(body: bytes, *headers: str) -> bytes:
+    extra = "".join(f"{header}\r\n" for header in headers)
+    return f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n{extra}\r\n".encode() + body
+
+
+@pytest.mark.parametrize("kind", list(CLIENTS))
+def test_a_compressed_or_latin_1_answer_is_read_as_httpx_reads_it(kind: str) -> None:
+    squeezed = gzip.compress(b'{"decision": "deny", "reason": "gzipped"}')
+    answers = [
+        keep_alive(squeezed, "Content-Encoding: gzip", "Content-Type: application/json"),
+        keep_alive(
+            '{"decision": "deny", "reason": "café"}'.encode("latin-1"),
+            "Content-Type: application/json; charset=latin-1",
+        ),
+    ]
+    with hostile.hostile_server(serve_each(lambda head: answers.pop(0))) as url:
+        with CLIENTS[kind]() as client:
+            first = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+            second = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+    assert first.response is not None and first.response.reason == "gzipped", first.error
+    assert second.response is not None and second.response.reason == "café", second.error
+
+
+def test_a_compressed_answer_is_capped_once_inflated() -> None:
+    bomb = gzip.compress(b" " * (3 * 1024 * 1024))
+    assert len(bomb) < 1024 * 1024
+    answer = keep_alive(bomb, "Content-Encoding: gzip")
+    with hostile.hostile_server(lambda conn, stop: conn.sendall(answer)) as url:
+        with webhook_client() as client:
+            result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+    assert result.error == f"{url.removeprefix('http://')}: the answer is larger than 1024 KiB"
+
+
+@pytest.mark.parametrize("kind", ["bounded", "bounded on a given transport"])
+def test_deliveries_share_one_connection_and_no_cookies(kind: str) -> None:
+    # A webhook that sets a cookie gets none back: each delivery is the platform's own request,
+    # not a session. Every delivery goes on the connection the first one opened.
+    behave = serve_each(lambda head: keep_alive(b"", "Set-Cookie: session=s3cret; Path=/"))
+    with hostile.hostile_server(behave) as url, CLIENTS[kind]() as client:
+        for _ in range(3):
+            result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+            assert result.error is None and result.response is not None
+    assert len(behave.connections) == 1
+    assert len(behave.heads) == 2
+    assert not any(b"cookie" in head.lower() for head in behave.heads)
+
+
+@pytest.mark.parametrize("kind", list(CLIENTS))
+def test_credentials_in_a_webhook_url_are_sent_as_basic_authentication(kind: str) -> None:
+    behave = serve_each(lambda head: keep_alive(b""))
+    with hostile.hostile_server(behave) as url:
+        with CLIENTS[kind]() as client:
+            for _ in range(2):
+                address = url.replace("http://", "http://user:p%40ss@")
+                result = deliver(
+                    client, f"{address}/h", sample_payload("agent.start"), timeout=10.0
+                )
+                assert result.error is None
+    token = base64.b64encode(b"user:p@ss")
+    [head] = behave.heads
+    assert b"authorization: basic " + token in head.lower().replace(token.lower(), token)

@@ -8,17 +8,28 @@ JSON (NaN, deep nesting, a huge integer, a lone surrogate) is that handler's fai
 
 from __future__ import annotations
 
+import functools
+import http.cookiejar
 import ipaddress
 import json
 import re
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from belt.deadline import BodyTooLarge, DeadlinePassed, bounded_client, deadline, read_capped
+from belt.deadline import (
+    BodyTooLarge,
+    DeadlinePassed,
+    bounded_client,
+    deadline,
+    own_pool,
+    read_capped,
+    read_capped_chunks,
+)
 from belt.effects import url_host
 from belt.signing import signed_headers
 from belt.strictjson import StrictJSONError, decode
@@ -51,8 +62,13 @@ MAX_ANSWER_BYTES = 1024 * 1024
 
 
 def webhook_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
-    """A client for deliveries; without a ``transport`` its calls keep to the total deadline."""
+    """A client for deliveries; without a ``transport`` its calls keep to the total deadline
+    (and go straight to its connection pool, see ``post_body``). It keeps no cookies: each
+    delivery is a request of its own, as the platform sends it, not part of a session."""
     client: httpx.Client = bounded_client(transport)
+    client.cookies = http.cookiejar.CookieJar(
+        http.cookiejar.DefaultCookiePolicy(allowed_domains=[])
+    )
     return client
 
 
@@ -82,6 +98,7 @@ def post_body(
 ) -> WebhookResult:
     """POST exactly ``body`` with exactly ``headers`` and parse the answer as ``deliver`` does
     (``belt check`` sends tampered and unsigned requests through it)."""
+    import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
     import httpx  # noqa: PLC0415 - loaded when a webhook is sent
 
     host = url_host(url)
@@ -91,21 +108,38 @@ def post_body(
         return round((time.perf_counter() - started) * 1000)
 
     timed_out = f"{host} {TIMED_OUT} {timeout:g} s"
+    pool = own_pool(client)
     try:
         with deadline(timeout):
-            with client.stream(
-                "POST", url, content=body, headers=headers, timeout=timeout
-            ) as reply:
-                raw = read_capped(reply, MAX_ANSWER_BYTES)
-    except (httpx.TimeoutException, DeadlinePassed):
+            target = _direct_target(url, tuple(headers)) if pool is not None else None
+            if target is not None:
+                status, encoding, raw = _post_direct(
+                    client, pool, target, body, headers, timeout=timeout
+                )
+            else:
+                with client.stream(
+                    "POST", url, content=body, headers=headers, timeout=timeout
+                ) as reply:
+                    raw = read_capped(reply, MAX_ANSWER_BYTES)
+                status, encoding = reply.status_code, reply.encoding
+    except (httpx.TimeoutException, httpcore.TimeoutException, DeadlinePassed):
         return WebhookResult(None, "", None, timed_out, elapsed())
     except BodyTooLarge as exc:
         return WebhookResult(None, "", None, f"{host}: {exc}", elapsed())
-    except httpx.ConnectError as exc:
+    except (httpx.ConnectError, httpcore.ConnectError) as exc:
         return WebhookResult(
             None, "", None, f"cannot connect to {host}: {_reason(exc, url)}", elapsed()
         )
-    except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
+    except (
+        httpx.HTTPError,
+        httpx.InvalidURL,
+        UnicodeError,
+        # What httpcore raises on a direct delivery (httpx maps them to its own, same messages).
+        httpcore.NetworkError,
+        httpcore.ProtocolError,
+        httpcore.ProxyError,
+        httpcore.UnsupportedProtocol,
+    ) as exc:
         # UnicodeError: a host name that IDNA cannot encode.
         return WebhookResult(
             None, "", None, f"request to {host} failed: {_reason(exc, url)}", elapsed()
@@ -114,16 +148,110 @@ def post_body(
     if duration > timeout * 1000:
         # The last bytes came just as the deadline passed: that is still too late.
         return WebhookResult(None, "", None, timed_out, duration)
-    text = raw.decode(reply.encoding or "utf-8", errors="replace")
-    if not 200 <= reply.status_code < 300:
-        return WebhookResult(
-            reply.status_code, text, None, f"{host} answered HTTP {reply.status_code}", duration
-        )
+    text = raw.decode(encoding or "utf-8", errors="replace")
+    if not 200 <= status < 300:
+        return WebhookResult(status, text, None, f"{host} answered HTTP {status}", duration)
     answer = read_answer(text)
     if answer.problem is not None:
         error = f"{host} answered with a body that is not a LifecycleHookResponse: {answer.problem}"
-        return WebhookResult(reply.status_code, text, None, error, duration)
-    return WebhookResult(reply.status_code, text, answer.response, None, duration, answer.warnings)
+        return WebhookResult(status, text, None, error, duration)
+    return WebhookResult(status, text, answer.response, None, duration, answer.warnings)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where a direct delivery goes: httpcore's URL and the headers every delivery to it sends
+    before its own (Host)."""
+
+    url: Any
+    host: bytes
+
+
+@functools.lru_cache(maxsize=64)
+def _direct_target(url: str, headers: tuple[str, ...]) -> _Target | None:
+    """The target of a delivery to ``url`` sent straight on a bounded client's connection pool,
+    or None when httpx itself must send it: a URL with credentials in it (httpx turns them into
+    basic authentication), a scheme other than http(s), or ``headers`` that name one httpx sets
+    itself. An invalid URL raises as httpx's client raises (InvalidURL, UnicodeError)."""
+    import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
+    import httpx  # noqa: PLC0415 - loaded when a webhook is sent
+
+    parsed = httpx.URL(url)
+    if parsed.scheme not in ("http", "https") or not parsed.host or parsed.userinfo:
+        return None
+    if {name.lower() for name in headers} & {"host", "content-length", "transfer-encoding"}:
+        return None
+    core = httpcore.URL(
+        scheme=parsed.raw_scheme, host=parsed.raw_host, port=parsed.port, target=parsed.raw_path
+    )
+    return _Target(core, parsed.netloc)
+
+
+def _post_direct(
+    client: httpx.Client,
+    pool: Any,
+    target: _Target,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    timeout: float,
+) -> tuple[int, str | None, bytes]:
+    """POST on the client's own connection pool (kept-alive connections, the deadline's
+    transport) without httpx's per-call work: the same request bytes as the client sends (its
+    default headers), the answer read within the deadline and the cap, decoded as httpx decodes
+    it. Returns (status, text encoding, body); raises what httpcore raises."""
+    import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
+    import httpx  # noqa: PLC0415 - loaded when a webhook is sent
+
+    own = {name.lower() for name in headers}
+    sent = [
+        (b"Host", target.host),
+        *((name, value) for name, value in client.headers.raw if name.lower().decode() not in own),
+        (b"Content-Length", str(len(body)).encode()),
+        *((name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()),
+    ]
+    request = httpcore.Request(
+        b"POST",
+        target.url,
+        headers=sent,
+        content=body,
+        extensions={"timeout": dict.fromkeys(("connect", "read", "write", "pool"), timeout)},
+    )
+    reply = pool.handle_request(request)
+    try:
+        plain = all(
+            value.strip().lower() in (b"", b"identity")
+            for name, value in reply.headers
+            if name.lower() == b"content-encoding"
+        )
+        charset = any(
+            b"charset" in value.lower()
+            for name, value in reply.headers
+            if name.lower() == b"content-type"
+        )
+        if plain and not charset:
+            return reply.status, "utf-8", read_capped_chunks(reply.stream, MAX_ANSWER_BYTES)
+        # Compressed, or a charset named: httpx's own decoding of the same stream.
+        stream = _stream_class()(reply.stream)
+        decoded = httpx.Response(reply.status, headers=reply.headers, stream=stream)
+        return reply.status, decoded.encoding, read_capped(decoded, MAX_ANSWER_BYTES)
+    finally:
+        reply.close()
+
+
+@functools.cache
+def _stream_class() -> Any:
+    """httpx's stream type for httpcore's body stream, which httpx's Response decodes."""
+    import httpx  # noqa: PLC0415 - loaded when a webhook is sent
+
+    class Stream(httpx.SyncByteStream):
+        def __init__(self, pieces: Iterable[bytes]) -> None:
+            self.pieces = pieces
+
+        def __iter__(self) -> Iterator[bytes]:
+            yield from self.pieces
+
+    return Stream
 
 
 @dataclass(frozen=True)
