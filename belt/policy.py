@@ -8,7 +8,7 @@ then only runs precompiled patterns.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,11 @@ class Rule:
     turn_min: int | None = None
     turn_max: int | None = None
     arguments: ArgumentMatchers = ()
+    verdict: Verdict = field(init=False, repr=False, compare=False)
+    """What the rule answers, made once (the same object for every payload it matches)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", Verdict(self.response, self.index, fixed=True))
 
     def matches(self, payload: LifecycleHookPayload) -> bool:
         """True when every condition of the rule holds for ``payload``."""
@@ -86,6 +91,9 @@ class Verdict:
     response: LifecycleHookResponse
     rule: int | None
     warnings: tuple[str, ...] = ()
+    fixed: bool = False
+    """True when this is a policy's own verdict, the same object (and response) for every
+    payload it answers, so what it encodes to can be kept."""
 
 
 @dataclass(frozen=True)
@@ -95,13 +103,19 @@ class Policy:
     source: str
     default: HookDecision
     rules: tuple[Rule, ...]
+    otherwise: Verdict = field(init=False, repr=False, compare=False)
+    """The default decision's verdict, made once."""
+
+    def __post_init__(self) -> None:
+        response = LifecycleHookResponse(decision=self.default)
+        object.__setattr__(self, "otherwise", Verdict(response, None, fixed=True))
 
     def decide(self, payload: LifecycleHookPayload) -> Verdict:
         """The response for ``payload``."""
         for rule in self.rules:
             if rule.matches(payload):
-                return Verdict(rule.response, rule.index)
-        return Verdict(LifecycleHookResponse(decision=self.default), None)
+                return rule.verdict
+        return self.otherwise
 
 
 def load_policy(path: str | Path) -> Policy:

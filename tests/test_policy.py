@@ -55,6 +55,17 @@ def test_no_rule_matching_gives_the_default() -> None:
     assert decision(policy(), tool_call()) == "allow"
 
 
+def test_a_rule_and_the_default_give_one_verdict_made_at_load() -> None:
+    example = load_policy(EXAMPLE)
+    denied = example.decide(tool_call(path="/srv/a"))
+    assert example.decide(tool_call(path="/srv/b")) is denied
+    assert denied.fixed and denied.rule == 1
+    fallback = example.decide(payload("agent.complete"))
+    assert example.decide(payload("agent.complete", chat_id="ch_other")) is fallback
+    assert fallback.fixed and fallback.rule is None
+    assert fallback.response.decision == "allow"
+
+
 def test_first_matching_rule_wins() -> None:
     chosen = policy({"tool": "delete_*", "decision": "deny"}, {"decision": "stop"})
     assert decision(chosen, tool_call("delete_dir")) == "deny"

@@ -4,6 +4,7 @@ once its own line is in the file."""
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from typing import Any, cast
 
@@ -11,8 +12,9 @@ import httpx
 
 from belt.records.journal import JOURNAL, SERVE, ServeLine
 from belt.server.app import create_app
-from belt.server.journal import GroupJournal
+from belt.server.journal import UNWRITTEN, GroupJournal, stamp_now
 from belt.store import Store, open_store
+from belt.store.clock import parse_timestamp, timestamp, utcnow
 from tests.servers import running
 
 
@@ -105,3 +107,55 @@ def test_every_answered_request_has_its_line_in_the_journal_already() -> None:
     assert not any(worker.is_alive() for worker in workers)
     assert missing == []
     assert len(store.read_log(JOURNAL, SERVE)) == 100
+
+
+class BrokenStore(Store):
+    """A file store whose log appends fail in a way a store never should (a real store)."""
+
+    def append_group(self, log: str, id: str, records: list[dict[str, Any]], **kw: Any) -> None:
+        raise RuntimeError("the disk caught fire")
+
+    def append(self, log: str, id: str, record: dict[str, Any], **kw: Any) -> None:
+        raise RuntimeError("the disk caught fire")
+
+
+def test_a_store_failing_unforeseen_leaves_no_request_of_the_group_waiting() -> None:
+    journal = GroupJournal(BrokenStore(open_store().root))
+
+    async def together() -> list[Any]:
+        writes = [journal.write(line(f"ch_{n}")) for n in range(3)]
+        # A guard against hanging, not a measure of time: the group is settled at once.
+        return list(await asyncio.wait_for(asyncio.gather(*writes, return_exceptions=True), 60))
+
+    first, *others = asyncio.run(together())
+    assert isinstance(first, RuntimeError)  # the request that wrote the group: a 500
+    assert others == [UNWRITTEN, UNWRITTEN]  # the others are answered, their line not written
+
+
+def test_a_group_is_written_even_when_the_request_that_began_it_is_cancelled() -> None:
+    store = CountingStore(open_store().root)
+    journal = GroupJournal(store)
+
+    async def cancelled_first() -> list[Any]:
+        first = asyncio.create_task(journal.write(line("ch_first")))
+        others = [asyncio.create_task(journal.write(line(f"ch_{n}"))) for n in range(2)]
+        await asyncio.sleep(0)  # the first has begun the group, the others have joined it
+        assert journal.waiting is not None and len(journal.waiting) == 3
+        first.cancel()
+        return list(await asyncio.gather(first, *others, return_exceptions=True))
+
+    first, *others = asyncio.run(cancelled_first())
+    assert isinstance(first, asyncio.CancelledError)
+    assert others == [None, None]
+    assert store.groups == [3]
+    written = store.read_log(JOURNAL, SERVE)
+    assert [record["request"]["chat_id"] for record in written] == ["ch_first", "ch_0", "ch_1"]
+
+
+def test_a_lines_time_is_written_as_every_belt_timestamp() -> None:
+    before = utcnow()
+    stamp = stamp_now()
+    after = utcnow()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp)
+    assert timestamp(before) <= stamp <= timestamp(after)
+    assert timestamp(parse_timestamp(stamp)) == stamp

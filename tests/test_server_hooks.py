@@ -110,6 +110,50 @@ def test_every_hook_request_and_its_answer_are_journalled(policy_server: Served)
     assert record in policy_server.reported
 
 
+def test_each_rule_answers_and_journals_its_own_verdict_request_after_request(
+    policy_server: Served,
+) -> None:
+    # The answers of a policy's rules are encoded once: rules taken in turns never mix them up.
+    expected: list[tuple[dict[str, Any], int | None]] = [
+        ({"decision": "deny", "reason": "only /tmp deletions allowed"}, 1),
+        ({"decision": "allow"}, 0),
+        (
+            {
+                "inject": {
+                    "content": "Reminder: only files under /tmp/ may be deleted.",
+                    "role": "system",
+                    "ttl_turns": 1,
+                    "dedup_key": "delete-policy",
+                }
+            },
+            2,
+        ),
+        ({"decision": "allow"}, None),
+    ]
+    sent = []
+    for round_ in range(3):
+        for n, body in enumerate(
+            [
+                tool_call("/srv/db"),
+                tool_call("/tmp/x"),
+                sample_payload("agent.turn_start"),
+                sample_payload("agent.complete"),
+            ]
+        ):
+            chat_id = f"ch_turns{round_}n{n}"
+            reply = policy_server.post(body={**body, "chat_id": chat_id})
+            assert reply.status_code == 200
+            assert reply.json() == expected[n][0]
+            sent.append((chat_id, expected[n]))
+    journal = {r["request"]["chat_id"]: r for r in policy_server.journal() if "request" in r}
+    for chat_id, (answer, rule) in sent:
+        record = journal[chat_id]
+        assert record["response"] == answer
+        assert record.get("rule") == rule
+        assert record["decision"] == answer.get("decision", "allow")
+        assert record.get("injected", False) == ("inject" in answer)
+
+
 def test_an_invalid_payload_is_422_problem_json(policy_server: Served) -> None:
     bad = sample_payload("agent.tool_call", turn_count=-1)
     del bad["run_id"]

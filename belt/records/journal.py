@@ -91,14 +91,31 @@ _SECRET_NAME = re.compile("|".join(_SECRET_WORDS))
 request)."""
 
 
+NAMES_KEPT = 256
+"""How many header names the journal remembers the spelling and secrecy of (then it forgets
+them all): a server is sent the same few names on every request."""
+_names: dict[bytes, tuple[str, bool]] = {}
+
+
+def _header_name(raw: bytes) -> tuple[str, bool]:
+    """A header's name as the journal spells it (lowercase), and whether its value is masked."""
+    known = _names.get(raw)
+    if known is None:
+        if len(_names) >= NAMES_KEPT:
+            _names.clear()
+        name = raw.decode("latin-1").lower()
+        known = _names[raw] = (name, _SECRET_NAME.search(name) is not None)
+    return known
+
+
 def journal_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
     """A request's headers as the journal keeps them: every value that can carry a secret (an
     authorization, a cookie, a signature, a key or token) masked, each value and their number
     bounded."""
     kept: dict[str, str] = {}
     for name_bytes, value_bytes in raw[:HEADERS_KEPT]:
-        name = name_bytes.decode("latin-1").lower()
-        if _SECRET_NAME.search(name):
+        name, secret = _header_name(name_bytes)
+        if secret:
             value = MASK
         else:
             value = value_bytes.decode("latin-1")

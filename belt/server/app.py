@@ -22,17 +22,19 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from belt.effects import is_in_process
 from belt.emulator.agents import load_agent_files
 from belt.emulator.chats import Emulator
 from belt.emulator.modelscript import load_model_script
 from belt.errors import BeltError
-from belt.policy import load_policy
+from belt.policy import Verdict, load_policy
 from belt.records.chats import set_chat_settings
 from belt.records.interrupts import list_interrupts, resolve_interrupt, sweep
 from belt.records.journal import ServeLine, journal_headers
@@ -55,7 +57,7 @@ from belt.server.deciders import (
 from belt.server.forward import check_forward_url, forward_decider
 from belt.server.guard import AcceptErrors, RequestGuard, allowed_host_name
 from belt.server.inspector import inspector_routes, is_page_shell
-from belt.server.journal import GroupJournal
+from belt.server.journal import GroupJournal, stamp_now
 from belt.server.live import handler_traceback, loop_error, render_json, render_record
 from belt.server.problems import (
     MAX_BODY_BYTES,
@@ -66,8 +68,8 @@ from belt.server.problems import (
     internal_problem,
     json_bytes,
     parse_json,
-    read_body,
     read_json_object,
+    receive_body,
 )
 from belt.server.profile import profile_routes
 from belt.server.resume import RESUME_INTERVAL, resume_forever
@@ -214,6 +216,10 @@ class ReplayGuard:
         return self._kept_bytes
 
 
+FIXED_KEPT = 256
+"""How many fixed verdicts (a policy's rules and default) a hook service keeps encoded."""
+
+
 class HookService:
     """Handles hook requests: verify, validate, decide, answer, journal, report."""
 
@@ -230,22 +236,28 @@ class HookService:
         self.key = secret_key(secret) if secret else None
         self.replays = ReplayGuard()
         self.report = report
+        self._fixed: dict[int, tuple[Verdict, tuple[dict[str, Any], dict[str, Any], bytes]]] = {}
 
-    async def handle(self, request: Request) -> Response:
-        """POST /hooks and POST /hooks/{name}."""
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """POST /hooks and POST /hooks/{name}: an ASGI route, which makes no Request."""
+        response = await self.handle(scope, receive)
+        await response(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive) -> Response:
+        """The answer to one hook request, once its journal line is written."""
         started = time.perf_counter()
         record: ServeLine = {
             "kind": "hook",
-            "at": timestamp(utcnow()),
-            "route": request.scope["path"],
-            "name": request.path_params.get("name"),
-            "headers": journal_headers(request.scope["headers"]),
+            "at": stamp_now(),
+            "route": scope["path"],
+            "name": scope["path_params"].get("name"),
+            "headers": journal_headers(scope["headers"]),
         }
         delivery: Delivery | Answer | None = None
         try:
-            body = await read_body(request)
+            body = await receive_body(scope, receive)
             if self.key is not None:
-                delivery = await self._verify(request, body, record)
+                delivery = await self._verify(Headers(scope=scope), body, record)
             if isinstance(delivery, Answer):
                 response_body, response = delivery.again(record)
                 status = delivery.status
@@ -271,12 +283,12 @@ class HookService:
         await self._record(record)
         return response
 
-    async def _verify(self, request: Request, body: bytes, record: ServeLine) -> Delivery | Answer:
+    async def _verify(self, headers: Headers, body: bytes, record: ServeLine) -> Delivery | Answer:
         """A signed request's new delivery, or the first answer when it is a redelivery (the
         same ``webhook-id`` and body); 401 for a bad signature, 409 for a replay."""
         assert self.key is not None
         try:
-            msg_id = verify_with(self.key, request.headers, body)
+            msg_id = verify_with(self.key, headers, body)
         except SignatureError as exc:
             raise Problem(401, "Unauthorized", f"signature check failed: {exc.message}") from None
         record["webhook_id"] = msg_id
@@ -329,18 +341,35 @@ class HookService:
             raise Problem(
                 500, "Internal Server Error", f"the handler raised {type(exc).__name__}: {exc}"
             ) from None
+        fields, response_body, encoded = self._encoded(verdict)
+        record.update(fields)  # type: ignore[typeddict-item]
+        return response_body, Response(encoded, media_type="application/json")
+
+    def _encoded(self, verdict: Verdict) -> tuple[dict[str, Any], dict[str, Any], bytes]:
+        """A verdict's journal fields, its response as JSON and that JSON's bytes; made once
+        for a policy's own verdicts (each the same object every time; none of the three is
+        changed after), for the others on every request."""
+        if verdict.fixed:
+            kept = self._fixed.get(id(verdict))
+            if kept is not None and kept[0] is verdict:
+                return kept[1]
         answer = verdict.response
-        record["decision"] = answer.effective_decision().value
+        fields: dict[str, Any] = {"decision": answer.effective_decision().value}
         if answer.reason:
-            record["reason"] = answer.reason
+            fields["reason"] = answer.reason
         if verdict.rule is not None:
-            record["rule"] = verdict.rule
+            fields["rule"] = verdict.rule
         if verdict.warnings:
-            record["warnings"] = list(verdict.warnings)
+            fields["warnings"] = list(verdict.warnings)
         if answer.injected:
-            record["injected"] = True
+            fields["injected"] = True
         response_body = answer.model_dump(mode="json", exclude_none=True)
-        return response_body, Response(json_bytes(response_body), media_type="application/json")
+        made = fields, response_body, json_bytes(response_body)
+        if verdict.fixed:
+            if len(self._fixed) >= FIXED_KEPT:
+                self._fixed.clear()
+            self._fixed[id(verdict)] = (verdict, made)  # the verdict kept: its id stays its own
+        return made
 
     async def _record(self, record: ServeLine) -> None:
         if self.journal is not None:
@@ -490,8 +519,8 @@ def platform_routes(hooks: HookService, api: PlatformApi, health: Health) -> lis
     """The platform's routes: the hooks, its interrupt and chat API, and ``/healthz``."""
     return [
         Route("/healthz", health.check, methods=["GET"]),
-        Route("/hooks", hooks.handle, methods=["POST"]),
-        Route("/hooks/{name:path}", hooks.handle, methods=["POST"]),
+        Route("/hooks", hooks, methods=["POST"]),
+        Route("/hooks/{name:path}", hooks, methods=["POST"]),
         Route("/agent-runs/{run_id}/interrupts", api.list_interrupts, methods=["GET"]),
         Route("/interrupts/{interrupt_id}/resolve", api.resolve, methods=["POST"]),
         Route("/agents/hook-events", api.hook_events, methods=["GET"]),

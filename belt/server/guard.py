@@ -218,6 +218,10 @@ SAFE_METHODS = (b"GET", b"HEAD", b"OPTIONS")
 """Methods that change nothing (a preflight ``OPTIONS`` is answered 405: never allowed)."""
 JSON_CHARSETS = ("utf-8", "utf8")
 LOOPBACK_HOSTS = "a loopback host (127.0.0.1, localhost, [::1])"
+CHECKED_HEADERS = frozenset(
+    (b"authorization", b"host", b"origin", b"transfer-encoding", b"content-length", b"content-type")
+)
+"""The headers the guard reads (uvicorn gives their names lowercase); it passes the others by."""
 
 
 def split_host(value: str) -> tuple[str, int | None] | None:
@@ -351,6 +355,7 @@ class RequestGuard:
         self.token = token.encode("utf-8") if token else None
         self.allowed = frozenset(allowed_host_name(name) for name in allow_hosts)
         self._hosts_seen: dict[str, bool] = {}
+        self._types_seen: dict[bytes, bool] = {}
         self.is_open = is_open
         self.report = report
 
@@ -382,7 +387,8 @@ class RequestGuard:
         """Raise Refusal for a request the rules refuse."""
         headers: dict[bytes, list[bytes]] = {}
         for name, value in scope["headers"]:
-            headers.setdefault(name, []).append(value)
+            if name in CHECKED_HEADERS:
+                headers.setdefault(name, []).append(value)
         if not self._carries_token(headers):
             if self.token is not None and not self.is_open(scope["path"]):
                 authorization = headers.get(b"authorization")
@@ -408,6 +414,15 @@ class RequestGuard:
             if len(self._hosts_seen) >= HOSTS_REMEMBERED:
                 self._hosts_seen.clear()
             known = self._hosts_seen[host] = host_allowed(host, self.allowed)
+        return known
+
+    def _json_type(self, value: bytes) -> bool:
+        """``is_json_type``, remembered for the few types a server is sent (as ``Host``)."""
+        known = self._types_seen.get(value)
+        if known is None:
+            if len(self._types_seen) >= HOSTS_REMEMBERED:
+                self._types_seen.clear()
+            known = self._types_seen[value] = is_json_type(value.decode("latin-1"))
         return known
 
     def _host(self, values: list[bytes]) -> str:
@@ -448,9 +463,8 @@ class RequestGuard:
             return True
         return any(value.strip() not in (b"", b"0") for value in headers.get(b"content-length", []))
 
-    @staticmethod
-    def _content_type(values: list[bytes]) -> None:
-        if len(values) == 1 and is_json_type(values[0].decode("latin-1")):
+    def _content_type(self, values: list[bytes]) -> None:
+        if len(values) == 1 and self._json_type(values[0]):
             return
         sent = f"it was {shown(b', '.join(values))}" if values else "it had no Content-Type"
         raise Refusal(

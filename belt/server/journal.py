@@ -2,16 +2,18 @@
 
 A hook request hands its line to ``GroupJournal.write`` and waits. The lines handed in while the
 event loop runs the requests that are ready go in one append of the store (one lock, one write
-of their lines), made at the next turn of the loop; each request is answered once the append
-that holds its line has returned. A line is so as durable as one appended alone (written to
-the file, not fsynced: docs/serve.md, "The journal"), and a server killed after answering has
-its line on disk.
+of their lines), made at the next turn of the loop by the request that began the group (it
+goes on at once; the others are woken when it is written); each request is answered once the
+append that holds its line has returned. A line is so as durable as one appended alone (written
+to the file, not fsynced: docs/serve.md, "The journal"), and a server killed after answering
+has its line on disk.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 from belt.errors import BeltError
 from belt.records.changes import touched_anything
@@ -24,37 +26,67 @@ JOURNAL_ERRORS = (BeltError, OSError, ValueError)
 """What a journal that cannot be written raises (ValueError: a string the store cannot encode,
 such as a lone surrogate in a reason)."""
 
+UNWRITTEN = "the journal could not be written"
+"""Why a line was not written when the store failed in a way it never should."""
+
+
+def stamp_now() -> str:
+    """The wall time now as a journal line's ``at`` (``2026-08-11T14:00:00.000Z``, as
+    ``belt.store.clock.timestamp`` writes it; a virtual clock never changes it): the date and
+    time of a second are formatted once, for all the lines of that second."""
+    second, nanoseconds = divmod(time.time_ns(), 1_000_000_000)
+    if _last_second[0] != second:
+        _last_second[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))]
+    return f"{_last_second[1]}.{nanoseconds // 1_000_000:03d}Z"
+
+
+_last_second: list[Any] = [-1, ""]
+
 
 class GroupJournal:
     """The journal of one server's event loop, appended a group of lines at a time."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.waiting: list[tuple[ServeLine, asyncio.Future[str | None]]] = []
+        self.waiting: list[tuple[ServeLine, asyncio.Future[str | None] | None]] | None = None
+        """The group being gathered (its first line's request writes it), None between."""
 
     async def write(self, line: ServeLine) -> str | None:
         """Append ``line`` with the others handed in meanwhile; once it is written, None, or why
         it could not be (a journal that cannot be written must not stop hooks being answered)."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[str | None] = loop.create_future()
-        self.waiting.append((line, done))
-        if len(self.waiting) == 1:
-            loop.call_soon(self._append)
-        return await done
+        if self.waiting is not None:
+            done: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+            self.waiting.append((line, done))
+            return await done
+        group: list[tuple[ServeLine, asyncio.Future[str | None] | None]] = [(line, None)]
+        self.waiting = group
+        try:
+            # One turn of the loop: the requests it runs meanwhile hand in their lines too.
+            await asyncio.sleep(0)
+        finally:
+            # Written even when this request was cancelled: the others wait for it.
+            self.waiting = None
+            error = self._append(group)
+        return error
 
-    def _append(self) -> None:
-        group, self.waiting = self.waiting, []
+    def _append(
+        self, group: list[tuple[ServeLine, asyncio.Future[str | None] | None]]
+    ) -> str | None:
+        """Write ``group``, wake the requests waiting for it; the first line's error, if any."""
+        errors: list[str | None] = [UNWRITTEN] * len(group)
         try:
             append_serve_lines(self.store, [line for line, _ in group])
+            errors = [None] * len(group)
         except JOURNAL_ERRORS:
             # One line the store refuses must not cost the others theirs: each on its own.
-            for line, done in group:
-                _settle(done, _append_one(self.store, line))
-            touched_anything()
-            return
-        for _, done in group:
-            _settle(done, None)
-        touched_anything()  # the inspector's stream: the deliveries changed
+            errors = [_append_one(self.store, line) for line, _ in group]
+        finally:
+            # Even when the store raised what it never should, no request waits forever.
+            for (_, done), error in zip(group[1:], errors[1:], strict=True):
+                if done is not None:
+                    _settle(done, error)
+            touched_anything()  # the inspector's stream: the deliveries changed
+        return errors[0]
 
 
 def _append_one(store: Store, line: ServeLine) -> str | None:

@@ -62,8 +62,25 @@ def render_record(record: dict[str, Any]) -> None:
 
 
 def _clock(stamp: Any) -> str:
+    """A record's time as the live line shows it: local, to the second."""
+    text = str(stamp)
+    if len(text) == STAMP_LENGTH and text.endswith("Z") and text[19] == ".":
+        # A stamp belt made (``2026-08-11T14:00:00.000Z``): the lines of one second share it.
+        second = text[:19]
+        if _last_second[0] != second:
+            _last_second[:] = [second, _local_clock(second + "Z")]
+        return _last_second[1]
+    return _local_clock(text)
+
+
+STAMP_LENGTH = len("2026-08-11T14:00:00.000Z")
+_last_second = ["", ""]
+"""The last second a live line was printed in, and its clock."""
+
+
+def _local_clock(text: str) -> str:
     try:
-        return datetime.fromisoformat(str(stamp)).astimezone().strftime("%H:%M:%S")
+        return datetime.fromisoformat(text).astimezone().strftime("%H:%M:%S")
     except ValueError:
         return "--:--:--"
 

@@ -16,8 +16,9 @@ import json
 from typing import Any
 
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope
 
 from belt.errors import BeltError, http_status
 from belt.strictjson import StrictJSONError, decode
@@ -155,17 +156,32 @@ async def internal_problem(request: Request, exc: Exception) -> Response:
 
 async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
     """The request body, refused with 413 once it passes ``limit`` bytes."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
+    return await receive_body(request.scope, request.receive, limit)
+
+
+async def receive_body(scope: Scope, receive: Receive, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The body of the request of ``scope``, read from ``receive`` (an ASGI route's, with no
+    Request made), refused with 413 once it passes ``limit`` bytes; ClientDisconnect when the
+    client leaves before sending it all."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            if value.isdigit() and int(value) > limit:
+                raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
+            break
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def parse_json(body: bytes) -> Any:

@@ -11,12 +11,14 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
 from belt.samples import sample_payload
+from belt.server.live import render_record
 from belt.server.run import bind, is_loopback
 from belt.signing import signed_headers
 from belt.store import open_store
@@ -153,6 +155,36 @@ def test_serve_shows_one_live_line_per_hook_and_stops_cleanly_on_ctrl_c() -> Non
     assert re.fullmatch(rf"{clock}  -  422  not a LifecycleHookPayload: .* \d+\.\d ms", lines[2])
     journal = open_store().read_log("journal", "serve")
     assert [record["status"] for record in journal] == [200, 200, 422]
+
+
+def test_a_live_lines_clock_is_the_records_local_time_to_the_second(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    stamps = [
+        "2026-08-11T14:00:00.001Z",
+        "2026-08-11T14:00:00.999Z",  # the same second: the clock formatted once is the same
+        "2026-08-11T14:00:01.000Z",
+        "2026-08-11T16:00:01.500+02:00",  # not a stamp belt made: read in full
+        "not a time",
+    ]
+    for at in stamps:
+        render_record(
+            {
+                "kind": "api",
+                "at": at,
+                "action": "resolve",
+                "target": "in_1",
+                "status": 200,
+                "detail": "allow",
+            }
+        )
+    shown = [line.split("  ")[0] for line in capsys.readouterr().out.splitlines()]
+
+    def local(at: str) -> str:
+        return datetime.fromisoformat(at).astimezone().strftime("%H:%M:%S")
+
+    assert shown == [local(at) for at in stamps[:4]] + ["--:--:--"]
 
 
 def test_belt_check_with_the_secret_passes_belt_serve_with_it_redelivery_included() -> None:
