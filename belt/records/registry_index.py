@@ -415,7 +415,7 @@ class SearchIndex:
             "INSERT INTO fts (rowid, name, tags, text) VALUES (?, ?, ?, ?)",
             (rowid, row.name, " ".join(row.tags), row.text),
         )
-        self._pending().added.append((rowid, row))
+        self._pending().added[rowid] = row
 
     def _remove(self, entry_id: str) -> None:
         found = self._run(
@@ -430,7 +430,9 @@ class SearchIndex:
                 raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
             self._run("DELETE FROM fts WHERE rowid = ?", (rowid,))
             self._run("DELETE FROM entries WHERE rowid = ?", (rowid,))
-            self._pending().removed.append((rowid, columns))
+            changes = self._pending()
+            if changes.added.pop(rowid, None) is None:  # else its postings were never written
+                changes.removed.append((rowid, columns))
 
     def _pending(self) -> _Changes:
         if self._changes is None:
@@ -438,51 +440,39 @@ class SearchIndex:
         return self._changes
 
     def _write_postings(self, changes: _Changes) -> None:
-        """Bring ``postings`` and the counts of rows and tokens level with ``changes``."""
-        removed: dict[str, set[int]] = {}
-        added: dict[str, list[tuple[int, int, int]]] = {}
-        rows = tokens = 0
-        gone = PROBE.counts([columns for _, columns in changes.removed])
-        for (rowid, _), (freqs, length) in zip(changes.removed, gone, strict=True):
-            rows, tokens = rows - 1, tokens - length
-            for term in freqs:
-                removed.setdefault(term, set()).add(rowid)
-        new = PROBE.counts([_columns(row) for _, row in changes.added])
-        for (rowid, _), (freqs, length) in zip(changes.added, new, strict=True):
-            rows, tokens = rows + 1, tokens + length
-            for term, freq in freqs.items():
-                added.setdefault(term, []).append((rowid, freq, length))
-        for term in sorted(removed.keys() | added.keys()):
-            found = self._run(
-                "SELECT docs, freqs, lengths FROM postings WHERE term = ?", (term,)
-            ).fetchone()
-            kept: list[tuple[int, int, int]] = []
-            if found is not None:
-                try:
-                    old = _Posting.decode(*found)
-                except (TypeError, ValueError) as exc:
-                    raise IndexDamaged(
-                        self.path, f"postings are not as belt wrote them: {exc}"
-                    ) from None
-                drop = removed.get(term, set())
-                kept = [
-                    entry
-                    for entry in zip(old.docs, old.freqs, old.lengths, strict=True)
-                    if entry[0] not in drop
-                ]
-            kept.extend(added.get(term, []))
-            if not kept:
-                self._run("DELETE FROM postings WHERE term = ?", (term,))
-                continue
-            kept.sort()
-            posting = _Posting(
-                array("q", [entry[0] for entry in kept]),
-                array("i", [entry[1] for entry in kept]),
-                array("i", [entry[2] for entry in kept]),
+        """Bring ``postings`` and the counts of rows and tokens level with ``changes``, each
+        term's postings read and written once."""
+        gone, gone_lengths = PROBE.postings(changes.removed)
+        new, new_lengths = PROBE.postings(
+            [(rowid, _columns(row)) for rowid, row in changes.added.items()]
+        )
+        terms = sorted(gone.keys() | new.keys())
+        for start in range(0, len(terms), COUNT_BATCH):
+            batch = terms[start : start + COUNT_BATCH]
+            found = self._all(
+                "SELECT term, docs, freqs, lengths FROM postings "
+                "WHERE term IN (SELECT value FROM json_each(?))",
+                (json.dumps(batch),),
             )
-            self._run(
-                "INSERT OR REPLACE INTO postings VALUES (?, ?, ?, ?)", (term, *posting.blobs())
-            )
+            try:
+                stored = {str(term): _Posting.decode(*blobs) for term, *blobs in found}
+            except (TypeError, ValueError) as exc:
+                raise IndexDamaged(
+                    self.path, f"postings are not as belt wrote them: {exc}"
+                ) from None
+            for term in batch:
+                posting = stored.get(term) or _Posting(array("q"), array("i"), array("i"))
+                posting.drop(gone.get(term, ([], []))[0])
+                docs, freqs = new.get(term, ([], []))
+                posting.add(docs, freqs, [new_lengths[rowid] for rowid in docs])
+                if not posting.docs:
+                    self._run("DELETE FROM postings WHERE term = ?", (term,))
+                    continue
+                self._run(
+                    "INSERT OR REPLACE INTO postings VALUES (?, ?, ?, ?)", (term, *posting.blobs())
+                )
+        rows = len(changes.added) - len(changes.removed)
+        tokens = sum(new_lengths.values()) - sum(gone_lengths.values())
         self._run("UPDATE meta SET value = value + ? WHERE key = 'rows'", (rows,))
         self._run("UPDATE meta SET value = value + ? WHERE key = 'tokens'", (tokens,))
 
@@ -518,7 +508,7 @@ class _Transaction:
 
     def __enter__(self) -> None:
         self.index._run("BEGIN IMMEDIATE")
-        self.index._changes = _Changes(added=[], removed=[])
+        self.index._changes = _Changes(added={}, removed=[])
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         changes, self.index._changes = self.index._changes, None
@@ -573,6 +563,26 @@ class _Posting:
         if not len(posting.docs) == len(posting.freqs) == len(posting.lengths):
             raise ValueError("their lists differ in length")
         return posting
+
+    def drop(self, rowids: Iterable[int]) -> None:
+        """Take ``rowids`` out (those it holds)."""
+        for rowid in rowids:
+            at = bisect_left(self.docs, rowid)
+            if at < len(self.docs) and self.docs[at] == rowid:
+                del self.docs[at], self.freqs[at], self.lengths[at]
+
+    def add(self, docs: Sequence[int], freqs: Sequence[int], lengths: Sequence[int]) -> None:
+        """Put rows in (rowids it does not hold), keeping the rowids ascending."""
+        for rowid, freq, length in zip(docs, freqs, lengths, strict=True):
+            if not self.docs or rowid > self.docs[-1]:  # the usual case: a new row is the last
+                self.docs.append(rowid)
+                self.freqs.append(freq)
+                self.lengths.append(length)
+                continue
+            at = bisect_left(self.docs, rowid)
+            self.docs.insert(at, rowid)
+            self.freqs.insert(at, freq)
+            self.lengths.insert(at, length)
 
     def blobs(self) -> tuple[bytes, bytes, bytes]:
         """The postings as stored."""
@@ -688,11 +698,11 @@ class _Changes:
     """The rows one transaction adds and removes, whose postings are written when it commits:
     each term's postings once, however many of its rows changed."""
 
-    added: list[tuple[int, Row]]
+    added: dict[int, Row]
     removed: list[tuple[int, tuple[str, str, str]]]
 
 
-COUNT_BATCH = 500
+COUNT_BATCH = 2_000
 """How many rows the probe tokenises at once when their postings are written."""
 
 MAX_KNOWN_WORDS = 10_000
@@ -725,40 +735,49 @@ class Probe:
                 del known[next(iter(known))]
             return [found[text] if text in found else known[text] for text in texts]
 
-    def counts(self, rows: Sequence[tuple[str, str, str]]) -> list[tuple[dict[str, int], int]]:
-        """For each row of (name, tags, text) as ``fts`` holds it: how often it holds each of
-        its terms, weighted by column as ``bm25()`` counts (``WEIGHTS``), and its tokens."""
-        found: list[tuple[dict[str, int], int]] = []
-        weights = dict(zip(("name", "tags", "text"), WEIGHTS, strict=True))
+    def postings(
+        self, rows: Sequence[tuple[int, tuple[str, str, str]]]
+    ) -> tuple[dict[str, tuple[list[int], list[int]]], dict[int, int]]:
+        """For rows of (rowid, (name, tags, text) as ``fts`` holds them): each term's rows
+        and how often each holds it, weighted by column as ``bm25()`` counts (``WEIGHTS``),
+        and each row's length in tokens."""
+        held: dict[str, tuple[list[int], list[int]]] = {}
+        lengths: dict[int, int] = {}
+        weight = " ".join(
+            f"WHEN '{column}' THEN {int(value)}"
+            for column, value in zip(("name", "tags", "text"), WEIGHTS, strict=True)
+        )
         with self._lock:
             for start in range(0, len(rows), COUNT_BATCH):
-                batch = rows[start : start + COUNT_BATCH]
-                freqs: list[dict[str, int]] = [{} for _ in batch]
-                lengths = [0] * len(batch)
                 db = self._connection()
                 try:
                     db.execute("BEGIN")
                     try:
                         db.executemany(
                             "INSERT INTO probe_row (rowid, name, tags, text) VALUES (?, ?, ?, ?)",
-                            ((number, *columns) for number, columns in enumerate(batch)),
+                            (
+                                (rowid, *columns)
+                                for rowid, columns in rows[start : start + COUNT_BATCH]
+                            ),
                         )
-                        for doc, term, column, count in db.execute(
-                            "SELECT doc, term, col, count(*) FROM probe_row_terms "
-                            "GROUP BY doc, term, col"
+                        for doc, count in db.execute(
+                            "SELECT doc, count(*) FROM probe_row_terms GROUP BY doc"
                         ):
-                            held = freqs[int(doc)]
-                            held[str(term)] = held.get(str(term), 0) + int(weights[column]) * int(
-                                count
-                            )
-                            lengths[int(doc)] += int(count)
+                            lengths[int(doc)] = int(count)
+                        for term, docs, freqs in db.execute(
+                            "SELECT term, group_concat(doc), group_concat(freq) FROM ("
+                            f"SELECT term, doc, sum(CASE col {weight} END) AS freq "
+                            "FROM probe_row_terms GROUP BY term, doc) GROUP BY term"
+                        ):
+                            rowids, counts = held.setdefault(str(term), ([], []))
+                            rowids.extend(map(int, str(docs).split(",")))
+                            counts.extend(map(int, str(freqs).split(",")))
                     finally:
                         db.execute("ROLLBACK")
                 except sqlite3.Error as exc:
                     self._db = None
                     raise BeltError(f"tokenising text for the registry failed: {exc}") from None
-                found.extend(zip(freqs, lengths, strict=True))
-        return found
+        return held, lengths
 
     def _tokenise(self, texts: Sequence[str]) -> list[frozenset[str]]:
         db = self._connection()
