@@ -19,7 +19,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from belt.errors import Conflict, ExitCode, InvalidInput, NotFound
-from belt.store import SCHEMA_VERSION, MemoryStore, Store, open_store, shapes
+from belt.store import SCHEMA_VERSION, MemoryStore, Store, files, open_store, shapes
+from belt.store import store as store_module
 from belt.store.store import FRESH_KEPT
 
 
@@ -1033,6 +1034,41 @@ def test_an_append_reads_the_header_again_only_when_the_file_changed_since_its_l
     with pytest.raises(InvalidInput, match="newer belt"):
         store.append("events", "r", {"n": 6})
     assert path.read_bytes() == newer
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+def test_an_append_opens_the_log_again_only_when_the_file_changed_since_its_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "store")
+    store.append("events", "r", {"n": 1})
+    path = store.root / "logs" / "events" / "r.jsonl"
+    opened: list[Path] = []
+    real = files.open_regular
+
+    def counted(where: Path, **options: Any) -> int:
+        opened.append(Path(where))
+        return real(where, **options)
+
+    monkeypatch.setattr(files, "open_regular", counted)
+    monkeypatch.setattr(store_module, "open_regular", counted)
+    store.append("events", "r", {"n": 2})
+    store.append_group("events", "r", [{"n": 3}, {"n": 4}])
+    assert opened == []  # through the descriptor its last append left open
+    Store(store.root).append("events", "r", {"n": 5})  # another process's
+    store.append("events", "r", {"n": 6})
+    assert path in opened
+    assert [record["n"] for record in store.read_log("events", "r")] == [1, 2, 3, 4, 5, 6]
+    # Replaced by another file: the next append goes to the file now at the path.
+    other = path.with_name("other.jsonl")
+    other.write_bytes(b'{"belt":"log","schema":1}\n{"n":0}\n')
+    os.replace(other, path)
+    store.append("events", "r", {"n": 7})
+    assert [record["n"] for record in store.read_log("events", "r")] == [0, 7]
+    root = store.root
+    assert open_files_under(root) == 1
+    del store
+    assert open_files_under(root) == 0
 
 
 def open_files_under(root: Path) -> int:

@@ -288,6 +288,23 @@ def append_line(path: Path, line: bytes, *, header: bytes, fsync: bool = True) -
         os.close(fd)
 
 
+def append_to(fd: int, path: Path, line: bytes, *, fsync: bool = True) -> os.stat_result:
+    """Append ``line`` through ``fd``, open (with O_APPEND) on the file at ``path`` whose last
+    line is known complete (this process appended it and nothing changed the file since); the
+    caller holds the file's lock. Returns the file's status after the write."""
+    try:
+        _write_all(fd, line)
+        if fsync:
+            os.fsync(fd)
+        return os.fstat(fd)
+    except OSError as exc:
+        failure = write_failure(path, exc)
+        if failure is None:
+            raise
+        # A partly written line is torn; the next append (through a fresh open) cuts it off.
+        raise failure from None
+
+
 def _cut_torn_tail(fd: int) -> None:
     size = os.fstat(fd).st_size
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":

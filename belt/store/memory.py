@@ -173,6 +173,9 @@ class MemoryStore(Store):
                 raise line_too_long(HEADER_MAX)
             return bytes(found[: end + 1] if end >= 0 else found)
 
+    def _open_appending(self, path: Path, stamp: object) -> int | None:
+        return None  # nothing to hold open: every append takes the path of a first one
+
     def _append_line(self, path: Path, line: bytes, *, header: bytes, sync: bool) -> None:
         key = str(path)
         with self._mutex:

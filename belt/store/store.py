@@ -35,6 +35,7 @@ from belt.store.files import (
     HardLinksUnsupported,
     UnsafeFile,
     append_line,
+    append_to,
     atomic_write,
     fsync_dir,
     iter_lines,
@@ -197,6 +198,14 @@ def _unpin_all(kept: dict[Path, tuple[object, bytes, int]]) -> None:
             os.close(found[2])
 
 
+def _close_appended(kept: dict[Path, tuple[object, int | None]]) -> None:
+    """Close the descriptors the last appends left open (when their store is gone, or full)."""
+    for path in list(kept):
+        found = kept.pop(path, None)
+        if found is not None and found[1] is not None and found[1] >= 0:
+            os.close(found[1])
+
+
 class Store:
     """JSON files under ``root``, written atomically under per-object inter-process locks."""
 
@@ -222,7 +231,10 @@ class Store:
         self.shapes = shapes
         self._fresh: dict[Path, tuple[object, bytes, int]] = {}
         weakref.finalize(self, _unpin_all, self._fresh)
-        self._appended: dict[Path, object] = {}
+        self._appended: dict[Path, tuple[object, int | None]] = {}
+        """Per line file this store appended to last: its stamp after that append, and a
+        descriptor left open on it for the next append (None: none is kept)."""
+        weakref.finalize(self, _close_appended, self._appended)
 
     def without_fsync(self) -> Store:
         """The same store, writing without fsync: for high-rate writers such as a simulation.
@@ -718,12 +730,15 @@ class Store:
     ) -> None:
         header = _header_line(family, self.schema)
         line = b"".join(_encode(record, indent=None) + b"\n" for record in records)
+        sync = self.fsync if sync is None else sync
         appended = self._appended.pop(path, None)
+        same = False
         try:
             # Never add to a file this belt cannot read (damaged, or from a newer belt); the
             # header this belt writes needs no parsing, and a file as this store's last append
             # left it (the same stamp) had its header read then.
-            if appended is None or appended != self._stamp(path):
+            same = appended is not None and appended[0] == self._stamp(path)
+            if not same:
                 first = self._first_line(path)
                 if first != header:
                     self._check_header(path, first, family)
@@ -733,17 +748,35 @@ class Store:
             raise _damaged(path, exc.why) from None
         except OSError as exc:
             raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+        finally:
+            handle = None if appended is None else appended[1]
+            if handle is not None and not same:
+                os.close(handle)  # the file changed since this store's last append
+        if same and handle is not None:
+            # The file ends with that append's complete line: the descriptor it left open adds
+            # to the file as it is (no open, no torn tail to look for).
+            try:
+                stamp = self._append_through(handle, path, line, sync=sync)
+            except BaseException:
+                os.close(handle)
+                raise
+            self._keep_appended(path, stamp, handle)
+            return
         try:
-            self._append_line(path, line, header=header, sync=self.fsync if sync is None else sync)
+            self._append_line(path, line, header=header, sync=sync)
         except DamagedLines:
             raise _damaged(path, "it has no complete line") from None
         except UnsafeFile as exc:
             raise _damaged(path, exc.why) from None
         stamp = self._stamp(path)  # the caller holds the file's lock: no one appended since
         if stamp is not None:
-            if len(self._appended) >= FRESH_KEPT:
-                self._appended.clear()
-            self._appended[path] = stamp
+            self._keep_appended(path, stamp, self._open_appending(path, stamp))
+
+    def _keep_appended(self, path: Path, stamp: object, handle: int | None) -> None:
+        """Keep ``path``'s stamp after this store's append, and ``handle`` open on it."""
+        if len(self._appended) >= FRESH_KEPT:
+            _close_appended(self._appended)
+        self._appended[path] = (stamp, handle)
 
     def _check_header(self, path: Path, raw: bytes, family: str) -> int:
         header = _parse_json(path, raw, "line 1 ")
@@ -833,6 +866,22 @@ class Store:
 
     def _first_line(self, path: Path) -> bytes:
         return read_first_line(path)
+
+    def _open_appending(self, path: Path, stamp: object) -> int | None:
+        """A descriptor open for appending on the file at ``path``, which has ``stamp`` (None
+        when it has another now); the next append goes through it while the stamp holds."""
+        try:
+            fd = open_regular(path, flags=os.O_RDWR | os.O_APPEND)
+        except (OSError, UnsafeFile):
+            return None
+        if _stamp_of(os.fstat(fd)) != stamp:
+            os.close(fd)
+            return None
+        return fd
+
+    def _append_through(self, handle: int, path: Path, line: bytes, *, sync: bool) -> object:
+        """Append ``line`` through ``handle`` (from ``_open_appending``); the file's new stamp."""
+        return _stamp_of(append_to(handle, path, line, fsync=sync))
 
     def _append_line(self, path: Path, line: bytes, *, header: bytes, sync: bool) -> None:
         append_line(path, line, header=header, fsync=sync)
