@@ -211,6 +211,43 @@ def test_unknown_routes_and_methods_are_problem_json(policy_server: Served) -> N
     assert wrong.json()["status"] == 405
 
 
+def test_hook_paths_are_taken_as_their_routes_take_them(tmp_path: Path) -> None:
+    with serving(tmp_path / "store") as served:
+        for n, path in enumerate(["/hooks", "/hooks/", "/hooks/team/guard", "/hooks/a%20b"]):
+            body = sample_payload("agent.turn_start", chat_id=f"ch_path{n}")
+            assert served.post(path, body=body).status_code == 200
+        assert httpx.put(served.url + "/hooks/x", json={}).status_code == 405
+        records = [r for r in served.journal() if "request" in r]
+    assert [(r["route"], r["name"]) for r in records] == [
+        ("/hooks", None),
+        ("/hooks/", ""),
+        ("/hooks/team/guard", "team/guard"),
+        ("/hooks/a b", "a b"),
+    ]
+
+
+def test_under_a_root_path_the_hook_routes_answer_as_before(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    app = create_app(store=store, sweep_interval=0)
+
+    async def mounted(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        # As a server started with a root path gives it: the full path and the root.
+        if scope["type"] == "http":
+            scope = {**scope, "root_path": "/belt", "path": "/belt" + scope["path"]}
+        await app(scope, receive, send)
+
+    with running(mounted) as url:
+        body = sample_payload("agent.turn_start")
+        reply = httpx.post(url + "/hooks/guard", json=body)
+        assert reply.status_code == 200, reply.text
+    [record] = store.read_log("journal", "serve")
+    assert (record["route"], record["name"], record["status"]) == (
+        "/belt/hooks/guard",
+        "guard",
+        200,
+    )
+
+
 def test_healthz_answers(policy_server: Served) -> None:
     reply = httpx.get(policy_server.url + "/healthz")
     assert reply.status_code == 200

@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from belt.effects import is_in_process
 from belt.emulator.agents import load_agent_files
@@ -505,6 +505,7 @@ def create_app(
         lifespan=lifespan,
         exception_handlers={HTTPException: http_problem, Exception: internal_problem},
     )
+    app.add_middleware(HookRoutes, hooks=hooks)  # inside the guard: every check comes first
     app.add_middleware(
         RequestGuard,
         token=token,
@@ -513,6 +514,31 @@ def create_app(
         report=report,
     )
     return app
+
+
+class HookRoutes:
+    """ASGI middleware that answers ``POST /hooks`` and ``POST /hooks/{name}`` before the router
+    looks for them (they are most of what a server is asked), as their routes would. The routes
+    stay in the router for the rest: another method (405), or an app mounted under a root path.
+    """
+
+    def __init__(self, app: ASGIApp, *, hooks: HookService) -> None:
+        self.app = app
+        self.hooks = hooks
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer a hook request; pass the rest on."""
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            path = scope["path"]
+            if path == "/hooks":
+                scope["path_params"] = {}
+                await self.hooks(scope, receive, send)
+                return
+            if path.startswith("/hooks/"):
+                scope["path_params"] = {"name": path[len("/hooks/") :]}
+                await self.hooks(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def platform_routes(hooks: HookService, api: PlatformApi, health: Health) -> list[Route]:
