@@ -1071,6 +1071,30 @@ def test_an_append_opens_the_log_again_only_when_the_file_changed_since_its_last
     assert open_files_under(root) == 0
 
 
+def test_an_update_of_a_kept_record_pins_it_by_the_descriptor_it_was_written_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "store")
+    store.write("agent", "ag_1", {"v": 0})
+    store.read_fresh("agent", "ag_1")
+    opened: list[Path] = []
+    real = files.open_regular
+
+    def counted(where: Path, **options: Any) -> int:
+        opened.append(Path(where))
+        return real(where, **options)
+
+    monkeypatch.setattr(files, "open_regular", counted)
+    monkeypatch.setattr(store_module, "open_regular", counted)
+    store.update("agent", "ag_1", lambda data: {"v": 1})
+    store.merge("agent", "ag_1", {"w": 2})
+    store.write("agent", "ag_1", {"v": 3})
+    assert store.read_fresh("agent", "ag_1") == {"v": 3}
+    assert opened == [store.path("agent", "ag_1")]  # write reads the file it replaces, once
+    Store(store.root).write("agent", "ag_1", {"v": 4})  # another process's
+    assert store.read_fresh("agent", "ag_1") == {"v": 4}
+
+
 def open_files_under(root: Path) -> int:
     """How many descriptors of this process are open on files under ``root``."""
     found = 0

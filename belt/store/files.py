@@ -159,15 +159,19 @@ def write_failure(path: Path, exc: OSError) -> BeltError | None:
     )
 
 
-def atomic_write(path: Path, data: bytes, *, fsync: bool = True, exclusive: bool = False) -> None:
+def atomic_write(
+    path: Path, data: bytes, *, fsync: bool = True, exclusive: bool = False, keep_open: bool = False
+) -> int | None:
     """Write ``data`` to a temporary file, fsync it, and move it to ``path`` in one step.
 
     With ``exclusive`` the move is a hard link that fails with ``FileExistsError`` when ``path``
     already exists, so two creators of one name cannot both succeed. A full disk (or quota, size
     limit, read-only file system) is a BeltError naming ``path``, and ``path`` is unchanged.
+    With ``keep_open`` the descriptor the data was written through is returned, open on the file
+    now at ``path`` (the caller closes it); otherwise None.
     """
     try:
-        _atomic_write(path, data, fsync=fsync, exclusive=exclusive)
+        return _atomic_write(path, data, fsync=fsync, exclusive=exclusive, keep_open=keep_open)
     except OSError as exc:
         failure = write_failure(path, exc)
         if failure is None:
@@ -175,15 +179,21 @@ def atomic_write(path: Path, data: bytes, *, fsync: bool = True, exclusive: bool
         raise failure from None
 
 
-def _atomic_write(path: Path, data: bytes, *, fsync: bool, exclusive: bool) -> None:
+def _atomic_write(
+    path: Path, data: bytes, *, fsync: bool, exclusive: bool, keep_open: bool
+) -> int | None:
     fd, tmp = _temp_file(path)
+    kept: int | None = None
     try:
         try:
             _write_all(fd, data)
             if fsync:
                 os.fsync(fd)
         finally:
-            os.close(fd)
+            if keep_open:
+                kept = fd
+            else:
+                os.close(fd)
         if exclusive:
             try:
                 os.link(tmp, path)
@@ -195,10 +205,18 @@ def _atomic_write(path: Path, data: bytes, *, fsync: bool, exclusive: bool) -> N
         else:
             os.replace(tmp, path)
     except BaseException:
+        if kept is not None:
+            os.close(kept)
         Path(tmp).unlink(missing_ok=True)
         raise
     if fsync:
-        fsync_dir(path.parent)
+        try:
+            fsync_dir(path.parent)
+        except BaseException:
+            if kept is not None:
+                os.close(kept)
+            raise
+    return kept
 
 
 def read_bytes(path: Path, *, limit: int | None = None) -> bytes:

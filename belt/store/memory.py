@@ -120,6 +120,10 @@ class MemoryStore(Store):
             self._files[key] = blob
             self._listed(key)
 
+    def _put_pinned(self, path: Path, blob: bytes) -> int | None:
+        self._put_file(path, blob)
+        return None  # nothing to hold open
+
     def _listed(self, key: str) -> None:
         """Enter a new file's name in its directory (the caller holds the mutex)."""
         directory, _, name = key.rpartition("/")

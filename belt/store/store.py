@@ -375,8 +375,7 @@ class Store:
                 raise _damaged(path, exc.why) from None
             except OSError as exc:
                 raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
-            self._put_file(path, blob)
-            self._wrote(path, blob)
+            self._replace(path, blob)
 
     def update(
         self, kind: str, id: str, fn: Callable[[dict[str, Any]], dict[str, Any]]
@@ -395,8 +394,7 @@ class Store:
             if not isinstance(new, dict):
                 raise TypeError(f"update of {kind} {id} must return a dict")
             blob = self._encode_object(kind, id, new)
-            self._put_file(self.path(kind, id), blob)
-            self._wrote(self.path(kind, id), blob)
+            self._replace(self.path(kind, id), blob)
             return new
 
     def _wrote(self, path: Path, blob: bytes) -> None:
@@ -405,6 +403,19 @@ class Store:
         if path in self._fresh:
             stamp = self._stamp(path)
             self._keep(path, stamp, blob, None if stamp is None else self._pin(path, stamp))
+
+    def _replace(self, path: Path, blob: bytes) -> None:
+        """Replace ``path`` with ``blob`` under its lock, and keep it for ``read_fresh`` if it
+        keeps that path: pinned by the descriptor the blob was written through (no open of the
+        new file, no second look at its stamp)."""
+        if path not in self._fresh:
+            self._put_file(path, blob)
+            return
+        pin = self._put_pinned(path, blob)
+        if pin is None:
+            self._wrote(path, blob)
+            return
+        self._keep(path, _stamp_of(os.fstat(pin)), blob, pin)
 
     def merge(self, kind: str, id: str, changes: dict[str, Any]) -> dict[str, Any]:
         """Under the object's lock: set the fields in ``changes``, keep the rest; return it."""
@@ -821,6 +832,10 @@ class Store:
 
     def _put_file(self, path: Path, blob: bytes, *, exclusive: bool = False) -> None:
         atomic_write(path, blob, fsync=self.fsync, exclusive=exclusive)
+
+    def _put_pinned(self, path: Path, blob: bytes) -> int | None:
+        """``_put_file``, returning a descriptor open on the new file (None: none is held)."""
+        return atomic_write(path, blob, fsync=self.fsync, keep_open=True)
 
     def _is_file(self, path: Path) -> bool:
         return path.is_file()
