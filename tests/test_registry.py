@@ -718,12 +718,27 @@ def test_scores_are_fts5s_own_bm25_to_the_last_bit(
                 (hit.row.id, hit.score) for hit in index.search(query_words(prompt), limit=100)
             ]
             assert exact == expected
+            offered = index.search(query_words(prompt), limit=5, min_terms=2)
+            assert [hit.score for hit in offered] == [dict(expected)[hit.row.id] for hit in offered]
 
 
 def registry_index_reader(store: Store) -> registry_index.SearchIndex:
     index = registry_index.reader(index_path(store, DEFAULT_OWNER), durable=False)
     assert index is not None
     return index
+
+
+def test_an_entry_of_no_word_counts_in_the_scores_as_fts5_counts_it(store: Store) -> None:
+    save(store, "!!!", "+++ --- ***")
+    save(store, "Backups", "Backups run nightly.")
+    save(store, "Vault", "The vault keys rotate after the nightly backup.")
+    prompt = "nightly backups of the vault"
+    found = [
+        (hit.row.id, hit.score)
+        for hit in registry_index_reader(store).search(query_words(prompt), limit=10)
+    ]
+    assert found == fts5_ranking(index_path(store, DEFAULT_OWNER), prompt)
+    assert len(found) == 2
 
 
 def test_postings_written_change_by_change_are_those_a_rebuild_writes(store: Store) -> None:
@@ -1089,7 +1104,8 @@ def test_the_docs_state_the_rules_the_code_applies() -> None:
     assert f"name **{name}**, tags **{tags}**, text **{text}**" in BUILTINS_MD
     assert f"at least **{registry.MIN_SHARED_TERMS}** distinct terms" in BUILTINS_MD
     assert "shares **more of the prompt's terms** comes first" in BUILTINS_MD
-    assert "the rule is applied inside the query" in BUILTINS_MD
+    assert "the rule is applied to all of them, not to a shortlist" in BUILTINS_MD
+    assert f"`k1` {registry_index.K1:g}, `b` {registry_index.B:g}" in BUILTINS_MD
     assert "turn counts `t + 1` to `t + 15` go without it" in BUILTINS_MD
     assert f"first {registry_index.MAX_QUERY_WORDS} distinct words" in BUILTINS_MD
     assert f"first {registry_index.MAX_QUERY_CHARS:,} characters" in BUILTINS_MD

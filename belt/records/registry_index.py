@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import islice
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Any
 
@@ -612,42 +612,42 @@ class _Scorer:
             for phrase in phrases
         ]
 
-    def _share(self, number: int, freq: int, length: int) -> float:
-        f = float(freq)
-        return self.idf[number] * (
-            (f * (K1 + 1.0)) / (f + K1 * (1 - B + B * float(length) / self.avgdl))
-        )
-
-    def score(self, rowid: int) -> float:
-        """One entry's score (a phrase it does not hold adds 0.0, which changes nothing)."""
-        score = 0.0
-        for number, phrase in enumerate(self.phrases):
+    def scores(self, rowids: Sequence[int] | None = None) -> dict[int, float]:
+        """The scores of ``rowids`` (None: of every entry holding a phrase), each the sum of
+        its shares over the phrases in the query's order (a phrase an entry does not hold adds
+        0.0 in FTS5's sum, which changes nothing, so it is left out here)."""
+        scores: dict[int, float] = {} if rowids is None else dict.fromkeys(rowids, 0.0)
+        avgdl, k1_plus_1, one_minus_b = self.avgdl, K1 + 1.0, 1 - B
+        for idf, phrase in zip(self.idf, self.phrases, strict=True):
             if isinstance(phrase, dict):
-                share = phrase.get(rowid)
-                if share is not None:
-                    score += share
+                for rowid, share in phrase.items():
+                    if rowids is None or rowid in scores:
+                        scores[rowid] = scores.get(rowid, 0.0) + share
                 continue
-            docs = phrase.docs
-            at = bisect_left(docs, rowid)
-            if at < len(docs) and docs[at] == rowid:
-                score += self._share(number, phrase.freqs[at], phrase.lengths[at])
-        return score
+            docs, freqs, lengths = phrase.docs, phrase.freqs, phrase.lengths
+            if rowids is None:
+                places: Iterable[int] = range(len(docs))
+            else:
+                size = len(docs)
+                places = [
+                    at
+                    for rowid, at in zip(
+                        rowids, map(bisect_left, repeat(docs), rowids), strict=True
+                    )
+                    if at < size and docs[at] == rowid
+                ]
+            for at in places:
+                rowid = docs[at]
+                f = float(freqs[at])
+                scores[rowid] = scores.get(rowid, 0.0) + idf * (
+                    (f * k1_plus_1) / (f + K1 * (one_minus_b + B * float(lengths[at]) / avgdl))
+                )
+        return scores
 
     def by_score(self, first: int) -> Iterator[tuple[int, float, int]]:
         """A search's order: every entry holding a phrase, by score (rowid, score, terms held);
         only the best ``first`` are sorted unless more are read."""
-        scores: dict[int, float] = {}
-        for number, phrase in enumerate(self.phrases):
-            if isinstance(phrase, _Posting):
-                share = self._share
-                for rowid, freq, length in zip(
-                    phrase.docs, phrase.freqs, phrase.lengths, strict=True
-                ):
-                    scores[rowid] = scores.get(rowid, 0.0) + share(number, freq, length)
-            else:
-                for rowid, value in phrase.items():
-                    scores[rowid] = scores.get(rowid, 0.0) + value
-        for rowid, score in _best_first(scores, first):
+        for rowid, score in _best_first(self.scores(), first):
             yield rowid, score, sum(_holds(docs, rowid) for docs in self.held)
 
     def by_terms_then_score(self, needed: int) -> Iterator[tuple[int, float, int]]:
@@ -662,7 +662,7 @@ class _Scorer:
             if matched >= needed:
                 groups.setdefault(matched, []).append(rowid)
         for matched in sorted(groups, reverse=True):
-            scores = {rowid: self.score(rowid) for rowid in groups[matched]}
+            scores = self.scores(groups[matched])
             for rowid, score in _best_first(scores, len(scores)):
                 yield rowid, score, matched
 
