@@ -21,6 +21,7 @@ together run each scenario exactly once.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import multiprocessing
 import os
 import signal
@@ -101,6 +102,10 @@ def run_all(step: Step, items: Sequence[tuple[Any, ...]], *, jobs: int) -> Itera
         initializer=_worker_started,
     )
     try:
+        # What this process holds now (its modules, the suite) is left out of the workers'
+        # garbage collections, which would otherwise write to every page of it and so copy
+        # it into each worker; the workers are forked at the first submit.
+        gc.freeze()
         futures: list[Future[list[Any]]] = [
             pool.submit(_run, indexes) for indexes in chunks(len(items), jobs)
         ]
@@ -110,6 +115,7 @@ def run_all(step: Step, items: Sequence[tuple[Any, ...]], *, jobs: int) -> Itera
         stop.value = 1  # a worker starts nothing more, even what it was handed already
         pool.shutdown(wait=True, cancel_futures=True)
         _WORK = None
+        gc.unfreeze()
 
 
 def chunk_size(count: int, jobs: int) -> int:

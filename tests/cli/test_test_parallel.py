@@ -358,6 +358,27 @@ def workers(shared: Path) -> set[str]:
     return {path.name.split("-")[1] for path in shared.glob("started-*")}
 
 
+FROZEN = """
+import gc
+
+from belt.testing.workers import run_all
+
+assert gc.get_freeze_count() == 0
+counts = list(run_all(gc.get_freeze_count, [()] * 6, jobs=2))
+print(min(counts), gc.get_freeze_count())
+"""
+
+
+def test_workers_leave_what_the_parent_held_when_it_forked_out_of_their_collections() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", FROZEN], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr
+    in_workers, after = (int(word) for word in done.stdout.split())
+    assert in_workers > 1000  # the modules it had imported, at least
+    assert after == 0  # and the parent collects them again once the workers are gone
+
+
 def test_the_handfuls_shrink_to_one_at_the_end_and_cover_the_suite_once_in_order() -> None:
     for count, jobs in ((1, 2), (7, 2), (40, 2), (120, 2), (1000, 2), (1000, 8)):
         handfuls = chunks(count, jobs)
