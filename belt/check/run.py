@@ -200,15 +200,24 @@ class Explorer:
         while remaining > 0:
             size = min(BATCH, remaining)
             seed = (self.seed + batch) % 2**32
-            for payload in self.generate(strategy, seed, size):
-                if time.monotonic() > self.deadline:
-                    self.report.stopped = "--max-time passed; the cases up to then are reported"
+            generated = self.generate(strategy, seed, size)
+            for payload in generated:
+                if self.out_of_time():
                     return
                 if self.timed(case, payload, True):
                     self.shrink(strategy, seed, size, case)
                     return
+            if len(generated) < size and self.out_of_time():
+                return  # the deadline passed while the batch was generated
             remaining -= size
             batch += 1
+
+    def out_of_time(self) -> bool:
+        """True, and the report says so, once ``--max-time`` has passed."""
+        if time.monotonic() <= self.deadline:
+            return False
+        self.report.stopped = "--max-time passed; the cases up to then are reported"
+        return True
 
     def settings(self, size: int, *, shrink: bool) -> Any:
         """Hypothesis's settings: no database, no deadline, no output of its own."""
@@ -227,15 +236,20 @@ class Explorer:
 
     def generate(self, strategy: Any, seed: int, size: int) -> list[Any]:
         """``size`` payloads of ``strategy`` (fewer when it has no more), as Hypothesis generates
-        them with ``seed``."""
+        them with ``seed``; those generated until the deadline when it passes first."""
         batch: list[Any] = []
 
         def keep(payload: Any) -> None:
+            if time.monotonic() > self.deadline:
+                raise _Stop("--max-time")
             batch.append(payload)
 
         collect = given(strategy)(keep)  # type: ignore[no-untyped-call]
         run: Callable[[], None] = self.settings(size, shrink=False)(seeded(seed)(collect))
-        run()
+        try:
+            run()
+        except _Stop:
+            pass
         return batch
 
     def shrink(
