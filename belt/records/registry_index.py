@@ -269,12 +269,23 @@ class SearchIndex:
                 ranked = scorer.by_terms_then_score(needed)
             else:
                 ranked = scorer.by_score(limit + len(excluded))
-            # Rows are read in batches of the best remaining, as many as the exclusions allow.
-            batch = limit + len(excluded)
+            # The excluded ids are left out by rowid, so only the entries returned, and those an
+            # agent's exclusion turns down, have their rows read (a few at a time).
+            if excluded:
+                left_out = {
+                    int(rowid)
+                    for (rowid,) in self._all(
+                        "SELECT rowid FROM entries WHERE id IN (SELECT value FROM json_each(?))",
+                        (json.dumps(sorted(excluded)),),
+                    )
+                }
+                ranked = (item for item in ranked if item[0] not in left_out)
+            batch = limit
             while len(hits) < limit:
                 wanted = list(islice(ranked, batch))
                 if not wanted:
                     break
+                batch *= 2  # an agent's exclusion turned some down: read further at once
                 rows = self._rows([rowid for rowid, _, _ in wanted])
                 for rowid, score, matched in wanted:
                     row = rows[rowid]
@@ -285,7 +296,6 @@ class SearchIndex:
                     hits.append(Hit(row=row, score=score, matched=matched, terms=query_terms))
                     if len(hits) == limit:
                         break
-                batch *= 2
         return hits
 
     def _scorer(self, words: Sequence[str], word_terms: Sequence[frozenset[str]]) -> _Scorer:
