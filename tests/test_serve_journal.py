@@ -9,6 +9,7 @@ import threading
 from typing import Any, cast
 
 import httpx
+import pytest
 
 from belt.records.journal import JOURNAL, SERVE, ServeLine
 from belt.server.app import create_app
@@ -159,3 +160,19 @@ def test_a_lines_time_is_written_as_every_belt_timestamp() -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp)
     assert timestamp(before) <= stamp <= timestamp(after)
     assert timestamp(parse_timestamp(stamp)) == stamp
+
+
+def test_a_line_nothing_else_could_join_is_written_without_waiting_a_turn() -> None:
+    store = CountingStore(open_store().root)
+    journal = GroupJournal(store)
+
+    async def alone() -> None:
+        # Nothing else is to run in the loop: the write never gives the loop a turn.
+        writing = journal.write(line("ch_alone"))
+        with pytest.raises(StopIteration) as finished:
+            writing.send(None)
+        assert finished.value.value is None
+
+    asyncio.run(alone())
+    assert store.groups == [1]
+    assert [r["request"]["chat_id"] for r in store.read_log(JOURNAL, SERVE)] == ["ch_alone"]

@@ -3,8 +3,9 @@
 A hook request hands its line to ``GroupJournal.write`` and waits. The lines handed in while the
 event loop runs the requests that are ready go in one append of the store (one lock, one write
 of their lines), made at the next turn of the loop by the request that began the group (it
-goes on at once; the others are woken when it is written); each request is answered once the
-append that holds its line has returned. A line is so as durable as one appended alone (written
+goes on at once; the others are woken when it is written), or at once when nothing else is to
+run in this turn (no other line could join); each request is answered once the append that
+holds its line has returned. A line is so as durable as one appended alone (written
 to the file, not fsynced: docs/serve.md, "The journal"), and a server killed after answering
 has its line on disk.
 """
@@ -59,6 +60,9 @@ class GroupJournal:
             self.waiting.append((line, done))
             return await done
         group: list[tuple[ServeLine, asyncio.Future[str | None] | None]] = [(line, None)]
+        if not _others_ready():
+            # Nothing else runs in this turn of the loop, so no line could join: no turn waited.
+            return self._append(group)
         self.waiting = group
         try:
             # One turn of the loop: the requests it runs meanwhile hand in their lines too.
@@ -87,6 +91,14 @@ class GroupJournal:
                     _settle(done, error)
             touched_anything()  # the inspector's stream: the deliveries changed
         return errors[0]
+
+
+def _others_ready() -> bool:
+    """Whether other callbacks are to run in this turn of the event loop (or the next: asyncio's
+    loop keeps both in ``_ready``), so other requests may hand in lines; a loop that does not
+    say is taken to have some."""
+    ready = getattr(asyncio.get_running_loop(), "_ready", None)
+    return ready is None or len(ready) > 0
 
 
 def _append_one(store: Store, line: ServeLine) -> str | None:
