@@ -161,7 +161,11 @@ def measured(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float,
     seconds = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if code != 0:
-        sys.exit(f"{' '.join(command)} failed (exit {code})")
+        again = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
+        tail = (again.stdout + again.stderr)[-4000:]
+        sys.exit(
+            f"{' '.join(command)} failed (exit {code}; run again: exit {again.returncode})\n{tail}"
+        )
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     return seconds, cpu
 
