@@ -741,6 +741,31 @@ def test_an_entry_of_no_word_counts_in_the_scores_as_fts5_counts_it(store: Store
     assert len(found) == 2
 
 
+def test_a_word_read_as_several_terms_is_scored_by_fts5s_bm25_of_its_phrase(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Such a word (a character FTS5's tables do not know as a letter splits it) is rare and
+    depends on SQLite's Unicode tables, so the probe is made to read one this way."""
+    for number in range(6):
+        save(store, f"Note {number}", "nightly backups " * number + "of the vault")
+    real = registry_index.PROBE.terms
+
+    def split(texts: list[str]) -> list[frozenset[str]]:
+        return [
+            frozenset({"night", "ly"}) if text == "nightly" else terms
+            for text, terms in zip(texts, real(texts), strict=True)
+        ]
+
+    monkeypatch.setattr(registry_index.PROBE, "terms", split)
+    prompt = "nightly backups vault"
+    index = registry_index_reader(store)
+    found = [(hit.row.id, hit.score) for hit in index.search(query_words(prompt), limit=10)]
+    assert found == fts5_ranking(index_path(store, DEFAULT_OWNER), prompt)
+    offered = index.search(query_words(prompt), limit=3, min_terms=2)
+    assert [hit.score for hit in offered] == [dict(found)[hit.row.id] for hit in offered]
+    assert {hit.terms for hit in offered} == {4}  # night, ly, backup, vault
+
+
 def test_postings_written_change_by_change_are_those_a_rebuild_writes(store: Store) -> None:
     first = save(store, "Backups", "Backups run nightly.", tags=("ops",))
     save(store, "Vault", "Rotate the vault keys after the nightly backup.")
