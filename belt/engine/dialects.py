@@ -1,16 +1,44 @@
-"""The dialects the simulation driver knows, by the name a simulation record carries."""
+"""The dialects the simulation driver knows, by the name a simulation record carries.
+
+The Nexus engine is imported the first time a run in that dialect is asked for, so a run or
+a suite of platform scenarios (``belt test``, ``belt sim run``) does not pay for loading it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from belt.engine.nexus import NexusLoop
 from belt.engine.platform import PlatformLoop
 
 if TYPE_CHECKING:
     from belt.engine.simulation import Dialect
 
-DIALECTS: dict[str, Any] = {PlatformLoop.name: PlatformLoop, NexusLoop.name: NexusLoop}
+NEXUS = "nexus"
+"""``NexusLoop.name``, known without importing it."""
+
+
+class _Dialects(Mapping[str, Any]):
+    """Each dialect's loop class by name; the Nexus one is imported when first asked for."""
+
+    def __getitem__(self, name: str) -> Any:
+        if name == PlatformLoop.name:
+            return PlatformLoop
+        if name == NEXUS:
+            # Start-up: platform runs never load the Nexus engine (tests/test_startup.py).
+            from belt.engine.nexus import NexusLoop
+
+            return NexusLoop
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((PlatformLoop.name, NEXUS))
+
+    def __len__(self) -> int:
+        return 2
+
+
+DIALECTS: Mapping[str, Any] = _Dialects()
 
 
 def dialect_class(sim: dict[str, Any]) -> type[Dialect]:

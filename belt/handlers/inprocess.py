@@ -13,7 +13,6 @@ webhook's HTTP 500 does. (``belt serve --handler`` runs the same convention on i
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import queue
@@ -121,6 +120,9 @@ class _Call:
         try:
             value = self.func(self.argument)
             if inspect.isawaitable(value):
+                # Start-up: only an async handler needs the event loop.
+                import asyncio
+
                 value = asyncio.run(_awaited(value))
             self.value = value
         except BaseException as exc:  # a handler's failure, whatever it is, is its answer

@@ -9,7 +9,6 @@ JSON (NaN, deep nesting, a huge integer, a lone surrogate) is that handler's fai
 from __future__ import annotations
 
 import functools
-import http.cookiejar
 import ipaddress
 import json
 import re
@@ -65,6 +64,10 @@ def webhook_client(transport: httpx.BaseTransport | None = None) -> httpx.Client
     """A client for deliveries; without a ``transport`` its calls keep to the total deadline
     (and go straight to its connection pool, see ``post_body``). It keeps no cookies: each
     delivery is a request of its own, as the platform sends it, not part of a session."""
+    # Start-up: http.cookiejar loads urllib.request, http.client and ssl, which a run with no
+    # webhook does not need.
+    import http.cookiejar
+
     client: httpx.Client = bounded_client(transport)
     client.cookies = http.cookiejar.CookieJar(
         http.cookiejar.DefaultCookiePolicy(allowed_domains=[])

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from belt.effects import handler_label
-from belt.engine.nexus import frozen_hooks
 from belt.testing.expect import Facts, injected_per_turn, latency_of, percentile_95
 
 PLATFORM_OUTCOMES = ("allow", "deny", "stop", "suspend", "injected", "failed")
@@ -111,6 +110,9 @@ def platform_coverage(
 def nexus_coverage(name: str, loaded: Any, report: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The Nexus hooks of ``loaded`` (a LoadedNexusScenario), one per event and executor tool,
     with what their task attempts produced."""
+    # Start-up: a suite of platform scenarios never loads the Nexus engine.
+    from belt.engine.nexus import frozen_hooks
+
     declared: list[tuple[str, dict[str, Any]]] = [("profile", frozen_hooks(loaded.profile))]
     for t, turn in enumerate(loaded.scenario.turns):
         if turn.profile is not None:
