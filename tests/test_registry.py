@@ -803,6 +803,9 @@ def test_damaged_postings_are_rebuilt(store: Store) -> None:
     assert [m.id for m in suggest(store, owner=DEFAULT_OWNER, prompt="backups nightly")] == [
         entry.id
     ]
+    with sqlite3.connect(index_path(store, DEFAULT_OWNER)) as db:
+        db.execute("UPDATE meta SET value = 0 WHERE key = 'tokens'")  # yet postings are there
+    assert [m.id for m in search(store, query="backups")] == [entry.id]
 
 
 ADDER = """

@@ -259,9 +259,26 @@ class SearchIndex:
         word_terms = PROBE.terms(words)
         if not any(word_terms):
             return []
-        query_terms = len(set().union(*word_terms))
-        needed = max(1, min(min_terms, query_terms))
+        needed = max(1, min(min_terms, len(set().union(*word_terms))))
         excluded = set(exclude_ids)
+        try:
+            return self._search(
+                words, word_terms, limit, needed, min_terms, excluded, exclude_agent
+            )
+        except ZeroDivisionError:  # counts no file belt wrote has: no tokens, yet postings
+            raise IndexDamaged(self.path, "its counts of rows and tokens disagree") from None
+
+    def _search(
+        self,
+        words: Sequence[str],
+        word_terms: Sequence[frozenset[str]],
+        limit: int,
+        needed: int,
+        min_terms: int,
+        excluded: set[str],
+        exclude_agent: str | None,
+    ) -> list[Hit]:
+        query_terms = len(set().union(*word_terms))
         hits: list[Hit] = []
         with self._reading():
             scorer = self._scorer(words, word_terms)
