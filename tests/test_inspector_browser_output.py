@@ -160,3 +160,18 @@ def test_the_page_is_usable_480_px_wide(page: Any, served: str, tmp_path: Path) 
     card.locator("button.allow").click()
     page.locator(".gate.settled .outcome").wait_for()
     fits(page)
+
+
+def test_a_refresh_that_cannot_be_made_is_shown_not_thrown(
+    page: Any, served: str, tmp_path: Path
+) -> None:
+    """A change that arrives as the server goes away: the refresh it asks for fails, and the
+    view says so, where an error thrown from the refresh went uncaught (and the page's next
+    change could not be shown either)."""
+    page.goto(f"{served}/#/runs")
+    page.wait_for_selector("#live.on")
+    page.route("**/inspector/runs*", lambda route: route.abort())
+    run_scenario(scenario=gated_scenario(tmp_path, served))
+    alert = page.locator("main .error[role=alert]")
+    alert.wait_for()
+    assert alert.inner_text().startswith("belt serve is not reachable")

@@ -205,6 +205,8 @@ function schedule() {
     state.lastRefresh = Date.now();
     try {
       if (state.refresh) await state.refresh();
+    } catch (error) {
+      show(failure(error)); // a refresh that cannot be made says why, as a view that cannot load
     } finally {
       state.pending = false;
     }
