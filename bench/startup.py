@@ -4,7 +4,9 @@ Measures, interleaved with the floor so that machine load and disk caches weigh 
 
 - `belt version` (target: at most 1.3 times the floor);
 - `belt interrupt list` with no run id, over a store of 100 pending interrupts (at most 1.5);
-- `belt interrupt resolve ID allow` of a pending interrupt, a fresh one each time (at most 1.5).
+- `belt interrupt resolve ID allow` of a pending interrupt, a fresh one each time (at most 1.5);
+- `belt test` and `belt sim run` of one scenario, the one bench/testsuite.py writes first (no
+  target: the serial start-up that bounds `belt test -j 2` against `-j 1`, shown for comparison).
 
 Every command runs with this interpreter and with bytecode caching on (as an installed belt
 runs), after one warm-up run of each. Run with `make bench` or `python bench/startup.py`.
@@ -21,6 +23,8 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from testsuite import write_scenarios
 
 RUNS = 15
 PENDING = 100
@@ -65,7 +69,8 @@ def main() -> None:
         fill(inbox, PENDING, "run_inbox")
         targets: Iterator[str] = iter(fill(resolving, RUNS + 1, "run_resolve"))
 
-        commands: dict[str, tuple[Callable[[], list[str]], Path | None, float]] = {
+        scenario = write_scenarios(base / "scenarios", 1)[0]
+        commands: dict[str, tuple[Callable[[], list[str]], Path | None, float | None]] = {
             "belt version": (lambda: belt_command("version"), None, 1.3),
             f"belt interrupt list ({PENDING} pending)": (
                 lambda: belt_command("interrupt", "list"),
@@ -76,6 +81,16 @@ def main() -> None:
                 lambda: belt_command("interrupt", "resolve", next(targets), "allow"),
                 resolving,
                 1.5,
+            ),
+            "belt test (one scenario)": (
+                lambda: belt_command("test", str(scenario)),
+                base / "test",
+                None,
+            ),
+            "belt sim run (one scenario)": (
+                lambda: belt_command("sim", "run", str(scenario)),
+                base / "sim",
+                None,
             ),
         }
         floor = [sys.executable, "-c", "import typer"]
@@ -102,11 +117,11 @@ def main() -> None:
             median = statistics.median(measured)
             ratio = median / floor_median
             target = commands[name][2]
-            verdict = "within" if ratio <= target else "ABOVE"
-            print(
-                f"{name:<{width}}  median {median * 1000:6.1f} ms  ratio {ratio:.2f} "
-                f"({verdict} the target of {target})"
-            )
+            if target is None:
+                verdict = "no target"
+            else:
+                verdict = ("within" if ratio <= target else "ABOVE") + f" the target of {target}"
+            print(f"{name:<{width}}  median {median * 1000:6.1f} ms  ratio {ratio:.2f} ({verdict})")
         print(f"(median of {RUNS} runs each, interleaved)")
     finally:
         shutil.rmtree(base, ignore_errors=True)
