@@ -23,7 +23,6 @@ import os
 import re
 import socket
 import time
-import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -565,6 +564,9 @@ def junit_document(
 ) -> str:
     """The suite as a JUnit XML report, as CI systems read it (with ``coverage``, each
     scenario's hooks as properties of its test case)."""
+    # Start-up: only --junit-xml needs the XML writer.
+    import xml.etree.ElementTree as ElementTree
+
     failures = suite.counted("fail")
     errors = suite.counted("error")
     root = ElementTree.Element(
