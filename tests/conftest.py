@@ -8,12 +8,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from belt.store import Store, open_store
 from tests.browser import chromium
 
 pytest_plugins = ["tests.sdk_flow"]
 """The SDK end-to-end tests' fixtures (`sdk_served`, `sdk_handler`) and what they share."""
+
+# The suite runs on two workers of a shared machine: Hypothesis's timing checks (a 200 ms
+# deadline per example, a health check on slow generation) would fail a test for the machine's
+# load, not for what it checks. Tests that want a bound on time use a total deadline of their own.
+settings.register_profile("belt-suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("belt-suite")
 
 # Tests press Ctrl-C on the processes they start (SIGINT). A suite started as a background job
 # of a shell without job control inherits SIGINT ignored, and so would every process it starts,
