@@ -114,10 +114,11 @@ status = "completed"
 """
 # Off the path of a platform scenario with a synchronous py: handler: the Nexus engine (and its
 # executor inbox), the event loop (only an async handler needs it), what http.cookiejar
-# loads (only a webhook's client needs it) and the XML writer (only --junit-xml needs it).
+# loads (only a webhook's client needs it), the XML writer (only --junit-xml needs it) and the
+# process pool (only -j N needs it).
 NOT_FOR_A_PLATFORM_RUN = {"belt.engine.nexus", "belt.executor.inbox", "asyncio", "ssl"}
 NOT_FOR_A_PLATFORM_RUN |= {"http.client", "http.cookiejar", "urllib.request"}
-NOT_FOR_A_PLATFORM_RUN |= {"xml.etree.ElementTree"}
+NOT_FOR_A_PLATFORM_RUN |= {"xml.etree.ElementTree", "multiprocessing", "concurrent.futures.process"}
 
 
 @pytest.mark.parametrize("command", [["test"], ["sim", "run"]], ids=["test", "sim-run"])

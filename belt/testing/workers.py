@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from belt.errors import UsageError
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 T = TypeVar("T")
 Step = Callable[..., Any]
@@ -92,6 +93,10 @@ def run_all(step: Step, items: Sequence[tuple[Any, ...]], *, jobs: int) -> Itera
         for item in items:
             yield step(*item)
         return
+    # Start-up: only a run on more than one job loads the process pool.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     global _WORK
     context = multiprocessing.get_context("fork")
     stop = context.RawValue("b", 0)
@@ -140,6 +145,8 @@ def chunks(count: int, jobs: int) -> list[range]:
 
 
 def _can_fork() -> bool:
+    import multiprocessing  # Start-up: asked only when more than one job is asked for
+
     return sys.platform != "win32" and "fork" in multiprocessing.get_all_start_methods()
 
 
