@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import stat
 import subprocess
@@ -121,10 +122,18 @@ def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
     )
     try:
         assert proc.stderr is not None
+        # A server that hangs before its ready line fails the test rather than hanging it.
+        ready, _, _ = select.select([proc.stderr], [], [], 60)
+        assert ready, "belt serve printed nothing within 60 s"
         yield proc.stderr.readline()
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
 
 
 def test_serve_prints_one_ready_line_with_the_hook_api_and_inspector_urls() -> None:
