@@ -6,6 +6,7 @@ both say the same thing.
 
 from __future__ import annotations
 
+import functools
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
@@ -93,9 +94,11 @@ def is_in_process(handler: str) -> bool:
     return handler.startswith(IN_PROCESS_PREFIX)
 
 
+@functools.lru_cache(maxsize=256)
 def url_host(url: str, *, every_port: bool = False) -> str:
     """The host (and port, when not the scheme's default, or whenever it is written with
-    ``every_port``) of a URL, never its credentials; ``?`` for a URL that cannot be read."""
+    ``every_port``) of a URL, never its credentials; ``?`` for a URL that cannot be read.
+    Kept per URL: every delivery and every record of a webhook names its host."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or "?"

@@ -384,7 +384,12 @@ def executed_record(event: str, run: HookRun, payload: dict[str, Any]) -> dict[s
         duration_ms=run.duration_ms,
     )
     override = run.response.override if run.response is not None else None
-    answered = run.response.model_dump(mode="json", exclude_none=True) if run.response else {}
+    # Dumped only when it carries an injection: without one, nothing of it is recorded here.
+    answered = (
+        run.response.model_dump(mode="json", exclude_none=True)
+        if run.response is not None and run.response.injected
+        else {}
+    )
     injection = {key: answered[key] for key in ("inject", "system") if answered.get(key)}
     return {
         "type": "hook.executed",
