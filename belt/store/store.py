@@ -190,6 +190,19 @@ def _stamp_of(info: os.stat_result) -> tuple[int, ...]:
     return (info.st_ino, info.st_dev, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
+def _open_stamped(path: Path, stamp: object, flags: int) -> int | None:
+    """A descriptor open with ``flags`` on the file at ``path`` if it still has ``stamp``
+    (None when it has another now, or cannot be opened)."""
+    try:
+        fd = open_regular(path, flags=flags)
+    except (OSError, UnsafeFile):
+        return None
+    if _stamp_of(os.fstat(fd)) != stamp:
+        os.close(fd)
+        return None
+    return fd
+
+
 def _unpin_all(kept: dict[Path, tuple[object, bytes, int]]) -> None:
     """Close the descriptors ``read_fresh`` held open (when its store is gone, or full)."""
     for path in list(kept):
@@ -856,14 +869,7 @@ class Store:
         """A descriptor held open on the file at ``path``, which has ``stamp``, so that no later
         file can be given its inode (and so its stamp) while it is kept; None when the file has
         another stamp now."""
-        try:
-            fd = open_regular(path)
-        except (OSError, UnsafeFile):
-            return None
-        if _stamp_of(os.fstat(fd)) != stamp:
-            os.close(fd)
-            return None
-        return fd
+        return _open_stamped(path, stamp, os.O_RDONLY)
 
     def _unpin(self, pin: int) -> None:
         os.close(pin)
@@ -885,14 +891,7 @@ class Store:
     def _open_appending(self, path: Path, stamp: object) -> int | None:
         """A descriptor open for appending on the file at ``path``, which has ``stamp`` (None
         when it has another now); the next append goes through it while the stamp holds."""
-        try:
-            fd = open_regular(path, flags=os.O_RDWR | os.O_APPEND)
-        except (OSError, UnsafeFile):
-            return None
-        if _stamp_of(os.fstat(fd)) != stamp:
-            os.close(fd)
-            return None
-        return fd
+        return _open_stamped(path, stamp, os.O_RDWR | os.O_APPEND)
 
     def _append_through(self, handle: int, path: Path, line: bytes, *, sync: bool) -> object:
         """Append ``line`` through ``handle`` (from ``_open_appending``); the file's new stamp."""
