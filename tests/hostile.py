@@ -10,12 +10,13 @@ from contextlib import contextmanager
 Behaviour = Callable[[socket.socket, threading.Event], None]
 
 
-def _read_request(conn: socket.socket) -> None:
+def read_request(conn: socket.socket) -> bytes | None:
+    """One request read off a connection: its head (its body read and dropped), None at EOF."""
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = conn.recv(65536)
         if not chunk:
-            return
+            return None
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
     length = 0
@@ -26,8 +27,9 @@ def _read_request(conn: socket.socket) -> None:
     while len(body) < length:
         chunk = conn.recv(65536)
         if not chunk:
-            return
+            return None
         body += chunk
+    return head
 
 
 def trickle(data: bytes, every: float = 0.1, seconds: float = 30.0) -> Behaviour:
@@ -91,7 +93,7 @@ def hostile_server(behaviour: Behaviour) -> Iterator[str]:
     def handle(conn: socket.socket) -> None:
         with conn:
             try:
-                _read_request(conn)
+                read_request(conn)
                 behaviour(conn, stop)
             except OSError:
                 pass

@@ -226,28 +226,6 @@ def test_any_answer_body_parses_or_fails_cleanly(body: bytes) -> None:
     assert (response is None) != (problem is None)
 
 
-def read_head(conn: socket.socket) -> bytes | None:
-    """One request read off a connection: its head (its body read and dropped), None at EOF."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(body) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        body += chunk
-    return head
-
-
 def serve_each(answer: Callable[[bytes], bytes]) -> Any:
     """A behaviour for ``hostile.hostile_server`` (which reads each connection's first request
     and drops it) that answers it, then every further request on the connection, with
@@ -260,7 +238,7 @@ def serve_each(answer: Callable[[bytes], bytes]) -> Any:
         connections.append(1)
         conn.sendall(answer(b""))
         while not stop.is_set():
-            head = read_head(conn)
+            head = hostile.read_request(conn)
             if head is None:
                 return
             heads.append(head)
