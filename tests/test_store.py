@@ -1037,12 +1037,8 @@ def test_an_append_reads_the_header_again_only_when_the_file_changed_since_its_l
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
-def test_an_append_opens_the_log_again_only_when_the_file_changed_since_its_last(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = Store(tmp_path / "store")
-    store.append("events", "r", {"n": 1})
-    path = store.root / "logs" / "events" / "r.jsonl"
+def counted_opens(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The paths the store opens from now on, in order (it still opens them)."""
     opened: list[Path] = []
     real = files.open_regular
 
@@ -1052,6 +1048,16 @@ def test_an_append_opens_the_log_again_only_when_the_file_changed_since_its_last
 
     monkeypatch.setattr(files, "open_regular", counted)
     monkeypatch.setattr(store_module, "open_regular", counted)
+    return opened
+
+
+def test_an_append_opens_the_log_again_only_when_the_file_changed_since_its_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "store")
+    store.append("events", "r", {"n": 1})
+    path = store.root / "logs" / "events" / "r.jsonl"
+    opened = counted_opens(monkeypatch)
     store.append("events", "r", {"n": 2})
     store.append_group("events", "r", [{"n": 3}, {"n": 4}])
     assert opened == []  # through the descriptor its last append left open
@@ -1077,15 +1083,7 @@ def test_an_update_of_a_kept_record_pins_it_by_the_descriptor_it_was_written_thr
     store = Store(tmp_path / "store")
     store.write("agent", "ag_1", {"v": 0})
     store.read_fresh("agent", "ag_1")
-    opened: list[Path] = []
-    real = files.open_regular
-
-    def counted(where: Path, **options: Any) -> int:
-        opened.append(Path(where))
-        return real(where, **options)
-
-    monkeypatch.setattr(files, "open_regular", counted)
-    monkeypatch.setattr(store_module, "open_regular", counted)
+    opened = counted_opens(monkeypatch)
     store.update("agent", "ag_1", lambda data: {"v": 1})
     store.merge("agent", "ag_1", {"w": 2})
     store.write("agent", "ag_1", {"v": 3})
