@@ -10,12 +10,10 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from belt.engine.platform import PlatformLoop
+from belt.wire.enums import Dialect as DialectName
 
 if TYPE_CHECKING:
     from belt.engine.simulation import Dialect
-
-NEXUS = "nexus"
-"""``NexusLoop.name``, known without importing it."""
 
 
 class _Dialects(Mapping[str, Any]):
@@ -24,7 +22,7 @@ class _Dialects(Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         if name == PlatformLoop.name:
             return PlatformLoop
-        if name == NEXUS:
+        if name == DialectName.NEXUS:  # NexusLoop.name, known without importing it
             # Start-up: platform runs never load the Nexus engine (tests/test_startup.py).
             from belt.engine.nexus import NexusLoop
 
@@ -32,7 +30,7 @@ class _Dialects(Mapping[str, Any]):
         raise KeyError(name)
 
     def __iter__(self) -> Iterator[str]:
-        return iter((PlatformLoop.name, NEXUS))
+        return iter((PlatformLoop.name, DialectName.NEXUS.value))
 
     def __len__(self) -> int:
         return 2
