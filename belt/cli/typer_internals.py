@@ -8,8 +8,9 @@ publicly:
   TypeAdapter built on first use, so any command with an argument would import pydantic (about
   40 ms of a start that is otherwise about 60 ms). :func:`adopt` gives each parameter a
   coercion that takes plainly valid values as they are (a string for ``str``, a flag's bool, an
-  enum's own value, digits for an ``int`` without bounds, lists of those) and hands anything else
-  to typer's own coercion, so every error reads exactly as typer words it.
+  enum's own value, digits for an ``int`` without bounds, a string for a ``Path`` without checks,
+  lists of those) and hands anything else to typer's own coercion, so every error reads exactly
+  as typer words it.
 - **Flags without a type in help.** typer 0.29's rich help prints ``<bool>`` after every flag
   (``--json <bool>``), which its plain help does not: :func:`adopt` makes flags show none.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 import os
 import re
 from enum import Enum
+from pathlib import Path
 from types import MethodType
 from typing import TYPE_CHECKING, Any, get_args, get_origin
 
@@ -74,6 +76,8 @@ def _plain_leaf(annotation: Any, info: Any, value: Any, ctx: Context | None) -> 
         return value
     if annotation is int and type(value) is str and info.min is None and info.max is None:
         return int(value) if _PLAIN_INT.fullmatch(value) else UNSET
+    if annotation is Path and type(value) is str:
+        return _plain_path(info, value)
     if isinstance(annotation, type) and issubclass(annotation, Enum) and type(value) is str:
         try:
             return coerce_cli_choice(
@@ -82,6 +86,23 @@ def _plain_leaf(annotation: Any, info: Any, value: Any, ctx: Context | None) -> 
         except ValueError:
             return UNSET  # typer's own coercion words the error
     return UNSET
+
+
+def _plain_path(info: Any, value: str) -> Any:
+    """A ``Path`` parameter's value, when typer would check nothing on it but that a path that
+    exists can be read (its defaults); else ``UNSET``."""
+    checks = info.path_type is not None or info.resolve_path or info.allow_dash or info.exists
+    if checks or info.writable or not (info.file_okay and info.dir_okay):
+        return UNSET
+    try:
+        os.stat(value)
+    except OSError:
+        return Path(value)
+    except ValueError:  # a NUL in the name: typer words what it makes of it
+        return UNSET
+    if info.readable and not os.access(value, os.R_OK):
+        return UNSET  # typer refuses it, in its own words
+    return Path(value)
 
 
 class PlainRuntimeParam(_coercion.RuntimeParam):

@@ -48,6 +48,9 @@ def paint(
     bounded: Annotated[int | None, typer.Option("--bounded", min=1, max=3)] = None,
     tags: Annotated[list[str] | None, typer.Option("--tag", help="Tags.")] = None,
     dry: Annotated[bool, typer.Option("--dry", help="Only say what it would do.")] = False,
+    where: Annotated[list[Path] | None, typer.Option("--where", help="Where to paint.")] = None,
+    existing: Annotated[Path | None, typer.Option("--existing", exists=True)] = None,
+    folder: Annotated[Path | None, typer.Option("--folder", file_okay=False)] = None,
 ) -> None:
     """Paint a thing."""
     typer.echo(f"{name!r} {colour!r} {coats!r} {bounded!r} {tags!r} {dry!r}")
@@ -89,6 +92,24 @@ def test_belt_coerces_every_value_as_typer_does(name: str, value: str) -> None:
     assert belt_coercion(param, value) == typer_coercion(param, value)
 
 
+PATHS = st.one_of(
+    VALUES,
+    st.sampled_from(["", ".", "..", "~", "-", "a\x00b", "/dev/null", "/", __file__, "no/such"]),
+)
+
+
+@given(name=st.sampled_from(["existing", "folder"]), value=PATHS)
+def test_belt_coerces_every_path_as_typer_does(name: str, value: str) -> None:
+    param = params()[name]
+    assert belt_coercion(param, value) == typer_coercion(param, value)
+
+
+@given(values=st.lists(PATHS, max_size=4))
+def test_belt_coerces_lists_of_paths_as_typer_does(values: list[str]) -> None:
+    param = params()["where"]
+    assert belt_coercion(param, tuple(values)) == typer_coercion(param, tuple(values))
+
+
 @given(values=st.lists(VALUES, max_size=4))
 def test_belt_coerces_lists_as_typer_does(values: list[str]) -> None:
     param = params()["tags"]
@@ -102,7 +123,10 @@ def test_plain_values_skip_pydantic_and_the_rest_go_to_typer() -> None:
     assert plain_value(p["coats"].type_descriptor, "12") == 12
     assert plain_value(p["tags"].type_descriptor, ("a", "b")) == ["a", "b"]
     assert plain_value(p["dry"].type_descriptor, True) is True
-    for name, value in (("colour", "blue"), ("coats", "1.5"), ("bounded", "2"), ("name", 3)):
+    assert plain_value(p["where"].type_descriptor, ("a", __file__)) == [Path("a"), Path(__file__)]
+    refused = [("colour", "blue"), ("coats", "1.5"), ("bounded", "2"), ("name", 3)]
+    refused += [("existing", "a"), ("folder", "a"), ("where", ("a\x00b",))]
+    for name, value in refused:
         assert plain_value(p[name].type_descriptor, value) is UNSET
 
 
