@@ -310,10 +310,31 @@ def test_a_gate_resolved_by_hand_is_stamped_with_its_runs_clock(
     assert tool[0]["created_at"] == "2026-08-11T14:00:30.000Z"
 
 
+def test_a_held_run_stopped_by_hand_is_stamped_with_its_clock(tmp_path: Path, store: Store) -> None:
+    from belt.records.interrupts import read_record
+
+    report = simulate(tmp_path, [gated_turn(wait=[{"seconds": 30}])], clock="2026-08-11T14:00:00Z")
+    (interrupt,) = report["interrupts"]
+    run_id = report["runs"][0]["id"]
+    # Stopped from another process, on wall time: the run's clock says when it happened.
+    stopped = belt("sim", "stop", run_id)
+    assert stopped.exit_code == 0, stopped.stderr
+    run = store.read(RUN, run_id)
+    assert (run["state"], run["updated_at"]) == ("canceled", "2026-08-11T14:00:30.000Z")
+    cancelled = read_record(store=store, interrupt_id=interrupt["id"])
+    assert cancelled["status"] == "cancelled"
+    assert cancelled["resolved_at"] == cancelled["updated_at"] == "2026-08-11T14:00:30.000Z"
+    shown = belt("sim", "show", run_id, "--json")
+    assert shown.exit_code == 0, shown.stderr
+    ended = shown.json()["chat"]["chat_messages"][-1]
+    assert ended["content"][0]["text"] == "run stopped by user"
+    assert ended["created_at"] == "2026-08-11T14:00:30.000Z"
+
+
 def test_a_gate_on_a_clock_only_its_server_knows_is_stamped_no_earlier_than_it_opened(
     store: Store,
 ) -> None:
-    from belt.records.interrupts import create_interrupt, resolve_interrupt
+    from belt.records.interrupts import cancel_interrupt, create_interrupt, resolve_interrupt
 
     with installed(VirtualClock(START)):  # as belt serve --clock opens gates
         opened = create_interrupt(
@@ -321,6 +342,13 @@ def test_a_gate_on_a_clock_only_its_server_knows_is_stamped_no_earlier_than_it_o
         )
     resolved = resolve_interrupt(store=store, interrupt_id=opened["id"], decision="deny")
     assert resolved["resolved_at"] == "2026-08-11T14:00:00.000Z"
+    # Cancelled on wall time, the same.
+    with installed(VirtualClock(START)):
+        held = create_interrupt(
+            store=store, run_id="run_served", chat_id="chat_served", event="agent.tool_call"
+        )
+    cancelled = cancel_interrupt(store=store, interrupt_id=held["id"])
+    assert cancelled["resolved_at"] == cancelled["updated_at"] == "2026-08-11T14:00:00.000Z"
     # On wall time, a gate of wall time is stamped with wall time, as before.
     plain = create_interrupt(
         store=store, run_id="run_wall", chat_id="chat_wall", event="agent.tool_call"

@@ -1039,8 +1039,11 @@ def stop_run(
 ) -> dict[str, Any]:
     """Cancel a run: its pending gates or hook tasks are cancelled and it will not resume."""
     how = "force-stopped" if force else "stopped"
+    # Stamped on the simulation's clock, if it has one (a held run's, as last recorded).
+    stamp = sim.get("clock")
+    on_clock = VirtualClock(parse_timestamp(stamp)) if isinstance(stamp, str) else None
     # The run's end and the chat's idle state are one step for the chat's readers (its lock).
-    with store.lock(CHAT, str(sim["chat_id"])):
+    with clock.using(on_clock), store.lock(CHAT, str(sim["chat_id"])):
         # The run is cancelled before its pending work, so a simulation waiting on that work stops
         # without ever applying a late result.
         run = cancel_run(store, run_id, force=force, how=how, hint=dialect.stop_hint)

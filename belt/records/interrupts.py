@@ -392,11 +392,13 @@ def cancel_interrupt(
     """Cancel a pending interrupt of a stopped run; NotFound (3), or Conflict (4) if settled."""
     store = _store(store)
     check_id(interrupt_id, what="interrupt id")
-    stamp = timestamp(now or clock.now())
+    on_wall_time = now is None and clock.current() is None
+    at = timestamp(now or clock.now())
 
     def cancel(record: Interrupt) -> Interrupt:
         if record.get("status") != InterruptStatus.PENDING:
             raise _not_pending(record)
+        stamp = _clock_of(store, record) if on_wall_time and record.get("virtual_clock") else at
         record.update(
             {"status": InterruptStatus.CANCELLED.value, "resolved_at": stamp, "updated_at": stamp}
         )
