@@ -43,7 +43,7 @@ from belt.check.report import (
     trigger_command,
 )
 from belt.check.save import save_failures
-from belt.check.subjects import NEXUS, Subject, network_problems, subjects_for
+from belt.check.subjects import Subject, network_problems, subjects_for
 from belt.effects import Outcome, effect_text, outcome, url_host
 from belt.engine.dispatch import parse_routes
 from belt.engine.offline import OFFLINE_HINT, on_this_machine
@@ -54,7 +54,7 @@ from belt.handlers.webhook import TIMED_OUT, encode_payload, post_body, webhook_
 from belt.paths import state_dir
 from belt.signing import secret_key, sign, signed_headers
 from belt.text import short
-from belt.wire.enums import HookDecision
+from belt.wire.enums import Dialect, HookDecision
 
 if TYPE_CHECKING:
     import httpx
@@ -669,7 +669,7 @@ def _run_subjects(
     _reachable(subjects, sender)
     for index, subject in enumerate(subjects):
         explorer = Explorer(report, report.seed, report.examples, deadline)
-        if subject.dialect == NEXUS:
+        if subject.dialect == Dialect.NEXUS:
             _check_nexus(subject, explorer, report)
         else:
             _check_platform(subject, sender, explorer, report, properties, save)
@@ -716,7 +716,7 @@ def _finish(
     for check, (_, payload, detail) in explorer.found.items():
         result = results[check]
         command = reproduce(payload)
-        if subject.dialect != NEXUS and TIMED_OUT in detail:
+        if subject.dialect != Dialect.NEXUS and TIMED_OUT in detail:
             # belt trigger, given the same deadline, times out as the check did.
             command += f" --timeout {subject.timeout:g}"
         if explorer.cut:

@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from belt.engine.dispatch import Route
     from belt.executor.targets import Target
 
-PLATFORM = "platform"
-NEXUS = "nexus"
 PLATFORM_EVENTS = tuple(event for event, info in EVENTS.items() if info.emitted)
 """The events a bare URL or ``py:`` target is checked on: every event the platform emits."""
 
@@ -39,7 +37,7 @@ PLATFORM_EVENTS = tuple(event for event, info in EVENTS.items() if info.emitted)
 class Subject:
     """One handler on one event: a webhook URL, a ``py:`` handler or a Nexus executor tool."""
 
-    dialect: str
+    dialect: Dialect
     event: str
     target: str
     """Where the payload goes: a URL, ``py:MODULE:FUNC``, or the executor's TARGET."""
@@ -54,14 +52,14 @@ class Subject:
     @property
     def kind(self) -> str:
         """``webhook``, ``py`` or ``executor``."""
-        if self.dialect == NEXUS:
+        if self.dialect == Dialect.NEXUS:
             return "executor"
         return "py" if is_in_process(self.target) else "webhook"
 
     @property
     def label(self) -> str:
         """How the subject is shown: a URL by host only."""
-        if self.dialect == NEXUS:
+        if self.dialect == Dialect.NEXUS:
             return f"{self.event} → executor {self.tool} ({self.executor_label})"
         shown = self.target if self.kind == "py" else url_host(self.target, every_port=True)
         return f"{self.event} → {shown}"
@@ -109,7 +107,7 @@ def subjects_for(
         nexus = _events(events, tuple(NexusEvent), "a Nexus boundary")
         return [
             Subject(
-                NEXUS,
+                Dialect.NEXUS,
                 event,
                 tool.spec,
                 timeout or WEBHOOK_TIMEOUT_DEFAULT,
@@ -127,7 +125,7 @@ def subjects_for(
             )
         chosen = _events(events, PLATFORM_EVENTS, "an event belt checks")
         seconds = timeout or float(WEBHOOK_TIMEOUT_DEFAULT)
-        return [Subject(PLATFORM, event, target, seconds) for event in chosen], notes
+        return [Subject(Dialect.PLATFORM, event, target, seconds) for event in chosen], notes
     return _from_file(Path(target), events=events, tools=tools, routes=routes, timeout=timeout)
 
 
@@ -160,7 +158,7 @@ def _from_file(
             seconds = timeout or float(hook.effective_timeout())
             subjects.append(
                 Subject(
-                    PLATFORM,
+                    Dialect.PLATFORM,
                     event,
                     destination,
                     seconds,
@@ -183,7 +181,9 @@ def _from_file(
             )
         seconds = timeout or boundary.timeout_ms / 1000
         subjects.append(
-            Subject(NEXUS, event.value, tool.spec, seconds, tool=boundary.tool, executor=tool)
+            Subject(
+                Dialect.NEXUS, event.value, tool.spec, seconds, tool=boundary.tool, executor=tool
+            )
         )
     if not subjects:
         raise InvalidInput(
@@ -198,7 +198,7 @@ def network_problems(subjects: list[Subject]) -> list[str]:
     seen: set[str] = set()
     for subject in subjects:
         target = subject.target
-        if subject.dialect == NEXUS and subject.executor is not None:
+        if subject.dialect == Dialect.NEXUS and subject.executor is not None:
             if subject.executor.kind != "http":
                 continue
         if on_this_machine(target) or target in seen:
