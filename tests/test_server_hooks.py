@@ -21,6 +21,7 @@ import pytest
 from belt.errors import InvalidInput, NotFound, UsageError
 from belt.policy import load_policy
 from belt.samples import sample_payload
+from belt.server import app as app_module
 from belt.server.app import Answer, Delivery, ReplayGuard, create_app
 from belt.server.deciders import handler_decider, load_handler, policy_decider
 from belt.signing import signed_headers
@@ -578,7 +579,8 @@ def test_the_replay_guard_keeps_ids_and_answers_bounded() -> None:
     guard = ReplayGuard(window=10, answers_max_bytes=100)
 
     def deliver(msg_id: str, now: float) -> str:
-        delivery, new = guard.check(msg_id, hashlib.sha256(b"{}").digest(), now)
+        delivery, new = guard.check(msg_id, hashlib.sha256(b"{}").digest(), now, int(now))
+        assert delivery is not None
         if new:
             guard.answered(delivery, Answer(200, "application/json", b"x" * 40, {}))
             return "new"
@@ -601,6 +603,62 @@ def test_the_replay_guard_keeps_ids_and_answers_bounded() -> None:
     assert deliver("e", 100) == "new"
     assert guard.seen() == ["e"]
     assert guard.kept_bytes() == 40
+
+
+def test_the_replay_guard_remembers_at_most_its_count_of_ids_and_refuses_what_it_forgot() -> None:
+    guard = ReplayGuard(window=300, ids_max=3)
+    digest = hashlib.sha256(b"{}").digest()
+
+    def deliver(msg_id: str, signed: int) -> str:
+        delivery, new = guard.check(msg_id, digest, 1000.0, signed)
+        if delivery is None:
+            return "refused"
+        if new:
+            guard.answered(delivery, Answer(200, "application/json", b"{}", {}))
+            return "new"
+        return "answered"
+
+    # A flood of distinct ids: the oldest are forgotten first, the count stays at the cap.
+    assert [deliver(f"flood_{n}", 900 + n) for n in range(10)] == ["new"] * 10
+    assert guard.seen() == ["flood_7", "flood_8", "flood_9"]
+    assert guard.kept_bytes() == 6
+    # A forgotten id delivered again as it was signed may be a replay: refused, not decided.
+    assert deliver("flood_0", 900) == "refused"
+    # So is any id it does not know signed no later than the last id forgotten ...
+    assert deliver("late", 906) == "refused"
+    # ... but not one signed after it, nor a remembered id's redelivery.
+    assert deliver("fresh", 907) == "new"
+    assert deliver("flood_9", 909) == "answered"
+    # A sender's redelivery of a forgotten id, signed anew, is decided again.
+    assert deliver("flood_1", 950) == "new"
+    assert len(guard.seen()) == 3
+
+
+def test_a_signed_server_forgets_the_oldest_ids_past_its_cap_and_refuses_their_replays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(app_module, "IDS_MAX", 2)
+    handler = Counting()
+    now = int(time.time())
+    with serving(tmp_path, secret=SECRET, decide=handler_decider(handler)) as served:
+        body = json.dumps(tool_call("/tmp/x")).encode()
+        sent = [signed_headers(SECRET, body, now=now - 10 + n) for n in range(3)]
+        assert [served.post(content=body, headers=h).status_code for h in sent] == [200] * 3
+        replayed = served.post(content=body, headers=sent[0])
+        # An unsigned later timestamp in front of the signed one does not pass for it.
+        smuggled = httpx.post(
+            served.url + "/hooks",
+            content=body,
+            headers=[("content-type", "application/json"), ("webhook-timestamp", str(now))]
+            + list(sent[0].items()),
+        )
+        anew = served.post(
+            content=body, headers=signed_headers(SECRET, body, msg_id=sent[0]["webhook-id"])
+        )
+    assert handler.calls == 4
+    assert replayed.status_code == smuggled.status_code == 409
+    assert "may be a replay (sign it anew)" in replayed.json()["detail"]
+    assert anew.status_code == 200
 
 
 def test_a_malformed_secret_is_refused_at_start_up(tmp_path: Path) -> None:

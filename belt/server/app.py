@@ -101,6 +101,10 @@ ANSWERS_MAX_BYTES = 16 * 1024 * 1024
 """The most bytes of first answers kept for redeliveries; past it the oldest are let go (their ids
 are still remembered, so a redelivery of one is refused, never decided again)."""
 
+IDS_MAX = 100_000
+"""The most webhook ids remembered; past it the oldest are forgotten, and an id not remembered is
+refused unless it was signed after every id forgotten (so a replay is never decided again)."""
+
 ANSWER_FIELDS = ("event", "tool", "decision", "reason", "rule", "warnings", "injected", "error")
 """The fields of a journal line that say what a delivery was answered."""
 
@@ -132,12 +136,14 @@ class Answer:
 class Delivery:
     """A verified ``webhook-id``: its body's digest and, once given, its first answer."""
 
-    __slots__ = ("answer", "answered", "digest", "expires", "msg_id", "pending")
+    __slots__ = ("answer", "answered", "digest", "expires", "msg_id", "pending", "signed")
 
-    def __init__(self, msg_id: str, digest: bytes, expires: float) -> None:
+    def __init__(self, msg_id: str, digest: bytes, expires: float, signed: int = 0) -> None:
         self.msg_id = msg_id
         self.digest = digest
         self.expires = expires
+        self.signed = signed
+        """Its ``webhook-timestamp``."""
         self.pending = True
         self.answer: Answer | None = None
         self.answered: asyncio.Event | None = None
@@ -147,21 +153,31 @@ class Delivery:
 class ReplayGuard:
     """Remembers verified webhook ids for the tolerance window, each with its body's digest and
     its first answer (at most ``answers_max_bytes`` of answers, the newest): a redelivery gets
-    that answer again; the same id with another body is a replay."""
+    that answer again; the same id with another body is a replay. At most ``ids_max`` ids, the
+    newest: an id not remembered that was signed no later than one forgotten may be a replay."""
 
     def __init__(
-        self, window: int = TOLERANCE_SECONDS, answers_max_bytes: int = ANSWERS_MAX_BYTES
+        self,
+        window: int = TOLERANCE_SECONDS,
+        answers_max_bytes: int = ANSWERS_MAX_BYTES,
+        ids_max: int | None = None,
     ) -> None:
         self.window = window
         self.answers_max_bytes = answers_max_bytes
+        self.ids_max = IDS_MAX if ids_max is None else ids_max
+        self.forgotten_signed: int | None = None
+        """The latest ``webhook-timestamp`` of the ids forgotten past ``ids_max``."""
         self._seen: dict[str, Delivery] = {}
         self._kept: dict[str, int] = {}
         """The ids whose answer is kept, oldest first, with the answer's size."""
         self._kept_bytes = 0
 
-    def check(self, msg_id: str, digest: bytes, now: float) -> tuple[Delivery, bool]:
-        """The delivery of ``msg_id`` and whether it is new (then ``answered`` is told its
-        answer)."""
+    def check(
+        self, msg_id: str, digest: bytes, now: float, signed: int
+    ) -> tuple[Delivery | None, bool]:
+        """The delivery of ``msg_id`` (signed at ``signed``) and whether it is new (then
+        ``answered`` is told its answer); None if it is not remembered but may have been
+        forgotten past ``ids_max``."""
         # Ids arrive roughly in time order, so expired ones sit at the front.
         while self._seen:
             oldest = next(iter(self._seen))
@@ -172,8 +188,14 @@ class ReplayGuard:
         seen = self._seen.get(msg_id)
         if seen is not None:
             return seen, False
+        if self.forgotten_signed is not None and signed <= self.forgotten_signed:
+            return None, False
+        if len(self._seen) >= self.ids_max:
+            let_go = self._seen.pop(next(iter(self._seen)))
+            self._kept_bytes -= self._kept.pop(let_go.msg_id, 0)
+            self.forgotten_signed = max(self.forgotten_signed or 0, let_go.signed)
         # A signature stays acceptable for the tolerance either side of its timestamp.
-        delivery = self._seen[msg_id] = Delivery(msg_id, digest, now + 2 * self.window)
+        delivery = self._seen[msg_id] = Delivery(msg_id, digest, now + 2 * self.window, signed)
         return delivery, True
 
     def answered(self, delivery: Delivery, answer: Answer | None) -> None:
@@ -293,8 +315,17 @@ class HookService:
             raise Problem(401, "Unauthorized", f"signature check failed: {exc.message}") from None
         record["webhook_id"] = msg_id
         digest = hashlib.sha256(body).digest()
+        # The timestamp the signature covers (the last header of the name, as verify_with reads).
+        signed = int(headers.getlist("webhook-timestamp")[-1])
         while True:
-            delivery, new = self.replays.check(msg_id, digest, time.time())
+            delivery, new = self.replays.check(msg_id, digest, time.time(), signed)
+            if delivery is None:
+                raise Problem(
+                    409,
+                    "Conflict",
+                    f"webhook-id {msg_id} is not remembered and was signed no later than an id "
+                    f"forgotten past {self.replays.ids_max:,}; it may be a replay (sign it anew)",
+                )
             if new:
                 return delivery
             if delivery.digest != digest:
