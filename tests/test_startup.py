@@ -12,7 +12,8 @@ import pytest
 EXAMPLES = Path(__file__).parent.parent / "examples"
 SERVER_AND_HTTP = {"httpx", "httpcore", "starlette", "uvicorn", "anyio", "h11"}
 
-# Runs belt's console-script entry point, then reports the modules it loaded.
+# Runs belt's console-script entry point, then reports the modules it loaded (and, after them,
+# the pydantic models of belt's modules that were built).
 PROBE = """
 import json, sys
 sys.argv = ["belt", *sys.argv[1:]]
@@ -21,11 +22,23 @@ try:
     main()
 finally:
     sys.__stderr__.write("MODULES " + json.dumps(sorted(sys.modules)))
+    if "pydantic" in sys.modules:
+        from pydantic import BaseModel
+        models = [
+            f"{name}.{attribute}"
+            for name, module in list(sys.modules.items())
+            if name.startswith("belt.") and module is not None
+            for attribute, value in vars(module).items()
+            if isinstance(value, type) and issubclass(value, BaseModel)
+            and value.__module__ == name and value.__pydantic_complete__
+        ]
+        sys.__stderr__.write("\\nMODELS " + json.dumps(sorted(models)))
 """
 
 
-def imported(*args: str, home: Path, cwd: Path | None = None) -> set[str]:
-    """The modules ``belt ARGS`` imports, run in a fresh interpreter."""
+def probed(*args: str, home: Path, cwd: Path | None = None) -> tuple[set[str], set[str]]:
+    """The modules ``belt ARGS`` imports, run in a fresh interpreter, and the pydantic models of
+    belt's own that it built."""
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, *args],
         capture_output=True,
@@ -36,7 +49,13 @@ def imported(*args: str, home: Path, cwd: Path | None = None) -> set[str]:
     )
     assert proc.returncode == 0, proc.stderr
     report = proc.stderr[proc.stderr.index("MODULES ") + len("MODULES ") :]
-    return set(json.loads(report))
+    modules, _, models = report.partition("\nMODELS ")
+    return set(json.loads(modules)), set(json.loads(models or "[]"))
+
+
+def imported(*args: str, home: Path, cwd: Path | None = None) -> set[str]:
+    """The modules ``belt ARGS`` imports, run in a fresh interpreter."""
+    return probed(*args, home=home, cwd=cwd)[0]
 
 
 def loaded(*args: str, home: Path) -> set[str]:
@@ -114,19 +133,64 @@ status = "completed"
 """
 # Off the path of a platform scenario with a synchronous py: handler: the Nexus engine (and its
 # executor inbox), the event loop (only an async handler needs it), what http.cookiejar
-# loads (only a webhook's client needs it), the XML writer (only --junit-xml needs it) and the
-# process pool (only -j N needs it).
+# loads (only a webhook's client needs it), the XML writer (only --junit-xml needs it), the
+# process pool (only -j N needs it), typer's pydantic coercion (a scenario's path is a plain
+# Path), and the registry with its SQLite search index (only a review, a belt:suggest hook or an
+# agent's registry directory needs them).
 NOT_FOR_A_PLATFORM_RUN = {"belt.engine.nexus", "belt.executor.inbox", "asyncio", "ssl"}
 NOT_FOR_A_PLATFORM_RUN |= {"http.client", "http.cookiejar", "urllib.request"}
 NOT_FOR_A_PLATFORM_RUN |= {"xml.etree.ElementTree", "multiprocessing", "concurrent.futures.process"}
+NOT_FOR_A_PLATFORM_RUN |= {"typer._adapters", "belt.records.registry"}
+NOT_FOR_A_PLATFORM_RUN |= {"belt.records.registry_index", "sqlite3"}
+
+
+def platform_run(tmp_path: Path, command: list[str]) -> tuple[set[str], set[str]]:
+    """What ``belt COMMAND`` of the platform scenario imports, and the models it builds."""
+    (tmp_path / "guard.py").write_text("def guard(payload):\n    return None\n")
+    (tmp_path / "scenario.toml").write_text(PLATFORM_SCENARIO)
+    return probed(*command, "scenario.toml", home=tmp_path / "home", cwd=tmp_path)
 
 
 @pytest.mark.parametrize("command", [["test"], ["sim", "run"]], ids=["test", "sim-run"])
 def test_a_platform_run_loads_no_nexus_engine_event_loop_or_http_client(
     tmp_path: Path, command: list[str]
 ) -> None:
-    (tmp_path / "guard.py").write_text("def guard(payload):\n    return None\n")
-    (tmp_path / "scenario.toml").write_text(PLATFORM_SCENARIO)
-    modules = imported(*command, "scenario.toml", home=tmp_path / "home", cwd=tmp_path)
+    modules, _ = platform_run(tmp_path, command)
     assert {"belt.engine.platform", "belt.handlers.inprocess"} <= modules
     assert modules.isdisjoint(NOT_FOR_A_PLATFORM_RUN), modules & NOT_FOR_A_PLATFORM_RUN
+
+
+# The models a platform scenario with a py: handler is checked with: its file, its hooks, and
+# the hook's answer and record. Every other model of belt's (the Nexus ones, the scenario's
+# parts, which the scenario's model checks within itself, the platform's other DTOs) is built
+# on first use, not as its module is imported.
+BUILT_FOR_A_PLATFORM_RUN = {
+    "belt.engine.scenario.Scenario",
+    "belt.engine.scenario.ChatSpec",
+    "belt.wire.platform.LifecycleHookConfig",
+    "belt.wire.platform.LifecycleHookResponse",
+    "belt.wire.platform.HookExecutedPayload",
+}
+
+
+@pytest.mark.parametrize("command", [["test"], ["sim", "run"]], ids=["test", "sim-run"])
+def test_a_platform_run_builds_only_the_models_it_uses(tmp_path: Path, command: list[str]) -> None:
+    modules, models = platform_run(tmp_path, command)
+    assert {"belt.wire.nexus", "belt.engine.scenario"} <= modules  # imported, yet not built
+    assert models == BUILT_FOR_A_PLATFORM_RUN
+
+
+def test_a_nexus_declaration_builds_the_nexus_model_it_uses(tmp_path: Path) -> None:
+    # Built on first use, a model is built when used (the probe sees it): the one a Nexus
+    # declaration is checked with, which checks the hooks within it itself.
+    _, models = probed("hooks", "validate", str(EXAMPLES / "nexus-profile.json"), home=tmp_path)
+    assert "belt.wire.nexus.LifecycleHooks" in models
+    assert "belt.wire.nexus.NexusHook" not in models
+
+
+def test_the_scenario_owner_default_is_the_registrys() -> None:
+    from belt.engine.scenario import DEFAULT_OWNER, AgentSpec
+    from belt.records import registry
+
+    assert DEFAULT_OWNER == registry.DEFAULT_OWNER
+    assert AgentSpec().owner == registry.DEFAULT_OWNER

@@ -60,7 +60,6 @@ from belt.records.interrupts import (
     pending_for_run,
 )
 from belt.records.messages import Message
-from belt.records.registry import load_directory
 from belt.records.runs import Run, RunRecord, parked
 from belt.records.sims import SimHooks, hooks_path, read_hooks, write_hooks
 from belt.store.store import damaged
@@ -210,6 +209,9 @@ class PlatformLoop:
         if scenario.agent.registry is not None:
             # The owner's registry first: every file is checked before anything is saved.
             directory = Path(loaded.source).parent / scenario.agent.registry
+            # Start-up: the registry (and its search index) only for an agent that loads one.
+            from belt.records.registry import load_directory
+
             entries = load_directory(store, directory, owner=scenario.agent.owner)
             registry["registry"] = {
                 "owner": scenario.agent.owner,

@@ -24,7 +24,6 @@ from belt.engine.scenario import ReviewScript
 from belt.handlers.builtin import EXTRACT, Review
 from belt.records.chats import CHAT, create_chat
 from belt.records.messages import Recorder
-from belt.records.registry import CANDIDATE_SCHEMA, Origin, check_candidate, save_candidate
 from belt.wire.enums import AgentRunState, HookHandlerType
 
 if TYPE_CHECKING:
@@ -36,21 +35,27 @@ QUESTION = (
     'and references worth keeping. Answer with JSON: {"candidates": [{"name", "kind", "tags", '
     '"text"}]}.'
 )
-ANSWER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"candidates": {"type": "array", "items": CANDIDATE_SCHEMA}},
-    "required": ["candidates"],
-    "additionalProperties": False,
-}
-"""The JSON schema a review's answer follows."""
 COPIED_ROLES = ("user", "assistant", "tool", "injection", "compaction")
 """What a review branch copies of its chat: what the model saw (never event rows)."""
 
 
 def review_request(system_prompt: str | None) -> dict[str, Any]:
     """What a review's model turn is asked with: as the agent (its system prompt), with no
-    tools offered, for an answer in ``ANSWER_SCHEMA``."""
-    return {"system_prompt": system_prompt, "tools": [], "answer_schema": ANSWER_SCHEMA}
+    tools offered, for an answer in ``answer_schema()``."""
+    return {"system_prompt": system_prompt, "tools": [], "answer_schema": answer_schema()}
+
+
+def answer_schema() -> dict[str, Any]:
+    """The JSON schema a review's answer follows."""
+    # Start-up: the registry (and its search index) only for a run that starts a review.
+    from belt.records.registry import CANDIDATE_SCHEMA
+
+    return {
+        "type": "object",
+        "properties": {"candidates": {"type": "array", "items": CANDIDATE_SCHEMA}},
+        "required": ["candidates"],
+        "additionalProperties": False,
+    }
 
 
 def start_review(
@@ -172,6 +177,9 @@ def save_outcomes(
     for run in runs:
         if run["state"] != AgentRunState.COMPLETED:
             return f"review run {run['id']} ended {run['state']}: {run.get('error')}"
+    # Start-up: the registry only once a review has candidates to save.
+    from belt.records.registry import Origin, check_candidate, save_candidate
+
     origin = Origin.extraction(agent=review.agent_id, chat=review.chat_id, branch=branch_id)
     outcomes = []
     for position, raw in enumerate(candidates):

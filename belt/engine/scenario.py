@@ -24,7 +24,6 @@ from pydantic_core import PydanticCustomError
 from belt.declarations import check_document, read_document
 from belt.errors import InvalidInput
 from belt.matching import argument_matchers, arguments_match, value_matcher
-from belt.records.registry import DEFAULT_OWNER, check_candidate
 from belt.store.clock import DURATION_MAX, check_moment, parse_duration, parse_rfc3339
 from belt.text import printable
 from belt.wire.catalogue import GATEABLE_EVENTS
@@ -42,10 +41,15 @@ from belt.wire.validate import (
 ID_PATTERN = r"^[A-Za-z0-9_-]+$"
 ID_MAX = 128
 """Ids become file names in the store: at most this long (as the store's own check says)."""
+DEFAULT_OWNER = "local"
+"""An agent's owner unless the scenario names one: the registry's ``DEFAULT_OWNER``, spelled here
+so that a run without a registry does not import it (tests/test_startup.py holds them equal)."""
 
 
+# Start-up: each model is built on first use (defer_build), so a platform run does not build
+# the Nexus scenario's models, nor a Nexus run the platform's.
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 def _clock_start(value: Any) -> datetime | None:
@@ -257,6 +261,9 @@ def builtin_problems(scenario: Scenario, directory: Path) -> list[str]:
     """The scripted reviews' candidates, and the registry directory the agent loads."""
     problems: list[str] = []
     for r, review in enumerate(scenario.reviews):
+        # Start-up: the registry (and its search index) only for a scenario that scripts reviews.
+        from belt.records.registry import check_candidate
+
         for c, candidate in enumerate(review.candidates):
             try:
                 check_candidate(candidate, where=f"reviews[{r}].candidates[{c}]")

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from belt.records.registry import Match, suggest
 from belt.store import Store
 from belt.wire.platform import ContextInjection, LifecycleHookResponse
+
+if TYPE_CHECKING:
+    from belt.records.registry import Match
 
 SUGGEST = "belt:suggest"
 EXTRACT = "belt:extract"
@@ -60,6 +62,9 @@ def suggestion(
     None when nothing is relevant (no injection, so no transcript row). Never the agent's own
     extractions, never an entry suggested in this chat within ``QUIET_TURNS``.
     """
+    # Start-up: the registry (and its search index) only for an agent with a belt:suggest hook.
+    from belt.records.registry import suggest
+
     matches = suggest(
         store,
         owner=owner,

@@ -21,8 +21,10 @@ class NexusEvent(StrEnum):
     STOP = "stop"
 
 
+# Start-up: each model is built on first use (defer_build), so a platform run, which uses
+# none of them, does not build them.
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 class NexusHook(_Strict):
@@ -55,7 +57,7 @@ class LifecycleHooks(_Strict):
 class HookTaskInput(BaseModel):
     """What an executor hook tool receives as its task input."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     event: NexusEvent
     task_key: str
@@ -77,7 +79,7 @@ class HookTaskInput(BaseModel):
 class HookDecisionResult(BaseModel):
     """A validated ``structured_content`` decision of a hook task."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     continue_: bool = Field(alias="continue")
     feedback: str | None = None

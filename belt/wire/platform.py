@@ -35,12 +35,14 @@ __all__ = [
 ]
 
 
+# Start-up: each model is built on first use (defer_build), so a command pays only for the
+# models it uses.
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 class _Open(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, defer_build=True)
 
 
 WEBHOOK_TIMEOUT_DEFAULT = 30
