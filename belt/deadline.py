@@ -7,7 +7,8 @@ write and read of the call only the time that is left, so slow headers end at th
 ``read_capped`` reads a streamed body within the same deadline and up to a byte cap, with any
 transport. A client ``bounded_client`` makes with its own transport keeps that transport's
 connection pool at hand (``own_pool``), for a caller that sends on it without httpx's per-call
-work (belt.handlers.webhook).
+work (belt.handlers.webhook). Such a transport sends each request in one write, its head and
+body together.
 """
 
 from __future__ import annotations
@@ -96,20 +97,53 @@ def transport(**options: Any) -> httpx.HTTPTransport:
     return made
 
 
+WRITE_HELD = 64 * 1024
+"""The most bytes of a request held to go out in one write (a larger body is written as it
+comes)."""
+
+
 def _backend() -> Any:
     import httpcore
 
     class Stream(httpcore.NetworkStream):
+        """A connection whose calls keep to the deadline, and whose request goes out in one
+        write: httpcore writes a request's head and its body apart, which on a connection
+        without delay (TCP_NODELAY, as httpcore sets it) is two packets and two wake-ups of
+        the server. The pieces are held until the call reads (its answer) or they pass
+        ``WRITE_HELD``, then written at once."""
+
         def __init__(self, inner: httpcore.NetworkStream) -> None:
             self.inner = inner
+            self.held: list[bytes] = []
+            self.held_size = 0
+            self.held_timeout: float | None = None
 
         def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            if self.held:
+                try:
+                    self.flush()
+                except httpcore.WriteError:
+                    # As httpcore does when a write fails: a server may have closed the request
+                    # early and answered it anyway; that answer is read.
+                    pass
             return self.inner.read(max_bytes, _clamp(timeout, httpcore.ReadTimeout))
 
         def write(self, buffer: bytes, timeout: float | None = None) -> None:
-            self.inner.write(buffer, _clamp(timeout, httpcore.WriteTimeout))
+            if not buffer:
+                return
+            self.held.append(buffer)
+            self.held_size += len(buffer)
+            self.held_timeout = timeout
+            if self.held_size >= WRITE_HELD:
+                self.flush()
+
+        def flush(self) -> None:
+            held, self.held, self.held_size = self.held, [], 0
+            data = held[0] if len(held) == 1 else b"".join(held)
+            self.inner.write(data, _clamp(self.held_timeout, httpcore.WriteTimeout))
 
         def close(self) -> None:
+            self.held, self.held_size = [], 0
             self.inner.close()
 
         def start_tls(
@@ -118,6 +152,8 @@ def _backend() -> Any:
             server_hostname: str | None = None,
             timeout: float | None = None,
         ) -> httpcore.NetworkStream:
+            if self.held:
+                self.flush()
             wrapped = self.inner.start_tls(
                 ssl_context, server_hostname, _clamp(timeout, httpcore.ConnectTimeout)
             )

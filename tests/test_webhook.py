@@ -310,3 +310,45 @@ def test_credentials_in_a_webhook_url_are_sent_as_basic_authentication(kind: str
     token = base64.b64encode(b"user:p@ss")
     [head] = behave.heads
     assert b"authorization: basic " + token in head.lower().replace(token.lower(), token)
+
+
+class CountedWrites:
+    """httpcore's own backend, counting what each connection it opens writes."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.writes: list[bytes] = []
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+        stream = self.inner.connect_tcp(*args, **kwargs)
+        writes = self.writes
+
+        class Counted:
+            def write(self, buffer: bytes, timeout: float | None = None) -> None:
+                writes.append(buffer)
+                stream.write(buffer, timeout)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(stream, name)
+
+        return Counted()
+
+
+@pytest.mark.parametrize("size", [10, 200_000])
+def test_a_delivery_sends_its_request_in_one_write(target: HookApp, size: int) -> None:
+    # Head and body apart are two packets on a connection without delay, and two wake-ups of
+    # the webhook's server: a request goes out at once, whatever its size.
+    from belt.deadline import own_pool
+
+    target.decide = lambda name, payload: {"decision": "allow"}
+    payload = {**sample_payload("agent.tool_call"), "data": {"pad": "x" * size}}
+    with webhook_client() as client:
+        backend = own_pool(client)._network_backend
+        counted = backend.inner = CountedWrites(backend.inner)
+        for _ in range(2):
+            result = deliver(client, f"{target.url}/guard", payload, timeout=10.0)
+            assert result.error is None and result.response is not None
+    assert len(counted.writes) == 2
+    assert all(piece.startswith(b"POST /guard HTTP/1.1\r\n") for piece in counted.writes)
+    assert all(piece.endswith(b'"pad":"' + b"x" * size + b'"}}') for piece in counted.writes)
+    assert [payload for _, payload in target.received][-2:] == [payload, payload]
