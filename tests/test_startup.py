@@ -134,12 +134,14 @@ status = "completed"
 # Off the path of a platform scenario with a synchronous py: handler: the Nexus engine (and its
 # executor inbox), the event loop (only an async handler needs it), what http.cookiejar
 # loads (only a webhook's client needs it), the XML writer (only --junit-xml needs it), the
-# process pool (only -j N needs it), typer's pydantic coercion (a scenario's path is a plain
+# process pool (only -j N needs it), the thread pools and the logging they load (only a child
+# chat or an async hook needs them), typer's pydantic coercion (a scenario's path is a plain
 # Path), and the registry with its SQLite search index (only a review, a belt:suggest hook or an
 # agent's registry directory needs them).
 NOT_FOR_A_PLATFORM_RUN = {"belt.engine.nexus", "belt.executor.inbox", "asyncio", "ssl"}
 NOT_FOR_A_PLATFORM_RUN |= {"http.client", "http.cookiejar", "urllib.request"}
 NOT_FOR_A_PLATFORM_RUN |= {"xml.etree.ElementTree", "multiprocessing", "concurrent.futures.process"}
+NOT_FOR_A_PLATFORM_RUN |= {"concurrent.futures", "logging"}
 NOT_FOR_A_PLATFORM_RUN |= {"typer._adapters", "belt.records.registry"}
 NOT_FOR_A_PLATFORM_RUN |= {"belt.records.registry_index", "sqlite3"}
 

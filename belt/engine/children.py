@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,8 @@ from belt.records.runs import RUN, sim_runs
 from belt.records.sims import create_child_sim, read_sim
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from belt.engine.simulation import Dialect
     from belt.store import Store
 
@@ -111,6 +112,9 @@ class Children:
             order = self._count
             self._count += 1
             if self._pool is None:
+                # Start-up: the pool (and the logging it loads) once a child starts.
+                from concurrent.futures import ThreadPoolExecutor
+
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="belt-child")
         # A child runs on its parent's clock (a virtual clock is a context variable).
         context = contextvars.copy_context()

@@ -6,7 +6,6 @@ import contextvars
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -37,6 +36,8 @@ from belt.wire.platform import (
 from belt.wire.validate import check_webhook_url, in_process_problem
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     import httpx
 
     from belt.handlers.inprocess import Handler, InProcess
@@ -242,6 +243,9 @@ class Dispatcher:
     ) -> None:
         """Run an async hook in the background; ``finished`` gets its run when it is done."""
         if self._pool is None:
+            # Start-up: the pool (and the logging it loads) once an async hook runs.
+            from concurrent.futures import ThreadPoolExecutor
+
             self._pool = ThreadPoolExecutor(ASYNC_WORKERS, thread_name_prefix="belt-async-hook")
 
         def work() -> None:
