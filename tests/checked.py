@@ -72,6 +72,15 @@ def fails_once(payload: dict[str, Any]) -> None:
         raise RuntimeError("only this once")
 
 
+_first = itertools.count()
+
+
+def fails_first(payload: dict[str, Any]) -> None:
+    """Fails on its first call only (as a case timing out on a machine busy just then)."""
+    if next(_first) == 0:
+        raise RuntimeError("only the first time")
+
+
 def extra_keys(payload: dict[str, Any]) -> dict[str, Any]:
     """Answers with a key the platform does not know."""
     return {"decision": "allow", "verdict": "fine"}

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from belt.check import generate
-from belt.check.report import CheckReport, CheckResult
+from belt.check.report import CheckReport, CheckResult, failure_lines
 from belt.check.run import run_check
 from belt.check.subjects import PLATFORM_EVENTS, subjects_for
 from belt.cli import app
@@ -386,6 +386,24 @@ def test_a_failure_that_does_not_happen_again_is_reported_as_flaky() -> None:
     assert failure is not None
     assert "only this once" in failure.detail
     assert failure.flaky is True
+
+
+def test_a_reported_case_that_does_not_fail_again_when_sent_once_more_says_so() -> None:
+    report = run_check(f"{CHECKED}:fails_first", events=["agent.start"], examples=5, seed=1)
+    failure = result(report, "answers", "agent.start").failure
+    assert failure is not None
+    assert "only the first time" in failure.detail
+    assert (failure.again, failure.flaky) == (False, True)
+    assert failure.to_json()["failed_again"] is False
+    assert "sent once more, it did not fail again" in "\n".join(failure_lines(report))
+    assert report.exit_code == 1  # it failed once: still a failure
+
+
+def test_a_reported_case_that_fails_again_when_sent_once_more_says_so(crash: CheckReport) -> None:
+    failure = result(crash, "answers").failure
+    assert failure is not None
+    assert (failure.again, failure.flaky) == (True, False)
+    assert failure.note == ""
 
 
 def test_unknown_keys_in_the_answer_warn() -> None:

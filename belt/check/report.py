@@ -40,6 +40,16 @@ class Failure:
     payload: Any
     reproducer: str
     flaky: bool = False
+    again: bool | None = None
+    """Whether the payload failed the check again when sent once more (None: not sent again,
+    ``--max-time`` had passed)."""
+
+    @property
+    def note(self) -> str:
+        """What the detail line adds when the failure did not happen every time."""
+        if self.again is False:
+            return " (sent once more, it did not fail again: it may depend on load or timing)"
+        return " (it did not fail on every try)" if self.flaky else ""
 
     def to_json(self) -> dict[str, Any]:
         """The failure as JSON."""
@@ -48,6 +58,7 @@ class Failure:
             "payload": self.payload,
             "reproducer": self.reproducer,
             "flaky": self.flaky,
+            "failed_again": self.again,
         }
 
 
@@ -181,7 +192,7 @@ def failure_lines(report: CheckReport) -> list[str]:
         lines.append(
             f"{printable(result.subject)}: {result.check} failed ({printable(result.title)})"
         )
-        lines.append(f"  {printable(result.failure.detail)}")
+        lines.append(f"  {printable(result.failure.detail)}{result.failure.note}")
         lines.append(f"  reproduce: {result.failure.reproducer}")
     return lines
 
@@ -250,7 +261,10 @@ def junit_xml(report: CheckReport, path: Path) -> None:
                 case, "failure", message=_xml_text(short(result.failure.detail, 200))
             )
             failure.text = "\n".join(
-                [_xml_text(result.failure.detail), f"reproduce: {result.failure.reproducer}"]
+                [
+                    _xml_text(result.failure.detail + result.failure.note),
+                    f"reproduce: {result.failure.reproducer}",
+                ]
             )
         elif result.skipped is not None:
             ET.SubElement(case, "skipped", message=_xml_text(result.skipped))

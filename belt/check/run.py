@@ -6,7 +6,8 @@ sent back to back; when a case fails, Hypothesis runs its batch again, sending a
 case that fails a check raises an exception of that check's own class, so the engine shrinks
 each failing check on its own. Cases are sent one at a time, only to the targets given; their
 number is bounded by ``--examples`` per event, the shrinking by ``SHRINK_CALLS_MAX`` cases and
-``SHRINK_SECONDS_MAX``, and the whole run by ``--max-time``. Hypothesis keeps no database, keeps
+``SHRINK_SECONDS_MAX``, and the whole run by ``--max-time``; each reported case is sent once more
+to say whether it fails again (``Explorer.confirm``). Hypothesis keeps no database, keeps
 its caches under the state directory and prints nothing: the report is belt's.
 """
 
@@ -155,6 +156,8 @@ class Explorer:
     found: dict[str, tuple[int, Any, str]] = field(default_factory=dict)
     """The smallest failing case per check: (size, payload, detail)."""
     flaky: set[str] = field(default_factory=set)
+    again: dict[str, bool] = field(default_factory=dict)
+    """Per check, whether its reported case failed it again when sent once more."""
     cut: bool = False
     """Shrinking stopped at ``SHRINK_CALLS_MAX`` cases."""
 
@@ -182,6 +185,35 @@ class Explorer:
         return failures
 
     def explore(
+        self,
+        strategy: Any,
+        sample: Any,
+        case: Callable[[Any, bool], list[tuple[str, str]]],
+    ) -> None:
+        """Search for failures (``search``), then send each case to be reported once more."""
+        self.search(strategy, sample, case)
+        self.confirm(case)
+
+    def confirm(self, case: Callable[[Any, bool], list[tuple[str, str]]]) -> None:
+        """Send each check's reported case once more (a case reported for several checks
+        once) and note whether it failed that check again: one that did not is flaky (a
+        timeout under load, say). Not once ``--max-time`` has passed."""
+        failed: dict[str, set[str]] = {}
+        for check, (_, payload, _) in list(self.found.items()):
+            key = encode(payload)
+            if key not in failed:
+                if time.monotonic() > self.deadline:
+                    return
+                started = time.perf_counter()
+                try:
+                    failed[key] = {name for name, _ in case(payload, False)}
+                finally:
+                    self.report.case_seconds += time.perf_counter() - started
+            self.again[check] = check in failed[key]
+            if not self.again[check]:
+                self.flaky.add(check)
+
+    def search(
         self,
         strategy: Any,
         sample: Any,
@@ -724,7 +756,13 @@ def _finish(
                 f" (shrinking stopped at its bound of {SHRINK_CALLS_MAX} cases or "
                 f"{SHRINK_SECONDS_MAX:g} s: the smallest found)"
             )
-        result.failure = Failure(detail, payload, command, flaky=check in explorer.flaky)
+        result.failure = Failure(
+            detail,
+            payload,
+            command,
+            flaky=check in explorer.flaky,
+            again=explorer.again.get(check),
+        )
         if not result.failed:
             result.failed = 1
 

@@ -182,8 +182,7 @@ def _lines(result: CheckResult) -> list[tuple[str, str]]:
         rows.append((f"        warning: {printable(warning)}{times}", "yellow"))
     failure = result.failure
     if failure is not None:
-        flaky = " (it did not fail on every try)" if failure.flaky else ""
-        rows.append((f"        {printable(failure.detail)}{flaky}", "red"))
+        rows.append((f"        {printable(failure.detail)}{failure.note}", "red"))
         rows.append((f"        reproduce: {printable(failure.reproducer)}", ""))
         if result.saved:
             rows.append((f"        saved as {printable(result.saved)}", "dim"))
