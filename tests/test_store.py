@@ -987,6 +987,58 @@ def test_read_fresh_reads_a_record_again_only_when_it_was_replaced(
     assert reads == [path, path]
 
 
+@both
+def test_read_if_replaced_decodes_nothing_while_the_file_is_the_one_it_gave(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.create("run", "r", {"state": "working"})
+    decoded: list[object] = []
+    loads = json.loads
+
+    def counted(text: Any, **kwargs: Any) -> Any:
+        decoded.append(text)
+        return loads(text, **kwargs)
+
+    monkeypatch.setattr("belt.store.store.json.loads", counted)
+    data, seen = store.read_if_replaced("run", "r", None)
+    assert data == {"state": "working"} and seen is not None
+    decoded.clear()
+    assert store.read_if_replaced("run", "r", seen) == (None, seen)
+    assert store.read_if_replaced("run", "r", seen) == (None, seen)
+    assert decoded == []  # a stat, nothing decoded
+    # What another call gave stands for nothing here: that one reads.
+    assert store.read_if_replaced("run", "r", object())[0] == {"state": "working"}
+    # Its own write replaces the file: read again (from what it wrote).
+    store.update("run", "r", lambda data: {**data, "state": "completed"})
+    data, seen = store.read_if_replaced("run", "r", seen)
+    assert data == {"state": "completed"}
+    # Another writer.
+    replaced = store._encode_object("run", "r", {"state": "canceled"})
+    if isinstance(store, MemoryStore):
+        store._put_file(store.path("run", "r"), replaced)
+    else:
+        Store(store.root).merge("run", "r", {"state": "canceled"})
+    assert store.read_if_replaced("run", "r", seen)[0] == {"state": "canceled"}
+
+
+@both
+def test_a_run_sees_a_cancel_made_after_it_last_checked(store: Store) -> None:
+    from belt.records.runs import Cancelled, RunRecord, cancel_run
+
+    run = RunRecord.create(
+        store, sim_id="sim_1", agent_id="ag_1", chat_id=None, turn_index=0, execution={}
+    )
+    run.check_cancelled()
+    run.check_cancelled()
+    run.transition(execution={"next": "turn"})
+    run.check_cancelled()
+    other = store if isinstance(store, MemoryStore) else Store(store.root)
+    cancel_run(other, run.id, force=True, how="stopped", hint="")
+    with pytest.raises(Cancelled):
+        run.check_cancelled()
+    assert run.data["state"] == "canceled"
+
+
 def test_read_fresh_reports_damage_done_after_the_record_was_kept(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
     store.write("agent", "ag_1", {"v": 1})

@@ -11,9 +11,9 @@ from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import Conflict, InvalidInput
 from belt.records.changes import touched
-from belt.records.chats import Chat, read_chat, release_chat, update_chat
+from belt.records.chats import CHAT, Chat, read_chat, release_chat, update_chat
 from belt.records.ids import new_id, now_iso
-from belt.store import Store
+from belt.store import Store, check_id
 from belt.store.shapes import record_shape
 from belt.wire.enums import MessageStatus
 
@@ -71,6 +71,8 @@ class Recorder:
         self.messages: list[Message] = []
         self.by_id: dict[str, Message] = {}
         self._index_size = -1
+        self._seen: object = None
+        """What stands for the chat's file as ``refresh_chat`` last read it."""
         self.reload_messages()
 
     def reload_messages(self) -> None:
@@ -85,8 +87,14 @@ class Recorder:
         return self.chat["id"]
 
     def refresh_chat(self) -> Chat:
-        """Re-read the chat (its settings may have changed from another process)."""
-        self.chat = read_chat(self.store, self.chat_id, fresh=True)
+        """Re-read the chat (its settings may have changed from another process): nothing is
+        read or decoded while its file is the one this last read (a stat), since every change
+        this recorder makes replaces that file."""
+        chat, self._seen = self.store.read_if_replaced(
+            CHAT, check_id(self.chat_id, what="chat id"), self._seen
+        )
+        if chat is not None:
+            self.chat = cast(Chat, chat)
         return self.chat
 
     def update_chat(self, **changes: Any) -> None:

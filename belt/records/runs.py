@@ -117,6 +117,8 @@ class RunRecord:
     def __init__(self, store: Store, data: Mapping[str, Any]) -> None:
         self.store = store
         self.data = cast(Run, data)
+        self._checked: object = None
+        """What stands for the run's file as ``check_cancelled`` last found it not cancelled."""
 
     @classmethod
     def create(
@@ -200,11 +202,15 @@ class RunRecord:
 
     def check_cancelled(self) -> None:
         """Raise Cancelled when the run was stopped from another process (a stat of the run's
-        file while nothing has replaced it: this is checked after every step and hook)."""
-        current = self.store.read_fresh(RUN, self.id)
+        file while nothing has replaced it since it was last checked, nothing decoded: this is
+        checked after every step and hook)."""
+        current, checked = self.store.read_if_replaced(RUN, self.id, self._checked)
+        if current is None:
+            return  # the file found not cancelled last time
         if current["state"] == AgentRunState.CANCELED:
             self.data = cast(Run, current)
             raise Cancelled
+        self._checked = checked
 
     def log(self, *records: dict[str, Any]) -> None:
         """Append agent events (such as ``hook.executed``) to the run's event log, in order.

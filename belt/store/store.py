@@ -320,11 +320,29 @@ class Store:
         read), for a record polled on every step that rarely changes: a run's cancel state, a
         chat's settings. Every object is written by replacing its file, so a file whose inode,
         size and times are those it had is the same file."""
+        return self._read_fresh(self.path(kind, id), kind, id)[0]
+
+    def read_if_replaced(
+        self, kind: str, id: str, seen: object
+    ) -> tuple[dict[str, Any] | None, object]:
+        """``read_fresh``, unless the object's file is still the one ``seen`` stands for (what
+        an earlier call returned with its data): then None, after a stat and nothing decoded.
+        Returns the data (or None) and what stands for the file it came from (None: no file
+        is kept, the next call reads it). For a record polled far more often than it changes
+        (a run's cancel state, a chat's settings), whose poller acts only on a change."""
         path = self.path(kind, id)
+        if seen is not None:
+            kept = self._fresh.get(path)
+            if kept is not None and kept[1] is seen and kept[0] == self._stamp(path):
+                return None, seen
+        return self._read_fresh(path, kind, id)
+
+    def _read_fresh(self, path: Path, kind: str, id: str) -> tuple[dict[str, Any], object]:
+        """``read_fresh`` of the object at ``path``, and the blob it keeps (None if none)."""
         kept = self._fresh.get(path)
         if kept is not None and kept[0] == self._stamp(path):
             document = json.loads(kept[1])  # checked when it was kept: the plain reader is enough
-            return self._migrate(path, kind, int(document["schema"]), document["data"])
+            return self._migrate(path, kind, int(document["schema"]), document["data"]), kept[1]
         # Held open before it is read: what is read is that file, or a later one whose stamp
         # differs (then the next call reads it again).
         stamp = self._stamp(path)
@@ -335,8 +353,9 @@ class Store:
             if pin is not None:
                 self._unpin(pin)
             raise
-        self._keep(path, stamp, self._encode_object(kind, id, data), pin)
-        return data
+        blob = self._encode_object(kind, id, data)
+        self._keep(path, stamp, blob, pin)
+        return data, blob if pin is not None else None
 
     def _keep(self, path: Path, stamp: object, blob: bytes, pin: int | None) -> None:
         """Keep ``blob`` as what ``read_fresh`` gives for ``path`` while its file has ``stamp``
