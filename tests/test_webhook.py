@@ -352,3 +352,34 @@ def test_a_delivery_sends_its_request_in_one_write(target: HookApp, size: int) -
     assert all(piece.startswith(b"POST /guard HTTP/1.1\r\n") for piece in counted.writes)
     assert all(piece.endswith(b'"pad":"' + b"x" * size + b'"}}') for piece in counted.writes)
     assert [payload for _, payload in target.received][-2:] == [payload, payload]
+
+
+def test_a_short_answer_is_read_once_and_each_reader_gets_its_own_warnings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from belt.handlers import webhook
+    from belt.wire.validate import check_response as check
+
+    checked: list[dict[str, Any]] = []
+
+    def counted(document: dict[str, Any]) -> Any:
+        checked.append(document)
+        return check(document)
+
+    monkeypatch.setattr("belt.handlers.webhook.check_response", counted)
+    webhook._read_kept.cache_clear()
+    text = '{"decision": "deny", "reason": "kept", "mine": 1}'
+    first, second = webhook.read_answer(text), webhook.read_answer(text)
+    assert len(checked) == 1
+    assert first.response == second.response and first.response is not None
+    assert (first.response.decision, first.response.reason) == ("deny", "kept")
+    assert first.warnings == second.warnings == ["mine: unknown key in the answer, ignored"]
+    first.warnings.append("changed by its reader")
+    assert webhook.read_answer(text).warnings == ["mine: unknown key in the answer, ignored"]
+    # A long answer is read every time; a hostile one fails every time.
+    long = '{"reason": "' + "x" * webhook.ANSWER_KEPT_MAX + '"}'
+    assert webhook.read_answer(long).response is not None
+    assert webhook.read_answer(long).response is not None
+    assert len(checked) == 3
+    for _ in range(2):
+        assert webhook.read_answer('{"decision": NaN}').problem is not None

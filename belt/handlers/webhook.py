@@ -266,9 +266,30 @@ class Answer:
     warnings: list[str] = field(default_factory=list)
 
 
+ANSWERS_KEPT = 64
+ANSWER_KEPT_MAX = 1024
+"""Answers up to this many characters are read once and kept (``ANSWERS_KEPT`` of them): a
+webhook gives the same few answers again and again (``{}``, an allow, a deny with its reason),
+and reading one is a strict parse and a validation."""
+
+
 def read_answer(text: str) -> Answer:
     """Read a 2xx body; an empty body (or JSON null) is allow. Unknown keys are ignored, each
     with a warning (``check_response``)."""
+    if len(text) > ANSWER_KEPT_MAX:
+        return _read_answer(text)
+    answer = _read_kept(text)
+    return Answer(answer.response, answer.problem, list(answer.warnings))
+
+
+@functools.lru_cache(maxsize=ANSWERS_KEPT)
+def _read_kept(text: str) -> Answer:
+    """``_read_answer`` of a short answer, kept: the same text reads the same, and what it
+    reads is never changed (each caller gets its own list of warnings)."""
+    return _read_answer(text)
+
+
+def _read_answer(text: str) -> Answer:
     if not text.strip():
         return Answer(LifecycleHookResponse())
     try:
