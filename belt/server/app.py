@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -167,8 +168,10 @@ class ReplayGuard:
         self.ids_max = IDS_MAX if ids_max is None else ids_max
         self.forgotten_signed: int | None = None
         """The latest ``webhook-timestamp`` of the ids forgotten past ``ids_max``."""
-        self._seen: dict[str, Delivery] = {}
-        self._kept: dict[str, int] = {}
+        # Ordered dicts: their oldest entry is found in constant time however many were taken
+        # from the front (a dict's first entry is found past every one taken until it resizes).
+        self._seen: OrderedDict[str, Delivery] = OrderedDict()
+        self._kept: OrderedDict[str, int] = OrderedDict()
         """The ids whose answer is kept, oldest first, with the answer's size."""
         self._kept_bytes = 0
 
@@ -191,7 +194,7 @@ class ReplayGuard:
         if self.forgotten_signed is not None and signed <= self.forgotten_signed:
             return None, False
         if len(self._seen) >= self.ids_max:
-            let_go = self._seen.pop(next(iter(self._seen)))
+            _, let_go = self._seen.popitem(last=False)
             self._kept_bytes -= self._kept.pop(let_go.msg_id, 0)
             self.forgotten_signed = max(self.forgotten_signed or 0, let_go.signed)
         # A signature stays acceptable for the tolerance either side of its timestamp.
