@@ -632,6 +632,13 @@ def test_the_replay_guard_remembers_at_most_its_count_of_ids_and_refuses_what_it
     # A sender's redelivery of a forgotten id, signed anew, is decided again.
     assert deliver("flood_1", 950) == "new"
     assert len(guard.seen()) == 3
+    # A long id is remembered by its digest: the memory of an id does not grow with its length.
+    long_id = "msg_" + "x" * 10_000
+    assert [deliver(long_id, 960), deliver(long_id, 961)] == ["new", "answered"]
+    assert [len(msg_id) for msg_id in guard.seen()][-1] == 71
+    # The same long id with another body finds the first body's digest: a replay.
+    other, new = guard.check(long_id, hashlib.sha256(b"[]").digest(), 1000.0, 962)
+    assert other is not None and not new and other.digest == digest
 
 
 def test_a_signed_server_forgets_the_oldest_ids_past_its_cap_and_refuses_their_replays(

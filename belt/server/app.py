@@ -106,6 +106,10 @@ IDS_MAX = 100_000
 """The most webhook ids remembered; past it the oldest are forgotten, and an id not remembered is
 refused unless it was signed after every id forgotten (so a replay is never decided again)."""
 
+ID_KEPT_MAX = 64
+"""The longest webhook id remembered as it is; a longer one is remembered by its digest, so that
+IDS_MAX ids take the same memory however long a sender makes them."""
+
 ANSWER_FIELDS = ("event", "tool", "decision", "reason", "rule", "warnings", "injected", "error")
 """The fields of a journal line that say what a delivery was answered."""
 
@@ -135,7 +139,8 @@ class Answer:
 
 
 class Delivery:
-    """A verified ``webhook-id``: its body's digest and, once given, its first answer."""
+    """A verified ``webhook-id`` (``msg_id``, as the guard remembers it: a long one by its
+    digest): its body's digest and, once given, its first answer."""
 
     __slots__ = ("answer", "answered", "digest", "expires", "msg_id", "pending", "signed")
 
@@ -181,6 +186,8 @@ class ReplayGuard:
         """The delivery of ``msg_id`` (signed at ``signed``) and whether it is new (then
         ``answered`` is told its answer); None if it is not remembered but may have been
         forgotten past ``ids_max``."""
+        if len(msg_id) > ID_KEPT_MAX:  # 71 characters: no id remembered as it is looks like it
+            msg_id = "sha256:" + hashlib.sha256(msg_id.encode()).hexdigest()
         # Ids arrive roughly in time order, so expired ones sit at the front.
         while self._seen:
             oldest = next(iter(self._seen))
