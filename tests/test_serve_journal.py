@@ -13,7 +13,7 @@ import pytest
 
 from belt.records.journal import JOURNAL, SERVE, ServeLine
 from belt.server.app import create_app
-from belt.server.journal import UNWRITTEN, GroupJournal, stamp_now
+from belt.server.journal import GROUP_TURNS, UNWRITTEN, GroupJournal, stamp_now
 from belt.store import Store, open_store
 from belt.store.clock import parse_timestamp, timestamp, utcnow
 from tests.servers import running
@@ -57,6 +57,52 @@ def test_lines_handed_in_together_are_written_in_one_append_in_order() -> None:
     assert store.groups == [5]
     written = store.read_log(JOURNAL, SERVE)
     assert [record["request"]["chat_id"] for record in written] == [f"ch_{n}" for n in range(5)]
+
+
+def test_lines_handed_in_a_few_turns_apart_while_the_loop_is_busy_share_one_append() -> None:
+    store = CountingStore(open_store().root)
+    journal = GroupJournal(store)
+
+    async def after(turns: int, chat_id: str) -> str | None:
+        for _ in range(turns):  # a request that has a few steps to go before its line is made
+            await asyncio.sleep(0)
+        return await journal.write(line(chat_id))
+
+    async def burst() -> list[str | None]:
+        return list(await asyncio.gather(*(after(n, f"ch_{n}") for n in range(3))))
+
+    assert asyncio.run(burst()) == [None] * 3
+    assert store.groups == [3]
+    written = store.read_log(JOURNAL, SERVE)
+    assert [record["request"]["chat_id"] for record in written] == ["ch_0", "ch_1", "ch_2"]
+
+
+def test_a_group_waits_a_bounded_number_of_turns_however_busy_the_loop() -> None:
+    store = CountingStore(open_store().root)
+    journal = GroupJournal(store)
+    spins = 0
+    stop = asyncio.Event()
+
+    async def spinner() -> None:
+        # Something else to run on every turn (for 1,000 turns, so a group that waited for the
+        # loop to be idle would still end, and fail the test rather than hang it).
+        nonlocal spins
+        while not stop.is_set() and spins < 1000:
+            spins += 1
+            await asyncio.sleep(0)
+
+    async def busy() -> int:
+        task = asyncio.create_task(spinner())
+        await asyncio.sleep(0)
+        begun = spins
+        assert await journal.write(line("ch_busy")) is None
+        turns = spins - begun
+        stop.set()
+        await task
+        return turns
+
+    assert asyncio.run(busy()) <= GROUP_TURNS + 1
+    assert store.groups == [1]
 
 
 def test_a_line_the_store_refuses_costs_only_its_own_request_its_line() -> None:

@@ -144,6 +144,7 @@ def test_each_rule_answers_and_journals_its_own_verdict_request_after_request(
             chat_id = f"ch_turns{round_}n{n}"
             reply = policy_server.post(body={**body, "chat_id": chat_id})
             assert reply.status_code == 200
+            assert reply.headers["content-type"] == "application/json"
             assert reply.json() == expected[n][0]
             sent.append((chat_id, expected[n]))
     journal = {r["request"]["chat_id"]: r for r in policy_server.journal() if "request" in r}

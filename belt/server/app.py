@@ -268,7 +268,8 @@ class HookService:
         self.key = secret_key(secret) if secret else None
         self.replays = ReplayGuard()
         self.report = report
-        self._fixed: dict[int, tuple[Verdict, tuple[dict[str, Any], dict[str, Any], bytes]]] = {}
+        self._fixed: dict[int, tuple[Verdict, tuple[dict[str, Any], dict[str, Any], Response]]]
+        self._fixed = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """POST /hooks and POST /hooks/{name}: an ASGI route, which makes no Request."""
@@ -382,14 +383,15 @@ class HookService:
             raise Problem(
                 500, "Internal Server Error", f"the handler raised {type(exc).__name__}: {exc}"
             ) from None
-        fields, response_body, encoded = self._encoded(verdict)
+        fields, response_body, response = self._encoded(verdict)
         record.update(fields)  # type: ignore[typeddict-item]
-        return response_body, Response(encoded, media_type="application/json")
+        return response_body, response
 
-    def _encoded(self, verdict: Verdict) -> tuple[dict[str, Any], dict[str, Any], bytes]:
-        """A verdict's journal fields, its response as JSON and that JSON's bytes; made once
-        for a policy's own verdicts (each the same object every time; none of the three is
-        changed after), for the others on every request."""
+    def _encoded(self, verdict: Verdict) -> tuple[dict[str, Any], dict[str, Any], Response]:
+        """A verdict's journal fields, its response as JSON and the HTTP response that sends
+        it; made once for a policy's own verdicts (each the same object every time; none of the
+        three is changed after, and a response is sent as often as it is asked to), for the
+        others on every request."""
         if verdict.fixed:
             kept = self._fixed.get(id(verdict))
             if kept is not None and kept[0] is verdict:
@@ -405,7 +407,8 @@ class HookService:
         if answer.injected:
             fields["injected"] = True
         response_body = answer.model_dump(mode="json", exclude_none=True)
-        made = fields, response_body, json_bytes(response_body)
+        response = Response(json_bytes(response_body), media_type="application/json")
+        made = fields, response_body, response
         if verdict.fixed:
             if len(self._fixed) >= FIXED_KEPT:
                 self._fixed.clear()

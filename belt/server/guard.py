@@ -214,8 +214,9 @@ HEADER_MAX = 255 + 8
 """The longest Host or Origin value looked at: a DNS name, a port and a scheme."""
 SHOWN_MAX = 100
 """How much of a refused header value a refusal quotes."""
-SAFE_METHODS = (b"GET", b"HEAD", b"OPTIONS")
-"""Methods that change nothing (a preflight ``OPTIONS`` is answered 405: never allowed)."""
+SAFE_METHOD_NAMES = ("GET", "HEAD", "OPTIONS")
+"""Methods that change nothing (a preflight ``OPTIONS`` is answered 405: never allowed), as the
+scope names them."""
 JSON_CHARSETS = ("utf-8", "utf8")
 LOOPBACK_HOSTS = "a loopback host (127.0.0.1, localhost, [::1])"
 CHECKED_HEADERS = frozenset(
@@ -388,16 +389,25 @@ class RequestGuard:
         headers: dict[bytes, list[bytes]] = {}
         for name, value in scope["headers"]:
             if name in CHECKED_HEADERS:
-                headers.setdefault(name, []).append(value)
-        if not self._carries_token(headers):
+                values = headers.get(name)
+                if values is None:
+                    headers[name] = [value]
+                else:
+                    values.append(value)
+        if self.token is None or not self._carries_token(headers):
             if self.token is not None and not self.is_open(scope["path"]):
                 authorization = headers.get(b"authorization")
                 detail = "missing bearer token" if not authorization else "wrong bearer token"
                 raise Refusal(Problem(401, "Unauthorized", detail), {"www-authenticate": "Bearer"})
             host = self._host(headers.get(b"host", []))
-            self._origin(headers.get(b"origin", []), host)
-        if scope["method"].encode("latin-1") not in SAFE_METHODS and self._has_body(headers):
-            self._content_type(headers.get(b"content-type", []))
+            origins = headers.get(b"origin")
+            if origins is not None:
+                self._origin(origins, host)
+        if scope["method"] not in SAFE_METHOD_NAMES and self._has_body(headers):
+            types = headers.get(b"content-type", [])
+            # The type a server is sent again and again is looked at once (``_json_type``).
+            if len(types) != 1 or not self._json_type(types[0]):
+                self._content_type(types)
 
     def _carries_token(self, headers: dict[bytes, list[bytes]]) -> bool:
         if self.token is None:
@@ -461,7 +471,10 @@ class RequestGuard:
     def _has_body(headers: dict[bytes, list[bytes]]) -> bool:
         if b"transfer-encoding" in headers:
             return True
-        return any(value.strip() not in (b"", b"0") for value in headers.get(b"content-length", []))
+        for value in headers.get(b"content-length", ()):
+            if value.strip() not in (b"", b"0"):
+                return True
+        return False
 
     def _content_type(self, values: list[bytes]) -> None:
         if len(values) == 1 and self._json_type(values[0]):

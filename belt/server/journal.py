@@ -2,12 +2,12 @@
 
 A hook request hands its line to ``GroupJournal.write`` and waits. The lines handed in while the
 event loop runs the requests that are ready go in one append of the store (one lock, one write
-of their lines), made at the next turn of the loop by the request that began the group (it
-goes on at once; the others are woken when it is written), or at once when nothing else is to
-run in this turn (no other line could join); each request is answered once the append that
-holds its line has returned. A line is so as durable as one appended alone (written
-to the file, not fsynced: docs/serve.md, "The journal"), and a server killed after answering
-has its line on disk.
+of their lines), made by the request that began the group once the loop has nothing else to run
+or after ``GROUP_TURNS`` turns of it (it goes on then; the others are woken when it is written),
+or at once when nothing else is to run in this turn (no other line could join); each request is
+answered once the append that holds its line has returned. A line is so as durable as one
+appended alone (written to the file, not fsynced: docs/serve.md, "The journal"), and a server
+killed after answering has its line on disk.
 """
 
 from __future__ import annotations
@@ -44,6 +44,11 @@ def stamp_now() -> str:
 _last_second: list[Any] = [-1, ""]
 
 
+GROUP_TURNS = 4
+"""The most turns of the event loop a group waits for lines while the loop has other things to
+run (the other requests of a burst, each a few turns from handing in its line)."""
+
+
 class GroupJournal:
     """The journal of one server's event loop, appended a group of lines at a time."""
 
@@ -51,22 +56,31 @@ class GroupJournal:
         self.store = store
         self.waiting: list[tuple[ServeLine, asyncio.Future[str | None] | None]] | None = None
         """The group being gathered (its first line's request writes it), None between."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The event loop of the group being gathered (every line of it is handed in there)."""
 
     async def write(self, line: ServeLine) -> str | None:
         """Append ``line`` with the others handed in meanwhile; once it is written, None, or why
         it could not be (a journal that cannot be written must not stop hooks being answered)."""
-        if self.waiting is not None:
-            done: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        if self.waiting is not None and self._loop is not None:
+            done: asyncio.Future[str | None] = self._loop.create_future()
             self.waiting.append((line, done))
             return await done
+        loop = asyncio.get_running_loop()
         group: list[tuple[ServeLine, asyncio.Future[str | None] | None]] = [(line, None)]
-        if not _others_ready():
+        if not _others_ready(loop):
             # Nothing else runs in this turn of the loop, so no line could join: no turn waited.
             return self._append(group)
         self.waiting = group
+        self._loop = loop
         try:
-            # One turn of the loop: the requests it runs meanwhile hand in their lines too.
+            # Turns of the loop while it has other things to run: the requests it runs
+            # meanwhile hand in their lines too.
             await asyncio.sleep(0)
+            turns = 1
+            while turns < GROUP_TURNS and _others_ready(loop):
+                await asyncio.sleep(0)
+                turns += 1
         finally:
             # Written even when this request was cancelled: the others wait for it.
             self.waiting = None
@@ -93,11 +107,11 @@ class GroupJournal:
         return errors[0]
 
 
-def _others_ready() -> bool:
+def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
     """Whether other callbacks are to run in this turn of the event loop (or the next: asyncio's
     loop keeps both in ``_ready``), so other requests may hand in lines; a loop that does not
     say is taken to have some."""
-    ready = getattr(asyncio.get_running_loop(), "_ready", None)
+    ready = getattr(loop, "_ready", None)
     return ready is None or len(ready) > 0
 
 
