@@ -11,12 +11,17 @@ own and is waited for at most ``seconds``: a module that raises ``KeyboardInterr
 error there too (a Ctrl-C of the user's still reaches the main thread), and one whose import
 does not finish is an error, left to run in its thread (Python cannot stop it), and every later
 import of it in the process is refused at once rather than waited for again.
+
+belt's own heavy modules (the engine, the test suite) are imported inside ``collector_paused``:
+what they make lives as long as the process, so the cyclic garbage collector's passes over it
+while they load find nothing to free (about a tenth of a `belt test` start-up).
 """
 
 from __future__ import annotations
 
 import contextvars
 import functools
+import gc
 import importlib
 import importlib.util
 import inspect
@@ -45,6 +50,20 @@ def import_deadline(seconds: float) -> Iterator[None]:
         yield
     finally:
         _DEADLINE.reset(token)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while the block runs (as it was, after): for the
+    imports of belt's own modules, never around a user's code."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def load_callable(spec: str, *, option: str = "--handler") -> Callable[..., Any]:

@@ -196,3 +196,73 @@ def test_the_scenario_owner_default_is_the_registrys() -> None:
 
     assert DEFAULT_OWNER == registry.DEFAULT_OWNER
     assert AgentSpec().owner == registry.DEFAULT_OWNER
+
+
+def test_the_collector_is_paused_in_the_block_and_as_it_was_after() -> None:
+    import gc
+
+    from belt.loader import collector_paused
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("an import failed")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # paused by its caller: left so
+    finally:
+        gc.enable()
+
+
+# Runs belt with belt.loader.collector_paused recording what was imported inside it.
+PAUSE_PROBE = """
+import contextlib, json, sys
+import belt.loader
+
+inside = set()
+paused = belt.loader.collector_paused
+
+@contextlib.contextmanager
+def recording():
+    before = set(sys.modules)
+    with paused():
+        yield
+    inside.update(set(sys.modules) - before)
+
+belt.loader.collector_paused = recording
+sys.argv = ["belt", *sys.argv[1:]]
+try:
+    from belt.cli import main
+    main()
+finally:
+    sys.__stderr__.write("INSIDE " + json.dumps([sorted(inside), sorted(sys.modules)]))
+"""
+
+
+@pytest.mark.parametrize("command", [["test"], ["sim", "run"]], ids=["test", "sim-run"])
+def test_the_engine_is_imported_with_the_collector_paused(
+    tmp_path: Path, command: list[str]
+) -> None:
+    # The handler's module imports one module nothing else does.
+    guard = "import colorsys\n\n\ndef guard(payload):\n    return None\n"
+    (tmp_path / "guard.py").write_text(guard)
+    (tmp_path / "scenario.toml").write_text(PLATFORM_SCENARIO)
+    proc = subprocess.run(
+        [sys.executable, "-c", PAUSE_PROBE, *command, "scenario.toml"],
+        capture_output=True,
+        text=True,
+        env={"BELT_HOME": str(tmp_path / "home"), "NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = proc.stderr[proc.stderr.index("INSIDE ") + len("INSIDE ") :]
+    inside, modules = (set(names) for names in json.loads(report))
+    assert {"pydantic", "belt.engine.platform", "belt.engine.scenario"} <= inside
+    assert "colorsys" in modules  # a user's module is imported with the collector as it was
+    assert "colorsys" not in inside

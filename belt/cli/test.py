@@ -132,6 +132,7 @@ def test(
         belt test examples/tests -k guarded --junit-xml report.xml
     """
     from belt import output
+    from belt.loader import collector_paused
     from belt.render import (
         COVERAGE_COLUMNS,
         coverage_rows,
@@ -140,7 +141,9 @@ def test(
         test_result_line,
         test_summary_line,
     )
-    from belt.testing.suite import run_suite
+
+    with collector_paused():  # Start-up: the engine and the suite, see belt.loader
+        from belt.testing.suite import run_suite
     from belt.testing.workers import parse_jobs, parse_shard
     from belt.text import printable
 

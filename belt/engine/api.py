@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from belt.errors import BeltError, Conflict, NotFound, UsageError
+from belt.loader import collector_paused
 
 if TYPE_CHECKING:
     import httpx
@@ -146,10 +147,11 @@ def run_scenario(
     the simulation starts waiting on for an executor in another process, and the gates a
     ``wait`` run stays at until they are settled.
     """
-    from belt.engine.dialects import DIALECTS
-    from belt.engine.dispatch import parse_routes
-    from belt.engine.report import build_report
-    from belt.engine.scenario import read_scenario
+    with collector_paused():  # Start-up: the engine's modules, see belt.loader
+        from belt.engine.dialects import DIALECTS
+        from belt.engine.dispatch import parse_routes
+        from belt.engine.report import build_report
+        from belt.engine.scenario import read_scenario
     from belt.store import MemoryStore, open_store
 
     if ephemeral and wait:
@@ -235,9 +237,10 @@ def resume_run(
 ) -> tuple[dict[str, Any], list[str]]:
     """Resume a run held at gates or on an attention hold (``run_id`` as ``named_run`` takes
     it, or the ``last``); returns the report and runs executed."""
-    from belt.engine.dialects import dialect_class
-    from belt.engine.report import build_report
-    from belt.engine.simulation import sim_of_run
+    with collector_paused():  # Start-up: the engine's modules, see belt.loader
+        from belt.engine.dialects import dialect_class
+        from belt.engine.report import build_report
+        from belt.engine.simulation import sim_of_run
     from belt.records.sims import read_scenario
     from belt.store import open_store
 
