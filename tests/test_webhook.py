@@ -16,6 +16,7 @@ from belt.signing import verify
 from tests import hostile
 from tests.hookapp import HookApp, hook_app
 from tests.vectors import SECRET
+from tests.waiting import eventually
 
 
 @pytest.fixture(scope="module")
@@ -383,3 +384,47 @@ def test_a_short_answer_is_read_once_and_each_reader_gets_its_own_warnings(
     assert len(checked) == 3
     for _ in range(2):
         assert webhook.read_answer('{"decision": NaN}').problem is not None
+
+
+def test_a_delivery_goes_straight_to_an_idle_connection_and_past_one_the_webhook_closed(
+    target: HookApp,
+) -> None:
+    # The pool's queue is for opening connections: a kept-alive one is used as it is. One the
+    # webhook closed meanwhile is left to the pool, which opens another.
+    from belt.deadline import own_pool
+
+    target.decide = lambda name, payload: {"decision": "allow"}
+    with webhook_client() as client:
+        pool = own_pool(client)
+        queued: list[object] = []
+        handle = pool.handle_request
+
+        def counted(request: Any) -> Any:
+            queued.append(request)
+            return handle(request)
+
+        pool.handle_request = counted
+        for _ in range(3):
+            result = deliver(
+                client, f"{target.url}/guard", sample_payload("agent.start"), timeout=10
+            )
+            assert result.error is None and result.response is not None
+        assert len(queued) == 1 and len(pool.connections) == 1
+
+    done = threading.Event()
+
+    def answer_and_close(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(keep_alive(b'{"decision": "deny", "reason": "fresh"}'))
+        conn.close()
+        done.set()
+
+    with hostile.hostile_server(answer_and_close) as url, webhook_client() as client:
+        closing = own_pool(client)
+        for _ in range(3):
+            result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+            assert result.error is None and result.response is not None
+            assert result.response.reason == "fresh"
+            assert done.wait(10)
+            done.clear()
+            # What the pool looks at too: the close has reached this end of the connection.
+            eventually(lambda: all(c.has_expired() for c in closing.connections), "seen closed")

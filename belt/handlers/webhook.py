@@ -220,7 +220,7 @@ def _post_direct(
         content=body,
         extensions={"timeout": dict.fromkeys(("connect", "read", "write", "pool"), timeout)},
     )
-    reply = pool.handle_request(request)
+    reply = _send(pool, request)
     try:
         plain = all(
             value.strip().lower() in (b"", b"identity")
@@ -240,6 +240,29 @@ def _post_direct(
         return reply.status, decoded.encoding, read_capped(decoded, MAX_ANSWER_BYTES)
     finally:
         reply.close()
+
+
+def _send(pool: Any, request: Any) -> Any:
+    """Send ``request`` on an idle kept-alive connection of ``pool`` to its origin, without the
+    pool's queue (its lock, its wait for a connection and its second look at every connection
+    when the answer is closed), or else through the pool, which opens one. A connection taken
+    by another thread meanwhile refuses the request (ConnectionNotAvailable): the pool takes it.
+    Returns httpcore's response; raises what httpcore raises."""
+    import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
+
+    origin = request.url.origin
+    for connection in pool.connections:
+        if (
+            connection.can_handle_request(origin)
+            and connection.is_idle()
+            and not connection.is_closed()
+            and not connection.has_expired()
+        ):
+            try:
+                return connection.handle_request(request)
+            except httpcore.ConnectionNotAvailable:
+                break
+    return pool.handle_request(request)
 
 
 @functools.cache
