@@ -178,10 +178,13 @@ def format_duration(delta: timedelta) -> str:
 
 def timestamp(moment: datetime) -> str:
     """``moment`` as ``2026-08-11T14:00:00.000Z`` (a naive datetime is taken as UTC)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{moment.microsecond // 1000:03d}Z"
+    if moment.tzinfo is not None:
+        if moment.tzinfo is not UTC:
+            moment = moment.astimezone(UTC)
+        moment = moment.replace(tzinfo=None)
+    # Not strftime, which is most of the cost of a stamp (every record written has one or
+    # two): isoformat cuts the microseconds to milliseconds as the stamp does.
+    return moment.isoformat(timespec="milliseconds") + "Z"
 
 
 def parse_timestamp(text: str) -> datetime:
