@@ -219,6 +219,7 @@ class Dispatcher:
     _in_process: InProcess | None = None
     _clients: dict[int, httpx.Client] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _by_event: dict[str, list[tuple[int, LifecycleHookConfig]]] = field(default_factory=dict)
 
     def close(self) -> None:
         """Wait for the async hooks still running, then close the HTTP client."""
@@ -273,8 +274,14 @@ class Dispatcher:
             return self._in_process
 
     def hooks_for(self, event: str) -> list[tuple[int, LifecycleHookConfig]]:
-        """The hooks declared on ``event``, with their declaration index, in order."""
-        return [(i, h) for i, h in enumerate(self.hooks) if h.event == event]
+        """The hooks declared on ``event``, with their declaration index, in order (found once
+        per event: every event fired asks, twice)."""
+        found = self._by_event.get(event)
+        if found is None:
+            found = self._by_event[event] = [
+                (i, h) for i, h in enumerate(self.hooks) if h.event == event
+            ]
+        return list(found)
 
     def fire(
         self,
