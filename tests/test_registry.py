@@ -819,6 +819,81 @@ print(save_candidate(Store(Path(sys.argv[1])), owner="local", candidate=candidat
 """
 
 
+def test_what_an_index_kept_open_read_is_forgotten_when_its_file_changes(store: Store) -> None:
+    first = save(store, "Backups", "Backups run nightly.")
+    kept = registry_index_reader(store)
+    assert [m.id for m in search(store, query="backups")] == [first.id]
+    assert "backup" in kept._kept.postings  # read once, kept for the next query
+    second = save(store, "Restores", "Restores come from backups.")  # another connection
+    assert registry_index_reader(store) is kept
+    assert {m.id for m in search(store, query="backups")} == {first.id, second.id}
+    row = registry_index.Row(
+        id="re_written_by_the_reader",
+        name_key="vault",
+        name="Vault",
+        kind="rule",
+        tags=(),
+        text="The vault backups.",
+        version=1,
+        agents=(),
+    )
+    kept.put([row], journal=kept.journal())  # a change of this connection's own
+    found = {hit.row.id for hit in kept.search(query_words("backups"), limit=10)}
+    assert found == {first.id, second.id, row.id}
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    prompts=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6),
+            st.lists(st.integers(min_value=0, max_value=9), max_size=3),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_an_index_kept_open_ranks_as_a_fresh_one_within_its_bounds(
+    prompts: list[tuple[list[str], list[int]]],
+) -> None:
+    """What an open index keeps between queries changes no answer, and stays within its bounds
+    (made tiny here, so that it forgets as it goes)."""
+    texts = [" ".join(VOCABULARY[n % 9 : n % 9 + 1 + n % 4]) + f" note {n}" for n in range(10)]
+    with fresh_store() as store, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(registry_index, "MAX_KEPT_POSTINGS", 6)
+        patch.setattr(registry_index, "MAX_KEPT_TERMS", 3)
+        patch.setattr(registry_index, "MAX_KEPT_ROWS", 2)
+        patch.setattr(registry_index, "MAX_KEPT_IDS", 2)
+        ids = [save(store, f"Note {n}", text).id for n, text in enumerate(texts)]
+        kept = registry_index_reader(store)
+        path = index_path(store, DEFAULT_OWNER)
+        for words, excluded in prompts:
+            query = query_words(" ".join(words))
+            left_out = [ids[n] for n in excluded]
+            asked = [
+                kept.search(query, limit=3, min_terms=2, exclude_ids=left_out),
+                kept.search(query, limit=5),
+            ]
+            with registry_index.SearchIndex.open(path, durable=False) as fresh:
+                expected = [
+                    fresh.search(query, limit=3, min_terms=2, exclude_ids=left_out),
+                    fresh.search(query, limit=5),
+                ]
+            assert asked == expected
+            held = kept._kept
+            assert held.size == sum(len(p.docs) for p in held.postings.values()) <= 6
+            assert len(held.postings) <= 3
+            assert len(held.rows) <= 2
+            assert len(held.rowids) <= 2
+
+
+def test_an_index_kept_open_keeps_more_pages_in_memory(store: Store) -> None:
+    save(store, "Backups", "Backups run nightly.")
+    kept = registry_index_reader(store)
+    cache = kept._db.execute("PRAGMA cache_size").fetchone()[0]
+    assert cache == -registry_index.READER_CACHE_KIB
+
+
 def test_an_entry_another_process_adds_is_found_by_the_index_kept_open(tmp_path: Path) -> None:
     store = Store(tmp_path / "store", fsync=False)
     first = save(store, "Backups", "Backups run nightly.")

@@ -13,6 +13,10 @@ copy is stale and rebuilds it; this module only keeps the file and answers queri
   each row's length in tokens, as three little-endian arrays: all a query reads to count the
   terms an entry shares and to score it, one row per term of the query.
 
+An index kept open for queries (``reader``) keeps what its queries read (decoded postings, the
+counts, rows, the rowids of ids; each bounded) for the next while SQLite's ``data_version`` says
+no other connection changed the file, and forgets it with any change of its own.
+
 A file that SQLite reports as corrupt or not a database, or that lacks belt's tables, raises
 ``IndexDamaged``; the caller discards it and builds a new one. Text is tokenised by FTS5's
 ``porter unicode61 remove_diacritics 2`` (the probe, an in-memory FTS5 table, tokenises queries
@@ -153,6 +157,7 @@ class SearchIndex:
         self.path = path
         self._db = connection
         self._changes: _Changes | None = None
+        self._kept = _Kept()
 
     @classmethod
     def open(cls, path: Path, *, durable: bool) -> SearchIndex:
@@ -289,13 +294,7 @@ class SearchIndex:
             # The excluded ids are left out by rowid, so only the entries returned, and those an
             # agent's exclusion turns down, have their rows read (a few at a time).
             if excluded:
-                left_out = {
-                    int(rowid)
-                    for (rowid,) in self._all(
-                        "SELECT rowid FROM entries WHERE id IN (SELECT value FROM json_each(?))",
-                        (json.dumps(sorted(excluded)),),
-                    )
-                }
+                left_out = self._rowids_of(excluded)
                 ranked = (item for item in ranked if item[0] not in left_out)
             batch = limit
             while len(hits) < limit:
@@ -321,27 +320,37 @@ class SearchIndex:
         (a character its tables do not know as a letter splits it: a phrase, whose tokens must
         be adjacent, which the postings do not say)."""
         terms = sorted(set().union(*word_terms))
-        found = self._all(
-            "SELECT term, docs, freqs, lengths FROM postings "
-            "WHERE term IN (SELECT value FROM json_each(?))",
-            (json.dumps(terms),),
-        )
-        stats = dict(self._all("SELECT key, value FROM meta WHERE key IN ('rows', 'tokens')"))
-        rows, tokens = stats.get("rows"), stats.get("tokens")
-        if not isinstance(rows, int) or not isinstance(tokens, int) or rows < 0 or tokens < 0:
-            raise IndexDamaged(self.path, "meta has no counts of rows and tokens")
-        try:
-            postings = {str(term): _Posting.decode(*blobs) for term, *blobs in found}
-        except (TypeError, ValueError) as exc:
-            raise IndexDamaged(self.path, f"postings are not as belt wrote them: {exc}") from None
-        empty = _Posting.decode(b"", b"", b"")
+        kept = self._kept
+        postings = kept.postings_of(terms)
+        missing = [term for term in terms if term not in postings]
+        if missing:
+            found = self._all(
+                "SELECT term, docs, freqs, lengths FROM postings "
+                "WHERE term IN (SELECT value FROM json_each(?))",
+                (json.dumps(missing),),
+            )
+            try:
+                read = {str(term): _Posting.decode(*blobs) for term, *blobs in found}
+            except (TypeError, ValueError) as exc:
+                raise IndexDamaged(
+                    self.path, f"postings are not as belt wrote them: {exc}"
+                ) from None
+            for term in missing:
+                postings[term] = kept.keep_posting(term, read.get(term, EMPTY))
+        if kept.stats is None:
+            stats = dict(self._all("SELECT key, value FROM meta WHERE key IN ('rows', 'tokens')"))
+            rows, tokens = stats.get("rows"), stats.get("tokens")
+            if not isinstance(rows, int) or not isinstance(tokens, int) or rows < 0 or tokens < 0:
+                raise IndexDamaged(self.path, "meta has no counts of rows and tokens")
+            kept.stats = (rows, tokens)
+        rows, tokens = kept.stats
         phrases: list[_Posting | dict[int, float]] = []
         for word, terms_of_word in zip(words, word_terms, strict=True):
             if len(terms_of_word) == 1:
-                phrases.append(postings.get(next(iter(terms_of_word)), empty))
+                phrases.append(postings[next(iter(terms_of_word))])
             elif terms_of_word:
                 phrases.append(self._phrase_shares(word))
-        held = [postings.get(term, empty).docs for term in terms]
+        held = [postings[term].docs for term in terms]
         return _Scorer(phrases, held, rows=rows, tokens=tokens)
 
     def _phrase_shares(self, word: str) -> dict[int, float]:
@@ -354,24 +363,55 @@ class SearchIndex:
 
     def _rows(self, rowids: Sequence[int]) -> dict[int, Row]:
         """The rows of ``rowids``, by rowid; IndexDamaged if one is missing or not as written."""
+        kept = self._kept
+        rows = kept.rows_of(rowids)
+        missing = [rowid for rowid in dict.fromkeys(rowids) if rowid not in rows]
+        if not missing:
+            return rows
         found = self._all(
             "SELECT rowid, id, name_key, name, kind, tags, text, version, agents FROM entries "
             "WHERE rowid IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(rowids)),),
+            (json.dumps(missing),),
         )
         try:
-            rows = {int(record[0]): _row(record[1:]) for record in found}
+            read = {int(record[0]): _row(record[1:]) for record in found}
         except (TypeError, ValueError) as exc:
             raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
-        if len(rows) != len(set(rowids)):
+        if len(read) != len(missing):
             raise IndexDamaged(self.path, "a term's postings name an entry that has no row")
+        for rowid, row in read.items():
+            rows[rowid] = kept.keep_row(rowid, row)
         return rows
+
+    def _rowids_of(self, ids: set[str]) -> set[int]:
+        """The rowids of the entries of ``ids`` (those the index holds)."""
+        kept = self._kept
+        found, missing = kept.rowids_of(ids)
+        if missing:
+            read = dict(
+                self._all(
+                    "SELECT id, rowid FROM entries WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(sorted(missing)),),
+                )
+            )
+            for entry_id in missing:
+                rowid = read.get(entry_id)
+                kept.keep_rowid(entry_id, None if rowid is None else int(rowid))
+                if rowid is not None:
+                    found.add(int(rowid))
+        return found
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
-        """One read transaction: the postings, counts and rows a query reads agree."""
+        """One read transaction: the postings, counts and rows a query reads agree. What an
+        earlier query read is used again while the file is unchanged: SQLite's
+        ``data_version`` of this connection (read in the same transaction, so for the same
+        state of the file) changes with every change another connection commits, as its own
+        page cache assumes, and this connection's own changes forget it (``_Transaction``)."""
         self._run("BEGIN")
         try:
+            row = self._run("PRAGMA data_version").fetchone()
+            self._kept.check(None if row is None else row[0])
             yield
         finally:
             if self._db.in_transaction:
@@ -534,10 +574,12 @@ class _Transaction:
         self.index = index
 
     def __enter__(self) -> None:
+        self.index._kept.forget()
         self.index._run("BEGIN IMMEDIATE")
         self.index._changes = _Changes(added={}, removed=[])
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self.index._kept.forget()
         changes, self.index._changes = self.index._changes, None
         if kind is None:
             try:
@@ -614,6 +656,110 @@ class _Posting:
     def blobs(self) -> tuple[bytes, bytes, bytes]:
         """The postings as stored."""
         return _blob(self.docs), _blob(self.freqs), _blob(self.lengths)
+
+
+EMPTY = _Posting(array("q"), array("i"), array("i"))
+"""The postings of a term no entry holds (never changed: those a change writes are read afresh)."""
+
+MAX_KEPT_POSTINGS = 262_144
+"""How many (entry, term) pairs of postings an open index keeps between queries (16 bytes
+each), the least recently used term's forgotten first."""
+MAX_KEPT_TERMS = 8_192
+"""How many terms' postings (those of terms no entry holds included) it keeps."""
+MAX_KEPT_ROWS = 256
+"""How many rows it keeps (a row's text is at most ``registry.MAX_TEXT_CHARS``)."""
+MAX_KEPT_IDS = 4_096
+"""How many entry ids' rowids (or that the index has no such entry) it keeps."""
+
+
+class _Kept:
+    """What an open index read for earlier queries, for the same state of its file: decoded
+    postings, the counts of rows and tokens, rows, and the rowids of ids. Each part is
+    bounded, the least recently used forgotten first."""
+
+    def __init__(self) -> None:
+        self.version: object = None
+        self.stats: tuple[int, int] | None = None
+        self.postings: dict[str, _Posting] = {}
+        self.size = 0
+        self.rows: dict[int, Row] = {}
+        self.rowids: dict[str, int | None] = {}
+
+    def check(self, version: object) -> None:
+        """Forget everything unless ``version`` is the file's version it was read at."""
+        if version is None or version != self.version:
+            self.forget()
+            self.version = version
+
+    def forget(self) -> None:
+        """Forget everything (the file changed, or is about to)."""
+        self.version = None
+        self.stats = None
+        self.postings = {}
+        self.size = 0
+        self.rows = {}
+        self.rowids = {}
+
+    def postings_of(self, terms: Iterable[str]) -> dict[str, _Posting]:
+        """The postings kept of ``terms`` (those kept), each now the most recently used."""
+        kept = self.postings
+        found: dict[str, _Posting] = {}
+        for term in terms:
+            posting = kept.pop(term, None)
+            if posting is not None:
+                kept[term] = found[term] = posting
+        return found
+
+    def keep_posting(self, term: str, posting: _Posting) -> _Posting:
+        """Keep ``posting`` as ``term``'s (if it fits at all), forgetting the oldest."""
+        size = len(posting.docs)
+        if size > MAX_KEPT_POSTINGS:
+            return posting
+        kept = self.postings
+        kept[term] = posting
+        self.size += size
+        while self.size > MAX_KEPT_POSTINGS or len(kept) > MAX_KEPT_TERMS:
+            self.size -= len(kept.pop(next(iter(kept))).docs)
+        return posting
+
+    def rows_of(self, rowids: Iterable[int]) -> dict[int, Row]:
+        """The rows kept of ``rowids``, each now the most recently used."""
+        kept = self.rows
+        found: dict[int, Row] = {}
+        for rowid in rowids:
+            row = kept.pop(rowid, None)
+            if row is not None:
+                kept[rowid] = found[rowid] = row
+        return found
+
+    def keep_row(self, rowid: int, row: Row) -> Row:
+        """Keep ``row`` (and its id's rowid), forgetting the oldest."""
+        self.rows[rowid] = row
+        while len(self.rows) > MAX_KEPT_ROWS:
+            del self.rows[next(iter(self.rows))]
+        self.keep_rowid(row.id, rowid)
+        return row
+
+    def rowids_of(self, ids: Iterable[str]) -> tuple[set[int], list[str]]:
+        """The rowids kept of ``ids`` (a kept None, no entry, adds none), and the ids of which
+        none is kept."""
+        kept = self.rowids
+        found: set[int] = set()
+        missing: list[str] = []
+        for entry_id in ids:
+            if entry_id not in kept:
+                missing.append(entry_id)
+                continue
+            rowid = kept[entry_id] = kept.pop(entry_id)
+            if rowid is not None:
+                found.add(rowid)
+        return found, missing
+
+    def keep_rowid(self, entry_id: str, rowid: int | None) -> None:
+        """Keep the rowid of ``entry_id`` (None: the index has no such entry)."""
+        self.rowids[entry_id] = rowid
+        while len(self.rowids) > MAX_KEPT_IDS:
+            del self.rowids[next(iter(self.rowids))]
 
 
 class _Scorer:
@@ -843,6 +989,10 @@ PROBE = Probe()
 MAX_READERS = 4
 """How many index files one thread keeps open between queries."""
 
+READER_CACHE_KIB = 8_192
+"""The page cache of an index kept open for queries, in KiB (SQLite's default is 2,000): the
+pages of a registry of 10,000 entries that queries read stay in memory between them."""
+
 
 class _Readers(threading.local):
     """This thread's open indexes, by path: each with the identity of the file it opened."""
@@ -882,6 +1032,7 @@ def reader(path: Path, *, durable: bool) -> SearchIndex | None:
     if kept is not None:
         kept[1].close()
     index = SearchIndex.open(path, durable=durable)
+    index._run(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
     readers.open[path] = (identity, index)
     while len(readers.open) > MAX_READERS:
         oldest = next(iter(readers.open))
