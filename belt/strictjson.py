@@ -58,6 +58,13 @@ def _parse_float(text: str) -> float:
     return value
 
 
+_DECODER = json.JSONDecoder(
+    parse_constant=_refuse_constant, parse_int=_parse_int, parse_float=_parse_float
+)
+"""What ``decode`` parses with (``json.loads`` with these hooks would make one on every call;
+a decoder keeps no state between documents)."""
+
+
 def _depth_error() -> StrictJSONError:
     return StrictJSONError(f"nested deeper than {MAX_DEPTH} levels")
 
@@ -82,23 +89,20 @@ def decode(data: str | bytes) -> Any:
     """Parse one JSON document strictly; StrictJSONError says why one is refused."""
     if isinstance(data, bytes):
         try:
+            # Strict UTF-8 refuses an encoded surrogate, so the text holds none.
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise StrictJSONError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     else:
         text = data
-    raw = _SURROGATE.search(text)
-    if raw is not None:
-        raise StrictJSONError(f"holds a lone surrogate {_escaped(raw.group())} (not Unicode text)")
+        raw = _SURROGATE.search(text)
+        if raw is not None:
+            shown = _escaped(raw.group())
+            raise StrictJSONError(f"holds a lone surrogate {shown} (not Unicode text)")
     if nesting_depth(text) > MAX_DEPTH:
         raise _depth_error()
     try:
-        document = json.loads(
-            text,
-            parse_constant=_refuse_constant,
-            parse_int=_parse_int,
-            parse_float=_parse_float,
-        )
+        document = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise StrictJSONError(f"invalid JSON: {exc.msg}", exc.lineno, exc.colno) from None
     except RecursionError:

@@ -179,6 +179,29 @@ def test_a_store_failing_unforeseen_leaves_no_request_of_the_group_waiting() -> 
     assert others == [UNWRITTEN, UNWRITTEN]  # the others are answered, their line not written
 
 
+def test_a_hook_request_failing_as_nothing_foresaw_is_a_500_problem_and_serving_goes_on() -> None:
+    payload = {
+        "event": "agent.turn_start",
+        "timestamp": "2026-08-11T14:00:00.000Z",
+        "agent_id": "ag_1",
+        "chat_id": "ch_1",
+        "run_id": "ar_1",
+        "turn_count": 1,
+        "data": {},
+    }
+    app = create_app(store=BrokenStore(open_store().root), sweep_interval=0)
+    with running(app) as url:
+        for _ in range(2):  # each on a connection of its own: the server closes one that failed
+            reply = httpx.post(f"{url}/hooks", json=payload, timeout=30)
+            assert reply.status_code == 500
+            assert reply.headers["content-type"] == "application/problem+json"
+            assert reply.json()["detail"] == "internal error (RuntimeError)"
+        # Checked first as ever: a request the guard refuses never reaches the journal.
+        headers = {"host": "evil.example"}
+        refused = httpx.post(f"{url}/hooks", json=payload, headers=headers, timeout=30)
+        assert refused.status_code == 403
+
+
 def test_a_group_is_written_even_when_the_request_that_began_it_is_cancelled() -> None:
     store = CountingStore(open_store().root)
     journal = GroupJournal(store)

@@ -167,6 +167,8 @@ def test_a_handler_that_exits_is_a_500_problem_and_the_server_stays_up(
         (b'{"event": "agent.start", "data": {"tool": "\\ud800"}}', "lone surrogate \\ud800"),
         (b'{"turn_count": ' + b"9" * 5000 + b"}", "an integer has 5000 digits"),
         (b"\xff\xfe", "not UTF-8 text"),
+        # A lone surrogate written raw (its UTF-8-style encoding) is not UTF-8 either.
+        (b'{"event": "agent.start", "data": {"tool": "\xed\xa0\x80"}}', "not UTF-8 text"),
     ],
 )
 def test_hostile_bodies_are_422_problems_and_journalled(

@@ -25,7 +25,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -273,7 +273,15 @@ class HookService:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """POST /hooks and POST /hooks/{name}: an ASGI route, which makes no Request."""
-        response = await self.handle(scope, receive)
+        try:
+            response = await self.handle(scope, receive)
+        except ClientDisconnect:
+            raise  # nobody is left to answer (the guard says so in one line)
+        except Exception as exc:
+            # What nothing foresaw: a 500 problem, as Starlette's error middleware answers one
+            # for the other routes, and raised on for the server's log.
+            await (await internal_problem(Request(scope), exc))(scope, receive, send)
+            raise
         await response(scope, receive, send)
 
     async def handle(self, scope: Scope, receive: Receive) -> Response:
@@ -544,20 +552,34 @@ def create_app(
         ),
         *emulated,
     ]
-    app = Starlette(
+    return ServeApp(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: http_problem, Exception: internal_problem},
+        hooks=hooks,
+        guard={
+            "token": token,
+            "allow_hosts": names,
+            "is_open": lambda path: path == "/healthz" or is_page_shell(path),
+            "report": report,
+        },
     )
-    app.add_middleware(HookRoutes, hooks=hooks)  # inside the guard: every check comes first
-    app.add_middleware(
-        RequestGuard,
-        token=token,
-        allow_hosts=names,
-        is_open=lambda path: path == "/healthz" or is_page_shell(path),
-        report=report,
-    )
-    return app
+
+
+class ServeApp(Starlette):
+    """Starlette's app with ``RequestGuard`` in front of everything and ``HookRoutes`` behind it,
+    both ahead of Starlette's own middleware: a hook request (most of what a server is asked)
+    goes from the guard's checks to its answer through no other layer. ``HookService`` answers
+    an error nothing foresaw as Starlette's error middleware answers it for the other routes."""
+
+    def __init__(self, *, hooks: HookService, guard: dict[str, Any], **options: Any) -> None:
+        super().__init__(**options)
+        # Inside the guard: every check comes first.
+        self.front = RequestGuard(HookRoutes(super().__call__, hooks=hooks), **guard)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["app"] = self
+        await self.front(scope, receive, send)
 
 
 class HookRoutes:

@@ -52,13 +52,17 @@ def render_record(record: dict[str, Any]) -> None:
         parts.append(decision + (" +inject" if record.get("injected") else ""))
         if record.get("reason"):
             parts.append(record["reason"])
-        style = {"deny": "red", "stop": "red", "suspend": "yellow"}.get(decision, "")
+        style = DECISION_STYLES.get(decision, "")
     if record.get("redelivery"):
         parts.append("(redelivery, answered as the first time)")
     parts.append(f"{record['duration_ms']:.1f} ms")
     output.lines([("  ".join(parts), style)])
     if record.get("journal_error"):
         output.warning(f"not journalled: {record['journal_error']}")
+
+
+DECISION_STYLES = {"deny": "red", "stop": "red", "suspend": "yellow"}
+"""The style of a hook's line by its decision (plain for the others)."""
 
 
 def _clock(stamp: Any) -> str:
