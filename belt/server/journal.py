@@ -2,10 +2,10 @@
 
 A hook request hands its line to ``GroupJournal.write`` and waits. The lines handed in while the
 event loop runs the requests that are ready go in one append of the store (one lock, one write
-of their lines), made by the request that began the group once the loop has nothing else to run
-or after ``GROUP_TURNS`` turns of it (it goes on then; the others are woken when it is written),
-or at once when nothing else is to run in this turn (no other line could join); each request is
-answered once the append that holds its line has returned. A line is so as durable as one
+of their lines), made by a callback of the loop once the loop has nothing else to run or after
+``GROUP_TURNS`` turns of it (each request of the group is woken once, when it is written), or at
+once by the request when nothing else is to run in this turn (no other line could join); each
+request is answered once the append that holds its line has returned. A line is so as durable as one
 appended alone (written to the file, not fsynced: docs/serve.md, "The journal"), and a server
 killed after answering has its line on disk.
 """
@@ -55,9 +55,11 @@ class GroupJournal:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.waiting: list[tuple[ServeLine, asyncio.Future[str | None] | None]] | None = None
-        """The group being gathered (its first line's request writes it), None between."""
+        """The group being gathered (written by a callback of its loop), None between."""
         self._loop: asyncio.AbstractEventLoop | None = None
         """The event loop of the group being gathered (every line of it is handed in there)."""
+        self._turns = 0
+        """The turns of the loop the group being gathered has waited."""
 
     async def write(self, line: ServeLine) -> str | None:
         """Append ``line`` with the others handed in meanwhile; once it is written, None, or why
@@ -67,30 +69,51 @@ class GroupJournal:
             self.waiting.append((line, done))
             return await done
         loop = asyncio.get_running_loop()
-        group: list[tuple[ServeLine, asyncio.Future[str | None] | None]] = [(line, None)]
         if not _others_ready(loop):
             # Nothing else runs in this turn of the loop, so no line could join: no turn waited.
-            return self._append(group)
-        self.waiting = group
+            return self._append([(line, None)])
+        done = loop.create_future()
+        self.waiting = [(line, done)]
         self._loop = loop
+        self._turns = 0
+        # The group is written by a callback, so this request waits only for its line, however
+        # many turns the group waits (and it is written even when this request is cancelled).
+        loop.call_soon(self._flush)
+        return await done
+
+    def _flush(self) -> None:
+        """Write the group, after turns of the loop while it has other things to run (the
+        requests it runs meanwhile hand in their lines too), at most GROUP_TURNS."""
+        group, loop = self.waiting, self._loop
+        if group is None or loop is None:
+            return
+        self._turns += 1
+        if self._turns < GROUP_TURNS and _others_ready(loop):
+            loop.call_soon(self._flush)
+            return
+        self.waiting = None
+        first = group[0][1]
         try:
-            # Turns of the loop while it has other things to run: the requests it runs
-            # meanwhile hand in their lines too.
-            await asyncio.sleep(0)
-            turns = 1
-            while turns < GROUP_TURNS and _others_ready(loop):
-                await asyncio.sleep(0)
-                turns += 1
-        finally:
-            # Written even when this request was cancelled: the others wait for it.
-            self.waiting = None
             error = self._append(group)
-        return error
+        except BaseException as exc:
+            # The store failed as it never should: the request that began the group gets the
+            # error (a 500), the others are answered with their line unwritten.
+            if first is not None and not first.done():
+                if isinstance(exc, Exception):
+                    first.set_exception(exc)
+                else:
+                    first.set_result(UNWRITTEN)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        if first is not None:
+            _settle(first, error)
 
     def _append(
         self, group: list[tuple[ServeLine, asyncio.Future[str | None] | None]]
     ) -> str | None:
-        """Write ``group``, wake the requests waiting for it; the first line's error, if any."""
+        """Write ``group``, wake the requests after the first waiting for it; the first line's
+        error, if any."""
         errors: list[str | None] = [UNWRITTEN] * len(group)
         try:
             append_serve_lines(self.store, [line for line, _ in group])
