@@ -204,9 +204,11 @@ def test_the_collector_is_paused_in_the_block_and_as_it_was_after() -> None:
     from belt.loader import collector_paused
 
     assert gc.isenabled()
+    frozen = gc.get_freeze_count()
     with collector_paused():
         assert not gc.isenabled()
     assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen  # nothing imported: nothing frozen
     with pytest.raises(RuntimeError), collector_paused():
         raise RuntimeError("an import failed")
     assert gc.isenabled()
@@ -217,6 +219,28 @@ def test_the_collector_is_paused_in_the_block_and_as_it_was_after() -> None:
         assert not gc.isenabled()  # paused by its caller: left so
     finally:
         gc.enable()
+
+
+def test_what_the_process_holds_is_frozen_after_an_import_in_the_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+    import importlib
+
+    from belt.loader import collector_paused
+
+    (tmp_path / "belt_startup_probe.py").write_text("VALUE = [1, 2, 3]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "belt_startup_probe", raising=False)
+    frozen = gc.get_freeze_count()
+    try:
+        with collector_paused():
+            importlib.import_module("belt_startup_probe")
+        assert gc.get_freeze_count() > frozen
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
+        sys.modules.pop("belt_startup_probe", None)
 
 
 # Runs belt with belt.loader.collector_paused recording what was imported inside it.
