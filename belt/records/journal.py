@@ -114,7 +114,7 @@ def journal_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
     bounded."""
     kept: dict[str, str] = {}
     for name_bytes, value_bytes in raw[:HEADERS_KEPT]:
-        name, secret = _header_name(name_bytes)
+        name, secret = _names.get(name_bytes) or _header_name(name_bytes)
         if secret:
             value = MASK
         else:

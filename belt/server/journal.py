@@ -38,10 +38,11 @@ def stamp_now() -> str:
     second, nanoseconds = divmod(time.time_ns(), 1_000_000_000)
     if _last_second[0] != second:
         _last_second[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))]
-    return f"{_last_second[1]}.{nanoseconds // 1_000_000:03d}Z"
+    return f"{_last_second[1]}.{_MILLISECONDS[nanoseconds // 1_000_000]}Z"
 
 
 _last_second: list[Any] = [-1, ""]
+_MILLISECONDS = [f"{n:03d}" for n in range(1000)]
 
 
 GROUP_TURNS = 4

@@ -175,7 +175,13 @@ def _parse_json(path: Path, raw: bytes, where: str = "it ") -> Any:
         raise _damaged(path, f"{where}cannot be read as JSON ({exc})") from None
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""The encoder of every record written on one line (json.dumps would make one per record)."""
+
+
 def _encode(document: Mapping[str, Any], *, indent: int | None) -> bytes:
+    if indent is None:
+        return _COMPACT.encode(document).encode()
     separators = None if indent else (",", ":")
     return json.dumps(document, ensure_ascii=False, indent=indent, separators=separators).encode()
 
