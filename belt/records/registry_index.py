@@ -798,17 +798,19 @@ class _Scorer:
                         scores[rowid] = scores.get(rowid, 0.0) + share
                 continue
             docs, freqs, lengths = phrase.docs, phrase.freqs, phrase.lengths
-            if rowids is None:
-                places: Iterable[int] = range(len(docs))
-            else:
-                size = len(docs)
-                places = [
-                    at
-                    for rowid, at in zip(
-                        rowids, map(bisect_left, repeat(docs), rowids), strict=True
+            if rowids is None:  # every entry holding the phrase: no places to look up
+                for rowid, freq, length in zip(docs, freqs, lengths, strict=True):
+                    f = float(freq)
+                    scores[rowid] = scores.get(rowid, 0.0) + idf * (
+                        (f * k1_plus_1) / (f + K1 * (one_minus_b + B * float(length) / avgdl))
                     )
-                    if at < size and docs[at] == rowid
-                ]
+                continue
+            size = len(docs)
+            places = [
+                at
+                for rowid, at in zip(rowids, map(bisect_left, repeat(docs), rowids), strict=True)
+                if at < size and docs[at] == rowid
+            ]
             for at in places:
                 rowid = docs[at]
                 f = float(freqs[at])
