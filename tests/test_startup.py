@@ -290,3 +290,74 @@ def test_the_engine_is_imported_with_the_collector_paused(
     assert {"pydantic", "belt.engine.platform", "belt.engine.scenario"} <= inside
     assert "colorsys" in modules  # a user's module is imported with the collector as it was
     assert "colorsys" not in inside
+
+
+# Checks one scenario file as the parent of `belt test -j N` does before it forks its workers.
+WARM_PROBE = """
+import json, sys
+from pathlib import Path
+from pydantic import BaseModel
+from belt.testing.suite import warm
+
+warm(Path(sys.argv[1]))
+built = [
+    f"{name}.{attribute}"
+    for name, module in list(sys.modules.items())
+    if name.startswith("belt.") and module is not None
+    for attribute, value in vars(module).items()
+    if isinstance(value, type) and issubclass(value, BaseModel)
+    and value.__module__ == name and value.__pydantic_complete__
+]
+print(json.dumps([sorted(built), "colorsys" in sys.modules]))
+"""
+
+
+def test_the_parent_of_workers_builds_the_models_once_and_imports_no_handler(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "guard.py").write_text(
+        "import colorsys\n\n\ndef guard(payload):\n    return None\n"
+    )
+    (tmp_path / "scenario.toml").write_text(PLATFORM_SCENARIO)
+    proc = subprocess.run(
+        [sys.executable, "-c", WARM_PROBE, str(tmp_path / "scenario.toml")],
+        capture_output=True,
+        text=True,
+        env={"BELT_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    built, handler_imported = json.loads(proc.stdout)
+    assert {"belt.engine.scenario.Scenario", "belt.wire.platform.LifecycleHookConfig"} <= set(built)
+    assert not handler_imported
+
+
+def test_warming_a_file_that_is_not_a_valid_scenario_leaves_it_to_its_worker(
+    tmp_path: Path,
+) -> None:
+    from belt.testing.suite import warm
+
+    for text in ("[agent\n", "[agent]\nname = 3\n[[expect]]\ntool = 'x'\n", "[agent]\n"):
+        (tmp_path / "scenario.toml").write_text(text)
+        warm(tmp_path / "scenario.toml")  # nothing raised: its worker reports it
+
+
+def test_a_handler_module_is_imported_in_the_workers_not_in_their_parent(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    guard = f"import os\nopen({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n\n\n"
+    (tmp_path / "guard.py").write_text(guard + "def guard(payload):\n    return None\n")
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.toml").write_text(PLATFORM_SCENARIO)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "belt", "test", "-j", "2", "a.toml", "b.toml", "c.toml"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"BELT_HOME": str(tmp_path / "home"), "NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+    )
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    importers = set(pids.read_text().split())
+    assert importers and str(proc.pid) not in importers
