@@ -361,3 +361,29 @@ def test_a_handler_module_is_imported_in_the_workers_not_in_their_parent(tmp_pat
     assert proc.returncode == 0, out + err
     importers = set(pids.read_text().split())
     assert importers and str(proc.pid) not in importers
+
+
+# Runs a pool of two workers with nothing frozen, then with what the process holds frozen.
+POOL_PROBE = """
+import gc, json
+from belt.testing.workers import run_all
+
+unfrozen = list(run_all(abs, [(-1,), (-2,), (-3,)], jobs=2)), gc.get_freeze_count()
+gc.freeze()
+frozen = list(run_all(abs, [(-1,), (-2,)], jobs=2)), gc.get_freeze_count() > 0
+print(json.dumps([unfrozen, frozen]))
+"""
+
+
+def test_a_pool_leaves_the_process_frozen_as_it_found_it(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", POOL_PROBE],
+        capture_output=True,
+        text=True,
+        env={"BELT_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    unfrozen, frozen = json.loads(proc.stdout)
+    assert unfrozen == [[1, 2, 3], 0]  # what the pool froze for its workers, thawed after
+    assert frozen == [[1, 2], True]  # frozen by belt's imports before: left frozen

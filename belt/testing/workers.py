@@ -106,6 +106,9 @@ def run_all(step: Step, items: Sequence[tuple[Any, ...]], *, jobs: int) -> Itera
         mp_context=context,
         initializer=_worker_started,
     )
+    # Frozen already when belt's imports froze what they made (belt.loader.collector_paused):
+    # then it stays so after the pool, as it was (unfreezing is all or nothing).
+    frozen = gc.get_freeze_count() > 0
     try:
         # What this process holds now (its modules, the suite) is left out of the workers'
         # garbage collections, which would otherwise write to every page of it and so copy
@@ -120,7 +123,8 @@ def run_all(step: Step, items: Sequence[tuple[Any, ...]], *, jobs: int) -> Itera
         stop.value = 1  # a worker starts nothing more, even what it was handed already
         pool.shutdown(wait=True, cancel_futures=True)
         _WORK = None
-        gc.unfreeze()
+        if not frozen:
+            gc.unfreeze()
 
 
 def chunk_size(count: int, jobs: int) -> int:
