@@ -24,7 +24,7 @@ import re
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -192,17 +192,6 @@ def candidates(paths: Iterable[Path]) -> list[Path]:
     return files
 
 
-def warm(path: Path) -> None:
-    """Before the workers fork: the first-use work of checking a scenario (building the models
-    that check it) done here once, on the first file, so that the workers inherit it rather
-    than each doing it again. Nothing of the file is kept: the worker that runs it reads it and
-    reports what is wrong with it; nothing it names (a py: handler's module) is imported."""
-    document = read_scenario(path)
-    if isinstance(document, dict):
-        with suppress(BeltError):
-            read_tested(document, shown_name(path), path.parent)
-
-
 def read_scenario(path: Path) -> Any:
     """The decoded document of the scenario file ``path`` when it has expectations, the
     InvalidInput that reading it raised, or None when it is not a test (no expect tables)."""
@@ -295,8 +284,6 @@ def run_suite(
             (path, document) for path in files if (document := read_scenario(path)) is not None
         ]
         items = shard_of(tests, shard)
-    if jobs > 1 and len(items) > 1:
-        warm(items[0][0])
     for result in run_all(step, items, jobs=jobs):
         if result is None:
             continue
