@@ -577,7 +577,16 @@ SAFELISTED = ["text/plain", "application/x-www-form-urlencoded", "multipart/form
 @given(st.sampled_from(SAFELISTED), HOSTILE)
 def test_no_type_a_page_may_send_unasked_passes(essence: str, parameters: str) -> None:
     assert not is_json_type(f"{essence};{parameters}")
-    assert not is_json_type(f"{essence} {parameters}")
+    if essence:
+        # With no essence, the space form is the parameters alone (whitespace around a
+        # header's value is not part of it): " application/json" is JSON, and a page must
+        # ask before it sends that.
+        assert not is_json_type(f"{essence} {parameters}")
+
+
+def test_json_with_whitespace_around_it_is_json() -> None:
+    assert is_json_type(" APPLICATION/JSON")
+    assert is_json_type("application/json ; charset=utf-8 ")
 
 
 def test_json_with_a_utf8_charset_passes() -> None:
