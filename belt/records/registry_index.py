@@ -324,17 +324,7 @@ class SearchIndex:
         postings = kept.postings_of(terms)
         missing = [term for term in terms if term not in postings]
         if missing:
-            found = self._all(
-                "SELECT term, docs, freqs, lengths FROM postings "
-                "WHERE term IN (SELECT value FROM json_each(?))",
-                (json.dumps(missing),),
-            )
-            try:
-                read = {str(term): _Posting.decode(*blobs) for term, *blobs in found}
-            except (TypeError, ValueError) as exc:
-                raise IndexDamaged(
-                    self.path, f"postings are not as belt wrote them: {exc}"
-                ) from None
+            read = self._postings(missing)
             for term in missing:
                 postings[term] = kept.keep_posting(term, read.get(term, EMPTY))
         if kept.stats is None:
@@ -516,17 +506,7 @@ class SearchIndex:
         terms = sorted(gone.keys() | new.keys())
         for start in range(0, len(terms), COUNT_BATCH):
             batch = terms[start : start + COUNT_BATCH]
-            found = self._all(
-                "SELECT term, docs, freqs, lengths FROM postings "
-                "WHERE term IN (SELECT value FROM json_each(?))",
-                (json.dumps(batch),),
-            )
-            try:
-                stored = {str(term): _Posting.decode(*blobs) for term, *blobs in found}
-            except (TypeError, ValueError) as exc:
-                raise IndexDamaged(
-                    self.path, f"postings are not as belt wrote them: {exc}"
-                ) from None
+            stored = self._postings(batch)
             for term in batch:
                 posting = stored.get(term) or _Posting(array("q"), array("i"), array("i"))
                 posting.drop(gone.get(term, ([], []))[0])
@@ -556,6 +536,19 @@ class SearchIndex:
             return self._db.execute(sql, parameters)
         except sqlite3.Error as exc:
             raise _failure(self.path, exc) from None
+
+    def _postings(self, terms: list[str]) -> dict[str, _Posting]:
+        """The stored postings of ``terms`` (a term no entry holds is missing); a blob that
+        does not decode is a damaged index."""
+        found = self._all(
+            "SELECT term, docs, freqs, lengths FROM postings "
+            "WHERE term IN (SELECT value FROM json_each(?))",
+            (json.dumps(terms),),
+        )
+        try:
+            return {str(term): _Posting.decode(*blobs) for term, *blobs in found}
+        except (TypeError, ValueError) as exc:
+            raise IndexDamaged(self.path, f"postings are not as belt wrote them: {exc}") from None
 
     def _all(
         self, sql: str, parameters: Sequence[object] | dict[str, object] = ()
