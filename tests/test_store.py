@@ -145,6 +145,56 @@ def test_list_ids_skips_temporary_files(store: Store) -> None:
     assert store.list_ids("nothing") == []
 
 
+def test_a_write_passes_over_a_temporary_name_that_exists_and_leaves_nothing_beside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "objects" / "run" / "r.json"
+    target.parent.mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"untouched")
+    numbers = iter(range(10**6))
+    monkeypatch.setattr(files, "_temp_numbers", numbers)
+    taken = f".r.json.{os.getpid()}-{threading.get_ident()}-"
+    # The next two names are taken: a file a dead process left, and a link to a file outside.
+    (target.parent / f"{taken}0.tmp").write_bytes(b"left behind")
+    (target.parent / f"{taken}1.tmp").symlink_to(outside)
+    files.atomic_write(target, b"{}", fsync=False)
+    assert target.read_bytes() == b"{}"
+    assert outside.read_bytes() == b"untouched"
+    assert (target.stat().st_mode & 0o777) == 0o600
+    assert sorted(path.name for path in target.parent.iterdir()) == sorted(
+        ["r.json", f"{taken}0.tmp", f"{taken}1.tmp"]
+    )
+
+
+def test_writes_from_many_threads_at_once_each_make_a_file_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "r.json"
+    made: list[str] = []
+    real = files._new_temp_file
+
+    def recorded(path: Path) -> tuple[int, str]:
+        found = real(path)
+        made.append(found[1])
+        return found
+
+    monkeypatch.setattr(files, "_new_temp_file", recorded)
+
+    def write(n: int) -> None:
+        for _ in range(50):
+            files.atomic_write(target, b"%d" % n, fsync=False)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(made) == len(set(made)) == 400
+    assert target.read_bytes() in {b"%d" % n for n in range(8)}
+    assert [path.name for path in tmp_path.iterdir()] == ["r.json"]
+
+
 @both
 def test_links_keep_order_and_are_idempotent(store: Store) -> None:
     for member in ("m3", "m1", "m2", "m1"):
