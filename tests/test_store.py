@@ -1138,7 +1138,6 @@ def test_an_append_reads_the_header_again_only_when_the_file_changed_since_its_l
     assert path.read_bytes() == newer
 
 
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
 def counted_opens(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The paths the store opens from now on, in order (it still opens them)."""
     opened: list[Path] = []
@@ -1153,6 +1152,7 @@ def counted_opens(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return opened
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
 def test_an_append_opens_the_log_again_only_when_the_file_changed_since_its_last(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
