@@ -59,7 +59,7 @@ from belt.records.interrupts import (
     list_interrupts,
     pending_for_run,
 )
-from belt.records.messages import Message
+from belt.records.messages import Message, NewMessage
 from belt.records.runs import Run, RunRecord, parked
 from belt.records.sims import SimHooks, hooks_path, read_hooks, write_hooks
 from belt.store.store import damaged
@@ -718,8 +718,14 @@ class PlatformLoop:
         return self.sim.complete(execution)
 
     def finish_output(self, execution: Execution) -> Any:
-        """The arguments of the last ``finish`` tool call this run completed, if any."""
+        """The arguments of the last ``finish`` tool call this run completed, if any.
+
+        Only the messages from the run's input on are read: nothing of the run comes before it
+        (so the cost of a run's end does not grow with the length of its chat)."""
+        start = execution.input_message_id
         for message in reversed(self.sim.recorder.messages):
+            if message["id"] == start:
+                break
             if message.get("agent_run_id") != execution.run_id:
                 continue
             for invocation in reversed(message.get("tool_invocations") or []):
@@ -788,6 +794,9 @@ class PlatformLoop:
                     for hook_run in result.runs
                 )
             )
+        # The rows and injections of the event are recorded together, in one append to the chat
+        # (an injection that replaces one of them first records them: ``add_injection``).
+        pending: list[NewMessage] = []
         for hook_run in result.runs:
             if hook_run.review is not None:
                 self.start_review(hook_run.review)
@@ -796,8 +805,10 @@ class PlatformLoop:
                 tags: dict[str, Any] = {"invocation_id": about} if about else {}
                 if hook_run.routed_to:
                     tags["routed_to"] = handler_label(hook_run.hook.type, hook_run.routed_to)
-                self.sim.add_message(
-                    execution, role="event", content=[transcript_content(hook)], **tags
+                pending.append(
+                    self.sim.new_message(
+                        execution, role="event", content=[transcript_content(hook)], **tags
+                    )
                 )
             if hook_run.injected and hook_run.response is not None:
                 source = handler_label(hook_run.hook.type, hook_run.hook.handler)
@@ -811,6 +822,7 @@ class PlatformLoop:
                         dedup_key=inject.dedup_key,
                         items=inject.items,
                         source=source,
+                        pending=pending,
                     )
                 if hook_run.response.system:
                     # Keyed by the whole handler URL (by its digest: the URL is never written).
@@ -823,7 +835,9 @@ class PlatformLoop:
                         dedup_key=f"system:{digest}",
                         items=None,
                         source=source,
+                        pending=pending,
                     )
+        self.sim.add_messages(pending)
         if run is not None:
             # A hook may take its time; a run stopped meanwhile must not act on its answer.
             run.check_cancelled()
@@ -919,14 +933,24 @@ class PlatformLoop:
         dedup_key: str | None,
         items: list[str] | None,
         source: str,
+        pending: list[NewMessage] | None = None,
     ) -> None:
-        """Record an injection; one with the same ``dedup_key`` replaces the older one."""
+        """Record an injection; one with the same ``dedup_key`` replaces the older one.
+
+        With ``pending``, the injection joins the messages there, to be recorded with them
+        (``Simulation.add_messages``); when it replaces one of them, they are recorded first.
+        """
         if dedup_key:
+            if pending and any(
+                (new.sim.get("injection") or {}).get("dedup_key") == dedup_key for new in pending
+            ):
+                self.sim.add_messages(pending)
+                pending.clear()
             context = self.sim.ledger.context(execution.scope)
             for message in list(context.injections.values()):
                 if message["sim"].get("injection", {}).get("dedup_key") == dedup_key:
                     self.sim.leave_context(message, active=False, ended="replaced")
-        self.sim.add_text(
+        new = self.sim.text_message(
             execution,
             "injection",
             content,
@@ -941,6 +965,10 @@ class PlatformLoop:
                 "turn": int(self.sim.recorder.chat.get("turn_count", 0)),
             },
         )
+        if pending is None:
+            self.sim.add_messages([new])
+        else:
+            pending.append(new)
         if source == SUGGEST:
             turn = int(self.sim.recorder.chat.get("turn_count", 0))
             self.suggested().update(dict.fromkeys(items or [], turn))

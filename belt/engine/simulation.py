@@ -33,7 +33,7 @@ from belt.records import leases
 from belt.records.chats import CHAT, create_chat
 from belt.records.ids import new_id, now_iso
 from belt.records.interrupts import pending_for_run, resolve_interrupt, sweep
-from belt.records.messages import Message, Recorder, run_event
+from belt.records.messages import Message, NewMessage, Recorder, run_event
 from belt.records.runs import (
     EMULATED_RUNS,
     GATED_RUNS,
@@ -875,20 +875,60 @@ class Simulation:
         **sim: Any,
     ) -> Message:
         """Record a message of ``execution``; ``text`` sizes it in tokens and bytes."""
+        new = self.new_message(
+            execution,
+            role=role,
+            content=content,
+            text=text,
+            tokens=tokens,
+            message_id=message_id,
+            fields=fields,
+            status=status,
+            **sim,
+        )
+        return self.add_messages([new])[0]
+
+    def new_message(
+        self,
+        execution: Execution,
+        *,
+        role: str,
+        content: list[dict[str, Any]],
+        text: str | None = None,
+        tokens: int | None = None,
+        message_id: str | None = None,
+        fields: dict[str, Any] | None = None,
+        status: str = MessageStatus.READY,
+        **sim: Any,
+    ) -> NewMessage:
+        """A message of ``execution`` to record (``add_messages``), as ``add_message`` takes it."""
         if text is not None:
             sim["tokens"] = estimate_tokens(text) if tokens is None else tokens
             sim["bytes"] = utf8_size(text)
-        message = self.recorder.add_message(
+        return NewMessage(
             role=role,
             run_id=execution.run_id,
             content=content,
             status=status,
             sim={**execution.tags, **sim},
             message_id=message_id,
-            **(fields or {}),
+            fields=fields or {},
         )
-        self.ledger.add(message)
-        return message
+
+    def add_messages(self, new: Sequence[NewMessage]) -> list[Message]:
+        """Record messages in order, in one append to the chat (``Recorder.add_messages``)."""
+        messages = self.recorder.add_messages(new)
+        for message in messages:
+            self.ledger.add(message)
+        return messages
+
+    def text_message(
+        self, execution: Execution, role: str, text: str, **options: Any
+    ) -> NewMessage:
+        """A message of ``execution`` whose content is one text part, to record."""
+        return self.new_message(
+            execution, role=role, content=[{"type": "text", "text": text}], text=text, **options
+        )
 
     def add_text(self, execution: Execution, role: str, text: str, **options: Any) -> Message:
         """Record a message of ``execution`` whose content is one text part (``add_message``

@@ -7,6 +7,8 @@ the order they were added; ``order`` is their position.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import Conflict, InvalidInput
@@ -41,6 +43,19 @@ class Message(TypedDict):
 
 
 record_shape(MESSAGE, Message)
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A message to append (``Recorder.add_messages``): what ``Recorder.add_message`` takes."""
+
+    role: str
+    run_id: str | None
+    content: list[dict[str, Any]]
+    status: str = MessageStatus.READY
+    sim: dict[str, Any] = field(default_factory=dict)
+    message_id: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 def run_event(
@@ -123,36 +138,68 @@ class Recorder:
         so two writers never give out the same ``order``. A ``message_id`` given is one the
         chat does not list yet (its file, if any, is one a killed process did not list).
         """
+        return self.add_messages(
+            [
+                NewMessage(
+                    role=role,
+                    run_id=run_id,
+                    content=content,
+                    status=status,
+                    sim=sim or {},
+                    message_id=message_id,
+                    fields=fields,
+                )
+            ]
+        )[0]
+
+    def add_messages(self, new: Sequence[NewMessage]) -> list[Message]:
+        """Append messages to the chat in order, as ``add_message`` appends each, under one
+        hold of the order lock and listed in one append to the message index.
+
+        Each message's file is written before any is listed, so a process killed in between
+        leaves files the chat does not list (never a listed message without its file), and
+        one killed while listing them leaves the first part of them listed, in order.
+        """
+        if not new:
+            return []
+        added: list[Message] = []
         with self.store.lock(ORDER_LOCK, self.chat_id):
             if self.store.index_size(MESSAGES, self.chat_id) != self._index_size:
                 self.reload_messages()
-            data: dict[str, Any] = {
-                "id": message_id or new_id("msg"),
-                "chat_id": self.chat_id,
-                "agent_run_id": run_id,
-                "order": len(self.messages),
-                "status": status,
-                "role": role,
-                "content": content,
-                "created_at": now_iso(),
-                **fields,
-                "sim": sim or {},
-            }
-            message = cast(Message, data)
-            try:
-                self.store.create(MESSAGE, message["id"], data)
-            except Conflict:
-                if message_id is None or message_id in self.by_id:
-                    raise
-                # A message whose id was set aside (a run's input or reply) may have been
-                # written by a process killed before it listed it: written again, listed now.
-                self.store.write(MESSAGE, message_id, data)
-            self.store.link(MESSAGES, self.chat_id, message["id"])
+            stamp = now_iso()
+            for one in new:
+                data: dict[str, Any] = {
+                    "id": one.message_id or new_id("msg"),
+                    "chat_id": self.chat_id,
+                    "agent_run_id": one.run_id,
+                    "order": len(self.messages) + len(added),
+                    "status": one.status,
+                    "role": one.role,
+                    "content": one.content,
+                    "created_at": stamp,
+                    **one.fields,
+                    "sim": one.sim,
+                }
+                message = cast(Message, data)
+                try:
+                    self.store.create(MESSAGE, message["id"], data)
+                except Conflict:
+                    if one.message_id is None or one.message_id in self.by_id:
+                        raise
+                    # A message whose id was set aside (a run's input or reply) may have been
+                    # written by a process killed before it listed it: written again, listed now.
+                    self.store.write(MESSAGE, one.message_id, data)
+                added.append(message)
+            if len(added) == 1:
+                self.store.link(MESSAGES, self.chat_id, added[0]["id"])
+            else:
+                self.store.link_all(MESSAGES, self.chat_id, [message["id"] for message in added])
             self._index_size = self.store.index_size(MESSAGES, self.chat_id)
-            self.messages.append(message)
-            self.by_id[message["id"]] = message
+            for message in added:
+                self.messages.append(message)
+                self.by_id[message["id"]] = message
         touched(self.chat_id)
-        return message
+        return added
 
     def message(self, message_id: str) -> Message:
         """A message of this chat that a run's record names; InvalidInput (exit 5) when the

@@ -21,7 +21,7 @@ import math
 import os
 import re
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
@@ -483,6 +483,18 @@ class Store:
         path = self._index_path(index, owner)
         with self._hold(self._lock_path("index", index, owner)):
             self._append_record(path, "index", {"add": member})
+
+    def link_all(self, index: str, owner: str, members: Sequence[str]) -> None:
+        """Add ``members`` to ``owner``'s members in ``index``, in order, as ``link`` adds each:
+        their lines in one write under one hold of the index's lock (a killed writer leaves a
+        torn last line, which the next append cuts off, so a first part of them is listed)."""
+        for member in members:
+            check_id(member)
+        if not members:
+            return
+        path = self._index_path(index, owner)
+        with self._hold(self._lock_path("index", index, owner)):
+            self._append_record(path, "index", *({"add": member} for member in members))
 
     def unlink(self, index: str, owner: str, member: str) -> None:
         """Remove ``member`` from ``owner``'s members in ``index`` (idempotent)."""
