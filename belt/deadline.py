@@ -8,17 +8,21 @@ write and read of the call only the time that is left, so slow headers end at th
 transport. A client ``bounded_client`` makes with its own transport keeps that transport's
 connection pool at hand (``own_pool``), for a caller that sends on it without httpx's per-call
 work (belt.handlers.webhook). Such a transport sends each request in one write, its head and
-body together.
+body together. The same client keeps plain-HTTP connections of its own too (``own_sockets``),
+for a caller that speaks HTTP/1.1 on them itself; they are closed with the client.
 """
 
 from __future__ import annotations
 
 import contextvars
+import select
+import socket
+import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import httpx
@@ -26,6 +30,8 @@ if TYPE_CHECKING:
 _END: contextvars.ContextVar[float | None] = contextvars.ContextVar("belt_deadline", default=None)
 _POOLS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 """The connection pool of each client made by ``bounded_client`` with its own transport."""
+_SOCKETS: weakref.WeakKeyDictionary[Any, Sockets] = weakref.WeakKeyDictionary()
+"""The plain-HTTP connections of each client made by ``bounded_client`` with its own transport."""
 
 
 class DeadlinePassed(Exception):
@@ -54,6 +60,12 @@ def time_left() -> float | None:
     """Seconds left before the current deadline (None: no deadline); never below 0."""
     end = _END.get()
     return None if end is None else max(0.0, end - time.monotonic())
+
+
+def within_deadline(timeout: float | None, error: type[Exception]) -> float | None:
+    """``timeout``, or the time left before the current deadline when that is shorter; raises
+    ``error`` once the deadline has passed."""
+    return _clamp(timeout, error)
 
 
 def _clamp(timeout: float | None, error: type[Exception]) -> float | None:
@@ -86,15 +98,14 @@ def read_capped_chunks(pieces: Iterable[bytes], limit: int) -> bytes:
 
 
 def transport(**options: Any) -> httpx.HTTPTransport:
-    """An httpx transport whose connects, writes and reads keep to the current deadline."""
-    import httpx
-
-    made = httpx.HTTPTransport(**options)
+    """An httpx transport whose connects, writes and reads keep to the current deadline (and
+    which keeps the ``Sockets`` of the client it is given to, closed when it closes)."""
+    made = _transport_class()(**options)
     pool = getattr(made, "_pool", None)
     if pool is None or not hasattr(pool, "_network_backend"):
         raise RuntimeError("this httpx has no connection pool belt can bound")
     pool._network_backend = _backend()
-    return made
+    return cast("httpx.HTTPTransport", made)
 
 
 WRITE_HELD = 64 * 1024
@@ -197,6 +208,97 @@ def _backend() -> Any:
     return Backend()
 
 
+_TRANSPORT: Any = None
+
+
+def _transport_class() -> Any:
+    global _TRANSPORT
+    if _TRANSPORT is None:
+        import httpx
+
+        class Transport(httpx.HTTPTransport):
+            def __init__(self, **options: Any) -> None:
+                super().__init__(**options)
+                self.sockets = Sockets()
+
+            def close(self) -> None:
+                self.sockets.close()
+                super().close()
+
+            def __exit__(self, *exc_info: Any) -> None:
+                # What httpx's client calls when it leaves its ``with`` (not ``close``).
+                self.sockets.close()
+                super().__exit__(*exc_info)
+
+        _TRANSPORT = Transport
+    return _TRANSPORT
+
+
+class Sockets:
+    """Kept-alive plain-HTTP (TCP) connections to each host and port, for a caller that sends
+    its requests on them itself and gives each one back once its answer was read whole. A
+    connection is taken by one caller at a time; one that became readable while it was idle
+    (the server closed it, or sent what was not asked for) is closed rather than used."""
+
+    def __init__(self) -> None:
+        self.idle: dict[tuple[str, int], list[socket.socket]] = {}
+        self.lock = threading.Lock()
+        self.closed = False
+        self.connect: Any = socket.create_connection
+        """How a connection is opened: ``socket.create_connection``'s signature."""
+
+    def take(self, host: str, port: int, timeout: float | None) -> tuple[socket.socket, bool]:
+        """An idle connection to ``host``:``port``, or a new one (opened within the deadline);
+        and whether it was kept (a kept one may have been closed by the server just now).
+        Raises httpcore's ConnectError or ConnectTimeout as its backend does."""
+        import httpcore
+
+        with self.lock:
+            kept = self.idle.get((host, port))
+            while kept:
+                sock = kept.pop()
+                if _is_quiet(sock):
+                    return sock, True
+                sock.close()
+        try:
+            sock = self.connect((host, port), _clamp(timeout, httpcore.ConnectTimeout))
+        except TimeoutError as exc:
+            raise httpcore.ConnectTimeout(str(exc) or "timed out") from exc
+        except OSError as exc:
+            raise httpcore.ConnectError(str(exc)) from exc
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass  # not a TCP socket (an embedder's or a test's opener)
+        return sock, False
+
+    def give(self, host: str, port: int, sock: socket.socket) -> None:
+        """Keep ``sock`` (whose last answer was read whole) for the next request there."""
+        with self.lock:
+            if not self.closed:
+                self.idle.setdefault((host, port), []).append(sock)
+                return
+        sock.close()
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            idle, self.idle = self.idle, {}
+        for kept in idle.values():
+            for sock in kept:
+                sock.close()
+
+
+def _is_quiet(sock: socket.socket) -> bool:
+    """True when nothing can be read from an idle connection: no data, no end, no error."""
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | select.POLLPRI)
+        return not poller.poll(0)
+    except (OSError, ValueError):
+        return False
+
+
 def bounded_client(base: Any = None) -> Any:
     """An ``httpx.Client`` whose calls keep to the total deadline (``base``: a transport of a
     test or an embedder instead)."""
@@ -207,6 +309,7 @@ def bounded_client(base: Any = None) -> Any:
     made = transport()
     client = httpx.Client(transport=made, follow_redirects=False)
     _POOLS[client] = made._pool
+    _SOCKETS[client] = getattr(made, "sockets")  # noqa: B009 - the transport's own kind
     return client
 
 
@@ -214,3 +317,9 @@ def own_pool(client: Any) -> Any:
     """The httpcore connection pool of a client ``bounded_client`` made with its own transport
     (its connects, writes and reads keep to the deadline); None for any other client."""
     return _POOLS.get(client)
+
+
+def own_sockets(client: Any) -> Sockets | None:
+    """The plain-HTTP connections kept for a client ``bounded_client`` made with its own
+    transport (closed when the client closes); None for any other client."""
+    return _SOCKETS.get(client)

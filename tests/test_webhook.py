@@ -313,46 +313,76 @@ def test_credentials_in_a_webhook_url_are_sent_as_basic_authentication(kind: str
     assert b"authorization: basic " + token in head.lower().replace(token.lower(), token)
 
 
-class CountedWrites:
-    """httpcore's own backend, counting what each connection it opens writes."""
+class CountedSocket:
+    """A connection a bounded client opened, counting what it writes."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: socket.socket, writes: list[bytes]) -> None:
         self.inner = inner
-        self.writes: list[bytes] = []
+        self.writes = writes
 
-    def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
-        stream = self.inner.connect_tcp(*args, **kwargs)
-        writes = self.writes
+    def sendall(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+        self.inner.sendall(data)
 
-        class Counted:
-            def write(self, buffer: bytes, timeout: float | None = None) -> None:
-                writes.append(buffer)
-                stream.write(buffer, timeout)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
-            def __getattr__(self, name: str) -> Any:
-                return getattr(stream, name)
 
-        return Counted()
+def counted_connections(client: httpx.Client) -> tuple[list[CountedSocket], list[bytes]]:
+    """The connections ``client`` (a bounded one) opens from now on, and what each writes."""
+    from belt.deadline import own_sockets
+
+    sockets = own_sockets(client)
+    assert sockets is not None
+    opened: list[CountedSocket] = []
+    writes: list[bytes] = []
+    connect = sockets.connect
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made = CountedSocket(connect(*args, **kwargs), writes)
+        opened.append(made)
+        return made
+
+    sockets.connect = counted
+    return opened, writes
 
 
 @pytest.mark.parametrize("size", [10, 200_000])
 def test_a_delivery_sends_its_request_in_one_write(target: HookApp, size: int) -> None:
     # Head and body apart are two packets on a connection without delay, and two wake-ups of
     # the webhook's server: a request goes out at once, whatever its size.
-    from belt.deadline import own_pool
-
     target.decide = lambda name, payload: {"decision": "allow"}
     payload = {**sample_payload("agent.tool_call"), "data": {"pad": "x" * size}}
     with webhook_client() as client:
-        backend = own_pool(client)._network_backend
-        counted = backend.inner = CountedWrites(backend.inner)
+        opened, writes = counted_connections(client)
         for _ in range(2):
             result = deliver(client, f"{target.url}/guard", payload, timeout=10.0)
             assert result.error is None and result.response is not None
-    assert len(counted.writes) == 2
-    assert all(piece.startswith(b"POST /guard HTTP/1.1\r\n") for piece in counted.writes)
-    assert all(piece.endswith(b'"pad":"' + b"x" * size + b'"}}') for piece in counted.writes)
+    assert len(opened) == 1
+    assert len(writes) == 2
+    assert all(piece.startswith(b"POST /guard HTTP/1.1\r\n") for piece in writes)
+    assert all(piece.endswith(b'"pad":"' + b"x" * size + b'"}}') for piece in writes)
     assert [payload for _, payload in target.received][-2:] == [payload, payload]
+
+
+def test_a_plain_delivery_sends_the_bytes_httpx_sends(target: HookApp) -> None:
+    # The same request line and fields, in the same order, as httpx's own client sends.
+    target.decide = lambda name, payload: {"decision": "allow"}
+    payload = sample_payload("agent.start")
+    sent: list[httpx.Request] = []
+    with httpx.Client(event_hooks={"request": [sent.append]}) as client:
+        deliver(client, f"{target.url}/guard?x=1", payload, timeout=10.0)
+    with webhook_client() as client:
+        _, writes = counted_connections(client)
+        result = deliver(client, f"{target.url}/guard?x=1", payload, timeout=10.0)
+        assert result.error is None
+    [request] = sent
+    [written] = writes
+    head, _, body = written.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /guard?x=1 HTTP/1.1"
+    assert [tuple(line.split(b": ", 1)) for line in lines[1:]] == request.headers.raw
+    assert body == request.content
 
 
 def test_a_short_answer_is_read_once_and_each_reader_gets_its_own_warnings(
@@ -386,30 +416,20 @@ def test_a_short_answer_is_read_once_and_each_reader_gets_its_own_warnings(
         assert webhook.read_answer('{"decision": NaN}').problem is not None
 
 
-def test_a_delivery_goes_straight_to_an_idle_connection_and_past_one_the_webhook_closed(
+def test_a_delivery_goes_on_a_kept_connection_and_past_one_the_webhook_closed(
     target: HookApp,
 ) -> None:
-    # The pool's queue is for opening connections: a kept-alive one is used as it is. One the
-    # webhook closed meanwhile is left to the pool, which opens another.
-    from belt.deadline import own_pool
-
+    # A kept-alive connection carries the next delivery; one the webhook closed meanwhile is
+    # closed here too, and another opened.
     target.decide = lambda name, payload: {"decision": "allow"}
     with webhook_client() as client:
-        pool = own_pool(client)
-        queued: list[object] = []
-        handle = pool.handle_request
-
-        def counted(request: Any) -> Any:
-            queued.append(request)
-            return handle(request)
-
-        pool.handle_request = counted
+        opened, writes = counted_connections(client)
         for _ in range(3):
             result = deliver(
                 client, f"{target.url}/guard", sample_payload("agent.start"), timeout=10
             )
             assert result.error is None and result.response is not None
-        assert len(queued) == 1 and len(pool.connections) == 1
+        assert len(opened) == 1 and len(writes) == 3
 
     done = threading.Event()
 
@@ -419,12 +439,146 @@ def test_a_delivery_goes_straight_to_an_idle_connection_and_past_one_the_webhook
         done.set()
 
     with hostile.hostile_server(answer_and_close) as url, webhook_client() as client:
-        closing = own_pool(client)
+        opened, _ = counted_connections(client)
         for _ in range(3):
             result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
             assert result.error is None and result.response is not None
             assert result.response.reason == "fresh"
             assert done.wait(10)
             done.clear()
-            # What the pool looks at too: the close has reached this end of the connection.
-            eventually(lambda: all(c.has_expired() for c in closing.connections), "seen closed")
+            # What the client looks at too: the close has reached this end of the connection.
+            eventually(
+                lambda: all(conn.inner.fileno() == -1 or readable(conn) for conn in opened),
+                "closed",
+            )
+        assert len(opened) == 3
+
+
+def readable(conn: Any) -> bool:
+    import select
+
+    try:
+        return bool(select.select([conn.inner], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def answered(*answers: bytes) -> Any:
+    """A behaviour answering each request of a connection with the next of ``answers``."""
+    queue = list(answers)
+    return serve_each(lambda head: queue.pop(0) if queue else b"")
+
+
+@pytest.mark.parametrize(
+    ("answer", "again"),
+    [
+        (keep_alive(b'{"reason": "sized"}'), True),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b'5;x=y\r\n{"rea\r\n0e\r\nson": "sized"}\r\n0\r\nX-Trailer: t\r\n\r\n',
+            True,
+        ),
+        (
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+            + keep_alive(b'{"reason": "sized"}'),
+            True,
+        ),
+        (keep_alive(b'{"reason": "sized"}', "Connection: close"), False),
+        (b'HTTP/1.0 200 OK\r\nContent-Length: 19\r\n\r\n{"reason": "sized"}', False),
+        (b'HTTP/1.1 200 OK\nContent-Length: 19\n\n{"reason": "sized"}', True),
+        (
+            b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 19\r\n\r\n"
+            b'{"reason": "sized"}',
+            True,
+        ),
+    ],
+    ids=["length", "chunks", "interim", "close", "http/1.0", "bare line ends", "folded"],
+)
+def test_an_answer_is_read_by_its_framing_and_its_connection_kept_when_it_can_be(
+    answer: bytes, again: bool
+) -> None:
+    # Each answer is given twice: the second delivery goes on the first's connection only when
+    # the first answer said where it ends and that the connection stays open.
+    behave = answered(answer, answer)
+    with hostile.hostile_server(behave) as url, webhook_client() as client:
+        opened, _ = counted_connections(client)
+        for _ in range(2):
+            result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+            assert result.error is None, result.error
+            assert result.response is not None and result.response.reason == "sized"
+    assert len(opened) == (1 if again else 2)
+
+
+def test_an_answer_without_a_length_ends_with_its_connection() -> None:
+    body = b'{"decision": "deny", "reason": "' + b"y" * 200_000 + b'"}'
+
+    def behave(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\n\r\n" + body[:1000])
+        conn.sendall(body[1000:])
+
+    with hostile.hostile_server(behave) as url, webhook_client() as client:
+        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+    assert result.response is not None and result.response.reason == "y" * 200_000
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (b"", "Server disconnected without sending a response."),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{}", "received 2 bytes, expected 50"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", "Length"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n{}", "transfer encoding"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size"),
+        (b"HTTP/2 200 OK\r\n\r\n", "illegal status line"),
+        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "illegal header line"),
+        (b"HTTP/1.1 200 OK\r\nX: " + b"a" * 20_000, "too long"),
+    ],
+    ids=[
+        "nothing",
+        "short body",
+        "two lengths",
+        "gzip coding",
+        "bad chunk",
+        "http/2",
+        "no colon",
+        "endless head",
+    ],
+)
+def test_a_malformed_answer_is_a_failed_request(answer: bytes, error: str) -> None:
+    def behave(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(answer)
+
+    with hostile.hostile_server(behave) as url, webhook_client() as client:
+        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+    host = url.removeprefix("http://")
+    assert result.response is None
+    assert result.error is not None and result.error.startswith(f"request to {host} failed: ")
+    assert error in result.error
+
+
+def test_a_refused_connection_says_so_and_what_likely_fixes_it() -> None:
+    from belt.handlers.webhook import likely_fix
+
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        port = spare.getsockname()[1]
+    with webhook_client() as client:
+        result = deliver(
+            client, f"http://127.0.0.1:{port}/h", sample_payload("agent.start"), timeout=5.0
+        )
+    assert result.error is not None and result.error.startswith(
+        f"cannot connect to 127.0.0.1:{port}: "
+    )
+    assert likely_fix(result.error) == f"is `belt serve` running on 127.0.0.1:{port}?"
+
+
+def test_closing_the_client_closes_its_kept_connections(target: HookApp) -> None:
+    target.decide = lambda name, payload: {"decision": "allow"}
+    client = webhook_client()
+    opened, _ = counted_connections(client)
+    result = deliver(client, f"{target.url}/guard", sample_payload("agent.start"), timeout=10)
+    assert result.error is None
+    [conn] = opened
+    assert conn.inner.fileno() != -1
+    client.close()
+    assert conn.inner.fileno() == -1

@@ -23,11 +23,14 @@ from pydantic import ValidationError
 from belt.deadline import (
     BodyTooLarge,
     DeadlinePassed,
+    Sockets,
     bounded_client,
     deadline,
     own_pool,
+    own_sockets,
     read_capped,
     read_capped_chunks,
+    within_deadline,
 )
 from belt.effects import url_host
 from belt.signing import signed_headers
@@ -37,6 +40,8 @@ from belt.wire.platform import LifecycleHookResponse
 from belt.wire.validate import check_response, model_problems
 
 if TYPE_CHECKING:
+    import socket
+
     import httpx
 
 
@@ -62,8 +67,9 @@ MAX_ANSWER_BYTES = 1024 * 1024
 
 def webhook_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """A client for deliveries; without a ``transport`` its calls keep to the total deadline
-    (and go straight to its connection pool, see ``post_body``). It keeps no cookies: each
-    delivery is a request of its own, as the platform sends it, not part of a session."""
+    (and go straight to its own kept-alive connections, see ``post_body``). It keeps no
+    cookies: each delivery is a request of its own, as the platform sends it, not part of a
+    session."""
     # Start-up: http.cookiejar loads urllib.request, http.client and ssl, which a run with no
     # webhook does not need.
     import http.cookiejar
@@ -100,7 +106,12 @@ def post_body(
     client: httpx.Client, url: str, body: bytes, headers: dict[str, str], *, timeout: float
 ) -> WebhookResult:
     """POST exactly ``body`` with exactly ``headers`` and parse the answer as ``deliver`` does
-    (``belt check`` sends tampered and unsigned requests through it)."""
+    (``belt check`` sends tampered and unsigned requests through it).
+
+    On a client of ``webhook_client`` the request skips httpx's per-call work: to a plain-HTTP
+    URL it goes out on the client's own connections (``_post_plain``), to an HTTPS one on its
+    transport's pool (``_post_direct``); a URL with credentials, or headers httpx sets itself,
+    go through httpx's client, as on any other client."""
     import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
     import httpx  # noqa: PLC0415 - loaded when a webhook is sent
 
@@ -115,7 +126,13 @@ def post_body(
     try:
         with deadline(timeout):
             target = _direct_target(url, tuple(headers)) if pool is not None else None
-            if target is not None:
+            sockets = own_sockets(client) if target is not None and target.plain else None
+            request = None
+            if sockets is not None and target is not None:
+                request = _plain_request(client, target, body, headers)
+            if request is not None and sockets is not None and target is not None:
+                status, encoding, raw = _post_plain(sockets, target, request, timeout=timeout)
+            elif target is not None:
                 status, encoding, raw = _post_direct(
                     client, pool, target, body, headers, timeout=timeout
                 )
@@ -164,10 +181,14 @@ def post_body(
 @dataclass(frozen=True)
 class _Target:
     """Where a direct delivery goes: httpcore's URL and the headers every delivery to it sends
-    before its own (Host)."""
+    before its own (Host); for plain HTTP, the host name, port and request target too."""
 
     url: Any
     host: bytes
+    plain: bool = False
+    hostname: str = ""
+    port: int = 0
+    path: bytes = b"/"
 
 
 @functools.lru_cache(maxsize=64)
@@ -187,7 +208,11 @@ def _direct_target(url: str, headers: tuple[str, ...]) -> _Target | None:
     core = httpcore.URL(
         scheme=parsed.raw_scheme, host=parsed.raw_host, port=parsed.port, target=parsed.raw_path
     )
-    return _Target(core, parsed.netloc)
+    plain = parsed.scheme == "http"
+    port = parsed.port or (80 if plain else 443)
+    return _Target(
+        core, parsed.netloc, plain, parsed.raw_host.decode("ascii"), port, parsed.raw_path
+    )
 
 
 def _post_direct(
@@ -204,14 +229,13 @@ def _post_direct(
     default headers), the answer read within the deadline and the cap, decoded as httpx decodes
     it. Returns (status, text encoding, body); raises what httpcore raises."""
     import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
-    import httpx  # noqa: PLC0415 - loaded when a webhook is sent
 
     own = {name.lower() for name in headers}
     sent = [
         (b"Host", target.host),
         *((name, value) for name, value in client.headers.raw if name.lower().decode() not in own),
-        (b"Content-Length", str(len(body)).encode()),
         *((name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()),
+        (b"Content-Length", str(len(body)).encode()),
     ]
     request = httpcore.Request(
         b"POST",
@@ -222,24 +246,269 @@ def _post_direct(
     )
     reply = _send(pool, request)
     try:
-        plain = all(
-            value.strip().lower() in (b"", b"identity")
-            for name, value in reply.headers
-            if name.lower() == b"content-encoding"
-        )
-        charset = any(
-            b"charset" in value.lower()
-            for name, value in reply.headers
-            if name.lower() == b"content-type"
-        )
-        if plain and not charset:
-            return reply.status, "utf-8", read_capped_chunks(reply.stream, MAX_ANSWER_BYTES)
-        # Compressed, or a charset named: httpx's own decoding of the same stream.
-        stream = _stream_class()(reply.stream)
-        decoded = httpx.Response(reply.status, headers=reply.headers, stream=stream)
-        return reply.status, decoded.encoding, read_capped(decoded, MAX_ANSWER_BYTES)
+        encoding, raw = _read_body(reply.status, reply.headers, reply.stream)
+        return reply.status, encoding, raw
     finally:
         reply.close()
+
+
+def _read_body(
+    status: int, fields: list[tuple[bytes, bytes]], pieces: Iterable[bytes]
+) -> tuple[str | None, bytes]:
+    """An answer's body read from its pieces within the deadline and the cap, decoded as httpx
+    decodes it; and the encoding of its text."""
+    import httpx  # noqa: PLC0415 - loaded when a webhook is sent
+
+    plain = all(
+        value.strip().lower() in (b"", b"identity")
+        for name, value in fields
+        if name.lower() == b"content-encoding"
+    )
+    charset = any(
+        b"charset" in value.lower() for name, value in fields if name.lower() == b"content-type"
+    )
+    if plain and not charset:
+        return "utf-8", read_capped_chunks(pieces, MAX_ANSWER_BYTES)
+    # Compressed, or a charset named: httpx's own decoding of the same stream.
+    decoded = httpx.Response(status, headers=fields, stream=_stream_class()(pieces))
+    return decoded.encoding, read_capped(decoded, MAX_ANSWER_BYTES)
+
+
+_FIELD_NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_FIELD_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?")
+_FIELD_NAME_BYTES = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: [^\r\n]*)?")
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_BLANK_LINE = re.compile(rb"\n\r?\n")
+HEAD_MAX = 16 * 1024
+"""The most bytes of an answer's head (its status line and fields) that are read, as h11 reads."""
+
+
+def _plain_request(
+    client: httpx.Client, target: _Target, body: bytes, headers: dict[str, str]
+) -> bytes | None:
+    """The bytes of a POST of ``body`` as httpx's client sends it (Host, the client's default
+    headers, ``headers``, then Content-Length), head and body together; None when one of
+    ``headers`` is not a plain ASCII field (then httpcore sends it, and refuses what it must)."""
+    own = {name.lower() for name in headers}
+    parts = [b"POST ", target.path, b" HTTP/1.1\r\nHost: ", target.host, b"\r\n"]
+    for raw_name, raw_value in client.headers.raw:
+        if raw_name.lower().decode() not in own:
+            parts += (raw_name, b": ", raw_value, b"\r\n")
+    for name, value in headers.items():
+        if not (_FIELD_NAME.fullmatch(name) and _FIELD_VALUE.fullmatch(value)):
+            return None
+        parts += (name.encode("ascii"), b": ", value.encode("ascii"), b"\r\n")
+    parts += (b"Content-Length: ", str(len(body)).encode(), b"\r\n\r\n", body)
+    return b"".join(parts)
+
+
+def _post_plain(
+    sockets: Sockets, target: _Target, request: bytes, *, timeout: float
+) -> tuple[int, str | None, bytes]:
+    """Send ``request`` (``_plain_request``) in one write on a kept-alive plain-HTTP connection
+    of ``sockets`` (or a new one) and read its answer as HTTP/1.1 within the deadline and the
+    cap, without httpcore and h11's per-request work: the status line, the fields, the body by
+    its length, its chunks or the end of the connection, interim (1xx) answers passed over.
+    The connection is kept for the next delivery only when its answer was read whole and it
+    may carry another. Returns (status, text encoding, body); raises what httpcore raises."""
+    import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
+
+    sock, _ = sockets.take(target.hostname, target.port, timeout)
+    again = False
+    try:
+        refused = _send_all(sock, request, timeout)
+        reply = _Reply(sock, timeout)
+        try:
+            version, status, fields = reply.head()
+            while 100 <= status < 200 and status != 101:
+                version, status, fields = reply.head()
+        except (httpcore.RemoteProtocolError, httpcore.ReadError):
+            if refused is not None:
+                # As httpcore: the request could not be sent whole, and no answer came.
+                raise httpcore.WriteError(str(refused)) from refused
+            raise
+        if status == 101:
+            raise httpcore.RemoteProtocolError("the server switched protocols")
+        pieces, sized = reply.body(status, fields)
+        encoding, raw = _read_body(status, fields, pieces)
+        connection = b",".join(value for name, value in fields if name.lower() == b"connection")
+        again = (
+            sized
+            and refused is None
+            and version == b"1"
+            and b"close" not in {token.strip() for token in connection.lower().split(b",")}
+            and not reply.buffer
+        )
+        return status, encoding, raw
+    finally:
+        if again:
+            sockets.give(target.hostname, target.port, sock)
+        else:
+            sock.close()
+
+
+def _send_all(sock: socket.socket, data: bytes, timeout: float) -> OSError | None:
+    """Write ``data`` within the deadline; the error if the connection refused it (the server
+    may have answered and closed it early: its answer is read all the same)."""
+    import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
+
+    sock.settimeout(within_deadline(timeout, httpcore.WriteTimeout))
+    try:
+        sock.sendall(data)
+    except TimeoutError as exc:
+        raise httpcore.WriteTimeout(str(exc) or "timed out") from exc
+    except OSError as exc:
+        return exc
+    return None
+
+
+class _Reply:
+    """An HTTP/1.1 answer read from a connection, within the deadline."""
+
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
+        self.sock = sock
+        self.timeout = timeout
+        self.buffer = bytearray()
+
+    def fill(self) -> bool:
+        """Read what came next onto the buffer; False at the end of the connection."""
+        import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
+
+        self.sock.settimeout(within_deadline(self.timeout, httpcore.ReadTimeout))
+        try:
+            data = self.sock.recv(65536)
+        except TimeoutError as exc:
+            raise httpcore.ReadTimeout(str(exc) or "timed out") from exc
+        except OSError as exc:
+            raise httpcore.ReadError(str(exc)) from exc
+        self.buffer += data
+        return bool(data)
+
+    def head(self) -> tuple[bytes, int, list[tuple[bytes, bytes]]]:
+        """The next status line and fields: the HTTP minor version, the status and the fields
+        (names as sent)."""
+        import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
+
+        start = 0
+        while True:
+            found = _BLANK_LINE.search(self.buffer, start)
+            if found is not None:
+                block = bytes(self.buffer[: found.start()])
+                del self.buffer[: found.end()]
+                break
+            if len(self.buffer) > HEAD_MAX:
+                raise httpcore.RemoteProtocolError("the answer's head is too long")
+            start = max(0, len(self.buffer) - 2)
+            if not self.fill():
+                if not self.buffer:
+                    raise httpcore.RemoteProtocolError(
+                        "Server disconnected without sending a response."
+                    )
+                raise httpcore.RemoteProtocolError("the server closed the connection mid-answer")
+        lines = [line.rstrip(b"\r") for line in block.split(b"\n")]
+        matched = _STATUS_LINE.fullmatch(lines[0])
+        if matched is None:
+            raise httpcore.RemoteProtocolError(f"illegal status line: {lines[0][:100]!r}")
+        fields: list[tuple[bytes, bytes]] = []
+        for line in lines[1:]:
+            if line[:1] in (b" ", b"\t") and fields:
+                # An obsolete folded line continues the field before it.
+                name, value = fields[-1]
+                fields[-1] = (name, (value + b" " + line.strip(b" \t")).strip(b" \t"))
+                continue
+            name, sep, value = line.partition(b":")
+            if not sep or _FIELD_NAME_BYTES.fullmatch(name) is None:
+                raise httpcore.RemoteProtocolError(f"illegal header line: {line[:100]!r}")
+            fields.append((name, value.strip(b" \t")))
+        return matched.group(1), int(matched.group(2)), fields
+
+    def body(self, status: int, fields: list[tuple[bytes, bytes]]) -> tuple[Iterator[bytes], bool]:
+        """The body's pieces, and whether its end is known without the connection's end (by
+        its length or its chunks: only then can the connection carry another request)."""
+        import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
+
+        if status in (204, 304):
+            return iter(()), True
+        codings = [
+            coding.strip().lower()
+            for name, value in fields
+            if name.lower() == b"transfer-encoding"
+            for coding in value.split(b",")
+        ]
+        if codings:
+            if codings != [b"chunked"]:
+                raise httpcore.RemoteProtocolError("unsupported transfer encoding")
+            return self.chunks(), True
+        lengths = {
+            value.strip()
+            for name, field in fields
+            if name.lower() == b"content-length"
+            for value in field.split(b",")
+        }
+        if lengths:
+            length = lengths.pop()
+            if lengths or not length.isdigit() or len(length) > 18:
+                raise httpcore.RemoteProtocolError("bad Content-Length")
+            return self.sized(int(length)), True
+        return self.until_closed(), False
+
+    def sized(self, length: int) -> Iterator[bytes]:
+        import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
+
+        left = length
+        while left:
+            if not self.buffer and not self.fill():
+                raise httpcore.RemoteProtocolError(
+                    "peer closed connection without sending complete message body: "
+                    f"received {length - left} bytes, expected {length}"
+                )
+            piece = bytes(self.buffer[:left])
+            del self.buffer[: len(piece)]
+            left -= len(piece)
+            yield piece
+
+    def until_closed(self) -> Iterator[bytes]:
+        while True:
+            if self.buffer:
+                piece = bytes(self.buffer)
+                self.buffer.clear()
+                yield piece
+            if not self.fill():
+                return
+
+    def line(self) -> bytes:
+        """The next line (for the chunks' framing), without its line end."""
+        import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
+
+        start = 0
+        while True:
+            end = self.buffer.find(b"\n", start)
+            if end >= 0:
+                line = bytes(self.buffer[:end]).rstrip(b"\r")
+                del self.buffer[: end + 1]
+                return line
+            if len(self.buffer) > HEAD_MAX:
+                raise httpcore.RemoteProtocolError("a chunk's line is too long")
+            start = len(self.buffer)
+            if not self.fill():
+                raise httpcore.RemoteProtocolError("the server closed the connection mid-answer")
+
+    def chunks(self) -> Iterator[bytes]:
+        import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
+
+        while True:
+            size = self.line().split(b";", 1)[0].strip(b" \t")
+            if _CHUNK_SIZE.fullmatch(size) is None:
+                raise httpcore.RemoteProtocolError(f"illegal chunk size: {size[:20]!r}")
+            length = int(size, 16)
+            if length == 0:
+                while self.line():
+                    pass  # the trailer fields, which say nothing a delivery reads
+                return
+            yield from self.sized(length)
+            if self.line():
+                raise httpcore.RemoteProtocolError("a chunk does not end where its size says")
 
 
 def _send(pool: Any, request: Any) -> Any:
