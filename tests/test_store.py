@@ -1089,6 +1089,40 @@ def test_a_run_sees_a_cancel_made_after_it_last_checked(store: Store) -> None:
     assert run.data["state"] == "canceled"
 
 
+@both
+def test_a_run_decodes_nothing_to_check_what_it_wrote_itself_yet_sees_a_later_cancel(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from belt.records.runs import Cancelled, RunRecord, cancel_run
+
+    run = RunRecord.create(
+        store, sim_id="sim_1", agent_id="ag_1", chat_id=None, turn_index=0, execution={}
+    )
+    run.check_cancelled()
+    decoded: list[object] = []
+    loads = json.loads
+
+    def counted(text: Any, **kwargs: Any) -> Any:
+        decoded.append(text)
+        return loads(text, **kwargs)
+
+    monkeypatch.setattr("belt.store.store.json.loads", counted)
+    for step in range(3):
+        run.transition(execution={"step": step})
+        decoded.clear()
+        run.check_cancelled()
+        run.check_cancelled()
+        assert decoded == []  # what it wrote is not cancelled: a stat, nothing decoded
+    assert store.seen("run", run.id) is not None
+    # Cancelled by another process right after this one's write, with no check in between.
+    run.transition(execution={"step": "last"})
+    other = store if isinstance(store, MemoryStore) else Store(store.root)
+    cancel_run(other, run.id, force=True, how="stopped", hint="")
+    with pytest.raises(Cancelled):
+        run.check_cancelled()
+    assert run.data["state"] == "canceled"
+
+
 def test_read_fresh_reports_damage_done_after_the_record_was_kept(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
     store.write("agent", "ag_1", {"v": 1})

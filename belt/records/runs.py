@@ -198,12 +198,15 @@ class RunRecord:
             return run
 
         self.data = cast(Run, self.store.update(RUN, self.id, apply))
+        # What was just written is not cancelled (``apply`` saw to that): the next check decodes
+        # the file only once another process has replaced it.
+        self._checked = self.store.seen(RUN, self.id)
         touched(self.data.get("chat_id"))
 
     def check_cancelled(self) -> None:
         """Raise Cancelled when the run was stopped from another process (a stat of the run's
-        file while nothing has replaced it since it was last checked, nothing decoded: this is
-        checked after every step and hook)."""
+        file while nothing has replaced it since it was last checked or this record last
+        changed it, nothing decoded: this is checked after every step and hook)."""
         current, checked = self.store.read_if_replaced(RUN, self.id, self._checked)
         if current is None:
             return  # the file found not cancelled last time

@@ -343,6 +343,14 @@ class Store:
                 return None, seen
         return self._read_fresh(path, kind, id)
 
+    def seen(self, kind: str, id: str) -> object:
+        """What stands for the object's file as this store last read it with ``read_fresh`` or
+        wrote it since (None: nothing is kept): a writer that knows what it wrote passes it to
+        ``read_if_replaced`` next, which then decodes nothing until another writer replaces
+        the file."""
+        kept = self._fresh.get(self.path(kind, id))
+        return None if kept is None else kept[1]
+
     def _read_fresh(self, path: Path, kind: str, id: str) -> tuple[dict[str, Any], object]:
         """``read_fresh`` of the object at ``path``, and the blob it keeps (None if none)."""
         kept = self._fresh.get(path)
