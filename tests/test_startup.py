@@ -162,6 +162,20 @@ def test_a_platform_run_loads_no_nexus_engine_event_loop_or_http_client(
     assert modules.isdisjoint(NOT_FOR_A_PLATFORM_RUN), modules & NOT_FOR_A_PLATFORM_RUN
 
 
+def test_a_run_on_two_jobs_forks_its_workers_without_the_process_pool_modules(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "guard.py").write_text("def guard(payload):\n    return None\n")
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.toml").write_text(PLATFORM_SCENARIO)
+    modules, _ = probed(
+        "test", "-j", "2", "a.toml", "b.toml", "c.toml", home=tmp_path / "home", cwd=tmp_path
+    )
+    pool = {"multiprocessing", "concurrent.futures", "concurrent.futures.process", "logging"}
+    assert "belt.testing.workers" in modules
+    assert modules.isdisjoint(pool), modules & pool
+
+
 # The models a platform scenario with a py: handler is checked with: its file, its hooks, and
 # the hook's answer and record. Every other model of belt's (the Nexus ones, the scenario's
 # parts, which the scenario's model checks within itself, the platform's other DTOs) is built

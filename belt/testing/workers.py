@@ -8,7 +8,12 @@ worker reads every scenario file it is given, runs it in a store of its own (in 
 under ``--keep DIR``), and sends back the scenario's result, without the parts of its record
 that nothing reads once it passed (``portable``); results are given out in the order of the
 serial run, whatever order the workers finish in, so the report and the JUnit file are the
-same for any N.
+same for any N. The pool is belt's own, a pipe each way to each worker and nothing else (no
+thread in the parent, no multiprocessing): a worker is handed its next handful before it ends
+the one it runs, so it never waits for the parent, and the parent, which shares the cores with
+the workers, does no more than read results and print them. A worker that ends before it sent
+back a handful (a handler that calls ``os._exit``, a crash) is an error naming the scenarios it
+held, reported once those before them are.
 A worker's module state (a ``py:`` handler module's globals) is its own: scenarios that share
 state through a module see it only within one worker.
 
@@ -20,25 +25,21 @@ together run each scenario exactly once.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import os
 import signal
+import struct
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
-from belt.errors import UsageError
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future
+from belt.errors import BeltError, UsageError
 
 T = TypeVar("T")
 Step = Callable[..., Any]
-
-_WORK: tuple[Step, Sequence[tuple[Any, ...]], Any] | None = None
-"""The step and the scenarios of the running pool, and the flag that stops it (shared
-memory), inherited by its forked workers."""
 
 
 def cores() -> int:
@@ -93,38 +94,7 @@ def run_all(step: Step, items: Sequence[tuple[Any, ...]], *, jobs: int) -> Itera
         for item in items:
             yield step(*item)
         return
-    # Start-up: only a run on more than one job loads the process pool.
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    global _WORK
-    context = multiprocessing.get_context("fork")
-    stop = context.RawValue("b", 0)
-    _WORK = (step, items, stop)
-    pool = ProcessPoolExecutor(
-        max_workers=min(jobs, len(items)),
-        mp_context=context,
-        initializer=_worker_started,
-    )
-    # Frozen already when belt's imports froze what they made (belt.loader.collector_paused):
-    # then it stays so after the pool, as it was (unfreezing is all or nothing).
-    frozen = gc.get_freeze_count() > 0
-    try:
-        # What this process holds now (its modules, the suite) is left out of the workers'
-        # garbage collections, which would otherwise write to every page of it and so copy
-        # it into each worker; the workers are forked at the first submit.
-        gc.freeze()
-        futures: list[Future[list[Any]]] = [
-            pool.submit(_run, indexes) for indexes in chunks(len(items), jobs)
-        ]
-        for future in futures:
-            yield from future.result()
-    finally:
-        stop.value = 1  # a worker starts nothing more, even what it was handed already
-        pool.shutdown(wait=True, cancel_futures=True)
-        _WORK = None
-        if not frozen:
-            gc.unfreeze()
+    yield from _pool(step, items, min(jobs, len(items)))
 
 
 def chunk_size(count: int, jobs: int) -> int:
@@ -149,28 +119,233 @@ def chunks(count: int, jobs: int) -> list[range]:
 
 
 def _can_fork() -> bool:
-    import multiprocessing  # Start-up: asked only when more than one job is asked for
-
-    return sys.platform != "win32" and "fork" in multiprocessing.get_all_start_methods()
+    return sys.platform != "win32" and hasattr(os, "fork")
 
 
-def _worker_started() -> None:
-    # A Ctrl-C reaches every process of the terminal's group: the parent handles it (it stops
-    # handing out scenarios); a worker finishes the scenario it is running.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+_TASK = struct.Struct("<III")
+"""A handful handed to a worker: its number in ``chunks``, and its first and end index."""
+_LENGTH = struct.Struct("<Q")
+"""The length of the message that follows, from a worker to the parent."""
 
 
-def _run(indexes: range) -> list[Any]:
-    """In a worker: run some items of the pool's work, and make their results fit to send
-    back."""
-    assert _WORK is not None, "a worker runs only inside run_all"
-    step, items, stop = _WORK
-    results = []
-    for index in indexes:
-        if stop.value:
-            break  # the parent stopped early and reads no more results
-        results.append(portable(step(*items[index])))
-    return results
+@dataclasses.dataclass
+class _Worker:
+    pid: int
+    tasks: int
+    """The parent's end of the pipe that hands it handfuls (closed: nothing more to do)."""
+    results: int
+    """The parent's end of the pipe that brings back each handful's results."""
+    held: list[int] = dataclasses.field(default_factory=list)
+    """The handfuls handed to it that it has not sent back, in order."""
+
+
+def _pool(step: Step, items: Sequence[tuple[Any, ...]], jobs: int) -> Iterator[Any]:
+    """``run_all`` in ``jobs`` worker processes forked from this one: each is handed two
+    handfuls at first and one more for each it sends back, over a pipe of its own, so it
+    never waits for the parent between them; results are given out in the items' order."""
+    # Start-up: only a run on more than one job needs these (pickle before the fork, so that
+    # no worker imports it again).
+    import mmap
+    import pickle  # noqa: F401
+    import select
+
+    handfuls = chunks(len(items), jobs)
+    stop = mmap.mmap(-1, 1)  # shared with the workers: 1 once the parent stops
+    for stream in (sys.stdout, sys.stderr):  # nothing buffered is written again by a worker
+        with contextlib.suppress(Exception):
+            stream.flush()
+    # Frozen already when belt's imports froze what they made (belt.loader.collector_paused):
+    # then it stays so after the pool, as it was (unfreezing is all or nothing).
+    frozen = gc.get_freeze_count() > 0
+    # What this process holds now (its modules, the suite) is left out of the workers'
+    # garbage collections, which would otherwise write to every page of it and so copy it
+    # into each worker.
+    gc.freeze()
+    workers: dict[int, _Worker] = {}
+    done: dict[int, tuple[list[Any], BaseException | None]] = {}
+    """Handfuls back from their workers and not yet given out: their results, and what
+    stopped the handful before its end (an exception), if anything did."""
+    given = 0
+    try:
+        for _ in range(jobs):
+            worker = _fork(step, items, stop, workers.values())
+            workers[worker.results] = worker
+        following = 0
+        for _ in range(2):
+            for worker in list(workers.values()):
+                if following < len(handfuls):
+                    _hand(worker, following, handfuls[following])
+                    following += 1
+        while given < len(handfuls):
+            if given in done:
+                results, error = done.pop(given)
+                given += 1
+                yield from results
+                if error is not None:
+                    raise error
+                continue
+            if not workers:  # every worker ended: the handfuls left cannot run
+                raise _ended(None, items, handfuls[given])
+            ready, _, _ = select.select(list(workers), [], [])
+            for fd in ready:
+                worker = workers[fd]
+                message = _receive(fd)
+                if message is None:  # it ended without sending back what it held
+                    del workers[fd]
+                    os.close(worker.tasks)
+                    os.close(worker.results)
+                    status = _reap(worker.pid)
+                    for number in worker.held:
+                        done[number] = ([], _ended(status, items, handfuls[number]))
+                    continue
+                number, results, error = message
+                worker.held.remove(number)
+                done[number] = (results, error)
+                if following < len(handfuls):
+                    _hand(worker, following, handfuls[following])
+                    following += 1
+    finally:
+        stop[0] = 1  # a worker starts nothing more, even what it was handed already
+        for worker in workers.values():
+            os.close(worker.tasks)  # and ends once it has sent back what it holds
+        for worker in workers.values():
+            while os.read(worker.results, 1 << 16):
+                pass
+            os.close(worker.results)
+            _reap(worker.pid)
+        stop.close()
+        if not frozen:
+            gc.unfreeze()
+
+
+def _fork(
+    step: Step, items: Sequence[tuple[Any, ...]], stop: Any, others: Iterable[_Worker]
+) -> _Worker:
+    """A new worker process, running ``_serve`` until the parent closes its pipe."""
+    tasks_in, tasks = os.pipe()
+    results, results_out = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker
+        code = 1
+        try:
+            # A Ctrl-C reaches every process of the terminal's group: the parent handles it
+            # (it stops handing out scenarios); a worker finishes the scenario it is running.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            for fd in (tasks, results, *(fd for w in others for fd in (w.tasks, w.results))):
+                os.close(fd)
+            _serve(step, items, stop, tasks_in, results_out)
+            code = 0
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                traceback.print_exc()
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(BaseException):
+                    stream.flush()
+            os._exit(code)
+    os.close(tasks_in)
+    os.close(results_out)
+    return _Worker(pid, tasks, results)
+
+
+def _serve(step: Step, items: Sequence[tuple[Any, ...]], stop: Any, tasks: int, out: int) -> None:
+    """In a worker: run each handful the parent hands it and send back its results (made fit
+    to send, ``portable``), or the exception that stopped it, until the parent closes the
+    pipe; after the parent stopped, start nothing more."""
+    while True:
+        task = _read(tasks, _TASK.size)
+        if task is None:
+            return
+        number, first, end = _TASK.unpack(task)
+        results: list[Any] = []
+        error: BaseException | None = None
+        try:
+            for index in range(first, end):
+                if stop[0]:
+                    break  # the parent stopped early and reads no more results
+                results.append(portable(step(*items[index])))
+        except BaseException as exc:
+            error = exc
+        _send(out, number, results, error)
+
+
+def _hand(worker: _Worker, number: int, handful: range) -> None:
+    os.write(worker.tasks, _TASK.pack(number, handful.start, handful.stop))
+    worker.held.append(number)
+
+
+def _send(fd: int, number: int, results: list[Any], error: BaseException | None) -> None:
+    """Send a handful's results and the exception that stopped it, if one did (with its
+    traceback as text, since a traceback cannot be sent)."""
+    import pickle  # Start-up: imported before the fork, see _pool
+
+    if error is None:
+        data = pickle.dumps((number, results, None), pickle.HIGHEST_PROTOCOL)
+    else:
+        text = "".join(traceback.format_exception(error))
+        try:
+            data = pickle.dumps((number, results, (error, text)), pickle.HIGHEST_PROTOCOL)
+        except Exception:  # an exception that cannot be sent: its text
+            last = RuntimeError(text.strip().splitlines()[-1])
+            data = pickle.dumps((number, results, (last, text)), pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_LENGTH.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _receive(fd: int) -> tuple[int, list[Any], BaseException | None] | None:
+    """A handful's number, its results and the exception that stopped it (or None); None
+    when the worker ended."""
+    import pickle  # Start-up: imported before the fork, see _pool
+
+    head = _read(fd, _LENGTH.size)
+    if head is None:
+        return None
+    data = _read(fd, _LENGTH.unpack(head)[0])
+    if data is None:
+        return None
+    number, results, error = pickle.loads(data)
+    if error is None:
+        return number, results, None
+    exc, text = error  # and its traceback in the worker
+    exc.add_note(f"(in a worker process of belt test -j)\n{text}")
+    return number, results, exc
+
+
+def _read(fd: int, size: int) -> bytes | None:
+    """``size`` bytes from ``fd``, or None at its end."""
+    data = b""
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def _reap(pid: int) -> int:
+    """Wait for the worker ``pid`` to end; its wait status."""
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return 0
+
+
+def _ended(status: int | None, items: Sequence[tuple[Any, ...]], handful: range) -> BeltError:
+    """The error of a handful whose worker ended before it sent back its results."""
+    how = ""
+    if status is not None:
+        if os.WIFSIGNALED(status):
+            how = f" (killed by signal {os.WTERMSIG(status)})"
+        elif os.WIFEXITED(status):
+            how = f" (exit status {os.WEXITSTATUS(status)})"
+    names = [str(items[index][0]) for index in handful]
+    held = names[0] if len(names) == 1 else f"{names[0]} to {names[-1]}"
+    return BeltError(
+        f"a worker process of belt test -j ended{how} before it ran {held}",
+        hint="a handler that ends its process (os._exit, a crash) ends its worker; "
+        "run those scenarios with -j 1 to see which",
+    )
 
 
 def portable(result: Any) -> Any:

@@ -379,6 +379,67 @@ def test_workers_leave_what_the_parent_held_when_it_forked_out_of_their_collecti
     assert after == 0  # and the parent collects them again once the workers are gone
 
 
+ENDS = """
+import os
+
+def end(payload):
+    if payload["data"]["arguments"]["n"] == 5:
+        os._exit(7)  # ends the worker's process, as a crash would
+    return None
+"""
+
+
+def test_a_worker_that_ends_its_process_ends_the_suite_with_an_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "ends.py").write_text(ENDS)
+    hook = {"event": "agent.tool_call", "type": "webhook", "handler": f"py:{suite}/ends.py:end"}
+    for number in range(8):
+        doc = {
+            "agent": {"hooks": [hook]},
+            "turns": [
+                {
+                    "user": "go",
+                    "model": [
+                        {"tool_calls": [{"name": "write_file", "arguments": {"n": number}}]},
+                        {},
+                    ],
+                }
+            ],
+            "expect": [{"tool": "write_file", "status": "completed"}],
+        }
+        (suite / f"s{number}.json").write_text(json.dumps(doc))
+    done = run_belt("test", str(suite), "--json", "-j", "2")
+    assert done.returncode == 1, done.stderr
+    assert "a worker process of belt test -j ended (exit status 7) before it ran" in done.stderr
+    assert "Traceback" not in done.stderr
+    # What ended before the handful that held s5 is reported, in order; nothing after it.
+    names = [Path(result["scenario"]).name for result in lines(done.stdout)]
+    assert names == [f"s{number}.json" for number in range(len(names))]
+    assert len(names) <= 5
+
+
+def fail_on_three(number: int) -> int:
+    if number == 3:
+        raise ValueError("three")
+    return number * 10
+
+
+def test_an_exception_in_a_worker_reaches_the_parent_in_order_with_its_traceback() -> None:
+    from belt.testing.workers import run_all
+
+    given = []
+    with pytest.raises(ValueError, match="three") as raised:
+        for result in run_all(fail_on_three, [(n,) for n in range(40)], jobs=2):
+            given.append(result)
+    assert given == [0, 10, 20]  # those before it, in order
+    notes = "\n".join(getattr(raised.value, "__notes__", []))
+    assert "in a worker process" in notes
+    assert "fail_on_three" in notes  # the worker's own traceback, as text
+
+
 def test_the_handfuls_shrink_to_one_at_the_end_and_cover_the_suite_once_in_order() -> None:
     for count, jobs in ((1, 2), (7, 2), (40, 2), (120, 2), (1000, 2), (1000, 8)):
         handfuls = chunks(count, jobs)
