@@ -205,16 +205,40 @@ def read_scenario(path: Path) -> Any:
 
 
 def _walk(directory: Path) -> list[Path]:
-    """The scenario-like files under ``directory``, in a stable order; hidden directories and
-    files are left out."""
-    files = []
-    for path in sorted(directory.rglob("*")):
-        parts = path.relative_to(directory).parts
-        if any(part.startswith(".") or part in ("__pycache__", SNAPSHOTS) for part in parts):
-            continue
-        if path.is_file() and path.suffix in SUFFIXES:
-            files.append(path)
+    """The scenario-like files under ``directory``, in a stable order (by path, as ``sorted``
+    orders paths: each directory's entries by name, a directory's files where its name
+    sorts); hidden directories and files are left out, and so are the directories below a
+    symbolic link (a link to a file is followed, as ``Path.rglob`` and ``Path.is_file`` do)."""
+    files: list[Path] = []
+    _walk_into(str(directory), files)
     return files
+
+
+def _walk_into(directory: str, files: list[Path]) -> None:
+    # os.scandir, not Path.rglob: the file type comes with each entry, so a suite of a
+    # thousand files is walked without a stat and a Path object for each of its entries.
+    try:
+        with os.scandir(directory) as found:
+            entries = sorted(found, key=lambda entry: entry.name)
+    except (PermissionError, NotADirectoryError, FileNotFoundError):
+        return
+    for entry in entries:
+        name = entry.name
+        if name.startswith(".") or name in ("__pycache__", SNAPSHOTS):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                _walk_into(entry.path, files)
+            elif entry.is_file() and _suffix(name) in SUFFIXES:
+                files.append(Path(entry.path))
+        except OSError:
+            continue
+
+
+def _suffix(name: str) -> str:
+    """``Path(name).suffix``."""
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
 
 
 def shown_name(path: Path) -> str:

@@ -683,3 +683,45 @@ def temporary_directories(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def deny(payload: dict[str, Any]) -> dict[str, Any]:
     return {"decision": "deny", "reason": "no"}
+
+
+def test_a_directory_is_walked_in_path_order_without_hidden_snapshot_or_linked_directories(
+    tmp_path: Path,
+) -> None:
+    from belt.testing.suite import candidates
+
+    suite = tmp_path / "suite"
+    for name in (
+        "b.toml",
+        "a.json",
+        "a/z.json",
+        "a/b/c.toml",
+        "a0.json",
+        "A.json",
+        "x.json.bak",
+        "y.",
+        ".hidden.json",
+        ".hidden/in.json",
+        "__pycache__/in.json",
+        "__snapshots__/in.json",
+        "sub/deep/one.toml",
+    ):
+        path = suite / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+    (suite / "link.json").symlink_to(suite / "a.json")
+    (suite / "dangling.json").symlink_to(suite / "nowhere.json")
+    (suite / "linked").symlink_to(suite / "sub", target_is_directory=True)
+    found = [path.relative_to(suite).as_posix() for path in candidates([suite])]
+    # As sorted() orders the paths: each directory's files where its name sorts.
+    assert found == [
+        "A.json",
+        "a/b/c.toml",
+        "a/z.json",
+        "a.json",
+        "a0.json",
+        "b.toml",
+        "link.json",
+        "sub/deep/one.toml",
+    ]
+    assert found == sorted(found, key=lambda name: Path(name).parts)
