@@ -359,15 +359,24 @@ def portable(result: Any) -> Any:
     outcomes = getattr(result, "outcomes", None)
     if outcomes:
         changes["outcomes"] = [
-            dataclasses.replace(
-                outcome, expectation=dataclasses.replace(outcome.expectation, conditions=())
-            )
+            _replaced(outcome, expectation=_replaced(outcome.expectation, conditions=()))
             for outcome in outcomes
         ]
     report = getattr(result, "report", None)
     if report is not None and all(outcome.passed for outcome in outcomes or []):
         changes["report"] = brief(report)
-    return dataclasses.replace(result, **changes) if changes else result
+    return _replaced(result, **changes) if changes else result
+
+
+def _replaced(record: Any, **changes: Any) -> Any:
+    """``dataclasses.replace(record, **changes)`` for the plain dataclasses of a result (no
+    ``__post_init__``, no slots), without a call of ``__init__``: a copy of its fields with
+    ``changes`` made (a worker makes three for each expectation of each scenario)."""
+    copy = object.__new__(type(record))
+    fields = copy.__dict__
+    fields.update(record.__dict__)
+    fields.update(changes)
+    return copy
 
 
 BRIEF = ("simulation", "hook_summary")

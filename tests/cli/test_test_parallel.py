@@ -3,6 +3,7 @@ the pytest plugin under pytest-xdist; ``belt sim run --ephemeral``."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -18,7 +19,8 @@ from typing import Any
 import pytest
 
 from belt.store import Store
-from belt.testing.suite import run_file
+from belt.testing.expect import Expectation, Outcome
+from belt.testing.suite import ScenarioResult, run_file
 from belt.testing.workers import (
     chunk_size,
     chunks,
@@ -473,6 +475,16 @@ def test_a_passing_result_crosses_to_the_parent_without_the_record_only_a_failur
     assert kept.report == failed.report  # its transcript excerpt needs the chat
     assert kept.to_json() == failed.to_json()
     assert all(outcome.expectation.conditions == () for outcome in kept.outcomes)
+    # Copies: what the worker's own results hold is left as it was.
+    assert all(outcome.expectation.conditions for outcome in failed.outcomes)
+    assert passed.report is not sent.report and set(passed.report) > set(sent.report)
+    for original, copy in zip(failed.outcomes, kept.outcomes, strict=True):
+        conditions = original.expectation.conditions
+        assert dataclasses.replace(copy.expectation, conditions=conditions) == original.expectation
+        assert dataclasses.replace(copy, expectation=original.expectation) == original
+    # portable copies these without their __init__: they must stay plain dataclasses.
+    for kind in (ScenarioResult, Outcome, Expectation):
+        assert not hasattr(kind, "__post_init__") and "__slots__" not in vars(kind)
 
 
 @pytest.mark.parametrize(
