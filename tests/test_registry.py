@@ -916,6 +916,34 @@ def test_an_entry_another_process_adds_is_found_by_the_index_kept_open(tmp_path:
     ]
 
 
+def test_an_index_kept_open_behind_the_store_is_brought_level_before_it_answers(
+    store: Store,
+) -> None:
+    # The journal a query checks is read in the query's own transaction and kept for that state
+    # of the file: an index left behind by a writer that saved an entry but never updated the
+    # index (its old file put back in place, the same inode) is brought level all the same.
+    first = save(store, "Backups", "Backups run nightly.")
+    kept = registry_index_reader(store)
+    assert [m.id for m in suggest(store, owner=DEFAULT_OWNER, prompt="nightly backups")] == [
+        first.id
+    ]
+    path = index_path(store, DEFAULT_OWNER)
+    before = path.read_bytes()
+    added = save(store, "Restores", "Restores from nightly backups.")
+    with path.open("r+b") as handle:  # the index as it was before the entry was saved
+        handle.write(before)
+        handle.truncate()
+    assert registry_index_reader(store) is kept
+    with sqlite3.connect(path) as db:
+        journal = db.execute("SELECT value FROM meta WHERE key = 'journal'").fetchone()[0]
+    assert journal < store.index_size(ENTRIES, DEFAULT_OWNER)
+    found = suggest(store, owner=DEFAULT_OWNER, prompt="restores from nightly backups")
+    assert [m.id for m in found] == [added.id, first.id]
+    with sqlite3.connect(path) as db:
+        journal = db.execute("SELECT value FROM meta WHERE key = 'journal'").fetchone()[0]
+    assert journal == store.index_size(ENTRIES, DEFAULT_OWNER)
+
+
 def test_a_forked_process_opens_an_index_of_its_own(store: Store) -> None:
     entry = save(store, "Backups", "Backups run nightly.")
     kept = registry_index_reader(store)

@@ -35,6 +35,7 @@ from belt.records.registry_index import (
     IndexDamaged,
     Row,
     SearchIndex,
+    Stale,
     discard,
     forget,
     query_words,
@@ -501,9 +502,22 @@ def _entries(store: Store, owner: str) -> list[RegistryEntry]:
 # The derived search index
 
 
+_INDEX_PATHS: dict[tuple[str, str], Path] = {}
+"""The index files of the owners queried lately, by store root and owner (a query names one)."""
+MAX_INDEX_PATHS = 64
+
+
 def index_path(store: Store, owner: str) -> Path:
     """The search index file of ``owner`` under the store's root."""
-    return store.root / "search" / "registry" / f"{check_id(owner, what='owner')}.sqlite3"
+    root = store.root
+    key = (str(root), owner)
+    found = _INDEX_PATHS.get(key)
+    if found is None:
+        found = root / "search" / "registry" / f"{check_id(owner, what='owner')}.sqlite3"
+        if len(_INDEX_PATHS) >= MAX_INDEX_PATHS:
+            _INDEX_PATHS.clear()
+        _INDEX_PATHS[key] = found
+    return found
 
 
 def extracted_by(entry: Mapping[str, Any]) -> set[str]:
@@ -603,32 +617,37 @@ def _record(
         pass
 
 
-def _reader(store: Store, owner: str) -> SearchIndex | None:
-    """The owner's index, up to date, for reading (this thread keeps it open: never close it);
-    None if the owner never had an entry."""
+def _level_query(
+    store: Store, owner: str, ask: Callable[[SearchIndex, int | None], list[T]]
+) -> list[T]:
+    """``ask`` the owner's index, up to date: ``ask`` is given the journal the index must have
+    (the size of the owner's entry index now), and raises ``Stale`` if the index, as the query
+    reads it, has another; then it is brought level under the owner's lock and asked again
+    (with no journal to check). The index is kept open by this thread: never close it."""
     size = store.index_size(ENTRIES, owner)
     if size == 0:
-        return None
+        return []  # the owner never had an entry
     path = index_path(store, owner)
     try:
         index = reader(path, durable=store.fsync)
-        if index is not None and index.journal() == size:
-            return index
     except IndexDamaged:
-        pass
+        index = None
+    if index is not None:
+        try:
+            return ask(index, size)
+        except Stale:
+            pass
     forget(path)
     _change(store, owner, lambda index: None)
-    return reader(path, durable=store.fsync)
+    index = reader(path, durable=store.fsync)
+    return [] if index is None else ask(index, None)
 
 
-def _query(store: Store, owner: str, ask: Callable[[SearchIndex], list[T]]) -> list[T]:
+def _query(store: Store, owner: str, ask: Callable[[SearchIndex, int | None], list[T]]) -> list[T]:
     """``ask`` the owner's up-to-date index; a file found damaged mid-query is rebuilt once."""
     for attempt in (1, 2):
         try:
-            index = _reader(store, owner)
-            if index is None:
-                return []
-            return ask(index)
+            return _level_query(store, owner, ask)
         except IndexDamaged:
             forget(index_path(store, owner))
             if attempt == 2:
@@ -864,7 +883,9 @@ def search(
     words = query_words(query)
     if not words:
         return []
-    hits = _query(store, owner, lambda index: index.search(words, limit=limit))
+    hits = _query(
+        store, owner, lambda index, journal: index.search(words, limit=limit, journal=journal)
+    )
     return _matches(hits)
 
 
@@ -900,12 +921,13 @@ def suggest(
     hits = _query(
         store,
         owner,
-        lambda index: index.search(
+        lambda index, journal: index.search(
             words,
             limit=limit,
             min_terms=MIN_SHARED_TERMS,
             exclude_ids=excluded,
             exclude_agent=exclude_origin_agent,
+            journal=journal,
         ),
     )
     return _matches(hits)

@@ -13,9 +13,10 @@ copy is stale and rebuilds it; this module only keeps the file and answers queri
   each row's length in tokens, as three little-endian arrays: all a query reads to count the
   terms an entry shares and to score it, one row per term of the query.
 
-An index kept open for queries (``reader``) keeps what its queries read (decoded postings, the
-counts, rows, the rowids of ids; each bounded) for the next while SQLite's ``data_version`` says
-no other connection changed the file, and forgets it with any change of its own.
+An index kept open for queries (``reader``) keeps what its queries read (its journal, decoded
+postings, the counts, rows, the rowids of ids; each bounded) for the next while SQLite's
+``data_version`` says no other connection changed the file, and forgets it with any change of
+its own.
 
 A file that SQLite reports as corrupt or not a database, or that lacks belt's tables, raises
 ``IndexDamaged``; the caller discards it and builds a new one. Text is tokenised by FTS5's
@@ -103,6 +104,11 @@ class IndexDamaged(BeltError):
             f"{path}: the registry search index is damaged ({why})",
             hint="belt rebuilds it from the store; if this persists, delete the file",
         )
+
+
+class Stale(Exception):
+    """The index, as a query read it, reflects another state of the owner's entries than the
+    one the query was asked against (its ``journal`` differs): bring it level and ask again."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +206,13 @@ class SearchIndex:
             raise IndexDamaged(self.path, "meta has no journal")
         return int(row[0])
 
+    def _kept_journal(self) -> int:
+        """``journal`` in a read transaction (``_reading``), read once for a state of the file."""
+        kept = self._kept
+        if kept.journal is None:
+            kept.journal = self.journal()
+        return kept.journal
+
     def id_for_name(self, name_key: str) -> str | None:
         """The id of the entry with this normalised name, if any (the oldest if several)."""
         row = self._run(
@@ -245,10 +258,12 @@ class SearchIndex:
         min_terms: int = 1,
         exclude_ids: Sequence[str] = (),
         exclude_agent: str | None = None,
+        journal: int | None = None,
     ) -> list[Hit]:
         """The best ``limit`` entries for ``words`` that share at least ``min_terms`` distinct
         terms with the query (all of them if it has fewer), excluding ``exclude_ids`` and the
-        entries that are ``exclude_agent``'s extraction.
+        entries that are ``exclude_agent``'s extraction. With ``journal``, ``Stale`` unless
+        the file reflects that journal, read in the query's own transaction.
 
         With ``min_terms`` 1 (a search) the order is BM25's alone. Above 1 (a suggestion) an
         entry sharing more of the query's terms comes first, BM25 ranking those that share as
@@ -268,7 +283,7 @@ class SearchIndex:
         excluded = set(exclude_ids)
         try:
             return self._search(
-                words, word_terms, limit, needed, min_terms, excluded, exclude_agent
+                words, word_terms, limit, needed, min_terms, excluded, exclude_agent, journal
             )
         except ZeroDivisionError:  # counts no file belt wrote has: no tokens, yet postings
             raise IndexDamaged(self.path, "its counts of rows and tokens disagree") from None
@@ -282,10 +297,13 @@ class SearchIndex:
         min_terms: int,
         excluded: set[str],
         exclude_agent: str | None,
+        journal: int | None = None,
     ) -> list[Hit]:
         query_terms = len(set().union(*word_terms))
         hits: list[Hit] = []
         with self._reading():
+            if journal is not None and self._kept_journal() != journal:
+                raise Stale
             scorer = self._scorer(words, word_terms)
             if min_terms > 1:
                 ranked = scorer.by_terms_then_score(needed)
@@ -666,12 +684,13 @@ MAX_KEPT_IDS = 4_096
 
 
 class _Kept:
-    """What an open index read for earlier queries, for the same state of its file: decoded
-    postings, the counts of rows and tokens, rows, and the rowids of ids. Each part is
-    bounded, the least recently used forgotten first."""
+    """What an open index read for earlier queries, for the same state of its file: its
+    journal, decoded postings, the counts of rows and tokens, rows, and the rowids of ids. Each
+    part is bounded, the least recently used forgotten first."""
 
     def __init__(self) -> None:
         self.version: object = None
+        self.journal: int | None = None
         self.stats: tuple[int, int] | None = None
         self.postings: dict[str, _Posting] = {}
         self.size = 0
@@ -687,6 +706,7 @@ class _Kept:
     def forget(self) -> None:
         """Forget everything (the file changed, or is about to)."""
         self.version = None
+        self.journal = None
         self.stats = None
         self.postings = {}
         self.size = 0
