@@ -257,6 +257,44 @@ def test_what_the_process_holds_is_frozen_after_an_import_in_the_block(
         sys.modules.pop("belt_startup_probe", None)
 
 
+# Whether the process is frozen, before anything froze it, frozen by hand, and after belt's
+# imports froze it; then a pool run once they did, with counting the frozen objects refused.
+FROZEN_PROBE = """
+import gc, json
+import belt.loader as loader
+from belt.testing.workers import run_all
+
+before = loader.frozen()
+gc.freeze()
+by_hand = loader.frozen()
+gc.unfreeze()
+with loader.collector_paused():
+    import colorsys
+after = loader.frozen()
+
+def refused():
+    raise AssertionError("counted every frozen object")
+
+gc.get_freeze_count = refused
+pooled = list(run_all(abs, [(-1,), (-2,), (-3,)], jobs=2))
+print(json.dumps([before, by_hand, after, pooled]))
+"""
+
+
+def test_whether_the_process_is_frozen_is_known_without_counting_once_belt_froze_it(
+    tmp_path: Path,
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", FROZEN_PROBE],
+        capture_output=True,
+        text=True,
+        env={"BELT_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [False, True, True, [1, 2, 3]]
+
+
 # Runs belt with belt.loader.collector_paused recording what was imported inside it.
 PAUSE_PROBE = """
 import contextlib, json, sys

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from belt.errors import BeltError, UsageError
+from belt.loader import frozen
 
 T = TypeVar("T")
 Step = Callable[..., Any]
@@ -156,7 +157,7 @@ def _pool(step: Step, items: Sequence[tuple[Any, ...]], jobs: int) -> Iterator[A
             stream.flush()
     # Frozen already when belt's imports froze what they made (belt.loader.collector_paused):
     # then it stays so after the pool, as it was (unfreezing is all or nothing).
-    frozen = gc.get_freeze_count() > 0
+    was_frozen = frozen()
     # What this process holds now (its modules, the suite) is left out of the workers'
     # garbage collections, which would otherwise write to every page of it and so copy it
     # into each worker.
@@ -214,7 +215,7 @@ def _pool(step: Step, items: Sequence[tuple[Any, ...]], jobs: int) -> Iterator[A
             os.close(worker.results)
             _reap(worker.pid)
         stop.close()
-        if not frozen:
+        if not was_frozen:
             gc.unfreeze()
 
 
