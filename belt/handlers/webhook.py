@@ -290,16 +290,31 @@ def _plain_request(
     """The bytes of a POST of ``body`` as httpx's client sends it (Host, the client's default
     headers, ``headers``, then Content-Length), head and body together; None when one of
     ``headers`` is not a plain ASCII field (then httpcore sends it, and refuses what it must)."""
-    own = {name.lower() for name in headers}
-    parts = [b"POST ", target.path, b" HTTP/1.1\r\nHost: ", target.host, b"\r\n"]
-    for raw_name, raw_value in client.headers.raw:
-        if raw_name.lower().decode() not in own:
-            parts += (raw_name, b": ", raw_value, b"\r\n")
+    start = _request_start(target.path, target.host, tuple(client.headers.raw), tuple(headers))
+    if start is None:
+        return None
+    parts = [start]
     for name, value in headers.items():
-        if not (_FIELD_NAME.fullmatch(name) and _FIELD_VALUE.fullmatch(value)):
+        if _FIELD_VALUE.fullmatch(value) is None:
             return None
         parts += (name.encode("ascii"), b": ", value.encode("ascii"), b"\r\n")
     parts += (b"Content-Length: ", str(len(body)).encode(), b"\r\n\r\n", body)
+    return b"".join(parts)
+
+
+@functools.lru_cache(maxsize=64)
+def _request_start(
+    path: bytes, host: bytes, defaults: tuple[tuple[bytes, bytes], ...], names: tuple[str, ...]
+) -> bytes | None:
+    """A POST's request line (to ``path``), Host and the client's ``defaults`` that ``names`` do
+    not replace; None when one of ``names`` is not a field name."""
+    if not all(_FIELD_NAME.fullmatch(name) for name in names):
+        return None
+    own = {name.lower() for name in names}
+    parts = [b"POST ", path, b" HTTP/1.1\r\nHost: ", host, b"\r\n"]
+    for name, value in defaults:
+        if name.lower().decode() not in own:
+            parts += (name, b": ", value, b"\r\n")
     return b"".join(parts)
 
 
@@ -331,13 +346,24 @@ def _post_plain(
         if status == 101:
             raise httpcore.RemoteProtocolError("the server switched protocols")
         pieces, sized = reply.body(status, fields)
-        encoding, raw = _read_body(status, fields, pieces)
-        connection = b",".join(value for name, value in fields if name.lower() == b"connection")
+        named = reply.named
+        coding = named.get(b"content-encoding", b"").strip().lower()
+        encoding: str | None = "utf-8"
+        if (
+            coding in (b"", b"identity")
+            and b"charset" not in named.get(b"content-type", b"").lower()
+        ):
+            raw = read_capped_chunks(pieces, MAX_ANSWER_BYTES)
+        else:
+            encoding, raw = _read_body(status, fields, pieces)
+        connection = named.get(b"connection", b"").lower()
         again = (
             sized
             and refused is None
             and version == b"1"
-            and b"close" not in {token.strip() for token in connection.lower().split(b",")}
+            and (
+                not connection or b"close" not in {part.strip() for part in connection.split(b",")}
+            )
             and not reply.buffer
         )
         return status, encoding, raw
@@ -370,6 +396,7 @@ class _Reply:
         self.sock = sock
         self.timeout = timeout
         self.buffer = bytearray()
+        self.named: dict[bytes, bytes] = {}
 
     def fill(self) -> bool:
         """Read what came next onto the buffer; False at the end of the connection."""
@@ -387,7 +414,7 @@ class _Reply:
 
     def head(self) -> tuple[bytes, int, list[tuple[bytes, bytes]]]:
         """The next status line and fields: the HTTP minor version, the status and the fields
-        (names as sent)."""
+        (names in lower case; ``named`` has each name's values joined by commas)."""
         import httpcore  # noqa: PLC0415 - loaded when a webhook is sent
 
         start = 0
@@ -420,7 +447,11 @@ class _Reply:
             name, sep, value = line.partition(b":")
             if not sep or _FIELD_NAME_BYTES.fullmatch(name) is None:
                 raise httpcore.RemoteProtocolError(f"illegal header line: {line[:100]!r}")
-            fields.append((name, value.strip(b" \t")))
+            fields.append((name.lower(), value.strip(b" \t")))
+        named: dict[bytes, bytes] = {}
+        for name, value in fields:
+            named[name] = named[name] + b"," + value if name in named else value
+        self.named = named
         return matched.group(1), int(matched.group(2)), fields
 
     def body(self, status: int, fields: list[tuple[bytes, bytes]]) -> tuple[Iterator[bytes], bool]:
@@ -430,23 +461,15 @@ class _Reply:
 
         if status in (204, 304):
             return iter(()), True
-        codings = [
-            coding.strip().lower()
-            for name, value in fields
-            if name.lower() == b"transfer-encoding"
-            for coding in value.split(b",")
-        ]
-        if codings:
-            if codings != [b"chunked"]:
+        named = self.named
+        coding = named.get(b"transfer-encoding")
+        if coding is not None:
+            if [part.strip() for part in coding.lower().split(b",")] != [b"chunked"]:
                 raise httpcore.RemoteProtocolError("unsupported transfer encoding")
             return self.chunks(), True
-        lengths = {
-            value.strip()
-            for name, field in fields
-            if name.lower() == b"content-length"
-            for value in field.split(b",")
-        }
-        if lengths:
+        given = named.get(b"content-length")
+        if given is not None:
+            lengths = {value.strip() for value in given.split(b",")}
             length = lengths.pop()
             if lengths or not length.isdigit() or len(length) > 18:
                 raise httpcore.RemoteProtocolError("bad Content-Length")
