@@ -13,6 +13,7 @@ webhook's HTTP 500 does. (``belt serve --handler`` runs the same convention on i
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import queue
@@ -74,6 +75,13 @@ def answer_of(value: Any) -> tuple[LifecycleHookResponse | None, str | None]:
     return answer.response, answer.problem
 
 
+@functools.cache
+def _allow() -> LifecycleHookResponse:
+    """The response of a handler that answers None: one, never changed (as ``read_answer``
+    gives the one response it kept for a text to each reader)."""
+    return LifecycleHookResponse()
+
+
 def read_value(value: Any) -> Answer:
     """A handler's return value read as a webhook's body is (``webhook.read_answer``): unknown
     keys are ignored, each with a warning.
@@ -82,7 +90,7 @@ def read_value(value: Any) -> Answer:
     values, without NaN, infinities, lone surrogates or deep nesting.
     """
     if value is None:
-        return Answer(LifecycleHookResponse())
+        return Answer(_allow())
     if isinstance(value, LifecycleHookResponse):
         try:
             value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -106,15 +114,27 @@ def read_value(value: Any) -> Answer:
     return Answer(response, None, warnings)
 
 
+def _held_lock() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclass
 class _Call:
-    """One call of a handler, handed to a worker thread; ``done`` is set when it returns."""
+    """One call of a handler, handed to a worker thread; ``done`` is released when it returns
+    (a lock rather than an Event: a wait on it is one acquire, not a condition's own lock made
+    for each wait)."""
 
     func: Handler
     argument: Any
-    done: threading.Event = field(default_factory=threading.Event)
+    done: threading.Lock = field(default_factory=_held_lock)
     value: Any = None
     error: BaseException | None = None
+
+    def finished(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the call to return; whether it did."""
+        return self.done.acquire(timeout=max(timeout, 0.0))
 
     def run(self) -> None:
         try:
@@ -128,7 +148,7 @@ class _Call:
         except BaseException as exc:  # a handler's failure, whatever it is, is its answer
             self.error = exc
         finally:
-            self.done.set()
+            self.done.release()
 
 
 async def _awaited(value: Any) -> Any:
@@ -286,7 +306,7 @@ class InProcess:
         call = _Call(func, argument)
         worker = self._worker()
         worker.calls.put(call)
-        if not call.done.wait(timeout):
+        if not call.finished(timeout):
             self._abandon(worker)
             return WebhookResult(None, "", None, f"{label} {TIMED_OUT} {timeout:g} s", elapsed())
         duration = elapsed()
