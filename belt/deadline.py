@@ -20,8 +20,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
@@ -46,14 +45,23 @@ class BodyTooLarge(Exception):
         self.limit = limit
 
 
-@contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Give every HTTP call made in the block (on this thread) ``seconds`` in total."""
-    token = _END.set(time.monotonic() + seconds)
-    try:
-        yield
-    finally:
-        _END.reset(token)
+class deadline:
+    """Give every HTTP call made in the block (on this thread) ``seconds`` in total (a class
+    rather than a generator's context manager: it is entered for every delivery)."""
+
+    __slots__ = ("seconds", "token")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.token: contextvars.Token[float | None] | None = None
+
+    def __enter__(self) -> None:
+        self.token = _END.set(time.monotonic() + self.seconds)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.token is not None:
+            _END.reset(self.token)
+            self.token = None
 
 
 def time_left() -> float | None:

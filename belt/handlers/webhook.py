@@ -81,9 +81,13 @@ def webhook_client(transport: httpx.BaseTransport | None = None) -> httpx.Client
     return client
 
 
+_PAYLOAD_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def encode_payload(payload: dict[str, Any]) -> bytes:
-    """The exact bytes sent (and signed) for a payload."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """The exact bytes sent (and signed) for a payload (``json.dumps(payload,
+    ensure_ascii=False, separators=(",", ":"))``, by one encoder kept for it)."""
+    return _PAYLOAD_ENCODER.encode(payload).encode("utf-8")
 
 
 def deliver(
