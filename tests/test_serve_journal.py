@@ -245,3 +245,60 @@ def test_a_line_nothing_else_could_join_is_written_without_waiting_a_turn() -> N
     asyncio.run(alone())
     assert store.groups == [1]
     assert [r["request"]["chat_id"] for r in store.read_log(JOURNAL, SERVE)] == ["ch_alone"]
+
+
+class TurnCountingLoop(asyncio.SelectorEventLoop):
+    """asyncio's own loop, counting its turns (it adds no callback of its own to count them)."""
+
+    turns = 0
+
+    def _run_once(self) -> None:
+        self.turns += 1
+        super()._run_once()  # type: ignore[misc]
+
+
+def test_the_requests_of_a_group_go_on_in_the_turn_it_is_written() -> None:
+    store = CountingStore(open_store().root)
+    journal = GroupJournal(store)
+    loop = TurnCountingLoop()
+    went_on: list[int] = []
+
+    async def request(chat_id: str) -> str | None:
+        error = await journal.write(line(chat_id))
+        went_on.append(loop.turns)
+        return error
+
+    async def together() -> int:
+        tasks = [asyncio.create_task(request(f"ch_{n}")) for n in range(3)]
+        begun = loop.turns
+        assert await asyncio.gather(*tasks) == [None] * 3
+        return begun
+
+    try:
+        begun = loop.run_until_complete(together())
+    finally:
+        loop.close()
+    # The lines are handed in on the next turn and written on the one after, where each
+    # request goes on (no turn more to be woken by a future).
+    assert went_on == [begun + 2] * 3
+    assert store.groups == [3]
+
+
+def test_each_line_has_its_own_requests_headers_on_one_keep_alive_connection() -> None:
+    store = open_store()
+    payload = {
+        "event": "agent.turn_start",
+        "timestamp": "2026-08-11T14:00:00.000Z",
+        "agent_id": "ag_1",
+        "chat_id": "ch_1",
+        "run_id": "ar_1",
+        "turn_count": 1,
+        "data": {},
+    }
+    sent = [{"x-try": "one"}, {"x-try": "one"}, {"x-try": "two"}, {"x-try": "one"}]
+    with running(create_app(store=store, sweep_interval=0)) as url, httpx.Client() as http:
+        for headers in sent:
+            assert http.post(f"{url}/hooks", json=payload, headers=headers).status_code == 200
+    written = store.read_log(JOURNAL, SERVE)
+    assert [record["headers"]["x-try"] for record in written] == ["one", "one", "two", "one"]
+    assert all(record["headers"]["host"].startswith("127.0.0.1:") for record in written)

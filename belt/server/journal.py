@@ -2,18 +2,23 @@
 
 A hook request hands its line to ``GroupJournal.write`` and waits. The lines handed in while the
 event loop runs the requests that are ready go in one append of the store (one lock, one write
-of their lines), made by a callback of the loop once the loop has nothing else to run or after
-``GROUP_TURNS`` turns of it (each request of the group is woken once, when it is written), or at
-once by the request when nothing else is to run in this turn (no other line could join); each
-request is answered once the append that holds its line has returned. A line is so as durable as one
-appended alone (written to the file, not fsynced: docs/serve.md, "The journal"), and a server
-killed after answering has its line on disk.
+of their lines), made by a callback of the loop once the loop has nothing else to run than the
+requests of the group or after ``GROUP_TURNS`` turns of it, or at once by the request when
+nothing else is to run in this turn (no other line could join). A request of a group parks for
+one turn behind that callback, so when the group is written on the next turn (as it mostly is)
+the request goes on in that same turn, with no future made or woken for it; it waits for one of
+its own only while the group waits longer. Each request is answered once the append that holds
+its line has returned. A line is so as durable as one appended alone (written to the file, not
+fsynced: docs/serve.md, "The journal"), and a server killed after answering has its line on
+disk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import types
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from belt.errors import BeltError
@@ -50,93 +55,137 @@ GROUP_TURNS = 4
 run (the other requests of a burst, each a few turns from handing in its line)."""
 
 
+class _Group:
+    """The lines handed in since a group began, and once they are written, what each got."""
+
+    __slots__ = ("lines", "loop", "parked", "results", "turns", "waiters")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, line: ServeLine) -> None:
+        self.loop = loop
+        self.lines = [line]
+        self.parked = 0
+        """How many of the requests that handed in a line are parked for one turn (each is one
+        callback in the loop's queue, behind the group's own)."""
+        self.turns = 0
+        """The turns of the loop the group has waited."""
+        self.results: list[str | BaseException | None] | None = None
+        """Once the group is written: None for each line written, else why not (or what the
+        store raised, for the request that began the group)."""
+        self.waiters: dict[int, asyncio.Future[str | None]] = {}
+        """The requests still waiting after their turn (the group waited longer), by line."""
+
+
+@types.coroutine
+def _one_turn() -> Generator[None, None, None]:
+    """Give the loop one turn (``asyncio.sleep(0)`` without its call)."""
+    yield
+
+
 class GroupJournal:
     """The journal of one server's event loop, appended a group of lines at a time."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.waiting: list[tuple[ServeLine, asyncio.Future[str | None] | None]] | None = None
+        self._group: _Group | None = None
         """The group being gathered (written by a callback of its loop), None between."""
-        self._loop: asyncio.AbstractEventLoop | None = None
-        """The event loop of the group being gathered (every line of it is handed in there)."""
-        self._turns = 0
-        """The turns of the loop the group being gathered has waited."""
+
+    @property
+    def waiting(self) -> list[ServeLine] | None:
+        """The lines of the group being gathered, None between groups."""
+        return self._group.lines if self._group is not None else None
 
     async def write(self, line: ServeLine) -> str | None:
         """Append ``line`` with the others handed in meanwhile; once it is written, None, or why
-        it could not be (a journal that cannot be written must not stop hooks being answered)."""
-        if self.waiting is not None and self._loop is not None:
-            done: asyncio.Future[str | None] = self._loop.create_future()
-            self.waiting.append((line, done))
+        it could not be (a journal that cannot be written must not stop hooks being answered).
+
+        A request that hands in a line parks for one turn of the loop behind the callback that
+        writes the group, so it goes on in the next turn with its line written, woken by no
+        future; only when the group waits longer does it wait for a future of its own."""
+        group = self._group
+        if group is None:
+            loop = asyncio.get_running_loop()
+            if not _others_ready(loop, 0):
+                # Nothing else runs in this turn of the loop, so no line could join: no turn waited.
+                return _outcome(self._append([line])[0])
+            group = self._group = _Group(loop, line)
+            # Queued before this request parks: the group is written before it goes on.
+            loop.call_soon(self._flush)
+            index = 0
+        else:
+            index = len(group.lines)
+            group.lines.append(line)
+        group.parked += 1
+        try:
+            await _one_turn()
+        finally:
+            group.parked -= 1
+        if group.results is None:
+            done: asyncio.Future[str | None] = group.loop.create_future()
+            group.waiters[index] = done
             return await done
-        loop = asyncio.get_running_loop()
-        if not _others_ready(loop):
-            # Nothing else runs in this turn of the loop, so no line could join: no turn waited.
-            return self._append([(line, None)])
-        done = loop.create_future()
-        self.waiting = [(line, done)]
-        self._loop = loop
-        self._turns = 0
-        # The group is written by a callback, so this request waits only for its line, however
-        # many turns the group waits (and it is written even when this request is cancelled).
-        loop.call_soon(self._flush)
-        return await done
+        return _outcome(group.results[index])
 
     def _flush(self) -> None:
-        """Write the group, after turns of the loop while it has other things to run (the
-        requests it runs meanwhile hand in their lines too), at most GROUP_TURNS."""
-        group, loop = self.waiting, self._loop
-        if group is None or loop is None:
+        """Write the group, after turns of the loop while it has other things to run than the
+        requests parked behind this callback (the requests it runs meanwhile hand in their lines
+        too), at most GROUP_TURNS."""
+        group = self._group
+        if group is None:
             return
-        self._turns += 1
-        if self._turns < GROUP_TURNS and _others_ready(loop):
-            loop.call_soon(self._flush)
+        group.turns += 1
+        if group.turns < GROUP_TURNS and _others_ready(group.loop, group.parked):
+            group.loop.call_soon(self._flush)
             return
-        self.waiting = None
-        first = group[0][1]
+        self._group = None
         try:
-            error = self._append(group)
+            results: list[str | BaseException | None] = list(self._append(group.lines))
         except BaseException as exc:
             # The store failed as it never should: the request that began the group gets the
             # error (a 500), the others are answered with their line unwritten.
-            if first is not None and not first.done():
-                if isinstance(exc, Exception):
-                    first.set_exception(exc)
-                else:
-                    first.set_result(UNWRITTEN)
+            results = [UNWRITTEN] * len(group.lines)
+            results[0] = exc if isinstance(exc, Exception) else UNWRITTEN
+            self._settle(group, results)
             if not isinstance(exc, Exception):
                 raise
             return
-        if first is not None:
-            _settle(first, error)
+        self._settle(group, results)
 
-    def _append(
-        self, group: list[tuple[ServeLine, asyncio.Future[str | None] | None]]
-    ) -> str | None:
-        """Write ``group``, wake the requests after the first waiting for it; the first line's
-        error, if any."""
-        errors: list[str | None] = [UNWRITTEN] * len(group)
+    @staticmethod
+    def _settle(group: _Group, results: list[str | BaseException | None]) -> None:
+        group.results = results
+        for index, done in group.waiters.items():
+            if done.done():  # a request cancelled meanwhile (its client left) waits no more
+                continue
+            result = results[index]
+            if isinstance(result, BaseException):
+                done.set_exception(result)
+            else:
+                done.set_result(result)
+
+    def _append(self, lines: list[ServeLine]) -> list[str | None]:
+        """Write ``lines``; None for each line written, else why it was not."""
         try:
-            append_serve_lines(self.store, [line for line, _ in group])
-            errors = [None] * len(group)
+            append_serve_lines(self.store, lines)
+            return [None] * len(lines)
         except JOURNAL_ERRORS:
             # One line the store refuses must not cost the others theirs: each on its own.
-            errors = [_append_one(self.store, line) for line, _ in group]
+            return [_append_one(self.store, line) for line in lines]
         finally:
-            # Even when the store raised what it never should, no request waits forever.
-            for (_, done), error in zip(group[1:], errors[1:], strict=True):
-                if done is not None:
-                    _settle(done, error)
             touched_anything()  # the inspector's stream: the deliveries changed
-        return errors[0]
 
 
-def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether other callbacks are to run in this turn of the event loop (or the next: asyncio's
-    loop keeps both in ``_ready``), so other requests may hand in lines; a loop that does not
-    say is taken to have some."""
+def _outcome(result: str | BaseException | None) -> str | None:
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def _others_ready(loop: asyncio.AbstractEventLoop, parked: int) -> bool:
+    """Whether callbacks other than ``parked`` requests' are to run in this turn of the event
+    loop (or the next: asyncio's loop keeps both in ``_ready``), so other requests may hand in
+    lines; a loop that does not say is taken to have some."""
     ready = getattr(loop, "_ready", None)
-    return ready is None or len(ready) > 0
+    return ready is None or len(ready) > parked
 
 
 def _append_one(store: Store, line: ServeLine) -> str | None:
@@ -145,8 +194,3 @@ def _append_one(store: Store, line: ServeLine) -> str | None:
     except JOURNAL_ERRORS as exc:
         return exc.message if isinstance(exc, BeltError) else str(exc)
     return None
-
-
-def _settle(done: asyncio.Future[str | None], error: str | None) -> None:
-    if not done.done():  # a request cancelled meanwhile (its client left) waits no more
-        done.set_result(error)
