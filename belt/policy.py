@@ -105,14 +105,25 @@ class Policy:
     rules: tuple[Rule, ...]
     otherwise: Verdict = field(init=False, repr=False, compare=False)
     """The default decision's verdict, made once."""
+    by_event: dict[str, tuple[Rule, ...]] = field(init=False, repr=False, compare=False)
+    """For each event a rule names, the rules that can match a payload of it, in order."""
+    any_event: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
+    """The rules that name no event: all that can match a payload of an event none names."""
 
     def __post_init__(self) -> None:
         response = LifecycleHookResponse(decision=self.default)
         object.__setattr__(self, "otherwise", Verdict(response, None, fixed=True))
+        named = {rule.event for rule in self.rules if rule.event is not None}
+        by_event = {
+            event: tuple(rule for rule in self.rules if rule.event in (None, event))
+            for event in named
+        }
+        object.__setattr__(self, "by_event", by_event)
+        object.__setattr__(self, "any_event", tuple(r for r in self.rules if r.event is None))
 
     def decide(self, payload: LifecycleHookPayload) -> Verdict:
-        """The response for ``payload``."""
-        for rule in self.rules:
+        """The response for ``payload``: the first rule that matches it, of those that can."""
+        for rule in self.by_event.get(payload.event, self.any_event):
             if rule.matches(payload):
                 return rule.verdict
         return self.otherwise

@@ -72,6 +72,22 @@ def test_first_matching_rule_wins() -> None:
     assert decision(chosen, tool_call("read_file")) == "stop"
 
 
+def test_rules_naming_an_event_and_rules_naming_none_are_tried_in_the_files_order() -> None:
+    chosen = policy(
+        {"event": "agent.tool_call", "tool": "read_*", "decision": "allow"},
+        {"tool": "read_file", "decision": "deny"},
+        {"event": "agent.tool_call", "decision": "stop"},
+        {"event": "agent.turn_start", "decision": "suspend"},
+        {"decision": "deny"},
+    )
+    assert chosen.decide(tool_call("read_file")).rule == 0
+    assert chosen.decide(tool_call("write_file")).rule == 2
+    assert chosen.decide(payload("agent.turn_start")).rule == 3
+    # An event no rule names: only the rules that name none can match.
+    assert chosen.decide(payload("agent.complete")).rule == 4
+    assert policy({"event": "agent.start", "decision": "deny"}).decide(tool_call()).rule is None
+
+
 def test_event_matches_exactly() -> None:
     chosen = policy({"event": "agent.turn_start", "decision": "deny"})
     assert decision(chosen, payload("agent.turn_start")) == "deny"

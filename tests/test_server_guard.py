@@ -648,6 +648,78 @@ def test_the_guard_answers_any_headers_and_lets_in_only_named_hosts(
         assert json.loads(sent[1]["body"])["detail"]
 
 
+def _guard_headers(*values: bytes | None) -> list[tuple[bytes, bytes]]:
+    names = (b"host", b"origin", b"content-type", b"authorization")
+    given = [(name, value) for name, value in zip(names, values, strict=True) if value]
+    return [*given, (b"content-length", b"2")]
+
+
+GUARD_HEADERS = st.builds(
+    _guard_headers,
+    st.sampled_from([b"127.0.0.1:8787", b"evil.example", None]),
+    st.sampled_from([None, b"http://127.0.0.1:8787", b"http://evil.example"]),
+    st.sampled_from([None, b"application/json", b"text/plain"]),
+    st.sampled_from([None, b"Bearer " + TOKEN.encode(), b"Bearer wrong"]),
+)
+"""The headers of a request a guard lets in or refuses for each of its reasons."""
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    # A few headers, paths and methods, so that requests repeat the last one's in part or whole.
+    st.lists(GUARD_HEADERS, min_size=1, max_size=3).flatmap(
+        lambda pool: st.lists(
+            st.tuples(
+                st.sampled_from(["GET", "POST"]),
+                st.sampled_from(["/agents/run", "/healthz"]),
+                st.sampled_from(pool),
+            ),
+            min_size=2,
+            max_size=8,
+        )
+    ),
+    st.booleans(),
+)
+def test_a_guard_answers_each_request_as_a_guard_that_saw_no_other(
+    requests: list[tuple[str, str, list[tuple[bytes, bytes]]]], with_token: bool
+) -> None:
+    """The guard lets a request with the last one's method, path and headers in without
+    reading them again: whatever came before, each gets the answer a new guard gives it."""
+
+    def guard() -> RequestGuard:
+        return RequestGuard(
+            inner,
+            token=TOKEN if with_token else None,
+            is_open=lambda path: path == "/healthz",
+        )
+
+    async def inner(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def status(answering: RequestGuard, method: str, path: str, headers: Any) -> int:
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        scope = {"type": "http", "method": method, "path": path, "headers": list(headers)}
+        await answering(scope, receive, send)
+        return int(sent[0]["status"])
+
+    async def both() -> tuple[list[int], list[int]]:
+        kept = guard()
+        seen = [await status(kept, *request) for request in requests]
+        fresh = [await status(guard(), *request) for request in requests]
+        return seen, fresh
+
+    seen, fresh = asyncio.run(both())
+    assert seen == fresh
+
+
 def test_a_refusal_quotes_a_huge_header_cut_short(store: Store) -> None:
     huge = "h" * 10_000
     with running(create_app(store=store, sweep_interval=0, token=TOKEN)) as url:

@@ -50,6 +50,7 @@ from belt.server.deciders import (
     HandlerPool,
     HandlerResponseError,
     HandlerTimeout,
+    PolicyDecider,
     allow_all,
     handler_decider,
     load_handler,
@@ -264,12 +265,16 @@ class HookService:
         report: Reporter | None,
     ) -> None:
         self.decide = decide
+        self._decide_now = decide.now if isinstance(decide, PolicyDecider) else None
         self.journal = GroupJournal(journal) if journal is not None else None
         self.key = secret_key(secret) if secret else None
         self.replays = ReplayGuard()
         self.report = report
         self._fixed: dict[int, tuple[Verdict, tuple[dict[str, Any], dict[str, Any], Response]]]
         self._fixed = {}
+        self._raw_headers: list[tuple[bytes, bytes]] | None = None
+        self._kept_headers: dict[str, str] = {}
+        """The last request's headers, and as the journal keeps them."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """POST /hooks and POST /hooks/{name}: an ASGI route, which makes no Request."""
@@ -292,7 +297,7 @@ class HookService:
             "at": stamp_now(),
             "route": scope["path"],
             "name": scope["path_params"].get("name"),
-            "headers": journal_headers(scope["headers"]),
+            "headers": self._journal_headers(scope["headers"]),
         }
         delivery: Delivery | Answer | None = None
         try:
@@ -323,6 +328,14 @@ class HookService:
         record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
         await self._record(record)
         return response
+
+    def _journal_headers(self, raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+        """``journal_headers`` of a request's headers, made once while they are the same as the
+        last request's (each request of a keep-alive client sends the same); a copy each time."""
+        if raw != self._raw_headers:
+            self._kept_headers = journal_headers(raw)
+            self._raw_headers = list(raw)
+        return dict(self._kept_headers)
 
     async def _verify(self, headers: Headers, body: bytes, record: ServeLine) -> Delivery | Answer:
         """A signed request's new delivery, or the first answer when it is a redelivery (the
@@ -382,7 +395,10 @@ class HookService:
         if isinstance(data.get("tool"), str):
             record["tool"] = data["tool"]
         try:
-            verdict = await self.decide(payload)
+            if self._decide_now is not None:
+                verdict = self._decide_now(payload)
+            else:
+                verdict = await self.decide(payload)
         except HandlerTimeout as exc:
             raise Problem(504, "Gateway Timeout", str(exc)) from None
         except (HandlerResponseError, HandlerFailed) as exc:

@@ -87,13 +87,21 @@ def allow_all() -> Decider:
     return decide
 
 
+class PolicyDecider:
+    """A decider that applies a loaded policy; ``now`` decides without a coroutine (a policy
+    never waits), as a hook service calls it."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.now = policy.decide
+
+    async def __call__(self, payload: LifecycleHookPayload) -> Verdict:
+        return self.policy.decide(payload)
+
+
 def policy_decider(policy: Policy) -> Decider:
     """A decider that applies a loaded policy."""
-
-    async def decide(payload: LifecycleHookPayload) -> Verdict:
-        return policy.decide(payload)
-
-    return decide
+    return PolicyDecider(policy)
 
 
 def handler_decider(

@@ -357,6 +357,8 @@ class RequestGuard:
         self.allowed = frozenset(allowed_host_name(name) for name in allow_hosts)
         self._hosts_seen: dict[str, bool] = {}
         self._types_seen: dict[bytes, bool] = {}
+        self._passed: tuple[str, str, list[tuple[bytes, bytes]]] | None = None
+        """The method, path and headers of the last request let in."""
         self.is_open = is_open
         self.report = report
 
@@ -385,7 +387,21 @@ class RequestGuard:
             )
 
     def check(self, scope: Scope) -> None:
-        """Raise Refusal for a request the rules refuse."""
+        """Raise Refusal for a request the rules refuse. The rules read only the method, the
+        path and the headers: a request with the same three as the last one let in (the next
+        request of a keep-alive client) is let in without reading them again."""
+        passed = self._passed
+        if (
+            passed is not None
+            and scope["headers"] == passed[2]
+            and scope["method"] == passed[0]
+            and scope["path"] == passed[1]
+        ):
+            return
+        self._check(scope)
+        self._passed = (scope["method"], scope["path"], list(scope["headers"]))
+
+    def _check(self, scope: Scope) -> None:
         headers: dict[bytes, list[bytes]] = {}
         for name, value in scope["headers"]:
             if name in CHECKED_HEADERS:

@@ -10,20 +10,24 @@ import traceback
 from datetime import datetime
 from typing import Any
 
+from belt import output
+
 
 def render_json(record: dict[str, Any]) -> None:
     """One JSON object per line for each record (``belt serve --json``)."""
-    from belt import output
-
     output.print_json_line(record)
 
 
 def render_record(record: dict[str, Any]) -> None:
     """One live line for a hook request, an API call, a sweep or a run that went on."""
-    from belt import output
-
     clock = _clock(record.get("at"))
     kind = record.get("kind")
+    if kind == "hook" and not record.get("journal_error"):
+        # The line a server prints for nearly every request: all but its clock and duration
+        # are made once for each answer it gives.
+        middle, style = _kept_hook_line(record)
+        output.lines([(f"{clock}  {middle}  {record['duration_ms']:.1f} ms", style)])
+        return
     if kind == "sweep":
         settled = ", ".join(f"{s['id']} → {s['resolution']}" for s in record["settled"])
         output.lines([(f"{clock}  sweep  settled {settled}", "yellow")])
@@ -38,7 +42,47 @@ def render_record(record: dict[str, Any]) -> None:
         text = f"{clock}  {record['action']} {record['target']}  {record['status']}"
         output.lines([(f"{text}  {record['detail']}", style)])
         return
-    parts = [clock]
+    middle, style = _hook_line(record)
+    output.lines([(f"{clock}  {middle}  {record['duration_ms']:.1f} ms", style)])
+    if record.get("journal_error"):
+        output.warning(f"not journalled: {record['journal_error']}")
+
+
+HOOK_LINE_FIELDS = (
+    "name",
+    "status",
+    "event",
+    "error",
+    "tool",
+    "decision",
+    "injected",
+    "reason",
+    "redelivery",
+)
+"""The fields of a hook's record its live line shows, but for its clock and duration."""
+
+HOOK_LINES_KEPT = 256
+"""How many hook lines (each but its clock and duration) are kept made; then all are let go."""
+_hook_lines: dict[tuple[Any, ...], tuple[str, str]] = {}
+
+
+def _kept_hook_line(record: dict[str, Any]) -> tuple[str, str]:
+    """``_hook_line``, made once for each answer a server gives (its fields the key)."""
+    key = tuple([record.get(name) for name in HOOK_LINE_FIELDS])
+    try:
+        made = _hook_lines.get(key)
+    except TypeError:  # a field that is no string, number or None: made anew
+        return _hook_line(record)
+    if made is None:
+        if len(_hook_lines) >= HOOK_LINES_KEPT:
+            _hook_lines.clear()
+        made = _hook_lines[key] = _hook_line(record)
+    return made
+
+
+def _hook_line(record: dict[str, Any]) -> tuple[str, str]:
+    """A hook's live line between its clock and its duration, and its style."""
+    parts = []
     if record.get("name"):
         parts.append(f"[{record['name']}]")
     if record["status"] != 200:
@@ -55,10 +99,7 @@ def render_record(record: dict[str, Any]) -> None:
         style = DECISION_STYLES.get(decision, "")
     if record.get("redelivery"):
         parts.append("(redelivery, answered as the first time)")
-    parts.append(f"{record['duration_ms']:.1f} ms")
-    output.lines([("  ".join(parts), style)])
-    if record.get("journal_error"):
-        output.warning(f"not journalled: {record['journal_error']}")
+    return "  ".join(parts), style
 
 
 DECISION_STYLES = {"deny": "red", "stop": "red", "suspend": "yellow"}
@@ -91,13 +132,9 @@ def _local_clock(text: str) -> str:
 
 def loop_error(line: str) -> None:
     """A server condition worth one line on stderr (refused connections)."""
-    from belt import output
-
     output.warning(line)
 
 
 def handler_traceback(exc: BaseException) -> None:
     """The traceback of an exception a ``--handler`` raised (``belt serve -v``), on stderr."""
-    from belt import output
-
     output.block("".join(traceback.format_exception(exc)).rstrip("\n"), stderr=True)
