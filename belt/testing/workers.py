@@ -234,6 +234,7 @@ def _fork(
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             for fd in (tasks, results, *(fd for w in others for fd in (w.tasks, w.results))):
                 os.close(fd)
+            _without_stdin()
             _serve(step, items, stop, tasks_in, results_out)
             code = 0
         except BaseException:
@@ -247,6 +248,16 @@ def _fork(
     os.close(tasks_in)
     os.close(results_out)
     return _Worker(pid, tasks, results)
+
+
+def _without_stdin() -> None:
+    """In a worker: standard input is /dev/null, so that workers and the parent never read
+    the terminal's input at once (a handler that reads it reads nothing)."""
+    if sys.stdin is not None:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdin.close()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdin = open(os.devnull, encoding="utf-8")
 
 
 def _serve(step: Step, items: Sequence[tuple[Any, ...]], stop: Any, tasks: int, out: int) -> None:

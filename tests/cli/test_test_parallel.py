@@ -737,3 +737,25 @@ def test_a_directory_is_walked_in_path_order_without_hidden_snapshot_or_linked_d
         "sub/deep/one.toml",
     ]
     assert found == sorted(found, key=lambda name: Path(name).parts)
+
+
+def read_stdin() -> str:
+    import sys as system
+
+    return system.stdin.read()
+
+
+def test_a_worker_reads_nothing_from_standard_input(tmp_path: Path) -> None:
+    from belt.testing.workers import run_all
+
+    read, write = os.pipe()
+    os.write(write, b"typed at the terminal")
+    os.close(write)
+    saved = os.dup(0)
+    os.dup2(read, 0)
+    try:
+        assert list(run_all(read_stdin, [(), ()], jobs=2)) == ["", ""]
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(read)
