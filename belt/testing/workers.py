@@ -287,19 +287,20 @@ def _hand(worker: _Worker, number: int, handful: range) -> None:
 
 
 def _send(fd: int, number: int, results: list[Any], error: BaseException | None) -> None:
-    """Send a handful's results and the exception that stopped it, if one did (with its
-    traceback as text, since a traceback cannot be sent)."""
+    """Send a handful's results and the exception that stopped it, if one did: pickled apart
+    from them (the parent may not be able to load it: its class may live in a module only
+    the worker imported), with its traceback as text, since a traceback cannot be sent."""
     import pickle  # Start-up: imported before the fork, see _pool
 
-    if error is None:
-        data = pickle.dumps((number, results, None), pickle.HIGHEST_PROTOCOL)
-    else:
+    raised = None
+    if error is not None:
         text = "".join(traceback.format_exception(error))
         try:
-            data = pickle.dumps((number, results, (error, text)), pickle.HIGHEST_PROTOCOL)
-        except Exception:  # an exception that cannot be sent: its text
-            last = RuntimeError(text.strip().splitlines()[-1])
-            data = pickle.dumps((number, results, (last, text)), pickle.HIGHEST_PROTOCOL)
+            blob = pickle.dumps(error, pickle.HIGHEST_PROTOCOL)
+        except Exception:  # an exception that cannot be sent: its text alone
+            blob = None
+        raised = (blob, text)
+    data = pickle.dumps((number, results, raised), pickle.HIGHEST_PROTOCOL)
     view = memoryview(_LENGTH.pack(len(data)) + data)
     while view:
         view = view[os.write(fd, view) :]
@@ -316,10 +317,16 @@ def _receive(fd: int) -> tuple[int, list[Any], BaseException | None] | None:
     data = _read(fd, _LENGTH.unpack(head)[0])
     if data is None:
         return None
-    number, results, error = pickle.loads(data)
-    if error is None:
+    number, results, raised = pickle.loads(data)
+    if raised is None:
         return number, results, None
-    exc, text = error  # and its traceback in the worker
+    blob, text = raised
+    try:
+        exc = pickle.loads(blob) if blob is not None else None
+    except Exception:  # its class cannot be found here
+        exc = None
+    if not isinstance(exc, BaseException):
+        exc = RuntimeError(text.strip().splitlines()[-1])
     exc.add_note(f"(in a worker process of belt test -j)\n{text}")
     return number, results, exc
 

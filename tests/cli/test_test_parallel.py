@@ -739,6 +739,30 @@ def test_a_directory_is_walked_in_path_order_without_hidden_snapshot_or_linked_d
     assert found == sorted(found, key=lambda name: Path(name).parts)
 
 
+def raise_unloadable(number: int) -> int:
+    import types
+
+    # An exception whose class lives in a module only this worker has.
+    module = types.ModuleType("belt_test_only_in_the_worker")
+    exec("class Odd(Exception):\n    pass\n", module.__dict__)
+    module.Odd.__module__ = module.__name__
+    sys.modules[module.__name__] = module
+    if number == 2:
+        raise module.Odd("odd two")
+    return number
+
+
+def test_an_exception_the_parent_cannot_load_reaches_it_as_its_text() -> None:
+    from belt.testing.workers import run_all
+
+    given = []
+    with pytest.raises(RuntimeError, match="Odd: odd two") as raised:
+        for result in run_all(raise_unloadable, [(n,) for n in range(6)], jobs=2):
+            given.append(result)
+    assert given == [0, 1]
+    assert "raise_unloadable" in "\n".join(getattr(raised.value, "__notes__", []))
+
+
 def read_stdin() -> str:
     import sys as system
 
