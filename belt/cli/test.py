@@ -150,11 +150,16 @@ def test(
     def show(lines: list[tuple[str, str]]) -> None:
         output.lines([(printable(text), style) for text, style in lines])
 
+    shown: list[dict[str, Any]] = []
+    """Each result as JSON, made once for its line and kept for the failures and the summary
+    (after the last scenario, when nothing else runs beside them)."""
+
     def reported(result: Any) -> None:
         if json_:
             output.print_json_line(result.to_json(coverage=coverage))
         else:
-            show([test_result_line(result.to_json())])
+            shown.append(result.to_json())
+            show([test_result_line(shown[-1])])
 
     try:
         suite = run_suite(
@@ -177,7 +182,7 @@ def test(
         output.warning("interrupted; the scenarios that ended are reported above")
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     if not json_:
-        results = [result.to_json() for result in suite.results]
+        results = shown[: len(suite.results)]
         for result in results:
             if result["status"] != "pass":
                 show(test_failure_lines(result, str(result.get("dialect") or "platform")))
