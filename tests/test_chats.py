@@ -58,3 +58,38 @@ def test_a_damaged_chat_is_reported_and_left_alone(store: Store) -> None:
 def test_a_hostile_chat_id_is_refused(store: Store) -> None:
     with pytest.raises(InvalidInput, match="invalid chat id"):
         set_chat_settings(store=store, chat_id="../ch", disable_hooks=True)
+
+
+def test_a_recorder_decodes_nothing_to_refresh_what_it_wrote_yet_sees_a_later_setting(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+    from typing import Any
+
+    from belt.records.messages import Recorder
+
+    store.create(CHAT, "ch_1", {"id": "ch_1", "status": "idle"})
+    recorder = Recorder(store, "ch_1")
+    recorder.refresh_chat()
+    decoded: list[object] = []
+    loads = json.loads
+
+    def counted(text: Any, **kwargs: Any) -> Any:
+        decoded.append(text)
+        return loads(text, **kwargs)
+
+    monkeypatch.setattr("belt.store.store.json.loads", counted)
+    for turn in range(3):
+        recorder.update_chat(turn_count=turn)
+        decoded.clear()
+        assert recorder.refresh_chat()["turn_count"] == turn
+        assert decoded == []  # the file is the one it wrote: a stat, nothing decoded
+    recorder.release_chat(None)
+    decoded.clear()
+    assert not disabled(recorder.refresh_chat())
+    assert decoded == []
+    # Switched off by another process right after this one's write, with no refresh between.
+    recorder.update_chat(turn_count=9)
+    set_chat_settings(store=Store(store.root), chat_id="ch_1", disable_hooks=True)
+    chat = recorder.refresh_chat()
+    assert disabled(chat) and chat["turn_count"] == 9

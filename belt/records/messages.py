@@ -115,10 +115,18 @@ class Recorder:
     def update_chat(self, **changes: Any) -> None:
         """Change chat fields under the chat's lock, keeping changes made elsewhere."""
         self.chat = update_chat(self.store, self.chat_id, **changes)
+        self._wrote_chat()
 
     def release_chat(self, run_id: str | None) -> None:
         """The chat is idle again once ``run_id`` ends (unless another run occupies it)."""
         self.chat = release_chat(self.store, self.chat_id, run_id)
+        self._wrote_chat()
+
+    def _wrote_chat(self) -> None:
+        # What this recorder holds is the file it just wrote: the next refresh is a stat until
+        # another process replaces the file (the stamp kept is the one of the write, so a
+        # change made between the write and this line is still read).
+        self._seen = self.store.seen(CHAT, self.chat_id)
 
     def add_message(
         self,
