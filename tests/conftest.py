@@ -83,3 +83,20 @@ def page(browser: Any) -> Iterator[Any]:
     yield opened
     opened.close()
     assert errors == [], errors
+
+
+@pytest.fixture
+def decoded(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every text the store decodes as JSON from now on (``belt.store.store``'s ``json.loads``),
+    for tests of what it reads without decoding."""
+    import json
+
+    texts: list[object] = []
+    loads = json.loads
+
+    def counted(text: Any, **kwargs: Any) -> Any:
+        texts.append(text)
+        return loads(text, **kwargs)
+
+    monkeypatch.setattr("belt.store.store.json.loads", counted)
+    return texts

@@ -61,24 +61,13 @@ def test_a_hostile_chat_id_is_refused(store: Store) -> None:
 
 
 def test_a_recorder_decodes_nothing_to_refresh_what_it_wrote_yet_sees_a_later_setting(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, decoded: list[object]
 ) -> None:
-    import json
-    from typing import Any
-
     from belt.records.messages import Recorder
 
     store.create(CHAT, "ch_1", {"id": "ch_1", "status": "idle"})
     recorder = Recorder(store, "ch_1")
     recorder.refresh_chat()
-    decoded: list[object] = []
-    loads = json.loads
-
-    def counted(text: Any, **kwargs: Any) -> Any:
-        decoded.append(text)
-        return loads(text, **kwargs)
-
-    monkeypatch.setattr("belt.store.store.json.loads", counted)
     for turn in range(3):
         recorder.update_chat(turn_count=turn)
         decoded.clear()

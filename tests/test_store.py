@@ -1039,17 +1039,9 @@ def test_read_fresh_reads_a_record_again_only_when_it_was_replaced(
 
 @both
 def test_read_if_replaced_decodes_nothing_while_the_file_is_the_one_it_gave(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, decoded: list[object]
 ) -> None:
     store.create("run", "r", {"state": "working"})
-    decoded: list[object] = []
-    loads = json.loads
-
-    def counted(text: Any, **kwargs: Any) -> Any:
-        decoded.append(text)
-        return loads(text, **kwargs)
-
-    monkeypatch.setattr("belt.store.store.json.loads", counted)
     data, seen = store.read_if_replaced("run", "r", None)
     assert data == {"state": "working"} and seen is not None
     decoded.clear()
@@ -1091,7 +1083,7 @@ def test_a_run_sees_a_cancel_made_after_it_last_checked(store: Store) -> None:
 
 @both
 def test_a_run_decodes_nothing_to_check_what_it_wrote_itself_yet_sees_a_later_cancel(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, decoded: list[object]
 ) -> None:
     from belt.records.runs import Cancelled, RunRecord, cancel_run
 
@@ -1099,14 +1091,6 @@ def test_a_run_decodes_nothing_to_check_what_it_wrote_itself_yet_sees_a_later_ca
         store, sim_id="sim_1", agent_id="ag_1", chat_id=None, turn_index=0, execution={}
     )
     run.check_cancelled()
-    decoded: list[object] = []
-    loads = json.loads
-
-    def counted(text: Any, **kwargs: Any) -> Any:
-        decoded.append(text)
-        return loads(text, **kwargs)
-
-    monkeypatch.setattr("belt.store.store.json.loads", counted)
     for step in range(3):
         run.transition(execution={"step": step})
         decoded.clear()

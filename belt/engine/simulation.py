@@ -861,32 +861,9 @@ class Simulation:
 
     # -- messages and the context --------------------------------------------------------------
 
-    def add_message(
-        self,
-        execution: Execution,
-        *,
-        role: str,
-        content: list[dict[str, Any]],
-        text: str | None = None,
-        tokens: int | None = None,
-        message_id: str | None = None,
-        fields: dict[str, Any] | None = None,
-        status: str = MessageStatus.READY,
-        **sim: Any,
-    ) -> Message:
-        """Record a message of ``execution``; ``text`` sizes it in tokens and bytes."""
-        new = self.new_message(
-            execution,
-            role=role,
-            content=content,
-            text=text,
-            tokens=tokens,
-            message_id=message_id,
-            fields=fields,
-            status=status,
-            **sim,
-        )
-        return self.add_messages([new])[0]
+    def add_message(self, execution: Execution, **options: Any) -> Message:
+        """Record a message of ``execution`` (``new_message`` takes the ``options``)."""
+        return self.add_messages([self.new_message(execution, **options)])[0]
 
     def new_message(
         self,
@@ -901,7 +878,8 @@ class Simulation:
         status: str = MessageStatus.READY,
         **sim: Any,
     ) -> NewMessage:
-        """A message of ``execution`` to record (``add_messages``), as ``add_message`` takes it."""
+        """A message of ``execution`` to record (``add_messages``); ``text`` sizes it in tokens
+        and bytes."""
         if text is not None:
             sim["tokens"] = estimate_tokens(text) if tokens is None else tokens
             sim["bytes"] = utf8_size(text)
