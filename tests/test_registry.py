@@ -883,6 +883,7 @@ def test_an_index_kept_open_ranks_as_a_fresh_one_within_its_bounds(
             held = kept._kept
             assert held.size == sum(len(p.docs) for p in held.postings.values()) <= 6
             assert len(held.postings) <= 3
+            assert held.shares.keys() <= held.postings.keys()
             assert len(held.rows) <= 2
             assert len(held.rowids) <= 2
 

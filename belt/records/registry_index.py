@@ -353,13 +353,17 @@ class SearchIndex:
             kept.stats = (rows, tokens)
         rows, tokens = kept.stats
         phrases: list[_Posting | dict[int, float]] = []
+        names: list[str | None] = []
         for word, terms_of_word in zip(words, word_terms, strict=True):
             if len(terms_of_word) == 1:
-                phrases.append(postings[next(iter(terms_of_word))])
+                term = next(iter(terms_of_word))
+                phrases.append(postings[term])
+                names.append(term)
             elif terms_of_word:
                 phrases.append(self._phrase_shares(word))
+                names.append(None)
         held = [postings[term].docs for term in terms]
-        return _Scorer(phrases, held, rows=rows, tokens=tokens)
+        return _Scorer(phrases, held, rows=rows, tokens=tokens, names=names, kept=kept)
 
     def _phrase_shares(self, word: str) -> dict[int, float]:
         """FTS5's ``-bm25()`` of one word alone, by rowid: its share of an entry's score."""
@@ -674,7 +678,8 @@ EMPTY = _Posting(array("q"), array("i"), array("i"))
 
 MAX_KEPT_POSTINGS = 262_144
 """How many (entry, term) pairs of postings an open index keeps between queries (16 bytes
-each), the least recently used term's forgotten first."""
+each, and 8 more for the pair's share of the entry's score once a query has computed it),
+the least recently used term's forgotten first."""
 MAX_KEPT_TERMS = 8_192
 """How many terms' postings (those of terms no entry holds included) it keeps."""
 MAX_KEPT_ROWS = 256
@@ -693,6 +698,7 @@ class _Kept:
         self.journal: int | None = None
         self.stats: tuple[int, int] | None = None
         self.postings: dict[str, _Posting] = {}
+        self.shares: dict[str, array[float]] = {}
         self.size = 0
         self.rows: dict[int, Row] = {}
         self.rowids: dict[str, int | None] = {}
@@ -709,6 +715,7 @@ class _Kept:
         self.journal = None
         self.stats = None
         self.postings = {}
+        self.shares = {}
         self.size = 0
         self.rows = {}
         self.rowids = {}
@@ -732,8 +739,16 @@ class _Kept:
         kept[term] = posting
         self.size += size
         while self.size > MAX_KEPT_POSTINGS or len(kept) > MAX_KEPT_TERMS:
-            self.size -= len(kept.pop(next(iter(kept))).docs)
+            oldest = next(iter(kept))
+            self.size -= len(kept.pop(oldest).docs)
+            self.shares.pop(oldest, None)
         return posting
+
+    def keep_shares(self, term: str, shares: array[float]) -> None:
+        """Keep a kept term's shares of the scores of the entries holding it, as long as its
+        postings are kept (so they are bounded alike)."""
+        if term in self.postings:
+            self.shares[term] = shares
 
     def rows_of(self, rowids: Iterable[int]) -> dict[int, Row]:
         """The rows kept of ``rowids``, each now the most recently used."""
@@ -789,9 +804,13 @@ class _Scorer:
         *,
         rows: int,
         tokens: int,
+        names: Sequence[str | None] = (),
+        kept: _Kept | None = None,
     ) -> None:
         self.phrases = phrases
         self.held = held
+        self.names = names
+        self.kept = kept
         self.avgdl = float(tokens) / float(rows) if rows else 1.0
         self.idf = [
             _idf(rows, len(phrase.docs)) if isinstance(phrase, _Posting) else 0.0
@@ -803,40 +822,75 @@ class _Scorer:
         its shares over the phrases in the query's order (a phrase an entry does not hold adds
         0.0 in FTS5's sum, which changes nothing, so it is left out here)."""
         scores: dict[int, float] = {} if rowids is None else dict.fromkeys(rowids, 0.0)
-        avgdl, k1_plus_1, one_minus_b = self.avgdl, K1 + 1.0, 1 - B
-        for idf, phrase in zip(self.idf, self.phrases, strict=True):
+        for number, phrase in enumerate(self.phrases):
             if isinstance(phrase, dict):
-                for rowid, share in phrase.items():
-                    if rowids is None or rowid in scores:
-                        scores[rowid] = scores.get(rowid, 0.0) + share
+                if rowids is None:
+                    _add(scores, dict(phrase))
+                    continue
+                for rowid in scores:
+                    share = phrase.get(rowid)
+                    if share is not None:
+                        scores[rowid] = scores[rowid] + share
                 continue
-            docs, freqs, lengths = phrase.docs, phrase.freqs, phrase.lengths
             if rowids is None:  # every entry holding the phrase: no places to look up
-                for rowid, freq, length in zip(docs, freqs, lengths, strict=True):
-                    f = float(freq)
-                    scores[rowid] = scores.get(rowid, 0.0) + idf * (
-                        (f * k1_plus_1) / (f + K1 * (one_minus_b + B * float(length) / avgdl))
-                    )
+                _add(scores, dict(zip(phrase.docs, self._shares(number), strict=True)))
                 continue
-            size = len(docs)
+            docs, size = phrase.docs, len(phrase.docs)
+            keys = list(scores)
             places = [
                 at
-                for rowid, at in zip(rowids, map(bisect_left, repeat(docs), rowids), strict=True)
+                for rowid, at in zip(keys, map(bisect_left, repeat(docs), keys), strict=True)
                 if at < size and docs[at] == rowid
             ]
+            shares = self._kept_shares(number)
+            if shares is not None:
+                for at in places:
+                    rowid = docs[at]
+                    scores[rowid] = scores[rowid] + shares[at]
+                continue
+            idf, avgdl, k1_plus_1, one_minus_b = self.idf[number], self.avgdl, K1 + 1.0, 1 - B
+            freqs, lengths = phrase.freqs, phrase.lengths
             for at in places:
                 rowid = docs[at]
                 f = float(freqs[at])
-                scores[rowid] = scores.get(rowid, 0.0) + idf * (
+                scores[rowid] = scores[rowid] + idf * (
                     (f * k1_plus_1) / (f + K1 * (one_minus_b + B * float(lengths[at]) / avgdl))
                 )
         return scores
+
+    def _kept_shares(self, number: int) -> array[float] | None:
+        """The shares of phrase ``number`` in its postings' order, if an earlier query of the
+        same state of the file computed them."""
+        name = self.names[number] if number < len(self.names) else None
+        return None if self.kept is None or name is None else self.kept.shares.get(name)
+
+    def _shares(self, number: int) -> array[float]:
+        """The shares of phrase ``number`` (one term's postings) in its postings' order, each
+        entry's ``idf * f·(k1 + 1) / (f + k1·(1 − b + b·D / avgdl))``: computed once for a
+        state of the file while its postings are kept."""
+        shares = self._kept_shares(number)
+        if shares is not None:
+            return shares
+        phrase = self.phrases[number]
+        assert isinstance(phrase, _Posting)
+        idf, avgdl, k1_plus_1, one_minus_b = self.idf[number], self.avgdl, K1 + 1.0, 1 - B
+        shares = array(
+            "d",
+            [
+                idf * ((f * k1_plus_1) / (f + K1 * (one_minus_b + B * float(length) / avgdl)))
+                for f, length in zip(map(float, phrase.freqs), phrase.lengths, strict=True)
+            ],
+        )
+        name = self.names[number] if number < len(self.names) else None
+        if self.kept is not None and name is not None:
+            self.kept.keep_shares(name, shares)
+        return shares
 
     def by_score(self, first: int) -> Iterator[tuple[int, float, int]]:
         """A search's order: every entry holding a phrase, by score (rowid, score, terms held);
         only the best ``first`` are sorted unless more are read."""
         for rowid, score in _best_first(self.scores(), first):
-            yield rowid, score, sum(_holds(docs, rowid) for docs in self.held)
+            yield rowid, score, _held(self.held, rowid)
 
     def by_terms_then_score(self, needed: int) -> Iterator[tuple[int, float, int]]:
         """A suggestion's order: the entries holding at least ``needed`` of the query's terms,
@@ -855,14 +909,29 @@ class _Scorer:
                 yield rowid, score, matched
 
 
+def _add(scores: dict[int, float], shares: dict[int, float]) -> None:
+    """Add one phrase's ``shares`` (by rowid; changed here) to ``scores``: an entry scored
+    already gets the sum, its score first, as FTS5 adds; one not scored yet gets its share
+    (FTS5's 0.0 + share is the share itself). Dict operations that run in C, but for the
+    entries holding several of the query's phrases (few, against those holding one)."""
+    for rowid in shares.keys() & scores.keys():
+        shares[rowid] = scores[rowid] + shares[rowid]
+    scores.update(shares)
+
+
 def _idf(rows: int, holders: int) -> float:
     idf = math.log((rows - holders + 0.5) / (holders + 0.5))
     return idf if idf > 0.0 else 1e-6
 
 
-def _holds(docs: Sequence[int], rowid: int) -> bool:
-    at = bisect_left(docs, rowid)
-    return at < len(docs) and docs[at] == rowid
+def _held(held: Sequence[Sequence[int]], rowid: int) -> int:
+    """How many of the terms' postings ``held`` hold ``rowid``."""
+    count = 0
+    for docs in held:
+        at = bisect_left(docs, rowid)
+        if at < len(docs) and docs[at] == rowid:
+            count += 1
+    return count
 
 
 def _best_first(scores: dict[int, float], first: int) -> Iterator[tuple[int, float]]:
