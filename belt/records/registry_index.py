@@ -14,9 +14,9 @@ copy is stale and rebuilds it; this module only keeps the file and answers queri
   terms an entry shares and to score it, one row per term of the query.
 
 An index kept open for queries (``reader``) keeps what its queries read (its journal, decoded
-postings, the counts, rows, the rowids of ids; each bounded) for the next while SQLite's
-``data_version`` says no other connection changed the file, and forgets it with any change of
-its own.
+postings and each term's shares of the scores, the counts, rows, the rowids of ids; each
+bounded) for the next while SQLite's ``data_version`` says no other connection changed the
+file, and forgets it with any change of its own.
 
 A file that SQLite reports as corrupt or not a database, or that lacks belt's tables, raises
 ``IndexDamaged``; the caller discards it and builds a new one. Text is tokenised by FTS5's
