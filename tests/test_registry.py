@@ -714,12 +714,18 @@ def test_scores_are_fts5s_own_bm25_to_the_last_bit(
             assert [entry_id for entry_id, _ in found] == [entry_id for entry_id, _ in expected]
             assert found == [(entry_id, float(f"{score:.4g}")) for entry_id, score in expected]
             index = registry_index_reader(store)
-            exact = [
-                (hit.row.id, hit.score) for hit in index.search(query_words(prompt), limit=100)
-            ]
-            assert exact == expected
-            offered = index.search(query_words(prompt), limit=5, min_terms=2)
-            assert [hit.score for hit in offered] == [dict(expected)[hit.row.id] for hit in offered]
+            for short in (registry_index.SHORT_POSTINGS, 0):  # 0: every term's shares kept
+                with pytest.MonkeyPatch.context() as patch:
+                    patch.setattr(registry_index, "SHORT_POSTINGS", short)
+                    exact = [
+                        (hit.row.id, hit.score)
+                        for hit in index.search(query_words(prompt), limit=100)
+                    ]
+                    assert exact == expected
+                    offered = index.search(query_words(prompt), limit=5, min_terms=2)
+                assert [hit.score for hit in offered] == [
+                    dict(expected)[hit.row.id] for hit in offered
+                ]
 
 
 def registry_index_reader(store: Store) -> registry_index.SearchIndex:

@@ -790,6 +790,11 @@ class _Kept:
             del self.rowids[next(iter(self.rowids))]
 
 
+SHORT_POSTINGS = 32
+"""A term held by at most this many entries has its shares of a search's scores computed and
+added one by one (the dicts and the kept shares of longer postings cost more than they save)."""
+
+
 class _Scorer:
     """Scores entries for one query as FTS5's ``bm25()`` does, negated (fts5_aux.c): the sum,
     over the query's phrases in order, of IDF × f·(k1 + 1) / (f + k1·(1 − b + b·D / avgdl)),
@@ -832,8 +837,18 @@ class _Scorer:
                     if share is not None:
                         scores[rowid] = scores[rowid] + share
                 continue
-            if rowids is None:  # every entry holding the phrase: no places to look up
+            if rowids is None and len(phrase.docs) > SHORT_POSTINGS:  # no places to look up
                 _add(scores, dict(zip(phrase.docs, self._shares(number), strict=True)))
+                continue
+            if rowids is None:  # a few entries: their shares computed and added one by one
+                idf, avgdl, k1_plus_1, one_minus_b = self.idf[number], self.avgdl, K1 + 1.0, 1 - B
+                for rowid, freq, length in zip(
+                    phrase.docs, phrase.freqs, phrase.lengths, strict=True
+                ):
+                    f = float(freq)
+                    scores[rowid] = scores.get(rowid, 0.0) + idf * (
+                        (f * k1_plus_1) / (f + K1 * (one_minus_b + B * float(length) / avgdl))
+                    )
                 continue
             docs, size = phrase.docs, len(phrase.docs)
             keys = list(scores)
