@@ -51,3 +51,16 @@ def running(app: Any, **guard: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join()
         sock.close()
+
+
+def turn_start() -> dict[str, Any]:
+    """A fresh ``agent.turn_start`` payload of chat ch_1's run ar_1, for a server's hook route."""
+    return {
+        "event": "agent.turn_start",
+        "timestamp": "2026-08-11T14:00:00.000Z",
+        "agent_id": "ag_1",
+        "chat_id": "ch_1",
+        "run_id": "ar_1",
+        "turn_count": 1,
+        "data": {},
+    }

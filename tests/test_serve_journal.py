@@ -16,7 +16,7 @@ from belt.server.app import create_app
 from belt.server.journal import GROUP_TURNS, UNWRITTEN, GroupJournal, stamp_now
 from belt.store import Store, open_store
 from belt.store.clock import parse_timestamp, timestamp, utcnow
-from tests.servers import running
+from tests.servers import running, turn_start
 
 
 def line(chat_id: str, reason: str = "fine") -> ServeLine:
@@ -180,15 +180,7 @@ def test_a_store_failing_unforeseen_leaves_no_request_of_the_group_waiting() -> 
 
 
 def test_a_hook_request_failing_as_nothing_foresaw_is_a_500_problem_and_serving_goes_on() -> None:
-    payload = {
-        "event": "agent.turn_start",
-        "timestamp": "2026-08-11T14:00:00.000Z",
-        "agent_id": "ag_1",
-        "chat_id": "ch_1",
-        "run_id": "ar_1",
-        "turn_count": 1,
-        "data": {},
-    }
+    payload = turn_start()
     app = create_app(store=BrokenStore(open_store().root), sweep_interval=0)
     with running(app) as url:
         for _ in range(2):  # each on a connection of its own: the server closes one that failed
@@ -286,15 +278,7 @@ def test_the_requests_of_a_group_go_on_in_the_turn_it_is_written() -> None:
 
 def test_each_line_has_its_own_requests_headers_on_one_keep_alive_connection() -> None:
     store = open_store()
-    payload = {
-        "event": "agent.turn_start",
-        "timestamp": "2026-08-11T14:00:00.000Z",
-        "agent_id": "ag_1",
-        "chat_id": "ch_1",
-        "run_id": "ar_1",
-        "turn_count": 1,
-        "data": {},
-    }
+    payload = turn_start()
     sent = [{"x-try": "one"}, {"x-try": "one"}, {"x-try": "two"}, {"x-try": "one"}]
     with running(create_app(store=store, sweep_interval=0)) as url, httpx.Client() as http:
         for headers in sent:

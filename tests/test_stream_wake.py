@@ -110,19 +110,11 @@ def test_the_inspector_stream_is_woken_by_a_journal_line_of_its_server(
 ) -> None:
     from belt.server.app import create_app
     from belt.server.inspector import api
-    from tests.servers import running
+    from tests.servers import running, turn_start
 
     # With no fallback look in the test's lifetime, only the wake-up can bring the change.
     monkeypatch.setattr(api, "FALLBACK", 3600.0)
-    payload = {
-        "event": "agent.turn_start",
-        "timestamp": "2026-08-11T14:00:00.000Z",
-        "agent_id": "ag_1",
-        "chat_id": "ch_1",
-        "run_id": "ar_1",
-        "turn_count": 1,
-        "data": {},
-    }
+    payload = turn_start()
     with (
         running(create_app(store=open_store(), sweep_interval=0)) as url,
         httpx.stream("GET", f"{url}/inspector/stream", timeout=30) as reply,
