@@ -284,14 +284,7 @@ print(json.dumps([before, by_hand, after, pooled]))
 def test_whether_the_process_is_frozen_is_known_without_counting_once_belt_froze_it(
     tmp_path: Path,
 ) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", FROZEN_PROBE],
-        capture_output=True,
-        text=True,
-        env={"BELT_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = run_probe(FROZEN_PROBE, tmp_path)
     assert json.loads(proc.stdout) == [False, True, True, [1, 2, 3]]
 
 
@@ -357,14 +350,20 @@ print(json.dumps([unfrozen, frozen]))
 
 
 def test_a_pool_leaves_the_process_frozen_as_it_found_it(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", POOL_PROBE],
-        capture_output=True,
-        text=True,
-        env={"BELT_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = run_probe(POOL_PROBE, tmp_path)
     unfrozen, frozen = json.loads(proc.stdout)
     assert unfrozen == [[1, 2, 3], 0]  # what the pool froze for its workers, thawed after
     assert frozen == [[1, 2], True]  # frozen by belt's imports before: left frozen
+
+
+def run_probe(code: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter with a state directory of its own; it must succeed."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"BELT_HOME": str(home), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc
