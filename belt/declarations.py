@@ -92,7 +92,7 @@ def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
                 f"{source}: line {line}, column {column}: invalid TOML: {reason}"
             ) from exc
     try:
-        return decode(text)
+        return decode(text, unique_keys=True)
     except StrictJSONError as exc:
         raise InvalidInput(f"{source}: {exc}") from None
 

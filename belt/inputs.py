@@ -87,9 +87,10 @@ def _read_capped(stream: BinaryIO, limit: int) -> bytes | None:
 
 
 def decode_text(data: bytes, source: str) -> str:
-    """UTF-8 text of ``data``; anything else is refused naming ``source``."""
+    """UTF-8 text of ``data``, without the byte order mark some editors write at the start;
+    anything else is refused naming ``source``."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
@@ -121,7 +122,7 @@ def read_json_option(value: str, *, option: str) -> Any:
             raise InvalidInput(f"{option}: larger than the {LIMITS['option'] // 1024} KiB limit")
         text, source = value, option
     try:
-        return decode(text)
+        return decode(text, unique_keys=True)
     except StrictJSONError as exc:
         where = f" at line {exc.lineno} column {exc.colno}" if exc.lineno is not None else ""
         raise InvalidInput(

@@ -269,7 +269,7 @@ def file_deliveries(path: Path, text: str) -> Iterator[Recorded]:
         if not line.strip():
             continue
         try:
-            item = decode(line)
+            item = decode(line, unique_keys=True)
         except ValueError as exc:
             raise InvalidInput(f"{path}: line {number}: not JSON ({exc})") from None
         if not isinstance(item, dict):
@@ -402,9 +402,11 @@ SOURCE_HINT = (
 )
 
 
-def _is_file(source: str) -> bool:
+def _names_a_path(source: str) -> bool:
+    """Whether ``source`` names something on disk (a directory or a FIFO too, which the reader
+    then refuses as not a regular file, rather than as no such file or run)."""
     try:
-        return Path(source).is_file()
+        return Path(source).exists()
     except OSError as exc:  # a name longer than the system takes, for one
         why = "the name is too long" if exc.errno == errno.ENAMETOOLONG else exc.strerror or exc
         raise InvalidInput(
@@ -444,7 +446,7 @@ def open_replay(
     if source == "journal":
         store.log_lines(JOURNAL, SERVE, max_bytes=1)  # its header, checked now
         recorded, where = journal_deliveries(store, skipped), "the journal of belt serve"
-    elif _is_file(source):
+    elif _names_a_path(source):
         text = read_text(source, kind="payloads")
         recorded, where = file_deliveries(Path(source), text), str(source)
     elif RUN_ID.match(source):

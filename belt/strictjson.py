@@ -3,7 +3,9 @@
 Python's own parsers accept what belt must not keep: ``NaN`` and ``Infinity`` (which it would
 then write out as invalid JSON), numbers such as ``1e999`` that overflow to infinity, integers
 too long to convert back to text, lone surrogates (which cannot be encoded as UTF-8), and
-nesting deep enough to exhaust the interpreter's stack. Every reader of files, options, request
+nesting deep enough to exhaust the interpreter's stack. A document a user writes (a file or an
+option) may not repeat a key in one object either: Python would keep the last and drop the
+rest without a word, where TOML refuses the same mistake. Every reader of files, options, request
 bodies and answers from handlers or platforms parses through here, so each of these is refused
 with a clear reason instead of crashing later.
 """
@@ -65,6 +67,27 @@ _DECODER = json.JSONDecoder(
 a decoder keeps no state between documents)."""
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                shown = json.dumps(key if len(key) <= 40 else key[:39] + "…")
+                raise StrictJSONError(f"the key {shown} is repeated in one object (refused)")
+            seen.add(key)
+    return document
+
+
+_UNIQUE_DECODER = json.JSONDecoder(
+    parse_constant=_refuse_constant,
+    parse_int=_parse_int,
+    parse_float=_parse_float,
+    object_pairs_hook=_unique_keys,
+)
+"""``_DECODER`` that also refuses an object repeating a key, for the documents users write."""
+
+
 def _depth_error() -> StrictJSONError:
     return StrictJSONError(f"nested deeper than {MAX_DEPTH} levels")
 
@@ -85,8 +108,11 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
-def decode(data: str | bytes) -> Any:
-    """Parse one JSON document strictly; StrictJSONError says why one is refused."""
+def decode(data: str | bytes, *, unique_keys: bool = False) -> Any:
+    """Parse one JSON document strictly; StrictJSONError says why one is refused.
+
+    ``unique_keys`` refuses an object that repeats a key (for files and options a user writes).
+    """
     if isinstance(data, bytes):
         try:
             # Strict UTF-8 refuses an encoded surrogate, so the text holds none.
@@ -102,7 +128,7 @@ def decode(data: str | bytes) -> Any:
     if nesting_depth(text) > MAX_DEPTH:
         raise _depth_error()
     try:
-        document = _DECODER.decode(text)
+        document = (_UNIQUE_DECODER if unique_keys else _DECODER).decode(text)
     except json.JSONDecodeError as exc:
         raise StrictJSONError(f"invalid JSON: {exc.msg}", exc.lineno, exc.colno) from None
     except RecursionError:

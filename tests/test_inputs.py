@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from belt import inputs
 from belt.errors import InvalidInput, NotFound
@@ -90,3 +94,37 @@ def test_standard_input_is_read_with_the_same_cap() -> None:
         read_stream(io.BytesIO(b"x" * (limit + 1)), kind="declaration", source="<stdin>")
     with pytest.raises(InvalidInput, match="<stdin>: not UTF-8 text"):
         read_stream(io.BytesIO(b"\xff"), kind="declaration", source="<stdin>")
+
+
+def test_a_byte_order_mark_at_the_start_is_not_part_of_the_text(tmp_path: Path) -> None:
+    marked = tmp_path / "marked.json"
+    marked.write_bytes(b'\xef\xbb\xbf{"a": 1}')
+    assert read_text(marked, kind="declaration") == '{"a": 1}'
+    assert read_json_option(f"@{marked}", option="--data") == {"a": 1}
+    assert read_stream(io.BytesIO(b"\xef\xbb\xbf{}"), kind="option", source="<stdin>") == "{}"
+    # Only the first character is a mark; one further in is text, and refused as JSON.
+    marked.write_bytes(b'{"a": 1}\xef\xbb\xbf')
+    with pytest.raises(InvalidInput, match="not valid JSON"):
+        read_json_option(f"@{marked}", option="--data")
+
+
+@given(
+    st.dictionaries(st.text(max_size=8), st.integers() | st.text(max_size=4), max_size=4),
+    st.text(max_size=8),
+    st.integers(),
+    st.integers(),
+)
+@settings(max_examples=100, deadline=None)
+def test_an_object_repeating_a_key_is_refused_by_name(
+    others: dict[str, Any], key: str, first: int, second: int
+) -> None:
+    pairs = [json.dumps(key) + ": " + json.dumps(first)]
+    pairs += [f"{json.dumps(k)}: {json.dumps(v)}" for k, v in others.items() if k != key]
+    pairs.append(json.dumps(key) + ": " + json.dumps(second))
+    text = '{"nested": {' + ", ".join(pairs) + "}}"
+    with pytest.raises(InvalidInput) as caught:
+        read_json_option(text, option="--data")
+    assert f"the key {json.dumps(key)} is repeated in one object" in caught.value.message
+    # Without the repeat the same object is read as written.
+    unique = '{"nested": {' + ", ".join(pairs[1:]) + "}}"
+    assert read_json_option(unique, option="--data")["nested"][key] == second

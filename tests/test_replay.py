@@ -232,6 +232,15 @@ def test_an_unknown_source_is_not_found(tmp_path: Path) -> None:
     assert "no such file or simulated run" in result.stderr
 
 
+def test_a_source_that_is_not_a_regular_file_is_invalid_not_missing(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    for source, kind in [(tmp_path, "a directory"), (fifo, "a FIFO"), ("/dev/zero", "a char")]:
+        result = belt("replay", str(source), "--policy", str(EXAMPLES / "policy.toml"))
+        assert result.exit_code == 5, result.stderr
+        assert result.stderr.startswith(f"error: {source}: is {kind}"), result.stderr
+
+
 def test_an_empty_journal_replays_nothing() -> None:
     result = belt("replay", "journal", "--policy", str(EXAMPLES / "policy.toml"), "--json")
     assert result.exit_code == 0

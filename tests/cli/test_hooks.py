@@ -146,6 +146,20 @@ def test_validate_broken_toml_names_line_and_column(tmp_path: Path) -> None:
     assert result.stderr == f"error: {path}: line 2, column 9: invalid TOML: Invalid value\n"
 
 
+def test_a_json_key_given_twice_is_refused_not_the_first_dropped(tmp_path: Path) -> None:
+    # TOML refuses a repeated key; JSON read by Python would keep the last and drop the gate.
+    text = '{"hooks": [{"event": "agent.tool_call", "type": "gate"}], "hooks": []}'
+    path = write(tmp_path, "hooks.json", text)
+    result = belt("hooks", "validate", str(path))
+    assert result.exit_code == ExitCode.INVALID_INPUT
+    assert result.stderr == (
+        f'error: {path}: the key "hooks" is repeated in one object (refused)\n'
+    )
+    result = belt("hooks", "add", "agent.start", "--gate", "--file", str(path))
+    assert result.exit_code == ExitCode.INVALID_INPUT
+    assert path.read_text() == text
+
+
 def test_validate_missing_file_exits_3(tmp_path: Path) -> None:
     result = belt("hooks", "validate", str(tmp_path / "nope.json"))
     assert result.exit_code == ExitCode.NOT_FOUND
