@@ -6,6 +6,7 @@ import asyncio
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +29,9 @@ JSON = {"content-type": "application/json"}
 @contextmanager
 def serving(root: Path, **options: Any) -> Iterator[str]:
     guard = {
-        key: options.pop(key) for key in ("header_timeout", "max_connections") if key in options
+        key: options.pop(key)
+        for key in ("header_timeout", "body_timeout", "max_connections")
+        if key in options
     }
     app = create_app(store=Store(root), sweep_interval=0, **options)
     with running(app, **guard) as url:
@@ -69,6 +72,36 @@ def test_a_request_head_that_never_finishes_is_closed(tmp_path: Path) -> None:
         assert closed_by_server(kept)
         assert httpx.get(f"{url}/healthz").status_code == 200
         for sock in (slow, silent, kept):
+            sock.close()
+
+
+STALLED_BODY = (
+    b"POST /hooks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 100\r\n\r\n{"
+)
+
+
+def test_a_body_that_never_finishes_is_closed_and_nothing_is_journalled(tmp_path: Path) -> None:
+    lines: list[dict[str, Any]] = []
+    with serving(tmp_path, body_timeout=0.3, report=lines.append) as url:
+        stalled = open_socket(url, STALLED_BODY)
+        assert closed_by_server(stalled)
+        reply = httpx.post(f"{url}/hooks", json=sample_payload("agent.turn_start"), timeout=30)
+        assert reply.status_code == 200
+        stalled.close()
+    assert [line["status"] for line in lines if line.get("kind") == "hook"] == [200]
+    cut = [line for line in lines if line.get("action") == "cut short"]
+    assert len(cut) == 1 and "not all sent in time" in cut[0]["detail"]
+
+
+def test_at_the_connection_cap_a_stalled_body_makes_room(tmp_path: Path) -> None:
+    with serving(tmp_path, max_connections=3) as url:
+        stalled = [open_socket(url, STALLED_BODY) for _ in range(3)]
+        time.sleep(0.5)  # the three heads are read before the next connection arrives
+        replies = [httpx.get(f"{url}/healthz", timeout=30) for _ in range(2)]
+        assert [reply.status_code for reply in replies] == [200, 200]
+        assert closed_by_server(stalled[0])
+        for sock in stalled:
             sock.close()
 
 

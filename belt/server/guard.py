@@ -10,12 +10,13 @@ every cross-origin POST, bodyless ones included); and a body that changes someth
 (and the server never says yes). A refusal is a problem document and one live line.
 
 ``GuardedH11Protocol`` gives every request ``header_timeout`` seconds from its first byte (or
-from the connection's start) to finish its headers, and holds at most ``max_connections``
-connections: uvicorn times out an idle kept-alive connection, but not a client that sends its
-request head a byte at a time (slowloris), and each such client holds a file descriptor forever.
-When a new connection arrives at the cap, the connection that has waited longest without a
-complete request is closed to make room, so clients that send whole requests are served while
-slow ones take turns.
+from the connection's start) to finish its headers, then ``body_timeout`` seconds to finish its
+body, and holds at most ``max_connections`` connections: uvicorn times out an idle kept-alive
+connection, but not a client that sends its request head or its body a byte at a time
+(slowloris) or sends a head and then nothing, and each such client holds a file descriptor
+forever. When a new connection arrives at the cap, the connection that has waited longest
+without a complete request (head and body) is closed to make room, so clients that send whole
+requests are served while slow ones take turns.
 
 The limits are read from the uvicorn ``Config`` (attributes set by ``belt serve``), so the class
 can be named by import string and used by every worker process.
@@ -43,6 +44,13 @@ from belt.text import printable
 
 HEADER_TIMEOUT = 10.0
 """Seconds a client has to send a whole request head."""
+
+BODY_TIMEOUT = 30.0
+"""Seconds a client has, once its request head is in, to send the whole body (1 MiB at most)."""
+
+BODY_LATE = "belt.body_late"
+"""A key set in the scope of a request whose connection was closed because its body came too
+late (or was closed to make room at the cap), so the guard's line says so."""
 
 IDLE_TIMEOUT = 5
 """Seconds a kept-alive connection may sit idle between requests (uvicorn's keep-alive)."""
@@ -98,6 +106,7 @@ class GuardedH11Protocol(H11Protocol):
     def __init__(self, config: Any, server_state: Any, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, server_state, *args, **kwargs)
         self.header_timeout: float = getattr(config, "belt_header_timeout", HEADER_TIMEOUT)
+        self.body_timeout: float = getattr(config, "belt_body_timeout", BODY_TIMEOUT)
         self.max_connections: int = getattr(config, "belt_max_connections", MAX_CONNECTIONS)
         waiting = getattr(server_state, "belt_waiting", None)
         if waiting is None:
@@ -105,6 +114,7 @@ class GuardedH11Protocol(H11Protocol):
             server_state.belt_waiting = waiting
         self.waiting: _Waiting = waiting
         self.head_timer: asyncio.TimerHandle | None = None
+        self.body_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Take the connection, making room at the cap; start its header deadline."""
@@ -121,13 +131,21 @@ class GuardedH11Protocol(H11Protocol):
         self._await_head()
 
     def data_received(self, data: bytes) -> None:
-        """Pass data on; a request whose head is complete has no header deadline any more."""
+        """Pass data on; a request whose head is complete has no header deadline any more, but
+        a body deadline until its body is complete (and stays a waiting connection till then)."""
         before = self.cycle
         super().data_received(data)
-        if self.cycle is not None and self.cycle is not before:
-            self._head_done()
-        elif self.cycle is None or self.cycle.response_complete:
+        cycle = self.cycle
+        if cycle is not None and cycle is not before:
+            if cycle.more_body:
+                self._cancel_head_timer()
+                self._await_body(cycle)
+            else:
+                self._head_done()
+        elif cycle is None or cycle.response_complete:
             self._await_head()
+        elif self.body_timer is not None and not cycle.more_body:
+            self._head_done()
 
     def on_response_complete(self) -> None:
         """Back to waiting: uvicorn's keep-alive timer bounds the idle time until the next."""
@@ -149,7 +167,11 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def drop(self) -> None:
-        """Close this connection now (it has no request in progress)."""
+        """Close this connection now (it has no request in progress, or one whose body is not
+        all in: its app is told the client left)."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete and cycle.more_body:
+            cast(dict[str, Any], cycle.scope)[BODY_LATE] = True
         self._head_done()
         self.connections.discard(self)
         self.transport.abort()
@@ -159,11 +181,28 @@ class GuardedH11Protocol(H11Protocol):
         if self.head_timer is None:
             self.head_timer = self.loop.call_later(self.header_timeout, self._head_too_slow)
 
-    def _head_done(self) -> None:
-        self.waiting.discard(self)
+    def _await_body(self, cycle: Any) -> None:
+        self.waiting.add(self)
+        if self.body_timer is not None:
+            self.body_timer.cancel()
+        self.body_timer = self.loop.call_later(self.body_timeout, self._body_too_slow, cycle)
+
+    def _cancel_head_timer(self) -> None:
         if self.head_timer is not None:
             self.head_timer.cancel()
             self.head_timer = None
+
+    def _head_done(self) -> None:
+        self.waiting.discard(self)
+        self._cancel_head_timer()
+        if self.body_timer is not None:
+            self.body_timer.cancel()
+            self.body_timer = None
+
+    def _body_too_slow(self, cycle: Any) -> None:
+        self.body_timer = None
+        if cycle is self.cycle and cycle.more_body and not cycle.response_complete:
+            self.drop()
 
     def _head_too_slow(self) -> None:
         self.head_timer = None
@@ -377,13 +416,18 @@ class RequestGuard:
         try:
             await self.app(scope, receive, send)
         except ClientDisconnect:
-            # The client went away while its body was read: nobody is left to answer, and
-            # nothing went wrong here, so one line says so (not a traceback).
+            # The client went away while its body was read (or was let go for sending it too
+            # slowly): nobody is left to answer, and nothing went wrong here, so one line says so
+            # (not a traceback).
+            late = scope.get(BODY_LATE)
             self._tell(
                 "cut short",
                 scope,
-                400,
-                "the client closed the connection before sending its whole body",
+                408 if late else 400,
+                "the body was not all sent in time (or the server was at its connection cap); "
+                "the connection was closed"
+                if late
+                else "the client closed the connection before sending its whole body",
             )
 
     def check(self, scope: Scope) -> None:

@@ -20,6 +20,7 @@ from belt.server.app import ENV_PREFIX, create_app_from_settings
 from belt.server.deciders import HANDLER_TIMEOUT
 from belt.server.guard import (
     BACKLOG,
+    BODY_TIMEOUT,
     HEADER_TIMEOUT,
     IDLE_TIMEOUT,
     LOOPBACK_NAMES,
@@ -312,8 +313,13 @@ def run_until_interrupted(
 
 
 def guard_config(
-    config: Any, *, max_connections: int | None = None, header_timeout: float = HEADER_TIMEOUT
+    config: Any,
+    *,
+    max_connections: int | None = None,
+    header_timeout: float = HEADER_TIMEOUT,
+    body_timeout: float = BODY_TIMEOUT,
 ) -> None:
     """Set the limits ``GuardedH11Protocol`` reads from a uvicorn config."""
     config.belt_max_connections = connection_cap(max_connections)
     config.belt_header_timeout = header_timeout
+    config.belt_body_timeout = body_timeout
