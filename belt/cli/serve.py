@@ -118,10 +118,10 @@ def serve(
     platform API work over the same store, so `belt interrupt ... --api URL` can point here.
     Every hook request and its answer are appended to the journal in the store, which
     `belt replay journal` delivers again to an edited handler. Request heads must arrive
-    within 10 s and idle connections close after 5 s (see docs/serve.md and
-    docs/reliability.md). The agent routes let the official SDKs run their agents here,
-    offline: each message is a simulated run whose hooks fire as in `belt sim`, answered by
-    the --model script (docs/emulator.md).
+    within 10 s, their bodies within 30 s more, and idle connections close after 5 s (see
+    docs/serve.md and docs/reliability.md). The agent routes let the official SDKs run their
+    agents here, offline: each message is a simulated run whose hooks fire as in `belt sim`,
+    answered by the --model script (docs/emulator.md).
 
     Every route answers only requests no other site's page could send: to a loopback name
     (127.0.0.1, localhost, [::1]) or an --allow-host NAME, or carrying the --token; from no
