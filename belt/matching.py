@@ -1,14 +1,16 @@
 """The patterns that policies, scenarios, model scripts and expectations match values with.
 
-A pattern is a shell glob or ``re:<regex>`` (RE2, so matching takes time linear in the value)
-for strings, else a JSON value to equal (a boolean never equals a number); a table of key paths
-to patterns matches an object's values at those paths. Patterns are compiled once, when the file
+A pattern is a shell glob, ``re:<regex>`` (RE2, so matching takes time linear in the value) or
+``path:<glob>`` (a glob matched against the value read as a POSIX path in normal form) for
+strings, else a JSON value to equal (a boolean never equals a number); a table of key paths to
+patterns matches an object's values at those paths. Patterns are compiled once, when the file
 that holds them is checked; a bad one is reported to that file's findings under its path.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import posixpath
 import re
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -16,6 +18,7 @@ from typing import Any, Protocol
 from belt.text import describe
 
 REGEX_PREFIX = "re:"
+PATH_PREFIX = "path:"
 
 Matcher = Callable[[Any], bool]
 
@@ -58,6 +61,40 @@ def lookup(document: Any, key_path: tuple[str, ...]) -> tuple[bool, Any]:
 def glob(pattern: str) -> re.Pattern[str]:
     """A case-sensitive compiled shell glob (``*``, ``?``, ``[seq]``) matching whole strings."""
     return re.compile(fnmatch.translate(pattern))
+
+
+def normal_path(value: str) -> str:
+    """``value`` read as a POSIX path, lexically (the filesystem is never asked): repeated
+    slashes collapsed, ``.`` segments dropped, ``..`` resolved against the segment before it
+    (at the root it stays at the root), no trailing slash; ``/tmp/../etc/passwd`` is
+    ``/etc/passwd``. A relative path stays relative (``../x`` keeps its ``..``; ``""`` is ``.``).
+    """
+    normal = posixpath.normpath(value)
+    # normpath keeps exactly two leading slashes, whose meaning POSIX leaves to the system;
+    # Linux and macOS read them as one, so a policy on /etc/* holds for //etc/passwd too.
+    return normal[1:] if normal.startswith("//") else normal
+
+
+def path_matcher(source: str) -> Matcher:
+    """A ``path:`` pattern's matcher: its glob against the normal form of a string value."""
+    compiled = glob(source)
+    return lambda value: isinstance(value, str) and compiled.match(normal_path(value)) is not None
+
+
+def path_pattern_problem(source: str) -> str | None:
+    """Why the glob of a ``path:`` pattern is refused (it is not written in normal form, as the
+    values it is matched against are), or None."""
+    if not source:
+        return f"empty path pattern (write, say, {PATH_PREFIX}/tmp/* for everything under /tmp)"
+    if source.startswith(REGEX_PREFIX):
+        return f"a path pattern is a glob, not a regex: {PATH_PREFIX}{source}"
+    normal = normal_path(source)
+    if normal != source:
+        return (
+            f"path pattern {source!r} is not written in normal form (no //, . or .. segments, "
+            f"no trailing /), as the values it is matched against are: write {PATH_PREFIX}{normal}"
+        )
+    return None
 
 
 def same_value(expected: Any, actual: Any) -> bool:
@@ -133,9 +170,16 @@ def _found(regex: Any, value: str) -> bool:
 
 
 def value_matcher(pattern: Any, path: str, findings: Problems) -> Matcher | None:
-    """Compile one pattern: a glob or ``re:<regex>`` (RE2) for strings, else a JSON value to
-    equal."""
+    """Compile one pattern: a glob, ``re:<regex>`` (RE2) or ``path:<glob>`` for strings, else a
+    JSON value to equal."""
     if isinstance(pattern, str):
+        if pattern.startswith(PATH_PREFIX):
+            source = pattern[len(PATH_PREFIX) :]
+            problem = path_pattern_problem(source)
+            if problem is not None:
+                findings.error(path, problem)
+                return None
+            return path_matcher(source)
         if pattern.startswith(REGEX_PREFIX):
             source = pattern[len(REGEX_PREFIX) :]
             try:
@@ -150,6 +194,7 @@ def value_matcher(pattern: Any, path: str, findings: Problems) -> Matcher | None
         return lambda value: same_value(pattern, value)
     findings.error(
         path,
-        f"expected a glob, a re:<regex>, a number, a boolean or an array, got {describe(pattern)}",
+        "expected a glob, a re:<regex>, a path:<glob>, a number, a boolean or an array, "
+        f"got {describe(pattern)}",
     )
     return None

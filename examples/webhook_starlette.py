@@ -2,6 +2,7 @@
 # Run: uvicorn webhook_starlette:app --app-dir examples --port 9000, then point a webhook hook
 # at http://127.0.0.1:9000/hooks (or: belt trigger agent.turn_start --to http://127.0.0.1:9000/hooks).
 import json
+import posixpath
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -18,8 +19,10 @@ def decide(payload: dict) -> dict | None:
         reminder = "Only files under /tmp/ may be deleted."
         return {"inject": {"content": reminder, "ttl_turns": 1, "dedup_key": "delete-policy"}}
     if payload.get("event") == "agent.tool_call" and data.get("tool") == "delete_file":
-        path = str((data.get("arguments") or {}).get("path", ""))
-        if not path.startswith("/tmp/"):
+        path = posixpath.normpath(str((data.get("arguments") or {}).get("path", "")))
+        # normpath resolves //, . and .. without touching the disk, but keeps a leading //
+        # (POSIX leaves its meaning open; Linux reads it as /).
+        if not path.startswith(("/tmp/", "//tmp/")):
             return {"decision": "deny", "reason": "only /tmp deletions allowed"}
     return None  # allow
 

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import os
+import posixpath
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,8 +20,10 @@ def decide(payload: dict) -> dict | None:
     """The policy: the payload as a dict in, a LifecycleHookResponse as a dict (or None) out."""
     data = payload.get("data") or {}
     if payload.get("event") == "agent.tool_call" and data.get("tool") == "delete_file":
-        path = str((data.get("arguments") or {}).get("path", ""))
-        if not path.startswith("/tmp/"):
+        path = posixpath.normpath(str((data.get("arguments") or {}).get("path", "")))
+        # normpath resolves //, . and .. without touching the disk, but keeps a leading //
+        # (POSIX leaves its meaning open; Linux reads it as /).
+        if not path.startswith(("/tmp/", "//tmp/")):
             return {"decision": "deny", "reason": "only /tmp deletions allowed"}
     return None  # allow
 

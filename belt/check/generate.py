@@ -26,7 +26,7 @@ from typing import Any
 from hypothesis import configuration
 from hypothesis import strategies as st
 
-from belt.matching import REGEX_PREFIX
+from belt.matching import PATH_PREFIX, REGEX_PREFIX
 from belt.samples import sample_payload
 from belt.store.clock import timestamp
 from belt.strictjson import MAX_DEPTH
@@ -291,8 +291,9 @@ def nexus_sample(event: str) -> dict[str, Any]:
 
 
 def matching_text(pattern: str) -> st.SearchStrategy[str]:
-    """Strings a pattern (a glob, or ``re:`` and a regex) matches, its literal parts reused; a
-    regex Python cannot read steers nothing (any text)."""
+    """Strings a pattern (a glob, ``re:`` and a regex, or ``path:`` and a glob) matches, its
+    literal parts reused; a regex Python cannot read steers nothing (any text)."""
+    pattern = pattern.removeprefix(PATH_PREFIX)
     if pattern.startswith(REGEX_PREFIX):
         source = pattern[len(REGEX_PREFIX) :]
         try:
