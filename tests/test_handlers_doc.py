@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import threading
 import time
@@ -156,3 +157,34 @@ def test_the_py_handler_and_the_nexus_tool_of_the_doc_work() -> None:
     assert asked == {"structured_content": {"continue": True, "feedback": feedback}}
     done = tool.call({**task, "output_preview": "Done; the tests pass."}, 5).result
     assert done == {"structured_content": {"continue": False}}
+
+
+ESCAPES = ["/tmp/../etc/passwd", "/tmpevil/x"]
+"""Deletes every example handler denies: out of /tmp by `..`, and a prefix without its `/`."""
+
+
+@pytest.fixture
+def example_handlers(stdlib: tuple[ModuleType, str]) -> Iterator[dict[str, str]]:
+    """Each example handler, where `belt trigger --to` reaches it."""
+    with running(load("examples/webhook_starlette.py").app) as base:
+        yield {
+            "handler.py": f"py:{ROOT / 'examples' / 'handler.py'}:decide",
+            "tests/hooks.py": f"py:{ROOT / 'examples' / 'tests' / 'hooks.py'}:guard",
+            "webhook_stdlib.py": stdlib[1],
+            "webhook_starlette.py": f"{base}/hooks",
+        }
+
+
+def test_every_example_handler_denies_a_delete_that_leaves_tmp(
+    example_handlers: dict[str, str],
+) -> None:
+    denied = {"decision": "deny", "reason": "only /tmp deletions allowed"}
+    for name, target in example_handlers.items():
+        for path in ESCAPES:
+            where = f"data.arguments.path={json.dumps(path)}"
+            answer = trigger(target, "agent.tool_call", "--set", where)
+            assert (answer["exit_code"], answer["response"]) == (0, denied), (name, path)
+        for path in ("/tmp/old.txt", "/tmp//old.txt"):
+            where = f"data.arguments.path={json.dumps(path)}"
+            answer = trigger(target, "agent.tool_call", "--set", where)
+            assert answer["response"] in ({}, None), (name, path, answer)

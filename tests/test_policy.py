@@ -50,6 +50,42 @@ def test_example_policy_denies_delete_file_unless_under_tmp() -> None:
     assert example.decide(payload("agent.complete")).rule is None
 
 
+@pytest.mark.parametrize(
+    "path", ["/tmp/../etc/passwd", "/tmp/a/../../etc/passwd", "/tmpevil/x", "/tmp", "tmp/x"]
+)
+def test_example_policy_denies_a_delete_that_leaves_tmp_once_normalised(path: str) -> None:
+    denied = load_policy(EXAMPLE).decide(tool_call(path=path))
+    assert (denied.rule, denied.response.decision) == (1, "deny")
+
+
+@pytest.mark.parametrize("path", ["/tmp/old.txt", "/tmp//old.txt", "/tmp/./a/../old.txt"])
+def test_example_policy_allows_a_delete_under_tmp_however_spelled(path: str) -> None:
+    allowed = load_policy(EXAMPLE).decide(tool_call(path=path))
+    assert (allowed.rule, allowed.response.decision) == (0, "allow")
+
+
+def test_a_path_pattern_normalises_before_matching_and_a_glob_does_not() -> None:
+    as_path = policy({"arguments": {"path": "path:/etc/*"}, "decision": "deny"})
+    as_glob = policy({"arguments": {"path": "/etc/*"}, "decision": "deny"})
+    for sneaky in ("/tmp/../etc/passwd", "//etc/passwd", "/etc/./passwd"):
+        assert decision(as_path, tool_call(path=sneaky)) == "deny", sneaky
+    assert decision(as_glob, tool_call(path="/tmp/../etc/passwd")) == "allow"
+    assert decision(as_path, tool_call(path=["/etc/passwd"])) == "allow"
+
+
+def test_a_path_pattern_not_in_normal_form_names_the_file_and_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text('[[rules]]\narguments = { path = "path:/tmp/" }\ndecision = "allow"\n')
+    with pytest.raises(InvalidInput) as caught:
+        load_policy(path)
+    assert caught.value.message == f"{path}: 1 problem(s) in the policy"
+    assert caught.value.problems == [
+        "rules[0].arguments.path: path pattern '/tmp/' is not written in normal form "
+        "(no //, . or .. segments, no trailing /), as the values it is matched against are: "
+        "write path:/tmp"
+    ]
+
+
 def test_no_rule_matching_gives_the_default() -> None:
     assert decision(policy(default="deny"), tool_call()) == "deny"
     assert decision(policy(), tool_call()) == "allow"
