@@ -114,6 +114,49 @@ def test_suggest_injects_up_to_three_matches_for_one_turn_and_names_them(tmp_pat
         assert not set(later_injection["sim"]["injection"]["items"]) & set(info["items"])
 
 
+def test_what_suggest_injects_is_what_registry_search_lists_first(tmp_path: Path) -> None:
+    """For each prompt, the entries belt:suggest puts in front of the model are the first
+    entries `belt registry search` lists for it, in the same order, however many entries with
+    one of the prompt's words in their name BM25 alone would rank above them."""
+    examples = Path(__file__).parent.parent / "examples" / "registry"
+    payments = {
+        "name": "Payments release checklist",
+        "kind": "rule",
+        "tags": ["release"],
+        "text": "Before you deploy, the payments service needs a green canary for an hour. "
+        + " ".join(f"step{number}" for number in range(60)),
+    }
+    prompts = [
+        "deploy the payments service",
+        "restore the deleted file from the nightly backup",
+        "Please delete the old files in /var/log",
+    ]
+    words = dict.fromkeys(w.strip("/.,").lower() for p in prompts for w in p.split())
+    distractors = [
+        {"name": f"{word} {number}", "kind": "observation", "text": f"Note {number}."}
+        for word in words
+        if len(word) > 3
+        for number in range(4)
+    ]
+    registry = write_registry(tmp_path, payments, *distractors)
+    for example in examples.glob("*.toml"):
+        (tmp_path / registry / example.name).write_bytes(example.read_bytes())
+    for number, prompt in enumerate(prompts):
+        report = simulate(
+            tmp_path,
+            f"s{number}.json",
+            agent={"registry": registry, "hooks": [SUGGEST]},
+            turns=[said(prompt)],
+        )
+        (injection,) = injections(report)
+        items = injection["sim"]["injection"]["items"]
+        listed = belt("registry", "search", prompt, "--json")
+        assert listed.exit_code == 0, listed.stderr
+        assert [m["id"] for m in listed.json()[: len(items)]] == items, prompt
+        if number == 0:
+            assert listed.json()[0]["name"] == payments["name"]
+
+
 def test_an_unrelated_prompt_suggests_nothing_and_leaves_no_row(tmp_path: Path) -> None:
     registry = write_registry(tmp_path, BACKUP, TMP_ONLY, SCHEDULES)
     report = simulate(

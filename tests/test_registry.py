@@ -523,13 +523,16 @@ def test_an_entry_sharing_every_term_is_never_lost_behind_entries_sharing_fewer(
     target = outcomes[-1].id
     prompt = "Rotate the vault keys after the nightly backup"
     ranked = search(store, query=prompt, limit=61)
-    assert [m.id for m in ranked].index(target) == 60
-    assert all(m.name.startswith("Vault note") and m.matched_terms == 1 for m in ranked[:60])
+    assert ranked[0].id == target  # BM25 alone ranks it 61st
+    assert max(ranked[1:], key=lambda m: m.score).score > ranked[0].score
+    assert all(m.name.startswith("Vault note") and m.matched_terms == 1 for m in ranked[1:])
     (found,) = suggest(store, owner=DEFAULT_OWNER, prompt=prompt)
     assert (found.id, found.matched_terms, found.query_terms) == (target, 5, 5)
     # An entry sharing two terms that BM25 ranks first still comes after it.
     pair = save(store, "Vault rotate", "Short note about the pair.")
-    assert search(store, query=prompt, limit=1)[0].id == pair.id
+    top = search(store, query=prompt, limit=3)
+    assert [m.id for m in top[:2]] == [target, pair.id]
+    assert top[1].score > max(top[0].score, top[2].score)
     found_both = suggest(store, owner=DEFAULT_OWNER, prompt=prompt)
     assert [(m.id, m.matched_terms) for m in found_both] == [(target, 5), (pair.id, 2)]
     assert [
@@ -567,6 +570,51 @@ def test_suggestions_never_put_an_entry_behind_one_sharing_fewer_terms(
         # Exactly the entries sharing most terms are offered (as many as the limit allows).
         expected = sorted((count for count in shared if count >= 2), reverse=True)[:limit]
         assert counts == expected
+
+
+PAYMENTS = (
+    "Payments release checklist",
+    "Before you deploy, the payments service needs a green canary for an hour. "
+    + " ".join(f"step{number}" for number in range(60)),
+)
+"""An entry holding every word of "deploy the payments service", in a long text only: BM25
+alone ranks it below short entries with one of the words in their name."""
+
+SHARED_PROMPTS = [
+    "deploy the payments service",
+    "restore the deleted file from the nightly backup",
+    "clean up the old temp files",
+    "Delete /var/lib/app/production.db and old backups",
+]
+
+
+def one_word_distractors(prompts: list[str], per_word: int = 4) -> list[tuple[str, str]]:
+    """For each word of each prompt, ``per_word`` short entries with that word alone in their
+    name: each shares one word with a prompt, and BM25 ranks it high for that word."""
+    words = dict.fromkeys(word for prompt in prompts for word in query_words(prompt))
+    return [(f"{word} {number}", f"Note {number}.") for word in words for number in range(per_word)]
+
+
+def test_search_lists_first_what_suggest_offers_in_the_same_order(store: Store) -> None:
+    load_directory(store, EXAMPLES)
+    candidates = [
+        (make_candidate(name=name, kind="observation", text=text), PERSON)
+        for name, text in [*one_word_distractors(SHARED_PROMPTS), PAYMENTS]
+    ]
+    target = registry.save_candidates(store, owner=DEFAULT_OWNER, candidates=candidates)[-1]
+    for prompt in SHARED_PROMPTS:
+        offered = [m.id for m in suggest(store, owner=DEFAULT_OWNER, prompt=prompt)]
+        listed = search(store, query=prompt)
+        assert offered, prompt
+        assert [m.id for m in listed[: len(offered)]] == offered, prompt
+        counts = [m.matched_terms for m in listed]
+        assert counts == sorted(counts, reverse=True), prompt
+    (first, *rest) = search(store, query="deploy the payments service")
+    assert (first.id, first.matched_terms, first.query_terms) == (target.id, 3, 3)
+    assert {m.matched_terms for m in rest} == {1}
+    # The relevance is still the score against the search's best score, wherever that is.
+    assert max(m.relevance for m in [first, *rest]) == 1.0
+    assert first.relevance < 1.0
 
 
 def test_suggest_checks_its_arguments(store: Store) -> None:
@@ -648,20 +696,33 @@ def test_an_index_kept_open_between_searches_follows_a_replaced_file(store: Stor
 
 
 def fts5_ranking(path: Path, prompt: str) -> list[tuple[str, float]]:
-    """FTS5's own ``-bm25()`` of a query, best first, ties to the older entry."""
+    """FTS5's own ranking of a query as search and suggest rank: the entries sharing more of its
+    terms (counted by FTS5's tokenizer and its vocabulary of the index) first, then by FTS5's
+    ``-bm25()``, ties to the older entry."""
     from belt.records import registry_index
 
     words = query_words(prompt)
     weights = ", ".join(str(weight) for weight in registry_index.WEIGHTS)
     with sqlite3.connect(path) as db:
-        return [
-            (str(entry_id), float(score))
-            for entry_id, score in db.execute(
-                f"SELECT e.id, -bm25(fts, {weights}) AS s FROM fts JOIN entries AS e "
-                "ON e.rowid = fts.rowid WHERE fts MATCH ? ORDER BY s DESC, fts.rowid LIMIT 100",
-                (match_expression(words),),
+        db.execute(
+            f"CREATE VIRTUAL TABLE temp.q USING fts5(body, tokenize='{registry_index.TOKENIZER}')"
+        )
+        db.execute("INSERT INTO temp.q (body) VALUES (?)", (" ".join(words),))
+        db.execute("CREATE VIRTUAL TABLE temp.qv USING fts5vocab(temp, q, row)")
+        db.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, fts, instance)")
+        shared = dict(
+            db.execute(
+                "SELECT doc, COUNT(DISTINCT term) FROM temp.v "
+                "WHERE term IN (SELECT term FROM temp.qv) GROUP BY doc"
             )
-        ]
+        )
+        found = db.execute(
+            f"SELECT fts.rowid, e.id, -bm25(fts, {weights}) FROM fts JOIN entries AS e "
+            "ON e.rowid = fts.rowid WHERE fts MATCH ?",
+            (match_expression(words),),
+        ).fetchall()
+    ranked = sorted(found, key=lambda row: (-shared[row[0]], -row[2], row[0]))
+    return [(str(entry_id), float(score)) for _, entry_id, score in ranked[:100]]
 
 
 VOCABULARY = ["backup", "backups", "nightly", "vault", "keys", "rotate", "restore", "disk", "café"]

@@ -207,8 +207,10 @@ def search_(
     """Search a team's entries, best first, with how relevant each is.
 
     An entry matches if it shares a word with QUERY (after stemming; common words such as
-    "the" are left out). "relevance" is its BM25 score as a share of the best match's (1.00:
-    the best; --json has the score too); "terms" is how many of the query's terms it shares.
+    "the" are left out). Entries sharing more of the query's terms come first and BM25 ranks
+    those sharing as many: belt:suggest's order, so what it would inject is at the top.
+    "terms" is how many of the query's terms an entry shares; "relevance" is its BM25 score as
+    a share of the best score (1.00; --json has the score too).
 
     Examples:
 

@@ -871,7 +871,9 @@ def _matches(hits: Sequence[Hit]) -> list[Match]:
 def search(
     store: Store | None, *, owner: str = DEFAULT_OWNER, query: str, limit: int = 10
 ) -> list[Match]:
-    """``owner``'s entries that share any term with ``query``, best first by BM25.
+    """``owner``'s entries that share any term with ``query``, best first: ranked as
+    ``suggest`` ranks (those sharing more of the query's terms first, BM25 ranking those
+    sharing as many), so what a suggestion would offer is at the top.
 
     Any text is a valid query: its words are quoted, never read as FTS5 syntax.
     """
@@ -880,13 +882,7 @@ def search(
     limit = _limit(limit)
     if not isinstance(query, str):
         raise InvalidInput("a query is text")
-    words = query_words(query)
-    if not words:
-        return []
-    hits = _query(
-        store, owner, lambda index, journal: index.search(words, limit=limit, journal=journal)
-    )
-    return _matches(hits)
+    return _ranked(store, owner, query, limit=limit, min_terms=1)
 
 
 def suggest(
@@ -901,9 +897,10 @@ def suggest(
     """Up to ``limit`` of ``owner``'s entries relevant to ``prompt``, best first.
 
     Relevant: sharing at least ``MIN_SHARED_TERMS`` distinct terms with the prompt (all of them
-    if the prompt has fewer). The entries sharing more of the prompt's terms come first, BM25
-    ranks those sharing as many. Never an entry in ``exclude_ids``, nor one that is the agent
-    ``exclude_origin_agent``'s extraction (``extracted_by``).
+    if the prompt has fewer). The order is ``search``'s: the entries sharing more of the
+    prompt's terms come first, BM25 ranks those sharing as many. Never an entry in
+    ``exclude_ids``, nor one that is the agent ``exclude_origin_agent``'s extraction
+    (``extracted_by``).
     """
     store = _store(store)
     check_id(owner, what="owner")
@@ -915,7 +912,30 @@ def suggest(
         raise InvalidInput("exclude_ids holds ids (strings)")
     if not isinstance(prompt, str):
         raise InvalidInput("a prompt is text")
-    words = query_words(prompt)
+    return _ranked(
+        store,
+        owner,
+        prompt,
+        limit=limit,
+        min_terms=MIN_SHARED_TERMS,
+        exclude_ids=excluded,
+        exclude_agent=exclude_origin_agent,
+    )
+
+
+def _ranked(
+    store: Store,
+    owner: str,
+    text: str,
+    *,
+    limit: int,
+    min_terms: int,
+    exclude_ids: Sequence[str] = (),
+    exclude_agent: str | None = None,
+) -> list[Match]:
+    """The one ranking behind ``search`` and ``suggest``: the best ``limit`` entries for the
+    words of ``text`` sharing at least ``min_terms`` of its terms (``SearchIndex.search``)."""
+    words = query_words(text)
     if not words:
         return []
     hits = _query(
@@ -924,9 +944,9 @@ def suggest(
         lambda index, journal: index.search(
             words,
             limit=limit,
-            min_terms=MIN_SHARED_TERMS,
-            exclude_ids=excluded,
-            exclude_agent=exclude_origin_agent,
+            min_terms=min_terms,
+            exclude_ids=exclude_ids,
+            exclude_agent=exclude_agent,
             journal=journal,
         ),
     )

@@ -21,9 +21,9 @@ file, and forgets it with any change of its own.
 A file that SQLite reports as corrupt or not a database, or that lacks belt's tables, raises
 ``IndexDamaged``; the caller discards it and builds a new one. Text is tokenised by FTS5's
 ``porter unicode61 remove_diacritics 2`` (the probe, an in-memory FTS5 table, tokenises queries
-and rows alike) and ranked by BM25 as FTS5's ``bm25()`` computes it; a thresholded query (a
-suggestion) ranks first by the number of the query's terms an entry shares, so no entry that
-shares more of them is ever lost behind entries that share fewer.
+and rows alike) and ranked, for a search and a suggestion alike, first by the number of the
+query's terms an entry shares, so no entry that shares more of them is ever lost behind entries
+that share fewer, then by BM25 as FTS5's ``bm25()`` computes it.
 """
 
 from __future__ import annotations
@@ -265,14 +265,15 @@ class SearchIndex:
         entries that are ``exclude_agent``'s extraction. With ``journal``, ``Stale`` unless
         the file reflects that journal, read in the query's own transaction.
 
-        With ``min_terms`` 1 (a search) the order is BM25's alone. Above 1 (a suggestion) an
-        entry sharing more of the query's terms comes first, BM25 ranking those that share as
-        many, so none is lost behind entries that share fewer. Ties go to the older entry.
+        One order for a search (``min_terms`` 1) and a suggestion (above 1), so a suggestion
+        is what a search of the same words lists first, less what it excludes: an entry
+        sharing more of the query's terms comes first, BM25 ranking those that share as many,
+        so none is lost behind entries that share fewer. Ties go to the older entry.
 
         The score is ``-bm25()`` of the query (its words quoted and joined with OR) as FTS5
         computes it, from the ``postings`` of the query's terms: how many entries hold each,
-        and how often (weighted by column) each entry holds it in how many tokens. A
-        suggestion scores only the entries of the groups it offers from.
+        and how often (weighted by column) each entry holds it in how many tokens. Only the
+        entries of the groups a query takes from are scored.
         """
         if not words:
             return []
@@ -282,9 +283,7 @@ class SearchIndex:
         needed = max(1, min(min_terms, len(set().union(*word_terms))))
         excluded = set(exclude_ids)
         try:
-            return self._search(
-                words, word_terms, limit, needed, min_terms, excluded, exclude_agent, journal
-            )
+            return self._search(words, word_terms, limit, needed, excluded, exclude_agent, journal)
         except ZeroDivisionError:  # counts no file belt wrote has: no tokens, yet postings
             raise IndexDamaged(self.path, "its counts of rows and tokens disagree") from None
 
@@ -294,7 +293,6 @@ class SearchIndex:
         word_terms: Sequence[frozenset[str]],
         limit: int,
         needed: int,
-        min_terms: int,
         excluded: set[str],
         exclude_agent: str | None,
         journal: int | None = None,
@@ -304,11 +302,7 @@ class SearchIndex:
         with self._reading():
             if journal is not None and self._kept_journal() != journal:
                 raise Stale
-            scorer = self._scorer(words, word_terms)
-            if min_terms > 1:
-                ranked = scorer.by_terms_then_score(needed)
-            else:
-                ranked = scorer.by_score(limit + len(excluded))
+            ranked = self._scorer(words, word_terms).ranked(needed, limit + len(excluded))
             # The excluded ids are left out by rowid, so only the entries returned, and those an
             # agent's exclusion turns down, have their rows read (a few at a time).
             if excluded:
@@ -901,16 +895,11 @@ class _Scorer:
             self.kept.keep_shares(name, shares)
         return shares
 
-    def by_score(self, first: int) -> Iterator[tuple[int, float, int]]:
-        """A search's order: every entry holding a phrase, by score (rowid, score, terms held);
-        only the best ``first`` are sorted unless more are read."""
-        for rowid, score in _best_first(self.scores(), first):
-            yield rowid, score, _held(self.held, rowid)
-
-    def by_terms_then_score(self, needed: int) -> Iterator[tuple[int, float, int]]:
-        """A suggestion's order: the entries holding at least ``needed`` of the query's terms,
-        those holding more first, then by score (rowid, score, terms held). Only the entries
-        of the groups read are scored."""
+    def ranked(self, needed: int, first: int) -> Iterator[tuple[int, float, int]]:
+        """The one order of a search and a suggestion (rowid, score, terms held): the entries
+        holding at least ``needed`` of the query's terms, those holding more first, then by
+        score, ties to the older. Only the groups read are scored, and in each only the best
+        ``first`` sorted unless more are read."""
         counts: Counter[int] = Counter()
         for docs in self.held:
             counts.update(docs)
@@ -918,9 +907,19 @@ class _Scorer:
         for rowid, matched in counts.items():
             if matched >= needed:
                 groups.setdefault(matched, []).append(rowid)
+        everyone: dict[int, float] | None = None
         for matched in sorted(groups, reverse=True):
-            scores = self.scores(groups[matched])
-            for rowid, score in _best_first(scores, len(scores)):
+            group = groups[matched]
+            if len(group) * 2 > len(counts):
+                # Most entries (a one-word query: all of them): scoring every entry at once
+                # adds each phrase's shares in bulk, cheaper than looking each entry up.
+                if everyone is None:
+                    everyone = self.scores()
+                # An entry holding a phrase's terms apart, and no other phrase, scores 0.0.
+                scores = {rowid: everyone.get(rowid, 0.0) for rowid in group}
+            else:
+                scores = self.scores(group)
+            for rowid, score in _best_first(scores, first):
                 yield rowid, score, matched
 
 
@@ -937,16 +936,6 @@ def _add(scores: dict[int, float], shares: dict[int, float]) -> None:
 def _idf(rows: int, holders: int) -> float:
     idf = math.log((rows - holders + 0.5) / (holders + 0.5))
     return idf if idf > 0.0 else 1e-6
-
-
-def _held(held: Sequence[Sequence[int]], rowid: int) -> int:
-    """How many of the terms' postings ``held`` hold ``rowid``."""
-    count = 0
-    for docs in held:
-        at = bisect_left(docs, rowid)
-        if at < len(docs) and docs[at] == rowid:
-            count += 1
-    return count
 
 
 def _best_first(scores: dict[int, float], first: int) -> Iterator[tuple[int, float]]:
