@@ -421,6 +421,8 @@ def execution_header(entry: dict[str, Any], runs: dict[str, Any]) -> list[tuple[
             where = f"reused from run {origin['reused_from']}"
         else:
             where = f"{origin.get('source', '?')} profile r{origin.get('revision')}"
+        if origin.get("hooks_from"):
+            where += ", hooks stored by rho"
         lines.append((f"  hooks    {' · '.join(parts)}  [{where}]", "dim"))
     return lines
 
@@ -563,6 +565,12 @@ def task_line(record: dict[str, Any]) -> tuple[str, str]:
         return (gates_waiting_text(record["run_id"], record["pending"]), "yellow")
     if kind == "settled":
         return (f"every gate of run {record['run_id']} is settled; going on", "dim")
+    if kind == "hooks_from":
+        return (
+            f'lifecycle hooks: plugins["{record["extension"]}"].configuration in '
+            f"{record['file']} (stored by `rho extensions configure`; the scenario declares none)",
+            "dim",
+        )
     head = f"{clock(record.get('at'))}  {record['event']}  {record['task_key']}"
     if kind == "waiting":
         return (

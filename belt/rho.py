@@ -13,14 +13,18 @@ from belt.declarations import (
     RHO_PLUGIN,
     check_document,
     parse_text,
-    read_document,
     read_text,
 )
 from belt.effects import url_host
 from belt.errors import InvalidInput, NotFound, UsageError
 from belt.inputs import read_stream
-from belt.paths import state_dir, write_private
-from belt.records.profile import PROFILE_PATH
+from belt.paths import write_private
+from belt.records.profile import (
+    PROFILE_PATH,
+    read_rho_config,
+    rho_config_path,
+    stored_lifecycle_hooks,
+)
 from belt.wire.enums import Dialect
 
 STDIN = "<stdin>"
@@ -46,21 +50,6 @@ class Configured:
         if self.api:
             return f"the profile at {self.api} (lifecycle_hooks of {PROFILE_PATH})"
         return f'plugins["{self.extension}"].configuration in {self.file}'
-
-
-def config_path() -> Path:
-    """rho's config file in the state directory."""
-    return state_dir() / "rho" / "config.json"
-
-
-def read_config(path: Path) -> dict[str, Any]:
-    """rho's whole config file; a file that does not exist yet is empty."""
-    if not path.exists():
-        return {}
-    doc = read_document(path)
-    if not isinstance(doc, dict):
-        raise InvalidInput(f"{path}: expected a JSON object", hint="fix or remove the file")
-    return doc
 
 
 def read_input(file: Path | None) -> tuple[str, str]:
@@ -94,8 +83,8 @@ def configure_lifecycle_hooks(
     if api:
         return configure_through_api(api, configuration, transport=transport)
 
-    path = config_path()
-    config = read_config(path)
+    path = rho_config_path(create=True)
+    config = read_rho_config(path)
     plugins = config.setdefault("plugins", {})
     if not isinstance(plugins, dict):
         raise InvalidInput(f"{path}: plugins: expected an object", hint="fix or remove the file")
@@ -107,6 +96,13 @@ def configure_lifecycle_hooks(
     entry["configuration"] = configuration
     write_private(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
     return Configured(RHO_PLUGIN, path, configuration)
+
+
+def show_lifecycle_hooks() -> Configured:
+    """What rho's config file holds for the extension (``{}``, the default, when nothing is
+    stored); nothing is written."""
+    stored = stored_lifecycle_hooks()
+    return Configured(RHO_PLUGIN, stored.file, stored.configuration)
 
 
 def configure_through_api(

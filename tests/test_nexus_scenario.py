@@ -165,8 +165,45 @@ def test_hooks_file_replaces_the_profiles_hooks(tmp_path: Path) -> None:
 def test_hooks_file_without_an_approval_mode_to_go_with_it_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "s.json"
     path.write_text(json.dumps({"dialect": "nexus", "turns": [USER]}))
-    with pytest.raises(InvalidInput, match="approval_mode: is required"):
+    with pytest.raises(InvalidInput) as raised:
         read_scenario(path, hooks_file=EXAMPLES / "nexus-hooks.toml")
+    assert raised.value.message == (
+        f"{path}: the lifecycle hooks of {EXAMPLES / 'nexus-hooks.toml'} need an approval mode: "
+        f'add "approval_mode": "auto" (or "ask") to "profile" in {path}'
+    )
+    assert raised.value.problems == []
+    assert raised.value.hint is None
+
+
+def test_stored_hooks_are_read_only_when_asked_for_and_the_scenario_declares_none(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    config = belt_home / "rho" / "config.json"
+    config.parent.mkdir(parents=True)
+    stored = PROFILE["lifecycle_hooks"]
+    config.write_text(json.dumps({"plugins": {"rho.lifecycle_hooks": {"configuration": stored}}}))
+    path = tmp_path / "s.json"
+    path.write_text(
+        json.dumps({"dialect": "nexus", "profile": {"approval_mode": "ask"}, "turns": [USER]})
+    )
+    loaded = read_scenario(path, stored_hooks=True)
+    assert isinstance(loaded, LoadedNexusScenario)
+    assert loaded.profile == PROFILE
+    assert loaded.hooks_from == {
+        "source": "rho",
+        "extension": "rho.lifecycle_hooks",
+        "file": str(config),
+    }
+    # Without stored_hooks (belt test, the pytest plugin), the scenario is all there is.
+    loaded = read_scenario(path)
+    assert isinstance(loaded, LoadedNexusScenario)
+    assert (loaded.profile, loaded.hooks_from) == ({"approval_mode": "ask"}, None)
+    # A turn's profile with lifecycle_hooks is the scenario's own declaration.
+    turn = {**USER, "profile": {"lifecycle_hooks": None}}
+    path.write_text(json.dumps({"dialect": "nexus", "turns": [USER, turn]}))
+    loaded = read_scenario(path, stored_hooks=True)
+    assert isinstance(loaded, LoadedNexusScenario)
+    assert (loaded.profile, loaded.hooks_from) == (None, None)
 
 
 SCENARIOS = sorted(p for p in EXAMPLES.glob("nexus-*.toml") if p.name != "nexus-hooks.toml")

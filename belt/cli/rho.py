@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -74,14 +74,52 @@ def configure(
         output.print_json(configured.summary())
         return
     output.echo(f"stored {configured.location}", stderr=True)
-    if not configured.configuration:
-        output.echo("{} (no lifecycle hooks declared)")
+    render_hooks(configured.configuration, "{} (no lifecycle hooks declared)")
+
+
+@extensions.command()
+def show(
+    extension: Annotated[Extension, typer.Argument(help="Extension to show.")],
+    json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Print the configuration stored for the extension ({} when none is).
+
+    It is read from plugins["rho.lifecycle_hooks"].configuration in the config file. A Nexus
+    scenario that declares no lifecycle_hooks of its own runs with these under `belt sim run`
+    (never under `belt test`).
+
+    Examples:
+
+        rho extensions show rho.lifecycle_hooks
+        rho extensions show rho.lifecycle_hooks --json
+    """
+    from belt import output
+    from belt.rho import show_lifecycle_hooks
+
+    shown = show_lifecycle_hooks()
+    if json_:
+        output.print_json(shown.summary())
+        return
+    output.echo(shown.location, stderr=True)
+    render_hooks(
+        shown.configuration,
+        "{} (no lifecycle hooks stored; set them with `rho extensions configure "
+        "rho.lifecycle_hooks --file FILE`)",
+    )
+
+
+def render_hooks(configuration: dict[str, Any], empty: str) -> None:
+    """A lifecycle_hooks object as a table of its hooks, or ``empty`` when it declares none."""
+    from belt import output
+
+    if not configuration:
+        output.echo(empty)
         return
     output.table(
         ["event", "tool", "timeout_ms", "max_continuations"],
         [
             [event, hook["tool"], hook["timeout_ms"], hook.get("max_continuations", "")]
-            for event, hook in configured.configuration.items()
+            for event, hook in configuration.items()
         ],
     )
 

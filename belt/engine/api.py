@@ -164,7 +164,10 @@ def run_scenario(
 
         parse_tools(executors)
     parse_routes(routes or [])
-    loaded = read_scenario(scenario, hooks_file=hooks_file)
+    loaded = read_scenario(scenario, hooks_file=hooks_file, stored_hooks=True)
+    hooks_from = getattr(loaded, "hooks_from", None)
+    if hooks_from is not None and report is not None:
+        report({"kind": "hooks_from", **hooks_from})
     declared = with_scenario_executors(getattr(loaded.scenario, "executors", {}), executors or [])
     if offline:
         from belt.engine.offline import network_problems

@@ -194,6 +194,7 @@ class NexusLoop:
             scenario=loaded.scenario.model_dump(mode="json", by_alias=True, exclude={"profile"}),
             profile=loaded.profile,
             profile_revision=1 if loaded.profile is not None else None,
+            hooks_from=loaded.hooks_from,
             last_reply=None,
         )
 
@@ -204,7 +205,8 @@ class NexusLoop:
         turn = self.scenario.turns[index]
         if turn.profile is not None:
             revision = int(self.sim.sim.get("profile_revision") or 0) + 1
-            self.sim.update_sim(profile=turn.profile, profile_revision=revision)
+            # A turn's profile replaces the whole declaration, rho's hooks included.
+            self.sim.update_sim(profile=turn.profile, profile_revision=revision, hooks_from=None)
         kind = turn.kind
         regenerates = None
         input_message_id = None
@@ -420,6 +422,7 @@ class NexusLoop:
             "simulation": {
                 "profile": sim.get("profile"),
                 "profile_revision": sim.get("profile_revision"),
+                "hooks_from": sim.get("hooks_from"),
             },
             "executions": sim_executions(store, str(sim["id"])),
             "hook_tasks": [task for run in runs for task in run_tasks(store, run["id"])],
@@ -435,8 +438,10 @@ class NexusLoop:
         """The profile a new input captures, and where it came from."""
         sim = self.sim.sim
         if sim.get("profile") is not None:
-            revision = sim.get("profile_revision")
-            return dict(sim["profile"]), {"source": "scenario", "revision": revision}
+            origin: dict[str, Any] = {"source": "scenario", "revision": sim.get("profile_revision")}
+            if sim.get("hooks_from"):
+                origin["hooks_from"] = sim["hooks_from"]
+            return dict(sim["profile"]), origin
 
         record = read_profile(self.sim.store)
         return dict(record["configuration"]), {"source": "store", "revision": record["revision"]}

@@ -24,6 +24,7 @@ from pydantic_core import PydanticCustomError
 from belt.declarations import check_document, read_document
 from belt.errors import InvalidInput
 from belt.matching import argument_matchers, arguments_match, value_matcher
+from belt.records.profile import stored_lifecycle_hooks
 from belt.store.clock import DURATION_MAX, check_moment, parse_duration, parse_rfc3339
 from belt.text import printable
 from belt.wire.catalogue import GATEABLE_EVENTS
@@ -384,9 +385,10 @@ def dialect_problems(doc: dict[str, Any], dialect: str) -> list[str]:
 
 
 def read_scenario(
-    path: str | Path, *, hooks_file: str | Path | None = None
+    path: str | Path, *, hooks_file: str | Path | None = None, stored_hooks: bool = False
 ) -> LoadedScenario | LoadedNexusScenario:
-    """Read and check a scenario of either dialect; ``hooks_file`` replaces its hooks."""
+    """Read and check a scenario of either dialect; ``hooks_file`` replaces its hooks, and with
+    ``stored_hooks`` a Nexus scenario without hooks of its own gets those rho stored."""
     source = str(path)
     if not source.isprintable() and not _utf8(source):
         raise InvalidInput(
@@ -394,7 +396,11 @@ def read_scenario(
             "name, rename it"
         )
     return scenario_from_document(
-        read_document(path, kind="scenario"), source, Path(path).parent, hooks_file=hooks_file
+        read_document(path, kind="scenario"),
+        source,
+        Path(path).parent,
+        hooks_file=hooks_file,
+        stored_hooks=stored_hooks,
     )
 
 
@@ -407,9 +413,17 @@ def _utf8(text: str) -> bool:
 
 
 def scenario_from_document(
-    doc: Any, source: str, directory: Path, *, hooks_file: str | Path | None = None
+    doc: Any,
+    source: str,
+    directory: Path,
+    *,
+    hooks_file: str | Path | None = None,
+    stored_hooks: bool = False,
 ) -> LoadedScenario | LoadedNexusScenario:
-    """Check a decoded scenario of either dialect; files it names are found from ``directory``."""
+    """Check a decoded scenario of either dialect; files it names are found from ``directory``.
+
+    ``stored_hooks`` (``belt sim run`` only: ``belt test`` never reads stored configuration)
+    gives a Nexus scenario that declares no lifecycle hooks the ones rho stored."""
     if not isinstance(doc, dict):
         raise InvalidInput(f"{source}: expected a table/object at the top level")
     dialect = scenario_dialect(doc, source)
@@ -417,7 +431,7 @@ def scenario_from_document(
     if problems:
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
     if dialect == "nexus":
-        return load_nexus_scenario(doc, source, hooks_file=hooks_file)
+        return load_nexus_scenario(doc, source, hooks_file=hooks_file, stored_hooks=stored_hooks)
     findings = Findings()
     try:
         scenario = Scenario.model_validate(doc)
@@ -582,12 +596,15 @@ class NexusScenario(_Strict):
 
 @dataclass
 class LoadedNexusScenario:
-    """A checked Nexus scenario and the profile it starts with (None: the stored profile)."""
+    """A checked Nexus scenario and the profile it starts with (None: the stored profile);
+    ``hooks_from`` says where that profile's lifecycle hooks came from when not the scenario
+    (rho's stored configuration)."""
 
     source: str
     scenario: NexusScenario
     profile: dict[str, Any] | None
     hooks_file: str | None = None
+    hooks_from: dict[str, Any] | None = None
     dialect: ClassVar[str] = "nexus"
 
 
@@ -640,9 +657,15 @@ def nexus_turn_problems(scenario: NexusScenario) -> list[str]:
 
 
 def load_nexus_scenario(
-    doc: dict[str, Any], source: str, *, hooks_file: str | Path | None = None
+    doc: dict[str, Any],
+    source: str,
+    *,
+    hooks_file: str | Path | None = None,
+    stored_hooks: bool = False,
 ) -> LoadedNexusScenario:
-    """Check a decoded Nexus scenario; ``hooks_file`` replaces its profile's lifecycle hooks."""
+    """Check a decoded Nexus scenario; ``hooks_file`` replaces its profile's lifecycle hooks,
+    and with ``stored_hooks`` a scenario that declares none gets those rho stored (when it
+    stored any)."""
     findings = Findings()
     try:
         scenario = NexusScenario.model_validate(doc)
@@ -663,9 +686,25 @@ def load_nexus_scenario(
     if problems:
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
     profile = scenario.profile
+    hooks_from = None
     if hooks_file is not None:
-        profile = profile_with_hooks_file(profile, Path(hooks_file))
-    return LoadedNexusScenario(source, scenario, profile, str(hooks_file) if hooks_file else None)
+        profile = profile_with_hooks_file(profile, Path(hooks_file), source)
+    elif stored_hooks and not declares_hooks(scenario):
+        stored = stored_lifecycle_hooks()
+        if stored.configuration:
+            where = f"the lifecycle hooks rho stored ({stored.file})"
+            profile = profile_with_hooks(profile, stored.configuration, source, where)
+            hooks_from = stored.origin()
+    return LoadedNexusScenario(
+        source, scenario, profile, str(hooks_file) if hooks_file else None, hooks_from
+    )
+
+
+def declares_hooks(scenario: NexusScenario) -> bool:
+    """True when the scenario's ``[profile]`` or a turn's profile has a ``lifecycle_hooks`` key
+    (``{}`` too: it declares none itself)."""
+    profiles = [scenario.profile, *(turn.profile for turn in scenario.turns)]
+    return any(profile is not None and "lifecycle_hooks" in profile for profile in profiles)
 
 
 def executor_problem(name: str, target: str) -> str | None:
@@ -684,8 +723,11 @@ def executor_problem(name: str, target: str) -> str | None:
     return "expected cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL"
 
 
-def profile_with_hooks_file(profile: dict[str, Any] | None, path: Path) -> dict[str, Any]:
-    """The profile with a Nexus declaration file's hooks (a whole profile file replaces it)."""
+def profile_with_hooks_file(
+    profile: dict[str, Any] | None, path: Path, source: str
+) -> dict[str, Any]:
+    """The profile of scenario ``source`` with a Nexus declaration file's hooks (a whole profile
+    file replaces it)."""
     doc = read_document(path)
     declaration = check_document(doc, str(path), Dialect.NEXUS)
     problems = declaration.findings.problems
@@ -693,13 +735,27 @@ def profile_with_hooks_file(profile: dict[str, Any] | None, path: Path) -> dict[
         raise InvalidInput(f"{path}: {problems[0]}", problems=problems[1:])
     if declaration.shape == "profile":
         return dict(doc)
-    merged = {**(profile or {}), "lifecycle_hooks": declaration.lifecycle_hooks.to_wire()}
+    hooks = declaration.lifecycle_hooks.to_wire()
+    return profile_with_hooks(profile, hooks, source, f"the lifecycle hooks of {path}")
+
+
+def profile_with_hooks(
+    profile: dict[str, Any] | None, hooks: dict[str, Any], source: str, where: str
+) -> dict[str, Any]:
+    """The scenario's profile with ``hooks`` (from ``where``) as its lifecycle hooks. The
+    approval mode the spec requires of a profile with hooks is the scenario's to give: without
+    one, a single message says where it goes."""
+    merged = {**(profile or {}), "lifecycle_hooks": hooks}
+    if hooks and (profile or {}).get("approval_mode") is None:
+        if source.endswith(".json"):
+            place = f'"approval_mode": "auto" (or "ask") to "profile" in {source}'
+        else:
+            place = f'approval_mode = "auto" (or "ask") under [profile] in {source}'
+        raise InvalidInput(f"{source}: {where} need an approval mode: add {place}")
     findings, _ = check_nexus_profile(merged, "profile")
     if not findings.ok:
         raise InvalidInput(
-            f"{path}: with these hooks, {findings.problems[0]}",
-            problems=findings.problems[1:],
-            hint="declare approval_mode in the scenario's [profile], or give a whole profile file",
+            f"{source}: with {where}, {findings.problems[0]}", problems=findings.problems[1:]
         )
     return merged
 

@@ -1,14 +1,22 @@
-"""The Nexus configuration declaration in the store (PUT /agent_api/v1/profile/configuration).
+"""The Nexus configuration declaration in the store (PUT /agent_api/v1/profile/configuration),
+and the lifecycle hooks rho keeps in its config file.
 
 One declaration per state directory, replaced whole on every write and numbered by a revision, so
-an execution can record which profile it captured.
+an execution can record which profile it captured. rho's config file (``rho/config.json`` in the
+state directory, written by ``rho extensions configure``) holds the same lifecycle_hooks object
+at ``plugins["rho.lifecycle_hooks"].configuration``; ``belt sim run`` gives it to a Nexus
+scenario that declares no hooks of its own.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
+from belt.declarations import RHO_PLUGIN, check_rho_config, read_document
 from belt.errors import InvalidInput
+from belt.paths import state_dir
 from belt.store.clock import timestamp, utcnow
 from belt.store.shapes import record_shape
 from belt.wire.validate import check_nexus_profile
@@ -62,3 +70,57 @@ def write_profile(store: Store, declaration: Any) -> Profile:
         }
         store.write(PROFILE, PROFILE_ID, dict(record))
     return record
+
+
+# -- rho's config file -------------------------------------------------------------------------
+
+
+def rho_config_path(*, create: bool = False) -> Path:
+    """rho's config file in the state directory (which ``create`` makes, 0700, if missing)."""
+    return state_dir(create=create) / "rho" / "config.json"
+
+
+def read_rho_config(path: Path) -> dict[str, Any]:
+    """rho's whole config file; a file that does not exist yet is empty."""
+    if not path.exists():
+        return {}
+    doc = read_document(path)
+    if not isinstance(doc, dict):
+        raise InvalidInput(f"{path}: expected a JSON object", hint="fix or remove the file")
+    return doc
+
+
+@dataclass(frozen=True)
+class StoredHooks:
+    """The lifecycle_hooks object rho keeps (``{}`` when none is stored) and its config file."""
+
+    configuration: dict[str, Any]
+    file: Path
+
+    @property
+    def location(self) -> str:
+        """Where the object is kept, for a person."""
+        return f'plugins["{RHO_PLUGIN}"].configuration in {self.file}'
+
+    def origin(self) -> dict[str, Any]:
+        """Where the hooks came from, for the records (``hooks_from``)."""
+        return {"source": "rho", "extension": RHO_PLUGIN, "file": str(self.file)}
+
+
+def stored_lifecycle_hooks() -> StoredHooks:
+    """The lifecycle hooks ``rho extensions configure`` stored, in wire form (``{}``, the
+    default, when nothing is); a stored object that breaks a rule is InvalidInput naming the
+    file and the path."""
+    path = rho_config_path()
+    config = read_rho_config(path)
+    if config.get("plugins") is None:
+        return StoredHooks({}, path)
+    findings, hooks = check_rho_config(config)
+    if not findings.ok or hooks is None:
+        problems = findings.problems
+        raise InvalidInput(
+            f"{path}: {problems[0]}",
+            problems=problems[1:],
+            hint=f"store a valid object with `rho extensions configure {RHO_PLUGIN}`",
+        )
+    return StoredHooks(hooks.to_wire(), path)

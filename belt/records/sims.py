@@ -44,6 +44,9 @@ class Sim(TypedDict):
     created_at: NotRequired[Any]
     profile: NotRequired[Any]
     profile_revision: NotRequired[Any]
+    hooks_from: NotRequired[dict[str, Any] | None]
+    """Where a Nexus simulation's profile got its lifecycle hooks when not from the scenario
+    (``source`` ``rho``, ``extension``, ``file``); cleared when a turn's profile replaces it."""
     kind: NotRequired[Any]
     emulated: NotRequired[Any]
     fail_closed: NotRequired[Any]

@@ -180,3 +180,71 @@ def test_a_hostile_profile_api_is_a_clear_exit_6(behaviour, message: str) -> Non
     assert result.exit_code == 6, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def show(*args: str) -> Result:
+    return rho("extensions", "show", "rho.lifecycle_hooks", *args)
+
+
+def test_show_with_nothing_stored_prints_the_default_and_writes_nothing(belt_home: Path) -> None:
+    result = show()
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == (
+        "{} (no lifecycle hooks stored; set them with `rho extensions configure "
+        "rho.lifecycle_hooks --file FILE`)\n"
+    )
+    path = belt_home / "rho" / "config.json"
+    assert result.stderr == f'plugins["rho.lifecycle_hooks"].configuration in {path}\n'
+    result = show("--json")
+    assert result.exit_code == 0
+    assert result.json() == {
+        "extension": "rho.lifecycle_hooks",
+        "file": str(path),
+        "configuration": {},
+    }
+    assert not belt_home.exists()
+
+
+def test_show_prints_what_configure_stored(belt_home: Path) -> None:
+    configured = configure("--file", str(SPEC_EXAMPLE), "--json")
+    assert configured.exit_code == 0
+    result = show("--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.json() == configured.json()
+    result = show()
+    assert result.exit_code == 0
+    assert result.stdout == configure("--file", str(SPEC_EXAMPLE)).stdout
+    assert result.stdout.splitlines()[-1] == "stop          execution_check  30000       2"
+
+
+def test_show_of_other_settings_only_is_the_default(belt_home: Path) -> None:
+    path = belt_home / "rho" / "config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"theme": "dark", "plugins": {"rho.mail": {"configuration": {}}}}))
+    result = show("--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["configuration"] == {}
+
+
+def test_show_of_a_broken_stored_object_names_the_file_and_path(belt_home: Path) -> None:
+    path = belt_home / "rho" / "config.json"
+    path.parent.mkdir(parents=True)
+    hooks = {"stop": {"tool": "verify", "timeout_ms": 0, "max_continuations": 1}}
+    path.write_text(json.dumps({"plugins": {"rho.lifecycle_hooks": {"configuration": hooks}}}))
+    result = show()
+    assert result.exit_code == ExitCode.INVALID_INPUT
+    assert result.stderr.splitlines()[0] == (
+        f'error: {path}: plugins["rho.lifecycle_hooks"].configuration.stop.timeout_ms: 0 must '
+        "be a whole number 1 through 300000"
+    )
+
+
+def test_the_bare_object_rho_accepts_is_a_valid_declaration_for_belt(tmp_path: Path) -> None:
+    from tests.cli.runner import belt
+
+    bare = tmp_path / "my.json"
+    bare.write_text(json.dumps(STOP))
+    assert configure("--file", str(bare)).exit_code == 0
+    validated = belt("hooks", "validate", str(bare), "--json")
+    assert validated.exit_code == 0, validated.stdout
+    assert belt("hooks", "validate", str(bare)).stdout == f"ok  {bare} (nexus, 1 hook(s))\n"

@@ -603,3 +603,185 @@ def test_a_scenario_whose_file_name_is_not_utf8_is_a_clean_error(
     assert "the file name is not UTF-8" in result.stderr
     assert "bad\\udcff.toml" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# -- a Nexus scenario and the lifecycle hooks rho stored --------------------------------------
+
+NEXUS_TOOLS = Path(__file__).parents[1] / "nexus_tools.py"
+STORED = {"stop": {"tool": "verify", "timeout_ms": 30000, "max_continuations": 3}}
+VERIFY = f"verify=py:{NEXUS_TOOLS}:continue_until_third_answer"
+
+
+def rho_configure(hooks: dict[str, Any]) -> None:
+    """Store ``hooks`` as rho's lifecycle_hooks, as a user does (a bare object, on stdin)."""
+    from tests.cli.test_rho import configure
+
+    result = configure(input=json.dumps(hooks))
+    assert result.exit_code == 0, result.stderr
+
+
+def nexus_scenario(tmp_path: Path, profile: str = "") -> Path:
+    """A Nexus TOML scenario whose model needs two stop continuations; ``profile`` is the body
+    of its [profile] table (none when empty)."""
+    path = tmp_path / "my-nexus.toml"
+    table = f"[profile]\n{profile}\n" if profile else ""
+    path.write_text(
+        f'dialect = "nexus"\n{table}\n[[turns]]\nuser = "Fix it."\n'
+        + "".join(f'  [[turns.model]]\n  say = "answer {n}"\n' for n in (1, 2, 3))
+    )
+    return path
+
+
+def test_a_nexus_scenario_without_hooks_runs_with_those_rho_stored(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    rho_configure(STORED)
+    config = belt_home / "rho" / "config.json"
+    path = nexus_scenario(tmp_path, 'approval_mode = "auto"')
+    result = belt("sim", "run", str(path), "--executor", VERIFY, "--json")
+    assert result.exit_code == 0, result.stderr
+    report = result.json()
+    hooks_from = {"source": "rho", "extension": "rho.lifecycle_hooks", "file": str(config)}
+    assert report["simulation"]["hooks_from"] == hooks_from
+    assert report["simulation"]["profile"] == {"approval_mode": "auto", "lifecycle_hooks": STORED}
+    (run,) = report["runs"]
+    assert run["hooks"] == STORED
+    assert run["approval_mode"] == "auto"
+    assert run["profile"] == {"source": "scenario", "revision": 1, "hooks_from": hooks_from}
+    assert [t["task_key"].rsplit(":", 1)[1] for t in report["hook_tasks"]] == [
+        "answer-1",
+        "answer-2",
+        "answer-3",
+    ]
+    assert run["execution"]["continuations"] == 2
+    assert (
+        f'lifecycle hooks: plugins["rho.lifecycle_hooks"].configuration in {config} (stored by '
+        "`rho extensions configure`; the scenario declares none)\n"
+    ) in result.stderr
+
+    human = belt("sim", "run", str(path), "--executor", VERIFY)
+    assert human.exit_code == 0, human.stderr
+    assert "stop → verify (30000 ms, max 3)  [scenario profile r1, hooks stored by rho]" in (
+        human.stdout
+    )
+    assert f'lifecycle hooks: plugins["rho.lifecycle_hooks"].configuration in {config}' in (
+        human.stderr
+    )
+    shown = belt("sim", "show", "--last", "--json")
+    assert shown.json()["simulation"]["hooks_from"] == hooks_from
+
+
+@pytest.mark.parametrize("profile", ["", 'name = "no mode"'])
+def test_stored_hooks_without_an_approval_mode_are_one_error_saying_where_it_goes(
+    tmp_path: Path, belt_home: Path, profile: str
+) -> None:
+    rho_configure(STORED)
+    path = nexus_scenario(tmp_path, profile)
+    result = belt("sim", "run", str(path), "--executor", VERIFY)
+    assert result.exit_code == 5, result.stdout
+    assert result.stderr == (
+        f"error: {path}: the lifecycle hooks rho stored ({belt_home / 'rho' / 'config.json'}) "
+        f'need an approval mode: add approval_mode = "auto" (or "ask") under [profile] in '
+        f"{path}\n"
+    )
+    assert result.stdout == ""
+
+
+def test_a_bare_hooks_file_without_an_approval_mode_is_one_error_saying_where_it_goes(
+    tmp_path: Path,
+) -> None:
+    hooks = tmp_path / "my.json"
+    hooks.write_text(json.dumps(STORED))
+    path = nexus_scenario(tmp_path)
+    result = belt("sim", "run", str(path), "--hooks", str(hooks))
+    assert result.exit_code == 5
+    assert result.stderr == (
+        f"error: {path}: the lifecycle hooks of {hooks} need an approval mode: add "
+        f'approval_mode = "auto" (or "ask") under [profile] in {path}\n'
+    )
+    doc = tmp_path / "my-nexus.json"
+    doc.write_text(json.dumps({"dialect": "nexus", "turns": [{"user": "x", "model": [{}]}]}))
+    result = belt("sim", "run", str(doc), "--hooks", str(hooks))
+    assert result.exit_code == 5
+    assert result.stderr.endswith(f'add "approval_mode": "auto" (or "ask") to "profile" in {doc}\n')
+
+
+def test_the_same_bare_hooks_file_runs_with_the_scenarios_approval_mode(tmp_path: Path) -> None:
+    hooks = tmp_path / "my.json"
+    hooks.write_text(json.dumps(STORED))
+    path = nexus_scenario(tmp_path, 'approval_mode = "auto"')
+    result = belt("sim", "run", str(path), "--hooks", str(hooks), "--executor", VERIFY, "--json")
+    assert result.exit_code == 0, result.stderr
+    (run,) = result.json()["runs"]
+    assert run["hooks"] == STORED
+    assert run["execution"]["continuations"] == 2
+
+
+@pytest.mark.parametrize(
+    ("profile", "hooks"),
+    [
+        ('approval_mode = "auto"\nlifecycle_hooks = {}', {}),
+        (
+            'approval_mode = "auto"\n[profile.lifecycle_hooks.turn_start]\ntool = "verify"\n'
+            "timeout_ms = 30000",
+            {"turn_start": {"tool": "verify", "timeout_ms": 30000}},
+        ),
+    ],
+)
+def test_a_scenario_that_declares_its_own_hooks_ignores_those_rho_stored(
+    tmp_path: Path, profile: str, hooks: dict[str, Any]
+) -> None:
+    rho_configure(STORED)
+    path = str(nexus_scenario(tmp_path, profile))
+    result = belt("sim", "run", path, "--executor", VERIFY, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert "rho" not in result.stderr
+    report = result.json()
+    assert report["simulation"]["hooks_from"] is None
+    assert [run["hooks"] for run in report["runs"]] == ([hooks] if hooks else [])
+
+
+def test_hooks_given_with_hooks_win_over_those_rho_stored(tmp_path: Path) -> None:
+    rho_configure(STORED)
+    hooks = tmp_path / "mine.json"
+    hooks.write_text(json.dumps({"turn_start": {"tool": "verify", "timeout_ms": 30000}}))
+    path = nexus_scenario(tmp_path, 'approval_mode = "auto"')
+    result = belt("sim", "run", str(path), "--hooks", str(hooks), "--executor", VERIFY, "--json")
+    assert result.exit_code == 0, result.stderr
+    report = result.json()
+    assert report["simulation"]["hooks_from"] is None
+    assert report["runs"][0]["hooks"] == {"turn_start": {"tool": "verify", "timeout_ms": 30000}}
+
+
+def test_a_broken_stored_configuration_is_an_error_naming_the_file(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    config = belt_home / "rho" / "config.json"
+    config.parent.mkdir(parents=True)
+    bad = {"stop": {"tool": "verify", "timeout_ms": 30000}}
+    config.write_text(json.dumps({"plugins": {"rho.lifecycle_hooks": {"configuration": bad}}}))
+    result = belt("sim", "run", str(nexus_scenario(tmp_path, 'approval_mode = "auto"')))
+    assert result.exit_code == 5
+    assert result.stderr.splitlines()[0] == (
+        f'error: {config}: plugins["rho.lifecycle_hooks"].configuration.stop.max_continuations: '
+        "is required on stop (0 through 20)"
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_belt_test_never_reads_the_stored_configuration(tmp_path: Path) -> None:
+    rho_configure(STORED)
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    path = nexus_scenario(tests, 'approval_mode = "auto"')
+    executors = f'[executors]\nverify = "py:{NEXUS_TOOLS}:continue_until_third_answer"\n'
+    expect = '[[expect]]\nevent = "stop"\nfired = 0\n'
+    path.write_text(f"{path.read_text()}\n{executors}\n{expect}")
+    result = belt("test", str(tests), "--json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    (outcome,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert (outcome["status"], outcome["failures"]) == ("pass", [])
+    # The same file under `belt sim run` does run with them: the stop hook fires.
+    ran = belt("sim", "run", str(path), "--json")
+    assert ran.exit_code == 0, ran.stderr
+    assert len(ran.json()["hook_tasks"]) == 3
