@@ -963,9 +963,12 @@ def test_summary_line(
     parts = [f"{counts['pass']} passed"]
     if counts["fail"]:
         parts.append(f"{counts['fail']} failed")
-    if counts["error"]:
-        invalid = sum(1 for r in results if r.get("invalid"))
-        parts.append(f"{counts['error']} error(s)" + (f", {invalid} invalid" if invalid else ""))
+    # An invalid file is an error of its own kind: each file is counted once.
+    invalid = sum(1 for r in results if r["status"] == "error" and r.get("invalid"))
+    if counts["error"] > invalid:
+        parts.append(f"{counts['error'] - invalid} error(s)")
+    if invalid:
+        parts.append(f"{invalid} invalid")
     text = f"{len(results)} scenario(s): {', '.join(parts)} in {seconds:.2f} s"
     if stopped:
         text += " (stopped at the first failure: -x)"
