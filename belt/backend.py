@@ -96,7 +96,9 @@ class LocalInbox(Backend, Protocol):
         default_resolution: str | None = None,
         meta: Any = None,
     ) -> dict[str, Any]:
-        """Open a hook gate by hand, as a gate hook on ``event`` would."""
+        """Open a hook gate by hand, as a gate hook on ``event`` would, on a run that is running
+        or awaiting a decision, in its own chat (exit 3 for an unknown run or chat, 4 for a run
+        that is neither or a chat it is not in)."""
 
 
 class LocalBackend:
@@ -228,10 +230,11 @@ class LocalBackend:
         default_resolution: str | None = None,
         meta: Any = None,
     ) -> dict[str, Any]:
-        """Open a hook gate in the store; returns its InterruptDTO."""
-        from belt.records.interrupts import create_interrupt
+        """Open a hook gate in the store on a run that is working or awaiting a decision, in
+        its own chat (``belt.records.interrupts.open_gate``); returns its InterruptDTO."""
+        from belt.records.interrupts import open_gate
 
-        return create_interrupt(
+        return open_gate(
             store=self.store,
             run_id=run_id,
             chat_id=chat_id,

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from belt.engine.api import run_scenario
@@ -28,6 +28,7 @@ from belt.store.clock import (
     now,
     parse_duration,
     parse_rfc3339,
+    timestamp,
     using,
     utcnow,
 )
@@ -799,3 +800,172 @@ def test_a_resumed_simulation_goes_on_on_its_own_clock(tmp_path: Path, store: St
     assert resumed["runs"][0]["state"] == "completed"
     last = resumed["chat"]["chat_messages"][-1]
     assert last["created_at"] == "2026-08-11T14:01:30.000Z"
+
+
+# -- a run's times never go backwards ----------------------------------------------------------
+
+
+def stamps_of(store: Store, report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every time a simulation's records hold, in the order they were made: each message's
+    creation (in chat order), each run's start and last change, each hook event logged."""
+    from belt.records.runs import run_events
+
+    found = [(m["created_at"], f"message {m['order']}") for m in report["chat"]["chat_messages"]]
+    for run in report["runs"]:
+        found += [(run["created_at"], f"{run['id']} created"), (run["updated_at"], run["id"])]
+        found += [(line["at"], f"{run['id']} event") for line in run_events(store, run["id"])]
+    return found
+
+
+def assert_in_order(store: Store, report: dict[str, Any]) -> None:
+    """The chat's messages and each run's logged hook events are dated in the order they were
+    recorded, and each run's start is no later than its last change and than the start of the
+    run after it."""
+    from belt.records.runs import run_events
+
+    messages = [m["created_at"] for m in report["chat"]["chat_messages"]]
+    assert messages == sorted(messages), messages
+    runs = report["runs"]
+    for run in runs:
+        assert run["created_at"] <= run["updated_at"], run
+        logged = [line["at"] for line in run_events(store, run["id"])]
+        assert logged == sorted(logged), logged
+    starts = [run["created_at"] for run in runs]
+    assert starts == sorted(starts), starts
+
+
+def test_a_run_resumed_after_a_sweep_at_t_goes_on_at_t(tmp_path: Path, store: Store) -> None:
+    held = belt(
+        "sim", "run", str(held_scenario(tmp_path)), "--clock", "2026-08-11T14:00:00Z", "--json"
+    ).json()
+    run_id = held["runs"][0]["id"]
+    swept = belt("interrupt", "sweep", "--at", "2026-08-11T14:15:00Z", "--json")
+    assert swept.exit_code == 0, swept.stderr
+    assert swept.json()["interrupts"][0]["resolved_at"] == "2026-08-11T14:15:00.000Z"
+
+    resumed = belt("sim", "resume", run_id, "--json")
+    assert resumed.exit_code == 0, resumed.stderr
+    report = resumed.json()
+    before = {m["id"] for m in held["chat"]["chat_messages"]}
+    new = [m for m in report["chat"]["chat_messages"] if m["id"] not in before]
+    # The clock went on from the settlement, and says so; the tool's refusal and the reply follow.
+    assert [(m["role"], m["created_at"]) for m in new] == [
+        ("event", "2026-08-11T14:15:00.000Z"),
+        ("tool", "2026-08-11T14:15:00.000Z"),
+        ("assistant", "2026-08-11T14:15:00.000Z"),
+    ]
+    assert new[0]["content"][0]["text"] == "clock +15m → 2026-08-11T14:15:00.000Z"
+    assert new[1]["status"] == "failed"
+    (run,) = report["runs"]
+    assert (run["state"], run["updated_at"]) == ("completed", "2026-08-11T14:15:00.000Z")
+    assert report["simulation"]["clock"] == "2026-08-11T14:15:00.000Z"
+    assert_in_order(store, report)
+
+
+def test_a_run_waiting_at_its_gate_goes_on_after_a_sweep_elsewhere_at_t(
+    tmp_path: Path, belt_home: Path, store: Store
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "belt", "sim", "run", str(held_scenario(tmp_path)), "--clock",
+         "2026-08-11T14:00:00Z", "--wait", "--json"],
+        env={**os.environ, "BELT_HOME": str(belt_home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        eventually(lambda: belt("interrupt", "list", "--json").json(), "the gate opened")
+        swept = belt("interrupt", "sweep", "--at", "2026-08-11T14:12:00Z", "--json")
+        assert swept.json()["settled"] == 1
+        out, err = waiting.communicate(timeout=60)
+    finally:
+        waiting.kill()
+        waiting.wait()
+    assert waiting.returncode == 0, err
+    report = json.loads(out)
+    tool = [m for m in report["chat"]["chat_messages"] if m["role"] == "tool"]
+    assert tool[0]["created_at"] == "2026-08-11T14:12:00.000Z"
+    assert report["chat"]["chat_messages"][-1]["created_at"] == "2026-08-11T14:12:00.000Z"
+    assert report["runs"][0]["updated_at"] == "2026-08-11T14:12:00.000Z"
+    assert_in_order(store, report)
+
+
+def test_a_gate_on_wall_time_swept_ahead_of_it_is_settled_at_the_sweeps_wall_time(
+    tmp_path: Path, store: Store
+) -> None:
+    from belt.engine.api import resume_run
+
+    report = simulate(tmp_path, [gated_turn()])  # on wall time
+    (interrupt,) = report["interrupts"]
+    ahead = utcnow() + timedelta(days=1)
+    (settled,) = sweep(store=store, now=ahead)
+    # Settled now: on the wall clock its run goes on by, `ahead` has not come.
+    assert parse_rfc3339(settled["resolved_at"], "resolved_at") <= utcnow()
+    assert settled["resolved_at"] >= interrupt["created_at"]
+    resumed, _ = resume_run(run_id=report["runs"][0]["id"])
+    assert_in_order(store, resumed)
+    stamps = [at for at, _ in stamps_of(store, resumed)]
+    assert max(stamps) <= timestamp(utcnow())
+    tool = [m for m in resumed["chat"]["chat_messages"] if m["role"] == "tool"]
+    assert tool[0]["created_at"] >= settled["resolved_at"]
+
+
+@given(
+    timeout=st.integers(min_value=1, max_value=86400),
+    waited=st.integers(min_value=0, max_value=86400),
+    late=st.integers(min_value=0, max_value=10 * 86400),
+    by_sweep=st.booleans(),
+    later_turns=st.lists(st.integers(min_value=0, max_value=86400), max_size=2),
+)
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_runs_times_never_go_backwards(
+    tmp_path: Path,
+    store: Store,
+    timeout: int,
+    waited: int,
+    late: int,
+    by_sweep: bool,
+    later_turns: list[int],
+) -> None:
+    """Held on a virtual clock (after a wait shorter than its gate's timeout, or none), settled
+    by a sweep at T or resolved at T on a server's clock, then resumed: everything the run
+    and the turns after it record is dated at T or later, and in the order it was made."""
+    from belt.engine.api import resume_run
+    from belt.records.interrupts import resolve_interrupt
+
+    gate = {**GATE, "timeout": timeout}
+    waits = [{"seconds": waited}] if waited < timeout else []
+    turns = [gated_turn(wait=waits)] + [
+        {"user": "and?", "model": [{"say": "more"}], "after": f"{after}s"} for after in later_turns
+    ]
+    path = tmp_path / "scenario.json"
+    scenario = {"agent": {"name": "t", "hooks": [gate]}, "turns": turns, "clock": timestamp(START)}
+    path.write_text(json.dumps(scenario))
+    held, _ = run_scenario(scenario=path)
+    held_stamps = set(stamps_of(store, held))
+    (interrupt,) = held["chat"]["pending_interrupts"]
+    run_id = held["runs"][0]["id"]
+    at = parse_rfc3339(interrupt["expires_at"], "expires_at") + timedelta(seconds=late)
+    if by_sweep:
+        assert [i["id"] for i in sweep(store=store, now=at, run_id=run_id)] == [interrupt["id"]]
+    else:
+        with installed(VirtualClock(at)):  # as belt serve --clock resolves it over its API
+            resolve_interrupt(store=store, interrupt_id=interrupt["id"], decision="allow")
+    resumed, _ = resume_run(run_id=run_id)
+    assert [run["state"] for run in resumed["runs"]] == ["completed"] * len(turns)
+    assert_in_order(store, resumed)
+    settled_at = timestamp(at)
+    assert max(stamp for stamp, _ in held_stamps) <= settled_at
+    made = [
+        (stamp, what)
+        for stamp, what in stamps_of(store, resumed)
+        if (stamp, what) not in held_stamps
+    ]
+    assert made and all(stamp >= settled_at for stamp, _ in made), (made, settled_at)
+    assert resumed["simulation"]["clock"] >= settled_at

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -280,3 +281,106 @@ def test_cancel(store: Store) -> None:
         resolve_interrupt(store=store, interrupt_id=dto["id"], decision="allow")
     with pytest.raises(NotFound):
         interrupts.cancel_interrupt(store=store, interrupt_id="int_none")
+
+
+# -- a gate opened by hand needs a running conversation ------------------------------------------
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` and what it holds: what a refused command must leave as it was."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def run_in_chat(store: Store, state: str = "working") -> tuple[str, str]:
+    """A run of the store in ``state``, and its chat (written as a simulation writes them)."""
+    from belt.records.chats import create_chat
+    from belt.records.runs import RUN, RunRecord
+
+    chat = create_chat(store, agent_id="agent_1")
+    run = RunRecord.create(
+        store, sim_id="sim_1", agent_id="agent_1", chat_id=chat["id"], turn_index=0, execution={}
+    )
+    store.update(RUN, run.id, lambda data: {**data, "state": state})
+    return run.id, chat["id"]
+
+
+@pytest.mark.parametrize("state", ["working", "input_required"])
+def test_a_gate_opens_by_hand_on_a_running_or_waiting_run_in_its_chat(
+    store: Store, state: str
+) -> None:
+    run_id, chat_id = run_in_chat(store, state)
+    dto = interrupts.open_gate(
+        store=store, run_id=run_id[:8], chat_id=chat_id[:8], event="agent.tool_call"
+    )
+    # Named by a prefix, stored by its whole id.
+    assert (dto["run_id"], dto["chat_id"], dto["status"]) == (run_id, chat_id, "pending")
+    assert list_interrupts(store=store, run_id=run_id) == [dto]
+
+
+def refused(store: Store, error: type[Exception], match: str, **where: Any) -> None:
+    """``open_gate`` with ``where`` raises ``error`` matching ``match`` and writes nothing."""
+    before = files_of(store.root)
+    where.setdefault("event", "agent.tool_call")
+    with pytest.raises(error, match=match):
+        interrupts.open_gate(store=store, **where)
+    assert files_of(store.root) == before
+
+
+def test_a_gate_by_hand_on_an_unknown_run_or_chat_is_not_found(store: Store) -> None:
+    run_id, chat_id = run_in_chat(store)
+    refused(store, NotFound, "^no run ar_doesnotexist$", run_id="ar_doesnotexist", chat_id=chat_id)
+    refused(store, NotFound, "^no chat ch_doesnotexist$", run_id=run_id, chat_id="ch_doesnotexist")
+
+
+OTHER_STATES = [
+    "submitted", "auth_required", "completed", "failed", "canceled", "rejected", "attention_hold"
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("state", OTHER_STATES)
+def test_a_gate_by_hand_on_a_run_neither_running_nor_waiting_is_a_conflict(
+    store: Store, state: str
+) -> None:
+    run_id, chat_id = run_in_chat(store, state)
+    refused(
+        store,
+        Conflict,
+        f"^run {run_id} is {state}: a gate opens only on a run that is working or awaiting a "
+        r"decision \(input_required\)$",
+        run_id=run_id,
+        chat_id=chat_id,
+    )
+
+
+def test_the_states_a_gate_by_hand_opens_on_are_the_wire_states_left_over() -> None:
+    from belt.wire.enums import ATTENTION_HOLD, AgentRunState
+
+    assert {str(s) for s in interrupts.ACTIVE_RUN_STATES} | set(OTHER_STATES) == {
+        *(s.value for s in AgentRunState),
+        ATTENTION_HOLD,
+    }
+
+
+def test_a_gate_by_hand_in_a_chat_its_run_is_not_in_is_a_conflict(store: Store) -> None:
+    run_id, chat_id = run_in_chat(store)
+    _, other_chat = run_in_chat(store)
+    refused(
+        store,
+        Conflict,
+        f"^run {run_id} does not belong to chat {other_chat} \\(its chat is {chat_id}\\)$",
+        run_id=run_id,
+        chat_id=other_chat,
+    )
+
+
+def test_a_gate_by_hand_checks_its_terms_before_the_store(store: Store) -> None:
+    run_id, chat_id = run_in_chat(store)
+    refused(
+        store,
+        InvalidInput,
+        "a gate cannot attach to agent.complete",
+        run_id="ar_x",
+        chat_id="ch_x",
+        event="agent.complete",
+    )
+    refused(store, InvalidInput, "1 through 86400", run_id=run_id, chat_id=chat_id, timeout=0)

@@ -171,3 +171,45 @@ def test_a_run_on_an_attention_hold_leaves_the_tag(tmp_path: Path, hooks: HookAp
     assert resume_settled(store, emulated=False) == []
     assert store.tagged(GATED_RUNS) == []
     assert store.read(RUN, run_id)["state"] == "attention_hold"
+
+
+def test_a_run_swept_at_t_on_its_clock_is_continued_at_t_or_later(tmp_path: Path) -> None:
+    """`belt serve --resume` continues a run held on a virtual clock whose gate a sweep settled
+    at T: what the run and the turn after it record is dated from T on, never before."""
+    from datetime import UTC, datetime
+
+    from belt.records.interrupts import sweep
+
+    turns = [
+        {"user": "clean up", "model": [{"say": "writing", "tool_calls": [call(1)]}, {"say": "ok"}]},
+        {"user": "thanks", "model": [{"say": "bye"}], "after": "1m"},
+    ]
+    declared = [{"event": "agent.tool_call", "type": "gate", "timeout": 60}]
+    path = tmp_path / "clocked.json"
+    path.write_text(
+        json.dumps(
+            {
+                "agent": {"name": "clocked", "hooks": declared},
+                "turns": turns,
+                "clock": "2026-08-11T14:00:00Z",
+            }
+        )
+    )
+    held, (run_id,) = run_scenario(scenario=path)
+    store = open_store()
+    settled_at = datetime(2026, 8, 11, 15, 0, tzinfo=UTC)
+    assert len(sweep(store=store, now=settled_at, run_id=run_id)) == 1
+
+    [record] = resume_settled(store, emulated=False)
+    assert (record["run_id"], record["state"]) == (run_id, "completed")
+    report = belt("sim", "show", run_id, "--json").json()
+    before = {m["id"] for m in held["chat"]["chat_messages"]}
+    after = [m for m in report["chat"]["chat_messages"] if m["id"] not in before]
+    assert [m["created_at"] for m in after] == ["2026-08-11T15:00:00.000Z"] * 3 + [
+        "2026-08-11T15:01:00.000Z"
+    ] * 2
+    assert [m["role"] for m in after] == ["event", "tool", "assistant", "user", "assistant"]
+    assert [(r["created_at"], r["updated_at"]) for r in report["runs"]] == [
+        ("2026-08-11T14:00:00.000Z", "2026-08-11T15:00:00.000Z"),
+        ("2026-08-11T15:01:00.000Z", "2026-08-11T15:01:00.000Z"),
+    ]

@@ -591,7 +591,12 @@ def sweep(
 
 
 def create(
-    run: Annotated[str, typer.Option("--run", metavar="RUN_ID", help="The run to gate.")],
+    run: Annotated[
+        str,
+        typer.Option(
+            "--run", metavar="RUN_ID", help="The run to gate: working or awaiting a decision."
+        ),
+    ],
     chat: Annotated[str, typer.Option("--chat", metavar="CHAT_ID", help="The run's chat.")],
     event: Annotated[str, typer.Option("--event", help="A gate-able event, e.g. agent.tool_call.")],
     timeout: Annotated[
@@ -614,6 +619,10 @@ def create(
 ) -> None:
     """Open a hook gate by hand, as a gate hook on EVENT would.
 
+    The run must be in the store and running or awaiting a decision (working or input_required),
+    and CHAT_ID its chat: a gate fires only inside a running conversation. Each is named by its
+    id, short id or a unique prefix.
+
     Examples:
 
         belt interrupt create --run ar_k2m9x0q4 --chat ch_q4h7c1v8 --event agent.tool_call
@@ -633,7 +642,7 @@ def create(
     if json_:
         output.print_json(item)
         return
-    output.success(f"opened {item['id']} on run {run}")
+    output.success(f"opened {item['id']} on run {item['run_id']}")
     output.key_values(
         [
             ("source", item["source"]),

@@ -32,7 +32,7 @@ from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records import leases
 from belt.records.chats import CHAT, create_chat
 from belt.records.ids import new_id, now_iso
-from belt.records.interrupts import pending_for_run, resolve_interrupt, sweep
+from belt.records.interrupts import last_settled, pending_for_run, resolve_interrupt, sweep
 from belt.records.messages import Message, NewMessage, Recorder, run_event
 from belt.records.runs import (
     EMULATED_RUNS,
@@ -302,6 +302,8 @@ def record_simulation(
             "next_turn": 0,
             "status": SimStatus.RUNNING.value,
             "created_at": stamp,
+            # What reading the scenario warned of (a path read from the current directory).
+            **({"warnings": list(loaded.warnings)} if getattr(loaded, "warnings", None) else {}),
             **fields,
         },
         scenario,
@@ -497,6 +499,7 @@ class Simulation:
         (or the simulation's later runs) leaves it where ``belt serve --resume`` finds it; the
         tag goes once nothing is left to continue (``belt.engine.api.resume_gated``).
         """
+        self.catch_up(execution)
         try:
             with self.chat_step(execution):
                 self.transition(
@@ -506,6 +509,17 @@ class Simulation:
         except Cancelled:
             raise Conflict(f"run {execution.run_id} was stopped") from None
         self.update_sim(status=SimStatus.RUNNING.value)
+
+    def catch_up(self, execution: Execution) -> None:
+        """Move the virtual clock on to the time the run's gates were settled, when that is
+        later than the clock: a sweep ``--at T`` (or a server on its own clock) settles a gate
+        at T, and what the run does next is dated no earlier than its settlement."""
+        if self.clock is None or execution.run is None:
+            return
+        settled = last_settled(store=self.store, run_id=execution.run.id)
+        before = self.clock.now()
+        if settled is not None and settled > before:
+            self.clock_row(execution, before, self.clock.move_to(settled))
 
     def waits(self) -> bool:
         """True when this process stays at a run's gates until they are settled (``--wait``)."""

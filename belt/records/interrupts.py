@@ -27,11 +27,13 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import BeltError, Conflict, InvalidInput, NotFound
+from belt.records.chats import find_chat_id
 from belt.records.names import find_id, short_id
+from belt.records.runs import RUN, find_run_id
 from belt.store import Store, check_id, clock, open_store
 from belt.store.clock import epoch_ms, parse_timestamp, timestamp, utcnow
 from belt.store.shapes import record_shape
-from belt.wire.enums import InterruptStatus
+from belt.wire.enums import AgentRunState, InterruptStatus
 
 INTERRUPT = "interrupt"
 RUN_INTERRUPTS = "run-interrupts"
@@ -219,6 +221,59 @@ def create_interrupt(
     return to_dto(record)
 
 
+ACTIVE_RUN_STATES = (AgentRunState.WORKING, AgentRunState.INPUT_REQUIRED)
+"""The states of a run a gate can be opened on by hand: running, or awaiting a decision."""
+
+
+def open_gate(
+    *,
+    store: Store | None = None,
+    run_id: str,
+    chat_id: str,
+    event: str,
+    timeout: int | None = None,
+    default_resolution: str | None = None,
+    meta: Any = None,
+) -> dict[str, Any]:
+    """Open a hook gate by hand (``belt interrupt create``) on a run of the store, as a gate hook
+    on ``event`` would; returns its InterruptDTO.
+
+    A gate fires only inside a running conversation: the run and the chat are named by id, short
+    id or a unique prefix and must exist (NotFound, exit 3, naming which), the run must be
+    working or awaiting a decision and belong to the chat (Conflict, exit 4, naming which). The
+    run is checked under its lock, so it cannot end between the check and the gate; nothing is
+    written when refused.
+    """
+    store = _store(store)
+    _checked_terms(event, "hook_gate", None, timeout, default_resolution)
+    run_id = find_run_id(store, run_id)
+    chat_id = find_chat_id(store, chat_id)
+    with store.lock(RUN, run_id):
+        run = store.read(RUN, run_id)
+        state = run["state"]
+        if state not in ACTIVE_RUN_STATES:
+            raise Conflict(
+                f"run {run_id} is {state}: a gate opens only on a run that is working or "
+                "awaiting a decision (input_required)",
+                hint="gates fire inside a running conversation; `belt sim list` shows the runs",
+            )
+        if run.get("chat_id") != chat_id:
+            raise Conflict(
+                f"run {run_id} does not belong to chat {chat_id}"
+                + (f" (its chat is {run['chat_id']})" if run.get("chat_id") else ""),
+                hint="give the run's own chat, as `belt sim show RUN_ID` names it",
+            )
+        return create_interrupt(
+            store=store,
+            run_id=run_id,
+            chat_id=chat_id,
+            event=event,
+            timeout=timeout,
+            default_resolution=default_resolution,
+            meta=meta,
+        )
+
+
 def _checked_terms(
     event: str,
     reason: str,
@@ -316,6 +371,17 @@ def for_resource(*, store: Store | None = None, resource_id: str) -> list[dict[s
 def pending_for_run(*, store: Store | None = None, run_id: str) -> list[dict[str, Any]]:
     """A run's pending interrupts; the run may resume when this is empty."""
     return list_interrupts(store=store, run_id=run_id)
+
+
+def last_settled(*, store: Store | None = None, run_id: str) -> datetime | None:
+    """When the latest of a run's settled interrupts was settled (its ``resolved_at``), None
+    while none is: a run that goes on after its gates goes on no earlier than that."""
+    times = [
+        parse_timestamp(str(record["resolved_at"]))
+        for record in _run_records(_store(store), run_id, include_settled=True)
+        if record.get("resolved_at")
+    ]
+    return max(times, default=None)
 
 
 def _settle(store: Store, interrupt_id: str, change: Callable[[Interrupt], Interrupt]) -> Interrupt:
@@ -422,13 +488,17 @@ def sweep(
 
     Each becomes ``expired`` with its stored ``default_resolution`` (``deny`` when it has none).
     A sweep on wall time (no ``now``, no virtual clock in force) leaves the interrupts opened on a
-    virtual clock, whose deadlines are not wall time. A damaged interrupt file does not stop the
-    others; it is reported afterwards as InvalidInput (exit 5) naming each path.
+    virtual clock, whose deadlines are not wall time. An interrupt is stamped settled at ``now``
+    on the clock it was opened on: one opened on wall time, when ``now`` is still to come there,
+    at the wall time of the sweep (its run goes on on wall time, and is never dated before its
+    settlement). A damaged interrupt file does not stop the others; it is reported afterwards as
+    InvalidInput (exit 5) naming each path.
     """
     store = _store(store)
     on_wall_time = now is None and clock.current() is None
     moment = now or clock.now()
     due_ms, stamp = epoch_ms(moment), timestamp(moment)
+    wall_stamp = timestamp(min(moment, utcnow()))
     settled: list[dict[str, Any]] = []
     damaged: list[str] = []
 
@@ -442,12 +512,13 @@ def sweep(
             raise _Skip
         if not expires_at or parse_timestamp(expires_at) > moment:
             raise _Skip
+        at = stamp if record.get("virtual_clock") else wall_stamp
         record.update(
             {
                 "status": InterruptStatus.EXPIRED.value,
                 "resolution": on_expiry(record),
-                "resolved_at": stamp,
-                "updated_at": stamp,
+                "resolved_at": at,
+                "updated_at": at,
             }
         )
         return record

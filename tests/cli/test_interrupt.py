@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from belt.records.interrupts import DTO_FIELDS, create_interrupt, resolve_interrupt
-from belt.store import open_store
+from belt.store import Store, open_store
 from tests.cli.runner import belt
 from tests.racers import race
 from tests.terminal import on_terminal
+from tests.test_interrupts import files_of, run_in_chat
 
 
 def open_gate(run_id: str = "run_1", **kwargs) -> dict:
@@ -285,30 +286,120 @@ def test_sweep() -> None:
     assert result.stdout == "settled 0 overdue interrupt(s)\n"
 
 
-def test_create() -> None:
+GATED = {"event": "agent.tool_call", "type": "gate"}
+DELETE = {"name": "delete_file", "arguments": {"path": "/tmp/old.txt"}, "result": "deleted"}
+HELD = {
+    "agent": {"name": "t", "hooks": [GATED]},
+    "turns": [{"user": "delete it", "model": [{"say": "deleting", "tool_calls": [DELETE]}]}],
+}
+
+
+def held_run(tmp_path: Path) -> dict:
+    """The run `belt sim run` leaves at a gate (input_required), as ``--json`` reports it."""
+    path = tmp_path / "held.json"
+    path.write_text(json.dumps(HELD))
+    result = belt("sim", "run", str(path), "--json")
+    assert result.exit_code == 0, result.stderr
+    (run,) = result.json()["runs"]
+    assert run["state"] == "input_required"
+    return run
+
+
+def test_create(tmp_path: Path) -> None:
+    run = held_run(tmp_path)
     result = belt(
-        "interrupt", "create", "--run", "run_7", "--chat", "ch_7", "--event", "agent.tool_call",
-        "--timeout", "600", "--default-resolution", "deny", "--meta", '{"tool": "rm"}', "--json",
+        "interrupt", "create", "--run", run["id"], "--chat", run["chat_id"],
+        "--event", "agent.tool_call", "--timeout", "600", "--default-resolution", "deny",
+        "--meta", '{"tool": "rm"}', "--json",
     )  # fmt: skip
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result.stderr
     dto = result.json()
     assert list(dto) == list(DTO_FIELDS)
-    assert (dto["run_id"], dto["chat_id"], dto["reason"]) == ("run_7", "ch_7", "hook_gate")
+    assert (dto["run_id"], dto["chat_id"], dto["reason"]) == (
+        run["id"],
+        run["chat_id"],
+        "hook_gate",
+    )
     assert (dto["source"], dto["resource_type"]) == ("hook:agent.tool_call", "tool_invocation")
     assert dto["meta"] == {"tool": "rm"}
     created = datetime.fromisoformat(dto["created_at"])
     assert datetime.fromisoformat(dto["expires_at"]) - created == timedelta(seconds=600)
     assert re.search(r"^on expiry +deny$", belt("interrupt", "show", dto["id"]).stdout, re.M)
-    assert belt("interrupt", "list", "run_7", "--json").json() == [dto]
+    assert belt("interrupt", "list", run["id"], "--json").json()[-1] == dto
 
-    result = belt("interrupt", "create", "--run", "r", "--chat", "c", "--event", "agent.start")
-    assert result.exit_code == 0
-    assert result.stdout.startswith("opened int_")
-    [made] = belt("interrupt", "list", "r", "--json").json()
+    # The run and its chat named by short ids, as every command names them.
+    short_run, short_chat = run["id"][3:11], run["chat_id"][3:11]
+    result = belt(
+        "interrupt", "create", "--run", short_run, "--chat", short_chat, "--event", "agent.start"
+    )
+    assert result.exit_code == 0, result.stderr
+    assert re.match(rf"opened int_\w+ on run {run['id']}\n", result.stdout)
+    made = belt("interrupt", "list", run["id"], "--json").json()[-1]
+    assert (made["run_id"], made["chat_id"]) == (run["id"], run["chat_id"])
     assert made["resource_type"] == "hook_event"
     expires = datetime.fromisoformat(made["expires_at"])
     assert expires - datetime.fromisoformat(made["created_at"]) == timedelta(seconds=300)
     assert re.search(r"^on expiry +allow$", belt("interrupt", "show", made["id"]).stdout, re.M)
+
+
+def create_refused(run_id: str, chat_id: str, code: int, message: str, belt_home: Path) -> None:
+    """`belt interrupt create` on RUN_ID and CHAT_ID exits ``code`` with the one-line error
+    ``message`` and leaves every file of the store as it was."""
+    before = files_of(belt_home)
+    result = belt(
+        "interrupt", "create", "--run", run_id, "--chat", chat_id, "--event", "agent.tool_call"
+    )
+    assert result.exit_code == code, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[0] == f"error: {message}"
+    assert files_of(belt_home) == before
+
+
+def test_create_refuses_an_unknown_run_or_chat(tmp_path: Path, belt_home: Path) -> None:
+    run = held_run(tmp_path)
+    create_refused("ar_doesnotexist", "ch_doesnotexist", 3, "no run ar_doesnotexist", belt_home)
+    create_refused("ar_doesnotexist", run["chat_id"], 3, "no run ar_doesnotexist", belt_home)
+    create_refused(run["id"], "ch_doesnotexist", 3, "no chat ch_doesnotexist", belt_home)
+
+
+def test_create_refuses_a_run_neither_running_nor_awaiting_a_decision(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    run = held_run(tmp_path)
+    assert belt("sim", "stop", run["id"]).exit_code == 0
+    create_refused(
+        run["id"],
+        run["chat_id"],
+        4,
+        f"run {run['id']} is canceled: a gate opens only on a run that is working or awaiting a "
+        "decision (input_required)",
+        belt_home,
+    )
+    path = tmp_path / "done.json"
+    path.write_text(json.dumps({"turns": [{"user": "hi", "model": [{"say": "hello"}]}]}))
+    (done,) = belt("sim", "run", str(path), "--json").json()["runs"]
+    assert done["state"] == "completed"
+    create_refused(
+        done["id"],
+        done["chat_id"],
+        4,
+        f"run {done['id']} is completed: a gate opens only on a run that is working or awaiting "
+        "a decision (input_required)",
+        belt_home,
+    )
+
+
+def test_create_refuses_a_chat_the_run_is_not_in(tmp_path: Path, belt_home: Path) -> None:
+    run = held_run(tmp_path)
+    other = held_run(tmp_path)
+    create_refused(
+        run["id"],
+        other["chat_id"],
+        4,
+        f"run {run['id']} does not belong to chat {other['chat_id']} "
+        f"(its chat is {run['chat_id']})",
+        belt_home,
+    )
 
 
 @pytest.mark.parametrize(
@@ -323,11 +414,12 @@ def test_create() -> None:
         (["--event", "agent.start", "--default-resolution", "stop"], 2, ""),
     ],
 )
-def test_create_refuses(args: list[str], code: int, message: str) -> None:
-    result = belt("interrupt", "create", "--run", "r", "--chat", "c", *args)
+def test_create_refuses(args: list[str], code: int, message: str, store: Store) -> None:
+    run_id, chat_id = run_in_chat(store)
+    result = belt("interrupt", "create", "--run", run_id, "--chat", chat_id, *args)
     assert result.exit_code == code
     assert message in result.stderr
-    assert belt("interrupt", "list", "r", "--all", "--json").json() == []
+    assert belt("interrupt", "list", run_id, "--all", "--json").json() == []
 
 
 def test_racing_processes_exactly_one_resolves(belt_home: Path) -> None:
@@ -399,7 +491,7 @@ def test_read_and_resolve_paths_import_no_network_stack_pydantic_or_rich(belt_ho
     # The same check sees them when they are used, so it can tell the two apart.
     assert "httpx" in heavy("interrupt", "list", "run_1", "--api", "http://127.0.0.1:9")
     assert "pydantic" in heavy(
-        "interrupt", "create", "--run", "r", "--chat", "c", "--event", "agent.start"
+        "interrupt", "create", "--run", "ar_r", "--chat", "ch_c", "--event", "agent.start"
     )
 
 
@@ -553,7 +645,10 @@ def other_process(belt_home: Path, *args: str) -> subprocess.CompletedProcess[st
     return done
 
 
-def test_watch_json_sees_gates_opened_and_settled_by_other_processes(belt_home: Path) -> None:
+def test_watch_json_sees_gates_opened_and_settled_by_other_processes(
+    belt_home: Path, store: Store
+) -> None:
+    run_id, chat_id = run_in_chat(store)
     waiting = open_gate(default_resolution="deny")
     with watching(belt_home, "--json") as lines:
         first = json.loads(lines.next())
@@ -564,7 +659,7 @@ def test_watch_json_sees_gates_opened_and_settled_by_other_processes(belt_home: 
         )
 
         made = other_process(
-            belt_home, "interrupt", "create", "--run", "run_9", "--chat", "ch_9",
+            belt_home, "interrupt", "create", "--run", run_id, "--chat", chat_id,
             "--event", "agent.tool_call", "--json",
         ).stdout  # fmt: skip
         opened = json.loads(lines.next())
@@ -581,21 +676,22 @@ def test_watch_json_sees_gates_opened_and_settled_by_other_processes(belt_home: 
         assert json.loads(lines.next())["event"] == "resolved"
 
 
-def test_watch_prints_one_line_per_change(belt_home: Path) -> None:
+def test_watch_prints_one_line_per_change(belt_home: Path, store: Store) -> None:
+    run_id, chat_id = run_in_chat(store)
     waiting = open_gate(run_id="run_1", default_resolution="deny")
     with watching(belt_home) as lines:
         first = lines.next()  # the gate already waiting: the watch has taken its first look
         assert re.search(rf"  pending +{waiting['short_id']}  .*, then deny$", first), first
         made = json.loads(
             other_process(
-                belt_home, "interrupt", "create", "--run", "run_9", "--chat", "ch_9",
+                belt_home, "interrupt", "create", "--run", run_id, "--chat", chat_id,
                 "--event", "agent.tool_call", "--meta", '{"data": {"tool": "rm", "arguments": {}}}',
                 "--json",
             ).stdout
         )  # fmt: skip
         opened = lines.next()
         head = rf"^\d\d:\d\d:\d\d  opened +{made['short_id']}  agent.tool_call rm\(\{{\}}\)"
-        assert re.search(head + r"  run run_9  expires in .*, then allow$", opened), opened
+        assert re.search(head + rf"  run {run_id}  expires in .*, then allow$", opened), opened
         other_process(belt_home, "interrupt", "resolve", made["id"], "allow")
         assert re.search(rf"  resolved +{made['short_id']}  allow  agent.tool_call", lines.next())
 
@@ -652,9 +748,9 @@ def test_meta_must_be_a_json_object() -> None:
         "interrupt",
         "create",
         "--run",
-        "run_1",
+        "ar_1",
         "--chat",
-        "chat_1",
+        "ch_1",
         "--event",
         "agent.start",
         "--meta",
@@ -664,14 +760,15 @@ def test_meta_must_be_a_json_object() -> None:
     assert result.stderr == "error: --meta: expected a JSON object, got an array\n"
 
 
-def test_a_full_disk_is_a_clean_error_naming_the_file(belt_home: Path) -> None:
+def test_a_full_disk_is_a_clean_error_naming_the_file(belt_home: Path, store: Store) -> None:
+    run_id, chat_id = run_in_chat(store)
     # A file-size limit makes writes fail with EFBIG, as a full disk fails them with ENOSPC.
     script = (
         "import resource, signal, sys\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))\n"
         "from belt.cli import main\n"
-        "sys.argv = ['belt', 'interrupt', 'create', '--run', 'run_1', '--chat', 'ch_1',"
+        f"sys.argv = ['belt', 'interrupt', 'create', '--run', '{run_id}', '--chat', '{chat_id}',"
         " '--event', 'agent.start']\n"
         "main()\n"
     )
@@ -722,14 +819,15 @@ def test_bidi_controls_never_reach_the_terminal_raw(belt_home: Path) -> None:
         assert raw_bidi(first) == [] and "rm\\u061c" in first, first
 
 
-def test_an_index_replaced_by_a_directory_is_a_clean_error(belt_home: Path) -> None:
-    open_gate(run_id="run_1")
-    index = belt_home / "store" / "index" / "run-interrupts" / "run_1.jsonl"
+def test_an_index_replaced_by_a_directory_is_a_clean_error(belt_home: Path, store: Store) -> None:
+    run_id, chat_id = run_in_chat(store)
+    open_gate(run_id=run_id)
+    index = belt_home / "store" / "index" / "run-interrupts" / f"{run_id}.jsonl"
     index.unlink()
     index.mkdir()
     for args in (
-        ("interrupt", "create", "--run", "run_1", "--chat", "ch_1", "--event", "agent.start"),
-        ("interrupt", "list", "run_1"),
+        ("interrupt", "create", "--run", run_id, "--chat", chat_id, "--event", "agent.start"),
+        ("interrupt", "list", run_id),
     ):
         result = belt(*args)
         assert result.exit_code == 5, (args, result.stderr)
