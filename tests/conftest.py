@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, settings
 from belt.store import Store, open_store
 from tests.browser import chromium
 
-pytest_plugins = ["tests.sdk_flow"]
-"""The SDK end-to-end tests' fixtures (`sdk_served`, `sdk_handler`) and what they share."""
+pytest_plugins = ["tests.sdk_flow", "tests.portwatch"]
+"""The SDK end-to-end tests' fixtures (`sdk_served`, `sdk_handler`) and what they share; the watch
+on 127.0.0.1:8787 that fails the session if a test sends anything there (tests/portwatch.py)."""
 
 # The suite runs on two workers of a shared machine: Hypothesis's timing checks (a 200 ms
 # deadline per example, a health check on slow generation) would fail a test for the machine's

@@ -59,10 +59,13 @@ def test_the_readme_route_example_runs_from_the_repository_root(
 
 
 def test_the_readme_show_and_resume_last_run_after_a_simulation(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, served: str
 ) -> None:
     monkeypatch.chdir(ROOT)
-    assert belt("sim", "run", "examples/guarded-agent.toml").exit_code == 0
+    # The README's `belt serve --policy examples/policy.toml &`, on a port of the test's own.
+    route = f"http://127.0.0.1:8787={served}"
+    simulated = belt("sim", "run", "examples/guarded-agent.toml", "--route", route, "--strict")
+    assert simulated.exit_code == 0, simulated.stderr
     for wanted in ("belt sim show --last --json", "belt sim resume --last"):
         (line,) = [c for c in COMMANDS if c.startswith(wanted)]
         result = belt(*shlex.split(line, comments=True)[1:])
