@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from belt.wire.platform import HookDecision, HookHandlerType
-from belt.wire.validate import IN_PROCESS_PREFIX
+from belt.wire.validate import IN_PROCESS_PREFIX, POLICY_PREFIX
 
 TURN_GATES = ("agent.start", "agent.turn_start")
 DEFAULT_TOOL_DENY_REASON = "blocked by hook"
@@ -81,7 +81,7 @@ def effect_text(event: str, decision: HookDecision | str | None, reason: str | N
 
 def handler_label(handler_type: HookHandlerType | str, handler: str | None) -> str:
     """How a handler is named on the record: a webhook by its host only (an in-process
-    ``py:MODULE:FUNC`` handler by its reference, which carries no credentials)."""
+    ``py:MODULE:FUNC`` or ``policy:FILE`` handler as written, which carries no credentials)."""
     if handler_type == HookHandlerType.GATE:
         return "gate"
     if handler_type == HookHandlerType.WEBHOOK and handler:
@@ -90,8 +90,9 @@ def handler_label(handler_type: HookHandlerType | str, handler: str | None) -> s
 
 
 def is_in_process(handler: str) -> bool:
-    """True for a ``py:MODULE:FUNC`` handler, which belt calls in-process instead of POSTing."""
-    return handler.startswith(IN_PROCESS_PREFIX)
+    """True for a ``py:MODULE:FUNC`` handler or a ``policy:FILE`` one, which belt calls
+    in-process instead of POSTing."""
+    return handler.startswith((IN_PROCESS_PREFIX, POLICY_PREFIX))
 
 
 @functools.lru_cache(maxsize=256)

@@ -11,18 +11,23 @@ handler gave now.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import tomli_w
 
+from belt.effects import url_host
 from belt.engine.scenario import scenario_from_document
 from belt.errors import BeltError, InvalidInput, UsageError
+from belt.loader import is_file_reference, locate_module
 from belt.replay import Replay, Row, open_replay, payload_model
 from belt.text import printable
+from belt.wire.validate import IN_PROCESS_PREFIX, POLICY_PREFIX
 
 SIMULATED_EVENTS = (
     "agent.start",
@@ -53,8 +58,6 @@ CHAT_EVENTS = (
 compaction, need a scenario of their own: ``--per delivery``)."""
 CHAT_MAX = 500
 """The most deliveries of one chat its scenario holds; the rest are named as not written."""
-POLICY_URL = "http://127.0.0.1:8787"
-"""Where a scenario kept from a policy replay expects ``belt serve --policy``."""
 PROBLEMS_KEPT = 20
 
 
@@ -231,7 +234,8 @@ def kept_scenario(
     if not isinstance(expect, dict):
         raise InvalidInput("expect: expected an object with the decision to expect")
     document = scenario_document(payload, handler, expect)
-    scenario_from_document(document, "the kept scenario", Path("."))
+    # Its paths are read where it is saved, which is not known here.
+    scenario_from_document(document, "the kept scenario", Path("."), locate=False)
     data = _mapping(payload.get("data"))
     stem = "-".join(
         part
@@ -255,19 +259,59 @@ def kept_scenario(
 
 
 def replay_handler(
-    *, to: str | None, policy: Path | None, handler: str | None
+    *, to: str | None, policy: Path | None, handler: str | None, directory: Path | None
 ) -> tuple[str, list[str]]:
-    """The handler a saved scenario's hook names for a replay's target, and notes for its
-    reader: the URL, the ``py:`` callable, or for a policy the ``belt serve --policy`` that
-    serves it."""
+    """The handler a kept scenario's hook names for a replay's target, and notes for its reader:
+    the URL the deliveries were sent to (refused when it carries credentials), the ``py:``
+    callable or the ``policy:`` file replayed to, a path written relative to ``directory``,
+    where the scenario is saved (absolute when it is not known: a download), so that the
+    scenario runs under ``belt test`` with nothing else running. InvalidInput (exit 5) before
+    anything is written when it cannot be kept."""
     if to is not None:
+        refuse_credentials(to)
         return to, []
-    if handler is not None:
-        return "py:" + handler.removeprefix("py:"), []
-    return f"{POLICY_URL}/hooks", [
-        f"The hook is served by belt serve --policy {policy} at {POLICY_URL}:",
-        "start it before `belt test`, or point the hook elsewhere with --route.",
-    ]
+    if policy is not None:
+        return POLICY_PREFIX + _path_from(Path(policy), directory), []
+    if handler is None:
+        raise InvalidInput("a kept scenario needs the URL, policy or handler it was replayed to")
+    module, sep, func = handler.removeprefix(IN_PROCESS_PREFIX).partition(":")
+    if not sep:
+        raise InvalidInput(f"--handler {handler!r}: expected MODULE:FUNC")
+    if is_file_reference(module):
+        return f"{IN_PROCESS_PREFIX}{_path_from(Path(module), directory)}:{func}", []
+    file, root = locate_module(module, Path.cwd())
+    if file is not None:
+        # A module of the current directory: named by its file, which is found from anywhere.
+        return f"{IN_PROCESS_PREFIX}{_path_from(file, directory)}:{func}", []
+    notes = [] if root is None else [f"The hook imports {module} from {root}: run belt test there."]
+    return f"{IN_PROCESS_PREFIX}{module}:{func}", notes
+
+
+def _path_from(path: Path, directory: Path | None) -> str:
+    """``path`` (relative to the current directory, or absolute) as a scenario saved in
+    ``directory`` names it: relative to that directory, or absolute when it is None."""
+    absolute = os.path.abspath(path)
+    if directory is None:
+        return Path(absolute).as_posix()
+    return Path(os.path.relpath(absolute, os.path.abspath(directory))).as_posix()
+
+
+def refuse_credentials(url: str) -> None:
+    """A URL that carries credentials (a user or password, or a query, where tokens are put) is
+    refused, InvalidInput (exit 5): nothing secret goes into a test file."""
+    try:
+        parts = urlsplit(url)
+        userinfo = parts.username is not None or parts.password is not None
+    except ValueError:
+        raise InvalidInput(f"--to {url_host(url)}: not a URL a test can keep") from None
+    if userinfo or parts.query:
+        what = "a user name or password" if userinfo else "a query"
+        raise InvalidInput(
+            f"--to {url_host(url)}: the URL carries {what}, which can hold credentials, and a "
+            "saved test would keep them",
+            hint="save the tests from a replay to a URL without them, or to --policy FILE or "
+            "--handler MODULE:FUNC",
+        )
 
 
 class TestWriter:
@@ -418,7 +462,10 @@ def open_saving_replay(
             yield run
         return
     handler, notes = replay_handler(
-        to=options.get("to"), policy=options.get("policy"), handler=options.get("handler")
+        to=options.get("to"),
+        policy=options.get("policy"),
+        handler=options.get("handler"),
+        directory=save_tests,
     )
     with open_replay(**options) as run:
         writer = TestWriter(

@@ -31,6 +31,7 @@ import sys
 import threading
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -86,21 +87,27 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def load_callable(spec: str, *, option: str = "--handler") -> Callable[..., Any]:
-    """Import ``MODULE:FUNC`` (a dotted module, or a path to a .py file) and return the callable."""
+def load_callable(
+    spec: str, *, option: str = "--handler", root: str | None = None
+) -> Callable[..., Any]:
+    """Import ``MODULE:FUNC`` (a dotted module, or a path to a .py file) and return the callable;
+    ``root`` is a directory a dotted module is imported from (a scenario's, ``locate_module``)."""
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise UsageError(
             f"{option} {spec!r}: expected MODULE:FUNC (e.g. examples/handler.py:decide)"
         )
-    if module_name.endswith(".py") or "/" in module_name:
+    if is_file_reference(module_name):
         path = Path(module_name)
         if not path.is_file():
             raise NotFound(f"{option}: {path}: no such file")
         module = _file_module(path, option)
     else:
+        if root is not None:
+            if root not in sys.path:
+                sys.path.insert(0, root)
         # Like `python -m`, let a module in the working directory be found.
-        if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        elif "" not in sys.path and str(Path.cwd()) not in sys.path:
             sys.path.insert(0, str(Path.cwd()))
         module = _guarded(lambda: _import_module(module_name, option), module_name, option)
     found: Any = module
@@ -112,6 +119,70 @@ def load_callable(spec: str, *, option: str = "--handler") -> Callable[..., Any]
         raise InvalidInput(f"{option}: {spec} is not callable")
     func: Callable[..., Any] = found
     return func
+
+
+def is_file_reference(module: str) -> bool:
+    """Whether the MODULE of ``MODULE:FUNC`` is a path to a file (``hooks.py``, ``lib/hooks``)
+    rather than a dotted module name."""
+    return module.endswith(".py") or "/" in module
+
+
+# -- files named in files -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Found:
+    """A file a document names, found: its path (absolute), and when it was found from the
+    current directory only, the warning that says how to spell it from the document's."""
+
+    path: Path
+    warning: str | None = None
+
+
+def find_named_file(
+    written: str, directory: Path, *, where: str, spell: Callable[[str], str] = str
+) -> Found:
+    """The file ``written`` names in a document of ``directory``: a relative path is read from
+    that directory. One found only from the current directory is still used, for one release,
+    with a warning giving the spelling that names it from the document's directory
+    (``spell`` writes a path as the document would: ``py:PATH:FUNC``); one found nowhere is
+    InvalidInput (exit 5) naming the path looked for. ``where`` says what named it."""
+    path = Path(written)
+    if path.is_absolute():
+        if path.is_file():
+            return Found(path)
+        raise InvalidInput(f"{where}: {written}: no such file")
+    base = os.path.abspath(directory)
+    beside = Path(base, path)
+    if beside.is_file():
+        return Found(Path(os.path.normpath(beside)))
+    here = Path(os.path.abspath(path))
+    if here.is_file() and os.path.normpath(here) != os.path.normpath(beside):
+        new = spell(Path(os.path.relpath(here, base)).as_posix())
+        return Found(
+            here,
+            f"{where}: {spell(written)} was found from the current directory, which this "
+            f"release still tries and the next will not; a path is read from the directory of "
+            f"the file that names it ({directory}): write {new}",
+        )
+    shown = (directory / path).as_posix() if str(directory) not in ("", ".") else written
+    raise InvalidInput(
+        f"{where}: {shown}: no such file",
+        hint=f"a path is read from the directory of the file that names it ({base})",
+    )
+
+
+def locate_module(module: str, directory: Path) -> tuple[Path | None, str | None]:
+    """Where a dotted module ``module`` is found in ``directory`` without importing anything:
+    (the file of a top-level module, None), (None, the directory) for a module of a package
+    there, or (None, None) when it is not there (it is imported as Python imports it)."""
+    top = module.partition(".")[0]
+    base = Path(os.path.abspath(directory))
+    if "." not in module and (base / f"{top}.py").is_file():
+        return base / f"{top}.py", None
+    if (base / top / "__init__.py").is_file():
+        return None, str(base)
+    return None, None
 
 
 _FILES: dict[str, tuple[tuple[int, int], Any]] = {}

@@ -552,9 +552,11 @@ def clock(stamp: Any) -> str:
 
 
 def task_line(record: dict[str, Any]) -> tuple[str, str]:
-    """One live line: a task served (event, key, outcome, duration), skipped, or waited on; or
-    the gates a run waits at."""
+    """One live line: a task served (event, key, outcome, duration), skipped, or waited on; the
+    gates a run waits at; or a warning of reading the scenario."""
     kind = record.get("kind")
+    if kind == "warning":
+        return (f"warning: {record['text']}", "yellow")
     if kind == "approval":
         return (
             f"hook task {record['task_key']} ({record['event']} → {record['tool']}) waits for "

@@ -35,8 +35,8 @@ def write(directory: Path, name: str, doc: dict[str, Any]) -> Path:
 
 
 def test_the_examples_coverage_is_what_their_turns_deliver(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Counted by hand from examples/tests/guarded.toml (its py: handler path is relative to the
-    # repository). Its one turn has three model turns, so agent.turn_start fires 3 times, and
+    # Counted by hand from examples/tests/guarded.toml (its py: handler path is relative to its
+    # directory). Its one turn has three model turns, so agent.turn_start fires 3 times, and
     # examples/tests/hooks.py:guard injects the reminder (and allows) on each. Model turn 1
     # deletes /var/lib/app/production.db: hook 0 (the guard) denies it, and a deny ends the
     # event, so hook 2 (the gate) is not called. Model turn 2 deletes /tmp/old.txt: the guard
@@ -46,7 +46,7 @@ def test_the_examples_coverage_is_what_their_turns_deliver(monkeypatch: pytest.M
     suite = run_suite(paths=[Path("examples/tests/guarded.toml")], fail_unfired=True)
 
     assert suite.exit_code == 0
-    guard = "py:examples/tests/hooks.py:guard"
+    guard = "py:hooks.py:guard"
     assert [counts(entry) for entry in suite.coverage] == [
         (
             "agent.hooks[0]",

@@ -4,13 +4,22 @@ delivery as a scenario (belt.keep.kept_scenario, shared with the inspector's "Ke
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tomllib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from belt.engine.api import run_scenario
+from belt.errors import InvalidInput
 from belt.keep import kept_scenario
 from belt.server.inspector import replay as inspector_replay
 from belt.testing.suite import run_suite
@@ -49,7 +58,9 @@ def test_a_journal_becomes_a_suite_that_passes_under_belt_test(
     denied = (saved / "0002-replay-tool_call-delete_file.toml").read_text(encoding="utf-8")
     assert "belt replay --save-tests from the journal of belt serve" in denied
     assert 'decision = "deny"' in denied and "/var/lib/app/production.db" in denied
-    assert f'handler = "py:{HANDLER}"' in denied
+    # The handler replayed to, by its path from the saved file: it runs from anywhere.
+    relative = Path(os.path.relpath(EXAMPLES / "handler.py", saved)).as_posix()
+    assert f'handler = "py:{relative}:decide"' in denied
 
     suite = run_suite(paths=[saved])
     assert suite.exit_code == 0, [(r.name, r.status, r.error, r.failures) for r in suite.results]
@@ -230,7 +241,9 @@ def test_a_chat_of_two_runs_becomes_one_scenario_of_two_turns(tmp_path: Path) ->
     # The same chat against a guard that allows everything: the recorded deny is what fails.
     lenient = tmp_path / "lenient.py"
     lenient.write_text("def guard(payload):\n    return None\n", encoding="utf-8")
-    edited = path.read_text(encoding="utf-8").replace(hooks, lenient.as_posix())
+    relative = Path(os.path.relpath(hooks, saved)).as_posix()  # as the saved file names it
+    edited = path.read_text(encoding="utf-8").replace(f"py:{relative}", f"py:{lenient}")
+    assert edited != path.read_text(encoding="utf-8")
     path.write_text(edited, encoding="utf-8")
     failed = run_suite(paths=[saved]).results[0]
     assert [o.expectation.raw.get("decision") for o in failed.failures] == ["deny"]
@@ -266,3 +279,167 @@ def test_per_chat_leaves_out_what_a_chat_scenario_does_not_reach(tmp_path: Path)
         "run",
     )
     assert wrong.exit_code == 2 and "--per run: expected one of delivery, chat" in wrong.stderr
+
+
+# -- saved tests that pass on their own ----------------------------------------------------------
+
+POLICY = """
+default = "allow"
+
+[[rules]]
+event = "agent.tool_call"
+tool = "delete_file"
+arguments = { path = "path:/tmp/*" }
+decision = "allow"
+
+[[rules]]
+event = "agent.tool_call"
+tool = "delete_file"
+decision = "deny"
+reason = "only /tmp deletions allowed"
+"""
+
+
+@contextmanager
+def serve_process(*args: str, cwd: Path) -> Iterator[str]:
+    """`belt serve --port 0 ARGS` as a process of its own; its URL while it runs, stopped
+    (Ctrl-C) at the end."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "belt", "serve", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    )
+    try:
+        assert process.stderr is not None
+        banner = process.stderr.readline()
+        found = re.search(r"listening on (http://\S+) ", banner)
+        assert found, banner + process.stderr.read()
+        yield found.group(1)
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+
+
+def belt_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`belt ARGS` as a process of its own, run in ``cwd``."""
+    return subprocess.run(
+        [sys.executable, "-m", "belt", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_tests_saved_from_a_policy_replay_pass_with_nothing_running(tmp_path: Path) -> None:
+    # The flow of a team adopting belt: serve a policy, send it two deliveries, save them as
+    # tests, stop the server, run the tests (from another directory, as CI does).
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pol.toml").write_text(POLICY, encoding="utf-8")
+    with serve_process("--policy", "pol.toml", cwd=project) as url:
+        for path in ("/etc/passwd", "/tmp/old.txt"):
+            sent = belt_process(
+                "trigger", "agent.tool_call", "--to", f"{url}/hooks",
+                "--set", f"data.arguments.path={json.dumps(path)}", cwd=project,
+            )  # fmt: skip
+            assert sent.returncode == 0, sent.stdout + sent.stderr
+    saved = belt_process(
+        "replay", "journal", "--policy", "pol.toml", "--save-tests", "saved", cwd=project
+    )
+    assert saved.returncode == 0, saved.stdout + saved.stderr
+    files = sorted((project / "saved").iterdir())
+    assert [path.name for path in files] == [
+        "0001-replay-tool_call-delete_file.toml",
+        "0002-replay-tool_call-delete_file.toml",
+    ]
+    for path in files:
+        hooks = tomllib.loads(path.read_text(encoding="utf-8"))["agent"]["hooks"]
+        assert hooks == [
+            {"event": "agent.tool_call", "type": "webhook", "handler": "policy:../pol.toml"}
+        ]
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    passed = belt_process("test", str(project / "saved"), cwd=elsewhere)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "2 scenario(s): 2 passed" in passed.stdout
+    assert "warning" not in passed.stderr
+
+    # They test the policy: one that allows everything fails the recorded deny.
+    (project / "pol.toml").write_text('default = "allow"\n', encoding="utf-8")
+    failed = belt_process("test", str(project / "saved"), cwd=elsewhere)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "FAIL   " in failed.stdout and "0001-replay-tool_call-delete_file.toml" in failed.stdout
+
+
+@pytest.mark.parametrize("style", ["file", "module"])
+def test_tests_saved_from_a_handler_replay_name_it_from_the_saved_file(
+    journalled: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, style: str
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(EXAMPLES / "handler.py", project / "my_hook.py")
+    monkeypatch.chdir(project)
+    handler = "my_hook.py:decide" if style == "file" else "my_hook:decide"
+    result = belt("replay", "journal", "--handler", handler, "--save-tests", "out/saved")
+    assert result.exit_code == 0, result.stderr
+    denied = tomllib.loads(
+        (project / "out" / "saved" / "0002-replay-tool_call-delete_file.toml").read_text()
+    )
+    assert denied["agent"]["hooks"][0]["handler"] == "py:../../my_hook.py:decide"
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    passed = belt_process("test", str(project / "out" / "saved"), cwd=elsewhere)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "4 scenario(s): 4 passed" in passed.stdout
+
+
+def test_tests_saved_from_a_url_replay_keep_the_url_they_were_sent_to(
+    journalled: dict[str, Any], tmp_path: Path
+) -> None:
+    with policy_server() as url:
+        saved = tmp_path / "saved"
+        result = belt("replay", "journal", "--to", f"{url}/hooks", "--save-tests", str(saved))
+        assert result.exit_code == 0, result.stderr
+        for path in saved.iterdir():
+            document = tomllib.loads(path.read_text(encoding="utf-8"))
+            assert document["agent"]["hooks"][0]["handler"] == f"{url}/hooks"
+        assert run_suite(paths=[saved]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("credentials", "what"),
+    [("user:secret@", "a user name or password"), ("", "a query")],
+)
+def test_a_url_with_credentials_is_never_written_into_a_test(
+    journalled: dict[str, Any], tmp_path: Path, credentials: str, what: str
+) -> None:
+    with policy_server() as url:
+        host = url.removeprefix("http://")
+        query = "" if credentials else "?token=s3cr3t"
+        target = f"http://{credentials}{host}/hooks{query}"
+        saved = tmp_path / "saved"
+        result = belt("replay", "journal", "--to", target, "--save-tests", str(saved))
+    assert result.exit_code == 5, result.stdout + result.stderr
+    assert f"the URL carries {what}, which can hold credentials" in result.stderr
+    assert "secret" not in result.stderr and "s3cr3t" not in result.stderr
+    assert not saved.exists()
+    assert result.stdout == ""  # refused before anything was replayed
+
+
+def test_the_inspector_keeps_a_policy_target_as_the_replay_does(tmp_path: Path) -> None:
+    from belt.server.inspector.replay import Target, scenario_handler
+
+    policy = tmp_path / "pol.toml"
+    policy.write_text(POLICY, encoding="utf-8")
+    handler, notes = scenario_handler(Target("policy", str(policy)), None, None, "http://x")
+    assert handler == f"policy:{policy.as_posix()}"
+    assert "absolute" in notes[0]
+    refused = Target("url", "http://user:pw@127.0.0.1:9/hooks")
+    with pytest.raises(InvalidInput, match="carries a user name or password"):
+        scenario_handler(refused, None, None, "http://x")

@@ -288,3 +288,79 @@ def test_a_failed_expectation_is_reported_as_what_happened_not_as_belt_source(
     assert own.count("expected {") == 2
     assert own.count("transcript:") == 1
     result.stdout.fnmatch_lines(["FAILED test_user.py::test_guard - expected { tool = *"])
+
+
+DENY_ALL = """
+[[agent.hooks]]
+event = "agent.tool_call"
+type = "webhook"
+handler = "py:hooks.py:deny"
+
+[[turns]]
+user = "go"
+  [[turns.model]]
+  tool_calls = [ { name = "delete_file", arguments = { path = "/x" } } ]
+  [[turns.model]]
+  say = "done"
+
+[[expect]]
+tool = "delete_file"
+status = "failed"
+"""
+
+
+def test_a_scenario_file_is_read_from_the_test_files_directory(pytester: pytest.Pytester) -> None:
+    # A monorepo: the tests, their scenarios and their hooks in a directory of their own, run
+    # from the repository's root.
+    suite = pytester.mkdir("service") / "tests"
+    suite.mkdir()
+    (suite / "guarded.toml").write_text(DENY_ALL, encoding="utf-8")
+    (suite / "hooks.py").write_text(
+        "def deny(payload):\n    return {'decision': 'deny', 'reason': 'no'}\n", encoding="utf-8"
+    )
+    (suite / "test_user.py").write_text(
+        textwrap.dedent(
+            """
+            import pytest
+
+            def test_by_name(belt_scenario):
+                run = belt_scenario("guarded.toml")
+                assert run.decisions("agent.tool_call") == ["deny"]
+
+            def test_a_missing_file(belt_scenario):
+                belt_scenario("nowhere.toml")
+            """
+        ),
+        encoding="utf-8",
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*belt_scenario: */service/tests/nowhere.toml: no such file"])
+    assert "Traceback" not in result.stdout.str()
+    assert "belt/inputs.py" not in result.stdout.str()
+
+
+def test_a_scenario_found_from_the_current_directory_warns_with_the_new_spelling(
+    pytester: pytest.Pytester,
+) -> None:
+    (pytester.path / "hooks.py").write_text(
+        "def deny(payload):\n    return {'decision': 'deny'}\n", encoding="utf-8"
+    )
+    (pytester.path / "guarded.toml").write_text(DENY_ALL, encoding="utf-8")
+    suite = pytester.mkdir("tests")
+    (suite / "test_user.py").write_text(
+        textwrap.dedent(
+            """
+            import pytest
+            from belt.testing.plugin import PathWarning
+
+            def test_from_the_root(belt_scenario):
+                with pytest.warns(PathWarning, match=r'write belt_scenario\\("../guarded.toml"\\)'):
+                    run = belt_scenario("guarded.toml")
+                assert run.decisions("agent.tool_call") == ["deny"]
+            """
+        ),
+        encoding="utf-8",
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1)

@@ -160,6 +160,8 @@ def test(
         else:
             shown.append(result.to_json())
             show([test_result_line(shown[-1])])
+        for warning in result.warnings:
+            output.warning(printable(warning))
 
     try:
         suite = run_suite(

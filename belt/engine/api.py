@@ -85,7 +85,9 @@ def start_simulation(
         from belt.engine.dispatch import load_handlers
 
         options.handlers = {
-            **load_handlers(loaded.hooks, options.routes, source=loaded.source),
+            **load_handlers(
+                loaded.hooks, options.routes, source=loaded.source, located=loaded.located
+            ),
             **options.handlers,
         }
     store = store.without_fsync()
@@ -168,6 +170,9 @@ def run_scenario(
     hooks_from = getattr(loaded, "hooks_from", None)
     if hooks_from is not None and report is not None:
         report({"kind": "hooks_from", **hooks_from})
+    if report is not None:
+        for warning in getattr(loaded, "warnings", []):  # a path read from the current directory
+            report({"kind": "warning", "text": warning})
     declared = with_scenario_executors(getattr(loaded.scenario, "executors", {}), executors or [])
     if offline:
         from belt.engine.offline import network_problems

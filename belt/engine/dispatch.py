@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -22,18 +23,20 @@ from belt.effects import (
 )
 from belt.errors import UsageError
 from belt.handlers.gate import open_gate
-from belt.handlers.inprocess import InProcess, load_handler
+from belt.handlers.inprocess import InProcess, Located, load_handler
 from belt.handlers.task import start_task
 from belt.handlers.webhook import deliver, webhook_client
+from belt.policy import load_policy
 from belt.wire.catalogue import EVENTS
 from belt.wire.platform import (
     HookDecision,
     HookExecutedPayload,
     HookHandlerType,
     LifecycleHookConfig,
+    LifecycleHookPayload,
     LifecycleHookResponse,
 )
-from belt.wire.validate import check_webhook_url, in_process_problem
+from belt.wire.validate import POLICY_PREFIX, check_webhook_url, in_process_problem
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -99,23 +102,50 @@ def routes_from_wire(raw: Any) -> list[Route]:
 
 
 def load_handlers(
-    hooks: list[LifecycleHookConfig], routes: list[Route], *, source: str
+    hooks: list[LifecycleHookConfig],
+    routes: list[Route],
+    *,
+    source: str,
+    located: dict[int, Located] | None = None,
 ) -> dict[str, Handler]:
-    """Import every ``py:`` handler that hooks and routes name, before anything is written: one
-    that cannot be imported is an error naming where it was given (NotFound or InvalidInput)."""
-    wanted = [
-        (str(hook.handler), f"{source}: {hook.handler}")
-        for hook in hooks
+    """Import every ``py:`` handler (and read every ``policy:`` file) that hooks and routes
+    name, before anything is written: one that cannot be is an error naming where it was given
+    (NotFound or InvalidInput). A hook's handler is loaded from where ``located`` (by the hook's
+    index) says; the handlers are keyed by what was loaded."""
+    located = located or {}
+    wanted: list[tuple[Located, str]] = [
+        (located.get(index) or Located(str(hook.handler)), f"{source}: {hook.handler}")
+        for index, hook in enumerate(hooks)
         if hook.type == HookHandlerType.WEBHOOK and is_in_process(str(hook.handler))
     ]
     wanted += [
-        (route.target, f"--route {route.prefix}") for route in routes if is_in_process(route.target)
+        (Located(route.target), f"--route {route.prefix}")
+        for route in routes
+        if is_in_process(route.target)
     ]
     loaded: dict[str, Handler] = {}
-    for spec, where in wanted:
-        if spec not in loaded:
-            loaded[spec] = load_handler(spec, where=where)
+    for place, where in wanted:
+        if place.spec not in loaded:
+            loaded[place.spec] = load_located(place, where=where)
     return loaded
+
+
+def load_located(place: Located, *, where: str) -> Handler:
+    """The handler ``place`` names: a ``py:`` callable, or a ``policy:`` file's decisions (as
+    ``belt serve --policy`` decides them)."""
+    if place.spec.startswith(POLICY_PREFIX):
+        return policy_handler(Path(place.spec[len(POLICY_PREFIX) :]))
+    return load_handler(place.spec, where=where, root=place.root)
+
+
+def policy_handler(path: Path) -> Handler:
+    """A policy file as an in-process handler: given the payload, the response it decides."""
+    policy = load_policy(path)
+
+    def decide(payload: LifecycleHookPayload) -> LifecycleHookResponse:
+        return policy.decide(payload).response
+
+    return decide
 
 
 def route_for(routes: list[Route], url: str) -> Route | None:
@@ -214,7 +244,10 @@ class Dispatcher:
     builtin: Builtin | None = None
     routes: list[Route] = field(default_factory=list)
     handlers: dict[str, Handler] = field(default_factory=dict)
-    """``py:`` handlers imported before the run (checked then), by reference."""
+    """``py:`` handlers imported before the run (checked then), by what was loaded."""
+    located: dict[int, Located] = field(default_factory=dict)
+    """Where each in-process hook's handler is loaded from, by the hook's index (a path is read
+    from the directory of the file that declared it)."""
     _pool: ThreadPoolExecutor | None = None
     _in_process: InProcess | None = None
     _clients: dict[int, httpx.Client] = field(default_factory=dict)
@@ -270,8 +303,14 @@ class Dispatcher:
         """The caller of ``py:`` handlers, created on first use."""
         with self._lock:
             if self._in_process is None:
-                self._in_process = InProcess(self.handlers)
+                self._in_process = InProcess(self.handlers, load=self.load)
             return self._in_process
+
+    def load(self, spec: str) -> Handler:
+        """Load the in-process handler ``spec`` on first use (a run resumed in another process),
+        from where its hook's file located it."""
+        place = next((p for p in self.located.values() if p.spec == spec), Located(spec))
+        return load_located(place, where=spec)
 
     def hooks_for(self, event: str) -> list[tuple[int, LifecycleHookConfig]]:
         """The hooks declared on ``event``, with their declaration index, in order (found once
@@ -345,7 +384,9 @@ class Dispatcher:
             run.routed_to = destination
         timeout = float(run.hook.effective_timeout())
         if is_in_process(destination):
-            delivered = self.in_process().deliver(destination, payload, timeout=timeout)
+            place = self.located.get(run.index) if route is None else None
+            spec = place.spec if place is not None else destination
+            delivered = self.in_process().deliver(spec, payload, timeout=timeout, label=destination)
         else:
             delivered = deliver(self.client(), destination, payload, timeout=timeout)
         run.duration_ms = delivered.duration_ms

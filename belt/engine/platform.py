@@ -51,6 +51,7 @@ from belt.engine.simulation import End, Execution, SimStatus, record_simulation
 from belt.engine.tasks import TASK, start_task
 from belt.errors import Conflict, NotFound, UsageError
 from belt.handlers.builtin import EXTRACT, SUGGEST, Review, extraction, suggestion
+from belt.handlers.inprocess import Located
 from belt.records.chats import disabled
 from belt.records.ids import new_id, now_iso
 from belt.records.interrupts import (
@@ -124,6 +125,22 @@ def reload_hooks(
     return hooks, routes
 
 
+def reload_located(store: Store, sim: Mapping[str, Any]) -> dict[int, Located]:
+    """Where the simulation's in-process hooks are loaded from (by hook index), from the store's
+    private part: a path in a scenario is read from the scenario's directory, so a run resumed
+    from another directory loads the same files."""
+    try:
+        private = read_hooks(store, str(sim["id"]))
+    except NotFound:
+        return {}
+    try:
+        return {int(i): Located.from_wire(raw) for i, raw in (private.get("located") or {}).items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise damaged(
+            hooks_path(store, str(sim["id"])), "a located handler is not a spec and a root"
+        ) from None
+
+
 def rejection(interrupt: dict[str, Any] | None) -> str:
     """Why a tool call whose interrupt was denied or expired failed."""
     if interrupt is None:
@@ -166,9 +183,10 @@ class PlatformLoop:
         options = sim.options
         loaded = options.loaded
         if isinstance(loaded, LoadedScenario):
-            hooks, routes = loaded.hooks, options.routes
+            hooks, routes, located = loaded.hooks, options.routes, loaded.located
         else:
             hooks, routes = reload_hooks(sim.store, sim.sim)
+            located = reload_located(sim.store, sim.sim)
         self.dispatcher = Dispatcher(
             sim.store,
             hooks,
@@ -177,6 +195,7 @@ class PlatformLoop:
             builtin=self.run_builtin,
             routes=routes,
             handlers=options.handlers,
+            located=located,
         )
         self.tasks = Children(sim, type(self))
         # Reviews save to the owner's registry: one at a time, in the order they were asked for.
@@ -234,6 +253,8 @@ class PlatformLoop:
         private: SimHooks = {"hooks": full}
         if routes:
             private["routes"] = [route.to_wire() for route in routes]
+        if loaded.located:
+            private["located"] = {str(i): place.to_wire() for i, place in loaded.located.items()}
         write_hooks(store, str(sim["id"]), private)
         return sim
 

@@ -46,6 +46,7 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
             **({"kind": sim["kind"]} if sim.get("kind") else {}),
             **({"clock": sim["clock"]} if sim.get("clock") else {}),
             **({"clock_from_wall": True} if sim.get("clock_from_wall") else {}),
+            **({"warnings": sim["warnings"]} if sim.get("warnings") else {}),
             **stranded_fields(store, sim),
         },
         "chat": chat,

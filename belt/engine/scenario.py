@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -22,16 +22,20 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from belt.declarations import check_document, read_document
+from belt.effects import is_in_process
 from belt.errors import InvalidInput
+from belt.handlers.inprocess import Located, locate_handler
 from belt.matching import argument_matchers, arguments_match, value_matcher
+from belt.policy import load_policy
 from belt.records.profile import stored_lifecycle_hooks
 from belt.store.clock import DURATION_MAX, check_moment, parse_duration, parse_rfc3339
 from belt.text import printable
 from belt.wire.catalogue import GATEABLE_EVENTS
 from belt.wire.enums import Dialect
 from belt.wire.nexus import NexusEvent
-from belt.wire.platform import GATE_TIMEOUT_MAX, LifecycleHookConfig
+from belt.wire.platform import GATE_TIMEOUT_MAX, HookHandlerType, LifecycleHookConfig
 from belt.wire.validate import (
+    POLICY_PREFIX,
     Findings,
     check_nexus_profile,
     check_platform_hooks,
@@ -219,12 +223,15 @@ class Scenario(_Strict):
 
 @dataclass
 class LoadedScenario:
-    """A checked scenario and the hooks its agent declares."""
+    """A checked scenario and the hooks its agent declares, with where each in-process hook's
+    handler is loaded from (by the hook's index) and what its paths warn of."""
 
     source: str
     scenario: Scenario
     hooks: list[LifecycleHookConfig]
     hooks_file: str | None = None
+    located: dict[int, Located] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
     dialect: ClassVar[str] = "platform"
 
 
@@ -285,6 +292,26 @@ def load_hooks(raw: Any, source: str, base: str) -> list[LifecycleHookConfig]:
             problems=findings.problems,
         )
     return hooks
+
+
+def locate_hooks(
+    hooks: list[LifecycleHookConfig], directory: Path, source: str, base: str
+) -> list[Located | None]:
+    """Where each in-process hook of a file of ``directory`` is loaded from (None for the
+    others): a path is read from that directory (``locate_handler``); a ``policy:`` file is
+    read and checked now. ``source`` and ``base`` name the hooks in errors and warnings."""
+    found: list[Located | None] = []
+    for index, hook in enumerate(hooks):
+        handler = str(hook.handler)
+        if hook.type != HookHandlerType.WEBHOOK or not is_in_process(handler):
+            found.append(None)
+            continue
+        where = f"{source}: {base}[{index}].handler"
+        place = locate_handler(handler, directory, where=where)
+        if place.spec.startswith(POLICY_PREFIX):
+            load_policy(place.spec[len(POLICY_PREFIX) :])
+        found.append(place)
+    return found
 
 
 def hooks_from_file(path: Path) -> list[LifecycleHookConfig]:
@@ -419,8 +446,10 @@ def scenario_from_document(
     *,
     hooks_file: str | Path | None = None,
     stored_hooks: bool = False,
+    locate: bool = True,
 ) -> LoadedScenario | LoadedNexusScenario:
-    """Check a decoded scenario of either dialect; files it names are found from ``directory``.
+    """Check a decoded scenario of either dialect; files it names are found from ``directory``
+    (unless not ``locate``: a scenario checked before it is saved somewhere else).
 
     ``stored_hooks`` (``belt sim run`` only: ``belt test`` never reads stored configuration)
     gives a Nexus scenario that declares no lifecycle hooks the ones rho stored."""
@@ -443,15 +472,28 @@ def scenario_from_document(
     problems += findings.problems
     if problems:
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
+    # Each file's hooks, and the file they are read from (its paths are read from its directory).
+    declared: list[tuple[list[LifecycleHookConfig], Path, str, str]] = []
     if hooks_file is not None:
-        hooks = hooks_from_file(Path(hooks_file))
+        path = Path(hooks_file)
+        declared.append((hooks_from_file(path), path.parent, str(path), "hooks"))
     else:
-        hooks = []
         if scenario.agent.hooks_file:
-            hooks += hooks_from_file(directory / scenario.agent.hooks_file)
+            path = directory / scenario.agent.hooks_file
+            declared.append((hooks_from_file(path), path.parent, str(path), "hooks"))
         if scenario.agent.hooks:
-            hooks += load_hooks(scenario.agent.hooks, source, "agent.hooks")
-    return LoadedScenario(source, scenario, hooks, str(hooks_file) if hooks_file else None)
+            hooks = load_hooks(scenario.agent.hooks, source, "agent.hooks")
+            declared.append((hooks, directory, source, "agent.hooks"))
+    loaded = LoadedScenario(source, scenario, [], str(hooks_file) if hooks_file else None)
+    for hooks, found_in, named_in, base in declared:
+        places = locate_hooks(hooks, found_in, named_in, base) if locate else []
+        for index, place in enumerate(places):
+            if place is not None:
+                loaded.located[len(loaded.hooks) + index] = place
+                if place.warning:
+                    loaded.warnings.append(place.warning)
+        loaded.hooks += hooks
+    return loaded
 
 
 def check_resolutions(turns: list[list[ResolveSpec]], dialect: str, findings: Findings) -> None:

@@ -21,17 +21,29 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from belt.errors import BeltError
+from belt.errors import BeltError, InvalidInput
 from belt.handlers.webhook import TIMED_OUT, Answer, WebhookResult, encode_payload
-from belt.loader import asks_for, load_callable
+from belt.loader import (
+    asks_for,
+    find_named_file,
+    is_file_reference,
+    load_callable,
+    locate_module,
+)
 from belt.strictjson import StrictJSONError, check_value
 from belt.text import describe, printable, short
 from belt.wire.platform import LifecycleHookPayload, LifecycleHookResponse
-from belt.wire.validate import IN_PROCESS_PREFIX, check_response, model_problems
+from belt.wire.validate import (
+    IN_PROCESS_PREFIX,
+    POLICY_PREFIX,
+    check_response,
+    model_problems,
+)
 
 Handler = Callable[..., Any]
 
@@ -44,10 +56,62 @@ def reference(spec: str) -> str:
     return spec[len(IN_PROCESS_PREFIX) :] if spec.startswith(IN_PROCESS_PREFIX) else spec
 
 
-def load_handler(spec: str, *, where: str) -> Handler:
+def load_handler(spec: str, *, where: str, root: str | None = None) -> Handler:
     """Import the callable of ``py:MODULE:FUNC`` (or ``MODULE:FUNC``, as ``--handler`` has long
-    taken it); ``where`` names what declared it in errors."""
-    return load_callable(reference(spec), option=where)
+    taken it); ``where`` names what declared it in errors, ``root`` is the directory a dotted
+    module is imported from (``Located.root``)."""
+    if spec.startswith(POLICY_PREFIX):
+        raise InvalidInput(
+            f"{where}: {spec} is a policy file, which only a scenario's hook runs as a handler; "
+            "give --policy FILE here"
+        )
+    return load_callable(reference(spec), option=where, root=root)
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where an in-process handler a file names is loaded from: ``spec`` is
+    ``py:/abs/file.py:FUNC``, ``py:MODULE:FUNC`` (imported from ``root`` when it is a
+    directory's, else as Python imports it) or ``policy:/abs/file``; ``warning`` says when a
+    path was found from the current directory only (``loader.find_named_file``)."""
+
+    spec: str
+    root: str | None = None
+    warning: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """As the store's private part keeps it (without the warning)."""
+        return {"spec": self.spec, **({"root": self.root} if self.root else {})}
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> Located:
+        """From the store's private part (KeyError or TypeError when it is not one)."""
+        root = raw.get("root")
+        return cls(str(raw["spec"]), str(root) if root else None)
+
+
+def locate_handler(spec: str, directory: Path, *, where: str) -> Located:
+    """Where the in-process handler ``spec`` (``py:FILE:FUNC``, ``py:MODULE:FUNC`` or
+    ``policy:FILE``), named in a file of ``directory``, is loaded from: a path is read from
+    that directory (from the current directory only with a warning, for one release); a module
+    beside the file is imported from there, any other as Python imports it. A file that is not
+    there is InvalidInput (exit 5) naming its path."""
+    if spec.startswith(POLICY_PREFIX):
+        written = spec[len(POLICY_PREFIX) :]
+        found = find_named_file(
+            written, directory, where=where, spell=lambda path: POLICY_PREFIX + path
+        )
+        return Located(POLICY_PREFIX + str(found.path), warning=found.warning)
+    module, _, func = reference(spec).partition(":")
+    if is_file_reference(module):
+        found = find_named_file(
+            module, directory, where=where, spell=lambda path: f"{IN_PROCESS_PREFIX}{path}:{func}"
+        )
+        return Located(f"{IN_PROCESS_PREFIX}{found.path}:{func}", warning=found.warning)
+    file, root = locate_module(module, directory)
+    if file is not None:
+        return Located(f"{IN_PROCESS_PREFIX}{file}:{func}")
+    return Located(spec, root=root)
 
 
 def wants_model(func: Handler) -> bool:
@@ -211,8 +275,15 @@ class InProcess:
     """Calls ``py:`` handlers for one simulation: each calling thread has its own worker, and
     each handler is imported once (``preloaded`` ones, checked before the run, not again)."""
 
-    def __init__(self, preloaded: dict[str, Handler] | None = None) -> None:
+    def __init__(
+        self,
+        preloaded: dict[str, Handler] | None = None,
+        *,
+        load: Callable[[str], Handler] | None = None,
+    ) -> None:
         self.handlers: dict[str, Handler] = dict(preloaded or {})
+        self.load = load or (lambda spec: load_handler(spec, where=spec))
+        """Imports a handler on first use (the engine's loads ``policy:`` ones too)."""
         self._workers: dict[int, _Worker] = {}
         self._lock = threading.Lock()
 
@@ -229,7 +300,7 @@ class InProcess:
         with self._lock:
             func = self.handlers.get(spec)
         if func is None:
-            func = load_handler(spec, where=spec)
+            func = self.load(spec)
             with self._lock:
                 self.handlers[spec] = func
         return func
@@ -250,16 +321,20 @@ class InProcess:
                     del self._workers[key]
         worker.stop()
 
-    def deliver(self, spec: str, payload: dict[str, Any], *, timeout: float) -> WebhookResult:
+    def deliver(
+        self, spec: str, payload: dict[str, Any], *, timeout: float, label: str | None = None
+    ) -> WebhookResult:
         """Call the handler of ``spec`` with ``payload`` within ``timeout`` seconds; a failure is
-        returned as a webhook's would be, never raised."""
+        returned as a webhook's would be, never raised, naming it ``label`` (as declared; by
+        default ``spec``)."""
+        label = label or spec
         started = time.perf_counter()
         try:
             func = self.handler(spec)
         except BeltError as exc:
             duration = round((time.perf_counter() - started) * 1000)
-            return WebhookResult(None, "", None, f"cannot load {spec}: {exc.message}", duration)
-        return self.send(spec, func, payload, timeout=timeout)
+            return WebhookResult(None, "", None, f"cannot load {label}: {exc.message}", duration)
+        return self.send(label, func, payload, timeout=timeout)
 
     def send(
         self,

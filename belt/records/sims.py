@@ -57,6 +57,8 @@ class Sim(TypedDict):
     clock_from_wall: NotRequired[bool]
     """True when that clock started at the wall time the simulation started at (its scenario
     moves time but gives no ``clock``): its times differ from run to run."""
+    warnings: NotRequired[list[str]]
+    """What reading the scenario warned of: a path found from the current directory only."""
     registry: NotRequired[dict[str, Any]]
     """What the scenario's registry directory loaded: ``owner``, ``directory`` and ``entries``
     (each file and what saving it did)."""
@@ -88,6 +90,9 @@ class SimHooks(TypedDict):
 
     hooks: list[Any]
     routes: NotRequired[list[Any]]
+    located: NotRequired[dict[str, Any]]
+    """Where each in-process hook's handler is loaded from, by the hook's index
+    (``belt.handlers.inprocess.Located``)."""
 
 
 record_shape(SIM, Sim)

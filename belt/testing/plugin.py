@@ -22,6 +22,7 @@ import re
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from belt.errors import BeltError
+from belt.loader import find_named_file
 from belt.matching import value_matcher
 from belt.records.journal import JOURNAL, SERVE
 from belt.render import merged_excerpt_lines, snapshot_lines, transcript_lines
@@ -69,6 +72,12 @@ def unregister(reference: str) -> None:
     with _lock:
         if hasattr(handlers, name):
             delattr(handlers, name)
+
+
+class PathWarning(FutureWarning):
+    """A file a test or scenario names was found from the current directory only: this release
+    still tries it, the next will not. Its message gives the spelling that finds it from the
+    test file's (or the scenario's) directory."""
 
 
 class ExpectationFailed(AssertionError):
@@ -319,6 +328,19 @@ def _fits(fields: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return True
 
 
+def find_file(path: str | Path, directory: Path, where: str, spelling: str) -> Path:
+    """A file a test names: a relative path is read from the test file's ``directory`` (from
+    the current directory only with a PathWarning, for one release, whose message writes the
+    path that finds it as ``spelling`` does); one found nowhere is InvalidInput naming the path
+    looked for. Called by a fixture's ``__call__`` (the warning points at the test's line)."""
+    found = find_named_file(
+        str(path), directory, where=where, spell=lambda new: spelling.format(new)
+    )
+    if found.warning:
+        warnings.warn(found.warning, PathWarning, stacklevel=3)
+    return found.path
+
+
 @dataclass
 class ScenarioRunner:
     """The ``belt_scenario`` fixture: call it with a scenario to run it."""
@@ -351,25 +373,31 @@ class ScenarioRunner:
         routed fails the test before anything runs, unless ``allow_network``.
         """
         from belt.declarations import read_document
-        from belt.engine.scenario import scenario_from_document
         from belt.testing.suite import run_loaded
 
-        if isinstance(scenario, dict):
-            document = copy.deepcopy(scenario)
-            source, directory = self.name, self.directory
-        else:
-            document = read_document(scenario, kind="scenario")
-            source, directory = str(scenario), Path(scenario).parent
-        if isinstance(document, dict):
-            for hook in (document.get("agent") or {}).get("hooks") or []:
-                if isinstance(hook, dict) and callable(hook.get("handler")):
-                    hook["handler"] = self.reference(hook["handler"])
-            if executors:
-                document["executors"] = {
-                    **(document.get("executors") or {}),
-                    **{tool: self.target(target) for tool, target in executors.items()},
-                }
-        loaded = scenario_from_document(document, source, directory, hooks_file=hooks_file)
+        try:
+            if isinstance(scenario, dict):
+                document = copy.deepcopy(scenario)
+                source, directory = self.name, self.directory
+            else:
+                scenario = find_file(
+                    scenario, self.directory, "belt_scenario", 'belt_scenario("{}")'
+                )
+                document = read_document(scenario, kind="scenario")
+                source, directory = str(scenario), scenario.parent
+            if hooks_file is not None:
+                hooks_file = find_file(
+                    hooks_file,
+                    self.directory,
+                    "belt_scenario",
+                    'belt_scenario(..., hooks_file="{}")',
+                )
+            loaded = self.load(document, source, directory, hooks_file, executors)
+        except BeltError as exc:
+            problems = "".join(f"\n  {problem}" for problem in getattr(exc, "problems", []))
+            pytest.fail(f"{exc.message}{problems}", pytrace=False)
+        for warning in getattr(loaded, "warnings", []):
+            warnings.warn(warning, PathWarning, stacklevel=2)
         specs = [f"{prefix}={self.target(target)}" for prefix, target in (routes or {}).items()]
         result = run_loaded(
             loaded.source, loaded, routes=specs, allow_network=allow_network, keep=self.keep
@@ -391,6 +419,28 @@ class ScenarioRunner:
         if check and result.failures:
             raise ExpectationFailed(run.explain_all(result.failures))
         return run
+
+    def load(
+        self,
+        document: Any,
+        source: str,
+        directory: Path,
+        hooks_file: Path | None,
+        executors: dict[str, Target] | None,
+    ) -> Any:
+        """The scenario of ``document``, its callables registered as handlers."""
+        from belt.engine.scenario import scenario_from_document
+
+        if isinstance(document, dict):
+            for hook in (document.get("agent") or {}).get("hooks") or []:
+                if isinstance(hook, dict) and callable(hook.get("handler")):
+                    hook["handler"] = self.reference(hook["handler"])
+            if executors:
+                document["executors"] = {
+                    **(document.get("executors") or {}),
+                    **{tool: self.target(target) for tool, target in executors.items()},
+                }
+        return scenario_from_document(document, source, directory, hooks_file=hooks_file)
 
     def reference(self, func: Callable[..., Any]) -> str:
         """Register a callable for this test; its ``py:`` reference."""
@@ -444,6 +494,8 @@ class Served:
 class ServeStarter:
     """The ``belt_serve`` fixture: call it to start a server; all stop when the test ends."""
 
+    directory: Path = field(default_factory=Path)
+    """The calling test file's directory, which a relative path is read from."""
     stops: list[Callable[[], None]] = field(default_factory=list)
 
     def __call__(
@@ -454,22 +506,35 @@ class ServeStarter:
         secret: str | None = None,
     ) -> Served:
         """Start ``belt serve`` with a policy file, a handler (a callable or ``MODULE:FUNC``,
-        called as ``belt serve --handler`` calls it), or neither (allow all)."""
+        called as ``belt serve --handler`` calls it), or neither (allow all); a relative path
+        is read from the test file's directory, as ``belt_scenario``'s are."""
         import uvicorn
 
+        from belt.handlers.inprocess import load_handler, locate_handler
         from belt.policy import load_policy
         from belt.server.app import create_app
-        from belt.server.deciders import handler_decider, load_handler, policy_decider
+        from belt.server.deciders import handler_decider, policy_decider
         from belt.server.run import bind
 
         if policy is not None and handler is not None:
             raise ValueError("give policy or handler, not both")
         decide = None
-        if policy is not None:
-            decide = policy_decider(load_policy(policy))
-        elif handler is not None:
-            func = handler if callable(handler) else load_handler(handler)
-            decide = handler_decider(func)
+        try:
+            if policy is not None:
+                where = find_file(policy, self.directory, "belt_serve", 'belt_serve(policy="{}")')
+                decide = policy_decider(load_policy(where))
+            elif handler is not None:
+                if callable(handler):
+                    func = handler
+                else:
+                    spec = "py:" + handler.removeprefix("py:")
+                    place = locate_handler(spec, self.directory, where="belt_serve")
+                    if place.warning:
+                        warnings.warn(place.warning, PathWarning, stacklevel=2)
+                    func = load_handler(place.spec, where="belt_serve", root=place.root)
+                decide = handler_decider(func)
+        except BeltError as exc:
+            pytest.fail(exc.message, pytrace=False)
         home = tempfile.TemporaryDirectory(prefix="belt-serve-", ignore_cleanup_errors=True)
         store = Store(Path(home.name), shapes=True)
         app = create_app(decide=decide, store=store, secret=secret, sweep_interval=0)
@@ -503,9 +568,9 @@ class ServeStarter:
 
 
 @pytest.fixture
-def belt_serve() -> Iterator[ServeStarter]:
+def belt_serve(request: pytest.FixtureRequest) -> Iterator[ServeStarter]:
     """Start ``belt serve`` on free ports; see :class:`ServeStarter`."""
-    starter = ServeStarter()
+    starter = ServeStarter(Path(request.path).parent)
     try:
         yield starter
     finally:

@@ -86,6 +86,8 @@ class ScenarioResult:
     """With ``--keep DIR``: the state directory that holds its records."""
     snapshot: Comparison | None = None
     """With ``--snapshot``: how its record compared with its stored snapshot."""
+    warnings: list[str] = field(default_factory=list)
+    """What reading the scenario warned of: a path found from the current directory only."""
 
     @property
     def failures(self) -> list[Outcome]:
@@ -131,6 +133,7 @@ class ScenarioResult:
             "unfired_hooks": self.unfired,
             **({"kept": self.kept} if self.kept else {}),
             **({"snapshot": self.snapshot.to_json()} if self.snapshot else {}),
+            **({"warnings": self.warnings} if self.warnings else {}),
             **shown,
         }
 
@@ -451,6 +454,7 @@ def run_loaded(
         home=home,
     )
     result.kept = None if home is None else str(home)
+    result.warnings = list(getattr(loaded, "warnings", []))
     return result
 
 

@@ -96,6 +96,8 @@ def check_webhook_url(url: str) -> str | None:
 
 IN_PROCESS_PREFIX = "py:"
 """A webhook handler ``py:MODULE:FUNC``: a Python callable called in-process (scenarios only)."""
+POLICY_PREFIX = "policy:"
+"""A webhook handler ``policy:FILE``: a policy file, decided in-process (scenarios only)."""
 
 
 def in_process_problem(handler: str, *, allowed: bool) -> str | None:
@@ -111,11 +113,24 @@ def in_process_problem(handler: str, *, allowed: bool) -> str | None:
     return None
 
 
+def policy_problem(handler: str, *, allowed: bool) -> str | None:
+    """Why a ``policy:FILE`` webhook handler cannot be used here, or None when it can."""
+    if not allowed:
+        return (
+            f"{handler!r} is a policy file as a handler, a belt extension for scenarios (belt "
+            "test, belt sim run); the platform refuses it: a webhook handler is an absolute "
+            "http(s) URL"
+        )
+    if not handler[len(POLICY_PREFIX) :].strip():
+        return f"{handler!r}: a policy handler is policy:FILE (e.g. policy:policy.toml)"
+    return None
+
+
 def check_platform_hook(
     raw: Any, path: str, findings: Findings, *, in_process: bool = False
 ) -> None:
-    """Check one inference.sh hook declaration; ``in_process`` accepts ``py:`` webhook handlers
-    (a scenario's, which belt calls itself)."""
+    """Check one inference.sh hook declaration; ``in_process`` accepts ``py:`` and ``policy:``
+    webhook handlers (a scenario's, which belt calls itself)."""
     if not isinstance(raw, dict):
         findings.error(path, f"expected an object, got {describe(raw)}")
         return
@@ -194,6 +209,8 @@ def _check_handler(
     elif kind == HookHandlerType.WEBHOOK:
         if handler.startswith(IN_PROCESS_PREFIX):
             reason = in_process_problem(handler, allowed=in_process)
+        elif handler.startswith(POLICY_PREFIX):
+            reason = policy_problem(handler, allowed=in_process)
         else:
             reason = check_webhook_url(handler)
         if reason:
@@ -280,7 +297,8 @@ def check_platform_hooks(
 ) -> tuple[Findings, list[LifecycleHookConfig]]:
     """Check an inference.sh ``hooks`` array; return findings and, when clean, the models.
 
-    ``in_process`` accepts ``py:MODULE:FUNC`` webhook handlers (scenarios only)."""
+    ``in_process`` accepts ``py:MODULE:FUNC`` and ``policy:FILE`` webhook handlers (scenarios
+    only)."""
     findings = Findings()
     if not isinstance(items, list):
         findings.error(base, f"expected an array of hooks, got {describe(items)}")

@@ -1,4 +1,4 @@
-"""In-process hooks for the test scenarios here: `py:examples/tests/hooks.py:FUNC`.
+"""In-process hooks for the test scenarios here: `py:hooks.py:FUNC` from a scenario beside it.
 
 A `py:` handler stands in for a webhook server: it gets the payload as the JSON object a
 webhook receives (a dict) and answers what a webhook would: a dict, or None for allow.

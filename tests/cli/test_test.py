@@ -567,13 +567,13 @@ def test_coverage_lists_every_hook_of_the_examples_with_its_counts(
     # Counted by hand from examples/tests/guarded.toml: three model turns, so agent.turn_start
     # fires 3 times and the guard injects its reminder each time; the database delete is denied
     # by hook 0, which ends the event before the gate; the /tmp delete is allowed by hook 0,
-    # then suspended by the gate (hook 2). Its py: handler path is relative to the repository.
+    # then suspended by the gate (hook 2). Its py: handler path is relative to the scenario.
     monkeypatch.chdir(ROOT)
     result = belt("test", "examples/tests/guarded.toml", "--coverage")
 
     assert result.exit_code == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines() if "agent.hooks[" in line]
-    guard = "py:examples/tests/hooks.py:guard"
+    guard = "py:hooks.py:guard"
     scenario_file = "examples/tests/guarded.toml"
     expected = [
         [scenario_file, "agent.hooks[0]", "agent.tool_call", guard, "2"]

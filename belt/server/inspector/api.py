@@ -47,7 +47,6 @@ from belt.server.inspector.replay import (
     Replayer,
     parse_target,
     scenario_file,
-    scenario_handler,
 )
 from belt.server.inspector.runs import continue_run, gates, list_runs, resolve, run_view
 from belt.server.problems import Problem, belt_problem, envelope, read_json_object
@@ -265,7 +264,7 @@ class Inspector:
                 raise InvalidInput("give the delivery's id, or a payload")
             payload = record.get("request") if entry and entry.log[0] == JOURNAL else None
             payload = payload if payload is not None else record.get("payload")
-        handler, notes = scenario_handler(target, entry, record, base.rstrip("/"))
+        handler, notes = self.replayer.kept_handler(target, entry, record, base.rstrip("/"))
         return scenario_file(
             payload=payload,
             handler=handler,

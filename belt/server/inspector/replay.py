@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from belt.effects import is_in_process, url_host
-from belt.engine.dispatch import route_for
-from belt.engine.platform import reload_hooks
+from belt.engine.dispatch import load_located, route_for
+from belt.engine.platform import reload_hooks, reload_located
 from belt.errors import BeltError, InvalidInput, UsageError
-from belt.handlers.inprocess import InProcess
+from belt.handlers.inprocess import InProcess, Located
 from belt.handlers.webhook import WebhookResult, deliver
-from belt.keep import kept_scenario
+from belt.keep import kept_scenario, replay_handler
 from belt.records.runs import RUN
 from belt.records.sims import read_sim
 from belt.replay import (
@@ -49,7 +49,7 @@ from belt.replay import (
 from belt.server.inspector.deliveries import Entry, text
 from belt.text import describe
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, HookHandlerType
-from belt.wire.validate import check_webhook_url
+from belt.wire.validate import IN_PROCESS_PREFIX, POLICY_PREFIX, check_webhook_url
 
 if TYPE_CHECKING:
     from belt.handlers.webhook import WebhookResult
@@ -203,12 +203,19 @@ class Replayer:
             return self._in_process(f"py:{target.value}"), lambda: None
         return self._own(owners)
 
-    def _in_process(self, spec: str) -> Callable[[dict[str, Any]], WebhookResult]:
-        caller = InProcess()
+    def _in_process(
+        self, spec: str, place: Located | None = None
+    ) -> Callable[[dict[str, Any]], WebhookResult]:
+        """Call the in-process handler ``spec`` (loaded from ``place`` when its scenario
+        located it: ``py:`` callables and ``policy:`` files)."""
+        where = place or Located(spec)
+        caller = InProcess(load=lambda _: load_located(where, where=spec))
 
         def call(payload: dict[str, Any]) -> WebhookResult:
             try:
-                return caller.deliver(spec, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT)
+                return caller.deliver(
+                    where.spec, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, label=spec
+                )
             finally:
                 caller.close()
 
@@ -227,11 +234,11 @@ class Replayer:
                     return WebhookResult(None, "", None, "this server has no decider", 0)
                 return self.serve_decide(payload)
             try:
-                destination, timeout = self.own_handler(entry)
+                destination, timeout, place = self.located_handler(entry)
             except BeltError as exc:
                 return WebhookResult(None, "", None, exc.message, 0)
             if is_in_process(destination):
-                return self._in_process(destination)(payload)
+                return self._in_process(destination, place)(payload)
 
             return deliver(client, destination, payload, timeout=timeout)
 
@@ -240,6 +247,25 @@ class Replayer:
     def own_handler(self, entry: Entry) -> tuple[str, float]:
         """Where a simulated delivery's hook sends payloads (its full URL or ``py:`` handler),
         and its timeout; InvalidInput for a hook that is not a webhook."""
+        destination, timeout, _ = self.located_handler(entry)
+        return destination, timeout
+
+    def kept_handler(
+        self, target: Target, entry: Entry | None, record: dict[str, Any] | None, base_url: str
+    ) -> tuple[str, list[str]]:
+        """``scenario_handler``, with where a simulated delivery's own in-process handler was
+        located."""
+        place = None
+        if target.kind == "own" and entry is not None and entry.summary["source"] != "serve":
+            try:
+                place = self.located_handler(entry)[2]
+            except BeltError:
+                place = None
+        return scenario_handler(target, entry, record, base_url, place)
+
+    def located_handler(self, entry: Entry) -> tuple[str, float, Located | None]:
+        """``own_handler``, and for an in-process hook that was not routed, where its scenario
+        located it (a path read from the scenario's directory)."""
         record = self.deliveries.read(entry)
         run = self.store.read(RUN, entry.key[1])
         sim = read_sim(self.store, str(run.get("sim_id")))
@@ -255,26 +281,36 @@ class Replayer:
             )
         url = str(hook.handler)
         route = route_for(routes, url)
-        destination = route.destination(url) if route is not None else url
-        return destination, float(hook.effective_timeout())
+        if route is not None:
+            return route.destination(url), float(hook.effective_timeout()), None
+        place = reload_located(self.store, sim).get(index)
+        return url, float(hook.effective_timeout()), place
 
 
 # -- a delivery kept as a test ---------------------------------------------------------------------
 
 
 def scenario_handler(
-    target: Target, entry: Entry | None, record: dict[str, Any] | None, base_url: str
+    target: Target,
+    entry: Entry | None,
+    record: dict[str, Any] | None,
+    base_url: str,
+    place: Located | None = None,
 ) -> tuple[str, list[str]]:
-    """The handler a kept scenario's hook names for ``target``, and notes for its reader."""
-    if target.kind == "url":
-        return str(target.value), []
-    if target.kind == "py":
-        return f"py:{target.value}", []
-    if target.kind == "policy":
-        return f"{base_url}/hooks", [
-            f"The hook is served by belt serve --policy {target.value} at {base_url}:",
-            "start it before `belt test`, or point the hook elsewhere with --route.",
-        ]
+    """The handler a kept scenario's hook names for ``target``, and notes for its reader: a URL,
+    ``py:`` callable or policy file as ``belt replay --save-tests`` names it
+    (``belt.keep.replay_handler``, its paths absolute: where the file is saved is not known
+    here); for ``own``, the delivery's own handler (``place``: where its scenario located an
+    in-process one)."""
+    if target.kind in ("url", "py", "policy"):
+        value = str(target.value)
+        handler, notes = replay_handler(
+            to=value if target.kind == "url" else None,
+            policy=Path(value) if target.kind == "policy" else None,
+            handler=value if target.kind == "py" else None,
+            directory=None,
+        )
+        return handler, notes + _absolute_note(handler)
     if entry is None or record is None:
         raise InvalidInput("target: 'own' needs the delivery (id) whose handler it is")
     if entry.summary["source"] == "serve":
@@ -285,10 +321,28 @@ def scenario_handler(
         ]
     handler = str(entry.summary["handler"]).split(" → ")[0]
     if is_in_process(handler):
+        if place is not None and place.root is None:
+            return place.spec, _absolute_note(place.spec)
         return handler, []
     return f"http://{handler}/", [
         "The hook's full URL is kept private; only its host is written here. Put the URL in,",
         f"or run `belt test FILE --route http://{handler}/=TARGET`.",
+    ]
+
+
+def _absolute_note(handler: str) -> list[str]:
+    """What a kept scenario says of an absolute path in its handler."""
+    if handler.startswith(POLICY_PREFIX):
+        path = handler[len(POLICY_PREFIX) :]
+    elif handler.startswith(IN_PROCESS_PREFIX):
+        path = handler[len(IN_PROCESS_PREFIX) :].rpartition(":")[0]
+    else:
+        return []
+    if not Path(path).is_absolute():
+        return []
+    return [
+        "The hook's path is absolute: once the file is with your tests, write it relative to",
+        "the file's directory (a path in a scenario is read from there).",
     ]
 
 
