@@ -13,16 +13,17 @@ continues) is not read here: it takes calling the handler.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from belt.declarations import Declaration, check_document, read_declaration
 from belt.effects import handler_label, is_in_process, url_host
+from belt.engine.dispatch import load_located
 from belt.engine.scenario import LoadedScenario, scenario_from_document
 from belt.errors import BeltError
-from belt.handlers.inprocess import load_handler
+from belt.handlers.inprocess import Located
 from belt.records.journal import JOURNAL, SERVE
 from belt.records.runs import EVENTS_LOG, RUN
 from belt.store import Store
@@ -89,6 +90,8 @@ class Declared:
     where: str
     hooks: list[LifecycleHookConfig]
     lifecycle_hooks: LifecycleHooks | None
+    located: dict[int, Located] = field(default_factory=dict)
+    """Where a scenario's in-process hooks are loaded from (by index): from its directory."""
 
 
 def examine(paths: list[Path], store: Store) -> Examined:
@@ -103,7 +106,11 @@ def examine(paths: list[Path], store: Store) -> Examined:
             invalid.append(found)
             continue
         positions = [f"{found.where}[{i}]" for i in range(len(found.hooks))]
-        traps.extend(platform_traps(found.source, list(zip(positions, found.hooks, strict=True))))
+        traps.extend(
+            platform_traps(
+                found.source, list(zip(positions, found.hooks, strict=True)), found.located
+            )
+        )
         if found.lifecycle_hooks is not None:
             traps.extend(nexus_traps(found.source, found.lifecycle_hooks))
         declared.extend(
@@ -124,7 +131,7 @@ def read_declared(path: Path) -> Declared | Declaration:
         if isinstance(doc, dict) and "turns" in doc:
             loaded = scenario_from_document(doc, source, path.parent)
             if isinstance(loaded, LoadedScenario):
-                return Declared(source, "agent.hooks", loaded.hooks, None)
+                return Declared(source, "agent.hooks", loaded.hooks, None, loaded.located)
             profile = loaded.profile
             if profile is None:
                 return Declared(source, "", [], None)
@@ -141,10 +148,15 @@ def read_declared(path: Path) -> Declared | Declaration:
     return Declared(source, "hooks", declaration.hooks, declaration.lifecycle_hooks)
 
 
-def platform_traps(source: str, hooks: list[tuple[str, LifecycleHookConfig]]) -> Iterator[Trap]:
-    """The traps of an inference.sh hooks array (each hook with its position)."""
+def platform_traps(
+    source: str,
+    hooks: list[tuple[str, LifecycleHookConfig]],
+    located: dict[int, Located] | None = None,
+) -> Iterator[Trap]:
+    """The traps of an inference.sh hooks array (each hook with its position; ``located``: where
+    a scenario's in-process hooks are loaded from, by index)."""
     seen: dict[tuple[str, str, str | None], str] = {}
-    for where, hook in hooks:
+    for index, (where, hook) in enumerate(hooks):
         event = hook.event.value
         if hook.async_ and hook.type in DECIDING and EVENTS[event].can_gate:
             yield Trap(
@@ -158,7 +170,8 @@ def platform_traps(source: str, hooks: list[tuple[str, LifecycleHookConfig]]) ->
         if hook.type == HookHandlerType.GATE:
             yield from gate_traps(source, where, hook)
         if hook.handler is not None and hook.type == HookHandlerType.WEBHOOK:
-            yield from handler_traps(source, where, hook.handler)
+            place = (located or {}).get(index)
+            yield from handler_traps(source, where, hook.handler, place)
         key = (event, hook.type.value, hook.handler)
         if key in seen:
             yield Trap(
@@ -198,11 +211,14 @@ def gate_traps(source: str, where: str, hook: LifecycleHookConfig) -> Iterator[T
         )
 
 
-def handler_traps(source: str, where: str, handler: str) -> Iterator[Trap]:
-    """A webhook URL that carries credentials, a ``py:`` handler that cannot be imported."""
+def handler_traps(
+    source: str, where: str, handler: str, place: Located | None = None
+) -> Iterator[Trap]:
+    """A webhook URL that carries credentials, a ``py:`` handler that cannot be imported (or a
+    ``policy:`` file that cannot be read), loaded from ``place`` when its scenario located it."""
     if is_in_process(handler):
         try:
-            load_handler(handler, where=f"{where}.handler")
+            load_located(place or Located(handler), where=f"{where}.handler")
         except BeltError as exc:
             yield Trap(
                 source,
@@ -210,7 +226,7 @@ def handler_traps(source: str, where: str, handler: str) -> Iterator[Trap]:
                 "handler-cannot-be-imported",
                 exc.message,
                 "fix the module or the py:MODULE:FUNC reference (a path is read from the "
-                "working directory)",
+                "directory of the file that names it)",
             )
         return
     try:

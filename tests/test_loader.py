@@ -50,3 +50,25 @@ def test_a_py_file_is_executed_once_per_process_and_again_when_it_changes(tmp_pa
     assert load_callable(f"{tmp_path}/../{tmp_path.name}/counting.py:count")({}) == 4
     path.write_text(counter.replace("len(RUNS)", "len(RUNS) * 10"))
     assert load_callable(f"{path}:count")({}) == 10  # changed: executed again, state anew
+
+
+def test_a_named_file_is_found_from_the_directory_of_the_file_that_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from belt.loader import find_named_file
+
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "hooks.py").write_text("", encoding="utf-8")
+    (tmp_path / "root.py").write_text("", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    beside = find_named_file("hooks.py", Path("suite"), where="s.toml")
+    assert (beside.path, beside.warning) == (tmp_path / "suite" / "hooks.py", None)
+    # Found from the current directory only: used, with the spelling from the file's directory.
+    here = find_named_file("root.py", Path("suite"), where="s.toml", spell=lambda p: f"py:{p}:f")
+    assert here.path == tmp_path / "root.py"
+    assert here.warning is not None and here.warning.startswith("s.toml: py:root.py:f was found")
+    assert here.warning.endswith("write py:../root.py:f")
+    with pytest.raises(InvalidInput, match=r"^s.toml: suite/gone.py: no such file$"):
+        find_named_file("gone.py", Path("suite"), where="s.toml")
+    with pytest.raises(InvalidInput, match=r"no such file"):
+        find_named_file(str(tmp_path / "gone.py"), Path("suite"), where="s.toml")

@@ -227,3 +227,14 @@ def test_a_run_resumed_from_another_directory_loads_the_same_handler(
         ("agent.tool_call", None),
         ("agent.turn_start", None),
     ]
+
+
+@pytest.mark.parametrize("handler", ["py:guard.py:guard", "policy:pol.toml"])
+def test_the_doctor_loads_a_scenarios_handler_from_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handler: str
+) -> None:
+    scenario = project(tmp_path, handler)
+    monkeypatch.chdir(tmp_path)
+    result = belt("hooks", "doctor", str(scenario), "--json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "handler-cannot-be-imported" not in result.stdout
