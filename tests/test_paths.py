@@ -238,3 +238,78 @@ def test_the_doctor_loads_a_scenarios_handler_from_its_directory(
     result = belt("hooks", "doctor", str(scenario), "--json")
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "handler-cannot-be-imported" not in result.stdout
+
+
+NEXUS_CHECK = """\
+def check(task):
+    if task["event"] == "stop" and "tests pass" not in (task.get("output_preview") or ""):
+        return {"structured_content": {"continue": True, "feedback": "Run the tests."}}
+    return {"structured_content": {"continue": False}}
+"""
+
+NEXUS_SCENARIO = """\
+dialect = "nexus"
+
+[profile]
+approval_mode = "auto"
+
+[profile.lifecycle_hooks.stop]
+tool = "verify"
+timeout_ms = 5000
+max_continuations = 2
+
+[executors]
+verify = "{target}"
+
+[[turns]]
+user = "Fix the failing login test."
+  [[turns.model]]
+  say = "I changed the session check."
+  [[turns.model]]
+  say = "Ran the suite: all tests pass."
+
+[[expect]]
+event = "stop"
+fired = 2
+"""
+
+
+def test_a_nexus_scenarios_py_executor_is_read_from_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "tools.py").write_text(NEXUS_CHECK)
+    (suite / "stop.toml").write_text(NEXUS_SCENARIO.format(target="py:tools.py:check"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = belt("test", str(suite), "--json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    (outcome,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert (outcome["status"], outcome.get("warnings")) == ("pass", None)
+
+
+def test_a_nexus_executor_found_from_the_current_directory_only_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (tmp_path / "tools.py").write_text(NEXUS_CHECK)
+    (suite / "stop.toml").write_text(NEXUS_SCENARIO.format(target="py:tools.py:check"))
+    monkeypatch.chdir(tmp_path)
+    result = belt("test", str(suite), "--json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    (outcome,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert outcome["status"] == "pass"
+    (warning,) = outcome["warnings"]
+    assert "executors.verify" in warning and "write py:../tools.py:check" in warning
+
+
+def test_a_nexus_executor_file_found_nowhere_is_exit_5(tmp_path: Path) -> None:
+    scenario = tmp_path / "stop.toml"
+    scenario.write_text(NEXUS_SCENARIO.format(target="py:missing.py:check"))
+    result = belt("sim", "run", str(scenario))
+    assert result.exit_code == 5
+    assert "executors.verify: " in result.stderr and "missing.py: no such file" in result.stderr
+    assert "Traceback" not in result.stderr

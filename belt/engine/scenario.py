@@ -35,6 +35,7 @@ from belt.wire.enums import Dialect
 from belt.wire.nexus import NexusEvent
 from belt.wire.platform import GATE_TIMEOUT_MAX, HookHandlerType, LifecycleHookConfig
 from belt.wire.validate import (
+    IN_PROCESS_PREFIX,
     POLICY_PREFIX,
     Findings,
     check_nexus_profile,
@@ -460,7 +461,13 @@ def scenario_from_document(
     if problems:
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
     if dialect == "nexus":
-        return load_nexus_scenario(doc, source, hooks_file=hooks_file, stored_hooks=stored_hooks)
+        return load_nexus_scenario(
+            doc,
+            source,
+            hooks_file=hooks_file,
+            stored_hooks=stored_hooks,
+            directory=directory if locate else None,
+        )
     findings = Findings()
     try:
         scenario = Scenario.model_validate(doc)
@@ -647,6 +654,7 @@ class LoadedNexusScenario:
     profile: dict[str, Any] | None
     hooks_file: str | None = None
     hooks_from: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
     dialect: ClassVar[str] = "nexus"
 
 
@@ -704,10 +712,12 @@ def load_nexus_scenario(
     *,
     hooks_file: str | Path | None = None,
     stored_hooks: bool = False,
+    directory: Path | None = None,
 ) -> LoadedNexusScenario:
     """Check a decoded Nexus scenario; ``hooks_file`` replaces its profile's lifecycle hooks,
     and with ``stored_hooks`` a scenario that declares none gets those rho stored (when it
-    stored any)."""
+    stored any). The ``py:`` files of its ``[executors]`` are found from ``directory``, the
+    scenario's (None: as written, for a scenario checked before it is saved elsewhere)."""
     findings = Findings()
     try:
         scenario = NexusScenario.model_validate(doc)
@@ -727,6 +737,10 @@ def load_nexus_scenario(
     problems += findings.problems
     if problems:
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
+    warnings: list[str] = []
+    if directory is not None:
+        executors = located_executors(scenario.executors, directory, source, warnings)
+        scenario = scenario.model_copy(update={"executors": executors})
     profile = scenario.profile
     hooks_from = None
     if hooks_file is not None:
@@ -738,8 +752,25 @@ def load_nexus_scenario(
             profile = profile_with_hooks(profile, stored.configuration, source, where)
             hooks_from = stored.origin()
     return LoadedNexusScenario(
-        source, scenario, profile, str(hooks_file) if hooks_file else None, hooks_from
+        source, scenario, profile, str(hooks_file) if hooks_file else None, hooks_from, warnings
     )
+
+
+def located_executors(
+    executors: dict[str, str], directory: Path, source: str, warnings: list[str]
+) -> dict[str, str]:
+    """A scenario's ``[executors]`` with each ``py:`` file read from the scenario's directory,
+    as its hooks' handlers are (a module in a package beside it is imported as written); the
+    warning of one found from the current directory only is added to ``warnings``."""
+    located: dict[str, str] = {}
+    for name, target in executors.items():
+        if target.startswith(IN_PROCESS_PREFIX):
+            place = locate_handler(target, directory, where=f"{source}: executors.{name}")
+            if place.warning:
+                warnings.append(place.warning)
+            target = target if place.root is not None else place.spec
+        located[name] = target
+    return located
 
 
 def declares_hooks(scenario: NexusScenario) -> bool:
