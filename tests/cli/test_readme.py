@@ -47,24 +47,44 @@ def test_each_readme_command_parses_and_names_no_placeholder(line: str) -> None:
         assert placeholder not in command, (placeholder, line)
 
 
-def test_the_readme_route_example_runs_from_the_repository_root(
-    monkeypatch: pytest.MonkeyPatch,
+def from_directory(
+    where: str, words: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> list[str]:
+    """A README command's words as run from ``where``: the repository's root as written, or
+    another directory with its ``examples/`` paths spelled from the root (the files those
+    examples name are read from their own directories, whatever the current one)."""
+    if where == "root":
+        monkeypatch.chdir(ROOT)
+        return words
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    monkeypatch.chdir(elsewhere)
+    return [re.sub(r"(^|=)(py:)?examples/", rf"\g<1>\g<2>{ROOT}/examples/", w) for w in words]
+
+
+DIRECTORIES = pytest.mark.parametrize("where", ["root", "elsewhere"])
+
+
+@DIRECTORIES
+def test_the_readme_route_example_runs_from_any_directory(
+    where: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     (line,) = [c for c in COMMANDS if c.startswith("belt test") and "--route" in c]
-    monkeypatch.chdir(ROOT)
-    result = belt(*shlex.split(line, comments=True)[1:])
+    words = shlex.split(line, comments=True)[1:]
+    result = belt(*from_directory(where, words, monkeypatch, tmp_path))
     assert result.exit_code == 0, result.stderr
     assert re.search(r"^\d+ scenario\(s\): \d+ passed in ", result.stdout, re.M), result.stdout
     assert "FAIL" not in result.stdout
 
 
+@DIRECTORIES
 def test_the_readme_show_and_resume_last_run_after_a_simulation(
-    monkeypatch: pytest.MonkeyPatch, served: str
+    where: str, monkeypatch: pytest.MonkeyPatch, served: str, tmp_path: Path
 ) -> None:
-    monkeypatch.chdir(ROOT)
     # The README's `belt serve --policy examples/policy.toml &`, on a port of the test's own.
     route = f"http://127.0.0.1:8787={served}"
-    simulated = belt("sim", "run", "examples/guarded-agent.toml", "--route", route, "--strict")
+    words = ["sim", "run", "examples/guarded-agent.toml", "--route", route, "--strict"]
+    simulated = belt(*from_directory(where, words, monkeypatch, tmp_path))
     assert simulated.exit_code == 0, simulated.stderr
     for wanted in ("belt sim show --last --json", "belt sim resume --last"):
         (line,) = [c for c in COMMANDS if c.startswith(wanted)]
@@ -74,15 +94,19 @@ def test_the_readme_show_and_resume_last_run_after_a_simulation(
         assert "no simulated runs" not in result.stderr
 
 
+@DIRECTORIES
 def test_the_readme_props_example_holds_for_the_example_handler_and_not_for_one_that_allows_all(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    where: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    monkeypatch.chdir(ROOT)
     # Hypothesis's caches (its Unicode tables) built once for the session, not once per store.
     shared = tmp_path_factory.getbasetemp() / "hypothesis"
     monkeypatch.setenv("HYPOTHESIS_STORAGE_DIRECTORY", str(shared))
     (line,) = [c for c in COMMANDS if "--props examples/props.toml" in c]
-    args = [*shlex.split(line, comments=True)[1:], "--examples", "10", "--seed", "1"]
+    words = [*shlex.split(line, comments=True)[1:], "--examples", "10", "--seed", "1"]
+    args = from_directory(where, words, monkeypatch, tmp_path)
     result = belt(*args)
     assert result.exit_code == 0, result.stdout + result.stderr
     assert re.search(r"pass  property +no deletes outside /tmp/ \([1-9]", result.stdout)
