@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -11,6 +12,21 @@ from typing import Any
 import uvicorn
 
 from belt.server.run import bind, guard_config
+
+
+def _refusing_address() -> str:
+    """``127.0.0.1:PORT`` for a port this process holds bound and never listens on: every
+    connection to it is refused for as long as the tests run, and no other server can take it
+    (a fixed port such as 9 or 8787 may have something listening on another machine)."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    _HELD.append(held)
+    return f"127.0.0.1:{held.getsockname()[1]}"
+
+
+_HELD: list[socket.socket] = []
+REFUSED = _refusing_address()
+"""A loopback address that refuses every connection (see ``_refusing_address``)."""
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from belt.render import transcript_lines
 from belt.store.clock import parse_timestamp
 from belt.wire.catalogue import EVENTS
 from tests.hookapp import hook_app
+from tests.servers import REFUSED
 
 DELETE_PROD = {
     "name": "delete_file",
@@ -350,7 +351,7 @@ def test_an_async_hook_does_not_delay_the_events_after_it(tmp_path: Path) -> Non
 
 def failing_hooks(url: str) -> dict[str, dict[str, Any]]:
     return {
-        "refused": webhook("http://127.0.0.1:9/never", "agent.tool_call"),
+        "refused": webhook(f"http://{REFUSED}/never", "agent.tool_call"),
         "non-2xx": webhook(f"{url}/fail500", "agent.tool_call"),
         "invalid body": webhook(f"{url}/garbage", "agent.tool_call"),
         "timeout": webhook(f"{url}/slow", "agent.tool_call", timeout=1),
@@ -387,7 +388,7 @@ def test_webhook_failures_count_as_allow_or_deny_when_fail_closed(
 
 
 def test_fail_closed_does_not_deny_observe_only_events(tmp_path: Path) -> None:
-    hook = webhook("http://127.0.0.1:9/never", "agent.turn_complete")
+    hook = webhook(f"http://{REFUSED}/never", "agent.turn_complete")
     path = write_scenario(tmp_path, [hook], [one_tool_turn(READ_TMP)])
     report, _ = run_scenario(scenario=path, fail_closed=True)
     assert report["runs"][0]["state"] == "completed"

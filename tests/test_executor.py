@@ -43,7 +43,7 @@ from belt.records import leases
 from belt.records.hooktasks import HOOKTASK, PENDING_TAG, RUN_TASKS
 from belt.store import Store, open_store
 from belt.wire.nexus import NexusEvent, NexusHook
-from tests.servers import running
+from tests.servers import REFUSED, running
 from tests.waiting import eventually
 
 ACK = {"structured_content": {"continue": False}}
@@ -445,8 +445,8 @@ def test_http_tool_failures_name_the_host_only(answers: tuple[Answers, str]) -> 
     )
     garbage = parse_tool(f"v={url}/garbage").call({}, 5)
     assert garbage.invalid and garbage.invalid.startswith(f"the body from {host} is not JSON")
-    refused = parse_tool("v=http://127.0.0.1:9/x").call({}, 5)
-    assert refused.failure == "cannot reach 127.0.0.1:9: ConnectError"
+    refused = parse_tool(f"v=http://{REFUSED}/x").call({}, 5)
+    assert refused.failure == f"cannot reach {REFUSED}: ConnectError"
 
 
 def test_a_py_tool_is_called_with_the_input() -> None:

@@ -27,7 +27,7 @@ from belt.wire.platform import LifecycleHookPayload
 from tests.cli.runner import belt
 from tests.cli.test_serve import serve_process
 from tests.hookapp import hook_app
-from tests.servers import running
+from tests.servers import REFUSED, running
 from tests.vectors import SECRET
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -103,10 +103,10 @@ def test_a_slow_handler_meets_a_total_deadline(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_handler_is_named_by_its_host(tmp_path: Path) -> None:
-    with forwarding(tmp_path, "http://127.0.0.1:9/hooks?token=s3cret") as (url, store):
+    with forwarding(tmp_path, f"http://{REFUSED}/hooks?token=s3cret") as (url, store):
         reply = httpx.post(f"{url}/hooks", json=payload())
     assert reply.status_code == 500
-    assert "forwarding to 127.0.0.1:9 failed: ConnectError" in reply.json()["detail"]
+    assert f"forwarding to {REFUSED} failed: ConnectError" in reply.json()["detail"]
     assert "s3cret" not in json.dumps(store.read_log("journal", "serve"))
 
 
@@ -145,7 +145,7 @@ def test_wrong_forward_options_are_refused(args: tuple[str, ...], message: str) 
 
 
 def test_one_client_serves_every_request_for_the_servers_life(tmp_path: Path) -> None:
-    decide = forward_decider("http://127.0.0.1:9/hooks")
+    decide = forward_decider(f"http://{REFUSED}/hooks")
     seen = []
     with hook_app(lambda name, body: {"decision": "allow"}) as upstream:
         decide.url = f"{upstream.url}/mine"

@@ -24,7 +24,7 @@ from belt.server.inspector.replay import scenario_file
 from belt.signing import signed_headers
 from belt.store import Store, open_store
 from tests.hookapp import hook_app
-from tests.servers import running
+from tests.servers import REFUSED, running
 from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -498,7 +498,7 @@ def test_a_runs_view_says_which_hook_calls_failed_and_how_they_counted(
     served: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "refused.json"
-    hook = {"event": "agent.tool_call", "type": "webhook", "handler": "http://127.0.0.1:9/guard"}
+    hook = {"event": "agent.tool_call", "type": "webhook", "handler": f"http://{REFUSED}/guard"}
     turn = {"user": "go", "model": [{"say": "x", "tool_calls": [{"name": "read"}]}, {"say": "ok"}]}
     path.write_text(json.dumps({"agent": {"name": "refused", "hooks": [hook]}, "turns": [turn]}))
     report, _ = run_scenario(scenario=path)
@@ -507,7 +507,7 @@ def test_a_runs_view_says_which_hook_calls_failed_and_how_they_counted(
     assert (summary["calls"], summary["failed"], summary["counted_allow"]) == (1, 1, 1)
     (head, handler, *_) = view["hook_summary_text"]
     assert head == {"text": "hooks: 1 call(s), 1 failed (1 counted as allow)", "failed": True}
-    assert handler["text"].startswith("  127.0.0.1:9 (webhook): 1 of 1 failed, counted as allow")
+    assert handler["text"].startswith(f"  {REFUSED} (webhook): 1 of 1 failed, counted as allow")
 
 
 def test_a_gate_allowed_from_the_api_continues_the_run_and_a_second_resolve_says_by_whom(

@@ -16,7 +16,7 @@ from belt.errors import ExitCode
 from belt.records.profile import read_profile
 from belt.server.app import create_app
 from belt.store import open_store
-from tests.servers import running
+from tests.servers import REFUSED, running
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 PROFILE = json.loads((EXAMPLES / "nexus-profile.json").read_text())
@@ -157,6 +157,6 @@ def test_rho_configure_api_checks_the_object_before_sending_it(api: str) -> None
 
 
 def test_rho_configure_api_unreachable_exits_6() -> None:
-    result = rho("--api", "http://127.0.0.1:9", input=json.dumps(STOP))
+    result = rho("--api", f"http://{REFUSED}", input=json.dumps(STOP))
     assert result.exit_code == ExitCode.UNREACHABLE
-    assert "cannot reach 127.0.0.1:9" in result.stderr
+    assert f"cannot reach {REFUSED}" in result.stderr

@@ -20,7 +20,7 @@ from belt.trigger import (
 from belt.wire.catalogue import EVENTS
 from belt.wire.platform import LifecycleHookPayload
 from tests.hookapp import HookApp, hook_app
-from tests.servers import running
+from tests.servers import REFUSED, running
 from tests.vectors import SECRET
 
 
@@ -367,9 +367,9 @@ def test_an_answer_with_unknown_keys_counts_and_warns(target: HookApp) -> None:
 
 
 def test_an_unreachable_handler_fails_with_what_to_check() -> None:
-    report = trigger("agent.start", to="http://127.0.0.1:9/hook")
+    report = trigger("agent.start", to=f"http://{REFUSED}/hook")
     assert report.status is None
-    assert report.error is not None and report.error.startswith("cannot connect to 127.0.0.1:9")
+    assert report.error is not None and report.error.startswith(f"cannot connect to {REFUSED}")
     hint = failure(report).hint
     assert hint is not None and "is running and listening" in hint
 

@@ -15,6 +15,7 @@ from belt.samples import sample_payload
 from belt.signing import verify
 from tests import hostile
 from tests.hookapp import HookApp, hook_app
+from tests.servers import REFUSED
 from tests.vectors import SECRET
 from tests.waiting import eventually
 
@@ -137,12 +138,12 @@ def test_unknown_keys_of_an_answer_are_ignored_each_with_a_warning(
 
 
 def test_a_refused_connection_fails_naming_the_host_only(call: Any) -> None:
-    url = "http://user:pw@127.0.0.1:9/hooks/s3cret?key=s3cret"
+    url = f"http://user:pw@{REFUSED}/hooks/s3cret?key=s3cret"
     result = call(url)
     assert result.status is None
     assert result.response is None
     assert result.error is not None
-    assert result.error.startswith("cannot connect to 127.0.0.1:9")
+    assert result.error.startswith(f"cannot connect to {REFUSED}")
     assert "s3cret" not in result.error
     assert "pw" not in result.error
 

@@ -21,6 +21,7 @@ from belt.records.interrupts import DTO_FIELDS, create_interrupt, resolve_interr
 from belt.store import Store, open_store
 from tests.cli.runner import belt
 from tests.racers import race
+from tests.servers import REFUSED
 from tests.terminal import on_terminal
 from tests.test_interrupts import files_of, run_in_chat
 
@@ -94,7 +95,7 @@ def test_list_refuses_what_cannot_be_listed() -> None:
     result = belt("interrupt", "list", "--chat", "../x")
     assert result.exit_code == 5
     assert "invalid chat id" in result.stderr
-    result = belt("interrupt", "list", "--api", "http://127.0.0.1:9")
+    result = belt("interrupt", "list", "--api", f"http://{REFUSED}")
     assert result.exit_code == 2
     assert "with --api, list needs a run's id" in result.stderr
 
@@ -489,7 +490,7 @@ def test_read_and_resolve_paths_import_no_network_stack_pydantic_or_rich(belt_ho
     assert heavy("interrupt", "resolve", dto["id"], "allow", "--data", '{"a": 1}') == "heavy:"
     assert heavy("interrupt", "resolve", second["short_id"], "deny", "--json") == "heavy:"
     # The same check sees them when they are used, so it can tell the two apart.
-    assert "httpx" in heavy("interrupt", "list", "run_1", "--api", "http://127.0.0.1:9")
+    assert "httpx" in heavy("interrupt", "list", "run_1", "--api", f"http://{REFUSED}")
     assert "pydantic" in heavy(
         "interrupt", "create", "--run", "ar_r", "--chat", "ch_c", "--event", "agent.start"
     )
@@ -697,7 +698,7 @@ def test_watch_prints_one_line_per_change(belt_home: Path, store: Store) -> None
 
 
 def test_watch_with_api_needs_runs() -> None:
-    result = belt("interrupt", "watch", "--api", "http://127.0.0.1:9")
+    result = belt("interrupt", "watch", "--api", f"http://{REFUSED}")
     assert result.exit_code == 2
     assert "with --api, watch needs --run and a run's whole id" in result.stderr
 

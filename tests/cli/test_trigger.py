@@ -16,7 +16,7 @@ from belt.trigger import command_line
 from tests import pyhooks
 from tests.cli.runner import belt
 from tests.hookapp import HookApp, hook_app
-from tests.servers import running
+from tests.servers import REFUSED, running
 from tests.vectors import SECRET
 
 ROOT = Path(__file__).parent.parent.parent
@@ -78,9 +78,9 @@ def test_trigger_reads_data_from_a_file(policy_url: str, tmp_path: Path) -> None
 
 
 def test_an_unreachable_handler_exits_6_with_what_to_check() -> None:
-    result = belt("trigger", "agent.start", "--to", "http://127.0.0.1:9/hook")
+    result = belt("trigger", "agent.start", "--to", f"http://{REFUSED}/hook")
     assert result.exit_code == 6
-    assert "error: cannot connect to 127.0.0.1:9" in result.stderr
+    assert f"error: cannot connect to {REFUSED}" in result.stderr
     assert "hint: check that the handler is running" in result.stderr
     assert "no response" in result.stdout
 
@@ -143,7 +143,7 @@ def test_timeout_is_the_deadline_of_a_py_handler_too() -> None:
 
 @pytest.mark.parametrize("timeout", ["0", "-1", "301", "nan", "inf"])
 def test_a_timeout_out_of_bounds_is_refused(timeout: str) -> None:
-    result = belt("trigger", "agent.start", "--to", "http://127.0.0.1:9/", "--timeout", timeout)
+    result = belt("trigger", "agent.start", "--to", f"http://{REFUSED}/", "--timeout", timeout)
     assert result.exit_code == 5
     assert f"--timeout {timeout}: expected more than 0 and at most 300 seconds" in result.stderr
 
@@ -151,10 +151,10 @@ def test_a_timeout_out_of_bounds_is_refused(timeout: str) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (("agent.nope", "--to", "http://127.0.0.1:9/"), 5, "'agent.nope' is not a lifecycle event"),
+        (("agent.nope", "--to", f"http://{REFUSED}/"), 5, "'agent.nope' is not a lifecycle event"),
         (("agent.start", "--to", "ftp://x/"), 5, "--to must be an absolute http"),
-        (("agent.start", "--to", "http://127.0.0.1:9/", "--data", "[]"), 5, "JSON object"),
-        (("agent.start", "--to", "http://127.0.0.1:9/", "--secret", "x"), 5, "whsec_"),
+        (("agent.start", "--to", f"http://{REFUSED}/", "--data", "[]"), 5, "JSON object"),
+        (("agent.start", "--to", f"http://{REFUSED}/", "--secret", "x"), 5, "whsec_"),
     ],
 )
 def test_bad_arguments_are_refused(args: tuple[str, ...], code: int, message: str) -> None:
