@@ -156,7 +156,7 @@ def test_the_spec_policy_property_holds_for_the_examples_guard(
     props = tmp_path / "props.toml"
     props.write_text(
         '[[property]]\nname = "no deletes outside /tmp/"\ntool = "delete_file"\n'
-        'unless = { path = "/tmp/*" }\ndecision = "deny"\n'
+        'unless = { path = "path:/tmp/*" }\ndecision = "deny"\n'
     )
     report = run_check(
         "py:examples/tests/hooks.py:guard",
@@ -234,6 +234,10 @@ def test_a_webhook_that_hangs_on_large_arguments_fails_answers(
     # loaded machine gets within it is not what is checked. Each failing case costs the whole
     # deadline, so shrinking is held to one case.
     monkeypatch.setattr(check_run, "SHRINK_CALLS_MAX", 1)
+    # Arguments of at most 16 KiB (still four times what /slow hangs on), so that the reproducer
+    # of a barely shrunk case stays within what one command-line argument may hold (128 KiB on
+    # Linux), whichever case of the batch comes first.
+    monkeypatch.setattr(generate, "ARGUMENTS_MAX_BYTES", 16 * 1024)
     report = run_check(
         f"{webhooks}/slow", events=["agent.tool_call"], examples=40, seed=2, timeout=1
     )

@@ -6,6 +6,16 @@ shapes follow the wire models (``LifecycleHookPayload``, ``HookTaskInput``): rea
 RFC 3339 timestamps, ``data`` as each event's row of the spec names it, tool arguments from
 empty to ``ARGUMENTS_MAX_BYTES``, any Unicode, nesting to near the strict reader's limit.
 
+What the spec fixes is sent as the spec fixes it: the event, ``turn_count`` 0 on
+``agent.start``, a tool name of 1 to 64 letters, digits, ``_`` and ``-``, ``status`` ``completed``
+on ``agent.tool_result``. Values the platform does not send (an empty or any-text tool name,
+another status) come only with ``beyond_spec``.
+
+Paths are attacked where handlers break (``path_attacks``): from a path-shaped pattern such as
+``/tmp/*``, ``..`` segments, the prefix without its separator (``/tmpevil/x``), doubled and
+trailing slashes, ``.`` segments, case changes and non-ASCII look-alikes. They are generated
+among the rest, and sent first, as Hypothesis's explicit examples (``attack_payloads``).
+
 This module imports Hypothesis at its top: only ``belt check`` imports it, inside the function
 that runs the checks, so no other command pays for it.
 """
@@ -19,12 +29,14 @@ import re
 import string
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from hypothesis import configuration
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from belt.matching import PATH_PREFIX, REGEX_PREFIX
 from belt.samples import sample_payload
@@ -44,7 +56,15 @@ OUTPUT_PREVIEW_MAX_CHARS = 512
 """Nexus ``output_preview`` is bounded (2 KiB); up to this many characters are generated."""
 
 ID_CHARS = string.ascii_lowercase + string.digits
+TOOL_NAME_CHARS = string.ascii_letters + string.digits + "_-"
+TOOL_NAME_MAX = 64
+"""A tool name as the models' function calling takes it: 1 to 64 of ``TOOL_NAME_CHARS``."""
 TOOLS = ("delete_file", "read_file", "write_file", "run_shell", "http_request", "search", "finish")
+TOOL_RESULT_STATUS = "completed"
+"""The ``status`` of every ``agent.tool_result`` (the spec: "The payload includes the tool name,
+``status`` (``completed``), and the result string")."""
+FIXED_TIMESTAMP = "2026-08-11T14:00:00Z"
+"""The timestamp of the explicit examples (the spec's own), so that a seed repeats them."""
 PATHS = ("/tmp/old.txt", "/etc/passwd", "/tmp/../etc/passwd", "/", "", "~/.ssh/id_rsa", "C:\\")
 PATH_PARTS = ("tmp", "etc", "var", "lib", "home", "app", "..", ".", "passwd", "production.db")
 
@@ -132,10 +152,216 @@ def deep_values() -> Strategy:
 
 
 def paths() -> st.SearchStrategy[str]:
-    """File paths: well-known ones, and paths of known and arbitrary parts."""
+    """File paths: well-known ones, paths of known and arbitrary parts, and the attacks on the
+    spec's own policy (``DEFAULT_PATH_PATTERN``)."""
     parts = st.sampled_from(PATH_PARTS) | texts(min_size=1, max_size=12)
     built = st.lists(parts, max_size=5).map(lambda items: "/" + "/".join(items))
-    return st.sampled_from(PATHS) | built | texts(max_size=40)
+    # The attacks last: Hypothesis shrinks towards the first strategies of a union.
+    return (
+        st.sampled_from(PATHS) | built | texts(max_size=40) | attacked_paths(DEFAULT_PATH_PATTERN)
+    )
+
+
+# -- paths, attacked ------------------------------------------------------------------------------
+
+DEFAULT_PATH_PATTERN = "/tmp/*"
+"""The pattern a tool call's ``path`` argument is attacked from when no property names one: the
+spec's own policy example (deletions only under /tmp/)."""
+GLOB_SPECIAL = "*?["
+REGEX_SPECIAL = set(".^$*+?{}[]|()")
+ELSEWHERE = "/etc/passwd"
+"""Where a ``..`` attack leads out of the pattern's directory."""
+ELSEWHERE_FROM_ETC = "/root/.ssh/id_rsa"
+LOOKALIKES = {
+    "a": "\u0430",
+    "c": "\u0441",
+    "e": "\u0435",
+    "h": "\u04bb",
+    "i": "\u0456",
+    "j": "\u0458",
+    "o": "\u043e",
+    "p": "\u0440",
+    "s": "\u0455",
+    "x": "\u0445",
+    "y": "\u0443",
+}
+"""Cyrillic letters drawn as the Latin ones (``/tmр`` with a Cyrillic ``р``)."""
+FULLWIDTH_SOLIDUS = "\uff0f"
+FULLWIDTH_STOP = "\uff0e"
+DIVISION_SLASH = "\u2215"
+ATTACK_KINDS = ("..", "prefix", "//", "trailing /", ".", "case", "look-alike")
+
+
+@dataclass(frozen=True)
+class PathShape:
+    """A path-shaped pattern taken apart: the directory its literal start names (``/tmp`` in
+    ``/tmp/*``; empty when it names none) and a value of the rest (``x``)."""
+
+    base: str
+    rest: str
+
+    @property
+    def inside(self) -> str:
+        """A path the pattern matches (``/tmp/x``)."""
+        return f"{self.base}/{self.rest}" if self.base else self.rest
+
+
+def _glob_example(glob_: str) -> str:
+    """A value a glob matches: each wildcard made ``x`` (or a set's first character)."""
+    out: list[str] = []
+    index = 0
+    while index < len(glob_):
+        char = glob_[index]
+        if char in "*?":
+            if not out or out[-1] != "x" or char == "?":
+                out.append("x")
+            index += 1
+            continue
+        if char == "[":
+            end = glob_.find("]", index + 2)
+            if end != -1:
+                members = glob_[index + 1 : end]
+                negated = members[:1] in ("!", "^")
+                if negated:
+                    out.append("y" if "x" in members else "x")
+                else:
+                    out.append(members[0])
+                index = end + 1
+                continue
+        out.append(char)
+        index += 1
+    return "".join(out) or "x"
+
+
+def _regex_literal(source: str) -> str:
+    """The literal start of a regex (``/tmp/`` of ``^/tmp/.*``), escapes read."""
+    source = source.removeprefix("^")
+    out: list[str] = []
+    index = 0
+    while index < len(source):
+        char = source[index]
+        if char == "\\" and index + 1 < len(source) and not source[index + 1].isalnum():
+            out.append(source[index + 1])
+            index += 2
+            continue
+        if char in REGEX_SPECIAL or char == "\\":
+            break
+        out.append(char)
+        index += 1
+    # A quantifier binds the character before it: "/tmp?" says nothing sure of its "p".
+    if index < len(source) and source[index] in "*?{" and out:
+        out.pop()
+    return "".join(out)
+
+
+def path_shape(pattern: Any) -> PathShape | None:
+    """The shape of a path-shaped pattern (``path:`` and a glob, a glob with a ``/``, a ``re:``
+    whose literal start has one), or None for a pattern that holds no path."""
+    if not isinstance(pattern, str):
+        return None
+    if pattern.startswith(REGEX_PREFIX):
+        literal = _regex_literal(pattern[len(REGEX_PREFIX) :])
+        if "/" not in literal:
+            return None
+        cut = literal.rfind("/")
+        return PathShape(literal[:cut], "x")
+    glob_ = pattern.removeprefix(PATH_PREFIX)
+    if glob_ == pattern and "/" not in pattern:
+        return None
+    first = min((i for i in map(glob_.find, GLOB_SPECIAL) if i != -1), default=len(glob_))
+    cut = glob_.rfind("/", 0, first)
+    if cut == -1:
+        return PathShape("", _glob_example(glob_))
+    return PathShape(glob_[:cut], _glob_example(glob_[cut + 1 :]))
+
+
+def _lookalike(text: str) -> str:
+    """``text`` with its last letter that has a Cyrillic double made that double, else its
+    last letter made fullwidth; the same text when it has no letter."""
+    for index in range(len(text) - 1, -1, -1):
+        if text[index] in LOOKALIKES:
+            return text[:index] + LOOKALIKES[text[index]] + text[index + 1 :]
+    for index in range(len(text) - 1, -1, -1):
+        if text[index].isascii() and text[index].isalpha():
+            return text[:index] + chr(ord(text[index]) + 0xFEE0) + text[index + 1 :]
+    return text
+
+
+def _capitalised(path: str) -> str:
+    """The last segment of ``path`` with its first letter in the other case."""
+    head, _, last = path.rpartition("/")
+    return f"{head}/{last[:1].swapcase()}{last[1:]}" if last else path
+
+
+def attacks_of(shape: PathShape) -> dict[str, list[str]]:
+    """The attacks on a path pattern, by kind (``ATTACK_KINDS``): values that look as if they
+    were inside it, or outside it, and are not."""
+    base, rest, inside = shape.base, shape.rest, shape.inside
+    away = ELSEWHERE_FROM_ETC if base.startswith("/etc") else ELSEWHERE
+    if not base:
+        # No directory to escape from: the same kinds on a value the pattern matches.
+        return {
+            "..": [f"{inside}/../..{away}", f"{inside}/.."],
+            "prefix": [],
+            "//": [inside.replace("/", "//", 1) if "/" in inside else f"/{inside}"],
+            "trailing /": [f"{inside}/"],
+            ".": [f"./{inside}"],
+            "case": [inside.upper()] if inside.upper() != inside else [],
+            "look-alike": [_lookalike(inside)] if _lookalike(inside) != inside else [],
+        }
+    upper = base.upper()
+    cased = [f"{upper}/{rest}"] if upper != base else []
+    if _capitalised(base) not in (base, upper):
+        cased.append(f"{_capitalised(base)}/{rest}")
+    lookalike = _lookalike(base)
+    return {
+        "..": [f"{base}/..{away}", f"{inside}/../..{away}", f"{inside}/..", f"{base}/.."],
+        "prefix": [f"{base}evil/{rest}", base, f"{base}{rest}"],
+        "//": [f"{base}//{rest}", f"/{inside}", f"{base}//..{away}"],
+        "trailing /": [f"{base}/", f"{inside}/", f"{inside}//"],
+        ".": [f"{base}/./{rest}", f"{base}/.", f"/.{inside}", f"{base}/./..{away}"],
+        "case": cased,
+        "look-alike": [
+            *([f"{lookalike}/{rest}"] if lookalike != base else []),
+            f"{base}/..{away}".replace("/", FULLWIDTH_SOLIDUS).replace(FULLWIDTH_SOLIDUS, "/", 1),
+            f"{base}/{FULLWIDTH_STOP * 2}{away}",
+            f"{base}{DIVISION_SLASH}{rest}",
+        ],
+    }
+
+
+def _interleaved(groups: list[list[str]]) -> list[str]:
+    """The first of each group, then the second of each, …; each value once."""
+    out: list[str] = []
+    for row in range(max((len(group) for group in groups), default=0)):
+        for group in groups:
+            if row < len(group) and group[row] not in out:
+                out.append(group[row])
+    return out
+
+
+def path_attacks(pattern: Any) -> list[str]:
+    """The attacks on a path-shaped pattern, each kind's first before any kind's second (so
+    that every kind comes early); none for a pattern that holds no path."""
+    shape = path_shape(pattern)
+    if shape is None:
+        return []
+    return _interleaved(list(attacks_of(shape).values()))
+
+
+def _attack(kind: str, base: str, rest: str) -> list[str]:
+    return attacks_of(PathShape(base, rest))[kind]
+
+
+def attacked_paths(pattern: Any) -> st.SearchStrategy[str]:
+    """The attacks on a path-shaped pattern, and each kind again on other values of the
+    pattern's rest; nothing for a pattern that holds no path."""
+    shape = path_shape(pattern)
+    if shape is None:
+        return st.nothing()
+    rests = st.text(alphabet=ID_CHARS + "._-", min_size=1, max_size=12) | st.just(shape.rest)
+    again = st.builds(_attack, st.sampled_from(ATTACK_KINDS), st.just(shape.base), rests)
+    return st.sampled_from(path_attacks(pattern)) | again.filter(bool).flatmap(st.sampled_from)
 
 
 def argument_values() -> Strategy:
@@ -172,20 +398,40 @@ def _within_limit(value: dict[str, Any]) -> bool:
     return len(json.dumps(value, ensure_ascii=False).encode("utf-8")) <= ARGUMENTS_MAX_BYTES
 
 
-def tool_names() -> st.SearchStrategy[str]:
-    """Tool names: common ones and any nonempty text."""
-    return st.sampled_from(TOOLS) | texts(min_size=1, max_size=64)
+def is_tool_name(value: Any) -> bool:
+    """True for a tool name the platform sends: 1 to ``TOOL_NAME_MAX`` characters."""
+    return isinstance(value, str) and 0 < len(value) <= TOOL_NAME_MAX
 
 
-def event_data(event: str) -> Strategy:
+def tool_names(*, beyond_spec: bool = False) -> st.SearchStrategy[str]:
+    """Tool names: common ones and any name of ``TOOL_NAME_CHARS``; ``beyond_spec``, also the
+    empty name and any text."""
+    names = st.sampled_from(TOOLS) | st.text(
+        alphabet=TOOL_NAME_CHARS, min_size=1, max_size=TOOL_NAME_MAX
+    )
+    if beyond_spec:
+        return names | st.just("") | texts(max_size=TOOL_NAME_MAX * 2)
+    return names
+
+
+def tool_result_statuses(*, beyond_spec: bool = False) -> st.SearchStrategy[str]:
+    """``completed``, as the spec fixes it; ``beyond_spec``, also ``failed`` and any text."""
+    if beyond_spec:
+        return st.sampled_from((TOOL_RESULT_STATUS, "failed", "")) | texts(max_size=12)
+    return st.just(TOOL_RESULT_STATUS)
+
+
+def event_data(event: str, *, beyond_spec: bool = False) -> Strategy:
     """The ``data`` of ``event`` with the fields its spec row names."""
     if event == "agent.tool_call":
-        return st.fixed_dictionaries({"tool": tool_names(), "arguments": arguments()})
+        return st.fixed_dictionaries(
+            {"tool": tool_names(beyond_spec=beyond_spec), "arguments": arguments()}
+        )
     if event == "agent.tool_result":
         return st.fixed_dictionaries(
             {
-                "tool": tool_names(),
-                "status": st.sampled_from(("completed", "failed")) | texts(max_size=12),
+                "tool": tool_names(beyond_spec=beyond_spec),
+                "status": tool_result_statuses(beyond_spec=beyond_spec),
                 "result": texts(max_size=200) | large_text(),
             }
         )
@@ -211,9 +457,10 @@ def envelope(event: str, data: Strategy) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(required, optional={"data": data})
 
 
-def payloads(event: str) -> st.SearchStrategy[dict[str, Any]]:
-    """Payloads of one inference.sh event."""
-    return envelope(event, event_data(event))
+def payloads(event: str, *, beyond_spec: bool = False) -> st.SearchStrategy[dict[str, Any]]:
+    """Payloads of one inference.sh event (``beyond_spec``: values the platform does not send
+    too)."""
+    return envelope(event, event_data(event, beyond_spec=beyond_spec))
 
 
 def spec_sample(event: str) -> dict[str, Any]:
@@ -290,18 +537,31 @@ def nexus_sample(event: str) -> dict[str, Any]:
 # -- steering towards a property ------------------------------------------------------------------
 
 
-def matching_text(pattern: str) -> st.SearchStrategy[str]:
+def matching_text(pattern: str, alphabet: Any = CHARACTERS) -> st.SearchStrategy[str]:
     """Strings a pattern (a glob, ``re:`` and a regex, or ``path:`` and a glob) matches, its
-    literal parts reused; a regex Python cannot read steers nothing (any text)."""
+    literal parts reused, of ``alphabet`` (a strategy of characters, or a string of them and
+    the pattern's literal characters); a regex Python cannot read steers nothing (any text)."""
     pattern = pattern.removeprefix(PATH_PREFIX)
+    if isinstance(alphabet, str):
+        if pattern.startswith(REGEX_PREFIX):
+            literal = set(_regex_literal(pattern[len(REGEX_PREFIX) :]))
+        else:
+            literal = set(pattern) - set(GLOB_SPECIAL + "]!")
+        alphabet = "".join(sorted(set(alphabet) | literal))
     if pattern.startswith(REGEX_PREFIX):
         source = pattern[len(REGEX_PREFIX) :]
         try:
             re.compile(source)
         except re.error:
             return texts(max_size=40)
-        return st.from_regex(source, alphabet=CHARACTERS)
-    return st.from_regex(fnmatch.translate(pattern), fullmatch=True, alphabet=CHARACTERS)
+        strategy = st.from_regex(source, alphabet=alphabet)
+    else:
+        strategy = st.from_regex(fnmatch.translate(pattern), fullmatch=True, alphabet=alphabet)
+    try:
+        strategy.validate()
+    except InvalidArgument:  # a class of the regex that holds no character of the alphabet
+        return matching_text(pattern, CHARACTERS) if alphabet is not CHARACTERS else st.nothing()
+    return strategy
 
 
 def matching(pattern: Any) -> Strategy:
@@ -309,6 +569,52 @@ def matching(pattern: Any) -> Strategy:
     if isinstance(pattern, str):
         return matching_text(pattern)
     return st.just(pattern)
+
+
+def tool_names_matching(pattern: str, *, beyond_spec: bool = False) -> st.SearchStrategy[str]:
+    """Tool names a property's tool pattern matches (names of ``TOOL_NAME_CHARS`` and the
+    pattern's own characters, 1 to ``TOOL_NAME_MAX`` of them), and any other names."""
+    names = matching_text(pattern, TOOL_NAME_CHARS)
+    if not beyond_spec:
+        names = names.filter(is_tool_name)
+    return names | tool_names(beyond_spec=beyond_spec)
+
+
+def example_text(pattern: str) -> str:
+    """One string a glob, ``path:`` or ``re:`` pattern is meant to match, made without
+    drawing (a regex's literal start and ``x``): the explicit examples' values."""
+    if pattern.startswith(REGEX_PREFIX):
+        return _regex_literal(pattern[len(REGEX_PREFIX) :]) + "x"
+    shape = path_shape(pattern)
+    if shape is not None:
+        return shape.inside
+    return _glob_example(pattern)
+
+
+def _matches(pattern: str, value: str) -> bool:
+    if pattern.startswith(REGEX_PREFIX):
+        try:
+            return re.search(pattern[len(REGEX_PREFIX) :], value) is not None
+        except re.error:
+            return False
+    return fnmatch.fnmatchcase(value, pattern)
+
+
+def example_tool(pattern: str | None) -> str | None:
+    """A tool name that a property's tool pattern matches, for its explicit examples: the
+    spec's ``delete_file`` when there is no pattern; None when no name is found."""
+    if pattern is None:
+        return TOOLS[0]
+    for name in (example_text(pattern), *TOOLS):
+        if is_tool_name(name) and _matches(pattern, name):
+            return name
+    return None
+
+
+def example_value(pattern: Any) -> Any:
+    """A value a pattern is meant to match (``example_text`` for a string), made without
+    drawing."""
+    return example_text(pattern) if isinstance(pattern, str) else pattern
 
 
 ABSENT = object()
@@ -334,13 +640,14 @@ def steered_arguments(
     wanted: dict[tuple[str, ...], Any], unless: dict[tuple[str, ...], Any]
 ) -> st.SearchStrategy[dict[str, Any]]:
     """Arguments whose key paths get values the property's patterns match (``wanted``), and,
-    at its ``unless`` paths, values that match those patterns or not (or are left out)."""
+    at its ``unless`` paths, values that match those patterns or not (or are left out); a
+    path-shaped pattern's attacks at its key path too."""
     placed: dict[tuple[str, ...], Strategy] = {}
     for key_path, pattern in wanted.items():
-        placed[key_path] = matching(pattern) | argument_values()
+        placed[key_path] = matching(pattern) | argument_values() | attacked_paths(pattern)
     for key_path, pattern in unless.items():
         others = placed.get(key_path, argument_values())
-        placed[key_path] = matching(pattern) | others | st.just(ABSENT)
+        placed[key_path] = matching(pattern) | others | st.just(ABSENT) | attacked_paths(pattern)
     paths_ = list(placed)
     values = st.tuples(*(placed[key_path] for key_path in paths_))
     return st.builds(
@@ -355,10 +662,52 @@ def steered_payloads(
     tool: str | None,
     wanted: dict[tuple[str, ...], Any],
     unless: dict[tuple[str, ...], Any],
+    *,
+    beyond_spec: bool = False,
 ) -> st.SearchStrategy[dict[str, Any]]:
     """Payloads of ``event`` steered to a property: its tool pattern and argument patterns."""
     if event != "agent.tool_call":
-        return payloads(event)
-    names = (matching_text(tool) | tool_names()) if tool is not None else tool_names()
+        return payloads(event, beyond_spec=beyond_spec)
+    names = (
+        tool_names_matching(tool, beyond_spec=beyond_spec)
+        if tool is not None
+        else tool_names(beyond_spec=beyond_spec)
+    )
     data = st.fixed_dictionaries({"tool": names, "arguments": steered_arguments(wanted, unless)})
     return envelope(event, data)
+
+
+def attack_payloads(
+    event: str,
+    tool: str | None = None,
+    wanted: dict[tuple[str, ...], Any] | None = None,
+    unless: dict[tuple[str, ...], Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The payloads a check sends first, as Hypothesis's explicit examples: a tool call (of a
+    name the tool pattern matches) for each attack on each path-shaped pattern, at its key
+    path, the other key paths holding values their patterns match, so that the attack alone
+    decides; the attacks of several key paths in turns. Without patterns, the attacks on
+    ``DEFAULT_PATH_PATTERN`` in a ``delete_file`` call's ``path``. The envelope is the spec's
+    sample, at a fixed time, so that a seed repeats them."""
+    if event != "agent.tool_call":
+        return []
+    if tool is None and not wanted and not unless:
+        wanted = {("path",): DEFAULT_PATH_PATTERN}
+    wanted, unless = wanted or {}, unless or {}
+    name = example_tool(tool)
+    if name is None:
+        return []
+    attacks: dict[tuple[str, ...], list[str]] = {}
+    for key_path, pattern in [*wanted.items(), *unless.items()]:
+        found = attacks.setdefault(key_path, [])
+        found += [value for value in path_attacks(pattern) if value not in found]
+    others = {key_path: example_value(p) for key_path, p in [*wanted.items(), *unless.items()]}
+    out: list[dict[str, Any]] = []
+    for row in range(max((len(values) for values in attacks.values()), default=0)):
+        for key_path, values in attacks.items():
+            if row >= len(values):
+                continue
+            placed = {**others, key_path: values[row]}
+            data = {"tool": name, "arguments": _placed({}, placed)}
+            out.append(sample_payload(event, timestamp=FIXED_TIMESTAMP, data=data))
+    return out

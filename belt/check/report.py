@@ -79,6 +79,8 @@ class CheckResult:
     skipped: str | None = None
     latencies: list[int] = field(default_factory=list)
     saved: str | None = None
+    not_saved: str | None = None
+    """With ``--save``: why its failure was not written as a scenario."""
 
     @property
     def status(self) -> str:
@@ -137,6 +139,8 @@ class CheckResult:
             out["latency_ms"] = self.latency()
         if self.saved is not None:
             out["saved"] = self.saved
+        if self.not_saved is not None:
+            out["not_saved"] = self.not_saved
         return out
 
 

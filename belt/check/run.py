@@ -1,14 +1,15 @@
 """``belt check``: generate what the platform may send a handler, hold every answer to the
 contract, and shrink each failure to the smallest payload that still shows it.
 
-Hypothesis generates the payloads (``belt.check.generate``), a batch at a time, which are then
-sent back to back; when a case fails, Hypothesis runs its batch again, sending as it goes, and a
-case that fails a check raises an exception of that check's own class, so the engine shrinks
-each failing check on its own. Cases are sent one at a time, only to the targets given; their
-number is bounded by ``--examples`` per event, the shrinking by ``SHRINK_CALLS_MAX`` cases and
-``SHRINK_SECONDS_MAX``, and the whole run by ``--max-time``; each reported case is sent once more
-to say whether it fails again (``Explorer.confirm``). Hypothesis keeps no database, keeps
-its caches under the state directory and prints nothing: the report is belt's.
+Hypothesis generates the payloads (``belt.check.generate``), a batch at a time, the first batch
+beginning with the path attacks as its explicit examples, which are then sent back to back; when a
+case fails, Hypothesis runs its batch again, sending as it goes, and a case that fails a check
+raises an exception of that check's own class, so the engine shrinks each failing check on its own.
+Cases are sent one at a time, only to the targets given; their number is bounded by ``--examples``
+per event, the shrinking by ``SHRINK_CALLS_MAX`` cases and ``SHRINK_SECONDS_MAX``, and the whole
+run by ``--max-time``; each reported case is sent once more to say whether it fails again
+(``Explorer.confirm``). Hypothesis keeps no database, keeps its caches under the state directory
+and prints nothing: the report is belt's.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, example, given, settings
 from hypothesis import seed as seeded
 from hypothesis.errors import Flaky
 
 from belt.check.generate import (
+    attack_payloads,
     hypothesis_home,
     nexus_inputs,
     nexus_sample,
@@ -153,7 +155,7 @@ class Explorer:
     seed: int
     examples: int
     deadline: float
-    found: dict[str, tuple[int, Any, str]] = field(default_factory=dict)
+    found: dict[str, tuple[tuple[int, int], Any, str]] = field(default_factory=dict)
     """The smallest failing case per check: (size, payload, detail)."""
     flaky: set[str] = field(default_factory=set)
     again: dict[str, bool] = field(default_factory=dict)
@@ -162,8 +164,11 @@ class Explorer:
     """Shrinking stopped at ``SHRINK_CALLS_MAX`` cases."""
 
     def record(self, check: str, detail: str, payload: Any) -> None:
-        """Keep ``payload`` if it is the smallest failure of ``check`` so far."""
-        size = len(encode(payload))
+        """Keep ``payload`` if it is the smallest failure of ``check`` so far: the smallest
+        ``data`` (what a handler decides on), then the smallest whole."""
+        whole = _size(payload)
+        data = payload.get("data") if isinstance(payload, dict) and "data" in payload else None
+        size = (_size(data) if data is not None else whole, whole)
         known = self.found.get(check)
         if known is None or size < known[0]:
             self.found[check] = (size, payload, detail)
@@ -189,9 +194,10 @@ class Explorer:
         strategy: Any,
         sample: Any,
         case: Callable[[Any, bool], list[tuple[str, str]]],
+        explicit: list[Any] | None = None,
     ) -> None:
         """Search for failures (``search``), then send each case to be reported once more."""
-        self.search(strategy, sample, case)
+        self.search(strategy, sample, case, explicit or [])
         self.confirm(case)
 
     def confirm(self, case: Callable[[Any, bool], list[tuple[str, str]]]) -> None:
@@ -218,26 +224,34 @@ class Explorer:
         strategy: Any,
         sample: Any,
         case: Callable[[Any, bool], list[tuple[str, str]]],
+        explicit: list[Any],
     ) -> None:
-        """Run ``case(payload, counting)`` on the sample, then on generated payloads, and shrink
-        the first failure of a generated one.
+        """Run ``case(payload, counting)`` on the sample, then on the ``explicit`` payloads and
+        generated ones, and shrink the first failure of a generated one.
 
         Payloads are generated ``BATCH`` at a time and then sent back to back, so that a handler
-        is not left idle between cases while Hypothesis works. When one fails, Hypothesis runs
-        that batch again with the same seed, sending as it goes: it meets the failure at the same
-        place and shrinks it (the cases before it are sent again, not counted again). The sample
-        runs first and apart, so a defect it shows is still shrunk from generated payloads."""
+        is not left idle between cases while Hypothesis works. The first batch begins with the
+        explicit payloads (Hypothesis's explicit examples, at most half of it): a failure of one
+        is kept as it is, and the search goes on, since a generated one may shrink smaller. When
+        a generated payload fails, Hypothesis runs that batch again with the same seed (without
+        the explicit payloads, which do not move what it generates), sending as it goes: it meets
+        the failure at the same place and shrinks it (the cases before it are sent again, not
+        counted again). The sample runs first and apart, so a defect it shows is still shrunk
+        from generated payloads."""
         self.timed(case, sample, True)
         remaining, batch = self.examples, 0
         while remaining > 0:
             size = min(BATCH, remaining)
+            first = explicit[: size // 2] if batch == 0 else []
             seed = (self.seed + batch) % 2**32
-            generated = self.generate(strategy, seed, size)
-            for payload in generated:
+            drawn = size - len(first)
+            generated = self.generate(strategy, seed, drawn, first)
+            for index, payload in enumerate(generated):
                 if self.out_of_time():
                     return
-                if self.timed(case, payload, True):
-                    self.shrink(strategy, seed, size, case)
+                failures = self.timed(case, payload, True)
+                if failures and index >= len(first):
+                    self.shrink(strategy, seed, drawn, case, {check for check, _ in failures})
                     return
             if len(generated) < size and self.out_of_time():
                 return  # the deadline passed while the batch was generated
@@ -251,9 +265,12 @@ class Explorer:
         self.report.stopped = "--max-time passed; the cases up to then are reported"
         return True
 
-    def settings(self, size: int, *, shrink: bool) -> Any:
-        """Hypothesis's settings: no database, no deadline, no output of its own."""
-        phases = (Phase.generate, Phase.target, Phase.shrink) if shrink else (Phase.generate,)
+    def settings(self, size: int, *, shrink: bool, generate: bool = True) -> Any:
+        """Hypothesis's settings: no database, no deadline, no output of its own; the explicit
+        examples first."""
+        phases: tuple[Phase, ...] = (Phase.explicit,)
+        if generate:
+            phases += (Phase.generate, Phase.target, Phase.shrink) if shrink else (Phase.generate,)
         return settings(
             max_examples=size,
             database=None,
@@ -266,9 +283,12 @@ class Explorer:
             phases=phases,
         )
 
-    def generate(self, strategy: Any, seed: int, size: int) -> list[Any]:
-        """``size`` payloads of ``strategy`` (fewer when it has no more), as Hypothesis generates
-        them with ``seed``; those generated until the deadline when it passes first."""
+    def generate(
+        self, strategy: Any, seed: int, size: int, explicit: list[Any] | None = None
+    ) -> list[Any]:
+        """The ``explicit`` payloads, then ``size`` payloads of ``strategy`` (fewer when it has no
+        more), as Hypothesis generates them with ``seed``; those generated until the deadline
+        when it passes first."""
         batch: list[Any] = []
 
         def keep(payload: Any) -> None:
@@ -277,7 +297,10 @@ class Explorer:
             batch.append(payload)
 
         collect = given(strategy)(keep)  # type: ignore[no-untyped-call]
-        run: Callable[[], None] = self.settings(size, shrink=False)(seeded(seed)(collect))
+        for payload in reversed(explicit or []):  # the first applied runs last
+            collect = example(payload)(collect)
+        chosen = self.settings(max(size, 1), shrink=False, generate=size > 0)
+        run: Callable[[], None] = chosen(seeded(seed)(collect))
         try:
             run()
         except _Stop:
@@ -290,9 +313,11 @@ class Explorer:
         seed: int,
         size: int,
         case: Callable[[Any, bool], list[tuple[str, str]]],
+        failed: set[str],
     ) -> None:
-        """Let Hypothesis find a batch's failure again and shrink it (and any other it meets):
-        each failing case raises its check's exception, and the smallest of each is kept."""
+        """Let Hypothesis find a batch's failure (of the checks ``failed``) again and shrink it
+        (and any other it meets): each failing case raises its check's exception, and the
+        smallest of each is kept."""
         state = {"calls": 0, "failing": False}
         until = time.monotonic() + SHRINK_SECONDS_MAX
 
@@ -315,7 +340,7 @@ class Explorer:
         try:
             run()
             # Nothing failed this time: what failed in the batch did not fail again.
-            self.flaky.update(self.found)
+            self.flaky.update(failed)
         except _Stop as stop:
             if str(stop) == "--max-time":
                 self.report.stopped = "--max-time passed; the cases up to then are reported"
@@ -327,7 +352,13 @@ class Explorer:
             if not _only_failures(exc):
                 raise
             if isinstance(exc, Flaky):
-                self.flaky.update(self.found)
+                self.flaky.update(failed)
+
+
+def _size(value: Any) -> int:
+    """The bytes of ``value`` as compact UTF-8 JSON."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _only_failures(exc: BaseException) -> bool:
@@ -640,9 +671,12 @@ def run_check(
     seed: int | None = None,
     max_time: float | None = None,
     save: Path | None = None,
+    beyond_spec: bool = False,
     transport: httpx.BaseTransport | None = None,
 ) -> CheckReport:
-    """Check ``target`` (and the executors) against the contract; returns the report."""
+    """Check ``target`` (and the executors) against the contract; returns the report.
+    ``beyond_spec`` generates values the platform does not send too (an empty tool name,
+    another ``status``)."""
     if not 1 <= examples <= EXAMPLES_MAX:
         raise InvalidInput(f"--examples {examples}: expected 1 to {EXAMPLES_MAX}")
     if timeout is not None and not 0 < timeout <= 300:
@@ -679,7 +713,9 @@ def run_check(
     try:
         with hypothesis_home(state_dir() / "hypothesis"), webhook_client(transport) as client:
             sender = Sender(client, inprocess, secret)
-            _run_subjects(subjects, report, sender, properties, save, deadline)
+            _run_subjects(
+                subjects, report, sender, properties, save, deadline, beyond_spec=beyond_spec
+            )
     finally:
         inprocess.close()
         report.seconds = time.monotonic() - started
@@ -693,6 +729,8 @@ def _run_subjects(
     properties: list[Property],
     save: Path | None,
     deadline: float,
+    *,
+    beyond_spec: bool,
 ) -> None:
     """Check each subject in turn, until the end or ``--max-time``."""
     for subject in subjects:
@@ -704,7 +742,9 @@ def _run_subjects(
         if subject.dialect == Dialect.NEXUS:
             _check_nexus(subject, explorer, report)
         else:
-            _check_platform(subject, sender, explorer, report, properties, save)
+            _check_platform(
+                subject, sender, explorer, report, properties, save, beyond_spec=beyond_spec
+            )
         if report.stopped:
             report.notes += [f"not checked: {s.label}" for s in subjects[index + 1 :]]
             return
@@ -774,6 +814,8 @@ def _check_platform(
     report: CheckReport,
     properties: list[Property],
     save: Path | None,
+    *,
+    beyond_spec: bool,
 ) -> None:
     results = platform_results(subject, signed=bool(sender.secret))
 
@@ -781,7 +823,10 @@ def _check_platform(
         return trigger_command(subject.event, subject.target, payload, sender.secret)
 
     explorer.explore(
-        payloads(subject.event), spec_sample(subject.event), platform_case(subject, sender, results)
+        payloads(subject.event, beyond_spec=beyond_spec),
+        spec_sample(subject.event),
+        platform_case(subject, sender, results),
+        attack_payloads(subject.event),
     )
     _finish(subject, explorer, results, reproduce)
     signature = results.get("signature")
@@ -796,9 +841,14 @@ def _check_platform(
             continue
         result = CheckResult("property", subject.label, subject.event, name=prop.name)
         steered = Explorer(report, explorer.seed, explorer.examples, explorer.deadline)
-        strategy = steered_payloads(prop.event, prop.tool, prop.arguments, prop.unless)
+        strategy = steered_payloads(
+            prop.event, prop.tool, prop.arguments, prop.unless, beyond_spec=beyond_spec
+        )
         steered.explore(
-            strategy, spec_sample(subject.event), property_case(subject, sender, prop, result)
+            strategy,
+            spec_sample(subject.event),
+            property_case(subject, sender, prop, result),
+            attack_payloads(prop.event, prop.tool, prop.arguments, prop.unless),
         )
         _finish(subject, steered, {"property": result}, reproduce)
         if result.cases == 0 and result.failure is None:

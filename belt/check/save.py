@@ -1,76 +1,126 @@
 """``belt check --save DIR``: each failure written as a ``belt test`` scenario, so it stays fixed.
 
 The scenario declares the checked handler as a webhook hook on the failing event and plays one
-turn that reaches it; for ``agent.tool_call`` the model calls the shrunk tool with the shrunk
-arguments. A failed hook call fails a ``belt test`` scenario by itself (no expectation names its
-error), and a property's failure is an expectation of its decision. The envelope (ids, timestamp,
-turn count) is the simulation's own, so a defect that only those fields trigger is not saved.
-Scenarios are JSON, which holds any generated value exactly.
+turn that reaches it: for ``agent.tool_call`` the model calls the shrunk tool with the shrunk
+arguments; for ``agent.tool_result`` it calls that tool as an async app tool that completes with
+the shrunk result; for ``agent.error`` the turn fails with the shrunk error. A failed hook call
+fails a ``belt test`` scenario by itself (no expectation names its error), and a property's
+failure is an expectation of its decision. The envelope (ids, timestamp, turn count) is the
+simulation's own, so a defect that only those fields trigger is not saved. A ``py:`` handler
+given as a file is written relative to the saved scenario, as a scenario's paths are read.
+Scenarios are JSON, which holds any generated value exactly; one that a scenario cannot hold
+(a value beyond the spec, such as an empty tool name) is not written, and the result says why.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from belt.check.props import Property
 from belt.check.report import CheckResult
 from belt.check.subjects import Subject
+from belt.engine.scenario import Scenario
 from belt.text import short
+from belt.wire.validate import IN_PROCESS_PREFIX
 
 SAVED_CHECKS = ("answers", "body", "property")
 """The checks one simulated delivery can show (a redelivery or a signature case cannot)."""
 TURN_EVENTS = ("agent.start", "agent.turn_start", "agent.turn_complete", "agent.complete")
+SAVED_EVENTS = ("agent.tool_call", "agent.tool_result", "agent.error", *TURN_EVENTS)
+"""The events a scripted turn delivers with the payload's own ``data``."""
 
 
-def scenario(subject: Subject, result: CheckResult, prop: Property | None) -> dict[str, Any] | None:
-    """The scenario of one failure, or None when a simulated turn cannot send its payload."""
+def handler_spelling(target: str, directory: Path) -> str:
+    """``target`` as a scenario in ``directory`` names it: a ``py:`` handler given as a file
+    path, relative to ``directory``; a module or a URL as it is."""
+    if not target.startswith(IN_PROCESS_PREFIX):
+        return target
+    module, _, func = target[len(IN_PROCESS_PREFIX) :].partition(":")
+    if not (module.endswith(".py") or "/" in module):
+        return target
+    relative = os.path.relpath(os.path.abspath(module), os.path.abspath(directory))
+    return f"{IN_PROCESS_PREFIX}{Path(relative).as_posix()}:{func}"
+
+
+def _turn(event: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The user message and model script that make the engine send ``event`` with ``data``."""
+    model: list[dict[str, Any]] = []
+    turn: dict[str, Any] = {}
+    if event == "agent.tool_call":
+        call = {"name": data.get("tool"), "arguments": data.get("arguments") or {}}
+        model.append({"say": "Calling the tool.", "tool_calls": [{**call, "result": "done"}]})
+    elif event == "agent.tool_result":
+        call = {
+            "name": data.get("tool"),
+            "async": True,
+            "status": data.get("status"),
+            "result": data.get("result"),
+        }
+        model.append({"say": "Calling the tool.", "tool_calls": [call]})
+    elif event == "agent.error":
+        turn["error"] = data.get("error")
+    if event != "agent.error":
+        model.append({"say": "Done."})
+    return {**turn, "model": model}
+
+
+def scenario(
+    subject: Subject, result: CheckResult, prop: Property | None, directory: Path
+) -> dict[str, Any] | str:
+    """The scenario of one failure, or why a scenario cannot show it."""
     failure = result.failure
-    if failure is None or result.check not in SAVED_CHECKS:
-        return None
+    assert failure is not None
+    if result.check not in SAVED_CHECKS:
+        return "one simulated delivery cannot show it (it takes a repeated or signed request)"
     payload = failure.payload
     event = subject.event
-    if event != "agent.tool_call" and event not in TURN_EVENTS:
-        return None
+    if event not in SAVED_EVENTS:
+        return f"a scripted turn does not deliver {event} with a payload of its choosing"
     hook = {
         "event": event,
         "type": "webhook",
-        "handler": subject.target,
+        "handler": handler_spelling(subject.target, directory),
         "timeout": max(1, math.ceil(subject.timeout)),
     }
-    model: list[dict[str, Any]] = []
     expect: dict[str, Any] = {"name": f"belt check {result.title}: {short(failure.detail, 120)}"}
     expect["event"] = event
-    if event == "agent.tool_call":
-        data = payload.get("data") or {}
-        call = {
-            "name": data.get("tool"),
-            "arguments": data.get("arguments") or {},
-            "result": "done",
-        }
-        model.append({"say": "Calling the tool.", "tool_calls": [call]})
-        if prop is not None:
-            expect["decision"] = prop.decision
-    model.append({"say": "Done."})
-    return {
+    if prop is not None:
+        expect["decision"] = prop.decision
+    turn = _turn(event, payload.get("data") or {})
+    document = {
         "agent": {"name": "belt-check", "hooks": [hook]},
-        "turns": [{"user": f"belt check: {result.title} on {event}", "model": model}],
+        "turns": [{"user": f"belt check: {result.title} on {event}", **turn}],
         "expect": [expect],
     }
+    try:
+        Scenario.model_validate(document)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"a scenario cannot hold this payload ({where}: {first['msg']})"
+    return document
 
 
 def save_failures(
     directory: Path, subject: Subject, results: list[CheckResult], properties: list[Property]
 ) -> None:
-    """Write each failure of ``results`` that a scenario can show into ``directory``."""
+    """Write each failure of ``results`` that a scenario can show into ``directory``; the
+    others say why they were not saved."""
     by_name = {prop.name: prop for prop in properties}
     for result in results:
+        if result.failure is None:
+            continue
         prop = by_name.get(result.name) if result.check == "property" else None
-        document = scenario(subject, result, prop)
-        if document is None:
+        document = scenario(subject, result, prop, directory)
+        if isinstance(document, str):
+            result.not_saved = document
             continue
         directory.mkdir(parents=True, exist_ok=True)
         stem = re.sub(r"[^a-z0-9]+", "-", f"{subject.event} {result.name or result.check}".lower())

@@ -82,6 +82,14 @@ def check(
         Path | None,
         typer.Option(metavar="DIR", help="Write each failure as a belt test scenario in DIR."),
     ] = None,
+    beyond_spec: Annotated[
+        bool,
+        typer.Option(
+            "--beyond-spec",
+            help="Also send values the platform never sends (an empty or any-text tool name, "
+            "an agent.tool_result status other than completed); off: only what the spec allows.",
+        ),
+    ] = False,
     json_: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     junit_xml: Annotated[
         Path | None,
@@ -90,18 +98,22 @@ def check(
 ) -> None:
     """Check a hook handler against everything the platform may send it.
 
-    Generates payloads for every event the target is declared for (each event's spec sample
-    among them) and checks, by name: answers (2xx within the timeout, latency p50/p95/p99/max),
-    body (empty or a valid response; unknown keys warn), decision (means something for the
-    event, else a warning saying what the platform does instead), deterministic (the same
-    payload, the same decision), redelivery (the same delivery again is harmless) and, with
-    --secret, signature (the Standard Webhooks cases: valid and several-signature requests
-    accepted; unsigned, tampered, wrong-secret, stale, future and header-less ones refused with
-    4xx). --executor NAME=TARGET checks a Nexus executor tool (answers, result: the decision's
-    shape and limits). Every failure is shrunk to its smallest payload and printed as a command
-    that reproduces it. Sends only to the targets given, one case at a time; a URL not on this
-    machine needs --allow-network. Exits 0 when every check passed (warnings allowed), 1 when
-    one failed, 5 on invalid input, 6 when the target cannot be reached at all.
+    Generates payloads for every event the target is declared for, as the platform sends them
+    (each event's spec sample among them; fields the spec fixes, such as agent.tool_result's
+    status completed, with that value; values beyond the spec only with --beyond-spec), paths
+    attacked first (.. segments, /tmpevil beside /tmp/*, doubled and trailing slashes, .
+    segments, case changes, non-ASCII look-alikes), and checks, by name: answers (2xx within the
+    timeout, latency p50/p95/p99/max), body (empty or a valid response; unknown keys warn),
+    decision (means something for the event, else a warning saying what the platform does
+    instead), deterministic (the same payload, the same decision), redelivery (the same delivery
+    again is harmless) and, with --secret, signature (the Standard Webhooks cases: valid and
+    several-signature requests accepted; unsigned, tampered, wrong-secret, stale, future and
+    header-less ones refused with 4xx). --executor NAME=TARGET checks a Nexus executor tool
+    (answers, result: the decision's shape and limits). Every failure is shrunk to its smallest
+    payload and printed as a command that reproduces it. Sends only to the targets given, one
+    case at a time; a URL not on this machine needs --allow-network. Exits 0 when every check
+    passed (warnings allowed), 1 when one failed, 5 on invalid input, 6 when the target cannot
+    be reached at all.
 
     Examples:
 
@@ -125,6 +137,7 @@ def check(
         seed=seed,
         max_time=max_time,
         save=save,
+        beyond_spec=beyond_spec,
     )
     if junit_xml is not None:
         write_junit(report, junit_xml)
@@ -186,4 +199,6 @@ def _lines(result: CheckResult) -> list[tuple[str, str]]:
         rows.append((f"        reproduce: {printable(failure.reproducer)}", ""))
         if result.saved:
             rows.append((f"        saved as {printable(result.saved)}", "dim"))
+        elif result.not_saved:
+            rows.append((f"        not saved: {printable(result.not_saved)}", "dim"))
     return rows

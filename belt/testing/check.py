@@ -26,7 +26,7 @@ def check_handler(
     """Run ``belt check`` on ``target``; raise AssertionError listing every failed check.
 
     ``options`` are those of ``belt check``: ``events``, ``executors``, ``routes``, ``props``,
-    ``secret``, ``timeout``, ``allow_network``, ``max_time``, ``save``.
+    ``secret``, ``timeout``, ``allow_network``, ``max_time``, ``save``, ``beyond_spec``.
     """
     reference = register(target) if callable(target) else None
     try:
