@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from belt.check.writable import cannot_write
 from belt.errors import ExitCode
 from belt.text import printable, short
 
@@ -158,10 +159,15 @@ class CheckReport:
     """Time spent sending cases and checking answers, generation left out."""
     cases: int = 0
     stopped: str | None = None
+    unwritten: list[str] = field(default_factory=list)
+    """Why each ``--save`` scenario that could not be written was not (a full disk)."""
 
     @property
     def exit_code(self) -> ExitCode:
-        """1 when a check failed, else 0 (warnings allowed)."""
+        """5 when a --save scenario could not be written, else 1 when a check failed, else 0
+        (warnings allowed)."""
+        if self.unwritten:
+            return ExitCode.INVALID_INPUT
         return ExitCode.FAILURE if any(r.status == "fail" for r in self.results) else ExitCode.OK
 
     def counts(self) -> dict[str, int]:
@@ -183,6 +189,7 @@ class CheckReport:
             "seconds": round(self.seconds, 3),
             "stopped": self.stopped,
             "notes": self.notes,
+            "unwritten": self.unwritten,
             "checks": [result.to_json() for result in self.results],
         }
 
@@ -244,7 +251,8 @@ def curl_command(url: str, body: bytes, headers: dict[str, str]) -> str:
 
 
 def junit_xml(report: CheckReport, path: Path) -> None:
-    """Write the report as JUnit XML: a test case per check and subject."""
+    """Write the report as JUnit XML: a test case per check and subject (exit 5 naming the
+    path when it cannot be written)."""
     from xml.etree import ElementTree as ET
 
     counts = report.counts()
@@ -275,7 +283,10 @@ def junit_xml(report: CheckReport, path: Path) -> None:
         if result.warnings:
             out = ET.SubElement(case, "system-out")
             out.text = "\n".join(_xml_text(f"warning: {w}") for w in result.warnings)
-    path.write_bytes(ET.tostring(suite, encoding="utf-8", xml_declaration=True))
+    try:
+        path.write_bytes(ET.tostring(suite, encoding="utf-8", xml_declaration=True))
+    except OSError as exc:
+        raise cannot_write("--junit-xml", path, exc) from None
 
 
 def _xml_text(text: str) -> str:

@@ -14,6 +14,7 @@ and prints nothing: the report is belt's.
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
 import time
@@ -47,6 +48,7 @@ from belt.check.report import (
 )
 from belt.check.save import save_failures
 from belt.check.subjects import Subject, network_problems, subjects_for
+from belt.check.writable import require_writable_directory
 from belt.effects import Outcome, effect_text, outcome, url_host
 from belt.engine.dispatch import parse_routes
 from belt.engine.offline import OFFLINE_HINT, on_this_machine
@@ -529,6 +531,31 @@ def signature_cases(secret: str, payload: dict[str, Any], now: int) -> list[Sign
     several = signed()
     other = sign(WRONG_SECRET, several["webhook-id"], now, body)
     several["webhook-signature"] = f"{other} {several['webhook-signature']}"
+
+    def near(change: Callable[[dict[str, str], str], None]) -> dict[str, str]:
+        """Signed headers with the right signature changed by ``change`` (given the headers
+        and the signature's base64 digest): a near miss a verifier must refuse."""
+        headers = signed()
+        change(headers, headers["webhook-signature"].removeprefix("v1,"))
+        return headers
+
+    def last_byte_off(headers: dict[str, str], digest: str) -> None:
+        raw = bytearray(base64.b64decode(digest))
+        raw[-1] ^= 0x01
+        headers["webhook-signature"] = "v1," + base64.b64encode(bytes(raw)).decode("ascii")
+
+    def prefix(headers: dict[str, str], digest: str) -> None:
+        headers["webhook-signature"] = "v1," + digest[: len(digest) // 2]
+
+    def other_id(headers: dict[str, str], digest: str) -> None:
+        headers["webhook-id"] = f"msg_{secrets.token_urlsafe(18)}"
+
+    def other_time(headers: dict[str, str], digest: str) -> None:
+        headers["webhook-timestamp"] = str(now - 1)
+
+    def v1a(headers: dict[str, str], digest: str) -> None:
+        headers["webhook-signature"] = "v1a," + digest
+
     return [
         SignatureCase("a valid signature", body, signed(), True),
         SignatureCase("several signatures, one of them valid", body, several, True),
@@ -544,6 +571,13 @@ def signature_cases(secret: str, payload: dict[str, Any], now: int) -> list[Sign
         SignatureCase("no webhook-id header", body, without("webhook-id"), False),
         SignatureCase("no webhook-timestamp header", body, without("webhook-timestamp"), False),
         SignatureCase("no webhook-signature header", body, without("webhook-signature"), False),
+        # Near misses: a verifier that compares a prefix, leaves the id or the time out of
+        # what it signs, or reads any entry that starts with v1 accepts one of these.
+        SignatureCase("the signature with its last byte changed", body, near(last_byte_off), False),
+        SignatureCase("the first half of the signature", body, near(prefix), False),
+        SignatureCase("the signature of another webhook-id", body, near(other_id), False),
+        SignatureCase("the signature of another timestamp", body, near(other_time), False),
+        SignatureCase("the signature as a v1a, entry", body, near(v1a), False),
     ]
 
 
@@ -681,10 +715,12 @@ def run_check(
         raise InvalidInput(f"--examples {examples}: expected 1 to {EXAMPLES_MAX}")
     if timeout is not None and not 0 < timeout <= 300:
         raise InvalidInput(f"--timeout {timeout:g}: expected more than 0 and at most 300 seconds")
-    if max_time is not None and max_time <= 0:
-        raise InvalidInput(f"--max-time {max_time:g}: expected more than 0 seconds")
+    if max_time is not None and not 0 < max_time < float("inf"):
+        raise InvalidInput(f"--max-time {max_time:g}: expected a finite number of seconds above 0")
     if secret:
         secret_key(secret)
+    if save is not None:
+        require_writable_directory(save, option="--save")
     properties = read_props(props) if props is not None else []
     subjects, notes = subjects_for(
         target,
@@ -855,7 +891,7 @@ def _check_platform(
             result.skipped = "no generated payload matched the property"
         found.append(result)
     if save is not None:
-        save_failures(save, subject, found, properties)
+        report.unwritten += save_failures(save, subject, found, properties)
     report.results.extend(found)
 
 

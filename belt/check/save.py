@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from belt.check.props import Property
 from belt.check.report import CheckResult
 from belt.check.subjects import Subject
+from belt.check.writable import cannot_write
 from belt.engine.scenario import Scenario
 from belt.text import short
 from belt.wire.validate import IN_PROCESS_PREFIX
@@ -110,9 +111,11 @@ def scenario(
 
 def save_failures(
     directory: Path, subject: Subject, results: list[CheckResult], properties: list[Property]
-) -> None:
+) -> list[str]:
     """Write each failure of ``results`` that a scenario can show into ``directory``; the
-    others say why they were not saved."""
+    others say why they were not saved. Returns why each write that failed did (a full disk):
+    the check goes on, and the command ends with exit 5 naming the path."""
+    unwritten: list[str] = []
     by_name = {prop.name: prop for prop in properties}
     for result in results:
         if result.failure is None:
@@ -122,12 +125,25 @@ def save_failures(
         if isinstance(document, str):
             result.not_saved = document
             continue
-        directory.mkdir(parents=True, exist_ok=True)
         stem = re.sub(r"[^a-z0-9]+", "-", f"{subject.event} {result.name or result.check}".lower())
         path = directory / f"check-{stem.strip('-')}.json"
         number = 2
         while path.exists():
             path = directory / f"check-{stem.strip('-')}-{number}.json"
             number += 1
-        path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            with path.open("x", encoding="utf-8") as file:
+                try:
+                    file.write(text)
+                    file.flush()
+                except OSError:
+                    path.unlink(missing_ok=True)  # no half-written scenario is left behind
+                    raise
+        except OSError as exc:
+            result.not_saved = cannot_write("--save", path, exc).message
+            unwritten.append(result.not_saved)
+            continue
         result.saved = str(path)
+    return unwritten

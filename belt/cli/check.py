@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt.cli.options import Routes
+from belt.cli.options import Routes, finite
 
 if TYPE_CHECKING:
     from belt.check.report import CheckReport, CheckResult
@@ -61,6 +61,7 @@ def check(
         typer.Option(
             metavar="S",
             help="Seconds a handler has to answer (default: the hook's timeout, else 30).",
+            callback=finite,
         ),
     ] = None,
     allow_network: Annotated[
@@ -76,7 +77,7 @@ def check(
     ] = None,
     max_time: Annotated[
         float | None,
-        typer.Option(metavar="S", help="Stop sending new cases after S seconds."),
+        typer.Option(metavar="S", help="Stop sending new cases after S seconds.", callback=finite),
     ] = None,
     save: Annotated[
         Path | None,
@@ -108,12 +109,15 @@ def check(
     instead), deterministic (the same payload, the same decision), redelivery (the same delivery
     again is harmless) and, with --secret, signature (the Standard Webhooks cases: valid and
     several-signature requests accepted; unsigned, tampered, wrong-secret, stale, future and
-    header-less ones refused with 4xx). --executor NAME=TARGET checks a Nexus executor tool
-    (answers, result: the decision's shape and limits). Every failure is shrunk to its smallest
-    payload and printed as a command that reproduces it. Sends only to the targets given, one
-    case at a time; a URL not on this machine needs --allow-network. Exits 0 when every check
-    passed (warnings allowed), 1 when one failed, 5 on invalid input, 6 when the target cannot
-    be reached at all.
+    header-less ones refused with 4xx, and the near misses: the signature one byte off at its
+    end, its first half, it under another webhook-id or timestamp, it as a v1a, entry).
+    --executor NAME=TARGET checks a Nexus executor tool (answers, result: the decision's shape
+    and limits). Every failure is shrunk to its smallest payload and printed as a command that
+    reproduces it. Sends only to the targets given, one case at a time; a URL not on this
+    machine needs --allow-network. Exits 0 when every check passed (warnings allowed), 1 when
+    one failed, 5 on invalid input (a --junit-xml FILE or --save DIR that cannot be written is
+    refused before any case is sent; one that fails later, a full disk, after the report is
+    printed), 6 when the target cannot be reached at all.
 
     Examples:
 
@@ -123,7 +127,11 @@ def check(
     from belt import output
     from belt.check.report import junit_xml as write_junit
     from belt.check.run import run_check
+    from belt.check.writable import require_writable_file
+    from belt.errors import InvalidInput
 
+    if junit_xml is not None:
+        require_writable_file(junit_xml, option="--junit-xml")  # before any case is sent
     report = run_check(
         target,
         events=list(event or []),
@@ -139,12 +147,15 @@ def check(
         save=save,
         beyond_spec=beyond_spec,
     )
-    if junit_xml is not None:
-        write_junit(report, junit_xml)
     if json_:
         output.print_json(report.to_json())
     else:
         render(report)
+    # Written once the report is printed: a disk that fills meanwhile loses the file, not it.
+    if junit_xml is not None:
+        write_junit(report, junit_xml)
+    if report.unwritten:
+        raise InvalidInput(report.unwritten[0])
     raise typer.Exit(int(report.exit_code))
 
 

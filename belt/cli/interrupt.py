@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from belt.cli import BeltGroup, lazy_command
-from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, moment_option
+from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, finite, moment_option
 from belt.errors import BeltError, UsageError
 from belt.wire.enums import InterruptReason, InterruptResolution, InterruptStatus
 
@@ -504,7 +504,9 @@ def watch(
     ] = None,
     interval: Annotated[
         float,
-        typer.Option("--interval", metavar="S", help="Seconds between looks.", min=0.05),
+        typer.Option(
+            "--interval", metavar="S", help="Seconds between looks.", min=0.05, callback=finite
+        ),
     ] = 1.0,
     json_: Annotated[bool, typer.Option("--json", help="Print one JSON object per line.")] = False,
     api: ApiOption = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Annotated
 
@@ -54,6 +55,15 @@ Routes = Annotated[
         show_default=False,
     ),
 ]
+
+
+def finite(value: float | None) -> float | None:
+    """A numeric option's value; NaN and the infinities are refused as a usage error naming the
+    option (exit 2), as a value that is not a number is: no count of seconds is either. Every
+    float option of every command takes this as its callback (tests/cli/test_options.py)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
 
 
 def moment_option(text: str | None, option: str) -> datetime | None:

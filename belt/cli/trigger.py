@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from belt.cli.options import finite
+
 if TYPE_CHECKING:
     from belt.trigger import TriggerReport
 
@@ -61,6 +63,7 @@ def trigger(
         typer.Option(
             metavar="S",
             help="Seconds the handler has to answer, in all (more than 0, at most 300).",
+            callback=finite,
         ),
     ] = 30,
     json_: Annotated[bool, typer.Option("--json", help="Print the whole report as JSON.")] = False,

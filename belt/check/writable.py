@@ -1,0 +1,72 @@
+"""Where ``belt check`` writes (``--junit-xml FILE``, ``--save DIR``): tried before the check
+runs, so a path it cannot write is refused at once (exit 5, naming the path) rather than after
+every case was sent; a write that fails later (a full disk) is refused the same way.
+
+Trying is the only test that holds: ``os.access`` says yes to root everywhere, and ``/dev/full``
+opens for writing and fails on the first byte (which only the late write can tell).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+from belt.errors import InvalidInput
+
+
+def cannot_write(option: str, path: Path | str, exc: OSError) -> InvalidInput:
+    """The error (exit 5) for an ``option`` whose ``path`` could not be written, worded as
+    ``belt test --junit-xml`` words it."""
+    return InvalidInput(f"{option} {path}: cannot write it: {exc.strerror or exc}")
+
+
+def _refused(option: str, path: Path, code: int) -> InvalidInput:
+    return cannot_write(option, path, OSError(code, os.strerror(code)))
+
+
+def require_writable_file(path: Path, *, option: str) -> None:
+    """Refuse ``path`` unless a file can be written there: an existing file is opened for
+    appending (nothing written), a new one is made and removed again."""
+    try:
+        _try_file(path, option)
+    except OSError as exc:  # a name too long, for one
+        raise cannot_write(option, path, exc) from None
+
+
+def _try_file(path: Path, option: str) -> None:
+    if path.is_dir():
+        raise _refused(option, path, errno.EISDIR)
+    if os.path.lexists(path) and not path.exists():
+        return  # a link to nowhere: writing makes its target, which trying would leave behind
+    flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)  # a FIFO: no wait
+    made = not path.exists()
+    fd = os.open(path, flags | (os.O_CREAT | os.O_EXCL if made else os.O_APPEND), 0o644)
+    os.close(fd)
+    if made:
+        path.unlink(missing_ok=True)
+
+
+def require_writable_directory(path: Path, *, option: str) -> None:
+    """Refuse ``path`` unless files can be written in it: an existing directory gets a file made
+    and removed; a missing one, a directory made and removed where it would be made from (its
+    nearest existing parent), so nothing is left when nothing is saved."""
+    try:
+        _try_directory(path, option)
+    except OSError as exc:
+        raise cannot_write(option, path, exc) from None
+
+
+def _try_directory(path: Path, option: str) -> None:
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise _refused(option, path, errno.ENOTDIR)
+    if existing == path:
+        fd, made = tempfile.mkstemp(prefix=".belt-check-", dir=path)
+        os.close(fd)
+        os.unlink(made)
+    else:
+        os.rmdir(tempfile.mkdtemp(prefix=".belt-check-", dir=existing))
