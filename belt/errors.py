@@ -15,6 +15,7 @@ class ExitCode(IntEnum):
     CONFLICT = 4
     INVALID_INPUT = 5
     UNREACHABLE = 6
+    UNAUTHORIZED = 7
     INTERRUPTED = 130
 
 
@@ -27,6 +28,8 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.CONFLICT: "conflict: already settled, or another process holds the run",
     ExitCode.INVALID_INPUT: "invalid input: a file, payload or answer is malformed",
     ExitCode.UNREACHABLE: "unreachable: a platform or hook handler did not answer",
+    ExitCode.UNAUTHORIZED: "unauthorized: a platform or hook handler refused the credentials (HTTP "
+    "401 or 403)",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
@@ -40,11 +43,17 @@ class BeltError(Exception):
     """Root of every error belt reports to a user (one line, no traceback without -v)."""
 
     exit_code: ExitCode = ExitCode.FAILURE
+    status: int | None = None
+    """The HTTP status of the remote answer this error reports (``remote_error``), if any."""
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, hint: str | None = None, problems: list[str] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.problems = problems or []
+        """Every finding, one line each after the message (a file's or an answer's)."""
 
 
 class UsageError(BeltError):
@@ -70,17 +79,17 @@ class InvalidInput(BeltError):
 
     exit_code = ExitCode.INVALID_INPUT
 
-    def __init__(
-        self, message: str, *, problems: list[str] | None = None, hint: str | None = None
-    ) -> None:
-        super().__init__(message, hint=hint)
-        self.problems = problems or []
-
 
 class Unreachable(BeltError):
     """A remote platform or hook handler could not be reached or failed."""
 
     exit_code = ExitCode.UNREACHABLE
+
+
+class Unauthorized(BeltError):
+    """A remote refused the request's credentials (HTTP 401 or 403)."""
+
+    exit_code = ExitCode.UNAUTHORIZED
 
 
 class Interrupted(BeltError):
@@ -89,9 +98,7 @@ class Interrupted(BeltError):
     exit_code = ExitCode.INTERRUPTED
 
 
-# One mapping between belt's errors and HTTP statuses, shared by `belt serve` (which answers an
-# error with its status) and the platform clients (which turn a status back into an error): the
-# one table, read both ways.
+# The statuses `belt serve` answers belt's errors with (its problem+json answers).
 _STATUS_OF: tuple[tuple[type[BeltError], int], ...] = (
     (NotFound, 404),
     (Conflict, 409),
@@ -99,8 +106,6 @@ _STATUS_OF: tuple[tuple[type[BeltError], int], ...] = (
     (UsageError, 400),
     (Unreachable, 502),
 )
-_KIND_OF: dict[int, type[BeltError]] = {status: kind for kind, status in _STATUS_OF}
-_AUTH_STATUSES = (401, 403)
 
 
 def http_status(exc: BeltError) -> int:
@@ -111,23 +116,46 @@ def http_status(exc: BeltError) -> int:
     return 500
 
 
-def error_for_status(
-    status: int,
+# How a remote's answer becomes an exit code, for every command that talks to one (--api,
+# trigger --to URL, replay --to, check of a URL): the one table, read by ``remote_error`` and
+# shown in docs/cli.md. A row is (what came back, the statuses it covers, the error raised);
+# ``None`` stands for "no answer at all" and ``()`` for "any other answer".
+REMOTE_ANSWERS: tuple[tuple[str, tuple[int | None, ...], type[BeltError]], ...] = (
+    (
+        "nothing answered: the name did not resolve, the connection was refused or closed "
+        "before an answer, or the time ran out before the answer's status line and headers (a "
+        "webhook's: before its whole answer)",
+        (None,),
+        Unreachable,
+    ),
+    ("HTTP 404: what was asked for is not there", (404,), NotFound),
+    ("HTTP 409: it is in a state that forbids the request (already settled)", (409,), Conflict),
+    ("HTTP 401 or 403: the credentials were refused", (401, 403), Unauthorized),
+    (
+        "anything else that is not the success the spec names: a redirect, another 4xx, a 5xx, "
+        "a body that is not the envelope or the answer expected (or that broke off)",
+        (),
+        BeltError,
+    ),
+)
+
+
+def remote_error(
+    status: int | None,
     message: str,
     *,
     problems: list[str] | None = None,
     hint: str | None = None,
-    auth_hint: str | None = None,
 ) -> BeltError:
-    """The BeltError a client raises for an HTTP error ``status``: the kind ``http_status``
-    answers it for, any other 5xx as Unreachable, 401 and 403 with ``auth_hint``."""
-    kind = _KIND_OF.get(status)
-    if kind is InvalidInput:
-        return InvalidInput(message, problems=problems, hint=hint)
-    if kind is not None:
-        return kind(message, hint=hint)
-    if status in _AUTH_STATUSES:
-        return BeltError(message, hint=auth_hint or hint)
-    if status >= 500:
-        return Unreachable(message, hint=hint)
-    return BeltError(message, hint=hint)
+    """The error for a remote's answer of HTTP ``status`` (None: nothing answered) that is not
+    the success asked for, by ``REMOTE_ANSWERS``; ``message`` names the URL, and the status
+    when it does not is added to it."""
+    if status is not None and f"HTTP {status}" not in message:
+        message = f"{message} (HTTP {status})"
+    kind = next(
+        (kind for _, statuses, kind in REMOTE_ANSWERS if status in statuses),
+        REMOTE_ANSWERS[-1][2],
+    )
+    error = kind(message, hint=hint, problems=problems)
+    error.status = status
+    return error

@@ -1,8 +1,9 @@
 """Client of the platform's HTTP API (or of ``belt serve``, which serves the same routes).
 
-Speaks the routes of spec/WIRE.md: the ``{"data": ...}`` envelope is unwrapped, problem+json
-errors become one line and an exit code, and the bearer key never leaves the request headers.
-Only the commands given ``--api`` import this module, and with it httpx.
+Speaks the routes of spec/WIRE.md: the ``{"data": ...}`` envelope is unwrapped, and any other
+answer becomes one line naming the URL and the status, and the exit code ``remote_error``'s table
+gives it (6 only when nothing answered); the bearer key never leaves the request headers. Only
+the commands given ``--api`` import this module, and with it httpx.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
@@ -24,7 +26,7 @@ from belt.errors import (
     NotFound,
     Unreachable,
     UsageError,
-    error_for_status,
+    remote_error,
 )
 from belt.records.interrupts import happened_at
 from belt.records.profile import PROFILE_PATH
@@ -39,6 +41,7 @@ MAX_ANSWER_BYTES = 16 * 1024 * 1024
 """The most bytes of one API answer that are read."""
 KEY_HINT = "check the API key (--api-key, INFSH_API_KEY or INFERENCE_API_KEY)"
 REACH_HINT = "check --api (or BELT_API_URL) and that the platform or `belt serve` is running"
+REDIRECT_HINT = "belt does not follow redirects: give --api the URL the platform answers at"
 FULL_IDS = (
     "with --api give the whole interrupt id: the platform takes full ids only "
     "(short ids and prefixes are matched in the local store)"
@@ -76,6 +79,8 @@ class Platform:
             )
         self.host = url_host(base_url)
         self.timeout = timeout
+        self._answered: int | None = None
+        """The status of the last answer (what a route's shape error names)."""
         self._key = api_key if api_key is not None else api_key_from_env()
         headers = {"Accept": "application/json"}
         if self._key:
@@ -116,33 +121,57 @@ class Platform:
         envelope: bool = True,
         what: str | None = None,
     ) -> Any:
-        """Send one request and return the unwrapped ``data``; errors become BeltErrors.
+        """Send one request and return the unwrapped ``data``; any other answer is the error
+        ``remote_error`` gives it, naming the URL and the status.
 
         The whole call (connect, headers and body) has ``timeout`` seconds, and the answer is
-        read up to MAX_ANSWER_BYTES; an answer that is not strict JSON is refused (exit 6).
+        read up to MAX_ANSWER_BYTES; an answer that is not strict JSON is refused.
         ``envelope=False`` returns the body as it is (the Nexus profile API has no envelope);
-        ``what`` names what was sent, so a refusal reads "host refused WHAT: detail".
+        ``what`` names what was sent, so a refusal reads "URL refused WHAT: detail".
         """
+        url = self.shown_url(path)
+        head: httpx.Response | None = None
+        self._answered = None
         try:
             with deadline(self.timeout):
                 with self._client.stream(
                     method, path, **({} if body is None else {"json": body})
                 ) as response:
+                    head = response
                     raw = read_capped(response, MAX_ANSWER_BYTES)
         except (httpx.TimeoutException, DeadlinePassed):
-            raise Unreachable(
-                f"{self.host} did not answer within {self.timeout:g}s", hint=REACH_HINT
+            if head is None:
+                raise remote_error(
+                    None, f"{url} did not answer within {self.timeout:g}s", hint=REACH_HINT
+                ) from None
+            raise remote_error(
+                head.status_code,
+                f"{url} answered HTTP {head.status_code}, but its body did not all arrive "
+                f"within {self.timeout:g}s",
             ) from None
         except BodyTooLarge as exc:
-            raise Unreachable(f"{self.host}: {exc}", hint=REACH_HINT) from None
+            status = head.status_code if head is not None else None
+            raise remote_error(status, f"{url} answered HTTP {status}: {exc}") from None
         except httpx.TransportError as exc:
-            raise Unreachable(
-                f"cannot reach {self.host}: {self._redact(str(exc)) or type(exc).__name__}",
-                hint=REACH_HINT,
+            reason = self._redact(str(exc)) or type(exc).__name__
+            if head is None:
+                raise remote_error(None, f"cannot reach {url}: {reason}", hint=REACH_HINT) from None
+            raise remote_error(
+                head.status_code,
+                f"{url} answered HTTP {head.status_code}, then broke off: {reason}",
             ) from None
+        self._answered = response.status_code
         if response.is_success:
-            return self._unwrap(response, raw, envelope)
-        raise self._problem(response, raw, what)
+            return self._unwrap(url, response, raw, envelope)
+        if response.is_redirect:
+            raise self._redirect(url, response)
+        raise self._problem(url, response, raw, what)
+
+    def shown_url(self, path: str) -> str:
+        """The URL of a request to ``path`` as a message shows it: scheme, host, port and
+        path, never credentials or a query."""
+        base = self._client.base_url
+        return f"{base.scheme}://{url_host(str(base))}{base.path.rstrip('/')}{path}"
 
     # Routes
 
@@ -151,9 +180,10 @@ class Platform:
     ) -> list[dict[str, Any]]:
         """``GET /agent-runs/{run_id}/interrupts``: the pending ones, or all."""
         check_id(run_id, what="run id")
-        data = self.request("GET", f"/agent-runs/{run_id}/interrupts")
+        path = f"/agent-runs/{run_id}/interrupts"
+        data = self.request("GET", path)
         if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
-            raise InvalidInput(f"{self.host} answered the interrupt list with something else")
+            raise self._shape(path, "something other than a list of interrupts")
         if include_settled:
             return data
         return [item for item in data if item.get("status") == InterruptStatus.PENDING]
@@ -216,12 +246,13 @@ class Platform:
         body: dict[str, Any] = {"decision": decision}
         if data is not None:
             body["data"] = data
+        path = f"/interrupts/{interrupt_id}/resolve"
         try:
-            result = self.request("POST", f"/interrupts/{interrupt_id}/resolve", body=body)
+            result = self.request("POST", path, body=body)
         except NotFound as exc:
-            raise NotFound(exc.message, hint=FULL_IDS) from None
+            raise remote_error(exc.status, exc.message, hint=FULL_IDS) from None
         if not isinstance(result, dict):
-            raise InvalidInput(f"{self.host} answered the resolve with something else")
+            raise self._shape(path, "something other than an interrupt")
         return result
 
     def watch_interrupts(
@@ -249,7 +280,10 @@ class Platform:
             for run_id in run_ids:
                 try:
                     items = self.list_interrupts(run_id=run_id, include_settled=True)
-                except Unreachable as exc:
+                except BeltError as exc:
+                    # Nothing answered, or the platform failed for now: the next look may do.
+                    if not isinstance(exc, Unreachable) and (exc.status or 0) < 500:
+                        raise
                     events.append({"event": "warning", "message": exc.message})
                     continue
                 first = run_id not in polled
@@ -293,9 +327,7 @@ class Platform:
 
     def _declaration(self, document: Any) -> dict[str, Any]:
         if not isinstance(document, dict):
-            raise InvalidInput(
-                f"{self.host} answered {PROFILE_PATH} with something other than an object"
-            )
+            raise self._shape(PROFILE_PATH, "something other than an object")
         return document
 
     # Responses
@@ -303,25 +335,50 @@ class Platform:
     def _redact(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
 
-    def _unwrap(self, response: httpx.Response, raw: bytes, envelope: bool = True) -> Any:
+    def _shape(self, path: str, got: str) -> BeltError:
+        """The error for a success answer to ``path`` that holds ``got`` (not what the route
+        gives)."""
+        status = self._answered
+        return remote_error(status, f"{self.shown_url(path)} answered HTTP {status} with {got}")
+
+    def _unwrap(self, url: str, response: httpx.Response, raw: bytes, envelope: bool) -> Any:
         if not raw:
             return None
+        status = response.status_code
         try:
             document = decode(raw)
         except StrictJSONError as exc:
-            raise Unreachable(
-                f"{self.host} answered HTTP {response.status_code} with a body that is not "
-                f"JSON ({exc})"
+            raise remote_error(
+                status, f"{url} answered HTTP {status} with a body that is not JSON ({exc})"
             ) from None
         if not envelope:
             return document
         if not isinstance(document, dict) or "data" not in document:
-            raise InvalidInput(
-                f'{self.host} answered without the {{"data": ...}} envelope of the platform API'
+            raise remote_error(
+                status,
+                f'{url} answered HTTP {status} without the {{"data": ...}} envelope of the '
+                "platform API",
             )
         return document["data"]
 
-    def _problem(self, response: httpx.Response, raw: bytes, what: str | None = None) -> BeltError:
+    def _redirect(self, url: str, response: httpx.Response) -> BeltError:
+        """The error for a redirect, naming where it points (scheme, host and path only)."""
+        status = response.status_code
+        where = ""
+        try:
+            target = urljoin(str(response.request.url), response.headers.get("location", ""))
+            parts = urlsplit(target)
+            if parts.scheme in ("http", "https"):
+                where = f" to {parts.scheme}://{url_host(target)}{self._clip(parts.path)}"
+        except ValueError:
+            pass  # a location that is no URL: the status says enough
+        return remote_error(
+            status, f"{url} answered HTTP {status}, a redirect{where}", hint=REDIRECT_HINT
+        )
+
+    def _problem(
+        self, url: str, response: httpx.Response, raw: bytes, what: str | None = None
+    ) -> BeltError:
         status = response.status_code
         detail = ""
         problems: list[str] = []
@@ -339,10 +396,11 @@ class Platform:
                 problems = [self._clip(str(e)) for e in errors[1:]]
         detail = self._clip(detail or response.reason_phrase or "error")
         if what is not None and status in (400, 422):
-            message = f"{self.host} refused {what}: {detail}"
+            message = f"{url} refused {what}: {detail} (HTTP {status})"
         else:
-            message = f"{detail} (HTTP {status} from {self.host})"
-        return error_for_status(status, message, problems=problems, auth_hint=KEY_HINT)
+            message = f"{detail} (HTTP {status} from {url})"
+        hint = KEY_HINT if status in (401, 403) else None
+        return remote_error(status, message, problems=problems, hint=hint)
 
     def _clip(self, text: str) -> str:
         text = " ".join(self._redact(text).split())

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from belt.effects import url_host
-from belt.errors import InvalidInput, NotFound, UsageError
+from belt.errors import BeltError, InvalidInput, NotFound, UsageError, remote_error
 from belt.handlers.inprocess import InProcess, load_handler, reference
 from belt.handlers.webhook import WebhookResult, deliver, likely_fix, webhook_client
 from belt.inputs import read_text
@@ -466,7 +466,9 @@ def open_replay(
     else:
         label, deliver, close = handler_target(str(handler))
     try:
-        yield Replay(store, kept, where=where, label=label, deliver=deliver, skipped=skipped)
+        run = Replay(store, kept, where=where, label=label, deliver=deliver, skipped=skipped)
+        run.remote = to is not None
+        yield run
     finally:
         close()
 
@@ -510,6 +512,10 @@ class Replay:
         """Called once every row is replayed (``belt.keep`` writes a chat's test then)."""
         self.saved: dict[str, Any] | None = None
         """What ``--save-tests`` wrote, for the tail (``belt.keep.TestWriter``)."""
+        self.remote = False
+        """True when the target is a URL (``--to``): its failed answers fail the replay."""
+        self.first_failure: WebhookResult | None = None
+        """The first delivery that was sent and failed (its status, for ``failure``)."""
         self.summary = {
             "replayed": 0,
             "changed": 0,
@@ -533,6 +539,17 @@ class Replay:
             **({"saved_tests": self.saved} if self.saved is not None else {}),
         }
 
+    def failure(self) -> BeltError | None:
+        """For a replay ``--to`` a URL, once its rows are made: the error of its first failed
+        delivery by ``remote_error``'s table (6 only when nothing answered), or None."""
+        failed = self.first_failure
+        if not self.remote or failed is None:
+            return None
+        count = f"{self.summary['errors']} of {self.summary['replayed']} deliveries failed"
+        return remote_error(
+            failed.status, f"{printable(failed.error or 'failed')} ({count})", hint=self.fix
+        )
+
     def report(self) -> dict[str, Any]:
         """The whole report, every row in a list (for a replay of a bounded selection)."""
         rows = list(self.rows())
@@ -552,6 +569,8 @@ class Replay:
                 )
             elif isinstance(item.payload, dict):
                 delivered = self.deliver(item.payload)
+                if delivered.error and self.first_failure is None:
+                    self.first_failure = delivered
             else:
                 _, problem = payload_model(item.payload)
                 delivered = WebhookResult(None, "", None, problem, 0)

@@ -27,7 +27,7 @@ from belt.effects import (
     transcript_content,
     url_host,
 )
-from belt.errors import InvalidInput, Unreachable, UsageError
+from belt.errors import BeltError, InvalidInput, UsageError, remote_error
 from belt.handlers.inprocess import InProcess, load_handler
 from belt.handlers.webhook import TIMED_OUT, deliver, webhook_client
 from belt.inputs import read_json_object_option, read_json_option
@@ -371,8 +371,10 @@ def _in_process(spec: str, payload: dict[str, Any], *, timeout: float) -> Webhoo
         caller.close()
 
 
-def failure(report: TriggerReport) -> Unreachable:
-    """The error (exit 6) for a failed trigger, with what to check."""
+def failure(report: TriggerReport) -> BeltError:
+    """The error for a failed trigger, with what to check: the exit code of the answer by
+    ``remote_error``'s table (6 only when nothing answered; a ``py:`` handler that raises or
+    returns something else fails as a webhook's HTTP 500 does, exit 1)."""
     if report.status is None and TIMED_OUT in (report.error or ""):
         hint = f"the handler must answer within {report.timeout:g} s; check that it does not block"
     elif report.in_process and report.status is None:
@@ -388,6 +390,15 @@ def failure(report: TriggerReport) -> Unreachable:
         hint = (
             "check that the handler is running and listening at that host and port, and the scheme"
         )
+    elif report.status in (401, 403):
+        hint = (
+            "the handler refused the request: give --secret the whsec_ secret it verifies "
+            "signatures with"
+        )
+    elif 300 <= report.status < 400:
+        hint = "a hook handler must answer 2xx, and belt follows no redirect: give --to the URL"
+    elif report.status == 404:
+        hint = "nothing answers at that path: check the URL's path"
     elif not 200 <= report.status < 300:
         hint = "a hook handler must answer 2xx; check its logs (its body is shown above)"
     else:
@@ -395,4 +406,7 @@ def failure(report: TriggerReport) -> Unreachable:
             "answer a JSON object whose decision, reason, inject, system and override have "
             "their wire types (other keys are ignored; an empty 2xx body means allow)"
         )
-    return Unreachable(report.error or "the handler failed", hint=hint)
+    message = report.error or "the handler failed"
+    if report.in_process and report.status is not None:
+        return BeltError(message, hint=hint)  # it raised or returned something else: exit 1
+    return remote_error(report.status, message, hint=hint)

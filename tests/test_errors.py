@@ -1,56 +1,81 @@
-"""One table of errors and HTTP statuses, read both ways (belt serve answers, clients raise)."""
+"""The statuses belt serve answers errors with, and the one table of a remote's answers."""
 
 from __future__ import annotations
 
 import pytest
 
 from belt.errors import (
+    REMOTE_ANSWERS,
     BeltError,
     Conflict,
     ExitCode,
     InvalidInput,
     NotFound,
+    Unauthorized,
     Unreachable,
     UsageError,
-    error_for_status,
     http_status,
+    remote_error,
 )
 
 KINDS = [NotFound, Conflict, InvalidInput, UsageError, Unreachable]
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_an_error_a_server_answers_comes_back_to_the_client_as_itself(
-    kind: type[BeltError],
-) -> None:
-    status = http_status(kind("it went wrong"))
-    assert status != 500
-    back = error_for_status(status, "it went wrong")
-    assert type(back) is kind
-    assert back.exit_code == kind.exit_code
-
-
 def test_the_statuses_belt_serve_answers_are_distinct() -> None:
     statuses = [http_status(kind("m")) for kind in KINDS]
     assert len(set(statuses)) == len(statuses)
+    assert 500 not in statuses
 
 
-def test_a_usage_error_on_the_server_is_a_usage_error_on_the_client() -> None:
-    back = error_for_status(http_status(UsageError("--since: not a duration")), "m")
-    assert back.exit_code == ExitCode.USAGE
+@pytest.mark.parametrize("kind", [NotFound, Conflict])
+def test_a_missing_or_conflicting_thing_on_the_server_is_the_same_on_the_client(
+    kind: type[BeltError],
+) -> None:
+    back = remote_error(http_status(kind("it went wrong")), "it went wrong")
+    assert type(back) is kind
 
 
 @pytest.mark.parametrize(
-    ("status", "kind"),
-    [(401, BeltError), (403, BeltError), (500, Unreachable), (503, Unreachable), (418, BeltError)],
+    ("status", "kind", "code"),
+    [
+        (None, Unreachable, ExitCode.UNREACHABLE),
+        (404, NotFound, ExitCode.NOT_FOUND),
+        (409, Conflict, ExitCode.CONFLICT),
+        (401, Unauthorized, ExitCode.UNAUTHORIZED),
+        (403, Unauthorized, ExitCode.UNAUTHORIZED),
+        (200, BeltError, ExitCode.FAILURE),  # a success body that is not the one asked for
+        (302, BeltError, ExitCode.FAILURE),
+        (400, BeltError, ExitCode.FAILURE),
+        (418, BeltError, ExitCode.FAILURE),
+        (422, BeltError, ExitCode.FAILURE),
+        (500, BeltError, ExitCode.FAILURE),
+        (502, BeltError, ExitCode.FAILURE),
+        (503, BeltError, ExitCode.FAILURE),
+    ],
 )
-def test_statuses_outside_the_table(status: int, kind: type[BeltError]) -> None:
-    error = error_for_status(status, "m", auth_hint="set the key")
+def test_a_remote_answer_maps_to_one_exit_code(
+    status: int | None, kind: type[BeltError], code: ExitCode
+) -> None:
+    error = remote_error(status, "http://h/x answered", hint="a hint")
     assert type(error) is kind
-    if status in (401, 403):
-        assert error.hint == "set the key"
+    assert error.exit_code == code
+    assert error.status == status
+    assert error.hint == "a hint"
+    if status is not None:
+        assert error.message == f"http://h/x answered (HTTP {status})"  # the status is named
 
 
-def test_invalid_input_keeps_its_problems() -> None:
-    error = error_for_status(422, "m", problems=["hooks[0].event: unknown"])
-    assert isinstance(error, InvalidInput) and error.problems == ["hooks[0].event: unknown"]
+def test_a_status_the_message_names_is_not_named_twice() -> None:
+    assert remote_error(500, "h answered HTTP 500").message == "h answered HTTP 500"
+
+
+def test_an_answers_problems_are_kept() -> None:
+    error = remote_error(422, "m", problems=["hooks[0].event: unknown"])
+    assert error.problems == ["hooks[0].event: unknown"]
+
+
+def test_the_table_has_a_row_for_nothing_answered_and_ends_with_the_rest() -> None:
+    assert REMOTE_ANSWERS[0][1] == (None,) and REMOTE_ANSWERS[0][2] is Unreachable
+    assert REMOTE_ANSWERS[-1][1] == () and REMOTE_ANSWERS[-1][2] is BeltError
+    covered = [status for _, statuses, _ in REMOTE_ANSWERS for status in statuses]
+    assert len(covered) == len(set(covered))

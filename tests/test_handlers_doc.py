@@ -103,7 +103,7 @@ def test_the_stdlib_skeleton_checks_standard_webhooks_signatures(
     signed = trigger(url, "agent.start", "--secret", SECRET)
     assert (signed["exit_code"], signed["status"]) == (0, 200)
     unsigned = trigger(url, "agent.start")
-    assert (unsigned["exit_code"], unsigned["status"]) == (6, 401)
+    assert (unsigned["exit_code"], unsigned["status"]) == (7, 401)  # refused: unauthorized
     body = encode_payload(sample_payload("agent.start"))
     headers = {**signed_headers(SECRET, body), "content-type": "application/json"}
     assert httpx.post(url, content=body, headers=headers).status_code == 200

@@ -145,8 +145,9 @@ def test_rho_configure_api_writes_the_hooks_into_the_served_profile(
 
 def test_rho_configure_api_shows_what_the_server_refused(api: str) -> None:
     result = rho("--api", api, input=json.dumps(STOP))
-    assert result.exit_code == ExitCode.INVALID_INPUT
+    assert result.exit_code == ExitCode.FAILURE  # a 422 answer (docs/cli.md's table)
     assert "refused the profile: approval_mode: is required" in result.stderr
+    assert result.stderr.rstrip().endswith("(HTTP 422)")
     assert httpx.get(api + PATH).json() == {}
 
 
@@ -159,4 +160,4 @@ def test_rho_configure_api_checks_the_object_before_sending_it(api: str) -> None
 def test_rho_configure_api_unreachable_exits_6() -> None:
     result = rho("--api", f"http://{REFUSED}", input=json.dumps(STOP))
     assert result.exit_code == ExitCode.UNREACHABLE
-    assert f"cannot reach {REFUSED}" in result.stderr
+    assert f"cannot reach http://{REFUSED}/agent_api/v1/profile/configuration" in result.stderr

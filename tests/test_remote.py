@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -17,8 +16,8 @@ from belt.errors import (
     ExitCode,
     InvalidInput,
     NotFound,
+    Unauthorized,
     Unreachable,
-    UsageError,
 )
 from belt.remote import Platform
 from tests import hostile
@@ -140,17 +139,17 @@ ERRORS = [
         "interrupt int_1 not found",
     ),
     (409, problem(409, "Conflict", "interrupt already resolved"), Conflict, "already resolved"),
-    (401, problem(401, "Unauthorized"), BeltError, "Unauthorized"),
-    (403, problem(403, "Forbidden", "missing scope agents:write"), BeltError, "agents:write"),
+    (401, problem(401, "Unauthorized"), Unauthorized, "Unauthorized"),
+    (403, problem(403, "Forbidden", "missing scope agents:write"), Unauthorized, "agents:write"),
     (
         422,
         problem(422, "Unprocessable", "decision must be allow or deny"),
-        InvalidInput,
+        BeltError,
         "decision",
     ),
-    (400, problem(400, "Bad Request", "bad json"), UsageError, "bad json"),
-    (500, problem(500, "Internal Server Error"), Unreachable, "Internal Server Error"),
-    (502, b"<html>bad gateway</html>", Unreachable, "Bad Gateway"),
+    (400, problem(400, "Bad Request", "bad json"), BeltError, "bad json"),
+    (500, problem(500, "Internal Server Error"), BeltError, "Internal Server Error"),
+    (502, b"<html>bad gateway</html>", BeltError, "Bad Gateway"),
     (418, problem(418, "Teapot", "short and stout"), BeltError, "short and stout"),
 ]
 
@@ -164,7 +163,7 @@ def test_problems_become_one_line_errors(
         client.resolve_interrupt(interrupt_id="int_1", decision="allow")
     assert type(caught.value) is error
     assert text in caught.value.message
-    assert f"HTTP {status} from {platform.host}" in caught.value.message
+    assert f"HTTP {status} from {platform.url}/interrupts/int_1/resolve" in caught.value.message
     assert "\n" not in caught.value.message
     assert KEY not in caught.value.message
 
@@ -183,36 +182,46 @@ def test_a_problem_that_echoes_the_key_is_redacted(platform: FakePlatform) -> No
     [b'{"id": "int_1"}', b"[1, 2]"],
     ids=["no envelope", "a bare list"],
 )
-def test_a_success_body_without_the_envelope_is_invalid(
+def test_a_success_body_without_the_envelope_is_a_failure_naming_the_status(
     platform: FakePlatform, body: bytes
 ) -> None:
     platform.reply("POST", "/interrupts/int_1/resolve", 200, body)
-    with pytest.raises(InvalidInput, match=platform.host):
+    with pytest.raises(BeltError) as caught:
         with Platform(platform.url) as client:
             client.resolve_interrupt(interrupt_id="int_1", decision="allow")
+    assert caught.value.exit_code == ExitCode.FAILURE
+    assert caught.value.message == (
+        f"{platform.url}/interrupts/int_1/resolve answered HTTP 200 without the "
+        '{"data": ...} envelope of the platform API'
+    )
 
 
-def test_a_list_that_is_not_a_list_is_invalid(platform: FakePlatform) -> None:
+def test_a_list_that_is_not_a_list_is_a_failure(platform: FakePlatform) -> None:
     platform.reply("GET", "/agent-runs/r/interrupts", 200, envelope({"id": "int_1"}))
-    with pytest.raises(InvalidInput, match="interrupt list"):
+    with pytest.raises(BeltError, match="something other than a list of interrupts") as caught:
         with Platform(platform.url) as client:
             client.list_interrupts(run_id="r")
+    assert caught.value.exit_code == ExitCode.FAILURE
+    assert f"{platform.url}/agent-runs/r/interrupts answered HTTP 200" in caught.value.message
 
 
-def test_connection_refused_names_the_host_only() -> None:
+def test_connection_refused_names_the_url_without_credentials_or_query() -> None:
     port = closed_port()
     with pytest.raises(Unreachable) as caught:
         with Platform(f"http://user:pw@127.0.0.1:{port}/x?token=t", api_key=KEY) as client:
             client.list_interrupts(run_id="r")
     assert caught.value.exit_code == ExitCode.UNREACHABLE
-    assert f"cannot reach 127.0.0.1:{port}" in caught.value.message
+    assert f"cannot reach http://127.0.0.1:{port}/x/agent-runs/r/interrupts: " in (
+        caught.value.message
+    )
     for secret in (KEY, "pw", "token"):
         assert secret not in caught.value.message
 
 
 def test_a_server_that_does_not_answer_in_time(platform: FakePlatform) -> None:
     platform.reply("GET", "/agent-runs/r/interrupts", 200, envelope([]), delay=1.0)
-    with pytest.raises(Unreachable, match=f"{platform.host} did not answer within 0.2s"):
+    url = f"{platform.url}/agent-runs/r/interrupts"
+    with pytest.raises(Unreachable, match=f"{url} did not answer within 0.2s"):
         with Platform(platform.url, api_key=KEY, timeout=0.2) as client:
             client.list_interrupts(run_id="r")
 
@@ -313,10 +322,10 @@ def test_cli_chat_settings_over_the_api(platform: FakePlatform) -> None:
 CLI_ERRORS = [
     (404, problem(404, "Not Found", "no such interrupt"), 3, "no such interrupt", None),
     (409, problem(409, "Conflict", "interrupt is not pending"), 4, "not pending", None),
-    (401, problem(401, "Unauthorized"), 1, "Unauthorized", "check the API key"),
-    (403, problem(403, "Forbidden", "scope agents:write needed"), 1, "agents:write", "check the"),
-    (422, problem(422, "Unprocessable Entity", "decision is invalid"), 5, "decision is", None),
-    (500, problem(500, "Internal Server Error"), 6, "Internal Server Error", None),
+    (401, problem(401, "Unauthorized"), 7, "Unauthorized", "check the API key"),
+    (403, problem(403, "Forbidden", "scope agents:write needed"), 7, "agents:write", "check the"),
+    (422, problem(422, "Unprocessable Entity", "decision is invalid"), 1, "decision is", None),
+    (500, problem(500, "Internal Server Error"), 1, "Internal Server Error", None),
 ]
 
 
@@ -345,7 +354,8 @@ def test_cli_maps_statuses_to_exit_codes_without_showing_the_key(
         assert result.exit_code == code
         [line] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
         assert text in line
-        assert line.endswith(f"(HTTP {status} from {platform.host})")
+        path = "/interrupts/int_1/resolve" if args[0] == "interrupt" else "/chats/ch_1/settings"
+        assert line.endswith(f"(HTTP {status} from {platform.url}{path})")
         expected = hint
         if status == 404 and args[0] == "interrupt":  # the platform takes full ids only
             expected = "with --api give the whole interrupt id"
@@ -367,7 +377,7 @@ def test_cli_connection_refused_exits_6_naming_the_host() -> None:
             "--api-key", KEY,
         )  # fmt: skip
         assert result.exit_code == 6
-        assert f"cannot reach 127.0.0.1:{port}" in result.stderr
+        assert f"cannot reach http://127.0.0.1:{port}/agent-runs/run_1/interrupts" in result.stderr
         assert KEY not in result.stdout + result.stderr
 
 
@@ -428,7 +438,7 @@ def test_watch_warns_while_the_platform_is_unreachable() -> None:
         events = client.watch_interrupts(run_ids=["run_1"], interval=2, sleep=naps.append)
         first, second = next(events), next(events)
     assert first["event"] == second["event"] == "warning"
-    assert "cannot reach 127.0.0.1" in first["message"]
+    assert "cannot reach http://127.0.0.1" in first["message"]
     assert naps == [2]
 
 
@@ -446,27 +456,42 @@ def test_a_hostile_answer_is_a_clear_remote_failure(
     platform: FakePlatform, body: bytes, reason: str
 ) -> None:
     platform.reply("POST", "/interrupts/int_1/resolve", 200, body)
-    with pytest.raises(Unreachable) as caught:
+    with pytest.raises(BeltError) as caught:
         with Platform(platform.url) as client:
             client.resolve_interrupt(interrupt_id="int_1", decision="allow")
-    assert caught.value.exit_code == ExitCode.UNREACHABLE
-    assert caught.value.message.startswith(f"{platform.host} answered HTTP 200 with a body that")
+    assert caught.value.exit_code == ExitCode.FAILURE  # it answered: not exit 6
+    assert caught.value.message.startswith(
+        f"{platform.url}/interrupts/int_1/resolve answered HTTP 200 with a body that"
+    )
     assert reason in caught.value.message
 
 
-@pytest.mark.parametrize("behaviour", [hostile.slow_head, hostile.slow_body])
-def test_a_trickling_api_fails_at_the_total_deadline(behaviour: Any) -> None:
-    with hostile.hostile_server(behaviour()) as url:
+def test_an_api_trickling_its_head_fails_at_the_total_deadline_as_no_answer() -> None:
+    with hostile.hostile_server(hostile.slow_head()) as url:
         with pytest.raises(Unreachable, match="did not answer within 1s"):
             with Platform(url, timeout=1.0) as client:
                 client.list_interrupts(run_id="run_1")
 
 
+def test_an_api_trickling_its_body_fails_at_the_total_deadline_naming_the_status() -> None:
+    with hostile.hostile_server(hostile.slow_body()) as url:
+        with pytest.raises(BeltError) as caught:
+            with Platform(url, timeout=1.0) as client:
+                client.list_interrupts(run_id="run_1")
+    assert caught.value.exit_code == ExitCode.FAILURE  # it answered, then too slowly
+    assert caught.value.message == (
+        f"{url}/agent-runs/run_1/interrupts answered HTTP 200, but its body did not all arrive "
+        "within 1s"
+    )
+
+
 def test_an_endless_api_answer_is_cut_at_the_cap() -> None:
     with hostile.hostile_server(hostile.endless()) as url:
-        with pytest.raises(Unreachable, match="the answer is larger than 16384 KiB"):
+        with pytest.raises(BeltError, match="the answer is larger than 16384 KiB") as caught:
             with Platform(url, timeout=30.0) as client:
                 client.list_interrupts(run_id="run_1")
+    assert caught.value.exit_code == ExitCode.FAILURE
+    assert "answered HTTP 200" in caught.value.message
 
 
 def test_a_broken_api_url_is_invalid_input() -> None:

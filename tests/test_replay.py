@@ -397,7 +397,10 @@ def test_a_replay_to_a_handler_that_refuses_ends_with_its_first_error_and_the_fi
         port = int(sock.getsockname()[1])
         result = belt("replay", run_id, "--to", f"http://127.0.0.1:{port}/hooks")
         as_json = belt("replay", run_id, "--to", f"http://127.0.0.1:{port}/hooks", "--json")
-    assert result.exit_code == 0, result.stderr
+    # Nothing answered: exit 6 (docs/cli.md's table), once the whole replay is reported.
+    assert result.exit_code == 6, result.stderr
+    assert result.stderr.startswith(f"error: cannot connect to 127.0.0.1:{port}: ")
+    assert "(4 of 4 deliveries failed)" in result.stderr
     tail = result.stdout.rstrip().splitlines()[-2:]
     assert tail[0].startswith(f"  first error: cannot connect to 127.0.0.1:{port}: ")
     assert tail[1] == f"  is `belt serve` running on 127.0.0.1:{port}?"

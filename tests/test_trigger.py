@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belt.errors import BeltError, InvalidInput, NotFound, Unreachable, UsageError
+from belt.errors import BeltError, ExitCode, InvalidInput, NotFound, UsageError
 from belt.samples import deep_merge, sample_payload
 from belt.server.app import create_app
 from belt.store import Store
@@ -341,7 +341,8 @@ def test_a_failing_handler_is_explained_and_fails(target: HookApp) -> None:
     assert report.transcript_row is not None
     assert "answered HTTP 500" in report.transcript_row["event"]["hook"]["error"]
     error = failure(report)
-    assert isinstance(error, Unreachable)
+    assert error.exit_code == ExitCode.FAILURE  # it answered: a 5xx is exit 1, not 6
+    assert error.message.endswith("answered HTTP 500")
     assert error.hint is not None and "2xx" in error.hint
     assert "hidden" not in str(report.to_json())
 

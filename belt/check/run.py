@@ -52,7 +52,7 @@ from belt.check.writable import require_writable_directory
 from belt.effects import Outcome, effect_text, outcome, url_host
 from belt.engine.dispatch import parse_routes
 from belt.engine.offline import OFFLINE_HINT, on_this_machine
-from belt.errors import InvalidInput, Unreachable
+from belt.errors import InvalidInput, remote_error
 from belt.executor.inbox import ToolOutcome, check_result
 from belt.handlers.inprocess import InProcess
 from belt.handlers.webhook import TIMED_OUT, encode_payload, post_body, webhook_client
@@ -793,7 +793,9 @@ def _shown(target: str) -> str:
 
 
 def _reachable(subjects: list[Subject], sender: Sender) -> None:
-    """Exit 6 when a webhook cannot be reached at all (tried once, with the spec's sample)."""
+    """Exit 6 when a webhook cannot be reached at all (tried once, with the spec's sample): the
+    one answer ``belt check`` reports as its own failure rather than a check's, by
+    ``remote_error``'s table (any answer that came is held to the checks)."""
     tried: set[str] = set()
     for subject in subjects:
         if subject.kind != "webhook" or subject.target in tried:
@@ -805,7 +807,8 @@ def _reachable(subjects: list[Subject], sender: Sender) -> None:
         if answer.status is None and (answer.error or "").startswith(
             ("cannot connect", "request to")
         ):
-            raise Unreachable(
+            raise remote_error(
+                None,
                 answer.error or "the target cannot be reached",
                 hint="check that the handler is running and listening at that host and port",
             )

@@ -13,6 +13,7 @@ import typer
 
 from belt.cli import app as belt_app
 from belt.cli.helptext import keep_lines
+from belt.errors import REMOTE_ANSWERS
 
 WIDTH = 100
 
@@ -22,6 +23,22 @@ HEADER = """\
 Every command of `belt` and `rho`, with the help that `--help` prints. This page is generated
 from the commands themselves (`make docs`); edit the help texts in `belt/cli/`, not this file.
 """
+
+
+REMOTE_INTRO = """\
+## Exit codes when a command talks to a remote
+
+Every command that talks to a remote (`--api` on the interrupt, chat and rho commands,
+`belt trigger --to URL`, `belt replay --to URL`, and `belt check` of a URL where nothing
+answered) maps what came back to an exit code by one table (`REMOTE_ANSWERS` in
+`belt/errors.py`); the error line names the URL (a webhook by its host) and the status.
+"""
+
+
+def remote_table() -> str:
+    """The table of a remote's answers and their exit codes, from ``REMOTE_ANSWERS``."""
+    rows = [f"| {int(kind.exit_code)} | {answer} |" for answer, _, kind in REMOTE_ANSWERS]
+    return "\n".join([REMOTE_INTRO, "| exit | what the remote answered |", "|---|---|", *rows, ""])
 
 
 def walk(command: Any, name: str, parent: Any = None) -> Iterator[tuple[str, Any, Any]]:
@@ -60,7 +77,7 @@ def render() -> str:
     """The whole of docs/cli.md."""
     from belt.cli.rho import app as rho_app
 
-    sections = [HEADER]
+    sections = [HEADER, remote_table()]
     for app, name in ((belt_app, "belt"), (rho_app, "rho")):
         for path, command, ctx in walk(typer.main.get_command(app), name):
             sections.append(f"## {path}\n\n```text\n{plain_help(command, ctx)}\n```\n")

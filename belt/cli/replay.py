@@ -136,5 +136,8 @@ def replay(
 
                 for text, style in saved_tests_lines(run.saved):
                     output.styled(printable(text), style)
+    failure = run.failure()  # a --to URL that failed to answer: its exit code, by the table
+    if failure is not None:
+        raise failure
     if check and run.summary["changed"]:
         raise typer.Exit(1)

@@ -73,9 +73,11 @@ def trigger(
     The payload is EVENT's sample (--data merged into it, --unset and --set editing it) or the
     one --payload gives. Prints the payload sent, the HTTP status, the body, the effect of the
     decision, any injection and its lifetime, and the transcript row the call would leave. Keys
-    of the answer the platform does not know are ignored, each with a warning. A handler that
-    cannot be reached, answers non-2xx (a py: handler that raises; `belt -v trigger` prints its
-    traceback), does not answer within --timeout seconds or returns an invalid body exits 6.
+    of the answer the platform does not know are ignored, each with a warning. A failed call
+    exits by the table of a remote's answers (docs/cli.md): 6 when nothing answered (refused,
+    or no answer within --timeout seconds), 3 on HTTP 404, 4 on 409, 7 on 401 or 403, and 1 on
+    any other status or a body that is not a valid response (a py: handler that raises, as an
+    HTTP 500; `belt -v trigger` prints its traceback).
 
     Examples:
 

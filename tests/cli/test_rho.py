@@ -174,10 +174,11 @@ def test_an_unknown_extension_is_a_usage_error(belt_home: Path) -> None:
         (lambda: hostile.answer(b'{"lifecycle_hooks": NaN}'), "NaN is not a JSON number"),
     ],
 )
-def test_a_hostile_profile_api_is_a_clear_exit_6(behaviour, message: str) -> None:
+def test_a_hostile_profile_api_is_a_clear_failure(behaviour, message: str) -> None:
     with hostile.hostile_server(behaviour()) as url:
         result = rho("extensions", "configure", "rho.lifecycle_hooks", "--api", url, input="{}")
-    assert result.exit_code == 6, result.stderr
+    assert result.exit_code == 1, result.stderr  # it answered, with something else
+    assert "answered HTTP 200 with a body that is not JSON" in result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
 

@@ -85,10 +85,10 @@ def test_an_unreachable_handler_exits_6_with_what_to_check() -> None:
     assert "no response" in result.stdout
 
 
-def test_an_invalid_body_exits_6_and_json_still_prints_the_report(webhook: HookApp) -> None:
+def test_an_invalid_body_exits_1_and_json_still_prints_the_report(webhook: HookApp) -> None:
     webhook.decide = lambda name, payload: {"decision": "nope"}
     result = belt("trigger", "agent.start", "--to", f"{webhook.url}/x", "--json")
-    assert result.exit_code == 6
+    assert result.exit_code == 1  # it answered, with something else (docs/cli.md's table)
     report = result.json()
     assert report["ok"] is False
     assert report["body"] == '{"decision": "nope"}'
@@ -112,7 +112,7 @@ def test_no_full_url_or_secret_reaches_the_terminal(webhook: HookApp) -> None:
     url = webhook.url.replace("http://", "http://user:pa55word@") + "/hooks/PATHSECRET?k=QSECRET"
     for flags in ((), ("--json",)):
         result = belt("trigger", "agent.tool_call", "--to", url, "--secret", secret, *flags)
-        assert result.exit_code == 6
+        assert result.exit_code == 1  # an HTTP 500
         seen = result.stdout + result.stderr
         for hidden in ("pa55word", "PATHSECRET", "QSECRET", secret, secret[6:]):
             assert hidden not in seen
@@ -282,8 +282,8 @@ def test_payload_set_and_to_py_refusals_have_their_own_exit_codes(tmp_path: Path
         (("agent.start", "--to", "py:tests.pyhooks:no_such_zz"), 3, "has no attribute"),
         (("agent.start", "--to", "py:tests_no_such_zz:f"), 3, "no module named"),
         (("agent.start", "--to", "py:nothing"), 2, "expected MODULE:FUNC"),
-        (("agent.start", "--to", "py:tests.pyhooks:explode"), 6, "raised ValueError"),
-        (("agent.start", "--to", "py:tests.pyhooks:nonsense"), 6, "not a LifecycleHookResponse"),
+        (("agent.start", "--to", "py:tests.pyhooks:explode"), 1, "raised ValueError"),
+        (("agent.start", "--to", "py:tests.pyhooks:nonsense"), 1, "not a LifecycleHookResponse"),
     ]
     for args, code, message in cases:
         result = belt("trigger", *args)
@@ -299,16 +299,16 @@ def test_a_py_handlers_status_in_json_is_what_a_webhooks_would_be() -> None:
         statuses[func] = (result.exit_code, report["status"], report["ok"], report["in_process"])
     assert statuses == {
         "deny": (0, 200, True, True),
-        "explode": (6, 500, False, True),
-        "nonsense": (6, 500, False, True),
-        "number": (6, 500, False, True),
+        "explode": (1, 500, False, True),
+        "nonsense": (1, 500, False, True),
+        "number": (1, 500, False, True),
     }
 
 
 def test_verbose_shows_the_traceback_of_what_a_py_handler_raised() -> None:
     args = ("trigger", "agent.start", "--to", "py:tests.pyhooks:explode")
     quiet, verbose = belt(*args), belt("-v", *args)
-    assert (quiet.exit_code, verbose.exit_code) == (6, 6)
+    assert (quiet.exit_code, verbose.exit_code) == (1, 1)
     assert "Traceback" not in quiet.stderr
     assert "error: py:tests.pyhooks:explode raised ValueError: boom \\x1b[31mred" in quiet.stderr
     assert 'tests/pyhooks.py", line' in verbose.stderr
