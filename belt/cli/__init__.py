@@ -1,227 +1,120 @@
-"""The ``belt`` command: one Typer app joining one module per command group."""
+"""The ``belt`` command line and its console entry points.
 
-from __future__ import annotations
+The command itself, one Typer app joining one module per command group, is ``belt.cli.root``;
+its names are read here too (``from belt.cli import app, BeltGroup``), loaded on first use. This
+module imports nothing but what Python has loaded at its start, so the console script that
+imports ``main`` reaches it at once, and from there on Ctrl-C is belt's: one line and exit 130 at
+any moment, the imports of the command line included. Importing belt installs no signal handler;
+only ``main`` (and ``rho``'s) does.
+"""
 
-import importlib
 import sys
-import traceback
-from typing import Annotated, Any
 
-import typer
+# Nothing at the top but what Python loaded before running belt: not even typing (about 10 ms).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, NoReturn
 
-from belt import __version__
-from belt.cli import helptext, typer_internals
-from belt.cli.options import VerboseFlag
-from belt.errors import BeltError, Interrupted, exit_code_lines
+    from belt.cli.root import LAZY as LAZY
+    from belt.cli.root import BeltGroup as BeltGroup
+    from belt.cli.root import adopt as adopt
+    from belt.cli.root import app as app
+    from belt.cli.root import build_command as build_command
+    from belt.cli.root import lazy_command as lazy_command
+    from belt.cli.root import report as report
+    from belt.cli.root import show_help as show_help
 
-
-class BeltGroup(typer_internals.OnDemandCompletion):
-    """Root group: turns a BeltError into a one-line message and its exit code."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        adopt(self)
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        """A group named with nothing after it prints its help and exits 0 (as `belt --help`)."""
-        if not args and self.no_args_is_help and not ctx.resilient_parsing:
-            show_help(ctx)
-        return list(super().parse_args(ctx, args))
-
-    def invoke(self, ctx: Any) -> Any:
-        """Run the command; report belt's own errors without a traceback unless -v, and Ctrl-C
-        as one line and exit 130, in every command."""
-        verbose = bool(ctx.find_root().params.get("verbose"))
-        error: BeltError
-        try:
-            return super().invoke(ctx)
-        except typer_internals.NoArgsIsHelpError as bare:  # a group of typer's own class
-            show_help(bare.ctx)
-        except KeyboardInterrupt:
-            error = Interrupted("interrupted")
-        except typer.Abort as abort:  # a prompt's Ctrl-C, or its end of input
-            if isinstance(abort.__context__, KeyboardInterrupt):
-                error = Interrupted("interrupted")
-            else:
-                error = BeltError("no answer: the input ended at a question")
-        except BeltError as exc:
-            error = exc
-        report(error, verbose=verbose)
-        raise typer.Exit(int(error.exit_code)) from None
-
-    def list_commands(self, ctx: Any) -> list[str]:
-        """Subcommand names: those built already, then the lazy ones."""
-        built = super().list_commands(ctx)
-        return [*built, *(name for name in LAZY.get(self.name or "", {}) if name not in built)]
-
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        """A subcommand, built on first use."""
-        command = super().get_command(ctx, cmd_name)
-        target = LAZY.get(self.name or "", {}).get(cmd_name)
-        if command is None and target is not None:
-            command = self.commands[cmd_name] = adopt(build_command(cmd_name, target))
-        return command
-
-    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        """Resolve a subcommand; for an unknown name, build all so typo hints can see them."""
-        if args and self.get_command(ctx, args[0]) is None:
-            for name in self.list_commands(ctx):
-                self.get_command(ctx, name)
-        return super().resolve_command(ctx, args)
+INTERRUPTED = 130
+"""The exit code of a command stopped by Ctrl-C (``ExitCode.INTERRUPTED``)."""
 
 
-# Subcommands built only when a command line names them, by group: {"belt": {name: target}}.
-# Building every group's click commands (and importing their modules) on each start would make
-# `belt version` pay for every command belt has.
-LAZY: dict[str, dict[str, str]] = {}
+def main() -> "NoReturn":
+    """Console-script entry point of ``belt``."""
+    console(_belt_app, "belt")
 
 
-def lazy_command(program: str, name: str, target: str) -> None:
-    """Register ``program NAME``, built on first use from ``target``: "module:attribute".
+def _belt_app() -> "Callable[..., Any]":
+    from belt.cli.root import app
 
-    The attribute is a Typer app (a command group, as ``add_typer`` would add it) or a command
-    function (as ``app.command()`` would add it).
+    return app
+
+
+def console(load: "Callable[[], Callable[..., Any]]", prog_name: str) -> "NoReturn":
+    """Run the Typer app ``load`` returns as the program ``prog_name`` and exit with its code.
+
+    Ctrl-C is one line (``interrupted``) and exit 130 at any moment: while the app is imported,
+    while its command line is parsed (where Typer would exit 130 without a word), in a command
+    (``BeltGroup`` says it there), and after the command, while Python ends the process.
     """
-    LAZY.setdefault(program, {})[name] = target
-
-
-def build_command(name: str, target: str) -> Any:
-    """The click command for a lazy registration."""
-    module_name, _, attribute = target.partition(":")
-    obj = getattr(importlib.import_module(module_name), attribute)
-    command: Any
-    if isinstance(obj, typer.Typer):
-        command = typer.main.get_group(obj)
-    else:
-        single = typer.Typer(add_completion=False)  # belt has `belt completion`
-        single.command(name=name)(obj)
-        command = typer.main.get_command(single)
-    command.name = name
-    return command
-
-
-def adopt(command: Any) -> Any:
-    """Give a command belt's parameter handling and help text (see ``typer_internals`` and
-    ``helptext``); returns it."""
-    return helptext.tidy(typer_internals.adopt(command))
-
-
-def show_help(ctx: Any) -> None:
-    """Print the help of ``ctx``'s command on stdout and exit 0."""
-    text = ctx.get_help()  # rich help prints itself and returns ""
-    if text:
-        typer.echo(text, color=ctx.color)
-    ctx.exit(0)
-
-
-def report(exc: BeltError, *, verbose: bool) -> None:
-    """Print a BeltError as a user sees it."""
-    from belt import output
-
-    if isinstance(exc, Interrupted):  # Ctrl-C is not an error: one line, never a traceback
-        line = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
-        output.styled(line, "yellow", stderr=True)
-        return
-    if verbose:
-        traceback.print_exception(exc, file=sys.stderr)
-    problems = getattr(exc, "problems", [])
-    output.error(exc.message, hint=None if problems else exc.hint)
-    for problem in problems:
-        output.echo(f"  {problem}", stderr=True)
-    if problems and exc.hint:
-        output.styled(f"hint: {exc.hint}", "yellow", stderr=True)
-
-
-app = typer.Typer(
-    cls=BeltGroup,
-    name="belt",
-    help="Declare, check, serve and simulate agent lifecycle hooks.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    epilog="Exit codes:\n\n" + "\n".join(f"  {line}" for line in exit_code_lines()),
-)
-
-
-def installed_version() -> str:
-    """belt's version as its installed package records it (the source's, when not installed)."""
-    # importlib.metadata takes longer to import than the rest of `belt version`: only here.
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as package_version
-
     try:
-        return package_version("belt")
-    except PackageNotFoundError:
-        return __version__
+        app = load()
+        app(prog_name=prog_name)
+    except KeyboardInterrupt:
+        interrupted()
+    except SystemExit as done:
+        if stopped_by_ctrl_c(done):
+            interrupted()
+        exit_on_ctrl_c()
+        raise
+    exit_on_ctrl_c()  # a Typer app in standalone mode always exits; this keeps the promise
+    raise SystemExit(0)
 
 
-def print_version(value: bool) -> None:
-    """``--version``: print belt's version and exit."""
-    if value:
-        typer.echo(f"belt {installed_version()}")
-        raise typer.Exit()
+def stopped_by_ctrl_c(done: SystemExit) -> bool:
+    """Whether Typer turned a KeyboardInterrupt into this exit (130, without a word)."""
+    cause = done.__context__.__cause__ if done.__context__ is not None else None
+    return done.code == INTERRUPTED and isinstance(cause, KeyboardInterrupt)
 
 
-@app.callback()
-def root(
-    verbose: VerboseFlag = False,
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version",
-            callback=print_version,
-            is_eager=True,
-            expose_value=False,
-            help="Print belt's version and exit.",
-        ),
-    ] = False,
-) -> None:
-    """Declare, check, serve and simulate agent lifecycle hooks.
-
-    Hooks in the inference.sh dialect (webhook, task, gate, builtin) and the Nexus/rho
-    dialect (executor tools on four boundaries). State lives in $BELT_HOME.
-    """
+def interrupted() -> "NoReturn":
+    """Say ``interrupted`` and exit 130; a second Ctrl-C meanwhile ends the process at once."""
+    exit_on_ctrl_c()
+    _said.append(True)
+    sys.stderr.write("interrupted\n")
+    sys.stderr.flush()
+    raise SystemExit(INTERRUPTED)
 
 
-@app.command()
-def version(json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Print belt's version.
-
-    Examples:
-
-        belt version
-        belt version --json
-    """
-    # The source's version, which a test holds equal to the installed package's (--version):
-    # reading the package metadata would more than double the time `belt version` takes.
-    from belt import __version__, output
-
-    if json_:
-        output.print_json({"version": __version__})
-        return
-    output.echo(f"belt {__version__}")
+_said: "list[bool]" = []
+"""Whether ``interrupted`` was said already (a second Ctrl-C says nothing more)."""
 
 
-def _register() -> None:
-    # Register each group or command lazily so that start-up stays cheap as commands grow.
-    lazy_command("belt", "hooks", "belt.cli.hooks:app")
-    lazy_command("belt", "interrupt", "belt.cli.interrupt:app")
-    lazy_command("belt", "chat", "belt.cli.chat:app")
-    lazy_command("belt", "sim", "belt.cli.sim:app")
-    lazy_command("belt", "completion", "belt.cli.completion:completion")
-    lazy_command("belt", "serve", "belt.cli.serve:serve")
-    lazy_command("belt", "trigger", "belt.cli.trigger:trigger")
-    lazy_command("belt", "executor", "belt.cli.executor:app")
-    lazy_command("belt", "registry", "belt.cli.registry:app")
-    lazy_command("belt", "test", "belt.cli.test:test")
-    lazy_command("belt", "replay", "belt.cli.replay:replay")
-    lazy_command("belt", "check", "belt.cli.check:check")
+def exit_on_ctrl_c() -> None:
+    """From now on, a Ctrl-C ends the process with exit 130 and one line, at once: the command
+    is over, and what is left (Python joining threads, running its exit functions) must not
+    turn it into a traceback. A Ctrl-C the process was started ignoring stays ignored."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, _exit_now)
 
 
-_register()
+def _exit_now(signum: int, frame: object) -> None:
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe, a closed stream: nothing to add
+            pass
+    if not _said:
+        try:
+            os.write(2, b"interrupted\n")
+        except OSError:
+            pass
+    os._exit(INTERRUPTED)  # the command is over: nothing of it is left to clean up
 
 
-def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="belt")
+def __getattr__(name: str) -> "Any":
+    """The names of ``belt.cli.root`` (the Typer app and its parts), loaded on first use."""
+    import importlib
+
+    if name.startswith("__") or name == "root":
+        raise AttributeError(name)
+    # import_module: a module being imported (root importing its siblings) is taken as it is.
+    root = importlib.import_module("belt.cli.root")
+    try:
+        return getattr(root, name)
+    except AttributeError:
+        raise AttributeError(f"module 'belt.cli' has no attribute {name!r}") from None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import webbrowser
 from pathlib import Path
@@ -104,6 +106,13 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    grace: Annotated[
+        float,
+        typer.Option(
+            help="Seconds the requests still open at Ctrl-C or SIGTERM get to end; those left "
+            "are then answered 503 and journalled as not answered."
+        ),
+    ] = 1.0,
     json_: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per request on stdout.")
     ] = False,
@@ -111,7 +120,7 @@ def serve(
         bool, typer.Option("--open", help="Open the inspector in a web browser once listening.")
     ] = False,
 ) -> None:
-    """Serve hooks and the platform API locally until Ctrl-C.
+    """Serve hooks and the platform API locally until Ctrl-C or SIGTERM.
 
     POST /hooks (and /hooks/NAME) answer hook payloads, decided by --policy, --handler,
     your own handler (--forward-to) or allow-all; the interrupt and chat-settings routes of the
@@ -128,38 +137,55 @@ def serve(
     other Origin; with JSON bodies. No request names code to run: py: handlers come from
     --handler and the --agents files.
 
+    Ctrl-C or SIGTERM stops taking connections and gives the requests still open --grace
+    seconds to end; each left is cut off on one line. Ctrl-C exits 130, SIGTERM 0.
+
     Examples:
 
         belt serve --policy examples/policy.toml --open
         belt serve --port 0 --secret new
     """
-    from belt.server.run import serve as run_server
-    from belt.signing import new_secret
+    from belt.server.stopping import Stopped, stopping_on_signals
 
-    made_secret = new_secret() if secret == "new" else None
-    run_server(
-        verbose=bool(ctx.find_root().params.get("verbose")),
-        host=host,
-        port=port,
-        policy=policy,
-        handler=handler,
-        secret=made_secret or secret,
-        token=token,
-        sweep_interval=sweep_interval,
-        workers=workers,
-        handler_timeout=handler_timeout,
-        max_connections=max_connections,
-        report_mode="json" if json_ else "lines",
-        resume=resume,
-        forward_to=forward_to,
-        model=model,
-        agents=agents,
-        allow_hosts=allow_host,
-        clock=moment_option(clock, "--clock"),
-        on_listening=lambda info: render_listening(
-            info, made_secret=made_secret, open_inspector=open_
-        ),
-    )
+    try:
+        with stopping_on_signals():
+            from belt.server.run import serve as serve_until_stopped
+            from belt.signing import new_secret
+
+            made_secret = new_secret() if secret == "new" else None
+            serve_until_stopped(
+                verbose=bool(ctx.find_root().params.get("verbose")),
+                host=host,
+                port=port,
+                policy=policy,
+                handler=handler,
+                secret=made_secret or secret,
+                token=token,
+                sweep_interval=sweep_interval,
+                workers=workers,
+                handler_timeout=handler_timeout,
+                max_connections=max_connections,
+                report_mode="json" if json_ else "lines",
+                resume=resume,
+                forward_to=forward_to,
+                model=model,
+                agents=agents,
+                allow_hosts=allow_host,
+                grace=grace,
+                clock=moment_option(clock, "--clock"),
+                on_listening=lambda info: render_listening(
+                    info, made_secret=made_secret, open_inspector=open_
+                ),
+            )
+    except Stopped as stop:
+        if stop.threads_left:
+            # A --handler call cut off goes on in its thread, and Python would wait for it at
+            # exit: the line is said and the process ends now, as the signal asked.
+            from belt.cli import report
+
+            report(stop, verbose=False)
+            leave(int(stop.exit_code))
+        raise
 
 
 def render_listening(
@@ -196,6 +222,29 @@ def render_listening(
         "bold",
         stderr=True,
     )
+    if info.get("allow_hosts") and not info["token"]:
+        output.warning(open_api_warning(info["allow_hosts"], info["port"]))
     if open_inspector:
         # In a thread: a browser named by $BROWSER may take its time, and requests wait for it.
         threading.Thread(target=webbrowser.open, args=(info["inspector_url"],), daemon=True).start()
+
+
+def open_api_warning(names: list[str], port: int) -> str:
+    """The line ``belt serve --allow-host NAME`` without ``--token`` says at start: who can
+    reach the API."""
+    shown = " or ".join(names)
+    return (
+        f"--allow-host without --token: anyone who can reach this machine as {shown} on port "
+        f"{port} can use the whole API (settle gates, read the journal, run hooks); add --token "
+        "TOKEN to require a bearer token"
+    )
+
+
+def leave(code: int) -> None:
+    """End the process now with ``code``, its output written, without waiting for its threads."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

@@ -1,21 +1,40 @@
-"""Running the app under uvicorn: listening checks, the socket, and a clean stop on Ctrl-C."""
+"""Running the app under uvicorn: listening checks, the socket, and a clean stop.
+
+On Ctrl-C (SIGINT) or SIGTERM the server stops taking connections and gives the requests still
+open ``--grace`` seconds to end; uvicorn then cancels those left, and ``StopCutOff`` answers each
+503, says so on one live line and journals a hook request as not answered, where uvicorn would
+log a traceback (``QuietStop`` keeps its own lines about the cancellation out). The run ends
+with the signal raised again (``belt.server.stopping``).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import copy
 import ipaddress
+import logging
 import math
 import os
+import signal
 import socket
-from collections.abc import Callable
-from datetime import datetime
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from multiprocessing import resource_tracker
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.config import LOGGING_CONFIG
 from uvicorn.supervisors import Multiprocess
 
 from belt.effects import url_host
 from belt.errors import BeltError, UsageError
+from belt.records.journal import ServeLine, append_serve_line, journal_headers
+from belt.records.reports import Reporter, report_api
 from belt.server.app import ENV_PREFIX, create_app_from_settings
 from belt.server.deciders import HANDLER_TIMEOUT
 from belt.server.guard import (
@@ -24,10 +43,16 @@ from belt.server.guard import (
     HEADER_TIMEOUT,
     IDLE_TIMEOUT,
     LOOPBACK_NAMES,
+    STOPPING,
     allowed_host_name,
     connection_cap,
 )
+from belt.server.journal import JOURNAL_ERRORS
+from belt.server.live import render_json, render_record
+from belt.server.problems import Problem, parse_json
+from belt.server.stopping import Terminated
 from belt.signing import secret_key
+from belt.store import open_store
 from belt.store.clock import timestamp
 
 
@@ -63,8 +88,9 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 MIN_SWEEP_INTERVAL = 0.1
-SHUTDOWN_GRACE = 3
-"""Seconds the requests still going at Ctrl-C get to end before they are cut."""
+SHUTDOWN_GRACE = 1.0
+"""Seconds the requests still open at Ctrl-C or SIGTERM get to end before they are cut off
+(``--grace``)."""
 
 
 def check_options(
@@ -80,6 +106,7 @@ def check_options(
     max_connections: int | None,
     forward_to: str | None = None,
     allow_hosts: list[str] | None = None,
+    grace: float = SHUTDOWN_GRACE,
 ) -> None:
     """Refuse options that could not serve anyone, before anything is loaded or bound."""
     if sum(option is not None for option in (policy, handler, forward_to)) > 1:
@@ -115,6 +142,8 @@ def check_options(
         raise UsageError("--handler-timeout must be a number of seconds above 0")
     if max_connections is not None and max_connections < 1:
         raise UsageError("--max-connections must be 1 or more")
+    if not math.isfinite(grace) or not grace >= 0:
+        raise UsageError("--grace must be a number of seconds from 0")
 
 
 def decider_label(policy: Path | None, handler: str | None, forward_to: str | None) -> str:
@@ -149,14 +178,17 @@ def serve(
     on_listening: Callable[[dict[str, Any]], None] | None = None,
     clock: datetime | None = None,
     verbose: bool = False,
+    grace: float = SHUTDOWN_GRACE,
 ) -> None:
-    """Check the options, load the decider, listen, and serve until interrupted.
+    """Check the options, load the decider, listen, and serve until Ctrl-C or SIGTERM (raised
+    as KeyboardInterrupt or Terminated, under ``stopping_on_signals``), after ``grace`` seconds
+    for the requests still open.
 
     ``verbose`` (``belt -v serve``) prints the traceback of each exception a handler raises.
 
     ``report_mode`` is how each request is shown: ``lines`` (human), ``json`` or ``none``. With
-    ``workers`` above 1, uvicorn runs that many processes of ``create_app_from_env`` on one
-    socket, each configured from the same ``BELT_SERVE_*`` variables.
+    ``workers`` above 1, uvicorn runs that many processes of ``create_served_app_from_env`` on
+    one socket, each configured from the same ``BELT_SERVE_*`` variables.
     """
     check_options(
         host=host,
@@ -170,6 +202,7 @@ def serve(
         max_connections=max_connections,
         forward_to=forward_to,
         allow_hosts=allow_hosts,
+        grace=grace,
     )
     if clock is not None and workers > 1:
         raise UsageError(
@@ -193,20 +226,21 @@ def serve(
         "ALLOW_HOST": ",".join(allowed_host_name(name) for name in allow_hosts or []),
         "CLOCK": timestamp(clock) if clock is not None else "",
         "VERBOSE": "1" if verbose else "",
+        "GRACE": repr(grace),
     }
     # Loading here (also when workers will load again) refuses a bad policy, handler, model
     # script or agent file with its message before the port is taken.
-    app = create_app_from_settings(settings)
+    app = create_served_app(settings)
     if workers > 1:
         # Worker processes build the app from the factory, which reads these.
         for key, value in settings.items():
             os.environ[ENV_PREFIX + key] = value
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
-    config = uvicorn_config(app, workers=workers, max_connections=max_connections)
+    config = uvicorn_config(app, workers=workers, max_connections=max_connections, grace=grace)
     info = listening_info(settings, host=host, port=bound_port, config=config)
     announce = None if on_listening is None else (lambda: on_listening(info))
-    run_until_interrupted(config, sock, workers=workers, on_ready=announce)
+    run_until_stopped(config, sock, workers=workers, on_ready=announce)
 
 
 def listening_info(
@@ -243,12 +277,179 @@ def listening_urls(host: str, port: int) -> dict[str, str]:
     return {"url": url, "hooks_url": f"{url}/hooks", "api_url": url, "inspector_url": f"{url}/"}
 
 
-def uvicorn_config(app: Any, *, workers: int, max_connections: int | None) -> Any:
+# -- the app as belt serve runs it -----------------------------------------------------------
+
+
+def create_served_app(settings: dict[str, str]) -> ASGIApp:
+    """The app of ``belt serve`` from ``settings`` (``create_app_from_settings``), behind
+    ``StopCutOff``."""
+    report: Reporter | None = REPORTERS.get(settings.get("REPORT") or "none")
+    grace = float(settings.get("GRACE") or SHUTDOWN_GRACE)
+    return StopCutOff(create_app_from_settings(settings), grace=grace, report=report)
+
+
+def create_served_app_from_env() -> ASGIApp:
+    """``create_served_app`` from the ``BELT_SERVE_*`` variables: the factory each process of
+    ``belt serve --workers N`` runs."""
+    return create_served_app(
+        {
+            key.removeprefix(ENV_PREFIX): value
+            for key, value in os.environ.items()
+            if key.startswith(ENV_PREFIX) and value
+        }
+    )
+
+
+REPORTERS: dict[str, Reporter] = {"lines": render_record, "json": render_json}
+"""How each ``report_mode`` shows a line (``none``: not at all)."""
+
+HOOK_ROUTE = "/hooks"
+STOP_WRITE = 0.5
+"""Seconds a request cut off at the stop may take to send its 503 (a client that reads
+nothing holds it no longer)."""
+
+
+class StopCutOff:
+    """ASGI middleware: a request still unanswered when the server stops and its grace has
+    ended is answered 503, reported on one live line, and journalled when it was a hook
+    request (``status`` 503, ``error`` saying it was not answered, and its payload when the
+    whole body had come), rather than left to uvicorn, which cancels it and logs a traceback.
+
+    uvicorn's graceful stop marks each request still open (``STOPPING`` in its scope, by
+    ``GuardedH11Protocol.shutdown``), waits ``grace`` seconds for them, then cancels their
+    tasks; a cancellation of a marked request is taken here as that cut, and any other one is
+    left to go on.
+    """
+
+    def __init__(self, app: ASGIApp, *, grace: float, report: Reporter | None) -> None:
+        self.app = app
+        self.grace = grace
+        self.report = report
+        self.cut_off = 0
+        """How many requests this process cut off at its stop."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on; answer it 503 if the stop cuts it off."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.time()
+        chunks: list[bytes] = []
+        ended: list[bool] = []
+
+        async def receiving() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    ended.append(True)
+            return message
+
+        try:
+            await self.app(scope, receiving, send)
+        except asyncio.CancelledError:
+            if not scope.get(STOPPING):
+                raise
+            # The stop's cut: answered here, so the cancellation goes no further.
+            await self._cut(scope, send, b"".join(chunks) if ended else None, started)
+
+    async def _cut(self, scope: Scope, send: Send, body: bytes | None, started: float) -> None:
+        """Say and journal that the request was not answered, and answer it 503."""
+        self.cut_off += 1
+        path = str(scope.get("path", ""))
+        hook = scope.get("method") == "POST" and (
+            path == HOOK_ROUTE or path.startswith(HOOK_ROUTE + "/")
+        )
+        if body is None:
+            waiting = "while its body was still arriving"
+        elif hook:
+            waiting = "while the handler was still deciding"
+        else:
+            waiting = "before its answer"
+        detail = f"not answered: the server stopped, and its {self.grace:g} s grace ended {waiting}"
+        if hook:
+            self._journal(scope, path, body, detail, started)
+        else:
+            report_api(self.report, "cut off", f"{scope.get('method', '-')} {path}", 503, detail)
+        await self._answer(scope, send, detail)
+
+    def _journal(
+        self, scope: Scope, path: str, body: bytes | None, detail: str, started: float
+    ) -> None:
+        name = path[len(HOOK_ROUTE) + 1 :] if path.startswith(HOOK_ROUTE + "/") else None
+        record: ServeLine = {
+            "kind": "hook",
+            "at": timestamp(datetime.fromtimestamp(started, UTC)),
+            "route": path,
+            "name": name,
+            "headers": journal_headers(list(scope.get("headers", []))),
+        }
+        if body:
+            try:
+                record["request"] = parse_json(body)
+            except Problem:
+                pass  # not JSON: the journal keeps what it can (the route and the headers)
+        record["status"] = 503
+        record["error"] = detail
+        record["duration_ms"] = round((time.time() - started) * 1000, 3)
+        try:
+            append_serve_line(open_store(), record)
+        except JOURNAL_ERRORS as exc:
+            record["journal_error"] = exc.message if isinstance(exc, BeltError) else str(exc)
+        if self.report is not None:
+            self.report(dict(record))
+
+    @staticmethod
+    async def _answer(scope: Scope, send: Send, detail: str) -> None:
+        """Send the 503, or end a response already begun; a client that is gone or reads
+        nothing is let go."""
+        response = Problem(503, "Service Unavailable", detail).response({"connection": "close"})
+
+        async def nothing() -> Message:
+            return {"type": "http.disconnect"}
+
+        try:
+            async with asyncio.timeout(STOP_WRITE):
+                try:
+                    await response(scope, nothing, send)
+                except RuntimeError:  # the response had begun: end it where it is
+                    with contextlib.suppress(RuntimeError):
+                        await send({"type": "http.response.body", "body": b""})
+        except (TimeoutError, OSError):
+            pass
+
+
+class QuietStop(logging.Filter):
+    """A filter of uvicorn's ``uvicorn.error`` logger: the requests the stop cuts off are told
+    by ``StopCutOff``, one line each, so uvicorn's line counting them and a traceback of a
+    cancellation at the stop are left out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for what the stop's own lines tell."""
+        if str(record.msg).startswith("Cancel %s running task(s)"):
+            return False
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, asyncio.CancelledError)
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration with ``QuietStop`` on its error logger (a dictionary,
+    which each worker process applies too)."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["filters"] = {"quiet_stop": {"()": f"{__name__}.QuietStop"}}
+    config["loggers"]["uvicorn.error"]["filters"] = ["quiet_stop"]
+    return config
+
+
+def uvicorn_config(
+    app: Any, *, workers: int, max_connections: int | None, grace: float = SHUTDOWN_GRACE
+) -> Any:
     """uvicorn's configuration of ``app`` (of the app factory, with several workers), guarded."""
     config = uvicorn.Config(
-        "belt.server.app:create_app_from_env" if workers > 1 else app,
+        f"{__name__}:create_served_app_from_env" if workers > 1 else app,
         factory=workers > 1,
         workers=workers,
+        log_config=log_config(),
         log_level="warning",
         access_log=False,
         lifespan="on",
@@ -257,27 +458,29 @@ def uvicorn_config(app: Any, *, workers: int, max_connections: int | None) -> An
         http="belt.server.guard:GuardedH11Protocol",
         timeout_keep_alive=IDLE_TIMEOUT,
         backlog=BACKLOG,
-        # A chat stream stays open while its client listens (the JS SDK at a gate, a UI); on
-        # Ctrl-C the requests still going get this long to end, then they are cut.
-        timeout_graceful_shutdown=SHUTDOWN_GRACE,
     )
+    # A chat stream stays open while its client listens (the JS SDK at a gate, a UI); at a stop
+    # the requests still going get this long to end, then StopCutOff answers them. (uvicorn
+    # types it as int; it is given to asyncio.timeout, which takes seconds as a float.)
+    config.timeout_graceful_shutdown = grace  # type: ignore[assignment]
     guard_config(config, max_connections=max_connections)
     return config
 
 
-def run_until_interrupted(
+def run_until_stopped(
     config: Any,
     sock: socket.socket,
     *,
     workers: int,
     on_ready: Callable[[], None] | None = None,
 ) -> None:
-    """Serve on ``sock`` until Ctrl-C; the socket is closed however it ends. ``on_ready`` is
-    called once it has started, when a Ctrl-C would stop it gracefully (so a ready line is
-    true, and a Ctrl-C right after it is not cut short in uvicorn's start).
+    """Serve on ``sock`` until Ctrl-C or SIGTERM; the socket is closed however it ends.
+    ``on_ready`` is called once it has started, when a signal would stop it gracefully (so a
+    ready line is true, and a Ctrl-C right after it is not cut short in uvicorn's start).
 
-    uvicorn stops gracefully on Ctrl-C and then raises the signal again: the KeyboardInterrupt
-    goes on to belt's one Ctrl-C handler (exit 130, one line).
+    uvicorn stops gracefully on either signal and then raises it again: KeyboardInterrupt for
+    Ctrl-C, Terminated for SIGTERM (``stopping_on_signals``). With several workers, the supervisor
+    stops them (SIGTERM each, which stops each gracefully) and raises the same.
     """
 
     class Server(uvicorn.Server):
@@ -290,26 +493,74 @@ def run_until_interrupted(
 
     try:
         if workers > 1:
-
-            class Supervisor(Multiprocess):
-                """uvicorn's supervisor of worker processes, which tells a Ctrl-C apart."""
-
-                interrupted = False
-
-                def handle_int(self) -> None:
-                    self.interrupted = True
-                    super().handle_int()
-
             supervisor = Supervisor(config, sockets=[sock])  # its signal handlers are set now
             if on_ready is not None:
                 on_ready()
             supervisor.run()
-            if supervisor.interrupted:  # it stops its workers and returns on Ctrl-C
+            if supervisor.stopped_by == signal.SIGINT:
                 raise KeyboardInterrupt
+            if supervisor.stopped_by == signal.SIGTERM:
+                raise Terminated
         else:
             Server(config).run(sockets=[sock])
     finally:
         sock.close()
+
+
+class Supervisor(Multiprocess):
+    """uvicorn's supervisor of worker processes, which stops at once on Ctrl-C or SIGTERM and
+    says which it was; a second one kills the workers still stopping.
+
+    Its workers never see Ctrl-C (SIGINT is blocked in them): a terminal's Ctrl-C reaches every
+    process of its group, and a worker still starting (importing) would print a
+    KeyboardInterrupt traceback. The supervisor stops them, gracefully, with SIGTERM; a Ctrl-C
+    while it starts them is held until they are started, then stops them.
+    """
+
+    def __init__(self, config: Any, sockets: list[socket.socket]) -> None:
+        super().__init__(config, sockets)
+        self.stopped_by: int | None = None
+        # uvicorn's own handlers queue a signal for its loop, which looks every 0.5 s: these
+        # two wake it at once.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self.stop)
+
+    def stop(self, signum: int, frame: FrameType | None) -> None:
+        """Stop the workers (gracefully; at once if already stopping)."""
+        if self.stopped_by is not None:
+            for process in self.processes:
+                process.kill()
+            return
+        self.stopped_by = signum
+        self.should_exit.set()
+
+    # uvicorn's methods that only start workers, with Ctrl-C held while they do: a process
+    # inherits the signal mask of the thread that starts it. (A worker started in place of one
+    # that died is not covered: uvicorn starts it among health checks that can take seconds.)
+
+    def init_processes(self) -> None:
+        with ctrl_c_held():
+            super().init_processes()
+
+    def handle_ttin(self) -> None:
+        with ctrl_c_held():
+            super().handle_ttin()
+
+
+@contextlib.contextmanager
+def ctrl_c_held() -> Iterator[None]:
+    """SIGINT blocked in this thread for the ``with`` block, so that the processes it starts
+    never see one; one that reaches this process meanwhile is handled once the block ends.
+
+    multiprocessing's resource tracker, started with the first worker, unblocks SIGINT when it
+    starts: it is started first.
+    """
+    resource_tracker.ensure_running()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def guard_config(
