@@ -334,6 +334,80 @@ def test_ctrl_c_right_after_start_is_one_line_and_exit_130_once_belt_runs() -> N
     assert any(code == 130 for code, _ in outcomes), outcomes
 
 
+CONSOLE = """
+import atexit, os, signal, sys, time
+import typer
+from belt.cli import console
+
+def ctrl_c():
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)  # the KeyboardInterrupt comes first
+
+app = typer.Typer()
+
+def parsed(value):
+    if value == "parse":
+        ctrl_c()
+    return value
+
+@app.command()
+def run(when: str = typer.Option(..., callback=parsed)):
+    if when == "command":
+        ctrl_c()
+    if when == "exit":
+        atexit.register(ctrl_c)  # while Python ends the process, after the command
+    print("ran")
+
+def load():
+    if "--when=load" in sys.argv:
+        ctrl_c()
+    return app
+
+console(load, "demo")
+"""
+
+
+@pytest.mark.parametrize("when", ["load", "parse", "command", "exit"])
+def test_ctrl_c_at_any_moment_of_a_console_entry_point_is_one_line_and_exit_130(
+    when: str,
+) -> None:
+    # belt.cli.console runs `belt` and `rho`: Ctrl-C while it imports the app, while Typer
+    # parses the command line (where Typer alone exits 130 without a word), in the command, and
+    # while Python ends the process after it.
+    done = subprocess.run(
+        [sys.executable, "-c", CONSOLE, f"--when={when}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines()[-1:] == ["interrupted"], done.stderr
+    assert "Traceback" not in done.stderr and "Aborted" not in done.stderr, done.stderr
+    assert done.stdout == ("ran\n" if when == "exit" else "")
+
+
+def test_rho_says_interrupted_on_ctrl_c(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [str(BELT.parent / "rho"), "extensions", "configure", "rho.lifecycle_hooks"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Wait until it reads its standard input (the object to store), then press Ctrl-C.
+        syscall = Path(f"/proc/{proc.pid}/syscall")
+        eventually(lambda: syscall.read_text().startswith("0 0x0 "), "rho reads its input")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert err == "interrupted\n"
+
+
 def test_importing_belt_installs_no_signal_handler() -> None:
     script = textwrap.dedent(
         """
