@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from belt.testing.snapshot import snapshot_of, snapshot_path, snapshot_text
+from belt.testing.snapshot import snapshot_of, snapshot_path, snapshot_text, unified
 from belt.testing.suite import run_suite
 from tests.cli.runner import belt
 
@@ -207,6 +207,58 @@ def test_an_edited_policy_fails_with_a_diff_naming_the_decision(tmp_path: Path) 
     _belt(*shlex.split(update.group(1))[1:], cwd=tmp_path)
     assert snapshot_path(scenario).read_bytes() != stored
     assert "snapshot differs" not in _belt("test", str(scenario), "--snapshot", cwd=tmp_path).stdout
+
+
+def test_a_minified_stored_snapshot_is_cut_around_the_change_not_printed_whole(
+    tmp_path: Path,
+) -> None:
+    # A stored snapshot written minified, 4.5 MB on one line: the diff shows a window of it.
+    copy = _examples(tmp_path)
+    scenario = copy / "guarded.toml"
+    assert run_suite(paths=[scenario], snapshot="update").exit_code == 0
+    record = json.loads(snapshot_path(scenario).read_text(encoding="utf-8"))
+    record["padding"] = "x" * 4_500_000
+    minified = json.dumps(record, separators=(",", ":"), sort_keys=True)
+    snapshot_path(scenario).write_text(minified + "\n", encoding="utf-8")
+
+    changed = _belt("test", str(scenario), "--snapshot", cwd=tmp_path)
+    assert changed.returncode == 1, changed.stderr
+    assert "snapshot differs" in changed.stdout
+    assert max(len(line) for line in changed.stdout.splitlines()) < 400
+    cut = [line for line in changed.stdout.splitlines() if "[cut: " in line]
+    assert cut == [
+        f"  -{minified[:120]}…  [cut: columns 1-120 of {len(minified)}, "
+        "first difference at column 2]"
+    ]
+    as_json = _belt("test", str(scenario), "--snapshot", "--json", cwd=tmp_path)
+    diff = json.loads(as_json.stdout.splitlines()[0])["snapshot"]["diff"]
+    assert f"-{minified[:120]}…  [cut: columns 1-120 of {len(minified)}, " in "\n".join(diff)
+    assert max(len(line) for line in diff) < 400
+
+
+def test_a_long_changed_line_is_shown_around_its_first_difference() -> None:
+    before = '{"hook_executions":[' + ",".join(
+        f'{{"decision":"deny","i":{i}}}' for i in range(20_000)
+    )
+    after = before.replace('"deny","i":12345}', '"allow","i":12345}')
+    column = before.index('deny","i":12345}')  # counted from 0
+    lines = unified(f"a\n{before}\nz\n", f"a\n{after}\nz\n", Path("s.json"))
+    assert lines[:3] == ["--- s.json (stored)", "+++ s.json (this run)", "@@ -1,3 +1,3 @@"]
+    assert lines[3] == " a" and lines[6] == " z"
+    removed, added = lines[4], lines[5]
+    where = f"columns {column - 59}-{column + 60}"
+    assert removed == (
+        f"-…{before[column - 60 : column + 60]}…  [cut: {where} of {len(before)}, "
+        f"first difference at column {column + 1}]"
+    )
+    assert added == (
+        f"+…{after[column - 60 : column + 60]}…  [cut: {where} of {len(after)}, "
+        f"first difference at column {column + 1}]"
+    )
+    assert '"deny","i":12345}' in removed and '"allow","i":12345}' in added
+    # A line no longer than 200 characters is shown whole.
+    short = unified("a\n" + "x" * 200 + "\n", "a\n" + "y" * 200 + "\n", Path("t.json"))
+    assert short[-2:] == ["-" + "x" * 200, "+" + "y" * 200]
 
 
 def test_snapshot_files_are_not_read_as_scenarios(tmp_path: Path, monkeypatch: Any) -> None:

@@ -13,7 +13,7 @@ scenario that runs twice writes the same bytes:
 - timestamps are kept when the scenario runs on a virtual clock (``clock = "..."``), which makes
   them the same each run, and written ``<time>`` when it runs on wall time (and, on a virtual
   clock too, those of Nexus hook tasks, which wait for a real executor);
-- the scenario's absolute path is left out.
+- the scenario's absolute path, and the process a Nexus hook task's claim names, are left out.
 
 Its parts come in a fixed order (the hook calls first) and every other key is sorted; the
 document is indented and ends with a newline, so a changed record reads as a small unified
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,10 @@ for a real executor, so its deadline (and so its other times) are real."""
 
 LEFT_OUT = {"simulation": ("source",)}
 """Keys of the report that name where it ran (the scenario's absolute path), left out."""
+
+CLAIMANT = ("by", "host", "pid", "started")
+"""Keys of a Nexus hook task's claim that name the process that ran it (each ``belt test`` runs
+its scenarios in worker processes of its own), left out; its mark stays."""
 
 KINDS = {
     "ag": "agent",
@@ -76,6 +81,11 @@ FIRST = ("clock", "simulation", "hook_executions", "hook_tasks", "interrupts", "
 
 DIFF_LINES = 200
 """The most lines of a snapshot's diff a failure shows."""
+LINE_CHARS = 200
+"""The most characters of one line of a snapshot's diff a failure shows; a longer line (a
+minified snapshot is one line) is cut around its first change."""
+AROUND = 60
+"""How many characters a cut line shows on each side of its first change."""
 CHANGES_SHOWN = 8
 """The most changed values a failure names before its diff."""
 
@@ -163,6 +173,8 @@ def snapshot_of(report: dict[str, Any], *, virtual_clock: bool) -> dict[str, Any
     # Async hooks finish in their own time, so their records interleave with the others in
     # no fixed order: they are named after the rest and listed last, in the order of their
     # stable form.
+    if isinstance(record.get("hook_tasks"), list):
+        record["hook_tasks"] = [_unclaimed(task) for task in record["hook_tasks"]]
     executions = list(record.get("hook_executions") or [])
     late = [execution for execution in executions if execution.get("async")]
     record["hook_executions"] = [
@@ -180,6 +192,14 @@ def snapshot_of(report: dict[str, Any], *, virtual_clock: bool) -> dict[str, Any
         names.value(late, wall=wall), key=lambda item: json.dumps(item, sort_keys=True)
     )
     return {"clock": "virtual" if virtual_clock else "wall", **stable}
+
+
+def _unclaimed(task: Any) -> Any:
+    """A hook task without the process its claim names (``CLAIMANT``)."""
+    claim = task.get("claim") if isinstance(task, dict) else None
+    if not isinstance(claim, dict):
+        return task
+    return {**task, "claim": {k: v for k, v in claim.items() if k not in CLAIMANT}}
 
 
 def snapshot_text(report: dict[str, Any], *, virtual_clock: bool) -> str:
@@ -286,7 +306,70 @@ def unified(stored: str, text: str, path: Path) -> list[str]:
     )
     if len(lines) > DIFF_LINES:
         lines = [*lines[:DIFF_LINES], f"… and {len(lines) - DIFF_LINES} more line(s) of diff"]
-    return lines
+    return cut_long_lines(lines)
+
+
+def cut_long_lines(lines: list[str]) -> list[str]:
+    """A unified diff's lines with each line longer than ``LINE_CHARS`` cut: a removed line and
+    the added line it became (the n-th ``-`` and the n-th ``+`` of a change) to ``AROUND``
+    characters on each side of the first column where the two differ, any other line to its
+    start. A cut line says which columns it shows and where the first difference is, counted
+    from 1 as an editor counts them: ``-…"decision":"deny"…  [cut: columns 2250055-2250174 of
+    4500012, first difference at column 2250115]``."""
+    shown = list(lines)
+    index = 0
+    while index < len(lines):
+        removed = _run(lines, index, "-")
+        added = _run(lines, index + len(removed), "+")
+        if not removed and not added:
+            shown[index] = _shown(lines[index], None)
+            index += 1
+            continue
+        for offset, line in enumerate(removed):
+            if offset < len(added):
+                became = index + len(removed) + offset
+                column = _first_difference(line[1:], lines[became][1:])
+                shown[index + offset] = _shown(line, column)
+                shown[became] = _shown(lines[became], column)
+            else:
+                shown[index + offset] = _shown(line, None)
+        for offset in range(len(removed), len(added)):
+            at = index + len(removed) + offset
+            shown[at] = _shown(lines[at], None)
+        index += len(removed) + len(added)
+    return shown
+
+
+def _run(lines: list[str], start: int, sign: str) -> list[str]:
+    """The lines from ``start`` that begin with ``sign`` (not a file header: ``---``, ``+++``)."""
+    run = []
+    for line in lines[start:]:
+        if not line.startswith(sign) or line.startswith(sign * 3 + " "):
+            break
+        run.append(line)
+    return run
+
+
+def _first_difference(old: str, new: str) -> int:
+    """The index of the first character where ``old`` and ``new`` differ."""
+    return len(os.path.commonprefix([old, new]))
+
+
+def _shown(line: str, column: int | None) -> str:
+    """A diff line (its sign, then its text) as it is when short enough, else cut to the
+    characters around ``column`` of its text (where it differs from the line it is paired
+    with), ``AROUND`` on each side, or to its start."""
+    sign, text = line[:1], line[1:]
+    if len(text) <= LINE_CHARS:
+        return line
+    start = max(0, (column or 0) - AROUND)
+    end = min(len(text), start + 2 * AROUND)
+    where = f"cut: columns {start + 1}-{end} of {len(text)}"
+    if column is not None:
+        where += f", first difference at column {column + 1}"
+    return (
+        f"{sign}{'…' if start else ''}{text[start:end]}{'…' if end < len(text) else ''}  [{where}]"
+    )
 
 
 def changes(stored: str, text: str) -> list[str]:
