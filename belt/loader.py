@@ -40,8 +40,29 @@ from belt.errors import InvalidInput, NotFound, UsageError
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "belt_import_deadline", default=None
 )
-_UNFINISHED: dict[str, float] = {}
-"""The modules (by name or path) whose import overran its deadline, with that deadline."""
+_REFUSED: dict[str, str] = {}
+"""The modules (by ``module_key``) not imported again in this process, with what their import
+did the first time (``did not finish within 30 s``): one that overran its deadline here, or,
+in a worker process, one that did so in the process that preloads modules (``belt.supervisor``).
+"""
+
+
+def module_key(reference: str) -> str:
+    """What ``MODULE:FUNC`` (or ``py:MODULE:FUNC``) is known by among the imports of the process:
+    the path of a file module, the name of a dotted one."""
+    module = reference.removeprefix("py:").partition(":")[0]
+    return str(Path(module)) if is_file_reference(module) else module
+
+
+def refuse(key: str, reason: str) -> None:
+    """Refuse every later import of the module ``key`` (``module_key``) in this process, saying
+    what its import did (``did not finish within 30 s``)."""
+    _REFUSED.setdefault(key, reason)
+
+
+def refusals() -> dict[str, str]:
+    """The modules refused (``refuse``), with why."""
+    return dict(_REFUSED)
 
 
 @contextmanager
@@ -211,16 +232,16 @@ def _file_module(path: Path, option: str) -> Any:
 def _guarded(load: Callable[[], Any], what: str, option: str) -> Any:
     """``load()`` (an import of ``what``), its top-level code's exits and hangs made errors."""
     seconds = _DEADLINE.get()
+    if what in _REFUSED and not _imported(what):
+        raise InvalidInput(
+            f"{option}: importing {what} {_REFUSED[what]} earlier in this run; "
+            "it is not tried again"
+        )
     if seconds is None or _imported(what):
         try:
             return load()
         except SystemExit as exc:
             raise _failed(option, what, exc) from None
-    if what in _UNFINISHED:
-        raise InvalidInput(
-            f"{option}: importing {what} did not finish within {_UNFINISHED[what]:g} s "
-            "earlier in this run; it is not tried again"
-        )
     outcome: list[tuple[bool, Any]] = []
 
     def run() -> None:
@@ -233,7 +254,7 @@ def _guarded(load: Callable[[], Any], what: str, option: str) -> Any:
     thread.start()
     thread.join(seconds)
     if not outcome:
-        _UNFINISHED[what] = seconds
+        refuse(what, f"did not finish within {seconds:g} s")
         raise InvalidInput(
             f"{option}: importing {what} did not finish within {seconds:g} s",
             hint="a handler module's top-level code must not wait (it runs on import)",

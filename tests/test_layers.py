@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "belt.text": 1,
     "belt.matching": 2,
     "belt.loader": 1,
+    "belt.supervisor": 2,
     "belt.strictjson": 1,
     "belt.inputs": 2,
     "belt.deadline": 2,

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from belt.deadline import BodyTooLarge, DeadlinePassed, bounded_client, deadline, read_capped
 from belt.effects import url_host
-from belt.errors import UsageError
+from belt.errors import BeltError, UsageError
 from belt.executor.inbox import ToolOutcome
 from belt.executor.process import run_bounded
 from belt.loader import asks_for, load_callable
@@ -63,8 +63,9 @@ class Target:
         return call_function(self.func, task_input, timeout)
 
 
-def parse_tool(spec: str) -> Target:
-    """Parse ``NAME=TARGET``; a malformed one is a usage error (exit 2)."""
+def parse_tool(spec: str, *, load: bool = True) -> Target:
+    """Parse ``NAME=TARGET``; a malformed one is a usage error (exit 2). A ``py:`` function is
+    imported unless ``load`` is false (``belt check`` imports it in its worker processes)."""
     name, sep, target = spec.partition("=")
     name = name.strip()
     shape = "NAME=TARGET, TARGET being cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL"
@@ -77,6 +78,11 @@ def parse_tool(spec: str) -> Target:
         return Target(name, "cmd", command)
     if target.startswith("py:"):
         ref = target[len("py:") :]
+        module, sep, attribute = ref.partition(":")
+        if not load and not (sep and module and attribute):
+            raise UsageError(f"--tool {spec!r}: py: needs MODULE:FUNC")
+        if not load:
+            return Target(name, "py", ref)
         try:
             func = load_callable(ref, option=f"--tool {name}")
         except UsageError:
@@ -90,11 +96,12 @@ def parse_tool(spec: str) -> Target:
     raise UsageError(f"--tool {spec!r}: expected {shape}")
 
 
-def parse_tools(specs: Iterable[str]) -> dict[str, Target]:
-    """Parse every ``--tool NAME=TARGET``; a name given twice is a usage error."""
+def parse_tools(specs: Iterable[str], *, load: bool = True) -> dict[str, Target]:
+    """Parse every ``--tool NAME=TARGET`` (``load``: as ``parse_tool``); a name given twice is a
+    usage error."""
     targets: dict[str, Target] = {}
     for spec in specs:
-        target = parse_tool(spec)
+        target = parse_tool(spec, load=load)
         if target.name in targets:
             raise UsageError(f"--tool {target.name} is given twice")
         targets[target.name] = target
@@ -193,36 +200,10 @@ def call_function(
     """
     if func is None:
         return ToolOutcome(failure="no function to call")
-    argument: Any = task_input
-    if asks_for(func, HookTaskInput):
-        try:
-            argument = HookTaskInput.model_validate(task_input)
-        except ValidationError as exc:
-            problems = "; ".join(model_problems(exc))
-            return ToolOutcome(failure=f"the input is not a HookTaskInput: {problems}")
     outcome: list[ToolOutcome] = []
 
     def call() -> None:
-        try:
-            result = func(argument)
-            if inspect.isawaitable(result):
-
-                async def wait() -> Any:
-                    return await result
-
-                result = asyncio.run(wait())
-        except (Exception, SystemExit, KeyboardInterrupt) as exc:
-            outcome.append(ToolOutcome(failure=f"raised {type(exc).__name__}: {exc}"))
-            return
-        try:
-            check_value(result)
-            json.dumps(result, allow_nan=False)
-        except (StrictJSONError, TypeError, ValueError) as exc:
-            outcome.append(
-                ToolOutcome(invalid=f"the function returned what JSON cannot hold: {exc}")
-            )
-            return
-        outcome.append(ToolOutcome(result=result))
+        outcome.append(called(func, task_input))
 
     thread = threading.Thread(target=call, name="belt-py-tool", daemon=True)
     thread.start()
@@ -230,3 +211,42 @@ def call_function(
     if not outcome:
         return ToolOutcome(timed_out=True)
     return outcome[0]
+
+
+def called(func: Callable[..., Any], task_input: dict[str, Any]) -> ToolOutcome:
+    """Call ``func`` with the input (a dict, or the HookTaskInput it asks for) in this thread and
+    return what it gave as the tool's outcome (``call_function`` without its deadline)."""
+    argument: Any = task_input
+    if asks_for(func, HookTaskInput):
+        try:
+            argument = HookTaskInput.model_validate(task_input)
+        except ValidationError as exc:
+            problems = "; ".join(model_problems(exc))
+            return ToolOutcome(failure=f"the input is not a HookTaskInput: {problems}")
+    try:
+        result = func(argument)
+        if inspect.isawaitable(result):
+
+            async def wait() -> Any:
+                return await result
+
+            result = asyncio.run(wait())
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
+        return ToolOutcome(failure=f"raised {type(exc).__name__}: {exc}")
+    try:
+        check_value(result)
+        json.dumps(result, allow_nan=False)
+    except (StrictJSONError, TypeError, ValueError) as exc:
+        return ToolOutcome(invalid=f"the function returned what JSON cannot hold: {exc}")
+    return ToolOutcome(result=result)
+
+
+def call_here(reference: str, task_input: dict[str, Any], *, option: str) -> ToolOutcome:
+    """In a worker process of ``belt.supervisor``: import the ``py:`` tool ``reference``
+    (``MODULE:FUNC``; ``option`` names it in errors) and call it in this thread, with no deadline
+    of its own (the supervisor ends the worker at the deadline)."""
+    try:
+        func = load_callable(reference, option=option)
+    except BeltError as exc:
+        return ToolOutcome(failure=f"cannot load {reference}: {exc.message}")
+    return called(func, task_input)

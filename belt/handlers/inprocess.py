@@ -348,17 +348,9 @@ class InProcess:
         """Call ``func`` with ``payload`` as every ``py:`` handler is called (a dict, or the
         model its first parameter asks for: :func:`argument_for`), within ``timeout`` seconds;
         ``label`` names it in errors. A failure is returned, never raised."""
-        # The exact JSON a webhook would be sent, decoded afresh: the handler cannot change the
-        # payload the caller keeps.
-        try:
-            argument = argument_for(func, json.loads(encode_payload(payload)))
-        except ValidationError as exc:
-            problem = "; ".join(model_problems(exc))
-            error = f"{label} wants a LifecycleHookPayload and the payload is not one: {problem}"
-            return WebhookResult(None, "", None, error, 0)
-        except (TypeError, ValueError) as exc:  # a lone surrogate, a value JSON cannot hold
-            error = f"the payload cannot be sent as JSON: {type(exc).__name__}"
-            return WebhookResult(None, "", None, error, 0)
+        argument, refused = _argument(label, func, payload)
+        if refused is not None:
+            return refused
         return self.call(label, func, argument, timeout=timeout, message_limit=message_limit)
 
     def call(
@@ -384,17 +376,70 @@ class InProcess:
         if not call.finished(timeout):
             self._abandon(worker)
             return WebhookResult(None, "", None, f"{label} {TIMED_OUT} {timeout:g} s", elapsed())
-        duration = elapsed()
-        if call.error is not None:
-            kind = type(call.error).__name__
-            detail = printable(str(call.error))
-            if message_limit is not None:
-                detail = short(detail, message_limit)
-            error = f"{label} raised {kind}: {detail}" if detail else f"{label} raised {kind}"
-            return WebhookResult(500, "", None, error, duration, exception=call.error)
-        answer = read_value(call.value)
-        if answer.problem is not None:
-            problem = answer.problem
-            error = f"{label} answered with a body that is not a LifecycleHookResponse: {problem}"
-            return WebhookResult(500, "", None, error, duration)
-        return WebhookResult(200, "", answer.response, None, duration, answer.warnings)
+        return _answered(label, call, elapsed(), message_limit)
+
+
+def _argument(
+    label: str, func: Handler, payload: dict[str, Any]
+) -> tuple[Any, WebhookResult | None]:
+    """What ``func`` is called with for ``payload`` (:func:`argument_for`), or the failed result
+    when it cannot be made."""
+    # The exact JSON a webhook would be sent, decoded afresh: the handler cannot change the
+    # payload the caller keeps.
+    try:
+        return argument_for(func, json.loads(encode_payload(payload))), None
+    except ValidationError as exc:
+        problem = "; ".join(model_problems(exc))
+        error = f"{label} wants a LifecycleHookPayload and the payload is not one: {problem}"
+        return None, WebhookResult(None, "", None, error, 0)
+    except (TypeError, ValueError) as exc:  # a lone surrogate, a value JSON cannot hold
+        error = f"the payload cannot be sent as JSON: {type(exc).__name__}"
+        return None, WebhookResult(None, "", None, error, 0)
+
+
+def _answered(label: str, call: _Call, duration: int, message_limit: int | None) -> WebhookResult:
+    """The result of a call that returned: its answer read as a webhook's body, or what it
+    raised."""
+    if call.error is not None:
+        kind = type(call.error).__name__
+        detail = printable(str(call.error))
+        if message_limit is not None:
+            detail = short(detail, message_limit)
+        error = f"{label} raised {kind}: {detail}" if detail else f"{label} raised {kind}"
+        return WebhookResult(500, "", None, error, duration, exception=call.error)
+    answer = read_value(call.value)
+    if answer.problem is not None:
+        problem = answer.problem
+        error = f"{label} answered with a body that is not a LifecycleHookResponse: {problem}"
+        return WebhookResult(500, "", None, error, duration)
+    return WebhookResult(200, "", answer.response, None, duration, answer.warnings)
+
+
+def deliver_here(spec: str, payload: dict[str, Any]) -> WebhookResult:
+    """In a worker process of ``belt.supervisor``: call the handler of ``spec`` with ``payload``
+    in this thread, as :meth:`InProcess.deliver` calls it, with no deadline of its own (the
+    supervisor ends the worker at the deadline). The result keeps no exception object (it
+    crosses to belt's process)."""
+    started = time.perf_counter()
+    try:
+        func = load_handler(spec, where=spec)
+    except BeltError as exc:
+        duration = round((time.perf_counter() - started) * 1000)
+        return WebhookResult(None, "", None, f"cannot load {spec}: {exc.message}", duration)
+    argument, refused = _argument(spec, func, payload)
+    if refused is not None:
+        return refused
+    started = time.perf_counter()
+    call = _Call(func, argument)
+    call.run()
+    duration = round((time.perf_counter() - started) * 1000)
+    result = _answered(spec, call, duration, ERROR_MESSAGE_LIMIT)
+    result.exception = None
+    return result
+
+
+def idle_threads() -> set[threading.Thread]:
+    """The threads kept idle for the next simulation of the process (``IDLE_WORKERS``): belt's
+    own, waiting for a call."""
+    with _idle_lock:
+        return {worker.thread for worker in _idle}

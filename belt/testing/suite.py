@@ -10,10 +10,15 @@ shared out too; only ``--shard`` reads every file first, to know which are tests
 cannot be read as a scenario is reported and counted (the suite exits 5) while the others
 still run.
 
-Nothing one scenario does stops the others: a ``py:`` module that exits or raises
+Nothing one scenario does stops the others. Every scenario runs in a supervised worker process
+(``belt.supervisor``), forked from a template that has imported the ``py:`` modules the suite's
+files name (``scenario_modules``): a handler that ends or harms its worker (``os._exit``, a
+signal, a crash, fds 0-2 closed, a thread left running) is that scenario's error
+(``lost_result``), and a new worker runs the rest. A ``py:`` module that exits or raises
 ``KeyboardInterrupt`` as it is imported, or whose import does not finish within
-``IMPORT_TIMEOUT`` seconds (``belt.loader.import_deadline``), is that scenario's error, and so is
-a file whose name is not UTF-8 (the name is shown with its bytes escaped).
+``IMPORT_TIMEOUT`` seconds (in the template, or in a worker: ``belt.loader.import_deadline``), is
+the error of each scenario that names it, and so is a file whose name is not UTF-8 (the name is
+shown with its bytes escaped).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from belt.declarations import read_document
+from belt.effects import is_in_process
 from belt.engine.api import simulation_options, start_simulation, with_scenario_executors
 from belt.engine.dialects import DIALECTS
 from belt.engine.dispatch import parse_routes
@@ -39,9 +45,11 @@ from belt.engine.hooksummary import HOOK_FAILURE_HINT
 from belt.engine.offline import OFFLINE_HINT, network_problems
 from belt.engine.report import build_report
 from belt.errors import BeltError, ExitCode, InvalidInput, NotFound
-from belt.loader import import_deadline
+from belt.handlers.inprocess import load_handler, locate_handler
+from belt.loader import import_deadline, module_key
 from belt.render import snapshot_lines, snapshot_update_command, unfired_text
 from belt.store import MemoryStore, Store
+from belt.supervisor import Preload
 from belt.testing.coverage import never_fired, scenario_coverage
 from belt.testing.expect import (
     Expectation,
@@ -311,7 +319,11 @@ def run_suite(
             (path, document) for path in files if (document := read_scenario(path)) is not None
         ]
         items = shard_of(tests, shard)
-    for result in run_all(step, items, jobs=jobs):
+    plan = partial(scenario_modules, [item[0] for item in items], routes or [])
+    # With one worker, each result comes back whole (its record too: belt's process has
+    # nothing else to do); with more, without the record a passing scenario's report never shows.
+    whole = jobs <= 1
+    for result in run_all(step, items, jobs=jobs, lost=lost_result, preload=plan, whole=whole):
         if result is None:
             continue
         results.append(result)
@@ -325,6 +337,52 @@ def run_suite(
     if junit_xml is not None:
         write_junit(junit_xml, suite, render, coverage=coverage)
     return suite
+
+
+LOST_HINT = "belt ran the other scenarios in a new worker process"
+_REFERENCE = re.compile(rb"""["']py:([^"'\r\n]+)["']""")
+"""A ``py:`` reference in a scenario file's text (a hook's handler, a Nexus executor)."""
+
+
+def lost_result(item: tuple[Any, ...], cause: str) -> ScenarioResult:
+    """The result of a scenario whose worker process ended while it ran it, or that harmed its
+    worker (``belt.supervisor``): an error saying what happened."""
+    return ScenarioResult(shown_name(item[0]), "error", error=cause, problems=[LOST_HINT])
+
+
+def scenario_modules(paths: list[Path], routes: list[str]) -> list[Preload]:
+    """The user's modules the workers of a suite start with: those the ``py:`` references in
+    the text of the scenario files ``paths`` name (read from each file's directory, as the
+    scenario reads them), and the ``--route`` targets. Run in the template process; what cannot
+    be read or found is left to the scenario that names it."""
+    wanted: dict[str, Preload] = {}
+
+    def add(spec: str, directory: Path, where: str) -> None:
+        try:
+            place = locate_handler(spec, directory, where=where)
+        except BeltError:
+            return
+        key = module_key(place.spec)
+        if key not in wanted:
+            load = partial(load_handler, place.spec, where=where, root=place.root)
+            wanted[key] = Preload(key, load, IMPORT_TIMEOUT)
+
+    for route in parse_routes(routes):
+        if is_in_process(route.target):
+            add(route.target, Path.cwd(), f"--route {route.prefix}")
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        for found in _REFERENCE.finditer(text):
+            try:
+                reference = found.group(1).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            add(f"py:{reference}", path.parent, str(path))
+    return list(wanted.values())
 
 
 def run_file(
