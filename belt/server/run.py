@@ -30,6 +30,7 @@ import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.config import LOGGING_CONFIG
 from uvicorn.supervisors import Multiprocess
+from uvicorn.supervisors.multiprocess import Process
 
 from belt.effects import url_host
 from belt.errors import BeltError, UsageError
@@ -483,8 +484,8 @@ def run_until_stopped(
     stops them (SIGTERM each, which stops each gracefully) and raises the same.
     """
 
-    class Server(uvicorn.Server):
-        """uvicorn's server, which says when it has started."""
+    class Server(QuickStopServer):
+        """The server, which says when it has started."""
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
@@ -505,6 +506,53 @@ def run_until_stopped(
             Server(config).run(sockets=[sock])
     finally:
         sock.close()
+
+
+class QuickStopServer(uvicorn.Server):
+    """uvicorn's server, which begins to stop as soon as a signal asks, rather than at the next
+    tenth of a second its loop looks (an idle server so stops within about 0.15 s)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.wake: Callable[[], object] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """uvicorn's handling of SIGINT and SIGTERM, then its main loop woken."""
+        super().handle_exit(sig, frame)
+        if self.wake is not None:
+            self.wake()
+
+    async def main_loop(self) -> None:
+        """uvicorn's main loop (a tick every 0.1 s until the server should exit), whose wait
+        between ticks ends at once when ``wake`` is called."""
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+        # From a signal handler, which may run in the middle of the loop's own code.
+        self.wake = lambda: loop.call_soon_threadsafe(woken.set)
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 1) % 864_000
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(TICK):
+                    await woken.wait()
+            should_exit = await self.on_tick(counter)
+
+
+TICK = 0.1
+"""Seconds between the ticks of uvicorn's main loop (as uvicorn has them)."""
+
+
+class WorkerProcess(Process):
+    """uvicorn's worker process, serving with ``QuickStopServer``."""
+
+    @property
+    def server(self) -> uvicorn.Server:
+        """The worker's server, made in the worker."""
+        made = getattr(self, "quick_server", None)
+        if made is None:
+            made = self.quick_server = QuickStopServer(self.config)
+        return made
 
 
 class Supervisor(Multiprocess):
@@ -539,8 +587,12 @@ class Supervisor(Multiprocess):
     # that died is not covered: uvicorn starts it among health checks that can take seconds.)
 
     def init_processes(self) -> None:
+        """Start the workers (as uvicorn does, but as ``WorkerProcess``)."""
         with ctrl_c_held():
-            super().init_processes()
+            for _ in range(self.processes_num):
+                process = WorkerProcess(self.config, self.sockets)
+                process.start()
+                self.processes.append(process)
 
     def handle_ttin(self) -> None:
         with ctrl_c_held():
