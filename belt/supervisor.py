@@ -87,11 +87,13 @@ def can_fork() -> bool:
 @dataclass(frozen=True)
 class Preload:
     """A module the template imports before it forks workers: ``key`` is what the loader knows
-    it by (``loader.module_key``), ``load`` imports it, within ``seconds``."""
+    it by (``loader.module_key``), ``load`` imports it, within ``seconds``; ``where`` names what
+    named it, in errors."""
 
     key: str
     load: Callable[[], Any]
     seconds: float = IMPORT_SECONDS
+    where: str = ""
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,9 @@ class Supervisor:
         """What importing a preloaded module did, by its key: (exit code, message)."""
         self.skip: set[str] = set()
         """Preloaded modules not imported again in the template (one ended it)."""
+        self.refused: dict[str, str] = {}
+        """The user's modules every worker refuses to import, with why (their import passed
+        its deadline): handed to each worker with its work (``loader.refuse``)."""
         self.template: _Template | None = None
         self.stop = mmap.mmap(-1, 1)
         self.words = mmap.mmap(-1, WORDS * self.jobs)
@@ -178,7 +183,7 @@ class Supervisor:
         # it and so copy it into each.
         self._was_frozen = loader.frozen()
         gc.freeze()
-        if self.preload is not None:
+        if self.preload is not None and can_fork():
             self.template = _Template(self)
             self.template.start()
 
@@ -343,7 +348,7 @@ class Supervisor:
                     self._lost_worker(worker, cause, pending, done, lost)
                     continue
                 kind, index, value, retiring, refused = reply
-                _refuse(refused)
+                self.refused.update(refused)
                 if worker.held and worker.held[0] and worker.held[0][0] == index:
                     worker.held[0].pop(0)
                     if not worker.held[0]:
@@ -384,7 +389,7 @@ class Supervisor:
         indices = [pending.popleft() for _ in range(size)]
         worker.held.append(indices)
         try:
-            _send(worker.tasks, ("run", indices, loader.refusals()))
+            _send(worker.tasks, ("run", indices, self.refused))
         except OSError:  # it ended: its end of the pipe says so
             pass
 
@@ -413,11 +418,13 @@ class Supervisor:
     def call(self, func: Callable[..., Any], args: tuple[Any, ...], *, seconds: float) -> Reply:
         """``func(*args)`` in a worker (``func`` is sent by name), within ``seconds``: past them,
         the worker is ended and the reply says so. A new worker takes the place of one that
-        ended."""
+        ended. Where no process can be forked, ``func`` runs in a thread of this one."""
+        if not can_fork():
+            return _in_thread(func, args, seconds)
         worker = next(iter(self.workers.values()), None) or self._spawn(0)
         started = time.monotonic()
         try:
-            _send(worker.tasks, ("call", func, args, loader.refusals()))
+            _send(worker.tasks, ("call", func, args, self.refused))
         except OSError:  # it ended: its end of the pipe says so
             pass
         while True:
@@ -433,7 +440,7 @@ class Supervisor:
         if reply is None:
             return Reply(problem=self._finish(worker))
         kind, _, value, retiring, refused = reply
-        _refuse(refused)
+        self.refused.update(refused)
         if retiring:
             self._finish(worker)
         if kind == "done":
@@ -446,6 +453,25 @@ class Supervisor:
         """What importing the preloaded modules did that was not a success, as errors (exit
         codes kept: a module not found is 3, one that fails or never finishes 5)."""
         return [_ERRORS.get(code, BeltError)(message) for code, message in self.problems.values()]
+
+
+def _in_thread(func: Callable[..., Any], args: tuple[Any, ...], seconds: float) -> Reply:
+    """``Supervisor.call`` where no process can be forked: in a daemon thread, waited for up to
+    ``seconds`` (one that does not return is left behind)."""
+    done: list[Reply] = []
+
+    def run() -> None:
+        try:
+            done.append(Reply(func(*args)))
+        except BaseException as exc:  # whatever the user's code raised
+            done.append(Reply(problem=f"raised {type(exc).__name__}: {exc}"))
+
+    thread = threading.Thread(target=run, name="belt-call", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not done:
+        return Reply(problem=f"it did not finish within {seconds:g} s", timed_out=True)
+    return done[0]
 
 
 # -- the template -----------------------------------------------------------------------------
@@ -465,7 +491,8 @@ class _Template:
 
     def start(self) -> None:
         """Fork the template and watch it import the plan's modules: one that passes its
-        deadline is refused (``loader.refuse``) and one that ends the template is skipped, and
+        deadline is refused in every worker (``refused``) and one that ends the template is
+        skipped, and
         the template is forked again, until it is ready."""
         while not self._started():
             pass
@@ -480,16 +507,16 @@ class _Template:
             _template(supervisor, theirs)
         theirs.close()
         self.pid, self.sock, self.alive = pid, ours, True
-        loading: tuple[str, float] | None = None
+        loading: tuple[str, float, str] | None = None
         until = 0.0
         while True:
             timeout = None if loading is None else max(0.0, until - time.monotonic())
             ready, _, _ = select.select([ours], [], [], timeout)
             if not ready and loading is not None:
-                key, seconds = loading
+                key, seconds, where = loading
                 reason = f"did not finish within {seconds:g} s"
-                loader.refuse(key, reason)
-                supervisor.problems[key] = (5, f"importing {key} {reason}")
+                supervisor.refused[key] = reason
+                supervisor.problems[key] = (5, f"{where}: importing {key} {reason}")
                 self._end()
                 return False
             message = _receive_socket(ours)
@@ -498,12 +525,15 @@ class _Template:
                 how = _ended_how(status)
                 if loading is None:
                     raise BeltError(f"the process that starts belt's workers {how}")
-                key = loading[0]
+                key, _, where = loading
                 supervisor.skip.add(key)
-                supervisor.problems[key] = (5, f"importing {key} ended its process: it {how}")
+                supervisor.problems[key] = (
+                    5,
+                    f"{where}: importing {key} ended the process: it {how}",
+                )
                 return False
             if message[0] == "loading":
-                loading = (message[1], message[2])
+                loading = (message[1], message[2], message[3])
                 until = time.monotonic() + message[2]
             elif message[0] == "loaded":
                 loading = None
@@ -622,9 +652,9 @@ def _template(supervisor: Supervisor, sock: socket.socket) -> NoReturn:
     try:
         _become_child(supervisor.owner)
         for item in (supervisor.preload or list)():
-            if item.key in supervisor.skip or item.key in loader.refusals():
+            if item.key in supervisor.skip or item.key in supervisor.refused:
                 continue
-            _send_socket(sock, ("loading", item.key, item.seconds))
+            _send_socket(sock, ("loading", item.key, item.seconds, item.where))
             problem: tuple[int, str] | None = None
             try:
                 item.load()

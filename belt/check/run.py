@@ -7,9 +7,14 @@ case fails, Hypothesis runs its batch again, sending as it goes, and a case that
 raises an exception of that check's own class, so the engine shrinks each failing check on its own.
 Cases are sent one at a time, only to the targets given; their number is bounded by ``--examples``
 per event, the shrinking by ``SHRINK_CALLS_MAX`` cases and ``SHRINK_SECONDS_MAX``, and the whole
-run by ``--max-time``; each reported case is sent once more to say whether it fails again
-(``Explorer.confirm``). Hypothesis keeps no database, keeps its caches under the state directory
-and prints nothing: the report is belt's.
+run by ``--max-time`` (a call under way when it passes is cut off); each reported case is sent
+once more to say whether it fails again (``Explorer.confirm``). A ``py:`` handler or a Nexus
+``py:`` tool is called in a supervised worker process (``belt.supervisor``), never in belt's:
+a call that passes its timeout is ended with its worker, its payload is remembered and never
+sent again (``Sender.hung``), and a case that failed by timing out is not shrunk, so a handler
+that hangs costs about its timeout per distinct case; a handler that ends or harms its worker
+fails the case with the cause, and a new worker takes the next. Hypothesis keeps no database,
+keeps its caches under the state directory and prints nothing: the report is belt's.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,18 +60,24 @@ from belt.engine.dispatch import parse_routes
 from belt.engine.offline import OFFLINE_HINT, on_this_machine
 from belt.errors import InvalidInput, remote_error
 from belt.executor.inbox import ToolOutcome, check_result
-from belt.handlers.inprocess import InProcess
-from belt.handlers.webhook import TIMED_OUT, encode_payload, post_body, webhook_client
+from belt.executor.targets import call_here
+from belt.handlers.inprocess import deliver_here, load_handler
+from belt.handlers.webhook import (
+    TIMED_OUT,
+    WebhookResult,
+    encode_payload,
+    post_body,
+    webhook_client,
+)
+from belt.loader import load_callable, module_key
 from belt.paths import state_dir
 from belt.signing import secret_key, sign, signed_headers
+from belt.supervisor import Preload, Supervisor
 from belt.text import short
 from belt.wire.enums import Dialect, HookDecision
 
 if TYPE_CHECKING:
     import httpx
-
-    from belt.handlers.inprocess import InProcess
-    from belt.handlers.webhook import WebhookResult
 
 EXAMPLES_DEFAULT = 100
 SHRINK_CALLS_MAX = 300
@@ -124,29 +136,121 @@ class Pacer:
 @dataclass
 class Sender:
     """Delivers to the subjects of one run: webhooks through one client (paced when they are
-    not on this machine), ``py:`` handlers in this process."""
+    not on this machine), ``py:`` handlers and tools in supervised worker processes
+    (``workers``); every call within its timeout and before ``deadline`` (``--max-time``)."""
 
     client: httpx.Client
-    inprocess: InProcess
+    workers: Supervisor
     secret: str | None = None
+    deadline: float = float("inf")
     pacer: Pacer = field(default_factory=lambda: Pacer(REMOTE_PER_SECOND))
+    hung: dict[tuple[str, str], Any] = field(default_factory=dict)
+    """What a call that timed out gave, by target and payload: it is not called again."""
+
+    def seconds(self, timeout: float) -> tuple[float, bool]:
+        """How long a call may take: its ``timeout``, or what is left of ``--max-time`` (then
+        True); ``_Stop`` once that has passed."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise _Stop("--max-time")
+        return (left, True) if left < timeout else (timeout, False)
 
     def post(self, subject: Subject, body: bytes, headers: dict[str, str]) -> WebhookResult:
         """POST exactly ``body`` and ``headers`` to a webhook subject."""
         if not on_this_machine(subject.target):
             self.pacer.wait()
-        return post_body(self.client, subject.target, body, headers, timeout=subject.timeout)
+        seconds, cut = self.seconds(subject.timeout)
+        answer = post_body(self.client, subject.target, body, headers, timeout=seconds)
+        if cut and answer.error is not None and TIMED_OUT in answer.error:
+            raise _Stop("--max-time")
+        return answer
 
     def deliver(self, subject: Subject, payload: dict[str, Any], msg_id: str) -> WebhookResult:
         """One delivery of ``payload``, signed with ``msg_id`` when there is a secret."""
         if subject.kind == "py":
-            return self.inprocess.deliver(subject.target, payload, timeout=subject.timeout)
+            return self.call_handler(subject, payload)
 
         body = encode_payload(payload)
         headers = {"content-type": "application/json"}
         if self.secret:
             headers.update(signed_headers(self.secret, body, msg_id=msg_id))
         return self.post(subject, body, headers)
+
+    def call_handler(self, subject: Subject, payload: dict[str, Any]) -> WebhookResult:
+        """Call a ``py:`` handler subject in a worker process, as a webhook is delivered."""
+        key = (subject.target, encode(payload))
+        if key in self.hung:
+            known: WebhookResult = self.hung[key]
+            return known
+        seconds, cut = self.seconds(subject.timeout)
+        started = time.perf_counter()
+        reply = self.workers.call(deliver_here, (subject.target, payload), seconds=seconds)
+        took = round((time.perf_counter() - started) * 1000)
+        if reply.timed_out:
+            if cut:
+                raise _Stop("--max-time")
+            error = f"{subject.target} {TIMED_OUT} {subject.timeout:g} s"
+            timed_out = WebhookResult(None, "", None, error, took)
+            self.hung[key] = timed_out
+            return timed_out
+        if reply.problem is not None:
+            return WebhookResult(None, "", None, f"{subject.target}: {reply.problem}", took)
+        answer: WebhookResult = reply.value
+        return answer
+
+    def call_tool(self, subject: Subject, task_input: dict[str, Any]) -> ToolOutcome:
+        """Run a Nexus executor subject's tool on ``task_input``: a ``py:`` tool in a worker
+        process, any other as ``belt executor run`` does."""
+        executor = subject.executor
+        assert executor is not None
+        key = (subject.target, encode(task_input))
+        if key in self.hung:
+            return ToolOutcome(timed_out=True)
+        seconds, cut = self.seconds(subject.timeout)
+        if executor.kind != "py":
+            done = executor.call(task_input, seconds)
+        else:
+            option = f"--executor {executor.name}"
+            reply = self.workers.call(
+                _call_tool, (executor.spec, task_input, option), seconds=seconds
+            )
+            if reply.timed_out:
+                done = ToolOutcome(timed_out=True)
+            elif reply.problem is not None:
+                done = ToolOutcome(failure=reply.problem)
+            else:
+                done = reply.value
+        if done.timed_out:
+            if cut:
+                raise _Stop("--max-time")
+            self.hung[key] = True
+        return done
+
+
+def _call_tool(reference: str, task_input: dict[str, Any], option: str) -> ToolOutcome:
+    """In a worker process: the ``py:`` tool ``reference`` run on ``task_input``."""
+    return call_here(reference, task_input, option=option)
+
+
+def user_modules(subjects: list[Subject]) -> list[Preload]:
+    """The user's modules the subjects' ``py:`` handlers and tools are in, imported before the
+    worker processes are forked, each within the longest timeout of the subjects that call it
+    (``--timeout``)."""
+    wanted: dict[str, Preload] = {}
+    for subject in subjects:
+        if subject.kind == "py":
+            spec, where = subject.target, subject.target
+            load = partial(load_handler, spec, where=spec)
+        elif subject.executor is not None and subject.executor.kind == "py":
+            spec, where = subject.executor.spec, f"--executor {subject.executor.name}"
+            load = partial(load_callable, spec, option=where)
+        else:
+            continue
+        key = module_key(spec)
+        known = wanted.get(key)
+        if known is None or known.seconds < subject.timeout:
+            wanted[key] = Preload(key, load, subject.timeout, where)
+    return list(wanted.values())
 
 
 @dataclass
@@ -198,9 +302,13 @@ class Explorer:
         case: Callable[[Any, bool], list[tuple[str, str]]],
         explicit: list[Any] | None = None,
     ) -> None:
-        """Search for failures (``search``), then send each case to be reported once more."""
-        self.search(strategy, sample, case, explicit or [])
-        self.confirm(case)
+        """Search for failures (``search``), then send each case to be reported once more; a
+        call cut off by ``--max-time`` ends both."""
+        try:
+            self.search(strategy, sample, case, explicit or [])
+            self.confirm(case)
+        except _Stop:
+            self.report.stopped = "--max-time passed; the cases up to then are reported"
 
     def confirm(self, case: Callable[[Any, bool], list[tuple[str, str]]]) -> None:
         """Send each check's reported case once more (a case reported for several checks
@@ -253,7 +361,10 @@ class Explorer:
                     return
                 failures = self.timed(case, payload, True)
                 if failures and index >= len(first):
-                    self.shrink(strategy, seed, drawn, case, {check for check, _ in failures})
+                    # A case that timed out costs its timeout each time a smaller one is tried:
+                    # it is reported as it is.
+                    if not all(_timed_out(detail) for _, detail in failures):
+                        self.shrink(strategy, seed, drawn, case, {check for check, _ in failures})
                     return
             if len(generated) < size and self.out_of_time():
                 return  # the deadline passed while the batch was generated
@@ -355,6 +466,12 @@ class Explorer:
                 raise
             if isinstance(exc, Flaky):
                 self.flaky.update(failed)
+
+
+def _timed_out(detail: str) -> bool:
+    """Whether a failure's detail says the call timed out (a webhook or ``py:`` handler that
+    did not answer, a Nexus tool that did not finish)."""
+    return TIMED_OUT in detail or "did not finish within" in detail
 
 
 def _size(value: Any) -> int:
@@ -626,15 +743,13 @@ def nexus_results(subject: Subject) -> dict[str, CheckResult]:
 
 
 def nexus_case(
-    subject: Subject, results: dict[str, CheckResult]
+    subject: Subject, results: dict[str, CheckResult], sender: Sender
 ) -> Callable[[Any, bool], list[tuple[str, str]]]:
     """One case on an executor tool: the task input given twice (a retried task reuses it)."""
-    executor = subject.executor
-    assert executor is not None
 
     def call(task_input: dict[str, Any]) -> tuple[ToolOutcome, int]:
         started = time.perf_counter()
-        done = executor.call(task_input, subject.timeout)
+        done = sender.call_tool(subject, task_input)
         return done, round((time.perf_counter() - started) * 1000)
 
     def problem(done: ToolOutcome) -> tuple[str, str] | None:
@@ -745,15 +860,23 @@ def run_check(
 
     started = time.monotonic()
     deadline = started + max_time if max_time is not None else float("inf")
-    inprocess = InProcess()
+    plan = user_modules(subjects)
     try:
-        with hypothesis_home(state_dir() / "hypothesis"), webhook_client(transport) as client:
-            sender = Sender(client, inprocess, secret)
-            _run_subjects(
-                subjects, report, sender, properties, save, deadline, beyond_spec=beyond_spec
-            )
+        with (
+            Supervisor(preload=lambda: plan) as workers,
+            hypothesis_home(state_dir() / "hypothesis"),
+            webhook_client(transport) as client,
+        ):
+            for error in workers.failed_imports():  # a handler that cannot be imported: 3, 5
+                raise error
+            sender = Sender(client, workers, secret, deadline)
+            try:
+                _run_subjects(
+                    subjects, report, sender, properties, save, deadline, beyond_spec=beyond_spec
+                )
+            except _Stop:
+                report.stopped = "--max-time passed; the cases up to then are reported"
     finally:
-        inprocess.close()
         report.seconds = time.monotonic() - started
     return report
 
@@ -769,14 +892,11 @@ def _run_subjects(
     beyond_spec: bool,
 ) -> None:
     """Check each subject in turn, until the end or ``--max-time``."""
-    for subject in subjects:
-        if subject.kind == "py":
-            sender.inprocess.handler(subject.target)  # one that cannot be imported: exit 5
     _reachable(subjects, sender)
     for index, subject in enumerate(subjects):
         explorer = Explorer(report, report.seed, report.examples, deadline)
         if subject.dialect == Dialect.NEXUS:
-            _check_nexus(subject, explorer, report)
+            _check_nexus(subject, sender, explorer, report)
         else:
             _check_platform(
                 subject, sender, explorer, report, properties, save, beyond_spec=beyond_spec
@@ -873,7 +993,10 @@ def _check_platform(
         if subject.kind == "py":
             signature.skipped = "a py: handler is called in-process; there is no request to sign"
         elif sender.secret and not report.stopped:
-            run_signatures(subject, sender, sender.secret, signature)
+            try:
+                run_signatures(subject, sender, sender.secret, signature)
+            except _Stop:
+                report.stopped = "--max-time passed; the cases up to then are reported"
     found: list[CheckResult] = list(results.values())
     for prop in properties:
         if prop.event != subject.event or report.stopped:
@@ -898,7 +1021,7 @@ def _check_platform(
     report.results.extend(found)
 
 
-def _check_nexus(subject: Subject, explorer: Explorer, report: CheckReport) -> None:
+def _check_nexus(subject: Subject, sender: Sender, explorer: Explorer, report: CheckReport) -> None:
     executor = subject.executor
     assert executor is not None
     results = nexus_results(subject)
@@ -907,7 +1030,9 @@ def _check_nexus(subject: Subject, explorer: Explorer, report: CheckReport) -> N
         return executor_command(executor.kind, executor.spec, task_input)
 
     explorer.explore(
-        nexus_inputs(subject.event), nexus_sample(subject.event), nexus_case(subject, results)
+        nexus_inputs(subject.event),
+        nexus_sample(subject.event),
+        nexus_case(subject, results, sender),
     )
     _finish(subject, explorer, results, reproduce)
     report.results.extend(results.values())

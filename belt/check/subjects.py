@@ -97,7 +97,7 @@ def subjects_for(
 ) -> tuple[list[Subject], list[str]]:
     """The subjects of a check and the notes about what is not checked (gates, tasks, …)."""
     try:
-        tools = parse_tools(executors)
+        tools = parse_tools(executors, load=False)  # imported in the worker processes
     except UsageError as exc:  # its messages name `belt executor run`'s --tool
         raise UsageError(exc.message.replace("--tool", "--executor", 1)) from None
     notes: list[str] = []

@@ -365,7 +365,7 @@ def scenario_modules(paths: list[Path], routes: list[str]) -> list[Preload]:
         key = module_key(place.spec)
         if key not in wanted:
             load = partial(load_handler, place.spec, where=where, root=place.root)
-            wanted[key] = Preload(key, load, IMPORT_TIMEOUT)
+            wanted[key] = Preload(key, load, IMPORT_TIMEOUT, where)
 
     for route in parse_routes(routes):
         if is_in_process(route.target):
