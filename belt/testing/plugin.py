@@ -12,6 +12,13 @@ Two fixtures:
   port, over a store of its own, for tests of a real webhook.
 
 When a test that ran a scenario fails, its report ends with the scenario's transcript.
+
+With ``pytest --belt-isolate`` (off by default), ``belt_scenario`` runs each scenario in a worker
+process of its own, forked from the test's process (its callables included) and supervised as
+``belt test``'s are (``belt.supervisor``): a handler that ends or harms that process (``os._exit``,
+a signal, a crash in C, fds 0-2 closed, a thread left running) fails that test with the cause,
+and the session goes on. Without it, handlers run in the test's process, where a test can watch
+what they do.
 """
 
 from __future__ import annotations
@@ -32,13 +39,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from belt.errors import BeltError
-from belt.loader import find_named_file
+from belt.loader import find_named_file, import_deadline
 from belt.matching import value_matcher
 from belt.records.journal import JOURNAL, SERVE
 from belt.render import merged_excerpt_lines, snapshot_lines, transcript_lines
 from belt.store import Store
 from belt.testing.snapshot import DIRECTORY as SNAPSHOTS
 from belt.testing.snapshot import compare, on_virtual_clock, snapshot_path, snapshot_text
+from belt.testing.workers import run_all
 
 if TYPE_CHECKING:
     from belt.store import Store
@@ -351,6 +359,8 @@ class ScenarioRunner:
     """``pytest --belt-snapshot-update``: ``assert_snapshot`` writes snapshots."""
     keep: Path | None = None
     """``pytest --belt-keep DIR``: each scenario's records on disk under DIR, not in memory."""
+    isolate: bool = False
+    """``pytest --belt-isolate``: each scenario runs in a supervised worker process."""
     runs: list[ScenarioRun] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
 
@@ -399,9 +409,12 @@ class ScenarioRunner:
         for warning in getattr(loaded, "warnings", []):
             warnings.warn(warning, PathWarning, stacklevel=2)
         specs = [f"{prefix}={self.target(target)}" for prefix, target in (routes or {}).items()]
-        result = run_loaded(
-            loaded.source, loaded, routes=specs, allow_network=allow_network, keep=self.keep
-        )
+        if self.isolate:
+            result = self.isolated(loaded, specs, allow_network)
+        else:
+            result = run_loaded(
+                loaded.source, loaded, routes=specs, allow_network=allow_network, keep=self.keep
+            )
         if result.status == "error":
             pytest.fail(f"the scenario could not run: {result.error}", pytrace=False)
         if isinstance(scenario, dict):
@@ -419,6 +432,30 @@ class ScenarioRunner:
         if check and result.failures:
             raise ExpectationFailed(run.explain_all(result.failures))
         return run
+
+    def isolated(self, loaded: Any, routes: list[str], allow_network: bool) -> ScenarioResult:
+        """``run_loaded`` in a supervised worker process forked from this one; a worker that
+        ended or was harmed while it ran fails the test, naming how."""
+        from belt.testing.suite import IMPORT_TIMEOUT, run_loaded
+
+        def run() -> ScenarioResult:
+            with import_deadline(IMPORT_TIMEOUT):
+                return run_loaded(
+                    loaded.source,
+                    loaded,
+                    routes=routes,
+                    allow_network=allow_network,
+                    keep=self.keep,
+                )
+
+        def lost(item: tuple[Any, ...], cause: str) -> str:
+            return cause
+
+        (result,) = run_all(run, [()], jobs=1, lost=lost, whole=True)
+        if isinstance(result, str):
+            pytest.fail(f"the scenario could not run: {result}", pytrace=False)
+        found: ScenarioResult = result
+        return found
 
     def load(
         self,
@@ -466,6 +503,7 @@ def belt_scenario(request: pytest.FixtureRequest) -> Iterator[ScenarioRunner]:
         f"{request.node.name} (scenario)",
         update_snapshots=bool(request.config.getoption("belt_snapshot_update")),
         keep=request.config.getoption("belt_keep"),
+        isolate=bool(request.config.getoption("belt_isolate")),
     )
     try:
         yield runner
@@ -582,7 +620,8 @@ UPDATE_OPTION = "pytest --belt-snapshot-update"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """``--belt-snapshot-update``: ``run.assert_snapshot()`` writes the snapshots it compares;
-    ``--belt-keep DIR``: each scenario's records on disk under DIR."""
+    ``--belt-keep DIR``: each scenario's records on disk under DIR; ``--belt-isolate``: each
+    scenario in a supervised worker process."""
     parser.getgroup("belt").addoption(
         "--belt-snapshot-update",
         action="store_true",
@@ -596,6 +635,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="belt_keep",
         help="belt: keep each scenario's records on disk, a state directory of its own under "
         "DIR, as belt test --keep does (run.result.kept names it), instead of in memory",
+    )
+    parser.getgroup("belt").addoption(
+        "--belt-isolate",
+        action="store_true",
+        dest="belt_isolate",
+        help="belt: run each belt_scenario in a supervised worker process, as belt test does: a "
+        "handler that ends or harms it (os._exit, a signal, a crash) fails that test only",
     )
 
 
