@@ -85,6 +85,9 @@ def always(what):
         return None
     return handler
 
+def tool_exits(task):
+    os._exit(3)
+
 exits = always("exit0")
 closes_stdout = always("close_fd_1")
 hangs = always("hang")
@@ -215,6 +218,19 @@ def test_a_hook_that_leaves_a_thread_running_does_not_keep_belt_test_from_ending
     assert "it left 1 thread(s) running that are not daemon threads (lingers)" in done.stdout
 
 
+def test_a_routed_handler_that_ends_its_process_fails_its_scenario(tmp_path: Path) -> None:
+    (tmp_path / "handlers.py").write_text(HANDLERS)
+    routed = scenario("ok", handler="http://hooks.test/guard")
+    (tmp_path / "a_routed.json").write_text(json.dumps(routed))
+    (tmp_path / "b_plain.json").write_text(json.dumps(scenario("ok")))
+    route = "--route=http://hooks.test=py:handlers.py:exits"
+    done = belt("test", ".", "--json", route, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = rows(done.stdout)
+    assert [row["status"] for row in found] == ["error", "pass"]
+    assert found[0]["error"] == CAUSES["exit0"]
+
+
 def test_what_a_handler_prints_goes_to_stderr_and_stdout_stays_belts(tmp_path: Path) -> None:
     suite(tmp_path, ["print", "ok"])
     done = belt("test", ".", "--json", cwd=tmp_path)
@@ -300,6 +316,19 @@ def test_belt_check_of_a_handler_that_calls_os_exit_fails_and_says_so(tmp_path: 
         "py:handlers.py:exits: the worker process running it exited with status 0"
     )
     assert (tmp_path / "report.xml").exists()
+
+
+def test_belt_check_of_a_nexus_py_tool_that_ends_its_process_fails_answers(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "handlers.py").write_text(HANDLERS)
+    command = ("check", "--executor", "verify=py:handlers.py:tool_exits", "--event", "stop")
+    done = belt(*command, "--examples", "3", "--json", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    failure = answers(json.loads(done.stdout))["failure"]
+    assert failure["detail"] == (
+        "the tool failed: the worker process running it exited with status 3"
+    )
 
 
 def test_belt_check_of_a_handler_that_closes_stdout_fails_without_a_traceback(
