@@ -256,10 +256,9 @@ def test_a_webhook_that_accepts_unsigned_requests_fails_signature(webhooks: str)
     for case in ("a tampered body", "another secret", "stale timestamp", "in the future"):
         assert case in signature.failure.detail
     assert "--secret" not in signature.failure.reproducer
-    if trigger_supports_payload():
-        done = reproduce(signature.failure.reproducer)
-        assert done.returncode == 0, done.stderr  # the unsigned request is accepted
-        assert "HTTP 200" in done.stdout
+    done = reproduce(signature.failure.reproducer)
+    assert done.returncode == 0, done.stderr  # the unsigned request is accepted
+    assert "HTTP 200" in done.stdout
 
 
 def test_a_verifying_webhook_passes_the_signature_cases(webhooks: str) -> None:
@@ -310,10 +309,9 @@ def test_a_handler_that_lets_etc_passwd_through_fails_the_property(tmp_path: Pat
     data = prop.failure.payload["data"]
     assert data["tool"] == "delete_file"
     assert not str(data["arguments"].get("path", "")).startswith(("/tmp/", "/var/"))
-    if trigger_supports_payload():
-        done = reproduce(prop.failure.reproducer)
-        assert done.returncode == 0, done.stderr
-        assert "allow" in done.stdout
+    done = reproduce(prop.failure.reproducer)
+    assert done.returncode == 0, done.stderr
+    assert "allow" in done.stdout
 
 
 # -- warnings -------------------------------------------------------------------------------------
