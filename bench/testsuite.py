@@ -22,12 +22,17 @@ whole processes against whole processes:
   cores if its start-up ran alone and its workers shared the rest evenly, S + (C2 - S) / 2,
   against C1 (C1 and C2 the CPU seconds of -j 1 and -j 2, S of one scenario);
 - in one process, `belt test DIR` against `belt sim run --json` of each scenario over one store
-  (the cost of the test layer itself: at most 1.3; skipped with --no-sim).
+  (the cost of the test layer itself: at most 1.3; skipped with --no-sim);
+- with `--baseline DIR` (a checkout of another commit of belt, such as the one before
+  supervised workers: `git worktree add DIR COMMIT`), `belt test -j 1` of the N scenarios as
+  installed here against the same command with DIR first on `PYTHONPATH`, both run as
+  `python -m belt` (target for supervised workers against the in-process `-j 1` before them:
+  at most 1.1).
 
 The temporary directories live beside the repository. Prints medians and ratios.
 
     .venv/bin/python bench/testsuite.py [--scenarios 120] [--parallel-scenarios 1000]
-        [--rounds 5] [--no-sim]
+        [--rounds 5] [--no-sim] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -212,6 +217,11 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=5, help="alternating runs of each kind")
     parser.add_argument("--no-sim", action="store_true", help="skip the in-process comparison")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of another belt commit: -j 1 of this one against -j 1 of that one",
+    )
     args = parser.parse_args()
     count, half = args.scenarios, args.scenarios // 2
     # Beside the repository, as a user's data directory would be; the system temporary
@@ -251,6 +261,11 @@ def main() -> None:
         if large:
             commands["-j 1, large"] = ([*belt("test", "large"), "-j", "1"], env)
             commands["-j 2, large"] = ([*belt("test", "large"), "-j", "2"], env)
+        if args.baseline:
+            module = [sys.executable, "-m", "belt", "test", "suite", "-j", "1"]
+            baseline = {**env, "PYTHONPATH": str(args.baseline.resolve())}
+            commands["-j 1, python -m"] = (module, env)
+            commands["-j 1, baseline"] = (module, baseline)
         for command, command_env in commands.values():  # warm up (bytecode, disk caches)
             timed(command, command_env, home)
         load = os.getloadavg()[0]
@@ -325,6 +340,22 @@ def main() -> None:
         estimate_large = estimate(spent["-j 1, large"], spent["-j 2, large"], start_cpu)
         estimates.append(f"{estimate_large:.2f} at {large}")
     print(f"  speed-up -j 2 over -j 1 from them, on 2 free cores: {', '.join(estimates)}")
+    if args.baseline:
+        here, there = took["-j 1, python -m"], took["-j 1, baseline"]
+        ratios = [
+            mine / theirs
+            for mine, theirs in zip(times["-j 1, python -m"], times["-j 1, baseline"], strict=True)
+        ]
+        print(f"against {args.baseline} (-j 1, python -m belt, {count} scenarios):")
+        print(f"  this commit {here:.2f} s, the baseline {there:.2f} s")
+        print(
+            f"  ratio this / baseline:      {here / there:.2f}  (target <= 1.1); within a round: "
+            f"best {min(ratios):.2f}, median {statistics.median(ratios):.2f}"
+        )
+        print(
+            f"  CPU seconds: this commit {spent['-j 1, python -m']:.2f}, "
+            f"the baseline {spent['-j 1, baseline']:.2f}"
+        )
     if sim is not None:
         test, sims = sim
         print(f"in one process: belt test {test:.2f} s, sim run of each {sims:.2f} s")

@@ -13,15 +13,13 @@ EXAMPLES = Path(__file__).parent.parent / "examples"
 SERVER_AND_HTTP = {"httpx", "httpcore", "starlette", "uvicorn", "anyio", "h11"}
 
 # Runs belt's console-script entry point, then reports the modules it loaded (and, after them,
-# the pydantic models of belt's modules that were built).
+# the pydantic models of belt's modules that were built). `belt test` runs its scenarios in
+# worker processes: a worker reports what it holds once it ran a scenario file (WORKER ...).
 PROBE = """
 import json, sys
-sys.argv = ["belt", *sys.argv[1:]]
-try:
-    from belt.cli import main
-    main()
-finally:
-    sys.__stderr__.write("MODULES " + json.dumps(sorted(sys.modules)))
+
+def report(prefix=""):
+    sys.__stderr__.write(prefix + "MODULES " + json.dumps(sorted(sys.modules)))
     if "pydantic" in sys.modules:
         from pydantic import BaseModel
         models = [
@@ -32,7 +30,26 @@ finally:
             if isinstance(value, type) and issubclass(value, BaseModel)
             and value.__module__ == name and value.__pydantic_complete__
         ]
-        sys.__stderr__.write("\\nMODELS " + json.dumps(sorted(models)))
+        sys.__stderr__.write("\\nMODELS " + json.dumps(sorted(models)) + "\\nEND\\n")
+
+if sys.argv[1:2] == ["test"]:
+    import belt.testing.suite as suite
+    run_file = suite.run_file
+
+    def reporting(*args, **kwargs):
+        try:
+            return run_file(*args, **kwargs)
+        finally:
+            report("WORKER ")
+            sys.__stderr__.flush()
+
+    suite.run_file = reporting
+sys.argv = ["belt", *sys.argv[1:]]
+try:
+    from belt.cli import main
+    main()
+finally:
+    report()
 """
 
 
@@ -48,7 +65,9 @@ def probed(*args: str, home: Path, cwd: Path | None = None) -> tuple[set[str], s
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    report = proc.stderr[proc.stderr.index("MODULES ") + len("MODULES ") :]
+    # What the process that ran a scenario held: belt test's first worker, else belt's own.
+    marker = "WORKER MODULES " if "WORKER MODULES " in proc.stderr else "MODULES "
+    report = proc.stderr[proc.stderr.index(marker) + len(marker) :].split("\nEND", 1)[0]
     modules, _, models = report.partition("\nMODELS ")
     return set(json.loads(modules)), set(json.loads(models or "[]"))
 
@@ -333,7 +352,10 @@ def test_the_engine_is_imported_with_the_collector_paused(
     report = proc.stderr[proc.stderr.index("INSIDE ") + len("INSIDE ") :]
     inside, modules = (set(names) for names in json.loads(report))
     assert {"pydantic", "belt.engine.platform", "belt.engine.scenario"} <= inside
-    assert "colorsys" in modules  # a user's module is imported with the collector as it was
+    if command == ["test"]:  # belt test imports a user's module in its worker processes only
+        assert "colorsys" not in modules
+    else:  # a user's module is imported with the collector as it was
+        assert "colorsys" in modules
     assert "colorsys" not in inside
 
 
