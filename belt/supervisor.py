@@ -188,11 +188,14 @@ class Supervisor:
             self.template.start()
 
     def close(self) -> None:
-        """Stop: start nothing more, let each worker end the case it runs, wait for them all."""
+        """Stop: start nothing more, let each worker end the item it runs (a call is not waited
+        for: its worker is ended), and wait for them all."""
         self.stop[0] = 1
         workers = list(self.workers.values())
         for worker in workers:
             _close(worker.tasks)  # and it ends once it has answered what it runs
+            if self.step is None:
+                self.end(worker, "belt stopped")
         for worker in workers:
             with contextlib.suppress(OSError):
                 while os.read(worker.results, 1 << 16):
