@@ -8,6 +8,7 @@ the process with a generous timeout (a stop that hangs fails it) and never measu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -18,7 +19,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,6 @@ class Served:
     ready: str
     stdout: str = ""
     stderr: str = ""
-    extra_lines: list[str] = field(default_factory=list)
 
     def stop(self, sig: signal.Signals, *, group: bool = False) -> int:
         """Send ``sig`` (to the whole process group with ``group``, as a terminal's Ctrl-C
@@ -58,9 +58,11 @@ class Served:
         else:
             self.proc.send_signal(sig)
         code = self.proc.wait(timeout=STOPPED_WITHIN)
-        # Read after the exit: a worker's resource tracker may keep the pipes a moment longer.
-        out, err = self.proc.communicate(timeout=STOPPED_WITHIN)
-        self.stdout, self.stderr = out, self.ready + err
+        # Read once it has ended (a worker's resource tracker may keep the pipes a moment
+        # longer), through the readers the ready line was read with: they may hold more.
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.stdout = self.proc.stdout.read()
+        self.stderr = self.ready + self.proc.stderr.read()
         return code
 
 
@@ -82,9 +84,10 @@ def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
         assert found, ready
         yield Served(proc, int(found.group(1)), ready)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)  # its workers too, which hold its pipes
-            proc.communicate()
+        # Its workers too (they hold its pipes), even once it has ended.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
 
 
 def slow_handler(tmp_path: Path) -> tuple[str, Path]:
@@ -226,10 +229,27 @@ def test_two_workers_stop_on_a_terminals_ctrl_c_even_while_they_start() -> None:
     # A terminal's Ctrl-C reaches every process of the group: the workers, still importing
     # (the ready line comes before they start), must not print a KeyboardInterrupt traceback.
     with serving("--workers", "2") as served:
+        children = Path(f"/proc/{served.proc.pid}/task/{served.proc.pid}/children")
+        workers = [
+            Path(f"/proc/{pid}/cmdline")
+            for pid in eventually(
+                lambda: [p for p in children.read_text().split() if spawned(p)][1:],
+                "both workers were started",
+            )
+        ]
         code = served.stop(signal.SIGINT, group=True)
     assert code == 130, served.stderr
     assert_clean(served, "interrupted")
     assert served.stderr.splitlines()[1:] == ["interrupted"]
+    assert workers
+
+
+def spawned(pid: str) -> bool:
+    """Whether process ``pid`` is a worker multiprocessing started (not its resource tracker)."""
+    try:
+        return b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return False
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "-inf"])
@@ -249,13 +269,13 @@ def test_a_grace_that_is_not_a_number_of_seconds_is_refused(value: str) -> None:
 
 def test_allow_host_without_a_token_warns_who_can_reach_the_api() -> None:
     with serving("--allow-host", "belt.internal", "--allow-host", "dev.box") as served:
-        warning = served.proc.stderr.readline() if served.proc.stderr else ""
         served.stop(signal.SIGTERM)
-    assert warning == (
+    assert served.stderr.splitlines()[1:] == [
         "warning: --allow-host without --token: anyone who can reach this machine as "
         f"belt.internal or dev.box on port {served.port} can use the whole API (settle gates, "
-        "read the journal, run hooks); add --token TOKEN to require a bearer token\n"
-    )
+        "read the journal, run hooks); add --token TOKEN to require a bearer token",
+        "stopped (SIGTERM)",
+    ]
 
 
 def test_allow_host_with_a_token_or_none_at_all_says_nothing_more() -> None:
