@@ -290,13 +290,23 @@ def test_allow_host_with_a_token_or_none_at_all_says_nothing_more() -> None:
 # -- Ctrl-C while belt starts ------------------------------------------------------------------
 
 
-def test_ctrl_c_during_the_imports_is_one_line_and_exit_130() -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        [str(BELT), "serve", "--port", "0"],
+        # rho reads the configuration from its standard input, which stays open.
+        [str(BELT.parent / "rho"), "extensions", "configure", "rho.lifecycle_hooks"],
+    ],
+    ids=["belt", "rho"],
+)
+def test_ctrl_c_during_the_imports_is_one_line_and_exit_130(command: list[str]) -> None:
     # -X importtime writes a line as each module is imported: the signal is sent once typer
-    # (imported by belt's command line, after the console script reached belt.cli:main) is
-    # in, while the rest of the command line and the server's modules are still loading.
+    # (imported by the command line, after the console script reached belt.cli's entry point)
+    # is in, while the rest of the command line (and the server's modules) are still loading.
     for _ in range(3):
         proc = subprocess.Popen(
-            [sys.executable, "-X", "importtime", str(BELT), "serve", "--port", "0"],
+            [sys.executable, "-X", "importtime", *command],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

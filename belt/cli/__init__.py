@@ -40,6 +40,17 @@ def _belt_app() -> "Callable[..., Any]":
     return app
 
 
+def rho_main() -> "NoReturn":
+    """Console-script entry point of ``rho``: its app is imported after Ctrl-C is belt's."""
+    console(_rho_app, "rho")
+
+
+def _rho_app() -> "Callable[..., Any]":
+    from belt.cli.rho import app
+
+    return app
+
+
 def console(load: "Callable[[], Callable[..., Any]]", prog_name: str) -> "NoReturn":
     """Run the Typer app ``load`` returns as the program ``prog_name`` and exit with its code.
 

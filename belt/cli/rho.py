@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from belt.cli import BeltGroup, console
+from belt.cli import BeltGroup
 from belt.cli.options import VerboseFlag
 
 app = typer.Typer(
@@ -122,8 +122,3 @@ def render_hooks(configuration: dict[str, Any], empty: str) -> None:
             for event, hook in configuration.items()
         ],
     )
-
-
-def main() -> None:
-    """Console-script entry point: Ctrl-C is one line and exit 130 (``belt.cli.console``)."""
-    console(lambda: app, "rho")
