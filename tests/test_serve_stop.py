@@ -386,6 +386,14 @@ def run(when: str = typer.Option(..., callback=parsed)):
         ctrl_c()
     if when == "exit":
         atexit.register(ctrl_c)  # while Python ends the process, after the command
+    if when == "ignored":
+        # Where Python ignores exceptions (a finalizer, a callback of its import machinery) the
+        # KeyboardInterrupt is not raised: Python would print "Exception ignored" and go on.
+        class Finalized:
+            def __del__(self):
+                ctrl_c()
+
+        Finalized()
     print("ran")
 
 def load():
@@ -397,7 +405,7 @@ console(load, "demo")
 """
 
 
-@pytest.mark.parametrize("when", ["load", "parse", "command", "exit"])
+@pytest.mark.parametrize("when", ["load", "parse", "command", "exit", "ignored"])
 def test_ctrl_c_at_any_moment_of_a_console_entry_point_is_one_line_and_exit_130(
     when: str,
 ) -> None:
@@ -413,7 +421,7 @@ def test_ctrl_c_at_any_moment_of_a_console_entry_point_is_one_line_and_exit_130(
     assert done.returncode == 130, done.stderr
     assert done.stderr.splitlines()[-1:] == ["interrupted"], done.stderr
     assert "Traceback" not in done.stderr and "Aborted" not in done.stderr, done.stderr
-    assert done.stdout == ("ran\n" if when == "exit" else "")
+    assert done.stdout == ("ran\n" if when in ("exit", "ignored") else "")
 
 
 def test_rho_says_interrupted_on_ctrl_c(tmp_path: Path) -> None:

@@ -58,18 +58,35 @@ def console(load: "Callable[[], Callable[..., Any]]", prog_name: str) -> "NoRetu
     while its command line is parsed (where Typer would exit 130 without a word), in a command
     (``BeltGroup`` says it there), and after the command, while Python ends the process.
     """
+    sys.unraisablehook = _unraisable
     try:
         app = load()
         app(prog_name=prog_name)
     except KeyboardInterrupt:
         interrupted()
     except SystemExit as done:
-        if stopped_by_ctrl_c(done):
+        if stopped_by_ctrl_c(done) or _swallowed:
             interrupted()
         exit_on_ctrl_c()
         raise
+    if _swallowed:
+        interrupted()
     exit_on_ctrl_c()  # a Typer app in standalone mode always exits; this keeps the promise
     raise SystemExit(0)
+
+
+_swallowed: "list[bool]" = []
+"""Whether a Ctrl-C landed where Python ignores exceptions (a callback of its import machinery,
+a finalizer): Python would print "Exception ignored" and go on as if nothing was pressed."""
+
+
+def _unraisable(unraisable: "Any") -> None:
+    """``sys.unraisablehook`` of a console command: a Ctrl-C Python could not raise is kept, to
+    end the command as any Ctrl-C does; anything else is printed as Python prints it."""
+    if issubclass(unraisable.exc_type, KeyboardInterrupt):
+        _swallowed.append(True)
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def stopped_by_ctrl_c(done: SystemExit) -> bool:
