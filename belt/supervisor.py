@@ -569,7 +569,7 @@ class _Template:
                 return
             if pid or time.monotonic() > deadline:
                 break
-            time.sleep(0.005)
+            time.sleep(0.0005)
         if not pid:
             _kill(self.pid)
             with contextlib.suppress(ChildProcessError):

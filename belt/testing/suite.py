@@ -284,6 +284,7 @@ def run_suite(
     jobs: int = 1,
     shard: tuple[int, int] | None = None,
     keep: Path | None = None,
+    records: bool | None = None,
 ) -> SuiteResult:
     """Run every selected scenario with expectations; ``report`` gets each result as it ends,
     and the JUnit file (``render`` writes the transcript excerpts; with ``coverage``, each
@@ -292,7 +293,9 @@ def run_suite(
     each record is compared with its stored snapshot, or written to it
     (``belt.testing.snapshot``). ``jobs`` worker processes run the scenarios of ``shard``
     (K, N), results in the serial order (``belt.testing.workers``); each scenario's store is
-    in memory, or with ``keep`` on disk under that directory (``kept_home``)."""
+    in memory, or with ``keep`` on disk under that directory (``kept_home``). With ``records``
+    (by default, with one job), a passing scenario's result keeps its whole record (``report``);
+    without, what its report shows (``workers.portable``)."""
     parse_routes(routes or [])
     started = time.perf_counter()
     files = [
@@ -320,9 +323,7 @@ def run_suite(
         ]
         items = shard_of(tests, shard)
     plan = partial(scenario_modules, [item[0] for item in items], routes or [])
-    # With one worker, each result comes back whole (its record too: belt's process has
-    # nothing else to do); with more, without the record a passing scenario's report never shows.
-    whole = jobs <= 1
+    whole = jobs <= 1 if records is None else records
     for result in run_all(step, items, jobs=jobs, lost=lost_result, preload=plan, whole=whole):
         if result is None:
             continue
