@@ -231,6 +231,47 @@ def test_a_routed_handler_that_ends_its_process_fails_its_scenario(tmp_path: Pat
     assert found[0]["error"] == CAUSES["exit0"]
 
 
+# belt test with a 1 s deadline for each import of a user's module (30 s as installed).
+QUICK_IMPORTS = """
+import sys
+import belt.testing.suite as suite
+suite.IMPORT_TIMEOUT = 1.0
+from belt.cli import main
+sys.argv = ["belt", *sys.argv[1:]]
+main()
+"""
+
+
+def test_an_import_past_its_deadline_in_a_worker_fails_each_scenario_naming_it_once(
+    tmp_path: Path,
+) -> None:
+    # The template imports the modules a file names in its text; these name theirs with a JSON
+    # escape, so a worker meets the import itself, and is replaced once the scenario ends.
+    (tmp_path / "slow.py").write_text("import time\ntime.sleep(600)\ndef f(p):\n    return None\n")
+    hidden = json.dumps(scenario("ok", handler="py:slow.py:f")).replace('"py:', '"py\\u003a')
+    for name in ("a.json", "b.json", "c.json"):
+        (tmp_path / name).write_text(hidden)
+    (tmp_path / "d.json").write_text(json.dumps(scenario("ok", handler="py:handlers.py:act")))
+    (tmp_path / "handlers.py").write_text(HANDLERS)
+    done = subprocess.run(
+        [sys.executable, "-c", QUICK_IMPORTS, "test", ".", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stderr
+    found = rows(done.stdout)
+    assert [row["status"] for row in found] == ["error", "error", "error", "pass"]
+    assert found[0]["error"].endswith(
+        "importing " + str(tmp_path / "slow.py") + " did not finish within 1 s"
+    )
+    for row in found[1:3]:  # tried once in the run: refused at once in every worker after
+        assert row["error"].endswith(
+            "did not finish within 1 s earlier in this run; it is not tried again"
+        )
+
+
 def test_what_a_handler_prints_goes_to_stderr_and_stdout_stays_belts(tmp_path: Path) -> None:
     suite(tmp_path, ["print", "ok"])
     done = belt("test", ".", "--json", cwd=tmp_path)
