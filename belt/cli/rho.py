@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from belt.cli import BeltGroup
 from belt.cli.options import VerboseFlag
+from belt.cli.root import BeltGroup
 
 app = typer.Typer(
     cls=BeltGroup,
