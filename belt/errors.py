@@ -122,9 +122,9 @@ def http_status(exc: BeltError) -> int:
 # ``None`` stands for "no answer at all" and ``()`` for "any other answer".
 REMOTE_ANSWERS: tuple[tuple[str, tuple[int | None, ...], type[BeltError]], ...] = (
     (
-        "nothing answered: the name did not resolve, the connection was refused or closed "
-        "before an answer, or the time ran out before the answer's status line and headers (a "
-        "webhook's: before its whole answer)",
+        "nothing answered: the name did not resolve, the connection was refused, or the time "
+        "ran out before the answer's status line and headers (a webhook's: before its whole "
+        "answer)",
         (None,),
         Unreachable,
     ),
@@ -133,7 +133,9 @@ REMOTE_ANSWERS: tuple[tuple[str, tuple[int | None, ...], type[BeltError]], ...] 
     ("HTTP 401 or 403: the credentials were refused", (401, 403), Unauthorized),
     (
         "anything else that is not the success the spec names: a redirect, another 4xx, a 5xx, "
-        "a body that is not the envelope or the answer expected (or that broke off)",
+        "a body that is not the envelope or the answer expected (or that broke off), a "
+        "connection closed or reset after the request was sent, with no answer (the handler "
+        "or server failed on it)",
         (),
         BeltError,
     ),

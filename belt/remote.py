@@ -154,6 +154,16 @@ class Platform:
             raise remote_error(status, f"{url} answered HTTP {status}: {exc}") from None
         except httpx.TransportError as exc:
             reason = self._redact(str(exc)) or type(exc).__name__
+            if head is None and isinstance(
+                exc, (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+            ):
+                # Connected and sent: the server failed on the request (exit 1, not 6).
+                closed = not isinstance(exc, httpx.RemoteProtocolError) or "disconnected" in reason
+                what = "closed the connection without answering" if closed else "answered"
+                raise BeltError(
+                    f"{url} {what}: {reason}",
+                    hint="the server took the request and failed on it: its log says why",
+                ) from None
             if head is None:
                 raise remote_error(None, f"cannot reach {url}: {reason}", hint=REACH_HINT) from None
             raise remote_error(

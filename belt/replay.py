@@ -31,7 +31,13 @@ from pydantic import ValidationError
 from belt.effects import url_host
 from belt.errors import BeltError, InvalidInput, NotFound, UsageError, remote_error
 from belt.handlers.inprocess import InProcess, load_handler, reference
-from belt.handlers.webhook import WebhookResult, deliver, likely_fix, webhook_client
+from belt.handlers.webhook import (
+    WebhookResult,
+    deliver,
+    failure_of,
+    likely_fix,
+    webhook_client,
+)
 from belt.inputs import read_text
 from belt.policy import load_policy
 from belt.records.chats import find_chat_id
@@ -546,9 +552,11 @@ class Replay:
         if not self.remote or failed is None:
             return None
         count = f"{self.summary['errors']} of {self.summary['replayed']} deliveries failed"
-        return remote_error(
-            failed.status, f"{printable(failed.error or 'failed')} ({count})", hint=self.fix
-        )
+        message = f"{printable(failed.error or 'failed')} ({count})"
+        found = failure_of(failed.error)
+        if failed.status is None and found is not None and found.answered:
+            return BeltError(message, hint=self.fix)  # it took the request and failed: exit 1
+        return remote_error(failed.status, message, hint=self.fix)
 
     def report(self) -> dict[str, Any]:
         """The whole report, every row in a list (for a replay of a bounded selection)."""

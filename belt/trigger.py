@@ -27,10 +27,12 @@ from belt.effects import (
     transcript_content,
     url_host,
 )
-from belt.errors import BeltError, InvalidInput, UsageError, remote_error
+from belt.errors import BeltError, InvalidInput, Unreachable, UsageError, remote_error
 from belt.handlers.inprocess import InProcess, load_handler
-from belt.handlers.webhook import TIMED_OUT, deliver, webhook_client
+from belt.handlers.webhook import TIMED_OUT, deliver, failure_of, likely_fix, webhook_client
 from belt.inputs import read_json_object_option, read_json_option
+from belt.records import serves
+from belt.records.serves import Serve
 from belt.samples import deep_merge, sample_payload
 from belt.signing import secret_key
 from belt.text import printable, short
@@ -372,11 +374,16 @@ def _in_process(spec: str, payload: dict[str, Any], *, timeout: float) -> Webhoo
 
 
 def failure(report: TriggerReport) -> BeltError:
-    """The error for a failed trigger, with what to check: the exit code of the answer by
-    ``remote_error``'s table (6 only when nothing answered; a ``py:`` handler that raises or
-    returns something else fails as a webhook's HTTP 500 does, exit 1)."""
+    """The error for a failed trigger, with a hint from what happened and whose the handler is
+    (``likely_fix``). Its exit code is the answer's by ``remote_error``'s table: 6 only when
+    nothing answered (no connection, or no answer within the time); a handler that took the
+    request and closed the connection, answered what is not HTTP or not a response, or a
+    ``py:`` handler that raised or returned something else (as a webhook's HTTP 500) is 1."""
+    failed = failure_of(report.error)
     if report.status is None and TIMED_OUT in (report.error or ""):
-        hint = f"the handler must answer within {report.timeout:g} s; check that it does not block"
+        hint = likely_fix(report.error, timeout=report.timeout) or (
+            f"the handler must answer within {report.timeout:g} s; check that it does not block"
+        )
     elif report.in_process and report.status is None:
         hint = "check that the function can be imported and takes the payload"
     elif report.in_process and "raised" in (report.error or ""):
@@ -386,27 +393,27 @@ def failure(report: TriggerReport) -> BeltError:
             "return a dict (or a LifecycleHookResponse) whose decision, reason, inject, system "
             "and override have their wire types, or None for allow"
         )
-    elif report.status is None:
-        hint = (
-            "check that the handler is running and listening at that host and port, and the scheme"
-        )
-    elif report.status in (401, 403):
-        hint = (
-            "the handler refused the request: give --secret the whsec_ secret it verifies "
-            "signatures with"
-        )
-    elif 300 <= report.status < 400:
-        hint = "a hook handler must answer 2xx, and belt follows no redirect: give --to the URL"
-    elif report.status == 404:
-        hint = "nothing answers at that path: check the URL's path"
-    elif not 200 <= report.status < 300:
-        hint = "a hook handler must answer 2xx; check its logs (its body is shown above)"
     else:
-        hint = (
-            "answer a JSON object whose decision, reason, inject, system and override have "
-            "their wire types (other keys are ignored; an empty 2xx body means allow)"
+        hint = likely_fix(report.error, timeout=report.timeout) or (
+            "check that the handler is running and listening at that host and port, and the scheme"
         )
     message = report.error or "the handler failed"
     if report.in_process and report.status is not None:
         return BeltError(message, hint=hint)  # it raised or returned something else: exit 1
+    if report.status is None and failed is not None and failed.answered:
+        return BeltError(message, hint=hint)  # it took the request and failed: exit 1
     return remote_error(report.status, message, hint=hint)
+
+
+def running_serve() -> tuple[Serve, int]:
+    """The ``belt serve`` of this user that ``belt trigger`` without ``--to`` sends to (the
+    most recently started one that is running) and how many others run; Unreachable (exit 6,
+    as when nothing answers) when none runs."""
+    found = serves.running()
+    if not found:
+        raise Unreachable(
+            "no belt serve of yours is running, and --to does not name a handler",
+            hint="start one in another terminal (belt serve, or belt serve --policy FILE), "
+            "or give --to URL|py:MODULE:FUNC",
+        )
+    return found[0], len(found) - 1

@@ -622,4 +622,6 @@ def test_the_serve_line_for_a_runs_end_carries_its_hook_summary(model: Path) -> 
         f"run {run_id} completed; hooks: 1 call(s), 1 failed (1 counted as allow)"
     )
     assert f"127.0.0.1:{port}: cannot connect to 127.0.0.1:{port}" in line
-    assert line.endswith(f"is `belt serve` running on 127.0.0.1:{port}?")
+    assert line.endswith(
+        f"nothing listens on 127.0.0.1:{port}: start your handler there, or fix the port in its URL"
+    )

@@ -25,6 +25,7 @@ from tests.servers import running
 from tests.vectors import SECRET
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
+START_HANDLER = "start your handler there, or fix the port in its URL"
 GUARDED = EXAMPLES / "guarded-agent.toml"
 DEMO = "http://127.0.0.1:8787"
 
@@ -403,11 +404,11 @@ def test_a_replay_to_a_handler_that_refuses_ends_with_its_first_error_and_the_fi
     assert "(4 of 4 deliveries failed)" in result.stderr
     tail = result.stdout.rstrip().splitlines()[-2:]
     assert tail[0].startswith(f"  first error: cannot connect to 127.0.0.1:{port}: ")
-    assert tail[1] == f"  is `belt serve` running on 127.0.0.1:{port}?"
+    assert tail[1] == f"  nothing listens on 127.0.0.1:{port}: {START_HANDLER}"
     report = as_json.json()
     assert report["summary"]["errors"] == report["summary"]["replayed"] > 0
     assert report["first_error"].startswith(f"cannot connect to 127.0.0.1:{port}")
-    assert report["fix"] == f"is `belt serve` running on 127.0.0.1:{port}?"
+    assert report["fix"] == f"nothing listens on 127.0.0.1:{port}: {START_HANDLER}"
     answered = belt("replay", run_id, "--policy", str(EXAMPLES / "policy.toml"), "--json").json()
     assert (answered["first_error"], answered["fix"]) == (None, None)
 

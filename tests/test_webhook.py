@@ -1,6 +1,7 @@
 import base64
 import gzip
 import socket
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belt.handlers.webhook import deliver, parse_response, webhook_client
+from belt.handlers.webhook import deliver, failure_of, parse_response, webhook_client
 from belt.samples import sample_payload
 from belt.signing import verify
 from tests import hostile
@@ -525,7 +526,6 @@ def test_an_answer_without_a_length_ends_with_its_connection() -> None:
 @pytest.mark.parametrize(
     ("answer", "error"),
     [
-        (b"", "Server disconnected without sending a response."),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{}", "received 2 bytes, expected 50"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", "Length"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n{}", "transfer encoding"),
@@ -535,7 +535,6 @@ def test_an_answer_without_a_length_ends_with_its_connection() -> None:
         (b"HTTP/1.1 200 OK\r\nX: " + b"a" * 20_000, "too long"),
     ],
     ids=[
-        "nothing",
         "short body",
         "two lengths",
         "gzip coding",
@@ -553,8 +552,24 @@ def test_a_malformed_answer_is_a_failed_request(answer: bytes, error: str) -> No
         result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
     host = url.removeprefix("http://")
     assert result.response is None
-    assert result.error is not None and result.error.startswith(f"request to {host} failed: ")
+    assert result.error is not None and result.error.startswith(f"{host} sent a malformed answer: ")
     assert error in result.error
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["closed", "reset"])
+def test_a_connection_closed_after_the_request_is_the_handlers_failure(reset: bool) -> None:
+    def behave(conn: socket.socket, stop: threading.Event) -> None:
+        if reset:  # a close that sends RST, as a process that dies with data unread
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    with hostile.hostile_server(behave) as url, webhook_client() as client:
+        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+    host = url.removeprefix("http://")
+    assert result.status is None and result.response is None
+    assert result.error is not None
+    assert result.error.startswith(f"{host} closed the connection without answering")
+    found = failure_of(result.error)
+    assert found is not None and found.kind == "closed" and found.answered
 
 
 def test_a_refused_connection_says_so_and_what_likely_fixes_it() -> None:
@@ -570,7 +585,11 @@ def test_a_refused_connection_says_so_and_what_likely_fixes_it() -> None:
     assert result.error is not None and result.error.startswith(
         f"cannot connect to 127.0.0.1:{port}: "
     )
-    assert likely_fix(result.error) == f"is `belt serve` running on 127.0.0.1:{port}?"
+    assert likely_fix(result.error) == (
+        f"nothing listens on 127.0.0.1:{port}: start your handler there, or fix the port in its URL"
+    )
+    found = failure_of(result.error)
+    assert found is not None and found.kind == "not connected" and not found.answered
 
 
 def test_closing_the_client_closes_its_kept_connections(target: HookApp) -> None:

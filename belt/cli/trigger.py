@@ -17,14 +17,16 @@ def trigger(
     ctx: typer.Context,
     event: Annotated[str, typer.Argument(help="Lifecycle event, e.g. agent.tool_call.")],
     to: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--to",
             metavar="URL|py:MODULE:FUNC",
             help="Webhook URL to POST the payload to, or an in-process handler "
-            "(py:MODULE:FUNC or py:path/to/file.py:FUNC, called with the payload as a dict).",
+            "(py:MODULE:FUNC or py:path/to/file.py:FUNC, called with the payload as a dict). "
+            "Default: the hooks of the belt serve you started last that is still running.",
+            show_default=False,
         ),
-    ],
+    ] = None,
     data: Annotated[
         str | None,
         typer.Option(metavar="JSON|@FILE", help="JSON object deep-merged into the sample payload."),
@@ -71,24 +73,34 @@ def trigger(
     """Send a payload of EVENT to a handler and say what the platform would do.
 
     The payload is EVENT's sample (--data merged into it, --unset and --set editing it) or the
-    one --payload gives. Prints the payload sent, the HTTP status, the body, the effect of the
-    decision, any injection and its lifetime, and the transcript row the call would leave. Keys
-    of the answer the platform does not know are ignored, each with a warning. A failed call
-    exits by the table of a remote's answers (docs/cli.md): 6 when nothing answered (refused,
-    or no answer within --timeout seconds), 3 on HTTP 404, 4 on 409, 7 on 401 or 403, and 1 on
-    any other status or a body that is not a valid response (a py: handler that raises, as an
-    HTTP 500; `belt -v trigger` prints its traceback).
+    one --payload gives. Without --to it goes to the hooks of the belt serve you started last
+    that is still running (one line on stderr names it; none running is exit 6, saying how to
+    start one). Prints the payload sent, the HTTP status, the body, the effect of the decision,
+    any injection and its lifetime, and the transcript row the call would leave. Keys of the
+    answer the platform does not know are ignored, each with a warning. A failed call exits by
+    the table of a remote's answers (docs/cli.md): 6 when nothing answered (refused, or no
+    answer within --timeout seconds), 3 on HTTP 404, 4 on 409, 7 on 401 or 403, and 1 on any
+    other status, a connection closed after the request was sent (the handler crashed on it),
+    or a body that is not a valid response (a py: handler that raises, as an HTTP 500;
+    `belt -v trigger` prints its traceback). The hint says what to look at for what happened.
 
     Examples:
+
+        belt trigger agent.tool_call
 
         belt trigger agent.tool_call --to py:hooks.py:guard --set data.arguments='{"command": "ls"}'
 
         belt trigger agent.tool_call --to http://127.0.0.1:8787/hooks --payload @payload.json
     """
     from belt import output
-    from belt.trigger import failure, read_data, read_payload
+    from belt.trigger import failure, read_data, read_payload, running_serve
     from belt.trigger import trigger as send
 
+    if to is None:
+        serve, others = running_serve()
+        to = serve.hooks_url
+        latest = f" (the latest of {others + 1} running; --to picks another)" if others else ""
+        output.echo(f"sending to {serve.describe()}{latest}: {to}", stderr=True)
     report = send(
         event,
         to=to,

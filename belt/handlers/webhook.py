@@ -33,6 +33,7 @@ from belt.deadline import (
     within_deadline,
 )
 from belt.effects import url_host
+from belt.records import serves
 from belt.signing import signed_headers
 from belt.strictjson import StrictJSONError, decode
 from belt.text import describe
@@ -61,6 +62,10 @@ class WebhookResult:
 
 
 TIMED_OUT = "did not answer within"
+CLOSED = "closed the connection without answering"
+MALFORMED = "sent a malformed answer"
+DISCONNECTED = "Server disconnected without sending a response."
+"""What httpcore (and ``_Reply``) say of a connection closed before any byte of an answer."""
 MAX_ANSWER_BYTES = 1024 * 1024
 """The most bytes of a webhook's answer that are read."""
 
@@ -154,6 +159,15 @@ def post_body(
         return WebhookResult(
             None, "", None, f"cannot connect to {host}: {_reason(exc, url)}", elapsed()
         )
+    except (httpx.ReadError, httpx.WriteError, httpcore.ReadError, httpcore.WriteError) as exc:
+        # Connected, the request (being) sent, and the connection reset or closed under it.
+        return WebhookResult(None, "", None, _closed(host, _reason(exc, url)), elapsed())
+    except (httpx.RemoteProtocolError, httpcore.RemoteProtocolError) as exc:
+        reason = _reason(exc, url)
+        if reason == DISCONNECTED:
+            return WebhookResult(None, "", None, _closed(host, None), elapsed())
+        error = f"{host} {MALFORMED}: {reason}"
+        return WebhookResult(None, "", None, error, elapsed())
     except (
         httpx.HTTPError,
         httpx.InvalidURL,
@@ -433,9 +447,7 @@ class _Reply:
             start = max(0, len(self.buffer) - 2)
             if not self.fill():
                 if not self.buffer:
-                    raise httpcore.RemoteProtocolError(
-                        "Server disconnected without sending a response."
-                    )
+                    raise httpcore.RemoteProtocolError(DISCONNECTED)
                 raise httpcore.RemoteProtocolError("the server closed the connection mid-answer")
         lines = [line.rstrip(b"\r") for line in block.split(b"\n")]
         matched = _STATUS_LINE.fullmatch(lines[0])
@@ -646,7 +658,74 @@ def _reason(exc: Exception, url: str) -> str:
     return text
 
 
-_REFUSED = re.compile(r"^cannot connect to (?P<host>\S+): .*(refused|Errno 111)", re.IGNORECASE)
+def _closed(host: str, reason: str | None) -> str:
+    """The error of a connection closed (or reset) after the request went out, unanswered."""
+    return f"{host} {CLOSED}" + (f" ({reason})" if reason else "")
+
+
+# What went wrong with a delivery, as its error says it: a run's records keep only the error,
+# so the hint of a run's summary is read from it, as is that of belt trigger and belt replay.
+NOT_CONNECTED = "not connected"
+"""Nothing answered: no connection (refused, no such host, a TLS failure)."""
+CLOSED_UNANSWERED = "closed"
+"""The connection was closed or reset after the request went out, with no answer: the handler
+took the request and failed with it (it crashed, or exited)."""
+TIMED_OUT_KIND = "timeout"
+"""No whole answer within the deadline."""
+NOT_2XX = "status"
+"""An answer other than 2xx."""
+NOT_A_RESPONSE = "invalid"
+"""An answer that is not a valid one: malformed HTTP, too large, or a 2xx body that is not a
+LifecycleHookResponse."""
+OTHER = "other"
+"""A request that could not be made (an invalid URL, a proxy's failure)."""
+
+ANSWERED = (CLOSED_UNANSWERED, NOT_2XX, NOT_A_RESPONSE)
+"""The kinds of failure where the handler was there and failed: exit 1, never 6."""
+
+_FAILURES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^cannot connect to (?P<host>\S+): "), NOT_CONNECTED),
+    (re.compile(rf"^(?P<host>\S+) {CLOSED}\b"), CLOSED_UNANSWERED),
+    (re.compile(rf"^(?P<host>\S+) {TIMED_OUT} "), TIMED_OUT_KIND),
+    (re.compile(r"^(?P<host>\S+) answered HTTP (?P<status>\d{3})\b"), NOT_2XX),
+    (re.compile(r"^(?P<host>\S+) answered with a body that is not "), NOT_A_RESPONSE),
+    (re.compile(rf"^(?P<host>\S+) {MALFORMED}: "), NOT_A_RESPONSE),
+    (re.compile(r"^(?P<host>\S+): the answer is larger than "), NOT_A_RESPONSE),
+    (re.compile(r"^request to (?P<host>\S+) failed: "), OTHER),
+)
+_REFUSED = re.compile(r"refused|Errno 111\b", re.IGNORECASE)
+_NO_SUCH_HOST = re.compile(
+    r"Name or service not known|nodename nor servname|No address associated|"
+    r"Temporary failure in name resolution|getaddrinfo failed|Errno -[235]\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a failed delivery's error says happened, and to which host (``HOST:PORT``)."""
+
+    kind: str
+    host: str
+    error: str
+    status: int | None = None
+
+    @property
+    def answered(self) -> bool:
+        """True when the handler was there and failed (exit 1), not when nothing answered."""
+        return self.kind in ANSWERED
+
+
+def failure_of(error: str | None) -> Failure | None:
+    """What a delivery's ``error`` says happened (None: not a webhook's error belt wrote)."""
+    if not error:
+        return None
+    for pattern, kind in _FAILURES:
+        found = pattern.match(error)
+        if found is not None:
+            status = found.groupdict().get("status")
+            return Failure(kind, found.group("host"), error, int(status) if status else None)
+    return None
 
 
 def is_loopback_host(host: str) -> bool:
@@ -661,19 +740,101 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def likely_fix(error: str | None) -> str | None:
-    """What probably fixes a failed call, when its cause is recognisable: a refused
-    connection to a loopback port is a ``belt serve`` (or another local server) not running."""
-    if not error:
+def likely_fix(error: str | None, *, timeout: float | None = None) -> str | None:
+    """What probably fixes a failed delivery, from what happened (``failure_of``) and whose
+    the target is: a ``belt serve`` of this user (its running-serve file names the address) or
+    something else. ``timeout``: the seconds the handler had, when known."""
+    failure = failure_of(error)
+    if failure is None:
         return None
-    match = _REFUSED.match(error)
-    if match is None:
-        return None
-    host = match.group("host")
+    host = failure.host
+    mine = serves.recorded_at(host)
+    if mine is not None and failure.kind != NOT_CONNECTED and not serves.is_alive(mine.pid):
+        mine = None  # a serve gone since: whatever answered there is not it
+    if failure.kind == NOT_CONNECTED:
+        return _not_connected(failure, mine)
+    if failure.kind == CLOSED_UNANSWERED:
+        if mine is not None:
+            return (
+                f"{mine.describe()} took the request and closed the connection without an "
+                "answer: its output says why"
+            )
+        return (
+            f"the handler at {host} took the request and closed the connection without an "
+            "answer: it probably crashed or exited handling it; check its output"
+        )
+    if failure.kind == TIMED_OUT_KIND:
+        within = f" within {timeout:g} s" if timeout is not None else " within the hook's timeout"
+        who = mine.describe() if mine is not None else f"the handler at {host}"
+        return f"{who} must answer{within}: check that it does not block"
+    if failure.kind == NOT_2XX:
+        return _not_2xx(failure, mine)
+    if failure.kind == NOT_A_RESPONSE:
+        if MALFORMED in failure.error or ": the answer is larger" in failure.error:
+            return f"the handler at {host} must answer HTTP/1.1 with a body of at most 1 MiB"
+        return (
+            "answer a JSON object whose decision, reason, inject, system and override have "
+            "their wire types (other keys are ignored; an empty 2xx body means allow)"
+        )
+    return None
+
+
+def _not_connected(failure: Failure, mine: serves.Serve | None) -> str:
+    """The hint of a connection that could not be made."""
+    host = failure.host
+    if not _REFUSED.search(failure.error):
+        if _NO_SUCH_HOST.search(failure.error):
+            return f"the name in {host} does not resolve: check the URL's host"
+        return f"check that a handler listens at {host}, and the URL's host, port and scheme"
+    hostname = _hostname(host)
+    if hostname is None or not is_loopback_host(hostname):
+        return f"nothing answered at {host}: check that the handler runs there, and the URL's port"
+    if mine is not None:
+        # Its file is there, its port refuses: it stopped without removing the file (killed).
+        return (
+            f"the {mine.describe()} has stopped: start it again (belt serve --port "
+            f"{mine.record['port']} …), or point the hook at your handler"
+        )
+    port = host.rsplit(":", 1)[-1]
+    if port == str(serves.DEFAULT_PORT):
+        return (
+            f"nothing listens on {host}, the port belt serve takes by default: start "
+            "`belt serve` (or your handler) there"
+        )
+    hint = f"nothing listens on {host}: start your handler there, or fix the port in its URL"
+    elsewhere = [serve.address for serve in serves.running()]
+    if elsewhere:
+        hint += f" (your belt serve listens on {', '.join(elsewhere)})"
+    return hint
+
+
+def _not_2xx(failure: Failure, mine: serves.Serve | None) -> str:
+    """The hint of an answer other than 2xx."""
+    status = failure.status or 0
+    who = mine.describe() if mine is not None else f"the handler at {failure.host}"
+    if status in (401, 403):
+        if mine is not None and mine.record["token"]:
+            return (
+                f"{who} requires its bearer token (--token) on every request, and a hook "
+                "delivery carries none: serve without --token to deliver hooks to it"
+            )
+        return (
+            f"{who} refused the request: give --secret the whsec_ secret it verifies "
+            "signatures with"
+        )
+    if 300 <= status < 400:
+        return "a hook handler must answer 2xx, and belt follows no redirect: give the URL itself"
+    if status == 404:
+        return f"nothing answers at that path of {failure.host}: check the URL's path"
+    if status >= 500:
+        return (
+            f"{who} failed with HTTP {status} (a hook handler must answer 2xx): its output says why"
+        )
+    return f"a hook handler must answer 2xx; {who} answered HTTP {status} (its body says why)"
+
+
+def _hostname(host: str) -> str | None:
     try:
-        hostname = urlsplit(f"//{host}").hostname
+        return urlsplit(f"//{host}").hostname
     except ValueError:
         return None
-    if not hostname or not is_loopback_host(hostname):
-        return None
-    return f"is `belt serve` running on {host}?"

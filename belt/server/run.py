@@ -34,6 +34,7 @@ from uvicorn.supervisors.multiprocess import Process
 
 from belt.effects import url_host
 from belt.errors import BeltError, UsageError
+from belt.records import serves
 from belt.records.journal import ServeLine, append_serve_line, journal_headers
 from belt.records.reports import Reporter, report_api
 from belt.server.app import ENV_PREFIX, create_app_from_settings
@@ -241,7 +242,32 @@ def serve(
     config = uvicorn_config(app, workers=workers, max_connections=max_connections, grace=grace)
     info = listening_info(settings, host=host, port=bound_port, config=config)
     announce = None if on_listening is None else (lambda: on_listening(info))
-    run_until_stopped(config, sock, workers=workers, on_ready=announce)
+    running_file = announce_running(info)
+    try:
+        run_until_stopped(config, sock, workers=workers, on_ready=announce)
+    finally:
+        if running_file is not None:
+            serves.withdraw(running_file)
+
+
+def announce_running(info: dict[str, Any]) -> Path | None:
+    """Write this serve's running-serve file (``belt trigger`` without ``--to`` finds it);
+    None when the state directory cannot take it (the serve runs all the same)."""
+    try:
+        return serves.announce(
+            {
+                "url": info["url"],
+                "host": info["host"],
+                "port": info["port"],
+                "pid": os.getpid(),
+                "started_at": timestamp(datetime.now(UTC)),
+                "workers": info["workers"],
+                "signed": info["signed"],
+                "token": info["token"],
+            }
+        )
+    except BeltError:
+        return None
 
 
 def listening_info(

@@ -499,6 +499,14 @@ def test_bidi_controls_never_reach_the_terminal_raw_in_sim_show_and_list(tmp_pat
 GUARDED = Path(__file__).parents[2] / "examples" / "guarded-agent.toml"
 
 
+def nothing_listens(port: int) -> str:
+    """The hint of a refused connection to a loopback port where no belt serve of the user
+    listened (not a question about belt serve)."""
+    return (
+        f"nothing listens on 127.0.0.1:{port}: start your handler there, or fix the port in its URL"
+    )
+
+
 @contextmanager
 def refused_port() -> Iterator[int]:
     """A loopback port bound but not listening for as long as the block runs: every connection
@@ -525,7 +533,7 @@ def test_the_guarded_example_without_its_server_ends_with_the_hook_summary(
         "  127.0.0.1:8787 (webhook): 2 of 2 failed, counted as allow; first: "
         f"cannot connect to 127.0.0.1:{port}: "
     )
-    assert tail[2] == f"    is `belt serve` running on 127.0.0.1:{port}?"
+    assert tail[2] == f"    {nothing_listens(port)}"
     assert strict.exit_code == 1, strict.stdout
     assert strict.stdout.rstrip().splitlines()[-3:] == tail
     summary = as_json.json()["hook_summary"]
@@ -533,7 +541,7 @@ def test_the_guarded_example_without_its_server_ends_with_the_hook_summary(
     assert (summary["counted_allow"], summary["counted_deny"]) == (2, 0)
     webhook, gate = summary["handlers"]
     assert (webhook["handler"], webhook["calls"], webhook["failed"]) == ("127.0.0.1:8787", 2, 2)
-    assert webhook["fix"] == f"is `belt serve` running on 127.0.0.1:{port}?"
+    assert webhook["fix"] == nothing_listens(port)
     assert (gate["handler"], gate["calls"], gate["failed"], gate["first_error"]) == (
         "gate",
         1,
@@ -590,7 +598,7 @@ def test_sim_resume_ends_with_the_summary_and_strict_exits_1_on_a_failed_call(
         resumed = belt("sim", "resume", run_id, "--strict")
     assert resumed.exit_code == 1, resumed.stdout
     assert "hooks: 2 call(s), 1 failed (1 counted as allow)" in resumed.stdout
-    assert f"is `belt serve` running on 127.0.0.1:{port}?" in resumed.stdout
+    assert nothing_listens(port) in resumed.stdout
 
 
 def test_a_scenario_whose_file_name_is_not_utf8_is_a_clean_error(

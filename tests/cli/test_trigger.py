@@ -1,9 +1,13 @@
+import contextlib
 import json
 import os
+import re
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -81,7 +85,7 @@ def test_an_unreachable_handler_exits_6_with_what_to_check() -> None:
     result = belt("trigger", "agent.start", "--to", f"http://{REFUSED}/hook")
     assert result.exit_code == 6
     assert f"error: cannot connect to {REFUSED}" in result.stderr
-    assert "hint: check that the handler is running" in result.stderr
+    assert f"hint: nothing listens on {REFUSED}: start your handler there" in result.stderr
     assert "no response" in result.stdout
 
 
@@ -126,7 +130,7 @@ def test_timeout_is_the_deadline_of_a_webhook_delivery() -> None:
     assert result.exit_code == 6
     host = app.url.removeprefix("http://")
     assert f"error: {host} did not answer within 0.5 s" in result.stderr
-    assert "hint: the handler must answer within 0.5 s" in result.stderr
+    assert f"hint: the handler at {host} must answer within 0.5 s" in result.stderr
 
 
 def test_timeout_is_the_deadline_of_a_py_handler_too() -> None:
@@ -315,3 +319,120 @@ def test_verbose_shows_the_traceback_of_what_a_py_handler_raised() -> None:
     assert 'raise ValueError("boom' in verbose.stderr
     assert "\nValueError: boom \\x1b[31mred\n" in verbose.stderr
     assert "\x1b" not in verbose.stderr
+
+
+# -- without --to: the belt serve this user runs ---------------------------------------------
+
+SERVED_WITHIN = 30
+"""Seconds a `belt serve` child has to start or stop before the test calls it hung."""
+
+
+@contextmanager
+def belt_serve(*args: str) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """`belt serve --port 0 --sweep-interval 0 ARGS` in a child process group of its own (the
+    test's BELT_HOME); the process and its port once it is ready."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "belt", "serve", "--port", "0", "--sweep-interval", "0", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stderr is not None
+        ready = proc.stderr.readline()
+        found = re.search(r"listening on http://127\.0\.0\.1:(\d+) ", ready)
+        assert found, ready
+        yield proc, int(found.group(1))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=SERVED_WITHIN)
+
+
+def running_files(belt_home: Path) -> list[dict[str, object]]:
+    return [json.loads(p.read_text()) for p in sorted((belt_home / "serves").glob("*.json"))]
+
+
+def test_without_to_it_sends_to_the_running_serve_and_says_which(belt_home: Path) -> None:
+    with belt_serve("--policy", str(EXAMPLE_POLICY)) as (proc, port):
+        (record,) = running_files(belt_home)
+        assert (record["url"], record["pid"], record["port"]) == (
+            f"http://127.0.0.1:{port}",
+            proc.pid,
+            port,
+        )
+        assert isinstance(record["started_at"], str)
+        path = belt_home / "serves" / f"{proc.pid}.json"
+        assert path.stat().st_mode & 0o777 == 0o600
+        data = '{"data": {"arguments": {"path": "/srv/app.db"}}}'
+        result = belt("trigger", "agent.tool_call", "--data", data)
+        assert result.exit_code == 0, result.stderr
+        (said,) = result.stderr.splitlines()
+        assert said.startswith(f"sending to belt serve on 127.0.0.1:{port} (pid {proc.pid}, ")
+        assert said.endswith(f": http://127.0.0.1:{port}/hooks")
+        assert result.stdout.splitlines()[0] == f"sent        agent.tool_call to 127.0.0.1:{port}"
+        assert "deny" in result.stdout  # the example policy's answer
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=SERVED_WITHIN) == 0
+    assert running_files(belt_home) == []
+    gone = belt("trigger", "agent.tool_call")
+    assert gone.exit_code == 6
+    assert gone.stderr.splitlines() == [
+        "error: no belt serve of yours is running, and --to does not name a handler",
+        "hint: start one in another terminal (belt serve, or belt serve --policy FILE), or give "
+        "--to URL|py:MODULE:FUNC",
+    ]
+
+
+def test_a_serve_of_several_workers_is_one_file_removed_at_ctrl_c(belt_home: Path) -> None:
+    with belt_serve("--workers", "2") as (proc, port):
+        (record,) = running_files(belt_home)
+        assert (record["pid"], record["workers"]) == (proc.pid, 2)
+        result = belt("trigger", "agent.turn_start")
+        assert result.exit_code == 0, result.stderr
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
+        assert proc.wait(timeout=SERVED_WITHIN) == 130
+    assert running_files(belt_home) == []
+
+
+def test_the_most_recently_started_serve_is_the_one(belt_home: Path) -> None:
+    with belt_serve() as (_, first), belt_serve() as (latest, second):
+        result = belt("trigger", "agent.turn_start", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["handler"] == f"127.0.0.1:{second}" != f"127.0.0.1:{first}"
+    assert result.stderr.startswith(
+        f"sending to belt serve on 127.0.0.1:{second} (pid {latest.pid}"
+    )
+    assert "(the latest of 2 running; --to picks another)" in result.stderr
+
+
+def test_a_stale_running_file_is_passed_over(belt_home: Path) -> None:
+    from belt.records.serves import announce
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    refused = int(REFUSED.rsplit(":", 1)[1])
+    with hook_app() as app:
+        answering = int(app.url.rsplit(":", 1)[1])
+        for pid, port, started in (
+            (ended.pid, answering, "2026-08-11T14:00:02.000Z"),  # its process is gone
+            (os.getpid(), refused, "2026-08-11T14:00:01.000Z"),  # its port takes no connection
+        ):
+            announce(
+                {
+                    "url": f"http://127.0.0.1:{port}",
+                    "host": "127.0.0.1",
+                    "port": port,
+                    "pid": pid,
+                    "started_at": started,
+                    "workers": 1,
+                    "signed": False,
+                    "token": False,
+                }
+            )
+        (belt_home / "serves" / "junk.json").write_text("{not json")
+        result = belt("trigger", "agent.turn_start")
+    assert result.exit_code == 6
+    assert "no belt serve of yours is running" in result.stderr
+    assert app.received == []

@@ -1,0 +1,215 @@
+"""The ``belt serve`` processes this user runs: one small file each in the state directory.
+
+``belt serve`` writes ``serves/PID.json`` (0600) once it listens: its URL, its process id and
+when it started; it removes the file when it stops (Ctrl-C, SIGTERM, or a failure). A serve with
+several ``--workers`` is one file, of the process that started them. A file whose process is
+gone (a serve killed outright leaves its file behind), or whose port no longer takes a
+connection, is stale: ``running`` passes it over, and ``recorded_at`` still tells that a serve
+of this user listened there, for the hint of a refused connection.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TypedDict
+from urllib.parse import urlsplit
+
+from belt.paths import state_dir, write_private
+from belt.store.shapes import derive, fits
+
+SERVES = "serves"
+"""The directory of the running-serve files, in the state directory."""
+DEFAULT_PORT = 8787
+"""The port ``belt serve`` listens on when not told."""
+CONNECT_TIMEOUT = 1.0
+"""Seconds a serve's port has to take a connection before its file is taken as stale."""
+WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+"""Where a serve listening on every address is reached from this machine."""
+
+
+class ServeFile(TypedDict):
+    """A running-serve file: where a ``belt serve`` answers and which process it is."""
+
+    url: str
+    """The base URL (``http://127.0.0.1:8787``); its hooks answer at ``URL/hooks``."""
+    host: str
+    port: int
+    pid: int
+    started_at: str
+    """When it started listening (RFC 3339, UTC)."""
+    workers: int
+    signed: bool
+    """True when hook requests must be signed (``--secret``)."""
+    token: bool
+    """True when requests need the bearer token (``--token``)."""
+
+
+@dataclass(frozen=True)
+class Serve:
+    """A ``belt serve`` of this user, as its file records it."""
+
+    record: ServeFile
+    path: Path
+
+    @property
+    def pid(self) -> int:
+        """The process that started it (the one ``--workers`` share)."""
+        return self.record["pid"]
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT`` as a delivery's error names it (``127.0.0.1:8787``)."""
+        return f"{_bracketed(self.record['host'])}:{self.record['port']}"
+
+    @property
+    def hooks_url(self) -> str:
+        """The URL its hooks answer at, reachable from this machine."""
+        return (
+            f"http://{_bracketed(reachable_host(self.record['host']))}:{self.record['port']}/hooks"
+        )
+
+    def describe(self) -> str:
+        """How a message names it: ``belt serve on 127.0.0.1:8787 (pid 4242, started 10:32:26)``."""
+        try:
+            started = datetime.fromisoformat(self.record["started_at"]).astimezone()
+            when = f", started {started:%Y-%m-%d %H:%M:%S}"
+        except ValueError:
+            when = ""
+        return f"belt serve on {self.address} (pid {self.pid}{when})"
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host.strip('[]')}]" if ":" in host else host
+
+
+def reachable_host(host: str) -> str:
+    """The address a serve listening on ``host`` is reached at from this machine."""
+    bare = host.strip("[]")
+    return WILDCARDS.get(bare, bare)
+
+
+def serves_dir(*, create: bool = True) -> Path:
+    """The directory of the running-serve files (in the state directory, made unless not
+    ``create``)."""
+    return state_dir(create=create) / SERVES
+
+
+def announce(record: ServeFile) -> Path:
+    """Write the running-serve file of ``record`` (0600); returns its path, for ``withdraw``.
+    A stale file of the same address (its serve is gone) is removed: this one replaces it."""
+    for old in recorded():
+        if old.address == f"{_bracketed(record['host'])}:{record['port']}" and not is_alive(
+            old.pid
+        ):
+            withdraw(old.path)
+    path = serves_dir() / f"{record['pid']}.json"
+    write_private(path, json.dumps(record, indent=2) + "\n")
+    return path
+
+
+def withdraw(path: Path) -> None:
+    """Remove a running-serve file (gone already is fine)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass  # a state directory that cannot be written to: the file is stale from now on
+
+
+def recorded() -> list[Serve]:
+    """Every running-serve file that can be read, the most recently started first (a file that
+    is not one is passed over)."""
+    directory = serves_dir(create=False)
+    try:
+        paths = sorted(directory.glob("*.json"))
+    except OSError:
+        return []
+    found = []
+    for path in paths:
+        record = _read(path)
+        if record is not None:
+            found.append(Serve(record, path))
+    found.sort(key=lambda serve: serve.record["started_at"], reverse=True)
+    return found
+
+
+def _read(path: Path) -> ServeFile | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    required, _ = derive(ServeFile)
+    if any(name not in data or not fits(data[name], kinds) for name, kinds in required.items()):
+        return None
+    return data  # type: ignore[return-value]  # its shape was checked just now
+
+
+def is_alive(pid: int) -> bool:
+    """True while process ``pid`` exists."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, as another user's process
+    except OSError:
+        return False
+    return True
+
+
+def answers(serve: Serve, timeout: float = CONNECT_TIMEOUT) -> bool:
+    """True when the serve's port takes a connection within ``timeout`` seconds."""
+    host = reachable_host(serve.record["host"])
+    try:
+        with socket.create_connection((host, serve.record["port"]), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def running() -> list[Serve]:
+    """The serves of this user that are running (their process is there and their port takes a
+    connection), the most recently started first."""
+    return [serve for serve in recorded() if is_alive(serve.pid) and answers(serve)]
+
+
+def recorded_at(address: str) -> Serve | None:
+    """The most recent serve of this user recorded at ``address`` (``HOST:PORT`` as a delivery's
+    error names it), running or not; loopback names count as one."""
+    wanted = _address_key(address)
+    if wanted is None:
+        return None
+    for serve in recorded():
+        if _address_key(serve.address) == wanted:
+            return serve
+    return None
+
+
+def _address_key(address: str) -> tuple[str, int] | None:
+    """``HOST:PORT`` as a comparable key: a loopback or wildcard host is ``loopback``."""
+    try:
+        parts = urlsplit(f"//{address}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if host is None or port is None:
+        return None
+    return (_loopback_or(host.lower()), port)
+
+
+def _loopback_or(host: str) -> str:
+    if host in ("localhost", "0.0.0.0", "::"):
+        return "loopback"
+    try:
+        return "loopback" if ipaddress.ip_address(host).is_loopback else host
+    except ValueError:
+        return host
