@@ -27,26 +27,36 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP) $(SDK_STAMP) $(TEST_STAMP)
 
+# The demos keep their state in homes of their own under .venv (BELT_HOME), never in the user's
+# store or registry; each run starts from an empty one. `make clean` removes them with .venv.
+DEMO_HOME := $(VENV)/demo-home
+DEMO_SDK_HOME := $(VENV)/demo-sdk-home
+
 # The demo serves examples/policy.toml with `belt serve` on port 8787 (its log goes to
 # .venv/demo-serve.log) and runs the guarded agent against it: a denied delete_file, an allowed
 # one held at a gate, and the policy's reminder injected before each turn. It fails at once when
-# the port is taken, and ends by suggesting the next command.
+# the port is taken, and ends by suggesting the next command, with BELT_HOME set to the demo's
+# home so that it finds the demo's gate.
 demo: $(STAMP)
 	$(BIN)/belt hooks validate $(DECLARATIONS)
-	@scripts/with-serve.sh $(BIN) $(VENV)/demo-serve.log --policy examples/policy.toml -- \
-		$(BIN)/belt sim run examples/guarded-agent.toml
+	@rm -rf $(DEMO_HOME)
+	@BELT_HOME=$(DEMO_HOME) scripts/with-serve.sh $(BIN) $(VENV)/demo-serve.log \
+		--policy examples/policy.toml -- $(BIN)/belt sim run examples/guarded-agent.toml
 	@echo
-	@echo "next: review the gate that holds the run (allow or deny it), and let the run go on:"
-	@echo "  $(BIN)/belt interrupt review --resume"
-	@echo "(or activate the environment first, . $(BIN)/activate, and type belt …)"
+	@echo "next: review the gate that holds the run (allow or deny it), and let the run go on;"
+	@echo "the demo's state is in $(DEMO_HOME), not in yours, so say so to belt:"
+	@echo "  BELT_HOME=$(DEMO_HOME) $(BIN)/belt interrupt review --resume"
+	@echo "(or export BELT_HOME=$(DEMO_HOME) and . $(BIN)/activate first: then belt … finds the"
+	@echo "demo's run, the commands above included; unset BELT_HOME to go back to your own state)"
 
 # The SDK demo runs examples/sdk_app.py, written only against the official Python SDK (the `sdk`
 # extra), against `belt serve`: it plays the platform with the model script examples/model.toml
 # and is the app's webhook handler too (examples/policy.toml).
 demo-sdk: $(SDK_STAMP)
-	@INFERENCE_BASE_URL=http://127.0.0.1:8787 scripts/with-serve.sh $(BIN) \
-		$(VENV)/demo-sdk-serve.log --policy examples/policy.toml --model examples/model.toml -- \
-		$(BIN)/python examples/sdk_app.py
+	@rm -rf $(DEMO_SDK_HOME)
+	@BELT_HOME=$(DEMO_SDK_HOME) INFERENCE_BASE_URL=http://127.0.0.1:8787 scripts/with-serve.sh \
+		$(BIN) $(VENV)/demo-sdk-serve.log --policy examples/policy.toml --model examples/model.toml \
+		-- $(BIN)/python examples/sdk_app.py
 
 # The inspector's browser tests drive the system's Chromium (never a downloaded one): installed
 # from the distribution's packages when it is missing and this is root on a Debian-like system;

@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "belt.loader": 1,
     "belt.supervisor": 2,
     "belt.strictjson": 1,
+    "belt.scaffold": 1,
     "belt.inputs": 2,
     "belt.deadline": 2,
     "belt.wire": 2,

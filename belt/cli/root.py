@@ -206,6 +206,7 @@ def version(json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
 
 def _register() -> None:
     # Register each group or command lazily so that start-up stays cheap as commands grow.
+    lazy_command("belt", "init", "belt.cli.init:init")
     lazy_command("belt", "hooks", "belt.cli.hooks:app")
     lazy_command("belt", "interrupt", "belt.cli.interrupt:app")
     lazy_command("belt", "chat", "belt.cli.chat:app")

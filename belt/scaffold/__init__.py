@@ -1,0 +1,240 @@
+"""``belt init``: a working start in a directory, never written over a file that is there.
+
+What it writes (``plan``) is a hook of the chosen dialect and framework, a scenario with
+expectations, a props file for ``belt check`` (inference.sh only: properties speak of its
+decisions), a pytest test using the plugin, and a README with the next commands; each passes as
+written. The templates are the files in ``templates/<dialect>/`` (``.tmpl`` keeps the tools that
+read belt's own code away from them); a README's ``{{name}}`` markers are filled in here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from enum import StrEnum
+from importlib.resources import files as resource_files
+from pathlib import Path
+from typing import Any
+
+from belt.errors import Conflict, InvalidInput
+
+
+class Framework(StrEnum):
+    """What the hook is written on: a ``py:`` function, or that function served over HTTP."""
+
+    py = "py"
+    stdlib = "stdlib"
+    starlette = "starlette"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One file ``belt init`` writes: its name in the directory, its text, what it is."""
+
+    name: str
+    text: str
+    about: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """One of the next commands: what to type in the directory written, and why."""
+
+    command: str
+    why: str
+
+
+NEXT: dict[str, tuple[Step, ...]] = {
+    "platform": (
+        Step("belt test .", "the scenario and its expectations: PASS"),
+        Step(
+            "belt check py:handler.py:decide --props props.toml",
+            "generated payloads, path attacks first",
+        ),
+        Step("pytest", "the tests written with belt's pytest plugin"),
+        Step(
+            "belt trigger agent.tool_call --to py:handler.py:decide "
+            '--set data.arguments=\'{"path": "/tmp/../etc/passwd"}\'',
+            "one payload, and what the platform would do with the answer",
+        ),
+    ),
+    "nexus": (
+        Step("belt test .", "the scenario and its expectations: PASS"),
+        Step(
+            "belt check --executor verify=py:tool.py:verify",
+            "generated task inputs on the four boundaries",
+        ),
+        Step("pytest", "the tests written with belt's pytest plugin"),
+    ),
+}
+"""The commands a README (and ``belt init`` itself) suggests, run from the directory; a test
+runs each of them there on what was written."""
+
+HANDLER = {"platform": "handler.py", "nexus": "tool.py"}
+SHORT = 56
+"""The longest command a README shows with its comment beside it."""
+
+
+def plan(*, nexus: bool, framework: Framework, name: str) -> list[Planned]:
+    """The files of a start, in the order they are written; ``name`` titles the README."""
+    dialect = "nexus" if nexus else "platform"
+    handler = HANDLER[dialect]
+    served = {
+        Framework.py: "a `py:` function",
+        Framework.stdlib: "served by the standard library's http.server",
+        Framework.starlette: "served by a Starlette (ASGI) app",
+    }[framework]
+    if nexus:
+        files = [
+            (handler, f"tool-{framework}.py", f"the hook's executor tool, `verify` ({served})"),
+            ("scenario.toml", "scenario.toml", "a scripted run with expectations (`belt test`)"),
+            ("test_tool.py", "test_tool.py", "the tests for pytest, with `belt_scenario`"),
+        ]
+    else:
+        files = [
+            (handler, f"handler-{framework}.py", f"the hook, `decide` ({served})"),
+            ("scenario.toml", "scenario.toml", "a scripted run with expectations (`belt test`)"),
+            ("props.toml", "props.toml", "what every answer must be (`belt check --props`)"),
+            ("test_handler.py", "test_handler.py", "the tests for pytest, with `belt_scenario`"),
+        ]
+    files.append(("README.md", "README.md", "what each file is, and the next commands"))
+    table = "\n".join(f"| `{file}` | {about} |" for file, _, about in files)
+    fields = {
+        "name": name,
+        "files": table,
+        "next": _commands(NEXT[dialect]),
+        "serve": _template(dialect, f"serve-{framework}.md").rstrip("\n"),
+    }
+    return [
+        Planned(file, _fill(_template(dialect, template), fields), about)
+        for file, template, about in files
+    ]
+
+
+@dataclass(frozen=True)
+class Written:
+    """What ``init`` wrote: the directory as given, its files, and the commands to run next."""
+
+    directory: Path
+    dialect: str
+    framework: Framework
+    files: list[Planned]
+    next: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document."""
+        return {
+            "directory": str(self.directory),
+            "dialect": self.dialect,
+            "framework": self.framework.value,
+            "files": [{"path": str(self.directory / f.name), "about": f.about} for f in self.files],
+            "next": self.next,
+        }
+
+
+def init(*, directory: Path, nexus: bool = False, framework: Framework = Framework.py) -> Written:
+    """Write a start into ``directory`` (made when missing). A file that would be written and
+    exists already is Conflict (exit 4) and nothing is written; a directory that is a file is
+    InvalidInput (exit 5), as is one that cannot be made or written in."""
+    _refuse_a_file(directory)
+    name = directory.resolve().name or "hook"
+    planned = plan(nexus=nexus, framework=framework, name=name)
+    there = [directory / p.name for p in planned if os.path.lexists(directory / p.name)]
+    if there:
+        raise _exists(there)
+    made = _make_directory(directory)
+    written: list[Path] = []
+    path = directory
+    try:
+        for item in planned:
+            path = directory / item.name
+            with open(path, "x", encoding="utf-8") as handle:  # "x": never over a file
+                written.append(path)
+                handle.write(item.text)
+    except OSError as exc:
+        for path in reversed(written):
+            path.unlink(missing_ok=True)
+        for made_directory in reversed(made):
+            _remove_empty(made_directory)
+        if isinstance(exc, FileExistsError):  # it appeared since the check
+            raise _exists([path]) from None
+        raise InvalidInput(
+            f"{path}: cannot write it: {exc.strerror}; nothing was written"
+        ) from None
+    steps = [] if _same(directory, Path.cwd()) else [f"cd {shlex.quote(str(directory))}"]
+    return Written(
+        directory=directory,
+        dialect="nexus" if nexus else "platform",
+        framework=framework,
+        files=planned,
+        next=steps + [step.command for step in NEXT["nexus" if nexus else "platform"]],
+    )
+
+
+def _exists(paths: list[Path]) -> Conflict:
+    names = ", ".join(str(p) for p in paths)
+    return Conflict(
+        f"{names}: already there; belt init writes no file over another, so it wrote nothing",
+        hint="give another directory (belt init DIR), or move the file away",
+    )
+
+
+def _refuse_a_file(directory: Path) -> None:
+    """InvalidInput when ``directory``, or the nearest of its parents that exists, is not a
+    directory."""
+    for path in (directory, *directory.parents):
+        if os.path.lexists(path):
+            if not path.is_dir():
+                what = "it" if path == directory else str(path)
+                raise InvalidInput(f"{directory}: {what} is a file, not a directory")
+            return
+
+
+def _make_directory(directory: Path) -> list[Path]:
+    """Make ``directory`` and its missing parents; the ones made, outermost first."""
+    missing = [p for p in (directory, *directory.parents) if not os.path.lexists(p)]
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(f"{directory}: cannot make the directory: {exc.strerror}") from None
+    return list(reversed(missing))
+
+
+def _remove_empty(directory: Path) -> None:
+    try:
+        directory.rmdir()
+    except OSError:
+        pass  # something else is in it now: it stays
+
+
+def _same(one: Path, other: Path) -> bool:
+    try:
+        return one.resolve() == other.resolve()
+    except OSError:
+        return False
+
+
+def _template(dialect: str, name: str) -> str:
+    return (resource_files(__name__) / "templates" / dialect / f"{name}.tmpl").read_text(
+        encoding="utf-8"
+    )
+
+
+def _commands(steps: tuple[Step, ...]) -> str:
+    """The commands as lines of a shell block, each with why as a comment: beside it, or on the
+    line before one too long to have it beside."""
+    short = [step.command for step in steps if len(step.command) <= SHORT]
+    width = max(map(len, short), default=0)
+    return "\n".join(
+        f"{step.command.ljust(width)}  # {step.why}"
+        if step.command in short
+        else f"# {step.why}:\n{step.command}"
+        for step in steps
+    )
+
+
+def _fill(text: str, fields: dict[str, str]) -> str:
+    """``text`` with each ``{{name}}`` replaced by its field (a marker without one is a bug)."""
+    return re.sub(r"\{\{(\w+)\}\}", lambda match: fields[match.group(1)], text)
