@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from belt.errors import Conflict, NotFound
+from belt.errors import Conflict, NotFound, UsageError
 
 if TYPE_CHECKING:
     import httpx
@@ -297,6 +297,16 @@ def matching_gates(
 ) -> list[dict[str, Any]]:
     """The pending interrupts of ``backend`` the filters select, oldest first: of one run or
     chat, on one event (``agent.tool_call``), holding one tool's call."""
+    if event is not None:
+        from belt.suggest import did_you_mean
+        from belt.wire.catalogue import GATEABLE_EVENTS
+
+        if event not in GATEABLE_EVENTS:
+            raise UsageError(
+                f"--event {event!r}: not an event a gate holds (one of "
+                f"{', '.join(GATEABLE_EVENTS)}){did_you_mean(event, GATEABLE_EVENTS)}",
+                where="--event",
+            )
     listed = backend.find_interrupts(run_id=run_id, chat_id=chat_id)
     items = [item for item, _ in listed if _selected(item, tool=tool, event=event)]
     return sorted(items, key=lambda item: str(item.get("created_at")))

@@ -11,6 +11,7 @@ from typing import Any
 from belt import inputs
 from belt.errors import BeltError, ExitCode, InvalidInput
 from belt.strictjson import StrictJSONError, decode, decode_toml
+from belt.suggest import did_you_mean
 from belt.text import describe
 from belt.wire.enums import Dialect
 from belt.wire.nexus import LifecycleHooks
@@ -163,7 +164,11 @@ def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Dec
             findings = Findings()
             for key in doc:
                 if key != "hooks":
-                    findings.error(key, "unknown key (a declaration file holds only hooks)")
+                    findings.error(
+                        key,
+                        "unknown key (a declaration file holds only hooks)"
+                        + did_you_mean(key, ("hooks",)),
+                    )
             items = doc.get("hooks")
             inner, hooks = check_platform_hooks(items)
             findings.problems.extend(inner.problems)
@@ -181,7 +186,7 @@ def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Dec
         findings = Findings()
         for key in doc:
             if key != "lifecycle_hooks":
-                findings.error(key, "unknown key")
+                findings.error(key, "unknown key" + did_you_mean(key, ("lifecycle_hooks",)))
         inner_findings, nexus = check_nexus_hooks(doc.get("lifecycle_hooks"))
         findings.problems.extend(inner_findings.problems)
         findings.warnings.extend(inner_findings.warnings)

@@ -47,13 +47,33 @@ class BeltError(Exception):
     """The HTTP status of the remote answer this error reports (``remote_error``), if any."""
 
     def __init__(
-        self, message: str, *, hint: str | None = None, problems: list[str] | None = None
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        problems: list[str] | None = None,
+        where: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
         self.problems = problems or []
         """Every finding, one line each after the message (a file's or an answer's)."""
+        self.where = where
+        """The file (or option, or URL) the error is about, when one is known: ``--json``
+        errors carry it as ``where``."""
+
+    def to_json(self) -> dict[str, object]:
+        """The error as ``--json`` prints it: its message, exit code, and where, hint and
+        problems when it has them."""
+        document: dict[str, object] = {"error": self.message, "code": int(self.exit_code)}
+        if self.where is not None:
+            document["where"] = self.where
+        if self.hint:
+            document["hint"] = self.hint
+        if self.problems:
+            document["problems"] = list(self.problems)
+        return document
 
 
 class UsageError(BeltError):

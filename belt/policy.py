@@ -22,6 +22,7 @@ from belt.matching import (
     arguments_match,
     glob,
 )
+from belt.suggest import did_you_mean
 from belt.text import describe
 from belt.wire.catalogue import EVENTS
 from belt.wire.platform import (
@@ -142,10 +143,17 @@ def parse_policy(doc: Any, source: str) -> Policy:
         raise _refused(source, findings)
     for key in doc:
         if key not in POLICY_KEYS:
-            findings.error(key, f"unknown key (allowed: {', '.join(POLICY_KEYS)})")
+            findings.error(
+                key,
+                f"unknown key (allowed: {', '.join(POLICY_KEYS)}){did_you_mean(key, POLICY_KEYS)}",
+            )
     default = doc.get("default", HookDecision.ALLOW.value)
     if default not in DECISIONS:
-        findings.error("default", f"{default!r} is not a decision (one of {', '.join(DECISIONS)})")
+        findings.error(
+            "default",
+            f"{default!r} is not a decision (one of {', '.join(DECISIONS)})"
+            f"{did_you_mean(default, DECISIONS)}",
+        )
     raw_rules = doc.get("rules", [])
     rules: list[Rule] = []
     if not isinstance(raw_rules, list):
@@ -178,13 +186,17 @@ def _parse_rule(raw: Any, index: int, findings: Findings) -> Rule | None:
     before = len(findings.problems)
     for key in raw:
         if key not in RULE_KEYS:
-            findings.error(f"{path}.{key}", f"unknown key (allowed: {', '.join(RULE_KEYS)})")
+            findings.error(
+                f"{path}.{key}",
+                f"unknown key (allowed: {', '.join(RULE_KEYS)}){did_you_mean(key, RULE_KEYS)}",
+            )
 
     event = raw.get("event")
     if event is not None and event not in EVENTS:
         findings.error(
             f"{path}.event",
-            f"{event!r} is not a lifecycle event (expected one of {', '.join(EVENTS)})",
+            f"{event!r} is not a lifecycle event (expected one of {', '.join(EVENTS)})"
+            f"{did_you_mean(event, EVENTS)}",
         )
     tool = _glob_field(raw, "tool", path, findings)
     chat_id = _glob_field(raw, "chat_id", path, findings)
@@ -220,7 +232,10 @@ def _turn_count(value: Any, path: str, findings: Findings) -> tuple[int | None, 
         return None, None
     for key in value:
         if key not in ("min", "max"):
-            findings.error(f"{path}.{key}", "unknown key (allowed: min, max)")
+            findings.error(
+                f"{path}.{key}",
+                f"unknown key (allowed: min, max){did_you_mean(key, ('min', 'max'))}",
+            )
     bounds: list[int | None] = []
     for key in ("min", "max"):
         bound = value.get(key)
@@ -239,7 +254,9 @@ def _response(raw: dict[str, Any], path: str, findings: Findings) -> LifecycleHo
     decision = raw.get("decision")
     if decision is not None and decision not in DECISIONS:
         findings.error(
-            f"{path}.decision", f"{decision!r} is not a decision (one of {', '.join(DECISIONS)})"
+            f"{path}.decision",
+            f"{decision!r} is not a decision (one of {', '.join(DECISIONS)})"
+            f"{did_you_mean(decision, DECISIONS)}",
         )
         ok = False
     for key in ("reason", "system"):
@@ -251,7 +268,7 @@ def _response(raw: dict[str, Any], path: str, findings: Findings) -> LifecycleHo
         try:
             inject = ContextInjection.model_validate(inject)
         except ValidationError as exc:
-            findings.problems.extend(model_problems(exc, f"{path}.inject"))
+            findings.problems.extend(model_problems(exc, f"{path}.inject", model=ContextInjection))
             ok = False
     if not ok:
         return None

@@ -49,7 +49,10 @@ from belt.signing import secret_key
 from belt.store import open_store
 from belt.store.clock import parse_timestamp, utcnow
 from belt.strictjson import decode
+from belt.suggest import did_you_mean
 from belt.text import describe, printable, short
+from belt.wire.catalogue import EVENTS
+from belt.wire.nexus import NexusEvent
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload, LifecycleHookResponse
 from belt.wire.validate import check_webhook_url, model_problems
 
@@ -446,6 +449,14 @@ def open_replay(
         secret_key(secret)
     if since is not None:
         since_moment(since)
+    known = (*EVENTS, *(e.value for e in NexusEvent))
+    if event is not None and event not in known:
+        raise UsageError(
+            f"--event {event!r}: not a lifecycle event of either dialect"
+            f"{did_you_mean(event, known)}",
+            hint="`belt hooks events` lists them",
+            where="--event",
+        )
     store = open_store()
     skipped = Skipped()
     recorded: Iterable[Recorded]

@@ -7,6 +7,7 @@ from typing import Any
 
 from belt.errors import InvalidInput
 from belt.store.clock import timestamp, utcnow
+from belt.suggest import did_you_mean
 from belt.wire.catalogue import EVENTS
 
 SAMPLE_IDS = {"agent_id": "ag_sample01", "chat_id": "ch_sample01", "run_id": "ar_sample01"}
@@ -18,7 +19,8 @@ def sample_payload(event: str, /, **overrides: Any) -> dict[str, Any]:
     info = EVENTS.get(event)
     if info is None:
         raise InvalidInput(
-            f"{event!r} is not a lifecycle event (expected one of {', '.join(EVENTS)})",
+            f"{event!r} is not a lifecycle event (expected one of {', '.join(EVENTS)})"
+            f"{did_you_mean(event, EVENTS)}",
             hint="`belt hooks events` lists them",
         )
     payload: dict[str, Any] = {

@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "belt.errors": 0,
     "belt.paths": 1,
     "belt.text": 1,
+    "belt.suggest": 1,
     "belt.matching": 2,
     "belt.loader": 1,
     "belt.supervisor": 2,

@@ -80,10 +80,9 @@ def test_platform_keys_in_a_nexus_scenario_say_so(tmp_path: Path) -> None:
 
 def test_unknown_keys_are_still_errors_in_both_dialects(tmp_path: Path) -> None:
     turn = {**USER, "usr": "typo"}
-    assert problems(tmp_path, {"dialect": "nexus", "turns": [turn]}) == [
-        "turns[0].usr: unknown key"
-    ]
-    assert problems(tmp_path, {"turns": [turn]}) == ["turns[0].usr: unknown key"]
+    typo = "turns[0].usr: unknown key; did you mean 'user'?"
+    assert problems(tmp_path, {"dialect": "nexus", "turns": [turn]}) == [typo]
+    assert problems(tmp_path, {"turns": [turn]}) == [typo]
 
 
 def test_profile_problems_name_their_path(tmp_path: Path) -> None:

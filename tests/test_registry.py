@@ -1276,6 +1276,7 @@ def test_the_registry_imports_only_the_layers_below_it(module: str) -> None:
         "belt.wire",
         "belt.store",
         "belt.records",
+        "belt.suggest",
     )
     belt_imports = [
         name for name in imported_modules(ROOT / "belt" / "records" / module) if "belt" in name

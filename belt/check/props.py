@@ -29,6 +29,7 @@ from belt.matching import (
     arguments_match,
     value_matcher,
 )
+from belt.suggest import did_you_mean
 from belt.text import describe
 from belt.wire.catalogue import EVENTS
 from belt.wire.enums import HookDecision
@@ -87,7 +88,11 @@ def read_props(path: str | Path) -> list[Property]:
     if isinstance(document, dict):
         for key in document:
             if key != "property":
-                findings.error(key, "unknown key (a check file holds [[property]] tables)")
+                findings.error(
+                    key,
+                    "unknown key (a check file holds [[property]] tables)"
+                    + did_you_mean(key, ("property",)),
+                )
     if not isinstance(raw, list) or not raw:
         findings.error("property", f"expected [[property]] tables, got {describe(raw)}")
         raise InvalidInput(f"{source}: not a check file", problems=findings.problems)
@@ -104,10 +109,15 @@ def _compile(index: int, item: Any, findings: Findings) -> Property | None:
         return None
     for key in item:
         if key not in KEYS:
-            findings.error(f"{base}.{key}", f"unknown key (expected one of {', '.join(KEYS)})")
+            findings.error(
+                f"{base}.{key}",
+                f"unknown key (expected one of {', '.join(KEYS)}){did_you_mean(key, KEYS)}",
+            )
     event = item.get("event", "agent.tool_call")
     if event not in EVENTS:
-        findings.error(f"{base}.event", f"{event!r} is not a lifecycle event")
+        findings.error(
+            f"{base}.event", f"{event!r} is not a lifecycle event{did_you_mean(event, EVENTS)}"
+        )
     decision = item.get("decision")
     decisions = tuple(d.value for d in HookDecision)
     if decision not in decisions:

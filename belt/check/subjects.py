@@ -19,6 +19,7 @@ from belt.engine.dispatch import route_for
 from belt.engine.offline import on_this_machine, origin
 from belt.errors import InvalidInput, UsageError
 from belt.executor.targets import parse_tools
+from belt.suggest import closest, did_you_mean
 from belt.wire.catalogue import EVENTS
 from belt.wire.enums import Dialect
 from belt.wire.nexus import NexusEvent
@@ -77,6 +78,8 @@ def _events(wanted: list[str], known: tuple[str, ...], what: str) -> list[str]:
         if event not in known:
             raise InvalidInput(
                 f"--event {event!r}: not {what} (expected one of {', '.join(known)})"
+                f"{did_you_mean(event, known)}",
+                where="--event",
             )
     return [event for event in known if event in wanted]
 
@@ -175,9 +178,12 @@ def _from_file(
             continue
         tool = tools.get(boundary.tool)
         if tool is None:
+            given = closest(boundary.tool, tools)  # a misspelt --executor NAME
+            typo = f"; --executor names {given!r}: did you mean {boundary.tool!r}?"
             raise InvalidInput(
                 f"{path}: lifecycle_hooks.{event.value} runs the tool {boundary.tool!r}; give "
                 f"--executor {boundary.tool}=TARGET (cmd:COMMAND, py:MODULE:FUNC or a URL)"
+                + (typo if given else "")
             )
         seconds = timeout or boundary.timeout_ms / 1000
         subjects.append(

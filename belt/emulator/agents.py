@@ -148,7 +148,7 @@ def agent_from_config(config: Any, name: Any) -> AgentDefinition:
 
 def _problems(exc: BaseException, source: str) -> InvalidInput:
     if isinstance(exc, ValidationError):
-        found = model_problems(exc)
+        found = model_problems(exc, model=AgentFileSpec)
         return InvalidInput(f"{source}: {found[0]}", problems=found[1:])
     return InvalidInput(f"{source}: {exc}")
 

@@ -107,7 +107,7 @@ def compile_script(doc: Any, source: str) -> ModelScript:
     try:
         parsed = ModelScriptFile.model_validate(doc)
     except ValidationError as exc:
-        found = model_problems(exc)
+        found = model_problems(exc, model=ModelScriptFile)
         raise InvalidInput(f"{source}: {found[0]}", problems=found[1:]) from None
     findings = Findings()
     compiled = []

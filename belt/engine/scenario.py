@@ -29,6 +29,7 @@ from belt.matching import argument_matchers, arguments_match, value_matcher
 from belt.policy import load_policy
 from belt.records.profile import stored_lifecycle_hooks
 from belt.store.clock import DURATION_MAX, check_moment, parse_duration, parse_rfc3339
+from belt.suggest import did_you_mean
 from belt.text import printable
 from belt.wire.catalogue import GATEABLE_EVENTS
 from belt.wire.enums import Dialect
@@ -321,7 +322,10 @@ def hooks_from_file(path: Path) -> list[LifecycleHookConfig]:
     raw = doc.get("hooks", doc) if isinstance(doc, dict) else doc
     if isinstance(doc, dict) and set(doc) - {"hooks"}:
         extra = sorted(set(doc) - {"hooks"})
-        raise InvalidInput(f"{path}: {extra[0]}: unknown key (a hooks file holds only hooks)")
+        raise InvalidInput(
+            f"{path}: {extra[0]}: unknown key (a hooks file holds only hooks)"
+            + did_you_mean(extra[0], ("hooks",))
+        )
     return load_hooks(raw, str(path), "hooks")
 
 
@@ -472,7 +476,7 @@ def scenario_from_document(
     try:
         scenario = Scenario.model_validate(doc)
     except ValidationError as exc:
-        problems = model_problems(exc) + findings.problems
+        problems = model_problems(exc, model=Scenario) + findings.problems
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
     problems = unreachable_turns(scenario) + builtin_problems(scenario, directory)
     check_resolutions([t.resolve for t in scenario.turns], "platform", findings)
@@ -722,7 +726,7 @@ def load_nexus_scenario(
     try:
         scenario = NexusScenario.model_validate(doc)
     except ValidationError as exc:
-        problems = model_problems(exc) + findings.problems
+        problems = model_problems(exc, model=NexusScenario) + findings.problems
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
     problems = []
     if scenario.profile is not None:

@@ -698,7 +698,7 @@ class Simulation:
             path = scenario_path(self.store, str(self.sim["id"]))
             raise InvalidInput(
                 f"{path}: damaged store file: it is not the scenario belt stored: "
-                f"{model_problems(exc)[0]}",
+                f"{model_problems(exc, model=model)[0]}",
                 hint="belt leaves a damaged file as it is; restore it, or stop the run",
             ) from None
 

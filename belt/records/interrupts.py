@@ -283,14 +283,20 @@ def _checked_terms(
 ) -> tuple[int, str | None]:
     """A new interrupt's reason, event, timeout and resolution on expiry checked; returns the
     timeout and the resolution with their defaults filled in."""
+    from belt.suggest import did_you_mean
     from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS
     from belt.wire.platform import HookHandlerType, InterruptReason, timeout_bounds
 
-    if reason not in {r.value for r in InterruptReason}:
-        choices = ", ".join(r.value for r in InterruptReason)
-        raise InvalidInput(f"unknown interrupt reason {reason!r} (one of {choices})")
+    reasons = [r.value for r in InterruptReason]
+    if reason not in reasons:
+        raise InvalidInput(
+            f"unknown interrupt reason {reason!r} (one of {', '.join(reasons)})"
+            f"{did_you_mean(reason, reasons)}"
+        )
     if (source is None or reason == InterruptReason.HOOK_GATE) and event not in EVENTS:
-        raise InvalidInput(f"unknown event {event!r} (see `belt hooks events`)")
+        raise InvalidInput(
+            f"unknown event {event!r} (see `belt hooks events`){did_you_mean(event, EVENTS)}"
+        )
     if reason == InterruptReason.HOOK_GATE and event not in GATEABLE_EVENTS:
         raise InvalidInput(
             f"a gate cannot attach to {event} (gates attach to {', '.join(GATEABLE_EVENTS)})"

@@ -44,6 +44,7 @@ from belt.records.registry_index import (
 from belt.store import Store, check_id, open_store
 from belt.store.clock import timestamp, utcnow
 from belt.store.shapes import derive, fits
+from belt.suggest import did_you_mean
 
 DEFAULT_OWNER = "local"
 """The team a local registry belongs to, and a scenario's agent unless it names another."""
@@ -283,13 +284,18 @@ def _candidate(raw: Mapping[str, Any], where: str, problems: list[str]) -> Candi
         return None
     for key in raw:
         if key not in FILE_KEYS:
-            problem(str(key), f"unknown key (expected {', '.join(FILE_KEYS)})")
+            problem(
+                str(key),
+                f"unknown key (expected {', '.join(FILE_KEYS)}){did_you_mean(key, FILE_KEYS)}",
+            )
     name = _text_value(raw, "name", problem, limit=MAX_NAME_CHARS, one_line=True)
     kind = raw.get("kind")
     if kind is None:
         problem("kind", f"missing (one of {', '.join(KINDS)})")
     elif kind not in KINDS:
-        problem("kind", f"{_show(kind)} is not one of {', '.join(KINDS)}")
+        problem(
+            "kind", f"{_show(kind)} is not one of {', '.join(KINDS)}{did_you_mean(kind, KINDS)}"
+        )
     text = _text_value(raw, "text", problem, limit=MAX_TEXT_CHARS, one_line=False)
     tags = _tags(raw.get("tags", []), problem)
     if len(problems) > before or name is None or text is None or not isinstance(kind, str):

@@ -22,6 +22,7 @@ from starlette.routing import Route
 from belt.errors import BeltError
 from belt.server.problems import Problem, belt_problem, envelope, read_json_object
 from belt.store.clock import VirtualClock, now, parse_duration, parse_rfc3339, timestamp
+from belt.suggest import did_you_mean
 from belt.text import describe
 
 PATH = "/_belt/clock"
@@ -73,7 +74,11 @@ class ClockRoutes:
         keys = set(body)
         if keys not in ({"advance"}, {"to"}):
             extra = sorted(keys - {"advance", "to"})
-            why = f"{extra[0]}: unknown key; " if extra else ""
+            why = (
+                f"{extra[0]}: unknown key{did_you_mean(extra[0], ('advance', 'to'))}; "
+                if extra
+                else ""
+            )
             raise Problem(
                 422,
                 "Unprocessable Content",

@@ -37,6 +37,7 @@ from typing import Any
 from belt.engine.scenario import scenario_dialect, scenario_from_document
 from belt.errors import InvalidInput
 from belt.matching import ArgumentMatchers, argument_matchers, arguments_match, value_matcher
+from belt.suggest import closest, did_you_mean
 from belt.text import describe, short
 from belt.wire.catalogue import EVENTS
 from belt.wire.enums import (
@@ -271,11 +272,13 @@ def _compile(
         return None
     subject = _subject(item)
     if subject is None:
+        near = [(key, closest(key, SUBJECTS)) for key in item]
+        key, match = next(((key, match) for key, match in near if match), ("", None))
         findings.error(
             path,
             "says nothing to check: give one of tool, event, injection, dedup_key, row, "
             "interrupt, run_state, continuations, hold, latency_ms, injected_tokens, "
-            "context_tokens",
+            "context_tokens" + (f"; did you mean {match!r} (not {key!r})?" if match else ""),
         )
         return None
     allowed = (*KEYS[subject], *COMMON)
@@ -283,7 +286,9 @@ def _compile(
     for key in item:
         if key not in allowed:
             findings.error(
-                f"{path}.{key}", f"unknown key here (allowed with {subject}: {', '.join(allowed)})"
+                f"{path}.{key}",
+                f"unknown key here (allowed with {subject}: {', '.join(allowed)})"
+                f"{did_you_mean(key, allowed)}",
             )
     if dialect != "nexus" and subject in ("continuations",):
         findings.error(f"{path}.{subject}", "Nexus stop continuations; this scenario is platform")
@@ -354,7 +359,9 @@ class _Compiler:
     def choice(self, key: str, choices: tuple[str, ...]) -> Test | None:
         value = self.item[key]
         if value not in choices:
-            self.error(key, f"{value!r} is not one of {', '.join(choices)}")
+            self.error(
+                key, f"{value!r} is not one of {', '.join(choices)}{did_you_mean(value, choices)}"
+            )
             return None
         return lambda found: found == value
 
@@ -383,7 +390,11 @@ class _Compiler:
         conditions = []
         for key, pattern in value.items():
             if key not in ROW_FIELDS:
-                self.error(f"row.{key}", f"unknown row field (allowed: {', '.join(ROW_FIELDS)})")
+                self.error(
+                    f"row.{key}",
+                    f"unknown row field (allowed: {', '.join(ROW_FIELDS)})"
+                    f"{did_you_mean(key, ROW_FIELDS)}",
+                )
                 continue
             test = value_matcher(pattern, f"{self.path}.row.{key}", self.findings)
             if test is not None:

@@ -7,10 +7,15 @@ only the first; a clean document is then turned into wire models.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel
+
+from belt.suggest import did_you_mean
 from belt.text import describe, printable, short
 from belt.wire.catalogue import BUILTINS, EVENTS, GATEABLE_EVENTS
 from belt.wire.nexus import (
@@ -31,6 +36,7 @@ from belt.wire.platform import (
 
 HOOK_KEYS = ("event", "type", "handler", "async", "timeout", "default_resolution")
 NEXUS_HOOK_KEYS = ("tool", "timeout_ms", "max_continuations")
+DECISION_KEYS = ("continue", "feedback")
 AGENT_REF = re.compile(
     r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(@[A-Za-z0-9][A-Za-z0-9._-]*)?$"
 )
@@ -136,7 +142,10 @@ def check_platform_hook(
         return
     for key in raw:
         if key not in HOOK_KEYS:
-            findings.error(f"{path}.{key}", f"unknown key (allowed: {', '.join(HOOK_KEYS)})")
+            findings.error(
+                f"{path}.{key}",
+                f"unknown key (allowed: {', '.join(HOOK_KEYS)}){did_you_mean(key, HOOK_KEYS)}",
+            )
     event = _checked_event(raw.get("event"), path, findings)
     kind = raw.get("type")
     kinds = [t.value for t in HookHandlerType]
@@ -145,7 +154,9 @@ def check_platform_hook(
         return
     if kind not in kinds:
         findings.error(
-            f"{path}.type", f"{kind!r} is not a handler type (expected one of {', '.join(kinds)})"
+            f"{path}.type",
+            f"{kind!r} is not a handler type (expected one of {', '.join(kinds)})"
+            f"{did_you_mean(kind, kinds)}",
         )
         return
     if kind == HookHandlerType.GATE:
@@ -163,7 +174,8 @@ def _checked_event(event: Any, path: str, findings: Findings) -> str | None:
     if not isinstance(event, str) or event not in EVENTS:
         findings.error(
             f"{path}.event",
-            f"{event!r} is not a lifecycle event (expected one of {', '.join(EVENTS)})",
+            f"{event!r} is not a lifecycle event (expected one of {', '.join(EVENTS)})"
+            f"{did_you_mean(event, EVENTS)}",
         )
         return None
     if not EVENTS[event].emitted:
@@ -222,7 +234,9 @@ def _check_handler(
         builtin = BUILTINS.get(handler)
         if builtin is None:
             findings.error(
-                hpath, f"{handler!r} is not a builtin (expected one of {', '.join(BUILTINS)})"
+                hpath,
+                f"{handler!r} is not a builtin (expected one of {', '.join(BUILTINS)})"
+                f"{did_you_mean(handler, BUILTINS)}",
             )
         elif event is not None and event not in builtin.events:
             findings.error(
@@ -277,7 +291,7 @@ def check_response(document: dict[str, Any]) -> tuple[LifecycleHookResponse, lis
         unknown += [f"inject.{key}" for key in inject if key not in INJECTION_KEYS]
     response = LifecycleHookResponse.model_validate(known)
     warnings = [
-        f"{_shown_key(path)}: unknown key in the answer, ignored"
+        f"{_shown_key(path)}: unknown key in the answer, ignored{_answer_key_near(path)}"
         for path in unknown[:MAX_UNKNOWN_KEY_WARNINGS]
     ]
     if len(unknown) > MAX_UNKNOWN_KEY_WARNINGS:
@@ -285,6 +299,13 @@ def check_response(document: dict[str, Any]) -> tuple[LifecycleHookResponse, lis
             f"… and {len(unknown) - MAX_UNKNOWN_KEY_WARNINGS} more unknown keys, ignored"
         )
     return response, warnings
+
+
+def _answer_key_near(path: str) -> str:
+    """The did-you-mean of an unknown key of an answer (``inject.x`` among the injection's)."""
+    if path.startswith("inject."):
+        return did_you_mean(path.removeprefix("inject."), INJECTION_KEYS)
+    return did_you_mean(path, RESPONSE_KEYS)
 
 
 def _shown_key(key: str) -> str:
@@ -324,7 +345,9 @@ def check_nexus_hooks(
     for event, entry in raw.items():
         path = f"{base}.{event}"
         if event not in events:
-            findings.error(path, f"unknown event (allowed: {', '.join(events)})")
+            findings.error(
+                path, f"unknown event (allowed: {', '.join(events)}){did_you_mean(event, events)}"
+            )
             continue
         if entry is None:
             continue
@@ -334,7 +357,9 @@ def check_nexus_hooks(
         for key in entry:
             if key not in NEXUS_HOOK_KEYS:
                 findings.error(
-                    f"{path}.{key}", f"unknown key (allowed: {', '.join(NEXUS_HOOK_KEYS)})"
+                    f"{path}.{key}",
+                    f"unknown key (allowed: {', '.join(NEXUS_HOOK_KEYS)})"
+                    f"{did_you_mean(key, NEXUS_HOOK_KEYS)}",
                 )
         tool = entry.get("tool")
         if tool is None:
@@ -398,8 +423,11 @@ def check_decision(
         findings.error(base, f"expected an object, got {describe(raw)}")
         return findings, None
     for key in raw:
-        if key not in ("continue", "feedback"):
-            findings.error(f"{base}.{key}", "additional result fields are refused")
+        if key not in DECISION_KEYS:
+            findings.error(
+                f"{base}.{key}",
+                f"additional result fields are refused{did_you_mean(key, DECISION_KEYS)}",
+            )
     if "continue" not in raw:
         findings.error(f"{base}.continue", "is required (true or false)")
     elif not isinstance(raw["continue"], bool):
@@ -444,11 +472,68 @@ def format_loc(loc: tuple[int | str, ...], base: str = "") -> str:
     return path or "(document)"
 
 
-def model_problems(exc: Any, base: str = "") -> list[str]:
-    """Turn a pydantic ValidationError into one ``path: rule`` line per error."""
+def model_problems(exc: Any, base: str = "", *, model: Any = None) -> list[str]:
+    """Turn a pydantic ValidationError into one ``path: rule`` line per error; an unknown key
+    of ``model`` (the model or type validated) is offered the closest field there."""
     lines = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = "unknown key"
+            if model is not None and loc:
+                message += did_you_mean(loc[-1], fields_at(model, loc[:-1]))
         lines.append(f"{format_loc(loc, base)}: {message}")
     return lines
+
+
+def fields_at(model: Any, loc: tuple[int | str, ...]) -> list[str]:
+    """The keys (as written: a field's alias, else its name) an object at ``loc`` of ``model``
+    may hold, found by following ``loc`` through the fields' types (lists, dicts, optionals and
+    unions, whose member pydantic names in the location)."""
+    kinds = _members(model)
+    for part in loc:
+        named = [kind for kind in kinds if isinstance(part, str) and _type_name(kind) == part]
+        if named:  # pydantic names the member of a union it tried
+            kinds = named
+            continue
+        kinds = [inner for kind in kinds for inner in _members(_step(kind, part))]
+    names: list[str] = []
+    for kind in kinds:
+        if _is_model(kind):
+            names += [info.alias or name for name, info in kind.model_fields.items()]
+    return names
+
+
+def _members(kind: Any) -> list[Any]:
+    """The types a value of ``kind`` may be: Annotated unwrapped, unions and optionals split."""
+    if kind is None:
+        return []
+    if get_origin(kind) is Annotated:
+        return _members(get_args(kind)[0])
+    if get_origin(kind) in (Union, UnionType):
+        return [member for arg in get_args(kind) for member in _members(arg)]
+    return [kind]
+
+
+def _step(kind: Any, part: int | str) -> Any:
+    """The type of ``part`` (a field, a key or an index) within a value of ``kind``."""
+    if _is_model(kind):
+        for name, info in kind.model_fields.items():
+            if part in (name, info.alias):
+                return info.annotation
+        return None
+    origin, args = get_origin(kind), get_args(kind)
+    if origin in (list, tuple, set, frozenset, Sequence) and args and isinstance(part, int):
+        return args[0]
+    if origin in (dict, Mapping) and len(args) == 2:
+        return args[1]
+    return None
+
+
+def _is_model(kind: Any) -> bool:
+    return get_origin(kind) is None and isinstance(kind, type) and issubclass(kind, BaseModel)
+
+
+def _type_name(kind: Any) -> str:
+    return kind.__name__ if _is_model(kind) else ""
