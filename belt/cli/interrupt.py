@@ -380,9 +380,11 @@ def review(
     backend = local_inbox()
     passed: set[str] = set()
     done = {"allow": 0, "deny": 0, "skip": 0}
+    left = 0
     while True:
         _settle_overdue(backend)
         waiting = [(i, e) for i, e in backend.find_interrupts() if i["id"] not in passed]
+        left = len(waiting)
         if not waiting:
             break
         item, on_expiry = min(waiting, key=lambda listed: str(listed[0].get("expires_at")))
@@ -396,6 +398,7 @@ def review(
         answer = _ask_decision()
         if answer == "quit":
             break
+        left = 0
         passed.add(item["id"])
         if answer == "skip":
             done["skip"] += 1
@@ -413,11 +416,13 @@ def review(
         if resume:
             _resume(backend, str(item.get("run_id")))
     total = sum(done.values())
+    still = f"; {left} still pending" if left else ""
     if not total:
-        output.echo("no pending interrupts", stderr=True)
+        output.echo(f"reviewed none{still}" if left else "no pending interrupts", stderr=True)
         return
     output.echo(
-        f"reviewed {total}: {done['allow']} allowed, {done['deny']} denied, {done['skip']} skipped",
+        f"reviewed {total}: {done['allow']} allowed, {done['deny']} denied, {done['skip']} "
+        f"skipped{still}",
         stderr=True,
     )
 

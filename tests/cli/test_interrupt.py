@@ -555,6 +555,7 @@ def test_review_quits_and_leaves_the_rest_pending() -> None:
     dto = open_gate()
     out, code = converse(["interrupt", "review"], ["q"])
     assert code == 0, out
+    assert "reviewed none; 1 still pending" in out and "no pending interrupts" not in out
     assert belt("interrupt", "show", dto["id"], "--json").json()["status"] == "pending"
     belt("interrupt", "resolve", dto["id"], "deny")
     out, code = converse(["interrupt", "review"], [])  # nothing pending: nothing asked
