@@ -12,6 +12,7 @@ continues) is not read here: it takes calling the handler.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,13 +23,14 @@ from belt.declarations import Declaration, check_document, read_declaration
 from belt.effects import handler_label, is_in_process, url_host
 from belt.engine.dispatch import load_located
 from belt.engine.scenario import LoadedScenario, scenario_from_document
-from belt.errors import BeltError
+from belt.errors import BeltError, ExitCode
 from belt.handlers.inprocess import Located
 from belt.records.journal import JOURNAL, SERVE
 from belt.records.runs import EVENTS_LOG, RUN
+from belt.records.sims import read_hooks
 from belt.store import Store
 from belt.wire.catalogue import EVENTS
-from belt.wire.enums import HookHandlerType, InterruptResolution
+from belt.wire.enums import Dialect, HookHandlerType, InterruptResolution
 from belt.wire.nexus import LifecycleHooks
 from belt.wire.platform import LifecycleHookConfig
 from belt.wire.validate import Findings
@@ -90,8 +92,49 @@ class Declared:
     where: str
     hooks: list[LifecycleHookConfig]
     lifecycle_hooks: LifecycleHooks | None
+    report: Declaration
+    """The file checked as ``belt hooks validate`` reports it (a scenario's ``shape`` is
+    ``scenario``)."""
     located: dict[int, Located] = field(default_factory=dict)
     """Where a scenario's in-process hooks are loaded from (by index): from its directory."""
+
+
+SCENARIO = "scenario"
+"""The ``shape`` of a checked scenario file's report."""
+SCENARIO_COMMANDS = "`belt sim run` runs it, `belt test` checks its expectations"
+
+OTHER_FILES: tuple[tuple[str, str, str], ...] = (
+    ("property", "a props file", "`belt check TARGET --props {file}` reads it"),
+    ("match", "a model script", "`belt serve --model {file}` reads it"),
+    (
+        "rules",
+        "a policy file",
+        "`belt serve --policy {file}` reads it, as does a hook whose handler is policy:{file}",
+    ),
+    (
+        "default",
+        "a policy file",
+        "`belt serve --policy {file}` reads it, as does a hook whose handler is policy:{file}",
+    ),
+)
+"""Files of belt's that declare no hooks, known by a key (a model script's rules by their
+``match``): what each is, and the command that reads it."""
+DECLARING_KEYS = ("hooks", "lifecycle_hooks", "plugins", "event")
+
+
+def other_file(doc: Any, source: str) -> str | None:
+    """What a file of belt's that is not a hook declaration is, and which command reads it
+    (None: it may be a declaration)."""
+    if not isinstance(doc, dict) or any(key in doc for key in DECLARING_KEYS):
+        return None
+    rules = doc.get("rules")
+    keys = set(doc)
+    if isinstance(rules, list) and any(isinstance(r, dict) and "match" in r for r in rules):
+        keys.add("match")
+    for key, what, command in OTHER_FILES:
+        if key in keys:
+            return f"{what}, not a hook declaration: {command.format(file=source)}"
+    return None
 
 
 def examine(paths: list[Path], store: Store) -> Examined:
@@ -122,30 +165,72 @@ def examine(paths: list[Path], store: Store) -> Examined:
     return Examined([str(p) for p in paths], traps, invalid, delivered.any)
 
 
-def read_declared(path: Path) -> Declared | Declaration:
-    """The hooks ``path`` declares (a scenario is known by its ``turns``), or the failed report
-    of a file that cannot be read or is invalid."""
+def read_declared(path: Path, dialect: Dialect | None = None) -> Declared | Declaration:
+    """The hooks ``path`` declares (a scenario is known by its ``turns``, and read as the
+    dialect it says; ``dialect`` reads a declaration file as that one), or the failed report of
+    a file that cannot be read, is invalid, or is another file of belt's (a policy, a model
+    script, a props file: the report names the command that reads it)."""
     source = str(path)
     try:
         doc = read_declaration(path)
         if isinstance(doc, dict) and "turns" in doc:
-            loaded = scenario_from_document(doc, source, path.parent)
-            if isinstance(loaded, LoadedScenario):
-                return Declared(source, "agent.hooks", loaded.hooks, None, loaded.located)
-            profile = loaded.profile
-            if profile is None:
-                return Declared(source, "", [], None)
-            doc = profile
-        declaration = check_document(doc, source)
+            return read_scenario(doc, path)
+        other = other_file(doc, source) if dialect is None else None
+        if other is not None:
+            return failed(source, other)
+        declaration = check_document(doc, source, dialect)
     except BeltError as exc:
-        findings = Findings()
-        prefix = f"{source}:"
-        message = exc.message
-        findings.problems.append(message.removeprefix(prefix).lstrip())
-        return Declaration(source, None, findings, failure=exc.exit_code)
+        return failed(source, exc.message, exc.problems, exc.exit_code)
     if not declaration.ok:
         return declaration
-    return Declared(source, "hooks", declaration.hooks, declaration.lifecycle_hooks)
+    return Declared(source, "hooks", declaration.hooks, declaration.lifecycle_hooks, declaration)
+
+
+def read_scenario(doc: dict[str, Any], path: Path) -> Declared | Declaration:
+    """A scenario's hooks, checked as ``belt sim run`` reads them (its whole scenario too)."""
+    source = str(path)
+    loaded = scenario_from_document(doc, source, path.parent)
+    if isinstance(loaded, LoadedScenario):
+        findings = Findings()
+        findings.warnings.extend(loaded.warnings)
+        report = Declaration(source, Dialect.PLATFORM, findings, loaded.hooks, shape=SCENARIO)
+        return Declared(source, "agent.hooks", loaded.hooks, None, report, loaded.located)
+    profile = loaded.profile
+    if profile is None:
+        findings = Findings()
+        findings.warnings.extend(loaded.warnings)
+        empty = Declaration(source, Dialect.NEXUS, findings, shape=SCENARIO)
+        return Declared(source, "", [], None, empty)
+    declaration = check_document(profile, source)
+    declaration.shape = SCENARIO
+    declaration.findings.warnings[:0] = loaded.warnings
+    if not declaration.ok:
+        return declaration
+    return Declared(source, "hooks", declaration.hooks, declaration.lifecycle_hooks, declaration)
+
+
+def failed(
+    source: str,
+    message: str,
+    problems: list[str] | None = None,
+    code: ExitCode = ExitCode.INVALID_INPUT,
+) -> Declaration:
+    """The report of a file that failed with ``message`` (and more ``problems``)."""
+    findings = Findings()
+    findings.problems.append(message.removeprefix(f"{source}:").lstrip())
+    findings.problems.extend(problems or [])
+    return Declaration(source, None, findings, failure=code)
+
+
+def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[Declaration]:
+    """``belt hooks validate``: each file checked as what it is, a declaration file of either
+    dialect or a scenario (its hooks, and the scenario as ``belt sim run`` reads it); another
+    file of belt's is named with the command that reads it."""
+    reports = []
+    for path in paths:
+        found = read_declared(path, dialect)
+        reports.append(found if isinstance(found, Declaration) else found.report)
+    return reports
 
 
 def platform_traps(
@@ -259,40 +344,129 @@ def nexus_traps(source: str, hooks: LifecycleHooks) -> Iterator[Trap]:
         )
 
 
+WebhookKey = tuple[str, int | None, str]
+"""Where a webhook delivery went: host (every loopback name as one), port (None for the
+scheme's default) and path; the scheme, credentials and query are not compared."""
+
+
 @dataclass
 class Deliveries:
-    """The hook deliveries on record: (event, handler type, handler label) from the runs' hook
-    records, and (event, route) from ``belt serve``'s journal."""
+    """The hook deliveries on record: (event, handler type, handler label) of the runs' hook
+    calls to anything but a webhook; and (event, ``webhook_key``) of each delivery to a
+    webhook, from the runs' hook calls (their full URL, from the simulation's private record
+    of its hooks) and ``belt serve``'s journal (the Host a request came to, and its route)."""
 
     hooks: set[tuple[str, str, str]]
-    routes: set[tuple[str, str]]
+    webhooks: set[tuple[str, WebhookKey]]
 
     @property
     def any(self) -> bool:
         """True when anything at all was delivered."""
-        return bool(self.hooks or self.routes)
+        return bool(self.hooks or self.webhooks)
 
     @classmethod
     def read(cls, store: Store) -> Deliveries:
         """Every delivery the store holds (a damaged log is skipped: this is a hint, not a
         check the store must pass)."""
         hooks: set[tuple[str, str, str]] = set()
+        webhooks: set[tuple[str, WebhookKey]] = set()
+        urls = _HookURLs(store)
         for run_id in store.list_ids(RUN):
             for record in _records(store, EVENTS_LOG, run_id):
-                if record.get("type") == "hook.executed":
-                    hooks.add(
-                        (
-                            str(record.get("hook_event")),
-                            str(record.get("handler_type")),
-                            str(record.get("handler")),
-                        )
-                    )
-        routes = {
-            (str(record.get("event")), str(record.get("route")))
-            for record in _records(store, JOURNAL, SERVE)
-            if record.get("kind") == "hook" and record.get("event")
-        }
-        return cls(hooks, routes)
+                if record.get("type") != "hook.executed":
+                    continue
+                event = str(record.get("hook_event"))
+                kind = str(record.get("handler_type"))
+                label = str(record.get("handler"))
+                if kind != HookHandlerType.WEBHOOK or is_in_process(label):
+                    hooks.add((event, kind, label))
+                    continue
+                url = urls.of(run_id, record.get("hook_index"))
+                key = webhook_key(url) if url and handler_label(kind, url) == label else None
+                if key is not None:
+                    webhooks.add((event, key))
+        for line in _records(store, JOURNAL, SERVE):
+            if line.get("kind") != "hook" or not line.get("event"):
+                continue
+            headers = line.get("headers")
+            host = headers.get("host") if isinstance(headers, dict) else None
+            key = served_key(host, line.get("route"))
+            if key is not None:
+                webhooks.add((str(line.get("event")), key))
+        return cls(hooks, webhooks)
+
+
+def webhook_key(url: str) -> WebhookKey | None:
+    """The ``WebhookKey`` of a webhook URL (None when it cannot be read)."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host:
+        return None
+    if port == {"http": 80, "https": 443}.get(parts.scheme):
+        port = None
+    return (_same_host(host), port, parts.path or "/")
+
+
+def served_key(host: Any, route: Any) -> WebhookKey | None:
+    """The ``WebhookKey`` of a request ``belt serve`` journalled: its Host header and route."""
+    if not isinstance(host, str) or not isinstance(route, str) or not host:
+        return None
+    try:
+        parts = urlsplit(f"//{host}")
+        name, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not name:
+        return None
+    return (_same_host(name), None if port in (80, 443) else port, route or "/")
+
+
+def _same_host(host: str) -> str:
+    """A host name as compared: lower case, and every loopback name as ``loopback``."""
+    name = host.lower().strip("[]")
+    if name == "localhost":
+        return "loopback"
+    try:
+        return "loopback" if ipaddress.ip_address(name).is_loopback else name
+    except ValueError:
+        return name
+
+
+class _HookURLs:
+    """The full URL of a run's hook, by its index, from its simulation's private record of
+    its hooks (each record read once)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.sims: dict[str, list[Any]] = {}
+        self.runs: dict[str, str | None] = {}
+
+    def of(self, run_id: str, index: Any) -> str | None:
+        """The URL of hook ``index`` of run ``run_id`` (None when it is not on record)."""
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            return None
+        if run_id not in self.runs:
+            try:
+                sim_id = self.store.read(RUN, run_id).get("sim_id")
+            except BeltError:
+                sim_id = None
+            self.runs[run_id] = sim_id if isinstance(sim_id, str) else None
+        sim_id = self.runs[run_id]
+        if sim_id is None:
+            return None
+        if sim_id not in self.sims:
+            try:
+                declared = read_hooks(self.store, sim_id).get("hooks")
+            except BeltError:
+                declared = None
+            self.sims[sim_id] = declared if isinstance(declared, list) else []
+        hooks = self.sims[sim_id]
+        hook = hooks[index] if index < len(hooks) else None
+        handler = hook.get("handler") if isinstance(hook, dict) else None
+        return handler if isinstance(handler, str) else None
 
 
 def _records(store: Store, log: str, id: str) -> Iterable[dict[str, Any]]:
@@ -305,24 +479,23 @@ def _records(store: Store, log: str, id: str) -> Iterable[dict[str, Any]]:
 def never_delivered(
     declared: list[tuple[str, str, LifecycleHookConfig]], delivered: Deliveries
 ) -> Iterator[Trap]:
-    """The declared hooks no run fired and no ``belt serve`` was sent."""
+    """The declared hooks no run fired and no ``belt serve`` was sent: a webhook counts as
+    delivered only for deliveries to its own URL (its host, port and path)."""
     for source, where, hook in declared:
         event, kind = hook.event.value, hook.type.value
-        if (event, kind, handler_label(hook.type, hook.handler)) in delivered.hooks:
-            continue
-        if hook.handler and kind == HookHandlerType.WEBHOOK and not is_in_process(hook.handler):
-            try:
-                route = urlsplit(hook.handler).path or "/"
-            except ValueError:
-                route = ""
-            if (event, route) in delivered.routes:
+        handler = hook.handler
+        if kind == HookHandlerType.WEBHOOK and handler and not is_in_process(handler):
+            key = webhook_key(handler)
+            if key is not None and (event, key) in delivered.webhooks:
                 continue
+        elif (event, kind, handler_label(hook.type, handler)) in delivered.hooks:
+            continue
         yield Trap(
             source,
             where,
             "never-delivered",
             f"{kind} on {event} was never delivered: no run in the store fired it and no "
-            "belt serve journal has it",
+            "belt serve journal has a request to its URL",
             "check that its event happens in your runs (and, for agent.tool_call, that the "
             "tool is called), or remove it",
         )

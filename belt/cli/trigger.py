@@ -89,8 +89,6 @@ def trigger(
         belt trigger agent.tool_call
 
         belt trigger agent.tool_call --to py:hooks.py:guard --set data.arguments='{"command": "ls"}'
-
-        belt trigger agent.tool_call --to http://127.0.0.1:8787/hooks --payload @payload.json
     """
     from belt import output
     from belt.trigger import failure, read_data, read_payload, running_serve

@@ -100,6 +100,64 @@ def test_validate_examples_and_spec_examples() -> None:
     assert len(result.stdout.splitlines()) == len(files)
 
 
+SCENARIO_COMMANDS = "`belt sim run` runs it, `belt test` checks its expectations"
+
+
+def test_validate_reads_a_scenario_as_a_scenario_and_checks_its_hooks() -> None:
+    guarded, tour = EXAMPLES / "guarded-agent.toml", EXAMPLES / "nexus-tour.toml"
+    result = belt("hooks", "validate", str(guarded), str(tour))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"ok  {guarded} (platform scenario, 3 hook(s)): {SCENARIO_COMMANDS}",
+        f"ok  {tour} (nexus scenario, 4 hook(s)): {SCENARIO_COMMANDS}",
+    ]
+    assert "unknown event" not in result.stderr
+    (report,) = belt("hooks", "validate", str(guarded), "--json").json()
+    assert (report["kind"], report["dialect"], report["valid"]) == ("scenario", "platform", True)
+    assert [hook["event"] for hook in report["hooks"]] == [
+        "agent.tool_call",
+        "agent.turn_start",
+        "agent.tool_call",
+    ]
+    (plain,) = belt("hooks", "validate", str(EXAMPLES / "hooks.toml"), "--json").json()
+    assert plain["kind"] == "hooks"
+
+
+def test_a_scenarios_bad_hook_is_named_by_its_path_in_the_scenario(tmp_path: Path) -> None:
+    scenario = write(
+        tmp_path,
+        "scenario.toml",
+        '[agent]\nname = "a"\n\n[[agent.hooks]]\nevent = "agent.tool_call"\ntype = "webhook"\n'
+        'handler = "http://127.0.0.1:9/h"\ntimeout = 400\n\n[[turns]]\nuser = "hi"\n',
+    )
+    result = belt("hooks", "validate", str(scenario))
+    assert result.exit_code == 5
+    assert f"error: {scenario}: agent.hooks[0].timeout" in result.stderr
+    assert "lifecycle_hooks" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("policy.toml", "a policy file, not a hook declaration: `belt serve --policy {}` reads it"),
+        ("model.toml", "a model script, not a hook declaration: `belt serve --model {}` reads it"),
+        (
+            "props.toml",
+            "a props file, not a hook declaration: `belt check TARGET --props {}` reads it",
+        ),
+    ],
+)
+def test_another_file_of_belts_is_named_with_the_command_that_reads_it(
+    name: str, says: str
+) -> None:
+    path = str(EXAMPLES / name)
+    for command in ("validate", "doctor"):
+        result = belt("hooks", command, path)
+        assert result.exit_code == 5, result.stderr
+        assert f"error: {path}: {says.format(path)}" in result.stderr
+        assert "unknown event" not in result.stderr
+
+
 def test_validate_reports_every_problem_on_one_line_each_and_exits_5(tmp_path: Path) -> None:
     path = write(
         tmp_path,
