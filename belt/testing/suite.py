@@ -357,8 +357,12 @@ def scenario_modules(paths: list[Path], routes: list[str]) -> list[Preload]:
     scenario reads them), and the ``--route`` targets. Run in the template process; what cannot
     be read or found is left to the scenario that names it."""
     wanted: dict[str, Preload] = {}
+    seen: set[tuple[str, str]] = set()
 
     def add(spec: str, directory: Path, where: str) -> None:
+        if (spec, str(directory)) in seen:  # a suite's files name the same few handlers
+            return
+        seen.add((spec, str(directory)))
         try:
             place = locate_handler(spec, directory, where=where)
         except BeltError:
@@ -377,12 +381,11 @@ def scenario_modules(paths: list[Path], routes: list[str]) -> list[Preload]:
                 text = handle.read()
         except OSError:
             continue
-        for found in _REFERENCE.finditer(text):
+        for reference in set(_REFERENCE.findall(text)):
             try:
-                reference = found.group(1).decode("utf-8")
+                add(f"py:{reference.decode('utf-8')}", path.parent, str(path))
             except UnicodeDecodeError:
                 continue
-            add(f"py:{reference}", path.parent, str(path))
     return list(wanted.values())
 
 
