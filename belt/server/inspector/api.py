@@ -36,7 +36,7 @@ from belt.errors import BeltError, Conflict, InvalidInput
 from belt.handlers.webhook import WebhookResult
 from belt.records.changes import ANYTHING, watching
 from belt.records.ids import now_iso
-from belt.records.interrupts import read_record, settled_by, to_dto
+from belt.records.interrupts import read_record, settled_by
 from belt.records.journal import JOURNAL, SERVE
 from belt.records.reports import Reporter, report_api
 from belt.replay import payload_model
@@ -48,8 +48,16 @@ from belt.server.inspector.replay import (
     parse_target,
     scenario_file,
 )
-from belt.server.inspector.runs import continue_run, gates, list_runs, resolve, run_view
+from belt.server.inspector.runs import (
+    continue_run,
+    gate_item,
+    gates,
+    list_runs,
+    resolve,
+    run_view,
+)
 from belt.server.problems import Problem, belt_problem, envelope, read_json_object
+from belt.store import clock
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -316,7 +324,7 @@ class Inspector:
             with contextlib.suppress(BeltError):
                 record = await self.call(read_record, store=self.store, interrupt_id=interrupt_id)
                 document = json.loads(bytes(response.body))
-                document["interrupt"] = to_dto(record)
+                document["interrupt"] = gate_item(record, clock.now())
                 document["settled_by"] = settled_by(record)
                 response = Response(
                     json.dumps(document, ensure_ascii=False),

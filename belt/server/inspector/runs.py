@@ -309,15 +309,18 @@ def _seconds_left(expires_at: Any, now: datetime) -> float | None:
 def resolve(
     store: Store, *, interrupt_id: str, decision: Any, data: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Resolve a gate from the page; (its InterruptDTO, whether its run can go on now).
+    """Resolve a gate from the page; (the gate as :func:`gate_item` shows it, whether its run
+    can go on now). The gate keeps what the pending list said of it (its event, tool and
+    arguments), so its card keeps its title once settled.
 
     Conflict (409 on the page) when it is no longer pending, saying by whom it was settled.
     """
     if decision not in ("allow", "deny"):
         raise InvalidInput(f"decision: expected allow or deny, got {decision!r}")
-    dto = resolve_interrupt(
+    resolve_interrupt(
         store=store, interrupt_id=interrupt_id, decision=decision, data=data, by=RESOLVED_BY
     )
+    dto = gate_item(read_record(store=store, interrupt_id=interrupt_id), clock.now())
     run_id = str(dto["run_id"])
     run = store.get(RUN, run_id)
     if run is None or not run.get("sim_id"):

@@ -55,7 +55,8 @@ const runLink = (id) => (id ? link("#/run/" + encodeURIComponent(id), id) : "");
 const deliveryLink = (id, text) => link("#/delivery/" + encodeURIComponent(id), text || id);
 const json = (value) => JSON.stringify(value, null, 2);
 const pre = (value) => el("pre", { class: "json" }, value === undefined ? "" : json(value));
-const time = (stamp) => (stamp ? new Date(stamp).toLocaleTimeString() : "");
+// A time of day in a list's first column, kept on one line (inspector.css: td.time).
+const time = (stamp) => (stamp ? el("time", { datetime: stamp, title: stamp }, new Date(stamp).toLocaleTimeString()) : "");
 const ms = (value) => (typeof value === "number" ? `${value.toFixed(value < 10 ? 1 : 0)} ms` : "");
 const short = (value, n = 60) => {
   const text = typeof value === "string" ? value : JSON.stringify(value);
@@ -270,7 +271,7 @@ async function deliveriesView() {
     class: `delivery ${d.source}`, "data-id": d.id, "data-run": d.run_id || "",
     on: { click: () => { location.hash = "#/delivery/" + encodeURIComponent(d.id); } },
   },
-  el("td", {}, time(d.at)), el("td", { class: "from" }, d.source === "sim" ? "simulated" : "belt serve"),
+  el("td", { class: "time" }, time(d.at)), el("td", { class: "from" }, d.source === "sim" ? "simulated" : "belt serve"),
   el("td", { class: "run" }, d.run_id ? runLink(d.run_id) : ""), el("td", {}, d.event || "-"), el("td", { class: "tool" }, d.tool || ""),
   el("td", {}, d.handler), el("td", {}, d.status && d.status !== 200 ? badge("error", d.status) : badge(d.decision, d.injected ? "+inject" : "")),
   el("td", { class: "reason" }, d.error || d.reason || ""), el("td", { class: "num" }, ms(d.duration_ms)),
@@ -465,7 +466,7 @@ async function runsView() {
     const found = await call("/runs");
     count.textContent = `${found.items.length} shown of ${found.total} run(s), newest first`;
     body.replaceChildren(...found.items.map((r) => labelled(columns, el("tr", { on: { click: () => { location.hash = "#/run/" + encodeURIComponent(r.id); } } },
-      el("td", {}, time(r.created_at)), el("td", {}, r.name || ""), el("td", {}, r.kind), el("td", {}, stateBadge(r.state, r.interrupted)),
+      el("td", { class: "time" }, time(r.created_at)), el("td", {}, r.name || ""), el("td", {}, r.kind), el("td", {}, stateBadge(r.state, r.interrupted)),
       el("td", {}, runLink(r.id)), el("td", {}, r.chat_id || ""), el("td", { class: "reason" }, r.error || "")))));
   }
   const columns = ["started", "agent", "kind", "state", "run", "chat", "error"];
@@ -555,11 +556,23 @@ function outcomeLine(outcome) {
   return el("p", { class: `${outcome.kind} outcome`, role: "status" }, outcome.text);
 }
 
+// A gate's title: the event it holds and what it holds there (a tool call with its arguments,
+// or a turn). The one place it is made, for a pending gate and a settled one alike, from the
+// payload the gate keeps (its meta), which stays the same whatever happens to the gate.
+function gateTitle(gate) {
+  const meta = gate.meta || {};
+  const data = meta.data || {};
+  const event = gate.event || meta.event || String(gate.source || "").replace(/^hook:/, "");
+  const tool = gate.tool || data.tool;
+  const args = gate.tool ? gate.arguments : data.arguments;
+  const holds = tool ? `${tool}(${short(args || {}, 100)})` : `turn ${gate.turn_count ?? meta.turn_count ?? ""}`;
+  return { event, holds };
+}
+
 function gateCard(gate) {
   const kept = state.settled.get(gate.id);
   const pending = gate.status === "pending" && !kept;
-  const holds = gate.tool ? `${gate.tool}(${short(gate.arguments || {}, 100)})`
-    : gate.meta && gate.meta.data && gate.meta.data.tool ? gate.meta.data.tool : `turn ${gate.turn_count ?? (gate.meta && gate.meta.turn_count) ?? ""}`;
+  const title = gateTitle(gate);
   const clock = el("span", { class: "clock" });
   const deadline = Date.now() + (gate.seconds_left ?? (Date.parse(gate.expires_at) - Date.now()) / 1000) * 1000;
   const tick = () => { clock.textContent = `${left((deadline - Date.now()) / 1000)}, then ${gate.on_expiry}`; };
@@ -617,7 +630,7 @@ function gateCard(gate) {
     state.timers.push(setInterval(tick, 1000));
   }
   const card = el("div", { class: `gate ${kept ? "settled" : gate.status}`, "data-id": gate.id },
-    el("div", { class: "gate-head" }, el("strong", {}, gate.event || gate.source), " ", holds, " ",
+    el("div", { class: "gate-head" }, el("strong", { class: "gate-event" }, title.event), " ", el("span", { class: "gate-holds" }, title.holds), " ",
       pending ? clock : stateBadge(gate.status, false), gate.resolution ? [" ", badge(gate.resolution)] : "",
       gate.settled_by ? ` by ${gate.settled_by}` : ""),
     fields([["gate", `${gate.id} (${gate.short_id})`], ["run", runLink(gate.run_id)], ["chat", gate.chat_id], ["opened", gate.created_at],

@@ -1,0 +1,125 @@
+"""The inspector page at desktop widths, in a real headless Chromium: a list's times stay on one
+line however crowded the table, and a gate keeps its title once it is resolved."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from belt.engine.api import run_scenario
+from belt.store import Store
+from tests.browser import chromium, missing
+from tests.test_inspector import gated_scenario, payload
+
+pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
+
+# Tool names long enough to crowd the deliveries table: the columns share what is left.
+CROWDING = [
+    "summarise the quarterly report and send it to the finance team before the end of the day",
+    "mcp__filesystem__move_file_to_the_archive_directory_after_review",
+]
+
+# How many lines a cell's text takes: the height of its text (a Range over the cell's
+# contents, which is the same however the cell is built) in lines of the cell's line height.
+LINES = """(cells) => cells.map((cell) => {
+  const range = document.createRange();
+  range.selectNodeContents(cell);
+  const height = range.getBoundingClientRect().height;
+  return height / parseFloat(getComputedStyle(cell).lineHeight);
+})"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """The module's Chromium in US English, whose times read "10:32:26 AM" (two words, so a
+    narrow column could break them), on UTC."""
+    with chromium(locale="en-US", timezone_id="UTC") as context:
+        yield context
+
+
+def crowded(served: str, tmp_path: Path) -> None:
+    """Deliveries of every kind in the served journal: simulated and served calls of a gated
+    run, and calls with long tool names."""
+    run_scenario(scenario=gated_scenario(tmp_path, served))
+    for tool in CROWDING:
+        httpx.post(f"{served}/hooks/guard", json=payload(tool=tool))
+
+
+@pytest.mark.parametrize("width", [1024, 1400, 1920])
+def test_the_times_of_a_crowded_list_take_one_line(
+    page: Any, served: str, tmp_path: Path, width: int
+) -> None:
+    crowded(served, tmp_path)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{served}/#/deliveries")
+    page.locator("tr.delivery", has_text=CROWDING[0]).wait_for()
+    cells = page.locator("tr.delivery td:first-child")
+    assert cells.count() >= 10
+    assert all(text.endswith(("AM", "PM")) for text in cells.all_inner_texts())
+    lines = cells.evaluate_all(LINES)
+    assert all(n < 1.5 for n in lines), f"a time wraps at {width} px: {lines} lines"
+    if width <= 1400:  # the crowding is real: the long tool name takes lines of its own
+        tool = page.locator("tr.delivery", has_text=CROWDING[0]).locator("td.tool")
+        assert tool.evaluate_all(LINES)[0] >= 2
+    page.goto(f"{served}/#/runs")
+    started = page.locator("table.list tbody tr td:first-child")
+    started.first.wait_for()
+    assert all(n < 1.5 for n in started.evaluate_all(LINES))
+
+
+def head(card: Any) -> tuple[str, str]:
+    """A gate card's title (its event) and the whole line it heads."""
+    return card.locator(".gate-head strong").inner_text(), card.locator(".gate-head").inner_text()
+
+
+TITLE = 'agent.tool_call delete_file({"path":"/tmp/old.txt"})'
+
+
+def test_a_gate_keeps_its_title_once_allowed(page: Any, served: str, tmp_path: Path) -> None:
+    run_scenario(scenario=gated_scenario(tmp_path, served))
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{served}/#/gates")
+    card = page.locator(".gate", has_text="/tmp/old.txt")
+    card.locator("button.allow").wait_for()
+    event, line = head(card)
+    assert event == "agent.tool_call"
+    assert line.startswith(TITLE), line
+    loads = int(page.locator(".gate-list").get_attribute("data-loads") or 0)
+    card.locator("button.allow").click()
+    settled = page.locator(".gate.settled", has_text="/tmp/old.txt")
+    settled.locator(".outcome").wait_for()
+    assert head(settled)[0] == event
+    assert head(settled)[1].startswith(TITLE + " resolved allow"), head(settled)[1]
+    # Read again when the store changes, the kept card still has the same title.
+    page.wait_for_function(
+        f"() => Number(document.querySelector('.gate-list').dataset.loads) > {loads}"
+    )
+    assert head(page.locator(".gate.settled", has_text="/tmp/old.txt"))[0] == event
+
+
+def test_a_gate_settled_elsewhere_first_keeps_its_title(
+    page: Any, served: str, tmp_path: Path, store: Store
+) -> None:
+    from belt.records.interrupts import resolve_interrupt
+
+    run_scenario(scenario=gated_scenario(tmp_path, served))
+    page.goto(f"{served}/#/gates")
+    card = page.locator(".gate", has_text="/tmp/old.txt")
+    card.locator("button.deny").wait_for()
+    assert head(card)[1].startswith(TITLE)
+    gate_id = str(card.get_attribute("data-id"))
+
+    def resolved_elsewhere_first(route: Any) -> None:
+        resolve_interrupt(store=store, interrupt_id=gate_id, decision="allow", by="ana")
+        route.continue_()
+
+    page.route("**/gates/*/resolve", resolved_elsewhere_first)
+    card.locator("button.deny").click()
+    settled = page.locator(".gate.settled", has_text="/tmp/old.txt")
+    settled.locator(".conflict").wait_for()
+    assert head(settled)[0] == "agent.tool_call"
+    assert head(settled)[1].startswith(TITLE + " resolved allow by ana"), head(settled)[1]
