@@ -199,117 +199,153 @@ def table(
 ) -> None:
     """Render rows as a table on a terminal, or as aligned plain text when piped.
 
-    The columns ``ids`` (indexes) hold ids: a terminal shows each whole, as its short id with
-    ``short`` (which names it as input too; piped, the full id), never cut; when the terminal is
-    too narrow for every column, the other columns wrap, and the last of them are left out
-    (a line says which).
+    The columns ``ids`` (indexes) hold ids: a terminal shows each as its short id with
+    ``short`` (which names it as input too; piped, the full id). On a terminal no word of a
+    cell is ever cut (an id, an event name, a path): a column is never narrower than its
+    longest word, and text wraps between words; below the width that needs, each row is
+    printed as a block of ``column: value`` lines instead, a blank line between two.
     """
     cells = [["" if value is None else clean(str(value)) for value in row] for row in rows]
-    terminal = _is_terminal(sys.stdout)
-    if ids and terminal:
-        _id_table(columns, cells, title=title, ids=set(ids), short=short)
-        return
-    if not terminal:
+    if not _is_terminal(sys.stdout):
         if title:
             echo(title)
-        widths = [len(c) for c in columns]
-        for row in cells:
-            widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
-        lines = [list(columns), *cells]
-        for line in lines:
-            echo("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
+        _plain_rows(columns, cells, _plain_widths(columns, cells), header=True)
         return
-    from rich.table import Table
-    from rich.text import Text
+    if ids and short:
+        from belt.records.names import short_id
 
-    rich_table = Table(
-        title=Text(clean(title)) if title else None,
-        header_style="bold",
-        show_edge=False,
-        pad_edge=False,
-    )
-    for column in columns:
-        rich_table.add_column(Text(clean(column)))
-    for row in cells:
-        # Text, not str: a cell holding "[bold]" or "[/]" is shown as it is, not as markup.
-        rich_table.add_row(*(Text(cell) for cell in row))
-    console().print(rich_table)
-
-
-_NARROWEST = 6
-"""The width below which a column other than an id's is left out rather than wrapped."""
-
-
-def _id_table(
-    columns: Sequence[str], cells: list[list[str]], *, title: str | None, ids: set[int], short: bool
-) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    from belt.records.names import short_id
-
-    if short:
         cells = [[short_id(v) if i in ids else v for i, v in enumerate(row)] for row in cells]
-    widths = [
-        max([len(column), *(len(row[i]) for row in cells)]) for i, column in enumerate(columns)
-    ]
-    kept = list(range(len(columns)))
+    out = console()
+    widths = _fitted_widths(columns, cells, out.width)
+    if widths is None:
+        if title:
+            styled(title, "bold")
+        _records(columns, cells, first=True)
+        return
+    _rich_table(columns, cells, widths=widths, header=True, title=title)
 
-    def needed() -> int:
-        # Rich puts " │ " (three characters) between two columns.
-        return sum(widths[i] if i in ids else min(widths[i], _NARROWEST) for i in kept) + 3 * (
-            len(kept) - 1
-        )
+
+def _plain_widths(columns: Sequence[str], cells: list[list[str]]) -> list[int]:
+    widths = [len(c) for c in columns]
+    for row in cells:
+        widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
+    return widths
+
+
+def _plain_rows(
+    columns: Sequence[str], cells: list[list[str]], widths: list[int], *, header: bool
+) -> None:
+    lines = [list(columns), *cells] if header else cells
+    for line in lines:
+        echo("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
+
+
+_TEXT = 12
+"""The narrowest a column of text is wrapped to (a table narrower than that is blocks)."""
+
+_GAP = 3
+"""The characters rich puts between two columns of a table without edges: " │ "."""
+
+
+def _fitted_widths(columns: Sequence[str], cells: list[list[str]], width: int) -> list[int] | None:
+    """The width of each column of a table ``width`` characters wide in which no word is cut
+    (each column at least as wide as its longest word, the room left given to the columns
+    whose text would wrap), or None when even that does not fit."""
+    from rich.cells import cell_len
+
+    def longest_word(text: str) -> int:
+        return max((cell_len(word) for word in text.split()), default=0)
+
+    most = [
+        max([cell_len(column), *(cell_len(row[i]) for row in cells)])
+        for i, column in enumerate(columns)
+    ]
+    least = [
+        max([longest_word(column), *(longest_word(row[i]) for row in cells), min(most[i], _TEXT)])
+        for i, column in enumerate(columns)
+    ]
+    room = width - _GAP * (len(columns) - 1)
+    if sum(least) > room:
+        return None
+    widths = list(least)
+    spare = room - sum(least)
+    # The narrowest wants first, so a column that needs a little more gets it whole.
+    wanting = sorted(range(len(columns)), key=lambda i: most[i] - least[i])
+    for n, i in enumerate(wanting):
+        give = min(most[i] - widths[i], spare // (len(wanting) - n))
+        widths[i] += give
+        spare -= give
+    return widths
+
+
+def _records(columns: Sequence[str], cells: list[list[str]], *, first: bool) -> None:
+    """Each row as a block of ``column: value`` lines (values wrapped between words under
+    their first line), a blank line before each but the very first."""
+    import textwrap
+
+    from rich.text import Text
 
     out = console()
-    left_out: list[str] = []
-    while needed() > out.width and any(i not in ids for i in kept):
-        dropped = max(i for i in kept if i not in ids)
-        kept.remove(dropped)
-        left_out.insert(0, columns[dropped])
-    rich_table = Table(
-        title=Text(clean(title)) if title else None,
-        header_style="bold",
-        show_edge=False,
-        pad_edge=False,
-    )
-    for i in kept:
-        if i in ids:
-            rich_table.add_column(Text(clean(columns[i])), no_wrap=True, min_width=widths[i])
-        else:
-            rich_table.add_column(Text(clean(columns[i])), overflow="fold")
+    colour = _wants_colour(sys.stdout)
+    label_width = max(len(c) for c in columns) + 2
     for row in cells:
-        rich_table.add_row(*(Text(row[i]) for i in kept))
-    out.print(rich_table)
-    if left_out:
-        styled(f"(left out at {out.width} columns: {', '.join(left_out)}; --json has all)", "dim")
+        if not first:
+            echo()
+        first = False
+        for column, value in zip(columns, row, strict=True):
+            if not value:
+                continue
+            label = f"{clean(column)}:".ljust(label_width)
+            parts = textwrap.wrap(
+                value,
+                width=max(out.width - label_width, 20),
+                break_long_words=False,
+                break_on_hyphens=False,
+            ) or [value]
+            for n, part in enumerate(parts):
+                head = label if n == 0 else " " * label_width
+                if colour:
+                    out.print(Text.assemble((head, "bold"), part), soft_wrap=True)
+                else:
+                    echo(head + part)
 
 
 def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page: int = 500) -> int:
     """Render rows as ``table`` does while they come, ``page`` at a time: the first page sets
-    the columns' widths (a wider cell later widens them), so a long table is never held whole.
+    the columns' widths (a wider cell later widens them; on a terminal, one too wide for a
+    table turns the rest into blocks), so a long table is never held whole.
     Returns how many rows were printed."""
     count = 0
     widths: list[int] | None = None
+    as_records = False
     batch: list[list[str]] = []
 
     def flush() -> None:
-        nonlocal widths
+        nonlocal widths, as_records
         cells = [["" if value is None else clean(str(value)) for value in row] for row in batch]
         batch.clear()
-        if widths is None:
-            widths = [len(c) for c in columns]
-            header = True
-        else:
-            header = False
-        for row in cells:
-            widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
-        if _is_terminal(sys.stdout):
-            _rich_table(columns, cells, widths=widths, header=header)
+        header = widths is None and not as_records
+        if not _is_terminal(sys.stdout):
+            widths = [
+                max(w, n)
+                for w, n in zip(
+                    widths or [0] * len(columns), _plain_widths(columns, cells), strict=True
+                )
+            ]
+            _plain_rows(columns, cells, widths, header=header)
             return
-        lines = [list(columns), *cells] if header else cells
-        for line in lines:
-            echo("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
+        room = console().width
+        fitted = None if as_records else _fitted_widths(columns, cells, room)
+        if fitted is None:
+            _records(columns, cells, first=not as_records and widths is None)
+            as_records = True
+            return
+        if widths is not None:
+            wider = [max(a, b) for a, b in zip(widths, fitted, strict=True)]
+            if sum(wider) + _GAP * (len(columns) - 1) <= room:
+                fitted = wider
+        widths = fitted
+        _rich_table(columns, cells, widths=widths, header=header)
 
     for row in rows:
         batch.append(list(row))
@@ -322,15 +358,27 @@ def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page:
 
 
 def _rich_table(
-    columns: Sequence[str], cells: list[list[str]], *, widths: list[int], header: bool
+    columns: Sequence[str],
+    cells: list[list[str]],
+    *,
+    widths: list[int],
+    header: bool,
+    title: str | None = None,
 ) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    rich_table = Table(header_style="bold", show_edge=False, pad_edge=False, show_header=header)
+    rich_table = Table(
+        title=Text(clean(title)) if title else None,
+        header_style="bold",
+        show_edge=False,
+        pad_edge=False,
+        show_header=header,
+    )
     for column, width in zip(columns, widths, strict=True):
-        rich_table.add_column(Text(clean(column)), min_width=width)
+        rich_table.add_column(Text(clean(column)), width=width, overflow="fold")
     for row in cells:
+        # Text, not str: a cell holding "[bold]" or "[/]" is shown as it is, not as markup.
         rich_table.add_row(*(Text(cell) for cell in row))
     console().print(rich_table)
 

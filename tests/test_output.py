@@ -142,3 +142,20 @@ def test_a_streamed_table_prints_each_page_as_it_comes(capsys: pytest.CaptureFix
     assert printed[2].splitlines() == ["n  text", "0", "1  x"]
     assert printed[4].splitlines() == ["2  xx", "3  xxx"]
     assert raw_controls(printed[5]) == [] and printed[5].startswith("4  a\\x1b")
+
+
+@pytest.mark.parametrize("columns", [40, 120])
+def test_a_streamed_table_on_a_narrow_terminal_turns_to_blocks(
+    columns: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(output, "_is_terminal", lambda stream: True)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setenv("TERM", "xterm")
+    rows = [["agent.tool_call", "delete_file", "/srv/data/a-rather-long/path.txt"]] * 3
+    assert output.table_stream(["event", "tool", "file"], rows, page=2) == 3
+    printed = capsys.readouterr().out
+    if columns == 120:
+        assert printed.splitlines()[2].split(" │ ") == [*rows[0]]
+        return
+    block = "event: agent.tool_call\ntool:  delete_file\nfile:  /srv/data/a-rather-long/path.txt\n"
+    assert printed == "\n".join([block] * 3)

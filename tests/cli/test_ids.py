@@ -246,19 +246,24 @@ def on_terminal(
     return text.replace("\r\n", "\n"), code
 
 
-@pytest.mark.parametrize("columns", [60, 120])
+@pytest.mark.parametrize("columns", [60, 200])
 def test_sim_list_on_a_terminal_shows_whole_short_ids(tmp_path: Path, columns: int) -> None:
     report = held_run(tmp_path)
     run_id, chat_id = report["runs"][0]["id"], report["chat"]["id"]
     out, code = on_terminal(["sim", "list"], columns=columns)
     assert code == 0, out
     assert "…" not in out
-    assert re.search(rf"^{short_id(run_id)} ", out, re.M), out
-    assert f" {short_id(chat_id)} " in out
+    if columns == 200:  # the scenario's path (in tmp_path) is long: a table only this wide
+        assert re.search(rf"^{short_id(run_id)} ", out, re.M), out
+        assert f" {short_id(chat_id)} " in out
+    else:  # one block of lines per run
+        assert re.search(rf"^run: +{short_id(run_id)}$", out, re.M), out
+        assert re.search(rf"^chat: +{short_id(chat_id)}$", out, re.M), out
     assert run_id not in out  # the short id, which names it as input
-    assert all(len(line) <= columns for line in out.splitlines()), out
-    left_out = "(left out at 60 columns: started; --json has all)"
-    assert (left_out in out) == (columns == 60), out
+    # Each line fits but the scenario's path, a word longer than 60 columns, never cut.
+    fit = [line for line in out.splitlines() if not line.startswith("scenario:")]
+    assert all(len(line) <= columns for line in fit), out
+    assert str(tmp_path / "gated.json") in out
     assert belt("sim", "show", short_id(run_id)).exit_code == 0
 
 
@@ -271,11 +276,12 @@ def test_no_color_on_a_terminal_turns_colour_off_and_keeps_the_terminal_layout(
     printed, code = on_terminal(["sim", "list"], columns=60, no_color=no_color, raw=True)
     out = ANSI.sub("", printed)
     assert code == 0, out
-    # Short ids, never cut, the table fitted to the terminal, as with colour.
-    assert re.search(rf"^{short_id(run_id)} ", out, re.M), out
+    # Short ids, never cut, a block per run on a terminal too narrow for the table, as with
+    # colour.
+    assert re.search(rf"^run: +{short_id(run_id)}$", out, re.M), out
     assert run_id not in out
-    assert all(len(line) <= 60 for line in out.splitlines()), out
-    assert "(left out at 60 columns: started; --json has all)" in out
+    fit = [line for line in out.splitlines() if not line.startswith("scenario:")]
+    assert all(len(line) <= 60 for line in fit), out
     # Colour (and every other escape) only without NO_COLOR.
     assert ("\x1b[" in printed) == (not no_color), printed
 
@@ -296,8 +302,12 @@ def test_interrupt_list_on_a_terminal_never_cuts_an_id(tmp_path: Path, columns: 
     out, code = on_terminal(["interrupt", "list"], columns=columns)
     assert code == 0, out
     assert "…" not in out
-    assert re.search(rf"^{gate['short_id']} ", out, re.M), out
-    assert f" {short_id(gate['run_id'])} " in out
+    if columns == 120:
+        assert re.search(rf"^{gate['short_id']} ", out, re.M), out
+        assert f" {short_id(gate['run_id'])} " in out
+    else:  # too narrow for the table: a block of lines
+        assert re.search(rf"^id: +{gate['short_id']}$", out, re.M), out
+        assert re.search(rf"^run: +{short_id(gate['run_id'])}$", out, re.M), out
     assert all(len(line) <= columns for line in out.splitlines()), out
 
 

@@ -1,0 +1,87 @@
+"""What a person sees on a terminal of their width: tables that fit, or one record per block;
+progress on long work, and nothing of it when piped."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from belt.records.names import short_id
+from belt.wire.catalogue import BUILTINS, EVENTS
+from tests.cli.runner import belt
+from tests.cli.test_ids import ANSI, held_run
+from tests.terminal import on_terminal
+
+
+def seen_at(args: list[str], columns: int) -> tuple[str, int]:
+    """``belt ARGS`` on a pseudo-terminal ``columns`` wide: what it printed, its exit code."""
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env.update(COLUMNS=str(columns), LINES="40", TERM="xterm")
+    with on_terminal(args, env=env) as terminal:
+        code = terminal.finish()
+        text = ANSI.sub("", terminal.text)
+    return text, code
+
+
+def records(text: str) -> list[dict[str, str]]:
+    """The blocks of ``key: value`` lines, a blank line between two."""
+    found = []
+    for chunk in text.strip().split("\n\n"):
+        fields = {}
+        for line in chunk.splitlines():
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+        found.append(fields)
+    return found
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_interrupt_list_all_is_a_table_where_it_fits_and_blocks_where_not(
+    tmp_path: Path, columns: int
+) -> None:
+    report = held_run(tmp_path)
+    gate = report["chat"]["pending_interrupts"][0]
+    out, code = seen_at(["interrupt", "list", "--all"], columns)
+    assert code == 0, out
+    assert all(len(line) <= columns for line in out.splitlines()), out
+    if columns == 120:
+        header = out.splitlines()[0]
+        assert re.search(r"^id\s+┃ event\s+┃ holds", header), out
+        assert re.search(rf"^{gate['short_id']} +│ agent\.tool_call +│", out, re.M), out
+        return
+    (record,) = records(out)
+    assert record["id"] == gate["short_id"]
+    assert record["event"] == "agent.tool_call"
+    assert record["run"] == short_id(gate["run_id"])
+    assert record["chat"] == short_id(gate["chat_id"])
+    assert record["status"] == "pending"
+    assert record["then"] == "allow"
+    assert "holds" in record and "expires in" in record
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_no_event_or_builtin_name_is_cut_at_any_width(columns: int) -> None:
+    for args, names in (
+        (["hooks", "events"], list(EVENTS)),
+        (["hooks", "builtins"], [*BUILTINS, *(e for b in BUILTINS.values() for e in b.events)]),
+    ):
+        out, code = seen_at(args, columns)
+        assert code == 0, out
+        assert all(len(line) <= columns for line in out.splitlines()), out
+        words = set(re.findall(r"[\w.:]+", out))
+        for name in names:
+            assert name in words, (name, out)
+
+
+def test_piped_tables_are_full_plain_rows_as_before(tmp_path: Path) -> None:
+    report = held_run(tmp_path)
+    gate = report["chat"]["pending_interrupts"][0]
+    listed = belt("interrupt", "list", "--all")
+    assert listed.exit_code == 0, listed.stderr
+    header, row = listed.stdout.splitlines()
+    assert header.split()[:3] == ["id", "event", "holds"]
+    assert row.split()[:2] == [gate["id"], "agent.tool_call"]
+    assert ":" not in header
