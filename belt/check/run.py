@@ -268,6 +268,8 @@ class Explorer:
     """Per check, whether its reported case failed it again when sent once more."""
     cut: bool = False
     """Shrinking stopped at ``SHRINK_CALLS_MAX`` cases."""
+    counted: Callable[[], None] | None = None
+    """Told after each case counted (the progress a terminal shows)."""
 
     def record(self, check: str, detail: str, payload: Any) -> None:
         """Keep ``payload`` if it is the smallest failure of ``check`` so far: the smallest
@@ -291,6 +293,8 @@ class Explorer:
             self.report.case_seconds += time.perf_counter() - started
         if counting:
             self.report.cases += 1
+            if self.counted is not None:
+                self.counted()
         for check, detail in failures:
             self.record(check, detail, payload)
         return failures
@@ -806,6 +810,10 @@ def nexus_case(
 # -- the run --------------------------------------------------------------------------------------
 
 
+Progress = Callable[[str, int], None]
+"""Told, as a check goes, the event being checked and the number of cases done so far."""
+
+
 def run_check(
     target: str | None,
     *,
@@ -822,10 +830,12 @@ def run_check(
     save: Path | None = None,
     beyond_spec: bool = False,
     transport: httpx.BaseTransport | None = None,
+    progress: Progress | None = None,
 ) -> CheckReport:
     """Check ``target`` (and the executors) against the contract; returns the report.
     ``beyond_spec`` generates values the platform does not send too (an empty tool name,
-    another ``status``)."""
+    another ``status``). ``progress`` is told the event being checked and the cases done, as
+    each subject begins and after each case."""
     if not 1 <= examples <= EXAMPLES_MAX:
         raise InvalidInput(f"--examples {examples}: expected 1 to {EXAMPLES_MAX}")
     if timeout is not None and not 0 < timeout <= 300:
@@ -872,7 +882,14 @@ def run_check(
             sender = Sender(client, workers, secret, deadline)
             try:
                 _run_subjects(
-                    subjects, report, sender, properties, save, deadline, beyond_spec=beyond_spec
+                    subjects,
+                    report,
+                    sender,
+                    properties,
+                    save,
+                    deadline,
+                    beyond_spec=beyond_spec,
+                    progress=progress,
                 )
             except _Stop:
                 report.stopped = "--max-time passed; the cases up to then are reported"
@@ -890,11 +907,16 @@ def _run_subjects(
     deadline: float,
     *,
     beyond_spec: bool,
+    progress: Progress | None = None,
 ) -> None:
     """Check each subject in turn, until the end or ``--max-time``."""
     _reachable(subjects, sender)
     for index, subject in enumerate(subjects):
-        explorer = Explorer(report, report.seed, report.examples, deadline)
+        counted = None
+        if progress is not None:
+            counted = partial(lambda event: progress(event, report.cases), subject.event)
+            counted()
+        explorer = Explorer(report, report.seed, report.examples, deadline, counted=counted)
         if subject.dialect == Dialect.NEXUS:
             _check_nexus(subject, sender, explorer, report)
         else:
@@ -1002,7 +1024,9 @@ def _check_platform(
         if prop.event != subject.event or report.stopped:
             continue
         result = CheckResult("property", subject.label, subject.event, name=prop.name)
-        steered = Explorer(report, explorer.seed, explorer.examples, explorer.deadline)
+        steered = Explorer(
+            report, explorer.seed, explorer.examples, explorer.deadline, counted=explorer.counted
+        )
         strategy = steered_payloads(
             prop.event, prop.tool, prop.arguments, prop.unless, beyond_spec=beyond_spec
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -132,21 +133,36 @@ def check(
 
     if junit_xml is not None:
         require_writable_file(junit_xml, option="--junit-xml")  # before any case is sent
-    report = run_check(
-        target,
-        events=list(event or []),
-        executors=list(executor or []),
-        routes=list(route or []),
-        props=props,
-        secret=secret,
-        timeout=timeout,
-        allow_network=allow_network,
-        examples=examples,
-        seed=seed,
-        max_time=max_time,
-        save=save,
-        beyond_spec=beyond_spec,
-    )
+    done = {"event": "", "cases": 0}
+    began = time.monotonic()
+
+    def progress_text() -> str:
+        event = f" {done['event']}" if done["event"] else ""
+        elapsed = int(time.monotonic() - began)
+        return f"checking{event}: {done['cases']} cases done, {elapsed} s"
+
+    # One line on a terminal's stderr while the cases run, cleared before the report.
+    progress = output.LiveLine(progress_text, interval=0.25)
+    progress.start()
+    try:
+        report = run_check(
+            target,
+            events=list(event or []),
+            executors=list(executor or []),
+            routes=list(route or []),
+            props=props,
+            secret=secret,
+            timeout=timeout,
+            allow_network=allow_network,
+            examples=examples,
+            seed=seed,
+            max_time=max_time,
+            save=save,
+            beyond_spec=beyond_spec,
+            progress=lambda event, cases: done.update(event=event, cases=cases),
+        )
+    finally:
+        progress.stop()
     if json_:
         output.print_json(report.to_json())
     else:

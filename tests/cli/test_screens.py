@@ -85,3 +85,49 @@ def test_piped_tables_are_full_plain_rows_as_before(tmp_path: Path) -> None:
     assert header.split()[:3] == ["id", "event", "holds"]
     assert row.split()[:2] == [gate["id"], "agent.tool_call"]
     assert ":" not in header
+
+
+# -- progress on long work ----------------------------------------------------------------------
+
+
+def waiting_handler(tmp_path: Path) -> tuple[str, Path]:
+    """A py: handler that allows every event, once ``go`` exists (each case waits for it)."""
+    go = tmp_path / "go"
+    handler = tmp_path / "slow.py"
+    handler.write_text(
+        "import pathlib, time\n\n\n"
+        "def decide(payload):\n"
+        f"    while not pathlib.Path({str(go)!r}).exists():\n"
+        "        time.sleep(0.01)\n"
+        "    return None\n"
+    )
+    return f"py:{handler}:decide", go
+
+
+CHECK = ["--event", "agent.tool_call", "--examples", "20", "--seed", "7"]
+
+
+def test_belt_check_on_a_terminal_shows_its_progress_then_clears_it(tmp_path: Path) -> None:
+    target, go = waiting_handler(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env.update(COLUMNS="100", TERM="xterm")
+    with on_terminal(["check", target, *CHECK], env=env) as terminal:
+        terminal.wait_for("checking agent.tool_call: 0 cases done, ")
+        go.touch()
+        code = terminal.finish()
+        text = terminal.text
+    assert code == 0, text
+    progress, _, rest = text.rpartition("\x1b[2K")
+    assert "checking agent.tool_call: " in progress
+    assert "cases done" not in rest  # cleared before the report
+    assert re.search(r"^\d+ checks: \d+ passed, 0 failed", ANSI.sub("", rest), re.M), text
+
+
+def test_belt_check_piped_prints_no_progress(tmp_path: Path) -> None:
+    target, go = waiting_handler(tmp_path)
+    go.touch()
+    result = belt("check", target, *CHECK)
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    assert "cases done" not in result.stdout and "\r" not in result.stdout
+    assert re.search(r"^\d+ checks: \d+ passed, 0 failed", result.stdout, re.M), result.stdout
