@@ -394,6 +394,7 @@ def nexus_transcript_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
             lines.extend(execution_header(executions[turn], runs))
         lines.extend(nexus_message_lines(message))
     lines.extend(pending_task_lines(report))
+    lines.extend(approval_lines(report))
     lines.extend(attention_lines(report))
     lines.extend(interrupted_lines(report))
     return lines
@@ -483,11 +484,7 @@ def hook_task_line(hook: dict[str, Any]) -> tuple[str, str]:
 
 def pending_task_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     """Hook tasks still waiting for an executor, and how to serve them."""
-    waiting = [
-        t
-        for t in report.get("hook_tasks") or []
-        if t["status"] in ("pending", "claimed", "awaiting_approval")
-    ]
+    waiting = [t for t in report.get("hook_tasks") or [] if t["status"] in ("pending", "claimed")]
     lines: list[tuple[str, str]] = []
     for task in waiting:
         who = f" by {task['claim']['by']}" if task.get("claim") else ""
@@ -502,9 +499,55 @@ def pending_task_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
         )
         if task["status"] == "pending":
             lines.append((f"  serve it:  belt executor run --tool {task['tool']}=cmd:COMMAND", ""))
+    return lines
+
+
+def approval_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where hook tasks wait for approval (``approval_mode = "ask"``): the approvals, and the
+    exact commands to settle them and go on, as a gate's lines say."""
+    interrupts = {i["id"]: i for i in report.get("interrupts") or []}
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for task in report.get("hook_tasks") or []:
         if task["status"] == "awaiting_approval" and task.get("approval"):
-            interrupt = task["approval"]["interrupt_id"]
-            lines.append((f"  approve it:  belt interrupt resolve {interrupt} allow", ""))
+            by_run.setdefault(str(task["run_id"]), []).append(task)
+    lines: list[tuple[str, str]] = []
+    for run_id, tasks in by_run.items():
+        lines.append(("", ""))
+        lines.append(
+            (f"⏸ run {run_id} is waiting for {len(tasks)} hook task approval(s):", "bold yellow")
+        )
+        for task in tasks:
+            interrupt_id = task["approval"]["interrupt_id"]
+            expires = (interrupts.get(interrupt_id) or {}).get("expires_at")
+            when = f"  expires {expires}" if expires else ""
+            lines.append(
+                (
+                    f"  {interrupt_id}  {task['event']} → {task['tool']} "
+                    f"[{task['task_key']}]{when}",
+                    "yellow",
+                )
+            )
+        if report["simulation"].get("ephemeral"):
+            lines.append(
+                (
+                    "it ran in memory (--ephemeral) and is gone with this process: run the "
+                    "scenario again without --ephemeral to approve its hook tasks and go on",
+                    "dim",
+                )
+            )
+            continue
+        lines.append(("resolve each approval, then resume:", ""))
+        for task in tasks:
+            interrupt_id = task["approval"]["interrupt_id"]
+            lines.append((f"  belt interrupt resolve {interrupt_id} allow   # or deny", ""))
+        lines.append((f"  belt sim resume {run_id}", ""))
+        lines.append(
+            (
+                f"(or `belt sim resume {run_id} --wait`: it goes on as soon as every approval "
+                "is settled)",
+                "dim",
+            )
+        )
     return lines
 
 
@@ -558,11 +601,7 @@ def task_line(record: dict[str, Any]) -> tuple[str, str]:
     if kind == "warning":
         return (f"warning: {record['text']}", "yellow")
     if kind == "approval":
-        return (
-            f"hook task {record['task_key']} ({record['event']} → {record['tool']}) waits for "
-            f"approval: `belt interrupt resolve {record['interrupt_id']} allow` (or deny)",
-            "yellow",
-        )
+        return (approval_waiting_text(record, None), "yellow")
     if kind == "gates":
         return (gates_waiting_text(record["run_id"], record["pending"]), "yellow")
     if kind == "settled":
@@ -1047,6 +1086,31 @@ def gates_waiting_text(run_id: str, pending: list[dict[str, Any]]) -> str:
     )
 
 
+def span_left(expires_at: Any, now: datetime) -> str:
+    """The time from ``now`` to ``expires_at``, as a countdown shows it (``4:59``)."""
+    left = max(0, int((datetime.fromisoformat(str(expires_at)) - now).total_seconds()))
+    hours, rest = divmod(left, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def approval_waiting_text(record: dict[str, Any], now: datetime | None) -> str:
+    """What a ``--wait`` simulation waits for at a hook task's approval, how to give it, and
+    (with ``now``, for a line kept current) the time left; without ``now``, the time it
+    expires."""
+    expires = record.get("expires_at")
+    if expires is None:
+        when = ""
+    elif now is None:
+        when = f"; it expires at {clock(expires)}"
+    else:
+        when = f"; {span_left(expires, now)} left"
+    return (
+        f"waiting for approval of hook task {record['task_key']} ({record['event']} → "
+        f"{record['tool']}): `belt interrupt resolve {record['interrupt_id']} allow` (or deny) "
+        f"in another terminal{when}; unapproved at expiry, the task fails"
+    )
+
+
 def countdown_text(pending: list[dict[str, Any]], now: datetime) -> str:
     """The earliest expiry of the gates waited at, counting down (``4:59``)."""
 
@@ -1054,9 +1118,7 @@ def countdown_text(pending: list[dict[str, Any]], now: datetime) -> str:
         return datetime.fromisoformat(str(interrupt["expires_at"]))
 
     first = min(pending, key=expiry)
-    left = max(0, int((expiry(first) - now).total_seconds()))
-    hours, rest = divmod(left, 3600)
-    span = f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+    span = span_left(first["expires_at"], now)
     name = first.get("short_id") or first["id"]
     others = f" (first of {len(pending)})" if len(pending) > 1 else ""
     return f"  gate {name}{others} expires in {span}, at {clock(first['expires_at'])}"

@@ -808,7 +808,8 @@ def simulate_in_background(
     outcome: dict[str, Any] = {}
 
     def run() -> None:
-        outcome["result"] = start_simulation(open_store(), loaded, Options(worker=worker(tools)))
+        options = Options(worker=worker(tools), wait=True)  # --wait: it waits for approvals
+        outcome["result"] = start_simulation(open_store(), loaded, options)
 
     thread = threading.Thread(target=run)
     thread.start()

@@ -4,6 +4,7 @@ the transcript so far and the earliest expiry counting down."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -38,6 +39,10 @@ class SimLive:
             self.run_id = str(record["run_id"])
         if record.get("kind") == "gates" and self.transcript:
             self._print_transcript(str(record["run_id"]))
+        if record.get("kind") == "approval" and terminal():
+            # One line kept current: what it waits for, how to give it, the time left.
+            self._approval(record)
+            return
         self._lines(record)
         if record.get("kind") == "gates":
             self._count_down(record["pending"])
@@ -61,6 +66,13 @@ class SimLive:
         self._countdown = output.LiveLine(lambda: countdown_text(pending, datetime.now(UTC)))
         self._countdown.start()
 
+    def _approval(self, record: dict[str, Any]) -> None:
+        from belt import output
+        from belt.render import approval_waiting_text
+
+        self._countdown = output.LiveLine(lambda: approval_waiting_text(record, datetime.now(UTC)))
+        self._countdown.start()
+
     def rest(self, lines: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """Of the whole transcript ``lines``, what is not on the screen yet."""
         from belt.render import transcript_rest
@@ -72,6 +84,12 @@ class SimLive:
         if self._countdown is not None:
             self._countdown.stop()
             self._countdown = None
+
+
+def terminal() -> bool:
+    """True when stderr is a terminal (a line there can be kept current)."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def waiting(

@@ -38,7 +38,8 @@ WaitFlag = Annotated[
     bool,
     typer.Option(
         "--wait",
-        help="Stay at a gate until it is settled (resolved anywhere, or expired), then go on.",
+        help="Stay at a gate or a Nexus hook task's approval until it is settled (resolved "
+        "anywhere, or expired), then go on.",
     ),
 ]
 
@@ -47,7 +48,8 @@ StrictFlag = Annotated[
     bool,
     typer.Option(
         "--strict",
-        help="Exit 1 when any hook call failed (even one counted as allow, as the platform does).",
+        help="Exit 1 when any hook call failed (even one counted as allow, as the platform does) "
+        "or an answer was partly ignored (an unknown key, a decision its event cannot take).",
     ),
 ]
 
@@ -63,7 +65,8 @@ def render(
 ) -> None:
     """Print a simulation and, when it called hooks, the summary of those calls; exit 1 when a
     run just executed failed or is on an attention hold, or with ``strict`` when a hook call
-    failed. What ``live`` printed already (the transcript up to a gate) is not printed again."""
+    failed or an answer was partly ignored (answer warnings). What ``live`` printed already
+    (the transcript up to a gate) is not printed again."""
     from belt import output
     from belt.render import transcript_lines
 
@@ -79,7 +82,11 @@ def render(
     states = {run["id"]: run["state"] for run in report["runs"]}
     if any(states.get(run_id) in (AgentRunState.FAILED, ATTENTION_HOLD) for run_id in executed):
         raise typer.Exit(1)
-    if strict and summary.get("failed"):
+    from belt.engine.hooksummary import strict_failures
+
+    why = strict_failures(summary) if strict else None
+    if why is not None:
+        output.error(why)
         raise typer.Exit(1)
 
 
@@ -160,13 +167,17 @@ def run(
     Ctrl-C stops waiting and leaves the run resumable (exit 130). A failed run, or a Nexus run
     on an attention hold, exits 1. A Nexus scenario waits for each hook task up to the hook's
     timeout_ms: serve them with --executor, or with `belt executor run` in another terminal.
+    With approval_mode = "ask", a hook task's approval holds the run as a gate does (exit 0,
+    with the commands to approve and resume), unless --wait waits for it.
     Gates the scenario resolves itself (its turns.resolve tables) are settled at once; --route
     is kept with the run, so `belt sim resume` honours it.
 
     The output ends with a summary of the hook calls: how many were made, how many failed and
     how each failure was counted (allow, or deny with --fail-closed), by handler, with the
-    first error and its likely fix (`hook_summary` in --json). A failed hook call changes
-    nothing else: with --strict it makes the command exit 1.
+    first error and its likely fix (`hook_summary` in --json), then the answer warnings: what
+    a handler answered that was not done (an unknown key such as "verdict", a decision its
+    event cannot take). Neither changes anything else: with --strict either makes the command
+    exit 1, saying why.
 
     Examples:
 
@@ -209,7 +220,8 @@ def resume(
     Exactly one process continues a run: a second `resume` of the same run exits 4. With
     --wait it attaches to the gates the run waits at (and any it reaches next) and goes on as
     soon as they are settled, as `belt sim run --wait` does. It ends with the summary of the
-    simulation's hook calls, as `belt sim run` does, and --strict exits 1 when one failed.
+    simulation's hook calls, as `belt sim run` does, and --strict exits 1 when one failed
+    or an answer was partly ignored.
 
     Examples:
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from belt.effects import Outcome, effect_text, outcome
 from belt.handlers.webhook import likely_fix
 from belt.records.runs import run_events
 from belt.text import short
@@ -36,12 +37,37 @@ def counted_as(record: dict[str, Any]) -> str:
     return "deny" if record.get("decision") == "deny" else "allow"
 
 
+def answer_warnings(record: dict[str, Any]) -> list[str]:
+    """What a handler's answer asked for that was not done: its unknown keys (ignored) and a
+    decision its event cannot take (ignored: the agent goes on). None for a call that failed,
+    or for an async hook, whose decision never takes effect."""
+    if record.get("error") or record.get("async"):
+        return []
+    warnings = [str(w) for w in record.get("warnings") or []]
+    decision = record.get("decision")
+    event = str(record.get("hook_event") or "")
+    # A gate's suspend is how a gate works; only an answer's decision can be one the event
+    # cannot take.
+    if (
+        record.get("handler_type") == "webhook"
+        and decision
+        and decision != "allow"
+        and outcome(event, decision) == Outcome.IGNORED
+    ):
+        effect = effect_text(event, decision, None).removeprefix(f"{event}: ")
+        warnings.append(f"answered {decision}: {effect}")
+    return warnings
+
+
 def hook_summary(executions: list[dict[str, Any]]) -> dict[str, Any]:
     """The summary of ``hook.executed`` records (in order): every count, the handlers (in the
-    order they were first called) with their first error and likely fix, and the failed calls
-    (the first ``FAILURES_SHOWN``)."""
+    order they were first called) with their first error and likely fix, the failed calls
+    (the first ``FAILURES_SHOWN``), and the calls whose answer was partly ignored
+    (``warnings``: unknown keys, a decision the event cannot take)."""
     handlers: dict[tuple[str, str], dict[str, Any]] = {}
     failures: list[dict[str, Any]] = []
+    warned: list[dict[str, Any]] = []
+    warning_count = 0
     counted = {"allow": 0, "deny": 0}
     for record in executions:
         key = (str(record.get("handler_type") or ""), str(record.get("handler") or ""))
@@ -59,6 +85,19 @@ def hook_summary(executions: list[dict[str, Any]]) -> dict[str, Any]:
             },
         )
         entry["calls"] += 1
+        for warning in answer_warnings(record):
+            warning_count += 1
+            if len(warned) < FAILURES_SHOWN:
+                warned.append(
+                    {
+                        "run_id": record.get("run_id"),
+                        "event": record.get("hook_event"),
+                        "hook_index": record.get("hook_index"),
+                        "handler": key[1],
+                        "handler_type": key[0],
+                        "warning": short(warning, ERROR_CHARS),
+                    }
+                )
         error = record.get("error")
         if not error:
             continue
@@ -92,6 +131,8 @@ def hook_summary(executions: list[dict[str, Any]]) -> dict[str, Any]:
         "counted_deny": counted["deny"],
         "handlers": list(handlers.values()),
         "failures": failures,
+        "warned": warning_count,
+        "warnings": warned,
     }
 
 
@@ -106,7 +147,7 @@ def summary_text(summary: dict[str, Any]) -> list[tuple[str, bool]]:
     then one line per handler that failed (and its likely fix)."""
     calls, failed = int(summary["calls"]), int(summary["failed"])
     if not failed:
-        return [(f"hooks: {calls} call(s), none failed", False)]
+        return [(f"hooks: {calls} call(s), none failed", False), *warning_text(summary)]
     how = []
     for side in ("allow", "deny"):
         if summary[f"counted_{side}"]:
@@ -126,7 +167,38 @@ def summary_text(summary: dict[str, Any]) -> list[tuple[str, bool]]:
         )
         if entry["fix"]:
             lines.append((f"    {entry['fix']}", True))
+    return [*lines, *warning_text(summary)]
+
+
+def warning_text(summary: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The answers partly ignored: a head line, then one line per warning listed."""
+    count = int(summary.get("warned") or 0)
+    if not count:
+        return []
+    lines = [(f"answer warnings: {count} (what a handler answered that was not done)", True)]
+    for item in summary.get("warnings") or []:
+        lines.append(
+            (
+                f"  {item['event']} → {item['handler']} ({item['handler_type']}): "
+                f"{item['warning']}",
+                True,
+            )
+        )
+    if count > len(summary.get("warnings") or []):
+        lines.append((f"  … and {count - len(summary['warnings'])} more", True))
     return lines
+
+
+def strict_failures(summary: dict[str, Any]) -> str | None:
+    """Why ``--strict`` fails a run whose hook calls are summarised here: the failed calls and
+    the answer warnings, or None when there are neither."""
+    failed, warned = int(summary.get("failed") or 0), int(summary.get("warned") or 0)
+    reasons = []
+    if failed:
+        reasons.append(f"{failed} hook call(s) failed")
+    if warned:
+        reasons.append(f"{warned} answer warning(s)")
+    return f"--strict: {' and '.join(reasons)}" if reasons else None
 
 
 def summary_line(summary: dict[str, Any]) -> str:

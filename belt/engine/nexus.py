@@ -54,7 +54,7 @@ from belt.records.executions import (
 )
 from belt.records.hooktasks import HookTask, read_task
 from belt.records.ids import new_id, now_iso
-from belt.records.interrupts import read_record, sweep
+from belt.records.interrupts import pending_for_run, read_record, sweep
 from belt.records.messages import Message
 from belt.records.profile import read_profile
 from belt.records.runs import Cancelled, Run, RunRecord
@@ -315,10 +315,12 @@ class NexusLoop:
     def resumable(self, run: RunRecord, interrupted: bool) -> NexusExecution:
         """An execution on an attention hold goes on by retrying its failed hook task; one whose
         process was killed goes on from its last durable point."""
-        if run.state != ATTENTION_HOLD and not interrupted:
+        if run.state == AgentRunState.INPUT_REQUIRED and not interrupted:
+            self.check_approved(run)
+        elif run.state != ATTENTION_HOLD and not interrupted:
             raise Conflict(
-                f"run {run.id} is {run.state}, not on an attention hold",
-                hint="only a run whose hook task failed can be resumed",
+                f"run {run.id} is {run.state}, not on an attention hold or waiting for approval",
+                hint="only a run whose hook task failed or awaits approval can be resumed",
             )
         state = dict(run.execution)
         execution = self.execution(
@@ -337,6 +339,20 @@ class NexusLoop:
                 # Killed while it began: enter it again.
                 self.enter(execution, run.data.get("hooks") or {}, run.data.get("profile") or {})
         return execution
+
+    def check_approved(self, run: RunRecord) -> None:
+        """A run held at a hook task's approval goes on once it is settled (or, with
+        ``--wait``, waits for it); Conflict (exit 4) while it is pending."""
+        if self.sim.options.wait:
+            return
+        pending = pending_for_run(store=self.sim.store, run_id=run.id)
+        if pending:
+            ids = ", ".join(i["id"] for i in pending)
+            raise Conflict(
+                f"run {run.id} still waits for {len(pending)} approval(s): {ids}",
+                hint=f"resolve them first: `belt interrupt resolve {pending[0]['id']} allow` (or "
+                f"deny), or `belt sim resume {run.id} --wait` goes on once they are settled",
+            )
 
     def execution(
         self,
@@ -373,7 +389,12 @@ class NexusLoop:
         return {"attention": None}
 
     def ended(self, execution: Execution, end: End) -> None:
-        """Record on the execution's entry how it stopped."""
+        """Record on the execution's entry how it stopped (held: the state it holds in, an
+        attention hold or waiting for an approval)."""
+        if end == End.HELD and execution.run is not None:
+            sim_id = str(self.sim.sim["id"])
+            set_execution_state(self.sim.store, sim_id, execution.turn_index, execution.run.state)
+            return
         self.set_entry_state(self.sim.store, str(self.sim.sim["id"]), execution.turn_index, end)
 
     def close(self) -> None:
@@ -658,6 +679,8 @@ class NexusLoop:
             if task["status"] == TaskStatus.PENDING:
                 self.serve_here(task)
             task = self.await_task(execution, task)
+        if task["status"] == TaskStatus.AWAITING_APPROVAL:
+            return self.hold_for_approval(execution, task)
         self.record_row(execution, task)
         if task["status"] == TaskStatus.CANCELLED:
             raise Cancelled
@@ -669,7 +692,11 @@ class NexusLoop:
     def await_task(self, execution: NexusExecution, task: HookTask) -> HookTask:
         """Wait for the task's approval (``approval_mode = "ask"``), then for a worker to
         finish it, up to its deadline; a claim whose worker died goes back to the inbox at once
-        (served here, when this process serves the tool)."""
+        (served here, when this process serves the tool).
+
+        An approval the scenario does not settle (``[[turns.resolve]]``, ``[[turns.wait]]``) is
+        waited for only with ``--wait``; otherwise the task is returned still awaiting it, and
+        the execution holds (``hold_for_approval``)."""
         store = self.sim.store
         identity = str(task["id"])
         told: set[str] = set()
@@ -687,6 +714,8 @@ class NexusLoop:
                 if current["status"] == TaskStatus.PENDING:
                     self.serve_here(current)
                 elif current["status"] == TaskStatus.AWAITING_APPROVAL:
+                    if not self.sim.options.wait:
+                        return current
                     time.sleep(GATE_POLL)
                 continue
             if current["status"] == TaskStatus.CLAIMED and abandoned(current.get("claim")):
@@ -719,10 +748,26 @@ class NexusLoop:
         if parse_timestamp(str(interrupt["expires_at"])) <= clock.now():
             # On a virtual clock, only this run's: others' deadlines may be wall time.
             sweep(store=store, run_id=str(interrupt["run_id"]) if clock.current() else None)
-        elif "approval" not in told and self.notify is not None:
-            self.notify({"kind": "approval", "interrupt_id": interrupt["id"], **task})
+            return settle_approval(store, str(task["id"]))
+        if "approval" not in told and self.notify is not None and self.sim.options.wait:
+            self.notify(
+                {
+                    "kind": "approval",
+                    **task,
+                    "interrupt_id": interrupt["id"],
+                    "expires_at": interrupt["expires_at"],
+                }
+            )
             told.add("approval")
         return task
+
+    def hold_for_approval(self, execution: NexusExecution, task: HookTask) -> End:
+        """A hook task nobody approved yet (and no ``--wait``): the execution holds at its
+        approval, as a run holds at a gate, until ``belt interrupt resolve`` settles it and
+        ``belt sim resume`` goes on (the same task, approved or failed)."""
+        return self.sim.hold(
+            execution, ChatStatus.AWAITING_INPUT, state=AgentRunState.INPUT_REQUIRED.value
+        )
 
     def recorded_rows(self) -> set[tuple[str, int]]:
         """The (task, attempt) pairs that already have a transcript row."""

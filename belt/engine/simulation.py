@@ -729,12 +729,21 @@ class Simulation:
     def stopped(self, end: End) -> bool:
         """Record a held or cancelled run on the simulation; True when the loop must stop."""
         if end == End.HELD:
-            self.settle_status(self.dialect.held_status)
+            self.settle_status(self.held_status())
             return True
         if end == End.CANCELED:
             self.settle_status(SimStatus.CANCELED)
             return True
         return False
+
+    def held_status(self) -> SimStatus:
+        """Where a simulation whose run holds is: held when the run waits for input (a gate,
+        an approval), else where its dialect holds runs (a Nexus attention hold)."""
+        if self.current is not None:
+            run = RunRecord.read(self.store, self.current)
+            if run.state == AgentRunState.INPUT_REQUIRED:
+                return SimStatus.HELD
+        return self.dialect.held_status
 
     def update_sim(self, **changes: Any) -> None:
         """Persist changes to the simulation record."""

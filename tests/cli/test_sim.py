@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -793,3 +794,133 @@ def test_belt_test_never_reads_the_stored_configuration(tmp_path: Path) -> None:
     ran = belt("sim", "run", str(path), "--json")
     assert ran.exit_code == 0, ran.stderr
     assert len(ran.json()["hook_tasks"]) == 3
+
+
+# -- no silent wait at a Nexus approval, no silent miss in an answer ------------------------------
+
+
+def ask_scenario(tmp_path: Path) -> Path:
+    """A Nexus scenario whose stop hook needs approval (approval_mode = "ask") and that nobody
+    approves; its tool is a py: file of the test's own."""
+    tools = tmp_path / "tools.py"
+    tools.write_text(
+        "def ack(task_input):\n    return {'structured_content': {'continue': False}}\n"
+    )
+    path = tmp_path / "ask.toml"
+    path.write_text(
+        'dialect = "nexus"\n[profile]\napproval_mode = "ask"\n'
+        '[profile.lifecycle_hooks.stop]\ntool = "verify"\ntimeout_ms = 30000\n'
+        f'max_continuations = 1\n[executors]\nverify = "py:{tools}:ack"\n'
+        '[[turns]]\nuser = "go"\nmodel = [{say = "ok"}]\n'
+    )
+    return path
+
+
+def belt_process(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """belt in a process of its own (stderr not a terminal), which a hang cannot outlive."""
+    return subprocess.run(
+        [sys.executable, "-m", "belt", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=timeout,
+    )
+
+
+def test_a_nexus_approval_nobody_gives_holds_the_run_like_a_gate(tmp_path: Path) -> None:
+    path = ask_scenario(tmp_path)
+    held = belt_process("sim", "run", str(path), timeout=30)
+    assert held.returncode == 0, held.stderr
+    shown = belt("sim", "show", "--last", "--json").json()
+    (run,) = shown["runs"]
+    (interrupt,) = shown["chat"]["pending_interrupts"]
+    assert (run["state"], shown["simulation"]["status"]) == ("input_required", "held")
+    assert interrupt["reason"] == "tool_approval"
+    tail = held.stdout.rstrip().splitlines()[-6:]
+    assert tail[0] == f"⏸ run {run['id']} is waiting for 1 hook task approval(s):"
+    assert tail[1].startswith(f"  {interrupt['id']}  stop → verify [{run['id']}:stop:answer-1]")
+    assert tail[2:5] == [
+        "resolve each approval, then resume:",
+        f"  belt interrupt resolve {interrupt['id']} allow   # or deny",
+        f"  belt sim resume {run['id']}",
+    ]
+    early = belt("sim", "resume", run["id"])
+    assert early.exit_code == 4
+    assert f"still waits for 1 approval(s): {interrupt['id']}" in early.stderr
+    assert belt("interrupt", "resolve", interrupt["id"], "allow").exit_code == 0
+    resumed = belt("sim", "resume", run["id"], "--json")
+    assert resumed.exit_code == 0, resumed.stderr
+    report = resumed.json()
+    assert report["runs"][0]["state"] == "completed"
+    assert [t["status"] for t in report["hook_tasks"]] == ["completed"]
+
+
+def test_with_wait_a_nexus_approval_is_waited_for_in_plain_lines_off_a_terminal(
+    tmp_path: Path,
+) -> None:
+    path = ask_scenario(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "belt", "sim", "run", str(path), "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        interrupt_id = None
+        for _ in range(600):
+            listed = belt("interrupt", "list", "--json").json()
+            if listed:
+                interrupt_id = listed[0]["id"]
+                break
+            time.sleep(0.05)
+        assert interrupt_id is not None, "no approval was asked for"
+        assert belt("interrupt", "resolve", interrupt_id, "allow").exit_code == 0
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, stderr
+    assert "completed" in stdout
+    waited = [line for line in stderr.splitlines() if "waiting for approval" in line]
+    assert len(waited) == 1
+    assert f"`belt interrupt resolve {interrupt_id} allow` (or deny)" in waited[0]
+    assert "it expires at " in waited[0] and "\r" not in stderr
+
+
+def misspelt_handler(tmp_path: Path) -> Path:
+    """A scenario whose tool_call hook answers {"verdict": "deny"} and whose complete hook
+    answers a deny that agent.complete cannot take."""
+    handler = tmp_path / "handler.py"
+    handler.write_text(
+        "def misspelt(payload):\n    return {'verdict': 'deny'}\n\n"
+        "def late(payload):\n    return {'decision': 'deny', 'reason': 'too late'}\n"
+    )
+    hooks = [
+        {"event": "agent.tool_call", "type": "webhook", "handler": f"py:{handler}:misspelt"},
+        {"event": "agent.complete", "type": "webhook", "handler": f"py:{handler}:late"},
+    ]
+    turn = {"user": "x", "model": [{"say": "a", "tool_calls": [DELETE]}, {"say": "b"}]}
+    return Path(scenario(tmp_path, hooks, [turn]))
+
+
+def test_answer_warnings_are_in_the_run_summary_and_fail_strict(tmp_path: Path) -> None:
+    path = str(misspelt_handler(tmp_path))
+    plain = belt("sim", "run", path)
+    strict = belt("sim", "run", path, "--strict")
+    as_json = belt("sim", "run", path, "--json")
+    assert plain.exit_code == 0, plain.stderr
+    tail = plain.stdout.rstrip().splitlines()[-4:]
+    assert tail[0] == "hooks: 2 call(s), none failed"
+    assert tail[1] == "answer warnings: 2 (what a handler answered that was not done)"
+    assert tail[2].startswith("  agent.tool_call → py:")
+    assert tail[2].endswith(":misspelt (webhook): verdict: unknown key in the answer, ignored")
+    assert tail[3].endswith(":late (webhook): answered deny: observe only, the decision is ignored")
+    assert strict.exit_code == 1
+    assert strict.stderr.strip() == "error: --strict: 2 answer warning(s)"
+    summary = as_json.json()["hook_summary"]
+    assert (summary["failed"], summary["warned"]) == (0, 2)
+    assert [(w["event"], w["hook_index"]) for w in summary["warnings"]] == [
+        ("agent.tool_call", 0),
+        ("agent.complete", 1),
+    ]
