@@ -36,6 +36,7 @@ def _too_big(source: str, kind: str, limit: int) -> InvalidInput:
     return InvalidInput(
         f"{source}: larger than the {limit // 1024} KiB limit for a {kind} file",
         hint="see docs/reliability.md for the size limits",
+        where=source,
     )
 
 
@@ -44,26 +45,28 @@ def read_bytes(path: str | Path, *, kind: str) -> bytes:
     source = str(path)
     limit = LIMITS[kind]
     if "\x00" in source:
-        raise InvalidInput(f"{source}: a path cannot contain a NUL character")
+        raise InvalidInput(f"{source}: a path cannot contain a NUL character", where=source)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer before it can be refused.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise NotFound(f"{source}: no such file") from None
+        raise NotFound(f"{source}: no such file", where=source) from None
     except IsADirectoryError:
-        raise InvalidInput(f"{source}: is a directory, not a regular file") from None
+        raise InvalidInput(f"{source}: is a directory, not a regular file", where=source) from None
     except OSError as exc:
-        raise InvalidInput(f"{source}: cannot read ({exc.strerror or exc})") from None
+        raise InvalidInput(f"{source}: cannot read ({exc.strerror or exc})", where=source) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise InvalidInput(f"{source}: is {kind_of(info.st_mode)}, not a regular file")
+            raise InvalidInput(
+                f"{source}: is {kind_of(info.st_mode)}, not a regular file", where=source
+            )
         if info.st_size > limit:
             raise _too_big(source, kind, limit)
         with os.fdopen(fd, "rb", closefd=False) as handle:
             data = _read_capped(handle, limit)
     except OSError as exc:
-        raise InvalidInput(f"{source}: cannot read ({exc.strerror or exc})") from None
+        raise InvalidInput(f"{source}: cannot read ({exc.strerror or exc})", where=source) from None
     finally:
         os.close(fd)
     if data is None:
@@ -92,7 +95,9 @@ def decode_text(data: bytes, source: str) -> str:
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
-        raise InvalidInput(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise InvalidInput(
+            f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})", where=source
+        ) from None
 
 
 def read_text(path: str | Path, *, kind: str) -> str:
@@ -105,7 +110,9 @@ def read_stream(stream: BinaryIO, *, kind: str, source: str) -> str:
     limit = LIMITS[kind]
     data = _read_capped(stream, limit)
     if data is None:
-        raise InvalidInput(f"{source}: more than the {limit // 1024} KiB limit for a {kind}")
+        raise InvalidInput(
+            f"{source}: more than the {limit // 1024} KiB limit for a {kind}", where=source
+        )
     return decode_text(data, source)
 
 

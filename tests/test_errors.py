@@ -79,3 +79,25 @@ def test_the_table_has_a_row_for_nothing_answered_and_ends_with_the_rest() -> No
     assert REMOTE_ANSWERS[-1][1] == () and REMOTE_ANSWERS[-1][2] is BeltError
     covered = [status for _, statuses, _ in REMOTE_ANSWERS for status in statuses]
     assert len(covered) == len(set(covered))
+
+
+def test_an_error_as_json_has_its_message_and_code_and_only_what_it_knows() -> None:
+    assert NotFound("no interrupt in_x").to_json() == {"error": "no interrupt in_x", "code": 3}
+    error = InvalidInput(
+        "s.toml: turns[0].usr: unknown key",
+        hint="see docs/scenarios.md",
+        problems=["turns[1].x: unknown key"],
+        where="s.toml",
+    )
+    assert error.to_json() == {
+        "error": "s.toml: turns[0].usr: unknown key",
+        "code": 5,
+        "where": "s.toml",
+        "hint": "see docs/scenarios.md",
+        "problems": ["turns[1].x: unknown key"],
+    }
+
+
+def test_a_remote_error_as_json_has_the_code_of_its_answer() -> None:
+    assert remote_error(409, "h answered").to_json()["code"] == ExitCode.CONFLICT
+    assert remote_error(None, "cannot reach h").to_json()["code"] == ExitCode.UNREACHABLE

@@ -41,6 +41,40 @@ def remote_table() -> str:
     return "\n".join([REMOTE_INTRO, "| exit | what the remote answered |", "|---|---|", *rows, ""])
 
 
+JSON_ERRORS = """\
+## Errors with --json
+
+With `--json`, a command that fails prints one JSON object on stdout, where its JSON would have
+gone, and nothing else there; it exits with the same code as without `--json`:
+
+```json
+{"error":"s.toml: turns[0].usr: unknown key; did you mean 'user'?","code":5,"where":"s.toml"}
+```
+
+| key | what it holds |
+|---|---|
+| `error` | the message, as the error line says it |
+| `code` | the exit code |
+| `where` | the file (or option, for a mistake of the command line) the error is about, when known |
+| `hint` | what to try, when belt has a hint |
+| `problems` | the other findings (every further problem of a file), when there are any |
+
+- The object is one line, so a stream (`--json` that prints one object per line: `belt test`,
+  `belt interrupt watch`, `belt executor run`, `belt serve`) ends with it as its last line.
+- A mistake of the command line (an unknown option, a bad value, a missing argument) is such
+  an object too, with exit 2, when the command takes `--json` and the command line holds it.
+- stderr keeps the plain line (`error: …`, then its problems and hint) for a person watching;
+  a script reads stdout.
+- A command whose JSON is the report of what it checked or ran (`hooks validate`, `hooks
+  doctor`, `check`, `test`, `trigger`, `replay`, `sim run`) prints that report when what it
+  checked fails, and exits with the code that says so. An error once its JSON document is
+  printed (a `--junit-xml` file that cannot be written after `belt check`'s report, a
+  `--to URL` that did not answer) is not printed as a second document: the report says what
+  failed, and stderr has the line.
+- Ctrl-C prints no object: one line on stderr, and exit 130.
+"""
+
+
 def walk(command: Any, name: str, parent: Any = None) -> Iterator[tuple[str, Any, Any]]:
     """Yield (command path, command, context) for a command and all its subcommands."""
     ctx = command.make_context(
@@ -77,7 +111,7 @@ def render() -> str:
     """The whole of docs/cli.md."""
     from belt.cli.rho import app as rho_app
 
-    sections = [HEADER, remote_table()]
+    sections = [HEADER, remote_table(), JSON_ERRORS]
     for app, name in ((belt_app, "belt"), (rho_app, "rho")):
         for path, command, ctx in walk(typer.main.get_command(app), name):
             sections.append(f"## {path}\n\n```text\n{plain_help(command, ctx)}\n```\n")

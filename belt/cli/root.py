@@ -4,8 +4,10 @@ point, ``belt.cli:main``, imports it once Ctrl-C is in hand)."""
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import traceback
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -13,7 +15,7 @@ import typer
 from belt import __version__
 from belt.cli import helptext, typer_internals
 from belt.cli.options import VerboseFlag
-from belt.errors import BeltError, Interrupted, exit_code_lines
+from belt.errors import BeltError, ExitCode, Interrupted, UsageError, exit_code_lines
 
 
 class BeltGroup(typer_internals.OnDemandCompletion):
@@ -25,19 +27,32 @@ class BeltGroup(typer_internals.OnDemandCompletion):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """A group named with nothing after it prints its help and exits 0 (as `belt --help`)."""
+        ctx.meta.setdefault(ARGV, list(args))  # the whole command line, for its usage errors
         if not args and self.no_args_is_help and not ctx.resilient_parsing:
             show_help(ctx)
         return list(super().parse_args(ctx, args))
 
     def invoke(self, ctx: Any) -> Any:
         """Run the command; report belt's own errors without a traceback unless -v, and Ctrl-C
-        as one line and exit 130, in every command."""
+        as one line and exit 130, in every command; with --json, errors and the command line's
+        own are one JSON object on stdout (``report``)."""
         verbose = bool(ctx.find_root().params.get("verbose"))
+        if ctx.parent is None:
+            from belt import output
+
+            output.forget_document()
         error: BeltError
+        failed = None
         try:
             return super().invoke(ctx)
         except typer_internals.NoArgsIsHelpError as bare:  # a group of typer's own class
             show_help(bare.ctx)
+        except typer.TyperException as usage:  # the command line's own error (click's)
+            failed = getattr(usage, "ctx", None)
+            if not wants_json(ctx, failed):
+                raise
+            kind = UsageError if usage.exit_code == ExitCode.USAGE else BeltError
+            error = kind(usage.format_message(), where=parameter_named(usage))
         except KeyboardInterrupt:
             error = Interrupted("interrupted")
         except typer.Abort as abort:  # a prompt's Ctrl-C, or its end of input
@@ -47,7 +62,10 @@ class BeltGroup(typer_internals.OnDemandCompletion):
                 error = BeltError("no answer: the input ended at a question")
         except BeltError as exc:
             error = exc
-        report(error, verbose=verbose)
+        json_ = wants_json(ctx, failed)
+        if json_ and error.where is None:
+            error.where = place_named(error.message, ctx.meta.get(ARGV, ()))
+        report(error, verbose=verbose, json_=json_)
         raise typer.Exit(int(error.exit_code)) from None
 
     def list_commands(self, ctx: Any) -> list[str]:
@@ -102,9 +120,9 @@ def build_command(name: str, target: str) -> Any:
 
 
 def adopt(command: Any) -> Any:
-    """Give a command belt's parameter handling and help text (see ``typer_internals`` and
-    ``helptext``); returns it."""
-    return helptext.tidy(typer_internals.adopt(command))
+    """Give a command belt's parameter handling, help text and JSON errors (see
+    ``typer_internals``, ``helptext`` and ``remember_json``); returns it."""
+    return remember_json(helptext.tidy(typer_internals.adopt(command)))
 
 
 def show_help(ctx: Any) -> None:
@@ -115,14 +133,81 @@ def show_help(ctx: Any) -> None:
     ctx.exit(0)
 
 
-def report(exc: BeltError, *, verbose: bool) -> None:
-    """Print a BeltError as a user sees it."""
+ARGV = "belt.argv"
+"""``ctx.meta`` key: the arguments the root group parsed (the whole command line)."""
+JSON = "belt.json"
+"""``ctx.meta`` key: set once a command's ``--json`` flag was given (``remember_json``)."""
+
+
+def remember_json(command: Any) -> Any:
+    """Have the ``--json`` flag of ``command`` and of each of its subcommands note, when given,
+    that the command's errors are to be JSON (in ``ctx.meta``, which every context of one
+    command line shares); returns ``command``."""
+    for param in command.params:
+        if "--json" in getattr(param, "opts", ()) and not getattr(param.callback, JSON, False):
+            param.callback = _noting_json(param.callback)
+    for sub in getattr(command, "commands", {}).values():
+        remember_json(sub)
+    return command
+
+
+def _noting_json(callback: Any) -> Any:
+    def noted(ctx: Any, param: Any, value: Any) -> Any:
+        if value:
+            ctx.meta[JSON] = True
+        return callback(ctx, param, value) if callback is not None else value
+
+    setattr(noted, JSON, True)
+    return noted
+
+
+def wants_json(ctx: Any, failed: Any = None) -> bool:
+    """Whether an error is to be printed as JSON: the command's ``--json`` was given, or (for
+    an error of the command line ``failed`` to parse, before its flags were read) the command
+    has a ``--json`` flag and the command line holds it."""
+    if ctx.meta.get(JSON):
+        return True
+    command = getattr(failed, "command", None)
+    if command is None or "--json" not in ctx.meta.get(ARGV, ()):
+        return False
+    return any("--json" in getattr(param, "opts", ()) for param in command.params)
+
+
+def place_named(message: str, argv: Sequence[str]) -> str | None:
+    """The file a message begins with (``FILE: rule``): one the command line names, or one that
+    exists; None when it begins with no such name."""
+    named, sep, _ = message.partition(": ")
+    if not sep or not named or named.startswith("-"):
+        return None
+    if named in argv or named in (os.path.normpath(arg) for arg in argv if "\x00" not in arg):
+        return named
+    try:
+        return named if os.path.lexists(named) else None
+    except (OSError, ValueError):  # a name no file can have
+        return None
+
+
+def parameter_named(usage: Exception) -> str | None:
+    """The option or argument a usage error is about (``--timeout``), when it names one."""
+    param = getattr(usage, "param", None)
+    if param is None:
+        return None
+    opts = [opt for opt in getattr(param, "opts", []) if opt.startswith("--")]
+    return opts[0] if opts else getattr(param, "name", None)
+
+
+def report(exc: BeltError, *, verbose: bool, json_: bool = False) -> None:
+    """Print a BeltError as a user sees it: a line on stderr (with its problems and hint); with
+    ``json_``, also one JSON object on stdout (``BeltError.to_json``), unless the command has
+    printed its JSON document there already (its report says what failed)."""
     from belt import output
 
     if isinstance(exc, Interrupted):  # Ctrl-C is not an error: one line, never a traceback
         line = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
         output.styled(line, "yellow", stderr=True)
         return
+    if json_ and not output.printed_document():
+        output.print_json_line(exc.to_json())
     if verbose:
         traceback.print_exception(exc, file=sys.stderr)
     problems = getattr(exc, "problems", [])

@@ -811,7 +811,7 @@ def read_entry_text(file: Path | None) -> str:
         try:
             raw = read_bytes(file, kind="registry entry")
         except NotFound:
-            raise NotFound(f"--file: no such file {file}") from None
+            raise NotFound(f"--file: no such file {file}", where=str(file)) from None
         source = str(file)
     if len(raw) > limit:
         raise InvalidInput(f"{source}: above the maximum of {MAX_TEXT_CHARS} characters")
