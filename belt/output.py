@@ -18,9 +18,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import threading
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -427,14 +429,16 @@ def lines(rows: Sequence[tuple[str, str]]) -> None:
 
 class LiveLine:
     """One line on stderr that a terminal shows rewritten in place every ``interval`` seconds
-    (a countdown) until ``stop`` clears it; nothing at all when stderr is not a terminal, so a
-    pipe or a log gets only the plain lines printed around it."""
+    (a countdown, progress) until ``stop`` clears it, cut to the terminal's width so it stays
+    one line; nothing at all when stderr is not a terminal, so a pipe or a log gets only the
+    plain lines printed around it (``printing`` puts them above the line)."""
 
     def __init__(self, text: Callable[[], str], *, interval: float = 1.0) -> None:
         self._text = text
         self._interval = interval
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         """Show the line and keep it current (on a terminal)."""
@@ -444,12 +448,31 @@ class LiveLine:
         self._thread = threading.Thread(target=self._run, name="belt-live-line", daemon=True)
         self._thread.start()
 
+    def _draw(self) -> None:
+        width = shutil.get_terminal_size().columns
+        sys.stderr.write("\r\x1b[2K" + clean(self._text())[: max(width - 1, 1)])
+        sys.stderr.flush()
+
     def _run(self) -> None:
         while True:
-            sys.stderr.write("\r\x1b[2K" + clean(self._text()))
-            sys.stderr.flush()
+            with self._lock:
+                self._draw()
             if self._stopped.wait(self._interval):
                 return
+
+    @contextmanager
+    def printing(self) -> Iterator[None]:
+        """Lines printed inside this block go above the line: it is cleared, then drawn again."""
+        if self._thread is None:
+            yield
+            return
+        with self._lock:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+            try:
+                yield
+            finally:
+                self._draw()
 
     def stop(self) -> None:
         """Stop rewriting the line and clear it."""
