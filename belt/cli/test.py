@@ -154,15 +154,29 @@ def test(
     """Each result as JSON, made once for its line and kept for the failures and the summary
     (after the last scenario, when nothing else runs beside them)."""
 
-    def reported(result: Any) -> None:
-        if json_:
-            output.print_json_line(result.to_json(coverage=coverage))
-        else:
-            shown.append(result.to_json())
-            show([test_result_line(shown[-1])])
-        for warning in result.warnings:
-            output.warning(printable(warning))
+    workers = parse_jobs(jobs)
+    ran = [0, 0]
+    # With -j, one line on a terminal's stderr: the scenarios done of all (results come in the
+    # serial order, so one that ended early may wait for those before it).
+    progress = output.LiveLine(
+        lambda: f"running scenarios: {ran[0]} of {ran[1]} done (-j {workers})", interval=0.25
+    )
 
+    def progressed(done: int, total: int) -> None:
+        ran[:] = [done, total]
+
+    def reported(result: Any) -> None:
+        with progress.printing():
+            if json_:
+                output.print_json_line(result.to_json(coverage=coverage))
+            else:
+                shown.append(result.to_json())
+                show([test_result_line(shown[-1])])
+            for warning in result.warnings:
+                output.warning(printable(warning))
+
+    if workers > 1:
+        progress.start()
     try:
         suite = run_suite(
             paths=list(paths or []),
@@ -176,14 +190,18 @@ def test(
             fail_unfired=fail_under_hooks,
             coverage=coverage,
             snapshot="update" if snapshot_update else "check" if snapshot else None,
-            jobs=parse_jobs(jobs),
+            jobs=workers,
             shard=None if shard is None else parse_shard(shard),
             keep=keep,
             records=False,  # the report shows a passing scenario's summary, not its record
+            progress=progressed,
         )
     except KeyboardInterrupt:
+        progress.stop()
         output.warning("interrupted; the scenarios that ended are reported above")
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    finally:
+        progress.stop()
     if not json_:
         results = shown[: len(suite.results)]
         for result in results:

@@ -285,6 +285,7 @@ def run_suite(
     shard: tuple[int, int] | None = None,
     keep: Path | None = None,
     records: bool | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SuiteResult:
     """Run every selected scenario with expectations; ``report`` gets each result as it ends,
     and the JUnit file (``render`` writes the transcript excerpts; with ``coverage``, each
@@ -295,7 +296,8 @@ def run_suite(
     (K, N), results in the serial order (``belt.testing.workers``); each scenario's store is
     in memory, or with ``keep`` on disk under that directory (``kept_home``). With ``records``
     (by default, with one job), a passing scenario's result keeps its whole record (``report``);
-    without, what its report shows (``workers.portable``)."""
+    without, what its report shows (``workers.portable``). ``progress`` is told how many of the
+    scenario files have been run, of how many, before the first and as each ends."""
     parse_routes(routes or [])
     started = time.perf_counter()
     files = [
@@ -324,7 +326,12 @@ def run_suite(
         items = shard_of(tests, shard)
     plan = partial(scenario_modules, [item[0] for item in items], routes or [])
     whole = jobs <= 1 if records is None else records
-    for result in run_all(step, items, jobs=jobs, lost=lost_result, preload=plan, whole=whole):
+    if progress is not None:
+        progress(0, len(items))
+    ran = run_all(step, items, jobs=jobs, lost=lost_result, preload=plan, whole=whole)
+    for done, result in enumerate(ran, start=1):
+        if progress is not None:
+            progress(done, len(items))
         if result is None:
             continue
         results.append(result)

@@ -112,7 +112,7 @@ def test_belt_check_on_a_terminal_shows_its_progress_then_clears_it(tmp_path: Pa
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env.update(COLUMNS="100", TERM="xterm")
     with on_terminal(["check", target, *CHECK], env=env) as terminal:
-        terminal.wait_for("checking agent.tool_call: 0 cases done, ")
+        terminal.wait_for("checking agent.tool_call: 0 cases done, ", timeout=30)
         go.touch()
         code = terminal.finish()
         text = terminal.text
@@ -131,3 +131,54 @@ def test_belt_check_piped_prints_no_progress(tmp_path: Path) -> None:
     assert result.stderr == ""
     assert "cases done" not in result.stdout and "\r" not in result.stdout
     assert re.search(r"^\d+ checks: \d+ passed, 0 failed", result.stdout, re.M), result.stdout
+
+
+def waiting_suite(tmp_path: Path, count: int) -> tuple[Path, Path]:
+    """A directory of ``count`` scenarios whose hook waits for ``go`` (``waiting_handler``)."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    handler, go = waiting_handler(tmp_path)
+    for number in range(count):
+        (suite / f"s{number}.toml").write_text(
+            f'[agent]\nname = "a{number}"\n\n'
+            "[[agent.hooks]]\n"
+            'event = "agent.tool_call"\ntype = "webhook"\n'
+            f"handler = {handler!r}\n\n"
+            '[[turns]]\nuser = "Tidy up"\n\n'
+            "  [[turns.model]]\n"
+            '  tool_calls = [ { name = "delete_file", arguments = { path = "/tmp/a" }, '
+            'result = "deleted" } ]\n\n'
+            '  [[turns.model]]\n  say = "Done."\n\n'
+            '[[expect]]\nevent = "agent.tool_call"\nfired = 1\n'
+        )
+    return suite, go
+
+
+def test_belt_test_j_on_a_terminal_shows_the_scenarios_done(tmp_path: Path) -> None:
+    suite, go = waiting_suite(tmp_path, 3)
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env.update(COLUMNS="100", TERM="xterm")
+    with on_terminal(["test", str(suite), "-j", "2"], env=env) as terminal:
+        terminal.wait_for("running scenarios: 0 of 3 done (-j 2)", timeout=30)
+        go.touch()
+        code = terminal.finish()
+        text = terminal.text
+    assert code == 0, text
+    progress, _, rest = text.rpartition("\x1b[2K")
+    assert "running scenarios: 3 of 3 done (-j 2)" in progress, text
+    assert "running scenarios" not in rest  # cleared before the summary
+    assert "3 passed" in ANSI.sub("", text), text
+
+
+def test_belt_test_j_piped_prints_no_progress(tmp_path: Path) -> None:
+    suite, go = waiting_suite(tmp_path, 3)
+    go.touch()
+    parallel = belt("test", str(suite), "-j", "2")
+    assert parallel.exit_code == 0, parallel.stderr
+    assert "running scenarios" not in parallel.stdout + parallel.stderr
+    assert "\r" not in parallel.stdout + parallel.stderr
+    serial = belt("test", str(suite))
+    # The same lines as one job prints, but for the times.
+    times = re.compile(r"\d+(\.\d+)? ?m?s")
+    assert times.sub("T", parallel.stdout) == times.sub("T", serial.stdout)
+    assert parallel.stderr == serial.stderr == ""
