@@ -1098,12 +1098,14 @@ def approval_waiting_text(record: dict[str, Any], now: datetime | None) -> str:
     (with ``now``, for a line kept current) the time left; without ``now``, the time it
     expires."""
     expires = record.get("expires_at")
-    if expires is None:
-        when = ""
-    elif now is None:
-        when = f"; it expires at {clock(expires)}"
-    else:
-        when = f"; {span_left(expires, now)} left"
+    if now is not None and expires is not None:
+        # One terminal line, cut at its width: the time left and the command come first.
+        name = record.get("interrupt_short_id") or record["interrupt_id"]
+        return (
+            f"{span_left(expires, now)} left to approve {record['event']} → {record['tool']}: "
+            f"belt interrupt resolve {name} allow|deny"
+        )
+    when = f"; it expires at {clock(expires)}" if expires is not None else ""
     return (
         f"waiting for approval of hook task {record['task_key']} ({record['event']} → "
         f"{record['tool']}): `belt interrupt resolve {record['interrupt_id']} allow` (or deny) "

@@ -755,6 +755,7 @@ class NexusLoop:
                     "kind": "approval",
                     **task,
                     "interrupt_id": interrupt["id"],
+                    "interrupt_short_id": interrupt.get("short_id"),
                     "expires_at": interrupt["expires_at"],
                 }
             )

@@ -924,3 +924,24 @@ def test_answer_warnings_are_in_the_run_summary_and_fail_strict(tmp_path: Path) 
         ("agent.tool_call", 0),
         ("agent.complete", 1),
     ]
+
+
+def test_with_wait_on_a_terminal_a_nexus_approval_is_one_line_kept_current(
+    tmp_path: Path,
+) -> None:
+    from tests.terminal import on_terminal
+
+    path = ask_scenario(tmp_path)
+    with on_terminal(["sim", "run", str(path), "--wait"], env=os.environ) as terminal:
+        terminal.wait_for(" left to approve stop → verify: belt interrupt resolve ")
+        (interrupt,) = belt("interrupt", "list", "--json").json()
+        assert belt("interrupt", "resolve", interrupt["id"], "allow").exit_code == 0
+        assert terminal.finish() == 0
+    seen = terminal.seen.decode(errors="replace")
+    # Rewritten in place (carriage return, line cleared), never a new line per update; cleared
+    # once the approval is given.
+    shown = [part for part in seen.split("\r\x1b[2K") if "left to approve" in part]
+    assert shown and all("\n" not in part for part in shown)
+    assert shown[0].endswith(f"belt interrupt resolve {interrupt['short_id']} allow|deny")
+    assert "waiting for approval" not in seen  # no plain line besides
+    assert "acknowledged" in seen
