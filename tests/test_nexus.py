@@ -863,3 +863,33 @@ def test_an_ask_hook_task_waits_for_its_approval(tmp_path: Path, decision: str) 
         assert (task["status"], task["error"]["code"]) == ("failed", "approval_denied")
         run = only_run(report)
         assert (run["state"], run["attention"]["reason"]) == ("attention_hold", "approval_denied")
+
+
+def test_an_ask_hook_task_nobody_approves_holds_the_execution_until_resumed(
+    tmp_path: Path,
+) -> None:
+    from belt.records.interrupts import resolve_interrupt
+
+    verify = Tool(ACK)
+    doc = {
+        "profile": {"approval_mode": "ask", "lifecycle_hooks": {"stop": stop_hook()}},
+        "turns": [{"user": "go", "model": say("ok")}],
+    }
+    store = open_store()
+    options = Options(worker=worker({"verify": verify}))
+    sim, _ = start_simulation(store, read_scenario(write(tmp_path, doc)), options)
+    report = build_report(store, sim)
+    run = only_run(report)
+    (task,) = tasks(report)
+    assert (run["state"], report["simulation"]["status"]) == ("input_required", "held")
+    assert (task["status"], verify.inputs) == ("awaiting_approval", [])
+    assert report["executions"][0]["state"] == "input_required"
+    with pytest.raises(Conflict, match="still waits for 1 approval"):
+        resume_simulation(store, run["id"], Options(worker=worker({"verify": verify})))
+    resolve_interrupt(interrupt_id=task["approval"]["interrupt_id"], decision="allow")
+    sim, executed = resume_simulation(store, run["id"], Options(worker=worker({"verify": verify})))
+    report = build_report(store, sim)
+    assert executed == [run["id"]]
+    assert (only_run(report)["state"], report["simulation"]["status"]) == ("completed", "finished")
+    assert [t["status"] for t in tasks(report)] == ["completed"]
+    assert len(verify.inputs) == 1
