@@ -22,19 +22,11 @@ from starlette.routing import Route
 from belt.check.run import signature_cases
 from belt.signing import SignatureError, secret_key, sign, verify
 from tests.cli.runner import belt
-from tests.servers import running
+from tests.servers import running, turn_start
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 KEY = secret_key(SECRET)
-PAYLOAD = {
-    "event": "agent.turn_start",
-    "timestamp": "2026-08-11T14:00:00.000Z",
-    "agent_id": "ag_1",
-    "chat_id": "ch_1",
-    "run_id": "ar_1",
-    "turn_count": 1,
-    "data": {},
-}
+PAYLOAD = turn_start()
 
 
 def _expected(headers: Mapping[str, str], body: bytes) -> str:

@@ -10,7 +10,6 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from starlette.applications import Starlette
@@ -21,7 +20,7 @@ from starlette.routing import Route
 from belt.errors import BeltError, ExitCode, Unreachable
 from belt.remote import Platform
 from tests.cli.runner import belt
-from tests.servers import REFUSED, running
+from tests.servers import REFUSED, running, turn_start
 
 
 @dataclass
@@ -243,15 +242,7 @@ def test_trigger_success_is_0(remote: Remote) -> None:
 
 # -- belt replay --to URL -------------------------------------------------------------------------
 
-PAYLOAD: dict[str, Any] = {
-    "event": "agent.turn_start",
-    "timestamp": "2026-08-11T14:00:00.000Z",
-    "agent_id": "ag_1",
-    "chat_id": "ch_1",
-    "run_id": "ar_1",
-    "turn_count": 1,
-    "data": {},
-}
+PAYLOAD = turn_start()
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from belt.deadline import (
 )
 from belt.effects import url_host
 from belt.records import serves
+from belt.records.leases import is_alive
 from belt.signing import signed_headers
 from belt.strictjson import StrictJSONError, decode
 from belt.text import describe
@@ -749,7 +750,7 @@ def likely_fix(error: str | None, *, timeout: float | None = None) -> str | None
         return None
     host = failure.host
     mine = serves.recorded_at(host)
-    if mine is not None and failure.kind != NOT_CONNECTED and not serves.is_alive(mine.pid):
+    if mine is not None and failure.kind != NOT_CONNECTED and not is_alive(mine.pid):
         mine = None  # a serve gone since: whatever answered there is not it
     if failure.kind == NOT_CONNECTED:
         return _not_connected(failure, mine)

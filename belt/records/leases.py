@@ -84,14 +84,8 @@ def holder_alive(lease: Any) -> bool:
         except Exception:  # a damaged lease holds nothing
             return False
         return utcnow() - renewed < FOREIGN_TTL
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+    if not isinstance(pid, int) or isinstance(pid, bool) or not is_alive(pid):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
     started = lease.get("started")
     return started is None or process_start(pid) in (None, started)
 
@@ -101,3 +95,18 @@ def describe(lease: Any) -> str:
     if not isinstance(lease, dict):
         return "nobody"
     return f"process {lease.get('pid')} on {lease.get('host')} (since {lease.get('at')})"
+
+
+def is_alive(pid: int) -> bool:
+    """True while process ``pid`` exists."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, as another user's process
+    except OSError:
+        return False
+    return True

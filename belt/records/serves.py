@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import socket
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +20,7 @@ from typing import TypedDict
 from urllib.parse import urlsplit
 
 from belt.paths import state_dir, write_private
+from belt.records.leases import is_alive
 from belt.store.shapes import derive, fits
 
 SERVES = "serves"
@@ -149,21 +149,6 @@ def _read(path: Path) -> ServeFile | None:
     if any(name not in data or not fits(data[name], kinds) for name, kinds in required.items()):
         return None
     return data  # type: ignore[return-value]  # its shape was checked just now
-
-
-def is_alive(pid: int) -> bool:
-    """True while process ``pid`` exists."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, as another user's process
-    except OSError:
-        return False
-    return True
 
 
 def answers(serve: Serve, timeout: float = CONNECT_TIMEOUT) -> bool:
