@@ -22,6 +22,7 @@ import errno
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -33,10 +34,12 @@ PORT = 8787
 
 @dataclass(frozen=True)
 class Arrival:
-    """One connection to the watched port: what it sent first, and the tests running then."""
+    """One connection to the watched port: what it sent first, the tests known to be running
+    then, and when it came (``time.time()``, the clock of pytest's reports)."""
 
     first_line: str
     running: tuple[str, ...]
+    at: float
 
 
 class PortWatch:
@@ -47,6 +50,7 @@ class PortWatch:
         self.address: tuple[str, int] = sock.getsockname()[:2]
         self.arrivals: list[Arrival] = []
         self.running: dict[str, None] = {}
+        self.spans: dict[str, tuple[float, float]] = {}
         self.lock = threading.Lock()
         self.stopping = False
         self.thread = threading.Thread(target=self.accept, name="portwatch", daemon=True)
@@ -68,6 +72,7 @@ class PortWatch:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
+            at = time.time()
             with self.lock:
                 running = tuple(self.running)  # the tests running when it connected
             with conn:
@@ -80,12 +85,27 @@ class PortWatch:
                     first = b""
             line = first.split(b"\r\n", 1)[0].decode("latin-1") or "(a connection, nothing sent)"
             with self.lock:
-                self.arrivals.append(Arrival(line, running))
+                self.arrivals.append(Arrival(line, running, at))
 
     def started(self, nodeid: str) -> None:
         """``nodeid`` is running."""
         with self.lock:
             self.running[nodeid] = None
+
+    def ran(self, nodeid: str, start: float, stop: float) -> None:
+        """A phase of ``nodeid`` ran from ``start`` to ``stop`` (its report's times): under xdist
+        a worker's report reaches the controller after the fact, so a connection is matched to
+        the tests by these times too, not only by the tests known to be running then."""
+        with self.lock:
+            first, last = self.spans.get(nodeid, (start, stop))
+            self.spans[nodeid] = (min(first, start), max(last, stop))
+
+    def running_at(self, arrival: Arrival) -> list[str]:
+        """The tests running when ``arrival`` came: known then, or by their reports' times."""
+        with self.lock:
+            spans = dict(self.spans)
+        timed = [node for node, (start, stop) in spans.items() if start <= arrival.at <= stop]
+        return list(dict.fromkeys([*arrival.running, *timed]))
 
     def finished(self, nodeid: str) -> None:
         """``nodeid`` has finished."""
@@ -129,6 +149,10 @@ class Session:
         if isinstance(self.watch, PortWatch):
             self.watch.started(nodeid)
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if isinstance(self.watch, PortWatch):
+            self.watch.ran(report.nodeid, report.start, report.stop)
+
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         if isinstance(self.watch, PortWatch):
             self.watch.finished(nodeid)
@@ -150,7 +174,7 @@ class Session:
             return
         terminalreporter.section(f"connections to the fixed port {self.where}", red=True)
         for arrival in arrivals:
-            running = ", ".join(arrival.running) or "no test (between tests)"
+            running = ", ".join(self.watch.running_at(arrival)) or "no test (between tests)"
             terminalreporter.write_line(f"{arrival.first_line!r} while running: {running}")
         terminalreporter.write_line(
             f"{len(arrivals)} connection(s) to {self.where}, where a developer's `belt serve` "
