@@ -767,8 +767,9 @@ def coverage_value(entry: dict[str, Any]) -> str:
 def write_junit(
     path: Path, suite: SuiteResult, render: Render | None = None, *, coverage: bool = False
 ) -> None:
-    """Write the JUnit report to ``path`` (BeltError when it cannot be written)."""
+    """Write the JUnit report to ``path`` (InvalidInput, exit 5 as under ``belt check``, when it
+    cannot be written)."""
     try:
         path.write_text(junit_document(suite, render, coverage=coverage), encoding="utf-8")
     except OSError as exc:
-        raise BeltError(f"--junit-xml {path}: cannot write it: {exc.strerror or exc}") from None
+        raise InvalidInput(f"--junit-xml {path}: cannot write it: {exc.strerror or exc}") from None
