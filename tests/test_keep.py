@@ -23,7 +23,7 @@ from belt.errors import InvalidInput
 from belt.keep import kept_scenario
 from belt.server.inspector import replay as inspector_replay
 from belt.testing.suite import run_suite
-from tests.cli.runner import belt
+from tests.cli.runner import belt, belt_process
 from tests.test_replay import DEMO, EXAMPLES, GUARDED, policy_server
 
 ROOT = EXAMPLES.parent
@@ -320,18 +320,6 @@ def serve_process(*args: str, cwd: Path) -> Iterator[str]:
     finally:
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=30)
-
-
-def belt_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`belt ARGS` as a process of its own, run in ``cwd``."""
-    return subprocess.run(
-        [sys.executable, "-m", "belt", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_tests_saved_from_a_policy_replay_pass_with_nothing_running(tmp_path: Path) -> None:

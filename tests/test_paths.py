@@ -6,8 +6,6 @@ found nowhere is exit 5 naming its path."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from belt.engine.api import resume_run, run_scenario
 from belt.engine.scenario import read_scenario
 from belt.errors import InvalidInput
 from belt.testing.suite import run_suite
-from tests.cli.runner import belt
+from tests.cli.runner import belt, belt_process
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples"
@@ -70,18 +68,6 @@ def project(tmp_path: Path, handler: str, **options: bool) -> Path:
     scenario = tests / "s.toml"
     scenario.write_text(scenario_text(handler, **options), encoding="utf-8")
     return scenario
-
-
-def belt_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`belt ARGS` as a process of its own, run in ``cwd``."""
-    return subprocess.run(
-        [sys.executable, "-m", "belt", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_the_examples_pass_from_another_directory(tmp_path: Path) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from typer.testing import CliRunner
@@ -30,3 +33,15 @@ def belt(*args: str, input: str | None = None) -> Result:
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return Result(result.exit_code, result.stdout, result.stderr)
+
+
+def belt_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`belt ARGS` as a process of its own, run in ``cwd``."""
+    return subprocess.run(
+        [sys.executable, "-m", "belt", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
