@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import socket
 from dataclasses import dataclass
 from datetime import datetime
@@ -138,17 +139,41 @@ def recorded() -> list[Serve]:
     return found
 
 
+SERVE_FILE_MAX_BYTES = 4096
+"""The most of a running-serve file that is read: serve writes a few hundred bytes."""
+
+
 def _read(path: Path) -> ServeFile | None:
+    """The record of a running-serve file, or None for one that is not (too large, not JSON,
+    another shape, or naming what no ``belt serve`` listens on: a host that is neither an address
+    nor a host name, a port or pid out of range)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        with path.open("rb") as file:
+            raw = file.read(SERVE_FILE_MAX_BYTES + 1)
+        data = json.loads(raw.decode("utf-8")) if len(raw) <= SERVE_FILE_MAX_BYTES else None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None
     required, _ = derive(ServeFile)
     if any(name not in data or not fits(data[name], kinds) for name, kinds in required.items()):
         return None
+    if not (_is_address(data["host"]) and 0 < data["port"] < 65536 and data["pid"] > 0):
+        return None
     return data  # type: ignore[return-value]  # its shape was checked just now
+
+
+HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})")
+
+
+def _is_address(host: str) -> bool:
+    """Whether ``host`` is what ``belt serve --host`` listens on: an IP address or a host name
+    (letters, digits, dots and hyphens only, so nothing in it can act on a terminal or a URL)."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return HOST_NAME.fullmatch(host) is not None
+    return True
 
 
 def answers(serve: Serve, timeout: float = CONNECT_TIMEOUT) -> bool:
