@@ -8,9 +8,13 @@ appends the message, the run driven in the server, and the NDJSON stream that fo
 chats are short (a few messages each, as an application's are), one agent each; in alternating
 rounds the agent has no hook, then one webhook hook on agent.turn_start (one delivery per
 message). Prints messages per second for each, the hook's cost per message, its ratio to no
-hook, and a raw httpx round trip to the webhook server for context.
+hook, and a raw httpx round trip to the webhook server for context. Target: the hooked
+messages take at most 1.5 times the messages with no hook, end to end.
 
-    .venv/bin/python bench/emulator.py [--chats 10] [--messages 5] [--rounds 3]
+``--quick`` sends 3 chats of 3 messages a round; the test-only ``--handicap S`` adds S seconds
+to every hooked message inside this bench's own timing.
+
+    .venv/bin/python bench/emulator.py [--quick] [--chats 10] [--messages 5] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -24,10 +28,20 @@ from pathlib import Path
 
 import httpx
 from serving import free_port, start_server
+from verdict import Verdicts, add_common_options
+
+TARGET = 1.5
 
 
-def converse(base_url: str, hooks: list[dict[str, object]], chats: int, messages: int) -> float:
-    """Seconds for ``chats`` chats of ``messages`` messages each, through the SDK."""
+def converse(
+    base_url: str,
+    hooks: list[dict[str, object]],
+    chats: int,
+    messages: int,
+    handicap: float = 0.0,
+) -> float:
+    """Seconds for ``chats`` chats of ``messages`` messages each, through the SDK (``handicap``
+    seconds more for each)."""
     from inferencesh import inference
 
     client = inference(api_key="bench", base_url=base_url)
@@ -39,6 +53,7 @@ def converse(base_url: str, hooks: list[dict[str, object]], chats: int, messages
             seen: list[dict[str, object]] = []
             agent.send_message(f"message {index}", on_message=seen.append)
             assert any(m["role"] == "assistant" for m in seen), seen
+            time.sleep(handicap)
     return time.perf_counter() - started
 
 
@@ -86,10 +101,13 @@ def raw_round_trip(url: str, calls: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--chats", type=int, default=10)
-    parser.add_argument("--messages", type=int, default=5, help="messages per chat")
+    parser.add_argument("--chats", type=int, default=None, help="default 10 (quick: 3)")
+    parser.add_argument("--messages", type=int, default=None, help="per chat; default 5 (quick: 3)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating runs of each kind")
+    add_common_options(parser)
     args = parser.parse_args()
+    args.chats = args.chats or (3 if args.quick else 10)
+    args.messages = args.messages or (3 if args.quick else 5)
     count = args.chats * args.messages
     # The state lives beside the repository, as it would in a user's data directory.
     with tempfile.TemporaryDirectory(prefix=".bench-", dir=Path(__file__).parent) as tmp:
@@ -107,7 +125,7 @@ def main() -> None:
             # Alternate the kinds so that a slow patch of the shared machine hits both.
             for _ in range(args.rounds):
                 bares.append(converse(base_url, [], args.chats, args.messages))
-                hooks.append(converse(base_url, hooked, args.chats, args.messages))
+                hooks.append(converse(base_url, hooked, args.chats, args.messages, args.handicap))
                 raws.append(raw_round_trip(hook_url, 200))
         finally:
             for process in (server, handler):
@@ -133,6 +151,13 @@ def main() -> None:
         f"{runs['hooked'] * 1e3:.2f} ms hooked (median, created to ended)"
     )
     print(f"ratio of runs hooked / no hooks: {runs['hooked'] / runs['bare']:.2f}")
+    verdicts = Verdicts("emulator")
+    verdicts.check(
+        "messages with one webhook hook / with none (wall)",
+        figure=hooked_time / bare,
+        target=TARGET,
+    )
+    verdicts.report()
 
 
 if __name__ == "__main__":

@@ -9,11 +9,14 @@ Measures, interleaved with the floor so that machine load and disk caches weigh 
   target: the serial start-up that bounds `belt test -j 2` against `-j 1`, shown for comparison).
 
 Every command runs with this interpreter and with bytecode caching on (as an installed belt
-runs), after one warm-up run of each. Run with `make bench` or `python bench/startup.py`.
+runs), after one warm-up run of each. ``--quick`` runs each 5 times rather than 15 and leaves
+out the two commands without a target; the test-only ``--handicap S`` adds S seconds to each
+belt command inside this bench's own timing. Run with `python bench/startup.py [--quick]`.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import statistics
@@ -25,6 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from testsuite import write_scenarios
+from verdict import Verdicts, add_common_options
 
 RUNS = 15
 PENDING = 100
@@ -38,10 +42,11 @@ def belt_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "belt", *args]
 
 
-def wall_time(command: list[str], env: dict[str, str]) -> float:
-    """Seconds one run of ``command`` takes, start to exit."""
+def wall_time(command: list[str], env: dict[str, str], handicap: float = 0.0) -> float:
+    """Seconds one run of ``command`` takes, start to exit (``handicap`` seconds more)."""
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
+    time.sleep(handicap)
     return time.perf_counter() - start
 
 
@@ -60,14 +65,18 @@ def fill(home: Path, count: int, run_id: str) -> list[str]:
 
 
 def main() -> None:
-    """Time each command RUNS times against the floor; print medians and ratios."""
+    """Time each command RUNS times against the floor; print medians, ratios and verdicts."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_options(parser)
+    args = parser.parse_args()
+    runs = 5 if args.quick else RUNS
     base = Path(tempfile.mkdtemp(prefix="belt-bench-startup-"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(NO_COLOR="1")
     try:
         inbox, resolving = base / "inbox", base / "resolve"
         fill(inbox, PENDING, "run_inbox")
-        targets: Iterator[str] = iter(fill(resolving, RUNS + 1, "run_resolve"))
+        targets: Iterator[str] = iter(fill(resolving, runs + 1, "run_resolve"))
 
         scenario = write_scenarios(base / "scenarios", 1)[0]
         commands: dict[str, tuple[Callable[[], list[str]], Path | None, float | None]] = {
@@ -93,19 +102,21 @@ def main() -> None:
                 None,
             ),
         }
+        if args.quick:
+            commands = {name: made for name, made in commands.items() if made[2] is not None}
         floor = [sys.executable, "-c", "import typer"]
 
         def run(name: str) -> float:
             make, home, _ = commands[name]
             run_env = env if home is None else {**env, "BELT_HOME": str(home)}
-            return wall_time(make(), run_env)
+            return wall_time(make(), run_env, args.handicap)
 
         for name in commands:  # warm the bytecode and file caches
             run(name)
         wall_time(floor, env)
         times: dict[str, list[float]] = {name: [] for name in commands}
         floor_times: list[float] = []
-        for _ in range(RUNS):
+        for _ in range(runs):
             for name in commands:
                 times[name].append(run(name))
                 floor_times.append(wall_time(floor, env))
@@ -113,18 +124,18 @@ def main() -> None:
         width = max(len(name) for name in commands)
         floor_name = "python -c 'import typer'"
         print(f"{floor_name:<{width}}  median {floor_median * 1000:6.1f} ms")
+        verdicts = Verdicts("startup")
         for name, measured in times.items():
             median = statistics.median(measured)
             ratio = median / floor_median
+            print(f"{name:<{width}}  median {median * 1000:6.1f} ms  ratio {ratio:.2f}")
             target = commands[name][2]
-            if target is None:
-                verdict = "no target"
-            else:
-                verdict = ("within" if ratio <= target else "ABOVE") + f" the target of {target}"
-            print(f"{name:<{width}}  median {median * 1000:6.1f} ms  ratio {ratio:.2f} ({verdict})")
-        print(f"(median of {RUNS} runs each, interleaved)")
+            if target is not None:
+                verdicts.check(f"{name} / import typer (wall)", figure=ratio, target=target)
+        print(f"(median of {runs} runs each, interleaved)")
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    verdicts.report()
 
 
 if __name__ == "__main__":
