@@ -1,33 +1,40 @@
-"""Throughput of `belt serve --policy` against a bare ASGI app, under the same uvicorn.
+"""Server CPU per request of `belt serve --policy` against a bare ASGI app, under the same uvicorn.
 
 The bare app reads the body and answers a fixed decision: the floor any hook handler on this
 uvicorn can reach. `belt serve` validates the payload, runs the example policy, writes the
 journal and prints its live line. Both run as child processes with the same uvicorn settings,
-on loopback, and are driven in alternating rounds by the same client: httpx, keep-alive, a
-few worker threads. Printed per server: requests per second, p50/p99 latency, and the server's
-own CPU time per request (from /proc, so a client that saturates first does not hide the
-server's cost). Targets: belt's throughput at least 0.5 of the bare app's, and its server CPU
-per request at most 1.5 times the bare app's.
+on loopback, and are driven in alternating rounds by the same client: CLIENTS processes, each
+with one keep-alive httpx client, so that the client is not what limits the rate. Printed per
+server: requests per second, p50/p99 latency, and the server's own CPU time per request (from
+/proc/PID/stat of the server process, so a client that saturates first does not hide the
+server's cost). Targets: belt's server CPU per request at most 1.5 times the bare app's, and its
+throughput at least 0.5 of the bare app's.
 
 The same belt server is also measured with the inspector page open in a headless Chromium (the
 deliveries view, live, as a person would watch it; see docs/inspector.md), in rounds alternating
 with the rounds without it. Target: throughput without the page at most 1.1 times the throughput
 with it, and server CPU per request with the page at most 1.1 times without. Without Playwright
-and a Chromium (the test extras, the `browser` target of the Makefile) that part is skipped.
+and a Chromium (the test extras, the `browser` target of the Makefile), and with ``--quick``,
+that part is skipped.
 
 The same belt server is then measured holding IDLE_STREAMS chat streams open (the emulator's
 `GET /chats/{id}/stream` on chats with no run, as SDK clients waiting for a reply hold them):
 the server's CPU over IDLE_SECONDS, as a share of one core. Target: under 2%.
 `python bench/serve.py --idle-streams` measures only that.
 
-Run with `python bench/serve.py`; `python bench/serve.py --throughput` measures only the rounds
-against the bare app (the same rounds, without the page and the idle streams).
+Run with `python bench/serve.py`; `--throughput` measures only the rounds against the bare app
+(the same rounds, without the page and the idle streams); ``--quick`` runs 2 rounds of 600
+requests and 10 idle streams for 3 s. The test-only ``--handicap S`` serves belt with a
+``--handler`` of this file that keeps the server busy S seconds per request before it allows
+(in place of the policy): a belt whose server costs more.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
+import multiprocessing
 import os
 import re
 import signal
@@ -38,22 +45,23 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-WORKERS = 4
-REQUESTS_PER_ROUND = 3000
-ROUNDS = 3
-WARMUP = 300
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(HERE), str(ROOT)]
+from verdict import Verdicts, add_common_options  # noqa: E402
+
+CLIENTS = 4
 TARGET = 0.5
 CPU_TARGET = 1.5
 PAGE_TARGET = 1.1
-IDLE_STREAMS = 50
-IDLE_SECONDS = 10.0
-IDLE_TARGET = 0.02
+IDLE_TARGET = 2.0
+HANDICAP_ENV = "BELT_BENCH_SERVE_HANDICAP"
 UVICORN_OPTIONS: dict[str, Any] = {
     "log_level": "warning",
     "access_log": False,
@@ -61,6 +69,20 @@ UVICORN_OPTIONS: dict[str, Any] = {
     "ws": "none",
     "server_header": False,
 }
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much one run measures."""
+
+    requests: int = 3000
+    rounds: int = 3
+    warmup: int = 300
+    idle_streams: int = 50
+    idle_seconds: float = 10.0
+
+
+QUICK = Sizes(requests=600, rounds=2, warmup=100, idle_streams=10, idle_seconds=3.0)
 FIXED = b'{"decision":"allow"}'
 PAYLOAD = json.dumps(
     {
@@ -165,41 +187,69 @@ def start(name: str, command: list[str], env: dict[str, str]) -> Server:
     return Server(name, process, found.group(1))
 
 
-def drive(url: str, total: int) -> tuple[float, list[float]]:
-    """POST the payload ``total`` times from WORKERS keep-alive clients; (seconds, latencies)."""
-    latencies: list[float] = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(WORKERS + 1)
-
-    def worker(count: int) -> None:
-        mine: list[float] = []
-        headers = {"content-type": "application/json"}
-        with httpx.Client(base_url=url, timeout=30) as client:
-            client.post("/hooks", content=PAYLOAD, headers=headers).raise_for_status()
-            barrier.wait()
-            for _ in range(count):
-                began = time.perf_counter()
-                reply = client.post("/hooks", content=PAYLOAD, headers=headers)
-                mine.append(time.perf_counter() - began)
-                if reply.status_code != 200:
-                    raise SystemExit(f"{url} answered {reply.status_code}: {reply.text}")
-        with lock:
-            latencies.extend(mine)
-
-    threads = [threading.Thread(target=worker, args=(total // WORKERS,)) for _ in range(WORKERS)]
-    for thread in threads:
-        thread.start()
-    barrier.wait()
-    began = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    return time.perf_counter() - began, latencies
+def handicapped(payload: dict[str, Any]) -> None:
+    """The --handicap server's handler: busy for the handicap's seconds, then allow."""
+    end = time.process_time() + float(os.environ[HANDICAP_ENV])
+    while time.process_time() < end:
+        pass
 
 
-def measure(server: Server) -> None:
+def client_process(inbox: Connection) -> None:
+    """A client process: for each (url, count) it is sent, POST the payload ``count`` times on
+    one keep-alive client kept per URL; sends back (start, end, latencies)."""
+    clients: dict[str, httpx.Client] = {}
+    headers = {"content-type": "application/json"}
+    while (order := inbox.recv()) is not None:
+        url, count = order
+        if url not in clients:
+            clients[url] = httpx.Client(base_url=url, timeout=30, headers=headers)
+        client = clients[url]
+        latencies: list[float] = []
+        began = time.perf_counter()
+        for _ in range(count):
+            sent = time.perf_counter()
+            reply = client.post("/hooks", content=PAYLOAD)
+            latencies.append(time.perf_counter() - sent)
+            if reply.status_code != 200:
+                raise SystemExit(f"{url} answered {reply.status_code}: {reply.text}")
+        inbox.send((began, time.perf_counter(), latencies))
+    for client in clients.values():
+        client.close()
+
+
+class Clients:
+    """CLIENTS client processes, kept for the whole run so their connections stay open."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.pipes: list[Connection] = []
+        self.processes = []
+        for _ in range(CLIENTS):
+            mine, theirs = context.Pipe()
+            process = context.Process(target=client_process, args=(theirs,), daemon=True)
+            process.start()
+            self.pipes.append(mine)
+            self.processes.append(process)
+
+    def drive(self, url: str, total: int) -> tuple[float, list[float]]:
+        """POST the payload ``total`` times, shared by the clients; (seconds, latencies)."""
+        for pipe in self.pipes:
+            pipe.send((url, total // CLIENTS))
+        answers = [pipe.recv() for pipe in self.pipes]
+        seconds = max(a[1] for a in answers) - min(a[0] for a in answers)
+        return seconds, [x for a in answers for x in a[2]]
+
+    def close(self) -> None:
+        for pipe in self.pipes:
+            pipe.send(None)
+        for process in self.processes:
+            process.join(10)
+
+
+def measure(server: Server, clients: Clients, requests: int) -> None:
     """One round against ``server``."""
     cpu_before = server.cpu_seconds()
-    seconds, latencies = drive(server.url, REQUESTS_PER_ROUND)
+    seconds, latencies = clients.drive(server.url, requests)
     cpu_after = server.cpu_seconds()
     cpu = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
     server.rounds.append(Round(seconds, latencies, cpu))
@@ -228,14 +278,14 @@ def open_page(browser: Any, url: str) -> Any:
     return page
 
 
-def idle_streams(server: Server, home: str) -> float | None:
-    """The share of a core ``server`` uses while IDLE_STREAMS streams of idle chats are open."""
+def idle_streams(server: Server, home: str, sizes: Sizes) -> float | None:
+    """The share of a core ``server`` uses while idle chat streams are open."""
     from belt.records.chats import create_chat
     from belt.store import open_store
 
     os.environ["BELT_HOME"] = home  # the server's store, which this process writes the chats to
     store = open_store()
-    chats = [create_chat(store, agent_id="ag_bench")["id"] for _ in range(IDLE_STREAMS)]
+    chats = [create_chat(store, agent_id="ag_bench")["id"] for _ in range(sizes.idle_streams)]
     replayed = threading.Semaphore(0)
     closing = threading.Event()
 
@@ -258,7 +308,7 @@ def idle_streams(server: Server, home: str) -> float | None:
             raise SystemExit("a stream never sent its replay")
     time.sleep(1.0)  # let the streams settle into waiting
     before, began = server.cpu_seconds(), time.perf_counter()
-    time.sleep(IDLE_SECONDS)
+    time.sleep(sizes.idle_seconds)
     after, seconds = server.cpu_seconds(), time.perf_counter() - began
     closing.set()
     if before is None or after is None:
@@ -266,111 +316,118 @@ def idle_streams(server: Server, home: str) -> float | None:
     return (after - before) / seconds
 
 
-def main_idle() -> None:
-    """Only the idle streams figure."""
-    with tempfile.TemporaryDirectory(prefix="belt-bench-") as home:
-        env = {**os.environ, "BELT_HOME": home, "NO_COLOR": "1"}
-        policy = str(ROOT / "examples" / "policy.toml")
-        belt = start(
-            "belt serve --policy",
-            [sys.executable, "-m", "belt", "serve", "--port", "0", "--policy", policy],
-            env,
-        )
-        try:
-            share = idle_streams(belt, home)
-        finally:
-            belt.stop()
-    print_idle(share)
+def start_belt(env: dict[str, str], handicap: float) -> Server:
+    """`belt serve --policy examples/policy.toml`, or the handicapped handler of this file."""
+    name, decider = "belt serve --policy", ["--policy", str(ROOT / "examples" / "policy.toml")]
+    if handicap:
+        env = {**env, HANDICAP_ENV: str(handicap)}
+        handler = f"py:{Path(__file__).resolve()}:handicapped"
+        name, decider = "belt, handicapped", ["--handler", handler]
+    command = [sys.executable, "-m", "belt", "serve", "--port", "0", "--sweep-interval", "0"]
+    return start(name, [*command, *decider], env)
 
 
-def print_idle(share: float | None) -> None:
-    """The idle streams line."""
+def check_idle(verdicts: Verdicts, share: float | None, sizes: Sizes) -> None:
+    """The idle streams line and verdict."""
     if share is None:
         print("idle streams: no /proc here, not measured")
         return
-    verdict = "meets" if share < IDLE_TARGET else "ABOVE"
     print(
-        f"{IDLE_STREAMS} idle chat streams: server CPU {share * 100:.2f}% of a core over "
-        f"{IDLE_SECONDS:g} s ({verdict} the target of under {IDLE_TARGET * 100:g}%)"
+        f"{sizes.idle_streams} idle chat streams: server CPU {share * 100:.2f}% of a core over "
+        f"{sizes.idle_seconds:g} s"
+    )
+    verdicts.check(
+        f"server CPU with {sizes.idle_streams} idle chat streams, share of a core",
+        figure=share * 100,
+        target=IDLE_TARGET,
+        unit="%",
     )
 
 
 def main() -> None:
-    """Start both servers, measure them in alternating rounds, print the figures and ratios."""
-    if len(sys.argv) > 1 and sys.argv[1] == "--bare-server":
+    """Start both servers, measure them in alternating rounds, print figures and verdicts."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--throughput", action="store_true", help="only the rounds against bare")
+    parser.add_argument("--idle-streams", action="store_true", help="only the idle streams")
+    parser.add_argument("--bare-server", action="store_true", help=argparse.SUPPRESS)
+    add_common_options(parser)
+    args = parser.parse_args()
+    if args.bare_server:
         run_bare_server()
         return
-    if len(sys.argv) > 1 and sys.argv[1] == "--idle-streams":
-        main_idle()
-        return
-    only_throughput = len(sys.argv) > 1 and sys.argv[1] == "--throughput"
-    sys.path.insert(0, str(ROOT))
+    sizes = QUICK if args.quick else Sizes()
+    verdicts = Verdicts("serve")
     from tests.browser import chromium, missing
 
     no_browser = (
         "--throughput measures only the rounds against the bare app"
-        if only_throughput
+        if args.throughput
+        else "--quick leaves them out"
+        if args.quick
+        else "--idle-streams measures only the idle streams"
+        if args.idle_streams
         else missing()
     )
     with tempfile.TemporaryDirectory(prefix="belt-bench-") as home, contextlib.ExitStack() as stack:
         env = {**os.environ, "BELT_HOME": home, "NO_COLOR": "1"}
-        policy = str(ROOT / "examples" / "policy.toml")
-        bare = start("bare ASGI app", [sys.executable, __file__, "--bare-server"], env)
-        belt = start(
-            "belt serve --policy",
-            [sys.executable, "-m", "belt", "serve", "--port", "0", "--policy", policy],
-            env,
-        )
-        watched = Server("  with the page open", belt.process, belt.url)
-        servers = [bare, belt] + ([watched] if no_browser is None else [])
-        browser = stack.enter_context(chromium()) if no_browser is None else None
-        try:
+        belt = start_belt(env, args.handicap)
+        stack.callback(belt.stop)
+        if not args.idle_streams:
+            bare = start("bare ASGI app", [sys.executable, __file__, "--bare-server"], env)
+            stack.callback(bare.stop)
+            watched = Server("  with the page open", belt.process, belt.url)
+            servers = [bare, belt] + ([watched] if no_browser is None else [])
+            browser = stack.enter_context(chromium()) if no_browser is None else None
+            clients = Clients()
+            stack.callback(clients.close)
             for server in (bare, belt):
-                drive(server.url, WARMUP)
-            for _ in range(ROUNDS):
+                clients.drive(server.url, sizes.warmup)
+            for _ in range(sizes.rounds):
                 for server in servers:
                     if server is watched:
                         page = open_page(browser, server.url)
-                        measure(server)
+                        measure(server, clients, sizes.requests)
                         page.close()
                     else:
-                        measure(server)
-            share = None if only_throughput else idle_streams(belt, home)
-        finally:
-            for server in (bare, belt):
-                server.stop()
-    figures = [summary(server) for server in servers]
-    print(
-        f"{ROUNDS} rounds of {REQUESTS_PER_ROUND} requests, {WORKERS} keep-alive httpx workers, "
-        f"loopback; uvicorn {_uvicorn_version()}"
-    )
-    for server, found in zip(servers, figures, strict=True):
-        print(
-            f"{server.name:20}  {found['rps']:7.0f} req/s  p50 {found['p50_ms']:5.2f} ms  "
-            f"p99 {found['p99_ms']:5.2f} ms  server CPU {found['cpu_us']:5.0f} us/req"
-        )
-    ratio = figures[1]["rps"] / figures[0]["rps"]
-    verdict = "meets" if ratio >= TARGET else "BELOW"
-    print(f"throughput ratio belt/bare: {ratio:.2f} ({verdict} the target of {TARGET})")
-    costlier_than_bare = figures[1]["cpu_us"] / figures[0]["cpu_us"]
-    verdict = "meets" if costlier_than_bare <= CPU_TARGET else "ABOVE"
-    print(
-        f"server CPU per request belt/bare: {costlier_than_bare:.2f} "
-        f"({verdict} the target of at most {CPU_TARGET})"
-    )
-    if not only_throughput:
-        print_idle(share)
-    if no_browser is not None:
-        print(f"the page-open rounds were skipped: {no_browser}")
-        return
-    slower = figures[1]["rps"] / figures[2]["rps"]
-    costlier = figures[2]["cpu_us"] / figures[1]["cpu_us"]
-    for what, value in (
-        ("throughput without/with the page", slower),
-        ("server CPU per request with/without the page", costlier),
-    ):
-        verdict = "meets" if value <= PAGE_TARGET else "ABOVE"
-        print(f"{what}: {value:.2f} ({verdict} the target of at most {PAGE_TARGET})")
+                        measure(server, clients, sizes.requests)
+            figures = [summary(server) for server in servers]
+            print(
+                f"{sizes.rounds} rounds of {sizes.requests} requests from {CLIENTS} client "
+                f"processes (one keep-alive httpx client each), loopback; uvicorn "
+                f"{_uvicorn_version()}"
+            )
+            for server, found in zip(servers, figures, strict=True):
+                print(
+                    f"{server.name:20}  {found['rps']:7.0f} req/s  p50 {found['p50_ms']:5.2f} ms"
+                    f"  p99 {found['p99_ms']:5.2f} ms  server CPU {found['cpu_us']:5.0f} us/req"
+                )
+            verdicts.check(
+                "server CPU per request, belt / bare app",
+                figure=figures[1]["cpu_us"] / figures[0]["cpu_us"],
+                target=CPU_TARGET,
+            )
+            verdicts.check(
+                "throughput, belt / bare app",
+                figure=figures[1]["rps"] / figures[0]["rps"],
+                target=TARGET,
+                higher_is_better=True,
+            )
+            if no_browser is None:
+                verdicts.check(
+                    "throughput without / with the page open",
+                    figure=figures[1]["rps"] / figures[2]["rps"],
+                    target=PAGE_TARGET,
+                )
+                verdicts.check(
+                    "server CPU per request with / without the page open",
+                    figure=figures[2]["cpu_us"] / figures[1]["cpu_us"],
+                    target=PAGE_TARGET,
+                )
+            else:
+                print(f"the page-open rounds were skipped: {no_browser}")
+        if not args.throughput:
+            check_idle(verdicts, idle_streams(belt, home, sizes), sizes)
+    verdicts.report()
 
 
 def _uvicorn_version() -> str:
