@@ -41,12 +41,21 @@ and, for a route that changes something, as a `text/plain` form with no `Origin`
 routes, the requests, and how many were refused (all must be). `--only guard` runs it alone, in
 a few seconds.
 
+Each part ends in verdicts (one line each; the bench exits 1 when one is missed): nothing
+unclean, no request failed, nothing run twice or stranded, the throughput under attack, the
+slowest deadline case at most 1.5 times its deadline, and the memory of part 6 under bounds
+twice what was measured when its limits were built.
+
 Run with `python bench/reliability.py` (about twenty minutes, most of them in parts 4 to 6);
-`--only engine` runs part 4 alone, `--only stranded` part 5, `--only growth` part 6.
+`--only NAME...` runs some parts: inputs (1), answers (2), load (3), engine (4), stranded (5),
+growth (6), guard. ``--quick`` runs parts 1 to 3 and the guard, the load for 2 s with 200 slow
+clients (about half a minute in all). The test-only ``--handicap S`` adds S seconds to each
+request of the attacked load and to each deadline case, inside this bench's own timing.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -66,12 +75,16 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
+from verdict import Verdicts, add_common_options  # noqa: E402
 
 SLOW = 1100
 LOAD_SECONDS = 8.0
 CLIENTS = 4
 TARGET = 0.5
+DEADLINE_TARGET = 1.5
+PARTS = ("inputs", "answers", "load", "engine", "stranded", "growth", "guard")
+QUICK_PARTS = ("inputs", "answers", "load", "guard")
 
 
 # 1. Bad inputs -------------------------------------------------------------------------------
@@ -245,7 +258,7 @@ def run_bad_inputs() -> dict[str, Any]:
 # 2. Hostile answers --------------------------------------------------------------------------
 
 
-def run_hostile_answers() -> dict[str, Any]:
+def run_hostile_answers(handicap: float = 0.0) -> dict[str, Any]:
     from belt.errors import BeltError
     from belt.handlers.webhook import deliver, webhook_client
     from belt.remote import Platform
@@ -277,6 +290,7 @@ def run_hostile_answers() -> dict[str, Any]:
                 result = deliver(
                     client, f"{url}/h", sample_payload("agent.start"), timeout=deadline
                 )
+            time.sleep(handicap)
             if result.error is not None and result.response is None:
                 clean += 1
             if name in ("slow head", "trickled body"):
@@ -288,6 +302,7 @@ def run_hostile_answers() -> dict[str, Any]:
                     platform.list_interrupts(run_id="run_1")
             except BeltError:
                 clean += 1
+            time.sleep(handicap)
             if name in ("slow head", "trickled body"):
                 slowest = max(slowest, time.monotonic() - started)
     return {"tried": tried, "clean": clean, "deadline": deadline, "slowest": slowest}
@@ -371,7 +386,7 @@ class Slowloris:
             sock.close()
 
 
-def drive(url: str, seconds: float) -> dict[str, Any]:
+def drive(url: str, seconds: float, handicap: float = 0.0) -> dict[str, Any]:
     from belt.samples import sample_payload
 
     body = json.dumps(sample_payload("agent.tool_call")).encode()
@@ -390,6 +405,7 @@ def drive(url: str, seconds: float) -> dict[str, Any]:
                     ok = http.post(f"{url}/hooks", content=body).status_code == 200
                 except httpx.HTTPError:
                     ok = False
+                time.sleep(handicap)
                 elapsed = time.perf_counter() - started
                 with lock:
                     if ok:
@@ -412,23 +428,23 @@ def drive(url: str, seconds: float) -> dict[str, Any]:
     }
 
 
-def run_load() -> dict[str, Any]:
+def run_load(seconds: float, slow: int, handicap: float = 0.0) -> dict[str, Any]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, SLOW + 512)), hard))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, slow + 512)), hard))
     with tempfile.TemporaryDirectory() as home:
         process, url = start_server(home)
         stderr: list[str] = []
         reader = threading.Thread(target=lambda: stderr.extend(process.stderr or []), daemon=True)
         reader.start()
         try:
-            quiet = drive(url, LOAD_SECONDS)
-            attack = Slowloris(url, SLOW)
+            quiet = drive(url, seconds)
+            attack = Slowloris(url, slow)
             attack.thread.start()
-            time.sleep(2.0)
+            time.sleep(min(2.0, seconds))
             health: list[int] = []
 
             def probe() -> None:
-                deadline = time.monotonic() + LOAD_SECONDS
+                deadline = time.monotonic() + seconds
                 while time.monotonic() < deadline:
                     try:
                         health.append(httpx.get(f"{url}/healthz", timeout=10).status_code)
@@ -438,7 +454,7 @@ def run_load() -> dict[str, Any]:
 
             prober = threading.Thread(target=probe)
             prober.start()
-            attacked = drive(url, LOAD_SECONDS)
+            attacked = drive(url, seconds, handicap)
             prober.join()
             attack.stop.set()
             attack.thread.join()
@@ -698,7 +714,7 @@ def damaged_records(env: dict[str, str], folder: Path, hook_url: str) -> dict[st
     return {"tried": tried, "clean": clean}
 
 
-def run_engine() -> None:
+def run_engine(verdicts: Verdicts) -> None:
     with tempfile.TemporaryDirectory(prefix="belt-reliability-engine-") as tmp:
         folder = Path(tmp)
         server, url = start_server(str(folder / "serve"))
@@ -711,6 +727,11 @@ def run_engine() -> None:
                 f"per trial {sorted(set(winners + many))} (exactly one wins every trial: "
                 f"{all(w == 1 for w in winners + many)})"
             )
+            verdicts.check(
+                "racing resumers: trials not won by exactly one",
+                figure=sum(1 for w in winners + many if w != 1),
+                target=0,
+            )
             killed = kill_and_resume({**env, "BELT_HOME": str(folder / "kills")}, folder, url)
             print(
                 f"killed simulations: {killed['kills']} SIGKILLs, {killed['resumes']} resumes "
@@ -718,6 +739,14 @@ def run_engine() -> None:
                 f"{killed['finished']} of {killed['runs']} runs completed; {killed['tools']} tool "
                 f"results for {killed['expected_tools']} tool calls, {killed['tools_twice']} run "
                 "twice"
+            )
+            verdicts.check(
+                "killed simulations: runs not completed",
+                figure=killed["runs"] - killed["finished"],
+                target=0,
+            )
+            verdicts.check(
+                "killed simulations: tools run twice", figure=killed["tools_twice"], target=0
             )
             anywhere = kill_anywhere({**env, "BELT_HOME": str(folder / "anywhere")}, folder)
             print(
@@ -727,10 +756,23 @@ def run_engine() -> None:
                 f"input once: {anywhere['turns_once']}; {anywhere['tools']} tool results for "
                 f"{anywhere['expected_tools']} tool calls, {anywhere['tools_twice']} run twice"
             )
+            verdicts.check(
+                "killed anywhere: runs not completed, or a turn's input not once",
+                figure=anywhere["runs"] - anywhere["finished"] + (not anywhere["turns_once"]),
+                target=0,
+            )
+            verdicts.check(
+                "killed anywhere: tools run twice", figure=anywhere["tools_twice"], target=0
+            )
             damaged = damaged_records(env, folder, url)
             print(
                 f"damaged store records: {damaged['clean']} of {damaged['tried']} commands end in "
                 "a clean error (or, not needing the record, succeed) and leave the file as it was"
+            )
+            verdicts.check(
+                "damaged store records: commands not clean",
+                figure=damaged["tried"] - damaged["clean"],
+                target=0,
             )
         finally:
             server.terminate()
@@ -1022,7 +1064,7 @@ def forward_burst(folder: Path) -> dict[str, Any]:
     }
 
 
-def run_stranded() -> None:
+def run_stranded(verdicts: Verdicts) -> None:
     with tempfile.TemporaryDirectory(prefix="belt-reliability-stranded-") as tmp:
         folder = Path(tmp)
         hooks, hook_url = start_server(str(folder / "serve"))
@@ -1036,6 +1078,12 @@ def run_stranded() -> None:
             f"while continuing a run; runs stranded: {resumed['stranded']}; tools run twice: "
             f"{resumed['tools_twice']}; hook deliveries made twice: {resumed['hooks_twice']}"
         )
+        verdicts.check(
+            "killed belt serve --resume: runs stranded", figure=resumed["stranded"], target=0
+        )
+        verdicts.check(
+            "killed belt serve --resume: tools run twice", figure=resumed["tools_twice"], target=0
+        )
         workers = killed_workers(folder)
         print(
             f"killed belt executor run: {workers['trials']} trials, {workers['killed']} SIGKILLs "
@@ -1043,6 +1091,12 @@ def run_stranded() -> None:
             f"{workers['twice']}; {workers['late']} SIGKILLs after the tool had finished: "
             f"{workers['late_twice']} of those tools ran again (its worker died before it wrote "
             "the result)"
+        )
+        verdicts.check(
+            "killed belt executor run: runs on an attention hold", figure=workers["held"], target=0
+        )
+        verdicts.check(
+            "killed belt executor run: tasks run twice", figure=workers["twice"], target=0
         )
         burst = forward_burst(folder)
         grown = (burst["rss_after_kb"] - burst["rss_before_kb"]) / FORWARD_BURST
@@ -1052,6 +1106,7 @@ def run_stranded() -> None:
             f"memory {burst['rss_before_kb'] / 1024:.0f} -> {burst['rss_after_kb'] / 1024:.0f} MiB "
             f"({grown:.1f} KiB per request)"
         )
+        verdicts.check("--forward-to burst: requests failed", figure=burst["failed"], target=0)
 
 
 # 6. Nothing grows: the inspector's list and search, its history, belt replay of a long journal
@@ -1253,7 +1308,7 @@ def replay_memory(folder: Path) -> dict[str, Any]:
     }
 
 
-def run_growth() -> None:
+def run_growth(verdicts: Verdicts) -> None:
     with tempfile.TemporaryDirectory(prefix="belt-reliability-growth-") as tmp:
         folder = Path(tmp)
         found = inspector_search(folder)
@@ -1291,12 +1346,32 @@ def run_growth() -> None:
         )
         if replayed["exit"]:
             print(f"  stderr: {replayed['stderr']}")
+        for measure, kib, bound in (
+            ("inspector, the largest list: server peak", listed[1], 128),
+            (
+                f"inspector, {SEARCHES_AT_ONCE} searches at once: server peak",
+                found["after_many"][1],
+                256,
+            ),
+            (f"inspector history of {HISTORY:,} deliveries: server", history["after"][0], 256),
+            (
+                f"belt replay journal --json of {REPLAYED:,} records: peak",
+                replayed["max_rss_kb"],
+                128,
+            ),
+        ):
+            verdicts.check(measure, figure=round(kib / mib), target=bound, unit=" MiB")
+        verdicts.check(
+            "searches failed, and belt replay journal's exit code",
+            figure=found["failed"] + replayed["exit"],
+            target=0,
+        )
 
 
 # The guard: every route of belt serve, as another site's page would ask it
 
 
-def run_guard() -> None:
+def run_guard(verdicts: Verdicts) -> None:
     """Every route of `belt serve` tried from a foreign origin and Host (tests/foreign.py)."""
     from belt.server.app import create_app
     from belt.store import Store
@@ -1322,55 +1397,89 @@ def run_guard() -> None:
     for t in tried:
         if t.status not in (403, 415):
             print(f"  answered {t.status}: {t.kind} {t.method} {t.path}")
+    verdicts.check(
+        "foreign requests not refused, and server tracebacks",
+        figure=len(tried) - len(refused) + errors.count("Traceback"),
+        target=0,
+    )
 
 
 def main() -> None:
-    if sys.argv[1:] == ["--only", "engine"]:
-        run_engine()
-        return
-    if sys.argv[1:] == ["--only", "stranded"]:
-        run_stranded()
-        return
-    if sys.argv[1:] == ["--only", "growth"]:
-        run_growth()
-        return
-    if sys.argv[1:] == ["--only", "guard"]:
-        run_guard()
-        return
-    bad = run_bad_inputs()
-    print(
-        f"bad inputs: {bad['clean']} of {bad['tried']} end in a clean error (exit 2-6, "
-        "one line, no traceback)"
-    )
-    for line in bad["unclean"]:
-        print(f"  not clean: {line}")
-    answers = run_hostile_answers()
-    print(
-        f"hostile answers (webhook and --api): {answers['clean']} of {answers['tried']} are "
-        f"the handler's failure or a clean error; slowest deadline case "
-        f"{answers['slowest']:.2f} s against a {answers['deadline']:g} s deadline "
-        "(the servers trickle for 30 s)"
-    )
-    load = run_load()
-    quiet, attacked = load["quiet"], load["attacked"]
-    print(f"load, {CLIENTS} keep-alive clients, {LOAD_SECONDS:g} s each, uvicorn via belt serve")
-    for name, figures in (("quiet", quiet), (f"{SLOW} slowloris", attacked)):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", choices=PARTS, metavar="PART", help=", ".join(PARTS))
+    add_common_options(parser)
+    args = parser.parse_args()
+    parts = args.only or (QUICK_PARTS if args.quick else PARTS)
+    verdicts = Verdicts("reliability")
+    if "inputs" in parts:
+        bad = run_bad_inputs()
         print(
-            f"  {name:<16} {figures['rps']:7.0f} req/s  p50 {figures['p50']:6.2f} ms  "
-            f"p99 {figures['p99']:7.2f} ms  failed {figures['failed']}"
+            f"bad inputs: {bad['clean']} of {bad['tried']} end in a clean error (exit 2-6, "
+            "one line, no traceback)"
         )
-    ratio = attacked["rps"] / quiet["rps"] if quiet["rps"] else float("nan")
-    verdict = "meets" if ratio >= TARGET else "misses"
-    print(f"  throughput under attack / quiet: {ratio:.2f} ({verdict} the target of {TARGET})")
-    print(
-        f"  slow connections opened: {load['slow_opened']}; /healthz 200 in "
-        f"{load['health_ok']} of {load['health_total']} probes; server stderr "
-        f"{load['stderr_bytes']} bytes, {load['tracebacks']} tracebacks"
-    )
-    run_engine()
-    run_stranded()
-    run_growth()
-    run_guard()
+        for line in bad["unclean"]:
+            print(f"  not clean: {line}")
+        verdicts.check(
+            "bad inputs not ending in a clean error", figure=len(bad["unclean"]), target=0
+        )
+    if "answers" in parts:
+        answers = run_hostile_answers(args.handicap)
+        print(
+            f"hostile answers (webhook and --api): {answers['clean']} of {answers['tried']} are "
+            f"the handler's failure or a clean error; slowest deadline case "
+            f"{answers['slowest']:.2f} s against a {answers['deadline']:g} s deadline "
+            "(the servers trickle for 30 s)"
+        )
+        verdicts.check(
+            "hostile answers not the handler's failure or a clean error",
+            figure=answers["tried"] - answers["clean"],
+            target=0,
+        )
+        verdicts.check(
+            "slowest deadline case / its deadline",
+            figure=answers["slowest"] / answers["deadline"],
+            target=DEADLINE_TARGET,
+        )
+    if "load" in parts:
+        seconds, slow = (2.0, 200) if args.quick else (LOAD_SECONDS, SLOW)
+        load = run_load(seconds, slow, args.handicap)
+        quiet, attacked = load["quiet"], load["attacked"]
+        print(f"load, {CLIENTS} keep-alive clients, {seconds:g} s each, uvicorn via belt serve")
+        for name, figures in (("quiet", quiet), (f"{slow} slowloris", attacked)):
+            print(
+                f"  {name:<16} {figures['rps']:7.0f} req/s  p50 {figures['p50']:6.2f} ms  "
+                f"p99 {figures['p99']:7.2f} ms  failed {figures['failed']}"
+            )
+        print(
+            f"  slow connections opened: {load['slow_opened']}; /healthz 200 in "
+            f"{load['health_ok']} of {load['health_total']} probes; server stderr "
+            f"{load['stderr_bytes']} bytes, {load['tracebacks']} tracebacks"
+        )
+        ratio = attacked["rps"] / quiet["rps"] if quiet["rps"] else 0.0
+        verdicts.check(
+            f"throughput under {slow} slowloris / quiet",
+            figure=ratio,
+            target=TARGET,
+            higher_is_better=True,
+        )
+        verdicts.check(
+            "requests failed, /healthz probes not answered 200, server tracebacks",
+            figure=quiet["failed"]
+            + attacked["failed"]
+            + load["health_total"]
+            - load["health_ok"]
+            + load["tracebacks"],
+            target=0,
+        )
+    if "engine" in parts:
+        run_engine(verdicts)
+    if "stranded" in parts:
+        run_stranded(verdicts)
+    if "growth" in parts:
+        run_growth(verdicts)
+    if "guard" in parts:
+        run_guard(verdicts)
+    verdicts.report()
 
 
 if __name__ == "__main__":
