@@ -5,8 +5,8 @@ Measures, interleaved with the floor so that machine load and disk caches weigh 
 - `belt version` (target: at most 1.3 times the floor);
 - `belt interrupt list` with no run id, over a store of 100 pending interrupts (at most 1.5);
 - `belt interrupt resolve ID allow` of a pending interrupt, a fresh one each time (at most 1.5);
-- `belt test` and `belt sim run` of one scenario, the one bench/testsuite.py writes first (no
-  target: the serial start-up that bounds `belt test -j 2` against `-j 1`, shown for comparison).
+- `belt test` and `belt sim run` of one small scenario (a tool call, no hook; no target: the
+  serial start-up that bounds `belt test -j 2` against `-j 1`, shown for comparison).
 
 Every command runs with this interpreter and with bytecode caching on (as an installed belt
 runs), after one warm-up run of each. ``--quick`` runs each 5 times rather than 15 and leaves
@@ -17,6 +17,7 @@ belt command inside this bench's own timing. Run with `python bench/startup.py [
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -27,7 +28,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from testsuite import write_scenarios
 from verdict import Verdicts, add_common_options
 
 RUNS = 15
@@ -64,6 +64,15 @@ def fill(home: Path, count: int, run_id: str) -> list[str]:
     ]
 
 
+def write_scenario(path: Path) -> Path:
+    """One small test scenario: a turn with a tool call and its answer, expected to complete."""
+    call = {"name": "read_file", "arguments": {"path": "/tmp/a"}, "result": "hello"}
+    turn = {"user": "go", "model": [{"say": "reading", "tool_calls": [call]}, {"say": "done"}]}
+    expect = [{"tool": "read_file", "status": "completed"}]
+    path.write_text(json.dumps({"agent": {"name": "startup"}, "turns": [turn], "expect": expect}))
+    return path
+
+
 def main() -> None:
     """Time each command RUNS times against the floor; print medians, ratios and verdicts."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -78,7 +87,7 @@ def main() -> None:
         fill(inbox, PENDING, "run_inbox")
         targets: Iterator[str] = iter(fill(resolving, runs + 1, "run_resolve"))
 
-        scenario = write_scenarios(base / "scenarios", 1)[0]
+        scenario = write_scenario(base / "scenario.json")
         commands: dict[str, tuple[Callable[[], list[str]], Path | None, float | None]] = {
             "belt version": (lambda: belt_command("version"), None, 1.3),
             f"belt interrupt list ({PENDING} pending)": (
