@@ -7,6 +7,7 @@ both say the same thing.
 from __future__ import annotations
 
 import functools
+import ipaddress
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
@@ -110,6 +111,19 @@ def url_host(url: str, *, every_port: bool = False) -> str:
         host = f"[{host}]"
     default_port = {"http": 80, "https": 443}.get(parts.scheme)
     return f"{host}:{port}" if port and (every_port or port != default_port) else host
+
+
+@functools.lru_cache(maxsize=256)
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` and the loopback addresses (127.0.0.0/8, ::1), written as they
+    are in a URL (an IPv6 address may be bracketed)."""
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def leaves_row(*, decision: HookDecision | str | None, injected: bool, error: str | None) -> bool:

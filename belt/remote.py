@@ -17,8 +17,6 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from belt.deadline import BodyTooLarge, DeadlinePassed, deadline, read_capped
-from belt.deadline import transport as deadline_transport
 from belt.effects import url_host
 from belt.errors import (
     BeltError,
@@ -32,6 +30,7 @@ from belt.records.interrupts import happened_at
 from belt.records.profile import PROFILE_PATH
 from belt.store import check_id
 from belt.strictjson import StrictJSONError, decode
+from belt.transport import TooLarge, call, read
 from belt.wire.enums import InterruptStatus
 from belt.wire.validate import check_webhook_url
 
@@ -82,18 +81,14 @@ class Platform:
         self._answered: int | None = None
         """The status of the last answer (what a route's shape error names)."""
         self._key = api_key if api_key is not None else api_key_from_env()
-        headers = {"Accept": "application/json"}
+        self._headers = {"Accept": "application/json"}
+        """Sent with each of this platform's requests, and with no other (the process's client
+        has no credentials of its own)."""
         if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-
+            self._headers["Authorization"] = f"Bearer {self._key}"
+        self._transport = transport
         try:
-            self._client = httpx.Client(
-                base_url=base_url,
-                headers=headers,
-                transport=transport or deadline_transport(),
-                timeout=timeout,
-                follow_redirects=False,
-            )
+            self._base = httpx.URL(base_url)
         except httpx.InvalidURL as exc:
             raise InvalidInput(f"--api is not a valid URL ({exc})") from None
 
@@ -109,8 +104,7 @@ class Platform:
         self.close()
 
     def close(self) -> None:
-        """Close the connection pool."""
-        self._client.close()
+        """Nothing to close: the connections are the process's client's (``belt.transport``)."""
 
     def request(
         self,
@@ -133,13 +127,17 @@ class Platform:
         head: httpx.Response | None = None
         self._answered = None
         try:
-            with deadline(self.timeout):
-                with self._client.stream(
-                    method, path, **({} if body is None else {"json": body})
-                ) as response:
-                    head = response
-                    raw = read_capped(response, MAX_ANSWER_BYTES)
-        except (httpx.TimeoutException, DeadlinePassed):
+            with call(
+                method,
+                self._url(path),
+                headers=self._headers,
+                timeout=self.timeout,
+                transport=self._transport,
+                **({} if body is None else {"json": body}),
+            ) as response:
+                head = response
+                raw = read(response, MAX_ANSWER_BYTES)
+        except httpx.TimeoutException:
             if head is None:
                 raise remote_error(
                     None, f"{url} did not answer within {self.timeout:g}s", hint=REACH_HINT
@@ -149,7 +147,7 @@ class Platform:
                 f"{url} answered HTTP {head.status_code}, but its body did not all arrive "
                 f"within {self.timeout:g}s",
             ) from None
-        except BodyTooLarge as exc:
+        except TooLarge as exc:
             status = head.status_code if head is not None else None
             raise remote_error(status, f"{url} answered HTTP {status}: {exc}") from None
         except httpx.TransportError as exc:
@@ -180,8 +178,12 @@ class Platform:
     def shown_url(self, path: str) -> str:
         """The URL of a request to ``path`` as a message shows it: scheme, host, port and
         path, never credentials or a query."""
-        base = self._client.base_url
+        base = self._base
         return f"{base.scheme}://{url_host(str(base))}{base.path.rstrip('/')}{path}"
+
+    def _url(self, path: str) -> httpx.URL:
+        """The URL of a request to ``path`` (which starts with ``/``) under the base URL."""
+        return self._base.copy_with(raw_path=self._base.raw_path.rstrip(b"/") + path.encode())
 
     # Routes
 

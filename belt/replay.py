@@ -36,7 +36,6 @@ from belt.handlers.webhook import (
     deliver,
     failure_of,
     likely_fix,
-    webhook_client,
 )
 from belt.inputs import read_text
 from belt.policy import load_policy
@@ -330,12 +329,13 @@ def url_target(
     reason = check_webhook_url(url)
     if reason:
         raise UsageError(f"--to {url!r}: the URL {reason}")
-    client = webhook_client(transport)
 
     def send(payload: dict[str, Any]) -> WebhookResult:
-        return deliver(client, url, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, secret=secret)
+        return deliver(
+            url, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, secret=secret, transport=transport
+        )
 
-    return url_host(url), send, client.close
+    return url_host(url), send, lambda: None
 
 
 def policy_target(path: Path) -> tuple[str, Deliver, Callable[[], None]]:

@@ -29,7 +29,7 @@ from belt.effects import (
 )
 from belt.errors import BeltError, InvalidInput, Unreachable, UsageError, remote_error
 from belt.handlers.inprocess import InProcess, load_handler
-from belt.handlers.webhook import TIMED_OUT, deliver, failure_of, likely_fix, webhook_client
+from belt.handlers.webhook import TIMED_OUT, deliver, failure_of, likely_fix
 from belt.inputs import read_json_object_option, read_json_option
 from belt.records import serves
 from belt.records.serves import Serve
@@ -359,8 +359,7 @@ def _call(
     transport: httpx.BaseTransport | None,
 ) -> WebhookResult:
     """POST ``payload`` to the webhook ``url`` within ``timeout`` seconds."""
-    with webhook_client(transport) as client:
-        return deliver(client, url, payload, timeout=timeout, secret=secret)
+    return deliver(url, payload, timeout=timeout, secret=secret, transport=transport)
 
 
 def _in_process(spec: str, payload: dict[str, Any], *, timeout: float) -> WebhookResult:

@@ -20,9 +20,10 @@ from belt.policy import load_policy
 from belt.samples import sample_payload
 from belt.server.app import create_app
 from belt.server.deciders import policy_decider
-from belt.server.forward import ANSWER_MAX_BYTES, FORWARD_CONNECTIONS, forward_decider
+from belt.server.forward import ANSWER_MAX_BYTES, forward_decider
 from belt.signing import signed_headers
 from belt.store import Store
+from belt.transport import MAX_CONNECTIONS
 from belt.wire.platform import LifecycleHookPayload
 from tests.cli.runner import belt
 from tests.cli.test_serve import serve_process
@@ -243,4 +244,4 @@ def test_a_burst_of_300_requests_is_forwarded_without_a_failure() -> None:
     assert statuses == [b"HTTP/1.1 200 OK"] * BURST
     assert upstream.served == BURST
     # One bounded client: never more connections to the handler than its pool holds.
-    assert upstream.most <= FORWARD_CONNECTIONS
+    assert upstream.most <= MAX_CONNECTIONS

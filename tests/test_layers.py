@@ -27,7 +27,7 @@ LAYERS: dict[str, int] = {
     "belt.strictjson": 1,
     "belt.scaffold": 1,
     "belt.inputs": 2,
-    "belt.deadline": 2,
+    "belt.transport": 4,
     "belt.wire": 2,
     "belt.store": 2,
     "belt.signing": 2,

@@ -11,14 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belt.handlers.webhook import deliver, failure_of, parse_response, webhook_client
+from belt.handlers.webhook import deliver, failure_of, parse_response
 from belt.samples import sample_payload
 from belt.signing import verify
 from tests import hostile
 from tests.hookapp import HookApp, hook_app
 from tests.servers import REFUSED
 from tests.vectors import SECRET
-from tests.waiting import eventually
 
 
 @pytest.fixture(scope="module")
@@ -34,22 +33,22 @@ def target(shared: HookApp) -> Iterator[HookApp]:
     yield shared
 
 
-CLIENTS: dict[str, Callable[[], httpx.Client]] = {
-    "httpx": httpx.Client,
-    # Sends on its own connection pool, without httpx's client (belt.handlers.webhook).
-    "bounded": webhook_client,
-    "bounded on a given transport": lambda: webhook_client(httpx.HTTPTransport()),
+TRANSPORTS: dict[str, Callable[[], httpx.BaseTransport | None]] = {
+    # The process's client (belt.transport).
+    "belt": lambda: None,
+    "a given transport": httpx.HTTPTransport,
 }
 
 
-@pytest.fixture(params=list(CLIENTS))
+@pytest.fixture(params=list(TRANSPORTS))
 def call(request: pytest.FixtureRequest) -> Callable[..., Any]:
-    """Deliver a tool call to a URL, on each kind of client (each must answer the same)."""
-    make = CLIENTS[request.param]
+    """Deliver a tool call to a URL, on each transport (each must answer the same)."""
+    made = TRANSPORTS[request.param]()
 
     def deliver_to(url: str, **kwargs: Any) -> Any:
-        with make() as client:
-            return deliver(client, url, sample_payload("agent.tool_call"), timeout=5.0, **kwargs)
+        return deliver(
+            url, sample_payload("agent.tool_call"), timeout=5.0, transport=made, **kwargs
+        )
 
     return deliver_to
 
@@ -151,8 +150,7 @@ def test_a_refused_connection_fails_naming_the_host_only(call: Any) -> None:
 
 def test_a_slow_handler_times_out(target: HookApp) -> None:
     target.delays["slow"] = 0.5
-    with httpx.Client() as client:
-        result = deliver(client, f"{target.url}/slow", sample_payload("agent.start"), timeout=0.05)
+    result = deliver(f"{target.url}/slow", sample_payload("agent.start"), timeout=0.05)
     assert result.status is None
     assert result.error == f"{target.url.removeprefix('http://')} did not answer within 0.05 s"
 
@@ -160,14 +158,30 @@ def test_a_slow_handler_times_out(target: HookApp) -> None:
 def test_a_signed_delivery_verifies_with_standard_webhooks(target: HookApp) -> None:
     target.decide = lambda name, payload: None
     captured: list[httpx.Request] = []
-    with httpx.Client(event_hooks={"request": [captured.append]}) as client:
-        result = deliver(
-            client, f"{target.url}/x", sample_payload("agent.start"), timeout=5.0, secret=SECRET
-        )
+    result = deliver(
+        f"{target.url}/x",
+        sample_payload("agent.start"),
+        timeout=5.0,
+        secret=SECRET,
+        transport=Capturing(captured),
+    )
     assert result.error is None
     [request] = captured
     verify(SECRET, request.headers, request.content)
     assert target.events() == ["agent.start"]
+
+
+class Capturing(httpx.HTTPTransport):
+    """httpx's transport, keeping each request it sends."""
+
+    def __init__(self, sent: list[httpx.Request]) -> None:
+        super().__init__()
+        self.sent = sent
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.read()
+        self.sent.append(request)
+        return super().handle_request(request)
 
 
 def test_parse_response_keeps_override_without_acting_on_it() -> None:
@@ -181,22 +195,24 @@ def test_parse_response_keeps_override_without_acting_on_it() -> None:
 def test_a_trickling_webhook_fails_at_its_total_deadline(behaviour: Any) -> None:
     # The server trickles for 30 s, each byte well within any per-read timeout; a deadline of
     # 1 s must end the call long before the server would.
-    with hostile.hostile_server(behaviour()) as url, webhook_client() as client:
-        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=1.0)
+    with hostile.hostile_server(behaviour()) as url:
+        result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=1.0)
     assert result.response is None
     assert result.error == f"{url.removeprefix('http://')} did not answer within 1 s"
     assert result.duration_ms < 20_000
 
 
 def test_a_trickled_body_fails_at_the_deadline_on_any_transport() -> None:
-    with hostile.hostile_server(hostile.slow_body()) as url, httpx.Client() as client:
-        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=1.0)
+    with hostile.hostile_server(hostile.slow_body()) as url:
+        result = deliver(
+            f"{url}/h", sample_payload("agent.start"), timeout=1.0, transport=httpx.HTTPTransport()
+        )
     assert result.error is not None and "did not answer within 1 s" in result.error
 
 
 def test_an_endless_answer_is_cut_at_the_cap() -> None:
-    with hostile.hostile_server(hostile.endless()) as url, webhook_client() as client:
-        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=30.0)
+    with hostile.hostile_server(hostile.endless()) as url:
+        result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=30.0)
     assert result.error == f"{url.removeprefix('http://')}: the answer is larger than 1024 KiB"
 
 
@@ -211,8 +227,8 @@ def test_an_endless_answer_is_cut_at_the_cap() -> None:
     ],
 )
 def test_a_hostile_answer_is_the_handlers_failure(body: bytes, problem: str) -> None:
-    with hostile.hostile_server(hostile.answer(body)) as url, webhook_client() as client:
-        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+    with hostile.hostile_server(hostile.answer(body)) as url:
+        result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0)
     assert result.response is None
     assert result.error is not None
     assert "answered with a body that is not a LifecycleHookResponse" in result.error
@@ -257,7 +273,7 @@ def keep_alive(body: bytes, *headers: str) -> bytes:
     return f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n{extra}\r\n".encode() + body
 
 
-@pytest.mark.parametrize("kind", list(CLIENTS))
+@pytest.mark.parametrize("kind", list(TRANSPORTS))
 def test_a_compressed_or_latin_1_answer_is_read_as_httpx_reads_it(kind: str) -> None:
     squeezed = gzip.compress(b'{"decision": "deny", "reason": "gzipped"}')
     answers = [
@@ -268,9 +284,9 @@ def test_a_compressed_or_latin_1_answer_is_read_as_httpx_reads_it(kind: str) -> 
         ),
     ]
     with hostile.hostile_server(serve_each(lambda head: answers.pop(0))) as url:
-        with CLIENTS[kind]() as client:
-            first = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
-            second = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+        made = TRANSPORTS[kind]()
+        first = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0, transport=made)
+        second = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0, transport=made)
     assert first.response is not None and first.response.reason == "gzipped", first.error
     assert second.response is not None and second.response.reason == "café", second.error
 
@@ -280,111 +296,41 @@ def test_a_compressed_answer_is_capped_once_inflated() -> None:
     assert len(bomb) < 1024 * 1024
     answer = keep_alive(bomb, "Content-Encoding: gzip")
     with hostile.hostile_server(lambda conn, stop: conn.sendall(answer)) as url:
-        with webhook_client() as client:
-            result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+        result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0)
     assert result.error == f"{url.removeprefix('http://')}: the answer is larger than 1024 KiB"
 
 
-@pytest.mark.parametrize("kind", ["bounded", "bounded on a given transport"])
+@pytest.mark.parametrize("kind", list(TRANSPORTS))
 def test_deliveries_share_one_connection_and_no_cookies(kind: str) -> None:
     # A webhook that sets a cookie gets none back: each delivery is the platform's own request,
     # not a session. Every delivery goes on the connection the first one opened.
     behave = serve_each(lambda head: keep_alive(b"", "Set-Cookie: session=s3cret; Path=/"))
-    with hostile.hostile_server(behave) as url, CLIENTS[kind]() as client:
+    made = TRANSPORTS[kind]()
+    with hostile.hostile_server(behave) as url:
         for _ in range(3):
-            result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+            result = deliver(
+                f"{url}/h", sample_payload("agent.start"), timeout=10.0, transport=made
+            )
             assert result.error is None and result.response is not None
     assert len(behave.connections) == 1
     assert len(behave.heads) == 2
     assert not any(b"cookie" in head.lower() for head in behave.heads)
 
 
-@pytest.mark.parametrize("kind", list(CLIENTS))
+@pytest.mark.parametrize("kind", list(TRANSPORTS))
 def test_credentials_in_a_webhook_url_are_sent_as_basic_authentication(kind: str) -> None:
     behave = serve_each(lambda head: keep_alive(b""))
+    made = TRANSPORTS[kind]()
     with hostile.hostile_server(behave) as url:
-        with CLIENTS[kind]() as client:
-            for _ in range(2):
-                address = url.replace("http://", "http://user:p%40ss@")
-                result = deliver(
-                    client, f"{address}/h", sample_payload("agent.start"), timeout=10.0
-                )
-                assert result.error is None
+        for _ in range(2):
+            address = url.replace("http://", "http://user:p%40ss@")
+            result = deliver(
+                f"{address}/h", sample_payload("agent.start"), timeout=10.0, transport=made
+            )
+            assert result.error is None
     token = base64.b64encode(b"user:p@ss")
     [head] = behave.heads
     assert b"authorization: basic " + token in head.lower().replace(token.lower(), token)
-
-
-class CountedSocket:
-    """A connection a bounded client opened, counting what it writes."""
-
-    def __init__(self, inner: socket.socket, writes: list[bytes]) -> None:
-        self.inner = inner
-        self.writes = writes
-
-    def sendall(self, data: bytes) -> None:
-        self.writes.append(bytes(data))
-        self.inner.sendall(data)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
-def counted_connections(client: httpx.Client) -> tuple[list[CountedSocket], list[bytes]]:
-    """The connections ``client`` (a bounded one) opens from now on, and what each writes."""
-    from belt.deadline import own_sockets
-
-    sockets = own_sockets(client)
-    assert sockets is not None
-    opened: list[CountedSocket] = []
-    writes: list[bytes] = []
-    connect = sockets.connect
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        made = CountedSocket(connect(*args, **kwargs), writes)
-        opened.append(made)
-        return made
-
-    sockets.connect = counted
-    return opened, writes
-
-
-@pytest.mark.parametrize("size", [10, 200_000])
-def test_a_delivery_sends_its_request_in_one_write(target: HookApp, size: int) -> None:
-    # Head and body apart are two packets on a connection without delay, and two wake-ups of
-    # the webhook's server: a request goes out at once, whatever its size.
-    target.decide = lambda name, payload: {"decision": "allow"}
-    payload = {**sample_payload("agent.tool_call"), "data": {"pad": "x" * size}}
-    with webhook_client() as client:
-        opened, writes = counted_connections(client)
-        for _ in range(2):
-            result = deliver(client, f"{target.url}/guard", payload, timeout=10.0)
-            assert result.error is None and result.response is not None
-    assert len(opened) == 1
-    assert len(writes) == 2
-    assert all(piece.startswith(b"POST /guard HTTP/1.1\r\n") for piece in writes)
-    assert all(piece.endswith(b'"pad":"' + b"x" * size + b'"}}') for piece in writes)
-    assert [payload for _, payload in target.received][-2:] == [payload, payload]
-
-
-def test_a_plain_delivery_sends_the_bytes_httpx_sends(target: HookApp) -> None:
-    # The same request line and fields, in the same order, as httpx's own client sends.
-    target.decide = lambda name, payload: {"decision": "allow"}
-    payload = sample_payload("agent.start")
-    sent: list[httpx.Request] = []
-    with httpx.Client(event_hooks={"request": [sent.append]}) as client:
-        deliver(client, f"{target.url}/guard?x=1", payload, timeout=10.0)
-    with webhook_client() as client:
-        _, writes = counted_connections(client)
-        result = deliver(client, f"{target.url}/guard?x=1", payload, timeout=10.0)
-        assert result.error is None
-    [request] = sent
-    [written] = writes
-    head, _, body = written.partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    assert lines[0] == b"POST /guard?x=1 HTTP/1.1"
-    assert [tuple(line.split(b": ", 1)) for line in lines[1:]] == request.headers.raw
-    assert body == request.content
 
 
 def test_a_short_answer_is_read_once_and_each_reader_gets_its_own_warnings(
@@ -418,51 +364,25 @@ def test_a_short_answer_is_read_once_and_each_reader_gets_its_own_warnings(
         assert webhook.read_answer('{"decision": NaN}').problem is not None
 
 
-def test_a_delivery_goes_on_a_kept_connection_and_past_one_the_webhook_closed(
-    target: HookApp,
-) -> None:
-    # A kept-alive connection carries the next delivery; one the webhook closed meanwhile is
-    # closed here too, and another opened.
-    target.decide = lambda name, payload: {"decision": "allow"}
-    with webhook_client() as client:
-        opened, writes = counted_connections(client)
-        for _ in range(3):
-            result = deliver(
-                client, f"{target.url}/guard", sample_payload("agent.start"), timeout=10
-            )
-            assert result.error is None and result.response is not None
-        assert len(opened) == 1 and len(writes) == 3
-
+def test_a_delivery_goes_past_a_connection_the_webhook_closed() -> None:
+    # A kept connection the webhook closed meanwhile is not used: another is opened.
     done = threading.Event()
+    connections: list[int] = []
 
     def answer_and_close(conn: socket.socket, stop: threading.Event) -> None:
+        connections.append(1)
         conn.sendall(keep_alive(b'{"decision": "deny", "reason": "fresh"}'))
         conn.close()
         done.set()
 
-    with hostile.hostile_server(answer_and_close) as url, webhook_client() as client:
-        opened, _ = counted_connections(client)
+    with hostile.hostile_server(answer_and_close) as url:
         for _ in range(3):
-            result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+            result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0)
             assert result.error is None and result.response is not None
             assert result.response.reason == "fresh"
             assert done.wait(10)
             done.clear()
-            # What the client looks at too: the close has reached this end of the connection.
-            eventually(
-                lambda: all(conn.inner.fileno() == -1 or readable(conn) for conn in opened),
-                "closed",
-            )
-        assert len(opened) == 3
-
-
-def readable(conn: Any) -> bool:
-    import select
-
-    try:
-        return bool(select.select([conn.inner], [], [], 0)[0])
-    except (OSError, ValueError):
-        return True
+    assert len(connections) == 3
 
 
 def answered(*answers: bytes) -> Any:
@@ -502,13 +422,12 @@ def test_an_answer_is_read_by_its_framing_and_its_connection_kept_when_it_can_be
     # Each answer is given twice: the second delivery goes on the first's connection only when
     # the first answer said where it ends and that the connection stays open.
     behave = answered(answer, answer)
-    with hostile.hostile_server(behave) as url, webhook_client() as client:
-        opened, _ = counted_connections(client)
+    with hostile.hostile_server(behave) as url:
         for _ in range(2):
-            result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+            result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0)
             assert result.error is None, result.error
             assert result.response is not None and result.response.reason == "sized"
-    assert len(opened) == (1 if again else 2)
+    assert len(behave.connections) == (1 if again else 2)
 
 
 def test_an_answer_without_a_length_ends_with_its_connection() -> None:
@@ -518,8 +437,8 @@ def test_an_answer_without_a_length_ends_with_its_connection() -> None:
         conn.sendall(b"HTTP/1.1 200 OK\r\n\r\n" + body[:1000])
         conn.sendall(body[1000:])
 
-    with hostile.hostile_server(behave) as url, webhook_client() as client:
-        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+    with hostile.hostile_server(behave) as url:
+        result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0)
     assert result.response is not None and result.response.reason == "y" * 200_000
 
 
@@ -528,11 +447,14 @@ def test_an_answer_without_a_length_ends_with_its_connection() -> None:
     [
         (b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{}", "received 2 bytes, expected 50"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", "Length"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n{}", "transfer encoding"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n{}",
+            "Transfer-Encoding: chunked is supported",
+        ),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "illegal chunk header"),
         (b"HTTP/2 200 OK\r\n\r\n", "illegal status line"),
         (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "illegal header line"),
-        (b"HTTP/1.1 200 OK\r\nX: " + b"a" * 20_000, "too long"),
+        (b"HTTP/1.1 200 OK\r\nX: " + b"a" * 200_000, "too long"),
     ],
     ids=[
         "short body",
@@ -548,8 +470,8 @@ def test_a_malformed_answer_is_a_failed_request(answer: bytes, error: str) -> No
     def behave(conn: socket.socket, stop: threading.Event) -> None:
         conn.sendall(answer)
 
-    with hostile.hostile_server(behave) as url, webhook_client() as client:
-        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+    with hostile.hostile_server(behave) as url:
+        result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0)
     host = url.removeprefix("http://")
     assert result.response is None
     assert result.error is not None and result.error.startswith(f"{host} sent a malformed answer: ")
@@ -562,8 +484,8 @@ def test_a_connection_closed_after_the_request_is_the_handlers_failure(reset: bo
         if reset:  # a close that sends RST, as a process that dies with data unread
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
-    with hostile.hostile_server(behave) as url, webhook_client() as client:
-        result = deliver(client, f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+    with hostile.hostile_server(behave) as url:
+        result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0)
     host = url.removeprefix("http://")
     assert result.status is None and result.response is None
     assert result.error is not None
@@ -578,10 +500,7 @@ def test_a_refused_connection_says_so_and_what_likely_fixes_it() -> None:
     with socket.socket() as spare:
         spare.bind(("127.0.0.1", 0))
         port = spare.getsockname()[1]
-    with webhook_client() as client:
-        result = deliver(
-            client, f"http://127.0.0.1:{port}/h", sample_payload("agent.start"), timeout=5.0
-        )
+    result = deliver(f"http://127.0.0.1:{port}/h", sample_payload("agent.start"), timeout=5.0)
     assert result.error is not None and result.error.startswith(
         f"cannot connect to 127.0.0.1:{port}: "
     )
@@ -590,15 +509,3 @@ def test_a_refused_connection_says_so_and_what_likely_fixes_it() -> None:
     )
     found = failure_of(result.error)
     assert found is not None and found.kind == "not connected" and not found.answered
-
-
-def test_closing_the_client_closes_its_kept_connections(target: HookApp) -> None:
-    target.decide = lambda name, payload: {"decision": "allow"}
-    client = webhook_client()
-    opened, _ = counted_connections(client)
-    result = deliver(client, f"{target.url}/guard", sample_payload("agent.start"), timeout=10)
-    assert result.error is None
-    [conn] = opened
-    assert conn.inner.fileno() != -1
-    client.close()
-    assert conn.inner.fileno() == -1

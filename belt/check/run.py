@@ -67,7 +67,6 @@ from belt.handlers.webhook import (
     WebhookResult,
     encode_payload,
     post_body,
-    webhook_client,
 )
 from belt.loader import load_callable, module_key
 from belt.paths import state_dir
@@ -135,17 +134,18 @@ class Pacer:
 
 @dataclass
 class Sender:
-    """Delivers to the subjects of one run: webhooks through one client (paced when they are
-    not on this machine), ``py:`` handlers and tools in supervised worker processes
-    (``workers``); every call within its timeout and before ``deadline`` (``--max-time``)."""
+    """Delivers to the subjects of one run: webhooks through the process's client (or one on
+    ``transport``; paced when they are not on this machine), ``py:`` handlers and tools in
+    supervised worker processes (``workers``); every call within its timeout and before
+    ``deadline`` (``--max-time``)."""
 
-    client: httpx.Client
     workers: Supervisor
     secret: str | None = None
     deadline: float = float("inf")
     pacer: Pacer = field(default_factory=lambda: Pacer(REMOTE_PER_SECOND))
     hung: dict[tuple[str, str], Any] = field(default_factory=dict)
     """What a call that timed out gave, by target and payload: it is not called again."""
+    transport: httpx.BaseTransport | None = None
 
     def seconds(self, timeout: float) -> tuple[float, bool]:
         """How long a call may take: its ``timeout``, or what is left of ``--max-time`` (then
@@ -160,7 +160,7 @@ class Sender:
         if not on_this_machine(subject.target):
             self.pacer.wait()
         seconds, cut = self.seconds(subject.timeout)
-        answer = post_body(self.client, subject.target, body, headers, timeout=seconds)
+        answer = post_body(subject.target, body, headers, timeout=seconds, transport=self.transport)
         if cut and answer.error is not None and TIMED_OUT in answer.error:
             raise _Stop("--max-time")
         return answer
@@ -875,11 +875,10 @@ def run_check(
         with (
             Supervisor(preload=lambda: plan) as workers,
             hypothesis_home(state_dir() / "hypothesis"),
-            webhook_client(transport) as client,
         ):
             for error in workers.failed_imports():  # a handler that cannot be imported: 3, 5
                 raise error
-            sender = Sender(client, workers, secret, deadline)
+            sender = Sender(workers, secret, deadline, transport=transport)
             try:
                 _run_subjects(
                     subjects,

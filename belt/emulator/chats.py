@@ -25,9 +25,6 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from belt.deadline import transport
 from belt.emulator.agents import AgentDefinition, AgentFiles, ToolSetting, agent_from_config
 from belt.emulator.modelscript import ModelScript
 from belt.engine.api import resume_settled
@@ -216,27 +213,6 @@ def create_emulated(
     return sim
 
 
-class LentTransport(httpx.BaseTransport):
-    """One HTTP connection pool for the hooks of every emulated run of a server: a run's
-    dispatcher closes its client when the run stops, which leaves this pool open (opening a
-    client is far dearer than a hook's round trip). Its calls keep to each hook's total
-    deadline, as every delivery's do (``belt.deadline``)."""
-
-    def __init__(self) -> None:
-        self.inner = transport()
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        """Send a request through the shared pool."""
-        return self.inner.handle_request(request)
-
-    def close(self) -> None:
-        """A run's client is done with the pool; the pool stays open for the next."""
-
-    def shut(self) -> None:
-        """Close the pool (the server stops)."""
-        self.inner.close()
-
-
 class SimQueue:
     """Drives the simulations' work in a bounded pool, one job at a time per simulation, so two
     threads of one server never continue the same chat."""
@@ -306,12 +282,10 @@ class Emulator:
         self.agents = agents or AgentFiles()
         self.report = report
         self.queue = SimQueue(workers, report)
-        self.transport = LentTransport()
 
     def close(self) -> None:
         """Stop driving runs (those left go on when a server starts again)."""
         self.queue.close()
-        self.transport.shut()
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -342,7 +316,7 @@ class Emulator:
                 store,
                 dict(read_sim(store, str(sim["id"]))),
                 PlatformLoop,
-                Options(transport=self.transport),
+                Options(),
             )
             execution = simulation.start_turn()
         run_id = str(execution.run_id)
@@ -432,7 +406,7 @@ class Emulator:
 
     def resume(self, run_id: str) -> None:
         """Continue one run held at settled interrupts, or left by a server that is gone."""
-        tried = resume_settled(self.store, run_ids=[run_id], recover=True, transport=self.transport)
+        tried = resume_settled(self.store, run_ids=[run_id], recover=True)
         for record in tried:
             if self.report is not None:
                 self.report({"kind": "resume", "at": now_iso(), **record})

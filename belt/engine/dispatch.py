@@ -25,7 +25,7 @@ from belt.errors import UsageError
 from belt.handlers.gate import open_gate
 from belt.handlers.inprocess import InProcess, Located, load_handler
 from belt.handlers.task import start_task
-from belt.handlers.webhook import deliver, webhook_client
+from belt.handlers.webhook import deliver
 from belt.policy import load_policy
 from belt.wire.catalogue import EVENTS
 from belt.wire.platform import (
@@ -230,7 +230,8 @@ Builtin = Callable[[HookRun, dict[str, Any]], None]
 
 @dataclass
 class Dispatcher:
-    """Runs handlers of each type for one simulation; one pooled HTTP client.
+    """Runs handlers of each type for one simulation; webhooks go through the process's
+    client (``belt.transport``), or one on ``transport`` (a test's).
 
     Async hooks are handed to a bounded pool of background workers and the event goes on at
     once; each reports its run to the ``finished`` callback it was given when it is done.
@@ -250,20 +251,16 @@ class Dispatcher:
     from the directory of the file that declared it)."""
     _pool: ThreadPoolExecutor | None = None
     _in_process: InProcess | None = None
-    _clients: dict[int, httpx.Client] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _by_event: dict[str, list[tuple[int, LifecycleHookConfig]]] = field(default_factory=dict)
 
     def close(self) -> None:
-        """Wait for the async hooks still running, then close the HTTP client."""
+        """Wait for the async hooks still running, then close the in-process caller."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
         with self._lock:
-            clients, self._clients = list(self._clients.values()), {}
             in_process, self._in_process = self._in_process, None
-        for client in clients:
-            client.close()
         if in_process is not None:
             in_process.close()
 
@@ -287,17 +284,6 @@ class Dispatcher:
 
         # On the caller's clock (a simulation's virtual clock is a context variable).
         self._pool.submit(contextvars.copy_context().run, work)
-
-    def client(self) -> httpx.Client:
-        """This thread's pooled HTTP client, created on first use (the loop and each background
-        worker keep their own connections)."""
-        key = threading.get_ident()
-        with self._lock:
-            client = self._clients.get(key)
-            if client is None:
-                client = webhook_client(self.transport)
-                self._clients[key] = client
-        return client
 
     def in_process(self) -> InProcess:
         """The caller of ``py:`` handlers, created on first use."""
@@ -388,7 +374,7 @@ class Dispatcher:
             spec = place.spec if place is not None else destination
             delivered = self.in_process().deliver(spec, payload, timeout=timeout, label=destination)
         else:
-            delivered = deliver(self.client(), destination, payload, timeout=timeout)
+            delivered = deliver(destination, payload, timeout=timeout, transport=self.transport)
         run.duration_ms = delivered.duration_ms
         run.warnings = delivered.warnings
         if delivered.error is not None or delivered.response is None:

@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from belt.effects import is_in_process, url_host
+from belt.effects import is_in_process, is_loopback_host, url_host
 from belt.engine.dispatch import Route, route_for
-from belt.handlers.webhook import is_loopback_host
 from belt.wire.platform import HookHandlerType
 
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from belt.deadline import BodyTooLarge, DeadlinePassed, bounded_client, deadline, read_capped
 from belt.effects import url_host
 from belt.errors import BeltError, UsageError
 from belt.executor.inbox import ToolOutcome
@@ -169,15 +168,16 @@ def post_input(
     """
     import httpx  # noqa: PLC0415 - loaded when a tool is called over HTTP
 
+    from belt.transport import TooLarge, call, read  # noqa: PLC0415 - it loads httpx
+
     host = url_host(url)
     limit = max(timeout, 0.001)
     try:
-        with deadline(limit), bounded_client(transport) as client:
-            with client.stream("POST", url, json=task_input, timeout=limit) as response:
-                raw = read_capped(response, OUTPUT_MAX_BYTES)
-    except (httpx.TimeoutException, DeadlinePassed):
+        with call("POST", url, json=task_input, timeout=limit, transport=transport) as response:
+            raw = read(response, OUTPUT_MAX_BYTES)
+    except httpx.TimeoutException:
         return ToolOutcome(timed_out=True)
-    except BodyTooLarge:
+    except TooLarge:
         return ToolOutcome(failure=f"the body from {host} passed {OUTPUT_MAX_BYTES} bytes")
     except httpx.HTTPError as exc:
         return ToolOutcome(failure=f"cannot reach {host}: {type(exc).__name__}")

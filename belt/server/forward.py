@@ -1,8 +1,9 @@
 """``belt serve --forward-to URL``: hook requests passed on to the user's own handler.
 
 The decider POSTs each payload on to the URL (signed again with the server's secret, when it has
-one) through one bounded client for the server's life, within the webhook timeout (30 s) as a
-total deadline and a bound on the answer's size, and answers what the handler answered.
+one) through one async client for the server's life (``belt.transport.async_client``), within
+the webhook timeout (30 s) as a total deadline and a bound on the answer's size, and answers
+what the handler answered.
 ``belt serve`` journals the request and that answer as it journals every hook request, so real
 traffic can be replayed later (``belt replay journal``) against an edited handler. A handler
 that fails (unreachable, slow, a non-2xx answer, a body that is not a LifecycleHookResponse) is
@@ -12,7 +13,6 @@ a handler failure: the caller gets HTTP 500 saying why.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 import httpx
 
@@ -22,18 +22,12 @@ from belt.handlers.webhook import encode_payload, parse_response
 from belt.policy import Verdict
 from belt.server.deciders import HandlerResponseError
 from belt.signing import signed_headers
+from belt.transport import TooLarge, aread, async_client
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload
 from belt.wire.validate import check_webhook_url
 
-if TYPE_CHECKING:
-    import httpx
-
 ANSWER_MAX_BYTES = 1024 * 1024
 """The largest answer read from the handler; a longer one is a failure."""
-FORWARD_CONNECTIONS = 100
-"""The most connections open to the handler at once."""
-FORWARD_KEEPALIVE = 20
-"""The most idle connections kept open to the handler between requests."""
 
 
 def check_forward_url(url: str) -> str:
@@ -49,8 +43,9 @@ class Forwarder:
 
     One HTTP client serves every request for the server's life: the app's lifespan opens it at
     start-up and closes it at shutdown (``async with``; a first request opens it if the app was
-    served without a lifespan). Its pool is bounded: at most ``FORWARD_CONNECTIONS`` requests
-    reach the handler at once, the rest wait for a connection within their deadline.
+    served without a lifespan). Its pool is bounded: at most ``MAX_CONNECTIONS`` requests
+    reach the handler at once (``KEPT_CONNECTIONS`` kept open between requests), the rest wait
+    for a connection within their deadline.
     ``timeout`` is a total deadline for each request (the wait for a connection included); the
     client's own timeouts are set to it, so none of httpx's shorter defaults cuts a call first.
     """
@@ -73,15 +68,7 @@ class Forwarder:
     def open(self) -> httpx.AsyncClient:
         """The shared client, made now if it is not yet."""
         if self.client is None:
-            self.client = httpx.AsyncClient(
-                transport=self.transport,
-                follow_redirects=False,
-                timeout=httpx.Timeout(self.timeout),
-                limits=httpx.Limits(
-                    max_connections=FORWARD_CONNECTIONS,
-                    max_keepalive_connections=FORWARD_KEEPALIVE,
-                ),
-            )
+            self.client = async_client(self.url, timeout=self.timeout, transport=self.transport)
         return self.client
 
     async def __aenter__(self) -> Forwarder:
@@ -96,17 +83,10 @@ class Forwarder:
     async def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         """POST ``body``; the status and the answer, read up to ``ANSWER_MAX_BYTES``."""
         async with self.open().stream("POST", self.url, content=body, headers=headers) as reply:
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in reply.aiter_bytes():
-                size += len(chunk)
-                if size > ANSWER_MAX_BYTES:
-                    raise HandlerResponseError(
-                        f"forwarding to {self.host}: the answer is larger than "
-                        f"{ANSWER_MAX_BYTES // 1024} KiB"
-                    )
-                chunks.append(chunk)
-            return reply.status_code, b"".join(chunks)
+            try:
+                return reply.status_code, await aread(reply, ANSWER_MAX_BYTES)
+            except TooLarge as exc:
+                raise HandlerResponseError(f"forwarding to {self.host}: {exc}") from None
 
     async def __call__(self, payload: LifecycleHookPayload) -> Verdict:
         host = self.host

@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from belt.effects import is_in_process, url_host
 from belt.engine.dispatch import load_located, route_for
 from belt.engine.platform import reload_hooks, reload_located
@@ -225,7 +223,6 @@ class Replayer:
         self, owners: dict[int, Entry]
     ) -> tuple[Callable[[dict[str, Any]], WebhookResult], Callable[[], None]]:
         """Each payload to the handler of the delivery it came from (found by the payload)."""
-        client = httpx.Client(follow_redirects=False)
 
         def send(payload: dict[str, Any]) -> WebhookResult:
             entry = owners[id(payload)]
@@ -240,9 +237,9 @@ class Replayer:
             if is_in_process(destination):
                 return self._in_process(destination, place)(payload)
 
-            return deliver(client, destination, payload, timeout=timeout)
+            return deliver(destination, payload, timeout=timeout)
 
-        return send, client.close
+        return send, lambda: None
 
     def own_handler(self, entry: Entry) -> tuple[str, float]:
         """Where a simulated delivery's hook sends payloads (its full URL or ``py:`` handler),

@@ -1,0 +1,392 @@
+"""Every outgoing HTTP call of belt: webhook deliveries, ``--forward-to``, ``--api``, ``belt
+trigger``, ``belt replay --to`` and ``belt check``.
+
+One httpx client per process (a forked worker makes its own, never using its parent's
+connections), its connections kept alive between calls; a TLS context is made once, and only
+when an ``https`` URL (or an ``https`` proxy) is first called. It holds no credentials, no
+cookies and no default headers: whatever a call needs travels in that call's own headers.
+
+A call has a **total** deadline (``call``): httpx's timeouts bound each read, so a server that
+trickles its head or body a byte at a time would hold a call for as long as it likes. Here the
+connections come from httpcore pools built on its public network-backend interface, whose every
+connect, write and read is given only the time left before the call's deadline; the body is read
+(``read``) up to a byte cap against the same deadline. The server's forwarder is async and keeps
+its deadline with ``asyncio.timeout`` (``async_client``).
+
+Proxies: the ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` variables (either
+case) are honoured for other hosts, never for a loopback one (``localhost``, 127.0.0.0/8, ::1).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import ssl
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import Any
+
+import httpcore
+import httpx
+
+from belt.effects import is_loopback_host
+
+MAX_CONNECTIONS = 100
+"""The most connections open at once, for each proxy (or none) of a process's client."""
+KEPT_CONNECTIONS = 20
+"""The most idle connections kept open between calls."""
+KEEP_SECONDS = 5.0
+"""How long an idle connection is kept."""
+
+_END: contextvars.ContextVar[float | None] = contextvars.ContextVar("belt_call_end", default=None)
+
+
+class TooLarge(Exception):
+    """An answer's body passed its byte cap."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the answer is larger than {limit // 1024} KiB")
+
+
+def _left(timeout: float | None, error: type[Exception]) -> float | None:
+    """``timeout``, or the time left before the call's deadline when that is shorter; raises
+    ``error`` once the deadline has passed."""
+    end = _END.get()
+    if end is None:
+        return timeout
+    left = end - time.monotonic()
+    if left <= 0:
+        raise error("the total deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _Stream(httpcore.NetworkStream):
+    """A connection whose connects, writes and reads keep to the call's deadline."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self.inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        tls = self.inner.start_tls(
+            ssl_context, server_hostname, _left(timeout, httpcore.ConnectTimeout)
+        )
+        return _Stream(tls)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
+class _Backend(httpcore.NetworkBackend):
+    """httpcore's own blocking sockets, each a ``_Stream``."""
+
+    def __init__(self) -> None:
+        self.inner = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
+        left = _left(timeout, httpcore.ConnectTimeout)
+        return _Stream(self.inner.connect_tcp(host, port, left, local_address, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+_ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
+    # Most specific first: httpcore's exceptions as httpx's own transport maps them.
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.ProxyError, httpx.ProxyError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
+
+
+@contextmanager
+def _as_httpx() -> Iterator[None]:
+    """httpcore's exceptions raised as httpx's, as httpx's own transport raises them."""
+    try:
+        yield
+    except Exception as exc:
+        for ours, theirs in _ERRORS:
+            if isinstance(exc, ours):
+                raise theirs(str(exc)) from exc
+        raise
+
+
+class _Body(httpx.SyncByteStream):
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __iter__(self) -> Iterator[bytes]:
+        with _as_httpx():
+            yield from self.inner
+
+    def close(self) -> None:
+        with _as_httpx():
+            self.inner.close()
+
+
+Pool = httpcore.ConnectionPool | httpcore.HTTPProxy
+
+
+class Transport(httpx.BaseTransport):
+    """httpx's transport over httpcore pools of ``_Backend`` connections: one for plain HTTP
+    and one for HTTPS (the only one with a TLS context), through each proxy the environment
+    names or none, each made when it is first needed."""
+
+    def __init__(self) -> None:
+        self.backend = _Backend()
+        self.pools: dict[tuple[bool, str | None], Pool] = {}
+        self.lock = threading.Lock()
+
+    def pool(self, tls: bool, proxy: str | None) -> Pool:
+        """The pool for ``https`` (``tls``) or ``http`` URLs, through ``proxy`` or none."""
+        pool = self.pools.get((tls, proxy))
+        if pool is None:
+            with self.lock:
+                pool = self.pools.get((tls, proxy))
+                if pool is None:
+                    pool = self.pools[tls, proxy] = self._made(tls, proxy)
+        return pool
+
+    def _made(self, tls: bool, proxy: str | None) -> Pool:
+        common: dict[str, Any] = {
+            "ssl_context": tls_context() if tls else None,
+            "max_connections": MAX_CONNECTIONS,
+            "max_keepalive_connections": KEPT_CONNECTIONS,
+            "keepalive_expiry": KEEP_SECONDS,
+            "network_backend": self.backend,
+        }
+        if proxy is None:
+            return httpcore.ConnectionPool(**common)
+        url = httpx.URL(proxy)
+        if url.scheme not in ("http", "https"):
+            raise httpx.ProxyError(f"a {url.scheme} proxy is not supported (only http and https)")
+        return httpcore.HTTPProxy(
+            proxy_url=httpcore.URL(
+                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+            ),
+            proxy_auth=(url.username, url.password) if url.username else None,
+            proxy_ssl_context=tls_context() if url.scheme == "https" else None,
+            **common,
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        sent = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        pool = self.pool(url.scheme == "https", proxy_for(url.scheme, url.host))
+        with _as_httpx():
+            answer = pool.handle_request(sent)
+        return httpx.Response(
+            answer.status,
+            headers=answer.headers,
+            stream=_Body(answer.stream),
+            extensions=answer.extensions,
+        )
+
+    def close(self) -> None:
+        with self.lock:
+            pools, self.pools = list(self.pools.values()), {}
+        for pool in pools:
+            pool.close()
+
+
+_TLS: ssl.SSLContext | None = None
+_TLS_LOCK = threading.Lock()
+
+
+def tls_context() -> ssl.SSLContext:
+    """The process's TLS context (certificates checked, as httpx checks them: its CA bundle,
+    or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), made on first use."""
+    global _TLS
+    with _TLS_LOCK:
+        if _TLS is None:
+            _TLS = httpx.create_ssl_context()
+        return _TLS
+
+
+def proxy_for(scheme: str, host: str) -> str | None:
+    """The proxy the environment names for a call to ``host`` over ``scheme``: none for a
+    loopback host, nor for one ``NO_PROXY`` names (a name, its subdomains, or ``*``)."""
+    if is_loopback_host(host):
+        return None
+    env = os.environ
+    proxy = (
+        env.get(f"{scheme}_proxy")
+        or env.get(f"{scheme.upper()}_PROXY")
+        or env.get("all_proxy")
+        or env.get("ALL_PROXY")
+    )
+    if not proxy:
+        return None
+    host = host.lower()
+    for entry in (env.get("no_proxy") or env.get("NO_PROXY") or "").split(","):
+        name = entry.strip().lower().lstrip(".")
+        if name == "*" or (name and (host == name or host.endswith("." + name))):
+            return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+class _Shared:
+    """The process's client, and the clients made for lent transports."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pid = 0
+        self.client: httpx.Client | None = None
+        self.lent: weakref.WeakKeyDictionary[httpx.BaseTransport, httpx.Client] = (
+            weakref.WeakKeyDictionary()
+        )
+
+
+_SHARED = _Shared()
+
+
+def _client(transport: httpx.BaseTransport) -> httpx.Client:
+    client = httpx.Client(transport=transport, trust_env=False, follow_redirects=False)
+    # Each call is a request of its own, not part of a session: no cookie is kept.
+    client.cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
+    return client
+
+
+def client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    """This process's client (made on first use, and again in a forked child); or, given a
+    ``transport`` (a test's, an embedder's), a client on that one."""
+    shared = _SHARED
+    if transport is not None:
+        with shared.lock:
+            made = shared.lent.get(transport)
+            if made is None:
+                made = shared.lent[transport] = _client(transport)
+        return made
+    pid = os.getpid()
+    if shared.client is None or shared.pid != pid:
+        with shared.lock:
+            if shared.client is None or shared.pid != pid:
+                # A parent's client is left as it is: its connections are the parent's.
+                shared.client, shared.pid = _client(Transport()), pid
+    return shared.client
+
+
+def close() -> None:
+    """Close this process's client (the next call makes another)."""
+    with _SHARED.lock:
+        made, _SHARED.client = _SHARED.client, None
+        mine = _SHARED.pid == os.getpid()
+    if made is not None and mine:
+        made.close()
+
+
+@contextmanager
+def call(
+    method: str,
+    url: str | httpx.URL,
+    *,
+    timeout: float,
+    transport: httpx.BaseTransport | None = None,
+    **options: Any,
+) -> Iterator[httpx.Response]:
+    """Send a request and give its answer with the body unread (``read`` reads it); the
+    whole call, connection, head and body, has ``timeout`` seconds. ``options`` are those of
+    ``httpx.Client.stream`` (``content``, ``json``, ``headers``). Raises what httpx raises."""
+    token = _END.set(time.monotonic() + timeout)
+    try:
+        with client(transport).stream(method, url, timeout=timeout, **options) as answer:
+            yield answer
+    finally:
+        _END.reset(token)
+
+
+def read(answer: httpx.Response, limit: int) -> bytes:
+    """The (decoded) body of ``call``'s answer, at most ``limit`` bytes (else TooLarge), within
+    the call's deadline (else httpx's ReadTimeout)."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in answer.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(limit)
+        chunks.append(chunk)
+        _left(None, httpx.ReadTimeout)
+    return b"".join(chunks)
+
+
+def async_client(
+    url: str, *, timeout: float, transport: httpx.AsyncBaseTransport | None = None
+) -> httpx.AsyncClient:
+    """An async client for calls to ``url``'s origin (``belt serve --forward-to``), with the
+    environment's proxy as ``proxy_for`` gives it and TLS only for ``https``. Its caller keeps
+    each call's total deadline with ``asyncio.timeout``; httpx's own timeouts are set to the
+    same, so none of them cuts a call first."""
+    if transport is None:
+        target = httpx.URL(url)
+        proxy = proxy_for(target.scheme, target.host)
+        tls = target.scheme == "https" or (proxy or "").startswith("https:")
+        transport = httpx.AsyncHTTPTransport(
+            # No TLS at all to a plain-http handler: no context is made for it.
+            verify=tls_context() if tls else False,
+            proxy=proxy,
+            limits=httpx.Limits(
+                max_connections=MAX_CONNECTIONS,
+                max_keepalive_connections=KEPT_CONNECTIONS,
+                keepalive_expiry=KEEP_SECONDS,
+            ),
+        )
+    made = httpx.AsyncClient(
+        transport=transport, trust_env=False, follow_redirects=False, timeout=timeout
+    )
+    made.cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
+    return made
+
+
+async def aread(answer: httpx.Response, limit: int) -> bytes:
+    """``read`` for an async call (its deadline kept by the caller)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in answer.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
