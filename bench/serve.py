@@ -44,7 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -349,6 +349,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--throughput", action="store_true", help="only the rounds against bare")
     parser.add_argument("--idle-streams", action="store_true", help="only the idle streams")
+    parser.add_argument("--requests", type=int, help="per round; default 3000 (quick: 600)")
+    parser.add_argument("--rounds", type=int, help="default 3 (quick: 2)")
     parser.add_argument("--bare-server", action="store_true", help=argparse.SUPPRESS)
     add_common_options(parser)
     args = parser.parse_args()
@@ -356,6 +358,9 @@ def main() -> None:
         run_bare_server()
         return
     sizes = QUICK if args.quick else Sizes()
+    sizes = replace(
+        sizes, requests=args.requests or sizes.requests, rounds=args.rounds or sizes.rounds
+    )
     verdicts = Verdicts("serve")
     from tests.browser import chromium, missing
 

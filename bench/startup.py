@@ -76,9 +76,12 @@ def write_scenario(path: Path) -> Path:
 def main() -> None:
     """Time each command RUNS times against the floor; print medians, ratios and verdicts."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--runs", type=int, default=None, help="runs of each; default 15 (quick: 5)"
+    )
     add_common_options(parser)
     args = parser.parse_args()
-    runs = 5 if args.quick else RUNS
+    runs = args.runs or (5 if args.quick else RUNS)
     base = Path(tempfile.mkdtemp(prefix="belt-bench-startup-"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(NO_COLOR="1")
