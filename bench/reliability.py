@@ -260,7 +260,7 @@ def run_bad_inputs() -> dict[str, Any]:
 
 def run_hostile_answers(handicap: float = 0.0) -> dict[str, Any]:
     from belt.errors import BeltError
-    from belt.handlers.webhook import deliver, webhook_client
+    from belt.handlers.webhook import deliver
     from belt.remote import Platform
     from belt.samples import sample_payload
     from tests import hostile
@@ -286,10 +286,7 @@ def run_hostile_answers(handicap: float = 0.0) -> dict[str, Any]:
         with hostile.hostile_server(behaviour()) as url:
             tried += 1
             started = time.monotonic()
-            with webhook_client() as client:
-                result = deliver(
-                    client, f"{url}/h", sample_payload("agent.start"), timeout=deadline
-                )
+            result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=deadline)
             time.sleep(handicap)
             if result.error is not None and result.response is None:
                 clean += 1
