@@ -59,7 +59,7 @@ def tool_calls(calls: int) -> dict[str, Any]:
     return {"agent": {"name": "scale"}, "turns": [{"user": "go", "model": model}]}
 
 
-def memory_dir() -> Path:
+def default_dir() -> Path:
     """A memory file system when there is one, else beside the repository."""
     shm = Path("/dev/shm")
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else HERE
@@ -124,7 +124,7 @@ def main() -> None:
     add_common_options(parser)
     args = parser.parse_args()
     rounds = args.rounds or 3
-    places = {"memory": memory_dir(), "disk": args.dir.resolve()}
+    places = {"memory": default_dir(), "disk": args.dir.resolve()}
     turn_sizes, call_sizes = ((40, 160), (40, 320)) if args.quick else ((200, 800), (100, 800))
     rows: list[tuple[str, Callable[[int], dict[str, Any]], tuple[int, int], str]] = [
         ("platform turns", platform_turns, turn_sizes, "turn"),
