@@ -11,7 +11,8 @@ from typing import Any
 
 import uvicorn
 
-from belt.server.run import bind, guard_config
+from belt.server.connections import Connections, GuardedConnection, SlowClientGuard
+from belt.server.run import bind
 
 
 def _refusing_address() -> str:
@@ -33,25 +34,24 @@ REFUSED = _refusing_address()
 def running(app: Any, **guard: Any) -> Iterator[str]:
     """Serve ``app`` on 127.0.0.1, port 0; yield its base URL; stop it cleanly on exit.
 
-    ``guard`` (``header_timeout``, ``max_connections``) serves with belt's connection guard.
+    ``guard`` (``header_timeout``, ``body_timeout``, ``max_connections``) serves with belt's
+    slow-client defence (``belt.server.connections``), as ``belt serve`` does.
     """
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
+    state = getattr(app, "state", None)
     # A response still streaming when the test ends (a chat stream) is cut after a few seconds
     # rather than holding the test forever.
     config = uvicorn.Config(
-        app,
+        SlowClientGuard(app, Connections(**guard)) if guard else app,
         log_level="warning",
         access_log=False,
         lifespan="on",
         ws="none",
         timeout_graceful_shutdown=5,
+        http=GuardedConnection if guard else "auto",
     )
-    if guard:
-        config.http = "belt.server.guard:GuardedH11Protocol"
-        guard_config(config, **guard)
     server = uvicorn.Server(config)
-    state = getattr(app, "state", None)
     if state is not None:
         # Open inspector streams end when the server stops, as under `belt serve`.
         state.stopping = lambda: server.should_exit

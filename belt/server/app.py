@@ -43,6 +43,7 @@ from belt.records.reports import Reporter, report_api
 from belt.server.agents import agent_routes
 from belt.server.chats import chat_routes
 from belt.server.clock import clock_routes
+from belt.server.connections import AcceptErrors
 from belt.server.deciders import (
     HANDLER_TIMEOUT,
     Decider,
@@ -57,7 +58,7 @@ from belt.server.deciders import (
     policy_decider,
 )
 from belt.server.forward import check_forward_url, forward_decider
-from belt.server.guard import AcceptErrors, RequestGuard, allowed_host_name
+from belt.server.guard import RequestGuard, allowed_host_name
 from belt.server.inspector import inspector_routes, is_page_shell
 from belt.server.journal import GroupJournal, stamp_now
 from belt.server.live import handler_traceback, loop_error, render_json, render_record

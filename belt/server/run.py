@@ -38,17 +38,17 @@ from belt.records import serves
 from belt.records.journal import ServeLine, append_serve_line, journal_headers
 from belt.records.reports import Reporter, report_api
 from belt.server.app import ENV_PREFIX, create_app_from_settings
-from belt.server.deciders import HANDLER_TIMEOUT
-from belt.server.guard import (
+from belt.server.connections import (
     BACKLOG,
-    BODY_TIMEOUT,
-    HEADER_TIMEOUT,
     IDLE_TIMEOUT,
-    LOOPBACK_NAMES,
-    STOPPING,
-    allowed_host_name,
+    Connections,
+    GuardedConnection,
+    SlowClientGuard,
     connection_cap,
+    server_stopping,
 )
+from belt.server.deciders import HANDLER_TIMEOUT
+from belt.server.guard import LOOPBACK_NAMES, STOPPING, allowed_host_name
 from belt.server.journal import JOURNAL_ERRORS
 from belt.server.live import render_json, render_record
 from belt.server.problems import Problem, parse_json
@@ -229,6 +229,7 @@ def serve(
         "CLOCK": timestamp(clock) if clock is not None else "",
         "VERBOSE": "1" if verbose else "",
         "GRACE": repr(grace),
+        "MAX_CONNECTIONS": str(connection_cap(max_connections)),
     }
     # Loading here (also when workers will load again) refuses a bad policy, handler, model
     # script or agent file with its message before the port is taken.
@@ -239,7 +240,7 @@ def serve(
             os.environ[ENV_PREFIX + key] = value
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
-    config = uvicorn_config(app, workers=workers, max_connections=max_connections, grace=grace)
+    config = uvicorn_config(app, workers=workers, grace=grace)
     info = listening_info(settings, host=host, port=bound_port, config=config)
     announce = None if on_listening is None else (lambda: on_listening(info))
     running_file = announce_running(info)
@@ -287,7 +288,7 @@ def listening_info(
         "token": bool(settings["TOKEN"]),
         "sweep_interval": float(settings["SWEEP_INTERVAL"]),
         "workers": config.workers,
-        "max_connections": config.belt_max_connections,
+        "max_connections": int(settings["MAX_CONNECTIONS"]),
         "resume": bool(settings["RESUME"]),
         "model": settings["MODEL"] or None,
         "agents": settings["AGENTS"] or None,
@@ -309,10 +310,14 @@ def listening_urls(host: str, port: int) -> dict[str, str]:
 
 def create_served_app(settings: dict[str, str]) -> ASGIApp:
     """The app of ``belt serve`` from ``settings`` (``create_app_from_settings``), behind
-    ``StopCutOff``."""
+    ``StopCutOff`` and, in front of all, ``SlowClientGuard``."""
     report: Reporter | None = REPORTERS.get(settings.get("REPORT") or "none")
     grace = float(settings.get("GRACE") or SHUTDOWN_GRACE)
-    return StopCutOff(create_app_from_settings(settings), grace=grace, report=report)
+    cap = settings.get("MAX_CONNECTIONS")
+    return SlowClientGuard(
+        StopCutOff(create_app_from_settings(settings), grace=grace, report=report),
+        Connections(max_connections=int(cap) if cap else None),
+    )
 
 
 def create_served_app_from_env() -> ASGIApp:
@@ -342,10 +347,10 @@ class StopCutOff:
     request (``status`` 503, ``error`` saying it was not answered, and its payload when the
     whole body had come), rather than left to uvicorn, which cancels it and logs a traceback.
 
-    uvicorn's graceful stop marks each request still open (``STOPPING`` in its scope, by
-    ``GuardedH11Protocol.shutdown``), waits ``grace`` seconds for them, then cancels their
-    tasks; a cancellation of a marked request is taken here as that cut, and any other one is
-    left to go on.
+    uvicorn's graceful stop (``QuickStopServer.shutdown``) marks each request still open
+    (``STOPPING`` in its scope, by ``Connections.stopping``), waits ``grace`` seconds for them,
+    then cancels their tasks; a cancellation of a marked request is taken here as that cut, and
+    any other one is left to go on.
     """
 
     def __init__(self, app: ASGIApp, *, grace: float, report: Reporter | None) -> None:
@@ -468,10 +473,9 @@ def log_config() -> dict[str, Any]:
     return config
 
 
-def uvicorn_config(
-    app: Any, *, workers: int, max_connections: int | None, grace: float = SHUTDOWN_GRACE
-) -> Any:
-    """uvicorn's configuration of ``app`` (of the app factory, with several workers), guarded."""
+def uvicorn_config(app: Any, *, workers: int, grace: float = SHUTDOWN_GRACE) -> Any:
+    """uvicorn's configuration of ``app`` (of the app factory, with several workers), each
+    connection a ``GuardedConnection``."""
     config = uvicorn.Config(
         f"{__name__}:create_served_app_from_env" if workers > 1 else app,
         factory=workers > 1,
@@ -482,7 +486,7 @@ def uvicorn_config(
         lifespan="on",
         ws="none",
         server_header=False,
-        http="belt.server.guard:GuardedH11Protocol",
+        http=GuardedConnection,
         timeout_keep_alive=IDLE_TIMEOUT,
         backlog=BACKLOG,
     )
@@ -490,7 +494,6 @@ def uvicorn_config(
     # the requests still going get this long to end, then StopCutOff answers them. (uvicorn
     # types it as int; it is given to asyncio.timeout, which takes seconds as a float.)
     config.timeout_graceful_shutdown = grace  # type: ignore[assignment]
-    guard_config(config, max_connections=max_connections)
     return config
 
 
@@ -541,6 +544,12 @@ class QuickStopServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
         self.wake: Callable[[], object] | None = None
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's graceful stop (a public method of its public ``Server``), after telling
+        the requests still open that the server stops (``server_stopping``)."""
+        server_stopping()
+        await super().shutdown(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """uvicorn's handling of SIGINT and SIGTERM, then its main loop woken."""
@@ -639,16 +648,3 @@ def ctrl_c_held() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-def guard_config(
-    config: Any,
-    *,
-    max_connections: int | None = None,
-    header_timeout: float = HEADER_TIMEOUT,
-    body_timeout: float = BODY_TIMEOUT,
-) -> None:
-    """Set the limits ``GuardedH11Protocol`` reads from a uvicorn config."""
-    config.belt_max_connections = connection_cap(max_connections)
-    config.belt_header_timeout = header_timeout
-    config.belt_body_timeout = body_timeout

@@ -1,0 +1,337 @@
+"""The slow-client defence of ``belt serve``: deadlines for a request's head and body, and a cap
+on the connections held.
+
+uvicorn closes a kept-alive connection that sits idle (``timeout_keep_alive``) and refuses a
+request head above 16 KiB (h11's limit), but it has no deadline for a request head: a client
+that sends its head a byte at a time (slowloris), or connects and sends nothing, holds a file
+descriptor for ever, and ``limit_concurrency`` answers whole requests 503 rather than closing
+the slow connections that fill the server. So:
+
+- ``SlowClientGuard`` (pure ASGI middleware) gives each request ``body_timeout`` seconds from
+  its head to the end of its body, by wrapping ``receive``: a body that comes too late has its
+  connection closed, without an answer (the client is still sending), and the app is told the
+  client left (``BODY_LATE`` in the scope says why).
+- ``GuardedConnection``, the ``http`` protocol class uvicorn is given, gives each connection
+  ``header_timeout`` seconds, from its start or from its first byte after a response, to send a
+  whole request head, and holds at most ``max_connections`` connections: at the cap, the
+  connection that has waited longest without a complete request (head and body) is closed to
+  make room, so clients that send whole requests are served while slow ones take turns.
+
+``GuardedConnection`` is not a subclass: it holds uvicorn's own h11 protocol (``http="h11"``),
+made with the arguments uvicorn's server gives any ``http`` class, and passes it every call of
+asyncio's protocol interface, reading none of its state. What it needs to know of requests it
+learns from the middleware: the middleware puts its ``Connections`` in the ASGI lifespan state
+at start-up, uvicorn hands that state to each connection's protocol, and the protocol adds
+itself to the state its requests carry (``scope["state"]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import time
+import weakref
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from belt.records.changes import touched_all
+from belt.server.guard import BODY_LATE, STOPPING
+
+HEADER_TIMEOUT = 10.0
+"""Seconds a client has to send a whole request head."""
+
+BODY_TIMEOUT = 30.0
+"""Seconds a client has, once its request head is in, to send the whole body (1 MiB at most)."""
+
+IDLE_TIMEOUT = 5
+"""Seconds a kept-alive connection may sit idle between requests (uvicorn's keep-alive)."""
+
+MAX_CONNECTIONS = 1000
+"""Connections held at once by one server process, unless the open-file limit is lower."""
+
+BACKLOG = 64
+"""The listen queue; asyncio also accepts up to this many connections in one go."""
+
+FD_RESERVE = 3 * BACKLOG + 64
+"""File descriptors kept free: a few accept batches (asyncio accepts a batch each loop turn,
+and a connection can be closed only turns later), and the store, handlers and the listening
+socket."""
+
+LIMITS = "belt.connections"
+"""The key of a server's ``Connections`` in the lifespan state."""
+CONNECTION = "belt.connection"
+"""The key of a request's ``GuardedConnection`` in its scope's state."""
+
+
+def connection_cap(requested: int | None = None) -> int:
+    """The connection cap: ``requested`` (or the default), lowered to fit the open-file limit."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    cap = requested if requested is not None else MAX_CONNECTIONS
+    if requested is None and soft != resource.RLIM_INFINITY:
+        cap = min(cap, max(8, soft - FD_RESERVE))
+    return cap
+
+
+class Connections:
+    """The limits of one server and the connections it holds."""
+
+    def __init__(
+        self,
+        *,
+        max_connections: int | None = None,
+        header_timeout: float = HEADER_TIMEOUT,
+        body_timeout: float = BODY_TIMEOUT,
+    ) -> None:
+        self.max_connections = connection_cap(max_connections)
+        self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
+        self.held: set[GuardedConnection] = set()
+        self.waiting: dict[GuardedConnection, None] = {}
+        """Connections without a complete request, longest waiting first."""
+        SERVERS.add(self)
+
+    def stopping(self) -> None:
+        """Tell each request in progress that the server begins to stop (``STOPPING`` in its
+        scope): a stream that never ends by itself ends when it sees it, instead of holding
+        the graceful stop until its client leaves."""
+        for connection in self.held:
+            if connection.scope is not None:
+                connection.scope[STOPPING] = True
+        touched_all()  # a chat's stream waiting for a write sees that the server stops
+
+
+SERVERS: weakref.WeakSet[Connections] = weakref.WeakSet()
+"""The ``Connections`` of this process (one per server)."""
+
+
+def server_stopping() -> None:
+    """Every server of this process begins to stop (see ``Connections.stopping``)."""
+    for connections in list(SERVERS):
+        connections.stopping()
+
+
+class GuardedConnection(asyncio.Protocol):
+    """One connection: uvicorn's h11 protocol with a request-head deadline and the cap (see
+    the module's text). Without a ``SlowClientGuard`` in the app it only passes calls on."""
+
+    def __init__(self, config: Any, server_state: Any, app_state: dict[str, Any], **options: Any):
+        self.limits: Connections | None = app_state.get(LIMITS)
+        self.http = H11Protocol(
+            config=config,
+            server_state=server_state,
+            app_state={**app_state, CONNECTION: self},
+            **options,
+        )
+        self.transport: asyncio.Transport | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.scope: Scope | None = None
+        """The request in progress, from its app's start to its end."""
+        self.heard = False
+        """Whether bytes came while the app had the request (the next request's, perhaps)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Take the connection, making room at the cap; start its head deadline."""
+        limits = self.limits
+        self.transport = transport  # type: ignore[assignment]
+        if limits is not None:
+            if len(limits.held) >= limits.max_connections:
+                oldest = next(iter(limits.waiting), None)
+                if oldest is None:
+                    # Every held connection is busy with a request: refuse this one.
+                    transport.abort()  # type: ignore[attr-defined]
+                    self.limits = None
+                    self.transport = None
+                    return
+                oldest.drop()
+            limits.held.add(self)
+            limits.waiting[self] = None
+            self.await_head()
+        self.http.connection_made(transport)  # type: ignore[arg-type]
+
+    def data_received(self, data: bytes) -> None:
+        """Pass the bytes on; the first after a request starts the next head's deadline."""
+        if self.limits is not None and self.timer is None:
+            if self.scope is None:
+                self.await_head()
+            else:
+                self.heard = True
+        self.http.data_received(data)
+
+    def eof_received(self) -> None:
+        """Pass it on (uvicorn's protocol keeps the transport open, so a reply can still go)."""
+        self.http.eof_received()
+
+    def pause_writing(self) -> None:
+        """Pass it on."""
+        self.http.pause_writing()
+
+    def resume_writing(self) -> None:
+        """Pass it on."""
+        self.http.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Forget the connection."""
+        if self.transport is None:
+            return  # refused at the cap: uvicorn never had it
+        self.forget()
+        self.http.connection_lost(exc)
+
+    # -- what the middleware tells ------------------------------------------------------------
+
+    def request_started(self, scope: Scope, *, body_pending: bool) -> None:
+        """A request's head is in: no head deadline now; waiting still while its body is."""
+        self.scope = scope
+        self.heard = False
+        self.stop_timer()
+        if not body_pending and self.limits is not None:
+            self.limits.waiting.pop(self, None)
+
+    def body_done(self) -> None:
+        """The request's body is all in."""
+        if self.limits is not None:
+            self.limits.waiting.pop(self, None)
+
+    def request_ended(self, scope: Scope) -> None:
+        """The app is done with ``scope``: the connection waits for its next request (uvicorn's
+        keep-alive bounds the idle time until its first byte)."""
+        if self.scope is not scope:
+            return  # the next request (pipelined) has begun
+        self.scope = None
+        limits = self.limits
+        if limits is not None and self in limits.held:
+            limits.waiting.pop(self, None)
+            limits.waiting[self] = None  # the longest waiting is the one waiting first
+            if self.heard and self.timer is None:
+                self.await_head()
+
+    def drop(self) -> None:
+        """Close this connection now (no request in progress, or one whose body is not all in:
+        its app is told the client left)."""
+        if self.scope is not None and self.limits is not None and self in self.limits.waiting:
+            self.scope[BODY_LATE] = True
+        self.forget()
+        if self.transport is not None:
+            self.transport.abort()
+
+    # -- the head deadline --------------------------------------------------------------------
+
+    def await_head(self) -> None:
+        assert self.limits is not None
+        loop = asyncio.get_running_loop()
+        self.timer = loop.call_later(self.limits.header_timeout, self.head_too_slow)
+
+    def head_too_slow(self) -> None:
+        self.timer = None
+        if self.scope is None:
+            self.drop()
+
+    def stop_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def forget(self) -> None:
+        self.stop_timer()
+        if self.limits is not None:
+            self.limits.held.discard(self)
+            self.limits.waiting.pop(self, None)
+
+
+def has_body(scope: Scope) -> bool:
+    """True when a request's head announces a body (a length above 0, or chunks)."""
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (
+            name == b"content-length" and value.strip() not in (b"", b"0")
+        ):
+            return True
+    return False
+
+
+class SlowClientGuard:
+    """Pure ASGI middleware: the body deadline, and what ``GuardedConnection`` learns of each
+    request (see the module's text). Under a server that is not belt's, a late body is still
+    cut short (the app is told the client left); closing its connection is that server's."""
+
+    def __init__(self, app: ASGIApp, connections: Connections) -> None:
+        self.app = app
+        self.connections = connections
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, its ``receive`` bounded by the body deadline."""
+        if scope["type"] == "lifespan":
+            scope.setdefault("state", {})[LIMITS] = self.connections
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        connection: GuardedConnection | None = scope.get("state", {}).get(CONNECTION)
+        pending = has_body(scope)
+        if connection is not None:
+            connection.request_started(scope, body_pending=pending)
+        if not pending:
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                if connection is not None:
+                    connection.request_ended(scope)
+            return
+        deadline = asyncio.get_running_loop().time() + self.connections.body_timeout
+        body_in = False
+
+        async def receiving() -> Message:
+            nonlocal body_in
+            if body_in:
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                scope[BODY_LATE] = True
+                if connection is not None:
+                    connection.drop()
+                return {"type": "http.disconnect"}
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                body_in = True
+                if connection is not None:
+                    connection.body_done()
+            return message
+
+        try:
+            await self.app(scope, receiving, send)
+        finally:
+            if connection is not None:
+                connection.request_ended(scope)
+
+
+class AcceptErrors:
+    """An event-loop exception handler: one line per burst of refused connections.
+
+    When the process runs out of file descriptors, asyncio's accept loop reports every failed
+    accept with a traceback; under a flood that is megabytes a minute. A burst (failures less
+    than ``quiet`` seconds apart) is reported once; anything else goes to the default handler.
+    """
+
+    MESSAGE = "socket.accept() out of system resource"
+
+    def __init__(self, report: Any, quiet: float = 5.0) -> None:
+        self.report = report
+        self.quiet = quiet
+        self.last = float("-inf")
+        self.count = 0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """Handle one exception context of the loop."""
+        if context.get("message") != self.MESSAGE:
+            loop.default_exception_handler(context)
+            return
+        now = time.monotonic()
+        if now - self.last > self.quiet:
+            exc = context.get("exception")
+            reason = getattr(exc, "strerror", None) or str(exc)
+            self.report(
+                f"refusing connections: {reason} (open-file limit reached; "
+                "lower --max-connections or raise the limit)"
+            )
+        self.last = now
+        self.count += 1

@@ -1,0 +1,58 @@
+"""The slow-client defence (``belt.server.connections``) on its own: the cap alone makes room,
+with deadlines too long to do it instead."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import httpx
+
+from belt.server.app import create_app
+from belt.store import Store
+from tests.servers import running
+
+CLOSE = {"connection": "close"}
+LONG = 600.0
+"""A head and body deadline no test waits for: what closes a connection here is the cap."""
+
+
+def connect(url: str, head: bytes) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=20)
+    sock.sendall(head)
+    return sock
+
+
+def closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_the_cap_closes_the_longest_waiting_connection_and_no_other(tmp_path: Path) -> None:
+    app = create_app(store=Store(tmp_path), sweep_interval=0)
+    limits = {"header_timeout": LONG, "body_timeout": LONG, "max_connections": 3}
+    with running(app, **limits) as url:
+        heads = [connect(url, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n") for _ in range(2)]
+        body = connect(
+            url,
+            b"POST /hooks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{",
+        )
+        # (The server closes each newcomer once answered, before it takes the next connection.)
+        reply = httpx.get(f"{url}/healthz", headers=CLOSE, timeout=30)
+        assert reply.status_code == 200
+        assert closed(heads[0])
+        # The cap is full again: the next newcomer closes the second head, and the body,
+        # waiting since later, is let be.
+        late = connect(url, b"GET /healthz HTTP/1.1\r\n")
+        assert httpx.get(f"{url}/healthz", headers=CLOSE, timeout=30).status_code == 200
+        assert closed(heads[1])
+        body.settimeout(0.5)
+        assert not closed(body)
+        for sock in (*heads, body, late):
+            sock.close()
