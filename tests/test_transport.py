@@ -1,0 +1,303 @@
+"""belt.transport: one client per process on httpx's public API, for every outgoing call.
+
+Each test here failed on the transport it replaced (three ways to send a webhook, one of them
+belt's own HTTP/1.1 on raw sockets, a client per run and per command with a TLS context each).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import os
+import socket
+import ssl
+import threading
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpcore
+import httpx
+import pytest
+
+import belt
+from belt import transport
+from belt.engine.api import run_scenario
+from belt.handlers.webhook import deliver
+from belt.remote import Platform
+from belt.samples import sample_payload
+from belt.server.forward import forward_decider
+from belt.wire.platform import LifecycleHookPayload
+from tests import hostile
+from tests.cli.runner import belt as run_belt
+from tests.test_webhook import keep_alive, serve_each
+
+ROOT = Path(belt.__file__).parent
+LIBRARIES = ("httpx", "httpcore", "h11", "anyio")
+SOCKET_USERS = {
+    "belt.server.run": "binds the server's listening socket",
+    "belt.records.leases": "the host name",
+    "belt.records.serves": "a connect that only probes a serve's port",
+    "belt.executor.worker": "the host name",
+    "belt.supervisor": "its workers' socket pairs",
+    "belt.testing.suite": "the host name of a JUnit report",
+}
+"""The modules that may import ``socket``, and what for: none of them speaks HTTP."""
+
+
+def private_names() -> set[str]:
+    """The ``_``-named attributes httpx's and httpcore's objects and modules have."""
+    names: set[str] = set()
+    for library in (httpx, httpcore):
+        for path in Path(str(library.__file__)).parent.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                    names.add(node.attr)
+                elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    names.add(node.name)
+        names.update(dir(library))
+    return {name for name in names if name.startswith("_") and not name.endswith("__")}
+
+
+def belt_modules() -> Iterator[tuple[str, ast.Module]]:
+    for path in sorted(ROOT.rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts)
+        yield name.removesuffix(".__init__"), ast.parse(path.read_text(), str(path))
+
+
+def test_no_module_reaches_into_httpx_or_httpcore_or_speaks_http_itself() -> None:
+    private = private_names()
+    found: list[str] = []
+    for name, tree in belt_modules():
+        for node in ast.walk(tree):
+            where = f"{name}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                modules = (
+                    [alias.name for alias in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                )
+                imported = [alias.name for alias in node.names]
+                for module in modules:
+                    top, _, rest = module.partition(".")
+                    if top in LIBRARIES and (rest.startswith("_") or "._" in f".{rest}"):
+                        found.append(f"{where} imports {module}")
+                    if top == "httpcore" and name != "belt.transport":
+                        found.append(f"{where} imports httpcore (only belt.transport may)")
+                    if top == "socket" and name not in SOCKET_USERS:
+                        found.append(f"{where} imports socket")
+                    if top in LIBRARIES and isinstance(node, ast.ImportFrom):
+                        found += [f"{where} imports {module}.{n}" for n in imported if n[0] == "_"]
+            elif isinstance(node, ast.Attribute) and node.attr in private:
+                owner = node.value
+                mine = isinstance(owner, ast.Name) and owner.id in ("self", "cls")
+                if not mine:
+                    found.append(f"{where} uses .{node.attr}, a private name of httpx/httpcore")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, bytes):
+                if b"HTTP/1" in node.value:
+                    found.append(f"{where} writes or reads HTTP/1.x itself: {node.value[:40]!r}")
+    assert found == []
+
+
+def test_the_fence_sees_what_it_fences() -> None:
+    # The scan above, on the lines the old transport had.
+    private = private_names()
+    assert {"_pool", "_network_backend"} <= private
+    assert "_transport" in private
+
+
+def counting_server(answer: bytes = keep_alive(b"{}")) -> Any:
+    """A loopback server answering every request with ``answer``; its ``connections`` and
+    ``heads`` (of every request after each connection's first) are counted."""
+    return serve_each(lambda head: answer)
+
+
+def test_one_process_reuses_its_connection_across_runs_and_commands(tmp_path: Path) -> None:
+    behave = counting_server()
+    with hostile.hostile_server(behave) as url:
+        scenario = tmp_path / "hooked.json"
+        hook = {"event": "agent.turn_start", "type": "webhook", "handler": f"{url}/hooks"}
+        document = {
+            "agent": {"name": "hooked", "hooks": [hook]},
+            "turns": [{"user": "hi", "model": [{"say": "Done."}]}],
+        }
+        scenario.write_text(json.dumps(document))
+        for _ in range(3):
+            report, _ = run_scenario(scenario=scenario)
+            assert [h["error"] for h in report["hook_executions"]] == [None]
+        sent = run_belt("trigger", "agent.start", "--to", f"{url}/hooks")
+        assert sent.exit_code == 0, sent.stderr
+        # Three runs (each its own dispatcher) and a command, one connection.
+        assert len(behave.connections) == 1
+        assert len(behave.heads) == 3
+
+
+def test_a_forked_child_never_uses_its_parents_connections() -> None:
+    behave = counting_server()
+    with hostile.hostile_server(behave) as url:
+        assert deliver(f"{url}/h", sample_payload("agent.start"), timeout=10).error is None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads running
+            pid = os.fork()
+        if pid == 0:  # the child: one delivery, then gone
+            result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10)
+            os._exit(0 if result.error is None else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert deliver(f"{url}/h", sample_payload("agent.start"), timeout=10).error is None
+        # The parent's connection carried its two deliveries; the child opened its own.
+        assert len(behave.connections) == 2
+        assert len(behave.heads) == 1
+
+
+def test_a_webhook_delivery_never_carries_the_api_key() -> None:
+    behave = counting_server(keep_alive(b'{"data": []}', "Content-Type: application/json"))
+    with hostile.hostile_server(behave) as url:
+        # The same origin for the platform's API and the hook: the same kept connection.
+        platform = Platform(url, api_key="sk-s3cret")
+        deliver(f"{url}/h", sample_payload("agent.start"), timeout=10)
+        assert platform.list_interrupts(run_id="run_1") == []
+        deliver(f"{url}/h", sample_payload("agent.start"), timeout=10)
+    heads = [head.lower() for head in behave.heads]
+    assert len(heads) == 2 and len(behave.connections) == 1
+    get, post = heads
+    assert get.startswith(b"get ") and b"authorization: bearer sk-s3cret" in get
+    assert post.startswith(b"post ") and b"authorization" not in post and b"s3cret" not in post
+
+
+async def forwarded(url: str) -> Any:
+    async with forward_decider(url) as decide:
+        return await decide(LifecycleHookPayload.model_validate(sample_payload("agent.start")))
+
+
+@pytest.fixture
+def proxy() -> Iterator[tuple[str, Any]]:
+    """A stand-in for a proxy on loopback that answers every request itself."""
+    behave = counting_server()
+    with hostile.hostile_server(behave) as url:
+        yield url, behave
+
+
+def test_environment_proxies_are_never_used_for_a_loopback_hook(
+    monkeypatch: pytest.MonkeyPatch, proxy: tuple[str, Any]
+) -> None:
+    address, through = proxy
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(name, address)
+    hook = counting_server(keep_alive(b'{"data": []}'))
+    with hostile.hostile_server(hook) as url:
+        localhost = url.replace("127.0.0.1", "localhost")
+        for target in (url, localhost):
+            result = deliver(f"{target}/h", sample_payload("agent.start"), timeout=10)
+            assert result.error is None, result.error
+            # A platform API (or belt serve) on this machine, as --api calls it.
+            assert Platform(target).list_interrupts(run_id="run_1") == []
+            # A handler on this machine, as belt serve --forward-to calls it.
+            assert asyncio.run(forwarded(f"{target}/h")).response is not None
+    assert through.connections == []
+    assert len(hook.connections) >= 1
+
+
+def test_a_remote_hook_goes_through_the_environments_proxy_unless_no_proxy_names_it(
+    monkeypatch: pytest.MonkeyPatch, proxy: tuple[str, Any]
+) -> None:
+    address, through = proxy
+    monkeypatch.setenv("HTTP_PROXY", address)
+    monkeypatch.delenv("http_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    for _ in range(2):
+        result = deliver(
+            "http://hooks.example.invalid/h", sample_payload("agent.start"), timeout=10
+        )
+        assert result.error is None, result.error
+    # The second request on the proxy's kept connection (the first is read by the server).
+    assert len(through.connections) == 1
+    [head] = through.heads
+    assert head.startswith(b"POST http://hooks.example.invalid/h HTTP/1.1\r\n")
+    monkeypatch.setenv("NO_PROXY", ".example.invalid")
+    assert transport.proxy_for("http", "hooks.example.invalid") is None
+    assert transport.proxy_for("http", "example.invalid") is None
+    assert transport.proxy_for("http", "notexample.invalid") == address
+    monkeypatch.setenv("NO_PROXY", "*")
+    assert transport.proxy_for("http", "hooks.example.invalid") is None
+
+
+def test_no_tls_context_for_plain_http_and_one_for_https(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    made: list[ssl.SSLContext] = []
+    create = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        made.append(create(*args, **kwargs))
+        return made[-1]
+
+    # What a certificate-checking context is made by (httpx's create_ssl_context too).
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    monkeypatch.setattr(transport, "_TLS", None)
+    transport.close()
+    behave = counting_server()
+    with hostile.hostile_server(behave) as url:
+        suite = tmp_path / "suite"
+        suite.mkdir()
+        for n in range(4):
+            hook = {"event": "agent.turn_start", "type": "webhook", "handler": f"{url}/h{n}"}
+            document = {
+                "agent": {"name": f"s{n}", "hooks": [hook]},
+                "turns": [{"user": "hi", "model": [{"say": "Done."}]}],
+                "expect": [{"event": "agent.turn_start", "error": False}],
+            }
+            (suite / f"s{n}.json").write_text(json.dumps(document))
+        tested = run_belt("test", str(suite))
+        assert tested.exit_code == 0, tested.stdout + tested.stderr
+    assert len(behave.connections) == 1
+    assert made == []  # four webhook scenarios over http: no TLS context at all
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        port = spare.getsockname()[1]
+    for _ in range(3):
+        result = deliver(f"https://127.0.0.1:{port}/h", sample_payload("agent.start"), timeout=5)
+        assert result.error is not None and result.error.startswith("cannot connect")
+    assert len(made) == 1
+
+
+@pytest.mark.parametrize("phase", ["head", "body"])
+def test_a_kept_connection_that_trickles_its_next_answer_ends_at_the_total_deadline(
+    phase: str,
+) -> None:
+    # The first answer whole; the next one trickled a byte every 0.1 s for 30 s, each byte
+    # well within any per-read timeout, on the connection the first one left open.
+    start = (
+        b"HTTP/1.1 200 OK\r\nX-Slow: "
+        if phase == "head"
+        else b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"
+    )
+    connections: list[int] = []
+
+    def behave(conn: socket.socket, stop: threading.Event) -> None:
+        connections.append(1)
+        conn.sendall(keep_alive(b"{}"))
+        if hostile.read_request(conn) is not None:
+            hostile.trickle(start)(conn, stop)
+
+    with hostile.hostile_server(behave) as url:
+        first = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10)
+        assert first.error is None
+        late = deliver(f"{url}/h", sample_payload("agent.start"), timeout=1)
+    assert late.error == f"{url.removeprefix('http://')} did not answer within 1 s"
+    assert late.duration_ms < 20_000
+    assert connections == [1]
+
+
+def test_an_api_call_and_a_delivery_keep_the_same_total_deadline() -> None:
+    with hostile.hostile_server(hostile.slow_head()) as url:
+        with pytest.raises(httpx.TimeoutException):
+            with transport.call("GET", f"{url}/x", timeout=0.5) as answer:
+                transport.read(answer, 1024)
+    with hostile.hostile_server(hostile.slow_body()) as url:
+        with pytest.raises(httpx.TimeoutException):
+            with transport.call("GET", f"{url}/x", timeout=0.5) as answer:
+                transport.read(answer, 1024 * 1024)
