@@ -43,8 +43,9 @@ from belt.records.registry_index import (
     FORMAT,
     MAX_QUERY_WORDS,
     STOPWORDS,
-    match_expression,
+    query_phrases,
     query_words,
+    quoted,
 )
 from belt.store import Store
 from belt.store.shapes import derive
@@ -74,7 +75,7 @@ def save(
 def fresh_store() -> Iterator[Store]:
     """A store of its own, for each example a property test tries."""
     with tempfile.TemporaryDirectory(prefix="belt-registry-") as directory:
-        yield Store(Path(directory) / "store")
+        yield Store(Path(directory) / "store", fsync=False)
 
 
 def extraction(agent: str) -> Origin:
@@ -278,7 +279,9 @@ def test_query_words_fold_case_drop_stopwords_and_never_carry_syntax() -> None:
     ]
     assert query_words("the a of I") == []
     assert len(query_words(" ".join(f"w{n}" for n in range(100)))) == MAX_QUERY_WORDS
-    assert match_expression(["a", 'b"c']) == '"a" OR "b""c"'
+    assert [quoted(word) for word in ["a", 'b"c']] == ['"a"', '"b""c"']
+    # One phrase per term: a plural and its singular are one term of the query.
+    assert query_phrases(query_words("backups backup nightly")) == ['"backups"', '"nightly"']
     assert {"the", "and", "you"} <= STOPWORDS
 
 
@@ -719,7 +722,7 @@ def fts5_ranking(path: Path, prompt: str) -> list[tuple[str, float]]:
         found = db.execute(
             f"SELECT fts.rowid, e.id, -bm25(fts, {weights}) FROM fts JOIN entries AS e "
             "ON e.rowid = fts.rowid WHERE fts MATCH ?",
-            (match_expression(words),),
+            (" OR ".join(query_phrases(words)),),
         ).fetchall()
     ranked = sorted(found, key=lambda row: (-shared[row[0]], -row[2], row[0]))
     return [(str(entry_id), float(score)) for _, entry_id, score in ranked[:100]]
@@ -742,13 +745,13 @@ VOCABULARY = ["backup", "backups", "nightly", "vault", "keys", "rotate", "restor
     removed=st.sets(st.integers(min_value=0, max_value=24), max_size=5),
     prompts=st.lists(st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6), max_size=4),
 )
-def test_scores_are_fts5s_own_bm25_to_the_last_bit(
+def test_search_ranks_by_terms_held_then_fts5s_bm25_after_any_changes(
     texts: list[tuple[list[str], list[str], list[str]]],
     removed: set[int],
     prompts: list[list[str]],
 ) -> None:
-    """The index scores from its postings what FTS5's ``bm25()`` scores, in the same order,
-    after entries are added, versioned and removed."""
+    """Search lists what FTS5 itself ranks (terms held, then ``-bm25()``), in the same order,
+    after entries are added, versioned and removed; suggest offers its head."""
     with fresh_store() as store:
         outcomes = registry.save_candidates(
             store,
@@ -771,22 +774,13 @@ def test_scores_are_fts5s_own_bm25_to_the_last_bit(
             prompt = " ".join(words)
             found = [(m.id, m.score) for m in search(store, query=prompt, limit=100)]
             expected = fts5_ranking(index_path(store, DEFAULT_OWNER), prompt)
-            # Match.score is rounded for show; the index's own scores are compared exactly.
-            assert [entry_id for entry_id, _ in found] == [entry_id for entry_id, _ in expected]
             assert found == [(entry_id, float(f"{score:.4g}")) for entry_id, score in expected]
-            index = registry_index_reader(store)
-            for short in (registry_index.SHORT_POSTINGS, 0):  # 0: every term's shares kept
-                with pytest.MonkeyPatch.context() as patch:
-                    patch.setattr(registry_index, "SHORT_POSTINGS", short)
-                    exact = [
-                        (hit.row.id, hit.score)
-                        for hit in index.search(query_words(prompt), limit=100)
-                    ]
-                    assert exact == expected
-                    offered = index.search(query_words(prompt), limit=5, min_terms=2)
-                assert [hit.score for hit in offered] == [
-                    dict(expected)[hit.row.id] for hit in offered
-                ]
+            offered = suggest(store, owner=DEFAULT_OWNER, prompt=prompt, limit=5)
+            assert [m.id for m in offered] == [
+                m.id
+                for m in search(store, query=prompt, limit=100)
+                if m.matched_terms >= min(2, m.query_terms)
+            ][: len(offered)]
 
 
 def registry_index_reader(store: Store) -> registry_index.SearchIndex:
@@ -802,38 +796,13 @@ def test_an_entry_of_no_word_counts_in_the_scores_as_fts5_counts_it(store: Store
     prompt = "nightly backups of the vault"
     found = [
         (hit.row.id, hit.score)
-        for hit in registry_index_reader(store).search(query_words(prompt), limit=10)
+        for hit in registry_index_reader(store).search(query_phrases(query_words(prompt)), limit=10)
     ]
     assert found == fts5_ranking(index_path(store, DEFAULT_OWNER), prompt)
     assert len(found) == 2
 
 
-def test_a_word_read_as_several_terms_is_scored_by_fts5s_bm25_of_its_phrase(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Such a word (a character FTS5's tables do not know as a letter splits it) is rare and
-    depends on SQLite's Unicode tables, so the probe is made to read one this way."""
-    for number in range(6):
-        save(store, f"Note {number}", "nightly backups " * number + "of the vault")
-    real = registry_index.PROBE.terms
-
-    def split(texts: list[str]) -> list[frozenset[str]]:
-        return [
-            frozenset({"night", "ly"}) if text == "nightly" else terms
-            for text, terms in zip(texts, real(texts), strict=True)
-        ]
-
-    monkeypatch.setattr(registry_index.PROBE, "terms", split)
-    prompt = "nightly backups vault"
-    index = registry_index_reader(store)
-    found = [(hit.row.id, hit.score) for hit in index.search(query_words(prompt), limit=10)]
-    assert found == fts5_ranking(index_path(store, DEFAULT_OWNER), prompt)
-    offered = index.search(query_words(prompt), limit=3, min_terms=2)
-    assert [hit.score for hit in offered] == [dict(found)[hit.row.id] for hit in offered]
-    assert {hit.terms for hit in offered} == {4}  # night, ly, backup, vault
-
-
-def test_postings_written_change_by_change_are_those_a_rebuild_writes(store: Store) -> None:
+def test_an_index_written_change_by_change_is_the_one_a_rebuild_writes(store: Store) -> None:
     first = save(store, "Backups", "Backups run nightly.", tags=("ops",))
     save(store, "Vault", "Rotate the vault keys after the nightly backup.")
     save(store, "Backups", "Backups run nightly, and restores are tested weekly.")
@@ -841,38 +810,29 @@ def test_postings_written_change_by_change_are_those_a_rebuild_writes(store: Sto
     remove_entry(store, entry_id=third.id)
     path = index_path(store, DEFAULT_OWNER)
 
-    def postings() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    def rows() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
         with sqlite3.connect(path) as db:
             return (
-                db.execute("SELECT * FROM postings ORDER BY term").fetchall(),
-                db.execute(
-                    "SELECT key, value FROM meta WHERE key IN ('rows', 'tokens')"
-                ).fetchall(),
+                db.execute("SELECT * FROM entries ORDER BY rowid").fetchall(),
+                db.execute("SELECT rowid, * FROM fts ORDER BY rowid").fetchall(),
             )
 
-    written = postings()
-    assert dict(written[1])["rows"] == 2
-    assert any(term == "backup" for term, *_ in written[0])
+    written = rows()
+    assert [row[1] for row in written[0]] == [first.id, written[0][1][1]]
     with sqlite3.connect(path) as db:
         db.execute("UPDATE meta SET value = -1 WHERE key = 'journal'")  # stale: rebuilt
     assert [m.id for m in search(store, query="backups")][0] == first.id
-    assert postings() == written
+    assert rows() == written
 
 
-def test_damaged_postings_are_rebuilt(store: Store) -> None:
+def test_an_index_without_its_journal_is_rebuilt(store: Store) -> None:
     entry = save(store, "Backups", "Backups run nightly.")
     search(store, query="backups")  # an index kept open, as a long-lived process has
     with sqlite3.connect(index_path(store, DEFAULT_OWNER)) as db:
-        db.execute("UPDATE postings SET docs = x'01020304' WHERE term = 'backup'")
-    assert [m.id for m in search(store, query="backups nightly")] == [entry.id]
-    with sqlite3.connect(index_path(store, DEFAULT_OWNER)) as db:
-        db.execute("DELETE FROM meta WHERE key = 'tokens'")
+        db.execute("DELETE FROM meta WHERE key = 'journal'")
     assert [m.id for m in suggest(store, owner=DEFAULT_OWNER, prompt="backups nightly")] == [
         entry.id
     ]
-    with sqlite3.connect(index_path(store, DEFAULT_OWNER)) as db:
-        db.execute("UPDATE meta SET value = 0 WHERE key = 'tokens'")  # yet postings are there
-    assert [m.id for m in search(store, query="backups")] == [entry.id]
 
 
 ADDER = """
@@ -884,82 +844,6 @@ candidate = make_candidate(name="Restores", kind="observation", text="Restores c
 print(save_candidate(Store(Path(sys.argv[1])), owner="local", candidate=candidate,
                      origin=Origin.person("other")).id)
 """
-
-
-def test_what_an_index_kept_open_read_is_forgotten_when_its_file_changes(store: Store) -> None:
-    first = save(store, "Backups", "Backups run nightly.")
-    kept = registry_index_reader(store)
-    assert [m.id for m in search(store, query="backups")] == [first.id]
-    assert "backup" in kept._kept.postings  # read once, kept for the next query
-    second = save(store, "Restores", "Restores come from backups.")  # another connection
-    assert registry_index_reader(store) is kept
-    assert {m.id for m in search(store, query="backups")} == {first.id, second.id}
-    row = registry_index.Row(
-        id="re_written_by_the_reader",
-        name_key="vault",
-        name="Vault",
-        kind="rule",
-        tags=(),
-        text="The vault backups.",
-        version=1,
-        agents=(),
-    )
-    kept.put([row], journal=kept.journal())  # a change of this connection's own
-    found = {hit.row.id for hit in kept.search(query_words("backups"), limit=10)}
-    assert found == {first.id, second.id, row.id}
-
-
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    prompts=st.lists(
-        st.tuples(
-            st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6),
-            st.lists(st.integers(min_value=0, max_value=9), max_size=3),
-        ),
-        min_size=1,
-        max_size=8,
-    )
-)
-def test_an_index_kept_open_ranks_as_a_fresh_one_within_its_bounds(
-    prompts: list[tuple[list[str], list[int]]],
-) -> None:
-    """What an open index keeps between queries changes no answer, and stays within its bounds
-    (made tiny here, so that it forgets as it goes)."""
-    texts = [" ".join(VOCABULARY[n % 9 : n % 9 + 1 + n % 4]) + f" note {n}" for n in range(10)]
-    with fresh_store() as store, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(registry_index, "MAX_KEPT_POSTINGS", 6)
-        patch.setattr(registry_index, "MAX_KEPT_TERMS", 3)
-        patch.setattr(registry_index, "MAX_KEPT_ROWS", 2)
-        patch.setattr(registry_index, "MAX_KEPT_IDS", 2)
-        ids = [save(store, f"Note {n}", text).id for n, text in enumerate(texts)]
-        kept = registry_index_reader(store)
-        path = index_path(store, DEFAULT_OWNER)
-        for words, excluded in prompts:
-            query = query_words(" ".join(words))
-            left_out = [ids[n] for n in excluded]
-            asked = [
-                kept.search(query, limit=3, min_terms=2, exclude_ids=left_out),
-                kept.search(query, limit=5),
-            ]
-            with registry_index.SearchIndex.open(path, durable=False) as fresh:
-                expected = [
-                    fresh.search(query, limit=3, min_terms=2, exclude_ids=left_out),
-                    fresh.search(query, limit=5),
-                ]
-            assert asked == expected
-            held = kept._kept
-            assert held.size == sum(len(p.docs) for p in held.postings.values()) <= 6
-            assert len(held.postings) <= 3
-            assert held.shares.keys() <= held.postings.keys()
-            assert len(held.rows) <= 2
-            assert len(held.rowids) <= 2
-
-
-def test_an_index_kept_open_keeps_more_pages_in_memory(store: Store) -> None:
-    save(store, "Backups", "Backups run nightly.")
-    kept = registry_index_reader(store)
-    cache = kept._db.execute("PRAGMA cache_size").fetchone()[0]
-    assert cache == -registry_index.READER_CACHE_KIB
 
 
 def test_an_entry_another_process_adds_is_found_by_the_index_kept_open(tmp_path: Path) -> None:
@@ -1305,7 +1189,6 @@ def test_the_docs_state_the_rules_the_code_applies() -> None:
     assert f"at least **{registry.MIN_SHARED_TERMS}** distinct terms" in BUILTINS_MD
     assert "shares **more of the prompt's terms** comes first" in BUILTINS_MD
     assert "the rule is applied to all of them, not to a shortlist" in BUILTINS_MD
-    assert f"`k1` {registry_index.K1:g}, `b` {registry_index.B:g}" in BUILTINS_MD
     assert "turn counts `t + 1` to `t + 15` go without it" in BUILTINS_MD
     assert f"first {registry_index.MAX_QUERY_WORDS} distinct words" in BUILTINS_MD
     assert f"first {registry_index.MAX_QUERY_CHARS:,} characters" in BUILTINS_MD

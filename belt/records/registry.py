@@ -38,6 +38,7 @@ from belt.records.registry_index import (
     Stale,
     discard,
     forget,
+    query_phrases,
     query_words,
     reader,
 )
@@ -508,22 +509,9 @@ def _entries(store: Store, owner: str) -> list[RegistryEntry]:
 # The derived search index
 
 
-_INDEX_PATHS: dict[tuple[str, str], Path] = {}
-"""The index files of the owners queried lately, by store root and owner (a query names one)."""
-MAX_INDEX_PATHS = 64
-
-
 def index_path(store: Store, owner: str) -> Path:
     """The search index file of ``owner`` under the store's root."""
-    root = store.root
-    key = (str(root), owner)
-    found = _INDEX_PATHS.get(key)
-    if found is None:
-        found = root / "search" / "registry" / f"{check_id(owner, what='owner')}.sqlite3"
-        if len(_INDEX_PATHS) >= MAX_INDEX_PATHS:
-            _INDEX_PATHS.clear()
-        _INDEX_PATHS[key] = found
-    return found
+    return store.root / "search" / "registry" / f"{check_id(owner, what='owner')}.sqlite3"
 
 
 def extracted_by(entry: Mapping[str, Any]) -> set[str]:
@@ -941,14 +929,14 @@ def _ranked(
 ) -> list[Match]:
     """The one ranking behind ``search`` and ``suggest``: the best ``limit`` entries for the
     words of ``text`` sharing at least ``min_terms`` of its terms (``SearchIndex.search``)."""
-    words = query_words(text)
-    if not words:
+    phrases = query_phrases(query_words(text))
+    if not phrases:
         return []
     hits = _query(
         store,
         owner,
         lambda index, journal: index.search(
-            words,
+            phrases,
             limit=limit,
             min_terms=min_terms,
             exclude_ids=exclude_ids,
