@@ -1,12 +1,13 @@
 """Every bench at its quick size, and one table of their verdicts: `make bench`.
 
-Runs each bench of this folder (each file that runs as a script) as ``python bench/NAME.py
---quick``, one after the other, with ``BELT_BENCH_TABLE`` naming a file of its own where its
+Runs each bench of this folder (each script that reports ``Verdicts``; the others, such as
+``serving.py``, are named on stderr as passed over) as ``python bench/NAME.py --quick``, one
+after the other, with ``BELT_BENCH_TABLE`` naming a file of its own where its
 ``Verdicts.report()`` appends one JSON line per verdict. Then prints one table (bench, measure,
 target, figure, verdict), plain when piped, and exits 1 when a target was missed or a bench
 crashed. A bench crashed when it exited with another code than 0 or 1, exited 1 with no target
 missed, printed no verdict, or ran past ``--timeout``; its row says so, with the last line it
-wrote on stderr. Each bench's output is kept in a log whose path its progress line names.
+wrote. Each bench's output is kept in a log whose path its progress line names.
 
     .venv/bin/python bench/all.py [--only NAME...] [--dir DIR] [--timeout SECONDS]
 """
@@ -30,13 +31,17 @@ COLUMNS = ("bench", "measure", "target", "figure", "verdict")
 
 
 def benches(folder: Path) -> dict[str, Path]:
-    """The benches of ``folder`` by name: each file that runs as a script, but this one."""
-    return {
-        path.stem: path
-        for path in sorted(folder.glob("*.py"))
-        if path.resolve() != Path(__file__).resolve()
-        and 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")
-    }
+    """The benches of ``folder`` by name: each script that reports ``Verdicts``, but this one."""
+    found = {}
+    for path in sorted(folder.glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if path.resolve() == Path(__file__).resolve() or 'if __name__ == "__main__":' not in text:
+            continue
+        if "Verdicts(" in text:
+            found[path.stem] = path
+        else:
+            print(f"passed over {path}: it reports no Verdicts", file=sys.stderr)
+    return found
 
 
 def run(name: str, path: Path, logs: Path, timeout: float) -> list[list[str]]:

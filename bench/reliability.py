@@ -48,7 +48,7 @@ twice what was measured when its limits were built.
 
 Run with `python bench/reliability.py` (about twenty minutes, most of them in parts 4 to 6);
 `--only NAME...` runs some parts: inputs (1), answers (2), load (3), engine (4), stranded (5),
-growth (6), guard. ``--quick`` runs parts 1 to 3 and the guard, the load for 2 s with 200 slow
+growth (6), guard. ``--quick`` runs parts 1 to 3 and the guard, the load for 3 s with 200 slow
 clients (about half a minute in all). The test-only ``--handicap S`` adds S seconds to each
 request of the attacked load and to each deadline case, inside this bench's own timing.
 """
@@ -1438,7 +1438,7 @@ def main() -> None:
             target=DEADLINE_TARGET,
         )
     if "load" in parts:
-        seconds, slow = (2.0, 200) if args.quick else (LOAD_SECONDS, SLOW)
+        seconds, slow = (3.0, 200) if args.quick else (LOAD_SECONDS, SLOW)
         load = run_load(seconds, slow, args.handicap)
         quiet, attacked = load["quiet"], load["attacked"]
         print(f"load, {CLIENTS} keep-alive clients, {seconds:g} s each, uvicorn via belt serve")

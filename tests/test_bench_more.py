@@ -86,7 +86,8 @@ def test_a_handicapped_bench_misses_a_target_and_exits_1(
 
 def write_benches(folder: Path) -> None:
     """Benches of a test's own: one that meets its target, one that misses, one that crashes,
-    one that prints no verdict, and a helper that is not a bench."""
+    one that prints no verdict, a helper that is not a bench, and a script that reports no
+    verdicts (not a bench either)."""
     head = f"import sys\nsys.path.insert(0, {str(BENCH)!r})\nfrom verdict import Verdicts\n"
     report = (
         "v = Verdicts({name!r})\n"
@@ -97,9 +98,12 @@ def write_benches(folder: Path) -> None:
     for name, figure in (("fine", 1.5), ("slow", 3)):
         body = report.format(name=name, figure=figure)
         (folder / f"{name}.py").write_text(head + main + "    " + body.replace("\n", "\n    "))
-    (folder / "broken.py").write_text(head + main + "    raise ValueError('no such store')\n")
-    (folder / "silent.py").write_text(main + "    print('done')\n")
+    (folder / "broken.py").write_text(
+        head + main + "    Verdicts('broken')\n    raise ValueError('no such store')\n"
+    )
+    (folder / "silent.py").write_text(head + main + "    Verdicts('silent')\n    print('done')\n")
     (folder / "helper.py").write_text("raise SystemExit('a helper is never run')\n")
+    (folder / "server.py").write_text(main + "    import time\n    time.sleep(600)\n")
 
 
 def run_all(folder: Path, *names: str) -> subprocess.CompletedProcess[str]:
@@ -153,6 +157,7 @@ def test_all_exits_0_when_every_target_is_met(tmp_path: Path) -> None:
 
 def test_all_refuses_a_bench_it_does_not_have(tmp_path: Path) -> None:
     write_benches(tmp_path)
-    done = run_all(tmp_path, "fine", "helper")
+    done = run_all(tmp_path, "fine", "helper", "server")
     assert done.returncode == 2
-    assert f"--only: no bench named helper in {tmp_path}" in done.stderr
+    assert f"--only: no bench named helper, server in {tmp_path}" in done.stderr
+    assert f"passed over {tmp_path / 'server.py'}: it reports no Verdicts" in done.stderr
