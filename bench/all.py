@@ -4,7 +4,8 @@ Runs each bench of this folder (each script that reports ``Verdicts``; the other
 ``serving.py``, are named on stderr as passed over) as ``python bench/NAME.py --quick``, one
 after the other, with ``BELT_BENCH_TABLE`` naming a file of its own where its
 ``Verdicts.report()`` appends one JSON line per verdict. Then prints one table (bench, measure,
-target, figure, verdict), plain when piped, and exits 1 when a target was missed or a bench
+target, figure, verdict) under a line saying when and where (the date, the CPUs, the
+Python, the load average), plain when piped, and exits 1 when a target was missed or a bench
 crashed. A bench crashed when it exited with another code than 0 or 1, exited 1 with no target
 missed, printed no verdict, or ran past ``--timeout``; its row says so, with the last line it
 wrote. Each bench's output is kept in a log whose path its progress line names.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -95,6 +97,21 @@ def run(name: str, path: Path, logs: Path, timeout: float) -> list[list[str]]:
     return rows
 
 
+def machine() -> str:
+    """When and where: the date, the CPUs, the Python, the load."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            model = next(line for line in info if line.startswith("model name")).split(":")[1]
+    except (OSError, StopIteration):
+        model = platform.processor() or model
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} CPUs "
+        f"({model.strip()}); Python {platform.python_version()}; load average {load}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", metavar="NAME", help="these benches (default: all)")
@@ -113,7 +130,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from belt.output import table
 
-    print()
+    print(f"\n{machine()}")
     table(COLUMNS, rows)
     failed = [row for row in rows if row[-1] != "met"]
     print(
