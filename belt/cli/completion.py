@@ -7,10 +7,6 @@ from typing import Annotated
 
 import typer
 
-from belt.cli.typer_internals import completion_script
-
-COMPLETE_VAR = "_BELT_COMPLETE"
-
 
 class Shell(StrEnum):
     """Shells belt can complete in."""
@@ -20,7 +16,9 @@ class Shell(StrEnum):
     fish = "fish"
 
 
-def completion(shell: Annotated[Shell, typer.Argument(help="Shell to complete in.")]) -> None:
+def completion(
+    ctx: typer.Context, shell: Annotated[Shell, typer.Argument(help="Shell to complete in.")]
+) -> None:
     """Print the completion script for a shell.
 
     Try it in the current shell: eval "$(belt completion bash)".
@@ -32,6 +30,8 @@ def completion(shell: Annotated[Shell, typer.Argument(help="Shell to complete in
         belt completion bash > ~/.local/share/bash-completion/completions/belt
         belt completion zsh
     """
-    from belt import output
+    from typer.completion import show_callback
 
-    output.block(completion_script(prog_name="belt", complete_var=COMPLETE_VAR, shell=shell))
+    # What typer's --show-completion SHELL prints: the script of the program the command line
+    # ran as (belt), which asks belt for completions in $_BELT_COMPLETE; it exits 0.
+    show_callback(ctx, ctx.command.params[0], shell.value)

@@ -11,19 +11,34 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from belt import __version__
-from belt.cli import helptext, typer_internals
+from belt.cli import helptext
 from belt.cli.options import VerboseFlag
 from belt.errors import BeltError, ExitCode, Interrupted, UsageError, exit_code_lines
 
 
-class BeltGroup(typer_internals.OnDemandCompletion):
+class BeltGroup(TyperGroup):
     """Root group: turns a BeltError into a one-line message and its exit code."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         adopt(self)
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the command line. A completion request (from the scripts ``belt completion
+        SHELL`` prints) has typer's shell classes registered first: typer registers them as it
+        adds its completion options to an app, which belt's are built without
+        (``add_completion=False``: an option of theirs would have typer import pydantic on
+        every start)."""
+        program = kwargs.get("prog_name") or self.name
+        var = kwargs.get("complete_var") or f"_{program}_COMPLETE".replace("-", "_").upper()
+        if os.environ.get(var):
+            from typer.completion import get_completion_inspect_parameters
+
+            get_completion_inspect_parameters()
+        return super().main(*args, **kwargs)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """A group named with nothing after it prints its help and exits 0 (as `belt --help`)."""
@@ -31,6 +46,10 @@ class BeltGroup(typer_internals.OnDemandCompletion):
         if not args and self.no_args_is_help and not ctx.resilient_parsing:
             show_help(ctx)
         return list(super().parse_args(ctx, args))
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The group's parameters, its help option included, as ``plain_flags`` leaves them."""
+        return plain_flags(super().get_params(ctx), self.get_help_option(ctx))
 
     def invoke(self, ctx: Any) -> Any:
         """Run the command; report belt's own errors without a traceback unless -v, and Ctrl-C
@@ -45,8 +64,6 @@ class BeltGroup(typer_internals.OnDemandCompletion):
         failed = None
         try:
             return super().invoke(ctx)
-        except typer_internals.NoArgsIsHelpError as bare:  # a group of typer's own class
-            show_help(bare.ctx)
         except typer.TyperException as usage:  # the command line's own error (click's)
             failed = getattr(usage, "ctx", None)
             if not wants_json(ctx, failed):
@@ -74,19 +91,29 @@ class BeltGroup(typer_internals.OnDemandCompletion):
         return [*built, *(name for name in LAZY.get(self.name or "", {}) if name not in built)]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        """A subcommand, built on first use."""
+        """A subcommand, built on first use; its flags (and its subcommands') are shown without
+        a type."""
         command = super().get_command(ctx, cmd_name)
         target = LAZY.get(self.name or "", {}).get(cmd_name)
         if command is None and target is not None:
             command = self.commands[cmd_name] = adopt(build_command(cmd_name, target))
+        if command is not None:
+            for sub in walk(command):
+                plain_flags(sub.get_params(ctx), sub.get_help_option(ctx))
         return command
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        """Resolve a subcommand; for an unknown name, build all so typo hints can see them."""
+        """Resolve a subcommand; for an unknown name, build all so typo hints can see them. A
+        subcommand named with nothing after it that shows its help then (a group of typer's own
+        class, such as ``belt hooks``) prints it and exits 0, as this group does."""
         if args and self.get_command(ctx, args[0]) is None:
-            for name in self.list_commands(ctx):
-                self.get_command(ctx, name)
-        return super().resolve_command(ctx, args)
+            for known in self.list_commands(ctx):
+                self.get_command(ctx, known)
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None and not rest and command.no_args_is_help:
+            if not ctx.resilient_parsing:
+                show_help(command.make_context(name, [], parent=ctx, resilient_parsing=True))
+        return name, command, rest
 
 
 # Subcommands built only when a command line names them, by group: {"belt": {name: target}}.
@@ -120,9 +147,32 @@ def build_command(name: str, target: str) -> Any:
 
 
 def adopt(command: Any) -> Any:
-    """Give a command belt's parameter handling, help text and JSON errors (see
-    ``typer_internals``, ``helptext`` and ``remember_json``); returns it."""
-    return remember_json(helptext.tidy(typer_internals.adopt(command)))
+    """Give a command belt's help text and JSON errors (see ``helptext`` and
+    ``remember_json``); returns it."""
+    return remember_json(helptext.tidy(command))
+
+
+def walk(command: Any) -> list[Any]:
+    """``command`` and every subcommand below it built so far."""
+    commands = [command]
+    for sub in getattr(command, "commands", {}).values():
+        commands.extend(walk(sub))
+    return commands
+
+
+def plain_flags(params: list[Any], help_option: Any) -> list[Any]:
+    """A command's parameters (``params``, its ``help_option`` among them), each flag shown
+    without a type in rich help: typer prints ``<bool>`` there after a flag, which takes no
+    value (its plain help prints none), in the place of the metavar, here empty. The help
+    option's default is False rather than None: typer takes a flag's bool as it is, but builds
+    its coercion, with pydantic (tens of ms to import), for any other value. Returns ``params``.
+    """
+    for param in params:
+        if getattr(param, "is_flag", False) and not param.count:
+            param.metavar = ""
+            if param is help_option and param.default is None:
+                param.default = False
+    return params
 
 
 def show_help(ctx: Any) -> None:

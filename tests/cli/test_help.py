@@ -6,11 +6,11 @@ import json
 import shlex
 from collections.abc import Iterator
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
-from typer._click import exceptions as click_errors
 from typer.testing import CliRunner
 
 from belt import __version__ as belt_version
@@ -104,15 +104,33 @@ def parsed(app: typer.Typer, program: str, args: list[str]) -> Any:
     option and argument must exist and take the value given)."""
     ctx = typer.main.get_command(app).make_context(program, list(args))
     while hasattr(ctx.command, "resolve_command"):
-        name, sub, rest = ctx.command.resolve_command(ctx, [*ctx._protected_args, *ctx.args])
+        # A group's options come first; what follows them is its subcommand, then the
+        # subcommand's own arguments (ctx.args).
+        rest = args[len(args) - len(ctx.args) - 1 :]
+        name, sub, rest = ctx.command.resolve_command(ctx, rest)
         ctx = sub.make_context(name, rest, parent=ctx)
+        args = rest
     return ctx
 
 
+def refused(app: typer.Typer, program: str, args: list[str]) -> str:
+    """The message of the usage error ``args`` are (exit 2), as ``parsed`` finds it."""
+    with pytest.raises(typer.TyperException) as caught:
+        parsed(app, program, args)
+    assert caught.value.exit_code == ExitCode.USAGE
+    return caught.value.format_message()
+
+
 def test_an_example_that_names_no_such_option_is_caught() -> None:
-    with pytest.raises(click_errors.NoSuchOption):
-        parsed(belt_app, "belt", ["interrupt", "list", "--no-such-option"])
+    message = refused(belt_app, "belt", ["interrupt", "list", "--no-such-option"])
+    assert message == "No such option: --no-such-option"
     assert parsed(belt_app, "belt", ["interrupt", "list", "--all"]).params["all_"] is True
+    assert parsed(belt_app, "belt", ["-v", "hooks", "validate", "a.toml"]).params == {
+        "files": [Path("a.toml")],
+        "dialect": None,
+        "json_": False,
+    }
+    assert "'bogus' is not one of" in refused(belt_app, "belt", ["completion", "bogus"])
 
 
 def test_bare_belt_prints_the_help_and_exits_0() -> None:
@@ -122,11 +140,30 @@ def test_bare_belt_prints_the_help_and_exits_0() -> None:
     assert "Commands" in result.stdout
 
 
-@pytest.mark.parametrize("group", ["hooks", "interrupt", "sim", "registry"])
-def test_a_bare_group_prints_its_help_and_exits_0(group: str) -> None:
-    result = CliRunner().invoke(belt_app, [group], prog_name="belt")
+@pytest.mark.parametrize(
+    ("app", "path"),
+    [(belt_app, ["hooks"]), (belt_app, ["interrupt"]), (belt_app, ["sim"]), (belt_app, ["chat"])]
+    + [(belt_app, ["registry"]), (belt_app, ["executor"]), (rho_app, ["extensions"])],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else "",
+)
+def test_a_bare_group_prints_its_help_once_and_exits_0(app: typer.Typer, path: list[str]) -> None:
+    program = "rho" if app is rho_app else "belt"
+    result = CliRunner().invoke(app, path, prog_name=program)
     assert result.exit_code == 0, result.output
-    assert f"Usage: belt {group}" in result.stdout
+    assert result.stdout.count(f"Usage: {program} {path[0]}") == 1, result.stdout
+    assert result.stderr == ""
+
+
+def test_flags_show_no_type_in_help_and_valued_options_keep_theirs() -> None:
+    # typer's rich help prints <bool> after a flag, which takes no value.
+    for args in (["--help"], ["interrupt", "list", "--help"], ["hooks", "validate", "-h"]):
+        result = CliRunner().invoke(belt_app, args, prog_name="belt", env={"COLUMNS": "100"})
+        assert result.exit_code == 0, result.output
+        assert "<bool>" not in result.stdout
+        assert "--help" in result.stdout
+    validate = CliRunner().invoke(belt_app, ["hooks", "validate", "-h"], prog_name="belt")
+    assert "<platform|nexus>" in validate.stdout
+    assert "<list[Path]>" in validate.stdout
 
 
 def test_version_flag_prints_the_installed_version() -> None:
