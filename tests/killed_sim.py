@@ -8,7 +8,9 @@ POINT is where the process dies once the first run has ended:
 - ``begun``: after the second turn's run is created and its input written, before the turn is
   counted on the simulation;
 - ``input``: after the second turn's run is created, before its input message is written;
-- ``unlisted``: after the second turn's answer is written, before the chat's index lists it.
+- ``unlisted``: after the second turn's answer is written, before the chat's index lists it;
+- ``injected``: after the second turn's injection (with the row it holds) is listed, before the
+  turn's answer is written.
 """
 
 from __future__ import annotations
@@ -71,6 +73,18 @@ def main(path: str, point: str) -> None:
             link(self, index, owner, member)
 
         Store.link = link_or_die  # type: ignore[method-assign]
+        simulation.drive_waiting(simulation.start_turn())
+    elif point == "injected":
+        link = Store.link
+
+        def link_then_die(self: Store, index: str, owner: str, member: str) -> None:
+            link(self, index, owner, member)
+            if index == MESSAGES:
+                message = self.read(MESSAGE, member)
+                if message["role"] == "injection" and message["sim"]["injection"]["turn"]:
+                    die()
+
+        Store.link = link_then_die  # type: ignore[method-assign]
         simulation.drive_waiting(simulation.start_turn())
     elif point != "between":
         raise SystemExit(f"unknown point {point!r}")

@@ -13,7 +13,9 @@ import pytest
 from belt.engine.api import resume_run, run_scenario, show_run, stop_run
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.interrupts import resolve_interrupt, sweep
+from belt.records.messages import MESSAGE, MESSAGES
 from belt.render import transcript_lines
+from belt.store import open_store
 from belt.store.clock import parse_timestamp
 from belt.wire.catalogue import EVENTS
 from tests.hookapp import hook_app
@@ -501,6 +503,57 @@ def test_injection_lives_for_ttl_turns(tmp_path: Path) -> None:
     assert seen == [True, True, False]
     assert injection["sim"]["ended"] == "ttl"
     assert hook_rows(report)[0]["injected"] is True
+
+
+def test_an_injection_is_one_file_holding_its_row_written_once(tmp_path: Path) -> None:
+    # Its row is read back from its file, and its end from the turns that passed after it and
+    # the injection that replaced it: nothing is written once it is recorded.
+    def decide(name: str, payload: dict[str, Any]) -> Any:
+        turn = payload["turn_count"]
+        ttl = 2 if turn == 0 else 1
+        return {"inject": {"content": f"note {turn}", "ttl_turns": ttl, "dedup_key": "k"}}
+
+    turns = [{"user": f"go {t}", "model": [{"say": f"{t}"}]} for t in range(4)]
+    with hook_app(decide) as app:
+        path = write_scenario(tmp_path, [webhook(f"{app.url}/h", "agent.turn_start")], turns)
+        report, _ = run_scenario(scenario=path)
+    listed = report["chat"]["chat_messages"]
+    assert [m["order"] for m in listed] == list(range(len(listed)))
+    injections = messages(report, "injection")
+    assert [(m["sim"]["ended"], m["sim"]["remaining"]) for m in injections] == [
+        ("replaced", 1),
+        ("ttl", 0),
+        ("ttl", 0),
+        ("ttl", 0),
+    ]
+    assert [m["sim"]["active"] for m in injections] == [False] * 4
+    answers = messages(report, "assistant")
+    assert [m["sim"]["injections"] for m in answers] == [[m["id"]] for m in injections]
+    store = open_store()
+    files = {p.stem for p in (store.root / "objects" / MESSAGE).iterdir()}
+    assert files == set(store.members(MESSAGES, report["chat"]["id"]))
+    rows = {m["id"]: m for m in messages(report, "event")}
+    assert not files & set(rows)
+    for injection in injections:
+        stored = store.read(MESSAGE, injection["id"])
+        assert "updated_at" not in stored and "ended" not in stored["sim"]
+        row = listed[injection["order"] - 1]
+        assert stored["sim"]["row"] == {
+            "id": row["id"],
+            "content": row["content"],
+            "sim": row["sim"],
+        }
+        assert row["content"][0]["event"]["hook"]["injected"] is True
+        assert (row["created_at"], row["agent_run_id"]) == (
+            injection["created_at"],
+            injection["agent_run_id"],
+        )
+    assert len(rows) == len(injections)
+    # Ended by a turn: changed when that turn counted it; replaced: when the next one came.
+    assert [m["updated_at"] for m in injections] == [
+        injections[1]["created_at"],
+        *(m["created_at"] for m in answers[1:]),
+    ]
 
 
 def test_same_dedup_key_replaces_and_system_is_permanent(tmp_path: Path) -> None:

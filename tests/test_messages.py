@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import multiprocessing
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from belt.errors import InvalidInput
 from belt.records.chats import create_chat
-from belt.records.messages import Recorder
+from belt.records.messages import MESSAGE, MESSAGES, NewMessage, Recorder, chat_messages
 from belt.store import Store
 
 
@@ -60,3 +65,59 @@ def test_a_set_aside_id_is_created_and_one_a_killed_writer_left_unlisted_is_writ
     assert store.read("message", "msg_out") == reply
     stored = Recorder(store, chat_id).messages
     assert [(m["id"], m["order"]) for m in stored] == [("msg_in", 0), ("msg_out", 1)]
+
+
+def legacy_injection(**sim: Any) -> NewMessage:
+    info = {"role": None, "ttl_turns": 2, "dedup_key": "k", "items": None, "source": "h", "turn": 0}
+    return NewMessage(
+        role="injection",
+        run_id=None,
+        content=[{"type": "text", "text": "note"}],
+        sim={"tokens": 1, "bytes": 4, "injection": info, **sim},
+    )
+
+
+def test_injections_written_before_their_rows_were_kept_in_them_read_as_written(
+    tmp_path: Path,
+) -> None:
+    # A store written when a row had a file of its own and an injection's end was saved on it.
+    store = Store(tmp_path / "store")
+    chat_id = create_chat(store, agent_id="ag_1")["id"]
+    old = Recorder(store, chat_id)
+    row = NewMessage(role="event", run_id=None, content=[{"type": "event", "text": "hook"}])
+    old.add_messages(
+        [
+            row,
+            legacy_injection(active=False, remaining=1, ended="replaced"),
+            row,
+            legacy_injection(active=True, remaining=1),
+        ]
+    )
+    old.update_chat(turn_count=1)
+    written = [store.read(MESSAGE, m) for m in store.members(MESSAGES, chat_id)]
+    read = chat_messages(store, chat_id, 1)
+    assert [m["role"] for m in read] == ["event", "injection", "event", "injection"]
+    assert read[:3] == written[:3]
+    assert read[3]["sim"] == {**written[3]["sim"], "remaining": 1}
+    assert chat_messages(store, chat_id, 2)[3]["sim"] == {
+        **written[3]["sim"],
+        "active": False,
+        "remaining": 0,
+        "ended": "ttl",
+    }
+
+
+def test_an_injection_whose_row_is_damaged_is_reported_with_its_path(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    chat_id = create_chat(store, agent_id="ag_1")["id"]
+    row = NewMessage(role="event", run_id=None, content=[{"type": "event", "text": "hook"}])
+    [_, injection] = Recorder(store, chat_id).add_messages(
+        [replace(legacy_injection(active=True, remaining=2), row=row)]
+    )
+    assert [m["role"] for m in Recorder(store, chat_id).messages] == ["event", "injection"]
+    stored = store.read(MESSAGE, injection["id"])
+    store.write(MESSAGE, injection["id"], {**stored, "sim": {**stored["sim"], "row": [1]}})
+    with pytest.raises(InvalidInput) as caught:
+        chat_messages(store, chat_id, 0)
+    assert str(store.path(MESSAGE, injection["id"])) in str(caught.value)
+    assert "sim.row" in str(caught.value)

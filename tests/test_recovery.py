@@ -239,3 +239,38 @@ def test_a_nexus_simulation_killed_between_or_at_the_start_of_a_run_goes_on(
     users = [m["content"][0]["text"] for m in messages if m["role"] == "user"]
     assert users == ["task 0", "task 1", "task 2"]
     assert [m["order"] for m in messages] == list(range(len(messages)))
+
+
+def test_a_simulation_killed_once_its_injection_is_written_resumes_with_the_same_injections(
+    tmp_path: Path, belt_home: Path
+) -> None:
+    path = tmp_path / "reminded.json"
+    turns = [{"user": f"task {t}", "model": [{"say": f"done {t}"}]} for t in range(3)]
+    hook = {"event": "agent.turn_start", "type": "webhook", "handler": "py:tests.pyhooks:remind"}
+    path.write_text(json.dumps({"agent": {"name": "reminded", "hooks": [hook]}, "turns": turns}))
+    env = {**os.environ, "BELT_HOME": str(belt_home)}
+    command = [sys.executable, "-m", "tests.killed_sim", str(path), "injected"]
+    killed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    [first, second] = runs()
+    assert second["interrupted"] is True
+    # Killed, the chat shows the turn's injection as it was written, in the context.
+    shown = belt("sim", "show", first["id"], "--json").json()["chat"]["chat_messages"]
+    assert [m["role"] for m in shown][-3:] == ["user", "event", "injection"]
+    assert shown[-1]["sim"]["active"] is True
+    resumed = belt("sim", "resume", second["id"])
+    assert resumed.exit_code == 0, resumed.stderr
+    messages = belt("sim", "show", first["id"], "--json").json()["chat"]["chat_messages"]
+    assert [m["order"] for m in messages] == list(range(len(messages)))
+    injections = [m for m in messages if m["role"] == "injection"]
+    answers = [m for m in messages if m["role"] == "assistant"]
+    # The step taken again delivered the hook again: its injection replaced the one written
+    # before the kill, and each model turn saw exactly one reminder.
+    assert [m["sim"]["ended"] for m in injections] == ["ttl", "replaced", "ttl", "ttl"]
+    assert [m["sim"]["injections"] for m in answers] == [
+        [injections[0]["id"]],
+        [injections[2]["id"]],
+        [injections[3]["id"]],
+    ]
+    rows = [messages[m["order"] - 1] for m in injections]
+    assert all(r["content"][0]["event"]["hook"]["injected"] for r in rows)

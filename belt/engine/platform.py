@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -60,7 +61,7 @@ from belt.records.interrupts import (
     list_interrupts,
     pending_for_run,
 )
-from belt.records.messages import Message, NewMessage
+from belt.records.messages import Message, NewMessage, active_at
 from belt.records.runs import Run, RunRecord, parked
 from belt.records.sims import SimHooks, hooks_path, read_hooks, write_hooks
 from belt.store.store import damaged
@@ -460,9 +461,10 @@ class PlatformLoop:
                 injections=injections,
                 **self.asked_with(),
             )
-            self.consume_injections(injections)
             recorder = self.sim.recorder
-            recorder.update_chat(turn_count=int(recorder.chat.get("turn_count", 0)) + 1)
+            turn = int(recorder.chat.get("turn_count", 0)) + 1
+            recorder.update_chat(turn_count=turn)
+            self.consume_injections(execution, turn)
         self.fire(execution, "agent.turn_complete")
         if not spec.tool_calls:
             return self.complete(execution)
@@ -816,20 +818,20 @@ class PlatformLoop:
                 )
             )
         # The rows and injections of the event are recorded together, in one append to the chat
-        # (an injection that replaces one of them first records them: ``add_injection``).
+        # (an injection that replaces one of them first records them: ``add_injection``); the
+        # row of a run that injected goes in the file of its first injection.
         pending: list[NewMessage] = []
         for hook_run in result.runs:
             if hook_run.review is not None:
                 self.start_review(hook_run.review)
+            row = None
             if leaves_transcript_row(hook_run):
                 hook = hook_run.chat_hook_event(event)
                 tags: dict[str, Any] = {"invocation_id": about} if about else {}
                 if hook_run.routed_to:
                     tags["routed_to"] = handler_label(hook_run.hook.type, hook_run.routed_to)
-                pending.append(
-                    self.sim.new_message(
-                        execution, role="event", content=[transcript_content(hook)], **tags
-                    )
+                row = self.sim.new_message(
+                    execution, role="event", content=[transcript_content(hook)], **tags
                 )
             if hook_run.injected and hook_run.response is not None:
                 source = handler_label(hook_run.hook.type, hook_run.hook.handler)
@@ -844,7 +846,9 @@ class PlatformLoop:
                         items=inject.items,
                         source=source,
                         pending=pending,
+                        row=row,
                     )
+                    row = None
                 if hook_run.response.system:
                     # Keyed by the whole handler URL (by its digest: the URL is never written).
                     digest = hashlib.sha256(str(hook_run.hook.handler).encode()).hexdigest()
@@ -857,7 +861,11 @@ class PlatformLoop:
                         items=None,
                         source=source,
                         pending=pending,
+                        row=row,
                     )
+                    row = None
+            if row is not None:
+                pending.append(row)
         self.sim.add_messages(pending)
         if run is not None:
             # A hook may take its time; a run stopped meanwhile must not act on its answer.
@@ -955,11 +963,16 @@ class PlatformLoop:
         items: list[str] | None,
         source: str,
         pending: list[NewMessage] | None = None,
+        row: NewMessage | None = None,
     ) -> None:
-        """Record an injection; one with the same ``dedup_key`` replaces the older one.
+        """Record an injection (with ``row``, the transcript row of the run that made it, in
+        its file); one with the same ``dedup_key`` replaces the older one.
 
         With ``pending``, the injection joins the messages there, to be recorded with them
         (``Simulation.add_messages``); when it replaces one of them, they are recorded first.
+        Nothing is written to end the injection it replaces, nor this one once its
+        ``ttl_turns`` have passed: the chat reads both from the injections and the turn count
+        (``belt.records.messages.settle_injections``); here they leave the context.
         """
         if dedup_key:
             if pending and any(
@@ -970,7 +983,8 @@ class PlatformLoop:
             context = self.sim.ledger.context(execution.scope)
             for message in list(context.injections.values()):
                 if message["sim"].get("injection", {}).get("dedup_key") == dedup_key:
-                    self.sim.leave_context(message, active=False, ended="replaced")
+                    self.sim.ledger.leave(message, active=False, ended="replaced")
+        turn = int(self.sim.recorder.chat.get("turn_count", 0))
         new = self.sim.text_message(
             execution,
             "injection",
@@ -983,30 +997,23 @@ class PlatformLoop:
                 "dedup_key": dedup_key,
                 "items": items,
                 "source": source,
-                "turn": int(self.sim.recorder.chat.get("turn_count", 0)),
+                "turn": turn,
             },
         )
+        new = replace(new, row=row)
         if pending is None:
             self.sim.add_messages([new])
         else:
             pending.append(new)
         if source == SUGGEST:
-            turn = int(self.sim.recorder.chat.get("turn_count", 0))
             self.suggested().update(dict.fromkeys(items or [], turn))
 
-    def consume_injections(self, ids: list[str]) -> None:
-        """Count one model turn against each injection's ``ttl_turns``."""
-        recorder = self.sim.recorder
-        for message_id in ids:
-            message = recorder.by_id.get(message_id)
-            if message is None or message["sim"].get("remaining") is None:
-                continue
-            remaining = int(message["sim"]["remaining"]) - 1
-            if remaining <= 0:
-                self.sim.leave_context(message, remaining=0, active=False, ended="ttl")
-            else:
-                message["sim"]["remaining"] = remaining
-                recorder.save_message(message)
+    def consume_injections(self, execution: Execution, turn: int) -> None:
+        """The chat reached ``turn``: the injections whose ttl it ends leave the context."""
+        context = self.sim.ledger.context(execution.scope)
+        for message in list(context.injections.values()):
+            if not active_at(message, turn):
+                self.sim.ledger.leave(message, remaining=0, active=False, ended="ttl")
 
     def maybe_compact(self, execution: Execution) -> None:
         """Compact the context before a model turn when it is above the threshold."""

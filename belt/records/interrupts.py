@@ -627,7 +627,7 @@ def transcript_before(
     *, store: Store | None = None, record: Mapping[str, Any], limit: int = 6
 ) -> list[dict[str, Any]]:
     """The last ``limit`` messages of an interrupt's chat written before it opened, in order."""
-    from belt.records.messages import MESSAGE, MESSAGES
+    from belt.records.messages import MESSAGE, MESSAGES, Message, expanded
 
     store = _store(store)
     chat_id, opened = record.get("chat_id"), str(record.get("created_at") or "")
@@ -636,12 +636,13 @@ def transcript_before(
     check_id(chat_id, what="chat id")
     before: list[dict[str, Any]] = []
     for message_id in reversed(store.members(MESSAGES, chat_id)):
-        message = store.get(MESSAGE, message_id)
-        if message is None or str(message.get("created_at") or "") > opened:
+        stored = store.get(MESSAGE, message_id)
+        if stored is None or str(stored.get("created_at") or "") > opened:
             continue
-        before.append(message)
-        if len(before) == limit:
+        before += (dict(m) for m in reversed(expanded(store, cast(Message, stored))))
+        if len(before) >= limit:
             break
+    before = before[:limit]
     before.reverse()
     return before
 

@@ -3,11 +3,19 @@
 Messages are ChatMessageDTOs plus a ``sim`` object of what only the simulator needs (sizes,
 injection lifetimes, which execution wrote them). The chat's ``chat-messages`` index lists them in
 the order they were added; ``order`` is their position.
+
+An injection is written once. Its file also holds the transcript row of the hook run that made
+it (``sim.row``), read back as the message just before it, and its lifetime is the turn it was
+made at and its ``ttl_turns``: what it is at any moment (active, turns remaining, ended by its
+ttl or replaced by a later injection of the same ``dedup_key``) is read from the chat's
+``turn_count`` and the messages after it (``settle_injections``), not written as turns go by.
+Injections written before that (their rows in files of their own, their ends saved) read as
+they were written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict, cast
 
@@ -56,6 +64,117 @@ class NewMessage:
     sim: dict[str, Any] = field(default_factory=dict)
     message_id: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)
+    row: NewMessage | None = None
+    """The transcript row of the hook run that made this injection: kept in its file and read
+    back as the message just before it (``expanded``)."""
+
+
+ROW = "row"
+"""The key of ``sim`` under which an injection's file holds its transcript row."""
+
+
+def expanded(store: Store, record: Message) -> list[Message]:
+    """A stored message as the chat lists it: an injection that holds its transcript row is
+    that row, then the injection; any other message is itself. InvalidInput (exit 5) when the
+    row it holds is not the one belt wrote."""
+    sim = record.get("sim")
+    if not isinstance(sim, dict) or ROW not in sim:
+        return [record]
+    row = sim[ROW]
+    if not (
+        isinstance(row, dict)
+        and isinstance(row.get("id"), str)
+        and isinstance(row.get("content"), list)
+        and isinstance(row.get("sim"), dict)
+    ):
+        path = store.path(MESSAGE, record["id"])
+        raise InvalidInput(
+            f"{path}: damaged store file: sim.row is not a transcript row (id, content, sim)",
+            hint="belt leaves a damaged file as it is; restore it, or stop the run",
+        )
+    event = cast(
+        Message,
+        {
+            "id": row["id"],
+            "chat_id": record["chat_id"],
+            "agent_run_id": record.get("agent_run_id"),
+            "order": record["order"] - 1,
+            "status": MessageStatus.READY.value,
+            "role": "event",
+            "content": row["content"],
+            "created_at": record.get("created_at"),
+            "sim": row["sim"],
+        },
+    )
+    injection = cast(Message, {**record, "sim": {k: v for k, v in sim.items() if k != ROW}})
+    return [event, injection]
+
+
+def folded(message: Message, row: Message | None) -> dict[str, Any]:
+    """What the file of ``message`` holds: with ``row``, the transcript row kept in it."""
+    if row is None:
+        return dict(message)
+    kept = {"id": row["id"], "content": row["content"], "sim": row.get("sim") or {}}
+    return {**message, "sim": {**message.get("sim", {}), ROW: kept}}
+
+
+def expires_turn(message: Mapping[str, Any]) -> int | None:
+    """The chat's ``turn_count`` at which an injection leaves the context by its ttl: the turn
+    it was made at plus its ``ttl_turns`` (None: it stays until replaced)."""
+    info = (message.get("sim") or {}).get("injection") or {}
+    ttl = int(info.get("ttl_turns") or 0)
+    return int(info.get("turn") or 0) + ttl if ttl else None
+
+
+def active_at(message: Mapping[str, Any], turn: int) -> bool:
+    """True when an injection not ended otherwise is still in the context at ``turn``."""
+    expires = expires_turn(message)
+    return expires is None or turn < expires
+
+
+def settle_injections(messages: Sequence[Message], turn_count: int) -> None:
+    """Give each injection of ``messages`` (a chat's, in order) what its lifetime makes it at
+    ``turn_count``, as the chat shows it: ``active``, ``remaining`` turns and, once ended,
+    ``ended`` (``ttl`` or ``replaced``) and ``updated_at`` (when it last changed: the model
+    turn that last counted it, or the injection that replaced it). Nothing is written."""
+    reached: dict[str, Any] = {}
+    latest: dict[str, Message] = {}
+    live: list[Message] = []
+    for message in messages:
+        sim = message.get("sim") or {}
+        if message["role"] == "assistant":
+            for injection_id in sim.get("injections") or []:
+                reached[str(injection_id)] = message.get("created_at")
+            continue
+        info = sim.get("injection")
+        if message["role"] != "injection" or not sim.get("active") or not isinstance(info, dict):
+            continue  # not an injection of this chat's, or one whose end was written
+        key = info.get("dedup_key")
+        if key:
+            older = latest.get(key)
+            turn = int(info.get("turn") or 0)
+            if older is not None and older["sim"].get("active") and active_at(older, turn):
+                expires = expires_turn(older)
+                older["sim"].update(
+                    active=False,
+                    remaining=None if expires is None else expires - turn,
+                    ended="replaced",
+                )
+                older["updated_at"] = message.get("created_at")
+            latest[key] = message
+        live.append(message)
+    for message in live:
+        sim = message["sim"]
+        expires = expires_turn(message)
+        if not sim["active"] or expires is None:
+            continue
+        counted = reached.get(message["id"])
+        if counted is not None:
+            message["updated_at"] = counted
+        if turn_count >= expires:
+            sim.update(active=False, remaining=0, ended="ttl")
+        else:
+            sim["remaining"] = expires - turn_count
 
 
 def run_event(
@@ -69,12 +188,25 @@ def run_event(
     }
 
 
-def chat_messages(store: Store, chat_id: str) -> list[Message]:
-    """A chat's messages in order."""
-    return sorted(
-        (cast(Message, store.read(MESSAGE, mid)) for mid in store.members(MESSAGES, chat_id)),
-        key=lambda m: m["order"],
-    )
+def chat_messages(store: Store, chat_id: str, turn_count: int) -> list[Message]:
+    """A chat's messages in order, its injections as they stand at ``turn_count``."""
+    return read_chat_messages(store, chat_id, turn_count)[0]
+
+
+def read_chat_messages(
+    store: Store, chat_id: str, turn_count: int
+) -> tuple[list[Message], dict[str, Message]]:
+    """``chat_messages``, and the transcript row each injection's file holds (by its id)."""
+    messages: list[Message] = []
+    rows: dict[str, Message] = {}
+    for message_id in store.members(MESSAGES, chat_id):
+        parts = expanded(store, cast(Message, store.read(MESSAGE, message_id)))
+        if len(parts) == 2:
+            rows[parts[1]["id"]] = parts[0]
+        messages += parts
+    messages.sort(key=lambda m: m["order"])
+    settle_injections(messages, turn_count)
+    return messages, rows
 
 
 class Recorder:
@@ -85,6 +217,8 @@ class Recorder:
         self.chat: Chat = read_chat(store, chat_id)
         self.messages: list[Message] = []
         self.by_id: dict[str, Message] = {}
+        self.rows: dict[str, Message] = {}
+        """The transcript row each injection's file holds, by the injection's id."""
         self._index_size = -1
         self._seen: object = None
         """What stands for the chat's file as ``refresh_chat`` last read it."""
@@ -93,7 +227,9 @@ class Recorder:
     def reload_messages(self) -> None:
         """Read the chat's messages from the store again."""
         self._index_size = self.store.index_size(MESSAGES, self.chat_id)
-        self.messages = chat_messages(self.store, self.chat_id)
+        self.messages, self.rows = read_chat_messages(
+            self.store, self.chat_id, int(self.chat.get("turn_count", 0))
+        )
         self.by_id = {m["id"]: m for m in self.messages}
 
     @property
@@ -171,24 +307,17 @@ class Recorder:
         if not new:
             return []
         added: list[Message] = []
+        listed: list[str] = []
         with self.store.lock(ORDER_LOCK, self.chat_id):
             if self.store.index_size(MESSAGES, self.chat_id) != self._index_size:
                 self.reload_messages()
             stamp = now_iso()
             for one in new:
-                data: dict[str, Any] = {
-                    "id": one.message_id or new_id("msg"),
-                    "chat_id": self.chat_id,
-                    "agent_run_id": one.run_id,
-                    "order": len(self.messages) + len(added),
-                    "status": one.status,
-                    "role": one.role,
-                    "content": one.content,
-                    "created_at": stamp,
-                    **one.fields,
-                    "sim": one.sim,
-                }
-                message = cast(Message, data)
+                row = None if one.row is None else self._new(one.row, stamp, len(added))
+                if row is not None:
+                    added.append(row)
+                message = self._new(one, stamp, len(added))
+                data = folded(message, row)
                 try:
                     self.store.create(MESSAGE, message["id"], data)
                 except Conflict:
@@ -197,17 +326,36 @@ class Recorder:
                     # A message whose id was set aside (a run's input or reply) may have been
                     # written by a process killed before it listed it: written again, listed now.
                     self.store.write(MESSAGE, one.message_id, data)
+                if row is not None:
+                    self.rows[message["id"]] = row
                 added.append(message)
-            if len(added) == 1:
-                self.store.link(MESSAGES, self.chat_id, added[0]["id"])
+                listed.append(message["id"])
+            if len(listed) == 1:
+                self.store.link(MESSAGES, self.chat_id, listed[0])
             else:
-                self.store.link_all(MESSAGES, self.chat_id, [message["id"] for message in added])
+                self.store.link_all(MESSAGES, self.chat_id, listed)
             self._index_size = self.store.index_size(MESSAGES, self.chat_id)
             for message in added:
                 self.messages.append(message)
                 self.by_id[message["id"]] = message
         touched(self.chat_id)
         return added
+
+    def _new(self, one: NewMessage, stamp: str, before: int) -> Message:
+        """The message ``one`` makes, after the chat's messages and ``before`` more."""
+        data: dict[str, Any] = {
+            "id": one.message_id or new_id("msg"),
+            "chat_id": self.chat_id,
+            "agent_run_id": one.run_id,
+            "order": len(self.messages) + before,
+            "status": one.status,
+            "role": one.role,
+            "content": one.content,
+            "created_at": stamp,
+            **one.fields,
+            "sim": one.sim,
+        }
+        return cast(Message, data)
 
     def message(self, message_id: str) -> Message:
         """A message of this chat that a run's record names; InvalidInput (exit 5) when the
@@ -225,5 +373,5 @@ class Recorder:
     def save_message(self, message: Message) -> None:
         """Persist a changed message."""
         message["updated_at"] = now_iso()
-        self.store.write(MESSAGE, message["id"], dict(message))
+        self.store.write(MESSAGE, message["id"], folded(message, self.rows.get(message["id"])))
         touched(self.chat_id)

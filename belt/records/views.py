@@ -82,6 +82,6 @@ def chat_dto(
         "updated_at": chat.get("updated_at"),
     }
     if with_messages:
-        messages = chat_messages(store, chat_id)
+        messages = chat_messages(store, chat_id, int(chat.get("turn_count", 0)))
         dto["chat_messages"] = [public_message(m) for m in messages] if public else messages
     return dto

@@ -24,14 +24,14 @@ import hashlib
 import json
 import os
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from starlette.concurrency import run_in_threadpool
 
 from belt.errors import BeltError
 from belt.records.changes import watching
 from belt.records.chats import CHAT
-from belt.records.messages import MESSAGE, MESSAGES
+from belt.records.messages import MESSAGE, MESSAGES, Message, expanded, settle_injections
 from belt.records.views import chat_dto, chat_state, public_message
 
 if TYPE_CHECKING:
@@ -132,10 +132,14 @@ class ChatWatch:
             self.runs_at_connect = runs
         events: list[dict[str, Any]] = []
         first_open = len(ids)
+        window: list[tuple[int, Message]] = []
         for position in range(self.open_from, len(ids)):
-            message = self.store.get(MESSAGE, ids[position])
-            if message is None:
+            stored = self.store.get(MESSAGE, ids[position])
+            if stored is None:
                 continue  # linked by a writer that has not written it yet
+            window += ((position, m) for m in expanded(self.store, cast(Message, stored)))
+        settle_injections([m for _, m in window], int(chat.get("turn_count", 0)))
+        for position, message in window:
             run_id = message.get("agent_run_id")
             if active is not None and run_id == active:
                 first_open = min(first_open, position)
