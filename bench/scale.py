@@ -124,7 +124,7 @@ def main() -> None:
     add_common_options(parser)
     args = parser.parse_args()
     rounds = args.rounds or 3
-    places = {"memory": default_dir(), "disk": args.dir.resolve()}
+    places = {"in memory": default_dir(), "on disk": args.dir.resolve()}
     turn_sizes, call_sizes = ((40, 160), (40, 320)) if args.quick else ((200, 800), (100, 800))
     rows: list[tuple[str, Callable[[int], dict[str, Any]], tuple[int, int], str]] = [
         ("platform turns", platform_turns, turn_sizes, "turn"),
@@ -133,28 +133,29 @@ def main() -> None:
     ]
     for place, where in places.items():
         print(f"{place}: state directories under {where}")
-    simulate(platform_turns(20), places["memory"])  # warm imports and caches
+    simulate(platform_turns(20), places["in memory"])  # warm imports and caches
     verdicts = Verdicts("scale")
     short_turn: dict[str, float] = {}
     for place, where in places.items():
-        clock = "cpu" if place == "memory" else "wall"
+        clock = "cpu" if place == "in memory" else "wall"
         for label, make, sizes, unit in rows:
             costs = per_unit(make, sizes, rounds, where, args.handicap)
             a, b = costs[clock]
             if label == "platform turns":
                 short_turn[place] = costs["wall"][0]
             print(
-                f"{place:6} {label:15} {a * 1000:7.2f} ms/{unit} at {sizes[0]}, "
+                f"{place:9} {label:15} {a * 1000:7.2f} ms/{unit} at {sizes[0]}, "
                 f"{b * 1000:7.2f} ms/{unit} at {sizes[1]} ({clock}): ratio {b / a:.2f}"
             )
             verdicts.check(
-                f"{label} in {place}, per {unit} at {sizes[1]} / at {sizes[0]} ({clock})",
+                f"{label} {place}, per {unit} at {sizes[1]} / at {sizes[0]} ({clock})",
                 figure=b / a,
                 target=TARGET,
             )
+    disk = short_turn["on disk"] / short_turn["in memory"]
     print(
-        f"a turn on disk costs {short_turn['disk'] / short_turn['memory']:.1f} times a turn in "
-        f"memory (platform, {turn_sizes[0]} turns, wall time; no target)"
+        f"a turn on disk costs {disk:.1f} times a turn in memory (platform, {turn_sizes[0]} "
+        "turns, wall time; no target)"
     )
     verdicts.report()
 
