@@ -51,7 +51,14 @@ from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, ToolCa
 from belt.engine.simulation import End, Execution, SimStatus, record_simulation
 from belt.engine.tasks import TASK, start_task
 from belt.errors import Conflict, NotFound, UsageError
-from belt.handlers.builtin import EXTRACT, SUGGEST, Review, extraction, suggestion
+from belt.handlers.builtin import (
+    EXTRACT,
+    QUIET_TURNS,
+    SUGGEST,
+    Review,
+    extraction,
+    suggestion,
+)
 from belt.handlers.inprocess import Located
 from belt.records.chats import disabled
 from belt.records.ids import new_id, now_iso
@@ -1006,7 +1013,12 @@ class PlatformLoop:
         else:
             pending.append(new)
         if source == SUGGEST:
-            self.suggested().update(dict.fromkeys(items or [], turn))
+            # What is past its quiet turns is forgotten, so what each suggestion leaves out
+            # stays as small as those turns, however long the chat.
+            suggested = self.suggested()
+            for item in [item for item, at in suggested.items() if turn - at > QUIET_TURNS]:
+                del suggested[item]
+            suggested.update(dict.fromkeys(items or [], turn))
 
     def consume_injections(self, execution: Execution, turn: int) -> None:
         """The chat reached ``turn``: the injections whose ttl it ends leave the context."""
