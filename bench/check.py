@@ -1,138 +1,200 @@
-"""Cases per second of `belt check`, against the floor of posting the same payloads directly.
+"""Time per case of `belt check`, against the floor of a hand-written Hypothesis test of the same
+handler.
 
-Starts `belt serve` (every hook allowed) in its own process, then, in the same run and over the
-same payloads:
+For one handler, in the same process and in paired rounds (belt, floor, belt, floor, …), over
+``--examples`` cases of agent.tool_call with the same seed:
 
-- belt: `belt check URL --event agent.tool_call --examples N` (run_check), its time per case
-  counted from the sending of a case to the end of its checks (the payload, its redelivery with
-  the same webhook-id, and every check on both answers); Hypothesis's generation and engine
-  around the cases are measured apart and reported beside it;
-- floor: the very requests belt sent (every payload, as many times as belt sent it), posted back
-  to back with the same HTTP client belt delivers with, and nothing else done with the answers.
+- belt: ``belt check TARGET --event agent.tool_call --examples N --seed S`` (``run_check``), the
+  whole call: its worker processes, the reachability probe of a webhook, Hypothesis's generation
+  and every check;
+- floor: what a user writes instead, a Hypothesis test over the same strategy
+  (``belt.check.generate.payloads``) with the same seed, the same explicit examples first (the
+  spec's sample and the path attacks belt sends), that calls the handler twice with each payload
+  (belt delivers each case again, as a redelivery) and checks its answer; a webhook gets the same
+  probe first and the same bytes in each POST, from one httpx client.
 
-belt generates a batch of payloads before sending them back to back (belt/check/run.py,
-``Explorer.explore``): a round trip right after the client spent milliseconds generating costs
-more than one straight after another.
+The cases per second of each are the whole call's; the ratio of belt's time per case to the
+floor's is taken within each round, and its median is the verdict. Two handlers are measured:
 
-Prints belt's time per case, the floor's, their ratio (target: at most 1.5), belt's own work per
-case outside its HTTP posts (the part of a case that is not a round trip), the generation's time
-per case, and the cases per second of the same check against an in-process `py:` handler (no
-target: a figure to keep an eye on).
+- webhook: this bench's plain handler (``serving.start_handler``, its own process, port 0), the
+  target's (belt check at most 1.5 times the floor per case);
+- ``py:``: a function that allows everything, which belt calls in its supervised worker processes
+  and the floor calls in-process (no target: the price of the workers' isolation, a figure to
+  keep an eye on).
 
-    .venv/bin/python bench/check.py [--examples 500] [--rounds 3]
+``--handicap S`` gives belt a handler that burns S CPU seconds per call (the webhook under
+``/spin/S/``, the ``py:`` handler ``serving.slowed``); the floor keeps the plain one.
+
+    .venv/bin/python bench/check.py [--examples 300] [--rounds 3] [--quick] [--handicap S]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import tempfile
 import time
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from serving import free_port, start_server
+import httpx
+from hypothesis import HealthCheck, example, given, seed, settings
+from serving import HANDICAP, HandlerServer, guard, handler, start_handler
+from verdict import Verdicts, add_common_options
+
+EVENT = "agent.tool_call"
+TARGET = 1.5
 
 
-def allow(payload: dict[str, Any]) -> None:
-    """The in-process handler measured: it allows everything."""
+def belt_round(target: str, examples: int, seeded: int) -> tuple[float, int]:
+    """Seconds of one whole `belt check` of agent.tool_call, and its cases."""
+    from belt.check.run import run_check
 
-
-IN_PROCESS = f"py:{Path(__file__).resolve()}:allow"
-
-
-def belt_round(target: str, examples: int, seed: int) -> tuple[Any, list[bytes], float]:
-    """One `belt check` of agent.tool_call: its report, every body it sent (in order) and the
-    seconds spent in its HTTP posts."""
-    from belt.check import run as check_run
-    from belt.handlers.webhook import encode_payload
-
-    sent: list[bytes] = []
-    deliver = check_run.Sender.deliver
-    post_body = check_run.post_body  # the sender's own name for it
-    posting = [0.0]
-
-    def recording(self: Any, subject: Any, payload: dict[str, Any], msg_id: str) -> Any:
-        sent.append(encode_payload(payload))
-        return deliver(self, subject, payload, msg_id)
-
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return post_body(*args, **kwargs)
-        finally:
-            posting[0] += time.perf_counter() - started
-
-    check_run.Sender.deliver = recording  # type: ignore[method-assign]
-    check_run.post_body = timed
-    try:
-        report = check_run.run_check(
-            target, events=["agent.tool_call"], examples=examples, seed=seed
-        )
-    finally:
-        check_run.Sender.deliver = deliver  # type: ignore[method-assign]
-        check_run.post_body = post_body
+    started = time.perf_counter()
+    report = run_check(target, events=[EVENT], examples=examples, seed=seeded)
+    seconds = time.perf_counter() - started
     assert report.exit_code == 0, [r.to_json() for r in report.results if r.status == "fail"]
-    return report, sent, posting[0]
+    return seconds, report.cases
 
 
-def floor_round(url: str, bodies: list[bytes]) -> float:
-    """Seconds to post ``bodies`` back to back with belt's delivery client."""
-    from belt.handlers.webhook import webhook_client
+def floor_round(
+    call: Callable[[dict[str, Any]], None], examples: int, seeded: int
+) -> tuple[float, int]:
+    """Seconds of one hand-written Hypothesis test calling ``call`` twice per case, and its
+    cases: the spec's sample and belt's first explicit examples, then the rest generated."""
+    from belt.check.generate import attack_payloads, payloads, spec_sample
+    from belt.check.run import BATCH
+
+    explicit = [spec_sample(EVENT), *attack_payloads(EVENT)[: min(BATCH, examples) // 2]]
+    cases = [0]
+
+    def test(payload: dict[str, Any]) -> None:
+        cases[0] += 1
+        call(payload)
+        call(payload)
+
+    run = given(payloads(EVENT))(test)
+    for payload in reversed(explicit):
+        run = example(payload)(run)
+    chosen = settings(
+        max_examples=examples + 1 - len(explicit),
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    started = time.perf_counter()
+    seed(seeded)(chosen(run))()
+    return time.perf_counter() - started, cases[0]
+
+
+def encoded(payload: dict[str, Any]) -> bytes:
+    """The bytes belt sends for ``payload``."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def webhook_floor(url: str, examples: int, seeded: int) -> tuple[float, int]:
+    """The floor of a webhook: the probe, then the Hypothesis test POSTing with one client."""
+    from belt.check.generate import spec_sample
 
     headers = {"content-type": "application/json"}
-    with webhook_client() as client:
-        started = time.perf_counter()
-        for body in bodies:
-            client.post(url, content=body, headers=headers, timeout=30).read()
-        return time.perf_counter() - started
+
+    def call(payload: dict[str, Any]) -> None:
+        reply = client.post(url, content=encoded(payload), headers=headers, timeout=30)
+        assert reply.status_code == 200, reply.status_code
+        assert isinstance(reply.json(), dict)
+
+    started = time.perf_counter()
+    with httpx.Client() as client:
+        call(spec_sample(EVENT))
+        _, cases = floor_round(call, examples, seeded)
+    return time.perf_counter() - started, cases
+
+
+def py_floor(examples: int, seeded: int) -> tuple[float, int]:
+    """The floor of a ``py:`` handler: the Hypothesis test calling it in this process."""
+
+    def call(payload: dict[str, Any]) -> None:
+        answer = guard(payload)
+        assert answer is None or answer["decision"] == "deny"
+
+    return floor_round(call, examples, seeded)
+
+
+def paired(
+    belt: Callable[[int], tuple[float, int]],
+    floor: Callable[[int], tuple[float, int]],
+    rounds: int,
+) -> tuple[list[float], list[float]]:
+    """Milliseconds per case of belt and of the floor, one of each per round, in turn."""
+    belts, floors = [], []
+    for number in range(rounds):
+        seconds, cases = belt(number)
+        belts.append(seconds / cases * 1000)
+        seconds, cases = floor(number)
+        floors.append(seconds / cases * 1000)
+    return belts, floors
+
+
+def summary(name: str, belts: list[float], floors: list[float]) -> float:
+    """Print one handler's figures; return the median of the ratios within a round."""
+    ratios = [mine / theirs for mine, theirs in zip(belts, floors, strict=True)]
+    belt_ms, floor_ms = statistics.median(belts), statistics.median(floors)
+    print(f"{name}:")
+    print(f"  belt check, per case:      {belt_ms:7.3f} ms ({1000 / belt_ms:6.0f} cases/s)")
+    print(f"  hand-written Hypothesis:   {floor_ms:7.3f} ms ({1000 / floor_ms:6.0f} cases/s)")
+    print(
+        f"  ratio within a round:      median {statistics.median(ratios):.2f}, "
+        f"from {min(ratios):.2f} to {max(ratios):.2f}"
+    )
+    return statistics.median(ratios)
 
 
 def main() -> None:
-    """Measure ROUNDS rounds of each, interleaved; print medians and the ratio."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--examples", type=int, default=500)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--examples", type=int, default=300, help="cases per run (one more: the sample)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="paired rounds of each handler")
+    add_common_options(parser)
     args = parser.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="belt-bench-check-"))
-    port = free_port()
-    server = start_server(home / "serve", port)
-    url = f"http://127.0.0.1:{port}/hooks"
-    try:
-        belt_case, floor_case, generation, py_rate, own = [], [], [], [], []
-        belt_round(url, 20, 0)  # warm the imports, the server and the connection
-        for seed in range(args.rounds):
-            report, bodies, posting = belt_round(url, args.examples, seed)
-            # The reachability probe is one of the bodies and no case: the floor posts the
-            # cases' bodies only.
-            cases = bodies[1:]
-            belt_case.append(report.case_seconds / report.cases)
-            # The probe is posted outside the cases: its share is a rounding error here.
-            own.append((report.case_seconds - posting) / report.cases)
-            floor_case.append(floor_round(url, cases) / report.cases)
-            generation.append((report.seconds - report.case_seconds) / report.cases)
-            local, _, _ = belt_round(IN_PROCESS, args.examples, seed)
-            py_rate.append(local.cases / local.case_seconds)
-        belt_ms = statistics.median(belt_case) * 1000
-        floor_ms = statistics.median(floor_case) * 1000
-        ratio = belt_ms / floor_ms
-        verdict = "within" if ratio <= 1.5 else "ABOVE"
-        print(f"cases per round: {report.cases} (agent.tool_call, each delivered twice)")
-        print(f"belt check, per case:        {belt_ms:7.3f} ms  ({1000 / belt_ms:7.0f} cases/s)")
-        print(f"floor (same posts), per case: {floor_ms:6.3f} ms  ({1000 / floor_ms:7.0f} cases/s)")
-        print(f"ratio {ratio:.2f} ({verdict} the target of 1.5)")
-        own_ms = statistics.median(own) * 1000
-        print(
-            f"belt's own work per case, outside its HTTP posts: {own_ms:.3f} ms "
-            f"({own_ms / belt_ms:.0%} of a case)"
-        )
-        gen_ms = statistics.median(generation) * 1000
-        print(f"generation and engine, per case (left out above): {gen_ms:.3f} ms")
-        print(f"against py:allow (no target): {statistics.median(py_rate):.0f} cases/s")
-        print(f"(median of {args.rounds} rounds)")
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    if args.quick:
+        args.examples, args.rounds = 30, 2
+    verdicts = Verdicts("check")
+    os.environ[HANDICAP] = str(args.handicap)
+    in_process = handler("slowed" if args.handicap else "guard")
+    server: HandlerServer = start_handler()
+    with tempfile.TemporaryDirectory(prefix="belt-bench-check-") as home:
+        os.environ["BELT_HOME"] = home
+        try:
+            target = server.hook_url(args.handicap)
+            floor_url = server.hook_url()
+            belt_round(target, 10, 0)  # warm the imports, the handler and its connection
+            webhook_floor(floor_url, 10, 0)
+            belt_round(in_process, 10, 0)
+            print(f"cases per run: {args.examples + 1} of {EVENT} (each delivered twice)")
+            print(f"{args.rounds} paired rounds (belt, floor, belt, floor, ...), seed = round")
+            hooked = paired(
+                lambda n: belt_round(target, args.examples, n),
+                lambda n: webhook_floor(floor_url, args.examples, n),
+                args.rounds,
+            )
+            local = paired(
+                lambda n: belt_round(in_process, args.examples, n),
+                lambda n: py_floor(args.examples, n),
+                args.rounds,
+            )
+        finally:
+            server.stop()
+    webhook_ratio = summary("webhook (a plain handler in its own process)", *hooked)
+    py_ratio = summary("py: handler (belt: in its worker processes; floor: in-process)", *local)
+    print(f"  (no target for py:; its ratio {py_ratio:.2f} is the price of the workers)")
+    print(f"target: belt check per case <= {TARGET:g} x the hand-written Hypothesis test (webhook)")
+    verdicts.check(
+        "belt check / Hypothesis test per case, webhook", figure=webhook_ratio, target=TARGET
+    )
+    verdicts.report()
 
 
 if __name__ == "__main__":

@@ -1,27 +1,34 @@
-"""Cost of one sync webhook hook in the simulator, against a raw httpx round trip.
+"""CPU of one sync hook in the simulator: a ``py:`` hook against a webhook hook, and a webhook
+hook against the same call made with a plain httpx client.
 
-Starts `belt serve` (every hook allowed) in its own process, then in the same run measures:
+Starts this bench's plain webhook handler (``serving.start_handler``: its own process, port 0,
+it allows every call here) and counts CPU seconds on both sides of every call: this process's
+(``time.process_time``: the simulation, its client and the thread a ``py:`` hook runs in) and
+the handler's own (it answers ``GET /cpu``). In paired rounds (each kind once per round, in
+turn), on a scenario of ``--calls`` tool calls, with the state on disk (the durable store,
+beside the repository) and in memory (``belt sim run --ephemeral``):
 
-- raw: the median of N httpx POSTs of an agent.tool_call payload to its /hooks route, back to
-  back, and (for context) the same after 1 ms idle, which is what a round trip costs when the
-  client did other work in between and both processes went idle, as in a simulation;
-- the simulator on a scenario of N tool calls, once with one sync webhook on agent.tool_call
-  and once with no hooks; the per-hook cost is the difference divided by N;
-- the same with the webhook async: the run's own loop (it never waits for a delivery, but the
-  deliveries run beside it, in its process and on the machine's cores) and the whole run, async
-  deliveries included (the simulation waits for them at its end), each against the run with no
-  hooks, with the sync hook's ratio beside them;
-- the same scenario with an in-process handler (``py:bench/dispatch.py:allow``, a function that
-  allows everything) in place of the webhook.
+- no hook, one sync webhook hook on agent.tool_call, and one ``py:`` hook (``serving.guard``,
+  which allows these calls, called in the simulation's process). A hook's CPU is the CPU of
+  firing the run's events (``PlatformLoop.fire``: the payload, the delivery, the hook's records
+  and the checks around them) with the hook, less the same without it, plus the handler's, per
+  call: a difference between baselines of a few microseconds, not between whole runs (about
+  0.5 ms of CPU per tool call in memory and 2 to 5 ms on disk, whose noise on a loaded machine
+  is larger than a ``py:`` hook). The whole runs' difference is printed beside it: it also holds
+  the report's reading of the hook's records, and that noise;
+- the floor: the payloads the hook is given in the same scenario (recorded once, before the
+  rounds), POSTed to the same handler with one plain httpx client in this process, one after
+  another (client and server CPU per call).
 
-Prints the per-hook cost, its ratio to the raw round trip (target: at most 1.5), the CPU time
-a hook costs this process beside the client CPU of a raw round trip (the wall-clock figures
-also hold the time a process waits for a CPU, which on a loaded machine is most of a hook), the
-events per second the simulator fires with no hooks (on the durable store, and on the store in
-memory of ``belt sim run --ephemeral``), and the per-hook cost of the ``py:`` handler divided
-by the webhook's (target: at most 0.2).
+Each ratio is taken within a round; its median is the verdict, its range over the rounds is
+printed beside it. Targets, on either store: a ``py:`` hook's CPU at most 0.1 times a webhook
+hook's, and a webhook hook's CPU at most 1.5 times the plain httpx call's. The events per CPU
+second of a run with no hook are printed too (no target).
 
-    .venv/bin/python bench/dispatch.py [--calls 2000] [--rounds 3]
+``--handicap S`` makes belt's hooks burn S CPU seconds per call (the webhook under ``/spin/S/``,
+the ``py:`` hook ``serving.slowed``); the floor keeps the plain handler.
+
+    .venv/bin/python bench/dispatch.py [--calls 500] [--rounds 5] [--quick] [--handicap S]
 """
 
 from __future__ import annotations
@@ -32,27 +39,27 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
-from serving import free_port, start_server
+from serving import HANDICAP, RECORD, HandlerServer, handler, read_record, start_handler
+from verdict import Verdicts, add_common_options
+
+PY_TARGET = 0.1
+WEBHOOK_TARGET = 1.5
 
 
-def allow(payload: dict[str, object]) -> None:
-    """The in-process handler measured: it allows everything, as `belt serve` does."""
-
-
-IN_PROCESS = f"py:{Path(__file__).resolve()}:allow"
-
-
-def scenario(path: Path, calls: int, url: str | None, *, background: bool = False) -> Path:
-    hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": url}] if url else []
-    if background:
-        hooks = [{**hook, "async": True} for hook in hooks]
-    model = [
+def scenario(path: Path, calls: int, handler: str | None) -> Path:
+    """A scenario of ``calls`` tool calls, each in a model turn of its own; with ``handler``,
+    one sync hook on agent.tool_call."""
+    hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": handler}] if handler else []
+    model: list[dict[str, Any]] = [
         {
             "say": "step",
-            "tool_calls": [{"name": "read_file", "arguments": {"n": i}, "result": "x"}],
+            "tool_calls": [{"name": "read_file", "arguments": {"step": i}, "result": "x"}],
         }
         for i in range(calls)
     ]
@@ -63,152 +70,150 @@ def scenario(path: Path, calls: int, url: str | None, *, background: bool = Fals
     return path
 
 
-def run_sim(path: Path, *, ephemeral: bool = False) -> tuple[float, int, float, float]:
-    """Seconds for the whole simulation, hooks recorded, seconds of the run's own loop (from
-    its start to its end, before the simulation waits for async hooks), and CPU seconds of this
-    process over the simulation; with ``ephemeral``, on the store in memory (``belt sim run
-    --ephemeral``)."""
-    from belt.engine.api import run_scenario
-    from belt.store.clock import parse_timestamp
+@contextmanager
+def firing() -> Iterator[list[float]]:
+    """Count the CPU seconds this process spends firing events (``PlatformLoop.fire``: the
+    payload, each hook's delivery and records, the run's checks around them) into the list's
+    one item."""
+    from belt.engine.platform import PlatformLoop
 
-    started = time.perf_counter()
+    spent = [0.0]
+    fire = PlatformLoop.fire
+
+    def counted(self: PlatformLoop, *args: Any, **kwargs: Any) -> Any:
+        started = time.process_time()
+        try:
+            return fire(self, *args, **kwargs)
+        finally:
+            spent[0] += time.process_time() - started
+
+    PlatformLoop.fire = counted  # type: ignore[method-assign]
+    try:
+        yield spent
+    finally:
+        PlatformLoop.fire = fire  # type: ignore[method-assign]
+
+
+def run_sim(path: Path, server: HandlerServer, *, ephemeral: bool) -> tuple[float, float]:
+    """CPU seconds of one simulation of ``path``: the whole run's, and its events' firing;
+    this process's and the handler's in both."""
+    from belt.engine.api import run_scenario
+
+    served = server.cpu_seconds()
     cpu = time.process_time()
-    report, _ = run_scenario(scenario=path, ephemeral=ephemeral)
-    elapsed = time.perf_counter() - started
+    with firing() as fired:
+        report, _ = run_scenario(scenario=path, ephemeral=ephemeral)
     cpu = time.process_time() - cpu
     run = report["runs"][0]
     assert run["state"] == "completed", run
-    loop = parse_timestamp(run["updated_at"]) - parse_timestamp(run["created_at"])
-    return elapsed, len(report["hook_executions"]), loop.total_seconds(), cpu
+    served = server.cpu_seconds() - served
+    return cpu + served, fired[0] + served
 
 
-def raw_round_trips(url: str, calls: int, *, idle: float = 0.0) -> float:
-    """The median seconds of a raw round trip (``raw_round_trips_cpu`` gives its CPU too)."""
-    return raw_round_trips_cpu(url, calls, idle=idle)[0]
-
-
-def raw_round_trips_cpu(url: str, calls: int, *, idle: float = 0.0) -> tuple[float, float]:
-    """The median seconds of a raw round trip, and the mean CPU seconds of this process
-    (the client's side) per round trip."""
-    payload = {
-        "event": "agent.tool_call",
-        "timestamp": "2026-08-11T14:00:00.000Z",
-        "agent_id": "ag_bench",
-        "chat_id": "ch_bench",
-        "run_id": "ar_bench",
-        "turn_count": 1,
-        "data": {"tool": "read_file", "arguments": {"n": 1}},
-    }
-    body = json.dumps(payload).encode()
-    times = []
-    cpu = 0.0
+def plain_calls(server: HandlerServer, payloads: list[dict[str, Any]]) -> float:
+    """CPU seconds of POSTing each payload with one plain httpx client, client and server."""
+    headers = {"content-type": "application/json"}
+    bodies = [json.dumps(p, ensure_ascii=False, separators=(",", ":")).encode() for p in payloads]
+    url = server.hook_url()
+    served = server.cpu_seconds()
+    cpu = time.process_time()
     with httpx.Client() as client:
-        for _ in range(calls):
-            if idle:
-                time.sleep(idle)
-            started = time.perf_counter()
-            before = time.process_time()
-            reply = client.post(url, content=body, headers={"content-type": "application/json"})
-            reply.read()
-            cpu += time.process_time() - before
-            times.append(time.perf_counter() - started)
-            assert reply.status_code == 200
-    return statistics.median(times), cpu / calls
+        for body in bodies:
+            reply = client.post(url, content=body, headers=headers)
+            assert reply.status_code == 200 and reply.json() == {}
+    return time.process_time() - cpu + server.cpu_seconds() - served
+
+
+def spread(values: list[float]) -> str:
+    """The median of ``values`` and their range."""
+    return f"{statistics.median(values):.3f} (rounds: {min(values):.3f} to {max(values):.3f})"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=3, help="alternating runs of each kind")
+    parser.add_argument("--calls", type=int, default=500, help="tool calls per run")
+    parser.add_argument("--rounds", type=int, default=5, help="paired rounds of each kind")
+    add_common_options(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.calls, args.rounds = 20, 2
+    os.environ[HANDICAP] = str(args.handicap)
+    verdicts = Verdicts("dispatch")
+    calls = args.calls
+    stores = {"on disk": False, "in memory": True}
     # The state lives beside the repository, as it would in a user's data directory; the
     # system temporary directory can be far slower at creating files on some machines.
-    with tempfile.TemporaryDirectory(prefix=".bench-", dir=Path(__file__).parent) as tmp:
+    with (
+        start_handler() as server,
+        tempfile.TemporaryDirectory(prefix=".bench-", dir=Path(__file__).parent) as tmp,
+    ):
         home = Path(tmp)
-        os.environ["BELT_HOME"] = str(home / "sim")
-        port = free_port()
-        server = start_server(home / "serve", port)
-        url = f"http://127.0.0.1:{port}/hooks"
-        try:
-            raw_round_trips(url, 200)  # warm up the server
-            bare_path = scenario(home / "bare.json", args.calls, None)
-            hooked_path = scenario(home / "hooked.json", args.calls, url)
-            async_path = scenario(home / "async.json", args.calls, url, background=True)
-            py_path = scenario(home / "py.json", args.calls, IN_PROCESS)
-            raws, idles, bares, memories, hookeds, asyncs, pys = (
-                [],
-                [],
-                [],
-                [],
-                [],
-                [],
-                [],
-            )
-            bare_loops, async_loops = [], []
-            raw_cpus, bare_cpus, hooked_cpus = [], [], []
-            # Alternate the kinds so that a slow patch of the shared machine hits all of them.
-            for _ in range(args.rounds):
-                raw, raw_cpu = raw_round_trips_cpu(url, args.calls)
-                raws.append(raw)
-                raw_cpus.append(raw_cpu)
-                idles.append(raw_round_trips(url, args.calls // 4, idle=0.001))
-                elapsed, _, loop, cpu = run_sim(bare_path)
-                bares.append(elapsed)
-                bare_loops.append(loop)
-                bare_cpus.append(cpu)
-                memories.append(run_sim(bare_path, ephemeral=True)[0])
-                elapsed, executed, _, cpu = run_sim(hooked_path)
-                hookeds.append(elapsed)
-                hooked_cpus.append(cpu)
-                assert executed == args.calls
-                elapsed, executed, loop, _ = run_sim(async_path)
-                asyncs.append(elapsed)
-                async_loops.append(loop)
-                assert executed == args.calls
-                elapsed, executed, _, _ = run_sim(py_path)
-                pys.append(elapsed)
-                assert executed == args.calls
-            raw = statistics.median(raws)
-            idle = statistics.median(idles)
-            bare = statistics.median(bares)
-            memory = statistics.median(memories)
-            hooked = statistics.median(hookeds)
-            background = statistics.median(asyncs)
-            bare_loop = statistics.median(bare_loops)
-            async_loop = statistics.median(async_loops)
-            in_process = statistics.median(pys)
-            raw_cpu = statistics.median(raw_cpus)
-            cpu_per_hook = (
-                statistics.median(hooked_cpus) - statistics.median(bare_cpus)
-            ) / args.calls
-        finally:
-            server.terminate()
-            server.wait(10)
-    per_hook = (hooked - bare) / args.calls
-    per_py_hook = (in_process - bare) / args.calls
-    events = 3 * args.calls + 4  # turn_start, turn_complete, tool_call per step; start/complete
-    print(f"tool calls:                 {args.calls} per run, {args.rounds} rounds (medians)")
-    print(f"raw httpx round trip:       {raw * 1e3:.3f} ms (median, back to back)")
-    print(f"  the same, 1 ms idle before: {idle * 1e3:.3f} ms (both processes had gone idle)")
-    print(f"sim per tool call, no hook: {bare / args.calls * 1e3:.3f} ms")
-    print(f"sim per tool call, hooked:  {hooked / args.calls * 1e3:.3f} ms")
-    print(f"per-hook cost:              {per_hook * 1e3:.3f} ms")
-    print(f"ratio per-hook / raw:       {per_hook / raw:.2f}  (target <= 1.5)")
-    print(f"ratio per-hook / idle raw:  {per_hook / idle:.2f}")
-    print(f"CPU per hook, this process: {cpu_per_hook * 1e3:.3f} ms against {raw_cpu * 1e3:.3f} ms")
-    print("                            of a raw round trip's client (under load the wall time of")
-    print("                            a hook also waits for the loaded CPUs; this does not)")
-    print(f"events/s with no hooks:     {events / bare:,.0f}")
-    print(f"  the same, in memory:      {events / memory:,.0f} (belt sim run --ephemeral)")
-    print(f"sim per tool call, async:   {background / args.calls * 1e3:.3f} ms (async deliveries")
-    print("                            included: the simulation waits for them at its end)")
-    print(f"ratio sync hooked / no hook: {hooked / bare:.2f}")
-    print(f"ratio async loop / no hook: {async_loop / bare_loop:.2f}  (the run's own loop, start")
-    print("                            to end: it never waits for a delivery, but shares the")
-    print("                            process and the machine's cores with those running)")
-    print(f"ratio async whole / no hook: {background / bare:.2f}")
-    print(f"per-hook cost, py: handler: {per_py_hook * 1e3:.3f} ms")
-    print(f"ratio py: / webhook:        {per_py_hook / per_hook:.2f}  (target <= 0.2)")
+        os.environ["BELT_HOME"] = str(home / "state")
+        paths = {
+            "bare": scenario(home / "bare.json", calls, None),
+            "webhook": scenario(home / "webhook.json", calls, server.hook_url(args.handicap)),
+            "py": scenario(
+                home / "py.json", calls, handler("slowed" if args.handicap else "guard")
+            ),
+        }
+        # Warm up (imports, the handler, the disk caches) and record the payloads a hook is
+        # given, which the floor sends.
+        record = home / "payloads.jsonl"
+        os.environ[RECORD] = str(record)
+        run_sim(scenario(home / "record.json", calls, handler("recorded")), server, ephemeral=True)
+        payloads = read_record(record)
+        assert len(payloads) == calls, len(payloads)
+        for path in paths.values():
+            run_sim(path, server, ephemeral=True)
+        plain_calls(server, payloads[:50])
+        whole: dict[str, list[float]] = {}
+        fired: dict[str, list[float]] = {}
+        for _ in range(args.rounds):
+            for store, ephemeral in stores.items():
+                for kind, path in paths.items():
+                    run, fire = run_sim(path, server, ephemeral=ephemeral)
+                    whole.setdefault(f"{kind} {store}", []).append(run / calls * 1000)
+                    fired.setdefault(f"{kind} {store}", []).append(fire / calls * 1000)
+                plain = plain_calls(server, payloads) / calls * 1000
+                fired.setdefault(f"plain {store}", []).append(plain)
+    print(f"tool calls per run: {calls}, {args.rounds} paired rounds; CPU per tool call in ms,")
+    print("this process's and the webhook handler's (medians, and their range over the rounds)")
+    events = 3 * calls + 4  # turn_start, turn_complete, tool_call per step; start, complete
+    for store in stores:
+        hook = {kind: less(fired, kind, store) for kind in ("webhook", "py")}
+        py_ratios = [py / web for py, web in zip(hook["py"], hook["webhook"], strict=True)]
+        plain = fired[f"plain {store}"]
+        web_ratios = [web / floor for web, floor in zip(hook["webhook"], plain, strict=True)]
+        bare = statistics.median(whole[f"bare {store}"])
+        print(f"state {store}{' (--ephemeral)' if stores[store] else ''}:")
+        rate = events / calls / bare * 1000
+        print(f"  a tool call, no hook:       {bare:.3f} ({rate:,.0f} events per CPU second)")
+        print(f"  a webhook hook:             {spread(hook['webhook'])}")
+        print(f"  a py: hook:                 {spread(hook['py'])}")
+        print(f"  a plain httpx call:         {spread(plain)}")
+        print(f"  py: hook / webhook hook:    {spread(py_ratios)}  (target <= {PY_TARGET:g})")
+        print(f"  webhook hook / plain httpx: {spread(web_ratios)}  (target <= {WEBHOOK_TARGET:g})")
+        print(
+            f"  whole runs less no hook's:  webhook {spread(less(whole, 'webhook', store))}, "
+            f"py: {spread(less(whole, 'py', store))}"
+        )
+        verdicts.check(
+            f"py: hook / webhook hook, CPU, {store}",
+            figure=statistics.median(py_ratios),
+            target=PY_TARGET,
+        )
+        verdicts.check(
+            f"webhook hook / plain httpx call, CPU, {store}",
+            figure=statistics.median(web_ratios),
+            target=WEBHOOK_TARGET,
+        )
+    verdicts.report()
+
+
+def less(cpu: dict[str, list[float]], kind: str, store: str) -> list[float]:
+    """Per round, the CPU of ``kind``'s run on ``store`` less that of the run with no hook."""
+    bare = cpu[f"bare {store}"]
+    return [mine - base for mine, base in zip(cpu[f"{kind} {store}"], bare, strict=True)]
 
 
 if __name__ == "__main__":

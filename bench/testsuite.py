@@ -1,44 +1,45 @@
 """Cost of the test layer: `belt test` of N small scenarios against the floor that matters to
-its users, hand-written pytest tests making the same handler calls with the same payloads.
+its users, a hand-written pytest file making the same handler calls with the same payloads.
 
-Writes N small test scenarios (one user turn, a tool call and a closing answer, an in-process
-`py:` handler on agent.tool_call that denies the calls of odd-numbered scenarios, and three
-expectations). One `belt test` run records the payload each handler call received; from them it
-writes the floor: a pytest file of N tests, each calling the same handler with the same payload
-and checking its decision. Then, alternating rounds so that machine load weighs on all alike,
-whole processes against whole processes:
+Writes N small test scenarios (one user turn, a tool call and a closing answer, a sync hook on
+agent.tool_call that denies the calls of odd-numbered scenarios, and three expectations), twice:
 
-- `belt test -j 1 DIR` against `python -m pytest FLOOR` (target: at most 3x), pytest with the
-  plugins installed beside it and without any (`PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`), and the cost
-  per scenario at the margin (the suite against its first half);
-- `belt test -j 2 DIR` against `belt test -j 1 DIR` (target: -j 2 at least 1.7x faster, on a
-  machine with 2 free cores), on the N scenarios and on a larger suite of M (the size a team's
-  suite grows to; default 1000), beside `belt test` of one scenario: the serial start-up
-  (interpreter, imports, first use) that no worker can share, which bounds the speed-up on two
-  cores at T / (S + (T - S) / 2) for a `-j 1` run of T seconds and a start-up of S (printed as
-  the bound), so that on a sub-second suite start-up, not the workers, sets the figure; and,
-  as wall-clock time on a loaded machine measures the share of the cores each run got more
-  than the run itself, the same speed-up from CPU seconds: what -j 2 would take on 2 free
-  cores if its start-up ran alone and its workers shared the rest evenly, S + (C2 - S) / 2,
-  against C1 (C1 and C2 the CPU seconds of -j 1 and -j 2, S of one scenario);
-- in one process, `belt test DIR` against `belt sim run --json` of each scenario over one store
-  (the cost of the test layer itself: at most 1.3; skipped with --no-sim);
-- with `--baseline DIR` (a checkout of another commit of belt, such as the one before
-  supervised workers: `git worktree add DIR COMMIT`), `belt test -j 1` of the N scenarios as
-  installed here against the same command with DIR first on `PYTHONPATH`, both run as
-  `python -m belt` (target for supervised workers against the in-process `-j 1` before them:
-  at most 1.1).
+- ``py:``: the hook is ``serving.guard`` (``py:bench/serving.py:guard``), which belt calls in its
+  worker processes; the floor, ``pytest`` of a file of N tests, each calling ``guard`` with the
+  payload it got in a recorded `belt test` run (``serving.recorded``) and checking its decision;
+- webhook: the hook is this bench's plain handler (``serving.start_handler``, its own process,
+  port 0, the same decisions); the floor, ``pytest`` of a file of N tests, each POSTing the same
+  payload to the same handler with one httpx client and checking its decision.
 
-The temporary directories live beside the repository. Prints medians and ratios.
+The floors run as a user's bare pytest does: ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` (no plugin
+installed beside it is loaded) and ``-p no:cacheprovider`` (nothing written), which is all they
+need. Whole processes against whole processes, in paired rounds (belt, floor, belt, floor, …),
+the ratio of wall-clock times taken within each round; its median is the verdict:
+
+- ``belt test -j 1`` of the ``py:`` scenarios against their floor: at most 3;
+- ``belt test -j 1`` of the webhook scenarios against theirs: at most 1.5;
+- with ``--parallel-scenarios M`` (default 1000; none with ``--quick``), ``-j 2`` against
+  ``-j 1`` on M ``py:`` scenarios: at least 1.7 on two free cores. Wall-clock time on a loaded
+  machine measures the share of the cores each run got more than the run, so the verdict takes
+  the speed-up from CPU seconds: what ``-j 2`` would take on two free cores if its start-up
+  (``belt test`` of one scenario, S) ran alone and its workers shared the rest evenly,
+  S + (C2 - S) / 2, against C1 (C1 and C2 the CPU seconds of ``-j 1`` and ``-j 2``); the
+  wall-clock speed-up is printed beside it;
+- with ``--baseline DIR`` (a checkout of another belt commit: ``git worktree add DIR COMMIT``),
+  ``belt test -j 1`` of the ``py:`` scenarios as installed here against the same with DIR first
+  on ``PYTHONPATH``, both as ``python -m belt``: at most 1.1.
+
+``--webhook`` measures the webhook scenarios only. ``--handicap S`` makes belt's hooks burn S CPU
+seconds per call (``serving.slowed``, and the handler under ``/spin/S/``); the floors call the
+plain ones. The temporary directories live beside the repository.
 
     .venv/bin/python bench/testsuite.py [--scenarios 120] [--parallel-scenarios 1000]
-        [--rounds 5] [--no-sim] [--baseline DIR]
+        [--rounds 5] [--webhook] [--baseline DIR] [--quick] [--handicap S]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
@@ -49,34 +50,20 @@ import tempfile
 import time
 from pathlib import Path
 
-HANDLER = f"py:{Path(__file__).resolve()}:guard"
-RECORD = "BENCH_TESTSUITE_RECORD"
-"""When set, the file to which `guard` appends each payload it is called with."""
+from serving import HANDICAP, RECORD, handler, start_handler
+from verdict import Verdicts, add_common_options
+
+HERE = Path(__file__).resolve()
 
 
-def guard(payload: dict[str, object]) -> dict[str, object] | None:
-    """Deny the tool calls of odd-numbered scenarios."""
-    record = os.environ.get(RECORD)
-    if record:
-        with open(record, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(payload) + "\n")
-    data = payload.get("data")
-    arguments = data.get("arguments") if isinstance(data, dict) else None
-    number = arguments.get("n") if isinstance(arguments, dict) else 0
-    if isinstance(number, int) and number % 2:
-        return {"decision": "deny", "reason": "odd"}
-    return None
-
-
-def write_scenarios(directory: Path, count: int) -> list[Path]:
+def write_scenarios(directory: Path, count: int, handler: str) -> None:
     directory.mkdir(parents=True)
-    paths = []
     for number in range(count):
         denied = number % 2 == 1
         doc = {
             "agent": {
                 "name": f"bench-{number}",
-                "hooks": [{"event": "agent.tool_call", "type": "webhook", "handler": HANDLER}],
+                "hooks": [{"event": "agent.tool_call", "type": "webhook", "handler": handler}],
             },
             "turns": [
                 {
@@ -98,13 +85,10 @@ def write_scenarios(directory: Path, count: int) -> list[Path]:
                 {"run_state": "completed"},
             ],
         }
-        path = directory / f"scenario_{number:04d}.json"
-        path.write_text(json.dumps(doc))
-        paths.append(path)
-    return paths
+        (directory / f"scenario_{number:04d}.json").write_text(json.dumps(doc))
 
 
-FLOOR = '''"""The floor: each scenario's handler call, made by hand with the payload it received."""
+PY_FLOOR = '''"""The floor: each scenario's handler call, made by hand with its payload."""
 
 import json
 import sys
@@ -113,7 +97,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, {bench!r})
-from testsuite import guard  # noqa: E402
+from serving import guard  # noqa: E402
 
 PAYLOADS = [json.loads(line) for line in Path(__file__).with_name("payloads.jsonl").open()]
 
@@ -125,11 +109,44 @@ def test_guard(payload):
     assert (answer or {{}}).get("decision", "allow") == ("deny" if denied else "allow")
 '''
 
+WEBHOOK_FLOOR = '''"""The floor: each scenario's webhook call, POSTed by hand with its payload."""
 
-def write_floor(directory: Path, suite: Path, env: dict[str, str]) -> None:
-    """Record every handler call's payload with one `belt test` run; write the pytest floor."""
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+URL = {url!r}
+PAYLOADS = [json.loads(line) for line in Path(__file__).with_name("payloads.jsonl").open()]
+
+
+@pytest.fixture(scope="module")
+def client():
+    with httpx.Client() as client:
+        yield client
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: str(p["data"]["arguments"]["n"]))
+def test_guard(client, payload):
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    reply = client.post(URL, content=body, headers={{"content-type": "application/json"}})
+    assert reply.status_code == 200
+    denied = payload["data"]["arguments"]["n"] % 2 == 1
+    assert reply.json().get("decision", "allow") == ("deny" if denied else "allow")
+'''
+
+
+def write_floor(directory: Path, payloads: Path, source: str) -> None:
+    """A pytest project of its own (not belt's) at ``directory``, over the recorded payloads."""
     directory.mkdir()
-    record = directory / "payloads.jsonl"
+    (directory / "payloads.jsonl").write_bytes(payloads.read_bytes())
+    (directory / "test_floor.py").write_text(source)
+    (directory / "pytest.ini").write_text("[pytest]\n")
+
+
+def record_payloads(suite: Path, record: Path, env: dict[str, str]) -> None:
+    """Record every handler call's payload with one `belt test` run of the ``py:`` scenarios."""
     code = subprocess.run(
         [*belt("test", str(suite)), "-j", "1"],
         env={**env, RECORD: str(record)},
@@ -137,8 +154,6 @@ def write_floor(directory: Path, suite: Path, env: dict[str, str]) -> None:
     ).returncode
     if code != 0:
         sys.exit(f"belt test failed (exit {code})")
-    (directory / "test_floor.py").write_text(FLOOR.format(bench=str(Path(__file__).parent)))
-    (directory / "pytest.ini").write_text("[pytest]\n")  # its own project, not belt's
 
 
 def belt(*args: str) -> list[str]:
@@ -147,11 +162,6 @@ def belt(*args: str) -> list[str]:
     if script.exists():
         return [str(script), *args]
     return [sys.executable, "-m", "belt", *args]
-
-
-def timed(command: list[str], env: dict[str, str], cwd: Path) -> float:
-    """Seconds one whole process of ``command`` takes, start to exit; it must exit 0."""
-    return measured(command, env, cwd)[0]
 
 
 def measured(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
@@ -175,35 +185,14 @@ def measured(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float,
     return seconds, cpu
 
 
-def invoke(*args: str) -> int:
-    """Run `belt ARGS` in this process, its output thrown away; its exit code."""
-    from belt.cli import app
-
-    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
-        try:
-            app([*args], prog_name="belt", standalone_mode=False)
-        except SystemExit as exc:
-            return int(exc.code or 0)
-    return 0
+def ratios(times: dict[str, list[float]], mine: str, theirs: str) -> list[float]:
+    """``mine`` over ``theirs`` within each round."""
+    return [a / b for a, b in zip(times[mine], times[theirs], strict=True)]
 
 
-def in_process(suite: Path, paths: list[Path], rounds: int) -> tuple[float, float]:
-    """Medians of `belt test DIR` and of `belt sim run --json` of each scenario, in this
-    process."""
-    invoke("test", str(paths[0]))
-    invoke("sim", "run", "--json", str(paths[0]))
-    tests, sims = [], []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        code = invoke("test", str(suite))
-        tests.append(time.perf_counter() - started)
-        if code != 0:
-            sys.exit(f"belt test failed (exit {code})")
-        started = time.perf_counter()
-        for path in paths:
-            invoke("sim", "run", "--json", str(path))
-        sims.append(time.perf_counter() - started)
-    return statistics.median(tests), statistics.median(sims)
+def spread(values: list[float]) -> str:
+    """The median of ``values`` and their range."""
+    return f"{statistics.median(values):.2f} (rounds: {min(values):.2f} to {max(values):.2f})"
 
 
 def main() -> None:
@@ -215,59 +204,69 @@ def main() -> None:
         default=1000,
         help="the larger suite for -j 2 against -j 1 (0: none)",
     )
-    parser.add_argument("--rounds", type=int, default=5, help="alternating runs of each kind")
-    parser.add_argument("--no-sim", action="store_true", help="skip the in-process comparison")
+    parser.add_argument("--rounds", type=int, default=5, help="paired rounds of each kind")
+    parser.add_argument("--webhook", action="store_true", help="the webhook scenarios only")
     parser.add_argument(
         "--baseline",
         type=Path,
         help="a checkout of another belt commit: -j 1 of this one against -j 1 of that one",
     )
+    add_common_options(parser)
     args = parser.parse_args()
-    count, half = args.scenarios, args.scenarios // 2
+    if args.quick:
+        args.scenarios, args.parallel_scenarios, args.rounds = 20, 0, 2
+    large = 0 if args.webhook else args.parallel_scenarios
+    count = args.scenarios
+    verdicts = Verdicts("testsuite")
+    server = start_handler()
     # Beside the repository, as a user's data directory would be; the system temporary
     # directory can be far slower at creating files on some machines.
-    with tempfile.TemporaryDirectory(prefix=".bench-", dir=Path(__file__).parent) as tmp:
+    with server, tempfile.TemporaryDirectory(prefix=".bench-", dir=HERE.parent) as tmp:
         home = Path(tmp)
         os.environ["BELT_HOME"] = str(home / "state")
         os.environ["TMPDIR"] = str(home / "tmp")
         (home / "tmp").mkdir()
-        tempfile.tempdir = None  # read TMPDIR again
         # With bytecode caching on, as an installed belt and pytest run.
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["NO_COLOR"] = "1"
+        env[HANDICAP] = str(args.handicap)
         bare = {**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-        paths = write_scenarios(home / "suite", count)
-        (home / "half").mkdir()
-        for path in paths[:half]:
-            (home / "half" / path.name).write_bytes(path.read_bytes())
-        large = args.parallel_scenarios
+        pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+        py_handler = handler("slowed" if args.handicap else "guard")
+        write_scenarios(home / "record", count, handler("recorded"))
+        record_payloads(home / "record", home / "payloads.jsonl", env)
+        commands: dict[str, tuple[list[str], dict[str, str]]] = {}
+        if not args.webhook:
+            write_scenarios(home / "py", count, py_handler)
+            write_floor(
+                home / "py-floor", home / "payloads.jsonl", PY_FLOOR.format(bench=str(HERE.parent))
+            )
+            commands["py: belt"] = ([*belt("test", "py"), "-j", "1"], env)
+            commands["py: floor"] = ([*pytest, "py-floor"], bare)
+        write_scenarios(home / "webhook", count, server.hook_url(args.handicap))
+        floor_source = WEBHOOK_FLOOR.format(url=server.hook_url())
+        write_floor(home / "webhook-floor", home / "payloads.jsonl", floor_source)
+        commands["webhook: belt"] = ([*belt("test", "webhook"), "-j", "1"], env)
+        commands["webhook: floor"] = ([*pytest, "webhook-floor"], bare)
         if large:
-            write_scenarios(home / "large", large)
-        write_floor(home / "floor", home / "suite", env)
-        write_floor(home / "floor-half", home / "half", env)
-
-        def pytest(directory: str) -> list[str]:
-            return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", directory]
-
-        commands = {
-            "floor": (pytest("floor"), env),
-            "bare floor": (pytest("floor"), bare),
-            "bare floor, half": (pytest("floor-half"), bare),
-            "-j 1": ([*belt("test", "suite"), "-j", "1"], env),
-            "-j 1, half": ([*belt("test", "half"), "-j", "1"], env),
-            "-j 2": ([*belt("test", "suite"), "-j", "2"], env),
-            "one scenario": ([*belt("test", str(paths[0])), "-j", "1"], env),
-        }
-        if large:
+            write_scenarios(home / "large", large, py_handler)
             commands["-j 1, large"] = ([*belt("test", "large"), "-j", "1"], env)
             commands["-j 2, large"] = ([*belt("test", "large"), "-j", "2"], env)
+            first = str(home / "large" / "scenario_0000.json")
+            commands["one scenario"] = ([*belt("test", first), "-j", "1"], env)
         if args.baseline:
-            module = [sys.executable, "-m", "belt", "test", "suite", "-j", "1"]
-            baseline = {**env, "PYTHONPATH": str(args.baseline.resolve())}
+            suite = "webhook" if args.webhook else "py"
+            module = [sys.executable, "-m", "belt", "test", suite, "-j", "1"]
             commands["-j 1, python -m"] = (module, env)
-            commands["-j 1, baseline"] = (module, baseline)
-        for command, command_env in commands.values():  # warm up (bytecode, disk caches)
-            timed(command, command_env, home)
+            commands["-j 1, baseline"] = (
+                module,
+                {**env, "PYTHONPATH": str(args.baseline.resolve())},
+            )
+        # Warm up (bytecode, disk caches); with --quick, only the floors: belt's code was just
+        # run by the recording.
+        for name, (command, command_env) in commands.items():
+            if "floor" in name or not args.quick:
+                measured(command, command_env, home)
         load = os.getloadavg()[0]
         times: dict[str, list[float]] = {name: [] for name in commands}
         cpus: dict[str, list[float]] = {name: [] for name in commands}
@@ -277,110 +276,53 @@ def main() -> None:
                 times[name].append(wall)
                 cpus[name].append(cpu)
         load = max(load, os.getloadavg()[0])
-        sim = None if args.no_sim else in_process(home / "suite", paths, max(1, args.rounds // 2))
     took = {name: statistics.median(values) for name, values in times.items()}
     spent = {name: statistics.median(values) for name, values in cpus.items()}
-    one, two = took["-j 1"], took["-j 2"]
-    start = took["one scenario"]
-    margin = (one - took["-j 1, half"]) / (count - half)
-    floor_margin = (took["bare floor"] - took["bare floor, half"]) / (count - half)
-    print(f"scenarios:                    {count} ({half} for the margins), {args.rounds} rounds")
-    print(f"machine:                      {cores()} cores, load average up to {load:.1f}")
-    print(f"pytest floor, whole run:      {took['floor']:.2f} s (its plugins as installed)")
-    print(f"pytest floor without plugins: {took['bare floor']:.2f} s")
-    print("                              (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1)")
-    print(f"belt test -j 1, whole run:    {one:.2f} s, {count / one:,.0f} scenarios/s")
-    print(f"belt test -j 2, whole run:    {two:.2f} s, {count / two:,.0f} scenarios/s")
-    print(f"ratio -j 1 / pytest floor:    {one / took['floor']:.2f}  (target <= 3)")
-    print(f"ratio -j 1 / floor, no plugins: {one / took['bare floor']:.2f}")
-    print(
-        f"per scenario at the margin:   belt test {margin * 1000:.2f} ms, "
-        f"pytest {floor_margin * 1000:.3f} ms"
-    )
-    print(f"belt test of one scenario:    {start:.2f} s (the serial start-up)")
-    print(
-        f"speed-up -j 2 over -j 1:      {one / two:.2f}  (target >= 1.7 on 2 free cores); "
-        f"{speedups(times, '')}"
-    )
-    print(f"  bound by the start-up:      {bound(one, start):.2f} on 2 cores")
-    if large:
-        big, big_two = took["-j 1, large"], took["-j 2, large"]
-        print(f"at {large} scenarios:")
-        print(f"  belt test -j 1, whole run:  {big:.2f} s, {large / big:,.0f} scenarios/s")
-        print(f"  belt test -j 2, whole run:  {big_two:.2f} s, {large / big_two:,.0f} scenarios/s")
-        print(
-            f"  speed-up -j 2 over -j 1:    {big / big_two:.2f}  (target >= 1.7 on 2 free "
-            f"cores); {speedups(times, ', large')}"
+    print(f"scenarios: {count}, {args.rounds} paired rounds; medians of whole processes")
+    print(f"machine: {cores()} cores, load average up to {load:.1f}")
+    print("floors: pytest with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 -p no:cacheprovider")
+    targets = {"py:": 3.0, "webhook:": 1.5}
+    for kind, target in targets.items():
+        if f"{kind} belt" not in times:
+            continue
+        mine, theirs = f"{kind} belt", f"{kind} floor"
+        print(f"{kind[:-1]} scenarios:")
+        print(f"  belt test -j 1:   {took[mine]:.2f} s, {spent[mine]:.2f} CPU s")
+        print(f"  pytest floor:     {took[theirs]:.2f} s, {spent[theirs]:.2f} CPU s")
+        within = ratios(times, mine, theirs)
+        print(f"  ratio, wall:      {spread(within)}  (target <= {target:g})")
+        print(f"  ratio, CPU:       {spread(ratios(cpus, mine, theirs))}")
+        verdicts.check(
+            f"belt test -j 1 / pytest, {kind[:-1]} scenarios, wall",
+            figure=statistics.median(within),
+            target=target,
         )
-        print(f"  bound by the start-up:      {bound(big, start):.2f} on 2 cores")
-    print("CPU seconds (user + system, workers included), medians:")
-    print(
-        f"  pytest floor {spent['floor']:.2f}, without plugins {spent['bare floor']:.2f}; "
-        f"belt test -j 1 {spent['-j 1']:.2f}, -j 2 {spent['-j 2']:.2f}; "
-        f"one scenario {spent['one scenario']:.2f}"
-    )
     if large:
-        print(
-            f"  at {large} scenarios: belt test -j 1 {spent['-j 1, large']:.2f}, "
-            f"-j 2 {spent['-j 2, large']:.2f}"
+        start = spent["one scenario"]
+        one, two = spent["-j 1, large"], spent["-j 2, large"]
+        estimate = one / (start + max(0.0, two - start) / 2)
+        print(f"at {large} scenarios (py:):")
+        print(f"  belt test -j 1:   {took['-j 1, large']:.2f} s, {one:.2f} CPU s")
+        print(f"  belt test -j 2:   {took['-j 2, large']:.2f} s, {two:.2f} CPU s")
+        print(f"  one scenario:     {took['one scenario']:.2f} s, {start:.2f} CPU s (the start-up)")
+        print(f"  speed-up, wall:   {spread(ratios(times, '-j 1, large', '-j 2, large'))}")
+        print(f"  speed-up from CPU seconds on 2 free cores: {estimate:.2f}  (target >= 1.7)")
+        verdicts.check(
+            f"belt test -j 2 speed-up at {large}, from CPU seconds",
+            figure=estimate,
+            target=1.7,
+            higher_is_better=True,
         )
-    print(
-        f"  ratio -j 1 / pytest floor {spent['-j 1'] / spent['floor']:.2f}, "
-        f"/ floor without plugins {spent['-j 1'] / spent['bare floor']:.2f}; "
-        f"-j 2 / -j 1 {spent['-j 2'] / spent['-j 1']:.2f}"
-    )
-    print(
-        f"  per scenario at the margin: belt test "
-        f"{(spent['-j 1'] - spent['-j 1, half']) / (count - half) * 1000:.2f} ms, pytest "
-        f"{(spent['bare floor'] - spent['bare floor, half']) / (count - half) * 1000:.3f} ms"
-    )
-    start_cpu = spent["one scenario"]
-    estimates = [f"{estimate(spent['-j 1'], spent['-j 2'], start_cpu):.2f} at {count}"]
-    if large:
-        estimate_large = estimate(spent["-j 1, large"], spent["-j 2, large"], start_cpu)
-        estimates.append(f"{estimate_large:.2f} at {large}")
-    print(f"  speed-up -j 2 over -j 1 from them, on 2 free cores: {', '.join(estimates)}")
     if args.baseline:
+        within = ratios(times, "-j 1, python -m", "-j 1, baseline")
+        print(f"against {args.baseline} (-j 1, python -m belt):")
         here, there = took["-j 1, python -m"], took["-j 1, baseline"]
-        ratios = [
-            mine / theirs
-            for mine, theirs in zip(times["-j 1, python -m"], times["-j 1, baseline"], strict=True)
-        ]
-        print(f"against {args.baseline} (-j 1, python -m belt, {count} scenarios):")
         print(f"  this commit {here:.2f} s, the baseline {there:.2f} s")
-        print(
-            f"  ratio this / baseline:      {here / there:.2f}  (target <= 1.1); within a round: "
-            f"best {min(ratios):.2f}, median {statistics.median(ratios):.2f}"
+        print(f"  ratio, wall:      {spread(within)}  (target <= 1.1)")
+        verdicts.check(
+            "belt test -j 1, this / baseline, wall", figure=statistics.median(within), target=1.1
         )
-        print(
-            f"  CPU seconds: this commit {spent['-j 1, python -m']:.2f}, "
-            f"the baseline {spent['-j 1, baseline']:.2f}"
-        )
-    if sim is not None:
-        test, sims = sim
-        print(f"in one process: belt test {test:.2f} s, sim run of each {sims:.2f} s")
-        print(f"ratio test / sim run:         {test / sims:.2f}  (target <= 1.3)")
-
-
-def speedups(times: dict[str, list[float]], suffix: str) -> str:
-    """The speed-up of -j 2 over -j 1 within each round (the two ran one after the other,
-    under much the same load): the best of them and their median."""
-    ratios = [
-        one / two for one, two in zip(times[f"-j 1{suffix}"], times[f"-j 2{suffix}"], strict=True)
-    ]
-    return f"within a round: best {max(ratios):.2f}, median {statistics.median(ratios):.2f}"
-
-
-def bound(serial: float, start: float) -> float:
-    """The most -j 2 can gain on 2 cores over a -j 1 run of ``serial`` seconds of which
-    ``start`` are start-up that only one process does (Amdahl's law)."""
-    return serial / (start + max(0.0, serial - start) / 2)
-
-
-def estimate(serial: float, parallel: float, start: float) -> float:
-    """The speed-up of -j 2 over -j 1 from CPU seconds: -j 1's against the start-up's plus
-    half of the rest of -j 2's (both workers busy on their own cores to the end)."""
-    return serial / (start + max(0.0, parallel - start) / 2)
+    verdicts.report()
 
 
 def cores() -> int:

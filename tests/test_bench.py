@@ -1,0 +1,68 @@
+"""The benches can fail: each, run at its smallest size (``--quick``) as a real process, prints
+one verdict line per target and its tally, and a subject slowed by the test-only ``--handicap``
+(belt's hook or handler, never the floor's) makes the verdicts it weighs on say MISSED and the
+bench exit 1.
+
+Only the handicapped runs are asserted on: whether an unhandicapped run meets its targets is the
+bench's figure on this (shared, noisy) machine, not a property of the code.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+VERDICT = re.compile(r"^verdict: (met|MISSED) +(.+): \S+ \(target [≤≥] \S+\)$", re.MULTILINE)
+
+
+def run_bench(name: str, *options: str) -> tuple[int, dict[str, str], str]:
+    """Run ``bench/NAME.py --quick OPTIONS``: its exit code, its verdicts (measure: met or
+    MISSED) and its output."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH / f"{name}.py"), "--quick", *options],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = done.stdout + done.stderr
+    return done.returncode, {m[2]: m[1] for m in VERDICT.finditer(done.stdout)}, output
+
+
+def tally(name: str, output: str) -> tuple[int, int]:
+    """The ``NAME: M of N targets met`` line: (M, N)."""
+    found = re.search(rf"^{name}: (\d+) of (\d+) targets met$", output, re.MULTILINE)
+    assert found, output
+    return int(found[1]), int(found[2])
+
+
+def test_check_misses_its_target_when_belts_handler_burns_cpu() -> None:
+    code, verdicts, output = run_bench("check", "--handicap", "0.005")
+    assert code == 1, output
+    assert verdicts == {"belt check / Hypothesis test per case, webhook": "MISSED"}, output
+    assert "hand-written Hypothesis" in output
+    assert tally("check", output) == (0, 1)
+
+
+def test_dispatch_misses_every_target_when_belts_hooks_burn_cpu() -> None:
+    code, verdicts, output = run_bench("dispatch", "--handicap", "0.003")
+    assert code == 1, output
+    assert verdicts == {
+        f"{measure}, CPU, {where}": "MISSED"
+        for measure in ("py: hook / webhook hook", "webhook hook / plain httpx call")
+        for where in ("on disk", "in memory")
+    }, output
+    assert tally("dispatch", output) == (0, 4)
+
+
+def test_testsuite_misses_both_floors_when_belts_hooks_burn_cpu() -> None:
+    code, verdicts, output = run_bench("testsuite", "--handicap", "0.05")
+    assert code == 1, output
+    assert verdicts == {
+        "belt test -j 1 / pytest, py scenarios, wall": "MISSED",
+        "belt test -j 1 / pytest, webhook scenarios, wall": "MISSED",
+    }, output
+    assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1" in output
+    assert tally("testsuite", output) == (0, 2)
