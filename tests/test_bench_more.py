@@ -26,10 +26,10 @@ VERDICT = re.compile(r"^verdict: (met   |MISSED) .+: \S+ \(target [≤≥] \S+\)
 
 HANDICAPPED = {
     "store": ["--large", "400", "--samples", "10", "--handicap", "0.02"],
-    "scale": ["--rounds", "1", "--handicap", "0.5"],
-    "startup": ["--runs", "2", "--handicap", "0.5"],
-    "emulator": ["--chats", "1", "--messages", "2", "--rounds", "1", "--handicap", "0.5"],
-    "serve": ["--requests", "200", "--rounds", "1", "--handicap", "0.01"],
+    "scale": ["--rounds", "1", "--handicap", "0.3"],
+    "startup": ["--runs", "1", "--handicap", "0.5"],
+    "emulator": ["--chats", "1", "--messages", "1", "--rounds", "1", "--handicap", "0.5"],
+    "serve": ["--requests", "100", "--rounds", "1", "--handicap", "0.02"],
     "reliability": ["--only", "load", "--handicap", "2"],
 }
 
