@@ -178,10 +178,10 @@ class Sender:
 
     def call_handler(self, subject: Subject, payload: dict[str, Any]) -> WebhookResult:
         """Call a ``py:`` handler subject in a worker process, as a webhook is delivered."""
-        key = (subject.target, encode(payload))
-        if key in self.hung:
-            known: WebhookResult = self.hung[key]
-            return known
+        if self.hung:
+            known: WebhookResult | None = self.hung.get(_hung_key(subject.target, payload))
+            if known is not None:
+                return known
         seconds, cut = self.seconds(subject.timeout)
         started = time.perf_counter()
         reply = self.workers.call(deliver_here, (subject.target, payload), seconds=seconds)
@@ -191,7 +191,7 @@ class Sender:
                 raise _Stop("--max-time")
             error = f"{subject.target} {TIMED_OUT} {subject.timeout:g} s"
             timed_out = WebhookResult(None, "", None, error, took)
-            self.hung[key] = timed_out
+            self.hung[_hung_key(subject.target, payload)] = timed_out
             return timed_out
         if reply.problem is not None:
             return WebhookResult(None, "", None, f"{subject.target}: {reply.problem}", took)
@@ -203,8 +203,7 @@ class Sender:
         process, any other as ``belt executor run`` does."""
         executor = subject.executor
         assert executor is not None
-        key = (subject.target, encode(task_input))
-        if key in self.hung:
+        if self.hung and _hung_key(subject.target, task_input) in self.hung:
             return ToolOutcome(timed_out=True)
         seconds, cut = self.seconds(subject.timeout)
         if executor.kind != "py":
@@ -223,8 +222,13 @@ class Sender:
         if done.timed_out:
             if cut:
                 raise _Stop("--max-time")
-            self.hung[key] = True
+            self.hung[_hung_key(subject.target, task_input)] = True
         return done
+
+
+def _hung_key(target: str, payload: Any) -> tuple[str, str]:
+    """What ``Sender.hung`` knows a call by: its target and its payload's JSON."""
+    return target, json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
 def _call_tool(reference: str, task_input: dict[str, Any], option: str) -> ToolOutcome:
