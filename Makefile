@@ -2,29 +2,33 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # One stamp per install: belt alone (demo), belt with the official SDK (demo-sdk), belt with its
-# test tools (test, which include the SDK).
+# test tools (test, which include the SDK). Each installs the versions in constraints.txt, within
+# pyproject.toml's open ranges, so every run tests the same code; `make test`'s last step tries
+# the newest releases in a venv of its own (scripts/test.sh).
 STAMP := $(VENV)/.installed
 SDK_STAMP := $(VENV)/.installed-sdk
 TEST_STAMP := $(VENV)/.installed-test
 DECLARATIONS := examples/hooks.json examples/hooks.toml examples/nexus-profile.json \
 	examples/nexus-hooks.toml
 
-.PHONY: demo demo-sdk test browser lint typecheck bench docs completions clean
+PIN := -c constraints.txt
+
+.PHONY: demo demo-sdk test browser lint typecheck bench docs completions clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet $(PIN) -e .
 	touch $(STAMP)
 
-$(SDK_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[sdk]'
+$(SDK_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet $(PIN) -e '.[sdk]'
 	touch $(STAMP) $(SDK_STAMP)
 
-$(TEST_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+$(TEST_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet $(PIN) -e '.[test]'
 	touch $(STAMP) $(SDK_STAMP) $(TEST_STAMP)
 
 # The demos keep their state in homes of their own under .venv (BELT_HOME), never in the user's
@@ -66,7 +70,15 @@ browser:
 
 # Every check runs even when one before it failed, and each ends with a line of the summary.
 test: $(TEST_STAMP) browser
-	@scripts/test.sh $(BIN)
+	@PYTHON=$(PYTHON) scripts/test.sh $(BIN)
+
+# constraints.txt anew: .venv upgraded to the newest release of every dependency, its versions
+# written under the file's own comment. Run `make test` before committing it.
+lock: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[test]'
+	{ grep '^#' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable; } > constraints.new
+	mv constraints.new constraints.txt
+	touch $(STAMP) $(SDK_STAMP) $(TEST_STAMP)
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff format --check belt tests bench
@@ -88,4 +100,4 @@ completions: $(STAMP)
 	for sh in bash zsh fish; do $(BIN)/belt completion $$sh > completions/belt.$$sh; done
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-newest .mypy_cache .pytest_cache .ruff_cache

@@ -25,12 +25,41 @@ step() {
 	fi
 }
 
+# The tests of what belt takes from its dependencies, run again against the newest release of
+# each (the only list of them; README's test command section says why these): Typer and Click
+# (help, completion), uvicorn and Starlette (the slow-client defence, the guard's limits), httpx
+# (the transport) and Hypothesis (a seed's cases and reproducer in belt check). The whole suite
+# runs on constraints.txt's versions; these few keep the newest step within seconds.
+NEWEST_TESTS=(
+	tests/cli/test_help.py
+	tests/cli/test_completion.py
+	tests/test_server_limits.py
+	tests/test_server_connections.py
+	tests/test_transport.py
+	tests/test_check.py::test_the_same_seed_gives_the_same_failure
+	tests/test_check.py::test_the_command_exits_1_on_a_failure_and_prints_the_reproducer
+)
+
+# A venv of its own (.venv-newest, kept between runs) with belt and the newest release of every
+# dependency and of the test runner, upgraded each run, constraints.txt left out; an install that
+# fails (the index unreachable included) fails the step.
+newest() {
+	local venv=.venv-newest
+	if [ ! -x "$venv/bin/python" ]; then
+		"${PYTHON:-python3}" -m venv "$venv" || return
+	fi
+	"$venv/bin/python" -m pip install --quiet --quiet --disable-pip-version-check \
+		--upgrade --upgrade-strategy eager -e . pytest pytest-xdist || return
+	"$venv/bin/python" -m pytest -q -n 2 "${NEWEST_TESTS[@]}"
+}
+
 # Two workers: the suite spends most of its time waiting on the processes and servers it starts.
 step pytest "$bin/python" -m pytest -q -n 2
 step "belt test examples/tests" "$bin/belt" test examples/tests
 step "ruff format --check" "$bin/ruff" format --check belt tests bench
 step "ruff check" "$bin/ruff" check belt tests bench
 step mypy "$bin/mypy"
+step "pytest, newest dependencies" newest
 
 echo
 echo "make test:"
