@@ -24,7 +24,6 @@ import os
 import ssl
 import threading
 import time
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.cookiejar import CookieJar, DefaultCookiePolicy
@@ -64,19 +63,44 @@ def _left(timeout: float | None, error: type[Exception]) -> float | None:
     return left if timeout is None else min(timeout, left)
 
 
+WRITE_HELD = 64 * 1024
+"""The most bytes of a request held to go out in one write (a larger body goes as it comes)."""
+
+
 class _Stream(httpcore.NetworkStream):
-    """A connection whose connects, writes and reads keep to the call's deadline."""
+    """A connection whose connects, writes and reads keep to the call's deadline, and whose
+    request goes out in one write: httpcore writes a request's head and its body apart, which on
+    a connection without delay (TCP_NODELAY, as httpcore sets it) is two packets and two
+    wake-ups of the server. The pieces are held until the call reads or they pass
+    ``WRITE_HELD``."""
 
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self.inner = inner
+        self.held: list[bytes] = []
+        self.size = 0
+        self.timeout: float | None = None
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self.held:
+            try:
+                self.flush()
+            except httpcore.WriteError:
+                pass  # as httpcore does: a server that closed early may have answered; read it
         return self.inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self.inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
+        self.held.append(buffer)
+        self.size += len(buffer)
+        self.timeout = timeout
+        if self.size >= WRITE_HELD:
+            self.flush()
+
+    def flush(self) -> None:
+        held, self.held, self.size = self.held, [], 0
+        self.inner.write(b"".join(held), _left(self.timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:
+        self.held, self.size = [], 0
         self.inner.close()
 
     def start_tls(
@@ -85,6 +109,8 @@ class _Stream(httpcore.NetworkStream):
         server_hostname: str | None = None,
         timeout: float | None = None,
     ) -> httpcore.NetworkStream:
+        if self.held:
+            self.flush()
         tls = self.inner.start_tls(
             ssl_context, server_hostname, _left(timeout, httpcore.ConnectTimeout)
         )
@@ -232,20 +258,6 @@ class Transport(httpx.BaseTransport):
             pool.close()
 
 
-_TLS: ssl.SSLContext | None = None
-_TLS_LOCK = threading.Lock()
-
-
-def tls_context() -> ssl.SSLContext:
-    """The process's TLS context (certificates checked, as httpx checks them: its CA bundle,
-    or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), made on first use."""
-    global _TLS
-    with _TLS_LOCK:
-        if _TLS is None:
-            _TLS = httpx.create_ssl_context()
-        return _TLS
-
-
 def proxy_for(scheme: str, host: str) -> str | None:
     """The proxy the environment names for a call to ``host`` over ``scheme``: none for a
     loopback host, nor for one ``NO_PROXY`` names (a name, its subdomains, or ``*``)."""
@@ -268,53 +280,70 @@ def proxy_for(scheme: str, host: str) -> str | None:
     return proxy if "://" in proxy else f"http://{proxy}"
 
 
-class _Shared:
-    """The process's client, and the clients made for lent transports."""
+class _Process:
+    """What a process holds: its client and its TLS context, each made on first use. A forked
+    child starts with none (``os.register_at_fork``): its parent's connections are not its own."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.pid = 0
         self.client: httpx.Client | None = None
-        self.lent: weakref.WeakKeyDictionary[httpx.BaseTransport, httpx.Client] = (
-            weakref.WeakKeyDictionary()
-        )
+        self.tls: ssl.SSLContext | None = None
 
 
-_SHARED = _Shared()
+_MINE = _Process()
 
 
-def _client(transport: httpx.BaseTransport) -> httpx.Client:
-    client = httpx.Client(transport=transport, trust_env=False, follow_redirects=False)
+def _forked() -> None:
+    global _MINE
+    _MINE = _Process()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def tls_context() -> ssl.SSLContext:
+    """The process's TLS context (certificates checked, as httpx checks them: its CA bundle,
+    or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``)."""
+    mine = _MINE
+    with mine.lock:
+        if mine.tls is None:
+            mine.tls = httpx.create_ssl_context()
+        return mine.tls
+
+
+def _no_cookies(made: httpx.Client | httpx.AsyncClient) -> None:
     # Each call is a request of its own, not part of a session: no cookie is kept.
-    client.cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
-    return client
+    made.cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
 
 
 def client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
-    """This process's client (made on first use, and again in a forked child); or, given a
-    ``transport`` (a test's, an embedder's), a client on that one."""
-    shared = _SHARED
-    if transport is not None:
-        with shared.lock:
-            made = shared.lent.get(transport)
-            if made is None:
-                made = shared.lent[transport] = _client(transport)
-        return made
-    pid = os.getpid()
-    if shared.client is None or shared.pid != pid:
-        with shared.lock:
-            if shared.client is None or shared.pid != pid:
-                # A parent's client is left as it is: its connections are the parent's.
-                shared.client, shared.pid = _client(Transport()), pid
-    return shared.client
+    """This process's client; or, given a ``transport`` (a test's, an embedder's), a client on
+    that one (its connections are the transport's)."""
+    if transport is None:
+        mine = _MINE
+        if mine.client is not None:
+            return mine.client
+        transport = Transport()
+        with mine.lock:
+            if mine.client is not None:
+                return mine.client
+            mine.client = _client(transport)
+            return mine.client
+    return _client(transport)
+
+
+def _client(transport: httpx.BaseTransport) -> httpx.Client:
+    made = httpx.Client(transport=transport, trust_env=False, follow_redirects=False)
+    _no_cookies(made)
+    return made
 
 
 def close() -> None:
-    """Close this process's client (the next call makes another)."""
-    with _SHARED.lock:
-        made, _SHARED.client = _SHARED.client, None
-        mine = _SHARED.pid == os.getpid()
-    if made is not None and mine:
+    """Close this process's client and forget its TLS context (the next call makes new ones)."""
+    mine = _MINE
+    with mine.lock:
+        made, mine.client, mine.tls = mine.client, None, None
+    if made is not None:
         made.close()
 
 
@@ -364,7 +393,7 @@ def async_client(
         proxy = proxy_for(target.scheme, target.host)
         tls = target.scheme == "https" or (proxy or "").startswith("https:")
         transport = httpx.AsyncHTTPTransport(
-            # No TLS at all to a plain-http handler: no context is made for it.
+            # The checked context only for https; for http, httpx's bare one (no certificates).
             verify=tls_context() if tls else False,
             proxy=proxy,
             limits=httpx.Limits(
@@ -376,7 +405,7 @@ def async_client(
     made = httpx.AsyncClient(
         transport=transport, trust_env=False, follow_redirects=False, timeout=timeout
     )
-    made.cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
+    _no_cookies(made)
     return made
 
 

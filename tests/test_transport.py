@@ -237,7 +237,6 @@ def test_no_tls_context_for_plain_http_and_one_for_https(
 
     # What a certificate-checking context is made by (httpx's create_ssl_context too).
     monkeypatch.setattr(ssl, "create_default_context", counted)
-    monkeypatch.setattr(transport, "_TLS", None)
     transport.close()
     behave = counting_server()
     with hostile.hostile_server(behave) as url:

@@ -40,10 +40,26 @@ TRANSPORTS: dict[str, Callable[[], httpx.BaseTransport | None]] = {
 }
 
 
+@pytest.fixture
+def lend() -> Iterator[Callable[[str], httpx.BaseTransport | None]]:
+    """Makes the transport of each kind a test asks for, and closes it after the test."""
+    made: list[httpx.BaseTransport] = []
+
+    def make(kind: str) -> httpx.BaseTransport | None:
+        transport = TRANSPORTS[kind]()
+        if transport is not None:
+            made.append(transport)
+        return transport
+
+    yield make
+    for transport in made:
+        transport.close()
+
+
 @pytest.fixture(params=list(TRANSPORTS))
-def call(request: pytest.FixtureRequest) -> Callable[..., Any]:
+def call(request: pytest.FixtureRequest, lend: Any) -> Callable[..., Any]:
     """Deliver a tool call to a URL, on each transport (each must answer the same)."""
-    made = TRANSPORTS[request.param]()
+    made = lend(request.param)
 
     def deliver_to(url: str, **kwargs: Any) -> Any:
         return deliver(
@@ -158,13 +174,14 @@ def test_a_slow_handler_times_out(target: HookApp) -> None:
 def test_a_signed_delivery_verifies_with_standard_webhooks(target: HookApp) -> None:
     target.decide = lambda name, payload: None
     captured: list[httpx.Request] = []
-    result = deliver(
-        f"{target.url}/x",
-        sample_payload("agent.start"),
-        timeout=5.0,
-        secret=SECRET,
-        transport=Capturing(captured),
-    )
+    with Capturing(captured) as capturing:
+        result = deliver(
+            f"{target.url}/x",
+            sample_payload("agent.start"),
+            timeout=5.0,
+            secret=SECRET,
+            transport=capturing,
+        )
     assert result.error is None
     [request] = captured
     verify(SECRET, request.headers, request.content)
@@ -203,10 +220,8 @@ def test_a_trickling_webhook_fails_at_its_total_deadline(behaviour: Any) -> None
 
 
 def test_a_trickled_body_fails_at_the_deadline_on_any_transport() -> None:
-    with hostile.hostile_server(hostile.slow_body()) as url:
-        result = deliver(
-            f"{url}/h", sample_payload("agent.start"), timeout=1.0, transport=httpx.HTTPTransport()
-        )
+    with hostile.hostile_server(hostile.slow_body()) as url, httpx.HTTPTransport() as lent:
+        result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=1.0, transport=lent)
     assert result.error is not None and "did not answer within 1 s" in result.error
 
 
@@ -274,7 +289,7 @@ def keep_alive(body: bytes, *headers: str) -> bytes:
 
 
 @pytest.mark.parametrize("kind", list(TRANSPORTS))
-def test_a_compressed_or_latin_1_answer_is_read_as_httpx_reads_it(kind: str) -> None:
+def test_a_compressed_or_latin_1_answer_is_read_as_httpx_reads_it(kind: str, lend: Any) -> None:
     squeezed = gzip.compress(b'{"decision": "deny", "reason": "gzipped"}')
     answers = [
         keep_alive(squeezed, "Content-Encoding: gzip", "Content-Type: application/json"),
@@ -284,7 +299,7 @@ def test_a_compressed_or_latin_1_answer_is_read_as_httpx_reads_it(kind: str) -> 
         ),
     ]
     with hostile.hostile_server(serve_each(lambda head: answers.pop(0))) as url:
-        made = TRANSPORTS[kind]()
+        made = lend(kind)
         first = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0, transport=made)
         second = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0, transport=made)
     assert first.response is not None and first.response.reason == "gzipped", first.error
@@ -301,11 +316,11 @@ def test_a_compressed_answer_is_capped_once_inflated() -> None:
 
 
 @pytest.mark.parametrize("kind", list(TRANSPORTS))
-def test_deliveries_share_one_connection_and_no_cookies(kind: str) -> None:
+def test_deliveries_share_one_connection_and_no_cookies(kind: str, lend: Any) -> None:
     # A webhook that sets a cookie gets none back: each delivery is the platform's own request,
     # not a session. Every delivery goes on the connection the first one opened.
     behave = serve_each(lambda head: keep_alive(b"", "Set-Cookie: session=s3cret; Path=/"))
-    made = TRANSPORTS[kind]()
+    made = lend(kind)
     with hostile.hostile_server(behave) as url:
         for _ in range(3):
             result = deliver(
@@ -318,9 +333,11 @@ def test_deliveries_share_one_connection_and_no_cookies(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", list(TRANSPORTS))
-def test_credentials_in_a_webhook_url_are_sent_as_basic_authentication(kind: str) -> None:
+def test_credentials_in_a_webhook_url_are_sent_as_basic_authentication(
+    kind: str, lend: Any
+) -> None:
     behave = serve_each(lambda head: keep_alive(b""))
-    made = TRANSPORTS[kind]()
+    made = lend(kind)
     with hostile.hostile_server(behave) as url:
         for _ in range(2):
             address = url.replace("http://", "http://user:p%40ss@")
