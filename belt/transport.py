@@ -141,35 +141,23 @@ class _Backend(httpcore.NetworkBackend):
         time.sleep(seconds)
 
 
-_ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
-    # Most specific first: httpcore's exceptions as httpx's own transport maps them.
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.ProxyError, httpx.ProxyError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
+_HTTPCORE_ERRORS = (
+    httpcore.TimeoutException,
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.ProxyError,
+    httpcore.UnsupportedProtocol,
 )
 
 
 @contextmanager
 def _as_httpx() -> Iterator[None]:
-    """httpcore's exceptions raised as httpx's, as httpx's own transport raises them."""
+    """httpcore's exceptions raised as httpx's of the same name (ConnectError, ReadTimeout,
+    RemoteProtocolError...), one to one as httpx's own transport raises them."""
     try:
         yield
-    except Exception as exc:
-        for ours, theirs in _ERRORS:
-            if isinstance(exc, ours):
-                raise theirs(str(exc)) from exc
-        raise
+    except _HTTPCORE_ERRORS as exc:
+        raise getattr(httpx, type(exc).__name__)(str(exc)) from exc
 
 
 class _Body(httpx.SyncByteStream):
@@ -218,7 +206,10 @@ class Transport(httpx.BaseTransport):
         }
         if proxy is None:
             return httpcore.ConnectionPool(**common)
-        url = httpx.URL(proxy)
+        try:
+            url = httpx.URL(proxy)
+        except httpx.InvalidURL:
+            raise httpx.ProxyError("the proxy the environment names is not a valid URL") from None
         if url.scheme not in ("http", "https"):
             raise httpx.ProxyError(f"a {url.scheme} proxy is not supported (only http and https)")
         return httpcore.HTTPProxy(

@@ -300,3 +300,22 @@ def test_an_api_call_and_a_delivery_keep_the_same_total_deadline() -> None:
         with pytest.raises(httpx.TimeoutException):
             with transport.call("GET", f"{url}/x", timeout=0.5) as answer:
                 transport.read(answer, 1024 * 1024)
+
+
+def test_every_httpcore_error_has_an_httpx_error_of_its_name() -> None:
+    # What belt.transport raises for httpcore's errors: httpx's of the same name.
+    roots = (
+        httpcore.TimeoutException,
+        httpcore.NetworkError,
+        httpcore.ProtocolError,
+        httpcore.ProxyError,
+        httpcore.UnsupportedProtocol,
+    )
+    errors = [
+        value
+        for value in vars(httpcore).values()
+        if isinstance(value, type) and issubclass(value, roots)
+    ]
+    assert len(errors) >= 14
+    for error in errors:
+        assert issubclass(getattr(httpx, error.__name__), httpx.TransportError), error
