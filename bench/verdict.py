@@ -91,7 +91,9 @@ class Verdicts:
                 for verdict in self.verdicts:
                     out.write(json.dumps({**asdict(verdict), "met": verdict.met}) + "\n")
         missed = self.missed
-        print(f"{self.bench}: {len(self.verdicts) - len(missed)} of {len(self.verdicts)} targets met")
+        print(
+            f"{self.bench}: {len(self.verdicts) - len(missed)} of {len(self.verdicts)} targets met"
+        )
         sys.stdout.flush()
         if missed:
             raise SystemExit(1)
