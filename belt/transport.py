@@ -282,10 +282,14 @@ class _Process:
 
 
 _MINE = _Process()
+_PARENTS: list[_Process] = []
+"""A forked child's parents' state, kept unused: collecting it would close the child's copies
+of their sockets, each with a ResourceWarning."""
 
 
 def _forked() -> None:
     global _MINE
+    _PARENTS.append(_MINE)
     _MINE = _Process()
 
 
