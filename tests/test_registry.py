@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from belt.errors import ExitCode, InvalidInput, NotFound, UsageError
+from belt.errors import BeltError, ExitCode, InvalidInput, NotFound, UsageError
 from belt.records import registry, registry_index
 from belt.records.registry import (
     DEFAULT_OWNER,
@@ -502,47 +502,6 @@ def test_exclusions_do_not_hide_entries_further_down(store: Store) -> None:
     assert [m.id for m in found] == [other.id]
 
 
-def test_an_entry_sharing_every_term_is_never_lost_behind_entries_sharing_fewer(
-    tmp_path: Path,
-) -> None:
-    """The reported shape: of 2,000 entries, 60 have one word of the prompt in their name and BM25
-    ranks them first; the one entry that holds every term of the prompt is 61st."""
-    store = Store(tmp_path / "store", fsync=False)
-    common = ["rotate", "keys", "nightly", "backup"]
-    filler = " ".join(f"lorem{number}" for number in range(100))
-    entries = [(f"Filler {number}", f"{filler} {common[number % 4]}") for number in range(1_939)]
-    entries += [(f"Vault note {number}", f"Short note {number}.") for number in range(60)]
-    entries.append(
-        (
-            "Key rotation runbook",
-            "When the nightly backup has finished, rotate the vault keys. " + filler * 3,
-        )
-    )
-    candidates = [
-        (make_candidate(name=name, kind="observation", text=text), PERSON) for name, text in entries
-    ]
-    outcomes = registry.save_candidates(store, owner=DEFAULT_OWNER, candidates=candidates)
-    assert len(list_entries(store)) == 2_000
-    target = outcomes[-1].id
-    prompt = "Rotate the vault keys after the nightly backup"
-    ranked = search(store, query=prompt, limit=61)
-    assert ranked[0].id == target  # BM25 alone ranks it 61st
-    assert max(ranked[1:], key=lambda m: m.score).score > ranked[0].score
-    assert all(m.name.startswith("Vault note") and m.matched_terms == 1 for m in ranked[1:])
-    (found,) = suggest(store, owner=DEFAULT_OWNER, prompt=prompt)
-    assert (found.id, found.matched_terms, found.query_terms) == (target, 5, 5)
-    # An entry sharing two terms that BM25 ranks first still comes after it.
-    pair = save(store, "Vault rotate", "Short note about the pair.")
-    top = search(store, query=prompt, limit=3)
-    assert [m.id for m in top[:2]] == [target, pair.id]
-    assert top[1].score > max(top[0].score, top[2].score)
-    found_both = suggest(store, owner=DEFAULT_OWNER, prompt=prompt)
-    assert [(m.id, m.matched_terms) for m in found_both] == [(target, 5), (pair.id, 2)]
-    assert [
-        m.id for m in suggest(store, owner=DEFAULT_OWNER, prompt=prompt, exclude_ids=[target])
-    ] == [pair.id]
-
-
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     texts=st.lists(
@@ -618,6 +577,161 @@ def test_search_lists_first_what_suggest_offers_in_the_same_order(store: Store) 
     # The relevance is still the score against the search's best score, wherever that is.
     assert max(m.relevance for m in [first, *rest]) == 1.0
     assert first.relevance < 1.0
+
+
+LARGE = 10_000
+ROTATE = "Rotate the vault keys after the nightly backup"
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """One registry of 10,000 entries, built once for this module: the reported shape (60
+    entries with one word of ``ROTATE`` in their name, which BM25 ranks first; the rest with one
+    other word of it each; one entry holding every word of it, 61st by BM25 alone; one sharing
+    two words that BM25 ranks above it), the agreement test's distractors and the example
+    registry."""
+    store = Store(tmp_path_factory.mktemp("large") / "store", fsync=False)
+    load_directory(store, EXAMPLES)
+    distractors = [*one_word_distractors(SHARED_PROMPTS), PAYMENTS]
+    filler = " ".join(f"lorem{number}" for number in range(100))
+    common = ["rotate", "keys", "nightly", "backup"]
+    count = LARGE - len(list(EXAMPLES.glob("*.toml"))) - len(distractors) - 62
+    shaped = [(f"Filler {number}", f"{filler} {common[number % 4]}") for number in range(count)]
+    shaped += [(f"Vault note {number}", f"Short note {number}.") for number in range(60)]
+    shaped.append(
+        (
+            "Key rotation runbook",
+            "When the nightly backup has finished, rotate the vault keys. " + filler * 3,
+        )
+    )
+    shaped.append(("Vault rotate", "Short note about the pair."))
+    outcomes = registry.save_candidates(
+        store,
+        owner=DEFAULT_OWNER,
+        candidates=[
+            (make_candidate(name=name, kind="observation", text=text), PERSON)
+            for name, text in [*distractors, *shaped]
+        ],
+    )
+    assert len(list_entries(store)) == LARGE
+    return {
+        "store": store,
+        "payments": outcomes[len(distractors) - 1].id,
+        "target": outcomes[-2].id,
+        "pair": outcomes[-1].id,
+    }
+
+
+def test_the_entry_holding_every_word_is_suggested_first_at_10000_entries(
+    large: dict[str, object],
+) -> None:
+    store, target, pair = large["store"], large["target"], large["pair"]
+    assert isinstance(store, Store)
+    ranked = search(store, query=ROTATE, limit=63)
+    assert ranked[0].id == target  # BM25 alone ranks it 61st
+    assert (ranked[0].matched_terms, ranked[0].query_terms) == (5, 5)
+    assert ranked[1].id == pair  # two terms: after it, though BM25 scores it higher
+    assert ranked[1].score > ranked[0].score
+    assert max(m.score for m in ranked[2:]) > ranked[0].score
+    counts = [m.matched_terms for m in ranked]
+    assert counts == sorted(counts, reverse=True)
+    found = suggest(store, owner=DEFAULT_OWNER, prompt=ROTATE)
+    assert [(m.id, m.matched_terms) for m in found[:2]] == [(target, 5), (pair, 2)]
+    again = suggest(store, owner=DEFAULT_OWNER, prompt=ROTATE, exclude_ids=[target])
+    assert again[0].id == pair
+
+
+def test_search_lists_first_what_suggest_offers_at_10000_entries(
+    large: dict[str, object],
+) -> None:
+    store = large["store"]
+    assert isinstance(store, Store)
+    for prompt in [*SHARED_PROMPTS, ROTATE]:
+        offered = [m.id for m in suggest(store, owner=DEFAULT_OWNER, prompt=prompt)]
+        listed = search(store, query=prompt)
+        assert offered, prompt
+        assert [m.id for m in listed[: len(offered)]] == offered, prompt
+        counts = [m.matched_terms for m in listed]
+        assert counts == sorted(counts, reverse=True), prompt
+    first = search(store, query="deploy the payments service")[0]
+    assert (first.id, first.matched_terms, first.query_terms) == (large["payments"], 3, 3)
+
+
+FTS5_SYNTAX = [
+    '"',
+    "'",
+    "*",
+    "^",
+    "+",
+    "-",
+    ":",
+    "(",
+    ")",
+    "{",
+    "}",
+    "AND",
+    "OR",
+    "NOT",
+    "NEAR(",
+    "NEAR",
+    "name:",
+    "{name text}:",
+    "text :",
+    "key:",
+    "fts:",
+    "rank:",
+    "\x00",
+    "\n",
+    "\\",
+    ",",
+    "NEAR(a b, 3)",
+    "backups",
+    "nightly",
+    "vault",
+    "1",
+    "x*",
+    '"unbalanced',
+    "((",
+    "))",
+]
+
+
+@pytest.fixture(scope="module")
+def hostile_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    store = Store(tmp_path_factory.mktemp("hostile") / "store", fsync=False)
+    save(store, "Delete only in /tmp", "Only delete files under /tmp; ask for anything else.")
+    save(store, "Backups", 'Backups run nightly, NEAR the vault; AND "OR" * ^ - key: 1 2')
+    save(store, "Vault 1", "The vault keys rotate after the nightly backup.")
+    return store
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    parts=st.lists(
+        st.one_of(st.sampled_from(FTS5_SYNTAX), st.text(ANY_CHARACTER, max_size=12)),
+        max_size=20,
+    ),
+    glue=st.sampled_from(["", " ", "\x00", "\t"]),
+)
+def test_fts5_syntax_in_a_prompt_is_only_text(
+    hostile_store: Store, parts: list[str], glue: str
+) -> None:
+    """Quotes, NEAR, *, column filters, unbalanced parentheses and NUL in a prompt never reach
+    FTS5 as syntax: search and suggest answer, and agree."""
+    prompt = glue.join(parts)
+    listed = search(hostile_store, query=prompt, limit=10)
+    offered = suggest(hostile_store, owner=DEFAULT_OWNER, prompt=prompt, limit=3)
+    for match in [*listed, *offered]:
+        assert 1 <= match.matched_terms <= match.query_terms
+    assert [m.id for m in listed[: len(offered)]] == [m.id for m in offered]
+
+
+def test_a_huge_prompt_is_read_up_to_its_bound(hostile_store: Store) -> None:
+    prompt = "nightly vault " + ('NEAR( "*: ' * 200_000) + " backups"
+    (first, *_) = search(hostile_store, query=prompt)
+    # Only the first 10,000 characters are read: nightly, vault and near, not backups.
+    assert (first.name, first.matched_terms, first.query_terms) == ("Backups", 3, 3)
+    assert suggest(hostile_store, owner=DEFAULT_OWNER, prompt="backups " * 1_000_000)
 
 
 def test_suggest_checks_its_arguments(store: Store) -> None:
@@ -716,13 +830,13 @@ def fts5_ranking(path: Path, prompt: str) -> list[tuple[str, float]]:
         shared = dict(
             db.execute(
                 "SELECT doc, COUNT(DISTINCT term) FROM temp.v "
-                "WHERE term IN (SELECT term FROM temp.qv) GROUP BY doc"
+                "WHERE term IN (SELECT term FROM temp.qv) AND col != 'key' GROUP BY doc"
             )
         )
         found = db.execute(
-            f"SELECT fts.rowid, e.id, -bm25(fts, {weights}) FROM fts JOIN entries AS e "
+            f"SELECT fts.rowid, e.id, -bm25(fts, {weights}, 0.0) FROM fts JOIN entries AS e "
             "ON e.rowid = fts.rowid WHERE fts MATCH ?",
-            (" OR ".join(query_phrases(words)),),
+            ("{name tags text} : (" + " OR ".join(query_phrases(words)) + ")",),
         ).fetchall()
     ranked = sorted(found, key=lambda row: (-shared[row[0]], -row[2], row[0]))
     return [(str(entry_id), float(score)) for _, entry_id, score in ranked[:100]]
@@ -1167,6 +1281,35 @@ def test_the_registry_imports_only_the_layers_below_it(module: str) -> None:
     ]
     assert belt_imports
     assert all(name.startswith(allowed) for name in belt_imports), belt_imports
+
+
+class WithoutFts5(sqlite3.Connection):
+    """A real SQLite connection that answers as a build without FTS5 does."""
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+        if "fts5" in sql.lower():
+            raise sqlite3.OperationalError("no such module: fts5")
+        return super().execute(sql, *args)  # type: ignore[arg-type]
+
+
+def test_a_sqlite_without_fts5_is_a_clear_error(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save(store, "Backups", "Backups run nightly.")
+    index_path(store, DEFAULT_OWNER).unlink()
+    registry_index.forget(index_path(store, DEFAULT_OWNER))
+    real = sqlite3.connect
+    monkeypatch.setattr(
+        sqlite3, "connect", lambda *args, **kwargs: real(*args, **kwargs, factory=WithoutFts5)
+    )
+    monkeypatch.setattr(registry_index, "PROBE", registry_index.Probe())
+    with pytest.raises(BeltError) as caught:
+        search(store, query="backups")
+    assert caught.value.exit_code == ExitCode.FAILURE
+    assert caught.value.message.startswith(
+        f"the registry's search needs SQLite's FTS5, and this Python's SQLite "
+        f"{sqlite3.sqlite_version} lacks it"
+    )
 
 
 def test_a_query_that_is_not_text_is_invalid(store: Store) -> None:

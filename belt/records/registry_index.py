@@ -32,7 +32,7 @@ from belt.errors import BeltError, Conflict
 from belt.store.files import SAFE_FLAGS, UnsafeFile, check_regular_or_missing, make_dirs
 from belt.store.store import damaged
 
-FORMAT = 4
+FORMAT = 5
 """The layout of the index file; a file of another format is discarded and rebuilt."""
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -40,7 +40,20 @@ TOKENIZER = "porter unicode61 remove_diacritics 2"
 
 WEIGHTS = (4.0, 2.0, 1.0)
 """``bm25()`` column weights of name, tags and text: a word in the name counts four times."""
-_BM25 = f"-bm25(fts, {', '.join(str(weight) for weight in WEIGHTS)})"
+_BM25 = f"-bm25(fts, {', '.join(str(weight) for weight in WEIGHTS)}, 0.0)"
+_WORDS = "{name tags text}"
+"""The columns a query's words are looked for in; the fourth, ``key``, holds each row's rowid
+(weight 0) so that a query can be narrowed to given rows within FTS5's own expression."""
+
+MAX_KEYED = 64
+"""Up to this many entries are scored by naming their keys in the query (FTS5 then reads only
+them); more are scored by walking every match of the query's words."""
+
+MAX_KEPT_MATCHES = 500_000
+"""How many (phrase, rowid) pairs an open index keeps between queries, at most."""
+
+OPTIMIZE_ROWS = 100
+"""A change of at least this many rows merges FTS5's index into one segment afterwards."""
 
 MAX_QUERY_CHARS = 10_000
 """Only this many characters of a query (a prompt can be long) are read."""
@@ -215,6 +228,9 @@ class SearchIndex:
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         self.path = path
         self.db = connection
+        self.matches: dict[str, list[str]] = {}
+        """The rowids each phrase matched, for the state of the file ``version`` names."""
+        self.version: object = None
 
     @classmethod
     def open(cls, path: Path, *, durable: bool) -> SearchIndex:
@@ -281,10 +297,14 @@ class SearchIndex:
     def put(self, rows: Iterable[Row], *, journal: int) -> None:
         """Add or replace rows, then record ``journal``."""
         with self._transaction():
+            count = 0
             for row in rows:
                 found = self._run("SELECT rowid FROM entries WHERE id = ?", (row.id,)).fetchone()
                 self._remove(row.id)
                 self._insert(row, rowid=None if found is None else int(found[0]))
+                count += 1
+            if count >= OPTIMIZE_ROWS:
+                self._run("INSERT INTO fts (fts) VALUES ('optimize')")
             self._set_journal(journal)
 
     def delete(self, entry_id: str, *, journal: int) -> None:
@@ -323,66 +343,102 @@ class SearchIndex:
             if journal is not None and self.journal() != journal:
                 raise Stale
             groups: dict[int, list[int]] = {}
-            for rowid, held in self._held(phrases).items():
-                if held >= needed:
-                    groups.setdefault(held, []).append(rowid)
-            hits: list[Hit] = []
-            for held in sorted(groups, reverse=True):
-                group = self._scored(
-                    phrases, groups[held], limit - len(hits), exclude_ids, exclude_agent
-                )
-                hits += [
-                    Hit(row=row, score=score, matched=held, terms=len(phrases))
-                    for row, score in group
-                ]
-                if len(hits) == limit:
+            for rowid, held in self._held(phrases).most_common():
+                if held < needed:
                     break
-            return hits
+                groups.setdefault(held, []).append(int(rowid))
+            # The rows an answer can come from: whole groups, the best held first, as many as
+            # the answer and the ids left out need (more if an agent's exclusion leaves out some).
+            taken: list[tuple[int, int]] = []
+            scores: dict[int, float] = {}
+            last = min(groups, default=0)
+            for held, group in groups.items():
+                taken += [(rowid, held) for rowid in group]
+                if len(taken) < limit + len(exclude_ids) and held != last:
+                    continue
+                scores = self._scores(
+                    phrases, [rowid for rowid, _ in taken], exclude_ids, exclude_agent
+                )
+                if len(scores) >= limit:
+                    break
+            best = sorted(
+                (-held, -scores[rowid], rowid) for rowid, held in taken if rowid in scores
+            )
+            rows = self._rows([rowid for _, _, rowid in best[:limit]])
+            return [
+                Hit(row=rows[rowid], score=-score, matched=-held, terms=len(phrases))
+                for held, score, rowid in best[:limit]
+            ]
         finally:
             if self.db.in_transaction:
                 self._run("COMMIT")
 
-    def _held(self, phrases: Sequence[str]) -> Counter[int]:
+    def _held(self, phrases: Sequence[str]) -> Counter[str]:
         """How many of ``phrases`` each entry holds, by rowid (FTS5 reads one doclist each)."""
-        found = self._run(
-            " UNION ALL ".join(
-                ["SELECT group_concat(rowid) FROM fts WHERE fts MATCH ?"] * len(phrases)
-            ),
-            list(phrases),
-        ).fetchall()
-        return Counter(
-            int(rowid) for (rowids,) in found if rowids for rowid in str(rowids).split(",")
-        )
+        # What a phrase matched is kept while no connection changes the file (SQLite's
+        # data_version of this connection, read in this transaction, says when one did; this
+        # connection's own changes forget it): a prompt's common words come back often.
+        version = self._run("PRAGMA data_version").fetchone()
+        if version != self.version or sum(map(len, self.matches.values())) > MAX_KEPT_MATCHES:
+            self.matches, self.version = {}, version
+        missing = [phrase for phrase in phrases if phrase not in self.matches]
+        if missing:
+            found = self._run(
+                " UNION ALL ".join(
+                    ["SELECT group_concat(rowid) FROM fts WHERE fts MATCH ?"] * len(missing)
+                ),
+                [f"{_WORDS} : {phrase}" for phrase in missing],
+            ).fetchall()
+            for phrase, (rowids,) in zip(missing, found, strict=True):
+                self.matches[phrase] = str(rowids).split(",") if rowids else []
+        held: Counter[str] = Counter()
+        for phrase in phrases:
+            held.update(self.matches[phrase])
+        return held
 
-    def _scored(
+    def _scores(
         self,
         phrases: Sequence[str],
         rowids: list[int],
-        limit: int,
         exclude_ids: Sequence[str],
         exclude_agent: str | None,
-    ) -> list[tuple[Row, float]]:
-        """The best ``limit`` entries of ``rowids`` that are not excluded, by ``bm25()`` of the
-        whole query, ties to the older (FTS5 walks the query's matches and scores only these)."""
+    ) -> dict[int, float]:
+        """The ``-bm25()`` of the whole query of each entry of ``rowids`` that is not excluded.
+        A few are named by their keys in the query, so FTS5 reads only them; more, and FTS5
+        walks every match of the query's words."""
+        query = f"{_WORDS} : ({' OR '.join(phrases)})"
+        keyed = len(rowids) <= MAX_KEYED
+        if keyed:  # the keys' phrases score 0: their column weighs 0
+            query += f" AND key : ({' OR '.join(quoted(str(rowid)) for rowid in rowids)})"
         found = self._run(
-            f"SELECT e.id, e.name_key, e.name, e.kind, e.tags, e.text, e.version, e.agents, "
-            f"{_BM25} AS score FROM fts CROSS JOIN entries AS e ON e.rowid = fts.rowid "
-            "WHERE fts MATCH ?1 AND +fts.rowid IN (SELECT value FROM json_each(?2)) "
-            "AND e.id NOT IN (SELECT value FROM json_each(?3)) "
-            "AND (?4 IS NULL OR instr(e.agents, ?4) = 0) "
-            "ORDER BY score DESC, e.rowid LIMIT ?5",
+            f"SELECT fts.rowid, {_BM25} FROM fts CROSS JOIN entries AS e ON e.rowid = fts.rowid "
+            "WHERE fts MATCH ?1 "
+            "AND (?2 IS NULL OR +fts.rowid IN (SELECT value FROM json_each(?2))) "
+            "AND (?3 IS NULL OR e.id NOT IN (SELECT value FROM json_each(?3))) "
+            "AND (?4 IS NULL OR instr(e.agents, ?4) = 0)",
             (
-                " OR ".join(phrases),
-                json.dumps(rowids),
-                json.dumps(list(exclude_ids)),
+                query,
+                None if keyed else json.dumps(rowids),
+                json.dumps(list(exclude_ids)) if exclude_ids else None,
                 f" {exclude_agent} " if exclude_agent else None,
-                limit,
             ),
         ).fetchall()
+        return {int(rowid): float(score) for rowid, score in found}
+
+    def _rows(self, rowids: list[int]) -> dict[int, Row]:
+        """The rows of ``rowids``; IndexDamaged if one is missing or not as belt wrote it."""
+        found = self._run(
+            "SELECT rowid, id, name_key, name, kind, tags, text, version, agents FROM entries "
+            "WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps(rowids),),
+        ).fetchall()
         try:
-            return [(_row(record), float(score)) for *record, score in found]
+            rows = {int(rowid): _row(record) for rowid, *record in found}
         except (TypeError, ValueError) as exc:
             raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
+        if len(rows) != len(rowids):
+            raise IndexDamaged(self.path, "a match has no row")
+        return rows
 
     # Internals
 
@@ -415,7 +471,7 @@ class SearchIndex:
         self._run("CREATE INDEX IF NOT EXISTS entries_name ON entries (name_key)")
         self._run(
             "CREATE VIRTUAL TABLE IF NOT EXISTS fts "
-            f"USING fts5(name, tags, text, tokenize='{TOKENIZER}')"
+            f"USING fts5(name, tags, text, key, tokenize='{TOKENIZER}')"
         )
         self._run("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('journal', -1)", (FORMAT,))
 
@@ -436,8 +492,8 @@ class SearchIndex:
             ),
         )
         self._run(
-            "INSERT INTO fts (rowid, name, tags, text) VALUES (?, ?, ?, ?)",
-            (cursor.lastrowid, row.name, " ".join(row.tags), row.text),
+            "INSERT INTO fts (rowid, name, tags, text, key) VALUES (?, ?, ?, ?, ?)",
+            (cursor.lastrowid, row.name, " ".join(row.tags), row.text, str(cursor.lastrowid)),
         )
 
     def _remove(self, entry_id: str) -> None:
@@ -466,6 +522,7 @@ class _Transaction:
         self.index = index
 
     def __enter__(self) -> None:
+        self.index.matches, self.index.version = {}, None
         self.index._run("BEGIN IMMEDIATE")
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
