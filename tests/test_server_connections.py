@@ -1,9 +1,11 @@
 """The slow-client defence (``belt.server.connections``) on its own: the cap alone makes room,
-with deadlines too long to do it instead."""
+with deadlines too long to do it instead; and the stop's mark on the requests in progress."""
 
 from __future__ import annotations
 
+import signal
 import socket
+import threading
 from pathlib import Path
 
 import httpx
@@ -11,6 +13,8 @@ import httpx
 from belt.server.app import create_app
 from belt.store import Store
 from tests.servers import running
+from tests.test_serve_stop import serving
+from tests.waiting import eventually
 
 CLOSE = {"connection": "close"}
 LONG = 600.0
@@ -56,3 +60,28 @@ def test_the_cap_closes_the_longest_waiting_connection_and_no_other(tmp_path: Pa
         assert not closed(body)
         for sock in (*heads, body, late):
             sock.close()
+
+
+def test_a_worker_ends_its_open_streams_when_the_stop_begins_not_at_the_cut() -> None:
+    # The stop marks the requests in progress in each worker process too, so a stream ends
+    # itself then rather than being cut off (a 503 line) when the grace ends.
+    with serving("--workers", "2") as served:
+        opened = threading.Event()
+        lines: list[str] = []
+
+        def watch() -> None:
+            url = f"http://127.0.0.1:{served.port}/inspector/stream"
+            with httpx.stream("GET", url, timeout=60) as stream:
+                opened.set()
+                lines.extend(stream.iter_lines())
+
+        reader = threading.Thread(target=watch, daemon=True)
+        reader.start()
+        assert opened.wait(30)
+        eventually(lambda: bool(lines), "the stream's first line")
+        code = served.stop(signal.SIGTERM)
+        reader.join(30)
+    assert code == 0, served.stderr
+    assert not reader.is_alive()
+    assert "503" not in served.stdout, served.stdout
+    assert "Traceback" not in served.stderr, served.stderr

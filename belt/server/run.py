@@ -18,6 +18,7 @@ import math
 import os
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -30,7 +31,6 @@ import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.config import LOGGING_CONFIG
 from uvicorn.supervisors import Multiprocess
-from uvicorn.supervisors.multiprocess import Process
 
 from belt.effects import url_host
 from belt.errors import BeltError, UsageError
@@ -347,8 +347,8 @@ class StopCutOff:
     request (``status`` 503, ``error`` saying it was not answered, and its payload when the
     whole body had come), rather than left to uvicorn, which cancels it and logs a traceback.
 
-    uvicorn's graceful stop (``QuickStopServer.shutdown``) marks each request still open
-    (``STOPPING`` in its scope, by ``Connections.stopping``), waits ``grace`` seconds for them,
+    At the signal that stops the server, each request still open is marked (``STOPPING`` in its
+    scope: ``marking_at_the_stop``); uvicorn's graceful stop waits ``grace`` seconds for them,
     then cancels their tasks; a cancellation of a marked request is taken here as that cut, and
     any other one is left to go on.
     """
@@ -363,6 +363,8 @@ class StopCutOff:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on; answer it 503 if the stop cuts it off."""
         if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                marking_at_the_stop()
             await self.app(scope, receive, send)
             return
         started = time.time()
@@ -449,6 +451,26 @@ class StopCutOff:
                         await send({"type": "http.response.body", "body": b""})
         except (TimeoutError, OSError):
             pass
+
+
+def marking_at_the_stop() -> None:
+    """From now on SIGINT and SIGTERM, after the handler uvicorn set for them (its graceful
+    stop), mark the requests in progress (``server_stopping``). Called as uvicorn starts the
+    app's lifespan, after it has taken both signals over (uvicorn puts its own predecessors back
+    when it has stopped); in the main thread only, where signals are handled, so one process of
+    ``--workers`` is covered as a single server is."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        stop = signal.getsignal(sig)
+        if callable(stop):
+
+            def marking(signum: int, frame: FrameType | None, stop: Any = stop) -> None:
+                stop(signum, frame)
+                loop.call_soon_threadsafe(server_stopping)
+
+            signal.signal(sig, marking)
 
 
 class QuietStop(logging.Filter):
@@ -539,17 +561,13 @@ def run_until_stopped(
 
 class QuickStopServer(uvicorn.Server):
     """uvicorn's server, which begins to stop as soon as a signal asks, rather than at the next
-    tenth of a second its loop looks (an idle server so stops within about 0.15 s)."""
+    tenth of a second its loop looks (an idle server so stops within about 0.15 s). A subclass
+    of uvicorn's public ``Server`` that overrides two of its public methods, ``handle_exit`` and
+    ``main_loop``; a single ``belt serve`` process runs it (workers run uvicorn's own)."""
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
         self.wake: Callable[[], object] | None = None
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """uvicorn's graceful stop (a public method of its public ``Server``), after telling
-        the requests still open that the server stops (``server_stopping``)."""
-        server_stopping()
-        await super().shutdown(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """uvicorn's handling of SIGINT and SIGTERM, then its main loop woken."""
@@ -578,18 +596,6 @@ TICK = 0.1
 """Seconds between the ticks of uvicorn's main loop (as uvicorn has them)."""
 
 
-class WorkerProcess(Process):
-    """uvicorn's worker process, serving with ``QuickStopServer``."""
-
-    @property
-    def server(self) -> uvicorn.Server:
-        """The worker's server, made in the worker."""
-        made = getattr(self, "quick_server", None)
-        if made is None:
-            made = self.quick_server = QuickStopServer(self.config)
-        return made
-
-
 class Supervisor(Multiprocess):
     """uvicorn's supervisor of worker processes, which stops at once on Ctrl-C or SIGTERM and
     says which it was; a second one kills the workers still stopping.
@@ -598,6 +604,9 @@ class Supervisor(Multiprocess):
     process of its group, and a worker still starting (importing) would print a
     KeyboardInterrupt traceback. The supervisor stops them, gracefully, with SIGTERM; a Ctrl-C
     while it starts them is held until they are started, then stops them.
+
+    A subclass of uvicorn's public ``Multiprocess`` (``uvicorn.supervisors``) that overrides
+    two of its public methods, ``init_processes`` and ``handle_ttin``, each around uvicorn's own.
     """
 
     def __init__(self, config: Any, sockets: list[socket.socket]) -> None:
@@ -622,12 +631,9 @@ class Supervisor(Multiprocess):
     # that died is not covered: uvicorn starts it among health checks that can take seconds.)
 
     def init_processes(self) -> None:
-        """Start the workers (as uvicorn does, but as ``WorkerProcess``)."""
+        """Start the workers, as uvicorn does."""
         with ctrl_c_held():
-            for _ in range(self.processes_num):
-                process = WorkerProcess(self.config, self.sockets)
-                process.start()
-                self.processes.append(process)
+            super().init_processes()
 
     def handle_ttin(self) -> None:
         with ctrl_c_held():
