@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -1006,8 +1005,8 @@ class PlatformLoop:
                 "source": source,
                 "turn": turn,
             },
+            row=row,
         )
-        new = replace(new, row=row)
         if pending is None:
             self.sim.add_messages([new])
         else:

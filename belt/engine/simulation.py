@@ -899,10 +899,11 @@ class Simulation:
         message_id: str | None = None,
         fields: dict[str, Any] | None = None,
         status: str = MessageStatus.READY,
+        row: NewMessage | None = None,
         **sim: Any,
     ) -> NewMessage:
         """A message of ``execution`` to record (``add_messages``); ``text`` sizes it in tokens
-        and bytes."""
+        and bytes; ``row`` is the transcript row an injection's file holds."""
         if text is not None:
             sim["tokens"] = estimate_tokens(text) if tokens is None else tokens
             sim["bytes"] = utf8_size(text)
@@ -914,6 +915,7 @@ class Simulation:
             sim={**execution.tags, **sim},
             message_id=message_id,
             fields=fields or {},
+            row=row,
         )
 
     def add_messages(self, new: Sequence[NewMessage]) -> list[Message]:
