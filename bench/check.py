@@ -16,11 +16,11 @@ For one handler, in the same process and in paired rounds (belt, floor, belt, fl
 The cases per second of each are the whole call's; the ratio of belt's time per case to the
 floor's is taken within each round, and its median is the verdict. Two handlers are measured:
 
-- webhook: this bench's plain handler (``serving.start_handler``, its own process, port 0), the
-  target's (belt check at most 1.5 times the floor per case);
-- ``py:``: a function that allows everything, which belt calls in its supervised worker processes
-  and the floor calls in-process (no target: the price of the workers' isolation, a figure to
-  keep an eye on).
+- webhook: the benches' plain handler (``serving.start_handler``, its own process, port 0), the
+  target's: belt check at most 1.5 times the floor per case;
+- ``py:``: ``serving.guard``, the same decisions as a function, which belt calls in its
+  supervised worker processes and the floor calls in-process (no target: the price of the
+  workers' isolation, a figure to keep an eye on).
 
 ``--handicap S`` gives belt a handler that burns S CPU seconds per call (the webhook under
 ``/spin/S/``, the ``py:`` handler ``serving.slowed``); the floor keeps the plain one.
