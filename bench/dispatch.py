@@ -11,8 +11,8 @@ beside the repository) and in memory (``belt sim run --ephemeral``):
 - no hook, one sync webhook hook on agent.tool_call, and one ``py:`` hook (``serving.guard``,
   which allows these calls, called in the simulation's process). A hook's CPU is the CPU of
   firing the run's events (``PlatformLoop.fire``: the payload, the delivery, the hook's records
-  and the checks around them) with the hook, less the same without it, plus the handler's, per
-  call: a difference between baselines of a few microseconds, not between whole runs (about
+  and the checks around them) with the hook, less the same without it (a small baseline,
+  printed), plus the handler's, per call: not a difference between whole runs (about
   0.5 ms of CPU per tool call in memory and 2 to 5 ms on disk, whose noise on a loaded machine
   is larger than a ``py:`` hook). The whole runs' difference is printed beside it: it also holds
   the report's reading of the hook's records, and that noise;
@@ -188,6 +188,7 @@ def main() -> None:
         print(f"state {store}{' (--ephemeral)' if stores[store] else ''}:")
         rate = events / calls / bare * 1000
         print(f"  a tool call, no hook:       {bare:.3f} ({rate:,.0f} events per CPU second)")
+        print(f"  its events' firing:         {statistics.median(fired[f'bare {store}']):.3f}")
         print(f"  a webhook hook:             {spread(hook['webhook'])}")
         print(f"  a py: hook:                 {spread(hook['py'])}")
         print(f"  a plain httpx call:         {spread(plain)}")
