@@ -55,9 +55,9 @@ def keep_lines(text: str) -> str:
     return "\n\n".join(paragraphs)
 
 
-def tidy(command: Any) -> Any:
-    """Reflow the help of ``command`` and of every subcommand built so far, and move its
-    examples to the epilog, so that the help ends with them (after the options); returns it."""
+def tidy(command: Any) -> None:
+    """Reflow the help of ``command`` and move its examples to the epilog, so that the help ends
+    with them (after the options)."""
     if command.help:
         command.help = reflow(command.help)
         head, heading, tail = command.help.partition(f"\n\n{EXAMPLES_HEADING}")
@@ -65,9 +65,6 @@ def tidy(command: Any) -> Any:
             # The epilog's first line is blank so that rich help, which dedents the epilog by
             # the margin of its lines after the first, keeps the examples indented.
             command.help, command.epilog = head, f"\n{EXAMPLES_HEADING}{tail}"
-    for sub in getattr(command, "commands", {}).values():
-        tidy(sub)
-    return command
 
 
 def examples(command: Any) -> list[str]:

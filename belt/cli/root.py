@@ -147,9 +147,12 @@ def build_command(name: str, target: str) -> Any:
 
 
 def adopt(command: Any) -> Any:
-    """Give a command belt's help text and JSON errors (see ``helptext`` and
-    ``remember_json``); returns it."""
-    return remember_json(helptext.tidy(command))
+    """Give a command, and every subcommand below it built so far, belt's help text and JSON
+    errors (``helptext.tidy``, ``remember_json``); returns it."""
+    for each in walk(command):
+        helptext.tidy(each)
+        remember_json(each)
+    return command
 
 
 def walk(command: Any) -> list[Any]:
@@ -189,16 +192,12 @@ JSON = "belt.json"
 """``ctx.meta`` key: set once a command's ``--json`` flag was given (``remember_json``)."""
 
 
-def remember_json(command: Any) -> Any:
-    """Have the ``--json`` flag of ``command`` and of each of its subcommands note, when given,
-    that the command's errors are to be JSON (in ``ctx.meta``, which every context of one
-    command line shares); returns ``command``."""
+def remember_json(command: Any) -> None:
+    """Have the ``--json`` flag of ``command`` note, when given, that the command's errors are
+    to be JSON (in ``ctx.meta``, which every context of one command line shares)."""
     for param in command.params:
         if "--json" in getattr(param, "opts", ()) and not getattr(param.callback, JSON, False):
             param.callback = _noting_json(param.callback)
-    for sub in getattr(command, "commands", {}).values():
-        remember_json(sub)
-    return command
 
 
 def _noting_json(callback: Any) -> Any:
