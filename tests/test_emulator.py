@@ -581,10 +581,10 @@ def shared_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
 )
 @given(BODIES)
 def test_any_body_gets_a_success_or_a_problem_both_sdks_read(
-    shared_api: tuple[str, Store], body: dict[str, Any]
+    shared_api: tuple[str, Store], http: httpx.Client, body: dict[str, Any]
 ) -> None:
     url, _ = shared_api
-    reply = httpx.post(f"{url}/agents/run", json=body, timeout=30)
+    reply = http.post(f"{url}/agents/run", json=body, timeout=30)
     document = reply.json()
     if reply.status_code == 200:
         assert document["success"] is True and "assistant_message" in document["data"]

@@ -193,11 +193,11 @@ ROUTES = [
     st.binary(max_size=300) | json_texts.map(lambda t: t.encode("utf-8", "surrogatepass")),
 )
 def test_serve_answers_any_body_with_json_or_a_problem(
-    server: str, route: tuple[str, str], body: bytes
+    server: str, http: httpx.Client, route: tuple[str, str], body: bytes
 ) -> None:
     method, path = route
     sent = {"content-type": "application/json"}
-    reply = httpx.request(method, server + path, content=body, headers=sent, timeout=30)
+    reply = http.request(method, server + path, content=body, headers=sent, timeout=30)
     if reply.status_code >= 400:
         assert reply.status_code < 500, reply.text
         assert reply.headers["content-type"] == "application/problem+json"

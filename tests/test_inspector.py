@@ -672,7 +672,9 @@ bodies = st.one_of(
 )
 
 
-def test_any_body_to_the_write_routes_is_answered_with_data_or_a_problem(store: Store) -> None:
+def test_any_body_to_the_write_routes_is_answered_with_data_or_a_problem(
+    store: Store, http: httpx.Client
+) -> None:
     """Hostile bodies never crash a route: 200 with data, or a 4xx problem naming what is wrong."""
     with running(create_app(store=store, sweep_interval=0)) as url:
         httpx.post(f"{url}/hooks", json=payload())
@@ -681,7 +683,7 @@ def test_any_body_to_the_write_routes_is_answered_with_data_or_a_problem(store: 
         @given(body=bodies, route=st.sampled_from(["replay", "scenario", "gates/int_x/resolve"]))
         def check(body: Any, route: str) -> None:
             sent = json.dumps(body).encode()
-            reply = httpx.post(f"{url}/inspector/{route}", content=sent, headers=JSON, timeout=30)
+            reply = http.post(f"{url}/inspector/{route}", content=sent, headers=JSON, timeout=30)
             assert reply.status_code in (200, 400, 404, 409, 422), reply.text
             if reply.status_code != 200:
                 problem = reply.json()
