@@ -1,13 +1,15 @@
 """Every outgoing HTTP call of belt: webhook deliveries, ``--forward-to``, ``--api``, ``belt
-trigger``, ``belt replay --to`` and ``belt check``.
+trigger``, ``belt replay --to``, ``belt check`` and executor tools over HTTP.
 
-One httpx client per process (a forked worker makes its own, never using its parent's
+One httpx transport per process (a forked worker makes its own, never using its parent's
 connections), its connections kept alive between calls; a TLS context is made once, and only
-when an ``https`` URL (or an ``https`` proxy) is first called. It holds no credentials, no
-cookies and no default headers: whatever a call needs travels in that call's own headers.
+when an ``https`` URL (or an ``https`` proxy) is first called. A call (``call``) is an
+``httpx.Request`` sent straight through it, with no client around it: nothing is kept between
+calls (no credentials, no cookies, no default headers but httpx's own), and whatever a call
+needs travels in its own headers.
 
-A call has a **total** deadline (``call``): httpx's timeouts bound each read, so a server that
-trickles its head or body a byte at a time would hold a call for as long as it likes. Here the
+A call has a **total** deadline: httpx's timeouts bound each read, so a server that trickles
+its head or body a byte at a time would hold a call for as long as it likes. Here the
 connections come from httpcore pools built on its public network-backend interface, whose every
 connect, write and read is given only the time left before the call's deadline; the body is read
 (``read``) up to a byte cap against the same deadline. The server's forwarder is async and keeps
@@ -16,9 +18,9 @@ its deadline with ``asyncio.timeout`` (``async_client``).
 Proxies: the ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` variables (either
 case) are honoured for other hosts, never for a loopback one (``localhost``, 127.0.0.0/8, ::1).
 """
-
 from __future__ import annotations
 
+import base64
 import contextvars
 import os
 import ssl
@@ -272,12 +274,13 @@ def proxy_for(scheme: str, host: str) -> str | None:
 
 
 class _Process:
-    """What a process holds: its client and its TLS context, each made on first use. A forked
-    child starts with none (``os.register_at_fork``): its parent's connections are not its own."""
+    """What a process holds: its transport and its TLS context, each made on first use. A
+    forked child starts with none (``os.register_at_fork``): its parent's connections are not
+    its own."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.client: httpx.Client | None = None
+        self.transport: Transport | None = None
         self.tls: ssl.SSLContext | None = None
 
 
@@ -306,40 +309,33 @@ def tls_context() -> ssl.SSLContext:
         return mine.tls
 
 
-def _no_cookies(made: httpx.Client | httpx.AsyncClient) -> None:
-    # Each call is a request of its own, not part of a session: no cookie is kept.
-    made.cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
-
-
-def client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
-    """This process's client; or, given a ``transport`` (a test's, an embedder's), a client on
-    that one (its connections are the transport's)."""
-    if transport is None:
-        mine = _MINE
-        if mine.client is not None:
-            return mine.client
-        transport = Transport()
+def _transport() -> Transport:
+    mine = _MINE
+    if mine.transport is None:
         with mine.lock:
-            if mine.client is not None:
-                return mine.client
-            mine.client = _client(transport)
-            return mine.client
-    return _client(transport)
-
-
-def _client(transport: httpx.BaseTransport) -> httpx.Client:
-    made = httpx.Client(transport=transport, trust_env=False, follow_redirects=False)
-    _no_cookies(made)
-    return made
+            if mine.transport is None:
+                mine.transport = Transport()
+    return mine.transport
 
 
 def close() -> None:
-    """Close this process's client and forget its TLS context (the next call makes new ones)."""
+    """Close this process's connections and forget its TLS context (the next call makes new
+    ones)."""
     mine = _MINE
     with mine.lock:
-        made, mine.client, mine.tls = mine.client, None, None
+        made, mine.transport, mine.tls = mine.transport, None, None
     if made is not None:
         made.close()
+
+
+HEADERS = {
+    "accept": "*/*",
+    "accept-encoding": "gzip, deflate",
+    "connection": "keep-alive",
+    "user-agent": f"python-httpx/{httpx.__version__}",
+}
+"""What every request carries unless its own headers say otherwise (httpx's client's own
+defaults). Nothing else: no credentials, no cookies."""
 
 
 @contextmanager
@@ -348,16 +344,32 @@ def call(
     url: str | httpx.URL,
     *,
     timeout: float,
+    headers: dict[str, str] | None = None,
     transport: httpx.BaseTransport | None = None,
-    **options: Any,
+    **content: Any,
 ) -> Iterator[httpx.Response]:
-    """Send a request and give its answer with the body unread (``read`` reads it); the
-    whole call, connection, head and body, has ``timeout`` seconds. ``options`` are those of
-    ``httpx.Client.stream`` (``content``, ``json``, ``headers``). Raises what httpx raises."""
+    """Send a request through the process's transport (or ``transport``: a test's, an
+    embedder's) and give its answer with the body unread (``read`` reads it); the whole call,
+    connection, head and body, has ``timeout`` seconds. ``content`` is ``content=`` or ``json=``
+    of ``httpx.Request``; credentials in the URL are sent as basic authentication. Redirects are
+    not followed. Raises what httpx raises."""
+    target = httpx.URL(url)
+    sent = httpx.Headers(HEADERS)
+    if target.userinfo:
+        pair = f"{target.username}:{target.password}".encode()
+        sent["authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+    if headers:
+        sent.update(headers)
+    limits = dict.fromkeys(("connect", "read", "write", "pool"), timeout)
+    request = httpx.Request(method, target, headers=sent, extensions={"timeout": limits}, **content)
     token = _END.set(time.monotonic() + timeout)
     try:
-        with client(transport).stream(method, url, timeout=timeout, **options) as answer:
+        answer = (transport or _transport()).handle_request(request)
+        answer.request = request
+        try:
             yield answer
+        finally:
+            answer.close()
     finally:
         _END.reset(token)
 
@@ -400,7 +412,8 @@ def async_client(
     made = httpx.AsyncClient(
         transport=transport, trust_env=False, follow_redirects=False, timeout=timeout
     )
-    _no_cookies(made)
+    # Each call is a request of its own, not part of a session: no cookie is kept.
+    made.cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
     return made
 
 
