@@ -1,4 +1,4 @@
-"""belt.transport: one client per process on httpx's public API, for every outgoing call.
+"""belt.transport: one transport per process on httpx's public API, for every outgoing call.
 
 Each test here failed on the transport it replaced (three ways to send a webhook, one of them
 belt's own HTTP/1.1 on raw sockets, a client per run and per command with a TLS context each).

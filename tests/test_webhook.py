@@ -34,7 +34,7 @@ def target(shared: HookApp) -> Iterator[HookApp]:
 
 
 TRANSPORTS: dict[str, Callable[[], httpx.BaseTransport | None]] = {
-    # The process's client (belt.transport).
+    # The process's own transport (belt.transport).
     "belt": lambda: None,
     "a given transport": httpx.HTTPTransport,
 }
