@@ -18,7 +18,7 @@ import typer
 import typer.core
 
 ROOT = Path(__file__).parents[2]
-LIBRARIES = ("typer", "click")
+LIBRARIES = ("typer", "click", "uvicorn", "starlette", "httpx", "httpcore")
 SOURCES = sorted(
     path for folder in ("belt", "tests") for path in (ROOT / folder).rglob("*.py") if path.is_file()
 )
