@@ -23,7 +23,6 @@ import re
 import sqlite3
 import threading
 import unicodedata
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ from belt.errors import BeltError, Conflict
 from belt.store.files import SAFE_FLAGS, UnsafeFile, check_regular_or_missing, make_dirs
 from belt.store.store import damaged
 
-FORMAT = 5
+FORMAT = 4
 """The layout of the index file; a file of another format is discarded and rebuilt."""
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -40,14 +39,7 @@ TOKENIZER = "porter unicode61 remove_diacritics 2"
 
 WEIGHTS = (4.0, 2.0, 1.0)
 """``bm25()`` column weights of name, tags and text: a word in the name counts four times."""
-_BM25 = f"-bm25(fts, {', '.join(str(weight) for weight in WEIGHTS)}, 0.0)"
-_WORDS = "{name tags text}"
-"""The columns a query's words are looked for in; the fourth, ``key``, holds each row's rowid
-(weight 0) so that a query can be narrowed to given rows within FTS5's own expression."""
-
-MAX_KEYED = 64
-"""Up to this many entries are scored by naming their keys in the query (FTS5 then reads only
-them); more are scored by walking every match of the query's words."""
+_BM25 = f"-bm25(fts, {', '.join(str(weight) for weight in WEIGHTS)})"
 
 MAX_KEPT_MATCHES = 500_000
 """How many (phrase, rowid) pairs an open index keeps between queries, at most."""
@@ -228,9 +220,10 @@ class SearchIndex:
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         self.path = path
         self.db = connection
-        self.matches: dict[str, list[str]] = {}
+        self.matches: dict[str, frozenset[int]] = {}
         """The rowids each phrase matched, for the state of the file ``version`` names."""
         self.version: object = None
+        self.kept = 0
 
     @classmethod
     def open(cls, path: Path, *, durable: bool) -> SearchIndex:
@@ -342,19 +335,14 @@ class SearchIndex:
         try:
             if journal is not None and self.journal() != journal:
                 raise Stale
-            groups: dict[int, list[int]] = {}
-            for rowid, held in self._held(phrases).most_common():
-                if held < needed:
-                    break
-                groups.setdefault(held, []).append(int(rowid))
+            groups = self._groups(self._matches(phrases), needed)
             # The rows an answer can come from: whole groups, the best held first, as many as
             # the answer and the ids left out need (more if an agent's exclusion leaves out some).
             taken: list[tuple[int, int]] = []
             scores: dict[int, float] = {}
-            last = min(groups, default=0)
-            for held, group in groups.items():
+            for number, (held, group) in enumerate(groups):
                 taken += [(rowid, held) for rowid in group]
-                if len(taken) < limit + len(exclude_ids) and held != last:
+                if len(taken) < limit + len(exclude_ids) and number < len(groups) - 1:
                     continue
                 scores = self._scores(
                     phrases, [rowid for rowid, _ in taken], exclude_ids, exclude_agent
@@ -373,28 +361,46 @@ class SearchIndex:
             if self.db.in_transaction:
                 self._run("COMMIT")
 
-    def _held(self, phrases: Sequence[str]) -> Counter[str]:
-        """How many of ``phrases`` each entry holds, by rowid (FTS5 reads one doclist each)."""
-        # What a phrase matched is kept while no connection changes the file (SQLite's
-        # data_version of this connection, read in this transaction, says when one did; this
-        # connection's own changes forget it): a prompt's common words come back often.
+    def _matches(self, phrases: Sequence[str]) -> list[frozenset[int]]:
+        """The rowids each of ``phrases`` matches (FTS5 reads its doclist).
+
+        They are kept while no connection changes the file (SQLite's ``data_version`` of this
+        connection, read in this transaction, says when one did; this connection's own changes
+        forget them): a prompt's common words come back often."""
         version = self._run("PRAGMA data_version").fetchone()
-        if version != self.version or sum(map(len, self.matches.values())) > MAX_KEPT_MATCHES:
-            self.matches, self.version = {}, version
+        if version != self.version or self.kept > MAX_KEPT_MATCHES:
+            self.matches, self.version, self.kept = {}, version, 0
         missing = [phrase for phrase in phrases if phrase not in self.matches]
         if missing:
             found = self._run(
                 " UNION ALL ".join(
                     ["SELECT group_concat(rowid) FROM fts WHERE fts MATCH ?"] * len(missing)
                 ),
-                [f"{_WORDS} : {phrase}" for phrase in missing],
+                missing,
             ).fetchall()
             for phrase, (rowids,) in zip(missing, found, strict=True):
-                self.matches[phrase] = str(rowids).split(",") if rowids else []
-        held: Counter[str] = Counter()
-        for phrase in phrases:
-            held.update(self.matches[phrase])
-        return held
+                matched = frozenset(map(int, str(rowids).split(","))) if rowids else frozenset()
+                self.matches[phrase] = matched
+                self.kept += len(matched)
+        return [self.matches[phrase] for phrase in phrases]
+
+    @staticmethod
+    def _groups(matches: list[frozenset[int]], needed: int) -> list[tuple[int, list[int]]]:
+        """The entries holding at least ``needed`` of the phrases, grouped by how many they hold,
+        the most first (set operations: the entries holding several are few)."""
+        several: set[int] = set()
+        for number, first in enumerate(matches):
+            for second in matches[number + 1 :]:
+                several |= first & second
+        groups: dict[int, list[int]] = {}
+        for rowid in several:
+            groups.setdefault(sum(rowid in matched for matched in matches), []).append(rowid)
+        if needed == 1:
+            groups[1] = list(frozenset().union(*matches) - several)
+        return sorted(
+            ((held, group) for held, group in groups.items() if held >= needed and group),
+            reverse=True,
+        )
 
     def _scores(
         self,
@@ -403,22 +409,16 @@ class SearchIndex:
         exclude_ids: Sequence[str],
         exclude_agent: str | None,
     ) -> dict[int, float]:
-        """The ``-bm25()`` of the whole query of each entry of ``rowids`` that is not excluded.
-        A few are named by their keys in the query, so FTS5 reads only them; more, and FTS5
-        walks every match of the query's words."""
-        query = f"{_WORDS} : ({' OR '.join(phrases)})"
-        keyed = len(rowids) <= MAX_KEYED
-        if keyed:  # the keys' phrases score 0: their column weighs 0
-            query += f" AND key : ({' OR '.join(quoted(str(rowid)) for rowid in rowids)})"
+        """The ``-bm25()`` of the whole query of each entry of ``rowids`` that is not excluded
+        (FTS5 walks the query's matches; ``bm25()`` is computed for these alone)."""
         found = self._run(
             f"SELECT fts.rowid, {_BM25} FROM fts CROSS JOIN entries AS e ON e.rowid = fts.rowid "
-            "WHERE fts MATCH ?1 "
-            "AND (?2 IS NULL OR +fts.rowid IN (SELECT value FROM json_each(?2))) "
+            "WHERE fts MATCH ?1 AND +fts.rowid IN (SELECT value FROM json_each(?2)) "
             "AND (?3 IS NULL OR e.id NOT IN (SELECT value FROM json_each(?3))) "
             "AND (?4 IS NULL OR instr(e.agents, ?4) = 0)",
             (
-                query,
-                None if keyed else json.dumps(rowids),
+                " OR ".join(phrases),
+                json.dumps(rowids),
                 json.dumps(list(exclude_ids)) if exclude_ids else None,
                 f" {exclude_agent} " if exclude_agent else None,
             ),
@@ -471,7 +471,7 @@ class SearchIndex:
         self._run("CREATE INDEX IF NOT EXISTS entries_name ON entries (name_key)")
         self._run(
             "CREATE VIRTUAL TABLE IF NOT EXISTS fts "
-            f"USING fts5(name, tags, text, key, tokenize='{TOKENIZER}')"
+            f"USING fts5(name, tags, text, tokenize='{TOKENIZER}')"
         )
         self._run("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('journal', -1)", (FORMAT,))
 
@@ -492,8 +492,8 @@ class SearchIndex:
             ),
         )
         self._run(
-            "INSERT INTO fts (rowid, name, tags, text, key) VALUES (?, ?, ?, ?, ?)",
-            (cursor.lastrowid, row.name, " ".join(row.tags), row.text, str(cursor.lastrowid)),
+            "INSERT INTO fts (rowid, name, tags, text) VALUES (?, ?, ?, ?)",
+            (cursor.lastrowid, row.name, " ".join(row.tags), row.text),
         )
 
     def _remove(self, entry_id: str) -> None:
@@ -522,7 +522,7 @@ class _Transaction:
         self.index = index
 
     def __enter__(self) -> None:
-        self.index.matches, self.index.version = {}, None
+        self.index.matches, self.index.version, self.index.kept = {}, None, 0
         self.index._run("BEGIN IMMEDIATE")
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
