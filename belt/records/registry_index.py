@@ -41,7 +41,7 @@ WEIGHTS = (4.0, 2.0, 1.0)
 """``bm25()`` column weights of name, tags and text: a word in the name counts four times."""
 _BM25 = f"-bm25(fts, {', '.join(str(weight) for weight in WEIGHTS)})"
 
-MAX_KEPT_MATCHES = 500_000
+MAX_KEPT_MATCHES = 200_000
 """How many (phrase, rowid) pairs an open index keeps between queries, at most."""
 
 OPTIMIZE_ROWS = 100
