@@ -104,15 +104,16 @@ def entries(count: int, words: Words) -> list[tuple[Candidate, Origin]]:
     ]
 
 
-def suggest_as_measured(large: Path, handicap: float) -> Callable[..., Any]:
-    """``registry.suggest``, slowed by ``handicap`` seconds of CPU per call against the store
-    under ``large`` (the bench's own wrapper; belt has no such switch)."""
+def suggest_as_measured(small: Path, handicap: float) -> Callable[..., Any]:
+    """``registry.suggest``, slowed by ``handicap`` seconds of CPU per call against any store
+    but the one under ``small`` (the LARGE one, and the simulator's copies of it): the bench's
+    own wrapper; belt has no such switch."""
     real = registry.suggest
 
     def measured(store: Store | None, **arguments: Any) -> Any:
         found = real(store, **arguments)
         root = Path(store.root if store is not None else os.environ.get("BELT_HOME", ""))
-        if handicap and root.is_relative_to(large):
+        if handicap and not root.is_relative_to(small):
             burn(handicap)
         return found
 
@@ -232,7 +233,7 @@ def main() -> None:
     verdicts = Verdicts("registry")
     try:
         homes = {"small": base / "small", "large": base / "large"}
-        suggest = suggest_as_measured(homes["large"], args.handicap)
+        suggest = suggest_as_measured(homes["small"], args.handicap)
         stores = {}
         for name, size in (("small", args.small), ("large", args.large)):
             started = time.perf_counter()
