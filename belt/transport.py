@@ -18,6 +18,7 @@ its deadline with ``asyncio.timeout`` (``async_client``).
 Proxies: the ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` variables (either
 case) are honoured for other hosts, never for a loopback one (``localhost``, 127.0.0.0/8, ::1).
 """
+
 from __future__ import annotations
 
 import base64
