@@ -41,8 +41,9 @@ MAX_CONNECTIONS = 100
 """The most connections open at once, for each proxy (or none) of a process's client."""
 KEPT_CONNECTIONS = 20
 """The most idle connections kept open between calls."""
-KEEP_SECONDS = 5.0
-"""How long an idle connection is kept."""
+KEEP_SECONDS = 4.0
+"""How long an idle connection is kept: less than the 5 s after which uvicorn (so ``belt
+serve``) and Node close theirs, so that a call seldom goes out on one just being closed."""
 
 _END: contextvars.ContextVar[float | None] = contextvars.ContextVar("belt_call_end", default=None)
 
