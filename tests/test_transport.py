@@ -15,6 +15,7 @@ import ssl
 import threading
 import warnings
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from belt.server.forward import forward_decider
 from belt.wire.platform import LifecycleHookPayload
 from tests import hostile
 from tests.cli.runner import belt as run_belt
-from tests.test_webhook import keep_alive, serve_each
+from tests.test_webhook import keep_alive
 
 ROOT = Path(belt.__file__).parent
 LIBRARIES = ("httpx", "httpcore", "h11", "anyio")
@@ -108,15 +109,51 @@ def test_the_fence_sees_what_it_fences() -> None:
     assert "_transport" in private
 
 
-def counting_server(answer: bytes = keep_alive(b"{}")) -> Any:
-    """A loopback server answering every request with ``answer``; its ``connections`` and
-    ``heads`` (of every request after each connection's first) are counted."""
-    return serve_each(lambda head: answer)
+class Recorder:
+    """A loopback HTTP/1.1 server (the standard library's) answering every request with
+    ``body``; it keeps each request's method, target, headers and client address."""
+
+    def __init__(self, body: bytes = b"{}") -> None:
+        self.requests: list[tuple[str, str, dict[str, str], tuple[str, int]]] = []
+        requests = self.requests
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def answer(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                requests.append((self.command, self.path, headers, self.client_address))
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = answer  # noqa: N815 (the standard library's names)
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+
+    def __enter__(self) -> str:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def ports(self) -> list[int]:
+        """The client port of each request: one per connection it came on."""
+        return [address[1] for *_, address in self.requests]
 
 
 def test_one_process_reuses_its_connection_across_runs_and_commands(tmp_path: Path) -> None:
-    behave = counting_server()
-    with hostile.hostile_server(behave) as url:
+    recorder = Recorder()
+    with recorder as url:
         scenario = tmp_path / "hooked.json"
         hook = {"event": "agent.turn_start", "type": "webhook", "handler": f"{url}/hooks"}
         document = {
@@ -129,14 +166,16 @@ def test_one_process_reuses_its_connection_across_runs_and_commands(tmp_path: Pa
             assert [h["error"] for h in report["hook_executions"]] == [None]
         sent = run_belt("trigger", "agent.start", "--to", f"{url}/hooks")
         assert sent.exit_code == 0, sent.stderr
-        # Three runs (each its own dispatcher) and a command, one connection.
-        assert len(behave.connections) == 1
-        assert len(behave.heads) == 3
+    # Three runs (each its own dispatcher) and a command on one connection: on two at most,
+    # should a loaded machine keep the connection idle past its keep-alive (a client per run
+    # and per command made four).
+    assert len(recorder.requests) == 4
+    assert len(set(recorder.ports())) <= 2
 
 
 def test_a_forked_child_never_uses_its_parents_connections() -> None:
-    behave = counting_server()
-    with hostile.hostile_server(behave) as url:
+    recorder = Recorder()
+    with recorder as url:
         assert deliver(f"{url}/h", sample_payload("agent.start"), timeout=10).error is None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads running
@@ -147,24 +186,23 @@ def test_a_forked_child_never_uses_its_parents_connections() -> None:
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         assert deliver(f"{url}/h", sample_payload("agent.start"), timeout=10).error is None
-        # The parent's connection carried its two deliveries; the child opened its own.
-        assert len(behave.connections) == 2
-        assert len(behave.heads) == 1
+    parent, child, again = recorder.ports()
+    assert child != parent  # the child opened a connection of its own
+    assert again != child
 
 
 def test_a_webhook_delivery_never_carries_the_api_key() -> None:
-    behave = counting_server(keep_alive(b'{"data": []}', "Content-Type: application/json"))
-    with hostile.hostile_server(behave) as url:
-        # The same origin for the platform's API and the hook: the same kept connection.
+    recorder = Recorder(b'{"data": []}')
+    with recorder as url:
+        # The same origin for the platform's API and the hook: the same kept connections.
         platform = Platform(url, api_key="sk-s3cret")
         deliver(f"{url}/h", sample_payload("agent.start"), timeout=10)
         assert platform.list_interrupts(run_id="run_1") == []
         deliver(f"{url}/h", sample_payload("agent.start"), timeout=10)
-    heads = [head.lower() for head in behave.heads]
-    assert len(heads) == 2 and len(behave.connections) == 1
-    get, post = heads
-    assert get.startswith(b"get ") and b"authorization: bearer sk-s3cret" in get
-    assert post.startswith(b"post ") and b"authorization" not in post and b"s3cret" not in post
+    methods = [
+        (method, headers.get("authorization")) for method, _, headers, _ in recorder.requests
+    ]
+    assert methods == [("POST", None), ("GET", "Bearer sk-s3cret"), ("POST", None)]
 
 
 async def forwarded(url: str) -> Any:
@@ -173,21 +211,21 @@ async def forwarded(url: str) -> Any:
 
 
 @pytest.fixture
-def proxy() -> Iterator[tuple[str, Any]]:
+def proxy() -> Iterator[tuple[str, Recorder]]:
     """A stand-in for a proxy on loopback that answers every request itself."""
-    behave = counting_server()
-    with hostile.hostile_server(behave) as url:
-        yield url, behave
+    recorder = Recorder(b'{"data": []}')
+    with recorder as url:
+        yield url, recorder
 
 
 def test_environment_proxies_are_never_used_for_a_loopback_hook(
-    monkeypatch: pytest.MonkeyPatch, proxy: tuple[str, Any]
+    monkeypatch: pytest.MonkeyPatch, proxy: tuple[str, Recorder]
 ) -> None:
     address, through = proxy
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
         monkeypatch.setenv(name, address)
-    hook = counting_server(keep_alive(b'{"data": []}'))
-    with hostile.hostile_server(hook) as url:
+    hook = Recorder(b'{"data": []}')
+    with hook as url:
         localhost = url.replace("127.0.0.1", "localhost")
         for target in (url, localhost):
             result = deliver(f"{target}/h", sample_payload("agent.start"), timeout=10)
@@ -196,27 +234,25 @@ def test_environment_proxies_are_never_used_for_a_loopback_hook(
             assert Platform(target).list_interrupts(run_id="run_1") == []
             # A handler on this machine, as belt serve --forward-to calls it.
             assert asyncio.run(forwarded(f"{target}/h")).response is not None
-    assert through.connections == []
-    assert len(hook.connections) >= 1
+    assert through.requests == []
+    assert len(hook.requests) == 6
 
 
 def test_a_remote_hook_goes_through_the_environments_proxy_unless_no_proxy_names_it(
-    monkeypatch: pytest.MonkeyPatch, proxy: tuple[str, Any]
+    monkeypatch: pytest.MonkeyPatch, proxy: tuple[str, Recorder]
 ) -> None:
     address, through = proxy
     monkeypatch.setenv("HTTP_PROXY", address)
-    monkeypatch.delenv("http_proxy", raising=False)
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
-    for _ in range(2):
-        result = deliver(
-            "http://hooks.example.invalid/h", sample_payload("agent.start"), timeout=10
-        )
-        assert result.error is None, result.error
-    # The second request on the proxy's kept connection (the first is read by the server).
-    assert len(through.connections) == 1
-    [head] = through.heads
-    assert head.startswith(b"POST http://hooks.example.invalid/h HTTP/1.1\r\n")
+    for name in ("http_proxy", "all_proxy", "ALL_PROXY", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    result = deliver("http://hooks.example.invalid/h", sample_payload("agent.start"), timeout=10)
+    assert result.error is None, result.error
+    [(method, target, headers, _)] = through.requests
+    assert (method, target, headers["host"]) == (
+        "POST",
+        "http://hooks.example.invalid/h",
+        "hooks.example.invalid",
+    )
     monkeypatch.setenv("NO_PROXY", ".example.invalid")
     assert transport.proxy_for("http", "hooks.example.invalid") is None
     assert transport.proxy_for("http", "example.invalid") is None
@@ -228,18 +264,21 @@ def test_a_remote_hook_goes_through_the_environments_proxy_unless_no_proxy_names
 def test_no_tls_context_for_plain_http_and_one_for_https(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    made: list[ssl.SSLContext] = []
+    # Scenarios run in forked workers: each context made is a line of this file.
+    made = tmp_path / "contexts"
+    made.touch()
     create = ssl.create_default_context
 
     def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
-        made.append(create(*args, **kwargs))
-        return made[-1]
+        with made.open("a") as counter:
+            counter.write(f"{os.getpid()}\n")
+        return create(*args, **kwargs)
 
     # What a certificate-checking context is made by (httpx's create_ssl_context too).
     monkeypatch.setattr(ssl, "create_default_context", counted)
     transport.close()
-    behave = counting_server()
-    with hostile.hostile_server(behave) as url:
+    recorder = Recorder()
+    with recorder as url:
         suite = tmp_path / "suite"
         suite.mkdir()
         for n in range(4):
@@ -252,15 +291,15 @@ def test_no_tls_context_for_plain_http_and_one_for_https(
             (suite / f"s{n}.json").write_text(json.dumps(document))
         tested = run_belt("test", str(suite))
         assert tested.exit_code == 0, tested.stdout + tested.stderr
-    assert len(behave.connections) == 1
-    assert made == []  # four webhook scenarios over http: no TLS context at all
+    assert len(recorder.requests) == 4
+    assert made.read_text() == ""  # four webhook scenarios over http: no TLS context at all
     with socket.socket() as spare:
         spare.bind(("127.0.0.1", 0))
         port = spare.getsockname()[1]
     for _ in range(3):
         result = deliver(f"https://127.0.0.1:{port}/h", sample_payload("agent.start"), timeout=5)
         assert result.error is not None and result.error.startswith("cannot connect")
-    assert len(made) == 1
+    assert len(made.read_text().split()) == 1
 
 
 @pytest.mark.parametrize("phase", ["head", "body"])
