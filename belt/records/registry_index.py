@@ -23,7 +23,7 @@ import re
 import sqlite3
 import threading
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -335,20 +335,25 @@ class SearchIndex:
         try:
             if journal is not None and self.journal() != journal:
                 raise Stale
-            groups = self._groups(self._matches(phrases), needed)
             # The rows an answer can come from: whole groups, the best held first, as many as
             # the answer and the ids left out need (more if an agent's exclusion leaves out some).
             taken: list[tuple[int, int]] = []
             scores: dict[int, float] = {}
-            for number, (held, group) in enumerate(groups):
+            scored = 0
+            for held, group in self._groups(self._matches(phrases), needed):
                 taken += [(rowid, held) for rowid in group]
-                if len(taken) < limit + len(exclude_ids) and number < len(groups) - 1:
+                if len(taken) < limit + len(exclude_ids):
                     continue
                 scores = self._scores(
                     phrases, [rowid for rowid, _ in taken], exclude_ids, exclude_agent
                 )
+                scored = len(taken)
                 if len(scores) >= limit:
                     break
+            if scored < len(taken):
+                scores = self._scores(
+                    phrases, [rowid for rowid, _ in taken], exclude_ids, exclude_agent
+                )
             best = sorted(
                 (-held, -scores[rowid], rowid) for rowid, held in taken if rowid in scores
             )
@@ -385,9 +390,10 @@ class SearchIndex:
         return [self.matches[phrase] for phrase in phrases]
 
     @staticmethod
-    def _groups(matches: list[frozenset[int]], needed: int) -> list[tuple[int, list[int]]]:
+    def _groups(matches: list[frozenset[int]], needed: int) -> Iterator[tuple[int, list[int]]]:
         """The entries holding at least ``needed`` of the phrases, grouped by how many they hold,
-        the most first (set operations: the entries holding several are few)."""
+        the most first, made as they are asked for (set operations: the entries holding several
+        are few; those holding one, many, are gathered only when the answer needs them)."""
         several: set[int] = set()
         for number, first in enumerate(matches):
             for second in matches[number + 1 :]:
@@ -395,12 +401,11 @@ class SearchIndex:
         groups: dict[int, list[int]] = {}
         for rowid in several:
             groups.setdefault(sum(rowid in matched for matched in matches), []).append(rowid)
+        for held in sorted(groups, reverse=True):
+            if held >= needed:
+                yield held, groups[held]
         if needed == 1:
-            groups[1] = list(frozenset().union(*matches) - several)
-        return sorted(
-            ((held, group) for held, group in groups.items() if held >= needed and group),
-            reverse=True,
-        )
+            yield 1, list(frozenset().union(*matches) - several)
 
     def _scores(
         self,
