@@ -11,6 +11,7 @@ import pytest
 
 from belt.errors import InvalidInput
 from belt.records.chats import create_chat
+from belt.records.interrupts import transcript_before
 from belt.records.messages import MESSAGE, MESSAGES, NewMessage, Recorder, chat_messages
 from belt.store import Store
 
@@ -121,3 +122,21 @@ def test_an_injection_whose_row_is_damaged_is_reported_with_its_path(tmp_path: P
         chat_messages(store, chat_id, 0)
     assert str(store.path(MESSAGE, injection["id"])) in str(caught.value)
     assert "sim.row" in str(caught.value)
+
+
+def test_the_transcript_before_a_gate_shows_an_injections_row_before_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    chat_id = create_chat(store, agent_id="ag_1")["id"]
+    recorder = Recorder(store, chat_id)
+    recorder.add_message(role="user", run_id=None, content=[{"type": "text", "text": "hi"}])
+    row = NewMessage(role="event", run_id=None, content=[{"type": "event", "text": "hook"}])
+    recorder.add_messages([replace(legacy_injection(active=True, remaining=2), row=row)])
+    gate = {"chat_id": chat_id, "created_at": "9999-01-01T00:00:00.000Z"}
+    before = transcript_before(store=store, record=gate, limit=2)
+    assert [(m["order"], m["role"]) for m in before] == [(1, "event"), (2, "injection")]
+    assert "row" not in before[1]["sim"]
+    assert [m["role"] for m in transcript_before(store=store, record=gate)] == [
+        "user",
+        "event",
+        "injection",
+    ]
