@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -100,14 +100,7 @@ def static_file(name: str) -> bytes:
     return (resources.files("belt.server.inspector") / "static" / name).read_bytes()
 
 
-def api(data: Any) -> Response:
-    """A success answer in the envelope, never cached."""
-    response = envelope(data)
-    response.headers.update(API_HEADERS)
-    return response
-
-
-def problem_of(exc: BeltError) -> Response:
+def problem_of(exc: BeltError) -> Problem:
     """A belt error as the problem the page shows (its problems listed too)."""
     problem = belt_problem(exc)
     problems = getattr(exc, "problems", None)
@@ -115,7 +108,27 @@ def problem_of(exc: BeltError) -> Response:
         problem.extra["errors"] = list(problems)
     if exc.hint:
         problem.extra["hint"] = exc.hint
-    return problem.response(API_HEADERS)
+    return problem
+
+
+def answering(handler: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Any]:
+    """A route of the page's API: what ``handler`` returns answered in the envelope (a Response
+    as it is), a Problem or belt error as problem+json; never cached."""
+
+    async def route(request: Request) -> Response:
+        try:
+            found = await handler(request)
+        except Problem as problem:
+            return problem.response(API_HEADERS)
+        except BeltError as exc:
+            return problem_of(exc).response(API_HEADERS)
+        if isinstance(found, Response):
+            return found
+        response = envelope(found)
+        response.headers.update(API_HEADERS)
+        return response
+
+    return route
 
 
 class Inspector:
@@ -138,12 +151,6 @@ class Inspector:
         )
         self.continuing: set[asyncio.Task[None]] = set()
 
-    async def call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run blocking store work in a worker thread."""
-        return await run_in_threadpool(func, *args, **kwargs)
-
-    # -- the page ----------------------------------------------------------------------------
-
     async def page(self, request: Request) -> Response:
         """GET /: the page."""
         return Response(
@@ -157,46 +164,27 @@ class Inspector:
             return Problem(404, "Not Found", f"no file {name}").response()
         return Response(static_file(name), media_type=STATIC_FILES[name], headers=PAGE_HEADERS)
 
-    # -- deliveries --------------------------------------------------------------------------
-
-    async def list_deliveries(self, request: Request) -> Response:
+    async def list_deliveries(self, request: Request) -> Any:
         """GET /inspector/deliveries: the newest deliveries that pass the filters."""
         params = request.query_params
-        try:
-            filters = check_filters(dict(params))
-            limit = _whole(params.get("limit", "100"), "limit")
-            found = await self.call(
-                self.deliveries.query, filters, limit=limit, before=params.get("before") or None
-            )
-        except BeltError as exc:
-            return problem_of(exc)
-        return api(found)
+        filters = check_filters(dict(params))
+        limit = _whole(params.get("limit", "100"), "limit")
+        before = params.get("before") or None
+        return await run_in_threadpool(self.deliveries.query, filters, limit=limit, before=before)
 
-    async def delivery(self, request: Request) -> Response:
+    async def delivery(self, request: Request) -> Any:
         """GET /inspector/deliveries/{id}: one delivery, all that was recorded of it."""
-        try:
-            found = await self.call(self.deliveries.detail, request.path_params["delivery_id"])
-        except BeltError as exc:
-            return problem_of(exc)
-        return api(found)
+        return await run_in_threadpool(self.deliveries.detail, request.path_params["delivery_id"])
 
-    # -- replays -----------------------------------------------------------------------------
-
-    async def replay(self, request: Request) -> Response:
+    async def replay(self, request: Request) -> Any:
         """POST /inspector/replay: ``{"ids": [...]}`` or ``{"filter": {...}}`` or ``{"run": id}``,
         ``"target"``, and for one delivery an edited ``"payload"``."""
-        try:
-            body = await read_json_object(request)
-            target = parse_target(body.get("target"))
-            entries = await self.call(self._selection, body)
-            report = await self.call(
-                self.replayer.replay, entries=entries, target=target, payload=body.get("payload")
-            )
-        except Problem as problem:
-            return problem.response(API_HEADERS)
-        except BeltError as exc:
-            return problem_of(exc)
-        return api(report)
+        body = await read_json_object(request)
+        target = parse_target(body.get("target"))
+        entries = await run_in_threadpool(self._selection, body)
+        return await run_in_threadpool(
+            self.replayer.replay, entries=entries, target=target, payload=body.get("payload")
+        )
 
     def _selection(self, body: dict[str, Any]) -> list[Any]:
         ids, chosen, run = body.get("ids"), body.get("filter"), body.get("run")
@@ -245,14 +233,10 @@ class Inspector:
     async def scenario(self, request: Request) -> Response:
         """POST /inspector/scenario: a delivery (``id``, or an edited ``payload``) kept as a
         scenario ``belt test`` runs, its hook sent to ``target``, expecting ``expect``."""
-        try:
-            body = await read_json_object(request)
-            target = parse_target(body.get("target"))
-            name, media, text = await self.call(self._scenario, body, target, str(request.base_url))
-        except Problem as problem:
-            return problem.response(API_HEADERS)
-        except BeltError as exc:
-            return problem_of(exc)
+        body = await read_json_object(request)
+        target = parse_target(body.get("target"))
+        base = str(request.base_url)
+        name, media, text = await run_in_threadpool(self._scenario, body, target, base)
         return Response(
             text,
             media_type=f"{media}; charset=utf-8",
@@ -281,79 +265,54 @@ class Inspector:
             delivery_id=delivery_id,
         )
 
-    # -- runs and gates ----------------------------------------------------------------------
-
-    async def runs(self, request: Request) -> Response:
+    async def runs(self, request: Request) -> Any:
         """GET /inspector/runs: every simulated run, newest first."""
-        try:
-            return api(await self.call(list_runs, self.store))
-        except BeltError as exc:
-            return problem_of(exc)
+        return await run_in_threadpool(list_runs, self.store)
 
-    async def run(self, request: Request) -> Response:
+    async def run(self, request: Request) -> Any:
         """GET /inspector/runs/{run_id}: a run's timeline, gates and linked chats."""
-        try:
-            return api(await self.call(run_view, self.store, request.path_params["run_id"]))
-        except BeltError as exc:
-            return problem_of(exc)
+        return await run_in_threadpool(run_view, self.store, request.path_params["run_id"])
 
-    async def gates(self, request: Request) -> Response:
+    async def gates(self, request: Request) -> Any:
         """GET /inspector/gates: the pending gates of every run."""
-        try:
-            return api(await self.call(gates, self.store))
-        except BeltError as exc:
-            return problem_of(exc)
+        return await run_in_threadpool(gates, self.store)
 
-    async def resolve(self, request: Request) -> Response:
+    async def resolve(self, request: Request) -> Any:
         """POST /inspector/gates/{id}/resolve with ``{"decision", "data"}``; the run goes on when
         this was its last pending gate. A gate settled already is a 409 saying by whom."""
         interrupt_id = request.path_params["interrupt_id"]
+        body = await read_json_object(request)
         try:
-            body = await read_json_object(request)
-            dto, run = await self.call(
+            dto, run = await run_in_threadpool(
                 resolve,
                 self.store,
                 interrupt_id=interrupt_id,
                 decision=body.get("decision"),
                 data=body.get("data"),
             )
-        except Problem as problem:
-            return problem.response(API_HEADERS)
         except Conflict as exc:
-            response = problem_of(exc)
+            problem = problem_of(exc)
             with contextlib.suppress(BeltError):
-                record = await self.call(read_record, store=self.store, interrupt_id=interrupt_id)
-                document = json.loads(bytes(response.body))
-                document["interrupt"] = gate_item(record, clock.now())
-                document["settled_by"] = settled_by(record)
-                response = Response(
-                    json.dumps(document, ensure_ascii=False),
-                    status_code=409,
-                    media_type="application/problem+json",
-                    headers=API_HEADERS,
+                record = await run_in_threadpool(
+                    read_record, store=self.store, interrupt_id=interrupt_id
                 )
-            return response
-        except BeltError as exc:
-            return problem_of(exc)
-        self._report("resolve", interrupt_id, 200, f"{body.get('decision')} (inspector)")
+                problem.extra["interrupt"] = gate_item(record, clock.now())
+                problem.extra["settled_by"] = settled_by(record)
+            raise problem from None
+        report_api(self.report, "resolve", interrupt_id, 200, f"{body.get('decision')} (inspector)")
         if run["continues"]:
             task = asyncio.get_running_loop().create_task(self._continue(run["run_id"]))
             self.continuing.add(task)
             task.add_done_callback(self.continuing.discard)
-        return api({"interrupt": dto, "run": run})
+        return {"interrupt": dto, "run": run}
 
     async def _continue(self, run_id: str) -> None:
         try:
-            tried = await self.call(continue_run, self.store, run_id)
+            tried = await run_in_threadpool(continue_run, self.store, run_id)
         except Exception as exc:  # the server stays up; the line says what went wrong
             tried = {"run_id": run_id, "error": f"{type(exc).__name__}: {exc}"}
         if tried is not None and self.report is not None:
             self.report({"kind": "resume", "at": now_iso(), **tried})
-
-    def _report(self, action: str, target: str, status: int, detail: str) -> None:
-        report_api(self.report, action, target, status, detail)
-
-    # -- the stream --------------------------------------------------------------------------
 
     async def stream(self, request: Request) -> Response:
         """GET /inspector/stream: NDJSON lines saying what changed in the store.
@@ -438,20 +397,29 @@ def build(
     """The inspector's router over ``store`` (its JSON routes under ``prefix``); ``in_process``
     the ``py:`` handlers a replay may call."""
     inspector = Inspector(store, decide=decide, report=report, in_process=in_process)
-    p = prefix
-    router = Router(
+    api = {
+        "GET": {
+            "deliveries": inspector.list_deliveries,
+            "deliveries/{delivery_id}": inspector.delivery,
+            "runs": inspector.runs,
+            "runs/{run_id}": inspector.run,
+            "gates": inspector.gates,
+            "stream": inspector.stream,
+        },
+        "POST": {
+            "replay": inspector.replay,
+            "scenario": inspector.scenario,
+            "gates/{interrupt_id}/resolve": inspector.resolve,
+        },
+    }
+    return Router(
         routes=[
             Route("/", inspector.page, methods=["GET", "HEAD"]),
-            Route(f"{p}/static/{{name}}", inspector.static, methods=["GET", "HEAD"]),
-            Route(f"{p}/deliveries", inspector.list_deliveries, methods=["GET"]),
-            Route(f"{p}/deliveries/{{delivery_id}}", inspector.delivery, methods=["GET"]),
-            Route(f"{p}/replay", inspector.replay, methods=["POST"]),
-            Route(f"{p}/scenario", inspector.scenario, methods=["POST"]),
-            Route(f"{p}/runs", inspector.runs, methods=["GET"]),
-            Route(f"{p}/runs/{{run_id}}", inspector.run, methods=["GET"]),
-            Route(f"{p}/gates", inspector.gates, methods=["GET"]),
-            Route(f"{p}/gates/{{interrupt_id}}/resolve", inspector.resolve, methods=["POST"]),
-            Route(f"{p}/stream", inspector.stream, methods=["GET"]),
+            Route(f"{prefix}/static/{{name}}", inspector.static, methods=["GET", "HEAD"]),
+            *(
+                Route(f"{prefix}/{path}", answering(handler), methods=[method])
+                for method, routes in api.items()
+                for path, handler in routes.items()
+            ),
         ]
     )
-    return router
