@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from belt import output
 from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag
 from belt.errors import UsageError
 
@@ -39,7 +40,6 @@ def settings(
 
         belt chat settings ch_q4h7c1v8b5n3t6k2m9x0 --disable-hooks
     """
-    from belt import output
 
     if hooks_off is None:
         raise UsageError("give --disable-hooks or --enable-hooks")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from belt import output
 from belt.cli.options import Routes, finite
 
 if TYPE_CHECKING:
@@ -125,7 +126,6 @@ def check(
         belt check py:examples/handler.py:decide --examples 50
         belt check http://127.0.0.1:8000/hook --event agent.tool_call --props props.toml
     """
-    from belt import output
     from belt.check.report import junit_xml as write_junit
     from belt.check.run import run_check
     from belt.check.writable import require_writable_file
@@ -177,7 +177,6 @@ def check(
 
 def render(report: CheckReport) -> None:
     """The report: a line per check, grouped by subject, failures with their reproducer."""
-    from belt import output
     from belt.text import printable
 
     rows: list[tuple[str, str]] = []

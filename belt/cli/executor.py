@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from belt import output
+
 if TYPE_CHECKING:
     from belt.executor.worker import Worker
 
@@ -14,7 +16,6 @@ app = typer.Typer(help="Serve Nexus hook tasks from the executor inbox.", no_arg
 
 def live_reporter(json_: bool, *, stderr: bool = False) -> Any:
     """A callback printing each record as a live line (or a JSON line with ``json_``)."""
-    from belt import output
     from belt.render import task_line
 
     def report(record: dict[str, Any]) -> None:
@@ -53,7 +54,6 @@ def run(
         belt executor run --tool verify=cmd:examples/nexus-verify.sh
         belt executor run --tool verify=cmd:examples/nexus-verify.sh --once --json
     """
-    from belt import output
     from belt.executor.worker import run_worker
 
     def started(worker: Worker) -> None:

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from belt import output
+from belt.cli.options import JsonFlag
 from belt.errors import ExitCode, UsageError
 from belt.wire.enums import Dialect, InterruptResolution
 
@@ -16,7 +18,6 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Declare and check lifecycle hooks.", no_args_is_help=True)
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 FileOption = Annotated[
     Path | None,
     typer.Option(
@@ -41,7 +42,6 @@ def events(json_: JsonFlag = False) -> None:
         belt hooks events
         belt hooks events --json
     """
-    from belt import output
     from belt.wire.catalogue import EVENTS
 
     if json_:
@@ -83,7 +83,6 @@ def builtins(json_: JsonFlag = False) -> None:
 
         belt hooks builtins
     """
-    from belt import output
     from belt.wire.catalogue import BUILTINS
 
     if json_:
@@ -116,7 +115,6 @@ def validate(
 
         belt hooks validate examples/guarded-agent.toml
     """
-    from belt import output
     from belt.declarations import exit_code
     from belt.doctor import SCENARIO, SCENARIO_COMMANDS, validate_files
 
@@ -174,7 +172,6 @@ def doctor(
 
         belt hooks doctor examples/hooks.toml
     """
-    from belt import output
     from belt.doctor import examine
     from belt.hookfile import resolve_path
     from belt.store import open_store
@@ -226,7 +223,6 @@ def add(
         belt hooks add agent.tool_call --webhook http://127.0.0.1:8787/hooks --timeout 10
         belt hooks add agent.tool_call --gate --default-resolution deny
     """
-    from belt import output
     from belt.hookfile import add_hook, resolve_path
 
     chosen = [
@@ -263,7 +259,6 @@ def list_(file: FileOption = None, json_: JsonFlag = False) -> None:
         belt hooks list
         belt hooks list --file examples/hooks.toml
     """
-    from belt import output
     from belt.hookfile import read_hooks, resolve_path
 
     hooks = read_hooks(file)
@@ -301,7 +296,6 @@ def remove(
 
         belt hooks remove 0
     """
-    from belt import output
     from belt.hookfile import remove_hook, resolve_path
 
     hook = remove_hook(index, file)
@@ -323,7 +317,6 @@ def export(
 
         belt hooks export --format toml
     """
-    from belt import output
     from belt.hookfile import read_hooks, render
 
     output.block(render(read_hooks(file), format_.value).rstrip("\n"))

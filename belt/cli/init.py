@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from belt import output
 from belt.cli.options import JsonFlag
 from belt.scaffold import Framework
 
@@ -56,7 +57,6 @@ def init(
 
         belt init my-hook --nexus --framework starlette
     """
-    from belt import output
     from belt.scaffold import init as write
 
     written = write(directory=directory, nexus=nexus, framework=framework)

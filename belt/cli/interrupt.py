@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from belt import output
 from belt.cli import BeltGroup, lazy_command
 from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, finite, moment_option
 from belt.errors import BeltError, UsageError
@@ -89,7 +90,6 @@ def list_(
         belt interrupt list
         belt interrupt list --all --json
     """
-    from belt import output
     from belt.backend import open_backend
 
     if run_id and run and run_id != run:
@@ -145,7 +145,6 @@ def show(
 
         belt interrupt show k2m9x0q4
     """
-    from belt import output
     from belt.backend import open_backend
     from belt.render import expires_in, gate_holds, interrupt_status
 
@@ -238,7 +237,6 @@ def resolve(
         belt interrupt resolve k2m9x0q4 allow
         belt interrupt resolve --all deny --tool delete_file --yes
     """
-    from belt import output
     from belt.backend import open_backend
     from belt.inputs import read_json_option
 
@@ -297,7 +295,6 @@ def resolve_all(
     api_key: str | None,
 ) -> None:
     """`resolve --all`: the selected gates, confirmed by count on a terminal, each resolved."""
-    from belt import output
     from belt.backend import matching_gates, open_backend, resolve_each
     from belt.inputs import read_json_option
 
@@ -368,7 +365,6 @@ def review(
 
         belt interrupt review --resume
     """
-    from belt import output
     from belt.backend import local_inbox
     from belt.render import review_lines
 
@@ -430,7 +426,6 @@ def review(
 def _settle_overdue(backend: LocalInbox) -> None:
     """Settle the gates already overdue with their default resolution, as the platform's sweep
     would have, and say so: they are not asked about."""
-    from belt import output
 
     settled = backend.sweep()
     if settled:
@@ -445,7 +440,6 @@ def _settle_overdue(backend: LocalInbox) -> None:
 
 def _ask_decision() -> str:
     """allow, deny, skip or quit, asked until one of them is given (quit at end of input)."""
-    from belt import output
 
     while True:
         try:
@@ -464,7 +458,6 @@ def _ask_decision() -> str:
 
 def _ask_data() -> object:
     """Optional data for the resolution, asked until it is valid JSON (none when left empty)."""
-    from belt import output
     from belt.inputs import read_json_option
 
     while True:
@@ -486,7 +479,6 @@ def _ask_data() -> object:
 
 def _resume(backend: LocalInbox, run_id: str) -> None:
     """Resume a simulated run whose gates are now all settled; say how it went."""
-    from belt import output
 
     try:
         states = backend.resume_settled_run(run_id=run_id)
@@ -528,7 +520,6 @@ def watch(
         belt interrupt watch
         belt interrupt watch --json --api http://127.0.0.1:8787 --run ar_k2m9x0q4h7c1v8b5n3t6
     """
-    from belt import output
     from belt.backend import open_backend
     from belt.render import watch_line
 
@@ -581,7 +572,6 @@ def sweep(
         belt interrupt sweep
         belt interrupt sweep --at 2026-08-11T14:10:00Z --json
     """
-    from belt import output
     from belt.backend import local_inbox
 
     settled = local_inbox().sweep(at=moment_option(at, "--at"))
@@ -634,7 +624,6 @@ def create(
 
         belt interrupt create --run ar_k2m9x0q4 --chat ch_q4h7c1v8 --event agent.tool_call
     """
-    from belt import output
     from belt.backend import local_inbox
     from belt.inputs import read_json_object_option
 

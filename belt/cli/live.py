@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 
+from belt import output
 from belt.errors import ExitCode
 
 
@@ -48,7 +49,6 @@ class SimLive:
             self._count_down(record["pending"])
 
     def _print_transcript(self, run_id: str) -> None:
-        from belt import output
         from belt.engine.api import show_run
         from belt.render import transcript_lines, transcript_rest
 
@@ -60,14 +60,12 @@ class SimLive:
         self.printed = lines
 
     def _count_down(self, pending: list[dict[str, Any]]) -> None:
-        from belt import output
         from belt.render import countdown_text
 
         self._countdown = output.LiveLine(lambda: countdown_text(pending, datetime.now(UTC)))
         self._countdown.start()
 
     def _approval(self, record: dict[str, Any]) -> None:
-        from belt import output
         from belt.render import approval_waiting_text
 
         self._countdown = output.LiveLine(lambda: approval_waiting_text(record, datetime.now(UTC)))
@@ -97,7 +95,6 @@ def waiting(
 ) -> tuple[dict[str, Any], list[str]]:
     """Run ``simulate`` reporting to ``live``; Ctrl-C while it waits at a gate stops waiting,
     leaves the run held, and prints the commands that go on with that run (exit 130)."""
-    from belt import output
 
     try:
         result = simulate(report=live, **kwargs)

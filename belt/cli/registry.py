@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from belt import output
+from belt.cli.options import JsonFlag
 
 if TYPE_CHECKING:
     from belt.records.registry import Match, SaveOutcome
@@ -20,7 +22,6 @@ app = typer.Typer(
 
 DEFAULT_OWNER = "local"  # belt.records.registry.DEFAULT_OWNER; a test holds the two equal
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 OwnerOption = Annotated[
     str,
     typer.Option("--owner", metavar="TEAM", help="The team whose registry to use."),
@@ -74,7 +75,6 @@ def add(
 
         echo 'Never force-push to main.' | belt registry add --kind rule --name no-force-push
     """
-    from belt import output
     from belt.records.registry import add_entry
 
     outcome = add_entry(
@@ -93,7 +93,7 @@ def add(
 
 def describe_outcome(outcome: SaveOutcome) -> str:
     """One line saying what saving did."""
-    entry = f'{outcome.id} "{plain(outcome.name)}" ({outcome.kind})'
+    entry = f'{outcome.id} "{outcome.name}" ({outcome.kind})'
     if outcome.action == "created":
         return f"created {entry}"
     if outcome.action == "versioned":
@@ -114,7 +114,6 @@ def list_(
         belt registry list
         belt registry list --kind rule --json
     """
-    from belt import output
     from belt.records.registry import list_entries
 
     entries = list_entries(None, owner=owner, kind=None if kind is None else kind.value)
@@ -127,15 +126,8 @@ def list_(
     output.table(
         ["id", "kind", "name", "tags", "version", "updated"],
         [
-            [
-                entry["id"],
-                plain(entry["kind"]),
-                plain(entry["name"]),
-                plain(", ".join(entry["tags"])),
-                entry["version"],
-                plain(entry["updated_at"]),
-            ]
-            for entry in entries
+            [e["id"], e["kind"], e["name"], ", ".join(e["tags"]), e["version"], e["updated_at"]]
+            for e in entries
         ],
         ids=(0,),
     )
@@ -154,7 +146,6 @@ def show(entry_id: EntryId, json_: JsonFlag = False) -> None:
 
         belt registry show re_k2m9x0q4
     """
-    from belt import output
     from belt.records.registry import get_entry
 
     entry = get_entry(None, entry_id=entry_id)
@@ -163,36 +154,33 @@ def show(entry_id: EntryId, json_: JsonFlag = False) -> None:
         return
     output.key_values(
         [
-            ("id", entry["id"]),
-            ("owner", plain(entry["owner"])),
-            ("name", plain(entry["name"])),
-            ("kind", plain(entry["kind"])),
-            ("tags", plain(", ".join(entry["tags"]))),
+            *((key, entry[key]) for key in ("id", "owner", "name", "kind")),
+            ("tags", ", ".join(entry["tags"])),
             ("version", str(entry["version"])),
             ("origin", describe_origin(entry["origin"])),
-            ("created", plain(entry["created_at"])),
-            ("updated", plain(entry["updated_at"])),
+            ("created", entry["created_at"]),
+            ("updated", entry["updated_at"]),
         ]
     )
     for version in reversed(entry["versions"]):
         output.echo()
         output.styled(
-            f"version {version['version']}  {plain(str(version.get('created_at')))}  "
+            f"version {version['version']}  {version.get('created_at')}  "
             f"{describe_origin(version['origin'])}",
             "bold",
         )
         for line in version["text"].splitlines():
-            output.echo(f"  {plain(line)}")
+            output.echo(f"  {line}")
 
 
 def describe_origin(origin: dict[str, Any]) -> str:
     """Who added a version: a person (and through what), or which agent's review."""
     if origin.get("by") == "agent":
-        return plain(
+        return (
             f"extracted by agent {origin.get('agent')} "
             f"(chat {origin.get('chat')}, review branch {origin.get('branch')})"
         )
-    return plain(f"added by a person ({origin.get('source')})")
+    return f"added by a person ({origin.get('source')})"
 
 
 @app.command("search")
@@ -216,7 +204,6 @@ def search_(
 
         belt registry search 'force push' --limit 3
     """
-    from belt import output
     from belt.records.registry import search
 
     matches = search(None, owner=owner, query=query, limit=limit)
@@ -224,7 +211,7 @@ def search_(
         output.print_json([match.to_json() for match in matches])
         return
     if not matches:
-        output.echo(f'no entries of {owner} match "{plain(query)}"', stderr=True)
+        output.echo(f'no entries of {owner} match "{query}"', stderr=True)
         return
     output.table(
         ["relevance", "terms", "id", "kind", "name"], [row(match) for match in matches], ids=(2,)
@@ -246,7 +233,7 @@ def row(match: Match) -> list[str]:
         f"{match.matched_terms}/{match.query_terms}",
         match.id,
         match.kind,
-        plain(match.name),
+        match.name,
     ]
 
 
@@ -258,20 +245,10 @@ def rm(entry_id: EntryId, json_: JsonFlag = False) -> None:
 
         belt registry rm re_k2m9x0q4
     """
-    from belt import output
     from belt.records.registry import remove_entry
 
     entry = remove_entry(None, entry_id=entry_id)
     if json_:
         output.print_json(summary(entry))
         return
-    output.success(f'removed {entry["id"]} "{plain(entry["name"])}"')
-
-
-def plain(text: str) -> str:
-    """``text`` with control characters shown as escapes, so a stored value cannot drive the
-    terminal."""
-    return "".join(
-        ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) == "Cc" else ch
-        for ch in str(text)
-    )
+    output.success(f'removed {entry["id"]} "{entry["name"]}"')

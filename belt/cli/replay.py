@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from belt import output
+
 
 def replay(
     source: Annotated[
@@ -92,7 +94,6 @@ def replay(
         belt replay journal --policy examples/policy.toml --check
         belt replay journal --handler hooks.py:decide --save-tests tests/recorded
     """
-    from belt import output
     from belt.keep import open_saving_replay
     from belt.render import replay_row, replay_summary
     from belt.text import printable

@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from belt.cli.options import VerboseFlag
+from belt import output
+from belt.cli.options import JsonFlag, VerboseFlag
 from belt.cli.root import BeltGroup
 
 app = typer.Typer(
@@ -53,7 +54,7 @@ def configure(
             "with these lifecycle_hooks (e.g. `belt serve`)."
         ),
     ] = None,
-    json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    json_: JsonFlag = False,
 ) -> None:
     """Check a lifecycle_hooks object and store it as the extension's configuration.
 
@@ -66,7 +67,6 @@ def configure(
 
         rho extensions configure rho.lifecycle_hooks --file examples/nexus-profile.json
     """
-    from belt import output
     from belt.rho import configure_lifecycle_hooks
 
     configured = configure_lifecycle_hooks(file=file, api=api)
@@ -80,7 +80,7 @@ def configure(
 @extensions.command()
 def show(
     extension: Annotated[Extension, typer.Argument(help="Extension to show.")],
-    json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    json_: JsonFlag = False,
 ) -> None:
     """Print the configuration stored for the extension ({} when none is).
 
@@ -93,7 +93,6 @@ def show(
         rho extensions show rho.lifecycle_hooks
         rho extensions show rho.lifecycle_hooks --json
     """
-    from belt import output
     from belt.rho import show_lifecycle_hooks
 
     shown = show_lifecycle_hooks()
@@ -110,7 +109,6 @@ def show(
 
 def render_hooks(configuration: dict[str, Any], empty: str) -> None:
     """A lifecycle_hooks object as a table of its hooks, or ``empty`` when it declares none."""
-    from belt import output
 
     if not configuration:
         output.echo(empty)

@@ -15,7 +15,7 @@ from typer.core import TyperGroup
 
 from belt import __version__
 from belt.cli import helptext
-from belt.cli.options import VerboseFlag
+from belt.cli.options import JsonFlag, VerboseFlag
 from belt.errors import BeltError, ExitCode, Interrupted, UsageError, exit_code_lines
 
 
@@ -320,7 +320,7 @@ def root(
 
 
 @app.command()
-def version(json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def version(json_: JsonFlag = False) -> None:
     """Print belt's version.
 
     Examples:

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from belt import output
 from belt.cli.options import moment_option
 
 
@@ -194,7 +195,6 @@ def render_listening(
     """The ready line, on stderr so stdout carries only request lines: where hooks, the API
     and the inspector answer, and the signing secret if belt made it (a given one is never
     printed); with ``open_inspector``, the inspector opens in a browser."""
-    from belt import output
 
     extras = [str(info["decider"])]
     if info["signed"]:

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from belt import output
 from belt.cli.live import SimLive, waiting
 from belt.cli.options import Executors, Routes, moment_option
 
@@ -67,7 +68,6 @@ def render(
     run just executed failed or is on an attention hold, or with ``strict`` when a hook call
     failed or an answer was partly ignored (answer warnings). What ``live`` printed already
     (the transcript up to a gate) is not printed again."""
-    from belt import output
     from belt.render import transcript_lines
 
     summary = report.get("hook_summary") or {}
@@ -252,7 +252,6 @@ def show(
         belt sim show ar_k2m9x0q4h7c1v8b5n3t6
         belt sim show --last --json
     """
-    from belt import output
     from belt.engine.api import show_run
     from belt.render import transcript_lines
 
@@ -277,7 +276,6 @@ def list_(
         belt sim list
         belt sim list --all --json
     """
-    from belt import output
     from belt.engine.api import list_runs
 
     rows = list_runs(include_tasks=all_)
@@ -332,7 +330,6 @@ def stop(
         belt sim stop ar_k2m9x0q4h7c1v8b5n3t6
         belt sim stop ar_k2m9x0q4h7c1v8b5n3t6 --force
     """
-    from belt import output
     from belt.engine.api import stop_run
 
     run = stop_run(run_id=run_id, force=force)

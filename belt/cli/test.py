@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from belt import output
 from belt.cli.options import Routes
 from belt.errors import ExitCode, InvalidInput
 
@@ -131,7 +132,6 @@ def test(
         belt test examples/tests
         belt test examples/tests -k guarded --junit-xml report.xml
     """
-    from belt import output
     from belt.loader import collector_paused
     from belt.render import (
         COVERAGE_COLUMNS,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from belt import output
 from belt.cli.options import finite
 
 if TYPE_CHECKING:
@@ -90,7 +91,6 @@ def trigger(
 
         belt trigger agent.tool_call --to py:hooks.py:guard --set data.arguments='{"command": "ls"}'
     """
-    from belt import output
     from belt.trigger import failure, read_data, read_payload, running_serve
     from belt.trigger import trigger as send
 
@@ -121,7 +121,6 @@ def trigger(
 
 def render(report: TriggerReport) -> None:
     """The report as labelled lines."""
-    from belt import output
 
     signed = " (signed)" if report.signed else ""
     if report.status is None:
