@@ -71,6 +71,7 @@ from belt.server.problems import (
     internal_problem,
     json_bytes,
     parse_json,
+    problem_answer,
     read_json_object,
     receive_body,
 )
@@ -572,7 +573,11 @@ def create_app(
     return ServeApp(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={HTTPException: http_problem, Exception: internal_problem},
+        exception_handlers={
+            HTTPException: http_problem,
+            Problem: problem_answer,
+            Exception: internal_problem,
+        },
         hooks=hooks,
         guard={
             "token": token,
@@ -680,6 +685,8 @@ async def running_forever(loops: list[Coroutine[Any, Any, None]]) -> AsyncIterat
 
 
 ENV_PREFIX = "BELT_SERVE_"
+REPORTERS: dict[str, Reporter] = {"lines": render_record, "json": render_json}
+"""How each ``REPORT`` mode (``--report``) shows a line (``none``: not at all)."""
 
 
 def create_app_from_env() -> Starlette:
@@ -689,13 +696,16 @@ def create_app_from_env() -> Starlette:
     any ASGI server that calls a factory) runs the same app ``belt serve`` runs; ``belt serve
     --workers N`` starts N processes of it. The variables are documented in docs/serve.md.
     """
-    return create_app_from_settings(
-        {
-            key.removeprefix(ENV_PREFIX): value
-            for key, value in os.environ.items()
-            if key.startswith(ENV_PREFIX) and value
-        }
-    )
+    return create_app_from_settings(env_settings())
+
+
+def env_settings() -> dict[str, str]:
+    """The ``BELT_SERVE_*`` variables that are set, named without the prefix."""
+    return {
+        key.removeprefix(ENV_PREFIX): value
+        for key, value in os.environ.items()
+        if key.startswith(ENV_PREFIX) and value
+    }
 
 
 def create_app_from_settings(env: dict[str, str]) -> Starlette:
@@ -707,29 +717,20 @@ def create_app_from_settings(env: dict[str, str]) -> Starlette:
         decide = policy_decider(load_policy(env["POLICY"]))
     elif env.get("HANDLER"):
         pool = HandlerPool()
-        timeout = float(env.get("HANDLER_TIMEOUT", HANDLER_TIMEOUT))
-
         decide = handler_decider(
             load_handler(env["HANDLER"]),
-            timeout=timeout,
+            timeout=float(env.get("HANDLER_TIMEOUT", HANDLER_TIMEOUT)),
             pool=pool,
             on_raise=handler_traceback if env.get("VERBOSE") == "1" else None,
         )
     elif env.get("FORWARD_TO"):
         decide = forward_decider(check_forward_url(env["FORWARD_TO"]), secret=env.get("SECRET"))
-    report: Reporter | None = None
-    mode = env.get("REPORT", "none")
-    if mode == "json":
-        report = render_json
-    elif mode == "lines":
-        report = render_record
-
     return create_app(
         decide=decide,
         secret=env.get("SECRET"),
         token=env.get("TOKEN"),
         sweep_interval=float(env.get("SWEEP_INTERVAL", "60")),
-        report=report,
+        report=REPORTERS.get(env.get("REPORT", "none")),
         handler_pool=pool,
         on_loop_error=loop_error,
         resume=env.get("RESUME") == "1",
@@ -797,12 +798,8 @@ class PlatformApi:
     async def list_interrupts(self, request: Request) -> Response:
         """GET /agent-runs/{run_id}/interrupts (``?status=pending`` keeps the pending ones)."""
         status = request.query_params.get("status")
-        try:
-            items = await self._call(
-                list_interrupts, run_id=request.path_params["run_id"], include_settled=True
-            )
-        except Problem as problem:
-            return problem.response()
+        run_id = request.path_params["run_id"]
+        items = await self._call(list_interrupts, run_id=run_id, include_settled=True)
         if status:
             items = [item for item in items if item.get("status") == status]
         return envelope(items)

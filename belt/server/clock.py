@@ -52,21 +52,19 @@ class ClockRoutes:
 
     async def move(self, request: Request) -> Response:
         """Move the virtual clock forward, then settle what is overdue at the new time."""
+        body = await read_json_object(request)
+        if self.clock is None:
+            raise Problem(
+                409,
+                "Conflict",
+                "this server runs on wall time, which no request moves: start it with "
+                "`belt serve --clock RFC3339` to move its clock",
+            )
         try:
-            body = await read_json_object(request)
-            if self.clock is None:
-                raise Problem(
-                    409,
-                    "Conflict",
-                    "this server runs on wall time, which no request moves: start it with "
-                    "`belt serve --clock RFC3339` to move its clock",
-                )
             moment = self._moved(body, self.clock)
-            settled = await self.sweep()
-        except Problem as problem:
-            return problem.response()
         except BeltError as exc:
-            return belt_problem(exc).response()
+            raise belt_problem(exc) from None
+        settled = await self.sweep()
         return envelope({"now": timestamp(moment), "virtual": True, "settled": settled})
 
     @staticmethod

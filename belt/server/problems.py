@@ -149,6 +149,12 @@ async def http_problem(request: Request, exc: Exception) -> Response:
     return Problem(status, title(status), detail).response(headers)
 
 
+async def problem_answer(request: Request, exc: Exception) -> Response:
+    """A Problem a route raised, answered."""
+    assert isinstance(exc, Problem)
+    return exc.response()
+
+
 async def internal_problem(request: Request, exc: Exception) -> Response:
     """An error no route foresaw, as a 500 problem naming only its kind."""
     return Problem(500, title(500), f"internal error ({type(exc).__name__})").response()

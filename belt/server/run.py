@@ -37,7 +37,7 @@ from belt.errors import BeltError, UsageError
 from belt.records import serves
 from belt.records.journal import ServeLine, append_serve_line, journal_headers
 from belt.records.reports import Reporter, report_api
-from belt.server.app import ENV_PREFIX, create_app_from_settings
+from belt.server.app import ENV_PREFIX, REPORTERS, create_app_from_settings, env_settings
 from belt.server.connections import (
     BACKLOG,
     IDLE_TIMEOUT,
@@ -50,7 +50,6 @@ from belt.server.connections import (
 from belt.server.deciders import HANDLER_TIMEOUT
 from belt.server.guard import LOOPBACK_NAMES, STOPPING, allowed_host_name
 from belt.server.journal import JOURNAL_ERRORS
-from belt.server.live import render_json, render_record
 from belt.server.problems import Problem, parse_json
 from belt.server.stopping import Terminated
 from belt.signing import secret_key
@@ -323,17 +322,8 @@ def create_served_app(settings: dict[str, str]) -> ASGIApp:
 def create_served_app_from_env() -> ASGIApp:
     """``create_served_app`` from the ``BELT_SERVE_*`` variables: the factory each process of
     ``belt serve --workers N`` runs."""
-    return create_served_app(
-        {
-            key.removeprefix(ENV_PREFIX): value
-            for key, value in os.environ.items()
-            if key.startswith(ENV_PREFIX) and value
-        }
-    )
+    return create_served_app(env_settings())
 
-
-REPORTERS: dict[str, Reporter] = {"lines": render_record, "json": render_json}
-"""How each ``report_mode`` shows a line (``none``: not at all)."""
 
 HOOK_ROUTE = "/hooks"
 STOP_WRITE = 0.5
