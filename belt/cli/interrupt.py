@@ -15,7 +15,7 @@ from belt.errors import BeltError, UsageError
 from belt.wire.enums import InterruptReason, InterruptResolution, InterruptStatus
 
 if TYPE_CHECKING:
-    from belt.backend import LocalInbox
+    from belt.backend import Backend, LocalInbox
 
 # Each command is built only when a command line names it (see ``lazy_command``): building all
 # of them would make `belt interrupt list`, the command people type most, pay for every one.
@@ -240,35 +240,31 @@ def resolve(
     from belt.backend import open_backend
     from belt.inputs import read_json_option
 
+    filters = {"run_id": run, "chat_id": chat, "tool": tool, "event": event}
     if all_:
-        resolve_all(
-            decision=_decision_of_all(interrupt_id, decision),
-            data=data,
-            filters={"run_id": run, "chat_id": chat, "tool": tool, "event": event},
-            yes=yes,
-            json_=json_,
-            api=api,
-            api_key=api_key,
-        )
-        return
-    if decision is None:
+        chosen = _decision_of_all(interrupt_id, decision)
+    elif decision is None:
         raise UsageError(
             f"give a decision: belt interrupt resolve {interrupt_id} allow (or deny)",
             hint="to settle many gates at once: belt interrupt resolve --all allow (or deny)",
         )
-    for option, value in (("--run", run), ("--chat", chat), ("--tool", tool), ("--event", event)):
-        if value is not None:
+    else:
+        chosen = decision.value
+        for key in (key for key, value in filters.items() if value is not None):
+            option = f"--{key.removesuffix('_id')}"
             raise UsageError(f"{option} selects gates for --all; with one ID it has no use")
     resolved_data = None if data is None else read_json_option(data, option="--data")
     with open_backend(api, api_key=api_key) as backend:
+        if all_:
+            resolve_all(backend, chosen, resolved_data, filters, yes=yes, json_=json_)
+            return
         item = backend.resolve_interrupt(
-            interrupt_id=interrupt_id, decision=decision.value, data=resolved_data
+            interrupt_id=interrupt_id, decision=chosen, data=resolved_data
         )
     if json_:
         output.print_json(item)
         return
-    resolution = item.get("resolution") or decision.value
-    output.success(f"{item.get('id') or interrupt_id} resolved: {resolution}")
+    output.success(f"{item.get('id') or interrupt_id} resolved: {item.get('resolution') or chosen}")
 
 
 def _decision_of_all(first: str, second: InterruptResolution | None) -> str:
@@ -285,39 +281,35 @@ def _decision_of_all(first: str, second: InterruptResolution | None) -> str:
 
 
 def resolve_all(
-    *,
+    backend: Backend,
     decision: str,
-    data: str | None,
+    data: object,
     filters: dict[str, str | None],
+    *,
     yes: bool,
     json_: bool,
-    api: str | None,
-    api_key: str | None,
 ) -> None:
     """`resolve --all`: the selected gates, confirmed by count on a terminal, each resolved."""
-    from belt.backend import matching_gates, open_backend, resolve_each
-    from belt.inputs import read_json_option
+    from belt.backend import matching_gates, resolve_each
 
-    resolved_data = None if data is None else read_json_option(data, option="--data")
-    with open_backend(api, api_key=api_key) as backend:
-        items = matching_gates(backend, **filters)
-        if not items:
-            if json_:
-                output.print_json({"resolved": [], "missed": []})
-            else:
-                output.echo("no pending interrupts match", stderr=True)
-            return
-        count = f"{len(items)} pending gate(s)"
-        if not yes:
-            if not sys.stdin.isatty():
-                raise UsageError(
-                    f"resolve --all would settle {count} and asks first, but standard input is "
-                    "not a terminal",
-                    hint="add --yes to settle them from a script",
-                )
-            if not typer.confirm(f"settle {count} as {decision}?", err=True):
-                raise BeltError("nothing resolved: not confirmed")
-        resolved, missed = resolve_each(backend, items, decision=decision, data=resolved_data)
+    items = matching_gates(backend, **filters)
+    if not items:
+        if json_:
+            output.print_json({"resolved": [], "missed": []})
+        else:
+            output.echo("no pending interrupts match", stderr=True)
+        return
+    count = f"{len(items)} pending gate(s)"
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError(
+                f"resolve --all would settle {count} and asks first, but standard input is "
+                "not a terminal",
+                hint="add --yes to settle them from a script",
+            )
+        if not typer.confirm(f"settle {count} as {decision}?", err=True):
+            raise BeltError("nothing resolved: not confirmed")
+    resolved, missed = resolve_each(backend, items, decision=decision, data=data)
     if json_:
         output.print_json(
             {
@@ -333,16 +325,7 @@ def resolve_all(
     output.echo(f"resolved {len(resolved)} of {len(items)} as {decision}", stderr=True)
 
 
-ANSWERS = {
-    "a": "allow",
-    "allow": "allow",
-    "d": "deny",
-    "deny": "deny",
-    "s": "skip",
-    "skip": "skip",
-    "q": "quit",
-    "quit": "quit",
-}
+ANSWERS = {key: word for word in ("allow", "deny", "skip", "quit") for key in (word, word[0])}
 
 
 def review(
@@ -438,18 +421,25 @@ def _settle_overdue(backend: LocalInbox) -> None:
         )
 
 
+def _ask(prompt: str) -> str | None:
+    """A line typed after ``prompt``, stripped; None at the end of input."""
+    try:
+        return input(prompt).strip()
+    except EOFError:
+        output.echo()
+        return None
+    except KeyboardInterrupt:
+        output.echo(stderr=True)  # the line "interrupted" goes below the prompt
+        raise
+
+
 def _ask_decision() -> str:
     """allow, deny, skip or quit, asked until one of them is given (quit at end of input)."""
-
     while True:
-        try:
-            text = input("allow, deny, skip or quit? [a/d/s/q] ").strip().lower()
-        except EOFError:
-            output.echo()
+        text = _ask("allow, deny, skip or quit? [a/d/s/q] ")
+        if text is None:
             return "quit"
-        except KeyboardInterrupt:
-            output.echo(stderr=True)  # the line "interrupted" goes below the prompt
-            raise
+        text = text.lower()
         if text in ANSWERS:
             return ANSWERS[text]
         if text:
@@ -461,14 +451,7 @@ def _ask_data() -> object:
     from belt.inputs import read_json_option
 
     while True:
-        try:
-            text = input("data for the resolution (JSON or @FILE, Enter for none): ").strip()
-        except EOFError:
-            output.echo()
-            return None
-        except KeyboardInterrupt:
-            output.echo(stderr=True)
-            raise
+        text = _ask("data for the resolution (JSON or @FILE, Enter for none): ")
         if not text:
             return None
         try:
@@ -660,16 +643,8 @@ def _resource(item: dict[str, Any]) -> str:
     return f"{kind}:{item['resource_id']}" if item.get("resource_id") else kind
 
 
-for _name, _function in (
-    ("list", "list_"),
-    ("show", "show"),
-    ("resolve", "resolve"),
-    ("review", "review"),
-    ("watch", "watch"),
-    ("sweep", "sweep"),
-    ("create", "create"),
-):
-    lazy_command("interrupt", _name, f"belt.cli.interrupt:{_function}")
+for _function in ("list_", "show", "resolve", "review", "watch", "sweep", "create"):
+    lazy_command("interrupt", _function.rstrip("_"), f"belt.cli.interrupt:{_function}")
 
 
 def scripted_hint() -> str:
