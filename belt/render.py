@@ -19,21 +19,19 @@ from belt.text import short
 Lines = list[tuple[str, str]]
 
 
-def transcript_lines(report: dict[str, Any], *, verbose: bool = False) -> list[tuple[str, str]]:
+def transcript_lines(report: dict[str, Any], *, verbose: bool = False) -> Lines:
     """The simulation as a conversation: (line, style) pairs for the terminal; ``verbose`` adds
     the hook calls that changed nothing (they leave no row)."""
-    renderer = RENDERERS.get(str(report["simulation"].get("dialect")), platform_lines)
-    if renderer is platform_lines:
-        return platform_lines(report, quiet_deliveries(report) if verbose else [])
-    return renderer(report)
+    renderer = RENDERERS.get(str(report["simulation"].get("dialect")))
+    if renderer is not None:
+        return renderer(report)
+    return platform_lines(report, quiet_deliveries(report) if verbose else [])
 
 
-def platform_lines(
-    report: dict[str, Any], quiet: list[dict[str, Any]] | None = None
-) -> list[tuple[str, str]]:
+def platform_lines(report: dict[str, Any], quiet: list[dict[str, Any]] | None = None) -> Lines:
     """A platform simulation: each run, its messages and hook rows (each under the tool call it
     was for), and the gates that hold it; ``quiet`` deliveries where they happened."""
-    lines: list[tuple[str, str]] = registry_lines(report)
+    lines = registry_lines(report)
     runs = {run["id"]: run for run in report["runs"]}
     messages = report["chat"]["chat_messages"]
     current_run = None
@@ -41,14 +39,9 @@ def platform_lines(
         run_id = message.get("agent_run_id")
         if run_id != current_run and run_id in runs:
             current_run = run_id
-            run = runs[run_id]
-            lines.append(("", ""))
-            lines.append((f"── run {run_id} · {run_state(run)}", "bold"))
+            lines += [("", ""), (f"── run {run_id} · {run_state(runs[run_id])}", "bold")]
         lines.extend(message_lines_)
-    lines.extend(task_lines(report))
-    lines.extend(gate_lines(report))
-    lines.extend(interrupted_lines(report))
-    return lines
+    return lines + task_lines(report) + gate_lines(report) + interrupted_lines(report)
 
 
 Render = Callable[[dict[str, Any]], Lines]
@@ -68,24 +61,14 @@ def registry_lines(report: dict[str, Any]) -> Lines:
         for action, label in LOADED.items()
     }
     said = ", ".join(f"{count} {label}" for label, count in counts.items() if count) or "none"
-    lines: Lines = [
-        ("", ""),
-        (
-            f"── registry {registry['owner']}: {len(entries)} entries loaded from "
-            f"{registry['directory']} ({said})",
-            "bold",
-        ),
-    ]
+    head = f"── registry {registry['owner']}: {len(entries)} entries loaded from "
+    lines: Lines = [("", ""), (f"{head}{registry['directory']} ({said})", "bold")]
     for entry in entries:
-        if entry.get("action") == "skipped":
-            continue
-        version = f" v{entry['version']}" if entry.get("action") == "versioned" else ""
-        lines.append(
-            (
-                f"  {LOADED.get(str(entry.get('action')), '?'):<11} {entry['name']}  "
-                f"({entry['kind']}, {entry['id']}{version})",
-                "dim",
-            )
+        action = entry.get("action")
+        version = f" v{entry['version']}" if action == "versioned" else ""
+        what = f"{entry['name']}  ({entry['kind']}, {entry['id']}{version})"
+        lines += (
+            [] if action == "skipped" else [(f"  {LOADED.get(str(action), '?'):<11} {what}", "dim")]
         )
     return lines
 
@@ -189,7 +172,10 @@ def quiet_line(record: dict[str, Any]) -> tuple[str, str]:
     return (text, "dim")
 
 
-def message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
+TOOL_STYLES = {"completed": "", "failed": "red", "awaiting_approval": "yellow"}
+
+
+def message_lines(message: dict[str, Any]) -> Lines:
     """How one message reads in the transcript."""
     role = message["role"]
     text = " ".join(c.get("text") or "" for c in message.get("content") or [] if c)
@@ -208,13 +194,9 @@ def message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
         for invocation in message.get("tool_invocations") or []:
             function = invocation["function"]
             call = f"{function['name']}({short(function.get('arguments') or {}, 60)})"
-            result = invocation.get("result")
-            status = invocation["status"]
+            result, status = invocation.get("result"), invocation["status"]
             tail = f" → {short(result, 60)}" if result else ""
-            style = {"completed": "", "failed": "red", "awaiting_approval": "yellow"}.get(
-                status, "dim"
-            )
-            out.append((f"  tool     {call}  [{status}]{tail}", style))
+            out.append((f"  tool     {call}  [{status}]{tail}", TOOL_STYLES.get(status, "dim")))
         return out
     if role == "injection":
         info = sim.get("injection") or {}
@@ -230,17 +212,15 @@ def message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
             event = content.get("event") or {}
             if event.get("type") == "hook":
                 hook = event["hook"]
-                parts = [f"    hook   {hook['event']}: {handler_text(hook, sim.get('routed_to'))}"]
-                if hook.get("decision"):
-                    parts.append(f"→ {hook['decision']}")
-                if hook.get("reason"):
-                    parts.append(f"({hook['reason']})")
-                if hook.get("injected"):
-                    parts.append("+ injected")
-                if hook.get("error"):
-                    parts.append(f"! error: {hook['error']}")
-                parts.append(f"{hook.get('duration_ms', 0)}ms")
-                out.append((" ".join(parts), "dim"))
+                parts = [
+                    f"    hook   {hook['event']}: {handler_text(hook, sim.get('routed_to'))}",
+                    hook.get("decision") and f"→ {hook['decision']}",
+                    hook.get("reason") and f"({hook['reason']})",
+                    hook.get("injected") and "+ injected",
+                    hook.get("error") and f"! error: {hook['error']}",
+                    f"{hook.get('duration_ms', 0)}ms",
+                ]
+                out.append((" ".join(part for part in parts if part), "dim"))
             else:
                 style = "red" if event.get("type") == "run_failed" else "yellow"
                 out.append((f"  {content.get('text', '')}", style))
@@ -248,50 +228,28 @@ def message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
     return []
 
 
-def task_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+def task_lines(report: dict[str, Any]) -> Lines:
     """The chats task hooks started, and how their runs went; or the chat a task chat serves."""
-    lines: list[tuple[str, str]] = []
-    parent = report["simulation"].get("parent")
-    if parent:
-        lines.append(("", ""))
+    lines: Lines = []
+    if parent := report["simulation"].get("parent"):
         kind = report["simulation"].get("kind") or "task"
-        lines.append(
-            (
-                f"{kind} chat of {parent['hook_event']} in run {parent['run_id']} "
-                f"(chat {parent['chat_id']})",
-                "dim",
-            )
-        )
-    tasks = report.get("tasks") or []
-    if tasks:
-        lines.append(("", ""))
-        lines.append((f"── {len(tasks)} task chat(s) started by hooks", "bold"))
+        where = f"in run {parent['run_id']} (chat {parent['chat_id']})"
+        lines += [("", ""), (f"{kind} chat of {parent['hook_event']} {where}", "dim")]
+    if tasks := report.get("tasks") or []:
+        lines += [("", ""), (f"── {len(tasks)} task chat(s) started by hooks", "bold")]
     for task in tasks:
         runs = ", ".join(f"run {r['id']} {r['state']}" for r in task["runs"]) or "not run"
         style = "red" if any(r["state"] != "completed" for r in task["runs"]) else ""
-        lines.append(
-            (
-                f"  task     {task['parent']['hook_event']} → {task['agent']}: chat "
-                f"{task['chat_id']} · {runs}",
-                style,
-            )
-        )
-    reviews = report.get("reviews") or []
-    if reviews:
-        lines.append(("", ""))
-        lines.append((f"── {len(reviews)} review(s) by belt:extract", "bold"))
+        chat = f"{task['agent']}: chat {task['chat_id']} · {runs}"
+        lines.append((f"  task     {task['parent']['hook_event']} → {chat}", style))
+    if reviews := report.get("reviews") or []:
+        lines += [("", ""), (f"── {len(reviews)} review(s) by belt:extract", "bold")]
     for review in reviews:
         record = review.get("review") or {}
-        outcomes = record.get("outcomes") or []
-        done = ", ".join(f"{o['action']} {o['name']}" for o in outcomes)
+        done = ", ".join(f"{o['action']} {o['name']}" for o in record.get("outcomes") or [])
         what = done or record.get("note") or "no candidates"
-        lines.append(
-            (
-                f"  review   {review['parent']['hook_event']} → branch {review['chat_id']} "
-                f"(from {record.get('ancestor')}): {what}",
-                "",
-            )
-        )
+        branch = f"branch {review['chat_id']} (from {record.get('ancestor')})"
+        lines.append((f"  review   {review['parent']['hook_event']} → {branch}: {what}", ""))
     return lines
 
 
@@ -302,87 +260,85 @@ def run_state(run: dict[str, Any]) -> str:
     return str(run["state"])
 
 
-def interrupted_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+def interrupted_lines(report: dict[str, Any]) -> Lines:
     """Runs whose process was killed: how to go on from their last durable point."""
-    lines: list[tuple[str, str]] = []
+    lines: Lines = []
     for run in report["runs"]:
         if run.get("interrupted"):
-            lines.append(("", ""))
-            lines.append(
-                (f"⚠ run {run['id']} was interrupted: the process running it is gone", "bold red")
-            )
-            lines.append(("continue it from its last durable point, or end it:", ""))
-            lines.append((f"  belt sim resume {run['id']}", ""))
-            lines.append((f"  belt sim stop {run['id']}", ""))
+            lines += [
+                ("", ""),
+                (f"⚠ run {run['id']} was interrupted: the process running it is gone", "bold red"),
+                ("continue it from its last durable point, or end it:", ""),
+                (f"  belt sim resume {run['id']}", ""),
+                (f"  belt sim stop {run['id']}", ""),
+            ]
     simulation = report["simulation"]
     if simulation.get("interrupted"):
         left = simulation["turns_left"]
-        lines.append(("", ""))
-        lines.append(
+        gone = "the process running it is gone with"
+        lines += [
+            ("", ""),
             (
-                "⚠ the simulation was interrupted between runs: the process running it is gone "
-                f"with {left} turn{'' if left == 1 else 's'} left",
+                f"⚠ the simulation was interrupted between runs: {gone} {left} turn"
+                f"{'' if left == 1 else 's'} left",
                 "bold red",
-            )
-        )
-        lines.append(("go on with the turns left:", ""))
-        lines.append((f"  belt sim resume {simulation['resume_run']}", ""))
+            ),
+            ("go on with the turns left:", ""),
+            (f"  belt sim resume {simulation['resume_run']}", ""),
+        ]
     return lines
 
 
-def gate_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+def gate_lines(report: dict[str, Any]) -> Lines:
     """Where a gate holds the run: the interrupt and the exact commands to go on."""
     pending = report["chat"]["pending_interrupts"]
     if not pending:
         return []
-    lines: list[tuple[str, str]] = [("", "")]
     run_id = pending[0]["run_id"]
-    lines.append((f"⏸ run {run_id} is waiting at {len(pending)} gate(s):", "bold yellow"))
+    lines: Lines = [
+        ("", ""),
+        (f"⏸ run {run_id} is waiting at {len(pending)} gate(s):", "bold yellow"),
+    ]
     for interrupt in pending:
-        meta = interrupt.get("meta") or {}
-        data = meta.get("data") or {}
+        data = (interrupt.get("meta") or {}).get("data") or {}
         what = (
             f" {data['tool']}({short(data.get('arguments') or {}, 50)})" if "tool" in data else ""
         )
-        expires = interrupt["expires_at"]
-        lines.append(
-            (f"  {interrupt['id']}  {interrupt['source']}{what}  expires {expires}", "yellow")
-        )
+        held = f"{interrupt['source']}{what}  expires {interrupt['expires_at']}"
+        lines.append((f"  {interrupt['id']}  {held}", "yellow"))
+    commands = [
+        # A client tool's result is the resolution's data (what POST /tools/{id} stores).
+        f"""belt interrupt resolve {i["id"]} allow --data '{{"result": "…"}}'"""
+        if i.get("reason") == "client_tool"
+        else f"belt interrupt resolve {i['id']} allow   # or deny"
+        for i in pending
+    ]
+    return lines + settle_lines(report, run_id, commands, "gate", "settle its gates")
+
+
+def settle_lines(
+    report: dict[str, Any], run_id: str, commands: list[str], what: str, doing: str
+) -> Lines:
+    """How to settle what a run waits at (each ``what``, by ``commands``) and go on; or, for an
+    ``--ephemeral`` simulation, that there is nothing left to settle."""
     if report["simulation"].get("ephemeral"):
-        lines.append(
-            (
-                "it ran in memory (--ephemeral) and is gone with this process: run the scenario "
-                "again without --ephemeral to settle its gates and go on",
-                "dim",
-            )
-        )
-        return lines
-    lines.append(("resolve each gate, then resume:", ""))
-    for interrupt in pending:
-        if interrupt.get("reason") == "client_tool":
-            # A client tool's result is the resolution's data (what POST /tools/{id} stores).
-            command = (
-                f"""belt interrupt resolve {interrupt["id"]} allow --data '{{"result": "…"}}'"""
-            )
-        else:
-            command = f"belt interrupt resolve {interrupt['id']} allow   # or deny"
-        lines.append((f"  {command}", ""))
-    lines.append((f"  belt sim resume {run_id}", ""))
-    lines.append(
-        (
-            f"(or `belt sim resume {run_id} --wait`: it goes on as soon as every gate is settled)",
-            "dim",
-        )
-    )
-    return lines
+        again = f"run the scenario again without --ephemeral to {doing} and go on"
+        return [(f"it ran in memory (--ephemeral) and is gone with this process: {again}", "dim")]
+    wait = f"(or `belt sim resume {run_id} --wait`: it goes on as soon as every {what} is settled)"
+    return [
+        (f"resolve each {what}, then resume:", ""),
+        *((f"  {command}", "") for command in commands),
+        (f"  belt sim resume {run_id}", ""),
+        (wait, "dim"),
+    ]
 
 
 # -- the Nexus dialect ---------------------------------------------------------------------------
 
 
-def nexus_transcript_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+def nexus_transcript_lines(report: dict[str, Any]) -> Lines:
     """A Nexus simulation: each execution, its hook tasks, and what needs attention."""
-    lines: list[tuple[str, str]] = []
+    lines: Lines = []
     runs = {run["id"]: run for run in report["runs"]}
     executions = {entry["turn"]: entry for entry in report.get("executions") or []}
     current = None
@@ -390,17 +346,13 @@ def nexus_transcript_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
         turn = (message.get("sim") or {}).get("execution")
         if turn is not None and turn != current and turn in executions:
             current = turn
-            lines.append(("", ""))
-            lines.extend(execution_header(executions[turn], runs))
+            lines += [("", ""), *execution_header(executions[turn], runs)]
         lines.extend(nexus_message_lines(message))
-    lines.extend(pending_task_lines(report))
-    lines.extend(approval_lines(report))
-    lines.extend(attention_lines(report))
-    lines.extend(interrupted_lines(report))
-    return lines
+    tail = (pending_task_lines, approval_lines, attention_lines, interrupted_lines)
+    return lines + [line for part in tail for line in part(report)]
 
 
-def execution_header(entry: dict[str, Any], runs: dict[str, Any]) -> list[tuple[str, str]]:
+def execution_header(entry: dict[str, Any], runs: dict[str, Any]) -> Lines:
     """The heading of one execution and the hooks frozen onto it."""
     kind = entry["kind"]
     if entry.get("conversation_id") is None and kind != "standalone":
@@ -428,7 +380,7 @@ def execution_header(entry: dict[str, Any], runs: dict[str, Any]) -> list[tuple[
     return lines
 
 
-def nexus_message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
+def nexus_message_lines(message: dict[str, Any]) -> Lines:
     """How one message of a Nexus execution reads."""
     role = message["role"]
     sim = message.get("sim") or {}
@@ -452,7 +404,7 @@ def nexus_message_lines(message: dict[str, Any]) -> list[tuple[str, str]]:
             lines[0] = (f"{line}  [{'; '.join(notes)}]", style)
         return lines
     if role == "event":
-        out: list[tuple[str, str]] = []
+        out: Lines = []
         for content in message.get("content") or []:
             event = content.get("event") or {}
             hook = event.get("hook") or {}
@@ -475,34 +427,25 @@ def hook_task_line(hook: dict[str, Any]) -> tuple[str, str]:
         if hook.get("decision") == "continue":
             return (f'{head} continue "{short(hook.get("reason") or "", 60)}"  {where}', "magenta")
         return (f"{head} acknowledged  {where}", "dim")
-    failure = hook.get("failure") or hook.get("status")
-    return (
-        f"{head} {str(hook.get('status')).upper()} ({failure}): {hook.get('error')}  {where}",
-        "red",
-    )
+    failure = f"{str(hook.get('status')).upper()} ({hook.get('failure') or hook.get('status')})"
+    return (f"{head} {failure}: {hook.get('error')}  {where}", "red")
 
 
-def pending_task_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+def pending_task_lines(report: dict[str, Any]) -> Lines:
     """Hook tasks still waiting for an executor, and how to serve them."""
     waiting = [t for t in report.get("hook_tasks") or [] if t["status"] in ("pending", "claimed")]
-    lines: list[tuple[str, str]] = []
+    lines: Lines = []
     for task in waiting:
         who = f" by {task['claim']['by']}" if task.get("claim") else ""
-        lines.append(("", ""))
-        lines.append(
-            (
-                f"⏳ hook task {task['task_key']} ({task['event']} → {task['tool']}) is "
-                f"{task['status']}{who}"
-                + (f"; deadline {task['deadline']}" if task.get("deadline") else ""),
-                "yellow",
-            )
-        )
+        who += f"; deadline {task['deadline']}" if task.get("deadline") else ""
+        what = f"{task['task_key']} ({task['event']} → {task['tool']}) is {task['status']}{who}"
+        lines += [("", ""), (f"⏳ hook task {what}", "yellow")]
         if task["status"] == "pending":
             lines.append((f"  serve it:  belt executor run --tool {task['tool']}=cmd:COMMAND", ""))
     return lines
 
 
-def approval_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+def approval_lines(report: dict[str, Any]) -> Lines:
     """Where hook tasks wait for approval (``approval_mode = "ask"``): the approvals, and the
     exact commands to settle them and go on, as a gate's lines say."""
     interrupts = {i["id"]: i for i in report.get("interrupts") or []}
@@ -510,68 +453,44 @@ def approval_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     for task in report.get("hook_tasks") or []:
         if task["status"] == "awaiting_approval" and task.get("approval"):
             by_run.setdefault(str(task["run_id"]), []).append(task)
-    lines: list[tuple[str, str]] = []
+    lines: Lines = []
     for run_id, tasks in by_run.items():
-        lines.append(("", ""))
-        lines.append(
-            (f"⏸ run {run_id} is waiting for {len(tasks)} hook task approval(s):", "bold yellow")
-        )
+        waiting = f"⏸ run {run_id} is waiting for {len(tasks)} hook task approval(s):"
+        lines += [("", ""), (waiting, "bold yellow")]
         for task in tasks:
             interrupt_id = task["approval"]["interrupt_id"]
             expires = (interrupts.get(interrupt_id) or {}).get("expires_at")
             when = f"  expires {expires}" if expires else ""
-            lines.append(
-                (
-                    f"  {interrupt_id}  {task['event']} → {task['tool']} "
-                    f"[{task['task_key']}]{when}",
-                    "yellow",
-                )
-            )
-        if report["simulation"].get("ephemeral"):
-            lines.append(
-                (
-                    "it ran in memory (--ephemeral) and is gone with this process: run the "
-                    "scenario again without --ephemeral to approve its hook tasks and go on",
-                    "dim",
-                )
-            )
-            continue
-        lines.append(("resolve each approval, then resume:", ""))
-        for task in tasks:
-            interrupt_id = task["approval"]["interrupt_id"]
-            lines.append((f"  belt interrupt resolve {interrupt_id} allow   # or deny", ""))
-        lines.append((f"  belt sim resume {run_id}", ""))
-        lines.append(
-            (
-                f"(or `belt sim resume {run_id} --wait`: it goes on as soon as every approval "
-                "is settled)",
-                "dim",
-            )
-        )
+            what = f"{task['event']} → {task['tool']} [{task['task_key']}]{when}"
+            lines.append((f"  {interrupt_id}  {what}", "yellow"))
+        commands = [
+            f"belt interrupt resolve {task['approval']['interrupt_id']} allow   # or deny"
+            for task in tasks
+        ]
+        lines += settle_lines(report, run_id, commands, "approval", "approve its hook tasks")
     return lines
 
 
-def attention_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+def attention_lines(report: dict[str, Any]) -> Lines:
     """Runs on an attention hold: which hook task failed, and the commands to go on."""
-    lines: list[tuple[str, str]] = []
+    lines: Lines = []
     for run in report["runs"]:
         attention = run.get("attention")
         if run["state"] != "attention_hold" or not attention:
             continue
-        lines.append(("", ""))
-        lines.append(
+        held = f"{attention['event']} hook task {attention['task_key']} failed"
+        lines += [
+            ("", ""),
             (
-                f"⚠ run {run['id']} is on an attention hold: {attention['event']} hook task "
-                f"{attention['task_key']} failed ({attention['reason']})",
+                f"⚠ run {run['id']} is on an attention hold: {held} ({attention['reason']})",
                 "bold red",
-            )
-        )
-        lines.append((f"  {attention['detail']}", "red"))
-        tool = attention["tool"]
-        lines.append(("fix the hook, then retry the same task:", ""))
-        lines.append((f"  belt sim resume {run['id']} --executor {tool}=TARGET", ""))
-        lines.append(("or end the run without stop:", ""))
-        lines.append((f"  belt sim stop {run['id']}", ""))
+            ),
+            (f"  {attention['detail']}", "red"),
+            ("fix the hook, then retry the same task:", ""),
+            (f"  belt sim resume {run['id']} --executor {attention['tool']}=TARGET", ""),
+            ("or end the run without stop:", ""),
+            (f"  belt sim stop {run['id']}", ""),
+        ]
     return lines
 
 
@@ -607,16 +526,15 @@ def task_line(record: dict[str, Any]) -> tuple[str, str]:
     if kind == "settled":
         return (f"every gate of run {record['run_id']} is settled; going on", "dim")
     if kind == "hooks_from":
-        return (
-            f'lifecycle hooks: plugins["{record["extension"]}"].configuration in '
-            f"{record['file']} (stored by `rho extensions configure`; the scenario declares none)",
-            "dim",
-        )
+        where = f'plugins["{record["extension"]}"].configuration in {record["file"]}'
+        declared = "(stored by `rho extensions configure`; the scenario declares none)"
+        return (f"lifecycle hooks: {where} {declared}", "dim")
     head = f"{clock(record.get('at'))}  {record['event']}  {record['task_key']}"
     if kind == "waiting":
+        serve = f"serve {record['event']} task {record['task_key']}"
+        run = f"(belt executor run --tool {record['tool']}=TARGET)"
         return (
-            f"waiting up to {record['timeout_ms']} ms for an executor to serve {record['event']} "
-            f"task {record['task_key']} (belt executor run --tool {record['tool']}=TARGET)",
+            f"waiting up to {record['timeout_ms']} ms for an executor to {serve} {run}",
             "yellow",
         )
     if kind == "skip":
@@ -709,31 +627,30 @@ def interrupt_table(
 ) -> tuple[list[str], list[list[str]]]:
     """The columns and rows of ``belt interrupt list``: id (short where every command takes it),
     event, what the gate holds, run, chat, status, time left and what happens then."""
-    columns = ["id", "event", "holds"]
-    columns += ["run"] if runs else []
-    columns += ["chat"] if chats else []
-    columns += ["status"] if statuses else []
-    columns += ["expires in", "then"]
+    shown = {"run": runs, "chat": chats, "status": statuses}
+    columns = ["id", "event", "holds", *(c for c, on in shown.items() if on), "expires in", "then"]
     rows = []
     for item, on_expiry in listed:
-        pending = item.get("status") == "pending"
-        row = [str(item.get("short_id") if short_ids else item.get("id")), gate_event(item)]
-        row.append(gate_holds(item))
-        row += [str(item.get("run_id"))] if runs else []
-        row += [str(item.get("chat_id"))] if chats else []
-        row += [interrupt_status(item)] if statuses else []
-        row += [expires_in(item, now), (on_expiry or "?") if pending else "-"]
-        rows.append(row)
+        cells = {
+            "run": str(item.get("run_id")),
+            "chat": str(item.get("chat_id")),
+            "status": interrupt_status(item),
+        }
+        rows.append(
+            [
+                str(item.get("short_id") if short_ids else item.get("id")),
+                gate_event(item),
+                gate_holds(item),
+                *(cells[c] for c, on in shown.items() if on),
+                expires_in(item, now),
+                (on_expiry or "?") if item.get("status") == "pending" else "-",
+            ]
+        )
     return columns, rows
 
 
-WATCH_STYLES = {
-    "pending": "yellow",
-    "opened": "bold yellow",
-    "resolved": "green",
-    "expired": "magenta",
-    "cancelled": "dim",
-}
+WATCH_STYLES = {"pending": "yellow", "opened": "bold yellow", "resolved": "green"}
+WATCH_STYLES |= {"expired": "magenta", "cancelled": "dim"}
 
 
 def watch_line(event: dict[str, Any], now: datetime, *, short_ids: bool) -> tuple[str, str]:
@@ -744,9 +661,9 @@ def watch_line(event: dict[str, Any], now: datetime, *, short_ids: bool) -> tupl
     what = f"{gate_event(item)} {gate_holds(item)}"
     where = f"run {item.get('run_id')}"
     if kind in ("pending", "opened"):
-        tail = deadline(item, now, event.get("on_expiry"))
+        where += f"  {deadline(item, now, event.get('on_expiry'))}"
         return (
-            f"{clock(item.get('created_at'))}  {kind:<9} {name}  {what}  {where}  {tail}",
+            f"{clock(item.get('created_at'))}  {kind:<9} {name}  {what}  {where}",
             WATCH_STYLES[kind],
         )
     outcome = item.get("resolution") or "-"
@@ -769,21 +686,16 @@ def review_lines(
     lines: Lines = [
         ("", ""),
         (f"── {position} · {item.get('short_id')} ({item.get('id')})", "bold"),
+        (f"  {gate_event(item)}  {gate_holds(item, 200)}", "bold yellow"),
     ]
-    lines.append((f"  {gate_event(item)}  {gate_holds(item, 200)}", "bold yellow"))
     meta = item.get("meta")
     data = meta.get("data") if isinstance(meta, dict) else None
     if isinstance(data, dict) and "arguments" in data:
         arguments = json.dumps(data["arguments"], indent=2, ensure_ascii=False).splitlines()
         lines.append(("  arguments", "bold"))
         lines += [(f"    {line}", "") for line in arguments[:payload_lines]]
-    lines.append(
-        (
-            f"  run {item.get('run_id')} · chat {item.get('chat_id')} · opened "
-            f"{clock(item.get('created_at'))} · {deadline(item, now, on_expiry)}",
-            "dim",
-        )
-    )
+    opened = f"opened {clock(item.get('created_at'))} · {deadline(item, now, on_expiry)}"
+    lines.append((f"  run {item.get('run_id')} · chat {item.get('chat_id')} · {opened}", "dim"))
     if before:
         lines.append(("  before it", "bold"))
         for message in before:
@@ -792,20 +704,12 @@ def review_lines(
     lines.append(("  payload", "bold"))
     lines += [(f"    {line}", "dim") for line in payload[:payload_lines]]
     if len(payload) > payload_lines:
-        lines.append(
-            (
-                f"    … {len(payload) - payload_lines} more lines "
-                f"(belt interrupt show {item.get('short_id')} --json)",
-                "dim",
-            )
-        )
+        more = f"{len(payload) - payload_lines} more lines"
+        lines.append((f"    … {more} (belt interrupt show {item.get('short_id')} --json)", "dim"))
     return lines
 
 
-RENDERERS: dict[str, Callable[[dict[str, Any]], Lines]] = {
-    "platform": platform_lines,
-    "nexus": nexus_transcript_lines,
-}
+RENDERERS: dict[str, Render] = {"nexus": nexus_transcript_lines}
 
 
 # -- belt test ------------------------------------------------------------------------------------
@@ -848,17 +752,15 @@ def test_result_line(result: dict[str, Any]) -> tuple[str, str]:
         hooks = len(result.get("hook_failures") or [])
         unfired = len(result.get("unfired_hooks") or [])
         snapshot = (result.get("snapshot") or {}).get("status") in ("changed", "missing")
-        if failed or not (hooks or unfired or snapshot):
-            line += f"  {failed} of {result['expectations']} expectation(s) failed"
-        if hooks:
-            line += f"{',' if failed else ' '} {hooks} hook call(s) failed unnamed"
-        if unfired:
-            line += f"{',' if failed or hooks else ' '} {unfired} hook(s) never fired"
-        if snapshot:
-            shown = (
-                "no snapshot" if result["snapshot"]["status"] == "missing" else "snapshot differs"
-            )
-            line += f"{',' if failed or hooks or unfired else ' '} {shown}"
+        missing = snapshot and result["snapshot"]["status"] == "missing"
+        parts = [
+            (failed or not (hooks or unfired or snapshot))
+            and f"{failed} of {result['expectations']} expectation(s) failed",
+            hooks and f"{hooks} hook call(s) failed unnamed",
+            unfired and f"{unfired} hook(s) never fired",
+            snapshot and ("no snapshot" if missing else "snapshot differs"),
+        ]
+        line += "  " + ", ".join(str(part) for part in parts if part)
     elif status == "error":
         line += "  invalid scenario" if result.get("invalid") else "  error"
     elif result.get("hooks") and result["hooks"]["calls"]:
@@ -891,11 +793,11 @@ def test_failure_lines(result: dict[str, Any], dialect: str) -> Lines:
     if hook_failures:
         from belt.engine.hooksummary import HOOK_FAILURE_HINT
 
-        lines.append(
-            (f"{len(hook_failures)} hook call(s) failed, and no expectation names them:", "red")
-        )
-        lines.extend((f"  {failure['text']}", "") for failure in hook_failures)
-        lines.append((f"  {HOOK_FAILURE_HINT}", "dim"))
+        lines += [
+            (f"{len(hook_failures)} hook call(s) failed, and no expectation names them:", "red"),
+            *((f"  {failure['text']}", "") for failure in hook_failures),
+            (f"  {HOOK_FAILURE_HINT}", "dim"),
+        ]
     unfired = result.get("unfired_hooks") or []
     if unfired:
         lines.append((f"{len(unfired)} declared hook(s) never fired (--fail-under-hooks):", "red"))
@@ -947,16 +849,8 @@ def unfired_text(entry: dict[str, Any]) -> str:
     return f"hook {entry['where']} ({entry['event']}, {entry['handler']}) never fired"
 
 
-COVERAGE_COLUMNS = (
-    "SCENARIO",
-    "HOOK",
-    "EVENT",
-    "HANDLER",
-    "FIRED",
-    "PRODUCED",
-    "TOOLS",
-    "LATENCY",
-    "TOKENS/TURN",
+COVERAGE_COLUMNS = tuple(
+    "SCENARIO HOOK EVENT HANDLER FIRED PRODUCED TOOLS LATENCY TOKENS/TURN".split()
 )
 
 
@@ -1056,13 +950,9 @@ def replay_summary(report: dict[str, Any]) -> tuple[str, str]:
 def saved_tests_lines(saved: dict[str, Any]) -> Lines:
     """What ``belt replay --save-tests`` wrote: how many scenarios, where, and the deliveries it
     could not write (a payload belt cannot replay, an event no scenario reaches)."""
-    lines: Lines = [
-        (
-            f"{saved['written']} test scenario(s) written to {saved['directory']}, expecting the "
-            f"{saved['expect']} answers: run them with `belt test {saved['directory']}`",
-            "green" if saved["written"] else "yellow",
-        )
-    ]
+    written = f"{saved['written']} test scenario(s) written to {saved['directory']}"
+    run = f"expecting the {saved['expect']} answers: run them with `belt test {saved['directory']}`"
+    lines: Lines = [(f"{written}, {run}", "green" if saved["written"] else "yellow")]
     if saved["not_written"]:
         lines.append((f"  {saved['not_written']} delivery(ies) not written:", "yellow"))
         lines.extend((f"    {problem}", "yellow") for problem in saved["problems"])
