@@ -21,10 +21,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from belt.errors import BeltError
 from belt.records.chats import read_chat
 from belt.server.guard import STOPPING
-from belt.server.problems import Problem, belt_problem, envelope, read_json_object
+from belt.server.problems import Problem, agent_route, read_json_object
 from belt.server.stream import chat_events
 from belt.wire.validate import IN_PROCESS_PREFIX
 
@@ -88,52 +87,34 @@ class AgentsApi:
     def __init__(self, emulator: Emulator) -> None:
         self.emulator = emulator
 
-    async def _call(self, func: Callable[..., Any], *args: Any) -> Response:
-        try:
-            data = await run_in_threadpool(func, *args)
-        except BeltError as exc:
-            return belt_problem(exc).agent_response()
-        return envelope(data)
-
-    async def _body(self, request: Request) -> dict[str, Any] | Response:
-        try:
-            return await read_json_object(request)
-        except Problem as problem:
-            return problem.agent_response()
-
-    async def run(self, request: Request) -> Response:
+    async def run(self, request: Request) -> Any:
         """POST /agents/run: a message to an emulated chat (a new one when chat_id is null)."""
-        body = await self._body(request)
-        if isinstance(body, Response):
-            return body
+        body = await read_json_object(request)
         named = code_named(body)
         if named is not None:
             where, handler = named
-            return Problem(
+            raise Problem(
                 400,
                 "Bad Request",
                 f"{where}: {handler!r} is code for the server's process to run, which a request "
                 "may not name; declare the agent in a file under `belt serve --agents DIR` (its "
                 "hooks may name py: handlers) and send its template ref as agent",
-            ).agent_response()
-        return await self._call(self.emulator.send, body)
+            )
+        return await run_in_threadpool(self.emulator.send, body)
 
-    async def status(self, request: Request) -> Response:
+    async def status(self, request: Request) -> Any:
         """GET /chats/{chat_id}/status: the chat's status (what the JS SDK polls)."""
-        return await self._call(self.emulator.status, request.path_params["chat_id"])
+        return await run_in_threadpool(self.emulator.status, request.path_params["chat_id"])
 
-    async def stop(self, request: Request) -> Response:
+    async def stop(self, request: Request) -> Any:
         """POST /chats/{chat_id}/stop: cancel the chat's run."""
-        return await self._call(self.emulator.stop, request.path_params["chat_id"])
+        return await run_in_threadpool(self.emulator.stop, request.path_params["chat_id"])
 
     async def stream(self, request: Request) -> Response:
         """GET /chats/{chat_id}/stream: the chat's events as NDJSON."""
         chat_id = request.path_params["chat_id"]
         store = self.emulator.store
-        try:
-            await run_in_threadpool(read_chat, store, chat_id)
-        except BeltError as exc:
-            return belt_problem(exc).agent_response()
+        await run_in_threadpool(read_chat, store, chat_id)
         scope = request.scope
         return StreamingResponse(
             chat_events(store, chat_id, lambda: bool(scope.get(STOPPING))),
@@ -141,33 +122,27 @@ class AgentsApi:
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
 
-    async def tool_result(self, request: Request) -> Response:
+    async def tool_result(self, request: Request) -> Any:
         """POST /tools/{tool_id}: a client tool's result ``{"result": …}``."""
-        body = await self._body(request)
-        if isinstance(body, Response):
-            return body
-        return await self._call(self.emulator.tool_result, request.path_params["tool_id"], body)
+        body = await read_json_object(request)
+        tool_id = request.path_params["tool_id"]
+        return await run_in_threadpool(self.emulator.tool_result, tool_id, body)
 
-    async def invoke(self, request: Request) -> Response:
+    async def invoke(self, request: Request) -> Any:
         """POST /tools/{tool_id}/invoke: approve a tool call."""
-        return await self._call(self.emulator.approve, request.path_params["tool_id"])
+        return await run_in_threadpool(self.emulator.approve, request.path_params["tool_id"])
 
-    async def reject(self, request: Request) -> Response:
+    async def reject(self, request: Request) -> Any:
         """POST /tools/{tool_id}/reject: refuse a tool call ``{"reason": …}``."""
-        body = await self._body(request)
-        if isinstance(body, Response):
-            return body
-        return await self._call(self.emulator.reject, request.path_params["tool_id"], body)
+        body = await read_json_object(request)
+        tool_id = request.path_params["tool_id"]
+        return await run_in_threadpool(self.emulator.reject, tool_id, body)
 
-    async def always_allow(self, request: Request) -> Response:
+    async def always_allow(self, request: Request) -> Any:
         """POST /chats/{chat_id}/tools/{tool_id}/always-allow: approve, and stop asking."""
-        body = await self._body(request)
-        if isinstance(body, Response):
-            return body
-        params = request.path_params
-        return await self._call(
-            self.emulator.always_allow, params["chat_id"], params["tool_id"], body
-        )
+        body = await read_json_object(request)
+        chat_id, tool_id = request.path_params["chat_id"], request.path_params["tool_id"]
+        return await run_in_threadpool(self.emulator.always_allow, chat_id, tool_id, body)
 
     async def continue_forever(self, interval: float = CONTINUE_INTERVAL) -> None:
         """Look for emulated runs that can go on, now and every ``interval`` seconds."""
@@ -198,32 +173,35 @@ def not_emulated(template: str) -> Callable[[Request], Any]:
 
     async def answer(request: Request) -> Response:
         route = f"{request.method} {template}"
-        return Problem(
+        raise Problem(
             501,
             "Not Implemented",
             f"belt serve does not emulate {route}; it answers the agent routes "
             "(see docs/emulator.md)",
             route=route,
-        ).agent_response()
+        )
 
-    return answer
+    return agent_route(answer)
 
 
 def agent_routes(emulator: Emulator) -> tuple[AgentsApi, list[BaseRoute]]:
     """The agent routes over ``emulator``, then the 501 routes of what is not emulated."""
     api = AgentsApi(emulator)
     routes: list[BaseRoute] = [
-        Route("/agents/run", api.run, methods=["POST"]),
-        # The platform's aliases of /agents/run.
-        Route("/agents/message", api.run, methods=["POST"]),
-        Route("/agents/messages", api.run, methods=["POST"]),
-        Route("/chats/{chat_id}/status", api.status, methods=["GET"]),
-        Route("/chats/{chat_id}/stream", api.stream, methods=["GET"]),
-        Route("/chats/{chat_id}/stop", api.stop, methods=["POST"]),
-        Route("/chats/{chat_id}/tools/{tool_id}/always-allow", api.always_allow, methods=["POST"]),
-        Route("/tools/{tool_id}", api.tool_result, methods=["POST"]),
-        Route("/tools/{tool_id}/invoke", api.invoke, methods=["POST"]),
-        Route("/tools/{tool_id}/reject", api.reject, methods=["POST"]),
+        Route(path, agent_route(handler), methods=[method])
+        for method, path, handler in (
+            ("POST", "/agents/run", api.run),
+            # The platform's aliases of /agents/run.
+            ("POST", "/agents/message", api.run),
+            ("POST", "/agents/messages", api.run),
+            ("GET", "/chats/{chat_id}/status", api.status),
+            ("GET", "/chats/{chat_id}/stream", api.stream),
+            ("POST", "/chats/{chat_id}/stop", api.stop),
+            ("POST", "/chats/{chat_id}/tools/{tool_id}/always-allow", api.always_allow),
+            ("POST", "/tools/{tool_id}", api.tool_result),
+            ("POST", "/tools/{tool_id}/invoke", api.invoke),
+            ("POST", "/tools/{tool_id}/reject", api.reject),
+        )
     ]
     routes += [Route(path, not_emulated(path), methods=[method]) for method, path in NOT_EMULATED]
     for namespace in OTHER_NAMESPACES:

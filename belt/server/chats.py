@@ -9,16 +9,14 @@ platform's. The official SDKs' agents call them, so their errors are typed as th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Route
 
-from belt.errors import BeltError
 from belt.records.views import chat_dto
-from belt.server.problems import belt_problem, envelope
+from belt.server.problems import agent_route
 
 if TYPE_CHECKING:
     from belt.store import Store
@@ -30,31 +28,21 @@ class ChatsApi:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def chat(self, request: Request) -> Response:
+    async def chat(self, request: Request) -> Any:
         """GET /chats/{chat_id}: the ChatDTO."""
-        try:
-            dto = await run_in_threadpool(
-                chat_dto, self.store, request.path_params["chat_id"], public=True
-            )
-        except BeltError as exc:
-            return belt_problem(exc).agent_response()
-        return envelope(dto)
+        return await run_in_threadpool(
+            chat_dto, self.store, request.path_params["chat_id"], public=True
+        )
 
-    async def messages(self, request: Request) -> Response:
+    async def messages(self, request: Request) -> Any:
         """GET /chats/{chat_id}/messages: the ChatMessageDTOs, in order."""
-        try:
-            dto = await run_in_threadpool(
-                chat_dto, self.store, request.path_params["chat_id"], public=True
-            )
-        except BeltError as exc:
-            return belt_problem(exc).agent_response()
-        return envelope(dto["chat_messages"])
+        return (await self.chat(request))["chat_messages"]
 
 
 def chat_routes(store: Store) -> list[Route]:
     """The chat routes over ``store``."""
     api = ChatsApi(store)
     return [
-        Route("/chats/{chat_id}", api.chat, methods=["GET"]),
-        Route("/chats/{chat_id}/messages", api.messages, methods=["GET"]),
+        Route("/chats/{chat_id}", agent_route(api.chat), methods=["GET"]),
+        Route("/chats/{chat_id}/messages", agent_route(api.messages), methods=["GET"]),
     ]

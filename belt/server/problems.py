@@ -13,6 +13,7 @@ an error carries ``success`` and ``error`` beside the problem fields (``spec/WIR
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -147,6 +148,23 @@ async def http_problem(request: Request, exc: Exception) -> Response:
     detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
     headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else None
     return Problem(status, title(status), detail).response(headers)
+
+
+def agent_route(handler: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Any]:
+    """A route of the agent and chat routes, which the SDKs' agents call: what ``handler``
+    returns answered in the envelope (a Response as it is), a Problem or belt error as
+    ``Problem.agent_response``."""
+
+    async def route(request: Request) -> Response:
+        try:
+            found = await handler(request)
+        except Problem as problem:
+            return problem.agent_response()
+        except BeltError as exc:
+            return belt_problem(exc).agent_response()
+        return found if isinstance(found, Response) else envelope(found)
+
+    return route
 
 
 async def problem_answer(request: Request, exc: Exception) -> Response:
