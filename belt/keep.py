@@ -29,16 +29,10 @@ from belt.replay import Replay, Row, open_replay, payload_model
 from belt.text import printable
 from belt.wire.validate import IN_PROCESS_PREFIX, POLICY_PREFIX
 
-SIMULATED_EVENTS = (
-    "agent.start",
-    "agent.turn_start",
-    "agent.turn_complete",
-    "agent.tool_call",
-    "agent.tool_result",
-    "agent.pre_compact",
-    "agent.post_compact",
-    "agent.complete",
-    "agent.error",
+SIMULATED_EVENTS = tuple(
+    f"agent.{name}"
+    for name in "start turn_start turn_complete tool_call tool_result pre_compact post_compact "
+    "complete error".split()
 )
 """The events a scripted scenario reaches, so the events a kept scenario can test."""
 EXPECTED = ("allow", "deny", "stop", "suspend", "error")
@@ -47,12 +41,8 @@ EXPECT_FROM = ("recorded", "replayed")
 """Which answer ``belt replay --save-tests`` pins: the one recorded then, or the one given now."""
 PER = ("delivery", "chat")
 """What ``belt replay --save-tests`` writes as one scenario: a delivery, or a chat's deliveries."""
-CHAT_EVENTS = (
-    "agent.start",
-    "agent.turn_start",
-    "agent.turn_complete",
-    "agent.tool_call",
-    "agent.complete",
+CHAT_EVENTS = tuple(
+    f"agent.{name}" for name in "start turn_start turn_complete tool_call complete".split()
 )
 """The events a chat's scenario reaches in the order its runs fired them (the others, such as a
 compaction, need a scenario of their own: ``--per delivery``)."""
@@ -67,6 +57,16 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _call(data: dict[str, Any]) -> dict[str, Any]:
+    """The scripted tool call of a recorded ``agent.tool_call``: the same tool and arguments."""
+    arguments = data.get("arguments")
+    return {
+        "name": str(data.get("tool") or "tool"),
+        "arguments": arguments if isinstance(arguments, dict) else {},
+        "result": "done",
+    }
 
 
 def _tool_result(data: dict[str, Any]) -> dict[str, Any]:
@@ -99,13 +99,10 @@ def scenario_document(
     }
     turn: dict[str, Any] = {"user": "Replay of a recorded hook delivery"}
     if event == "agent.tool_call":
-        arguments = data.get("arguments")
-        call = {
-            "name": str(data.get("tool") or "tool"),
-            "arguments": arguments if isinstance(arguments, dict) else {},
-            "result": "done",
-        }
-        turn["model"] = [{"say": "Calling the tool.", "tool_calls": [call]}, {"say": "Done."}]
+        turn["model"] = [
+            {"say": "Calling the tool.", "tool_calls": [_call(data)]},
+            {"say": "Done."},
+        ]
     elif event == "agent.tool_result":
         turn["model"] = [{"tool_calls": [_tool_result(data)]}, {"say": "Done."}]
     elif event == "agent.error":
@@ -182,14 +179,9 @@ def chat_document(
             if event == "agent.turn_start" or (event == "agent.tool_call" and not outputs):
                 outputs.append({"say": f"Model turn {len(outputs) + 1}."})
             if event == "agent.tool_call":
-                arguments = data.get("arguments")
-                call = {
-                    "name": str(data.get("tool") or "tool"),
-                    "arguments": arguments if isinstance(arguments, dict) else {},
-                    "result": "done",
-                }
-                outputs[-1].setdefault("tool_calls", []).append(call)
+                outputs[-1].setdefault("tool_calls", []).append(_call(data))
             expectation = {**_expectation(event, data, expect), "run": number}
+            arguments = data.get("arguments")
             if event == "agent.tool_call" and isinstance(arguments, dict):
                 scalars = {
                     key: _exactly(value) if isinstance(value, str) else value
@@ -237,16 +229,8 @@ def kept_scenario(
     # Its paths are read where it is saved, which is not known here.
     scenario_from_document(document, "the kept scenario", Path("."), locate=False)
     data = _mapping(payload.get("data"))
-    stem = "-".join(
-        part
-        for part in (
-            "replay",
-            str(payload["event"]).removeprefix("agent."),
-            _text(data.get("tool")),
-        )
-        if part
-    )
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)[:80]
+    parts = ("replay", str(payload["event"]).removeprefix("agent."), _text(data.get("tool")))
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(part for part in parts if part))[:80]
     lines = [
         *header,
         "The model is scripted to reach the same boundary with the same data; ids, times and",

@@ -52,20 +52,9 @@ from belt.wire.validate import Findings, is_int
 
 Test = Callable[[Any], bool]
 
-SUBJECTS = (
-    "fired",
-    "latency_ms",
-    "injected_tokens",
-    "context_tokens",
-    "event",
-    "interrupt",
-    "tool",
-    "injection",
-    "dedup_key",
-    "row",
-    "run_state",
-    "continuations",
-    "hold",
+SUBJECTS = tuple(
+    "fired latency_ms injected_tokens context_tokens event interrupt tool injection dedup_key "
+    "row run_state continuations hold".split()
 )
 """The keys that say what an expectation looks at, in the order they are recognised: ``event``
 with ``fired`` counts a boundary, with ``latency_ms`` it says whose calls are timed; ``tool`` with
@@ -75,78 +64,40 @@ BUDGETS = ("latency_ms", "injected_tokens", "context_tokens")
 
 COMMON = ("name",)
 KEYS: dict[str, tuple[str, ...]] = {
-    "tool": (
-        "tool",
-        "arguments",
-        "status",
-        "decision",
-        "reason",
-        "result",
-        "gated",
-        "resolution",
-        "run",
-        "count",
-    ),
-    "event": (
-        "event",
-        "handler",
-        "tool",
-        "arguments",
-        "decision",
-        "reason",
-        "error",
-        "injected",
-        "status",
-        "run",
-        "count",
-    ),
-    "fired": ("event", "fired", "run"),
-    "injection": ("injection", "dedup_key", "role", "turn", "reached", "count"),
-    "row": ("row", "exists", "run", "count"),
-    "interrupt": ("interrupt", "tool", "arguments", "status", "resolution", "run", "count"),
-    "run_state": ("run_state", "error", "run"),
-    "continuations": ("continuations", "run"),
-    "hold": ("hold", "run"),
-    "latency_ms": ("latency_ms", "p95", "event", "handler", "run"),
-    "injected_tokens": ("injected_tokens", "handler", "run"),
-    "context_tokens": ("context_tokens", "run"),
+    subject: tuple(keys.split())
+    for subject, keys in {
+        "tool": "tool arguments status decision reason result gated resolution run count",
+        "event": "event handler tool arguments decision reason error injected status run count",
+        "fired": "event fired run",
+        "injection": "injection dedup_key role turn reached count",
+        "row": "row exists run count",
+        "interrupt": "interrupt tool arguments status resolution run count",
+        "run_state": "run_state error run",
+        "continuations": "continuations run",
+        "hold": "hold run",
+        "latency_ms": "latency_ms p95 event handler run",
+        "injected_tokens": "injected_tokens handler run",
+        "context_tokens": "context_tokens run",
+    }.items()
 }
 """The keys each kind of expectation takes (besides ``name``, a label shown when it fails)."""
 
-ROW_FIELDS = (
-    "role",
-    "text",
-    "status",
-    "type",
-    "event",
-    "handler_type",
-    "handler",
-    "decision",
-    "reason",
-    "injected",
-    "error",
-    "state",
-    "tool",
-    "task_key",
-    "attempt",
-    "failure",
+ROW_FIELDS = tuple(
+    "role text status type event handler_type handler decision reason injected error state tool "
+    "task_key attempt failure".split()
 )
 """The fields of a transcript row a ``row`` expectation can name (see docs/testing.md)."""
 
 TOOL_STATES = tuple(s.value for s in ToolInvocationStatus)
-PLATFORM_DECISIONS = tuple(d.value for d in HookDecision)
-NEXUS_DECISIONS = ("continue", "acknowledge")
+DECISIONS = {"": tuple(d.value for d in HookDecision), "nexus": ("continue", "acknowledge")}
+"""The decisions a hook gives, by dialect ("": the platform's)."""
+EVENT_NAMES = {"": tuple(EVENTS), "nexus": tuple(e.value for e in NexusEvent)}
 RESOLUTIONS = ("allow", "deny")
 INTERRUPT_STATES = tuple(s.value for s in InterruptStatus)
 RUN_STATES = (*(s.value for s in AgentRunState), ATTENTION_HOLD)
 NEXUS_TASK_STATES = ("completed", "failed", "cancelled", "pending", "claimed", "awaiting_approval")
-NOUNS = {
-    "tool": "tool call",
-    "event": "hook run",
-    "injection": "injection",
-    "row": "transcript row",
-    "interrupt": "interrupt",
-}
+NOUNS = {"tool": "tool call", "event": "hook run", "injection": "injection"}
+NOUNS |= {"row": "transcript row", "interrupt": "interrupt"}
 
 
 @dataclass(frozen=True)
@@ -366,8 +317,7 @@ class _Compiler:
         return lambda found: found == value
 
     def event_name(self, key: str) -> Test | None:
-        names = tuple(e.value for e in NexusEvent) if self.dialect == "nexus" else tuple(EVENTS)
-        return self.choice(key, names)
+        return self.choice(key, EVENT_NAMES.get(self.dialect, EVENT_NAMES[""]))
 
     def arguments(self) -> Test | None:
         matchers: ArgumentMatchers = argument_matchers(
@@ -403,62 +353,47 @@ class _Compiler:
 
     def conditions(self, subject: str) -> list[Condition]:
         """Every key of the expectation but count, run, name and the switches, as conditions."""
+        read: dict[str, Callable[[str], Test | None]] = {
+            "arguments": lambda key: self.arguments(),
+            "event": self.event_name,
+            "interrupt": self.event_name,
+            "decision": lambda key: self.choice(key, DECISIONS.get(self.dialect, DECISIONS[""])),
+            "resolution": lambda key: self.choice(key, RESOLUTIONS),
+            "status": lambda key: self.status(subject),
+            "run_state": lambda key: self.choice(key, RUN_STATES),
+            "error": self.optional_text,
+            "hold": self.optional_text,
+            "gated": self.switch,
+            "injected": self.switch,
+        }
+        checked: dict[str, Callable[[str], object]] = {"latency_ms": self.milliseconds}
+        checked |= dict.fromkeys(("reached", "exists", "p95"), self.flag)
+        whole = ("fired", "turn", "continuations", "injected_tokens", "context_tokens")
+        checked |= dict.fromkeys(whole, self.whole)
         tests: list[Condition] = []
-        decisions = NEXUS_DECISIONS if self.dialect == "nexus" else PLATFORM_DECISIONS
         for key in self.item:
-            if key not in KEYS[subject]:
+            if key not in KEYS[subject] or key in ("count", "run"):  # count and run: _compile's
                 continue
-            test: Test | None = None
             if key == "row":
                 tests += self.row()
-                continue
-            if key in ("count", "run"):
-                continue  # read by _compile
-            if key in ("fired", "turn", "continuations", "injected_tokens", "context_tokens"):
-                self.whole(key)
-                continue
-            if key == "latency_ms":
-                self.milliseconds(key)
-                continue
-            if key in ("reached", "exists", "p95"):
-                self.flag(key)
-                continue
-            if key in ("gated", "injected"):
-                flag = self.flag(key)
-                if flag is not None:
-                    tests.append(Condition(key, _is(flag)))
-                continue
-            if key == "arguments":
-                test = self.arguments()
-            elif key == "event" or (key == "interrupt"):
-                test = self.event_name(key)
-            elif key == "decision":
-                test = self.choice(key, decisions)
-            elif key == "resolution":
-                test = self.choice(key, RESOLUTIONS)
-            elif key == "status":
-                states = {
-                    "tool": TOOL_STATES,
-                    "interrupt": INTERRUPT_STATES,
-                    "event": NEXUS_TASK_STATES,
-                }[subject]
-                if subject == "event" and self.dialect != "nexus":
-                    self.error(key, "the status of a hook task is a Nexus notion; use decision")
-                    continue
-                test = self.choice(key, states)
-            elif key == "run_state":
-                test = self.choice(key, RUN_STATES)
-            elif key in ("error", "hold"):
-                test = self.optional_text(key)
-            else:  # tool, handler, reason, result, injection, dedup_key, role
-                test = self.pattern(key)
-            if test is not None:
+            elif key in checked:
+                checked[key](key)
+            elif (test := read.get(key, self.pattern)(key)) is not None:
                 tests.append(Condition(key, test))
         return tests
 
+    def status(self, subject: str) -> Test | None:
+        """The state of a tool call, an interrupt, or a Nexus hook task."""
+        if subject == "event" and self.dialect != "nexus":
+            self.error("status", "the status of a hook task is a Nexus notion; use decision")
+            return None
+        states = {"tool": TOOL_STATES, "interrupt": INTERRUPT_STATES, "event": NEXUS_TASK_STATES}
+        return self.choice("status", states[subject])
 
-def _is(flag: bool) -> Test:
-    return lambda found: bool(found) == flag
+    def switch(self, key: str) -> Test | None:
+        """A true / false key that an item's field must equal."""
+        flag = self.flag(key)
+        return None if flag is None else (lambda found: bool(found) == flag)
 
 
 def inline(value: Any) -> str:

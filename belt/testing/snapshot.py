@@ -26,7 +26,7 @@ import difflib
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +52,8 @@ CLAIMANT = ("by", "host", "pid", "started")
 """Keys of a Nexus hook task's claim that name the process that ran it (each ``belt test`` runs
 its scenarios in worker processes of its own), left out; its mark stays."""
 
-KINDS = {
-    "ag": "agent",
-    "ar": "run",
-    "call": "call",
-    "ch": "chat",
-    "ht": "task",
-    "int": "int",
-    "msg": "msg",
-    "sim": "sim",
-    "ti": "tool",
-}
+KINDS = {"ag": "agent", "ar": "run", "call": "call", "ch": "chat", "ht": "task", "int": "int"}
+KINDS |= {"msg": "msg", "sim": "sim", "ti": "tool"}
 """The name a snapshot gives each id prefix (others keep their prefix: ``<rp:1>``)."""
 
 ID = re.compile(r"(?<![0-9A-Za-z_])([a-z]{1,8})_([0-9a-z]{20,32})(?![0-9A-Za-z_])")
@@ -249,12 +240,7 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         """The comparison as ``belt test --json`` prints it."""
-        return {
-            "path": self.path,
-            "status": self.status,
-            "changes": self.changes,
-            "diff": self.diff,
-        }
+        return asdict(self)
 
 
 def compare(path: Path, text: str, *, update: bool) -> Comparison:
@@ -295,14 +281,9 @@ def _write(path: Path, text: str) -> None:
 
 def unified(stored: str, text: str, path: Path) -> list[str]:
     """The unified diff of the stored snapshot against this run's, cut at ``DIFF_LINES``."""
+    old, new = f"{path} (stored)", f"{path} (this run)"
     lines = list(
-        difflib.unified_diff(
-            stored.splitlines(),
-            text.splitlines(),
-            fromfile=f"{path} (stored)",
-            tofile=f"{path} (this run)",
-            lineterm="",
-        )
+        difflib.unified_diff(stored.splitlines(), text.splitlines(), old, new, lineterm="")
     )
     if len(lines) > DIFF_LINES:
         lines = [*lines[:DIFF_LINES], f"… and {len(lines) - DIFF_LINES} more line(s) of diff"]
