@@ -117,10 +117,10 @@ class LogReader:
                     return
                 taken += len(piece)
                 if taken > files.LINE_MAX:
-                    raise _damaged(self.path, line_too_long().why)
+                    raise damaged(self.path, line_too_long().why)
                 yield piece
         except OSError as exc:
-            raise _damaged(self.path, f"it cannot be read ({exc.strerror})") from None
+            raise damaged(self.path, f"it cannot be read ({exc.strerror})") from None
 
 
 def damaged(path: Path, why: str) -> InvalidInput:
@@ -131,7 +131,23 @@ def damaged(path: Path, why: str) -> InvalidInput:
     )
 
 
-_damaged = damaged
+class _Reading:
+    """Within it, a file at ``path`` that is unsafe or cannot be read is damage (InvalidInput);
+    a missing one stays FileNotFoundError for the caller."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, UnsafeFile):
+            raise damaged(self.path, exc.why) from None
+        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+            raise damaged(self.path, f"it cannot be read ({exc.strerror})") from None
 
 
 class _NotJSON(ValueError):
@@ -159,20 +175,20 @@ def _parse_json(path: Path, raw: bytes, where: str = "it ") -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise _damaged(path, f"{where}is not UTF-8 text") from None
+        raise damaged(path, f"{where}is not UTF-8 text") from None
     if not text.strip():
-        raise _damaged(path, f"{where}is empty")
+        raise damaged(path, f"{where}is empty")
     try:
         return _loads(text)
     except _NotJSON as exc:
-        raise _damaged(path, f"{where}holds {exc}") from None
+        raise damaged(path, f"{where}holds {exc}") from None
     except json.JSONDecodeError as exc:
         detail = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-        raise _damaged(path, f"{where}is not valid JSON ({detail})") from None
+        raise damaged(path, f"{where}is not valid JSON ({detail})") from None
     except RecursionError:
-        raise _damaged(path, f"{where}is nested too deeply to be a belt record") from None
+        raise damaged(path, f"{where}is nested too deeply to be a belt record") from None
     except ValueError as exc:  # an integer too long to read, for one
-        raise _damaged(path, f"{where}cannot be read as JSON ({exc})") from None
+        raise damaged(path, f"{where}cannot be read as JSON ({exc})") from None
 
 
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -287,9 +303,6 @@ class Store:
 
     def index_path(self, index: str, owner: str) -> Path:
         """The file that holds ``owner``'s members in ``index`` (for messages that name it)."""
-        return self._index_path(index, owner)
-
-    def _index_path(self, index: str, owner: str) -> Path:
         return self._under("index", check_id(index, what="index"), f"{check_id(owner)}.jsonl")
 
     def _log_path(self, log: str, id: str) -> Path:
@@ -309,15 +322,14 @@ class Store:
 
     def read(self, kind: str, id: str) -> dict[str, Any]:
         """One object's data; NotFound (exit 3) if missing, InvalidInput (exit 5) if damaged."""
-        path = self.path(kind, id)
+        return self._read_object(self.path(kind, id), kind, id, "")
+
+    def _read_object(self, path: Path, kind: str, id: str, part: str) -> dict[str, Any]:
         try:
-            raw = self._read_file(path)
+            with _Reading(path):
+                raw = self._read_file(path)
         except FileNotFoundError:
-            raise NotFound(f"no {kind} {id}") from None
-        except UnsafeFile as exc:
-            raise _damaged(path, exc.why) from None
-        except OSError as exc:
-            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+            raise NotFound(f"no {part}{kind} {id}") from None
         return self._decode_object(path, kind, id, raw)
 
     def read_fresh(self, kind: str, id: str) -> dict[str, Any]:
@@ -414,13 +426,11 @@ class Store:
         blob = self._encode_object(kind, id, data)
         with self.lock(kind, id):
             try:
-                self._decode_object(path, kind, id, self._read_file(path))
+                with _Reading(path):
+                    raw = self._read_file(path)
+                self._decode_object(path, kind, id, raw)
             except FileNotFoundError:
                 pass
-            except UnsafeFile as exc:
-                raise _damaged(path, exc.why) from None
-            except OSError as exc:
-                raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
             self._replace(path, blob)
 
     def update(
@@ -487,10 +497,7 @@ class Store:
         One appended line, whatever the index holds: a member added twice is read back once,
         in the place it was first added.
         """
-        check_id(member)
-        path = self._index_path(index, owner)
-        with self._hold(self._lock_path("index", index, owner)):
-            self._append_record(path, "index", {"add": member})
+        self.link_all(index, owner, [member])
 
     def link_all(self, index: str, owner: str, members: Sequence[str]) -> None:
         """Add ``members`` to ``owner``'s members in ``index``, in order, as ``link`` adds each:
@@ -500,14 +507,14 @@ class Store:
             check_id(member)
         if not members:
             return
-        path = self._index_path(index, owner)
+        path = self.index_path(index, owner)
         with self._hold(self._lock_path("index", index, owner)):
             self._append_record(path, "index", *({"add": member} for member in members))
 
     def unlink(self, index: str, owner: str, member: str) -> None:
         """Remove ``member`` from ``owner``'s members in ``index`` (idempotent)."""
         check_id(member)
-        path = self._index_path(index, owner)
+        path = self.index_path(index, owner)
         with self._hold(self._lock_path("index", index, owner)):
             if member not in self._members(path, index):
                 return
@@ -516,11 +523,11 @@ class Store:
     def index_size(self, index: str, owner: str) -> int:
         """The size in bytes of ``owner``'s index: it grows with every link, so a reader can
         tell cheaply whether another process linked something since it last looked."""
-        return self._size(self._index_path(index, owner))
+        return self._size(self.index_path(index, owner))
 
     def members(self, index: str, owner: str) -> list[str]:
         """The ids linked to ``owner`` in ``index``, in the order they were linked."""
-        return self._members(self._index_path(index, owner), index)
+        return self._members(self.index_path(index, owner), index)
 
     def _members(self, path: Path, index: str) -> list[str]:
         members: dict[str, None] = {}
@@ -530,7 +537,7 @@ class Store:
             elif isinstance(record.get("remove"), str):
                 members.pop(record["remove"], None)
             else:
-                raise _damaged(path, f"line {number} is neither an add nor a remove")
+                raise damaged(path, f"line {number} is neither an add nor a remove")
         return list(members)
 
     # Logs: append-only records
@@ -544,11 +551,7 @@ class Store:
         event log): the line still reaches the file before this returns, so it survives the
         process being killed; only an operating-system crash can lose the last lines.
         """
-        if not isinstance(record, dict):
-            raise TypeError("a log record must be a dict")
-        path = self._log_path(log, id)
-        with self._hold(self._lock_path("logs", log, id)):
-            self._append_record(path, "log", record, sync=self.fsync if sync is None else sync)
+        self.append_group(log, id, [record], sync=sync)
 
     def append_group(
         self, log: str, id: str, records: list[dict[str, Any]], *, sync: bool | None = None
@@ -561,7 +564,7 @@ class Store:
             return
         path = self._log_path(log, id)
         with self._hold(self._lock_path("logs", log, id)):
-            self._append_record(path, "log", *records, sync=self.fsync if sync is None else sync)
+            self._append_record(path, "log", *records, sync=sync)
 
     def read_log(self, log: str, id: str) -> list[dict[str, Any]]:
         """Every record of a log in order ([] if it does not exist); a torn last line is skipped."""
@@ -585,38 +588,28 @@ class Store:
         from the start and ``restarted`` says so.
         """
         path = self._log_path(log, id)
-        try:
-            opened = self._open_lines(path)
-        except FileNotFoundError:
+        opened = self._opened(path)
+        if opened is None:
             return LogLines([], 0, offset > 0, self.schema)
-        except UnsafeFile as exc:
-            raise _damaged(path, exc.why) from None
-        except OSError as exc:
-            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
         found: list[tuple[int, bytes]] = []
-        with opened as handle:
-            try:
-                restarted = offset > handle.seek(0, os.SEEK_END)
-                handle.seek(0)
-                if restarted:
-                    offset = 0
-                header = read_line(handle, limit=HEADER_MAX)
-                if not header.endswith(b"\n"):
-                    # No complete line yet: a new log whose first append is still being made.
-                    return LogLines([], 0, restarted, self.schema)
-                version = self._check_header(path, header[:-1], "log")
-                end = max(offset, len(header))
-                taken = 0
-                for start, line in iter_lines(handle, end):
-                    found.append((start, line))
-                    end = start + len(line) + 1
-                    taken += len(line) + 1
-                    if max_bytes is not None and taken >= max_bytes:
-                        break
-            except UnsafeFile as exc:
-                raise _damaged(path, exc.why) from None
-            except OSError as exc:
-                raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+        with opened as handle, _Reading(path):
+            restarted = offset > handle.seek(0, os.SEEK_END)
+            handle.seek(0)
+            if restarted:
+                offset = 0
+            header = read_line(handle, limit=HEADER_MAX)
+            if not header.endswith(b"\n"):
+                # No complete line yet: a new log whose first append is still being made.
+                return LogLines([], 0, restarted, self.schema)
+            version = self._check_header(path, header[:-1], "log")
+            end = max(offset, len(header))
+            taken = 0
+            for start, line in iter_lines(handle, end):
+                found.append((start, line))
+                end = start + len(line) + 1
+                taken += len(line) + 1
+                if max_bytes is not None and taken >= max_bytes:
+                    break
         return LogLines(found, end, restarted, version)
 
     def decode_log_line(
@@ -630,7 +623,7 @@ class Store:
             # Read again the careful way, for the message that names what is wrong.
             record = _parse_json(self._log_path(log, id), line, f"the line at byte {offset} ")
         if not isinstance(record, dict):
-            raise _damaged(
+            raise damaged(
                 self._log_path(log, id), f"the line at byte {offset} is not a JSON object"
             )
         if version == self.schema:
@@ -645,16 +638,11 @@ class Store:
         missing = NotFound(f"no record of {log} {id} starts at byte {offset}")
         if offset <= 0:
             raise missing
-        with self._open_log(log, id) as (path, handle, version):
-            try:
-                handle.seek(offset - 1)
-                if handle.read(1) != b"\n":
-                    raise missing
-                line = read_line(handle)
-            except UnsafeFile as exc:
-                raise _damaged(path, exc.why) from None
-            except OSError as exc:
-                raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+        with self._open_log(log, id) as (path, handle, version), _Reading(path):
+            handle.seek(offset - 1)
+            if handle.read(1) != b"\n":
+                raise missing
+            line = read_line(handle)
         if not line.endswith(b"\n"):
             raise missing
         return self.decode_log_line(log, id, line[:-1], offset, version)
@@ -671,21 +659,12 @@ class Store:
         """A log opened as a regular file with its header checked: (its path, the open file
         after the header, its schema version); InvalidInput if damaged, NotFound if missing."""
         path = self._log_path(log, id)
-        try:
-            opened = self._open_lines(path)
-        except FileNotFoundError:
-            raise NotFound(f"no log {log} {id}") from None
-        except UnsafeFile as exc:
-            raise _damaged(path, exc.why) from None
-        except OSError as exc:
-            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+        opened = self._opened(path)
+        if opened is None:
+            raise NotFound(f"no log {log} {id}")
         with opened as handle:
-            try:
+            with _Reading(path):
                 version = self._check_header(path, read_line(handle, limit=HEADER_MAX), "log")
-            except UnsafeFile as exc:
-                raise _damaged(path, exc.why) from None
-            except OSError as exc:
-                raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
             yield path, handle, version
 
     # The private part: what must never be printed, journalled or reported (full webhook URLs,
@@ -693,28 +672,16 @@ class Store:
 
     def private_path(self, kind: str, id: str) -> Path:
         """The file that holds one private record (for a message that names it)."""
-        return self._private_path(kind, id)
-
-    def _private_path(self, kind: str, id: str) -> Path:
         return self._under("private", check_id(kind, what="kind"), f"{check_id(id)}.json")
 
     def write_private(self, kind: str, id: str, data: dict[str, Any]) -> None:
         """Store ``data`` in the private part (0600, atomic); it replaces what was there."""
-        path = self._private_path(kind, id)
+        path = self.private_path(kind, id)
         self._put_file(path, self._encode_object(kind, id, data))
 
     def read_private(self, kind: str, id: str) -> dict[str, Any]:
         """Data from the private part; NotFound if missing, InvalidInput if damaged."""
-        path = self._private_path(kind, id)
-        try:
-            raw = self._read_file(path)
-        except FileNotFoundError:
-            raise NotFound(f"no private {kind} {id}") from None
-        except UnsafeFile as exc:
-            raise _damaged(path, exc.why) from None
-        except OSError as exc:
-            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
-        return self._decode_object(path, kind, id, raw)
+        return self._read_object(self.private_path(kind, id), kind, id, "private ")
 
     # Tags: sets of names kept as empty marker files, so adding and removing cost one file
 
@@ -732,7 +699,7 @@ class Store:
                 make_dirs(directory)
                 fd = os.open(path, flags, 0o600)
         except OSError as exc:
-            raise _damaged(path, f"it cannot be made ({exc.strerror})") from None
+            raise damaged(path, f"it cannot be made ({exc.strerror})") from None
         os.close(fd)
         if self.fsync:
             fsync_dir(directory)
@@ -759,24 +726,24 @@ class Store:
     def _decode_object(self, path: Path, kind: str, id: str, raw: bytes) -> dict[str, Any]:
         document = _parse_json(path, raw)
         if not isinstance(document, dict) or document.get("belt") != "object":
-            raise _damaged(path, "it is not a belt store object")
+            raise damaged(path, "it is not a belt store object")
         version = self._version(path, document)
         if document.get("kind") != kind or document.get("id") != id:
             found = f"{document.get('kind')} {document.get('id')}"
-            raise _damaged(path, f"it holds {found}, not {kind} {id}")
+            raise damaged(path, f"it holds {found}, not {kind} {id}")
         data = document.get("data")
         if not isinstance(data, dict):
-            raise _damaged(path, "its data is not a JSON object")
+            raise damaged(path, "its data is not a JSON object")
         data = self._migrate(path, kind, version, data)
         problem = shape_problem(kind, data) if self.shapes else None
         if problem is not None:
-            raise _damaged(path, f"it is not a {kind} record: {problem}")
+            raise damaged(path, f"it is not a {kind} record: {problem}")
         return data
 
     def _version(self, path: Path, document: dict[str, Any]) -> int:
         version = document.get("schema")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise _damaged(path, f"its schema version {version!r} is not a positive whole number")
+            raise damaged(path, f"its schema version {version!r} is not a positive whole number")
         if version > self.schema:
             raise InvalidInput(
                 f"{path}: written by a newer belt (store schema {version}; "
@@ -789,7 +756,7 @@ class Store:
         while version < self.schema:
             step = self.migrations.get((kind, version))
             if step is None:
-                raise _damaged(path, f"no migration of {kind} from schema {version}")
+                raise damaged(path, f"no migration of {kind} from schema {version}")
             data = step(data)
             version += 1
         return data
@@ -806,17 +773,14 @@ class Store:
             # Never add to a file this belt cannot read (damaged, or from a newer belt); the
             # header this belt writes needs no parsing, and a file as this store's last append
             # left it (the same stamp) had its header read then.
-            same = appended is not None and appended[0] == self._stamp(path)
-            if not same:
-                first = self._first_line(path)
-                if first != header:
-                    self._check_header(path, first, family)
+            with _Reading(path):
+                same = appended is not None and appended[0] == self._stamp(path)
+                if not same:
+                    first = self._first_line(path)
+                    if first != header:
+                        self._check_header(path, first, family)
         except FileNotFoundError:
             pass
-        except UnsafeFile as exc:
-            raise _damaged(path, exc.why) from None
-        except OSError as exc:
-            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
         finally:
             handle = None if appended is None else appended[1]
             if handle is not None and not same:
@@ -834,9 +798,9 @@ class Store:
         try:
             self._append_line(path, line, header=header, sync=sync)
         except DamagedLines:
-            raise _damaged(path, "it has no complete line") from None
+            raise damaged(path, "it has no complete line") from None
         except UnsafeFile as exc:
-            raise _damaged(path, exc.why) from None
+            raise damaged(path, exc.why) from None
         stamp = self._stamp(path)  # the caller holds the file's lock: no one appended since
         if stamp is not None:
             self._keep_appended(path, stamp, self._open_appending(path, stamp))
@@ -850,37 +814,35 @@ class Store:
     def _check_header(self, path: Path, raw: bytes, family: str) -> int:
         header = _parse_json(path, raw, "line 1 ")
         if not isinstance(header, dict) or header.get("belt") != family:
-            raise _damaged(path, f"line 1 is not the header of a belt {family} file")
+            raise damaged(path, f"line 1 is not the header of a belt {family} file")
         return self._version(path, header)
 
     def _read_records(
         self, path: Path, family: str, name: str
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         """Each record of a line file, read a line at a time (none when the file is missing)."""
-        try:
-            opened = self._open_lines(path)
-        except FileNotFoundError:
+        opened = self._opened(path)
+        if opened is None:
             return
-        except UnsafeFile as exc:
-            raise _damaged(path, exc.why) from None
-        except OSError as exc:
-            raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
-        with opened as handle:
-            try:
-                first = read_line(handle, limit=HEADER_MAX)
-                if not first.endswith(b"\n"):
-                    raise _damaged(path, "it has no complete line" if first else "it is empty")
-                version = self._check_header(path, first[:-1], family)
-                lines = iter_lines(handle, len(first))
-                for number, (_, line) in enumerate(lines, start=2):
-                    record = _parse_json(path, line, f"line {number} ")
-                    if not isinstance(record, dict):
-                        raise _damaged(path, f"line {number} is not a JSON object")
-                    yield number, self._migrate(path, f"{family}:{name}", version, record)
-            except UnsafeFile as exc:
-                raise _damaged(path, exc.why) from None
-            except OSError as exc:
-                raise _damaged(path, f"it cannot be read ({exc.strerror})") from None
+        with opened as handle, _Reading(path):
+            first = read_line(handle, limit=HEADER_MAX)
+            if not first.endswith(b"\n"):
+                raise damaged(path, "it has no complete line" if first else "it is empty")
+            version = self._check_header(path, first[:-1], family)
+            lines = iter_lines(handle, len(first))
+            for number, (_, line) in enumerate(lines, start=2):
+                record = _parse_json(path, line, f"line {number} ")
+                if not isinstance(record, dict):
+                    raise damaged(path, f"line {number} is not a JSON object")
+                yield number, self._migrate(path, f"{family}:{name}", version, record)
+
+    def _opened(self, path: Path) -> BinaryIO | None:
+        """The line file at ``path`` open for reading; None when there is none."""
+        try:
+            with _Reading(path):
+                return self._open_lines(path)
+        except FileNotFoundError:
+            return None
 
     # The files themselves: the one place this class touches the file system, so that
     # belt.store.memory can keep the same records, with the same rules, in memory
