@@ -113,16 +113,6 @@ def _get(store: Store, interrupt_id: str) -> Interrupt | None:
     return cast("Interrupt | None", store.get(INTERRUPT, interrupt_id))
 
 
-def _settled(
-    store: Store, interrupt_id: str, change: Callable[[Interrupt], Interrupt]
-) -> Interrupt:
-    """Change a stored interrupt under its lock and return it."""
-    return cast(
-        Interrupt,
-        store.update(INTERRUPT, interrupt_id, lambda data: dict(change(cast(Interrupt, data)))),
-    )
-
-
 def _pending_marker(record: Interrupt) -> str | None:
     expires_at = record.get("expires_at")
     if not expires_at:
@@ -350,26 +340,27 @@ def list_interrupts(
 
 def _run_records(store: Store, run_id: str, include_settled: bool) -> list[Interrupt]:
     check_id(run_id, what="run id")
-    records = []
-    for interrupt_id in store.members(RUN_INTERRUPTS, run_id):
-        record = _get(store, interrupt_id)
-        if record is None:
-            continue  # linked by a creator that did not finish
-        if include_settled or record.get("status") == InterruptStatus.PENDING:
-            records.append(record)
+    records = _records(store, store.members(RUN_INTERRUPTS, run_id), include_settled)
     records.sort(key=lambda record: str(record.get("created_at")))
     return records
+
+
+def _records(store: Store, ids: list[str], include_settled: bool) -> list[Interrupt]:
+    """The stored interrupts of ``ids``, pending ones or all; an id whose creator did not finish
+    (a link or marker without its object) is left out."""
+    return [
+        record
+        for interrupt_id in ids
+        if (record := _get(store, interrupt_id)) is not None
+        and (include_settled or record.get("status") == InterruptStatus.PENDING)
+    ]
 
 
 def for_resource(*, store: Store | None = None, resource_id: str) -> list[dict[str, Any]]:
     """Every interrupt that holds one resource (a tool invocation), oldest first."""
     store = _store(store)
     check_id(resource_id, what="tool invocation id")
-    records = [
-        record
-        for interrupt_id in store.members(RESOURCE_INTERRUPTS, resource_id)
-        if (record := _get(store, interrupt_id)) is not None
-    ]
+    records = _records(store, store.members(RESOURCE_INTERRUPTS, resource_id), True)
     records.sort(key=lambda record: str(record.get("created_at")))
     return [to_dto(record) for record in records]
 
@@ -391,7 +382,11 @@ def last_settled(*, store: Store | None = None, run_id: str) -> datetime | None:
 
 
 def _settle(store: Store, interrupt_id: str, change: Callable[[Interrupt], Interrupt]) -> Interrupt:
-    record = _settled(store, interrupt_id, change)
+    """Change a stored interrupt under its lock, clear its pending marker and return it."""
+    record = cast(
+        Interrupt,
+        store.update(INTERRUPT, interrupt_id, lambda data: dict(change(cast(Interrupt, data)))),
+    )
     marker = _pending_marker(record)
     if marker:
         store.untag(PENDING, marker)
@@ -430,54 +425,43 @@ def resolve_interrupt(
     """
     if decision not in RESOLUTIONS:
         raise InvalidInput(f"decision {decision!r} must be allow or deny")
-    store = _store(store)
-    check_id(interrupt_id, what="interrupt id")
-    on_wall_time = now is None and clock.current() is None
-    at = timestamp(now or clock.now())
-
-    def resolve(record: Interrupt) -> Interrupt:
-        if record.get("status") != InterruptStatus.PENDING:
-            raise _not_pending(record)
-        stamp = _clock_of(store, record) if on_wall_time and record.get("virtual_clock") else at
-        record.update(
-            {
-                "status": InterruptStatus.RESOLVED.value,
-                "resolution": decision,
-                "resolved_at": stamp,
-                "resolved_data": data,
-                "updated_at": stamp,
-            }
-        )
-        if by is not None:
-            record["resolved_by"] = by
-        return record
-
-    try:
-        return to_dto(_settle(store, interrupt_id, resolve))
-    except NotFound:
-        raise _no_interrupt(interrupt_id) from None
+    settled = {
+        "status": InterruptStatus.RESOLVED.value,
+        "resolution": decision,
+        "resolved_data": data,
+    }
+    if by is not None:
+        settled["resolved_by"] = by
+    return _settle_pending(_store(store), interrupt_id, now, settled)
 
 
 def cancel_interrupt(
     *, store: Store | None = None, interrupt_id: str, now: datetime | None = None
 ) -> dict[str, Any]:
     """Cancel a pending interrupt of a stopped run; NotFound (3), or Conflict (4) if settled."""
-    store = _store(store)
+    settled = {"status": InterruptStatus.CANCELLED.value}
+    return _settle_pending(_store(store), interrupt_id, now, settled)
+
+
+def _settle_pending(
+    store: Store, interrupt_id: str, now: datetime | None, settled: dict[str, Any]
+) -> dict[str, Any]:
+    """Give a pending interrupt the fields ``settled``, stamped settled at ``now`` (or the
+    time of the clock it was opened on); its InterruptDTO. NotFound (3), or Conflict (4) if
+    it is settled already."""
     check_id(interrupt_id, what="interrupt id")
     on_wall_time = now is None and clock.current() is None
     at = timestamp(now or clock.now())
 
-    def cancel(record: Interrupt) -> Interrupt:
+    def settle(record: Interrupt) -> Interrupt:
         if record.get("status") != InterruptStatus.PENDING:
             raise _not_pending(record)
         stamp = _clock_of(store, record) if on_wall_time and record.get("virtual_clock") else at
-        record.update(
-            {"status": InterruptStatus.CANCELLED.value, "resolved_at": stamp, "updated_at": stamp}
-        )
+        record.update(cast(Interrupt, {**settled, "resolved_at": stamp, "updated_at": stamp}))
         return record
 
     try:
-        return to_dto(_settle(store, interrupt_id, cancel))
+        return to_dto(_settle(store, interrupt_id, settle))
     except NotFound:
         raise _no_interrupt(interrupt_id) from None
 
@@ -607,13 +591,7 @@ def inbox(
         records = _run_records(store, run_id, include_settled)
     else:
         ids = store.list_ids(INTERRUPT) if include_settled else _pending_ids(store)
-        records = []
-        for interrupt_id in ids:
-            record = _get(store, interrupt_id)
-            if record is None:
-                continue  # a marker whose creator did not finish, or a gate settled meanwhile
-            if include_settled or record.get("status") == InterruptStatus.PENDING:
-                records.append(record)
+        records = _records(store, ids, include_settled)
         records.sort(key=lambda r: (str(r.get("created_at")), str(r.get("id"))), reverse=True)
     return [
         record
