@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from belt.effects import is_in_process
 from belt.emulator.agents import load_agent_files
@@ -478,10 +478,14 @@ class ServerLife:
         if isinstance(self.decide, contextlib.AbstractAsyncContextManager):
             # A decider that holds connections (--forward-to) opens them for the server's life.
             await opened.enter_async_context(self.decide)
+        tasks = [asyncio.create_task(loop) for loop in self.loops()]
         try:
-            async with running_forever(self.loops()):
-                yield
+            yield
         finally:
+            for task in tasks:  # each cancelled, and waited for
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await run_in_threadpool(self.emulator.close)
             await opened.aclose()
 
@@ -589,44 +593,33 @@ def create_app(
 
 
 class ServeApp(Starlette):
-    """Starlette's app with ``RequestGuard`` in front of everything and ``HookRoutes`` behind it,
-    both ahead of Starlette's own middleware: a hook request (most of what a server is asked)
-    goes from the guard's checks to its answer through no other layer. ``HookService`` answers
-    an error nothing foresaw as Starlette's error middleware answers it for the other routes."""
+    """Starlette's app with ``RequestGuard`` in front of everything, ahead of Starlette's own
+    middleware. Behind the guard, ``POST /hooks`` and ``POST /hooks/{name}`` (most of what a
+    server is asked) are answered before the router looks for them, as their routes would, so a
+    hook request goes from the guard's checks to its answer through no other layer; their
+    routes stay in the router for the rest (another method: 405; an app mounted under a root
+    path). ``HookService`` answers an error nothing foresaw as Starlette's error middleware
+    answers it for the other routes."""
 
     def __init__(self, *, hooks: HookService, guard: dict[str, Any], **options: Any) -> None:
         super().__init__(**options)
-        # Inside the guard: every check comes first.
-        self.front = RequestGuard(HookRoutes(super().__call__, hooks=hooks), **guard)
+        self.hooks = hooks
+        self.front = RequestGuard(self.behind_guard, **guard)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope["app"] = self
         await self.front(scope, receive, send)
 
-
-class HookRoutes:
-    """ASGI middleware that answers ``POST /hooks`` and ``POST /hooks/{name}`` before the router
-    looks for them (they are most of what a server is asked), as their routes would. The routes
-    stay in the router for the rest: another method (405), or an app mounted under a root path.
-    """
-
-    def __init__(self, app: ASGIApp, *, hooks: HookService) -> None:
-        self.app = app
-        self.hooks = hooks
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer a hook request; pass the rest on."""
+    async def behind_guard(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer a hook request; route the rest."""
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             path = scope["path"]
-            if path == "/hooks":
-                scope["path_params"] = {}
+            if path == "/hooks" or path.startswith("/hooks/"):
+                name = path[len("/hooks/") :] if path != "/hooks" else None
+                scope["path_params"] = {} if name is None else {"name": name}
                 await self.hooks(scope, receive, send)
                 return
-            if path.startswith("/hooks/"):
-                scope["path_params"] = {"name": path[len("/hooks/") :]}
-                await self.hooks(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        await super().__call__(scope, receive, send)
 
 
 def platform_routes(hooks: HookService, api: PlatformApi, health: Health) -> list[Route]:
@@ -668,20 +661,6 @@ def started_handlers(in_process: Iterable[str], agent_files: AgentFiles | None) 
             if hook.handler is not None and is_in_process(str(hook.handler))
         }
     return frozenset(handlers)
-
-
-@contextlib.asynccontextmanager
-async def running_forever(loops: list[Coroutine[Any, Any, None]]) -> AsyncIterator[None]:
-    """Run the server's background loops (the sweep, ``--resume``, the agent routes') for the
-    ``with`` block; cancel each and wait for it to end afterwards."""
-    tasks = [asyncio.create_task(loop) for loop in loops]
-    try:
-        yield
-    finally:
-        for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
 
 ENV_PREFIX = "BELT_SERVE_"
@@ -771,12 +750,8 @@ class Health:
         probe = root / f"{self.PROBE}.{os.getpid()}"
         try:
             make_dirs(root)
-            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            try:
-                os.write(fd, b"ok")
-            finally:
-                os.close(fd)
-            os.unlink(probe)
+            probe.write_bytes(b"ok")
+            probe.unlink()
         except OSError as exc:
             return f"the store at {root} cannot be written ({exc.strerror or exc})"
         return None

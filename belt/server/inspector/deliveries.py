@@ -193,24 +193,17 @@ def executed_summary(run_id: str, offset: int, record: dict[str, Any]) -> dict[s
     }
 
 
+FIELDS = {"chat": "chat_id", "run": "run_id"}
+"""The field of a row a filter compares, where it is not the filter's name."""
+
+
 def matches(summary: dict[str, Any], filters: dict[str, str]) -> bool:
     """True when a row passes every filter but the text one (event, decision, source, chat, run)."""
     for key, wanted in filters.items():
-        if key == "q":
-            continue
-        if key == "decision":
-            if wanted == "error":
-                if not summary["error"] and summary["status"] in (None, 200):
-                    return False
-            elif summary["decision"] != wanted:
+        if key == "decision" and wanted == "error":
+            if not summary["error"] and summary["status"] in (None, 200):
                 return False
-        elif key == "chat":
-            if summary["chat_id"] != wanted:
-                return False
-        elif key == "run":
-            if summary["run_id"] != wanted:
-                return False
-        elif summary.get(key) != wanted:
+        elif key != "q" and summary[FIELDS.get(key, key)] != wanted:
             return False
     return True
 

@@ -108,11 +108,6 @@ def parse_target(raw: Any) -> Target:
     return Target(kind, value)
 
 
-def recorded_of(entry: Entry, record: dict[str, Any]) -> Recorded:
-    """What was recorded of a delivery, as ``belt replay`` compares it."""
-    return served(record) if entry.summary["source"] == "serve" else executed(record)
-
-
 class Replayer:
     """Sends recorded deliveries to a target and compares the answers."""
 
@@ -147,7 +142,8 @@ class Replayer:
         recorded: list[Recorded] = []
         owners: dict[int, Entry] = {}
         for entry in entries:
-            item = recorded_of(entry, self.deliveries.read(entry))
+            record = self.deliveries.read(entry)
+            item = served(record) if entry.summary["source"] == "serve" else executed(record)
             if payload is not None:
                 item.payload = payload
             recorded.append(item)
@@ -192,14 +188,12 @@ class Replayer:
         self, target: Target, owners: dict[int, Entry]
     ) -> tuple[Callable[[dict[str, Any]], WebhookResult], Callable[[], None]]:
         if target.kind == "url":
-            _, send, close = url_target(str(target.value), None, None)
-            return send, close
+            return url_target(str(target.value), None, None)[1:]
         if target.kind == "policy":
-            _, decide, close = policy_target(Path(str(target.value)))
-            return decide, close
+            return policy_target(Path(str(target.value)))[1:]
         if target.kind == "py":
             return self._in_process(f"py:{target.value}"), lambda: None
-        return self._own(owners)
+        return self._own(owners), lambda: None
 
     def _in_process(
         self, spec: str, place: Located | None = None
@@ -219,9 +213,7 @@ class Replayer:
 
         return call
 
-    def _own(
-        self, owners: dict[int, Entry]
-    ) -> tuple[Callable[[dict[str, Any]], WebhookResult], Callable[[], None]]:
+    def _own(self, owners: dict[int, Entry]) -> Callable[[dict[str, Any]], WebhookResult]:
         """Each payload to the handler of the delivery it came from (found by the payload)."""
 
         def send(payload: dict[str, Any]) -> WebhookResult:
@@ -236,16 +228,9 @@ class Replayer:
                 return WebhookResult(None, "", None, exc.message, 0)
             if is_in_process(destination):
                 return self._in_process(destination, place)(payload)
-
             return deliver(destination, payload, timeout=timeout)
 
-        return send, lambda: None
-
-    def own_handler(self, entry: Entry) -> tuple[str, float]:
-        """Where a simulated delivery's hook sends payloads (its full URL or ``py:`` handler),
-        and its timeout; InvalidInput for a hook that is not a webhook."""
-        destination, timeout, _ = self.located_handler(entry)
-        return destination, timeout
+        return send
 
     def kept_handler(
         self, target: Target, entry: Entry | None, record: dict[str, Any] | None, base_url: str
@@ -261,8 +246,10 @@ class Replayer:
         return scenario_handler(target, entry, record, base_url, place)
 
     def located_handler(self, entry: Entry) -> tuple[str, float, Located | None]:
-        """``own_handler``, and for an in-process hook that was not routed, where its scenario
-        located it (a path read from the scenario's directory)."""
+        """Where a simulated delivery's hook sends payloads (its full URL or ``py:`` handler),
+        its timeout, and for an in-process hook that was not routed, where its scenario located
+        it (a path read from the scenario's directory); InvalidInput for a hook that is not a
+        webhook."""
         record = self.deliveries.read(entry)
         run = self.store.read(RUN, entry.key[1])
         sim = read_sim(self.store, str(run.get("sim_id")))

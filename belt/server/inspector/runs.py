@@ -46,6 +46,11 @@ if TYPE_CHECKING:
 
 RESOLVED_BY = "the inspector page"
 RUNS_SHOWN = 500
+RUN_FIELDS = (
+    "id sim_id chat_id name kind state error interrupt_reason created_at updated_at interrupted "
+    "scenario"
+).split()
+"""What the list of runs shows of each."""
 
 # Ties in time (a millisecond clock) are broken by what happens first at a boundary: the
 # message that reaches it, then the hooks it fires, then what they add.
@@ -60,26 +65,7 @@ def list_runs(store: Store) -> dict[str, Any]:
     runs.reverse()
     return {
         "total": len(runs),
-        "items": [
-            {
-                key: run.get(key)
-                for key in (
-                    "id",
-                    "sim_id",
-                    "chat_id",
-                    "name",
-                    "kind",
-                    "state",
-                    "error",
-                    "interrupt_reason",
-                    "created_at",
-                    "updated_at",
-                    "interrupted",
-                    "scenario",
-                )
-            }
-            for run in runs[:RUNS_SHOWN]
-        ],
+        "items": [{key: run.get(key) for key in RUN_FIELDS} for run in runs[:RUNS_SHOWN]],
     }
 
 
