@@ -356,12 +356,12 @@ def call(
     of ``httpx.Request``; credentials in the URL are sent as basic authentication. Redirects are
     not followed. Raises what httpx raises."""
     target = httpx.URL(url)
-    sent = httpx.Headers(HEADERS)
+    sent = dict(HEADERS)
     if target.userinfo:
         pair = f"{target.username}:{target.password}".encode()
         sent["authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
     if headers:
-        sent.update(headers)
+        sent.update((name.lower(), value) for name, value in headers.items())
     limits = dict.fromkeys(("connect", "read", "write", "pool"), timeout)
     request = httpx.Request(method, target, headers=sent, extensions={"timeout": limits}, **content)
     token = _END.set(time.monotonic() + timeout)
