@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -54,13 +54,7 @@ class Trap:
 
     def summary(self) -> dict[str, str]:
         """A JSON-ready form."""
-        return {
-            "file": self.file,
-            "where": self.where,
-            "kind": self.kind,
-            "message": self.message,
-            "fix": self.fix,
-        }
+        return asdict(self)
 
 
 @dataclass
@@ -103,19 +97,12 @@ SCENARIO = "scenario"
 """The ``shape`` of a checked scenario file's report."""
 SCENARIO_COMMANDS = "`belt sim run` runs it, `belt test` checks its expectations"
 
+POLICY_FILE = "`belt serve --policy {file}` reads it, as does a hook whose handler is policy:{file}"
 OTHER_FILES: tuple[tuple[str, str, str], ...] = (
     ("property", "a props file", "`belt check TARGET --props {file}` reads it"),
     ("match", "a model script", "`belt serve --model {file}` reads it"),
-    (
-        "rules",
-        "a policy file",
-        "`belt serve --policy {file}` reads it, as does a hook whose handler is policy:{file}",
-    ),
-    (
-        "default",
-        "a policy file",
-        "`belt serve --policy {file}` reads it, as does a hook whose handler is policy:{file}",
-    ),
+    ("rules", "a policy file", POLICY_FILE),
+    ("default", "a policy file", POLICY_FILE),
 )
 """Files of belt's that declare no hooks, known by a key (a model script's rules by their
 ``match``): what each is, and the command that reads it."""

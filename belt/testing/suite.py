@@ -396,29 +396,11 @@ def scenario_modules(paths: list[Path], routes: list[str]) -> list[Preload]:
     return list(wanted.values())
 
 
-def run_file(
-    path: Path,
-    *,
-    routes: list[str],
-    allow_network: bool,
-    fail_unfired: bool,
-    snapshot: str | None,
-    keep: Path | None,
-) -> ScenarioResult | None:
-    """Read the scenario file ``path`` and run it as ``run_one`` does; None when it is not a
-    test (it has no expect tables)."""
+def run_file(path: Path, **options: Any) -> ScenarioResult | None:
+    """Read the scenario file ``path`` and run it as ``run_one`` does (with its ``options``);
+    None when it is not a test (it has no expect tables)."""
     document = read_scenario(path)
-    if document is None:
-        return None
-    return run_one(
-        path,
-        document,
-        routes=routes,
-        allow_network=allow_network,
-        fail_unfired=fail_unfired,
-        snapshot=snapshot,
-        keep=keep,
-    )
+    return None if document is None else run_one(path, document, **options)
 
 
 def run_one(
@@ -512,19 +494,57 @@ def run_loaded(
     named in the result. Unless ``allow_network``, a webhook or executor that is not on this
     machine (``belt.engine.offline``) is the scenario's error before anything runs."""
     home = kept_home(keep, name) if keep is not None else None
-    result = _run_loaded(
-        name,
-        loaded,
-        routes=routes,
-        started=started,
-        handlers=handlers,
-        expectations=expectations,
-        allow_network=allow_network,
-        home=home,
+    started = time.perf_counter() if started is None else started
+    kept = None if home is None else str(home)
+    warnings = list(getattr(loaded, "warnings", []))
+
+    def ended(status: str, **fields: Any) -> ScenarioResult:
+        seconds = time.perf_counter() - started
+        return ScenarioResult(name, status, seconds, **fields, kept=kept, warnings=warnings)
+
+    try:
+        if expectations is None:
+            expectations = expectations_of(loaded)
+    except BeltError as exc:
+        return ended("error", error="; ".join([exc.message, *getattr(exc, "problems", [])]))
+    with scenario_store(home) as store:
+        try:
+            executors = with_scenario_executors(getattr(loaded.scenario, "executors", {}), [])
+            options = simulation_options(
+                store,
+                DIALECTS[loaded.dialect],
+                executors=executors,
+                fail_closed=False,
+                transport=None,
+                report=None,
+                routes=routes,
+            )
+            if not allow_network:
+                problems = network_problems(loaded, options.routes, executors)
+                if problems:
+                    return ended(
+                        "error",
+                        error=f"{problems[0]} (belt test runs offline)",
+                        problems=[*problems[1:], OFFLINE_HINT],
+                        coverage=scenario_coverage(name, loaded, None),
+                    )
+            options.handlers.update(handlers or {})
+            sim, _ = start_simulation(store, loaded, options)
+            report = build_report(store, sim)
+        except BeltError as exc:
+            detail = "; ".join([exc.message, *getattr(exc, "problems", [])])
+            return ended("error", error=detail, coverage=scenario_coverage(name, loaded, None))
+    outcomes = evaluate(expectations, report)
+    unnamed: list[dict[str, Any]] = []
+    if getattr(loaded.scenario, "hook_errors", "fail") != "allow":
+        unnamed = [hook_failure(item) for item in unnamed_failures(expectations, report)]
+    return ended(
+        "pass" if all(outcome.passed for outcome in outcomes) and not unnamed else "fail",
+        outcomes=outcomes,
+        report=report,
+        hook_failures=unnamed,
+        coverage=scenario_coverage(name, loaded, report),
     )
-    result.kept = None if home is None else str(home)
-    result.warnings = list(getattr(loaded, "warnings", []))
-    return result
 
 
 def kept_home(keep: Path, name: str) -> Path:
@@ -561,75 +581,6 @@ def scenario_store(home: Path | None) -> Iterator[Store]:
         yield Store(home / "store", shapes=True)
 
 
-def _run_loaded(
-    name: str,
-    loaded: Any,
-    *,
-    routes: list[str],
-    started: float | None,
-    handlers: dict[str, Callable[..., Any]] | None,
-    expectations: list[Expectation] | None,
-    allow_network: bool,
-    home: Path | None,
-) -> ScenarioResult:
-    started = time.perf_counter() if started is None else started
-    try:
-        if expectations is None:
-            expectations = expectations_of(loaded)
-    except BeltError as exc:
-        detail = "; ".join([exc.message, *getattr(exc, "problems", [])])
-        return ScenarioResult(name, "error", time.perf_counter() - started, error=detail)
-    with scenario_store(home) as store:
-        try:
-            executors = with_scenario_executors(getattr(loaded.scenario, "executors", {}), [])
-            options = simulation_options(
-                store,
-                DIALECTS[loaded.dialect],
-                executors=executors,
-                fail_closed=False,
-                transport=None,
-                report=None,
-                routes=routes,
-            )
-            if not allow_network:
-                problems = network_problems(loaded, options.routes, executors)
-                if problems:
-                    return ScenarioResult(
-                        name,
-                        "error",
-                        time.perf_counter() - started,
-                        error=f"{problems[0]} (belt test runs offline)",
-                        problems=[*problems[1:], OFFLINE_HINT],
-                        coverage=scenario_coverage(name, loaded, None),
-                    )
-            options.handlers.update(handlers or {})
-            sim, _ = start_simulation(store, loaded, options)
-            report = build_report(store, sim)
-        except BeltError as exc:
-            detail = "; ".join([exc.message, *getattr(exc, "problems", [])])
-            return ScenarioResult(
-                name,
-                "error",
-                time.perf_counter() - started,
-                error=detail,
-                coverage=scenario_coverage(name, loaded, None),
-            )
-    outcomes = evaluate(expectations, report)
-    unnamed: list[dict[str, Any]] = []
-    if getattr(loaded.scenario, "hook_errors", "fail") != "allow":
-        unnamed = [hook_failure(item) for item in unnamed_failures(expectations, report)]
-    passed = all(outcome.passed for outcome in outcomes) and not unnamed
-    return ScenarioResult(
-        name,
-        "pass" if passed else "fail",
-        time.perf_counter() - started,
-        outcomes,
-        report=report,
-        hook_failures=unnamed,
-        coverage=scenario_coverage(name, loaded, report),
-    )
-
-
 def hook_failure(item: Any) -> dict[str, Any]:
     """A failed hook call no expectation names, as ``belt test --json`` prints it."""
     fields = item.fields
@@ -664,25 +615,15 @@ def junit_document(
     # Start-up: only --junit-xml needs the XML writer.
     import xml.etree.ElementTree as ElementTree
 
-    failures = suite.counted("fail")
-    errors = suite.counted("error")
-    root = ElementTree.Element(
-        "testsuites",
-        name="belt test",
-        tests=str(len(suite.results)),
-        failures=str(failures),
-        errors=str(errors),
-        time=f"{suite.seconds:.3f}",
-    )
+    seconds = f"{suite.seconds:.3f}"
+    counts = {"tests": str(len(suite.results))}
+    counts |= {"failures": str(suite.counted("fail")), "errors": str(suite.counted("error"))}
+    root = ElementTree.Element("testsuites", {"name": "belt test", **counts, "time": seconds})
+    name = "belt test" if suite.shard is None else "belt test, shard {}/{}".format(*suite.shard)
     testsuite = ElementTree.SubElement(
         root,
         "testsuite",
-        name="belt test" if suite.shard is None else "belt test, shard {}/{}".format(*suite.shard),
-        tests=str(len(suite.results)),
-        failures=str(failures),
-        errors=str(errors),
-        skipped="0",
-        time=f"{suite.seconds:.3f}",
+        {"name": name, **counts, "skipped": "0", "time": seconds},
         timestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
         hostname=xml_text(socket.gethostname()),
     )
@@ -699,54 +640,34 @@ def junit_document(
         if coverage and result.coverage:
             properties = ElementTree.SubElement(case, "properties")
             for entry in result.coverage:
+                name, value = f"hook {entry['where']}", coverage_value(entry)
                 ElementTree.SubElement(
-                    properties,
-                    "property",
-                    name=xml_text(f"hook {entry['where']}"),
-                    value=xml_text(coverage_value(entry)),
+                    properties, "property", name=xml_text(name), value=xml_text(value)
                 )
+        failed: list[tuple[str, str, str, list[str]]] = []  # tag, type, message, text's lines
         if result.status == "error":
-            element = ElementTree.SubElement(
-                case, "error", message=xml_text(result.error or "error"), type="error"
-            )
-            element.text = xml_text("\n".join([result.error or "", *result.problems]))
+            lines = [result.error or "", *result.problems]
+            failed.append(("error", "error", result.error or "error", lines))
         for outcome in result.failures:
-            element = ElementTree.SubElement(
-                case,
-                "failure",
-                message=xml_text(f"{outcome.expectation.where} {outcome.expectation.text}"),
-                type="expectation",
-            )
             lines = [f"{outcome.expectation.where} {outcome.expectation.text}", outcome.found]
             if render is not None and result.report is not None:
                 dialect = str(result.report["simulation"].get("dialect"))
                 lines += ["", "transcript:", *render(dialect, result.excerpt(outcome))]
-            element.text = xml_text("\n".join(lines))
-        if result.hook_failures:
-            count = len(result.hook_failures)
-            element = ElementTree.SubElement(
-                case,
-                "failure",
-                message=xml_text(f"{count} hook call(s) failed and no expectation names them"),
-                type="hook",
-            )
-            texts = [failure["text"] for failure in result.hook_failures]
-            element.text = xml_text("\n".join([*texts, HOOK_FAILURE_HINT]))
+            failed.append(("failure", "expectation", lines[0], lines))
+        if hooks := result.hook_failures:
+            message = f"{len(hooks)} hook call(s) failed and no expectation names them"
+            lines = [*(failure["text"] for failure in hooks), HOOK_FAILURE_HINT]
+            failed.append(("failure", "hook", message, lines))
         if result.unfired:
-            element = ElementTree.SubElement(
-                case,
-                "failure",
-                message=xml_text(f"{len(result.unfired)} declared hook(s) never fired"),
-                type="coverage",
-            )
-            element.text = xml_text("\n".join(unfired_text(entry) for entry in result.unfired))
+            lines = [unfired_text(entry) for entry in result.unfired]
+            message = f"{len(result.unfired)} declared hook(s) never fired"
+            failed.append(("failure", "coverage", message, lines))
         if result.snapshot is not None and result.snapshot.failed:
-            comparison = result.snapshot.to_json()
             update = snapshot_update_command(result.name)
-            lines = [text for text, _ in snapshot_lines(comparison, update=update)]
-            element = ElementTree.SubElement(
-                case, "failure", message=xml_text(lines[0]), type="snapshot"
-            )
+            lines = [text for text, _ in snapshot_lines(result.snapshot.to_json(), update=update)]
+            failed.append(("failure", "snapshot", lines[0], lines))
+        for tag, kind, message, lines in failed:
+            element = ElementTree.SubElement(case, tag, message=xml_text(message), type=kind)
             element.text = xml_text("\n".join(lines))
     ElementTree.indent(root)
     body = ElementTree.tostring(root, encoding="unicode")
