@@ -18,6 +18,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from collections.abc import Callable, Iterable
+from functools import lru_cache, partial
 
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -37,7 +38,7 @@ stream that never ends by itself (the inspector's) ends when it sees it, instead
 server's graceful shutdown until its client leaves."""
 
 HOSTS_REMEMBERED = 64
-"""How many ``Host`` values a guard remembers the verdict on (then it forgets them all)."""
+"""How many ``Host`` values (and content types) a guard remembers the verdict on."""
 
 
 # -- who may ask ---------------------------------------------------------------------------------
@@ -90,11 +91,12 @@ def split_host(value: str) -> tuple[str, int | None] | None:
 
 
 def is_loopback_name(name: str) -> bool:
-    """True for a host name (as ``split_host`` gives it) that only this machine answers to."""
+    """True for a host name or address (an IPv6 one in brackets or not) that only this machine
+    answers to."""
     if name in LOOPBACK_NAMES:
         return True
     try:
-        return ipaddress.ip_address(name.removeprefix("[").removesuffix("]")).is_loopback
+        return ipaddress.ip_address(name.strip("[]")).is_loopback
     except ValueError:
         return False
 
@@ -191,8 +193,12 @@ class RequestGuard:
         self.app = app
         self.token = token.encode("utf-8") if token else None
         self.allowed = frozenset(allowed_host_name(name) for name in allow_hosts)
-        self._hosts_seen: dict[str, bool] = {}
-        self._types_seen: dict[bytes, bool] = {}
+        # The verdicts on the few Host values and content types a server is sent (each
+        # request of a keep-alive client sends the same), remembered.
+        self.host_allowed = lru_cache(HOSTS_REMEMBERED)(partial(host_allowed, allowed=self.allowed))
+        self.json_type = lru_cache(HOSTS_REMEMBERED)(
+            lambda value: is_json_type(value.decode("latin-1"))
+        )
         self._passed: tuple[str, str, list[tuple[bytes, bytes]]] | None = None
         """The method, path and headers of the last request let in."""
         self.is_open = is_open
@@ -261,10 +267,7 @@ class RequestGuard:
             if origins is not None:
                 self._origin(origins, host)
         if scope["method"] not in SAFE_METHOD_NAMES and self._has_body(headers):
-            types = headers.get(b"content-type", [])
-            # The type a server is sent again and again is looked at once (``_json_type``).
-            if len(types) != 1 or not self._json_type(types[0]):
-                self._content_type(types)
+            self._content_type(headers.get(b"content-type", []))
 
     def _carries_token(self, headers: dict[bytes, list[bytes]]) -> bool:
         if self.token is None:
@@ -273,31 +276,12 @@ class RequestGuard:
         scheme, _, offered = header.partition(b" ")
         return scheme.lower() == b"bearer" and hmac.compare_digest(offered.strip(), self.token)
 
-    def _host_allowed(self, host: str) -> bool:
-        """``host_allowed``, remembered for the few names a server is asked by (each request of
-        a keep-alive client sends the same one)."""
-        known = self._hosts_seen.get(host)
-        if known is None:
-            if len(self._hosts_seen) >= HOSTS_REMEMBERED:
-                self._hosts_seen.clear()
-            known = self._hosts_seen[host] = host_allowed(host, self.allowed)
-        return known
-
-    def _json_type(self, value: bytes) -> bool:
-        """``is_json_type``, remembered for the few types a server is sent (as ``Host``)."""
-        known = self._types_seen.get(value)
-        if known is None:
-            if len(self._types_seen) >= HOSTS_REMEMBERED:
-                self._types_seen.clear()
-            known = self._types_seen[value] = is_json_type(value.decode("latin-1"))
-        return known
-
     def _host(self, values: list[bytes]) -> str:
         if len(values) != 1:
             what = "without a Host header" if not values else "with more than one Host header"
             raise Refusal(Problem(403, "Forbidden", f"belt serve does not answer a request {what}"))
         host = values[0].decode("latin-1")
-        if self.token is None and not self._host_allowed(host):
+        if self.token is None and not self.host_allowed(host):
             raise Refusal(
                 Problem(
                     403,
@@ -334,7 +318,7 @@ class RequestGuard:
         return False
 
     def _content_type(self, values: list[bytes]) -> None:
-        if len(values) == 1 and self._json_type(values[0]):
+        if len(values) == 1 and self.json_type(values[0]):
             return
         sent = f"it was {shown(b', '.join(values))}" if values else "it had no Content-Type"
         raise Refusal(

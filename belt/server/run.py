@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import ipaddress
 import logging
 import math
 import os
@@ -48,23 +47,14 @@ from belt.server.connections import (
     server_stopping,
 )
 from belt.server.deciders import HANDLER_TIMEOUT
-from belt.server.guard import LOOPBACK_NAMES, STOPPING, allowed_host_name
+from belt.server.guard import STOPPING, allowed_host_name
+from belt.server.guard import is_loopback_name as is_loopback
 from belt.server.journal import JOURNAL_ERRORS
 from belt.server.problems import Problem, parse_json
 from belt.server.stopping import Terminated
 from belt.signing import secret_key
 from belt.store import open_store
 from belt.store.clock import timestamp
-
-
-def is_loopback(host: str) -> bool:
-    """True for a host that only this machine can reach."""
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def bind(host: str, port: int) -> socket.socket:
