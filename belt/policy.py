@@ -16,12 +16,7 @@ from pydantic import ValidationError
 
 from belt.declarations import read_document
 from belt.errors import InvalidInput
-from belt.matching import (
-    ArgumentMatchers,
-    argument_matchers,
-    arguments_match,
-    glob,
-)
+from belt.matching import ArgumentMatchers, argument_matchers, arguments_match, glob
 from belt.suggest import did_you_mean
 from belt.text import describe
 from belt.wire.catalogue import EVENTS
@@ -34,17 +29,7 @@ from belt.wire.platform import (
 from belt.wire.validate import Findings, is_int, model_problems
 
 POLICY_KEYS = ("default", "rules")
-RULE_KEYS = (
-    "event",
-    "tool",
-    "chat_id",
-    "turn_count",
-    "arguments",
-    "decision",
-    "reason",
-    "inject",
-    "system",
-)
+RULE_KEYS = tuple("event tool chat_id turn_count arguments decision reason inject system".split())
 DECISIONS = tuple(d.value for d in HookDecision)
 
 
@@ -141,19 +126,9 @@ def parse_policy(doc: Any, source: str) -> Policy:
     if not isinstance(doc, dict):
         findings.error("(document)", f"expected a table, got {describe(doc)}")
         raise _refused(source, findings)
-    for key in doc:
-        if key not in POLICY_KEYS:
-            findings.error(
-                key,
-                f"unknown key (allowed: {', '.join(POLICY_KEYS)}){did_you_mean(key, POLICY_KEYS)}",
-            )
+    _unknown_keys(doc, POLICY_KEYS, "", findings)
     default = doc.get("default", HookDecision.ALLOW.value)
-    if default not in DECISIONS:
-        findings.error(
-            "default",
-            f"{default!r} is not a decision (one of {', '.join(DECISIONS)})"
-            f"{did_you_mean(default, DECISIONS)}",
-        )
+    _decision(default, "default", findings)
     raw_rules = doc.get("rules", [])
     rules: list[Rule] = []
     if not isinstance(raw_rules, list):
@@ -178,19 +153,32 @@ def _refused(source: str, findings: Findings) -> InvalidInput:
     )
 
 
+def _unknown_keys(
+    raw: dict[str, Any], allowed: tuple[str, ...], path: str, findings: Findings
+) -> None:
+    """Name each key of ``raw`` that is not ``allowed`` (``path``: where ``raw`` is)."""
+    for key in raw:
+        if key not in allowed:
+            rule = f"unknown key (allowed: {', '.join(allowed)}){did_you_mean(key, allowed)}"
+            findings.error(f"{path}.{key}" if path else key, rule)
+
+
+def _decision(value: Any, path: str, findings: Findings) -> bool:
+    """True when ``value`` is a decision; else the problem is named."""
+    if value in DECISIONS:
+        return True
+    choices = f"(one of {', '.join(DECISIONS)}){did_you_mean(value, DECISIONS)}"
+    findings.error(path, f"{value!r} is not a decision {choices}")
+    return False
+
+
 def _parse_rule(raw: Any, index: int, findings: Findings) -> Rule | None:
     path = f"rules[{index}]"
     if not isinstance(raw, dict):
         findings.error(path, f"expected a table, got {describe(raw)}")
         return None
     before = len(findings.problems)
-    for key in raw:
-        if key not in RULE_KEYS:
-            findings.error(
-                f"{path}.{key}",
-                f"unknown key (allowed: {', '.join(RULE_KEYS)}){did_you_mean(key, RULE_KEYS)}",
-            )
-
+    _unknown_keys(raw, RULE_KEYS, path, findings)
     event = raw.get("event")
     if event is not None and event not in EVENTS:
         findings.error(
@@ -230,12 +218,7 @@ def _turn_count(value: Any, path: str, findings: Findings) -> tuple[int | None, 
             path, f"expected {{ min = N, max = N }} or an integer, got {describe(value)}"
         )
         return None, None
-    for key in value:
-        if key not in ("min", "max"):
-            findings.error(
-                f"{path}.{key}",
-                f"unknown key (allowed: min, max){did_you_mean(key, ('min', 'max'))}",
-            )
+    _unknown_keys(value, ("min", "max"), path, findings)
     bounds: list[int | None] = []
     for key in ("min", "max"):
         bound = value.get(key)
@@ -250,15 +233,8 @@ def _turn_count(value: Any, path: str, findings: Findings) -> tuple[int | None, 
 
 
 def _response(raw: dict[str, Any], path: str, findings: Findings) -> LifecycleHookResponse | None:
-    ok = True
     decision = raw.get("decision")
-    if decision is not None and decision not in DECISIONS:
-        findings.error(
-            f"{path}.decision",
-            f"{decision!r} is not a decision (one of {', '.join(DECISIONS)})"
-            f"{did_you_mean(decision, DECISIONS)}",
-        )
-        ok = False
+    ok = decision is None or _decision(decision, f"{path}.decision", findings)
     for key in ("reason", "system"):
         if key in raw and not isinstance(raw[key], str):
             findings.error(f"{path}.{key}", f"expected a string, got {describe(raw[key])}")
