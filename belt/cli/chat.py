@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from belt import output
-from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag
+from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, json_printed
 from belt.errors import UsageError
 
 app = typer.Typer(help="Chat settings.", no_args_is_help=True)
@@ -47,8 +47,7 @@ def settings(
 
     with open_backend(api, api_key=api_key) as backend:
         chat = backend.set_chat_settings(chat_id=chat_id, disable_hooks=hooks_off)
-    if json_:
-        output.print_json(chat)
+    if json_printed(json_, chat):
         return
     output.success(
         f"hooks {'disabled' if hooks_off else 'enabled'} for chat {chat.get('id', chat_id)}"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from belt import output
-from belt.cli.options import JsonFlag
+from belt.cli.options import JsonFlag, json_printed
 from belt.errors import ExitCode, UsageError
 from belt.wire.enums import Dialect, InterruptResolution
 
@@ -44,21 +44,21 @@ def events(json_: JsonFlag = False) -> None:
     """
     from belt.wire.catalogue import EVENTS
 
-    if json_:
-        output.print_json(
-            [
-                {
-                    "event": e.event,
-                    "description": e.description,
-                    "can_gate": e.can_gate,
-                    "fires": e.fires,
-                    "data": e.data_fields,
-                    "effect": e.effect,
-                    "emitted": e.emitted,
-                }
-                for e in EVENTS.values()
-            ]
-        )
+    if json_printed(
+        json_,
+        [
+            {
+                "event": e.event,
+                "description": e.description,
+                "can_gate": e.can_gate,
+                "fires": e.fires,
+                "data": e.data_fields,
+                "effect": e.effect,
+                "emitted": e.emitted,
+            }
+            for e in EVENTS.values()
+        ],
+    ):
         return
     output.table(
         ["event", "can_gate", "data", "when it fires", "decision effect"],
@@ -85,8 +85,7 @@ def builtins(json_: JsonFlag = False) -> None:
     """
     from belt.wire.catalogue import BUILTINS
 
-    if json_:
-        output.print_json([b.definition() for b in BUILTINS.values()])
+    if json_printed(json_, [b.definition() for b in BUILTINS.values()]):
         return
     output.table(
         ["builtin", "events", "what it does"],
@@ -262,8 +261,7 @@ def list_(file: FileOption = None, json_: JsonFlag = False) -> None:
     from belt.hookfile import read_hooks, resolve_path
 
     hooks = read_hooks(file)
-    if json_:
-        output.print_json([shown(hook) for hook in hooks])
+    if json_printed(json_, [shown(hook) for hook in hooks]):
         return
     if not hooks:
         output.echo(f"no hooks in {resolve_path(file)}", stderr=True)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from belt import output
-from belt.cli.options import JsonFlag
+from belt.cli.options import JsonFlag, json_printed
 from belt.scaffold import Framework
 
 
@@ -60,8 +60,7 @@ def init(
     from belt.scaffold import init as write
 
     written = write(directory=directory, nexus=nexus, framework=framework)
-    if json_:
-        output.print_json(written.to_json())
+    if json_printed(json_, written.to_json()):
         return
     where = "this directory" if str(directory) == "." else f"{directory}/"
     output.success(f"wrote {len(written.files)} files in {where}")

@@ -10,7 +10,7 @@ import typer
 
 from belt import output
 from belt.cli import BeltGroup, lazy_command
-from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, finite, moment_option
+from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, finite, json_printed, moment_option
 from belt.errors import BeltError, UsageError
 from belt.wire.enums import InterruptReason, InterruptResolution, InterruptStatus
 
@@ -102,8 +102,7 @@ def list_(
             reason=reason.value if reason else None,
             include_settled=all_,
         )
-    if json_:
-        output.print_json([item for item, _ in listed])
+    if json_printed(json_, [item for item, _ in listed]):
         return
     if not listed:
         what = "interrupts" if all_ else "pending interrupts"
@@ -150,8 +149,7 @@ def show(
 
     with open_backend(api, api_key=api_key) as backend:
         item, on_expiry = backend.show_interrupt(interrupt_id=interrupt_id, run_id=run)
-    if json_:
-        output.print_json(item)
+    if json_printed(json_, item):
         return
     pairs: list[tuple[str, Any]] = [
         ("id", item.get("id")),
@@ -261,8 +259,7 @@ def resolve(
         item = backend.resolve_interrupt(
             interrupt_id=interrupt_id, decision=chosen, data=resolved_data
         )
-    if json_:
-        output.print_json(item)
+    if json_printed(json_, item):
         return
     output.success(f"{item.get('id') or interrupt_id} resolved: {item.get('resolution') or chosen}")
 
@@ -294,9 +291,7 @@ def resolve_all(
 
     items = matching_gates(backend, **filters)
     if not items:
-        if json_:
-            output.print_json({"resolved": [], "missed": []})
-        else:
+        if not json_printed(json_, {"resolved": [], "missed": []}):
             output.echo("no pending interrupts match", stderr=True)
         return
     count = f"{len(items)} pending gate(s)"
@@ -310,13 +305,13 @@ def resolve_all(
         if not typer.confirm(f"settle {count} as {decision}?", err=True):
             raise BeltError("nothing resolved: not confirmed")
     resolved, missed = resolve_each(backend, items, decision=decision, data=data)
-    if json_:
-        output.print_json(
-            {
-                "resolved": resolved,
-                "missed": [{"id": item["id"], "reason": why} for item, why in missed],
-            }
-        )
+    if json_printed(
+        json_,
+        {
+            "resolved": resolved,
+            "missed": [{"id": item["id"], "reason": why} for item, why in missed],
+        },
+    ):
         return
     for item, why in missed:
         output.warning(f"{item.get('short_id') or item['id']} skipped: {why}")
@@ -558,8 +553,7 @@ def sweep(
     from belt.backend import local_inbox
 
     settled = local_inbox().sweep(at=moment_option(at, "--at"))
-    if json_:
-        output.print_json({"settled": len(settled), "interrupts": settled})
+    if json_printed(json_, {"settled": len(settled), "interrupts": settled}):
         return
     output.success(f"settled {len(settled)} overdue interrupt(s)")
     if settled:
@@ -618,8 +612,7 @@ def create(
         default_resolution=default_resolution.value if default_resolution else None,
         meta=None if meta is None else read_json_object_option(meta, option="--meta"),
     )
-    if json_:
-        output.print_json(item)
+    if json_printed(json_, item):
         return
     output.success(f"opened {item['id']} on run {item['run_id']}")
     output.key_values(

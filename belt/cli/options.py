@@ -77,3 +77,12 @@ def moment_option(text: str | None, option: str) -> datetime | None:
         return parse_rfc3339(text, option)
     except InvalidInput as exc:
         raise UsageError(exc.message) from None
+
+
+def json_printed(json_: bool, data: object) -> bool:
+    """With ``--json``, print ``data`` as the command's JSON document; says whether it did."""
+    if json_:
+        from belt import output
+
+        output.print_json(data)
+    return json_

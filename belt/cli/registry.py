@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from belt import output
-from belt.cli.options import JsonFlag
+from belt.cli.options import JsonFlag, json_printed
 
 if TYPE_CHECKING:
     from belt.records.registry import Match, SaveOutcome
@@ -85,8 +85,7 @@ def add(
         tags=[tag for tag in tags.split(",") if tag.strip()],
         file=file,
     )
-    if json_:
-        output.print_json(outcome.to_json())
+    if json_printed(json_, outcome.to_json()):
         return
     output.success(describe_outcome(outcome))
 
@@ -117,8 +116,7 @@ def list_(
     from belt.records.registry import list_entries
 
     entries = list_entries(None, owner=owner, kind=None if kind is None else kind.value)
-    if json_:
-        output.print_json([summary(entry) for entry in entries])
+    if json_printed(json_, [summary(entry) for entry in entries]):
         return
     if not entries:
         output.echo(f"no entries in the registry of {owner}", stderr=True)
@@ -149,8 +147,7 @@ def show(entry_id: EntryId, json_: JsonFlag = False) -> None:
     from belt.records.registry import get_entry
 
     entry = get_entry(None, entry_id=entry_id)
-    if json_:
-        output.print_json(entry)
+    if json_printed(json_, entry):
         return
     output.key_values(
         [
@@ -207,8 +204,7 @@ def search_(
     from belt.records.registry import search
 
     matches = search(None, owner=owner, query=query, limit=limit)
-    if json_:
-        output.print_json([match.to_json() for match in matches])
+    if json_printed(json_, [match.to_json() for match in matches]):
         return
     if not matches:
         output.echo(f'no entries of {owner} match "{query}"', stderr=True)
@@ -248,7 +244,6 @@ def rm(entry_id: EntryId, json_: JsonFlag = False) -> None:
     from belt.records.registry import remove_entry
 
     entry = remove_entry(None, entry_id=entry_id)
-    if json_:
-        output.print_json(summary(entry))
+    if json_printed(json_, summary(entry)):
         return
     output.success(f'removed {entry["id"]} "{entry["name"]}"')

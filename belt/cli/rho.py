@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from belt import output
-from belt.cli.options import JsonFlag, VerboseFlag
+from belt.cli.options import JsonFlag, VerboseFlag, json_printed
 from belt.cli.root import BeltGroup
 
 app = typer.Typer(
@@ -70,8 +70,7 @@ def configure(
     from belt.rho import configure_lifecycle_hooks
 
     configured = configure_lifecycle_hooks(file=file, api=api)
-    if json_:
-        output.print_json(configured.summary())
+    if json_printed(json_, configured.summary()):
         return
     output.echo(f"stored {configured.location}", stderr=True)
     render_hooks(configured.configuration, "{} (no lifecycle hooks declared)")
@@ -96,8 +95,7 @@ def show(
     from belt.rho import show_lifecycle_hooks
 
     shown = show_lifecycle_hooks()
-    if json_:
-        output.print_json(shown.summary())
+    if json_printed(json_, shown.summary()):
         return
     output.echo(shown.location, stderr=True)
     render_hooks(

@@ -9,7 +9,7 @@ import typer
 
 from belt import output
 from belt.cli.live import SimLive, waiting
-from belt.cli.options import Executors, Routes, moment_option
+from belt.cli.options import Executors, Routes, json_printed, moment_option
 
 app = typer.Typer(
     help="Run scripted agents whose hooks fire as on the platform.", no_args_is_help=True
@@ -256,9 +256,7 @@ def show(
     from belt.render import transcript_lines
 
     report = show_run(run_id=run_id, last=last)
-    if json_:
-        output.print_json(report)
-    else:
+    if not json_printed(json_, report):
         output.lines(transcript_lines(report, verbose=verbose(ctx)))
 
 
@@ -279,8 +277,7 @@ def list_(
     from belt.engine.api import list_runs
 
     rows = list_runs(include_tasks=all_)
-    if json_:
-        output.print_json(rows)
+    if json_printed(json_, rows):
         return
     if not rows:
         output.echo(
