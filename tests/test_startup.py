@@ -196,15 +196,14 @@ def test_a_run_on_two_jobs_forks_its_workers_without_the_process_pool_modules(
 
 
 # The models a platform scenario with a py: handler is checked with: its file, its hooks, and
-# the hook's answer and record. Every other model of belt's (the Nexus ones, the scenario's
-# parts, which the scenario's model checks within itself, the platform's other DTOs) is built
-# on first use, not as its module is imported.
+# the hook's answer (its record is a plain dict). Every other model of belt's (the Nexus ones,
+# the scenario's parts, which the scenario's model checks within itself, the platform's other
+# DTOs) is built on first use, not as its module is imported.
 BUILT_FOR_A_PLATFORM_RUN = {
     "belt.engine.scenario.Scenario",
     "belt.engine.scenario.ChatSpec",
     "belt.wire.platform.LifecycleHookConfig",
     "belt.wire.platform.LifecycleHookResponse",
-    "belt.wire.platform.HookExecutedPayload",
 }
 
 

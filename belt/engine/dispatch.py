@@ -30,7 +30,6 @@ from belt.policy import load_policy
 from belt.wire.catalogue import EVENTS
 from belt.wire.platform import (
     HookDecision,
-    HookExecutedPayload,
     HookHandlerType,
     LifecycleHookConfig,
     LifecycleHookPayload,
@@ -221,6 +220,19 @@ class EventResult:
         return self.decisive.reason if self.decisive else None
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where a webhook hook's payloads go, found once per hook: its declaration, the routes
+    and where its handler is loaded from do not change in a run."""
+
+    destination: str
+    """The URL, or the ``py:`` handler, as declared or as ``--route`` sends it."""
+    routed: bool
+    spec: str | None
+    """The in-process handler to call, as loaded (``located``); None for an HTTP webhook."""
+    timeout: float
+
+
 ASYNC_WORKERS = 8
 """How many async hooks run at once; more wait their turn, and the loop never waits for them."""
 
@@ -252,7 +264,8 @@ class Dispatcher:
     _pool: ThreadPoolExecutor | None = None
     _in_process: InProcess | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _by_event: dict[str, list[tuple[int, LifecycleHookConfig]]] = field(default_factory=dict)
+    _by_event: dict[str, tuple[tuple[int, LifecycleHookConfig], ...]] = field(default_factory=dict)
+    _targets: dict[int, Target] = field(default_factory=dict)
 
     def close(self) -> None:
         """Wait for the async hooks still running, then close the in-process caller."""
@@ -287,6 +300,9 @@ class Dispatcher:
 
     def in_process(self) -> InProcess:
         """The caller of ``py:`` handlers, created on first use."""
+        found = self._in_process
+        if found is not None:
+            return found
         with self._lock:
             if self._in_process is None:
                 self._in_process = InProcess(self.handlers, load=self.load)
@@ -298,15 +314,30 @@ class Dispatcher:
         place = next((p for p in self.located.values() if p.spec == spec), Located(spec))
         return load_located(place, where=spec)
 
-    def hooks_for(self, event: str) -> list[tuple[int, LifecycleHookConfig]]:
+    def hooks_for(self, event: str) -> tuple[tuple[int, LifecycleHookConfig], ...]:
         """The hooks declared on ``event``, with their declaration index, in order (found once
         per event: every event fired asks, twice)."""
         found = self._by_event.get(event)
         if found is None:
-            found = self._by_event[event] = [
+            found = self._by_event[event] = tuple(
                 (i, h) for i, h in enumerate(self.hooks) if h.event == event
-            ]
-        return list(found)
+            )
+        return found
+
+    def target(self, index: int, hook: LifecycleHookConfig) -> Target:
+        """Where the webhook hook at ``index`` delivers (found on its first delivery)."""
+        found = self._targets.get(index)
+        if found is None:
+            url = str(hook.handler)
+            route = route_for(self.routes, url)
+            destination = route.destination(url) if route is not None else url
+            spec = None
+            if is_in_process(destination):
+                place = self.located.get(index) if route is None else None
+                spec = place.spec if place is not None else destination
+            timeout = float(hook.effective_timeout())
+            found = self._targets[index] = Target(destination, route is not None, spec, timeout)
+        return found
 
     def fire(
         self,
@@ -363,25 +394,24 @@ class Dispatcher:
     def run_webhook(self, run: HookRun, payload: dict[str, Any]) -> None:
         """Call a webhook (in-process for ``py:``, wherever ``--route`` sends it); a failure
         counts as allow, or deny on gate-able events if fail-closed."""
-        url = str(run.hook.handler)
-        route = route_for(self.routes, url)
-        destination = route.destination(url) if route is not None else url
-        if route is not None:
-            run.routed_to = destination
-        timeout = float(run.hook.effective_timeout())
-        if is_in_process(destination):
-            place = self.located.get(run.index) if route is None else None
-            spec = place.spec if place is not None else destination
-            delivered = self.in_process().deliver(spec, payload, timeout=timeout, label=destination)
+        target = self.target(run.index, run.hook)
+        if target.routed:
+            run.routed_to = target.destination
+        if target.spec is not None:
+            delivered = self.in_process().deliver(
+                target.spec, payload, timeout=target.timeout, label=target.destination
+            )
         else:
-            delivered = deliver(destination, payload, timeout=timeout, transport=self.transport)
+            delivered = deliver(
+                target.destination, payload, timeout=target.timeout, transport=self.transport
+            )
         run.duration_ms = delivered.duration_ms
         run.warnings = delivered.warnings
         if delivered.error is not None or delivered.response is None:
             run.error = delivered.error or "no response"
-            if route is not None and not is_in_process(destination):
+            if target.routed and target.spec is None:
                 # The hook's own URL was not called: say which one was.
-                run.error += f" (routed by --route to {shown_url(destination)})"
+                run.error += f" (routed by --route to {shown_url(target.destination)})"
             if self.fail_closed and EVENTS[str(payload["event"])].can_gate:
                 run.decision = HookDecision.DENY
                 run.reason = f"hook failed (fail-closed): {run.error}"
@@ -406,48 +436,56 @@ def shown_url(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
-def executed_record(event: str, run: HookRun, payload: dict[str, Any]) -> dict[str, Any]:
-    """The ``hook.executed`` agent event for one handler run (with the payload it was given).
+def executed_record(
+    event: str, run: HookRun, payload: dict[str, Any], place: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``hook.executed`` agent event for one handler run (with the payload it was given),
+    ending with ``place``: where it belongs in the transcript.
 
-    The HookExecutedPayload of the wire, and what belt adds to it: which hook, how it ran, the
-    ``override`` its answer carried (recorded, never acted on, as WIRE.md says) and the
-    ``warnings`` of what was ignored in its answer, and the ``injection`` it answered (its
-    ``inject`` and ``system``, as ``belt replay`` compares them). An async hook's decision,
-    reason and injection are what it answered; they did not take effect.
+    The HookExecutedPayload of the wire (``hook_event``, ``decision``, ``reason``,
+    ``duration_ms``), and what belt adds to it: which hook, how it ran, the ``override`` its
+    answer carried (recorded, never acted on, as WIRE.md says) and the ``warnings`` of what was
+    ignored in its answer, and the ``injection`` it answered (its ``inject`` and ``system``, as
+    ``belt replay`` compares them). An async hook's decision, reason and injection are what it
+    answered; they did not take effect.
     """
-    executed = HookExecutedPayload(
-        hook_event=event,
-        decision=(run.decision or HookDecision.ALLOW).value,
-        reason=run.reason,
-        duration_ms=run.duration_ms,
-    )
-    override = run.response.override if run.response is not None else None
-    # Dumped only when it carries an injection: without one, nothing of it is recorded here.
-    answered = (
-        run.response.model_dump(mode="json", exclude_none=True)
-        if run.response is not None and run.response.injected
-        else {}
-    )
-    injection = {key: answered[key] for key in ("inject", "system") if answered.get(key)}
-    return {
+    response = run.response
+    injected = run.injected
+    record: dict[str, Any] = {
         "type": "hook.executed",
-        **executed.model_dump(),
+        "hook_event": event,
+        "decision": (run.decision or HookDecision.ALLOW).value,
+        "reason": run.reason,
+        "duration_ms": run.duration_ms,
         "latency_ms": round(run.latency_ms, 3),
         "hook_index": run.index,
         "handler_type": run.hook.type.value,
         "handler": handler_label(run.hook.type, run.hook.handler),
         "async": run.hook.runs_async,
         "error": run.error,
-        "injected": run.injected,
-        **({"injection": injection} if injection else {}),
-        "interrupt_id": run.interrupt["id"] if run.interrupt else None,
-        "task_chat_id": run.task_chat_id,
-        **({"resource_id": run.resource_id} if run.resource_id else {}),
-        **({"routed_to": handler_label(run.hook.type, run.routed_to)} if run.routed_to else {}),
-        **({"override": override} if override is not None else {}),
-        **({"warnings": run.warnings} if run.warnings else {}),
-        "payload": payload,
+        "injected": injected,
     }
+    if response is not None and response.injected:
+        # Dumped only when it carries an injection: without one, nothing of it is recorded here.
+        answered = response.model_dump(mode="json", exclude_none=True)
+        injection = {key: answered[key] for key in ("inject", "system") if answered.get(key)}
+        if injection:
+            record["injection"] = injection
+    record["interrupt_id"] = run.interrupt["id"] if run.interrupt else None
+    record["task_chat_id"] = run.task_chat_id
+    if run.resource_id:
+        record["resource_id"] = run.resource_id
+    if run.routed_to:
+        record["routed_to"] = handler_label(run.hook.type, run.routed_to)
+    override = response.override if response is not None else None
+    if override is not None:
+        record["override"] = override
+    if run.warnings:
+        record["warnings"] = run.warnings
+    record["payload"] = payload
+    if place:
+        record.update(place)
+    return record
 
 
 def leaves_transcript_row(run: HookRun) -> bool:

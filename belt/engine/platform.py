@@ -809,7 +809,7 @@ class PlatformLoop:
             # An async hook's record, written whenever it finishes (it leaves no row).
             self.start_task(hook_run, payload)
             if run is not None:
-                run.log({**executed_record(event, hook_run, payload), **place})
+                run.log(executed_record(event, hook_run, payload, place))
 
         result = self.dispatcher.fire(event, payload, resource_id=resource_id, finished=finished)
         for hook_run in result.runs:
@@ -817,12 +817,7 @@ class PlatformLoop:
         if run is not None:
             # Every handler run of the event in one write (a task hook's failure to start is
             # on its record).
-            run.log(
-                *(
-                    {**executed_record(event, hook_run, payload), **place}
-                    for hook_run in result.runs
-                )
-            )
+            run.log(*(executed_record(event, hook_run, payload, place) for hook_run in result.runs))
         # The rows and injections of the event are recorded together, in one append to the chat
         # (an injection that replaces one of them first records them: ``add_injection``); the
         # row of a run that injected goes in the file of its first injection.

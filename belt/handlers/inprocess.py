@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -178,23 +178,20 @@ def read_value(value: Any) -> Answer:
     return Answer(response, None, warnings)
 
 
-def _held_lock() -> threading.Lock:
-    lock = threading.Lock()
-    lock.acquire()
-    return lock
-
-
-@dataclass
 class _Call:
     """One call of a handler, handed to a worker thread; ``done`` is released when it returns
     (a lock rather than an Event: a wait on it is one acquire, not a condition's own lock made
     for each wait)."""
 
-    func: Handler
-    argument: Any
-    done: threading.Lock = field(default_factory=_held_lock)
-    value: Any = None
-    error: BaseException | None = None
+    __slots__ = ("argument", "done", "error", "func", "value")
+
+    def __init__(self, func: Handler, argument: Any) -> None:
+        self.func = func
+        self.argument = argument
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.value: Any = None
+        self.error: BaseException | None = None
 
     def finished(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the call to return; whether it did."""
@@ -297,8 +294,7 @@ class InProcess:
 
     def handler(self, spec: str) -> Handler:
         """The callable of ``spec``, imported on first use (a BeltError when it cannot be)."""
-        with self._lock:
-            func = self.handlers.get(spec)
+        func = self.handlers.get(spec)  # one read of a dict: no lock for what is loaded
         if func is None:
             func = self.load(spec)
             with self._lock:
@@ -307,9 +303,9 @@ class InProcess:
 
     def _worker(self) -> _Worker:
         key = threading.get_ident()
-        with self._lock:
-            worker = self._workers.get(key)
-            if worker is None:
+        worker = self._workers.get(key)  # only this thread sets its own
+        if worker is None:
+            with self._lock:
                 worker = self._workers[key] = _take_worker()
         return worker
 
@@ -366,17 +362,15 @@ class InProcess:
         answer as a webhook's body; ``label`` names it in errors, which carry an exception's
         message cut to ``message_limit`` characters (None: whole)."""
         started = time.perf_counter()
-
-        def elapsed() -> int:
-            return round((time.perf_counter() - started) * 1000)
-
         call = _Call(func, argument)
         worker = self._worker()
         worker.calls.put(call)
-        if not call.finished(timeout):
+        returned = call.finished(timeout)
+        elapsed = round((time.perf_counter() - started) * 1000)
+        if not returned:
             self._abandon(worker)
-            return WebhookResult(None, "", None, f"{label} {TIMED_OUT} {timeout:g} s", elapsed())
-        return _answered(label, call, elapsed(), message_limit)
+            return WebhookResult(None, "", None, f"{label} {TIMED_OUT} {timeout:g} s", elapsed)
+        return _answered(label, call, elapsed, message_limit)
 
 
 def _argument(
@@ -407,6 +401,8 @@ def _answered(label: str, call: _Call, duration: int, message_limit: int | None)
             detail = short(detail, message_limit)
         error = f"{label} raised {kind}: {detail}" if detail else f"{label} raised {kind}"
         return WebhookResult(500, "", None, error, duration, exception=call.error)
+    if call.value is None:  # allow, the most common answer: nothing to read
+        return WebhookResult(200, "", _allow(), None, duration)
     answer = read_value(call.value)
     if answer.problem is not None:
         problem = answer.problem

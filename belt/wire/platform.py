@@ -141,15 +141,6 @@ class ChatHookEvent(_Open):
     duration_ms: int = 0
 
 
-class HookExecutedPayload(_Open):
-    """The ``hook.executed`` agent event, fired for every handler run."""
-
-    hook_event: str
-    decision: str | None = None
-    reason: str | None = None
-    duration_ms: int = 0
-
-
 class HookEventDefinition(_Open):
     """One row of the event catalogue."""
 
