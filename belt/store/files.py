@@ -19,6 +19,7 @@ import stat
 import tempfile
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -172,15 +173,20 @@ def _write_all(fd: int, data: bytes) -> None:
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
 
 
-def write_failure(path: Path, exc: OSError) -> BeltError | None:
-    """The error to report for a write that failed for want of room (full disk, quota, size
-    limit, read-only or failing device); None for any other failure."""
-    if exc.errno not in _NO_ROOM:
-        return None
-    return BeltError(
-        f"{path}: cannot write ({exc.strerror or exc}); that file is unchanged",
-        hint="free some space (or fix the file system), then retry",
-    )
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """Within it, a write to ``path`` that fails for want of room (full disk, quota, size
+    limit, read-only or failing device) is a BeltError naming ``path``; any other failure
+    stays as it is."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in _NO_ROOM:
+            raise
+        raise BeltError(
+            f"{path}: cannot write ({exc.strerror or exc}); that file is unchanged",
+            hint="free some space (or fix the file system), then retry",
+        ) from None
 
 
 def atomic_write(
@@ -194,13 +200,8 @@ def atomic_write(
     With ``keep_open`` the descriptor the data was written through is returned, open on the file
     now at ``path`` (the caller closes it); otherwise None.
     """
-    try:
+    with _writing(path):
         return _atomic_write(path, data, fsync=fsync, exclusive=exclusive, keep_open=keep_open)
-    except OSError as exc:
-        failure = write_failure(path, exc)
-        if failure is None:
-            raise
-        raise failure from None
 
 
 def _atomic_write(
@@ -316,16 +317,9 @@ def append_line(path: Path, line: bytes, *, header: bytes, fsync: bool = True) -
         atomic_write(path, header + line, fsync=fsync)
         return
     try:
-        _cut_torn_tail(fd)
-        _write_all(fd, line)
-        if fsync:
-            os.fsync(fd)
-    except OSError as exc:
-        failure = write_failure(path, exc)
-        if failure is None:
-            raise
-        # A partly written line is torn; the next append cuts it off.
-        raise failure from None
+        with _writing(path):
+            _cut_torn_tail(fd)
+        append_to(fd, path, line, fsync=fsync)
     finally:
         os.close(fd)
 
@@ -334,17 +328,11 @@ def append_to(fd: int, path: Path, line: bytes, *, fsync: bool = True) -> os.sta
     """Append ``line`` through ``fd``, open (with O_APPEND) on the file at ``path`` whose last
     line is known complete (this process appended it and nothing changed the file since); the
     caller holds the file's lock. Returns the file's status after the write."""
-    try:
+    with _writing(path):  # a partly written line is torn: the next append cuts it off
         _write_all(fd, line)
         if fsync:
             os.fsync(fd)
         return os.fstat(fd)
-    except OSError as exc:
-        failure = write_failure(path, exc)
-        if failure is None:
-            raise
-        # A partly written line is torn; the next append (through a fresh open) cuts it off.
-        raise failure from None
 
 
 def _cut_torn_tail(fd: int) -> None:
