@@ -28,14 +28,11 @@ def check(
     ] = None,
     event: Annotated[
         list[str] | None,
-        typer.Option(
-            "--event", metavar="E", help="Check only this event (repeatable).", show_default=False
-        ),
+        typer.Option(metavar="E", help="Check only this event (repeatable).", show_default=False),
     ] = None,
     executor: Annotated[
         list[str] | None,
         typer.Option(
-            "--executor",
             metavar="NAME=TARGET",
             help="Check a Nexus executor tool (cmd:COMMAND, py:MODULE:FUNC or a URL, as "
             "belt executor run --tool takes it); a Nexus hooks file names its tools. Repeatable.",
@@ -45,7 +42,6 @@ def check(
     props: Annotated[
         Path | None,
         typer.Option(
-            "--props",
             metavar="FILE",
             help="A TOML check file: each property table names the decision every matching "
             "payload must get (docs/check.md).",

@@ -33,7 +33,6 @@ def run(
     tool: Annotated[
         list[str],
         typer.Option(
-            "--tool",
             help="NAME=TARGET, TARGET being cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL.",
             show_default=False,
         ),

@@ -32,7 +32,6 @@ def init(
     framework: Annotated[
         Framework,
         typer.Option(
-            "--framework",
             help="The hook as a py: function only (py), or that function served by the "
             "standard library's http.server (stdlib) or by a Starlette app (starlette).",
         ),

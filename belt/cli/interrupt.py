@@ -70,10 +70,10 @@ def list_(
         str | None, typer.Option("--chat", metavar="CHAT_ID", help="Only this chat's.")
     ] = None,
     run: Annotated[
-        str | None, typer.Option("--run", metavar="RUN_ID", help="Only this run's (as RUN_ID).")
+        str | None, typer.Option(metavar="RUN_ID", help="Only this run's (as RUN_ID).")
     ] = None,
     reason: Annotated[
-        InterruptReason | None, typer.Option("--reason", help="Only interrupts of this reason.")
+        InterruptReason | None, typer.Option(help="Only interrupts of this reason.")
     ] = None,
     json_: JsonFlag = False,
     api: ApiOption = None,
@@ -129,7 +129,6 @@ def show(
     run: Annotated[
         str | None,
         typer.Option(
-            "--run",
             metavar="RUN_ID",
             help="The interrupt's run; needed with --api, whose API lists interrupts per run.",
         ),
@@ -193,7 +192,6 @@ def resolve(
     data: Annotated[
         str | None,
         typer.Option(
-            "--data",
             metavar="JSON|@FILE",
             help="Stored as resolved_data: a JSON value, or @FILE to read one.",
         ),
@@ -205,17 +203,17 @@ def resolve(
         ),
     ] = False,
     run: Annotated[
-        str | None, typer.Option("--run", metavar="RUN_ID", help="--all: only this run's.")
+        str | None, typer.Option(metavar="RUN_ID", help="--all: only this run's.")
     ] = None,
     chat: Annotated[
-        str | None, typer.Option("--chat", metavar="CHAT_ID", help="--all: only this chat's.")
+        str | None, typer.Option(metavar="CHAT_ID", help="--all: only this chat's.")
     ] = None,
     tool: Annotated[
-        str | None, typer.Option("--tool", metavar="TOOL", help="--all: only calls of this tool.")
+        str | None, typer.Option(metavar="TOOL", help="--all: only calls of this tool.")
     ] = None,
     event: Annotated[
         str | None,
-        typer.Option("--event", metavar="EVENT", help="--all: only gates on this event."),
+        typer.Option(metavar="EVENT", help="--all: only gates on this event."),
     ] = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="--all: do not ask to confirm the count.")
@@ -479,9 +477,7 @@ def watch(
     ] = None,
     interval: Annotated[
         float,
-        typer.Option(
-            "--interval", metavar="S", help="Seconds between looks.", min=0.05, callback=finite
-        ),
+        typer.Option(metavar="S", help="Seconds between looks.", min=0.05, callback=finite),
     ] = 1.0,
     json_: Annotated[bool, typer.Option("--json", help="Print one JSON object per line.")] = False,
     api: ApiOption = None,
@@ -567,9 +563,7 @@ def sweep(
 def create(
     run: Annotated[
         str,
-        typer.Option(
-            "--run", metavar="RUN_ID", help="The run to gate: working or awaiting a decision."
-        ),
+        typer.Option(metavar="RUN_ID", help="The run to gate: working or awaiting a decision."),
     ],
     chat: Annotated[str, typer.Option("--chat", metavar="CHAT_ID", help="The run's chat.")],
     event: Annotated[str, typer.Option("--event", help="A gate-able event, e.g. agent.tool_call.")],
@@ -579,12 +573,11 @@ def create(
     ] = None,
     default_resolution: Annotated[
         InterruptResolution | None,
-        typer.Option("--default-resolution", help="Resolution on expiry (default allow)."),
+        typer.Option(help="Resolution on expiry (default allow)."),
     ] = None,
     meta: Annotated[
         str | None,
         typer.Option(
-            "--meta",
             metavar="JSON|@FILE",
             help="The hook payload to store as meta (a JSON object).",
         ),

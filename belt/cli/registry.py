@@ -47,7 +47,7 @@ class Kind(StrEnum):
 
 @app.command()
 def add(
-    kind: Annotated[Kind, typer.Option("--kind", help="What the entry is.")],
+    kind: Annotated[Kind, typer.Option(help="What the entry is.")],
     name: Annotated[
         str,
         typer.Option(
@@ -59,9 +59,7 @@ def add(
     ] = "",
     file: Annotated[
         Path | None,
-        typer.Option(
-            "--file", metavar="FILE", help="Read the text from FILE (default: stdin; - is stdin)."
-        ),
+        typer.Option(metavar="FILE", help="Read the text from FILE (default: stdin; - is stdin)."),
     ] = None,
     owner: OwnerOption = DEFAULT_OWNER,
     json_: JsonFlag = False,
@@ -103,7 +101,7 @@ def describe_outcome(outcome: SaveOutcome) -> str:
 @app.command("list")
 def list_(
     owner: OwnerOption = DEFAULT_OWNER,
-    kind: Annotated[Kind | None, typer.Option("--kind", help="Only entries of this kind.")] = None,
+    kind: Annotated[Kind | None, typer.Option(help="Only entries of this kind.")] = None,
     json_: JsonFlag = False,
 ) -> None:
     """List a team's entries, oldest first.

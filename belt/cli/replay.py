@@ -55,7 +55,6 @@ def replay(
     save_tests: Annotated[
         Path | None,
         typer.Option(
-            "--save-tests",
             metavar="DIR",
             help="Also write each replayed delivery to DIR (new or empty) as a belt test "
             "scenario whose hook is the handler replayed to, expecting the answer --expect "
@@ -65,7 +64,6 @@ def replay(
     expect: Annotated[
         str,
         typer.Option(
-            "--expect",
             metavar="recorded|replayed",
             help="With --save-tests: expect the answer recorded then, or the one given now.",
         ),
@@ -73,7 +71,6 @@ def replay(
     per: Annotated[
         str,
         typer.Option(
-            "--per",
             metavar="delivery|chat",
             help="With --save-tests: a scenario per delivery, or per chat (its runs as turns, "
             "written once the replay ends).",

@@ -338,21 +338,10 @@ def version(json_: JsonFlag = False) -> None:
     output.echo(f"belt {__version__}")
 
 
-def _register() -> None:
-    # Register each group or command lazily so that start-up stays cheap as commands grow.
-    lazy_command("belt", "init", "belt.cli.init:init")
-    lazy_command("belt", "hooks", "belt.cli.hooks:app")
-    lazy_command("belt", "interrupt", "belt.cli.interrupt:app")
-    lazy_command("belt", "chat", "belt.cli.chat:app")
-    lazy_command("belt", "sim", "belt.cli.sim:app")
-    lazy_command("belt", "completion", "belt.cli.completion:completion")
-    lazy_command("belt", "serve", "belt.cli.serve:serve")
-    lazy_command("belt", "trigger", "belt.cli.trigger:trigger")
-    lazy_command("belt", "executor", "belt.cli.executor:app")
-    lazy_command("belt", "registry", "belt.cli.registry:app")
-    lazy_command("belt", "test", "belt.cli.test:test")
-    lazy_command("belt", "replay", "belt.cli.replay:replay")
-    lazy_command("belt", "check", "belt.cli.check:check")
-
-
-_register()
+# Each group or command is registered lazily so that start-up stays cheap as commands grow.
+for _name, _attribute in {
+    "init": "init", "hooks": "app", "interrupt": "app", "chat": "app", "sim": "app",
+    "completion": "completion", "serve": "serve", "trigger": "trigger", "executor": "app",
+    "registry": "app", "test": "test", "replay": "replay", "check": "check",
+}.items():  # fmt: skip
+    lazy_command("belt", _name, f"belt.cli.{_name}:{_attribute}")

@@ -50,7 +50,6 @@ def serve(
     allow_host: Annotated[
         list[str] | None,
         typer.Option(
-            "--allow-host",
             metavar="NAME",
             help="Also answer requests sent to NAME (a tunnel's or a container's name); "
             "without --token only loopback names are answered. Repeatable.",
@@ -82,7 +81,6 @@ def serve(
     forward_to: Annotated[
         str | None,
         typer.Option(
-            "--forward-to",
             metavar="URL",
             help="Pass each hook request on to your handler at URL; answer and journal its answer.",
         ),

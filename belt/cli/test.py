@@ -33,7 +33,7 @@ def test(
     ] = False,
     junit_xml: Annotated[
         Path | None,
-        typer.Option("--junit-xml", metavar="FILE", help="Also write a JUnit XML report to FILE."),
+        typer.Option(metavar="FILE", help="Also write a JUnit XML report to FILE."),
     ] = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per scenario, one per line.")
@@ -89,7 +89,6 @@ def test(
     shard: Annotated[
         str | None,
         typer.Option(
-            "--shard",
             metavar="K/N",
             help="Run shard K of N: every N-th scenario in the suite's order (after -k), "
             "starting at the K-th, so N machines together run each once.",
@@ -98,7 +97,6 @@ def test(
     keep: Annotated[
         Path | None,
         typer.Option(
-            "--keep",
             metavar="DIR",
             help="Keep each scenario's records on disk, in a state directory of its own under "
             "DIR (BELT_HOME=DIR/NAME belt sim show --last), instead of in memory.",

@@ -52,7 +52,6 @@ def trigger(
     unset: Annotated[
         list[str] | None,
         typer.Option(
-            "--unset",
             metavar="PATH",
             help="Remove the key at a dotted path of the payload (before any --set). Repeatable.",
             show_default=False,
