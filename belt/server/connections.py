@@ -269,13 +269,6 @@ class SlowClientGuard:
         pending = has_body(scope)
         if connection is not None:
             connection.request_started(scope, body_pending=pending)
-        if not pending:
-            try:
-                await self.app(scope, receive, send)
-            finally:
-                if connection is not None:
-                    connection.request_ended(scope)
-            return
         deadline = asyncio.get_running_loop().time() + self.connections.body_timeout
         body_in = False
 
@@ -298,7 +291,7 @@ class SlowClientGuard:
             return message
 
         try:
-            await self.app(scope, receiving, send)
+            await self.app(scope, receiving if pending else receive, send)
         finally:
             if connection is not None:
                 connection.request_ended(scope)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import traceback
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from belt import output
@@ -48,36 +49,25 @@ def render_record(record: dict[str, Any]) -> None:
         output.warning(f"not journalled: {record['journal_error']}")
 
 
-HOOK_LINE_FIELDS = (
-    "name",
-    "status",
-    "event",
-    "error",
-    "tool",
-    "decision",
-    "injected",
-    "reason",
-    "redelivery",
-)
+HOOK_LINE_FIELDS = tuple("name status event error tool decision injected reason redelivery".split())
 """The fields of a hook's record its live line shows, but for its clock and duration."""
 
 HOOK_LINES_KEPT = 256
-"""How many hook lines (each but its clock and duration) are kept made; then all are let go."""
-_hook_lines: dict[tuple[Any, ...], tuple[str, str]] = {}
+"""How many hook lines (each but its clock and duration) are kept made."""
 
 
 def _kept_hook_line(record: dict[str, Any]) -> tuple[str, str]:
     """``_hook_line``, made once for each answer a server gives (its fields the key)."""
     key = tuple([record.get(name) for name in HOOK_LINE_FIELDS])
     try:
-        made = _hook_lines.get(key)
+        return _hook_line_of(key)
     except TypeError:  # a field that is no string, number or None: made anew
         return _hook_line(record)
-    if made is None:
-        if len(_hook_lines) >= HOOK_LINES_KEPT:
-            _hook_lines.clear()
-        made = _hook_lines[key] = _hook_line(record)
-    return made
+
+
+@lru_cache(HOOK_LINES_KEPT)
+def _hook_line_of(key: tuple[Any, ...]) -> tuple[str, str]:
+    return _hook_line(dict(zip(HOOK_LINE_FIELDS, key, strict=True)))
 
 
 def _hook_line(record: dict[str, Any]) -> tuple[str, str]:
@@ -86,7 +76,7 @@ def _hook_line(record: dict[str, Any]) -> tuple[str, str]:
     if record.get("name"):
         parts.append(f"[{record['name']}]")
     if record["status"] != 200:
-        parts += [str(record.get("event") or "-"), str(record["status"]), record.get("error", "")]
+        parts += [str(record.get("event") or "-"), str(record["status"]), record.get("error") or ""]
         style = "bold red"
     else:
         parts.append(record["event"])
@@ -111,18 +101,14 @@ def _clock(stamp: Any) -> str:
     text = str(stamp)
     if len(text) == STAMP_LENGTH and text.endswith("Z") and text[19] == ".":
         # A stamp belt made (``2026-08-11T14:00:00.000Z``): the lines of one second share it.
-        second = text[:19]
-        if _last_second[0] != second:
-            _last_second[:] = [second, _local_clock(second + "Z")]
-        return _last_second[1]
+        return _local_clock(text[:19] + "Z")
     return _local_clock(text)
 
 
 STAMP_LENGTH = len("2026-08-11T14:00:00.000Z")
-_last_second = ["", ""]
-"""The last second a live line was printed in, and its clock."""
 
 
+@lru_cache(maxsize=1)
 def _local_clock(text: str) -> str:
     try:
         return datetime.fromisoformat(text).astimezone().strftime("%H:%M:%S")
