@@ -12,7 +12,6 @@ continues) is not read here: it takes calling the handler.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from belt.declarations import Declaration, check_document, read_declaration
-from belt.effects import handler_label, is_in_process, url_host
+from belt.effects import handler_label, is_in_process, is_loopback_host, url_host
 from belt.engine.dispatch import load_located
 from belt.engine.scenario import LoadedScenario, scenario_from_document
 from belt.errors import BeltError, ExitCode
@@ -413,13 +412,7 @@ def served_key(host: Any, route: Any) -> WebhookKey | None:
 
 def _same_host(host: str) -> str:
     """A host name as compared: lower case, and every loopback name as ``loopback``."""
-    name = host.lower().strip("[]")
-    if name == "localhost":
-        return "loopback"
-    try:
-        return "loopback" if ipaddress.ip_address(name).is_loopback else name
-    except ValueError:
-        return name
+    return "loopback" if is_loopback_host(host) else host.lower().strip("[]")
 
 
 class _HookURLs:

@@ -35,17 +35,12 @@ def outcome(event: str, decision: HookDecision | str | None) -> Outcome:
     chosen = HookDecision(decision) if decision else HookDecision.ALLOW
     if chosen == HookDecision.ALLOW:
         return Outcome.CONTINUE
-    if event in TURN_GATES:
-        if chosen in (HookDecision.DENY, HookDecision.STOP):
-            return Outcome.BLOCK_TURN
-        return Outcome.IGNORED
-    if event == "agent.tool_call":
-        return Outcome.SKIP_TOOL if chosen == HookDecision.DENY else Outcome.IGNORED
-    if event == "agent.pre_compact":
-        if chosen in (HookDecision.DENY, HookDecision.STOP):
-            return Outcome.SKIP_COMPACTION
-        return Outcome.IGNORED
-    return Outcome.IGNORED
+    halts = chosen in (HookDecision.DENY, HookDecision.STOP)
+    if event in TURN_GATES and halts:
+        return Outcome.BLOCK_TURN
+    if event == "agent.tool_call" and chosen == HookDecision.DENY:
+        return Outcome.SKIP_TOOL
+    return Outcome.SKIP_COMPACTION if event == "agent.pre_compact" and halts else Outcome.IGNORED
 
 
 def takes_effect(decision: HookDecision | str | None) -> bool:

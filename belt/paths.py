@@ -47,16 +47,7 @@ def write_private(path: Path, text: str) -> None:
 
 def kind_of(mode: int) -> str:
     """What a file of ``mode`` is, for a message ("a FIFO (named pipe)")."""
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+    kinds = [(stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory")]
+    kinds += [(stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device")]
+    kinds += [(stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")]
+    return next((name for test, name in kinds if test(mode)), "not a regular file")

@@ -25,18 +25,6 @@ def printable(text: str) -> str:
 
 def describe(value: Any) -> str:
     """A short description of a JSON value's type, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+    kinds: list[tuple[type, str]] = [(bool, "a boolean"), (int, "an integer"), (float, "a number")]
+    kinds += [(str, "a string"), (list, "an array"), (dict, "an object"), (type(None), "null")]
+    return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
