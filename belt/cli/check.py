@@ -92,7 +92,7 @@ def check(
     json_: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     junit_xml: Annotated[
         Path | None,
-        typer.Option("--junit-xml", metavar="FILE", help="Also write a JUnit XML report to FILE."),
+        typer.Option(metavar="FILE", help="Also write a JUnit XML report to FILE."),
     ] = None,
 ) -> None:
     """Check a hook handler against everything the platform may send it.

@@ -66,9 +66,7 @@ def list_(
         ),
     ] = None,
     all_: Annotated[bool, typer.Option("--all", help="Include settled interrupts.")] = False,
-    chat: Annotated[
-        str | None, typer.Option("--chat", metavar="CHAT_ID", help="Only this chat's.")
-    ] = None,
+    chat: Annotated[str | None, typer.Option(metavar="CHAT_ID", help="Only this chat's.")] = None,
     run: Annotated[
         str | None, typer.Option(metavar="RUN_ID", help="Only this run's (as RUN_ID).")
     ] = None,
@@ -526,7 +524,6 @@ def sweep(
     at: Annotated[
         str | None,
         typer.Option(
-            "--at",
             metavar="RFC3339",
             help="Settle what would be overdue at this time instead of now (gates opened on a "
             "virtual clock too).",
@@ -565,11 +562,11 @@ def create(
         str,
         typer.Option(metavar="RUN_ID", help="The run to gate: working or awaiting a decision."),
     ],
-    chat: Annotated[str, typer.Option("--chat", metavar="CHAT_ID", help="The run's chat.")],
-    event: Annotated[str, typer.Option("--event", help="A gate-able event, e.g. agent.tool_call.")],
+    chat: Annotated[str, typer.Option(metavar="CHAT_ID", help="The run's chat.")],
+    event: Annotated[str, typer.Option(help="A gate-able event, e.g. agent.tool_call.")],
     timeout: Annotated[
         int | None,
-        typer.Option("--timeout", metavar="S", help="Seconds until it expires (default 300)."),
+        typer.Option(metavar="S", help="Seconds until it expires (default 300)."),
     ] = None,
     default_resolution: Annotated[
         InterruptResolution | None,

@@ -50,13 +50,9 @@ def add(
     kind: Annotated[Kind, typer.Option(help="What the entry is.")],
     name: Annotated[
         str,
-        typer.Option(
-            "--name", metavar="NAME", help="The entry's name; the same name adds a version."
-        ),
+        typer.Option(metavar="NAME", help="The entry's name; the same name adds a version."),
     ],
-    tags: Annotated[
-        str, typer.Option("--tags", metavar="TAG,...", help="Comma-separated tags.")
-    ] = "",
+    tags: Annotated[str, typer.Option(metavar="TAG,...", help="Comma-separated tags.")] = "",
     file: Annotated[
         Path | None,
         typer.Option(metavar="FILE", help="Read the text from FILE (default: stdin; - is stdin)."),
@@ -182,9 +178,7 @@ def describe_origin(origin: dict[str, Any]) -> str:
 def search_(
     query: Annotated[str, typer.Argument(metavar="QUERY", help="Free text to search for.")],
     owner: OwnerOption = DEFAULT_OWNER,
-    limit: Annotated[
-        int, typer.Option("--limit", min=1, max=100, help="Show at most this many.")
-    ] = 10,
+    limit: Annotated[int, typer.Option(min=1, max=100, help="Show at most this many.")] = 10,
     json_: JsonFlag = False,
 ) -> None:
     """Search a team's entries, best first, with how relevant each is.

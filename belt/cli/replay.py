@@ -19,7 +19,7 @@ def replay(
         ),
     ],
     to: Annotated[
-        str | None, typer.Option("--to", metavar="URL", help="Deliver to this webhook URL.")
+        str | None, typer.Option(metavar="URL", help="Deliver to this webhook URL.")
     ] = None,
     policy: Annotated[
         Path | None, typer.Option(help="Decide with this policy file (docs/policy.md).")

@@ -45,7 +45,7 @@ def configure(
     extension: Annotated[Extension, typer.Argument(help="Extension to configure.")],
     file: Annotated[
         Path | None,
-        typer.Option("--file", help="JSON or TOML file holding the object (default: stdin)."),
+        typer.Option(help="JSON or TOML file holding the object (default: stdin)."),
     ] = None,
     api: Annotated[
         str | None,

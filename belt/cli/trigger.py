@@ -20,7 +20,6 @@ def trigger(
     to: Annotated[
         str | None,
         typer.Option(
-            "--to",
             metavar="URL|py:MODULE:FUNC",
             help="Webhook URL to POST the payload to, or an in-process handler "
             "(py:MODULE:FUNC or py:path/to/file.py:FUNC, called with the payload as a dict). "
