@@ -21,7 +21,7 @@ import tomllib
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast
@@ -180,13 +180,7 @@ class SaveOutcome:
 
     def to_json(self) -> dict[str, Any]:
         """The outcome as ``--json`` prints it and a review's record lists it."""
-        return {
-            "action": self.action,
-            "id": self.id,
-            "name": self.name,
-            "kind": self.kind,
-            "version": self.version,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -543,18 +537,16 @@ def _index_row(entry: Mapping[str, Any]) -> Row:
 def _open_renewing(store: Store, owner: str) -> SearchIndex:
     """The owner's index, opened; a damaged file is discarded first (owner's lock held)."""
     path = index_path(store, owner)
+    index = None
     try:
         index = SearchIndex.open(path, durable=store.fsync)
-    except IndexDamaged:
-        discard(path)
-        return SearchIndex.open(path, durable=store.fsync)
-    try:
         index.journal()
+        return index
     except IndexDamaged:
-        index.close()
+        if index is not None:
+            index.close()
         discard(path)
         return SearchIndex.open(path, durable=store.fsync)
-    return index
 
 
 @contextmanager
@@ -840,26 +832,24 @@ def _limit(limit: int) -> int:
     return limit
 
 
-def _match(hit: Hit, best: float) -> Match:
-    row = hit.row
-    return Match(
-        id=row.id,
-        name=row.name,
-        kind=row.kind,
-        tags=row.tags,
-        text=row.text,
-        version=row.version,
-        score=float(f"{hit.score:.4g}"),
-        matched_terms=hit.matched,
-        query_terms=hit.terms,
-        relevance=round(hit.score / best, 2) if best > 0 else 0.0,
-    )
-
-
 def _matches(hits: Sequence[Hit]) -> list[Match]:
     """Hits as matches, each with its relevance against the best score among them."""
     best = max((hit.score for hit in hits), default=0.0)
-    return [_match(hit, best) for hit in hits]
+    return [
+        Match(
+            id=hit.row.id,
+            name=hit.row.name,
+            kind=hit.row.kind,
+            tags=hit.row.tags,
+            text=hit.row.text,
+            version=hit.row.version,
+            score=float(f"{hit.score:.4g}"),
+            matched_terms=hit.matched,
+            query_terms=hit.terms,
+            relevance=round(hit.score / best, 2) if best > 0 else 0.0,
+        )
+        for hit in hits
+    ]
 
 
 def search(

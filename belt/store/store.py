@@ -225,20 +225,13 @@ def _open_stamped(path: Path, stamp: object, flags: int) -> int | None:
     return fd
 
 
-def _unpin_all(kept: dict[Path, tuple[object, bytes, int]]) -> None:
-    """Close the descriptors ``read_fresh`` held open (when its store is gone, or full)."""
+def _close_all(kept: dict[Path, Any]) -> None:
+    """Empty ``kept`` (of ``read_fresh`` or of the last appends), closing the descriptor last in
+    each of its tuples (when their store is gone, or full)."""
     for path in list(kept):
         found = kept.pop(path, None)
-        if found is not None and found[2] >= 0:
-            os.close(found[2])
-
-
-def _close_appended(kept: dict[Path, tuple[object, int | None]]) -> None:
-    """Close the descriptors the last appends left open (when their store is gone, or full)."""
-    for path in list(kept):
-        found = kept.pop(path, None)
-        if found is not None and found[1] is not None and found[1] >= 0:
-            os.close(found[1])
+        if found is not None and found[-1] is not None and found[-1] >= 0:
+            os.close(found[-1])
 
 
 class Store:
@@ -265,11 +258,11 @@ class Store:
         # (belt.store.shapes): the store belt opens; a bare Store holds any data.
         self.shapes = shapes
         self._fresh: dict[Path, tuple[object, bytes, int]] = {}
-        weakref.finalize(self, _unpin_all, self._fresh)
+        weakref.finalize(self, _close_all, self._fresh)
         self._appended: dict[Path, tuple[object, int | None]] = {}
         """Per line file this store appended to last: its stamp after that append, and a
         descriptor left open on it for the next append (None: none is kept)."""
-        weakref.finalize(self, _close_appended, self._appended)
+        weakref.finalize(self, _close_all, self._appended)
 
     def without_fsync(self) -> Store:
         """The same store, writing without fsync: for high-rate writers such as a simulation.
@@ -392,7 +385,7 @@ class Store:
         if pin is None:
             return
         if len(self._fresh) >= FRESH_KEPT:
-            _unpin_all(self._fresh)
+            _close_all(self._fresh)
         self._fresh[path] = (stamp, blob, pin)
 
     def get(self, kind: str, id: str) -> dict[str, Any] | None:
@@ -808,7 +801,7 @@ class Store:
     def _keep_appended(self, path: Path, stamp: object, handle: int | None) -> None:
         """Keep ``path``'s stamp after this store's append, and ``handle`` open on it."""
         if len(self._appended) >= FRESH_KEPT:
-            _close_appended(self._appended)
+            _close_all(self._appended)
         self._appended[path] = (stamp, handle)
 
     def _check_header(self, path: Path, raw: bytes, family: str) -> int:
