@@ -178,15 +178,9 @@ async def internal_problem(request: Request, exc: Exception) -> Response:
     return Problem(500, title(500), f"internal error ({type(exc).__name__})").response()
 
 
-async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
-    """The request body, refused with 413 once it passes ``limit`` bytes."""
-    return await receive_body(request.scope, request.receive, limit)
-
-
 async def receive_body(scope: Scope, receive: Receive, limit: int = MAX_BODY_BYTES) -> bytes:
-    """The body of the request of ``scope``, read from ``receive`` (an ASGI route's, with no
-    Request made), refused with 413 once it passes ``limit`` bytes; ClientDisconnect when the
-    client leaves before sending it all."""
+    """The body of the request of ``scope``, read from ``receive``, refused with 413 once it
+    passes ``limit`` bytes; ClientDisconnect when the client leaves before sending it all."""
     for name, value in scope["headers"]:
         if name == b"content-length":
             if value.isdigit() and int(value) > limit:
@@ -218,7 +212,7 @@ def parse_json(body: bytes) -> Any:
 
 async def read_json_object(request: Request) -> dict[str, Any]:
     """The request body as a JSON object (an empty body is ``{}``); 422 otherwise."""
-    body = await read_body(request)
+    body = await receive_body(request.scope, request.receive)
     if not body.strip():
         return {}
     document = parse_json(body)

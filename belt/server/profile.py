@@ -18,7 +18,7 @@ from starlette.routing import Route
 from belt.errors import BeltError, InvalidInput
 from belt.records.profile import PROFILE_PATH, Profile, read_profile, write_profile
 from belt.records.reports import Reporter, report_api
-from belt.server.problems import Problem, belt_problem, parse_json, read_body
+from belt.server.problems import Problem, belt_problem, parse_json, receive_body
 
 if TYPE_CHECKING:
     from belt.store import Store
@@ -48,7 +48,7 @@ class ProfileApi:
     async def put(self, request: Request) -> Response:
         """PUT: check and store a whole declaration, replacing the previous one."""
         try:
-            body = await read_body(request)
+            body = await receive_body(request.scope, request.receive)
             declaration = parse_json(body) if body.strip() else None
             try:
                 record = await run_in_threadpool(write_profile, self.store, declaration)

@@ -32,22 +32,10 @@ def is_page_shell(path: str) -> bool:
 
 
 class LazyInspector:
-    """An ASGI app that builds the inspector on its first request."""
+    """An ASGI app that builds the inspector (``build``'s ``options``) on its first request."""
 
-    def __init__(
-        self,
-        store: Store,
-        *,
-        decide: Decider | None,
-        in_process: frozenset[str],
-        report: Any,
-    ) -> None:
-        self.options: dict[str, Any] = {
-            "store": store,
-            "decide": decide,
-            "in_process": in_process,
-            "report": report,
-        }
+    def __init__(self, **options: Any) -> None:
+        self.options = options
         self.app: ASGIApp | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -65,7 +53,7 @@ def inspector_routes(
     """The routes of the page and its API, over ``store``; ``decide`` is the server's decider
     (what a replay to a served request's own handler asks), ``in_process`` the ``py:`` handlers
     the server was started with (the only ones a replay may call)."""
-    lazy = LazyInspector(store, decide=decide, in_process=in_process, report=report)
+    lazy = LazyInspector(store=store, decide=decide, in_process=in_process, report=report)
     return [
         Route("/", lazy, methods=["GET", "HEAD"]),
         Route(PREFIX + "/{rest:path}", lazy),
