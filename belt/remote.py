@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from types import TracebackType
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -95,15 +94,7 @@ class Platform:
     def __enter__(self) -> Platform:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
+    def __exit__(self, *exc: object) -> None:
         """Nothing to close: the connections are the process's client's (``belt.transport``)."""
 
     def request(
