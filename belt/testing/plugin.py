@@ -32,6 +32,7 @@ import time
 import warnings
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -409,12 +410,13 @@ class ScenarioRunner:
         for warning in getattr(loaded, "warnings", []):
             warnings.warn(warning, PathWarning, stacklevel=2)
         specs = [f"{prefix}={self.target(target)}" for prefix, target in (routes or {}).items()]
-        if self.isolate:
-            result = self.isolated(loaded, specs, allow_network)
-        else:
-            result = run_loaded(
-                loaded.source, loaded, routes=specs, allow_network=allow_network, keep=self.keep
-            )
+        options: dict[str, Any] = {
+            "routes": specs,
+            "allow_network": allow_network,
+            "keep": self.keep,
+        }
+        running = partial(run_loaded, loaded.source, loaded, **options)
+        result = self.isolated(running) if self.isolate else running()
         if result.status == "error":
             pytest.fail(f"the scenario could not run: {result.error}", pytrace=False)
         if isinstance(scenario, dict):
@@ -433,25 +435,16 @@ class ScenarioRunner:
             raise ExpectationFailed(run.explain_all(result.failures))
         return run
 
-    def isolated(self, loaded: Any, routes: list[str], allow_network: bool) -> ScenarioResult:
-        """``run_loaded`` in a supervised worker process forked from this one; a worker that
-        ended or was harmed while it ran fails the test, naming how."""
-        from belt.testing.suite import IMPORT_TIMEOUT, run_loaded
+    def isolated(self, run: Callable[[], ScenarioResult]) -> ScenarioResult:
+        """``run`` in a supervised worker process forked from this one; a worker that ended or
+        was harmed while it ran fails the test, naming how."""
+        from belt.testing.suite import IMPORT_TIMEOUT
 
-        def run() -> ScenarioResult:
+        def step() -> ScenarioResult:
             with import_deadline(IMPORT_TIMEOUT):
-                return run_loaded(
-                    loaded.source,
-                    loaded,
-                    routes=routes,
-                    allow_network=allow_network,
-                    keep=self.keep,
-                )
+                return run()
 
-        def lost(item: tuple[Any, ...], cause: str) -> str:
-            return cause
-
-        (result,) = run_all(run, [()], jobs=1, lost=lost, whole=True)
+        (result,) = run_all(step, [()], jobs=1, lost=lambda item, cause: cause, whole=True)
         if isinstance(result, str):
             pytest.fail(f"the scenario could not run: {result}", pytrace=False)
         found: ScenarioResult = result
