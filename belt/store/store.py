@@ -100,7 +100,7 @@ class LogReader:
         written, is given as far as it goes). A line longer than LINE_MAX is damage
         (InvalidInput)."""
         handle = self.handle
-        try:
+        with _Reading(self.path):
             if offset <= 0:
                 return
             handle.seek(offset - 1)
@@ -119,8 +119,6 @@ class LogReader:
                 if taken > files.LINE_MAX:
                     raise damaged(self.path, line_too_long().why)
                 yield piece
-        except OSError as exc:
-            raise damaged(self.path, f"it cannot be read ({exc.strerror})") from None
 
 
 def damaged(path: Path, why: str) -> InvalidInput:
