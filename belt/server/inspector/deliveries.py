@@ -91,19 +91,6 @@ def number(value: Any) -> float | None:
     return value
 
 
-def clipped(summary: dict[str, Any]) -> dict[str, Any]:
-    """A row with each text cut to SUMMARY_CHARS (the row held in memory and listed)."""
-    for key, value in summary.items():
-        if isinstance(value, str) and len(value) > SUMMARY_CHARS:
-            summary[key] = value[: SUMMARY_CHARS - 1] + "…"
-    return summary
-
-
-def cost(summary: dict[str, Any]) -> int:
-    """The bytes a held summary takes, estimated (its texts and ENTRY_BYTES)."""
-    return ENTRY_BYTES + sum(sys.getsizeof(v) for v in summary.values() if isinstance(v, str))
-
-
 def row_bytes(entry: Entry) -> int:
     """The bytes a row takes in an answer, estimated from what it takes held (a text's size in
     memory is at least its size as UTF-8, escapes aside)."""
@@ -326,8 +313,14 @@ class Deliveries:
             self.evicted += excess
 
     def _hold(self, entry: Entry) -> Entry:
-        clipped(entry.summary)
-        entry.size = cost(entry.summary)
+        """``entry`` as held: its texts cut to SUMMARY_CHARS, its size estimated (``size``)."""
+        summary = entry.summary
+        for key, value in summary.items():
+            if isinstance(value, str) and len(value) > SUMMARY_CHARS:
+                summary[key] = value[: SUMMARY_CHARS - 1] + "…"
+        entry.size = ENTRY_BYTES + sum(
+            sys.getsizeof(v) for v in summary.values() if isinstance(v, str)
+        )
         return entry
 
     def _served(self, offset: int, record: dict[str, Any]) -> Entry | None:
@@ -441,7 +434,11 @@ class Deliveries:
         if not filters:
             # Nothing to match: the newest ``limit`` before the anchor, without a pass.
             items, position = self._page(entries, range(end - 1, -1, -1), limit)
-            answer.update(matched=len(entries), items=items, next=_next(items, position, 0))
+            answer.update(
+                matched=len(entries),
+                items=items,
+                next=items[-1]["id"] if items and position > 0 else None,
+            )
             return answer
         if "q" not in filters:
             matched = sum(1 for entry in entries if matches(entry.summary, filters))
@@ -667,11 +664,6 @@ class Deliveries:
                 hint="narrow the filter (an event, a chat, a run, a text)",
             )
         return chosen
-
-
-def _next(items: list[dict[str, Any]], position: int, first: int) -> str | None:
-    """The id a next page starts before: the last row given, when rows older than it remain."""
-    return items[-1]["id"] if items and position > first else None
 
 
 def _holds(pieces: Iterator[bytes], wanted: str) -> tuple[bool, int]:
