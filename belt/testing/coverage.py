@@ -28,9 +28,19 @@ def scenario_coverage(
 ) -> list[dict[str, Any]]:
     """One entry per hook the scenario ``name`` declares, with its counts from ``report`` (no
     report: the scenario did not run, and nothing fired)."""
-    if getattr(loaded, "dialect", "platform") == "nexus":
-        return with_budgets(nexus_coverage(name, loaded, report), report)
-    return with_budgets(platform_coverage(name, loaded, report), report)
+    nexus = getattr(loaded, "dialect", "platform") == "nexus"
+    return with_budgets(
+        (nexus_coverage if nexus else platform_coverage)(name, loaded, report), report
+    )
+
+
+def _entry(name: str, index: int | None, where: str, *kind: Any) -> dict[str, Any]:
+    """A hook's entry before its calls are counted; ``kind``: its event, handler type, handler,
+    whether it is async, and the outcomes it can have."""
+    event, handler_type, handler, runs_async, outcomes = kind
+    entry = {"scenario": name, "index": index, "where": where, "event": event}
+    entry |= {"handler_type": handler_type, "handler": handler, "async": runs_async, "fired": 0}
+    return {**entry, "outcomes": dict.fromkeys(outcomes, 0), "tools": {}}
 
 
 def with_budgets(
@@ -71,20 +81,9 @@ def platform_coverage(
             if index < from_file
             else f"agent.hooks[{index - from_file}]"
         )
-        entries.append(
-            {
-                "scenario": name,
-                "index": index,
-                "where": where,
-                "event": hook.event,
-                "handler_type": hook.type.value,
-                "handler": handler_label(hook.type, hook.handler),
-                "async": bool(hook.runs_async),
-                "fired": 0,
-                "outcomes": dict.fromkeys(PLATFORM_OUTCOMES, 0),
-                "tools": {},
-            }
-        )
+        label = handler_label(hook.type, hook.handler)
+        kind = (hook.event, hook.type.value, label, bool(hook.runs_async), PLATFORM_OUTCOMES)
+        entries.append(_entry(name, index, where, *kind))
     by_key = {(entry["index"], entry["event"]): entry for entry in entries}
     for record in (report or {}).get("hook_executions") or []:
         entry = by_key.get((record.get("hook_index"), record.get("hook_event")))
@@ -125,21 +124,9 @@ def nexus_coverage(name: str, loaded: Any, report: dict[str, Any] | None) -> lis
             if not isinstance(hook, dict) or not hook.get("tool"):
                 continue
             key = (str(event), str(hook["tool"]))
-            entries.setdefault(
-                key,
-                {
-                    "scenario": name,
-                    "index": None,
-                    "where": f"{where}.lifecycle_hooks.{event}",
-                    "event": key[0],
-                    "handler_type": "executor",
-                    "handler": key[1],
-                    "async": False,
-                    "fired": 0,
-                    "outcomes": dict.fromkeys(NEXUS_OUTCOMES, 0),
-                    "tools": {},
-                },
-            )
+            if key not in entries:
+                kind = (key[0], "executor", key[1], False, NEXUS_OUTCOMES)
+                entries[key] = _entry(name, None, f"{where}.lifecycle_hooks.{event}", *kind)
     for task in (report or {}).get("hook_tasks") or []:
         entry = entries.get((str(task.get("event")), str(task.get("tool"))))
         if entry is None:
@@ -147,16 +134,15 @@ def nexus_coverage(name: str, loaded: Any, report: dict[str, Any] | None) -> lis
         outcomes = entry["outcomes"]
         for attempt in [*(task.get("history") or []), task]:
             status = attempt.get("status")
-            if status == "completed":
-                entry["fired"] += 1
-                entry.setdefault("latencies", []).append(latency_of(attempt))
-                continued = bool((task.get("decision") or {}).get("continue"))
-                outcomes["continued" if continued else "acknowledged"] += 1
-            elif status == "failed" or (attempt is not task and attempt.get("error")):
-                # an earlier attempt in the history was re-armed after failing
-                entry["fired"] += 1
-                entry.setdefault("latencies", []).append(latency_of(attempt))
-                outcomes["failed"] += 1
+            # an earlier attempt in the history with an error was re-armed after failing
+            failed = status == "failed" or (attempt is not task and attempt.get("error"))
+            if status != "completed" and not failed:
+                continue
+            entry["fired"] += 1
+            entry.setdefault("latencies", []).append(latency_of(attempt))
+            continued = bool((task.get("decision") or {}).get("continue"))
+            outcome = "continued" if continued else "acknowledged"
+            outcomes["failed" if status != "completed" else outcome] += 1
     for message in ((report or {}).get("chat") or {}).get("chat_messages") or []:
         for content in message.get("content") or []:
             row = content.get("event") if isinstance(content, dict) else None
