@@ -64,18 +64,6 @@ def served(store: Store) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="session")
-def http() -> Iterator[Any]:
-    """One httpx client for a test's requests to the servers it starts, made once: making one
-    (its TLS context) costs about 20 ms of CPU, which ``httpx.post`` pays on every call. It keeps
-    no connection between requests, so each reaches its server on a connection of its own, as
-    with ``httpx.post``."""
-    import httpx
-
-    with httpx.Client(limits=httpx.Limits(max_keepalive_connections=0)) as client:
-        yield client
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """One headless Chromium for a module of browser tests; each test opens its own page."""

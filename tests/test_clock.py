@@ -33,6 +33,7 @@ from belt.store.clock import (
     utcnow,
 )
 from tests.cli.runner import belt
+from tests.loopback import CLIENT
 from tests.sdk_flow import invocation
 from tests.servers import running
 from tests.waiting import eventually
@@ -461,7 +462,7 @@ def on_clock(tmp_path: Path, store: Store) -> Iterator[str]:
 
 
 def move(url: str, body: Any, **headers: str) -> httpx.Response:
-    return httpx.post(
+    return CLIENT.post(
         url + "/_belt/clock",
         content=json.dumps(body).encode(),
         headers={"content-type": "application/json", **headers},
@@ -469,7 +470,7 @@ def move(url: str, body: Any, **headers: str) -> httpx.Response:
 
 
 def test_the_server_says_its_virtual_time(on_clock: str) -> None:
-    reply = httpx.get(on_clock + "/_belt/clock")
+    reply = CLIENT.get(on_clock + "/_belt/clock")
     assert reply.status_code == 200
     assert reply.json()["data"] == {"now": "2026-08-11T14:00:00.000Z", "virtual": True}
 
@@ -479,7 +480,7 @@ def test_a_server_on_wall_time_refuses_to_move_its_clock(served: str) -> None:
     assert reply.status_code == 409
     assert reply.headers["content-type"].startswith("application/problem+json")
     assert "--clock" in reply.json()["detail"]
-    assert httpx.get(served + "/_belt/clock").json()["data"]["virtual"] is False
+    assert CLIENT.get(served + "/_belt/clock").json()["data"]["virtual"] is False
 
 
 @pytest.mark.parametrize(
@@ -498,7 +499,7 @@ def test_a_bad_move_is_a_422_saying_why(on_clock: str, body: Any, says: str) -> 
     reply = move(on_clock, body)
     assert reply.status_code == 422
     assert says in reply.json()["detail"]
-    assert httpx.get(on_clock + "/_belt/clock").json()["data"]["now"] == "2026-08-11T14:00:00.000Z"
+    assert CLIENT.get(on_clock + "/_belt/clock").json()["data"]["now"] == "2026-08-11T14:00:00.000Z"
 
 
 def test_the_clock_moves_only_forward(on_clock: str) -> None:
@@ -513,19 +514,19 @@ def test_the_clock_moves_only_forward(on_clock: str) -> None:
 
 def test_the_clock_route_is_guarded_like_every_route(on_clock: str) -> None:
     assert move(on_clock, {"advance": "1m"}, origin="https://evil.example").status_code == 403
-    text = httpx.post(
+    text = CLIENT.post(
         on_clock + "/_belt/clock",
         content=b'{"advance": "1m"}',
         headers={"content-type": "text/plain"},
     )
     assert text.status_code == 415
-    foreign = httpx.post(
+    foreign = CLIENT.post(
         on_clock + "/_belt/clock",
         content=b'{"advance": "1m"}',
         headers={"content-type": "application/json", "host": "evil.example"},
     )
     assert foreign.status_code in (400, 403, 421)
-    assert httpx.get(on_clock + "/_belt/clock").json()["data"]["now"] == "2026-08-11T14:00:00.000Z"
+    assert CLIENT.get(on_clock + "/_belt/clock").json()["data"]["now"] == "2026-08-11T14:00:00.000Z"
 
 
 def test_moving_the_clock_sweeps_what_falls_due(on_clock: str, store: Store) -> None:
@@ -590,7 +591,7 @@ def test_the_official_sdk_sees_a_gate_expire_on_the_servers_clock(on_clock: str)
     assert done["pending_interrupts"] == []
     assert done["chat_messages"][-1]["content"][0]["text"] == "Done."
     assert done["chat_messages"][-1]["created_at"] == "2026-08-11T14:10:00.000Z"
-    interrupts = httpx.get(f"{on_clock}/agent-runs/{chat['active_run']['id']}/interrupts").json()
+    interrupts = CLIENT.get(f"{on_clock}/agent-runs/{chat['active_run']['id']}/interrupts").json()
     (record,) = interrupts["data"]
     assert record["resolved_at"] == "2026-08-11T14:10:00.000Z"
 

@@ -19,6 +19,7 @@ from belt.server.app import create_app
 from belt.store import Store, open_store
 from tests.cli.runner import belt
 from tests.hookapp import hook_app
+from tests.loopback import CLIENT
 from tests.servers import running
 from tests.waiting import eventually
 
@@ -89,7 +90,7 @@ def run(api: str, text: str, chat_id: str | None = None, **agent: Any) -> httpx.
     if chat_id is None:
         body["agent_config"] = agent.pop("config", {"name": "tester", **agent})
         body["agent_name"] = body["agent_config"].get("name")
-    return httpx.post(f"{api}/agents/run", json=body, timeout=30)
+    return CLIENT.post(f"{api}/agents/run", json=body, timeout=30)
 
 
 def started(api: str, text: str, **agent: Any) -> dict[str, Any]:
@@ -102,7 +103,7 @@ def started(api: str, text: str, **agent: Any) -> dict[str, Any]:
 
 
 def chat(api: str, chat_id: str) -> dict[str, Any]:
-    data: dict[str, Any] = httpx.get(f"{api}/chats/{chat_id}").json()["data"]
+    data: dict[str, Any] = CLIENT.get(f"{api}/chats/{chat_id}").json()["data"]
     return data
 
 
@@ -152,7 +153,7 @@ def test_the_plain_model_answers_and_the_chat_keeps_growing(api: str) -> None:
     done = settled(api, chat_id)
     assert [m["role"] for m in done["chat_messages"]] == ["user", "assistant"] * 2
     assert done["chat_messages"][-1]["content"][0]["text"] == "You said: and again"
-    assert httpx.get(f"{api}/chats/{chat_id}/status").json()["data"]["status"] == "idle"
+    assert CLIENT.get(f"{api}/chats/{chat_id}/status").json()["data"]["status"] == "idle"
 
 
 def test_a_rule_picks_the_reply_and_a_finish_call_is_the_chats_output(api: str) -> None:
@@ -202,14 +203,14 @@ def test_a_tool_that_requires_approval_waits_and_is_rejected_with_a_reason(api: 
         "tool_name": "delete_file",
         "arguments": {"path": "/etc/passwd"},
     }
-    refused = httpx.post(f"{api}/tools/{call['id']}/reject", json={"reason": "not today"})
+    refused = CLIENT.post(f"{api}/tools/{call['id']}/reject", json={"reason": "not today"})
     assert refused.status_code == 200
     done = settled(api, chat_id)
     (call,) = invocations(done)
     assert (call["status"], call["result"]) == ("failed", "rejected: not today")
-    again = httpx.post(f"{api}/tools/{call['id']}/invoke")
+    again = CLIENT.post(f"{api}/tools/{call['id']}/invoke")
     assert again.status_code == 409
-    assert httpx.post(f"{api}/tools/ti_nothing/invoke").status_code == 404
+    assert CLIENT.post(f"{api}/tools/ti_nothing/invoke").status_code == 404
 
 
 def test_always_allow_approves_and_the_chat_stops_asking_for_that_tool(api: str) -> None:
@@ -217,7 +218,7 @@ def test_always_allow_approves_and_the_chat_stops_asking_for_that_tool(api: str)
     chat_id = started(api, "twice", tools=tools)["assistant_message"]["chat_id"]
     held = settled(api, chat_id, "awaiting_input")
     (call,) = invocations(held)
-    allowed = httpx.post(
+    allowed = CLIENT.post(
         f"{api}/chats/{chat_id}/tools/{call['id']}/always-allow", json={"tool_name": "x"}
     )
     assert allowed.status_code == 200
@@ -241,14 +242,14 @@ def test_a_gate_and_an_approval_on_one_call_are_settled_in_turn(api: str) -> Non
     held = settled(api, chat_id, "awaiting_input")
     (gate,) = held["pending_interrupts"]
     assert gate["reason"] == "hook_gate"
-    resolved = httpx.post(f"{api}/interrupts/{gate['id']}/resolve", json={"decision": "allow"})
+    resolved = CLIENT.post(f"{api}/interrupts/{gate['id']}/resolve", json={"decision": "allow"})
     assert resolved.status_code == 200
     approval = eventually(
         lambda: [i for i in chat(api, chat_id)["pending_interrupts"] if i["id"] != gate["id"]],
         "the approval after the gate",
     )[0]
     assert approval["reason"] == "tool_approval"
-    assert httpx.post(f"{api}/tools/{approval['resource_id']}/invoke").status_code == 200
+    assert CLIENT.post(f"{api}/tools/{approval['resource_id']}/invoke").status_code == 200
     done = settled(api, chat_id)
     assert invocations(done)[0]["status"] == "completed"
 
@@ -269,17 +270,17 @@ def test_a_client_tool_keeps_its_run_working_until_its_result_is_posted(api: str
     assert call["type"] == "client"
     # A run waiting for its client is held, not interrupted.
     assert "interrupted" not in held["active_run"]
-    bad = httpx.post(f"{api}/tools/{call['id']}", json={"result": {"not": "a string"}})
+    bad = CLIENT.post(f"{api}/tools/{call['id']}", json={"result": {"not": "a string"}})
     assert bad.status_code == 422
     assert bad.json()["error"]["code"] == "validation_error"
-    posted = httpx.post(f"{api}/tools/{call['id']}", json={"result": "moved to trash"})
+    posted = CLIENT.post(f"{api}/tools/{call['id']}", json={"result": "moved to trash"})
     assert posted.status_code == 200
     done = settled(api, chat_id)
     (call,) = invocations(done)
     assert (call["status"], call["result"]) == ("completed", "moved to trash")
     tool_row = next(m for m in done["chat_messages"] if m["role"] == "tool")
     assert tool_row["content"][0]["text"] == "moved to trash"
-    assert httpx.post(f"{api}/tools/{call['id']}", json={"result": "x"}).status_code == 409
+    assert CLIENT.post(f"{api}/tools/{call['id']}", json={"result": "x"}).status_code == 409
 
 
 def test_stop_cancels_a_run_held_at_a_gate_and_the_chat_takes_messages_again(api: str) -> None:
@@ -287,13 +288,13 @@ def test_stop_cancels_a_run_held_at_a_gate_and_the_chat_takes_messages_again(api
     reply = started(api, "delete it", **gated)["assistant_message"]
     chat_id = reply["chat_id"]
     settled(api, chat_id, "awaiting_input")
-    stopped = httpx.post(f"{api}/chats/{chat_id}/stop")
+    stopped = CLIENT.post(f"{api}/chats/{chat_id}/stop")
     assert stopped.status_code == 200
     assert stopped.json()["data"]["stopped"] == reply["agent_run_id"]
     done = chat(api, chat_id)
     assert done["status"] == "idle" and done["pending_interrupts"] == []
     assert invocations(done)[0]["status"] == "cancelled"
-    assert httpx.post(f"{api}/chats/{chat_id}/stop").json()["data"]["stopped"] is None
+    assert CLIENT.post(f"{api}/chats/{chat_id}/stop").json()["data"]["stopped"] is None
     assert run(api, "hello", chat_id=chat_id).status_code == 200
     settled(api, chat_id)
 
@@ -304,7 +305,7 @@ def test_settings_switch_the_hooks_of_an_emulated_chat_off(api: str) -> None:
         chat_id = started(api, "hello", **agent)["assistant_message"]["chat_id"]
         settled(api, chat_id)
         assert hooks.events() == ["agent.turn_start"]
-        off = httpx.post(f"{api}/chats/{chat_id}/settings", json={"disable_hooks": True})
+        off = CLIENT.post(f"{api}/chats/{chat_id}/settings", json={"disable_hooks": True})
         assert off.status_code == 200
         assert run(api, "again", chat_id=chat_id).status_code == 200
         settled(api, chat_id)
@@ -411,7 +412,7 @@ def test_a_silent_stream_sends_heartbeats(api: str, monkeypatch: pytest.MonkeyPa
 
 
 def test_a_stream_of_an_unknown_chat_is_404(api: str) -> None:
-    reply = httpx.get(f"{api}/chats/ch_nope/stream")
+    reply = CLIENT.get(f"{api}/chats/ch_nope/stream")
     assert reply.status_code == 404
     assert reply.headers["content-type"] == "application/json"
     assert reply.json()["error"] == {"code": "not_found", "message": "no chat ch_nope"}
@@ -458,7 +459,7 @@ def test_a_stream_of_an_unknown_chat_is_404(api: str) -> None:
 def test_a_bad_request_is_422_naming_the_field_and_writes_nothing(
     api: str, body: dict[str, Any], detail: str
 ) -> None:
-    reply = httpx.post(
+    reply = CLIENT.post(
         f"{api}/agents/run",
         content=json.dumps(body),
         headers={"content-type": "application/json"},
@@ -496,7 +497,7 @@ def test_an_unknown_chat_is_404_and_a_simulated_one_is_not_emulated(
 
 
 def test_an_unknown_template_agent_is_404_with_a_hint(api: str) -> None:
-    reply = httpx.post(f"{api}/agents/run", json={"input": {"text": "hi"}, "agent": "acme/x@1"})
+    reply = CLIENT.post(f"{api}/agents/run", json={"input": {"text": "hi"}, "agent": "acme/x@1"})
     assert reply.status_code == 404
     assert "started without agent files" in reply.json()["detail"]
 
@@ -505,7 +506,7 @@ def test_an_unknown_template_agent_is_404_with_a_hint(api: str) -> None:
 def test_every_route_not_emulated_is_501_naming_it(api: str, method: str, path: str) -> None:
     concrete = path.replace("{chat_id}", "ch_1").replace("{message_id}", "msg_1")
     concrete = concrete.replace("{agent:path}", "acme/helper").replace("{agent_id}", "ag_1")
-    reply = httpx.request(method, f"{api}{concrete}", json={})
+    reply = CLIENT.request(method, f"{api}{concrete}", json={})
     assert reply.status_code == 501, reply.text
     problem = reply.json()
     assert problem["route"] == f"{method} {path}"
@@ -517,15 +518,15 @@ def test_every_route_not_emulated_is_501_naming_it(api: str, method: str, path: 
 @pytest.mark.parametrize("namespace", OTHER_NAMESPACES)
 def test_the_sdks_other_namespaces_are_501(api: str, namespace: str) -> None:
     for path in (f"/{namespace}", f"/{namespace}/x/y"):
-        reply = httpx.post(f"{api}{path}", json={})
+        reply = CLIENT.post(f"{api}{path}", json={})
         assert reply.status_code == 501
         assert "does not emulate POST" in reply.json()["detail"]
-    assert httpx.get(f"{api}/nowhere").status_code == 404
+    assert CLIENT.get(f"{api}/nowhere").status_code == 404
 
 
 def test_the_routes_the_interrupt_commands_use_still_answer(api: str) -> None:
-    assert httpx.get(f"{api}/agents/hook-events").status_code == 200
-    assert httpx.get(f"{api}/agent-runs/ar_x/interrupts").json()["data"] == []
+    assert CLIENT.get(f"{api}/agents/hook-events").status_code == 200
+    assert CLIENT.get(f"{api}/agent-runs/ar_x/interrupts").json()["data"] == []
 
 
 # -- the request parser holds for any JSON -------------------------------------------------------
@@ -581,10 +582,10 @@ def shared_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
 )
 @given(BODIES)
 def test_any_body_gets_a_success_or_a_problem_both_sdks_read(
-    shared_api: tuple[str, Store], http: httpx.Client, body: dict[str, Any]
+    shared_api: tuple[str, Store], body: dict[str, Any]
 ) -> None:
     url, _ = shared_api
-    reply = http.post(f"{url}/agents/run", json=body, timeout=30)
+    reply = CLIENT.post(f"{url}/agents/run", json=body, timeout=30)
     document = reply.json()
     if reply.status_code == 200:
         assert document["success"] is True and "assistant_message" in document["data"]

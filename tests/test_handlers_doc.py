@@ -12,7 +12,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import httpx
 import pytest
 
 from belt.executor.targets import parse_tool
@@ -21,6 +20,7 @@ from belt.samples import sample_payload
 from belt.signing import signed_headers
 from belt.wire.catalogue import EVENTS
 from tests.cli.runner import belt
+from tests.loopback import CLIENT
 from tests.servers import running
 from tests.vectors import SECRET
 
@@ -91,8 +91,8 @@ def test_the_stdlib_skeleton_decides_as_the_doc_says(stdlib: tuple[ModuleType, s
     assert denied["response"] == {"decision": "deny", "reason": "only /tmp deletions allowed"}
     for event in EVENTS:
         assert trigger(url, event)["exit_code"] == 0, event
-    assert httpx.post(url, json=[1]).status_code == 400
-    assert httpx.post(url, content=b"{nope").status_code == 400
+    assert CLIENT.post(url, json=[1]).status_code == 400
+    assert CLIENT.post(url, content=b"{nope").status_code == 400
 
 
 def test_the_stdlib_skeleton_checks_standard_webhooks_signatures(
@@ -106,19 +106,19 @@ def test_the_stdlib_skeleton_checks_standard_webhooks_signatures(
     assert (unsigned["exit_code"], unsigned["status"]) == (7, 401)  # refused: unauthorized
     body = encode_payload(sample_payload("agent.start"))
     headers = {**signed_headers(SECRET, body), "content-type": "application/json"}
-    assert httpx.post(url, content=body, headers=headers).status_code == 200
-    assert httpx.post(url, content=body + b" ", headers=headers).status_code == 401
+    assert CLIENT.post(url, content=body, headers=headers).status_code == 200
+    assert CLIENT.post(url, content=body + b" ", headers=headers).status_code == 401
     other = "whsec_" + "A" * 32
-    assert httpx.post(url, content=body, headers=signed_headers(other, body)).status_code == 401
+    assert CLIENT.post(url, content=body, headers=signed_headers(other, body)).status_code == 401
     # Well past the skeleton's 300 s either way: a stamp is whole seconds and the handler reads
     # its clock later, so one just past 300 s ahead can be within it by the time it is checked.
     stale = signed_headers(SECRET, body, now=int(time.time()) - 330)
-    assert httpx.post(url, content=body, headers=stale).status_code == 401
+    assert CLIENT.post(url, content=body, headers=stale).status_code == 401
     ahead = signed_headers(SECRET, body, now=int(time.time()) + 330)
-    assert httpx.post(url, content=body, headers=ahead).status_code == 401
+    assert CLIENT.post(url, content=body, headers=ahead).status_code == 401
     several = dict(headers)
     several["webhook-signature"] = "v1,bm90IGl0 " + headers["webhook-signature"]
-    assert httpx.post(url, content=body, headers=several).status_code == 200
+    assert CLIENT.post(url, content=body, headers=several).status_code == 200
 
 
 def test_the_starlette_skeleton_decides_as_the_doc_says() -> None:
@@ -134,8 +134,8 @@ def test_the_starlette_skeleton_decides_as_the_doc_says() -> None:
         denied = trigger(url, "agent.tool_call", "--set", 'data.arguments.path="/etc/passwd"')
         assert denied["response"] == {"decision": "deny", "reason": "only /tmp deletions allowed"}
         assert trigger(url, "agent.tool_call")["response"] == {}
-        assert httpx.post(url, json="text").status_code == 400
-        assert httpx.post(url, content=b"x" * (1024 * 1024 + 1)).status_code == 413
+        assert CLIENT.post(url, json="text").status_code == 400
+        assert CLIENT.post(url, content=b"x" * (1024 * 1024 + 1)).status_code == 413
 
 
 def test_the_py_handler_and_the_nexus_tool_of_the_doc_work() -> None:

@@ -24,6 +24,7 @@ from belt.policy import parse_policy
 from belt.remote import Platform
 from belt.server.app import create_app
 from belt.store import Store
+from tests.loopback import CLIENT
 from tests.servers import running
 
 FRAGMENTS = [
@@ -193,11 +194,11 @@ ROUTES = [
     st.binary(max_size=300) | json_texts.map(lambda t: t.encode("utf-8", "surrogatepass")),
 )
 def test_serve_answers_any_body_with_json_or_a_problem(
-    server: str, http: httpx.Client, route: tuple[str, str], body: bytes
+    server: str, route: tuple[str, str], body: bytes
 ) -> None:
     method, path = route
     sent = {"content-type": "application/json"}
-    reply = http.request(method, server + path, content=body, headers=sent, timeout=30)
+    reply = CLIENT.request(method, server + path, content=body, headers=sent, timeout=30)
     if reply.status_code >= 400:
         assert reply.status_code < 500, reply.text
         assert reply.headers["content-type"] == "application/problem+json"

@@ -24,6 +24,7 @@ from belt.server.inspector.replay import scenario_file
 from belt.signing import signed_headers
 from belt.store import Store, open_store
 from tests.hookapp import hook_app
+from tests.loopback import CLIENT
 from tests.servers import REFUSED, running
 from tests.waiting import eventually
 
@@ -48,7 +49,7 @@ def payload(tool: str = "delete_file", path: str = "/var/lib/app/production.db",
 
 
 def inspect(url: str, path: str, **params: Any) -> Any:
-    reply = httpx.get(f"{url}/inspector{path}", params=params)
+    reply = CLIENT.get(f"{url}/inspector{path}", params=params)
     assert reply.status_code == 200, reply.text
     return reply.json()["data"]
 
@@ -99,30 +100,30 @@ def gated_scenario(tmp_path: Path, hook_url: str) -> Path:
 
 def test_the_page_is_open_but_its_data_needs_the_token(store: Store) -> None:
     with running(create_app(store=store, token=TOKEN, sweep_interval=0)) as url:
-        page = httpx.get(f"{url}/")
+        page = CLIENT.get(f"{url}/")
         assert page.status_code == 200
         assert "belt inspector" in page.text
         assert "script-src 'self'" in page.headers["content-security-policy"]
-        script = httpx.get(f"{url}/inspector/static/inspector.js")
+        script = CLIENT.get(f"{url}/inspector/static/inspector.js")
         assert script.status_code == 200
         assert script.headers["content-type"].startswith("text/javascript")
-        assert httpx.get(f"{url}/inspector/static/secrets.txt").status_code == 404
-        refused = httpx.get(f"{url}/inspector/deliveries")
+        assert CLIENT.get(f"{url}/inspector/static/secrets.txt").status_code == 404
+        refused = CLIENT.get(f"{url}/inspector/deliveries")
         assert refused.status_code == 401
         assert refused.headers["content-type"] == "application/problem+json"
         auth = {"authorization": f"Bearer {TOKEN}"}
-        allowed = httpx.get(f"{url}/inspector/deliveries", headers=auth)
+        allowed = CLIENT.get(f"{url}/inspector/deliveries", headers=auth)
         assert allowed.status_code == 200
         assert allowed.json()["data"]["total"] == 0
 
 
 def test_without_a_token_only_loopback_hosts_and_json_writes_are_answered(served: str) -> None:
-    rebound = httpx.get(f"{served}/inspector/deliveries", headers={"host": "evil.example:8787"})
+    rebound = CLIENT.get(f"{served}/inspector/deliveries", headers={"host": "evil.example:8787"})
     assert rebound.status_code == 403
     assert "loopback" in rebound.json()["detail"]
     for host in ("localhost:8787", "127.0.0.1", "[::1]:8787"):
-        assert httpx.get(f"{served}/inspector/gates", headers={"host": host}).status_code == 200
-    form = httpx.post(
+        assert CLIENT.get(f"{served}/inspector/gates", headers={"host": host}).status_code == 200
+    form = CLIENT.post(
         f"{served}/inspector/replay",
         content=b'{"ids": []}',
         headers={"content-type": "text/plain"},
@@ -197,11 +198,11 @@ def test_belt_serve_stops_at_once_with_a_page_streaming(belt_home: Path) -> None
 def test_served_and_simulated_deliveries_are_listed_newest_first_with_filters(
     served: str, store: Store, tmp_path: Path
 ) -> None:
-    denied = httpx.post(f"{served}/hooks/guard", json=payload())
+    denied = CLIENT.post(f"{served}/hooks/guard", json=payload())
     assert denied.json()["decision"] == "deny"
-    allowed = httpx.post(f"{served}/hooks/guard", json=payload(path="/tmp/a"))
+    allowed = CLIENT.post(f"{served}/hooks/guard", json=payload(path="/tmp/a"))
     assert allowed.json()["decision"] == "allow"
-    broken = httpx.post(f"{served}/hooks", json={"event": "agent.tool_call"})
+    broken = CLIENT.post(f"{served}/hooks", json={"event": "agent.tool_call"})
     assert broken.status_code == 422
     report, _ = run_scenario(scenario=gated_scenario(tmp_path, served))
     run_id = report["runs"][0]["id"]
@@ -236,27 +237,27 @@ def test_served_and_simulated_deliveries_are_listed_newest_first_with_filters(
     rest = inspect(served, "/deliveries", limit=500, before=first["next"])
     assert [i["id"] for i in first["items"] + rest["items"]] == [i["id"] for i in every["items"]]
 
-    wrong = httpx.get(f"{served}/inspector/deliveries", params={"decision": "maybe"})
+    wrong = CLIENT.get(f"{served}/inspector/deliveries", params={"decision": "maybe"})
     assert wrong.status_code == 422
     assert "decision" in wrong.json()["detail"]
-    assert httpx.get(f"{served}/inspector/deliveries/serve.1").status_code == 404
-    assert httpx.get(f"{served}/inspector/deliveries/..%2Fetc.9").status_code == 404
+    assert CLIENT.get(f"{served}/inspector/deliveries/serve.1").status_code == 404
+    assert CLIENT.get(f"{served}/inspector/deliveries/..%2Fetc.9").status_code == 404
 
 
 def test_history_is_read_from_the_store_so_it_survives_a_restart(store: Store) -> None:
     with running(create_app(store=store, sweep_interval=0)) as first:
         for _ in range(3):
-            httpx.post(f"{first}/hooks", json=payload())
+            CLIENT.post(f"{first}/hooks", json=payload())
     with running(create_app(store=store, sweep_interval=0)) as second:
         assert inspect(second, "/deliveries")["total"] == 3
 
 
 def test_a_damaged_journal_line_is_reported_and_the_rest_listed(served: str, store: Store) -> None:
-    httpx.post(f"{served}/hooks", json=payload())
+    CLIENT.post(f"{served}/hooks", json=payload())
     journal = store.root / "logs" / JOURNAL / f"{SERVE}.jsonl"
     with open(journal, "ab") as handle:
         handle.write(b"{not json\n")
-    httpx.post(f"{served}/hooks", json=payload())
+    CLIENT.post(f"{served}/hooks", json=payload())
     found = inspect(served, "/deliveries")
     assert found["total"] == 2
     assert any("not valid JSON" in problem for problem in found["problems"])
@@ -268,9 +269,9 @@ def test_detail_has_the_bodies_masked_headers_timing_and_the_signature_check(
     with running(create_app(store=store, secret=SECRET, sweep_interval=0)) as url:
         body = json.dumps(payload()).encode()
         headers = {**JSON, **signed_headers(SECRET, body), "x-api-key": "k-secret-1"}
-        assert httpx.post(f"{url}/hooks/signed", content=body, headers=headers).status_code == 200
+        assert CLIENT.post(f"{url}/hooks/signed", content=body, headers=headers).status_code == 200
         forged = {**JSON, **signed_headers("whsec_" + "b3RoZXItc2VjcmV0LWtleS0xMjM0NTY=", body)}
-        assert httpx.post(f"{url}/hooks/signed", content=body, headers=forged).status_code == 401
+        assert CLIENT.post(f"{url}/hooks/signed", content=body, headers=forged).status_code == 401
         items = inspect(url, "/deliveries")["items"]
         assert [i["signature"] for i in items] == ["failed", "verified"]
         detail = inspect(url, f"/deliveries/{items[1]['id']}")
@@ -310,11 +311,11 @@ def test_a_simulated_deliverys_detail_shows_its_override_and_what_was_ignored(
 
 
 def replay(url: str, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(f"{url}/inspector/replay", json=body, timeout=60)
+    return CLIENT.post(f"{url}/inspector/replay", json=body, timeout=60)
 
 
 def test_an_edited_replay_sends_the_edited_body_and_compares_the_answers(served: str) -> None:
-    httpx.post(f"{served}/hooks/guard", json=payload())
+    CLIENT.post(f"{served}/hooks/guard", json=payload())
     (delivery,) = inspect(served, "/deliveries")["items"]
     edited = payload(path="/tmp/now-allowed")
     with hook_app(lambda name, got: {"decision": "allow", "reason": "edited"}) as hooks:
@@ -339,7 +340,7 @@ def test_an_edited_replay_sends_the_edited_body_and_compares_the_answers(served:
 
 
 def test_an_edited_payload_is_checked_before_anything_is_sent(served: str) -> None:
-    httpx.post(f"{served}/hooks/guard", json=payload())
+    CLIENT.post(f"{served}/hooks/guard", json=payload())
     (delivery,) = inspect(served, "/deliveries")["items"]
     with hook_app() as hooks:
         reply = replay(
@@ -358,7 +359,7 @@ def test_an_edited_payload_is_checked_before_anything_is_sent(served: str) -> No
 def test_a_served_request_replays_to_this_servers_decider_and_a_run_to_its_hooks(
     served: str, tmp_path: Path
 ) -> None:
-    httpx.post(f"{served}/hooks/guard", json=payload())
+    CLIENT.post(f"{served}/hooks/guard", json=payload())
     (delivery,) = inspect(served, "/deliveries")["items"]
     own = replay(served, {"ids": [delivery["id"]], "target": {"kind": "own"}}).json()["data"]
     assert own["rows"][0]["replayed"]["decision"] == "deny"
@@ -401,7 +402,7 @@ def test_a_filter_replay_counts_the_changes_and_a_kept_test_runs_under_belt_test
 ) -> None:
     served = served_with_a_handler
     for path in ("/var/lib/a.db", "/tmp/b", "/etc/passwd"):
-        httpx.post(f"{served}/hooks/guard", json=payload(path=path))
+        CLIENT.post(f"{served}/hooks/guard", json=payload(path=path))
     allow_all = {"kind": "py", "value": "tests.pyhooks:allow"}
     body = {"filter": {"event": "agent.tool_call", "source": "serve"}, "target": allow_all}
     report = replay(served, body).json()["data"]
@@ -409,7 +410,7 @@ def test_a_filter_replay_counts_the_changes_and_a_kept_test_runs_under_belt_test
     assert report["summary"]["decisions_changed"] == 2
     changed = [row for row in report["rows"] if row["changed"]]
 
-    reply = httpx.post(
+    reply = CLIENT.post(
         f"{served}/inspector/scenario",
         json={
             "id": changed[0]["delivery_id"],
@@ -431,7 +432,7 @@ def test_a_filter_replay_counts_the_changes_and_a_kept_test_runs_under_belt_test
     )
     assert passed.returncode == 0, passed.stdout + passed.stderr
 
-    recorded = httpx.post(
+    recorded = CLIENT.post(
         f"{served}/inspector/scenario",
         json={
             "id": changed[0]["delivery_id"],
@@ -487,7 +488,7 @@ def test_a_run_shows_its_timeline_with_deliveries_under_each_boundary(
     assert injected["deliveries"][0]["effect"] == "injected context"
     assert view["gates"][0]["status"] == "pending"
     assert view["gates"][0]["tool"] == "delete_file"
-    assert httpx.get(f"{served}/inspector/runs/ar_nope").status_code == 404
+    assert CLIENT.get(f"{served}/inspector/runs/ar_nope").status_code == 404
     # Two model turns: turn_start and the denied call's webhook, then turn_start, the allowed
     # call's webhook and its gate; the policy answered all five, and the summary says so.
     assert (view["hook_summary"]["calls"], view["hook_summary"]["failed"]) == (5, 0)
@@ -520,9 +521,9 @@ def test_a_gate_allowed_from_the_api_continues_the_run_and_a_second_resolve_says
     assert gate["on_expiry"] == "allow"
     assert 0 < gate["seconds_left"] <= 600
     url = f"{served}/inspector/gates/{gate['id']}/resolve"
-    bad = httpx.post(url, json={"decision": "maybe"})
+    bad = CLIENT.post(url, json={"decision": "maybe"})
     assert bad.status_code == 422
-    reply = httpx.post(url, json={"decision": "allow", "data": {"by": "ana", "n": [1, 2]}})
+    reply = CLIENT.post(url, json={"decision": "allow", "data": {"by": "ana", "n": [1, 2]}})
     assert reply.status_code == 200, reply.text
     assert reply.json()["data"]["run"]["continues"] is True
     finished = eventually(
@@ -530,7 +531,7 @@ def test_a_gate_allowed_from_the_api_continues_the_run_and_a_second_resolve_says
         "the run completed",
     )
     assert finished
-    again = httpx.post(url, json={"decision": "deny"})
+    again = CLIENT.post(url, json={"decision": "deny"})
     assert again.status_code == 409
     problem = again.json()
     assert "by the inspector page" in problem["detail"]
@@ -544,7 +545,7 @@ def test_the_stream_says_what_changed(served: str) -> None:
         lines = stream.iter_lines()
         hello = json.loads(next(lines))
         assert hello == {"type": "hello", "areas": ["deliveries", "runs", "gates"]}
-        httpx.post(f"{served}/hooks", json=payload())
+        CLIENT.post(f"{served}/hooks", json=payload())
         changed = json.loads(next(lines))
     assert changed["type"] == "changed"
     assert "deliveries" in changed["areas"]
@@ -672,18 +673,16 @@ bodies = st.one_of(
 )
 
 
-def test_any_body_to_the_write_routes_is_answered_with_data_or_a_problem(
-    store: Store, http: httpx.Client
-) -> None:
+def test_any_body_to_the_write_routes_is_answered_with_data_or_a_problem(store: Store) -> None:
     """Hostile bodies never crash a route: 200 with data, or a 4xx problem naming what is wrong."""
     with running(create_app(store=store, sweep_interval=0)) as url:
-        httpx.post(f"{url}/hooks", json=payload())
+        CLIENT.post(f"{url}/hooks", json=payload())
 
         @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
         @given(body=bodies, route=st.sampled_from(["replay", "scenario", "gates/int_x/resolve"]))
         def check(body: Any, route: str) -> None:
             sent = json.dumps(body).encode()
-            reply = http.post(f"{url}/inspector/{route}", content=sent, headers=JSON, timeout=30)
+            reply = CLIENT.post(f"{url}/inspector/{route}", content=sent, headers=JSON, timeout=30)
             assert reply.status_code in (200, 400, 404, 409, 422), reply.text
             if reply.status_code != 200:
                 problem = reply.json()

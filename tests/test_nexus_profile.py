@@ -16,6 +16,7 @@ from belt.errors import ExitCode
 from belt.records.profile import read_profile
 from belt.server.app import create_app
 from belt.store import open_store
+from tests.loopback import CLIENT
 from tests.servers import REFUSED, running
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -33,11 +34,11 @@ def api() -> Iterator[str]:
 
 def put(url: str, body: Any, **headers: str) -> httpx.Response:
     content = body if isinstance(body, str) else json.dumps(body)
-    return httpx.put(url + PATH, content=content, headers={"content-type": JSON, **headers})
+    return CLIENT.put(url + PATH, content=content, headers={"content-type": JSON, **headers})
 
 
 def test_get_before_any_put_is_an_empty_declaration(api: str) -> None:
-    response = httpx.get(api + PATH)
+    response = CLIENT.get(api + PATH)
     assert response.status_code == 200
     assert response.json() == {}
     assert response.headers["x-belt-profile-revision"] == "0"
@@ -48,11 +49,11 @@ def test_put_stores_the_whole_declaration_and_get_reads_it_back(api: str) -> Non
     response = put(api, declaration)
     assert response.status_code == 200
     assert response.json() == declaration
-    assert httpx.get(api + PATH).json() == declaration
+    assert CLIENT.get(api + PATH).json() == declaration
     record = read_profile(open_store())
     assert (record["configuration"], record["revision"]) == (declaration, 1)
     assert put(api, {"approval_mode": "ask"}).headers["x-belt-profile-revision"] == "2"
-    assert httpx.get(api + PATH).json() == {"approval_mode": "ask"}
+    assert CLIENT.get(api + PATH).json() == {"approval_mode": "ask"}
 
 
 @pytest.mark.parametrize(
@@ -88,7 +89,7 @@ def test_a_bad_declaration_is_refused_with_problem_json_naming_the_path(
     problem = response.json()
     assert problem["status"] == 422
     assert problem["detail"].startswith(detail)
-    assert httpx.get(api + PATH).json() == PROFILE
+    assert CLIENT.get(api + PATH).json() == PROFILE
 
 
 def test_the_profile_api_needs_the_bearer_token_when_serve_has_one() -> None:
@@ -135,7 +136,7 @@ def test_rho_configure_api_writes_the_hooks_into_the_served_profile(
         "api": api.removeprefix("http://"),
         "configuration": STOP,
     }
-    assert httpx.get(api + PATH).json() == {
+    assert CLIENT.get(api + PATH).json() == {
         "approval_mode": "auto",
         "model": "m-1",
         "lifecycle_hooks": STOP,
@@ -148,7 +149,7 @@ def test_rho_configure_api_shows_what_the_server_refused(api: str) -> None:
     assert result.exit_code == ExitCode.FAILURE  # a 422 answer (docs/cli.md's table)
     assert "refused the profile: approval_mode: is required" in result.stderr
     assert result.stderr.rstrip().endswith("(HTTP 422)")
-    assert httpx.get(api + PATH).json() == {}
+    assert CLIENT.get(api + PATH).json() == {}
 
 
 def test_rho_configure_api_checks_the_object_before_sending_it(api: str) -> None:

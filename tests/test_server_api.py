@@ -8,7 +8,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from belt.records.chats import CHAT, disabled
@@ -18,6 +17,7 @@ from belt.store import Store
 from belt.store.clock import utcnow
 from belt.wire.catalogue import EVENTS
 from tests.cli.runner import belt
+from tests.loopback import CLIENT
 from tests.servers import running
 
 TOKEN = "tok-api-51d0"
@@ -38,13 +38,13 @@ def gate(store: Store, run_id: str = "ar_api1", **options: Any) -> dict[str, Any
 def test_list_a_runs_interrupts_in_the_envelope(api: str, store: Store) -> None:
     first = gate(store)
     second = gate(store)
-    reply = httpx.get(f"{api}/agent-runs/ar_api1/interrupts")
+    reply = CLIENT.get(f"{api}/agent-runs/ar_api1/interrupts")
     assert reply.status_code == 200
     body = reply.json()
     assert body["success"] is True and set(body) == {"success", "data", "messages"}
     assert [item["id"] for item in body["data"]] == [first["id"], second["id"]]
     assert body["data"][0] == first
-    assert httpx.get(f"{api}/agent-runs/ar_none/interrupts").json()["data"] == []
+    assert CLIENT.get(f"{api}/agent-runs/ar_none/interrupts").json()["data"] == []
 
 
 def test_the_list_holds_settled_interrupts_and_can_keep_only_pending(
@@ -52,17 +52,17 @@ def test_the_list_holds_settled_interrupts_and_can_keep_only_pending(
 ) -> None:
     settled = gate(store)
     pending = gate(store)
-    resolved = httpx.post(f"{api}/interrupts/{settled['id']}/resolve", json={"decision": "deny"})
+    resolved = CLIENT.post(f"{api}/interrupts/{settled['id']}/resolve", json={"decision": "deny"})
     assert resolved.status_code == 200
-    everything = httpx.get(f"{api}/agent-runs/ar_api1/interrupts").json()["data"]
+    everything = CLIENT.get(f"{api}/agent-runs/ar_api1/interrupts").json()["data"]
     assert [item["status"] for item in everything] == ["resolved", "pending"]
-    only = httpx.get(f"{api}/agent-runs/ar_api1/interrupts", params={"status": "pending"})
+    only = CLIENT.get(f"{api}/agent-runs/ar_api1/interrupts", params={"status": "pending"})
     assert [item["id"] for item in only.json()["data"]] == [pending["id"]]
 
 
 def test_resolve_stores_the_decision_and_data(api: str, store: Store) -> None:
     interrupt = gate(store)
-    reply = httpx.post(
+    reply = CLIENT.post(
         f"{api}/interrupts/{interrupt['id']}/resolve",
         json={"decision": "allow", "data": {"approved_by": "ana"}},
     )
@@ -76,12 +76,12 @@ def test_resolve_stores_the_decision_and_data(api: str, store: Store) -> None:
 def test_resolving_twice_is_409_and_an_unknown_id_is_404(api: str, store: Store) -> None:
     interrupt = gate(store)
     url = f"{api}/interrupts/{interrupt['id']}/resolve"
-    assert httpx.post(url, json={"decision": "deny"}).status_code == 200
-    again = httpx.post(url, json={"decision": "allow"})
+    assert CLIENT.post(url, json={"decision": "deny"}).status_code == 200
+    again = CLIENT.post(url, json={"decision": "allow"})
     assert again.status_code == 409
     assert again.headers["content-type"] == "application/problem+json"
     assert "no longer pending" in again.json()["detail"]
-    missing = httpx.post(f"{api}/interrupts/int_nothere/resolve", json={"decision": "allow"})
+    missing = CLIENT.post(f"{api}/interrupts/int_nothere/resolve", json={"decision": "allow"})
     assert missing.status_code == 404
     assert missing.json()["detail"] == "no interrupt int_nothere"
 
@@ -96,13 +96,13 @@ def test_resolving_twice_is_409_and_an_unknown_id_is_404(api: str, store: Store)
 )
 def test_a_bad_resolve_body_is_422(api: str, store: Store, body: Any, detail: str) -> None:
     interrupt = gate(store)
-    reply = httpx.post(f"{api}/interrupts/{interrupt['id']}/resolve", json=body)
+    reply = CLIENT.post(f"{api}/interrupts/{interrupt['id']}/resolve", json=body)
     assert reply.status_code == 422
     assert reply.json()["detail"] == detail
 
 
 def test_hook_events_is_the_catalogue(api: str) -> None:
-    reply = httpx.get(f"{api}/agents/hook-events")
+    reply = CLIENT.get(f"{api}/agents/hook-events")
     assert reply.status_code == 200
     events = reply.json()["data"]
     assert [e["event"] for e in events] == list(EVENTS)
@@ -115,17 +115,17 @@ def test_hook_events_is_the_catalogue(api: str) -> None:
 
 
 def test_chat_settings_switch_hooks_off_and_on(api: str, store: Store) -> None:
-    missing = httpx.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": True})
+    missing = CLIENT.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": True})
     assert missing.status_code == 404  # a chat is not made by its settings
     assert not store.exists(CHAT, "ch_set1")
     store.create(CHAT, "ch_set1", {"id": "ch_set1"})
-    reply = httpx.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": True})
+    reply = CLIENT.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": True})
     assert reply.status_code == 200
     assert reply.json()["data"]["agent_data"]["disable_hooks"] is True
     assert disabled(store.get(CHAT, "ch_set1"))
-    httpx.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": False})
+    CLIENT.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": False})
     assert not disabled(store.get(CHAT, "ch_set1"))
-    bad = httpx.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": "yes"})
+    bad = CLIENT.post(f"{api}/chats/ch_set1/settings", json={"disable_hooks": "yes"})
     assert bad.status_code == 422
     assert bad.json()["detail"] == "disable_hooks: expected a boolean, got a string"
 
@@ -209,7 +209,7 @@ def test_a_simulated_chat_and_its_hook_rows_read_through_the_chat_routes(
     report, (run_id,) = run_scenario(scenario=path)
     chat_id = report["chat"]["id"]
 
-    reply = httpx.get(f"{api}/chats/{chat_id}")
+    reply = CLIENT.get(f"{api}/chats/{chat_id}")
     assert reply.status_code == 200
     chat = reply.json()["data"]
     assert (chat["id"], chat["status"]) == (chat_id, "awaiting_input")
@@ -223,14 +223,14 @@ def test_a_simulated_chat_and_its_hook_rows_read_through_the_chat_routes(
     assert (row["handler_type"], row["decision"]) == ("gate", "suspend")
     assert all("sim" not in m for m in chat["chat_messages"])
 
-    listed = httpx.get(f"{api}/chats/{chat_id}/messages").json()["data"]
+    listed = CLIENT.get(f"{api}/chats/{chat_id}/messages").json()["data"]
     assert listed == chat["chat_messages"]
     assert listed[1]["tool_invocations"][0]["status"] == "awaiting_approval"
 
-    missing = httpx.get(f"{api}/chats/ch_nope")
+    missing = CLIENT.get(f"{api}/chats/ch_nope")
     assert missing.status_code == 404
     # The SDKs' agents read this route: its errors are typed as the agent routes' are.
     assert missing.headers["content-type"] == "application/json"
     assert missing.json()["error"] == {"code": "not_found", "message": "no chat ch_nope"}
     assert missing.json()["detail"] == "no chat ch_nope"
-    assert httpx.get(f"{api}/chats/..%2Fx").status_code in (404, 422)
+    assert CLIENT.get(f"{api}/chats/..%2Fx").status_code in (404, 422)

@@ -28,6 +28,7 @@ from belt.signing import signed_headers
 from belt.store import Store
 from belt.wire.platform import LifecycleHookPayload, LifecycleHookResponse
 from tests import pyhooks
+from tests.loopback import CLIENT
 from tests.servers import running
 from tests.vectors import SECRET
 
@@ -48,7 +49,7 @@ class Served:
             kwargs["content"] = json.dumps(body).encode()
         # As belt's webhook handler and the platform send hooks.
         kwargs["headers"] = {"content-type": "application/json", **kwargs.get("headers", {})}
-        return httpx.post(self.url + path, **kwargs)
+        return CLIENT.post(self.url + path, **kwargs)
 
     def journal(self) -> list[dict[str, Any]]:
         return self.store.read_log("journal", "serve")
@@ -205,10 +206,10 @@ def test_a_chunked_body_over_the_limit_is_413_too(policy_server: Served) -> None
 
 
 def test_unknown_routes_and_methods_are_problem_json(policy_server: Served) -> None:
-    missing = httpx.get(policy_server.url + "/nowhere")
+    missing = CLIENT.get(policy_server.url + "/nowhere")
     assert missing.status_code == 404
     assert missing.headers["content-type"] == "application/problem+json"
-    wrong = httpx.get(policy_server.url + "/hooks")
+    wrong = CLIENT.get(policy_server.url + "/hooks")
     assert wrong.status_code == 405
     assert wrong.json()["status"] == 405
 
@@ -218,7 +219,7 @@ def test_hook_paths_are_taken_as_their_routes_take_them(tmp_path: Path) -> None:
         for n, path in enumerate(["/hooks", "/hooks/", "/hooks/team/guard", "/hooks/a%20b"]):
             body = sample_payload("agent.turn_start", chat_id=f"ch_path{n}")
             assert served.post(path, body=body).status_code == 200
-        assert httpx.put(served.url + "/hooks/x", json={}).status_code == 405
+        assert CLIENT.put(served.url + "/hooks/x", json={}).status_code == 405
         records = [r for r in served.journal() if "request" in r]
     assert [(r["route"], r["name"]) for r in records] == [
         ("/hooks", None),
@@ -240,7 +241,7 @@ def test_under_a_root_path_the_hook_routes_answer_as_before(tmp_path: Path) -> N
 
     with running(mounted) as url:
         body = sample_payload("agent.turn_start")
-        reply = httpx.post(url + "/hooks/guard", json=body)
+        reply = CLIENT.post(url + "/hooks/guard", json=body)
         assert reply.status_code == 200, reply.text
     [record] = store.read_log("journal", "serve")
     assert (record["route"], record["name"], record["status"]) == (
@@ -251,7 +252,7 @@ def test_under_a_root_path_the_hook_routes_answer_as_before(tmp_path: Path) -> N
 
 
 def test_healthz_answers(policy_server: Served) -> None:
-    reply = httpx.get(policy_server.url + "/healthz")
+    reply = CLIENT.get(policy_server.url + "/healthz")
     assert reply.status_code == 200
     assert reply.json() == {"status": "ok"}
 
@@ -654,7 +655,7 @@ def test_a_signed_server_forgets_the_oldest_ids_past_its_cap_and_refuses_their_r
         assert [served.post(content=body, headers=h).status_code for h in sent] == [200] * 3
         replayed = served.post(content=body, headers=sent[0])
         # An unsigned later timestamp in front of the signed one does not pass for it.
-        smuggled = httpx.post(
+        smuggled = CLIENT.post(
             served.url + "/hooks",
             content=body,
             headers=[("content-type", "application/json"), ("webhook-timestamp", str(now))]
@@ -696,7 +697,7 @@ def test_with_a_token_every_route_needs_it(
 ) -> None:
     headers = {"authorization": authorization} if authorization else {}
     for method, path in (("POST", "/hooks"), ("GET", "/agents/hook-events")):
-        reply = httpx.request(method, token_server.url + path, headers=headers, json={})
+        reply = CLIENT.request(method, token_server.url + path, headers=headers, json={})
         assert reply.status_code == 401
         assert reply.headers["www-authenticate"] == "Bearer"
         assert reply.json()["detail"] == detail
@@ -707,7 +708,7 @@ def test_with_the_token_requests_pass_and_healthz_never_needs_it(token_server: S
         body=sample_payload("agent.start"), headers={"authorization": f"bearer {TOKEN}"}
     )
     assert reply.status_code == 200
-    assert httpx.get(token_server.url + "/healthz").status_code == 200
+    assert CLIENT.get(token_server.url + "/healthz").status_code == 200
 
 
 # Nothing secret is kept

@@ -23,6 +23,7 @@ from belt.server.run import bind, is_loopback
 from belt.signing import signed_headers
 from belt.store import open_store
 from tests.cli.runner import belt
+from tests.loopback import CLIENT
 from tests.vectors import SECRET
 
 ROOT = Path(__file__).parent.parent.parent
@@ -137,9 +138,9 @@ def serve_process(
 def test_serve_shows_one_live_line_per_hook_and_stops_cleanly_on_ctrl_c() -> None:
     with serve_process("--policy", str(EXAMPLE_POLICY)) as (url, output):
         payload = sample_payload("agent.tool_call", data={"tool": "delete_file", "arguments": {}})
-        denied = httpx.post(f"{url}/hooks/guard", json=payload)
-        allowed = httpx.post(f"{url}/hooks", json=sample_payload("agent.turn_start"))
-        invalid = httpx.post(f"{url}/hooks", json={"event": "agent.start"})
+        denied = CLIENT.post(f"{url}/hooks/guard", json=payload)
+        allowed = CLIENT.post(f"{url}/hooks", json=sample_payload("agent.turn_start"))
+        invalid = CLIENT.post(f"{url}/hooks", json={"event": "agent.start"})
     assert (denied.status_code, allowed.status_code, invalid.status_code) == (200, 200, 422)
     assert output["code"] == "130", output["stderr"]
     assert "policy " in output["stderr"] and "sweep every 60 s" in output["stderr"]
@@ -213,7 +214,7 @@ def test_belt_check_with_the_secret_passes_belt_serve_with_it_redelivery_include
 def test_a_handler_that_raises_is_logged_with_its_type_and_message(verbose: bool) -> None:
     # explode's message holds a terminal escape: it is shown escaped, whole.
     with serve_process("--handler", "py:tests.pyhooks:explode", verbose=verbose) as (url, output):
-        reply = httpx.post(f"{url}/hooks", json=sample_payload("agent.start"))
+        reply = CLIENT.post(f"{url}/hooks", json=sample_payload("agent.start"))
     assert reply.status_code == 500
     assert reply.json()["detail"] == "the handler raised ValueError: boom \x1b[31mred"
     [line] = output["stdout"].splitlines()
@@ -238,8 +239,8 @@ def test_serve_json_prints_one_object_per_line_and_hides_secrets() -> None:
             "authorization": f"Bearer {TOKEN}",
             "content-type": "application/json",
         }
-        reply = httpx.post(f"{url}/hooks?key=QSECRET", content=body, headers=headers)
-        refused = httpx.post(f"{url}/hooks", content=body)
+        reply = CLIENT.post(f"{url}/hooks?key=QSECRET", content=body, headers=headers)
+        refused = CLIENT.post(f"{url}/hooks", content=body)
     assert (reply.status_code, refused.status_code) == (200, 401)
     assert output["code"] == "130", output["stderr"]
     assert "signed requests only, bearer token required, sweep off" in output["stderr"]
@@ -254,7 +255,7 @@ def test_serve_json_prints_one_object_per_line_and_hides_secrets() -> None:
 
 def test_a_request_path_cannot_write_to_the_terminal() -> None:
     with serve_process() as (url, output):
-        reply = httpx.post(f"{url}/hooks/%1b%5b2J%1b%5d0;PWNED%07", json={})
+        reply = CLIENT.post(f"{url}/hooks/%1b%5b2J%1b%5d0;PWNED%07", json={})
     assert reply.status_code == 422
     assert output["code"] == "130", output["stderr"]
     [line] = output["stdout"].splitlines()
@@ -281,8 +282,8 @@ def test_healthz_answers_with_slowloris_clients_past_the_open_file_limit() -> No
     with serve_process("--sweep-interval", "0", nofile=320) as (url, output):
         clients = slowloris(url, 500)
         try:
-            health = [httpx.get(f"{url}/healthz", timeout=30) for _ in range(5)]
-            hook = httpx.post(f"{url}/hooks", json=sample_payload("agent.start"), timeout=30)
+            health = [CLIENT.get(f"{url}/healthz", timeout=30) for _ in range(5)]
+            hook = CLIENT.post(f"{url}/hooks", json=sample_payload("agent.start"), timeout=30)
         finally:
             for sock in clients:
                 sock.close()
@@ -305,7 +306,7 @@ def test_refused_connections_are_one_line_per_burst_not_tracebacks() -> None:
             replies = []
             for _ in range(100):
                 try:
-                    replies.append(httpx.get(f"{url}/healthz", timeout=5).status_code)
+                    replies.append(CLIENT.get(f"{url}/healthz", timeout=5).status_code)
                 except httpx.HTTPError:
                     continue
                 if replies[-1] == 200:
@@ -326,10 +327,10 @@ def test_refused_connections_are_one_line_per_burst_not_tracebacks() -> None:
 def test_workers_share_one_port_and_stop_on_ctrl_c() -> None:
     with serve_process("--workers", "2", "--json", "--sweep-interval", "0") as (url, output):
         replies = [
-            httpx.post(f"{url}/hooks", json=sample_payload("agent.start"), timeout=30)
+            CLIENT.post(f"{url}/hooks", json=sample_payload("agent.start"), timeout=30)
             for _ in range(4)
         ]
-        health = httpx.get(f"{url}/healthz", timeout=30)
+        health = CLIENT.get(f"{url}/healthz", timeout=30)
     assert [reply.status_code for reply in replies] == [200] * 4
     assert health.status_code == 200
     assert "2 workers" in output["stderr"]
