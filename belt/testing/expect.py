@@ -177,9 +177,7 @@ def expectations_of(loaded: Any) -> list[Expectation]:
     scenario and every problem when one does not compile."""
     findings = Findings()
     compiled = check_expectations(loaded.scenario.expect, loaded.dialect, findings)
-    if findings.problems:
-        problems = findings.problems
-        raise InvalidInput(f"{loaded.source}: {problems[0]}", problems=problems[1:])
+    _refuse(loaded.source, findings.problems)
     return compiled
 
 
@@ -197,13 +195,17 @@ def read_tested(
     except InvalidInput as exc:
         if not findings.problems:
             raise
-        first = exc.message.removeprefix(f"{source}: ")
-        problems = [first, *exc.problems, *findings.problems]
-        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
-    if findings.problems:
-        problems = findings.problems
-        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
+        _refuse(
+            source, [exc.message.removeprefix(f"{source}: "), *exc.problems, *findings.problems]
+        )
+    _refuse(source, findings.problems)
     return loaded, expectations
+
+
+def _refuse(source: str, problems: list[str]) -> None:
+    """InvalidInput (exit 5) naming ``source`` and each of ``problems``, when there are any."""
+    if problems:
+        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
 
 
 def _subject(item: dict[str, Any]) -> str | None:
@@ -456,24 +458,17 @@ class Facts:
         chat_id = report["chat"]["id"]
         self.messages: list[dict[str, Any]] = list(report["chat"].get("chat_messages") or [])
         self.runs: list[dict[str, Any]] = list(report.get("runs") or [])
-        # The scenario turn each run answers: Nexus says so; a platform simulation has one
-        # run per turn, in order.
+        # The scenario turn each run answers, and the runs of the scenario's own chat: Nexus
+        # says which run each turn has, and has every execution, run-backed or not, in the
+        # conversation (standalone ones are not); a platform simulation has one run per turn.
+        executions = report.get("executions") or []
         if self.dialect == "nexus":
-            self.turn_of: dict[str, int] = {
-                str(entry["run_id"]): int(entry["turn"])
-                for entry in report.get("executions") or []
-                if entry.get("run_id")
-            }
+            self.turn_of = {str(e["run_id"]): int(e["turn"]) for e in executions if e.get("run_id")}
+            mine = [e for e in executions if e.get("conversation_id") == chat_id]
+            self.own_runs = [self.execution_run(entry) for entry in mine]
         else:
             self.turn_of = {str(run["id"]): index for index, run in enumerate(self.runs)}
-        self.own_runs = [run for run in self.runs if run.get("chat_id") == chat_id]
-        if self.dialect == "nexus":
-            # Every execution, run-backed or not, in the conversation (standalone ones are not).
-            self.own_runs = [
-                self.execution_run(entry)
-                for entry in report.get("executions") or []
-                if entry.get("conversation_id") == chat_id
-            ]
+            self.own_runs = [run for run in self.runs if run.get("chat_id") == chat_id]
         self._tools: list[Item] | None = None
 
     def execution_run(self, entry: dict[str, Any]) -> dict[str, Any]:
