@@ -119,6 +119,12 @@ def exit_on_ctrl_c() -> None:
 
 
 def _exit_now(signum: int, frame: object) -> None:
+    leave(INTERRUPTED, b"" if _said else b"interrupted\n")
+
+
+def leave(code: int, last: bytes = b"") -> "NoReturn":
+    """End the process now with ``code``, its output written (then ``last`` on stderr), without
+    waiting for its threads: the command is over, nothing of it is left to clean up."""
     import os
 
     for stream in (sys.stdout, sys.stderr):
@@ -126,12 +132,11 @@ def _exit_now(signum: int, frame: object) -> None:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe, a closed stream: nothing to add
             pass
-    if not _said:
-        try:
-            os.write(2, b"interrupted\n")
-        except OSError:
-            pass
-    os._exit(INTERRUPTED)  # the command is over: nothing of it is left to clean up
+    try:
+        os.write(2, last)
+    except OSError:
+        pass
+    os._exit(code)
 
 
 def __getattr__(name: str) -> "Any":

@@ -14,20 +14,6 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Serve Nexus hook tasks from the executor inbox.", no_args_is_help=True)
 
 
-def live_reporter(json_: bool, *, stderr: bool = False) -> Any:
-    """A callback printing each record as a live line (or a JSON line with ``json_``)."""
-    from belt.render import task_line
-
-    def report(record: dict[str, Any]) -> None:
-        if json_ and not stderr:
-            output.print_json_line(record)
-            return
-        text, style = task_line(record)
-        output.styled(text, style, stderr=stderr)
-
-    return report
-
-
 @app.command()
 def run(
     tool: Annotated[
@@ -54,12 +40,19 @@ def run(
         belt executor run --tool verify=cmd:examples/nexus-verify.sh --once --json
     """
     from belt.executor.worker import run_worker
+    from belt.render import task_line
 
     def started(worker: Worker) -> None:
         served = ", ".join(f"{t.name} ({t.label})" for t in worker.targets.values())
         tail = "serving the waiting tasks once" if once else "Ctrl-C stops"
         output.styled(f"belt executor {worker.name} serving {served}; {tail}", "bold", stderr=True)
 
-    count = run_worker(tools=tool, once=once, report=live_reporter(json_), on_start=started)
+    def report(record: dict[str, Any]) -> None:
+        if json_:
+            output.print_json_line(record)
+        else:
+            output.styled(*task_line(record))
+
+    count = run_worker(tools=tool, once=once, report=report, on_start=started)
     if once:
         output.echo(f"served {count} task(s)", stderr=True)

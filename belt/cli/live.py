@@ -25,13 +25,10 @@ class SimLive:
     """
 
     def __init__(self, *, transcript: bool, verbose: bool = False) -> None:
-        from belt.cli.executor import live_reporter
-
         self.transcript = transcript
         self.verbose = verbose
         self.printed: list[tuple[str, str]] = []
         self.run_id: str | None = None
-        self._lines = live_reporter(False, stderr=True)
         self._countdown: Any = None
 
     def __call__(self, record: dict[str, Any]) -> None:
@@ -44,7 +41,9 @@ class SimLive:
             # One line kept current: what it waits for, how to give it, the time left.
             self._approval(record)
             return
-        self._lines(record)
+        from belt.render import task_line
+
+        output.styled(*task_line(record), stderr=True)
         if record.get("kind") == "gates":
             self._count_down(record["pending"])
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import webbrowser
 from pathlib import Path
@@ -180,7 +178,7 @@ def serve(
         if stop.threads_left:
             # A --handler call cut off goes on in its thread, and Python would wait for it at
             # exit: the line is said and the process ends now, as the signal asked.
-            from belt.cli import report
+            from belt.cli import leave, report
 
             report(stop, verbose=False)
             leave(int(stop.exit_code))
@@ -236,13 +234,3 @@ def open_api_warning(names: list[str], port: int) -> str:
         f"{port} can use the whole API (settle gates, read the journal, run hooks); add --token "
         "TOKEN to require a bearer token"
     )
-
-
-def leave(code: int) -> None:
-    """End the process now with ``code``, its output written, without waiting for its threads."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)

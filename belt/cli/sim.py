@@ -287,16 +287,8 @@ def list_(
     output.table(
         ["run", "state", "kind", "chat", "agent", "turn", "scenario", "started"],
         [
-            [
-                r["id"],
-                listed_state(r),
-                r["kind"],
-                r["chat_id"],
-                r["name"],
-                r["turn_index"],
-                r["scenario"],
-                r["created_at"],
-            ]
+            [r["id"], listed_state(r), r["kind"], r["chat_id"], r["name"], r["turn_index"]]
+            + [r["scenario"], r["created_at"]]
             for r in rows
         ],
         ids=(0, 3),
