@@ -84,19 +84,12 @@ def verify_with(
 ) -> str:
     """``verify`` with an already decoded key; returns the message id that was verified."""
     lowered = {name.lower(): value for name, value in headers.items()}
-    msg_id = lowered.get("webhook-id")
-    stamp = lowered.get("webhook-timestamp")
-    signature = lowered.get("webhook-signature")
+    needed = {
+        name: lowered.get(name) for name in ("webhook-id", "webhook-timestamp", "webhook-signature")
+    }
+    msg_id, stamp, signature = needed.values()
     if not msg_id or not stamp or not signature:
-        missing = [
-            name
-            for name, value in (
-                ("webhook-id", msg_id),
-                ("webhook-timestamp", stamp),
-                ("webhook-signature", signature),
-            )
-            if not value
-        ]
+        missing = [name for name, value in needed.items() if not value]
         raise SignatureError(f"missing {', '.join(missing)} header(s)")
     # int() would also take "+17_96053860", " 1796053860" or non-ASCII digits; the header is
     # plain ASCII digits and nothing else.
