@@ -54,29 +54,9 @@ NOT_EMULATED: tuple[tuple[str, str], ...] = (
 )
 """Agent and chat routes the SDKs call that belt does not emulate (each answers 501)."""
 
-OTHER_NAMESPACES = (
-    "apikeys",
-    "apps",
-    "artifacts",
-    "credentials",
-    "engines",
-    "files",
-    "flowruns",
-    "flows",
-    "knowledge",
-    "mcp-servers",
-    "mcps",
-    "me",
-    "projects",
-    "search",
-    "secrets",
-    "sessions",
-    "skills",
-    "sockets",
-    "store",
-    "suggest",
-    "tasks",
-    "teams",
+OTHER_NAMESPACES = tuple(
+    "apikeys apps artifacts credentials engines files flowruns flows knowledge mcp-servers mcps me "
+    "projects search secrets sessions skills sockets store suggest tasks teams".split()
 )
 """The SDKs' other namespaces (apps, tasks, files...): every route under them answers 501."""
 

@@ -63,7 +63,6 @@ from belt.server.inspector import inspector_routes, is_page_shell
 from belt.server.journal import GroupJournal, stamp_now
 from belt.server.live import handler_traceback, loop_error, render_json, render_record
 from belt.server.problems import (
-    MAX_BODY_BYTES,
     Problem,
     belt_problem,
     envelope,
@@ -91,15 +90,6 @@ if TYPE_CHECKING:
     from belt.emulator.chats import Emulator
     from belt.server.agents import AgentsApi
     from belt.store import Store
-
-__all__ = [
-    "MAX_BODY_BYTES",
-    "Problem",
-    "Reporter",
-    "create_app",
-    "create_app_from_env",
-]
-
 
 ANSWERS_MAX_BYTES = 16 * 1024 * 1024
 """The most bytes of first answers kept for redeliveries; past it the oldest are let go (their ids
