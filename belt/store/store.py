@@ -444,25 +444,19 @@ class Store:
             self._replace(self.path(kind, id), blob)
             return new
 
-    def _wrote(self, path: Path, blob: bytes) -> None:
-        """This store replaced ``path`` with ``blob`` under its lock: what ``read_fresh`` keeps
-        of it is that (no other writer can have come in between)."""
-        if path in self._fresh:
-            stamp = self._stamp(path)
-            self._keep(path, stamp, blob, None if stamp is None else self._pin(path, stamp))
-
     def _replace(self, path: Path, blob: bytes) -> None:
         """Replace ``path`` with ``blob`` under its lock, and keep it for ``read_fresh`` if it
-        keeps that path: pinned by the descriptor the blob was written through (no open of the
-        new file, no second look at its stamp)."""
+        keeps that path (no other writer can have come in between): pinned by the descriptor
+        the blob was written through (no open of the new file, no second look at its stamp)."""
         if path not in self._fresh:
             self._put_file(path, blob)
             return
         pin = self._put_pinned(path, blob)
-        if pin is None:
-            self._wrote(path, blob)
-            return
-        self._keep(path, _stamp_of(os.fstat(pin)), blob, pin)
+        if pin is not None:
+            self._keep(path, _stamp_of(os.fstat(pin)), blob, pin)
+        elif path in self._fresh:  # no descriptor held (a memory store): pinned by its stamp
+            stamp = self._stamp(path)
+            self._keep(path, stamp, blob, None if stamp is None else self._pin(path, stamp))
 
     def merge(self, kind: str, id: str, changes: dict[str, Any]) -> dict[str, Any]:
         """Under the object's lock: set the fields in ``changes``, keep the rest; return it."""
