@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,17 +101,12 @@ def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
 
 def read_document(path: str | Path, *, kind: str = "declaration") -> Any:
     """Read and decode a JSON or TOML file; a missing file exits 3, a broken one 5."""
-    return parse_text(read_text(path, kind=kind), str(path))
-
-
-def read_text(path: str | Path, *, kind: str = "declaration") -> str:
-    """A regular UTF-8 file of at most the size cap of ``kind``; missing exits 3, else 5."""
-    return inputs.read_text(path, kind=kind)
+    return parse_text(inputs.read_text(path, kind=kind), str(path))
 
 
 def read_declaration(path: str | Path) -> Any:
     """Read a declaration file: an empty one (or an empty TOML table) is an error naming it."""
-    text = read_text(path)
+    text = inputs.read_text(path, kind="declaration")
     source = str(path)
     if not text.strip():
         raise InvalidInput(f"{source}: the file is empty; it declares no hooks")
@@ -161,18 +157,8 @@ def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Dec
         if shape == "single":
             items: Any = [doc]
         elif isinstance(doc, dict):
-            findings = Findings()
-            for key in doc:
-                if key != "hooks":
-                    findings.error(
-                        key,
-                        "unknown key (a declaration file holds only hooks)"
-                        + did_you_mean(key, ("hooks",)),
-                    )
-            items = doc.get("hooks")
-            inner, hooks = check_platform_hooks(items)
-            findings.problems.extend(inner.problems)
-            findings.warnings.extend(inner.warnings)
+            rule = "unknown key (a declaration file holds only hooks)"
+            findings, hooks = _wrapped(doc, "hooks", rule, check_platform_hooks)
             return Declaration(source, chosen, findings, hooks if findings.ok else [], shape=shape)
         else:
             items = doc
@@ -183,16 +169,25 @@ def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Dec
     elif shape == "rho":
         findings, nexus = check_rho_config(doc)
     elif shape == "wrapped" and isinstance(doc, dict):
-        findings = Findings()
-        for key in doc:
-            if key != "lifecycle_hooks":
-                findings.error(key, "unknown key" + did_you_mean(key, ("lifecycle_hooks",)))
-        inner_findings, nexus = check_nexus_hooks(doc.get("lifecycle_hooks"))
-        findings.problems.extend(inner_findings.problems)
-        findings.warnings.extend(inner_findings.warnings)
+        findings, nexus = _wrapped(doc, "lifecycle_hooks", "unknown key", check_nexus_hooks)
     else:
         findings, nexus = check_nexus_hooks(doc)
     return Declaration(source, Dialect.NEXUS, findings, lifecycle_hooks=nexus, shape=shape)
+
+
+def _wrapped(
+    doc: dict[str, Any], key: str, rule: str, check: Callable[[Any], tuple[Findings, Any]]
+) -> tuple[Findings, Any]:
+    """A document that holds one ``key``: any other key is named with ``rule``, then what
+    ``check`` finds in the value of ``key``."""
+    findings = Findings()
+    for extra in doc:
+        if extra != key:
+            findings.error(extra, rule + did_you_mean(extra, (key,)))
+    inner, checked = check(doc.get(key))
+    findings.problems.extend(inner.problems)
+    findings.warnings.extend(inner.warnings)
+    return findings, checked
 
 
 RHO_PLUGIN = "rho.lifecycle_hooks"
