@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -298,6 +299,7 @@ def refuse_credentials(url: str) -> None:
         )
 
 
+@dataclass(kw_only=True)
 class TestWriter:
     """Writes each replayed delivery to ``directory`` as a scenario that expects the recorded
     answer, or the replayed one (``per = "chat"``: each chat's deliveries as one scenario, once
@@ -305,31 +307,19 @@ class TestWriter:
 
     __test__ = False  # not a pytest class, whatever its name
 
-    def __init__(
-        self,
-        directory: Path,
-        *,
-        expect: str,
-        handler: str,
-        notes: list[str],
-        source: str,
-        per: str = "delivery",
-    ) -> None:
-        self.directory = directory
-        self.expect = expect
-        self.handler = handler
-        self.notes = notes
-        self.source = source
-        self.per = per
-        self.chats: dict[str, list[tuple[int, dict[str, Any], dict[str, Any]]]] = {}
-        self.summary: dict[str, Any] = {
-            "directory": str(directory),
-            "expect": expect,
-            "per": per,
-            "written": 0,
-            "not_written": 0,
-            "problems": [],
-        }
+    directory: Path
+    expect: str
+    handler: str
+    notes: list[str]
+    source: str
+    per: str = "delivery"
+    chats: dict[str, list[tuple[int, dict[str, Any], dict[str, Any]]]] = field(default_factory=dict)
+    summary: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        counts = {"written": 0, "not_written": 0, "problems": []}
+        self.summary = {"directory": str(self.directory), "expect": self.expect, "per": self.per}
+        self.summary |= counts
 
     def skip(self, problem: str) -> None:
         """Count one delivery not written, and name it while fewer than PROBLEMS_KEPT are."""
@@ -453,7 +443,7 @@ def open_saving_replay(
     )
     with open_replay(**options) as run:
         writer = TestWriter(
-            save_directory(save_tests),
+            directory=save_directory(save_tests),
             expect=expect,
             handler=handler,
             notes=notes,
