@@ -832,24 +832,29 @@ def _fired(expectation: Expectation, facts: Facts) -> Outcome:
     return Outcome(expectation, False, f"{event} was reached {fired} time(s), expected {wanted}")
 
 
+def run_hold(run: dict[str, Any]) -> Any:
+    """Why a run is held: a platform gate's ``hook_gate``, a Nexus attention hold's reason
+    (``timeout``...), or None when it is not held."""
+    if run.get("state") == ATTENTION_HOLD:
+        return (run.get("attention") or {}).get("reason")
+    if run.get("state") == AgentRunState.INPUT_REQUIRED:
+        return run.get("interrupt_reason")
+    return None
+
+
+def run_continuations(run: dict[str, Any]) -> int:
+    """Nexus: the stop continuations of a run's execution."""
+    return int((run.get("execution") or {}).get("continuations") or 0)
+
+
 def _run(expectation: Expectation, facts: Facts) -> Outcome:
     run = facts.run(expectation.run)
     which = "the last run" if expectation.run is None else f"the run of turns[{expectation.run}]"
     if run is None:
         return Outcome(expectation, False, f"there is no run: {which} never started")
-    execution = run.get("execution") or {}
-    attention = run.get("attention") or {}
-    hold = None
-    if run.get("state") == ATTENTION_HOLD:
-        hold = attention.get("reason")
-    elif run.get("state") == AgentRunState.INPUT_REQUIRED:
-        hold = run.get("interrupt_reason")
-    fields = {
-        "run_state": run.get("state"),
-        "error": run.get("error"),
-        "continuations": int(execution.get("continuations") or 0),
-        "hold": hold,
-    }
+    hold, continuations = run_hold(run), run_continuations(run)
+    fields = {"run_state": run.get("state"), "error": run.get("error")}
+    fields |= {"continuations": continuations, "hold": hold}
     passed = all(
         condition.test(fields[condition.key])
         for condition in expectation.conditions

@@ -214,19 +214,18 @@ class ScenarioRun:
     @property
     def continuations(self) -> int:
         """Nexus: the stop continuations of the last execution."""
-        run = self.facts.run(None) or {}
-        return int((run.get("execution") or {}).get("continuations") or 0)
+        from belt.testing.expect import run_continuations
+
+        return run_continuations(self.facts.run(None) or {})
 
     @property
     def hold(self) -> str | None:
         """Why the last run is held: a platform gate's ``hook_gate``, a Nexus attention hold's
         reason (``timeout``...), or None when it is not held."""
-        run = self.facts.run(None) or {}
-        if run.get("state") == "attention_hold":
-            return (run.get("attention") or {}).get("reason")
-        if run.get("state") == "input_required":
-            return run.get("interrupt_reason")
-        return None
+        from belt.testing.expect import run_hold
+
+        hold: str | None = run_hold(self.facts.run(None) or {})
+        return hold
 
     # -- hooks and tools ---------------------------------------------------------------------
 
