@@ -7,13 +7,7 @@ from typing import Annotated
 
 import typer
 
-
-class Shell(StrEnum):
-    """Shells belt can complete in."""
-
-    bash = "bash"
-    zsh = "zsh"
-    fish = "fish"
+Shell = StrEnum("Shell", "bash zsh fish")  # the shells belt can complete in
 
 
 def completion(

@@ -26,11 +26,7 @@ FileOption = Annotated[
 ]
 
 
-class FormatChoice(StrEnum):
-    """Formats a declaration file can be written in."""
-
-    json = "json"
-    toml = "toml"
+FormatChoice = StrEnum("FormatChoice", "json toml")  # formats a declaration file is written in
 
 
 @app.command()

@@ -31,18 +31,8 @@ EntryId = Annotated[
 ]
 
 
-class Kind(StrEnum):
-    """Kinds of registry entries (belt.records.registry.KINDS)."""
-
-    observation = "observation"
-    concept = "concept"
-    rule = "rule"
-    preference = "preference"
-    gotcha = "gotcha"
-    pattern = "pattern"
-    reference = "reference"
-    skill = "skill"
-    app = "app"
+# The kinds of registry entries (belt.records.registry.KINDS; a test holds the two equal).
+Kind = StrEnum("Kind", "observation concept rule preference gotcha pattern reference skill app")
 
 
 @app.command()

@@ -24,10 +24,8 @@ extensions = typer.Typer(help="Configure rho's extensions.", no_args_is_help=Tru
 app.add_typer(extensions, name="extensions")
 
 
-class Extension(StrEnum):
-    """Extensions rho can configure."""
-
-    lifecycle_hooks = "rho.lifecycle_hooks"
+# The extensions rho can configure.
+Extension = StrEnum("Extension", {"lifecycle_hooks": "rho.lifecycle_hooks"})
 
 
 @app.callback()
