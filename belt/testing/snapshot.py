@@ -27,6 +27,7 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass, field
+from itertools import takewhile
 from pathlib import Path
 from typing import Any
 
@@ -297,43 +298,24 @@ def cut_long_lines(lines: list[str]) -> list[str]:
     start. A cut line says which columns it shows and where the first difference is, counted
     from 1 as an editor counts them: ``-…"decision":"deny"…  [cut: columns 2250055-2250174 of
     4500012, first difference at column 2250115]``."""
-    shown = list(lines)
+    shown = [_shown(line, None) for line in lines]
     index = 0
     while index < len(lines):
         removed = _run(lines, index, "-")
         added = _run(lines, index + len(removed), "+")
-        if not removed and not added:
-            shown[index] = _shown(lines[index], None)
-            index += 1
-            continue
-        for offset, line in enumerate(removed):
-            if offset < len(added):
-                became = index + len(removed) + offset
-                column = _first_difference(line[1:], lines[became][1:])
-                shown[index + offset] = _shown(line, column)
-                shown[became] = _shown(lines[became], column)
-            else:
-                shown[index + offset] = _shown(line, None)
-        for offset in range(len(removed), len(added)):
-            at = index + len(removed) + offset
-            shown[at] = _shown(lines[at], None)
-        index += len(removed) + len(added)
+        for offset in range(min(len(removed), len(added))):
+            old, new = index + offset, index + len(removed) + offset
+            column = len(os.path.commonprefix([lines[old][1:], lines[new][1:]]))
+            shown[old], shown[new] = _shown(lines[old], column), _shown(lines[new], column)
+        index += max(1, len(removed) + len(added))
     return shown
 
 
 def _run(lines: list[str], start: int, sign: str) -> list[str]:
     """The lines from ``start`` that begin with ``sign`` (not a file header: ``---``, ``+++``)."""
-    run = []
-    for line in lines[start:]:
-        if not line.startswith(sign) or line.startswith(sign * 3 + " "):
-            break
-        run.append(line)
-    return run
-
-
-def _first_difference(old: str, new: str) -> int:
-    """The index of the first character where ``old`` and ``new`` differ."""
-    return len(os.path.commonprefix([old, new]))
+    header = sign * 3 + " "
+    kept = lambda line: line.startswith(sign) and not line.startswith(header)  # noqa: E731
+    return list(takewhile(kept, lines[start:]))
 
 
 def _shown(line: str, column: int | None) -> str:
