@@ -531,16 +531,9 @@ class Facts:
         items = []
         for record in self.executions():
             data = (record.get("payload") or {}).get("data") or {}
-            fields = {
-                "event": record.get("hook_event"),
-                "handler": record.get("handler"),
-                "tool": data.get("tool"),
-                "arguments": data.get("arguments"),
-                "decision": record.get("decision"),
-                "reason": record.get("reason"),
-                "error": record.get("error"),
-                "injected": record.get("injected"),
-            }
+            fields = {"event": record.get("hook_event"), "handler": record.get("handler")}
+            fields |= {"tool": data.get("tool"), "arguments": data.get("arguments")}
+            fields |= {key: record.get(key) for key in ("decision", "reason", "error", "injected")}
             text = f"{fields['event']} → {fields['handler']}: {fields['decision']}"
             if fields["tool"]:
                 text += f" on {fields['tool']}({short(fields['arguments'] or {}, 50)})"
@@ -557,16 +550,10 @@ class Facts:
         decision = task.get("decision") or {}
         error = task.get("error") or {}
         completed = task.get("status") == "completed"
-        fields = {
-            "event": task.get("event"),
-            "handler": task.get("tool"),
-            "decision": ("continue" if decision.get("continue") else "acknowledge")
-            if completed
-            else None,
-            "reason": decision.get("feedback"),
-            "error": error.get("message"),
-            "status": task.get("status"),
-        }
+        answer = ("continue" if decision.get("continue") else "acknowledge") if completed else None
+        fields = {"event": task.get("event"), "handler": task.get("tool"), "decision": answer}
+        fields |= {"reason": decision.get("feedback"), "error": error.get("message")}
+        fields["status"] = task.get("status")
         text = f"{fields['event']} → {fields['handler']}: {fields['status']}"
         if fields["decision"]:
             text += f", {fields['decision']}"
@@ -593,11 +580,8 @@ class Facts:
     def injections(self) -> list[Item]:
         """Every injection of the chat, with the model turns (1, 2, ...) whose context held it."""
         reached: dict[str, list[int]] = {}
-        turn = 0
-        for message in self.messages:
-            if message.get("role") != "assistant":
-                continue
-            turn += 1
+        answers = [message for message in self.messages if message.get("role") == "assistant"]
+        for turn, message in enumerate(answers, start=1):
             for injection_id in (message.get("sim") or {}).get("injections") or []:
                 reached.setdefault(str(injection_id), []).append(turn)
         items = []
@@ -607,22 +591,12 @@ class Facts:
             info = (message.get("sim") or {}).get("injection") or {}
             text = _text(message)
             turns = reached.get(str(message.get("id")), [])
-            fields = {
-                "injection": text,
-                "dedup_key": info.get("dedup_key"),
-                "role": info.get("role"),
-                "turns": turns,
-            }
+            fields = {"injection": text, "dedup_key": info.get("dedup_key")}
+            fields |= {"role": info.get("role"), "turns": turns}
             seen = f"reached turn(s) {', '.join(map(str, turns))}" if turns else "reached no turn"
             key = f", key {info['dedup_key']}" if info.get("dedup_key") else ""
-            items.append(
-                Item(
-                    fields,
-                    f"{short(text, 60)!r}{key}: {seen}",
-                    message.get("id"),
-                    message.get("agent_run_id"),
-                )
-            )
+            where = (message.get("id"), message.get("agent_run_id"))
+            items.append(Item(fields, f"{short(text, 60)!r}{key}: {seen}", *where))
         return items
 
     def rows(self) -> list[Item]:
@@ -643,13 +617,9 @@ class Facts:
             if arguments is None and isinstance(meta, dict):
                 arguments = meta.get("arguments")
             source = str(interrupt.get("source") or "")
-            fields = {
-                "interrupt": source.partition(":")[2] or source,
-                "tool": tool,
-                "arguments": arguments,
-                "status": interrupt.get("status"),
-                "resolution": interrupt.get("resolution"),
-            }
+            fields = {"interrupt": source.partition(":")[2] or source, "tool": tool}
+            fields |= {"arguments": arguments, "status": interrupt.get("status")}
+            fields["resolution"] = interrupt.get("resolution")
             text = f"{interrupt.get('id')} {source}"
             if tool:
                 text += f" {tool}"
@@ -937,17 +907,12 @@ def percentile_95(values: list[float]) -> float:
 def deliveries(facts: Facts) -> list[Item]:
     """Every hook call of the simulation's runs, with how long it took: the ``hook.executed``
     records, async ones included, or the Nexus hook tasks."""
-    if facts.dialect == "nexus":
-        records = [
-            {**task, "hook_event": task.get("event"), "handler": task.get("tool")}
-            for task in facts.report.get("hook_tasks") or []
-        ]
-    else:
-        records = list(facts.report.get("hook_executions") or [])
+    nexus = facts.dialect == "nexus"
+    event, handler = ("event", "tool") if nexus else ("hook_event", "handler")
     items = []
-    for record in records:
+    for record in facts.report.get("hook_tasks" if nexus else "hook_executions") or []:
         latency = latency_of(record)
-        fields = {"event": record.get("hook_event"), "handler": record.get("handler")}
+        fields = {"event": record.get(event), "handler": record.get(handler)}
         text = f"{fields['event']} → {fields['handler']}: {_ms(latency)}"
         items.append(Item({**fields, "latency": latency}, text, None, record.get("run_id")))
     return items
@@ -964,34 +929,22 @@ def injected_per_turn(facts: Facts) -> list[Item]:
         info = sim.get("injection") or {}
         key = (message.get("agent_run_id"), info.get("source"), int(info.get("turn") or 0) + 1)
         sums[key] = sums.get(key, 0) + int(sim.get("tokens") or 0)
-    return [
-        Item(
-            {"handler": handler, "tokens": tokens, "turn": turn},
-            f"{handler}: {tokens} token(s) for model turn {turn}",
-            None,
-            run_id,
-        )
-        for (run_id, handler, turn), tokens in sums.items()
-    ]
+    items = []
+    for (run_id, handler, turn), tokens in sums.items():
+        text = f"{handler}: {tokens} token(s) for model turn {turn}"
+        items.append(Item({"handler": handler, "tokens": tokens, "turn": turn}, text, None, run_id))
+    return items
 
 
 def context_per_turn(facts: Facts) -> list[Item]:
     """The size of the model's context on each model turn (1, 2, ...), its answer included."""
     items = []
-    turn = 0
-    for message in facts.messages:
-        if message.get("role") != "assistant":
-            continue
-        turn += 1
+    answers = [message for message in facts.messages if message.get("role") == "assistant"]
+    for turn, message in enumerate(answers, start=1):
         tokens = int((message.get("sim") or {}).get("context_tokens") or 0)
-        items.append(
-            Item(
-                {"tokens": tokens, "turn": turn},
-                f"model turn {turn}: {tokens} token(s) of context",
-                message.get("id"),
-                message.get("agent_run_id"),
-            )
-        )
+        text = f"model turn {turn}: {tokens} token(s) of context"
+        where = (message.get("id"), message.get("agent_run_id"))
+        items.append(Item({"tokens": tokens, "turn": turn}, text, *where))
     return items
 
 
