@@ -267,10 +267,7 @@ class LocalBackend:
 
 @contextmanager
 def open_backend(
-    api: str | None,
-    *,
-    api_key: str | None = None,
-    transport: httpx.BaseTransport | None = None,
+    api: str | None, *, api_key: str | None = None, transport: httpx.BaseTransport | None = None
 ) -> Iterator[Backend]:
     """The backend ``--api`` chose: the platform at ``api``, else the local store."""
     if not api:

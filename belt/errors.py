@@ -163,11 +163,7 @@ REMOTE_ANSWERS: tuple[tuple[str, tuple[int | None, ...], type[BeltError]], ...] 
 
 
 def remote_error(
-    status: int | None,
-    message: str,
-    *,
-    problems: list[str] | None = None,
-    hint: str | None = None,
+    status: int | None, message: str, *, problems: list[str] | None = None, hint: str | None = None
 ) -> BeltError:
     """The error for a remote's answer of HTTP ``status`` (None: nothing answered) that is not
     the success asked for, by ``REMOTE_ANSWERS``; ``message`` names the URL, and the status
@@ -175,8 +171,7 @@ def remote_error(
     if status is not None and f"HTTP {status}" not in message:
         message = f"{message} (HTTP {status})"
     kind = next(
-        (kind for _, statuses, kind in REMOTE_ANSWERS if status in statuses),
-        REMOTE_ANSWERS[-1][2],
+        (kind for _, statuses, kind in REMOTE_ANSWERS if status in statuses), REMOTE_ANSWERS[-1][2]
     )
     error = kind(message, hint=hint, problems=problems)
     error.status = status

@@ -9,15 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from belt.backend import open_backend
-from belt.declarations import (
-    RHO_PLUGIN,
-    check_document,
-    parse_text,
-    read_text,
-)
+from belt.declarations import RHO_PLUGIN, check_document, parse_text
 from belt.effects import url_host
 from belt.errors import InvalidInput, NotFound, UsageError
-from belt.inputs import read_stream
+from belt.inputs import read_stream, read_text
 from belt.paths import write_private
 from belt.records.profile import (
     PROFILE_PATH,
@@ -55,7 +50,7 @@ class Configured:
 def read_input(file: Path | None) -> tuple[str, str]:
     """The text to configure and its name: ``file``, or stdin when ``file`` is None or ``-``."""
     if file is not None and str(file) != "-":
-        return read_text(file), str(file)
+        return read_text(file, kind="declaration"), str(file)
     if sys.stdin.isatty():
         raise UsageError(
             "give the configuration with --file FILE or on stdin",
