@@ -8,7 +8,6 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import tomli_w
 
@@ -101,15 +100,13 @@ def add_hook(
 ) -> tuple[int, LifecycleHookConfig]:
     """Append one checked hook to the file; returns its index and the stored declaration."""
     path = resolve_path(file)
-    raw: dict[str, Any] = {"event": event, "type": handler_type}
-    if handler is not None:
-        raw["handler"] = handler
-    if async_:
-        raw["async"] = True
-    if timeout is not None:
-        raw["timeout"] = timeout
-    if default_resolution is not None:
-        raw["default_resolution"] = default_resolution
+    given = {"handler": handler, "async": async_ or None, "timeout": timeout}
+    given["default_resolution"] = default_resolution
+    raw = {
+        "event": event,
+        "type": handler_type,
+        **{k: v for k, v in given.items() if v is not None},
+    }
     findings, checked = check_platform_hooks([raw])
     with editing(path) as target:
         hooks = read_hooks(target) if target.exists() else []
