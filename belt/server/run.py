@@ -230,7 +230,22 @@ def serve(
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
     config = uvicorn_config(app, workers=workers, grace=grace)
-    info = listening_info(settings, host=host, port=bound_port, config=config)
+    info = {  # what the ready line tells
+        **listening_urls(host, bound_port),
+        "host": host,
+        "port": bound_port,
+        "decider": decider_label(policy, handler, forward_to),
+        "signed": bool(secret),
+        "token": bool(token),
+        "sweep_interval": sweep_interval,
+        "workers": config.workers,
+        "max_connections": int(settings["MAX_CONNECTIONS"]),
+        "resume": resume,
+        "model": settings["MODEL"] or None,
+        "agents": settings["AGENTS"] or None,
+        "allow_hosts": settings["ALLOW_HOST"].split(",") if settings["ALLOW_HOST"] else [],
+        "clock": settings["CLOCK"] or None,
+    }
     announce = None if on_listening is None else (lambda: on_listening(info))
     running_file = announce_running(info)
     try:
@@ -258,32 +273,6 @@ def announce_running(info: dict[str, Any]) -> Path | None:
         )
     except BeltError:
         return None
-
-
-def listening_info(
-    settings: dict[str, str], *, host: str, port: int, config: Any
-) -> dict[str, Any]:
-    """What the ready line tells of a server started with ``settings``, listening on ``port``."""
-    return {
-        **listening_urls(host, port),
-        "host": host,
-        "port": port,
-        "decider": decider_label(
-            Path(settings["POLICY"]) if settings["POLICY"] else None,
-            settings["HANDLER"] or None,
-            settings["FORWARD_TO"] or None,
-        ),
-        "signed": bool(settings["SECRET"]),
-        "token": bool(settings["TOKEN"]),
-        "sweep_interval": float(settings["SWEEP_INTERVAL"]),
-        "workers": config.workers,
-        "max_connections": int(settings["MAX_CONNECTIONS"]),
-        "resume": bool(settings["RESUME"]),
-        "model": settings["MODEL"] or None,
-        "agents": settings["AGENTS"] or None,
-        "allow_hosts": settings["ALLOW_HOST"].split(",") if settings["ALLOW_HOST"] else [],
-        "clock": settings.get("CLOCK") or None,
-    }
 
 
 def listening_urls(host: str, port: int) -> dict[str, str]:
