@@ -219,6 +219,58 @@ def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[De
     return reports
 
 
+TRAPS = {
+    "async-on-gateable-event": (
+        "an async hook on {event}: its decisions and injections can never act (async hooks "
+        "never block and never inject)",
+        'drop "async" to let it decide, or move it to an observe-only event',
+    ),
+    "declared-twice": (
+        "the same {kind} on {event} as {first}: it runs twice on every event",
+        "remove one of {first} and {where}",
+    ),
+    "gate-shorter-than-sweep": (
+        "a gate of {timeout} s: the platform settles expired gates once a minute, so it expires "
+        "up to {sweep} s later than its timeout says",
+        "give it a timeout of at least {sweep}",
+    ),
+    "tool-runs-on-expiry": (
+        "a gate on agent.tool_call that expires as allow{declared}: when nobody answers in time, "
+        "the tool runs",
+        'set default_resolution = "deny" unless running unapproved is what you mean',
+    ),
+    "handler-cannot-be-imported": (
+        "{message}",
+        "fix the module or the py:MODULE:FUNC reference (a path is read from the directory of "
+        "the file that names it)",
+    ),
+    "credentials-in-url": (
+        "the webhook URL to {host} carries a user name or password: every copy of the "
+        "declaration (and of the platform's agent) holds it",
+        "take it out of the URL and check a signature (--secret) or a token header instead",
+    ),
+    "stop-never-continues": (
+        "a stop hook with max_continuations = 0: every continuation it asks for exceeds the "
+        "limit, and the execution ends on an attention hold",
+        "raise max_continuations, or drop the stop hook if it should only observe",
+    ),
+    "never-delivered": (
+        "{kind} on {event} was never delivered: no run in the store fired it and no belt serve "
+        "journal has a request to its URL",
+        "check that its event happens in your runs (and, for agent.tool_call, that the tool is "
+        "called), or remove it",
+    ),
+}
+"""Each kind of trap: what it says, and its fix (``str.format`` templates)."""
+
+
+def trap(source: str, where: str, kind: str, /, **values: Any) -> Trap:
+    """The trap ``kind`` of ``TRAPS`` at ``where``, its text filled in with ``values``."""
+    message, fix = TRAPS[kind]
+    values |= {"where": where, "sweep": SWEEP_SECONDS}
+    return Trap(source, where, kind, message.format(**values), fix.format(**values))
+
+
 def platform_traps(
     source: str,
     hooks: list[tuple[str, LifecycleHookConfig]],
@@ -230,14 +282,7 @@ def platform_traps(
     for index, (where, hook) in enumerate(hooks):
         event = hook.event.value
         if hook.async_ and hook.type in DECIDING and EVENTS[event].can_gate:
-            yield Trap(
-                source,
-                where,
-                "async-on-gateable-event",
-                f"an async hook on {event}: its decisions and injections can never act "
-                "(async hooks never block and never inject)",
-                'drop "async" to let it decide, or move it to an observe-only event',
-            )
+            yield trap(source, where, "async-on-gateable-event", event=event)
         if hook.type == HookHandlerType.GATE:
             yield from gate_traps(source, where, hook)
         if hook.handler is not None and hook.type == HookHandlerType.WEBHOOK:
@@ -245,14 +290,7 @@ def platform_traps(
             yield from handler_traps(source, where, hook.handler, place)
         key = (event, hook.type.value, hook.handler)
         if key in seen:
-            yield Trap(
-                source,
-                where,
-                "declared-twice",
-                f"the same {hook.type.value} on {event} as {seen[key]}: it runs twice on every "
-                "event",
-                f"remove one of {seen[key]} and {where}",
-            )
+            yield trap(source, where, "declared-twice", kind=key[1], event=event, first=seen[key])
         else:
             seen[key] = where
 
@@ -261,25 +299,11 @@ def gate_traps(source: str, where: str, hook: LifecycleHookConfig) -> Iterator[T
     """A gate that expires late, or whose expiry lets a tool run."""
     timeout = hook.effective_timeout()
     if timeout < SWEEP_SECONDS:
-        yield Trap(
-            source,
-            where,
-            "gate-shorter-than-sweep",
-            f"a gate of {timeout} s: the platform settles expired gates once a minute, so it "
-            f"expires up to {SWEEP_SECONDS} s later than its timeout says",
-            f"give it a timeout of at least {SWEEP_SECONDS}",
-        )
+        yield trap(source, where, "gate-shorter-than-sweep", timeout=timeout)
     resolution = hook.effective_default_resolution()
     if hook.event.value == "agent.tool_call" and resolution == InterruptResolution.ALLOW:
         declared = "" if hook.default_resolution else " (allow is the default)"
-        yield Trap(
-            source,
-            where,
-            "tool-runs-on-expiry",
-            f"a gate on agent.tool_call that expires as allow{declared}: when nobody answers "
-            "in time, the tool runs",
-            'set default_resolution = "deny" unless running unapproved is what you mean',
-        )
+        yield trap(source, where, "tool-runs-on-expiry", declared=declared)
 
 
 def handler_traps(
@@ -291,14 +315,7 @@ def handler_traps(
         try:
             load_located(place or Located(handler), where=f"{where}.handler")
         except BeltError as exc:
-            yield Trap(
-                source,
-                where,
-                "handler-cannot-be-imported",
-                exc.message,
-                "fix the module or the py:MODULE:FUNC reference (a path is read from the "
-                "directory of the file that names it)",
-            )
+            yield trap(source, where, "handler-cannot-be-imported", message=exc.message)
         return
     try:
         parts = urlsplit(handler)
@@ -306,28 +323,14 @@ def handler_traps(
     except ValueError:
         return  # validate refuses such a URL; nothing more to say here
     if credentials:
-        yield Trap(
-            source,
-            where,
-            "credentials-in-url",
-            f"the webhook URL to {url_host(handler)} carries a user name or password: every "
-            "copy of the declaration (and of the platform's agent) holds it",
-            "take it out of the URL and check a signature (--secret) or a token header instead",
-        )
+        yield trap(source, where, "credentials-in-url", host=url_host(handler))
 
 
 def nexus_traps(source: str, hooks: LifecycleHooks) -> Iterator[Trap]:
     """The traps of a Nexus lifecycle_hooks object."""
     stop = hooks.stop
     if stop is not None and stop.max_continuations == 0:
-        yield Trap(
-            source,
-            "lifecycle_hooks.stop",
-            "stop-never-continues",
-            "a stop hook with max_continuations = 0: every continuation it asks for exceeds "
-            "the limit, and the execution ends on an attention hold",
-            "raise max_continuations, or drop the stop hook if it should only observe",
-        )
+        yield trap(source, "lifecycle_hooks.stop", "stop-never-continues")
 
 
 WebhookKey = tuple[str, int | None, str]
@@ -470,12 +473,4 @@ def never_delivered(
                 continue
         elif (event, kind, handler_label(hook.type, handler)) in delivered.hooks:
             continue
-        yield Trap(
-            source,
-            where,
-            "never-delivered",
-            f"{kind} on {event} was never delivered: no run in the store fired it and no "
-            "belt serve journal has a request to its URL",
-            "check that its event happens in your runs (and, for agent.tool_call, that the "
-            "tool is called), or remove it",
-        )
+        yield trap(source, where, "never-delivered", kind=kind, event=event)
