@@ -62,9 +62,9 @@ each record). Version 1 is the first, so there are no steps yet.
 """
 
 PATHS_KEPT = 4096
+"""The most paths a store keeps made, for the records it reads and writes again and again."""
 FRESH_KEPT = 64
 """How many records ``read_fresh`` keeps (a simulation polls a few: its run, its chat)."""
-"""The most paths a store keeps made, for the records it reads and writes again and again."""
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 ID_RULE = "1 to 128 letters, digits, '_' or '-'"
