@@ -16,14 +16,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, NoReturn
 
-    from belt.cli.root import LAZY as LAZY
     from belt.cli.root import BeltGroup as BeltGroup
-    from belt.cli.root import adopt as adopt
     from belt.cli.root import app as app
-    from belt.cli.root import build_command as build_command
     from belt.cli.root import lazy_command as lazy_command
     from belt.cli.root import report as report
-    from belt.cli.root import show_help as show_help
 
 INTERRUPTED = 130
 """The exit code of a command stopped by Ctrl-C (``ExitCode.INTERRUPTED``)."""

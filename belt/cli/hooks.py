@@ -220,16 +220,8 @@ def add(
     """
     from belt.hookfile import add_hook, resolve_path
 
-    chosen = [
-        (kind, value)
-        for kind, value in (
-            ("webhook", webhook),
-            ("task", task),
-            ("gate", True if gate else None),
-            ("builtin", builtin),
-        )
-        if value is not None
-    ]
+    given = {"webhook": webhook, "task": task, "gate": True if gate else None, "builtin": builtin}
+    chosen = [(kind, value) for kind, value in given.items() if value is not None]
     if len(chosen) != 1:
         raise UsageError("give exactly one of --webhook URL, --task REF, --gate, --builtin NAME")
     kind, value = chosen[0]

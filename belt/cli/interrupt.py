@@ -350,7 +350,6 @@ def review(
     backend = local_inbox()
     passed: set[str] = set()
     done = {"allow": 0, "deny": 0, "skip": 0}
-    left = 0
     while True:
         _settle_overdue(backend)
         waiting = [(i, e) for i, e in backend.find_interrupts() if i["id"] not in passed]
@@ -368,7 +367,6 @@ def review(
         answer = _ask_decision()
         if answer == "quit":
             break
-        left = 0
         passed.add(item["id"])
         if answer == "skip":
             done["skip"] += 1

@@ -32,6 +32,8 @@ class SimLive:
         self._countdown: Any = None
 
     def __call__(self, record: dict[str, Any]) -> None:
+        from belt.render import approval_waiting_text, countdown_text, task_line
+
         self.close()
         if record.get("run_id"):
             self.run_id = str(record["run_id"])
@@ -39,13 +41,12 @@ class SimLive:
             self._print_transcript(str(record["run_id"]))
         if record.get("kind") == "approval" and terminal():
             # One line kept current: what it waits for, how to give it, the time left.
-            self._approval(record)
+            self._keep_current(lambda now: approval_waiting_text(record, now))
             return
-        from belt.render import task_line
-
         output.styled(*task_line(record), stderr=True)
         if record.get("kind") == "gates":
-            self._count_down(record["pending"])
+            pending = record["pending"]
+            self._keep_current(lambda now: countdown_text(pending, now))
 
     def _print_transcript(self, run_id: str) -> None:
         from belt.engine.api import show_run
@@ -58,16 +59,9 @@ class SimLive:
         output.lines(transcript_rest(self.printed, lines))
         self.printed = lines
 
-    def _count_down(self, pending: list[dict[str, Any]]) -> None:
-        from belt.render import countdown_text
-
-        self._countdown = output.LiveLine(lambda: countdown_text(pending, datetime.now(UTC)))
-        self._countdown.start()
-
-    def _approval(self, record: dict[str, Any]) -> None:
-        from belt.render import approval_waiting_text
-
-        self._countdown = output.LiveLine(lambda: approval_waiting_text(record, datetime.now(UTC)))
+    def _keep_current(self, text: Callable[[datetime], str]) -> None:
+        """A line on stderr kept current (the time left) until the next record or ``close``."""
+        self._countdown = output.LiveLine(lambda: text(datetime.now(UTC)))
         self._countdown.start()
 
     def rest(self, lines: list[tuple[str, str]]) -> list[tuple[str, str]]:
