@@ -179,7 +179,7 @@ def read_value(value: Any) -> Answer:
 
 
 class _Call:
-    """One call of a handler, handed to a worker thread; ``done`` is released when it returns
+    """One call of a handler, handed to a worker thread; ``done`` is released when it returned
     (a lock rather than an Event: a wait on it is one acquire, not a condition's own lock made
     for each wait)."""
 
@@ -193,11 +193,8 @@ class _Call:
         self.value: Any = None
         self.error: BaseException | None = None
 
-    def finished(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the call to return; whether it did."""
-        return self.done.acquire(timeout=max(timeout, 0.0))
-
     def run(self) -> None:
+        """Call the handler; keep what it returned or raised."""
         try:
             value = self.func(self.argument)
             if inspect.isawaitable(value):
@@ -208,8 +205,6 @@ class _Call:
             self.value = value
         except BaseException as exc:  # a handler's failure, whatever it is, is its answer
             self.error = exc
-        finally:
-            self.done.release()
 
 
 async def _awaited(value: Any) -> Any:
@@ -226,8 +221,9 @@ class _Worker:
         self.thread.start()
 
     def _loop(self) -> None:
+        calls = self.calls
         while True:
-            call = self.calls.get()
+            call = calls.get()
             if call is None:
                 return
             self.busy = True
@@ -235,6 +231,9 @@ class _Worker:
                 call.run()
             finally:
                 self.busy = False
+                # The last step before waiting for the next call (which lets go of the GIL):
+                # the caller this wakes seldom has to wait for the GIL in turn.
+                call.done.release()
 
     def stop(self) -> None:
         """Let the thread end once its current call (if any) returns."""
@@ -364,8 +363,10 @@ class InProcess:
         started = time.perf_counter()
         call = _Call(func, argument)
         worker = self._worker()
+        wait = max(timeout, 0.0)
         worker.calls.put(call)
-        returned = call.finished(timeout)
+        # At once: the worker this wakes takes the GIL as soon as this wait lets go of it.
+        returned = call.done.acquire(True, wait)
         elapsed = round((time.perf_counter() - started) * 1000)
         if not returned:
             self._abandon(worker)
