@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from belt import output
+from belt import output, render
 from belt.errors import ExitCode
 
 
@@ -32,8 +32,6 @@ class SimLive:
         self._countdown: Any = None
 
     def __call__(self, record: dict[str, Any]) -> None:
-        from belt.render import approval_waiting_text, countdown_text, task_line
-
         self.close()
         if record.get("run_id"):
             self.run_id = str(record["run_id"])
@@ -41,22 +39,21 @@ class SimLive:
             self._print_transcript(str(record["run_id"]))
         if record.get("kind") == "approval" and terminal():
             # One line kept current: what it waits for, how to give it, the time left.
-            self._keep_current(lambda now: approval_waiting_text(record, now))
+            self._keep_current(lambda now: render.approval_waiting_text(record, now))
             return
-        output.styled(*task_line(record), stderr=True)
+        output.styled(*render.task_line(record), stderr=True)
         if record.get("kind") == "gates":
             pending = record["pending"]
-            self._keep_current(lambda now: countdown_text(pending, now))
+            self._keep_current(lambda now: render.countdown_text(pending, now))
 
     def _print_transcript(self, run_id: str) -> None:
         from belt.engine.api import show_run
-        from belt.render import transcript_lines, transcript_rest
 
         report = show_run(run_id=run_id)
         # The gates are told of below, with the commands for a run that waits (not resume).
         chat = {**report["chat"], "pending_interrupts": []}
-        lines = transcript_lines({**report, "chat": chat}, verbose=self.verbose)
-        output.lines(transcript_rest(self.printed, lines))
+        lines = render.transcript_lines({**report, "chat": chat}, verbose=self.verbose)
+        output.lines(render.transcript_rest(self.printed, lines))
         self.printed = lines
 
     def _keep_current(self, text: Callable[[datetime], str]) -> None:
@@ -66,9 +63,7 @@ class SimLive:
 
     def rest(self, lines: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """Of the whole transcript ``lines``, what is not on the screen yet."""
-        from belt.render import transcript_rest
-
-        return transcript_rest(self.printed, lines)
+        return render.transcript_rest(self.printed, lines)
 
     def close(self) -> None:
         """Stop and clear the countdown, if one is shown."""

@@ -10,6 +10,7 @@ import typer
 from belt import output
 from belt.cli.live import SimLive, waiting
 from belt.cli.options import Executors, Routes, json_printed, moment_option
+from belt.render import transcript_lines
 
 app = typer.Typer(
     help="Run scripted agents whose hooks fire as on the platform.", no_args_is_help=True
@@ -68,8 +69,6 @@ def render(
     run just executed failed or is on an attention hold, or with ``strict`` when a hook call
     failed or an answer was partly ignored (answer warnings). What ``live`` printed already
     (the transcript up to a gate) is not printed again."""
-    from belt.render import transcript_lines
-
     summary = report.get("hook_summary") or {}
     if json_:
         output.print_json(report)
@@ -253,7 +252,6 @@ def show(
         belt sim show --last --json
     """
     from belt.engine.api import show_run
-    from belt.render import transcript_lines
 
     report = show_run(run_id=run_id, last=last)
     if not json_printed(json_, report):

@@ -130,15 +130,8 @@ def test(
         belt test examples/tests
         belt test examples/tests -k guarded --junit-xml report.xml
     """
+    from belt import render
     from belt.loader import collector_paused
-    from belt.render import (
-        COVERAGE_COLUMNS,
-        coverage_rows,
-        coverage_tail,
-        test_failure_lines,
-        test_result_line,
-        test_summary_line,
-    )
 
     with collector_paused():  # Start-up: the engine and the suite, see belt.loader
         from belt.testing.suite import run_suite
@@ -169,7 +162,7 @@ def test(
                 output.print_json_line(result.to_json(coverage=coverage))
             else:
                 shown.append(result.to_json())
-                show([test_result_line(shown[-1])])
+                show([render.test_result_line(shown[-1])])
             for warning in result.warnings:
                 output.warning(printable(warning))
 
@@ -204,17 +197,17 @@ def test(
         results = shown[: len(suite.results)]
         for result in results:
             if result["status"] != "pass":
-                show(test_failure_lines(result, str(result.get("dialect") or "platform")))
+                show(render.test_failure_lines(result, str(result.get("dialect") or "platform")))
         if coverage and results:
             entries = suite.coverage
             show([("", ""), ("hook coverage:", "bold")])
             if entries:
-                output.table(COVERAGE_COLUMNS, coverage_rows(entries))
-                show(coverage_tail(entries))
+                output.table(render.COVERAGE_COLUMNS, render.coverage_rows(entries))
+                show(render.coverage_tail(entries))
             else:
                 show([("no scenario declares a hook", "")])
         if results:
-            show([("", ""), test_summary_line(results, suite.seconds, suite.stopped)])
+            show([("", ""), render.test_summary_line(results, suite.seconds, suite.stopped)])
     if suite.empty_shard:
         output.warning(f"shard {shard} has no scenario (the suite has {suite.selected})")
     elif not suite.results:
