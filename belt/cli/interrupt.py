@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from belt import output
+from belt.backend import Backend, LocalBackend, LocalInbox, local_inbox, open_backend
 from belt.cli import BeltGroup, lazy_command
 from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, finite, json_printed, moment_option
 from belt.errors import BeltError, UsageError
+from belt.inputs import read_json_object_option, read_json_option
 from belt.wire.enums import InterruptReason, InterruptResolution, InterruptStatus
-
-if TYPE_CHECKING:
-    from belt.backend import Backend, LocalInbox
 
 # Each command is built only when a command line names it (see ``lazy_command``): building all
 # of them would make `belt interrupt list`, the command people type most, pay for every one.
@@ -30,7 +29,6 @@ app = typer.Typer(
 def pending_ids(incomplete: str) -> list[tuple[str, str]]:
     """Shell completion: the pending interrupts of the local store (id, or short id, and what
     each holds)."""
-    from belt.backend import LocalBackend
     from belt.render import gate_event, gate_holds
 
     try:
@@ -88,7 +86,6 @@ def list_(
         belt interrupt list
         belt interrupt list --all --json
     """
-    from belt.backend import open_backend
 
     if run_id and run and run_id != run:
         raise UsageError(f"RUN_ID {run_id} and --run {run} name different runs")
@@ -141,7 +138,6 @@ def show(
 
         belt interrupt show k2m9x0q4
     """
-    from belt.backend import open_backend
     from belt.render import expires_in, gate_holds, interrupt_status
 
     with open_backend(api, api_key=api_key) as backend:
@@ -231,8 +227,6 @@ def resolve(
         belt interrupt resolve k2m9x0q4 allow
         belt interrupt resolve --all deny --tool delete_file --yes
     """
-    from belt.backend import open_backend
-    from belt.inputs import read_json_option
 
     filters = {"run_id": run, "chat_id": chat, "tool": tool, "event": event}
     if all_:
@@ -339,7 +333,6 @@ def review(
 
         belt interrupt review --resume
     """
-    from belt.backend import local_inbox
     from belt.render import review_lines
 
     if not sys.stdin.isatty():
@@ -437,7 +430,6 @@ def _ask_decision() -> str:
 
 def _ask_data() -> object:
     """Optional data for the resolution, asked until it is valid JSON (none when left empty)."""
-    from belt.inputs import read_json_option
 
     while True:
         text = _ask("data for the resolution (JSON or @FILE, Enter for none): ")
@@ -490,7 +482,6 @@ def watch(
         belt interrupt watch
         belt interrupt watch --json --api http://127.0.0.1:8787 --run ar_k2m9x0q4h7c1v8b5n3t6
     """
-    from belt.backend import open_backend
     from belt.render import watch_line
 
     with open_backend(api, api_key=api_key) as backend:
@@ -541,7 +532,6 @@ def sweep(
         belt interrupt sweep
         belt interrupt sweep --at 2026-08-11T14:10:00Z --json
     """
-    from belt.backend import local_inbox
 
     settled = local_inbox().sweep(at=moment_option(at, "--at"))
     if json_printed(json_, {"settled": len(settled), "interrupts": settled}):
@@ -589,8 +579,6 @@ def create(
 
         belt interrupt create --run ar_k2m9x0q4 --chat ch_q4h7c1v8 --event agent.tool_call
     """
-    from belt.backend import local_inbox
-    from belt.inputs import read_json_object_option
 
     item = local_inbox().create_interrupt(
         run_id=run,
@@ -630,7 +618,6 @@ for _function in ("list_", "show", "resolve", "review", "watch", "sweep", "creat
 
 def scripted_hint() -> str:
     """How to settle the pending gates without a terminal, with the id of the first one."""
-    from belt.backend import local_inbox
 
     pending = local_inbox().find_interrupts()
     if not pending:
