@@ -13,7 +13,6 @@ from belt.backend import Backend, LocalBackend, LocalInbox, local_inbox, open_ba
 from belt.cli import BeltGroup, lazy_command
 from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, finite, json_printed, moment_option
 from belt.errors import BeltError, UsageError
-from belt.inputs import read_json_object_option, read_json_option
 from belt.wire.enums import InterruptReason, InterruptResolution, InterruptStatus
 
 # Each command is built only when a command line names it (see ``lazy_command``): building all
@@ -228,6 +227,8 @@ def resolve(
         belt interrupt resolve --all deny --tool delete_file --yes
     """
 
+    from belt.inputs import read_json_option
+
     filters = {"run_id": run, "chat_id": chat, "tool": tool, "event": event}
     if all_:
         chosen = _decision_of_all(interrupt_id, decision)
@@ -430,6 +431,7 @@ def _ask_decision() -> str:
 
 def _ask_data() -> object:
     """Optional data for the resolution, asked until it is valid JSON (none when left empty)."""
+    from belt.inputs import read_json_option
 
     while True:
         text = _ask("data for the resolution (JSON or @FILE, Enter for none): ")
@@ -579,6 +581,8 @@ def create(
 
         belt interrupt create --run ar_k2m9x0q4 --chat ch_q4h7c1v8 --event agent.tool_call
     """
+
+    from belt.inputs import read_json_object_option
 
     item = local_inbox().create_interrupt(
         run_id=run,
