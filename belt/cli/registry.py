@@ -192,7 +192,12 @@ def search_(
         output.echo(f'no entries of {owner} match "{query}"', stderr=True)
         return
     output.table(
-        ["relevance", "terms", "id", "kind", "name"], [row(match) for match in matches], ids=(2,)
+        ["relevance", "terms", "id", "kind", "name"],
+        [
+            [relevance_text(m), f"{m.matched_terms}/{m.query_terms}", m.id, m.kind, m.name]
+            for m in matches
+        ],
+        ids=(2,),
     )
 
 
@@ -202,17 +207,6 @@ def relevance_text(match: Match) -> str:
     if match.relevance < 0.01:
         return "<0.01" if match.score > 0 else "0.00"
     return f"{match.relevance:.2f}"
-
-
-def row(match: Match) -> list[str]:
-    """A search result as a table row."""
-    return [
-        relevance_text(match),
-        f"{match.matched_terms}/{match.query_terms}",
-        match.id,
-        match.kind,
-        match.name,
-    ]
 
 
 @app.command()

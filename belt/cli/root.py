@@ -338,7 +338,6 @@ def version(json_: JsonFlag = False) -> None:
     output.echo(f"belt {__version__}")
 
 
-# Each group or command is registered lazily so that start-up stays cheap as commands grow.
 for _name, _attribute in {
     "init": "init", "hooks": "app", "interrupt": "app", "chat": "app", "sim": "app",
     "completion": "completion", "serve": "serve", "trigger": "trigger", "executor": "app",
