@@ -442,8 +442,7 @@ class LiveLine:
 
     def start(self) -> None:
         """Show the line and keep it current (on a terminal)."""
-        isatty = getattr(sys.stderr, "isatty", None)
-        if not (isatty and isatty()) or self._thread is not None:
+        if not _is_terminal(sys.stderr) or self._thread is not None:
             return
         self._thread = threading.Thread(target=self._run, name="belt-live-line", daemon=True)
         self._thread.start()

@@ -209,8 +209,6 @@ def _refuse(source: str, problems: list[str]) -> None:
 
 
 def _subject(item: dict[str, Any]) -> str | None:
-    if "fired" in item:
-        return "fired"
     for key in SUBJECTS:
         if key in item:
             return "injection" if key == "dedup_key" else key
