@@ -435,12 +435,8 @@ def open_saving_replay(
         with open_replay(**options) as run:
             yield run
         return
-    handler, notes = replay_handler(
-        to=options.get("to"),
-        policy=options.get("policy"),
-        handler=options.get("handler"),
-        directory=save_tests,
-    )
+    named = {key: options.get(key) for key in ("to", "policy", "handler")}
+    handler, notes = replay_handler(**named, directory=save_tests)
     with open_replay(**options) as run:
         writer = TestWriter(
             directory=save_directory(save_tests),

@@ -324,14 +324,8 @@ def _fits(fields: dict[str, Any], wanted: dict[str, Any]) -> bool:
     from belt.wire.validate import Findings
 
     for key, pattern in wanted.items():
-        if key not in fields:
-            return False
-        findings = Findings()
-        matcher = value_matcher(pattern, key, findings)
-        if matcher is None:
-            if fields[key] != pattern:
-                return False
-        elif not matcher(fields[key]):
+        matcher = value_matcher(pattern, key, Findings()) or (lambda found: found == pattern)  # noqa: B023
+        if key not in fields or not matcher(fields[key]):
             return False
     return True
 
