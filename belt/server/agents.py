@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Route
 
 from belt.records.chats import read_chat
 from belt.server.guard import STOPPING
-from belt.server.problems import Problem, agent_route, read_json_object
+from belt.server.problems import Problem, answering, read_json_object
 from belt.server.stream import chat_events
 from belt.wire.validate import IN_PROCESS_PREFIX
 
@@ -161,14 +161,14 @@ def not_emulated(template: str) -> Callable[[Request], Any]:
             route=route,
         )
 
-    return agent_route(answer)
+    return answering(answer, agent=True)
 
 
 def agent_routes(emulator: Emulator) -> tuple[AgentsApi, list[BaseRoute]]:
     """The agent routes over ``emulator``, then the 501 routes of what is not emulated."""
     api = AgentsApi(emulator)
     routes: list[BaseRoute] = [
-        Route(path, agent_route(handler), methods=[method])
+        Route(path, answering(handler, agent=True), methods=[method])
         for method, path, handler in (
             ("POST", "/agents/run", api.run),
             # The platform's aliases of /agents/run.

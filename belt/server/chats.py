@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from belt.records.views import chat_dto
-from belt.server.problems import agent_route
+from belt.server.problems import answering
 
 if TYPE_CHECKING:
     from belt.store import Store
@@ -43,6 +43,6 @@ def chat_routes(store: Store) -> list[Route]:
     """The chat routes over ``store``."""
     api = ChatsApi(store)
     return [
-        Route("/chats/{chat_id}", agent_route(api.chat), methods=["GET"]),
-        Route("/chats/{chat_id}/messages", agent_route(api.messages), methods=["GET"]),
+        Route("/chats/{chat_id}", answering(api.chat, agent=True), methods=["GET"]),
+        Route("/chats/{chat_id}/messages", answering(api.messages, agent=True), methods=["GET"]),
     ]

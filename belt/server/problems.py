@@ -150,19 +150,29 @@ async def http_problem(request: Request, exc: Exception) -> Response:
     return Problem(status, title(status), detail).response(headers)
 
 
-def agent_route(handler: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Any]:
-    """A route of the agent and chat routes, which the SDKs' agents call: what ``handler``
-    returns answered in the envelope (a Response as it is), a Problem or belt error as
-    ``Problem.agent_response``."""
+def answering(
+    handler: Callable[[Request], Awaitable[Any]],
+    *,
+    agent: bool = False,
+    headers: dict[str, str] | None = None,
+    problem_of: Callable[[BeltError], Problem] = belt_problem,
+) -> Callable[[Request], Any]:
+    """A route whose ``handler`` returns its data, answered in the envelope (a Response as it
+    is), or raises a Problem or belt error (``problem_of`` makes its problem), answered as
+    problem+json, or for the SDKs' agents (``agent``) as ``Problem.agent_response``; each
+    answer with ``headers``."""
 
     async def route(request: Request) -> Response:
         try:
             found = await handler(request)
-        except Problem as problem:
-            return problem.agent_response()
-        except BeltError as exc:
-            return belt_problem(exc).agent_response()
-        return found if isinstance(found, Response) else envelope(found)
+        except (Problem, BeltError) as exc:
+            problem = exc if isinstance(exc, Problem) else problem_of(exc)
+            return problem.agent_response() if agent else problem.response(headers)
+        if isinstance(found, Response):
+            return found
+        response = envelope(found)
+        response.headers.update(headers or {})
+        return response
 
     return route
 

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -56,7 +56,7 @@ from belt.server.inspector.runs import (
     resolve,
     run_view,
 )
-from belt.server.problems import Problem, belt_problem, envelope, read_json_object
+from belt.server.problems import Problem, answering, belt_problem, read_json_object
 from belt.store import clock
 
 if TYPE_CHECKING:
@@ -109,26 +109,6 @@ def problem_of(exc: BeltError) -> Problem:
     if exc.hint:
         problem.extra["hint"] = exc.hint
     return problem
-
-
-def answering(handler: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Any]:
-    """A route of the page's API: what ``handler`` returns answered in the envelope (a Response
-    as it is), a Problem or belt error as problem+json; never cached."""
-
-    async def route(request: Request) -> Response:
-        try:
-            found = await handler(request)
-        except Problem as problem:
-            return problem.response(API_HEADERS)
-        except BeltError as exc:
-            return problem_of(exc).response(API_HEADERS)
-        if isinstance(found, Response):
-            return found
-        response = envelope(found)
-        response.headers.update(API_HEADERS)
-        return response
-
-    return route
 
 
 class Inspector:
@@ -417,7 +397,11 @@ def build(
             Route("/", inspector.page, methods=["GET", "HEAD"]),
             Route(f"{prefix}/static/{{name}}", inspector.static, methods=["GET", "HEAD"]),
             *(
-                Route(f"{prefix}/{path}", answering(handler), methods=[method])
+                Route(
+                    f"{prefix}/{path}",
+                    answering(handler, headers=API_HEADERS, problem_of=problem_of),
+                    methods=[method],
+                )
                 for method, routes in api.items()
                 for path, handler in routes.items()
             ),
