@@ -442,19 +442,20 @@ def run_document(
     """Read one scenario and run it in a fresh store; errors become its result."""
     name = shown_name(path)
     started = time.perf_counter()
-    if name != str(path):
-        error = (
-            f"{name}: the file name is not UTF-8; belt records a scenario by its name, rename it"
-        )
-        return ScenarioResult(name, "error", time.perf_counter() - started, error=error)
-    if isinstance(document, InvalidInput):
-        return _invalid(name, document, started)
     try:
+        if name != str(path):
+            rename = "belt records a scenario by its name, rename it"
+            raise BeltError(f"{name}: the file name is not UTF-8; {rename}")
+        if isinstance(document, InvalidInput):
+            raise document
         loaded, expectations = read_tested(document, name, path.parent)
-    except InvalidInput as exc:
-        return _invalid(name, exc, started)
     except BeltError as exc:
-        return ScenarioResult(name, "error", time.perf_counter() - started, error=exc.message)
+        invalid = isinstance(exc, InvalidInput)  # a file that is not a valid scenario
+        seconds = time.perf_counter() - started
+        problems = list(exc.problems) if invalid else []
+        return ScenarioResult(
+            name, "error", seconds, error=exc.message, problems=problems, invalid=invalid
+        )
     return run_loaded(
         name,
         loaded,
@@ -463,17 +464,6 @@ def run_document(
         expectations=expectations,
         allow_network=allow_network,
         keep=keep,
-    )
-
-
-def _invalid(name: str, exc: InvalidInput, started: float) -> ScenarioResult:
-    return ScenarioResult(
-        name,
-        "error",
-        time.perf_counter() - started,
-        error=exc.message,
-        problems=list(exc.problems),
-        invalid=True,
     )
 
 
