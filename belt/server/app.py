@@ -64,13 +64,13 @@ from belt.server.journal import GroupJournal, stamp_now
 from belt.server.live import handler_traceback, loop_error, render_json, render_record
 from belt.server.problems import (
     Problem,
+    answering,
     belt_problem,
     envelope,
     http_problem,
     internal_problem,
     json_bytes,
     parse_json,
-    problem_answer,
     read_json_object,
     receive_body,
 )
@@ -567,11 +567,7 @@ def create_app(
     return ServeApp(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={
-            HTTPException: http_problem,
-            Problem: problem_answer,
-            Exception: internal_problem,
-        },
+        exception_handlers={HTTPException: http_problem, Exception: internal_problem},
         hooks=hooks,
         guard={
             "token": token,
@@ -618,7 +614,7 @@ def platform_routes(hooks: HookService, api: PlatformApi, health: Health) -> lis
         Route("/healthz", health.check, methods=["GET"]),
         Route("/hooks", hooks, methods=["POST"]),
         Route("/hooks/{name:path}", hooks, methods=["POST"]),
-        Route("/agent-runs/{run_id}/interrupts", api.list_interrupts, methods=["GET"]),
+        Route("/agent-runs/{run_id}/interrupts", answering(api.list_interrupts), methods=["GET"]),
         Route("/interrupts/{interrupt_id}/resolve", api.resolve, methods=["POST"]),
         Route("/agents/hook-events", api.hook_events, methods=["GET"]),
         Route("/chats/{chat_id}/settings", api.chat_settings, methods=["POST"]),

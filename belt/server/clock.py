@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from belt.errors import BeltError
-from belt.server.problems import Problem, belt_problem, envelope, read_json_object
+from belt.server.problems import Problem, answering, envelope, read_json_object
 from belt.store.clock import VirtualClock, now, parse_duration, parse_rfc3339, timestamp
 from belt.suggest import did_you_mean
 from belt.text import describe
@@ -35,7 +35,7 @@ def clock_routes(clock: VirtualClock | None, sweep: Sweep) -> list[Route]:
     routes = ClockRoutes(clock, sweep)
     return [
         Route(PATH, routes.show, methods=["GET"]),
-        Route(PATH, routes.move, methods=["POST"]),
+        Route(PATH, answering(routes.move), methods=["POST"]),
     ]
 
 
@@ -60,10 +60,7 @@ class ClockRoutes:
                 "this server runs on wall time, which no request moves: start it with "
                 "`belt serve --clock RFC3339` to move its clock",
             )
-        try:
-            moment = self._moved(body, self.clock)
-        except BeltError as exc:
-            raise belt_problem(exc) from None
+        moment = self._moved(body, self.clock)
         settled = await self.sweep()
         return envelope({"now": timestamp(moment), "virtual": True, "settled": settled})
 

@@ -177,12 +177,6 @@ def answering(
     return route
 
 
-async def problem_answer(request: Request, exc: Exception) -> Response:
-    """A Problem a route raised, answered."""
-    assert isinstance(exc, Problem)
-    return exc.response()
-
-
 async def internal_problem(request: Request, exc: Exception) -> Response:
     """An error no route foresaw, as a 500 problem naming only its kind."""
     return Problem(500, title(500), f"internal error ({type(exc).__name__})").response()
