@@ -182,8 +182,7 @@ def render(report: CheckReport) -> None:
             subject = result.subject
             rows += [("", ""), (printable(subject), "bold")]
         rows += _lines(result)
-    for note in report.notes:
-        rows.append((f"note: {printable(note)}", "dim"))
+    rows += [(f"note: {printable(note)}", "dim") for note in report.notes]
     counts = report.counts()
     summary = (
         f"{len(report.results)} checks: {counts['pass']} passed, {counts['fail']} failed, "

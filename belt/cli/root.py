@@ -279,22 +279,18 @@ app = typer.Typer(
 )
 
 
-def installed_version() -> str:
-    """belt's version as its installed package records it (the source's, when not installed)."""
-    # importlib.metadata takes longer to import than the rest of `belt version`: only here.
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as package_version
-
-    try:
-        return package_version("belt")
-    except PackageNotFoundError:
-        return __version__
-
-
 def print_version(value: bool) -> None:
-    """``--version``: print belt's version and exit."""
+    """``--version``: print belt's version as its installed package records it (the source's,
+    when not installed), and exit."""
     if value:
-        typer.echo(f"belt {installed_version()}")
+        # importlib.metadata takes longer to import than the rest of `belt version`: only here.
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            installed = version("belt")
+        except PackageNotFoundError:
+            installed = __version__
+        typer.echo(f"belt {installed}")
         raise typer.Exit()
 
 

@@ -219,18 +219,12 @@ def render_listening(
         stderr=True,
     )
     if info.get("allow_hosts") and not info["token"]:
-        output.warning(open_api_warning(info["allow_hosts"], info["port"]))
+        output.warning(
+            f"--allow-host without --token: anyone who can reach this machine as "
+            f"{' or '.join(info['allow_hosts'])} on port {info['port']} can use the whole API "
+            "(settle gates, read the journal, run hooks); add --token TOKEN to require a bearer "
+            "token"
+        )
     if open_inspector:
         # In a thread: a browser named by $BROWSER may take its time, and requests wait for it.
         threading.Thread(target=webbrowser.open, args=(info["inspector_url"],), daemon=True).start()
-
-
-def open_api_warning(names: list[str], port: int) -> str:
-    """The line ``belt serve --allow-host NAME`` without ``--token`` says at start: who can
-    reach the API."""
-    shown = " or ".join(names)
-    return (
-        f"--allow-host without --token: anyone who can reach this machine as {shown} on port "
-        f"{port} can use the whole API (settle gates, read the journal, run hooks); add --token "
-        "TOKEN to require a bearer token"
-    )
