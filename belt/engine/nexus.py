@@ -805,16 +805,8 @@ class NexusLoop:
         if error:
             row["failure"] = error.get("code")
             row["error"] = error.get("message")
-        self.sim.add_message(
-            execution,
-            role="event",
-            content=[
-                {
-                    "type": "event",
-                    "text": f"hook {task['event']}: {task['tool']}",
-                    "event": {"type": "hook", "hook": row},
-                }
-            ],
+        self.sim.add_event(
+            execution, f"hook {task['event']}: {task['tool']}", type="hook", hook=row
         )
         self.recorded_rows().add(seen)
 
@@ -836,15 +828,5 @@ class NexusLoop:
             f"attention hold: {task['event']} hook task {task['task_key']} failed "
             f"({attention['reason']}): {attention['detail']}"
         )
-        self.sim.add_message(
-            execution,
-            role="event",
-            content=[
-                {
-                    "type": "event",
-                    "text": text,
-                    "event": {"type": "attention", "attention": attention},
-                }
-            ],
-        )
+        self.sim.add_event(execution, text, type="attention", attention=attention)
         return end

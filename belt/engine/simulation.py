@@ -90,17 +90,24 @@ Params = ParamSpec("Params")
 Result = TypeVar("Result")
 
 
-def on_its_clock(
+def driving(
     method: Callable[Concatenate[Simulation, Params], Result],
 ) -> Callable[Concatenate[Simulation, Params], Result]:
-    """Run a method of the simulation on the simulation's virtual clock, if it has one."""
+    """Drive runs on the simulation's clock; Ctrl-C gives up the run's lease (``let_go``), and
+    the dialect is closed however driving ends."""
 
     @functools.wraps(method)
-    def on_clock(self: Simulation, /, *args: Params.args, **kwargs: Params.kwargs) -> Result:
+    def drive(self: Simulation, /, *args: Params.args, **kwargs: Params.kwargs) -> Result:
         with clock.using(self.clock):
-            return method(self, *args, **kwargs)
+            try:
+                return method(self, *args, **kwargs)
+            except KeyboardInterrupt:
+                self.let_go()
+                raise
+            finally:
+                self.dialect.close()
 
-    return on_clock
+    return drive
 
 
 def needs_clock(scenario: Any) -> bool:
@@ -390,16 +397,10 @@ class Simulation:
 
     # -- the turn loop -------------------------------------------------------------------------
 
-    @on_its_clock
+    @driving
     def run(self) -> list[str]:
         """Run the scenario's remaining turns; returns the ids of the runs executed."""
-        try:
-            return self.run_turns()
-        except KeyboardInterrupt:
-            self.let_go()
-            raise
-        finally:
-            self.dialect.close()
+        return self.run_turns()
 
     def let_go(self) -> None:
         """Ctrl-C: give up the lease on the run this process was continuing, so that a later
@@ -407,40 +408,32 @@ class Simulation:
         if self.current is not None:
             release_lease(self.store, self.current)
 
-    @on_its_clock
+    @driving
     def resume(self, run_id: str) -> list[str]:
         """Continue a held run once what held it is settled, then the remaining turns.
 
         The run's lease is taken first, so of many processes resuming one run exactly one goes
         on; a run whose process was killed goes on from its last durable point.
         """
-        try:
-            last = last_run_ended(self.store, self.sim)
-            if last is not None and last["id"] == run_id:
-                # The turn loop goes on after the run, if the process driving it is gone.
-                take_over_ended(self.store, run_id)
-                self.current = run_id
-                return self.run_turns()
-            run, interrupted = take_lease(self.store, run_id)
+        last = last_run_ended(self.store, self.sim)
+        if last is not None and last["id"] == run_id:
+            # The turn loop goes on after the run, if the process driving it is gone.
+            take_over_ended(self.store, run_id)
             self.current = run_id
-            self.turn_begun(run)
-            held = run.state == self.dialect.held_state or parked(run.data)
-            if self.waits() and held and not interrupted:
-                try:
-                    self.wait_for_gates(run)  # --wait: attach to the gates it holds at now
-                except Cancelled:
-                    raise Conflict(f"run {run_id} was stopped") from None
-            execution = self.dialect.resumable(run, interrupted)
-            execution.recovering = interrupted
-            self.go_on(execution)
-            if self.stopped(self.drive_waiting(execution)):
-                return [run_id]
-            return [run_id, *self.run_turns()]
-        except KeyboardInterrupt:
-            self.let_go()
-            raise
-        finally:
-            self.dialect.close()
+            return self.run_turns()
+        run, interrupted = take_lease(self.store, run_id)
+        self.current = run_id
+        self.turn_begun(run)
+        held = run.state == self.dialect.held_state or parked(run.data)
+        if self.waits() and held and not interrupted:
+            try:
+                self.wait_for_gates(run)  # --wait: attach to the gates it holds at now
+            except Cancelled:
+                raise Conflict(f"run {run_id} was stopped") from None
+        execution = self.dialect.resumable(run, interrupted)
+        execution.recovering = interrupted
+        self.go_on(execution)
+        return self.drive_on(execution)
 
     def run_turns(self) -> list[str]:
         """The turn loop: each remaining scenario turn is one run."""
@@ -454,7 +447,6 @@ class Simulation:
         self.settle_status(SimStatus.FINISHED)
         return executed
 
-    @on_its_clock
     def start_turn(self) -> Execution:
         """Begin the next scenario turn: its input is recorded and its run created, not driven.
 
@@ -463,13 +455,14 @@ class Simulation:
         """
         index = int(self.sim["next_turn"])
         after = self.turn_doc(index).get("after")
-        if isinstance(after, str) and self.clock is not None:
-            self.clock.advance(parse_duration(after, f"turns[{index}].after"))
-        execution = self.dialect.begin(index)
-        self.current = execution.run_id
-        # Counted once its run exists: a process killed in between leaves a run that `resume`
-        # takes over (and counts, ``turn_begun``), never a turn begun without one.
-        self.update_sim(next_turn=index + 1, status=SimStatus.RUNNING.value)
+        with clock.using(self.clock):
+            if isinstance(after, str) and self.clock is not None:
+                self.clock.advance(parse_duration(after, f"turns[{index}].after"))
+            execution = self.dialect.begin(index)
+            self.current = execution.run_id
+            # Counted once its run exists: a process killed in between leaves a run that `resume`
+            # takes over (and counts, ``turn_begun``), never a turn begun without one.
+            self.update_sim(next_turn=index + 1, status=SimStatus.RUNNING.value)
         return execution
 
     def turn_begun(self, run: RunRecord) -> None:
@@ -479,18 +472,16 @@ class Simulation:
         if isinstance(index, int) and int(self.sim["next_turn"]) <= index:
             self.update_sim(next_turn=index + 1)
 
-    @on_its_clock
+    @driving
     def drive_started(self, execution: Execution) -> list[str]:
         """Drive a run ``start_turn`` began, then the turns left; returns the runs executed."""
-        try:
-            if self.stopped(self.drive_waiting(execution)):
-                return [str(execution.run_id)]
-            return [str(execution.run_id), *self.run_turns()]
-        except KeyboardInterrupt:
-            self.let_go()
-            raise
-        finally:
-            self.dialect.close()
+        return self.drive_on(execution)
+
+    def drive_on(self, execution: Execution) -> list[str]:
+        """Drive a run, then the turns left unless it stopped; returns the runs executed."""
+        if self.stopped(self.drive_waiting(execution)):
+            return [str(execution.run_id)]
+        return [str(execution.run_id), *self.run_turns()]
 
     def go_on(self, execution: Execution) -> None:
         """A held run goes on: it is working again and occupies its chat.
@@ -575,21 +566,12 @@ class Simulation:
                 )
             except Conflict:
                 continue  # settled meanwhile, by someone else or by the sweep
-            self.add_message(
+            self.add_event(
                 execution,
-                role="event",
-                content=[
-                    {
-                        "type": "event",
-                        "text": f"gate {interrupt['id']} resolved {spec['decision']} by the "
-                        "scenario",
-                        "event": {
-                            "type": "scripted_resolution",
-                            "interrupt_id": interrupt["id"],
-                            "resolution": spec["decision"],
-                        },
-                    }
-                ],
+                f"gate {interrupt['id']} resolved {spec['decision']} by the scenario",
+                type="scripted_resolution",
+                interrupt_id=interrupt["id"],
+                resolution=spec["decision"],
             )
         return not pending_for_run(store=self.store, run_id=execution.run.id)
 
@@ -629,37 +611,21 @@ class Simulation:
 
     def clock_row(self, execution: Execution, before: datetime, moment: datetime) -> None:
         """The transcript's row for time passing on the virtual clock."""
-        self.add_message(
+        self.add_event(
             execution,
-            role="event",
-            content=[
-                {
-                    "type": "event",
-                    "text": f"clock +{format_duration(moment - before)} → {timestamp(moment)}",
-                    "event": {"type": "clock", "from": timestamp(before), "to": timestamp(moment)},
-                }
-            ],
+            f"clock +{format_duration(moment - before)} → {timestamp(moment)}",
+            **{"type": "clock", "from": timestamp(before), "to": timestamp(moment)},
         )
 
     def expiry_row(self, execution: Execution, interrupt: dict[str, Any]) -> None:
         """The transcript's row for a gate or approval the sweep settled at its deadline."""
         kind = "approval" if interrupt.get("reason") == "tool_approval" else "gate"
-        self.add_message(
+        self.add_event(
             execution,
-            role="event",
-            content=[
-                {
-                    "type": "event",
-                    "text": f"{kind} {interrupt['id']} expired → {interrupt['resolution']}",
-                    "event": {
-                        "type": "expired",
-                        "interrupt_id": interrupt["id"],
-                        "resolution": interrupt["resolution"],
-                        "expires_at": interrupt["expires_at"],
-                        "resolved_at": interrupt["resolved_at"],
-                    },
-                }
-            ],
+            f"{kind} {interrupt['id']} expired → {interrupt['resolution']}",
+            type="expired",
+            interrupt_id=interrupt["id"],
+            **{k: interrupt[k] for k in ("resolution", "expires_at", "resolved_at")},
         )
 
     def wait_for_gates(self, run: RunRecord) -> None:
@@ -887,6 +853,12 @@ class Simulation:
     def add_message(self, execution: Execution, **options: Any) -> Message:
         """Record a message of ``execution`` (``new_message`` takes the ``options``)."""
         return self.add_messages([self.new_message(execution, **options)])[0]
+
+    def add_event(self, execution: Execution, text: str, **event: Any) -> Message:
+        """Record an event row of ``execution``: its ``text`` and its ``event`` fields."""
+        return self.add_message(
+            execution, role="event", content=[{"type": "event", "text": text, "event": event}]
+        )
 
     def new_message(
         self,
