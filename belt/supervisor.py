@@ -551,29 +551,16 @@ class _Template:
         _kill(self.pid)
         if self.sock is not None:
             self.sock.close()
-        try:
-            return os.waitpid(self.pid, 0)[1]
-        except ChildProcessError:
-            return None
+        return _waited(self.pid)[1]
 
     def close(self) -> None:
         """Let the template end (it ends when its socket does) and wait for it."""
         self.alive = False
         if self.sock is not None:
             self.sock.close()
-        deadline = time.monotonic() + GRACE
-        while True:
-            try:
-                pid, _ = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid or time.monotonic() > deadline:
-                break
-            time.sleep(0.0005)
-        if not pid:
+        if not _waited(self.pid, GRACE)[0]:
             _kill(self.pid)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.pid, 0)
+            _waited(self.pid)
 
     def fork(self, seat: int, tasks: int, results: int) -> int:
         """A new worker in ``seat`` on the pipe ends ``tasks`` and ``results``: its pid. A
@@ -657,7 +644,7 @@ def _template(supervisor: Supervisor, sock: socket.socket) -> NoReturn:
         for item in (supervisor.preload or list)():
             if item.key in supervisor.skip or item.key in supervisor.refused:
                 continue
-            _send_socket(sock, ("loading", item.key, item.seconds, item.where))
+            _send(sock.fileno(), ("loading", item.key, item.seconds, item.where))
             problem: tuple[int, str] | None = None
             try:
                 item.load()
@@ -665,13 +652,13 @@ def _template(supervisor: Supervisor, sock: socket.socket) -> NoReturn:
                 problem = (int(exc.exit_code), exc.message)
             except BaseException as exc:  # whatever the user's module does on import
                 problem = (5, f"importing {item.key} failed: {type(exc).__name__}: {exc}")
-            _send_socket(sock, ("loaded", item.key, problem))
+            _send(sock.fileno(), ("loaded", item.key, problem))
         gc.freeze()
         wake, woken = os.pipe()
         os.set_blocking(woken, False)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
-        _send_socket(sock, ("ready",))
+        _send(sock.fileno(), ("ready",))
         me = os.getpid()
         while True:
             watched: list[Any] = [sock, wake]
@@ -694,7 +681,7 @@ def _template(supervisor: Supervisor, sock: socket.socket) -> NoReturn:
                     _serve(supervisor, fds[0], fds[1], seat, me)
                 for fd in fds:
                     _close(fd)
-                _send_socket(sock, ("forked", pid))
+                _send(sock.fileno(), ("forked", pid))
     except BaseException:  # belt's process is gone, or this is belt's own failure: end quietly
         pass
     os._exit(0)
@@ -710,9 +697,9 @@ def _reap_all(sock: socket.socket) -> None:
         if not pid:
             return
         if os.WIFSTOPPED(status):
-            _send_socket(sock, ("stopped", pid, os.WSTOPSIG(status)))
+            _send(sock.fileno(), ("stopped", pid, os.WSTOPSIG(status)))
         else:
-            _send_socket(sock, ("ended", pid, status))
+            _send(sock.fileno(), ("ended", pid, status))
 
 
 # -- a worker ---------------------------------------------------------------------------------
@@ -909,24 +896,30 @@ def _identity(fd: int) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
+def _waited(pid: int, seconds: float | None = None) -> tuple[bool, int | None]:
+    """Wait for the child ``pid`` to end, up to ``seconds`` (None: as long as it takes):
+    whether it ended (or is no child to wait for), and its wait status when known."""
+    deadline = time.monotonic() + (seconds or 0.0)
+    while True:
+        try:
+            done, status = os.waitpid(pid, 0 if seconds is None else os.WNOHANG)
+        except ChildProcessError:
+            return True, None
+        if done:
+            return True, status
+        if time.monotonic() > deadline:
+            return False, None
+        time.sleep(0.0005)
+
+
 def _reap(worker: _Worker, supervisor: Supervisor) -> int | None:
     """Wait for a worker forked from this process; one that does not end within ``GRACE``
     seconds is ended. Its wait status."""
-    deadline = time.monotonic() + GRACE
-    while True:
-        try:
-            pid, status = os.waitpid(worker.pid, os.WNOHANG)
-        except ChildProcessError:
-            return None
-        if pid:
-            return status
-        if time.monotonic() > deadline:
-            supervisor.end(worker, _PIPE_CLOSED)
-            try:
-                return os.waitpid(worker.pid, 0)[1]
-            except ChildProcessError:
-                return None
-        time.sleep(0.002)
+    ended, status = _waited(worker.pid, GRACE)
+    if ended:
+        return status
+    supervisor.end(worker, _PIPE_CLOSED)
+    return _waited(worker.pid)[1]
 
 
 def _ended_how(status: int | None) -> str:
@@ -995,11 +988,6 @@ def _receive(fd: int) -> Any:
     return None if data is None else pickle.loads(data)
 
 
-def _send_socket(sock: socket.socket, message: Any) -> None:
-    data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_LENGTH.pack(len(data)) + data)
-
-
 def _receive_socket(sock: socket.socket) -> Any:
     try:
         return _receive(sock.fileno())
@@ -1031,6 +1019,6 @@ def _exception(value: tuple[bytes | None, str]) -> BaseException:
     except Exception:  # its class cannot be found here
         exc = None
     if not isinstance(exc, BaseException):
-        exc = _Raised(text.strip().splitlines()[-1] if text.strip() else "an error")
+        exc = _Raised(_last_line(text))
     exc.add_note(f"(in a worker process)\n{text}")
     return exc
