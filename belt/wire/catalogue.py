@@ -25,11 +25,7 @@ class EventInfo:
 
     def definition(self) -> dict[str, Any]:
         """This event as a HookEventDefinition (``GET /agents/hook-events``)."""
-        from belt.wire.platform import HookEventDefinition
-
-        return HookEventDefinition(
-            event=self.event, description=self.description, can_gate=self.can_gate
-        ).model_dump()
+        return {"event": self.event, "description": self.description, "can_gate": self.can_gate}
 
 
 @dataclass(frozen=True)
@@ -42,11 +38,7 @@ class BuiltinInfo:
 
     def definition(self) -> dict[str, Any]:
         """This builtin as a BuiltinHookDefinition."""
-        from belt.wire.platform import BuiltinHookDefinition
-
-        return BuiltinHookDefinition(
-            name=self.name, description=self.description, events=list(self.events)
-        ).model_dump()
+        return {"name": self.name, "description": self.description, "events": list(self.events)}
 
 
 EVENTS: dict[str, EventInfo] = {

@@ -52,13 +52,6 @@ class HookDecision(StrEnum):
     SUSPEND = "suspend"
 
 
-class BuiltinHook(StrEnum):
-    """Handlers the platform runs itself."""
-
-    SUGGEST = "belt:suggest"
-    EXTRACT = "belt:extract"
-
-
 class InterruptStatus(StrEnum):
     """Life-cycle state of an interrupt."""
 

@@ -6,33 +6,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from belt.wire.enums import (
-    AgentRunState,
-    BuiltinHook,
-    ChatStatus,
-    HookDecision,
-    HookEvent,
-    HookHandlerType,
-    InterruptReason,
-    InterruptResolution,
-    InterruptResourceType,
-    InterruptStatus,
-    ToolInvocationStatus,
-)
-
-__all__ = [
-    "AgentRunState",
-    "BuiltinHook",
-    "ChatStatus",
-    "HookDecision",
-    "HookEvent",
-    "HookHandlerType",
-    "InterruptReason",
-    "InterruptResolution",
-    "InterruptResourceType",
-    "InterruptStatus",
-    "ToolInvocationStatus",
-]
+from belt.wire.enums import HookDecision as HookDecision  # re-exported, as the next three
+from belt.wire.enums import HookEvent, InterruptResourceType, InterruptStatus
+from belt.wire.enums import HookHandlerType as HookHandlerType
+from belt.wire.enums import InterruptReason as InterruptReason
+from belt.wire.enums import InterruptResolution as InterruptResolution
 
 
 # Start-up: each model is built on first use (defer_build), so a command pays only for the
@@ -128,35 +106,6 @@ class LifecycleHookResponse(_Strict):
         return self.inject is not None or bool(self.system)
 
 
-class ChatHookEvent(_Open):
-    """The ``event.hook`` of a transcript event row."""
-
-    event: str
-    handler_type: str
-    handler: str
-    decision: str | None = None
-    reason: str | None = None
-    injected: bool = False
-    error: str | None = None
-    duration_ms: int = 0
-
-
-class HookEventDefinition(_Open):
-    """One row of the event catalogue."""
-
-    event: str
-    description: str
-    can_gate: bool
-
-
-class BuiltinHookDefinition(_Open):
-    """One builtin handler and the events it may attach to."""
-
-    name: str
-    description: str
-    events: list[str]
-
-
 class InterruptDTO(_Open):
     """An interrupt as the platform API returns it."""
 
@@ -176,16 +125,3 @@ class InterruptDTO(_Open):
     resolved_data: Any = None
     expires_at: str | None = None
     meta: Any = None
-
-
-class AgentRunDTO(_Open):
-    """One agent run (the parts that matter to hooks)."""
-
-    id: str
-    agent_id: str | None = None
-    chat_id: str | None = None
-    state: AgentRunState | str
-    error: str | None = None
-    interrupt_reason: str | None = None
-    interrupt_tool_id: str | None = None
-    interrupt_meta: Any = None
