@@ -269,7 +269,9 @@ class NexusLoop:
         recorder = self.sim.recorder
         recorder.update_chat(run_count=int(recorder.chat.get("run_count", 0)) + 1)
         self.sim.claim_chat(execution)
-        self.record_entry(
+        record_execution(
+            self.sim.store,
+            str(self.sim.sim["id"]),
             {
                 "turn": index,
                 "kind": execution.kind,
@@ -281,7 +283,7 @@ class NexusLoop:
                 "hooks": hooks,
                 "approval_mode": execution.approval_mode,
                 "profile": profile,
-            }
+            },
         )
         if execution.kind in REPLIES:
             self.sim.update_sim(last_reply=index)
@@ -451,10 +453,6 @@ class NexusLoop:
 
     # -- executions ----------------------------------------------------------------------------
 
-    def record_entry(self, entry: ExecutionEntry) -> None:
-        """Add one execution's entry to the simulation."""
-        record_execution(self.sim.store, str(self.sim.sim["id"]), entry)
-
     def current_profile(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The profile a new input captures, and where it came from."""
         sim = self.sim.sim
@@ -554,12 +552,7 @@ class NexusLoop:
             feedback = str(decision["feedback"])
             key = task_key(str(execution.run_id), NexusEvent.STOP, source)
             if self.sim.recovered(execution, "feedback", task_key=key) is None:
-                self.sim.add_text(
-                    execution,
-                    "feedback",
-                    feedback,
-                    task_key=key,
-                )
+                self.sim.add_text(execution, "feedback", feedback, task_key=key)
             state.update(next="request", continuations=state["continuations"] + 1)
             return None
         self.mark_candidate(execution, "accepted")

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -45,6 +45,7 @@ from belt.wire.validate import (
     model_problems,
 )
 
+ModelT = TypeVar("ModelT", bound=BaseModel)
 ID_PATTERN = r"^[A-Za-z0-9_-]+$"
 ID_MAX = 128
 """Ids become file names in the store: at most this long (as the store's own check says)."""
@@ -444,6 +445,21 @@ def _utf8(text: str) -> bool:
     return True
 
 
+def refuse(source: object, problems: list[str]) -> None:
+    """An InvalidInput naming ``source`` and the first of ``problems``, when there are any."""
+    if problems:
+        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
+
+
+def validated(model: type[ModelT], doc: Any, source: str) -> ModelT:
+    """``doc`` checked as ``model``; an InvalidInput naming ``source`` when it is not one."""
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        problems = model_problems(exc, model=model)
+        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
+
+
 def scenario_from_document(
     doc: Any,
     source: str,
@@ -462,8 +478,7 @@ def scenario_from_document(
         raise InvalidInput(f"{source}: expected a table/object at the top level")
     dialect = scenario_dialect(doc, source)
     problems = dialect_problems(doc, dialect)
-    if problems:
-        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
+    refuse(source, problems)
     if dialect == "nexus":
         return load_nexus_scenario(
             doc,
@@ -473,16 +488,11 @@ def scenario_from_document(
             directory=directory if locate else None,
         )
     findings = Findings()
-    try:
-        scenario = Scenario.model_validate(doc)
-    except ValidationError as exc:
-        problems = model_problems(exc, model=Scenario) + findings.problems
-        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
+    scenario = validated(Scenario, doc, source)
     problems = unreachable_turns(scenario) + builtin_problems(scenario, directory)
     check_resolutions([t.resolve for t in scenario.turns], "platform", findings)
     problems += findings.problems
-    if problems:
-        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
+    refuse(source, problems)
     # Each file's hooks, and the file they are read from (its paths are read from its directory).
     declared: list[tuple[list[LifecycleHookConfig], Path, str, str]] = []
     if hooks_file is not None:
@@ -723,11 +733,7 @@ def load_nexus_scenario(
     stored any). The ``py:`` files of its ``[executors]`` are found from ``directory``, the
     scenario's (None: as written, for a scenario checked before it is saved elsewhere)."""
     findings = Findings()
-    try:
-        scenario = NexusScenario.model_validate(doc)
-    except ValidationError as exc:
-        problems = model_problems(exc, model=NexusScenario) + findings.problems
-        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
+    scenario = validated(NexusScenario, doc, source)
     problems = []
     if scenario.profile is not None:
         profile_findings, _ = check_nexus_profile(scenario.profile, "profile")
@@ -739,8 +745,7 @@ def load_nexus_scenario(
         if problem:
             findings.error(f"executors.{name}", problem)
     problems += findings.problems
-    if problems:
-        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
+    refuse(source, problems)
     warnings: list[str] = []
     if directory is not None:
         executors = located_executors(scenario.executors, directory, source, warnings)
