@@ -85,19 +85,17 @@ def hook_summary(executions: list[dict[str, Any]]) -> dict[str, Any]:
             },
         )
         entry["calls"] += 1
+        call = {
+            "run_id": record.get("run_id"),
+            "event": record.get("hook_event"),
+            "hook_index": record.get("hook_index"),
+            "handler": key[1],
+            "handler_type": key[0],
+        }
         for warning in answer_warnings(record):
             warning_count += 1
             if len(warned) < FAILURES_SHOWN:
-                warned.append(
-                    {
-                        "run_id": record.get("run_id"),
-                        "event": record.get("hook_event"),
-                        "hook_index": record.get("hook_index"),
-                        "handler": key[1],
-                        "handler_type": key[0],
-                        "warning": short(warning, ERROR_CHARS),
-                    }
-                )
+                warned.append({**call, "warning": short(warning, ERROR_CHARS)})
         error = record.get("error")
         if not error:
             continue
@@ -112,11 +110,7 @@ def hook_summary(executions: list[dict[str, Any]]) -> dict[str, Any]:
             data = (record.get("payload") or {}).get("data") or {}
             failures.append(
                 {
-                    "run_id": record.get("run_id"),
-                    "event": record.get("hook_event"),
-                    "hook_index": record.get("hook_index"),
-                    "handler": key[1],
-                    "handler_type": key[0],
+                    **call,
                     "tool": data.get("tool") if isinstance(data, dict) else None,
                     "error": short(str(error), ERROR_CHARS),
                     "counted_as": how,
@@ -148,23 +142,16 @@ def summary_text(summary: dict[str, Any]) -> list[tuple[str, bool]]:
     calls, failed = int(summary["calls"]), int(summary["failed"])
     if not failed:
         return [(f"hooks: {calls} call(s), none failed", False), *warning_text(summary)]
-    how = []
-    for side in ("allow", "deny"):
-        if summary[f"counted_{side}"]:
-            how.append(f"{summary[f'counted_{side}']} counted as {side}")
+    counts = {side: summary[f"counted_{side}"] for side in ("allow", "deny")}
+    how = [f"{count} counted as {side}" for side, count in counts.items() if count]
     lines = [(f"hooks: {calls} call(s), {failed} failed ({', '.join(how)})", True)]
     for entry in summary["handlers"]:
         if not entry["failed"]:
             continue
-        sides = [s for s in ("allow", "deny") if entry[f"counted_{s}"]]
-        lines.append(
-            (
-                f"  {entry['handler']} ({entry['handler_type']}): {entry['failed']} of "
-                f"{entry['calls']} failed, counted as {' and '.join(sides)}; first: "
-                f"{entry['first_error']}",
-                True,
-            )
-        )
+        sides = " and ".join(s for s in ("allow", "deny") if entry[f"counted_{s}"])
+        text = f"{entry['failed']} of {entry['calls']} failed, counted as {sides}"
+        where = f"{entry['handler']} ({entry['handler_type']})"
+        lines.append((f"  {where}: {text}; first: {entry['first_error']}", True))
         if entry["fix"]:
             lines.append((f"    {entry['fix']}", True))
     return [*lines, *warning_text(summary)]
@@ -177,13 +164,8 @@ def warning_text(summary: dict[str, Any]) -> list[tuple[str, bool]]:
         return []
     lines = [(f"answer warnings: {count} (what a handler answered that was not done)", True)]
     for item in summary.get("warnings") or []:
-        lines.append(
-            (
-                f"  {item['event']} → {item['handler']} ({item['handler_type']}): "
-                f"{item['warning']}",
-                True,
-            )
-        )
+        where = f"{item['event']} → {item['handler']} ({item['handler_type']})"
+        lines.append((f"  {where}: {item['warning']}", True))
     if count > len(summary.get("warnings") or []):
         lines.append((f"  … and {count - len(summary['warnings'])} more", True))
     return lines
