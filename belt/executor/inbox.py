@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -100,6 +100,10 @@ class _Keep(Exception):
     """Raised inside a store update to leave the task as it is."""
 
 
+_HOLDER = ("pid", "host", "started")
+"""What a claim keeps of its worker's lease holder (``leases.mine``)."""
+
+
 def task_key(run_id: str, event: NexusEvent | str, source: str) -> str:
     """The stable key of the hook task of one (event, source) pair of a run."""
     return f"{run_id}:{event}:{source}"
@@ -126,16 +130,33 @@ def _attempt_summary(task: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _fail(task: HookTask, code: Failure, message: str, **extra: Any) -> HookTask:
+def _fail(
+    task: HookTask,
+    code: Failure,
+    message: str,
+    status: TaskStatus = TaskStatus.FAILED,
+    **extra: Any,
+) -> HookTask:
     now = timestamp(utcnow())
-    task.update(
-        {
-            "status": TaskStatus.FAILED.value,
-            "error": {"code": code.value, "message": message, **extra},
-            "finished_at": now,
-            "updated_at": now,
-        }
-    )
+    error = {"code": code.value, "message": message, **extra}
+    task.update({"status": status.value, "error": error, "finished_at": now, "updated_at": now})
+    return task
+
+
+def _change(store: Store, identity: str, change: Callable[[HookTask], HookTask]) -> HookTask | None:
+    """``change_task``, or None when ``change`` kept the task as it is (raised ``_Keep``)."""
+    try:
+        return change_task(store, identity, change)
+    except _Keep:
+        return None
+
+
+def _finish(store: Store, identity: str, change: Callable[[HookTask], HookTask]) -> HookTask:
+    """Change a task and take it out of the inbox; the task as it is when ``change`` kept it."""
+    task = _change(store, identity, change)
+    if task is None:
+        return read_task(store, identity)
+    unmark_pending(store, identity)
     return task
 
 
@@ -201,9 +222,8 @@ def schedule_task(
         start_attempt(task, status.value, int(task["attempt"]) + 1, stamp, deadline)
         return task
 
-    try:
-        task = change_task(store, identity, rearm)
-    except _Keep:
+    task = _change(store, identity, rearm)
+    if task is None:
         return read_task(store, identity)
     list_on_run(store, run_id, identity)
     return _dispatch_or_ask(store, task)
@@ -256,11 +276,7 @@ def settle_approval(store: Store, identity: str) -> HookTask:
         if current["status"] != TaskStatus.AWAITING_APPROVAL:
             raise _Keep
         now = utcnow()
-        current["approval"] = {
-            **approval,
-            "status": interrupt["status"],
-            "resolution": resolution,
-        }
+        current["approval"] = {**approval, "status": interrupt["status"], "resolution": resolution}
         if resolution != "allow":
             how = "expired unapproved" if interrupt["status"] == "expired" else "was denied"
             return _fail(
@@ -279,13 +295,12 @@ def settle_approval(store: Store, identity: str) -> HookTask:
         )
         return current
 
-    try:
-        task = change_task(store, identity, settle)
-    except _Keep:
+    settled = _change(store, identity, settle)
+    if settled is None:
         return read_task(store, identity)
-    if task["status"] == TaskStatus.PENDING:
+    if settled["status"] == TaskStatus.PENDING:
         mark_pending(store, identity)
-    return task
+    return settled
 
 
 def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
@@ -307,19 +322,9 @@ def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
             return _fail(task, Failure.TIMEOUT, unclaimed_message(task))
         now = timestamp(utcnow())
         holder = leases.mine()
-        task.update(
-            {
-                "status": TaskStatus.CLAIMED.value,
-                "claim": {
-                    "by": worker,
-                    "at": now,
-                    "pid": holder["pid"],
-                    "host": holder["host"],
-                    "started": holder["started"],
-                    "mark": new_id("cl"),
-                },
-            }
-        )
+        task["status"] = TaskStatus.CLAIMED.value
+        task["claim"] = {"by": worker, "at": now, **{k: holder[k] for k in _HOLDER}}
+        task["claim"]["mark"] = new_id("cl")
         task["updated_at"] = now
         return task
 
@@ -345,8 +350,7 @@ def abandoned(claim: Any) -> bool:
         return False
     if claim.get("host") != leases.host():
         return False
-    holder = {key: claim.get(key) for key in ("pid", "host", "started")}
-    return not leases.holder_alive(holder)
+    return not leases.holder_alive({key: claim.get(key) for key in _HOLDER})
 
 
 def release_abandoned(store: Store, identity: str) -> HookTask | None:
@@ -382,11 +386,9 @@ def release_abandoned(store: Store, identity: str) -> HookTask | None:
         )
         return current
 
-    try:
-        task = change_task(store, identity, release)
-    except _Keep:
-        return None
-    mark_pending(store, identity)
+    task = _change(store, identity, release)
+    if task is not None:
+        mark_pending(store, identity)
     return task
 
 
@@ -492,12 +494,7 @@ def complete_task(
         task.update({"status": TaskStatus.COMPLETED.value, "finished_at": now, "updated_at": now})
         return task
 
-    try:
-        task = change_task(store, identity, finish)
-    except _Keep:
-        return read_task(store, identity)
-    unmark_pending(store, identity)
-    return task
+    return _finish(store, identity, finish)
 
 
 def expire_task(store: Store, identity: str) -> HookTask:
@@ -517,12 +514,7 @@ def expire_task(store: Store, identity: str) -> HookTask:
             f"{by} claimed the task but did not complete it within {task['timeout_ms']} ms",
         )
 
-    try:
-        task = change_task(store, identity, expire)
-    except _Keep:
-        return read_task(store, identity)
-    unmark_pending(store, identity)
-    return task
+    return _finish(store, identity, expire)
 
 
 def release_task(store: Store, identity: str, *, worker: str) -> None:
@@ -536,11 +528,8 @@ def release_task(store: Store, identity: str, *, worker: str) -> None:
         )
         return task
 
-    try:
-        change_task(store, identity, release)
-    except _Keep:
-        return
-    mark_pending(store, identity)
+    if _change(store, identity, release) is not None:
+        mark_pending(store, identity)
 
 
 def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[HookTask]:
@@ -551,21 +540,11 @@ def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[HookTask]:
         open_states = (TaskStatus.PENDING, TaskStatus.CLAIMED, TaskStatus.AWAITING_APPROVAL)
         if task["status"] not in open_states:
             raise _Keep
-        now = timestamp(utcnow())
-        task.update(
-            {
-                "status": TaskStatus.CANCELLED.value,
-                "error": {"code": Failure.CANCELLED.value, "message": reason},
-                "finished_at": now,
-                "updated_at": now,
-            }
-        )
-        return task
+        return _fail(task, Failure.CANCELLED, reason, TaskStatus.CANCELLED)
 
     for identity in run_task_ids(store, run_id):
-        try:
-            task = change_task(store, identity, cancel)
-        except _Keep:
+        task = _change(store, identity, cancel)
+        if task is None:
             continue
         cancelled.append(task)
         unmark_pending(store, identity)
