@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import operator
 import os
 import re
 import string
@@ -127,10 +128,6 @@ def json_values(max_leaves: int = 12) -> Strategy:
     )
 
 
-def _repeated(piece: str, count: int) -> str:
-    return piece * count
-
-
 def _nested(depth: int, leaf: Any) -> Any:
     value = leaf
     for _ in range(depth):
@@ -142,7 +139,7 @@ def large_text() -> st.SearchStrategy[str]:
     """Text up to a quarter of ``ARGUMENTS_MAX_BYTES`` characters (a character is up to 4
     bytes): a short piece repeated, so its length shrinks as one integer does."""
     return st.builds(
-        _repeated, texts(min_size=1, max_size=4), st.integers(1, ARGUMENTS_MAX_BYTES // 16)
+        operator.mul, texts(min_size=1, max_size=4), st.integers(1, ARGUMENTS_MAX_BYTES // 16)
     )
 
 
@@ -369,10 +366,6 @@ def argument_values() -> Strategy:
     return paths() | json_values() | large_text() | deep_values()
 
 
-def _merged(known: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
-    return {**other, **known}
-
-
 def arguments() -> st.SearchStrategy[dict[str, Any]]:
     """A tool call's arguments: the common keys (each there or not) with values of their kind,
     and any other keys with any values; empty, small, large, deep."""
@@ -389,7 +382,7 @@ def arguments() -> st.SearchStrategy[dict[str, Any]]:
         },
     )
     others = st.dictionaries(texts(max_size=16), argument_values(), max_size=4)
-    return st.builds(_merged, known, others).filter(_within_limit)
+    return st.builds(lambda known, other: {**other, **known}, known, others).filter(_within_limit)
 
 
 def _within_limit(value: dict[str, Any]) -> bool:
@@ -463,9 +456,8 @@ def payloads(event: str, *, beyond_spec: bool = False) -> st.SearchStrategy[dict
     return envelope(event, event_data(event, beyond_spec=beyond_spec))
 
 
-def spec_sample(event: str) -> dict[str, Any]:
-    """The spec's own sample of ``event`` (``belt trigger`` sends it too)."""
-    return sample_payload(event)
+spec_sample = sample_payload
+"""The spec's own sample of an event (``belt trigger`` sends it too)."""
 
 
 # -- Nexus ----------------------------------------------------------------------------------------

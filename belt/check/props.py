@@ -42,7 +42,6 @@ KEYS = ("name", "event", "tool", "arguments", "unless", "decision")
 class Property:
     """One ``[[property]]``, checked and compiled."""
 
-    index: int
     name: str
     event: str
     decision: str
@@ -66,17 +65,6 @@ class Property:
         if self.unless_matchers and arguments_match(self.unless_matchers, found):
             return False
         return True
-
-    def to_json(self) -> dict[str, Any]:
-        """The property as written (key paths joined with dots)."""
-        out: dict[str, Any] = {"name": self.name, "event": self.event, "decision": self.decision}
-        if self.tool is not None:
-            out["tool"] = self.tool
-        if self.arguments:
-            out["arguments"] = {".".join(k): v for k, v in self.arguments.items()}
-        if self.unless:
-            out["unless"] = {".".join(k): v for k, v in self.unless.items()}
-        return out
 
 
 def read_props(path: str | Path) -> list[Property]:
@@ -139,7 +127,6 @@ def _compile(index: int, item: Any, findings: Findings) -> Property | None:
     if not findings.ok:
         return None
     return Property(
-        index=index,
         name=name or f"property[{index}]",
         event=str(event),
         decision=str(decision),

@@ -209,10 +209,8 @@ class Sender:
         if executor.kind != "py":
             done = executor.call(task_input, seconds)
         else:
-            option = f"--executor {executor.name}"
-            reply = self.workers.call(
-                _call_tool, (executor.spec, task_input, option), seconds=seconds
-            )
+            run = partial(call_here, option=f"--executor {executor.name}")
+            reply = self.workers.call(run, (executor.spec, task_input), seconds=seconds)
             if reply.timed_out:
                 done = ToolOutcome(timed_out=True)
             elif reply.problem is not None:
@@ -229,11 +227,6 @@ class Sender:
 def _hung_key(target: str, payload: Any) -> tuple[str, str]:
     """What ``Sender.hung`` knows a call by: its target and its payload's JSON."""
     return target, json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-
-
-def _call_tool(reference: str, task_input: dict[str, Any], option: str) -> ToolOutcome:
-    """In a worker process: the ``py:`` tool ``reference`` run on ``task_input``."""
-    return call_here(reference, task_input, option=option)
 
 
 def user_modules(subjects: list[Subject]) -> list[Preload]:
@@ -790,15 +783,9 @@ def nexus_case(
                 found = ("redelivery", f"the same task input again: {again[1]}")
             elif counting:
                 results["deterministic"].cases += 1
-                once = (
-                    first.result.get("structured_content")
-                    if isinstance(first.result, dict)
-                    else None
-                )
-                twice = (
-                    second.result.get("structured_content")
-                    if isinstance(second.result, dict)
-                    else None
+                once, twice = (
+                    done.result.get("structured_content") if isinstance(done.result, dict) else None
+                    for done in (first, second)
                 )
                 if once != twice:
                     results["deterministic"].warn(
