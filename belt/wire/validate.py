@@ -62,6 +62,15 @@ class Findings:
         """True when no error was found."""
         return not self.problems
 
+    def unknown_keys(self, raw: dict[str, Any], allowed: Sequence[str], path: str) -> None:
+        """Record an error for each key of ``raw`` not ``allowed``, with the closest one."""
+        for key in raw:
+            if key not in allowed:
+                self.error(
+                    f"{path}.{key}",
+                    f"unknown key (allowed: {', '.join(allowed)}){did_you_mean(key, allowed)}",
+                )
+
 
 def is_int(value: Any) -> bool:
     """True for a JSON integer (booleans are not integers here)."""
@@ -106,13 +115,17 @@ POLICY_PREFIX = "policy:"
 """A webhook handler ``policy:FILE``: a policy file, decided in-process (scenarios only)."""
 
 
+def _refused_extension(handler: str, what: str) -> str:
+    return (
+        f"{handler!r} is {what}, a belt extension for scenarios (belt test, belt sim run); the "
+        "platform refuses it: a webhook handler is an absolute http(s) URL"
+    )
+
+
 def in_process_problem(handler: str, *, allowed: bool) -> str | None:
     """Why a ``py:`` webhook handler cannot be used here, or None when it can."""
     if not allowed:
-        return (
-            f"{handler!r} is an in-process handler, a belt extension for scenarios (belt test, "
-            "belt sim run); the platform refuses it: a webhook handler is an absolute http(s) URL"
-        )
+        return _refused_extension(handler, "an in-process handler")
     module, sep, func = handler[len(IN_PROCESS_PREFIX) :].partition(":")
     if not sep or not module.strip() or not func.strip():
         return f"{handler!r}: an in-process handler is py:MODULE:FUNC (e.g. py:hooks.py:decide)"
@@ -122,11 +135,7 @@ def in_process_problem(handler: str, *, allowed: bool) -> str | None:
 def policy_problem(handler: str, *, allowed: bool) -> str | None:
     """Why a ``policy:FILE`` webhook handler cannot be used here, or None when it can."""
     if not allowed:
-        return (
-            f"{handler!r} is a policy file as a handler, a belt extension for scenarios (belt "
-            "test, belt sim run); the platform refuses it: a webhook handler is an absolute "
-            "http(s) URL"
-        )
+        return _refused_extension(handler, "a policy file as a handler")
     if not handler[len(POLICY_PREFIX) :].strip():
         return f"{handler!r}: a policy handler is policy:FILE (e.g. policy:policy.toml)"
     return None
@@ -140,12 +149,7 @@ def check_platform_hook(
     if not isinstance(raw, dict):
         findings.error(path, f"expected an object, got {describe(raw)}")
         return
-    for key in raw:
-        if key not in HOOK_KEYS:
-            findings.error(
-                f"{path}.{key}",
-                f"unknown key (allowed: {', '.join(HOOK_KEYS)}){did_you_mean(key, HOOK_KEYS)}",
-            )
+    findings.unknown_keys(raw, HOOK_KEYS, path)
     event = _checked_event(raw.get("event"), path, findings)
     kind = raw.get("type")
     kinds = [t.value for t in HookHandlerType]
@@ -291,7 +295,7 @@ def check_response(document: dict[str, Any]) -> tuple[LifecycleHookResponse, lis
         unknown += [f"inject.{key}" for key in inject if key not in INJECTION_KEYS]
     response = LifecycleHookResponse.model_validate(known)
     warnings = [
-        f"{_shown_key(path)}: unknown key in the answer, ignored{_answer_key_near(path)}"
+        f"{short(printable(path), 60)}: unknown key in the answer, ignored{_answer_key_near(path)}"
         for path in unknown[:MAX_UNKNOWN_KEY_WARNINGS]
     ]
     if len(unknown) > MAX_UNKNOWN_KEY_WARNINGS:
@@ -306,11 +310,6 @@ def _answer_key_near(path: str) -> str:
     if path.startswith("inject."):
         return did_you_mean(path.removeprefix("inject."), INJECTION_KEYS)
     return did_you_mean(path, RESPONSE_KEYS)
-
-
-def _shown_key(key: str) -> str:
-    """A key of an answer as a warning names it: one short line, control characters escaped."""
-    return short(printable(key), 60)
 
 
 def check_platform_hooks(
@@ -354,13 +353,7 @@ def check_nexus_hooks(
         if not isinstance(entry, dict):
             findings.error(path, f"expected an object, got {describe(entry)}")
             continue
-        for key in entry:
-            if key not in NEXUS_HOOK_KEYS:
-                findings.error(
-                    f"{path}.{key}",
-                    f"unknown key (allowed: {', '.join(NEXUS_HOOK_KEYS)})"
-                    f"{did_you_mean(key, NEXUS_HOOK_KEYS)}",
-                )
+        findings.unknown_keys(entry, NEXUS_HOOK_KEYS, path)
         tool = entry.get("tool")
         if tool is None:
             findings.error(f"{path}.tool", "is required (the executor tool to run)")
@@ -397,9 +390,7 @@ def check_nexus_profile(raw: Any, base: str = "") -> tuple[Findings, LifecycleHo
         findings.error(base or "configuration", f"expected an object, got {describe(raw)}")
         return findings, None
     prefix = f"{base}." if base else ""
-    hook_findings, hooks = check_nexus_hooks(raw.get("lifecycle_hooks"), f"{prefix}lifecycle_hooks")
-    findings.problems.extend(hook_findings.problems)
-    findings.warnings.extend(hook_findings.warnings)
+    findings, hooks = check_nexus_hooks(raw.get("lifecycle_hooks"), f"{prefix}lifecycle_hooks")
     if hooks is not None and hooks.declared():
         mode = raw.get("approval_mode")
         if mode is None:
