@@ -296,7 +296,10 @@ class Emulator:
         request = parse_run_request(body)
         store = self.store
         if request.chat_id is None:
-            agent = self.agent_of(request)
+            if request.agent is not None:
+                agent = self.agents.resolve(request.agent)
+            else:
+                agent = agent_from_config(request.agent_config, request.agent_name)
             sim = create_emulated(store, agent, self.model, request.context)
         else:
             sim = emulated_sim(store, request.chat_id)
@@ -313,10 +316,7 @@ class Emulator:
                 )
             append_turn(store, str(sim["id"]), build_turn(request.text, agent, self.model))
             simulation = Simulation(
-                store,
-                dict(read_sim(store, str(sim["id"]))),
-                PlatformLoop,
-                Options(),
+                store, dict(read_sim(store, sim["id"])), PlatformLoop, Options()
             )
             execution = simulation.start_turn()
         run_id = str(execution.run_id)
@@ -344,12 +344,6 @@ class Emulator:
         run = self.store.get(RUN, str(active))
         return run is not None and run.get("state") in TERMINAL_STATES
 
-    def agent_of(self, request: RunRequest) -> AgentDefinition:
-        """The agent a new chat runs: a template agent file, or the ad-hoc config."""
-        if request.agent is not None:
-            return self.agents.resolve(request.agent)
-        return agent_from_config(request.agent_config, request.agent_name)
-
     def stored_agent(self, sim: dict[str, Any]) -> AgentDefinition:
         """The agent of an existing emulated chat, as its simulation keeps it (the agent is
         fixed when the chat is created)."""
@@ -372,11 +366,7 @@ class Emulator:
         ends it takes it off the tag of runs to continue (``Simulation.release_chat``); then the
         live line says where it stopped and what its hooks did."""
         simulation.drive_started(execution)
-        self.tell_stopped(str(execution.run_id))
-
-    def tell_stopped(self, run_id: str) -> None:
-        """The live line for a driven run that ended or is held: its state and the summary of
-        its hook calls (``belt.engine.hooksummary``)."""
+        run_id = str(execution.run_id)
         run = self.store.get(RUN, run_id)
         if run is None or self.report is None:
             return
