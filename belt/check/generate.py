@@ -23,17 +23,18 @@ that runs the checks, so no other command pays for it.
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import json
 import operator
 import os
 import re
 import string
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hypothesis import configuration
 from hypothesis import strategies as st
@@ -70,6 +71,7 @@ PATHS = ("/tmp/old.txt", "/etc/passwd", "/tmp/../etc/passwd", "/", "", "~/.ssh/i
 PATH_PARTS = ("tmp", "etc", "var", "lib", "home", "app", "..", ".", "passwd", "production.db")
 
 Strategy = st.SearchStrategy[Any]
+T = TypeVar("T")
 
 CHARACTERS = st.characters(exclude_categories=["Cs"])
 """Any character but a lone surrogate: the alphabet of Hypothesis's own ``text()`` (its UTF-8
@@ -327,14 +329,9 @@ def attacks_of(shape: PathShape) -> dict[str, list[str]]:
     }
 
 
-def _interleaved(groups: list[list[str]]) -> list[str]:
-    """The first of each group, then the second of each, …; each value once."""
-    out: list[str] = []
-    for row in range(max((len(group) for group in groups), default=0)):
-        for group in groups:
-            if row < len(group) and group[row] not in out:
-                out.append(group[row])
-    return out
+def _interleaved(groups: Iterable[list[T]]) -> list[T]:
+    """The first of each group, then the second of each, …"""
+    return [item for row in itertools.zip_longest(*groups) for item in row if item is not None]
 
 
 def path_attacks(pattern: Any) -> list[str]:
@@ -343,7 +340,7 @@ def path_attacks(pattern: Any) -> list[str]:
     shape = path_shape(pattern)
     if shape is None:
         return []
-    return _interleaved(list(attacks_of(shape).values()))
+    return list(dict.fromkeys(_interleaved(attacks_of(shape).values())))
 
 
 def _attack(kind: str, base: str, rest: str) -> list[str]:
@@ -694,12 +691,12 @@ def attack_payloads(
         found = attacks.setdefault(key_path, [])
         found += [value for value in path_attacks(pattern) if value not in found]
     others = {key_path: example_value(p) for key_path, p in [*wanted.items(), *unless.items()]}
-    out: list[dict[str, Any]] = []
-    for row in range(max((len(values) for values in attacks.values()), default=0)):
-        for key_path, values in attacks.items():
-            if row >= len(values):
-                continue
-            placed = {**others, key_path: values[row]}
-            data = {"tool": name, "arguments": _placed({}, placed)}
-            out.append(sample_payload(event, timestamp=FIXED_TIMESTAMP, data=data))
-    return out
+    turns = _interleaved([[(key_path, v) for v in values] for key_path, values in attacks.items()])
+    return [
+        sample_payload(
+            event,
+            timestamp=FIXED_TIMESTAMP,
+            data={"tool": name, "arguments": _placed({}, {**others, key_path: value})},
+        )
+        for key_path, value in turns
+    ]

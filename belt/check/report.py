@@ -134,15 +134,13 @@ class CheckResult:
             "warnings": list(self.warnings),
             "failure": self.failure.to_json() if self.failure else None,
         }
-        if self.skipped is not None:
-            out["skipped"] = self.skipped
-        if self.latencies:
-            out["latency_ms"] = self.latency()
-        if self.saved is not None:
-            out["saved"] = self.saved
-        if self.not_saved is not None:
-            out["not_saved"] = self.not_saved
-        return out
+        extra = {
+            "skipped": self.skipped,
+            "latency_ms": self.latency(),
+            "saved": self.saved,
+            "not_saved": self.not_saved,
+        }
+        return out | {key: value for key, value in extra.items() if value is not None}
 
 
 @dataclass
@@ -266,29 +264,24 @@ def junit_xml(report: CheckReport, path: Path) -> None:
     )
     for result in report.results:
         case = ET.SubElement(
-            suite, "testcase", classname=_xml_text(result.subject), name=_xml_text(result.title)
+            suite, "testcase", classname=printable(result.subject), name=printable(result.title)
         )
         if result.failure is not None:
             failure = ET.SubElement(
-                case, "failure", message=_xml_text(short(result.failure.detail, 200))
+                case, "failure", message=printable(short(result.failure.detail, 200))
             )
             failure.text = "\n".join(
                 [
-                    _xml_text(result.failure.detail + result.failure.note),
+                    printable(result.failure.detail + result.failure.note),
                     f"reproduce: {result.failure.reproducer}",
                 ]
             )
         elif result.skipped is not None:
-            ET.SubElement(case, "skipped", message=_xml_text(result.skipped))
+            ET.SubElement(case, "skipped", message=printable(result.skipped))
         if result.warnings:
             out = ET.SubElement(case, "system-out")
-            out.text = "\n".join(_xml_text(f"warning: {w}") for w in result.warnings)
+            out.text = "\n".join(printable(f"warning: {w}") for w in result.warnings)
     try:
         path.write_bytes(ET.tostring(suite, encoding="utf-8", xml_declaration=True))
     except OSError as exc:
         raise cannot_write("--junit-xml", path, exc) from None
-
-
-def _xml_text(text: str) -> str:
-    """Text XML 1.0 can hold: control characters escaped."""
-    return printable(text)

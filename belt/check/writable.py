@@ -30,22 +30,18 @@ def require_writable_file(path: Path, *, option: str) -> None:
     """Refuse ``path`` unless a file can be written there: an existing file is opened for
     appending (nothing written), a new one is made and removed again."""
     try:
-        _try_file(path, option)
+        if path.is_dir():
+            raise _refused(option, path, errno.EISDIR)
+        if os.path.lexists(path) and not path.exists():
+            return  # a link to nowhere: writing makes its target, which trying would leave behind
+        flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)  # a FIFO: no wait
+        made = not path.exists()
+        fd = os.open(path, flags | (os.O_CREAT | os.O_EXCL if made else os.O_APPEND), 0o644)
+        os.close(fd)
+        if made:
+            path.unlink(missing_ok=True)
     except OSError as exc:  # a name too long, for one
         raise cannot_write(option, path, exc) from None
-
-
-def _try_file(path: Path, option: str) -> None:
-    if path.is_dir():
-        raise _refused(option, path, errno.EISDIR)
-    if os.path.lexists(path) and not path.exists():
-        return  # a link to nowhere: writing makes its target, which trying would leave behind
-    flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)  # a FIFO: no wait
-    made = not path.exists()
-    fd = os.open(path, flags | (os.O_CREAT | os.O_EXCL if made else os.O_APPEND), 0o644)
-    os.close(fd)
-    if made:
-        path.unlink(missing_ok=True)
 
 
 def require_writable_directory(path: Path, *, option: str) -> None:
@@ -53,20 +49,16 @@ def require_writable_directory(path: Path, *, option: str) -> None:
     and removed; a missing one, a directory made and removed where it would be made from (its
     nearest existing parent), so nothing is left when nothing is saved."""
     try:
-        _try_directory(path, option)
+        existing = path
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise _refused(option, path, errno.ENOTDIR)
+        if existing == path:
+            fd, made = tempfile.mkstemp(prefix=".belt-check-", dir=path)
+            os.close(fd)
+            os.unlink(made)
+        else:
+            os.rmdir(tempfile.mkdtemp(prefix=".belt-check-", dir=existing))
     except OSError as exc:
         raise cannot_write(option, path, exc) from None
-
-
-def _try_directory(path: Path, option: str) -> None:
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise _refused(option, path, errno.ENOTDIR)
-    if existing == path:
-        fd, made = tempfile.mkstemp(prefix=".belt-check-", dir=path)
-        os.close(fd)
-        os.unlink(made)
-    else:
-        os.rmdir(tempfile.mkdtemp(prefix=".belt-check-", dir=existing))
