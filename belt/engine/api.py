@@ -13,19 +13,8 @@ if TYPE_CHECKING:
     import httpx
 
     from belt.engine.simulation import Options
-    from belt.executor.worker import Worker
     from belt.records.reports import Reporter
     from belt.store import Store
-
-
-def _worker(store: Store, executors: list[str], report: Reporter | None) -> Worker | None:
-    """The in-process executor of ``--executor NAME=TARGET``, if any."""
-    if not executors:
-        return None
-    from belt.executor.targets import parse_tools
-    from belt.executor.worker import Worker
-
-    return Worker(store, parse_tools(executors), report)
 
 
 def simulation_options(
@@ -44,9 +33,15 @@ def simulation_options(
     from belt.engine.simulation import Options
 
     dialect.check_options(executors=bool(executors), fail_closed=fail_closed, routes=bool(routes))
+    worker = None
+    if executors:  # the in-process executor of ``--executor NAME=TARGET``
+        from belt.executor.targets import parse_tools
+        from belt.executor.worker import Worker
+
+        worker = Worker(store, parse_tools(executors), report)
     return Options(
         transport=transport,
-        worker=_worker(store, executors, report),
+        worker=worker,
         notify=report,
         wait=wait,
         routes=parse_routes(routes or []),

@@ -30,7 +30,14 @@ from belt.engine.scenario import (
     ToolCallSpec,
     utf8_size,
 )
-from belt.engine.simulation import GATE_POLL, End, Execution, SimStatus, record_simulation
+from belt.engine.simulation import (
+    GATE_POLL,
+    End,
+    Execution,
+    SimStatus,
+    record_simulation,
+    refuse_pending,
+)
 from belt.errors import Conflict, UsageError
 from belt.executor.inbox import (
     FINISHED,
@@ -54,7 +61,7 @@ from belt.records.executions import (
 )
 from belt.records.hooktasks import HookTask, read_task
 from belt.records.ids import new_id, now_iso
-from belt.records.interrupts import pending_for_run, read_record, sweep
+from belt.records.interrupts import read_record, sweep
 from belt.records.messages import Message
 from belt.records.profile import read_profile
 from belt.records.runs import Cancelled, Run, RunRecord
@@ -347,14 +354,7 @@ class NexusLoop:
         ``--wait``, waits for it); Conflict (exit 4) while it is pending."""
         if self.sim.options.wait:
             return
-        pending = pending_for_run(store=self.sim.store, run_id=run.id)
-        if pending:
-            ids = ", ".join(i["id"] for i in pending)
-            raise Conflict(
-                f"run {run.id} still waits for {len(pending)} approval(s): {ids}",
-                hint=f"resolve them first: `belt interrupt resolve {pending[0]['id']} allow` (or "
-                f"deny), or `belt sim resume {run.id} --wait` goes on once they are settled",
-            )
+        refuse_pending(self.sim.store, run.id, "waits for {n} approval(s)")
 
     def execution(
         self,

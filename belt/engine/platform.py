@@ -47,7 +47,7 @@ from belt.engine.dispatch import (
 )
 from belt.engine.reviews import REVIEW, start_review
 from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, ToolCallSpec
-from belt.engine.simulation import End, Execution, SimStatus, record_simulation
+from belt.engine.simulation import End, Execution, SimStatus, record_simulation, refuse_pending
 from belt.engine.tasks import TASK, start_task
 from belt.errors import Conflict, NotFound, UsageError
 from belt.handlers.builtin import (
@@ -309,12 +309,7 @@ class PlatformLoop:
                 recorder.save_message(message)
             return
         user = self.scenario.turns[execution.turn_index].user
-        self.sim.add_text(
-            execution,
-            "user",
-            user,
-            message_id=message_id,
-        )
+        self.sim.add_text(execution, "user", user, message_id=message_id)
 
     def step(self, execution: Execution) -> End | None:
         """Take the run's next step."""
@@ -338,14 +333,7 @@ class PlatformLoop:
             return execution
         if run.state != AgentRunState.INPUT_REQUIRED and not parked(run.data):
             raise Conflict(f"run {run.id} is {run.state}, not waiting at a gate")
-        pending = pending_for_run(store=self.sim.store, run_id=run.id)
-        if pending:
-            ids = ", ".join(i["id"] for i in pending)
-            raise Conflict(
-                f"run {run.id} still has {len(pending)} pending interrupt(s): {ids}",
-                hint=f"resolve them first: `belt interrupt resolve {pending[0]['id']} allow` (or "
-                f"deny), or `belt sim resume {run.id} --wait` goes on once they are settled",
-            )
+        refuse_pending(self.sim.store, run.id, "has {n} pending interrupt(s)")
         state = dict(run.execution)
         return Execution(int(run.data["turn_index"]), run, state, input_message_id=state["input"])
 

@@ -318,6 +318,19 @@ def record_simulation(
     return dict(sim)
 
 
+def refuse_pending(store: Store, run_id: str, waits: str) -> None:
+    """Conflict (exit 4) while the run has pending interrupts; ``waits`` says for what, with
+    ``{n}`` for how many."""
+    pending = pending_for_run(store=store, run_id=run_id)
+    if pending:
+        ids = ", ".join(i["id"] for i in pending)
+        raise Conflict(
+            f"run {run_id} still {waits.format(n=len(pending))}: {ids}",
+            hint=f"resolve them first: `belt interrupt resolve {pending[0]['id']} allow` (or "
+            f"deny), or `belt sim resume {run_id} --wait` goes on once they are settled",
+        )
+
+
 def sim_of_run(store: Store, run_id: str) -> dict[str, Any]:
     """The simulation a run belongs to; an unknown run exits 3."""
     run = store.get(RUN, check_id(run_id, what="run id"))
@@ -906,11 +919,8 @@ class Simulation:
         )
 
     def add_text(self, execution: Execution, role: str, text: str, **options: Any) -> Message:
-        """Record a message of ``execution`` whose content is one text part (``add_message``
-        takes the ``options``)."""
-        return self.add_message(
-            execution, role=role, content=[{"type": "text", "text": text}], text=text, **options
-        )
+        """Record a message of ``execution`` whose content is one text part."""
+        return self.add_messages([self.text_message(execution, role, text, **options)])[0]
 
     def leave_context(self, message: Message, **flags: Any) -> None:
         """Take a message out of the context (and mark why); save it."""
@@ -1102,19 +1112,7 @@ def stop_run(
     return run_dto(run, dialect.run_fields())
 
 
-SETTLED_TOOL_STATES = frozenset(
-    {
-        ToolInvocationStatus.COMPLETED,
-        ToolInvocationStatus.FAILED,
-        ToolInvocationStatus.CANCELLED,
-    }
-)
-
-OPEN_TOOL_STATES = frozenset(
-    {
-        ToolInvocationStatus.PENDING,
-        ToolInvocationStatus.IN_PROGRESS,
-        ToolInvocationStatus.AWAITING_APPROVAL,
-        ToolInvocationStatus.AWAITING_INPUT,
-    }
-)
+SETTLED_TOOL_STATES = frozenset({"completed", "failed", "cancelled"})
+"""Tool invocation states (``ToolInvocationStatus``) a tool call ends in."""
+OPEN_TOOL_STATES = frozenset({"pending", "in_progress", "awaiting_approval", "awaiting_input"})
+"""Tool invocation states a stopped run's tool calls are cancelled from."""
