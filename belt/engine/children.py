@@ -20,6 +20,7 @@ from belt.errors import BeltError
 from belt.records.ids import new_id, now_iso
 from belt.records.runs import RUN, sim_runs
 from belt.records.sims import create_child_sim, read_sim
+from belt.wire.enums import AgentRunState
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +46,14 @@ class ChildFailure:
     handler: str
     handler_type: str
     error: str
+
+
+def unfinished(runs: list[dict[str, Any]], *, what: str) -> str | None:
+    """Why a child's runs did not all complete (``what`` names the child), or None."""
+    for run in runs:
+        if run["state"] != AgentRunState.COMPLETED:
+            return f"{what} run {run['id']} ended {run['state']}: {run.get('error')}"
+    return None
 
 
 def record_child(

@@ -19,12 +19,12 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from belt.engine.children import Children, record_child
+from belt.engine.children import Children, record_child, unfinished
 from belt.engine.scenario import ReviewScript
 from belt.handlers.builtin import EXTRACT, Review
 from belt.records.chats import CHAT, create_chat
 from belt.records.messages import Recorder
-from belt.wire.enums import AgentRunState, HookHandlerType
+from belt.wire.enums import HookHandlerType
 
 if TYPE_CHECKING:
     from belt.store import Store
@@ -174,9 +174,8 @@ def save_outcomes(
     """Once a review branch's runs ended: save its candidates to the owner's registry and
     record the outcomes (on the review's simulation, and as the branch's outputs); the reason,
     if a run did not complete and nothing is saved."""
-    for run in runs:
-        if run["state"] != AgentRunState.COMPLETED:
-            return f"review run {run['id']} ended {run['state']}: {run.get('error')}"
+    if (reason := unfinished(runs, what="review")) is not None:
+        return reason
     # Start-up: the registry only once a review has candidates to save.
     from belt.records.registry import Origin, check_candidate, save_candidate
 

@@ -384,36 +384,29 @@ def dialect_problems(doc: dict[str, Any], dialect: str) -> list[str]:
             if isinstance(turn, dict):
                 problems += [f"turns[{t}].{key}: {where}" for key in NEXUS_ONLY_TURN if key in turn]
         return problems
-    for key in ("agents", "reviews"):
-        if key in doc:
-            problems.append(f"{key}: {PLATFORM_ONLY[key]}")
-    for key in ("hooks", "hooks_file"):
-        if key in agent:
-            problems.append(f"agent.{key}: {PLATFORM_ONLY[f'agent.{key}']}")
-    if "disable_hooks" in chat:
-        problems.append(f"chat.disable_hooks: {PLATFORM_ONLY['chat.disable_hooks']}")
+    tables = {"": doc, "agent": agent, "chat": chat}
+    for path in ("agents", "reviews", "agent.hooks", "agent.hooks_file", "chat.disable_hooks"):
+        table, _, key = path.rpartition(".")
+        if key in tables[table]:
+            problems.append(f"{path}: {PLATFORM_ONLY[path]}")
     for t, turn in enumerate(turns):
         if not isinstance(turn, dict):
             continue
-        calls: list[tuple[str, Any]] = []
-        if isinstance(turn.get("tool_calls"), list):
-            calls += [
-                (f"turns[{t}].tool_calls[{c}]", call) for c, call in enumerate(turn["tool_calls"])
-            ]
         models: list[Any] = turn["model"] if isinstance(turn.get("model"), list) else []
-        for m, model in enumerate(models):
-            if isinstance(model, dict) and isinstance(model.get("tool_calls"), list):
-                calls += [
-                    (f"turns[{t}].model[{m}].tool_calls[{c}]", call)
-                    for c, call in enumerate(model["tool_calls"])
-                ]
-        for path, call in calls:
-            if isinstance(call, dict):
-                problems += [
-                    f"{path}.{key}: {PLATFORM_ONLY[key]}"
-                    for key in PLATFORM_TOOL_KEYS
-                    if key in call
-                ]
+        holders = [
+            (f"turns[{t}]", turn),
+            *((f"turns[{t}].model[{m}]", model) for m, model in enumerate(models)),
+        ]
+        for where, holder in holders:
+            calls = holder.get("tool_calls") if isinstance(holder, dict) else None
+            for c, call in enumerate(calls if isinstance(calls, list) else []):
+                if isinstance(call, dict):
+                    path = f"{where}.tool_calls[{c}]"
+                    problems += [
+                        f"{path}.{key}: {PLATFORM_ONLY[key]}"
+                        for key in PLATFORM_TOOL_KEYS
+                        if key in call
+                    ]
     return problems
 
 

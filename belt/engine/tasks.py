@@ -13,12 +13,13 @@ parent chat: the first as the hook's own row, the second when the simulation end
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from belt.engine.children import Children, record_child
+from belt.engine.children import Children, record_child, unfinished
 from belt.engine.scenario import AgentScript, ModelTurnSpec
 from belt.records.messages import MESSAGES
-from belt.wire.enums import AgentRunState, HookHandlerType
+from belt.wire.enums import HookHandlerType
 
 if TYPE_CHECKING:
     from belt.store import Store
@@ -67,12 +68,6 @@ def start_task(
         first_input=first,
     )
 
-    def after(runs: list[dict[str, Any]]) -> str | None:
-        for run in runs:
-            if run["state"] != AgentRunState.COMPLETED:
-                return f"task run {run['id']} ended {run['state']}: {run.get('error')}"
-        return None
-
     children.start(
         sim,
         describe={
@@ -81,6 +76,6 @@ def start_task(
             "handler": agent,
             "handler_type": HookHandlerType.TASK.value,
         },
-        after=after,
+        after=partial(unfinished, what="task"),
     )
     return None
