@@ -23,7 +23,8 @@ floor's is taken within each round, and its median is the verdict. Two handlers 
   workers' isolation, a figure to keep an eye on).
 
 ``--handicap S`` gives belt a handler that burns S CPU seconds per call (the webhook under
-``/spin/S/``, the ``py:`` handler ``serving.slowed``); the floor keeps the plain one.
+``/spin/S/``, the ``py:`` handler ``serving.slowed``); the floor keeps the plain one. The tests
+run it with a few cases (``--examples 5 --rounds 1``).
 
     .venv/bin/python bench/check.py [--examples 300] [--rounds 3] [--quick] [--handicap S]
 """
@@ -154,13 +155,14 @@ def summary(name: str, belts: list[float], floors: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--examples", type=int, default=300, help="cases per run (one more: the sample)"
+        "--examples", type=int, help="cases per run, one more: the sample; default 300 (quick: 30)"
     )
-    parser.add_argument("--rounds", type=int, default=3, help="paired rounds of each handler")
+    parser.add_argument("--rounds", type=int, help="paired rounds of each; default 3 (quick: 2)")
     add_common_options(parser)
     args = parser.parse_args()
-    if args.quick:
-        args.examples, args.rounds = 30, 2
+    args.examples = args.examples or (30 if args.quick else 300)
+    args.rounds = args.rounds or (2 if args.quick else 3)
+    warm = min(10, args.examples)
     verdicts = Verdicts("check")
     os.environ[HANDICAP] = str(args.handicap)
     in_process = handler("slowed" if args.handicap else "guard")
@@ -170,9 +172,9 @@ def main() -> None:
         try:
             target = server.hook_url(args.handicap)
             floor_url = server.hook_url()
-            belt_round(target, 10, 0)  # warm the imports, the handler and its connection
-            webhook_floor(floor_url, 10, 0)
-            belt_round(in_process, 10, 0)
+            belt_round(target, warm, 0)  # warm the imports, the handler and its connection
+            webhook_floor(floor_url, warm, 0)
+            belt_round(in_process, warm, 0)
             print(f"cases per run: {args.examples + 1} of {EVENT} (each delivered twice)")
             print(f"{args.rounds} paired rounds (belt, floor, belt, floor, ...), seed = round")
             hooked = paired(

@@ -26,7 +26,8 @@ hook's, and a webhook hook's CPU at most 1.5 times the plain httpx call's. The e
 second of a run with no hook are printed too (no target).
 
 ``--handicap S`` makes belt's hooks burn S CPU seconds per call (the webhook under ``/spin/S/``,
-the ``py:`` hook ``serving.slowed``); the floor keeps the plain handler.
+the ``py:`` hook ``serving.slowed``); the floor keeps the plain handler. The tests run it with a
+few calls (``--calls 5 --rounds 1``).
 
     .venv/bin/python bench/dispatch.py [--calls 500] [--rounds 5] [--quick] [--handicap S]
 """
@@ -131,12 +132,12 @@ def spread(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=500, help="tool calls per run")
-    parser.add_argument("--rounds", type=int, default=5, help="paired rounds of each kind")
+    parser.add_argument("--calls", type=int, help="tool calls per run; default 500 (quick: 20)")
+    parser.add_argument("--rounds", type=int, help="paired rounds of each; default 5 (quick: 2)")
     add_common_options(parser)
     args = parser.parse_args()
-    if args.quick:
-        args.calls, args.rounds = 20, 2
+    args.calls = args.calls or (20 if args.quick else 500)
+    args.rounds = args.rounds or (2 if args.quick else 5)
     os.environ[HANDICAP] = str(args.handicap)
     verdicts = Verdicts("dispatch")
     calls = args.calls

@@ -21,9 +21,10 @@ exists); the difference in CPU time per turn between the fastest round of each i
 cost, reported against the CPU time of an event that fires no hook. Target: at most 2.5.
 
 ``--quick`` times fewer prompts and turns (the sizes stay: the targets are about 10,000
-entries). ``--handicap S`` (test only) makes the bench's own wrapper of ``suggest`` burn S
-seconds of CPU per call against the LARGE registry, in the timing and in the simulator alike:
-a search that slows with the registry's size, which every target of time must catch.
+entries); the tests give small sizes (``--large 300 --queries 6 --turns 3 --rounds 1``).
+``--handicap S`` (test only) makes the bench's own wrapper of ``suggest`` burn S seconds of CPU
+per call against the LARGE registry, in the timing and in the simulator alike: a search that
+slows with the registry's size, which every target of time must catch.
 
     .venv/bin/python bench/registry.py [--small 100] [--large 10000] [--queries 300]
                                        [--turns 100] [--rounds 5] [--quick] [--handicap S]
@@ -221,13 +222,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", type=int, default=100)
     parser.add_argument("--large", type=int, default=10_000)
-    parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--turns", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--queries", type=int, help="default 300 (quick: 60)")
+    parser.add_argument("--turns", type=int, help="default 100 (quick: 30)")
+    parser.add_argument("--rounds", type=int, help="default 5 (quick: 2)")
     add_common_options(parser)
     args = parser.parse_args()
-    if args.quick:
-        args.queries, args.turns, args.rounds = 60, 30, 2
+    args.queries = args.queries or (60 if args.quick else 300)
+    args.turns = args.turns or (30 if args.quick else 100)
+    args.rounds = args.rounds or (2 if args.quick else 5)
     words = Words(random.Random(2026))
     base = Path(tempfile.mkdtemp(prefix="belt-bench-registry-", dir=default_dir()))
     verdicts = Verdicts("registry")

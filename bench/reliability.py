@@ -49,8 +49,9 @@ twice what was measured when its limits were built.
 Run with `python bench/reliability.py` (about twenty minutes, most of them in parts 4 to 6);
 `--only NAME...` runs some parts: inputs (1), answers (2), load (3), engine (4), stranded (5),
 growth (6), guard. ``--quick`` runs parts 1 to 3 and the guard, the load for 3 s with 200 slow
-clients (about half a minute in all). The test-only ``--handicap S`` adds S seconds to each
-request of the attacked load and to each deadline case, inside this bench's own timing.
+clients (about half a minute in all); ``--load-seconds S`` and ``--slow N`` set the load's size
+(the tests run it for a fraction of a second). The test-only ``--handicap S`` adds S seconds to
+each request of the attacked load and to each deadline case, inside this bench's own timing.
 """
 
 from __future__ import annotations
@@ -1404,6 +1405,8 @@ def run_guard(verdicts: Verdicts) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=PARTS, metavar="PART", help=", ".join(PARTS))
+    parser.add_argument("--load-seconds", type=float, help="load: each drive; default 8 (quick: 3)")
+    parser.add_argument("--slow", type=int, help="load: slow clients; default 1100 (quick: 200)")
     add_common_options(parser)
     args = parser.parse_args()
     parts = args.only or (QUICK_PARTS if args.quick else PARTS)
@@ -1439,6 +1442,7 @@ def main() -> None:
         )
     if "load" in parts:
         seconds, slow = (3.0, 200) if args.quick else (LOAD_SECONDS, SLOW)
+        seconds, slow = args.load_seconds or seconds, args.slow or slow
         load = run_load(seconds, slow, args.handicap)
         quiet, attacked = load["quiet"], load["attacked"]
         print(f"load, {CLIENTS} keep-alive clients, {seconds:g} s each, uvicorn via belt serve")

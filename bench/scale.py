@@ -15,11 +15,13 @@ long simulation leaves dirty weighs too. The growth targets hold in both. A turn
 several times a turn in memory (the files reach the disk; 5 to 22 times were seen on a shared
 machine): that factor is printed too, without a target.
 
-``--quick`` runs 40 against 160 turns (40 against 320 calls); the test-only
-``--handicap S`` keeps the process busy S seconds more after every simulation at the large size,
-inside this bench's own timing.
+``--quick`` runs 40 against 160 turns (40 against 320 calls); ``--turns A B`` and ``--calls A B``
+set the sizes (the tests run a few turns and calls). The test-only ``--handicap S`` keeps the
+process busy S seconds more after every simulation at the large size, inside this bench's own
+timing.
 
-    .venv/bin/python bench/scale.py [--quick] [--rounds 3] [--dir DIR]
+    .venv/bin/python bench/scale.py [--quick] [--turns 200 800] [--calls 100 800] [--rounds 3]
+        [--dir DIR]
 """
 
 from __future__ import annotations
@@ -120,12 +122,15 @@ def per_unit(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--turns", type=int, nargs=2, metavar=("SMALL", "LARGE"))
+    parser.add_argument("--calls", type=int, nargs=2, metavar=("SMALL", "LARGE"))
     parser.add_argument("--dir", type=Path, default=HERE, help="where the on-disk states go")
     add_common_options(parser)
     args = parser.parse_args()
     rounds = args.rounds or 3
     places = {"in memory": default_dir(), "on disk": args.dir.resolve()}
     turn_sizes, call_sizes = ((40, 160), (40, 320)) if args.quick else ((200, 800), (100, 800))
+    turn_sizes, call_sizes = tuple(args.turns or turn_sizes), tuple(args.calls or call_sizes)
     rows: list[tuple[str, Callable[[int], dict[str, Any]], tuple[int, int], str]] = [
         ("platform turns", platform_turns, turn_sizes, "turn"),
         ("nexus turns", nexus_turns, turn_sizes, "turn"),
@@ -133,7 +138,7 @@ def main() -> None:
     ]
     for place, where in places.items():
         print(f"{place}: state directories under {where}")
-    simulate(platform_turns(20), places["in memory"])  # warm imports and caches
+    simulate(platform_turns(min(20, turn_sizes[0])), places["in memory"])  # warm imports and caches
     verdicts = Verdicts("scale")
     short_turn: dict[str, float] = {}
     for place, where in places.items():

@@ -31,7 +31,8 @@ the ratio of wall-clock times taken within each round; its median is the verdict
 
 ``--webhook`` measures the webhook scenarios only. ``--handicap S`` makes belt's hooks burn S CPU
 seconds per call (``serving.slowed``, and the handler under ``/spin/S/``); the floors call the
-plain ones. The temporary directories live beside the repository.
+plain ones. The temporary directories live beside the repository. The tests run it with a few
+scenarios (``--scenarios 2 --rounds 1``).
 
     .venv/bin/python bench/testsuite.py [--scenarios 120] [--parallel-scenarios 1000]
         [--rounds 5] [--webhook] [--baseline DIR] [--quick] [--handicap S]
@@ -197,14 +198,13 @@ def spread(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenarios", type=int, default=120)
+    parser.add_argument("--scenarios", type=int, help="default 120 (quick: 20)")
     parser.add_argument(
         "--parallel-scenarios",
         type=int,
-        default=1000,
-        help="the larger suite for -j 2 against -j 1 (0: none)",
+        help="the larger suite for -j 2 against -j 1 (0: none); default 1000 (quick: 0)",
     )
-    parser.add_argument("--rounds", type=int, default=5, help="paired rounds of each kind")
+    parser.add_argument("--rounds", type=int, help="paired rounds of each; default 5 (quick: 2)")
     parser.add_argument("--webhook", action="store_true", help="the webhook scenarios only")
     parser.add_argument(
         "--baseline",
@@ -213,8 +213,10 @@ def main() -> None:
     )
     add_common_options(parser)
     args = parser.parse_args()
-    if args.quick:
-        args.scenarios, args.parallel_scenarios, args.rounds = 20, 0, 2
+    args.scenarios = args.scenarios or (20 if args.quick else 120)
+    args.rounds = args.rounds or (2 if args.quick else 5)
+    if args.parallel_scenarios is None:
+        args.parallel_scenarios = 0 if args.quick else 1000
     large = 0 if args.webhook else args.parallel_scenarios
     count = args.scenarios
     verdicts = Verdicts("testsuite")

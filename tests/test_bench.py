@@ -1,7 +1,7 @@
-"""The benches can fail: each, run at its smallest size (``--quick``) as a real process, prints
-one verdict line per target and its tally, and a subject slowed by the test-only ``--handicap``
-(belt's hook or handler, never the floor's) makes the verdicts it weighs on say MISSED and the
-bench exit 1.
+"""The benches can fail: each, run as a real process at its quick size made smaller still by its
+size options (a few cases, calls or scenarios, one round), prints one verdict line per target
+and its tally, and a subject slowed by the test-only ``--handicap`` (belt's hook or handler,
+never the floor's) makes the verdicts it weighs on say MISSED and the bench exit 1.
 
 Only the handicapped runs are asserted on: whether an unhandicapped run meets its targets is the
 bench's figure on this (shared, noisy) machine, not a property of the code.
@@ -39,7 +39,9 @@ def tally(name: str, output: str) -> tuple[int, int]:
 
 
 def test_check_misses_its_target_when_belts_handler_burns_cpu() -> None:
-    code, verdicts, output = run_bench("check", "--handicap", "0.005")
+    code, verdicts, output = run_bench(
+        "check", "--examples", "5", "--rounds", "1", "--handicap", "0.02"
+    )
     assert code == 1, output
     assert verdicts == {"belt check / Hypothesis test per case, webhook": "MISSED"}, output
     assert "hand-written Hypothesis" in output
@@ -47,7 +49,9 @@ def test_check_misses_its_target_when_belts_handler_burns_cpu() -> None:
 
 
 def test_dispatch_misses_every_target_when_belts_hooks_burn_cpu() -> None:
-    code, verdicts, output = run_bench("dispatch", "--handicap", "0.005")
+    code, verdicts, output = run_bench(
+        "dispatch", "--calls", "5", "--rounds", "1", "--handicap", "0.02"
+    )
     assert code == 1, output
     assert verdicts == {
         f"{measure}, CPU, {where}": "MISSED"
@@ -58,7 +62,9 @@ def test_dispatch_misses_every_target_when_belts_hooks_burn_cpu() -> None:
 
 
 def test_testsuite_misses_both_floors_when_belts_hooks_burn_cpu() -> None:
-    code, verdicts, output = run_bench("testsuite", "--handicap", "0.06")
+    code, verdicts, output = run_bench(
+        "testsuite", "--scenarios", "2", "--rounds", "1", "--handicap", "0.5"
+    )
     assert code == 1, output
     assert verdicts == {
         "belt test -j 1 / pytest, py scenarios, wall": "MISSED",
