@@ -97,11 +97,8 @@ def post_body(
 
     host = url_host(url)
     started = time.perf_counter()
-
-    def elapsed() -> int:
-        return round((time.perf_counter() - started) * 1000)
-
     timed_out = f"{host} {TIMED_OUT} {timeout:g} s"
+    error = None
     try:
         with call(
             "POST", url, content=body, headers=headers, timeout=timeout, transport=transport
@@ -109,31 +106,26 @@ def post_body(
             raw = read(reply, MAX_ANSWER_BYTES)
         status, encoding = reply.status_code, reply.encoding
     except httpx.TimeoutException:
-        return WebhookResult(None, "", None, timed_out, elapsed())
+        error = timed_out
     except TooLarge as exc:
-        return WebhookResult(None, "", None, f"{host}: {exc}", elapsed())
+        error = f"{host}: {exc}"
     except httpx.ConnectError as exc:
-        return WebhookResult(
-            None, "", None, f"cannot connect to {host}: {_reason(exc, url)}", elapsed()
-        )
+        error = f"cannot connect to {host}: {_reason(exc, url)}"
     except (httpx.ReadError, httpx.WriteError) as exc:
         # Connected, the request (being) sent, and the connection reset or closed under it.
-        return WebhookResult(None, "", None, _closed(host, _reason(exc, url)), elapsed())
+        error = _closed(host, _reason(exc, url))
     except httpx.RemoteProtocolError as exc:
         reason = _reason(exc, url)
-        if reason == DISCONNECTED:
-            return WebhookResult(None, "", None, _closed(host, None), elapsed())
-        error = f"{host} {MALFORMED}: {reason}"
-        return WebhookResult(None, "", None, error, elapsed())
+        error = _closed(host, None) if reason == DISCONNECTED else f"{host} {MALFORMED}: {reason}"
     except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
         # UnicodeError: a host name that IDNA cannot encode.
-        return WebhookResult(
-            None, "", None, f"request to {host} failed: {_reason(exc, url)}", elapsed()
-        )
-    duration = elapsed()
-    if duration > timeout * 1000:
+        error = f"request to {host} failed: {_reason(exc, url)}"
+    duration = round((time.perf_counter() - started) * 1000)
+    if error is None and duration > timeout * 1000:
         # The last bytes came just as the deadline passed: that is still too late.
-        return WebhookResult(None, "", None, timed_out, duration)
+        error = timed_out
+    if error is not None:
+        return WebhookResult(None, "", None, error, duration)
     text = raw.decode(encoding or "utf-8", errors="replace")
     if not 200 <= status < 300:
         return WebhookResult(status, text, None, f"{host} answered HTTP {status}", duration)
