@@ -171,19 +171,13 @@ REGEX_SPECIAL = set(".^$*+?{}[]|()")
 ELSEWHERE = "/etc/passwd"
 """Where a ``..`` attack leads out of the pattern's directory."""
 ELSEWHERE_FROM_ETC = "/root/.ssh/id_rsa"
-LOOKALIKES = {
-    "a": "\u0430",
-    "c": "\u0441",
-    "e": "\u0435",
-    "h": "\u04bb",
-    "i": "\u0456",
-    "j": "\u0458",
-    "o": "\u043e",
-    "p": "\u0440",
-    "s": "\u0455",
-    "x": "\u0445",
-    "y": "\u0443",
-}
+LOOKALIKES = dict(
+    zip(
+        "acehijopsxy",
+        "\u0430\u0441\u0435\u04bb\u0456\u0458\u043e\u0440\u0455\u0445\u0443",
+        strict=True,
+    )
+)
 """Cyrillic letters drawn as the Latin ones (``/tmр`` with a Cyrillic ``р``)."""
 FULLWIDTH_SOLIDUS = "\uff0f"
 FULLWIDTH_STOP = "\uff0e"

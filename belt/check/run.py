@@ -95,6 +95,13 @@ REMOTE_PER_SECOND = 20
 """The most requests per second sent to a webhook that is not on this machine."""
 
 
+Failures = list[tuple[str, str]]
+"""The checks a case failed, each with why."""
+Case = Callable[[Any, bool], Failures]
+"""One case: given a payload and whether it counts, the checks it failed."""
+STOPPED = "--max-time passed; the cases up to then are reported"
+
+
 class CaseFailed(Exception):
     """A generated case failed a check; its class names the check, for Hypothesis to tell the
     failures apart and shrink each."""
@@ -278,9 +285,7 @@ class Explorer:
         if known is None or size < known[0]:
             self.found[check] = (size, payload, detail)
 
-    def timed(
-        self, case: Callable[[Any, bool], list[tuple[str, str]]], payload: Any, counting: bool
-    ) -> list[tuple[str, str]]:
+    def timed(self, case: Case, payload: Any, counting: bool) -> Failures:
         """Run one case, its time counted as the cases' (generation left out); its failures
         recorded."""
         started = time.perf_counter()
@@ -300,7 +305,7 @@ class Explorer:
         self,
         strategy: Any,
         sample: Any,
-        case: Callable[[Any, bool], list[tuple[str, str]]],
+        case: Case,
         explicit: list[Any] | None = None,
     ) -> None:
         """Search for failures (``search``), then send each case to be reported once more; a
@@ -309,9 +314,9 @@ class Explorer:
             self.search(strategy, sample, case, explicit or [])
             self.confirm(case)
         except _Stop:
-            self.report.stopped = "--max-time passed; the cases up to then are reported"
+            self.report.stopped = STOPPED
 
-    def confirm(self, case: Callable[[Any, bool], list[tuple[str, str]]]) -> None:
+    def confirm(self, case: Case) -> None:
         """Send each check's reported case once more (a case reported for several checks
         once) and note whether it failed that check again: one that did not is flaky (a
         timeout under load, say). Not once ``--max-time`` has passed."""
@@ -334,7 +339,7 @@ class Explorer:
         self,
         strategy: Any,
         sample: Any,
-        case: Callable[[Any, bool], list[tuple[str, str]]],
+        case: Case,
         explicit: list[Any],
     ) -> None:
         """Run ``case(payload, counting)`` on the sample, then on the ``explicit`` payloads and
@@ -376,7 +381,7 @@ class Explorer:
         """True, and the report says so, once ``--max-time`` has passed."""
         if time.monotonic() <= self.deadline:
             return False
-        self.report.stopped = "--max-time passed; the cases up to then are reported"
+        self.report.stopped = STOPPED
         return True
 
     def settings(self, size: int, *, shrink: bool, generate: bool = True) -> Any:
@@ -426,7 +431,7 @@ class Explorer:
         strategy: Any,
         seed: int,
         size: int,
-        case: Callable[[Any, bool], list[tuple[str, str]]],
+        case: Case,
         failed: set[str],
     ) -> None:
         """Let Hypothesis find a batch's failure (of the checks ``failed``) again and shrink it
@@ -457,7 +462,7 @@ class Explorer:
             self.flaky.update(failed)
         except _Stop as stop:
             if str(stop) == "--max-time":
-                self.report.stopped = "--max-time passed; the cases up to then are reported"
+                self.report.stopped = STOPPED
             else:
                 self.cut = True
         except CaseFailed:
@@ -536,16 +541,14 @@ def platform_results(subject: Subject, *, signed: bool) -> dict[str, CheckResult
     return {name: CheckResult(name, subject.label, subject.event) for name in names}
 
 
-def platform_case(
-    subject: Subject, sender: Sender, results: dict[str, CheckResult]
-) -> Callable[[Any, bool], list[tuple[str, str]]]:
+def platform_case(subject: Subject, sender: Sender, results: dict[str, CheckResult]) -> Case:
     """One case on an inference.sh subject: the payload delivered, then delivered again with the
     same ``webhook-id``."""
 
-    def case(payload: dict[str, Any], counting: bool) -> list[tuple[str, str]]:
+    def case(payload: dict[str, Any], counting: bool) -> Failures:
         msg_id = f"msg_{secrets.token_urlsafe(18)}"
         first = sender.deliver(subject, payload, msg_id)
-        failures: list[tuple[str, str]] = []
+        failures: Failures = []
         answers, body = results["answers"], results["body"]
         if counting:
             answers.cases += 1
@@ -590,21 +593,17 @@ def platform_case(
     return case
 
 
-def _count(
-    failures: list[tuple[str, str]], results: dict[str, CheckResult], counting: bool
-) -> list[tuple[str, str]]:
+def _count(failures: Failures, results: dict[str, CheckResult], counting: bool) -> Failures:
     if counting:
         for check, _ in failures:
             results[check].failed += 1
     return failures
 
 
-def property_case(
-    subject: Subject, sender: Sender, prop: Property, result: CheckResult
-) -> Callable[[Any, bool], list[tuple[str, str]]]:
+def property_case(subject: Subject, sender: Sender, prop: Property, result: CheckResult) -> Case:
     """One case of a property: a payload it speaks of must get its decision."""
 
-    def case(payload: dict[str, Any], counting: bool) -> list[tuple[str, str]]:
+    def case(payload: dict[str, Any], counting: bool) -> Failures:
         if not prop.applies(payload):
             return []
         answer = sender.deliver(subject, payload, f"msg_{secrets.token_urlsafe(18)}")
@@ -743,9 +742,7 @@ def nexus_results(subject: Subject) -> dict[str, CheckResult]:
     return {name: CheckResult(name, subject.label, subject.event) for name in names}
 
 
-def nexus_case(
-    subject: Subject, results: dict[str, CheckResult], sender: Sender
-) -> Callable[[Any, bool], list[tuple[str, str]]]:
+def nexus_case(subject: Subject, results: dict[str, CheckResult], sender: Sender) -> Case:
     """One case on an executor tool: the task input given twice (a retried task reuses it)."""
 
     def call(task_input: dict[str, Any]) -> tuple[ToolOutcome, int]:
@@ -765,7 +762,7 @@ def nexus_case(
             return "result", "; ".join(problems)
         return None
 
-    def case(task_input: dict[str, Any], counting: bool) -> list[tuple[str, str]]:
+    def case(task_input: dict[str, Any], counting: bool) -> Failures:
         first, took = call(task_input)
         if counting:
             results["answers"].cases += 1
@@ -882,7 +879,7 @@ def run_check(
                     progress=progress,
                 )
             except _Stop:
-                report.stopped = "--max-time passed; the cases up to then are reported"
+                report.stopped = STOPPED
     finally:
         report.seconds = time.monotonic() - started
     return report
@@ -1008,7 +1005,7 @@ def _check_platform(
             try:
                 run_signatures(subject, sender, sender.secret, signature)
             except _Stop:
-                report.stopped = "--max-time passed; the cases up to then are reported"
+                report.stopped = STOPPED
     found: list[CheckResult] = list(results.values())
     for prop in properties:
         if prop.event != subject.event or report.stopped:
