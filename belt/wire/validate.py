@@ -484,16 +484,15 @@ def fields_at(model: Any, loc: tuple[int | str, ...]) -> list[str]:
     unions, whose member pydantic names in the location)."""
     kinds = _members(model)
     for part in loc:
-        named = [kind for kind in kinds if isinstance(part, str) and _type_name(kind) == part]
-        if named:  # pydantic names the member of a union it tried
-            kinds = named
-            continue
-        kinds = [inner for kind in kinds for inner in _members(_step(kind, part))]
-    names: list[str] = []
-    for kind in kinds:
-        if _is_model(kind):
-            names += [info.alias or name for name, info in kind.model_fields.items()]
-    return names
+        # pydantic names the member of a union it tried
+        named = [kind for kind in kinds if _is_model(kind) and kind.__name__ == part]
+        kinds = named or [inner for kind in kinds for inner in _members(_step(kind, part))]
+    return [
+        info.alias or name
+        for kind in kinds
+        if _is_model(kind)
+        for name, info in kind.model_fields.items()
+    ]
 
 
 def _members(kind: Any) -> list[Any]:
@@ -524,7 +523,3 @@ def _step(kind: Any, part: int | str) -> Any:
 
 def _is_model(kind: Any) -> bool:
     return get_origin(kind) is None and isinstance(kind, type) and issubclass(kind, BaseModel)
-
-
-def _type_name(kind: Any) -> str:
-    return kind.__name__ if _is_model(kind) else ""
