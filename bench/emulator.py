@@ -11,8 +11,9 @@ message). Prints messages per second for each, the hook's cost per message, its 
 hook, and a raw httpx round trip to the webhook server for context. Target: the hooked
 messages take at most 1.5 times the messages with no hook, end to end.
 
-``--quick`` sends 3 chats of 3 messages a round; the test-only ``--handicap S`` adds S seconds
-to every hooked message inside this bench's own timing.
+``--quick`` sends 3 chats of 3 messages a round (the tests: ``--chats 1 --messages 1 --rounds
+1``); the test-only ``--handicap S`` adds S seconds to every hooked message inside this bench's
+own timing.
 
     .venv/bin/python bench/emulator.py [--quick] [--chats 10] [--messages 5] [--rounds 3]
 """
@@ -109,6 +110,7 @@ def main() -> None:
     args.chats = args.chats or (3 if args.quick else 10)
     args.messages = args.messages or (3 if args.quick else 5)
     count = args.chats * args.messages
+    warm = min(2, args.chats), min(2, args.messages)
     # The state lives beside the repository, as it would in a user's data directory.
     with tempfile.TemporaryDirectory(prefix=".bench-", dir=Path(__file__).parent) as tmp:
         home = Path(tmp)
@@ -119,8 +121,8 @@ def main() -> None:
         hook_url = f"http://127.0.0.1:{hook_port}/hooks/bench"
         hooked = [{"event": "agent.turn_start", "type": "webhook", "handler": hook_url}]
         try:
-            converse(base_url, [], 2, 2)  # warm both servers up
-            converse(base_url, hooked, 2, 2)
+            converse(base_url, [], *warm)  # warm both servers up
+            converse(base_url, hooked, *warm)
             bares, hooks, raws = [], [], []
             # Alternate the kinds so that a slow patch of the shared machine hits both.
             for _ in range(args.rounds):
@@ -133,7 +135,7 @@ def main() -> None:
                 process.wait(10)
         runs = run_seconds(home / "serve")
         answered = hooks_answered(home / "hooks") - 200 * args.rounds  # less the raw trips
-    assert answered == count * args.rounds + 4, answered  # one per hooked message (+ warm-up)
+    assert answered == count * args.rounds + warm[0] * warm[1], answered  # + the warm-up
     bare, hooked_time, raw = (statistics.median(x) for x in (bares, hooks, raws))
     per_hook = (hooked_time - bare) / count
     print(f"messages:                  {args.chats} chats x {args.messages}, {args.rounds} rounds")
