@@ -511,15 +511,11 @@ class PlatformLoop:
         ``input_required``) or a client tool for its result (it stays ``working``); otherwise
         go on to the next model turn."""
         state = execution.state
-        waiting = {
-            status: [i for i in message["tool_invocations"] if i["status"] == status]
-            for status in (
-                ToolInvocationStatus.AWAITING_APPROVAL,
-                ToolInvocationStatus.AWAITING_INPUT,
-            )
-        }
-        approvals = waiting[ToolInvocationStatus.AWAITING_APPROVAL]
-        inputs = waiting[ToolInvocationStatus.AWAITING_INPUT]
+        invocations = message["tool_invocations"]
+        approvals = [
+            i for i in invocations if i["status"] == ToolInvocationStatus.AWAITING_APPROVAL
+        ]
+        inputs = [i for i in invocations if i["status"] == ToolInvocationStatus.AWAITING_INPUT]
         if not approvals and not inputs:
             state.update(next="turn", model=int(state["model"]) + 1, tool=0, gate=None)
             return None
@@ -547,12 +543,7 @@ class PlatformLoop:
     def reconcile_gates(self, execution: Execution, message: Message) -> None:
         """On a run taken over from a killed process: an invocation whose gate, approval or
         client wait was opened already waits at it (nothing opens a second one)."""
-        gated = {
-            i["resource_id"]: i["reason"]
-            for i in list_interrupts(
-                store=self.sim.store, run_id=str(execution.run_id), include_settled=True
-            )
-        }
+        gated = {i["resource_id"]: i["reason"] for i in self.interrupts(execution)}
         for invocation in message["tool_invocations"]:
             reason = gated.get(invocation["id"])
             if invocation["status"] != ToolInvocationStatus.PENDING or reason is None:
@@ -668,12 +659,7 @@ class PlatformLoop:
         the approval or the tool, an approved tool is invoked, a client tool completes with the
         result posted; a denied or expired one fails."""
         spec = self.models(execution)[int(execution.state["model"])]
-        latest = {
-            i["resource_id"]: i
-            for i in list_interrupts(
-                store=self.sim.store, run_id=str(execution.run_id), include_settled=True
-            )
-        }
+        latest = {i["resource_id"]: i for i in self.interrupts(execution)}
         waiting = (ToolInvocationStatus.AWAITING_APPROVAL, ToolInvocationStatus.AWAITING_INPUT)
         for invocation, call in zip(message["tool_invocations"], spec.tool_calls, strict=True):
             status = invocation["status"]
@@ -694,11 +680,15 @@ class PlatformLoop:
                 self.approve_or_invoke(execution, invocation, call)
         self.sim.recorder.save_message(message)
 
-    def gate_resolution(self, execution: Execution) -> tuple[str, str]:
-        """The resolution of the turn-level gate a run waited at, and why."""
-        interrupts = list_interrupts(
+    def interrupts(self, execution: Execution) -> list[dict[str, Any]]:
+        """Every interrupt of the run, settled ones included, oldest first."""
+        return list_interrupts(
             store=self.sim.store, run_id=str(execution.run_id), include_settled=True
         )
+
+    def gate_resolution(self, execution: Execution) -> tuple[str, str]:
+        """The resolution of the turn-level gate a run waited at, and why."""
+        interrupts = self.interrupts(execution)
         latest = interrupts[-1] if interrupts else None
         if latest is None:
             return "deny", "gate interrupt missing"

@@ -1078,11 +1078,8 @@ def stop_run(
         for message in recorder.messages:
             if message.get("agent_run_id") != run_id:
                 continue
-            open_calls = [
-                invocation
-                for invocation in message.get("tool_invocations") or []
-                if invocation["status"] in OPEN_TOOL_STATES
-            ]
+            calls = message.get("tool_invocations") or []
+            open_calls = [call for call in calls if call["status"] in OPEN_TOOL_STATES]
             for invocation in open_calls:
                 invocation["status"] = ToolInvocationStatus.CANCELLED.value
             if open_calls:
