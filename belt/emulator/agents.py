@@ -95,9 +95,7 @@ def check_tools(raw: Any, base: str) -> dict[str, ToolSetting]:
             problems.append(
                 f"{where}.require_approval: expected a boolean, got {describe(approval)}"
             )
-        timeout = tool.get("approval_timeout", 0)
-        if timeout is None:
-            timeout = 0
+        timeout = 0 if tool.get("approval_timeout") is None else tool["approval_timeout"]
         if not is_int(timeout) or not 0 <= timeout <= GATE_TIMEOUT_MAX:
             problems.append(
                 f"{where}.approval_timeout: expected whole seconds 0 through {GATE_TIMEOUT_MAX}, "
@@ -146,13 +144,6 @@ def agent_from_config(config: Any, name: Any) -> AgentDefinition:
     return AgentDefinition(label, spec, hooks, tools, None, record)
 
 
-def _problems(exc: BaseException, source: str) -> InvalidInput:
-    if isinstance(exc, ValidationError):
-        found = model_problems(exc, model=AgentFileSpec)
-        return InvalidInput(f"{source}: {found[0]}", problems=found[1:])
-    return InvalidInput(f"{source}: {exc}")
-
-
 def load_agent_file(path: Path, ref: str) -> AgentDefinition:
     """One agent file, the agent of template ref ``ref``."""
     source = str(path)
@@ -162,7 +153,8 @@ def load_agent_file(path: Path, ref: str) -> AgentDefinition:
     try:
         spec = AgentFileSpec.model_validate(doc)
     except ValidationError as exc:
-        raise _problems(exc, source) from None
+        found = model_problems(exc, model=AgentFileSpec)
+        raise InvalidInput(f"{source}: {found[0]}", problems=found[1:]) from None
     if spec.registry is not None:
         raise InvalidInput(
             f"{source}: registry: an agent file does not load a registry",
@@ -177,21 +169,11 @@ def load_agent_file(path: Path, ref: str) -> AgentDefinition:
         tools = check_tools(spec.tools, "tools")
     except InvalidInput as exc:
         raise InvalidInput(f"{source}: {exc.message}", problems=exc.problems) from None
-    base = AgentSpec.model_validate(
-        {
-            "id": spec.id or agent_id_for(ref),
-            "name": spec.name if "name" in doc else ref.rsplit("/", 1)[-1],
-            "owner": spec.owner,
-            "system_prompt": spec.system_prompt,
-            "context_window": spec.context_window,
-            "compact_at": spec.compact_at,
-        }
-    )
-    record: dict[str, Any] = {"ref": ref, "tools": spec.tools}
-    if spec.system_prompt is not None:
-        record["system_prompt"] = spec.system_prompt
-    if spec.description is not None:
-        record["description"] = spec.description
+    kept = spec.model_dump(include={"owner", "system_prompt", "context_window", "compact_at"})
+    name = spec.name if "name" in doc else ref.rsplit("/", 1)[-1]
+    base = AgentSpec.model_validate({"id": spec.id or agent_id_for(ref), "name": name, **kept})
+    shown = spec.model_dump(include={"system_prompt", "description"}, exclude_none=True)
+    record: dict[str, Any] = {"ref": ref, "tools": spec.tools, **shown}
     return AgentDefinition(base.name, base, hooks, tools, ref, record)
 
 
