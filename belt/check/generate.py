@@ -14,7 +14,7 @@ another status) come only with ``beyond_spec``.
 Paths are attacked where handlers break (``path_attacks``): from a path-shaped pattern such as
 ``/tmp/*``, ``..`` segments, the prefix without its separator (``/tmpevil/x``), doubled and
 trailing slashes, ``.`` segments, case changes and non-ASCII look-alikes. They are generated
-among the rest, and sent first, as Hypothesis's explicit examples (``attack_payloads``).
+among the rest, and sent first, ahead of what Hypothesis generates (``attack_payloads``).
 
 This module imports Hypothesis at its top: only ``belt check`` imports it, inside the function
 that runs the checks, so no other command pays for it.
@@ -666,7 +666,7 @@ def attack_payloads(
     wanted: dict[tuple[str, ...], Any] | None = None,
     unless: dict[tuple[str, ...], Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The payloads a check sends first, as Hypothesis's explicit examples: a tool call (of a
+    """The payloads a check sends first, ahead of the generated ones: a tool call (of a
     name the tool pattern matches) for each attack on each path-shaped pattern, at its key
     path, the other key paths holding values their patterns match, so that the attack alone
     decides; the attacks of several key paths in turns. Without patterns, the attacks on

@@ -2,9 +2,10 @@
 contract, and shrink each failure to the smallest payload that still shows it.
 
 Hypothesis generates the payloads (``belt.check.generate``), a batch at a time, the first batch
-beginning with the path attacks as its explicit examples, which are then sent back to back; when a
-case fails, Hypothesis runs its batch again, sending as it goes, and a case that fails a check
-raises an exception of that check's own class, so the engine shrinks each failing check on its own.
+beginning with the path attacks (fixed payloads, ahead of the generated ones), which are then
+sent back to back; when a case fails, Hypothesis runs its batch again, sending as it goes, and a
+case that fails a check raises an exception of that check's own class, so the engine shrinks
+each failing check on its own.
 Cases are sent one at a time, only to the targets given; their number is bounded by ``--examples``
 per event, the shrinking by ``SHRINK_CALLS_MAX`` cases and ``SHRINK_SECONDS_MAX``, and the whole
 run by ``--max-time`` (a call under way when it passes is cut off); each reported case is sent
@@ -20,6 +21,7 @@ keeps its caches under the state directory and prints nothing: the report is bel
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import secrets
 import time
@@ -29,7 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, example, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as seeded
 from hypothesis.errors import Flaky
 
@@ -347,8 +349,8 @@ class Explorer:
 
         Payloads are generated ``BATCH`` at a time and then sent back to back, so that a handler
         is not left idle between cases while Hypothesis works. The first batch begins with the
-        explicit payloads (Hypothesis's explicit examples, at most half of it): a failure of one
-        is kept as it is, and the search goes on, since a generated one may shrink smaller. When
+        explicit payloads (at most half of it, ahead of what Hypothesis generates): a failure of
+        one is kept as it is, and the search goes on, since a generated one may shrink smaller. When
         a generated payload fails, Hypothesis runs that batch again with the same seed (without
         the explicit payloads, which do not move what it generates), sending as it goes: it meets
         the failure at the same place and shrinks it (the cases before it are sent again, not
@@ -361,7 +363,7 @@ class Explorer:
             first = explicit[: size // 2] if batch == 0 else []
             seed = (self.seed + batch) % 2**32
             drawn = size - len(first)
-            generated = self.generate(strategy, seed, drawn, first)
+            generated = [*first, *self.generate(strategy, seed, drawn)]
             for index, payload in enumerate(generated):
                 if self.out_of_time():
                     return
@@ -384,12 +386,8 @@ class Explorer:
         self.report.stopped = STOPPED
         return True
 
-    def settings(self, size: int, *, shrink: bool, generate: bool = True) -> Any:
-        """Hypothesis's settings: no database, no deadline, no output of its own; the explicit
-        examples first."""
-        phases: tuple[Phase, ...] = (Phase.explicit,)
-        if generate:
-            phases += (Phase.generate, Phase.target, Phase.shrink) if shrink else (Phase.generate,)
+    def settings(self, size: int, *, shrink: bool) -> Any:
+        """Hypothesis's settings: no database, no deadline, no output of its own."""
         return settings(
             max_examples=size,
             database=None,
@@ -399,15 +397,12 @@ class Explorer:
             report_multiple_bugs=True,
             verbosity=Verbosity.quiet,
             suppress_health_check=list(HealthCheck),
-            phases=phases,
+            phases=(Phase.generate, Phase.target, Phase.shrink) if shrink else (Phase.generate,),
         )
 
-    def generate(
-        self, strategy: Any, seed: int, size: int, explicit: list[Any] | None = None
-    ) -> list[Any]:
-        """The ``explicit`` payloads, then ``size`` payloads of ``strategy`` (fewer when it has no
-        more), as Hypothesis generates them with ``seed``; those generated until the deadline
-        when it passes first."""
+    def generate(self, strategy: Any, seed: int, size: int) -> list[Any]:
+        """``size`` payloads of ``strategy`` (fewer when it has no more), as Hypothesis generates
+        them with ``seed``; those generated until the deadline when it passes first."""
         batch: list[Any] = []
 
         def keep(payload: Any) -> None:
@@ -416,14 +411,9 @@ class Explorer:
             batch.append(payload)
 
         collect = given(strategy)(keep)  # type: ignore[no-untyped-call]
-        for payload in reversed(explicit or []):  # the first applied runs last
-            collect = example(payload)(collect)
-        chosen = self.settings(max(size, 1), shrink=False, generate=size > 0)
-        run: Callable[[], None] = chosen(seeded(seed)(collect))
-        try:
+        run: Callable[[], None] = self.settings(size, shrink=False)(seeded(seed)(collect))
+        with contextlib.suppress(_Stop):
             run()
-        except _Stop:
-            pass
         return batch
 
     def shrink(
