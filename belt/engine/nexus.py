@@ -71,7 +71,7 @@ from belt.wire.enums import ATTENTION_HOLD, AgentRunState, ChatStatus, ToolInvoc
 from belt.wire.nexus import HookTaskInput, LifecycleHooks, NexusEvent, NexusHook
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from belt.engine.dispatch import Route
     from belt.engine.simulation import Simulation
@@ -240,6 +240,12 @@ class NexusLoop:
         elif input_text(turn) is not None:
             state["input"] = new_id("msg")
         run = None
+        fields = {
+            "kind": kind,
+            "conversation_id": conversation_id,
+            "hooks": hooks,
+            "approval_mode": approval_mode,
+        }
         # Declaring hooks makes even an ordinary reply without tools run-backed.
         if hooks or uses_tools:
             run = self.sim.create_run(
@@ -247,18 +253,13 @@ class NexusLoop:
                 state,
                 standalone=conversation_id is None,
                 dialect=self.name,
-                kind=kind,
-                conversation_id=conversation_id,
-                hooks=hooks,
-                approval_mode=approval_mode,
+                **fields,
                 profile=origin,
                 regenerates=regenerates,
                 attention=None,
             )
             state = run.execution
-        execution = self.execution(
-            index, run, state, kind, conversation_id, hooks, approval_mode, state["input"]
-        )
+        execution = self.execution(index, run, state, fields)
         self.enter(execution, hooks, origin)
         return execution
 
@@ -332,16 +333,7 @@ class NexusLoop:
                 hint="only a run whose hook task failed or awaits approval can be resumed",
             )
         state = dict(run.execution)
-        execution = self.execution(
-            int(run.data["turn_index"]),
-            run,
-            state,
-            str(run.data["kind"]),
-            run.data.get("conversation_id"),
-            run.data.get("hooks") or {},
-            run.data.get("approval_mode"),
-            state.get("input"),
-        )
+        execution = self.execution(int(run.data["turn_index"]), run, state, run.data)
         if interrupted:
             sim_id = str(self.sim.sim["id"])
             if not execution_recorded(self.sim.store, sim_id, execution.turn_index):
@@ -357,17 +349,11 @@ class NexusLoop:
         refuse_pending(self.sim.store, run.id, "waits for {n} approval(s)")
 
     def execution(
-        self,
-        index: int,
-        run: RunRecord | None,
-        state: dict[str, Any],
-        kind: str,
-        conversation_id: str | None,
-        hooks: dict[str, Any],
-        approval_mode: str | None,
-        input_message_id: str | None,
+        self, index: int, run: RunRecord | None, state: dict[str, Any], fields: Mapping[str, Any]
     ) -> NexusExecution:
-        """The execution of turn ``index``, whose messages are tagged with its turn and kind."""
+        """The execution of turn ``index`` (``fields``: its run's kind, conversation, hooks and
+        approval mode), whose messages are tagged with its turn and kind."""
+        kind, conversation_id = str(fields["kind"]), fields.get("conversation_id")
         tags: dict[str, Any] = {"execution": index, "kind": kind}
         if conversation_id is None:
             tags["standalone"] = True
@@ -376,14 +362,14 @@ class NexusLoop:
             run,
             state,
             scope=f"standalone:{index}" if conversation_id is None else CHAT_SCOPE,
-            input_message_id=input_message_id,
+            input_message_id=state.get("input"),
             occupies_chat=conversation_id is not None and kind != "background",
             tags=tags,
             turn=self.scenario.turns[index],
             kind=kind,
-            hooks=declared(hooks),
+            hooks=declared(fields.get("hooks") or {}),
             conversation_id=conversation_id,
-            approval_mode=approval_mode,
+            approval_mode=fields.get("approval_mode"),
         )
 
     def resume_fields(self) -> dict[str, Any]:
