@@ -103,9 +103,7 @@ def parse_run_request(body: dict[str, Any]) -> RunRequest:
     message = body.get("input")
     if not isinstance(message, dict):
         raise InvalidInput(f"input: expected an object with text, got {describe(message)}")
-    text = message.get("text")
-    if text is None:
-        text = ""
+    text = "" if message.get("text") is None else message["text"]
     if not isinstance(text, str):
         raise InvalidInput(f"input.text: expected a string, got {describe(text)}")
     if len(text) > TEXT_LIMIT:

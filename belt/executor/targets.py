@@ -201,11 +201,9 @@ def call_function(
     if func is None:
         return ToolOutcome(failure="no function to call")
     outcome: list[ToolOutcome] = []
-
-    def call() -> None:
-        outcome.append(called(func, task_input))
-
-    thread = threading.Thread(target=call, name="belt-py-tool", daemon=True)
+    thread = threading.Thread(
+        target=lambda: outcome.append(called(func, task_input)), name="belt-py-tool", daemon=True
+    )
     thread.start()
     thread.join(max(timeout, 0.001))
     if not outcome:

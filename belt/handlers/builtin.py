@@ -124,11 +124,5 @@ def extraction(
         return None
     if not any(did_work(message) for message in since_last_review):
         return None
-    return Review(
-        event=event,
-        chat_id=str(chat["id"]),
-        run_id=run_id,
-        ancestor=str(since_last_review[-1]["id"]),
-        agent_id=agent_id,
-        owner=owner,
-    )
+    ancestor = str(since_last_review[-1]["id"])
+    return Review(event, str(chat["id"]), run_id, ancestor, agent_id, owner)

@@ -54,10 +54,8 @@ class LifecycleHooks(_Strict):
         return self.model_dump(mode="json", exclude_none=True)
 
 
-class HookTaskInput(BaseModel):
+class HookTaskInput(_Strict):
     """What an executor hook tool receives as its task input."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     event: NexusEvent
     task_key: str
@@ -76,10 +74,8 @@ class HookTaskInput(BaseModel):
         return data
 
 
-class HookDecisionResult(BaseModel):
+class HookDecisionResult(_Strict):
     """A validated ``structured_content`` decision of a hook task."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     continue_: bool = Field(alias="continue")
     feedback: str | None = None
