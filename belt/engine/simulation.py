@@ -561,8 +561,7 @@ class Simulation:
         They are resolved as ``belt interrupt resolve`` would: one that someone else settled
         meanwhile is left as it is.
         """
-        turns = self.scenario_doc.get("turns") or []
-        specs = (turns[execution.turn_index].get("resolve") or []) if turns else []
+        specs = self.turn_doc(execution.turn_index).get("resolve") or []
         if not specs or execution.run is None:
             return False
         pending = pending_for_run(store=self.store, run_id=execution.run.id)
@@ -603,9 +602,9 @@ class Simulation:
         if execution.run is None or self.clock is None:
             return False
         run_id = execution.run.id
-        while self.waited.get(execution.turn_index, 0) < len(waits):
-            spec = waits[self.waited.get(execution.turn_index, 0)]
-            self.waited[execution.turn_index] = self.waited.get(execution.turn_index, 0) + 1
+        while (used := self.waited.get(execution.turn_index, 0)) < len(waits):
+            spec = waits[used]
+            self.waited[execution.turn_index] = used + 1
             pending = pending_for_run(store=self.store, run_id=run_id)
             if not pending:
                 return True
