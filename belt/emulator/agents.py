@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from belt.declarations import read_document
-from belt.engine.scenario import AgentSpec, hooks_from_file, load_hooks
+from belt.engine.scenario import AgentSpec, hooks_from_file, load_hooks, validated
 from belt.errors import InvalidInput, NotFound
 from belt.text import describe
 from belt.wire.platform import GATE_TIMEOUT_MAX, LifecycleHookConfig
-from belt.wire.validate import is_int, model_problems
+from belt.wire.validate import is_int
 
 SEGMENT = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 REF = re.compile(rf"^{SEGMENT}(?:/{SEGMENT})?(?:@{SEGMENT})?$")
@@ -150,11 +150,7 @@ def load_agent_file(path: Path, ref: str) -> AgentDefinition:
     doc = read_document(path)
     if not isinstance(doc, dict):
         raise InvalidInput(f"{source}: expected a table/object at the top level")
-    try:
-        spec = AgentFileSpec.model_validate(doc)
-    except ValidationError as exc:
-        found = model_problems(exc, model=AgentFileSpec)
-        raise InvalidInput(f"{source}: {found[0]}", problems=found[1:]) from None
+    spec = validated(AgentFileSpec, doc, source)
     if spec.registry is not None:
         raise InvalidInput(
             f"{source}: registry: an agent file does not load a registry",

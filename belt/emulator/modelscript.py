@@ -14,13 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from belt.declarations import read_document
-from belt.engine.scenario import AgentScript, ModelTurnSpec, unreachable_models
+from belt.engine.scenario import (
+    AgentScript,
+    ModelTurnSpec,
+    refuse,
+    unreachable_models,
+    validated,
+)
 from belt.errors import InvalidInput
 from belt.matching import Matcher, value_matcher
-from belt.wire.validate import Findings, model_problems
+from belt.wire.validate import Findings
 
 PLAIN_PREFIX = "You said: "
 PLAIN_LIMIT = 200
@@ -104,11 +110,7 @@ def compile_script(doc: Any, source: str) -> ModelScript:
     """Check a decoded model script and compile its rules; InvalidInput lists every problem."""
     if not isinstance(doc, dict):
         raise InvalidInput(f"{source}: expected a table/object at the top level")
-    try:
-        parsed = ModelScriptFile.model_validate(doc)
-    except ValidationError as exc:
-        found = model_problems(exc, model=ModelScriptFile)
-        raise InvalidInput(f"{source}: {found[0]}", problems=found[1:]) from None
+    parsed = validated(ModelScriptFile, doc, source)
     findings = Findings()
     compiled = []
     for index, rule in enumerate(parsed.rules):
@@ -118,14 +120,11 @@ def compile_script(doc: Any, source: str) -> ModelScript:
         text = _pattern(rule.match, f"{where}.match", findings)
         agent = _pattern(rule.agent, f"{where}.agent", findings)
         compiled.append(CompiledRule(index, text, agent, rule))
-    problems = list(findings.problems)
     scripts: list[tuple[str, list[ModelTurnSpec], str | None]] = [
         (f"rules[{i}]", rule.model, rule.error) for i, rule in enumerate(parsed.rules)
     ]
     scripts += [(f'agents."{ref}"', a.model, a.error) for ref, a in parsed.agents.items()]
-    problems += unreachable_models(scripts)
-    if problems:
-        raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:])
+    refuse(source, findings.problems + unreachable_models(scripts))
     return ModelScript(source, compiled, dict(parsed.agents))
 
 
