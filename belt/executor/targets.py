@@ -78,15 +78,14 @@ def parse_tool(spec: str, *, load: bool = True) -> Target:
     if target.startswith("py:"):
         ref = target[len("py:") :]
         module, sep, attribute = ref.partition(":")
-        if not load and not (sep and module and attribute):
-            raise UsageError(f"--tool {spec!r}: py: needs MODULE:FUNC")
-        if not load:
-            return Target(name, "py", ref)
         try:
-            func = load_callable(ref, option=f"--tool {name}")
+            if load:
+                return Target(name, "py", ref, load_callable(ref, option=f"--tool {name}"))
+            if sep and module and attribute:
+                return Target(name, "py", ref)
         except UsageError:
-            raise UsageError(f"--tool {spec!r}: py: needs MODULE:FUNC") from None
-        return Target(name, "py", ref, func)
+            pass
+        raise UsageError(f"--tool {spec!r}: py: needs MODULE:FUNC")
     if target.startswith(("http://", "https://")):
         reason = check_webhook_url(target)
         if reason:

@@ -14,7 +14,6 @@ from belt.executor.inbox import (
     CLAIM_MARK,
     FINISHED,
     TaskStatus,
-    abandoned,
     claim_task,
     complete_task,
     release_abandoned,
@@ -79,9 +78,7 @@ class Worker:
         for identity in pending_ids(self.store):
             task = get_task(self.store, identity)
             if task is not None and task["status"] == TaskStatus.CLAIMED:
-                if not abandoned(task.get("claim")):
-                    continue
-                task = release_abandoned(self.store, identity)
+                task = release_abandoned(self.store, identity)  # None unless abandoned
             elif task is not None and task["status"] in FINISHED:
                 unmark_pending(self.store, identity)
                 continue
