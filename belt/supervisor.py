@@ -341,10 +341,9 @@ class Supervisor:
                 if self.template is not None and fd is self.template.sock:
                     self.template.look(self)
                     continue
-                found = self.workers.get(fd)
-                if found is None:
+                if fd not in self.workers:
                     continue
-                worker = found
+                worker = self.workers[fd]
                 reply = self._receive(worker)
                 if reply is None:
                     cause = self._finish(worker)

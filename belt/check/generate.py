@@ -508,10 +508,10 @@ def nexus_inputs(event: str) -> st.SearchStrategy[dict[str, Any]]:
 
 def nexus_sample(event: str) -> dict[str, Any]:
     """A hook task input of ``event`` as the spec describes it."""
-    run = "run_sample01"
-    task = _task_input(event)(run, "input", "conv_sample01")
+    source = "answer-1" if event == NexusEvent.STOP else "input"
+    task = _task_input(event)("run_sample01", source, "conv_sample01")
     if event == NexusEvent.STOP:
-        task = {**_task_input(event)(run, "answer-1", "conv_sample01"), **_preview("Done.")}
+        task.update(_preview("Done."))
     if event == NexusEvent.PRE_COMPACT:
         task.update(compaction_trigger="byte_limit", overshoot_bytes=2048)
     return task

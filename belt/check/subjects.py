@@ -61,14 +61,10 @@ class Subject:
     def label(self) -> str:
         """How the subject is shown: a URL by host only."""
         if self.dialect == Dialect.NEXUS:
-            return f"{self.event} → executor {self.tool} ({self.executor_label})"
+            shown = self.executor.label if self.executor is not None else self.target
+            return f"{self.event} → executor {self.tool} ({shown})"
         shown = self.target if self.kind == "py" else url_host(self.target, every_port=True)
         return f"{self.event} → {shown}"
-
-    @property
-    def executor_label(self) -> str:
-        """The executor target as shown (a URL by host only)."""
-        return self.executor.label if self.executor is not None else self.target
 
 
 def _events(wanted: list[str], known: tuple[str, ...], what: str) -> list[str]:
@@ -82,12 +78,6 @@ def _events(wanted: list[str], known: tuple[str, ...], what: str) -> list[str]:
                 where="--event",
             )
     return [event for event in known if event in wanted]
-
-
-def _target_problem(target: str) -> str | None:
-    if is_in_process(target):
-        return in_process_problem(target, allowed=True)
-    return check_webhook_url(target)
 
 
 def subjects_for(
@@ -121,11 +111,12 @@ def subjects_for(
             for event in nexus
         ], notes
     if target.startswith(("http://", "https://", "py:")):
-        problem = _target_problem(target)
+        if is_in_process(target):
+            problem, shown = in_process_problem(target, allowed=True), target
+        else:
+            problem, shown = check_webhook_url(target), url_host(target)
         if problem:
-            raise InvalidInput(
-                f"TARGET {target if is_in_process(target) else url_host(target)}: {problem}"
-            )
+            raise InvalidInput(f"TARGET {shown}: {problem}")
         chosen = _events(events, PLATFORM_EVENTS, "an event belt checks")
         seconds = timeout or float(WEBHOOK_TIMEOUT_DEFAULT)
         return [Subject(Dialect.PLATFORM, event, target, seconds) for event in chosen], notes
