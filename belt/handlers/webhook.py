@@ -157,15 +157,8 @@ def read_answer(text: str) -> Answer:
     with a warning (``check_response``)."""
     if len(text) > ANSWER_KEPT_MAX:
         return _read_answer(text)
-    answer = _read_kept(text)
+    answer = _read_kept(text)  # never changed: each caller gets its own list of warnings
     return Answer(answer.response, answer.problem, list(answer.warnings))
-
-
-@functools.lru_cache(maxsize=ANSWERS_KEPT)
-def _read_kept(text: str) -> Answer:
-    """``_read_answer`` of a short answer, kept: the same text reads the same, and what it
-    reads is never changed (each caller gets its own list of warnings)."""
-    return _read_answer(text)
 
 
 def _read_answer(text: str) -> Answer:
@@ -187,6 +180,9 @@ def _read_answer(text: str) -> Answer:
     except ValidationError as exc:
         return Answer(None, "; ".join(model_problems(exc)))
     return Answer(response, None, warnings)
+
+
+_read_kept = functools.lru_cache(maxsize=ANSWERS_KEPT)(_read_answer)
 
 
 def parse_response(text: str) -> tuple[LifecycleHookResponse | None, str | None]:
