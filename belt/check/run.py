@@ -961,8 +961,7 @@ def _finish(
             flaky=check in explorer.flaky,
             again=explorer.again.get(check),
         )
-        if not result.failed:
-            result.failed = 1
+        result.failed = result.failed or 1
 
 
 def _check_platform(
