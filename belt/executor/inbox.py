@@ -143,6 +143,18 @@ def _fail(
     return task
 
 
+def _redispatch(task: HookTask, attempt: int) -> HookTask:
+    """Put ``task`` in the inbox as ``attempt``, unclaimed, its deadline starting now."""
+    now = utcnow()
+    task["status"] = TaskStatus.PENDING.value
+    task["attempt"] = attempt
+    task["claim"] = None
+    task["dispatched_at"] = timestamp(now)
+    task["deadline"] = timestamp(now + timedelta(milliseconds=int(task["timeout_ms"])))
+    task["updated_at"] = timestamp(now)
+    return task
+
+
 def _change(store: Store, identity: str, change: Callable[[HookTask], HookTask]) -> HookTask | None:
     """``change_task``, or None when ``change`` kept the task as it is (raised ``_Keep``)."""
     try:
@@ -275,7 +287,6 @@ def settle_approval(store: Store, identity: str) -> HookTask:
     def settle(current: HookTask) -> HookTask:
         if current["status"] != TaskStatus.AWAITING_APPROVAL:
             raise _Keep
-        now = utcnow()
         current["approval"] = {**approval, "status": interrupt["status"], "resolution": resolution}
         if resolution != "allow":
             how = "expired unapproved" if interrupt["status"] == "expired" else "was denied"
@@ -284,16 +295,7 @@ def settle_approval(store: Store, identity: str) -> HookTask:
                 Failure.APPROVAL_DENIED,
                 f"the hook task's approval {how} (interrupt {interrupt['id']})",
             )
-        deadline = now + timedelta(milliseconds=int(current["timeout_ms"]))
-        current.update(
-            {
-                "status": TaskStatus.PENDING.value,
-                "dispatched_at": timestamp(now),
-                "deadline": timestamp(deadline),
-                "updated_at": timestamp(now),
-            }
-        )
-        return current
+        return _redispatch(current, current["attempt"])
 
     settled = _change(store, identity, settle)
     if settled is None:
@@ -370,21 +372,10 @@ def release_abandoned(store: Store, identity: str) -> HookTask | None:
     def release(current: HookTask) -> HookTask:
         if current["status"] != TaskStatus.CLAIMED or current.get("claim") != claim:
             raise _Keep
-        now = utcnow()
         message = f"{claim.get('by')} died holding the claim; the task went back to the inbox"
         gone = {**_attempt_summary(current), "error": {"code": WORKER_GONE, "message": message}}
         current["history"] = [*current.get("history", []), gone]
-        current.update(
-            {
-                "status": TaskStatus.PENDING.value,
-                "attempt": int(current["attempt"]) + 1,
-                "dispatched_at": timestamp(now),
-                "deadline": timestamp(now + timedelta(milliseconds=int(current["timeout_ms"]))),
-                "claim": None,
-                "updated_at": timestamp(now),
-            }
-        )
-        return current
+        return _redispatch(current, int(current["attempt"]) + 1)
 
     task = _change(store, identity, release)
     if task is not None:
