@@ -72,6 +72,11 @@ def run_bounded(
     stdout, stderr = bytearray(), bytearray()
     pending = memoryview(data)
     selector = selectors.DefaultSelector()
+
+    def stopped(**why: bool) -> Finished:
+        _kill_group(process)
+        return Finished(None, bytes(stdout[:cap]), bytes(stderr), **why)
+
     try:
         for stream in (process.stdin, process.stdout, process.stderr):
             os.set_blocking(stream.fileno(), False)
@@ -84,8 +89,7 @@ def run_bounded(
         while selector.get_map():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                _kill_group(process)
-                return Finished(None, bytes(stdout), bytes(stderr), timed_out=True)
+                return stopped(timed_out=True)
             for key, _ in selector.select(remaining):
                 stream = key.data
                 if stream is process.stdin:
@@ -105,16 +109,14 @@ def run_bounded(
                 elif stream is process.stdout:
                     stdout += chunk
                     if len(stdout) > cap:
-                        _kill_group(process)
-                        return Finished(None, bytes(stdout[:cap]), bytes(stderr), overflowed=True)
+                        return stopped(overflowed=True)
                 else:
                     stderr = (stderr + chunk)[-STDERR_KEEP:]
         remaining = deadline - time.monotonic()
         try:
             returncode = process.wait(max(remaining, 0.001))
         except subprocess.TimeoutExpired:
-            _kill_group(process)
-            return Finished(None, bytes(stdout), bytes(stderr), timed_out=True)
+            return stopped(timed_out=True)
         return Finished(returncode, bytes(stdout), bytes(stderr))
     except BaseException:
         _kill_group(process)
