@@ -325,9 +325,7 @@ def check_platform_hooks(
         return findings, []
     for index, raw in enumerate(items):
         check_platform_hook(raw, f"{base}[{index}]", findings, in_process=in_process)
-    if not findings.ok:
-        return findings, []
-    return findings, [LifecycleHookConfig.model_validate(raw) for raw in items]
+    return findings, [LifecycleHookConfig.model_validate(raw) for raw in items if findings.ok]
 
 
 def check_nexus_hooks(
@@ -378,9 +376,7 @@ def check_nexus_hooks(
             findings.error(
                 cpath, f"{cont!r} must be a whole number 0 through {MAX_CONTINUATIONS_MAX}"
             )
-    if not findings.ok:
-        return findings, None
-    return findings, LifecycleHooks.model_validate(raw)
+    return findings, LifecycleHooks.model_validate(raw) if findings.ok else None
 
 
 def check_nexus_profile(raw: Any, base: str = "") -> tuple[Findings, LifecycleHooks | None]:
@@ -400,9 +396,7 @@ def check_nexus_profile(raw: Any, base: str = "") -> tuple[Findings, LifecycleHo
             )
         elif not isinstance(mode, str) or not mode.strip():
             findings.error(f"{prefix}approval_mode", "must be a nonblank string")
-    if not findings.ok:
-        return findings, None
-    return findings, hooks
+    return findings, hooks if findings.ok else None
 
 
 def check_decision(
@@ -447,9 +441,7 @@ def check_decision(
             )
     elif "feedback" in raw:
         findings.error(f"{base}.feedback", "is only allowed with continue: true")
-    if not findings.ok:
-        return findings, None
-    return findings, HookDecisionResult.model_validate(raw)
+    return findings, HookDecisionResult.model_validate(raw) if findings.ok else None
 
 
 def format_loc(loc: tuple[int | str, ...], base: str = "") -> str:
