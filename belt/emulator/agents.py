@@ -102,11 +102,7 @@ def check_tools(raw: Any, base: str) -> dict[str, ToolSetting]:
                 f"got {describe(timeout)}"
             )
             continue
-        tools[name] = ToolSetting(
-            client=kind == "client",
-            require_approval=approval is True,
-            approval_timeout=int(timeout),
-        )
+        tools[name] = ToolSetting(kind == "client", approval is True, int(timeout))
     if problems:
         raise InvalidInput(problems[0], problems=problems[1:])
     return tools
