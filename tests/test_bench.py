@@ -62,8 +62,10 @@ def test_dispatch_misses_every_target_when_belts_hooks_burn_cpu() -> None:
 
 
 def test_testsuite_misses_both_floors_when_belts_hooks_burn_cpu() -> None:
+    # Its verdicts are wall-clock ratios to a floor of about 0.3 s: two rounds (the median, their
+    # mean) keep one floor slowed by a burst of load on a busy machine from passing belt.
     code, verdicts, output = run_bench(
-        "testsuite", "--scenarios", "2", "--rounds", "1", "--handicap", "0.5"
+        "testsuite", "--scenarios", "2", "--rounds", "2", "--handicap", "0.4"
     )
     assert code == 1, output
     assert verdicts == {

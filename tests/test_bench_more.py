@@ -32,16 +32,16 @@ HANDICAPPED = {
         "show at 150 / at 100",
     ),
     "scale": (
-        ["--turns", "2", "4", "--calls", "2", "4", "--rounds", "1", "--handicap", "0.15"],
+        ["--turns", "2", "4", "--calls", "2", "4", "--rounds", "1", "--handicap", "0.05"],
         "platform turns in memory, per turn at 4 / at 2 (cpu)",
     ),
     "startup": (["--runs", "1", "--handicap", "1"], "belt version / import typer (wall)"),
     "emulator": (
-        ["--chats", "1", "--messages", "1", "--rounds", "1", "--handicap", "0.3"],
+        ["--chats", "1", "--messages", "1", "--rounds", "1", "--handicap", "1"],
         "messages with one webhook hook / with none (wall)",
     ),
     "serve": (
-        ["--throughput", "--requests", "200", "--rounds", "1", "--handicap", "0.002"],
+        ["--throughput", "--requests", "200", "--rounds", "1", "--handicap", "0.001"],
         "server CPU per request, belt / bare app",
     ),
     "reliability": (
@@ -104,6 +104,18 @@ def test_a_handicapped_bench_misses_a_target_and_exits_1(
     recorded = [json.loads(line) for line in table.read_text().splitlines()]
     assert [r["bench"] for r in recorded] == [name] * len(lines)
     assert [r["met"] for r in recorded] == ["verdict: met" in line for line in lines]
+
+
+def test_every_bench_is_run_handicapped_by_a_test() -> None:
+    """Every bench of bench/ as bench/all.py finds them (a script reporting Verdicts): here, or
+    in tests/test_bench.py (check, dispatch, testsuite)."""
+    scripts = {path: path.read_text(encoding="utf-8") for path in BENCH.glob("*.py")}
+    found = {
+        path.stem
+        for path, text in scripts.items()
+        if path.name != "all.py" and "Verdicts(" in text and '__name__ == "__main__"' in text
+    }
+    assert found == {*HANDICAPPED, "check", "dispatch", "testsuite"}
 
 
 def write_benches(folder: Path) -> None:
