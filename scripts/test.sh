@@ -53,10 +53,10 @@ newest() {
 	"$venv/bin/python" -m pytest -q -n 2 "${NEWEST_TESTS[@]}"
 }
 
-# Three workers on a two-core machine: each worker spends about 40% of its time waiting on the
-# processes and servers its tests start, so a third keeps both cores busy (244 s of pytest with
-# two workers, 191 s with three, on a quiet two-core machine).
-step pytest "$bin/python" -m pytest -q -n 3
+# Four workers on a two-core machine: each worker spends much of its time waiting on the
+# processes and servers its tests start, so more workers than cores keep both busy (pytest took
+# 244 s with two workers, 191 s with three and 173 s with four, on a quiet two-core machine).
+step pytest "$bin/python" -m pytest -q -n 4
 step "belt test examples/tests" "$bin/belt" test examples/tests
 step "ruff format --check" "$bin/ruff" format --check belt tests bench
 step "ruff check" "$bin/ruff" check belt tests bench
