@@ -36,8 +36,8 @@ FOUND = settings(
 )
 """For a test that asks only whether an example exists: the first found, not shrunk (shrinking a
 payload costs ten times finding it), from a fixed seed and with room to look (the search ends at
-the first found), so that a rare value is found on every run or on none. Unshrunk, it may be large, and Hypothesis warns of the cost
-of its repr: `UNSHRUNK` lets that warning be."""
+the first found), so that a rare value is found on every run or on none. Unshrunk, it may be
+large, and Hypothesis warns of the cost of its repr: `UNSHRUNK` lets that warning be."""
 UNSHRUNK = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 TYPES: dict[str, type] = {"string": str, "object": dict}
 
