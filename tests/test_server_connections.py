@@ -4,7 +4,6 @@ with deadlines too long to do it instead; and the stop's mark on the requests in
 from __future__ import annotations
 
 import signal
-import socket
 import threading
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from belt.server.app import create_app
 from belt.store import Store
 from tests.servers import running
 from tests.test_serve_stop import serving
+from tests.test_server_limits import closed_by_server, open_socket
 from tests.waiting import eventually
 
 CLOSE = {"connection": "close"}
@@ -21,28 +21,14 @@ LONG = 600.0
 """A head and body deadline no test waits for: what closes a connection here is the cap."""
 
 
-def connect(url: str, head: bytes) -> socket.socket:
-    host, port = url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)), timeout=20)
-    sock.sendall(head)
-    return sock
-
-
-def closed(sock: socket.socket) -> bool:
-    try:
-        return sock.recv(1024) == b""
-    except ConnectionResetError:
-        return True
-    except TimeoutError:
-        return False
-
-
 def test_the_cap_closes_the_longest_waiting_connection_and_no_other(tmp_path: Path) -> None:
     app = create_app(store=Store(tmp_path), sweep_interval=0)
     limits = {"header_timeout": LONG, "body_timeout": LONG, "max_connections": 3}
     with running(app, **limits) as url:
-        heads = [connect(url, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n") for _ in range(2)]
-        body = connect(
+        heads = [
+            open_socket(url, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n") for _ in range(2)
+        ]
+        body = open_socket(
             url,
             b"POST /hooks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 100\r\n\r\n{",
@@ -50,14 +36,14 @@ def test_the_cap_closes_the_longest_waiting_connection_and_no_other(tmp_path: Pa
         # (The server closes each newcomer once answered, before it takes the next connection.)
         reply = httpx.get(f"{url}/healthz", headers=CLOSE, timeout=30)
         assert reply.status_code == 200
-        assert closed(heads[0])
+        assert closed_by_server(heads[0])
         # The cap is full again: the next newcomer closes the second head, and the body,
         # waiting since later, is let be.
-        late = connect(url, b"GET /healthz HTTP/1.1\r\n")
+        late = open_socket(url, b"GET /healthz HTTP/1.1\r\n")
         assert httpx.get(f"{url}/healthz", headers=CLOSE, timeout=30).status_code == 200
-        assert closed(heads[1])
+        assert closed_by_server(heads[1])
         body.settimeout(0.5)
-        assert not closed(body)
+        assert not closed_by_server(body)
         for sock in (*heads, body, late):
             sock.close()
 
