@@ -78,11 +78,31 @@ a finalizer): Python would print "Exception ignored" and go on as if nothing was
 
 def _unraisable(unraisable: "Any") -> None:
     """``sys.unraisablehook`` of a console command: a Ctrl-C Python could not raise is kept, to
-    end the command as any Ctrl-C does; anything else is printed as Python prints it."""
+    end the command as any Ctrl-C does, and sent again; anything else is printed as Python
+    prints it."""
     if issubclass(unraisable.exc_type, KeyboardInterrupt):
         _swallowed.append(True)
+        _press_again()
         return
     sys.__unraisablehook__(unraisable)
+
+
+def _press_again() -> None:
+    """Send the swallowed Ctrl-C again, from another thread, so that Python raises it where the
+    main thread can take it: a command that would go on (``belt serve`` starting) stops as at
+    any Ctrl-C. Swallowed once more, it is sent once more."""
+    import os
+    import signal
+    import threading
+
+    returned = threading.Event()
+
+    def press() -> None:
+        returned.wait()  # not while the thread starts: Thread.start waits in the main thread
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=press, daemon=True).start()
+    returned.set()
 
 
 def stopped_by_ctrl_c(done: SystemExit) -> bool:
