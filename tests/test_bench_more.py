@@ -45,7 +45,7 @@ HANDICAPPED = {
         "server CPU per request, belt / bare app",
     ),
     "reliability": (
-        ["--only", "load", "--load-seconds", "0.5", "--slow", "20", "--handicap", "0.3"],
+        ["--only", "load", "--load-seconds", "0.5", "--slow", "20", "--handicap", "3"],
         "throughput under 20 slowloris / quiet",
     ),
     "registry": (
