@@ -19,6 +19,7 @@ ROOT = Path(belt.__file__).parent
 LAYERS: dict[str, int] = {
     "belt.errors": 0,
     "belt.paths": 1,
+    "belt.tracing": 1,
     "belt.text": 1,
     "belt.suggest": 1,
     "belt.matching": 2,

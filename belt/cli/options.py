@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -86,3 +87,36 @@ def json_printed(json_: bool, data: object) -> bool:
 
         output.print_json(data)
     return json_
+
+
+OtlpOption = Annotated[
+    str | None,
+    typer.Option(
+        "--otlp",
+        metavar="URL",
+        show_default=False,
+        help="Export hook traces over OTLP/HTTP to this collector (its base URL, as "
+        "OTEL_EXPORTER_OTLP_ENDPOINT; that variable turns tracing on too). Needs belt[otel].",
+    ),
+]
+TraceFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--trace",
+        metavar="FILE",
+        dir_okay=False,
+        show_default=False,
+        help="Append hook traces to FILE as OTLP JSON lines, without a collector. "
+        "Needs belt[otel].",
+    ),
+]
+
+
+def start_tracing(otlp: str | None, trace_file: Path | None) -> None:
+    """Turn tracing on when ``--otlp``, ``--trace`` or an OTEL_EXPORTER_OTLP_* variable asks for
+    it (docs/tracing.md); without them nothing of OpenTelemetry is imported."""
+    if otlp is not None and not otlp.startswith(("http://", "https://")):
+        raise UsageError(f"--otlp: {otlp!r} is not an http:// or https:// URL")
+    from belt import tracing
+
+    tracing.start(otlp=otlp, trace_file=trace_file)

@@ -1,0 +1,292 @@
+"""Hook traces as OpenTelemetry spans (docs/tracing.md).
+
+Off unless an OTLP endpoint (``--otlp``, ``OTEL_EXPORTER_OTLP_ENDPOINT``,
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) or a trace file (``--trace``) is asked for; off, nothing
+of OpenTelemetry is imported and every function here is one bool check. OpenTelemetry is the
+``otel`` extra and is imported only inside the functions of this module.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from contextlib import AbstractContextManager as ContextManager
+from pathlib import Path
+from typing import Any
+
+INSTALL_HINT = (
+    "warning: tracing was asked for but OpenTelemetry is not installed; "
+    "install it with: pip install 'belt[otel]' (going on without traces)"
+)
+REASON_LIMIT = 256
+"""The longest answer reason a span carries, in characters."""
+
+_on = False
+_tracer: Any = None
+_provider: Any = None
+_hinted = False
+_registered = False
+_NOOP: ContextManager[Any] = contextlib.nullcontext()
+_KINDS = ("internal", "server", "client", "producer", "consumer")
+
+
+def on() -> bool:
+    """Whether spans are being recorded."""
+    return _on
+
+
+def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
+    """Turn tracing on when an OTLP endpoint (``otlp``, or the standard ``OTEL_EXPORTER_OTLP_*``
+    variables) or ``trace_file`` is given; say once on stderr how to install the extra when it is
+    missing. Returns whether tracing is on. Spans are flushed at exit (or by :func:`shutdown`)."""
+    global _on, _tracer, _provider, _hinted, _registered
+    endpoint_set = otlp or any(
+        os.environ.get(name)
+        for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+    if not endpoint_set and trace_file is None:
+        return _on
+    shutdown()
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        if not _hinted:
+            _hinted = True
+            sys.stderr.write(INSTALL_HINT + "\n")
+            sys.stderr.flush()
+        return False
+    from belt import __version__
+
+    resource = Resource.create()
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": "belt"}))
+    resource = Resource({"service.version": __version__}).merge(resource)
+    provider = TracerProvider(resource=resource)
+    if endpoint_set:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(endpoint=traces_url(otlp)) if otlp else OTLPSpanExporter()
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    if trace_file is not None:
+        provider.add_span_processor(BatchSpanProcessor(_file_exporter(trace_file)))
+    _provider = provider
+    _tracer = provider.get_tracer("belt", __version__)
+    _on = True
+    if not _registered:
+        _registered = True
+        atexit.register(shutdown)
+    return True
+
+
+def traces_url(base: str) -> str:
+    """The OTLP/HTTP traces URL of a collector's base URL (``/v1/traces`` appended, as the
+    SDK does for ``OTEL_EXPORTER_OTLP_ENDPOINT``), unless it already names that path."""
+    return base if base.rstrip("/").endswith("/v1/traces") else base.rstrip("/") + "/v1/traces"
+
+
+def shutdown() -> None:
+    """Flush the spans not yet exported and stop recording."""
+    global _on, _tracer, _provider
+    provider, _provider, _tracer, _on = _provider, None, None, False
+    if provider is not None:
+        provider.force_flush()
+        provider.shutdown()
+
+
+def span(
+    name: str,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    kind: str = "internal",
+    start_time_ns: int | None = None,
+    links: Sequence[Mapping[str, str]] = (),
+) -> ContextManager[Any]:
+    """A span that is current while the block runs (it yields the span; ``None`` when tracing is
+    off). An exception leaving the block sets the span's status to ERROR with its type's name
+    only: an exception's text may carry a payload. ``links`` are ``{"trace_id", "span_id"}`` in
+    hex."""
+    if not _on:
+        return _NOOP
+    return _span(name, attributes, kind, start_time_ns, links)
+
+
+@contextlib.contextmanager
+def _span(
+    name: str,
+    attributes: Mapping[str, Any] | None,
+    kind: str,
+    start_time_ns: int | None,
+    links: Sequence[Mapping[str, str]],
+) -> Iterator[Any]:
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    with _tracer.start_as_current_span(
+        name,
+        kind=SpanKind[kind.upper()] if kind in _KINDS else SpanKind.INTERNAL,
+        attributes=_clean(attributes),
+        start_time=start_time_ns,
+        links=[_link(link) for link in links],
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as current:
+        try:
+            yield current
+        except Exception as exc:
+            current.set_attribute("error.type", type(exc).__qualname__)
+            current.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            raise
+
+
+def set_attributes(span: Any, attributes: Mapping[str, Any]) -> None:
+    """Set attributes on a span from :func:`span` (``None`` values left out); a no-op when the
+    span is ``None`` (tracing off)."""
+    if span is not None:
+        span.set_attributes(_clean(attributes))
+
+
+def fail(span: Any, description: str) -> None:
+    """Mark a span as failed (status ERROR); ``description`` is a short fixed phrase, never
+    payload text. A no-op when the span is ``None``."""
+    if span is not None:
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_status(Status(StatusCode.ERROR, description[:REASON_LIMIT]))
+
+
+def current() -> dict[str, str] | None:
+    """The current span's ``{"trace_id", "span_id"}`` in hex, or ``None`` when tracing is off or
+    no span is current: what a record keeps to continue a trace in another process."""
+    if not _on:
+        return None
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}"}
+
+
+def now_ns() -> int:
+    """The clock spans are stamped with, for a span that starts here and ends elsewhere."""
+    import time
+
+    return time.time_ns()
+
+
+def bounded(text: str | None) -> str | None:
+    """An answer's reason cut to :data:`REASON_LIMIT` characters."""
+    return None if text is None else text[:REASON_LIMIT]
+
+
+def inject(headers: MutableMapping[str, str]) -> None:
+    """Add the current span's ``traceparent`` (and ``tracestate``) to outgoing headers; a no-op
+    when tracing is off."""
+    if not _on:
+        return
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    TraceContextTextMapPropagator().inject(headers)
+
+
+def continued(headers: Mapping[str, str]) -> ContextManager[None]:
+    """Make an incoming ``traceparent`` the parent of the spans started in the block; nothing
+    when tracing is off or the header is absent or malformed."""
+    if not _on:
+        return _NOOP
+    return _continued(headers)
+
+
+@contextlib.contextmanager
+def _continued(headers: Mapping[str, str]) -> Iterator[None]:
+    from opentelemetry import context
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    token = context.attach(TraceContextTextMapPropagator().extract(headers))
+    try:
+        yield None
+    finally:
+        context.detach(token)
+
+
+def parented(trace_id: str, span_id: str) -> ContextManager[None]:
+    """Make the span ``span_id`` of trace ``trace_id`` (hex, as :func:`current` gives them) the
+    parent of the spans started in the block: a trace continued from a record."""
+    return continued({"traceparent": f"00-{trace_id}-{span_id}-01"})
+
+
+def _clean(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (attributes or {}).items() if v is not None}
+
+
+def _link(link: Mapping[str, str]) -> Any:
+    from opentelemetry.trace import Link, SpanContext, TraceFlags
+
+    context = SpanContext(
+        trace_id=int(link["trace_id"], 16),
+        span_id=int(link["span_id"], 16),
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    return Link(context)
+
+
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+
+
+def _file_exporter(path: Path) -> Any:
+    """A span exporter that appends each batch to ``path`` as one line of OTLP/JSON (an
+    ``ExportTraceServiceRequest``, as the OTLP file exporter specification says: ids in hex,
+    names in camelCase, 64-bit integers as strings, enums as integers)."""
+    import json
+    import threading
+
+    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class FileSpanExporter(SpanExporter):
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.stream = path.open("a", encoding="utf-8")
+
+        def export(self, spans: Sequence[Any]) -> SpanExportResult:
+            document = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+            _hex_ids(document)
+            line = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+            with self.lock:
+                if self.stream.closed:
+                    return SpanExportResult.FAILURE
+                self.stream.write(line + "\n")
+                self.stream.flush()
+            return SpanExportResult.SUCCESS
+
+        def shutdown(self) -> None:
+            with self.lock:
+                self.stream.close()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
+
+    return FileSpanExporter()
+
+
+def _hex_ids(node: Any) -> None:
+    """Protobuf's JSON mapping writes bytes in base64; OTLP/JSON writes trace and span ids in
+    hex."""
+    import base64
+
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _ID_FIELDS and isinstance(value, str):
+                node[key] = base64.b64decode(value).hex()
+            else:
+                _hex_ids(value)
+    elif isinstance(node, list):
+        for item in node:
+            _hex_ids(item)
