@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from belt.engine.api import run_scenario
+from belt.records.interrupts import os_user
 from belt.records.journal import JOURNAL, SERVE
 from belt.server.app import create_app
 from belt.server.inspector.deliveries import served_summary
@@ -534,8 +535,8 @@ def test_a_gate_allowed_from_the_api_continues_the_run_and_a_second_resolve_says
     again = CLIENT.post(url, json={"decision": "deny"})
     assert again.status_code == 409
     problem = again.json()
-    assert "by the inspector page" in problem["detail"]
-    assert problem["settled_by"] == "the inspector page"
+    assert " via the inspector" in problem["detail"]
+    assert problem["settled_by"] == f"{os_user()} via the inspector"
     assert problem["interrupt"]["resolved_data"] == {"by": "ana", "n": [1, 2]}
     assert inspect(served, "/gates")["items"] == []
 

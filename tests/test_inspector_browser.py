@@ -101,7 +101,10 @@ def test_a_second_resolve_in_the_page_says_already_resolved_by_whom(
         # Someone else settles the gate between the click and the request reaching the server
         # (resolved before the click, the page's own refresh may take the card away first).
         resolve_interrupt(
-            store=store, interrupt_id=str(gate_id), decision="deny", by="ana at her desk"
+            store=store,
+            interrupt_id=str(gate_id),
+            decision="deny",
+            by={"how": "person", "user": "ana", "door": "cli"},
         )
         route.continue_()
 
@@ -109,7 +112,7 @@ def test_a_second_resolve_in_the_page_says_already_resolved_by_whom(
     card.locator("button.allow").click()
     conflict = page.locator(".conflict")
     conflict.wait_for()
-    assert "Already resolved (deny) by ana at her desk" in conflict.inner_text()
+    assert "Already resolved (deny) by ana via the CLI" in conflict.inner_text()
     assert page.locator(".error").count() == 0
 
 

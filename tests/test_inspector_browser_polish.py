@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from belt.engine.api import run_scenario
+from belt.records.interrupts import Settlement
 from belt.store import Store
 from tests.browser import chromium, missing
 from tests.test_inspector import gated_scenario, payload
@@ -77,6 +78,7 @@ def head(card: Any) -> tuple[str, str]:
 
 
 TITLE = 'agent.tool_call delete_file({"path":"/tmp/old.txt"})'
+ANA: Settlement = {"how": "person", "user": "ana", "door": "cli"}
 
 
 def test_a_gate_keeps_its_title_once_allowed(page: Any, served: str, tmp_path: Path) -> None:
@@ -114,7 +116,7 @@ def test_a_gate_settled_elsewhere_first_keeps_its_title(
     gate_id = str(card.get_attribute("data-id"))
 
     def resolved_elsewhere_first(route: Any) -> None:
-        resolve_interrupt(store=store, interrupt_id=gate_id, decision="allow", by="ana")
+        resolve_interrupt(store=store, interrupt_id=gate_id, decision="allow", by=ANA)
         route.continue_()
 
     page.route("**/gates/*/resolve", resolved_elsewhere_first)
@@ -122,4 +124,6 @@ def test_a_gate_settled_elsewhere_first_keeps_its_title(
     settled = page.locator(".gate.settled", has_text="/tmp/old.txt")
     settled.locator(".conflict").wait_for()
     assert head(settled)[0] == "agent.tool_call"
-    assert head(settled)[1].startswith(TITLE + " resolved allow by ana"), head(settled)[1]
+    assert head(settled)[1].startswith(TITLE + " resolved allow by ana via the CLI"), head(settled)[
+        1
+    ]

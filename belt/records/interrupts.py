@@ -62,6 +62,51 @@ DTO_FIELDS = (
 
 RESOLUTIONS = ("allow", "deny")
 
+DOORS = ("cli", "review", "inspector", "api")
+"""The doors a person settles a gate through: ``belt interrupt resolve``, ``belt interrupt
+review``, the inspector's page, and ``belt serve``'s API."""
+
+
+class Settlement(TypedDict):
+    """How a gate was settled (stored as ``resolved_by``, belt's own: never on the wire).
+
+    ``how`` is ``person`` (``user``, ``door``, and for the ``api`` door ``token``: whether the
+    request carried a token, never the token), ``rule`` (``file``, ``rule``, ``digest``:
+    ``sha256:<hex>`` of the rules file's content), ``expiry`` (``default``: the resolution it
+    fell back to) or ``batch`` (``batch``, ``digest`` of what was shown, ``user``, ``door``).
+    """
+
+    how: str
+    user: NotRequired[str]
+    door: NotRequired[str]
+    token: NotRequired[bool]
+    file: NotRequired[str]
+    rule: NotRequired[str]
+    digest: NotRequired[str]
+    default: NotRequired[str]
+    batch: NotRequired[str]
+    recorded_as: NotRequired[str]
+
+
+def os_user() -> str:
+    """The OS user running belt, "unknown" when the system cannot say."""
+    import getpass
+
+    try:
+        return getpass.getuser() or "unknown"
+    except (OSError, KeyError, ImportError):
+        return "unknown"
+
+
+def person(door: str, token: bool = False) -> Settlement:
+    """A settlement by the OS user through ``door`` (one of DOORS); ``token`` only for ``api``."""
+    if door not in DOORS:
+        raise ValueError(f"unknown door {door!r}")
+    settlement: Settlement = {"how": "person", "user": os_user(), "door": door}
+    if door == "api":
+        settlement["token"] = token
+    return settlement
+
 
 class Interrupt(TypedDict):
     """A stored interrupt (kind ``interrupt``): the InterruptDTO's fields, its default
@@ -127,15 +172,60 @@ def _no_interrupt(interrupt_id: str) -> NotFound:
     )
 
 
-def settled_by(record: Interrupt) -> str | None:
-    """Who settled a stored interrupt, when known: its resolver, the sweep, or a stopped run."""
+_DOOR_NAMES = {"cli": "the CLI", "review": "review", "inspector": "the inspector", "api": "the API"}
+
+
+def _short(digest: object) -> str:
+    text = str(digest)
+    return text[: len("sha256:") + 12] if text.startswith("sha256:") else text[:12]
+
+
+def trail(record: Interrupt) -> Settlement | None:
+    """How a stored interrupt was settled, as data; None while it is pending. A settlement
+    recorded before the trail existed is ``{"how": "unknown"}`` (with ``recorded_as``, the
+    string it kept, if any); an expired one ``expiry``, a cancelled one ``{"how": "stopped"}``
+    (its run was stopped)."""
     status = record.get("status")
-    if status == InterruptStatus.EXPIRED:
-        return "the sweep (it expired)"
-    if status == InterruptStatus.CANCELLED:
-        return "its run being stopped"
     by = record.get("resolved_by")
-    return str(by) if by else None
+    if status == InterruptStatus.PENDING:
+        return None
+    if status == InterruptStatus.CANCELLED:
+        return {"how": "stopped"}
+    if isinstance(by, dict):
+        return cast(Settlement, by)
+    if status == InterruptStatus.EXPIRED:
+        return {"how": "expiry", "default": on_expiry(record)}
+    return {"how": "unknown", "recorded_as": str(by)} if by else {"how": "unknown"}
+
+
+def settled_by(record: Interrupt) -> str | None:
+    """How a stored interrupt was settled, in one line; None while it is pending.
+
+    A settlement recorded before the trail existed (a string, or nothing) reads "unknown",
+    keeping what the string said; an expired or cancelled one says so from its status.
+    """
+    by = trail(record)
+    if by is None:
+        return None
+    how = by.get("how")
+    door = _DOOR_NAMES.get(str(by.get("door")), str(by.get("door")))
+    if how == "person":
+        text = f"{by.get('user')} via {door}"
+        if by.get("door") == "api":
+            text += " (with a token)" if by.get("token") else " (without a token)"
+        return text
+    if how == "rule":
+        return f"rule {by.get('rule')} of {by.get('file')} ({_short(by.get('digest'))})"
+    if how == "expiry":
+        return f"expiry (default {by.get('default')})"
+    if how == "batch":
+        return (
+            f"batch {by.get('batch')} ({_short(by.get('digest'))}) by {by.get('user')} via {door}"
+        )
+    if how == "stopped":
+        return "its run being stopped"
+    recorded = by.get("recorded_as") or (how if how != "unknown" else None)
+    return f"unknown (recorded as: {recorded})" if recorded else "unknown"
 
 
 def _not_pending(record: Interrupt) -> Conflict:
@@ -417,21 +507,22 @@ def resolve_interrupt(
     decision: str,
     data: Any = None,
     now: datetime | None = None,
-    by: str | None = None,
+    by: Settlement | None = None,
 ) -> dict[str, Any]:
     """Resolve a pending interrupt with allow or deny; NotFound (3), or Conflict (4) if settled.
 
-    ``by`` says who resolved it (kept in the stored record beside the DTO, as ``resolved_by``).
+    ``by`` says how it was settled (kept in the stored record beside the DTO, as
+    ``resolved_by``; never in the DTO).
     """
     if decision not in RESOLUTIONS:
         raise InvalidInput(f"decision {decision!r} must be allow or deny")
-    settled = {
+    settled: dict[str, Any] = {
         "status": InterruptStatus.RESOLVED.value,
         "resolution": decision,
         "resolved_data": data,
     }
     if by is not None:
-        settled["resolved_by"] = by
+        settled["resolved_by"] = dict(by)
     return _settle_pending(_store(store), interrupt_id, now, settled)
 
 
@@ -503,12 +594,14 @@ def sweep(
         if not expires_at or parse_timestamp(expires_at) > moment:
             raise _Skip
         at = stamp if record.get("virtual_clock") else wall_stamp
+        default = on_expiry(record)
         record.update(
             {
                 "status": InterruptStatus.EXPIRED.value,
-                "resolution": on_expiry(record),
+                "resolution": default,
                 "resolved_at": at,
                 "updated_at": at,
+                "resolved_by": {"how": "expiry", "default": default},
             }
         )
         return record

@@ -28,10 +28,12 @@ from belt.records.interrupts import (
     list_interrupts,
     on_expiry,
     pending_for_run,
+    person,
     read_record,
     resolve_interrupt,
     settled_by,
     to_dto,
+    trail,
 )
 from belt.records.journal import SERVE
 from belt.records.runs import EVENTS_LOG, RUN
@@ -44,7 +46,6 @@ if TYPE_CHECKING:
     from belt.records.interrupts import Interrupt
     from belt.store import Store
 
-RESOLVED_BY = "the inspector page"
 RUNS_SHOWN = 500
 RUN_FIELDS = (
     "id sim_id chat_id name kind state error interrupt_reason created_at updated_at interrupted "
@@ -282,6 +283,7 @@ def gate_item(record: Interrupt, now: datetime) -> dict[str, Any]:
         "on_expiry": on_expiry(record),
         "seconds_left": _seconds_left(dto.get("expires_at"), now),
         "settled_by": settled_by(record),
+        "trail": trail(record),
     }
 
 
@@ -304,7 +306,7 @@ def resolve(
     if decision not in ("allow", "deny"):
         raise InvalidInput(f"decision: expected allow or deny, got {decision!r}")
     resolve_interrupt(
-        store=store, interrupt_id=interrupt_id, decision=decision, data=data, by=RESOLVED_BY
+        store=store, interrupt_id=interrupt_id, decision=decision, data=data, by=person("inspector")
     )
     dto = gate_item(read_record(store=store, interrupt_id=interrupt_id), clock.now())
     run_id = str(dto["run_id"])
