@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "belt.handlers": 5,
     "belt.executor": 5,
     "belt.policy": 5,
+    "belt.approvals": 5,
     "belt.hookfile": 5,
     "belt.engine": 6,
     "belt.trigger": 6,

@@ -631,3 +631,7 @@ def scripted_hint() -> str:
         f"to resolve from a script or a pipe: `belt interrupt resolve {first['short_id']} allow` "
         "(or deny, with --data JSON for data); `belt interrupt list` shows every pending gate"
     )
+
+
+lazy_command("interrupt", "auto", "belt.cli.approvals:auto")
+lazy_command("interrupt", "what-if", "belt.cli.approvals:what_if")

@@ -1,0 +1,247 @@
+"""``belt interrupt auto`` and ``belt interrupt what-if``: approval rules, live and over history."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from belt import output
+from belt.backend import Backend, LocalBackend, open_backend
+from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, finite, json_printed, moment_option
+from belt.errors import UsageError
+
+if TYPE_CHECKING:
+    from belt.approvals import Outcome, Resolve, WhatIf
+    from belt.records.interrupts import Settlement
+
+RulesOption = Annotated[
+    Path,
+    typer.Option(
+        "--rules",
+        metavar="FILE",
+        help="The approval rules (TOML; see docs/interrupts.md, Approving at volume).",
+        show_default=False,
+    ),
+]
+RunsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--run",
+        metavar="RUN_ID",
+        help="Only this run's gates (repeatable); needed with --api.",
+        show_default=False,
+    ),
+]
+
+
+def auto(
+    rules: RulesOption,
+    runs: RunsOption = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="Settle the gates pending now, then stop.")
+    ] = False,
+    interval: Annotated[
+        float,
+        typer.Option(metavar="S", help="Seconds between looks.", min=0.05, callback=finite),
+    ] = 0.2,
+    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object per line.")] = False,
+    api: ApiOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Settle gates by rules as they open, until Ctrl-C: the external resolver.
+
+    Each pending gate is decided by the first rule that matches it: allow and deny settle it
+    (its trail names the rule, the file and the file's digest; the rule's reason is its
+    resolved data), ask and no match leave it to a person. One line per gate says what was
+    done and why; a gate settled meanwhile by someone else is skipped with a line. A rules file
+    with a problem is refused (exit 5) before anything is settled.
+
+    Locally it follows every run's gates (or --run's) and a look costs two file-system stats
+    while nothing changes; with --api it polls the list of each --run. Against an API the
+    settlement is recorded by the server as an API call.
+
+    Examples:
+
+        belt interrupt auto --rules examples/approvals.toml
+        belt interrupt auto --rules examples/approvals.toml --once --json
+    """
+    from belt.approvals import load_rules, settle_as_they_open
+
+    loaded = load_rules(rules)
+    if api and not runs:
+        raise UsageError(
+            "with --api, auto needs --run and a run's whole id (repeatable): the platform API "
+            "lists interrupts per run",
+            hint="without --api, auto follows every run in the local store",
+        )
+    with open_backend(api, api_key=api_key) as backend:
+        resolve = _resolver(backend)
+        if once:
+            events: Iterable[dict[str, Any]] = [
+                {"event": "pending", "interrupt": item}
+                for run in ([*runs] if runs else [None])
+                for item, _ in reversed(backend.find_interrupts(run_id=run))
+            ]
+        else:
+            whose = f"run {', '.join(runs)}" if runs else "every run"
+            output.echo(
+                f"settling the gates of {whose} by {rules} ({len(loaded.rules)} rule(s)) as "
+                "they open; ask gates are left to a person; Ctrl-C stops",
+                stderr=True,
+            )
+            events = backend.watch_interrupts(run_ids=runs or [], interval=interval)
+        counts = {"settled": 0, "ask": 0, "skipped": 0}
+        for outcome in settle_as_they_open(loaded, events, resolve):
+            if isinstance(outcome, str):
+                output.warning(outcome)
+                continue
+            counts[_kind(outcome)] += 1
+            if json_:
+                output.print_json_line(outcome.to_json())
+            else:
+                output.lines([_line(outcome, short_ids=not api)])
+    output.echo(
+        f"settled {counts['settled']}, left {counts['ask']} to a person, skipped "
+        f"{counts['skipped']} settled meanwhile",
+        stderr=True,
+    )
+
+
+def _resolver(backend: Backend) -> Resolve:
+    """How auto resolves: in the store with the rule's settlement, or through the API (whose
+    server records the settlement as its API door's)."""
+    if isinstance(backend, LocalBackend):
+        from belt.approvals import store_resolver
+
+        return store_resolver(backend.store)
+
+    def through_api(interrupt_id: str, decision: str, data: Any, by: Settlement) -> dict[str, Any]:
+        return backend.resolve_interrupt(interrupt_id=interrupt_id, decision=decision, data=data)
+
+    return through_api
+
+
+def _kind(outcome: Outcome) -> str:
+    if outcome.skipped is not None:
+        return "skipped"
+    return "settled" if outcome.settled is not None else "ask"
+
+
+def _line(outcome: Outcome, *, short_ids: bool) -> tuple[str, str]:
+    """One line of auto: the gate, what it holds, and what the rules did and why."""
+    from belt.render import gate_event, gate_holds
+
+    item, verdict = outcome.item, outcome.verdict
+    name = (item.get("short_id") if short_ids else None) or item.get("id")
+    why = f'rule "{verdict.rule_name}": {verdict.reason}' if verdict.rule else verdict.reason
+    holds = f"{gate_event(item)} {gate_holds(item, 60)}"
+    if outcome.skipped is not None:
+        return f"{name}  skipped  {holds}  {outcome.skipped}", "yellow"
+    if outcome.settled is None:
+        return f"{name}  ask      {holds}  left to a person: {why}", ""
+    style = "red" if verdict.decision == "deny" else "green"
+    return f"{name}  {verdict.decision:<7}  {holds}  {why}", style
+
+
+def what_if(
+    rules: RulesOption,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            metavar="RFC3339", help="Only gates settled at or after this time.", show_default=False
+        ),
+    ] = None,
+    runs: RunsOption = None,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="Exit 1 when a rule would allow what a person denied."),
+    ] = False,
+    json_: JsonFlag = False,
+    api: ApiOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Run rules over the settled gates: what they would have decided, and where they disagree.
+
+    Counts how many gates the rules would allow, deny and leave to a person; lists every gate
+    they would settle otherwise than it was settled, those a rule would allow that a person
+    denied first, each with the rule, the actual decision, who settled it and the reason they
+    gave; and sums the person-time the rules would have saved (how long the gates a person
+    settled, and the rules would settle, waited). Locally it reads every settled gate of the
+    store (or of --run); with --api, the gates the API lists for each --run.
+
+    Examples:
+
+        belt interrupt what-if --rules examples/approvals.toml
+        belt interrupt what-if --rules examples/approvals.toml --since 2026-08-01T00:00:00Z --strict
+    """
+    from belt.approvals import load_rules, settled_history, what_if
+
+    loaded = load_rules(rules)
+    moment = moment_option(since, "--since")
+    if api and not runs:
+        raise UsageError(
+            "with --api, what-if needs --run and a run's whole id (repeatable): the platform "
+            "API lists interrupts per run"
+        )
+    with open_backend(api, api_key=api_key) as backend:
+        records: list[Mapping[str, Any]] = []
+        if isinstance(backend, LocalBackend):
+            records += settled_history(backend.store, runs or [])
+        else:
+            records += [
+                item
+                for run in runs or []
+                for item, _ in backend.find_interrupts(run_id=run, include_settled=True)
+            ]
+    report = what_if(loaded, records, since=moment)
+    if not json_printed(json_, report.to_json()):
+        _render(report, short_ids=not api)
+    if strict and report.allowed_denied:
+        raise typer.Exit(1)
+
+
+def _render(report: WhatIf, *, short_ids: bool) -> None:
+    would = report.counts
+    output.echo(
+        f"{report.file} ({report.digest[:19]}…) over {report.considered} settled gate(s): "
+        f"would allow {would['allow']}, deny {would['deny']}, leave {would['ask']} to a person"
+    )
+    if report.disagreements:
+        output.echo(
+            f"{len(report.disagreements)} disagreement(s), {report.allowed_denied} where a rule "
+            "would allow what a person denied:"
+        )
+        output.table(
+            ["gate", "rule", "would", "was", "settled by", "their reason"],
+            [
+                [
+                    d["interrupt"],
+                    d["rule"],
+                    d["would"],
+                    f"{d['actual']} ({d['status']})",
+                    d["settled_by"],
+                    d["their_reason"] or "-",
+                ]
+                for d in report.disagreements
+            ],
+            ids=(0,),
+            short=short_ids,
+        )
+    else:
+        output.echo("no disagreement with what was decided")
+    output.echo(
+        f"person-time saved: {_duration(report.saved_seconds)} over "
+        f"{report.saved_gates} gate(s) a person settled"
+    )
+
+
+def _duration(seconds: float) -> str:
+    """A span of time as ``3h 12m``, ``4m 5s`` or ``12s``."""
+    hours, rest = divmod(round(seconds), 3600)
+    minutes, rest = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m {rest}s" if minutes else f"{rest}s"
