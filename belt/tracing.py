@@ -130,7 +130,7 @@ def _span(
         kind=SpanKind[kind.upper()] if kind in _KINDS else SpanKind.INTERNAL,
         attributes=_clean(attributes),
         start_time=start_time_ns,
-        links=[_link(link) for link in links],
+        links=[_link(link) for link in links if link],
         record_exception=False,
         set_status_on_exception=False,
     ) as current:
@@ -140,6 +140,57 @@ def _span(
             current.set_attribute("error.type", type(exc).__qualname__)
             current.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
             raise
+
+
+def begin(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
+    """Start a span that is current until :func:`end` (for a span that outlives the block that
+    starts it: a turn, over the steps of a run). Returns a handle; ``None`` when tracing is off.
+    Spans begun this way must be ended in the reverse order."""
+    if not _on:
+        return None
+    from opentelemetry import context, trace
+
+    started = _tracer.start_span(name, attributes=_clean(attributes))
+    return started, context.attach(trace.set_span_in_context(started))
+
+
+def end(handle: Any) -> None:
+    """End a span :func:`begin` started and make its parent current again."""
+    if handle is not None:
+        from opentelemetry import context
+
+        started, token = handle
+        context.detach(token)
+        started.end()
+
+
+def carried() -> dict[str, Any] | None:
+    """What a record keeps of a span that starts now under the current span and ends in
+    whichever process later settles it (a gate): the trace, the parent span, the start time.
+    ``None`` when tracing is off."""
+    found = current()
+    return None if found is None else {**found, "start_ns": now_ns()}
+
+
+def end_carried(name: str, kept: Mapping[str, Any] | None, attributes: Mapping[str, Any]) -> None:
+    """Record the span ``kept`` (from :func:`carried`, maybe by another process) as ending now,
+    in its trace, linked to the span that ends it: the current one, else a ``belt.settlement``
+    span made for it beside it. Nothing when tracing is off here or nothing was kept."""
+    if not _on or not kept:
+        return
+    try:
+        parent = {"trace_id": str(kept["trace_id"]), "span_id": str(kept["span_id"])}
+        start_ns = int(kept["start_ns"])
+    except (KeyError, TypeError, ValueError):
+        return
+    with contextlib.ExitStack() as stack:
+        link = current()
+        if link is None:
+            stack.enter_context(parented(**parent))
+            stack.enter_context(span("belt.settlement", attributes))
+            link = current()
+        with parented(**parent), span(name, attributes, start_time_ns=start_ns, links=[link or {}]):
+            pass
 
 
 def set_attributes(span: Any, attributes: Mapping[str, Any]) -> None:

@@ -9,7 +9,15 @@ import typer
 
 from belt import output
 from belt.cli.live import SimLive, waiting
-from belt.cli.options import Executors, Routes, json_printed, moment_option
+from belt.cli.options import (
+    Executors,
+    OtlpOption,
+    Routes,
+    TraceFileOption,
+    json_printed,
+    moment_option,
+    start_tracing,
+)
 from belt.render import transcript_lines
 
 app = typer.Typer(
@@ -155,6 +163,8 @@ def run(
             "state directory, so nothing is left to show or resume (not with --wait).",
         ),
     ] = False,
+    otlp: OtlpOption = None,
+    trace: TraceFileOption = None,
     json_: JsonFlag = False,
     verbose_: VerboseHere = False,
 ) -> None:
@@ -185,6 +195,7 @@ def run(
     """
     from belt.engine.api import run_scenario
 
+    start_tracing(otlp, trace)
     live = SimLive(transcript=not json_, verbose=verbose(ctx))
     report, executed = waiting(
         run_scenario,
@@ -210,6 +221,8 @@ def resume(
     executor: Executors = None,
     wait: WaitFlag = False,
     strict: StrictFlag = False,
+    otlp: OtlpOption = None,
+    trace: TraceFileOption = None,
     json_: JsonFlag = False,
     verbose_: VerboseHere = False,
 ) -> None:
@@ -229,6 +242,7 @@ def resume(
     """
     from belt.engine.api import resume_run
 
+    start_tracing(otlp, trace)
     live = SimLive(transcript=not json_, verbose=verbose(ctx))
     report, executed = waiting(
         resume_run, live, run_id=run_id, last=last, executors=executor or [], wait=wait

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from belt import tracing
 from belt.effects import (
     Outcome,
     chat_hook_event,
@@ -374,22 +375,60 @@ class Dispatcher:
     ) -> HookRun:
         """Deliver ``payload`` to one handler and return what it decided."""
         run = HookRun(hook, index, resource_id=resource_id)
-        started = time.perf_counter()
-        if hook.type == HookHandlerType.WEBHOOK:
-            self.run_webhook(run, payload)
-        elif hook.type == HookHandlerType.TASK:
-            run.task_chat_id = start_task(self.store, agent_ref=str(hook.handler), payload=payload)
-        elif hook.type == HookHandlerType.GATE:
-            run.interrupt = open_gate(
-                self.store, hook=hook, payload=payload, resource_id=resource_id
-            )
-            run.decision = HookDecision.SUSPEND
-        elif hook.type == HookHandlerType.BUILTIN and self.builtin is not None:
-            self.builtin(run, payload)
-        run.latency_ms = (time.perf_counter() - started) * 1000
-        if not run.duration_ms:
-            run.duration_ms = round(run.latency_ms)
+        with tracing.span(f"belt.hook {payload['event']}") as span:
+            started = time.perf_counter()
+            if hook.type == HookHandlerType.WEBHOOK:
+                self.run_webhook(run, payload)
+            elif hook.type == HookHandlerType.TASK:
+                agent_ref = str(hook.handler)
+                run.task_chat_id = start_task(self.store, agent_ref=agent_ref, payload=payload)
+            elif hook.type == HookHandlerType.GATE:
+                run.interrupt = open_gate(
+                    self.store, hook=hook, payload=payload, resource_id=resource_id
+                )
+                run.decision = HookDecision.SUSPEND
+            elif hook.type == HookHandlerType.BUILTIN and self.builtin is not None:
+                self.builtin(run, payload)
+            run.latency_ms = (time.perf_counter() - started) * 1000
+            if not run.duration_ms:
+                run.duration_ms = round(run.latency_ms)
+            if span is not None:
+                self.trace_hook(span, run, str(payload["event"]))
         return run
+
+    def trace_hook(self, span: Any, run: HookRun, event: str) -> None:
+        """What a hook's span says of its delivery (docs/tracing.md): never the payload, nor the
+        injection's text (its size), nor more of the reason than tracing.REASON_LIMIT."""
+        handler_type, host = run.hook.type.value, None
+        if run.hook.type == HookHandlerType.WEBHOOK:
+            destination = self.target(run.index, run.hook).destination
+            if is_in_process(destination):
+                handler_type = "py"
+            else:
+                host = url_host(destination)
+        response = run.response if run.injected else None
+        size = None
+        if response is not None:
+            text = (response.inject.content if response.inject else "") + (response.system or "")
+            size = len(text.encode())
+        counted = (run.decision or HookDecision.ALLOW).value
+        tracing.set_attributes(
+            span,
+            {
+                "belt.hook.event": event,
+                "belt.hook.handler_type": handler_type,
+                "belt.hook.host": host,
+                "belt.hook.async": run.hook.runs_async,
+                "belt.hook.decision": counted,
+                "belt.hook.reason": tracing.bounded(run.reason),
+                "belt.hook.injection_size": size,
+                "belt.hook.error": tracing.bounded(run.error),
+                "belt.hook.counted_as": counted if run.error else None,
+                "belt.dialect": "platform",
+            },
+        )
+        if run.error:
+            tracing.fail(span, "hook failed")
 
     def run_webhook(self, run: HookRun, payload: dict[str, Any]) -> None:
         """Call a webhook (in-process for ``py:``, wherever ``--route`` sends it); a failure

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from belt import tracing
 from belt.engine.ledger import CHAT_SCOPE
 from belt.engine.scenario import (
     LoadedNexusScenario,
@@ -98,6 +99,34 @@ def preview(text: str, limit: int = OUTPUT_PREVIEW_MAX_BYTES) -> str:
     if len(data) <= limit:
         return text
     return data[:limit].decode("utf-8", "ignore")
+
+
+def trace_task(span: Any, event: str, task: HookTask) -> None:
+    """What a hook task's span says (docs/tracing.md): never its input, nor the feedback's text
+    (its size), nor more of the error than tracing.REASON_LIMIT."""
+    decision = task.get("decision") or {}
+    error = task.get("error") or {}
+    feedback = decision.get("feedback")
+    failed = task["status"] == TaskStatus.FAILED
+    answered = "continue" if decision.get("continue") else "acknowledge"
+    tracing.set_attributes(
+        span,
+        {
+            "belt.hook.event": event,
+            "belt.hook.handler_type": "executor",
+            "belt.hook.tool": str(task["tool"]),
+            "belt.hook.decision": answered if task["status"] == TaskStatus.COMPLETED else None,
+            "belt.hook.status": str(task["status"]),
+            "belt.hook.attempt": task.get("attempt"),
+            "belt.hook.injection_size": len(str(feedback).encode()) if feedback else None,
+            "belt.hook.error": tracing.bounded(error.get("message") or error.get("code")),
+            "belt.hook.failure": error.get("code"),
+            "belt.hook.counted_as": "attention_hold" if failed else None,
+            "belt.dialect": "nexus",
+        },
+    )
+    if failed:
+        tracing.fail(span, "hook task failed")
 
 
 def initial_state(turn: NexusTurnSpec) -> dict[str, Any]:
@@ -474,6 +503,7 @@ class NexusLoop:
     def request_step(self, execution: NexusExecution) -> End | None:
         """Compaction and turn_start when due, then one model request and its tools."""
         state = execution.state
+        self.sim.trace_turn(int(state["requests"]))
         end = self.before_request(execution)
         if end is not None:
             return end
@@ -485,14 +515,15 @@ class NexusLoop:
         message = self.sim.recovered(execution, "assistant", request=state["requests"] + 1)
         if message is None:
             marks: dict[str, Any] = {"repeated": True} if repeated else {}
-            message = self.sim.add_answer(
-                execution,
-                say=spec.say,
-                tokens=spec.tokens,
-                calls=spec.tool_calls,
-                request=state["requests"] + 1,
-                **marks,
-            )
+            with self.sim.model_span(spec.tokens):
+                message = self.sim.add_answer(
+                    execution,
+                    say=spec.say,
+                    tokens=spec.tokens,
+                    calls=spec.tool_calls,
+                    request=state["requests"] + 1,
+                    **marks,
+                )
         state["requests"] += 1
         if spec.tool_calls:
             self.run_tools(execution, message, spec.tool_calls)
@@ -534,12 +565,15 @@ class NexusLoop:
         if isinstance(decision, End):
             return decision
         if decision.get("continue"):
-            self.mark_candidate(execution, "continued")
-            feedback = str(decision["feedback"])
-            key = task_key(str(execution.run_id), NexusEvent.STOP, source)
-            if self.sim.recovered(execution, "feedback", task_key=key) is None:
-                self.sim.add_text(execution, "feedback", feedback, task_key=key)
-            state.update(next="request", continuations=state["continuations"] + 1)
+            with tracing.span(
+                "belt.continuation", {"belt.continuation.index": state["continuations"] + 1}
+            ):
+                self.mark_candidate(execution, "continued")
+                feedback = str(decision["feedback"])
+                key = task_key(str(execution.run_id), NexusEvent.STOP, source)
+                if self.sim.recovered(execution, "feedback", task_key=key) is None:
+                    self.sim.add_text(execution, "feedback", feedback, task_key=key)
+                state.update(next="request", continuations=state["continuations"] + 1)
             return None
         self.mark_candidate(execution, "accepted")
         return self.sim.complete(execution)
@@ -558,23 +592,24 @@ class NexusLoop:
                 self.sim.save(execution)
         compaction = state["compaction"]
         if compaction is not None:
-            source = f"compaction-{compaction['n']}"
-            if compaction["stage"] == "pre":
-                if NexusEvent.PRE_COMPACT in execution.hooks:
-                    decision = self.hook(
-                        execution, NexusEvent.PRE_COMPACT, source, compaction["extra"]
-                    )
+            with tracing.span("belt.compaction", {"belt.compaction.index": compaction["n"]}):
+                source = f"compaction-{compaction['n']}"
+                if compaction["stage"] == "pre":
+                    if NexusEvent.PRE_COMPACT in execution.hooks:
+                        decision = self.hook(
+                            execution, NexusEvent.PRE_COMPACT, source, compaction["extra"]
+                        )
+                        if isinstance(decision, End):
+                            return decision
+                    self.sim.compact(execution)
+                    compaction["stage"] = "post"
+                    self.sim.save(execution)
+                if NexusEvent.POST_COMPACT in execution.hooks:
+                    decision = self.hook(execution, NexusEvent.POST_COMPACT, source, {})
                     if isinstance(decision, End):
                         return decision
-                self.sim.compact(execution)
-                compaction["stage"] = "post"
+                state.update(compaction=None, compactions=compaction["n"])
                 self.sim.save(execution)
-            if NexusEvent.POST_COMPACT in execution.hooks:
-                decision = self.hook(execution, NexusEvent.POST_COMPACT, source, {})
-                if isinstance(decision, End):
-                    return decision
-            state.update(compaction=None, compactions=compaction["n"])
-            self.sim.save(execution)
         if (
             state["requests"] == 0
             and execution.kind != "background"
@@ -613,7 +648,8 @@ class NexusLoop:
                 continue
             if execution.run is not None:
                 execution.run.check_cancelled()
-            self.sim.finish_tool(execution, invocation, call.status, call.result)
+            with self.sim.tool_span(call.name, invocation):
+                self.sim.finish_tool(execution, invocation, call.status, call.result)
         self.sim.recorder.save_message(message)
 
     def mark_candidate(self, execution: NexusExecution, how: str) -> None:
@@ -629,44 +665,47 @@ class NexusLoop:
         self, execution: NexusExecution, event: NexusEvent, source: str, extra: dict[str, Any]
     ) -> dict[str, Any] | End:
         """Run one boundary's hook task; its decision, or how the execution ends."""
-        hook = execution.hooks[event]
-        run_id = execution.run_id
-        if run_id is None:
-            raise AssertionError("an execution with hooks always has a run")
-        key = task_key(run_id, event, source)
-        task_input = HookTaskInput(
-            event=event,
-            task_key=key,
-            run_public_id=run_id,
-            conversation_public_id=execution.conversation_id,
-            **extra,
-        ).to_wire()
-        task = schedule_task(
-            self.sim.store,
-            key=key,
-            event=event,
-            hook=hook,
-            task_input=task_input,
-            run_id=run_id,
-            sim_id=str(self.sim.sim["id"]),
-            approval_mode=execution.approval_mode,
-            tool_only=execution.kind == "tool_only",
-            continuations_used=int(execution.state["continuations"]),
-            chat_id=self.sim.recorder.chat_id,
-        )
-        if task["status"] not in FINISHED:
-            if task["status"] == TaskStatus.PENDING:
-                self.serve_here(task)
-            task = self.await_task(execution, task)
-        if task["status"] == TaskStatus.AWAITING_APPROVAL:
-            return self.hold_for_approval(execution, task)
-        self.record_row(execution, task)
-        if task["status"] == TaskStatus.CANCELLED:
-            raise Cancelled
-        if task["status"] == TaskStatus.FAILED:
-            return self.hold(execution, task)
-        decision = cast(dict[str, Any], task["decision"])  # a completed task holds one
-        return decision
+        with tracing.span(f"belt.hook {event}") as span:
+            hook = execution.hooks[event]
+            run_id = execution.run_id
+            if run_id is None:
+                raise AssertionError("an execution with hooks always has a run")
+            key = task_key(run_id, event, source)
+            task_input = HookTaskInput(
+                event=event,
+                task_key=key,
+                run_public_id=run_id,
+                conversation_public_id=execution.conversation_id,
+                **extra,
+            ).to_wire()
+            task = schedule_task(
+                self.sim.store,
+                key=key,
+                event=event,
+                hook=hook,
+                task_input=task_input,
+                run_id=run_id,
+                sim_id=str(self.sim.sim["id"]),
+                approval_mode=execution.approval_mode,
+                tool_only=execution.kind == "tool_only",
+                continuations_used=int(execution.state["continuations"]),
+                chat_id=self.sim.recorder.chat_id,
+            )
+            if task["status"] not in FINISHED:
+                if task["status"] == TaskStatus.PENDING:
+                    self.serve_here(task)
+                task = self.await_task(execution, task)
+            if span is not None:
+                trace_task(span, event, task)
+            if task["status"] == TaskStatus.AWAITING_APPROVAL:
+                return self.hold_for_approval(execution, task)
+            self.record_row(execution, task)
+            if task["status"] == TaskStatus.CANCELLED:
+                raise Cancelled
+            if task["status"] == TaskStatus.FAILED:
+                return self.hold(execution, task)
+            decision = cast(dict[str, Any], task["decision"])  # a completed task holds one
+            return decision
 
     def await_task(self, execution: NexusExecution, task: HookTask) -> HookTask:
         """Wait for the task's approval (``approval_mode = "ask"``), then for a worker to

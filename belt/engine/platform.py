@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import ValidationError
 
+from belt import tracing
 from belt.effects import (
     DEFAULT_TOOL_DENY_REASON,
     Outcome,
@@ -423,6 +424,7 @@ class PlatformLoop:
         turn = self.scenario.turns[execution.turn_index]
         if execution.state["model"] >= len(turn.model) and turn.error is None:
             return self.complete(execution)
+        self.sim.trace_turn(int(self.sim.recorder.chat.get("turn_count", 0)))
         self.maybe_compact(execution)
         result = self.fire(execution, "agent.turn_start")
         if result.outcome == Outcome.SUSPEND:
@@ -445,16 +447,17 @@ class PlatformLoop:
         if message is None:
             context = self.sim.ledger.context(execution.scope)
             injections = list(context.injections)
-            message = self.sim.add_answer(
-                execution,
-                say=spec.say,
-                tokens=spec.tokens,
-                calls=spec.tool_calls,
-                message_id=self.sim.unused_reply(execution.state),
-                model_index=index,
-                injections=injections,
-                **self.asked_with(),
-            )
+            with self.sim.model_span(spec.tokens):
+                message = self.sim.add_answer(
+                    execution,
+                    say=spec.say,
+                    tokens=spec.tokens,
+                    calls=spec.tool_calls,
+                    message_id=self.sim.unused_reply(execution.state),
+                    model_index=index,
+                    injections=injections,
+                    **self.asked_with(),
+                )
             recorder = self.sim.recorder
             turn = int(recorder.chat.get("turn_count", 0)) + 1
             recorder.update_chat(turn_count=turn)
@@ -489,19 +492,20 @@ class PlatformLoop:
                 continue  # settled before the process that ran it was stopped
             if execution.run is not None:
                 execution.run.check_cancelled()
-            result = self.fire(
-                execution,
-                "agent.tool_call",
-                {"tool": call.name, "arguments": call.arguments},
-                resource_id=str(invocation["id"]),
-            )
-            if result.outcome == Outcome.SUSPEND:
-                invocation["status"] = ToolInvocationStatus.AWAITING_APPROVAL.value
-            elif result.outcome == Outcome.SKIP_TOOL:
-                reason = result.reason or DEFAULT_TOOL_DENY_REASON
-                self.sim.finish_tool(execution, invocation, ToolInvocationStatus.FAILED, reason)
-            else:
-                self.approve_or_invoke(execution, invocation, call)
+            with self.sim.tool_span(call.name, invocation):
+                result = self.fire(
+                    execution,
+                    "agent.tool_call",
+                    {"tool": call.name, "arguments": call.arguments},
+                    resource_id=str(invocation["id"]),
+                )
+                if result.outcome == Outcome.SUSPEND:
+                    invocation["status"] = ToolInvocationStatus.AWAITING_APPROVAL.value
+                elif result.outcome == Outcome.SKIP_TOOL:
+                    reason = result.reason or DEFAULT_TOOL_DENY_REASON
+                    self.sim.finish_tool(execution, invocation, ToolInvocationStatus.FAILED, reason)
+                else:
+                    self.approve_or_invoke(execution, invocation, call)
             state["tool"] = position + 1
         self.sim.recorder.save_message(message)
         return self.wait_for_tools(execution, message)
@@ -675,9 +679,11 @@ class PlatformLoop:
                     execution, invocation, ToolInvocationStatus.COMPLETED, client_result(interrupt)
                 )
             elif interrupt["reason"] == InterruptReason.TOOL_APPROVAL:
-                self.invoke(execution, invocation, call)
+                with self.sim.tool_span(call.name, invocation):
+                    self.invoke(execution, invocation, call)
             else:
-                self.approve_or_invoke(execution, invocation, call)
+                with self.sim.tool_span(call.name, invocation):
+                    self.approve_or_invoke(execution, invocation, call)
         self.sim.recorder.save_message(message)
 
     def interrupts(self, execution: Execution) -> list[dict[str, Any]]:
@@ -1003,8 +1009,11 @@ class PlatformLoop:
         """Compact the context before a model turn when it is above the threshold."""
         if self.sim.over_limit(execution) is None:
             return
-        result = self.fire(execution, "agent.pre_compact")
-        if result.outcome == Outcome.SKIP_COMPACTION:
-            return
-        self.sim.compact(execution)
-        self.fire(execution, "agent.post_compact")
+        with tracing.span("belt.compaction") as span:
+            result = self.fire(execution, "agent.pre_compact")
+            skipped = result.outcome == Outcome.SKIP_COMPACTION
+            tracing.set_attributes(span, {"belt.compaction.skipped": skipped})
+            if skipped:
+                return
+            self.sim.compact(execution)
+            self.fire(execution, "agent.post_compact")

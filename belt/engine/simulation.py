@@ -14,9 +14,10 @@ it back, and the loop stops at its next step.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, Protoco
 
 from pydantic import ValidationError
 
+from belt import tracing
 from belt.engine.ledger import CHAT_SCOPE, Ledger
 from belt.engine.scenario import ToolCallSpec, estimate_tokens, resolution_for, utf8_size
 from belt.errors import Conflict, InvalidInput, NotFound
@@ -83,6 +85,8 @@ GATE_POLL = 0.1
 """Seconds between two looks at a waiting run's gates (each look reads only that run's)."""
 LEASE_RENEWAL = 10.0
 """Seconds between two renewals of the lease of a run this process waits on."""
+SCRIPTED_MODEL = "scripted"
+"""The model a simulation's spans name (``chat scripted``): the scenario scripts its answers."""
 
 Notify = Callable[[dict[str, Any]], None]
 ScenarioModel = TypeVar("ScenarioModel", bound="BaseModel")
@@ -397,6 +401,8 @@ class Simulation:
         self.waited: dict[int, int] = {}
         """Per turn, how many of its ``[[turns.wait]]`` this process has used."""
         self.dialect: Dialect = dialect(self)
+        self.turn_span: Any = None
+        """The span of the model turn being taken (``trace_turn``), when tracing is on."""
 
     def own_clock(self) -> VirtualClock | None:
         """The simulation's virtual clock (its time kept on its record as it moves), or None:
@@ -575,6 +581,7 @@ class Simulation:
                     interrupt_id=interrupt["id"],
                     decision=spec["decision"],
                     data=spec.get("data"),
+                    by={"how": "scenario", "sim": str(self.sim["id"])},
                 )
             except Conflict:
                 continue  # settled meanwhile, by someone else or by the sweep
@@ -690,19 +697,80 @@ class Simulation:
         After each step the run's state is saved: the step to take next is the run's last
         durable point, from which a run whose process is killed goes on.
         """
-        try:
-            while True:
-                if execution.run is not None:
-                    execution.run.check_cancelled()
-                end = self.dialect.step(execution)
-                execution.recovering = False
-                if end is not None:
-                    break
-                self.save(execution)
-        except Cancelled:
-            end = End.CANCELED
-        self.dialect.ended(execution, end)
+        with self.traced(execution) as span:
+            try:
+                while True:
+                    if execution.run is not None:
+                        execution.run.check_cancelled()
+                    end = self.dialect.step(execution)
+                    execution.recovering = False
+                    if end is not None:
+                        break
+                    self.save(execution)
+            except Cancelled:
+                end = End.CANCELED
+            self.dialect.ended(execution, end)
+            tracing.set_attributes(span, {"belt.run.end": end.value})
         return end
+
+    @contextlib.contextmanager
+    def traced(self, execution: Execution) -> Iterator[Any]:
+        """The span of a run as this process drives it (docs/tracing.md); a run resumed (here
+        or by another process) goes on in the trace it began in: its execution state keeps it."""
+        if not tracing.on():
+            yield None
+            return
+        kept = execution.state.get("trace")
+        attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": str(self.sim.get("name") or "agent"),
+            "gen_ai.agent.id": self.agent_id,
+            "belt.run.id": execution.run_id,
+            "belt.run.resumed": bool(kept) or None,
+            "belt.sim.id": str(self.sim["id"]),
+            "belt.dialect": self.dialect.name,
+        }
+        name = f"invoke_agent {attributes['gen_ai.agent.name']}"
+        with (
+            tracing.parented(**kept) if isinstance(kept, dict) else nullcontext(),
+            tracing.span(name, attributes) as span,
+        ):
+            if not kept:
+                execution.state["trace"] = tracing.current()
+            try:
+                yield span
+            finally:
+                self.end_turn()
+
+    def trace_turn(self, index: int) -> None:
+        """A model turn begins: its span (``belt.turn``) is current until the next one begins
+        or the run stops being driven here."""
+        if tracing.on():
+            self.end_turn()
+            self.turn_span = tracing.begin("belt.turn", {"belt.turn.index": index})
+
+    def end_turn(self) -> None:
+        """End the span of the model turn being taken, if any."""
+        handle, self.turn_span = self.turn_span, None
+        tracing.end(handle)
+
+    def model_span(self, tokens: int | None) -> AbstractContextManager[Any]:
+        """The span of one model call (GenAI ``chat``)."""
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": SCRIPTED_MODEL,
+            "gen_ai.usage.output_tokens": tokens,
+        }
+        return tracing.span(f"chat {SCRIPTED_MODEL}", attributes, kind="client")
+
+    def tool_span(self, name: str, invocation: Mapping[str, Any]) -> AbstractContextManager[Any]:
+        """The span of one tool call (GenAI ``execute_tool``): its hooks and its run."""
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": str(invocation.get("tool_invocation_id") or invocation["id"]),
+        }
+        return tracing.span(f"execute_tool {name}", attributes)
 
     def stopped(self, end: End) -> bool:
         """Record a held or cancelled run on the simulation; True when the loop must stop."""
@@ -781,19 +849,18 @@ class Simulation:
         It gives up its lease, unless this process waits at its gates (``--wait``). A run held at
         gates is tagged first, so a process killed in between leaves a run that is found.
         """
-        if not self.waits():
-            fields["lease"] = None
-        if self.dialect.waits_for_gates and execution.run_id is not None:
-            self.store.tag(GATED_RUNS, execution.run_id)
-        with self.chat_step(execution):
-            self.transition(
-                execution,
-                state=state or self.dialect.held_state,
-                execution=execution.state,
-                **fields,
-            )
-            if execution.occupies_chat:
-                self.recorder.update_chat(status=chat_status.value)
+        held = state or self.dialect.held_state
+        reason = fields.get("interrupt_reason") or ("attention" if "attention" in fields else None)
+        attributes = {"belt.hold.state": held, "belt.hold.reason": reason}
+        with tracing.span("belt.hold", attributes):
+            if not self.waits():
+                fields["lease"] = None
+            if self.dialect.waits_for_gates and execution.run_id is not None:
+                self.store.tag(GATED_RUNS, execution.run_id)
+            with self.chat_step(execution):
+                self.transition(execution, state=held, execution=execution.state, **fields)
+                if execution.occupies_chat:
+                    self.recorder.update_chat(status=chat_status.value)
         return End.HELD
 
     def complete(self, execution: Execution) -> End:

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
+from belt import tracing
 from belt.errors import BeltError, Conflict, InvalidInput, NotFound
 from belt.records.chats import find_chat_id
 from belt.records.names import find_id, short_id
@@ -134,6 +135,9 @@ class Interrupt(TypedDict):
     virtual_clock: NotRequired[bool]
     """True for an interrupt opened on a virtual clock: its ``expires_at`` is virtual time, so
     a sweep on wall time leaves it to the clock it was opened on."""
+    trace: NotRequired[dict[str, Any]]
+    """Where its ``belt.gate`` span goes when it is settled, if tracing was on as it opened
+    (``belt.tracing.carried``; docs/tracing.md); never on the wire."""
 
 
 record_shape(INTERRUPT, Interrupt)
@@ -297,6 +301,8 @@ def create_interrupt(
     }
     if clock.current() is not None:
         record["virtual_clock"] = True
+    if (trace := tracing.carried()) is not None:
+        record["trace"] = trace
     _store_new(_store(store), record)
     return to_dto(record)
 
@@ -480,6 +486,12 @@ def _settle(store: Store, interrupt_id: str, change: Callable[[Interrupt], Inter
     marker = _pending_marker(record)
     if marker:
         store.untag(PENDING, marker)
+    if tracing.on() and "trace" in record:
+        by = record.get("resolved_by") or {}
+        gate = {"belt.gate.id": record["id"], "belt.gate.reason": record.get("reason")}
+        settled = {"belt.gate.status": record["status"], "belt.gate.settled_by": by.get("how")}
+        resolution = {"belt.gate.resolution": record.get("resolution")}
+        tracing.end_carried("belt.gate", record["trace"], {**gate, **settled, **resolution})
     return record
 
 
