@@ -6,7 +6,8 @@ connections), its connections kept alive between calls; a TLS context is made on
 when an ``https`` URL (or an ``https`` proxy) is first called. A call (``call``) is an
 ``httpx.Request`` sent straight through it, with no client around it: nothing is kept between
 calls (no credentials, no cookies, no default headers but httpx's own), and whatever a call
-needs travels in its own headers.
+needs travels in its own headers. With tracing on, a call made within a span carries its W3C
+``traceparent`` (and ``tracestate``): a webhook delivery, the span of its hook (docs/tracing.md).
 
 A call has a **total** deadline: httpx's timeouts bound each read, so a server that trickles
 its head or body a byte at a time would hold a call for as long as it likes. Here the
@@ -35,6 +36,7 @@ from typing import Any
 import httpcore
 import httpx
 
+from belt import tracing
 from belt.effects import is_loopback_host
 
 MAX_CONNECTIONS = 100
@@ -362,6 +364,7 @@ def call(
         sent["authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
     if headers:
         sent.update((name.lower(), value) for name, value in headers.items())
+    tracing.inject(sent)  # the current span's traceparent (tracestate), when tracing is on
     limits = dict.fromkeys(("connect", "read", "write", "pool"), timeout)
     request = httpx.Request(method, target, headers=sent, extensions={"timeout": limits}, **content)
     token = _END.set(time.monotonic() + timeout)
