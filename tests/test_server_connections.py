@@ -3,15 +3,20 @@ with deadlines too long to do it instead; and the stop's mark on the requests in
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
+import uvicorn
 
 from belt.server.app import create_app
+from belt.server.connections import Connections, GuardedConnection, SlowClientGuard
+from belt.server.run import bind
 from belt.store import Store
-from tests.servers import running
+from tests.servers import running, turn_start
 from tests.test_serve_stop import serving
 from tests.test_server_limits import closed_by_server, open_socket
 from tests.waiting import eventually
@@ -71,3 +76,47 @@ def test_a_worker_ends_its_open_streams_when_the_stop_begins_not_at_the_cut() ->
     assert not reader.is_alive()
     assert "503" not in served.stdout, served.stdout
     assert "Traceback" not in served.stderr, served.stderr
+
+
+class CountingLoop(asyncio.SelectorEventLoop):
+    """An event loop that counts the timers the connections schedule (their deadlines)."""
+
+    guarded = 0
+
+    def call_at(self, when: float, callback: Any, *args: Any, context: Any = None) -> Any:
+        if isinstance(getattr(callback, "__self__", None), GuardedConnection):
+            CountingLoop.guarded += 1
+        return super().call_at(when, callback, *args, context=context)
+
+
+def test_a_kept_alive_client_sending_whole_requests_costs_no_timer_per_request(
+    tmp_path: Path,
+) -> None:
+    # The head and body deadlines share one timer per connection, which is not made again for
+    # each request that comes in time.
+    app = SlowClientGuard(
+        create_app(store=Store(tmp_path), sweep_interval=0),
+        Connections(header_timeout=LONG, body_timeout=LONG),
+    )
+    config = uvicorn.Config(app, http=GuardedConnection, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    sock = bind("127.0.0.1", 0)
+
+    def run() -> None:
+        with asyncio.Runner(loop_factory=CountingLoop) as runner:
+            runner.run(server.serve(sockets=[sock]))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        eventually(lambda: server.started, "the server's start")
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        with httpx.Client(base_url=url, timeout=30) as client:
+            for _ in range(20):
+                assert client.post("/hooks", json=turn_start()).status_code == 200
+                assert client.get("/healthz").status_code == 200
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+    assert 1 <= CountingLoop.guarded <= 2

@@ -7,15 +7,17 @@ that sends its head a byte at a time (slowloris), or connects and sends nothing,
 descriptor for ever, and ``limit_concurrency`` answers whole requests 503 rather than closing
 the slow connections that fill the server. So:
 
-- ``SlowClientGuard`` (pure ASGI middleware) gives each request ``body_timeout`` seconds from
-  its head to the end of its body, by wrapping ``receive``: a body that comes too late has its
-  connection closed, without an answer (the client is still sending), and the app is told the
-  client left (``BODY_LATE`` in the scope says why).
+- Each request has ``body_timeout`` seconds from its head to the end of its body: a body that
+  comes too late has its connection closed, without an answer (the client is still sending),
+  and the app is told the client left (``BODY_LATE`` in the scope says why).
+  ``SlowClientGuard`` (pure ASGI middleware) learns when the body is in by wrapping
+  ``receive``; under another server than belt's it keeps the deadline itself.
 - ``GuardedConnection``, the ``http`` protocol class uvicorn is given, gives each connection
   ``header_timeout`` seconds, from its start or from its first byte after a response, to send a
-  whole request head, and holds at most ``max_connections`` connections: at the cap, the
-  connection that has waited longest without a complete request (head and body) is closed to
-  make room, so clients that send whole requests are served while slow ones take turns.
+  whole request head, watches the body deadline, and holds at most ``max_connections``
+  connections: at the cap, the connection that has waited longest without a complete request
+  (head and body) is closed to make room, so clients that send whole requests are served while
+  slow ones take turns.
 
 ``GuardedConnection`` is not a subclass: it holds uvicorn's own h11 protocol (``http="h11"``),
 made with the arguments uvicorn's server gives any ``http`` class, and passes it every call of
@@ -113,8 +115,13 @@ def server_stopping() -> None:
 
 
 class GuardedConnection(asyncio.Protocol):
-    """One connection: uvicorn's h11 protocol with a request-head deadline and the cap (see
-    the module's text). Without a ``SlowClientGuard`` in the app it only passes calls on."""
+    """One connection: uvicorn's h11 protocol with the request deadlines and the cap (see the
+    module's text). Without a ``SlowClientGuard`` in the app it only passes calls on.
+
+    A connection has one deadline at a time, the head's or, once the head is in, the body's,
+    watched by one timer that is not remade for each request: a timer due before the deadline
+    (a request came in time and the next one is awaited) looks again at the deadline then, so
+    a kept-alive client sending whole requests costs no timer per request."""
 
     def __init__(self, config: Any, server_state: Any, app_state: dict[str, Any], **options: Any):
         self.limits: Connections | None = app_state.get(LIMITS)
@@ -125,6 +132,9 @@ class GuardedConnection(asyncio.Protocol):
             **options,
         )
         self.transport: asyncio.Transport | None = None
+        self.deadline: float | None = None
+        """When the request head, or its body, must be in by (loop time); None while neither is
+        awaited."""
         self.timer: asyncio.TimerHandle | None = None
         self.scope: Scope | None = None
         """The request in progress, from its app's start to its end."""
@@ -152,11 +162,10 @@ class GuardedConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         """Pass the bytes on; the first after a request starts the next head's deadline."""
-        if self.limits is not None and self.timer is None:
-            if self.scope is None:
-                self.await_head()
-            else:
-                self.heard = True
+        if self.scope is not None:
+            self.heard = True
+        elif self.deadline is None and self.limits is not None:
+            self.await_head()
         self.http.data_received(data)
 
     def eof_received(self) -> None:
@@ -180,18 +189,32 @@ class GuardedConnection(asyncio.Protocol):
 
     # -- what the middleware tells ------------------------------------------------------------
 
-    def request_started(self, scope: Scope, *, body_pending: bool) -> None:
-        """A request's head is in: no head deadline now; waiting still while its body is."""
+    def request_started(self, scope: Scope, *, body_timeout: float | None) -> None:
+        """A request's head is in: its body, if one is to come (``body_timeout`` seconds), is
+        awaited now; without one the request is complete."""
         self.scope = scope
         self.heard = False
-        self.stop_timer()
-        if not body_pending and self.limits is not None:
-            self.limits.waiting.pop(self, None)
+        if body_timeout is None:
+            self.deadline = None
+            if self.limits is not None:
+                self.limits.waiting.pop(self, None)
+        else:
+            self.watch(body_timeout)
 
-    def body_done(self) -> None:
-        """The request's body is all in."""
-        if self.limits is not None:
-            self.limits.waiting.pop(self, None)
+    def receiving(self, scope: Scope, receive: Receive) -> Receive:
+        """``receive`` of the request of ``scope``, which ends its body deadline once the whole
+        body is in (or the client has left)."""
+
+        async def receiving() -> Message:
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                if self.scope is scope:
+                    self.deadline = None
+                    if self.limits is not None:
+                        self.limits.waiting.pop(self, None)
+            return message
+
+        return receiving
 
     def request_ended(self, scope: Scope) -> None:
         """The app is done with ``scope``: the connection waits for its next request (uvicorn's
@@ -199,11 +222,12 @@ class GuardedConnection(asyncio.Protocol):
         if self.scope is not scope:
             return  # the next request (pipelined) has begun
         self.scope = None
+        self.deadline = None
         limits = self.limits
         if limits is not None and self in limits.held:
             limits.waiting.pop(self, None)
             limits.waiting[self] = None  # the longest waiting is the one waiting first
-            if self.heard and self.timer is None:
+            if self.heard:
                 self.await_head()
 
     def drop(self) -> None:
@@ -215,25 +239,38 @@ class GuardedConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    # -- the head deadline --------------------------------------------------------------------
+    # -- the deadline -------------------------------------------------------------------------
 
     def await_head(self) -> None:
         assert self.limits is not None
+        self.watch(self.limits.header_timeout)
+
+    def watch(self, seconds: float) -> None:
+        """A deadline ``seconds`` from now, in place of any other."""
         loop = asyncio.get_running_loop()
-        self.timer = loop.call_later(self.limits.header_timeout, self.head_too_slow)
+        self.deadline = loop.time() + seconds
+        if self.timer is None:
+            self.timer = loop.call_at(self.deadline, self.deadline_due)
 
-    def head_too_slow(self) -> None:
+    def deadline_due(self) -> None:
+        """The timer is due: drop the connection if its deadline has passed, else look again
+        at the deadline (set since the timer was)."""
         self.timer = None
-        if self.scope is None:
-            self.drop()
+        if self.deadline is None:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < self.deadline:
+            self.timer = loop.call_at(self.deadline, self.deadline_due)
+            return
+        if self.scope is not None:
+            self.scope[BODY_LATE] = True  # the body's deadline: the app is told the client left
+        self.drop()
 
-    def stop_timer(self) -> None:
+    def forget(self) -> None:
+        self.deadline = None
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-
-    def forget(self) -> None:
-        self.stop_timer()
         if self.limits is not None:
             self.limits.held.discard(self)
             self.limits.waiting.pop(self, None)
@@ -251,8 +288,9 @@ def has_body(scope: Scope) -> bool:
 
 class SlowClientGuard:
     """Pure ASGI middleware: the body deadline, and what ``GuardedConnection`` learns of each
-    request (see the module's text). Under a server that is not belt's, a late body is still
-    cut short (the app is told the client left); closing its connection is that server's."""
+    request (see the module's text). Under belt's server the connection watches the deadline;
+    under another, a late body is still cut short here (the app is told the client left), and
+    closing its connection is that server's."""
 
     def __init__(self, app: ASGIApp, connections: Connections) -> None:
         self.app = app
@@ -266,10 +304,27 @@ class SlowClientGuard:
             await self.app(scope, receive, send)
             return
         connection: GuardedConnection | None = scope.get("state", {}).get(CONNECTION)
-        pending = has_body(scope)
-        if connection is not None:
-            connection.request_started(scope, body_pending=pending)
-        deadline = asyncio.get_running_loop().time() + self.connections.body_timeout
+        timeout = self.connections.body_timeout if has_body(scope) else None
+        if timeout is None:
+            bounded = receive
+        elif connection is None:
+            bounded = self.bounded(scope, receive, timeout)
+        else:
+            bounded = connection.receiving(scope, receive)
+        if connection is None:
+            await self.app(scope, bounded, send)
+            return
+        connection.request_started(scope, body_timeout=timeout)
+        try:
+            await self.app(scope, bounded, send)
+        finally:
+            connection.request_ended(scope)
+
+    @staticmethod
+    def bounded(scope: Scope, receive: Receive, timeout: float) -> Receive:
+        """``receive`` that tells the app the client left once ``timeout`` seconds have passed
+        without the whole body (``BODY_LATE`` in the scope)."""
+        deadline = asyncio.get_running_loop().time() + timeout
         body_in = False
 
         async def receiving() -> Message:
@@ -281,20 +336,11 @@ class SlowClientGuard:
                     message = await receive()
             except TimeoutError:
                 scope[BODY_LATE] = True
-                if connection is not None:
-                    connection.drop()
                 return {"type": "http.disconnect"}
-            if message["type"] != "http.request" or not message.get("more_body", False):
-                body_in = True
-                if connection is not None:
-                    connection.body_done()
+            body_in = message["type"] != "http.request" or not message.get("more_body", False)
             return message
 
-        try:
-            await self.app(scope, receiving if pending else receive, send)
-        finally:
-            if connection is not None:
-                connection.request_ended(scope)
+        return receiving
 
 
 class AcceptErrors:
