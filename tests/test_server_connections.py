@@ -83,7 +83,9 @@ class CountingLoop(asyncio.SelectorEventLoop):
 
     guarded = 0
 
-    def call_at(self, when: float, callback: Any, *args: Any, context: Any = None) -> Any:
+    def call_at(  # type: ignore[override]
+        self, when: float, callback: Any, *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle:
         if isinstance(getattr(callback, "__self__", None), GuardedConnection):
             CountingLoop.guarded += 1
         return super().call_at(when, callback, *args, context=context)
