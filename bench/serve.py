@@ -1,14 +1,15 @@
 """Server CPU per request of `belt serve --policy` against a bare ASGI app, under the same uvicorn.
 
-The bare app reads the body and answers a fixed decision: the floor any hook handler on this
-uvicorn can reach. `belt serve` validates the payload, runs the example policy, writes the
-journal and prints its live line. Both run as child processes with the same uvicorn settings,
-on loopback, and are driven in alternating rounds by the same client: CLIENTS processes, each
-with one keep-alive httpx client, so that the client is not what limits the rate. Printed per
-server: requests per second, p50/p99 latency, and the server's own CPU time per request (from
-/proc/PID/stat of the server process, so a client that saturates first does not hide the
-server's cost). Targets: belt's server CPU per request at most 1.5 times the bare app's, and its
-throughput at least 0.5 of the bare app's.
+The bare app reads the body and answers with the bytes `belt serve` answered the same payload
+(the same length, sent with a Content-Length as belt's is, not chunked): the floor any hook
+handler on this uvicorn can reach. `belt serve` also validates the payload, runs the example
+policy, writes the journal and prints its live line. Both run as child processes with the same
+uvicorn settings (h11, as belt serves it), on loopback, and are driven in alternating rounds by
+the same client: CLIENTS processes, each with one keep-alive httpx client, so that the client is
+not what limits the rate. Printed per server: requests per second, p50/p99 latency, and the
+server's own CPU time per request (from /proc/PID/stat of the server process, so a client that
+saturates first does not hide the server's cost). Targets: belt's server CPU per request at
+most 1.5 times the bare app's, and its throughput at least 0.5 of the bare app's.
 
 The same belt server is also measured with the inspector page open in a headless Chromium (the
 deliveries view, live, as a person would watch it; see docs/inspector.md), in rounds alternating
@@ -62,7 +63,11 @@ CPU_TARGET = 1.5
 PAGE_TARGET = 1.1
 IDLE_TARGET = 2.0
 HANDICAP_ENV = "BELT_BENCH_SERVE_HANDICAP"
+JSON = {"content-type": "application/json"}
+ANSWER_ENV = "BELT_BENCH_SERVE_ANSWER"
+"""The bytes the bare app answers (belt's answer to the payload), given to its process."""
 UVICORN_OPTIONS: dict[str, Any] = {
+    "http": "h11",
     "log_level": "warning",
     "access_log": False,
     "lifespan": "on",
@@ -83,7 +88,6 @@ class Sizes:
 
 
 QUICK = Sizes(requests=600, rounds=2, warmup=100, idle_streams=10, idle_seconds=3.0)
-FIXED = b'{"decision":"allow"}'
 PAYLOAD = json.dumps(
     {
         "event": "agent.tool_call",
@@ -97,28 +101,30 @@ PAYLOAD = json.dumps(
 ).encode()
 
 
-async def bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """A bare ASGI app: read the body, answer a fixed decision."""
-    if scope["type"] == "lifespan":
-        while True:
+def bare_app(answer: bytes) -> Any:
+    """A bare ASGI app: read the body, answer ``answer`` (JSON, with its length)."""
+    headers = [
+        (b"content-length", str(len(answer)).encode()),
+        (b"content-type", b"application/json"),
+    ]
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        more = True
+        while more:
             message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-    more = True
-    while more:
-        message = await receive()
-        more = message.get("more_body", False)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [(b"content-type", b"application/json")],
-        }
-    )
-    await send({"type": "http.response.body", "body": FIXED})
+            more = message.get("more_body", False)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+    return app
 
 
 def run_bare_server() -> None:
@@ -127,10 +133,11 @@ def run_bare_server() -> None:
 
     from belt.server.run import bind
 
+    app = bare_app(os.environb[ANSWER_ENV.encode()])
     sock = bind("127.0.0.1", 0)
     print(f"listening on http://127.0.0.1:{sock.getsockname()[1]} ", file=sys.stderr, flush=True)
     try:
-        uvicorn.Server(uvicorn.Config(bare_app, **UVICORN_OPTIONS)).run(sockets=[sock])
+        uvicorn.Server(uvicorn.Config(app, **UVICORN_OPTIONS)).run(sockets=[sock])
     except KeyboardInterrupt:
         pass
 
@@ -198,11 +205,10 @@ def client_process(inbox: Connection) -> None:
     """A client process: for each (url, count) it is sent, POST the payload ``count`` times on
     one keep-alive client kept per URL; sends back (start, end, latencies)."""
     clients: dict[str, httpx.Client] = {}
-    headers = {"content-type": "application/json"}
     while (order := inbox.recv()) is not None:
         url, count = order
         if url not in clients:
-            clients[url] = httpx.Client(base_url=url, timeout=30, headers=headers)
+            clients[url] = httpx.Client(base_url=url, timeout=30, headers=JSON)
         client = clients[url]
         latencies: list[float] = []
         began = time.perf_counter()
@@ -378,7 +384,9 @@ def main() -> None:
         belt = start_belt(env, args.handicap)
         stack.callback(belt.stop)
         if not args.idle_streams:
-            bare = start("bare ASGI app", [sys.executable, __file__, "--bare-server"], env)
+            answer = httpx.post(f"{belt.url}/hooks", content=PAYLOAD, headers=JSON).content
+            bare_env = {**env, ANSWER_ENV: answer.decode()}
+            bare = start("bare ASGI app", [sys.executable, __file__, "--bare-server"], bare_env)
             stack.callback(bare.stop)
             watched = Server("  with the page open", belt.process, belt.url)
             servers = [bare, belt] + ([watched] if no_browser is None else [])
