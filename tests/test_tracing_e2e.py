@@ -19,9 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.otlp_receiver import Receiver, Span, receiving
+from tests.servers import REFUSED
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACEPARENT = re.compile(
@@ -196,3 +198,262 @@ def test_a_delivery_carries_traceparent_with_tracing_on_and_is_unchanged_with_it
         b"Host", b"accept", b"accept-encoding", b"connection", b"user-agent", b"content-type",
         b"webhook-id", b"webhook-timestamp", b"webhook-signature", b"Content-Length",
     ]  # fmt: skip
+
+
+# -- a run's tree, across belt serve -------------------------------------------------------------
+
+
+def test_a_guarded_agent_run_and_the_server_that_guards_it_are_one_trace(
+    otlp: Receiver, tmp_path: Path
+) -> None:
+    # examples/guarded-agent.toml against `belt serve --policy examples/policy.toml`, as
+    # `make demo` runs them, on a free port; both processes trace to the receiver.
+    env = traced_env(otlp)
+    with serving("--policy", str(ROOT / "examples" / "policy.toml"), env=env) as url:
+        guarded = (ROOT / "examples" / "guarded-agent.toml").read_text(encoding="utf-8")
+        path = tmp_path / "guarded.toml"
+        path.write_text(guarded.replace("http://127.0.0.1:8787", url), encoding="utf-8")
+        held = belt("sim", "run", str(path), "--json", env=env)
+        assert held.returncode == 0, held.stderr
+        report = json.loads(held.stdout)
+        assert report["simulation"]["status"] == "held", held.stdout
+        (gate,) = report["chat"]["pending_interrupts"]
+        # The gate is settled later, through the server's platform route.
+        settled = belt("interrupt", "resolve", gate["id"], "allow", "--api", url, env=env)
+        assert settled.returncode == 0, settled.stderr
+        resumed = belt("sim", "resume", report["simulation"]["id"], "--json", env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        spans = otlp.wait(lambda got: any(s.name == "belt.gate" for s in got))
+    (run,) = [s for s in spans if s.name == "invoke_agent guarded-agent" and not s.parent_id]
+    trace = otlp.trace(run.trace_id)
+    # The resumed run goes on in the same trace.
+    (resumed_run,) = [s for s in children(trace, run) if s.name == run.name]
+    assert resumed_run.attributes["belt.run.resumed"] is True
+    # run -> turn -> tool call -> hook delivery, the hook by host only.
+    (denied,) = [
+        s
+        for s in trace
+        if s.name == "belt.hook agent.tool_call"
+        and s.attributes.get("belt.hook.decision") == "deny"
+        and s.attributes["belt.hook.handler_type"] == "webhook"
+    ]
+    assert denied.attributes["belt.hook.host"] == url.removeprefix("http://")
+    assert denied.attributes["belt.hook.reason"] == "only /tmp deletions allowed"
+    tool = next(s for s in trace if s.span_id == denied.parent_id)
+    assert tool.name == "execute_tool delete_file"
+    turn = next(s for s in trace if s.span_id == tool.parent_id)
+    assert (turn.name, turn.parent_id) == ("belt.turn", run.span_id)
+    # The delivery went on in the server: its request span is the hook span's child, and the
+    # policy's answer a served hook span under that.
+    (served,) = children(trace, denied)
+    assert (served.name, served.kind) == ("POST /hooks/{name}", "server")
+    assert served.attributes == {
+        "http.request.method": "POST",
+        "http.route": "/hooks/{name}",
+        "http.response.status_code": 200,
+    }
+    assert served.resource["service.name"] == "belt"
+    (answered,) = children(trace, served)
+    assert answered.name == "belt.hook agent.tool_call"
+    assert answered.attributes["belt.hook.handler_type"] == "policy"
+    assert answered.attributes["belt.hook.decision"] == "deny"
+    reminders = [
+        s for s in trace if s.name == "belt.hook agent.turn_start" and s.kind == "internal"
+    ]
+    assert any(s.attributes.get("belt.hook.injection_size") for s in reminders)
+    # The gate is a span of the run's trace, linked to the request that settled it.
+    gate_span = one(trace, "belt.gate")
+    (link,) = gate_span.links
+    settling = next(s for s in spans if s.span_id == link.span_id)
+    assert settling.name == "POST /interrupts/{interrupt_id}/resolve"
+    assert settling.attributes["http.response.status_code"] == 200
+
+
+def test_a_failed_hook_is_an_error_span_saying_how_it_was_counted(
+    otlp: Receiver, tmp_path: Path
+) -> None:
+    hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": f"http://{REFUSED}/h?k=s"}]
+    path = scenario(tmp_path / "failing.json", hooks)
+    done = belt("sim", "run", str(path), "--fail-closed", env=traced_env(otlp))
+    assert done.returncode == 0, done.stderr
+    (failed,) = otlp.named("belt.hook agent.tool_call")
+    assert failed.status == "error"
+    assert failed.attributes["belt.hook.counted_as"] == "deny"
+    assert failed.attributes["belt.hook.host"] == REFUSED
+    assert "cannot connect" in failed.attributes["belt.hook.error"]
+    # The URL's path and query (which can carry credentials) are in no span.
+    assert not [s for s in otlp.spans if "k=s" in json.dumps(s.attributes)]
+
+
+def test_the_standard_variables_name_the_service_its_resource_and_the_export_headers(
+    otlp: Receiver, tmp_path: Path
+) -> None:
+    env = traced_env(
+        otlp,
+        OTEL_SERVICE_NAME="support-agents",
+        OTEL_RESOURCE_ATTRIBUTES="deployment.environment=ci,team=blue",
+        OTEL_EXPORTER_OTLP_HEADERS="x-collector-key=k123",
+    )
+    done = belt("sim", "run", str(scenario(tmp_path / "s.json", [])), env=env)
+    assert done.returncode == 0, done.stderr
+    run = one(otlp.spans, "invoke_agent agent")
+    assert run.resource["service.name"] == "support-agents"
+    assert run.resource["deployment.environment"] == "ci"
+    assert run.resource["team"] == "blue"
+    assert otlp.headers and all(h.get("x-collector-key") == "k123" for h in otlp.headers)
+
+
+def test_belt_test_is_a_span_with_a_span_per_scenario_over_its_runs(
+    otlp: Receiver, tmp_path: Path
+) -> None:
+    (tmp_path / "hooks.py").write_text(
+        "def guard(payload):\n    return {'decision': 'deny', 'reason': 'no'}\n", encoding="utf-8"
+    )
+    for name in ("first", "second"):
+        hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": "py:hooks.py:guard"}]
+        path = scenario(tmp_path / f"{name}.json", hooks)
+        document = json.loads(path.read_text(encoding="utf-8"))
+        document["expect"] = [{"tool": "read_file", "decision": "deny"}]
+        path.write_text(json.dumps(document), encoding="utf-8")
+    done = belt(
+        "test", str(tmp_path / "first.json"), str(tmp_path / "second.json"), env=traced_env(otlp)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    suite = one(otlp.spans, "belt.test")
+    assert suite.parent_id is None
+    scenarios = children(otlp.spans, suite)
+    assert sorted(s.name.rsplit("/", 1)[-1] for s in scenarios) == ["first.json", "second.json"]
+    for each in scenarios:
+        assert each.attributes["belt.test.status"] == "pass"
+        (run,) = children(otlp.spans, each)
+        assert run.name == "invoke_agent agent"
+        assert any(s.name == "belt.hook agent.tool_call" for s in otlp.trace(run.trace_id))
+
+
+# -- belt serve continues a trace ----------------------------------------------------------------
+
+PAYLOAD = {
+    "event": "agent.tool_call",
+    "timestamp": "2026-08-11T14:00:00.000Z",
+    "agent_id": "ag_1",
+    "chat_id": "ch_1",
+    "run_id": "ar_1",
+    "turn_count": 1,
+    "data": {"tool": "delete_file", "arguments": {"path": "/etc/secret-name"}},
+}
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_belt_serve_continues_the_trace_of_each_request_that_carries_one(
+    otlp: Receiver, workers: str
+) -> None:
+    trace_id, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+    carried = {"traceparent": f"00-{trace_id}-{parent}-01", "tracestate": "vendor=1"}
+    policy = str(ROOT / "examples" / "policy.toml")
+    with serving("--policy", policy, "--workers", workers, env=traced_env(otlp)) as url:
+        hook = httpx.post(f"{url}/hooks/tool-call?k=secret", json=PAYLOAD, headers=carried)
+        assert hook.status_code == 200, hook.text
+        events = httpx.get(f"{url}/agents/hook-events", headers=carried)
+        assert events.status_code == 200
+        refused = httpx.post(
+            f"{url}/interrupts/int_1/resolve",
+            content=b"body-7f3",
+            headers={**carried, "content-type": "text/plain"},
+        )
+        assert refused.status_code == 415
+        untraced = httpx.get(f"{url}/healthz")
+        assert untraced.status_code == 200
+        spans = otlp.wait(
+            lambda got: (
+                len([s for s in got if s.trace_id == trace_id]) >= 4
+                and any(s.name == "GET /healthz" for s in got)
+            )
+        )
+    mine = [s for s in spans if s.trace_id == trace_id]
+    requests = {s.name: s for s in mine if s.parent_id == parent}
+    assert set(requests) == {
+        "POST /hooks/{name}",
+        "GET /agents/hook-events",
+        "POST /interrupts/{interrupt_id}/resolve",
+    }
+    assert all(s.kind == "server" for s in requests.values())
+    assert requests["POST /interrupts/{interrupt_id}/resolve"].attributes == {
+        "http.request.method": "POST",
+        "http.route": "/interrupts/{interrupt_id}/resolve",
+        "http.response.status_code": 415,
+    }
+    (answered,) = children(mine, requests["POST /hooks/{name}"])
+    assert answered.attributes["belt.hook.decision"] == "deny"
+    # A request with no traceparent starts a trace of its own.
+    (health,) = [s for s in spans if s.name == "GET /healthz"]
+    assert health.trace_id != trace_id and health.parent_id is None
+    # Neither the query, the path's values nor the body is in a span.
+    shown = json.dumps([s.attributes for s in spans])
+    assert "secret" not in shown and "int_1" not in shown and "body-7f3" not in shown
+
+
+# -- a handler instrumented with OpenTelemetry joins the trace ----------------------------------
+
+INSTRUMENTED = """
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.trace import SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+provider = TracerProvider(resource=Resource.create({"service.name": "hook-handler"}))
+provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter()))
+tracer = provider.get_tracer("hook-handler")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["content-length"]))
+        carrier = {name.lower(): value for name, value in self.headers.items()}
+        context = TraceContextTextMapPropagator().extract(carrier)
+        with tracer.start_as_current_span("POST /hook", context=context, kind=SpanKind.SERVER):
+            answer = b'{"decision": "deny", "reason": "not today"}'
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args):
+        pass
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
+server.serve_forever()
+"""
+
+
+def test_a_handler_instrumented_with_opentelemetry_joins_the_runs_trace(
+    otlp: Receiver, tmp_path: Path
+) -> None:
+    handler = subprocess.Popen(
+        [sys.executable, "-c", INSTRUMENTED],
+        env=traced_env(otlp),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert handler.stdout is not None
+        url = re.search(r"listening on (\S+)", handler.stdout.readline())[1]  # type: ignore[index]
+        hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": f"{url}/hook"}]
+        done = belt("sim", "run", str(scenario(tmp_path / "s.json", hooks)), env=traced_env(otlp))
+        assert done.returncode == 0, done.stderr
+    finally:
+        handler.terminate()
+        handler.communicate(timeout=10)
+    hook = one(otlp.spans, "belt.hook agent.tool_call")
+    assert hook.attributes["belt.hook.decision"] == "deny"
+    handled = one(otlp.spans, "POST /hook")
+    assert handled.resource["service.name"] == "hook-handler"
+    assert (handled.trace_id, handled.parent_id) == (hook.trace_id, hook.span_id)

@@ -30,6 +30,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from belt import tracing
 from belt.effects import is_in_process
 from belt.emulator.agents import load_agent_files
 from belt.emulator.chats import Emulator
@@ -76,6 +77,7 @@ from belt.server.problems import (
 )
 from belt.server.profile import profile_routes
 from belt.server.resume import RESUME_INTERVAL, resume_forever
+from belt.server.traced import decider_kind, served_hook
 from belt.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify_with
 from belt.store import open_store
 from belt.store.clock import VirtualClock, installed, parse_rfc3339, timestamp, utcnow
@@ -262,6 +264,7 @@ class HookService:
         self.key = secret_key(secret) if secret else None
         self.replays = ReplayGuard()
         self.report = report
+        self.kind = decider_kind(decide)
         self._fixed: dict[int, tuple[Verdict, tuple[dict[str, Any], dict[str, Any], Response]]]
         self._fixed = {}
         self._raw_headers: list[tuple[bytes, bytes]] | None = None
@@ -284,6 +287,7 @@ class HookService:
     async def handle(self, scope: Scope, receive: Receive) -> Response:
         """The answer to one hook request, once its journal line is written."""
         started = time.perf_counter()
+        traced = tracing.now_ns() if tracing.on() else None
         record: ServeLine = {
             "kind": "hook",
             "at": stamp_now(),
@@ -318,6 +322,8 @@ class HookService:
             kept = Answer.of(record, response) if status < 500 else None
             self.replays.answered(delivery, kept)
         record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        if traced is not None:
+            served_hook(cast(dict[str, Any], record), self.kind, traced)
         await self._record(record)
         return response
 

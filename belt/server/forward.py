@@ -3,7 +3,7 @@
 The decider POSTs each payload on to the URL (signed again with the server's secret, when it has
 one) through one async client for the server's life (``belt.transport.async_client``), within
 the webhook timeout (30 s) as a total deadline and a bound on the answer's size, and answers
-what the handler answered.
+what the handler answered; with tracing on, the request's ``traceparent`` goes on with it.
 ``belt serve`` journals the request and that answer as it journals every hook request, so real
 traffic can be replayed later (``belt replay journal``) against an edited handler. A handler
 that fails (unreachable, slow, a non-2xx answer, a body that is not a LifecycleHookResponse) is
@@ -16,6 +16,7 @@ import asyncio
 
 import httpx
 
+from belt import tracing
 from belt.effects import url_host
 from belt.errors import UsageError
 from belt.handlers.webhook import encode_payload, parse_response
@@ -94,6 +95,7 @@ class Forwarder:
         headers = {"content-type": "application/json"}
         if self.secret:
             headers.update(signed_headers(self.secret, body))
+        tracing.inject(headers)  # the request's trace goes on to the handler
         try:
             async with asyncio.timeout(self.timeout):
                 status, answer = await self.post(body, headers)

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.config import LOGGING_CONFIG
 from uvicorn.supervisors import Multiprocess
 
+from belt import tracing
 from belt.effects import url_host
 from belt.errors import BeltError, UsageError
 from belt.records import serves
@@ -52,6 +53,7 @@ from belt.server.guard import is_loopback_name as is_loopback
 from belt.server.journal import JOURNAL_ERRORS
 from belt.server.problems import Problem, parse_json
 from belt.server.stopping import Terminated
+from belt.server.traced import TracedRequests
 from belt.signing import secret_key
 from belt.store import open_store
 from belt.store.clock import timestamp
@@ -170,6 +172,8 @@ def serve(
     clock: datetime | None = None,
     verbose: bool = False,
     grace: float = SHUTDOWN_GRACE,
+    otlp: str | None = None,
+    trace_file: Path | None = None,
 ) -> None:
     """Check the options, load the decider, listen, and serve until Ctrl-C or SIGTERM (raised
     as KeyboardInterrupt or Terminated, under ``stopping_on_signals``), after ``grace`` seconds
@@ -179,7 +183,8 @@ def serve(
 
     ``report_mode`` is how each request is shown: ``lines`` (human), ``json`` or ``none``. With
     ``workers`` above 1, uvicorn runs that many processes of ``create_served_app_from_env`` on
-    one socket, each configured from the same ``BELT_SERVE_*`` variables.
+    one socket, each configured from the same ``BELT_SERVE_*`` variables; each starts tracing
+    as this process was asked to (``otlp``, ``trace_file``, the ``OTEL_*`` variables).
     """
     check_options(
         host=host,
@@ -219,6 +224,8 @@ def serve(
         "VERBOSE": "1" if verbose else "",
         "GRACE": repr(grace),
         "MAX_CONNECTIONS": str(connection_cap(max_connections)),
+        "OTLP": otlp or "",
+        "TRACE": str(trace_file) if trace_file is not None else "",
     }
     # Loading here (also when workers will load again) refuses a bad policy, handler, model
     # script or agent file with its message before the port is taken.
@@ -288,20 +295,25 @@ def listening_urls(host: str, port: int) -> dict[str, str]:
 
 def create_served_app(settings: dict[str, str]) -> ASGIApp:
     """The app of ``belt serve`` from ``settings`` (``create_app_from_settings``), behind
-    ``StopCutOff`` and, in front of all, ``SlowClientGuard``."""
+    ``StopCutOff`` and, with tracing on, ``TracedRequests``; in front of all,
+    ``SlowClientGuard``."""
     report: Reporter | None = REPORTERS.get(settings.get("REPORT") or "none")
     grace = float(settings.get("GRACE") or SHUTDOWN_GRACE)
     cap = settings.get("MAX_CONNECTIONS")
-    return SlowClientGuard(
-        StopCutOff(create_app_from_settings(settings), grace=grace, report=report),
-        Connections(max_connections=int(cap) if cap else None),
-    )
+    app = create_app_from_settings(settings)
+    served: ASGIApp = StopCutOff(app, grace=grace, report=report)
+    if tracing.on():
+        served = TracedRequests(served, app.routes)
+    return SlowClientGuard(served, Connections(max_connections=int(cap) if cap else None))
 
 
 def create_served_app_from_env() -> ASGIApp:
     """``create_served_app`` from the ``BELT_SERVE_*`` variables: the factory each process of
-    ``belt serve --workers N`` runs."""
-    return create_served_app(env_settings())
+    ``belt serve --workers N`` runs, which starts its own tracing when the server traces."""
+    settings = env_settings()
+    trace_file = settings.get("TRACE")
+    tracing.start(otlp=settings.get("OTLP"), trace_file=Path(trace_file) if trace_file else None)
+    return create_served_app(settings)
 
 
 HOOK_ROUTE = "/hooks"

@@ -1,0 +1,117 @@
+"""``belt serve`` with tracing on (docs/tracing.md#belt-serve): a server span per request, which
+continues the trace of an incoming W3C ``traceparent``, and a ``belt.hook`` span under it for
+each hook request answered.
+
+``TracedRequests`` is installed only when tracing is on (``create_served_app``): with it off, a
+request passes through nothing of this module. A span names the route by its template
+(``POST /hooks/{name}``), never by its path, query or body.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from belt import tracing
+from belt.server.deciders import PolicyDecider
+from belt.server.forward import Forwarder
+
+CARRIED = (b"traceparent", b"tracestate")
+"""The headers a trace is continued from."""
+
+
+def template(path: str) -> str:
+    """A Starlette route path as OpenTelemetry's ``http.route`` writes it: ``{name:path}`` is
+    ``{name}``."""
+    return re.sub(r"\{(\w+):\w+\}", r"{\1}", path)
+
+
+class TracedRequests:
+    """ASGI middleware: each HTTP request in a ``{METHOD} {route}`` server span (``{METHOD}``
+    alone when no route matches) with ``http.request.method``, ``http.route`` and
+    ``http.response.status_code``; a 5xx answer is an ERROR status. ``routes`` are the app's,
+    matched as its router matches them (a route that takes the path but not the method is the
+    405's route)."""
+
+    def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute]) -> None:
+        self.app = app
+        self.routes = routes
+
+    def route(self, scope: Scope) -> str | None:
+        """The template of the route the request goes to."""
+        partial = None
+        for route in self.routes:
+            match, _ = route.matches(scope)
+            if match is Match.FULL:
+                return template(str(getattr(route, "path", ""))) or None
+            if match is Match.PARTIAL and partial is None:
+                partial = route
+        return None if partial is None else template(str(getattr(partial, "path", ""))) or None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        method = scope["method"]
+        route = self.route(scope)
+        carried = {
+            name.decode("latin-1"): value.decode("latin-1")
+            for name, value in scope["headers"]
+            if name in CARRIED
+        }
+        attributes = {"http.request.method": method, "http.route": route}
+        name = f"{method} {route}" if route else method
+        with tracing.continued(carried), tracing.span(name, attributes, kind="server") as span:
+
+            async def sending(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                    tracing.set_attributes(span, {"http.response.status_code": status})
+                    if status >= 500:
+                        tracing.set_attributes(span, {"error.type": str(status)})
+                        tracing.fail(span, f"HTTP {status}")
+                await send(message)
+
+            await self.app(scope, receive, sending)
+
+
+def served_hook(record: dict[str, Any], decider: str, started_ns: int) -> None:
+    """A ``belt.hook {event}`` span, from ``started_ns`` to now, for a hook request the server
+    answered (its journal line ``record``), under the request's span: what was decided, by
+    what kind of decider, and why it failed (an ERROR status) when it did."""
+    event = record.get("event")
+    attributes = {
+        "belt.hook.event": event,
+        "belt.hook.handler_type": decider,
+        "belt.hook.decision": record.get("decision"),
+        "belt.hook.reason": tracing.bounded(record.get("reason")),
+        "belt.hook.injection_size": injection_size(record.get("response"))
+        if record.get("injected")
+        else None,
+        "belt.hook.error": tracing.bounded(record.get("error")),
+    }
+    name = f"belt.hook {event}" if event else "belt.hook"
+    with tracing.span(name, attributes, start_time_ns=started_ns) as span:
+        if record.get("error"):
+            tracing.fail(span, f"HTTP {record.get('status')}")
+
+
+def injection_size(response: Any) -> int:
+    """The characters an answer injects (its ``inject`` content and its ``system`` text)."""
+    if not isinstance(response, dict):
+        return 0
+    inject = response.get("inject")
+    content = inject.get("content") if isinstance(inject, dict) else None
+    return len(content or "") + len(response.get("system") or "")
+
+
+def decider_kind(decide: Any) -> str:
+    """What answers a server's hook requests: ``policy`` (``--policy``), ``forward``
+    (``--forward-to``) or ``handler`` (``--handler``, or allow-all)."""
+    if isinstance(decide, PolicyDecider):
+        return "policy"
+    return "forward" if isinstance(decide, Forwarder) else "handler"
