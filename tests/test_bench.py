@@ -61,6 +61,19 @@ def test_dispatch_misses_every_target_when_belts_hooks_burn_cpu() -> None:
     assert tally("dispatch", output) == (0, 4)
 
 
+def test_dispatch_otel_misses_its_target_when_traced_hooks_burn_cpu() -> None:
+    code, verdicts, output = run_bench(
+        "dispatch", "--otel", "--calls", "5", "--rounds", "1", "--handicap", "0.02"
+    )
+    assert code == 1, output
+    assert verdicts == {
+        "webhook hook CPU, tracing on / off": "MISSED",
+        "OpenTelemetry modules imported, tracing off": "met",
+    }, output
+    assert "spans received: " in output
+    assert tally("dispatch", output) == (1, 2)
+
+
 def test_testsuite_misses_both_floors_when_belts_hooks_burn_cpu() -> None:
     # Its verdicts are wall-clock ratios to a floor of about 0.3 s: two rounds (the median, their
     # mean) keep one floor slowed by a burst of load on a busy machine from passing belt.
