@@ -1,8 +1,9 @@
 """Every bench at its quick size, and one table of their verdicts: `make bench`.
 
 Runs each bench of this folder (each script that reports ``Verdicts``; the others, such as
-``serving.py``, are named on stderr as passed over) as ``python bench/NAME.py --quick``, one
-after the other, with ``BELT_BENCH_TABLE`` naming a file of its own where its
+``serving.py``, are named on stderr as passed over) as ``python bench/NAME.py --quick`` (and
+those ``ALSO`` names a second time, with its options: ``dispatch --otel``), one after the
+other, with ``BELT_BENCH_TABLE`` naming a file of its own where its
 ``Verdicts.report()`` appends one JSON line per verdict. Then prints one table (bench, measure,
 target, figure, verdict) under a line saying when and where (the date, the CPUs, the
 Python, the load average), plain when piped, and exits 1 when a target was missed or a bench
@@ -30,6 +31,8 @@ from verdict import Verdict
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 COLUMNS = ("bench", "measure", "target", "figure", "verdict")
+ALSO = {"dispatch": ("--otel",)}
+"""Benches run a second time, with these options (another set of targets)."""
 
 
 def benches(folder: Path) -> dict[str, Path]:
@@ -46,15 +49,19 @@ def benches(folder: Path) -> dict[str, Path]:
     return found
 
 
-def run(name: str, path: Path, logs: Path, timeout: float) -> list[list[str]]:
-    """Run one bench at its quick size; its rows of the table."""
-    table, log = logs / f"{name}.jsonl", logs / f"{name}.log"
+def run(
+    name: str, path: Path, logs: Path, timeout: float, options: tuple[str, ...] = ()
+) -> list[list[str]]:
+    """Run one bench at its quick size (with ``options``); its rows of the table, each named
+    ``NAME OPTIONS``."""
+    name = " ".join([name, *options])
+    table, log = logs / f"{name.replace(' ', '')}.jsonl", logs / f"{name.replace(' ', '')}.log"
     env = {**os.environ, "BELT_BENCH_TABLE": str(table), "NO_COLOR": "1"}
     started = time.monotonic()
     with log.open("w", encoding="utf-8") as out:
         try:
             code: int | None = subprocess.run(
-                [sys.executable, str(path), "--quick"],
+                [sys.executable, str(path), "--quick", *options],
                 cwd=ROOT,
                 env=env,
                 stdout=out,
@@ -127,6 +134,8 @@ def main() -> None:
     rows: list[list[str]] = []
     for name, path in chosen.items():
         rows.extend(run(name, path, logs, args.timeout))
+        if name in ALSO:
+            rows.extend(run(name, path, logs, args.timeout, ALSO[name]))
     sys.path.insert(0, str(ROOT))
     from belt.output import table
 
