@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from belt import tracing
 from belt.effects import url_host
 from belt.errors import BeltError, InvalidInput, NotFound, UsageError, remote_error
 from belt.handlers.inprocess import InProcess, load_handler, reference
@@ -56,8 +57,6 @@ from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload, Li
 from belt.wire.validate import check_webhook_url, model_problems
 
 if TYPE_CHECKING:
-    import httpx
-
     from belt.handlers.webhook import WebhookResult
     from belt.store import Store
 
@@ -321,9 +320,7 @@ def select(
 # -- where it goes --------------------------------------------------------------------------------
 
 
-def url_target(
-    url: str, secret: str | None, transport: httpx.BaseTransport | None
-) -> tuple[str, Deliver, Callable[[], None]]:
+def url_target(url: str, secret: str | None) -> tuple[str, Deliver, Callable[[], None]]:
     """Deliver to a URL (signed with ``secret`` when given); its label, deliverer and closer."""
 
     reason = check_webhook_url(url)
@@ -331,9 +328,7 @@ def url_target(
         raise UsageError(f"--to {url!r}: the URL {reason}")
 
     def send(payload: dict[str, Any]) -> WebhookResult:
-        return deliver(
-            url, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, secret=secret, transport=transport
-        )
+        return deliver(url, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, secret=secret)
 
     return url_host(url), send, lambda: None
 
@@ -435,7 +430,6 @@ def open_replay(
     event: str | None = None,
     chat: str | None = None,
     secret: str | None = None,
-    transport: httpx.BaseTransport | None = None,
 ) -> Iterator[Replay]:
     """A replay of ``source``'s recorded payloads to the target, ready to run: its ``rows()``
     deliver them one at a time. Every option and the source are checked first (a run that does
@@ -477,15 +471,22 @@ def open_replay(
         chat = named_or_given(find_chat_id, store, chat)  # a stored chat's short id or prefix
     kept = select(recorded, since=since, event=event, chat=chat)
     if to is not None:
-        label, deliver, close = url_target(to, secret, transport)
+        label, deliver, close = url_target(to, secret)
     elif policy is not None:
         label, deliver, close = policy_target(policy)
     else:
         label, deliver, close = handler_target(str(handler))
+    kind = "webhook" if to is not None else "policy" if policy is not None else "py"
     try:
         run = Replay(store, kept, where=where, label=label, deliver=deliver, skipped=skipped)
         run.remote = to is not None
-        yield run
+        run.traced = {
+            "belt.hook.handler_type": kind,
+            "belt.hook.host": url_host(to) if to else None,
+        }
+        with tracing.span("belt.replay", {"belt.replay.id": run.replay_id}) as span:
+            yield run
+            tracing.set_attributes(span, {f"belt.replay.{k}": v for k, v in run.summary.items()})
     finally:
         close()
 
@@ -531,6 +532,8 @@ class Replay:
         """What ``--save-tests`` wrote, for the tail (``belt.keep.TestWriter``)."""
         self.remote = False
         """True when the target is a URL (``--to``): its failed answers fail the replay."""
+        self.traced: dict[str, Any] = {}
+        """What each delivery's span (``belt.hook``) says of the target."""
         self.first_failure: WebhookResult | None = None
         """The first delivery that was sent and failed (its status, for ``failure``)."""
         self.summary = {
@@ -582,19 +585,23 @@ class Replay:
         """
         for number, item in enumerate(self.recorded, start=1):
             row = Row(number, item)
-            if self.deadline is not None and time.monotonic() >= self.deadline:
-                delivered = WebhookResult(
-                    None, "", None, "not replayed: the replay ran out of time", 0
-                )
-            elif isinstance(item.payload, dict):
-                delivered = self.deliver(item.payload)
-                if delivered.error and self.first_failure is None:
-                    self.first_failure = delivered
-            else:
-                _, problem = payload_model(item.payload)
-                delivered = WebhookResult(None, "", None, problem, 0)
-            row.error = printable(delivered.error) if delivered.error else None
-            compare(row, delivered.response if delivered.error is None else None)
+            event = item.payload.get("event") if isinstance(item.payload, dict) else None
+            with tracing.span(f"belt.hook {event}", self.traced) as span:
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    delivered = WebhookResult(
+                        None, "", None, "not replayed: the replay ran out of time", 0
+                    )
+                elif isinstance(item.payload, dict):
+                    delivered = self.deliver(item.payload)
+                    if delivered.error and self.first_failure is None:
+                        self.first_failure = delivered
+                else:
+                    _, problem = payload_model(item.payload)
+                    delivered = WebhookResult(None, "", None, problem, 0)
+                row.error = printable(delivered.error) if delivered.error else None
+                compare(row, delivered.response if delivered.error is None else None)
+                if span is not None:
+                    trace_row(span, str(event), row, delivered)
             _journal(self.store, self.replay_id, self.where, self.label, row)
             if self.on_row is not None:
                 self.on_row(row)
@@ -609,6 +616,30 @@ class Replay:
             yield row.to_json()
         if self.on_end is not None:
             self.on_end()
+
+
+def trace_row(span: Any, event: str, row: Row, delivered: WebhookResult) -> None:
+    """What a replayed delivery's span says (docs/tracing.md): never the payload, nor the
+    injection's text (its size), nor more of the reason than tracing.REASON_LIMIT."""
+    response = delivered.response if delivered.error is None else None
+    size = None
+    if response is not None and response.injected:
+        text = (response.inject.content if response.inject else "") + (response.system or "")
+        size = len(text.encode())
+    attributes = {
+        "belt.hook.event": event,
+        "belt.hook.decision": row.decision,
+        "belt.hook.reason": tracing.bounded(row.reason),
+        "belt.hook.injection_size": size,
+        "belt.hook.error": tracing.bounded(row.error),
+        "belt.hook.counted_as": "allow" if row.error else None,
+        "belt.replay.recorded_decision": row.recorded.decision,
+        "belt.replay.changed": row.changed or None,
+        "belt.dialect": "nexus" if event in {e.value for e in NexusEvent} else "platform",
+    }
+    tracing.set_attributes(span, attributes)
+    if row.error:
+        tracing.fail(span, "hook failed")
 
 
 def replay_each(

@@ -66,7 +66,7 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
         resource = resource.merge(Resource({"service.name": "belt"}))
     resource = Resource({"service.version": __version__}).merge(resource)
-    provider = TracerProvider(resource=resource)
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     if endpoint_set:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -87,6 +87,13 @@ def traces_url(base: str) -> str:
     """The OTLP/HTTP traces URL of a collector's base URL (``/v1/traces`` appended, as the
     SDK does for ``OTEL_EXPORTER_OTLP_ENDPOINT``), unless it already names that path."""
     return base if base.rstrip("/").endswith("/v1/traces") else base.rstrip("/") + "/v1/traces"
+
+
+def flush() -> None:
+    """Export the spans ended so far (a worker process that ends with ``os._exit`` flushes
+    after each piece of work)."""
+    if _provider is not None:
+        _provider.force_flush()
 
 
 def shutdown() -> None:
@@ -294,32 +301,31 @@ def _file_exporter(path: Path) -> Any:
     ``ExportTraceServiceRequest``, as the OTLP file exporter specification says: ids in hex,
     names in camelCase, 64-bit integers as strings, enums as integers)."""
     import json
-    import threading
 
     from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
     class FileSpanExporter(SpanExporter):
+        # One write of a whole line to a file opened for appending, so the worker processes
+        # a command forks (``belt test``) append lines of their own to the same file.
         def __init__(self) -> None:
-            self.lock = threading.Lock()
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.stream = path.open("a", encoding="utf-8")
+            self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
             document = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
             _hex_ids(document)
-            line = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
-            with self.lock:
-                if self.stream.closed:
-                    return SpanExportResult.FAILURE
-                self.stream.write(line + "\n")
-                self.stream.flush()
+            line = json.dumps(document, separators=(",", ":"), ensure_ascii=False) + "\n"
+            try:
+                os.write(self.fd, line.encode())
+            except OSError:
+                return SpanExportResult.FAILURE
             return SpanExportResult.SUCCESS
 
         def shutdown(self) -> None:
-            with self.lock:
-                self.stream.close()
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
 
         def force_flush(self, timeout_millis: int = 30000) -> bool:
             return True

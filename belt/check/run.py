@@ -29,12 +29,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as seeded
 from hypothesis.errors import Flaky
 
+from belt import tracing
 from belt.check.generate import (
     attack_payloads,
     hypothesis_home,
@@ -76,9 +77,6 @@ from belt.signing import secret_key, sign, signed_headers
 from belt.supervisor import Preload, Supervisor
 from belt.text import short
 from belt.wire.enums import Dialect, HookDecision
-
-if TYPE_CHECKING:
-    import httpx
 
 EXAMPLES_DEFAULT = 100
 SHRINK_CALLS_MAX = 300
@@ -143,10 +141,9 @@ class Pacer:
 
 @dataclass
 class Sender:
-    """Delivers to the subjects of one run: webhooks through the process's client (or one on
-    ``transport``; paced when they are not on this machine), ``py:`` handlers and tools in
-    supervised worker processes (``workers``); every call within its timeout and before
-    ``deadline`` (``--max-time``)."""
+    """Delivers to the subjects of one run: webhooks through the process's client (paced when
+    they are not on this machine), ``py:`` handlers and tools in supervised worker processes
+    (``workers``); every call within its timeout and before ``deadline`` (``--max-time``)."""
 
     workers: Supervisor
     secret: str | None = None
@@ -154,7 +151,6 @@ class Sender:
     pacer: Pacer = field(default_factory=lambda: Pacer(REMOTE_PER_SECOND))
     hung: dict[tuple[str, str], Any] = field(default_factory=dict)
     """What a call that timed out gave, by target and payload: it is not called again."""
-    transport: httpx.BaseTransport | None = None
 
     def seconds(self, timeout: float) -> tuple[float, bool]:
         """How long a call may take: its ``timeout``, or what is left of ``--max-time`` (then
@@ -169,7 +165,7 @@ class Sender:
         if not on_this_machine(subject.target):
             self.pacer.wait()
         seconds, cut = self.seconds(subject.timeout)
-        answer = post_body(subject.target, body, headers, timeout=seconds, transport=self.transport)
+        answer = post_body(subject.target, body, headers, timeout=seconds)
         if cut and answer.error is not None and TIMED_OUT in answer.error:
             raise _Stop("--max-time")
         return answer
@@ -276,6 +272,8 @@ class Explorer:
     """Shrinking stopped at ``SHRINK_CALLS_MAX`` cases."""
     counted: Callable[[], None] | None = None
     """Told after each case counted (the progress a terminal shows)."""
+    traced: dict[str, Any] = field(default_factory=dict)
+    """What each case's span (``belt.check.case``) says of the subject."""
 
     def record(self, check: str, detail: str, payload: Any) -> None:
         """Keep ``payload`` if it is the smallest failure of ``check`` so far: the smallest
@@ -291,10 +289,17 @@ class Explorer:
         """Run one case, its time counted as the cases' (generation left out); its failures
         recorded."""
         started = time.perf_counter()
-        try:
-            failures = case(payload, counting)
-        finally:
-            self.report.case_seconds += time.perf_counter() - started
+        with tracing.span("belt.check.case", self.traced) as span:
+            try:
+                failures = case(payload, counting)
+            finally:
+                self.report.case_seconds += time.perf_counter() - started
+            if span is not None:
+                failed = sorted({check for check, _ in failures})
+                tracing.set_attributes(span, {"belt.check.counted": counting})
+                tracing.set_attributes(span, {"belt.check.failed": failed} if failed else {})
+                if failed:
+                    tracing.fail(span, "case failed")
         if counting:
             self.report.cases += 1
             if self.counted is not None:
@@ -807,7 +812,6 @@ def run_check(
     max_time: float | None = None,
     save: Path | None = None,
     beyond_spec: bool = False,
-    transport: httpx.BaseTransport | None = None,
     progress: Progress | None = None,
 ) -> CheckReport:
     """Check ``target`` (and the executors) against the contract; returns the report.
@@ -851,12 +855,13 @@ def run_check(
     plan = user_modules(subjects)
     try:
         with (
+            tracing.span("belt.check", {"belt.check.seed": chosen_seed}) as span,
             Supervisor(preload=lambda: plan) as workers,
             hypothesis_home(state_dir() / "hypothesis"),
         ):
             for error in workers.failed_imports():  # a handler that cannot be imported: 3, 5
                 raise error
-            sender = Sender(workers, secret, deadline, transport=transport)
+            sender = Sender(workers, secret, deadline)
             try:
                 _run_subjects(
                     subjects,
@@ -870,6 +875,7 @@ def run_check(
                 )
             except _Stop:
                 report.stopped = STOPPED
+            tracing.set_attributes(span, {"belt.check.cases": report.cases})
     finally:
         report.seconds = time.monotonic() - started
     return report
@@ -894,6 +900,7 @@ def _run_subjects(
             counted = partial(lambda event: progress(event, report.cases), subject.event)
             counted()
         explorer = Explorer(report, report.seed, report.examples, deadline, counted=counted)
+        explorer.traced = {"belt.check.event": subject.event, "belt.check.kind": subject.kind}
         if subject.dialect == Dialect.NEXUS:
             _check_nexus(subject, sender, explorer, report)
         else:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from belt import output
-from belt.cli.options import Routes, finite
+from belt.cli.options import OtlpOption, Routes, TraceFileOption, finite, start_tracing
 
 if TYPE_CHECKING:
     from belt.check.report import CheckReport, CheckResult
@@ -94,6 +94,8 @@ def check(
         Path | None,
         typer.Option(metavar="FILE", help="Also write a JUnit XML report to FILE."),
     ] = None,
+    otlp: OtlpOption = None,
+    trace: TraceFileOption = None,
 ) -> None:
     """Check a hook handler against everything the platform may send it.
 
@@ -129,6 +131,7 @@ def check(
 
     if junit_xml is not None:
         require_writable_file(junit_xml, option="--junit-xml")  # before any case is sent
+    start_tracing(otlp, trace)
     done = {"event": "", "cases": 0}
     began = time.monotonic()
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from belt import output
+from belt.cli.options import OtlpOption, TraceFileOption, start_tracing
 
 
 def replay(
@@ -76,6 +77,8 @@ def replay(
             "written once the replay ends).",
         ),
     ] = "delivery",
+    otlp: OtlpOption = None,
+    trace: TraceFileOption = None,
 ) -> None:
     """Deliver recorded hook payloads again to a handler and compare its answers.
 
@@ -95,6 +98,7 @@ def replay(
     from belt.render import replay_row, replay_summary
     from belt.text import printable
 
+    start_tracing(otlp, trace)
     # Rows are printed as each payload is replayed, and forgotten: a replay of a long journal
     # holds one part of it at a time.
     with open_saving_replay(

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from belt import output
-from belt.cli.options import moment_option
+from belt.cli.options import OtlpOption, TraceFileOption, moment_option, start_tracing
 
 
 def serve(
@@ -116,6 +116,8 @@ def serve(
     open_: Annotated[
         bool, typer.Option("--open", help="Open the inspector in a web browser once listening.")
     ] = False,
+    otlp: OtlpOption = None,
+    trace: TraceFileOption = None,
 ) -> None:
     """Serve hooks and the platform API locally until Ctrl-C or SIGTERM.
 
@@ -144,6 +146,7 @@ def serve(
     """
     from belt.server.stopping import Stopped, stopping_on_signals
 
+    start_tracing(otlp, trace)
     try:
         with stopping_on_signals():
             from belt.server.run import serve as serve_until_stopped

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from belt import output
-from belt.cli.options import Routes
+from belt.cli.options import OtlpOption, Routes, TraceFileOption, start_tracing
 from belt.errors import ExitCode, InvalidInput
 
 
@@ -102,6 +102,8 @@ def test(
             "DIR (BELT_HOME=DIR/NAME belt sim show --last), instead of in memory.",
         ),
     ] = None,
+    otlp: OtlpOption = None,
+    trace: TraceFileOption = None,
 ) -> None:
     """Run every scenario file that has expect tables, each in a fresh store, and check them.
 
@@ -146,6 +148,7 @@ def test(
     (after the last scenario, when nothing else runs beside them)."""
 
     workers = parse_jobs(jobs)
+    start_tracing(otlp, trace)
     ran = [0, 0]
     # With -j, one line on a terminal's stderr: the scenarios done of all (results come in the
     # serial order, so one that ended early may wait for those before it).

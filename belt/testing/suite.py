@@ -29,13 +29,14 @@ import re
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from belt import tracing
 from belt.declarations import read_document
 from belt.effects import is_in_process
 from belt.engine.api import simulation_options, start_simulation, with_scenario_executors
@@ -299,49 +300,57 @@ def run_suite(
     without, what its report shows (``workers.portable``). ``progress`` is told how many of the
     scenario files have been run, of how many, before the first and as each ends."""
     parse_routes(routes or [])
-    started = time.perf_counter()
-    files = [
-        path for path in candidates(paths or [DEFAULT_PATH]) if selected(shown_name(path), pattern)
-    ]
-    results: list[ScenarioResult] = []
-    stopped = False
-    options: dict[str, Any] = {
-        "routes": routes or [],
-        "allow_network": allow_network,
-        "fail_unfired": fail_unfired,
-        "snapshot": snapshot,
-        "keep": keep,
-    }
-    if shard is None:
-        # Each file is read where it runs: a file that is not a test comes back as None.
-        step: Callable[..., ScenarioResult | None] = partial(run_file, **options)
-        items: list[tuple[Any, ...]] = [(path,) for path in files]
-        tests = None
-    else:
-        # A shard is taken of the tests alone, so every file is read first.
-        step = partial(run_one, **options)
-        tests = [
-            (path, document) for path in files if (document := read_scenario(path)) is not None
+    with tracing.span("belt.test") as span:
+        started = time.perf_counter()
+        files = [
+            path
+            for path in candidates(paths or [DEFAULT_PATH])
+            if selected(shown_name(path), pattern)
         ]
-        items = shard_of(tests, shard)
-    plan = partial(scenario_modules, [item[0] for item in items], routes or [])
-    whole = jobs <= 1 if records is None else records
-    if progress is not None:
-        progress(0, len(items))
-    ran = run_all(step, items, jobs=jobs, lost=lost_result, preload=plan, whole=whole)
-    for done, result in enumerate(ran, start=1):
+        results: list[ScenarioResult] = []
+        stopped = False
+        options: dict[str, Any] = {
+            "routes": routes or [],
+            "allow_network": allow_network,
+            "fail_unfired": fail_unfired,
+            "snapshot": snapshot,
+            "keep": keep,
+            "trace": tracing.current(),
+        }
+        if shard is None:
+            # Each file is read where it runs: a file that is not a test comes back as None.
+            step: Callable[..., ScenarioResult | None] = partial(run_file, **options)
+            items: list[tuple[Any, ...]] = [(path,) for path in files]
+            tests = None
+        else:
+            # A shard is taken of the tests alone, so every file is read first.
+            step = partial(run_one, **options)
+            tests = [
+                (path, document) for path in files if (document := read_scenario(path)) is not None
+            ]
+            items = shard_of(tests, shard)
+        plan = partial(scenario_modules, [item[0] for item in items], routes or [])
+        whole = jobs <= 1 if records is None else records
         if progress is not None:
-            progress(done, len(items))
-        if result is None:
-            continue
-        results.append(result)
-        if report is not None:
-            report(result)
-        if exitfirst and result.status != "pass":
-            stopped = True
-            break
-    found = len(results) if tests is None else len(tests)
-    suite = SuiteResult(results, time.perf_counter() - started, stopped, shard, found)
+            progress(0, len(items))
+        ran = run_all(step, items, jobs=jobs, lost=lost_result, preload=plan, whole=whole)
+        for done, result in enumerate(ran, start=1):
+            if progress is not None:
+                progress(done, len(items))
+            if result is None:
+                continue
+            results.append(result)
+            if report is not None:
+                report(result)
+            if exitfirst and result.status != "pass":
+                stopped = True
+                break
+        found = len(results) if tests is None else len(tests)
+        suite = SuiteResult(results, time.perf_counter() - started, stopped, shard, found)
+        counts = {
+            f"belt.test.{status}": suite.counted(status) for status in ("pass", "fail", "error")
+        }
+        tracing.set_attributes(span, {"belt.test.scenarios": found, **counts})
     if junit_xml is not None:
         write_junit(junit_xml, suite, render, coverage=coverage)
     return suite
@@ -412,14 +421,26 @@ def run_one(
     fail_unfired: bool,
     snapshot: str | None,
     keep: Path | None,
+    trace: dict[str, str] | None = None,
 ) -> ScenarioResult:
-    """One scenario of the suite, with what the suite's options add to its result."""
-    with import_deadline(IMPORT_TIMEOUT):
-        result = run_document(path, document, routes=routes, allow_network=allow_network, keep=keep)
-    if fail_unfired:
-        fail_on_unfired(result)
-    if snapshot is not None:
-        compare_result(result, path, document, update=snapshot == "update")
+    """One scenario of the suite, with what the suite's options add to its result; its span
+    (``belt.test.scenario``) is a child of ``trace``, the suite's, in whichever worker runs it."""
+    with (
+        tracing.parented(**trace) if trace else nullcontext(),
+        tracing.span(f"belt.test.scenario {shown_name(path)}") as span,
+    ):
+        with import_deadline(IMPORT_TIMEOUT):
+            result = run_document(
+                path, document, routes=routes, allow_network=allow_network, keep=keep
+            )
+        if fail_unfired:
+            fail_on_unfired(result)
+        if snapshot is not None:
+            compare_result(result, path, document, update=snapshot == "update")
+        tracing.set_attributes(span, {"belt.test.status": result.status})
+        if result.status != "pass":
+            tracing.fail(span, f"scenario {result.status}")
+    tracing.flush()  # a worker ends with os._exit, which runs no exit handler
     return result
 
 
@@ -505,7 +526,6 @@ def run_loaded(
                 DIALECTS[loaded.dialect],
                 executors=executors,
                 fail_closed=False,
-                transport=None,
                 report=None,
                 routes=routes,
             )
