@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from belt.errors import Conflict, NotFound, UsageError
 
 if TYPE_CHECKING:
-    import httpx
-
     from belt.store import Store
 
 Listed = tuple[dict[str, Any], str | None]
@@ -266,16 +264,14 @@ class LocalBackend:
 
 
 @contextmanager
-def open_backend(
-    api: str | None, *, api_key: str | None = None, transport: httpx.BaseTransport | None = None
-) -> Iterator[Backend]:
+def open_backend(api: str | None, *, api_key: str | None = None) -> Iterator[Backend]:
     """The backend ``--api`` chose: the platform at ``api``, else the local store."""
     if not api:
         yield local_inbox()
         return
     from belt.remote import Platform
 
-    with Platform(api, api_key=api_key, transport=transport) as platform:
+    with Platform(api, api_key=api_key) as platform:
         yield platform
 
 

@@ -64,7 +64,6 @@ class Platform:
         base_url: str,
         *,
         api_key: str | None = None,
-        transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         reason = check_webhook_url(base_url)
@@ -85,7 +84,6 @@ class Platform:
         has no credentials of its own)."""
         if self._key:
             self._headers["Authorization"] = f"Bearer {self._key}"
-        self._transport = transport
         try:
             self._base = httpx.URL(base_url)
         except httpx.InvalidURL as exc:
@@ -123,7 +121,6 @@ class Platform:
                 self._url(path),
                 headers=self._headers,
                 timeout=self.timeout,
-                transport=self._transport,
                 **({} if body is None else {"json": body}),
             ) as response:
                 head = response

@@ -63,9 +63,7 @@ def read_input(file: Path | None) -> tuple[str, str]:
     return text, STDIN
 
 
-def configure_lifecycle_hooks(
-    *, file: Path | None = None, api: str | None = None, transport: Any = None
-) -> Configured:
+def configure_lifecycle_hooks(*, file: Path | None = None, api: str | None = None) -> Configured:
     """Check a lifecycle_hooks object; store it in rho's config file or the ``api``'s profile."""
     text, source = read_input(file)
     declaration = check_document(parse_text(text, source), source, Dialect.NEXUS)
@@ -76,7 +74,7 @@ def configure_lifecycle_hooks(
         raise InvalidInput(f"{source}: {len(problems)} problems", problems=problems)
     configuration = declaration.lifecycle_hooks.to_wire()
     if api:
-        return configure_through_api(api, configuration, transport=transport)
+        return configure_through_api(api, configuration)
 
     path = rho_config_path(create=True)
     config = read_rho_config(path)
@@ -100,12 +98,10 @@ def show_lifecycle_hooks() -> Configured:
     return Configured(RHO_PLUGIN, stored.file, stored.configuration)
 
 
-def configure_through_api(
-    api: str, configuration: dict[str, Any], *, transport: Any = None
-) -> Configured:
+def configure_through_api(api: str, configuration: dict[str, Any]) -> Configured:
     """Read the whole declaration from a profile API, set its lifecycle_hooks, and write it
     (through the backend ``--api`` chooses, as every other command reaches a platform)."""
-    with open_backend(api, transport=transport) as backend:
+    with open_backend(api) as backend:
         try:
             declaration = backend.get_profile()
         except NotFound as exc:

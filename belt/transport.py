@@ -18,6 +18,9 @@ its deadline with ``asyncio.timeout`` (``async_client``).
 
 Proxies: the ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` variables (either
 case) are honoured for other hosts, never for a loopback one (``localhost``, 127.0.0.0/8, ::1).
+
+A test or an embedder sends the process's calls through an httpx transport of its own (such as
+``httpx.MockTransport``) with ``using``.
 """
 
 from __future__ import annotations
@@ -278,14 +281,15 @@ def proxy_for(scheme: str, host: str) -> str | None:
 
 
 class _Process:
-    """What a process holds: its transport and its TLS context, each made on first use. A
-    forked child starts with none (``os.register_at_fork``): its parent's connections are not
-    its own."""
+    """What a process holds: its transport and its TLS context, each made on first use, and the
+    transport lent to it (``using``). A forked child starts with none (``os.register_at_fork``):
+    its parent's connections are not its own."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.transport: Transport | None = None
         self.tls: ssl.SSLContext | None = None
+        self.lent: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None
 
 
 _MINE = _Process()
@@ -313,8 +317,24 @@ def tls_context() -> ssl.SSLContext:
         return mine.tls
 
 
-def _transport() -> Transport:
+@contextmanager
+def using(lent: httpx.BaseTransport | httpx.AsyncBaseTransport) -> Iterator[None]:
+    """Send this process's calls through ``lent`` (a test's or an embedder's transport) for the
+    ``with`` block, from every thread: ``call``'s when it is an ``httpx.BaseTransport``,
+    ``async_client``'s when it is an ``httpx.AsyncBaseTransport`` (``httpx.MockTransport`` is
+    both)."""
     mine = _MINE
+    before, mine.lent = mine.lent, lent
+    try:
+        yield
+    finally:
+        mine.lent = before
+
+
+def _transport() -> httpx.BaseTransport:
+    mine = _MINE
+    if isinstance(mine.lent, httpx.BaseTransport):
+        return mine.lent
     if mine.transport is None:
         with mine.lock:
             if mine.transport is None:
@@ -349,13 +369,12 @@ def call(
     *,
     timeout: float,
     headers: dict[str, str] | None = None,
-    transport: httpx.BaseTransport | None = None,
     **content: Any,
 ) -> Iterator[httpx.Response]:
-    """Send a request through the process's transport (or ``transport``: a test's, an
-    embedder's) and give its answer with the body unread (``read`` reads it); the whole call,
-    connection, head and body, has ``timeout`` seconds. ``content`` is ``content=`` or ``json=``
-    of ``httpx.Request``; credentials in the URL are sent as basic authentication. Redirects are
+    """Send a request through the process's transport (or the one lent to it: ``using``) and
+    give its answer with the body unread (``read`` reads it); the whole call, connection, head
+    and body, has ``timeout`` seconds. ``content`` is ``content=`` or ``json=`` of
+    ``httpx.Request``; credentials in the URL are sent as basic authentication. Redirects are
     not followed. Raises what httpx raises."""
     target = httpx.URL(url)
     sent = dict(HEADERS)
@@ -369,7 +388,7 @@ def call(
     request = httpx.Request(method, target, headers=sent, extensions={"timeout": limits}, **content)
     token = _END.set(time.monotonic() + timeout)
     try:
-        answer = (transport or _transport()).handle_request(request)
+        answer = _transport().handle_request(request)
         answer.request = request
         try:
             yield answer
@@ -393,14 +412,14 @@ def read(answer: httpx.Response, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def async_client(
-    url: str, *, timeout: float, transport: httpx.AsyncBaseTransport | None = None
-) -> httpx.AsyncClient:
+def async_client(url: str, *, timeout: float) -> httpx.AsyncClient:
     """An async client for calls to ``url``'s origin (``belt serve --forward-to``), with the
-    environment's proxy as ``proxy_for`` gives it and TLS only for ``https``. Its caller keeps
-    each call's total deadline with ``asyncio.timeout``; httpx's own timeouts are set to the
-    same, so none of them cuts a call first."""
-    if transport is None:
+    environment's proxy as ``proxy_for`` gives it and TLS only for ``https`` (or on the
+    transport lent to the process: ``using``). Its caller keeps each call's total deadline with
+    ``asyncio.timeout``; httpx's own timeouts are set to the same, so none of them cuts a call
+    first."""
+    transport = _MINE.lent
+    if not isinstance(transport, httpx.AsyncBaseTransport):
         target = httpx.URL(url)
         proxy = proxy_for(target.scheme, target.host)
         tls = target.scheme == "https" or (proxy or "").startswith("https:")

@@ -46,8 +46,6 @@ from belt.wire.platform import (
 from belt.wire.validate import check_webhook_url, model_problems
 
 if TYPE_CHECKING:
-    import httpx
-
     from belt.handlers.webhook import WebhookResult
 
 
@@ -267,7 +265,6 @@ def trigger(
     unsets: Sequence[str] = (),
     secret: str | None = None,
     timeout: float = WEBHOOK_TIMEOUT_DEFAULT,
-    transport: httpx.BaseTransport | None = None,
 ) -> TriggerReport:
     """Send a payload of ``event`` (``build_payload``) to ``to`` and explain the answer.
 
@@ -295,7 +292,7 @@ def trigger(
         secret_key(secret)
     sent = build_payload(event, data, payload=payload, sets=sets, unsets=unsets)
     result = (
-        _call(to, sent, secret=secret, timeout=timeout, transport=transport)
+        deliver(to, sent, timeout=timeout, secret=secret)
         if not in_process
         else _in_process(to, sent, timeout=timeout)
     )
@@ -348,18 +345,6 @@ def trigger(
         ),
         timeout=timeout,
     )
-
-
-def _call(
-    url: str,
-    payload: dict[str, Any],
-    *,
-    secret: str | None,
-    timeout: float,
-    transport: httpx.BaseTransport | None,
-) -> WebhookResult:
-    """POST ``payload`` to the webhook ``url`` within ``timeout`` seconds."""
-    return deliver(url, payload, timeout=timeout, secret=secret, transport=transport)
 
 
 def _in_process(spec: str, payload: dict[str, Any], *, timeout: float) -> WebhookResult:

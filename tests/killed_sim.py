@@ -38,9 +38,7 @@ def main(path: str, point: str) -> None:
     loaded = read_scenario(Path(path))
     store = open_store()
     dialect = DIALECTS[loaded.dialect]
-    options = simulation_options(
-        store, dialect, executors=[], fail_closed=False, transport=None, report=None
-    )
+    options = simulation_options(store, dialect, executors=[], fail_closed=False, report=None)
     sim = dialect.create(store, loaded, fail_closed=False, routes=options.routes)
     simulation = Simulation(store, sim, dialect, options)
     simulation.drive_waiting(simulation.start_turn())

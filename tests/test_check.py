@@ -25,6 +25,7 @@ from belt.check.subjects import PLATFORM_EVENTS, subjects_for
 from belt.cli import app
 from belt.errors import InvalidInput, Unreachable, UsageError
 from belt.strictjson import decode
+from belt.transport import using
 from belt.wire.enums import Dialect
 from belt.wire.platform import LifecycleHookPayload
 from tests import checked
@@ -603,14 +604,14 @@ def test_only_off_machine_webhooks_are_paced(webhooks: str) -> None:
     try:
         run_check(f"{webhooks}/unsigned", events=["agent.start"], examples=2, seed=1)
         assert waits == []
-        report = run_check(
-            "https://hooks.example.com/x",
-            events=["agent.start"],
-            examples=2,
-            seed=1,
-            allow_network=True,
-            transport=remote,
-        )
+        with using(remote):
+            report = run_check(
+                "https://hooks.example.com/x",
+                events=["agent.start"],
+                examples=2,
+                seed=1,
+                allow_network=True,
+            )
     finally:
         check_run.Pacer.wait = original  # type: ignore[method-assign]
     assert report.exit_code == 0

@@ -23,7 +23,7 @@ from belt.server.deciders import policy_decider
 from belt.server.forward import ANSWER_MAX_BYTES, forward_decider
 from belt.signing import signed_headers
 from belt.store import Store
-from belt.transport import MAX_CONNECTIONS
+from belt.transport import MAX_CONNECTIONS, using
 from belt.wire.platform import LifecycleHookPayload
 from tests.cli.runner import belt
 from tests.cli.test_serve import serve_process
@@ -168,10 +168,9 @@ def test_the_deadline_is_the_documented_total_not_httpx_own_read_timeout() -> No
         return httpx.Response(200, json={"decision": "allow"})
 
     async def ask() -> Any:
-        async with forward_decider(
-            "http://handler.test/hooks", transport=httpx.MockTransport(answer)
-        ) as decide:
-            return await decide(LifecycleHookPayload.model_validate(payload()))
+        with using(httpx.MockTransport(answer)):
+            async with forward_decider("http://handler.test/hooks") as decide:
+                return await decide(LifecycleHookPayload.model_validate(payload()))
 
     verdict = asyncio.run(ask())
     assert verdict.response.decision == "allow"

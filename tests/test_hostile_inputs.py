@@ -24,6 +24,7 @@ from belt.policy import parse_policy
 from belt.remote import Platform
 from belt.server.app import create_app
 from belt.store import Store
+from belt.transport import using
 from tests.loopback import CLIENT
 from tests.servers import running
 
@@ -167,7 +168,7 @@ def test_json_options_parse_or_fail_cleanly(text: str) -> None:
 )
 def test_api_answers_become_data_or_a_clean_error(status: int, body: bytes) -> None:
     transport = httpx.MockTransport(lambda request: httpx.Response(status, content=body))
-    with Platform("http://api.example.test", transport=transport) as platform:
+    with using(transport), Platform("http://api.example.test") as platform:
         try:
             platform.list_interrupts(run_id="run_1")
         except BeltError:

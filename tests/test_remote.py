@@ -20,6 +20,7 @@ from belt.errors import (
     Unreachable,
 )
 from belt.remote import Platform
+from belt.transport import using
 from tests import hostile
 from tests.cli.runner import belt
 from tests.fake_platform import FakePlatform, closed_port, envelope, problem
@@ -233,8 +234,9 @@ def test_an_injected_transport_carries_the_requests() -> None:
         seen.append(request)
         return httpx.Response(200, json=envelope([PENDING]))
 
-    client = Platform("https://api.example.test", transport=httpx.MockTransport(handler))
-    assert client.list_interrupts(run_id="run_1") == [PENDING]
+    with using(httpx.MockTransport(handler)):
+        client = Platform("https://api.example.test")
+        assert client.list_interrupts(run_id="run_1") == [PENDING]
     assert str(seen[0].url) == "https://api.example.test/agent-runs/run_1/interrupts"
 
 

@@ -191,6 +191,37 @@ def test_a_forked_child_never_uses_its_parents_connections() -> None:
     assert again != child
 
 
+def test_a_lent_transport_carries_the_calls_of_every_thread_until_it_is_given_back() -> None:
+    lent: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        lent.append(request.url.path)
+        return httpx.Response(200, json={"decision": "deny", "reason": "lent"})
+
+    def decided(url: str) -> str | None:
+        response = deliver(url, sample_payload("agent.start"), timeout=10).response
+        return response.reason if response is not None else None
+
+    async def forwarded(url: str) -> str | None:
+        async with forward_decider(url) as decide:
+            verdict = await decide(LifecycleHookPayload.model_validate(sample_payload("agent.start")))
+        return verdict.response.reason
+
+    recorder = Recorder(b'{"decision": "allow"}')
+    with recorder as url:
+        with transport.using(httpx.MockTransport(answer)):
+            assert decided(f"{url}/here") == "lent"
+            elsewhere: list[str | None] = []
+            thread = threading.Thread(target=lambda: elsewhere.append(decided(f"{url}/there")))
+            thread.start()
+            thread.join()
+            assert elsewhere == ["lent"]
+            assert asyncio.run(forwarded(f"{url}/forwarded")) == "lent"
+        assert decided(f"{url}/own") is None  # the process's own transport again: the recorder
+    assert lent == ["/here", "/there", "/forwarded"]
+    assert [target for _, target, _, _ in recorder.requests] == ["/own"]
+
+
 def test_a_webhook_delivery_never_carries_the_api_key() -> None:
     recorder = Recorder(b'{"data": []}')
     with recorder as url:

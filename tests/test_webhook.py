@@ -4,6 +4,7 @@ import socket
 import struct
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import httpx
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from belt.handlers.webhook import deliver, failure_of, parse_response
 from belt.samples import sample_payload
 from belt.signing import verify
+from belt.transport import using
 from tests import hostile
 from tests.hookapp import HookApp, hook_app
 from tests.servers import REFUSED
@@ -41,30 +43,27 @@ TRANSPORTS: dict[str, Callable[[], httpx.BaseTransport | None]] = {
 
 
 @pytest.fixture
-def lend() -> Iterator[Callable[[str], httpx.BaseTransport | None]]:
-    """Makes the transport of each kind a test asks for, and closes it after the test."""
-    made: list[httpx.BaseTransport] = []
+def lend() -> Iterator[Callable[[str], None]]:
+    """Lends the process the transport of each kind a test asks for (``belt.transport.using``)
+    for the test, and closes it after."""
+    with ExitStack() as stack:
 
-    def make(kind: str) -> httpx.BaseTransport | None:
-        transport = TRANSPORTS[kind]()
-        if transport is not None:
-            made.append(transport)
-        return transport
+        def make(kind: str) -> None:
+            made = TRANSPORTS[kind]()
+            if made is not None:
+                stack.enter_context(made)
+                stack.enter_context(using(made))
 
-    yield make
-    for transport in made:
-        transport.close()
+        yield make
 
 
 @pytest.fixture(params=list(TRANSPORTS))
 def call(request: pytest.FixtureRequest, lend: Any) -> Callable[..., Any]:
     """Deliver a tool call to a URL, on each transport (each must answer the same)."""
-    made = lend(request.param)
+    lend(request.param)
 
     def deliver_to(url: str, **kwargs: Any) -> Any:
-        return deliver(
-            url, sample_payload("agent.tool_call"), timeout=5.0, transport=made, **kwargs
-        )
+        return deliver(url, sample_payload("agent.tool_call"), timeout=5.0, **kwargs)
 
     return deliver_to
 
@@ -174,13 +173,9 @@ def test_a_slow_handler_times_out(target: HookApp) -> None:
 def test_a_signed_delivery_verifies_with_standard_webhooks(target: HookApp) -> None:
     target.decide = lambda name, payload: None
     captured: list[httpx.Request] = []
-    with Capturing(captured) as capturing:
+    with Capturing(captured) as capturing, using(capturing):
         result = deliver(
-            f"{target.url}/x",
-            sample_payload("agent.start"),
-            timeout=5.0,
-            secret=SECRET,
-            transport=capturing,
+            f"{target.url}/x", sample_payload("agent.start"), timeout=5.0, secret=SECRET
         )
     assert result.error is None
     [request] = captured
@@ -220,8 +215,12 @@ def test_a_trickling_webhook_fails_at_its_total_deadline(behaviour: Any) -> None
 
 
 def test_a_trickled_body_fails_at_the_deadline_on_any_transport() -> None:
-    with hostile.hostile_server(hostile.slow_body()) as url, httpx.HTTPTransport() as lent:
-        result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=1.0, transport=lent)
+    with (
+        hostile.hostile_server(hostile.slow_body()) as url,
+        httpx.HTTPTransport() as lent,
+        using(lent),
+    ):
+        result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=1.0)
     assert result.error is not None and "did not answer within 1 s" in result.error
 
 
@@ -299,9 +298,9 @@ def test_a_compressed_or_latin_1_answer_is_read_as_httpx_reads_it(kind: str, len
         ),
     ]
     with hostile.hostile_server(serve_each(lambda head: answers.pop(0))) as url:
-        made = lend(kind)
-        first = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0, transport=made)
-        second = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0, transport=made)
+        lend(kind)
+        first = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0)
+        second = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0)
     assert first.response is not None and first.response.reason == "gzipped", first.error
     assert second.response is not None and second.response.reason == "café", second.error
 
@@ -320,12 +319,10 @@ def test_deliveries_share_one_connection_and_no_cookies(kind: str, lend: Any) ->
     # A webhook that sets a cookie gets none back: each delivery is the platform's own request,
     # not a session. Every delivery goes on the connection the first one opened.
     behave = serve_each(lambda head: keep_alive(b"", "Set-Cookie: session=s3cret; Path=/"))
-    made = lend(kind)
+    lend(kind)
     with hostile.hostile_server(behave) as url:
         for _ in range(3):
-            result = deliver(
-                f"{url}/h", sample_payload("agent.start"), timeout=10.0, transport=made
-            )
+            result = deliver(f"{url}/h", sample_payload("agent.start"), timeout=10.0)
             assert result.error is None and result.response is not None
     assert len(behave.connections) == 1
     assert len(behave.heads) == 2
@@ -337,13 +334,11 @@ def test_credentials_in_a_webhook_url_are_sent_as_basic_authentication(
     kind: str, lend: Any
 ) -> None:
     behave = serve_each(lambda head: keep_alive(b""))
-    made = lend(kind)
+    lend(kind)
     with hostile.hostile_server(behave) as url:
         for _ in range(2):
             address = url.replace("http://", "http://user:p%40ss@")
-            result = deliver(
-                f"{address}/h", sample_payload("agent.start"), timeout=10.0, transport=made
-            )
+            result = deliver(f"{address}/h", sample_payload("agent.start"), timeout=10.0)
             assert result.error is None
     token = base64.b64encode(b"user:p@ss")
     [head] = behave.heads

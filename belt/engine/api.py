@@ -10,8 +10,6 @@ from belt.errors import BeltError, Conflict, NotFound, UsageError
 from belt.loader import collector_paused
 
 if TYPE_CHECKING:
-    import httpx
-
     from belt.engine.simulation import Options
     from belt.records.reports import Reporter
     from belt.store import Store
@@ -23,7 +21,6 @@ def simulation_options(
     *,
     executors: list[str],
     fail_closed: bool,
-    transport: httpx.BaseTransport | None,
     report: Reporter | None,
     wait: bool = False,
     routes: list[str] | None = None,
@@ -40,7 +37,6 @@ def simulation_options(
 
         worker = Worker(store, parse_tools(executors), report)
     return Options(
-        transport=transport,
         worker=worker,
         notify=report,
         wait=wait,
@@ -121,7 +117,6 @@ def run_scenario(
     hooks_file: Path | None = None,
     fail_closed: bool = False,
     executors: list[str] | None = None,
-    transport: httpx.BaseTransport | None = None,
     report: Reporter | None = None,
     wait: bool = False,
     routes: list[str] | None = None,
@@ -185,7 +180,6 @@ def run_scenario(
         DIALECTS[loaded.dialect],
         executors=declared,
         fail_closed=fail_closed,
-        transport=transport,
         report=report,
         wait=wait,
         routes=routes,
@@ -234,7 +228,6 @@ def resume_run(
     run_id: str | None = None,
     last: bool = False,
     executors: list[str] | None = None,
-    transport: httpx.BaseTransport | None = None,
     report: Reporter | None = None,
     wait: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
@@ -256,7 +249,6 @@ def resume_run(
         dialect_class(sim),
         executors=with_scenario_executors(declared, executors or []),
         fail_closed=False,
-        transport=transport,
         report=report,
         wait=wait,
     )
@@ -302,7 +294,6 @@ def resume_settled(
     emulated: bool | None = None,
     run_ids: list[str] | None = None,
     recover: bool = False,
-    transport: httpx.BaseTransport | None = None,
 ) -> list[dict[str, Any]]:
     """Continue every simulated run whose interrupts are all settled and that no live process
     holds.
@@ -318,22 +309,16 @@ def resume_settled(
     tried: list[dict[str, Any]] = []
     for run_id in store.tagged(GATED_RUNS) if run_ids is None else run_ids:
         if run_ids is None:
-            record = resume_gated(store, run_id, emulated=emulated, transport=transport)
+            record = resume_gated(store, run_id, emulated=emulated)
         else:
-            record = resume_if_settled(
-                store, run_id, emulated=emulated, recover=recover, transport=transport
-            )
+            record = resume_if_settled(store, run_id, emulated=emulated, recover=recover)
         if record is not None:
             tried.append(record)
     return tried
 
 
 def resume_gated(
-    store: Store,
-    run_id: str,
-    *,
-    emulated: bool | None = None,
-    transport: httpx.BaseTransport | None = None,
+    store: Store, run_id: str, *, emulated: bool | None = None
 ) -> dict[str, Any] | None:
     """Continue the simulation of a run tagged as held at gates, from where its continuation is.
 
@@ -361,7 +346,7 @@ def resume_gated(
         store.untag(GATED_RUNS, run_id)  # an attention hold: `belt sim resume` goes on with it
         return None
     if run["state"] not in TERMINAL_STATES:
-        return resume_if_settled(store, run_id, recover=True, transport=transport)
+        return resume_if_settled(store, run_id, recover=True)
     sim = get_sim(store, str(run["sim_id"]))
     latest = None if sim is None else latest_run(store, sim)
     if sim is None or sim.get("status") != "running" or latest is None:
@@ -371,11 +356,11 @@ def resume_gated(
         # Its process died between two runs, or before it marked the simulation finished.
         if stranded_at(store, sim) != latest["id"]:
             return None  # its process is alive, between two runs
-        return _continue(store, str(latest["id"]), transport)
+        return _continue(store, str(latest["id"]))
     if latest["state"] in HELD_STATES or parked(latest):
         store.untag(GATED_RUNS, run_id)  # the later run holds: the continuation is over
         return None
-    return resume_if_settled(store, str(latest["id"]), recover=True, transport=transport)
+    return resume_if_settled(store, str(latest["id"]), recover=True)
 
 
 def resume_if_settled(
@@ -384,16 +369,15 @@ def resume_if_settled(
     *,
     emulated: bool | None = None,
     recover: bool = False,
-    transport: httpx.BaseTransport | None = None,
 ) -> dict[str, Any] | None:
     """Continue one run held at its interrupts (gates, approvals, a client tool's result) once
     they are all settled, unless a live process holds it.
 
     ``emulated`` takes only the runs of chats ``belt serve`` emulates (True) or only the others
     (False); ``recover`` also continues a run whose process is gone, from its last durable
-    point; ``transport`` is lent to the hooks' HTTP clients. Returns ``{"run_id", "state",
-    "sim_id"}`` or ``{"run_id", "error"}`` when it tried, None when the run is not ready (an
-    interrupt still pending, not held, held by another process, or not of the kind asked for).
+    point. Returns ``{"run_id", "state", "sim_id"}`` or ``{"run_id", "error"}`` when it tried,
+    None when the run is not ready (an interrupt still pending, not held, held by another
+    process, or not of the kind asked for).
     """
     from belt.records import leases
     from belt.records.interrupts import pending_for_run
@@ -409,19 +393,17 @@ def resume_if_settled(
         return None
     if leases.holder_alive(run.get("lease")) and not leases.is_mine(run.get("lease")):
         return None
-    return _continue(store, run_id, transport)
+    return _continue(store, run_id)
 
 
-def _continue(
-    store: Store, run_id: str, transport: httpx.BaseTransport | None
-) -> dict[str, Any] | None:
+def _continue(store: Store, run_id: str) -> dict[str, Any] | None:
     """``resume_simulation`` of a run, as a record of what it did (None: another process took
     it first, or it is not ready after all)."""
     from belt.engine.simulation import Options
     from belt.records.runs import RUN
 
     try:
-        sim, _ = resume_simulation(store, run_id, Options(transport=transport))
+        sim, _ = resume_simulation(store, run_id, Options())
     except Conflict:
         return None
     except BeltError as exc:

@@ -41,8 +41,6 @@ from belt.wire.validate import POLICY_PREFIX, check_webhook_url, in_process_prob
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-    import httpx
-
     from belt.handlers.inprocess import Handler, InProcess
     from belt.store import Store
 
@@ -244,7 +242,7 @@ Builtin = Callable[[HookRun, dict[str, Any]], None]
 @dataclass
 class Dispatcher:
     """Runs handlers of each type for one simulation; webhooks go through the process's
-    client (``belt.transport``), or one on ``transport`` (a test's).
+    client (``belt.transport``).
 
     Async hooks are handed to a bounded pool of background workers and the event goes on at
     once; each reports its run to the ``finished`` callback it was given when it is done.
@@ -254,7 +252,6 @@ class Dispatcher:
     store: Store
     hooks: list[LifecycleHookConfig]
     fail_closed: bool = False
-    transport: httpx.BaseTransport | None = None
     builtin: Builtin | None = None
     routes: list[Route] = field(default_factory=list)
     handlers: dict[str, Handler] = field(default_factory=dict)
@@ -441,9 +438,7 @@ class Dispatcher:
                 target.spec, payload, timeout=target.timeout, label=target.destination
             )
         else:
-            delivered = deliver(
-                target.destination, payload, timeout=target.timeout, transport=self.transport
-            )
+            delivered = deliver(target.destination, payload, timeout=target.timeout)
         run.duration_ms = delivered.duration_ms
         run.warnings = delivered.warnings
         if delivered.error is not None or delivered.response is None:

@@ -199,7 +199,6 @@ class PlatformLoop:
             sim.store,
             hooks,
             bool(sim.sim.get("fail_closed")),
-            options.transport,
             builtin=self.run_builtin,
             routes=routes,
             handlers=options.handlers,

@@ -74,7 +74,6 @@ from belt.wire.enums import AgentRunState, ChatStatus, MessageStatus, ToolInvoca
 from belt.wire.validate import model_problems
 
 if TYPE_CHECKING:
-    import httpx
     from pydantic import BaseModel
 
     from belt.engine.dispatch import Route
@@ -157,7 +156,6 @@ class Options:
     """
 
     loaded: Any = None
-    transport: httpx.BaseTransport | None = None
     worker: Worker | None = None
     notify: Notify | None = None
     wait: bool = False

@@ -13,7 +13,7 @@ import shlex
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -27,9 +27,6 @@ from belt.text import short
 from belt.wire.nexus import HookTaskInput
 from belt.wire.validate import check_webhook_url, model_problems
 
-if TYPE_CHECKING:
-    import httpx
-
 
 @dataclass
 class Target:
@@ -39,7 +36,6 @@ class Target:
     kind: str
     spec: str
     func: Callable[..., Any] | None = None
-    transport: httpx.BaseTransport | None = None
 
     @property
     def label(self) -> str:
@@ -58,7 +54,7 @@ class Target:
         if self.kind == "cmd":
             return run_command(self.spec, task_input, timeout, mark=mark)
         if self.kind == "http":
-            return post_input(self.spec, task_input, timeout, transport=self.transport)
+            return post_input(self.spec, task_input, timeout)
         return call_function(self.func, task_input, timeout)
 
 
@@ -153,13 +149,7 @@ def run_command(
     return _decode(done.stdout, "stdout")
 
 
-def post_input(
-    url: str,
-    task_input: dict[str, Any],
-    timeout: float,
-    *,
-    transport: httpx.BaseTransport | None = None,
-) -> ToolOutcome:
+def post_input(url: str, task_input: dict[str, Any], timeout: float) -> ToolOutcome:
     """POST the input to a URL; a 2xx body is the result.
 
     ``timeout`` is a total deadline (slow heads and trickled bodies included), and the body is
@@ -172,7 +162,7 @@ def post_input(
     host = url_host(url)
     limit = max(timeout, 0.001)
     try:
-        with call("POST", url, json=task_input, timeout=limit, transport=transport) as response:
+        with call("POST", url, json=task_input, timeout=limit) as response:
             raw = read(response, OUTPUT_MAX_BYTES)
     except httpx.TimeoutException:
         return ToolOutcome(timed_out=True)

@@ -13,7 +13,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -26,9 +26,6 @@ from belt.strictjson import StrictJSONError, decode
 from belt.text import describe
 from belt.wire.platform import LifecycleHookResponse
 from belt.wire.validate import check_response, model_problems
-
-if TYPE_CHECKING:
-    import httpx
 
 
 @dataclass
@@ -70,14 +67,13 @@ def deliver(
     *,
     timeout: float,
     secret: str | None = None,
-    transport: httpx.BaseTransport | None = None,
 ) -> WebhookResult:
     """POST ``payload`` to ``url`` and parse the answer; a failure is returned, never raised."""
     body = encode_payload(payload)
     headers = {"content-type": "application/json"}
     if secret:
         headers.update(signed_headers(secret, body))
-    return post_body(url, body, headers, timeout=timeout, transport=transport)
+    return post_body(url, body, headers, timeout=timeout)
 
 
 def post_body(
@@ -86,10 +82,9 @@ def post_body(
     headers: dict[str, str],
     *,
     timeout: float,
-    transport: httpx.BaseTransport | None = None,
 ) -> WebhookResult:
     """POST exactly ``body`` with exactly ``headers`` through the process's client
-    (``belt.transport``; ``transport``: a test's instead) and parse the answer as ``deliver``
+    (``belt.transport``) and parse the answer as ``deliver``
     does (``belt check`` sends tampered and unsigned requests through it)."""
     import httpx  # noqa: PLC0415 - loaded when a webhook is sent
 
@@ -100,9 +95,7 @@ def post_body(
     timed_out = f"{host} {TIMED_OUT} {timeout:g} s"
     error = None
     try:
-        with call(
-            "POST", url, content=body, headers=headers, timeout=timeout, transport=transport
-        ) as reply:
+        with call("POST", url, content=body, headers=headers, timeout=timeout) as reply:
             raw = read(reply, MAX_ANSWER_BYTES)
         status, encoding = reply.status_code, reply.encoding
     except httpx.TimeoutException:

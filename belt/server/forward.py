@@ -57,19 +57,17 @@ class Forwarder:
         *,
         secret: str | None = None,
         timeout: float = WEBHOOK_TIMEOUT_DEFAULT,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.url = url
         self.host = url_host(url)
         self.secret = secret
         self.timeout = timeout
-        self.transport = transport
         self.client: httpx.AsyncClient | None = None
 
     def open(self) -> httpx.AsyncClient:
         """The shared client, made now if it is not yet."""
         if self.client is None:
-            self.client = async_client(self.url, timeout=self.timeout, transport=self.transport)
+            self.client = async_client(self.url, timeout=self.timeout)
         return self.client
 
     async def __aenter__(self) -> Forwarder:
@@ -122,7 +120,6 @@ def forward_decider(
     *,
     secret: str | None = None,
     timeout: float = WEBHOOK_TIMEOUT_DEFAULT,
-    transport: httpx.AsyncBaseTransport | None = None,
 ) -> Forwarder:
     """A decider that asks the handler at ``url`` and answers what it answers (``Forwarder``)."""
-    return Forwarder(url, secret=secret, timeout=timeout, transport=transport)
+    return Forwarder(url, secret=secret, timeout=timeout)

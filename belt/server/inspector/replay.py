@@ -188,7 +188,7 @@ class Replayer:
         self, target: Target, owners: dict[int, Entry]
     ) -> tuple[Callable[[dict[str, Any]], WebhookResult], Callable[[], None]]:
         if target.kind == "url":
-            return url_target(str(target.value), None, None)[1:]
+            return url_target(str(target.value), None)[1:]
         if target.kind == "policy":
             return policy_target(Path(str(target.value)))[1:]
         if target.kind == "py":
