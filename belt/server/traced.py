@@ -53,6 +53,9 @@ class TracedRequests:
         return None if partial is None else template(str(getattr(partial, "path", ""))) or None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, self.flushing(send))
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -77,6 +80,18 @@ class TracedRequests:
                 await send(message)
 
             await self.app(scope, receive, sending)
+
+    @staticmethod
+    def flushing(send: Send) -> Send:
+        """``send`` for the app's lifespan, which exports the spans still held once the app
+        has stopped: a ``--workers`` process ends without running its exit handlers."""
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "lifespan.shutdown.complete":
+                tracing.shutdown()
+            await send(message)
+
+        return sending
 
 
 def served_hook(record: dict[str, Any], decider: str, started_ns: int) -> None:
