@@ -147,6 +147,11 @@ class Verdict:
         return self.rule.reason if self.rule is not None else "no rule matches"
 
     @property
+    def why(self) -> str:
+        """The rule that decided and its reason, as a line says them."""
+        return f'rule "{self.rule.name}": {self.rule.reason}' if self.rule else self.reason
+
+    @property
     def rule_name(self) -> str | None:
         """The name of the rule that decided, None when none matched."""
         return self.rule.name if self.rule is not None else None
@@ -212,6 +217,12 @@ def parse_rules(text: str, source: str, digest: str) -> Rules:
         doc = decode_toml(text)
     except (StrictJSONError, tomllib.TOMLDecodeError) as exc:
         raise InvalidInput(f"{source}: invalid TOML: {exc}", where=source) from None
+    return rules_of(doc, source, digest)
+
+
+def rules_of(doc: dict[str, Any], source: str, digest: str) -> Rules:
+    """Check and compile a decoded rules file; InvalidInput naming every problem's rule and
+    field, the first in its message."""
     problems = _Problems()
     problems.unknown(doc, FILE_KEYS, "")
     raw_rules = doc.get("rules")

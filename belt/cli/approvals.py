@@ -136,7 +136,7 @@ def _line(outcome: Outcome, *, short_ids: bool) -> tuple[str, str]:
 
     item, verdict = outcome.item, outcome.verdict
     name = (item.get("short_id") if short_ids else None) or item.get("id")
-    why = f'rule "{verdict.rule_name}": {verdict.reason}' if verdict.rule else verdict.reason
+    why = verdict.why
     holds = f"{gate_event(item)} {gate_holds(item, 60)}"
     if outcome.skipped is not None:
         return f"{name}  skipped  {holds}  {outcome.skipped}", "yellow"

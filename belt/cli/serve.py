@@ -76,6 +76,14 @@ def serve(
             help="Continue simulated runs as soon as their gates are settled (no sim resume).",
         ),
     ] = False,
+    approvals: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Approval rules that settle gates as they open, as `belt interrupt auto` does "
+            "(one process settles, with --workers N).",
+        ),
+    ] = None,
     forward_to: Annotated[
         str | None,
         typer.Option(
@@ -129,7 +137,8 @@ def serve(
     within 10 s, their bodies within 30 s more, and idle connections close after 5 s (see
     docs/serve.md and docs/reliability.md). The agent routes let the official SDKs run their
     agents here, offline: each message is a simulated run whose hooks fire as in `belt sim`,
-    answered by the --model script (docs/emulator.md).
+    answered by the --model script (docs/emulator.md). With --approvals FILE the server settles
+    gates by rules as they open, as `belt interrupt auto` would (docs/interrupts.md).
 
     Every route answers only requests no other site's page could send: to a loopback name
     (127.0.0.1, localhost, [::1]) or an --allow-host NAME, or carrying the --token; from no
@@ -167,6 +176,7 @@ def serve(
                 max_connections=max_connections,
                 report_mode="json" if json_ else "lines",
                 resume=resume,
+                approvals=approvals,
                 forward_to=forward_to,
                 model=model,
                 agents=agents,
@@ -208,6 +218,8 @@ def render_listening(
         extras.append(f"{info['workers']} workers")
     if info.get("resume"):
         extras.append("runs continue when their gates are settled")
+    if info.get("approvals"):
+        extras.append(f"gates settled by {info['approvals']}")
     extras.append(f"model {info['model']}" if info.get("model") else "plain model")
     if info.get("agents"):
         extras.append(f"agents {info['agents']}")

@@ -13,9 +13,30 @@ import os
 import socket
 from datetime import timedelta
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from belt.store.clock import parse_timestamp, timestamp, utcnow
+from belt.store.shapes import record_shape
+
+if TYPE_CHECKING:
+    from belt.store import Store
+
+LEASE = "lease"
+RENEW_AFTER = timedelta(minutes=1)
+"""How old a held lease of ``hold`` may get before it is written again (for a holder elsewhere,
+whose pid cannot be checked: ``FOREIGN_TTL``)."""
+
+
+class Lease(TypedDict):
+    """A lease of its own (kind ``lease``), as ``mine`` makes it: one job that one process of
+    many does (``belt serve --approvals --workers N``: the one that settles gates)."""
+
+    pid: int
+    host: str
+    started: str | None
+    at: str
+    renewed: str
+
 
 FOREIGN_TTL = timedelta(minutes=10)
 """How long a lease held on another host counts as live without a renewal (its pid cannot be
@@ -110,3 +131,22 @@ def is_alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+record_shape(LEASE, Lease)
+
+
+def hold(store: Store, name: str) -> bool:
+    """Take the lease ``name`` for this process, or keep it when this process holds it; False
+    while another live process holds it. A lease whose holder is gone is taken over."""
+    with store.lock(LEASE, name):
+        lease = store.get(LEASE, name)
+        if lease is not None and is_mine(lease):
+            if utcnow() - parse_timestamp(str(lease["renewed"])) < RENEW_AFTER:
+                return True
+            store.write(LEASE, name, {**lease, "renewed": timestamp(utcnow())})
+            return True
+        if lease is not None and holder_alive(lease):
+            return False
+        store.write(LEASE, name, mine())
+        return True

@@ -31,6 +31,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from belt import tracing
+from belt.approvals import Rules, load_rules
 from belt.effects import is_in_process
 from belt.emulator.agents import load_agent_files
 from belt.emulator.chats import Emulator
@@ -42,6 +43,7 @@ from belt.records.interrupts import list_interrupts, resolve_interrupt, sweep
 from belt.records.journal import ServeLine, journal_headers
 from belt.records.reports import Reporter, report_api
 from belt.server.agents import agent_routes
+from belt.server.approvals import settle_forever
 from belt.server.chats import chat_routes
 from belt.server.clock import clock_routes
 from belt.server.connections import AcceptErrors
@@ -462,6 +464,7 @@ class ServerLife:
     sweep_interval: float
     resume: bool
     virtual: VirtualClock | None
+    approvals: Rules | None
     on_loop_error: Callable[[str], None] | None
 
     @contextlib.asynccontextmanager
@@ -493,6 +496,8 @@ class ServerLife:
             loops.append(self.api.sweep_forever(self.sweep_interval))
         if self.resume:
             loops.append(resume_forever(self.store, self.report, RESUME_INTERVAL))
+        if self.approvals is not None:
+            loops.append(settle_forever(self.store, self.approvals, self.report))
         loops.append(self.agents_api.continue_forever())
         return loops
 
@@ -508,6 +513,7 @@ def create_app(
     handler_pool: HandlerPool | None = None,
     on_loop_error: Callable[[str], None] | None = None,
     resume: bool = False,
+    approvals: Rules | None = None,
     model: Path | None = None,
     agents: Path | None = None,
     allow_hosts: Iterable[str] = (),
@@ -554,6 +560,7 @@ def create_app(
         sweep_interval=sweep_interval,
         resume=resume,
         virtual=virtual,
+        approvals=approvals,
         on_loop_error=on_loop_error,
     )
 
@@ -705,6 +712,7 @@ def create_app_from_settings(env: dict[str, str]) -> Starlette:
         handler_pool=pool,
         on_loop_error=loop_error,
         resume=env.get("RESUME") == "1",
+        approvals=load_rules(env["APPROVALS"]) if env.get("APPROVALS") else None,
         model=Path(env["MODEL"]) if env.get("MODEL") else None,
         agents=Path(env["AGENTS"]) if env.get("AGENTS") else None,
         allow_hosts=[name for name in env.get("ALLOW_HOST", "").split(",") if name.strip()],
