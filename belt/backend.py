@@ -46,9 +46,21 @@ class Backend(Protocol):
         """
 
     def resolve_interrupt(
-        self, *, interrupt_id: str, decision: str, data: Any = None
+        self, *, interrupt_id: str, decision: str, data: Any = None, door: str = "cli"
     ) -> dict[str, Any]:
-        """Resolve a pending interrupt; returns its InterruptDTO (ids as for show)."""
+        """Resolve a pending interrupt; returns its InterruptDTO (ids as for show). Locally the
+        settlement records the OS user and ``door``; a platform records what it knows."""
+
+    def batch_atomic(self) -> bool:
+        """Whether this backend settles a batch all or none (``belt serve`` and the store do;
+        a platform that resolves one gate at a time does not)."""
+
+    def resolve_batch(
+        self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
+    ) -> dict[str, Any]:
+        """Settle the gates ``ids`` all or none if their digest is ``digest``
+        (``belt.records.interrupts.resolve_batch``): ``{"batch", "digest", "repeated",
+        "resolved"}``; Conflict (exit 4) naming a gate settled meanwhile."""
 
     def watch_interrupts(
         self, *, run_ids: Sequence[str] = (), interval: float = 1.0
@@ -83,6 +95,16 @@ class LocalInbox(Backend, Protocol):
 
     def sweep(self, *, at: datetime | None = None) -> list[dict[str, Any]]:
         """Settle every interrupt overdue now (or ``at``) with its default resolution."""
+
+    def settled_by(self, *, interrupt_id: str) -> tuple[Any, str | None]:
+        """How an interrupt was settled: the stored settlement and its line (None, None while
+        it is pending); named as for show."""
+
+    def settlements(
+        self, *, since: datetime | None = None, run_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Settled interrupts, the latest first: each InterruptDTO with ``settled_by`` (the
+        line) and ``trail`` (the stored settlement)."""
 
     def create_interrupt(
         self,
@@ -156,15 +178,41 @@ class LocalBackend:
         return to_dto(record), on_expiry(record)
 
     def resolve_interrupt(
-        self, *, interrupt_id: str, decision: str, data: Any = None
+        self, *, interrupt_id: str, decision: str, data: Any = None, door: str = "cli"
     ) -> dict[str, Any]:
-        """Resolve an interrupt in the store (exactly one of many racing resolvers wins); a
-        short id or prefix is looked for among the pending interrupts first."""
-        from belt.records.interrupts import find_interrupt_id, resolve_interrupt
+        """Resolve an interrupt in the store (exactly one of many racing resolvers wins), as
+        the OS user through ``door``; a short id or prefix is looked for among the pending
+        interrupts first."""
+        from belt.records.interrupts import find_interrupt_id, person, resolve_interrupt
 
         full_id = find_interrupt_id(store=self.store, ref=interrupt_id, pending_first=True)
         return resolve_interrupt(
-            store=self.store, interrupt_id=full_id, decision=decision, data=data
+            store=self.store,
+            interrupt_id=full_id,
+            decision=decision,
+            data=data,
+            by=person(door),
+        )
+
+    def batch_atomic(self) -> bool:
+        """The store settles a batch under the locks of all its gates."""
+        return True
+
+    def resolve_batch(
+        self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
+    ) -> dict[str, Any]:
+        """Settle the gates all or none, as the OS user through the CLI."""
+        from belt.records.interrupts import person, resolve_batch
+
+        return dict(
+            resolve_batch(
+                store=self.store,
+                interrupt_ids=ids,
+                digest=digest,
+                decision=decision,
+                data=data,
+                by=person("cli"),
+            )
         )
 
     def watch_interrupts(
@@ -217,6 +265,30 @@ class LocalBackend:
         from belt.records.interrupts import sweep
 
         return sweep(store=self.store, now=at)
+
+    def settled_by(self, *, interrupt_id: str) -> tuple[Any, str | None]:
+        """The stored settlement of an interrupt and its line."""
+        from belt.records.interrupts import find_interrupt_id, read_record, settled_by, trail
+
+        full_id = find_interrupt_id(store=self.store, ref=interrupt_id)
+        record = read_record(store=self.store, interrupt_id=full_id)
+        return trail(record), settled_by(record)
+
+    def settlements(
+        self, *, since: datetime | None = None, run_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The store's settled interrupts, the latest first (of one run, named as
+        ``find_interrupts`` names it)."""
+        from belt.records.interrupts import settled_by, settlements, to_dto, trail
+        from belt.records.names import named_or_given
+        from belt.records.runs import find_run_id
+
+        if run_id is not None:
+            run_id = named_or_given(find_run_id, self.store, run_id)
+        return [
+            {**to_dto(record), "settled_by": settled_by(record), "trail": trail(record)}
+            for record in settlements(store=self.store, since=since, run_id=run_id)
+        ]
 
     def create_interrupt(
         self,
@@ -287,9 +359,11 @@ def matching_gates(
     chat_id: str | None = None,
     tool: str | None = None,
     event: str | None = None,
+    include_settled: bool = False,
 ) -> list[dict[str, Any]]:
-    """The pending interrupts of ``backend`` the filters select, oldest first: of one run or
-    chat, on one event (``agent.tool_call``), holding one tool's call."""
+    """The pending interrupts of ``backend`` (all, with ``include_settled``) the filters
+    select, oldest first: of one run or chat, on one event (``agent.tool_call``), holding one
+    tool's call."""
     if event is not None:
         from belt.suggest import did_you_mean
         from belt.wire.catalogue import GATEABLE_EVENTS
@@ -300,7 +374,9 @@ def matching_gates(
                 f"{', '.join(GATEABLE_EVENTS)}){did_you_mean(event, GATEABLE_EVENTS)}",
                 where="--event",
             )
-    listed = backend.find_interrupts(run_id=run_id, chat_id=chat_id)
+    listed = backend.find_interrupts(
+        run_id=run_id, chat_id=chat_id, include_settled=include_settled
+    )
     items = [item for item, _ in listed if _selected(item, tool=tool, event=event)]
     return sorted(items, key=lambda item: str(item.get("created_at")))
 

@@ -25,7 +25,7 @@ from belt.errors import (
     UsageError,
     remote_error,
 )
-from belt.records.interrupts import happened_at
+from belt.records.interrupts import BATCH_PATH, happened_at
 from belt.records.profile import PROFILE_PATH
 from belt.store import check_id
 from belt.strictjson import StrictJSONError, decode
@@ -239,9 +239,10 @@ class Platform:
         return self.get_interrupt(interrupt_id=interrupt_id, run_id=run_id), None
 
     def resolve_interrupt(
-        self, *, interrupt_id: str, decision: str, data: Any = None
+        self, *, interrupt_id: str, decision: str, data: Any = None, door: str = "cli"
     ) -> dict[str, Any]:
-        """``POST /interrupts/{id}/resolve``; returns the resolved InterruptDTO."""
+        """``POST /interrupts/{id}/resolve``; returns the resolved InterruptDTO. The platform
+        records who resolved it (``door`` is the local store's, and is not sent)."""
         check_id(interrupt_id, what="interrupt id")
         body: dict[str, Any] = {"decision": decision}
         if data is not None:
@@ -253,6 +254,31 @@ class Platform:
             raise remote_error(exc.status, exc.message, hint=FULL_IDS) from None
         if not isinstance(result, dict):
             raise self._shape(path, "something other than an interrupt")
+        return result
+
+    def batch_atomic(self) -> bool:
+        """Whether the platform has ``belt serve``'s batch route (``GET /_belt/interrupts/batch``
+        answers); a platform that only resolves one gate at a time answers 404 or 405."""
+        try:
+            terms = self.request("GET", BATCH_PATH)
+        except BeltError as exc:
+            if exc.status in (404, 405):
+                return False
+            raise
+        return isinstance(terms, dict) and terms.get("atomic") is True
+
+    def resolve_batch(
+        self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
+    ) -> dict[str, Any]:
+        """``POST /_belt/interrupts/batch``: the gates settled all or none."""
+        for interrupt_id in ids:
+            check_id(interrupt_id, what="interrupt id")
+        body: dict[str, Any] = {"ids": list(ids), "digest": digest, "decision": decision}
+        if data is not None:
+            body["data"] = data
+        result = self.request("POST", BATCH_PATH, body=body)
+        if not isinstance(result, dict) or not isinstance(result.get("resolved"), list):
+            raise self._shape(BATCH_PATH, "something other than a batch's outcome")
         return result
 
     def watch_interrupts(

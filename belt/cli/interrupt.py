@@ -12,7 +12,7 @@ from belt import output
 from belt.backend import Backend, LocalBackend, LocalInbox, local_inbox, open_backend
 from belt.cli import BeltGroup, lazy_command
 from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, finite, json_printed, moment_option
-from belt.errors import BeltError, UsageError
+from belt.errors import BeltError, Conflict, UsageError
 from belt.wire.enums import InterruptReason, InterruptResolution, InterruptStatus
 
 # Each command is built only when a command line names it (see ``lazy_command``): building all
@@ -131,7 +131,12 @@ def show(
     api: ApiOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Show one interrupt: its state, deadline, resolution and the hook payload it holds.
+    """Show one interrupt: its state, deadline, resolution, how it was settled and the hook
+    payload it holds.
+
+    How a settled one was settled (--json adds settled_by, the line, and trail, the record: a
+    person and the door they used, a rule, an expiry, a batch) is belt's own record, kept in
+    the local store; with --api it is not shown (no platform sends it).
 
     Examples:
 
@@ -141,7 +146,9 @@ def show(
 
     with open_backend(api, api_key=api_key) as backend:
         item, on_expiry = backend.show_interrupt(interrupt_id=interrupt_id, run_id=run)
-    if json_printed(json_, item):
+    trail, settled_by = (None, None) if api else local_inbox().settled_by(interrupt_id=item["id"])
+    shown = item if trail is None else {**item, "settled_by": settled_by, "trail": trail}
+    if json_printed(json_, shown):
         return
     pairs: list[tuple[str, Any]] = [
         ("id", item.get("id")),
@@ -160,6 +167,8 @@ def show(
     if item.get("status") == InterruptStatus.PENDING:
         pairs.append(("expires in", expires_in(item, _now())))
         pairs.append(("on expiry", on_expiry))
+    if settled_by:
+        pairs.append(("settled by", settled_by))
     pairs += [
         ("resolved", item.get("resolved_at")),
         ("resolved data", item.get("resolved_data")),
@@ -211,6 +220,22 @@ def resolve(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="--all: do not ask to confirm the count.")
     ] = False,
+    digest: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DIGEST",
+            help="--all: settle only if the selected gates have this digest (as shown, 12 hex "
+            "digits or more).",
+        ),
+    ] = None,
+    no_atomic: Annotated[
+        bool,
+        typer.Option(
+            "--no-atomic",
+            help="--all with --api: against an API that resolves one gate at a time, settle "
+            "them one by one (not all or none).",
+        ),
+    ] = False,
     json_: JsonFlag = False,
     api: ApiOption = None,
     api_key: ApiKeyOption = None,
@@ -218,8 +243,12 @@ def resolve(
     """Resolve a pending interrupt; exit 4 if it is no longer pending.
 
     With --all, settle every pending gate that --run, --chat, --tool and --event select (all
-    of them, without filters): a terminal asks to confirm the count, a script passes --yes.
-    Gates settled meanwhile by someone else are named and skipped.
+    of them, without filters). The gates are shown with a digest of their ids and payloads; a
+    terminal asks to confirm, a script passes --yes, and --digest (the digest it was shown)
+    so that no other set is settled. The batch is all or none: if one of them was settled or
+    changed meanwhile, none is, and the command exits 4 naming it; the same batch again is a
+    no-op that says so. `belt serve` (--api) does the same; an API that resolves one gate at a
+    time cannot, and is used only with --no-atomic.
 
     Examples:
 
@@ -242,10 +271,22 @@ def resolve(
         for key in (key for key, value in filters.items() if value is not None):
             option = f"--{key.removesuffix('_id')}"
             raise UsageError(f"{option} selects gates for --all; with one ID it has no use")
+        for option, given in (("--digest", digest), ("--no-atomic", no_atomic)):
+            if given:
+                raise UsageError(f"{option} is for --all; with one ID it has no use")
     resolved_data = None if data is None else read_json_option(data, option="--data")
     with open_backend(api, api_key=api_key) as backend:
         if all_:
-            resolve_all(backend, chosen, resolved_data, filters, yes=yes, json_=json_)
+            resolve_all(
+                backend,
+                chosen,
+                resolved_data,
+                filters,
+                yes=yes,
+                json_=json_,
+                digest=digest,
+                atomic=not no_atomic,
+            )
             return
         item = backend.resolve_interrupt(
             interrupt_id=interrupt_id, decision=chosen, data=resolved_data
@@ -276,29 +317,171 @@ def resolve_all(
     *,
     yes: bool,
     json_: bool,
+    digest: str | None = None,
+    atomic: bool = True,
 ) -> None:
-    """`resolve --all`: the selected gates, confirmed by count on a terminal, each resolved."""
-    from belt.backend import matching_gates, resolve_each
+    """`resolve --all`: the selected gates shown with their digest, confirmed on a terminal (or
+    by --yes, and --digest), then settled as one batch, or one by one with --no-atomic where
+    the backend cannot settle a batch."""
+    from belt.backend import resolve_each
+    from belt.records.interrupts import batch_digest, short_digest
 
-    items = matching_gates(backend, **filters)
-    if not items:
+    wanted = _digest_option(digest)
+    items = _selected(backend, filters)
+    found = batch_digest(items) if items else None
+    if wanted is not None and (found is None or not _digest_matches(found, wanted)):
+        _repeat_or_refuse(backend, decision, data, filters, wanted, found, json_=json_)
+        return
+    if not items or found is None:
         if not json_printed(json_, {"resolved": [], "missed": []}):
             output.echo("no pending interrupts match", stderr=True)
         return
+    if not json_:
+        _show_batch(items, found)
+    one_by_one = not backend.batch_atomic()
+    if one_by_one and atomic:
+        raise UsageError(
+            "this API resolves one gate at a time, so belt cannot promise all or none of "
+            f"the {len(items)} gate(s): nothing settled",
+            hint="add --no-atomic to settle them one by one (some may be settled meanwhile "
+            "by others and are then skipped)",
+        )
     count = f"{len(items)} pending gate(s)"
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError(
                 f"resolve --all would settle {count} and asks first, but standard input is "
                 "not a terminal",
-                hint="add --yes to settle them from a script",
+                hint=f"add --yes --digest {short_digest(found)} to settle exactly these from "
+                "a script",
             )
         if not typer.confirm(f"settle {count} as {decision}?", err=True):
             raise BeltError("nothing resolved: not confirmed")
-    resolved, missed = resolve_each(backend, items, decision=decision, data=data)
+    if one_by_one:
+        resolved, missed = resolve_each(backend, items, decision=decision, data=data)
+        _report_each(resolved, missed, len(items), decision, found, json_=json_)
+        return
+    outcome = backend.resolve_batch(
+        ids=[item["id"] for item in items], digest=found, decision=decision, data=data
+    )
+    _report_batch(outcome, decision, json_=json_)
+
+
+def _selected(
+    backend: Backend, filters: dict[str, str | None], *, include_settled: bool = False
+) -> list[dict[str, Any]]:
+    """The gates --run, --chat, --tool and --event select, oldest first."""
+    from belt.backend import matching_gates
+
+    return matching_gates(
+        backend,
+        run_id=filters["run_id"],
+        chat_id=filters["chat_id"],
+        tool=filters["tool"],
+        event=filters["event"],
+        include_settled=include_settled,
+    )
+
+
+def _digest_option(text: str | None) -> str | None:
+    """--digest as given (``sha256:`` and 12 hex digits or more), without its prefix."""
+    if text is None:
+        return None
+    hex_digits = text.strip().lower().removeprefix("sha256:")
+    if len(hex_digits) < 12 or any(c not in "0123456789abcdef" for c in hex_digits):
+        raise UsageError(
+            f"--digest {text!r}: expected the digest shown (12 hex digits or more, "
+            "sha256: optional)"
+        )
+    return hex_digits
+
+
+def _digest_matches(digest: str, wanted: str) -> bool:
+    return digest.removeprefix("sha256:").startswith(wanted)
+
+
+def _repeat_or_refuse(
+    backend: Backend,
+    decision: str,
+    data: object,
+    filters: dict[str, str | None],
+    wanted: str,
+    found: str | None,
+    *,
+    json_: bool,
+) -> None:
+    """--digest names gates other than those selected now: the same batch settled before
+    (its gates, now settled as ``decision``, have that digest) is a no-op; else exit 4."""
+    from belt.records.interrupts import batch_digest, short_digest
+
+    earlier = [
+        item
+        for item in _selected(backend, filters, include_settled=True)
+        if item.get("status") == "resolved" and item.get("resolution") == decision
+    ]
+    if earlier and _digest_matches(batch_digest(earlier), wanted):
+        outcome = backend.resolve_batch(
+            ids=[item["id"] for item in earlier],
+            digest=batch_digest(earlier),
+            decision=decision,
+            data=data,
+        )
+        _report_batch(outcome, decision, json_=json_)
+        return
+    now = f"{short_digest(found)}" if found else "none (no pending gate matches)"
+    raise Conflict(
+        f"the gates selected now are not the ones shown: digest {now}, not {wanted[:12]}; "
+        "nothing settled",
+        hint="run it again without --digest to see the gates selected now",
+    )
+
+
+def _show_batch(items: list[dict[str, Any]], digest: str) -> None:
+    """The gates a batch will settle, and their digest (standard error)."""
+    from belt.records.interrupts import short_digest
+    from belt.render import gate_event, gate_holds
+
+    for item in items:
+        output.echo(
+            f"  {item.get('short_id') or item['id']}  {gate_event(item)} {gate_holds(item)}  "
+            f"run {item.get('run_id')}",
+            stderr=True,
+        )
+    output.echo(f"{len(items)} gate(s), digest {short_digest(digest)}", stderr=True)
+
+
+def _report_batch(outcome: dict[str, Any], decision: str, *, json_: bool) -> None:
+    """What a batch did: each gate it settled, or that it had settled them all before."""
+    resolved = outcome["resolved"]
+    if json_printed(json_, {**outcome, "missed": []}):
+        return
+    name = f"batch {outcome['batch']}"
+    if outcome.get("repeated"):
+        output.echo(
+            f"{len(resolved)} gate(s) settled by this batch already ({name}): nothing to do",
+            stderr=True,
+        )
+        return
+    for item in resolved:
+        output.success(f"{item.get('short_id') or item['id']} resolved: {item.get('resolution')}")
+    output.echo(f"resolved {len(resolved)} of {len(resolved)} as {decision} ({name})", stderr=True)
+
+
+def _report_each(
+    resolved: list[dict[str, Any]],
+    missed: list[tuple[dict[str, Any], str]],
+    total: int,
+    decision: str,
+    digest: str,
+    *,
+    json_: bool,
+) -> None:
+    """What settling one by one (--no-atomic) did: each resolved, and each skipped and why."""
     if json_printed(
         json_,
         {
+            "digest": digest,
+            "atomic": False,
             "resolved": resolved,
             "missed": [{"id": item["id"], "reason": why} for item, why in missed],
         },
@@ -308,7 +491,7 @@ def resolve_all(
         output.warning(f"{item.get('short_id') or item['id']} skipped: {why}")
     for item in resolved:
         output.success(f"{item.get('short_id') or item['id']} resolved: {item.get('resolution')}")
-    output.echo(f"resolved {len(resolved)} of {len(items)} as {decision}", stderr=True)
+    output.echo(f"resolved {len(resolved)} of {total} as {decision}, one by one", stderr=True)
 
 
 ANSWERS = {key: word for word in ("allow", "deny", "skip", "quit") for key in (word, word[0])}
@@ -368,7 +551,7 @@ def review(
         data = _ask_data()
         try:
             resolved = backend.resolve_interrupt(
-                interrupt_id=item["id"], decision=answer, data=data
+                interrupt_id=item["id"], decision=answer, data=data, door="review"
             )
         except BeltError as exc:  # settled meanwhile by someone else, or by the sweep
             output.warning(exc.message)
@@ -605,6 +788,77 @@ def create(
     )
 
 
+def log(
+    since: Annotated[
+        str | None,
+        typer.Option(
+            metavar="T",
+            help="Only gates settled at or after T: an RFC 3339 time, or a span back from now "
+            "(90m, 2h, 7d).",
+        ),
+    ] = None,
+    run: Annotated[str | None, typer.Option(metavar="RUN_ID", help="Only this run's.")] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """List the settled gates, the latest first, with how each was settled.
+
+    A person (the OS user, and the door: cli, review, inspector, or api with whether a token
+    was used), a rule (its file, name and the file's digest), an expiry's default, a batch (its
+    id and digest), a scenario or an agent API route. Gates settled before belt kept this read
+    "unknown". The record is the local store's own (no platform sends it), so there is no
+    --api; with --json each item is an InterruptDTO with settled_by (the line) and trail (the
+    record).
+
+    Examples:
+
+        belt interrupt log --since 24h
+        belt interrupt log --run ar_k2m9x0q4 --json
+    """
+    from belt.render import gate_event, gate_holds, interrupt_status
+
+    settled = local_inbox().settlements(since=_since(since), run_id=run)
+    if json_printed(json_, settled):
+        return
+    if not settled:
+        output.echo("no settled gates" + (f" since {since}" if since else ""), stderr=True)
+        return
+    output.table(
+        ["settled", "id", "status", "event", "holds", "run", "settled by"],
+        [
+            [
+                str(item.get("resolved_at")),
+                str(item.get("id")),
+                interrupt_status(item),
+                gate_event(item),
+                gate_holds(item),
+                str(item.get("run_id")),
+                str(item.get("settled_by")),
+            ]
+            for item in settled
+        ],
+        ids=(1, 5),
+    )
+
+
+def _since(text: str | None) -> datetime | None:
+    """--since: an RFC 3339 time, or a span back from now; a usage error naming it."""
+    if text is None:
+        return None
+    from belt.store.clock import parse_duration
+
+    try:
+        return _now() - parse_duration(text, "--since")
+    except BeltError:
+        pass
+    try:
+        return moment_option(text, "--since")
+    except UsageError:
+        raise UsageError(
+            f"--since {text!r}: expected an RFC 3339 time (2026-08-11T14:10:00Z) or a span "
+            "back from now (90m, 2h, 7d)"
+        ) from None
+
+
 def _now() -> datetime:
     from belt.store.clock import utcnow
 
@@ -616,7 +870,7 @@ def _resource(item: dict[str, Any]) -> str:
     return f"{kind}:{item['resource_id']}" if item.get("resource_id") else kind
 
 
-for _function in ("list_", "show", "resolve", "review", "watch", "sweep", "create"):
+for _function in ("list_", "show", "resolve", "review", "watch", "sweep", "create", "log"):
     lazy_command("interrupt", _function.rstrip("_"), f"belt.cli.interrupt:{_function}")
 
 

@@ -439,14 +439,21 @@ class Emulator:
             raise InvalidInput(f"attachments: expected an array, got {describe(attachments)}")
         check_storable(body, "the request")
         settled = self.settle(
-            tool_id, (InterruptReason.CLIENT_TOOL,), "allow", {"result": result}, "a result"
+            tool_id,
+            (InterruptReason.CLIENT_TOOL,),
+            "allow",
+            {"result": result},
+            "a result",
+            route="POST /tools/{id}",
         )
         return settled[0]
 
     def approve(self, tool_id: str) -> list[dict[str, Any]]:
         """``POST /tools/{id}/invoke``: approve the tool call (its approval, and a gate hook
         holding it); its run goes on once nothing else holds it."""
-        return self.settle(tool_id, APPROVALS, "allow", None, "an approval")
+        return self.settle(
+            tool_id, APPROVALS, "allow", None, "an approval", route="POST /tools/{id}/invoke"
+        )
 
     def reject(self, tool_id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
         """``POST /tools/{id}/reject``: refuse the tool call; it fails with the reason given."""
@@ -455,7 +462,9 @@ class Emulator:
             raise InvalidInput(f"reason: expected a string, got {describe(reason)}")
         check_storable(body, "the request")
         data = {"reason": reason} if reason else None
-        return self.settle(tool_id, APPROVALS, "deny", data, "an approval")
+        return self.settle(
+            tool_id, APPROVALS, "deny", data, "an approval", route="POST /tools/{id}/reject"
+        )
 
     def always_allow(
         self, chat_id: str, tool_id: str, body: dict[str, Any]
@@ -472,7 +481,14 @@ class Emulator:
             always = [t for t in agent_data.get("always_allow") or [] if isinstance(t, str)]
             agent_data["always_allow"] = sorted({*always, name})
             update_chat(self.store, chat_id, agent_data=agent_data)
-        return self.settle(tool_id, APPROVALS, "allow", None, "an approval")
+        return self.settle(
+            tool_id,
+            APPROVALS,
+            "allow",
+            None,
+            "an approval",
+            route="POST /chats/{chat}/tools/{id}/always-allow",
+        )
 
     def pending(
         self, tool_id: str, reasons: tuple[InterruptReason, ...], what: str
@@ -496,11 +512,18 @@ class Emulator:
         decision: str,
         data: Any,
         what: str,
+        *,
+        route: str,
     ) -> list[dict[str, Any]]:
-        """Resolve a tool invocation's pending interrupts, then let its run go on."""
+        """Resolve a tool invocation's pending interrupts (each recording the agent API
+        ``route`` that settled it), then let its run go on."""
         settled = [
             resolve_interrupt(
-                store=self.store, interrupt_id=interrupt["id"], decision=decision, data=data
+                store=self.store,
+                interrupt_id=interrupt["id"],
+                decision=decision,
+                data=data,
+                by={"how": "route", "route": route},
             )
             for interrupt in self.pending(tool_id, reasons, what)
         ]

@@ -74,7 +74,9 @@ class Settlement(TypedDict):
     ``how`` is ``person`` (``user``, ``door``, and for the ``api`` door ``token``: whether the
     request carried a token, never the token), ``rule`` (``file``, ``rule``, ``digest``:
     ``sha256:<hex>`` of the rules file's content), ``expiry`` (``default``: the resolution it
-    fell back to) or ``batch`` (``batch``, ``digest`` of what was shown, ``user``, ``door``).
+    fell back to), ``batch`` (``batch``, ``digest`` of what was shown, ``user``, ``door``),
+    ``scenario`` (a simulation's scripted resolution: ``sim``) or ``route`` (an agent API route
+    of ``belt serve`` that settles a tool's approval or wait: ``route``).
     """
 
     how: str
@@ -86,6 +88,8 @@ class Settlement(TypedDict):
     digest: NotRequired[str]
     default: NotRequired[str]
     batch: NotRequired[str]
+    sim: NotRequired[str]
+    route: NotRequired[str]
     recorded_as: NotRequired[str]
 
 
@@ -223,11 +227,13 @@ def settled_by(record: Interrupt) -> str | None:
     if how == "expiry":
         return f"expiry (default {by.get('default')})"
     if how == "batch":
-        return (
-            f"batch {by.get('batch')} ({_short(by.get('digest'))}) by {by.get('user')} via {door}"
-        )
+        return f"batch {by.get('batch')} by {by.get('user')} via {door}"
     if how == "stopped":
         return "its run being stopped"
+    if how == "scenario":
+        return f"the scenario of simulation {by.get('sim')}"
+    if how == "route":
+        return f"the agent API ({by.get('route')})"
     recorded = by.get("recorded_as") or (how if how != "unknown" else None)
     return f"unknown (recorded as: {recorded})" if recorded else "unknown"
 
@@ -567,6 +573,158 @@ def _settle_pending(
         return to_dto(_settle(store, interrupt_id, settle))
     except NotFound:
         raise _no_interrupt(interrupt_id) from None
+
+
+# -- batches: many gates settled together, bound to a digest of what was shown ----------------
+
+BATCH_FIELDS = (
+    "id",
+    "run_id",
+    "chat_id",
+    "reason",
+    "source",
+    "resource_id",
+    "resource_type",
+    "meta",
+)
+"""The fields of a gate a batch's digest covers: which gate, and the call it holds."""
+
+
+BATCH_PATH = "/_belt/interrupts/batch"
+"""The route of ``belt serve`` that settles a batch (docs/serve.md); other APIs lack it."""
+
+
+def batch_digest(items: Collection[Mapping[str, Any]]) -> str:
+    """``sha256:<hex>`` of the canonical JSON (sorted keys, no spaces, UTF-8) of the gates'
+    BATCH_FIELDS, sorted by id: what a person was shown, so a batch settles that and no
+    other set."""
+    import hashlib
+    import json
+
+    shown = sorted(({f: item.get(f) for f in BATCH_FIELDS} for item in items), key=_by_id)
+    blob = json.dumps(shown, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _by_id(item: Mapping[str, Any]) -> str:
+    return str(item.get("id"))
+
+
+def short_digest(digest: str) -> str:
+    """A digest as shown: its first 12 hex digits (``--digest`` takes these or the whole)."""
+    return digest.removeprefix("sha256:")[:12]
+
+
+def batch_id(digest: str) -> str:
+    """A batch's id, from its digest as shown: the same gates shown again are the same batch."""
+    return "bat_" + short_digest(digest)
+
+
+class BatchResult(TypedDict):
+    """What :func:`resolve_batch` did: the gates' InterruptDTOs, and whether the batch had
+    settled them all before (a repeat, which changes nothing)."""
+
+    batch: str
+    digest: str
+    repeated: bool
+    resolved: list[dict[str, Any]]
+
+
+def resolve_batch(
+    *,
+    store: Store | None = None,
+    interrupt_ids: Collection[str],
+    digest: str,
+    decision: str,
+    data: Any = None,
+    by: Settlement,
+    now: datetime | None = None,
+) -> BatchResult:
+    """Settle the gates ``interrupt_ids`` together, all or none, if they are what was shown.
+
+    Under the locks of all of them (taken in id order, so two batches cannot wait on each
+    other): their digest must be ``digest`` (Conflict, exit 4, otherwise) and each must be
+    pending or settled by this same batch; one settled otherwise is named (Conflict, exit 4)
+    and none is settled. Gates all settled by this batch already make a repeat: nothing
+    changes. ``by`` is the person (user and door); each gate records the batch's id and digest.
+    """
+    from contextlib import ExitStack
+
+    store = _store(store)
+    if decision not in RESOLUTIONS:
+        raise InvalidInput(f"decision {decision!r} must be allow or deny")
+    ids = sorted({check_id(i, what="interrupt id") for i in interrupt_ids})
+    if not ids:
+        raise InvalidInput("a batch needs at least one interrupt id")
+    batch = batch_id(digest)
+    settlement: Settlement = {
+        "how": "batch",
+        "batch": batch,
+        "digest": digest,
+        "user": by.get("user", "unknown"),
+        "door": by.get("door", "cli"),
+    }
+    if "token" in by:
+        settlement["token"] = by["token"]
+    with ExitStack() as held:
+        records = []
+        for interrupt_id in ids:
+            if _get(store, interrupt_id) is None:
+                raise _no_interrupt(interrupt_id)
+            held.enter_context(store.lock(INTERRUPT, interrupt_id))
+            records.append(read_record(store=store, interrupt_id=interrupt_id))
+        found = batch_digest(records)
+        if found != digest:
+            raise Conflict(
+                f"the {len(ids)} gate(s) are not the ones shown: their digest is "
+                f"{short_digest(found)}, not {short_digest(digest)}; none settled",
+                hint="list them again and confirm what is shown now",
+            )
+        ours = [r for r in records if _in_batch(r, batch)]
+        for record in records:
+            if record.get("status") != InterruptStatus.PENDING and record not in ours:
+                raise Conflict(f"{_not_pending(record).message}; none of the {len(ids)} settled")
+        if len(ours) == len(records):
+            return {
+                "batch": batch,
+                "digest": digest,
+                "repeated": True,
+                "resolved": [to_dto(r) for r in records],
+            }
+        pending = [r["id"] for r in records if r not in ours]
+        settled = {
+            "status": InterruptStatus.RESOLVED.value,
+            "resolution": decision,
+            "resolved_data": data,
+            "resolved_by": dict(settlement),
+        }
+        done = {i: _settle_pending(store, i, now, settled) for i in pending}
+        resolved = [done.get(r["id"]) or to_dto(r) for r in records]
+    return {"batch": batch, "digest": digest, "repeated": False, "resolved": resolved}
+
+
+def _in_batch(record: Interrupt, batch: str) -> bool:
+    by = record.get("resolved_by")
+    return isinstance(by, dict) and by.get("how") == "batch" and by.get("batch") == batch
+
+
+# -- the log: settlements, newest first ---------------------------------------------------------
+
+
+def settlements(
+    *, store: Store | None = None, since: datetime | None = None, run_id: str | None = None
+) -> list[Interrupt]:
+    """The settled interrupts (of ``run_id`` only, if given; settled at or after ``since``, if
+    given), the latest settled first."""
+    records = [
+        record
+        for record in inbox(store=store, run_id=run_id, include_settled=True)
+        if record.get("status") != InterruptStatus.PENDING and record.get("resolved_at")
+    ]
+    if since is not None:
+        records = [r for r in records if parse_timestamp(str(r["resolved_at"])) >= since]
+    records.sort(key=lambda r: (parse_timestamp(str(r["resolved_at"])), r["id"]), reverse=True)
+    return records
 
 
 class _Skip(Exception):

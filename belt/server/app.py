@@ -39,7 +39,15 @@ from belt.emulator.modelscript import load_model_script
 from belt.errors import BeltError
 from belt.policy import Verdict, load_policy
 from belt.records.chats import set_chat_settings
-from belt.records.interrupts import list_interrupts, resolve_interrupt, sweep
+from belt.records.interrupts import (
+    BATCH_FIELDS,
+    BATCH_PATH,
+    list_interrupts,
+    person,
+    resolve_batch,
+    resolve_interrupt,
+    sweep,
+)
 from belt.records.journal import ServeLine, journal_headers
 from belt.records.reports import Reporter, report_api
 from belt.server.agents import agent_routes
@@ -545,7 +553,7 @@ def create_app(
     hooks = HookService(
         decide=decide or allow_all(), journal=the_store, secret=secret, report=report
     )
-    api = PlatformApi(the_store, report)
+    api = PlatformApi(the_store, report, token=bool(token))
     health = Health(the_store, handler_pool)
     virtual = VirtualClock(clock) if clock is not None else None
     agents_api, emulated = agent_routes(emulator)
@@ -629,6 +637,8 @@ def platform_routes(hooks: HookService, api: PlatformApi, health: Health) -> lis
         Route("/hooks/{name:path}", hooks, methods=["POST"]),
         Route("/agent-runs/{run_id}/interrupts", answering(api.list_interrupts), methods=["GET"]),
         Route("/interrupts/{interrupt_id}/resolve", api.resolve, methods=["POST"]),
+        Route(BATCH_PATH, api.batch_terms, methods=["GET"]),
+        Route(BATCH_PATH, api.resolve_batch, methods=["POST"]),
         Route("/agents/hook-events", api.hook_events, methods=["GET"]),
         Route("/chats/{chat_id}/settings", api.chat_settings, methods=["POST"]),
     ]
@@ -758,11 +768,14 @@ class Health:
 
 
 class PlatformApi:
-    """The platform's interrupt, event-catalogue and chat-settings routes over the store."""
+    """The platform's interrupt, event-catalogue and chat-settings routes over the store, and
+    belt's own batch route. ``token``: the server asks for a bearer token, so every request
+    that reaches a route here carried it (a settlement records that, never the token)."""
 
-    def __init__(self, store: Store, report: Reporter | None) -> None:
+    def __init__(self, store: Store, report: Reporter | None, *, token: bool = False) -> None:
         self.store = store
         self.report = report
+        self.token = token
 
     async def _call(self, func: Callable[..., Any], **kwargs: Any) -> Any:
         try:
@@ -790,12 +803,52 @@ class PlatformApi:
                 interrupt_id=interrupt_id,
                 decision=decision,
                 data=body.get("data"),
+                by=person("api", token=self.token),
             )
         except Problem as problem:
             self._report_api("resolve", interrupt_id, problem.status, problem.detail)
             return problem.response()
         self._report_api("resolve", interrupt_id, 200, str(decision))
         return envelope(dto)
+
+    async def batch_terms(self, request: Request) -> Response:
+        """GET /_belt/interrupts/batch: that this server settles batches all or nothing, and
+        the fields of a gate their digest covers."""
+        return envelope({"atomic": True, "fields": list(BATCH_FIELDS)})
+
+    async def resolve_batch(self, request: Request) -> Response:
+        """POST /_belt/interrupts/batch with ``{"ids": [...], "digest": "sha256:...",
+        "decision": "allow"|"deny", "data": ...}``: all of them or none (409 naming the gate
+        settled meanwhile, or saying the digest is not theirs); a repeat changes nothing."""
+        body: dict[str, Any] = {}
+        try:
+            body = await read_json_object(request)
+            ids, digest = body.get("ids"), body.get("digest")
+            if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+                raise Problem(
+                    422,
+                    "Unprocessable Content",
+                    f"ids: expected a non-empty array of interrupt ids, got {describe(ids)}",
+                )
+            if not isinstance(digest, str) or not digest.startswith("sha256:"):
+                raise Problem(
+                    422,
+                    "Unprocessable Content",
+                    f"digest: expected sha256:<hex> of the gates shown, got {describe(digest)}",
+                )
+            result = await self._call(
+                resolve_batch,
+                interrupt_ids=ids,
+                digest=digest,
+                decision=body.get("decision"),
+                data=body.get("data"),
+                by=person("api", token=self.token),
+            )
+        except Problem as problem:
+            self._report_api("batch", "interrupts", problem.status, problem.detail)
+            return problem.response()
+        self._report_api("batch", str(result["batch"]), 200, str(body.get("decision")))
+        return envelope(result)
 
     async def hook_events(self, request: Request) -> Response:
         """GET /agents/hook-events: the event catalogue (HookEventDefinition[])."""
