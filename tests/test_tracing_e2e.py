@@ -338,14 +338,16 @@ PAYLOAD = {
 }
 
 
-@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize(("workers", "asked_by"), [("1", "env"), ("2", "env"), ("2", "--otlp")])
 def test_belt_serve_continues_the_trace_of_each_request_that_carries_one(
-    otlp: Receiver, workers: str
+    otlp: Receiver, workers: str, asked_by: str
 ) -> None:
     trace_id, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
     carried = {"traceparent": f"00-{trace_id}-{parent}-01", "tracestate": "vendor=1"}
-    policy = str(ROOT / "examples" / "policy.toml")
-    with serving("--policy", policy, "--workers", workers, env=traced_env(otlp)) as url:
+    args = ["--policy", str(ROOT / "examples" / "policy.toml"), "--workers", workers]
+    if asked_by == "--otlp":  # each worker process is told, not only the one it starts from
+        args += ["--otlp", otlp.url]
+    with serving(*args, env=traced_env(otlp) if asked_by == "env" else untraced_env()) as url:
         hook = httpx.post(f"{url}/hooks/tool-call?k=secret", json=PAYLOAD, headers=carried)
         assert hook.status_code == 200, hook.text
         events = httpx.get(f"{url}/agents/hook-events", headers=carried)

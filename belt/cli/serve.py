@@ -183,6 +183,8 @@ def serve(
                 allow_hosts=allow_host,
                 grace=grace,
                 clock=moment_option(clock, "--clock"),
+                otlp=otlp,
+                trace_file=trace,
                 on_listening=lambda info: render_listening(
                     info, made_secret=made_secret, open_inspector=open_
                 ),
