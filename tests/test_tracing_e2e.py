@@ -427,26 +427,52 @@ server.serve_forever()
 """
 
 
-def test_a_handler_instrumented_with_opentelemetry_joins_the_runs_trace(
-    otlp: Receiver, tmp_path: Path
-) -> None:
+@contextmanager
+def instrumented(receiver: Receiver) -> Iterator[str]:
+    """The handler instrumented with OpenTelemetry (``INSTRUMENTED``) as a process of its own,
+    exporting to ``receiver``: its hook URL while it runs."""
     handler = subprocess.Popen(
         [sys.executable, "-c", INSTRUMENTED],
-        env=traced_env(otlp),
+        env=traced_env(receiver),
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert handler.stdout is not None
         url = re.search(r"listening on (\S+)", handler.stdout.readline())[1]  # type: ignore[index]
-        hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": f"{url}/hook"}]
-        done = belt("sim", "run", str(scenario(tmp_path / "s.json", hooks)), env=traced_env(otlp))
-        assert done.returncode == 0, done.stderr
+        yield f"{url}/hook"
     finally:
         handler.terminate()
         handler.communicate(timeout=10)
+
+
+def test_a_handler_instrumented_with_opentelemetry_joins_the_runs_trace(
+    otlp: Receiver, tmp_path: Path
+) -> None:
+    with instrumented(otlp) as url:
+        hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": url}]
+        done = belt("sim", "run", str(scenario(tmp_path / "s.json", hooks)), env=traced_env(otlp))
+        assert done.returncode == 0, done.stderr
     hook = one(otlp.spans, "belt.hook agent.tool_call")
     assert hook.attributes["belt.hook.decision"] == "deny"
     handled = one(otlp.spans, "POST /hook")
     assert handled.resource["service.name"] == "hook-handler"
     assert (handled.trace_id, handled.parent_id) == (hook.trace_id, hook.span_id)
+
+
+def test_a_hook_request_forwarded_by_belt_serve_takes_its_trace_to_the_handler(
+    otlp: Receiver,
+) -> None:
+    trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    with instrumented(otlp) as handler:
+        with serving("--forward-to", handler, env=traced_env(otlp)) as url:
+            carried = {"traceparent": f"00-{trace_id}-{parent}-01"}
+            answer = httpx.post(f"{url}/hooks", json=PAYLOAD, headers=carried)
+            assert answer.status_code == 200, answer.text
+    request = one(otlp.spans, "POST /hooks")
+    assert (request.trace_id, request.parent_id) == (trace_id, parent)
+    handled = one(otlp.spans, "POST /hook")
+    assert (handled.trace_id, handled.parent_id) == (trace_id, request.span_id)
+    (answered,) = [s for s in children(otlp.spans, request) if s.name.startswith("belt.hook")]
+    assert answered.attributes["belt.hook.handler_type"] == "forward"
+    assert answered.attributes["belt.hook.decision"] == "deny"
