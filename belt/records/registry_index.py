@@ -10,8 +10,9 @@ when the copy is stale and rebuilds it; this module keeps the file and answers q
   sharing rowids.
 
 A query is plain words (``query_words``), each quoted as an FTS5 string, so no text reaches FTS5
-as syntax. Entries are ranked by the number of the query's terms they hold, then by FTS5's own
-``bm25()`` with the column weights ``WEIGHTS``. A file SQLite reports as corrupt or not a
+as syntax. It is answered from the entries holding its terms, or in a large registry its rarer
+terms (``_rarer``); they are ranked by the number of the query's terms they hold, then by FTS5's
+own ``bm25()`` with the column weights ``WEIGHTS``. A file SQLite reports as corrupt or not a
 database, or that lacks belt's tables, raises ``IndexDamaged``: the caller discards and rebuilds it.
 """
 
@@ -23,7 +24,8 @@ import re
 import sqlite3
 import threading
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +43,18 @@ WEIGHTS = (4.0, 2.0, 1.0)
 """``bm25()`` column weights of name, tags and text: a word in the name counts four times."""
 _BM25 = f"-bm25(fts, {', '.join(str(weight) for weight in WEIGHTS)})"
 
-MAX_KEPT_MATCHES = 200_000
-"""How many (phrase, rowid) pairs an open index keeps between queries, at most."""
+EVERY_TERM_ROWS = 512
+"""A query whose terms are held by at most this many entries in all (an entry counted once for
+each term it holds) is answered from every entry holding one of them."""
+
+RARER_ROWS = 64
+"""A query whose terms are held by more is answered from the entries holding one of its rarer
+terms: its terms, rarest first, while the entries holding each add up to at most this many (the
+rarest term always). Each query then reads a bounded number of entries, however large the
+registry; an entry holding more of the query's terms than are left out holds one of them."""
+
+MAX_KEPT_COUNTS = 100_000
+"""How many phrases' counts an open index keeps between queries, at most."""
 
 OPTIMIZE_ROWS = 100
 """A change of at least this many rows merges FTS5's index into one segment afterwards."""
@@ -220,10 +232,9 @@ class SearchIndex:
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         self.path = path
         self.db = connection
-        self.matches: dict[str, frozenset[int]] = {}
-        """The rowids each phrase matched, for the state of the file ``version`` names."""
+        self.counts: dict[str, int] = {}
+        """How many entries each phrase matches, for the state of the file ``version`` names."""
         self.version: object = None
-        self.kept = 0
 
     @classmethod
     def open(cls, path: Path, *, durable: bool) -> SearchIndex:
@@ -323,8 +334,9 @@ class SearchIndex:
         ``exclude_agent``'s extractions. With ``journal``, ``Stale`` unless the file reflects
         that journal, read in the query's own transaction.
 
-        One order for a search and a suggestion: an entry holding more of the query's terms
-        first, so none is lost behind entries holding fewer; FTS5's ``bm25()`` ranks those
+        One order for a search and a suggestion, over the entries holding one of the query's
+        rarer terms (``_rarer``): an entry holding more of the query's terms first, so none is
+        lost behind entries holding fewer; FTS5's ``bm25()`` of those rarer terms ranks those
         holding as many; ties to the older entry. ``bm25()`` is computed only for the entries
         of the groups (by terms held) that the answer is taken from.
         """
@@ -335,77 +347,74 @@ class SearchIndex:
         try:
             if journal is not None and self.journal() != journal:
                 raise Stale
-            # The rows an answer can come from: whole groups, the best held first, as many as
-            # the answer and the ids left out need (more if an agent's exclusion leaves out some).
+            rarer = _rarer(self._counts(phrases))
+            held = self._held(phrases, rarer)
+            groups: dict[int, list[int]] = {}
+            for rowid, count in held.items():
+                if count >= needed:
+                    groups.setdefault(count, []).append(rowid)
+            scored_phrases = [phrases[number] for number in sorted(rarer)]
+            # Whole groups, the most terms held first, as many as the answer and the ids left
+            # out need (more if an agent's exclusion leaves out some).
             taken: list[tuple[int, int]] = []
             scores: dict[int, float] = {}
             scored = 0
-            for held, group in self._groups(self._matches(phrases), needed):
-                taken += [(rowid, held) for rowid in group]
+            for count in sorted(groups, reverse=True):
+                taken += [(rowid, count) for rowid in groups[count]]
                 if len(taken) < limit + len(exclude_ids):
                     continue
                 scores = self._scores(
-                    phrases, [rowid for rowid, _ in taken], exclude_ids, exclude_agent
+                    scored_phrases, [rowid for rowid, _ in taken], exclude_ids, exclude_agent
                 )
                 scored = len(taken)
                 if len(scores) >= limit:
                     break
             if scored < len(taken):
                 scores = self._scores(
-                    phrases, [rowid for rowid, _ in taken], exclude_ids, exclude_agent
+                    scored_phrases, [rowid for rowid, _ in taken], exclude_ids, exclude_agent
                 )
             best = sorted(
-                (-held, -scores[rowid], rowid) for rowid, held in taken if rowid in scores
+                (-count, -scores[rowid], rowid) for rowid, count in taken if rowid in scores
             )
-            rows = self._rows([rowid for _, _, rowid in best[:limit]])
+            rows_by_id = self._rows([rowid for _, _, rowid in best[:limit]])
             return [
-                Hit(row=rows[rowid], score=-score, matched=-held, terms=len(phrases))
-                for held, score, rowid in best[:limit]
+                Hit(row=rows_by_id[rowid], score=-score, matched=-count, terms=len(phrases))
+                for count, score, rowid in best[:limit]
             ]
         finally:
             if self.db.in_transaction:
                 self._run("COMMIT")
 
-    def _matches(self, phrases: Sequence[str]) -> list[frozenset[int]]:
-        """The rowids each of ``phrases`` matches (FTS5 reads its doclist).
+    def _counts(self, phrases: Sequence[str]) -> list[int]:
+        """How many entries each of ``phrases`` matches (FTS5 counts its doclist).
 
         They are kept while no connection changes the file (SQLite's ``data_version`` of this
         connection, read in this transaction, says when one did; this connection's own changes
-        forget them): a prompt's common words come back often."""
+        forget them): a prompt's common words come back often, and cost the most to count."""
         version = self._run("PRAGMA data_version").fetchone()
-        if version != self.version or self.kept > MAX_KEPT_MATCHES:
-            self.matches, self.version, self.kept = {}, version, 0
-        missing = [phrase for phrase in phrases if phrase not in self.matches]
+        if version != self.version or len(self.counts) > MAX_KEPT_COUNTS:
+            self.counts, self.version = {}, version
+        missing = [phrase for phrase in phrases if phrase not in self.counts]
         if missing:
             found = self._run(
-                " UNION ALL ".join(
-                    ["SELECT group_concat(rowid) FROM fts WHERE fts MATCH ?"] * len(missing)
-                ),
+                " UNION ALL ".join(["SELECT count(*) FROM fts WHERE fts MATCH ?"] * len(missing)),
                 missing,
             ).fetchall()
-            for phrase, (rowids,) in zip(missing, found, strict=True):
-                matched = frozenset(map(int, str(rowids).split(","))) if rowids else frozenset()
-                self.matches[phrase] = matched
-                self.kept += len(matched)
-        return [self.matches[phrase] for phrase in phrases]
+            self.counts.update(zip(missing, (int(count) for (count,) in found), strict=True))
+        return [self.counts[phrase] for phrase in phrases]
 
-    @staticmethod
-    def _groups(matches: list[frozenset[int]], needed: int) -> Iterator[tuple[int, list[int]]]:
-        """The entries holding at least ``needed`` of the phrases, grouped by how many they hold,
-        the most first, made as they are asked for (set operations: the entries holding several
-        are few; those holding one, many, are gathered only when the answer needs them)."""
-        several: set[int] = set()
-        for number, first in enumerate(matches):
-            for second in matches[number + 1 :]:
-                several |= first & second
-        groups: dict[int, list[int]] = {}
-        for rowid in several:
-            groups.setdefault(sum(rowid in matched for matched in matches), []).append(rowid)
-        for held in sorted(groups, reverse=True):
-            if held >= needed:
-                yield held, groups[held]
-        if needed == 1:
-            yield 1, list(frozenset().union(*matches) - several)
+    def _held(self, phrases: Sequence[str], rarer: Sequence[int]) -> Counter[int]:
+        """How many of ``phrases`` each entry holding one of the ``rarer`` holds: FTS5 reads
+        the rarer phrases' doclists, and looks each other phrase up in those entries alone."""
+        either = " OR ".join(phrases[number] for number in rarer)
+        found = self._run(
+            " UNION ALL ".join(["SELECT rowid FROM fts WHERE fts MATCH ?"] * len(phrases)),
+            [
+                phrase if number in rarer else f"({either}) AND {phrase}"
+                for number, phrase in enumerate(phrases)
+            ],
+        ).fetchall()
+        return Counter(rowid for (rowid,) in found)
 
     def _scores(
         self,
@@ -414,8 +423,8 @@ class SearchIndex:
         exclude_ids: Sequence[str],
         exclude_agent: str | None,
     ) -> dict[int, float]:
-        """The ``-bm25()`` of the whole query of each entry of ``rowids`` that is not excluded
-        (FTS5 walks the query's matches; ``bm25()`` is computed for these alone)."""
+        """The ``-bm25()`` of ``phrases`` of each entry of ``rowids`` that is not excluded
+        (FTS5 walks the phrases' matches; ``bm25()`` is computed for these alone)."""
         found = self._run(
             f"SELECT fts.rowid, {_BM25} FROM fts CROSS JOIN entries AS e ON e.rowid = fts.rowid "
             "WHERE fts MATCH ?1 AND +fts.rowid IN (SELECT value FROM json_each(?2)) "
@@ -527,7 +536,7 @@ class _Transaction:
         self.index = index
 
     def __enter__(self) -> None:
-        self.index.matches, self.index.version, self.index.kept = {}, None, 0
+        self.index.counts, self.index.version = {}, None
         self.index._run("BEGIN IMMEDIATE")
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
@@ -599,6 +608,20 @@ def discard(path: Path) -> None:
     """Delete an index file and SQLite's side files (the caller holds the owner's lock)."""
     for name in ("", *_SIDECARS):
         Path(f"{path}{name}").unlink(missing_ok=True)
+
+
+def _rarer(counts: Sequence[int]) -> list[int]:
+    """The query's terms (by number) its answer is taken from, given how many entries hold each:
+    all of them (``EVERY_TERM_ROWS``), or its rarer terms (``RARER_ROWS``)."""
+    order = sorted(range(len(counts)), key=lambda number: counts[number])
+    if sum(counts) <= EVERY_TERM_ROWS:
+        return order
+    total = 0
+    for taken, number in enumerate(order):
+        total += counts[number]
+        if taken and total > RARER_ROWS:
+            return order[:taken]
+    return order
 
 
 def _row(record: Sequence[object]) -> Row:
