@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -476,3 +477,22 @@ def test_a_hook_request_forwarded_by_belt_serve_takes_its_trace_to_the_handler(
     (answered,) = [s for s in children(otlp.spans, request) if s.name.startswith("belt.hook")]
     assert answered.attributes["belt.hook.handler_type"] == "forward"
     assert answered.attributes["belt.hook.decision"] == "deny"
+
+
+def test_an_emulated_message_runs_under_the_request_that_sent_it(otlp: Receiver) -> None:
+    trace_id, parent = "5bf92f3577b34da6a3ce929d0e0e4736", "10f067aa0ba902b7"
+    carried = {"traceparent": f"00-{trace_id}-{parent}-01"}
+    message = {"agent_config": {"name": "helper"}, "chat_id": None, "input": {"text": "hi"}}
+    with serving(env=traced_env(otlp)) as url:
+        sent = httpx.post(f"{url}/agents/run", json=message, headers=carried)
+        assert sent.status_code == 200, sent.text
+        chat = sent.json()["data"]["user_message"]["chat_id"]
+        for _ in range(200):  # the run goes on after the answer, until the chat is idle
+            status = httpx.get(f"{url}/chats/{chat}/status").json()["data"]["status"]
+            if status != "busy":
+                break
+            time.sleep(0.05)
+    request = one(otlp.spans, "POST /agents/run")
+    assert (request.trace_id, request.parent_id) == (trace_id, parent)
+    run = one(otlp.spans, "invoke_agent helper")
+    assert (run.trace_id, run.parent_id) == (trace_id, request.span_id)

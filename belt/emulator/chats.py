@@ -15,6 +15,7 @@ killed goes on from its last durable point when a server looks again.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 import time
@@ -227,7 +228,9 @@ class SimQueue:
             return sim_id in self._jobs
 
     def submit(self, sim_id: str, job: Callable[[], None]) -> None:
-        """Run ``job`` after the jobs already queued for ``sim_id``."""
+        """Run ``job`` after the jobs already queued for ``sim_id``, in the context it was
+        submitted in (a traced request's span is its run's parent)."""
+        job = partial(contextvars.copy_context().run, job)
         with self._lock:
             queued = self._jobs.get(sim_id)
             if queued is not None:
