@@ -493,9 +493,10 @@ def _settle(store: Store, interrupt_id: str, change: Callable[[Interrupt], Inter
     if marker:
         store.untag(PENDING, marker)
     if tracing.on() and "trace" in record:
-        by = record.get("resolved_by") or {}
+        settlement = trail(record)
+        how = settlement["how"] if settlement else None
         gate = {"belt.gate.id": record["id"], "belt.gate.reason": record.get("reason")}
-        settled = {"belt.gate.status": record["status"], "belt.gate.settled_by": by.get("how")}
+        settled = {"belt.gate.status": record["status"], "belt.gate.settled_by": how}
         resolution = {"belt.gate.resolution": record.get("resolution")}
         tracing.end_carried("belt.gate", record["trace"], {**gate, **settled, **resolution})
     return record
