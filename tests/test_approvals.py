@@ -67,7 +67,12 @@ def test_the_example_rules_file_loads_with_its_digest() -> None:
     loaded = load_rules(EXAMPLE)
     assert loaded.file == str(EXAMPLE)
     assert loaded.digest == "sha256:" + hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
-    assert [rule.name for rule in loaded.rules][:3] == ["reads", "scratch deletes", "other deletes"]
+    assert [rule.name for rule in loaded.rules][:4] == [
+        "keys",
+        "reads",
+        "scratch deletes",
+        "other deletes",
+    ]
 
 
 def test_the_first_matching_rule_decides_and_no_match_asks(store: Store) -> None:
@@ -318,7 +323,7 @@ def history(store: Store) -> dict[str, str]:
     settled("person allowed a read", "read_file", "allow", person("review"))
     settled("person allowed a delete", "delete_file", "allow", person("inspector"), "ticket 12")
     settled("person allowed mail", "send_email", "allow", person("cli"))
-    rule = loaded.settlement(loaded.rules[0])
+    rule = loaded.settlement(loaded.rules[1])
     settled("rule allowed a read", "read_file", "allow", rule)
     expired = gate(store, "read_file", now=opened, timeout=60, default_resolution="deny")
     sweep(store=store, now=opened + timedelta(minutes=5))
@@ -368,3 +373,14 @@ def test_a_bad_rules_file_settles_nothing(store: Store, tmp_path: Path) -> None:
     with pytest.raises(BeltError):
         load_rules(bad)
     assert read_record(store=store, interrupt_id=item["id"])["status"] == "pending"
+
+
+def test_the_rules_files_the_docs_quote_load_and_the_example_is_quoted_as_it_is() -> None:
+    import re
+
+    page = (EXAMPLE.parent.parent / "docs" / "interrupts.md").read_text()
+    blocks = [b for b in re.findall(r"```toml\n(.*?)```", page, flags=re.S) if "[[rules]]" in b]
+    assert blocks
+    for block in blocks:
+        assert rules(block).rules
+    assert EXAMPLE.read_text() in blocks

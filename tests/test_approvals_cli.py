@@ -156,7 +156,7 @@ def test_a_bad_rules_file_is_refused_before_anything_is_settled(
     for command in (["auto", "--once"], ["what-if"]):
         result = belt("interrupt", *command, "--rules", str(bad))
         assert result.exit_code == 5, result.stderr
-        assert f'{bad}: rules[5] "late".tol: unknown field' in result.stderr
+        assert f'{bad}: rules[6] "late".tol: unknown field' in result.stderr
     assert read_record(store=store, interrupt_id=item["id"])["status"] == "pending"
 
 
@@ -278,7 +278,7 @@ def history(store: Store) -> dict[str, str]:
         interrupt_id=by_rule["id"],
         decision="allow",
         now=opened,
-        by=loaded.settlement(loaded.rules[0]),
+        by=loaded.settlement(loaded.rules[1]),
     )
     gate(store, "send_email", now=opened, timeout=60, default_resolution="deny")
     sweep(store=store, now=opened + timedelta(minutes=2))
