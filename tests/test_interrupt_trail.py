@@ -24,6 +24,7 @@ from belt.records.interrupts import (
 )
 from belt.server.app import create_app
 from belt.store import Store
+from tests.browser import missing
 from tests.cli.runner import belt
 from tests.cli.test_interrupt import converse
 from tests.servers import running
@@ -229,3 +230,17 @@ def test_log_refuses_a_since_it_cannot_read_and_says_when_nothing_is_settled(
     result = belt("interrupt", "log")
     assert (result.exit_code, result.stdout) == (0, "")
     assert "no settled gates" in result.stderr
+
+
+@pytest.mark.skipif(missing() is not None, reason=str(missing()))
+def test_the_inspectors_gate_card_says_how_it_was_settled(
+    page: Any, served: str, store: Store
+) -> None:
+    item = gate(store)
+    page.goto(f"{served}/#/gates")
+    card = page.locator(f".gate[data-id='{item['id']}']")
+    card.locator("button.allow").click()
+    settled = page.locator(f".gate.settled[data-id='{item['id']}']")
+    settled.locator("dd", has_text="via the inspector").wait_for()
+    text = settled.inner_text()
+    assert f"settled by\n{ME} via the inspector" in text, text

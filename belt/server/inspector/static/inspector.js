@@ -634,6 +634,7 @@ function gateCard(gate) {
       pending ? clock : stateBadge(gate.status, false), gate.resolution ? [" ", badge(gate.resolution)] : "",
       gate.settled_by ? ` by ${gate.settled_by}` : ""),
     fields([["gate", `${gate.id} (${gate.short_id})`], ["run", runLink(gate.run_id)], ["chat", gate.chat_id], ["opened", gate.created_at],
+      ["settled by", gate.trail ? gate.settled_by : null], ["digest", gate.trail ? gate.trail.digest : null],
       ["resolved data", gate.resolved_data === null || gate.resolved_data === undefined ? null : short(gate.resolved_data, 200)]]),
     el("details", {}, el("summary", {}, "what it holds (the hook payload)"), pre(gate.meta)),
     pending ? el("div", { class: "actions" },
