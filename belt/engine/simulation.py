@@ -754,6 +754,8 @@ class Simulation:
 
     def model_span(self, tokens: int | None) -> AbstractContextManager[Any]:
         """The span of one model call (GenAI ``chat``)."""
+        if not tracing.on():
+            return nullcontext()
         attributes = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": SCRIPTED_MODEL,
@@ -763,6 +765,8 @@ class Simulation:
 
     def tool_span(self, name: str, invocation: Mapping[str, Any]) -> AbstractContextManager[Any]:
         """The span of one tool call (GenAI ``execute_tool``): its hooks and its run."""
+        if not tracing.on():
+            return nullcontext()
         attributes = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": name,
