@@ -17,10 +17,12 @@ import pytest
 
 from belt.samples import sample_payload
 from belt.server.app import create_app
+from belt.server.connections import Connections, SlowClientGuard
 from belt.server.deciders import HandlerPool, handler_decider
 from belt.store import Store
 from belt.wire.platform import LifecycleHookPayload
 from tests.servers import running
+from tests.waiting import eventually
 
 PROBLEM = "application/problem+json"
 JSON = {"content-type": "application/json"}
@@ -92,6 +94,20 @@ def test_a_body_that_never_finishes_is_closed_and_nothing_is_journalled(tmp_path
     assert [line["status"] for line in lines if line.get("kind") == "hook"] == [200]
     cut = [line for line in lines if line.get("action") == "cut short"]
     assert len(cut) == 1 and "not all sent in time" in cut[0]["detail"]
+
+
+def test_under_another_server_the_middleware_still_cuts_a_late_body_short(tmp_path: Path) -> None:
+    # uvicorn's own h11 protocol, not belt's GuardedConnection: the middleware keeps the body
+    # deadline itself and tells the app the client left.
+    lines: list[dict[str, Any]] = []
+    app = create_app(store=Store(tmp_path), sweep_interval=0, report=lines.append)
+    with running(SlowClientGuard(app, Connections(body_timeout=0.3))) as url:
+        stalled = open_socket(url, STALLED_BODY)
+        eventually(lambda: any(line.get("action") == "cut short" for line in lines), "the cut")
+        stalled.close()
+    cut = [line for line in lines if line.get("action") == "cut short"]
+    assert cut[0]["status"] == 408 and "not all sent in time" in cut[0]["detail"]
+    assert not [line for line in lines if line.get("kind") == "hook"]
 
 
 def test_at_the_connection_cap_a_stalled_body_makes_room(tmp_path: Path) -> None:
