@@ -55,6 +55,10 @@ class Backend(Protocol):
         """Whether this backend settles a batch all or none (``belt serve`` and the store do;
         a platform that resolves one gate at a time does not)."""
 
+    def in_batch(self, *, items: list[dict[str, Any]], batch: str) -> list[dict[str, Any]]:
+        """Those of the settled ``items`` the batch ``batch`` settled, as far as the backend
+        can tell (an API does not say who settled a gate: all of them)."""
+
     def resolve_batch(
         self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
     ) -> dict[str, Any]:
@@ -197,6 +201,16 @@ class LocalBackend:
     def batch_atomic(self) -> bool:
         """The store settles a batch under the locks of all its gates."""
         return True
+
+    def in_batch(self, *, items: list[dict[str, Any]], batch: str) -> list[dict[str, Any]]:
+        """Those of ``items`` whose stored settlement names the batch."""
+        from belt.records.interrupts import in_batch, read_record
+
+        return [
+            item
+            for item in items
+            if in_batch(read_record(store=self.store, interrupt_id=item["id"]), batch)
+        ]
 
     def resolve_batch(
         self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None

@@ -267,6 +267,10 @@ class Platform:
             raise
         return isinstance(terms, dict) and terms.get("atomic") is True
 
+    def in_batch(self, *, items: list[dict[str, Any]], batch: str) -> list[dict[str, Any]]:
+        """All of ``items``: the API does not say who settled a gate (the batch route checks)."""
+        return items
+
     def resolve_batch(
         self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
     ) -> dict[str, Any]:

@@ -100,6 +100,8 @@ def test_resolve_all_shows_the_gates_and_their_digest_and_settles_them_as_one_ba
 
 
 def test_repeating_the_same_batch_is_a_no_op_that_says_so(store: Store) -> None:
+    earlier = gate(store)  # settled the same way before, by a person: not of the batch
+    resolve_interrupt(store=store, interrupt_id=earlier["id"], decision="deny", by=person("cli"))
     items = [gate(store), gate(store, "read_file")]
     shown = short_digest(batch_digest(items))
     args = ("interrupt", "resolve", "--all", "deny", "--yes", "--digest", shown)
@@ -117,6 +119,20 @@ def test_repeating_the_same_batch_is_a_no_op_that_says_so(store: Store) -> None:
     other = belt("interrupt", "resolve", "--all", "allow", "--yes", "--digest", shown)
     assert other.exit_code == ExitCode.CONFLICT
     assert "not the ones shown" in other.stderr
+
+
+def test_the_same_batch_again_finishes_one_cut_short(store: Store) -> None:
+    items = [gate(store), gate(store), gate(store)]
+    digest = batch_digest(items)
+    # A process killed after settling the first of its batch leaves the rest pending.
+    by: Any = {"how": "batch", "batch": f"bat_{short_digest(digest)}", "digest": digest}
+    resolve_interrupt(store=store, interrupt_id=items[0]["id"], decision="allow", by=by)
+    args = ("interrupt", "resolve", "--all", "allow", "--yes", "--digest", short_digest(digest))
+    result = belt(*args)
+    assert result.exit_code == 0, result.stderr
+    assert "resolved 3 of 3 as allow" in result.stderr
+    assert statuses(store, items) == ["resolved"] * 3
+    assert "nothing to do" in belt(*args).stderr
 
 
 def test_a_digest_other_than_the_selected_gates_settles_nothing(store: Store) -> None:

@@ -410,19 +410,23 @@ def _repeat_or_refuse(
     *,
     json_: bool,
 ) -> None:
-    """--digest names gates other than those selected now: the same batch settled before
-    (its gates, now settled as ``decision``, have that digest) is a no-op; else exit 4."""
-    from belt.records.interrupts import batch_digest, short_digest
+    """--digest names gates other than those pending now: the batch it names, settled before
+    (all of its gates, or some and the rest still pending, after a batch cut short), is
+    settled again, which changes nothing but the rest; any other set exits 4."""
+    from belt.records.interrupts import batch_digest, batch_id, short_digest
 
-    earlier = [
+    selected = _selected(backend, filters, include_settled=True)
+    settled = [
         item
-        for item in _selected(backend, filters, include_settled=True)
+        for item in selected
         if item.get("status") == "resolved" and item.get("resolution") == decision
     ]
-    if earlier and _digest_matches(batch_digest(earlier), wanted):
+    earlier = backend.in_batch(items=settled, batch=batch_id(wanted)) if settled else []
+    batch = [item for item in selected if item.get("status") == "pending"] + earlier
+    if earlier and _digest_matches(batch_digest(batch), wanted):
         outcome = backend.resolve_batch(
-            ids=[item["id"] for item in earlier],
-            digest=batch_digest(earlier),
+            ids=[item["id"] for item in batch],
+            digest=batch_digest(batch),
             decision=decision,
             data=data,
         )

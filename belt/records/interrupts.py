@@ -681,7 +681,7 @@ def resolve_batch(
                 f"{short_digest(found)}, not {short_digest(digest)}; none settled",
                 hint="list them again and confirm what is shown now",
             )
-        ours = [r for r in records if _in_batch(r, batch)]
+        ours = [r for r in records if in_batch(r, batch)]
         for record in records:
             if record.get("status") != InterruptStatus.PENDING and record not in ours:
                 raise Conflict(f"{_not_pending(record).message}; none of the {len(ids)} settled")
@@ -704,7 +704,8 @@ def resolve_batch(
     return {"batch": batch, "digest": digest, "repeated": False, "resolved": resolved}
 
 
-def _in_batch(record: Interrupt, batch: str) -> bool:
+def in_batch(record: Interrupt, batch: str) -> bool:
+    """Whether the batch ``batch`` settled the interrupt."""
     by = record.get("resolved_by")
     return isinstance(by, dict) and by.get("how") == "batch" and by.get("batch") == batch
 
