@@ -29,6 +29,7 @@ _tracer: Any = None
 _provider: Any = None
 _hinted = False
 _registered = False
+_quiet = False
 _NOOP: ContextManager[Any] = contextlib.nullcontext()
 _KINDS = ("internal", "server", "client", "producer", "consumer")
 
@@ -74,6 +75,7 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
         provider.add_span_processor(BatchSpanProcessor(exporter))
     if trace_file is not None:
         provider.add_span_processor(BatchSpanProcessor(_file_exporter(trace_file)))
+    _say_export_problems_once()
     _provider = provider
     _tracer = provider.get_tracer("belt", __version__)
     _on = True
@@ -81,6 +83,28 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
         _registered = True
         atexit.register(shutdown)
     return True
+
+
+def _say_export_problems_once() -> None:
+    """The SDK logs each failed export (and each retry) as it happens; belt says the first one,
+    on one line, and no more."""
+    import logging
+
+    class Once(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if not said:
+                said.append(record)
+                text = " ".join(record.getMessage().split())[:500]
+                sys.stderr.write(f"warning: traces not exported: {text}\n")
+                sys.stderr.flush()
+
+    global _quiet
+    said: list[logging.LogRecord] = []
+    if not _quiet:
+        _quiet = True
+        logger = logging.getLogger("opentelemetry")
+        logger.addHandler(Once(logging.WARNING))
+        logger.propagate = False
 
 
 def traces_url(base: str) -> str:

@@ -553,3 +553,39 @@ def _directory() -> Iterator[Path]:
 
     with tempfile.TemporaryDirectory() as name:
         yield Path(name)
+
+
+@contextmanager
+def refusing_collector() -> Iterator[str]:
+    """A real HTTP server on a free port that answers every export 400."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Refuse(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(400)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_collector_that_refuses_the_spans_is_one_warning_line() -> None:
+    with refusing_collector() as url:
+        done = belt("sim", "run", str(GUARDED), "--otlp", url)
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "traces not exported" in line]
+    assert len(warned) == 1, done.stderr
+    assert warned[0].startswith("warning: traces not exported: ")
+    assert "Traceback" not in done.stderr
