@@ -120,7 +120,8 @@ def auto_latencies(home: Path, count: int, handicap: float) -> list[float]:
     latencies = []
     try:
         assert auto.stderr is not None
-        auto.stderr.readline()  # its first line: it has taken its first look
+        auto.stderr.readline()  # its first line, said as it starts to look
+        time.sleep(0.5)  # its first look taken: what is timed is the settling, not the start
         for number in range(count):
             time.sleep(chance.uniform(0, 0.05))
             item = create_interrupt(
