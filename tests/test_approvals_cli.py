@@ -326,3 +326,48 @@ def test_what_if_against_belt_serve_reads_what_the_api_lists(store: Store) -> No
     assert document["considered"] == 5
     # The API lists no trail: every settlement but the expiry reads as unknown.
     assert {d["how"] for d in document["disagreements"]} == {"unknown"}
+
+
+def test_auto_against_a_platform_skips_a_gate_settled_meanwhile_with_a_line() -> None:
+    """The platform lists a gate as pending; by the time auto resolves it, someone else has
+    (409): a line says so, and auto goes on to the next gate."""
+    from tests.fake_platform import FakePlatform, envelope, problem
+
+    def pending(interrupt_id: str, tool: str) -> dict[str, Any]:
+        return {
+            "id": interrupt_id,
+            "short_id": interrupt_id[4:12],
+            "created_at": "2026-08-11T10:00:00.000Z",
+            "run_id": "ar_platform",
+            "chat_id": "ch_platform",
+            "reason": "hook_gate",
+            "source": "hook:agent.tool_call",
+            "status": "pending",
+            "meta": {"event": "agent.tool_call", "data": {"tool": tool, "arguments": {}}},
+        }
+
+    with FakePlatform() as platform:
+        platform.reply(
+            "GET",
+            "/agent-runs/ar_platform/interrupts",
+            200,
+            envelope([pending("int_taken00000", "read_file"), pending("int_free000000", "rm_x")]),
+        )
+        platform.reply(
+            "POST",
+            "/interrupts/int_taken00000/resolve",
+            409,
+            problem(409, "Conflict", "interrupt is not pending"),
+        )
+        result = belt(
+            "interrupt", "auto", "--rules", str(EXAMPLE), "--api", platform.url,
+            "--run", "ar_platform", "--once",
+        )  # fmt: skip
+        sent = [r.json() for r in platform.requests if r.method == "POST"]
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("int_taken00000  skipped  agent.tool_call read_file({})")
+    assert "interrupt is not pending (HTTP 409" in lines[0]
+    assert lines[1].startswith("int_free000000  ask ")
+    assert sent == [{"decision": "allow", "data": {"reason": "reading changes nothing"}}]
+    assert "settled 0, left 1 to a person, skipped 1 settled meanwhile" in result.stderr

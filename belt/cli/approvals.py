@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from belt import output
-from belt.backend import Backend, LocalBackend, open_backend
+from belt.backend import Backend, LocalBackend, matching_gates, open_backend
 from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, finite, json_printed, moment_option
 from belt.errors import UsageError
 
@@ -83,7 +83,7 @@ def auto(
             events: Iterable[dict[str, Any]] = [
                 {"event": "pending", "interrupt": item}
                 for run in ([*runs] if runs else [None])
-                for item, _ in reversed(backend.find_interrupts(run_id=run))
+                for item in matching_gates(backend, run_id=run)
             ]
         else:
             whose = f"run {', '.join(runs)}" if runs else "every run"
