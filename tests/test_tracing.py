@@ -129,7 +129,10 @@ def test_a_guarded_agent_run_is_one_trace_of_run_turns_model_and_tool_calls_and_
     assert spans.parent(runs[-1]) == run
 
     turns = spans.named("belt.turn")
-    assert [turn["attrs"]["belt.turn.index"] for turn in turns] == [0, 1, 2]
+    # The turn held at the gate goes on in the resumed run: a span of the same index there.
+    assert [turn["attrs"]["belt.turn.index"] for turn in turns] == [0, 1, 1, 2]
+    assert [spans.parent(turn) for turn in turns] == [run, run, runs[-1], runs[-1]]
+    assert [s["name"] for s in spans.children(turns[2])] == ["execute_tool delete_file"]
     assert spans.parent(turns[0]) == run
     first = spans.children(turns[0])
     assert [span["name"] for span in first] == [

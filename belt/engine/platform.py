@@ -561,6 +561,9 @@ class PlatformLoop:
     def after_gate(self, execution: Execution) -> End | None:
         """Every gate of the run is settled: act on the resolutions."""
         state = execution.state
+        if state["gate"] in ("tools", "turn_start"):  # the model turn held at them goes on
+            turns = int(self.sim.recorder.chat.get("turn_count", 0))
+            self.sim.trace_turn(turns - 1 if state["gate"] == "tools" else turns)
         if state["gate"] == "tools":
             message = self.sim.recorder.message(str(state["message_id"]))
             self.settle_tools(execution, message)
