@@ -334,7 +334,6 @@ def _file_exporter(path: Path) -> Any:
         # One write of a whole line to a file opened for appending, so the worker processes
         # a command forks (``belt test``) append lines of their own to the same file.
         def __init__(self) -> None:
-            path.parent.mkdir(parents=True, exist_ok=True)
             self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
         def export(self, spans: Sequence[Any]) -> SpanExportResult:

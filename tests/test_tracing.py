@@ -471,6 +471,18 @@ def test_otlp_must_be_an_http_url() -> None:
     assert "--otlp: 'localhost:4318' is not an http:// or https:// URL" in done.stderr
 
 
+@pytest.mark.parametrize("command", [("sim", "run", str(GUARDED)), ("test", "examples/tests")])
+def test_a_trace_file_that_cannot_be_written_is_refused_before_anything_runs(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    trace = tmp_path / "missing" / "trace.jsonl"
+    done = belt(*command, "--trace", str(trace))
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert done.stderr.startswith(f"error: --trace {trace}: cannot write it: ")
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
 def test_the_standard_resource_variables_name_the_service(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     done = belt(

@@ -117,6 +117,10 @@ def start_tracing(otlp: str | None, trace_file: Path | None) -> None:
     it (docs/tracing.md); without them nothing of OpenTelemetry is imported."""
     if otlp is not None and not otlp.startswith(("http://", "https://")):
         raise UsageError(f"--otlp: {otlp!r} is not an http:// or https:// URL")
+    if trace_file is not None:
+        from belt.check.writable import require_writable_file
+
+        require_writable_file(trace_file, option="--trace")  # exit 5, before anything runs
     from belt import tracing
 
     tracing.start(otlp=otlp, trace_file=trace_file)
