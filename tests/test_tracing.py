@@ -184,6 +184,67 @@ def test_a_guarded_agent_run_is_one_trace_of_run_turns_model_and_tool_calls_and_
     assert hold["attrs"] == {"belt.hold.state": "input_required", "belt.hold.reason": "hook_gate"}
 
 
+def test_a_compaction_is_a_span_around_its_hooks(tmp_path: Path) -> None:
+    (tmp_path / "handlers.py").write_text("def allow(payload):\n    return None\n")
+    hooks = [
+        {"event": event, "type": "webhook", "handler": "py:handlers.py:allow"}
+        for event in ("agent.pre_compact", "agent.post_compact")
+    ]
+    turns = [
+        {"user": "first", "model": [{"say": "a", "tokens": 60}]},
+        {"user": "second", "model": [{"say": "b", "tokens": 10}]},
+    ]
+    agent = {"name": "compacting", "context_window": 100, "compact_at": 0.5, "hooks": hooks}
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"agent": agent, "turns": turns}))
+    trace = tmp_path / "trace.jsonl"
+    done = belt("sim", "run", str(scenario), "--trace", str(trace), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    spans = Spans(trace)
+    compaction = spans.one("belt.compaction")
+    assert spans.parent(compaction)["name"] == "belt.turn"
+    assert compaction["attrs"] == {"belt.compaction.skipped": False}
+    assert [s["name"] for s in spans.children(compaction)] == [
+        "belt.hook agent.pre_compact",
+        "belt.hook agent.post_compact",
+    ]
+
+
+def test_a_nexus_run_has_executor_hooks_and_a_continuation(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    done = belt(
+        "sim",
+        "run",
+        "examples/nexus-stop-loop.toml",
+        "--executor",
+        "verify=cmd:examples/nexus-verify.sh",
+        "--trace",
+        str(trace),
+    )
+    assert done.returncode == 0, done.stderr
+    spans = Spans(trace)
+    run = spans.one("invoke_agent")
+    assert run["attrs"]["belt.dialect"] == "nexus"
+    first, second = spans.named("belt.turn")
+    assert [s["name"] for s in spans.children(first)] == [
+        "belt.hook turn_start",
+        "chat scripted",
+        "belt.hook stop",
+        "belt.continuation",
+    ]
+    asked = spans.children(first)[2]
+    assert asked["attrs"]["belt.hook.handler_type"] == "executor"
+    assert asked["attrs"]["belt.hook.tool"] == "verify"
+    assert asked["attrs"]["belt.hook.decision"] == "continue"
+    feedback = "Run the tests and report whether they pass."
+    assert asked["attrs"]["belt.hook.injection_size"] == len(feedback)
+    assert feedback not in trace.read_text()
+    assert spans.children(first)[3]["attrs"] == {"belt.continuation.index": 1}
+    accepted = spans.children(second)[-1]
+    assert accepted["attrs"]["belt.hook.decision"] == "acknowledge"
+    assert accepted["attrs"]["belt.dialect"] == "nexus"
+
+
 @contextmanager
 def refusing_port() -> Iterator[int]:
     """A loopback port nothing listens on (bound, never listening)."""
