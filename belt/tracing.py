@@ -88,23 +88,25 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
 def _say_export_problems_once() -> None:
     """The SDK logs each failed export (and each retry) as it happens; belt says the first one,
     on one line, and no more."""
+    global _quiet
+    if _quiet:
+        return
+    _quiet = True
     import logging
 
     class Once(logging.Handler):
+        said = False
+
         def emit(self, record: logging.LogRecord) -> None:
-            if not said:
-                said.append(record)
+            if not self.said:
+                self.said = True
                 text = " ".join(record.getMessage().split())[:500]
                 sys.stderr.write(f"warning: traces not exported: {text}\n")
                 sys.stderr.flush()
 
-    global _quiet
-    said: list[logging.LogRecord] = []
-    if not _quiet:
-        _quiet = True
-        logger = logging.getLogger("opentelemetry")
-        logger.addHandler(Once(logging.WARNING))
-        logger.propagate = False
+    logger = logging.getLogger("opentelemetry")
+    logger.addHandler(Once(logging.WARNING))
+    logger.propagate = False
 
 
 def traces_url(base: str) -> str:
