@@ -178,9 +178,18 @@ class Probe:
 
     def _tokenise(self, words: list[str]) -> list[tuple[str, ...]]:
         if self._db is None or self._pid != os.getpid():
-            self._db, self._pid = fts5_connection(":memory:", check_same_thread=False), os.getpid()
-            self._db.execute(f"CREATE VIRTUAL TABLE probe USING fts5(body, tokenize='{TOKENIZER}')")
-            self._db.execute("CREATE VIRTUAL TABLE probe_terms USING fts5vocab(probe, instance)")
+            self._db, self._pid = connect(":memory:", check_same_thread=False), os.getpid()
+            try:
+                self._db.execute(
+                    f"CREATE VIRTUAL TABLE probe USING fts5(body, tokenize='{TOKENIZER}')"
+                )
+                self._db.execute(
+                    "CREATE VIRTUAL TABLE probe_terms USING fts5vocab(probe, instance)"
+                )
+            except sqlite3.Error as exc:
+                self._db.close()
+                self._db = None
+                raise _failure(Path(":memory:"), exc) from None
         db, found = self._db, [list[str]() for _ in words]
         db.execute("BEGIN")  # rolled back: nothing is left to delete
         try:
@@ -205,25 +214,12 @@ def query_phrases(words: Sequence[str]) -> list[str]:
     return list(phrases.values())
 
 
-def fts5_connection(
-    path: Path | str, *, timeout: float = BUSY_SECONDS, check_same_thread: bool = True
-) -> sqlite3.Connection:
-    """A connection to ``path`` whose SQLite has FTS5; BeltError saying so if it has not."""
-    db = sqlite3.connect(
-        path, timeout=timeout, isolation_level=None, check_same_thread=check_same_thread
+def connect(path: Path | str, *, check_same_thread: bool = True) -> sqlite3.Connection:
+    """A connection to ``path`` in autocommit mode, waiting up to ``BUSY_SECONDS`` for a lock.
+    Whether this SQLite has FTS5 shows at the first statement that needs it (``_failure``)."""
+    return sqlite3.connect(
+        path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=check_same_thread
     )
-    try:
-        db.execute("CREATE VIRTUAL TABLE temp.fts5_check USING fts5(x)")
-        db.execute("DROP TABLE temp.fts5_check")
-    except sqlite3.OperationalError as exc:
-        db.close()
-        raise BeltError(
-            f"the registry's search needs SQLite's FTS5, and this Python's SQLite "
-            f"{sqlite3.sqlite_version} lacks it ({exc})",
-            hint="use a Python whose sqlite3 module is built with FTS5 (python.org and most "
-            "distributions' builds are)",
-        ) from None
-    return db
 
 
 class SearchIndex:
@@ -250,11 +246,12 @@ class SearchIndex:
             make_dirs(path.parent)
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | SAFE_FLAGS, 0o600))
         try:
-            index = cls(path, fts5_connection(path))
+            index = cls(path, connect(path))
         except sqlite3.Error as exc:
             raise _failure(path, exc) from None
         try:
             index._run(f"PRAGMA synchronous = {'FULL' if durable else 'OFF'}")
+            index._run("PRAGMA cache_size = -8192")
             index._check_schema()
         except BaseException:
             index.close()
@@ -349,30 +346,32 @@ class SearchIndex:
                 raise Stale
             rarer = _rarer(self._counts(phrases))
             held = self._held(phrases, rarer)
+            if exclude_ids:
+                for (rowid,) in self._run(
+                    "SELECT rowid FROM entries WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(list(exclude_ids)),),
+                ):
+                    held.pop(rowid, None)
             groups: dict[int, list[int]] = {}
             for rowid, count in held.items():
                 if count >= needed:
                     groups.setdefault(count, []).append(rowid)
             scored_phrases = [phrases[number] for number in sorted(rarer)]
-            # Whole groups, the most terms held first, as many as the answer and the ids left
-            # out need (more if an agent's exclusion leaves out some).
+            # Whole groups, the most terms held first, as many as the answer needs (more if an
+            # agent's exclusion leaves out some).
             taken: list[tuple[int, int]] = []
             scores: dict[int, float] = {}
             scored = 0
             for count in sorted(groups, reverse=True):
                 taken += [(rowid, count) for rowid in groups[count]]
-                if len(taken) < limit + len(exclude_ids):
+                if len(taken) < limit:
                     continue
-                scores = self._scores(
-                    scored_phrases, [rowid for rowid, _ in taken], exclude_ids, exclude_agent
-                )
+                scores = self._scores(scored_phrases, [rowid for rowid, _ in taken], exclude_agent)
                 scored = len(taken)
                 if len(scores) >= limit:
                     break
             if scored < len(taken):
-                scores = self._scores(
-                    scored_phrases, [rowid for rowid, _ in taken], exclude_ids, exclude_agent
-                )
+                scores = self._scores(scored_phrases, [rowid for rowid, _ in taken], exclude_agent)
             best = sorted(
                 (-count, -scores[rowid], rowid) for rowid, count in taken if rowid in scores
             )
@@ -417,23 +416,18 @@ class SearchIndex:
         return Counter(rowid for (rowid,) in found)
 
     def _scores(
-        self,
-        phrases: Sequence[str],
-        rowids: list[int],
-        exclude_ids: Sequence[str],
-        exclude_agent: str | None,
+        self, phrases: Sequence[str], rowids: list[int], exclude_agent: str | None
     ) -> dict[int, float]:
-        """The ``-bm25()`` of ``phrases`` of each entry of ``rowids`` that is not excluded
-        (FTS5 walks the phrases' matches; ``bm25()`` is computed for these alone)."""
+        """The ``-bm25()`` of ``phrases`` of each entry of ``rowids`` that is not
+        ``exclude_agent``'s extraction (FTS5 walks the phrases' matches; ``bm25()`` is computed
+        for these alone)."""
         found = self._run(
             f"SELECT fts.rowid, {_BM25} FROM fts CROSS JOIN entries AS e ON e.rowid = fts.rowid "
             "WHERE fts MATCH ?1 AND +fts.rowid IN (SELECT value FROM json_each(?2)) "
-            "AND (?3 IS NULL OR e.id NOT IN (SELECT value FROM json_each(?3))) "
-            "AND (?4 IS NULL OR instr(e.agents, ?4) = 0)",
+            "AND (?3 IS NULL OR instr(e.agents, ?3) = 0)",
             (
                 " OR ".join(phrases),
                 json.dumps(rowids),
-                json.dumps(list(exclude_ids)) if exclude_ids else None,
                 f" {exclude_agent} " if exclude_agent else None,
             ),
         ).fetchall()
@@ -639,6 +633,13 @@ def _row(record: Sequence[object]) -> Row:
 
 
 def _failure(path: Path, exc: sqlite3.Error) -> Exception:
+    if "no such module: fts5" in str(exc):
+        return BeltError(
+            f"the registry's search needs SQLite's FTS5, and this Python's SQLite "
+            f"{sqlite3.sqlite_version} lacks it ({exc})",
+            hint="use a Python whose sqlite3 module is built with FTS5 (python.org and most "
+            "distributions' builds are)",
+        )
     code = getattr(exc, "sqlite_errorcode", None)
     if (
         isinstance(exc, sqlite3.DatabaseError)
