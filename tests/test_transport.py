@@ -204,7 +204,9 @@ def test_a_lent_transport_carries_the_calls_of_every_thread_until_it_is_given_ba
 
     async def forwarded(url: str) -> str | None:
         async with forward_decider(url) as decide:
-            verdict = await decide(LifecycleHookPayload.model_validate(sample_payload("agent.start")))
+            verdict = await decide(
+                LifecycleHookPayload.model_validate(sample_payload("agent.start"))
+            )
         return verdict.response.reason
 
     recorder = Recorder(b'{"decision": "allow"}')
