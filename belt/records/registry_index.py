@@ -342,16 +342,14 @@ class SearchIndex:
         needed = max(1, min(min_terms, len(phrases)))
         self._run("BEGIN")
         try:
-            if journal is not None and self.journal() != journal:
+            reflects, version = self._run(
+                "SELECT (SELECT value FROM meta WHERE key = 'journal'), data_version "
+                "FROM pragma_data_version"
+            ).fetchone()
+            if journal is not None and reflects != journal:
                 raise Stale
-            rarer = _rarer(self._counts(phrases))
-            held = self._held(phrases, rarer)
-            if exclude_ids:
-                for (rowid,) in self._run(
-                    "SELECT rowid FROM entries WHERE id IN (SELECT value FROM json_each(?))",
-                    (json.dumps(list(exclude_ids)),),
-                ):
-                    held.pop(rowid, None)
+            rarer = _rarer(self._counts(phrases, version))
+            held = self._held(phrases, rarer, exclude_ids)
             groups: dict[int, list[int]] = {}
             for rowid, count in held.items():
                 if count >= needed:
@@ -384,13 +382,12 @@ class SearchIndex:
             if self.db.in_transaction:
                 self._run("COMMIT")
 
-    def _counts(self, phrases: Sequence[str]) -> list[int]:
+    def _counts(self, phrases: Sequence[str], version: object) -> list[int]:
         """How many entries each of ``phrases`` matches (FTS5 counts its doclist).
 
         They are kept while no connection changes the file (SQLite's ``data_version`` of this
         connection, read in this transaction, says when one did; this connection's own changes
         forget them): a prompt's common words come back often, and cost the most to count."""
-        version = self._run("PRAGMA data_version").fetchone()
         if version != self.version or len(self.counts) > MAX_KEPT_COUNTS:
             self.counts, self.version = {}, version
         missing = [phrase for phrase in phrases if phrase not in self.counts]
@@ -402,18 +399,34 @@ class SearchIndex:
             self.counts.update(zip(missing, (int(count) for (count,) in found), strict=True))
         return [self.counts[phrase] for phrase in phrases]
 
-    def _held(self, phrases: Sequence[str], rarer: Sequence[int]) -> Counter[int]:
-        """How many of ``phrases`` each entry holding one of the ``rarer`` holds: FTS5 reads
-        the rarer phrases' doclists, and looks each other phrase up in those entries alone."""
+    def _held(
+        self, phrases: Sequence[str], rarer: Sequence[int], exclude_ids: Sequence[str]
+    ) -> Counter[int]:
+        """How many of ``phrases`` each entry holding one of the ``rarer`` holds, less
+        ``exclude_ids``: FTS5 reads the rarer phrases' doclists, and looks each other phrase up
+        in those entries alone."""
         either = " OR ".join(phrases[number] for number in rarer)
-        found = self._run(
-            " UNION ALL ".join(["SELECT rowid FROM fts WHERE fts MATCH ?"] * len(phrases)),
-            [
-                phrase if number in rarer else f"({either}) AND {phrase}"
-                for number, phrase in enumerate(phrases)
-            ],
-        ).fetchall()
-        return Counter(rowid for (rowid,) in found)
+        asked = [
+            phrase if number in rarer else f"({either}) AND {phrase}"
+            for number, phrase in enumerate(phrases)
+        ]
+        query = " UNION ALL ".join(["SELECT rowid, 1 FROM fts WHERE fts MATCH ?"] * len(asked))
+        if exclude_ids:
+            query += (
+                " UNION ALL SELECT rowid, 0 FROM entries "
+                "WHERE id IN (SELECT value FROM json_each(?))"
+            )
+            asked.append(json.dumps(list(exclude_ids)))
+        held = Counter[int]()
+        excluded = []
+        for rowid, holds in self._run(query, asked):
+            if holds:
+                held[rowid] += 1
+            else:
+                excluded.append(rowid)
+        for rowid in excluded:
+            held.pop(rowid, None)
+        return held
 
     def _scores(
         self, phrases: Sequence[str], rowids: list[int], exclude_agent: str | None
