@@ -47,7 +47,7 @@ EVERY_TERM_ROWS = 512
 """A query whose terms are held by at most this many entries in all (an entry counted once for
 each term it holds) is answered from every entry holding one of them."""
 
-RARER_ROWS = 64
+RARER_ROWS = 32
 """A query whose terms are held by more is answered from the entries holding one of its rarer
 terms: its terms, rarest first, while the entries holding each add up to at most this many (the
 rarest term always). Each query then reads a bounded number of entries, however large the
