@@ -25,7 +25,7 @@ from belt.errors import (
     UsageError,
     remote_error,
 )
-from belt.records.interrupts import BATCH_PATH, happened_at
+from belt.records.interrupts import BATCH_PATH, Settlement, happened_at
 from belt.records.profile import PROFILE_PATH
 from belt.store import check_id
 from belt.strictjson import StrictJSONError, decode
@@ -76,6 +76,7 @@ class Platform:
             )
         self.host = url_host(base_url)
         self.timeout = timeout
+        self._atomic: bool | None = None
         self._answered: int | None = None
         """The status of the last answer (what a route's shape error names)."""
         self._key = api_key if api_key is not None else api_key_from_env()
@@ -239,15 +240,27 @@ class Platform:
         return self.get_interrupt(interrupt_id=interrupt_id, run_id=run_id), None
 
     def resolve_interrupt(
-        self, *, interrupt_id: str, decision: str, data: Any = None, door: str = "cli"
+        self,
+        *,
+        interrupt_id: str,
+        decision: str,
+        data: Any = None,
+        door: str = "cli",
+        by: Settlement | None = None,
     ) -> dict[str, Any]:
         """``POST /interrupts/{id}/resolve``; returns the resolved InterruptDTO. The platform
-        records who resolved it (``door`` is the local store's, and is not sent)."""
+        records who resolved it (``door`` is the local store's, and is not sent).
+
+        ``by``, a rule's settlement, goes to ``belt serve`` alone (its batch route answers),
+        through its own ``POST /_belt/interrupts/{id}/resolve``, which records it in the trail;
+        another API is sent the spec's request and nothing of it."""
         check_id(interrupt_id, what="interrupt id")
         body: dict[str, Any] = {"decision": decision}
         if data is not None:
             body["data"] = data
         path = f"/interrupts/{interrupt_id}/resolve"
+        if by is not None and self.batch_atomic():
+            path, body["by"] = f"/_belt{path}", by
         try:
             result = self.request("POST", path, body=body)
         except NotFound as exc:
@@ -258,14 +271,17 @@ class Platform:
 
     def batch_atomic(self) -> bool:
         """Whether the platform has ``belt serve``'s batch route (``GET /_belt/interrupts/batch``
-        answers); a platform that only resolves one gate at a time answers 404 or 405."""
-        try:
-            terms = self.request("GET", BATCH_PATH)
-        except BeltError as exc:
-            if exc.status in (404, 405):
-                return False
-            raise
-        return isinstance(terms, dict) and terms.get("atomic") is True
+        answers), asked once; a platform that only resolves one gate at a time answers 404 or
+        405."""
+        if self._atomic is None:
+            try:
+                terms = self.request("GET", BATCH_PATH)
+            except BeltError as exc:
+                if exc.status not in (404, 405):
+                    raise
+                terms = None
+            self._atomic = isinstance(terms, dict) and terms.get("atomic") is True
+        return self._atomic
 
     def in_batch(self, *, items: list[dict[str, Any]], batch: str) -> list[dict[str, Any]]:
         """All of ``items``: the API does not say who settled a gate (the batch route checks)."""

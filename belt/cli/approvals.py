@@ -60,8 +60,9 @@ def auto(
     with a problem is refused (exit 5) before anything is settled.
 
     Locally it follows every run's gates (or --run's) and a look costs two file-system stats
-    while nothing changes; with --api it polls the list of each --run. Against an API the
-    settlement is recorded by the server as an API call.
+    while nothing changes; with --api it polls the list of each --run. belt serve records the
+    rule in its trail (through the API, and whether the token was used); another API is sent
+    the resolve alone and records it as it records any.
 
     Examples:
 
@@ -111,15 +112,20 @@ def auto(
 
 
 def _resolver(backend: Backend) -> Resolve:
-    """How auto resolves: in the store with the rule's settlement, or through the API (whose
-    server records the settlement as its API door's)."""
+    """How auto resolves: in the store with the rule's settlement, or through the API, which
+    ``belt serve`` records as the rule's (another API, as it records any resolve)."""
     if isinstance(backend, LocalBackend):
         from belt.approvals import store_resolver
 
         return store_resolver(backend.store)
+    from belt.remote import Platform
+
+    assert isinstance(backend, Platform)  # open_backend gives the store or a Platform
 
     def through_api(interrupt_id: str, decision: str, data: Any, by: Settlement) -> dict[str, Any]:
-        return backend.resolve_interrupt(interrupt_id=interrupt_id, decision=decision, data=data)
+        return backend.resolve_interrupt(
+            interrupt_id=interrupt_id, decision=decision, data=data, by=by
+        )
 
     return through_api
 

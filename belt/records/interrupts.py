@@ -20,6 +20,7 @@ neither grows with the settled interrupts a store keeps.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta
@@ -34,6 +35,7 @@ from belt.records.runs import RUN, find_run_id
 from belt.store import Store, check_id, clock, open_store
 from belt.store.clock import epoch_ms, parse_timestamp, timestamp, utcnow
 from belt.store.shapes import record_shape
+from belt.text import describe, printable, short
 from belt.wire.enums import AgentRunState, InterruptStatus
 
 INTERRUPT = "interrupt"
@@ -62,6 +64,8 @@ DTO_FIELDS = (
 """The InterruptDTO fields, in wire order (a test holds this equal to ``belt.wire``)."""
 
 RESOLUTIONS = ("allow", "deny")
+
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 DOORS = ("cli", "review", "inspector", "api")
 """The doors a person settles a gate through: ``belt interrupt resolve``, ``belt interrupt
@@ -101,6 +105,40 @@ def os_user() -> str:
         return getpass.getuser() or "unknown"
     except (OSError, KeyError, ImportError):
         return "unknown"
+
+
+RULE_FORM = ("how", "file", "rule", "digest")
+"""The keys of a rule's settlement as a caller of ``belt serve`` sends it, exactly."""
+RULE_LENGTHS = {"file": 4096, "rule": 1024}
+"""The most characters of its strings."""
+
+
+def rule_settlement(body: Mapping[str, Any], *, token: bool) -> Settlement:
+    """The rule a caller of ``belt serve``'s own resolve route says settled a gate (its body is
+    ``{"decision", "data", "by": {"how": "rule", "file", "rule", "digest"}}``), checked
+    strictly and recorded as through the ``api`` door, with whether a token was used;
+    InvalidInput naming the field otherwise. ``file`` is what the caller claims."""
+    form = body.get("by")
+    unknown = [f"{k}: unknown field" for k in body if k not in ("decision", "data", "by")]
+    if not unknown and isinstance(form, dict):
+        unknown = [f"by.{k}: unknown field" for k in form if k not in RULE_FORM]
+        unknown += [f"by.{k}: missing" for k in RULE_FORM if k not in form]
+    if unknown:
+        raise InvalidInput(short(printable(unknown[0])))
+    if not isinstance(form, dict):
+        shape = '{"how": "rule", "file", "rule", "digest"}'
+        raise InvalidInput(f"by: expected {shape}, got {describe(form)}")
+    if form["how"] != "rule":
+        raise InvalidInput(f'by.how: expected "rule", got {printable(short(form["how"], 40))}')
+    for key, most in RULE_LENGTHS.items():
+        value = form[key]
+        if not isinstance(value, str) or not value.strip() or not value.isprintable():
+            raise InvalidInput(f"by.{key}: expected a printable string, got {describe(value)}")
+        if len(value) > most:
+            raise InvalidInput(f"by.{key}: {len(value)} characters, more than {most}")
+    if not isinstance(form["digest"], str) or not DIGEST.fullmatch(form["digest"]):
+        raise InvalidInput("by.digest: expected sha256: and 64 lowercase hex digits")
+    return {**cast(Settlement, form), "door": "api", "token": token}
 
 
 def person(door: str, token: bool = False) -> Settlement:
@@ -217,13 +255,13 @@ def settled_by(record: Interrupt) -> str | None:
         return None
     how = by.get("how")
     door = _DOOR_NAMES.get(str(by.get("door")), str(by.get("door")))
+    if by.get("door") == "api":
+        door += " (with a token)" if by.get("token") else " (without a token)"
     if how == "person":
-        text = f"{by.get('user')} via {door}"
-        if by.get("door") == "api":
-            text += " (with a token)" if by.get("token") else " (without a token)"
-        return text
+        return f"{by.get('user')} via {door}"
     if how == "rule":
-        return f"rule {by.get('rule')} of {by.get('file')} ({_short(by.get('digest'))})"
+        via = f" via {door}" if "door" in by else ""
+        return f"rule {by.get('rule')} of {by.get('file')} ({_short(by.get('digest'))}){via}"
     if how == "expiry":
         return f"expiry (default {by.get('default')})"
     if how == "batch":

@@ -46,6 +46,7 @@ from belt.records.interrupts import (
     person,
     resolve_batch,
     resolve_interrupt,
+    rule_settlement,
     sweep,
 )
 from belt.records.journal import ServeLine, journal_headers
@@ -637,6 +638,7 @@ def platform_routes(hooks: HookService, api: PlatformApi, health: Health) -> lis
         Route("/hooks/{name:path}", hooks, methods=["POST"]),
         Route("/agent-runs/{run_id}/interrupts", answering(api.list_interrupts), methods=["GET"]),
         Route("/interrupts/{interrupt_id}/resolve", api.resolve, methods=["POST"]),
+        Route("/_belt/interrupts/{interrupt_id}/resolve", api.resolve_by_rule, methods=["POST"]),
         Route(BATCH_PATH, api.batch_terms, methods=["GET"]),
         Route(BATCH_PATH, api.resolve_batch, methods=["POST"]),
         Route("/agents/hook-events", api.hook_events, methods=["GET"]),
@@ -792,24 +794,33 @@ class PlatformApi:
             items = [item for item in items if item.get("status") == status]
         return envelope(items)
 
-    async def resolve(self, request: Request) -> Response:
+    async def resolve(self, request: Request, by_rule: bool = False) -> Response:
         """POST /interrupts/{id}/resolve with ``{"decision": "allow"|"deny", "data": ...}``."""
         interrupt_id = request.path_params["interrupt_id"]
         try:
             body = await read_json_object(request)
             decision = body.get("decision")
+            try:
+                by = rule_settlement(body, token=self.token) if by_rule else None
+            except BeltError as exc:
+                raise belt_problem(exc) from None
             dto = await self._call(
                 resolve_interrupt,
                 interrupt_id=interrupt_id,
                 decision=decision,
                 data=body.get("data"),
-                by=person("api", token=self.token),
+                by=by or person("api", token=self.token),
             )
         except Problem as problem:
             self._report_api("resolve", interrupt_id, problem.status, problem.detail)
             return problem.response()
         self._report_api("resolve", interrupt_id, 200, str(decision))
         return envelope(dto)
+
+    async def resolve_by_rule(self, request: Request) -> Response:
+        """POST /_belt/interrupts/{id}/resolve: the same, with ``"by"``, the rule that settled
+        it (``rule_settlement``: checked strictly, recorded through the API door)."""
+        return await self.resolve(request, by_rule=True)
 
     async def batch_terms(self, request: Request) -> Response:
         """GET /_belt/interrupts/batch: that this server settles batches all or nothing, and
