@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import threading
 import time
@@ -94,6 +95,26 @@ def test_a_body_that_never_finishes_is_closed_and_nothing_is_journalled(tmp_path
     assert [line["status"] for line in lines if line.get("kind") == "hook"] == [200]
     cut = [line for line in lines if line.get("action") == "cut short"]
     assert len(cut) == 1 and "not all sent in time" in cut[0]["detail"]
+
+
+def test_a_head_deadline_after_a_slow_body_is_not_held_back_by_the_body_deadline(
+    tmp_path: Path,
+) -> None:
+    # The body outlives the head deadline (so the connection's one timer then waits for the
+    # body's, far off); the next head, stalled, is still closed at its own deadline.
+    with serving(tmp_path, header_timeout=0.3, body_timeout=600) as url:
+        sock = open_socket(url, STALLED_BODY.replace(b"Length: 100", b"Length: 2"))
+        time.sleep(0.6)
+        sock.sendall(b"}")
+        answer = sock.recv(65536)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE)[1])  # type: ignore[index]
+        while len(body) < length:
+            body += sock.recv(65536)
+        assert head.startswith(b"HTTP/1.1 422")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        assert closed_by_server(sock)
+        sock.close()
 
 
 def test_under_another_server_the_middleware_still_cuts_a_late_body_short(tmp_path: Path) -> None:

@@ -249,6 +249,9 @@ class GuardedConnection(asyncio.Protocol):
         """A deadline ``seconds`` from now, in place of any other."""
         loop = asyncio.get_running_loop()
         self.deadline = loop.time() + seconds
+        if self.timer is not None and self.timer.when() > self.deadline:
+            self.timer.cancel()  # due after this deadline (a body's, which waits longer)
+            self.timer = None
         if self.timer is None:
             self.timer = loop.call_at(self.deadline, self.deadline_due)
 
