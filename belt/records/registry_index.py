@@ -178,18 +178,13 @@ class Probe:
 
     def _tokenise(self, words: list[str]) -> list[tuple[str, ...]]:
         if self._db is None or self._pid != os.getpid():
-            self._db, self._pid = connect(":memory:", check_same_thread=False), os.getpid()
-            try:
-                self._db.execute(
-                    f"CREATE VIRTUAL TABLE probe USING fts5(body, tokenize='{TOKENIZER}')"
-                )
-                self._db.execute(
-                    "CREATE VIRTUAL TABLE probe_terms USING fts5vocab(probe, instance)"
-                )
+            db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            try:  # SQLite without FTS5 says so here
+                db.execute(f"CREATE VIRTUAL TABLE probe USING fts5(body, tokenize='{TOKENIZER}')")
+                db.execute("CREATE VIRTUAL TABLE probe_terms USING fts5vocab(probe, instance)")
             except sqlite3.Error as exc:
-                self._db.close()
-                self._db = None
                 raise _failure(Path(":memory:"), exc) from None
+            self._db, self._pid = db, os.getpid()
         db, found = self._db, [list[str]() for _ in words]
         db.execute("BEGIN")  # rolled back: nothing is left to delete
         try:
@@ -212,14 +207,6 @@ def query_phrases(words: Sequence[str]) -> list[str]:
         if terms:
             phrases.setdefault(terms, quoted(word))
     return list(phrases.values())
-
-
-def connect(path: Path | str, *, check_same_thread: bool = True) -> sqlite3.Connection:
-    """A connection to ``path`` in autocommit mode, waiting up to ``BUSY_SECONDS`` for a lock.
-    Whether this SQLite has FTS5 shows at the first statement that needs it (``_failure``)."""
-    return sqlite3.connect(
-        path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=check_same_thread
-    )
 
 
 class SearchIndex:
@@ -246,7 +233,7 @@ class SearchIndex:
             make_dirs(path.parent)
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | SAFE_FLAGS, 0o600))
         try:
-            index = cls(path, connect(path))
+            index = cls(path, sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None))
         except sqlite3.Error as exc:
             raise _failure(path, exc) from None
         try:
