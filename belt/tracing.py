@@ -145,34 +145,48 @@ def span(
     hex."""
     if not _on:
         return _NOOP
-    return _span(name, attributes, kind, start_time_ns, links)
+    return _Current(name, _clean(attributes), kind, start_time_ns, links)
 
 
-@contextlib.contextmanager
-def _span(
-    name: str,
-    attributes: Mapping[str, Any] | None,
-    kind: str,
-    start_time_ns: int | None,
-    links: Sequence[Mapping[str, str]],
-) -> Iterator[Any]:
-    from opentelemetry.trace import SpanKind, Status, StatusCode
+class _Current:
+    """:func:`span`'s span, started and made current on entry, ended on exit: the SDK's
+    ``start_as_current_span`` without its layers of generators (a hook's span is on every
+    delivery's path)."""
 
-    with _tracer.start_as_current_span(
-        name,
-        kind=SpanKind[kind.upper()] if kind in _KINDS else SpanKind.INTERNAL,
-        attributes=_clean(attributes),
-        start_time=start_time_ns,
-        links=[_link(link) for link in links if link],
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as current:
-        try:
-            yield current
-        except Exception as exc:
-            current.set_attribute("error.type", type(exc).__qualname__)
-            current.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
-            raise
+    def __init__(
+        self,
+        name: str,
+        attributes: dict[str, Any],
+        kind: str,
+        start_time_ns: int | None,
+        links: Sequence[Mapping[str, str]],
+    ) -> None:
+        self.started = (name, attributes, kind, start_time_ns, links)
+
+    def __enter__(self) -> Any:
+        from opentelemetry import context, trace
+
+        name, attributes, kind, start_time_ns, links = self.started
+        self.span = _tracer.start_span(
+            name,
+            kind=trace.SpanKind[kind.upper()] if kind in _KINDS else trace.SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=start_time_ns,
+            links=[_link(link) for link in links if link],
+        )
+        self.token = context.attach(trace.set_span_in_context(self.span))
+        return self.span
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
+        from opentelemetry import context
+
+        if isinstance(exc, Exception):
+            from opentelemetry.trace import Status, StatusCode
+
+            self.span.set_attribute("error.type", type(exc).__qualname__)
+            self.span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+        context.detach(self.token)
+        self.span.end()
 
 
 def begin(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
@@ -181,20 +195,15 @@ def begin(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
     Spans begun this way must be ended in the reverse order."""
     if not _on:
         return None
-    from opentelemetry import context, trace
-
-    started = _tracer.start_span(name, attributes=_clean(attributes))
-    return started, context.attach(trace.set_span_in_context(started))
+    handle = _Current(name, _clean(attributes), "internal", None, ())
+    handle.__enter__()
+    return handle
 
 
 def end(handle: Any) -> None:
     """End a span :func:`begin` started and make its parent current again."""
     if handle is not None:
-        from opentelemetry import context
-
-        started, token = handle
-        context.detach(token)
-        started.end()
+        handle.__exit__(None, None, None)
 
 
 def carried() -> dict[str, Any] | None:
