@@ -29,6 +29,7 @@ from belt.errors import Conflict, InvalidInput, NotFound
 from belt.inputs import decode_text, read_bytes
 from belt.matching import ArgumentMatchers, argument_matchers, arguments_match, glob
 from belt.records.interrupts import (
+    RULE_LENGTHS,
     Interrupt,
     Settlement,
     inbox,
@@ -259,11 +260,14 @@ def _parse_rule(raw: Any, index: int, problems: _Problems) -> Rule | None:
         problems.error(path, f"expected a table, got {describe(raw)}")
         return None
     name = raw.get("name")
-    if isinstance(name, str) and name.strip():
+    most = RULE_LENGTHS["rule"]
+    if isinstance(name, str) and name.strip() and name.isprintable() and len(name) <= most:
         path = f'{path} "{name}"'
     else:
+        # The trail (and belt serve's route that records a rule) takes no other name.
         problems.error(
-            f"{path}.name", f"expected a name (a non-empty string), got {describe(name)}"
+            f"{path}.name",
+            f"expected a name (printable, 1 to {most} characters), got {describe(name)}",
         )
     before = len(problems.found)
     problems.unknown(raw, RULE_KEYS, path)

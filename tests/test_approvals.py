@@ -170,6 +170,15 @@ def test_an_ask_rule_leaves_the_gate_to_a_person_and_stops_the_search(store: Sto
         ),
         ("[[rules]]\nname = 'a'\ndecision = 'allow'\n", 'rules.toml: rules[0] "a".reason:'),
         ("[[rules]]\ndecision = 'allow'\nreason = 'r'\n", "rules.toml: rules[0].name:"),
+        # A name the trail could not record: control characters, or too long.
+        (
+            "[[rules]]\nname = \"a\\u001b[2J\"\ndecision = 'allow'\nreason = 'r'\n",
+            "rules.toml: rules[0].name: expected a name (printable, 1 to 1024 characters)",
+        ),
+        (
+            f"[[rules]]\nname = '{'n' * 1025}'\ndecision = 'allow'\nreason = 'r'\n",
+            "rules.toml: rules[0].name: expected a name (printable",
+        ),
         (
             "[[rules]]\nname = 'a'\ndecision = 'approve'\nreason = 'r'\n",
             'rules.toml: rules[0] "a".decision: expected one of allow, deny, ask',
