@@ -195,9 +195,7 @@ class GuardedConnection(asyncio.Protocol):
         self.scope = scope
         self.heard = False
         if body_timeout is None:
-            self.deadline = None
-            if self.limits is not None:
-                self.limits.waiting.pop(self, None)
+            self.complete()
         else:
             self.watch(body_timeout)
 
@@ -207,11 +205,10 @@ class GuardedConnection(asyncio.Protocol):
 
         async def receiving() -> Message:
             message = await receive()
-            if message["type"] != "http.request" or not message.get("more_body", False):
-                if self.scope is scope:
-                    self.deadline = None
-                    if self.limits is not None:
-                        self.limits.waiting.pop(self, None)
+            if self.scope is scope and (
+                message["type"] != "http.request" or not message.get("more_body", False)
+            ):
+                self.complete()
             return message
 
         return receiving
@@ -230,10 +227,16 @@ class GuardedConnection(asyncio.Protocol):
             if self.heard:
                 self.await_head()
 
+    def complete(self) -> None:
+        """The request is all in: no deadline, and not waiting at the cap."""
+        self.deadline = None
+        if self.limits is not None:
+            self.limits.waiting.pop(self, None)
+
     def drop(self) -> None:
         """Close this connection now (no request in progress, or one whose body is not all in:
         its app is told the client left)."""
-        if self.scope is not None and self.limits is not None and self in self.limits.waiting:
+        if self.scope is not None and self.deadline is not None:
             self.scope[BODY_LATE] = True
         self.forget()
         if self.transport is not None:
@@ -265,18 +268,15 @@ class GuardedConnection(asyncio.Protocol):
         if loop.time() < self.deadline:
             self.timer = loop.call_at(self.deadline, self.deadline_due)
             return
-        if self.scope is not None:
-            self.scope[BODY_LATE] = True  # the body's deadline: the app is told the client left
         self.drop()
 
     def forget(self) -> None:
-        self.deadline = None
+        self.complete()
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
         if self.limits is not None:
             self.limits.held.discard(self)
-            self.limits.waiting.pop(self, None)
 
 
 def has_body(scope: Scope) -> bool:
