@@ -53,8 +53,8 @@ terms: its terms, rarest first, while the entries holding each add up to at most
 rarest term always). Each query then reads a bounded number of entries, however large the
 registry; an entry holding more of the query's terms than are left out holds one of them."""
 
-MAX_KEPT_COUNTS = 100_000
-"""How many phrases' counts an open index keeps between queries, at most."""
+MAX_KEPT = 100_000
+"""How many phrases' counts and entries' rowids an open index keeps between queries, at most."""
 
 OPTIMIZE_ROWS = 100
 """A change of at least this many rows merges FTS5's index into one segment afterwards."""
@@ -217,6 +217,9 @@ class SearchIndex:
         self.db = connection
         self.counts: dict[str, int] = {}
         """How many entries each phrase matches, for the state of the file ``version`` names."""
+        self.rowids: dict[str, int] = {}
+        """The rowid of each entry a query returned (a suggestion leaves them out later), for
+        the same state."""
         self.version: object = None
 
     @classmethod
@@ -375,8 +378,8 @@ class SearchIndex:
         They are kept while no connection changes the file (SQLite's ``data_version`` of this
         connection, read in this transaction, says when one did; this connection's own changes
         forget them): a prompt's common words come back often, and cost the most to count."""
-        if version != self.version or len(self.counts) > MAX_KEPT_COUNTS:
-            self.counts, self.version = {}, version
+        if version != self.version or len(self.counts) + len(self.rowids) > MAX_KEPT:
+            self.counts, self.rowids, self.version = {}, {}, version
         missing = [phrase for phrase in phrases if phrase not in self.counts]
         if missing:
             found = self._run(
@@ -398,20 +401,21 @@ class SearchIndex:
             for number, phrase in enumerate(phrases)
         ]
         query = " UNION ALL ".join(["SELECT rowid, 1 FROM fts WHERE fts MATCH ?"] * len(asked))
-        if exclude_ids:
+        unknown = [entry_id for entry_id in exclude_ids if entry_id not in self.rowids]
+        if unknown:
             query += (
                 " UNION ALL SELECT rowid, 0 FROM entries "
                 "WHERE id IN (SELECT value FROM json_each(?))"
             )
-            asked.append(json.dumps(list(exclude_ids)))
+            asked.append(json.dumps(unknown))
         held = Counter[int]()
-        excluded = []
+        left_out = [self.rowids[entry_id] for entry_id in exclude_ids if entry_id in self.rowids]
         for rowid, holds in self._run(query, asked):
             if holds:
                 held[rowid] += 1
             else:
-                excluded.append(rowid)
-        for rowid in excluded:
+                left_out.append(rowid)
+        for rowid in left_out:
             held.pop(rowid, None)
         return held
 
@@ -446,6 +450,7 @@ class SearchIndex:
             raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
         if len(rows) != len(rowids):
             raise IndexDamaged(self.path, "a match has no row")
+        self.rowids.update((row.id, rowid) for rowid, row in rows.items())
         return rows
 
     # Internals
@@ -530,7 +535,7 @@ class _Transaction:
         self.index = index
 
     def __enter__(self) -> None:
-        self.index.counts, self.index.version = {}, None
+        self.index.counts, self.index.rowids, self.index.version = {}, {}, None
         self.index._run("BEGIN IMMEDIATE")
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
