@@ -214,6 +214,14 @@ def carried() -> dict[str, Any] | None:
     return None if found is None else {**found, "start_ns": now_ns()}
 
 
+def settlement(how: str, door: str | None = None) -> ContextManager[Any]:
+    """The ``belt.settlement`` span of a command that settles gates: how (``person``, ``rule``,
+    ``expiry``, ``batch``, as the trail says) and through which door (``cli``, ``review``,
+    ``api``), never who: the OS user the trail keeps is personal, and spans leave the machine.
+    The ``belt.gate`` span of each gate settled in it links to it (:func:`end_carried`)."""
+    return span("belt.settlement", {"belt.gate.settled_by": how, "belt.gate.door": door})
+
+
 def end_carried(name: str, kept: Mapping[str, Any] | None, attributes: Mapping[str, Any]) -> None:
     """Record the span ``kept`` (from :func:`carried`, maybe by another process) as ending now,
     in its trace, linked to the span that ends it: the current one, else a ``belt.settlement``

@@ -8,9 +8,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from belt import output
+from belt import output, tracing
 from belt.backend import Backend, LocalBackend, matching_gates, open_backend
-from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, finite, json_printed, moment_option
+from belt.cli.options import (
+    ApiKeyOption,
+    ApiOption,
+    JsonFlag,
+    OtlpOption,
+    TraceFileOption,
+    finite,
+    json_printed,
+    moment_option,
+    start_tracing,
+)
 from belt.errors import UsageError
 
 if TYPE_CHECKING:
@@ -50,6 +60,8 @@ def auto(
     json_: Annotated[bool, typer.Option("--json", help="Print one JSON object per line.")] = False,
     api: ApiOption = None,
     api_key: ApiKeyOption = None,
+    otlp: OtlpOption = None,
+    trace: TraceFileOption = None,
 ) -> None:
     """Settle gates by rules as they open, until Ctrl-C: the external resolver.
 
@@ -78,8 +90,9 @@ def auto(
             "lists interrupts per run",
             hint="without --api, auto follows every run in the local store",
         )
+    start_tracing(otlp, trace)
     with open_backend(api, api_key=api_key) as backend:
-        resolve = _resolver(backend)
+        resolve = _traced(_resolver(backend), "api" if api else None)
         if once:
             events: Iterable[dict[str, Any]] = [
                 {"event": "pending", "interrupt": item}
@@ -128,6 +141,16 @@ def _resolver(backend: Backend) -> Resolve:
         )
 
     return through_api
+
+
+def _traced(resolve: Resolve, door: str | None) -> Resolve:
+    """``resolve``, each settlement a belt.settlement span (docs/tracing.md)."""
+
+    def settle(interrupt_id: str, decision: str, data: Any, by: Settlement) -> dict[str, Any]:
+        with tracing.settlement(by["how"], door):
+            return resolve(interrupt_id, decision, data, by)
+
+    return settle
 
 
 def _kind(outcome: Outcome) -> str:

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Annotated, Any
 
 import typer
 
-from belt import output
+from belt import output, tracing
 from belt.backend import Backend, LocalBackend, LocalInbox, local_inbox, open_backend
 from belt.cli import BeltGroup, lazy_command
-from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, finite, json_printed, moment_option
+from belt.cli.options import (
+    ApiKeyOption,
+    ApiOption,
+    JsonFlag,
+    OtlpOption,
+    TraceFileOption,
+    finite,
+    json_printed,
+    moment_option,
+    start_tracing,
+)
 from belt.errors import BeltError, Conflict, UsageError
 from belt.wire.enums import InterruptReason, InterruptResolution, InterruptStatus
 
@@ -239,6 +250,8 @@ def resolve(
     json_: JsonFlag = False,
     api: ApiOption = None,
     api_key: ApiKeyOption = None,
+    otlp: OtlpOption = None,
+    trace: TraceFileOption = None,
 ) -> None:
     """Resolve a pending interrupt; exit 4 if it is no longer pending.
 
@@ -275,6 +288,7 @@ def resolve(
             if given:
                 raise UsageError(f"{option} is for --all; with one ID it has no use")
     resolved_data = None if data is None else read_json_option(data, option="--data")
+    start_tracing(otlp, trace)
     with open_backend(api, api_key=api_key) as backend:
         if all_:
             resolve_all(
@@ -288,9 +302,10 @@ def resolve(
                 atomic=not no_atomic,
             )
             return
-        item = backend.resolve_interrupt(
-            interrupt_id=interrupt_id, decision=chosen, data=resolved_data
-        )
+        with _settling("person", backend):
+            item = backend.resolve_interrupt(
+                interrupt_id=interrupt_id, decision=chosen, data=resolved_data
+            )
     if json_printed(json_, item):
         return
     output.success(f"{item.get('id') or interrupt_id} resolved: {item.get('resolution') or chosen}")
@@ -358,13 +373,20 @@ def resolve_all(
         if not typer.confirm(f"settle {count} as {decision}?", err=True):
             raise BeltError("nothing resolved: not confirmed")
     if one_by_one:
-        resolved, missed = resolve_each(backend, items, decision=decision, data=data)
+        with _settling("person", backend):
+            resolved, missed = resolve_each(backend, items, decision=decision, data=data)
         _report_each(resolved, missed, len(items), decision, found, json_=json_)
         return
-    outcome = backend.resolve_batch(
-        ids=[item["id"] for item in items], digest=found, decision=decision, data=data
-    )
+    with _settling("batch", backend):
+        outcome = backend.resolve_batch(
+            ids=[item["id"] for item in items], digest=found, decision=decision, data=data
+        )
     _report_batch(outcome, decision, json_=json_)
+
+
+def _settling(how: str, backend: Backend) -> AbstractContextManager[Any]:
+    """The belt.settlement span of gates a person settles here: through the CLI, or the API."""
+    return tracing.settlement(how, "cli" if isinstance(backend, LocalBackend) else "api")
 
 
 def _selected(
@@ -424,12 +446,13 @@ def _repeat_or_refuse(
     earlier = backend.in_batch(items=settled, batch=batch_id(wanted)) if settled else []
     batch = [item for item in selected if item.get("status") == "pending"] + earlier
     if earlier and _digest_matches(batch_digest(batch), wanted):
-        outcome = backend.resolve_batch(
-            ids=[item["id"] for item in batch],
-            digest=batch_digest(batch),
-            decision=decision,
-            data=data,
-        )
+        with _settling("batch", backend):
+            outcome = backend.resolve_batch(
+                ids=[item["id"] for item in batch],
+                digest=batch_digest(batch),
+                decision=decision,
+                data=data,
+            )
         _report_batch(outcome, decision, json_=json_)
         return
     now = f"{short_digest(found)}" if found else "none (no pending gate matches)"
@@ -510,6 +533,8 @@ def review(
             "resume` does.",
         ),
     ] = False,
+    otlp: OtlpOption = None,
+    trace: TraceFileOption = None,
 ) -> None:
     """Walk the pending interrupts one by one and allow, deny or skip each (needs a terminal).
 
@@ -528,6 +553,7 @@ def review(
             "belt interrupt review asks on a terminal, and standard input is not one",
             hint=scripted_hint(),
         )
+    start_tracing(otlp, trace)
     backend = local_inbox()
     passed: set[str] = set()
     done = {"allow": 0, "deny": 0, "skip": 0}
@@ -554,9 +580,10 @@ def review(
             continue
         data = _ask_data()
         try:
-            resolved = backend.resolve_interrupt(
-                interrupt_id=item["id"], decision=answer, data=data, door="review"
-            )
+            with tracing.settlement("person", "review"):
+                resolved = backend.resolve_interrupt(
+                    interrupt_id=item["id"], decision=answer, data=data, door="review"
+                )
         except BeltError as exc:  # settled meanwhile by someone else, or by the sweep
             output.warning(exc.message)
             continue
@@ -709,6 +736,8 @@ def sweep(
         ),
     ] = None,
     json_: JsonFlag = False,
+    otlp: OtlpOption = None,
+    trace: TraceFileOption = None,
 ) -> None:
     """Settle every overdue pending interrupt with its default resolution (status expired).
 
@@ -722,7 +751,10 @@ def sweep(
         belt interrupt sweep --at 2026-08-11T14:10:00Z --json
     """
 
-    settled = local_inbox().sweep(at=moment_option(at, "--at"))
+    moment = moment_option(at, "--at")
+    start_tracing(otlp, trace)
+    with tracing.settlement("expiry"):
+        settled = local_inbox().sweep(at=moment)
     if json_printed(json_, {"settled": len(settled), "interrupts": settled}):
         return
     output.success(f"settled {len(settled)} overdue interrupt(s)")
