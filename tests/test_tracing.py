@@ -665,3 +665,32 @@ def test_a_collector_that_refuses_the_spans_is_one_warning_line() -> None:
     assert len(warned) == 1, done.stderr
     assert warned[0].startswith("warning: traces not exported: ")
     assert "Traceback" not in done.stderr
+
+
+def test_a_served_hook_span_counts_its_injection_in_utf8_bytes(tmp_path: Path) -> None:
+    # As a delivery's span in the engine counts it: bytes, not characters.
+    from belt.server.app import create_app
+    from belt.server.deciders import handler_decider
+    from belt.store import Store
+    from tests.loopback import CLIENT
+    from tests.servers import running, turn_start
+
+    reminder, system = "Rappel : rien hors de /tmp/ ✓", "Règle n°2"
+
+    def inject(payload: dict[str, Any]) -> dict[str, Any]:
+        return {"inject": {"content": reminder}, "system": system}
+
+    trace = tmp_path / "trace.jsonl"
+    assert tracing.start(trace_file=trace)
+    try:
+        app = create_app(
+            store=Store(tmp_path / "state"), decide=handler_decider(inject), sweep_interval=0
+        )
+        with running(app) as url:
+            reply = CLIENT.post(f"{url}/hooks/guard", json=turn_start())
+        assert reply.status_code == 200, reply.text
+    finally:
+        tracing.shutdown()
+    served = Spans(trace).one("belt.hook agent.turn_start")
+    assert served["attrs"]["belt.hook.handler_type"] == "handler"
+    assert served["attrs"]["belt.hook.injection_size"] == len((reminder + system).encode())

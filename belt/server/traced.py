@@ -116,12 +116,13 @@ def served_hook(record: dict[str, Any], decider: str, started_ns: int) -> None:
 
 
 def injection_size(response: Any) -> int:
-    """The characters an answer injects (its ``inject`` content and its ``system`` text)."""
+    """The size in bytes (UTF-8) of what an answer injects (its ``inject`` content and its
+    ``system`` text), as a delivery's span counts it in the engine."""
     if not isinstance(response, dict):
         return 0
     inject = response.get("inject")
     content = inject.get("content") if isinstance(inject, dict) else None
-    return len(content or "") + len(response.get("system") or "")
+    return len(((content or "") + (response.get("system") or "")).encode())
 
 
 def decider_kind(decide: Any) -> str:
