@@ -21,6 +21,7 @@ import pytest
 from tests.otlp_receiver import Receiver, Span, receiving
 from tests.terminal import on_terminal
 from tests.test_tracing import ROOT, Spans, belt, loaded_by, untraced_env
+from tests.test_tracing_e2e import serving
 
 GATED = (
     '[agent]\nname = "gated"\n'
@@ -189,8 +190,6 @@ def test_resolving_with_tracing_off_imports_no_opentelemetry(tmp_path: Path) -> 
 def test_resolving_through_belt_serve_is_one_trace_from_the_command_to_the_request(
     otlp: Receiver, tmp_path: Path
 ) -> None:
-    from tests.test_tracing_e2e import serving
-
     gate_id, hook = held_run(tmp_path)
     with serving(env=untraced_env(OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url)) as url:
         done = belt(
