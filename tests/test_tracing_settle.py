@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -181,8 +180,7 @@ def test_review_settles_each_answer_in_a_settlement_span_through_its_door(tmp_pa
 def test_resolving_with_tracing_off_imports_no_opentelemetry(tmp_path: Path) -> None:
     gate_id, _ = held_run(tmp_path)
     assert loaded_by("interrupt", "resolve", gate_id, "allow") == []
-    assert Path(os.environ["BELT_HOME"]).is_dir()
-    # The gate was settled, and left no span anywhere.
+    # The gate was settled all the same.
     shown = belt("interrupt", "show", gate_id, "--json")
     assert json.loads(shown.stdout)["status"] == "resolved"
 
