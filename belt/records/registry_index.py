@@ -348,7 +348,7 @@ class SearchIndex:
             # Whole groups, the most terms held first, as many as the answer needs (more if an
             # agent's exclusion leaves out some).
             taken: list[tuple[int, int]] = []
-            scores: dict[int, float] = {}
+            scores: dict[int, tuple[float, Sequence[object]]] = {}
             scored = 0
             for count in sorted(groups, reverse=True):
                 taken += [(rowid, count) for rowid in groups[count]]
@@ -361,13 +361,21 @@ class SearchIndex:
             if scored < len(taken):
                 scores = self._scores(scored_phrases, [rowid for rowid, _ in taken], exclude_agent)
             best = sorted(
-                (-count, -scores[rowid], rowid) for rowid, count in taken if rowid in scores
+                (-count, -scores[rowid][0], rowid) for rowid, count in taken if rowid in scores
+            )[:limit]
+            try:
+                hits = [
+                    Hit(
+                        row=_row(scores[rowid][1]), score=-score, matched=-count, terms=len(phrases)
+                    )
+                    for count, score, rowid in best
+                ]
+            except (TypeError, ValueError) as exc:
+                raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
+            self.rowids.update(
+                (hit.row.id, rowid) for hit, (_, _, rowid) in zip(hits, best, strict=True)
             )
-            rows_by_id = self._rows([rowid for _, _, rowid in best[:limit]])
-            return [
-                Hit(row=rows_by_id[rowid], score=-score, matched=-count, terms=len(phrases))
-                for count, score, rowid in best[:limit]
-            ]
+            return hits
         finally:
             if self.db.in_transaction:
                 self._run("COMMIT")
@@ -421,12 +429,13 @@ class SearchIndex:
 
     def _scores(
         self, phrases: Sequence[str], rowids: list[int], exclude_agent: str | None
-    ) -> dict[int, float]:
-        """The ``-bm25()`` of ``phrases`` of each entry of ``rowids`` that is not
+    ) -> dict[int, tuple[float, Sequence[object]]]:
+        """The ``-bm25()`` of ``phrases`` and the row of each entry of ``rowids`` that is not
         ``exclude_agent``'s extraction (FTS5 walks the phrases' matches; ``bm25()`` is computed
         for these alone)."""
         found = self._run(
-            f"SELECT fts.rowid, {_BM25} FROM fts CROSS JOIN entries AS e ON e.rowid = fts.rowid "
+            f"SELECT fts.rowid, {_BM25}, e.id, e.name_key, e.name, e.kind, e.tags, e.text, "
+            "e.version, e.agents FROM fts CROSS JOIN entries AS e ON e.rowid = fts.rowid "
             "WHERE fts MATCH ?1 AND +fts.rowid IN (SELECT value FROM json_each(?2)) "
             "AND (?3 IS NULL OR instr(e.agents, ?3) = 0)",
             (
@@ -435,23 +444,7 @@ class SearchIndex:
                 f" {exclude_agent} " if exclude_agent else None,
             ),
         ).fetchall()
-        return {int(rowid): float(score) for rowid, score in found}
-
-    def _rows(self, rowids: list[int]) -> dict[int, Row]:
-        """The rows of ``rowids``; IndexDamaged if one is missing or not as belt wrote it."""
-        found = self._run(
-            "SELECT rowid, id, name_key, name, kind, tags, text, version, agents FROM entries "
-            "WHERE rowid IN (SELECT value FROM json_each(?))",
-            (json.dumps(rowids),),
-        ).fetchall()
-        try:
-            rows = {int(rowid): _row(record) for rowid, *record in found}
-        except (TypeError, ValueError) as exc:
-            raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
-        if len(rows) != len(rowids):
-            raise IndexDamaged(self.path, "a match has no row")
-        self.rowids.update((row.id, rowid) for rowid, row in rows.items())
-        return rows
+        return {int(rowid): (float(score), record) for rowid, score, *record in found}
 
     # Internals
 
