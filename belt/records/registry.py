@@ -855,9 +855,10 @@ def _matches(hits: Sequence[Hit]) -> list[Match]:
 def search(
     store: Store | None, *, owner: str = DEFAULT_OWNER, query: str, limit: int = 10
 ) -> list[Match]:
-    """``owner``'s entries that share any term with ``query``, best first: ranked as
-    ``suggest`` ranks (those sharing more of the query's terms first, BM25 ranking those
-    sharing as many), so what a suggestion would offer is at the top.
+    """``owner``'s entries that share a term with ``query`` (in a large registry, one of its
+    rarer terms: ``SearchIndex.search``), best first: ranked as ``suggest`` ranks (those
+    sharing more of the query's terms first, BM25 ranking those sharing as many), so what a
+    suggestion would offer is at the top.
 
     Any text is a valid query: its words are quoted, never read as FTS5 syntax.
     """
