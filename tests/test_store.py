@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from belt.errors import Conflict, ExitCode, InvalidInput, NotFound
 from belt.store import SCHEMA_VERSION, MemoryStore, Store, files, open_store, shapes
 from belt.store import store as store_module
+from belt.store.locking import LOCKS_KEPT
 from belt.store.store import FRESH_KEPT
 
 
@@ -360,6 +361,95 @@ def test_processes_never_lose_an_update(tmp_path: Path) -> None:
     events = store.read_log("events", "r")
     assert len(events) == 160
     assert sorted({e["who"] for e in events}) == ["0", "1", "2", "3"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+def test_a_process_keeps_each_lock_file_open_a_bounded_number(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s")
+    store.append("events", "r", {"n": 1})
+    with store.lock("run", "r"):
+        assert lock_files_open(store.root) == 2
+    # Taken again with a flock, not opened again.
+    assert lock_files_open(store.root) == 2
+    for number in range(LOCKS_KEPT + 10):
+        with store.lock("run", f"r{number}"):
+            pass
+    assert 1 <= lock_files_open(store.root) <= LOCKS_KEPT
+
+
+LOCK_HOLDER = """
+import sys
+from pathlib import Path
+from belt.store import Store
+with Store(Path(sys.argv[1])).lock("run", "r"):
+    with open(sys.argv[2], "a") as out:
+        out.write("held\\n")
+    print("held", flush=True)
+    sys.stdin.readline()
+    with open(sys.argv[2], "a") as out:
+        out.write("released\\n")
+"""
+
+
+def test_a_lock_file_deleted_since_this_process_opened_it_still_excludes_others(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "s")
+    with store.lock("run", "r"):
+        pass  # its lock file is kept open
+    next((store.root / "locks").rglob("r.lock")).unlink()
+    order = tmp_path / "order"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(store.root), str(order)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    assert holder.stdout.readline() == "held\n"  # on the lock file it made anew
+
+    def take() -> None:
+        with store.lock("run", "r"), order.open("a") as out:
+            out.write("taken here\n")
+
+    taker = threading.Thread(target=take)
+    taker.start()
+    time.sleep(0.3)  # time enough to take a lock that excluded no one
+    holder.stdin.write("\n")
+    holder.stdin.close()
+    assert holder.wait(timeout=30) == 0
+    holder.stdout.close()
+    taker.join(timeout=30)
+    assert order.read_text().splitlines() == ["held", "released", "taken here"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+def test_a_forked_child_does_not_share_its_parents_lock(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s")
+    with store.lock("run", "r"):
+        pass  # its lock file is kept open, and a child inherits the descriptor
+    order = tmp_path / "order"
+    ready, go = os.pipe()
+    with store.lock("run", "r"):
+        child = os.fork()
+        if child == 0:
+            code = 1
+            try:
+                os.close(go)
+                os.read(ready, 1)
+                with Store(tmp_path / "s").lock("run", "r"), order.open("a") as out:
+                    out.write("child\n")
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(ready)
+        os.write(go, b"x")
+        time.sleep(0.3)  # time enough for the child to take a lock it shared with this process
+        with order.open("a") as out:
+            out.write("parent\n")
+    os.close(go)
+    assert os.waitpid(child, 0)[1] == 0
+    assert order.read_text().splitlines() == ["parent", "child"]
 
 
 WRITER = """
@@ -1213,16 +1303,27 @@ def test_an_update_of_a_kept_record_pins_it_by_the_descriptor_it_was_written_thr
     assert store.read_fresh("agent", "ag_1") == {"v": 4}
 
 
-def open_files_under(root: Path) -> int:
-    """How many descriptors of this process are open on files under ``root``."""
-    found = 0
+def open_targets() -> list[str]:
+    """What this process's descriptors are open on."""
+    found = []
     for fd in os.listdir("/proc/self/fd"):
         try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
         except OSError:
             continue
-        found += target.startswith(str(root))
     return found
+
+
+def open_files_under(root: Path) -> int:
+    """How many descriptors of this process are open on files under ``root``, but for its lock
+    files (which a process keeps open: ``lock_files_open``)."""
+    locks = f"{root}/locks/"
+    return sum(t.startswith(f"{root}/") and not t.startswith(locks) for t in open_targets())
+
+
+def lock_files_open(root: Path) -> int:
+    """How many descriptors of this process are open on lock files under ``root``."""
+    return sum(target.startswith(f"{root}/locks/") for target in open_targets())
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")

@@ -19,7 +19,6 @@ import stat
 import tempfile
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -173,20 +172,25 @@ def _write_all(fd: int, data: bytes) -> None:
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
 
 
-@contextmanager
-def _writing(path: Path) -> Iterator[None]:
+class _writing:  # noqa: N801 (used as a function: ``with _writing(path):``)
     """Within it, a write to ``path`` that fails for want of room (full disk, quota, size
     limit, read-only or failing device) is a BeltError naming ``path``; any other failure
     stays as it is."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno not in _NO_ROOM:
-            raise
-        raise BeltError(
-            f"{path}: cannot write ({exc.strerror or exc}); that file is unchanged",
-            hint="free some space (or fix the file system), then retry",
-        ) from None
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+            raise BeltError(
+                f"{self.path}: cannot write ({exc.strerror or exc}); that file is unchanged",
+                hint="free some space (or fix the file system), then retry",
+            ) from None
 
 
 def atomic_write(
@@ -329,7 +333,9 @@ def append_to(fd: int, path: Path, line: bytes, *, fsync: bool = True) -> os.sta
     line is known complete (this process appended it and nothing changed the file since); the
     caller holds the file's lock. Returns the file's status after the write."""
     with _writing(path):  # a partly written line is torn: the next append cuts it off
-        _write_all(fd, line)
+        written = os.write(fd, line)
+        if written < len(line):
+            _write_all(fd, line[written:])
         if fsync:
             os.fsync(fd)
         return os.fstat(fd)

@@ -3,6 +3,13 @@
 A lock is re-entrant within one thread (so ``update`` may run inside ``lock`` of the same
 object) and exclusive against every other thread and process. The kernel drops a lock when its
 holder dies, so a killed process never leaves a stale lock behind.
+
+A process opens each lock file once and keeps it open (at most ``LOCKS_KEPT``), so taking a
+lock again is a ``flock`` and an ``fstat``, not an open, a ``flock`` and a close. The ``fstat``,
+made with the lock held, finds a lock file deleted since it was opened (no name left), which
+then is opened again by its name: a lock held on a file no one else can open excludes no one.
+A forked child forgets its parent's descriptors (a ``flock`` belongs to the open file, which a
+child shares with its parent) and opens its own.
 """
 
 from __future__ import annotations
@@ -11,22 +18,13 @@ import errno
 import fcntl
 import os
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from belt.errors import InvalidInput
 from belt.store.files import SAFE_FLAGS, make_dirs
 
-_local = threading.local()
-
-
-def _held() -> dict[str, int]:
-    held: dict[str, int] | None = getattr(_local, "held", None)
-    if held is None:
-        held = {}
-        _local.held = held
-    return held
+LOCKS_KEPT = 256
+"""The most lock files a process keeps open; then those not held are closed."""
 
 
 def _open_lock_file(path: Path) -> int:
@@ -49,26 +47,108 @@ def _open_lock_file(path: Path) -> int:
         ) from None
 
 
-@contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created if missing) for the ``with`` block."""
-    held = _held()
+class _LockFile:
+    """One lock file this process keeps open: ``depth`` holds of it by the thread that holds
+    ``mutex`` (re-entrant within a thread, exclusive between threads), its ``flock`` taken
+    while ``depth`` is above 0; ``closed`` once it is no longer kept (then taken anew)."""
+
+    __slots__ = ("closed", "depth", "fd", "mutex", "path")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = _open_lock_file(path)
+        self.mutex = threading.RLock()
+        self.depth = 0
+        self.closed = False
+
+    def take(self) -> bool:
+        """Take the ``flock`` (the caller holds ``mutex``); False, with this lock file closed
+        and no longer kept, when it was deleted since it was opened."""
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        if os.fstat(self.fd).st_nlink:
+            return True
+        with _registry:
+            if _kept.get(str(self.path)) is self:
+                del _kept[str(self.path)]
+        self.closed = True
+        os.close(self.fd)  # which releases its flock
+        return False
+
+
+_kept: dict[str, _LockFile] = {}
+_registry = threading.Lock()
+
+
+def _lock_file(path: Path) -> _LockFile:
+    """The kept lock file of ``path``, opened (and kept) when it is not."""
     key = str(path)
-    if key in held:
-        held[key] += 1
+    found = _kept.get(key)
+    if found is not None:
+        return found
+    with _registry:
+        found = _kept.get(key)
+        if found is None:
+            if len(_kept) >= LOCKS_KEPT:
+                _close_unheld()
+            found = _kept[key] = _LockFile(path)
+        return found
+
+
+def _close_unheld() -> None:
+    """Close the kept lock files no thread holds (the caller holds ``_registry``)."""
+    for key, kept in list(_kept.items()):
+        if not kept.mutex.acquire(blocking=False):
+            continue
         try:
-            yield
+            if kept.depth == 0:
+                del _kept[key]
+                kept.closed = True
+                os.close(kept.fd)
         finally:
-            held[key] -= 1
-        return
-    fd = _open_lock_file(path)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        held[key] = 1
+            kept.mutex.release()
+
+
+def _forget_in_child() -> None:
+    # The parent's descriptors share its flocks: the child closes them and opens its own. A
+    # hold the forking thread was inside ends without touching the closed descriptor.
+    global _registry
+    _registry = threading.Lock()
+    for kept in _kept.values():
+        kept.closed = True
+        os.close(kept.fd)
+    _kept.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+class file_lock:  # noqa: N801 (used as a function: ``with file_lock(path):``)
+    """Hold an exclusive lock on ``path`` (created if missing) for the ``with`` block."""
+
+    __slots__ = ("held", "path")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        while True:  # again when the lock file taken was closed meanwhile, or deleted
+            held = _lock_file(self.path)
+            held.mutex.acquire()
+            try:
+                if not held.closed and (held.depth or held.take()):
+                    held.depth += 1
+                    self.held = held
+                    return
+            except BaseException:
+                held.mutex.release()
+                raise
+            held.mutex.release()
+
+    def __exit__(self, *exc: object) -> None:
+        held = self.held
+        held.depth -= 1
         try:
-            yield
+            if held.depth == 0 and not held.closed:
+                fcntl.flock(held.fd, fcntl.LOCK_UN)
         finally:
-            del held[key]
-    finally:
-        # Closing the descriptor releases the flock.
-        os.close(fd)
+            held.mutex.release()

@@ -18,8 +18,8 @@ from __future__ import annotations
 import io
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -42,6 +42,7 @@ class MemoryStore(Store):
     ) -> None:
         self._base = BASE
         self._paths = {}
+        self._logs = {}
         self.fsync = False
         self.schema = schema
         self.migrations = dict(MIGRATIONS if migrations is None else migrations)
@@ -152,13 +153,13 @@ class MemoryStore(Store):
             return len(found)
         return len(self._files.get(key, b""))
 
-    def _hold(self, lock_path: Path) -> AbstractContextManager[None]:
+    def _hold(self, lock_path: Path) -> AbstractContextManager[object]:
         key = str(lock_path)
         with self._mutex:
             lock = self._locks.get(key)
             if lock is None:
                 lock = self._locks[key] = threading.RLock()
-        return _holding(lock)
+        return lock
 
     def _open_lines(self, path: Path) -> BinaryIO:
         found = self._lines.get(str(path))
@@ -193,9 +194,3 @@ class MemoryStore(Store):
     def _names(self, directory: Path) -> list[str]:
         with self._mutex:
             return list(self._dirs.get(str(directory), ()))
-
-
-@contextmanager
-def _holding(lock: threading.RLock) -> Iterator[None]:
-    with lock:
-        yield

@@ -247,6 +247,8 @@ class Store:
         self.root = Path(root)
         self._base = str(self.root)
         self._paths: dict[tuple[str, ...], Path] = {}
+        self._logs: dict[tuple[str, str], tuple[Path, Path]] = {}
+        """Each log appended to: its file and its lock file (their names checked once)."""
         self.fsync = fsync
         self.schema = schema
         self.migrations: dict[tuple[str, int], Migration] = dict(
@@ -307,7 +309,7 @@ class Store:
 
     # Objects
 
-    def lock(self, kind: str, id: str) -> AbstractContextManager[None]:
+    def lock(self, kind: str, id: str) -> AbstractContextManager[object]:
         """An exclusive lock on one object, across threads and processes; re-entrant."""
         return self._hold(self._lock_path("objects", kind, id))
 
@@ -547,9 +549,16 @@ class Store:
             raise TypeError("a log record must be a dict")
         if not records:
             return
-        path = self._log_path(log, id)
-        with self._hold(self._lock_path("logs", log, id)):
-            self._append_record(path, "log", *records, sync=sync)
+        paths = self._logs.get((log, id))
+        if paths is None:
+            if len(self._logs) >= PATHS_KEPT:
+                self._logs.clear()
+            paths = self._logs[log, id] = (
+                self._log_path(log, id),
+                self._lock_path("logs", log, id),
+            )
+        with self._hold(paths[1]):
+            self._append_record(paths[0], "log", *records, sync=sync)
 
     def read_log(self, log: str, id: str) -> list[dict[str, Any]]:
         """Every record of a log in order ([] if it does not exist); a torn last line is skipped."""
@@ -749,37 +758,39 @@ class Store:
     def _append_record(
         self, path: Path, family: str, *records: dict[str, Any], sync: bool | None = None
     ) -> None:
-        header = _header_line(family, self.schema)
-        line = b"".join(_encode(record, indent=None) + b"\n" for record in records)
+        text = "\n".join([_COMPACT.encode(record) for record in records])
+        line = (text + "\n").encode()
         sync = self.fsync if sync is None else sync
         appended = self._appended.pop(path, None)
-        same = False
+        if appended is not None:
+            stamp, handle = appended
+            try:
+                same = stamp == self._stamp(path)
+            except OSError:
+                same = False  # the path below says what is wrong
+            if same and handle is not None:
+                # The file is as this store's last append left it, ending with that append's
+                # complete line: the descriptor it left open adds to it (no open, no header
+                # to read, no torn tail to look for).
+                try:
+                    stamp = self._append_through(handle, path, line, sync=sync)
+                except BaseException:
+                    os.close(handle)
+                    raise
+                self._appended[path] = (stamp, handle)
+                return
+            if handle is not None:
+                os.close(handle)  # the file changed since this store's last append
+        # Never add to a file this belt cannot read (damaged, or from a newer belt); the header
+        # this belt writes needs no parsing.
+        header = _header_line(family, self.schema)
         try:
-            # Never add to a file this belt cannot read (damaged, or from a newer belt); the
-            # header this belt writes needs no parsing, and a file as this store's last append
-            # left it (the same stamp) had its header read then.
             with _Reading(path):
-                same = appended is not None and appended[0] == self._stamp(path)
-                if not same:
-                    first = self._first_line(path)
-                    if first != header:
-                        self._check_header(path, first, family)
+                first = self._first_line(path)
+            if first != header:
+                self._check_header(path, first, family)
         except FileNotFoundError:
             pass
-        finally:
-            handle = None if appended is None else appended[1]
-            if handle is not None and not same:
-                os.close(handle)  # the file changed since this store's last append
-        if same and handle is not None:
-            # The file ends with that append's complete line: the descriptor it left open adds
-            # to the file as it is (no open, no torn tail to look for).
-            try:
-                stamp = self._append_through(handle, path, line, sync=sync)
-            except BaseException:
-                os.close(handle)
-                raise
-            self._keep_appended(path, stamp, handle)
-            return
         try:
             self._append_line(path, line, header=header, sync=sync)
         except DamagedLines:
@@ -854,7 +865,7 @@ class Store:
         except FileNotFoundError:
             return 0
 
-    def _hold(self, lock_path: Path) -> AbstractContextManager[None]:
+    def _hold(self, lock_path: Path) -> AbstractContextManager[object]:
         return file_lock(lock_path)
 
     def _pin(self, path: Path, stamp: object) -> int | None:
