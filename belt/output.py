@@ -76,9 +76,24 @@ def json_text(
 
 def _is_terminal(stream: Any) -> bool:
     """Whether ``stream`` is a terminal: it decides the layout (tables fitted to its width,
-    short ids), whatever NO_COLOR says."""
+    short ids), whatever NO_COLOR says. Asked once of each stream (a server asks for every
+    line it prints)."""
+    kept = _terminals.get(id(stream))
+    if kept is not None and kept[0] is stream:
+        return kept[1]
     isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    answer = bool(isatty and isatty())
+    if len(_terminals) >= STREAMS_KEPT:
+        _terminals.clear()
+    _terminals[id(stream)] = (stream, answer)
+    return answer
+
+
+STREAMS_KEPT = 8
+"""How many streams the answers of ``_is_terminal`` and the consoles of ``console`` are kept
+for (stdout and stderr, and those a test puts in their place)."""
+_terminals: dict[int, tuple[Any, bool]] = {}
+_consoles: dict[tuple[int, bool, bool, str | None], tuple[Any, Console]] = {}
 
 
 def _wants_colour(stream: Any) -> bool:
@@ -88,13 +103,18 @@ def _wants_colour(stream: Any) -> bool:
 
 def console(*, stderr: bool = False) -> Console:
     """A rich console bound to stdout or stderr: laid out for a terminal when it is one,
-    styled only when colour is on (no escapes at all otherwise)."""
-    from rich.console import Console
-
+    styled only when colour is on (no escapes at all otherwise); made once for each stream and
+    setting (its width fixed by COLUMNS, when set, as it was made)."""
     stream = sys.stderr if stderr else sys.stdout
     colour = _wants_colour(stream)
     terminal = _is_terminal(stream)
-    return Console(
+    key = (id(stream), colour, terminal, os.environ.get("COLUMNS"))
+    kept = _consoles.get(key)
+    if kept is not None and kept[0] is stream:
+        return kept[1]
+    from rich.console import Console
+
+    made = Console(
         file=stream,
         no_color=not colour,
         color_system="auto" if colour else None,
@@ -103,6 +123,10 @@ def console(*, stderr: bool = False) -> Console:
         force_terminal=terminal or None,
         emoji=False,
     )
+    if len(_consoles) >= STREAMS_KEPT:
+        _consoles.clear()
+    _consoles[key] = (stream, made)
+    return made
 
 
 _printed_document: list[bool] = []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -159,3 +161,33 @@ def test_a_streamed_table_on_a_narrow_terminal_turns_to_blocks(
         return
     block = "event: agent.tool_call\ntool:  delete_file\nfile:  /srv/data/a-rather-long/path.txt\n"
     assert printed == "\n".join([block] * 3)
+
+
+def test_a_console_is_made_once_for_each_stream_and_setting(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setattr(output, "_is_terminal", lambda stream: True)
+    first = output.console()
+    assert output.console() is first
+    assert output.console(stderr=True) is not first
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = output.console()
+    assert plain is not first and plain.no_color
+
+
+def test_a_stream_is_asked_once_whether_it_is_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Stream(io.StringIO):
+        asked = 0
+
+        def isatty(self) -> bool:
+            self.asked += 1
+            return False
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    stream = Stream()
+    monkeypatch.setattr(sys, "stdout", stream)
+    output.lines([("a", "red")])
+    output.lines([("b", "")])
+    assert stream.getvalue() == "a\nb\n"
+    assert stream.asked == 1
