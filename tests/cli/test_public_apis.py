@@ -1,8 +1,9 @@
-"""belt stands on the public API of its command-line libraries: no module or name of theirs whose
-name starts with ``_`` is imported, nor a name a public module of theirs only imported from a
-private one (what a type checker calls a name it does not export); no private attribute of their
-objects is read or written, and none of their methods is replaced on a class or an object (read
-from the source, belt/ and tests/ alike), so an ordinary upgrade of them cannot break belt."""
+"""belt stands on the public API of its command-line libraries and of OpenTelemetry: no module
+or name of theirs whose name starts with ``_`` is imported, nor a name a public module of theirs
+only imported from a private one (what a type checker calls a name it does not export); no
+private attribute of their objects is read or written, and none of their methods is replaced on
+a class or an object (read from the source, belt/ and tests/ alike), so an ordinary upgrade of
+them cannot break belt."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import typer
 import typer.core
 
 ROOT = Path(__file__).parents[2]
-LIBRARIES = ("typer", "click", "uvicorn", "starlette", "httpx", "httpcore")
+LIBRARIES = ("typer", "click", "uvicorn", "starlette", "httpx", "httpcore", "opentelemetry")
 SOURCES = sorted(
     path for folder in ("belt", "tests") for path in (ROOT / folder).rglob("*.py") if path.is_file()
 )
