@@ -534,6 +534,47 @@ def test_suggestions_never_put_an_entry_behind_one_sharing_fewer_terms(
         assert counts == expected
 
 
+def test_a_suggestion_looks_past_a_shortlist_it_offered_lately(store: Store) -> None:
+    """In a registry large enough to be answered from its rarer terms, the entries holding the
+    rarest word, once offered (and left out for a while), give way to entries holding two of the
+    commoner words rather than to nothing."""
+    notes = [("Vault rotation {n}", "Rotate the vault keys nightly, step {n}.")] * 3
+    notes += [("Rotate note {n}", "Note {n}.")] * 100
+    notes += [("Keys note {n}", "Note {n}.")] * 300 + [("Nightly note {n}", "Note {n}.")] * 300
+    notes += [
+        ("Old keys", "Rotate the old keys yearly."),
+        ("Nightly keys", "Keys checked nightly."),
+    ]
+    outcomes = registry.save_candidates(
+        store,
+        owner=DEFAULT_OWNER,
+        candidates=[
+            (make_candidate(name=name.format(n=n), kind="rule", text=text.format(n=n)), PERSON)
+            for n, (name, text) in enumerate(notes)
+        ],
+    )
+    prompt = "Rotate the vault keys nightly"
+    phrases = query_phrases(query_words(prompt))
+    with sqlite3.connect(index_path(store, DEFAULT_OWNER)) as db:
+        held = [
+            db.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (p,)).fetchone()[0]
+            for p in phrases
+        ]
+    assert sorted(held) == [3, 104, 304, 305]  # a shortlist: "vault" alone, then with "rotate"
+    assert sum(held) > registry_index.EVERY_TERM_ROWS
+    vault = [outcome.id for outcome in outcomes[:3]]
+    offered = suggest(store, owner=DEFAULT_OWNER, prompt=prompt)
+    assert [m.id for m in offered] == vault
+    assert [m.id for m in search(store, query=prompt)[:3]] == vault
+    old_keys, nightly_keys = outcomes[-2].id, outcomes[-1].id
+    # Left out, they give way to the entries holding "rotate" (entries up to RARER_ROWS * WIDER)
+    offered = suggest(store, owner=DEFAULT_OWNER, prompt=prompt, exclude_ids=vault)
+    assert [(m.id, m.matched_terms) for m in offered] == [(old_keys, 2)]
+    # then to every entry holding one of its words.
+    offered = suggest(store, owner=DEFAULT_OWNER, prompt=prompt, exclude_ids=[*vault, old_keys])
+    assert [(m.id, m.matched_terms) for m in offered] == [(nightly_keys, 2)]
+
+
 PAYMENTS = (
     "Payments release checklist",
     "Before you deploy, the payments service needs a green canary for an hour. "
@@ -581,6 +622,7 @@ def test_search_lists_first_what_suggest_offers_in_the_same_order(store: Store) 
 
 LARGE = 10_000
 ROTATE = "Rotate the vault keys after the nightly backup"
+WIDENED = "payments keys backup"
 
 
 @pytest.fixture(scope="module")
@@ -659,9 +701,11 @@ def test_search_lists_first_what_suggest_offers_at_10000_entries(
 
 def rarer_ranking(path: Path, prompt: str) -> list[tuple[str, float, int]]:
     """The documented ranking of a query, from FTS5 directly: the entries holding one of the
-    terms it is answered from (all of them, or its rarer terms when the entries holding each add
-    up to more than ``EVERY_TERM_ROWS``), those holding more of all its terms first, then by
-    ``-bm25()`` of the terms it is answered from, ties to the older entry."""
+    terms it is answered from (all of them; or when the entries holding each add up to more than
+    ``EVERY_TERM_ROWS``, its rarer terms up to ``RARER_ROWS`` entries, then up to ``RARER_ROWS *
+    WIDER``, then all of them, while no entry holds ``MIN_SHARED_TERMS`` of its terms), those
+    holding more of all its terms first, then by ``-bm25()`` of the terms it is answered from,
+    ties to the older entry."""
     phrases = query_phrases(query_words(prompt))
     weights = ", ".join(str(weight) for weight in registry_index.WEIGHTS)
     with sqlite3.connect(path) as db:
@@ -670,20 +714,24 @@ def rarer_ranking(path: Path, prompt: str) -> list[tuple[str, float, int]]:
             for p in phrases
         ]
         order = sorted(range(len(phrases)), key=lambda number: len(matched[number]))
-        if sum(map(len, matched)) > registry_index.EVERY_TERM_ROWS:
+        total, rarer = sum(map(len, matched)), registry_index.RARER_ROWS
+        caps = [rarer, rarer * registry_index.WIDER, total]
+        for cap in caps if total > registry_index.EVERY_TERM_ROWS else [total]:
             taken = 1
             while taken < len(order) and (
-                sum(len(matched[number]) for number in order[: taken + 1])
-                <= registry_index.RARER_ROWS
+                sum(len(matched[number]) for number in order[: taken + 1]) <= cap
             ):
                 taken += 1
-            order = order[:taken]
+            rows = set().union(*(matched[number] for number in order[:taken]))
+            held = {rowid: sum(rowid in each for each in matched) for rowid in rows}
+            relevant = min(registry.MIN_SHARED_TERMS, len(phrases))
+            if any(count >= relevant for count in held.values()):
+                break
         found = db.execute(
             f"SELECT fts.rowid, e.id, -bm25(fts, {weights}) FROM fts JOIN entries AS e "
             "ON e.rowid = fts.rowid WHERE fts MATCH ?",
-            (" OR ".join(phrases[number] for number in sorted(order)),),
+            (" OR ".join(phrases[number] for number in sorted(order[:taken])),),
         ).fetchall()
-    held = {rowid: sum(rowid in rows for rows in matched) for rowid, _, _ in found}
     ranked = sorted(found, key=lambda row: (-held[row[0]], -row[2], row[0]))
     return [(str(entry_id), float(score), held[rowid]) for rowid, entry_id, score in ranked]
 
@@ -692,16 +740,23 @@ def test_a_large_registry_is_answered_from_the_entries_holding_the_rarer_terms(
     large: dict[str, object],
 ) -> None:
     """At 10,000 entries, search lists what the documented rule ranks, in the same order: the
-    entries holding the rarer terms, by terms held, then by ``-bm25()`` of the rarer terms."""
+    entries holding the rarer terms (widened while none holds two terms), by terms held, then
+    by ``-bm25()`` of those terms."""
     store = large["store"]
     assert isinstance(store, Store)
     path = index_path(store, DEFAULT_OWNER)
-    for prompt in [*SHARED_PROMPTS, ROTATE, "nightly backup: rotate keys"]:
+    prompts = [*SHARED_PROMPTS, ROTATE, "nightly backup: rotate keys", WIDENED]
+    for prompt in prompts:
         found = [(m.id, m.score, m.matched_terms) for m in search(store, query=prompt, limit=100)]
         expected = rarer_ranking(path, prompt)[:100]
         assert found == [(e, float(f"{score:.4g}"), held) for e, score, held in expected], prompt
     # "vault" alone is rare: entries holding only the commoner words are not read.
     assert len(search(store, query=ROTATE, limit=100)) == 62
+    # None of the 5 entries holding "payments" holds another word of the prompt: every entry
+    # holding one of its words is read, and the one holding two is listed and offered first.
+    first = search(store, query=WIDENED, limit=100)[0]
+    assert (first.id, first.matched_terms, first.query_terms) == (large["target"], 2, 3)
+    assert suggest(store, owner=DEFAULT_OWNER, prompt=WIDENED)[0].id == large["target"]
 
 
 def test_the_entry_holding_every_word_comes_first_when_every_word_is_common(

@@ -856,9 +856,9 @@ def search(
     store: Store | None, *, owner: str = DEFAULT_OWNER, query: str, limit: int = 10
 ) -> list[Match]:
     """``owner``'s entries that share a term with ``query`` (in a large registry, one of its
-    rarer terms: ``SearchIndex.search``), best first: ranked as ``suggest`` ranks (those
-    sharing more of the query's terms first, BM25 ranking those sharing as many), so what a
-    suggestion would offer is at the top.
+    rarer terms, from as wide a shortlist as a suggestion takes: ``SearchIndex.search``), best
+    first: ranked as ``suggest`` ranks (those sharing more of the query's terms first, BM25
+    ranking those sharing as many), so what a suggestion would offer is at the top.
 
     Any text is a valid query: its words are quoted, never read as FTS5 syntax.
     """
@@ -867,7 +867,7 @@ def search(
     limit = _limit(limit)
     if not isinstance(query, str):
         raise InvalidInput("a query is text")
-    return _ranked(store, owner, query, limit=limit, min_terms=1)
+    return _ranked(store, owner, query, limit=limit, min_terms=1, relevant=MIN_SHARED_TERMS)
 
 
 def suggest(
@@ -917,6 +917,7 @@ def _ranked(
     min_terms: int,
     exclude_ids: Sequence[str] = (),
     exclude_agent: str | None = None,
+    relevant: int | None = None,
 ) -> list[Match]:
     """The one ranking behind ``search`` and ``suggest``: the best ``limit`` entries for the
     words of ``text`` sharing at least ``min_terms`` of its terms (``SearchIndex.search``)."""
@@ -933,6 +934,7 @@ def _ranked(
             exclude_ids=exclude_ids,
             exclude_agent=exclude_agent,
             journal=journal,
+            relevant=relevant,
         ),
     )
     return _matches(hits)

@@ -11,9 +11,10 @@ when the copy is stale and rebuilds it; this module keeps the file and answers q
 
 A query is plain words (``query_words``), each quoted as an FTS5 string, so no text reaches FTS5
 as syntax. It is answered from the entries holding its terms, or in a large registry its rarer
-terms (``_rarer``); they are ranked by the number of the query's terms they hold, then by FTS5's
-own ``bm25()`` with the column weights ``WEIGHTS``. A file SQLite reports as corrupt or not a
-database, or that lacks belt's tables, raises ``IndexDamaged``: the caller discards and rebuilds it.
+terms, widened when they give no answer (``_shortlists``); they are ranked by the number of the
+query's terms they hold, then by FTS5's own ``bm25()`` with the column weights ``WEIGHTS``. A
+file SQLite reports as corrupt or not a database, or that lacks belt's tables, raises
+``IndexDamaged``: the caller discards and rebuilds it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 
 from belt.errors import BeltError, Conflict
@@ -52,6 +54,11 @@ RARER_ROWS = 32
 terms: its terms, rarest first, while the entries holding each add up to at most this many (the
 rarest term always). Each query then reads a bounded number of entries, however large the
 registry; an entry holding more of the query's terms than are left out holds one of them."""
+
+WIDER = 8
+"""When the entries holding the rarer terms give no answer (``SearchIndex.search``), the query
+is answered again from its rarer terms up to ``RARER_ROWS * WIDER`` entries, then from every
+entry holding one of its terms."""
 
 MAX_KEPT = 100_000
 """How many phrases' counts and entries' rowids an open index keeps between queries, at most."""
@@ -315,6 +322,7 @@ class SearchIndex:
         exclude_ids: Sequence[str] = (),
         exclude_agent: str | None = None,
         journal: int | None = None,
+        relevant: int | None = None,
     ) -> list[Hit]:
         """The best ``limit`` entries for ``phrases`` (``query_phrases``) holding at least
         ``min_terms`` of them (all if there are fewer), less ``exclude_ids`` and
@@ -322,14 +330,17 @@ class SearchIndex:
         that journal, read in the query's own transaction.
 
         One order for a search and a suggestion, over the entries holding one of the query's
-        rarer terms (``_rarer``): an entry holding more of the query's terms first, so none is
-        lost behind entries holding fewer; FTS5's ``bm25()`` of those rarer terms ranks those
-        holding as many; ties to the older entry. ``bm25()`` is computed only for the entries
-        of the groups (by terms held) that the answer is taken from.
+        rarer terms (``_shortlists``): an entry holding more of the query's terms first, so none
+        is lost behind entries holding fewer; FTS5's ``bm25()`` of those rarer terms ranks those
+        holding as many; ties to the older entry. While none of those entries, less the
+        exclusions, holds ``relevant`` of the terms (default ``min_terms``; all if there are
+        fewer), the query is answered again from the next, wider shortlist: a search given a
+        suggestion's ``relevant`` is answered from the entries that suggestion is.
         """
         if not phrases:
             return []
         needed = max(1, min(min_terms, len(phrases)))
+        relevant = needed if relevant is None else max(1, min(relevant, len(phrases)))
         self._run("BEGIN")
         try:
             reflects, version = self._run(
@@ -338,47 +349,63 @@ class SearchIndex:
             ).fetchone()
             if journal is not None and reflects != journal:
                 raise Stale
-            rarer = _rarer(self._counts(phrases, version))
-            held = self._held(phrases, rarer, exclude_ids)
-            groups: dict[int, list[int]] = {}
-            for rowid, count in held.items():
-                if count >= needed:
-                    groups.setdefault(count, []).append(rowid)
-            scored_phrases = [phrases[number] for number in sorted(rarer)]
-            # Whole groups, the most terms held first, as many as the answer needs (more if an
-            # agent's exclusion leaves out some).
-            taken: list[tuple[int, int]] = []
-            scores: dict[int, tuple[float, Sequence[object]]] = {}
-            scored = 0
-            for count in sorted(groups, reverse=True):
-                taken += [(rowid, count) for rowid in groups[count]]
-                if len(taken) < limit:
-                    continue
-                scores = self._scores(scored_phrases, [rowid for rowid, _ in taken], exclude_agent)
-                scored = len(taken)
-                if len(scores) >= limit:
+            for rarer in _shortlists(self._counts(phrases, version)):
+                best = self._best(phrases, rarer, needed, limit, exclude_ids, exclude_agent)
+                if best and -best[0][0] >= relevant:
                     break
-            if scored < len(taken):
-                scores = self._scores(scored_phrases, [rowid for rowid, _ in taken], exclude_agent)
-            best = sorted(
-                (-count, -scores[rowid][0], rowid) for rowid, count in taken if rowid in scores
-            )[:limit]
             try:
                 hits = [
-                    Hit(
-                        row=_row(scores[rowid][1]), score=-score, matched=-count, terms=len(phrases)
-                    )
-                    for count, score, rowid in best
+                    Hit(row=_row(record), score=-score, matched=-count, terms=len(phrases))
+                    for count, score, _, record in best
                 ]
             except (TypeError, ValueError) as exc:
                 raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
             self.rowids.update(
-                (hit.row.id, rowid) for hit, (_, _, rowid) in zip(hits, best, strict=True)
+                (hit.row.id, rowid) for hit, (_, _, rowid, _) in zip(hits, best, strict=True)
             )
             return hits
         finally:
             if self.db.in_transaction:
                 self._run("COMMIT")
+
+    def _best(
+        self,
+        phrases: Sequence[str],
+        rarer: Sequence[int],
+        needed: int,
+        limit: int,
+        exclude_ids: Sequence[str],
+        exclude_agent: str | None,
+    ) -> list[tuple[int, float, int, Sequence[object]]]:
+        """The best ``limit`` entries holding one of the ``rarer`` phrases and at least
+        ``needed`` of ``phrases``, less the exclusions, best first: (-terms held, ``bm25()`` of
+        the rarer phrases, rowid, row). ``bm25()`` is computed only for the entries of the
+        groups (by terms held) that the answer is taken from."""
+        groups: dict[int, list[int]] = {}
+        for rowid, count in self._held(phrases, rarer, exclude_ids).items():
+            if count >= needed:
+                groups.setdefault(count, []).append(rowid)
+        scored_phrases = [phrases[number] for number in sorted(rarer)]
+        # Whole groups, the most terms held first, as many as the answer needs (more if an
+        # agent's exclusion leaves out some).
+        taken: list[tuple[int, int]] = []
+        scores: dict[int, tuple[float, Sequence[object]]] = {}
+        scored = 0
+        for count in sorted(groups, reverse=True):
+            taken += [(rowid, count) for rowid in groups[count]]
+            if len(taken) < limit:
+                continue
+            scores = self._scores(scored_phrases, [rowid for rowid, _ in taken], exclude_agent)
+            scored = len(taken)
+            if len(scores) >= limit:
+                break
+        if scored < len(taken):
+            scores = self._scores(scored_phrases, [rowid for rowid, _ in taken], exclude_agent)
+        return sorted(
+            (-count, -scores[rowid][0], rowid, scores[rowid][1])
+            for rowid, count in taken
+            if rowid in scores
+        )[:limit]
 
     def _counts(self, phrases: Sequence[str], version: object) -> list[int]:
         """How many entries each of ``phrases`` matches (FTS5 counts its doclist).
@@ -602,18 +629,19 @@ def discard(path: Path) -> None:
         Path(f"{path}{name}").unlink(missing_ok=True)
 
 
-def _rarer(counts: Sequence[int]) -> list[int]:
-    """The query's terms (by number) its answer is taken from, given how many entries hold each:
-    all of them (``EVERY_TERM_ROWS``), or its rarer terms (``RARER_ROWS``)."""
+def _shortlists(counts: Sequence[int]) -> list[list[int]]:
+    """The sets of the query's terms (by number) its answer may be taken from, narrowest first,
+    given how many entries hold each: all of them (``EVERY_TERM_ROWS``); or its rarer terms while
+    their entries add up to at most ``RARER_ROWS``, then ``RARER_ROWS * WIDER``, then all."""
     order = sorted(range(len(counts)), key=lambda number: counts[number])
     if sum(counts) <= EVERY_TERM_ROWS:
-        return order
-    total = 0
-    for taken, number in enumerate(order):
-        total += counts[number]
-        if taken and total > RARER_ROWS:
-            return order[:taken]
-    return order
+        return [order]
+    totals = list(accumulate(counts[number] for number in order))
+    ends = {
+        next((end for end in range(1, len(order)) if totals[end] > cap), len(order))
+        for cap in (RARER_ROWS, RARER_ROWS * WIDER)
+    }
+    return [order[:end] for end in sorted({*ends, len(order)})]
 
 
 def _row(record: Sequence[object]) -> Row:
