@@ -41,8 +41,7 @@ class MemoryStore(Store):
         shapes: bool = False,
     ) -> None:
         self._base = BASE
-        self._paths = {}
-        self._logs = {}
+        self._files_made = {}
         self.fsync = False
         self.schema = schema
         self.migrations = dict(MIGRATIONS if migrations is None else migrations)

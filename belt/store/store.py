@@ -246,9 +246,7 @@ class Store:
     ) -> None:
         self.root = Path(root)
         self._base = str(self.root)
-        self._paths: dict[tuple[str, ...], Path] = {}
-        self._logs: dict[tuple[str, str], tuple[Path, Path]] = {}
-        """Each log appended to: its file and its lock file (their names checked once)."""
+        self._files_made: dict[tuple[str, str, str], Path] = {}
         self.fsync = fsync
         self.schema = schema
         self.migrations: dict[tuple[str, int], Migration] = dict(
@@ -280,32 +278,39 @@ class Store:
 
     # Paths
 
-    def _under(self, *parts: str) -> Path:
-        """A path below the root, from checked names (one parse, not one per part, and kept:
-        paths are made for every read and write, mostly of the same few records)."""
-        found = self._paths.get(parts)
+    def _file(self, area: str, name: str, id: str, suffix: str, what: str) -> Path:
+        """The file ``area/name/id+suffix`` below the root, ``name`` (a ``what``) and ``id``
+        checked. Kept made (paths are made for every read and write, mostly of the same few
+        records), so the names of a file made before are not checked again."""
+        key = (area, name, id)
+        try:
+            found = self._files_made.get(key)
+        except TypeError:  # not a name at all: check_id says so
+            found = None
         if found is None:
-            if len(self._paths) >= PATHS_KEPT:
-                self._paths.clear()
-            found = self._paths[parts] = Path(os.path.join(self._base, *parts))
+            check_id(name, what=what)
+            check_id(id)
+            if len(self._files_made) >= PATHS_KEPT:
+                self._files_made.clear()
+            found = self._files_made[key] = Path(os.path.join(self._base, area, name, id + suffix))
         return found
 
     def path(self, kind: str, id: str) -> Path:
         """The file that holds one object (checked ids only)."""
-        return self._under("objects", check_id(kind, what="kind"), f"{check_id(id)}.json")
+        return self._file("objects", kind, id, ".json", "kind")
 
     def index_path(self, index: str, owner: str) -> Path:
         """The file that holds ``owner``'s members in ``index`` (for messages that name it)."""
-        return self._under("index", check_id(index, what="index"), f"{check_id(owner)}.jsonl")
+        return self._file("index", index, owner, ".jsonl", "index")
 
     def _log_path(self, log: str, id: str) -> Path:
-        return self._under("logs", check_id(log, what="log"), f"{check_id(id)}.jsonl")
+        return self._file("logs", log, id, ".jsonl", "log")
 
     def _tag_dir(self, tag: str) -> Path:
-        return self._under("tags", check_id(tag, what="tag"))
+        return Path(os.path.join(self._base, "tags", check_id(tag, what="tag")))
 
     def _lock_path(self, area: str, name: str, id: str) -> Path:
-        return self._under("locks", area, check_id(name), f"{check_id(id)}.lock")
+        return self._file(f"locks/{area}", name, id, ".lock", "id")
 
     # Objects
 
@@ -471,7 +476,7 @@ class Store:
 
     def list_ids(self, kind: str) -> list[str]:
         """Every id of a kind, sorted (reads the directory, not the files)."""
-        directory = self._under("objects", check_id(kind, what="kind"))
+        directory = Path(os.path.join(self._base, "objects", check_id(kind, what="kind")))
         return sorted(
             name[: -len(".json")] for name in self._names(directory) if name.endswith(".json")
         )
@@ -549,16 +554,9 @@ class Store:
             raise TypeError("a log record must be a dict")
         if not records:
             return
-        paths = self._logs.get((log, id))
-        if paths is None:
-            if len(self._logs) >= PATHS_KEPT:
-                self._logs.clear()
-            paths = self._logs[log, id] = (
-                self._log_path(log, id),
-                self._lock_path("logs", log, id),
-            )
-        with self._hold(paths[1]):
-            self._append_record(paths[0], "log", *records, sync=sync)
+        path = self._log_path(log, id)
+        with self._hold(self._lock_path("logs", log, id)):
+            self._append_record(path, "log", *records, sync=sync)
 
     def read_log(self, log: str, id: str) -> list[dict[str, Any]]:
         """Every record of a log in order ([] if it does not exist); a torn last line is skipped."""
@@ -666,7 +664,7 @@ class Store:
 
     def private_path(self, kind: str, id: str) -> Path:
         """The file that holds one private record (for a message that names it)."""
-        return self._under("private", check_id(kind, what="kind"), f"{check_id(id)}.json")
+        return self._file("private", kind, id, ".json", "kind")
 
     def write_private(self, kind: str, id: str, data: dict[str, Any]) -> None:
         """Store ``data`` in the private part (0600, atomic); it replaces what was there."""
