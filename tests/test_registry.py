@@ -1449,6 +1449,8 @@ def test_the_docs_state_the_rules_the_code_applies() -> None:
     assert "not over a shortlist that BM25 ranked first" in BUILTINS_MD
     assert f"add up to at most **{registry_index.EVERY_TERM_ROWS}**" in BUILTINS_MD
     assert f"while their counts add up to at most **{registry_index.RARER_ROWS}**" in BUILTINS_MD
+    wider = registry_index.RARER_ROWS * registry_index.WIDER
+    assert f"while their counts add up to at most **{wider}**" in BUILTINS_MD
     assert "turn counts `t + 1` to `t + 15` go without it" in BUILTINS_MD
     assert f"first {registry_index.MAX_QUERY_WORDS} distinct words" in BUILTINS_MD
     assert f"first {registry_index.MAX_QUERY_CHARS:,} characters" in BUILTINS_MD
