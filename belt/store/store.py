@@ -771,7 +771,7 @@ class Store:
                 # complete line: the descriptor it left open adds to it (no open, no header
                 # to read, no torn tail to look for).
                 try:
-                    stamp = self._append_through(handle, path, line, sync=sync)
+                    stamp = _stamp_of(append_to(handle, path, line, fsync=sync))
                 except BaseException:
                     os.close(handle)
                     raise
@@ -893,10 +893,6 @@ class Store:
         """A descriptor open for appending on the file at ``path``, which has ``stamp`` (None
         when it has another now); the next append goes through it while the stamp holds."""
         return _open_stamped(path, stamp, os.O_RDWR | os.O_APPEND)
-
-    def _append_through(self, handle: int, path: Path, line: bytes, *, sync: bool) -> object:
-        """Append ``line`` through ``handle`` (from ``_open_appending``); the file's new stamp."""
-        return _stamp_of(append_to(handle, path, line, fsync=sync))
 
     def _append_line(self, path: Path, line: bytes, *, header: bytes, sync: bool) -> None:
         append_line(path, line, header=header, fsync=sync)
