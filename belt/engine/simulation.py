@@ -920,7 +920,7 @@ class Simulation:
         if self.sim.get("emulated") and execution.run_id is not None:
             self.store.untag(EMULATED_RUNS, execution.run_id)
 
-    def chat_step(self, execution: Execution) -> AbstractContextManager[None]:
+    def chat_step(self, execution: Execution) -> AbstractContextManager[object]:
         """One step of the chat a run occupies: the run's state and the chat's status change
         together under the chat's lock, which every reader of the two takes
         (``belt.records.views.chat_state``), so no client sees a busy chat whose run has ended,
