@@ -325,6 +325,8 @@ class Supervisor:
                     raise value
                 yield value
                 continue
+            if self.stop[0]:  # a worker took a Ctrl-C before this process did: it starts no more
+                raise KeyboardInterrupt
             free = sorted(set(seats) - {w.seat for w in self.workers.values()})
             while pending and free:
                 worker = self._spawn(free.pop(0))
@@ -804,6 +806,10 @@ def _serve(supervisor: Supervisor, tasks: int, results: int, seat: int, parent: 
     closes its pipe, its pipe fails, or a case leaves it unfit to go on."""
     try:
         _become_child(parent)
+        # Ctrl-C reaches every process of the terminal's group. A worker ends what it runs and
+        # starts nothing more, and says so to every worker and to belt, which (on a busy
+        # machine) may take its own Ctrl-C in later than the workers end their items.
+        signal.signal(signal.SIGINT, lambda *_: supervisor.stop.__setitem__(0, 1))
         me = _Seat(supervisor, tasks, results, seat)
     except BaseException:
         os._exit(70)
