@@ -45,7 +45,15 @@ from belt.records.chats import Chat, read_chat, update_chat
 from belt.records.ids import now_iso
 from belt.records.interrupts import for_resource, pending_for_run, resolve_interrupt
 from belt.records.reports import Reporter, report_api
-from belt.records.runs import EMULATED_RUNS, RUN, TERMINAL_STATES, interrupted, waiting
+from belt.records.runs import (
+    EMULATED_RUNS,
+    RUN,
+    TERMINAL_STATES,
+    interrupted,
+    tag_emulated,
+    untag_emulated,
+    waiting,
+)
 from belt.records.sims import append_turn, get_sim, read_sim, write_hooks
 from belt.records.views import chat_state, public_message
 from belt.store import check_id
@@ -321,7 +329,7 @@ class Emulator:
             )
             execution = simulation.start_turn()
         run_id = str(execution.run_id)
-        store.tag(EMULATED_RUNS, run_id)
+        tag_emulated(store, run_id)
         self.queue.submit(str(sim["id"]), lambda: self.drive(simulation, execution))
         user = simulation.recorder.message(str(execution.input_message_id))
         reply = {
@@ -384,7 +392,7 @@ class Emulator:
         for run_id in self.store.tagged(EMULATED_RUNS) if run_ids is None else run_ids:
             run = self.store.get(RUN, run_id)
             if run is None or run.get("state") in TERMINAL_STATES:
-                self.store.untag(EMULATED_RUNS, run_id)
+                untag_emulated(self.store, run_id)
                 continue
             sim_id = str(run.get("sim_id"))
             if self.queue.busy(sim_id):

@@ -331,26 +331,33 @@ def resume_gated(
     hand). Returns what ``resume_if_settled`` does.
     """
     from belt.engine.simulation import latest_run, stranded_at
-    from belt.records.runs import GATED_RUNS, HELD_STATES, RUN, TERMINAL_STATES, parked, waiting
+    from belt.records.runs import (
+        HELD_STATES,
+        RUN,
+        TERMINAL_STATES,
+        parked,
+        untag_gated,
+        waiting,
+    )
     from belt.records.sims import get_sim
 
     run = store.get(RUN, run_id)
     if run is None:
-        store.untag(GATED_RUNS, run_id)
+        untag_gated(store, run_id)
         return None
     if emulated is not None and bool(run.get("emulated")) != emulated:
         if run["state"] in TERMINAL_STATES:
-            store.untag(GATED_RUNS, run_id)
+            untag_gated(store, run_id)
         return None
     if run["state"] in HELD_STATES and not waiting(run):
-        store.untag(GATED_RUNS, run_id)  # an attention hold: `belt sim resume` goes on with it
+        untag_gated(store, run_id)  # an attention hold: `belt sim resume` goes on with it
         return None
     if run["state"] not in TERMINAL_STATES:
         return resume_if_settled(store, run_id, recover=True)
     sim = get_sim(store, str(run["sim_id"]))
     latest = None if sim is None else latest_run(store, sim)
     if sim is None or sim.get("status") != "running" or latest is None:
-        store.untag(GATED_RUNS, run_id)
+        untag_gated(store, run_id)
         return None
     if latest["state"] in TERMINAL_STATES:
         # Its process died between two runs, or before it marked the simulation finished.
@@ -358,7 +365,7 @@ def resume_gated(
             return None  # its process is alive, between two runs
         return _continue(store, str(latest["id"]))
     if latest["state"] in HELD_STATES or parked(latest):
-        store.untag(GATED_RUNS, run_id)  # the later run holds: the continuation is over
+        untag_gated(store, run_id)  # the later run holds: the continuation is over
         return None
     return resume_if_settled(store, str(latest["id"]), recover=True)
 

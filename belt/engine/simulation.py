@@ -37,8 +37,6 @@ from belt.records.ids import new_id, now_iso
 from belt.records.interrupts import last_settled, pending_for_run, resolve_interrupt, sweep
 from belt.records.messages import Message, NewMessage, Recorder, run_event
 from belt.records.runs import (
-    EMULATED_RUNS,
-    GATED_RUNS,
     RUN,
     SIM_RUNS,
     TERMINAL_STATES,
@@ -46,11 +44,15 @@ from belt.records.runs import (
     Run,
     RunRecord,
     cancel_run,
+    merge_run,
     parked,
     release_lease,
     run_dto,
+    tag_gated,
     take_lease,
     take_over_ended,
+    untag_emulated,
+    untag_gated,
 )
 from belt.records.sims import (
     Sim,
@@ -858,7 +860,7 @@ class Simulation:
             if not self.waits():
                 fields["lease"] = None
             if self.dialect.waits_for_gates and execution.run_id is not None:
-                self.store.tag(GATED_RUNS, execution.run_id)
+                tag_gated(self.store, execution.run_id)
             with self.chat_step(execution):
                 self.transition(execution, state=held, execution=execution.state, **fields)
                 if execution.occupies_chat:
@@ -918,7 +920,7 @@ class Simulation:
         if execution.occupies_chat:
             self.recorder.release_chat(execution.run_id)
         if self.sim.get("emulated") and execution.run_id is not None:
-            self.store.untag(EMULATED_RUNS, execution.run_id)
+            untag_emulated(self.store, execution.run_id)
 
     def chat_step(self, execution: Execution) -> AbstractContextManager[object]:
         """One step of the chat a run occupies: the run's state and the chat's status change
@@ -1141,7 +1143,7 @@ def stop_run(
         # without ever applying a late result.
         run = cancel_run(store, run_id, force=force, how=how, hint=dialect.stop_hint)
         text, kept = dialect.cancel_pending(store, sim, run, how)
-        run = store.merge(RUN, run_id, {**kept, "updated_at": now_iso()})
+        run = merge_run(store, run_id, kept)
         recorder = Recorder(store, str(sim["chat_id"]))
         for message in recorder.messages:
             if message.get("agent_run_id") != run_id:
@@ -1170,8 +1172,8 @@ def stop_run(
         )
         if recorder.chat.get("active_run_id") == run_id:
             recorder.update_chat(status=ChatStatus.IDLE.value, active_run_id=None)
-        store.untag(EMULATED_RUNS, run_id)
-    store.untag(GATED_RUNS, run_id)
+        untag_emulated(store, run_id)
+    untag_gated(store, run_id)
     merge_sim(store, str(sim["id"]), {"status": SimStatus.CANCELED.value})
     dialect.mark_ended(store, sim, run_id, End.CANCELED)
     return run_dto(run, dialect.run_fields())

@@ -306,6 +306,31 @@ def release_lease(store: Store, run_id: str) -> None:
         pass
 
 
+def tag_gated(store: Store, run_id: str) -> None:
+    """List a run among those held at gates (before it holds: see ``GATED_RUNS``)."""
+    store.tag(GATED_RUNS, run_id)
+
+
+def untag_gated(store: Store, run_id: str) -> None:
+    """Take a run off the runs held at gates: nothing of its continuation is left."""
+    store.untag(GATED_RUNS, run_id)
+
+
+def tag_emulated(store: Store, run_id: str) -> None:
+    """List a run among the emulated runs the servers continue (see ``EMULATED_RUNS``)."""
+    store.tag(EMULATED_RUNS, run_id)
+
+
+def untag_emulated(store: Store, run_id: str) -> None:
+    """Take a run off the emulated runs the servers continue: it has ended."""
+    store.untag(EMULATED_RUNS, run_id)
+
+
+def merge_run(store: Store, run_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Under the run's lock: set the fields in ``changes`` and ``updated_at``, keep the rest."""
+    return store.merge(RUN, run_id, {**changes, "updated_at": now_iso()})
+
+
 def interrupted(run: Mapping[str, Any]) -> bool:
     """True for a run left ``working`` by a process that is gone (killed or crashed)."""
     if run.get("state") != AgentRunState.WORKING or parked(run):
