@@ -19,7 +19,7 @@ from belt.engine.simulation import Options, SimStatus, Simulation
 from belt.errors import BeltError
 from belt.records.ids import new_id, now_iso
 from belt.records.runs import RUN, sim_runs
-from belt.records.sims import create_child_sim, read_sim
+from belt.records.sims import child_sim_ids, create_child_sim, read_sim
 from belt.wire.enums import AgentRunState
 
 if TYPE_CHECKING:
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from belt.engine.simulation import Dialect
     from belt.store import Store
 
-SIM_CHILDREN = "sim-children"
-"""Index of the child simulations a simulation started."""
 WORKERS = 4
 
 After = Callable[[list[dict[str, Any]]], str | None]
@@ -89,7 +87,6 @@ def record_child(
         **fields,
     }
     create_child_sim(store, sim, scenario)
-    store.link(SIM_CHILDREN, str(parent["id"]), sim_id)
     return sim
 
 
@@ -165,7 +162,7 @@ class Children:
 def children_of(store: Store, sim: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     """The children of ``kind`` a simulation started, each with its runs (for reports)."""
     found = []
-    for sim_id in store.members(SIM_CHILDREN, str(sim["id"])):
+    for sim_id in child_sim_ids(store, str(sim["id"])):
         child = read_sim(store, sim_id)
         if child.get("kind") != kind:
             continue

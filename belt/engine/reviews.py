@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 from belt.engine.children import Children, record_child, unfinished
 from belt.engine.scenario import ReviewScript
 from belt.handlers.builtin import EXTRACT, Review
-from belt.records.chats import CHAT, create_chat
+from belt.records.chats import create_chat, set_outputs
 from belt.records.messages import Recorder
+from belt.records.sims import set_review_outcomes
 from belt.wire.enums import HookHandlerType
 
 if TYPE_CHECKING:
@@ -186,14 +187,6 @@ def save_outcomes(
         outcome = save_candidate(store, owner=review.owner, candidate=candidate, origin=origin)
         outcomes.append(outcome.to_json())
     saved = [o["id"] for o in outcomes if o["action"] != "skipped"]
-    store.update(
-        "sim",
-        sim_id,
-        lambda record: {**record, "review": {**record["review"], "outcomes": outcomes}},
-    )
-    store.update(
-        CHAT,
-        branch_id,
-        lambda chat: {**chat, "graph": {**chat["graph"], "outputs": saved}},
-    )
+    set_review_outcomes(store, sim_id, outcomes)
+    set_outputs(store, branch_id, saved)
     return None

@@ -110,6 +110,14 @@ def release_chat(store: Store, chat_id: str, run_id: str | None) -> Chat:
     return chat
 
 
+def set_outputs(store: Store, chat_id: str, outputs: list[str]) -> None:
+    """Set the ids a chat's graph names as its outputs (the registry entries a review branch
+    saved)."""
+    store.update(
+        CHAT, chat_id, lambda chat: {**chat, "graph": {**chat["graph"], "outputs": outputs}}
+    )
+
+
 def _no_chat(chat_id: str) -> NotFound:
     return NotFound(
         f"no chat {chat_id}", hint="list the simulated runs and their chats with `belt sim list`"

@@ -24,6 +24,8 @@ SCENARIO = "scenario"
 AGENT = "agent"
 HOOKS = "hooks"
 """The private record of a simulation's hooks (full webhook URLs) and its routes."""
+SIM_CHILDREN = "sim-children"
+"""Index of the child simulations a simulation started."""
 
 
 class Sim(TypedDict):
@@ -118,10 +120,16 @@ def create_sim(store: Store, sim: Mapping[str, Any], scenario: Mapping[str, Any]
 
 def create_child_sim(store: Store, sim: Mapping[str, Any], scenario: Mapping[str, Any]) -> Sim:
     """Write a new simulation another one started (a task chat, a review branch), with no
-    hooks of its own."""
+    hooks of its own, then list it among the children of its ``parent``."""
     created = create_sim(store, sim, scenario)
     write_hooks(store, created["id"], {"hooks": []})
+    store.link(SIM_CHILDREN, str(sim["parent"]["sim_id"]), created["id"])
     return created
+
+
+def child_sim_ids(store: Store, sim_id: str) -> list[str]:
+    """The ids of the child simulations a simulation started, in the order they started."""
+    return store.members(SIM_CHILDREN, sim_id)
 
 
 def read_sim(store: Store, sim_id: str) -> Sim:
@@ -142,6 +150,13 @@ def merge_sim(store: Store, sim_id: str, changes: Mapping[str, Any]) -> Sim:
 def change_sim(store: Store, sim_id: str, change: Callable[[Sim], Sim]) -> Sim:
     """Change a simulation under its lock; returns it."""
     return cast(Sim, store.update(SIM, sim_id, lambda data: dict(change(cast(Sim, data)))))
+
+
+def set_review_outcomes(store: Store, sim_id: str, outcomes: list[dict[str, Any]]) -> None:
+    """Record on a review's simulation what saving each of its candidates did."""
+    store.update(
+        SIM, sim_id, lambda sim: {**sim, "review": {**sim["review"], "outcomes": outcomes}}
+    )
 
 
 def read_scenario(store: Store, sim_id: str) -> Scenario:
