@@ -2,7 +2,8 @@
 
 Each module may import only modules of a lower layer, or of its own package. Imports inside
 functions count as much as those at the top of a module; imports under ``if TYPE_CHECKING:``
-count for the order (a type is a dependency too) but not for cycles (they never run).
+count for the order (a type is a dependency too) but not for cycles (they never run). Only the
+store and the records built on it write to the store (DESIGN.md: records has one owner).
 """
 
 from __future__ import annotations
@@ -289,3 +290,55 @@ def test_the_cycle_check_finds_a_cycle() -> None:
     graph = {"belt.a": ["belt.b"], "belt.b": ["belt.c"], "belt.c": ["belt.a"], "belt.d": []}
     assert import_cycle(graph) == ["belt.a", "belt.b", "belt.c", "belt.a"]
     assert import_cycle({"belt.a": ["belt.b"], "belt.b": []}) is None
+
+
+# -- store writes: the records own them -------------------------------------------------------
+
+STORE_WRITES = frozenset(
+    {
+        "create",
+        "write",
+        "update",
+        "merge",
+        "link",
+        "link_all",
+        "unlink",
+        "append",
+        "append_group",
+        "write_private",
+        "tag",
+        "untag",
+    }
+)
+"""The methods of ``belt.store.Store`` that change what is stored."""
+STORE_OWNERS = ("belt.records", "belt.store")
+"""The parts that may write to the store: the store itself, and the records built on it."""
+
+
+def store_writes_in(source: str) -> list[str]:
+    """Each call of a writing method on a store (``store.…``, ``self.store.…``) in ``source``,
+    as a line of the report."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        receiver = node.func.value
+        named = (isinstance(receiver, ast.Name) and receiver.id == "store") or (
+            isinstance(receiver, ast.Attribute) and receiver.attr == "store"
+        )
+        if named and node.func.attr in STORE_WRITES:
+            found.append(f"line {node.lineno}: store.{node.func.attr}")
+    return found
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if m != "belt" and part_of(m) not in STORE_OWNERS)
+)
+def test_store_writes_go_through_the_records(module: str) -> None:
+    writes = store_writes_in(MODULES[module].read_text(encoding="utf-8"))
+    assert not writes, f"{module} writes to the store outside belt/records/: {writes}"
+
+
+def test_the_checker_finds_a_store_write() -> None:
+    source = "store.tag(TAG, run_id)\nself.store.merge(RUN, run_id, {})\nitems.append(1)\n"
+    assert store_writes_in(source) == ["line 1: store.tag", "line 2: store.merge"]
