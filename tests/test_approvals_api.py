@@ -18,7 +18,8 @@ from belt.store import Store
 from tests.cli.runner import belt
 from tests.cli.test_serve import serve_process
 from tests.fake_platform import FakePlatform, envelope
-from tests.test_approvals_cli import EXAMPLE, gate
+from tests.test_approvals import EXAMPLE, gate
+from tests.test_approvals_cli import pending
 
 TOKEN = "tok_approvals_api"
 DIGEST = load_rules(EXAMPLE).digest
@@ -134,20 +135,6 @@ def test_a_malformed_rule_form_is_refused_naming_the_field_and_nothing_is_settle
 def test_auto_against_another_api_sends_nothing_of_the_trail() -> None:
     """A platform without belt's routes gets the spec's resolve, no rule, file or digest; the
     only belt route asked is the look that tells belt serve from it (a GET, answered 404)."""
-
-    def pending(interrupt_id: str, tool: str) -> dict[str, Any]:
-        return {
-            "id": interrupt_id,
-            "short_id": interrupt_id[4:12],
-            "created_at": "2026-08-11T10:00:00.000Z",
-            "run_id": "ar_platform",
-            "chat_id": "ch_platform",
-            "reason": "hook_gate",
-            "source": "hook:agent.tool_call",
-            "status": "pending",
-            "meta": {"event": "agent.tool_call", "data": {"tool": tool, "arguments": {}}},
-        }
-
     ids = ["int_read000001", "int_read000002"]
     with FakePlatform() as platform:
         platform.reply(

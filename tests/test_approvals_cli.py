@@ -19,13 +19,7 @@ import pytest
 
 from belt.approvals import load_rules, settle_as_they_open, store_resolver
 from belt.backend import LocalBackend
-from belt.records.interrupts import (
-    create_interrupt,
-    person,
-    read_record,
-    resolve_interrupt,
-    sweep,
-)
+from belt.records.interrupts import person, read_record, resolve_interrupt, sweep
 from belt.server.app import create_app
 from belt.store import Store
 from belt.store.clock import parse_timestamp
@@ -33,20 +27,7 @@ from tests.cli.runner import belt
 from tests.cli.test_interrupt import Lines
 from tests.cli.test_serve import serve_process
 from tests.servers import running
-
-EXAMPLE = Path(__file__).parent.parent / "examples" / "approvals.toml"
-
-
-def gate(store: Store, tool: str, arguments: dict[str, Any] | None = None, **options: Any) -> Any:
-    """A pending hook gate holding a call of ``tool`` on run ar_one."""
-    return create_interrupt(
-        store=store,
-        run_id=options.pop("run_id", "ar_one"),
-        chat_id="ch_one",
-        event="agent.tool_call",
-        meta={"event": "agent.tool_call", "data": {"tool": tool, "arguments": arguments or {}}},
-        **options,
-    )
+from tests.test_approvals import EXAMPLE, gate
 
 
 def settled(store: Store, ids: list[str], timeout: float = 60) -> list[Any]:
@@ -328,23 +309,25 @@ def test_what_if_against_belt_serve_reads_what_the_api_lists(store: Store) -> No
     assert {d["how"] for d in document["disagreements"]} == {"unknown"}
 
 
+def pending(interrupt_id: str, tool: str) -> dict[str, Any]:
+    """A pending gate of run ar_platform holding a call of ``tool``, as the platform lists it."""
+    return {
+        "id": interrupt_id,
+        "short_id": interrupt_id[4:12],
+        "created_at": "2026-08-11T10:00:00.000Z",
+        "run_id": "ar_platform",
+        "chat_id": "ch_platform",
+        "reason": "hook_gate",
+        "source": "hook:agent.tool_call",
+        "status": "pending",
+        "meta": {"event": "agent.tool_call", "data": {"tool": tool, "arguments": {}}},
+    }
+
+
 def test_auto_against_a_platform_skips_a_gate_settled_meanwhile_with_a_line() -> None:
     """The platform lists a gate as pending; by the time auto resolves it, someone else has
     (409): a line says so, and auto goes on to the next gate."""
     from tests.fake_platform import FakePlatform, envelope, problem
-
-    def pending(interrupt_id: str, tool: str) -> dict[str, Any]:
-        return {
-            "id": interrupt_id,
-            "short_id": interrupt_id[4:12],
-            "created_at": "2026-08-11T10:00:00.000Z",
-            "run_id": "ar_platform",
-            "chat_id": "ch_platform",
-            "reason": "hook_gate",
-            "source": "hook:agent.tool_call",
-            "status": "pending",
-            "meta": {"event": "agent.tool_call", "data": {"tool": tool, "arguments": {}}},
-        }
 
     with FakePlatform() as platform:
         platform.reply(

@@ -10,13 +10,13 @@ import typer
 
 from belt import output, tracing
 from belt.backend import Backend, LocalBackend, matching_gates, open_backend
+from belt.cli.interrupt import IntervalOption, JsonLinesFlag
 from belt.cli.options import (
     ApiKeyOption,
     ApiOption,
     JsonFlag,
     OtlpOption,
     TraceFileOption,
-    finite,
     json_printed,
     moment_option,
     start_tracing,
@@ -53,11 +53,8 @@ def auto(
     once: Annotated[
         bool, typer.Option("--once", help="Settle the gates pending now, then stop.")
     ] = False,
-    interval: Annotated[
-        float,
-        typer.Option(metavar="S", help="Seconds between looks.", min=0.05, callback=finite),
-    ] = 0.2,
-    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object per line.")] = False,
+    interval: IntervalOption = 0.2,
+    json_: JsonLinesFlag = False,
     api: ApiOption = None,
     api_key: ApiKeyOption = None,
     otlp: OtlpOption = None,
@@ -85,11 +82,7 @@ def auto(
 
     loaded = load_rules(rules)
     if api and not runs:
-        raise UsageError(
-            "with --api, auto needs --run and a run's whole id (repeatable): the platform API "
-            "lists interrupts per run",
-            hint="without --api, auto follows every run in the local store",
-        )
+        raise _runs_needed("auto", hint="without --api, auto follows every run in the local store")
     start_tracing(otlp, trace)
     with open_backend(api, api_key=api_key) as backend:
         resolve = _traced(_resolver(backend), "api" if api else None)
@@ -121,6 +114,15 @@ def auto(
         f"settled {counts['settled']}, left {counts['ask']} to a person, skipped "
         f"{counts['skipped']} settled meanwhile",
         stderr=True,
+    )
+
+
+def _runs_needed(command: str, hint: str | None = None) -> UsageError:
+    """--api without --run: the platform API lists interrupts per run."""
+    return UsageError(
+        f"with --api, {command} needs --run and a run's whole id (repeatable): the platform "
+        "API lists interrupts per run",
+        hint=hint,
     )
 
 
@@ -211,10 +213,7 @@ def what_if(
     loaded = load_rules(rules)
     moment = moment_option(since, "--since")
     if api and not runs:
-        raise UsageError(
-            "with --api, what-if needs --run and a run's whole id (repeatable): the platform "
-            "API lists interrupts per run"
-        )
+        raise _runs_needed("what-if")
     with open_backend(api, api_key=api_key) as backend:
         records: list[Mapping[str, Any]] = []
         if isinstance(backend, LocalBackend):

@@ -54,6 +54,10 @@ def pending_ids(incomplete: str) -> list[tuple[str, str]]:
     return offered
 
 
+IntervalOption = Annotated[
+    float, typer.Option(metavar="S", help="Seconds between looks.", min=0.05, callback=finite)
+]
+JsonLinesFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object per line.")]
 InterruptRef = Annotated[
     str,
     typer.Argument(
@@ -679,11 +683,8 @@ def watch(
             show_default=False,
         ),
     ] = None,
-    interval: Annotated[
-        float,
-        typer.Option(metavar="S", help="Seconds between looks.", min=0.05, callback=finite),
-    ] = 1.0,
-    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object per line.")] = False,
+    interval: IntervalOption = 1.0,
+    json_: JsonLinesFlag = False,
     api: ApiOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
