@@ -35,7 +35,9 @@ from tests.terminal import on_terminal
 ROOT = Path(__file__).parent.parent
 
 
-def gate(store: Store, tool: str = "delete_file", run_id: str = "ar_one") -> dict[str, Any]:
+def gate(
+    store: Store, tool: str = "delete_file", run_id: str = "ar_one", **options: Any
+) -> dict[str, Any]:
     """A pending gate holding a call of ``tool`` on ``run_id``."""
     return create_interrupt(
         store=store,
@@ -43,6 +45,7 @@ def gate(store: Store, tool: str = "delete_file", run_id: str = "ar_one") -> dic
         chat_id="ch_one",
         event="agent.tool_call",
         meta={"event": "agent.tool_call", "data": {"tool": tool, "arguments": {"n": 1}}},
+        **options,
     )
 
 

@@ -14,7 +14,6 @@ import pytest
 from belt.engine.api import run_scenario
 from belt.records.interrupts import (
     DTO_FIELDS,
-    create_interrupt,
     os_user,
     person,
     read_record,
@@ -28,21 +27,10 @@ from tests.browser import missing
 from tests.cli.runner import belt
 from tests.cli.test_interrupt import converse
 from tests.servers import running
+from tests.test_interrupt_batch import gate
 
 T0 = datetime(2026, 8, 11, 14, 0, tzinfo=UTC)
 ME = os_user()
-
-
-def gate(store: Store, run_id: str = "ar_one", **options: Any) -> dict[str, Any]:
-    """A pending gate holding a call of delete_file on ``run_id``."""
-    return create_interrupt(
-        store=store,
-        run_id=run_id,
-        chat_id="ch_one",
-        event="agent.tool_call",
-        meta={"event": "agent.tool_call", "data": {"tool": "delete_file", "arguments": {}}},
-        **options,
-    )
 
 
 def trail(store: Store, interrupt_id: str) -> Any:
@@ -168,7 +156,8 @@ def test_records_written_before_the_trail_read_unknown(store: Store) -> None:
 
 
 def test_log_lists_settlements_newest_first_with_filters(store: Store) -> None:
-    first, second, other = gate(store, now=T0), gate(store, now=T0), gate(store, "ar_two", now=T0)
+    first, second = gate(store, now=T0), gate(store, now=T0)
+    other = gate(store, run_id="ar_two", now=T0)
     pending = gate(store, now=T0)
     resolve_interrupt(
         store=store,
