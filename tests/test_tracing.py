@@ -462,6 +462,30 @@ def test_with_tracing_off_no_opentelemetry_module_is_imported(args: tuple[str, .
     assert loaded_by(*args, OTEL_SERVICE_NAME="x", OTEL_EXPORTER_OTLP_HEADERS="a=b") == []
 
 
+SERVED = """
+import json, sys
+from starlette.testclient import TestClient
+from belt.server.app import create_app_from_settings
+from belt.samples import sample_payload
+app = create_app_from_settings({"POLICY": sys.argv[1]})
+with TestClient(app, base_url="http://127.0.0.1") as client:
+    payload = sample_payload("agent.tool_call", data={"tool": "delete_file", "arguments": {}})
+    hook = client.post("/hooks/guard", json=payload, headers={"traceparent": TRACEPARENT})
+    assert hook.status_code == 200, hook.text
+    assert client.get("/agents/hook-events").status_code == 200
+print(json.dumps([name for name in sys.modules if name.startswith("opentelemetry")]))
+""".replace("TRACEPARENT", repr("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"))
+
+
+def test_belt_serve_with_tracing_off_imports_no_opentelemetry(tmp_path: Path) -> None:
+    # The app belt serve runs (and each --workers process), answering a hook request that
+    # carries a traceparent and a platform route, with no OTEL_* variable: nothing is traced.
+    policy = str(ROOT / "examples" / "policy.toml")
+    done = python("-c", SERVED, policy, BELT_HOME=str(tmp_path / "home"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
 def test_with_a_trace_file_opentelemetry_is_imported(tmp_path: Path) -> None:
     found = loaded_by("sim", "run", str(GUARDED), "--trace", str(tmp_path / "t.jsonl"))
     assert "opentelemetry.sdk.trace" in found
