@@ -64,6 +64,15 @@ def served(store: Store) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture
+def otlp() -> Iterator[Any]:
+    """A real OTLP/HTTP receiver on a free port (tests/otlp_receiver.py), for the test."""
+    from tests.otlp_receiver import receiving
+
+    with receiving() as receiver:
+        yield receiver
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """One headless Chromium for a module of browser tests; each test opens its own page."""

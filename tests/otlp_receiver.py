@@ -110,12 +110,7 @@ def decoded(request: ExportTraceServiceRequest) -> list[Span]:
                         status_message=span.status.message,
                         start_ns=span.start_time_unix_nano,
                         end_ns=span.end_time_unix_nano,
-                        links=[
-                            Link(
-                                link.trace_id.hex(), link.span_id.hex(), attributes(link.attributes)
-                            )
-                            for link in span.links
-                        ],
+                        links=[link_of(link) for link in span.links],
                         resource=resource,
                         scope=scope_spans.scope.name,
                     )
@@ -243,13 +238,19 @@ def handler_for(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def server_for(receiver: Receiver) -> ThreadingHTTPServer:
+    """A server for ``receiver`` bound to 127.0.0.1, port 0 (its URL set on ``receiver``)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(receiver))
+    server.daemon_threads = True
+    receiver.url = f"http://127.0.0.1:{server.server_address[1]}"
+    return server
+
+
 @contextmanager
 def receiving() -> Iterator[Receiver]:
     """A receiver on 127.0.0.1, port 0, in a thread, for the ``with`` block."""
     receiver = Receiver()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(receiver))
-    server.daemon_threads = True
-    receiver.url = f"http://127.0.0.1:{server.server_address[1]}"
+    server = server_for(receiver)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -263,9 +264,8 @@ def receiving() -> Iterator[Receiver]:
 def serve() -> None:
     """Serve a receiver on port 0 of loopback until ended."""
     receiver = Receiver()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(receiver))
-    server.daemon_threads = True
-    print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
+    server = server_for(receiver)
+    print(f"listening on {receiver.url}", flush=True)
     server.serve_forever()
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from belt import tracing
+from tests.fake_platform import FakePlatform
+from tests.servers import REFUSED
 
 ROOT = Path(__file__).resolve().parent.parent
 GUARDED = ROOT / "examples" / "tests" / "guarded.toml"
@@ -31,17 +32,24 @@ def untraced_env(**more: str) -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}, **more}
 
 
-def belt(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
-    """``belt ARGS`` as a process of its own."""
+def python(*args: str, cwd: Path | str = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` as a process of its own, with ``env`` and no other OpenTelemetry
+    variable."""
     return subprocess.run(
-        [sys.executable, "-m", "belt", *args],
+        [sys.executable, *args],
         cwd=cwd,
         env=untraced_env(**env),
         capture_output=True,
         text=True,
+        stdin=subprocess.DEVNULL,
         timeout=120,
         check=False,
     )
+
+
+def belt(*args: str, cwd: Path | str = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
+    """``belt ARGS`` as a process of its own."""
+    return python("-m", "belt", *args, cwd=cwd, **env)
 
 
 def value(any_value: dict[str, Any]) -> Any:
@@ -245,15 +253,7 @@ def test_a_nexus_run_has_executor_hooks_and_a_continuation(tmp_path: Path) -> No
     assert accepted["attrs"]["belt.dialect"] == "nexus"
 
 
-@contextmanager
-def refusing_port() -> Iterator[int]:
-    """A loopback port nothing listens on (bound, never listening)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield sock.getsockname()[1]
-
-
-def failing_scenario(directory: Path, port: int) -> Path:
+def failing_scenario(directory: Path) -> Path:
     path = directory / "failing.toml"
     path.write_text(
         "[agent]\n"
@@ -261,7 +261,7 @@ def failing_scenario(directory: Path, port: int) -> Path:
         "[[agent.hooks]]\n"
         'event = "agent.tool_call"\n'
         'type = "webhook"\n'
-        f'handler = "http://127.0.0.1:{port}/hooks/secret-path?token=t0ps3cret"\n'
+        f'handler = "http://{REFUSED}/hooks/secret-path?token=t0ps3cret"\n'
         "timeout = 2\n"
         "[[turns]]\n"
         'user = "go"\n'
@@ -276,16 +276,14 @@ def test_a_failed_hook_is_an_error_span_that_says_how_it_was_counted(
     tmp_path: Path, flags: tuple[str, ...], counted: str
 ) -> None:
     trace = tmp_path / "trace.jsonl"
-    with refusing_port() as port:
-        scenario = failing_scenario(tmp_path, port)
-        done = belt("sim", "run", str(scenario), *flags, "--trace", str(trace))
+    done = belt("sim", "run", str(failing_scenario(tmp_path)), *flags, "--trace", str(trace))
     assert done.returncode == 0, done.stderr
     hook = Spans(trace).one("belt.hook agent.tool_call")
     assert hook["status"]["code"] == ERROR
     assert hook["attrs"]["belt.hook.counted_as"] == counted
     assert hook["attrs"]["belt.hook.decision"] == counted
-    assert hook["attrs"]["belt.hook.host"] == f"127.0.0.1:{port}"
-    assert hook["attrs"]["belt.hook.error"].startswith(f"cannot connect to 127.0.0.1:{port}")
+    assert hook["attrs"]["belt.hook.host"] == REFUSED
+    assert hook["attrs"]["belt.hook.error"].startswith(f"cannot connect to {REFUSED}")
     assert "secret-path" not in trace.read_text() and "t0ps3cret" not in trace.read_text()
 
 
@@ -384,14 +382,7 @@ def test_a_gate_settled_by_another_traced_process_ends_in_the_runs_trace(tmp_pat
         "    for gate in pending_for_run(run_id=sys.argv[2]):\n"
         "        resolve_interrupt(interrupt_id=gate['id'], decision='deny')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", settle, str(settled), run_id],
-        env=untraced_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = python("-c", settle, str(settled), run_id)
     assert done.returncode == 0, done.stderr
     spans = Spans(settled)
     gate, settler = spans.one("belt.gate"), spans.one("settle")
@@ -428,15 +419,7 @@ finally:
 
 def loaded_by(*args: str, **env: str) -> list[str]:
     """The OpenTelemetry (and protobuf) modules ``belt ARGS`` imported, in a fresh process."""
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *args],
-        cwd=ROOT,
-        env=untraced_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = python("-c", PROBE, *args, **env)
     assert done.returncode == 0, done.stdout + done.stderr
     found: list[str] = json.loads(done.stderr.rsplit("LOADED ", 1)[1])
     return found
@@ -512,15 +495,10 @@ def test_without_the_extra_belt_says_once_how_to_install_it_and_runs_untraced(
     tmp_path: Path,
 ) -> None:
     trace = tmp_path / "trace.jsonl"
-    done = subprocess.run(
-        [sys.executable, "-c", HIDDEN, "sim", "run", str(GUARDED), "--trace", str(trace)],
-        cwd=ROOT,
-        env=untraced_env(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = python(
+        "-c", HIDDEN, "sim", "run", str(GUARDED), "--trace", str(trace),
+        OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("pip install 'belt[otel]'") == 1
     assert [line for line in done.stderr.splitlines() if "belt[otel]" in line] == [
@@ -536,15 +514,7 @@ def test_without_the_extra_belt_says_once_how_to_install_it_and_runs_untraced(
         "print(tracing.start(otlp='http://127.0.0.1:9'), tracing.start(trace_file=None))\n"
         "print(tracing.start(otlp='http://127.0.0.1:9'), tracing.on())\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", twice],
-        cwd=ROOT,
-        env=untraced_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = python("-c", twice)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False", "False", "False"]
     assert done.stderr == tracing.INSTALL_HINT + "\n"
@@ -655,35 +625,10 @@ def _directory() -> Iterator[Path]:
         yield Path(name)
 
 
-@contextmanager
-def refusing_collector() -> Iterator[str]:
-    """A real HTTP server on a free port that answers every export 400."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Refuse(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length") or 0))
-            self.send_response(400)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_a_collector_that_refuses_the_spans_is_one_warning_line() -> None:
-    with refusing_collector() as url:
-        done = belt("sim", "run", str(GUARDED), "--otlp", url)
+    with FakePlatform() as collector:  # a real HTTP server that answers every export 400
+        collector.reply("POST", "/v1/traces", 400)
+        done = belt("sim", "run", str(GUARDED), "--otlp", collector.url)
     assert done.returncode == 0, done.stderr
     warned = [line for line in done.stderr.splitlines() if "traces not exported" in line]
     assert len(warned) == 1, done.stderr

@@ -7,9 +7,7 @@ handler instrumented with the OpenTelemetry SDK joins the run's trace.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -23,8 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.otlp_receiver import Receiver, Span, receiving
-from tests.servers import REFUSED
+from tests.cli.test_serve import serve_process
+from tests.otlp_receiver import Receiver, Span
+from tests.servers import REFUSED, turn_start
+from tests.test_tracing import belt, python, untraced_env
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACEPARENT = re.compile(
@@ -32,59 +32,10 @@ TRACEPARENT = re.compile(
 )
 
 
-@pytest.fixture
-def otlp() -> Iterator[Receiver]:
-    """A real OTLP/HTTP receiver on a free port, for the test."""
-    with receiving() as receiver:
-        yield receiver
-
-
-def untraced_env() -> dict[str, str]:
-    """This process's environment without any OpenTelemetry variable."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-
-
-def traced_env(receiver: Receiver, **more: str) -> dict[str, str]:
+def traced_env(receiver: Receiver) -> dict[str, str]:
     """The environment of a process that exports its spans to ``receiver``, in batches every
     5 s (the SDK's default): a process that ends sooner sends its spans as it exits."""
-    return {**untraced_env(), "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, **more}
-
-
-def belt(
-    *args: str, env: dict[str, str], cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``belt ARGS`` as a process of its own."""
-    return subprocess.run(
-        [sys.executable, "-m", "belt", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
-
-
-@contextmanager
-def serving(*args: str, env: dict[str, str]) -> Iterator[str]:
-    """``belt serve --port 0 ARGS`` as a process of its own; its URL while it runs, stopped with
-    Ctrl-C at the end (its spans flushed as it exits)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "belt", "serve", "--port", "0", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        banner = process.stderr.readline()
-        found = re.search(r"listening on (http://\S+) ", banner)
-        assert found, banner + process.stderr.read()
-        yield found.group(1)
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.communicate(timeout=30)
+    return untraced_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url)
 
 
 def one(spans: list[Span], name: str) -> Span:
@@ -162,17 +113,10 @@ def test_a_delivery_carries_traceparent_with_tracing_on_and_is_unchanged_with_it
     otlp: Receiver,
 ) -> None:
     with raw_server() as (url, got):
-        off = subprocess.run(
-            [sys.executable, "-c", DELIVER, url], env=untraced_env(), capture_output=True, text=True
-        )
+        off = python("-c", DELIVER, url)
         assert off.returncode == 0, off.stderr
         assert json.loads(off.stdout) == []  # nothing of OpenTelemetry imported
-        on = subprocess.run(
-            [sys.executable, "-c", DELIVER, url],
-            env=traced_env(otlp),
-            capture_output=True,
-            text=True,
-        )
+        on = python("-c", DELIVER, url, OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url)
         assert on.returncode == 0, on.stderr
     sent_off, sent_on = got
     assert b"traceparent" not in sent_off.lower() and b"tracestate" not in sent_off.lower()
@@ -204,20 +148,21 @@ def test_a_guarded_agent_run_and_the_server_that_guards_it_are_one_trace(
 ) -> None:
     # examples/guarded-agent.toml against `belt serve --policy examples/policy.toml`, as
     # `make demo` runs them, on a free port; both processes trace to the receiver.
-    env = traced_env(otlp)
-    with serving("--policy", str(ROOT / "examples" / "policy.toml"), env=env) as url:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url}
+    policy = str(ROOT / "examples" / "policy.toml")
+    with serve_process("--policy", policy, env=traced_env(otlp)) as (url, _):
         guarded = (ROOT / "examples" / "guarded-agent.toml").read_text(encoding="utf-8")
         path = tmp_path / "guarded.toml"
         path.write_text(guarded.replace("http://127.0.0.1:8787", url), encoding="utf-8")
-        held = belt("sim", "run", str(path), "--json", env=env)
+        held = belt("sim", "run", str(path), "--json", **env)
         assert held.returncode == 0, held.stderr
         report = json.loads(held.stdout)
         assert report["simulation"]["status"] == "held", held.stdout
         (gate,) = report["chat"]["pending_interrupts"]
         # The gate is settled later, through the server's platform route.
-        settled = belt("interrupt", "resolve", gate["id"], "allow", "--api", url, env=env)
+        settled = belt("interrupt", "resolve", gate["id"], "allow", "--api", url, **env)
         assert settled.returncode == 0, settled.stderr
-        resumed = belt("sim", "resume", report["simulation"]["id"], "--json", env=env)
+        resumed = belt("sim", "resume", report["simulation"]["id"], "--json", **env)
         assert resumed.returncode == 0, resumed.stderr
         spans = otlp.wait(lambda got: any(s.name == "belt.gate" for s in got))
     (run,) = [s for s in spans if s.name == "invoke_agent guarded-agent" and not s.parent_id]
@@ -270,7 +215,7 @@ def test_a_failed_hook_is_an_error_span_saying_how_it_was_counted(
 ) -> None:
     hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": f"http://{REFUSED}/h?k=s"}]
     path = scenario(tmp_path / "failing.json", hooks)
-    done = belt("sim", "run", str(path), "--fail-closed", env=traced_env(otlp))
+    done = belt("sim", "run", str(path), "--fail-closed", OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url)
     assert done.returncode == 0, done.stderr
     (failed,) = otlp.named("belt.hook agent.tool_call")
     assert failed.status == "error"
@@ -284,13 +229,13 @@ def test_a_failed_hook_is_an_error_span_saying_how_it_was_counted(
 def test_the_standard_variables_name_the_service_its_resource_and_the_export_headers(
     otlp: Receiver, tmp_path: Path
 ) -> None:
-    env = traced_env(
-        otlp,
+    done = belt(
+        "sim", "run", str(scenario(tmp_path / "s.json", [])),
+        OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url,
         OTEL_SERVICE_NAME="support-agents",
         OTEL_RESOURCE_ATTRIBUTES="deployment.environment=ci,team=blue",
         OTEL_EXPORTER_OTLP_HEADERS="x-collector-key=k123",
-    )
-    done = belt("sim", "run", str(scenario(tmp_path / "s.json", [])), env=env)
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     run = one(otlp.spans, "invoke_agent agent")
     assert run.resource["service.name"] == "support-agents"
@@ -311,9 +256,8 @@ def test_belt_test_is_a_span_with_a_span_per_scenario_over_its_runs(
         document = json.loads(path.read_text(encoding="utf-8"))
         document["expect"] = [{"tool": "read_file", "decision": "deny"}]
         path.write_text(json.dumps(document), encoding="utf-8")
-    done = belt(
-        "test", str(tmp_path / "first.json"), str(tmp_path / "second.json"), env=traced_env(otlp)
-    )
+    files = [str(tmp_path / "first.json"), str(tmp_path / "second.json")]
+    done = belt("test", *files, OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url)
     assert done.returncode == 0, done.stdout + done.stderr
     suite = one(otlp.spans, "belt.test")
     assert suite.parent_id is None
@@ -329,12 +273,8 @@ def test_belt_test_is_a_span_with_a_span_per_scenario_over_its_runs(
 # -- belt serve continues a trace ----------------------------------------------------------------
 
 PAYLOAD = {
+    **turn_start(),
     "event": "agent.tool_call",
-    "timestamp": "2026-08-11T14:00:00.000Z",
-    "agent_id": "ag_1",
-    "chat_id": "ch_1",
-    "run_id": "ar_1",
-    "turn_count": 1,
     "data": {"tool": "delete_file", "arguments": {"path": "/etc/secret-name"}},
 }
 
@@ -348,7 +288,8 @@ def test_belt_serve_continues_the_trace_of_each_request_that_carries_one(
     args = ["--policy", str(ROOT / "examples" / "policy.toml"), "--workers", workers]
     if asked_by == "--otlp":  # each worker process is told, not only the one it starts from
         args += ["--otlp", otlp.url]
-    with serving(*args, env=traced_env(otlp) if asked_by == "env" else untraced_env()) as url:
+    env = traced_env(otlp) if asked_by == "env" else untraced_env()
+    with serve_process(*args, env=env) as (url, _):
         hook = httpx.post(f"{url}/hooks/tool-call?k=secret", json=PAYLOAD, headers=carried)
         assert hook.status_code == 200, hook.text
         events = httpx.get(f"{url}/agents/hook-events", headers=carried)
@@ -452,7 +393,8 @@ def test_a_handler_instrumented_with_opentelemetry_joins_the_runs_trace(
 ) -> None:
     with instrumented(otlp) as url:
         hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": url}]
-        done = belt("sim", "run", str(scenario(tmp_path / "s.json", hooks)), env=traced_env(otlp))
+        path = scenario(tmp_path / "s.json", hooks)
+        done = belt("sim", "run", str(path), OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url)
         assert done.returncode == 0, done.stderr
     hook = one(otlp.spans, "belt.hook agent.tool_call")
     assert hook.attributes["belt.hook.decision"] == "deny"
@@ -466,7 +408,7 @@ def test_a_hook_request_forwarded_by_belt_serve_takes_its_trace_to_the_handler(
 ) -> None:
     trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
     with instrumented(otlp) as handler:
-        with serving("--forward-to", handler, env=traced_env(otlp)) as url:
+        with serve_process("--forward-to", handler, env=traced_env(otlp)) as (url, _):
             carried = {"traceparent": f"00-{trace_id}-{parent}-01"}
             answer = httpx.post(f"{url}/hooks", json=PAYLOAD, headers=carried)
             assert answer.status_code == 200, answer.text
@@ -483,7 +425,7 @@ def test_an_emulated_message_runs_under_the_request_that_sent_it(otlp: Receiver)
     trace_id, parent = "5bf92f3577b34da6a3ce929d0e0e4736", "10f067aa0ba902b7"
     carried = {"traceparent": f"00-{trace_id}-{parent}-01"}
     message = {"agent_config": {"name": "helper"}, "chat_id": None, "input": {"text": "hi"}}
-    with serving(env=traced_env(otlp)) as url:
+    with serve_process(env=traced_env(otlp)) as (url, _):
         sent = httpx.post(f"{url}/agents/run", json=message, headers=carried)
         assert sent.status_code == 200, sent.text
         chat = sent.json()["data"]["user_message"]["chat_id"]

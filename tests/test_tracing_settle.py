@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import getpass
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.otlp_receiver import Receiver, Span, receiving
+from tests.cli.test_serve import serve_process
+from tests.otlp_receiver import Receiver, Span
 from tests.terminal import on_terminal
 from tests.test_tracing import ROOT, Spans, belt, loaded_by, untraced_env
-from tests.test_tracing_e2e import serving
 
 GATED = (
     '[agent]\nname = "gated"\n'
@@ -28,13 +23,6 @@ GATED = (
     '[[turns]]\nuser = "go"\n'
     '  [[turns.model]]\n  tool_calls = [ { name = "read_file", result = "." } ]\n'
 )
-
-
-@pytest.fixture
-def otlp() -> Iterator[Receiver]:
-    """A real OTLP/HTTP receiver on a free port, for the test."""
-    with receiving() as receiver:
-        yield receiver
 
 
 def held_run(directory: Path) -> tuple[str, dict[str, Any]]:
@@ -64,19 +52,21 @@ def linked(spans: list[Span], gate: Span) -> Span:
     return next(s for s in spans if (s.trace_id, s.span_id) == (link.trace_id, link.span_id))
 
 
+def gate_and_settlement(trace: Path, hook: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``belt.gate`` and ``belt.settlement`` spans of a trace file: the gate in the run's
+    trace, the child of ``hook``, linked to the settlement."""
+    spans = Spans(trace)
+    gate, settlement = spans.one("belt.gate"), spans.one("belt.settlement")
+    assert (gate["traceId"], gate["parentSpanId"]) == (hook["traceId"], hook["spanId"])
+    assert [link["spanId"] for link in gate["links"]] == [settlement["spanId"]]
+    return gate, settlement
+
+
 def test_a_gate_resolved_at_the_command_line_ends_in_the_runs_trace(
     otlp: Receiver, tmp_path: Path
 ) -> None:
     gate_id, hook = held_run(tmp_path)
-    env = untraced_env(OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url)
-    done = subprocess.run(
-        [sys.executable, "-m", "belt", "interrupt", "resolve", gate_id, "allow"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = belt("interrupt", "resolve", gate_id, "allow", OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # the spans are exported before the process ends, without a word
     spans = otlp.wait(lambda got: any(s.name == "belt.gate" for s in got))
@@ -123,15 +113,11 @@ def test_a_sweep_is_a_settlement_by_expiry_that_ends_the_gate_span(tmp_path: Pat
     trace = tmp_path / "swept.jsonl"
     done = belt("interrupt", "sweep", "--at", "2100-01-01T00:00:00Z", "--trace", str(trace))
     assert done.returncode == 0, done.stderr
-    spans = Spans(trace)
-    gate = spans.one("belt.gate")
-    assert (gate["traceId"], gate["parentSpanId"]) == (hook["traceId"], hook["spanId"])
+    gate, settlement = gate_and_settlement(trace, hook)
     assert gate["attrs"]["belt.gate.id"] == gate_id
     assert gate["attrs"]["belt.gate.status"] == "expired"
     assert gate["attrs"]["belt.gate.settled_by"] == "expiry"
-    settlement = spans.one("belt.settlement")
     assert settlement["attrs"] == {"belt.gate.settled_by": "expiry"}
-    assert [link["spanId"] for link in gate["links"]] == [settlement["spanId"]]
 
 
 def test_auto_settles_each_gate_by_its_rule_in_a_settlement_span(tmp_path: Path) -> None:
@@ -144,16 +130,12 @@ def test_auto_settles_each_gate_by_its_rule_in_a_settlement_span(tmp_path: Path)
     trace = tmp_path / "auto.jsonl"
     done = belt("interrupt", "auto", "--rules", str(rules), "--once", "--trace", str(trace))
     assert done.returncode == 0, done.stderr
-    spans = Spans(trace)
-    gate = spans.one("belt.gate")
-    assert (gate["traceId"], gate["parentSpanId"]) == (hook["traceId"], hook["spanId"])
+    gate, settlement = gate_and_settlement(trace, hook)
     assert (gate["attrs"]["belt.gate.id"], gate["attrs"]["belt.gate.settled_by"]) == (
         gate_id,
         "rule",
     )
-    settlement = spans.one("belt.settlement")
     assert settlement["attrs"] == {"belt.gate.settled_by": "rule"}  # no file, no rule name
-    assert [link["spanId"] for link in gate["links"]] == [settlement["spanId"]]
 
 
 def test_review_settles_each_answer_in_a_settlement_span_through_its_door(tmp_path: Path) -> None:
@@ -168,13 +150,9 @@ def test_review_settles_each_answer_in_a_settlement_span_through_its_door(tmp_pa
     with on_terminal(["interrupt", "review", "--trace", str(trace)], env=env, cwd=ROOT) as term:
         assert term.converse(reply) == 0, term.text
     assert answers == []
-    spans = Spans(trace)
-    gate = spans.one("belt.gate")
-    assert (gate["traceId"], gate["parentSpanId"]) == (hook["traceId"], hook["spanId"])
+    gate, settlement = gate_and_settlement(trace, hook)
     assert gate["attrs"]["belt.gate.id"] == gate_id
-    settlement = spans.one("belt.settlement")
     assert settlement["attrs"] == {"belt.gate.settled_by": "person", "belt.gate.door": "review"}
-    assert [link["spanId"] for link in gate["links"]] == [settlement["spanId"]]
 
 
 def test_resolving_with_tracing_off_imports_no_opentelemetry(tmp_path: Path) -> None:
@@ -189,7 +167,7 @@ def test_resolving_through_belt_serve_is_one_trace_from_the_command_to_the_reque
     otlp: Receiver, tmp_path: Path
 ) -> None:
     gate_id, hook = held_run(tmp_path)
-    with serving(env=untraced_env(OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url)) as url:
+    with serve_process(env=untraced_env(OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url)) as (url, _):
         done = belt(
             "interrupt",
             "resolve",

@@ -111,7 +111,7 @@ def lower_open_files(limit: int) -> Callable[[], None]:
 
 @contextmanager
 def serve_process(
-    *args: str, nofile: int | None = None, verbose: bool = False
+    *args: str, nofile: int | None = None, verbose: bool = False, env: dict[str, str] | None = None
 ) -> Iterator[tuple[str, dict[str, str]]]:
     """Run `belt serve --port 0 ARGS` in a child process; yield its URL and, at exit, output."""
     process = subprocess.Popen(
@@ -120,6 +120,7 @@ def serve_process(
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        env=env,
         preexec_fn=lower_open_files(nofile) if nofile else None,
     )
     captured: dict[str, str] = {}
