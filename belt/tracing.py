@@ -70,8 +70,12 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
     if endpoint_set:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        exporter = OTLPSpanExporter(endpoint=traces_url(otlp)) if otlp else OTLPSpanExporter()
-        provider.add_span_processor(_batched(exporter))
+        timed = any(os.environ.get(f"OTEL_EXPORTER_OTLP_{part}TIMEOUT") for part in ("TRACES_", ""))
+        exporter = OTLPSpanExporter(
+            endpoint=traces_url(otlp) if otlp else None,
+            timeout=None if timed else EXPORT_SECONDS,
+        )
+        provider.add_span_processor(_batched(_gives_up(exporter)))
     if trace_file is not None:
         provider.add_span_processor(_batched(_file_exporter(trace_file)))
     _say_export_problems_once()
@@ -82,6 +86,42 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
         _registered = True
         atexit.register(shutdown)
     return True
+
+
+EXPORT_SECONDS = 3.0
+"""How long one export to a collector may take, its retries included, unless
+``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` or ``OTEL_EXPORTER_OTLP_TIMEOUT`` says otherwise: with
+:func:`_gives_up`, what a collector that cannot be reached costs a process, once."""
+
+
+def _gives_up(exporter: Any) -> Any:
+    """``exporter``, which after one failed export drops the spans it is given: a collector that
+    cannot be reached (or refuses the spans) is not waited for again by every later batch, nor
+    by the flush each worker process makes after its piece of work. The failure is kept in
+    memory shared with the processes forked from this one (``belt test``'s workers), so it is
+    paid once per command, and the warning says so."""
+    import mmap
+
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    failed = mmap.mmap(-1, 1)
+
+    class GivesUp(SpanExporter):
+        def export(self, spans: Sequence[Any]) -> SpanExportResult:
+            if failed[0]:
+                return SpanExportResult.FAILURE
+            result: SpanExportResult = exporter.export(spans)
+            if result is not SpanExportResult.SUCCESS:
+                failed[0] = 1
+            return result
+
+        def shutdown(self) -> None:
+            exporter.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return bool(exporter.force_flush(timeout_millis))
+
+    return GivesUp()
 
 
 def _say_export_problems_once() -> None:
@@ -100,7 +140,10 @@ def _say_export_problems_once() -> None:
             if not self.said:
                 self.said = True
                 text = " ".join(record.getMessage().split())[:500]
-                sys.stderr.write(f"warning: traces not exported: {text}\n")
+                sys.stderr.write(
+                    f"warning: traces not exported: {text} (this process drops its spans from "
+                    "now on)\n"
+                )
                 sys.stderr.flush()
 
     logger = logging.getLogger("opentelemetry")

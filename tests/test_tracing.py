@@ -636,6 +636,20 @@ def test_a_collector_that_refuses_the_spans_is_one_warning_line() -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_after_one_failed_export_a_command_and_its_workers_drop_their_spans() -> None:
+    # Each scenario of belt test flushes its spans in the worker process that ran it: a
+    # collector that cannot take them is tried once for the whole command, not once by each
+    # process (each try waits for the collector, up to tracing.EXPORT_SECONDS).
+    with FakePlatform() as collector:
+        collector.reply("POST", "/v1/traces", 400)
+        done = belt("test", str(ROOT / "examples" / "tests"), "-j", "1", "--otlp", collector.url)
+        exports = [seen for seen in collector.requests if seen.path == "/v1/traces"]
+    assert done.returncode == 0, done.stderr
+    assert len(exports) == 1, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "traces not exported" in line]
+    assert len(warned) == 1 and warned[0].endswith("(this process drops its spans from now on)")
+
+
 def test_a_served_hook_span_counts_its_injection_in_utf8_bytes(tmp_path: Path) -> None:
     # As a delivery's span in the engine counts it: bytes, not characters.
     from belt.server.app import create_app
