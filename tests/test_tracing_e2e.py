@@ -6,6 +6,7 @@ handler instrumented with the OpenTelemetry SDK joins the run's trace.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -92,8 +93,11 @@ def raw_server() -> Iterator[tuple[str, list[bytes]]]:
     try:
         yield f"http://127.0.0.1:{listener.getsockname()[1]}/hooks", got
     finally:
+        with contextlib.suppress(OSError):  # wakes the accept() the thread waits in
+            listener.shutdown(socket.SHUT_RDWR)
         listener.close()
         thread.join(timeout=5)
+        assert not thread.is_alive()
 
 
 DELIVER = """
@@ -150,7 +154,10 @@ def test_a_guarded_agent_run_and_the_server_that_guards_it_are_one_trace(
     # `make demo` runs them, on a free port; both processes trace to the receiver.
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url}
     policy = str(ROOT / "examples" / "policy.toml")
-    with serve_process("--policy", policy, env=traced_env(otlp)) as (url, _):
+    # The server exports a batch every 0.2 s (OTEL_BSP_SCHEDULE_DELAY, the SDK's variable)
+    # rather than every 5 s: the gate's span it makes is waited for while it runs.
+    served_env = {**traced_env(otlp), "OTEL_BSP_SCHEDULE_DELAY": "200"}
+    with serve_process("--policy", policy, env=served_env) as (url, _):
         guarded = (ROOT / "examples" / "guarded-agent.toml").read_text(encoding="utf-8")
         path = tmp_path / "guarded.toml"
         path.write_text(guarded.replace("http://127.0.0.1:8787", url), encoding="utf-8")

@@ -167,7 +167,10 @@ def test_resolving_through_belt_serve_is_one_trace_from_the_command_to_the_reque
     otlp: Receiver, tmp_path: Path
 ) -> None:
     gate_id, hook = held_run(tmp_path)
-    with serve_process(env=untraced_env(OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url)) as (url, _):
+    # The server exports a batch every 0.2 s (the SDK's OTEL_BSP_SCHEDULE_DELAY) rather than
+    # every 5 s: the gate's span it makes is waited for while it runs.
+    served_env = untraced_env(OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url, OTEL_BSP_SCHEDULE_DELAY="200")
+    with serve_process(env=served_env) as (url, _):
         done = belt(
             "interrupt",
             "resolve",
