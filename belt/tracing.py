@@ -12,6 +12,7 @@ import atexit
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from pathlib import Path
@@ -30,6 +31,8 @@ _provider: Any = None
 _hinted = False
 _registered = False
 _quiet = False
+_threads: set[threading.Thread] = set()
+"""The threads tracing started in this process (the SDK's export threads)."""
 _NOOP: ContextManager[Any] = contextlib.nullcontext()
 _KINDS = ("internal", "server", "client", "producer", "consumer")
 
@@ -67,6 +70,7 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
         resource = resource.merge(Resource({"service.name": "belt"}))
     resource = Resource({"service.version": __version__}).merge(resource)
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    before = set(threading.enumerate())
     if endpoint_set:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -79,6 +83,11 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
     if trace_file is not None:
         provider.add_span_processor(_batched(_file_exporter(trace_file)))
     _say_export_problems_once()
+    _threads.update(set(threading.enumerate()) - before)
+    # A forked child gets the export threads again from the SDK's own handlers, registered as
+    # the processors were made: this one runs after them and finds those threads, the only ones
+    # a child has then besides its main thread.
+    os.register_at_fork(after_in_child=_threads_of_child)
     _provider = provider
     _tracer = provider.get_tracer("belt", __version__)
     _on = True
@@ -92,6 +101,19 @@ EXPORT_SECONDS = 3.0
 """How long one export to a collector may take, its retries included, unless
 ``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` or ``OTEL_EXPORTER_OTLP_TIMEOUT`` says otherwise: with
 :func:`_gives_up`, what a collector that cannot be reached costs a process, once."""
+
+
+def threads() -> set[threading.Thread]:
+    """The threads tracing runs in this process (the SDK's export threads): belt's own, so a
+    ``belt test`` worker that holds them is not one left with a thread of the user's code
+    (``belt.supervisor``), and goes on to its next scenario."""
+    return {thread for thread in _threads if thread.is_alive()}
+
+
+def _threads_of_child() -> None:
+    main = threading.main_thread()
+    _threads.clear()
+    _threads.update(thread for thread in threading.enumerate() if thread is not main)
 
 
 def _gives_up(exporter: Any) -> Any:

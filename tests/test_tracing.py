@@ -650,6 +650,42 @@ def test_after_one_failed_export_a_command_and_its_workers_drop_their_spans() ->
     assert len(warned) == 1 and warned[0].endswith("(this process drops its spans from now on)")
 
 
+PID_HOOK = """
+import os
+from pathlib import Path
+
+def note(payload):
+    (Path(os.environ["PIDS"]) / str(os.getpid())).touch()
+    return None
+"""
+
+
+def test_traced_scenarios_share_their_worker_as_untraced_ones_do(tmp_path: Path) -> None:
+    # A worker holding a thread belt did not start ends after its scenario; the SDK's export
+    # thread is tracing's own, so a traced suite does not fork a worker per scenario.
+    suite, pids = tmp_path / "suite", tmp_path / "pids"
+    suite.mkdir()
+    pids.mkdir()
+    (suite / "note.py").write_text(PID_HOOK)
+    hook = {"event": "agent.tool_call", "type": "webhook", "handler": f"py:{suite}/note.py:note"}
+    for number in range(4):
+        doc = {
+            "agent": {"hooks": [hook]},
+            "turns": [
+                {"user": "go", "model": [{"tool_calls": [{"name": "t", "arguments": {}}]}, {}]}
+            ],
+            "expect": [{"tool": "t", "status": "completed"}],
+        }
+        (suite / f"s{number}.json").write_text(json.dumps(doc))
+    for traced in (False, True):
+        for pid in pids.iterdir():
+            pid.unlink()
+        trace = ("--trace", str(tmp_path / "t.jsonl")) if traced else ()
+        done = belt("test", str(suite), "-j", "1", *trace, PIDS=str(pids))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert len(list(pids.iterdir())) == 1, (traced, done.stderr)
+
+
 def test_a_served_hook_span_counts_its_injection_in_utf8_bytes(tmp_path: Path) -> None:
     # As a delivery's span in the engine counts it: bytes, not characters.
     from belt.server.app import create_app

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
+from belt import tracing
 from belt.errors import UsageError
 from belt.supervisor import Preload, Supervisor, can_fork
 
@@ -111,7 +112,7 @@ def run_all(
         step=partial(_portable_step, step, whole),
         items=items,
         preload=preload,
-        spare=idle_threads,
+        spare=lambda: idle_threads() | tracing.threads(),
         handful=partial(chunk_size, jobs=jobs),
     ) as supervisor:
         yield from supervisor.run(lost)
