@@ -11,9 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from belt.approvals import load_rules
-from belt.records.interrupts import read_record
+from belt.errors import InvalidInput
+from belt.records.interrupts import read_record, rule_settlement
 from belt.store import Store
 from tests.cli.runner import belt
 from tests.cli.test_serve import serve_process
@@ -163,3 +166,40 @@ def test_auto_against_another_api_sends_nothing_of_the_trail() -> None:
     lines = result.stdout.splitlines()
     assert [line.split()[:2] for line in lines] == [[i, "allow"] for i in ids]
     assert all(line.endswith('rule "reads": reading changes nothing') for line in lines)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+FORM_KEYS = st.sampled_from(["how", "file", "rule", "digest", "door", "x"])
+FORMS = st.fixed_dictionaries(
+    {
+        "how": st.just("rule"),
+        "file": st.text(min_size=1, max_size=30),
+        "rule": st.text(min_size=1, max_size=30),
+        "digest": st.from_regex(r"sha256:[0-9a-f]{64}", fullmatch=True) | st.text(max_size=10),
+    }
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    by=FORMS | JSON | st.dictionaries(FORM_KEYS, JSON | st.just("rule"), max_size=5),
+    extra=st.dictionaries(st.sampled_from(["decision", "data", "x"]), JSON, max_size=2),
+)
+def test_any_body_is_a_rule_settlement_or_refused_by_name(by: Any, extra: dict[str, Any]) -> None:
+    # What belt serve's own resolve route takes from a caller: a checked rule form, or a clean
+    # refusal (exit 5, a 422) naming the field, with nothing unprintable in its words.
+    try:
+        settled = rule_settlement({**extra, "by": by}, token=True)
+    except InvalidInput as refused:
+        assert refused.exit_code == 5
+        assert refused.message.isprintable()
+        return
+    assert set(settled) == {"how", "file", "rule", "digest", "door", "token"}
+    assert all(settled[key].isprintable() for key in ("file", "rule"))
+    assert (settled["how"], settled["door"], settled["token"]) == ("rule", "api", True)
