@@ -357,7 +357,7 @@ def argument_values() -> Strategy:
     return paths() | json_values() | large_text() | deep_values()
 
 
-def arguments() -> st.SearchStrategy[dict[str, Any]]:
+def arguments() -> st.SearchStrategy[dict[str, object]]:
     """A tool call's arguments: the common keys (each there or not) with values of their kind,
     and any other keys with any values; empty, small, large, deep."""
     text = texts(max_size=80)
@@ -376,7 +376,7 @@ def arguments() -> st.SearchStrategy[dict[str, Any]]:
     return st.builds(lambda known, other: {**other, **known}, known, others).filter(_within_limit)
 
 
-def _within_limit(value: dict[str, Any]) -> bool:
+def _within_limit(value: dict[str, object]) -> bool:
     """True when ``value`` encodes to at most ``ARGUMENTS_MAX_BYTES`` (several large values can
     pass it together)."""
     return len(json.dumps(value, ensure_ascii=False).encode("utf-8")) <= ARGUMENTS_MAX_BYTES
@@ -424,7 +424,7 @@ def event_data(event: str, *, beyond_spec: bool = False) -> Strategy:
     return st.just({})
 
 
-def envelope(event: str, data: Strategy) -> st.SearchStrategy[dict[str, Any]]:
+def envelope(event: str, data: Strategy) -> st.SearchStrategy[dict[str, object]]:
     """A LifecycleHookPayload of ``event`` with ``data``; an event without data fields may come
     with ``data`` empty or left out."""
     required: dict[str, Strategy] = {
@@ -441,7 +441,7 @@ def envelope(event: str, data: Strategy) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(required, optional={"data": data})
 
 
-def payloads(event: str, *, beyond_spec: bool = False) -> st.SearchStrategy[dict[str, Any]]:
+def payloads(event: str, *, beyond_spec: bool = False) -> st.SearchStrategy[dict[str, object]]:
     """Payloads of one inference.sh event (``beyond_spec``: values the platform does not send
     too)."""
     return envelope(event, event_data(event, beyond_spec=beyond_spec))
@@ -454,9 +454,9 @@ spec_sample = sample_payload
 # -- Nexus ----------------------------------------------------------------------------------------
 
 
-def _task_input(event: str) -> Callable[..., dict[str, Any]]:
-    def build(run: str, source: str, conversation: str | None, **extra: Any) -> dict[str, Any]:
-        task = {
+def _task_input(event: str) -> Callable[..., dict[str, object]]:
+    def build(run: str, source: str, conversation: str | None, **extra: Any) -> dict[str, object]:
+        task: dict[str, object] = {
             "event": event,
             "task_key": f"{run}:{event}:{source}",
             "run_public_id": run,
@@ -468,11 +468,11 @@ def _task_input(event: str) -> Callable[..., dict[str, Any]]:
     return build
 
 
-def _preview(text: str) -> dict[str, Any]:
+def _preview(text: str) -> dict[str, object]:
     return {"output_preview": text, "output_size_bytes": len(text.encode("utf-8"))}
 
 
-def nexus_inputs(event: str) -> st.SearchStrategy[dict[str, Any]]:
+def nexus_inputs(event: str) -> st.SearchStrategy[dict[str, object]]:
     """Hook task inputs of one Nexus boundary: ``stop`` with a bounded ``output_preview``,
     ``pre_compact`` with or without a mid-turn ``compaction_trigger`` and its overshoot."""
     sources = st.sampled_from(("input", "mail", "regeneration", "answer-1", "compaction-1"))
@@ -506,7 +506,7 @@ def nexus_inputs(event: str) -> st.SearchStrategy[dict[str, Any]]:
     return st.builds(build, **base)
 
 
-def nexus_sample(event: str) -> dict[str, Any]:
+def nexus_sample(event: str) -> dict[str, object]:
     """A hook task input of ``event`` as the spec describes it."""
     source = "answer-1" if event == NexusEvent.STOP else "input"
     task = _task_input(event)("run_sample01", source, "conv_sample01")
@@ -604,7 +604,7 @@ ABSENT = object()
 """A key path left out of the generated arguments."""
 
 
-def _placed(base: dict[str, Any], placed: dict[tuple[str, ...], Any]) -> dict[str, Any]:
+def _placed(base: dict[str, object], placed: dict[tuple[str, ...], Any]) -> dict[str, object]:
     result = dict(base)
     for key_path, value in placed.items():
         if value is ABSENT:
@@ -621,7 +621,7 @@ def _placed(base: dict[str, Any], placed: dict[tuple[str, ...], Any]) -> dict[st
 
 def steered_arguments(
     wanted: dict[tuple[str, ...], Any], unless: dict[tuple[str, ...], Any]
-) -> st.SearchStrategy[dict[str, Any]]:
+) -> st.SearchStrategy[dict[str, object]]:
     """Arguments whose key paths get values the property's patterns match (``wanted``), and,
     at its ``unless`` paths, values that match those patterns or not (or are left out); a
     path-shaped pattern's attacks at its key path too."""
@@ -647,7 +647,7 @@ def steered_payloads(
     unless: dict[tuple[str, ...], Any],
     *,
     beyond_spec: bool = False,
-) -> st.SearchStrategy[dict[str, Any]]:
+) -> st.SearchStrategy[dict[str, object]]:
     """Payloads of ``event`` steered to a property: its tool pattern and argument patterns."""
     if event != "agent.tool_call":
         return payloads(event, beyond_spec=beyond_spec)
@@ -665,7 +665,7 @@ def attack_payloads(
     tool: str | None = None,
     wanted: dict[tuple[str, ...], Any] | None = None,
     unless: dict[tuple[str, ...], Any] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """The payloads a check sends first, ahead of the generated ones: a tool call (of a
     name the tool pattern matches) for each attack on each path-shaped pattern, at its key
     path, the other key paths holding values their patterns match, so that the attack alone

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from belt.declarations import read_document
 from belt.errors import InvalidInput
@@ -52,11 +52,11 @@ class Property:
     unless: dict[tuple[str, ...], Any]
     unless_matchers: ArgumentMatchers
 
-    def applies(self, payload: dict[str, Any]) -> bool:
+    def applies(self, payload: dict[str, object]) -> bool:
         """True when ``payload`` is one the property speaks of."""
         if payload.get("event") != self.event:
             return False
-        data = payload.get("data") or {}
+        data = cast(dict[str, object], payload.get("data") or {})
         if self.tool_matcher is not None and not self.tool_matcher(data.get("tool")):
             return False
         found = data.get("arguments")

@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree as ET
 
 from belt.check.writable import cannot_write
 from belt.errors import ExitCode
@@ -52,7 +53,7 @@ class Failure:
             return " (sent once more, it did not fail again: it may depend on load or timing)"
         return " (it did not fail on every try)" if self.flaky else ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The failure as JSON."""
         return {
             "detail": self.detail,
@@ -120,9 +121,9 @@ class CheckResult:
             "max": values[-1],
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The result as ``belt check --json`` prints it."""
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "check": self.check,
             "title": self.title,
             "subject": self.subject,
@@ -175,7 +176,7 @@ class CheckReport:
             counts[result.status] += 1
         return counts
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The report as one JSON document."""
         return {
             "target": self.target,
@@ -251,8 +252,6 @@ def curl_command(url: str, body: bytes, headers: dict[str, str]) -> str:
 def junit_xml(report: CheckReport, path: Path) -> None:
     """Write the report as JUnit XML: a test case per check and subject (exit 5 naming the
     path when it cannot be written)."""
-    from xml.etree import ElementTree as ET
-
     counts = report.counts()
     suite = ET.Element(
         "testsuite",

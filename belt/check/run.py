@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import secrets
 import time
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as seeded
@@ -107,14 +108,10 @@ class CaseFailed(Exception):
     failures apart and shrink each."""
 
 
-_FAILURES: dict[str, type[CaseFailed]] = {}
-
-
+@functools.cache
 def failure_class(check: str) -> type[CaseFailed]:
     """The exception class of one check's failures."""
-    if check not in _FAILURES:
-        _FAILURES[check] = type(f"Failed_{check}", (CaseFailed,), {})
-    return _FAILURES[check]
+    return type(f"Failed_{check}", (CaseFailed,), {})
 
 
 class _Stop(BaseException):
@@ -149,8 +146,9 @@ class Sender:
     secret: str | None = None
     deadline: float = float("inf")
     pacer: Pacer = field(default_factory=lambda: Pacer(REMOTE_PER_SECOND))
-    hung: dict[tuple[str, str], Any] = field(default_factory=dict)
-    """What a call that timed out gave, by target and payload: it is not called again."""
+    hung: dict[tuple[str, str], WebhookResult | None] = field(default_factory=dict)
+    """What a call that timed out gave (None for a tool), by target and payload: it is not
+    called again."""
 
     def seconds(self, timeout: float) -> tuple[float, bool]:
         """How long a call may take: its ``timeout``, or what is left of ``--max-time`` (then
@@ -170,7 +168,7 @@ class Sender:
             raise _Stop("--max-time")
         return answer
 
-    def deliver(self, subject: Subject, payload: dict[str, Any], msg_id: str) -> WebhookResult:
+    def deliver(self, subject: Subject, payload: dict[str, object], msg_id: str) -> WebhookResult:
         """One delivery of ``payload``, signed with ``msg_id`` when there is a secret."""
         if subject.kind == "py":
             return self.call_handler(subject, payload)
@@ -181,12 +179,10 @@ class Sender:
             headers.update(signed_headers(self.secret, body, msg_id=msg_id))
         return self.post(subject, body, headers)
 
-    def call_handler(self, subject: Subject, payload: dict[str, Any]) -> WebhookResult:
+    def call_handler(self, subject: Subject, payload: dict[str, object]) -> WebhookResult:
         """Call a ``py:`` handler subject in a worker process, as a webhook is delivered."""
-        if self.hung:
-            known: WebhookResult | None = self.hung.get(_hung_key(subject.target, payload))
-            if known is not None:
-                return known
+        if self.hung and (known := self.hung.get(_hung_key(subject.target, payload))) is not None:
+            return known
         seconds, cut = self.seconds(subject.timeout)
         started = time.perf_counter()
         reply = self.workers.call(deliver_here, (subject.target, payload), seconds=seconds)
@@ -203,7 +199,7 @@ class Sender:
         answer: WebhookResult = reply.value
         return answer
 
-    def call_tool(self, subject: Subject, task_input: dict[str, Any]) -> ToolOutcome:
+    def call_tool(self, subject: Subject, task_input: dict[str, object]) -> ToolOutcome:
         """Run a Nexus executor subject's tool on ``task_input``: a ``py:`` tool in a worker
         process, any other as ``belt executor run`` does."""
         executor = subject.executor
@@ -225,7 +221,7 @@ class Sender:
         if done.timed_out:
             if cut:
                 raise _Stop("--max-time")
-            self.hung[_hung_key(subject.target, task_input)] = True
+            self.hung[_hung_key(subject.target, task_input)] = None
         return done
 
 
@@ -272,7 +268,7 @@ class Explorer:
     """Shrinking stopped at ``SHRINK_CALLS_MAX`` cases."""
     counted: Callable[[], None] | None = None
     """Told after each case counted (the progress a terminal shows)."""
-    traced: dict[str, Any] = field(default_factory=dict)
+    traced: dict[str, str] = field(default_factory=dict)
     """What each case's span (``belt.check.case``) says of the subject."""
 
     def record(self, check: str, detail: str, payload: Any) -> None:
@@ -540,7 +536,7 @@ def platform_case(subject: Subject, sender: Sender, results: dict[str, CheckResu
     """One case on an inference.sh subject: the payload delivered, then delivered again with the
     same ``webhook-id``."""
 
-    def case(payload: dict[str, Any], counting: bool) -> Failures:
+    def case(payload: dict[str, object], counting: bool) -> Failures:
         msg_id = f"msg_{secrets.token_urlsafe(18)}"
         first = sender.deliver(subject, payload, msg_id)
         failures: Failures = []
@@ -598,7 +594,7 @@ def _count(failures: Failures, results: dict[str, CheckResult], counting: bool) 
 def property_case(subject: Subject, sender: Sender, prop: Property, result: CheckResult) -> Case:
     """One case of a property: a payload it speaks of must get its decision."""
 
-    def case(payload: dict[str, Any], counting: bool) -> Failures:
+    def case(payload: dict[str, object], counting: bool) -> Failures:
         if not prop.applies(payload):
             return []
         answer = sender.deliver(subject, payload, f"msg_{secrets.token_urlsafe(18)}")
@@ -626,12 +622,13 @@ class SignatureCase:
     accept: bool
 
 
-def signature_cases(secret: str, payload: dict[str, Any], now: int) -> list[SignatureCase]:
+def signature_cases(secret: str, payload: dict[str, object], now: int) -> list[SignatureCase]:
     """The Standard Webhooks cases for one payload, signed ``now``; each with a ``webhook-id``
     of its own, so that a handler refusing replays refuses none of them for being one."""
     body = encode_payload(payload)
     plain = {"content-type": "application/json"}
-    tampered = encode_payload({**payload, "turn_count": int(payload.get("turn_count", 0)) + 1})
+    turn_count = cast(int, payload.get("turn_count", 0))
+    tampered = encode_payload({**payload, "turn_count": turn_count + 1})
 
     def signed(key: str = secret, moment: int = now) -> dict[str, str]:
         msg_id = f"msg_{secrets.token_urlsafe(18)}"
@@ -740,7 +737,7 @@ def nexus_results(subject: Subject) -> dict[str, CheckResult]:
 def nexus_case(subject: Subject, results: dict[str, CheckResult], sender: Sender) -> Case:
     """One case on an executor tool: the task input given twice (a retried task reuses it)."""
 
-    def call(task_input: dict[str, Any]) -> tuple[ToolOutcome, int]:
+    def call(task_input: dict[str, object]) -> tuple[ToolOutcome, int]:
         started = time.perf_counter()
         done = sender.call_tool(subject, task_input)
         return done, round((time.perf_counter() - started) * 1000)
@@ -757,7 +754,7 @@ def nexus_case(subject: Subject, results: dict[str, CheckResult], sender: Sender
             return "result", "; ".join(problems)
         return None
 
-    def case(task_input: dict[str, Any], counting: bool) -> Failures:
+    def case(task_input: dict[str, object], counting: bool) -> Failures:
         first, took = call(task_input)
         if counting:
             results["answers"].cases += 1

@@ -19,7 +19,6 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -50,10 +49,10 @@ def handler_spelling(target: str, directory: Path) -> str:
     return f"{IN_PROCESS_PREFIX}{Path(relative).as_posix()}:{func}"
 
 
-def _turn(event: str, data: dict[str, Any]) -> dict[str, Any]:
+def _turn(event: str, data: dict[str, object]) -> dict[str, object]:
     """The user message and model script that make the engine send ``event`` with ``data``."""
-    model: list[dict[str, Any]] = []
-    turn: dict[str, Any] = {}
+    model: list[dict[str, object]] = []
+    turn: dict[str, object] = {}
     if event == "agent.tool_call":
         call = {"name": data.get("tool"), "arguments": data.get("arguments") or {}}
         model.append({"say": "Calling the tool.", "tool_calls": [{**call, "result": "done"}]})
@@ -74,7 +73,7 @@ def _turn(event: str, data: dict[str, Any]) -> dict[str, Any]:
 
 def scenario(
     subject: Subject, result: CheckResult, prop: Property | None, directory: Path
-) -> dict[str, Any] | str:
+) -> dict[str, object] | str:
     """The scenario of one failure, or why a scenario cannot show it."""
     failure = result.failure
     assert failure is not None
@@ -90,12 +89,12 @@ def scenario(
         "handler": handler_spelling(subject.target, directory),
         "timeout": max(1, math.ceil(subject.timeout)),
     }
-    expect: dict[str, Any] = {"name": f"belt check {result.title}: {short(failure.detail, 120)}"}
+    expect: dict[str, object] = {"name": f"belt check {result.title}: {short(failure.detail, 120)}"}
     expect["event"] = event
     if prop is not None:
         expect["decision"] = prop.decision
     turn = _turn(event, payload.get("data") or {})
-    document = {
+    document: dict[str, object] = {
         "agent": {"name": "belt-check", "hooks": [hook]},
         "turns": [{"user": f"belt check: {result.title} on {event}", **turn}],
         "expect": [expect],
