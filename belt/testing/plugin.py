@@ -35,14 +35,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from belt.errors import BeltError
 from belt.loader import find_named_file, import_deadline
 from belt.matching import value_matcher
-from belt.records.journal import JOURNAL, SERVE
+from belt.records.journal import JOURNAL, SERVE, ServeLine
 from belt.render import merged_excerpt_lines, snapshot_lines, transcript_lines
 from belt.store import Store
 from belt.testing.snapshot import DIRECTORY as SNAPSHOTS
@@ -50,7 +50,6 @@ from belt.testing.snapshot import compare, on_virtual_clock, snapshot_path, snap
 from belt.testing.workers import run_all
 
 if TYPE_CHECKING:
-    from belt.store import Store
     from belt.testing.expect import Facts, Outcome
     from belt.testing.suite import ScenarioResult
 
@@ -158,7 +157,7 @@ class ScenarioRun:
         if result.report is None:
             raise ValueError("a scenario that did not run has no report")
         self.result = result
-        self.report: dict[str, Any] = result.report
+        self.report = result.report
         self.facts: Facts = Facts(self.report)
         self.virtual_clock = virtual_clock
         self.snapshot_file = snapshot_file
@@ -193,7 +192,7 @@ class ScenarioRun:
         """The transcript as ``belt sim show`` prints it."""
         return "\n".join(text for text, _ in transcript_lines(self.report))
 
-    def rows(self, **fields: Any) -> list[dict[str, Any]]:
+    def rows(self, **fields: object) -> list[dict[str, object]]:
         """The transcript rows (role, text, and for hook rows event, handler, decision...) whose
         fields equal or match (globs, ``re:``) the ones given."""
         return [item.fields for item in self.facts.rows() if _fits(item.fields, fields)]
@@ -229,7 +228,7 @@ class ScenarioRun:
 
     # -- hooks and tools ---------------------------------------------------------------------
 
-    def hook_runs(self, event: str | None = None, **fields: Any) -> list[dict[str, Any]]:
+    def hook_runs(self, event: str | None = None, **fields: object) -> list[dict[str, object]]:
         """The hook runs (event, handler, tool, arguments, decision, reason, error, injected),
         in order; only those on ``event`` and fitting ``fields`` when given."""
         found = [item.fields for item in self.facts.hook_runs()]
@@ -237,7 +236,7 @@ class ScenarioRun:
             fields["event"] = event
         return [run for run in found if _fits(run, fields)]
 
-    def decisions(self, event: str, **fields: Any) -> list[str]:
+    def decisions(self, event: str, **fields: object) -> list[str]:
         """The decision of every hook run on ``event``, in order."""
         return [str(run["decision"]) for run in self.hook_runs(event, **fields)]
 
@@ -245,7 +244,7 @@ class ScenarioRun:
         """How many times the scenario's own chat reached the boundary of ``event``."""
         return self.facts.fired(event, None)
 
-    def tool_calls(self, name: str | None = None, **arguments: Any) -> list[dict[str, Any]]:
+    def tool_calls(self, name: str | None = None, **arguments: object) -> list[dict[str, object]]:
         """The tool calls (tool, arguments, status, decision, reason, result, gated,
         resolution), in order; only those of ``name`` whose arguments fit when given."""
         calls = [item.fields for item in self.facts.tools()]
@@ -255,7 +254,7 @@ class ScenarioRun:
             if (name is None or call["tool"] == name) and _fits(call["arguments"], arguments)
         ]
 
-    def tool_status(self, name: str, **arguments: Any) -> str:
+    def tool_status(self, name: str, **arguments: object) -> str:
         """The status of the first call of ``name`` whose arguments fit; LookupError when there
         is none."""
         calls = self.tool_calls(name, **arguments)
@@ -283,7 +282,7 @@ class ScenarioRun:
         return dict(sorted(by_turn.items()))
 
     @property
-    def interrupts(self) -> list[dict[str, Any]]:
+    def interrupts(self) -> list[dict[str, object]]:
         """The interrupts gates opened (InterruptDTOs), settled or not."""
         return list(self.report.get("interrupts") or [])
 
@@ -319,7 +318,7 @@ class ScenarioRun:
         return "\n".join(lines)
 
 
-def _fits(fields: dict[str, Any], wanted: dict[str, Any]) -> bool:
+def _fits(fields: dict[str, object], wanted: dict[str, object]) -> bool:
     """True when every wanted key is in ``fields`` and matches (strings as globs or ``re:``)."""
     from belt.wire.validate import Findings
 
@@ -360,7 +359,7 @@ class ScenarioRunner:
 
     def __call__(
         self,
-        scenario: str | Path | dict[str, Any],
+        scenario: str | Path | dict[str, object],
         *,
         routes: dict[str, Target] | None = None,
         executors: dict[str, Target] | None = None,
@@ -403,12 +402,14 @@ class ScenarioRunner:
         for warning in getattr(loaded, "warnings", []):
             warnings.warn(warning, PathWarning, stacklevel=2)
         specs = [f"{prefix}={self.target(target)}" for prefix, target in (routes or {}).items()]
-        options: dict[str, Any] = {
-            "routes": specs,
-            "allow_network": allow_network,
-            "keep": self.keep,
-        }
-        running = partial(run_loaded, loaded.source, loaded, **options)
+        running = partial(
+            run_loaded,
+            loaded.source,
+            loaded,
+            routes=specs,
+            allow_network=allow_network,
+            keep=self.keep,
+        )
         result = self.isolated(running) if self.isolate else running()
         if result.status == "error":
             pytest.fail(f"the scenario could not run: {result.error}", pytrace=False)
@@ -509,9 +510,9 @@ class Served:
         """The URL of its hook route (``/hooks``)."""
         return f"{self.url}/hooks"
 
-    def journal(self) -> list[dict[str, Any]]:
+    def journal(self) -> list[ServeLine]:
         """Every hook request it answered, with its answer, in order."""
-        return self.store.read_log(JOURNAL, SERVE)
+        return cast(list[ServeLine], self.store.read_log(JOURNAL, SERVE))
 
 
 @dataclass

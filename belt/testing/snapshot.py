@@ -29,7 +29,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from itertools import takewhile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from belt import strictjson
 from belt.errors import BeltError
@@ -154,20 +154,20 @@ class _Names:
         return value
 
 
-def snapshot_of(report: dict[str, Any], *, virtual_clock: bool) -> dict[str, Any]:
+def snapshot_of(report: dict[str, object], *, virtual_clock: bool) -> dict[str, object]:
     """The stable form of a simulation's report (``belt.engine.report.build_report``): every
     part of it but the hook summary (which its hook calls already say), ids named in the order
     they first appear, durations left out, and timestamps kept only on a virtual clock."""
     record = {key: value for key, value in report.items() if key != "hook_summary"}
     for part, keys in LEFT_OUT.items():
-        if isinstance(record.get(part), dict):
-            record[part] = {k: v for k, v in record[part].items() if k not in keys}
+        if isinstance(within := record.get(part), dict):
+            record[part] = {k: v for k, v in within.items() if k not in keys}
     # Async hooks finish in their own time, so their records interleave with the others in
     # no fixed order: they are named after the rest and listed last, in the order of their
     # stable form.
-    if isinstance(record.get("hook_tasks"), list):
-        record["hook_tasks"] = [_unclaimed(task) for task in record["hook_tasks"]]
-    executions = list(record.get("hook_executions") or [])
+    if isinstance(tasks := record.get("hook_tasks"), list):
+        record["hook_tasks"] = [_unclaimed(task) for task in tasks]
+    executions = cast(list[dict[str, object]], record.get("hook_executions") or [])
     late = [execution for execution in executions if execution.get("async")]
     record["hook_executions"] = [
         execution for execution in executions if not execution.get("async")
@@ -194,7 +194,7 @@ def _unclaimed(task: Any) -> Any:
     return {**task, "claim": {k: v for k, v in claim.items() if k not in CLAIMANT}}
 
 
-def snapshot_text(report: dict[str, Any], *, virtual_clock: bool) -> str:
+def snapshot_text(report: dict[str, object], *, virtual_clock: bool) -> str:
     """The snapshot of a report as it is stored: its parts in the order of ``FIRST``, every
     other key sorted, indented, newline-terminated."""
     document = snapshot_of(report, virtual_clock=virtual_clock)
@@ -239,7 +239,7 @@ class Comparison:
         """True when the record does not match its snapshot (or there is none)."""
         return self.status in ("changed", "missing")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The comparison as ``belt test --json`` prints it."""
         return asdict(self)
 
@@ -441,11 +441,11 @@ def compare_result(result: Any, scenario: Path, document: Any, *, update: bool) 
         result.status = "fail"
 
 
-def on_virtual_clock(report: dict[str, Any], document: Any) -> bool:
+def on_virtual_clock(report: dict[str, object], document: object) -> bool:
     """True when the simulation ran on a virtual clock from a given start: its scenario document
     sets ``clock``, or its report names its clock (``belt sim run --clock``) and that clock did
     not start at wall time (``clock_from_wall``: waits without a ``clock``)."""
     if isinstance(document, dict) and document.get("clock") is not None:
         return True
-    simulation = report.get("simulation") or {}
+    simulation = cast(dict[str, object], report.get("simulation") or {})
     return bool(simulation.get("clock")) and not simulation.get("clock_from_wall")

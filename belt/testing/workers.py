@@ -150,7 +150,7 @@ def portable(result: Any, *, whole: bool = False) -> Any:
     transcript excerpt reads (``brief``): the report and the JUnit file show the same."""
     if result is None:
         return None
-    changes: dict[str, Any] = {}
+    changes: dict[str, object] = {}
     outcomes = getattr(result, "outcomes", None)
     if outcomes:
         changes["outcomes"] = [
@@ -179,7 +179,7 @@ BRIEF = ("simulation", "hook_summary")
 simulation's id and dialect, the hooks' summary)."""
 
 
-def brief(report: dict[str, Any]) -> dict[str, Any]:
+def brief(report: dict[str, object]) -> dict[str, object]:
     """The parts of a record that the result of a scenario without a failed expectation
     shows (``BRIEF``)."""
     return {key: report[key] for key in BRIEF if key in report}
