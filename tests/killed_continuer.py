@@ -22,7 +22,10 @@ import sys
 from typing import Any
 
 from belt.engine.api import resume_settled
+from belt.engine.holds import Holds
+from belt.engine.runsteps import RunSteps
 from belt.engine.simulation import End, Execution, SimStatus, Simulation
+from belt.engine.turnloop import TurnLoop
 from belt.store import open_store
 
 
@@ -33,7 +36,7 @@ def die(*_: Any, **__: Any) -> None:
 def main(point: str) -> None:
     update_sim = Simulation.update_sim
     if point == "leased":
-        Simulation.go_on = die  # type: ignore[method-assign]
+        Holds.go_on = die  # type: ignore[method-assign]
     elif point in ("working", "begun"):
         field = "status" if point == "working" else "next_turn"
 
@@ -44,37 +47,37 @@ def main(point: str) -> None:
 
         Simulation.update_sim = update_or_die  # type: ignore[method-assign]
     elif point == "driving":
-        Simulation.drive = die  # type: ignore[method-assign,assignment]
+        TurnLoop.drive = die  # type: ignore[method-assign,assignment]
     elif point.startswith("step-"):
         left = int(point.removeprefix("step-"))
-        save = Simulation.save
+        save = RunSteps.save
 
-        def save_or_die(self: Simulation, execution: Execution) -> None:
+        def save_or_die(self: RunSteps, execution: Execution) -> None:
             nonlocal left
             save(self, execution)
             left -= 1
             if left == 0:
                 die()
 
-        Simulation.save = save_or_die  # type: ignore[method-assign]
+        RunSteps.save = save_or_die  # type: ignore[method-assign]
     elif point == "ended":
-        complete = Simulation.complete
+        complete = RunSteps.complete
 
-        def complete_and_die(self: Simulation, execution: Execution) -> End:
+        def complete_and_die(self: RunSteps, execution: Execution) -> End:
             complete(self, execution)
             die()
             return End.COMPLETED
 
-        Simulation.complete = complete_and_die  # type: ignore[method-assign]
+        RunSteps.complete = complete_and_die  # type: ignore[method-assign]
     elif point == "finished":
-        settle = Simulation.settle_status
+        settle = TurnLoop.settle_status
 
-        def settle_or_die(self: Simulation, status: SimStatus) -> None:
+        def settle_or_die(self: TurnLoop, status: SimStatus) -> None:
             if status == SimStatus.FINISHED:
                 die()
             settle(self, status)
 
-        Simulation.settle_status = settle_or_die  # type: ignore[method-assign]
+        TurnLoop.settle_status = settle_or_die  # type: ignore[method-assign]
     else:
         raise SystemExit(f"unknown point {point!r}")
     resume_settled(open_store(), emulated=False)

@@ -33,12 +33,8 @@ from belt.engine.dialects import dialect_class
 from belt.engine.hooksummary import run_hook_summary, summary_line
 from belt.engine.platform import PlatformLoop, stored_hooks
 from belt.engine.scenario import AgentSpec, LoadedScenario, Scenario, ToolCallSpec, TurnSpec
-from belt.engine.simulation import (
-    Options,
-    Simulation,
-    record_simulation,
-    stop_run,
-)
+from belt.engine.simrecord import stop_run
+from belt.engine.simulation import Options, Simulation, record_simulation
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.changes import watching
 from belt.records.chats import Chat, read_chat, update_chat

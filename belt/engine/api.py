@@ -102,7 +102,8 @@ def resume_simulation(
 ) -> tuple[dict[str, Any], list[str]]:
     """Continue a held run and the rest of its simulation; returns the record and runs."""
     from belt.engine.dialects import dialect_class
-    from belt.engine.simulation import Simulation, sim_of_run
+    from belt.engine.simrecord import sim_of_run
+    from belt.engine.simulation import Simulation
 
     store = store.without_fsync()
     sim = sim_of_run(store, run_id)
@@ -196,7 +197,7 @@ def named_run(store: Store, run_id: str | None, *, last: bool = False) -> str:
     simulation, whose latest run it is), or with ``last`` the simulated run started last (a
     chat's own, not a task chat's); exit 3 when there is none."""
     from belt.engine.report import list_runs as list_all
-    from belt.engine.simulation import latest_run
+    from belt.engine.simrecord import latest_run
     from belt.records.names import find_id
     from belt.records.runs import find_run_id
     from belt.records.sims import SIM, read_sim
@@ -236,7 +237,7 @@ def resume_run(
     with collector_paused():  # Start-up: the engine's modules, see belt.loader
         from belt.engine.dialects import dialect_class
         from belt.engine.report import build_report
-        from belt.engine.simulation import sim_of_run
+        from belt.engine.simrecord import sim_of_run
     from belt.records.sims import read_scenario
     from belt.store import open_store
 
@@ -260,7 +261,7 @@ def show_run(*, run_id: str | None = None, last: bool = False) -> dict[str, Any]
     """The report of the simulation a run belongs to (``run_id`` as ``named_run`` takes it, or
     the ``last``)."""
     from belt.engine.report import build_report
-    from belt.engine.simulation import sim_of_run
+    from belt.engine.simrecord import sim_of_run
     from belt.store import open_store
 
     store = open_store()
@@ -278,8 +279,8 @@ def list_runs(*, include_tasks: bool = False) -> list[dict[str, Any]]:
 def stop_run(*, run_id: str, force: bool = False) -> dict[str, Any]:
     """Cancel a simulated run."""
     from belt.engine.dialects import dialect_class
-    from belt.engine.simulation import sim_of_run
-    from belt.engine.simulation import stop_run as stop
+    from belt.engine.simrecord import sim_of_run
+    from belt.engine.simrecord import stop_run as stop
     from belt.store import open_store
 
     store = open_store()
@@ -330,7 +331,7 @@ def resume_gated(
     (tagged itself when it holds at gates), or the run is on an attention hold (continued by
     hand). Returns what ``resume_if_settled`` does.
     """
-    from belt.engine.simulation import latest_run, stranded_at
+    from belt.engine.simrecord import latest_run, stranded_at
     from belt.records.runs import (
         HELD_STATES,
         RUN,

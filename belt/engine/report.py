@@ -10,7 +10,7 @@ from typing import Any
 
 from belt.engine.dialects import dialect_class
 from belt.engine.hooksummary import hook_summary
-from belt.engine.simulation import stranded_at
+from belt.engine.simrecord import stranded_at
 from belt.records.interrupts import list_interrupts
 from belt.records.runs import RUN, run_dto, run_events, sim_runs
 from belt.records.sims import read_scenario, read_sim

@@ -19,7 +19,7 @@ from belt.engine.api import resume_if_settled
 from belt.engine.hooksummary import run_hook_summary, summary_text
 from belt.engine.report import build_report
 from belt.engine.report import list_runs as every_run
-from belt.engine.simulation import sim_of_run
+from belt.engine.simrecord import sim_of_run
 from belt.errors import InvalidInput
 from belt.executor.inbox import outcome_of
 from belt.records import leases

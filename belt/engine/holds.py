@@ -1,0 +1,177 @@
+"""Holds and resumes: a held run goes on once what holds it is settled, by the resolutions its
+scenario scripts, by time passing on the simulation's clock (``[[turns.wait]]``), or, with
+``--wait``, by anyone while this process stays at its gates."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from belt.engine.execution import Execution, SimStatus
+from belt.engine.scenario import resolution_for
+from belt.errors import Conflict
+from belt.records.interrupts import last_settled, pending_for_run, resolve_interrupt, sweep
+from belt.records.runs import Cancelled, RunRecord
+from belt.store import clock
+from belt.store.clock import format_duration, parse_timestamp, timestamp
+from belt.wire.enums import AgentRunState
+
+if TYPE_CHECKING:
+    from belt.engine.simulation import Simulation
+
+GATE_POLL = 0.1
+"""Seconds between two looks at a waiting run's gates (each look reads only that run's)."""
+LEASE_RENEWAL = 10.0
+"""Seconds between two renewals of the lease of a run this process waits on."""
+
+
+class Holds:
+    """How a simulation's held runs go on."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.waited: dict[int, int] = {}
+        """Per turn, how many of its ``[[turns.wait]]`` this process has used."""
+
+    def go_on(self, execution: Execution) -> None:
+        """A held run goes on: it is working again and occupies its chat.
+
+        It stays on the tag of runs held at gates: a process killed while it continues the run
+        (or the simulation's later runs) leaves it where ``belt serve --resume`` finds it; the
+        tag goes once nothing is left to continue (``belt.engine.api.resume_gated``).
+        """
+        self.catch_up(execution)
+        try:
+            with self.sim.steps.chat_step(execution):
+                self.sim.steps.transition(
+                    execution, state=AgentRunState.WORKING.value, **self.sim.dialect.resume_fields()
+                )
+                self.sim.steps.claim_chat(execution)
+        except Cancelled:
+            raise Conflict(f"run {execution.run_id} was stopped") from None
+        self.sim.update_sim(status=SimStatus.RUNNING.value)
+
+    def catch_up(self, execution: Execution) -> None:
+        """Move the virtual clock on to the time the run's gates were settled, when that is
+        later than the clock: a sweep ``--at T`` (or a server on its own clock) settles a gate
+        at T, and what the run does next is dated no earlier than its settlement."""
+        if self.sim.clock is None or execution.run is None:
+            return
+        settled = last_settled(store=self.sim.store, run_id=execution.run.id)
+        before = self.sim.clock.now()
+        if settled is not None and settled > before:
+            self.clock_row(execution, before, self.sim.clock.move_to(settled))
+
+    def waits(self) -> bool:
+        """True when this process stays at a run's gates until they are settled (``--wait``)."""
+        return self.sim.options.wait and self.sim.dialect.waits_for_gates
+
+    def settle_scripted(self, execution: Execution) -> bool:
+        """Resolve the gates a run waits at with the resolutions its scenario turn scripts
+        (``[[turns.resolve]]``); True when none is left pending (False when none is scripted).
+
+        They are resolved as ``belt interrupt resolve`` would: one that someone else settled
+        meanwhile is left as it is.
+        """
+        specs = self.sim.turn_doc(execution.turn_index).get("resolve") or []
+        if not specs or execution.run is None:
+            return False
+        pending = pending_for_run(store=self.sim.store, run_id=execution.run.id)
+        for interrupt in pending:
+            spec = resolution_for(specs, interrupt)
+            if spec is None:
+                continue
+            try:
+                resolve_interrupt(
+                    store=self.sim.store,
+                    interrupt_id=interrupt["id"],
+                    decision=spec["decision"],
+                    data=spec.get("data"),
+                    by={"how": "scenario", "sim": str(self.sim.sim["id"])},
+                )
+            except Conflict:
+                continue  # settled meanwhile, by someone else or by the sweep
+            self.sim.transcript.add_event(
+                execution,
+                f"gate {interrupt['id']} resolved {spec['decision']} by the scenario",
+                type="scripted_resolution",
+                interrupt_id=interrupt["id"],
+                resolution=spec["decision"],
+            )
+        return not pending_for_run(store=self.sim.store, run_id=execution.run.id)
+
+    def wait_out(self, execution: Execution) -> bool:
+        """Let time pass while a run holds, as its scenario turn says (``[[turns.wait]]``):
+        each wait not yet used moves the virtual clock on, then the sweep settles the run's
+        overdue gates and approvals with their default resolution, as ``belt serve``'s does.
+        True when none of the run's interrupts is left pending."""
+        waits = self.sim.turn_doc(execution.turn_index).get("wait") or []
+        if execution.run is None or self.sim.clock is None:
+            return False
+        run_id = execution.run.id
+        while (used := self.waited.get(execution.turn_index, 0)) < len(waits):
+            spec = waits[used]
+            self.waited[execution.turn_index] = used + 1
+            pending = pending_for_run(store=self.sim.store, run_id=run_id)
+            if not pending:
+                return True
+            before = self.sim.clock.now()
+            if spec.get("until") == "expiry":
+                due = min(parse_timestamp(str(i["expires_at"])) for i in pending)
+                moment = self.sim.clock.move_to(max(due, before))
+            else:
+                moment = self.sim.clock.advance(timedelta(seconds=int(spec["seconds"])))
+            self.clock_row(execution, before, moment)
+            for settled in sweep(store=self.sim.store, now=moment, run_id=run_id):
+                self.expiry_row(execution, settled)
+            if not pending_for_run(store=self.sim.store, run_id=run_id):
+                return True
+        return False
+
+    def clock_row(self, execution: Execution, before: datetime, moment: datetime) -> None:
+        """The transcript's row for time passing on the virtual clock."""
+        self.sim.transcript.add_event(
+            execution,
+            f"clock +{format_duration(moment - before)} → {timestamp(moment)}",
+            **{"type": "clock", "from": timestamp(before), "to": timestamp(moment)},
+        )
+
+    def expiry_row(self, execution: Execution, interrupt: dict[str, Any]) -> None:
+        """The transcript's row for a gate or approval the sweep settled at its deadline."""
+        kind = "approval" if interrupt.get("reason") == "tool_approval" else "gate"
+        self.sim.transcript.add_event(
+            execution,
+            f"{kind} {interrupt['id']} expired → {interrupt['resolution']}",
+            type="expired",
+            interrupt_id=interrupt["id"],
+            **{k: interrupt[k] for k in ("resolution", "expires_at", "resolved_at")},
+        )
+
+    def wait_for_gates(self, run: RunRecord) -> None:
+        """Hold on to the run until every one of its gates is settled.
+
+        Settled by anyone: ``belt interrupt resolve`` in another terminal, ``belt serve``'s API,
+        or expiry, which this process sweeps itself as each gate falls due. The lease is renewed
+        as it waits; Ctrl-C gives it up (``let_go``) and leaves the run held, for a later resume.
+        """
+        told: set[str] = set()  # the gates last reported: reported again when they change
+        renewed = time.monotonic()
+        while True:
+            pending = pending_for_run(store=self.sim.store, run_id=run.id)
+            if not pending:
+                if told and self.sim.options.notify is not None:
+                    self.sim.options.notify({"kind": "settled", "run_id": run.id})
+                return
+            run.check_cancelled()
+            if any(parse_timestamp(str(i["expires_at"])) <= clock.now() for i in pending):
+                # On a virtual clock, only this run's: others' deadlines may be wall time.
+                sweep(store=self.sim.store, run_id=run.id if clock.current() else None)
+                continue
+            if {str(i["id"]) for i in pending} != told and self.sim.options.notify is not None:
+                self.sim.options.notify({"kind": "gates", "run_id": run.id, "pending": pending})
+                told = {str(i["id"]) for i in pending}
+            if time.monotonic() - renewed > LEASE_RENEWAL:
+                run.transition()
+                renewed = time.monotonic()
+            time.sleep(GATE_POLL)

@@ -1,0 +1,90 @@
+"""The spans of the runs a simulation drives (docs/tracing.md): a run's ``invoke_agent``, each
+model turn's ``belt.turn``, and the model's and the tools' calls within it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+from belt import tracing
+from belt.engine.execution import Execution
+
+SCRIPTED_MODEL = "scripted"
+"""The model a simulation's spans name (``chat scripted``): the scenario scripts its answers."""
+
+
+class RunSpans:
+    """The spans of one simulation's runs, when tracing is on (each a no-op when it is off)."""
+
+    def __init__(self, *, name: str, agent_id: str, sim_id: str, dialect: str) -> None:
+        self.agent: dict[str, object] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": name,
+            "gen_ai.agent.id": agent_id,
+            "belt.sim.id": sim_id,
+            "belt.dialect": dialect,
+        }
+        """What every run's span says of its agent and simulation."""
+        self.turn_span: Any = None
+        """The span of the model turn being taken (``trace_turn``)."""
+
+    @contextlib.contextmanager
+    def traced(self, execution: Execution) -> Iterator[Any]:
+        """The span of a run as this process drives it (docs/tracing.md); a run resumed (here
+        or by another process) goes on in the trace it began in: its execution state keeps it."""
+        if not tracing.on():
+            yield None
+            return
+        kept = execution.state.get("trace")
+        attributes = {
+            **self.agent,
+            "belt.run.id": execution.run_id,
+            "belt.run.resumed": bool(kept) or None,
+        }
+        name = f"invoke_agent {attributes['gen_ai.agent.name']}"
+        with (
+            tracing.parented(**kept) if isinstance(kept, dict) else nullcontext(),
+            tracing.span(name, attributes) as span,
+        ):
+            if not kept:
+                execution.state["trace"] = tracing.current()
+            try:
+                yield span
+            finally:
+                self.end_turn()
+
+    def trace_turn(self, index: int) -> None:
+        """A model turn begins: its span (``belt.turn``) is current until the next one begins
+        or the run stops being driven here."""
+        if tracing.on():
+            self.end_turn()
+            self.turn_span = tracing.begin("belt.turn", {"belt.turn.index": index})
+
+    def end_turn(self) -> None:
+        """End the span of the model turn being taken, if any."""
+        handle, self.turn_span = self.turn_span, None
+        tracing.end(handle)
+
+    def model_span(self, tokens: int | None) -> AbstractContextManager[Any]:
+        """The span of one model call (GenAI ``chat``)."""
+        if not tracing.on():
+            return nullcontext()
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": SCRIPTED_MODEL,
+            "gen_ai.usage.output_tokens": tokens,
+        }
+        return tracing.span(f"chat {SCRIPTED_MODEL}", attributes, kind="client")
+
+    def tool_span(self, name: str, invocation: Mapping[str, Any]) -> AbstractContextManager[Any]:
+        """The span of one tool call (GenAI ``execute_tool``): its hooks and its run."""
+        if not tracing.on():
+            return nullcontext()
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": str(invocation.get("tool_invocation_id") or invocation["id"]),
+        }
+        return tracing.span(f"execute_tool {name}", attributes)

@@ -1,0 +1,140 @@
+"""The run record as the driver changes it: a run is created, saved after each step, and held,
+completed or failed together with the status of the chat it occupies; every change is
+cancel-safe (``Cancelled`` once ``belt sim stop`` stopped the run)."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+from belt import tracing
+from belt.engine.execution import End, Execution
+from belt.records.chats import CHAT
+from belt.records.messages import run_event
+from belt.records.runs import RunRecord, tag_gated, untag_emulated
+from belt.wire.enums import AgentRunState, ChatStatus
+
+if TYPE_CHECKING:
+    from belt.engine.simulation import Simulation
+
+
+class RunSteps:
+    """The changes to a simulation's runs, and to the chat each occupies."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+
+    def create_run(
+        self, index: int, state: dict[str, Any], *, standalone: bool = False, **fields: Any
+    ) -> RunRecord:
+        """A new working run of this simulation (of no chat when ``standalone``) in ``state``."""
+        if self.sim.sim.get("emulated"):
+            fields["emulated"] = True
+        return RunRecord.create(
+            self.sim.store,
+            sim_id=str(self.sim.sim["id"]),
+            agent_id=self.sim.agent_id,
+            chat_id=None if standalone else self.sim.recorder.chat_id,
+            turn_index=index,
+            execution=state,
+            **fields,
+        )
+
+    def transition(self, execution: Execution, /, **changes: Any) -> None:
+        """Change the run, unless it was stopped meanwhile (then Cancelled)."""
+        if execution.run is not None:
+            execution.run.transition(**changes)
+
+    def save(self, execution: Execution) -> None:
+        """Persist where the execution is, so a resumed or retried run goes on from there."""
+        self.transition(execution, execution=execution.state)
+
+    def hold(
+        self,
+        execution: Execution,
+        chat_status: ChatStatus,
+        *,
+        state: str | None = None,
+        **fields: Any,
+    ) -> End:
+        """The run waits for something outside (a gate, a retried hook, a client tool): it holds,
+        in the dialect's held state unless ``state`` says otherwise (a run that waits for a
+        client tool's result stays ``working``, as on the platform).
+
+        It gives up its lease, unless this process waits at its gates (``--wait``). A run held at
+        gates is tagged first, so a process killed in between leaves a run that is found.
+        """
+        held = state or self.sim.dialect.held_state
+        reason = fields.get("interrupt_reason") or ("attention" if "attention" in fields else None)
+        attributes = {"belt.hold.state": held, "belt.hold.reason": reason}
+        with tracing.span("belt.hold", attributes):
+            if not self.sim.holds.waits():
+                fields["lease"] = None
+            if self.sim.dialect.waits_for_gates and execution.run_id is not None:
+                tag_gated(self.sim.store, execution.run_id)
+            with self.chat_step(execution):
+                self.transition(execution, state=held, execution=execution.state, **fields)
+                if execution.occupies_chat:
+                    self.sim.recorder.update_chat(status=chat_status.value)
+        return End.HELD
+
+    def complete(self, execution: Execution) -> End:
+        """The run ends successfully."""
+        with self.chat_step(execution):
+            self.transition(
+                execution, state=AgentRunState.COMPLETED.value, execution=execution.state
+            )
+            self.release_chat(execution)
+        return End.COMPLETED
+
+    def fail(self, execution: Execution, error: str) -> End:
+        """The run fails: the chat records why (a run that wrote no answer gives the row its
+        reply's id, so a client waiting for that message sees the run end)."""
+        self.sim.transcript.add_message(
+            execution,
+            role="event",
+            message_id=self.sim.transcript.unused_reply(execution.state),
+            content=[
+                run_event(
+                    execution.run_id,
+                    kind="run_failed",
+                    state=AgentRunState.FAILED.value,
+                    reason=error,
+                    text=f"run failed: {error}",
+                )
+            ],
+        )
+        with self.chat_step(execution):
+            self.transition(
+                execution,
+                state=AgentRunState.FAILED.value,
+                error=error,
+                execution=execution.state,
+                lease=None,
+            )
+            self.release_chat(execution)
+        return End.FAILED
+
+    def claim_chat(self, execution: Execution) -> None:
+        """The chat is busy with this run."""
+        if execution.occupies_chat:
+            self.sim.recorder.update_chat(
+                status=ChatStatus.BUSY.value, active_run_id=execution.run_id
+            )
+
+    def release_chat(self, execution: Execution) -> None:
+        """The chat is idle again once the run that occupied it ends; an emulated run leaves the
+        tag of runs its servers continue in the same step."""
+        if execution.occupies_chat:
+            self.sim.recorder.release_chat(execution.run_id)
+        if self.sim.sim.get("emulated") and execution.run_id is not None:
+            untag_emulated(self.sim.store, execution.run_id)
+
+    def chat_step(self, execution: Execution) -> AbstractContextManager[object]:
+        """One step of the chat a run occupies: the run's state and the chat's status change
+        together under the chat's lock, which every reader of the two takes
+        (``belt.records.views.chat_state``), so no client sees a busy chat whose run has ended,
+        or a held run in a chat still busy."""
+        if not execution.occupies_chat:
+            return nullcontext()
+        return self.sim.store.lock(CHAT, self.sim.recorder.chat_id)

@@ -1,0 +1,200 @@
+"""A simulation's records in the store: written when it begins, found from one of its runs, and
+changed when ``belt sim stop`` cancels one of its runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from belt.engine.execution import End, SimStatus
+from belt.errors import Conflict, NotFound
+from belt.records import leases
+from belt.records.chats import CHAT, create_chat
+from belt.records.ids import new_id, now_iso
+from belt.records.interrupts import pending_for_run
+from belt.records.messages import Recorder, run_event
+from belt.records.runs import (
+    RUN,
+    SIM_RUNS,
+    TERMINAL_STATES,
+    Run,
+    cancel_run,
+    get_run,
+    merge_run,
+    run_dto,
+    untag_emulated,
+    untag_gated,
+)
+from belt.records.sims import create_sim, merge_sim, read_sim, write_agent
+from belt.store import check_id, clock
+from belt.store.clock import VirtualClock, parse_timestamp
+from belt.wire.enums import AgentRunState, ChatStatus, ToolInvocationStatus
+
+if TYPE_CHECKING:
+    from belt.engine.simulation import Dialect
+    from belt.store import Store
+
+OPEN_TOOL_STATES = frozenset({"pending", "in_progress", "awaiting_approval", "awaiting_input"})
+"""Tool invocation states a stopped run's tool calls are cancelled from."""
+
+
+def record_simulation(
+    store: Store,
+    *,
+    dialect: str,
+    loaded: Any,
+    agent: dict[str, Any],
+    scenario: dict[str, Any],
+    disable_hooks: bool = False,
+    **fields: Any,
+) -> dict[str, Any]:
+    """Write a new simulation of a loaded scenario: its agent, its fresh chat, its scenario."""
+    stamp = now_iso()
+    spec = loaded.scenario.agent
+    agent_id = spec.id or new_id("ag")
+    write_agent(
+        store,
+        {
+            "id": agent_id,
+            "name": spec.name,
+            "context_window": spec.context_window,
+            "compact_at": spec.compact_at,
+            **agent,
+            "updated_at": stamp,
+        },
+    )
+    sim_id = new_id("sim")
+    chat = create_chat(
+        store,
+        agent_id=agent_id,
+        chat_id=loaded.scenario.chat.id,
+        disable_hooks=disable_hooks,
+        sim_id=sim_id,
+        dialect=dialect,
+    )
+    # The scenario is written once, apart from the record that changes on every turn.
+    sim = create_sim(
+        store,
+        {
+            "id": sim_id,
+            "dialect": dialect,
+            "source": str(Path(loaded.source).resolve()),
+            "hooks_file": str(Path(loaded.hooks_file).resolve()) if loaded.hooks_file else None,
+            "name": spec.name,
+            "agent_id": agent_id,
+            "chat_id": chat["id"],
+            "next_turn": 0,
+            "status": SimStatus.RUNNING.value,
+            "created_at": stamp,
+            # What reading the scenario warned of (a path read from the current directory).
+            **({"warnings": list(loaded.warnings)} if getattr(loaded, "warnings", None) else {}),
+            **fields,
+        },
+        scenario,
+    )
+    return dict(sim)
+
+
+def refuse_pending(store: Store, run_id: str, waits: str) -> None:
+    """Conflict (exit 4) while the run has pending interrupts; ``waits`` says for what, with
+    ``{n}`` for how many."""
+    pending = pending_for_run(store=store, run_id=run_id)
+    if pending:
+        ids = ", ".join(i["id"] for i in pending)
+        raise Conflict(
+            f"run {run_id} still {waits.format(n=len(pending))}: {ids}",
+            hint=f"resolve them first: `belt interrupt resolve {pending[0]['id']} allow` (or "
+            f"deny), or `belt sim resume {run_id} --wait` goes on once they are settled",
+        )
+
+
+def sim_of_run(store: Store, run_id: str) -> dict[str, Any]:
+    """The simulation a run belongs to; an unknown run exits 3."""
+    run = store.get(RUN, check_id(run_id, what="run id"))
+    if run is None or "sim_id" not in run:
+        raise NotFound(f"no simulated run {run_id}", hint="list runs with `belt sim list`")
+    return dict(read_sim(store, str(run["sim_id"])))
+
+
+def stranded_at(store: Store, sim: Mapping[str, Any]) -> str | None:
+    """The last run of a simulation whose process died between two runs, else None.
+
+    Such a simulation is still ``running``, every run of it has ended, and the process that
+    drove its last run is gone: the next turn was never begun (or the simulation never marked
+    finished). ``belt sim resume`` of that run goes on with the turns left.
+    """
+    last = last_run_ended(store, sim)
+    if last is None or leases.holder_alive(last.get("lease")):
+        return None
+    return str(last["id"])
+
+
+def last_run_ended(store: Store, sim: Mapping[str, Any]) -> Run | None:
+    """The last run of a ``running`` simulation when it has ended: its process is between two
+    runs, or gone (``stranded_at``)."""
+    if sim.get("status") != SimStatus.RUNNING or sim.get("emulated"):
+        return None
+    last = latest_run(store, sim)
+    if last is None or last.get("state") not in TERMINAL_STATES:
+        return None
+    return last
+
+
+def latest_run(store: Store, sim: Mapping[str, Any]) -> Run | None:
+    """The last run of a simulation, None before its first."""
+    for run_id in reversed(store.members(SIM_RUNS, str(sim["id"]))):
+        last = get_run(store, run_id)  # None: listed by a process killed before writing it
+        if last is not None:
+            return last
+    return None
+
+
+def stop_run(
+    store: Store, sim: dict[str, Any], dialect: type[Dialect], run_id: str, *, force: bool
+) -> dict[str, Any]:
+    """Cancel a run: its pending gates or hook tasks are cancelled and it will not resume."""
+    how = "force-stopped" if force else "stopped"
+    # Stamped on the simulation's clock, if it has one (a held run's, as last recorded).
+    stamp = sim.get("clock")
+    on_clock = VirtualClock(parse_timestamp(stamp)) if isinstance(stamp, str) else None
+    # The run's end and the chat's idle state are one step for the chat's readers (its lock).
+    with clock.using(on_clock), store.lock(CHAT, str(sim["chat_id"])):
+        # The run is cancelled before its pending work, so a simulation waiting on that work stops
+        # without ever applying a late result.
+        run = cancel_run(store, run_id, force=force, how=how, hint=dialect.stop_hint)
+        text, kept = dialect.cancel_pending(store, sim, dict(run), how)
+        run = merge_run(store, run_id, kept)
+        recorder = Recorder(store, str(sim["chat_id"]))
+        for message in recorder.messages:
+            if message.get("agent_run_id") != run_id:
+                continue
+            calls = message.get("tool_invocations") or []
+            open_calls = [call for call in calls if call["status"] in OPEN_TOOL_STATES]
+            for invocation in open_calls:
+                invocation["status"] = ToolInvocationStatus.CANCELLED.value
+            if open_calls:
+                recorder.save_message(message)
+        reply = (run.get("execution") or {}).get("reply")
+        recorder.add_message(
+            role="event",
+            run_id=run_id,
+            message_id=reply if isinstance(reply, str) and reply not in recorder.by_id else None,
+            content=[
+                run_event(
+                    run_id,
+                    kind="run_ended",
+                    state=AgentRunState.CANCELED.value,
+                    reason=f"{how} by user",
+                    text=text,
+                )
+            ],
+            sim=dialect.run_tags(dict(run)),
+        )
+        if recorder.chat.get("active_run_id") == run_id:
+            recorder.update_chat(status=ChatStatus.IDLE.value, active_run_id=None)
+        untag_emulated(store, run_id)
+    untag_gated(store, run_id)
+    merge_sim(store, str(sim["id"]), {"status": SimStatus.CANCELED.value})
+    dialect.mark_ended(store, sim, run_id, End.CANCELED)
+    return dict(run_dto(run, dialect.run_fields()))

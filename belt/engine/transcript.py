@@ -1,0 +1,241 @@
+"""The transcript of a simulation's chat as its runs write it: messages, the context ledger that
+sizes them, compaction, the tool calls of the model's answers, and what a run taken over from a
+killed process had already written."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from belt.engine.execution import Execution
+from belt.engine.ledger import Ledger
+from belt.engine.scenario import ToolCallSpec, estimate_tokens, utf8_size
+from belt.records.ids import new_id
+from belt.records.messages import Message, NewMessage, Recorder
+from belt.wire.enums import MessageStatus, ToolInvocationStatus
+
+SETTLED_TOOL_STATES = frozenset({"completed", "failed", "cancelled"})
+"""Tool invocation states (``ToolInvocationStatus``) a tool call ends in."""
+
+
+def invocations(calls: list[ToolCallSpec], message_id: str | None) -> list[dict[str, Any]]:
+    """Pending ToolInvocationDTOs for the tool calls of one assistant message (``type`` is
+    ``client`` for a tool the application runs, ``app`` for the others)."""
+    return [
+        {
+            "id": new_id("ti"),
+            "chat_message_id": message_id,
+            "tool_invocation_id": new_id("call"),
+            "type": "client" if call.client else "app",
+            "function": {"name": call.name, "arguments": call.arguments},
+            "status": ToolInvocationStatus.PENDING.value,
+            "result": None,
+        }
+        for call in calls
+    ]
+
+
+class Transcript:
+    """Writes a simulation's chat: each message is recorded and counted in the context."""
+
+    def __init__(self, recorder: Recorder, agent: Mapping[str, Any]) -> None:
+        self.recorder = recorder
+        self.ledger = Ledger(recorder.messages)
+        self.agent = agent
+        """The scenario's agent: its context window and where it compacts."""
+
+    def add_message(self, execution: Execution, **options: Any) -> Message:
+        """Record a message of ``execution`` (``new_message`` takes the ``options``)."""
+        return self.add_messages([self.new_message(execution, **options)])[0]
+
+    def add_event(self, execution: Execution, text: str, **event: Any) -> Message:
+        """Record an event row of ``execution``: its ``text`` and its ``event`` fields."""
+        return self.add_message(
+            execution, role="event", content=[{"type": "event", "text": text, "event": event}]
+        )
+
+    def new_message(
+        self,
+        execution: Execution,
+        *,
+        role: str,
+        content: list[dict[str, Any]],
+        text: str | None = None,
+        tokens: int | None = None,
+        message_id: str | None = None,
+        fields: dict[str, Any] | None = None,
+        status: str = MessageStatus.READY,
+        row: NewMessage | None = None,
+        **sim: Any,
+    ) -> NewMessage:
+        """A message of ``execution`` to record (``add_messages``); ``text`` sizes it in tokens
+        and bytes; ``row`` is the transcript row an injection's file holds."""
+        if text is not None:
+            sim["tokens"] = estimate_tokens(text) if tokens is None else tokens
+            sim["bytes"] = utf8_size(text)
+        return NewMessage(
+            role=role,
+            run_id=execution.run_id,
+            content=content,
+            status=status,
+            sim={**execution.tags, **sim},
+            message_id=message_id,
+            fields=fields or {},
+            row=row,
+        )
+
+    def add_messages(self, new: Sequence[NewMessage]) -> list[Message]:
+        """Record messages in order, in one append to the chat (``Recorder.add_messages``)."""
+        messages = self.recorder.add_messages(new)
+        for message in messages:
+            self.ledger.add(message)
+        return messages
+
+    def text_message(
+        self, execution: Execution, role: str, text: str, **options: Any
+    ) -> NewMessage:
+        """A message of ``execution`` whose content is one text part, to record."""
+        return self.new_message(
+            execution, role=role, content=[{"type": "text", "text": text}], text=text, **options
+        )
+
+    def add_text(self, execution: Execution, role: str, text: str, **options: Any) -> Message:
+        """Record a message of ``execution`` whose content is one text part."""
+        return self.add_messages([self.text_message(execution, role, text, **options)])[0]
+
+    def leave_context(self, message: Message, **flags: Any) -> None:
+        """Take a message out of the context (and mark why); save it."""
+        self.ledger.leave(message, **flags)
+        self.recorder.save_message(message)
+
+    def over_limit(self, execution: Execution) -> dict[str, Any] | None:
+        """When the context is above its compaction threshold and a compaction would retire
+        something: the trigger and overshoot (``compaction_trigger``, ``overshoot_*``)."""
+        agent = self.agent
+        compact_at = float(agent.get("compact_at", 0.8))
+        context = self.ledger.context(execution.scope)
+        token_limit = int(int(agent.get("context_window", 128_000)) * compact_at)
+        byte_window = agent.get("context_bytes")
+        byte_limit = int(int(byte_window) * compact_at) if byte_window else None
+        over_tokens = context.tokens > token_limit
+        over_bytes = byte_limit is not None and context.bytes > byte_limit
+        if not (over_tokens or over_bytes):
+            return None
+        if not self.ledger.has_retirable(execution.scope, execution.input_message_id):
+            return None
+        extra: dict[str, Any] = {
+            "compaction_trigger": "token_limit" if over_tokens else "byte_limit",
+            "overshoot_bytes": max(0, context.bytes - byte_limit) if byte_limit else 0,
+        }
+        if over_tokens:
+            extra["overshoot_tokens"] = context.tokens - token_limit
+        return extra
+
+    def compact(self, execution: Execution) -> None:
+        """Retire the context but the run's input, and put a compaction marker in its place."""
+        retire = self.ledger.retirable(execution.scope, execution.input_message_id)
+        if not retire:
+            return
+        tokens = size = 0
+        for message in retire:
+            tokens += int(message["sim"].get("tokens", 0))
+            size += int(message["sim"].get("bytes", 0))
+            self.leave_context(message, retired=True)
+        summary = f"Summary of {len(retire)} earlier messages ({tokens} tokens, {size} bytes)."
+        self.add_text(
+            execution,
+            "compaction",
+            summary,
+            fields={"compaction_meta": {"compacted_up_to_order": max(m["order"] for m in retire)}},
+            retired_tokens=tokens,
+            retired_bytes=size,
+        )
+
+    def recovered(self, execution: Execution, role: str, **match: Any) -> Message | None:
+        """On a run taken over from a killed process: the message the interrupted step had
+        already written (so it is not written twice), else None."""
+        if not execution.recovering:
+            return None
+        for message in reversed(self.recorder.messages):
+            if (
+                message.get("agent_run_id") == execution.run_id
+                and message["role"] == role
+                and all((message.get("sim") or {}).get(k) == v for k, v in match.items())
+            ):
+                found: Message = message
+                return found
+        return None
+
+    def reconcile_tools(self, execution: Execution, message: Message) -> None:
+        """On a run taken over from a killed process: settle the invocations whose result was
+        already written (a tool message) as that result says, so no tool runs twice."""
+        if not execution.recovering:
+            return
+        results = {
+            m.get("tool_call_id"): m
+            for m in self.recorder.messages
+            if m["role"] == "tool" and m.get("agent_run_id") == execution.run_id
+        }
+        for invocation in message.get("tool_invocations") or []:
+            found = results.get(invocation["tool_invocation_id"])
+            if found is None or invocation["status"] in SETTLED_TOOL_STATES:
+                continue
+            ready = found.get("status") == MessageStatus.READY
+            invocation["status"] = (
+                ToolInvocationStatus.COMPLETED.value if ready else ToolInvocationStatus.FAILED.value
+            )
+            invocation["result"] = " ".join(c.get("text") or "" for c in found.get("content") or [])
+
+    def add_answer(
+        self,
+        execution: Execution,
+        *,
+        say: str | None,
+        tokens: int | None,
+        calls: list[ToolCallSpec],
+        message_id: str | None = None,
+        **sim: Any,
+    ) -> Message:
+        """The model's output for one request: its text and its pending tool invocations."""
+        context = self.ledger.context(execution.scope)
+        text = say or ""
+        own = estimate_tokens(text) if tokens is None else tokens
+        message_id = message_id or new_id("msg")
+        return self.add_message(
+            execution,
+            role="assistant",
+            message_id=message_id,
+            content=[{"type": "text", "text": text}] if text else [],
+            text=text,
+            tokens=own,
+            fields={"tool_invocations": invocations(calls, message_id)},
+            context_tokens=context.tokens + own,
+            context_bytes=context.bytes + utf8_size(text),
+            **sim,
+        )
+
+    def finish_tool(
+        self, execution: Execution, invocation: dict[str, Any], status: str, result: str
+    ) -> None:
+        """Complete a tool invocation: its result is a tool message.
+
+        The assistant message that holds the invocation is saved once its tool calls are all
+        settled (``save_message``), not after each one, so a model turn's cost does not grow with
+        the square of its tool calls; until then the tool messages are the durable record.
+        """
+        invocation["status"] = status
+        invocation["result"] = result
+        self.add_text(
+            execution,
+            "tool",
+            result,
+            fields={"tool_call_id": invocation["tool_invocation_id"]},
+            status=MessageStatus.READY
+            if status == ToolInvocationStatus.COMPLETED
+            else MessageStatus.FAILED,
+        )
+
+    def unused_reply(self, state: dict[str, Any]) -> str | None:
+        """The id a run set aside for its reply, while no message of the chat has it."""
+        reply = state.get("reply")
+        return reply if isinstance(reply, str) and reply not in self.recorder.by_id else None
