@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from belt import dialects
 from belt.text import short
 
 Lines = list[tuple[str, str]]
@@ -22,10 +23,7 @@ Lines = list[tuple[str, str]]
 def transcript_lines(report: dict[str, Any], *, verbose: bool = False) -> Lines:
     """The simulation as a conversation: (line, style) pairs for the terminal; ``verbose`` adds
     the hook calls that changed nothing (they leave no row)."""
-    renderer = RENDERERS.get(str(report["simulation"].get("dialect")))
-    if renderer is not None:
-        return renderer(report)
-    return platform_lines(report, quiet_deliveries(report) if verbose else [])
+    return dialects.of(report["simulation"]).transcript_lines(report, verbose=verbose)
 
 
 def platform_lines(report: dict[str, Any], quiet: list[dict[str, Any]] | None = None) -> Lines:
@@ -709,15 +707,12 @@ def review_lines(
     return lines
 
 
-RENDERERS: dict[str, Render] = {"nexus": nexus_transcript_lines}
-
-
 # -- belt test ------------------------------------------------------------------------------------
 
 
 def excerpt_lines(dialect: str, messages: list[dict[str, Any]]) -> Lines:
     """Some messages of a transcript, as the whole transcript shows them."""
-    show = nexus_message_lines if dialect == "nexus" else message_lines
+    show = dialects.get(dialect or dialects.PLATFORM).message_lines
     return [line for _, lines in conversation(messages, show, []) for line in lines]
 
 

@@ -92,7 +92,7 @@ def firing(clock: Callable[[], float] = time.process_time) -> Iterator[list[floa
     """Count the CPU seconds this process (or, by ``clock``, this thread) spends firing events
     (``PlatformLoop.fire``: the payload, each hook's delivery and records, the run's checks
     around them) into the list's one item."""
-    from belt.engine.platform import PlatformLoop
+    from belt.dialects.platform.agent_loop import PlatformLoop
 
     spent = [0.0]
     fire = PlatformLoop.fire

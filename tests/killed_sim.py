@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from belt import dialects
 from belt.engine.api import simulation_options
-from belt.engine.dialects import DIALECTS
 from belt.engine.scenario import read_scenario
 from belt.engine.simulation import Execution, Simulation
 from belt.records.messages import MESSAGE, MESSAGES
@@ -37,7 +37,7 @@ def die(*_: Any, **__: Any) -> None:
 def main(path: str, point: str) -> None:
     loaded = read_scenario(Path(path))
     store = open_store()
-    dialect = DIALECTS[loaded.dialect]
+    dialect = dialects.get(loaded.dialect).loop()
     options = simulation_options(store, dialect, executors=[], fail_closed=False, report=None)
     sim = dialect.create(store, loaded, fail_closed=False, routes=options.routes)
     simulation = Simulation(store, sim, dialect, options)

@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "belt.tracing": 1,
     "belt.text": 1,
     "belt.suggest": 1,
+    "belt.dialects": 1,
     "belt.matching": 2,
     "belt.loader": 1,
     "belt.supervisor": 2,
@@ -45,30 +46,34 @@ LAYERS: dict[str, int] = {
     "belt.engine": 6,
     "belt.trigger": 6,
     "belt.replay": 6,
-    "belt.emulator": 7,
-    "belt.doctor": 7,
-    "belt.check": 7,
-    "belt.keep": 7,
-    "belt.server": 8,
-    "belt.remote": 8,
-    "belt.backend": 9,
-    "belt.rho": 10,
-    "belt.render": 10,
-    "belt.output": 10,
-    "belt.testing": 11,
-    "belt.cli": 12,
-    "belt.__main__": 13,
+    "belt.dialects.platform": 8,
+    "belt.dialects.nexus": 8,
+    "belt.emulator": 9,
+    "belt.doctor": 9,
+    "belt.check": 9,
+    "belt.keep": 9,
+    "belt.server": 10,
+    "belt.remote": 10,
+    "belt.backend": 11,
+    "belt.rho": 12,
+    "belt.render": 7,
+    "belt.output": 12,
+    "belt.testing": 13,
+    "belt.cli": 14,
+    "belt.__main__": 15,
 }
-"""The layer of each part: errors, paths ← wire, store ← records ← handlers, executor, policy ←
-engine, trigger and replay ← the emulator and the doctor ← server, remote ← the backend ← rho's
-configuration (through the backend) ← the test framework (``belt test`` and the pytest plugin)
-← cli (``output`` and ``render`` for those two only)."""
+"""The layer of each part: errors, paths, the dialect interface ← wire, store ← records ←
+handlers, executor, policy ← engine, trigger, replay ← render ← each dialect's package ← the
+emulator and the doctor ← server, remote ← the backend ← rho's configuration (through the backend)
+← the test framework (``belt test`` and the pytest plugin) ← cli (``output`` and ``render`` for
+the front ends only)."""
 
 CLI_ONLY = ("belt.output", "belt.render")
 LIVE_LINES = "belt.server.live"
 """The server's live lines: the one part of the server that prints (DESIGN.md)."""
-FRONT_ENDS = ("belt.cli", "belt.testing")
-"""What renders for people: the CLI, and the pytest plugin (its failure reports)."""
+FRONT_ENDS = ("belt.cli", "belt.testing", "belt.dialects.platform", "belt.dialects.nexus")
+"""What renders for people: the CLI, the pytest plugin (its failure reports), and a dialect (the
+transcript of its runs)."""
 
 
 def module_name(path: Path) -> str:

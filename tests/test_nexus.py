@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from belt.engine import nexus
+from belt.dialects.nexus import execution_loop as nexus
 from belt.engine.api import (
     resume_run,
     resume_simulation,

@@ -157,7 +157,13 @@ status = "completed"
 # process pool (only -j N needs it), the thread pools and the logging they load (only a child
 # chat or an async hook needs them), and the registry with its SQLite search index (only a
 # review, a belt:suggest hook or an agent's registry directory needs them).
-NOT_FOR_A_PLATFORM_RUN = {"belt.engine.nexus", "belt.executor.inbox", "asyncio", "ssl"}
+NOT_FOR_A_PLATFORM_RUN = {
+    "belt.dialects.nexus",
+    "belt.dialects.nexus.execution_loop",
+    "belt.executor.inbox",
+    "asyncio",
+    "ssl",
+}
 NOT_FOR_A_PLATFORM_RUN |= {"http.client", "http.cookiejar", "urllib.request"}
 NOT_FOR_A_PLATFORM_RUN |= {"xml.etree.ElementTree", "multiprocessing", "concurrent.futures.process"}
 NOT_FOR_A_PLATFORM_RUN |= {"concurrent.futures", "logging"}
@@ -177,7 +183,7 @@ def test_a_platform_run_loads_no_nexus_engine_event_loop_or_http_client(
     tmp_path: Path, command: list[str]
 ) -> None:
     modules, _ = platform_run(tmp_path, command)
-    assert {"belt.engine.platform", "belt.handlers.inprocess"} <= modules
+    assert {"belt.dialects.platform.agent_loop", "belt.handlers.inprocess"} <= modules
     assert modules.isdisjoint(NOT_FOR_A_PLATFORM_RUN), modules & NOT_FOR_A_PLATFORM_RUN
 
 
@@ -351,7 +357,7 @@ def test_the_engine_is_imported_with_the_collector_paused(
     report = proc.stderr[proc.stderr.index("INSIDE ") + len("INSIDE ") :]
     inside, modules = (set(names) for names in json.loads(report))
     # (pydantic is loaded before: typer coerces the command line's arguments with it)
-    assert {"belt.engine.platform", "belt.engine.scenario"} <= inside
+    assert {"belt.dialects.platform.agent_loop", "belt.engine.scenario"} <= inside
     if command == ["test"]:  # belt test imports a user's module in its worker processes only
         assert "colorsys" not in modules
     else:  # a user's module is imported with the collector as it was

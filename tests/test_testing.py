@@ -9,7 +9,7 @@ import pytest
 
 # Imported here, before pytester snapshots the modules, so that each inner session does not
 # import the engine and the server afresh.
-import belt.engine.dialects
+import belt.dialects.platform.agent_loop
 import belt.render
 import belt.server.app
 import belt.testing.plugin

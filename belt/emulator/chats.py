@@ -26,15 +26,19 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from belt.dialects import loop_of
+from belt.dialects.platform.agent_loop import PlatformLoop, stored_hooks
 from belt.emulator.agents import AgentDefinition, AgentFiles, ToolSetting, agent_from_config
 from belt.emulator.modelscript import ModelScript
 from belt.engine.api import resume_settled
-from belt.engine.dialects import dialect_class
 from belt.engine.hooksummary import run_hook_summary, summary_line
-from belt.engine.platform import PlatformLoop, stored_hooks
 from belt.engine.scenario import AgentSpec, LoadedScenario, Scenario, ToolCallSpec, TurnSpec
-from belt.engine.simrecord import stop_run
-from belt.engine.simulation import Options, Simulation, record_simulation
+from belt.engine.simulation import (
+    Options,
+    Simulation,
+    record_simulation,
+    stop_run,
+)
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.changes import watching
 from belt.records.chats import Chat, read_chat, update_chat
@@ -422,7 +426,7 @@ class Emulator:
             return {"id": chat_id, "status": chat.get("status"), "stopped": None}
         sim = dict(read_sim(self.store, sim_id))
         try:
-            stop_run(self.store, sim, dialect_class(sim), run_id, force=True)
+            stop_run(self.store, sim, loop_of(sim), run_id, force=True)
         except Conflict:
             pass  # it ended meanwhile
         self.tell("chat stop", chat_id, f"run {run_id} stopped")

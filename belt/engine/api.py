@@ -6,6 +6,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from belt import dialects
 from belt.errors import BeltError, Conflict, NotFound, UsageError
 from belt.loader import collector_paused
 
@@ -65,7 +66,6 @@ def start_simulation(
 
     ``clock`` (``--clock``) starts its virtual clock there, whatever the scenario says.
     """
-    from belt.engine.dialects import DIALECTS
     from belt.engine.scenario import check_storable
     from belt.engine.simulation import Simulation, clock_start
     from belt.records.sims import merge_sim
@@ -82,7 +82,7 @@ def start_simulation(
             **options.handlers,
         }
     store = store.without_fsync()
-    dialect = DIALECTS[loaded.dialect]
+    dialect = dialects.get(loaded.dialect).loop()
     options.loaded = loaded
     virtual = clock_start(loaded.scenario, clock)
     with using(virtual):
@@ -101,13 +101,11 @@ def resume_simulation(
     store: Store, run_id: str, options: Options
 ) -> tuple[dict[str, Any], list[str]]:
     """Continue a held run and the rest of its simulation; returns the record and runs."""
-    from belt.engine.dialects import dialect_class
-    from belt.engine.simrecord import sim_of_run
-    from belt.engine.simulation import Simulation
+    from belt.engine.simulation import Simulation, sim_of_run
 
     store = store.without_fsync()
     sim = sim_of_run(store, run_id)
-    simulation = Simulation(store, sim, dialect_class(sim), options)
+    simulation = Simulation(store, sim, dialects.loop_of(sim), options)
     executed = simulation.resume(run_id)
     return simulation.sim, executed
 
@@ -141,7 +139,6 @@ def run_scenario(
     ``wait`` run stays at until they are settled.
     """
     with collector_paused():  # Start-up: the engine's modules, see belt.loader
-        from belt.engine.dialects import DIALECTS
         from belt.engine.dispatch import parse_routes
         from belt.engine.report import build_report
         from belt.engine.scenario import read_scenario
@@ -178,7 +175,7 @@ def run_scenario(
     store = MemoryStore(shapes=True) if ephemeral else open_store()
     options = simulation_options(
         store,
-        DIALECTS[loaded.dialect],
+        dialects.get(loaded.dialect).loop(),
         executors=declared,
         fail_closed=fail_closed,
         report=report,
@@ -197,7 +194,7 @@ def named_run(store: Store, run_id: str | None, *, last: bool = False) -> str:
     simulation, whose latest run it is), or with ``last`` the simulated run started last (a
     chat's own, not a task chat's); exit 3 when there is none."""
     from belt.engine.report import list_runs as list_all
-    from belt.engine.simrecord import latest_run
+    from belt.engine.simulation import latest_run
     from belt.records.names import find_id
     from belt.records.runs import find_run_id
     from belt.records.sims import SIM, read_sim
@@ -235,9 +232,8 @@ def resume_run(
     """Resume a run held at gates or on an attention hold (``run_id`` as ``named_run`` takes
     it, or the ``last``); returns the report and runs executed."""
     with collector_paused():  # Start-up: the engine's modules, see belt.loader
-        from belt.engine.dialects import dialect_class
         from belt.engine.report import build_report
-        from belt.engine.simrecord import sim_of_run
+        from belt.engine.simulation import sim_of_run
     from belt.records.sims import read_scenario
     from belt.store import open_store
 
@@ -247,7 +243,7 @@ def resume_run(
     declared = read_scenario(store, sim["id"]).get("executors") or {}
     options = simulation_options(
         store,
-        dialect_class(sim),
+        dialects.loop_of(sim),
         executors=with_scenario_executors(declared, executors or []),
         fail_closed=False,
         report=report,
@@ -261,7 +257,7 @@ def show_run(*, run_id: str | None = None, last: bool = False) -> dict[str, Any]
     """The report of the simulation a run belongs to (``run_id`` as ``named_run`` takes it, or
     the ``last``)."""
     from belt.engine.report import build_report
-    from belt.engine.simrecord import sim_of_run
+    from belt.engine.simulation import sim_of_run
     from belt.store import open_store
 
     store = open_store()
@@ -278,15 +274,14 @@ def list_runs(*, include_tasks: bool = False) -> list[dict[str, Any]]:
 
 def stop_run(*, run_id: str, force: bool = False) -> dict[str, Any]:
     """Cancel a simulated run."""
-    from belt.engine.dialects import dialect_class
-    from belt.engine.simrecord import sim_of_run
-    from belt.engine.simrecord import stop_run as stop
+    from belt.engine.simulation import sim_of_run
+    from belt.engine.simulation import stop_run as stop
     from belt.store import open_store
 
     store = open_store()
     run_id = named_run(store, run_id)
     sim = sim_of_run(store, run_id)
-    return stop(store, sim, dialect_class(sim), run_id, force=force)
+    return stop(store, sim, dialects.loop_of(sim), run_id, force=force)
 
 
 def resume_settled(
@@ -331,7 +326,7 @@ def resume_gated(
     (tagged itself when it holds at gates), or the run is on an attention hold (continued by
     hand). Returns what ``resume_if_settled`` does.
     """
-    from belt.engine.simrecord import latest_run, stranded_at
+    from belt.engine.simulation import latest_run, stranded_at
     from belt.records.runs import (
         HELD_STATES,
         RUN,

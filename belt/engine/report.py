@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from belt.engine.dialects import dialect_class
+from belt.dialects import loop_of
 from belt.engine.hooksummary import hook_summary
-from belt.engine.simrecord import stranded_at
+from belt.engine.simulation import stranded_at
 from belt.records.interrupts import list_interrupts
 from belt.records.runs import RUN, run_dto, run_events, sim_runs
 from belt.records.sims import read_scenario, read_sim
@@ -20,7 +20,7 @@ from belt.store import Store
 
 def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
     """The whole record of a simulation, names as on the wire."""
-    dialect = dialect_class(sim)
+    dialect = loop_of(sim)
     fields = dialect.run_fields()
     runs = sim_runs(store, str(sim["id"]))
     chat = chat_dto(store, str(sim["chat_id"]), runs=runs, run_fields=fields)
@@ -95,7 +95,7 @@ def list_runs(store: Store, *, include_tasks: bool = False) -> list[dict[str, An
             continue
         rows.append(
             {
-                **run_dto(run, dialect_class(sim).run_fields()),
+                **run_dto(run, loop_of(sim).run_fields()),
                 "sim_id": sim_id,
                 "scenario": sim.get("source"),
                 "name": sim.get("name"),

@@ -21,6 +21,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from belt import dialects
 from belt.declarations import check_document, read_document
 from belt.effects import is_in_process
 from belt.errors import InvalidInput
@@ -31,9 +32,7 @@ from belt.records.profile import stored_lifecycle_hooks
 from belt.store.clock import DURATION_MAX, check_moment, parse_duration, parse_rfc3339
 from belt.suggest import did_you_mean
 from belt.text import printable
-from belt.wire.catalogue import GATEABLE_EVENTS
 from belt.wire.enums import Dialect
-from belt.wire.nexus import NexusEvent
 from belt.wire.platform import GATE_TIMEOUT_MAX, HookHandlerType, LifecycleHookConfig
 from belt.wire.validate import (
     IN_PROCESS_PREFIX,
@@ -362,12 +361,11 @@ PLATFORM_TOOL_KEYS = ("async", "client", "require_approval", "approval_timeout")
 
 def scenario_dialect(doc: dict[str, Any], source: str) -> str:
     """The dialect a scenario document is written in (``dialect`` at the top; default platform)."""
-    dialect = doc.get("dialect", "platform")
-    if dialect not in ("platform", "nexus"):
-        raise InvalidInput(
-            f"{source}: dialect: {dialect!r} is not a dialect (expected 'platform' or 'nexus')"
-        )
-    return str(dialect)
+    dialect = doc.get("dialect", dialects.PLATFORM)
+    if not isinstance(dialect, str) or not dialects.known(dialect):
+        expected = " or ".join(repr(name) for name in dialects.names())
+        raise InvalidInput(f"{source}: dialect: {dialect!r} is not a dialect (expected {expected})")
+    return dialect
 
 
 def dialect_problems(doc: dict[str, Any], dialect: str) -> list[str]:
@@ -469,21 +467,27 @@ def scenario_from_document(
     gives a Nexus scenario that declares no lifecycle hooks the ones rho stored."""
     if not isinstance(doc, dict):
         raise InvalidInput(f"{source}: expected a table/object at the top level")
-    dialect = scenario_dialect(doc, source)
-    problems = dialect_problems(doc, dialect)
-    refuse(source, problems)
-    if dialect == "nexus":
-        return load_nexus_scenario(
-            doc,
-            source,
-            hooks_file=hooks_file,
-            stored_hooks=stored_hooks,
-            directory=directory if locate else None,
-        )
+    dialect = dialects.get(scenario_dialect(doc, source))
+    refuse(source, dialect.scenario_problems(doc))
+    loaded: LoadedScenario | LoadedNexusScenario = dialect.load_scenario(
+        doc, source, directory, hooks_file=hooks_file, stored_hooks=stored_hooks, locate=locate
+    )
+    return loaded
+
+
+def load_platform_scenario(
+    doc: dict[str, Any],
+    source: str,
+    directory: Path,
+    *,
+    hooks_file: str | Path | None = None,
+    locate: bool = True,
+) -> LoadedScenario:
+    """Check a platform scenario and read its hooks (``hooks_file`` replaces them)."""
     findings = Findings()
     scenario = validated(Scenario, doc, source)
     problems = unreachable_turns(scenario) + builtin_problems(scenario, directory)
-    check_resolutions([t.resolve for t in scenario.turns], "platform", findings)
+    check_resolutions([t.resolve for t in scenario.turns], dialects.PLATFORM, findings)
     problems += findings.problems
     refuse(source, problems)
     # Each file's hooks, and the file they are read from (its paths are read from its directory).
@@ -512,10 +516,7 @@ def scenario_from_document(
 
 def check_resolutions(turns: list[list[ResolveSpec]], dialect: str, findings: Findings) -> None:
     """The scripted resolutions of every turn: events of the dialect, valid patterns."""
-    if dialect == "nexus":
-        events: tuple[str, ...] = tuple(e.value for e in NexusEvent)
-    else:
-        events = GATEABLE_EVENTS
+    events = dialects.get(dialect).gate_events
     for t, specs in enumerate(turns):
         for r, spec in enumerate(specs):
             path = f"turns[{t}].resolve[{r}]"

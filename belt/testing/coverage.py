@@ -110,7 +110,7 @@ def nexus_coverage(name: str, loaded: Any, report: dict[str, Any] | None) -> lis
     """The Nexus hooks of ``loaded`` (a LoadedNexusScenario), one per event and executor tool,
     with what their task attempts produced."""
     # Start-up: a suite of platform scenarios never loads the Nexus engine.
-    from belt.engine.nexus import frozen_hooks
+    from belt.dialects.nexus.execution_loop import frozen_hooks
 
     declared: list[tuple[str, dict[str, Any]]] = [("profile", frozen_hooks(loaded.profile))]
     for t, turn in enumerate(loaded.scenario.turns):

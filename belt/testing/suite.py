@@ -36,11 +36,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from belt import tracing
+from belt import dialects, tracing
 from belt.declarations import read_document
 from belt.effects import is_in_process
 from belt.engine.api import simulation_options, start_simulation, with_scenario_executors
-from belt.engine.dialects import DIALECTS
 from belt.engine.dispatch import parse_routes
 from belt.engine.hooksummary import HOOK_FAILURE_HINT
 from belt.engine.offline import OFFLINE_HINT, network_problems
@@ -330,6 +329,7 @@ def run_suite(
             ]
             items = shard_of(tests, shard)
         plan = partial(scenario_modules, [item[0] for item in items], routes or [])
+        dialects.get(dialects.PLATFORM).loop()  # the workers start with the platform engine
         whole = jobs <= 1 if records is None else records
         if progress is not None:
             progress(0, len(items))
@@ -523,7 +523,7 @@ def run_loaded(
             executors = with_scenario_executors(getattr(loaded.scenario, "executors", {}), [])
             options = simulation_options(
                 store,
-                DIALECTS[loaded.dialect],
+                dialects.get(loaded.dialect).loop(),
                 executors=executors,
                 fail_closed=False,
                 report=None,

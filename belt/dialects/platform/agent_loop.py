@@ -235,8 +235,7 @@ class PlatformLoop:
         if scenario.agent.registry is not None:
             # The owner's registry first: every file is checked before anything is saved.
             directory = Path(loaded.source).parent / scenario.agent.registry
-            # Start-up: the registry (and its search index) only for an agent that loads one.
-            from belt.records.registry import load_directory
+            from belt.records.registry import load_directory  # noqa: PLC0415 - search index
 
             entries = load_directory(store, directory, owner=scenario.agent.owner)
             registry["registry"] = {

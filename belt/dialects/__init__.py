@@ -1,0 +1,129 @@
+"""The platforms belt speaks, each a package behind one interface, and the one registry of them.
+
+A dialect is what belongs to one platform: its events and the order they fire in, the payloads
+and the decisions an answer may carry, its scenario keys, its expectation subjects and its
+rendering of a transcript. The driver (``belt.engine``), ``belt test``, ``belt check``, ``belt
+hooks doctor`` and the renderer ask the dialect a record or a file names (:func:`get`) and never
+compare its name. docs/dialects.md says what a new dialect adds.
+
+The built-in dialects are imported the first time they are asked for, so a run of one never
+loads another (tests/test_startup.py); others come from :func:`register` or from the
+``belt.dialects`` entry point group of an installed package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib import import_module
+from pathlib import Path
+from typing import Any, Protocol
+
+from belt.errors import InvalidInput
+
+PLATFORM = "platform"
+"""The dialect of a record or a scenario that names none."""
+
+BUILTIN = {PLATFORM: "belt.dialects.platform", "nexus": "belt.dialects.nexus"}
+"""Each built-in dialect's package, which holds it as ``DIALECT``."""
+
+ENTRY_POINTS = "belt.dialects"
+"""The entry point group an installed package lists dialects in (``NAME = "module:DIALECT"``)."""
+
+
+class Dialect(Protocol):
+    """What a platform dialect provides to the parts of belt that are shared."""
+
+    name: str
+    """The name a scenario (``dialect = "…"``) and a simulation record carry."""
+    title: str
+    """The platform's name in a message ("Nexus")."""
+    events: tuple[str, ...]
+    """The events its hooks run on, in the order they fire in a turn."""
+    gate_events: tuple[str, ...]
+    """The events a scenario's scripted resolution (``turns.resolve.event``) may open."""
+    decisions: tuple[str, ...]
+    """The decisions a hook's answer may carry (an expectation's ``decision``)."""
+    foreign_subjects: Mapping[str, str]
+    """Expectation subjects of other dialects, each with the message that refuses it here."""
+
+    def loop(self) -> type[Any]:
+        """The driver's loop of this dialect (``belt.engine.simulation.Dialect``): how each step
+        of a turn runs its hooks, builds their payloads and turns their answers into decisions."""
+
+    def scenario_problems(self, doc: dict[str, Any]) -> list[str]:
+        """Keys of a scenario document that belong to another dialect, each with a message."""
+
+    def load_scenario(
+        self,
+        doc: dict[str, Any],
+        source: str,
+        directory: Path,
+        *,
+        hooks_file: str | Path | None,
+        stored_hooks: bool,
+        locate: bool,
+    ) -> Any:
+        """A checked scenario of this dialect (its ``dialect`` the dialect's name), the files it
+        names found from ``directory`` (unless not ``locate``); InvalidInput naming the key."""
+
+    def transcript_lines(self, report: dict[str, Any], *, verbose: bool) -> list[tuple[str, str]]:
+        """A simulation report as a conversation: (line, style) pairs for ``belt.output``;
+        ``verbose`` adds the hook calls that changed nothing."""
+
+    def message_lines(self, message: dict[str, Any]) -> list[tuple[str, str]]:
+        """One message of a transcript (with its hook rows), as the transcript shows it."""
+
+
+_known: dict[str, Dialect] = {}
+
+
+def register(dialect: Dialect) -> None:
+    """Make ``dialect`` known by its name, for this process (a built-in name is refused)."""
+    if dialect.name in BUILTIN:
+        raise InvalidInput(f"dialect {dialect.name!r}: the name of a built-in dialect")
+    _known[dialect.name] = dialect
+
+
+def names() -> tuple[str, ...]:
+    """The dialects known so far: the built-in ones, then those registered."""
+    return (*BUILTIN, *(name for name in _known if name not in BUILTIN))
+
+
+def known(name: str) -> bool:
+    """Whether a dialect of that name is built in, registered or installed."""
+    try:
+        get(name)
+    except KeyError:
+        return False
+    return True
+
+
+def get(name: str) -> Dialect:
+    """The dialect of that name; KeyError when no dialect has it."""
+    if name in _known:
+        return _known[name]
+    if name in BUILTIN:
+        found: Dialect = import_module(BUILTIN[name]).DIALECT
+    else:
+        found = _installed(name)
+    _known[name] = found
+    return found
+
+
+def _installed(name: str) -> Dialect:
+    from importlib.metadata import entry_points  # noqa: PLC0415 - only for a name not built in
+
+    for point in entry_points(group=ENTRY_POINTS, name=name):
+        found: Dialect = point.load()
+        return found
+    raise KeyError(name)
+
+
+def of(record: Mapping[str, Any]) -> Dialect:
+    """The dialect a simulation record (or a loaded scenario's report) was made in."""
+    return get(str(record.get("dialect") or PLATFORM))
+
+
+def loop_of(sim: Mapping[str, Any]) -> type[Any]:
+    """The driver's loop of the dialect a simulation record was made in."""
+    return of(sim).loop()
