@@ -31,7 +31,7 @@ def main() -> "NoReturn":
 
 
 def _belt_app() -> "Callable[..., Any]":
-    from belt.cli.root import app
+    from belt.cli.root import app  # start-up: imported once Ctrl-C is belt's
 
     return app
 
@@ -42,7 +42,7 @@ def rho_main() -> "NoReturn":
 
 
 def _rho_app() -> "Callable[..., Any]":
-    from belt.cli.rho import app
+    from belt.cli.rho import app  # start-up: imported once Ctrl-C is belt's
 
     return app
 

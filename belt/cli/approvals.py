@@ -22,6 +22,7 @@ from belt.cli.options import (
     start_tracing,
 )
 from belt.errors import UsageError
+from belt.render import gate_event, gate_holds
 
 if TYPE_CHECKING:
     from belt.approvals import Outcome, Resolve, WhatIf
@@ -78,7 +79,7 @@ def auto(
         belt interrupt auto --rules examples/approvals.toml
         belt interrupt auto --rules examples/approvals.toml --once --json
     """
-    from belt.approvals import load_rules, settle_as_they_open
+    from belt.approvals import load_rules, settle_as_they_open  # start-up: the rules engine
 
     loaded = load_rules(rules)
     if api and not runs:
@@ -130,10 +131,10 @@ def _resolver(backend: Backend) -> Resolve:
     """How auto resolves: in the store with the rule's settlement, or through the API, which
     ``belt serve`` records as the rule's (another API, as it records any resolve)."""
     if isinstance(backend, LocalBackend):
-        from belt.approvals import store_resolver
+        from belt.approvals import store_resolver  # start-up: the rules engine
 
         return store_resolver(backend.store)
-    from belt.remote import Platform
+    from belt.remote import Platform  # start-up: httpx
 
     assert isinstance(backend, Platform)  # open_backend gives the store or a Platform
 
@@ -163,8 +164,6 @@ def _kind(outcome: Outcome) -> str:
 
 def _line(outcome: Outcome, *, short_ids: bool) -> tuple[str, str]:
     """One line of auto: the gate, what it holds, and what the rules did and why."""
-    from belt.render import gate_event, gate_holds
-
     item, verdict = outcome.item, outcome.verdict
     name = (item.get("short_id") if short_ids else None) or item.get("id")
     why = verdict.why
@@ -208,7 +207,7 @@ def what_if(
         belt interrupt what-if --rules examples/approvals.toml
         belt interrupt what-if --rules examples/approvals.toml --since 2026-08-01T00:00:00Z --strict
     """
-    from belt.approvals import load_rules, settled_history, what_if
+    from belt.approvals import load_rules, settled_history, what_if  # start-up: the rules engine
 
     loaded = load_rules(rules)
     moment = moment_option(since, "--since")

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from belt import output
+from belt.backend import open_backend
 from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, json_printed
 from belt.errors import UsageError
 
@@ -43,7 +44,6 @@ def settings(
 
     if hooks_off is None:
         raise UsageError("give --disable-hooks or --enable-hooks")
-    from belt.backend import open_backend
 
     with open_backend(api, api_key=api_key) as backend:
         chat = backend.set_chat_settings(chat_id=chat_id, disable_hooks=hooks_off)

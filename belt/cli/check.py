@@ -10,6 +10,8 @@ import typer
 
 from belt import output
 from belt.cli.options import OtlpOption, Routes, TraceFileOption, finite, start_tracing
+from belt.errors import InvalidInput
+from belt.text import printable
 
 if TYPE_CHECKING:
     from belt.check.report import CheckReport, CheckResult
@@ -124,10 +126,9 @@ def check(
         belt check py:examples/handler.py:decide --examples 50
         belt check http://127.0.0.1:8000/hook --event agent.tool_call --props props.toml
     """
-    from belt.check.report import junit_xml as write_junit
-    from belt.check.run import run_check
-    from belt.check.writable import require_writable_file
-    from belt.errors import InvalidInput
+    from belt.check.report import junit_xml as write_junit  # start-up: hypothesis
+    from belt.check.run import run_check  # start-up: hypothesis
+    from belt.check.writable import require_writable_file  # start-up: belt version
 
     if junit_xml is not None:
         require_writable_file(junit_xml, option="--junit-xml")  # before any case is sent
@@ -176,8 +177,6 @@ def check(
 
 def render(report: CheckReport) -> None:
     """The report: a line per check, grouped by subject, failures with their reproducer."""
-    from belt.text import printable
-
     rows: list[tuple[str, str]] = []
     subject = None
     for result in report.results:
@@ -199,8 +198,6 @@ def render(report: CheckReport) -> None:
 
 
 def _lines(result: CheckResult) -> list[tuple[str, str]]:
-    from belt.text import printable
-
     status = result.status
     head = f"  {status:<4}  {result.check:<13} {printable(result.title)}"
     if status == "skip":

@@ -13,6 +13,7 @@ import typer
 
 from belt.cli import app as belt_app
 from belt.cli.helptext import keep_lines
+from belt.cli.rho import app as rho_app
 from belt.errors import REMOTE_ANSWERS
 
 WIDTH = 100
@@ -109,8 +110,6 @@ def plain_help(command: Any, ctx: Any) -> str:
 
 def render() -> str:
     """The whole of docs/cli.md."""
-    from belt.cli.rho import app as rho_app
-
     sections = [HEADER, remote_table(), JSON_ERRORS]
     for app, name in ((belt_app, "belt"), (rho_app, "rho")):
         for path, command, ctx in walk(typer.main.get_command(app), name):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from belt import output
+from belt.render import task_line
 
 if TYPE_CHECKING:
     from belt.executor.worker import Worker
@@ -39,8 +40,7 @@ def run(
         belt executor run --tool verify=cmd:examples/nexus-verify.sh
         belt executor run --tool verify=cmd:examples/nexus-verify.sh --once --json
     """
-    from belt.executor.worker import run_worker
-    from belt.render import task_line
+    from belt.executor.worker import run_worker  # start-up: the executor
 
     def started(worker: Worker) -> None:
         served = ", ".join(f"{t.name} ({t.label})" for t in worker.targets.values())

@@ -10,6 +10,7 @@ import typer
 from belt import output
 from belt.cli.options import JsonFlag, json_printed
 from belt.scaffold import Framework
+from belt.scaffold import init as write
 
 
 def init(
@@ -56,8 +57,6 @@ def init(
 
         belt init my-hook --nexus --framework starlette
     """
-    from belt.scaffold import init as write
-
     written = write(directory=directory, nexus=nexus, framework=framework)
     if json_printed(json_, written.to_json()):
         return

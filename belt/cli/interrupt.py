@@ -10,7 +10,15 @@ from typing import Annotated, Any
 import typer
 
 from belt import output, tracing
-from belt.backend import Backend, LocalBackend, LocalInbox, local_inbox, open_backend
+from belt.backend import (
+    Backend,
+    LocalBackend,
+    LocalInbox,
+    local_inbox,
+    matching_gates,
+    open_backend,
+    resolve_each,
+)
 from belt.cli import BeltGroup, lazy_command
 from belt.cli.options import (
     ApiKeyOption,
@@ -39,7 +47,7 @@ app = typer.Typer(
 def pending_ids(incomplete: str) -> list[tuple[str, str]]:
     """Shell completion: the pending interrupts of the local store (id, or short id, and what
     each holds)."""
-    from belt.render import gate_event, gate_holds
+    from belt.render import gate_event, gate_holds  # start-up: not for resolve
 
     try:
         listed = LocalBackend().find_interrupts()
@@ -118,7 +126,7 @@ def list_(
         where = f" on run {one_run}" if one_run else ""
         output.echo(f"no {what}{where}", stderr=True)
         return
-    from belt.render import interrupt_table
+    from belt.render import interrupt_table  # start-up: not for resolve
 
     columns, rows = interrupt_table(
         listed,
@@ -157,7 +165,7 @@ def show(
 
         belt interrupt show k2m9x0q4
     """
-    from belt.render import expires_in, gate_holds, interrupt_status
+    from belt.render import expires_in, gate_holds, interrupt_status  # start-up: not for resolve
 
     with open_backend(api, api_key=api_key) as backend:
         item, on_expiry = backend.show_interrupt(interrupt_id=interrupt_id, run_id=run)
@@ -273,7 +281,7 @@ def resolve(
         belt interrupt resolve --all deny --tool delete_file --yes
     """
 
-    from belt.inputs import read_json_option
+    from belt.inputs import read_json_option  # start-up: belt interrupt list
 
     filters = {"run_id": run, "chat_id": chat, "tool": tool, "event": event}
     if all_:
@@ -342,8 +350,7 @@ def resolve_all(
     """`resolve --all`: the selected gates shown with their digest, confirmed on a terminal (or
     by --yes, and --digest), then settled as one batch, or one by one with --no-atomic where
     the backend cannot settle a batch."""
-    from belt.backend import resolve_each
-    from belt.records.interrupts import batch_digest, short_digest
+    from belt.records.interrupts import batch_digest, short_digest  # start-up: belt --help
 
     wanted = _digest_option(digest)
     items = _selected(backend, filters)
@@ -397,7 +404,6 @@ def _selected(
     backend: Backend, filters: dict[str, str | None], *, include_settled: bool = False
 ) -> list[dict[str, Any]]:
     """The gates --run, --chat, --tool and --event select, oldest first."""
-    from belt.backend import matching_gates
 
     return matching_gates(
         backend,
@@ -439,7 +445,7 @@ def _repeat_or_refuse(
     """--digest names gates other than those pending now: the batch it names, settled before
     (all of its gates, or some and the rest still pending, after a batch cut short), is
     settled again, which changes nothing but the rest; any other set exits 4."""
-    from belt.records.interrupts import batch_digest, batch_id, short_digest
+    from belt.records.interrupts import batch_digest, batch_id, short_digest  # start-up: --help
 
     selected = _selected(backend, filters, include_settled=True)
     settled = [
@@ -469,8 +475,8 @@ def _repeat_or_refuse(
 
 def _show_batch(items: list[dict[str, Any]], digest: str) -> None:
     """The gates a batch will settle, and their digest (standard error)."""
-    from belt.records.interrupts import short_digest
-    from belt.render import gate_event, gate_holds
+    from belt.records.interrupts import short_digest  # start-up: belt --help
+    from belt.render import gate_event, gate_holds  # start-up: not for resolve
 
     for item in items:
         output.echo(
@@ -550,7 +556,7 @@ def review(
 
         belt interrupt review --resume
     """
-    from belt.render import review_lines
+    from belt.render import review_lines  # start-up: not for resolve
 
     if not sys.stdin.isatty():
         raise UsageError(
@@ -649,7 +655,7 @@ def _ask_decision() -> str:
 
 def _ask_data() -> object:
     """Optional data for the resolution, asked until it is valid JSON (none when left empty)."""
-    from belt.inputs import read_json_option
+    from belt.inputs import read_json_option  # start-up: belt interrupt list
 
     while True:
         text = _ask("data for the resolution (JSON or @FILE, Enter for none): ")
@@ -699,7 +705,7 @@ def watch(
         belt interrupt watch
         belt interrupt watch --json --api http://127.0.0.1:8787 --run ar_k2m9x0q4h7c1v8b5n3t6
     """
-    from belt.render import watch_line
+    from belt.render import watch_line  # start-up: not for resolve
 
     with open_backend(api, api_key=api_key) as backend:
         if runs or not api:  # with --api and no --run, the backend refuses first
@@ -715,8 +721,8 @@ def watch(
 
 def _watching(runs: list[str], api: str | None, interval: float) -> str:
     """The line `watch` starts with: whose gates, where, how often (a platform by its host)."""
-    from belt.effects import url_host
-    from belt.paths import state_dir
+    from belt.effects import url_host  # start-up: pydantic
+    from belt.paths import state_dir  # start-up: belt --help
 
     whose = f"run {', '.join(runs)}" if runs else "every run"
     where = f"at {url_host(api)}, polled" if api else f"in {state_dir()}, looked at"
@@ -802,7 +808,7 @@ def create(
         belt interrupt create --run ar_k2m9x0q4 --chat ch_q4h7c1v8 --event agent.tool_call
     """
 
-    from belt.inputs import read_json_object_option
+    from belt.inputs import read_json_object_option  # start-up: belt interrupt list
 
     item = local_inbox().create_interrupt(
         run_id=run,
@@ -851,7 +857,7 @@ def log(
         belt interrupt log --since 24h
         belt interrupt log --run ar_k2m9x0q4 --json
     """
-    from belt.render import gate_event, gate_holds, interrupt_status
+    from belt.render import gate_event, gate_holds, interrupt_status  # start-up: not for resolve
 
     settled = local_inbox().settlements(since=_since(since), run_id=run)
     if json_printed(json_, settled):
@@ -881,7 +887,7 @@ def _since(text: str | None) -> datetime | None:
     """--since: an RFC 3339 time, or a span back from now; a usage error naming it."""
     if text is None:
         return None
-    from belt.store.clock import parse_duration
+    from belt.store.clock import parse_duration  # start-up: belt --help
 
     try:
         return _now() - parse_duration(text, "--since")
@@ -897,7 +903,7 @@ def _since(text: str | None) -> datetime | None:
 
 
 def _now() -> datetime:
-    from belt.store.clock import utcnow
+    from belt.store.clock import utcnow  # start-up: belt --help
 
     return utcnow()
 

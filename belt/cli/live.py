@@ -47,7 +47,7 @@ class SimLive:
             self._keep_current(lambda now: render.countdown_text(pending, now))
 
     def _print_transcript(self, run_id: str) -> None:
-        from belt.engine.api import show_run
+        from belt.engine.api import show_run  # start-up: the engine
 
         report = show_run(run_id=run_id)
         # The gates are told of below, with the commands for a run that waits (not resume).

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from belt import output
 from belt.errors import InvalidInput, UsageError
 
 VerboseFlag = Annotated[
@@ -72,7 +73,7 @@ def moment_option(text: str | None, option: str) -> datetime | None:
     usage error naming the option."""
     if text is None:
         return None
-    from belt.store.clock import parse_rfc3339
+    from belt.store.clock import parse_rfc3339  # start-up: belt --help
 
     try:
         return parse_rfc3339(text, option)
@@ -83,8 +84,6 @@ def moment_option(text: str | None, option: str) -> datetime | None:
 def json_printed(json_: bool, data: object) -> bool:
     """With ``--json``, print ``data`` as the command's JSON document; says whether it did."""
     if json_:
-        from belt import output
-
         output.print_json(data)
     return json_
 
@@ -118,9 +117,9 @@ def start_tracing(otlp: str | None, trace_file: Path | None) -> None:
     if otlp is not None and not otlp.startswith(("http://", "https://")):
         raise UsageError(f"--otlp: {otlp!r} is not an http:// or https:// URL")
     if trace_file is not None:
-        from belt.check.writable import require_writable_file
+        from belt.check.writable import require_writable_file  # start-up: belt version
 
         require_writable_file(trace_file, option="--trace")  # exit 5, before anything runs
-    from belt import tracing
+    from belt import tracing  # start-up: belt version
 
     tracing.start(otlp=otlp, trace_file=trace_file)

@@ -59,7 +59,7 @@ def add(
 
         echo 'Never force-push to main.' | belt registry add --kind rule --name no-force-push
     """
-    from belt.records.registry import add_entry
+    from belt.records.registry import add_entry  # start-up: sqlite3 and its index
 
     outcome = add_entry(
         None,
@@ -97,7 +97,7 @@ def list_(
         belt registry list
         belt registry list --kind rule --json
     """
-    from belt.records.registry import list_entries
+    from belt.records.registry import list_entries  # start-up: sqlite3 and its index
 
     entries = list_entries(None, owner=owner, kind=None if kind is None else kind.value)
     if json_printed(json_, [summary(entry) for entry in entries]):
@@ -128,7 +128,7 @@ def show(entry_id: EntryId, json_: JsonFlag = False) -> None:
 
         belt registry show re_k2m9x0q4
     """
-    from belt.records.registry import get_entry
+    from belt.records.registry import get_entry  # start-up: sqlite3 and its index
 
     entry = get_entry(None, entry_id=entry_id)
     if json_printed(json_, entry):
@@ -183,7 +183,7 @@ def search_(
 
         belt registry search 'force push' --limit 3
     """
-    from belt.records.registry import search
+    from belt.records.registry import search  # start-up: sqlite3 and its index
 
     matches = search(None, owner=owner, query=query, limit=limit)
     if json_printed(json_, [match.to_json() for match in matches]):
@@ -217,7 +217,7 @@ def rm(entry_id: EntryId, json_: JsonFlag = False) -> None:
 
         belt registry rm re_k2m9x0q4
     """
-    from belt.records.registry import remove_entry
+    from belt.records.registry import remove_entry  # start-up: sqlite3 and its index
 
     entry = remove_entry(None, entry_id=entry_id)
     if json_printed(json_, summary(entry)):

@@ -9,6 +9,8 @@ import typer
 
 from belt import output
 from belt.cli.options import OtlpOption, TraceFileOption, start_tracing
+from belt.render import replay_row, replay_summary, saved_tests_lines
+from belt.text import printable
 
 
 def replay(
@@ -94,9 +96,7 @@ def replay(
         belt replay journal --policy examples/policy.toml --check
         belt replay journal --handler hooks.py:decide --save-tests tests/recorded
     """
-    from belt.keep import open_saving_replay
-    from belt.render import replay_row, replay_summary
-    from belt.text import printable
+    from belt.keep import open_saving_replay  # start-up: pydantic
 
     start_tracing(otlp, trace)
     # Rows are printed as each payload is replayed, and forgotten: a replay of a long journal
@@ -134,8 +134,6 @@ def replay(
             if run.fix:
                 output.styled(printable(f"  {run.fix}"), "yellow")
             if run.saved is not None:
-                from belt.render import saved_tests_lines
-
                 for text, style in saved_tests_lines(run.saved):
                     output.styled(printable(text), style)
     failure = run.failure()  # a --to URL that failed to answer: its exit code, by the table

@@ -65,7 +65,7 @@ def configure(
 
         rho extensions configure rho.lifecycle_hooks --file examples/nexus-profile.json
     """
-    from belt.rho import configure_lifecycle_hooks
+    from belt.rho import configure_lifecycle_hooks  # start-up: pydantic
 
     configured = configure_lifecycle_hooks(file=file, api=api)
     if json_printed(json_, configured.summary()):
@@ -90,7 +90,7 @@ def show(
         rho extensions show rho.lifecycle_hooks
         rho extensions show rho.lifecycle_hooks --json
     """
-    from belt.rho import show_lifecycle_hooks
+    from belt.rho import show_lifecycle_hooks  # start-up: pydantic
 
     shown = show_lifecycle_hooks()
     if json_printed(json_, shown.summary()):

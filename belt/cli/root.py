@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from belt import __version__
+from belt import __version__, output
 from belt.cli import helptext
 from belt.cli.options import JsonFlag, VerboseFlag
 from belt.errors import BeltError, ExitCode, Interrupted, UsageError, exit_code_lines
@@ -57,8 +57,6 @@ class BeltGroup(TyperGroup):
         own are one JSON object on stdout (``report``)."""
         verbose = bool(ctx.find_root().params.get("verbose"))
         if ctx.parent is None:
-            from belt import output
-
             output.forget_document()
         error: BeltError
         failed = None
@@ -249,8 +247,6 @@ def report(exc: BeltError, *, verbose: bool, json_: bool = False) -> None:
     """Print a BeltError as a user sees it: a line on stderr (with its problems and hint); with
     ``json_``, also one JSON object on stdout (``BeltError.to_json``), unless the command has
     printed its JSON document there already (its report says what failed)."""
-    from belt import output
-
     if isinstance(exc, Interrupted):  # Ctrl-C is not an error: one line, never a traceback
         line = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
         output.styled(line, "yellow", stderr=True)
@@ -326,7 +322,6 @@ def version(json_: JsonFlag = False) -> None:
     """
     # The source's version, which a test holds equal to the installed package's (--version):
     # reading the package metadata would more than double the time `belt version` takes.
-    from belt import __version__, output
 
     if json_:
         output.print_json({"version": __version__})

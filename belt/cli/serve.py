@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from belt import output
+from belt.cli import leave, report
 from belt.cli.options import OtlpOption, TraceFileOption, moment_option, start_tracing
 
 
@@ -153,13 +154,13 @@ def serve(
         belt serve --policy examples/policy.toml --open
         belt serve --port 0 --secret new
     """
-    from belt.server.stopping import Stopped, stopping_on_signals
+    from belt.server.stopping import Stopped, stopping_on_signals  # start-up: the server
 
     start_tracing(otlp, trace)
     try:
         with stopping_on_signals():
-            from belt.server.run import serve as serve_until_stopped
-            from belt.signing import new_secret
+            from belt.server.run import serve as serve_until_stopped  # start-up: the server
+            from belt.signing import new_secret  # start-up: belt --help
 
             made_secret = new_secret() if secret == "new" else None
             serve_until_stopped(
@@ -193,7 +194,6 @@ def serve(
         if stop.threads_left:
             # A --handler call cut off goes on in its thread, and Python would wait for it at
             # exit: the line is said and the process ends now, as the signal asked.
-            from belt.cli import leave, report
 
             report(stop, verbose=False)
             leave(int(stop.exit_code))

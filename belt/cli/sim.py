@@ -19,6 +19,8 @@ from belt.cli.options import (
     start_tracing,
 )
 from belt.render import transcript_lines
+from belt.text import printable
+from belt.wire.enums import ATTENTION_HOLD, AgentRunState
 
 app = typer.Typer(
     help="Run scripted agents whose hooks fire as on the platform.", no_args_is_help=True
@@ -84,12 +86,11 @@ def render(
         lines = transcript_lines(report, verbose=verbose)
         output.lines(live.rest(lines) if live is not None else lines)
         output.lines(summary_lines(summary))
-    from belt.wire.enums import ATTENTION_HOLD, AgentRunState
 
     states = {run["id"]: run["state"] for run in report["runs"]}
     if any(states.get(run_id) in (AgentRunState.FAILED, ATTENTION_HOLD) for run_id in executed):
         raise typer.Exit(1)
-    from belt.engine.hooksummary import strict_failures
+    from belt.engine.hooksummary import strict_failures  # start-up: the engine
 
     why = strict_failures(summary) if strict else None
     if why is not None:
@@ -113,8 +114,7 @@ def verbose(ctx: typer.Context) -> bool:
 
 def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """The closing summary of the hook calls (none when no hook was called)."""
-    from belt.engine.hooksummary import summary_text
-    from belt.text import printable
+    from belt.engine.hooksummary import summary_text  # start-up: the engine
 
     if not summary.get("calls"):
         return []
@@ -193,7 +193,7 @@ def run(
         belt sim run examples/guarded-agent.toml
         belt sim run examples/guarded-agent.toml --wait
     """
-    from belt.engine.api import run_scenario
+    from belt.engine.api import run_scenario  # start-up: the engine
 
     start_tracing(otlp, trace)
     live = SimLive(transcript=not json_, verbose=verbose(ctx))
@@ -240,7 +240,7 @@ def resume(
         belt sim resume ar_k2m9x0q4h7c1v8b5n3t6
         belt sim resume --last --wait
     """
-    from belt.engine.api import resume_run
+    from belt.engine.api import resume_run  # start-up: the engine
 
     start_tracing(otlp, trace)
     live = SimLive(transcript=not json_, verbose=verbose(ctx))
@@ -265,7 +265,7 @@ def show(
         belt sim show ar_k2m9x0q4h7c1v8b5n3t6
         belt sim show --last --json
     """
-    from belt.engine.api import show_run
+    from belt.engine.api import show_run  # start-up: the engine
 
     report = show_run(run_id=run_id, last=last)
     if not json_printed(json_, report):
@@ -286,7 +286,7 @@ def list_(
         belt sim list
         belt sim list --all --json
     """
-    from belt.engine.api import list_runs
+    from belt.engine.api import list_runs  # start-up: the engine
 
     rows = list_runs(include_tasks=all_)
     if json_printed(json_, rows):
@@ -331,7 +331,7 @@ def stop(
         belt sim stop ar_k2m9x0q4h7c1v8b5n3t6
         belt sim stop ar_k2m9x0q4h7c1v8b5n3t6 --force
     """
-    from belt.engine.api import stop_run
+    from belt.engine.api import stop_run  # start-up: the engine
 
     run = stop_run(run_id=run_id, force=force)
     output.success(f"run {run['id']} {run['state']}")

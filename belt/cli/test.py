@@ -7,9 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from belt import output
+from belt import output, render
 from belt.cli.options import OtlpOption, Routes, TraceFileOption, start_tracing
 from belt.errors import ExitCode, InvalidInput
+from belt.render import excerpt_lines
+from belt.text import printable
 
 
 def test(
@@ -132,13 +134,11 @@ def test(
         belt test examples/tests
         belt test examples/tests -k guarded --junit-xml report.xml
     """
-    from belt import render
-    from belt.loader import collector_paused
+    from belt.loader import collector_paused  # start-up: belt --help
 
     with collector_paused():  # Start-up: the engine and the suite, see belt.loader
-        from belt.testing.suite import run_suite
-    from belt.testing.workers import parse_jobs, parse_shard
-    from belt.text import printable
+        from belt.testing.suite import run_suite  # start-up: the test runner
+    from belt.testing.workers import parse_jobs, parse_shard  # start-up: the test runner
 
     def show(lines: list[tuple[str, str]]) -> None:
         output.lines([(printable(text), style) for text, style in lines])
@@ -225,6 +225,4 @@ def test(
 
 def _excerpt_text(dialect: str, messages: list[dict[str, Any]]) -> list[str]:
     """A transcript excerpt as plain lines, for the JUnit report."""
-    from belt.render import excerpt_lines
-
     return [text for text, _ in excerpt_lines(dialect, messages)]

@@ -89,8 +89,8 @@ def trigger(
 
         belt trigger agent.tool_call --to py:hooks.py:guard --set data.arguments='{"command": "ls"}'
     """
-    from belt.trigger import failure, read_data, read_payload, running_serve
-    from belt.trigger import trigger as send
+    from belt.trigger import failure, read_data, read_payload, running_serve  # start-up: httpx
+    from belt.trigger import trigger as send  # start-up: httpx
 
     if to is None:
         serve, others = running_serve()
