@@ -360,7 +360,7 @@ def handler_target(spec: str) -> tuple[str, Deliver, Callable[[], None]]:
     label = reference(spec)
 
     def decide(payload: dict[str, Any]) -> WebhookResult:
-        return caller.send(
+        return caller.call(
             label, func, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, message_limit=MESSAGE_LIMIT
         )
 

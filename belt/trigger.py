@@ -352,7 +352,7 @@ def _in_process(spec: str, payload: dict[str, Any], *, timeout: float) -> Webhoo
     func = load_handler(spec, where="--to")
     caller = InProcess()
     try:
-        return caller.send(spec, func, payload, timeout=timeout, message_limit=None)
+        return caller.call(spec, func, payload, timeout=timeout, message_limit=None)
     finally:
         caller.close()
 

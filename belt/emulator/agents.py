@@ -51,7 +51,7 @@ class AgentDefinition:
     hooks: list[LifecycleHookConfig] = field(default_factory=list)
     tools: dict[str, ToolSetting] = field(default_factory=dict)
     ref: str | None = None
-    record: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, object] = field(default_factory=dict)
     """What the agent record keeps besides the hooks (core app, system prompt, tools)."""
 
 
@@ -165,7 +165,7 @@ def load_agent_file(path: Path, ref: str) -> AgentDefinition:
     name = spec.name if "name" in doc else ref.rsplit("/", 1)[-1]
     base = AgentSpec.model_validate({"id": spec.id or agent_id_for(ref), "name": name, **kept})
     shown = spec.model_dump(include={"system_prompt", "description"}, exclude_none=True)
-    record: dict[str, Any] = {"ref": ref, "tools": spec.tools, **shown}
+    record: dict[str, object] = {"ref": ref, "tools": spec.tools, **shown}
     return AgentDefinition(base.name, base, hooks, tools, ref, record)
 
 

@@ -114,12 +114,12 @@ def task_id(key: str) -> str:
     return "ht_" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
-def _deadline_passed(task: Mapping[str, Any]) -> bool:
+def _deadline_passed(task: HookTask) -> bool:
     # A task awaiting approval has no deadline yet: it starts when it is dispatched.
     return task.get("deadline") is not None and utcnow() >= parse_timestamp(str(task["deadline"]))
 
 
-def _attempt_summary(task: Mapping[str, Any]) -> dict[str, Any]:
+def _attempt_summary(task: HookTask) -> dict[str, object]:
     return {
         "attempt": task["attempt"],
         "status": task["status"],
@@ -178,7 +178,7 @@ def schedule_task(
     key: str,
     event: NexusEvent,
     hook: NexusHook,
-    task_input: dict[str, Any],
+    task_input: Mapping[str, object],
     run_id: str,
     sim_id: str | None = None,
     approval_mode: str | None = None,
@@ -325,7 +325,8 @@ def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
         now = timestamp(utcnow())
         holder = leases.mine()
         task["status"] = TaskStatus.CLAIMED.value
-        task["claim"] = {"by": worker, "at": now, **{k: holder[k] for k in _HOLDER}}
+        held = {k: v for k, v in holder.items() if k in _HOLDER}
+        task["claim"] = {"by": worker, "at": now, **held}
         task["claim"]["mark"] = new_id("cl")
         task["updated_at"] = now
         return task
@@ -383,7 +384,7 @@ def release_abandoned(store: Store, identity: str) -> HookTask | None:
     return task
 
 
-def unclaimed_message(task: Mapping[str, Any]) -> str:
+def unclaimed_message(task: HookTask) -> str:
     """Why a task that no worker claimed timed out."""
     return (
         f"no executor claimed the task within {task['timeout_ms']} ms "
@@ -391,7 +392,9 @@ def unclaimed_message(task: Mapping[str, Any]) -> str:
     )
 
 
-def check_result(result: Any, event: NexusEvent | str) -> tuple[list[str], dict[str, Any] | None]:
+def check_result(
+    result: object, event: NexusEvent | str
+) -> tuple[list[str], dict[str, object] | None]:
     """Check a tool's result: ``structured_content`` holds the decision, nothing else is added."""
     if not isinstance(result, dict):
         return [f"result: expected an object, got {describe(result)}"], None
@@ -556,7 +559,7 @@ def outcome_of(task: Mapping[str, Any]) -> str:
     return str(status)
 
 
-def task_record(task: Mapping[str, Any], *, duration_ms: int | None = None) -> dict[str, Any]:
+def task_record(task: HookTask, *, duration_ms: int | None = None) -> dict[str, object]:
     """One line's worth of a finished task: event, key, outcome, why, how long."""
     error = task.get("error") or {}
     decision = task.get("decision") or {}

@@ -11,7 +11,7 @@ import inspect
 import json
 import shlex
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,11 @@ class Target:
         return f"{self.kind} {self.spec}"
 
     def call(
-        self, task_input: dict[str, Any], timeout: float, *, mark: tuple[str, str] | None = None
+        self,
+        task_input: Mapping[str, object],
+        timeout: float,
+        *,
+        mark: tuple[str, str] | None = None,
     ) -> ToolOutcome:
         """Run the tool on ``task_input`` within ``timeout`` seconds; failures are returned.
 
@@ -120,7 +124,7 @@ def _decode(raw: bytes, where: str) -> ToolOutcome:
 
 def run_command(
     command: str,
-    task_input: dict[str, Any],
+    task_input: Mapping[str, object],
     timeout: float,
     *,
     mark: tuple[str, str] | None = None,
@@ -149,7 +153,7 @@ def run_command(
     return _decode(done.stdout, "stdout")
 
 
-def post_input(url: str, task_input: dict[str, Any], timeout: float) -> ToolOutcome:
+def post_input(url: str, task_input: Mapping[str, object], timeout: float) -> ToolOutcome:
     """POST the input to a URL; a 2xx body is the result.
 
     ``timeout`` is a total deadline (slow heads and trickled bodies included), and the body is
@@ -176,7 +180,7 @@ def post_input(url: str, task_input: dict[str, Any], timeout: float) -> ToolOutc
 
 
 def call_function(
-    func: Callable[..., Any] | None, task_input: dict[str, Any], timeout: float
+    func: Callable[..., Any] | None, task_input: Mapping[str, object], timeout: float
 ) -> ToolOutcome:
     """Call a Python function with the input; what it returns is the result.
 
@@ -200,7 +204,7 @@ def call_function(
     return outcome[0]
 
 
-def called(func: Callable[..., Any], task_input: dict[str, Any]) -> ToolOutcome:
+def called(func: Callable[..., Any], task_input: Mapping[str, object]) -> ToolOutcome:
     """Call ``func`` with the input (a dict, or the HookTaskInput it asks for) in this thread and
     return what it gave as the tool's outcome (``call_function`` without its deadline)."""
     argument: Any = task_input
@@ -228,7 +232,7 @@ def called(func: Callable[..., Any], task_input: dict[str, Any]) -> ToolOutcome:
     return ToolOutcome(result=result)
 
 
-def call_here(reference: str, task_input: dict[str, Any], *, option: str) -> ToolOutcome:
+def call_here(reference: str, task_input: Mapping[str, object], *, option: str) -> ToolOutcome:
     """In a worker process of ``belt.supervisor``: import the ``py:`` tool ``reference``
     (``MODULE:FUNC``; ``option`` names it in errors) and call it in this thread, with no deadline
     of its own (the supervisor ends the worker at the deadline)."""

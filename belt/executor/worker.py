@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from belt.errors import UsageError
 from belt.executor.inbox import (
@@ -92,7 +92,7 @@ class Worker:
                 served.append(final)
         return served
 
-    def _skip(self, task: Mapping[str, Any]) -> None:
+    def _skip(self, task: HookTask) -> None:
         if task["id"] in self._skipped or self.report is None:
             return
         self._skipped.add(str(task["id"]))

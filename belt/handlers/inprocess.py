@@ -13,13 +13,12 @@ webhook's HTTP 500 does. (``belt serve --handler`` runs the same convention on i
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,7 +78,7 @@ class Located:
     root: str | None = None
     warning: str | None = None
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, str]:
         """As the store's private part keeps it (without the warning)."""
         return {"spec": self.spec, **({"root": self.root} if self.root else {})}
 
@@ -124,7 +123,7 @@ def wants_model(func: Handler) -> bool:
     return asks_for(func, LifecycleHookPayload)
 
 
-def argument_for(func: Handler, payload: dict[str, Any]) -> Any:
+def argument_for(func: Handler, payload: Mapping[str, object]) -> Any:
     """The argument ``func`` is called with for ``payload``: the dict, or the model when its
     first parameter asks for it (:func:`wants_model`); a payload that is not a
     LifecycleHookPayload raises ValidationError when the model is wanted."""
@@ -139,11 +138,9 @@ def answer_of(value: Any) -> tuple[LifecycleHookResponse | None, str | None]:
     return answer.response, answer.problem
 
 
-@functools.cache
-def _allow() -> LifecycleHookResponse:
-    """The response of a handler that answers None: one, never changed (as ``read_answer``
-    gives the one response it kept for a text to each reader)."""
-    return LifecycleHookResponse()
+ALLOW = LifecycleHookResponse()
+"""The response of a handler that answers None: one, never changed (as ``read_answer`` gives
+the one response it kept for a text to each reader)."""
 
 
 def read_value(value: Any) -> Answer:
@@ -154,7 +151,7 @@ def read_value(value: Any) -> Answer:
     values, without NaN, infinities, lone surrogates or deep nesting.
     """
     if value is None:
-        return Answer(_allow())
+        return Answer(ALLOW)
     if isinstance(value, LifecycleHookResponse):
         try:
             value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -317,7 +314,7 @@ class InProcess:
         worker.stop()
 
     def deliver(
-        self, spec: str, payload: dict[str, Any], *, timeout: float, label: str | None = None
+        self, spec: str, payload: Mapping[str, object], *, timeout: float, label: str | None = None
     ) -> WebhookResult:
         """Call the handler of ``spec`` with ``payload`` within ``timeout`` seconds; a failure is
         returned as a webhook's would be, never raised, naming it ``label`` (as declared; by
@@ -329,37 +326,25 @@ class InProcess:
         except BeltError as exc:
             duration = round((time.perf_counter() - started) * 1000)
             return WebhookResult(None, "", None, f"cannot load {label}: {exc.message}", duration)
-        return self.send(label, func, payload, timeout=timeout)
-
-    def send(
-        self,
-        label: str,
-        func: Handler,
-        payload: dict[str, Any],
-        *,
-        timeout: float,
-        message_limit: int | None = ERROR_MESSAGE_LIMIT,
-    ) -> WebhookResult:
-        """Call ``func`` with ``payload`` as every ``py:`` handler is called (a dict, or the
-        model its first parameter asks for: :func:`argument_for`), within ``timeout`` seconds;
-        ``label`` names it in errors. A failure is returned, never raised."""
-        argument, refused = _argument(label, func, payload)
-        if refused is not None:
-            return refused
-        return self.call(label, func, argument, timeout=timeout, message_limit=message_limit)
+        return self.call(label, func, payload, timeout=timeout)
 
     def call(
         self,
         label: str,
         func: Handler,
-        argument: Any,
+        payload: Mapping[str, object],
         *,
         timeout: float,
         message_limit: int | None = ERROR_MESSAGE_LIMIT,
     ) -> WebhookResult:
-        """Call ``func(argument)`` in this thread's worker within ``timeout`` seconds and read its
-        answer as a webhook's body; ``label`` names it in errors, which carry an exception's
-        message cut to ``message_limit`` characters (None: whole)."""
+        """Call ``func`` with ``payload`` as every ``py:`` handler is called (a dict, or the
+        model its first parameter asks for: :func:`argument_for`) in this thread's worker within
+        ``timeout`` seconds, and read its answer as a webhook's body. A failure is returned, never
+        raised; ``label`` names it in errors, which carry an exception's message cut to
+        ``message_limit`` characters (None: whole)."""
+        argument, refused = _argument(label, func, payload)
+        if refused is not None:
+            return refused
         started = time.perf_counter()
         call = _Call(func, argument)
         worker = self._worker()
@@ -375,7 +360,7 @@ class InProcess:
 
 
 def _argument(
-    label: str, func: Handler, payload: dict[str, Any]
+    label: str, func: Handler, payload: Mapping[str, object]
 ) -> tuple[Any, WebhookResult | None]:
     """What ``func`` is called with for ``payload`` (:func:`argument_for`), or the failed result
     when it cannot be made."""
@@ -403,7 +388,7 @@ def _answered(label: str, call: _Call, duration: int, message_limit: int | None)
         error = f"{label} raised {kind}: {detail}" if detail else f"{label} raised {kind}"
         return WebhookResult(500, "", None, error, duration, exception=call.error)
     if call.value is None:  # allow, the most common answer: nothing to read
-        return WebhookResult(200, "", _allow(), None, duration)
+        return WebhookResult(200, "", ALLOW, None, duration)
     answer = read_value(call.value)
     if answer.problem is not None:
         problem = answer.problem
@@ -412,7 +397,7 @@ def _answered(label: str, call: _Call, duration: int, message_limit: int | None)
     return WebhookResult(200, "", answer.response, None, duration, answer.warnings)
 
 
-def deliver_here(spec: str, payload: dict[str, Any]) -> WebhookResult:
+def deliver_here(spec: str, payload: Mapping[str, object]) -> WebhookResult:
     """In a worker process of ``belt.supervisor``: call the handler of ``spec`` with ``payload``
     in this thread, as :meth:`InProcess.deliver` calls it, with no deadline of its own (the
     supervisor ends the worker at the deadline). The result keeps no exception object (it

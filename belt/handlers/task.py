@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
 
 from belt.records.chats import create_chat
 from belt.records.messages import Recorder
@@ -11,7 +11,7 @@ from belt.store import Store
 from belt.wire.enums import ChatStatus
 
 
-def start_task(store: Store, *, agent_ref: str, payload: dict[str, Any]) -> str:
+def start_task(store: Store, *, agent_ref: str, payload: Mapping[str, object]) -> str:
     """Create a chat of ``agent_ref`` whose first user message is the payload; return its id."""
     chat = create_chat(
         store,

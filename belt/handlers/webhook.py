@@ -12,8 +12,8 @@ import functools
 import json
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -55,7 +55,7 @@ MAX_ANSWER_BYTES = 1024 * 1024
 _PAYLOAD_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def encode_payload(payload: dict[str, Any]) -> bytes:
+def encode_payload(payload: Mapping[str, object]) -> bytes:
     """The exact bytes sent (and signed) for a payload (``json.dumps(payload,
     ensure_ascii=False, separators=(",", ":"))``, by one encoder kept for it)."""
     return _PAYLOAD_ENCODER.encode(payload).encode("utf-8")
@@ -63,7 +63,7 @@ def encode_payload(payload: dict[str, Any]) -> bytes:
 
 def deliver(
     url: str,
-    payload: dict[str, Any],
+    payload: Mapping[str, object],
     *,
     timeout: float,
     secret: str | None = None,
