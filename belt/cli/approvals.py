@@ -27,6 +27,7 @@ from belt.render import gate_event, gate_holds
 if TYPE_CHECKING:
     from belt.approvals import Outcome, Resolve, WhatIf
     from belt.records.interrupts import Settlement
+    from belt.wire.dto import InterruptJSON, WatchEvent
 
 RulesOption = Annotated[
     Path,
@@ -88,7 +89,7 @@ def auto(
     with open_backend(api, api_key=api_key) as backend:
         resolve = _traced(_resolver(backend), "api" if api else None)
         if once:
-            events: Iterable[dict[str, Any]] = [
+            events: Iterable[WatchEvent] = [
                 {"event": "pending", "interrupt": item}
                 for run in ([*runs] if runs else [None])
                 for item in matching_gates(backend, run_id=run)
@@ -138,7 +139,7 @@ def _resolver(backend: Backend) -> Resolve:
 
     assert isinstance(backend, Platform)  # open_backend gives the store or a Platform
 
-    def through_api(interrupt_id: str, decision: str, data: Any, by: Settlement) -> dict[str, Any]:
+    def through_api(interrupt_id: str, decision: str, data: Any, by: Settlement) -> InterruptJSON:
         return backend.resolve_interrupt(
             interrupt_id=interrupt_id, decision=decision, data=data, by=by
         )
@@ -149,7 +150,7 @@ def _resolver(backend: Backend) -> Resolve:
 def _traced(resolve: Resolve, door: str | None) -> Resolve:
     """``resolve``, each settlement a belt.settlement span (docs/tracing.md)."""
 
-    def settle(interrupt_id: str, decision: str, data: Any, by: Settlement) -> dict[str, Any]:
+    def settle(interrupt_id: str, decision: str, data: Any, by: Settlement) -> InterruptJSON:
         with tracing.settlement(by["how"], door):
             return resolve(interrupt_id, decision, data, by)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -47,7 +47,7 @@ def run(
         tail = "serving the waiting tasks once" if once else "Ctrl-C stops"
         output.styled(f"belt executor {worker.name} serving {served}; {tail}", "bold", stderr=True)
 
-    def report(record: dict[str, Any]) -> None:
+    def report(record: dict[str, object]) -> None:
         if json_:
             output.print_json_line(record)
         else:

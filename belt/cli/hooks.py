@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -308,7 +308,7 @@ def export(
     output.block(render(read_hooks(file), format_.value).rstrip("\n"))
 
 
-def shown(hook: LifecycleHookConfig) -> dict[str, Any]:
+def shown(hook: LifecycleHookConfig) -> dict[str, object]:
     """A hook's declaration as printed: a webhook named by its host only (never credentials)."""
     from belt.effects import handler_label  # start-up: pydantic
 

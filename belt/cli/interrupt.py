@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Annotated, Any
+from functools import partial
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -32,7 +34,11 @@ from belt.cli.options import (
     start_tracing,
 )
 from belt.errors import BeltError, Conflict, UsageError
+from belt.wire.dto import InterruptJSON
 from belt.wire.enums import InterruptReason, InterruptResolution, InterruptStatus
+
+if TYPE_CHECKING:
+    from belt.records.interrupts import BatchResult
 
 # Each command is built only when a command line names it (see ``lazy_command``): building all
 # of them would make `belt interrupt list`, the command people type most, pay for every one.
@@ -283,7 +289,7 @@ def resolve(
 
     from belt.inputs import read_json_option  # start-up: belt interrupt list
 
-    filters = {"run_id": run, "chat_id": chat, "tool": tool, "event": event}
+    filters = {"--run": run, "--chat": chat, "--tool": tool, "--event": event}
     if all_:
         chosen = _decision_of_all(interrupt_id, decision)
     elif decision is None:
@@ -293,8 +299,7 @@ def resolve(
         )
     else:
         chosen = decision.value
-        for key in (key for key, value in filters.items() if value is not None):
-            option = f"--{key.removesuffix('_id')}"
+        for option in (option for option, value in filters.items() if value is not None):
             raise UsageError(f"{option} selects gates for --all; with one ID it has no use")
         for option, given in (("--digest", digest), ("--no-atomic", no_atomic)):
             if given:
@@ -307,7 +312,7 @@ def resolve(
                 backend,
                 chosen,
                 resolved_data,
-                filters,
+                partial(matching_gates, run_id=run, chat_id=chat, tool=tool, event=event),
                 yes=yes,
                 json_=json_,
                 digest=digest,
@@ -340,7 +345,7 @@ def resolve_all(
     backend: Backend,
     decision: str,
     data: object,
-    filters: dict[str, str | None],
+    select: Callable[..., list[InterruptJSON]],
     *,
     yes: bool,
     json_: bool,
@@ -353,10 +358,10 @@ def resolve_all(
     from belt.records.interrupts import batch_digest, short_digest  # start-up: belt --help
 
     wanted = _digest_option(digest)
-    items = _selected(backend, filters)
+    items = select(backend)
     found = batch_digest(items) if items else None
     if wanted is not None and (found is None or not _digest_matches(found, wanted)):
-        _repeat_or_refuse(backend, decision, data, filters, wanted, found, json_=json_)
+        _repeat_or_refuse(backend, decision, data, select, wanted, found, json_=json_)
         return
     if not items or found is None:
         if not json_printed(json_, {"resolved": [], "missed": []}):
@@ -400,21 +405,6 @@ def _settling(how: str, backend: Backend) -> AbstractContextManager[Any]:
     return tracing.settlement(how, "cli" if isinstance(backend, LocalBackend) else "api")
 
 
-def _selected(
-    backend: Backend, filters: dict[str, str | None], *, include_settled: bool = False
-) -> list[dict[str, Any]]:
-    """The gates --run, --chat, --tool and --event select, oldest first."""
-
-    return matching_gates(
-        backend,
-        run_id=filters["run_id"],
-        chat_id=filters["chat_id"],
-        tool=filters["tool"],
-        event=filters["event"],
-        include_settled=include_settled,
-    )
-
-
 def _digest_option(text: str | None) -> str | None:
     """--digest as given (``sha256:`` and 12 hex digits or more), without its prefix."""
     if text is None:
@@ -436,7 +426,7 @@ def _repeat_or_refuse(
     backend: Backend,
     decision: str,
     data: object,
-    filters: dict[str, str | None],
+    select: Callable[..., list[InterruptJSON]],
     wanted: str,
     found: str | None,
     *,
@@ -447,7 +437,7 @@ def _repeat_or_refuse(
     settled again, which changes nothing but the rest; any other set exits 4."""
     from belt.records.interrupts import batch_digest, batch_id, short_digest  # start-up: --help
 
-    selected = _selected(backend, filters, include_settled=True)
+    selected = select(backend, include_settled=True)
     settled = [
         item
         for item in selected
@@ -473,7 +463,7 @@ def _repeat_or_refuse(
     )
 
 
-def _show_batch(items: list[dict[str, Any]], digest: str) -> None:
+def _show_batch(items: list[InterruptJSON], digest: str) -> None:
     """The gates a batch will settle, and their digest (standard error)."""
     from belt.records.interrupts import short_digest  # start-up: belt --help
     from belt.render import gate_event, gate_holds  # start-up: not for resolve
@@ -487,7 +477,7 @@ def _show_batch(items: list[dict[str, Any]], digest: str) -> None:
     output.echo(f"{len(items)} gate(s), digest {short_digest(digest)}", stderr=True)
 
 
-def _report_batch(outcome: dict[str, Any], decision: str, *, json_: bool) -> None:
+def _report_batch(outcome: BatchResult, decision: str, *, json_: bool) -> None:
     """What a batch did: each gate it settled, or that it had settled them all before."""
     resolved = outcome["resolved"]
     if json_printed(json_, {**outcome, "missed": []}):
@@ -505,8 +495,8 @@ def _report_batch(outcome: dict[str, Any], decision: str, *, json_: bool) -> Non
 
 
 def _report_each(
-    resolved: list[dict[str, Any]],
-    missed: list[tuple[dict[str, Any], str]],
+    resolved: list[InterruptJSON],
+    missed: list[tuple[InterruptJSON, str]],
     total: int,
     decision: str,
     digest: str,
@@ -908,7 +898,7 @@ def _now() -> datetime:
     return utcnow()
 
 
-def _resource(item: dict[str, Any]) -> str:
+def _resource(item: InterruptJSON) -> str:
     kind = item.get("resource_type") or "-"
     return f"{kind}:{item['resource_id']}" if item.get("resource_id") else kind
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -115,7 +115,7 @@ def list_(
     )
 
 
-def summary(entry: Mapping[str, Any]) -> dict[str, Any]:
+def summary(entry: Mapping[str, object]) -> dict[str, object]:
     """An entry without its versions, as ``list --json`` prints it."""
     return {key: value for key, value in entry.items() if key != "versions"}
 
@@ -154,7 +154,7 @@ def show(entry_id: EntryId, json_: JsonFlag = False) -> None:
             output.echo(f"  {line}")
 
 
-def describe_origin(origin: dict[str, Any]) -> str:
+def describe_origin(origin: Mapping[str, object]) -> str:
     """Who added a version: a person (and through what), or which agent's review."""
     if origin.get("by") == "agent":
         return (

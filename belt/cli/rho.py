@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -103,7 +104,7 @@ def show(
     )
 
 
-def render_hooks(configuration: dict[str, Any], empty: str) -> None:
+def render_hooks(configuration: Mapping[str, Mapping[str, object]], empty: str) -> None:
     """A lifecycle_hooks object as a table of its hooks, or ``empty`` when it declares none."""
 
     if not configuration:

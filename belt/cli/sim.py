@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,6 +22,9 @@ from belt.cli.options import (
 from belt.render import transcript_lines
 from belt.text import printable
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState
+
+if TYPE_CHECKING:
+    from belt.engine.hooksummary import HookSummary
 
 app = typer.Typer(
     help="Run scripted agents whose hooks fire as on the platform.", no_args_is_help=True
@@ -79,7 +83,7 @@ def render(
     run just executed failed or is on an attention hold, or with ``strict`` when a hook call
     failed or an answer was partly ignored (answer warnings). What ``live`` printed already
     (the transcript up to a gate) is not printed again."""
-    summary = report.get("hook_summary") or {}
+    summary: HookSummary | None = report.get("hook_summary")
     if json_:
         output.print_json(report)
     else:
@@ -92,7 +96,7 @@ def render(
         raise typer.Exit(1)
     from belt.engine.hooksummary import strict_failures  # start-up: the engine
 
-    why = strict_failures(summary) if strict else None
+    why = strict_failures(summary) if strict and summary else None
     if why is not None:
         output.error(why)
         raise typer.Exit(1)
@@ -112,11 +116,11 @@ def verbose(ctx: typer.Context) -> bool:
     return bool(ctx.params.get("verbose_") or ctx.find_root().params.get("verbose"))
 
 
-def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def summary_lines(summary: HookSummary | None) -> list[tuple[str, str]]:
     """The closing summary of the hook calls (none when no hook was called)."""
     from belt.engine.hooksummary import summary_text  # start-up: the engine
 
-    if not summary.get("calls"):
+    if not summary or not summary["calls"]:
         return []
     lines = summary_text(summary)
     return [("", "")] + [(printable(text), "yellow" if bad else "dim") for text, bad in lines]
@@ -307,7 +311,7 @@ def list_(
     )
 
 
-def listed_state(row: dict[str, Any]) -> str:
+def listed_state(row: Mapping[str, object]) -> str:
     """A run's state in the list, and whether its process (or its simulation's) is gone."""
     if row.get("interrupted"):
         return f"{row['state']} (interrupted)"

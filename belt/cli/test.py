@@ -143,7 +143,7 @@ def test(
     def show(lines: list[tuple[str, str]]) -> None:
         output.lines([(printable(text), style) for text, style in lines])
 
-    shown: list[dict[str, Any]] = []
+    shown: list[dict[str, object]] = []
     """Each result as JSON, made once for its line and kept for the failures and the summary
     (after the last scenario, when nothing else runs beside them)."""
 
@@ -223,6 +223,6 @@ def test(
     raise typer.Exit(int(suite.exit_code))
 
 
-def _excerpt_text(dialect: str, messages: list[dict[str, Any]]) -> list[str]:
+def _excerpt_text(dialect: str, messages: list[dict[str, object]]) -> list[str]:
     """A transcript excerpt as plain lines, for the JUnit report."""
     return [text for text, _ in excerpt_lines(dialect, messages)]
