@@ -334,7 +334,8 @@ class LocalBackend:
         from belt.records.chats import find_chat_id, set_chat_settings
 
         full_id = find_chat_id(self.store, chat_id)
-        return set_chat_settings(store=self.store, chat_id=full_id, disable_hooks=disable_hooks)
+        chat = set_chat_settings(store=self.store, chat_id=full_id, disable_hooks=disable_hooks)
+        return dict(chat)
 
     def get_profile(self) -> dict[str, Any]:
         """The stored declaration (``{}`` until one is written)."""

@@ -41,14 +41,14 @@ from belt.engine.simulation import (
 )
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.changes import watching
-from belt.records.chats import Chat, read_chat, update_chat
+from belt.records.chats import AgentData, Chat, read_chat, update_chat
 from belt.records.ids import now_iso
 from belt.records.interrupts import for_resource, pending_for_run, resolve_interrupt
 from belt.records.reports import Reporter, report_api
 from belt.records.runs import (
     EMULATED_RUNS,
-    RUN,
     TERMINAL_STATES,
+    get_run,
     interrupted,
     tag_emulated,
     untag_emulated,
@@ -350,7 +350,7 @@ class Emulator:
         active = chat.get("active_run_id")
         if active is None:
             return chat.get("status") in (None, ChatStatus.IDLE)
-        run = self.store.get(RUN, str(active))
+        run = get_run(self.store, str(active))
         return run is not None and run.get("state") in TERMINAL_STATES
 
     def stored_agent(self, sim: dict[str, Any]) -> AgentDefinition:
@@ -376,7 +376,7 @@ class Emulator:
         live line says where it stopped and what its hooks did."""
         simulation.drive_started(execution)
         run_id = str(execution.run_id)
-        run = self.store.get(RUN, run_id)
+        run = get_run(self.store, run_id)
         if run is None or self.report is None:
             return
         summary = run_hook_summary(self.store, run_id)
@@ -390,7 +390,7 @@ class Emulator:
         server that drove it is gone. Returns how many were queued."""
         queued = 0
         for run_id in self.store.tagged(EMULATED_RUNS) if run_ids is None else run_ids:
-            run = self.store.get(RUN, run_id)
+            run = get_run(self.store, run_id)
             if run is None or run.get("state") in TERMINAL_STATES:
                 untag_emulated(self.store, run_id)
                 continue
@@ -488,7 +488,7 @@ class Emulator:
         name = tool_name(pending[0]) or body.get("tool_name")
         if isinstance(name, str) and name:
             chat = read_chat(self.store, chat_id)
-            agent_data = dict(chat.get("agent_data") or {})
+            agent_data: AgentData = {**(chat.get("agent_data") or {})}
             always = [t for t in agent_data.get("always_allow") or [] if isinstance(t, str)]
             agent_data["always_allow"] = sorted({*always, name})
             update_chat(self.store, chat_id, agent_data=agent_data)
@@ -549,12 +549,12 @@ class Emulator:
         """Wait (a little) until a run whose last interrupt was just settled has gone on, so a
         client that reads or streams the chat next sees it working, as on the platform."""
         deadline = time.monotonic() + GO_ON_WAIT
-        run = self.store.get(RUN, run_id)
+        run = get_run(self.store, run_id)
         if run is None or not waiting(run):
             return
         with watching(str(run.get("chat_id"))) as wake:
             while time.monotonic() < deadline:
-                run = self.store.get(RUN, run_id)
+                run = get_run(self.store, run_id)
                 if run is None or not waiting(run):
                     return
                 # Woken by the run's next write here, or a look a second later for another

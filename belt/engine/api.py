@@ -329,15 +329,15 @@ def resume_gated(
     from belt.engine.simulation import latest_run, stranded_at
     from belt.records.runs import (
         HELD_STATES,
-        RUN,
         TERMINAL_STATES,
+        get_run,
         parked,
         untag_gated,
         waiting,
     )
     from belt.records.sims import get_sim
 
-    run = store.get(RUN, run_id)
+    run = get_run(store, run_id)
     if run is None:
         untag_gated(store, run_id)
         return None
@@ -384,9 +384,9 @@ def resume_if_settled(
     """
     from belt.records import leases
     from belt.records.interrupts import pending_for_run
-    from belt.records.runs import RUN, interrupted, waiting
+    from belt.records.runs import get_run, interrupted, waiting
 
-    run = store.get(RUN, run_id)
+    run = get_run(store, run_id)
     lost = recover and run is not None and interrupted(run)
     if run is None or not (waiting(run) or lost):
         return None
@@ -403,7 +403,7 @@ def _continue(store: Store, run_id: str) -> dict[str, Any] | None:
     """``resume_simulation`` of a run, as a record of what it did (None: another process took
     it first, or it is not ready after all)."""
     from belt.engine.simulation import Options
-    from belt.records.runs import RUN
+    from belt.records.runs import read_run
 
     try:
         sim, _ = resume_simulation(store, run_id, Options())
@@ -411,5 +411,5 @@ def _continue(store: Store, run_id: str) -> dict[str, Any] | None:
         return None
     except BeltError as exc:
         return {"run_id": run_id, "error": exc.message}
-    state = store.read(RUN, run_id)["state"]
+    state = read_run(store, run_id)["state"]
     return {"run_id": run_id, "state": state, "sim_id": sim["id"]}

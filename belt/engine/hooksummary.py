@@ -9,6 +9,7 @@ from the ``hook.executed`` records of a simulation's runs, so ``belt sim run``, 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from belt.effects import Outcome, effect_text, outcome
@@ -31,13 +32,13 @@ HOOK_FAILURE_HINT = (
 """What a ``belt test`` scenario whose hook calls failed unnamed can do about it."""
 
 
-def counted_as(record: dict[str, Any]) -> str:
+def counted_as(record: Mapping[str, Any]) -> str:
     """How a failed call was counted: ``deny`` (fail-closed on a gate-able event) or
     ``allow``."""
     return "deny" if record.get("decision") == "deny" else "allow"
 
 
-def answer_warnings(record: dict[str, Any]) -> list[str]:
+def answer_warnings(record: Mapping[str, Any]) -> list[str]:
     """What a handler's answer asked for that was not done: its unknown keys (ignored) and a
     decision its event cannot take (ignored: the agent goes on). None for a call that failed,
     or for an async hook, whose decision never takes effect."""
@@ -59,7 +60,7 @@ def answer_warnings(record: dict[str, Any]) -> list[str]:
     return warnings
 
 
-def hook_summary(executions: list[dict[str, Any]]) -> dict[str, Any]:
+def hook_summary(executions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The summary of ``hook.executed`` records (in order): every count, the handlers (in the
     order they were first called) with their first error and likely fix, the failed calls
     (the first ``FAILURES_SHOWN``), and the calls whose answer was partly ignored

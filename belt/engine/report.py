@@ -12,7 +12,7 @@ from belt.dialects import loop_of
 from belt.engine.hooksummary import hook_summary
 from belt.engine.simulation import stranded_at
 from belt.records.interrupts import list_interrupts
-from belt.records.runs import RUN, run_dto, run_events, sim_runs
+from belt.records.runs import RUN, read_run, run_dto, run_events, sim_runs
 from belt.records.sims import read_scenario, read_sim
 from belt.records.views import chat_dto
 from belt.store import Store
@@ -82,7 +82,7 @@ def list_runs(store: Store, *, include_tasks: bool = False) -> list[dict[str, An
     stranded: dict[str, str | None] = {}
     rows = []
     for run_id in store.list_ids(RUN):
-        run = store.read(RUN, run_id)
+        run = read_run(store, run_id)
         sim_id = run.get("sim_id")
         if not sim_id:
             continue

@@ -21,12 +21,30 @@ from belt.wire.enums import ChatStatus
 CHAT = "chat"
 
 
+class AgentData(TypedDict):
+    """A chat's settings (``POST /chats/{id}/settings``, and the tools approved always)."""
+
+    disable_hooks: NotRequired[bool]
+    allow_all_tools: NotRequired[bool]
+    always_allow: NotRequired[list[str]]
+
+
+class ChatGraph(TypedDict):
+    """Where a review branch sits: the chat it reviews, that chat's ancestor, and the registry
+    entries it saved."""
+
+    parent: str
+    ancestor: str | None
+    outputs: list[str]
+
+
 class Chat(TypedDict):
     """A stored chat (kind ``chat``): the ChatDTO's fields and what belt continues it from."""
 
     id: str
     status: NotRequired[str | None]
-    agent_data: NotRequired[dict[str, Any] | None]
+    agent_data: NotRequired[AgentData | None]
+    graph: NotRequired[ChatGraph]
     turn_count: NotRequired[int]
     run_count: NotRequired[int]
     active_run_id: NotRequired[str | None]
@@ -64,7 +82,7 @@ def create_chat(
             hint="remove [chat] id from the scenario to get a fresh chat, or choose another id",
         )
     stamp = now_iso()
-    chat: dict[str, Any] = {
+    chat = {
         "id": chat_id,
         "status": status.value,
         "agent_id": agent_id,
@@ -100,12 +118,14 @@ def release_chat(store: Store, chat_id: str, run_id: str | None) -> Chat:
     message appended while the run that ended was finishing); return the chat."""
     stamp = now_iso()
 
-    def apply(chat: dict[str, Any]) -> dict[str, Any]:
+    def apply(chat: Chat) -> Chat:
         if chat.get("active_run_id") in (run_id, None):
-            chat.update(status=ChatStatus.IDLE.value, active_run_id=None, updated_at=stamp)
+            chat.update(
+                {"status": ChatStatus.IDLE.value, "active_run_id": None, "updated_at": stamp}
+            )
         return chat
 
-    chat = cast(Chat, store.update(CHAT, chat_id, apply))
+    chat = store.update(CHAT, chat_id, apply)
     touched(chat_id)
     return chat
 
@@ -113,9 +133,12 @@ def release_chat(store: Store, chat_id: str, run_id: str | None) -> Chat:
 def set_outputs(store: Store, chat_id: str, outputs: list[str]) -> None:
     """Set the ids a chat's graph names as its outputs (the registry entries a review branch
     saved)."""
-    store.update(
-        CHAT, chat_id, lambda chat: {**chat, "graph": {**chat["graph"], "outputs": outputs}}
-    )
+
+    def apply(chat: Chat) -> Chat:
+        chat["graph"] = {**chat["graph"], "outputs": outputs}
+        return chat
+
+    store.update(CHAT, chat_id, apply)
 
 
 def _no_chat(chat_id: str) -> NotFound:
@@ -130,29 +153,24 @@ def find_chat_id(store: Store, ref: str) -> str:
     return find_id(store, CHAT, ref, what="chat", missing=_no_chat)
 
 
-def disabled(chat: Mapping[str, Any] | None) -> bool:
+def disabled(chat: Chat | None) -> bool:
     """True when a chat's settings switch its agent's hooks off (``disable_hooks`` is true)."""
-    agent_data = (chat or {}).get("agent_data")
-    return isinstance(agent_data, dict) and agent_data.get("disable_hooks") is True
+    agent_data = chat.get("agent_data") if chat is not None else None
+    return agent_data is not None and agent_data.get("disable_hooks") is True
 
 
-def set_chat_settings(
-    *, store: Store | None = None, chat_id: str, disable_hooks: bool
-) -> dict[str, Any]:
+def set_chat_settings(*, store: Store | None = None, chat_id: str, disable_hooks: bool) -> Chat:
     """Store ``agent_data.disable_hooks`` on a chat; return the chat. NotFound (exit 3, a 404
     from ``belt serve``) when there is none, as on the platform: a chat is never made here."""
     store = store if store is not None else open_store()
     check_id(chat_id, what="chat id")
     stamp = now_iso()
     with store.lock(CHAT, chat_id):
-        chat = store.get(CHAT, chat_id)
-        if chat is None:
+        found = store.get(CHAT, chat_id)
+        if found is None:
             raise _no_chat(chat_id)
-        agent_data = chat.get("agent_data")
-        chat["agent_data"] = {
-            **(agent_data if isinstance(agent_data, dict) else {}),
-            "disable_hooks": disable_hooks,
-        }
+        chat = cast(Chat, found)
+        chat["agent_data"] = {**(chat.get("agent_data") or {}), "disable_hooks": disable_hooks}
         chat["updated_at"] = stamp
         store.write(CHAT, chat_id, chat)
     touched(chat_id)

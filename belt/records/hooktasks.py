@@ -33,9 +33,13 @@ class HookTask(TypedDict):
     run_id: str
     timeout_ms: int
     deadline: NotRequired[str | None]
-    decision: NotRequired[dict[str, Any] | None]
-    error: NotRequired[dict[str, Any] | None]
-    approval: NotRequired[dict[str, Any] | None]
+    decision: NotRequired[dict[str, object] | None]
+    """The executor's answer (``continue`` and the like), as it gave it."""
+    error: NotRequired[dict[str, object] | None]
+    """Why it failed: ``code``, ``message`` and what the failure adds."""
+    approval: NotRequired[dict[str, object] | None]
+    """The approval it waits for before it is dispatched: ``interrupt_id``, ``status`` and, once
+    settled, ``resolution``."""
     max_continuations: NotRequired[Any]
     continuations_used: NotRequired[Any]
     tool_only: NotRequired[Any]

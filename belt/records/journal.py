@@ -9,7 +9,8 @@ here so the names are spelled once.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from collections.abc import Mapping
+from typing import Any, Literal, NotRequired, TypedDict
 
 from belt.store import Store
 
@@ -49,7 +50,7 @@ class ServeLine(TypedDict):
     error: NotRequired[str]
     """Why the request was refused (the problem's detail)."""
     status: NotRequired[int]
-    response: NotRequired[dict[str, Any]]
+    response: NotRequired[dict[str, object]]
     duration_ms: NotRequired[float]
     journal_error: NotRequired[str]
     """Set on the line reported (not written) when the journal could not be written."""
@@ -69,15 +70,15 @@ class ReplayLine(TypedDict):
 
 def append_serve_line(store: Store, line: ServeLine) -> None:
     """Append one line to ``belt serve``'s journal (not synced: a crash may lose the last)."""
-    store.append(JOURNAL, SERVE, cast(dict[str, Any], line), sync=False)
+    store.append(JOURNAL, SERVE, line, sync=False)
 
 
 def append_serve_lines(store: Store, lines: list[ServeLine]) -> None:
     """Append lines to ``belt serve``'s journal in one write (a group commit; not synced)."""
-    store.append_group(JOURNAL, SERVE, cast(list[dict[str, Any]], lines), sync=False)
+    store.append_group(JOURNAL, SERVE, lines, sync=False)
 
 
-def append_replay_line(store: Store, line: ReplayLine, row: dict[str, Any]) -> None:
+def append_replay_line(store: Store, line: ReplayLine, row: Mapping[str, object]) -> None:
     """Append one replayed delivery, with its row's fields, to the replays' journal."""
     store.append(JOURNAL, REPLAY, {**line, **row}, sync=False)
 

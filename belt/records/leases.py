@@ -13,7 +13,7 @@ import os
 import socket
 from datetime import timedelta
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from belt.store.clock import parse_timestamp, timestamp, utcnow
 from belt.store.shapes import record_shape
@@ -70,7 +70,7 @@ def _own_start(pid: int) -> str | None:
     return process_start(pid)
 
 
-def mine() -> dict[str, Any]:
+def mine() -> Lease:
     """A lease held by this process, renewed now (wall time: it tells whether a process lives)."""
     stamp = timestamp(utcnow())
     pid = os.getpid()
@@ -83,7 +83,7 @@ def mine() -> dict[str, Any]:
     }
 
 
-def is_mine(lease: Any) -> bool:
+def is_mine(lease: object) -> bool:
     """True when ``lease`` is held by this very process."""
     pid = os.getpid()
     return (
@@ -94,7 +94,7 @@ def is_mine(lease: Any) -> bool:
     )
 
 
-def holder_alive(lease: Any) -> bool:
+def holder_alive(lease: object) -> bool:
     """True when the process that holds ``lease`` is still running (or may be, elsewhere)."""
     if not isinstance(lease, dict):
         return False
@@ -111,7 +111,7 @@ def holder_alive(lease: Any) -> bool:
     return started is None or process_start(pid) in (None, started)
 
 
-def describe(lease: Any) -> str:
+def describe(lease: object) -> str:
     """Who holds a lease, for a person."""
     if not isinstance(lease, dict):
         return "nobody"

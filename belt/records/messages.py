@@ -59,11 +59,12 @@ class NewMessage:
 
     role: str
     run_id: str | None
-    content: list[dict[str, Any]]
+    content: list[dict[str, object]]
     status: str = MessageStatus.READY
     sim: dict[str, Any] = field(default_factory=dict)
+    """What only the simulator keeps of it (sizes, injection lifetimes, a dialect's tags)."""
     message_id: str | None = None
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: Mapping[str, object] = field(default_factory=dict)
     row: NewMessage | None = None
     """The transcript row of the hook run that made this injection: kept in its file and read
     back as the message just before it (``expanded``)."""
@@ -110,15 +111,15 @@ def expanded(store: Store, record: Message) -> list[Message]:
     return [event, injection]
 
 
-def folded(message: Message, row: Message | None) -> dict[str, Any]:
+def folded(message: Message, row: Message | None) -> Message:
     """What the file of ``message`` holds: with ``row``, the transcript row kept in it."""
     if row is None:
-        return dict(message)
+        return message
     kept = {"id": row["id"], "content": row["content"], "sim": row.get("sim") or {}}
     return {**message, "sim": {**message.get("sim", {}), ROW: kept}}
 
 
-def expires_turn(message: Mapping[str, Any]) -> int | None:
+def expires_turn(message: Message) -> int | None:
     """The chat's ``turn_count`` at which an injection leaves the context by its ttl: the turn
     it was made at plus its ``ttl_turns`` (None: it stays until replaced)."""
     info = (message.get("sim") or {}).get("injection") or {}
@@ -126,7 +127,7 @@ def expires_turn(message: Mapping[str, Any]) -> int | None:
     return int(info.get("turn") or 0) + ttl if ttl else None
 
 
-def active_at(message: Mapping[str, Any], turn: int) -> bool:
+def active_at(message: Message, turn: int) -> bool:
     """True when an injection not ended otherwise is still in the context at ``turn``."""
     expires = expires_turn(message)
     return expires is None or turn < expires
@@ -137,7 +138,7 @@ def settle_injections(messages: Sequence[Message], turn_count: int) -> None:
     ``turn_count``, as the chat shows it: ``active``, ``remaining`` turns and, once ended,
     ``ended`` (``ttl`` or ``replaced``) and ``updated_at`` (when it last changed: the model
     turn that last counted it, or the injection that replaced it). Nothing is written."""
-    reached: dict[str, Any] = {}
+    reached: dict[str, object] = {}
     latest: dict[str, Message] = {}
     live: list[Message] = []
     for message in messages:
@@ -179,7 +180,7 @@ def settle_injections(messages: Sequence[Message], turn_count: int) -> None:
 
 def run_event(
     run_id: str | None, *, kind: str, state: str, reason: str, text: str
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The content block of a ``run_failed`` or ``run_ended`` row of the transcript."""
     return {
         "type": "event",
@@ -269,7 +270,7 @@ class Recorder:
         *,
         role: str,
         run_id: str | None,
-        content: list[dict[str, Any]],
+        content: list[dict[str, object]],
         status: str = MessageStatus.READY,
         sim: dict[str, Any] | None = None,
         message_id: str | None = None,
@@ -343,7 +344,7 @@ class Recorder:
 
     def _new(self, one: NewMessage, stamp: str, before: int) -> Message:
         """The message ``one`` makes, after the chat's messages and ``before`` more."""
-        data: dict[str, Any] = {
+        data = {
             "id": one.message_id or new_id("msg"),
             "chat_id": self.chat_id,
             "agent_run_id": one.run_id,

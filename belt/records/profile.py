@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
 from belt.declarations import RHO_PLUGIN, check_rho_config, read_document
 from belt.errors import InvalidInput
@@ -33,7 +34,7 @@ PROFILE_PATH = "/agent_api/v1/profile/configuration"
 class Profile(TypedDict):
     """The stored Nexus configuration declaration (kind ``profile``) and its revision."""
 
-    configuration: dict[str, Any]
+    configuration: dict[str, object]
     revision: int
     updated_at: NotRequired[str | None]
 
@@ -49,16 +50,16 @@ def read_profile(store: Store) -> Profile:
     return cast(Profile, record)
 
 
-def check_profile(declaration: Any) -> dict[str, Any]:
+def check_profile(declaration: object) -> dict[str, object]:
     """Check a whole declaration; InvalidInput names every problem's path."""
     findings, _ = check_nexus_profile(declaration)
     if not findings.ok:
         problems = findings.problems
         raise InvalidInput(problems[0], problems=problems[1:])
-    return dict(declaration)
+    return dict(cast(Mapping[str, object], declaration))
 
 
-def write_profile(store: Store, declaration: Any) -> Profile:
+def write_profile(store: Store, declaration: object) -> Profile:
     """Check and store a whole declaration, replacing the previous one; returns the record."""
     configuration = check_profile(declaration)
     with store.lock(PROFILE, PROFILE_ID):
@@ -68,7 +69,7 @@ def write_profile(store: Store, declaration: Any) -> Profile:
             "revision": revision,
             "updated_at": timestamp(utcnow()),
         }
-        store.write(PROFILE, PROFILE_ID, dict(record))
+        store.write(PROFILE, PROFILE_ID, record)
     return record
 
 
@@ -80,7 +81,7 @@ def rho_config_path(*, create: bool = False) -> Path:
     return state_dir(create=create) / "rho" / "config.json"
 
 
-def read_rho_config(path: Path) -> dict[str, Any]:
+def read_rho_config(path: Path) -> dict[str, object]:
     """rho's whole config file; a file that does not exist yet is empty."""
     if not path.exists():
         return {}
@@ -94,7 +95,7 @@ def read_rho_config(path: Path) -> dict[str, Any]:
 class StoredHooks:
     """The lifecycle_hooks object rho keeps (``{}`` when none is stored) and its config file."""
 
-    configuration: dict[str, Any]
+    configuration: dict[str, object]
     file: Path
 
     @property
@@ -102,7 +103,7 @@ class StoredHooks:
         """Where the object is kept, for a person."""
         return f'plugins["{RHO_PLUGIN}"].configuration in {self.file}'
 
-    def origin(self) -> dict[str, Any]:
+    def origin(self) -> dict[str, str]:
         """Where the hooks came from, for the records (``hooks_from``)."""
         return {"source": "rho", "extension": RHO_PLUGIN, "file": str(self.file)}
 

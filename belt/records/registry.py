@@ -21,7 +21,7 @@ import tomllib
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast
@@ -68,6 +68,28 @@ ENTRIES = "registry-entries"
 _OWNER_LOCK = "registry-owner"
 
 
+class EntryOrigin(TypedDict):
+    """Where a version came from (``Origin.to_json``): a person, through ``source`` (``cli`` or
+    a file), or an agent's review (``agent``, ``chat``, ``branch``)."""
+
+    by: Literal["person", "agent"]
+    source: NotRequired[str | None]
+    agent: NotRequired[str | None]
+    chat: NotRequired[str | None]
+    branch: NotRequired[str | None]
+
+
+class EntryVersion(TypedDict):
+    """One version of an entry, as it was saved."""
+
+    version: int
+    kind: str
+    tags: list[str]
+    text: str
+    created_at: str
+    origin: EntryOrigin
+
+
 class RegistryEntry(TypedDict):
     """One entry of the registry (kind ``registry-entry``): its latest version's fields and
     every version it had. ``_checked`` derives its field checks from this, in this order."""
@@ -78,8 +100,8 @@ class RegistryEntry(TypedDict):
     kind: str
     text: str
     tags: list[str]
-    versions: list[dict[str, Any]]
-    origin: dict[str, Any]
+    versions: list[EntryVersion]
+    origin: EntryOrigin
     created_at: str
     updated_at: str
     version: int
@@ -100,7 +122,7 @@ prompt's terms)."""
 
 FILE_KEYS = ("name", "kind", "tags", "text")
 
-CANDIDATE_SCHEMA: dict[str, Any] = {
+CANDIDATE_SCHEMA: dict[str, object] = {
     "type": "object",
     "properties": {
         "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS},
@@ -151,7 +173,7 @@ class Origin:
         check_id(branch, what="branch id")
         return cls(by="agent", agent=agent, chat=chat, branch=branch)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> EntryOrigin:
         """The origin as stored."""
         if self.by == "person":
             return {"by": "person", "source": self.source}
@@ -168,6 +190,22 @@ class Candidate:
     tags: tuple[str, ...] = ()
 
 
+class Saved(TypedDict):
+    """What saving a candidate did (``SaveOutcome.to_json``), as ``--json`` prints it."""
+
+    action: Action
+    id: str
+    name: str
+    kind: str
+    version: int
+
+
+class LoadedFile(Saved):
+    """One file of a registry directory and what saving it did (``Loaded.to_json``)."""
+
+    file: str
+
+
 @dataclass(frozen=True)
 class SaveOutcome:
     """What saving a candidate did, to which entry, and its version afterwards."""
@@ -178,9 +216,15 @@ class SaveOutcome:
     kind: str
     version: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> Saved:
         """The outcome as ``--json`` prints it and a review's record lists it."""
-        return asdict(self)
+        return {
+            "action": self.action,
+            "id": self.id,
+            "name": self.name,
+            "kind": self.kind,
+            "version": self.version,
+        }
 
 
 @dataclass(frozen=True)
@@ -190,7 +234,7 @@ class Loaded:
     file: str
     outcome: SaveOutcome
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LoadedFile:
         """The file and its outcome."""
         return {"file": self.file, **self.outcome.to_json()}
 
@@ -212,7 +256,7 @@ class Match:
     """The score as a share of the best score of the same query, 0 to 1 in two decimals (1.0:
     the best match; BM25 scores have no fixed scale, so only this comparison means anything)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The match as ``--json`` prints it."""
         return {
             "id": self.id,
@@ -396,7 +440,7 @@ def _damaged(store: Store, entry_id: str, why: str) -> InvalidInput:
     )
 
 
-def _checked(store: Store, entry_id: str, data: dict[str, Any]) -> RegistryEntry:
+def _checked(store: Store, entry_id: str, data: Mapping[str, Any]) -> RegistryEntry:
     """``data`` if it has the shape belt writes; otherwise InvalidInput naming the file.
 
     The required fields and their types are those of :class:`RegistryEntry`."""
@@ -710,7 +754,7 @@ def _save_one(
     existing: str | None,
 ) -> tuple[SaveOutcome, RegistryEntry | None]:
     """Save one candidate to the store (the owner's lock held); the entry if it was written."""
-    version: dict[str, Any] = {
+    version: EntryVersion = {
         "version": 1,
         "kind": candidate.kind,
         "tags": list(candidate.tags),
@@ -734,7 +778,7 @@ def _save_one(
             "updated_at": stamp,
             "removed_at": None,
         }
-        store.create(ENTRY, entry_id, dict(entry))
+        store.create(ENTRY, entry_id, entry)
         store.link(ENTRIES, owner, entry_id)
         return SaveOutcome("created", entry_id, candidate.name, candidate.kind, 1), entry
     entry = _read(store, existing)
@@ -742,7 +786,7 @@ def _save_one(
         skipped = SaveOutcome("skipped", existing, entry["name"], entry["kind"], entry["version"])
         return skipped, None
 
-    def add_version(data: dict[str, Any]) -> dict[str, Any]:
+    def add_version(data: RegistryEntry) -> RegistryEntry:
         current = _checked(store, existing, data)
         number = current["version"] + 1
         current["versions"].append({**version, "version": number})
@@ -751,11 +795,11 @@ def _save_one(
         current["text"] = candidate.text
         current["version"] = number
         current["updated_at"] = stamp
-        return data
+        return current
 
     # The index line first: if belt stops between the two, readers see a stale index.
     store.link(ENTRIES, owner, existing)
-    entry = cast(RegistryEntry, store.update(ENTRY, existing, add_version))
+    entry = store.update(ENTRY, existing, add_version)
     outcome = SaveOutcome("versioned", existing, entry["name"], entry["kind"], entry["version"])
     return outcome, entry
 
@@ -803,7 +847,7 @@ def read_entry_text(file: Path | None) -> str:
 
 def remove_entry(
     store: Store | None, *, entry_id: str, now: datetime | None = None
-) -> dict[str, Any]:
+) -> RegistryEntry:
     """Remove an entry: it leaves its owner's registry and the index; its file is kept, marked
     removed, so what pointed at it still resolves. NotFound (exit 3) if there is none."""
     store = _store(store)
@@ -812,11 +856,13 @@ def remove_entry(
     check_id(owner, what="owner")
     stamp = timestamp(now or utcnow())
 
-    def remove(index: SearchIndex) -> dict[str, Any]:
+    def remove(index: SearchIndex) -> RegistryEntry:
         get_entry(store, entry_id=entry_id)  # a racing remover got here first: exit 3
         # Out of the entry index first: a reader then rebuilds without it, whatever follows.
         store.unlink(ENTRIES, owner, entry_id)
-        entry = store.merge(ENTRY, entry_id, {"removed_at": stamp, "updated_at": stamp})
+        entry = cast(
+            RegistryEntry, store.merge(ENTRY, entry_id, {"removed_at": stamp, "updated_at": stamp})
+        )
         _record(index, store, owner, removed=entry_id)
         return entry
 
@@ -1009,7 +1055,7 @@ def load_directory(
     ]
 
 
-def _read_entry_file(file: Path, problems: list[str]) -> dict[str, Any] | None:
+def _read_entry_file(file: Path, problems: list[str]) -> dict[str, object] | None:
     try:
         raw = read_bytes(file, kind="registry entry")
     except BeltError as exc:

@@ -14,6 +14,7 @@ from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import Conflict, NotFound
 from belt.records import leases
+from belt.records.leases import Lease
 from belt.records.changes import touched
 from belt.records.ids import new_id, now_iso
 from belt.records.names import find_id
@@ -49,7 +50,7 @@ HELD_STATES = frozenset({AgentRunState.INPUT_REQUIRED, ATTENTION_HOLD})
 """States of a run waiting for something outside the simulation (a gate, a retried hook)."""
 
 
-def parked(run: Mapping[str, Any]) -> bool:
+def parked(run: Run) -> bool:
     """True for a run that waits for a client tool's result: it stays ``working`` (as on the
     platform) but nobody drives it until the result arrives, so it is held, not interrupted."""
     return (
@@ -58,7 +59,7 @@ def parked(run: Mapping[str, Any]) -> bool:
     )
 
 
-def waiting(run: Mapping[str, Any]) -> bool:
+def waiting(run: Run) -> bool:
     """True for a run held at its interrupts: gates, approvals, or a client tool's result."""
     return run.get("state") == AgentRunState.INPUT_REQUIRED or parked(run)
 
@@ -88,10 +89,13 @@ class Run(TypedDict):
     chat_id: NotRequired[str | None]
     turn_index: NotRequired[int]
     execution: NotRequired[dict[str, Any] | None]
-    lease: NotRequired[dict[str, Any] | None]
+    """The engine's persisted state the run resumes from (``next``: the step to take)."""
+    lease: NotRequired[Lease | None]
     error: NotRequired[str | None]
-    hooks: NotRequired[dict[str, Any] | None]
-    attention: NotRequired[dict[str, Any] | None]
+    hooks: NotRequired[dict[str, object] | None]
+    """The hooks a Nexus execution captured (``belt.dialects.nexus``)."""
+    attention: NotRequired[dict[str, object] | None]
+    """Why a run is on an attention hold (a hook that failed), while it is."""
     interrupt_reason: NotRequired[Any]
     interrupt_tool_id: NotRequired[Any]
     interrupt_meta: NotRequired[Any]
@@ -106,6 +110,54 @@ class Run(TypedDict):
 
 record_shape(RUN, Run)
 
+RunEvent = TypedDict(
+    "RunEvent",
+    {
+        "run_id": str,
+        "at": str,
+        "type": str,
+        "hook_event": NotRequired[str],
+        "decision": NotRequired[str],
+        "reason": NotRequired[str | None],
+        "duration_ms": NotRequired[float],
+        "latency_ms": NotRequired[float],
+        "hook_index": NotRequired[int],
+        "handler_type": NotRequired[str],
+        "handler": NotRequired[str],
+        "async": NotRequired[bool],
+        "error": NotRequired[str | None],
+        "injected": NotRequired[bool],
+        "warnings": NotRequired[list[str]],
+        "override": NotRequired[object],
+        "injection": NotRequired[object],
+        "interrupt_id": NotRequired[str | None],
+        "task_chat_id": NotRequired[str | None],
+        "resource_id": NotRequired[str],
+        "routed_to": NotRequired[str],
+        "payload": NotRequired[object],
+    },
+    total=True,
+)
+"""One line of a run's event log (kind ``events``): a ``hook.executed`` agent event, with the
+run and when it was logged (``belt.engine.dispatch.executed_record`` makes the rest)."""
+
+
+class RunView(TypedDict, total=False):
+    """A stored run as the API shows it (``run_dto``): the AgentRunDTO's fields, a dialect's
+    extra fields, and ``interrupted`` for a run whose process is gone."""
+
+    id: str
+    agent_id: object
+    chat_id: str | None
+    state: str
+    error: str | None
+    interrupt_reason: object
+    interrupt_tool_id: object
+    interrupt_meta: object
+    created_at: object
+    updated_at: object
+    interrupted: bool
+
 
 class Cancelled(Exception):
     """The run was stopped from outside (``belt sim stop``) while it executed."""
@@ -114,9 +166,9 @@ class Cancelled(Exception):
 class RunRecord:
     """One run's record in the store, written through on every change."""
 
-    def __init__(self, store: Store, data: Mapping[str, Any]) -> None:
+    def __init__(self, store: Store, data: Run) -> None:
         self.store = store
-        self.data = cast(Run, data)
+        self.data = data
         self._checked: object = None
         """What stands for the run's file as ``check_cancelled`` last found it not cancelled."""
 
@@ -134,7 +186,7 @@ class RunRecord:
     ) -> RunRecord:
         """Create a new working run of a simulation."""
         stamp = now_iso()
-        data: dict[str, Any] = {
+        data: Run = {
             "id": new_id("ar"),
             "agent_id": agent_id,
             "chat_id": chat_id,
@@ -149,7 +201,7 @@ class RunRecord:
             "turn_index": turn_index,
             "execution": execution,
             "lease": leases.mine(),
-            **fields,
+            **fields,  # type: ignore[typeddict-item]  # a dialect's own fields of Run
         }
         # Listed first, written last: a process killed in between leaves a listed run with no
         # file, which readers skip (``listed_runs``), never a run its simulation does not list.
@@ -163,7 +215,7 @@ class RunRecord:
     @classmethod
     def read(cls, store: Store, run_id: str) -> RunRecord:
         """A stored run; NotFound (exit 3) if there is none."""
-        return cls(store, store.read(RUN, check_id(run_id, what="run id")))
+        return cls(store, read_run(store, run_id))
 
     @property
     def id(self) -> str:
@@ -187,17 +239,17 @@ class RunRecord:
         """
         changes["updated_at"] = now_iso()
 
-        def apply(run: dict[str, Any]) -> dict[str, Any]:
+        def apply(run: Run) -> Run:
             if run["state"] == AgentRunState.CANCELED:
                 raise Cancelled
             lease = run.get("lease")
-            if "lease" not in changes and isinstance(lease, dict) and leases.is_mine(lease):
+            if "lease" not in changes and lease is not None and leases.is_mine(lease):
                 # Wall time, whatever the clock: the renewal says the process still lives.
                 run["lease"] = {**lease, "renewed": timestamp(utcnow())}
-            run.update(changes)
+            run.update(cast(Run, changes))
             return run
 
-        self.data = cast(Run, self.store.update(RUN, self.id, apply))
+        self.data = self.store.update(RUN, self.id, apply)
         # What was just written is not cancelled (``apply`` saw to that): the next check decodes
         # the file only once another process has replaced it.
         self._checked = self.store.seen(RUN, self.id)
@@ -215,7 +267,7 @@ class RunRecord:
             raise Cancelled
         self._checked = checked
 
-    def log(self, *records: dict[str, Any]) -> None:
+    def log(self, *records: Mapping[str, object]) -> None:
         """Append agent events (such as ``hook.executed``) to the run's event log, in order.
 
         One line per handler run, the lines of one event in one write, written before the run
@@ -237,7 +289,7 @@ def take_lease(store: Store, run_id: str) -> tuple[RunRecord, bool]:
     """
     interrupted = False
 
-    def apply(run: dict[str, Any]) -> dict[str, Any]:
+    def apply(run: Run) -> Run:
         nonlocal interrupted
         if run["state"] in TERMINAL_STATES:
             raise _Ended(run)
@@ -270,7 +322,7 @@ def take_over_ended(store: Store, run_id: str) -> RunRecord:
     taken over the same way: inside the run's lock, a Conflict (exit 4) while its holder lives.
     """
 
-    def apply(run: dict[str, Any]) -> dict[str, Any]:
+    def apply(run: Run) -> Run:
         if run["state"] not in TERMINAL_STATES:
             raise Conflict(f"run {run_id} is {run['state']}, not ended")
         lease = run.get("lease")
@@ -286,7 +338,7 @@ def take_over_ended(store: Store, run_id: str) -> RunRecord:
 
 
 class _Ended(Exception):
-    def __init__(self, run: dict[str, Any]) -> None:
+    def __init__(self, run: Run) -> None:
         super().__init__(run["id"])
         self.run = run
 
@@ -294,7 +346,7 @@ class _Ended(Exception):
 def release_lease(store: Store, run_id: str) -> None:
     """Give up this process's lease on a run (it stays as it is, for another to continue)."""
 
-    def apply(run: dict[str, Any]) -> dict[str, Any]:
+    def apply(run: Run) -> Run:
         if not leases.is_mine(run.get("lease")):
             raise _Ended(run)
         run["lease"] = None
@@ -326,12 +378,12 @@ def untag_emulated(store: Store, run_id: str) -> None:
     store.untag(EMULATED_RUNS, run_id)
 
 
-def merge_run(store: Store, run_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+def merge_run(store: Store, run_id: str, changes: Mapping[str, object]) -> Run:
     """Under the run's lock: set the fields in ``changes`` and ``updated_at``, keep the rest."""
-    return store.merge(RUN, run_id, {**changes, "updated_at": now_iso()})
+    return cast(Run, store.merge(RUN, run_id, {**changes, "updated_at": now_iso()}))
 
 
-def interrupted(run: Mapping[str, Any]) -> bool:
+def interrupted(run: Run) -> bool:
     """True for a run left ``working`` by a process that is gone (killed or crashed)."""
     if run.get("state") != AgentRunState.WORKING or parked(run):
         return False
@@ -339,14 +391,14 @@ def interrupted(run: Mapping[str, Any]) -> bool:
     return not leases.is_mine(lease) and not leases.holder_alive(lease)
 
 
-def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -> dict[str, Any]:
+def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -> Run:
     """Mark a run cancelled (``error`` says ``how``); Conflict if it ended or works unforced.
 
     A run whose process is gone, or that waits for a client tool's result, is not being worked
     on: it can be stopped without ``force``.
     """
 
-    def apply(run: dict[str, Any]) -> dict[str, Any]:
+    def apply(run: Run) -> Run:
         state = run["state"]
         if state in TERMINAL_STATES:
             raise Conflict(f"run {run_id} is already {state}")
@@ -358,10 +410,12 @@ def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -
         ):
             raise Conflict(f"run {run_id} is working", hint=hint)
         run.update(
-            state=AgentRunState.CANCELED.value,
-            error=f"{how} by user",
-            lease=None,
-            updated_at=now_iso(),
+            {
+                "state": AgentRunState.CANCELED.value,
+                "error": f"{how} by user",
+                "lease": None,
+                "updated_at": now_iso(),
+            }
         )
         return run
 
@@ -382,6 +436,16 @@ def find_run_id(store: Store, ref: str) -> str:
     )
 
 
+def read_run(store: Store, run_id: str) -> Run:
+    """One stored run; NotFound (exit 3) if there is none, InvalidInput (exit 5) if damaged."""
+    return cast(Run, store.read(RUN, check_id(run_id, what="run id")))
+
+
+def get_run(store: Store, run_id: str) -> Run | None:
+    """One stored run, or None when there is none."""
+    return cast("Run | None", store.get(RUN, check_id(run_id, what="run id")))
+
+
 def sim_runs(store: Store, sim_id: str) -> list[Run]:
     """The runs of a simulation, in the order they started."""
     return listed_runs(store, SIM_RUNS, sim_id)
@@ -390,16 +454,16 @@ def sim_runs(store: Store, sim_id: str) -> list[Run]:
 def listed_runs(store: Store, index: str, owner: str) -> list[Run]:
     """The runs ``index`` lists for ``owner`` (a simulation's, a chat's), in the order they
     started; one listed by a process killed before it wrote the run is skipped."""
-    runs = (store.get(RUN, run_id) for run_id in store.members(index, owner))
-    return [cast(Run, run) for run in runs if run is not None]
+    runs = (get_run(store, run_id) for run_id in store.members(index, owner))
+    return [run for run in runs if run is not None]
 
 
-def run_events(store: Store, run_id: str) -> list[dict[str, Any]]:
+def run_events(store: Store, run_id: str) -> list[RunEvent]:
     """A run's event log (``hook.executed`` records and the like), in order."""
-    return store.read_log(EVENTS_LOG, run_id)
+    return cast(list[RunEvent], store.read_log(EVENTS_LOG, run_id))
 
 
-def run_dto(run: Mapping[str, Any], extra_fields: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_dto(run: Run, extra_fields: tuple[str, ...] = ()) -> RunView:
     """An AgentRunDTO of a stored run, with ``extra_fields`` a dialect adds.
 
     A run whose process is gone says so (``interrupted``): it can be resumed.
@@ -407,4 +471,4 @@ def run_dto(run: Mapping[str, Any], extra_fields: tuple[str, ...] = ()) -> dict[
     dto = {key: run.get(key) for key in (*DTO_FIELDS, *extra_fields)}
     if interrupted(run):
         dto["interrupted"] = True
-    return dto
+    return cast(RunView, dto)

@@ -10,13 +10,14 @@ with their full webhook URLs and its ``--route`` routes, out of the public objec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from belt.store.shapes import record_shape
 
 if TYPE_CHECKING:
+    from belt.records.registry import Saved
     from belt.store import Store
 
 SIM = "sim"
@@ -26,6 +27,23 @@ HOOKS = "hooks"
 """The private record of a simulation's hooks (full webhook URLs) and its routes."""
 SIM_CHILDREN = "sim-children"
 """Index of the child simulations a simulation started."""
+
+
+class SimParent(TypedDict):
+    """The simulation that started a child (a task chat, a review branch), and why."""
+
+    sim_id: str
+    chat_id: str
+    run_id: NotRequired[str | None]
+    hook_event: NotRequired[str | None]
+
+
+class SimRegistry(TypedDict):
+    """What a scenario's registry directory loaded (``Loaded.to_json`` of each file)."""
+
+    owner: str
+    directory: str
+    entries: Sequence[Mapping[str, object]]
 
 
 class Sim(TypedDict):
@@ -38,7 +56,7 @@ class Sim(TypedDict):
     dialect: NotRequired[str]
     agent_id: NotRequired[str]
     hooks: NotRequired[list[Any]]
-    parent: NotRequired[dict[str, Any]]
+    parent: NotRequired[SimParent]
     last_reply: NotRequired[int | None]
     source: NotRequired[Any]
     hooks_file: NotRequired[Any]
@@ -46,7 +64,7 @@ class Sim(TypedDict):
     created_at: NotRequired[Any]
     profile: NotRequired[Any]
     profile_revision: NotRequired[Any]
-    hooks_from: NotRequired[dict[str, Any] | None]
+    hooks_from: NotRequired[dict[str, str] | None]
     """Where a Nexus simulation's profile got its lifecycle hooks when not from the scenario
     (``source`` ``rho``, ``extension``, ``file``); cleared when a turn's profile replaces it."""
     kind: NotRequired[Any]
@@ -61,7 +79,7 @@ class Sim(TypedDict):
     moves time but gives no ``clock``): its times differ from run to run."""
     warnings: NotRequired[list[str]]
     """What reading the scenario warned of: a path found from the current directory only."""
-    registry: NotRequired[dict[str, Any]]
+    registry: NotRequired[SimRegistry]
     """What the scenario's registry directory loaded: ``owner``, ``directory`` and ``entries``
     (each file and what saving it did)."""
 
@@ -70,9 +88,9 @@ class Scenario(TypedDict):
     """The scenario a simulation was started from (kind ``scenario``, the simulation's id)."""
 
     turns: list[Any]
-    agent: NotRequired[dict[str, Any]]
-    chat: NotRequired[dict[str, Any]]
-    agents: NotRequired[dict[str, Any]]
+    agent: NotRequired[dict[str, object]]
+    chat: NotRequired[dict[str, object]]
+    agents: NotRequired[dict[str, object]]
     executors: NotRequired[dict[str, str]]
     """A Nexus scenario's ``[executors]``: tool name to target."""
 
@@ -92,7 +110,7 @@ class SimHooks(TypedDict):
 
     hooks: list[Any]
     routes: NotRequired[list[Any]]
-    located: NotRequired[dict[str, Any]]
+    located: NotRequired[dict[str, object]]
     """Where each in-process hook's handler is loaded from, by the hook's index
     (``belt.handlers.inprocess.Located``)."""
 
@@ -103,27 +121,30 @@ record_shape(HOOKS, SimHooks)
 record_shape(AGENT, Agent)
 
 
-def write_agent(store: Store, agent: Mapping[str, Any]) -> Agent:
-    """Write (or replace) the record of a scenario's agent; returns it."""
-    store.write(AGENT, str(agent["id"]), dict(agent))
+def write_agent(store: Store, agent: Mapping[str, object]) -> Agent:
+    """Write (or replace) the record of a scenario's agent; returns it (its shape is checked
+    when it is read)."""
+    store.write(AGENT, str(agent["id"]), agent)
     return cast(Agent, agent)
 
 
-def create_sim(store: Store, sim: Mapping[str, Any], scenario: Mapping[str, Any]) -> Sim:
+def create_sim(store: Store, sim: Mapping[str, object], scenario: Mapping[str, object]) -> Sim:
     """Write a new simulation: its scenario first (written once), then the record that changes
     on every turn; Conflict (exit 4) if its id is taken. Returns the simulation."""
     sim_id = str(sim["id"])
-    store.create(SCENARIO, sim_id, dict(scenario))
-    store.create(SIM, sim_id, dict(sim))
+    store.create(SCENARIO, sim_id, scenario)
+    store.create(SIM, sim_id, sim)
     return cast(Sim, sim)
 
 
-def create_child_sim(store: Store, sim: Mapping[str, Any], scenario: Mapping[str, Any]) -> Sim:
+def create_child_sim(
+    store: Store, sim: Mapping[str, object], scenario: Mapping[str, object]
+) -> Sim:
     """Write a new simulation another one started (a task chat, a review branch), with no
     hooks of its own, then list it among the children of its ``parent``."""
     created = create_sim(store, sim, scenario)
     write_hooks(store, created["id"], {"hooks": []})
-    store.link(SIM_CHILDREN, str(sim["parent"]["sim_id"]), created["id"])
+    store.link(SIM_CHILDREN, created["parent"]["sim_id"], created["id"])
     return created
 
 
@@ -142,21 +163,24 @@ def get_sim(store: Store, sim_id: str) -> Sim | None:
     return cast("Sim | None", store.get(SIM, sim_id))
 
 
-def merge_sim(store: Store, sim_id: str, changes: Mapping[str, Any]) -> Sim:
+def merge_sim(store: Store, sim_id: str, changes: Mapping[str, object]) -> Sim:
     """Under the simulation's lock: set the fields in ``changes``, keep the rest; return it."""
-    return cast(Sim, store.merge(SIM, sim_id, dict(changes)))
+    return cast(Sim, store.merge(SIM, sim_id, changes))
 
 
 def change_sim(store: Store, sim_id: str, change: Callable[[Sim], Sim]) -> Sim:
     """Change a simulation under its lock; returns it."""
-    return cast(Sim, store.update(SIM, sim_id, lambda data: dict(change(cast(Sim, data)))))
+    return store.update(SIM, sim_id, change)
 
 
-def set_review_outcomes(store: Store, sim_id: str, outcomes: list[dict[str, Any]]) -> None:
+def set_review_outcomes(store: Store, sim_id: str, outcomes: list[Saved]) -> None:
     """Record on a review's simulation what saving each of its candidates did."""
-    store.update(
-        SIM, sim_id, lambda sim: {**sim, "review": {**sim["review"], "outcomes": outcomes}}
-    )
+
+    def apply(sim: Sim) -> Sim:
+        sim["review"] = {**sim["review"], "outcomes": outcomes}
+        return sim
+
+    store.update(SIM, sim_id, apply)
 
 
 def read_scenario(store: Store, sim_id: str) -> Scenario:
@@ -169,7 +193,7 @@ def scenario_path(store: Store, sim_id: str) -> Path:
     return store.path(SCENARIO, sim_id)
 
 
-def append_turn(store: Store, sim_id: str, turn: dict[str, Any]) -> int:
+def append_turn(store: Store, sim_id: str, turn: Mapping[str, object]) -> int:
     """Add a turn to a simulation's scenario; returns its index.
 
     ``belt serve``'s emulated chats grow this way, one message at a time; the driver then begins
@@ -177,11 +201,10 @@ def append_turn(store: Store, sim_id: str, turn: dict[str, Any]) -> int:
     """
     index = 0
 
-    def apply(scenario: dict[str, Any]) -> dict[str, Any]:
+    def apply(scenario: Scenario) -> Scenario:
         nonlocal index
-        turns = list(scenario.get("turns") or [])
-        index = len(turns)
-        scenario["turns"] = [*turns, turn]
+        index = len(scenario["turns"])
+        scenario["turns"] = [*scenario["turns"], turn]
         return scenario
 
     store.update(SCENARIO, sim_id, apply)
@@ -200,4 +223,4 @@ def hooks_path(store: Store, sim_id: str) -> Path:
 
 def write_hooks(store: Store, sim_id: str, hooks: SimHooks) -> None:
     """Write (or replace) the private record of a simulation's hooks and routes."""
-    store.write_private(HOOKS, sim_id, dict(hooks))
+    store.write_private(HOOKS, sim_id, hooks)

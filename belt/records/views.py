@@ -8,17 +8,35 @@ of a message, belt's fields on a run).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import NotRequired, TypedDict
 
-from belt.records.chats import CHAT, Chat, read_chat
+from belt.records.chats import CHAT, AgentData, Chat, read_chat
 from belt.records.interrupts import list_interrupts
 from belt.records.messages import chat_messages
-from belt.records.runs import CHAT_RUNS, RUN, Run, listed_runs, run_dto
+from belt.records.runs import CHAT_RUNS, Run, RunView, get_run, listed_runs, run_dto
 from belt.store import Store, check_id
 from belt.wire.enums import InterruptStatus
 
 
-def public_message(message: Mapping[str, Any]) -> dict[str, Any]:
+class ChatView(TypedDict):
+    """A chat as the API shows it (``chat_dto``): a ChatDTO with its active run, its pending
+    interrupts and (unless left out) its messages."""
+
+    id: str
+    status: str | None
+    agent_id: object
+    agent_data: AgentData
+    parent_id: object
+    context: object
+    output: object
+    active_run: RunView | None
+    pending_interrupts: Sequence[Mapping[str, object]]
+    created_at: object
+    updated_at: object
+    chat_messages: NotRequired[Sequence[Mapping[str, object]]]
+
+
+def public_message(message: Mapping[str, object]) -> dict[str, object]:
     """A stored message as the ChatMessageDTO of the API (without belt's ``sim`` part)."""
     return {key: value for key, value in message.items() if key != "sim"}
 
@@ -33,7 +51,7 @@ def chat_state(store: Store, chat_id: str) -> tuple[Chat, Run | None]:
     with store.lock(CHAT, check_id(chat_id, what="chat id")):
         chat = read_chat(store, chat_id)
         active = chat.get("active_run_id")
-        run = cast("Run | None", store.get(RUN, active)) if isinstance(active, str) else None
+        run = get_run(store, active) if isinstance(active, str) else None
     return chat, run
 
 
@@ -46,7 +64,7 @@ def chat_dto(
     public: bool = False,
     with_messages: bool = True,
     state: tuple[Chat, Run | None] | None = None,
-) -> dict[str, Any]:
+) -> ChatView:
     """A chat as a ChatDTO: status, active run, messages and pending interrupts.
 
     ``runs`` are the runs whose gates count (by default the chat's own runs, from the
@@ -68,7 +86,7 @@ def chat_dto(
         if interrupt["status"] == InterruptStatus.PENDING
     ]
     fields = () if public else run_fields
-    dto: dict[str, Any] = {
+    dto: ChatView = {
         "id": chat["id"],
         "status": chat.get("status"),
         "agent_id": chat.get("agent_id"),

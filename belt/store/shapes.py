@@ -113,7 +113,7 @@ def _named(kinds: Kinds) -> str:
     return " or ".join(names.get(k, "null") for k in kinds)
 
 
-def shape_problem(kind: str, data: dict[str, Any]) -> str | None:
+def shape_problem(kind: str, data: Mapping[str, object]) -> str | None:
     """What is wrong with a record of ``kind`` (None when its shape is right, or unknown)."""
     found = shape(kind)
     if found is None:

@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple, TypeVar, cast
 
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.store import files
@@ -52,7 +52,11 @@ from belt.store.shapes import shape_problem
 SCHEMA_VERSION = 1
 """The version of every file this belt writes; older files are migrated when read."""
 
-Migration = Callable[[dict[str, Any]], dict[str, Any]]
+Record = dict[str, object]
+"""A record as the store holds it: a JSON object, checked against its kind's shape when read."""
+R = TypeVar("R", bound=Mapping[str, object])
+
+Migration = Callable[[Record], Record]
 
 MIGRATIONS: dict[tuple[str, int], Migration] = {}
 """Steps keyed by (kind, version): each turns data of that version into the next version's.
@@ -318,11 +322,11 @@ class Store:
         """An exclusive lock on one object, across threads and processes; re-entrant."""
         return self._hold(self._lock_path("objects", kind, id))
 
-    def read(self, kind: str, id: str) -> dict[str, Any]:
+    def read(self, kind: str, id: str) -> Record:
         """One object's data; NotFound (exit 3) if missing, InvalidInput (exit 5) if damaged."""
         return self._read_object(self.path(kind, id), kind, id, "")
 
-    def _read_object(self, path: Path, kind: str, id: str, part: str) -> dict[str, Any]:
+    def _read_object(self, path: Path, kind: str, id: str, part: str) -> Record:
         try:
             with _Reading(path):
                 raw = self._read_file(path)
@@ -330,7 +334,7 @@ class Store:
             raise NotFound(f"no {part}{kind} {id}") from None
         return self._decode_object(path, kind, id, raw)
 
-    def read_fresh(self, kind: str, id: str) -> dict[str, Any]:
+    def read_fresh(self, kind: str, id: str) -> Record:
         """One object's data, as ``read`` gives it; its file is read again only when it was
         replaced since this store last read it here or wrote it (a stat of the file, not a
         read), for a record polled on every step that rarely changes: a run's cancel state, a
@@ -338,9 +342,7 @@ class Store:
         size and times are those it had is the same file."""
         return self._read_fresh(self.path(kind, id), kind, id)[0]
 
-    def read_if_replaced(
-        self, kind: str, id: str, seen: object
-    ) -> tuple[dict[str, Any] | None, object]:
+    def read_if_replaced(self, kind: str, id: str, seen: object) -> tuple[Record | None, object]:
         """``read_fresh``, unless the object's file is still the one ``seen`` stands for (what
         an earlier call returned with its data): then None, after a stat and nothing decoded.
         Returns the data (or None) and what stands for the file it came from (None: no file
@@ -361,7 +363,7 @@ class Store:
         kept = self._fresh.get(self.path(kind, id))
         return None if kept is None else kept[1]
 
-    def _read_fresh(self, path: Path, kind: str, id: str) -> tuple[dict[str, Any], object]:
+    def _read_fresh(self, path: Path, kind: str, id: str) -> tuple[Record, object]:
         """``read_fresh`` of the object at ``path``, and the blob it keeps (None if none)."""
         kept = self._fresh.get(path)
         if kept is not None and kept[0] == self._stamp(path):
@@ -393,7 +395,7 @@ class Store:
             _close_all(self._fresh)
         self._fresh[path] = (stamp, blob, pin)
 
-    def get(self, kind: str, id: str) -> dict[str, Any] | None:
+    def get(self, kind: str, id: str) -> Record | None:
         """One object's data, or None if it does not exist."""
         try:
             return self.read(kind, id)
@@ -404,7 +406,7 @@ class Store:
         """True if the object has a file (whether or not it is readable)."""
         return self._is_file(self.path(kind, id))
 
-    def create(self, kind: str, id: str, data: dict[str, Any]) -> None:
+    def create(self, kind: str, id: str, data: Mapping[str, object]) -> None:
         """Store a new object; Conflict (exit 4) if one with this id exists."""
         path = self.path(kind, id)
         blob = self._encode_object(kind, id, data)
@@ -418,7 +420,7 @@ class Store:
                     raise Conflict(f"{kind} {id} already exists") from None
                 self._put_file(path, blob)
 
-    def write(self, kind: str, id: str, data: dict[str, Any]) -> None:
+    def write(self, kind: str, id: str, data: Mapping[str, object]) -> None:
         """Create or replace an object atomically; a damaged or newer file is never replaced."""
         path = self.path(kind, id)
         blob = self._encode_object(kind, id, data)
@@ -431,9 +433,7 @@ class Store:
                 pass
             self._replace(path, blob)
 
-    def update(
-        self, kind: str, id: str, fn: Callable[[dict[str, Any]], dict[str, Any]]
-    ) -> dict[str, Any]:
+    def update(self, kind: str, id: str, fn: Callable[[R], R]) -> R:
         """Under the object's lock: read, apply ``fn`` to a copy, write and return the result.
 
         If ``fn`` raises, nothing is written and the exception propagates.
@@ -444,7 +444,7 @@ class Store:
             # Read afresh (no one else holds it); a stat, when this store keeps the record.
             kept = self.path(kind, id) in self._fresh
             current = self.read_fresh(kind, id) if kept else self.read(kind, id)
-            new = fn(current)
+            new = fn(cast(R, current))
             if not isinstance(new, dict):
                 raise TypeError(f"update of {kind} {id} must return a dict")
             blob = self._encode_object(kind, id, new)
@@ -465,10 +465,10 @@ class Store:
             stamp = self._stamp(path)
             self._keep(path, stamp, blob, None if stamp is None else self._pin(path, stamp))
 
-    def merge(self, kind: str, id: str, changes: dict[str, Any]) -> dict[str, Any]:
+    def merge(self, kind: str, id: str, changes: Mapping[str, object]) -> Record:
         """Under the object's lock: set the fields in ``changes``, keep the rest; return it."""
 
-        def apply(current: dict[str, Any]) -> dict[str, Any]:
+        def apply(current: Record) -> Record:
             current.update(changes)
             return current
 
@@ -524,10 +524,10 @@ class Store:
     def _members(self, path: Path, index: str) -> list[str]:
         members: dict[str, None] = {}
         for number, record in self._read_records(path, "index", index):
-            if isinstance(record.get("add"), str):
-                members[record["add"]] = None
-            elif isinstance(record.get("remove"), str):
-                members.pop(record["remove"], None)
+            if isinstance(added := record.get("add"), str):
+                members[added] = None
+            elif isinstance(removed := record.get("remove"), str):
+                members.pop(removed, None)
             else:
                 raise damaged(path, f"line {number} is neither an add nor a remove")
         return list(members)
@@ -535,7 +535,7 @@ class Store:
     # Logs: append-only records
 
     def append(
-        self, log: str, id: str, record: dict[str, Any], *, sync: bool | None = None
+        self, log: str, id: str, record: Mapping[str, object], *, sync: bool | None = None
     ) -> None:
         """Append one record to a log: one write of one line, fsynced before returning.
 
@@ -546,7 +546,12 @@ class Store:
         self.append_group(log, id, [record], sync=sync)
 
     def append_group(
-        self, log: str, id: str, records: list[dict[str, Any]], *, sync: bool | None = None
+        self,
+        log: str,
+        id: str,
+        records: Sequence[Mapping[str, object]],
+        *,
+        sync: bool | None = None,
     ) -> None:
         """Append records to a log in order, in one write of their lines under one lock (a group
         commit): each as durable as ``append`` makes one, for about the cost of one."""
@@ -558,7 +563,7 @@ class Store:
         with self._hold(self._lock_path("logs", log, id)):
             self._append_record(path, "log", *records, sync=sync)
 
-    def read_log(self, log: str, id: str) -> list[dict[str, Any]]:
+    def read_log(self, log: str, id: str) -> list[Record]:
         """Every record of a log in order ([] if it does not exist); a torn last line is skipped."""
         return [record for _, record in self._read_records(self._log_path(log, id), "log", log)]
 
@@ -604,9 +609,7 @@ class Store:
                     break
         return LogLines(found, end, restarted, version)
 
-    def decode_log_line(
-        self, log: str, id: str, line: bytes, offset: int, version: int
-    ) -> dict[str, Any]:
+    def decode_log_line(self, log: str, id: str, line: bytes, offset: int, version: int) -> Record:
         """One raw line of a log (written under schema ``version``) as its record, migrated;
         InvalidInput naming the file and the line's offset if it is damaged."""
         try:
@@ -622,7 +625,7 @@ class Store:
             return record  # the path is built only when a record needs it
         return self._migrate(self._log_path(log, id), f"log:{log}", version, record)
 
-    def read_log_line(self, log: str, id: str, offset: int) -> dict[str, Any]:
+    def read_log_line(self, log: str, id: str, offset: int) -> Record:
         """The record of the log line starting at byte ``offset`` (one that ``log_lines`` gave).
 
         NotFound when the log has no complete line there.
@@ -666,12 +669,12 @@ class Store:
         """The file that holds one private record (for a message that names it)."""
         return self._file("private", kind, id, ".json", "kind")
 
-    def write_private(self, kind: str, id: str, data: dict[str, Any]) -> None:
+    def write_private(self, kind: str, id: str, data: Mapping[str, object]) -> None:
         """Store ``data`` in the private part (0600, atomic); it replaces what was there."""
         path = self.private_path(kind, id)
         self._put_file(path, self._encode_object(kind, id, data))
 
-    def read_private(self, kind: str, id: str) -> dict[str, Any]:
+    def read_private(self, kind: str, id: str) -> Record:
         """Data from the private part; NotFound if missing, InvalidInput if damaged."""
         return self._read_object(self.private_path(kind, id), kind, id, "private ")
 
@@ -709,13 +712,13 @@ class Store:
 
     # Encoding, decoding, schema versions
 
-    def _encode_object(self, kind: str, id: str, data: dict[str, Any]) -> bytes:
+    def _encode_object(self, kind: str, id: str, data: Mapping[str, object]) -> bytes:
         if not isinstance(data, dict):
             raise TypeError(f"{kind} {id}: data must be a dict")
         envelope = {"belt": "object", "schema": self.schema, "kind": kind, "id": id, "data": data}
         return _encode(envelope, indent=None) + b"\n"
 
-    def _decode_object(self, path: Path, kind: str, id: str, raw: bytes) -> dict[str, Any]:
+    def _decode_object(self, path: Path, kind: str, id: str, raw: bytes) -> Record:
         document = _parse_json(path, raw)
         if not isinstance(document, dict) or document.get("belt") != "object":
             raise damaged(path, "it is not a belt store object")
@@ -732,7 +735,7 @@ class Store:
             raise damaged(path, f"it is not a {kind} record: {problem}")
         return data
 
-    def _version(self, path: Path, document: dict[str, Any]) -> int:
+    def _version(self, path: Path, document: Record) -> int:
         version = document.get("schema")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise damaged(path, f"its schema version {version!r} is not a positive whole number")
@@ -744,7 +747,7 @@ class Store:
             )
         return version
 
-    def _migrate(self, path: Path, kind: str, version: int, data: dict[str, Any]) -> dict[str, Any]:
+    def _migrate(self, path: Path, kind: str, version: int, data: Record) -> Record:
         while version < self.schema:
             step = self.migrations.get((kind, version))
             if step is None:
@@ -754,7 +757,7 @@ class Store:
         return data
 
     def _append_record(
-        self, path: Path, family: str, *records: dict[str, Any], sync: bool | None = None
+        self, path: Path, family: str, *records: Mapping[str, object], sync: bool | None = None
     ) -> None:
         text = "\n".join([_COMPACT.encode(record) for record in records])
         line = (text + "\n").encode()
@@ -811,9 +814,7 @@ class Store:
             raise damaged(path, f"line 1 is not the header of a belt {family} file")
         return self._version(path, header)
 
-    def _read_records(
-        self, path: Path, family: str, name: str
-    ) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _read_records(self, path: Path, family: str, name: str) -> Iterator[tuple[int, Record]]:
         """Each record of a line file, read a line at a time (none when the file is missing)."""
         opened = self._opened(path)
         if opened is None:

@@ -119,7 +119,9 @@ def trace_task(span: Any, event: str, task: HookTask) -> None:
             "belt.hook.status": str(task["status"]),
             "belt.hook.attempt": task.get("attempt"),
             "belt.hook.injection_size": len(str(feedback).encode()) if feedback else None,
-            "belt.hook.error": tracing.bounded(error.get("message") or error.get("code")),
+            "belt.hook.error": tracing.bounded(
+                cast("str | None", error.get("message") or error.get("code"))
+            ),
             "belt.hook.failure": error.get("code"),
             "belt.hook.counted_as": "attention_hold" if failed else None,
             "belt.dialect": "nexus",
@@ -762,7 +764,8 @@ class NexusLoop:
         task = settle_approval(store, str(task["id"]))
         if task["status"] != TaskStatus.AWAITING_APPROVAL:
             return task
-        interrupt = read_record(store=store, interrupt_id=(task["approval"] or {})["interrupt_id"])
+        interrupt_id = str((task["approval"] or {})["interrupt_id"])
+        interrupt = read_record(store=store, interrupt_id=interrupt_id)
         if parse_timestamp(str(interrupt["expires_at"])) <= clock.now():
             # On a virtual clock, only this run's: others' deadlines may be wall time.
             sweep(store=store, run_id=str(interrupt["run_id"]) if clock.current() else None)
