@@ -7,7 +7,6 @@ the per-chat switch of the platform API (``POST /chats/{id}/settings``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import Conflict, NotFound

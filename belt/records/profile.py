@@ -10,9 +10,9 @@ scenario that declares no hooks of its own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
 from belt.declarations import RHO_PLUGIN, check_rho_config, read_document

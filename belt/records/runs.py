@@ -14,9 +14,9 @@ from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import Conflict, NotFound
 from belt.records import leases
-from belt.records.leases import Lease
 from belt.records.changes import touched
 from belt.records.ids import new_id, now_iso
+from belt.records.leases import Lease
 from belt.records.names import find_id
 from belt.store import Store, check_id
 from belt.store.clock import timestamp, utcnow
