@@ -9,7 +9,6 @@ import threading
 from typing import Any, cast
 
 import httpx
-import pytest
 
 from belt.records.journal import JOURNAL, SERVE, ServeLine
 from belt.server.app import create_app
@@ -223,57 +222,72 @@ def test_a_lines_time_is_written_as_every_belt_timestamp() -> None:
     assert timestamp(parse_timestamp(stamp)) == stamp
 
 
-def test_a_line_nothing_else_could_join_is_written_without_waiting_a_turn() -> None:
+class Turns:
+    """Counts the turns of the running event loop from a task of its own, which waits a turn
+    at a time as any request does (asyncio's public API has no count of its turns)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Turns:
+        self.task = asyncio.create_task(self.counting())
+        await asyncio.sleep(0)  # counting from this turn on
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.task is not None
+        self.task.cancel()
+
+    async def counting(self) -> None:
+        while True:
+            self.count += 1
+            await asyncio.sleep(0)
+
+
+def test_a_line_nothing_else_joins_is_written_once_a_turn_has_passed_without_another() -> None:
     store = CountingStore(open_store().root)
     journal = GroupJournal(store)
 
-    async def alone() -> None:
-        # Nothing else is to run in the loop: the write never gives the loop a turn.
-        writing = journal.write(line("ch_alone"))
-        with pytest.raises(StopIteration) as finished:
-            writing.send(None)
-        assert finished.value.value is None
+    async def alone() -> int:
+        async with Turns() as turns:
+            begun = turns.count
+            assert await journal.write(line("ch_alone")) is None
+            return turns.count - begun
 
-    asyncio.run(alone())
+    # A turn for the lines ready with it, one more to see that none came: not GROUP_TURNS.
+    assert asyncio.run(alone()) == 2 < GROUP_TURNS
     assert store.groups == [1]
     assert [r["request"]["chat_id"] for r in store.read_log(JOURNAL, SERVE)] == ["ch_alone"]
 
 
-class TurnCountingLoop(asyncio.SelectorEventLoop):
-    """asyncio's own loop, counting its turns (it adds no callback of its own to count them)."""
-
-    turns = 0
-
-    def _run_once(self) -> None:
-        self.turns += 1
-        super()._run_once()  # type: ignore[misc]
-
-
 def test_the_requests_of_a_group_go_on_in_the_turn_it_is_written() -> None:
-    store = CountingStore(open_store().root)
-    journal = GroupJournal(store)
-    loop = TurnCountingLoop()
     went_on: list[int] = []
+    written: list[int] = []
+    counted = Turns()
+
+    class TurnStore(CountingStore):
+        def append_group(self, *args: Any, **kw: Any) -> None:
+            written.append(counted.count)
+            super().append_group(*args, **kw)
+
+    store = TurnStore(open_store().root)
+    journal = GroupJournal(store)
 
     async def request(chat_id: str) -> str | None:
         error = await journal.write(line(chat_id))
-        went_on.append(loop.turns)
+        went_on.append(counted.count)
         return error
 
-    async def together() -> int:
-        tasks = [asyncio.create_task(request(f"ch_{n}")) for n in range(3)]
-        begun = loop.turns
-        assert await asyncio.gather(*tasks) == [None] * 3
-        return begun
+    async def together() -> None:
+        async with counted:
+            tasks = [asyncio.create_task(request(f"ch_{n}")) for n in range(3)]
+            assert await asyncio.gather(*tasks) == [None] * 3
 
-    try:
-        begun = loop.run_until_complete(together())
-    finally:
-        loop.close()
-    # The lines are handed in on the next turn and written on the one after, where each
-    # request goes on (no turn more to be woken by a future).
-    assert went_on == [begun + 2] * 3
+    asyncio.run(together())
+    # Each request goes on in the turn its group is written (no turn more to be woken in).
     assert store.groups == [3]
+    assert went_on == written * 3
 
 
 def test_each_line_has_its_own_requests_headers_on_one_keep_alive_connection() -> None:
