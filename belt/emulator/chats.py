@@ -20,7 +20,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -33,12 +33,8 @@ from belt.emulator.modelscript import ModelScript
 from belt.engine.api import resume_settled
 from belt.engine.hooksummary import run_hook_summary, summary_line
 from belt.engine.scenario import AgentSpec, LoadedScenario, Scenario, ToolCallSpec, TurnSpec
-from belt.engine.simulation import (
-    Options,
-    Simulation,
-    record_simulation,
-    stop_run,
-)
+from belt.engine.simrecord import stop_run
+from belt.engine.simulation import Options, Simulation, record_simulation
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.changes import watching
 from belt.records.chats import AgentData, Chat, read_chat, update_chat
@@ -54,10 +50,11 @@ from belt.records.runs import (
     untag_emulated,
     waiting,
 )
-from belt.records.sims import append_turn, get_sim, read_sim, write_hooks
+from belt.records.sims import Sim, append_turn, get_sim, read_sim, write_hooks
 from belt.records.views import chat_state, public_message
 from belt.store import check_id
 from belt.text import describe
+from belt.wire.dto import InterruptJSON
 from belt.wire.enums import ChatStatus, InterruptReason, InterruptStatus
 
 if TYPE_CHECKING:
@@ -102,7 +99,7 @@ def check_storable(value: Any, where: str) -> None:
         raise InvalidInput(f"{where}: a value cannot be stored: {exc}") from None
 
 
-def parse_run_request(body: dict[str, Any]) -> RunRequest:
+def parse_run_request(body: dict[str, object]) -> RunRequest:
     """Check a ``POST /agents/run`` body as the SDKs send it; InvalidInput names the field."""
     chat_id = body.get("chat_id")
     if chat_id is not None:
@@ -144,7 +141,7 @@ def parse_run_request(body: dict[str, Any]) -> RunRequest:
     )
 
 
-def emulated_sim(store: Store, chat_id: str) -> dict[str, Any]:
+def emulated_sim(store: Store, chat_id: str) -> Sim:
     """The simulation of a chat ``belt serve`` emulates; NotFound, or Conflict for another
     kind of chat (a ``belt sim run`` chat is driven by its scenario)."""
     chat = read_chat(store, chat_id)
@@ -155,10 +152,10 @@ def emulated_sim(store: Store, chat_id: str) -> dict[str, Any]:
             f"chat {chat_id} is not an emulated chat: its turns come from a scenario",
             hint="send chat_id null to start an emulated chat",
         )
-    return dict(sim)
+    return sim
 
 
-def build_turn(text: str, agent: AgentDefinition, script: ModelScript) -> dict[str, Any]:
+def build_turn(text: str, agent: AgentDefinition, script: ModelScript) -> dict[str, object]:
     """The scenario turn of one message: what the model script answers ``text`` with, each tool
     call marked as the agent declares the tool (client, approval)."""
     reply = script.reply(text, agent.name)
@@ -187,12 +184,12 @@ def create_emulated(
     agent: AgentDefinition,
     script: ModelScript,
     context: dict[str, str] | None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Record a new emulated chat of ``agent``: its simulation, agent, chat and hooks."""
     scenario = Scenario.model_construct(agent=agent.spec, turns=[])
     loaded = LoadedScenario("", scenario, agent.hooks)
     hooks = stored_hooks(agent.hooks)
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "dialect": "platform",
         "agent": agent.spec.model_dump(mode="json", exclude={"hooks", "hooks_file"}),
         "chat": {"id": None, "disable_hooks": False},
@@ -298,12 +295,13 @@ class Emulator:
 
     # -- messages ------------------------------------------------------------------------------
 
-    def send(self, body: dict[str, Any]) -> dict[str, Any]:
+    def send(self, body: dict[str, object]) -> dict[str, object]:
         """``POST /agents/run``: append the message to its chat (a new one when ``chat_id`` is
         null), begin its run and drive it in the background; answer the user message and the
         assistant message to come (``pending``; its id is the reply's)."""
         request = parse_run_request(body)
         store = self.store
+        sim: Mapping[str, object]
         if request.chat_id is None:
             if request.agent is not None:
                 agent = self.agents.resolve(request.agent)
@@ -325,7 +323,7 @@ class Emulator:
                 )
             append_turn(store, str(sim["id"]), build_turn(request.text, agent, self.model))
             simulation = Simulation(
-                store, dict(read_sim(store, sim["id"])), PlatformLoop, Options()
+                store, dict(read_sim(store, str(sim["id"]))), PlatformLoop, Options()
             )
             execution = simulation.start_turn()
         run_id = str(execution.run_id)
@@ -353,7 +351,7 @@ class Emulator:
         run = get_run(self.store, str(active))
         return run is not None and run.get("state") in TERMINAL_STATES
 
-    def stored_agent(self, sim: dict[str, Any]) -> AgentDefinition:
+    def stored_agent(self, sim: Sim) -> AgentDefinition:
         """The agent of an existing emulated chat, as its simulation keeps it (the agent is
         fixed when the chat is created)."""
         tools = {
@@ -412,12 +410,12 @@ class Emulator:
 
     # -- chats ---------------------------------------------------------------------------------
 
-    def status(self, chat_id: str) -> dict[str, Any]:
+    def status(self, chat_id: str) -> dict[str, object]:
         """``GET /chats/{id}/status``: the chat's status alone (what the JS SDK polls)."""
         chat, _ = chat_state(self.store, chat_id)
         return {"id": chat_id, "status": chat.get("status")}
 
-    def stop(self, chat_id: str) -> dict[str, Any]:
+    def stop(self, chat_id: str) -> dict[str, object]:
         """``POST /chats/{id}/stop``: cancel the chat's active run (nothing to do when idle)."""
         chat = read_chat(self.store, chat_id)
         run_id = chat.get("active_run_id")
@@ -438,7 +436,7 @@ class Emulator:
 
     # -- tools ---------------------------------------------------------------------------------
 
-    def tool_result(self, tool_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def tool_result(self, tool_id: str, body: dict[str, object]) -> InterruptJSON:
         """``POST /tools/{id}``: the result of a client tool; its run goes on."""
         result = body.get("result")
         if not isinstance(result, str):
@@ -459,14 +457,14 @@ class Emulator:
         )
         return settled[0]
 
-    def approve(self, tool_id: str) -> list[dict[str, Any]]:
+    def approve(self, tool_id: str) -> list[InterruptJSON]:
         """``POST /tools/{id}/invoke``: approve the tool call (its approval, and a gate hook
         holding it); its run goes on once nothing else holds it."""
         return self.settle(
             tool_id, APPROVALS, "allow", None, "an approval", route="POST /tools/{id}/invoke"
         )
 
-    def reject(self, tool_id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    def reject(self, tool_id: str, body: dict[str, object]) -> list[InterruptJSON]:
         """``POST /tools/{id}/reject``: refuse the tool call; it fails with the reason given."""
         reason = body.get("reason")
         if reason is not None and not isinstance(reason, str):
@@ -478,8 +476,8 @@ class Emulator:
         )
 
     def always_allow(
-        self, chat_id: str, tool_id: str, body: dict[str, Any]
-    ) -> list[dict[str, Any]]:
+        self, chat_id: str, tool_id: str, body: dict[str, object]
+    ) -> list[InterruptJSON]:
         """``POST /chats/{chat}/tools/{id}/always-allow``: approve this call, and let the chat
         call the tool without asking again."""
         pending = self.pending(tool_id, APPROVALS, "an approval")
@@ -503,7 +501,7 @@ class Emulator:
 
     def pending(
         self, tool_id: str, reasons: tuple[InterruptReason, ...], what: str
-    ) -> list[dict[str, Any]]:
+    ) -> list[InterruptJSON]:
         """The pending interrupts of ``reasons`` that hold a tool invocation; NotFound when it
         has none at all, Conflict when they are settled already."""
         found = [
@@ -525,7 +523,7 @@ class Emulator:
         what: str,
         *,
         route: str,
-    ) -> list[dict[str, Any]]:
+    ) -> list[InterruptJSON]:
         """Resolve a tool invocation's pending interrupts (each recording the agent API
         ``route`` that settled it), then let its run go on."""
         settled = [
@@ -538,7 +536,7 @@ class Emulator:
             )
             for interrupt in self.pending(tool_id, reasons, what)
         ]
-        self.tell("tool", tool_id, f"{decision} ({', '.join(i['reason'] for i in settled)})")
+        self.tell("tool", tool_id, f"{decision} ({', '.join(str(i['reason']) for i in settled)})")
         run_id = str(settled[0]["run_id"])
         if not pending_for_run(store=self.store, run_id=run_id):
             self.continue_settled([run_id])
@@ -570,7 +568,7 @@ APPROVALS = (InterruptReason.TOOL_APPROVAL, InterruptReason.HOOK_GATE)
 """What approving a tool call settles: its approval, and a gate hook on ``agent.tool_call``."""
 
 
-def tool_name(interrupt: dict[str, Any]) -> str | None:
+def tool_name(interrupt: Mapping[str, object]) -> str | None:
     """The tool an approval or a tool gate holds (an approval's ``meta.tool_name``, a gate's
     hook payload ``data.tool``)."""
     meta = interrupt.get("meta")

@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 SUGGEST = "belt:suggest"
 EXTRACT = "belt:extract"
-SUGGEST_LIMIT = 3
-"""At most this many entries are put in front of the model for a turn."""
 QUIET_TURNS = 15
 """A resource suggested at one turn is not suggested again in the same chat for this many turns
 after it: suggested at turn t, it is not offered at turns t + 1 to t + 15 and may come back at
@@ -59,11 +57,12 @@ def suggestion(
 ) -> LifecycleHookResponse | None:
     """``belt:suggest``: the owner's entries relevant to ``prompt``, as a one-turn injection.
 
-    None when nothing is relevant (no injection, so no transcript row). Never the agent's own
-    extractions, never an entry suggested in this chat within ``QUIET_TURNS``.
+    At most ``suggest``'s default of 3 entries; None when nothing is relevant (no injection, so
+    no transcript row). Never the agent's own extractions, never an entry suggested in this chat
+    within ``QUIET_TURNS``.
     """
     # Start-up: the registry (and its search index) only for an agent with a belt:suggest hook.
-    from belt.records.registry import suggest
+    from belt.records.registry import suggest  # noqa: PLC0415 - a platform run loads no registry (sqlite3)
 
     matches = suggest(
         store,
@@ -71,7 +70,6 @@ def suggestion(
         prompt=prompt,
         exclude_ids=quiet_items(suggested, turn),
         exclude_origin_agent=agent_id,
-        limit=SUGGEST_LIMIT,
     )
     if not matches:
         return None

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from belt.records.interrupts import create_interrupt
 from belt.store import Store
+from belt.wire.dto import InterruptJSON
 from belt.wire.platform import LifecycleHookConfig
 
 
@@ -13,9 +14,9 @@ def open_gate(
     store: Store,
     *,
     hook: LifecycleHookConfig,
-    payload: dict[str, Any],
+    payload: Mapping[str, object],
     resource_id: str | None,
-) -> dict[str, Any]:
+) -> InterruptJSON:
     """Create the ``hook_gate`` interrupt for ``payload``; ``meta`` holds the whole payload."""
     return create_interrupt(
         store=store,
