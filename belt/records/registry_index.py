@@ -26,7 +26,8 @@ import sqlite3
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
@@ -217,7 +218,7 @@ def query_phrases(words: Sequence[str]) -> list[str]:
 
 
 class SearchIndex:
-    """An open connection to one owner's index file; close it after use (a ``with`` block)."""
+    """An open connection to one owner's index file; close it after use."""
 
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         self.path = path
@@ -258,12 +259,6 @@ class SearchIndex:
     def close(self) -> None:
         """Close the connection."""
         self.db.close()
-
-    def __enter__(self) -> SearchIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def journal(self) -> int:
         """The size of the owner's entry index this copy reflects (-1: never filled)."""
@@ -538,37 +533,24 @@ class SearchIndex:
     def _set_journal(self, journal: int) -> None:
         self._run("UPDATE meta SET value = ? WHERE key = 'journal'", (journal,))
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self)
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE … COMMIT, rolled back if the block (or the commit) raises."""
+        self.counts, self.rowids, self.version = {}, {}, None
+        self._run("BEGIN IMMEDIATE")
+        try:
+            yield
+            self._run("COMMIT")
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.rollback()
+            raise
 
     def _run(self, sql: str, parameters: Sequence[object] = ()) -> sqlite3.Cursor:
         try:
             return self.db.execute(sql, parameters)
         except sqlite3.Error as exc:
             raise _failure(self.path, exc) from None
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE … COMMIT, rolled back if the block raises."""
-
-    def __init__(self, index: SearchIndex) -> None:
-        self.index = index
-
-    def __enter__(self) -> None:
-        self.index.counts, self.index.rowids, self.index.version = {}, {}, None
-        self.index._run("BEGIN IMMEDIATE")
-
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
-        if kind is None:
-            try:
-                self.index._run("COMMIT")
-                return
-            except BaseException:
-                if self.index.db.in_transaction:
-                    self.index.db.rollback()
-                raise
-        if self.index.db.in_transaction:
-            self.index.db.rollback()
 
 
 MAX_READERS = 4
