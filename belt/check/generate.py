@@ -1,23 +1,16 @@
 """Hypothesis strategies for what a platform sends a hook: payloads per event and Nexus inputs.
 
-Everything here is built from Hypothesis's own strategies (``fixed_dictionaries``, ``recursive``,
-``from_regex``, ``builds``), so its engine generates the values and shrinks the failures. The
-shapes follow the wire models (``LifecycleHookPayload``, ``HookTaskInput``): realistic ids and
-RFC 3339 timestamps, ``data`` as each event's row of the spec names it, tool arguments from
-empty to ``ARGUMENTS_MAX_BYTES``, any Unicode, nesting to near the strict reader's limit.
+Built from Hypothesis's own strategies, so its engine generates the values and shrinks the
+failures. The shapes follow the wire models (``LifecycleHookPayload``, ``HookTaskInput``):
+realistic ids and RFC 3339 timestamps, each event's ``data`` as its spec row names it, tool
+arguments from empty to ``ARGUMENTS_MAX_BYTES``, any Unicode, nesting near the strict reader's
+limit. What the spec fixes is sent as it fixes it (the event, ``turn_count`` 0 on
+``agent.start``, a tool name of 1 to 64 ``TOOL_NAME_CHARS``, ``status`` ``completed``); other
+values come only with ``beyond_spec``.
 
-What the spec fixes is sent as the spec fixes it: the event, ``turn_count`` 0 on
-``agent.start``, a tool name of 1 to 64 letters, digits, ``_`` and ``-``, ``status`` ``completed``
-on ``agent.tool_result``. Values the platform does not send (an empty or any-text tool name,
-another status) come only with ``beyond_spec``.
-
-Paths are attacked where handlers break (``path_attacks``): from a path-shaped pattern such as
-``/tmp/*``, ``..`` segments, the prefix without its separator (``/tmpevil/x``), doubled and
-trailing slashes, ``.`` segments, case changes and non-ASCII look-alikes. They are generated
-among the rest, and sent first, ahead of what Hypothesis generates (``attack_payloads``).
-
-This module imports Hypothesis at its top: only ``belt check`` imports it, inside the function
-that runs the checks, so no other command pays for it.
+Paths are attacked where handlers break (``path_attacks``): ``..`` segments, the prefix without
+its separator, doubled and trailing slashes, ``.`` segments, case changes and look-alikes, sent
+first (``attack_payloads``) and generated among the rest. Only ``belt check`` imports this module.
 """
 
 from __future__ import annotations
@@ -398,13 +391,6 @@ def tool_names(*, beyond_spec: bool = False) -> st.SearchStrategy[str]:
     return names
 
 
-def tool_result_statuses(*, beyond_spec: bool = False) -> st.SearchStrategy[str]:
-    """``completed``, as the spec fixes it; ``beyond_spec``, also ``failed`` and any text."""
-    if beyond_spec:
-        return st.sampled_from((TOOL_RESULT_STATUS, "failed", "")) | texts(max_size=12)
-    return st.just(TOOL_RESULT_STATUS)
-
-
 def event_data(event: str, *, beyond_spec: bool = False) -> Strategy:
     """The ``data`` of ``event`` with the fields its spec row names."""
     if event == "agent.tool_call":
@@ -412,10 +398,12 @@ def event_data(event: str, *, beyond_spec: bool = False) -> Strategy:
             {"tool": tool_names(beyond_spec=beyond_spec), "arguments": arguments()}
         )
     if event == "agent.tool_result":
+        # completed, as the spec fixes it; beyond_spec, also failed and any text
+        statuses = st.sampled_from((TOOL_RESULT_STATUS, "failed", "")) | texts(max_size=12)
         return st.fixed_dictionaries(
             {
                 "tool": tool_names(beyond_spec=beyond_spec),
-                "status": tool_result_statuses(beyond_spec=beyond_spec),
+                "status": statuses if beyond_spec else st.just(TOOL_RESULT_STATUS),
                 "result": texts(max_size=200) | large_text(),
             }
         )
@@ -594,12 +582,6 @@ def example_tool(pattern: str | None) -> str | None:
     return None
 
 
-def example_value(pattern: Any) -> Any:
-    """A value a pattern is meant to match (``example_text`` for a string), made without
-    drawing."""
-    return example_text(pattern) if isinstance(pattern, str) else pattern
-
-
 ABSENT = object()
 """A key path left out of the generated arguments."""
 
@@ -684,7 +666,10 @@ def attack_payloads(
     for key_path, pattern in [*wanted.items(), *unless.items()]:
         found = attacks.setdefault(key_path, [])
         found += [value for value in path_attacks(pattern) if value not in found]
-    others = {key_path: example_value(p) for key_path, p in [*wanted.items(), *unless.items()]}
+    others = {
+        key_path: example_text(p) if isinstance(p, str) else p
+        for key_path, p in [*wanted.items(), *unless.items()]
+    }
     turns = _interleaved([[(key_path, v) for v in values] for key_path, values in attacks.items()])
     return [
         sample_payload(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,10 +172,9 @@ class CheckReport:
 
     def counts(self) -> dict[str, int]:
         """How many checks passed, failed, warned and were skipped."""
-        counts = {"pass": 0, "fail": 0, "warn": 0, "skip": 0}
-        for result in self.results:
-            counts[result.status] += 1
-        return counts
+        return {"pass": 0, "fail": 0, "warn": 0, "skip": 0} | Counter(
+            r.status for r in self.results
+        )
 
     def to_json(self) -> dict[str, object]:
         """The report as one JSON document."""

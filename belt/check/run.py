@@ -1,21 +1,15 @@
 """``belt check``: generate what the platform may send a handler, hold every answer to the
 contract, and shrink each failure to the smallest payload that still shows it.
 
-Hypothesis generates the payloads (``belt.check.generate``), a batch at a time, the first batch
-beginning with the path attacks (fixed payloads, ahead of the generated ones), which are then
-sent back to back; when a case fails, Hypothesis runs its batch again, sending as it goes, and a
-case that fails a check raises an exception of that check's own class, so the engine shrinks
-each failing check on its own.
-Cases are sent one at a time, only to the targets given; their number is bounded by ``--examples``
-per event, the shrinking by ``SHRINK_CALLS_MAX`` cases and ``SHRINK_SECONDS_MAX``, and the whole
-run by ``--max-time`` (a call under way when it passes is cut off); each reported case is sent
-once more to say whether it fails again (``Explorer.confirm``). A ``py:`` handler or a Nexus
-``py:`` tool is called in a supervised worker process (``belt.supervisor``), never in belt's:
-a call that passes its timeout is ended with its worker, its payload is remembered and never
-sent again (``Sender.hung``), and a case that failed by timing out is not shrunk, so a handler
-that hangs costs about its timeout per distinct case; a handler that ends or harms its worker
-fails the case with the cause, and a new worker takes the next. Hypothesis keeps no database,
-keeps its caches under the state directory and prints nothing: the report is belt's.
+Hypothesis generates the payloads (``belt.check.generate``) a batch at a time, the path attacks
+first; a failing case raises an exception of its check's own class, so that Hypothesis, running
+the batch again, shrinks each failing check on its own. Cases go only to the targets given,
+bounded by ``--examples`` per event, ``SHRINK_CALLS_MAX`` and ``SHRINK_SECONDS_MAX`` when
+shrinking, and ``--max-time`` for the run; each reported case is sent once more to say whether it
+fails again (``Explorer.confirm``). ``py:`` handlers and Nexus ``py:`` tools are called in
+supervised worker processes (``belt.supervisor``): a call past its timeout ends its worker and its
+payload is never sent again (``Sender.hung``), and a handler that ends or harms its worker fails
+the case with the cause. Hypothesis keeps no database and prints nothing: the report is belt's.
 """
 
 from __future__ import annotations
@@ -387,9 +381,11 @@ class Explorer:
         self.report.stopped = STOPPED
         return True
 
-    def settings(self, size: int, *, shrink: bool) -> Any:
-        """Hypothesis's settings: no database, no deadline, no output of its own."""
-        return settings(
+    @staticmethod
+    def run(strategy: Any, test: Callable[[Any], None], seed: int, size: int, shrink: bool) -> None:
+        """``test`` on ``size`` examples of ``strategy`` drawn with ``seed``, by Hypothesis
+        with no database, no deadline, no output of its own (and shrinking, with ``shrink``)."""
+        quiet = settings(
             max_examples=size,
             database=None,
             deadline=None,
@@ -400,6 +396,7 @@ class Explorer:
             suppress_health_check=list(HealthCheck),
             phases=(Phase.generate, Phase.target, Phase.shrink) if shrink else (Phase.generate,),
         )
+        quiet(seeded(seed)(given(strategy)(test)))()  # type: ignore[no-untyped-call]
 
     def generate(self, strategy: Any, seed: int, size: int) -> list[Any]:
         """``size`` payloads of ``strategy`` (fewer when it has no more), as Hypothesis generates
@@ -411,10 +408,8 @@ class Explorer:
                 raise _Stop("--max-time")
             batch.append(payload)
 
-        collect = given(strategy)(keep)  # type: ignore[no-untyped-call]
-        run: Callable[[], None] = self.settings(size, shrink=False)(seeded(seed)(collect))
         with contextlib.suppress(_Stop):
-            run()
+            self.run(strategy, keep, seed, size, False)
         return batch
 
     def shrink(
@@ -445,10 +440,8 @@ class Explorer:
                 check, detail = failures[0]
                 raise failure_class(check)(detail)
 
-        search = given(strategy)(test)  # type: ignore[no-untyped-call]
-        run: Callable[[], None] = self.settings(size, shrink=True)(seeded(seed)(search))
         try:
-            run()
+            self.run(strategy, test, seed, size, True)
             # Nothing failed this time: what failed in the batch did not fail again.
             self.flaky.update(failed)
         except _Stop as stop:
@@ -524,11 +517,8 @@ def meaning_warnings(subject: Subject, result: WebhookResult) -> list[str]:
     return warnings
 
 
-def platform_results(subject: Subject, *, signed: bool) -> dict[str, CheckResult]:
-    """The checks of one inference.sh subject, in report order."""
-    names = ["answers", "body", "decision", "deterministic", "redelivery"]
-    if signed:
-        names.append("signature")
+def results_of(subject: Subject, *names: str) -> dict[str, CheckResult]:
+    """The checks ``names`` of one subject, in report order."""
     return {name: CheckResult(name, subject.label, subject.event) for name in names}
 
 
@@ -698,18 +688,12 @@ def run_signatures(subject: Subject, sender: Sender, secret: str, result: CheckR
     for case in signature_cases(secret, payload, int(time.time())):
         answer = sender.post(subject, case.body, case.headers)
         result.cases += 1
-        status = answer.status
-        if case.accept:
-            ok = status is not None and 200 <= status < 300
-            expected = "2xx"
-        else:
-            ok = status is not None and 400 <= status < 500
-            expected = "4xx"
-        if ok:
+        status, low = answer.status, 200 if case.accept else 400
+        if status is not None and low <= status < low + 100:
             continue
         result.failed += 1
         got = f"HTTP {status}" if status is not None else (answer.error or "no answer")
-        wrong.append(f"{case.name}: {got}, expected {expected}")
+        wrong.append(f"{case.name}: {got}, expected {low // 100}xx")
         if first is None:
             if case.name == "an unsigned request":
                 reproducer = trigger_command(subject.event, subject.target, payload)
@@ -726,12 +710,6 @@ def run_signatures(subject: Subject, sender: Sender, secret: str, result: CheckR
 
 
 # -- Nexus executor tools -------------------------------------------------------------------------
-
-
-def nexus_results(subject: Subject) -> dict[str, CheckResult]:
-    """The checks of one Nexus subject, in report order."""
-    names = ["answers", "result", "deterministic", "redelivery"]
-    return {name: CheckResult(name, subject.label, subject.event) for name in names}
 
 
 def nexus_case(subject: Subject, results: dict[str, CheckResult], sender: Sender) -> Case:
@@ -840,8 +818,11 @@ def run_check(
                 "belt check sends only to this machine", problems=problems, hint=OFFLINE_HINT
             )
     chosen_seed = seed if seed is not None else secrets.randbelow(2**32)
+    shown = target or "executors"
+    if shown.startswith(("http://", "https://")):
+        shown = url_host(shown, every_port=True)
     report = CheckReport(
-        target=_shown(target) if target else "executors",
+        target=shown,
         seed=chosen_seed,
         examples=examples,
         notes=notes,
@@ -909,12 +890,6 @@ def _run_subjects(
             return
 
 
-def _shown(target: str) -> str:
-    return (
-        url_host(target, every_port=True) if target.startswith(("http://", "https://")) else target
-    )
-
-
 def _reachable(subjects: list[Subject], sender: Sender) -> None:
     """Exit 6 when a webhook cannot be reached at all (tried once, with the spec's sample): the
     one answer ``belt check`` reports as its own failure rather than a check's, by
@@ -978,7 +953,10 @@ def _check_platform(
     *,
     beyond_spec: bool,
 ) -> None:
-    results = platform_results(subject, signed=bool(sender.secret))
+    signed = ["signature"] if sender.secret else []
+    results = results_of(
+        subject, "answers", "body", "decision", "deterministic", "redelivery", *signed
+    )
 
     def reproduce(payload: Any) -> str:
         return trigger_command(subject.event, subject.target, payload, sender.secret)
@@ -1028,7 +1006,7 @@ def _check_platform(
 def _check_nexus(subject: Subject, sender: Sender, explorer: Explorer, report: CheckReport) -> None:
     executor = subject.executor
     assert executor is not None
-    results = nexus_results(subject)
+    results = results_of(subject, "answers", "result", "deterministic", "redelivery")
 
     def reproduce(task_input: Any) -> str:
         return executor_command(executor.kind, executor.spec, task_input)
