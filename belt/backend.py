@@ -129,7 +129,7 @@ class LocalBackend:
     """The store in the state directory, as a platform (and as the local inbox)."""
 
     def __init__(self, store: Store | None = None) -> None:
-        from belt.store import open_store
+        from belt.store import open_store  # noqa: PLC0415 - start-up: belt --help
 
         self.store = store if store is not None else open_store()
 
@@ -144,15 +144,15 @@ class LocalBackend:
         """Interrupts from the store: every run's pending ones cost what they are, not what
         the store keeps. A run or chat is named by its id, short id or a unique prefix of a
         stored one (any other id is taken as it is: its gates may outlive it)."""
-        from belt.records.interrupts import inbox, on_expiry, to_dto
-        from belt.records.names import named_or_given
+        from belt.records.interrupts import inbox, on_expiry, to_dto  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
 
         if run_id is not None:
-            from belt.records.runs import find_run_id
+            from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
 
             run_id = named_or_given(find_run_id, self.store, run_id)
         if chat_id is not None:
-            from belt.records.chats import find_chat_id
+            from belt.records.chats import find_chat_id  # noqa: PLC0415 - start-up: belt --help
 
             chat_id = named_or_given(find_chat_id, self.store, chat_id)
         records = inbox(
@@ -169,9 +169,9 @@ class LocalBackend:
     ) -> tuple[dict[str, Any], str | None]:
         """One interrupt from the store, by id, short id or unique prefix, with its resolution
         on expiry."""
-        from belt.records.interrupts import find_interrupt_id, on_expiry, read_record, to_dto
-        from belt.records.names import named_or_given
-        from belt.records.runs import find_run_id
+        from belt.records.interrupts import find_interrupt_id, on_expiry, read_record, to_dto  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
 
         full_id = find_interrupt_id(store=self.store, ref=interrupt_id)
         record = read_record(store=self.store, interrupt_id=full_id)
@@ -187,7 +187,7 @@ class LocalBackend:
         """Resolve an interrupt in the store (exactly one of many racing resolvers wins), as
         the OS user through ``door``; a short id or prefix is looked for among the pending
         interrupts first."""
-        from belt.records.interrupts import find_interrupt_id, person, resolve_interrupt
+        from belt.records.interrupts import find_interrupt_id, person, resolve_interrupt  # noqa: PLC0415 - start-up: belt --help
 
         full_id = find_interrupt_id(store=self.store, ref=interrupt_id, pending_first=True)
         return resolve_interrupt(
@@ -204,7 +204,7 @@ class LocalBackend:
 
     def in_batch(self, *, items: list[dict[str, Any]], batch: str) -> list[dict[str, Any]]:
         """Those of ``items`` whose stored settlement names the batch."""
-        from belt.records.interrupts import in_batch, read_record
+        from belt.records.interrupts import in_batch, read_record  # noqa: PLC0415 - start-up: belt --help
 
         return [
             item
@@ -216,7 +216,7 @@ class LocalBackend:
         self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
     ) -> dict[str, Any]:
         """Settle the gates all or none, as the OS user through the CLI."""
-        from belt.records.interrupts import person, resolve_batch
+        from belt.records.interrupts import person, resolve_batch  # noqa: PLC0415 - start-up: belt --help
 
         return dict(
             resolve_batch(
@@ -239,9 +239,9 @@ class LocalBackend:
         """Events from the store as interrupts open and settle (of ``run_ids`` only, if given);
         a look costs two ``stat`` calls while nothing changes. A run is named as
         ``find_interrupts`` names it."""
-        from belt.records.interrupts import Watch
-        from belt.records.names import named_or_given
-        from belt.records.runs import find_run_id
+        from belt.records.interrupts import Watch  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
 
         run_ids = [named_or_given(find_run_id, self.store, run_id) for run_id in run_ids]
         watch = Watch(store=self.store, run_ids=run_ids)
@@ -254,7 +254,7 @@ class LocalBackend:
         self, *, interrupt: dict[str, Any], limit: int = 6
     ) -> list[dict[str, Any]]:
         """The messages of the interrupt's chat just before it opened (for ``review``)."""
-        from belt.records.interrupts import transcript_before
+        from belt.records.interrupts import transcript_before  # noqa: PLC0415 - start-up: belt --help
 
         return transcript_before(store=self.store, record=interrupt, limit=limit)
 
@@ -262,12 +262,12 @@ class LocalBackend:
         """Continue a simulated run whose gates are all settled, as ``belt sim resume`` does
         (taking its lease: Conflict, exit 4, when another process continues it); the (run,
         state) of each run it executed, none when it is not simulated or still gated."""
-        from belt.records.interrupts import pending_for_run
-        from belt.records.runs import RUN
+        from belt.records.interrupts import pending_for_run  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.runs import RUN  # noqa: PLC0415 - start-up: belt --help
 
         if not self.store.exists(RUN, run_id) or pending_for_run(store=self.store, run_id=run_id):
             return []
-        from belt.engine.api import resume_run
+        from belt.engine.api import resume_run  # start-up: the engine
 
         report, executed = resume_run(run_id=run_id)
         states = {run["id"]: str(run["state"]) for run in report["runs"]}
@@ -276,13 +276,13 @@ class LocalBackend:
     def sweep(self, *, at: datetime | None = None) -> list[dict[str, Any]]:
         """Settle every pending interrupt of the store overdue now (or ``at``, on any clock)
         with its default resolution."""
-        from belt.records.interrupts import sweep
+        from belt.records.interrupts import sweep  # noqa: PLC0415 - start-up: belt --help
 
         return sweep(store=self.store, now=at)
 
     def settled_by(self, *, interrupt_id: str) -> tuple[Any, str | None]:
         """The stored settlement of an interrupt and its line."""
-        from belt.records.interrupts import find_interrupt_id, read_record, settled_by, trail
+        from belt.records.interrupts import find_interrupt_id, read_record, settled_by, trail  # noqa: PLC0415 - start-up: belt --help
 
         full_id = find_interrupt_id(store=self.store, ref=interrupt_id)
         record = read_record(store=self.store, interrupt_id=full_id)
@@ -293,9 +293,9 @@ class LocalBackend:
     ) -> list[dict[str, Any]]:
         """The store's settled interrupts, the latest first (of one run, named as
         ``find_interrupts`` names it)."""
-        from belt.records.interrupts import settled_by, settlements, to_dto, trail
-        from belt.records.names import named_or_given
-        from belt.records.runs import find_run_id
+        from belt.records.interrupts import settled_by, settlements, to_dto, trail  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
 
         if run_id is not None:
             run_id = named_or_given(find_run_id, self.store, run_id)
@@ -316,7 +316,7 @@ class LocalBackend:
     ) -> dict[str, Any]:
         """Open a hook gate in the store on a run that is working or awaiting a decision, in
         its own chat (``belt.records.interrupts.open_gate``); returns its InterruptDTO."""
-        from belt.records.interrupts import open_gate
+        from belt.records.interrupts import open_gate  # noqa: PLC0415 - start-up: belt --help
 
         return open_gate(
             store=self.store,
@@ -331,7 +331,7 @@ class LocalBackend:
     def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, Any]:
         """Store the chat's ``disable_hooks``; the chat is named by its id, short id or a unique
         prefix (exit 3 when there is none)."""
-        from belt.records.chats import find_chat_id, set_chat_settings
+        from belt.records.chats import find_chat_id, set_chat_settings  # noqa: PLC0415 - start-up: belt --help
 
         full_id = find_chat_id(self.store, chat_id)
         chat = set_chat_settings(store=self.store, chat_id=full_id, disable_hooks=disable_hooks)
@@ -339,13 +339,13 @@ class LocalBackend:
 
     def get_profile(self) -> dict[str, Any]:
         """The stored declaration (``{}`` until one is written)."""
-        from belt.records.profile import read_profile
+        from belt.records.profile import read_profile  # noqa: PLC0415 - start-up: pydantic
 
         return dict(read_profile(self.store)["configuration"])
 
     def put_profile(self, declaration: dict[str, Any]) -> dict[str, Any]:
         """Check and store the whole declaration."""
-        from belt.records.profile import write_profile
+        from belt.records.profile import write_profile  # noqa: PLC0415 - start-up: pydantic
 
         return dict(write_profile(self.store, declaration)["configuration"])
 
@@ -356,7 +356,7 @@ def open_backend(api: str | None, *, api_key: str | None = None) -> Iterator[Bac
     if not api:
         yield local_inbox()
         return
-    from belt.remote import Platform
+    from belt.remote import Platform  # noqa: PLC0415 - start-up: httpx
 
     with Platform(api, api_key=api_key) as platform:
         yield platform
@@ -380,8 +380,8 @@ def matching_gates(
     select, oldest first: of one run or chat, on one event (``agent.tool_call``), holding one
     tool's call."""
     if event is not None:
-        from belt.suggest import did_you_mean
-        from belt.wire.catalogue import GATEABLE_EVENTS
+        from belt.suggest import did_you_mean  # noqa: PLC0415 - start-up: for an unknown event only
+        from belt.wire.catalogue import GATEABLE_EVENTS  # noqa: PLC0415 - start-up: for an unknown event only
 
         if event not in GATEABLE_EVENTS:
             raise UsageError(

@@ -118,7 +118,7 @@ def read_stream(stream: BinaryIO, *, kind: str, source: str) -> str:
 
 def read_json_option(value: str, *, option: str) -> Any:
     """The JSON of an option given as ``JSON`` or ``@FILE`` (a file read with the option cap)."""
-    from belt.strictjson import StrictJSONError, decode
+    from belt.strictjson import StrictJSONError, decode  # noqa: PLC0415 - start-up: for a JSON option only
 
     if value.startswith("@"):
         path = value[1:]

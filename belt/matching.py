@@ -147,7 +147,7 @@ def compile_regex(source: str) -> Any:
     RE2 never backtracks, so no pattern and no value can make matching take more than time
     proportional to the value; in exchange it has no backreferences or lookaround.
     """
-    import re2
+    import re2  # noqa: PLC0415 - a regex rule only
 
     options = re2.Options()
     options.log_errors = False

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -255,7 +256,7 @@ def table(
         _plain_rows(columns, cells, _plain_widths(columns, cells), header=True)
         return
     if ids and short:
-        from belt.records.names import short_id
+        from belt.records.names import short_id  # noqa: PLC0415 - start-up: belt version loads no store
 
         cells = [[short_id(v) if i in ids else v for i, v in enumerate(row)] for row in cells]
     out = console()
@@ -324,8 +325,6 @@ def _fitted_widths(columns: Sequence[str], cells: list[list[str]], width: int) -
 def _records(columns: Sequence[str], cells: list[list[str]], *, first: bool) -> None:
     """Each row as a block of ``column: value`` lines (values wrapped between words under
     their first line), a blank line before each but the very first."""
-    import textwrap
-
     from rich.text import Text
 
     out = console()

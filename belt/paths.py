@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from belt.errors import BeltError
@@ -15,7 +16,7 @@ def state_dir(*, create: bool = True) -> Path:
     if env:
         path = Path(env).expanduser()
     else:
-        import platformdirs
+        import platformdirs  # noqa: PLC0415 - start-up: without BELT_HOME only
 
         path = Path(platformdirs.user_data_dir("belt", appauthor=False))
     if create and not path.is_dir():
@@ -25,8 +26,6 @@ def state_dir(*, create: bool = True) -> Path:
 
 def write_private(path: Path, text: str) -> None:
     """Write ``text`` atomically to ``path`` as a 0600 file in a 0700 directory."""
-    import tempfile
-
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -759,7 +759,7 @@ def test_result_line(result: dict[str, Any]) -> tuple[str, str]:
     elif status == "error":
         line += "  invalid scenario" if result.get("invalid") else "  error"
     elif result.get("hooks") and result["hooks"]["calls"]:
-        from belt.engine.hooksummary import summary_text
+        from belt.engine.hooksummary import summary_text  # start-up: the engine
 
         line += f"  {summary_text(result['hooks'])[0][0]}"
     return line, STATUS_STYLES.get(status, "")
@@ -786,7 +786,7 @@ def test_failure_lines(result: dict[str, Any], dialect: str) -> Lines:
         lines.extend((f"  {text}", style) for text, style in excerpt)
     hook_failures = result.get("hook_failures") or []
     if hook_failures:
-        from belt.engine.hooksummary import HOOK_FAILURE_HINT
+        from belt.engine.hooksummary import HOOK_FAILURE_HINT  # start-up: the engine
 
         lines += [
             (f"{len(hook_failures)} hook call(s) failed, and no expectation names them:", "red"),

@@ -140,7 +140,7 @@ def decode(data: str | bytes, *, unique_keys: bool = False) -> Any:
 
 def decode_toml(text: str) -> dict[str, Any]:
     """Parse a TOML document with the same refusals as ``decode``; TOMLDecodeError for syntax."""
-    import tomllib
+    import tomllib  # noqa: PLC0415 - TOML input only
 
     raw = _SURROGATE.search(text)
     if raw is not None:

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from pathlib import Path
 from typing import Any
+
+from belt import __version__
 
 INSTALL_HINT = (
     "warning: tracing was asked for but OpenTelemetry is not installed; "
@@ -63,7 +67,6 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
             sys.stderr.write(INSTALL_HINT + "\n")
             sys.stderr.flush()
         return False
-    from belt import __version__
 
     resource = Resource.create()
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
@@ -122,7 +125,7 @@ def _gives_up(exporter: Any) -> Any:
     by the flush each worker process makes after its piece of work. The failure is kept in
     memory shared with the processes forked from this one (``belt test``'s workers), so it is
     paid once per command, and the warning says so."""
-    import mmap
+    import mmap  # noqa: PLC0415 - start-up: when tracing only
 
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -153,7 +156,7 @@ def _say_export_problems_once() -> None:
     if _quiet:
         return
     _quiet = True
-    import logging
+    import logging  # noqa: PLC0415 - start-up: when tracing only
 
     class Once(logging.Handler):
         said = False
@@ -338,8 +341,6 @@ def current() -> dict[str, str] | None:
 
 def now_ns() -> int:
     """The clock spans are stamped with, for a span that starts here and ends elsewhere."""
-    import time
-
     return time.time_ns()
 
 
@@ -439,8 +440,6 @@ def _file_exporter(path: Path) -> Any:
     """A span exporter that appends each batch to ``path`` as one line of OTLP/JSON (an
     ``ExportTraceServiceRequest``, as the OTLP file exporter specification says: ids in hex,
     names in camelCase, 64-bit integers as strings, enums as integers)."""
-    import json
-
     from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -474,7 +473,7 @@ def _file_exporter(path: Path) -> Any:
 def _hex_ids(node: Any) -> None:
     """Protobuf's JSON mapping writes bytes in base64; OTLP/JSON writes trace and span ids in
     hex."""
-    import base64
+    import base64  # noqa: PLC0415 - start-up: for a trace file only
 
     if isinstance(node, dict):
         for key, value in node.items():

@@ -119,7 +119,7 @@ class Children:
             self._count += 1
             if self._pool is None:
                 # Start-up: the pool (and the logging it loads) once a child starts.
-                from concurrent.futures import ThreadPoolExecutor
+                from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - a platform run loads no thread pool
 
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="belt-child")
         # A child runs on its parent's clock (a virtual clock is a context variable).

@@ -286,7 +286,7 @@ class Dispatcher:
         """Run an async hook in the background; ``finished`` gets its run when it is done."""
         if self._pool is None:
             # Start-up: the pool (and the logging it loads) once an async hook runs.
-            from concurrent.futures import ThreadPoolExecutor
+            from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - a platform run loads no thread pool
 
             self._pool = ThreadPoolExecutor(ASYNC_WORKERS, thread_name_prefix="belt-async-hook")
 

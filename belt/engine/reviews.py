@@ -49,7 +49,7 @@ def review_request(system_prompt: str | None) -> dict[str, Any]:
 def answer_schema() -> dict[str, Any]:
     """The JSON schema a review's answer follows."""
     # Start-up: the registry (and its search index) only for a run that starts a review.
-    from belt.records.registry import CANDIDATE_SCHEMA
+    from belt.records.registry import CANDIDATE_SCHEMA  # noqa: PLC0415 - a platform run loads no registry (sqlite3)
 
     return {
         "type": "object",
@@ -178,7 +178,7 @@ def save_outcomes(
     if (reason := unfinished(runs, what="review")) is not None:
         return reason
     # Start-up: the registry only once a review has candidates to save.
-    from belt.records.registry import Origin, check_candidate, save_candidate
+    from belt.records.registry import Origin, check_candidate, save_candidate  # noqa: PLC0415 - a platform run loads no registry (sqlite3)
 
     origin = Origin.extraction(agent=review.agent_id, chat=review.chat_id, branch=branch_id)
     outcomes = []

@@ -196,7 +196,7 @@ class _Call:
             value = self.func(self.argument)
             if inspect.isawaitable(value):
                 # Start-up: only an async handler needs the event loop.
-                import asyncio
+                import asyncio  # noqa: PLC0415 - an async handler only
 
                 value = asyncio.run(_awaited(value))
             self.value = value

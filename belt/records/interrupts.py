@@ -19,10 +19,13 @@ neither grows with the settled interrupts a store keeps.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import time
 from collections.abc import Callable, Collection, Mapping
+from contextlib import ExitStack
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
@@ -30,6 +33,7 @@ from typing import Any, NotRequired, TypedDict, cast
 from belt import tracing
 from belt.errors import BeltError, Conflict, InvalidInput, NotFound
 from belt.records.chats import find_chat_id
+from belt.records.ids import new_id
 from belt.records.names import find_id, short_id
 from belt.records.runs import RUN, find_run_id
 from belt.store import Store, check_id, clock, open_store
@@ -99,7 +103,7 @@ class Settlement(TypedDict):
 
 def os_user() -> str:
     """The OS user running belt, "unknown" when the system cannot say."""
-    import getpass
+    import getpass  # noqa: PLC0415 - start-up: when a person settles only
 
     try:
         return getpass.getuser() or "unknown"
@@ -312,8 +316,6 @@ def create_interrupt(
     ``resource_type`` name what an interrupt that is not a platform hook gate holds; its
     ``event`` is then not checked against the platform's catalogue (a Nexus boundary).
     """
-    from belt.records.ids import new_id
-
     check_id(run_id, what="run id")
     check_id(chat_id, what="chat id")
     timeout, default_resolution = _checked_terms(event, reason, source, timeout, default_resolution)
@@ -413,9 +415,9 @@ def _checked_terms(
 ) -> tuple[int, str | None]:
     """A new interrupt's reason, event, timeout and resolution on expiry checked; returns the
     timeout and the resolution with their defaults filled in."""
-    from belt.suggest import did_you_mean
-    from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS
-    from belt.wire.platform import HookHandlerType, InterruptReason, timeout_bounds
+    from belt.suggest import did_you_mean  # noqa: PLC0415 - start-up: pydantic, for a new gate only
+    from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS  # noqa: PLC0415 - start-up: pydantic, for a new gate only
+    from belt.wire.platform import HookHandlerType, InterruptReason, timeout_bounds  # noqa: PLC0415 - start-up: pydantic, for a new gate only
 
     reasons = [r.value for r in InterruptReason]
     if reason not in reasons:
@@ -637,9 +639,6 @@ def batch_digest(items: Collection[Mapping[str, Any]]) -> str:
     """``sha256:<hex>`` of the canonical JSON (sorted keys, no spaces, UTF-8) of the gates'
     BATCH_FIELDS, sorted by id: what a person was shown, so a batch settles that and no
     other set."""
-    import hashlib
-    import json
-
     shown = sorted(({f: item.get(f) for f in BATCH_FIELDS} for item in items), key=_by_id)
     blob = json.dumps(shown, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
@@ -687,8 +686,6 @@ def resolve_batch(
     and none is settled. Gates all settled by this batch already make a repeat: nothing
     changes. ``by`` is the person (user and door); each gate records the batch's id and digest.
     """
-    from contextlib import ExitStack
-
     store = _store(store)
     if decision not in RESOLUTIONS:
         raise InvalidInput(f"decision {decision!r} must be allow or deny")
@@ -908,7 +905,7 @@ def transcript_before(
     *, store: Store | None = None, record: Mapping[str, Any], limit: int = 6
 ) -> list[dict[str, Any]]:
     """The last ``limit`` messages of an interrupt's chat written before it opened, in order."""
-    from belt.records.messages import MESSAGE, MESSAGES, Message, expanded
+    from belt.records.messages import MESSAGE, MESSAGES, Message, expanded  # noqa: PLC0415 - start-up: not for belt interrupt list
 
     store = _store(store)
     chat_id, opened = record.get("chat_id"), str(record.get("created_at") or "")

@@ -152,7 +152,7 @@ class ScenarioRun:
         snapshot_file: Path | None = None,
         update_snapshots: bool = False,
     ) -> None:
-        from belt.testing.expect import Facts
+        from belt.testing.expect import Facts  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         if result.report is None:
             raise ValueError("a scenario that did not run has no report")
@@ -213,7 +213,7 @@ class ScenarioRun:
     @property
     def continuations(self) -> int:
         """Nexus: the stop continuations of the last execution."""
-        from belt.testing.expect import run_continuations
+        from belt.testing.expect import run_continuations  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         return run_continuations(self.facts.run(None) or {})
 
@@ -221,7 +221,7 @@ class ScenarioRun:
     def hold(self) -> str | None:
         """Why the last run is held: a platform gate's ``hook_gate``, a Nexus attention hold's
         reason (``timeout``...), or None when it is not held."""
-        from belt.testing.expect import run_hold
+        from belt.testing.expect import run_hold  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         hold: str | None = run_hold(self.facts.run(None) or {})
         return hold
@@ -291,8 +291,8 @@ class ScenarioRun:
     def expect(self, **expectation: Any) -> None:
         """Check one expectation, in the vocabulary of ``[[expect]]``; AssertionError saying what
         happened instead, with the transcript around it, when it does not hold."""
-        from belt.testing.expect import check, check_expectations
-        from belt.wire.validate import Findings
+        from belt.testing.expect import check, check_expectations  # noqa: PLC0415 - start-up: pytest loads this plugin
+        from belt.wire.validate import Findings  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         findings = Findings()
         compiled = check_expectations([expectation], self.facts.dialect, findings)
@@ -320,7 +320,7 @@ class ScenarioRun:
 
 def _fits(fields: dict[str, object], wanted: dict[str, object]) -> bool:
     """True when every wanted key is in ``fields`` and matches (strings as globs or ``re:``)."""
-    from belt.wire.validate import Findings
+    from belt.wire.validate import Findings  # noqa: PLC0415 - start-up: pytest loads this plugin
 
     for key, pattern in wanted.items():
         matcher = value_matcher(pattern, key, Findings()) or (lambda found: found == pattern)  # noqa: B023
@@ -375,8 +375,8 @@ class ScenarioRunner:
         test``, a webhook or executor that is not a loopback address, a ``py:`` handler or
         routed fails the test before anything runs, unless ``allow_network``.
         """
-        from belt.declarations import read_document
-        from belt.testing.suite import run_loaded
+        from belt.declarations import read_document  # noqa: PLC0415 - start-up: pytest loads this plugin
+        from belt.testing.suite import run_loaded  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         try:
             if isinstance(scenario, dict):
@@ -432,7 +432,7 @@ class ScenarioRunner:
     def isolated(self, run: Callable[[], ScenarioResult]) -> ScenarioResult:
         """``run`` in a supervised worker process forked from this one; a worker that ended or
         was harmed while it ran fails the test, naming how."""
-        from belt.testing.suite import IMPORT_TIMEOUT
+        from belt.testing.suite import IMPORT_TIMEOUT  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         def step() -> ScenarioResult:
             with import_deadline(IMPORT_TIMEOUT):
@@ -453,7 +453,7 @@ class ScenarioRunner:
         executors: dict[str, Target] | None,
     ) -> Any:
         """The scenario of ``document``, its callables registered as handlers."""
-        from belt.engine.scenario import scenario_from_document
+        from belt.engine.scenario import scenario_from_document  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         if isinstance(document, dict):
             for hook in (document.get("agent") or {}).get("hooks") or []:
@@ -533,13 +533,13 @@ class ServeStarter:
         """Start ``belt serve`` with a policy file, a handler (a callable or ``MODULE:FUNC``,
         called as ``belt serve --handler`` calls it), or neither (allow all); a relative path
         is read from the test file's directory, as ``belt_scenario``'s are."""
-        import uvicorn
+        import uvicorn  # noqa: PLC0415 - start-up: pytest loads this plugin
 
-        from belt.handlers.inprocess import load_handler, locate_handler
-        from belt.policy import load_policy
-        from belt.server.app import create_app
-        from belt.server.deciders import handler_decider, policy_decider
-        from belt.server.run import bind
+        from belt.handlers.inprocess import load_handler, locate_handler  # noqa: PLC0415 - start-up: pytest loads this plugin
+        from belt.policy import load_policy  # noqa: PLC0415 - start-up: pytest loads this plugin
+        from belt.server.app import create_app  # noqa: PLC0415 - start-up: pytest loads this plugin
+        from belt.server.deciders import handler_decider, policy_decider  # noqa: PLC0415 - start-up: pytest loads this plugin
+        from belt.server.run import bind  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         if policy is not None and handler is not None:
             raise ValueError("give policy or handler, not both")

@@ -623,7 +623,7 @@ def junit_document(
     """The suite as a JUnit XML report, as CI systems read it (with ``coverage``, each
     scenario's hooks as properties of its test case)."""
     # Start-up: only --junit-xml needs the XML writer.
-    import xml.etree.ElementTree as ElementTree
+    import xml.etree.ElementTree as ElementTree  # noqa: PLC0415 - --junit-xml only
 
     seconds = f"{suite.seconds:.3f}"
     counts = {"tests": str(len(suite.results))}

@@ -103,8 +103,7 @@ def run_all(
         return
     if not items:
         return
-    # Start-up: the in-process handlers are loaded with the engine (belt.testing.suite).
-    from belt.handlers.inprocess import idle_threads
+    from belt.handlers.inprocess import idle_threads  # noqa: PLC0415 - start-up: with the engine
 
     jobs = max(1, min(jobs, len(items)))
     with Supervisor(
