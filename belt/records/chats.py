@@ -155,7 +155,7 @@ def find_chat_id(store: Store, ref: str) -> str:
 def disabled(chat: Chat | None) -> bool:
     """True when a chat's settings switch its agent's hooks off (``disable_hooks`` is true)."""
     agent_data = chat.get("agent_data") if chat is not None else None
-    return agent_data is not None and agent_data.get("disable_hooks") is True
+    return isinstance(agent_data, dict) and agent_data.get("disable_hooks") is True
 
 
 def set_chat_settings(*, store: Store | None = None, chat_id: str, disable_hooks: bool) -> Chat:
@@ -169,7 +169,9 @@ def set_chat_settings(*, store: Store | None = None, chat_id: str, disable_hooks
         if found is None:
             raise _no_chat(chat_id)
         chat = cast(Chat, found)
-        chat["agent_data"] = {**(chat.get("agent_data") or {}), "disable_hooks": disable_hooks}
+        agent_data = chat.get("agent_data")
+        kept = agent_data if isinstance(agent_data, dict) else {}
+        chat["agent_data"] = {**kept, "disable_hooks": disable_hooks}
         chat["updated_at"] = stamp
         store.write(CHAT, chat_id, chat)
     touched(chat_id)

@@ -203,8 +203,9 @@ def append_turn(store: Store, sim_id: str, turn: Mapping[str, object]) -> int:
 
     def apply(scenario: Scenario) -> Scenario:
         nonlocal index
-        index = len(scenario["turns"])
-        scenario["turns"] = [*scenario["turns"], turn]
+        turns = list(scenario.get("turns") or [])
+        index = len(turns)
+        scenario["turns"] = [*turns, turn]
         return scenario
 
     store.update(SCENARIO, sim_id, apply)
