@@ -13,10 +13,10 @@ loads another (tests/test_startup.py); others come from :func:`register` or from
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import import_module
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from belt.errors import InvalidInput
 
@@ -28,6 +28,40 @@ BUILTIN = {PLATFORM: "belt.dialects.platform", "nexus": "belt.dialects.nexus"}
 
 ENTRY_POINTS = "belt.dialects"
 """The entry point group an installed package lists dialects in (``NAME = "module:DIALECT"``)."""
+
+
+class HookRun(NamedTuple):
+    """One hook run as an expectation reads it."""
+
+    fields: dict[str, Any]
+    """``event``, ``handler``, ``decision``, ``reason``, ``error`` and what else the dialect has."""
+    text: str
+    """How it reads in a failure."""
+    run_id: Any
+
+
+class Declared(NamedTuple):
+    """A hook a scenario declares, as ``belt test --coverage`` lists it."""
+
+    key: Any
+    """What its calls name it by (see :class:`Call`)."""
+    hook_index: int | None
+    where: str
+    event: str
+    handler_type: str
+    handler: str
+    runs_async: bool
+
+
+class Call(NamedTuple):
+    """What one hook call (or what it caused) adds to the coverage of the hook ``key``."""
+
+    key: Any
+    fired: bool
+    """Whether it is a call (counted, its latency taken), or only an outcome of one."""
+    record: dict[str, Any]
+    outcomes: tuple[str, ...]
+    tool: str | None = None
 
 
 class Dialect(Protocol):
@@ -45,6 +79,13 @@ class Dialect(Protocol):
     """The decisions a hook's answer may carry (an expectation's ``decision``)."""
     foreign_subjects: Mapping[str, str]
     """Expectation subjects of other dialects, each with the message that refuses it here."""
+    hook_states: tuple[str, ...]
+    """The states of a hook call an expectation's ``status`` may name (none: a hook call has no
+    state of its own, only a decision)."""
+    injects: bool
+    """Whether its hooks inject messages into the context (``injected_tokens`` budgets)."""
+    outcomes: tuple[str, ...]
+    """What a hook's calls can produce, as ``belt test --coverage`` counts them."""
 
     def loop(self) -> type[Any]:
         """The driver's loop of this dialect (``belt.engine.simulation.Dialect``): how each step
@@ -66,11 +107,46 @@ class Dialect(Protocol):
         """A checked scenario of this dialect (its ``dialect`` the dialect's name), the files it
         names found from ``directory`` (unless not ``locate``); InvalidInput naming the key."""
 
+    def turns(self, report: dict[str, Any]) -> tuple[dict[str, int], list[dict[str, Any]]]:
+        """The scenario turn each run of a simulation report answers (by run id), and the runs
+        of the scenario's own chat in order (a run's record, or what stands for it)."""
+
+    def run_of_turn(
+        self, report: dict[str, Any], turn: int, turn_of: Mapping[str, int]
+    ) -> dict[str, Any] | None:
+        """The run of scenario turn ``turn`` (``turn_of`` from :meth:`turns`)."""
+
+    def hook_runs(self, report: dict[str, Any]) -> list[HookRun]:
+        """Every hook run on an event, as an ``event`` expectation reads it."""
+
+    def hook_calls(self, report: dict[str, Any]) -> list[tuple[Any, Any, dict[str, Any]]]:
+        """Every hook call, async ones too: (event, handler, its record, which has
+        ``latency_ms`` or ``duration_ms``)."""
+
+    def fired(
+        self,
+        report: dict[str, Any],
+        event: str,
+        runs: list[dict[str, Any]],
+        in_turn: Callable[[Any], bool],
+    ) -> int:
+        """How many times the ``runs`` of the scenario's chat reached the boundary of ``event``
+        (a run id counts where ``in_turn`` holds)."""
+
+    def unnamed_failures(self, report: dict[str, Any]) -> bool:
+        """Whether a hook call's error fails a test that names no expectation of it."""
+
+    def declared(self, loaded: Any, report: dict[str, Any] | None) -> list[Declared]:
+        """The hooks a loaded scenario declares (and its report says it used), for coverage."""
+
+    def calls(self, report: dict[str, Any]) -> list[Call]:
+        """Each hook call of a report as coverage counts it against :meth:`declared`."""
+
     def transcript_lines(self, report: dict[str, Any], *, verbose: bool) -> list[tuple[str, str]]:
         """A simulation report as a conversation: (line, style) pairs for ``belt.output``;
         ``verbose`` adds the hook calls that changed nothing."""
 
-    def message_lines(self, message: dict[str, Any]) -> list[tuple[str, str]]:
+    def message_lines(self, message: Mapping[str, object]) -> list[tuple[str, str]]:
         """One message of a transcript (with its hook rows), as the transcript shows it."""
 
 

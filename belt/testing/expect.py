@@ -31,23 +31,22 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from belt import dialects
 from belt.engine.scenario import scenario_dialect, scenario_from_document
 from belt.errors import InvalidInput
 from belt.matching import ArgumentMatchers, argument_matchers, arguments_match, value_matcher
 from belt.suggest import closest, did_you_mean
 from belt.text import describe, short
-from belt.wire.catalogue import EVENTS
 from belt.wire.enums import (
     ATTENTION_HOLD,
     AgentRunState,
-    HookDecision,
     InterruptStatus,
     ToolInvocationStatus,
 )
-from belt.wire.nexus import NexusEvent
 from belt.wire.validate import Findings, is_int
 
 Test = Callable[[Any], bool]
@@ -89,13 +88,9 @@ ROW_FIELDS = tuple(
 """The fields of a transcript row a ``row`` expectation can name (see docs/testing.md)."""
 
 TOOL_STATES = tuple(s.value for s in ToolInvocationStatus)
-DECISIONS = {"": tuple(d.value for d in HookDecision), "nexus": ("continue", "acknowledge")}
-"""The decisions a hook gives, by dialect ("": the platform's)."""
-EVENT_NAMES = {"": tuple(EVENTS), "nexus": tuple(e.value for e in NexusEvent)}
 RESOLUTIONS = ("allow", "deny")
 INTERRUPT_STATES = tuple(s.value for s in InterruptStatus)
 RUN_STATES = (*(s.value for s in AgentRunState), ATTENTION_HOLD)
-NEXUS_TASK_STATES = ("completed", "failed", "cancelled", "pending", "claimed", "awaiting_approval")
 NOUNS = {"tool": "tool call", "event": "hook run", "injection": "injection"}
 NOUNS |= {"row": "transcript row", "interrupt": "interrupt"}
 
@@ -241,10 +236,9 @@ def _compile(
                 f"unknown key here (allowed with {subject}: {', '.join(allowed)})"
                 f"{did_you_mean(key, allowed)}",
             )
-    if dialect != "nexus" and subject in ("continuations",):
-        findings.error(f"{path}.{subject}", "Nexus stop continuations; this scenario is platform")
-    if dialect == "nexus" and subject in ("injection", "injected_tokens"):
-        findings.error(f"{path}.{subject}", "injections belong to the platform dialect")
+    foreign = dialects.get(dialect or dialects.PLATFORM).foreign_subjects
+    if subject in foreign:
+        findings.error(f"{path}.{subject}", foreign[subject])
     compiler = _Compiler(item, path, dialect, findings)
     conditions = compiler.conditions(subject)
     count = compiler.whole("count")
@@ -268,6 +262,7 @@ class _Compiler:
         self.item = item
         self.path = path
         self.dialect = dialect
+        self.speaks = dialects.get(dialect or dialects.PLATFORM)
         self.findings = findings
 
     def error(self, key: str, rule: str) -> None:
@@ -317,7 +312,7 @@ class _Compiler:
         return lambda found: found == value
 
     def event_name(self, key: str) -> Test | None:
-        return self.choice(key, EVENT_NAMES.get(self.dialect, EVENT_NAMES[""]))
+        return self.choice(key, self.speaks.events)
 
     def arguments(self) -> Test | None:
         matchers: ArgumentMatchers = argument_matchers(
@@ -357,7 +352,7 @@ class _Compiler:
             "arguments": lambda key: self.arguments(),
             "event": self.event_name,
             "interrupt": self.event_name,
-            "decision": lambda key: self.choice(key, DECISIONS.get(self.dialect, DECISIONS[""])),
+            "decision": lambda key: self.choice(key, self.speaks.decisions),
             "resolution": lambda key: self.choice(key, RESOLUTIONS),
             "status": lambda key: self.status(subject),
             "run_state": lambda key: self.choice(key, RUN_STATES),
@@ -384,10 +379,11 @@ class _Compiler:
 
     def status(self, subject: str) -> Test | None:
         """The state of a tool call, an interrupt, or a Nexus hook task."""
-        if subject == "event" and self.dialect != "nexus":
+        if subject == "event" and not self.speaks.hook_states:
             self.error("status", "the status of a hook task is a Nexus notion; use decision")
             return None
-        states = {"tool": TOOL_STATES, "interrupt": INTERRUPT_STATES, "event": NEXUS_TASK_STATES}
+        states = {"tool": TOOL_STATES, "interrupt": INTERRUPT_STATES}
+        states["event"] = self.speaks.hook_states
         return self.choice("status", states[subject])
 
     def switch(self, key: str) -> Test | None:
@@ -452,29 +448,13 @@ class Facts:
 
     def __init__(self, report: dict[str, Any]) -> None:
         self.report = report
-        self.dialect = str(report["simulation"].get("dialect") or "platform")
-        chat_id = report["chat"]["id"]
+        self.speaks = dialects.of(report["simulation"])
+        self.dialect = self.speaks.name
         self.messages: list[dict[str, Any]] = list(report["chat"].get("chat_messages") or [])
         self.runs: list[dict[str, Any]] = list(report.get("runs") or [])
-        # The scenario turn each run answers, and the runs of the scenario's own chat: Nexus
-        # says which run each turn has, and has every execution, run-backed or not, in the
-        # conversation (standalone ones are not); a platform simulation has one run per turn.
-        executions = report.get("executions") or []
-        if self.dialect == "nexus":
-            self.turn_of = {str(e["run_id"]): int(e["turn"]) for e in executions if e.get("run_id")}
-            mine = [e for e in executions if e.get("conversation_id") == chat_id]
-            self.own_runs = [self.execution_run(entry) for entry in mine]
-        else:
-            self.turn_of = {str(run["id"]): index for index, run in enumerate(self.runs)}
-            self.own_runs = [run for run in self.runs if run.get("chat_id") == chat_id]
+        # The scenario turn each run answers, and the runs of the scenario's own chat.
+        self.turn_of, self.own_runs = self.speaks.turns(report)
         self._tools: list[Item] | None = None
-
-    def execution_run(self, entry: dict[str, Any]) -> dict[str, Any]:
-        """A Nexus execution as a run: its run's record, or (not run-backed) its entry's state."""
-        run = next((r for r in self.runs if r["id"] == entry.get("run_id")), None)
-        if run is not None:
-            return run
-        return {"id": f"execution {entry.get('turn')}", "state": entry.get("state")}
 
     def in_run(self, run_id: Any, turn: int | None) -> bool:
         """True when ``turn`` is None or the run ``run_id`` answers scenario turn ``turn``."""
@@ -523,57 +503,13 @@ class Facts:
         return items
 
     def hook_runs(self) -> list[Item]:
-        """Every hook run on an event: ``hook.executed`` records, or Nexus hook tasks."""
-        if self.dialect == "nexus":
-            return [self._task_item(task) for task in self.report.get("hook_tasks") or []]
-        items = []
-        for record in self.executions():
-            data = (record.get("payload") or {}).get("data") or {}
-            fields = {"event": record.get("hook_event"), "handler": record.get("handler")}
-            fields |= {"tool": data.get("tool"), "arguments": data.get("arguments")}
-            fields |= {key: record.get(key) for key in ("decision", "reason", "error", "injected")}
-            text = f"{fields['event']} → {fields['handler']}: {fields['decision']}"
-            if fields["tool"]:
-                text += f" on {fields['tool']}({short(fields['arguments'] or {}, 50)})"
-            if fields["reason"]:
-                text += f" ({short(fields['reason'], 60)})"
-            if fields["injected"]:
-                text += " + injected"
-            if fields["error"]:
-                text += f" ! {short(fields['error'], 200)}"
-            items.append(Item(fields, text, None, record.get("run_id")))
-        return items
-
-    def _task_item(self, task: dict[str, Any]) -> Item:
-        decision = task.get("decision") or {}
-        error = task.get("error") or {}
-        completed = task.get("status") == "completed"
-        answer = ("continue" if decision.get("continue") else "acknowledge") if completed else None
-        fields = {"event": task.get("event"), "handler": task.get("tool"), "decision": answer}
-        fields |= {"reason": decision.get("feedback"), "error": error.get("message")}
-        fields["status"] = task.get("status")
-        text = f"{fields['event']} → {fields['handler']}: {fields['status']}"
-        if fields["decision"]:
-            text += f", {fields['decision']}"
-        if error:
-            text += f" ! {error.get('code')}: {short(error.get('message') or '', 80)}"
-        return Item(fields, text, None, task.get("run_id"))
+        """Every hook run on an event, as the dialect has them."""
+        return [Item(h.fields, h.text, None, h.run_id) for h in self.speaks.hook_runs(self.report)]
 
     def fired(self, event: str, turn: int | None) -> int:
         """How many times the scenario's own chat reached the boundary of ``event``."""
-        if self.dialect == "nexus":
-            keys = {
-                str(task.get("task_key"))
-                for task in self.report.get("hook_tasks") or []
-                if task.get("event") == event and self.in_run(task.get("run_id"), turn)
-            }
-            return len(keys)
-        counts: dict[str, dict[str, int]] = self.report.get("fired") or {}
-        return sum(
-            int((counts.get(str(run["id"])) or {}).get(event, 0))
-            for run in self.own_runs
-            if self.in_run(run["id"], turn)
-        )
+        in_turn = partial(self.in_run, turn=turn)
+        return self.speaks.fired(self.report, event, self.own_runs, in_turn)
 
     def injections(self) -> list[Item]:
         """Every injection of the chat, with the model turns (1, 2, ...) whose context held it."""
@@ -629,11 +565,7 @@ class Facts:
         """The last run of the own chat, or the run of scenario turn ``turn``."""
         if turn is None:
             return self.own_runs[-1] if self.own_runs else None
-        if self.dialect == "nexus":
-            entries = self.report.get("executions") or []
-            entry = next((e for e in entries if e.get("turn") == turn), None)
-            return self.execution_run(entry) if entry is not None else None
-        return next((r for r in self.runs if self.turn_of.get(str(r["id"])) == turn), None)
+        return self.speaks.run_of_turn(self.report, turn, self.turn_of)
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -851,7 +783,7 @@ def unnamed_failures(expectations: list[Expectation], report: dict[str, Any]) ->
     a ``row`` expectation with ``error`` among its fields that matches the call's hook row
     (same run, event and error). Each is an Item whose fields add how the call was counted."""
     facts = Facts(report)
-    if facts.dialect == "nexus":
+    if not facts.speaks.unnamed_failures(report):
         return []
     failed = [item for item in facts.hook_runs() if item.fields.get("error")]
     if not failed:
@@ -905,12 +837,10 @@ def percentile_95(values: list[float]) -> float:
 def deliveries(facts: Facts) -> list[Item]:
     """Every hook call of the simulation's runs, with how long it took: the ``hook.executed``
     records, async ones included, or the Nexus hook tasks."""
-    nexus = facts.dialect == "nexus"
-    event, handler = ("event", "tool") if nexus else ("hook_event", "handler")
     items = []
-    for record in facts.report.get("hook_tasks" if nexus else "hook_executions") or []:
+    for event, handler, record in facts.speaks.hook_calls(facts.report):
         latency = latency_of(record)
-        fields = {"event": record.get(event), "handler": record.get(handler)}
+        fields = {"event": event, "handler": handler}
         text = f"{fields['event']} → {fields['handler']}: {_ms(latency)}"
         items.append(Item({**fields, "latency": latency}, text, None, record.get("run_id")))
     return items

@@ -3,10 +3,13 @@ in the executor inbox; the driver's loop is ``execution_loop``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from belt.dialects import Call, Declared, HookRun
 from belt.loader import collector_paused
+from belt.text import short
 from belt.wire.nexus import NexusEvent
 
 
@@ -22,6 +25,13 @@ class NexusDialect:
         "injection": "injections belong to the platform dialect",
         "injected_tokens": "injections belong to the platform dialect",
     }
+
+    hook_states = ("completed", "failed", "cancelled", "pending", "claimed", "awaiting_approval")
+    """The states of a hook task."""
+    injects = False
+    outcomes = ("acknowledged", "continued", "failed", "held")
+    """What a hook's task attempts produced: an acknowledgement, a continuation, a failure, and
+    the attention holds those failures put the execution on."""
 
     def loop(self) -> type[Any]:
         """The driver's loop of Nexus executions."""
@@ -57,17 +67,135 @@ class NexusDialect:
             directory=directory if locate else None,
         )
 
+    def turns(self, report: dict[str, Any]) -> tuple[dict[str, int], list[dict[str, Any]]]:
+        """Nexus says which run each turn has, and has every execution, run-backed or not, in
+        the conversation (standalone ones are not)."""
+        executions = report.get("executions") or []
+        turn_of = {str(e["run_id"]): int(e["turn"]) for e in executions if e.get("run_id")}
+        chat_id = report["chat"]["id"]
+        mine = [e for e in executions if e.get("conversation_id") == chat_id]
+        return turn_of, [_execution_run(report, entry) for entry in mine]
+
+    def run_of_turn(
+        self, report: dict[str, Any], turn: int, turn_of: Mapping[str, int]
+    ) -> dict[str, Any] | None:
+        """The execution of the turn, as a run."""
+        entries = report.get("executions") or []
+        entry = next((e for e in entries if e.get("turn") == turn), None)
+        return _execution_run(report, entry) if entry is not None else None
+
+    def hook_runs(self, report: dict[str, Any]) -> list[HookRun]:
+        """The hook tasks."""
+        return [_task_run(task) for task in report.get("hook_tasks") or []]
+
+    def hook_calls(self, report: dict[str, Any]) -> list[tuple[Any, Any, dict[str, Any]]]:
+        """The hook tasks."""
+        return [(t.get("event"), t.get("tool"), t) for t in report.get("hook_tasks") or []]
+
+    def fired(
+        self,
+        report: dict[str, Any],
+        event: str,
+        runs: list[dict[str, Any]],
+        in_turn: Callable[[Any], bool],
+    ) -> int:
+        """The hook tasks on ``event`` (a retried task once)."""
+        keys = {
+            str(task.get("task_key"))
+            for task in report.get("hook_tasks") or []
+            if task.get("event") == event and in_turn(task.get("run_id"))
+        }
+        return len(keys)
+
+    def unnamed_failures(self, report: dict[str, Any]) -> bool:
+        """A failed hook task holds its execution (``run_state``, ``hold``) instead."""
+        return False
+
+    def declared(self, loaded: Any, report: dict[str, Any] | None) -> list[Declared]:
+        """One hook per event and executor tool, of the profile, each turn's and each
+        execution's frozen hooks."""
+        # The engine's reading of a profile, only when a Nexus suite asks for coverage.
+        from belt.dialects.nexus.execution_loop import frozen_hooks  # noqa: PLC0415 - the engine, for coverage only
+
+        hooks = [("profile", frozen_hooks(loaded.profile))]
+        for t, turn in enumerate(loaded.scenario.turns):
+            if turn.profile is not None:
+                hooks.append((f"turns[{t}].profile", frozen_hooks(turn.profile)))
+        for execution in (report or {}).get("executions") or []:
+            frozen = dict(execution.get("hooks") or {})
+            hooks.append((f"execution {execution.get('turn')}", frozen))
+        declared: dict[tuple[str, str], Declared] = {}
+        for where, table in hooks:
+            for event, hook in table.items():
+                if not isinstance(hook, dict) or not hook.get("tool"):
+                    continue
+                key = (str(event), str(hook["tool"]))
+                if key not in declared:
+                    at = f"{where}.lifecycle_hooks.{event}"
+                    declared[key] = Declared(key, None, at, key[0], "executor", key[1], False)
+        return list(declared.values())
+
+    def calls(self, report: dict[str, Any]) -> list[Call]:
+        """Each attempt of a hook task that completed or failed, and each attention hold."""
+        calls = []
+        for task in report.get("hook_tasks") or []:
+            key = (str(task.get("event")), str(task.get("tool")))
+            for attempt in [*(task.get("history") or []), task]:
+                status = attempt.get("status")
+                # an earlier attempt in the history with an error was re-armed after failing
+                failed = status == "failed" or (attempt is not task and attempt.get("error"))
+                if status != "completed" and not failed:
+                    continue
+                continued = bool((task.get("decision") or {}).get("continue"))
+                outcome = "continued" if continued else "acknowledged"
+                outcome = "failed" if status != "completed" else outcome
+                calls.append(Call(key, True, attempt, (outcome,)))
+        for message in (report.get("chat") or {}).get("chat_messages") or []:
+            for content in message.get("content") or []:
+                row = content.get("event") if isinstance(content, dict) else None
+                if not isinstance(row, dict) or row.get("type") != "attention":
+                    continue
+                attention = row.get("attention") or {}
+                key = (str(attention.get("event")), str(attention.get("tool")))
+                calls.append(Call(key, False, row, ("held",)))
+        return calls
+
     def transcript_lines(self, report: dict[str, Any], *, verbose: bool) -> list[tuple[str, str]]:
         """Each execution, its messages and hook tasks, and what holds it."""
         from belt.render import nexus_transcript_lines  # noqa: PLC0415 - layer: the renderer is above
 
         return nexus_transcript_lines(report)
 
-    def message_lines(self, message: dict[str, Any]) -> list[tuple[str, str]]:
+    def message_lines(self, message: Mapping[str, object]) -> list[tuple[str, str]]:
         """A message and the hook tasks on it."""
         from belt.render import nexus_message_lines  # noqa: PLC0415 - layer: the renderer is above
 
         return nexus_message_lines(message)
+
+
+def _execution_run(report: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """A Nexus execution as a run: its run's record, or (not run-backed) its entry's state."""
+    runs: list[dict[str, Any]] = report.get("runs") or []
+    run = next((r for r in runs if r["id"] == entry.get("run_id")), None)
+    if run is not None:
+        return run
+    return {"id": f"execution {entry.get('turn')}", "state": entry.get("state")}
+
+
+def _task_run(task: dict[str, Any]) -> HookRun:
+    decision = task.get("decision") or {}
+    error = task.get("error") or {}
+    completed = task.get("status") == "completed"
+    answer = ("continue" if decision.get("continue") else "acknowledge") if completed else None
+    fields = {"event": task.get("event"), "handler": task.get("tool"), "decision": answer}
+    fields |= {"reason": decision.get("feedback"), "error": error.get("message")}
+    fields["status"] = task.get("status")
+    text = f"{fields['event']} → {fields['handler']}: {fields['status']}"
+    if fields["decision"]:
+        text += f", {fields['decision']}"
+    if error:
+        text += f" ! {error.get('code')}: {short(error.get('message') or '', 80)}"
+    return HookRun(fields, text, task.get("run_id"))
 
 
 DIALECT = NexusDialect()

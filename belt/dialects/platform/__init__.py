@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from belt.dialects import Call, Declared, HookRun
+from belt.effects import handler_label
 from belt.loader import collector_paused
+from belt.text import short
 from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS
 from belt.wire.enums import HookDecision
 
@@ -20,6 +24,10 @@ class PlatformDialect:
     gate_events = GATEABLE_EVENTS
     decisions = tuple(d.value for d in HookDecision)
     foreign_subjects = {"continuations": "Nexus stop continuations; this scenario is platform"}
+    hook_states = ()
+    injects = True
+    outcomes = ("allow", "deny", "stop", "suspend", "injected", "failed")
+    """A hook call's decision (a failed call counts only as failed), and whether it injected."""
 
     def loop(self) -> type[Any]:
         """The driver's loop of platform runs."""
@@ -49,13 +57,113 @@ class PlatformDialect:
 
         return load_platform_scenario(doc, source, directory, hooks_file=hooks_file, locate=locate)
 
+    def turns(self, report: dict[str, Any]) -> tuple[dict[str, int], list[dict[str, Any]]]:
+        """One run per scenario turn; the own chat's runs are those of its chat."""
+        runs: list[dict[str, Any]] = list(report.get("runs") or [])
+        turn_of = {str(run["id"]): index for index, run in enumerate(runs)}
+        return turn_of, [run for run in runs if run.get("chat_id") == report["chat"]["id"]]
+
+    def run_of_turn(
+        self, report: dict[str, Any], turn: int, turn_of: Mapping[str, int]
+    ) -> dict[str, Any] | None:
+        """The run that answers the turn."""
+        runs = report.get("runs") or []
+        return next((r for r in runs if turn_of.get(str(r["id"])) == turn), None)
+
+    def hook_runs(self, report: dict[str, Any]) -> list[HookRun]:
+        """The ``hook.executed`` records of sync hooks."""
+        items = []
+        for record in report.get("hook_executions") or []:
+            if record.get("async"):
+                continue
+            data = (record.get("payload") or {}).get("data") or {}
+            fields = {"event": record.get("hook_event"), "handler": record.get("handler")}
+            fields |= {"tool": data.get("tool"), "arguments": data.get("arguments")}
+            fields |= {key: record.get(key) for key in ("decision", "reason", "error", "injected")}
+            text = f"{fields['event']} → {fields['handler']}: {fields['decision']}"
+            if fields["tool"]:
+                text += f" on {fields['tool']}({short(fields['arguments'] or {}, 50)})"
+            if fields["reason"]:
+                text += f" ({short(fields['reason'], 60)})"
+            if fields["injected"]:
+                text += " + injected"
+            if fields["error"]:
+                text += f" ! {short(fields['error'], 200)}"
+            items.append(HookRun(fields, text, record.get("run_id")))
+        return items
+
+    def hook_calls(self, report: dict[str, Any]) -> list[tuple[Any, Any, dict[str, Any]]]:
+        """The ``hook.executed`` records, async ones included."""
+        records = report.get("hook_executions") or []
+        return [(r.get("hook_event"), r.get("handler"), r) for r in records]
+
+    def fired(
+        self,
+        report: dict[str, Any],
+        event: str,
+        runs: list[dict[str, Any]],
+        in_turn: Callable[[Any], bool],
+    ) -> int:
+        """The driver's count of each run's boundaries."""
+        counts: dict[str, dict[str, int]] = report.get("fired") or {}
+        return sum(
+            int((counts.get(str(run["id"])) or {}).get(event, 0))
+            for run in runs
+            if in_turn(run["id"])
+        )
+
+    def unnamed_failures(self, report: dict[str, Any]) -> bool:
+        """A hook call that failed fails the test, unless an expectation names it."""
+        return True
+
+    def declared(self, loaded: Any, report: dict[str, Any] | None) -> list[Declared]:
+        """The agent's hooks by their index in its hook list (as the dispatcher numbers them)."""
+        hooks = list(loaded.hooks)
+        # A hooks file given to the command replaces the agent's hooks; the agent's own
+        # hooks_file comes before its inline hooks (belt.engine.scenario.load_platform_scenario).
+        inline = 0 if loaded.hooks_file else len(loaded.scenario.agent.hooks or [])
+        from_file = len(hooks) - inline
+        file_name = loaded.hooks_file or loaded.scenario.agent.hooks_file
+        declared = []
+        for index, hook in enumerate(hooks):
+            where = (
+                f"{file_name} hooks[{index}]"
+                if index < from_file
+                else f"agent.hooks[{index - from_file}]"
+            )
+            label = handler_label(hook.type, hook.handler)
+            kind = (hook.event, hook.type.value, label, bool(hook.runs_async))
+            declared.append(Declared((index, hook.event), index, where, *kind))
+        return declared
+
+    def calls(self, report: dict[str, Any]) -> list[Call]:
+        """Each ``hook.executed`` record: its decision (or failed), whether it injected, and
+        the tool of an ``agent.tool_call``."""
+        calls = []
+        for record in report.get("hook_executions") or []:
+            outcomes = []
+            if record.get("error"):
+                outcomes.append("failed")
+            elif record.get("decision") in self.outcomes:
+                outcomes.append(str(record["decision"]))
+            if record.get("injected"):
+                outcomes.append("injected")
+            tool = None
+            if record.get("hook_event") == "agent.tool_call":
+                data = (record.get("payload") or {}).get("data") or {}
+                found = data.get("tool") if isinstance(data, dict) else None
+                tool = found if isinstance(found, str) else None
+            key = (record.get("hook_index"), record.get("hook_event"))
+            calls.append(Call(key, True, record, tuple(outcomes), tool))
+        return calls
+
     def transcript_lines(self, report: dict[str, Any], *, verbose: bool) -> list[tuple[str, str]]:
         """Each run, its messages and hook rows, and the gates that hold it."""
         from belt.render import platform_lines, quiet_deliveries  # noqa: PLC0415 - layer: the renderer is above
 
         return platform_lines(report, quiet_deliveries(report) if verbose else [])
 
-    def message_lines(self, message: dict[str, Any]) -> list[tuple[str, str]]:
+    def message_lines(self, message: Mapping[str, object]) -> list[tuple[str, str]]:
         """A message and its hook rows."""
         from belt.render import message_lines  # noqa: PLC0415 - layer: the renderer is above
 
