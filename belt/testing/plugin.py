@@ -1,24 +1,15 @@
 """A pytest plugin for hook tests, registered as ``belt`` (entry point ``pytest11``).
 
-Two fixtures:
+``belt_scenario`` runs a scenario (a file, or a dict built in the test) in a fresh store in memory
+and returns a :class:`ScenarioRun` to query; a webhook handler may be a Python callable, called
+in-process as a ``py:MODULE:FUNC`` handler is, and the scenario's own ``[[expect]]`` tables are
+checked too. ``belt_serve`` starts ``belt serve`` on a free loopback port, over a store of its
+own, for tests of a real webhook. A failed test that ran scenarios ends with their transcripts.
 
-- ``belt_scenario`` runs a scenario (a file, or a dict built in the test) in a fresh store in
-  memory (``belt.store.memory``) and returns a :class:`ScenarioRun` to query: the decisions on
-  an event, a tool call's status, the injections that reached each turn, the transcript rows, the
-  interrupts, the final state. A webhook handler may be a Python callable (as a hook's
-  ``handler`` in a dict scenario, or as the target of a route), called in-process as a
-  ``py:MODULE:FUNC`` handler is. The scenario's own ``[[expect]]`` tables are checked too.
-- ``belt_serve`` starts ``belt serve`` (a policy file, a handler, or allow-all) on a free loopback
-  port, over a store of its own, for tests of a real webhook.
-
-When a test that ran a scenario fails, its report ends with the scenario's transcript.
-
-With ``pytest --belt-isolate`` (off by default), ``belt_scenario`` runs each scenario in a worker
-process of its own, forked from the test's process (its callables included) and supervised as
-``belt test``'s are (``belt.supervisor``): a handler that ends or harms that process (``os._exit``,
-a signal, a crash in C, fds 0-2 closed, a thread left running) fails that test with the cause,
-and the session goes on. Without it, handlers run in the test's process, where a test can watch
-what they do.
+With ``pytest --belt-isolate``, each scenario runs in a supervised worker process forked from the
+test's (``belt.supervisor``): a handler that ends or harms that process fails that test with the
+cause, and the session goes on. Without it, handlers run in the test's process, where a test can
+watch what they do.
 """
 
 from __future__ import annotations
@@ -300,11 +291,7 @@ class ScenarioRun:
             raise ValueError("; ".join(findings.problems))
         outcome = check(compiled[0], self.facts)
         if not outcome.passed:
-            raise ExpectationFailed(self.explain(outcome))
-
-    def explain(self, outcome: Outcome) -> str:
-        """A failed expectation: what it says, what happened instead, the transcript around."""
-        return self.explain_all([outcome])
+            raise ExpectationFailed(self.explain_all([outcome]))
 
     def explain_all(self, outcomes: list[Outcome]) -> str:
         """Failed expectations: what each says and what happened instead, then one transcript

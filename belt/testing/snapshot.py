@@ -1,23 +1,14 @@
 """Snapshots: a scenario's whole record, stored beside it, and compared on each run.
 
-``belt test --snapshot`` writes what a scenario did (its transcript, the payload and answer of
-every hook call, the interrupts and how each was settled, its runs) as a JSON document in a
-stable form, and compares it with the one stored in ``__snapshots__/FILE.json`` beside the
-scenario file. What differs between two runs of one scenario is taken out first, so that a
-scenario that runs twice writes the same bytes:
-
-- ids become stable names, numbered by kind in the order they first appear in the record
-  (``<run:1>``, ``<chat:1>``, ``<int:2>``); a short id or a prefix of a known id becomes its
-  name too;
-- measured durations (``duration_ms``, ``latency_ms``) are left out;
-- timestamps are kept when the scenario runs on a virtual clock (``clock = "..."``), which makes
-  them the same each run, and written ``<time>`` when it runs on wall time (and, on a virtual
-  clock too, those of Nexus hook tasks, which wait for a real executor);
-- the scenario's absolute path, and the process a Nexus hook task's claim names, are left out.
-
-Its parts come in a fixed order (the hook calls first) and every other key is sorted; the
-document is indented and ends with a newline, so a changed record reads as a small unified
-diff in review and in the failure report.
+``belt test --snapshot`` writes what a scenario did (its transcript, every hook call's payload
+and answer, the interrupts and their settlements, its runs) as JSON in a stable form, and
+compares it with ``__snapshots__/FILE.json`` beside the scenario file. What differs between two
+runs is taken out first: ids become names numbered by kind in order of appearance (``<run:1>``,
+also for a short id or a prefix of a known one); durations are left out; timestamps are kept on
+a virtual clock (``clock = "..."``) and written ``<time>`` on wall time (and for Nexus hook
+tasks, which wait for a real executor); the scenario's absolute path and the process a hook
+task's claim names are left out. The parts come in a fixed order (the hook calls first), every
+other key sorted, indented, so a changed record reads as a small unified diff.
 """
 
 from __future__ import annotations
@@ -198,8 +189,9 @@ def snapshot_text(report: dict[str, object], *, virtual_clock: bool) -> str:
     """The snapshot of a report as it is stored: its parts in the order of ``FIRST``, every
     other key sorted, indented, newline-terminated."""
     document = snapshot_of(report, virtual_clock=virtual_clock)
+    # Every key below the parts sorted: json's encoder sorts them faster than a walk would.
     parts = sorted(document, key=_part_order)
-    ordered = {part: _sorted(document[part]) for part in parts}
+    ordered = {part: json.loads(json.dumps(document[part], sort_keys=True)) for part in parts}
     return json.dumps(ordered, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -207,14 +199,6 @@ def _part_order(key: str) -> tuple[int, str]:
     """The record's parts in the order a reader wants them: what the hooks were sent and
     decided first, then the interrupts, the runs and the transcript, then the rest."""
     return (FIRST.index(key) if key in FIRST else len(FIRST), key)
-
-
-def _sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _sorted(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted(item) for item in value]
-    return value
 
 
 # -- comparing ---------------------------------------------------------------------------------

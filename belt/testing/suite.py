@@ -1,24 +1,16 @@
 """``belt test``: scenarios with expectations, run as a test suite.
 
 The suite is every scenario file with ``[[expect]]`` tables among the paths given (files, and
-directories searched for ``*.toml`` and ``*.json``). Each scenario runs in its own fresh store, in
-memory (``belt.store.memory``; on disk under ``--keep DIR``), never the state directory, so tests
-neither see nor leave anything there; its expectations are then checked against its report, which
-carries everything a failure shows (``-j N`` and ``--shard K/N``: ``belt.testing.workers``). A
-file is read by the process that runs it (a worker's, under ``-j N``), so reading the suite is
-shared out too; only ``--shard`` reads every file first, to know which are tests. A file that
-cannot be read as a scenario is reported and counted (the suite exits 5) while the others
-still run.
+directories searched for ``*.toml`` and ``*.json``). Each scenario runs in a fresh store of its
+own (in memory; on disk under ``--keep DIR``), never the state directory, and its expectations
+are checked against its report. A file is read by the process that runs it (only ``--shard``
+reads every file first); one that cannot be read as a scenario is reported and counted (exit 5)
+while the others still run.
 
-Nothing one scenario does stops the others. Every scenario runs in a supervised worker process
-(``belt.supervisor``), forked from a template that has imported the ``py:`` modules the suite's
-files name (``scenario_modules``): a handler that ends or harms its worker (``os._exit``, a
-signal, a crash, fds 0-2 closed, a thread left running) is that scenario's error
-(``lost_result``), and a new worker runs the rest. A ``py:`` module that exits or raises
-``KeyboardInterrupt`` as it is imported, or whose import does not finish within
-``IMPORT_TIMEOUT`` seconds (in the template, or in a worker: ``belt.loader.import_deadline``), is
-the error of each scenario that names it, and so is a file whose name is not UTF-8 (the name is
-shown with its bytes escaped).
+Every scenario runs in a supervised worker process (``belt.testing.workers``), forked from a
+template that has imported the ``py:`` modules the suite's files name: a handler that ends or
+harms its worker, a module whose import exits or outlasts ``IMPORT_TIMEOUT``, and a file whose
+name is not UTF-8 are the error of the scenarios concerned, and the others run.
 """
 
 from __future__ import annotations
@@ -29,12 +21,12 @@ import re
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from belt import dialects, tracing
 from belt.declarations import read_document
@@ -72,6 +64,18 @@ IMPORT_TIMEOUT = 30.0
 """Seconds the import of each ``py:`` module a scenario names may take."""
 
 
+class HookFailure(TypedDict):
+    """A failed hook call no expectation names, as ``belt test --json`` prints it."""
+
+    run_id: str | None
+    event: str | None
+    handler: str | None
+    tool: str | None
+    error: str | None
+    counted_as: str | None
+    text: str
+
+
 @dataclass
 class ScenarioResult:
     """How one scenario of the suite went: ``pass``, ``fail`` or ``error``."""
@@ -84,11 +88,11 @@ class ScenarioResult:
     problems: list[str] = field(default_factory=list)
     invalid: bool = False
     report: dict[str, Any] | None = None
-    hook_failures: list[dict[str, Any]] = field(default_factory=list)
+    hook_failures: list[HookFailure] = field(default_factory=list)
     """The failed hook calls no expectation names (with ``hook_errors = "allow"``, none)."""
-    coverage: list[dict[str, Any]] = field(default_factory=list)
+    coverage: list[dict[str, object]] = field(default_factory=list)
     """Each hook the scenario declares and what its calls produced (``belt.testing.coverage``)."""
-    unfired: list[dict[str, Any]] = field(default_factory=list)
+    unfired: list[dict[str, object]] = field(default_factory=list)
     """With ``--fail-under-hooks``: the declared hooks that never fired, which fail it."""
     kept: str | None = None
     """With ``--keep DIR``: the state directory that holds its records."""
@@ -102,13 +106,13 @@ class ScenarioResult:
         """The expectations that did not hold."""
         return [outcome for outcome in self.outcomes if not outcome.passed]
 
-    def excerpt(self, outcome: Outcome) -> list[dict[str, Any]]:
+    def excerpt(self, outcome: Outcome) -> list[dict[str, object]]:
         """The transcript around what a failed expectation is about (its messages, else its
         runs' messages, else the end of the transcript)."""
         if self.report is None:
             return []
         chat = self.report.get("chat") or {}
-        messages: list[dict[str, Any]] = list(chat.get("chat_messages") or [])
+        messages: list[dict[str, object]] = list(chat.get("chat_messages") or [])
         position = {str(m.get("id")): i for i, m in enumerate(messages)}
         spots = [position[anchor] for anchor in outcome.anchors if anchor in position]
         if not spots and outcome.runs:
@@ -119,7 +123,7 @@ class ScenarioResult:
         end = min(len(messages), max(spots) + EXCERPT_CONTEXT + 1, start + EXCERPT_MAX)
         return messages[start:end]
 
-    def to_json(self, *, coverage: bool = False) -> dict[str, Any]:
+    def to_json(self, *, coverage: bool = False) -> dict[str, object]:
         """The result as ``belt test --json`` prints it (one object per scenario; with
         ``coverage``, its hooks' coverage too)."""
         shown = {"coverage": self.coverage} if coverage else {}
@@ -165,7 +169,7 @@ class SuiteResult:
         return self.shard is not None and not self.results and self.selected > 0
 
     @property
-    def coverage(self) -> list[dict[str, Any]]:
+    def coverage(self) -> list[dict[str, object]]:
         """Every scenario's hooks and what their calls produced, in the order they ran."""
         return [entry for result in self.results for entry in result.coverage]
 
@@ -187,7 +191,7 @@ class SuiteResult:
 
 
 Report = Callable[[ScenarioResult], None]
-Render = Callable[[str, list[dict[str, Any]]], list[str]]
+Render = Callable[[str, list[dict[str, object]]], list[str]]
 """Writes a transcript excerpt of a dialect as plain lines (for the JUnit report)."""
 
 
@@ -216,51 +220,29 @@ def read_scenario(path: Path) -> Any:
 
 
 def _walk(directory: Path) -> list[Path]:
-    """The scenario-like files under ``directory``, in a stable order (by path, as ``sorted``
-    orders paths: each directory's entries by name, a directory's files where its name
-    sorts); hidden directories and files are left out, and so are the directories below a
-    symbolic link (a link to a file is followed, as ``Path.rglob`` and ``Path.is_file`` do)."""
+    """The scenario-like files under ``directory``, in the order ``sorted`` gives their paths
+    (each directory's entries by name); hidden, ``__pycache__`` and ``__snapshots__`` entries
+    are left out, and so are the directories below a symbolic link (a link to a file is
+    followed, as ``Path.rglob`` and ``Path.is_file`` do)."""
     files: list[Path] = []
-    _walk_into(str(directory), files)
-    return files
+    for top, directories, names in os.walk(directory):
+        directories[:] = [name for name in directories if _shown_entry(name)]
+        files += [
+            Path(top, name)
+            for name in names
+            if _shown_entry(name) and name.endswith(SUFFIXES) and os.path.isfile(Path(top, name))
+        ]
+    return sorted(files, key=lambda path: path.parts)
 
 
-def _walk_into(directory: str, files: list[Path]) -> None:
-    # os.scandir, not Path.rglob: the file type comes with each entry, so a suite of a
-    # thousand files is walked without a stat and a Path object for each of its entries.
-    try:
-        with os.scandir(directory) as found:
-            entries = sorted(found, key=lambda entry: entry.name)
-    except (PermissionError, NotADirectoryError, FileNotFoundError):
-        return
-    for entry in entries:
-        name = entry.name
-        if name.startswith(".") or name in ("__pycache__", SNAPSHOTS):
-            continue
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                _walk_into(entry.path, files)
-            elif entry.is_file() and _suffix(name) in SUFFIXES:
-                files.append(Path(entry.path))
-        except OSError:
-            continue
-
-
-def _suffix(name: str) -> str:
-    """``Path(name).suffix``."""
-    dot = name.rfind(".")
-    return name[dot:] if 0 < dot < len(name) - 1 else ""
+def _shown_entry(name: str) -> bool:
+    return not name.startswith(".") and name not in ("__pycache__", SNAPSHOTS)
 
 
 def shown_name(path: Path) -> str:
     """``path`` as text: as it is when the file system's bytes are UTF-8, else with the bytes
     that are not written as escapes (``b\\xff.json``)."""
-    name = str(path)
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return os.fsencode(path).decode("utf-8", "backslashreplace")
-    return name
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def selected(name: str, pattern: str | None) -> bool:
@@ -308,22 +290,20 @@ def run_suite(
         ]
         results: list[ScenarioResult] = []
         stopped = False
-        options: dict[str, Any] = {
-            "routes": routes or [],
-            "allow_network": allow_network,
-            "fail_unfired": fail_unfired,
-            "snapshot": snapshot,
-            "keep": keep,
-            "trace": tracing.current(),
-        }
-        if shard is None:
-            # Each file is read where it runs: a file that is not a test comes back as None.
-            step: Callable[..., ScenarioResult | None] = partial(run_file, **options)
-            items: list[tuple[Any, ...]] = [(path,) for path in files]
-            tests = None
-        else:
-            # A shard is taken of the tests alone, so every file is read first.
-            step = partial(run_one, **options)
+        # Each file is read where it runs (a file that is not a test comes back as None), but
+        # a shard is taken of the tests alone, so every file is read first.
+        step = partial(
+            run_file if shard is None else run_one,
+            routes=routes or [],
+            allow_network=allow_network,
+            fail_unfired=fail_unfired,
+            snapshot=snapshot,
+            keep=keep,
+            trace=tracing.current(),
+        )
+        items: list[tuple[Any, ...]] = [(path,) for path in files]
+        tests = None
+        if shard is not None:
             tests = [
                 (path, document) for path in files if (document := read_scenario(path)) is not None
             ]
@@ -433,8 +413,9 @@ def run_one(
             result = run_document(
                 path, document, routes=routes, allow_network=allow_network, keep=keep
             )
-        if fail_unfired:
-            fail_on_unfired(result)
+        if fail_unfired:  # a scenario that declares a hook that never fired fails
+            result.unfired = never_fired(result.coverage) if result.status != "error" else []
+            result.status = "fail" if result.unfired else result.status
         if snapshot is not None:
             compare_result(result, path, document, update=snapshot == "update")
         tracing.set_attributes(span, {"belt.test.status": result.status})
@@ -442,14 +423,6 @@ def run_one(
             tracing.fail(span, f"scenario {result.status}")
     tracing.flush()  # a worker ends with os._exit, which runs no exit handler
     return result
-
-
-def fail_on_unfired(result: ScenarioResult) -> None:
-    """``--fail-under-hooks``: a scenario that passed but declares a hook that never fired
-    fails, naming each such hook."""
-    result.unfired = never_fired(result.coverage) if result.status != "error" else []
-    if result.unfired:
-        result.status = "fail"
 
 
 def run_document(
@@ -545,7 +518,7 @@ def run_loaded(
             detail = "; ".join([exc.message, *getattr(exc, "problems", [])])
             return ended("error", error=detail, coverage=scenario_coverage(name, loaded, None))
     outcomes = evaluate(expectations, report)
-    unnamed: list[dict[str, Any]] = []
+    unnamed: list[HookFailure] = []
     if getattr(loaded.scenario, "hook_errors", "fail") != "allow":
         unnamed = [hook_failure(item) for item in unnamed_failures(expectations, report)]
     return ended(
@@ -582,16 +555,13 @@ def kept_home(keep: Path, name: str) -> Path:
 def scenario_store(home: Path | None) -> Iterator[Store]:
     """A scenario's store: in memory, or in ``home/store`` on disk."""
     if home is None:
-        store = MemoryStore(shapes=True)
-        try:
+        with closing(MemoryStore(shapes=True)) as store:
             yield store
-        finally:
-            store.close()
     else:
         yield Store(home / "store", shapes=True)
 
 
-def hook_failure(item: Any) -> dict[str, Any]:
+def hook_failure(item: Any) -> HookFailure:
     """A failed hook call no expectation names, as ``belt test --json`` prints it."""
     fields = item.fields
     return {
@@ -684,14 +654,16 @@ def junit_document(
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
 
 
-def coverage_value(entry: dict[str, Any]) -> str:
+def coverage_value(entry: dict[str, object]) -> str:
     """One hook's coverage as a JUnit property's value: ``event=... handler=... fired=2
     allow=1 deny=1 tools=delete_file:2``."""
     parts = [f"event={entry['event']}", f"handler={entry['handler']}", f"fired={entry['fired']}"]
-    parts += [f"{key}={count}" for key, count in entry["outcomes"].items() if count]
-    if entry["tools"]:
-        tools = ",".join(f"{tool}:{count}" for tool, count in sorted(entry["tools"].items()))
-        parts.append(f"tools={tools}")
+    outcomes, tools = cast(dict[str, int], entry["outcomes"]), cast(dict[str, int], entry["tools"])
+    parts += [f"{key}={count}" for key, count in outcomes.items() if count]
+    if tools:
+        parts.append(
+            "tools=" + ",".join(f"{tool}:{count}" for tool, count in sorted(tools.items()))
+        )
     return " ".join(parts)
 
 

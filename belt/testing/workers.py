@@ -1,27 +1,18 @@
 """``belt test -j N`` and ``--shard K/N``: a suite's scenarios run in supervised worker
 processes, and split deterministically across machines.
 
-At every ``-j`` (1 included), the scenarios run in N worker processes that ``belt.supervisor``
-starts, watches and replaces, forked warm from a template process that has imported belt's
-engine and the handler modules the suite's files name; belt's own process never runs a
-handler. They are handed out a few at a time, and the handfuls shrink towards the end of the
-suite (``chunks``), so the workers end together. Each worker reads every scenario file it is
-given, runs it in a store of its own (in memory, or under ``--keep DIR``), and sends back the
-scenario's result, without the parts of its record that nothing reads once it passed
-(``portable``); results are given out in the order of the serial run, whatever order the
-workers finish in, so the report and the JUnit file are the same for any N. A worker is handed
-its next handful before it ends the one it runs, so it never waits for belt's process, which
-does no more than read results and print them. A scenario whose handler ends its worker (a
-handler that calls ``os._exit``, a crash, a signal) or misbehaves (closes fds 0-2, leaves a
-thread running) is an error saying so; its worker is replaced and the other scenarios run.
-A worker's module state (a ``py:`` handler module's globals) is its own: scenarios that share
-state through a module see it only within one worker, and a worker replaced starts again from
-the template's.
+At every ``-j`` (1 included) the scenarios run in N worker processes that ``belt.supervisor``
+starts, watches and replaces, forked warm from a template that has imported belt's engine and
+the handler modules the suite's files name; belt's own process never runs a handler. They are
+handed out in handfuls that shrink towards the end of the suite (``chunks``), so the workers end
+together, and a worker is handed its next handful before it ends the one it runs. Results come
+back without what nothing reads once a scenario passed (``portable``), in the serial order
+whatever order the workers finish in, so the report and the JUnit file are the same for any N.
+A scenario whose handler ends or harms its worker is an error saying so, and a new worker runs
+the rest. A worker's module state (a ``py:`` module's globals) is its own.
 
-A shard is every N-th scenario of the suite, in the order ``belt test`` runs them (after
-``-k``): shard K of N takes the scenarios at positions K-1, K-1+N, K-1+2N, ... (counting from
-0). Machines that see the same files and the same arguments agree on it, and the N shards
-together run each scenario exactly once.
+Shard K of N takes the scenarios at positions K-1, K-1+N, K-1+2N, ... of the suite (after
+``-k``): machines that see the same files agree on it, and the N shards run each scenario once.
 """
 
 from __future__ import annotations
