@@ -422,7 +422,7 @@ class Emulator:
         sim_id = chat.get("sim_id")
         if not isinstance(run_id, str) or not isinstance(sim_id, str):
             return {"id": chat_id, "status": chat.get("status"), "stopped": None}
-        sim = dict(read_sim(self.store, sim_id))
+        sim = read_sim(self.store, sim_id)
         try:
             stop_run(self.store, sim, loop_of(sim), run_id, force=True)
         except Conflict:
@@ -447,22 +447,12 @@ class Emulator:
         if attachments is not None and not isinstance(attachments, list):
             raise InvalidInput(f"attachments: expected an array, got {describe(attachments)}")
         check_storable(body, "the request")
-        settled = self.settle(
-            tool_id,
-            (InterruptReason.CLIENT_TOOL,),
-            "allow",
-            {"result": result},
-            "a result",
-            route="POST /tools/{id}",
-        )
-        return settled[0]
+        return self.settle(tool_id, "allow", {"result": result}, "POST /tools/{id}", result=True)[0]
 
     def approve(self, tool_id: str) -> list[InterruptJSON]:
         """``POST /tools/{id}/invoke``: approve the tool call (its approval, and a gate hook
         holding it); its run goes on once nothing else holds it."""
-        return self.settle(
-            tool_id, APPROVALS, "allow", None, "an approval", route="POST /tools/{id}/invoke"
-        )
+        return self.settle(tool_id, "allow", None, "POST /tools/{id}/invoke")
 
     def reject(self, tool_id: str, body: dict[str, object]) -> list[InterruptJSON]:
         """``POST /tools/{id}/reject``: refuse the tool call; it fails with the reason given."""
@@ -471,16 +461,14 @@ class Emulator:
             raise InvalidInput(f"reason: expected a string, got {describe(reason)}")
         check_storable(body, "the request")
         data = {"reason": reason} if reason else None
-        return self.settle(
-            tool_id, APPROVALS, "deny", data, "an approval", route="POST /tools/{id}/reject"
-        )
+        return self.settle(tool_id, "deny", data, "POST /tools/{id}/reject")
 
     def always_allow(
         self, chat_id: str, tool_id: str, body: dict[str, object]
     ) -> list[InterruptJSON]:
         """``POST /chats/{chat}/tools/{id}/always-allow``: approve this call, and let the chat
         call the tool without asking again."""
-        pending = self.pending(tool_id, APPROVALS, "an approval")
+        pending = self.pending(tool_id)
         if any(i["chat_id"] != chat_id for i in pending):
             raise NotFound(f"no tool invocation {tool_id} awaiting approval in chat {chat_id}")
         name = tool_name(pending[0]) or body.get("tool_name")
@@ -490,20 +478,13 @@ class Emulator:
             always = [t for t in agent_data.get("always_allow") or [] if isinstance(t, str)]
             agent_data["always_allow"] = sorted({*always, name})
             update_chat(self.store, chat_id, agent_data=agent_data)
-        return self.settle(
-            tool_id,
-            APPROVALS,
-            "allow",
-            None,
-            "an approval",
-            route="POST /chats/{chat}/tools/{id}/always-allow",
-        )
+        return self.settle(tool_id, "allow", None, "POST /chats/{chat}/tools/{id}/always-allow")
 
-    def pending(
-        self, tool_id: str, reasons: tuple[InterruptReason, ...], what: str
-    ) -> list[InterruptJSON]:
-        """The pending interrupts of ``reasons`` that hold a tool invocation; NotFound when it
-        has none at all, Conflict when they are settled already."""
+    def pending(self, tool_id: str, result: bool = False) -> list[InterruptJSON]:
+        """The pending approvals (or with ``result``, the client tool's wait for its result) that
+        hold a tool invocation; NotFound when it has none at all, Conflict when they are settled
+        already."""
+        reasons, what = (CLIENT_TOOL, "a result") if result else (APPROVALS, "an approval")
         found = [
             i for i in for_resource(store=self.store, resource_id=tool_id) if i["reason"] in reasons
         ]
@@ -515,17 +496,10 @@ class Emulator:
         return pending
 
     def settle(
-        self,
-        tool_id: str,
-        reasons: tuple[InterruptReason, ...],
-        decision: str,
-        data: Any,
-        what: str,
-        *,
-        route: str,
+        self, tool_id: str, decision: str, data: Any, route: str, result: bool = False
     ) -> list[InterruptJSON]:
-        """Resolve a tool invocation's pending interrupts (each recording the agent API
-        ``route`` that settled it), then let its run go on."""
+        """Resolve a tool invocation's pending interrupts (``pending``; each recording the agent
+        API ``route`` that settled it), then let its run go on."""
         settled = [
             resolve_interrupt(
                 store=self.store,
@@ -534,7 +508,7 @@ class Emulator:
                 data=data,
                 by={"how": "route", "route": route},
             )
-            for interrupt in self.pending(tool_id, reasons, what)
+            for interrupt in self.pending(tool_id, result)
         ]
         self.tell("tool", tool_id, f"{decision} ({', '.join(str(i['reason']) for i in settled)})")
         run_id = str(settled[0]["run_id"])
@@ -566,6 +540,8 @@ class Emulator:
 
 APPROVALS = (InterruptReason.TOOL_APPROVAL, InterruptReason.HOOK_GATE)
 """What approving a tool call settles: its approval, and a gate hook on ``agent.tool_call``."""
+CLIENT_TOOL = (InterruptReason.CLIENT_TOOL,)
+"""What a client tool's result settles."""
 
 
 def tool_name(interrupt: Mapping[str, object]) -> str | None:
