@@ -17,8 +17,9 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -28,7 +29,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from belt import tracing
 from belt.approvals import Rules, load_rules
@@ -95,6 +96,7 @@ from belt.store.clock import VirtualClock, installed, parse_rfc3339, timestamp, 
 from belt.store.files import make_dirs
 from belt.text import describe
 from belt.wire.catalogue import EVENTS
+from belt.wire.dto import InterruptJSON
 from belt.wire.platform import LifecycleHookPayload
 from belt.wire.validate import IN_PROCESS_PREFIX, model_problems
 
@@ -120,6 +122,19 @@ ANSWER_FIELDS = ("event", "tool", "decision", "reason", "rule", "warnings", "inj
 """The fields of a journal line that say what a delivery was answered."""
 
 
+class Answered(TypedDict, total=False):
+    """A journal line's ANSWER_FIELDS."""
+
+    event: str
+    tool: str
+    decision: str
+    reason: str
+    rule: int
+    warnings: list[str]
+    injected: bool
+    error: str
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """What a signed delivery was answered, given again to its redeliveries."""
@@ -127,15 +142,15 @@ class Answer:
     status: int
     media_type: str | None
     body: bytes
-    fields: dict[str, Any]
+    fields: Answered
     """The first line's ANSWER_FIELDS."""
 
     @classmethod
     def of(cls, record: ServeLine, response: Response) -> Answer:
-        fields = {key: record[key] for key in ANSWER_FIELDS if key in record}  # type: ignore[literal-required]
+        fields = cast(Answered, {key: record[key] for key in ANSWER_FIELDS if key in record})  # type: ignore[literal-required]
         return cls(record["status"], response.media_type, bytes(response.body), fields)
 
-    def again(self, record: ServeLine) -> tuple[dict[str, Any], Response]:
+    def again(self, record: ServeLine) -> tuple[dict[str, object], Response]:
         """The answer for a redelivery, its line marked as one (with no request: the message
         was delivered once)."""
         record.update(self.fields)  # type: ignore[typeddict-item]
@@ -276,7 +291,7 @@ class HookService:
         self.replays = ReplayGuard()
         self.report = report
         self.kind = decider_kind(decide)
-        self._fixed: dict[int, tuple[Verdict, tuple[dict[str, Any], dict[str, Any], Response]]]
+        self._fixed: dict[int, tuple[Verdict, tuple[Answered, dict[str, object], Response]]]
         self._fixed = {}
         self._raw_headers: list[tuple[bytes, bytes]] | None = None
         self._kept_headers: dict[str, str] = {}
@@ -334,7 +349,7 @@ class HookService:
             self.replays.answered(delivery, kept)
         record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
         if traced is not None:
-            served_hook(cast(dict[str, Any], record), self.kind, traced)
+            served_hook(record, self.kind, traced)
         await self._record(record)
         return response
 
@@ -386,7 +401,7 @@ class HookService:
                 )
             # The first delivery's handler failed: this one is answered anew.
 
-    async def _answer(self, body: bytes, record: ServeLine) -> tuple[dict[str, Any], Response]:
+    async def _answer(self, body: bytes, record: ServeLine) -> tuple[dict[str, object], Response]:
         document = parse_json(body)
         record["request"] = document
         try:
@@ -420,7 +435,7 @@ class HookService:
         record.update(fields)  # type: ignore[typeddict-item]
         return response_body, response
 
-    def _encoded(self, verdict: Verdict) -> tuple[dict[str, Any], dict[str, Any], Response]:
+    def _encoded(self, verdict: Verdict) -> tuple[Answered, dict[str, object], Response]:
         """A verdict's journal fields, its response as JSON and the HTTP response that sends
         it; made once for a policy's own verdicts (each the same object every time; none of the
         three is changed after, and a response is sent as often as it is asked to), for the
@@ -430,7 +445,7 @@ class HookService:
             if kept is not None and kept[0] is verdict:
                 return kept[1]
         answer = verdict.response
-        fields: dict[str, Any] = {"decision": answer.effective_decision().value}
+        fields: Answered = {"decision": answer.effective_decision().value}
         if answer.reason:
             fields["reason"] = answer.reason
         if verdict.rule is not None:
@@ -455,7 +470,7 @@ class HookService:
             if error is not None:
                 record["journal_error"] = error
         if self.report is not None:
-            self.report(cast(dict[str, Any], record))
+            self.report(dict(record))
 
 
 @dataclass
@@ -591,12 +606,13 @@ def create_app(
         lifespan=lifespan,
         exception_handlers={HTTPException: http_problem, Exception: internal_problem},
         hooks=hooks,
-        guard={
-            "token": token,
-            "allow_hosts": names,
-            "is_open": lambda path: path == "/healthz" or is_page_shell(path),
-            "report": report,
-        },
+        guard=partial(
+            RequestGuard,
+            token=token,
+            allow_hosts=names,
+            is_open=lambda path: path == "/healthz" or is_page_shell(path),
+            report=report,
+        ),
     )
 
 
@@ -609,10 +625,12 @@ class ServeApp(Starlette):
     path). ``HookService`` answers an error nothing foresaw as Starlette's error middleware
     answers it for the other routes."""
 
-    def __init__(self, *, hooks: HookService, guard: dict[str, Any], **options: Any) -> None:
+    def __init__(
+        self, *, hooks: HookService, guard: Callable[[ASGIApp], RequestGuard], **options: Any
+    ) -> None:
         super().__init__(**options)
         self.hooks = hooks
-        self.front = RequestGuard(self.behind_guard, **guard)
+        self.front = guard(self.behind_guard)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope["app"] = self
@@ -831,7 +849,7 @@ class PlatformApi:
         """POST /_belt/interrupts/batch with ``{"ids": [...], "digest": "sha256:...",
         "decision": "allow"|"deny", "data": ...}``: all of them or none (409 naming the gate
         settled meanwhile, or saying the digest is not theirs); a repeat changes nothing."""
-        body: dict[str, Any] = {}
+        body: dict[str, object] = {}
         try:
             body = await read_json_object(request)
             ids, digest = body.get("ids"), body.get("digest")
@@ -884,9 +902,9 @@ class PlatformApi:
         self._report_api("chat settings", chat_id, 200, f"disable_hooks={str(disable).lower()}")
         return envelope(settings)
 
-    async def sweep_once(self) -> list[dict[str, Any]]:
+    async def sweep_once(self) -> list[InterruptJSON]:
         """Settle overdue gates with their default resolution."""
-        settled: list[dict[str, Any]] = await self._call(sweep)
+        settled: list[InterruptJSON] = await self._call(sweep)
         if settled and self.report is not None:
             self.report(
                 {

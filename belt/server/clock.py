@@ -13,7 +13,8 @@ Like every route, it is behind ``RequestGuard`` (Host, Origin, ``application/jso
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from datetime import datetime
+from typing import cast
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -24,10 +25,11 @@ from belt.server.problems import Problem, answering, envelope, read_json_object
 from belt.store.clock import VirtualClock, now, parse_duration, parse_rfc3339, timestamp
 from belt.suggest import did_you_mean
 from belt.text import describe
+from belt.wire.dto import InterruptJSON
 
 PATH = "/_belt/clock"
 
-Sweep = Callable[[], Awaitable[list[dict[str, Any]]]]
+Sweep = Callable[[], Awaitable[list[InterruptJSON]]]
 
 
 def clock_routes(clock: VirtualClock | None, sweep: Sweep) -> list[Route]:
@@ -65,7 +67,7 @@ class ClockRoutes:
         return envelope({"now": timestamp(moment), "virtual": True, "settled": settled})
 
     @staticmethod
-    def _moved(body: dict[str, Any], clock: VirtualClock) -> Any:
+    def _moved(body: dict[str, object], clock: VirtualClock) -> datetime:
         keys = set(body)
         if keys not in ({"advance"}, {"to"}):
             extra = sorted(keys - {"advance", "to"})
@@ -93,7 +95,8 @@ class ClockRoutes:
                 raise Problem(422, "Unprocessable Content", exc.message) from None
             return clock.advance(delta)
         try:
-            moment = parse_rfc3339(body["to"], "to")
+            # It refuses, by name, a value that is not a string.
+            moment = parse_rfc3339(cast(str, body["to"]), "to")
         except BeltError as exc:
             raise Problem(422, "Unprocessable Content", exc.message) from None
         return clock.move_to(moment)  # Conflict (409) when it is before the clock's time

@@ -214,7 +214,7 @@ def parse_json(body: bytes) -> Any:
         raise Problem(422, "Unprocessable Content", f"the body is not JSON: {exc}") from None
 
 
-async def read_json_object(request: Request) -> dict[str, Any]:
+async def read_json_object(request: Request) -> dict[str, object]:
     """The request body as a JSON object (an empty body is ``{}``); 422 otherwise."""
     body = await receive_body(request.scope, request.receive)
     if not body.strip():

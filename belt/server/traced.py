@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from belt import tracing
+from belt.records.journal import ServeLine
 from belt.server.deciders import PolicyDecider
 from belt.server.forward import Forwarder
 
@@ -94,7 +95,7 @@ class TracedRequests:
         return sending
 
 
-def served_hook(record: dict[str, Any], decider: str, started_ns: int) -> None:
+def served_hook(record: ServeLine, decider: str, started_ns: int) -> None:
     """A ``belt.hook {event}`` span, from ``started_ns`` to now, for a hook request the server
     answered (its journal line ``record``), under the request's span: what was decided, by
     what kind of decider, and why it failed (an ERROR status) when it did."""

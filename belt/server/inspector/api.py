@@ -281,7 +281,7 @@ class Inspector:
             raise problem from None
         report_api(self.report, "resolve", interrupt_id, 200, f"{body.get('decision')} (inspector)")
         if run["continues"]:
-            task = asyncio.get_running_loop().create_task(self._continue(run["run_id"]))
+            task = asyncio.get_running_loop().create_task(self._continue(str(run["run_id"])))
             self.continuing.add(task)
             task.add_done_callback(self.continuing.discard)
         return {"interrupt": dto, "run": run}

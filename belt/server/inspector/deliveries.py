@@ -23,12 +23,12 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 from pydantic import ValidationError
 
@@ -79,7 +79,7 @@ def text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def mapping(value: Any) -> dict[str, Any]:
+def mapping(value: Any) -> dict[str, object]:
     """A value from the store as an object, or an empty one when it is not one."""
     return value if isinstance(value, dict) else {}
 
@@ -108,7 +108,36 @@ def payload_problems(payload: Any) -> list[str]:
     return []
 
 
-def served_summary(offset: int, record: dict[str, Any]) -> dict[str, Any]:
+Row = TypedDict(
+    "Row",
+    {
+        "id": str,
+        "source": Literal["serve", "sim"],
+        "at": str,
+        "event": str | None,
+        "tool": str | None,
+        "handler": str,
+        "handler_type": str | None,
+        "decision": str | None,
+        "reason": str | None,
+        "injected": bool,
+        "status": float | None,
+        "error": str | None,
+        "duration_ms": float | None,
+        "chat_id": str | None,
+        "run_id": str | None,
+        "signature": Literal["verified", "failed"] | None,
+        "valid": bool | None,
+        # A simulated run's hook only:
+        "async": NotRequired[bool],
+        "interrupt_id": NotRequired[str | None],
+        "task_chat_id": NotRequired[str | None],
+    },
+)
+"""A delivery as the list shows it (``detail`` gives it whole, as ``delivery``)."""
+
+
+def served_summary(offset: int, record: dict[str, object]) -> Row:
     """The list's row for one record of ``belt serve``'s journal."""
     request = record.get("request")
     payload = request if isinstance(request, dict) else {}
@@ -116,6 +145,7 @@ def served_summary(offset: int, record: dict[str, Any]) -> dict[str, Any]:
     status = number(record.get("status"))
     error = text(record.get("error"))
     event = text(record.get("event")) or text(payload.get("event"))
+    signature: Literal["verified", "failed"] | None
     if record.get("webhook_id"):
         signature = "verified"
     elif status == 401 and (error or "").startswith("signature check failed"):
@@ -149,7 +179,7 @@ def served_summary(offset: int, record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def executed_summary(run_id: str, offset: int, record: dict[str, Any]) -> dict[str, Any]:
+def executed_summary(run_id: str, offset: int, record: dict[str, object]) -> Row:
     """The list's row for one ``hook.executed`` record of a simulated run."""
     payload = record.get("payload")
     body = payload if isinstance(payload, dict) else {}
@@ -184,13 +214,13 @@ FIELDS = {"chat": "chat_id", "run": "run_id"}
 """The field of a row a filter compares, where it is not the filter's name."""
 
 
-def matches(summary: dict[str, Any], filters: dict[str, str]) -> bool:
+def matches(summary: Row, filters: dict[str, str]) -> bool:
     """True when a row passes every filter but the text one (event, decision, source, chat, run)."""
     for key, wanted in filters.items():
         if key == "decision" and wanted == "error":
             if not summary["error"] and summary["status"] in (None, 200):
                 return False
-        elif key != "q" and summary[FIELDS.get(key, key)] != wanted:
+        elif key != "q" and cast(Mapping[str, object], summary)[FIELDS.get(key, key)] != wanted:
             return False
     return True
 
@@ -217,7 +247,7 @@ class Entry:
 
     key: tuple[str, str, int]
     """(time, log id, offset): the list's order, oldest first."""
-    summary: dict[str, Any]
+    summary: Row
     group: str | None = None
     """What repeated attempts of one delivery share (a webhook id; a run's hook and boundary)."""
     size: int = 0
@@ -282,7 +312,7 @@ class Deliveries:
                 self._catch_up(EVENTS_LOG, run_id, self._executed(run_id))
 
     def _catch_up(
-        self, log: str, log_id: str, make: Callable[[int, dict[str, Any]], Entry | None]
+        self, log: str, log_id: str, make: Callable[[int, dict[str, object]], Entry | None]
     ) -> None:
         """Read one log from where the last read stopped to its end, a part at a time, adding
         each delivery in its place and keeping the window (lock held)."""
@@ -314,7 +344,7 @@ class Deliveries:
 
     def _hold(self, entry: Entry) -> Entry:
         """``entry`` as held: its texts cut to SUMMARY_CHARS, its size estimated (``size``)."""
-        summary = entry.summary
+        summary = cast(dict[str, object], entry.summary)
         for key, value in summary.items():
             if isinstance(value, str) and len(value) > SUMMARY_CHARS:
                 summary[key] = value[: SUMMARY_CHARS - 1] + "…"
@@ -323,13 +353,13 @@ class Deliveries:
         )
         return entry
 
-    def _served(self, offset: int, record: dict[str, Any]) -> Entry | None:
+    def _served(self, offset: int, record: dict[str, object]) -> Entry | None:
         summary = served_summary(offset, record)
         webhook_id = text(record.get("webhook_id"))
         return self._hold(Entry((summary["at"], SERVE, offset), summary, webhook_id))
 
-    def _executed(self, run_id: str) -> Callable[[int, dict[str, Any]], Entry | None]:
-        def entry(offset: int, record: dict[str, Any]) -> Entry | None:
+    def _executed(self, run_id: str) -> Callable[[int, dict[str, object]], Entry | None]:
+        def entry(offset: int, record: dict[str, object]) -> Entry | None:
             if record.get("type") != "hook.executed":
                 return None
             summary = executed_summary(run_id, offset, record)
@@ -353,7 +383,7 @@ class Deliveries:
         log: str,
         log_id: str,
         added: list[Entry],
-        make: Callable[[int, dict[str, Any]], Entry | None],
+        make: Callable[[int, dict[str, object]], Entry | None],
     ) -> None:
         """Read READ_BYTES of one log from where the last read stopped (lock held)."""
         start = self.read_to.get((log, log_id), 0)
@@ -412,7 +442,7 @@ class Deliveries:
 
     def query(
         self, filters: dict[str, str], *, limit: int = 100, before: str | None = None
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """The newest deliveries that pass ``filters``, from ``before`` (a delivery id) on, at
         most ``limit`` and RESPONSE_BYTES of them; a text filter (``q``) reads the recorded
         lines of at most SEARCH_BYTES, and ``complete`` says whether it looked at them all."""
@@ -424,7 +454,7 @@ class Deliveries:
             problems = list(self.problems)
             evicted = self.evicted
         end = len(entries) if anchor is None else bisect.bisect_left(entries, anchor, key=BY_KEY)
-        answer: dict[str, Any] = {
+        answer: dict[str, object] = {
             "total": len(entries) + evicted,
             "held": len(entries),
             "evicted": evicted,
@@ -458,10 +488,10 @@ class Deliveries:
 
     def _page(
         self, entries: list[Entry], positions: Iterator[int] | range, limit: int
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[Row], int]:
         """The rows at ``positions`` (newest first) up to ``limit`` and RESPONSE_BYTES; and the
         position of the last one taken (-1 when none)."""
-        items: list[dict[str, Any]] = []
+        items: list[Row] = []
         size = 0
         last = -1
         for position in positions:
@@ -526,7 +556,7 @@ class Deliveries:
             entry = self._from_log(before)[0]
         return entry.key
 
-    def record(self, delivery_id: str) -> tuple[Entry, dict[str, Any]]:
+    def record(self, delivery_id: str) -> tuple[Entry, dict[str, object]]:
         """A delivery's entry and its whole record; NotFound when there is none. A delivery no
         longer held (older than the window) is read from its log. A simulated run's delivery
         (``<run id>.<offset>``) may name its run by the short id or a unique prefix."""
@@ -549,7 +579,7 @@ class Deliveries:
         except InvalidInput:
             return delivery_id  # not an id at all: parse_id says there is no such delivery
 
-    def _from_log(self, delivery_id: str) -> tuple[Entry, dict[str, Any]]:
+    def _from_log(self, delivery_id: str) -> tuple[Entry, dict[str, object]]:
         """The entry and record of a delivery read from its log (one not held)."""
         log, log_id, offset = parse_id(delivery_id)
         try:
@@ -562,7 +592,7 @@ class Deliveries:
             raise NotFound(f"no delivery {delivery_id}")
         return entry, record
 
-    def read(self, entry: Entry) -> dict[str, Any]:
+    def read(self, entry: Entry) -> dict[str, object]:
         """The whole record of a delivery already listed (without reading what is new)."""
         log, log_id = entry.log
         return self.store.read_log_line(log, log_id, entry.offset)
@@ -575,7 +605,7 @@ class Deliveries:
             found = [e.summary["id"] for e in self.entries if e.group == entry.group]
         return found if entry.summary["id"] in found else [entry.summary["id"], *found]
 
-    def detail(self, delivery_id: str) -> dict[str, Any]:
+    def detail(self, delivery_id: str) -> dict[str, object]:
         """Everything recorded of one delivery: bodies, headers, timing, attempts, checks."""
         entry, record = self.record(delivery_id)
         summary = entry.summary
@@ -684,7 +714,7 @@ def _holds(pieces: Iterator[bytes], wanted: str) -> tuple[bool, int]:
     return False, read
 
 
-def _signature(record: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+def _signature(record: dict[str, object], summary: Row) -> dict[str, object]:
     """What the signature check of a served request found."""
     webhook_id = text(record.get("webhook_id"))
     if webhook_id:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from belt.engine.api import resume_if_settled
+from belt.engine.api import Continued, resume_if_settled
 from belt.engine.hooksummary import run_hook_summary, summary_text
 from belt.engine.report import build_report
 from belt.engine.report import list_runs as every_run
@@ -37,7 +37,7 @@ from belt.records.interrupts import (
 )
 from belt.records.journal import SERVE
 from belt.records.runs import EVENTS_LOG, RUN
-from belt.server.inspector.deliveries import executed_summary, mapping, text
+from belt.server.inspector.deliveries import Row, executed_summary, mapping, text
 from belt.store import check_id, clock
 from belt.store.clock import parse_timestamp
 from belt.wire.enums import AgentRunState
@@ -60,7 +60,7 @@ _HOOKS = 1
 _AFTER_HOOKS = 2
 
 
-def list_runs(store: Store) -> dict[str, Any]:
+def list_runs(store: Store) -> dict[str, object]:
     """Every simulated run (task and review chats' too), newest first, the newest RUNS_SHOWN."""
     runs = every_run(store, include_tasks=True)
     runs.reverse()
@@ -70,13 +70,13 @@ def list_runs(store: Store) -> dict[str, Any]:
     }
 
 
-def _message_item(message: dict[str, Any]) -> dict[str, Any] | None:
+def _message_item(message: dict[str, object]) -> dict[str, object] | None:
     """A chat message as a timeline item (hook rows are left out: the deliveries say it)."""
     role = str(message.get("role"))
     raw = message.get("content")
     content: list[Any] = raw if isinstance(raw, list) else []
     texts = [str(b.get("text")) for b in content if isinstance(b, dict) and b.get("text")]
-    item: dict[str, Any] = {
+    item: dict[str, object] = {
         "kind": "message",
         "role": role,
         "id": message.get("id"),
@@ -113,9 +113,12 @@ def _message_item(message: dict[str, Any]) -> dict[str, Any] | None:
     return item
 
 
-def _boundaries(store: Store, run_id: str, interrupts: dict[str, Any]) -> list[dict[str, Any]]:
+def _boundaries(
+    store: Store, run_id: str, interrupts: dict[str, dict[str, object]]
+) -> list[dict[str, object]]:
     """The run's hook deliveries grouped by the boundary that fired them, in order."""
-    boundaries: list[dict[str, Any]] = []
+    boundaries: list[dict[str, object]] = []
+    deliveries: list[dict[str, object]] = []
     chunk = store.log_lines(EVENTS_LOG, run_id)
     for offset, line in chunk.lines:
         try:
@@ -134,8 +137,9 @@ def _boundaries(store: Store, run_id: str, interrupts: dict[str, Any]) -> list[d
             "interrupt": interrupts.get(summary["interrupt_id"] or ""),
         }
         if boundaries and boundaries[-1]["key"] == key:
-            boundaries[-1]["deliveries"].append(delivery)
+            deliveries.append(delivery)
             continue
+        deliveries = [delivery]
         boundaries.append(
             {
                 "kind": "boundary",
@@ -146,7 +150,7 @@ def _boundaries(store: Store, run_id: str, interrupts: dict[str, Any]) -> list[d
                 "arguments": data.get("arguments"),
                 "resource_id": text(record.get("resource_id")),
                 "at": text(payload.get("timestamp")) or summary["at"],
-                "deliveries": [delivery],
+                "deliveries": deliveries,
             }
         )
     for boundary in boundaries:
@@ -154,9 +158,9 @@ def _boundaries(store: Store, run_id: str, interrupts: dict[str, Any]) -> list[d
     return boundaries
 
 
-def _effect(summary: dict[str, Any], interrupts: dict[str, Any]) -> str | None:
+def _effect(summary: Row, interrupts: dict[str, dict[str, object]]) -> str | None:
     """What one hook run did to the run, in a few words."""
-    if summary["async"]:
+    if summary.get("async"):
         return "async: observes only"
     if summary["error"]:
         return f"failed: {summary['error']}"
@@ -181,14 +185,15 @@ def _effect(summary: dict[str, Any], interrupts: dict[str, Any]) -> str | None:
     return ", ".join(parts) or None
 
 
-def _order(item: dict[str, Any]) -> tuple[str, int]:
+def _order(item: dict[str, object]) -> tuple[str, int]:
+    at = str(item["at"])
     if item["kind"] in ("boundary", "hook_task"):
-        return item["at"], _HOOKS
+        return at, _HOOKS
     late = item["role"] in ("injection", "compaction")
-    return item["at"], _AFTER_HOOKS if late else _BEFORE_HOOKS
+    return at, _AFTER_HOOKS if late else _BEFORE_HOOKS
 
 
-def run_view(store: Store, run_id: str) -> dict[str, Any]:
+def run_view(store: Store, run_id: str) -> dict[str, object]:
     """One run: its record, its timeline, its gates, the chats it started or came from."""
     check_id(run_id, what="run id")
     store.read(RUN, run_id)  # NotFound for an unknown run
@@ -200,7 +205,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
         dto["id"]: gate_item(read_record(store=store, interrupt_id=dto["id"]), now)
         for dto in list_interrupts(store=store, run_id=run_id, include_settled=True)
     }
-    timeline: list[dict[str, Any]] = []
+    timeline: list[dict[str, object]] = []
     for message in report["chat"]["chat_messages"]:
         if message.get("agent_run_id") == run_id:
             item = _message_item(message)
@@ -238,7 +243,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
     }
 
 
-def _task_item(task: dict[str, Any]) -> dict[str, Any]:
+def _task_item(task: dict[str, object]) -> dict[str, object]:
     """A Nexus hook task as a timeline item: the boundary, the executor tool, what it decided."""
     error = mapping(task.get("error"))
     decision = mapping(task.get("decision"))
@@ -259,7 +264,7 @@ def _task_item(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def gates(store: Store) -> dict[str, Any]:
+def gates(store: Store) -> dict[str, object]:
     """The pending gates of every run, the one that expires first first, with what each holds,
     how long it has left and what its expiry will do."""
     now = clock.now()  # the server's clock: virtual under belt serve --clock
@@ -268,7 +273,7 @@ def gates(store: Store) -> dict[str, Any]:
     return {"now": now.isoformat(), "items": items}
 
 
-def gate_item(record: Interrupt, now: datetime) -> dict[str, Any]:
+def gate_item(record: Interrupt, now: datetime) -> dict[str, object]:
     """A stored interrupt as the page shows a gate: its InterruptDTO, what it holds, how long it
     has left, what its expiry will do, and who settled it."""
     dto = to_dto(record)
@@ -296,7 +301,7 @@ def _seconds_left(expires_at: Any, now: datetime) -> float | None:
 
 def resolve(
     store: Store, *, interrupt_id: str, decision: Any, data: Any
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[dict[str, object], dict[str, object]]:
     """Resolve a gate from the page; (the gate as :func:`gate_item` shows it, whether its run
     can go on now). The gate keeps what the pending list said of it (its event, tool and
     arguments), so its card keeps its title once settled.
@@ -326,7 +331,7 @@ def resolve(
     return dto, {"run_id": run_id, "continues": True, "why": "this server continues it"}
 
 
-def continue_run(store: Store, run_id: str) -> dict[str, Any] | None:
+def continue_run(store: Store, run_id: str) -> Continued | None:
     """Continue a run whose gates are all settled, as ``belt serve --resume`` does."""
     # An emulated chat's run is continued by the agent routes' own worker (one thread of this
     # server, never two, continues it); it goes on there within a quarter of a second.
