@@ -181,7 +181,7 @@ class Interrupt(TypedDict):
     virtual_clock: NotRequired[bool]
     """True for an interrupt opened on a virtual clock: its ``expires_at`` is virtual time, so
     a sweep on wall time leaves it to the clock it was opened on."""
-    trace: NotRequired[dict[str, Any]]
+    trace: NotRequired[dict[str, object]]
     """Where its ``belt.gate`` span goes when it is settled, if tracing was on as it opened
     (``belt.tracing.carried``; docs/tracing.md); never on the wire."""
 
@@ -575,7 +575,7 @@ def resolve_interrupt(
     """
     if decision not in RESOLUTIONS:
         raise InvalidInput(f"decision {decision!r} must be allow or deny")
-    settled: dict[str, Any] = {
+    settled: dict[str, object] = {
         "status": InterruptStatus.RESOLVED.value,
         "resolution": decision,
         "resolved_data": data,
@@ -594,7 +594,7 @@ def cancel_interrupt(
 
 
 def _settle_pending(
-    store: Store, interrupt_id: str, now: datetime | None, settled: dict[str, Any]
+    store: Store, interrupt_id: str, now: datetime | None, settled: Mapping[str, object]
 ) -> dict[str, Any]:
     """Give a pending interrupt the fields ``settled``, stamped settled at ``now`` (or the
     time of the clock it was opened on); its InterruptDTO. NotFound (3), or Conflict (4) if
