@@ -44,6 +44,7 @@ from belt.store.clock import parse_timestamp
 from belt.strictjson import StrictJSONError, decode_toml
 from belt.suggest import did_you_mean
 from belt.text import describe
+from belt.wire.dto import InterruptJSON, WatchEvent
 from belt.wire.enums import HookEvent, InterruptReason, InterruptStatus
 
 DECISIONS = ("allow", "deny", "ask")
@@ -75,8 +76,8 @@ def gate_of(item: Mapping[str, Any]) -> Gate:
     (``hook:agent.tool_call``, ``nexus:stop``), its call the hook payload's ``data.tool`` and
     ``data.arguments`` (a tool approval's ``tool_name`` and ``arguments``)."""
     held = item.get("meta")
-    meta: dict[str, Any] = held if isinstance(held, dict) else {}
-    data: dict[str, Any] = meta["data"] if isinstance(meta.get("data"), dict) else meta
+    meta = held if isinstance(held, dict) else {}
+    data = meta["data"] if isinstance(meta.get("data"), dict) else meta
     source = str(item.get("source") or "")
     kind, _, named = source.partition(":")
     if kind in ("hook", "nexus"):
@@ -203,7 +204,7 @@ class _Problems:
     def error(self, path: str, rule: str) -> None:
         self.found.append(f"{path}: {rule}")
 
-    def unknown(self, raw: dict[str, Any], allowed: tuple[str, ...], path: str) -> None:
+    def unknown(self, raw: Mapping[str, object], allowed: tuple[str, ...], path: str) -> None:
         for key in raw:
             if key not in allowed:
                 self.error(
@@ -221,7 +222,7 @@ def parse_rules(text: str, source: str, digest: str) -> Rules:
     return rules_of(doc, source, digest)
 
 
-def rules_of(doc: dict[str, Any], source: str, digest: str) -> Rules:
+def rules_of(doc: Mapping[str, object], source: str, digest: str) -> Rules:
     """Check and compile a decoded rules file; InvalidInput naming every problem's rule and
     field, the first in its message."""
     problems = _Problems()
@@ -333,7 +334,7 @@ def _hours(value: Any, path: str, problems: _Problems) -> tuple[int, int] | None
 
 # -- settling gates as they open --------------------------------------------------------------
 
-Resolve = Callable[[str, str, Any, Settlement], dict[str, Any]]
+Resolve = Callable[[str, str, Any, Settlement], InterruptJSON]
 """Resolve one gate: (interrupt id, decision, data, settlement) → its InterruptDTO."""
 
 
@@ -342,12 +343,12 @@ class Outcome:
     """What the rules did with one gate: settled it, left it to a person, or found it settled
     meanwhile (``skipped``)."""
 
-    item: dict[str, Any]
+    item: InterruptJSON
     verdict: Verdict
-    settled: dict[str, Any] | None = None
+    settled: InterruptJSON | None = None
     skipped: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """One line of ``belt interrupt auto --json``."""
         return {
             "interrupt": self.item.get("id"),
@@ -363,7 +364,7 @@ class Outcome:
 def store_resolver(store: Store) -> Resolve:
     """Resolve gates in ``store``, recording the settlement in their trail."""
 
-    def resolve(interrupt_id: str, decision: str, data: Any, by: Settlement) -> dict[str, Any]:
+    def resolve(interrupt_id: str, decision: str, data: Any, by: Settlement) -> InterruptJSON:
         return resolve_interrupt(
             store=store, interrupt_id=interrupt_id, decision=decision, data=data, by=by
         )
@@ -371,7 +372,7 @@ def store_resolver(store: Store) -> Resolve:
     return resolve
 
 
-def settle(rules: Rules, item: dict[str, Any], resolve: Resolve) -> Outcome | None:
+def settle(rules: Rules, item: InterruptJSON, resolve: Resolve) -> Outcome | None:
     """Decide one pending gate and, for ``allow`` or ``deny``, resolve it with the rule's
     reason as its data and the rule as its settlement; None for an interrupt rules do not
     settle. A gate settled meanwhile (Conflict or NotFound) is ``skipped``, with why."""
@@ -389,7 +390,7 @@ def settle(rules: Rules, item: dict[str, Any], resolve: Resolve) -> Outcome | No
 
 
 def settle_as_they_open(
-    rules: Rules, events: Iterable[dict[str, Any]], resolve: Resolve
+    rules: Rules, events: Iterable[WatchEvent], resolve: Resolve
 ) -> Iterator[Outcome | str]:
     """Settle each gate a watch reports pending or opened (``Backend.watch_interrupts``'
     events); yields each outcome, and each warning's message."""
@@ -421,7 +422,7 @@ class WhatIf:
     digest: str
     considered: int = 0
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DECISIONS, 0))
-    disagreements: list[dict[str, Any]] = field(default_factory=list)
+    disagreements: list[dict[str, object]] = field(default_factory=list)
     saved_seconds: float = 0.0
     saved_gates: int = 0
 
@@ -430,7 +431,7 @@ class WhatIf:
         """How many gates a rule would allow that a person denied."""
         return sum(1 for d in self.disagreements if d["allows_denied"])
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The document of ``belt interrupt what-if --json``."""
         return {
             "rules": self.file,
@@ -470,8 +471,8 @@ def what_if(
     ``resolved_at``).
     """
     report = WhatIf(rules.file, rules.digest)
-    first: list[dict[str, Any]] = []
-    rest: list[dict[str, Any]] = []
+    first: list[dict[str, object]] = []
+    rest: list[dict[str, object]] = []
     for record in records:
         status = record.get("status")
         if status not in (InterruptStatus.RESOLVED, InterruptStatus.EXPIRED):

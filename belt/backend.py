@@ -15,12 +15,22 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from belt.errors import Conflict, NotFound, UsageError
+from belt.wire.dto import InterruptJSON, WatchEvent
 
 if TYPE_CHECKING:
+    from belt.records.interrupts import BatchResult, Settlement
+    from belt.records.messages import Message
     from belt.store import Store
 
-Listed = tuple[dict[str, Any], str | None]
+Listed = tuple[InterruptJSON, str | None]
 """An InterruptDTO, and how it settles on expiry when the backend knows (``allow``/``deny``)."""
+
+
+class Settled(InterruptJSON):
+    """A settled interrupt as the store lists it: the line saying how, and the settlement."""
+
+    settled_by: str | None
+    trail: Settlement | None
 
 
 class Backend(Protocol):
@@ -37,9 +47,7 @@ class Backend(Protocol):
         """Interrupts, pending ones or all: one run's in the order they opened, else every
         run's newest first (a platform lists per run, so it needs ``run_id``)."""
 
-    def show_interrupt(
-        self, *, interrupt_id: str, run_id: str | None
-    ) -> tuple[dict[str, Any], str | None]:
+    def show_interrupt(self, *, interrupt_id: str, run_id: str | None) -> Listed:
         """One InterruptDTO, and how it settles on expiry when the backend knows.
 
         Locally ``interrupt_id`` may be a short id or a unique prefix; a platform takes full ids.
@@ -47,7 +55,7 @@ class Backend(Protocol):
 
     def resolve_interrupt(
         self, *, interrupt_id: str, decision: str, data: Any = None, door: str = "cli"
-    ) -> dict[str, Any]:
+    ) -> InterruptJSON:
         """Resolve a pending interrupt; returns its InterruptDTO (ids as for show). Locally the
         settlement records the OS user and ``door``; a platform records what it knows."""
 
@@ -55,32 +63,32 @@ class Backend(Protocol):
         """Whether this backend settles a batch all or none (``belt serve`` and the store do;
         a platform that resolves one gate at a time does not)."""
 
-    def in_batch(self, *, items: list[dict[str, Any]], batch: str) -> list[dict[str, Any]]:
+    def in_batch(self, *, items: list[InterruptJSON], batch: str) -> list[InterruptJSON]:
         """Those of the settled ``items`` the batch ``batch`` settled, as far as the backend
         can tell (an API does not say who settled a gate: all of them)."""
 
     def resolve_batch(
         self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
-    ) -> dict[str, Any]:
+    ) -> BatchResult:
         """Settle the gates ``ids`` all or none if their digest is ``digest``
         (``belt.records.interrupts.resolve_batch``): ``{"batch", "digest", "repeated",
         "resolved"}``; Conflict (exit 4) naming a gate settled meanwhile."""
 
     def watch_interrupts(
         self, *, run_ids: Sequence[str] = (), interval: float = 1.0
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[WatchEvent]:
         """Events as interrupts open and settle, looking every ``interval`` seconds, forever:
         ``{"event": ..., "interrupt": InterruptDTO, "on_expiry": ...}`` (see
         ``belt.records.interrupts.Watch``); a platform is watched per run, so it needs
         ``run_ids``."""
 
-    def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, Any]:
+    def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, object]:
         """Switch a chat's hooks off or on; returns the chat."""
 
-    def get_profile(self) -> dict[str, Any]:
+    def get_profile(self) -> dict[str, object]:
         """The whole Nexus configuration declaration."""
 
-    def put_profile(self, declaration: dict[str, Any]) -> dict[str, Any]:
+    def put_profile(self, declaration: dict[str, object]) -> dict[str, object]:
         """Replace the whole Nexus configuration declaration; returns it as stored."""
 
 
@@ -89,24 +97,22 @@ class LocalInbox(Backend, Protocol):
     store's transcripts, continue its runs, expire its gates and open gates by hand
     (``interrupt review``, ``sweep`` and ``create``; on a platform those are its own job)."""
 
-    def transcript_before(
-        self, *, interrupt: dict[str, Any], limit: int = 6
-    ) -> list[dict[str, Any]]:
+    def transcript_before(self, *, interrupt: InterruptJSON, limit: int = 6) -> list[Message]:
         """The messages of the interrupt's chat just before it opened."""
 
     def resume_settled_run(self, *, run_id: str) -> list[tuple[str, str]]:
         """Continue a simulated run whose gates are all settled."""
 
-    def sweep(self, *, at: datetime | None = None) -> list[dict[str, Any]]:
+    def sweep(self, *, at: datetime | None = None) -> list[InterruptJSON]:
         """Settle every interrupt overdue now (or ``at``) with its default resolution."""
 
-    def settled_by(self, *, interrupt_id: str) -> tuple[Any, str | None]:
+    def settled_by(self, *, interrupt_id: str) -> tuple[Settlement | None, str | None]:
         """How an interrupt was settled: the stored settlement and its line (None, None while
         it is pending); named as for show."""
 
     def settlements(
         self, *, since: datetime | None = None, run_id: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[Settled]:
         """Settled interrupts, the latest first: each InterruptDTO with ``settled_by`` (the
         line) and ``trail`` (the stored settlement)."""
 
@@ -119,7 +125,7 @@ class LocalInbox(Backend, Protocol):
         timeout: int | None = None,
         default_resolution: str | None = None,
         meta: Any = None,
-    ) -> dict[str, Any]:
+    ) -> InterruptJSON:
         """Open a hook gate by hand, as a gate hook on ``event`` would, on a run that is running
         or awaiting a decision, in its own chat (exit 3 for an unknown run or chat, 4 for a run
         that is neither or a chat it is not in)."""
@@ -164,9 +170,7 @@ class LocalBackend:
         )
         return [(to_dto(record), on_expiry(record)) for record in records]
 
-    def show_interrupt(
-        self, *, interrupt_id: str, run_id: str | None
-    ) -> tuple[dict[str, Any], str | None]:
+    def show_interrupt(self, *, interrupt_id: str, run_id: str | None) -> Listed:
         """One interrupt from the store, by id, short id or unique prefix, with its resolution
         on expiry."""
         from belt.records.interrupts import find_interrupt_id, on_expiry, read_record, to_dto  # noqa: PLC0415 - start-up: belt --help
@@ -183,7 +187,7 @@ class LocalBackend:
 
     def resolve_interrupt(
         self, *, interrupt_id: str, decision: str, data: Any = None, door: str = "cli"
-    ) -> dict[str, Any]:
+    ) -> InterruptJSON:
         """Resolve an interrupt in the store (exactly one of many racing resolvers wins), as
         the OS user through ``door``; a short id or prefix is looked for among the pending
         interrupts first."""
@@ -202,7 +206,7 @@ class LocalBackend:
         """The store settles a batch under the locks of all its gates."""
         return True
 
-    def in_batch(self, *, items: list[dict[str, Any]], batch: str) -> list[dict[str, Any]]:
+    def in_batch(self, *, items: list[InterruptJSON], batch: str) -> list[InterruptJSON]:
         """Those of ``items`` whose stored settlement names the batch."""
         from belt.records.interrupts import in_batch, read_record  # noqa: PLC0415 - start-up: belt --help
 
@@ -214,19 +218,17 @@ class LocalBackend:
 
     def resolve_batch(
         self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
-    ) -> dict[str, Any]:
+    ) -> BatchResult:
         """Settle the gates all or none, as the OS user through the CLI."""
         from belt.records.interrupts import person, resolve_batch  # noqa: PLC0415 - start-up: belt --help
 
-        return dict(
-            resolve_batch(
-                store=self.store,
-                interrupt_ids=ids,
-                digest=digest,
-                decision=decision,
-                data=data,
-                by=person("cli"),
-            )
+        return resolve_batch(
+            store=self.store,
+            interrupt_ids=ids,
+            digest=digest,
+            decision=decision,
+            data=data,
+            by=person("cli"),
         )
 
     def watch_interrupts(
@@ -235,7 +237,7 @@ class LocalBackend:
         run_ids: Sequence[str] = (),
         interval: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[WatchEvent]:
         """Events from the store as interrupts open and settle (of ``run_ids`` only, if given);
         a look costs two ``stat`` calls while nothing changes. A run is named as
         ``find_interrupts`` names it."""
@@ -250,9 +252,7 @@ class LocalBackend:
             sleep(interval)
             yield from watch.poll()
 
-    def transcript_before(
-        self, *, interrupt: dict[str, Any], limit: int = 6
-    ) -> list[dict[str, Any]]:
+    def transcript_before(self, *, interrupt: InterruptJSON, limit: int = 6) -> list[Message]:
         """The messages of the interrupt's chat just before it opened (for ``review``)."""
         from belt.records.interrupts import transcript_before  # noqa: PLC0415 - start-up: belt --help
 
@@ -273,14 +273,14 @@ class LocalBackend:
         states = {run["id"]: str(run["state"]) for run in report["runs"]}
         return [(executed_id, states.get(executed_id, "?")) for executed_id in executed]
 
-    def sweep(self, *, at: datetime | None = None) -> list[dict[str, Any]]:
+    def sweep(self, *, at: datetime | None = None) -> list[InterruptJSON]:
         """Settle every pending interrupt of the store overdue now (or ``at``, on any clock)
         with its default resolution."""
         from belt.records.interrupts import sweep  # noqa: PLC0415 - start-up: belt --help
 
         return sweep(store=self.store, now=at)
 
-    def settled_by(self, *, interrupt_id: str) -> tuple[Any, str | None]:
+    def settled_by(self, *, interrupt_id: str) -> tuple[Settlement | None, str | None]:
         """The stored settlement of an interrupt and its line."""
         from belt.records.interrupts import find_interrupt_id, read_record, settled_by, trail  # noqa: PLC0415 - start-up: belt --help
 
@@ -290,7 +290,7 @@ class LocalBackend:
 
     def settlements(
         self, *, since: datetime | None = None, run_id: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[Settled]:
         """The store's settled interrupts, the latest first (of one run, named as
         ``find_interrupts`` names it)."""
         from belt.records.interrupts import settled_by, settlements, to_dto, trail  # noqa: PLC0415 - start-up: belt --help
@@ -300,7 +300,7 @@ class LocalBackend:
         if run_id is not None:
             run_id = named_or_given(find_run_id, self.store, run_id)
         return [
-            {**to_dto(record), "settled_by": settled_by(record), "trail": trail(record)}
+            Settled(**to_dto(record), settled_by=settled_by(record), trail=trail(record))
             for record in settlements(store=self.store, since=since, run_id=run_id)
         ]
 
@@ -313,7 +313,7 @@ class LocalBackend:
         timeout: int | None = None,
         default_resolution: str | None = None,
         meta: Any = None,
-    ) -> dict[str, Any]:
+    ) -> InterruptJSON:
         """Open a hook gate in the store on a run that is working or awaiting a decision, in
         its own chat (``belt.records.interrupts.open_gate``); returns its InterruptDTO."""
         from belt.records.interrupts import open_gate  # noqa: PLC0415 - start-up: belt --help
@@ -328,7 +328,7 @@ class LocalBackend:
             meta=meta,
         )
 
-    def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, Any]:
+    def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, object]:
         """Store the chat's ``disable_hooks``; the chat is named by its id, short id or a unique
         prefix (exit 3 when there is none)."""
         from belt.records.chats import find_chat_id, set_chat_settings  # noqa: PLC0415 - start-up: belt --help
@@ -337,13 +337,13 @@ class LocalBackend:
         chat = set_chat_settings(store=self.store, chat_id=full_id, disable_hooks=disable_hooks)
         return dict(chat)
 
-    def get_profile(self) -> dict[str, Any]:
+    def get_profile(self) -> dict[str, object]:
         """The stored declaration (``{}`` until one is written)."""
         from belt.records.profile import read_profile  # noqa: PLC0415 - start-up: pydantic
 
         return dict(read_profile(self.store)["configuration"])
 
-    def put_profile(self, declaration: dict[str, Any]) -> dict[str, Any]:
+    def put_profile(self, declaration: dict[str, object]) -> dict[str, object]:
         """Check and store the whole declaration."""
         from belt.records.profile import write_profile  # noqa: PLC0415 - start-up: pydantic
 
@@ -375,7 +375,7 @@ def matching_gates(
     tool: str | None = None,
     event: str | None = None,
     include_settled: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[InterruptJSON]:
     """The pending interrupts of ``backend`` (all, with ``include_settled``) the filters
     select, oldest first: of one run or chat, on one event (``agent.tool_call``), holding one
     tool's call."""
@@ -396,7 +396,7 @@ def matching_gates(
     return sorted(items, key=lambda item: str(item.get("created_at")))
 
 
-def _selected(item: dict[str, Any], *, tool: str | None, event: str | None) -> bool:
+def _selected(item: InterruptJSON, *, tool: str | None, event: str | None) -> bool:
     if event is not None and item.get("source") != f"hook:{event}":
         return False
     if tool is None:
@@ -407,12 +407,12 @@ def _selected(item: dict[str, Any], *, tool: str | None, event: str | None) -> b
 
 
 def resolve_each(
-    backend: Backend, items: list[dict[str, Any]], *, decision: str, data: Any = None
-) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]]]:
+    backend: Backend, items: list[InterruptJSON], *, decision: str, data: Any = None
+) -> tuple[list[InterruptJSON], list[tuple[InterruptJSON, str]]]:
     """Resolve each of ``items``; returns those resolved and, with the reason, those that
     were settled meanwhile (by a person, the API or a sweep)."""
-    resolved: list[dict[str, Any]] = []
-    missed: list[tuple[dict[str, Any], str]] = []
+    resolved: list[InterruptJSON] = []
+    missed: list[tuple[InterruptJSON, str]] = []
     for item in items:
         try:
             resolved.append(

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict, cast
 from urllib.parse import urlsplit
 
 import tomli_w
@@ -26,7 +26,7 @@ from belt.effects import url_host
 from belt.engine.scenario import scenario_from_document
 from belt.errors import BeltError, InvalidInput, UsageError
 from belt.loader import is_file_reference, locate_module
-from belt.replay import Replay, Row, open_replay, payload_model
+from belt.replay import Recorded, Replay, Row, SavedTests, open_replay, payload_model
 from belt.text import printable
 from belt.wire.validate import IN_PROCESS_PREFIX, POLICY_PREFIX
 
@@ -52,27 +52,34 @@ CHAT_MAX = 500
 PROBLEMS_KEPT = 20
 
 
-def _mapping(value: Any) -> dict[str, Any]:
+Document = dict[str, object]
+"""A scenario document as it is written (TOML, or JSON when a value has no TOML form)."""
+
+
+class Expected(TypedDict, total=False):
+    """What a kept scenario expects of its hook (``answer_expected``)."""
+
+    decision: Required[str]
+    reason: str | None
+    injected: bool
+
+
+def _mapping(value: object) -> Mapping[str, object]:
     return value if isinstance(value, dict) else {}
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _call(data: dict[str, Any]) -> dict[str, Any]:
+def _call(data: Mapping[str, object]) -> Document:
     """The scripted tool call of a recorded ``agent.tool_call``: the same tool and arguments."""
-    arguments = data.get("arguments")
-    return {
-        "name": str(data.get("tool") or "tool"),
-        "arguments": arguments if isinstance(arguments, dict) else {},
-        "result": "done",
-    }
+    arguments = _mapping(data.get("arguments"))
+    return {"name": str(data.get("tool") or "tool"), "arguments": arguments, "result": "done"}
 
 
-def _tool_result(data: dict[str, Any]) -> dict[str, Any]:
-    result = data.get("result")
-    status = data.get("status")
+def _tool_result(data: Mapping[str, object]) -> Document:
+    result, status = data.get("result"), data.get("status")
     return {
         "name": str(data.get("tool") or "tool"),
         "arguments": {},
@@ -83,8 +90,8 @@ def _tool_result(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def scenario_document(
-    payload: dict[str, Any], handler: str, expect: dict[str, Any]
-) -> dict[str, Any]:
+    payload: Mapping[str, object], handler: str, expect: Mapping[str, object]
+) -> Document:
     """A platform scenario whose hook on the payload's event gets a payload with the same event
     and data, delivered to ``handler``, and that expects the answer ``expect`` gives
     (``decision``: one of EXPECTED; ``reason``; ``injected``)."""
@@ -92,13 +99,11 @@ def scenario_document(
     if event not in SIMULATED_EVENTS:
         raise InvalidInput(f"payload.event: belt does not simulate {event}, so no test reaches it")
     data = _mapping(payload.get("data"))
-    doc: dict[str, Any] = {
-        "agent": {
-            "name": "replayed",
-            "hooks": [{"event": event, "type": "webhook", "handler": handler}],
-        },
+    agent: Document = {
+        "name": "replayed",
+        "hooks": [{"event": event, "type": "webhook", "handler": handler}],
     }
-    turn: dict[str, Any] = {"user": "Replay of a recorded hook delivery"}
+    turn: Document = {"user": "Replay of a recorded hook delivery", "model": [{"say": "Done."}]}
     if event == "agent.tool_call":
         turn["model"] = [
             {"say": "Calling the tool.", "tool_calls": [_call(data)]},
@@ -110,14 +115,10 @@ def scenario_document(
         turn["model"] = []
         turn["error"] = str(data.get("error") or "the model failed")
     elif event in ("agent.pre_compact", "agent.post_compact"):
-        doc["agent"].update(context_window=1000, compact_at=0.5)
+        agent.update(context_window=1000, compact_at=0.5)
         noop = {"name": "noop", "result": "ok"}
         turn["model"] = [{"say": "Working.", "tokens": 900, "tool_calls": [noop]}, {"say": "Done."}]
-    else:
-        turn["model"] = [{"say": "Done."}]
-    doc["turns"] = [turn]
-    doc["expect"] = [_expectation(event, data, expect)]
-    return doc
+    return {"agent": agent, "turns": [turn], "expect": [_expectation(event, data, expect)]}
 
 
 def _exactly(text: str) -> str:
@@ -125,9 +126,9 @@ def _exactly(text: str) -> str:
     return "re:^" + re.escape(text) + "$"
 
 
-def _expectation(event: str, data: dict[str, Any], expect: dict[str, Any]) -> dict[str, Any]:
+def _expectation(event: str, data: Mapping[str, object], expect: Mapping[str, object]) -> Document:
     """The ``[[expect]]`` table of one delivery: its event (and tool), and the answer."""
-    expectation: dict[str, Any] = {"event": event}
+    expectation: Document = {"event": event}
     decision = expect.get("decision")
     if decision not in EXPECTED:
         raise InvalidInput(f"expect.decision: expected one of {', '.join(EXPECTED)}")
@@ -145,33 +146,35 @@ def _expectation(event: str, data: dict[str, Any], expect: dict[str, Any]) -> di
     return expectation
 
 
-def answer_expected(answer: Any) -> dict[str, Any]:
+def answer_expected(answer: Recorded | Row) -> Expected:
     """What a kept scenario expects of an answer (a replay's ``Row``, or what it recorded):
     its decision, reason and whether it injected, or ``error`` when it failed."""
     if answer.error:
         return {"decision": "error"}
-    expect: dict[str, Any] = {"decision": answer.decision or "allow", "reason": answer.reason}
+    expect: Expected = {"decision": answer.decision or "allow", "reason": answer.reason}
     if answer.injection is not None:
         expect["injected"] = bool(answer.injection)
     return expect
 
 
-def chat_document(
-    deliveries: list[tuple[dict[str, Any], dict[str, Any]]], handler: str
-) -> dict[str, Any]:
+Kept = tuple[Mapping[str, object], Expected]
+"""A delivery a chat's scenario plays again: its payload, and the answer it expects."""
+
+
+def chat_document(deliveries: list[Kept], handler: str) -> Document:
     """A platform scenario that plays one chat's recorded deliveries (payload, expected answer)
     again: a turn per run, in the order they first appear; in each, a model turn per recorded
     ``agent.turn_start`` (one, without any) making that turn's recorded tool calls with their
     arguments; a hook per recorded event, to ``handler``; and per delivery an expectation of
     its answer, on the run of its turn (tool calls by their tool and scalar arguments)."""
-    runs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    runs: dict[str, list[Kept]] = {}
     for payload, expect in deliveries:
         runs.setdefault(str(payload.get("run_id")), []).append((payload, expect))
     events: list[str] = []
-    turns: list[dict[str, Any]] = []
-    expectations: list[dict[str, Any]] = []
+    turns: list[Document] = []
+    expectations: list[Document] = []
     for number, run in enumerate(runs.values()):
-        outputs: list[dict[str, Any]] = []
+        outputs: list[Document] = []
         for payload, expect in run:
             event = str(payload.get("event"))
             data = _mapping(payload.get("data"))
@@ -180,7 +183,7 @@ def chat_document(
             if event == "agent.turn_start" or (event == "agent.tool_call" and not outputs):
                 outputs.append({"say": f"Model turn {len(outputs) + 1}."})
             if event == "agent.tool_call":
-                outputs[-1].setdefault("tool_calls", []).append(_call(data))
+                cast(list[Document], outputs[-1].setdefault("tool_calls", [])).append(_call(data))
             expectation = {**_expectation(event, data, expect), "run": number}
             arguments = data.get("arguments")
             if event == "agent.tool_call" and isinstance(arguments, dict):
@@ -203,7 +206,7 @@ def chat_document(
     }
 
 
-def _toml(document: dict[str, Any], lines: list[str], stem: str) -> tuple[str, str, str]:
+def _toml(document: Document, lines: list[str], stem: str) -> tuple[str, str, str]:
     """(file name, media type, text): TOML with ``lines`` as comments, or JSON when a value
     has no TOML form (a null)."""
     try:
@@ -313,13 +316,18 @@ class TestWriter:
     notes: list[str]
     source: str
     per: str = "delivery"
-    chats: dict[str, list[tuple[int, dict[str, Any], dict[str, Any]]]] = field(default_factory=dict)
-    summary: dict[str, Any] = field(init=False)
+    chats: dict[str, list[tuple[int, Mapping[str, object], Expected]]] = field(default_factory=dict)
+    summary: SavedTests = field(init=False)
 
     def __post_init__(self) -> None:
-        counts = {"written": 0, "not_written": 0, "problems": []}
-        self.summary = {"directory": str(self.directory), "expect": self.expect, "per": self.per}
-        self.summary |= counts
+        self.summary = SavedTests(
+            directory=str(self.directory),
+            expect=self.expect,
+            per=self.per,
+            written=0,
+            not_written=0,
+            problems=[],
+        )
 
     def skip(self, problem: str) -> None:
         """Count one delivery not written, and name it while fewer than PROBLEMS_KEPT are."""
@@ -348,7 +356,7 @@ class TestWriter:
             return
         self.save(f"{row.number:04d}-{name}", text)
 
-    def keep(self, row: Row, expect: dict[str, Any]) -> None:
+    def keep(self, row: Row, expect: Expected) -> None:
         """Keep a delivery for its chat's scenario, if a chat's scenario can play it."""
         payload = row.recorded.payload
         model, problem = payload_model(payload)

@@ -22,7 +22,7 @@ import shutil
 import sys
 import textwrap
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -159,7 +159,10 @@ def print_json_line(data: Any) -> None:
 
 
 def print_json_stream(
-    head: dict[str, Any], key: str, items: Iterable[Any], tail: Callable[[], dict[str, Any]]
+    head: Mapping[str, object],
+    key: str,
+    items: Iterable[object],
+    tail: Callable[[], Mapping[str, object]],
 ) -> None:
     """Print one JSON document on stdout as ``print_json`` would print ``{**head, key: [...],
     **tail()}``, writing each item as it comes, so a long list is never held whole."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -25,11 +25,12 @@ from belt.errors import (
     UsageError,
     remote_error,
 )
-from belt.records.interrupts import BATCH_PATH, Settlement, happened_at
+from belt.records.interrupts import BATCH_PATH, BatchResult, Settlement, happened_at
 from belt.records.profile import PROFILE_PATH
 from belt.store import check_id
 from belt.strictjson import StrictJSONError, decode
 from belt.transport import TooLarge, call, read
+from belt.wire.dto import InterruptJSON, WatchEvent
 from belt.wire.enums import InterruptStatus
 from belt.wire.validate import check_webhook_url
 
@@ -176,18 +177,17 @@ class Platform:
 
     # Routes
 
-    def list_interrupts(
-        self, *, run_id: str, include_settled: bool = False
-    ) -> list[dict[str, Any]]:
+    def list_interrupts(self, *, run_id: str, include_settled: bool = False) -> list[InterruptJSON]:
         """``GET /agent-runs/{run_id}/interrupts``: the pending ones, or all."""
         check_id(run_id, what="run id")
         path = f"/agent-runs/{run_id}/interrupts"
         data = self.request("GET", path)
         if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
             raise self._shape(path, "something other than a list of interrupts")
+        items = cast(list[InterruptJSON], data)
         if include_settled:
-            return data
-        return [item for item in data if item.get("status") == InterruptStatus.PENDING]
+            return items
+        return [item for item in items if item.get("status") == InterruptStatus.PENDING]
 
     def find_interrupts(
         self,
@@ -196,7 +196,7 @@ class Platform:
         chat_id: str | None = None,
         reason: str | None = None,
         include_settled: bool = False,
-    ) -> list[tuple[dict[str, Any], str | None]]:
+    ) -> list[tuple[InterruptJSON, str | None]]:
         """A run's interrupts in the order the platform lists them, filtered here; the
         platform does not say how they settle on expiry."""
         if run_id is None:
@@ -212,7 +212,7 @@ class Platform:
             and (reason is None or item.get("reason") == reason)
         ]
 
-    def get_interrupt(self, *, interrupt_id: str, run_id: str) -> dict[str, Any]:
+    def get_interrupt(self, *, interrupt_id: str, run_id: str) -> InterruptJSON:
         """One interrupt, found in its run's list (the API has no route for one interrupt)."""
         check_id(interrupt_id, what="interrupt id")
         items = self.list_interrupts(run_id=run_id, include_settled=True)
@@ -229,7 +229,7 @@ class Platform:
 
     def show_interrupt(
         self, *, interrupt_id: str, run_id: str | None
-    ) -> tuple[dict[str, Any], str | None]:
+    ) -> tuple[InterruptJSON, str | None]:
         """One interrupt, found in its run's list; the API does not say how it expires."""
         if not run_id:
             raise UsageError(
@@ -247,7 +247,7 @@ class Platform:
         data: Any = None,
         door: str = "cli",
         by: Settlement | None = None,
-    ) -> dict[str, Any]:
+    ) -> InterruptJSON:
         """``POST /interrupts/{id}/resolve``; returns the resolved InterruptDTO. The platform
         records who resolved it (``door`` is the local store's, and is not sent).
 
@@ -255,7 +255,7 @@ class Platform:
         through its own ``POST /_belt/interrupts/{id}/resolve``, which records it in the trail;
         another API is sent the spec's request and nothing of it."""
         check_id(interrupt_id, what="interrupt id")
-        body: dict[str, Any] = {"decision": decision}
+        body: dict[str, object] = {"decision": decision}
         if data is not None:
             body["data"] = data
         path = f"/interrupts/{interrupt_id}/resolve"
@@ -267,7 +267,7 @@ class Platform:
             raise remote_error(exc.status, exc.message, hint=FULL_IDS) from None
         if not isinstance(result, dict):
             raise self._shape(path, "something other than an interrupt")
-        return result
+        return cast(InterruptJSON, result)
 
     def batch_atomic(self) -> bool:
         """Whether the platform has ``belt serve``'s batch route (``GET /_belt/interrupts/batch``
@@ -283,23 +283,23 @@ class Platform:
             self._atomic = isinstance(terms, dict) and terms.get("atomic") is True
         return self._atomic
 
-    def in_batch(self, *, items: list[dict[str, Any]], batch: str) -> list[dict[str, Any]]:
+    def in_batch(self, *, items: list[InterruptJSON], batch: str) -> list[InterruptJSON]:
         """All of ``items``: the API does not say who settled a gate (the batch route checks)."""
         return items
 
     def resolve_batch(
         self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
-    ) -> dict[str, Any]:
+    ) -> BatchResult:
         """``POST /_belt/interrupts/batch``: the gates settled all or none."""
         for interrupt_id in ids:
             check_id(interrupt_id, what="interrupt id")
-        body: dict[str, Any] = {"ids": list(ids), "digest": digest, "decision": decision}
+        body: dict[str, object] = {"ids": list(ids), "digest": digest, "decision": decision}
         if data is not None:
             body["data"] = data
         result = self.request("POST", BATCH_PATH, body=body)
         if not isinstance(result, dict) or not isinstance(result.get("resolved"), list):
             raise self._shape(BATCH_PATH, "something other than a batch's outcome")
-        return result
+        return cast(BatchResult, result)
 
     def watch_interrupts(
         self,
@@ -307,7 +307,7 @@ class Platform:
         run_ids: Sequence[str] = (),
         interval: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[WatchEvent]:
         """Events as the interrupts of ``run_ids`` open and settle, polling each run's list
         every ``interval`` seconds; an unreachable platform is a warning, and polling goes on."""
         if not run_ids:
@@ -322,7 +322,7 @@ class Platform:
         known: dict[str, str] = {}
         polled: set[str] = set()
         while True:
-            events: list[dict[str, Any]] = []  # one round's, printed in the order they happened
+            events: list[WatchEvent] = []  # one round's, printed in the order they happened
             for run_id in run_ids:
                 try:
                     items = self.list_interrupts(run_id=run_id, include_settled=True)
@@ -350,7 +350,7 @@ class Platform:
             yield from sorted(events, key=happened_at)
             sleep(interval)
 
-    def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, Any]:
+    def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, object]:
         """``POST /chats/{chat_id}/settings`` with ``disable_hooks``."""
         check_id(chat_id, what="chat id")
         result = self.request(
@@ -360,18 +360,18 @@ class Platform:
             return result
         return {"id": chat_id, "agent_data": {"disable_hooks": disable_hooks}}
 
-    def get_profile(self) -> dict[str, Any]:
+    def get_profile(self) -> dict[str, object]:
         """``GET /agent_api/v1/profile/configuration``: the whole configuration declaration."""
         return self._declaration(self.request("GET", PROFILE_PATH, envelope=False))
 
-    def put_profile(self, declaration: dict[str, Any]) -> dict[str, Any]:
+    def put_profile(self, declaration: dict[str, object]) -> dict[str, object]:
         """``PUT`` the whole configuration declaration; returns it as stored."""
         stored = self.request(
             "PUT", PROFILE_PATH, body=declaration, envelope=False, what="the profile"
         )
         return self._declaration(stored)
 
-    def _declaration(self, document: Any) -> dict[str, Any]:
+    def _declaration(self, document: Any) -> dict[str, object]:
         if not isinstance(document, dict):
             raise self._shape(PROFILE_PATH, "something other than an object")
         return document

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from belt import dialects
 from belt.text import short
+
+if TYPE_CHECKING:
+    from belt.records.messages import Message
+    from belt.replay import ReplayOutline, RowJSON, SavedTests
+    from belt.wire.dto import InterruptJSON, WatchEvent
 
 Lines = list[tuple[str, str]]
 
@@ -26,7 +31,7 @@ def transcript_lines(report: dict[str, Any], *, verbose: bool = False) -> Lines:
     return dialects.of(report["simulation"]).transcript_lines(report, verbose=verbose)
 
 
-def platform_lines(report: dict[str, Any], quiet: list[dict[str, Any]] | None = None) -> Lines:
+def platform_lines(report: dict[str, Any], quiet: list[Delivery] | None = None) -> Lines:
     """A platform simulation: each run, its messages and hook rows (each under the tool call it
     was for), and the gates that hold it; ``quiet`` deliveries where they happened."""
     lines = registry_lines(report)
@@ -42,7 +47,7 @@ def platform_lines(report: dict[str, Any], quiet: list[dict[str, Any]] | None = 
     return lines + task_lines(report) + gate_lines(report) + interrupted_lines(report)
 
 
-Render = Callable[[dict[str, Any]], Lines]
+Render = Callable[[Mapping[str, object]], Lines]
 
 LOADED = {"created": "created", "versioned": "new version", "skipped": "unchanged"}
 
@@ -72,51 +77,49 @@ def registry_lines(report: dict[str, Any]) -> Lines:
 
 
 def conversation(
-    messages: list[dict[str, Any]], show: Render, quiet: list[dict[str, Any]]
-) -> list[tuple[dict[str, Any], Lines]]:
+    messages: list[Message], show: Render, quiet: list[Delivery]
+) -> list[tuple[Message, Lines]]:
     """Each message with its lines, a hook row under the tool call it was for (its message's
     ``sim.invocation_id``) rather than after all the calls of its turn; ``quiet`` deliveries
     (``hook.executed`` records that left no row) under their tool call, else after the message
     they followed."""
     invocations = {
-        str(invocation["id"]): str(message.get("id"))
+        str(invocation["id"]): message["id"]
         for message in messages
         for invocation in message.get("tool_invocations") or []
     }
     # A row shown under its tool call stands, for what came after it, for the call's message.
     moved = {
-        str(message.get("id")): invocations[about]
+        message["id"]: invocations[about]
         for message in messages
-        if message.get("role") == "event"
+        if message["role"] == "event"
         and (about := str((message.get("sim") or {}).get("invocation_id") or "")) in invocations
     }
-    under: dict[str, list[dict[str, Any]]] = {}
+    under: dict[str, Lines] = {}
     after: dict[str, Lines] = {}
     for record in quiet:
         about = str(record.get("invocation_id") or "")
         if about in invocations:
-            under.setdefault(about, []).append({"quiet": record})
+            under.setdefault(about, []).append(quiet_line(record))
         else:
             follows = str(record.get("after_message") or "")
             after.setdefault(moved.get(follows, follows), []).append(quiet_line(record))
     for message in messages:
-        about = str((message.get("sim") or {}).get("invocation_id") or "")
-        if str(message.get("id")) in moved:
-            under.setdefault(about, []).append({"row": message})
-    out: list[tuple[dict[str, Any], Lines]] = []
+        if message["id"] in moved:
+            about = str((message.get("sim") or {}).get("invocation_id") or "")
+            under.setdefault(about, []).extend(show(message))
+    out: list[tuple[Message, Lines]] = []
     for message in messages:
-        if str(message.get("id")) in moved:
+        if message["id"] in moved:
             continue
         lines = show(message)
         if message.get("tool_invocations"):
-            lines = with_hooks_under_tools(message, lines, under, show)
-        out.append((message, lines + after.get(str(message.get("id")), [])))
+            lines = with_hooks_under_tools(message, lines, under)
+        out.append((message, lines + after.get(message["id"], [])))
     return out
 
 
-def with_hooks_under_tools(
-    message: dict[str, Any], lines: Lines, under: dict[str, list[dict[str, Any]]], show: Render
-) -> Lines:
+def with_hooks_under_tools(message: Message, lines: Lines, under: dict[str, Lines]) -> Lines:
     """An assistant message's lines with each tool call's hook rows right under its line."""
     tool_lines = [i for i, (text, _) in enumerate(lines) if text.startswith("  tool     ")]
     invocations = message.get("tool_invocations") or []
@@ -124,16 +127,27 @@ def with_hooks_under_tools(
         return lines
     out = lines[: tool_lines[0]] if tool_lines else list(lines)
     for position, invocation in zip(tool_lines, invocations, strict=True):
-        out.append(lines[position])
-        for entry in under.get(str(invocation["id"]), []):
-            if "row" in entry:
-                out.extend(show(entry["row"]))
-            else:
-                out.append(quiet_line(entry["quiet"]))
+        out += [lines[position], *under.get(str(invocation["id"]), [])]
     return out
 
 
-def quiet_deliveries(report: dict[str, Any]) -> list[dict[str, Any]]:
+class Delivery(TypedDict, total=False):
+    """A ``hook.executed`` record as a transcript shows it (``belt.records.runs.RunEvent``),
+    with the tool call it was for or the message it followed."""
+
+    hook_event: str
+    handler: str
+    handler_type: str
+    decision: str
+    error: str | None
+    injected: bool
+    routed_to: str
+    duration_ms: float
+    invocation_id: str
+    after_message: str
+
+
+def quiet_deliveries(report: dict[str, Any]) -> list[Delivery]:
     """The hook calls that changed nothing and so left no row: allowed with nothing injected,
     and every async call."""
     return [
@@ -148,7 +162,7 @@ def quiet_deliveries(report: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def handler_text(hook: dict[str, Any], routed_to: Any = None) -> str:
+def handler_text(hook: Mapping[str, object], routed_to: object = None) -> str:
     """A hook's handler as a row names it: ``hooks.example.com → py:hooks.py:guard`` when a
     ``--route`` delivered it elsewhere, and its type when the name does not say it."""
     if routed_to:
@@ -157,7 +171,7 @@ def handler_text(hook: dict[str, Any], routed_to: Any = None) -> str:
     return f"{hook['handler']}{kind}"
 
 
-def quiet_line(record: dict[str, Any]) -> tuple[str, str]:
+def quiet_line(record: Mapping[str, object]) -> tuple[str, str]:
     """A hook call that left no row (``-v``): what it answered, which changed nothing."""
     hook = {"handler": record.get("handler"), "handler_type": record.get("handler_type")}
     mode = " (async)" if record.get("async") else ""
@@ -173,8 +187,9 @@ def quiet_line(record: dict[str, Any]) -> tuple[str, str]:
 TOOL_STYLES = {"completed": "", "failed": "red", "awaiting_approval": "yellow"}
 
 
-def message_lines(message: dict[str, Any]) -> Lines:
-    """How one message reads in the transcript."""
+def message_lines(row: Mapping[str, object]) -> Lines:
+    """How one message (a ``Message``) reads in the transcript."""
+    message = cast("Message", row)
     role = message["role"]
     text = " ".join(c.get("text") or "" for c in message.get("content") or [] if c)
     sim = message.get("sim") or {}
@@ -378,8 +393,9 @@ def execution_header(entry: dict[str, Any], runs: dict[str, Any]) -> Lines:
     return lines
 
 
-def nexus_message_lines(message: dict[str, Any]) -> Lines:
-    """How one message of a Nexus execution reads."""
+def nexus_message_lines(row: Mapping[str, object]) -> Lines:
+    """How one message (a ``Message``) of a Nexus execution reads."""
+    message = cast("Message", row)
     role = message["role"]
     sim = message.get("sim") or {}
     text = " ".join(c.get("text") or "" for c in message.get("content") or [] if c)
@@ -416,9 +432,13 @@ def nexus_message_lines(message: dict[str, Any]) -> Lines:
     return message_lines(message)
 
 
-def hook_task_line(hook: dict[str, Any]) -> tuple[str, str]:
+def _retried(attempt: object) -> bool:
+    return isinstance(attempt, int) and attempt > 1
+
+
+def hook_task_line(hook: Mapping[str, object]) -> tuple[str, str]:
     """One hook task attempt: event, tool, outcome, duration, key."""
-    attempt = f", attempt {hook['attempt']}" if int(hook.get("attempt") or 1) > 1 else ""
+    attempt = f", attempt {hook['attempt']}" if _retried(hook.get("attempt")) else ""
     where = f"{hook.get('duration_ms', 0)}ms  [{hook['task_key']}{attempt}]"
     head = f"    hook   {hook['event']} → {hook['handler']}:"
     if hook.get("status") == "completed":
@@ -503,7 +523,7 @@ TASK_STYLES = {
 }
 
 
-def clock(stamp: Any) -> str:
+def clock(stamp: object) -> str:
     """A stored timestamp as local HH:MM:SS."""
     try:
         return datetime.fromisoformat(str(stamp)).astimezone().strftime("%H:%M:%S")
@@ -511,7 +531,7 @@ def clock(stamp: Any) -> str:
         return "--:--:--"
 
 
-def task_line(record: dict[str, Any]) -> tuple[str, str]:
+def task_line(record: Mapping[str, object]) -> tuple[str, str]:
     """One live line: a task served (event, key, outcome, duration), skipped, or waited on; the
     gates a run waits at; or a warning of reading the scenario."""
     kind = record.get("kind")
@@ -520,7 +540,8 @@ def task_line(record: dict[str, Any]) -> tuple[str, str]:
     if kind == "approval":
         return (approval_waiting_text(record, None), "yellow")
     if kind == "gates":
-        return (gates_waiting_text(record["run_id"], record["pending"]), "yellow")
+        pending = cast("list[InterruptJSON]", record["pending"])
+        return (gates_waiting_text(record["run_id"], pending), "yellow")
     if kind == "settled":
         return (f"every gate of run {record['run_id']} is settled; going on", "dim")
     if kind == "hooks_from":
@@ -543,7 +564,7 @@ def task_line(record: dict[str, Any]) -> tuple[str, str]:
         text += f' "{short(str(record["feedback"]), 60)}"'
     elif record.get("code"):
         text += f" {record['code']}: {record['detail']}"
-    if int(record.get("attempt") or 1) > 1:
+    if _retried(record.get("attempt")):
         text += f" (attempt {record['attempt']})"
     duration = f"{record.get('duration_ms') or 0} ms"
     return (f"{head}  {text}  {duration}", TASK_STYLES.get(outcome, ""))
@@ -552,7 +573,7 @@ def task_line(record: dict[str, Any]) -> tuple[str, str]:
 # -- interrupts ------------------------------------------------------------------------------
 
 
-def _moment(stamp: Any) -> datetime | None:
+def _moment(stamp: object) -> datetime | None:
     try:
         moment = datetime.fromisoformat(str(stamp))
     except ValueError:
@@ -560,7 +581,7 @@ def _moment(stamp: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def expires_in(item: dict[str, Any], now: datetime) -> str:
+def expires_in(item: InterruptJSON, now: datetime) -> str:
     """How long a pending interrupt has left, as ``4m 12s``; ``overdue`` or ``-`` otherwise."""
     if item.get("status") != "pending" or not item.get("expires_at"):
         return "-"
@@ -579,7 +600,7 @@ def expires_in(item: dict[str, Any], now: datetime) -> str:
     return f"{seconds}s"
 
 
-def deadline(item: dict[str, Any], now: datetime, on_expiry: str | None) -> str:
+def deadline(item: InterruptJSON, now: datetime, on_expiry: str | None) -> str:
     """When a pending gate expires and what happens then."""
     left = expires_in(item, now)
     then = on_expiry or "?"
@@ -588,7 +609,7 @@ def deadline(item: dict[str, Any], now: datetime, on_expiry: str | None) -> str:
     return f"expires in {left}, then {then}"
 
 
-def gate_event(item: dict[str, Any]) -> str:
+def gate_event(item: InterruptJSON) -> str:
     """What an interrupt stopped: a hook gate's event (``agent.tool_call``), else its reason."""
     source = item.get("source")
     if isinstance(source, str) and source.startswith("hook:"):
@@ -596,7 +617,7 @@ def gate_event(item: dict[str, Any]) -> str:
     return short(str(item.get("reason")), 40)
 
 
-def gate_holds(item: dict[str, Any], limit: int = 50) -> str:
+def gate_holds(item: InterruptJSON, limit: int = 50) -> str:
     """What a gate holds: the tool call and its arguments, the turn, or the resource."""
     meta = item.get("meta")
     data = meta.get("data") if isinstance(meta, dict) else None
@@ -608,14 +629,14 @@ def gate_holds(item: dict[str, Any], limit: int = 50) -> str:
     return f"{kind}:{short(item['resource_id'], 30)}" if item.get("resource_id") else kind
 
 
-def interrupt_status(item: dict[str, Any]) -> str:
+def interrupt_status(item: InterruptJSON) -> str:
     """``pending``, or how it was settled: ``resolved (allow)``, ``expired (deny)``."""
     status = str(item.get("status"))
     return f"{status} ({item['resolution']})" if item.get("resolution") else status
 
 
 def interrupt_table(
-    listed: list[tuple[dict[str, Any], str | None]],
+    listed: list[tuple[InterruptJSON, str | None]],
     now: datetime,
     *,
     short_ids: bool,
@@ -651,7 +672,7 @@ WATCH_STYLES = {"pending": "yellow", "opened": "bold yellow", "resolved": "green
 WATCH_STYLES |= {"expired": "magenta", "cancelled": "dim"}
 
 
-def watch_line(event: dict[str, Any], now: datetime, *, short_ids: bool) -> tuple[str, str]:
+def watch_line(event: WatchEvent, now: datetime, *, short_ids: bool) -> tuple[str, str]:
     """One line of ``belt interrupt watch``: when, what happened, which gate, what it holds."""
     item = event["interrupt"]
     kind = str(event["event"])
@@ -671,9 +692,9 @@ def watch_line(event: dict[str, Any], now: datetime, *, short_ids: bool) -> tupl
 
 
 def review_lines(
-    item: dict[str, Any],
+    item: InterruptJSON,
     on_expiry: str | None,
-    before: list[dict[str, Any]],
+    before: list[Message],
     now: datetime,
     *,
     position: str,
@@ -710,26 +731,26 @@ def review_lines(
 # -- belt test ------------------------------------------------------------------------------------
 
 
-def excerpt_lines(dialect: str, messages: list[dict[str, Any]]) -> Lines:
-    """Some messages of a transcript, as the whole transcript shows them."""
+def excerpt_lines(dialect: str, messages: Sequence[Mapping[str, object]]) -> Lines:
+    """Some messages of a transcript (``belt.testing``'s excerpts of its messages), as the
+    whole transcript shows them."""
     show = dialects.get(dialect or dialects.PLATFORM).message_lines
-    return [line for _, lines in conversation(messages, show, []) for line in lines]
+    return [
+        line for _, part in conversation(cast("list[Message]", messages), show, []) for line in part
+    ]
 
 
-def merged_excerpt_lines(dialect: str, excerpts: list[list[dict[str, Any]]]) -> Lines:
+def merged_excerpt_lines(dialect: str, excerpts: Sequence[Sequence[Mapping[str, object]]]) -> Lines:
     """Several excerpts of one transcript as one: each message once, in the chat's order, with
     ``…`` where messages between two parts are left out."""
-    messages: dict[str, dict[str, Any]] = {}
-    for excerpt in excerpts:
-        for message in excerpt:
-            messages.setdefault(str(message.get("id")), message)
-    ordered = sorted(messages.values(), key=lambda m: int(m.get("order") or 0))
+    messages = {
+        m["id"]: m for excerpt in excerpts[::-1] for m in cast("list[Message]", excerpt[::-1])
+    }
     lines: Lines = []
-    part: list[dict[str, Any]] = []
-    for message in ordered:
-        if part and int(message.get("order") or 0) > int(part[-1].get("order") or 0) + 1:
-            lines.extend(excerpt_lines(dialect, part))
-            lines.append(("…", "dim"))
+    part: list[Message] = []
+    for message in sorted(messages.values(), key=lambda m: m["order"]):
+        if part and message["order"] > part[-1]["order"] + 1:
+            lines += [*excerpt_lines(dialect, part), ("…", "dim")]
             part = []
         part.append(message)
     return lines + excerpt_lines(dialect, part)
@@ -839,7 +860,7 @@ def tools_text(entry: dict[str, Any]) -> str:
     return ", ".join(f"{tool} {count}" for tool, count in sorted(entry["tools"].items()))
 
 
-def unfired_text(entry: dict[str, Any]) -> str:
+def unfired_text(entry: Mapping[str, object]) -> str:
     """A hook that never fired, as ``--fail-under-hooks`` names it."""
     return f"hook {entry['where']} ({entry['event']}, {entry['handler']}) never fired"
 
@@ -909,7 +930,7 @@ def test_summary_line(
 # -- belt replay ----------------------------------------------------------------------------------
 
 
-def replay_row(row: dict[str, Any]) -> list[str]:
+def replay_row(row: RowJSON) -> list[str]:
     """One row of a replay's table: event, tool, the decision then and now, what changed."""
     recorded, replayed = row["recorded"], row["replayed"]
     if replayed["error"]:
@@ -926,12 +947,12 @@ def replay_row(row: dict[str, Any]) -> list[str]:
     ]
 
 
-def _decision(side: dict[str, Any]) -> str:
+def _decision(side: Mapping[str, object]) -> str:
     decision = str(side["decision"] or "-")
     return decision + (" +inject" if side.get("injection") else "")
 
 
-def replay_summary(report: dict[str, Any]) -> tuple[str, str]:
+def replay_summary(report: ReplayOutline) -> tuple[str, str]:
     """The last line of a replay."""
     summary = report["summary"]
     text = (
@@ -942,7 +963,7 @@ def replay_summary(report: dict[str, Any]) -> tuple[str, str]:
     return text, "bold red" if summary["changed"] else "green"
 
 
-def saved_tests_lines(saved: dict[str, Any]) -> Lines:
+def saved_tests_lines(saved: SavedTests) -> Lines:
     """What ``belt replay --save-tests`` wrote: how many scenarios, where, and the deliveries it
     could not write (a payload belt cannot replay, an event no scenario reaches)."""
     written = f"{saved['written']} test scenario(s) written to {saved['directory']}"
@@ -957,7 +978,7 @@ def saved_tests_lines(saved: dict[str, Any]) -> Lines:
 # -- waiting at gates (``belt sim run --wait``) ---------------------------------------------------
 
 
-def gates_waiting_text(run_id: str, pending: list[dict[str, Any]]) -> str:
+def gates_waiting_text(run_id: object, pending: list[InterruptJSON]) -> str:
     """The one line a simulation prints when it starts waiting at a run's gates: the gates and
     the commands that settle them, with real ids."""
     commands = ", ".join(
@@ -971,14 +992,14 @@ def gates_waiting_text(run_id: str, pending: list[dict[str, Any]]) -> str:
     )
 
 
-def span_left(expires_at: Any, now: datetime) -> str:
+def span_left(expires_at: object, now: datetime) -> str:
     """The time from ``now`` to ``expires_at``, as a countdown shows it (``4:59``)."""
     left = max(0, int((datetime.fromisoformat(str(expires_at)) - now).total_seconds()))
     hours, rest = divmod(left, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
-def approval_waiting_text(record: dict[str, Any], now: datetime | None) -> str:
+def approval_waiting_text(record: Mapping[str, object], now: datetime | None) -> str:
     """What a ``--wait`` simulation waits for at a hook task's approval, how to give it, and
     (with ``now``, for a line kept current) the time left; without ``now``, the time it
     expires."""
@@ -998,10 +1019,10 @@ def approval_waiting_text(record: dict[str, Any], now: datetime | None) -> str:
     )
 
 
-def countdown_text(pending: list[dict[str, Any]], now: datetime) -> str:
+def countdown_text(pending: list[InterruptJSON], now: datetime) -> str:
     """The earliest expiry of the gates waited at, counting down (``4:59``)."""
 
-    def expiry(interrupt: dict[str, Any]) -> datetime:
+    def expiry(interrupt: InterruptJSON) -> datetime:
         return datetime.fromisoformat(str(interrupt["expires_at"]))
 
     first = min(pending, key=expiry)

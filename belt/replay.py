@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from pydantic import ValidationError
 
@@ -82,6 +82,88 @@ class Recorded:
     at: str | None = None
 
 
+class SavedTests(TypedDict):
+    """What ``belt replay --save-tests`` wrote (the replay's ``saved_tests``;
+    ``belt.keep.TestWriter``)."""
+
+    directory: str
+    expect: str
+    per: str
+    written: int
+    not_written: int
+    problems: list[str]
+
+
+class Answer(TypedDict):
+    """What a handler answered, as a replay's row shows it."""
+
+    decision: str | None
+    reason: str | None
+    injection: Any
+    error: str | None
+
+
+class RecordedAnswer(Answer):
+    """What was answered then, and when."""
+
+    at: str | None
+
+
+class RowJSON(TypedDict):
+    """One payload replayed, as ``--json`` prints it (``Row.to_json``)."""
+
+    number: int
+    event: Any
+    tool: Any
+    chat_id: Any
+    run_id: Any
+    recorded: RecordedAnswer
+    replayed: Answer
+    changed: list[str]
+    delivery_id: NotRequired[str]
+    """The inspector's: the delivery replayed, and the payload sent."""
+    payload: NotRequired[Any]
+
+
+class ReplaySummary(TypedDict):
+    """How many payloads a replay delivered, and how many answers changed."""
+
+    replayed: int
+    changed: int
+    decisions_changed: int
+    injections_changed: int
+    errors: int
+
+
+class ReplayHead(TypedDict):
+    """What a replay's report says before its rows."""
+
+    replay_id: str
+    source: str
+    target: str
+
+
+class ReplayTail(TypedDict):
+    """What a replay's report says after its rows."""
+
+    summary: ReplaySummary
+    first_error: str | None
+    fix: str | None
+    skipped: int
+    problems: list[str]
+    saved_tests: NotRequired[SavedTests]
+
+
+class ReplayOutline(ReplayHead, ReplayTail):
+    """A replay's report but its rows."""
+
+
+class ReplayReport(ReplayOutline):
+    """A whole replay's report, every row in a list (``belt replay --json``)."""
+
+    rows: list[RowJSON]
+
+
 @dataclass
 class Row:
     """One payload replayed: what was decided then and now, and what changed."""
@@ -94,12 +176,10 @@ class Row:
     error: str | None = None
     changed: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RowJSON:
         """The row as ``--json`` prints it."""
-        payload: dict[str, Any] = (
-            self.recorded.payload if isinstance(self.recorded.payload, dict) else {}
-        )
-        data: dict[str, Any] = payload["data"] if isinstance(payload.get("data"), dict) else {}
+        payload = self.recorded.payload if isinstance(self.recorded.payload, dict) else {}
+        data = payload["data"] if isinstance(payload.get("data"), dict) else {}
         return {
             "number": self.number,
             "event": payload.get("event"),
@@ -123,7 +203,7 @@ class Row:
         }
 
 
-Deliver = Callable[[dict[str, Any]], "WebhookResult"]
+Deliver = Callable[[dict[str, object]], "WebhookResult"]
 
 
 @dataclass
@@ -327,7 +407,7 @@ def url_target(url: str, secret: str | None) -> tuple[str, Deliver, Callable[[],
     if reason:
         raise UsageError(f"--to {url!r}: the URL {reason}")
 
-    def send(payload: dict[str, Any]) -> WebhookResult:
+    def send(payload: dict[str, object]) -> WebhookResult:
         return deliver(url, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, secret=secret)
 
     return url_host(url), send, lambda: None
@@ -337,7 +417,7 @@ def policy_target(path: Path) -> tuple[str, Deliver, Callable[[], None]]:
     """Decide with a policy file, in-process."""
     policy = load_policy(path)
 
-    def decide(payload: dict[str, Any]) -> WebhookResult:
+    def decide(payload: dict[str, object]) -> WebhookResult:
         model, problem = payload_model(payload)
         if model is None:
             return WebhookResult(None, "", None, problem, 0)
@@ -359,7 +439,7 @@ def handler_target(spec: str) -> tuple[str, Deliver, Callable[[], None]]:
     caller = InProcess()
     label = reference(spec)
 
-    def decide(payload: dict[str, Any]) -> WebhookResult:
+    def decide(payload: dict[str, object]) -> WebhookResult:
         return caller.call(
             label, func, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, message_limit=MESSAGE_LIMIT
         )
@@ -491,7 +571,7 @@ def open_replay(
         close()
 
 
-def replay(**options: Any) -> dict[str, Any]:
+def replay(**options: Any) -> ReplayReport:
     """Deliver every recorded payload of ``source`` again to the target and compare answers:
     ``open_replay``'s options; the whole report, its rows in a list."""
     with open_replay(**options) as run:
@@ -528,36 +608,34 @@ class Replay:
         """Called with each row once it is replayed (``belt.keep`` saves it as a test)."""
         self.on_end: Callable[[], None] | None = None
         """Called once every row is replayed (``belt.keep`` writes a chat's test then)."""
-        self.saved: dict[str, Any] | None = None
+        self.saved: SavedTests | None = None
         """What ``--save-tests`` wrote, for the tail (``belt.keep.TestWriter``)."""
         self.remote = False
         """True when the target is a URL (``--to``): its failed answers fail the replay."""
-        self.traced: dict[str, Any] = {}
+        self.traced: dict[str, object] = {}
         """What each delivery's span (``belt.hook``) says of the target."""
         self.first_failure: WebhookResult | None = None
         """The first delivery that was sent and failed (its status, for ``failure``)."""
-        self.summary = {
-            "replayed": 0,
-            "changed": 0,
-            "decisions_changed": 0,
-            "injections_changed": 0,
-            "errors": 0,
-        }
+        self.summary = ReplaySummary(
+            replayed=0, changed=0, decisions_changed=0, injections_changed=0, errors=0
+        )
 
-    def head(self) -> dict[str, Any]:
+    def head(self) -> ReplayHead:
         """What the report says before its rows."""
         return {"replay_id": self.replay_id, "source": self.where, "target": self.label}
 
-    def tail(self) -> dict[str, Any]:
+    def tail(self) -> ReplayTail:
         """What the report says after its rows (once they are all made)."""
-        return {
-            "summary": self.summary,
-            "first_error": self.first_error,
-            "fix": self.fix,
-            "skipped": self.skipped.count,
-            "problems": self.skipped.problems,
-            **({"saved_tests": self.saved} if self.saved is not None else {}),
-        }
+        tail = ReplayTail(
+            summary=self.summary,
+            first_error=self.first_error,
+            fix=self.fix,
+            skipped=self.skipped.count,
+            problems=self.skipped.problems,
+        )
+        if self.saved is not None:
+            tail["saved_tests"] = self.saved
+        return tail
 
     def failure(self) -> BeltError | None:
         """For a replay ``--to`` a URL, once its rows are made: the error of its first failed
@@ -572,12 +650,12 @@ class Replay:
             return BeltError(message, hint=self.fix)  # it took the request and failed: exit 1
         return remote_error(failed.status, message, hint=self.fix)
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> ReplayReport:
         """The whole report, every row in a list (for a replay of a bounded selection)."""
         rows = list(self.rows())
-        return {**self.head(), "rows": rows, **self.tail()}
+        return cast(ReplayReport, {**self.head(), "rows": rows, **self.tail()})
 
-    def rows(self) -> Iterator[dict[str, Any]]:
+    def rows(self) -> Iterator[RowJSON]:
         """Deliver each payload, compare, journal and count; its row as ``--json`` prints it.
 
         ``deadline`` (a ``time.monotonic()`` moment) bounds the whole replay: a payload whose
@@ -650,7 +728,7 @@ def replay_each(
     label: str,
     deliver: Deliver,
     deadline: float | None = None,
-) -> dict[str, Any]:
+) -> ReplayReport:
     """Deliver each recorded payload to ``deliver``, compare, journal; the replay's report, with
     every row (``Replay`` hands them on one at a time instead)."""
     return Replay(

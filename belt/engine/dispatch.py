@@ -29,6 +29,7 @@ from belt.handlers.task import start_task
 from belt.handlers.webhook import deliver
 from belt.policy import load_policy
 from belt.wire.catalogue import EVENTS
+from belt.wire.dto import InterruptJSON
 from belt.wire.platform import (
     HookDecision,
     HookHandlerType,
@@ -165,7 +166,7 @@ class HookRun:
     duration_ms: int = 0
     latency_ms: float = 0.0
     """How long the delivery took, to the microsecond (``[[expect]] latency_ms`` reads it)."""
-    interrupt: dict[str, Any] | None = None
+    interrupt: InterruptJSON | None = None
     task_chat_id: str | None = None
     routed_to: str | None = None
     resource_id: str | None = None

@@ -28,7 +28,7 @@ from collections.abc import Callable, Collection, Mapping
 from contextlib import ExitStack
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from belt import tracing
 from belt.errors import BeltError, Conflict, InvalidInput, NotFound
@@ -40,7 +40,11 @@ from belt.store import Store, check_id, clock, open_store
 from belt.store.clock import epoch_ms, parse_timestamp, timestamp, utcnow
 from belt.store.shapes import record_shape
 from belt.text import describe, printable, short
+from belt.wire.dto import InterruptJSON, WatchEvent
 from belt.wire.enums import AgentRunState, InterruptStatus
+
+if TYPE_CHECKING:
+    from belt.records.messages import Message
 
 INTERRUPT = "interrupt"
 RUN_INTERRUPTS = "run-interrupts"
@@ -194,9 +198,9 @@ def on_expiry(record: Interrupt) -> str:
     return record.get("default_resolution") or "deny"
 
 
-def to_dto(record: Interrupt) -> dict[str, Any]:
+def to_dto(record: Interrupt) -> InterruptJSON:
     """The InterruptDTO of a stored interrupt record (store-only fields left out)."""
-    return {field: record.get(field) for field in DTO_FIELDS}
+    return cast(InterruptJSON, {field: record.get(field) for field in DTO_FIELDS})
 
 
 def _store(store: Store | None) -> Store:
@@ -307,7 +311,7 @@ def create_interrupt(
     source: str | None = None,
     resource_type: str | None = None,
     now: datetime | None = None,
-) -> dict[str, Any]:
+) -> InterruptJSON:
     """Open an interrupt on a run (a hook gate by default) and return its InterruptDTO.
 
     ``timeout`` defaults to the gate default (300 s); ``default_resolution`` to ``allow`` for a
@@ -366,7 +370,7 @@ def open_gate(
     timeout: int | None = None,
     default_resolution: str | None = None,
     meta: Any = None,
-) -> dict[str, Any]:
+) -> InterruptJSON:
     """Open a hook gate by hand (``belt interrupt create``) on a run of the store, as a gate hook
     on ``event`` would; returns its InterruptDTO.
 
@@ -468,14 +472,14 @@ def read_record(*, store: Store | None = None, interrupt_id: str) -> Interrupt:
     return found
 
 
-def get_interrupt(*, store: Store | None = None, interrupt_id: str) -> dict[str, Any]:
+def get_interrupt(*, store: Store | None = None, interrupt_id: str) -> InterruptJSON:
     """One interrupt's InterruptDTO; NotFound (exit 3) if there is none."""
     return to_dto(read_record(store=store, interrupt_id=interrupt_id))
 
 
 def list_interrupts(
     *, store: Store | None = None, run_id: str, include_settled: bool = False
-) -> list[dict[str, Any]]:
+) -> list[InterruptJSON]:
     """A run's interrupts, oldest first: the pending ones, or all with ``include_settled``."""
     return [to_dto(record) for record in _run_records(_store(store), run_id, include_settled)]
 
@@ -498,7 +502,7 @@ def _records(store: Store, ids: list[str], include_settled: bool) -> list[Interr
     ]
 
 
-def for_resource(*, store: Store | None = None, resource_id: str) -> list[dict[str, Any]]:
+def for_resource(*, store: Store | None = None, resource_id: str) -> list[InterruptJSON]:
     """Every interrupt that holds one resource (a tool invocation), oldest first."""
     store = _store(store)
     check_id(resource_id, what="tool invocation id")
@@ -507,7 +511,7 @@ def for_resource(*, store: Store | None = None, resource_id: str) -> list[dict[s
     return [to_dto(record) for record in records]
 
 
-def pending_for_run(*, store: Store | None = None, run_id: str) -> list[dict[str, Any]]:
+def pending_for_run(*, store: Store | None = None, run_id: str) -> list[InterruptJSON]:
     """A run's pending interrupts; the run may resume when this is empty."""
     return list_interrupts(store=store, run_id=run_id)
 
@@ -567,7 +571,7 @@ def resolve_interrupt(
     data: Any = None,
     now: datetime | None = None,
     by: Settlement | None = None,
-) -> dict[str, Any]:
+) -> InterruptJSON:
     """Resolve a pending interrupt with allow or deny; NotFound (3), or Conflict (4) if settled.
 
     ``by`` says how it was settled (kept in the stored record beside the DTO, as
@@ -587,7 +591,7 @@ def resolve_interrupt(
 
 def cancel_interrupt(
     *, store: Store | None = None, interrupt_id: str, now: datetime | None = None
-) -> dict[str, Any]:
+) -> InterruptJSON:
     """Cancel a pending interrupt of a stopped run; NotFound (3), or Conflict (4) if settled."""
     settled = {"status": InterruptStatus.CANCELLED.value}
     return _settle_pending(_store(store), interrupt_id, now, settled)
@@ -595,7 +599,7 @@ def cancel_interrupt(
 
 def _settle_pending(
     store: Store, interrupt_id: str, now: datetime | None, settled: Mapping[str, object]
-) -> dict[str, Any]:
+) -> InterruptJSON:
     """Give a pending interrupt the fields ``settled``, stamped settled at ``now`` (or the
     time of the clock it was opened on); its InterruptDTO. NotFound (3), or Conflict (4) if
     it is settled already."""
@@ -665,7 +669,7 @@ class BatchResult(TypedDict):
     batch: str
     digest: str
     repeated: bool
-    resolved: list[dict[str, Any]]
+    resolved: list[InterruptJSON]
 
 
 def resolve_batch(
@@ -770,7 +774,7 @@ class _Skip(Exception):
 
 def sweep(
     *, store: Store | None = None, now: datetime | None = None, run_id: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[InterruptJSON]:
     """Settle every overdue pending interrupt (of ``run_id`` only, if given) with its default
     resolution, as of ``now`` (default: the clock's time); return them.
 
@@ -787,7 +791,7 @@ def sweep(
     moment = now or clock.now()
     due_ms, stamp = epoch_ms(moment), timestamp(moment)
     wall_stamp = timestamp(min(moment, utcnow()))
-    settled: list[dict[str, Any]] = []
+    settled: list[InterruptJSON] = []
     damaged: list[str] = []
 
     def expire(record: Interrupt) -> Interrupt:
@@ -903,7 +907,7 @@ def inbox(
 
 def transcript_before(
     *, store: Store | None = None, record: Mapping[str, Any], limit: int = 6
-) -> list[dict[str, Any]]:
+) -> list[Message]:
     """The last ``limit`` messages of an interrupt's chat written before it opened, in order."""
     from belt.records.messages import MESSAGE, MESSAGES, Message, expanded  # noqa: PLC0415 - start-up: not for belt interrupt list
 
@@ -912,12 +916,12 @@ def transcript_before(
     if not isinstance(chat_id, str):
         return []
     check_id(chat_id, what="chat id")
-    before: list[dict[str, Any]] = []
+    before: list[Message] = []
     for message_id in reversed(store.members(MESSAGES, chat_id)):
         stored = store.get(MESSAGE, message_id)
         if stored is None or str(stored.get("created_at") or "") > opened:
             continue
-        before += (dict(m) for m in reversed(expanded(store, cast(Message, stored))))
+        before += (m.copy() for m in reversed(expanded(store, cast(Message, stored))))
         if len(before) >= limit:
             break
     before = before[:limit]
@@ -976,10 +980,12 @@ class _Directory:
             return []
 
 
-def happened_at(event: dict[str, Any]) -> str:
+def happened_at(event: WatchEvent) -> str:
     """When a watch event happened, to print a look's events in order: a gate's opening at its
     creation, its settling at its resolution (warnings first)."""
-    item = event.get("interrupt") or {}
+    item = event.get("interrupt")
+    if item is None:
+        return ""
     if event["event"] in ("pending", "opened"):
         return str(item.get("created_at") or "")
     return str(item.get("resolved_at") or item.get("updated_at") or "")
@@ -1015,7 +1021,7 @@ class Watch:
         self.started = ""
         self.last_look = 0.0
 
-    def start(self) -> list[dict[str, Any]]:
+    def start(self) -> list[WatchEvent]:
         """Begin following; the gates pending now, oldest first, as ``pending`` events."""
         self.started = timestamp(utcnow() - timedelta(seconds=RACY_SECONDS))
         self.last_look = time.time()
@@ -1023,15 +1029,15 @@ class Watch:
         self._index.look()
         self.owners = set(self._index.names())
         self.markers = set(self.store.tagged(PENDING))
-        events: list[dict[str, Any]] = []
+        events: list[WatchEvent] = []
         for interrupt_id in sorted(filter(None, map(_marked_id, self.markers))):
             self._visit(interrupt_id, events, first="pending")
         events.sort(key=lambda e: str(e.get("interrupt", {}).get("created_at")))
         return events
 
-    def poll(self) -> list[dict[str, Any]]:
+    def poll(self) -> list[WatchEvent]:
         """What opened and what settled since the last look."""
-        events: list[dict[str, Any]] = []
+        events: list[WatchEvent] = []
         look = time.time()
         for interrupt_id in sorted(self.waiting):
             self._visit(interrupt_id, events)
@@ -1068,7 +1074,7 @@ class Watch:
     def _size(self, run_id: str) -> int:
         return self.store.index_size(RUN_INTERRUPTS, run_id)
 
-    def _follow(self, run_id: str, events: list[dict[str, Any]]) -> None:
+    def _follow(self, run_id: str, events: list[WatchEvent]) -> None:
         try:
             self.runs[run_id] = self._size(run_id)
             members = self.store.members(RUN_INTERRUPTS, run_id)
@@ -1079,9 +1085,7 @@ class Watch:
             if interrupt_id not in self.known:
                 self._visit(interrupt_id, events)
 
-    def _visit(
-        self, interrupt_id: str, events: list[dict[str, Any]], first: str = "opened"
-    ) -> None:
+    def _visit(self, interrupt_id: str, events: list[WatchEvent], first: str = "opened") -> None:
         try:
             record = _get(self.store, interrupt_id)
         except InvalidInput as exc:

@@ -72,6 +72,7 @@ from belt.records.messages import Message, NewMessage, active_at
 from belt.records.runs import Run, RunRecord, parked
 from belt.records.sims import SimHooks, hooks_path, read_hooks, write_hooks
 from belt.store.store import damaged
+from belt.wire.dto import InterruptJSON
 from belt.wire.enums import (
     AgentRunState,
     ChatStatus,
@@ -149,7 +150,7 @@ def reload_located(store: Store, sim: Mapping[str, Any]) -> dict[int, Located]:
         ) from None
 
 
-def rejection(interrupt: dict[str, Any] | None) -> str:
+def rejection(interrupt: InterruptJSON | None) -> str:
     """Why a tool call whose interrupt was denied or expired failed."""
     if interrupt is None:
         return "rejected: denied at gate gate"
@@ -165,7 +166,7 @@ def rejection(interrupt: dict[str, Any] | None) -> str:
     return f"rejected: {how} at {what} {interrupt['id']}"
 
 
-def client_result(interrupt: dict[str, Any]) -> str:
+def client_result(interrupt: InterruptJSON) -> str:
     """The result a client tool's application posted (``resolved_data.result``; other data as
     JSON, none as an empty result)."""
     data = interrupt.get("resolved_data")
@@ -687,7 +688,7 @@ class PlatformLoop:
                     self.approve_or_invoke(execution, invocation, call)
         self.sim.recorder.save_message(message)
 
-    def interrupts(self, execution: Execution) -> list[dict[str, Any]]:
+    def interrupts(self, execution: Execution) -> list[InterruptJSON]:
         """Every interrupt of the run, settled ones included, oldest first."""
         return list_interrupts(
             store=self.sim.store, run_id=str(execution.run_id), include_settled=True
