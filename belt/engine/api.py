@@ -9,6 +9,24 @@ from typing import TYPE_CHECKING, Any
 from belt import dialects
 from belt.errors import BeltError, Conflict, NotFound, UsageError
 from belt.loader import collector_paused
+from belt.records import leases
+from belt.records.interrupts import pending_for_run
+from belt.records.names import find_id
+from belt.records.runs import (
+    GATED_RUNS,
+    HELD_STATES,
+    TERMINAL_STATES,
+    find_run_id,
+    get_run,
+    interrupted,
+    parked,
+    read_run,
+    untag_gated,
+    waiting,
+)
+from belt.records.sims import SIM, get_sim, merge_sim, read_sim
+from belt.store import MemoryStore, open_store
+from belt.store.clock import timestamp, using
 
 if TYPE_CHECKING:
     from belt.engine.simulation import Options
@@ -27,14 +45,14 @@ def simulation_options(
     routes: list[str] | None = None,
 ) -> Options:
     """What the caller lends the simulation, checked against its dialect."""
-    from belt.engine.dispatch import parse_routes
-    from belt.engine.simulation import Options
+    from belt.engine.dispatch import parse_routes  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.engine.simulation import Options  # noqa: PLC0415 - start-up: only what this entry point runs
 
     dialect.check_options(executors=bool(executors), fail_closed=fail_closed, routes=bool(routes))
     worker = None
     if executors:  # the in-process executor of ``--executor NAME=TARGET``
-        from belt.executor.targets import parse_tools
-        from belt.executor.worker import Worker
+        from belt.executor.targets import parse_tools  # noqa: PLC0415 - start-up: for --executor only
+        from belt.executor.worker import Worker  # noqa: PLC0415 - start-up: for --executor only
 
         worker = Worker(store, parse_tools(executors), report)
     return Options(
@@ -66,14 +84,12 @@ def start_simulation(
 
     ``clock`` (``--clock``) starts its virtual clock there, whatever the scenario says.
     """
-    from belt.engine.scenario import check_storable
-    from belt.engine.simulation import Simulation, clock_start
-    from belt.records.sims import merge_sim
-    from belt.store.clock import timestamp, using
+    from belt.engine.scenario import check_storable  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.engine.simulation import Simulation, clock_start  # noqa: PLC0415 - start-up: only what this entry point runs
 
     check_storable(loaded)
     if loaded.dialect == "platform":
-        from belt.engine.dispatch import load_handlers
+        from belt.engine.dispatch import load_handlers  # noqa: PLC0415 - start-up: only what this entry point runs
 
         options.handlers = {
             **load_handlers(
@@ -101,7 +117,7 @@ def resume_simulation(
     store: Store, run_id: str, options: Options
 ) -> tuple[dict[str, Any], list[str]]:
     """Continue a held run and the rest of its simulation; returns the record and runs."""
-    from belt.engine.simulation import Simulation, sim_of_run
+    from belt.engine.simulation import Simulation, sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
 
     store = store.without_fsync()
     sim = sim_of_run(store, run_id)
@@ -139,10 +155,9 @@ def run_scenario(
     ``wait`` run stays at until they are settled.
     """
     with collector_paused():  # Start-up: the engine's modules, see belt.loader
-        from belt.engine.dispatch import parse_routes
-        from belt.engine.report import build_report
-        from belt.engine.scenario import read_scenario
-    from belt.store import MemoryStore, open_store
+        from belt.engine.dispatch import parse_routes  # noqa: PLC0415 - start-up: only what this entry point runs
+        from belt.engine.report import build_report  # noqa: PLC0415 - start-up: only what this entry point runs
+        from belt.engine.scenario import read_scenario  # noqa: PLC0415 - start-up: only what this entry point runs
 
     if ephemeral and wait:
         raise UsageError(
@@ -150,7 +165,7 @@ def run_scenario(
             hint="drop --wait, or settle its gates with turns.resolve tables in the scenario",
         )
     if executors:
-        from belt.executor.targets import parse_tools
+        from belt.executor.targets import parse_tools  # noqa: PLC0415 - start-up: for --executor only
 
         parse_tools(executors)
     parse_routes(routes or [])
@@ -163,7 +178,7 @@ def run_scenario(
             report({"kind": "warning", "text": warning})
     declared = with_scenario_executors(getattr(loaded.scenario, "executors", {}), executors or [])
     if offline:
-        from belt.engine.offline import network_problems
+        from belt.engine.offline import network_problems  # noqa: PLC0415 - start-up: for --offline only
 
         problems = network_problems(loaded, parse_routes(routes or []), declared)
         if problems:
@@ -193,11 +208,8 @@ def named_run(store: Store, run_id: str | None, *, last: bool = False) -> str:
     """The id of the run ``run_id`` names (an id, short id or unique prefix; failing that, of a
     simulation, whose latest run it is), or with ``last`` the simulated run started last (a
     chat's own, not a task chat's); exit 3 when there is none."""
-    from belt.engine.report import list_runs as list_all
-    from belt.engine.simulation import latest_run
-    from belt.records.names import find_id
-    from belt.records.runs import find_run_id
-    from belt.records.sims import SIM, read_sim
+    from belt.engine.report import list_runs as list_all  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.engine.simulation import latest_run  # noqa: PLC0415 - start-up: only what this entry point runs
 
     if last == (run_id is not None):
         raise UsageError("give a run id or --last (not both)")
@@ -232,10 +244,9 @@ def resume_run(
     """Resume a run held at gates or on an attention hold (``run_id`` as ``named_run`` takes
     it, or the ``last``); returns the report and runs executed."""
     with collector_paused():  # Start-up: the engine's modules, see belt.loader
-        from belt.engine.report import build_report
-        from belt.engine.simulation import sim_of_run
-    from belt.records.sims import read_scenario
-    from belt.store import open_store
+        from belt.engine.report import build_report  # noqa: PLC0415 - start-up: only what this entry point runs
+        from belt.engine.simulation import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.records.sims import read_scenario  # noqa: PLC0415 - engine.scenario has one too
 
     store = open_store()
     run_id = named_run(store, run_id, last=last)
@@ -256,9 +267,8 @@ def resume_run(
 def show_run(*, run_id: str | None = None, last: bool = False) -> dict[str, Any]:
     """The report of the simulation a run belongs to (``run_id`` as ``named_run`` takes it, or
     the ``last``)."""
-    from belt.engine.report import build_report
-    from belt.engine.simulation import sim_of_run
-    from belt.store import open_store
+    from belt.engine.report import build_report  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.engine.simulation import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
 
     store = open_store()
     return build_report(store, sim_of_run(store, named_run(store, run_id, last=last)))
@@ -266,17 +276,15 @@ def show_run(*, run_id: str | None = None, last: bool = False) -> dict[str, Any]
 
 def list_runs(*, include_tasks: bool = False) -> list[dict[str, Any]]:
     """Every simulated run (with ``include_tasks``, the runs of task chats too)."""
-    from belt.engine.report import list_runs as list_all
-    from belt.store import open_store
+    from belt.engine.report import list_runs as list_all  # noqa: PLC0415 - start-up: only what this entry point runs
 
     return list_all(open_store(), include_tasks=include_tasks)
 
 
 def stop_run(*, run_id: str, force: bool = False) -> dict[str, Any]:
     """Cancel a simulated run."""
-    from belt.engine.simulation import sim_of_run
-    from belt.engine.simulation import stop_run as stop
-    from belt.store import open_store
+    from belt.engine.simulation import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.engine.simulation import stop_run as stop  # noqa: PLC0415 - start-up: only what this entry point runs
 
     store = open_store()
     run_id = named_run(store, run_id)
@@ -300,8 +308,6 @@ def resume_settled(
     lease). ``run_ids`` looks at those runs only (with ``resume_if_settled``'s options). Returns
     one record per run it tried: ``{"run_id", "state"}`` or ``{"run_id", "error"}``.
     """
-    from belt.records.runs import GATED_RUNS
-
     tried: list[dict[str, Any]] = []
     for run_id in store.tagged(GATED_RUNS) if run_ids is None else run_ids:
         if run_ids is None:
@@ -326,16 +332,7 @@ def resume_gated(
     (tagged itself when it holds at gates), or the run is on an attention hold (continued by
     hand). Returns what ``resume_if_settled`` does.
     """
-    from belt.engine.simulation import latest_run, stranded_at
-    from belt.records.runs import (
-        HELD_STATES,
-        TERMINAL_STATES,
-        get_run,
-        parked,
-        untag_gated,
-        waiting,
-    )
-    from belt.records.sims import get_sim
+    from belt.engine.simulation import latest_run, stranded_at  # noqa: PLC0415 - start-up: only what this entry point runs
 
     run = get_run(store, run_id)
     if run is None:
@@ -382,10 +379,6 @@ def resume_if_settled(
     None when the run is not ready (an interrupt still pending, not held, held by another
     process, or not of the kind asked for).
     """
-    from belt.records import leases
-    from belt.records.interrupts import pending_for_run
-    from belt.records.runs import get_run, interrupted, waiting
-
     run = get_run(store, run_id)
     lost = recover and run is not None and interrupted(run)
     if run is None or not (waiting(run) or lost):
@@ -402,8 +395,7 @@ def resume_if_settled(
 def _continue(store: Store, run_id: str) -> dict[str, Any] | None:
     """``resume_simulation`` of a run, as a record of what it did (None: another process took
     it first, or it is not ready after all)."""
-    from belt.engine.simulation import Options
-    from belt.records.runs import read_run
+    from belt.engine.simulation import Options  # noqa: PLC0415 - start-up: only what this entry point runs
 
     try:
         sim, _ = resume_simulation(store, run_id, Options())
