@@ -1,0 +1,92 @@
+"""The record types: every kind the records write is a TypedDict the store checks on read, and
+the typed readers give what passed that check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import is_typeddict
+
+import pytest
+
+from belt.errors import ExitCode, InvalidInput, NotFound
+from belt.records import (
+    chats,
+    executions,
+    hooktasks,
+    interrupts,
+    leases,
+    messages,
+    profile,
+    runs,
+    sims,
+)
+from belt.records.runs import RUN, get_run, read_run
+from belt.store import Store
+from belt.store.shapes import RECORDS, derive, shape_problem
+
+OBJECT_KINDS = {
+    runs.RUN: runs.Run,
+    sims.SIM: sims.Sim,
+    sims.SCENARIO: sims.Scenario,
+    sims.AGENT: sims.Agent,
+    sims.HOOKS: sims.SimHooks,
+    chats.CHAT: chats.Chat,
+    messages.MESSAGE: messages.Message,
+    interrupts.INTERRUPT: interrupts.Interrupt,
+    leases.LEASE: leases.Lease,
+    hooktasks.HOOKTASK: hooktasks.HookTask,
+    executions.EXECUTION: executions.ExecutionEntry,
+    profile.PROFILE: profile.Profile,
+}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "store", shapes=True)
+
+
+@pytest.mark.parametrize("kind", sorted(OBJECT_KINDS))
+def test_every_kind_the_records_write_is_checked_against_its_typeddict(kind: str) -> None:
+    assert RECORDS[kind] is OBJECT_KINDS[kind]
+    assert is_typeddict(RECORDS[kind])
+    derive(RECORDS[kind])  # every field has a JSON shape
+
+
+def test_a_run_is_read_through_its_typed_readers(store: Store) -> None:
+    assert get_run(store, "ar_1") is None
+    with pytest.raises(NotFound) as caught:
+        read_run(store, "ar_1")
+    assert caught.value.exit_code == ExitCode.NOT_FOUND
+    store.create(RUN, "ar_1", {"id": "ar_1", "state": "working", "lease": None})
+    assert (
+        read_run(store, "ar_1")
+        == get_run(store, "ar_1")
+        == {
+            "id": "ar_1",
+            "state": "working",
+            "lease": None,
+        }
+    )
+
+
+def test_a_run_whose_lease_is_not_an_object_is_damaged(store: Store) -> None:
+    store.create(RUN, "ar_1", {"id": "ar_1", "state": "working", "lease": "mine"})
+    with pytest.raises(InvalidInput, match="its lease is not an object or null"):
+        get_run(store, "ar_1")
+
+
+def test_a_chat_whose_graph_or_settings_are_not_objects_is_damaged(store: Store) -> None:
+    assert shape_problem(chats.CHAT, {"id": "ch_1", "graph": []}) == "its graph is not an object"
+    assert shape_problem(chats.CHAT, {"id": "ch_1", "agent_data": 1}) == (
+        "its agent_data is not an object or null"
+    )
+    store.create(chats.CHAT, "ch_1", {"id": "ch_1", "graph": "review"})
+    with pytest.raises(InvalidInput, match="its graph is not an object"):
+        chats.read_chat(store, "ch_1")
+
+
+def test_a_childs_parent_and_a_registry_are_objects(store: Store) -> None:
+    sim = {"id": "sim_1", "chat_id": "ch_1", "next_turn": 0, "status": "running"}
+    assert shape_problem(sims.SIM, {**sim, "parent": "sim_0"}) == "its parent is not an object"
+    assert shape_problem(sims.SIM, {**sim, "registry": []}) == "its registry is not an object"
+    assert shape_problem(sims.SIM, {**sim, "parent": {"sim_id": "s", "chat_id": "c"}}) is None
