@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import io
 import json
+import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -395,3 +399,41 @@ def run_probe(code: str, home: Path) -> subprocess.CompletedProcess[str]:
     )
     assert proc.returncode == 0, proc.stderr
     return proc
+
+
+# A comment's words beyond a `noqa: CODE` marker (PLC0415 is the marker of an import inside a
+# function).
+NOQA = re.compile(r"noqa(:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*)?")
+
+
+def imports_without_a_reason(root: Path) -> list[str]:
+    """Each import of belt's own modules inside a function of the package at ``root`` whose lines
+    carry no comment saying why (``path:line``)."""
+    bare = set()
+    for path in sorted(root.rglob("*.py")):
+        source = path.read_text()
+        reasons = {
+            token.start[0]
+            for token in tokenize.generate_tokens(io.StringIO(source).readline)
+            if token.type == tokenize.COMMENT and NOQA.sub("", token.string).strip(" #-")
+        }
+        for function in ast.walk(ast.parse(source)):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom):
+                    modules = [node.module or ""] if node.level == 0 else ["belt"]
+                elif isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                else:
+                    continue
+                ours = any(module.split(".")[0] == "belt" for module in modules)
+                if ours and not reasons & set(range(node.lineno, (node.end_lineno or 0) + 1)):
+                    bare.add(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return sorted(bare)
+
+
+def test_an_import_of_belt_inside_a_function_says_why_on_its_line() -> None:
+    # Start-up is kept at a few seams (pyproject's ruff section); an import that still sits in
+    # a function says why: what the start-up path or a platform run must not load, a cycle.
+    assert imports_without_a_reason(Path(__file__).parent.parent / "belt") == []
