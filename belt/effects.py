@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import TypedDict
 from urllib.parse import urlsplit
 
 from belt.wire.platform import HookDecision, HookHandlerType
@@ -136,9 +137,9 @@ def chat_hook_event(
     injected: bool = False,
     error: str | None = None,
     duration_ms: int = 0,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The ``event.hook`` object (ChatHookEvent) of a transcript row."""
-    row: dict[str, Any] = {
+    row: dict[str, object] = {
         "event": event,
         "handler_type": str(handler_type),
         "handler": handler_label(handler_type, handler),
@@ -154,7 +155,22 @@ def chat_hook_event(
     return row
 
 
-def transcript_content(hook: dict[str, Any]) -> dict[str, Any]:
+class HookEventJSON(TypedDict):
+    """The ``event`` of a hook's content block: its ChatHookEvent."""
+
+    type: str
+    hook: Mapping[str, object]
+
+
+class HookContent(TypedDict):
+    """The content block of a hook's transcript row (role ``event``)."""
+
+    type: str
+    text: str
+    event: HookEventJSON
+
+
+def transcript_content(hook: Mapping[str, object]) -> HookContent:
     """The content block of a hook's transcript row (role ``event``)."""
     return {
         "type": "event",

@@ -138,7 +138,7 @@ def read_json_option(value: str, *, option: str) -> Any:
         ) from None
 
 
-def read_json_object_option(value: str, *, option: str) -> dict[str, Any]:
+def read_json_object_option(value: str, *, option: str) -> dict[str, object]:
     """``read_json_option`` for an option that must be a JSON object."""
     document = read_json_option(value, option=option)
     if not isinstance(document, dict):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from collections.abc import Mapping
 
 from belt.errors import InvalidInput
 from belt.store.clock import timestamp, utcnow
@@ -14,7 +14,7 @@ SAMPLE_IDS = {"agent_id": "ag_sample01", "chat_id": "ch_sample01", "run_id": "ar
 SAMPLE_TURN_COUNT = 3
 
 
-def sample_payload(event: str, /, **overrides: Any) -> dict[str, Any]:
+def sample_payload(event: str, /, **overrides: object) -> dict[str, object]:
     """A LifecycleHookPayload for ``event`` with the data its spec row names; keys overridable."""
     info = EVENTS.get(event)
     if info is None:
@@ -23,7 +23,7 @@ def sample_payload(event: str, /, **overrides: Any) -> dict[str, Any]:
             f"{did_you_mean(event, EVENTS)}",
             hint="`belt hooks events` lists them",
         )
-    payload: dict[str, Any] = {
+    payload: dict[str, object] = {
         "event": event,
         "timestamp": timestamp(utcnow()),
         **SAMPLE_IDS,
@@ -35,7 +35,7 @@ def sample_payload(event: str, /, **overrides: Any) -> dict[str, Any]:
     return payload
 
 
-def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, object], patch: Mapping[str, object]) -> dict[str, object]:
     """A copy of ``base`` with ``patch`` merged in: objects merge key by key, the rest replaces."""
     merged = copy.deepcopy(base)
     for key, value in patch.items():

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from belt.effects import (
+    HookContent,
     chat_hook_event,
     effect_text,
     is_in_process,
@@ -55,17 +56,17 @@ class TriggerReport:
 
     event: str
     handler: str
-    payload: dict[str, Any]
+    payload: dict[str, object]
     signed: bool
     status: int | None
     body: str
-    response: dict[str, Any] | None
+    response: dict[str, object] | None
     error: str | None
     duration_ms: int
     effect: str
     injection: str | None
     system: str | None
-    transcript_row: dict[str, Any] | None
+    transcript_row: HookContent | None
     warnings: list[str] = field(default_factory=list)
     """What the platform would ignore in the answer (its unknown keys)."""
     in_process: bool = False
@@ -80,7 +81,7 @@ class TriggerReport:
         """True when the handler answered 2xx with a valid LifecycleHookResponse."""
         return self.error is None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The report as one JSON object."""
         return {
             "event": self.event,
@@ -102,12 +103,12 @@ class TriggerReport:
         }
 
 
-def read_data(text: str) -> dict[str, Any]:
+def read_data(text: str) -> dict[str, object]:
     """A ``--data`` value: a JSON object given inline or as ``@FILE``."""
     return read_json_object_option(text, option="--data")
 
 
-def read_payload(text: str) -> dict[str, Any]:
+def read_payload(text: str) -> dict[str, object]:
     """A ``--payload`` value: the whole payload, a JSON object given inline or as ``@FILE``
     (strict JSON, read up to the option cap)."""
     return read_json_object_option(text, option="--payload")
@@ -140,7 +141,7 @@ def _step_into(node: Any, key: str, where: str, option: str) -> tuple[Any, str |
     raise InvalidInput(f"{option} {_shown(where)}: the value there is not an object or a list")
 
 
-def set_value(payload: dict[str, Any], assignment: str) -> None:
+def set_value(payload: dict[str, object], assignment: str) -> None:
     """Apply one ``--set PATH=JSON``: the value at the dotted PATH becomes JSON (objects on the
     way are made when missing)."""
     path, sep, text = assignment.partition("=")
@@ -176,7 +177,7 @@ def set_value(payload: dict[str, Any], assignment: str) -> None:
     container[index] = value
 
 
-def unset_value(payload: dict[str, Any], path: str) -> None:
+def unset_value(payload: dict[str, object], path: str) -> None:
     """Apply one ``--unset PATH``: the key at the dotted PATH is removed (it must be there)."""
     steps = _steps(path, "--unset")
     node: Any = payload
@@ -193,12 +194,12 @@ def unset_value(payload: dict[str, Any], path: str) -> None:
 
 def build_payload(
     event: str,
-    data: dict[str, Any] | None = None,
+    data: dict[str, object] | None = None,
     *,
-    payload: dict[str, Any] | None = None,
+    payload: dict[str, object] | None = None,
     sets: Sequence[str] = (),
     unsets: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The payload to send, checked as the wire shape: ``payload`` as given, else ``event``'s
     sample with ``data`` deep-merged in; then each ``unsets`` path removed and each ``sets``
     ``PATH=JSON`` applied, in that order."""
@@ -230,7 +231,7 @@ def build_payload(
     return built
 
 
-def command_line(event: str, to: str, payload: dict[str, Any]) -> str:
+def command_line(event: str, to: str, payload: dict[str, object]) -> str:
     """The shell command that sends ``payload`` to ``to`` again, exactly:
     ``belt trigger EVENT --to TARGET --payload '…'``. Every character that is not printable (a
     control, a bidi override, a line separator) is written as its JSON escape, so the line is
@@ -259,8 +260,8 @@ def trigger(
     event: str,
     *,
     to: str,
-    data: dict[str, Any] | None = None,
-    payload: dict[str, Any] | None = None,
+    data: dict[str, object] | None = None,
+    payload: dict[str, object] | None = None,
     sets: Sequence[str] = (),
     unsets: Sequence[str] = (),
     secret: str | None = None,
@@ -347,7 +348,7 @@ def trigger(
     )
 
 
-def _in_process(spec: str, payload: dict[str, Any], *, timeout: float) -> WebhookResult:
+def _in_process(spec: str, payload: dict[str, object], *, timeout: float) -> WebhookResult:
     """Call the ``py:`` handler ``spec`` with ``payload`` within ``timeout`` seconds."""
     func = load_handler(spec, where="--to")
     caller = InProcess()
