@@ -356,7 +356,7 @@ class PlatformLoop:
                 error=failure.error,
             )
             self.sim.recorder.add_message(
-                role="event", run_id=failure.parent_run_id, content=[transcript_content(row)]
+                role="event", run_id=failure.parent_run_id, content=[dict(transcript_content(row))]
             )
 
     @classmethod
@@ -818,7 +818,7 @@ class PlatformLoop:
                 if hook_run.routed_to:
                     tags["routed_to"] = handler_label(hook_run.hook.type, hook_run.routed_to)
                 row = self.sim.new_message(
-                    execution, role="event", content=[transcript_content(hook)], **tags
+                    execution, role="event", content=[dict(transcript_content(hook))], **tags
                 )
             if hook_run.injected and hook_run.response is not None:
                 source = handler_label(hook_run.hook.type, hook_run.hook.handler)
