@@ -126,9 +126,9 @@ def check(
         belt check py:examples/handler.py:decide --examples 50
         belt check http://127.0.0.1:8000/hook --event agent.tool_call --props props.toml
     """
-    from belt.check.report import junit_xml as write_junit  # start-up: hypothesis
+    from belt.check.report import junit_xml as write_junit  # start-up: belt --help
     from belt.check.run import run_check  # start-up: hypothesis
-    from belt.check.writable import require_writable_file  # start-up: belt version
+    from belt.check.writable import require_writable_file  # start-up: belt --help
 
     if junit_xml is not None:
         require_writable_file(junit_xml, option="--junit-xml")  # before any case is sent

@@ -73,7 +73,7 @@ def moment_option(text: str | None, option: str) -> datetime | None:
     usage error naming the option."""
     if text is None:
         return None
-    from belt.store.clock import parse_rfc3339  # start-up: belt --help
+    from belt.store.clock import parse_rfc3339  # start-up: belt version
 
     try:
         return parse_rfc3339(text, option)
