@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,12 +30,15 @@ class Declaration:
     """One checked declaration file."""
 
     path: str
-    dialect: Dialect | None
+    dialect: str | None
+    """A ``belt.dialects`` name (a built-in one as ``Dialect``)."""
     findings: Findings
     hooks: list[LifecycleHookConfig] = field(default_factory=list)
     lifecycle_hooks: LifecycleHooks | None = None
     shape: str = ""
     failure: ExitCode = ExitCode.INVALID_INPUT
+    count: int | None = None
+    """How many hooks a scenario of a dialect of its own declares."""
 
     @property
     def ok(self) -> bool:
@@ -49,15 +52,17 @@ class Declaration:
 
     def hook_count(self) -> int:
         """How many hooks (or Nexus boundaries) the file declares."""
+        if self.count is not None:
+            return self.count
         if self.dialect == Dialect.PLATFORM:
             return len(self.hooks)
         return len(self.lifecycle_hooks.declared()) if self.lifecycle_hooks else 0
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """A JSON-ready report of this file."""
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "file": self.path,
-            "dialect": self.dialect.value if self.dialect else None,
+            "dialect": str(self.dialect) if self.dialect else None,
             "valid": self.ok,
             "errors": self.findings.problems,
             "warnings": self.findings.warnings,
@@ -176,7 +181,7 @@ def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Dec
 
 
 def _wrapped(
-    doc: dict[str, Any], key: str, rule: str, check: Callable[[Any], tuple[Findings, Any]]
+    doc: Mapping[str, object], key: str, rule: str, check: Callable[[Any], tuple[Findings, Any]]
 ) -> tuple[Findings, Any]:
     """A document that holds one ``key``: any other key is named with ``rule``, then what
     ``check`` finds in the value of ``key``."""

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from belt import dialects
 from belt.declarations import Declaration, check_document, read_declaration
 from belt.effects import handler_label, is_in_process, is_loopback_host, url_host
 from belt.engine.dispatch import load_located
-from belt.engine.scenario import LoadedScenario, scenario_from_document
+from belt.engine.scenario import LoadedNexusScenario, LoadedScenario, scenario_from_document
 from belt.errors import BeltError, ExitCode
 from belt.handlers.inprocess import Located
 from belt.records.journal import JOURNAL, SERVE
@@ -66,7 +67,7 @@ class Examined:
     history: bool
     """Whether the store had any hook delivery on record to compare the declarations with."""
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """A JSON-ready form."""
         return {
             "files": self.files,
@@ -172,20 +173,23 @@ def read_declared(path: Path, dialect: Dialect | None = None) -> Declared | Decl
     return Declared(source, "hooks", declaration.hooks, declaration.lifecycle_hooks, declaration)
 
 
-def read_scenario(doc: dict[str, Any], path: Path) -> Declared | Declaration:
+def read_scenario(doc: dict[str, object], path: Path) -> Declared | Declaration:
     """A scenario's hooks, checked as ``belt sim run`` reads them (its whole scenario too)."""
     source = str(path)
     loaded = scenario_from_document(doc, source, path.parent)
+    findings = Findings()
+    findings.warnings.extend(getattr(loaded, "warnings", []))
     if isinstance(loaded, LoadedScenario):
-        findings = Findings()
-        findings.warnings.extend(loaded.warnings)
-        report = Declaration(source, Dialect.PLATFORM, findings, loaded.hooks, shape=SCENARIO)
+        report = Declaration(source, loaded.dialect, findings, loaded.hooks, shape=SCENARIO)
         return Declared(source, "agent.hooks", loaded.hooks, None, report, loaded.located)
+    if not isinstance(loaded, LoadedNexusScenario):
+        # A dialect of its own: reading its scenario checked it, and its hooks.
+        count = len(dialects.get(loaded.dialect).declared(loaded, None))
+        report = Declaration(source, loaded.dialect, findings, shape=SCENARIO, count=count)
+        return Declared(source, "", [], None, report)
     profile = loaded.profile
     if profile is None:
-        findings = Findings()
-        findings.warnings.extend(loaded.warnings)
-        empty = Declaration(source, Dialect.NEXUS, findings, shape=SCENARIO)
+        empty = Declaration(source, loaded.dialect, findings, shape=SCENARIO)
         return Declared(source, "", [], None, empty)
     declaration = check_document(profile, source)
     declaration.shape = SCENARIO

@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from belt.text import describe
@@ -128,7 +128,7 @@ def argument_matchers(value: Any, path: str, findings: Problems) -> ArgumentMatc
 
 
 def _flatten(
-    table: dict[str, Any], prefix: tuple[str, ...] = ()
+    table: Mapping[str, object], prefix: tuple[str, ...] = ()
 ) -> list[tuple[tuple[str, ...], Any]]:
     """Dotted keys and nested tables both name key paths: ``"a.b" = 1`` is ``a = { b = 1 }``."""
     pairs: list[tuple[tuple[str, ...], Any]] = []

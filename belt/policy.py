@@ -8,6 +8,7 @@ then only runs precompiled patterns.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,7 @@ def _refused(source: str, findings: Findings) -> InvalidInput:
 
 
 def _unknown_keys(
-    raw: dict[str, Any], allowed: tuple[str, ...], path: str, findings: Findings
+    raw: Mapping[str, object], allowed: tuple[str, ...], path: str, findings: Findings
 ) -> None:
     """Name each key of ``raw`` that is not ``allowed`` (``path``: where ``raw`` is)."""
     for key in raw:
@@ -197,7 +198,7 @@ def _parse_rule(raw: Any, index: int, findings: Findings) -> Rule | None:
 
 
 def _glob_field(
-    raw: dict[str, Any], key: str, path: str, findings: Findings
+    raw: Mapping[str, object], key: str, path: str, findings: Findings
 ) -> re.Pattern[str] | None:
     value = raw.get(key)
     if value is None:
@@ -232,7 +233,9 @@ def _turn_count(value: Any, path: str, findings: Findings) -> tuple[int | None, 
     return low, high
 
 
-def _response(raw: dict[str, Any], path: str, findings: Findings) -> LifecycleHookResponse | None:
+def _response(
+    raw: Mapping[str, object], path: str, findings: Findings
+) -> LifecycleHookResponse | None:
     decision = raw.get("decision")
     ok = decision is None or _decision(decision, f"{path}.decision", findings)
     for key in ("reason", "system"):

@@ -34,9 +34,9 @@ class Configured:
     configuration: dict[str, Any]
     api: str | None = None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """A JSON-ready report."""
-        where: dict[str, Any] = {"api": self.api} if self.api else {"file": str(self.file)}
+        where: dict[str, object] = {"api": self.api} if self.api else {"file": str(self.file)}
         return {"extension": self.extension, **where, "configuration": self.configuration}
 
     @property
@@ -98,7 +98,7 @@ def show_lifecycle_hooks() -> Configured:
     return Configured(RHO_PLUGIN, stored.file, stored.configuration)
 
 
-def configure_through_api(api: str, configuration: dict[str, Any]) -> Configured:
+def configure_through_api(api: str, configuration: dict[str, object]) -> Configured:
     """Read the whole declaration from a profile API, set its lifecycle_hooks, and write it
     (through the backend ``--api`` chooses, as every other command reaches a platform)."""
     with open_backend(api) as backend:

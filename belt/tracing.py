@@ -223,7 +223,7 @@ class _Current:
     def __init__(
         self,
         name: str,
-        attributes: dict[str, Any],
+        attributes: Mapping[str, object],
         kind: str,
         start_time_ns: int | None,
         links: Sequence[Mapping[str, str]],
@@ -385,7 +385,7 @@ def parented(trace_id: str, span_id: str) -> ContextManager[None]:
     return continued({"traceparent": f"00-{trace_id}-{span_id}-01"})
 
 
-def _clean(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+def _clean(attributes: Mapping[str, object] | None) -> dict[str, Any]:
     return {k: v for k, v in (attributes or {}).items() if v is not None}
 
 

@@ -21,7 +21,7 @@ class EventInfo:
     can_gate: bool
     effect: str
     emitted: bool = True
-    sample_data: dict[str, Any] = field(default_factory=dict)
+    sample_data: dict[str, object] = field(default_factory=dict)
 
     def definition(self) -> dict[str, Any]:
         """This event as a HookEventDefinition (``GET /agents/hook-events``)."""

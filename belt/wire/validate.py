@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import UnionType
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, TypeGuard, Union, get_args, get_origin
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
@@ -62,7 +62,7 @@ class Findings:
         """True when no error was found."""
         return not self.problems
 
-    def unknown_keys(self, raw: dict[str, Any], allowed: Sequence[str], path: str) -> None:
+    def unknown_keys(self, raw: Mapping[str, object], allowed: Sequence[str], path: str) -> None:
         """Record an error for each key of ``raw`` not ``allowed``, with the closest one."""
         for key in raw:
             if key not in allowed:
@@ -72,7 +72,7 @@ class Findings:
                 )
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """True for a JSON integer (booleans are not integers here)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -189,7 +189,9 @@ def _checked_event(event: Any, path: str, findings: Findings) -> str | None:
     return event
 
 
-def _check_gate(raw: dict[str, Any], event: str | None, path: str, findings: Findings) -> None:
+def _check_gate(
+    raw: Mapping[str, object], event: str | None, path: str, findings: Findings
+) -> None:
     """A gate has no handler, ignores ``async`` and attaches only where a run can be held."""
     if "handler" in raw:
         findings.error(f"{path}.handler", "a gate has no handler; remove it")
@@ -249,7 +251,7 @@ def _check_handler(
             )
 
 
-def _check_terms(raw: dict[str, Any], kind: str, path: str, findings: Findings) -> None:
+def _check_terms(raw: Mapping[str, object], kind: str, path: str, findings: Findings) -> None:
     """``async``, ``timeout`` (within the handler type's bounds) and ``default_resolution`` (a
     gate's only)."""
     if "async" in raw and not isinstance(raw["async"], bool):
@@ -277,7 +279,7 @@ INJECTION_KEYS = tuple(ContextInjection.model_fields)
 MAX_UNKNOWN_KEY_WARNINGS = 10
 
 
-def check_response(document: dict[str, Any]) -> tuple[LifecycleHookResponse, list[str]]:
+def check_response(document: Mapping[str, object]) -> tuple[LifecycleHookResponse, list[str]]:
     """An inference.sh answer read as the platform reads it, and a warning per key ignored.
 
     The SDKs declare the response (and its ``inject``) as a TypedDict of optional fields, so a
