@@ -127,7 +127,7 @@ def validate(
                 output.warning(f"{report.path}: {warning}")
             if report.ok:
                 count = report.hook_count()
-                dialect_name = report.dialect.value if report.dialect else "?"
+                dialect_name = str(report.dialect) if report.dialect else "?"
                 if report.shape == SCENARIO:
                     output.success(
                         f"ok  {report.path} ({dialect_name} scenario, {count} hook(s)): "

@@ -67,25 +67,42 @@ class Call(NamedTuple):
 class Dialect(Protocol):
     """What a platform dialect provides to the parts of belt that are shared."""
 
-    name: str
-    """The name a scenario (``dialect = "…"``) and a simulation record carry."""
-    title: str
-    """The platform's name in a message ("Nexus")."""
-    events: tuple[str, ...]
-    """The events its hooks run on, in the order they fire in a turn."""
-    gate_events: tuple[str, ...]
-    """The events a scenario's scripted resolution (``turns.resolve.event``) may open."""
-    decisions: tuple[str, ...]
-    """The decisions a hook's answer may carry (an expectation's ``decision``)."""
-    foreign_subjects: Mapping[str, str]
-    """Expectation subjects of other dialects, each with the message that refuses it here."""
-    hook_states: tuple[str, ...]
-    """The states of a hook call an expectation's ``status`` may name (none: a hook call has no
-    state of its own, only a decision)."""
-    injects: bool
-    """Whether its hooks inject messages into the context (``injected_tokens`` budgets)."""
-    outcomes: tuple[str, ...]
-    """What a hook's calls can produce, as ``belt test --coverage`` counts them."""
+    @property
+    def name(self) -> str:
+        """The name a scenario (``dialect = "…"``) and a simulation record carry."""
+
+    @property
+    def title(self) -> str:
+        """The platform's name in a message ("Nexus")."""
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        """The events its hooks run on, in the order they fire in a turn."""
+
+    @property
+    def gate_events(self) -> tuple[str, ...]:
+        """The events a scenario's scripted resolution (``turns.resolve.event``) may open."""
+
+    @property
+    def decisions(self) -> tuple[str, ...]:
+        """The decisions a hook's answer may carry (an expectation's ``decision``)."""
+
+    @property
+    def foreign_subjects(self) -> Mapping[str, str]:
+        """Expectation subjects of other dialects, each with the message that refuses it here."""
+
+    @property
+    def hook_states(self) -> tuple[str, ...]:
+        """The states of a hook call an expectation's ``status`` may name (none: a hook call
+        has no state of its own, only a decision)."""
+
+    @property
+    def injects(self) -> bool:
+        """Whether its hooks inject messages into the context (``injected_tokens`` budgets)."""
+
+    @property
+    def outcomes(self) -> tuple[str, ...]:
+        """What a hook's calls can produce, as ``belt test --coverage`` counts them."""
 
     def loop(self) -> type[Any]:
         """The driver's loop of this dialect (``belt.engine.simulation.Dialect``): how each step
@@ -158,6 +175,12 @@ def register(dialect: Dialect) -> None:
     if dialect.name in BUILTIN:
         raise InvalidInput(f"dialect {dialect.name!r}: the name of a built-in dialect")
     _known[dialect.name] = dialect
+
+
+def forget(name: str) -> None:
+    """Undo :func:`register` of the dialect ``name`` (a built-in one stays)."""
+    if name not in BUILTIN:
+        _known.pop(name, None)
 
 
 def names() -> tuple[str, ...]:

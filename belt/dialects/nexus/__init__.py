@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from belt.dialects import Call, Declared, HookRun
+from belt.dialects import Call, Declared, Dialect, HookRun
 from belt.loader import collector_paused
 from belt.text import short
 from belt.wire.nexus import NexusEvent
@@ -198,4 +198,4 @@ def _task_run(task: dict[str, Any]) -> HookRun:
     return HookRun(fields, text, task.get("run_id"))
 
 
-DIALECT = NexusDialect()
+DIALECT: Dialect = NexusDialect()

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from belt.dialects import Call, Declared, HookRun
+from belt.dialects import Call, Declared, Dialect, HookRun
 from belt.effects import handler_label
 from belt.loader import collector_paused
 from belt.text import short
@@ -170,4 +170,4 @@ class PlatformDialect:
         return message_lines(message)
 
 
-DIALECT = PlatformDialect()
+DIALECT: Dialect = PlatformDialect()
