@@ -403,16 +403,40 @@ def run_one(
     keep: Path | None,
     trace: dict[str, str] | None = None,
 ) -> ScenarioResult:
-    """One scenario of the suite, with what the suite's options add to its result; its span
+    """One scenario of the suite (``document`` as ``read_scenario`` gave it), run in a fresh
+    store, errors its result, with what the suite's options add; its span
     (``belt.test.scenario``) is a child of ``trace``, the suite's, in whichever worker runs it."""
+    name = shown_name(path)
+    started = time.perf_counter()
     with (
         tracing.parented(**trace) if trace else nullcontext(),
-        tracing.span(f"belt.test.scenario {shown_name(path)}") as span,
+        tracing.span(f"belt.test.scenario {name}") as span,
     ):
         with import_deadline(IMPORT_TIMEOUT):
-            result = run_document(
-                path, document, routes=routes, allow_network=allow_network, keep=keep
-            )
+            try:
+                if name != str(path):
+                    rename = "belt records a scenario by its name, rename it"
+                    raise BeltError(f"{name}: the file name is not UTF-8; {rename}")
+                if isinstance(document, InvalidInput):
+                    raise document
+                loaded, expectations = read_tested(document, name, path.parent)
+            except BeltError as exc:
+                invalid = isinstance(exc, InvalidInput)  # a file that is not a valid scenario
+                problems = list(exc.problems) if invalid else []
+                seconds = time.perf_counter() - started
+                result = ScenarioResult(
+                    name, "error", seconds, error=exc.message, problems=problems, invalid=invalid
+                )
+            else:
+                result = run_loaded(
+                    name,
+                    loaded,
+                    routes=routes,
+                    started=started,
+                    expectations=expectations,
+                    allow_network=allow_network,
+                    keep=keep,
+                )
         if fail_unfired:  # a scenario that declares a hook that never fired fails
             result.unfired = never_fired(result.coverage) if result.status != "error" else []
             result.status = "fail" if result.unfired else result.status
@@ -423,42 +447,6 @@ def run_one(
             tracing.fail(span, f"scenario {result.status}")
     tracing.flush()  # a worker ends with os._exit, which runs no exit handler
     return result
-
-
-def run_document(
-    path: Path,
-    document: Any,
-    *,
-    routes: list[str],
-    allow_network: bool = False,
-    keep: Path | None = None,
-) -> ScenarioResult:
-    """Read one scenario and run it in a fresh store; errors become its result."""
-    name = shown_name(path)
-    started = time.perf_counter()
-    try:
-        if name != str(path):
-            rename = "belt records a scenario by its name, rename it"
-            raise BeltError(f"{name}: the file name is not UTF-8; {rename}")
-        if isinstance(document, InvalidInput):
-            raise document
-        loaded, expectations = read_tested(document, name, path.parent)
-    except BeltError as exc:
-        invalid = isinstance(exc, InvalidInput)  # a file that is not a valid scenario
-        seconds = time.perf_counter() - started
-        problems = list(exc.problems) if invalid else []
-        return ScenarioResult(
-            name, "error", seconds, error=exc.message, problems=problems, invalid=invalid
-        )
-    return run_loaded(
-        name,
-        loaded,
-        routes=routes,
-        started=started,
-        expectations=expectations,
-        allow_network=allow_network,
-        keep=keep,
-    )
 
 
 def run_loaded(
