@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from belt import dialects
 from belt.errors import BeltError, Conflict, NotFound, UsageError
@@ -24,14 +24,25 @@ from belt.records.runs import (
     untag_gated,
     waiting,
 )
-from belt.records.sims import SIM, get_sim, merge_sim, read_sim
+from belt.records.sims import SIM, Sim, get_sim, merge_sim, read_sim
 from belt.store import MemoryStore, open_store
 from belt.store.clock import timestamp, using
 
 if TYPE_CHECKING:
+    from belt.engine.report import RunRow
     from belt.engine.simulation import Options
     from belt.records.reports import Reporter
+    from belt.records.runs import RunView
     from belt.store import Store
+
+
+class Continued(TypedDict):
+    """What continuing a held run did: the state it reached, or why it could not go on."""
+
+    run_id: str
+    state: NotRequired[str]
+    sim_id: NotRequired[str]
+    error: NotRequired[str]
 
 
 def simulation_options(
@@ -79,7 +90,7 @@ def start_simulation(
     *,
     fail_closed: bool = False,
     clock: datetime | None = None,
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[Sim, list[str]]:
     """Create and run a simulation of a loaded scenario; returns its record and runs executed.
 
     ``clock`` (``--clock``) starts its virtual clock there, whatever the scenario says.
@@ -104,20 +115,19 @@ def start_simulation(
     with using(virtual):
         sim = dialect.create(store, loaded, fail_closed=fail_closed, routes=options.routes)
     if virtual is not None:
-        fields: dict[str, Any] = {"clock": timestamp(virtual.now())}
+        fields: dict[str, object] = {"clock": timestamp(virtual.now())}
         if clock is None and loaded.scenario.clock is None:
             fields["clock_from_wall"] = True  # it moves time, but did not say from when
-        sim = dict(merge_sim(store, str(sim["id"]), fields))
+        merge_sim(store, str(sim["id"]), fields)
     simulation = Simulation(store, sim, dialect, options)
     executed = simulation.run()
     return simulation.sim, executed
 
 
-def resume_simulation(
-    store: Store, run_id: str, options: Options
-) -> tuple[dict[str, Any], list[str]]:
+def resume_simulation(store: Store, run_id: str, options: Options) -> tuple[Sim, list[str]]:
     """Continue a held run and the rest of its simulation; returns the record and runs."""
-    from belt.engine.simulation import Simulation, sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.engine.simrecord import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.engine.simulation import Simulation  # noqa: PLC0415 - start-up: only what this entry point runs
 
     store = store.without_fsync()
     sim = sim_of_run(store, run_id)
@@ -209,7 +219,7 @@ def named_run(store: Store, run_id: str | None, *, last: bool = False) -> str:
     simulation, whose latest run it is), or with ``last`` the simulated run started last (a
     chat's own, not a task chat's); exit 3 when there is none."""
     from belt.engine.report import list_runs as list_all  # noqa: PLC0415 - start-up: only what this entry point runs
-    from belt.engine.simulation import latest_run  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.engine.simrecord import latest_run  # noqa: PLC0415 - start-up: only what this entry point runs
 
     if last == (run_id is not None):
         raise UsageError("give a run id or --last (not both)")
@@ -245,7 +255,7 @@ def resume_run(
     it, or the ``last``); returns the report and runs executed."""
     with collector_paused():  # Start-up: the engine's modules, see belt.loader
         from belt.engine.report import build_report  # noqa: PLC0415 - start-up: only what this entry point runs
-        from belt.engine.simulation import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
+        from belt.engine.simrecord import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
     from belt.records.sims import read_scenario  # noqa: PLC0415 - engine.scenario has one too
 
     store = open_store()
@@ -268,23 +278,23 @@ def show_run(*, run_id: str | None = None, last: bool = False) -> dict[str, Any]
     """The report of the simulation a run belongs to (``run_id`` as ``named_run`` takes it, or
     the ``last``)."""
     from belt.engine.report import build_report  # noqa: PLC0415 - start-up: only what this entry point runs
-    from belt.engine.simulation import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.engine.simrecord import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
 
     store = open_store()
     return build_report(store, sim_of_run(store, named_run(store, run_id, last=last)))
 
 
-def list_runs(*, include_tasks: bool = False) -> list[dict[str, Any]]:
+def list_runs(*, include_tasks: bool = False) -> list[RunRow]:
     """Every simulated run (with ``include_tasks``, the runs of task chats too)."""
     from belt.engine.report import list_runs as list_all  # noqa: PLC0415 - start-up: only what this entry point runs
 
     return list_all(open_store(), include_tasks=include_tasks)
 
 
-def stop_run(*, run_id: str, force: bool = False) -> dict[str, Any]:
+def stop_run(*, run_id: str, force: bool = False) -> RunView:
     """Cancel a simulated run."""
-    from belt.engine.simulation import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
-    from belt.engine.simulation import stop_run as stop  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.engine.simrecord import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.engine.simrecord import stop_run as stop  # noqa: PLC0415 - start-up: only what this entry point runs
 
     store = open_store()
     run_id = named_run(store, run_id)
@@ -298,7 +308,7 @@ def resume_settled(
     emulated: bool | None = None,
     run_ids: list[str] | None = None,
     recover: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[Continued]:
     """Continue every simulated run whose interrupts are all settled and that no live process
     holds.
 
@@ -308,7 +318,7 @@ def resume_settled(
     lease). ``run_ids`` looks at those runs only (with ``resume_if_settled``'s options). Returns
     one record per run it tried: ``{"run_id", "state"}`` or ``{"run_id", "error"}``.
     """
-    tried: list[dict[str, Any]] = []
+    tried: list[Continued] = []
     for run_id in store.tagged(GATED_RUNS) if run_ids is None else run_ids:
         if run_ids is None:
             record = resume_gated(store, run_id, emulated=emulated)
@@ -319,9 +329,7 @@ def resume_settled(
     return tried
 
 
-def resume_gated(
-    store: Store, run_id: str, *, emulated: bool | None = None
-) -> dict[str, Any] | None:
+def resume_gated(store: Store, run_id: str, *, emulated: bool | None = None) -> Continued | None:
     """Continue the simulation of a run tagged as held at gates, from where its continuation is.
 
     The tag stays while anything of that continuation is left: a continuer may be killed at any
@@ -332,7 +340,7 @@ def resume_gated(
     (tagged itself when it holds at gates), or the run is on an attention hold (continued by
     hand). Returns what ``resume_if_settled`` does.
     """
-    from belt.engine.simulation import latest_run, stranded_at  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.engine.simrecord import latest_run, stranded_at  # noqa: PLC0415 - start-up: only what this entry point runs
 
     run = get_run(store, run_id)
     if run is None:
@@ -369,7 +377,7 @@ def resume_if_settled(
     *,
     emulated: bool | None = None,
     recover: bool = False,
-) -> dict[str, Any] | None:
+) -> Continued | None:
     """Continue one run held at its interrupts (gates, approvals, a client tool's result) once
     they are all settled, unless a live process holds it.
 
@@ -392,7 +400,7 @@ def resume_if_settled(
     return _continue(store, run_id)
 
 
-def _continue(store: Store, run_id: str) -> dict[str, Any] | None:
+def _continue(store: Store, run_id: str) -> Continued | None:
     """``resume_simulation`` of a run, as a record of what it did (None: another process took
     it first, or it is not ready after all)."""
     from belt.engine.simulation import Options  # noqa: PLC0415 - start-up: only what this entry point runs

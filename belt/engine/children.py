@@ -11,26 +11,27 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from belt.engine.simulation import Options, SimStatus, Simulation
 from belt.errors import BeltError
 from belt.records.ids import new_id, now_iso
-from belt.records.runs import RUN, sim_runs
-from belt.records.sims import child_sim_ids, create_child_sim, read_sim
+from belt.records.runs import Run, read_run, sim_runs
+from belt.records.sims import Sim, SimParent, child_sim_ids, create_child_sim, read_sim
 from belt.wire.enums import AgentRunState
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
+    from belt.engine.scenario import StoredTurn
     from belt.engine.simulation import Dialect
     from belt.store import Store
 
 WORKERS = 4
 
-After = Callable[[list[dict[str, Any]]], str | None]
+After = Callable[[list[Run]], str | None]
 """What to do once a child's runs ended: an error to record, or None."""
 
 
@@ -46,7 +47,28 @@ class ChildFailure:
     error: str
 
 
-def unfinished(runs: list[dict[str, Any]], *, what: str) -> str | None:
+class ChildOrigin(TypedDict):
+    """Where a child was started: the parent's run, and the hook and handler that started it."""
+
+    parent_run_id: str | None
+    hook_event: str
+    handler: str
+    handler_type: str
+
+
+class ChildView(TypedDict):
+    """A child simulation as its parent's report lists it, with its runs."""
+
+    sim_id: str
+    chat_id: str
+    agent: object
+    parent: SimParent
+    status: str
+    review: NotRequired[object]
+    runs: list[dict[str, object]]
+
+
+def unfinished(runs: list[Run], *, what: str) -> str | None:
     """Why a child's runs did not all complete (``what`` names the child), or None."""
     for run in runs:
         if run["state"] != AgentRunState.COMPLETED:
@@ -57,19 +79,19 @@ def unfinished(runs: list[dict[str, Any]], *, what: str) -> str | None:
 def record_child(
     store: Store,
     *,
-    parent: dict[str, Any],
+    parent: Sim,
     kind: str,
     chat_id: str,
     name: str,
     agent_id: str,
-    turn: dict[str, Any],
-    link: dict[str, Any],
-    **fields: Any,
-) -> dict[str, Any]:
+    turn: StoredTurn,
+    link: Mapping[str, object],
+    **fields: object,
+) -> Sim:
     """The child simulation of one chat: one turn, no hooks, linked to its parent."""
     sim_id = new_id("sim")
     scenario = {"dialect": "platform", "agent": {"name": name}, "chat": {}, "turns": [turn]}
-    sim: dict[str, Any] = {
+    sim = {
         "id": sim_id,
         "dialect": "platform",
         "kind": kind,
@@ -86,8 +108,7 @@ def record_child(
         "parent": {"sim_id": parent["id"], "chat_id": parent["chat_id"], **link},
         **fields,
     }
-    create_child_sim(store, sim, scenario)
-    return sim
+    return create_child_sim(store, sim, scenario)
 
 
 class Children:
@@ -106,9 +127,9 @@ class Children:
 
     def start(
         self,
-        sim: dict[str, Any],
+        sim: Sim,
         *,
-        describe: dict[str, Any],
+        describe: ChildOrigin,
         after: After,
         before: Callable[[], None] | None = None,
     ) -> None:
@@ -129,8 +150,8 @@ class Children:
     def _run(
         self,
         order: int,
-        sim: dict[str, Any],
-        describe: dict[str, Any],
+        sim: Sim,
+        describe: ChildOrigin,
         after: After,
         before: Callable[[], None] | None,
     ) -> None:
@@ -139,7 +160,7 @@ class Children:
             if before is not None:
                 before()
             child = Simulation(store, sim, self.dialect, Options())
-            runs = [store.read(RUN, run_id) for run_id in child.run()]
+            runs = [read_run(store, run_id) for run_id in child.run()]
             error = after(runs)
         except BeltError as exc:
             error = f"could not go on: {exc.message}"
@@ -159,25 +180,25 @@ class Children:
         return failures
 
 
-def children_of(store: Store, sim: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+def children_of(store: Store, sim: Mapping[str, object], kind: str) -> list[ChildView]:
     """The children of ``kind`` a simulation started, each with its runs (for reports)."""
-    found = []
+    found: list[ChildView] = []
     for sim_id in child_sim_ids(store, str(sim["id"])):
         child = read_sim(store, sim_id)
         if child.get("kind") != kind:
             continue
-        found.append(
-            {
-                "sim_id": sim_id,
-                "chat_id": child["chat_id"],
-                "agent": child["name"],
-                "parent": child["parent"],
-                "status": child["status"],
-                **({"review": child["review"]} if "review" in child else {}),
-                "runs": [
-                    {key: run.get(key) for key in ("id", "state", "error", "created_at")}
-                    for run in sim_runs(store, sim_id)
-                ],
-            }
-        )
+        view: ChildView = {
+            "sim_id": sim_id,
+            "chat_id": child["chat_id"],
+            "agent": child["name"],
+            "parent": child["parent"],
+            "status": child["status"],
+            "runs": [
+                {key: run.get(key) for key in ("id", "state", "error", "created_at")}
+                for run in sim_runs(store, sim_id)
+            ],
+        }
+        if "review" in child:
+            view["review"] = child["review"]
+        found.append(view)
     return found

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from belt.engine.execution import Execution, SimStatus
 from belt.engine.scenario import resolution_for
@@ -15,6 +15,7 @@ from belt.records.interrupts import last_settled, pending_for_run, resolve_inter
 from belt.records.runs import Cancelled, RunRecord
 from belt.store import clock
 from belt.store.clock import format_duration, parse_timestamp, timestamp
+from belt.wire.dto import InterruptJSON
 from belt.wire.enums import AgentRunState
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ class Holds:
                 due = min(parse_timestamp(str(i["expires_at"])) for i in pending)
                 moment = self.sim.clock.move_to(max(due, before))
             else:
-                moment = self.sim.clock.advance(timedelta(seconds=int(spec["seconds"])))
+                moment = self.sim.clock.advance(timedelta(seconds=spec.get("seconds") or 0))
             self.clock_row(execution, before, moment)
             for settled in sweep(store=self.sim.store, now=moment, run_id=run_id):
                 self.expiry_row(execution, settled)
@@ -137,7 +138,7 @@ class Holds:
             **{"type": "clock", "from": timestamp(before), "to": timestamp(moment)},
         )
 
-    def expiry_row(self, execution: Execution, interrupt: dict[str, Any]) -> None:
+    def expiry_row(self, execution: Execution, interrupt: InterruptJSON) -> None:
         """The transcript's row for a gate or approval the sweep settled at its deadline."""
         kind = "approval" if interrupt.get("reason") == "tool_approval" else "gate"
         self.sim.transcript.add_event(

@@ -10,7 +10,7 @@ from the ``hook.executed`` records of a simulation's runs, so ``belt sim run``, 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from belt.effects import Outcome, effect_text, outcome
 from belt.handlers.webhook import likely_fix
@@ -30,6 +30,51 @@ HOOK_FAILURE_HINT = (
     'hook_errors = "allow" at the top of the scenario'
 )
 """What a ``belt test`` scenario whose hook calls failed unnamed can do about it."""
+
+
+class HandlerTally(TypedDict):
+    """One handler's calls in a summary, with its first error and the likely fix of it."""
+
+    handler: str
+    handler_type: str
+    calls: int
+    failed: int
+    counted_allow: int
+    counted_deny: int
+    first_error: str | None
+    fix: str | None
+
+
+HookCall = TypedDict(
+    "HookCall",
+    {
+        "run_id": object,
+        "event": object,
+        "hook_index": object,
+        "handler": str,
+        "handler_type": str,
+        "warning": NotRequired[str],
+        "tool": NotRequired[object],
+        "error": NotRequired[str],
+        "counted_as": NotRequired[str],
+        "async": NotRequired[bool],
+    },
+)
+"""One call a summary lists: a failed one (``error``) or one whose answer was partly ignored
+(``warning``)."""
+
+
+class HookSummary(TypedDict):
+    """The closing summary of hook calls (``hook_summary`` of a report)."""
+
+    calls: int
+    failed: int
+    counted_allow: int
+    counted_deny: int
+    handlers: list[HandlerTally]
+    failures: list[HookCall]
+    warned: int
+    warnings: list[HookCall]
 
 
 def counted_as(record: Mapping[str, Any]) -> str:
@@ -60,14 +105,14 @@ def answer_warnings(record: Mapping[str, Any]) -> list[str]:
     return warnings
 
 
-def hook_summary(executions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
     """The summary of ``hook.executed`` records (in order): every count, the handlers (in the
     order they were first called) with their first error and likely fix, the failed calls
     (the first ``FAILURES_SHOWN``), and the calls whose answer was partly ignored
     (``warnings``: unknown keys, a decision the event cannot take)."""
-    handlers: dict[tuple[str, str], dict[str, Any]] = {}
-    failures: list[dict[str, Any]] = []
-    warned: list[dict[str, Any]] = []
+    handlers: dict[tuple[str, str], HandlerTally] = {}
+    failures: list[HookCall] = []
+    warned: list[HookCall] = []
     warning_count = 0
     counted = {"allow": 0, "deny": 0}
     for record in executions:
@@ -86,7 +131,7 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             },
         )
         entry["calls"] += 1
-        call = {
+        call: HookCall = {
             "run_id": record.get("run_id"),
             "event": record.get("hook_event"),
             "hook_index": record.get("hook_index"),
@@ -103,7 +148,10 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         how = counted_as(record)
         counted[how] += 1
         entry["failed"] += 1
-        entry[f"counted_{how}"] += 1
+        if how == "deny":
+            entry["counted_deny"] += 1
+        else:
+            entry["counted_allow"] += 1
         if entry["first_error"] is None:
             entry["first_error"] = short(str(error), ERROR_CHARS)
             entry["fix"] = likely_fix(str(error))
@@ -131,25 +179,29 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_hook_summary(store: Store, run_id: str) -> dict[str, Any]:
+def run_hook_summary(store: Store, run_id: str) -> HookSummary:
     """The summary of one run's hook calls, from its event log."""
     executions = [r for r in run_events(store, run_id) if r.get("type") == "hook.executed"]
     return hook_summary(executions)
 
 
-def summary_text(summary: dict[str, Any]) -> list[tuple[str, bool]]:
+def summary_text(summary: HookSummary) -> list[tuple[str, bool]]:
     """The summary as lines of plain text, each with whether it tells of a failure: a head line,
     then one line per handler that failed (and its likely fix)."""
-    calls, failed = int(summary["calls"]), int(summary["failed"])
+    calls, failed = summary["calls"], summary["failed"]
     if not failed:
         return [(f"hooks: {calls} call(s), none failed", False), *warning_text(summary)]
-    counts = {side: summary[f"counted_{side}"] for side in ("allow", "deny")}
+    counts = {"allow": summary["counted_allow"], "deny": summary["counted_deny"]}
     how = [f"{count} counted as {side}" for side, count in counts.items() if count]
     lines = [(f"hooks: {calls} call(s), {failed} failed ({', '.join(how)})", True)]
     for entry in summary["handlers"]:
         if not entry["failed"]:
             continue
-        sides = " and ".join(s for s in ("allow", "deny") if entry[f"counted_{s}"])
+        sides = " and ".join(
+            side
+            for side, count in (("allow", entry["counted_allow"]), ("deny", entry["counted_deny"]))
+            if count
+        )
         text = f"{entry['failed']} of {entry['calls']} failed, counted as {sides}"
         where = f"{entry['handler']} ({entry['handler_type']})"
         lines.append((f"  {where}: {text}; first: {entry['first_error']}", True))
@@ -158,24 +210,24 @@ def summary_text(summary: dict[str, Any]) -> list[tuple[str, bool]]:
     return [*lines, *warning_text(summary)]
 
 
-def warning_text(summary: dict[str, Any]) -> list[tuple[str, bool]]:
+def warning_text(summary: HookSummary) -> list[tuple[str, bool]]:
     """The answers partly ignored: a head line, then one line per warning listed."""
-    count = int(summary.get("warned") or 0)
+    count = summary["warned"]
     if not count:
         return []
     lines = [(f"answer warnings: {count} (what a handler answered that was not done)", True)]
-    for item in summary.get("warnings") or []:
+    for item in summary["warnings"]:
         where = f"{item['event']} → {item['handler']} ({item['handler_type']})"
-        lines.append((f"  {where}: {item['warning']}", True))
-    if count > len(summary.get("warnings") or []):
+        lines.append((f"  {where}: {item.get('warning')}", True))
+    if count > len(summary["warnings"]):
         lines.append((f"  … and {count - len(summary['warnings'])} more", True))
     return lines
 
 
-def strict_failures(summary: dict[str, Any]) -> str | None:
+def strict_failures(summary: HookSummary) -> str | None:
     """Why ``--strict`` fails a run whose hook calls are summarised here: the failed calls and
     the answer warnings, or None when there are neither."""
-    failed, warned = int(summary.get("failed") or 0), int(summary.get("warned") or 0)
+    failed, warned = summary["failed"], summary["warned"]
     reasons = []
     if failed:
         reasons.append(f"{failed} hook call(s) failed")
@@ -184,7 +236,7 @@ def strict_failures(summary: dict[str, Any]) -> str | None:
     return f"--strict: {' and '.join(reasons)}" if reasons else None
 
 
-def summary_line(summary: dict[str, Any]) -> str:
+def summary_line(summary: HookSummary) -> str:
     """The summary on one line (for a live line of ``belt serve``): the head, then the first
     failing handler's first error and likely fix."""
     lines = summary_text(summary)

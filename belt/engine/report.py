@@ -6,19 +6,20 @@ both show the same thing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from belt.dialects import loop_of
 from belt.engine.hooksummary import hook_summary
-from belt.engine.simulation import stranded_at
+from belt.engine.simrecord import stranded_at
 from belt.records.interrupts import list_interrupts
-from belt.records.runs import RUN, read_run, run_dto, run_events, sim_runs
-from belt.records.sims import read_scenario, read_sim
+from belt.records.runs import RUN, RunView, read_run, run_dto, run_events, sim_runs
+from belt.records.sims import Sim, read_scenario, read_sim
 from belt.records.views import chat_dto
 from belt.store import Store
 
 
-def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
+def build_report(store: Store, sim: Mapping[str, Any]) -> dict[str, Any]:
     """The whole record of a simulation, names as on the wire."""
     dialect = loop_of(sim)
     fields = dialect.run_fields()
@@ -58,7 +59,7 @@ def build_report(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def stranded_fields(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
+def stranded_fields(store: Store, sim: Mapping[str, Any]) -> dict[str, object]:
     """``interrupted`` and ``resume_run`` for a simulation whose process died between runs."""
     last = stranded_at(store, sim)
     if last is None:
@@ -71,23 +72,34 @@ def stranded_fields(store: Store, sim: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def list_runs(store: Store, *, include_tasks: bool = False) -> list[dict[str, Any]]:
+class RunRow(RunView, total=False):
+    """A run as ``belt sim list`` shows it: its AgentRunDTO and its simulation's name."""
+
+    sim_id: str
+    scenario: object
+    name: object
+    turn_index: int | None
+    kind: str
+    simulation_interrupted: bool
+
+
+def list_runs(store: Store, *, include_tasks: bool = False) -> list[RunRow]:
     """Every simulated run, oldest first, with its simulation's name.
 
     The runs of task chats and review branches (child simulations) are left out unless
     ``include_tasks``; each row says its ``kind``: ``chat``, ``task`` or ``review``. The last
     run of a simulation whose process died between two runs says ``simulation_interrupted``.
     """
-    sims: dict[str, dict[str, Any]] = {}
+    sims: dict[str, Sim] = {}
     stranded: dict[str, str | None] = {}
-    rows = []
+    rows: list[RunRow] = []
     for run_id in store.list_ids(RUN):
         run = read_run(store, run_id)
         sim_id = run.get("sim_id")
         if not sim_id:
             continue
         if sim_id not in sims:
-            sims[sim_id] = dict(read_sim(store, sim_id))
+            sims[sim_id] = read_sim(store, sim_id)
             stranded[sim_id] = stranded_at(store, sims[sim_id])
         sim = sims[sim_id]
         kind = str(sim.get("kind") or "chat")

@@ -24,6 +24,7 @@ from belt.engine.scenario import ReviewScript
 from belt.handlers.builtin import EXTRACT, Review
 from belt.records.chats import create_chat, set_outputs
 from belt.records.messages import Recorder
+from belt.records.runs import Run
 from belt.records.sims import set_review_outcomes
 from belt.wire.enums import HookHandlerType
 
@@ -40,13 +41,13 @@ COPIED_ROLES = ("user", "assistant", "tool", "injection", "compaction")
 """What a review branch copies of its chat: what the model saw (never event rows)."""
 
 
-def review_request(system_prompt: str | None) -> dict[str, Any]:
+def review_request(system_prompt: str | None) -> dict[str, object]:
     """What a review's model turn is asked with: as the agent (its system prompt), with no
     tools offered, for an answer in ``answer_schema()``."""
     return {"system_prompt": system_prompt, "tools": [], "answer_schema": answer_schema()}
 
 
-def answer_schema() -> dict[str, Any]:
+def answer_schema() -> dict[str, object]:
     """The JSON schema a review's answer follows."""
     # Start-up: the registry (and its search index) only for a run that starts a review.
     from belt.records.registry import CANDIDATE_SCHEMA  # noqa: PLC0415 - a platform run loads no registry (sqlite3)
@@ -164,7 +165,7 @@ def copy_history(
 
 def save_outcomes(
     store: Store,
-    runs: list[dict[str, Any]],
+    runs: list[Run],
     *,
     review: Review,
     sim_id: str,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, Required, Self, TypedDict, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -32,6 +33,7 @@ from belt.records.profile import stored_lifecycle_hooks
 from belt.store.clock import DURATION_MAX, check_moment, parse_duration, parse_rfc3339
 from belt.suggest import did_you_mean
 from belt.text import printable
+from belt.wire.dto import InterruptJSON
 from belt.wire.enums import Dialect
 from belt.wire.platform import GATE_TIMEOUT_MAX, HookHandlerType, LifecycleHookConfig
 from belt.wire.validate import (
@@ -118,7 +120,7 @@ class ToolCallSpec(_Strict):
     """
 
     name: str = Field(min_length=1)
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, object] = Field(default_factory=dict)
     result: str = ""
     status: Literal["completed", "failed"] = "completed"
     async_: bool = Field(default=False, alias="async")
@@ -141,9 +143,37 @@ class ResolveSpec(_Strict):
 
     event: str | None = None
     tool: str | None = None
-    arguments: dict[str, Any] | None = None
+    arguments: dict[str, object] | None = None
     decision: Literal["allow", "deny"]
     data: Any = None
+
+
+class StoredResolve(TypedDict, total=False):
+    """A ``[[turns.resolve]]`` as the simulation's scenario stores it (``ResolveSpec``)."""
+
+    event: str | None
+    tool: str | None
+    arguments: dict[str, object] | None
+    decision: Required[str]
+    data: object
+
+
+class StoredWait(TypedDict, total=False):
+    """A ``[[turns.wait]]`` as stored (``WaitSpec``)."""
+
+    seconds: int | None
+    until: str | None
+
+
+class StoredTurn(TypedDict, total=False):
+    """A scenario turn as the simulation's scenario stores it (``TurnSpec``, ``NexusTurnSpec``)."""
+
+    user: str | None
+    model: list[dict[str, object]]
+    error: str | None
+    resolve: list[StoredResolve]
+    wait: list[StoredWait]
+    after: str | None
 
 
 class TurnSpec(_Strict):
@@ -169,7 +199,7 @@ class AgentScript(_Strict):
 class ReviewScript(_Strict):
     """What one review of ``belt:extract`` answers: the candidates it returns, in order."""
 
-    candidates: list[dict[str, Any]] = Field(default_factory=list)
+    candidates: list[dict[str, object]] = Field(default_factory=list)
 
 
 class AgentSpec(_Strict):
@@ -530,12 +560,13 @@ def check_resolutions(turns: list[list[ResolveSpec]], dialect: str, findings: Fi
                 argument_matchers(spec.arguments, f"{path}.arguments", findings)
 
 
-def resolution_for(specs: list[dict[str, Any]], interrupt: dict[str, Any]) -> dict[str, Any] | None:
+def resolution_for(specs: list[StoredResolve], interrupt: InterruptJSON) -> StoredResolve | None:
     """The first of a turn's scripted resolutions (as stored) that matches an open gate."""
     source = str(interrupt.get("source") or "")
     event = source.partition(":")[2]
-    meta: dict[str, Any] = interrupt["meta"] if isinstance(interrupt.get("meta"), dict) else {}
-    data: dict[str, Any] = meta["data"] if isinstance(meta.get("data"), dict) else {}
+    meta = interrupt.get("meta")
+    meta = meta if isinstance(meta, dict) else {}
+    data = meta["data"] if isinstance(meta.get("data"), dict) else {}
     tool = data.get("tool", meta.get("tool_name"))
     arguments = data.get("arguments", meta.get("arguments"))
     findings = Findings()
@@ -608,7 +639,7 @@ class NexusTurnSpec(_Strict):
     tool_calls: list[ToolCallSpec] = Field(default_factory=list)
     model: list[ModelTurnSpec] = Field(default_factory=list)
     error: str | None = None
-    profile: dict[str, Any] | None = None
+    profile: dict[str, object] | None = None
     resolve: list[ResolveSpec] = Field(default_factory=list)
     wait: list[WaitSpec] = Field(default_factory=list)
     after: Duration | None = None
@@ -639,7 +670,7 @@ class NexusScenario(_Strict):
     """A whole scenario file of the Nexus dialect."""
 
     dialect: Literal["nexus"]
-    profile: dict[str, Any] | None = None
+    profile: dict[str, object] | None = None
     agent: NexusAgentSpec = Field(default_factory=NexusAgentSpec)
     chat: NexusChatSpec = Field(default_factory=NexusChatSpec)
     turns: list[NexusTurnSpec] = Field(default_factory=list)
@@ -659,9 +690,9 @@ class LoadedNexusScenario:
 
     source: str
     scenario: NexusScenario
-    profile: dict[str, Any] | None
+    profile: dict[str, object] | None
     hooks_file: str | None = None
-    hooks_from: dict[str, Any] | None = None
+    hooks_from: dict[str, str] | None = None
     warnings: list[str] = field(default_factory=list)
     dialect: ClassVar[str] = "nexus"
 
@@ -800,8 +831,8 @@ def executor_problem(name: str, target: str) -> str | None:
 
 
 def profile_with_hooks_file(
-    profile: dict[str, Any] | None, path: Path, source: str
-) -> dict[str, Any]:
+    profile: Mapping[str, object] | None, path: Path, source: str
+) -> dict[str, object]:
     """The profile of scenario ``source`` with a Nexus declaration file's hooks (a whole profile
     file replaces it)."""
     doc = read_document(path)
@@ -816,8 +847,8 @@ def profile_with_hooks_file(
 
 
 def profile_with_hooks(
-    profile: dict[str, Any] | None, hooks: dict[str, Any], source: str, where: str
-) -> dict[str, Any]:
+    profile: Mapping[str, object] | None, hooks: object, source: str, where: str
+) -> dict[str, object]:
     """The scenario's profile with ``hooks`` (from ``where``) as its lifecycle hooks. The
     approval mode the spec requires of a profile with hooks is the scenario's to give: without
     one, a single message says where it goes."""

@@ -15,10 +15,10 @@ from belt.records.ids import new_id, now_iso
 from belt.records.interrupts import pending_for_run
 from belt.records.messages import Recorder, run_event
 from belt.records.runs import (
-    RUN,
     SIM_RUNS,
     TERMINAL_STATES,
     Run,
+    RunView,
     cancel_run,
     get_run,
     merge_run,
@@ -26,8 +26,8 @@ from belt.records.runs import (
     untag_emulated,
     untag_gated,
 )
-from belt.records.sims import create_sim, merge_sim, read_sim, write_agent
-from belt.store import check_id, clock
+from belt.records.sims import Sim, create_sim, merge_sim, read_sim, write_agent
+from belt.store import clock
 from belt.store.clock import VirtualClock, parse_timestamp
 from belt.wire.enums import AgentRunState, ChatStatus, ToolInvocationStatus
 
@@ -44,8 +44,8 @@ def record_simulation(
     *,
     dialect: str,
     loaded: Any,
-    agent: dict[str, Any],
-    scenario: dict[str, Any],
+    agent: Mapping[str, object],
+    scenario: Mapping[str, object],
     disable_hooks: bool = False,
     **fields: Any,
 ) -> dict[str, Any]:
@@ -109,12 +109,12 @@ def refuse_pending(store: Store, run_id: str, waits: str) -> None:
         )
 
 
-def sim_of_run(store: Store, run_id: str) -> dict[str, Any]:
+def sim_of_run(store: Store, run_id: str) -> Sim:
     """The simulation a run belongs to; an unknown run exits 3."""
-    run = store.get(RUN, check_id(run_id, what="run id"))
+    run = get_run(store, run_id)
     if run is None or "sim_id" not in run:
         raise NotFound(f"no simulated run {run_id}", hint="list runs with `belt sim list`")
-    return dict(read_sim(store, str(run["sim_id"])))
+    return read_sim(store, run["sim_id"])
 
 
 def stranded_at(store: Store, sim: Mapping[str, Any]) -> str | None:
@@ -151,8 +151,8 @@ def latest_run(store: Store, sim: Mapping[str, Any]) -> Run | None:
 
 
 def stop_run(
-    store: Store, sim: dict[str, Any], dialect: type[Dialect], run_id: str, *, force: bool
-) -> dict[str, Any]:
+    store: Store, sim: Sim, dialect: type[Dialect], run_id: str, *, force: bool
+) -> RunView:
     """Cancel a run: its pending gates or hook tasks are cancelled and it will not resume."""
     how = "force-stopped" if force else "stopped"
     # Stamped on the simulation's clock, if it has one (a held run's, as last recorded).
@@ -163,7 +163,7 @@ def stop_run(
         # The run is cancelled before its pending work, so a simulation waiting on that work stops
         # without ever applying a late result.
         run = cancel_run(store, run_id, force=force, how=how, hint=dialect.stop_hint)
-        text, kept = dialect.cancel_pending(store, sim, dict(run), how)
+        text, kept = dialect.cancel_pending(store, dict(sim), dict(run), how)
         run = merge_run(store, run_id, kept)
         recorder = Recorder(store, str(sim["chat_id"]))
         for message in recorder.messages:
@@ -196,5 +196,5 @@ def stop_run(
         untag_emulated(store, run_id)
     untag_gated(store, run_id)
     merge_sim(store, str(sim["id"]), {"status": SimStatus.CANCELED.value})
-    dialect.mark_ended(store, sim, run_id, End.CANCELED)
-    return dict(run_dto(run, dialect.run_fields()))
+    dialect.mark_ended(store, dict(sim), run_id, End.CANCELED)
+    return run_dto(run, dialect.run_fields())

@@ -17,7 +17,7 @@ it back, and the loop stops at its next step.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, Protocol, TypeVar
 
@@ -31,6 +31,7 @@ from belt.engine.holds import GATE_POLL as GATE_POLL
 from belt.engine.holds import Holds
 from belt.engine.runspans import RunSpans
 from belt.engine.runsteps import RunSteps
+from belt.engine.scenario import StoredTurn
 from belt.engine.simrecord import record_simulation as record_simulation
 from belt.engine.simrecord import refuse_pending as refuse_pending
 from belt.engine.transcript import Transcript
@@ -38,7 +39,7 @@ from belt.engine.turnloop import TurnLoop
 from belt.errors import InvalidInput
 from belt.records.messages import Recorder
 from belt.records.runs import SIM_RUNS, Run, RunRecord, release_lease
-from belt.records.sims import merge_sim, read_scenario, scenario_path
+from belt.records.sims import Sim, merge_sim, read_scenario, read_sim, scenario_path
 from belt.store import clock
 from belt.store.clock import VirtualClock, parse_timestamp, timestamp
 from belt.wire.validate import model_problems
@@ -159,29 +160,30 @@ class Simulation:
     def __init__(
         self,
         store: Store,
-        sim: dict[str, Any],
+        sim: Mapping[str, object],
         dialect: type[Dialect],
         options: Options | None = None,
     ) -> None:
         self.store = store
-        self.sim = sim
+        self.sim: Sim = read_sim(store, str(sim["id"]))
+        """The simulation's record, as this process last wrote it."""
         self.options = options or Options()
-        self.scenario_doc: dict[str, Any] = dict(read_scenario(store, str(sim["id"])))
+        self.scenario_doc = read_scenario(store, self.sim["id"])
         # Read what the loop will append to before acting, so a damaged index is reported
         # before a turn runs, not after.
-        store.members(SIM_RUNS, str(sim["id"]))
-        self.agent_id = str(sim["agent_id"])
+        store.members(SIM_RUNS, self.sim["id"])
+        self.agent_id = str(self.sim["agent_id"])
         self.current: str | None = None
         """The run this process drives (or last drove)."""
         self.clock = self.own_clock()
         self.transcript = Transcript(
-            Recorder(store, str(sim["chat_id"])), self.scenario_doc.get("agent") or {}
+            Recorder(store, self.sim["chat_id"]), self.scenario_doc.get("agent") or {}
         )
         self.recorder, self.ledger = self.transcript.recorder, self.transcript.ledger
         self.spans = RunSpans(
-            name=str(sim.get("name") or "agent"),
+            name=str(self.sim.get("name") or "agent"),
             agent_id=self.agent_id,
-            sim_id=str(sim["id"]),
+            sim_id=self.sim["id"],
             dialect=dialect.name,
         )
         self.steps = RunSteps(self)
@@ -250,12 +252,12 @@ class Simulation:
 
     def update_sim(self, **changes: Any) -> None:
         """Persist changes to the simulation record."""
-        self.sim = dict(merge_sim(self.store, self.sim["id"], changes))
+        self.sim = merge_sim(self.store, self.sim["id"], changes)
 
-    def turn_doc(self, index: int) -> dict[str, Any]:
+    def turn_doc(self, index: int) -> StoredTurn:
         """Scenario turn ``index`` as stored ({} for one the scenario does not have)."""
-        turns = self.scenario_doc.get("turns") or []
-        found = turns[index] if 0 <= index < len(turns) else {}
+        turns = self.scenario_doc["turns"]
+        found: StoredTurn = turns[index] if 0 <= index < len(turns) else {}
         return found if isinstance(found, dict) else {}
 
     def scenario_as(self, model: type[ScenarioModel]) -> ScenarioModel:
@@ -272,4 +274,4 @@ class Simulation:
 
     def turn_count(self) -> int:
         """How many turns the scenario scripts."""
-        return len(self.scenario_doc.get("turns") or [])
+        return len(self.scenario_doc["turns"])

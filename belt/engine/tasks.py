@@ -13,11 +13,12 @@ parent chat: the first as the hook's own row, the second when the simulation end
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from belt.engine.children import Children, record_child, unfinished
-from belt.engine.scenario import AgentScript, ModelTurnSpec
+from belt.engine.scenario import AgentScript, ModelTurnSpec, StoredTurn
 from belt.records.messages import MESSAGES
 from belt.wire.enums import HookHandlerType
 
@@ -29,7 +30,7 @@ ACKNOWLEDGEMENT = "Acknowledged: the hook payload is recorded."
 TASK = "task"
 
 
-def task_turn(script: AgentScript, payload: dict[str, Any]) -> dict[str, Any]:
+def task_turn(script: AgentScript, payload: Mapping[str, object]) -> StoredTurn:
     """The one turn of a task chat: the payload in, the agent's script out."""
     no_script = not script.model and script.error is None
     model = [ModelTurnSpec(say=ACKNOWLEDGEMENT)] if no_script else script.model
@@ -46,7 +47,7 @@ def start_task(
     *,
     agent: str,
     chat_id: str,
-    payload: dict[str, Any],
+    payload: Mapping[str, object],
     script: AgentScript | None,
 ) -> str | None:
     """Start the run of a task chat; an error (the agent is unknown) when it cannot."""
@@ -56,6 +57,7 @@ def start_task(
             f'(add [agents."{agent.rsplit("@", 1)[0]}"])'
         )
     first = store.members(MESSAGES, chat_id)[0]
+    run_id = payload.get("run_id")
     sim = record_child(
         store,
         parent=children.simulation.sim,
@@ -64,14 +66,14 @@ def start_task(
         name=agent,
         agent_id=agent,
         turn=task_turn(script, payload),
-        link={"run_id": payload.get("run_id"), "hook_event": payload.get("event")},
+        link={"run_id": run_id, "hook_event": payload.get("event")},
         first_input=first,
     )
 
     children.start(
         sim,
         describe={
-            "parent_run_id": payload.get("run_id"),
+            "parent_run_id": run_id if isinstance(run_id, str) else None,
             "hook_event": str(payload.get("event")),
             "handler": agent,
             "handler_type": HookHandlerType.TASK.value,

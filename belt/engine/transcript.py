@@ -4,8 +4,8 @@ killed process had already written."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any, NotRequired, TypedDict
 
 from belt.engine.execution import Execution
 from belt.engine.ledger import Ledger
@@ -18,7 +18,27 @@ SETTLED_TOOL_STATES = frozenset({"completed", "failed", "cancelled"})
 """Tool invocation states (``ToolInvocationStatus``) a tool call ends in."""
 
 
-def invocations(calls: list[ToolCallSpec], message_id: str | None) -> list[dict[str, Any]]:
+class ToolInvocation(TypedDict):
+    """A ToolInvocationDTO of an assistant message (``tool_invocations``)."""
+
+    id: str
+    chat_message_id: str | None
+    tool_invocation_id: str
+    type: str
+    function: dict[str, object]
+    status: str
+    result: str | None
+
+
+class Overshoot(TypedDict):
+    """Why a context is compacted: its trigger and how far above its threshold it is."""
+
+    compaction_trigger: str
+    overshoot_bytes: int
+    overshoot_tokens: NotRequired[int]
+
+
+def invocations(calls: list[ToolCallSpec], message_id: str | None) -> list[ToolInvocation]:
     """Pending ToolInvocationDTOs for the tool calls of one assistant message (``type`` is
     ``client`` for a tool the application runs, ``app`` for the others)."""
     return [
@@ -59,11 +79,11 @@ class Transcript:
         execution: Execution,
         *,
         role: str,
-        content: list[dict[str, Any]],
+        content: list[dict[str, object]],
         text: str | None = None,
         tokens: int | None = None,
         message_id: str | None = None,
-        fields: dict[str, Any] | None = None,
+        fields: Mapping[str, object] | None = None,
         status: str = MessageStatus.READY,
         row: NewMessage | None = None,
         **sim: Any,
@@ -108,7 +128,7 @@ class Transcript:
         self.ledger.leave(message, **flags)
         self.recorder.save_message(message)
 
-    def over_limit(self, execution: Execution) -> dict[str, Any] | None:
+    def over_limit(self, execution: Execution) -> Overshoot | None:
         """When the context is above its compaction threshold and a compaction would retire
         something: the trigger and overshoot (``compaction_trigger``, ``overshoot_*``)."""
         agent = self.agent
@@ -123,7 +143,7 @@ class Transcript:
             return None
         if not self.ledger.has_retirable(execution.scope, execution.input_message_id):
             return None
-        extra: dict[str, Any] = {
+        extra: Overshoot = {
             "compaction_trigger": "token_limit" if over_tokens else "byte_limit",
             "overshoot_bytes": max(0, context.bytes - byte_limit) if byte_limit else 0,
         }
@@ -215,7 +235,11 @@ class Transcript:
         )
 
     def finish_tool(
-        self, execution: Execution, invocation: dict[str, Any], status: str, result: str
+        self,
+        execution: Execution,
+        invocation: MutableMapping[str, object],
+        status: str,
+        result: str,
     ) -> None:
         """Complete a tool invocation: its result is a tool message.
 
@@ -235,7 +259,7 @@ class Transcript:
             else MessageStatus.FAILED,
         )
 
-    def unused_reply(self, state: dict[str, Any]) -> str | None:
+    def unused_reply(self, state: Mapping[str, object]) -> str | None:
         """The id a run set aside for its reply, while no message of the chat has it."""
         reply = state.get("reply")
         return reply if isinstance(reply, str) and reply not in self.recorder.by_id else None

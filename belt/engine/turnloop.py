@@ -171,4 +171,4 @@ class TurnLoop:
                 current["status"] = status.value
             return current
 
-        self.sim.sim = dict(change_sim(self.sim.store, self.sim.sim["id"], apply))
+        self.sim.sim = change_sim(self.sim.store, self.sim.sim["id"], apply)
