@@ -119,7 +119,7 @@ def argument_matchers(value: Any, path: str, findings: Problems) -> ArgumentMatc
         findings.error(path, f"expected a table of key path = pattern, got {describe(value)}")
         return ()
     matchers: list[tuple[tuple[str, ...], Matcher]] = []
-    for key_path, pattern in _flatten(value):
+    for key_path, pattern in key_paths(value):
         where = f"{path}.{'.'.join(key_path)}"
         matcher = value_matcher(pattern, where, findings)
         if matcher is not None:
@@ -127,7 +127,7 @@ def argument_matchers(value: Any, path: str, findings: Problems) -> ArgumentMatc
     return tuple(matchers)
 
 
-def _flatten(
+def key_paths(
     table: Mapping[str, object], prefix: tuple[str, ...] = ()
 ) -> list[tuple[tuple[str, ...], Any]]:
     """Dotted keys and nested tables both name key paths: ``"a.b" = 1`` is ``a = { b = 1 }``."""
@@ -135,7 +135,7 @@ def _flatten(
     for key, value in table.items():
         key_path = prefix + tuple(key.split("."))
         if isinstance(value, dict):
-            pairs.extend(_flatten(value, key_path))
+            pairs.extend(key_paths(value, key_path))
         else:
             pairs.append((key_path, value))
     return pairs

@@ -27,6 +27,7 @@ from belt.matching import (
     Matcher,
     argument_matchers,
     arguments_match,
+    key_paths,
     value_matcher,
 )
 from belt.suggest import did_you_mean
@@ -132,22 +133,8 @@ def _compile(index: int, item: Any, findings: Findings) -> Property | None:
         decision=str(decision),
         tool=tool,
         tool_matcher=tool_matcher,
-        arguments=_paths(item.get("arguments")),
+        arguments=dict(key_paths(item.get("arguments") or {})),
         argument_matchers=wanted,
-        unless=_paths(item.get("unless")),
+        unless=dict(key_paths(item.get("unless") or {})),
         unless_matchers=unless,
     )
-
-
-def _paths(table: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
-    """Key path → pattern, dotted keys and nested tables alike (as ``argument_matchers``)."""
-    if not isinstance(table, dict):
-        return {}
-    found: dict[tuple[str, ...], Any] = {}
-    for key, value in table.items():
-        key_path = prefix + tuple(str(key).split("."))
-        if isinstance(value, dict):
-            found.update(_paths(value, key_path))
-        else:
-            found[key_path] = value
-    return found
