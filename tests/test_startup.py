@@ -9,6 +9,9 @@ import re
 import subprocess
 import sys
 import tokenize
+import tomllib
+from fnmatch import fnmatch
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -437,3 +440,45 @@ def test_an_import_of_belt_inside_a_function_says_why_on_its_line() -> None:
     # Start-up is kept at a few seams (pyproject's ruff section); an import that still sits in
     # a function says why: what the start-up path or a platform run must not load, a cycle.
     assert imports_without_a_reason(Path(__file__).parent.parent / "belt") == []
+
+
+def expanded(pattern: str) -> list[str]:
+    """The globs ``pattern`` names, its ``{a,b}`` alternatives expanded."""
+    alternatives = re.search(r"\{([^{}]*)\}", pattern)
+    if alternatives is None:
+        return [pattern]
+    head, tail = pattern[: alternatives.start()], pattern[alternatives.end() :]
+    return [glob for one in alternatives[1].split(",") for glob in expanded(head + one + tail)]
+
+
+def start_up_side() -> list[str]:
+    """The modules pyproject holds to the start-up list, as globs: the negated per-file entry
+    that lifts TID253 from every other file."""
+    lint = tomllib.loads((EXAMPLES.parent / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+    (side,) = [
+        p[1:] for p, rules in lint["per-file-ignores"].items() if p[0] == "!" and "TID253" in rules
+    ]
+    return expanded(side)
+
+
+def test_the_start_up_side_names_every_module_the_quick_commands_load(tmp_path: Path) -> None:
+    # A module moved or added on the path of belt's quick commands is held to the start-up list
+    # only once pyproject names it; this says which one is not named.
+    from belt.records.interrupts import create_interrupt
+    from belt.store import Store
+
+    gate = create_interrupt(
+        store=Store(tmp_path / "store"), run_id="ar_r", chat_id="ch_c", event="agent.tool_call"
+    )
+    loaded = imported("version", home=tmp_path) | imported("--help", home=tmp_path)
+    loaded |= imported("interrupt", "list", home=tmp_path)
+    loaded |= imported("interrupt", "resolve", gate["id"], "allow", home=tmp_path)
+    side = start_up_side()
+    root = EXAMPLES.parent
+    unnamed = []
+    for name in sorted(m for m in loaded if m.split(".")[0] == "belt"):
+        spec = find_spec(name)
+        path = Path(spec.origin).relative_to(root).as_posix() if spec and spec.origin else name
+        if not any(fnmatch(path, glob) for glob in side):
+            unnamed.append(path)
+    assert unnamed == []
