@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -182,7 +182,7 @@ class HookRun:
         """True when this run's response injects context (never for async hooks)."""
         return bool(self.response and self.response.injected and not self.hook.runs_async)
 
-    def chat_hook_event(self, event: str) -> dict[str, Any]:
+    def chat_hook_event(self, event: str) -> dict[str, object]:
         """This run as a ChatHookEvent."""
         return chat_hook_event(
             event=event,
@@ -201,7 +201,7 @@ class EventResult:
     """The outcome of one event: every handler run and the decision that took effect."""
 
     event: str
-    payload: dict[str, Any]
+    payload: Mapping[str, object]
     runs: list[HookRun] = field(default_factory=list)
     decisive: HookRun | None = None
 
@@ -280,7 +280,7 @@ class Dispatcher:
         self,
         hook: LifecycleHookConfig,
         index: int,
-        payload: dict[str, Any],
+        payload: Mapping[str, object],
         resource_id: str | None,
         finished: Finished,
     ) -> None:
@@ -341,7 +341,7 @@ class Dispatcher:
     def fire(
         self,
         event: str,
-        payload: dict[str, Any],
+        payload: Mapping[str, object],
         *,
         resource_id: str | None = None,
         finished: Finished | None = None,
@@ -368,7 +368,7 @@ class Dispatcher:
         self,
         hook: LifecycleHookConfig,
         index: int,
-        payload: dict[str, Any],
+        payload: Mapping[str, object],
         resource_id: str | None,
     ) -> HookRun:
         """Deliver ``payload`` to one handler and return what it decided."""
@@ -386,7 +386,7 @@ class Dispatcher:
                 )
                 run.decision = HookDecision.SUSPEND
             elif hook.type == HookHandlerType.BUILTIN and self.builtin is not None:
-                self.builtin(run, payload)
+                self.builtin(run, dict(payload))
             run.latency_ms = (time.perf_counter() - started) * 1000
             if not run.duration_ms:
                 run.duration_ms = round(run.latency_ms)
@@ -428,7 +428,7 @@ class Dispatcher:
         if run.error:
             tracing.fail(span, "hook failed")
 
-    def run_webhook(self, run: HookRun, payload: dict[str, Any]) -> None:
+    def run_webhook(self, run: HookRun, payload: Mapping[str, object]) -> None:
         """Call a webhook (in-process for ``py:``, wherever ``--route`` sends it); a failure
         counts as allow, or deny on gate-able events if fail-closed."""
         target = self.target(run.index, run.hook)
@@ -472,8 +472,11 @@ def shown_url(url: str) -> str:
 
 
 def executed_record(
-    event: str, run: HookRun, payload: dict[str, Any], place: dict[str, Any] | None = None
-) -> dict[str, Any]:
+    event: str,
+    run: HookRun,
+    payload: Mapping[str, object],
+    place: Mapping[str, object] | None = None,
+) -> dict[str, object]:
     """The ``hook.executed`` agent event for one handler run (with the payload it was given),
     ending with ``place``: where it belongs in the transcript.
 
@@ -486,7 +489,7 @@ def executed_record(
     """
     response = run.response
     injected = run.injected
-    record: dict[str, Any] = {
+    record: dict[str, object] = {
         "type": "hook.executed",
         "hook_event": event,
         "decision": (run.decision or HookDecision.ALLOW).value,

@@ -65,7 +65,7 @@ class Execution:
     scope: str = CHAT_SCOPE
     input_message_id: str | None = None
     occupies_chat: bool = True
-    tags: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, object] = field(default_factory=dict)
     recovering: bool = False
 
     @property
