@@ -245,11 +245,7 @@ def compare(path: Path, text: str, *, update: bool) -> Comparison:
 def _stored(path: Path) -> str | None:
     if not path.exists():
         return None
-    data = read_bytes(path, kind="snapshot")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("utf-8", "backslashreplace")
+    return read_bytes(path, kind="snapshot").decode("utf-8", "backslashreplace")
 
 
 def _write(path: Path, text: str) -> None:
