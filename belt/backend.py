@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from belt.errors import Conflict, NotFound, UsageError
 from belt.wire.dto import InterruptJSON, WatchEvent
@@ -20,6 +20,7 @@ from belt.wire.dto import InterruptJSON, WatchEvent
 if TYPE_CHECKING:
     from belt.records.interrupts import BatchResult, Settlement
     from belt.records.messages import Message
+    from belt.remote import Platform
     from belt.store import Store
 
 Listed = tuple[InterruptJSON, str | None]
@@ -31,104 +32,6 @@ class Settled(InterruptJSON):
 
     settled_by: str | None
     trail: Settlement | None
-
-
-class Backend(Protocol):
-    """What a command may ask of a platform."""
-
-    def find_interrupts(
-        self,
-        *,
-        run_id: str | None = None,
-        chat_id: str | None = None,
-        reason: str | None = None,
-        include_settled: bool = False,
-    ) -> list[Listed]:
-        """Interrupts, pending ones or all: one run's in the order they opened, else every
-        run's newest first (a platform lists per run, so it needs ``run_id``)."""
-
-    def show_interrupt(self, *, interrupt_id: str, run_id: str | None) -> Listed:
-        """One InterruptDTO, and how it settles on expiry when the backend knows.
-
-        Locally ``interrupt_id`` may be a short id or a unique prefix; a platform takes full ids.
-        """
-
-    def resolve_interrupt(
-        self, *, interrupt_id: str, decision: str, data: Any = None, door: str = "cli"
-    ) -> InterruptJSON:
-        """Resolve a pending interrupt; returns its InterruptDTO (ids as for show). Locally the
-        settlement records the OS user and ``door``; a platform records what it knows."""
-
-    def batch_atomic(self) -> bool:
-        """Whether this backend settles a batch all or none (``belt serve`` and the store do;
-        a platform that resolves one gate at a time does not)."""
-
-    def in_batch(self, *, items: list[InterruptJSON], batch: str) -> list[InterruptJSON]:
-        """Those of the settled ``items`` the batch ``batch`` settled, as far as the backend
-        can tell (an API does not say who settled a gate: all of them)."""
-
-    def resolve_batch(
-        self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
-    ) -> BatchResult:
-        """Settle the gates ``ids`` all or none if their digest is ``digest``
-        (``belt.records.interrupts.resolve_batch``): ``{"batch", "digest", "repeated",
-        "resolved"}``; Conflict (exit 4) naming a gate settled meanwhile."""
-
-    def watch_interrupts(
-        self, *, run_ids: Sequence[str] = (), interval: float = 1.0
-    ) -> Iterator[WatchEvent]:
-        """Events as interrupts open and settle, looking every ``interval`` seconds, forever:
-        ``{"event": ..., "interrupt": InterruptDTO, "on_expiry": ...}`` (see
-        ``belt.records.interrupts.Watch``); a platform is watched per run, so it needs
-        ``run_ids``."""
-
-    def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, object]:
-        """Switch a chat's hooks off or on; returns the chat."""
-
-    def get_profile(self) -> dict[str, object]:
-        """The whole Nexus configuration declaration."""
-
-    def put_profile(self, declaration: dict[str, object]) -> dict[str, object]:
-        """Replace the whole Nexus configuration declaration; returns it as stored."""
-
-
-class LocalInbox(Backend, Protocol):
-    """What only the local store does, beside a platform's part: the commands that read the
-    store's transcripts, continue its runs, expire its gates and open gates by hand
-    (``interrupt review``, ``sweep`` and ``create``; on a platform those are its own job)."""
-
-    def transcript_before(self, *, interrupt: InterruptJSON, limit: int = 6) -> list[Message]:
-        """The messages of the interrupt's chat just before it opened."""
-
-    def resume_settled_run(self, *, run_id: str) -> list[tuple[str, str]]:
-        """Continue a simulated run whose gates are all settled."""
-
-    def sweep(self, *, at: datetime | None = None) -> list[InterruptJSON]:
-        """Settle every interrupt overdue now (or ``at``) with its default resolution."""
-
-    def settled_by(self, *, interrupt_id: str) -> tuple[Settlement | None, str | None]:
-        """How an interrupt was settled: the stored settlement and its line (None, None while
-        it is pending); named as for show."""
-
-    def settlements(
-        self, *, since: datetime | None = None, run_id: str | None = None
-    ) -> list[Settled]:
-        """Settled interrupts, the latest first: each InterruptDTO with ``settled_by`` (the
-        line) and ``trail`` (the stored settlement)."""
-
-    def create_interrupt(
-        self,
-        *,
-        run_id: str,
-        chat_id: str,
-        event: str,
-        timeout: int | None = None,
-        default_resolution: str | None = None,
-        meta: Any = None,
-    ) -> InterruptJSON:
-        """Open a hook gate by hand, as a gate hook on ``event`` would, on a run that is running
-        or awaiting a decision, in its own chat (exit 3 for an unknown run or chat, 4 for a run
-        that is neither or a chat it is not in)."""
 
 
 class LocalBackend:
@@ -360,6 +263,15 @@ def open_backend(api: str | None, *, api_key: str | None = None) -> Iterator[Bac
 
     with Platform(api, api_key=api_key) as platform:
         yield platform
+
+
+LocalInbox = LocalBackend
+"""The local store as a backend, with what only it does: read transcripts, continue runs, expire
+gates and open them by hand (``interrupt review``, ``sweep`` and ``create``)."""
+
+Backend: TypeAlias = "LocalBackend | Platform"
+"""What a command may ask of a platform: the local store, or a platform's API (both give the same
+shapes and raise the same errors; tests/test_backend_contract.py holds them to one contract)."""
 
 
 def local_inbox(store: Store | None = None) -> LocalInbox:
