@@ -134,7 +134,7 @@ class AgentsApi:
             await asyncio.sleep(interval)
 
 
-def code_named(body: dict[str, Any]) -> tuple[str, str] | None:
+def code_named(body: dict[str, object]) -> tuple[str, str] | None:
     """The first hook handler of a request's ``agent_config`` that would run code in the
     server's process (a ``py:`` handler), with its path; None when there is none."""
     config = body.get("agent_config")

@@ -82,7 +82,7 @@ class Problem(Exception):
         self.detail = detail
         self.extra = extra
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> dict[str, object]:
         """The problem document, with the SDKs' ``success`` and ``error`` beside it."""
         return {
             "type": PROBLEM_TYPE,
@@ -99,30 +99,18 @@ class Problem(Exception):
 
     def response(self, headers: dict[str, str] | None = None) -> Response:
         """The problem as an HTTP response."""
-        return problem_response(self.body(), headers)
+        return Response(
+            json_bytes(self.body()), self.status, headers=headers, media_type=PROBLEM_JSON
+        )
 
     def agent_response(self) -> Response:
         """The problem as the agent routes answer it: the same document, typed
         ``application/json``, the only type whose body the SDKs' async agent reads."""
-        return problem_response(self.body(), media_type=AGENT_ERROR_TYPE)
+        return Response(json_bytes(self.body()), self.status, media_type=AGENT_ERROR_TYPE)
 
 
 PROBLEM_JSON = "application/problem+json"
 AGENT_ERROR_TYPE = "application/json"
-
-
-def problem_response(
-    body: dict[str, Any],
-    headers: dict[str, str] | None = None,
-    media_type: str = PROBLEM_JSON,
-) -> Response:
-    """A problem+json response for a problem document."""
-    return Response(
-        json_bytes(body),
-        status_code=int(body["status"]),
-        media_type=media_type,
-        headers=headers,
-    )
 
 
 def envelope(data: Any) -> Response:

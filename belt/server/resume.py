@@ -9,13 +9,13 @@ hand never run a tool twice.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
 
 from belt.engine.api import resume_settled
 from belt.records.ids import now_iso
+from belt.records.reports import Reporter
 
 if TYPE_CHECKING:
     from belt.store import Store
@@ -24,9 +24,7 @@ RESUME_INTERVAL = 1.0
 """Seconds between two passes over the runs held at gates."""
 
 
-async def resume_forever(
-    store: Store, report: Callable[[dict[str, Any]], None] | None, interval: float
-) -> None:
+async def resume_forever(store: Store, report: Reporter | None, interval: float) -> None:
     """Continue settled runs now and every ``interval`` seconds until cancelled."""
     while True:
         try:

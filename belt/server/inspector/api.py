@@ -166,7 +166,7 @@ class Inspector:
             self.replayer.replay, entries=entries, target=target, payload=body.get("payload")
         )
 
-    def _selection(self, body: dict[str, Any]) -> list[Any]:
+    def _selection(self, body: dict[str, object]) -> list[Any]:
         ids, chosen, run = body.get("ids"), body.get("filter"), body.get("run")
         if sum(x is not None for x in (ids, chosen, run)) != 1:
             raise InvalidInput("give one of ids (a list of delivery ids), filter or run")
@@ -190,7 +190,7 @@ class Inspector:
             if entry.summary["handler_type"] == "webhook"
         ]
 
-    def _serve_decide(self, payload: dict[str, Any]) -> WebhookResult:
+    def _serve_decide(self, payload: dict[str, object]) -> WebhookResult:
         """This server's decider, asked from a worker thread as a handler would be."""
         model, problem = payload_model(payload)
         if model is None:
@@ -223,7 +223,7 @@ class Inspector:
             headers={**API_HEADERS, "content-disposition": f'attachment; filename="{name}"'},
         )
 
-    def _scenario(self, body: dict[str, Any], target: Any, base: str) -> tuple[str, str, str]:
+    def _scenario(self, body: dict[str, object], target: Any, base: str) -> tuple[str, str, str]:
         delivery_id = body.get("id")
         entry = record = None
         if delivery_id is not None:
@@ -356,7 +356,7 @@ class Changes:
         return [area for area, signals in self.areas.items() if signals.moved()]
 
 
-def _line(document: dict[str, Any]) -> bytes:
+def _line(document: dict[str, object]) -> bytes:
     return (json.dumps(document) + "\n").encode("utf-8")
 
 

@@ -37,6 +37,7 @@ from belt.records.runs import RUN
 from belt.records.sims import read_sim
 from belt.replay import (
     Recorded,
+    ReplayReport,
     executed,
     payload_model,
     policy_target,
@@ -60,7 +61,7 @@ REPLAY_MAX = 1000
 REPLAY_SECONDS = 120.0
 """A replay's total deadline: deliveries whose turn comes after it are reported, not sent."""
 
-ServeDecide = Callable[[dict[str, Any]], "WebhookResult"]
+ServeDecide = Callable[[dict[str, object]], "WebhookResult"]
 
 
 @dataclass(frozen=True)
@@ -123,9 +124,7 @@ class Replayer:
         self.serve_decide = serve_decide
         self.in_process = in_process
 
-    def replay(
-        self, *, entries: list[Entry], target: Target, payload: Any = None
-    ) -> dict[str, Any]:
+    def replay(self, *, entries: list[Entry], target: Target, payload: Any = None) -> ReplayReport:
         """Replay ``entries`` (with ``payload`` in place of the one recorded, for a single one)
         to ``target``; the replay's report, each row naming its delivery and what was sent."""
         self.check_target(target)
@@ -186,7 +185,7 @@ class Replayer:
 
     def _target(
         self, target: Target, owners: dict[int, Entry]
-    ) -> tuple[Callable[[dict[str, Any]], WebhookResult], Callable[[], None]]:
+    ) -> tuple[Callable[[dict[str, object]], WebhookResult], Callable[[], None]]:
         if target.kind == "url":
             return url_target(str(target.value), None)[1:]
         if target.kind == "policy":
@@ -197,13 +196,13 @@ class Replayer:
 
     def _in_process(
         self, spec: str, place: Located | None = None
-    ) -> Callable[[dict[str, Any]], WebhookResult]:
+    ) -> Callable[[dict[str, object]], WebhookResult]:
         """Call the in-process handler ``spec`` (loaded from ``place`` when its scenario
         located it: ``py:`` callables and ``policy:`` files)."""
         where = place or Located(spec)
         caller = InProcess(load=lambda _: load_located(where, where=spec))
 
-        def call(payload: dict[str, Any]) -> WebhookResult:
+        def call(payload: dict[str, object]) -> WebhookResult:
             try:
                 return caller.deliver(
                     where.spec, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, label=spec
@@ -213,10 +212,10 @@ class Replayer:
 
         return call
 
-    def _own(self, owners: dict[int, Entry]) -> Callable[[dict[str, Any]], WebhookResult]:
+    def _own(self, owners: dict[int, Entry]) -> Callable[[dict[str, object]], WebhookResult]:
         """Each payload to the handler of the delivery it came from (found by the payload)."""
 
-        def send(payload: dict[str, Any]) -> WebhookResult:
+        def send(payload: dict[str, object]) -> WebhookResult:
             entry = owners[id(payload)]
             if entry.summary["source"] == "serve":
                 if self.serve_decide is None:
@@ -233,7 +232,7 @@ class Replayer:
         return send
 
     def kept_handler(
-        self, target: Target, entry: Entry | None, record: dict[str, Any] | None, base_url: str
+        self, target: Target, entry: Entry | None, record: dict[str, object] | None, base_url: str
     ) -> tuple[str, list[str]]:
         """``scenario_handler``, with where a simulated delivery's own in-process handler was
         located."""
@@ -277,7 +276,7 @@ class Replayer:
 def scenario_handler(
     target: Target,
     entry: Entry | None,
-    record: dict[str, Any] | None,
+    record: dict[str, object] | None,
     base_url: str,
     place: Located | None = None,
 ) -> tuple[str, list[str]]:
