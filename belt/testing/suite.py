@@ -15,13 +15,12 @@ name is not UTF-8 are the error of the scenarios concerned, and the others run.
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import closing, contextmanager, nullcontext
+from contextlib import closing, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -455,7 +454,6 @@ def run_loaded(
     *,
     routes: list[str],
     started: float | None = None,
-    handlers: dict[str, Callable[..., Any]] | None = None,
     expectations: list[Expectation] | None = None,
     allow_network: bool = False,
     keep: Path | None = None,
@@ -499,7 +497,6 @@ def run_loaded(
                         problems=[*problems[1:], OFFLINE_HINT],
                         coverage=scenario_coverage(name, loaded, None),
                     )
-            options.handlers.update(handlers or {})
             sim, _ = start_simulation(store, loaded, options)
             report = build_report(store, sim)
         except BeltError as exc:
@@ -527,16 +524,15 @@ def kept_home(keep: Path, name: str) -> Path:
     base = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.")[:100] or "scenario"
     try:
         keep.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for number in itertools.count(1):
-            home = keep / (base if number == 1 else f"{base}-{number}")
-            try:
+        home, number = keep / base, 1
+        while True:
+            with suppress(FileExistsError):
                 home.mkdir(mode=0o700)
-            except FileExistsError:
-                continue
-            return home
+                return home
+            number += 1
+            home = keep / f"{base}-{number}"
     except OSError as exc:
         raise BeltError(f"--keep {keep}: cannot make a directory there: {exc.strerror}") from None
-    raise AssertionError("unreachable")
 
 
 @contextmanager
