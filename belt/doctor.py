@@ -20,9 +20,10 @@ from urllib.parse import urlsplit
 
 from belt import dialects
 from belt.declarations import Declaration, check_document, read_declaration
+from belt.dialects.nexus.scenarios import LoadedNexusScenario
 from belt.effects import handler_label, is_in_process, is_loopback_host, url_host
 from belt.engine.dispatch import load_located
-from belt.engine.scenario import LoadedNexusScenario, LoadedScenario, scenario_from_document
+from belt.engine.scenario import LoadedScenario, scenario_from_document
 from belt.errors import BeltError, ExitCode
 from belt.handlers.inprocess import Located
 from belt.records.journal import JOURNAL, SERVE

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from belt.dialects.nexus import execution_loop as nexus
+from belt.dialects.nexus.scenarios import LoadedNexusScenario
 from belt.engine.api import (
     resume_run,
     resume_simulation,
@@ -23,7 +24,7 @@ from belt.engine.api import (
     stop_run,
 )
 from belt.engine.report import build_report
-from belt.engine.scenario import LoadedNexusScenario, read_scenario
+from belt.engine.scenario import read_scenario
 from belt.engine.simulation import Options
 from belt.errors import Conflict
 from belt.executor.targets import Target

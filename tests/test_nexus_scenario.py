@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from belt.engine.scenario import LoadedNexusScenario, LoadedScenario, read_scenario
+from belt.dialects.nexus.scenarios import LoadedNexusScenario
+from belt.engine.scenario import LoadedScenario, read_scenario
 from belt.errors import InvalidInput
 
 EXAMPLES = Path(__file__).parent.parent / "examples"

@@ -23,26 +23,21 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from belt import dialects
-from belt.declarations import check_document, read_document
+from belt.declarations import read_document
 from belt.effects import is_in_process
 from belt.errors import InvalidInput
 from belt.handlers.inprocess import Located, locate_handler
 from belt.matching import argument_matchers, arguments_match, value_matcher
 from belt.policy import load_policy
-from belt.records.profile import stored_lifecycle_hooks
 from belt.store.clock import DURATION_MAX, check_moment, parse_duration, parse_rfc3339
 from belt.suggest import did_you_mean
 from belt.text import printable
 from belt.wire.dto import InterruptJSON
-from belt.wire.enums import Dialect
 from belt.wire.platform import GATE_TIMEOUT_MAX, HookHandlerType, LifecycleHookConfig
 from belt.wire.validate import (
-    IN_PROCESS_PREFIX,
     POLICY_PREFIX,
     Findings,
-    check_nexus_profile,
     check_platform_hooks,
-    check_webhook_url,
     model_problems,
 )
 
@@ -389,7 +384,7 @@ PLATFORM_TOOL_KEYS = ("async", "client", "require_approval", "approval_timeout")
 """Keys of a tool call that only the platform dialect has."""
 
 
-def scenario_dialect(doc: dict[str, Any], source: str) -> str:
+def scenario_dialect(doc: Mapping[str, object], source: str) -> str:
     """The dialect a scenario document is written in (``dialect`` at the top; default platform)."""
     dialect = doc.get("dialect", dialects.PLATFORM)
     if not isinstance(dialect, str) or not dialects.known(dialect):
@@ -398,12 +393,15 @@ def scenario_dialect(doc: dict[str, Any], source: str) -> str:
     return dialect
 
 
-def dialect_problems(doc: dict[str, Any], dialect: str) -> list[str]:
+def dialect_problems(doc: Mapping[str, object], dialect: str) -> list[str]:
     """Keys that belong to the other dialect, each with a message that says so."""
     problems: list[str] = []
-    agent: dict[str, Any] = doc["agent"] if isinstance(doc.get("agent"), dict) else {}
-    chat: dict[str, Any] = doc["chat"] if isinstance(doc.get("chat"), dict) else {}
-    turns: list[Any] = doc["turns"] if isinstance(doc.get("turns"), list) else []
+    agent = doc.get("agent")
+    agent = agent if isinstance(agent, dict) else {}
+    chat = doc.get("chat")
+    chat = chat if isinstance(chat, dict) else {}
+    turns = doc.get("turns")
+    turns = turns if isinstance(turns, list) else []
     if dialect == "platform":
         where = 'only in Nexus scenarios; add dialect = "nexus" at the top of the file'
         problems += [f"{key}: {where}" for key in NEXUS_ONLY_TOP if key in doc]
@@ -440,9 +438,10 @@ def dialect_problems(doc: dict[str, Any], dialect: str) -> list[str]:
 
 def read_scenario(
     path: str | Path, *, hooks_file: str | Path | None = None, stored_hooks: bool = False
-) -> LoadedScenario | LoadedNexusScenario:
-    """Read and check a scenario of either dialect; ``hooks_file`` replaces its hooks, and with
-    ``stored_hooks`` a Nexus scenario without hooks of its own gets those rho stored."""
+) -> Any:
+    """Read and check a scenario of any dialect (what its dialect's ``load_scenario`` gives);
+    ``hooks_file`` replaces its hooks, and with ``stored_hooks`` a Nexus scenario without hooks
+    of its own gets those rho stored."""
     source = str(path)
     if not source.isprintable() and not _utf8(source):
         raise InvalidInput(
@@ -489,9 +488,10 @@ def scenario_from_document(
     hooks_file: str | Path | None = None,
     stored_hooks: bool = False,
     locate: bool = True,
-) -> LoadedScenario | LoadedNexusScenario:
-    """Check a decoded scenario of either dialect; files it names are found from ``directory``
-    (unless not ``locate``: a scenario checked before it is saved somewhere else).
+) -> Any:
+    """Check a decoded scenario of any dialect (what its dialect's ``load_scenario`` gives);
+    files it names are found from ``directory`` (unless not ``locate``: a scenario checked before
+    it is saved somewhere else).
 
     ``stored_hooks`` (``belt sim run`` only: ``belt test`` never reads stored configuration)
     gives a Nexus scenario that declares no lifecycle hooks the ones rho stored."""
@@ -499,14 +499,13 @@ def scenario_from_document(
         raise InvalidInput(f"{source}: expected a table/object at the top level")
     dialect = dialects.get(scenario_dialect(doc, source))
     refuse(source, dialect.scenario_problems(doc))
-    loaded: LoadedScenario | LoadedNexusScenario = dialect.load_scenario(
+    return dialect.load_scenario(
         doc, source, directory, hooks_file=hooks_file, stored_hooks=stored_hooks, locate=locate
     )
-    return loaded
 
 
 def load_platform_scenario(
-    doc: dict[str, Any],
+    doc: Mapping[str, object],
     source: str,
     directory: Path,
     *,
@@ -585,7 +584,7 @@ def resolution_for(specs: list[StoredResolve], interrupt: InterruptJSON) -> Stor
     return None
 
 
-def check_storable(loaded: LoadedScenario | LoadedNexusScenario) -> None:
+def check_storable(loaded: Any) -> None:
     """Refuse, before anything is written, a scenario whose record the store cannot hold.
 
     Arguments nested too deep to encode, text that is not valid Unicode (lone surrogates), or
@@ -606,265 +605,6 @@ def check_storable(loaded: LoadedScenario | LoadedNexusScenario) -> None:
         ) from None
     except ValueError as exc:
         raise InvalidInput(f"{loaded.source}: a value cannot be stored: {exc}") from None
-
-
-# -- the Nexus dialect -------------------------------------------------------------------------
-
-
-class NexusAgentSpec(_Strict):
-    """The simulated Nexus agent's context limits."""
-
-    id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
-    name: str = "agent"
-    context_window: int = Field(default=128_000, gt=0)
-    context_bytes: int | None = Field(default=None, gt=0)
-    compact_at: float = Field(default=0.8, gt=0, le=1)
-
-
-class NexusChatSpec(_Strict):
-    """The conversation the scenario's executions run in."""
-
-    id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
-
-
-class NexusTurnSpec(_Strict):
-    """One input (a user message, a mail, a regeneration, a tool-only run) and its execution."""
-
-    user: str | None = None
-    mail: str | None = None
-    regenerate: bool = False
-    background: bool = False
-    standalone: bool = False
-    tool_only: bool = False
-    tool_calls: list[ToolCallSpec] = Field(default_factory=list)
-    model: list[ModelTurnSpec] = Field(default_factory=list)
-    error: str | None = None
-    profile: dict[str, object] | None = None
-    resolve: list[ResolveSpec] = Field(default_factory=list)
-    wait: list[WaitSpec] = Field(default_factory=list)
-    after: Duration | None = None
-    """How long after the previous turn this one arrives (on the virtual clock)."""
-
-    @property
-    def kind(self) -> str:
-        """What starts this execution (input, mail, regeneration, background, standalone...)."""
-        if self.tool_only:
-            return "tool_only"
-        if self.regenerate:
-            return "regeneration"
-        if self.mail is not None:
-            return "mail"
-        if self.background:
-            return "background"
-        if self.standalone:
-            return "standalone"
-        return "input"
-
-    @property
-    def replies(self) -> bool:
-        """True for an execution that answers in the conversation (one a regeneration can redo)."""
-        return self.kind in ("input", "mail", "regeneration")
-
-
-class NexusScenario(_Strict):
-    """A whole scenario file of the Nexus dialect."""
-
-    dialect: Literal["nexus"]
-    profile: dict[str, object] | None = None
-    agent: NexusAgentSpec = Field(default_factory=NexusAgentSpec)
-    chat: NexusChatSpec = Field(default_factory=NexusChatSpec)
-    turns: list[NexusTurnSpec] = Field(default_factory=list)
-    executors: dict[str, str] = Field(default_factory=dict)
-    expect: list[Any] = Field(default_factory=list)
-    hook_errors: Literal["fail", "allow"] = "fail"
-    """``belt test``: whether a failed hook call no expectation names fails the scenario."""
-    clock: ClockStart = None
-    """The virtual clock's start: the simulation's times come from it (None: wall time)."""
-
-
-@dataclass
-class LoadedNexusScenario:
-    """A checked Nexus scenario and the profile it starts with (None: the stored profile);
-    ``hooks_from`` says where that profile's lifecycle hooks came from when not the scenario
-    (rho's stored configuration)."""
-
-    source: str
-    scenario: NexusScenario
-    profile: dict[str, object] | None
-    hooks_file: str | None = None
-    hooks_from: dict[str, str] | None = None
-    warnings: list[str] = field(default_factory=list)
-    dialect: ClassVar[str] = "nexus"
-
-
-def nexus_turn_problems(scenario: NexusScenario) -> list[str]:
-    """The rules of Nexus turns that the schema alone does not express."""
-    problems: list[str] = []
-    replied = False
-    for t, turn in enumerate(scenario.turns):
-        at = f"turns[{t}]"
-        inputs = [k for k in ("user", "mail") if getattr(turn, k) is not None]
-        if turn.regenerate:
-            inputs.append("regenerate")
-        if turn.tool_only:
-            for key in ("mail", "regenerate"):
-                if key in inputs:
-                    problems.append(f"{at}.{key}: not allowed on a tool_only turn")
-            if not turn.tool_calls:
-                problems.append(f"{at}.tool_calls: a tool_only turn needs at least one tool call")
-            if turn.model:
-                problems.append(f"{at}.model: a tool_only turn makes no model request")
-            if turn.error is not None:
-                problems.append(f"{at}.error: a tool_only turn makes no model request to fail")
-            if turn.background:
-                problems.append(f"{at}.background: not allowed on a tool_only turn")
-        else:
-            if not inputs:
-                problems.append(
-                    f"{at}: give one of user, mail, regenerate = true, or tool_only = true"
-                )
-            elif len(inputs) > 1:
-                problems.append(f"{at}: {' and '.join(inputs)} are exclusive; give one")
-            if turn.tool_calls:
-                problems.append(
-                    f"{at}.tool_calls: only on a tool_only turn; the model's tool calls go in "
-                    "[[turns.model]]"
-                )
-            if not turn.model and turn.error is None:
-                problems.append(f"{at}.model: at least one model round is needed (or an error)")
-        if turn.background and (turn.user is None or turn.standalone):
-            problems.append(f"{at}.background: a background branch takes user, not standalone")
-        if turn.standalone and (turn.mail is not None or turn.regenerate):
-            problems.append(f"{at}.standalone: takes user or tool_only, not mail or regenerate")
-        if turn.regenerate and not replied:
-            problems.append(f"{at}.regenerate: there is no earlier reply to regenerate")
-        if turn.profile is not None:
-            findings, _ = check_nexus_profile(turn.profile, f"{at}.profile")
-            problems += findings.problems
-        replied = replied or turn.replies
-    return problems
-
-
-def load_nexus_scenario(
-    doc: dict[str, Any],
-    source: str,
-    *,
-    hooks_file: str | Path | None = None,
-    stored_hooks: bool = False,
-    directory: Path | None = None,
-) -> LoadedNexusScenario:
-    """Check a decoded Nexus scenario; ``hooks_file`` replaces its profile's lifecycle hooks,
-    and with ``stored_hooks`` a scenario that declares none gets those rho stored (when it
-    stored any). The ``py:`` files of its ``[executors]`` are found from ``directory``, the
-    scenario's (None: as written, for a scenario checked before it is saved elsewhere)."""
-    findings = Findings()
-    scenario = validated(NexusScenario, doc, source)
-    problems = []
-    if scenario.profile is not None:
-        profile_findings, _ = check_nexus_profile(scenario.profile, "profile")
-        problems += profile_findings.problems
-    problems += nexus_turn_problems(scenario)
-    check_resolutions([t.resolve for t in scenario.turns], "nexus", findings)
-    for name, target in scenario.executors.items():
-        problem = executor_problem(name, target)
-        if problem:
-            findings.error(f"executors.{name}", problem)
-    problems += findings.problems
-    refuse(source, problems)
-    warnings: list[str] = []
-    if directory is not None:
-        executors = located_executors(scenario.executors, directory, source, warnings)
-        scenario = scenario.model_copy(update={"executors": executors})
-    profile = scenario.profile
-    hooks_from = None
-    if hooks_file is not None:
-        profile = profile_with_hooks_file(profile, Path(hooks_file), source)
-    elif stored_hooks and not declares_hooks(scenario):
-        stored = stored_lifecycle_hooks()
-        if stored.configuration:
-            where = f"the lifecycle hooks rho stored ({stored.file})"
-            profile = profile_with_hooks(profile, stored.configuration, source, where)
-            hooks_from = stored.origin()
-    return LoadedNexusScenario(
-        source, scenario, profile, str(hooks_file) if hooks_file else None, hooks_from, warnings
-    )
-
-
-def located_executors(
-    executors: dict[str, str], directory: Path, source: str, warnings: list[str]
-) -> dict[str, str]:
-    """A scenario's ``[executors]`` with each ``py:`` file read from the scenario's directory,
-    as its hooks' handlers are (a module in a package beside it is imported as written); the
-    warning of one found from the current directory only is added to ``warnings``."""
-    located: dict[str, str] = {}
-    for name, target in executors.items():
-        if target.startswith(IN_PROCESS_PREFIX):
-            place = locate_handler(target, directory, where=f"{source}: executors.{name}")
-            if place.warning:
-                warnings.append(place.warning)
-            target = target if place.root is not None else place.spec
-        located[name] = target
-    return located
-
-
-def declares_hooks(scenario: NexusScenario) -> bool:
-    """True when the scenario's ``[profile]`` or a turn's profile has a ``lifecycle_hooks`` key
-    (``{}`` too: it declares none itself)."""
-    profiles = [scenario.profile, *(turn.profile for turn in scenario.turns)]
-    return any(profile is not None and "lifecycle_hooks" in profile for profile in profiles)
-
-
-def executor_problem(name: str, target: str) -> str | None:
-    """Why ``executors.NAME = TARGET`` cannot serve hook tasks, or None (the target is loaded
-    only when the scenario runs)."""
-    if not name.strip():
-        return "a tool name is needed"
-    if target.startswith("cmd:"):
-        return None if target[len("cmd:") :].strip() else "cmd: needs a command"
-    if target.startswith("py:"):
-        module, sep, func = target[len("py:") :].partition(":")
-        return None if sep and module and func else "py: needs MODULE:FUNC"
-    if target.startswith(("http://", "https://")):
-        reason = check_webhook_url(target)
-        return f"the URL {reason}" if reason else None
-    return "expected cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL"
-
-
-def profile_with_hooks_file(
-    profile: Mapping[str, object] | None, path: Path, source: str
-) -> dict[str, object]:
-    """The profile of scenario ``source`` with a Nexus declaration file's hooks (a whole profile
-    file replaces it)."""
-    doc = read_document(path)
-    declaration = check_document(doc, str(path), Dialect.NEXUS)
-    problems = declaration.findings.problems
-    if problems or declaration.lifecycle_hooks is None:
-        raise InvalidInput(f"{path}: {problems[0]}", problems=problems[1:])
-    if declaration.shape == "profile":
-        return dict(doc)
-    hooks = declaration.lifecycle_hooks.to_wire()
-    return profile_with_hooks(profile, hooks, source, f"the lifecycle hooks of {path}")
-
-
-def profile_with_hooks(
-    profile: Mapping[str, object] | None, hooks: object, source: str, where: str
-) -> dict[str, object]:
-    """The scenario's profile with ``hooks`` (from ``where``) as its lifecycle hooks. The
-    approval mode the spec requires of a profile with hooks is the scenario's to give: without
-    one, a single message says where it goes."""
-    merged = {**(profile or {}), "lifecycle_hooks": hooks}
-    if hooks and (profile or {}).get("approval_mode") is None:
-        if source.endswith(".json"):
-            place = f'"approval_mode": "auto" (or "ask") to "profile" in {source}'
-        else:
-            place = f'approval_mode = "auto" (or "ask") under [profile] in {source}'
-        raise InvalidInput(f"{source}: {where} need an approval mode: add {place}")
-    findings, _ = check_nexus_profile(merged, "profile")
-    if not findings.ok:
-        raise InvalidInput(
-            f"{source}: with {where}, {findings.problems[0]}", problems=findings.problems[1:]
-        )
-    return merged
 
 
 def estimate_tokens(text: str | None) -> int:

@@ -57,7 +57,7 @@ class NexusDialect:
         locate: bool,
     ) -> Any:
         """A checked Nexus scenario with its profile (``stored_hooks``: rho's when it has none)."""
-        from belt.engine.scenario import load_nexus_scenario  # noqa: PLC0415 - pydantic, when a scenario is read
+        from belt.dialects.nexus.scenarios import load_nexus_scenario  # noqa: PLC0415 - pydantic, when a scenario is read
 
         return load_nexus_scenario(
             doc,

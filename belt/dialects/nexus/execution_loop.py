@@ -22,15 +22,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from belt import tracing
+from belt.dialects.nexus.scenarios import LoadedNexusScenario, NexusScenario, NexusTurnSpec
 from belt.engine.ledger import CHAT_SCOPE
-from belt.engine.scenario import (
-    LoadedNexusScenario,
-    ModelTurnSpec,
-    NexusScenario,
-    NexusTurnSpec,
-    ToolCallSpec,
-    utf8_size,
-)
+from belt.engine.scenario import ModelTurnSpec, ToolCallSpec, utf8_size
 from belt.engine.simulation import (
     GATE_POLL,
     End,
