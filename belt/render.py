@@ -12,17 +12,136 @@ import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Required, TypedDict, cast
 
 from belt import dialects
 from belt.text import short
 
 if TYPE_CHECKING:
+    from belt.records.executions import ExecutionEntry
+    from belt.records.hooktasks import HookTask
     from belt.records.messages import Message
     from belt.replay import ReplayOutline, RowJSON, SavedTests
     from belt.wire.dto import InterruptJSON, WatchEvent
 
 Lines = list[tuple[str, str]]
+
+
+class Parent(TypedDict):
+    """The hook call a task chat or a review branch was started by."""
+
+    run_id: str
+    chat_id: str
+    hook_event: str
+
+
+class Loaded(TypedDict, total=False):
+    """One file a scenario's registry directory loaded, and what saving it did."""
+
+    action: Required[str]
+    name: str
+    kind: str
+    id: str
+    version: int
+
+
+class RegistryLoad(TypedDict):
+    """What a scenario's registry directory loaded, into which owner's registry."""
+
+    owner: str
+    directory: str
+    entries: list[Loaded]
+
+
+class Head(TypedDict, total=False):
+    """A report's ``simulation``: what the transcript's heading and tail read of it."""
+
+    dialect: str
+    kind: str
+    parent: Parent
+    registry: RegistryLoad
+    ephemeral: bool
+    interrupted: bool
+    turns_left: int
+    resume_run: str
+
+
+class Attention(TypedDict):
+    """Why a Nexus run is on an attention hold: which hook task failed."""
+
+    event: str
+    task_key: str
+    reason: str
+    detail: str
+    tool: str
+
+
+class FrozenHook(TypedDict, total=False):
+    """A hook a Nexus execution froze onto its run."""
+
+    tool: Required[str]
+    timeout_ms: Required[int]
+    max_continuations: int
+
+
+class Origin(TypedDict, total=False):
+    """Where a Nexus run's profile came from."""
+
+    reused_from: str
+    source: str
+    revision: int
+    hooks_from: object
+
+
+class ReportRun(TypedDict, total=False):
+    """A run as a report lists it (``run_dto`` and the dialect's fields)."""
+
+    id: Required[str]
+    state: Required[str]
+    interrupted: bool
+    attention: Attention | None
+    hooks: dict[str, FrozenHook] | None
+    profile: Origin | None
+
+
+class Review(TypedDict, total=False):
+    """What a review by ``belt:extract`` did."""
+
+    outcomes: list[dict[str, str]]
+    note: str
+    ancestor: str
+
+
+class Child(TypedDict, total=False):
+    """A task chat or review branch a simulation started, with its runs."""
+
+    chat_id: Required[str]
+    parent: Required[Parent]
+    runs: list[ReportRun]
+    agent: str
+    review: Review
+
+
+class ChatView(TypedDict):
+    """A report's chat: its messages and the gates pending on it."""
+
+    chat_messages: list[Message]
+    pending_interrupts: list[InterruptJSON]
+
+
+class SimReport(TypedDict, total=False):
+    """What the renderer reads of a simulation's report (``belt.engine.report.build_report``,
+    ``belt sim show --json``)."""
+
+    simulation: Required[Head]
+    chat: Required[ChatView]
+    runs: Required[list[ReportRun]]
+    interrupts: list[InterruptJSON]
+    hook_executions: list[Delivery]
+    tasks: list[Child]
+    reviews: list[Child]
+    executions: list[ExecutionEntry]
+    hook_tasks: list[HookTask]
 
 
 def transcript_lines(report: dict[str, Any], *, verbose: bool = False) -> Lines:
@@ -31,9 +150,11 @@ def transcript_lines(report: dict[str, Any], *, verbose: bool = False) -> Lines:
     return dialects.of(report["simulation"]).transcript_lines(report, verbose=verbose)
 
 
-def platform_lines(report: dict[str, Any], quiet: list[Delivery] | None = None) -> Lines:
-    """A platform simulation: each run, its messages and hook rows (each under the tool call it
-    was for), and the gates that hold it; ``quiet`` deliveries where they happened."""
+def platform_lines(given: Mapping[str, object], quiet: list[Delivery] | None = None) -> Lines:
+    """A platform simulation (a ``SimReport``): each run, its messages and hook rows (each under
+    the tool call it was for), and the gates that hold it; ``quiet`` deliveries where they
+    happened."""
+    report = cast(SimReport, given)
     lines = registry_lines(report)
     runs = {run["id"]: run for run in report["runs"]}
     messages = report["chat"]["chat_messages"]
@@ -52,7 +173,7 @@ Render = Callable[[Mapping[str, object]], Lines]
 LOADED = {"created": "created", "versioned": "new version", "skipped": "unchanged"}
 
 
-def registry_lines(report: dict[str, Any]) -> Lines:
+def registry_lines(report: SimReport) -> Lines:
     """What the scenario's registry directory loaded, into which owner's registry: each entry
     created or given a new version, and how many were already there as they are."""
     registry = report["simulation"].get("registry")
@@ -147,12 +268,12 @@ class Delivery(TypedDict, total=False):
     after_message: str
 
 
-def quiet_deliveries(report: dict[str, Any]) -> list[Delivery]:
-    """The hook calls that changed nothing and so left no row: allowed with nothing injected,
-    and every async call."""
+def quiet_deliveries(report: Mapping[str, object]) -> list[Delivery]:
+    """The hook calls of a ``SimReport`` that changed nothing and so left no row: allowed with
+    nothing injected, and every async call."""
     return [
         record
-        for record in report.get("hook_executions") or []
+        for record in cast(SimReport, report).get("hook_executions") or []
         if record.get("async")
         or not (
             record.get("error")
@@ -241,7 +362,7 @@ def message_lines(row: Mapping[str, object]) -> Lines:
     return []
 
 
-def task_lines(report: dict[str, Any]) -> Lines:
+def task_lines(report: SimReport) -> Lines:
     """The chats task hooks started, and how their runs went; or the chat a task chat serves."""
     lines: Lines = []
     if parent := report["simulation"].get("parent"):
@@ -266,14 +387,14 @@ def task_lines(report: dict[str, Any]) -> Lines:
     return lines
 
 
-def run_state(run: dict[str, Any]) -> str:
+def run_state(run: ReportRun) -> str:
     """A run's state as the transcript heading shows it."""
     if run.get("interrupted"):
         return f"{run['state']}, interrupted (its process is gone)"
     return str(run["state"])
 
 
-def interrupted_lines(report: dict[str, Any]) -> Lines:
+def interrupted_lines(report: SimReport) -> Lines:
     """Runs whose process was killed: how to go on from their last durable point."""
     lines: Lines = []
     for run in report["runs"]:
@@ -302,7 +423,7 @@ def interrupted_lines(report: dict[str, Any]) -> Lines:
     return lines
 
 
-def gate_lines(report: dict[str, Any]) -> Lines:
+def gate_lines(report: SimReport) -> Lines:
     """Where a gate holds the run: the interrupt and the exact commands to go on."""
     pending = report["chat"]["pending_interrupts"]
     if not pending:
@@ -330,7 +451,7 @@ def gate_lines(report: dict[str, Any]) -> Lines:
 
 
 def settle_lines(
-    report: dict[str, Any], run_id: str, commands: list[str], what: str, doing: str
+    report: SimReport, run_id: object, commands: list[str], what: str, doing: str
 ) -> Lines:
     """How to settle what a run waits at (each ``what``, by ``commands``) and go on; or, for an
     ``--ephemeral`` simulation, that there is nothing left to settle."""
@@ -349,8 +470,10 @@ def settle_lines(
 # -- the Nexus dialect ---------------------------------------------------------------------------
 
 
-def nexus_transcript_lines(report: dict[str, Any]) -> Lines:
-    """A Nexus simulation: each execution, its hook tasks, and what needs attention."""
+def nexus_transcript_lines(given: Mapping[str, object]) -> Lines:
+    """A Nexus simulation (a ``SimReport``): each execution, its hook tasks, and what needs
+    attention."""
+    report = cast(SimReport, given)
     lines: Lines = []
     runs = {run["id"]: run for run in report["runs"]}
     executions = {entry["turn"]: entry for entry in report.get("executions") or []}
@@ -365,7 +488,7 @@ def nexus_transcript_lines(report: dict[str, Any]) -> Lines:
     return lines + [line for part in tail for line in part(report)]
 
 
-def execution_header(entry: dict[str, Any], runs: dict[str, Any]) -> Lines:
+def execution_header(entry: ExecutionEntry, runs: dict[str, ReportRun]) -> Lines:
     """The heading of one execution and the hooks frozen onto it."""
     kind = entry["kind"]
     if entry.get("conversation_id") is None and kind != "standalone":
@@ -449,7 +572,7 @@ def hook_task_line(hook: Mapping[str, object]) -> tuple[str, str]:
     return (f"{head} {failure}: {hook.get('error')}  {where}", "red")
 
 
-def pending_task_lines(report: dict[str, Any]) -> Lines:
+def pending_task_lines(report: SimReport) -> Lines:
     """Hook tasks still waiting for an executor, and how to serve them."""
     waiting = [t for t in report.get("hook_tasks") or [] if t["status"] in ("pending", "claimed")]
     lines: Lines = []
@@ -463,33 +586,31 @@ def pending_task_lines(report: dict[str, Any]) -> Lines:
     return lines
 
 
-def approval_lines(report: dict[str, Any]) -> Lines:
+def approval_lines(report: SimReport) -> Lines:
     """Where hook tasks wait for approval (``approval_mode = "ask"``): the approvals, and the
     exact commands to settle them and go on, as a gate's lines say."""
     interrupts = {i["id"]: i for i in report.get("interrupts") or []}
-    by_run: dict[str, list[dict[str, Any]]] = {}
+    by_run: dict[str, list[tuple[HookTask, str]]] = {}
     for task in report.get("hook_tasks") or []:
-        if task["status"] == "awaiting_approval" and task.get("approval"):
-            by_run.setdefault(str(task["run_id"]), []).append(task)
+        if task["status"] == "awaiting_approval" and (approval := task.get("approval")):
+            by_run.setdefault(task["run_id"], []).append((task, str(approval["interrupt_id"])))
     lines: Lines = []
     for run_id, tasks in by_run.items():
         waiting = f"⏸ run {run_id} is waiting for {len(tasks)} hook task approval(s):"
         lines += [("", ""), (waiting, "bold yellow")]
-        for task in tasks:
-            interrupt_id = task["approval"]["interrupt_id"]
-            expires = (interrupts.get(interrupt_id) or {}).get("expires_at")
+        for task, interrupt_id in tasks:
+            expires = (
+                interrupts[interrupt_id].get("expires_at") if interrupt_id in interrupts else None
+            )
             when = f"  expires {expires}" if expires else ""
             what = f"{task['event']} → {task['tool']} [{task['task_key']}]{when}"
             lines.append((f"  {interrupt_id}  {what}", "yellow"))
-        commands = [
-            f"belt interrupt resolve {task['approval']['interrupt_id']} allow   # or deny"
-            for task in tasks
-        ]
+        commands = [f"belt interrupt resolve {i} allow   # or deny" for _, i in tasks]
         lines += settle_lines(report, run_id, commands, "approval", "approve its hook tasks")
     return lines
 
 
-def attention_lines(report: dict[str, Any]) -> Lines:
+def attention_lines(report: SimReport) -> Lines:
     """Runs on an attention hold: which hook task failed, and the commands to go on."""
     lines: Lines = []
     for run in report["runs"]:
