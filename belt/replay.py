@@ -57,7 +57,6 @@ from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload, Li
 from belt.wire.validate import check_webhook_url, model_problems
 
 if TYPE_CHECKING:
-    from belt.handlers.webhook import WebhookResult
     from belt.store import Store
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -203,7 +202,7 @@ class Row:
         }
 
 
-Deliver = Callable[[dict[str, object]], "WebhookResult"]
+Deliver = Callable[[dict[str, object]], WebhookResult]
 
 
 @dataclass
@@ -718,22 +717,6 @@ def trace_row(span: Any, event: str, row: Row, delivered: WebhookResult) -> None
     tracing.set_attributes(span, attributes)
     if row.error:
         tracing.fail(span, "hook failed")
-
-
-def replay_each(
-    store: Store,
-    recorded: Iterable[Recorded],
-    *,
-    where: str,
-    label: str,
-    deliver: Deliver,
-    deadline: float | None = None,
-) -> ReplayReport:
-    """Deliver each recorded payload to ``deliver``, compare, journal; the replay's report, with
-    every row (``Replay`` hands them on one at a time instead)."""
-    return Replay(
-        store, recorded, where=where, label=label, deliver=deliver, deadline=deadline
-    ).report()
 
 
 def _journal(store: Store, replay_id: str, source: str, target: str, row: Row) -> None:

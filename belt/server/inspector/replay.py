@@ -37,11 +37,11 @@ from belt.records.runs import RUN
 from belt.records.sims import read_sim
 from belt.replay import (
     Recorded,
+    Replay,
     ReplayReport,
     executed,
     payload_model,
     policy_target,
-    replay_each,
     served,
     url_target,
 )
@@ -155,14 +155,14 @@ class Replayer:
             else f"{len(entries)} deliveries"
         )
         try:
-            report = replay_each(
+            report = Replay(
                 self.store,
                 recorded,
                 where=f"the inspector: {where}",
                 label=target.label,
                 deliver=deliver,
                 deadline=time.monotonic() + REPLAY_SECONDS,
-            )
+            ).report()
         finally:
             close()
         for row, entry, item in zip(report["rows"], entries, recorded, strict=True):
