@@ -23,7 +23,6 @@ from belt.check.run import EXAMPLES_DEFAULT, Explorer
 from belt.check.save import SAVED_EVENTS, scenario
 from belt.check.subjects import PLATFORM_EVENTS, Subject
 from belt.wire.catalogue import EVENTS
-from belt.wire.enums import Dialect
 from belt.wire.platform import LifecycleHookPayload
 from tests.cli.runner import belt
 
@@ -80,7 +79,7 @@ def assert_sent_by_the_platform(payload: dict[str, Any], event: str) -> None:
         assert payload["turn_count"] == 0
     if event not in SAVED_EVENTS:
         return
-    subject = Subject(Dialect.PLATFORM, event, "py:hook.py:decide", 5.0)
+    subject = Subject(event, "py:hook.py:decide", 5.0)
     failed = CheckResult("answers", subject.label, event)
     failed.failure = Failure("the handler raised", payload, "belt trigger …")
     written = scenario(subject, failed, None, Path("saved"))

@@ -71,7 +71,7 @@ from belt.paths import state_dir
 from belt.signing import secret_key, sign, signed_headers
 from belt.supervisor import Preload, Supervisor
 from belt.text import short
-from belt.wire.enums import Dialect, HookDecision
+from belt.wire.enums import HookDecision
 
 EXAMPLES_DEFAULT = 100
 SHRINK_CALLS_MAX = 300
@@ -879,7 +879,7 @@ def _run_subjects(
             counted()
         explorer = Explorer(report, report.seed, report.examples, deadline, counted=counted)
         explorer.traced = {"belt.check.event": subject.event, "belt.check.kind": subject.kind}
-        if subject.dialect == Dialect.NEXUS:
+        if subject.kind == "executor":
             _check_nexus(subject, sender, explorer, report)
         else:
             _check_platform(
@@ -925,7 +925,7 @@ def _finish(
     for check, (_, payload, detail) in explorer.found.items():
         result = results[check]
         command = reproduce(payload)
-        if subject.dialect != Dialect.NEXUS and TIMED_OUT in detail:
+        if subject.kind != "executor" and TIMED_OUT in detail:
             # belt trigger, given the same deadline, times out as the check did.
             command += f" --timeout {subject.timeout:g}"
         if explorer.cut:

@@ -38,7 +38,6 @@ PLATFORM_EVENTS = tuple(event for event, info in EVENTS.items() if info.emitted)
 class Subject:
     """One handler on one event: a webhook URL, a ``py:`` handler or a Nexus executor tool."""
 
-    dialect: Dialect
     event: str
     target: str
     """Where the payload goes: a URL, ``py:MODULE:FUNC``, or the executor's TARGET."""
@@ -51,18 +50,22 @@ class Subject:
     executor: Target | None = field(default=None, repr=False)
 
     @property
+    def dialect(self) -> Dialect:
+        """The dialect the subject speaks: an executor tool is Nexus's (the wire's name)."""
+        return Dialect.NEXUS if self.executor is not None else Dialect.PLATFORM
+
+    @property
     def kind(self) -> str:
         """``webhook``, ``py`` or ``executor``."""
-        if self.dialect == Dialect.NEXUS:
+        if self.executor is not None:
             return "executor"
         return "py" if is_in_process(self.target) else "webhook"
 
     @property
     def label(self) -> str:
         """How the subject is shown: a URL by host only."""
-        if self.dialect == Dialect.NEXUS:
-            shown = self.executor.label if self.executor is not None else self.target
-            return f"{self.event} → executor {self.tool} ({shown})"
+        if self.executor is not None:
+            return f"{self.event} → executor {self.tool} ({self.executor.label})"
         shown = self.target if self.kind == "py" else url_host(self.target, every_port=True)
         return f"{self.event} → {shown}"
 
@@ -100,7 +103,6 @@ def subjects_for(
         nexus = _events(events, tuple(NexusEvent), "a Nexus boundary")
         return [
             Subject(
-                Dialect.NEXUS,
                 event,
                 tool.spec,
                 timeout or WEBHOOK_TIMEOUT_DEFAULT,
@@ -119,7 +121,7 @@ def subjects_for(
             raise InvalidInput(f"TARGET {shown}: {problem}")
         chosen = _events(events, PLATFORM_EVENTS, "an event belt checks")
         seconds = timeout or float(WEBHOOK_TIMEOUT_DEFAULT)
-        return [Subject(Dialect.PLATFORM, event, target, seconds) for event in chosen], notes
+        return [Subject(event, target, seconds) for event in chosen], notes
     return _from_file(Path(target), events=events, tools=tools, routes=routes, timeout=timeout)
 
 
@@ -152,7 +154,6 @@ def _from_file(
             seconds = timeout or float(hook.effective_timeout())
             subjects.append(
                 Subject(
-                    Dialect.PLATFORM,
                     event,
                     destination,
                     seconds,
@@ -177,11 +178,7 @@ def _from_file(
                 + (typo if given else "")
             )
         seconds = timeout or boundary.timeout_ms / 1000
-        subjects.append(
-            Subject(
-                Dialect.NEXUS, event.value, tool.spec, seconds, tool=boundary.tool, executor=tool
-            )
-        )
+        subjects.append(Subject(event.value, tool.spec, seconds, tool=boundary.tool, executor=tool))
     if not subjects:
         raise InvalidInput(
             f"{path}: declares no hook to check" + (f" on {', '.join(events)}" if events else "")
@@ -195,7 +192,7 @@ def network_problems(subjects: list[Subject]) -> list[str]:
     seen: set[str] = set()
     for subject in subjects:
         target = subject.target
-        if subject.dialect == Dialect.NEXUS and subject.executor is not None:
+        if subject.executor is not None:
             if subject.executor.kind != "http":
                 continue
         if on_this_machine(target) or target in seen:
