@@ -127,7 +127,7 @@ def parse_policy(doc: Any, source: str) -> Policy:
     if not isinstance(doc, dict):
         findings.error("(document)", f"expected a table, got {describe(doc)}")
         raise _refused(source, findings)
-    _unknown_keys(doc, POLICY_KEYS, "", findings)
+    findings.unknown_keys(doc, POLICY_KEYS, "")
     default = doc.get("default", HookDecision.ALLOW.value)
     _decision(default, "default", findings)
     raw_rules = doc.get("rules", [])
@@ -154,16 +154,6 @@ def _refused(source: str, findings: Findings) -> InvalidInput:
     )
 
 
-def _unknown_keys(
-    raw: Mapping[str, object], allowed: tuple[str, ...], path: str, findings: Findings
-) -> None:
-    """Name each key of ``raw`` that is not ``allowed`` (``path``: where ``raw`` is)."""
-    for key in raw:
-        if key not in allowed:
-            rule = f"unknown key (allowed: {', '.join(allowed)}){did_you_mean(key, allowed)}"
-            findings.error(f"{path}.{key}" if path else key, rule)
-
-
 def _decision(value: Any, path: str, findings: Findings) -> bool:
     """True when ``value`` is a decision; else the problem is named."""
     if value in DECISIONS:
@@ -179,7 +169,7 @@ def _parse_rule(raw: Any, index: int, findings: Findings) -> Rule | None:
         findings.error(path, f"expected a table, got {describe(raw)}")
         return None
     before = len(findings.problems)
-    _unknown_keys(raw, RULE_KEYS, path, findings)
+    findings.unknown_keys(raw, RULE_KEYS, path)
     event = raw.get("event")
     if event is not None and event not in EVENTS:
         findings.error(
@@ -219,7 +209,7 @@ def _turn_count(value: Any, path: str, findings: Findings) -> tuple[int | None, 
             path, f"expected {{ min = N, max = N }} or an integer, got {describe(value)}"
         )
         return None, None
-    _unknown_keys(value, ("min", "max"), path, findings)
+    findings.unknown_keys(value, ("min", "max"), path)
     bounds: list[int | None] = []
     for key in ("min", "max"):
         bound = value.get(key)

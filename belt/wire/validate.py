@@ -63,11 +63,12 @@ class Findings:
         return not self.problems
 
     def unknown_keys(self, raw: Mapping[str, object], allowed: Sequence[str], path: str) -> None:
-        """Record an error for each key of ``raw`` not ``allowed``, with the closest one."""
+        """Record an error for each key of ``raw`` not ``allowed``, with the closest one
+        (``path``: where ``raw`` is, empty at the top of a document)."""
         for key in raw:
             if key not in allowed:
                 self.error(
-                    f"{path}.{key}",
+                    f"{path}.{key}" if path else key,
                     f"unknown key (allowed: {', '.join(allowed)}){did_you_mean(key, allowed)}",
                 )
 
