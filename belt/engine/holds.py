@@ -154,7 +154,7 @@ class Holds:
 
         Settled by anyone: ``belt interrupt resolve`` in another terminal, ``belt serve``'s API,
         or expiry, which this process sweeps itself as each gate falls due. The lease is renewed
-        as it waits; Ctrl-C gives it up (``let_go``) and leaves the run held, for a later resume.
+        as it waits; Ctrl-C gives it up (``Simulation.driving``) and leaves the run held.
         """
         told: set[str] = set()  # the gates last reported: reported again when they change
         renewed = time.monotonic()

@@ -16,10 +16,10 @@ it back, and the loop stops at its next step.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -51,41 +51,15 @@ if TYPE_CHECKING:
     from belt.store import Store
 
 ScenarioModel = TypeVar("ScenarioModel", bound="BaseModel")
-Params = ParamSpec("Params")
-Result = TypeVar("Result")
-
-
-def driving(
-    method: Callable[Concatenate[Simulation, Params], Result],
-) -> Callable[Concatenate[Simulation, Params], Result]:
-    """Drive runs on the simulation's clock; Ctrl-C gives up the run's lease (``let_go``), and
-    the dialect is closed however driving ends."""
-
-    @functools.wraps(method)
-    def drive(self: Simulation, /, *args: Params.args, **kwargs: Params.kwargs) -> Result:
-        with clock.using(self.clock):
-            try:
-                return method(self, *args, **kwargs)
-            except KeyboardInterrupt:
-                self.let_go()
-                raise
-            finally:
-                self.dialect.close()
-
-    return drive
-
-
-def needs_clock(scenario: Any) -> bool:
-    """True when a scenario moves time (a turn's ``after``, a ``[[turns.wait]]``): it runs on a
-    virtual clock, from the wall time it starts at unless it says ``clock``."""
-    return any(turn.after is not None or turn.wait for turn in scenario.turns)
 
 
 def clock_start(scenario: Any, given: datetime | None) -> VirtualClock | None:
     """The virtual clock a new simulation of ``scenario`` runs on (``given`` is ``--clock``),
     or None for wall time."""
     start = given or scenario.clock
-    if start is None and needs_clock(scenario):
+    # A scenario that moves time (a turn's ``after``, a ``[[turns.wait]]``) runs on a virtual
+    # clock, from the wall time it starts at unless it says ``clock``.
+    if start is None and any(turn.after is not None or turn.wait for turn in scenario.turns):
         start = clock.utcnow()
     return VirtualClock(start) if start is not None else None
 
@@ -228,27 +202,38 @@ class Simulation:
             parse_timestamp(stamp), on_move=lambda moment: self.update_sim(clock=timestamp(moment))
         )
 
-    @driving
+    @contextlib.contextmanager
+    def driving(self) -> Iterator[None]:
+        """Drive runs on the simulation's clock; the dialect is closed however driving ends.
+
+        Ctrl-C gives up the lease on the run this process was continuing, so that a later
+        ``belt sim resume`` can go on with it (from its gates, or its last durable point).
+        """
+        with clock.using(self.clock):
+            try:
+                yield
+            except KeyboardInterrupt:
+                if self.current is not None:
+                    release_lease(self.store, self.current)
+                raise
+            finally:
+                self.dialect.close()
+
     def run(self) -> list[str]:
         """Run the scenario's remaining turns; returns the ids of the runs executed."""
-        return self.loop.run_turns()
+        with self.driving():
+            return self.loop.run_turns()
 
-    @driving
     def resume(self, run_id: str) -> list[str]:
         """Continue a held run once what held it is settled, then the remaining turns
         (``TurnLoop.resume``)."""
-        return self.loop.resume(run_id)
+        with self.driving():
+            return self.loop.resume(run_id)
 
-    @driving
     def drive_started(self, execution: Execution) -> list[str]:
         """Drive a run ``start_turn`` began, then the turns left; returns the runs executed."""
-        return self.loop.drive_on(execution)
-
-    def let_go(self) -> None:
-        """Ctrl-C: give up the lease on the run this process was continuing, so that a later
-        ``belt sim resume`` can go on with it (from its gates, or its last durable point)."""
-        if self.current is not None:
-            release_lease(self.store, self.current)
+        with self.driving():
+            return self.loop.drive_on(execution)
 
     def update_sim(self, **changes: Any) -> None:
         """Persist changes to the simulation record."""
