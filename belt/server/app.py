@@ -350,7 +350,13 @@ class HookService:
         record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
         if traced is not None:
             served_hook(record, self.kind, traced)
-        await self._record(record)
+        if self.journal is not None:
+            # Answered once the line is written (with the lines of the requests beside it).
+            error = await self.journal.write(record)
+            if error is not None:
+                record["journal_error"] = error
+        if self.report is not None:
+            self.report(record)  # type: ignore[arg-type]  # a ServeLine is a dict of its fields
         return response
 
     def _journal_headers(self, raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -462,15 +468,6 @@ class HookService:
                 self._fixed.clear()
             self._fixed[id(verdict)] = (verdict, made)  # the verdict kept: its id stays its own
         return made
-
-    async def _record(self, record: ServeLine) -> None:
-        if self.journal is not None:
-            # Answered once the line is written (with the lines of the requests beside it).
-            error = await self.journal.write(record)
-            if error is not None:
-                record["journal_error"] = error
-        if self.report is not None:
-            self.report(dict(record))
 
 
 @dataclass
