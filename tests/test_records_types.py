@@ -90,3 +90,24 @@ def test_a_childs_parent_and_a_registry_are_objects(store: Store) -> None:
     assert shape_problem(sims.SIM, {**sim, "parent": "sim_0"}) == "its parent is not an object"
     assert shape_problem(sims.SIM, {**sim, "registry": []}) == "its registry is not an object"
     assert shape_problem(sims.SIM, {**sim, "parent": {"sim_id": "s", "chat_id": "c"}}) is None
+
+
+def test_fields_belt_writes_are_checked_with_their_types(store: Store) -> None:
+    run = {"id": "ar_1", "state": "working"}
+    assert shape_problem(RUN, {**run, "created_at": 5}) == "its created_at is not a string"
+    assert shape_problem(RUN, {**run, "interrupt_reason": None}) is None
+    task = {"id": "t", "task_key": "k", "event": "e", "tool": "x", "status": "pending"}
+    task |= {"attempt": 1, "run_id": "ar_1", "timeout_ms": 100}
+    assert shape_problem(hooktasks.HOOKTASK, {**task, "tool_only": "yes"}) == (
+        "its tool_only is not true or false"
+    )
+
+
+def test_an_interrupt_settled_before_the_trail_still_reads(store: Store) -> None:
+    gate = {"id": "int_1", "status": "resolved", "run_id": "ar_1"}
+    assert shape_problem(interrupts.INTERRUPT, {**gate, "resolved_by": "cli"}) is None
+    assert shape_problem(interrupts.INTERRUPT, {**gate, "resolved_by": None}) is None
+    assert shape_problem(interrupts.INTERRUPT, {**gate, "resolved_by": 3}) == (
+        "its resolved_by is not an object or a string or null"
+    )
+    assert interrupts.settled_by({**gate, "resolved_by": "cli"}) == "unknown (recorded as: cli)"

@@ -48,15 +48,16 @@ class Chat(TypedDict):
     run_count: NotRequired[int]
     active_run_id: NotRequired[str | None]
     sim_id: NotRequired[str]
-    agent_id: NotRequired[Any]
-    parent_id: NotRequired[Any]
-    dialect: NotRequired[Any]
-    created_at: NotRequired[Any]
-    updated_at: NotRequired[Any]
+    agent_id: NotRequired[str | None]
+    parent_id: NotRequired[str | None]
+    dialect: NotRequired[str]
+    created_at: NotRequired[str]
+    updated_at: NotRequired[str]
     context: NotRequired[Any]
+    """The ChatDTO's ``context``, as the platform keeps it."""
     output: NotRequired[Any]
-    review_count: NotRequired[Any]
-    last_review_order: NotRequired[Any]
+    review_count: NotRequired[int]
+    last_review_order: NotRequired[int]
 
 
 record_shape(CHAT, Chat)

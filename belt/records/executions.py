@@ -26,12 +26,15 @@ class ExecutionEntry(TypedDict):
     kind: str
     state: str
     run_id: NotRequired[str | None]
-    run_backed: NotRequired[Any]
-    conversation_id: NotRequired[Any]
-    input_message_id: NotRequired[Any]
+    run_backed: NotRequired[bool]
+    conversation_id: NotRequired[str | None]
+    input_message_id: NotRequired[str | None]
     hooks: NotRequired[Any]
-    approval_mode: NotRequired[Any]
+    """The lifecycle hooks the execution captured, in wire form."""
+    approval_mode: NotRequired[str | None]
     profile: NotRequired[Any]
+    """Where those hooks came from (the stored profile's revision, the scenario, a run it
+    regenerates)."""
 
 
 record_shape(EXECUTION, ExecutionEntry)

@@ -40,21 +40,25 @@ class HookTask(TypedDict):
     approval: NotRequired[dict[str, object] | None]
     """The approval it waits for before it is dispatched: ``interrupt_id``, ``status`` and, once
     settled, ``resolution``."""
-    max_continuations: NotRequired[Any]
-    continuations_used: NotRequired[Any]
-    tool_only: NotRequired[Any]
-    approval_mode: NotRequired[Any]
-    sim_id: NotRequired[Any]
+    max_continuations: NotRequired[int | None]
+    continuations_used: NotRequired[int]
+    tool_only: NotRequired[bool]
+    approval_mode: NotRequired[str | None]
+    sim_id: NotRequired[str | None]
     input: NotRequired[Any]
-    chat_id: NotRequired[Any]
-    dispatched_at: NotRequired[Any]
+    """What the tool is given (the event's payload), as the executor sends it."""
+    chat_id: NotRequired[str | None]
+    dispatched_at: NotRequired[str | None]
     claim: NotRequired[Any]
+    """The worker that claimed the attempt: ``by``, ``at``, its process and a ``mark``."""
     result: NotRequired[Any]
-    duration_ms: NotRequired[Any]
-    finished_at: NotRequired[Any]
-    history: NotRequired[list[Any]]
-    created_at: NotRequired[Any]
-    updated_at: NotRequired[Any]
+    """What the tool returned, as stored."""
+    duration_ms: NotRequired[float | None]
+    finished_at: NotRequired[str | None]
+    history: NotRequired[list[dict[str, object]]]
+    """A summary of each earlier attempt."""
+    created_at: NotRequired[str]
+    updated_at: NotRequired[str]
 
 
 record_shape(HOOKTASK, HookTask)

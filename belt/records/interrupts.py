@@ -169,19 +169,23 @@ class Interrupt(TypedDict):
     expires_at: NotRequired[str | None]
     resolution: NotRequired[str | None]
     default_resolution: NotRequired[str | None]
-    short_id: NotRequired[Any]
-    created_at: NotRequired[Any]
-    updated_at: NotRequired[Any]
-    chat_id: NotRequired[Any]
-    reason: NotRequired[Any]
-    source: NotRequired[Any]
-    resource_id: NotRequired[Any]
-    resource_type: NotRequired[Any]
-    resolved_at: NotRequired[Any]
+    short_id: NotRequired[str]
+    created_at: NotRequired[str]
+    updated_at: NotRequired[str]
+    chat_id: NotRequired[str]
+    reason: NotRequired[str]
+    source: NotRequired[str]
+    resource_id: NotRequired[str | None]
+    resource_type: NotRequired[str]
+    resolved_at: NotRequired[str | None]
     resolved_data: NotRequired[Any]
+    """What the settlement sent with its decision (a person's note, a tool's result)."""
     meta: NotRequired[Any]
-    timeout: NotRequired[Any]
-    resolved_by: NotRequired[Any]
+    """The hook payload the gate holds (the wire's ``meta``)."""
+    timeout: NotRequired[int]
+    resolved_by: NotRequired[Settlement | str | None]
+    """How it was settled (``trail`` reads it); a string or nothing in records older than the
+    trail."""
     virtual_clock: NotRequired[bool]
     """True for an interrupt opened on a virtual clock: its ``expires_at`` is virtual time, so
     a sweep on wall time leaves it to the clock it was opened on."""
@@ -246,7 +250,7 @@ def trail(record: Interrupt) -> Settlement | None:
     if status == InterruptStatus.CANCELLED:
         return {"how": "stopped"}
     if isinstance(by, dict):
-        return cast(Settlement, by)
+        return by
     if status == InterruptStatus.EXPIRED:
         return {"how": "expiry", "default": on_expiry(record)}
     return {"how": "unknown", "recorded_as": str(by)} if by else {"how": "unknown"}

@@ -45,9 +45,9 @@ class Message(TypedDict):
     tool_invocations: NotRequired[list[Any]]
     agent_run_id: NotRequired[str | None]
     status: NotRequired[str]
-    created_at: NotRequired[Any]
-    updated_at: NotRequired[Any]
-    tool_call_id: NotRequired[Any]
+    created_at: NotRequired[str]
+    updated_at: NotRequired[str | None]
+    tool_call_id: NotRequired[str | None]
 
 
 record_shape(MESSAGE, Message)
@@ -138,7 +138,7 @@ def settle_injections(messages: Sequence[Message], turn_count: int) -> None:
     ``turn_count``, as the chat shows it: ``active``, ``remaining`` turns and, once ended,
     ``ended`` (``ttl`` or ``replaced``) and ``updated_at`` (when it last changed: the model
     turn that last counted it, or the injection that replaced it). Nothing is written."""
-    reached: dict[str, object] = {}
+    reached: dict[str, str | None] = {}
     latest: dict[str, Message] = {}
     live: list[Message] = []
     for message in messages:

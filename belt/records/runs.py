@@ -84,7 +84,7 @@ class Run(TypedDict):
 
     id: str
     state: str
-    agent_id: NotRequired[Any]
+    agent_id: NotRequired[str | None]
     sim_id: NotRequired[str]
     chat_id: NotRequired[str | None]
     turn_index: NotRequired[int]
@@ -96,16 +96,18 @@ class Run(TypedDict):
     """The hooks a Nexus execution captured (``belt.dialects.nexus``)."""
     attention: NotRequired[dict[str, object] | None]
     """Why a run is on an attention hold (a hook that failed), while it is."""
-    interrupt_reason: NotRequired[Any]
-    interrupt_tool_id: NotRequired[Any]
+    interrupt_reason: NotRequired[str | None]
+    interrupt_tool_id: NotRequired[str | None]
     interrupt_meta: NotRequired[Any]
-    kind: NotRequired[Any]
-    conversation_id: NotRequired[Any]
-    approval_mode: NotRequired[Any]
-    profile: NotRequired[Any]
-    regenerates: NotRequired[Any]
-    created_at: NotRequired[Any]
-    updated_at: NotRequired[Any]
+    """The wire's ``interrupt_meta``: what the interrupt that holds the run says of itself."""
+    kind: NotRequired[str]
+    conversation_id: NotRequired[str | None]
+    approval_mode: NotRequired[str | None]
+    profile: NotRequired[dict[str, object] | None]
+    """Where a Nexus run's hooks came from (the profile it captured, or the run it reuses)."""
+    regenerates: NotRequired[str | None]
+    created_at: NotRequired[str]
+    updated_at: NotRequired[str]
 
 
 record_shape(RUN, Run)

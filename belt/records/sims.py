@@ -58,20 +58,25 @@ class Sim(TypedDict):
     hooks: NotRequired[list[Any]]
     parent: NotRequired[SimParent]
     last_reply: NotRequired[int | None]
-    source: NotRequired[Any]
-    hooks_file: NotRequired[Any]
-    name: NotRequired[Any]
-    created_at: NotRequired[Any]
+    source: NotRequired[str | None]
+    """The scenario file it was started from (none for an emulated chat)."""
+    hooks_file: NotRequired[str | None]
+    name: NotRequired[str | None]
+    created_at: NotRequired[str]
     profile: NotRequired[Any]
-    profile_revision: NotRequired[Any]
+    """A Nexus simulation's configuration declaration, as the scenario gave it."""
+    profile_revision: NotRequired[int | None]
     hooks_from: NotRequired[dict[str, str] | None]
     """Where a Nexus simulation's profile got its lifecycle hooks when not from the scenario
     (``source`` ``rho``, ``extension``, ``file``); cleared when a turn's profile replaces it."""
-    kind: NotRequired[Any]
-    emulated: NotRequired[Any]
-    fail_closed: NotRequired[Any]
-    tools: NotRequired[Any]
-    review: NotRequired[Any]
+    kind: NotRequired[str]
+    """``chat``, or what started it: a task chat, a review branch."""
+    emulated: NotRequired[bool]
+    fail_closed: NotRequired[bool]
+    tools: NotRequired[dict[str, object]]
+    """An emulated chat's tool settings, by tool name (``belt serve``'s agent routes)."""
+    review: NotRequired[dict[str, object]]
+    """A review branch's review: its number, chat, owner, candidates and what saving them did."""
     clock: NotRequired[str]
     """The time of the simulation's virtual clock (absent: it runs on wall time)."""
     clock_from_wall: NotRequired[bool]
