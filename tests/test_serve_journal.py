@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import httpx
@@ -40,7 +41,9 @@ class CountingStore(Store):
         super().__init__(*args, **kwargs)
         self.groups: list[int] = []
 
-    def append_group(self, log: str, id: str, records: list[dict[str, Any]], **kw: Any) -> None:
+    def append_group(
+        self, log: str, id: str, records: Sequence[Mapping[str, object]], **kw: Any
+    ) -> None:
         self.groups.append(len(records))
         super().append_group(log, id, records, **kw)
 
@@ -55,7 +58,9 @@ def test_lines_handed_in_together_are_written_in_one_append_in_order() -> None:
     assert asyncio.run(together()) == [None] * 5
     assert store.groups == [5]
     written = store.read_log(JOURNAL, SERVE)
-    assert [record["request"]["chat_id"] for record in written] == [f"ch_{n}" for n in range(5)]
+    assert [cast(ServeLine, record)["request"]["chat_id"] for record in written] == [
+        f"ch_{n}" for n in range(5)
+    ]
 
 
 def test_lines_handed_in_a_few_turns_apart_while_the_loop_is_busy_share_one_append() -> None:
@@ -73,7 +78,11 @@ def test_lines_handed_in_a_few_turns_apart_while_the_loop_is_busy_share_one_appe
     assert asyncio.run(burst()) == [None] * 3
     assert store.groups == [3]
     written = store.read_log(JOURNAL, SERVE)
-    assert [record["request"]["chat_id"] for record in written] == ["ch_0", "ch_1", "ch_2"]
+    assert [cast(ServeLine, record)["request"]["chat_id"] for record in written] == [
+        "ch_0",
+        "ch_1",
+        "ch_2",
+    ]
 
 
 def test_a_group_waits_a_bounded_number_of_turns_however_busy_the_loop() -> None:
@@ -116,7 +125,7 @@ def test_a_line_the_store_refuses_costs_only_its_own_request_its_line() -> None:
     assert first is None and last is None
     assert refused is not None and "surrogate" in refused
     written = store.read_log(JOURNAL, SERVE)
-    assert [record["request"]["chat_id"] for record in written] == ["ch_a", "ch_c"]
+    assert [cast(ServeLine, record)["request"]["chat_id"] for record in written] == ["ch_a", "ch_c"]
 
 
 def test_every_answered_request_has_its_line_in_the_journal_already() -> None:
@@ -139,7 +148,8 @@ def test_every_answered_request_has_its_line_in_the_journal_already() -> None:
                 assert http.post("/hooks", json=payload).status_code == 200
                 # Answered: the line is in the file (read by another reader of the store).
                 journalled = {
-                    record["request"]["chat_id"] for record in store.read_log(JOURNAL, SERVE)
+                    cast(ServeLine, record)["request"]["chat_id"]
+                    for record in store.read_log(JOURNAL, SERVE)
                 }
                 if chat_id not in journalled:
                     missing.append(chat_id)
@@ -158,10 +168,12 @@ def test_every_answered_request_has_its_line_in_the_journal_already() -> None:
 class BrokenStore(Store):
     """A file store whose log appends fail in a way a store never should (a real store)."""
 
-    def append_group(self, log: str, id: str, records: list[dict[str, Any]], **kw: Any) -> None:
+    def append_group(
+        self, log: str, id: str, records: Sequence[Mapping[str, object]], **kw: Any
+    ) -> None:
         raise RuntimeError("the disk caught fire")
 
-    def append(self, log: str, id: str, record: dict[str, Any], **kw: Any) -> None:
+    def append(self, log: str, id: str, record: Mapping[str, object], **kw: Any) -> None:
         raise RuntimeError("the disk caught fire")
 
 
@@ -210,7 +222,11 @@ def test_a_group_is_written_even_when_the_request_that_began_it_is_cancelled() -
     assert others == [None, None]
     assert store.groups == [3]
     written = store.read_log(JOURNAL, SERVE)
-    assert [record["request"]["chat_id"] for record in written] == ["ch_first", "ch_0", "ch_1"]
+    assert [cast(ServeLine, record)["request"]["chat_id"] for record in written] == [
+        "ch_first",
+        "ch_0",
+        "ch_1",
+    ]
 
 
 def test_a_lines_time_is_written_as_every_belt_timestamp() -> None:
@@ -258,7 +274,9 @@ def test_a_line_nothing_else_joins_is_written_once_a_turn_has_passed_without_ano
     # A turn for the lines ready with it, one more to see that none came: not GROUP_TURNS.
     assert asyncio.run(alone()) == 2 < GROUP_TURNS
     assert store.groups == [1]
-    assert [r["request"]["chat_id"] for r in store.read_log(JOURNAL, SERVE)] == ["ch_alone"]
+    assert [cast(ServeLine, r)["request"]["chat_id"] for r in store.read_log(JOURNAL, SERVE)] == [
+        "ch_alone"
+    ]
 
 
 def test_the_requests_of_a_group_go_on_in_the_turn_it_is_written() -> None:
@@ -298,5 +316,12 @@ def test_each_line_has_its_own_requests_headers_on_one_keep_alive_connection() -
         for headers in sent:
             assert http.post(f"{url}/hooks", json=payload, headers=headers).status_code == 200
     written = store.read_log(JOURNAL, SERVE)
-    assert [record["headers"]["x-try"] for record in written] == ["one", "one", "two", "one"]
-    assert all(record["headers"]["host"].startswith("127.0.0.1:") for record in written)
+    assert [cast(ServeLine, record)["headers"]["x-try"] for record in written] == [
+        "one",
+        "one",
+        "two",
+        "one",
+    ]
+    assert all(
+        cast(ServeLine, record)["headers"]["host"].startswith("127.0.0.1:") for record in written
+    )
