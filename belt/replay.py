@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from pydantic import ValidationError
 
-from belt import tracing
+from belt import dialects, tracing
 from belt.effects import url_host
 from belt.errors import BeltError, InvalidInput, NotFound, UsageError, remote_error
 from belt.handlers.inprocess import InProcess, load_handler, reference
@@ -51,8 +51,6 @@ from belt.store.clock import parse_timestamp, utcnow
 from belt.strictjson import decode
 from belt.suggest import did_you_mean
 from belt.text import describe, printable, short
-from belt.wire.catalogue import EVENTS
-from belt.wire.nexus import NexusEvent
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload, LifecycleHookResponse
 from belt.wire.validate import check_webhook_url, model_problems
 
@@ -522,7 +520,7 @@ def open_replay(
         secret_key(secret)
     if since is not None:
         since_moment(since)
-    known = (*EVENTS, *(e.value for e in NexusEvent))
+    known = tuple(e for name in dialects.BUILTIN for e in dialects.get(name).events)
     if event is not None and event not in known:
         raise UsageError(
             f"--event {event!r}: not a lifecycle event of either dialect"
@@ -712,7 +710,7 @@ def trace_row(span: Any, event: str, row: Row, delivered: WebhookResult) -> None
         "belt.hook.counted_as": "allow" if row.error else None,
         "belt.replay.recorded_decision": row.recorded.decision,
         "belt.replay.changed": row.changed or None,
-        "belt.dialect": "nexus" if event in {e.value for e in NexusEvent} else "platform",
+        "belt.dialect": dialects.speaking(event).name,
     }
     tracing.set_attributes(span, attributes)
     if row.error:

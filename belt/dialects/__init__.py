@@ -218,6 +218,12 @@ def _installed(name: str) -> Dialect:
     raise KeyError(name)
 
 
+def speaking(event: str) -> Dialect:
+    """The built-in dialect whose hooks run on ``event`` (the platform's for an event of none)."""
+    found = (get(name) for name in BUILTIN)
+    return next((d for d in found if event in d.events), get(PLATFORM))
+
+
 def of(record: Mapping[str, Any]) -> Dialect:
     """The dialect a simulation record (or a loaded scenario's report) was made in."""
     return get(str(record.get("dialect") or PLATFORM))

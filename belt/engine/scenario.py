@@ -354,36 +354,6 @@ def hooks_from_file(path: Path) -> list[LifecycleHookConfig]:
     return load_hooks(raw, str(path), "hooks")
 
 
-NEXUS_ONLY_TOP = ("profile", "executors")
-NEXUS_ONLY_AGENT = ("context_bytes",)
-NEXUS_ONLY_TURN = (
-    "regenerate",
-    "mail",
-    "background",
-    "standalone",
-    "tool_only",
-    "tool_calls",
-    "profile",
-)
-PLATFORM_ONLY = {
-    "agent.hooks": "platform hooks; a Nexus scenario declares its hooks in [profile] "
-    "lifecycle_hooks",
-    "agent.hooks_file": "platform hooks; a Nexus scenario declares its hooks in [profile] "
-    "lifecycle_hooks (or give a Nexus declaration with --hooks FILE)",
-    "chat.disable_hooks": "a platform chat setting; Nexus has no per-conversation hook switch",
-    "async": "async app tools (agent.tool_result) belong to the platform dialect",
-    "client": "client tools belong to the platform dialect",
-    "require_approval": "per-tool approval belongs to the platform dialect",
-    "approval_timeout": "per-tool approval belongs to the platform dialect",
-    "agents": "the agents task hooks reference belong to the platform dialect",
-    "reviews": "reviews of belt:extract belong to the platform dialect",
-}
-
-
-PLATFORM_TOOL_KEYS = ("async", "client", "require_approval", "approval_timeout")
-"""Keys of a tool call that only the platform dialect has."""
-
-
 def scenario_dialect(doc: Mapping[str, object], source: str) -> str:
     """The dialect a scenario document is written in (``dialect`` at the top; default platform)."""
     dialect = doc.get("dialect", dialects.PLATFORM)
@@ -391,49 +361,6 @@ def scenario_dialect(doc: Mapping[str, object], source: str) -> str:
         expected = " or ".join(repr(name) for name in dialects.names())
         raise InvalidInput(f"{source}: dialect: {dialect!r} is not a dialect (expected {expected})")
     return dialect
-
-
-def dialect_problems(doc: Mapping[str, object], dialect: str) -> list[str]:
-    """Keys that belong to the other dialect, each with a message that says so."""
-    problems: list[str] = []
-    agent = doc.get("agent")
-    agent = agent if isinstance(agent, dict) else {}
-    chat = doc.get("chat")
-    chat = chat if isinstance(chat, dict) else {}
-    turns = doc.get("turns")
-    turns = turns if isinstance(turns, list) else []
-    if dialect == "platform":
-        where = 'only in Nexus scenarios; add dialect = "nexus" at the top of the file'
-        problems += [f"{key}: {where}" for key in NEXUS_ONLY_TOP if key in doc]
-        problems += [f"agent.{key}: {where}" for key in NEXUS_ONLY_AGENT if key in agent]
-        for t, turn in enumerate(turns):
-            if isinstance(turn, dict):
-                problems += [f"turns[{t}].{key}: {where}" for key in NEXUS_ONLY_TURN if key in turn]
-        return problems
-    tables = {"": doc, "agent": agent, "chat": chat}
-    for path in ("agents", "reviews", "agent.hooks", "agent.hooks_file", "chat.disable_hooks"):
-        table, _, key = path.rpartition(".")
-        if key in tables[table]:
-            problems.append(f"{path}: {PLATFORM_ONLY[path]}")
-    for t, turn in enumerate(turns):
-        if not isinstance(turn, dict):
-            continue
-        models: list[Any] = turn["model"] if isinstance(turn.get("model"), list) else []
-        holders = [
-            (f"turns[{t}]", turn),
-            *((f"turns[{t}].model[{m}]", model) for m, model in enumerate(models)),
-        ]
-        for where, holder in holders:
-            calls = holder.get("tool_calls") if isinstance(holder, dict) else None
-            for c, call in enumerate(calls if isinstance(calls, list) else []):
-                if isinstance(call, dict):
-                    path = f"{where}.tool_calls[{c}]"
-                    problems += [
-                        f"{path}.{key}: {PLATFORM_ONLY[key]}"
-                        for key in PLATFORM_TOOL_KEYS
-                        if key in call
-                    ]
-    return problems
 
 
 def read_scenario(

@@ -42,9 +42,9 @@ class NexusDialect:
 
     def scenario_problems(self, doc: dict[str, Any]) -> list[str]:
         """Keys of platform scenarios in a Nexus one."""
-        from belt.engine.scenario import dialect_problems  # noqa: PLC0415 - pydantic, when a scenario is read
+        from belt.dialects.nexus.scenarios import platform_keys  # noqa: PLC0415 - pydantic, when a scenario is read
 
-        return dialect_problems(doc, self.name)
+        return platform_keys(doc)
 
     def load_scenario(
         self,

@@ -286,3 +286,54 @@ def profile_with_hooks(
             f"{source}: with {where}, {findings.problems[0]}", problems=findings.problems[1:]
         )
     return merged
+
+
+PLATFORM_ONLY = {
+    "agent.hooks": "platform hooks; a Nexus scenario declares its hooks in [profile] "
+    "lifecycle_hooks",
+    "agent.hooks_file": "platform hooks; a Nexus scenario declares its hooks in [profile] "
+    "lifecycle_hooks (or give a Nexus declaration with --hooks FILE)",
+    "chat.disable_hooks": "a platform chat setting; Nexus has no per-conversation hook switch",
+    "async": "async app tools (agent.tool_result) belong to the platform dialect",
+    "client": "client tools belong to the platform dialect",
+    "require_approval": "per-tool approval belongs to the platform dialect",
+    "approval_timeout": "per-tool approval belongs to the platform dialect",
+    "agents": "the agents task hooks reference belong to the platform dialect",
+    "reviews": "reviews of belt:extract belong to the platform dialect",
+}
+
+
+PLATFORM_TOOL_KEYS = ("async", "client", "require_approval", "approval_timeout")
+"""Keys of a tool call that only the platform dialect has."""
+
+
+def platform_keys(doc: dict[str, Any]) -> list[str]:
+    """Keys of platform scenarios in a Nexus one, each with a message that says so."""
+    problems: list[str] = []
+    agent = doc["agent"] if isinstance(doc.get("agent"), dict) else {}
+    chat = doc["chat"] if isinstance(doc.get("chat"), dict) else {}
+    turns: list[Any] = doc["turns"] if isinstance(doc.get("turns"), list) else []
+    tables = {"": doc, "agent": agent, "chat": chat}
+    for path in ("agents", "reviews", "agent.hooks", "agent.hooks_file", "chat.disable_hooks"):
+        table, _, key = path.rpartition(".")
+        if key in tables[table]:
+            problems.append(f"{path}: {PLATFORM_ONLY[path]}")
+    for t, turn in enumerate(turns):
+        if not isinstance(turn, dict):
+            continue
+        models: list[Any] = turn["model"] if isinstance(turn.get("model"), list) else []
+        holders = [
+            (f"turns[{t}]", turn),
+            *((f"turns[{t}].model[{m}]", model) for m, model in enumerate(models)),
+        ]
+        for where, holder in holders:
+            calls = holder.get("tool_calls") if isinstance(holder, dict) else None
+            for c, call in enumerate(calls if isinstance(calls, list) else []):
+                if isinstance(call, dict):
+                    path = f"{where}.tool_calls[{c}]"
+                    problems += [
+                        f"{path}.{key}: {PLATFORM_ONLY[key]}"
+                        for key in PLATFORM_TOOL_KEYS
+                        if key in call
+                    ]
+    return problems

@@ -14,6 +14,19 @@ from belt.text import short
 from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS
 from belt.wire.enums import HookDecision
 
+NEXUS_ONLY_TOP = ("profile", "executors")
+NEXUS_ONLY_AGENT = ("context_bytes",)
+NEXUS_ONLY_TURN = (
+    "regenerate",
+    "mail",
+    "background",
+    "standalone",
+    "tool_only",
+    "tool_calls",
+    "profile",
+)
+"""Keys only Nexus scenarios have: at the top, in ``[agent]``, in a turn."""
+
 
 class PlatformDialect:
     """The platform dialect (``belt.dialects.Dialect``)."""
@@ -38,9 +51,15 @@ class PlatformDialect:
 
     def scenario_problems(self, doc: dict[str, Any]) -> list[str]:
         """Keys of Nexus scenarios in a platform one."""
-        from belt.engine.scenario import dialect_problems  # noqa: PLC0415 - pydantic, when a scenario is read
-
-        return dialect_problems(doc, self.name)
+        where = 'only in Nexus scenarios; add dialect = "nexus" at the top of the file'
+        agent = doc["agent"] if isinstance(doc.get("agent"), dict) else {}
+        turns = doc["turns"] if isinstance(doc.get("turns"), list) else []
+        problems = [f"{key}: {where}" for key in NEXUS_ONLY_TOP if key in doc]
+        problems += [f"agent.{key}: {where}" for key in NEXUS_ONLY_AGENT if key in agent]
+        for t, turn in enumerate(turns):
+            if isinstance(turn, dict):
+                problems += [f"turns[{t}].{key}: {where}" for key in NEXUS_ONLY_TURN if key in turn]
+        return problems
 
     def load_scenario(
         self,
