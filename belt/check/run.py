@@ -366,7 +366,10 @@ class Explorer:
                 if failures and index >= len(first):
                     # A case that timed out costs its timeout each time a smaller one is tried:
                     # it is reported as it is.
-                    if not all(_timed_out(detail) for _, detail in failures):
+                    if not all(
+                        TIMED_OUT in detail or "did not finish within" in detail  # a tool's
+                        for _, detail in failures
+                    ):
                         self.shrink(strategy, seed, drawn, case, {check for check, _ in failures})
                     return
             if len(generated) < size and self.out_of_time():
@@ -458,12 +461,6 @@ class Explorer:
                 self.flaky.update(failed)
 
 
-def _timed_out(detail: str) -> bool:
-    """Whether a failure's detail says the call timed out (a webhook or ``py:`` handler that
-    did not answer, a Nexus tool that did not finish)."""
-    return TIMED_OUT in detail or "did not finish within" in detail
-
-
 def _size(value: Any) -> int:
     """The bytes of ``value`` as compact UTF-8 JSON."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -480,13 +477,6 @@ def _only_failures(exc: BaseException) -> bool:
 
 
 # -- inference.sh handlers ------------------------------------------------------------------------
-
-
-def _is_body_problem(result: WebhookResult) -> bool:
-    if result.error is None:
-        return False
-    answered = result.status is not None and 200 <= result.status < 300
-    return answered or BODY_PROBLEM in result.error
 
 
 def _decision(result: WebhookResult) -> str | None:
@@ -526,24 +516,23 @@ def platform_case(subject: Subject, sender: Sender, results: dict[str, CheckResu
     """One case on an inference.sh subject: the payload delivered, then delivered again with the
     same ``webhook-id``."""
 
+    answers, body, meaning = results["answers"], results["body"], results["decision"]
+
     def case(payload: dict[str, object], counting: bool) -> Failures:
         msg_id = f"msg_{secrets.token_urlsafe(18)}"
         first = sender.deliver(subject, payload, msg_id)
-        failures: Failures = []
-        answers, body = results["answers"], results["body"]
         if counting:
             answers.cases += 1
             answers.latencies.append(first.duration_ms)
-        if first.error is not None and not _is_body_problem(first):
-            failures.append(("answers", first.error))
-            return _count(failures, results, counting)
+        if first.error is not None:
+            # An answer in 2xx, or one whose body is not a response, fails the body check.
+            answered = first.status is not None and 200 <= first.status < 300
+            check = "body" if answered or BODY_PROBLEM in first.error else "answers"
+            if counting and check == "body":
+                body.cases += 1
+            return _count([(check, first.error)], results, counting)
         if counting:
             body.cases += 1
-        if first.error is not None:
-            failures.append(("body", first.error))
-            return _count(failures, results, counting)
-        meaning = results["decision"]
-        if counting:
             for warning in first.warnings:
                 body.warn(warning)
             meaning.cases += 1
@@ -559,8 +548,7 @@ def platform_case(subject: Subject, sender: Sender, results: dict[str, CheckResu
                 if sender.secret
                 else "the same payload again"
             )
-            failures.append(("redelivery", f"{again}: {second.error}"))
-            return _count(failures, results, counting)
+            return _count([("redelivery", f"{again}: {second.error}")], results, counting)
         if counting:
             results["deterministic"].cases += 1
             once, twice = _decision(first), _decision(second)
@@ -569,7 +557,7 @@ def platform_case(subject: Subject, sender: Sender, results: dict[str, CheckResu
                     f"the same payload got {once}, then {twice}; the platform acts on whichever "
                     "answer it gets"
                 )
-        return failures
+        return []
 
     return case
 

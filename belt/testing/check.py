@@ -1,13 +1,6 @@
-"""``belt check`` from a test: hold a handler to the contract and fail the test on a failed check.
-
-    from belt.testing.check import check_handler
-
-    def test_my_hook_keeps_the_contract():
-        check_handler(my_hook, events=["agent.tool_call"], props="tests/props.toml")
-
-The handler is a ``py:``/URL target or a Python callable (called in-process as a ``py:`` handler
-is). The seed defaults to 0 so that a test run is repeatable; the failure message names each
-failed check with its shrunk reproducer.
+"""``belt check`` from a test: ``check_handler(my_hook, events=[...], props=...)`` holds a handler
+(a ``py:``/URL target or a callable, called as a ``py:`` handler is) to the contract, with seed 0
+by default so a run repeats, and fails the test naming each failed check and its reproducer.
 """
 
 from __future__ import annotations
