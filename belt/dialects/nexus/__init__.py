@@ -162,13 +162,13 @@ class NexusDialect:
 
     def transcript_lines(self, report: dict[str, Any], *, verbose: bool) -> list[tuple[str, str]]:
         """Each execution, its messages and hook tasks, and what holds it."""
-        from belt.render import nexus_transcript_lines  # noqa: PLC0415 - layer: the renderer is above
+        from belt.dialects.nexus.transcript import nexus_transcript_lines  # noqa: PLC0415 - the renderer, for a transcript
 
         return nexus_transcript_lines(report)
 
     def message_lines(self, message: Mapping[str, object]) -> list[tuple[str, str]]:
         """A message and the hook tasks on it."""
-        from belt.render import nexus_message_lines  # noqa: PLC0415 - layer: the renderer is above
+        from belt.dialects.nexus.transcript import nexus_message_lines  # noqa: PLC0415 - the renderer, for a transcript
 
         return nexus_message_lines(message)
 
