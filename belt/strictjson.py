@@ -134,7 +134,7 @@ def decode(data: str | bytes, *, unique_keys: bool = False) -> Any:
     except RecursionError:
         raise _depth_error() from None
     if _SURROGATE_ESCAPE.search(text):
-        _check_strings(document)
+        check_value(document)  # its numbers and depth are checked: it finds a surrogate
     return document
 
 
@@ -183,20 +183,6 @@ def check_value(value: Any) -> None:
         elif isinstance(item, int) and not isinstance(item, bool):
             if item.bit_length() > _MAX_INT_BITS:
                 raise StrictJSONError(f"an integer has more than {MAX_INT_DIGITS} digits")
-
-
-def _check_strings(value: Any) -> None:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            for key, child in item.items():
-                _check_string(key)
-                stack.append(child)
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str):
-            _check_string(item)
 
 
 def _check_string(text: str) -> None:
