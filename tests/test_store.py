@@ -1045,7 +1045,17 @@ def test_the_shape_check_is_derived_from_the_records_typeddict(
 
 
 def test_every_kind_belt_stores_has_its_shape_from_its_owners_typeddict() -> None:
-    from belt.records import chats, executions, hooktasks, interrupts, messages, profile, runs, sims
+    from belt.records import (
+        chats,
+        executions,
+        hooktasks,
+        interrupts,
+        leases,
+        messages,
+        profile,
+        runs,
+        sims,
+    )
 
     owners = {
         "run": runs.Run,
@@ -1059,6 +1069,7 @@ def test_every_kind_belt_stores_has_its_shape_from_its_owners_typeddict() -> Non
         "hooks": sims.SimHooks,
         "execution": executions.ExecutionEntry,
         "hooktask": hooktasks.HookTask,
+        "lease": leases.Lease,
     }
     for kind, record in owners.items():
         assert shapes.RECORDS[kind] is record, kind

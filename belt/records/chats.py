@@ -162,7 +162,7 @@ def disabled(chat: Chat | None) -> bool:
 def set_chat_settings(*, store: Store | None = None, chat_id: str, disable_hooks: bool) -> Chat:
     """Store ``agent_data.disable_hooks`` on a chat; return the chat. NotFound (exit 3, a 404
     from ``belt serve``) when there is none, as on the platform: a chat is never made here."""
-    store = store if store is not None else open_store()
+    store = open_store(store)
     check_id(chat_id, what="chat id")
     stamp = now_iso()
     with store.lock(CHAT, chat_id):

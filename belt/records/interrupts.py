@@ -207,10 +207,6 @@ def to_dto(record: Interrupt) -> InterruptJSON:
     return cast(InterruptJSON, {field: record.get(field) for field in DTO_FIELDS})
 
 
-def _store(store: Store | None) -> Store:
-    return store if store is not None else open_store()
-
-
 def _get(store: Store, interrupt_id: str) -> Interrupt | None:
     """A stored interrupt (its shape checked by the store), or None when there is none."""
     return cast("Interrupt | None", store.get(INTERRUPT, interrupt_id))
@@ -357,7 +353,7 @@ def create_interrupt(
         record["virtual_clock"] = True
     if (trace := tracing.carried()) is not None:
         record["trace"] = trace
-    _store_new(_store(store), record)
+    _store_new(open_store(store), record)
     return to_dto(record)
 
 
@@ -384,7 +380,7 @@ def open_gate(
     run is checked under its lock, so it cannot end between the check and the gate; nothing is
     written when refused.
     """
-    store = _store(store)
+    store = open_store(store)
     _checked_terms(event, "hook_gate", None, timeout, default_resolution)
     run_id = find_run_id(store, run_id)
     chat_id = find_chat_id(store, chat_id)
@@ -470,7 +466,7 @@ def _store_new(store: Store, record: Interrupt) -> None:
 
 def read_record(*, store: Store | None = None, interrupt_id: str) -> Interrupt:
     """The stored record of one interrupt: its DTO fields plus ``default_resolution``."""
-    found = _get(_store(store), check_id(interrupt_id, what="interrupt id"))
+    found = _get(open_store(store), check_id(interrupt_id, what="interrupt id"))
     if found is None:
         raise _no_interrupt(interrupt_id)
     return found
@@ -485,7 +481,7 @@ def list_interrupts(
     *, store: Store | None = None, run_id: str, include_settled: bool = False
 ) -> list[InterruptJSON]:
     """A run's interrupts, oldest first: the pending ones, or all with ``include_settled``."""
-    return [to_dto(record) for record in _run_records(_store(store), run_id, include_settled)]
+    return [to_dto(record) for record in _run_records(open_store(store), run_id, include_settled)]
 
 
 def _run_records(store: Store, run_id: str, include_settled: bool) -> list[Interrupt]:
@@ -508,7 +504,7 @@ def _records(store: Store, ids: list[str], include_settled: bool) -> list[Interr
 
 def for_resource(*, store: Store | None = None, resource_id: str) -> list[InterruptJSON]:
     """Every interrupt that holds one resource (a tool invocation), oldest first."""
-    store = _store(store)
+    store = open_store(store)
     check_id(resource_id, what="tool invocation id")
     records = _records(store, store.members(RESOURCE_INTERRUPTS, resource_id), True)
     records.sort(key=lambda record: str(record.get("created_at")))
@@ -525,7 +521,7 @@ def last_settled(*, store: Store | None = None, run_id: str) -> datetime | None:
     while none is: a run that goes on after its gates goes on no earlier than that."""
     times = [
         parse_timestamp(str(record["resolved_at"]))
-        for record in _run_records(_store(store), run_id, include_settled=True)
+        for record in _run_records(open_store(store), run_id, include_settled=True)
         if record.get("resolved_at")
     ]
     return max(times, default=None)
@@ -590,7 +586,7 @@ def resolve_interrupt(
     }
     if by is not None:
         settled["resolved_by"] = dict(by)
-    return _settle_pending(_store(store), interrupt_id, now, settled)
+    return _settle_pending(open_store(store), interrupt_id, now, settled)
 
 
 def cancel_interrupt(
@@ -598,7 +594,7 @@ def cancel_interrupt(
 ) -> InterruptJSON:
     """Cancel a pending interrupt of a stopped run; NotFound (3), or Conflict (4) if settled."""
     settled = {"status": InterruptStatus.CANCELLED.value}
-    return _settle_pending(_store(store), interrupt_id, now, settled)
+    return _settle_pending(open_store(store), interrupt_id, now, settled)
 
 
 def _settle_pending(
@@ -694,7 +690,7 @@ def resolve_batch(
     and none is settled. Gates all settled by this batch already make a repeat: nothing
     changes. ``by`` is the person (user and door); each gate records the batch's id and digest.
     """
-    store = _store(store)
+    store = open_store(store)
     if decision not in RESOLUTIONS:
         raise InvalidInput(f"decision {decision!r} must be allow or deny")
     ids = sorted({check_id(i, what="interrupt id") for i in interrupt_ids})
@@ -790,7 +786,7 @@ def sweep(
     settlement). A damaged interrupt file does not stop the others; it is reported afterwards as
     InvalidInput (exit 5) naming each path.
     """
-    store = _store(store)
+    store = open_store(store)
     on_wall_time = now is None and clock.current() is None
     moment = now or clock.now()
     due_ms, stamp = epoch_ms(moment), timestamp(moment)
@@ -866,7 +862,7 @@ def find_interrupt_id(*, store: Store | None = None, ref: str, pending_first: bo
     ``pending_first`` (resolving), the pending interrupts are searched first and the rest only
     when no pending one matches, so a prefix need only be unique among the gates one can act on.
     """
-    store = _store(store)
+    store = open_store(store)
     return find_id(
         store,
         INTERRUPT,
@@ -892,7 +888,7 @@ def inbox(
     cost does not grow with the settled ones; all (``include_settled``) by reading every
     interrupt. ``chat_id`` and ``reason`` keep only the matching ones.
     """
-    store = _store(store)
+    store = open_store(store)
     if chat_id is not None:
         check_id(chat_id, what="chat id")
     if run_id is not None:
@@ -915,7 +911,7 @@ def transcript_before(
     """The last ``limit`` messages of an interrupt's chat written before it opened, in order."""
     from belt.records.messages import MESSAGE, MESSAGES, Message, expanded  # noqa: PLC0415 - start-up: not for belt interrupt list
 
-    store = _store(store)
+    store = open_store(store)
     chat_id, opened = record.get("chat_id"), str(record.get("created_at") or "")
     if not isinstance(chat_id, str):
         return []
@@ -1010,7 +1006,7 @@ class Watch:
     """
 
     def __init__(self, *, store: Store | None = None, run_ids: Collection[str] = ()) -> None:
-        self.store = _store(store)
+        self.store = open_store(store)
         for run_id in run_ids:
             check_id(run_id, what="run id")
         self.run_ids = frozenset(run_ids)

@@ -50,18 +50,14 @@ def read_profile(store: Store) -> Profile:
     return cast(Profile, record)
 
 
-def check_profile(declaration: object) -> dict[str, object]:
-    """Check a whole declaration; InvalidInput names every problem's path."""
+def write_profile(store: Store, declaration: object) -> Profile:
+    """Check and store a whole declaration, replacing the previous one; returns the record.
+    InvalidInput names every problem's path."""
     findings, _ = check_nexus_profile(declaration)
     if not findings.ok:
         problems = findings.problems
         raise InvalidInput(problems[0], problems=problems[1:])
-    return dict(cast(Mapping[str, object], declaration))
-
-
-def write_profile(store: Store, declaration: object) -> Profile:
-    """Check and store a whole declaration, replacing the previous one; returns the record."""
-    configuration = check_profile(declaration)
+    configuration = dict(cast(Mapping[str, object], declaration))
     with store.lock(PROFILE, PROFILE_ID):
         revision = read_profile(store)["revision"] + 1
         record: Profile = {

@@ -429,10 +429,6 @@ def _show(value: Any) -> str:
 # Reading entries
 
 
-def _store(store: Store | None) -> Store:
-    return store if store is not None else open_store()
-
-
 def _damaged(store: Store, entry_id: str, why: str) -> InvalidInput:
     return InvalidInput(
         f"{store.path(ENTRY, entry_id)}: damaged registry entry: {why}",
@@ -478,7 +474,7 @@ def _read(store: Store, entry_id: str) -> RegistryEntry:
 def get_entry(store: Store | None, *, entry_id: str) -> RegistryEntry:
     """One entry with all its versions, named by its id, short id or a unique prefix; NotFound
     (exit 3) if there is none or it was removed, Conflict (4) if the prefix names several."""
-    store = _store(store)
+    store = open_store(store)
     entry_id = find_entry_id(store, entry_id)
     try:
         entry = _read(store, entry_id)
@@ -507,7 +503,7 @@ def list_entries(
     store: Store | None, *, owner: str = DEFAULT_OWNER, kind: str | None = None
 ) -> list[RegistryEntry]:
     """An owner's entries (optionally of one kind), oldest first; a damaged one is exit 5."""
-    store = _store(store)
+    store = open_store(store)
     check_id(owner, what="owner")
     if kind is not None and kind not in KINDS:
         raise InvalidInput(f"kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -716,7 +712,7 @@ def save_candidates(
     """Save each candidate, in order, as ``save_candidate`` does (a later one of the same name
     versions or skips an earlier one), holding the owner's lock once and bringing the search
     index level in one transaction: a registry directory, or many entries at once."""
-    store = _store(store)
+    store = open_store(store)
     check_id(owner, what="owner")
     checked = [
         (make_candidate(name=c.name, kind=c.kind, text=c.text, tags=c.tags), origin)
@@ -850,7 +846,7 @@ def remove_entry(
 ) -> RegistryEntry:
     """Remove an entry: it leaves its owner's registry and the index; its file is kept, marked
     removed, so what pointed at it still resolves. NotFound (exit 3) if there is none."""
-    store = _store(store)
+    store = open_store(store)
     entry_id = find_entry_id(store, entry_id)
     owner = get_entry(store, entry_id=entry_id)["owner"]
     check_id(owner, what="owner")
@@ -908,7 +904,7 @@ def search(
 
     Any text is a valid query: its words are quoted, never read as FTS5 syntax.
     """
-    store = _store(store)
+    store = open_store(store)
     check_id(owner, what="owner")
     limit = _limit(limit)
     if not isinstance(query, str):
@@ -933,7 +929,7 @@ def suggest(
     ``exclude_ids``, nor one that is the agent ``exclude_origin_agent``'s extraction
     (``extracted_by``).
     """
-    store = _store(store)
+    store = open_store(store)
     check_id(owner, what="owner")
     limit = _limit(limit)
     if exclude_origin_agent is not None:
@@ -1003,7 +999,7 @@ def load_directory(
     one hold of the owner's lock), so loading a directory again skips what is unchanged and
     versions what changed.
     """
-    store = _store(store)
+    store = open_store(store)
     check_id(owner, what="owner")
     directory = Path(path)
     if not directory.is_dir():
