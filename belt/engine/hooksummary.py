@@ -10,7 +10,7 @@ from the ``hook.executed`` records of a simulation's runs, so ``belt sim run``, 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from belt.effects import Outcome, effect_text, outcome
 from belt.handlers.webhook import likely_fix
@@ -45,25 +45,6 @@ class HandlerTally(TypedDict):
     fix: str | None
 
 
-HookCall = TypedDict(
-    "HookCall",
-    {
-        "run_id": object,
-        "event": object,
-        "hook_index": object,
-        "handler": str,
-        "handler_type": str,
-        "warning": NotRequired[str],
-        "tool": NotRequired[object],
-        "error": NotRequired[str],
-        "counted_as": NotRequired[str],
-        "async": NotRequired[bool],
-    },
-)
-"""One call a summary lists: a failed one (``error``) or one whose answer was partly ignored
-(``warning``)."""
-
-
 class HookSummary(TypedDict):
     """The closing summary of hook calls (``hook_summary`` of a report)."""
 
@@ -72,9 +53,11 @@ class HookSummary(TypedDict):
     counted_allow: int
     counted_deny: int
     handlers: list[HandlerTally]
-    failures: list[HookCall]
+    failures: list[dict[str, object]]
+    """The failed calls listed one by one (``error``, ``counted_as``, ``async``)."""
     warned: int
-    warnings: list[HookCall]
+    warnings: list[dict[str, object]]
+    """The calls whose answer was partly ignored (``warning``)."""
 
 
 def counted_as(record: Mapping[str, Any]) -> str:
@@ -111,8 +94,8 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
     (the first ``FAILURES_SHOWN``), and the calls whose answer was partly ignored
     (``warnings``: unknown keys, a decision the event cannot take)."""
     handlers: dict[tuple[str, str], HandlerTally] = {}
-    failures: list[HookCall] = []
-    warned: list[HookCall] = []
+    failures: list[dict[str, object]] = []
+    warned: list[dict[str, object]] = []
     warning_count = 0
     counted = {"allow": 0, "deny": 0}
     for record in executions:
@@ -131,7 +114,7 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
             },
         )
         entry["calls"] += 1
-        call: HookCall = {
+        call: dict[str, object] = {
             "run_id": record.get("run_id"),
             "event": record.get("hook_event"),
             "hook_index": record.get("hook_index"),
@@ -148,10 +131,7 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
         how = counted_as(record)
         counted[how] += 1
         entry["failed"] += 1
-        if how == "deny":
-            entry["counted_deny"] += 1
-        else:
-            entry["counted_allow"] += 1
+        entry["counted_deny" if how == "deny" else "counted_allow"] += 1
         if entry["first_error"] is None:
             entry["first_error"] = short(str(error), ERROR_CHARS)
             entry["fix"] = likely_fix(str(error))
@@ -218,7 +198,7 @@ def warning_text(summary: HookSummary) -> list[tuple[str, bool]]:
     lines = [(f"answer warnings: {count} (what a handler answered that was not done)", True)]
     for item in summary["warnings"]:
         where = f"{item['event']} → {item['handler']} ({item['handler_type']})"
-        lines.append((f"  {where}: {item.get('warning')}", True))
+        lines.append((f"  {where}: {item['warning']}", True))
     if count > len(summary["warnings"]):
         lines.append((f"  … and {count - len(summary['warnings'])} more", True))
     return lines
