@@ -95,11 +95,11 @@ def start_simulation(
 
     ``clock`` (``--clock``) starts its virtual clock there, whatever the scenario says.
     """
-    from belt.engine.scenario import check_storable  # noqa: PLC0415 - start-up: only what this entry point runs
+    from belt.engine.scenario import LoadedScenario, check_storable  # noqa: PLC0415 - start-up: only what this entry point runs
     from belt.engine.simulation import Simulation, clock_start  # noqa: PLC0415 - start-up: only what this entry point runs
 
     check_storable(loaded)
-    if loaded.dialect == "platform":
+    if isinstance(loaded, LoadedScenario):  # its hooks' py: handlers, loaded before a run
         from belt.engine.dispatch import load_handlers  # noqa: PLC0415 - start-up: only what this entry point runs
 
         options.handlers = {
