@@ -80,7 +80,7 @@ def gate_of(item: Mapping[str, Any]) -> Gate:
     data = meta["data"] if isinstance(meta.get("data"), dict) else meta
     source = str(item.get("source") or "")
     kind, _, named = source.partition(":")
-    if kind in ("hook", "nexus"):
+    if kind in ("hook", "nexus"):  # the wire's interrupt source: hook:EVENT or nexus:EVENT
         event: str | None = named
     elif isinstance(meta.get("event"), str):
         event = meta["event"]

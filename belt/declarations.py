@@ -122,7 +122,11 @@ def read_declaration(path: str | Path) -> Any:
 
 
 def detect_dialect(doc: Any) -> tuple[Dialect | None, str]:
-    """Guess the dialect of a decoded document from its shape; returns (dialect, shape)."""
+    """Guess the dialect of a decoded document from its shape; returns (dialect, shape).
+
+    Declaration files are the wire's documents of the two built-in dialects (spec/hooks.md and
+    spec/nexus-lifecycle-hooks.txt), told apart here by their shape; a dialect of its own
+    declares its hooks in its scenario (docs/dialects.md)."""
     if isinstance(doc, list):
         return Dialect.PLATFORM, "array"
     if isinstance(doc, dict):

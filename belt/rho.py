@@ -66,6 +66,7 @@ def read_input(file: Path | None) -> tuple[str, str]:
 def configure_lifecycle_hooks(*, file: Path | None = None, api: str | None = None) -> Configured:
     """Check a lifecycle_hooks object; store it in rho's config file or the ``api``'s profile."""
     text, source = read_input(file)
+    # rho is Nexus's own command line: what it configures is a Nexus declaration.
     declaration = check_document(parse_text(text, source), source, Dialect.NEXUS)
     problems = declaration.findings.problems
     if problems or declaration.lifecycle_hooks is None:
