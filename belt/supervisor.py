@@ -71,7 +71,6 @@ MESSAGE_MAX = 1 << 31
 
 _LENGTH = struct.Struct("<Q")
 _SEAT = struct.Struct("<I")
-_PID = struct.Struct("<q")
 _STANDARD = ((0, "standard input"), (1, "standard output"), (2, "standard error"))
 _ERRORS: dict[int, type[BeltError]] = {
     int(kind.exit_code): kind

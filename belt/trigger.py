@@ -10,8 +10,6 @@ simulated run say the same thing about the same answer.
 from __future__ import annotations
 
 import copy
-import json
-import shlex
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -229,16 +227,6 @@ def build_payload(
     if built.get("event") != event:
         raise InvalidInput(f"{what} changes the event to {built['event']!r}; name it as EVENT")
     return built
-
-
-def command_line(event: str, to: str, payload: dict[str, object]) -> str:
-    """The shell command that sends ``payload`` to ``to`` again, exactly:
-    ``belt trigger EVENT --to TARGET --payload '…'``. Every character that is not printable (a
-    control, a bidi override, a line separator) is written as its JSON escape, so the line is
-    safe on a terminal and still decodes to the same payload."""
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    text = "".join(ch if ch.isprintable() else json.dumps(ch)[1:-1] for ch in text)
-    return shlex.join(["belt", "trigger", event, "--to", to, "--payload", text])
 
 
 def injection_text(inject: ContextInjection) -> str:

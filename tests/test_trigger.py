@@ -5,13 +5,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from belt.check.report import trigger_command
 from belt.errors import BeltError, ExitCode, InvalidInput, NotFound, UsageError
 from belt.samples import deep_merge, sample_payload
 from belt.server.app import create_app
 from belt.store import Store
 from belt.trigger import (
     build_payload,
-    command_line,
     failure,
     read_data,
     read_payload,
@@ -214,7 +214,7 @@ def test_a_printed_command_gives_back_the_same_payload(data: dict[str, object], 
     import shlex
 
     payload = {**sample_payload("agent.tool_call"), "data": data}
-    command = command_line("agent.tool_call", f"py:{to}", payload)
+    command = trigger_command("agent.tool_call", f"py:{to}", payload)
     assert command.isprintable()
     argv = shlex.split(command)
     assert argv[:5] == ["belt", "trigger", "agent.tool_call", "--to", f"py:{to}"]
