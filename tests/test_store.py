@@ -1012,7 +1012,6 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     """The store's table of record TypedDicts, put back as it was after the test."""
     table = dict(shapes.RECORDS)
     monkeypatch.setattr(shapes, "RECORDS", table)
-    monkeypatch.setattr(shapes, "_derived", {})
     return table
 
 

@@ -39,8 +39,6 @@ Shape = tuple[dict[str, Kinds], dict[str, Kinds]]
 RECORDS: dict[str, object] = {}
 """The TypedDict of each kind of record, as its owner registered it."""
 
-_derived: dict[str, Shape] = {}
-
 
 def record_shape(kind: str, record: object) -> None:
     """Check every record of ``kind`` read from a shape-checking store against ``record``, a
@@ -48,7 +46,6 @@ def record_shape(kind: str, record: object) -> None:
     if not is_typeddict(record):
         raise TypeError(f"the shape of {kind} records must be a TypedDict, not {record!r}")
     RECORDS[kind] = record
-    _derived.pop(kind, None)
 
 
 @cache
@@ -95,10 +92,8 @@ def kinds_of(annotation: Any) -> Kinds:
 
 def shape(kind: str) -> Shape | None:
     """The shape of the records of ``kind`` (None when no owner registered one)."""
-    found = _derived.get(kind)
-    if found is None and kind in RECORDS:
-        found = _derived[kind] = derive(RECORDS[kind])
-    return found
+    record = RECORDS.get(kind)
+    return None if record is None else derive(record)
 
 
 def _named(kinds: Kinds) -> str:
