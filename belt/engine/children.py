@@ -35,25 +35,22 @@ After = Callable[[list[Run]], str | None]
 """What to do once a child's runs ended: an error to record, or None."""
 
 
-@dataclass
-class ChildFailure:
-    """A child that failed, to be recorded on the parent chat."""
-
-    order: int
-    parent_run_id: str | None
-    hook_event: str
-    handler: str
-    handler_type: str
-    error: str
-
-
-class ChildOrigin(TypedDict):
+@dataclass(frozen=True)
+class ChildOrigin:
     """Where a child was started: the parent's run, and the hook and handler that started it."""
 
     parent_run_id: str | None
     hook_event: str
     handler: str
     handler_type: str
+
+
+@dataclass(frozen=True)
+class ChildFailure(ChildOrigin):
+    """A child that failed, to be recorded on the parent chat."""
+
+    order: int
+    error: str
 
 
 class ChildView(TypedDict):
@@ -168,7 +165,7 @@ class Children:
             error = f"crashed: {type(exc).__name__}: {exc}"
         if error is not None:
             with self._lock:
-                self._failures.append(ChildFailure(order=order, error=error, **describe))
+                self._failures.append(ChildFailure(**vars(describe), order=order, error=error))
 
     def close(self) -> list[ChildFailure]:
         """Wait for every child started; their failures, in the order they started."""

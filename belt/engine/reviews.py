@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from belt.engine.children import Children, record_child, unfinished
+from belt.engine.children import ChildOrigin, Children, record_child, unfinished
 from belt.engine.scenario import ReviewScript
 from belt.handlers.builtin import EXTRACT, Review
 from belt.records.chats import create_chat, set_outputs
@@ -112,12 +112,12 @@ def start_review(
 
     children.start(
         sim,
-        describe={
-            "parent_run_id": review.run_id,
-            "hook_event": review.event,
-            "handler": EXTRACT,
-            "handler_type": HookHandlerType.BUILTIN.value,
-        },
+        describe=ChildOrigin(
+            parent_run_id=review.run_id,
+            hook_event=review.event,
+            handler=EXTRACT,
+            handler_type=HookHandlerType.BUILTIN.value,
+        ),
         before=partial(copy_history, store, branch_id, history, system_prompt),
         after=partial(
             save_outcomes,

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
-from belt.engine.children import Children, record_child, unfinished
+from belt.engine.children import ChildOrigin, Children, record_child, unfinished
 from belt.engine.scenario import AgentScript, ModelTurnSpec, StoredTurn
 from belt.records.messages import MESSAGES
 from belt.wire.enums import HookHandlerType
@@ -72,12 +72,12 @@ def start_task(
 
     children.start(
         sim,
-        describe={
-            "parent_run_id": run_id if isinstance(run_id, str) else None,
-            "hook_event": str(payload.get("event")),
-            "handler": agent,
-            "handler_type": HookHandlerType.TASK.value,
-        },
+        describe=ChildOrigin(
+            parent_run_id=run_id if isinstance(run_id, str) else None,
+            hook_event=str(payload.get("event")),
+            handler=agent,
+            handler_type=HookHandlerType.TASK.value,
+        ),
         after=partial(unfinished, what="task"),
     )
     return None
