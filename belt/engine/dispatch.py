@@ -169,9 +169,9 @@ class HookRun:
     interrupt: InterruptJSON | None = None
     task_chat_id: str | None = None
     routed_to: str | None = None
+    """Where a routed webhook was delivered instead of its own URL (``--route``)."""
     resource_id: str | None = None
     """What the event is about: the tool invocation of an ``agent.tool_call``."""
-    """Where a routed webhook was delivered instead of its own URL (``--route``)."""
     review: Any = None
     """What a ``belt:extract`` run asks the engine to review (a ``handlers.builtin.Review``)."""
     warnings: list[str] = field(default_factory=list)
