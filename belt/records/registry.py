@@ -288,7 +288,7 @@ def same_meaning(a: str, b: str) -> bool:
 # Checking candidates
 
 
-def check_candidate(raw: Mapping[str, Any], *, where: str) -> Candidate:
+def check_candidate(raw: Mapping[str, object], *, where: str) -> Candidate:
     """A candidate from a mapping (a registry file, a scripted review); InvalidInput (exit 5)
     lists every problem as ``WHERE: KEY: why``."""
     problems: list[str] = []
@@ -311,7 +311,7 @@ def make_candidate(*, name: str, kind: str, text: str, tags: Sequence[str] = ())
     return candidate
 
 
-def _candidate(raw: Mapping[str, Any], where: str, problems: list[str]) -> Candidate | None:
+def _candidate(raw: Mapping[str, object], where: str, problems: list[str]) -> Candidate | None:
     before = len(problems)
     prefix = f"{where}: " if where else ""
 
@@ -343,7 +343,7 @@ def _candidate(raw: Mapping[str, Any], where: str, problems: list[str]) -> Candi
 
 
 def _text_value(
-    raw: Mapping[str, Any],
+    raw: Mapping[str, object],
     key: str,
     problem: Callable[[str, str], None],
     *,
@@ -374,7 +374,7 @@ def _text_value(
     return value
 
 
-def _tags(value: Any, problem: Callable[[str, str], None]) -> tuple[str, ...]:
+def _tags(value: object, problem: Callable[[str, str], None]) -> tuple[str, ...]:
     if not isinstance(value, list):
         problem("tags", f"expected a list of strings, got {_describe(value)}")
         return ()
@@ -411,7 +411,7 @@ def _unprintable(value: str, *, one_line: bool = True) -> str | None:
     return None
 
 
-def _describe(value: Any) -> str:
+def _describe(value: object) -> str:
     return {
         bool: "a boolean",
         int: "a number",
@@ -421,7 +421,7 @@ def _describe(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -548,7 +548,7 @@ def index_path(store: Store, owner: str) -> Path:
     return store.root / "search" / "registry" / f"{check_id(owner, what='owner')}.sqlite3"
 
 
-def extracted_by(entry: Mapping[str, Any]) -> set[str]:
+def extracted_by(entry: RegistryEntry) -> set[str]:
     """The agents whose extraction ``entry`` is: the agent whose review created it, and the one
     whose review wrote its current version. A person's newer version of an entry a person
     created makes it no agent's extraction again."""
@@ -560,7 +560,7 @@ def extracted_by(entry: Mapping[str, Any]) -> set[str]:
     }
 
 
-def _index_row(entry: Mapping[str, Any]) -> Row:
+def _index_row(entry: RegistryEntry) -> Row:
     agents = extracted_by(entry)
     return Row(
         id=entry["id"],
