@@ -18,6 +18,7 @@ from belt import dialects
 from belt.text import short
 
 if TYPE_CHECKING:
+    from belt.engine.hooksummary import HookSummary
     from belt.records.executions import ExecutionEntry
     from belt.records.hooktasks import HookTask
     from belt.records.messages import Message
@@ -716,19 +717,79 @@ def merged_excerpt_lines(dialect: str, excerpts: Sequence[Sequence[Mapping[str, 
     return lines + excerpt_lines(dialect, part)
 
 
+class Failed(TypedDict):
+    """A failed expectation as ``belt test --json`` prints it, with its transcript excerpt."""
+
+    expect: str
+    expectation: dict[str, object]
+    text: str
+    found: object
+    excerpt: list[Message]
+
+
+class Snapshot(TypedDict):
+    """How a record compared with its snapshot (``belt.testing.snapshot.Comparison``)."""
+
+    path: str
+    status: str
+    changes: list[str]
+    diff: list[str]
+
+
+class ScenarioJSON(TypedDict, total=False):
+    """A scenario's result as ``belt test --json`` prints it (``ScenarioResult.to_json``)."""
+
+    scenario: Required[str]
+    status: Required[str]
+    seconds: float
+    expectations: int
+    failures: list[Failed]
+    error: str | None
+    problems: list[str]
+    invalid: bool
+    hooks: HookSummary | None
+    hook_failures: list[dict[str, object]]
+    unfired_hooks: list[dict[str, object]]
+    snapshot: Snapshot
+
+
+class Latency(TypedDict):
+    """How long a hook's calls took."""
+
+    max: float
+    p95: float
+
+
+class Covered(TypedDict, total=False):
+    """One declared hook's line of ``belt test --coverage`` (``belt.testing.coverage``)."""
+
+    scenario: str
+    where: str
+    event: str
+    handler: str
+    fired: int
+    outcomes: dict[str, int]
+    tools: dict[str, int]
+    latency_ms: Latency | None
+    injected_tokens: int | None
+
+
 STATUS_STYLES = {"pass": "green", "fail": "bold red", "error": "bold red"}
 
 
-def test_result_line(result: dict[str, Any]) -> tuple[str, str]:
-    """One line for a scenario of ``belt test``: its status, name and time."""
-    status = str(result["status"])
+def test_result_line(given: Mapping[str, object]) -> tuple[str, str]:
+    """One line for a scenario of ``belt test`` (a ``ScenarioJSON``): its status, name and
+    time."""
+    result = cast(ScenarioJSON, given)
+    status = result["status"]
     line = f"{status.upper():<5}  {result['scenario']}  ({result['seconds']:.2f} s)"
     if status == "fail":
         failed = len(result["failures"])
         hooks = len(result.get("hook_failures") or [])
         unfired = len(result.get("unfired_hooks") or [])
-        snapshot = (result.get("snapshot") or {}).get("status") in ("changed", "missing")
-        missing = snapshot and result["snapshot"]["status"] == "missing"
+        compared = result["snapshot"]["status"] if "snapshot" in result else None
+        snapshot = compared in ("changed", "missing")
+        missing = compared == "missing"
         parts = [
             (failed or not (hooks or unfired or snapshot))
             and f"{failed} of {result['expectations']} expectation(s) failed",
@@ -739,16 +800,18 @@ def test_result_line(result: dict[str, Any]) -> tuple[str, str]:
         line += "  " + ", ".join(str(part) for part in parts if part)
     elif status == "error":
         line += "  invalid scenario" if result.get("invalid") else "  error"
-    elif result.get("hooks") and result["hooks"]["calls"]:
+    elif (hooks_run := result.get("hooks")) and hooks_run["calls"]:
         from belt.engine.hooksummary import summary_text  # start-up: the engine
 
-        line += f"  {summary_text(result['hooks'])[0][0]}"
+        line += f"  {summary_text(hooks_run)[0][0]}"
     return line, STATUS_STYLES.get(status, "")
 
 
-def test_failure_lines(result: dict[str, Any], dialect: str) -> Lines:
-    """What went wrong in one scenario: each failed expectation and what happened instead, then
-    one transcript excerpt around all of them; or the error that stopped it."""
+def test_failure_lines(given: Mapping[str, object], dialect: str) -> Lines:
+    """What went wrong in one scenario (a ``ScenarioJSON``): each failed expectation and what
+    happened instead, then one transcript excerpt around all of them; or the error that stopped
+    it."""
+    result = cast(ScenarioJSON, given)
     lines: Lines = [("", ""), (f"── {result['scenario']}", "bold")]
     if result["status"] == "error":
         lines.append((f"error: {result['error']}", "red"))
@@ -789,9 +852,10 @@ def snapshot_update_command(scenario: str) -> str:
     return f"belt test {shlex.quote(scenario)} --snapshot-update"
 
 
-def snapshot_lines(comparison: dict[str, Any], *, update: str) -> Lines:
+def snapshot_lines(given: Mapping[str, object], *, update: str) -> Lines:
     """``belt test --snapshot``: how a record differs from its stored snapshot, with the
     unified diff (removed lines red, added green); ``update`` is the command that writes it."""
+    comparison = cast(Snapshot, given)
     if comparison["status"] == "missing":
         return [
             (f"no snapshot at {comparison['path']}", "red"),
@@ -809,13 +873,13 @@ def snapshot_lines(comparison: dict[str, Any], *, update: str) -> Lines:
     return lines
 
 
-def outcome_text(entry: dict[str, Any]) -> str:
+def outcome_text(entry: Covered) -> str:
     """What a hook's calls produced, on one line: ``allow 1, deny 1`` (or ``-``)."""
     parts = [f"{key} {count}" for key, count in entry["outcomes"].items() if count]
     return ", ".join(parts) or "-"
 
 
-def tools_text(entry: dict[str, Any]) -> str:
+def tools_text(entry: Covered) -> str:
     """The tools an ``agent.tool_call`` hook saw, with how often: ``delete_file 2``."""
     return ", ".join(f"{tool} {count}" for tool, count in sorted(entry["tools"].items()))
 
@@ -830,8 +894,9 @@ COVERAGE_COLUMNS = tuple(
 )
 
 
-def coverage_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
+def coverage_rows(given: Sequence[Mapping[str, object]]) -> list[list[str]]:
     """``belt test --coverage``: one row per declared hook, with what its calls produced."""
+    entries = cast("list[Covered]", given)
     return [
         [
             str(entry["scenario"]),
@@ -848,7 +913,7 @@ def coverage_rows(entries: list[dict[str, Any]]) -> list[list[str]]:
     ]
 
 
-def latency_text(entry: dict[str, Any]) -> str:
+def latency_text(entry: Covered) -> str:
     """How long a hook's calls took: ``max 2.3 ms, p95 2.1 ms`` (``-`` when it never fired)."""
     latency = entry.get("latency_ms")
     if not latency:
@@ -856,8 +921,9 @@ def latency_text(entry: dict[str, Any]) -> str:
     return f"max {latency['max']:.1f} ms, p95 {latency['p95']:.1f} ms"
 
 
-def coverage_tail(entries: list[dict[str, Any]]) -> Lines:
+def coverage_tail(given: Sequence[Mapping[str, object]]) -> Lines:
     """The lines after the coverage table: the hooks that never fired, or that all did."""
+    entries = cast("list[Covered]", given)
     unfired = [entry for entry in entries if not entry["fired"]]
     if not unfired:
         return [(f"every one of {len(entries)} declared hook(s) fired", "green")]
@@ -867,9 +933,10 @@ def coverage_tail(entries: list[dict[str, Any]]) -> Lines:
 
 
 def test_summary_line(
-    results: list[dict[str, Any]], seconds: float, stopped: bool
+    given: Sequence[Mapping[str, object]], seconds: float, stopped: bool
 ) -> tuple[str, str]:
     """The last line of ``belt test``: how many passed, failed and errored, and how long."""
+    results = cast("list[ScenarioJSON]", given)
     counts = {status: sum(1 for r in results if r["status"] == status) for status in STATUS_STYLES}
     parts = [f"{counts['pass']} passed"]
     if counts["fail"]:
