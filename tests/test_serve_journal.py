@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import httpx
+import pytest
 
 from belt.records.journal import JOURNAL, SERVE, ServeLine
 from belt.server.app import create_app
@@ -128,7 +129,8 @@ def test_a_line_the_store_refuses_costs_only_its_own_request_its_line() -> None:
     assert [cast(ServeLine, record)["request"]["chat_id"] for record in written] == ["ch_a", "ch_c"]
 
 
-def test_every_answered_request_has_its_line_in_the_journal_already() -> None:
+@pytest.mark.parametrize("guard", [{}, {"max_connections": 100}], ids=["any server", "belt's"])
+def test_every_answered_request_has_its_line_in_the_journal_already(guard: dict[str, int]) -> None:
     store = open_store()
     missing: list[str] = []
 
@@ -154,7 +156,9 @@ def test_every_answered_request_has_its_line_in_the_journal_already() -> None:
                 if chat_id not in journalled:
                     missing.append(chat_id)
 
-    with running(create_app(store=store, sweep_interval=0)) as url:
+    # Under belt's own connections the journal knows the requests coming; under another server
+    # it groups without knowing.
+    with running(create_app(store=store, sweep_interval=0), **guard) as url:
         workers = [threading.Thread(target=client, args=(w, url)) for w in range(4)]
         for worker in workers:
             worker.start()
@@ -259,6 +263,63 @@ class Turns:
         while True:
             self.count += 1
             await asyncio.sleep(0)
+
+
+def test_a_line_no_other_request_is_coming_to_join_is_written_without_waiting_a_turn() -> None:
+    store = CountingStore(open_store().root)
+    journal = GroupJournal(store, coming=lambda: 0)
+
+    async def alone() -> None:
+        # The server says no other request is on its way: the write never gives the loop a turn.
+        writing = journal.write(line("ch_alone"))
+        with pytest.raises(StopIteration) as finished:
+            writing.send(None)
+        assert finished.value.value is None
+
+    asyncio.run(alone())
+    assert store.groups == [1]
+
+
+def test_a_group_waits_for_the_requests_said_to_be_coming() -> None:
+    store = CountingStore(open_store().root)
+    coming = [1]
+    journal = GroupJournal(store, coming=lambda: coming[0])
+
+    async def late() -> str | None:
+        for _ in range(2):  # turns in which no line joins: a group that only watched would go
+            await asyncio.sleep(0)
+        coming[0] = 0
+        return await journal.write(line("ch_late"))
+
+    async def both() -> list[str | None]:
+        return list(await asyncio.gather(journal.write(line("ch_first")), late()))
+
+    assert asyncio.run(both()) == [None, None]
+    assert store.groups == [2]
+    written = store.read_log(JOURNAL, SERVE)
+    assert [cast(ServeLine, r)["request"]["chat_id"] for r in written] == ["ch_first", "ch_late"]
+
+
+def test_a_group_waits_at_most_group_turns_however_many_are_said_to_be_coming() -> None:
+    store = CountingStore(open_store().root)
+    asked = [0]
+
+    def coming() -> int:
+        # Always some, for 100 looks (a group that waited for none would still end, and fail
+        # the test rather than hang it).
+        asked[0] += 1
+        return 5 if asked[0] < 100 else 0
+
+    journal = GroupJournal(store, coming=coming)
+
+    async def alone() -> int:
+        async with Turns() as turns:
+            begun = turns.count
+            assert await journal.write(line("ch_first")) is None
+            return turns.count - begun
+
+    assert asyncio.run(alone()) <= GROUP_TURNS + 1
+    assert store.groups == [1]
 
 
 def test_a_line_nothing_else_joins_is_written_once_a_turn_has_passed_without_another() -> None:

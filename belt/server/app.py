@@ -56,7 +56,7 @@ from belt.server.agents import agent_routes
 from belt.server.approvals import settle_forever
 from belt.server.chats import chat_routes
 from belt.server.clock import clock_routes
-from belt.server.connections import AcceptErrors
+from belt.server.connections import LIMITS, AcceptErrors, Connections
 from belt.server.deciders import (
     HANDLER_TIMEOUT,
     Decider,
@@ -286,7 +286,11 @@ class HookService:
     ) -> None:
         self.decide = decide
         self._decide_now = decide.now if isinstance(decide, PolicyDecider) else None
-        self.journal = GroupJournal(journal) if journal is not None else None
+        self.journal = GroupJournal(journal, self.coming) if journal is not None else None
+        self.deciding = 0
+        """Hook requests between their start and their journal line."""
+        self.connections: Connections | None = None
+        """The server's connections, once a request has shown them (belt's own server)."""
         self.key = secret_key(secret) if secret else None
         self.replays = ReplayGuard()
         self.report = report
@@ -310,9 +314,20 @@ class HookService:
             raise
         await response(scope, receive, send)
 
+    def coming(self) -> int | None:
+        """How many requests may still hand in a journal line: those still deciding, and those
+        whose bytes have come but not yet reached the app (None when the server's connections
+        are not belt's, which count them)."""
+        if self.connections is None:
+            return None
+        return self.deciding + self.connections.arriving
+
     async def handle(self, scope: Scope, receive: Receive) -> Response:
         """The answer to one hook request, once its journal line is written."""
         started = time.perf_counter()
+        if self.connections is None and "state" in scope:
+            self.connections = scope["state"].get(LIMITS)
+        self.deciding += 1
         traced = tracing.now_ns() if tracing.on() else None
         record: ServeLine = {
             "kind": "hook",
@@ -338,9 +353,11 @@ class HookService:
             status = problem.status
             record["error"] = problem.detail
         except BaseException:
+            self.deciding -= 1
             if isinstance(delivery, Delivery):
                 self.replays.answered(delivery, None)
             raise
+        self.deciding -= 1
         record["status"] = status
         record["response"] = response_body
         if isinstance(delivery, Delivery):

@@ -92,6 +92,9 @@ class Connections:
         self.held: set[GuardedConnection] = set()
         self.waiting: dict[GuardedConnection, None] = {}
         """Connections without a complete request, longest waiting first."""
+        self.arriving = 0
+        """Requests whose first bytes have come and whose app has not started (the journal
+        waits for their lines while there are some)."""
         SERVERS.add(self)
 
     def stopping(self) -> None:
@@ -140,6 +143,8 @@ class GuardedConnection(asyncio.Protocol):
         """The request in progress, from its app's start to its end."""
         self.heard = False
         """Whether bytes came while the app had the request (the next request's, perhaps)."""
+        self.arriving = False
+        """Whether this connection's next request is counted in ``Connections.arriving``."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Take the connection, making room at the cap; start its head deadline."""
@@ -164,8 +169,10 @@ class GuardedConnection(asyncio.Protocol):
         """Pass the bytes on; the first after a request starts the next head's deadline."""
         if self.scope is not None:
             self.heard = True
-        elif self.deadline is None and self.limits is not None:
-            self.await_head()
+        else:
+            self.arrives()
+            if self.deadline is None and self.limits is not None:
+                self.await_head()
         self.http.data_received(data)
 
     def eof_received(self) -> None:
@@ -194,6 +201,10 @@ class GuardedConnection(asyncio.Protocol):
         awaited now; without one the request is complete."""
         self.scope = scope
         self.heard = False
+        if self.arriving:
+            self.arriving = False
+            if self.limits is not None:
+                self.limits.arriving -= 1
         if body_timeout is None:
             self.complete()
         else:
@@ -225,6 +236,7 @@ class GuardedConnection(asyncio.Protocol):
             limits.waiting.pop(self, None)
             limits.waiting[self] = None  # the longest waiting is the one waiting first
             if self.heard:
+                self.arrives()
                 self.await_head()
 
     def complete(self) -> None:
@@ -270,7 +282,16 @@ class GuardedConnection(asyncio.Protocol):
             return
         self.drop()
 
+    def arrives(self) -> None:
+        """The bytes of a request have come, before its app has started."""
+        if not self.arriving and self.limits is not None:
+            self.arriving = True
+            self.limits.arriving += 1
+
     def forget(self) -> None:
+        if self.arriving and self.limits is not None:
+            self.limits.arriving -= 1
+        self.arriving = False
         self.complete()
         if self.timer is not None:
             self.timer.cancel()

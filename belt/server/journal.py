@@ -1,21 +1,25 @@
 """``belt serve``'s journal, written in groups (group commit).
 
-A hook request hands its line to ``GroupJournal.write`` and waits. The first line of a group
-schedules the group's writer as a callback of the event loop (``call_soon``), so it runs after
-every callback already queued: the requests ready in the same turn hand in their lines first.
-The writer waits one turn more, and then more while lines keep joining (the loop is busy with a
-burst of requests, each a few turns from its line), at most ``GROUP_TURNS`` turns; then the
-group's lines go in one append of the store (one lock, one write). A request waits a turn at a
-time (``asyncio.sleep(0)``) behind the writer, so it goes on in the turn its line is written,
-and is answered only once the append that holds its line has returned. A line is so as durable
-as one appended alone (written to the file, not fsynced: docs/serve.md, "The journal"), and a
-server killed after answering has its line on disk.
+A hook request hands its line to ``GroupJournal.write`` and waits. When the server can tell how
+many other requests are on their way to a line (``coming``: under belt's own connections, those
+whose bytes have come but whose app has not started, and the hook requests not yet at their
+line), a line none is coming to join is appended at once, and a group waits while some are, at
+most ``GROUP_TURNS`` turns of the event loop. When it cannot tell, the first line of a group
+queues the group's writer with ``call_soon``, behind every callback already queued (the requests
+ready in the same turn hand in their lines first), and the writer waits one turn more, and more
+while lines keep joining, at most ``GROUP_TURNS``. Either way the group's lines go in one append
+of the store (one lock, one write), and a request waits a turn at a time
+(``asyncio.sleep(0)``) behind the writer, so it goes on in the turn its line is written: it is
+answered only once the append that holds its line has returned. A line is so as durable as one
+appended alone (written to the file, not fsynced: docs/serve.md, "The journal"), and a server
+killed after answering has its line on disk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from belt.errors import BeltError
@@ -49,13 +53,16 @@ _MILLISECONDS = [f"{n:03d}" for n in range(1000)]
 
 
 GROUP_TURNS = 4
-"""The most turns of the event loop a group waits for lines (while lines keep joining)."""
+"""The most turns of the event loop a group waits for lines (while more are coming)."""
+
+PARKED_TURNS = 2
+"""The turns a request waits a turn at a time for its group, before it waits to be woken."""
 
 
 class _Group:
     """The lines handed in since a group began, and once they are written, what each got."""
 
-    __slots__ = ("lines", "looked", "results", "turns")
+    __slots__ = ("lines", "looked", "results", "turns", "written")
 
     def __init__(self, line: ServeLine) -> None:
         self.lines = [line]
@@ -65,13 +72,18 @@ class _Group:
         self.results: list[str | BaseException | None] | None = None
         """Once the group is written: None for each line written, else why not (or what the
         store raised, for the request that began the group)."""
+        self.written: asyncio.Event | None = None
+        """Set once the group is written, for the requests that waited longer than it mostly
+        takes (made for the first of them)."""
 
 
 class GroupJournal:
     """The journal of one server's event loop, appended a group of lines at a time."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, coming: Callable[[], int | None] = lambda: None) -> None:
         self.store = store
+        self.coming = coming
+        """How many other requests are on their way to a line, None when that is not known."""
         self._group: _Group | None = None
         """The group being gathered, None between groups."""
 
@@ -85,26 +97,43 @@ class GroupJournal:
         it could not be (a journal that cannot be written must not stop hooks being answered)."""
         group = self._group
         if group is None:
+            if self.coming() == 0:
+                return self._append([line])[0]  # no other line could join: no turn waited
             group = self._group = _Group(line)
             asyncio.get_running_loop().call_soon(self._flush, group)
             index = 0
         else:
             index = len(group.lines)
             group.lines.append(line)
-        while group.results is None:
+        # A group is mostly written within two turns: the request waits them a turn at a time
+        # (going on in the turn its line is written, woken by nothing), and longer for the
+        # group's event (woken once, rather than on every turn the group waits).
+        for _ in range(PARKED_TURNS):
             await asyncio.sleep(0)
+            if group.results is not None:
+                break
+        else:
+            if group.written is None:
+                group.written = asyncio.Event()
+            await group.written.wait()
+        assert group.results is not None
         result = group.results[index]
         if isinstance(result, BaseException):
             raise result
         return result
 
     def _flush(self, group: _Group) -> None:
-        """Write ``group`` after a turn of the loop, or more while lines keep joining it."""
+        """Write ``group`` once no other line is coming, or (when that is not known) after a
+        turn of the loop and more while lines keep joining it; at most GROUP_TURNS turns."""
         group.turns += 1
-        if group.turns < GROUP_TURNS and (group.turns == 1 or len(group.lines) > group.looked):
-            group.looked = len(group.lines)
-            asyncio.get_running_loop().call_soon(self._flush, group)
-            return
+        if group.turns < GROUP_TURNS:
+            coming = self.coming()
+            if coming is None:
+                coming = group.turns == 1 or len(group.lines) > group.looked
+                group.looked = len(group.lines)
+            if coming:
+                asyncio.get_running_loop().call_soon(self._flush, group)
+                return
         self._group = None
         try:
             group.results = list(self._append(group.lines))
@@ -115,6 +144,9 @@ class GroupJournal:
             group.results[0] = exc if isinstance(exc, Exception) else UNWRITTEN
             if not isinstance(exc, Exception):
                 raise
+        finally:
+            if group.written is not None:
+                group.written.set()
 
     def _append(self, lines: list[ServeLine]) -> list[str | None]:
         """Write ``lines``; None for each line written, else why it was not."""
