@@ -7,7 +7,6 @@ simulator all read these tables; nothing else spells out what an event is.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,7 @@ class EventInfo:
     emitted: bool = True
     sample_data: dict[str, object] = field(default_factory=dict)
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self) -> dict[str, object]:
         """This event as a HookEventDefinition (``GET /agents/hook-events``)."""
         return {"event": self.event, "description": self.description, "can_gate": self.can_gate}
 
@@ -36,7 +35,7 @@ class BuiltinInfo:
     description: str
     events: tuple[str, ...]
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self) -> dict[str, object]:
         """This builtin as a BuiltinHookDefinition."""
         return {"name": self.name, "description": self.description, "events": list(self.events)}
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,7 +48,7 @@ class LifecycleHooks(_Strict):
             event: hook for event in NexusEvent if (hook := getattr(self, event.value)) is not None
         }
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, object]:
         """The object as written on the wire, without undeclared events."""
         return self.model_dump(mode="json", exclude_none=True)
 
@@ -67,7 +66,7 @@ class HookTaskInput(_Strict):
     overshoot_bytes: int | None = None
     overshoot_tokens: int | None = None
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, object]:
         """The input as sent, keeping ``conversation_public_id`` even when null."""
         data = self.model_dump(mode="json", exclude_none=True)
         data["conversation_public_id"] = self.conversation_public_id

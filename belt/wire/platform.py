@@ -60,7 +60,7 @@ class LifecycleHookConfig(_Strict):
         """A gate's resolution on expiry (``allow`` unless declared)."""
         return self.default_resolution or InterruptResolution.ALLOW
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, object]:
         """The declaration as it is written on the wire, without unset keys."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
 
