@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from belt.dialects.platform.builtins.suggest import quiet_items
 from belt.engine.api import run_scenario, show_run
-from belt.handlers.builtin import quiet_items
 from belt.records.registry import list_entries
 from belt.render import transcript_lines
 from belt.store import open_store

@@ -173,7 +173,8 @@ class HookRun:
     resource_id: str | None = None
     """What the event is about: the tool invocation of an ``agent.tool_call``."""
     review: Any = None
-    """What a ``belt:extract`` run asks the engine to review (a ``handlers.builtin.Review``)."""
+    """What a ``belt:extract`` run asks the loop to review (a ``Review`` of
+    ``belt.dialects.platform.builtins.extract``)."""
     warnings: list[str] = field(default_factory=list)
     """What was ignored in the handler's answer (its unknown keys)."""
 

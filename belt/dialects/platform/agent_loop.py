@@ -27,6 +27,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import ValidationError
 
 from belt import tracing
+from belt.dialects.platform.builtins import BUILTINS
+from belt.dialects.platform.builtins.extract import Review
+from belt.dialects.platform.builtins.suggest import QUIET_TURNS, SUGGEST
+from belt.dialects.platform.children import Children, children_of
+from belt.dialects.platform.reviews import REVIEW, start_review
+from belt.dialects.platform.tasks import TASK, start_task
 from belt.effects import (
     DEFAULT_TOOL_DENY_REASON,
     Outcome,
@@ -36,7 +42,6 @@ from belt.effects import (
     transcript_content,
     url_host,
 )
-from belt.engine.children import Children, children_of
 from belt.engine.dispatch import (
     Dispatcher,
     EventResult,
@@ -46,19 +51,9 @@ from belt.engine.dispatch import (
     leaves_transcript_row,
     routes_from_wire,
 )
-from belt.engine.reviews import REVIEW, start_review
 from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, ToolCallSpec
 from belt.engine.simulation import End, Execution, SimStatus, record_simulation, refuse_pending
-from belt.engine.tasks import TASK, start_task
 from belt.errors import Conflict, NotFound, UsageError
-from belt.handlers.builtin import (
-    EXTRACT,
-    QUIET_TURNS,
-    SUGGEST,
-    Review,
-    extraction,
-    suggestion,
-)
 from belt.handlers.inprocess import Located
 from belt.records.chats import disabled
 from belt.records.ids import new_id, now_iso
@@ -876,29 +871,8 @@ class PlatformLoop:
     # -- builtins ---------------------------------------------------------------------------
 
     def run_builtin(self, hook_run: HookRun, payload: dict[str, Any]) -> None:
-        """Run ``belt:suggest`` or ``belt:extract`` for the event being fired."""
-        agent = self.scenario.agent
-        recorder = self.sim.recorder
-        if hook_run.hook.handler == SUGGEST:
-            hook_run.response = suggestion(
-                self.sim.store,
-                owner=agent.owner,
-                agent_id=self.sim.agent_id,
-                prompt=self.prompt(),
-                suggested=self.suggested(),
-                turn=int(payload["turn_count"]),
-            )
-        elif hook_run.hook.handler == EXTRACT:
-            last = int(recorder.chat.get("last_review_order", -1))
-            hook_run.review = extraction(
-                event=str(payload["event"]),
-                chat=recorder.chat,
-                since_last_review=recorder.messages[last + 1 :],
-                run_id=payload.get("run_id"),
-                agent_id=self.sim.agent_id,
-                owner=agent.owner,
-                user_team=self.scenario.user_team,
-            )
+        """Run the builtin the hook names (``belt:suggest``, ``belt:extract``) on the event."""
+        BUILTINS[str(hook_run.hook.handler)](self, hook_run, payload)
 
     def prompt(self) -> str:
         """The prompt of the turn being fired: the text of its run's input message."""

@@ -2,7 +2,7 @@
 
 A task hook's handler creates a chat of the agent it names, whose first message is the hook
 payload (``belt.handlers.task``); the engine then runs that chat as a child simulation
-(``belt.engine.children``): the scenario scripts the agent (``[agents."ns/name"]``, its own model
+(``belt.dialects.platform.children``): the scenario scripts the agent (``[agents."ns/name"]``, its own model
 turns and tool calls; an agent without a script acknowledges the task). The loop that fired the
 hook does not wait for the task's run.
 
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
-from belt.engine.children import ChildOrigin, Children, record_child, unfinished
+from belt.dialects.platform.children import ChildOrigin, Children, record_child, unfinished
 from belt.engine.scenario import AgentScript, ModelTurnSpec, StoredTurn
 from belt.records.messages import MESSAGES
 from belt.wire.enums import HookHandlerType

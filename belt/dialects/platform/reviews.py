@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from belt.engine.children import ChildOrigin, Children, record_child, unfinished
+from belt.dialects.platform.builtins.extract import EXTRACT, Review
+from belt.dialects.platform.children import ChildOrigin, Children, record_child, unfinished
 from belt.engine.scenario import ReviewScript
-from belt.handlers.builtin import EXTRACT, Review
 from belt.records.chats import create_chat, set_outputs
 from belt.records.messages import Recorder
 from belt.records.runs import Run

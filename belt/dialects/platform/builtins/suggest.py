@@ -1,44 +1,28 @@
-"""Builtin handlers: ``belt:suggest`` and ``belt:extract``, against the owner's local registry.
+"""The builtin ``belt:suggest``, against the owner's local registry, as the platform's does.
 
-They answer the hook the way the platform's builtins do. ``belt:suggest`` searches the owner's
-registry for the turn's prompt and answers with an injection for one turn naming what it put in
-front of the model (``items``); ``belt:extract`` answers at once and returns the review to do, as
-data: the engine runs the review branch (a handler never runs the engine).
+It searches the owner's registry for the turn's prompt and answers with an injection for one turn
+naming what it put in front of the model (``items``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from belt.store import Store
 from belt.wire.platform import ContextInjection, LifecycleHookResponse
 
 if TYPE_CHECKING:
+    from belt.dialects.platform.agent_loop import PlatformLoop
+    from belt.engine.dispatch import HookRun
     from belt.records.registry import Match
 
 SUGGEST = "belt:suggest"
-EXTRACT = "belt:extract"
 QUIET_TURNS = 15
 """A resource suggested at one turn is not suggested again in the same chat for this many turns
 after it: suggested at turn t, it is not offered at turns t + 1 to t + 15 and may come back at
 turn t + 16."""
 PREVIEW_CHARS = 400
-FINISH = "finish"
-"""The tool an agent calls to end its work: a turn that only calls it did no work."""
-
-
-@dataclass(frozen=True)
-class Review:
-    """A review ``belt:extract`` asks for: of ``chat_id`` up to the message ``ancestor``."""
-
-    event: str
-    chat_id: str
-    run_id: str | None
-    ancestor: str
-    agent_id: str
-    owner: str
 
 
 def quiet_items(suggested: Mapping[str, int], turn: int) -> list[str]:
@@ -94,33 +78,13 @@ def injection_text(owner: str, matches: Sequence[Match]) -> str:
     return "\n".join(lines)
 
 
-def did_work(message: Mapping[str, Any]) -> bool:
-    """True for an assistant turn that did more than call ``finish``."""
-    if message.get("role") != "assistant":
-        return False
-    said = any((c or {}).get("text") for c in message.get("content") or [])
-    calls = [i.get("function", {}).get("name") for i in message.get("tool_invocations") or []]
-    return said or any(name != FINISH for name in calls)
-
-
-def extraction(
-    *,
-    event: str,
-    chat: Mapping[str, Any],
-    since_last_review: Sequence[Mapping[str, Any]],
-    run_id: str | None,
-    agent_id: str,
-    owner: str,
-    user_team: str,
-) -> Review | None:
-    """``belt:extract``: the review to do, or None.
-
-    Only chats whose user is a member of the owning team are reviewed, and only when the agent
-    has done work since the last review.
-    """
-    if user_team != owner or not since_last_review:
-        return None
-    if not any(did_work(message) for message in since_last_review):
-        return None
-    ancestor = str(since_last_review[-1]["id"])
-    return Review(event, str(chat["id"]), run_id, ancestor, agent_id, owner)
+def run(loop: PlatformLoop, hook_run: HookRun, payload: dict[str, Any]) -> None:
+    """Answer the hook: a suggestion for the prompt of the turn being fired."""
+    hook_run.response = suggestion(
+        loop.sim.store,
+        owner=loop.scenario.agent.owner,
+        agent_id=loop.sim.agent_id,
+        prompt=loop.prompt(),
+        suggested=loop.suggested(),
+        turn=int(payload["turn_count"]),
+    )

@@ -1,0 +1,75 @@
+"""The builtin ``belt:extract``, as the platform's does: it answers at once and returns the
+review to do, as data; the loop runs the review branch (``belt.dialects.platform.reviews``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from belt.dialects.platform.agent_loop import PlatformLoop
+    from belt.engine.dispatch import HookRun
+
+EXTRACT = "belt:extract"
+FINISH = "finish"
+"""The tool an agent calls to end its work: a turn that only calls it did no work."""
+
+
+@dataclass(frozen=True)
+class Review:
+    """A review ``belt:extract`` asks for: of ``chat_id`` up to the message ``ancestor``."""
+
+    event: str
+    chat_id: str
+    run_id: str | None
+    ancestor: str
+    agent_id: str
+    owner: str
+
+
+def did_work(message: Mapping[str, Any]) -> bool:
+    """True for an assistant turn that did more than call ``finish``."""
+    if message.get("role") != "assistant":
+        return False
+    said = any((c or {}).get("text") for c in message.get("content") or [])
+    calls = [i.get("function", {}).get("name") for i in message.get("tool_invocations") or []]
+    return said or any(name != FINISH for name in calls)
+
+
+def extraction(
+    *,
+    event: str,
+    chat: Mapping[str, Any],
+    since_last_review: Sequence[Mapping[str, Any]],
+    run_id: str | None,
+    agent_id: str,
+    owner: str,
+    user_team: str,
+) -> Review | None:
+    """``belt:extract``: the review to do, or None.
+
+    Only chats whose user is a member of the owning team are reviewed, and only when the agent
+    has done work since the last review.
+    """
+    if user_team != owner or not since_last_review:
+        return None
+    if not any(did_work(message) for message in since_last_review):
+        return None
+    ancestor = str(since_last_review[-1]["id"])
+    return Review(event, str(chat["id"]), run_id, ancestor, agent_id, owner)
+
+
+def run(loop: PlatformLoop, hook_run: HookRun, payload: dict[str, Any]) -> None:
+    """Answer the hook: the review of what the chat did since the last one, if any."""
+    recorder = loop.sim.recorder
+    last = int(recorder.chat.get("last_review_order", -1))
+    hook_run.review = extraction(
+        event=str(payload["event"]),
+        chat=recorder.chat,
+        since_last_review=recorder.messages[last + 1 :],
+        run_id=payload.get("run_id"),
+        agent_id=loop.sim.agent_id,
+        owner=loop.scenario.agent.owner,
+        user_team=loop.scenario.user_team,
+    )
