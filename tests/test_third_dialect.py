@@ -175,3 +175,13 @@ def test_a_built_in_name_cannot_be_registered_again() -> None:
 
     with pytest.raises(InvalidInput, match="'nexus': the name of a built-in dialect"):
         dialects.register(Impostor())  # type: ignore[arg-type]
+
+
+def test_the_registry_knows_the_built_in_dialects_and_their_events() -> None:
+    assert dialects.names()[:2] == ("platform", "nexus")
+    assert dialects.known("nexus") and not dialects.known("telex")
+    with pytest.raises(KeyError):
+        dialects.get("telex")
+    assert dialects.speaking("stop").name == "nexus"
+    assert dialects.speaking("agent.tool_call").name == "platform"
+    assert dialects.of({}).name == "platform"  # a record that names no dialect
