@@ -15,6 +15,7 @@ from belt.records.interrupts import list_interrupts
 from belt.records.messages import chat_messages
 from belt.records.runs import CHAT_RUNS, Run, RunView, get_run, listed_runs, run_dto
 from belt.store import Store, check_id
+from belt.wire.dto import InterruptJSON
 from belt.wire.enums import InterruptStatus
 
 
@@ -30,7 +31,7 @@ class ChatView(TypedDict):
     context: object
     output: object
     active_run: RunView | None
-    pending_interrupts: Sequence[Mapping[str, object]]
+    pending_interrupts: list[InterruptJSON]
     created_at: object
     updated_at: object
     chat_messages: NotRequired[Sequence[Mapping[str, object]]]
