@@ -8,11 +8,11 @@ most ``GROUP_TURNS`` turns of the event loop. When it cannot tell, the first lin
 queues the group's writer with ``call_soon``, behind every callback already queued (the requests
 ready in the same turn hand in their lines first), and the writer waits one turn more, and more
 while lines keep joining, at most ``GROUP_TURNS``. Either way the group's lines go in one append
-of the store (one lock, one write), and a request waits a turn at a time
-(``asyncio.sleep(0)``) behind the writer, so it goes on in the turn its line is written: it is
-answered only once the append that holds its line has returned. A line is so as durable as one
-appended alone (written to the file, not fsynced: docs/serve.md, "The journal"), and a server
-killed after answering has its line on disk.
+of the store (one lock, one write). A request waits its first turns a turn at a time
+(``asyncio.sleep(0)``) behind the writer, so it goes on in the turn its line is written, then
+for the group's event; it is answered only once the append that holds its line has returned.
+A line is so as durable as one appended alone (written to the file, not fsynced: docs/serve.md,
+"The journal"), and a server killed after answering has its line on disk.
 """
 
 from __future__ import annotations
