@@ -64,21 +64,6 @@ def waiting(run: Run) -> bool:
     return run.get("state") == AgentRunState.INPUT_REQUIRED or parked(run)
 
 
-DTO_FIELDS = (
-    "id",
-    "agent_id",
-    "chat_id",
-    "state",
-    "error",
-    "interrupt_reason",
-    "interrupt_tool_id",
-    "interrupt_meta",
-    "created_at",
-    "updated_at",
-)
-"""The AgentRunDTO fields of a stored run, in wire order."""
-
-
 class Run(TypedDict):
     """A stored run (kind ``run``): the AgentRunDTO's fields and what belt continues it from."""
 
@@ -159,6 +144,10 @@ class RunView(TypedDict, total=False):
     created_at: object
     updated_at: object
     interrupted: bool
+
+
+DTO_FIELDS = tuple(name for name in RunView.__annotations__ if name != "interrupted")
+"""The AgentRunDTO fields of a stored run, in wire order (``RunView``'s)."""
 
 
 class Cancelled(Exception):
