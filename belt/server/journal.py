@@ -8,9 +8,9 @@ most ``GROUP_TURNS`` turns of the event loop. When it cannot tell, the first lin
 queues the group's writer with ``call_soon``, behind every callback already queued (the requests
 ready in the same turn hand in their lines first), and the writer waits one turn more, and more
 while lines keep joining, at most ``GROUP_TURNS``. Either way the group's lines go in one append
-of the store (one lock, one write). A request waits its first turns a turn at a time
-(``asyncio.sleep(0)``) behind the writer, so it goes on in the turn its line is written, then
-for the group's event; it is answered only once the append that holds its line has returned.
+of the store (one lock, one write). A request waits a turn at a time (``asyncio.sleep(0)``)
+behind the writer, so it goes on in the turn its line is written; it is answered only once the
+append that holds its line has returned.
 A line is so as durable as one appended alone (written to the file, not fsynced: docs/serve.md,
 "The journal"), and a server killed after answering has its line on disk.
 """
@@ -55,14 +55,11 @@ _MILLISECONDS = [f"{n:03d}" for n in range(1000)]
 GROUP_TURNS = 4
 """The most turns of the event loop a group waits for lines (while more are coming)."""
 
-PARKED_TURNS = 2
-"""The turns a request waits a turn at a time for its group, before it waits to be woken."""
-
 
 class _Group:
     """The lines handed in since a group began, and once they are written, what each got."""
 
-    __slots__ = ("lines", "looked", "results", "turns", "written")
+    __slots__ = ("lines", "looked", "results", "turns")
 
     def __init__(self, line: ServeLine) -> None:
         self.lines = [line]
@@ -72,9 +69,6 @@ class _Group:
         self.results: list[str | BaseException | None] | None = None
         """Once the group is written: None for each line written, else why not (or what the
         store raised, for the request that began the group)."""
-        self.written: asyncio.Event | None = None
-        """Set once the group is written, for the requests that waited longer than it mostly
-        takes (made for the first of them)."""
 
 
 class GroupJournal:
@@ -105,18 +99,8 @@ class GroupJournal:
         else:
             index = len(group.lines)
             group.lines.append(line)
-        # A group is mostly written within two turns: the request waits them a turn at a time
-        # (going on in the turn its line is written, woken by nothing), and longer for the
-        # group's event (woken once, rather than on every turn the group waits).
-        for _ in range(PARKED_TURNS):
+        while group.results is None:  # at most GROUP_TURNS turns
             await asyncio.sleep(0)
-            if group.results is not None:
-                break
-        else:
-            if group.written is None:
-                group.written = asyncio.Event()
-            await group.written.wait()
-        assert group.results is not None
         result = group.results[index]
         if isinstance(result, BaseException):
             raise result
@@ -144,9 +128,6 @@ class GroupJournal:
             group.results[0] = exc if isinstance(exc, Exception) else UNWRITTEN
             if not isinstance(exc, Exception):
                 raise
-        finally:
-            if group.written is not None:
-                group.written.set()
 
     def _append(self, lines: list[ServeLine]) -> list[str | None]:
         """Write ``lines``; None for each line written, else why it was not."""
