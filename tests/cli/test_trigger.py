@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from belt.check.report import trigger_command
 from belt.policy import load_policy
 from belt.server.app import create_app
 from belt.server.deciders import policy_decider
 from belt.store import Store
-from belt.trigger import command_line
 from tests import pyhooks
 from tests.cli.runner import belt
 from tests.hookapp import HookApp, hook_app
@@ -228,7 +228,7 @@ PAYLOAD = {
 def test_a_payload_printed_as_a_command_runs_as_printed() -> None:
     # The reproducer `belt check` prints is this command line; split as a shell splits it, it
     # sends exactly the payload again.
-    command = command_line("agent.tool_call", "py:tests.pyhooks:keep", PAYLOAD)
+    command = trigger_command("agent.tool_call", "py:tests.pyhooks:keep", PAYLOAD)
     assert command.startswith("belt trigger agent.tool_call --to py:tests.pyhooks:keep --payload '")
     assert command.isprintable()  # controls, bidi overrides and separators as JSON escapes
     argv = shlex.split(command)
@@ -239,7 +239,7 @@ def test_a_payload_printed_as_a_command_runs_as_printed() -> None:
     assert result.json()["payload"] == PAYLOAD
     # In a real shell too (bash, as a user pastes it), and to a webhook.
     with hook_app() as app:
-        shell = command_line("agent.tool_call", f"{app.url}/hooks", PAYLOAD)
+        shell = trigger_command("agent.tool_call", f"{app.url}/hooks", PAYLOAD)
         done = subprocess.run(
             ["bash", "-c", shell.replace("belt", f"{shlex.quote(sys.executable)} -m belt", 1)],
             capture_output=True,
