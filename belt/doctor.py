@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 
 from belt import dialects
 from belt.declarations import Declaration, check_document, read_declaration
-from belt.dialects.nexus.scenarios import LoadedNexusScenario
 from belt.effects import handler_label, is_in_process, is_loopback_host, url_host
 from belt.engine.dispatch import load_located
 from belt.engine.scenario import LoadedScenario, scenario_from_document
@@ -183,9 +182,10 @@ def read_scenario(doc: dict[str, object], path: Path) -> Declared | Declaration:
     if isinstance(loaded, LoadedScenario):
         report = Declaration(source, loaded.dialect, findings, loaded.hooks, shape=SCENARIO)
         return Declared(source, "agent.hooks", loaded.hooks, None, report, loaded.located)
-    if not isinstance(loaded, LoadedNexusScenario):
+    speaks = dialects.get(loaded.dialect)
+    if not speaks.profile_hooks:
         # A dialect of its own: reading its scenario checked it, and its hooks.
-        count = len(dialects.get(loaded.dialect).declared(loaded, None))
+        count = len(speaks.declared(loaded, None))
         report = Declaration(source, loaded.dialect, findings, shape=SCENARIO, count=count)
         return Declared(source, "", [], None, report)
     profile = loaded.profile

@@ -12,15 +12,13 @@ import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Required, TypedDict, cast
+from typing import TYPE_CHECKING, Required, TypedDict, cast
 
 from belt import dialects
 from belt.text import short
 
 if TYPE_CHECKING:
-    from belt.engine.hooksummary import HookSummary
-    from belt.records.executions import ExecutionEntry
-    from belt.records.hooktasks import HookTask
+    from belt.dialects.simreport import Delivery, HookSummary, ReportRun, SimReport
     from belt.records.messages import Message
     from belt.replay import ReplayOutline, RowJSON, SavedTests
     from belt.wire.dto import InterruptJSON, WatchEvent
@@ -28,174 +26,13 @@ if TYPE_CHECKING:
 Lines = list[tuple[str, str]]
 
 
-class Parent(TypedDict):
-    """The hook call a task chat or a review branch was started by."""
-
-    run_id: str
-    chat_id: str
-    hook_event: str
-
-
-class Loaded(TypedDict, total=False):
-    """One file a scenario's registry directory loaded, and what saving it did."""
-
-    action: Required[str]
-    name: str
-    kind: str
-    id: str
-    version: int
-
-
-class RegistryLoad(TypedDict):
-    """What a scenario's registry directory loaded, into which owner's registry."""
-
-    owner: str
-    directory: str
-    entries: list[Loaded]
-
-
-class Head(TypedDict, total=False):
-    """A report's ``simulation``: what the transcript's heading and tail read of it."""
-
-    dialect: str
-    kind: str
-    parent: Parent
-    registry: RegistryLoad
-    ephemeral: bool
-    interrupted: bool
-    turns_left: int
-    resume_run: str
-
-
-class Attention(TypedDict):
-    """Why a Nexus run is on an attention hold: which hook task failed."""
-
-    event: str
-    task_key: str
-    reason: str
-    detail: str
-    tool: str
-
-
-class FrozenHook(TypedDict, total=False):
-    """A hook a Nexus execution froze onto its run."""
-
-    tool: Required[str]
-    timeout_ms: Required[int]
-    max_continuations: int
-
-
-class Origin(TypedDict, total=False):
-    """Where a Nexus run's profile came from."""
-
-    reused_from: str
-    source: str
-    revision: int
-    hooks_from: object
-
-
-class ReportRun(TypedDict, total=False):
-    """A run as a report lists it (``run_dto`` and the dialect's fields)."""
-
-    id: Required[str]
-    state: Required[str]
-    interrupted: bool
-    attention: Attention | None
-    hooks: dict[str, FrozenHook] | None
-    profile: Origin | None
-
-
-class Review(TypedDict, total=False):
-    """What a review by ``belt:extract`` did."""
-
-    outcomes: list[dict[str, str]]
-    note: str
-    ancestor: str
-
-
-class Child(TypedDict, total=False):
-    """A task chat or review branch a simulation started, with its runs."""
-
-    chat_id: Required[str]
-    parent: Required[Parent]
-    runs: list[ReportRun]
-    agent: str
-    review: Review
-
-
-class ChatView(TypedDict):
-    """A report's chat: its messages and the gates pending on it."""
-
-    chat_messages: list[Message]
-    pending_interrupts: list[InterruptJSON]
-
-
-class SimReport(TypedDict, total=False):
-    """What the renderer reads of a simulation's report (``belt.engine.report.build_report``,
-    ``belt sim show --json``)."""
-
-    simulation: Required[Head]
-    chat: Required[ChatView]
-    runs: Required[list[ReportRun]]
-    interrupts: list[InterruptJSON]
-    hook_executions: list[Delivery]
-    tasks: list[Child]
-    reviews: list[Child]
-    executions: list[ExecutionEntry]
-    hook_tasks: list[HookTask]
-
-
-def transcript_lines(report: dict[str, Any], *, verbose: bool = False) -> Lines:
+def transcript_lines(report: SimReport, *, verbose: bool = False) -> Lines:
     """The simulation as a conversation: (line, style) pairs for the terminal; ``verbose`` adds
     the hook calls that changed nothing (they leave no row)."""
     return dialects.of(report["simulation"]).transcript_lines(report, verbose=verbose)
 
 
-def platform_lines(given: Mapping[str, object], quiet: list[Delivery] | None = None) -> Lines:
-    """A platform simulation (a ``SimReport``): each run, its messages and hook rows (each under
-    the tool call it was for), and the gates that hold it; ``quiet`` deliveries where they
-    happened."""
-    report = cast(SimReport, given)
-    lines = registry_lines(report)
-    runs = {run["id"]: run for run in report["runs"]}
-    messages = report["chat"]["chat_messages"]
-    current_run = None
-    for message, message_lines_ in conversation(messages, message_lines, quiet or []):
-        run_id = message.get("agent_run_id")
-        if run_id != current_run and run_id in runs:
-            current_run = run_id
-            lines += [("", ""), (f"── run {run_id} · {run_state(runs[run_id])}", "bold")]
-        lines.extend(message_lines_)
-    return lines + task_lines(report) + gate_lines(report) + interrupted_lines(report)
-
-
 Render = Callable[[Mapping[str, object]], Lines]
-
-LOADED = {"created": "created", "versioned": "new version", "skipped": "unchanged"}
-
-
-def registry_lines(report: SimReport) -> Lines:
-    """What the scenario's registry directory loaded, into which owner's registry: each entry
-    created or given a new version, and how many were already there as they are."""
-    registry = report["simulation"].get("registry")
-    if not registry:
-        return []
-    entries = registry.get("entries") or []
-    counts = {
-        label: sum(1 for e in entries if e.get("action") == action)
-        for action, label in LOADED.items()
-    }
-    said = ", ".join(f"{count} {label}" for label, count in counts.items() if count) or "none"
-    head = f"── registry {registry['owner']}: {len(entries)} entries loaded from "
-    lines: Lines = [("", ""), (f"{head}{registry['directory']} ({said})", "bold")]
-    for entry in entries:
-        action = entry.get("action")
-        version = f" v{entry['version']}" if action == "versioned" else ""
-        what = f"{entry['name']}  ({entry['kind']}, {entry['id']}{version})"
-        lines += (
-            [] if action == "skipped" else [(f"  {LOADED.get(str(action), '?'):<11} {what}", "dim")]
-        )
-    return lines
 
 
 def conversation(
@@ -251,37 +88,6 @@ def with_hooks_under_tools(message: Message, lines: Lines, under: dict[str, Line
     for position, invocation in zip(tool_lines, invocations, strict=True):
         out += [lines[position], *under.get(str(invocation["id"]), [])]
     return out
-
-
-class Delivery(TypedDict, total=False):
-    """A ``hook.executed`` record as a transcript shows it (``belt.records.runs.RunEvent``),
-    with the tool call it was for or the message it followed."""
-
-    hook_event: str
-    handler: str
-    handler_type: str
-    decision: str
-    error: str | None
-    injected: bool
-    routed_to: str
-    duration_ms: float
-    invocation_id: str
-    after_message: str
-
-
-def quiet_deliveries(report: Mapping[str, object]) -> list[Delivery]:
-    """The hook calls of a ``SimReport`` that changed nothing and so left no row: allowed with
-    nothing injected, and every async call."""
-    return [
-        record
-        for record in cast(SimReport, report).get("hook_executions") or []
-        if record.get("async")
-        or not (
-            record.get("error")
-            or record.get("injected")
-            or (record.get("decision") and record.get("decision") != "allow")
-        )
-    ]
 
 
 def handler_text(hook: Mapping[str, object], routed_to: object = None) -> str:
@@ -363,31 +169,6 @@ def message_lines(row: Mapping[str, object]) -> Lines:
     return []
 
 
-def task_lines(report: SimReport) -> Lines:
-    """The chats task hooks started, and how their runs went; or the chat a task chat serves."""
-    lines: Lines = []
-    if parent := report["simulation"].get("parent"):
-        kind = report["simulation"].get("kind") or "task"
-        where = f"in run {parent['run_id']} (chat {parent['chat_id']})"
-        lines += [("", ""), (f"{kind} chat of {parent['hook_event']} {where}", "dim")]
-    if tasks := report.get("tasks") or []:
-        lines += [("", ""), (f"── {len(tasks)} task chat(s) started by hooks", "bold")]
-    for task in tasks:
-        runs = ", ".join(f"run {r['id']} {r['state']}" for r in task["runs"]) or "not run"
-        style = "red" if any(r["state"] != "completed" for r in task["runs"]) else ""
-        chat = f"{task['agent']}: chat {task['chat_id']} · {runs}"
-        lines.append((f"  task     {task['parent']['hook_event']} → {chat}", style))
-    if reviews := report.get("reviews") or []:
-        lines += [("", ""), (f"── {len(reviews)} review(s) by belt:extract", "bold")]
-    for review in reviews:
-        record = review.get("review") or {}
-        done = ", ".join(f"{o['action']} {o['name']}" for o in record.get("outcomes") or [])
-        what = done or record.get("note") or "no candidates"
-        branch = f"branch {review['chat_id']} (from {record.get('ancestor')})"
-        lines.append((f"  review   {review['parent']['hook_event']} → {branch}: {what}", ""))
-    return lines
-
-
 def run_state(run: ReportRun) -> str:
     """A run's state as the transcript heading shows it."""
     if run.get("interrupted"):
@@ -422,33 +203,6 @@ def interrupted_lines(report: SimReport) -> Lines:
             (f"  belt sim resume {simulation['resume_run']}", ""),
         ]
     return lines
-
-
-def gate_lines(report: SimReport) -> Lines:
-    """Where a gate holds the run: the interrupt and the exact commands to go on."""
-    pending = report["chat"]["pending_interrupts"]
-    if not pending:
-        return []
-    run_id = pending[0]["run_id"]
-    lines: Lines = [
-        ("", ""),
-        (f"⏸ run {run_id} is waiting at {len(pending)} gate(s):", "bold yellow"),
-    ]
-    for interrupt in pending:
-        data = (interrupt.get("meta") or {}).get("data") or {}
-        what = (
-            f" {data['tool']}({short(data.get('arguments') or {}, 50)})" if "tool" in data else ""
-        )
-        held = f"{interrupt['source']}{what}  expires {interrupt['expires_at']}"
-        lines.append((f"  {interrupt['id']}  {held}", "yellow"))
-    commands = [
-        # A client tool's result is the resolution's data (what POST /tools/{id} stores).
-        f"""belt interrupt resolve {i["id"]} allow --data '{{"result": "…"}}'"""
-        if i.get("reason") == "client_tool"
-        else f"belt interrupt resolve {i['id']} allow   # or deny"
-        for i in pending
-    ]
-    return lines + settle_lines(report, run_id, commands, "gate", "settle its gates")
 
 
 def settle_lines(

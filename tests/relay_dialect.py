@@ -27,6 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from belt.dialects import Call, Declared, Dialect, HookRun
 from belt.engine.simulation import End, Execution, SimStatus, record_simulation
 from belt.errors import InvalidInput, UsageError
+from belt.records.runs import Run
+from belt.records.sims import Sim
 
 NAME = "relay"
 EVENTS = ("turn.start", "turn.end")
@@ -117,7 +119,7 @@ class RelayLoop:
     @classmethod
     def create(
         cls, store: Any, loaded: Any, *, fail_closed: bool = False, routes: Sequence[Any] = ()
-    ) -> dict[str, Any]:
+    ) -> Sim:
         scenario = loaded.scenario.model_dump(mode="json")
         return record_simulation(
             store, dialect=cls.name, loaded=loaded, agent={"dialect": cls.name}, scenario=scenario
@@ -164,7 +166,7 @@ class RelayLoop:
     def resumable(self, run: Any, interrupted: bool) -> Execution:
         return Execution(int(run.data["turn_index"]), run, dict(run.execution))
 
-    def resume_fields(self) -> dict[str, Any]:
+    def resume_fields(self) -> dict[str, None]:
         return {}
 
     def ended(self, execution: Execution, end: End) -> None:
@@ -178,21 +180,22 @@ class RelayLoop:
         return ()
 
     @classmethod
-    def run_tags(cls, run: dict[str, Any]) -> dict[str, Any]:
+    def run_tags(cls, run: Run) -> dict[str, object]:
         return {}
 
     @classmethod
     def cancel_pending(
-        cls, store: Any, sim: dict[str, Any], run: dict[str, Any], how: str
-    ) -> tuple[str, dict[str, Any]]:
+        cls, store: Any, sim: Sim, run: Run, how: str
+    ) -> tuple[str, dict[str, object]]:
         return f"run {how} by user", {}
 
     @classmethod
-    def mark_ended(cls, store: Any, sim: dict[str, Any], run_id: str | None, end: End) -> None:
+    def mark_ended(cls, store: Any, sim: Sim, run_id: str | None, end: End) -> None:
         pass
 
     @classmethod
-    def report_extras(cls, store: Any, sim: dict[str, Any], runs: list[Any]) -> dict[str, Any]:
+    def report_extras(cls, store: Any, sim: Sim, runs: list[Any]) -> dict[str, object]:
+        # Keys of its own, beyond those of the built-in dialects (ReportExtras).
         calls = [call for run in runs for call in (run.get("execution") or {}).get("calls", [])]
         return {"relay_calls": calls}
 
@@ -210,17 +213,18 @@ class RelayDialect:
     )
     hook_states: tuple[str, ...] = ()
     injects = False
+    profile_hooks = False
     outcomes = ("skip", "none", "failed")
 
     def loop(self) -> type[Any]:
         return RelayLoop
 
-    def scenario_problems(self, doc: dict[str, Any]) -> list[str]:
+    def scenario_problems(self, doc: Mapping[str, object]) -> list[str]:
         return []
 
     def load_scenario(
         self,
-        doc: dict[str, Any],
+        doc: Mapping[str, object],
         source: str,
         directory: Path,
         *,

@@ -23,7 +23,7 @@ LAYERS: dict[str, int] = {
     "belt.tracing": 1,
     "belt.text": 1,
     "belt.suggest": 1,
-    "belt.dialects": 1,
+    "belt.dialects": 5,
     "belt.matching": 2,
     "belt.loader": 1,
     "belt.supervisor": 2,

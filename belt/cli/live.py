@@ -7,12 +7,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from belt import output, render
 from belt.errors import ExitCode
+
+if TYPE_CHECKING:
+    from belt.dialects.simreport import SimReport
 
 
 class SimLive:
@@ -51,8 +54,8 @@ class SimLive:
 
         report = show_run(run_id=run_id)
         # The gates are told of below, with the commands for a run that waits (not resume).
-        chat = {**report["chat"], "pending_interrupts": []}
-        lines = render.transcript_lines({**report, "chat": chat}, verbose=self.verbose)
+        shown: SimReport = {**report, "chat": {**report["chat"], "pending_interrupts": []}}
+        lines = render.transcript_lines(shown, verbose=self.verbose)
         output.lines(render.transcript_rest(self.printed, lines))
         self.printed = lines
 
@@ -79,8 +82,8 @@ def terminal() -> bool:
 
 
 def waiting(
-    simulate: Callable[..., tuple[dict[str, Any], list[str]]], live: SimLive, **kwargs: Any
-) -> tuple[dict[str, Any], list[str]]:
+    simulate: Callable[..., tuple[SimReport, list[str]]], live: SimLive, **kwargs: Any
+) -> tuple[SimReport, list[str]]:
     """Run ``simulate`` reporting to ``live``; Ctrl-C while it waits at a gate stops waiting,
     leaves the run held, and prints the commands that go on with that run (exit 130)."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -24,7 +24,7 @@ from belt.text import printable
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState
 
 if TYPE_CHECKING:
-    from belt.engine.hooksummary import HookSummary
+    from belt.dialects.simreport import HookSummary, SimReport
 
 app = typer.Typer(
     help="Run scripted agents whose hooks fire as on the platform.", no_args_is_help=True
@@ -71,7 +71,7 @@ StrictFlag = Annotated[
 
 
 def render(
-    report: dict[str, Any],
+    report: SimReport,
     executed: list[str],
     json_: bool,
     *,

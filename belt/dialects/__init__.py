@@ -16,9 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from importlib import import_module
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from belt.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from belt.dialects.simreport import ReportRun, SimReport
 
 PLATFORM = "platform"
 """The dialect of a record or a scenario that names none."""
@@ -59,7 +62,7 @@ class Call(NamedTuple):
     key: Any
     fired: bool
     """Whether it is a call (counted, its latency taken), or only an outcome of one."""
-    record: dict[str, Any]
+    record: Mapping[str, object]
     outcomes: tuple[str, ...]
     tool: str | None = None
 
@@ -101,6 +104,12 @@ class Dialect(Protocol):
         """Whether its hooks inject messages into the context (``injected_tokens`` budgets)."""
 
     @property
+    def profile_hooks(self) -> bool:
+        """Whether a loaded scenario's hooks come from its configuration declaration
+        (``loaded.profile``, a document of the wire's declaration shape, or None), which
+        ``belt hooks doctor`` checks as it checks a declaration file."""
+
+    @property
     def outcomes(self) -> tuple[str, ...]:
         """What a hook's calls can produce, as ``belt test --coverage`` counts them."""
 
@@ -108,12 +117,12 @@ class Dialect(Protocol):
         """The driver's loop of this dialect (``belt.engine.simulation.Dialect``): how each step
         of a turn runs its hooks, builds their payloads and turns their answers into decisions."""
 
-    def scenario_problems(self, doc: dict[str, Any]) -> list[str]:
+    def scenario_problems(self, doc: Mapping[str, object]) -> list[str]:
         """Keys of a scenario document that belong to another dialect, each with a message."""
 
     def load_scenario(
         self,
-        doc: dict[str, Any],
+        doc: Mapping[str, object],
         source: str,
         directory: Path,
         *,
@@ -124,42 +133,42 @@ class Dialect(Protocol):
         """A checked scenario of this dialect (its ``dialect`` the dialect's name), the files it
         names found from ``directory`` (unless not ``locate``); InvalidInput naming the key."""
 
-    def turns(self, report: dict[str, Any]) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    def turns(self, report: SimReport) -> tuple[dict[str, int], list[ReportRun]]:
         """The scenario turn each run of a simulation report answers (by run id), and the runs
         of the scenario's own chat in order (a run's record, or what stands for it)."""
 
     def run_of_turn(
-        self, report: dict[str, Any], turn: int, turn_of: Mapping[str, int]
-    ) -> dict[str, Any] | None:
+        self, report: SimReport, turn: int, turn_of: Mapping[str, int]
+    ) -> ReportRun | None:
         """The run of scenario turn ``turn`` (``turn_of`` from :meth:`turns`)."""
 
-    def hook_runs(self, report: dict[str, Any]) -> list[HookRun]:
+    def hook_runs(self, report: SimReport) -> list[HookRun]:
         """Every hook run on an event, as an ``event`` expectation reads it."""
 
-    def hook_calls(self, report: dict[str, Any]) -> list[tuple[Any, Any, dict[str, Any]]]:
+    def hook_calls(self, report: SimReport) -> list[tuple[object, object, Mapping[str, object]]]:
         """Every hook call, async ones too: (event, handler, its record, which has
         ``latency_ms`` or ``duration_ms``)."""
 
     def fired(
         self,
-        report: dict[str, Any],
+        report: SimReport,
         event: str,
-        runs: list[dict[str, Any]],
+        runs: list[ReportRun],
         in_turn: Callable[[Any], bool],
     ) -> int:
         """How many times the ``runs`` of the scenario's chat reached the boundary of ``event``
         (a run id counts where ``in_turn`` holds)."""
 
-    def unnamed_failures(self, report: dict[str, Any]) -> bool:
+    def unnamed_failures(self, report: SimReport) -> bool:
         """Whether a hook call's error fails a test that names no expectation of it."""
 
-    def declared(self, loaded: Any, report: dict[str, Any] | None) -> list[Declared]:
+    def declared(self, loaded: Any, report: SimReport | None) -> list[Declared]:
         """The hooks a loaded scenario declares (and its report says it used), for coverage."""
 
-    def calls(self, report: dict[str, Any]) -> list[Call]:
+    def calls(self, report: SimReport) -> list[Call]:
         """Each hook call of a report as coverage counts it against :meth:`declared`."""
 
-    def transcript_lines(self, report: dict[str, Any], *, verbose: bool) -> list[tuple[str, str]]:
+    def transcript_lines(self, report: SimReport, *, verbose: bool) -> list[tuple[str, str]]:
         """A simulation report as a conversation: (line, style) pairs for ``belt.output``;
         ``verbose`` adds the hook calls that changed nothing."""
 

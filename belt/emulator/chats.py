@@ -27,13 +27,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from belt.dialects import loop_of
-from belt.dialects.platform.agent_loop import PlatformLoop, stored_hooks
+from belt.dialects.platform.agent_loop import PlatformLoop  # the emulator drives platform agents
 from belt.emulator.agents import AgentDefinition, AgentFiles, ToolSetting, agent_from_config
 from belt.emulator.modelscript import ModelScript
 from belt.engine.api import resume_settled
 from belt.engine.hooksummary import run_hook_summary, summary_line
 from belt.engine.scenario import AgentSpec, LoadedScenario, Scenario, ToolCallSpec, TurnSpec
-from belt.engine.simrecord import stop_run
+from belt.engine.simrecord import stop_run, stored_hooks
 from belt.engine.simulation import Options, Simulation, record_simulation
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.changes import watching
@@ -184,7 +184,7 @@ def create_emulated(
     agent: AgentDefinition,
     script: ModelScript,
     context: dict[str, str] | None,
-) -> dict[str, object]:
+) -> Sim:
     """Record a new emulated chat of ``agent``: its simulation, agent, chat and hooks."""
     scenario = Scenario.model_construct(agent=agent.spec, turns=[])
     loaded = LoadedScenario("", scenario, agent.hooks)
@@ -211,9 +211,9 @@ def create_emulated(
         emulated=True,
         tools={name: asdict(setting) for name, setting in agent.tools.items()},
     )
-    write_hooks(store, str(sim["id"]), {"hooks": [h.to_wire() for h in agent.hooks]})
+    write_hooks(store, sim["id"], {"hooks": [h.to_wire() for h in agent.hooks]})
     if context:
-        update_chat(store, str(sim["chat_id"]), context=context)
+        update_chat(store, sim["chat_id"], context=context)
     return sim
 
 

@@ -29,6 +29,7 @@ from belt.store import MemoryStore, open_store
 from belt.store.clock import timestamp, using
 
 if TYPE_CHECKING:
+    from belt.dialects.simreport import SimReport
     from belt.engine.report import RunRow
     from belt.engine.simulation import Options
     from belt.records.reports import Reporter
@@ -148,7 +149,7 @@ def run_scenario(
     offline: bool = False,
     clock: datetime | None = None,
     ephemeral: bool = False,
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[SimReport, list[str]]:
     """Run a scenario file; returns the simulation's report and the ids of the runs executed.
 
     With ``ephemeral`` it runs on a store in memory (``belt.store.memory``): nothing is
@@ -250,7 +251,7 @@ def resume_run(
     executors: list[str] | None = None,
     report: Reporter | None = None,
     wait: bool = False,
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[SimReport, list[str]]:
     """Resume a run held at gates or on an attention hold (``run_id`` as ``named_run`` takes
     it, or the ``last``); returns the report and runs executed."""
     with collector_paused():  # Start-up: the engine's modules, see belt.loader
@@ -274,7 +275,7 @@ def resume_run(
     return build_report(store, sim), executed
 
 
-def show_run(*, run_id: str | None = None, last: bool = False) -> dict[str, Any]:
+def show_run(*, run_id: str | None = None, last: bool = False) -> SimReport:
     """The report of the simulation a run belongs to (``run_id`` as ``named_run`` takes it, or
     the ``last``)."""
     from belt.engine.report import build_report  # noqa: PLC0415 - start-up: only what this entry point runs

@@ -10,8 +10,9 @@ from the ``hook.executed`` records of a simulation's runs, so ``belt sim run``, 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
+from belt.dialects.simreport import HandlerTally, HookSummary
 from belt.effects import Outcome, effect_text, outcome
 from belt.handlers.webhook import likely_fix
 from belt.records.runs import run_events
@@ -30,34 +31,6 @@ HOOK_FAILURE_HINT = (
     'hook_errors = "allow" at the top of the scenario'
 )
 """What a ``belt test`` scenario whose hook calls failed unnamed can do about it."""
-
-
-class HandlerTally(TypedDict):
-    """One handler's calls in a summary, with its first error and the likely fix of it."""
-
-    handler: str
-    handler_type: str
-    calls: int
-    failed: int
-    counted_allow: int
-    counted_deny: int
-    first_error: str | None
-    fix: str | None
-
-
-class HookSummary(TypedDict):
-    """The closing summary of hook calls (``hook_summary`` of a report)."""
-
-    calls: int
-    failed: int
-    counted_allow: int
-    counted_deny: int
-    handlers: list[HandlerTally]
-    failures: list[dict[str, object]]
-    """The failed calls listed one by one (``error``, ``counted_as``, ``async``)."""
-    warned: int
-    warnings: list[dict[str, object]]
-    """The calls whose answer was partly ignored (``warning``)."""
 
 
 def counted_as(record: Mapping[str, Any]) -> str:

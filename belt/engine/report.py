@@ -7,7 +7,7 @@ both show the same thing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from belt.dialects import loop_of
 from belt.engine.hooksummary import hook_summary
@@ -18,13 +18,16 @@ from belt.records.sims import Sim, read_scenario, read_sim
 from belt.records.views import chat_dto
 from belt.store import Store
 
+if TYPE_CHECKING:
+    from belt.dialects.simreport import Delivery, Head, ReportChat, ReportRun, SimReport
 
-def build_report(store: Store, sim: Mapping[str, Any]) -> dict[str, Any]:
+
+def build_report(store: Store, sim: Sim) -> SimReport:
     """The whole record of a simulation, names as on the wire."""
     dialect = loop_of(sim)
     fields = dialect.run_fields()
-    runs = sim_runs(store, str(sim["id"]))
-    chat = chat_dto(store, str(sim["chat_id"]), runs=runs, run_fields=fields)
+    runs = sim_runs(store, sim["id"])
+    chat = chat_dto(store, sim["chat_id"], runs=runs, run_fields=fields)
     interrupts = [
         interrupt
         for run in runs
@@ -36,8 +39,10 @@ def build_report(store: Store, sim: Mapping[str, Any]) -> dict[str, Any]:
         for record in run_events(store, run["id"])
         if record.get("type") == "hook.executed"
     ]
-    report: dict[str, Any] = {
-        "simulation": {
+    extras = dialect.report_extras(store, sim, runs)
+    head = cast(
+        "Head",
+        {
             "id": sim["id"],
             "dialect": dialect.name,
             "source": sim.get("source"),
@@ -47,14 +52,16 @@ def build_report(store: Store, sim: Mapping[str, Any]) -> dict[str, Any]:
             **{k: sim[k] for k in ("kind", "clock", "clock_from_wall", "warnings") if sim.get(k)},
             **stranded_fields(store, sim),
         },
-        "chat": chat,
-        "runs": [run_dto(run, fields) for run in runs],
+    )
+    head.update(extras.pop("simulation", {}))
+    report: SimReport = {
+        "simulation": head,
+        "chat": cast("ReportChat", chat),
+        "runs": cast("list[ReportRun]", [run_dto(run, fields) for run in runs]),
         "interrupts": interrupts,
-        "hook_executions": executions,
+        "hook_executions": cast("list[Delivery]", executions),
         "hook_summary": hook_summary(executions),
     }
-    extras = dialect.report_extras(store, sim, runs)
-    report["simulation"].update(extras.pop("simulation", {}))
     report.update(extras)
     return report
 

@@ -3,12 +3,18 @@ changed when ``belt sim stop`` cancels one of its runs."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
+from belt.effects import is_in_process, url_host
+from belt.engine.dispatch import Route, routes_from_wire
 from belt.engine.execution import End, SimStatus
 from belt.errors import Conflict, NotFound
+from belt.handlers.inprocess import Located
 from belt.records import leases
 from belt.records.chats import CHAT, create_chat
 from belt.records.ids import new_id, now_iso
@@ -26,10 +32,21 @@ from belt.records.runs import (
     untag_emulated,
     untag_gated,
 )
-from belt.records.sims import Sim, create_sim, merge_sim, read_sim, write_agent
+from belt.records.sims import (
+    Sim,
+    create_sim,
+    hooks_path,
+    merge_sim,
+    read_hooks,
+    read_sim,
+    write_agent,
+)
 from belt.store import clock
 from belt.store.clock import VirtualClock, parse_timestamp
+from belt.store.store import damaged
 from belt.wire.enums import AgentRunState, ChatStatus, ToolInvocationStatus
+from belt.wire.platform import HookHandlerType, LifecycleHookConfig
+from belt.wire.validate import model_problems
 
 if TYPE_CHECKING:
     from belt.engine.simulation import Dialect
@@ -48,7 +65,7 @@ def record_simulation(
     scenario: Mapping[str, object],
     disable_hooks: bool = False,
     **fields: Any,
-) -> dict[str, Any]:
+) -> Sim:
     """Write a new simulation of a loaded scenario: its agent, its fresh chat, its scenario."""
     stamp = now_iso()
     spec = loaded.scenario.agent
@@ -74,7 +91,7 @@ def record_simulation(
         dialect=dialect,
     )
     # The scenario is written once, apart from the record that changes on every turn.
-    sim = create_sim(
+    return create_sim(
         store,
         {
             "id": sim_id,
@@ -93,7 +110,6 @@ def record_simulation(
         },
         scenario,
     )
-    return dict(sim)
 
 
 def refuse_pending(store: Store, run_id: str, waits: str) -> None:
@@ -163,7 +179,7 @@ def stop_run(
         # The run is cancelled before its pending work, so a simulation waiting on that work stops
         # without ever applying a late result.
         run = cancel_run(store, run_id, force=force, how=how, hint=dialect.stop_hint)
-        text, kept = dialect.cancel_pending(store, dict(sim), dict(run), how)
+        text, kept = dialect.cancel_pending(store, sim, run, how)
         run = merge_run(store, run_id, kept)
         recorder = Recorder(store, str(sim["chat_id"]))
         for message in recorder.messages:
@@ -189,12 +205,70 @@ def stop_run(
                     text=text,
                 )
             ],
-            sim=dialect.run_tags(dict(run)),
+            sim=dialect.run_tags(run),
         )
         if recorder.chat.get("active_run_id") == run_id:
             recorder.update_chat(status=ChatStatus.IDLE.value, active_run_id=None)
         untag_emulated(store, run_id)
     untag_gated(store, run_id)
     merge_sim(store, str(sim["id"]), {"status": SimStatus.CANCELED.value})
-    dialect.mark_ended(store, dict(sim), run_id, End.CANCELED)
+    dialect.mark_ended(store, sim, run_id, End.CANCELED)
     return run_dto(run, dialect.run_fields())
+
+
+def stored_hooks(hooks: list[LifecycleHookConfig]) -> list[dict[str, object]]:
+    """Hooks as the store keeps them: a webhook by its host only, with a digest of its URL."""
+    out = []
+    for hook in hooks:
+        wire = hook.to_wire()
+        url = hook.handler if hook.type == HookHandlerType.WEBHOOK else None
+        if url and not is_in_process(url):
+            wire["handler"] = url_host(url)
+            wire["handler_sha256"] = hashlib.sha256(url.encode()).hexdigest()
+        out.append(wire)
+    return out
+
+
+def reload_hooks(store: Store, sim: Sim) -> tuple[list[LifecycleHookConfig], list[Route]]:
+    """The simulation's hooks with their full webhook URLs, and the routes it was started
+    with (``--route``), from the store's private part.
+
+    Reports, transcripts and the simulation record name a webhook by its host only; the URL is
+    kept apart so that any process can continue the run (``belt sim resume``, ``--wait``,
+    ``belt serve --resume``) even when the scenario file has changed or is gone.
+    """
+    try:
+        private = read_hooks(store, sim["id"])
+    except NotFound:
+        raise Conflict(
+            f"simulation {sim['id']} has no stored hooks to continue with",
+            hint="it was made by an older belt; start it again with `belt sim run`",
+        ) from None
+    # The store checked the record's shape; what its lists hold is checked here.
+    where = hooks_path(store, sim["id"])
+    try:
+        hooks = [LifecycleHookConfig.model_validate(hook) for hook in private["hooks"]]
+    except ValidationError as exc:
+        problems = model_problems(exc)
+        raise damaged(where, f"a hook is not a hook declaration ({problems[0]})") from None
+    try:
+        routes = routes_from_wire(private.get("routes"))
+    except (KeyError, TypeError):
+        raise damaged(where, "a route is not an object with a prefix and a target") from None
+    return hooks, routes
+
+
+def reload_located(store: Store, sim: Sim) -> dict[int, Located]:
+    """Where the simulation's in-process hooks are loaded from (by hook index), from the store's
+    private part: a path in a scenario is read from the scenario's directory, so a run resumed
+    from another directory loads the same files."""
+    try:
+        private = read_hooks(store, sim["id"])
+    except NotFound:
+        return {}
+    try:
+        return {int(i): Located.from_wire(raw) for i, raw in (private.get("located") or {}).items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise damaged(
+            hooks_path(store, sim["id"]), "a located handler is not a spec and a root"
+        ) from None

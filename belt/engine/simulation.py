@@ -47,6 +47,7 @@ from belt.wire.validate import model_problems
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from belt.dialects.simreport import ReportExtras
     from belt.engine.dispatch import Route
     from belt.store import Store
 
@@ -86,7 +87,7 @@ class Dialect(Protocol):
         """The execution of a held (or ``interrupted``) run, to go on; Conflict when it cannot
         go on yet."""
 
-    def resume_fields(self) -> dict[str, Any]:
+    def resume_fields(self) -> dict[str, None]:
         """Run fields cleared when a held run goes on."""
 
     def ended(self, execution: Execution, end: End) -> None:
@@ -102,7 +103,7 @@ class Dialect(Protocol):
     @classmethod
     def create(
         cls, store: Store, loaded: Any, *, fail_closed: bool, routes: Sequence[Route] = ()
-    ) -> dict[str, Any]:
+    ) -> Sim:
         """Record a new simulation of a loaded scenario of this dialect; return its record."""
 
     @classmethod
@@ -110,21 +111,21 @@ class Dialect(Protocol):
         """The fields a run of this dialect adds to its AgentRunDTO in reports."""
 
     @classmethod
-    def run_tags(cls, run: dict[str, Any]) -> dict[str, Any]:
+    def run_tags(cls, run: Run) -> dict[str, object]:
         """The ``sim`` tags of a message that belongs to ``run``."""
 
     @classmethod
     def cancel_pending(
-        cls, store: Store, sim: dict[str, Any], run: dict[str, Any], how: str
-    ) -> tuple[str, dict[str, Any]]:
+        cls, store: Store, sim: Sim, run: Run, how: str
+    ) -> tuple[str, dict[str, object]]:
         """Cancel a stopped run's pending work; returns its transcript text and fields to keep."""
 
     @classmethod
-    def mark_ended(cls, store: Store, sim: dict[str, Any], run_id: str | None, end: End) -> None:
+    def mark_ended(cls, store: Store, sim: Sim, run_id: str | None, end: End) -> None:
         """Record on the simulation how one of its runs stopped."""
 
     @classmethod
-    def report_extras(cls, store: Store, sim: dict[str, Any], runs: list[Run]) -> dict[str, Any]:
+    def report_extras(cls, store: Store, sim: Sim, runs: list[Run]) -> ReportExtras:
         """What a report of this dialect adds (``simulation`` keys are merged in)."""
 
 

@@ -10,15 +10,16 @@ other agents' hooks and are not counted here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from belt import dialects
 from belt.testing.expect import Facts, injected_per_turn, latency_of, percentile_95
 
+if TYPE_CHECKING:
+    from belt.dialects.simreport import SimReport
 
-def scenario_coverage(
-    name: str, loaded: Any, report: dict[str, Any] | None
-) -> list[dict[str, Any]]:
+
+def scenario_coverage(name: str, loaded: Any, report: SimReport | None) -> list[dict[str, Any]]:
     """One entry per hook the scenario ``name`` declares, with its counts from ``report`` (no
     report: the scenario did not run, and nothing fired)."""
     dialect = dialects.get(loaded.dialect)
@@ -33,7 +34,7 @@ def scenario_coverage(
         entry |= {"handler_type": hook.handler_type, "handler": hook.handler}
         entry |= {"async": hook.runs_async, "fired": 0}
         entries[hook.key] = {**entry, "outcomes": dict.fromkeys(dialect.outcomes, 0), "tools": {}}
-    for call in dialect.calls(report or {}):
+    for call in dialect.calls(report) if report is not None else []:
         found = entries.get(call.key)
         if found is None:
             continue
@@ -47,9 +48,7 @@ def scenario_coverage(
     return with_budgets(list(entries.values()), report)
 
 
-def with_budgets(
-    entries: list[dict[str, Any]], report: dict[str, Any] | None
-) -> list[dict[str, Any]]:
+def with_budgets(entries: list[dict[str, Any]], report: SimReport | None) -> list[dict[str, Any]]:
     """Add what ``[[expect]]`` budgets measure to each hook's entry: ``latency_ms`` (``max`` and
     ``p95`` of its calls, None when it never fired) and ``injected_tokens`` (the most its handler
     injected for one model turn, None when it injected nothing)."""

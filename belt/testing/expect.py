@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from belt import dialects
 from belt.engine.scenario import scenario_dialect, scenario_from_document
@@ -48,6 +48,10 @@ from belt.wire.enums import (
     ToolInvocationStatus,
 )
 from belt.wire.validate import Findings, is_int
+
+if TYPE_CHECKING:
+    from belt.dialects.simreport import Delivery, ReportRun, SimReport
+    from belt.records.messages import Message
 
 Test = Callable[[Any], bool]
 
@@ -446,12 +450,12 @@ class Item:
 class Facts:
     """What a report holds, in the shapes expectations read (built once per report)."""
 
-    def __init__(self, report: dict[str, Any]) -> None:
+    def __init__(self, report: SimReport) -> None:
         self.report = report
         self.speaks = dialects.of(report["simulation"])
         self.dialect = self.speaks.name
-        self.messages: list[dict[str, Any]] = list(report["chat"].get("chat_messages") or [])
-        self.runs: list[dict[str, Any]] = list(report.get("runs") or [])
+        self.messages = report["chat"]["chat_messages"]
+        self.runs = report["runs"]
         # The scenario turn each run answers, and the runs of the scenario's own chat.
         self.turn_of, self.own_runs = self.speaks.turns(report)
         self._tools: list[Item] | None = None
@@ -460,7 +464,7 @@ class Facts:
         """True when ``turn`` is None or the run ``run_id`` answers scenario turn ``turn``."""
         return turn is None or self.turn_of.get(str(run_id)) == turn
 
-    def executions(self) -> list[dict[str, Any]]:
+    def executions(self) -> list[Delivery]:
         """The sync hook runs (``hook.executed`` records) of the simulation's runs."""
         return [
             record for record in self.report.get("hook_executions") or [] if not record.get("async")
@@ -470,7 +474,7 @@ class Facts:
         """Every tool call of the chat, with the decision of its hooks and its gate."""
         if self._tools is not None:
             return self._tools
-        decided: dict[str, dict[str, Any]] = {}
+        decided: dict[str, Delivery] = {}
         for record in self.executions():
             resource = record.get("resource_id")
             if resource and resource not in decided and record.get("decision") != "allow":
@@ -561,20 +565,20 @@ class Facts:
             items.append(Item(fields, text, None, interrupt.get("run_id")))
         return items
 
-    def run(self, turn: int | None) -> dict[str, Any] | None:
+    def run(self, turn: int | None) -> ReportRun | None:
         """The last run of the own chat, or the run of scenario turn ``turn``."""
         if turn is None:
             return self.own_runs[-1] if self.own_runs else None
         return self.speaks.run_of_turn(self.report, turn, self.turn_of)
 
 
-def _text(message: dict[str, Any]) -> str:
+def _text(message: Message) -> str:
     return " ".join(
         str(c.get("text") or "") for c in message.get("content") or [] if isinstance(c, dict)
     )
 
 
-def row_fields(message: dict[str, Any]) -> dict[str, Any]:
+def row_fields(message: Message) -> dict[str, Any]:
     """A transcript row as the fields a ``row`` expectation names."""
     fields: dict[str, Any] = {
         "role": message.get("role"),
@@ -606,7 +610,7 @@ def row_fields(message: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _row_text(message: dict[str, Any]) -> str:
+def _row_text(message: Message) -> str:
     fields = row_fields(message)
     extra = [f"{k}={short(fields[k], 40)}" for k in ROW_FIELDS[3:] if fields.get(k) is not None]
     return f"{fields['role']}: {short(fields['text'], 60)!r}" + (
@@ -614,7 +618,7 @@ def _row_text(message: dict[str, Any]) -> str:
     )
 
 
-def evaluate(expectations: list[Expectation], report: dict[str, Any]) -> list[Outcome]:
+def evaluate(expectations: list[Expectation], report: SimReport) -> list[Outcome]:
     """Check every expectation against a simulation's report."""
     facts = Facts(report)
     return [check(expectation, facts) for expectation in expectations]
@@ -732,19 +736,21 @@ def _fired(expectation: Expectation, facts: Facts) -> Outcome:
     return Outcome(expectation, False, f"{event} was reached {fired} time(s), expected {wanted}")
 
 
-def run_hold(run: dict[str, Any]) -> Any:
+def run_hold(run: ReportRun) -> object:
     """Why a run is held: a platform gate's ``hook_gate``, a Nexus attention hold's reason
     (``timeout``...), or None when it is not held."""
     if run.get("state") == ATTENTION_HOLD:
-        return (run.get("attention") or {}).get("reason")
+        attention = run.get("attention")
+        return attention["reason"] if attention else None
     if run.get("state") == AgentRunState.INPUT_REQUIRED:
         return run.get("interrupt_reason")
     return None
 
 
-def run_continuations(run: dict[str, Any]) -> int:
+def run_continuations(run: ReportRun) -> int:
     """Nexus: the stop continuations of a run's execution."""
-    return int((run.get("execution") or {}).get("continuations") or 0)
+    found = (run.get("execution") or {}).get("continuations")
+    return found if isinstance(found, int) else 0
 
 
 def _run(expectation: Expectation, facts: Facts) -> Outcome:
@@ -753,7 +759,7 @@ def _run(expectation: Expectation, facts: Facts) -> Outcome:
     if run is None:
         return Outcome(expectation, False, f"there is no run: {which} never started")
     hold, continuations = run_hold(run), run_continuations(run)
-    fields = {"run_state": run.get("state"), "error": run.get("error")}
+    fields: dict[str, object] = {"run_state": run.get("state"), "error": run.get("error")}
     fields |= {"continuations": continuations, "hold": hold}
     passed = all(
         condition.test(fields[condition.key])
@@ -777,7 +783,7 @@ def _run(expectation: Expectation, facts: Facts) -> Outcome:
 # -- hook failures no expectation names ------------------------------------------------------
 
 
-def unnamed_failures(expectations: list[Expectation], report: dict[str, Any]) -> list[Item]:
+def unnamed_failures(expectations: list[Expectation], report: SimReport) -> list[Item]:
     """The failed sync hook calls (platform ``hook.executed`` records with an error) that no
     expectation names: an ``event`` expectation with an ``error`` key that matches the call, or
     a ``row`` expectation with ``error`` among its fields that matches the call's hook row
@@ -817,13 +823,13 @@ def unnamed_failures(expectations: list[Expectation], report: dict[str, Any]) ->
 # -- budgets ---------------------------------------------------------------------------------
 
 
-def latency_of(record: dict[str, Any]) -> float:
+def latency_of(record: Mapping[str, object]) -> float:
     """How long one hook call took, in ms: ``latency_ms`` (to the microsecond) when the record
     has it, else its whole ``duration_ms``."""
     value = record.get("latency_ms")
     if value is None:
         value = record.get("duration_ms")
-    return float(value or 0)
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def percentile_95(values: list[float]) -> float:
@@ -842,7 +848,8 @@ def deliveries(facts: Facts) -> list[Item]:
         latency = latency_of(record)
         fields = {"event": event, "handler": handler}
         text = f"{fields['event']} → {fields['handler']}: {_ms(latency)}"
-        items.append(Item({**fields, "latency": latency}, text, None, record.get("run_id")))
+        run_id = record.get("run_id")
+        items.append(Item({**fields, "latency": latency}, text, None, str(run_id)))
     return items
 
 

@@ -43,6 +43,7 @@ from belt.testing.workers import run_all
 if TYPE_CHECKING:
     from belt.testing.expect import Facts, Outcome
     from belt.testing.suite import ScenarioResult
+    from belt.wire.dto import InterruptJSON
 
 handlers = SimpleNamespace()
 """The callables the fixtures hand to belt, each reachable as
@@ -206,7 +207,8 @@ class ScenarioRun:
         """Nexus: the stop continuations of the last execution."""
         from belt.testing.expect import run_continuations  # noqa: PLC0415 - start-up: pytest loads this plugin
 
-        return run_continuations(self.facts.run(None) or {})
+        run = self.facts.run(None)
+        return run_continuations(run) if run else 0
 
     @property
     def hold(self) -> str | None:
@@ -214,8 +216,9 @@ class ScenarioRun:
         reason (``timeout``...), or None when it is not held."""
         from belt.testing.expect import run_hold  # noqa: PLC0415 - start-up: pytest loads this plugin
 
-        hold: str | None = run_hold(self.facts.run(None) or {})
-        return hold
+        run = self.facts.run(None)
+        hold = run_hold(run) if run else None
+        return str(hold) if hold is not None else None
 
     # -- hooks and tools ---------------------------------------------------------------------
 
@@ -273,7 +276,7 @@ class ScenarioRun:
         return dict(sorted(by_turn.items()))
 
     @property
-    def interrupts(self) -> list[dict[str, object]]:
+    def interrupts(self) -> list[InterruptJSON]:
         """The interrupts gates opened (InterruptDTOs), settled or not."""
         return list(self.report.get("interrupts") or [])
 

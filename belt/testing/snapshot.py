@@ -17,6 +17,7 @@ import difflib
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from itertools import takewhile
 from pathlib import Path
@@ -145,7 +146,7 @@ class _Names:
         return value
 
 
-def snapshot_of(report: dict[str, object], *, virtual_clock: bool) -> dict[str, object]:
+def snapshot_of(report: Mapping[str, object], *, virtual_clock: bool) -> dict[str, object]:
     """The stable form of a simulation's report (``belt.engine.report.build_report``): every
     part of it but the hook summary (which its hook calls already say), ids named in the order
     they first appear, durations left out, and timestamps kept only on a virtual clock."""
@@ -185,7 +186,7 @@ def _unclaimed(task: Any) -> Any:
     return {**task, "claim": {k: v for k, v in claim.items() if k not in CLAIMANT}}
 
 
-def snapshot_text(report: dict[str, object], *, virtual_clock: bool) -> str:
+def snapshot_text(report: Mapping[str, object], *, virtual_clock: bool) -> str:
     """The snapshot of a report as it is stored: its parts in the order of ``FIRST``, every
     other key sorted, indented, newline-terminated."""
     document = snapshot_of(report, virtual_clock=virtual_clock)
@@ -421,7 +422,7 @@ def compare_result(result: Any, scenario: Path, document: Any, *, update: bool) 
         result.status = "fail"
 
 
-def on_virtual_clock(report: dict[str, object], document: object) -> bool:
+def on_virtual_clock(report: Mapping[str, object], document: object) -> bool:
     """True when the simulation ran on a virtual clock from a given start: its scenario document
     sets ``clock``, or its report names its clock (``belt sim run --clock``) and that clock did
     not start at wall time (``clock_from_wall``: waits without a ``clock``)."""

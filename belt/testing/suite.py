@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from belt import dialects, tracing
 from belt.declarations import read_document
@@ -53,6 +53,9 @@ from belt.testing.expect import (
 from belt.testing.snapshot import DIRECTORY as SNAPSHOTS
 from belt.testing.snapshot import Comparison, compare_result
 from belt.testing.workers import run_all, shard_of
+
+if TYPE_CHECKING:
+    from belt.dialects.simreport import SimReport
 
 SUFFIXES = (".toml", ".json")
 DEFAULT_PATH = Path("tests")
@@ -86,7 +89,7 @@ class ScenarioResult:
     error: str | None = None
     problems: list[str] = field(default_factory=list)
     invalid: bool = False
-    report: dict[str, Any] | None = None
+    report: SimReport | None = None
     hook_failures: list[HookFailure] = field(default_factory=list)
     """The failed hook calls no expectation names (with ``hook_errors = "allow"``, none)."""
     coverage: list[dict[str, object]] = field(default_factory=list)
@@ -110,8 +113,7 @@ class ScenarioResult:
         runs' messages, else the end of the transcript)."""
         if self.report is None:
             return []
-        chat = self.report.get("chat") or {}
-        messages: list[dict[str, object]] = list(chat.get("chat_messages") or [])
+        messages = [dict(m) for m in self.report["chat"]["chat_messages"]]
         position = {str(m.get("id")): i for i, m in enumerate(messages)}
         spots = [position[anchor] for anchor in outcome.anchors if anchor in position]
         if not spots and outcome.runs:

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from belt.dialects import Call, Declared, Dialect, HookRun
 from belt.loader import collector_paused
 from belt.text import short
 from belt.wire.nexus import NexusEvent
+
+if TYPE_CHECKING:
+    from belt.dialects.simreport import ReportRun, SimReport
+    from belt.records.executions import ExecutionEntry
+    from belt.records.hooktasks import HookTask
 
 
 class NexusDialect:
@@ -29,6 +34,7 @@ class NexusDialect:
     hook_states = ("completed", "failed", "cancelled", "pending", "claimed", "awaiting_approval")
     """The states of a hook task."""
     injects = False
+    profile_hooks = True
     outcomes = ("acknowledged", "continued", "failed", "held")
     """What a hook's task attempts produced: an acknowledgement, a continuation, a failure, and
     the attention holds those failures put the execution on."""
@@ -40,7 +46,7 @@ class NexusDialect:
 
         return NexusLoop
 
-    def scenario_problems(self, doc: dict[str, Any]) -> list[str]:
+    def scenario_problems(self, doc: Mapping[str, object]) -> list[str]:
         """Keys of platform scenarios in a Nexus one."""
         from belt.dialects.nexus.scenarios import platform_keys  # noqa: PLC0415 - pydantic, when a scenario is read
 
@@ -48,7 +54,7 @@ class NexusDialect:
 
     def load_scenario(
         self,
-        doc: dict[str, Any],
+        doc: Mapping[str, object],
         source: str,
         directory: Path,
         *,
@@ -67,7 +73,7 @@ class NexusDialect:
             directory=directory if locate else None,
         )
 
-    def turns(self, report: dict[str, Any]) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    def turns(self, report: SimReport) -> tuple[dict[str, int], list[ReportRun]]:
         """Nexus says which run each turn has, and has every execution, run-backed or not, in
         the conversation (standalone ones are not)."""
         executions = report.get("executions") or []
@@ -77,26 +83,26 @@ class NexusDialect:
         return turn_of, [_execution_run(report, entry) for entry in mine]
 
     def run_of_turn(
-        self, report: dict[str, Any], turn: int, turn_of: Mapping[str, int]
-    ) -> dict[str, Any] | None:
+        self, report: SimReport, turn: int, turn_of: Mapping[str, int]
+    ) -> ReportRun | None:
         """The execution of the turn, as a run."""
         entries = report.get("executions") or []
         entry = next((e for e in entries if e.get("turn") == turn), None)
         return _execution_run(report, entry) if entry is not None else None
 
-    def hook_runs(self, report: dict[str, Any]) -> list[HookRun]:
+    def hook_runs(self, report: SimReport) -> list[HookRun]:
         """The hook tasks."""
         return [_task_run(task) for task in report.get("hook_tasks") or []]
 
-    def hook_calls(self, report: dict[str, Any]) -> list[tuple[Any, Any, dict[str, Any]]]:
+    def hook_calls(self, report: SimReport) -> list[tuple[object, object, Mapping[str, object]]]:
         """The hook tasks."""
         return [(t.get("event"), t.get("tool"), t) for t in report.get("hook_tasks") or []]
 
     def fired(
         self,
-        report: dict[str, Any],
+        report: SimReport,
         event: str,
-        runs: list[dict[str, Any]],
+        runs: list[ReportRun],
         in_turn: Callable[[Any], bool],
     ) -> int:
         """The hook tasks on ``event`` (a retried task once)."""
@@ -107,11 +113,11 @@ class NexusDialect:
         }
         return len(keys)
 
-    def unnamed_failures(self, report: dict[str, Any]) -> bool:
+    def unnamed_failures(self, report: SimReport) -> bool:
         """A failed hook task holds its execution (``run_state``, ``hold``) instead."""
         return False
 
-    def declared(self, loaded: Any, report: dict[str, Any] | None) -> list[Declared]:
+    def declared(self, loaded: Any, report: SimReport | None) -> list[Declared]:
         """One hook per event and executor tool, of the profile, each turn's and each
         execution's frozen hooks."""
         # The engine's reading of a profile, only when a Nexus suite asks for coverage.
@@ -121,7 +127,7 @@ class NexusDialect:
         for t, turn in enumerate(loaded.scenario.turns):
             if turn.profile is not None:
                 hooks.append((f"turns[{t}].profile", frozen_hooks(turn.profile)))
-        for execution in (report or {}).get("executions") or []:
+        for execution in (report.get("executions") or []) if report else []:
             frozen = dict(execution.get("hooks") or {})
             hooks.append((f"execution {execution.get('turn')}", frozen))
         declared: dict[tuple[str, str], Declared] = {}
@@ -135,7 +141,7 @@ class NexusDialect:
                     declared[key] = Declared(key, None, at, key[0], "executor", key[1], False)
         return list(declared.values())
 
-    def calls(self, report: dict[str, Any]) -> list[Call]:
+    def calls(self, report: SimReport) -> list[Call]:
         """Each attempt of a hook task that completed or failed, and each attention hold."""
         calls = []
         for task in report.get("hook_tasks") or []:
@@ -160,7 +166,7 @@ class NexusDialect:
                 calls.append(Call(key, False, row, ("held",)))
         return calls
 
-    def transcript_lines(self, report: dict[str, Any], *, verbose: bool) -> list[tuple[str, str]]:
+    def transcript_lines(self, report: SimReport, *, verbose: bool) -> list[tuple[str, str]]:
         """Each execution, its messages and hook tasks, and what holds it."""
         from belt.dialects.nexus.transcript import nexus_transcript_lines  # noqa: PLC0415 - the renderer, for a transcript
 
@@ -173,21 +179,25 @@ class NexusDialect:
         return nexus_message_lines(message)
 
 
-def _execution_run(report: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+def _execution_run(report: SimReport, entry: ExecutionEntry) -> ReportRun:
     """A Nexus execution as a run: its run's record, or (not run-backed) its entry's state."""
-    runs: list[dict[str, Any]] = report.get("runs") or []
+    runs: list[ReportRun] = report.get("runs") or []
     run = next((r for r in runs if r["id"] == entry.get("run_id")), None)
     if run is not None:
         return run
     return {"id": f"execution {entry.get('turn')}", "state": entry.get("state")}
 
 
-def _task_run(task: dict[str, Any]) -> HookRun:
+def _task_run(task: HookTask) -> HookRun:
     decision = task.get("decision") or {}
     error = task.get("error") or {}
     completed = task.get("status") == "completed"
     answer = ("continue" if decision.get("continue") else "acknowledge") if completed else None
-    fields = {"event": task.get("event"), "handler": task.get("tool"), "decision": answer}
+    fields: dict[str, object] = {
+        "event": task["event"],
+        "handler": task["tool"],
+        "decision": answer,
+    }
     fields |= {"reason": decision.get("feedback"), "error": error.get("message")}
     fields["status"] = task.get("status")
     text = f"{fields['event']} → {fields['handler']}: {fields['status']}"

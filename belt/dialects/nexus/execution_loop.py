@@ -60,6 +60,7 @@ from belt.records.interrupts import read_record, sweep
 from belt.records.messages import Message
 from belt.records.profile import read_profile
 from belt.records.runs import Cancelled, Run, RunRecord
+from belt.records.sims import Sim
 from belt.store import clock
 from belt.store.clock import parse_timestamp, utcnow
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState, ChatStatus, ToolInvocationStatus
@@ -68,6 +69,7 @@ from belt.wire.nexus import HookTaskInput, LifecycleHooks, NexusEvent, NexusHook
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from belt.dialects.simreport import ReportExtras
     from belt.engine.dispatch import Route
     from belt.engine.simulation import Simulation
     from belt.store import Store
@@ -216,7 +218,7 @@ class NexusLoop:
         *,
         fail_closed: bool = False,
         routes: Sequence[Route] = (),
-    ) -> dict[str, Any]:
+    ) -> Sim:
         """Record a new simulation of a Nexus scenario; no hook runs here."""
         return record_simulation(
             store,
@@ -397,7 +399,7 @@ class NexusLoop:
             approval_mode=fields.get("approval_mode"),
         )
 
-    def resume_fields(self) -> dict[str, Any]:
+    def resume_fields(self) -> dict[str, None]:
         """A retried execution is no longer on a hold."""
         return {"attention": None}
 
@@ -419,14 +421,14 @@ class NexusLoop:
         return cls.RUN_FIELDS
 
     @classmethod
-    def run_tags(cls, run: dict[str, Any]) -> dict[str, Any]:
+    def run_tags(cls, run: Run) -> dict[str, object]:
         """Messages of an execution name its turn and kind."""
         return {"execution": run.get("turn_index"), "kind": run.get("kind")}
 
     @classmethod
     def cancel_pending(
-        cls, store: Store, sim: dict[str, Any], run: dict[str, Any], how: str
-    ) -> tuple[str, dict[str, Any]]:
+        cls, store: Store, sim: Sim, run: Run, how: str
+    ) -> tuple[str, dict[str, object]]:
         """Cancel the run's pending hook tasks: stop is bypassed."""
         cancelled = cancel_run_tasks(store, str(run["id"]), f"the run was {how} by the user")
         keys = [t["task_key"] for t in cancelled]
@@ -436,7 +438,7 @@ class NexusLoop:
         return text, {"stopped": {"forced": how == "force-stopped", "cancelled_tasks": keys}}
 
     @classmethod
-    def mark_ended(cls, store: Store, sim: dict[str, Any], run_id: str | None, end: End) -> None:
+    def mark_ended(cls, store: Store, sim: Sim, run_id: str | None, end: End) -> None:
         """Record how the execution of ``run_id`` stopped on its entry."""
         if run_id is None:
             return
@@ -450,7 +452,7 @@ class NexusLoop:
         set_execution_state(store, sim_id, turn, state)
 
     @classmethod
-    def report_extras(cls, store: Store, sim: dict[str, Any], runs: list[Run]) -> dict[str, Any]:
+    def report_extras(cls, store: Store, sim: Sim, runs: list[Run]) -> ReportExtras:
         """The profile, every execution, and every hook task of the simulation."""
         return {
             "simulation": {

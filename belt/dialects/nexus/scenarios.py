@@ -307,12 +307,12 @@ PLATFORM_TOOL_KEYS = ("async", "client", "require_approval", "approval_timeout")
 """Keys of a tool call that only the platform dialect has."""
 
 
-def platform_keys(doc: dict[str, Any]) -> list[str]:
+def platform_keys(doc: Mapping[str, object]) -> list[str]:
     """Keys of platform scenarios in a Nexus one, each with a message that says so."""
     problems: list[str] = []
-    agent = doc["agent"] if isinstance(doc.get("agent"), dict) else {}
-    chat = doc["chat"] if isinstance(doc.get("chat"), dict) else {}
-    turns: list[Any] = doc["turns"] if isinstance(doc.get("turns"), list) else []
+    agent = found if isinstance(found := doc.get("agent"), dict) else {}
+    chat = found if isinstance(found := doc.get("chat"), dict) else {}
+    turns = found if isinstance(found := doc.get("turns"), list) else []
     tables = {"": doc, "agent": agent, "chat": chat}
     for path in ("agents", "reviews", "agent.hooks", "agent.hooks_file", "chat.disable_hooks"):
         table, _, key = path.rpartition(".")

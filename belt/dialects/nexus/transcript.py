@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING, cast
 
 from belt.render import (
     Lines,
-    ReportRun,
-    SimReport,
     interrupted_lines,
     message_lines,
     retried,
@@ -20,15 +18,14 @@ from belt.render import (
 from belt.text import short
 
 if TYPE_CHECKING:
+    from belt.dialects.simreport import ReportRun, SimReport
     from belt.records.executions import ExecutionEntry
     from belt.records.hooktasks import HookTask
     from belt.records.messages import Message
 
 
-def nexus_transcript_lines(given: Mapping[str, object]) -> Lines:
-    """A Nexus simulation (a ``SimReport``): each execution, its hook tasks, and what needs
-    attention."""
-    report = cast(SimReport, given)
+def nexus_transcript_lines(report: SimReport) -> Lines:
+    """A Nexus simulation: each execution, its hook tasks, and what needs attention."""
     lines: Lines = []
     runs = {run["id"]: run for run in report["runs"]}
     executions = {entry["turn"]: entry for entry in report.get("executions") or []}

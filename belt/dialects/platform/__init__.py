@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from belt.dialects import Call, Declared, Dialect, HookRun
 from belt.effects import handler_label
@@ -13,6 +13,9 @@ from belt.loader import collector_paused
 from belt.text import short
 from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS
 from belt.wire.enums import HookDecision
+
+if TYPE_CHECKING:
+    from belt.dialects.simreport import Delivery, ReportRun, SimReport
 
 NEXUS_ONLY_TOP = ("profile", "executors")
 NEXUS_ONLY_AGENT = ("context_bytes",)
@@ -39,6 +42,7 @@ class PlatformDialect:
     foreign_subjects = {"continuations": "Nexus stop continuations; this scenario is platform"}
     hook_states = ()
     injects = True
+    profile_hooks = False
     outcomes = ("allow", "deny", "stop", "suspend", "injected", "failed")
     """A hook call's decision (a failed call counts only as failed), and whether it injected."""
 
@@ -49,11 +53,11 @@ class PlatformDialect:
 
         return PlatformLoop
 
-    def scenario_problems(self, doc: dict[str, Any]) -> list[str]:
+    def scenario_problems(self, doc: Mapping[str, object]) -> list[str]:
         """Keys of Nexus scenarios in a platform one."""
         where = 'only in Nexus scenarios; add dialect = "nexus" at the top of the file'
-        agent = doc["agent"] if isinstance(doc.get("agent"), dict) else {}
-        turns = doc["turns"] if isinstance(doc.get("turns"), list) else []
+        agent = found if isinstance(found := doc.get("agent"), dict) else {}
+        turns = found if isinstance(found := doc.get("turns"), list) else []
         problems = [f"{key}: {where}" for key in NEXUS_ONLY_TOP if key in doc]
         problems += [f"agent.{key}: {where}" for key in NEXUS_ONLY_AGENT if key in agent]
         for t, turn in enumerate(turns):
@@ -63,7 +67,7 @@ class PlatformDialect:
 
     def load_scenario(
         self,
-        doc: dict[str, Any],
+        doc: Mapping[str, object],
         source: str,
         directory: Path,
         *,
@@ -76,27 +80,28 @@ class PlatformDialect:
 
         return load_platform_scenario(doc, source, directory, hooks_file=hooks_file, locate=locate)
 
-    def turns(self, report: dict[str, Any]) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    def turns(self, report: SimReport) -> tuple[dict[str, int], list[ReportRun]]:
         """One run per scenario turn; the own chat's runs are those of its chat."""
-        runs: list[dict[str, Any]] = list(report.get("runs") or [])
+        runs = report["runs"]
         turn_of = {str(run["id"]): index for index, run in enumerate(runs)}
         return turn_of, [run for run in runs if run.get("chat_id") == report["chat"]["id"]]
 
     def run_of_turn(
-        self, report: dict[str, Any], turn: int, turn_of: Mapping[str, int]
-    ) -> dict[str, Any] | None:
+        self, report: SimReport, turn: int, turn_of: Mapping[str, int]
+    ) -> ReportRun | None:
         """The run that answers the turn."""
         runs = report.get("runs") or []
         return next((r for r in runs if turn_of.get(str(r["id"])) == turn), None)
 
-    def hook_runs(self, report: dict[str, Any]) -> list[HookRun]:
+    def hook_runs(self, report: SimReport) -> list[HookRun]:
         """The ``hook.executed`` records of sync hooks."""
         items = []
         for record in report.get("hook_executions") or []:
             if record.get("async"):
                 continue
-            data = (record.get("payload") or {}).get("data") or {}
-            fields = {"event": record.get("hook_event"), "handler": record.get("handler")}
+            data = call_data(record)
+            fields: dict[str, object] = {"event": record.get("hook_event")}
+            fields["handler"] = record.get("handler")
             fields |= {"tool": data.get("tool"), "arguments": data.get("arguments")}
             fields |= {key: record.get(key) for key in ("decision", "reason", "error", "injected")}
             text = f"{fields['event']} → {fields['handler']}: {fields['decision']}"
@@ -111,16 +116,16 @@ class PlatformDialect:
             items.append(HookRun(fields, text, record.get("run_id")))
         return items
 
-    def hook_calls(self, report: dict[str, Any]) -> list[tuple[Any, Any, dict[str, Any]]]:
+    def hook_calls(self, report: SimReport) -> list[tuple[object, object, Mapping[str, object]]]:
         """The ``hook.executed`` records, async ones included."""
         records = report.get("hook_executions") or []
         return [(r.get("hook_event"), r.get("handler"), r) for r in records]
 
     def fired(
         self,
-        report: dict[str, Any],
+        report: SimReport,
         event: str,
-        runs: list[dict[str, Any]],
+        runs: list[ReportRun],
         in_turn: Callable[[Any], bool],
     ) -> int:
         """The driver's count of each run's boundaries."""
@@ -131,11 +136,11 @@ class PlatformDialect:
             if in_turn(run["id"])
         )
 
-    def unnamed_failures(self, report: dict[str, Any]) -> bool:
+    def unnamed_failures(self, report: SimReport) -> bool:
         """A hook call that failed fails the test, unless an expectation names it."""
         return True
 
-    def declared(self, loaded: Any, report: dict[str, Any] | None) -> list[Declared]:
+    def declared(self, loaded: Any, report: SimReport | None) -> list[Declared]:
         """The agent's hooks by their index in its hook list (as the dispatcher numbers them)."""
         hooks = list(loaded.hooks)
         # A hooks file given to the command replaces the agent's hooks; the agent's own
@@ -155,7 +160,7 @@ class PlatformDialect:
             declared.append(Declared((index, hook.event), index, where, *kind))
         return declared
 
-    def calls(self, report: dict[str, Any]) -> list[Call]:
+    def calls(self, report: SimReport) -> list[Call]:
         """Each ``hook.executed`` record: its decision (or failed), whether it injected, and
         the tool of an ``agent.tool_call``."""
         calls = []
@@ -169,16 +174,15 @@ class PlatformDialect:
                 outcomes.append("injected")
             tool = None
             if record.get("hook_event") == "agent.tool_call":
-                data = (record.get("payload") or {}).get("data") or {}
-                found = data.get("tool") if isinstance(data, dict) else None
+                found = call_data(record).get("tool")
                 tool = found if isinstance(found, str) else None
             key = (record.get("hook_index"), record.get("hook_event"))
             calls.append(Call(key, True, record, tuple(outcomes), tool))
         return calls
 
-    def transcript_lines(self, report: dict[str, Any], *, verbose: bool) -> list[tuple[str, str]]:
+    def transcript_lines(self, report: SimReport, *, verbose: bool) -> list[tuple[str, str]]:
         """Each run, its messages and hook rows, and the gates that hold it."""
-        from belt.render import platform_lines, quiet_deliveries  # noqa: PLC0415 - layer: the renderer is above
+        from belt.dialects.platform.transcript import platform_lines, quiet_deliveries  # noqa: PLC0415 - the renderer, for a transcript
 
         return platform_lines(report, quiet_deliveries(report) if verbose else [])
 
@@ -187,6 +191,12 @@ class PlatformDialect:
         from belt.render import message_lines  # noqa: PLC0415 - layer: the renderer is above
 
         return message_lines(message)
+
+
+def call_data(record: Delivery) -> Mapping[str, object]:
+    """The ``data`` of a hook call's payload (the tool and its arguments of a tool call)."""
+    data = (record.get("payload") or {}).get("data")
+    return data if isinstance(data, dict) else {}
 
 
 DIALECT: Dialect = PlatformDialect()

@@ -20,11 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from belt import tracing
 from belt.dialects.platform.builtins import BUILTINS
@@ -38,9 +35,7 @@ from belt.effects import (
     Outcome,
     chat_hook_event,
     handler_label,
-    is_in_process,
     transcript_content,
-    url_host,
 )
 from belt.engine.dispatch import (
     Dispatcher,
@@ -49,12 +44,11 @@ from belt.engine.dispatch import (
     Route,
     executed_record,
     leaves_transcript_row,
-    routes_from_wire,
 )
 from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, ToolCallSpec
+from belt.engine.simrecord import reload_hooks, reload_located, stored_hooks
 from belt.engine.simulation import End, Execution, SimStatus, record_simulation, refuse_pending
-from belt.errors import Conflict, NotFound, UsageError
-from belt.handlers.inprocess import Located
+from belt.errors import Conflict, UsageError
 from belt.records.chats import disabled
 from belt.records.ids import new_id, now_iso
 from belt.records.interrupts import (
@@ -65,8 +59,7 @@ from belt.records.interrupts import (
 )
 from belt.records.messages import Message, NewMessage, active_at
 from belt.records.runs import Run, RunRecord, parked
-from belt.records.sims import SimHooks, hooks_path, read_hooks, write_hooks
-from belt.store.store import damaged
+from belt.records.sims import Sim, SimHooks, write_hooks
 from belt.wire.dto import InterruptJSON
 from belt.wire.enums import (
     AgentRunState,
@@ -75,74 +68,14 @@ from belt.wire.enums import (
     InterruptStatus,
     ToolInvocationStatus,
 )
-from belt.wire.platform import GATE_TIMEOUT_MAX, HookHandlerType, LifecycleHookConfig
-from belt.wire.validate import model_problems
+from belt.wire.platform import GATE_TIMEOUT_MAX
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from belt.dialects.simreport import RegistryLoad, ReportExtras
     from belt.engine.simulation import Simulation
     from belt.store import Store
-
-
-def stored_hooks(hooks: list[LifecycleHookConfig]) -> list[dict[str, Any]]:
-    """Hooks as the store keeps them: a webhook by its host only, with a digest of its URL."""
-    out = []
-    for hook in hooks:
-        wire = hook.to_wire()
-        url = hook.handler if hook.type == HookHandlerType.WEBHOOK else None
-        if url and not is_in_process(url):
-            wire["handler"] = url_host(url)
-            wire["handler_sha256"] = hashlib.sha256(url.encode()).hexdigest()
-        out.append(wire)
-    return out
-
-
-def reload_hooks(
-    store: Store, sim: Mapping[str, Any]
-) -> tuple[list[LifecycleHookConfig], list[Route]]:
-    """The simulation's hooks with their full webhook URLs, and the routes it was started
-    with (``--route``), from the store's private part.
-
-    Reports, transcripts and the simulation record name a webhook by its host only; the URL is
-    kept apart so that any process can continue the run (``belt sim resume``, ``--wait``,
-    ``belt serve --resume``) even when the scenario file has changed or is gone.
-    """
-    try:
-        private = read_hooks(store, str(sim["id"]))
-    except NotFound:
-        raise Conflict(
-            f"simulation {sim['id']} has no stored hooks to continue with",
-            hint="it was made by an older belt; start it again with `belt sim run`",
-        ) from None
-    # The store checked the record's shape; what its lists hold is checked here.
-    where = hooks_path(store, str(sim["id"]))
-    try:
-        hooks = [LifecycleHookConfig.model_validate(hook) for hook in private["hooks"]]
-    except ValidationError as exc:
-        problems = model_problems(exc)
-        raise damaged(where, f"a hook is not a hook declaration ({problems[0]})") from None
-    try:
-        routes = routes_from_wire(private.get("routes"))
-    except (KeyError, TypeError):
-        raise damaged(where, "a route is not an object with a prefix and a target") from None
-    return hooks, routes
-
-
-def reload_located(store: Store, sim: Mapping[str, Any]) -> dict[int, Located]:
-    """Where the simulation's in-process hooks are loaded from (by hook index), from the store's
-    private part: a path in a scenario is read from the scenario's directory, so a run resumed
-    from another directory loads the same files."""
-    try:
-        private = read_hooks(store, str(sim["id"]))
-    except NotFound:
-        return {}
-    try:
-        return {int(i): Located.from_wire(raw) for i, raw in (private.get("located") or {}).items()}
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise damaged(
-            hooks_path(store, str(sim["id"])), "a located handler is not a spec and a root"
-        ) from None
 
 
 def rejection(interrupt: InterruptJSON | None) -> str:
@@ -223,7 +156,7 @@ class PlatformLoop:
         *,
         fail_closed: bool,
         routes: Sequence[Route] = (),
-    ) -> dict[str, Any]:
+    ) -> Sim:
         """Record a new simulation of a platform scenario; return its record (the full URLs of
         its webhooks and its routes go to the store's private part)."""
         scenario = loaded.scenario
@@ -332,7 +265,7 @@ class PlatformLoop:
         state = dict(run.execution)
         return Execution(int(run.data["turn_index"]), run, state, input_message_id=state["input"])
 
-    def resume_fields(self) -> dict[str, Any]:
+    def resume_fields(self) -> dict[str, None]:
         """A run going on after its gates is no longer interrupted."""
         return {"interrupt_reason": None}
 
@@ -360,28 +293,28 @@ class PlatformLoop:
         return ()
 
     @classmethod
-    def run_tags(cls, run: dict[str, Any]) -> dict[str, Any]:
+    def run_tags(cls, run: Run) -> dict[str, object]:
         """Platform messages carry no execution tags."""
         return {}
 
     @classmethod
     def cancel_pending(
-        cls, store: Store, sim: dict[str, Any], run: dict[str, Any], how: str
-    ) -> tuple[str, dict[str, Any]]:
+        cls, store: Store, sim: Sim, run: Run, how: str
+    ) -> tuple[str, dict[str, object]]:
         """Cancel the stopped run's pending gates."""
         for interrupt in pending_for_run(store=store, run_id=str(run["id"])):
             cancel_interrupt(store=store, interrupt_id=interrupt["id"])
         return f"run {how} by user", {}
 
     @classmethod
-    def mark_ended(cls, store: Store, sim: dict[str, Any], run_id: str | None, end: End) -> None:
+    def mark_ended(cls, store: Store, sim: Sim, run_id: str | None, end: End) -> None:
         """The run record says it all."""
 
     @classmethod
-    def report_extras(cls, store: Store, sim: dict[str, Any], runs: list[Run]) -> dict[str, Any]:
+    def report_extras(cls, store: Store, sim: Sim, runs: list[Run]) -> ReportExtras:
         """The task chats and review branches the simulation started, and the one it is (for
         a task chat or a review branch)."""
-        extras: dict[str, Any] = {
+        extras: ReportExtras = {
             "tasks": children_of(store, sim, TASK),
             "reviews": children_of(store, sim, REVIEW),
             "fired": {
@@ -389,10 +322,10 @@ class PlatformLoop:
                 for run in runs
             },
         }
-        if sim.get("parent"):
+        if "parent" in sim:
             extras["simulation"] = {"parent": sim["parent"]}
-        if sim.get("registry"):
-            extras.setdefault("simulation", {})["registry"] = sim["registry"]
+        if "registry" in sim:
+            extras.setdefault("simulation", {})["registry"] = cast("RegistryLoad", sim["registry"])
         return extras
 
     # -- steps --------------------------------------------------------------------------------

@@ -13,18 +13,19 @@ import contextvars
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import TYPE_CHECKING, cast
 
 from belt.engine.simulation import Options, SimStatus, Simulation
 from belt.errors import BeltError
 from belt.records.ids import new_id, now_iso
 from belt.records.runs import Run, read_run, sim_runs
-from belt.records.sims import Sim, SimParent, child_sim_ids, create_child_sim, read_sim
+from belt.records.sims import Sim, child_sim_ids, create_child_sim, read_sim
 from belt.wire.enums import AgentRunState
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
+    from belt.dialects.simreport import Child, Review
     from belt.engine.scenario import StoredTurn
     from belt.engine.simulation import Dialect
     from belt.store import Store
@@ -51,18 +52,6 @@ class ChildFailure(ChildOrigin):
 
     order: int
     error: str
-
-
-class ChildView(TypedDict):
-    """A child simulation as its parent's report lists it, with its runs."""
-
-    sim_id: str
-    chat_id: str
-    agent: object
-    parent: SimParent
-    status: str
-    review: NotRequired[object]
-    runs: list[dict[str, object]]
 
 
 def unfinished(runs: list[Run], *, what: str) -> str | None:
@@ -177,25 +166,30 @@ class Children:
         return failures
 
 
-def children_of(store: Store, sim: Mapping[str, object], kind: str) -> list[ChildView]:
+def children_of(store: Store, sim: Mapping[str, object], kind: str) -> list[Child]:
     """The children of ``kind`` a simulation started, each with its runs (for reports)."""
-    found: list[ChildView] = []
+    found: list[Child] = []
     for sim_id in child_sim_ids(store, str(sim["id"])):
         child = read_sim(store, sim_id)
         if child.get("kind") != kind:
             continue
-        view: ChildView = {
+        view: Child = {
             "sim_id": sim_id,
             "chat_id": child["chat_id"],
             "agent": child["name"],
             "parent": child["parent"],
             "status": child["status"],
             "runs": [
-                {key: run.get(key) for key in ("id", "state", "error", "created_at")}
+                {
+                    "id": run["id"],
+                    "state": run["state"],
+                    "error": run.get("error"),
+                    "created_at": run.get("created_at"),
+                }
                 for run in sim_runs(store, sim_id)
             ],
         }
         if "review" in child:
-            view["review"] = child["review"]
+            view["review"] = cast("Review", child["review"])
         found.append(view)
     return found

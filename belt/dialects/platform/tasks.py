@@ -2,9 +2,9 @@
 
 A task hook's handler creates a chat of the agent it names, whose first message is the hook
 payload (``belt.handlers.task``); the engine then runs that chat as a child simulation
-(``belt.dialects.platform.children``): the scenario scripts the agent (``[agents."ns/name"]``, its own model
-turns and tool calls; an agent without a script acknowledges the task). The loop that fired the
-hook does not wait for the task's run.
+(``belt.dialects.platform.children``): the scenario scripts the agent (``[agents."ns/name"]``,
+its own model turns and tool calls; an agent without a script acknowledges the task). The loop
+that fired the hook does not wait for the task's run.
 
 A task whose agent the scenario does not know, or whose run fails, leaves an error row on the
 parent chat: the first as the hook's own row, the second when the simulation ends.

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from belt.dialects.platform.agent_loop import reload_hooks, reload_located
 from belt.effects import is_in_process, url_host
 from belt.engine.dispatch import load_located, route_for
+from belt.engine.simrecord import reload_hooks, reload_located
 from belt.errors import BeltError, InvalidInput, UsageError
 from belt.handlers.inprocess import InProcess, Located
 from belt.handlers.webhook import WebhookResult, deliver

@@ -43,6 +43,8 @@ from belt.store.clock import parse_timestamp
 from belt.wire.enums import AgentRunState
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from belt.records.interrupts import Interrupt
     from belt.store import Store
 
@@ -70,7 +72,7 @@ def list_runs(store: Store) -> dict[str, object]:
     }
 
 
-def _message_item(message: dict[str, object]) -> dict[str, object] | None:
+def _message_item(message: Mapping[str, object]) -> dict[str, object] | None:
     """A chat message as a timeline item (hook rows are left out: the deliveries say it)."""
     role = str(message.get("role"))
     raw = message.get("content")
@@ -220,8 +222,11 @@ def run_view(store: Store, run_id: str) -> dict[str, object]:
     simulation = report["simulation"]
     children = [
         {"kind": kind, **child}
-        for kind in ("tasks", "reviews")
-        for child in report.get(kind, [])
+        for kind, found in (
+            ("tasks", report.get("tasks", [])),
+            ("reviews", report.get("reviews", [])),
+        )
+        for child in found
         if mapping(child.get("parent")).get("run_id") in (run_id, None)
     ]
     return {
@@ -243,7 +248,7 @@ def run_view(store: Store, run_id: str) -> dict[str, object]:
     }
 
 
-def _task_item(task: dict[str, object]) -> dict[str, object]:
+def _task_item(task: Mapping[str, object]) -> dict[str, object]:
     """A Nexus hook task as a timeline item: the boundary, the executor tool, what it decided."""
     error = mapping(task.get("error"))
     decision = mapping(task.get("decision"))
