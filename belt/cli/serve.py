@@ -5,13 +5,16 @@ from __future__ import annotations
 import threading
 import webbrowser
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from belt import output
 from belt.cli import leave, report
 from belt.cli.options import OtlpOption, TraceFileOption, moment_option, start_tracing
+
+if TYPE_CHECKING:
+    from belt.server.run import Listening
 
 
 def serve(
@@ -201,7 +204,7 @@ def serve(
 
 
 def render_listening(
-    info: dict[str, Any], *, made_secret: str | None = None, open_inspector: bool = False
+    info: Listening, *, made_secret: str | None = None, open_inspector: bool = False
 ) -> None:
     """The ready line, on stderr so stdout carries only request lines: where hooks, the API
     and the inspector answer, and the signing secret if belt made it (a given one is never
@@ -216,7 +219,7 @@ def render_listening(
         extras.append("also answering " + ", ".join(info["allow_hosts"]))
     interval = info["sweep_interval"]
     extras.append(f"sweep every {interval:g} s" if interval else "sweep off")
-    if info.get("workers", 1) > 1:
+    if info["workers"] > 1:
         extras.append(f"{info['workers']} workers")
     if info.get("resume"):
         extras.append("runs continue when their gates are settled")

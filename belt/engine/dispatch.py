@@ -238,7 +238,7 @@ ASYNC_WORKERS = 8
 """How many async hooks run at once; more wait their turn, and the loop never waits for them."""
 
 Finished = Callable[[HookRun], None]
-Builtin = Callable[[HookRun, dict[str, Any]], None]
+Builtin = Callable[[HookRun, Mapping[str, object]], None]
 
 
 @dataclass

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from multiprocessing import resource_tracker
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypedDict
 
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -169,7 +169,7 @@ def serve(
     model: Path | None = None,
     agents: Path | None = None,
     allow_hosts: list[str] | None = None,
-    on_listening: Callable[[dict[str, Any]], None] | None = None,
+    on_listening: Callable[[Listening], None] | None = None,
     clock: datetime | None = None,
     verbose: bool = False,
     grace: float = SHUTDOWN_GRACE,
@@ -239,7 +239,7 @@ def serve(
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
     config = uvicorn_config(app, workers=workers, grace=grace)
-    info = {  # what the ready line tells
+    info: Listening = {  # what the ready line tells
         **listening_urls(host, bound_port),
         "host": host,
         "port": bound_port,
@@ -265,7 +265,7 @@ def serve(
             serves.withdraw(running_file)
 
 
-def announce_running(info: dict[str, Any]) -> Path | None:
+def announce_running(info: Listening) -> Path | None:
     """Write this serve's running-serve file (``belt trigger`` without ``--to`` finds it);
     None when the state directory cannot take it (the serve runs all the same)."""
     try:
@@ -285,7 +285,36 @@ def announce_running(info: dict[str, Any]) -> Path | None:
         return None
 
 
-def listening_urls(host: str, port: int) -> dict[str, str]:
+class Urls(TypedDict):
+    """Where a server answers (``listening_urls``)."""
+
+    url: str
+    hooks_url: str
+    api_url: str
+    inspector_url: str
+
+
+class Listening(Urls):
+    """What the ready line of ``belt serve`` tells (``belt.cli.serve.render_listening``) and its
+    running-serve file keeps."""
+
+    host: str
+    port: int
+    decider: str
+    signed: bool
+    token: bool
+    sweep_interval: float
+    workers: int
+    max_connections: int
+    resume: bool
+    approvals: str | None
+    model: str | None
+    agents: str | None
+    allow_hosts: list[str]
+    clock: str | None
+
+
+def listening_urls(host: str, port: int) -> Urls:
     """Where a server on ``host:port`` answers: its base URL, the hook route, the platform API
     (the base `--api` takes) and the inspector page."""
     shown = f"[{host.strip('[]')}]" if ":" in host else host

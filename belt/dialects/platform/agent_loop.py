@@ -71,7 +71,7 @@ from belt.wire.enums import (
 from belt.wire.platform import GATE_TIMEOUT_MAX
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from belt.dialects.simreport import RegistryLoad, ReportExtras
     from belt.engine.simulation import Simulation
@@ -787,7 +787,7 @@ class PlatformLoop:
             run.check_cancelled()
         return result
 
-    def start_task(self, hook_run: HookRun, payload: dict[str, Any]) -> None:
+    def start_task(self, hook_run: HookRun, payload: Mapping[str, object]) -> None:
         """A task hook delivered its payload: run the task's chat (an unknown agent fails it)."""
         if hook_run.task_chat_id is None:
             return
@@ -803,7 +803,7 @@ class PlatformLoop:
 
     # -- builtins ---------------------------------------------------------------------------
 
-    def run_builtin(self, hook_run: HookRun, payload: dict[str, Any]) -> None:
+    def run_builtin(self, hook_run: HookRun, payload: Mapping[str, object]) -> None:
         """Run the builtin the hook names (``belt:suggest``, ``belt:extract``) on the event."""
         BUILTINS[str(hook_run.hook.handler)](self, hook_run, payload)
 

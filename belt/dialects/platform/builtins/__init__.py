@@ -7,8 +7,8 @@ runs, is the wire's (``belt.wire.catalogue.BUILTINS``: validation and ``belt hoo
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from belt.dialects.platform.builtins import extract, suggest
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from belt.dialects.platform.agent_loop import PlatformLoop
     from belt.engine.dispatch import HookRun
 
-BUILTINS: dict[str, Callable[[PlatformLoop, HookRun, dict[str, Any]], None]] = {
+BUILTINS: dict[str, Callable[[PlatformLoop, HookRun, Mapping[str, object]], None]] = {
     suggest.SUGGEST: suggest.run,
     extract.EXTRACT: extract.run,
 }

@@ -60,7 +60,7 @@ def extraction(
     return Review(event, str(chat["id"]), run_id, ancestor, agent_id, owner)
 
 
-def run(loop: PlatformLoop, hook_run: HookRun, payload: dict[str, Any]) -> None:
+def run(loop: PlatformLoop, hook_run: HookRun, payload: Mapping[str, object]) -> None:
     """Answer the hook: the review of what the chat did since the last one, if any."""
     recorder = loop.sim.recorder
     last = int(recorder.chat.get("last_review_order", -1))
@@ -68,7 +68,7 @@ def run(loop: PlatformLoop, hook_run: HookRun, payload: dict[str, Any]) -> None:
         event=str(payload["event"]),
         chat=recorder.chat,
         since_last_review=recorder.messages[last + 1 :],
-        run_id=payload.get("run_id"),
+        run_id=run_id if isinstance(run_id := payload.get("run_id"), str) else None,
         agent_id=loop.sim.agent_id,
         owner=loop.scenario.agent.owner,
         user_team=loop.scenario.user_team,

@@ -7,7 +7,7 @@ naming what it put in front of the model (``items``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from belt.store import Store
 from belt.wire.platform import ContextInjection, LifecycleHookResponse
@@ -78,13 +78,14 @@ def injection_text(owner: str, matches: Sequence[Match]) -> str:
     return "\n".join(lines)
 
 
-def run(loop: PlatformLoop, hook_run: HookRun, payload: dict[str, Any]) -> None:
+def run(loop: PlatformLoop, hook_run: HookRun, payload: Mapping[str, object]) -> None:
     """Answer the hook: a suggestion for the prompt of the turn being fired."""
+    count = payload["turn_count"]
     hook_run.response = suggestion(
         loop.sim.store,
         owner=loop.scenario.agent.owner,
         agent_id=loop.sim.agent_id,
         prompt=loop.prompt(),
         suggested=loop.suggested(),
-        turn=int(payload["turn_count"]),
+        turn=count if isinstance(count, int) else 0,
     )
