@@ -457,7 +457,7 @@ class _HookURLs:
         return handler if isinstance(handler, str) else None
 
 
-def _records(store: Store, log: str, id: str) -> Iterable[dict[str, Any]]:
+def _records(store: Store, log: str, id: str) -> Iterable[dict[str, object]]:
     try:
         return store.read_log(log, id)
     except BeltError:

@@ -36,7 +36,7 @@ ENTRY_POINTS = "belt.dialects"
 class HookRun(NamedTuple):
     """One hook run as an expectation reads it."""
 
-    fields: dict[str, Any]
+    fields: dict[str, object]
     """``event``, ``handler``, ``decision``, ``reason``, ``error`` and what else the dialect has."""
     text: str
     """How it reads in a failure."""
