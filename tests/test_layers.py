@@ -216,6 +216,24 @@ def test_imports_point_down(module: str) -> None:
     assert not wrong, f"{module} (layer {LAYERS[part]}) imports against the order: {wrong}"
 
 
+DIALECT_PACKAGES = ("belt.dialects.platform", "belt.dialects.nexus")
+ONE_DIALECTS = {"belt.emulator.chats": "belt.dialects.platform.agent_loop"}
+"""A module outside the dialects' packages that is one dialect's by nature, and what of it it
+imports: the emulator drives platform agents."""
+
+
+def test_only_the_dialects_import_their_internals() -> None:
+    """Outside its package a dialect is asked through ``belt.dialects`` (docs/dialects.md)."""
+    found = [
+        f"{module} line {line}: {imported}"
+        for module in MODULES
+        if not module.startswith(DIALECT_PACKAGES) and module != "belt"
+        for imported, line, _ in imports_of(module)
+        if imported.startswith(DIALECT_PACKAGES) and ONE_DIALECTS.get(module) != imported
+    ]
+    assert not found, f"dialect internals imported outside the dialects: {found}"
+
+
 def test_there_are_no_import_cycles() -> None:
     graph = {
         module: sorted({name for name, _, typing in imports_of(module) if not typing} - {module})
