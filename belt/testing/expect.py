@@ -741,7 +741,7 @@ def run_hold(run: ReportRun) -> object:
     (``timeout``...), or None when it is not held."""
     if run.get("state") == ATTENTION_HOLD:
         attention = run.get("attention")
-        return attention["reason"] if attention else None
+        return attention.get("reason") if attention else None
     if run.get("state") == AgentRunState.INPUT_REQUIRED:
         return run.get("interrupt_reason")
     return None

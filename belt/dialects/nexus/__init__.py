@@ -193,11 +193,8 @@ def _task_run(task: HookTask) -> HookRun:
     error = task.get("error") or {}
     completed = task.get("status") == "completed"
     answer = ("continue" if decision.get("continue") else "acknowledge") if completed else None
-    fields: dict[str, object] = {
-        "event": task["event"],
-        "handler": task["tool"],
-        "decision": answer,
-    }
+    fields: dict[str, object] = {"event": task.get("event"), "handler": task.get("tool")}
+    fields["decision"] = answer
     fields |= {"reason": decision.get("feedback"), "error": error.get("message")}
     fields["status"] = task.get("status")
     text = f"{fields['event']} → {fields['handler']}: {fields['status']}"

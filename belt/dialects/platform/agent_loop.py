@@ -322,9 +322,9 @@ class PlatformLoop:
                 for run in runs
             },
         }
-        if "parent" in sim:
+        if sim.get("parent"):
             extras["simulation"] = {"parent": sim["parent"]}
-        if "registry" in sim:
+        if sim.get("registry"):
             extras.setdefault("simulation", {})["registry"] = cast("RegistryLoad", sim["registry"])
         return extras
 
