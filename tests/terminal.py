@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import select
 import signal
 import subprocess
@@ -11,6 +12,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+
+READ_SYSCALL = {"x86_64": 0, "aarch64": 63}
+"""read(2)'s number in /proc/PID/syscall, by machine."""
 
 
 @contextmanager
@@ -91,17 +95,30 @@ class Terminal:
 
         A SIGINT that lands after the prompt was written but before the read began only marks
         the signal, and the read then waits for input (a person's Ctrl-C comes while it waits):
-        so it is sent again each time the process has not ended after a while.
+        so it is sent again once the process is seen blocked reading its terminal after the
+        press (Linux's /proc/PID/syscall; where that cannot be read, after 5 s).
         """
         deadline = time.monotonic() + timeout
         while True:
             self.proc.send_signal(signal.SIGINT)
             pressed = time.monotonic()
             while self.proc.poll() is None and time.monotonic() - pressed < 5:
-                self._read(0.1)
+                if self._reading_stdin():
+                    break
+                self._read(0.05)
             if self.proc.poll() is not None:
                 return self.finish()
             assert time.monotonic() < deadline, f"Ctrl-C never ended it:\n{self.text}"
+
+    def _reading_stdin(self) -> bool:
+        """Whether the process is blocked in read(0, ...) now: a SIGINT sent before cannot be
+        what it is handling (the kernel wakes a process it signals)."""
+        number = READ_SYSCALL.get(platform.machine())
+        try:
+            with open(f"/proc/{self.proc.pid}/syscall") as status:
+                return number is not None and status.read().startswith(f"{number} 0x0 ")
+        except OSError:
+            return False
 
     @property
     def text(self) -> str:
