@@ -137,7 +137,7 @@ def main() -> None:
         if name in ALSO:
             rows.extend(run(name, path, logs, args.timeout, ALSO[name]))
     sys.path.insert(0, str(ROOT))
-    from belt.output import table
+    from belt.display.output import table
 
     print(f"\n{machine()}")
     table(COLUMNS, rows)

@@ -149,7 +149,7 @@ def auto_latencies(home: Path, count: int, handicap: float) -> list[float]:
 
 def idle_look_calls(home: Path) -> int:
     """The file-system calls of one look of auto's watch while nothing changes."""
-    from belt.backend import LocalBackend
+    from belt.backends.backend import LocalBackend
 
     store = Store(home / "store", fsync=False)
     create_interrupt(store=store, run_id="ar_idle", chat_id="ch_bench", event="agent.tool_call")

@@ -114,7 +114,7 @@ def firing(clock: Callable[[], float] = time.process_time) -> Iterator[list[floa
 def run_sim(path: Path, server: HandlerServer, *, ephemeral: bool) -> tuple[float, float]:
     """CPU seconds of one simulation of ``path``: the whole run's, and its events' firing;
     this process's and the handler's in both."""
-    from belt.engine.api import run_scenario
+    from belt.engine.entrypoints import run_scenario
 
     served = server.cpu_seconds()
     cpu = time.process_time()
@@ -255,8 +255,8 @@ def worker(*, traced: bool) -> None:
     other threads over the run: the span exporter's), and ``whole``, the whole run's; each with
     the run's spans flushed at its end (by this thread and the exporter's). At end of input,
     the OpenTelemetry modules it imported."""
-    from belt import tracing
-    from belt.engine.api import run_scenario
+    from belt.engine.entrypoints import run_scenario
+    from belt.outgoing import tracing
 
     if traced and not tracing.start():
         raise SystemExit("--otel: tracing did not start (is belt[otel] installed?)")

@@ -180,7 +180,7 @@ def ranking(root: Path, size: int, suggest: Callable[..., Any]) -> tuple[bool, b
 def simulated(template: Path, prompts: list[str], rounds: int) -> tuple[float, int]:
     """A belt:suggest hook's CPU time per turn against an event that fires no hook (the ratio),
     and how many turns of the last hook round injected a suggestion."""
-    from belt.engine.api import run_scenario
+    from belt.engine.entrypoints import run_scenario
 
     suggest_hook = {"event": "agent.turn_start", "type": "builtin", "handler": "belt:suggest"}
     cpu: dict[str, list[float]] = {"hook": [], "bare": []}

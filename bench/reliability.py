@@ -260,10 +260,10 @@ def run_bad_inputs() -> dict[str, Any]:
 
 
 def run_hostile_answers(handicap: float = 0.0) -> dict[str, Any]:
+    from belt.backends.remote import Platform
     from belt.errors import BeltError
     from belt.handlers.webhook import deliver
-    from belt.remote import Platform
-    from belt.samples import sample_payload
+    from belt.wire.samples import sample_payload
     from tests import hostile
 
     bodies = {
@@ -385,7 +385,7 @@ class Slowloris:
 
 
 def drive(url: str, seconds: float, handicap: float = 0.0) -> dict[str, Any]:
-    from belt.samples import sample_payload
+    from belt.wire.samples import sample_payload
 
     body = json.dumps(sample_payload("agent.tool_call")).encode()
     latencies: list[float] = []
@@ -986,7 +986,7 @@ def forward_burst(folder: Path) -> dict[str, Any]:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    from belt.samples import sample_payload
+    from belt.wire.samples import sample_payload
 
     held = {"now": 0, "most": 0}
 

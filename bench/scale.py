@@ -77,7 +77,7 @@ def burn(seconds: float) -> None:
 def simulate(doc: dict[str, Any], where: Path, handicap: float = 0.0) -> tuple[float, float]:
     """CPU and wall seconds to run ``doc`` as a scenario in a fresh state directory under
     ``where``."""
-    from belt.engine.api import start_simulation
+    from belt.engine.entrypoints import start_simulation
     from belt.engine.scenario import read_scenario
     from belt.engine.simulation import Options
     from belt.store import open_store

@@ -131,7 +131,7 @@ def run_bare_server() -> None:
     """Child process: serve the bare app on a free loopback port under belt's uvicorn settings."""
     import uvicorn
 
-    from belt.server.run import bind
+    from belt.server.listen import bind
 
     app = bare_app(os.environb[ANSWER_ENV.encode()])
     sock = bind("127.0.0.1", 0)

@@ -41,7 +41,7 @@ from typing import Any
 
 from verdict import Verdicts, add_common_options
 
-from belt.backend import LocalBackend
+from belt.backends.backend import LocalBackend
 from belt.records.interrupts import (
     create_interrupt,
     get_interrupt,

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from belt.signing import SignatureError, secret_key, verify, verify_with
+from belt.outgoing.signing import SignatureError, secret_key, verify, verify_with
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 LARGE = 4000

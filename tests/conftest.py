@@ -54,7 +54,7 @@ def store(belt_home: Path) -> Store:
 @pytest.fixture
 def served(store: Store) -> Iterator[str]:
     """`belt serve`'s app with the example policy, over the test's store, on a free port."""
-    from belt.policy import load_policy
+    from belt.rules.policy import load_policy
     from belt.server.app import create_app
     from belt.server.deciders import policy_decider
     from tests.servers import running

@@ -21,7 +21,7 @@ import signal
 import sys
 from typing import Any
 
-from belt.engine.api import resume_settled
+from belt.engine.entrypoints import resume_settled
 from belt.engine.holds import Holds
 from belt.engine.runsteps import RunSteps
 from belt.engine.simulation import End, Execution, SimStatus, Simulation

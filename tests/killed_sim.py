@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from belt import dialects
-from belt.engine.api import simulation_options
+from belt.engine.entrypoints import simulation_options
 from belt.engine.scenario import read_scenario
 from belt.engine.simulation import Execution, Simulation
 from belt.records.messages import MESSAGE, MESSAGES

@@ -12,7 +12,7 @@ from typing import Any
 import uvicorn
 
 from belt.server.connections import Connections, GuardedConnection, SlowClientGuard
-from belt.server.run import bind
+from belt.server.listen import bind
 
 
 def _refusing_address() -> str:

@@ -1,4 +1,5 @@
-"""Approval rules (belt.approvals): the language, settling a gate, and what-if over history."""
+"""Approval rules (belt.rules.approvals): the language, settling a gate, and what-if over
+history."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belt.approvals import (
+from belt.errors import BeltError, InvalidInput, NotFound
+from belt.records.interrupts import (
+    create_interrupt,
+    person,
+    read_record,
+    resolve_interrupt,
+    sweep,
+)
+from belt.rules.approvals import (
     RULE_KEYS,
     Rules,
     load_rules,
@@ -20,14 +29,6 @@ from belt.approvals import (
     settle,
     store_resolver,
     what_if,
-)
-from belt.errors import BeltError, InvalidInput, NotFound
-from belt.records.interrupts import (
-    create_interrupt,
-    person,
-    read_record,
-    resolve_interrupt,
-    sweep,
 )
 from belt.store import Store
 from belt.store.clock import parse_timestamp
@@ -342,7 +343,7 @@ def history(store: Store) -> dict[str, str]:
 
 
 def test_what_if_counts_disagreements_and_the_time_a_person_would_have_saved(store: Store) -> None:
-    from belt.approvals import settled_history
+    from belt.rules.approvals import settled_history
 
     names = history(store)
     report = what_if(load_rules(EXAMPLE), settled_history(store))
@@ -365,7 +366,7 @@ def test_what_if_counts_disagreements_and_the_time_a_person_would_have_saved(sto
 
 
 def test_what_if_since_keeps_the_gates_settled_from_then_on(store: Store) -> None:
-    from belt.approvals import settled_history
+    from belt.rules.approvals import settled_history
 
     history(store)
     report = what_if(

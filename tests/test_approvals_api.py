@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belt.approvals import load_rules
 from belt.errors import InvalidInput
 from belt.records.interrupts import read_record, rule_settlement
+from belt.rules.approvals import load_rules
 from belt.store import Store
 from tests.cli.runner import belt
 from tests.cli.test_serve import serve_process

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from belt.approvals import load_rules, settle_as_they_open, store_resolver
-from belt.backend import LocalBackend
+from belt.backends.backend import LocalBackend
 from belt.records.interrupts import person, read_record, resolve_interrupt, sweep
+from belt.rules.approvals import load_rules, settle_as_they_open, store_resolver
 from belt.server.app import create_app
 from belt.store import Store
 from belt.store.clock import parse_timestamp

@@ -1,6 +1,6 @@
 """One contract, two backends: the same cases against the local store (``LocalBackend``) and
-against the platform client (``belt.remote.Platform``) pointed at `belt serve`'s app over real
-HTTP, both over one store. Whatever a command asks, it gets the same shapes and the same errors
+against the platform client (``belt.backends.remote.Platform``) pointed at `belt serve`'s app over
+real HTTP, both over one store. Whatever a command asks, it gets the same shapes and the same errors
 whichever backend ``--api`` chose."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from belt.backend import Backend, LocalBackend
+from belt.backends.backend import Backend, LocalBackend
+from belt.backends.remote import Platform
 from belt.errors import BeltError, ExitCode
 from belt.records.chats import CHAT, disabled
 from belt.records.interrupts import create_interrupt
-from belt.remote import Platform
 from belt.server.app import create_app
 from belt.store import Store
 from tests.servers import running

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from belt.dialects.platform.builtins.suggest import quiet_items
-from belt.engine.api import run_scenario, show_run
+from belt.display.render import transcript_lines
+from belt.engine.entrypoints import run_scenario, show_run
 from belt.records.registry import list_entries
-from belt.render import transcript_lines
 from belt.store import open_store
 from tests.cli.runner import belt
 

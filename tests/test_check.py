@@ -24,8 +24,8 @@ from belt.check.run import run_check
 from belt.check.subjects import PLATFORM_EVENTS, subjects_for
 from belt.cli import app
 from belt.errors import InvalidInput, Unreachable, UsageError
-from belt.strictjson import decode
-from belt.transport import using
+from belt.outgoing.transport import using
+from belt.reading.strictjson import decode
 from belt.wire.enums import Dialect
 from belt.wire.platform import LifecycleHookPayload
 from tests import checked
@@ -636,7 +636,7 @@ def test_a_hooks_file_webhook_off_this_machine_is_named_with_the_route_that_serv
 
 
 def test_an_unreachable_webhook_is_exit_6() -> None:
-    from belt.server.run import bind
+    from belt.server.listen import bind
 
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
@@ -719,7 +719,7 @@ def test_the_command_exit_codes_for_bad_input_and_an_unreachable_target() -> Non
     off = runner.invoke(app, ["check", "https://hooks.example.com/x"])
     assert off.exit_code == 5
     assert "--allow-network" in off.output
-    from belt.server.run import bind
+    from belt.server.listen import bind
 
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from belt.check.run import signature_cases
-from belt.signing import SignatureError, secret_key, sign, verify
+from belt.outgoing.signing import SignatureError, secret_key, sign, verify
 from tests.cli.runner import belt
 from tests.servers import running, turn_start
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from belt.engine.api import run_scenario
+from belt.engine.entrypoints import run_scenario
 from belt.engine.scenario import read_scenario
 from belt.errors import Conflict, InvalidInput
 from belt.records.interrupts import sweep
@@ -660,8 +660,8 @@ def test_a_tool_approval_nobody_gives_expires_at_its_deadline(tmp_path: Path) ->
 
 
 def test_a_nexus_approval_nobody_gives_expires_at_its_deadline(tmp_path: Path) -> None:
-    from belt.engine.api import start_simulation
-    from belt.engine.report import build_report
+    from belt.engine.entrypoints import start_simulation
+    from belt.engine.readback import build_report
     from belt.engine.simulation import Options
     from belt.executor.targets import Target
     from belt.executor.worker import Worker
@@ -791,7 +791,7 @@ def test_a_virtual_clock_advances_by_any_span_or_refuses_it(seconds: int) -> Non
 
 
 def test_a_resumed_simulation_goes_on_on_its_own_clock(tmp_path: Path, store: Store) -> None:
-    from belt.engine.api import resume_run
+    from belt.engine.entrypoints import resume_run
     from belt.records.interrupts import resolve_interrupt
 
     report = simulate(tmp_path, [gated_turn(wait=[{"seconds": 90}])], clock="2026-08-11T14:00:00Z")
@@ -898,7 +898,7 @@ def test_a_run_waiting_at_its_gate_goes_on_after_a_sweep_elsewhere_at_t(
 def test_a_gate_on_wall_time_swept_ahead_of_it_is_settled_at_the_sweeps_wall_time(
     tmp_path: Path, store: Store
 ) -> None:
-    from belt.engine.api import resume_run
+    from belt.engine.entrypoints import resume_run
 
     report = simulate(tmp_path, [gated_turn()])  # on wall time
     (interrupt,) = report["interrupts"]
@@ -937,7 +937,7 @@ def test_a_runs_times_never_go_backwards(
     """Held on a virtual clock (after a wait shorter than its gate's timeout, or none), settled
     by a sweep at T or resolved at T on a server's clock, then resumed: everything the run
     and the turns after it record is dated at T or later, and in the order it was made."""
-    from belt.engine.api import resume_run
+    from belt.engine.entrypoints import resume_run
     from belt.records.interrupts import resolve_interrupt
 
     gate = {**GATE, "timeout": timeout}

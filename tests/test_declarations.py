@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from belt.declarations import (
+from belt.declaring.declarations import (
     Dialect,
     check_document,
     exit_code,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from belt.engine.api import run_scenario
+from belt.engine.entrypoints import run_scenario
 from belt.records.runs import run_events
 from belt.store import Store, open_store
 

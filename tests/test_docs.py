@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from belt.cli.docgen import render
-from belt.declarations import check_document, parse_text
+from belt.declaring.declarations import check_document, parse_text
 from belt.wire.catalogue import BUILTINS, EVENTS, NEXUS_EVENTS
 
 ROOT = Path(__file__).parent.parent

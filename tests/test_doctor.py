@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from belt.doctor import examine
-from belt.engine.api import run_scenario
+from belt.declaring.doctor import examine
+from belt.engine.entrypoints import run_scenario
 from belt.store import Store
 from tests.cli.runner import belt
 from tests.hookapp import hook_app

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from belt.emulator.chats import parse_run_request
+from belt.emulator.conversation import parse_run_request
 from belt.errors import InvalidInput
-from belt.server.agents import NOT_EMULATED, OTHER_NAMESPACES
+from belt.server.agent_routes import NOT_EMULATED, OTHER_NAMESPACES
 from belt.server.app import create_app
 from belt.store import Store, open_store
 from tests.cli.runner import belt

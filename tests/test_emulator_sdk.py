@@ -80,7 +80,7 @@ def test_an_ad_hoc_agent_with_a_webhook_and_a_gate(sdk_served: str, sdk_handler:
     assert [name for name, _ in sdk_handler.received] == ["guard", "guard"]
 
     # Everything is on the record: belt sim show sees the emulated chat.
-    from belt.engine.api import list_runs, show_run
+    from belt.engine.entrypoints import list_runs, show_run
 
     (row,) = list_runs()
     assert row["state"] == "completed" and row["name"] == "guarded"
@@ -127,7 +127,7 @@ def test_the_example_app_runs_against_belt_serve() -> None:
     import subprocess
     import sys
 
-    from belt.policy import load_policy
+    from belt.rules.policy import load_policy
     from belt.server.deciders import policy_decider
 
     examples = Path(__file__).resolve().parents[1] / "examples"

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from belt.engine.api import resume_run, run_scenario, show_run, stop_run
+from belt.display.render import transcript_lines
+from belt.engine.entrypoints import resume_run, run_scenario, show_run, stop_run
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.interrupts import resolve_interrupt, sweep
 from belt.records.messages import MESSAGE, MESSAGES
-from belt.render import transcript_lines
 from belt.store import open_store
 from belt.store.clock import parse_timestamp
 from belt.wire.catalogue import EVENTS
@@ -447,7 +447,7 @@ def test_a_task_agent_runs_as_a_chat_of_the_simulation(tmp_path: Path) -> None:
     assert shown["chat"]["chat_messages"][0]["agent_run_id"] == task_run["id"]
     assert shown["chat"]["chat_messages"][-1]["content"][0]["text"] == "filed TCK-1"
 
-    from belt.engine.api import list_runs
+    from belt.engine.entrypoints import list_runs
 
     assert [r["id"] for r in list_runs()] == [parent_run]
     everything = list_runs(include_tasks=True)

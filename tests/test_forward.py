@@ -16,15 +16,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from belt.policy import load_policy
-from belt.samples import sample_payload
+from belt.outgoing.signing import signed_headers
+from belt.outgoing.transport import MAX_CONNECTIONS, using
+from belt.rules.policy import load_policy
 from belt.server.app import create_app
 from belt.server.deciders import policy_decider
 from belt.server.forward import ANSWER_MAX_BYTES, forward_decider
-from belt.signing import signed_headers
 from belt.store import Store
-from belt.transport import MAX_CONNECTIONS, using
 from belt.wire.platform import LifecycleHookPayload
+from belt.wire.samples import sample_payload
 from tests.cli.runner import belt
 from tests.cli.test_serve import serve_process
 from tests.hookapp import hook_app

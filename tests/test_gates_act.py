@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from belt.engine.api import resume_run, run_scenario
+from belt.engine.entrypoints import resume_run, run_scenario
 from belt.errors import Conflict
 from belt.records.interrupts import resolve_interrupt
 from belt.server.app import create_app

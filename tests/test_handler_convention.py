@@ -13,11 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from belt.engine.api import run_scenario
-from belt.samples import sample_payload
+from belt.engine.entrypoints import run_scenario
 from belt.server.app import create_app
 from belt.server.deciders import handler_decider, load_handler
 from belt.store import Store
+from belt.wire.samples import sample_payload
 from tests import pyhooks
 from tests.cli.runner import belt
 from tests.servers import running

@@ -16,9 +16,9 @@ import pytest
 
 from belt.executor.targets import parse_tool
 from belt.handlers.webhook import encode_payload
-from belt.samples import sample_payload
-from belt.signing import signed_headers
+from belt.outgoing.signing import signed_headers
 from belt.wire.catalogue import EVENTS
+from belt.wire.samples import sample_payload
 from tests.cli.runner import belt
 from tests.loopback import CLIENT
 from tests.servers import running

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from belt.declaring.hookfile import add_hook, default_path, read_hooks, remove_hook, render
 from belt.errors import InvalidInput, NotFound
-from belt.hookfile import add_hook, default_path, read_hooks, remove_hook, render
 
 
 def mode(path: Path) -> int:

@@ -17,14 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from belt.declarations import Declaration, load_declaration, parse_text
+from belt.backends.remote import Platform
+from belt.declaring.declarations import Declaration, load_declaration, parse_text
 from belt.errors import BeltError
-from belt.inputs import read_json_object_option, read_json_option
-from belt.policy import parse_policy
-from belt.remote import Platform
+from belt.outgoing.transport import using
+from belt.reading.inputs import read_json_object_option, read_json_option
+from belt.rules.policy import parse_policy
 from belt.server.app import create_app
 from belt.store import Store
-from belt.transport import using
 from tests.loopback import CLIENT
 from tests.servers import running
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belt.engine.api import resume_run, run_scenario
 from belt.engine.dispatch import Route, parse_route, parse_routes, route_for
+from belt.engine.entrypoints import resume_run, run_scenario
 from belt.errors import InvalidInput, NotFound, UsageError
 from belt.handlers.inprocess import InProcess, answer_of, wants_model
 from belt.store import open_store

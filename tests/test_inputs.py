@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belt import inputs
 from belt.errors import InvalidInput, NotFound
-from belt.inputs import read_json_object_option, read_json_option, read_stream, read_text
+from belt.reading import inputs
+from belt.reading.inputs import read_json_object_option, read_json_option, read_stream, read_text
 
 
 def test_read_json_option(tmp_path: Path) -> None:

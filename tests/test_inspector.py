@@ -16,13 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from belt.engine.api import run_scenario
+from belt.engine.entrypoints import run_scenario
+from belt.outgoing.signing import signed_headers
 from belt.records.interrupts import os_user
 from belt.records.journal import JOURNAL, SERVE
 from belt.server.app import create_app
 from belt.server.inspector.deliveries import served_summary
-from belt.server.inspector.replay import scenario_file
-from belt.signing import signed_headers
+from belt.server.inspector.resend import scenario_file
 from belt.store import Store, open_store
 from tests.hookapp import hook_app
 from tests.loopback import CLIENT
@@ -139,7 +139,7 @@ def test_the_inspector_is_imported_only_when_first_asked() -> None:
         "from belt.store import Store\n"
         "import tempfile\n"
         "create_app(store=Store(tempfile.mkdtemp()))\n"
-        "print('belt.server.inspector.api' in sys.modules)\n"
+        "print('belt.server.inspector.page' in sys.modules)\n"
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "False"
@@ -387,7 +387,7 @@ def test_a_served_request_replays_to_this_servers_decider_and_a_run_to_its_hooks
 @pytest.fixture
 def served_with_a_handler(store: Store) -> Iterator[str]:
     """The example policy's server, started with a py: handler a replay may call."""
-    from belt.policy import load_policy
+    from belt.rules.policy import load_policy
     from belt.server.deciders import policy_decider
 
     decide = policy_decider(load_policy(POLICY))

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from belt.engine.api import run_scenario
+from belt.engine.entrypoints import run_scenario
 from belt.server.app import create_app
 from belt.store import Store
 from tests.browser import missing

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from belt.engine.api import run_scenario
+from belt.engine.entrypoints import run_scenario
 from belt.records.interrupts import Settlement
 from belt.store import Store
 from tests.browser import chromium, missing

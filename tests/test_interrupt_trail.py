@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from belt.engine.api import run_scenario
+from belt.engine.entrypoints import run_scenario
 from belt.records.interrupts import (
     DTO_FIELDS,
     os_user,

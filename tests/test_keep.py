@@ -1,5 +1,6 @@
 """Recordings become tests: belt replay --save-tests DIR, and the one function that writes a
-delivery as a scenario (belt.keep.kept_scenario, shared with the inspector's "Keep as a test")."""
+delivery as a scenario (belt.deliveries.keep.kept_scenario, shared with the inspector's "Keep as a
+test")."""
 
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from belt.engine.api import run_scenario
+from belt.deliveries.keep import kept_scenario
+from belt.engine.entrypoints import run_scenario
 from belt.errors import InvalidInput
-from belt.keep import kept_scenario
-from belt.server.inspector import replay as inspector_replay
+from belt.server.inspector import resend as inspector_replay
 from belt.testing.suite import run_suite
 from tests.cli.runner import belt, belt_process
 from tests.test_replay import DEMO, EXAMPLES, GUARDED, policy_server
@@ -421,7 +422,7 @@ def test_a_url_with_credentials_is_never_written_into_a_test(
 
 
 def test_the_inspector_keeps_a_policy_target_as_the_replay_does(tmp_path: Path) -> None:
-    from belt.server.inspector.replay import Target, scenario_handler
+    from belt.server.inspector.resend import Target, scenario_handler
 
     policy = tmp_path / "pol.toml"
     policy.write_text(POLICY, encoding="utf-8")

@@ -19,45 +19,53 @@ ROOT = Path(belt.__file__).parent
 
 LAYERS: dict[str, int] = {
     "belt.errors": 0,
+    "belt.display": 1,
+    "belt.display.text": 1,
+    "belt.outgoing": 1,
+    "belt.outgoing.tracing": 1,
     "belt.paths": 1,
-    "belt.tracing": 1,
-    "belt.text": 1,
-    "belt.suggest": 1,
-    "belt.dialects": 5,
-    "belt.matching": 2,
-    "belt.loader": 1,
-    "belt.supervisor": 2,
-    "belt.strictjson": 1,
+    "belt.reading": 1,
+    "belt.reading.didyoumean": 1,
+    "belt.reading.strictjson": 1,
     "belt.scaffold": 1,
-    "belt.inputs": 2,
-    "belt.transport": 4,
-    "belt.wire": 2,
+    "belt.usercode": 1,
+    "belt.usercode.loader": 1,
+    "belt.outgoing.signing": 2,
+    "belt.reading.inputs": 2,
+    "belt.reading.matching": 2,
     "belt.store": 2,
-    "belt.signing": 2,
-    "belt.effects": 3,
-    "belt.samples": 3,
-    "belt.declarations": 3,
+    "belt.usercode.supervisor": 2,
+    "belt.wire": 2,
+    "belt.declaring": 3,
+    "belt.declaring.declarations": 3,
+    "belt.deliveries": 3,
+    "belt.deliveries.effects": 3,
+    "belt.wire.samples": 3,
+    "belt.outgoing.transport": 4,
     "belt.records": 4,
-    "belt.handlers": 5,
+    "belt.declaring.hookfile": 5,
+    "belt.dialects": 5,
     "belt.executor": 5,
-    "belt.policy": 5,
-    "belt.approvals": 5,
-    "belt.hookfile": 5,
+    "belt.handlers": 5,
+    "belt.rules": 5,
+    "belt.rules.approvals": 5,
+    "belt.rules.policy": 5,
+    "belt.deliveries.replay": 6,
+    "belt.deliveries.trigger": 6,
     "belt.engine": 6,
-    "belt.trigger": 6,
-    "belt.replay": 6,
-    "belt.dialects.platform": 8,
+    "belt.display.render": 7,
     "belt.dialects.nexus": 8,
-    "belt.emulator": 9,
-    "belt.doctor": 9,
+    "belt.dialects.platform": 8,
     "belt.check": 9,
-    "belt.keep": 9,
+    "belt.declaring.doctor": 9,
+    "belt.deliveries.keep": 9,
+    "belt.emulator": 9,
+    "belt.backends": 10,
+    "belt.backends.remote": 10,
     "belt.server": 10,
-    "belt.remote": 10,
-    "belt.backend": 11,
-    "belt.rho": 12,
-    "belt.render": 7,
-    "belt.output": 12,
+    "belt.backends.backend": 11,
+    "belt.declaring.rhoconfig": 12,
+    "belt.display.output": 12,
     "belt.testing": 13,
     "belt.cli": 14,
     "belt.__main__": 15,
@@ -68,7 +76,7 @@ emulator and the doctor ← server, remote ← the backend ← rho's configurati
 ← the test framework (``belt test`` and the pytest plugin) ← cli (``output`` and ``render`` for
 the front ends only)."""
 
-CLI_ONLY = ("belt.output", "belt.render")
+CLI_ONLY = ("belt.display.output", "belt.display.render")
 LIVE_LINES = "belt.server.live"
 """The server's live lines: the one part of the server that prints (DESIGN.md)."""
 FRONT_ENDS = ("belt.cli", "belt.testing", "belt.dialects.platform", "belt.dialects.nexus")
@@ -171,7 +179,7 @@ def against_the_order(module: str, imports: list[tuple[str, int, bool]]) -> list
         if imported == "belt":
             continue
         target = part_of(imported)
-        if target == part or (module == LIVE_LINES and imported == "belt.output"):
+        if target == part or (module == LIVE_LINES and imported == "belt.display.output"):
             continue
         if LAYERS[target] >= LAYERS[part]:
             wrong.append(f"line {line}: {imported} (layer {LAYERS[target]})")
@@ -217,7 +225,7 @@ def test_imports_point_down(module: str) -> None:
 
 
 DIALECT_PACKAGES = ("belt.dialects.platform", "belt.dialects.nexus")
-ONE_DIALECTS = {"belt.emulator.chats": "belt.dialects.platform.agent_loop"}
+ONE_DIALECTS = {"belt.emulator.conversation": "belt.dialects.platform.agent_loop"}
 """A module outside the dialects' packages that is one dialect's by nature, and what of it it
 imports: the emulator drives platform agents."""
 
@@ -256,7 +264,7 @@ def test_there_are_no_import_cycles() -> None:
         ("belt.store", "from ..engine.simulation import Simulation\n", True),
         (
             "belt.store.store",
-            "import importlib\nimportlib.import_module('belt.engine.api')\n",
+            "import importlib\nimportlib.import_module('belt.engine.entrypoints')\n",
             False,
         ),
         (
@@ -267,11 +275,11 @@ def test_there_are_no_import_cycles() -> None:
         ("belt.store.store", "__import__('belt.server.app')\n", False),
         (
             "belt.store.store",
-            "if TYPE_CHECKING:\n    from belt.engine.api import show_run\n",
+            "if TYPE_CHECKING:\n    from belt.engine.entrypoints import show_run\n",
             False,
         ),
-        ("belt.records.runs", "from belt.output import console\n", False),
-        ("belt.engine.api", "from belt.server.app import create_app\n", False),
+        ("belt.records.runs", "from belt.display.output import console\n", False),
+        ("belt.engine.entrypoints", "from belt.server.app import create_app\n", False),
     ],
 )
 def test_the_checker_finds_an_import_against_the_order(
@@ -287,10 +295,14 @@ def test_the_checker_finds_an_import_against_the_order(
     [
         ("belt.store.store", "from .files import read_bytes\n", False),
         ("belt.store", "from .store import Store\n", True),
-        ("belt.engine.api", "from ..records import runs\n", False),
-        ("belt.engine.api", "import importlib\nimportlib.import_module('belt.store')\n", False),
-        ("belt.cli.sim", "from belt.output import console\n", False),
-        ("belt.server.live", "from belt.output import console\n", False),
+        ("belt.engine.entrypoints", "from ..records import runs\n", False),
+        (
+            "belt.engine.entrypoints",
+            "import importlib\nimportlib.import_module('belt.store')\n",
+            False,
+        ),
+        ("belt.cli.sim", "from belt.display.output import console\n", False),
+        ("belt.server.live", "from belt.display.output import console\n", False),
     ],
 )
 def test_the_checker_lets_an_import_down_the_order_through(
@@ -301,7 +313,7 @@ def test_the_checker_lets_an_import_down_the_order_through(
 
 
 def test_relative_imports_resolve_to_the_module_they_name() -> None:
-    assert imports_in("belt.engine.api", "from ..records.runs import RUN\n") == [
+    assert imports_in("belt.engine.entrypoints", "from ..records.runs import RUN\n") == [
         ("belt.records.runs", 1, False)
     ]
     assert imports_in("belt.store", "from . import files\n", package=True) == [
@@ -365,3 +377,20 @@ def test_store_writes_go_through_the_records(module: str) -> None:
 def test_the_checker_finds_a_store_write() -> None:
     source = "store.tag(TAG, run_id)\nself.store.merge(RUN, run_id, {})\nitems.append(1)\n"
     assert store_writes_in(source) == ["line 1: store.tag", "line 2: store.merge"]
+
+
+def test_no_two_modules_share_a_file_name() -> None:
+    """A file name says where a module is: outside ``__init__.py`` and the command modules of
+    ``cli/`` (each named after its command), no two of belt's modules share one."""
+    seen: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        if path.name != "__init__.py" and not module.startswith("belt.cli."):
+            seen.setdefault(path.name, []).append(module)
+    assert {name: found for name, found in seen.items() if len(found) > 1} == {}
+
+
+def test_the_top_of_belt_holds_only_its_base() -> None:
+    """Every module but the exception root and the state directory sits in a part named for what
+    it is for (docs/architecture.md)."""
+    loose = sorted(path.name for path in ROOT.glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py", "errors.py", "paths.py"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from belt.errors import InvalidInput
-from belt.loader import import_deadline, load_callable
+from belt.usercode.loader import import_deadline, load_callable
 
 
 def module(tmp_path: Path, name: str, body: str) -> str:
@@ -55,7 +55,7 @@ def test_a_py_file_is_executed_once_per_process_and_again_when_it_changes(tmp_pa
 def test_a_named_file_is_found_from_the_directory_of_the_file_that_names_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from belt.loader import find_named_file
+    from belt.usercode.loader import find_named_file
 
     (tmp_path / "suite").mkdir()
     (tmp_path / "suite" / "hooks.py").write_text("", encoding="utf-8")

@@ -1,5 +1,5 @@
-"""belt.matching: the patterns policies, `belt check` properties and expectations share; here
-chiefly ``path:<glob>``, which matches a value once it is normalised as a POSIX path."""
+"""belt.reading.matching: the patterns policies, `belt check` properties and expectations share;
+here chiefly ``path:<glob>``, which matches a value once it is normalised as a POSIX path."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from belt.check.props import read_props
 from belt.engine.scenario import scenario_from_document
 from belt.errors import InvalidInput
-from belt.matching import Matcher, normal_path, value_matcher
+from belt.reading.matching import Matcher, normal_path, value_matcher
 from belt.testing.suite import run_loaded
 from belt.wire.validate import Findings
 

@@ -16,21 +16,21 @@ import pytest
 
 from belt.dialects.nexus import execution_loop as nexus
 from belt.dialects.nexus.scenarios import LoadedNexusScenario
-from belt.engine.api import (
+from belt.display.render import transcript_lines
+from belt.engine.entrypoints import (
     resume_run,
     resume_simulation,
     show_run,
     start_simulation,
     stop_run,
 )
-from belt.engine.report import build_report
+from belt.engine.readback import build_report
 from belt.engine.scenario import read_scenario
 from belt.engine.simulation import Options
 from belt.errors import Conflict
 from belt.executor.targets import Target
 from belt.executor.worker import Worker
 from belt.records.hooktasks import PENDING_TAG
-from belt.render import transcript_lines
 from belt.store import open_store
 
 DATA = Path(__file__).parent / "data" / "nexus"

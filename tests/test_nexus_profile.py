@@ -101,7 +101,7 @@ def test_the_profile_api_needs_the_bearer_token_when_serve_has_one() -> None:
 def test_a_scenario_without_a_profile_runs_the_profile_put_on_serve(
     api: str, tmp_path: Path
 ) -> None:
-    from belt.engine.api import run_scenario
+    from belt.engine.entrypoints import run_scenario
 
     assert put(api, {"approval_mode": "auto", "lifecycle_hooks": STOP}).status_code == 200
     path = tmp_path / "s.toml"

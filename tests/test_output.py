@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belt import output
+from belt.display import output
 
 HOSTILE = "a\x1b[2J\x1b]0;PWNED\x07b\r\nerror: fake\x9b31m\x7f\ud800 rm\u202etxt.exe"
 BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"

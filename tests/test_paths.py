@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from belt.engine.api import resume_run, run_scenario
+from belt.engine.entrypoints import resume_run, run_scenario
 from belt.engine.scenario import read_scenario
 from belt.errors import InvalidInput
 from belt.testing.suite import run_suite

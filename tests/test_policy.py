@@ -4,9 +4,9 @@ from typing import Any
 import pytest
 
 from belt.errors import InvalidInput, NotFound
-from belt.policy import Policy, load_policy, parse_policy
-from belt.samples import sample_payload
+from belt.rules.policy import Policy, load_policy, parse_policy
 from belt.wire.platform import LifecycleHookPayload
+from belt.wire.samples import sample_payload
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "policy.toml"
 

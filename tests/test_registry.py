@@ -1385,11 +1385,11 @@ def test_the_registry_imports_only_the_layers_below_it(module: str) -> None:
     allowed = (
         "belt.errors",
         "belt.paths",
-        "belt.inputs",
+        "belt.reading.inputs",
         "belt.wire",
         "belt.store",
         "belt.records",
-        "belt.suggest",
+        "belt.reading.didyoumean",
     )
     belt_imports = [
         name for name in imported_modules(ROOT / "belt" / "records" / module) if "belt" in name

@@ -9,7 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from belt.effects import url_host
+from belt.backends.remote import Platform
+from belt.deliveries.effects import url_host
 from belt.errors import (
     BeltError,
     Conflict,
@@ -19,8 +20,7 @@ from belt.errors import (
     Unauthorized,
     Unreachable,
 )
-from belt.remote import Platform
-from belt.transport import using
+from belt.outgoing.transport import using
 from tests import hostile
 from tests.cli.runner import belt
 from tests.fake_platform import FakePlatform, closed_port, envelope, problem

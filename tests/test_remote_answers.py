@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from belt.backends.remote import Platform
 from belt.errors import BeltError, ExitCode, Unreachable
-from belt.remote import Platform
 from tests.cli.runner import belt
 from tests.servers import REFUSED, running, turn_start
 

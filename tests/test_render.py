@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from belt.render import (
+from belt.display.render import (
     deadline,
     expires_in,
     gate_event,

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from belt.engine.api import run_scenario
+from belt.deliveries.replay import from_file, replay, since_moment
+from belt.engine.entrypoints import run_scenario
 from belt.errors import InvalidInput, NotFound, UsageError
-from belt.policy import load_policy
-from belt.replay import from_file, replay, since_moment
+from belt.rules.policy import load_policy
 from belt.server.app import create_app
 from belt.server.deciders import policy_decider
 from belt.store import open_store
@@ -333,7 +333,7 @@ def test_a_journal_line_belt_cannot_read_is_skipped_and_named(
 def test_the_streamed_json_is_the_report_and_its_rows_come_one_at_a_time(
     journalled: dict[str, Any], tmp_path: Path
 ) -> None:
-    from belt.replay import open_replay
+    from belt.deliveries.replay import open_replay
 
     printed = belt("replay", "journal", "--policy", str(edited_policy(tmp_path)), "--json")
     assert printed.exit_code == 0
@@ -372,7 +372,7 @@ def test_a_long_journal_is_replayed_in_bounded_memory(
         store.append("journal", "serve", record, sync=False)
     size = store.log_size("journal", "serve")
     assert size > 20_000_000
-    from belt.replay import open_replay
+    from belt.deliveries.replay import open_replay
 
     tracemalloc.start()
     try:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from belt.engine.api import resume_settled, run_scenario
+from belt.engine.entrypoints import resume_settled, run_scenario
 from belt.records import leases
 from belt.records.interrupts import resolve_interrupt
 from belt.records.runs import GATED_RUNS, RUN

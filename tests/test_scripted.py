@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from belt.engine.api import run_scenario
+from belt.engine.entrypoints import run_scenario
 from belt.engine.scenario import resolution_for
 from belt.errors import InvalidInput
 from tests.cli.runner import belt

@@ -14,7 +14,7 @@ import pytest
 
 from belt.records.journal import JOURNAL, SERVE, ServeLine
 from belt.server.app import create_app
-from belt.server.journal import GROUP_TURNS, UNWRITTEN, GroupJournal, stamp_now
+from belt.server.group_commit import GROUP_TURNS, UNWRITTEN, GroupJournal, stamp_now
 from belt.store import Store, open_store
 from belt.store.clock import parse_timestamp, timestamp, utcnow
 from tests.servers import running, turn_start

@@ -471,7 +471,7 @@ def test_importing_belt_installs_no_signal_handler() -> None:
         watched = (signal.SIGINT, signal.SIGTERM)
         before = [signal.getsignal(s) for s in watched]
         import belt, belt.cli, belt.cli.root, belt.cli.serve, belt.cli.rho
-        import belt.testing.plugin, belt.server.run, belt.server.stopping
+        import belt.testing.plugin, belt.server.listen, belt.server.stopping
         assert [signal.getsignal(s) for s in watched] == before, "a handler was installed"
         print("unchanged")
         """

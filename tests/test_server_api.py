@@ -199,7 +199,7 @@ def test_a_simulated_chat_and_its_hook_rows_read_through_the_chat_routes(
 ) -> None:
     import json
 
-    from belt.engine.api import run_scenario
+    from belt.engine.entrypoints import run_scenario
 
     path = tmp_path / "s.json"
     delete = {"name": "delete_file", "arguments": {"path": "/etc/x"}, "result": "ok"}

@@ -14,7 +14,7 @@ import uvicorn
 
 from belt.server.app import create_app
 from belt.server.connections import Connections, GuardedConnection, SlowClientGuard
-from belt.server.run import bind
+from belt.server.listen import bind
 from belt.store import Store
 from tests.servers import running, turn_start
 from tests.test_serve_stop import serving

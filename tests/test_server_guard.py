@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.provisional import domains
 
-from belt.engine.api import run_scenario
+from belt.engine.entrypoints import run_scenario
 from belt.records.interrupts import create_interrupt, get_interrupt
 from belt.records.profile import PROFILE_PATH, read_profile
 from belt.server.app import create_app
@@ -393,7 +393,7 @@ def test_belts_own_webhooks_reach_the_hook_route_signed_or_not(
     store: Store, tmp_path: Path
 ) -> None:
     from belt.handlers.webhook import deliver
-    from belt.samples import sample_payload
+    from belt.wire.samples import sample_payload
 
     secret = "whsec_" + "Z3VhcmQtdGVzdC1zZWNyZXQta2V5LTAx"
     with running(create_app(store=store, sweep_interval=0)) as url:

@@ -19,14 +19,14 @@ import httpx
 import pytest
 
 from belt.errors import InvalidInput, NotFound, UsageError
-from belt.policy import load_policy
-from belt.samples import sample_payload
+from belt.outgoing.signing import signed_headers
+from belt.rules.policy import load_policy
 from belt.server import app as app_module
 from belt.server.app import Answer, Delivery, ReplayGuard, create_app
 from belt.server.deciders import handler_decider, load_handler, policy_decider
-from belt.signing import signed_headers
 from belt.store import Store
 from belt.wire.platform import LifecycleHookPayload, LifecycleHookResponse
+from belt.wire.samples import sample_payload
 from tests import pyhooks
 from tests.loopback import CLIENT
 from tests.servers import running

@@ -16,12 +16,12 @@ from typing import Any
 import httpx
 import pytest
 
-from belt.samples import sample_payload
 from belt.server.app import create_app
 from belt.server.connections import Connections, SlowClientGuard
 from belt.server.deciders import HandlerPool, handler_decider
 from belt.store import Store
 from belt.wire.platform import LifecycleHookPayload
+from belt.wire.samples import sample_payload
 from tests.servers import running
 from tests.waiting import eventually
 

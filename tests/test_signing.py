@@ -1,7 +1,14 @@
 import pytest
 
 from belt.errors import InvalidInput
-from belt.signing import SignatureError, secret_key, sign, signed_headers, verify, verify_with
+from belt.outgoing.signing import (
+    SignatureError,
+    secret_key,
+    sign,
+    signed_headers,
+    verify,
+    verify_with,
+)
 from tests.vectors import BODY, MSG_ID, SECRET, SIGNATURE, TIMESTAMP
 
 

@@ -246,7 +246,7 @@ def test_the_scenario_owner_default_is_the_registrys() -> None:
 def test_the_collector_is_paused_in_the_block_and_as_it_was_after() -> None:
     import gc
 
-    from belt.loader import collector_paused
+    from belt.usercode.loader import collector_paused
 
     assert gc.isenabled()
     frozen = gc.get_freeze_count()
@@ -272,7 +272,7 @@ def test_what_the_process_holds_is_frozen_after_an_import_in_the_block(
     import gc
     import importlib
 
-    from belt.loader import collector_paused
+    from belt.usercode.loader import collector_paused
 
     (tmp_path / "belt_startup_probe.py").write_text("VALUE = [1, 2, 3]\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -292,7 +292,7 @@ def test_what_the_process_holds_is_frozen_after_an_import_in_the_block(
 # imports froze it; then a pool run once they did, with counting the frozen objects refused.
 FROZEN_PROBE = """
 import gc, json
-import belt.loader as loader
+import belt.usercode.loader as loader
 from belt.testing.workers import run_all
 
 before = loader.frozen()
@@ -319,13 +319,13 @@ def test_whether_the_process_is_frozen_is_known_without_counting_once_belt_froze
     assert json.loads(proc.stdout) == [False, True, True, [1, 2, 3]]
 
 
-# Runs belt with belt.loader.collector_paused recording what was imported inside it.
+# Runs belt with belt.usercode.loader.collector_paused recording what was imported inside it.
 PAUSE_PROBE = """
 import contextlib, json, sys
-import belt.loader
+import belt.usercode.loader
 
 inside = set()
-paused = belt.loader.collector_paused
+paused = belt.usercode.loader.collector_paused
 
 @contextlib.contextmanager
 def recording():
@@ -334,7 +334,7 @@ def recording():
         yield
     inside.update(set(sys.modules) - before)
 
-belt.loader.collector_paused = recording
+belt.usercode.loader.collector_paused = recording
 sys.argv = ["belt", *sys.argv[1:]]
 try:
     from belt.cli import main

@@ -109,7 +109,7 @@ def test_the_inspector_stream_is_woken_by_a_journal_line_of_its_server(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from belt.server.app import create_app
-    from belt.server.inspector import api
+    from belt.server.inspector import page as api
     from tests.servers import running, turn_start
 
     # With no fallback look in the test's lifetime, only the wake-up can bring the change.

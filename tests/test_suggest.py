@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from belt.check.props import read_props
-from belt.declarations import validate_files
+from belt.declaring.declarations import validate_files
 from belt.emulator.agents import load_agent_file
 from belt.emulator.modelscript import load_model_script
 from belt.engine.scenario import read_scenario
 from belt.errors import InvalidInput
-from belt.policy import load_policy
+from belt.reading.didyoumean import closest, did_you_mean
 from belt.records.registry import check_candidate
-from belt.suggest import closest, did_you_mean
+from belt.rules.policy import load_policy
 from belt.testing.expect import read_tested
 from belt.wire.validate import check_decision, check_response
 from tests.cli.runner import belt

@@ -10,7 +10,7 @@ import pytest
 # Imported here, before pytester snapshots the modules, so that each inner session does not
 # import the engine and the server afresh.
 import belt.dialects.platform.agent_loop
-import belt.render
+import belt.display.render
 import belt.server.app
 import belt.testing.plugin
 import belt.testing.suite
@@ -337,7 +337,7 @@ def test_a_scenario_file_is_read_from_the_test_files_directory(pytester: pytest.
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*belt_scenario: */service/tests/nowhere.toml: no such file"])
     assert "Traceback" not in result.stdout.str()
-    assert "belt/inputs.py" not in result.stdout.str()
+    assert "belt/reading/inputs.py" not in result.stdout.str()
 
 
 def test_a_scenario_found_from_the_current_directory_warns_with_the_new_spelling(

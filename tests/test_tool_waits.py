@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from belt.engine.api import resume_run, run_scenario
+from belt.engine.entrypoints import resume_run, run_scenario
 from belt.errors import InvalidInput
 from belt.store import open_store
 from tests.cli.runner import belt

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belt import tracing
+from belt.outgoing import tracing
 from tests.fake_platform import FakePlatform
 from tests.servers import REFUSED
 
@@ -375,7 +375,7 @@ def test_a_gate_settled_by_another_traced_process_ends_in_the_runs_trace(tmp_pat
     # Settled by a process of its own with tracing on (as belt serve's API settles it).
     settled = tmp_path / "settled.jsonl"
     settle = (
-        "import sys; from pathlib import Path; from belt import tracing\n"
+        "import sys; from pathlib import Path; from belt.outgoing import tracing\n"
         "from belt.records.interrupts import pending_for_run, resolve_interrupt\n"
         "tracing.start(trace_file=Path(sys.argv[1]))\n"
         "with tracing.span('settle'):\n"
@@ -449,7 +449,7 @@ SERVED = """
 import json, sys
 from starlette.testclient import TestClient
 from belt.server.app import create_app_from_settings
-from belt.samples import sample_payload
+from belt.wire.samples import sample_payload
 app = create_app_from_settings({"POLICY": sys.argv[1]})
 with TestClient(app, base_url="http://127.0.0.1") as client:
     payload = sample_payload("agent.tool_call", data={"tool": "delete_file", "arguments": {}})
@@ -510,7 +510,7 @@ def test_without_the_extra_belt_says_once_how_to_install_it_and_runs_untraced(
 
     # Asked again in the same process, it says nothing more.
     twice = HIDDEN.split("sys.argv =")[0] + (
-        "from belt import tracing\n"
+        "from belt.outgoing import tracing\n"
         "print(tracing.start(otlp='http://127.0.0.1:9'), tracing.start(trace_file=None))\n"
         "print(tracing.start(otlp='http://127.0.0.1:9'), tracing.on())\n"
     )
@@ -577,7 +577,7 @@ def inject(payload):
 @settings(max_examples=12)
 @given(secret=SECRET_TEXT)
 def test_no_payload_text_reaches_a_span(secret: str) -> None:
-    from belt.engine.api import run_scenario
+    from belt.engine.entrypoints import run_scenario
 
     with _directory() as directory:
         (directory / "handlers.py").write_text(HANDLER)

@@ -102,7 +102,7 @@ def raw_server() -> Iterator[tuple[str, list[bytes]]]:
 
 DELIVER = """
 import json, sys
-from belt import tracing
+from belt.outgoing import tracing
 from belt.handlers.webhook import deliver
 tracing.start()
 with tracing.span("belt.hook agent.tool_call"):

@@ -1,4 +1,5 @@
-"""belt.transport: one transport per process on httpx's public API, for every outgoing call.
+"""belt.outgoing.transport: one transport per process on httpx's public API, for every outgoing
+call.
 
 Each test here failed on the transport it replaced (three ways to send a webhook, one of them
 belt's own HTTP/1.1 on raw sockets, a client per run and per command with a TLS context each).
@@ -24,13 +25,13 @@ import httpx
 import pytest
 
 import belt
-from belt import transport
-from belt.engine.api import run_scenario
+from belt.backends.remote import Platform
+from belt.engine.entrypoints import run_scenario
 from belt.handlers.webhook import deliver
-from belt.remote import Platform
-from belt.samples import sample_payload
+from belt.outgoing import transport
 from belt.server.forward import forward_decider
 from belt.wire.platform import LifecycleHookPayload
+from belt.wire.samples import sample_payload
 from tests import hostile
 from tests.cli.runner import belt as run_belt
 from tests.test_webhook import keep_alive
@@ -38,11 +39,11 @@ from tests.test_webhook import keep_alive
 ROOT = Path(belt.__file__).parent
 LIBRARIES = ("httpx", "httpcore", "h11", "anyio")
 SOCKET_USERS = {
-    "belt.server.run": "binds the server's listening socket",
+    "belt.server.listen": "binds the server's listening socket",
     "belt.records.leases": "the host name",
     "belt.records.serves": "a connect that only probes a serve's port",
     "belt.executor.worker": "the host name",
-    "belt.supervisor": "its workers' socket pairs",
+    "belt.usercode.supervisor": "its workers' socket pairs",
     "belt.testing.suite": "the host name of a JUnit report",
 }
 """The modules that may import ``socket``, and what for: none of them speaks HTTP."""
@@ -85,8 +86,8 @@ def test_no_module_reaches_into_httpx_or_httpcore_or_speaks_http_itself() -> Non
                     top, _, rest = module.partition(".")
                     if top in LIBRARIES and (rest.startswith("_") or "._" in f".{rest}"):
                         found.append(f"{where} imports {module}")
-                    if top == "httpcore" and name != "belt.transport":
-                        found.append(f"{where} imports httpcore (only belt.transport may)")
+                    if top == "httpcore" and name != "belt.outgoing.transport":
+                        found.append(f"{where} imports httpcore (only belt.outgoing.transport may)")
                     if top == "socket" and name not in SOCKET_USERS:
                         found.append(f"{where} imports socket")
                     if top in LIBRARIES and isinstance(node, ast.ImportFrom):
@@ -375,7 +376,7 @@ def test_an_api_call_and_a_delivery_keep_the_same_total_deadline() -> None:
 
 
 def test_every_httpcore_error_has_an_httpx_error_of_its_name() -> None:
-    # What belt.transport raises for httpcore's errors: httpx's of the same name.
+    # What belt.outgoing.transport raises for httpcore's errors: httpx's of the same name.
     roots = (
         httpcore.TimeoutException,
         httpcore.NetworkError,

@@ -6,19 +6,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from belt.check.report import trigger_command
-from belt.errors import BeltError, ExitCode, InvalidInput, NotFound, UsageError
-from belt.samples import deep_merge, sample_payload
-from belt.server.app import create_app
-from belt.store import Store
-from belt.trigger import (
+from belt.deliveries.trigger import (
     build_payload,
     failure,
     read_data,
     read_payload,
     trigger,
 )
+from belt.errors import BeltError, ExitCode, InvalidInput, NotFound, UsageError
+from belt.server.app import create_app
+from belt.store import Store
 from belt.wire.catalogue import EVENTS
 from belt.wire.platform import LifecycleHookPayload
+from belt.wire.samples import deep_merge, sample_payload
 from tests.hookapp import HookApp, hook_app
 from tests.servers import REFUSED, running
 from tests.vectors import SECRET
@@ -392,7 +392,7 @@ def test_a_malformed_secret_is_refused_without_sending(target: HookApp) -> None:
 
 
 def test_a_timeout_hint_says_how_long_the_handler_has() -> None:
-    from belt.trigger import TriggerReport
+    from belt.deliveries.trigger import TriggerReport
 
     report = TriggerReport(
         event="agent.start",

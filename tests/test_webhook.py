@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from belt.handlers.webhook import deliver, failure_of, parse_response
-from belt.samples import sample_payload
-from belt.signing import verify
-from belt.transport import using
+from belt.outgoing.signing import verify
+from belt.outgoing.transport import using
+from belt.wire.samples import sample_payload
 from tests import hostile
 from tests.hookapp import HookApp, hook_app
 from tests.servers import REFUSED
@@ -36,7 +36,7 @@ def target(shared: HookApp) -> Iterator[HookApp]:
 
 
 TRANSPORTS: dict[str, Callable[[], httpx.BaseTransport | None]] = {
-    # The process's own transport (belt.transport).
+    # The process's own transport (belt.outgoing.transport).
     "belt": lambda: None,
     "a given transport": httpx.HTTPTransport,
 }
@@ -44,8 +44,8 @@ TRANSPORTS: dict[str, Callable[[], httpx.BaseTransport | None]] = {
 
 @pytest.fixture
 def lend() -> Iterator[Callable[[str], None]]:
-    """Lends the process the transport of each kind a test asks for (``belt.transport.using``)
-    for the test, and closes it after."""
+    """Lends the process the transport of each kind a test asks for
+    (``belt.outgoing.transport.using``) for the test, and closes it after."""
     with ExitStack() as stack:
 
         def make(kind: str) -> None:

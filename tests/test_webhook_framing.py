@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from belt.handlers.webhook import MAX_ANSWER_BYTES, WebhookResult, deliver
-from belt.samples import sample_payload
+from belt.wire.samples import sample_payload
 from tests import hostile
 
 

@@ -1,5 +1,5 @@
-"""User code runs only in supervised workers (``belt.supervisor``): whatever a handler does to the
-process it runs in, ``belt test`` (at every -j), ``belt check`` and the pytest plugin's
+"""User code runs only in supervised workers (``belt.usercode.supervisor``): whatever a handler does
+to the process it runs in, ``belt test`` (at every -j), ``belt check`` and the pytest plugin's
 ``--belt-isolate`` fail the case that ran it with the cause, replace the worker, run every other
 case and account for all of them. Each test runs the installed ``belt`` as a process of its own,
 on a handler file in ``tmp_path``."""

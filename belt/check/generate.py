@@ -33,12 +33,12 @@ from hypothesis import configuration
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from belt.matching import PATH_PREFIX, REGEX_PREFIX
-from belt.samples import sample_payload
+from belt.reading.matching import PATH_PREFIX, REGEX_PREFIX
+from belt.reading.strictjson import MAX_DEPTH
 from belt.store.clock import timestamp
-from belt.strictjson import MAX_DEPTH
 from belt.wire.catalogue import EVENTS
 from belt.wire.nexus import NexusEvent
+from belt.wire.samples import sample_payload
 
 ARGUMENTS_MAX_BYTES = 256 * 1024
 """The largest tool arguments generated: a quarter of the 1 MiB body a hook server reads."""

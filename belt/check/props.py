@@ -10,7 +10,7 @@ A check file is TOML (or JSON) with ``[[property]]`` tables::
     unless = { path = "/tmp/*" }       # a payload whose arguments match all of these is exempt
     decision = "deny"                  # allow, deny, stop or suspend
 
-Patterns are those of expectations and policies (``belt.matching``); a wrong key or a bad
+Patterns are those of expectations and policies (``belt.reading.matching``); a wrong key or a bad
 pattern is named by its path (``property[1].arguments.path``) and exits 5.
 """
 
@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from belt.declarations import read_document
+from belt.declaring.declarations import read_document
+from belt.display.text import describe
 from belt.errors import InvalidInput
-from belt.matching import (
+from belt.reading.didyoumean import did_you_mean
+from belt.reading.matching import (
     ArgumentMatchers,
     Matcher,
     argument_matchers,
@@ -30,8 +32,6 @@ from belt.matching import (
     key_paths,
     value_matcher,
 )
-from belt.suggest import did_you_mean
-from belt.text import describe
 from belt.wire.catalogue import EVENTS
 from belt.wire.enums import HookDecision
 from belt.wire.validate import Findings

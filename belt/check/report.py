@@ -17,8 +17,8 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from belt.check.writable import cannot_write
+from belt.display.text import printable, short
 from belt.errors import ExitCode
-from belt.text import printable, short
 
 MAX_WARNINGS_SHOWN = 5
 
@@ -234,7 +234,7 @@ def executor_command(kind: str, spec: str, task_input: Any) -> str:
             ["curl", "-sS", "-X", "POST", spec, "-H", "content-type: application/json", "-d", body]
         )
     script = (
-        "import json, sys; from belt.loader import load_callable; "
+        "import json, sys; from belt.usercode.loader import load_callable; "
         f"print(json.dumps(load_callable({spec!r})(json.loads(sys.argv[1]))))"
     )
     return shlex.join(["python", "-c", script, body])

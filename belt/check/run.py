@@ -7,9 +7,10 @@ the batch again, shrinks each failing check on its own. Cases go only to the tar
 bounded by ``--examples`` per event, ``SHRINK_CALLS_MAX`` and ``SHRINK_SECONDS_MAX`` when
 shrinking, and ``--max-time`` for the run; each reported case is sent once more to say whether it
 fails again (``Explorer.confirm``). ``py:`` handlers and Nexus ``py:`` tools are called in
-supervised worker processes (``belt.supervisor``): a call past its timeout ends its worker and its
-payload is never sent again (``Sender.hung``), and a handler that ends or harms its worker fails
-the case with the cause. Hypothesis keeps no database and prints nothing: the report is belt's.
+supervised worker processes (``belt.usercode.supervisor``): a call past its timeout ends its worker
+and its payload is never sent again (``Sender.hung``), and a handler that ends or harms its worker
+fails the case with the cause. Hypothesis keeps no database and prints nothing: the report is
+belt's.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as seeded
 from hypothesis.errors import Flaky
 
-from belt import tracing
 from belt.check.generate import (
     attack_payloads,
     hypothesis_home,
@@ -53,7 +53,8 @@ from belt.check.report import (
 from belt.check.save import save_failures
 from belt.check.subjects import Subject, network_problems, subjects_for
 from belt.check.writable import require_writable_directory
-from belt.effects import Outcome, effect_text, outcome, url_host
+from belt.deliveries.effects import Outcome, effect_text, outcome, url_host
+from belt.display.text import short
 from belt.engine.dispatch import parse_routes
 from belt.engine.offline import OFFLINE_HINT, on_this_machine
 from belt.errors import InvalidInput, remote_error
@@ -66,11 +67,11 @@ from belt.handlers.webhook import (
     encode_payload,
     post_body,
 )
-from belt.loader import load_callable, module_key
+from belt.outgoing import tracing
+from belt.outgoing.signing import secret_key, sign, signed_headers
 from belt.paths import state_dir
-from belt.signing import secret_key, sign, signed_headers
-from belt.supervisor import Preload, Supervisor
-from belt.text import short
+from belt.usercode.loader import load_callable, module_key
+from belt.usercode.supervisor import Preload, Supervisor
 from belt.wire.enums import HookDecision
 
 EXAMPLES_DEFAULT = 100

@@ -26,8 +26,8 @@ from belt.check.props import Property
 from belt.check.report import CheckResult
 from belt.check.subjects import Subject
 from belt.check.writable import cannot_write
+from belt.display.text import short
 from belt.engine.scenario import Scenario
-from belt.text import short
 from belt.wire.validate import IN_PROCESS_PREFIX
 
 SAVED_CHECKS = ("answers", "body", "property")

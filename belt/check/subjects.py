@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from belt.declarations import load_declaration
-from belt.effects import is_in_process, url_host
+from belt.declaring.declarations import load_declaration
+from belt.deliveries.effects import is_in_process, url_host
 from belt.engine.dispatch import route_for
 from belt.engine.offline import on_this_machine, origin
 from belt.errors import InvalidInput, UsageError
 from belt.executor.targets import parse_tools
-from belt.suggest import closest, did_you_mean
+from belt.reading.didyoumean import closest, did_you_mean
 from belt.wire.catalogue import EVENTS
 from belt.wire.enums import Dialect
 from belt.wire.nexus import NexusEvent

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from belt import output, tracing
-from belt.backend import Backend, LocalBackend, matching_gates, open_backend
+from belt.backends.backend import Backend, LocalBackend, matching_gates, open_backend
 from belt.cli.interrupt import IntervalOption, JsonLinesFlag
 from belt.cli.options import (
     ApiKeyOption,
@@ -21,12 +20,14 @@ from belt.cli.options import (
     moment_option,
     start_tracing,
 )
+from belt.display import output
+from belt.display.render import gate_event, gate_holds
 from belt.errors import UsageError
-from belt.render import gate_event, gate_holds
+from belt.outgoing import tracing
 
 if TYPE_CHECKING:
-    from belt.approvals import Outcome, Resolve, WhatIf
     from belt.records.interrupts import Settlement
+    from belt.rules.approvals import Outcome, Resolve, WhatIf
     from belt.wire.dto import InterruptJSON, WatchEvent
 
 RulesOption = Annotated[
@@ -80,7 +81,7 @@ def auto(
         belt interrupt auto --rules examples/approvals.toml
         belt interrupt auto --rules examples/approvals.toml --once --json
     """
-    from belt.approvals import load_rules, settle_as_they_open  # start-up: the rules engine
+    from belt.rules.approvals import load_rules, settle_as_they_open  # start-up: the rules engine
 
     loaded = load_rules(rules)
     if api and not runs:
@@ -132,10 +133,10 @@ def _resolver(backend: Backend) -> Resolve:
     """How auto resolves: in the store with the rule's settlement, or through the API, which
     ``belt serve`` records as the rule's (another API, as it records any resolve)."""
     if isinstance(backend, LocalBackend):
-        from belt.approvals import store_resolver  # start-up: the rules engine
+        from belt.rules.approvals import store_resolver  # start-up: the rules engine
 
         return store_resolver(backend.store)
-    from belt.remote import Platform  # start-up: httpx
+    from belt.backends.remote import Platform  # start-up: httpx
 
     assert isinstance(backend, Platform)  # open_backend gives the store or a Platform
 
@@ -208,7 +209,11 @@ def what_if(
         belt interrupt what-if --rules examples/approvals.toml
         belt interrupt what-if --rules examples/approvals.toml --since 2026-08-01T00:00:00Z --strict
     """
-    from belt.approvals import load_rules, settled_history, what_if  # start-up: the rules engine
+    from belt.rules.approvals import (  # start-up: the rules engine
+        load_rules,
+        settled_history,
+        what_if,
+    )
 
     loaded = load_rules(rules)
     moment = moment_option(since, "--since")

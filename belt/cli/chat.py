@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
-from belt import output
-from belt.backend import open_backend
+from belt.backends.backend import open_backend
 from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, json_printed
+from belt.display import output
 from belt.errors import UsageError
 
 app = typer.Typer(help="Chat settings.", no_args_is_help=True)

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt import output
 from belt.cli.options import OtlpOption, Routes, TraceFileOption, finite, start_tracing
+from belt.display import output
+from belt.display.text import printable
 from belt.errors import InvalidInput
-from belt.text import printable
 
 if TYPE_CHECKING:
     from belt.check.report import CheckReport, CheckResult

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt import output
-from belt.render import task_line
+from belt.display import output
+from belt.display.render import task_line
 
 if TYPE_CHECKING:
     from belt.executor.worker import Worker

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt import output
 from belt.cli.options import JsonFlag, json_printed
+from belt.display import output
 from belt.errors import ExitCode, UsageError
 from belt.wire.enums import Dialect, InterruptResolution
 
@@ -110,8 +110,12 @@ def validate(
 
         belt hooks validate examples/guarded-agent.toml
     """
-    from belt.declarations import exit_code  # start-up: pydantic
-    from belt.doctor import SCENARIO, SCENARIO_COMMANDS, validate_files  # start-up: pydantic
+    from belt.declaring.declarations import exit_code  # start-up: pydantic
+    from belt.declaring.doctor import (  # start-up: pydantic
+        SCENARIO,
+        SCENARIO_COMMANDS,
+        validate_files,
+    )
 
     reports = validate_files(files, dialect)
     if json_:
@@ -167,8 +171,8 @@ def doctor(
 
         belt hooks doctor examples/hooks.toml
     """
-    from belt.doctor import examine  # start-up: pydantic
-    from belt.hookfile import resolve_path  # start-up: pydantic
+    from belt.declaring.doctor import examine  # start-up: pydantic
+    from belt.declaring.hookfile import resolve_path  # start-up: pydantic
     from belt.store import open_store  # start-up: belt --help
 
     examined = examine(files or [resolve_path(None)], open_store())
@@ -218,7 +222,7 @@ def add(
         belt hooks add agent.tool_call --webhook http://127.0.0.1:8787/hooks --timeout 10
         belt hooks add agent.tool_call --gate --default-resolution deny
     """
-    from belt.hookfile import add_hook, resolve_path  # start-up: pydantic
+    from belt.declaring.hookfile import add_hook, resolve_path  # start-up: pydantic
 
     given = {"webhook": webhook, "task": task, "gate": True if gate else None, "builtin": builtin}
     chosen = [(kind, value) for kind, value in given.items() if value is not None]
@@ -246,7 +250,7 @@ def list_(file: FileOption = None, json_: JsonFlag = False) -> None:
         belt hooks list
         belt hooks list --file examples/hooks.toml
     """
-    from belt.hookfile import read_hooks, resolve_path  # start-up: pydantic
+    from belt.declaring.hookfile import read_hooks, resolve_path  # start-up: pydantic
 
     hooks = read_hooks(file)
     if json_printed(json_, [shown(hook) for hook in hooks]):
@@ -282,7 +286,7 @@ def remove(
 
         belt hooks remove 0
     """
-    from belt.hookfile import remove_hook, resolve_path  # start-up: pydantic
+    from belt.declaring.hookfile import remove_hook, resolve_path  # start-up: pydantic
 
     hook = remove_hook(index, file)
     output.success(
@@ -303,14 +307,14 @@ def export(
 
         belt hooks export --format toml
     """
-    from belt.hookfile import read_hooks, render  # start-up: pydantic
+    from belt.declaring.hookfile import read_hooks, render  # start-up: pydantic
 
     output.block(render(read_hooks(file), format_.value).rstrip("\n"))
 
 
 def shown(hook: LifecycleHookConfig) -> dict[str, object]:
     """A hook's declaration as printed: a webhook named by its host only (never credentials)."""
-    from belt.effects import handler_label  # start-up: pydantic
+    from belt.deliveries.effects import handler_label  # start-up: pydantic
 
     wire = hook.to_wire()
     if hook.handler is not None and hook.type.value == "webhook":

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from belt import output
 from belt.cli.options import JsonFlag, json_printed
+from belt.display import output
 from belt.scaffold import Framework
 from belt.scaffold import init as write
 

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from belt import output, tracing
-from belt.backend import (
+from belt.backends.backend import (
     Backend,
     LocalBackend,
     LocalInbox,
@@ -33,7 +32,9 @@ from belt.cli.options import (
     moment_option,
     start_tracing,
 )
+from belt.display import output
 from belt.errors import BeltError, Conflict, UsageError
+from belt.outgoing import tracing
 from belt.wire.dto import InterruptJSON
 from belt.wire.enums import InterruptReason, InterruptResolution, InterruptStatus
 
@@ -53,7 +54,7 @@ app = typer.Typer(
 def pending_ids(incomplete: str) -> list[tuple[str, str]]:
     """Shell completion: the pending interrupts of the local store (id, or short id, and what
     each holds)."""
-    from belt.render import gate_event, gate_holds  # start-up: not for resolve
+    from belt.display.render import gate_event, gate_holds  # start-up: not for resolve
 
     try:
         listed = LocalBackend().find_interrupts()
@@ -132,7 +133,7 @@ def list_(
         where = f" on run {one_run}" if one_run else ""
         output.echo(f"no {what}{where}", stderr=True)
         return
-    from belt.render import interrupt_table  # start-up: not for resolve
+    from belt.display.render import interrupt_table  # start-up: not for resolve
 
     columns, rows = interrupt_table(
         listed,
@@ -171,7 +172,11 @@ def show(
 
         belt interrupt show k2m9x0q4
     """
-    from belt.render import expires_in, gate_holds, interrupt_status  # start-up: not for resolve
+    from belt.display.render import (  # start-up: not for resolve
+        expires_in,
+        gate_holds,
+        interrupt_status,
+    )
 
     with open_backend(api, api_key=api_key) as backend:
         item, on_expiry = backend.show_interrupt(interrupt_id=interrupt_id, run_id=run)
@@ -287,7 +292,7 @@ def resolve(
         belt interrupt resolve --all deny --tool delete_file --yes
     """
 
-    from belt.inputs import read_json_option  # start-up: belt interrupt list
+    from belt.reading.inputs import read_json_option  # start-up: belt interrupt list
 
     filters = {"--run": run, "--chat": chat, "--tool": tool, "--event": event}
     if all_:
@@ -465,8 +470,8 @@ def _repeat_or_refuse(
 
 def _show_batch(items: list[InterruptJSON], digest: str) -> None:
     """The gates a batch will settle, and their digest (standard error)."""
+    from belt.display.render import gate_event, gate_holds  # start-up: not for resolve
     from belt.records.interrupts import short_digest  # start-up: belt --help
-    from belt.render import gate_event, gate_holds  # start-up: not for resolve
 
     for item in items:
         output.echo(
@@ -546,7 +551,7 @@ def review(
 
         belt interrupt review --resume
     """
-    from belt.render import review_lines  # start-up: not for resolve
+    from belt.display.render import review_lines  # start-up: not for resolve
 
     if not sys.stdin.isatty():
         raise UsageError(
@@ -645,7 +650,7 @@ def _ask_decision() -> str:
 
 def _ask_data() -> object:
     """Optional data for the resolution, asked until it is valid JSON (none when left empty)."""
-    from belt.inputs import read_json_option  # start-up: belt interrupt list
+    from belt.reading.inputs import read_json_option  # start-up: belt interrupt list
 
     while True:
         text = _ask("data for the resolution (JSON or @FILE, Enter for none): ")
@@ -695,7 +700,7 @@ def watch(
         belt interrupt watch
         belt interrupt watch --json --api http://127.0.0.1:8787 --run ar_k2m9x0q4h7c1v8b5n3t6
     """
-    from belt.render import watch_line  # start-up: not for resolve
+    from belt.display.render import watch_line  # start-up: not for resolve
 
     with open_backend(api, api_key=api_key) as backend:
         if runs or not api:  # with --api and no --run, the backend refuses first
@@ -711,7 +716,7 @@ def watch(
 
 def _watching(runs: list[str], api: str | None, interval: float) -> str:
     """The line `watch` starts with: whose gates, where, how often (a platform by its host)."""
-    from belt.effects import url_host  # start-up: pydantic
+    from belt.deliveries.effects import url_host  # start-up: pydantic
     from belt.paths import state_dir  # start-up: belt --help
 
     whose = f"run {', '.join(runs)}" if runs else "every run"
@@ -798,7 +803,7 @@ def create(
         belt interrupt create --run ar_k2m9x0q4 --chat ch_q4h7c1v8 --event agent.tool_call
     """
 
-    from belt.inputs import read_json_object_option  # start-up: belt interrupt list
+    from belt.reading.inputs import read_json_object_option  # start-up: belt interrupt list
 
     item = local_inbox().create_interrupt(
         run_id=run,
@@ -847,7 +852,11 @@ def log(
         belt interrupt log --since 24h
         belt interrupt log --run ar_k2m9x0q4 --json
     """
-    from belt.render import gate_event, gate_holds, interrupt_status  # start-up: not for resolve
+    from belt.display.render import (  # start-up: not for resolve
+        gate_event,
+        gate_holds,
+        interrupt_status,
+    )
 
     settled = local_inbox().settlements(since=_since(since), run_id=run)
     if json_printed(json_, settled):

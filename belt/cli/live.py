@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from belt import output, render
+from belt.display import output, render
 from belt.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class SimLive:
             self._keep_current(lambda now: render.countdown_text(pending, now))
 
     def _print_transcript(self, run_id: str) -> None:
-        from belt.engine.api import show_run  # start-up: the engine
+        from belt.engine.entrypoints import show_run  # start-up: the engine
 
         report = show_run(run_id=run_id)
         # The gates are told of below, with the commands for a run that waits (not resume).

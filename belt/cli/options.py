@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from belt import output
+from belt.display import output
 from belt.errors import InvalidInput, UsageError
 
 VerboseFlag = Annotated[
@@ -120,6 +120,6 @@ def start_tracing(otlp: str | None, trace_file: Path | None) -> None:
         from belt.check.writable import require_writable_file  # start-up: belt version
 
         require_writable_file(trace_file, option="--trace")  # exit 5, before anything runs
-    from belt import tracing  # start-up: belt version
+    from belt.outgoing import tracing  # start-up: belt version
 
     tracing.start(otlp=otlp, trace_file=trace_file)

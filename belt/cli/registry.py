@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt import output
 from belt.cli.options import JsonFlag, json_printed
+from belt.display import output
 
 if TYPE_CHECKING:
     from belt.records.registry import Match, SaveOutcome

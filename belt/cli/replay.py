@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from belt import output
 from belt.cli.options import OtlpOption, TraceFileOption, start_tracing
-from belt.render import replay_row, replay_summary, saved_tests_lines
-from belt.text import printable
+from belt.display import output
+from belt.display.render import replay_row, replay_summary, saved_tests_lines
+from belt.display.text import printable
 
 
 def replay(
@@ -96,7 +96,7 @@ def replay(
         belt replay journal --policy examples/policy.toml --check
         belt replay journal --handler hooks.py:decide --save-tests tests/recorded
     """
-    from belt.keep import open_saving_replay  # start-up: pydantic
+    from belt.deliveries.keep import open_saving_replay  # start-up: pydantic
 
     start_tracing(otlp, trace)
     # Rows are printed as each payload is replayed, and forgotten: a replay of a long journal

@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from belt import output
 from belt.cli.options import JsonFlag, VerboseFlag, json_printed
 from belt.cli.root import BeltGroup
+from belt.display import output
 
 app = typer.Typer(
     cls=BeltGroup,
@@ -66,7 +66,7 @@ def configure(
 
         rho extensions configure rho.lifecycle_hooks --file examples/nexus-profile.json
     """
-    from belt.rho import configure_lifecycle_hooks  # start-up: pydantic
+    from belt.declaring.rhoconfig import configure_lifecycle_hooks  # start-up: pydantic
 
     configured = configure_lifecycle_hooks(file=file, api=api)
     if json_printed(json_, configured.summary()):
@@ -91,7 +91,7 @@ def show(
         rho extensions show rho.lifecycle_hooks
         rho extensions show rho.lifecycle_hooks --json
     """
-    from belt.rho import show_lifecycle_hooks  # start-up: pydantic
+    from belt.declaring.rhoconfig import show_lifecycle_hooks  # start-up: pydantic
 
     shown = show_lifecycle_hooks()
     if json_printed(json_, shown.summary()):

@@ -13,9 +13,10 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from belt import __version__, output
+from belt import __version__
 from belt.cli import helptext
 from belt.cli.options import JsonFlag, VerboseFlag
+from belt.display import output
 from belt.errors import BeltError, ExitCode, Interrupted, UsageError, exit_code_lines
 
 

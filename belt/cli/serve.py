@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt import output
 from belt.cli import leave, report
 from belt.cli.options import OtlpOption, TraceFileOption, moment_option, start_tracing
+from belt.display import output
 
 if TYPE_CHECKING:
-    from belt.server.run import Listening
+    from belt.server.listen import Listening
 
 
 def serve(
@@ -162,8 +162,8 @@ def serve(
     start_tracing(otlp, trace)
     try:
         with stopping_on_signals():
-            from belt.server.run import serve as serve_until_stopped  # start-up: the server
-            from belt.signing import new_secret  # start-up: belt --help
+            from belt.outgoing.signing import new_secret  # start-up: belt --help
+            from belt.server.listen import serve as serve_until_stopped  # start-up: the server
 
             made_secret = new_secret() if secret == "new" else None
             serve_until_stopped(

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt import output
 from belt.cli.live import SimLive, waiting
 from belt.cli.options import (
     Executors,
@@ -19,8 +18,9 @@ from belt.cli.options import (
     moment_option,
     start_tracing,
 )
-from belt.render import transcript_lines
-from belt.text import printable
+from belt.display import output
+from belt.display.render import transcript_lines
+from belt.display.text import printable
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ def run(
         belt sim run examples/guarded-agent.toml
         belt sim run examples/guarded-agent.toml --wait
     """
-    from belt.engine.api import run_scenario  # start-up: the engine
+    from belt.engine.entrypoints import run_scenario  # start-up: the engine
 
     start_tracing(otlp, trace)
     live = SimLive(transcript=not json_, verbose=verbose(ctx))
@@ -244,7 +244,7 @@ def resume(
         belt sim resume ar_k2m9x0q4h7c1v8b5n3t6
         belt sim resume --last --wait
     """
-    from belt.engine.api import resume_run  # start-up: the engine
+    from belt.engine.entrypoints import resume_run  # start-up: the engine
 
     start_tracing(otlp, trace)
     live = SimLive(transcript=not json_, verbose=verbose(ctx))
@@ -269,7 +269,7 @@ def show(
         belt sim show ar_k2m9x0q4h7c1v8b5n3t6
         belt sim show --last --json
     """
-    from belt.engine.api import show_run  # start-up: the engine
+    from belt.engine.entrypoints import show_run  # start-up: the engine
 
     report = show_run(run_id=run_id, last=last)
     if not json_printed(json_, report):
@@ -290,7 +290,7 @@ def list_(
         belt sim list
         belt sim list --all --json
     """
-    from belt.engine.api import list_runs  # start-up: the engine
+    from belt.engine.entrypoints import list_runs  # start-up: the engine
 
     rows = list_runs(include_tasks=all_)
     if json_printed(json_, rows):
@@ -335,7 +335,7 @@ def stop(
         belt sim stop ar_k2m9x0q4h7c1v8b5n3t6
         belt sim stop ar_k2m9x0q4h7c1v8b5n3t6 --force
     """
-    from belt.engine.api import stop_run  # start-up: the engine
+    from belt.engine.entrypoints import stop_run  # start-up: the engine
 
     run = stop_run(run_id=run_id, force=force)
     output.success(f"run {run['id']} {run['state']}")

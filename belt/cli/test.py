@@ -7,11 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from belt import output, render
 from belt.cli.options import OtlpOption, Routes, TraceFileOption, start_tracing
+from belt.display import output, render
+from belt.display.render import excerpt_lines
+from belt.display.text import printable
 from belt.errors import ExitCode, InvalidInput
-from belt.render import excerpt_lines
-from belt.text import printable
 
 
 def test(
@@ -134,9 +134,9 @@ def test(
         belt test examples/tests
         belt test examples/tests -k guarded --junit-xml report.xml
     """
-    from belt.loader import collector_paused  # start-up: belt --help
+    from belt.usercode.loader import collector_paused  # start-up: belt --help
 
-    with collector_paused():  # Start-up: the engine and the suite, see belt.loader
+    with collector_paused():  # Start-up: the engine and the suite, see belt.usercode.loader
         from belt.testing.suite import run_suite  # start-up: the test runner
     from belt.testing.workers import parse_jobs, parse_shard  # start-up: the test runner
 

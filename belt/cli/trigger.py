@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt import output
 from belt.cli.options import finite
+from belt.display import output
 
 if TYPE_CHECKING:
-    from belt.trigger import TriggerReport
+    from belt.deliveries.trigger import TriggerReport
 
 
 def trigger(
@@ -89,8 +89,13 @@ def trigger(
 
         belt trigger agent.tool_call --to py:hooks.py:guard --set data.arguments='{"command": "ls"}'
     """
-    from belt.trigger import failure, read_data, read_payload, running_serve  # start-up: httpx
-    from belt.trigger import trigger as send  # start-up: httpx
+    from belt.deliveries.trigger import (  # start-up: httpx
+        failure,
+        read_data,
+        read_payload,
+        running_serve,
+    )
+    from belt.deliveries.trigger import trigger as send  # start-up: httpx
 
     if to is None:
         serve, others = running_serve()

@@ -169,7 +169,7 @@ class Dialect(Protocol):
         """Each hook call of a report as coverage counts it against :meth:`declared`."""
 
     def transcript_lines(self, report: SimReport, *, verbose: bool) -> list[tuple[str, str]]:
-        """A simulation report as a conversation: (line, style) pairs for ``belt.output``;
+        """A simulation report as a conversation: (line, style) pairs for ``belt.display.output``;
         ``verbose`` adds the hook calls that changed nothing."""
 
     def message_lines(self, message: Mapping[str, object]) -> list[tuple[str, str]]:

@@ -1,5 +1,5 @@
 """A simulation's report as the shared parts and the dialects read it: what
-``belt.engine.report.build_report`` returns and ``belt sim show --json`` prints.
+``belt.engine.readback.build_report`` returns and ``belt sim show --json`` prints.
 
 Every dialect's report has a ``simulation``, its ``chat`` and its ``runs``; what else it holds is
 what the dialect's ``report_extras`` adds (:class:`ReportExtras`).

@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import Field
 
-from belt.declarations import read_document
+from belt.declaring.declarations import read_document
+from belt.display.text import describe
 from belt.engine.scenario import AgentSpec, hooks_from_file, load_hooks, validated
 from belt.errors import InvalidInput, NotFound
-from belt.text import describe
 from belt.wire.platform import GATE_TIMEOUT_MAX, LifecycleHookConfig
 from belt.wire.validate import is_int
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from belt.declarations import read_document
+from belt.declaring.declarations import read_document
 from belt.engine.scenario import (
     AgentScript,
     ModelTurnSpec,
@@ -25,7 +25,7 @@ from belt.engine.scenario import (
     validated,
 )
 from belt.errors import InvalidInput
-from belt.matching import Matcher, value_matcher
+from belt.reading.matching import Matcher, value_matcher
 from belt.wire.validate import Findings
 
 PLAIN_PREFIX = "You said: "

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from belt import tracing
-from belt.effects import (
+from belt.deliveries.effects import (
     Outcome,
     chat_hook_event,
     handler_label,
@@ -27,7 +26,8 @@ from belt.handlers.gate import open_gate
 from belt.handlers.inprocess import InProcess, Located, load_handler
 from belt.handlers.task import start_task
 from belt.handlers.webhook import deliver
-from belt.policy import load_policy
+from belt.outgoing import tracing
+from belt.rules.policy import load_policy
 from belt.wire.catalogue import EVENTS
 from belt.wire.dto import InterruptJSON
 from belt.wire.platform import (
@@ -244,7 +244,7 @@ Builtin = Callable[[HookRun, Mapping[str, object]], None]
 @dataclass
 class Dispatcher:
     """Runs handlers of each type for one simulation; webhooks go through the process's
-    client (``belt.transport``).
+    client (``belt.outgoing.transport``).
 
     Async hooks are handed to a bounded pool of background workers and the event goes on at
     once; each reports its run to the ``finished`` callback it was given when it is done.

@@ -40,7 +40,7 @@ class Holds:
 
         It stays on the tag of runs held at gates: a process killed while it continues the run
         (or the simulation's later runs) leaves it where ``belt serve --resume`` finds it; the
-        tag goes once nothing is left to continue (``belt.engine.api.resume_gated``).
+        tag goes once nothing is left to continue (``belt.engine.entrypoints.resume_gated``).
         """
         self.catch_up(execution)
         try:

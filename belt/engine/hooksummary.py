@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from belt.deliveries.effects import Outcome, effect_text, outcome
 from belt.dialects.simreport import HandlerTally, HookSummary
-from belt.effects import Outcome, effect_text, outcome
+from belt.display.text import short
 from belt.handlers.webhook import likely_fix
 from belt.records.runs import run_events
-from belt.text import short
 
 if TYPE_CHECKING:
     from belt.store import Store

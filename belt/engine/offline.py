@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from belt.effects import is_in_process, is_loopback_host, url_host
+from belt.deliveries.effects import is_in_process, is_loopback_host, url_host
 from belt.engine.dispatch import Route, route_for
 from belt.wire.platform import HookHandlerType
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from belt import tracing
 from belt.engine.execution import Execution
+from belt.outgoing import tracing
 
 SCRIPTED_MODEL = "scripted"
 """The model a simulation's spans name (``chat scripted``): the scenario scripts its answers."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from belt import tracing
 from belt.engine.execution import End, Execution
+from belt.outgoing import tracing
 from belt.records.chats import CHAT
 from belt.records.messages import run_event
 from belt.records.runs import RunRecord, tag_gated, untag_emulated

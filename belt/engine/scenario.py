@@ -23,15 +23,15 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from belt import dialects
-from belt.declarations import read_document
-from belt.effects import is_in_process
+from belt.declaring.declarations import read_document
+from belt.deliveries.effects import is_in_process
+from belt.display.text import printable
 from belt.errors import InvalidInput
 from belt.handlers.inprocess import Located, locate_handler
-from belt.matching import argument_matchers, arguments_match, value_matcher
-from belt.policy import load_policy
+from belt.reading.didyoumean import did_you_mean
+from belt.reading.matching import argument_matchers, arguments_match, value_matcher
+from belt.rules.policy import load_policy
 from belt.store.clock import DURATION_MAX, check_moment, parse_duration, parse_rfc3339
-from belt.suggest import did_you_mean
-from belt.text import printable
 from belt.wire.dto import InterruptJSON
 from belt.wire.platform import GATE_TIMEOUT_MAX, HookHandlerType, LifecycleHookConfig
 from belt.wire.validate import (

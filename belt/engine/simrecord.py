@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from belt.effects import is_in_process, url_host
+from belt.deliveries.effects import is_in_process, url_host
 from belt.engine.dispatch import Route, routes_from_wire
 from belt.engine.execution import End, SimStatus
 from belt.errors import Conflict, NotFound

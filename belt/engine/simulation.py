@@ -4,7 +4,7 @@ A simulation is a scripted chat with one agent. Each scenario turn is one run (a
 a Nexus execution). ``Simulation`` holds what its parts share (the simulation's record, its clock,
 its dialect) and owns them: the turn loop (``belt.engine.turnloop``), holds and resumes
 (``belt.engine.holds``), the run record's changes (``belt.engine.runsteps``), the chat's transcript
-and context (``belt.engine.transcript``) and the runs' spans (``belt.engine.runspans``). A
+and context (``belt.engine.chatlog``) and the runs' spans (``belt.engine.runspans``). A
 dialect decides what each step of a run does. A run's progress is persisted as one state shape,
 ``execution`` on the run record, whose ``next`` names the step to take next, so a run held at a
 gate, on an attention hold, or interrupted by a killed process goes on from there.
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from pydantic import ValidationError
 
+from belt.engine.chatlog import Transcript
 from belt.engine.execution import End as End
 from belt.engine.execution import Execution as Execution
 from belt.engine.execution import Options as Options
@@ -34,7 +35,6 @@ from belt.engine.runsteps import RunSteps
 from belt.engine.scenario import StoredTurn
 from belt.engine.simrecord import record_simulation as record_simulation
 from belt.engine.simrecord import refuse_pending as refuse_pending
-from belt.engine.transcript import Transcript
 from belt.engine.turnloop import TurnLoop
 from belt.errors import InvalidInput
 from belt.records.messages import Recorder

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from belt import tracing
 from belt.engine.execution import End, Execution, SimStatus
 from belt.engine.simrecord import last_run_ended
 from belt.errors import Conflict
+from belt.outgoing import tracing
 from belt.records.runs import Cancelled, RunRecord, parked, take_lease, take_over_ended
 from belt.records.sims import Sim, change_sim
 from belt.store import clock

@@ -30,6 +30,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from belt.display.text import describe, short
 from belt.errors import BeltError, Conflict, NotFound
 from belt.executor.process import stop_marked
 from belt.records import leases
@@ -49,7 +50,6 @@ from belt.records.hooktasks import run_tasks as run_tasks
 from belt.records.ids import new_id
 from belt.records.interrupts import cancel_interrupt, create_interrupt, read_record
 from belt.store.clock import parse_timestamp, timestamp, utcnow
-from belt.text import describe, short
 from belt.wire.nexus import NexusEvent, NexusHook
 from belt.wire.validate import check_decision
 

@@ -17,13 +17,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from belt.effects import url_host
+from belt.deliveries.effects import url_host
+from belt.display.text import short
 from belt.errors import BeltError, UsageError
 from belt.executor.inbox import ToolOutcome
 from belt.executor.process import run_bounded
-from belt.loader import asks_for, load_callable
-from belt.strictjson import StrictJSONError, check_value, decode
-from belt.text import short
+from belt.reading.strictjson import StrictJSONError, check_value, decode
+from belt.usercode.loader import asks_for, load_callable
 from belt.wire.nexus import HookTaskInput
 from belt.wire.validate import check_webhook_url, model_problems
 
@@ -161,7 +161,7 @@ def post_input(url: str, task_input: Mapping[str, object], timeout: float) -> To
     """
     import httpx  # noqa: PLC0415 - loaded when a tool is called over HTTP
 
-    from belt.transport import TooLarge, call, read  # noqa: PLC0415 - it loads httpx
+    from belt.outgoing.transport import TooLarge, call, read  # noqa: PLC0415 - it loads httpx
 
     host = url_host(url)
     limit = max(timeout, 0.001)
@@ -233,7 +233,7 @@ def called(func: Callable[..., Any], task_input: Mapping[str, object]) -> ToolOu
 
 
 def call_here(reference: str, task_input: Mapping[str, object], *, option: str) -> ToolOutcome:
-    """In a worker process of ``belt.supervisor``: import the ``py:`` tool ``reference``
+    """In a worker process of ``belt.usercode.supervisor``: import the ``py:`` tool ``reference``
     (``MODULE:FUNC``; ``option`` names it in errors) and call it in this thread, with no deadline
     of its own (the supervisor ends the worker at the deadline)."""
     try:

@@ -25,17 +25,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from belt.display.text import describe, printable, short
 from belt.errors import BeltError, InvalidInput
 from belt.handlers.webhook import TIMED_OUT, Answer, WebhookResult, encode_payload
-from belt.loader import (
+from belt.reading.strictjson import StrictJSONError, check_value
+from belt.usercode.loader import (
     asks_for,
     find_named_file,
     is_file_reference,
     load_callable,
     locate_module,
 )
-from belt.strictjson import StrictJSONError, check_value
-from belt.text import describe, printable, short
 from belt.wire.platform import LifecycleHookPayload, LifecycleHookResponse
 from belt.wire.validate import (
     IN_PROCESS_PREFIX,
@@ -398,9 +398,9 @@ def _answered(label: str, call: _Call, duration: int, message_limit: int | None)
 
 
 def deliver_here(spec: str, payload: Mapping[str, object]) -> WebhookResult:
-    """In a worker process of ``belt.supervisor``: call the handler of ``spec`` with ``payload``
-    in this thread, as :meth:`InProcess.deliver` calls it, with no deadline of its own (the
-    supervisor ends the worker at the deadline). The result keeps no exception object (it
+    """In a worker process of ``belt.usercode.supervisor``: call the handler of ``spec`` with
+    ``payload`` in this thread, as :meth:`InProcess.deliver` calls it, with no deadline of its own
+    (the supervisor ends the worker at the deadline). The result keeps no exception object (it
     crosses to belt's process)."""
     started = time.perf_counter()
     try:

@@ -18,12 +18,12 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from belt.effects import is_loopback_host, url_host
+from belt.deliveries.effects import is_loopback_host, url_host
+from belt.display.text import describe
+from belt.outgoing.signing import signed_headers
+from belt.reading.strictjson import StrictJSONError, decode
 from belt.records import serves
 from belt.records.leases import is_alive
-from belt.signing import signed_headers
-from belt.strictjson import StrictJSONError, decode
-from belt.text import describe
 from belt.wire.platform import LifecycleHookResponse
 from belt.wire.validate import check_response, model_problems
 
@@ -84,11 +84,11 @@ def post_body(
     timeout: float,
 ) -> WebhookResult:
     """POST exactly ``body`` with exactly ``headers`` through the process's client
-    (``belt.transport``) and parse the answer as ``deliver``
+    (``belt.outgoing.transport``) and parse the answer as ``deliver``
     does (``belt check`` sends tampered and unsigned requests through it)."""
     import httpx  # noqa: PLC0415 - loaded when a webhook is sent
 
-    from belt.transport import TooLarge, call, read  # noqa: PLC0415 - it loads httpx
+    from belt.outgoing.transport import TooLarge, call, read  # noqa: PLC0415 - it loads httpx
 
     host = url_host(url)
     started = time.perf_counter()

@@ -30,8 +30,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
-from belt import tracing
+from belt.display.text import describe, printable, short
 from belt.errors import BeltError, Conflict, InvalidInput, NotFound
+from belt.outgoing import tracing
 from belt.records.chats import find_chat_id
 from belt.records.ids import new_id
 from belt.records.names import find_id, short_id
@@ -39,7 +40,6 @@ from belt.records.runs import RUN, find_run_id
 from belt.store import Store, check_id, clock, open_store
 from belt.store.clock import epoch_ms, parse_timestamp, timestamp, utcnow
 from belt.store.shapes import record_shape
-from belt.text import describe, printable, short
 from belt.wire.dto import InterruptJSON, WatchEvent
 from belt.wire.enums import AgentRunState, InterruptStatus
 
@@ -191,7 +191,7 @@ class Interrupt(TypedDict):
     a sweep on wall time leaves it to the clock it was opened on."""
     trace: NotRequired[dict[str, object]]
     """Where its ``belt.gate`` span goes when it is settled, if tracing was on as it opened
-    (``belt.tracing.carried``; docs/tracing.md); never on the wire."""
+    (``belt.outgoing.tracing.carried``; docs/tracing.md); never on the wire."""
 
 
 record_shape(INTERRUPT, Interrupt)
@@ -419,7 +419,7 @@ def _checked_terms(
 ) -> tuple[int, str | None]:
     """A new interrupt's reason, event, timeout and resolution on expiry checked; returns the
     timeout and the resolution with their defaults filled in."""
-    from belt.suggest import did_you_mean  # noqa: PLC0415 - start-up: pydantic, for a new gate only
+    from belt.reading.didyoumean import did_you_mean  # noqa: PLC0415 - start-up: pydantic, for a new gate only
     from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS  # noqa: PLC0415 - start-up: pydantic, for a new gate only
     from belt.wire.platform import HookHandlerType, InterruptReason, timeout_bounds  # noqa: PLC0415 - start-up: pydantic, for a new gate only
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
-from belt.declarations import RHO_PLUGIN, check_rho_config, read_document
+from belt.declaring.declarations import RHO_PLUGIN, check_rho_config, read_document
 from belt.errors import InvalidInput
 from belt.paths import state_dir
 from belt.store.clock import timestamp, utcnow

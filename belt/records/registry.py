@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from belt.errors import BeltError, InvalidInput, NotFound, UsageError
-from belt.inputs import read_bytes
+from belt.reading.didyoumean import did_you_mean
+from belt.reading.inputs import read_bytes
 from belt.records.ids import new_id
 from belt.records.names import find_id
 from belt.records.registry_index import (
@@ -45,7 +46,6 @@ from belt.records.registry_index import (
 from belt.store import Store, check_id, open_store
 from belt.store.clock import timestamp, utcnow
 from belt.store.shapes import derive, fits
-from belt.suggest import did_you_mean
 
 DEFAULT_OWNER = "local"
 """The team a local registry belongs to, and a scenario's agent unless it names another."""

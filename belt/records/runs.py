@@ -31,7 +31,7 @@ GATED_RUNS = "gated-runs"
 """Tag of the runs held at gates: what ``belt serve --resume`` looks at, and nothing more. A run
 is tagged before it holds and stays tagged while it (or its simulation's later runs) is
 continued, so a continuer killed at any moment leaves it to the next one
-(``belt.engine.api.resume_gated`` takes the tag off)."""
+(``belt.engine.entrypoints.resume_gated`` takes the tag off)."""
 EMULATED_RUNS = "emulated-runs"
 """Tag of the emulated runs (``belt serve``'s agent routes) that have not ended: what the
 servers look at to continue runs. A run leaves it in the step that ends it."""

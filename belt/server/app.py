@@ -31,14 +31,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from belt import tracing
-from belt.approvals import Rules, load_rules
-from belt.effects import is_in_process
+from belt.deliveries.effects import is_in_process
+from belt.display.text import describe
 from belt.emulator.agents import load_agent_files
-from belt.emulator.chats import Emulator
+from belt.emulator.conversation import Emulator
 from belt.emulator.modelscript import load_model_script
 from belt.errors import BeltError
-from belt.policy import Verdict, load_policy
+from belt.outgoing import tracing
+from belt.outgoing.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify_with
 from belt.records.chats import set_chat_settings
 from belt.records.interrupts import (
     BATCH_FIELDS,
@@ -52,10 +52,11 @@ from belt.records.interrupts import (
 )
 from belt.records.journal import ServeLine, journal_headers
 from belt.records.reports import Reporter, report_api
-from belt.server.agents import agent_routes
-from belt.server.approvals import settle_forever
-from belt.server.chats import chat_routes
-from belt.server.clock import clock_routes
+from belt.rules.approvals import Rules, load_rules
+from belt.rules.policy import Verdict, load_policy
+from belt.server.agent_routes import agent_routes
+from belt.server.chat_routes import chat_routes
+from belt.server.clock_route import clock_routes
 from belt.server.connections import LIMITS, AcceptErrors, Connections
 from belt.server.deciders import (
     HANDLER_TIMEOUT,
@@ -71,9 +72,9 @@ from belt.server.deciders import (
     policy_decider,
 )
 from belt.server.forward import check_forward_url, forward_decider
+from belt.server.group_commit import GroupJournal, stamp_now
 from belt.server.guard import RequestGuard, allowed_host_name
 from belt.server.inspector import inspector_routes, is_page_shell
-from belt.server.journal import GroupJournal, stamp_now
 from belt.server.live import handler_traceback, loop_error, render_json, render_record
 from belt.server.problems import (
     Problem,
@@ -87,14 +88,13 @@ from belt.server.problems import (
     read_json_object,
     receive_body,
 )
-from belt.server.profile import profile_routes
+from belt.server.profile_routes import profile_routes
 from belt.server.resume import RESUME_INTERVAL, resume_forever
+from belt.server.rule_settling import settle_forever
 from belt.server.traced import decider_kind, served_hook
-from belt.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify_with
 from belt.store import open_store
 from belt.store.clock import VirtualClock, installed, parse_rfc3339, timestamp, utcnow
 from belt.store.files import make_dirs
-from belt.text import describe
 from belt.wire.catalogue import EVENTS
 from belt.wire.dto import InterruptJSON
 from belt.wire.platform import LifecycleHookPayload
@@ -102,8 +102,8 @@ from belt.wire.validate import IN_PROCESS_PREFIX, model_problems
 
 if TYPE_CHECKING:
     from belt.emulator.agents import AgentFiles
-    from belt.emulator.chats import Emulator
-    from belt.server.agents import AgentsApi
+    from belt.emulator.conversation import Emulator
+    from belt.server.agent_routes import AgentsApi
     from belt.store import Store
 
 ANSWERS_MAX_BYTES = 16 * 1024 * 1024

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 from belt.handlers import inprocess
 from belt.handlers.inprocess import wants_model
-from belt.policy import Policy, Verdict
-from belt.strictjson import StrictJSONError, check_value
+from belt.reading.strictjson import StrictJSONError, check_value
+from belt.rules.policy import Policy, Verdict
 from belt.wire.platform import HookDecision, LifecycleHookPayload, LifecycleHookResponse
 from belt.wire.validate import check_response, model_problems
 

@@ -1,8 +1,8 @@
 """``belt serve --forward-to URL``: hook requests passed on to the user's own handler.
 
 The decider POSTs each payload on to the URL (signed again with the server's secret, when it has
-one) through one async client for the server's life (``belt.transport.async_client``), within
-the webhook timeout (30 s) as a total deadline and a bound on the answer's size, and answers
+one) through one async client for the server's life (``belt.outgoing.transport.async_client``),
+within the webhook timeout (30 s) as a total deadline and a bound on the answer's size, and answers
 what the handler answered; with tracing on, the request's ``traceparent`` goes on with it.
 ``belt serve`` journals the request and that answer as it journals every hook request, so real
 traffic can be replayed later (``belt replay journal``) against an edited handler. A handler
@@ -16,14 +16,14 @@ import asyncio
 
 import httpx
 
-from belt import tracing
-from belt.effects import url_host
+from belt.deliveries.effects import url_host
 from belt.errors import UsageError
 from belt.handlers.webhook import encode_payload, parse_response
-from belt.policy import Verdict
+from belt.outgoing import tracing
+from belt.outgoing.signing import signed_headers
+from belt.outgoing.transport import TooLarge, aread, async_client
+from belt.rules.policy import Verdict
 from belt.server.deciders import HandlerResponseError
-from belt.signing import signed_headers
-from belt.transport import TooLarge, aread, async_client
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload
 from belt.wire.validate import check_webhook_url
 

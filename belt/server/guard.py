@@ -23,10 +23,10 @@ from functools import lru_cache, partial
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from belt.display.text import printable
 from belt.errors import UsageError
 from belt.records.reports import Reporter, report_api
 from belt.server.problems import Problem
-from belt.text import printable
 
 BODY_LATE = "belt.body_late"
 """A key set in the scope of a request whose connection was closed because its body came too

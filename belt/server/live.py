@@ -1,7 +1,7 @@
 """The live lines ``belt serve`` prints: one per hook request, API call or sweep.
 
 Shared by ``belt serve`` and every worker process it starts; all text goes through
-``belt.output``, which escapes what came from outside (a request path, a reason).
+``belt.display.output``, which escapes what came from outside (a request path, a reason).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from belt import output
+from belt.display import output
 
 
 def render_json(record: dict[str, Any]) -> None:

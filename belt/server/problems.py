@@ -21,9 +21,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope
 
+from belt.display.text import describe
 from belt.errors import BeltError, http_status
-from belt.strictjson import StrictJSONError, decode
-from belt.text import describe
+from belt.reading.strictjson import StrictJSONError, decode
 
 MAX_BODY_BYTES = 1024 * 1024
 PROBLEM_TYPE = "about:blank"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
 
-from belt.engine.api import resume_settled
+from belt.engine.entrypoints import resume_settled
 from belt.records.ids import now_iso
 from belt.records.reports import Reporter
 
@@ -28,7 +28,7 @@ async def resume_forever(store: Store, report: Reporter | None, interval: float)
     """Continue settled runs now and every ``interval`` seconds until cancelled."""
     while True:
         try:
-            # Emulated chats' runs are the agent routes' own (belt.server.agents), so that one
+            # Emulated chats' runs are the agent routes' own (belt.server.agent_routes), so that one
             # thread of this server, never two, continues each of them.
             tried = await run_in_threadpool(resume_settled, store, emulated=False)
         except Exception as exc:  # one bad pass is reported; the server stays up

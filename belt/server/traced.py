@@ -16,7 +16,7 @@ from typing import Any
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from belt import tracing
+from belt.outgoing import tracing
 from belt.records.journal import ServeLine
 from belt.server.deciders import PolicyDecider
 from belt.server.forward import Forwarder

@@ -2,8 +2,8 @@
 
 A scenario's ``[[expect]]`` tables are read with it (a wrong key is named by its path, as every
 other key is) and checked once the simulation has ended, against the report that ``belt sim show
---json`` prints (``belt.engine.report.build_report``). Each expectation looks at one kind of thing,
-named by its subject key:
+--json`` prints (``belt.engine.readback.build_report``). Each expectation looks at one kind of
+thing, named by its subject key:
 
 - ``tool``: the tool calls of the scenario's chat (status, the decision of its hooks, its gate);
 - ``event``: the hook runs on an event (decision, reason, error, injected); with ``fired``, the
@@ -36,11 +36,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from belt import dialects
+from belt.display.text import describe, short
 from belt.engine.scenario import scenario_dialect, scenario_from_document
 from belt.errors import InvalidInput
-from belt.matching import ArgumentMatchers, argument_matchers, arguments_match, value_matcher
-from belt.suggest import closest, did_you_mean
-from belt.text import describe, short
+from belt.reading.didyoumean import closest, did_you_mean
+from belt.reading.matching import (
+    ArgumentMatchers,
+    argument_matchers,
+    arguments_match,
+    value_matcher,
+)
 from belt.wire.enums import (
     ATTENTION_HOLD,
     AgentRunState,

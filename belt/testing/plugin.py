@@ -7,9 +7,9 @@ checked too. ``belt_serve`` starts ``belt serve`` on a free loopback port, over 
 own, for tests of a real webhook. A failed test that ran scenarios ends with their transcripts.
 
 With ``pytest --belt-isolate``, each scenario runs in a supervised worker process forked from the
-test's (``belt.supervisor``): a handler that ends or harms that process fails that test with the
-cause, and the session goes on. Without it, handlers run in the test's process, where a test can
-watch what they do.
+test's (``belt.usercode.supervisor``): a handler that ends or harms that process fails that test
+with the cause, and the session goes on. Without it, handlers run in the test's process, where a
+test can watch what they do.
 """
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
+from belt.display.render import merged_excerpt_lines, snapshot_lines, transcript_lines
 from belt.errors import BeltError
-from belt.loader import find_named_file, import_deadline
-from belt.matching import value_matcher
+from belt.reading.matching import value_matcher
 from belt.records.journal import JOURNAL, SERVE, ServeLine
-from belt.render import merged_excerpt_lines, snapshot_lines, transcript_lines
 from belt.store import Store
 from belt.testing.snapshot import DIRECTORY as SNAPSHOTS
 from belt.testing.snapshot import compare, on_virtual_clock, snapshot_path, snapshot_text
 from belt.testing.workers import run_all
+from belt.usercode.loader import find_named_file, import_deadline
 
 if TYPE_CHECKING:
     from belt.testing.expect import Facts, Outcome
@@ -365,7 +365,7 @@ class ScenarioRunner:
         test``, a webhook or executor that is not a loopback address, a ``py:`` handler or
         routed fails the test before anything runs, unless ``allow_network``.
         """
-        from belt.declarations import read_document  # noqa: PLC0415 - start-up: pytest loads this plugin
+        from belt.declaring.declarations import read_document  # noqa: PLC0415 - start-up: pytest loads this plugin
         from belt.testing.suite import run_loaded  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         try:
@@ -526,10 +526,10 @@ class ServeStarter:
         import uvicorn  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         from belt.handlers.inprocess import load_handler, locate_handler  # noqa: PLC0415 - start-up: pytest loads this plugin
-        from belt.policy import load_policy  # noqa: PLC0415 - start-up: pytest loads this plugin
+        from belt.rules.policy import load_policy  # noqa: PLC0415 - start-up: pytest loads this plugin
         from belt.server.app import create_app  # noqa: PLC0415 - start-up: pytest loads this plugin
         from belt.server.deciders import handler_decider, policy_decider  # noqa: PLC0415 - start-up: pytest loads this plugin
-        from belt.server.run import bind  # noqa: PLC0415 - start-up: pytest loads this plugin
+        from belt.server.listen import bind  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         if policy is not None and handler is not None:
             raise ValueError("give policy or handler, not both")

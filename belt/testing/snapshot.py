@@ -23,9 +23,9 @@ from itertools import takewhile
 from pathlib import Path
 from typing import Any, cast
 
-from belt import strictjson
 from belt.errors import BeltError
-from belt.inputs import read_bytes
+from belt.reading import strictjson
+from belt.reading.inputs import read_bytes
 from belt.store.files import atomic_write
 
 DIRECTORY = "__snapshots__"
@@ -147,7 +147,7 @@ class _Names:
 
 
 def snapshot_of(report: Mapping[str, object], *, virtual_clock: bool) -> dict[str, object]:
-    """The stable form of a simulation's report (``belt.engine.report.build_report``): every
+    """The stable form of a simulation's report (``belt.engine.readback.build_report``): every
     part of it but the hook summary (which its hook calls already say), ids named in the order
     they first appear, durations left out, and timestamps kept only on a virtual clock."""
     record = {key: value for key, value in report.items() if key != "hook_summary"}

@@ -27,20 +27,19 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from belt import dialects, tracing
-from belt.declarations import read_document
-from belt.effects import is_in_process
-from belt.engine.api import simulation_options, start_simulation, with_scenario_executors
+from belt import dialects
+from belt.declaring.declarations import read_document
+from belt.deliveries.effects import is_in_process
+from belt.display.render import snapshot_lines, snapshot_update_command, unfired_text
 from belt.engine.dispatch import parse_routes
+from belt.engine.entrypoints import simulation_options, start_simulation, with_scenario_executors
 from belt.engine.hooksummary import HOOK_FAILURE_HINT
 from belt.engine.offline import OFFLINE_HINT, network_problems
-from belt.engine.report import build_report
+from belt.engine.readback import build_report
 from belt.errors import BeltError, ExitCode, InvalidInput, NotFound
 from belt.handlers.inprocess import load_handler, locate_handler
-from belt.loader import import_deadline, module_key
-from belt.render import snapshot_lines, snapshot_update_command, unfired_text
+from belt.outgoing import tracing
 from belt.store import MemoryStore, Store
-from belt.supervisor import Preload
 from belt.testing.coverage import never_fired, scenario_coverage
 from belt.testing.expect import (
     Expectation,
@@ -53,6 +52,8 @@ from belt.testing.expect import (
 from belt.testing.snapshot import DIRECTORY as SNAPSHOTS
 from belt.testing.snapshot import Comparison, compare_result
 from belt.testing.workers import run_all, shard_of
+from belt.usercode.loader import import_deadline, module_key
+from belt.usercode.supervisor import Preload
 
 if TYPE_CHECKING:
     from belt.dialects.simreport import SimReport
@@ -344,7 +345,7 @@ _REFERENCE = re.compile(rb"""["']py:([^"'\r\n]+)["']""")
 
 def lost_result(item: tuple[Any, ...], cause: str) -> ScenarioResult:
     """The result of a scenario whose worker process ended while it ran it, or that harmed its
-    worker (``belt.supervisor``): an error saying what happened."""
+    worker (``belt.usercode.supervisor``): an error saying what happened."""
     return ScenarioResult(shown_name(item[0]), "error", error=cause, problems=[LOST_HINT])
 
 

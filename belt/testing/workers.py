@@ -1,13 +1,13 @@
 """``belt test -j N`` and ``--shard K/N``: a suite's scenarios run in supervised worker
 processes, and split deterministically across machines.
 
-At every ``-j`` (1 included) the scenarios run in N worker processes that ``belt.supervisor``
-starts, watches and replaces, forked warm from a template that has imported belt's engine and
-the handler modules the suite's files name; belt's own process never runs a handler. They are
-handed out in handfuls that shrink towards the end of the suite (``chunks``), so the workers end
-together, and a worker is handed its next handful before it ends the one it runs. Results come
-back without what nothing reads once a scenario passed (``portable``), in the serial order
-whatever order the workers finish in, so the report and the JUnit file are the same for any N.
+At every ``-j`` (1 included) the scenarios run in N worker processes that
+``belt.usercode.supervisor`` starts, watches and replaces, forked warm from a template that has
+imported belt's engine and the handler modules the suite's files name; belt's own process never runs
+a handler. They are handed out in handfuls that shrink towards the end of the suite (``chunks``), so
+the workers end together, and a worker is handed its next handful before it ends the one it runs.
+Results come back without what nothing reads once a scenario passed (``portable``), in the serial
+order whatever order the workers finish in, so the report and the JUnit file are the same for any N.
 A scenario whose handler ends or harms its worker is an error saying so, and a new worker runs
 the rest. A worker's module state (a ``py:`` module's globals) is its own.
 
@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
-from belt import tracing
 from belt.errors import UsageError
-from belt.supervisor import Preload, Supervisor, can_fork
+from belt.outgoing import tracing
+from belt.usercode.supervisor import Preload, Supervisor, can_fork
 
 T = TypeVar("T")
 Step = Callable[..., Any]
@@ -82,8 +82,8 @@ def run_all(
     whole: bool = False,
 ) -> Iterator[Any]:
     """``step(*item)`` for each item, in order, in ``jobs`` supervised worker processes
-    (``belt.supervisor``; in this process only where none can be forked), each handed a few at
-    a time (``chunks``), its result made fit to cross (``portable``, ``whole`` or not). An item
+    (``belt.usercode.supervisor``; in this process only where none can be forked), each handed a few
+    at a time (``chunks``), its result made fit to cross (``portable``, ``whole`` or not). An item
     whose worker ended or that misbehaved is ``lost(item, cause)`` (without ``lost``, an error
     at its place); ``preload`` names the user's modules the workers start with. Stopping early
     (closing the iterator, as ``-x`` and Ctrl-C do) starts no other item and waits for the

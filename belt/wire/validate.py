@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from belt.suggest import did_you_mean
-from belt.text import describe, printable, short
+from belt.display.text import describe, printable, short
+from belt.reading.didyoumean import did_you_mean
 from belt.wire.catalogue import BUILTINS, EVENTS, GATEABLE_EVENTS
 from belt.wire.nexus import (
     FEEDBACK_MAX_BYTES,

@@ -21,11 +21,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from belt.outgoing.signing import signed_headers
 from belt.records.interrupts import Watch, create_interrupt, resolve_interrupt
-from belt.samples import sample_payload
-from belt.signing import signed_headers
 from belt.store import open_store
 from belt.store.clock import utcnow
+from belt.wire.samples import sample_payload
 from tests.cli.runner import belt
 from tests.terminal import Terminal
 from tests.terminal import on_terminal as belt_on_terminal
@@ -320,7 +320,7 @@ def test_resolve_all_on_a_terminal_asks_to_confirm_the_count() -> None:
 
 
 def test_resolve_all_names_and_skips_gates_settled_meanwhile() -> None:
-    from belt.backend import local_inbox, matching_gates, resolve_each
+    from belt.backends.backend import local_inbox, matching_gates, resolve_each
 
     first, second = tool_gate("delete_file"), tool_gate("delete_file")
     backend = local_inbox()

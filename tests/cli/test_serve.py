@@ -17,11 +17,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from belt.samples import sample_payload
+from belt.outgoing.signing import signed_headers
+from belt.server.listen import bind, is_loopback
 from belt.server.live import render_record
-from belt.server.run import bind, is_loopback
-from belt.signing import signed_headers
 from belt.store import open_store
+from belt.wire.samples import sample_payload
 from tests.cli.runner import belt
 from tests.loopback import CLIENT
 from tests.vectors import SECRET

@@ -202,7 +202,7 @@ def test_a_forced_stop_from_another_process_wins_over_a_running_platform_hook(
 ) -> None:
     import threading
 
-    from belt.engine.api import run_scenario, show_run
+    from belt.engine.entrypoints import run_scenario, show_run
 
     with hook_app() as app:
         app.hold = lambda name, payload: payload["event"] == "agent.tool_call"
@@ -235,7 +235,7 @@ def test_a_forced_stop_from_another_process_wins_over_a_running_nexus_hook(
 ) -> None:
     import threading
 
-    from belt.engine.api import show_run, start_simulation
+    from belt.engine.entrypoints import show_run, start_simulation
     from belt.engine.scenario import read_scenario
     from belt.engine.simulation import Options
     from belt.executor.targets import Target

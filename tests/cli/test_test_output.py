@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from belt.render import merged_excerpt_lines
+from belt.display.render import merged_excerpt_lines
 from tests.cli.runner import belt
 
 HOOK = {"event": "agent.tool_call", "type": "webhook", "handler": "py:tests.pyhooks:deny"}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from belt.check.report import trigger_command
-from belt.policy import load_policy
+from belt.rules.policy import load_policy
 from belt.server.app import create_app
 from belt.server.deciders import policy_decider
 from belt.store import Store

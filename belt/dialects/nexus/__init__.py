@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from belt.dialects import Call, Declared, Dialect, HookRun
-from belt.loader import collector_paused
-from belt.text import short
+from belt.display.text import short
+from belt.usercode.loader import collector_paused
 from belt.wire.nexus import NexusEvent
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class NexusDialect:
 
     def loop(self) -> type[Any]:
         """The driver's loop of Nexus executions."""
-        with collector_paused():  # Start-up: the engine, see belt.loader
+        with collector_paused():  # Start-up: the engine, see belt.usercode.loader
             from belt.dialects.nexus.execution_loop import NexusLoop  # noqa: PLC0415 - the engine, when a run asks
 
         return NexusLoop
@@ -168,13 +168,13 @@ class NexusDialect:
 
     def transcript_lines(self, report: SimReport, *, verbose: bool) -> list[tuple[str, str]]:
         """Each execution, its messages and hook tasks, and what holds it."""
-        from belt.dialects.nexus.transcript import nexus_transcript_lines  # noqa: PLC0415 - the renderer, for a transcript
+        from belt.dialects.nexus.execution_transcript import nexus_transcript_lines  # noqa: PLC0415 - the renderer, for a transcript
 
         return nexus_transcript_lines(report)
 
     def message_lines(self, message: Mapping[str, object]) -> list[tuple[str, str]]:
         """A message and the hook tasks on it."""
-        from belt.dialects.nexus.transcript import nexus_message_lines  # noqa: PLC0415 - the renderer, for a transcript
+        from belt.dialects.nexus.execution_transcript import nexus_message_lines  # noqa: PLC0415 - the renderer, for a transcript
 
         return nexus_message_lines(message)
 

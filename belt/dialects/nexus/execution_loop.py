@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from belt import tracing
 from belt.dialects.nexus.scenarios import LoadedNexusScenario, NexusScenario, NexusTurnSpec
 from belt.engine.ledger import CHAT_SCOPE
 from belt.engine.scenario import ModelTurnSpec, ToolCallSpec, utf8_size
@@ -46,6 +45,7 @@ from belt.executor.inbox import (
     settle_approval,
     task_key,
 )
+from belt.outgoing import tracing
 from belt.records.executions import (
     ExecutionEntry,
     execution_recorded,

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from belt.declarations import check_document, read_document
+from belt.declaring.declarations import check_document, read_document
 from belt.engine.scenario import (
     ID_MAX,
     ID_PATTERN,

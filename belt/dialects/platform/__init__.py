@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from belt.deliveries.effects import handler_label
 from belt.dialects import Call, Declared, Dialect, HookRun
-from belt.effects import handler_label
-from belt.loader import collector_paused
-from belt.text import short
+from belt.display.text import short
+from belt.usercode.loader import collector_paused
 from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS
 from belt.wire.enums import HookDecision
 
@@ -48,7 +48,7 @@ class PlatformDialect:
 
     def loop(self) -> type[Any]:
         """The driver's loop of platform runs."""
-        with collector_paused():  # Start-up: the engine, see belt.loader
+        with collector_paused():  # Start-up: the engine, see belt.usercode.loader
             from belt.dialects.platform.agent_loop import PlatformLoop  # noqa: PLC0415 - the engine, when a run asks
 
         return PlatformLoop
@@ -182,13 +182,13 @@ class PlatformDialect:
 
     def transcript_lines(self, report: SimReport, *, verbose: bool) -> list[tuple[str, str]]:
         """Each run, its messages and hook rows, and the gates that hold it."""
-        from belt.dialects.platform.transcript import platform_lines, quiet_deliveries  # noqa: PLC0415 - the renderer, for a transcript
+        from belt.dialects.platform.agent_transcript import platform_lines, quiet_deliveries  # noqa: PLC0415 - the renderer, for a transcript
 
         return platform_lines(report, quiet_deliveries(report) if verbose else [])
 
     def message_lines(self, message: Mapping[str, object]) -> list[tuple[str, str]]:
         """A message and its hook rows."""
-        from belt.render import message_lines  # noqa: PLC0415 - layer: the renderer is above
+        from belt.display.render import message_lines  # noqa: PLC0415 - layer: the renderer is above
 
         return message_lines(message)
 

@@ -23,20 +23,19 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from belt import tracing
-from belt.dialects.platform.builtins import BUILTINS
-from belt.dialects.platform.builtins.extract import Review
-from belt.dialects.platform.builtins.suggest import QUIET_TURNS, SUGGEST
-from belt.dialects.platform.children import Children, children_of
-from belt.dialects.platform.reviews import REVIEW, start_review
-from belt.dialects.platform.tasks import TASK, start_task
-from belt.effects import (
+from belt.deliveries.effects import (
     DEFAULT_TOOL_DENY_REASON,
     Outcome,
     chat_hook_event,
     handler_label,
     transcript_content,
 )
+from belt.dialects.platform.builtins import BUILTINS
+from belt.dialects.platform.builtins.extract import Review
+from belt.dialects.platform.builtins.suggest import QUIET_TURNS, SUGGEST
+from belt.dialects.platform.children import Children, children_of
+from belt.dialects.platform.reviews import REVIEW, start_review
+from belt.dialects.platform.tasks import TASK, start_task
 from belt.engine.dispatch import (
     Dispatcher,
     EventResult,
@@ -49,6 +48,7 @@ from belt.engine.scenario import LoadedScenario, ModelTurnSpec, Scenario, ToolCa
 from belt.engine.simrecord import reload_hooks, reload_located, stored_hooks
 from belt.engine.simulation import End, Execution, SimStatus, record_simulation, refuse_pending
 from belt.errors import Conflict, UsageError
+from belt.outgoing import tracing
 from belt.records.chats import disabled
 from belt.records.ids import new_id, now_iso
 from belt.records.interrupts import (

@@ -1,7 +1,7 @@
 """The inspector page of ``belt serve``: ``GET /`` and its JSON routes under ``/inspector/``.
 
 This module is all that ``create_app`` imports of it, and it only routes: the page's files and
-its API (``belt.server.inspector.api``) are imported when ``/`` or a route under ``/inspector/``
+its API (``belt.server.inspector.page``) are imported when ``/`` or a route under ``/inspector/``
 is first requested, so a server nobody looks at starts and answers hooks as it did without it.
 The page follows the API's rules (``belt.server.guard`` checks them for every route): same host
 and port, and with ``--token`` every JSON route needs the bearer token. Only the page's own files
@@ -41,7 +41,7 @@ class LazyInspector:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Build the inspector if this is its first request, then hand the request to it."""
         if self.app is None:
-            from belt.server.inspector.api import build  # noqa: PLC0415 - loaded when first asked
+            from belt.server.inspector.page import build  # noqa: PLC0415 - loaded when first asked
 
             self.app = build(prefix=PREFIX, **self.options)
         await self.app(scope, receive, send)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 from pydantic import ValidationError
 
-from belt.effects import effect_text
+from belt.deliveries.effects import effect_text
 from belt.errors import InvalidInput, NotFound
 from belt.records.journal import JOURNAL, SERVE
 from belt.records.names import named_or_given

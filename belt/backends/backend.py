@@ -1,0 +1,335 @@
+"""One backend for what a command asks of a platform: the local store, or a platform's API.
+
+Every interrupt, chat-settings and profile command makes one call on a :class:`Backend`;
+``--api URL`` chooses the remote one (``belt.backends.remote.Platform``, which speaks to the real
+platform or to ``belt serve``), otherwise the store in the state directory answers. Both give the
+same shapes (InterruptDTO, the chat, the declaration) and raise the same errors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from belt.errors import Conflict, NotFound, UsageError
+from belt.wire.dto import InterruptJSON, WatchEvent
+
+if TYPE_CHECKING:
+    from belt.backends.remote import Platform
+    from belt.records.interrupts import BatchResult, Settlement
+    from belt.records.messages import Message
+    from belt.store import Store
+
+Listed = tuple[InterruptJSON, str | None]
+"""An InterruptDTO, and how it settles on expiry when the backend knows (``allow``/``deny``)."""
+
+
+class Settled(InterruptJSON):
+    """A settled interrupt as the store lists it: the line saying how, and the settlement."""
+
+    settled_by: str | None
+    trail: Settlement | None
+
+
+class LocalBackend:
+    """The store in the state directory, as a platform (and as the local inbox)."""
+
+    def __init__(self, store: Store | None = None) -> None:
+        from belt.store import open_store  # noqa: PLC0415 - start-up: belt --help
+
+        self.store = store if store is not None else open_store()
+
+    def find_interrupts(
+        self,
+        *,
+        run_id: str | None = None,
+        chat_id: str | None = None,
+        reason: str | None = None,
+        include_settled: bool = False,
+    ) -> list[Listed]:
+        """Interrupts from the store: every run's pending ones cost what they are, not what
+        the store keeps. A run or chat is named by its id, short id or a unique prefix of a
+        stored one (any other id is taken as it is: its gates may outlive it)."""
+        from belt.records.interrupts import inbox, on_expiry, to_dto  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
+
+        if run_id is not None:
+            from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
+
+            run_id = named_or_given(find_run_id, self.store, run_id)
+        if chat_id is not None:
+            from belt.records.chats import find_chat_id  # noqa: PLC0415 - start-up: belt --help
+
+            chat_id = named_or_given(find_chat_id, self.store, chat_id)
+        records = inbox(
+            store=self.store,
+            run_id=run_id,
+            chat_id=chat_id,
+            reason=reason,
+            include_settled=include_settled,
+        )
+        return [(to_dto(record), on_expiry(record)) for record in records]
+
+    def show_interrupt(self, *, interrupt_id: str, run_id: str | None) -> Listed:
+        """One interrupt from the store, by id, short id or unique prefix, with its resolution
+        on expiry."""
+        from belt.records.interrupts import find_interrupt_id, on_expiry, read_record, to_dto  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
+
+        full_id = find_interrupt_id(store=self.store, ref=interrupt_id)
+        record = read_record(store=self.store, interrupt_id=full_id)
+        if run_id:
+            run_id = named_or_given(find_run_id, self.store, run_id)
+        if run_id and record.get("run_id") != run_id:
+            raise NotFound(f"interrupt {full_id} is not on run {run_id}")
+        return to_dto(record), on_expiry(record)
+
+    def resolve_interrupt(
+        self, *, interrupt_id: str, decision: str, data: Any = None, door: str = "cli"
+    ) -> InterruptJSON:
+        """Resolve an interrupt in the store (exactly one of many racing resolvers wins), as
+        the OS user through ``door``; a short id or prefix is looked for among the pending
+        interrupts first."""
+        from belt.records.interrupts import find_interrupt_id, person, resolve_interrupt  # noqa: PLC0415 - start-up: belt --help
+
+        full_id = find_interrupt_id(store=self.store, ref=interrupt_id, pending_first=True)
+        return resolve_interrupt(
+            store=self.store,
+            interrupt_id=full_id,
+            decision=decision,
+            data=data,
+            by=person(door),
+        )
+
+    def batch_atomic(self) -> bool:
+        """The store settles a batch under the locks of all its gates."""
+        return True
+
+    def in_batch(self, *, items: list[InterruptJSON], batch: str) -> list[InterruptJSON]:
+        """Those of ``items`` whose stored settlement names the batch."""
+        from belt.records.interrupts import in_batch, read_record  # noqa: PLC0415 - start-up: belt --help
+
+        return [
+            item
+            for item in items
+            if in_batch(read_record(store=self.store, interrupt_id=item["id"]), batch)
+        ]
+
+    def resolve_batch(
+        self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
+    ) -> BatchResult:
+        """Settle the gates all or none, as the OS user through the CLI."""
+        from belt.records.interrupts import person, resolve_batch  # noqa: PLC0415 - start-up: belt --help
+
+        return resolve_batch(
+            store=self.store,
+            interrupt_ids=ids,
+            digest=digest,
+            decision=decision,
+            data=data,
+            by=person("cli"),
+        )
+
+    def watch_interrupts(
+        self,
+        *,
+        run_ids: Sequence[str] = (),
+        interval: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[WatchEvent]:
+        """Events from the store as interrupts open and settle (of ``run_ids`` only, if given);
+        a look costs two ``stat`` calls while nothing changes. A run is named as
+        ``find_interrupts`` names it."""
+        from belt.records.interrupts import Watch  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
+
+        run_ids = [named_or_given(find_run_id, self.store, run_id) for run_id in run_ids]
+        watch = Watch(store=self.store, run_ids=run_ids)
+        yield from watch.start()
+        while True:
+            sleep(interval)
+            yield from watch.poll()
+
+    def transcript_before(self, *, interrupt: InterruptJSON, limit: int = 6) -> list[Message]:
+        """The messages of the interrupt's chat just before it opened (for ``review``)."""
+        from belt.records.interrupts import transcript_before  # noqa: PLC0415 - start-up: belt --help
+
+        return transcript_before(store=self.store, record=interrupt, limit=limit)
+
+    def resume_settled_run(self, *, run_id: str) -> list[tuple[str, str]]:
+        """Continue a simulated run whose gates are all settled, as ``belt sim resume`` does
+        (taking its lease: Conflict, exit 4, when another process continues it); the (run,
+        state) of each run it executed, none when it is not simulated or still gated."""
+        from belt.records.interrupts import pending_for_run  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.runs import RUN  # noqa: PLC0415 - start-up: belt --help
+
+        if not self.store.exists(RUN, run_id) or pending_for_run(store=self.store, run_id=run_id):
+            return []
+        from belt.engine.entrypoints import resume_run  # start-up: the engine
+
+        report, executed = resume_run(run_id=run_id)
+        states = {run["id"]: str(run["state"]) for run in report["runs"]}
+        return [(executed_id, states.get(executed_id, "?")) for executed_id in executed]
+
+    def sweep(self, *, at: datetime | None = None) -> list[InterruptJSON]:
+        """Settle every pending interrupt of the store overdue now (or ``at``, on any clock)
+        with its default resolution."""
+        from belt.records.interrupts import sweep  # noqa: PLC0415 - start-up: belt --help
+
+        return sweep(store=self.store, now=at)
+
+    def settled_by(self, *, interrupt_id: str) -> tuple[Settlement | None, str | None]:
+        """The stored settlement of an interrupt and its line."""
+        from belt.records.interrupts import find_interrupt_id, read_record, settled_by, trail  # noqa: PLC0415 - start-up: belt --help
+
+        full_id = find_interrupt_id(store=self.store, ref=interrupt_id)
+        record = read_record(store=self.store, interrupt_id=full_id)
+        return trail(record), settled_by(record)
+
+    def settlements(
+        self, *, since: datetime | None = None, run_id: str | None = None
+    ) -> list[Settled]:
+        """The store's settled interrupts, the latest first (of one run, named as
+        ``find_interrupts`` names it)."""
+        from belt.records.interrupts import settled_by, settlements, to_dto, trail  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
+
+        if run_id is not None:
+            run_id = named_or_given(find_run_id, self.store, run_id)
+        return [
+            Settled(**to_dto(record), settled_by=settled_by(record), trail=trail(record))
+            for record in settlements(store=self.store, since=since, run_id=run_id)
+        ]
+
+    def create_interrupt(
+        self,
+        *,
+        run_id: str,
+        chat_id: str,
+        event: str,
+        timeout: int | None = None,
+        default_resolution: str | None = None,
+        meta: Any = None,
+    ) -> InterruptJSON:
+        """Open a hook gate in the store on a run that is working or awaiting a decision, in
+        its own chat (``belt.records.interrupts.open_gate``); returns its InterruptDTO."""
+        from belt.records.interrupts import open_gate  # noqa: PLC0415 - start-up: belt --help
+
+        return open_gate(
+            store=self.store,
+            run_id=run_id,
+            chat_id=chat_id,
+            event=event,
+            timeout=timeout,
+            default_resolution=default_resolution,
+            meta=meta,
+        )
+
+    def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, object]:
+        """Store the chat's ``disable_hooks``; the chat is named by its id, short id or a unique
+        prefix (exit 3 when there is none)."""
+        from belt.records.chats import find_chat_id, set_chat_settings  # noqa: PLC0415 - start-up: belt --help
+
+        full_id = find_chat_id(self.store, chat_id)
+        chat = set_chat_settings(store=self.store, chat_id=full_id, disable_hooks=disable_hooks)
+        return dict(chat)
+
+    def get_profile(self) -> dict[str, object]:
+        """The stored declaration (``{}`` until one is written)."""
+        from belt.records.profile import read_profile  # noqa: PLC0415 - start-up: pydantic
+
+        return dict(read_profile(self.store)["configuration"])
+
+    def put_profile(self, declaration: dict[str, object]) -> dict[str, object]:
+        """Check and store the whole declaration."""
+        from belt.records.profile import write_profile  # noqa: PLC0415 - start-up: pydantic
+
+        return dict(write_profile(self.store, declaration)["configuration"])
+
+
+@contextmanager
+def open_backend(api: str | None, *, api_key: str | None = None) -> Iterator[Backend]:
+    """The backend ``--api`` chose: the platform at ``api``, else the local store."""
+    if not api:
+        yield local_inbox()
+        return
+    from belt.backends.remote import Platform  # noqa: PLC0415 - start-up: httpx
+
+    with Platform(api, api_key=api_key) as platform:
+        yield platform
+
+
+LocalInbox = LocalBackend
+"""The local store as a backend, with what only it does: read transcripts, continue runs, expire
+gates and open them by hand (``interrupt review``, ``sweep`` and ``create``)."""
+
+Backend: TypeAlias = "LocalBackend | Platform"
+"""What a command may ask of a platform: the local store, or a platform's API (both give the same
+shapes and raise the same errors; tests/test_backend_contract.py holds them to one contract)."""
+
+
+def local_inbox(store: Store | None = None) -> LocalInbox:
+    """The local store as a backend, with the part only it has."""
+    return LocalBackend(store)
+
+
+def matching_gates(
+    backend: Backend,
+    *,
+    run_id: str | None = None,
+    chat_id: str | None = None,
+    tool: str | None = None,
+    event: str | None = None,
+    include_settled: bool = False,
+) -> list[InterruptJSON]:
+    """The pending interrupts of ``backend`` (all, with ``include_settled``) the filters
+    select, oldest first: of one run or chat, on one event (``agent.tool_call``), holding one
+    tool's call."""
+    if event is not None:
+        from belt.reading.didyoumean import did_you_mean  # noqa: PLC0415 - start-up: for an unknown event only
+        from belt.wire.catalogue import GATEABLE_EVENTS  # noqa: PLC0415 - start-up: for an unknown event only
+
+        if event not in GATEABLE_EVENTS:
+            raise UsageError(
+                f"--event {event!r}: not an event a gate holds (one of "
+                f"{', '.join(GATEABLE_EVENTS)}){did_you_mean(event, GATEABLE_EVENTS)}",
+                where="--event",
+            )
+    listed = backend.find_interrupts(
+        run_id=run_id, chat_id=chat_id, include_settled=include_settled
+    )
+    items = [item for item, _ in listed if _selected(item, tool=tool, event=event)]
+    return sorted(items, key=lambda item: str(item.get("created_at")))
+
+
+def _selected(item: InterruptJSON, *, tool: str | None, event: str | None) -> bool:
+    if event is not None and item.get("source") != f"hook:{event}":
+        return False
+    if tool is None:
+        return True
+    meta = item.get("meta")
+    data = meta.get("data") if isinstance(meta, dict) else None
+    return isinstance(data, dict) and data.get("tool") == tool
+
+
+def resolve_each(
+    backend: Backend, items: list[InterruptJSON], *, decision: str, data: Any = None
+) -> tuple[list[InterruptJSON], list[tuple[InterruptJSON, str]]]:
+    """Resolve each of ``items``; returns those resolved and, with the reason, those that
+    were settled meanwhile (by a person, the API or a sweep)."""
+    resolved: list[InterruptJSON] = []
+    missed: list[tuple[InterruptJSON, str]] = []
+    for item in items:
+        try:
+            resolved.append(
+                backend.resolve_interrupt(interrupt_id=item["id"], decision=decision, data=data)
+            )
+        except (Conflict, NotFound) as exc:
+            missed.append((item, exc.message))
+    return resolved, missed

@@ -1,0 +1,454 @@
+"""Client of the platform's HTTP API (or of ``belt serve``, which serves the same routes).
+
+Speaks the routes of spec/WIRE.md: the ``{"data": ...}`` envelope is unwrapped, and any other
+answer becomes one line naming the URL and the status, and the exit code ``remote_error``'s table
+gives it (6 only when nothing answered); the bearer key never leaves the request headers. Only
+the commands given ``--api`` import this module, and with it httpx.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from belt.deliveries.effects import url_host
+from belt.errors import (
+    BeltError,
+    InvalidInput,
+    NotFound,
+    Unreachable,
+    UsageError,
+    remote_error,
+)
+from belt.outgoing.transport import TooLarge, call, read
+from belt.reading.strictjson import StrictJSONError, decode
+from belt.records.interrupts import BATCH_PATH, BatchResult, Settlement, happened_at
+from belt.records.profile import PROFILE_PATH
+from belt.store import check_id
+from belt.wire.dto import InterruptJSON, WatchEvent
+from belt.wire.enums import InterruptStatus
+from belt.wire.validate import check_webhook_url
+
+KEY_ENV = ("INFSH_API_KEY", "INFERENCE_API_KEY")
+DEFAULT_TIMEOUT = 10.0
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""The most bytes of one API answer that are read."""
+KEY_HINT = "check the API key (--api-key, INFSH_API_KEY or INFERENCE_API_KEY)"
+REACH_HINT = "check --api (or BELT_API_URL) and that the platform or `belt serve` is running"
+REDIRECT_HINT = "belt does not follow redirects: give --api the URL the platform answers at"
+FULL_IDS = (
+    "with --api give the whole interrupt id: the platform takes full ids only "
+    "(short ids and prefixes are matched in the local store)"
+)
+_DETAIL_LIMIT = 300
+
+
+def api_key_from_env() -> str | None:
+    """The API key from the environment: ``INFSH_API_KEY``, else ``INFERENCE_API_KEY``."""
+    for name in KEY_ENV:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+class Platform:
+    """A connection to one platform API; use as a context manager."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        reason = check_webhook_url(base_url)
+        if reason is not None:
+            if reason.startswith("must be an absolute"):
+                reason = "must be an http:// or https:// URL with a host"
+            raise InvalidInput(
+                f"--api {reason}",
+                hint="for example --api https://api.inference.sh or --api http://127.0.0.1:8787",
+            )
+        self.host = url_host(base_url)
+        self.timeout = timeout
+        self._atomic: bool | None = None
+        self._answered: int | None = None
+        """The status of the last answer (what a route's shape error names)."""
+        self._key = api_key if api_key is not None else api_key_from_env()
+        self._headers = {"Accept": "application/json"}
+        """Sent with each of this platform's requests, and with no other (the process's client
+        has no credentials of its own)."""
+        if self._key:
+            self._headers["Authorization"] = f"Bearer {self._key}"
+        try:
+            self._base = httpx.URL(base_url)
+        except httpx.InvalidURL as exc:
+            raise InvalidInput(f"--api is not a valid URL ({exc})") from None
+
+    def __enter__(self) -> Platform:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Nothing to close: the connections are the process's client's
+        (``belt.outgoing.transport``)."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        envelope: bool = True,
+        what: str | None = None,
+    ) -> Any:
+        """Send one request and return the unwrapped ``data``; any other answer is the error
+        ``remote_error`` gives it, naming the URL and the status.
+
+        The whole call (connect, headers and body) has ``timeout`` seconds, and the answer is
+        read up to MAX_ANSWER_BYTES; an answer that is not strict JSON is refused.
+        ``envelope=False`` returns the body as it is (the Nexus profile API has no envelope);
+        ``what`` names what was sent, so a refusal reads "URL refused WHAT: detail".
+        """
+        url = self.shown_url(path)
+        head: httpx.Response | None = None
+        self._answered = None
+        try:
+            with call(
+                method,
+                self._url(path),
+                headers=self._headers,
+                timeout=self.timeout,
+                **({} if body is None else {"json": body}),
+            ) as response:
+                head = response
+                raw = read(response, MAX_ANSWER_BYTES)
+        except httpx.TimeoutException:
+            if head is None:
+                raise remote_error(
+                    None, f"{url} did not answer within {self.timeout:g}s", hint=REACH_HINT
+                ) from None
+            raise remote_error(
+                head.status_code,
+                f"{url} answered HTTP {head.status_code}, but its body did not all arrive "
+                f"within {self.timeout:g}s",
+            ) from None
+        except TooLarge as exc:
+            status = head.status_code if head is not None else None
+            raise remote_error(status, f"{url} answered HTTP {status}: {exc}") from None
+        except httpx.TransportError as exc:
+            reason = self._redact(str(exc)) or type(exc).__name__
+            if head is None and isinstance(
+                exc, (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+            ):
+                # Connected and sent: the server failed on the request (exit 1, not 6).
+                closed = not isinstance(exc, httpx.RemoteProtocolError) or "disconnected" in reason
+                what = "closed the connection without answering" if closed else "answered"
+                raise BeltError(
+                    f"{url} {what}: {reason}",
+                    hint="the server took the request and failed on it: its log says why",
+                ) from None
+            if head is None:
+                raise remote_error(None, f"cannot reach {url}: {reason}", hint=REACH_HINT) from None
+            raise remote_error(
+                head.status_code,
+                f"{url} answered HTTP {head.status_code}, then broke off: {reason}",
+            ) from None
+        self._answered = response.status_code
+        if response.is_success:
+            return self._unwrap(url, response, raw, envelope)
+        if response.is_redirect:
+            raise self._redirect(url, response)
+        raise self._problem(url, response, raw, what)
+
+    def shown_url(self, path: str) -> str:
+        """The URL of a request to ``path`` as a message shows it: scheme, host, port and
+        path, never credentials or a query."""
+        base = self._base
+        return f"{base.scheme}://{url_host(str(base))}{base.path.rstrip('/')}{path}"
+
+    def _url(self, path: str) -> httpx.URL:
+        """The URL of a request to ``path`` (which starts with ``/``) under the base URL."""
+        return self._base.copy_with(raw_path=self._base.raw_path.rstrip(b"/") + path.encode())
+
+    # Routes
+
+    def list_interrupts(self, *, run_id: str, include_settled: bool = False) -> list[InterruptJSON]:
+        """``GET /agent-runs/{run_id}/interrupts``: the pending ones, or all."""
+        check_id(run_id, what="run id")
+        path = f"/agent-runs/{run_id}/interrupts"
+        data = self.request("GET", path)
+        if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+            raise self._shape(path, "something other than a list of interrupts")
+        items = cast(list[InterruptJSON], data)
+        if include_settled:
+            return items
+        return [item for item in items if item.get("status") == InterruptStatus.PENDING]
+
+    def find_interrupts(
+        self,
+        *,
+        run_id: str | None = None,
+        chat_id: str | None = None,
+        reason: str | None = None,
+        include_settled: bool = False,
+    ) -> list[tuple[InterruptJSON, str | None]]:
+        """A run's interrupts in the order the platform lists them, filtered here; the
+        platform does not say how they settle on expiry."""
+        if run_id is None:
+            raise UsageError(
+                "with --api, list needs a run's id: the platform API lists interrupts per run",
+                hint="give the run's whole id as the argument; every run's pending interrupts "
+                "are listed from the local store, without --api",
+            )
+        return [
+            (item, None)
+            for item in self.list_interrupts(run_id=run_id, include_settled=include_settled)
+            if (chat_id is None or item.get("chat_id") == chat_id)
+            and (reason is None or item.get("reason") == reason)
+        ]
+
+    def get_interrupt(self, *, interrupt_id: str, run_id: str) -> InterruptJSON:
+        """One interrupt, found in its run's list (the API has no route for one interrupt)."""
+        check_id(interrupt_id, what="interrupt id")
+        items = self.list_interrupts(run_id=run_id, include_settled=True)
+        for item in items:
+            if item.get("id") == interrupt_id:
+                return item
+        named = [
+            str(item.get("id"))
+            for item in items
+            if str(item.get("id")).startswith(interrupt_id) or item.get("short_id") == interrupt_id
+        ]
+        hint = f"{FULL_IDS}; did you mean {', '.join(named[:3])}?" if named else FULL_IDS
+        raise NotFound(f"no interrupt {interrupt_id} on run {run_id} at {self.host}", hint=hint)
+
+    def show_interrupt(
+        self, *, interrupt_id: str, run_id: str | None
+    ) -> tuple[InterruptJSON, str | None]:
+        """One interrupt, found in its run's list; the API does not say how it expires."""
+        if not run_id:
+            raise UsageError(
+                "with --api, show needs --run and the whole id of the interrupt's run",
+                hint="the platform API has no route for one interrupt; belt finds it in the "
+                "run's list (GET /agent-runs/{run_id}/interrupts)",
+            )
+        return self.get_interrupt(interrupt_id=interrupt_id, run_id=run_id), None
+
+    def resolve_interrupt(
+        self,
+        *,
+        interrupt_id: str,
+        decision: str,
+        data: Any = None,
+        door: str = "cli",
+        by: Settlement | None = None,
+    ) -> InterruptJSON:
+        """``POST /interrupts/{id}/resolve``; returns the resolved InterruptDTO. The platform
+        records who resolved it (``door`` is the local store's, and is not sent).
+
+        ``by``, a rule's settlement, goes to ``belt serve`` alone (its batch route answers),
+        through its own ``POST /_belt/interrupts/{id}/resolve``, which records it in the trail;
+        another API is sent the spec's request and nothing of it."""
+        check_id(interrupt_id, what="interrupt id")
+        body: dict[str, object] = {"decision": decision}
+        if data is not None:
+            body["data"] = data
+        path = f"/interrupts/{interrupt_id}/resolve"
+        if by is not None and self.batch_atomic():
+            path, body["by"] = f"/_belt{path}", by
+        try:
+            result = self.request("POST", path, body=body)
+        except NotFound as exc:
+            raise remote_error(exc.status, exc.message, hint=FULL_IDS) from None
+        if not isinstance(result, dict):
+            raise self._shape(path, "something other than an interrupt")
+        return cast(InterruptJSON, result)
+
+    def batch_atomic(self) -> bool:
+        """Whether the platform has ``belt serve``'s batch route (``GET /_belt/interrupts/batch``
+        answers), asked once; a platform that only resolves one gate at a time answers 404 or
+        405."""
+        if self._atomic is None:
+            try:
+                terms = self.request("GET", BATCH_PATH)
+            except BeltError as exc:
+                if exc.status not in (404, 405):
+                    raise
+                terms = None
+            self._atomic = isinstance(terms, dict) and terms.get("atomic") is True
+        return self._atomic
+
+    def in_batch(self, *, items: list[InterruptJSON], batch: str) -> list[InterruptJSON]:
+        """All of ``items``: the API does not say who settled a gate (the batch route checks)."""
+        return items
+
+    def resolve_batch(
+        self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
+    ) -> BatchResult:
+        """``POST /_belt/interrupts/batch``: the gates settled all or none."""
+        for interrupt_id in ids:
+            check_id(interrupt_id, what="interrupt id")
+        body: dict[str, object] = {"ids": list(ids), "digest": digest, "decision": decision}
+        if data is not None:
+            body["data"] = data
+        result = self.request("POST", BATCH_PATH, body=body)
+        if not isinstance(result, dict) or not isinstance(result.get("resolved"), list):
+            raise self._shape(BATCH_PATH, "something other than a batch's outcome")
+        return cast(BatchResult, result)
+
+    def watch_interrupts(
+        self,
+        *,
+        run_ids: Sequence[str] = (),
+        interval: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[WatchEvent]:
+        """Events as the interrupts of ``run_ids`` open and settle, polling each run's list
+        every ``interval`` seconds; an unreachable platform is a warning, and polling goes on."""
+        if not run_ids:
+            raise UsageError(
+                "with --api, watch needs --run and a run's whole id (repeatable): the platform "
+                "API lists interrupts per run",
+                hint="without --api, watch follows every run in the local store",
+            )
+        for run_id in run_ids:
+            check_id(run_id, what="run id")
+        settled = {status.value for status in InterruptStatus} - {InterruptStatus.PENDING.value}
+        known: dict[str, str] = {}
+        polled: set[str] = set()
+        while True:
+            events: list[WatchEvent] = []  # one round's, printed in the order they happened
+            for run_id in run_ids:
+                try:
+                    items = self.list_interrupts(run_id=run_id, include_settled=True)
+                except BeltError as exc:
+                    # Nothing answered, or the platform failed for now: the next look may do.
+                    if not isinstance(exc, Unreachable) and (exc.status or 0) < 500:
+                        raise
+                    events.append({"event": "warning", "message": exc.message})
+                    continue
+                first = run_id not in polled
+                polled.add(run_id)
+                for item in items:
+                    interrupt_id, status = str(item.get("id")), str(item.get("status"))
+                    before = known.get(interrupt_id)
+                    known[interrupt_id] = status
+                    if status == before:
+                        continue
+                    if status == InterruptStatus.PENDING:
+                        kind = "pending" if first else "opened"
+                    elif status in settled and not first:
+                        kind = status
+                    else:
+                        continue  # history when the watch began, or a status belt does not know
+                    events.append({"event": kind, "interrupt": item, "on_expiry": None})
+            yield from sorted(events, key=happened_at)
+            sleep(interval)
+
+    def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, object]:
+        """``POST /chats/{chat_id}/settings`` with ``disable_hooks``."""
+        check_id(chat_id, what="chat id")
+        result = self.request(
+            "POST", f"/chats/{chat_id}/settings", body={"disable_hooks": disable_hooks}
+        )
+        if isinstance(result, dict):
+            return result
+        return {"id": chat_id, "agent_data": {"disable_hooks": disable_hooks}}
+
+    def get_profile(self) -> dict[str, object]:
+        """``GET /agent_api/v1/profile/configuration``: the whole configuration declaration."""
+        return self._declaration(self.request("GET", PROFILE_PATH, envelope=False))
+
+    def put_profile(self, declaration: dict[str, object]) -> dict[str, object]:
+        """``PUT`` the whole configuration declaration; returns it as stored."""
+        stored = self.request(
+            "PUT", PROFILE_PATH, body=declaration, envelope=False, what="the profile"
+        )
+        return self._declaration(stored)
+
+    def _declaration(self, document: Any) -> dict[str, object]:
+        if not isinstance(document, dict):
+            raise self._shape(PROFILE_PATH, "something other than an object")
+        return document
+
+    # Responses
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    def _shape(self, path: str, got: str) -> BeltError:
+        """The error for a success answer to ``path`` that holds ``got`` (not what the route
+        gives)."""
+        status = self._answered
+        return remote_error(status, f"{self.shown_url(path)} answered HTTP {status} with {got}")
+
+    def _unwrap(self, url: str, response: httpx.Response, raw: bytes, envelope: bool) -> Any:
+        if not raw:
+            return None
+        status = response.status_code
+        try:
+            document = decode(raw)
+        except StrictJSONError as exc:
+            raise remote_error(
+                status, f"{url} answered HTTP {status} with a body that is not JSON ({exc})"
+            ) from None
+        if not envelope:
+            return document
+        if not isinstance(document, dict) or "data" not in document:
+            raise remote_error(
+                status,
+                f'{url} answered HTTP {status} without the {{"data": ...}} envelope of the '
+                "platform API",
+            )
+        return document["data"]
+
+    def _redirect(self, url: str, response: httpx.Response) -> BeltError:
+        """The error for a redirect, naming where it points (scheme, host and path only)."""
+        status = response.status_code
+        where = ""
+        try:
+            target = urljoin(str(response.request.url), response.headers.get("location", ""))
+            parts = urlsplit(target)
+            if parts.scheme in ("http", "https"):
+                where = f" to {parts.scheme}://{url_host(target)}{self._clip(parts.path)}"
+        except ValueError:
+            pass  # a location that is no URL: the status says enough
+        return remote_error(
+            status, f"{url} answered HTTP {status}, a redirect{where}", hint=REDIRECT_HINT
+        )
+
+    def _problem(
+        self, url: str, response: httpx.Response, raw: bytes, what: str | None = None
+    ) -> BeltError:
+        status = response.status_code
+        detail = ""
+        problems: list[str] = []
+        try:
+            problem = decode(raw)
+        except StrictJSONError:
+            problem = None
+        if isinstance(problem, dict):
+            for key in ("detail", "title"):
+                if isinstance(problem.get(key), str) and problem[key].strip():
+                    detail = problem[key]
+                    break
+            errors = problem.get("errors")
+            if isinstance(errors, list):
+                problems = [self._clip(str(e)) for e in errors[1:]]
+        detail = self._clip(detail or response.reason_phrase or "error")
+        if what is not None and status in (400, 422):
+            message = f"{url} refused {what}: {detail} (HTTP {status})"
+        else:
+            message = f"{detail} (HTTP {status} from {url})"
+        hint = KEY_HINT if status in (401, 403) else None
+        return remote_error(status, message, problems=problems, hint=hint)
+
+    def _clip(self, text: str) -> str:
+        text = " ".join(self._redact(text).split())
+        return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 1] + "…"

@@ -1,0 +1,245 @@
+"""Reading hook declaration files of either dialect, in JSON or TOML."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from belt.display.text import describe
+from belt.errors import BeltError, ExitCode, InvalidInput
+from belt.reading import inputs
+from belt.reading.didyoumean import did_you_mean
+from belt.reading.strictjson import StrictJSONError, decode, decode_toml
+from belt.wire.enums import Dialect
+from belt.wire.nexus import LifecycleHooks
+from belt.wire.platform import LifecycleHookConfig
+from belt.wire.validate import (
+    Findings,
+    check_nexus_hooks,
+    check_nexus_profile,
+    check_platform_hooks,
+)
+
+
+@dataclass
+class Declaration:
+    """One checked declaration file."""
+
+    path: str
+    dialect: str | None
+    """A ``belt.dialects`` name (a built-in one as ``Dialect``)."""
+    findings: Findings
+    hooks: list[LifecycleHookConfig] = field(default_factory=list)
+    lifecycle_hooks: LifecycleHooks | None = None
+    shape: str = ""
+    failure: ExitCode = ExitCode.INVALID_INPUT
+    count: int | None = None
+    """How many hooks a scenario of a dialect of its own declares."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the file holds no error."""
+        return self.findings.ok
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """OK for a clean file, else why it failed (5 invalid, 3 missing)."""
+        return ExitCode.OK if self.ok else self.failure
+
+    def hook_count(self) -> int:
+        """How many hooks (or Nexus boundaries) the file declares."""
+        if self.count is not None:
+            return self.count
+        if self.dialect == Dialect.PLATFORM:
+            return len(self.hooks)
+        return len(self.lifecycle_hooks.declared()) if self.lifecycle_hooks else 0
+
+    def summary(self) -> dict[str, object]:
+        """A JSON-ready report of this file."""
+        out: dict[str, object] = {
+            "file": self.path,
+            "dialect": str(self.dialect) if self.dialect else None,
+            "valid": self.ok,
+            "errors": self.findings.problems,
+            "warnings": self.findings.warnings,
+        }
+        if self.ok and self.dialect == Dialect.PLATFORM:
+            out["hooks"] = [hook.to_wire() for hook in self.hooks]
+        elif self.ok and self.lifecycle_hooks is not None:
+            out["lifecycle_hooks"] = self.lifecycle_hooks.to_wire()
+        return out
+
+
+TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
+def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
+    """Decode JSON or TOML text strictly; a syntax error names the source, line and column.
+
+    NaN, infinities, huge integers, lone surrogates and deep nesting are refused too (exit 5).
+    """
+    kind = fmt or ("toml" if source.endswith(".toml") else "json")
+    if kind == "toml":
+        try:
+            return decode_toml(text)
+        except StrictJSONError as exc:
+            raise InvalidInput(f"{source}: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            message = str(exc)
+            found = TOML_POSITION.search(message)
+            if found is None:
+                raise InvalidInput(f"{source}: invalid TOML: {message}") from exc
+            line, column = found.groups()
+            reason = message[: found.start()]
+            raise InvalidInput(
+                f"{source}: line {line}, column {column}: invalid TOML: {reason}"
+            ) from exc
+    try:
+        return decode(text, unique_keys=True)
+    except StrictJSONError as exc:
+        raise InvalidInput(f"{source}: {exc}") from None
+
+
+def read_document(path: str | Path, *, kind: str = "declaration") -> Any:
+    """Read and decode a JSON or TOML file; a missing file exits 3, a broken one 5."""
+    return parse_text(inputs.read_text(path, kind=kind), str(path))
+
+
+def read_declaration(path: str | Path) -> Any:
+    """Read a declaration file: an empty one (or an empty TOML table) is an error naming it."""
+    text = inputs.read_text(path, kind="declaration")
+    source = str(path)
+    if not text.strip():
+        raise InvalidInput(f"{source}: the file is empty; it declares no hooks")
+    doc = parse_text(text, source)
+    if doc == {} and source.endswith(".toml"):
+        raise InvalidInput(f"{source}: the file declares nothing (no hooks table)")
+    return doc
+
+
+def detect_dialect(doc: Any) -> tuple[Dialect | None, str]:
+    """Guess the dialect of a decoded document from its shape; returns (dialect, shape).
+
+    Declaration files are the wire's documents of the two built-in dialects (spec/hooks.md and
+    spec/nexus-lifecycle-hooks.txt), told apart here by their shape; a dialect of its own
+    declares its hooks in its scenario (docs/dialects.md)."""
+    if isinstance(doc, list):
+        return Dialect.PLATFORM, "array"
+    if isinstance(doc, dict):
+        if "hooks" in doc:
+            return Dialect.PLATFORM, "hooks"
+        if "lifecycle_hooks" in doc:
+            return Dialect.NEXUS, "profile" if len(doc) > 1 or "approval_mode" in doc else "wrapped"
+        if "plugins" in doc:
+            return Dialect.NEXUS, "rho"
+        if "event" in doc and "type" in doc:
+            return Dialect.PLATFORM, "single"
+        return Dialect.NEXUS, "bare"
+    return None, ""
+
+
+def forced_shape(doc: Any, dialect: Dialect) -> str:
+    """The shape to read ``doc`` as when ``--dialect`` overrides what its shape suggests."""
+    if dialect == Dialect.PLATFORM:
+        return "hooks" if isinstance(doc, dict) else "array"
+    return "wrapped" if isinstance(doc, dict) and "lifecycle_hooks" in doc else "bare"
+
+
+def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Declaration:
+    """Check a decoded declaration document of either dialect."""
+    detected, shape = detect_dialect(doc)
+    chosen = dialect or detected
+    if chosen is None:
+        findings = Findings()
+        findings.error(
+            "(document)",
+            f"expected a hooks array or a lifecycle_hooks object, got {describe(doc)}",
+        )
+        return Declaration(source, None, findings)
+    if chosen != detected:
+        shape = forced_shape(doc, chosen)
+    if chosen == Dialect.PLATFORM:
+        if shape == "single":
+            items: Any = [doc]
+        elif isinstance(doc, dict):
+            rule = "unknown key (a declaration file holds only hooks)"
+            findings, hooks = _wrapped(doc, "hooks", rule, check_platform_hooks)
+            return Declaration(source, chosen, findings, hooks if findings.ok else [], shape=shape)
+        else:
+            items = doc
+        findings, hooks = check_platform_hooks(items)
+        return Declaration(source, chosen, findings, hooks, shape=shape)
+    if shape == "profile":
+        findings, nexus = check_nexus_profile(doc)
+    elif shape == "rho":
+        findings, nexus = check_rho_config(doc)
+    elif shape == "wrapped" and isinstance(doc, dict):
+        findings, nexus = _wrapped(doc, "lifecycle_hooks", "unknown key", check_nexus_hooks)
+    else:
+        findings, nexus = check_nexus_hooks(doc)
+    return Declaration(source, Dialect.NEXUS, findings, lifecycle_hooks=nexus, shape=shape)
+
+
+def _wrapped(
+    doc: Mapping[str, object], key: str, rule: str, check: Callable[[Any], tuple[Findings, Any]]
+) -> tuple[Findings, Any]:
+    """A document that holds one ``key``: any other key is named with ``rule``, then what
+    ``check`` finds in the value of ``key``."""
+    findings = Findings()
+    for extra in doc:
+        if extra != key:
+            findings.error(extra, rule + did_you_mean(extra, (key,)))
+    inner, checked = check(doc.get(key))
+    findings.problems.extend(inner.problems)
+    findings.warnings.extend(inner.warnings)
+    return findings, checked
+
+
+RHO_PLUGIN = "rho.lifecycle_hooks"
+
+
+def check_rho_config(doc: Any) -> tuple[Findings, LifecycleHooks | None]:
+    """Check the lifecycle hooks stored in a rho config file's plugins table."""
+    findings = Findings()
+    plugins = doc.get("plugins") if isinstance(doc, dict) else None
+    if not isinstance(plugins, dict):
+        findings.error("plugins", f"expected an object, got {describe(plugins)}")
+        return findings, None
+    plugin = plugins.get(RHO_PLUGIN)
+    if plugin is None:
+        return findings, LifecycleHooks()
+    if not isinstance(plugin, dict):
+        findings.error(f'plugins["{RHO_PLUGIN}"]', f"expected an object, got {describe(plugin)}")
+        return findings, None
+    return check_nexus_hooks(plugin.get("configuration"), f'plugins["{RHO_PLUGIN}"].configuration')
+
+
+def load_declaration(path: str | Path, dialect: Dialect | None = None) -> Declaration:
+    """Read and check one declaration file."""
+    return check_document(read_declaration(path), str(path), dialect)
+
+
+def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[Declaration]:
+    """Check several files; unreadable or undecodable files become failed reports."""
+    reports = []
+    for path in paths:
+        try:
+            reports.append(load_declaration(path, dialect))
+        except BeltError as exc:
+            findings = Findings()
+            message = exc.message
+            prefix = f"{path}:"
+            findings.problems.append(
+                message[len(prefix) :].lstrip() if message.startswith(prefix) else message
+            )
+            reports.append(Declaration(str(path), None, findings, failure=exc.exit_code))
+    return reports
+
+
+def exit_code(reports: list[Declaration]) -> ExitCode:
+    """The exit code of a validation run: the most serious failure among the files."""
+    return max((report.exit_code for report in reports), default=ExitCode.OK)

@@ -1,0 +1,481 @@
+"""``belt hooks doctor``: the traps a valid declaration file can hold, each with its fix.
+
+``belt hooks validate`` says whether a file is what the platform accepts. A valid file can
+still do nothing, or the wrong thing, without a word: an async hook whose deny never acts, a
+gate that expires later than it says, a webhook URL that carries its password into every log.
+The doctor reads each declaration for those traps, and the store's history (the runs' hook
+records and ``belt serve``'s journal) for declared hooks that were never delivered.
+
+What depends on a handler's answers (a deny on an observe-only event, a stop hook that always
+continues) is not read here: it takes calling the handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from belt import dialects
+from belt.declaring.declarations import Declaration, check_document, read_declaration
+from belt.deliveries.effects import handler_label, is_in_process, is_loopback_host, url_host
+from belt.engine.dispatch import load_located
+from belt.engine.scenario import LoadedScenario, scenario_from_document
+from belt.errors import BeltError, ExitCode
+from belt.handlers.inprocess import Located
+from belt.records.journal import JOURNAL, SERVE
+from belt.records.runs import EVENTS_LOG, RUN
+from belt.records.sims import read_hooks
+from belt.store import Store
+from belt.wire.catalogue import EVENTS
+from belt.wire.enums import Dialect, HookHandlerType, InterruptResolution
+from belt.wire.nexus import LifecycleHooks
+from belt.wire.platform import LifecycleHookConfig
+from belt.wire.validate import Findings
+
+DECIDING = (HookHandlerType.WEBHOOK, HookHandlerType.BUILTIN)
+"""The handler types whose answers can decide or inject (a task decides nothing, and async is
+not used for a gate)."""
+SWEEP_SECONDS = 60
+"""How often the platform settles expired gates: a gate's expiry lands up to this much late."""
+
+
+@dataclass(frozen=True)
+class Trap:
+    """One trap found in a declaration file."""
+
+    file: str
+    where: str
+    kind: str
+    message: str
+    fix: str
+
+    def summary(self) -> dict[str, str]:
+        """A JSON-ready form."""
+        return asdict(self)
+
+
+@dataclass
+class Examined:
+    """What the doctor found in the files it read."""
+
+    files: list[str]
+    traps: list[Trap]
+    invalid: list[Declaration]
+    history: bool
+    """Whether the store had any hook delivery on record to compare the declarations with."""
+
+    def summary(self) -> dict[str, object]:
+        """A JSON-ready form."""
+        return {
+            "files": self.files,
+            "traps": [trap.summary() for trap in self.traps],
+            "invalid": [declaration.summary() for declaration in self.invalid],
+            "history": self.history,
+        }
+
+
+@dataclass
+class Declared:
+    """The hooks one file declares: a declaration file's, or a scenario agent's (``where``
+    prefixes their positions)."""
+
+    source: str
+    where: str
+    hooks: list[LifecycleHookConfig]
+    lifecycle_hooks: LifecycleHooks | None
+    report: Declaration
+    """The file checked as ``belt hooks validate`` reports it (a scenario's ``shape`` is
+    ``scenario``)."""
+    located: dict[int, Located] = field(default_factory=dict)
+    """Where a scenario's in-process hooks are loaded from (by index): from its directory."""
+
+
+SCENARIO = "scenario"
+"""The ``shape`` of a checked scenario file's report."""
+SCENARIO_COMMANDS = "`belt sim run` runs it, `belt test` checks its expectations"
+
+POLICY_FILE = "`belt serve --policy {file}` reads it, as does a hook whose handler is policy:{file}"
+OTHER_FILES: tuple[tuple[str, str, str], ...] = (
+    ("property", "a props file", "`belt check TARGET --props {file}` reads it"),
+    ("match", "a model script", "`belt serve --model {file}` reads it"),
+    ("rules", "a policy file", POLICY_FILE),
+    ("default", "a policy file", POLICY_FILE),
+)
+"""Files of belt's that declare no hooks, known by a key (a model script's rules by their
+``match``): what each is, and the command that reads it."""
+DECLARING_KEYS = ("hooks", "lifecycle_hooks", "plugins", "event")
+
+
+def other_file(doc: Any, source: str) -> str | None:
+    """What a file of belt's that is not a hook declaration is, and which command reads it
+    (None: it may be a declaration)."""
+    if not isinstance(doc, dict) or any(key in doc for key in DECLARING_KEYS):
+        return None
+    rules = doc.get("rules")
+    keys = set(doc)
+    if isinstance(rules, list) and any(isinstance(r, dict) and "match" in r for r in rules):
+        keys.add("match")
+    for key, what, command in OTHER_FILES:
+        if key in keys:
+            return f"{what}, not a hook declaration: {command.format(file=source)}"
+    return None
+
+
+def examine(paths: list[Path], store: Store) -> Examined:
+    """Read each declaration or scenario file for traps; an invalid file is reported as
+    ``validate`` reports it."""
+    traps: list[Trap] = []
+    invalid: list[Declaration] = []
+    declared: list[tuple[str, str, LifecycleHookConfig]] = []
+    for path in paths:
+        found = read_declared(path)
+        if isinstance(found, Declaration):
+            invalid.append(found)
+            continue
+        positions = [f"{found.where}[{i}]" for i in range(len(found.hooks))]
+        traps.extend(
+            platform_traps(
+                found.source, list(zip(positions, found.hooks, strict=True)), found.located
+            )
+        )
+        if found.lifecycle_hooks is not None:
+            traps.extend(nexus_traps(found.source, found.lifecycle_hooks))
+        declared.extend(
+            (found.source, where, hook) for where, hook in zip(positions, found.hooks, strict=True)
+        )
+    delivered = Deliveries.read(store)
+    if delivered.any:
+        traps.extend(never_delivered(declared, delivered))
+    return Examined([str(p) for p in paths], traps, invalid, delivered.any)
+
+
+def read_declared(path: Path, dialect: Dialect | None = None) -> Declared | Declaration:
+    """The hooks ``path`` declares (a scenario is known by its ``turns``, and read as the
+    dialect it says; ``dialect`` reads a declaration file as that one), or the failed report of
+    a file that cannot be read, is invalid, or is another file of belt's (a policy, a model
+    script, a props file: the report names the command that reads it)."""
+    source = str(path)
+    try:
+        doc = read_declaration(path)
+        if isinstance(doc, dict) and "turns" in doc:
+            return read_scenario(doc, path)
+        other = other_file(doc, source) if dialect is None else None
+        if other is not None:
+            return failed(source, other)
+        declaration = check_document(doc, source, dialect)
+    except BeltError as exc:
+        return failed(source, exc.message, exc.problems, exc.exit_code)
+    if not declaration.ok:
+        return declaration
+    return Declared(source, "hooks", declaration.hooks, declaration.lifecycle_hooks, declaration)
+
+
+def read_scenario(doc: dict[str, object], path: Path) -> Declared | Declaration:
+    """A scenario's hooks, checked as ``belt sim run`` reads them (its whole scenario too)."""
+    source = str(path)
+    loaded = scenario_from_document(doc, source, path.parent)
+    findings = Findings()
+    findings.warnings.extend(getattr(loaded, "warnings", []))
+    if isinstance(loaded, LoadedScenario):
+        report = Declaration(source, loaded.dialect, findings, loaded.hooks, shape=SCENARIO)
+        return Declared(source, "agent.hooks", loaded.hooks, None, report, loaded.located)
+    speaks = dialects.get(loaded.dialect)
+    if not speaks.profile_hooks:
+        # A dialect of its own: reading its scenario checked it, and its hooks.
+        count = len(speaks.declared(loaded, None))
+        report = Declaration(source, loaded.dialect, findings, shape=SCENARIO, count=count)
+        return Declared(source, "", [], None, report)
+    profile = loaded.profile
+    if profile is None:
+        empty = Declaration(source, loaded.dialect, findings, shape=SCENARIO)
+        return Declared(source, "", [], None, empty)
+    declaration = check_document(profile, source)
+    declaration.shape = SCENARIO
+    declaration.findings.warnings[:0] = loaded.warnings
+    if not declaration.ok:
+        return declaration
+    return Declared(source, "hooks", declaration.hooks, declaration.lifecycle_hooks, declaration)
+
+
+def failed(
+    source: str,
+    message: str,
+    problems: list[str] | None = None,
+    code: ExitCode = ExitCode.INVALID_INPUT,
+) -> Declaration:
+    """The report of a file that failed with ``message`` (and more ``problems``)."""
+    findings = Findings()
+    findings.problems.append(message.removeprefix(f"{source}:").lstrip())
+    findings.problems.extend(problems or [])
+    return Declaration(source, None, findings, failure=code)
+
+
+def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[Declaration]:
+    """``belt hooks validate``: each file checked as what it is, a declaration file of either
+    dialect or a scenario (its hooks, and the scenario as ``belt sim run`` reads it); another
+    file of belt's is named with the command that reads it."""
+    reports = []
+    for path in paths:
+        found = read_declared(path, dialect)
+        reports.append(found if isinstance(found, Declaration) else found.report)
+    return reports
+
+
+TRAPS = {
+    "async-on-gateable-event": (
+        "an async hook on {event}: its decisions and injections can never act (async hooks "
+        "never block and never inject)",
+        'drop "async" to let it decide, or move it to an observe-only event',
+    ),
+    "declared-twice": (
+        "the same {kind} on {event} as {first}: it runs twice on every event",
+        "remove one of {first} and {where}",
+    ),
+    "gate-shorter-than-sweep": (
+        "a gate of {timeout} s: the platform settles expired gates once a minute, so it expires "
+        "up to {sweep} s later than its timeout says",
+        "give it a timeout of at least {sweep}",
+    ),
+    "tool-runs-on-expiry": (
+        "a gate on agent.tool_call that expires as allow{declared}: when nobody answers in time, "
+        "the tool runs",
+        'set default_resolution = "deny" unless running unapproved is what you mean',
+    ),
+    "handler-cannot-be-imported": (
+        "{message}",
+        "fix the module or the py:MODULE:FUNC reference (a path is read from the directory of "
+        "the file that names it)",
+    ),
+    "credentials-in-url": (
+        "the webhook URL to {host} carries a user name or password: every copy of the "
+        "declaration (and of the platform's agent) holds it",
+        "take it out of the URL and check a signature (--secret) or a token header instead",
+    ),
+    "stop-never-continues": (
+        "a stop hook with max_continuations = 0: every continuation it asks for exceeds the "
+        "limit, and the execution ends on an attention hold",
+        "raise max_continuations, or drop the stop hook if it should only observe",
+    ),
+    "never-delivered": (
+        "{kind} on {event} was never delivered: no run in the store fired it and no belt serve "
+        "journal has a request to its URL",
+        "check that its event happens in your runs (and, for agent.tool_call, that the tool is "
+        "called), or remove it",
+    ),
+}
+"""Each kind of trap: what it says, and its fix (``str.format`` templates)."""
+
+
+def trap(source: str, where: str, kind: str, /, **values: Any) -> Trap:
+    """The trap ``kind`` of ``TRAPS`` at ``where``, its text filled in with ``values``."""
+    message, fix = TRAPS[kind]
+    values |= {"where": where, "sweep": SWEEP_SECONDS}
+    return Trap(source, where, kind, message.format(**values), fix.format(**values))
+
+
+def platform_traps(
+    source: str,
+    hooks: list[tuple[str, LifecycleHookConfig]],
+    located: dict[int, Located] | None = None,
+) -> Iterator[Trap]:
+    """The traps of an inference.sh hooks array (each hook with its position; ``located``: where
+    a scenario's in-process hooks are loaded from, by index)."""
+    seen: dict[tuple[str, str, str | None], str] = {}
+    for index, (where, hook) in enumerate(hooks):
+        event = hook.event.value
+        if hook.async_ and hook.type in DECIDING and EVENTS[event].can_gate:
+            yield trap(source, where, "async-on-gateable-event", event=event)
+        if hook.type == HookHandlerType.GATE:
+            yield from gate_traps(source, where, hook)
+        if hook.handler is not None and hook.type == HookHandlerType.WEBHOOK:
+            place = (located or {}).get(index)
+            yield from handler_traps(source, where, hook.handler, place)
+        key = (event, hook.type.value, hook.handler)
+        if key in seen:
+            yield trap(source, where, "declared-twice", kind=key[1], event=event, first=seen[key])
+        else:
+            seen[key] = where
+
+
+def gate_traps(source: str, where: str, hook: LifecycleHookConfig) -> Iterator[Trap]:
+    """A gate that expires late, or whose expiry lets a tool run."""
+    timeout = hook.effective_timeout()
+    if timeout < SWEEP_SECONDS:
+        yield trap(source, where, "gate-shorter-than-sweep", timeout=timeout)
+    resolution = hook.effective_default_resolution()
+    if hook.event.value == "agent.tool_call" and resolution == InterruptResolution.ALLOW:
+        declared = "" if hook.default_resolution else " (allow is the default)"
+        yield trap(source, where, "tool-runs-on-expiry", declared=declared)
+
+
+def handler_traps(
+    source: str, where: str, handler: str, place: Located | None = None
+) -> Iterator[Trap]:
+    """A webhook URL that carries credentials, a ``py:`` handler that cannot be imported (or a
+    ``policy:`` file that cannot be read), loaded from ``place`` when its scenario located it."""
+    if is_in_process(handler):
+        try:
+            load_located(place or Located(handler), where=f"{where}.handler")
+        except BeltError as exc:
+            yield trap(source, where, "handler-cannot-be-imported", message=exc.message)
+        return
+    try:
+        parts = urlsplit(handler)
+        credentials = parts.username is not None or parts.password is not None
+    except ValueError:
+        return  # validate refuses such a URL; nothing more to say here
+    if credentials:
+        yield trap(source, where, "credentials-in-url", host=url_host(handler))
+
+
+def nexus_traps(source: str, hooks: LifecycleHooks) -> Iterator[Trap]:
+    """The traps of a Nexus lifecycle_hooks object."""
+    stop = hooks.stop
+    if stop is not None and stop.max_continuations == 0:
+        yield trap(source, "lifecycle_hooks.stop", "stop-never-continues")
+
+
+WebhookKey = tuple[str, int | None, str]
+"""Where a webhook delivery went: host (every loopback name as one), port (None for the
+scheme's default) and path; the scheme, credentials and query are not compared."""
+
+
+@dataclass
+class Deliveries:
+    """The hook deliveries on record: (event, handler type, handler label) of the runs' hook
+    calls to anything but a webhook; and (event, ``webhook_key``) of each delivery to a
+    webhook, from the runs' hook calls (their full URL, from the simulation's private record
+    of its hooks) and ``belt serve``'s journal (the Host a request came to, and its route)."""
+
+    hooks: set[tuple[str, str, str]]
+    webhooks: set[tuple[str, WebhookKey]]
+
+    @property
+    def any(self) -> bool:
+        """True when anything at all was delivered."""
+        return bool(self.hooks or self.webhooks)
+
+    @classmethod
+    def read(cls, store: Store) -> Deliveries:
+        """Every delivery the store holds (a damaged log is skipped: this is a hint, not a
+        check the store must pass)."""
+        hooks: set[tuple[str, str, str]] = set()
+        webhooks: set[tuple[str, WebhookKey]] = set()
+        urls = _HookURLs(store)
+        for run_id in store.list_ids(RUN):
+            for record in _records(store, EVENTS_LOG, run_id):
+                if record.get("type") != "hook.executed":
+                    continue
+                event = str(record.get("hook_event"))
+                kind = str(record.get("handler_type"))
+                label = str(record.get("handler"))
+                if kind != HookHandlerType.WEBHOOK or is_in_process(label):
+                    hooks.add((event, kind, label))
+                    continue
+                url = urls.of(run_id, record.get("hook_index"))
+                key = webhook_key(url) if url and handler_label(kind, url) == label else None
+                if key is not None:
+                    webhooks.add((event, key))
+        for line in _records(store, JOURNAL, SERVE):
+            if line.get("kind") != "hook" or not line.get("event"):
+                continue
+            headers = line.get("headers")
+            host = headers.get("host") if isinstance(headers, dict) else None
+            key = served_key(host, line.get("route"))
+            if key is not None:
+                webhooks.add((str(line.get("event")), key))
+        return cls(hooks, webhooks)
+
+
+def webhook_key(url: str) -> WebhookKey | None:
+    """The ``WebhookKey`` of a webhook URL (None when it cannot be read)."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host:
+        return None
+    if port == {"http": 80, "https": 443}.get(parts.scheme):
+        port = None
+    return (_same_host(host), port, parts.path or "/")
+
+
+def served_key(host: Any, route: Any) -> WebhookKey | None:
+    """The ``WebhookKey`` of a request ``belt serve`` journalled: its Host header and route."""
+    if not isinstance(host, str) or not isinstance(route, str) or not host:
+        return None
+    try:
+        parts = urlsplit(f"//{host}")
+        name, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not name:
+        return None
+    return (_same_host(name), None if port in (80, 443) else port, route or "/")
+
+
+def _same_host(host: str) -> str:
+    """A host name as compared: lower case, and every loopback name as ``loopback``."""
+    return "loopback" if is_loopback_host(host) else host.lower().strip("[]")
+
+
+class _HookURLs:
+    """The full URL of a run's hook, by its index, from its simulation's private record of
+    its hooks (each record read once)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.sims: dict[str, list[Any]] = {}
+        self.runs: dict[str, str | None] = {}
+
+    def of(self, run_id: str, index: Any) -> str | None:
+        """The URL of hook ``index`` of run ``run_id`` (None when it is not on record)."""
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            return None
+        if run_id not in self.runs:
+            try:
+                sim_id = self.store.read(RUN, run_id).get("sim_id")
+            except BeltError:
+                sim_id = None
+            self.runs[run_id] = sim_id if isinstance(sim_id, str) else None
+        sim_id = self.runs[run_id]
+        if sim_id is None:
+            return None
+        if sim_id not in self.sims:
+            try:
+                declared = read_hooks(self.store, sim_id).get("hooks")
+            except BeltError:
+                declared = None
+            self.sims[sim_id] = declared if isinstance(declared, list) else []
+        hooks = self.sims[sim_id]
+        hook = hooks[index] if index < len(hooks) else None
+        handler = hook.get("handler") if isinstance(hook, dict) else None
+        return handler if isinstance(handler, str) else None
+
+
+def _records(store: Store, log: str, id: str) -> Iterable[dict[str, object]]:
+    try:
+        return store.read_log(log, id)
+    except BeltError:
+        return []
+
+
+def never_delivered(
+    declared: list[tuple[str, str, LifecycleHookConfig]], delivered: Deliveries
+) -> Iterator[Trap]:
+    """The declared hooks no run fired and no ``belt serve`` was sent: a webhook counts as
+    delivered only for deliveries to its own URL (its host, port and path)."""
+    for source, where, hook in declared:
+        event, kind = hook.event.value, hook.type.value
+        handler = hook.handler
+        if kind == HookHandlerType.WEBHOOK and handler and not is_in_process(handler):
+            key = webhook_key(handler)
+            if key is not None and (event, key) in delivered.webhooks:
+                continue
+        elif (event, kind, handler_label(hook.type, handler)) in delivered.hooks:
+            continue
+        yield trap(source, where, "never-delivered", kind=kind, event=event)

@@ -1,0 +1,460 @@
+"""Recorded hook deliveries kept as ``belt test`` scenarios.
+
+One function writes a delivery as a scenario (``kept_scenario``): the inspector's "Keep as a
+test" button uses it for one delivery, ``belt replay --save-tests DIR`` for each delivery it
+replays (``open_saving_replay``). The scenario's model is scripted to reach the same boundary
+with the same data (for ``agent.tool_call``, the same tool and arguments); its one hook is the
+handler under test, and its expectation pins a decision: the one recorded then, or the one the
+handler gave now.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Required, TypedDict, cast
+from urllib.parse import urlsplit
+
+import tomli_w
+
+from belt.deliveries.effects import url_host
+from belt.deliveries.replay import Recorded, Replay, Row, SavedTests, open_replay, payload_model
+from belt.display.text import printable
+from belt.engine.scenario import scenario_from_document
+from belt.errors import BeltError, InvalidInput, UsageError
+from belt.usercode.loader import is_file_reference, locate_module
+from belt.wire.validate import IN_PROCESS_PREFIX, POLICY_PREFIX
+
+SIMULATED_EVENTS = tuple(
+    f"agent.{name}"
+    for name in "start turn_start turn_complete tool_call tool_result pre_compact post_compact "
+    "complete error".split()
+)
+"""The events a scripted scenario reaches, so the events a kept scenario can test."""
+EXPECTED = ("allow", "deny", "stop", "suspend", "error")
+"""What a kept scenario can expect of its hook: a decision, or that it fails."""
+EXPECT_FROM = ("recorded", "replayed")
+"""Which answer ``belt replay --save-tests`` pins: the one recorded then, or the one given now."""
+PER = ("delivery", "chat")
+"""What ``belt replay --save-tests`` writes as one scenario: a delivery, or a chat's deliveries."""
+CHAT_EVENTS = tuple(
+    f"agent.{name}" for name in "start turn_start turn_complete tool_call complete".split()
+)
+"""The events a chat's scenario reaches in the order its runs fired them (the others, such as a
+compaction, need a scenario of their own: ``--per delivery``)."""
+CHAT_MAX = 500
+"""The most deliveries of one chat its scenario holds; the rest are named as not written."""
+PROBLEMS_KEPT = 20
+
+
+Document = dict[str, object]
+"""A scenario document as it is written (TOML, or JSON when a value has no TOML form)."""
+
+
+class Expected(TypedDict, total=False):
+    """What a kept scenario expects of its hook (``answer_expected``)."""
+
+    decision: Required[str]
+    reason: str | None
+    injected: bool
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _call(data: Mapping[str, object]) -> Document:
+    """The scripted tool call of a recorded ``agent.tool_call``: the same tool and arguments."""
+    arguments = _mapping(data.get("arguments"))
+    return {"name": str(data.get("tool") or "tool"), "arguments": arguments, "result": "done"}
+
+
+def _tool_result(data: Mapping[str, object]) -> Document:
+    result, status = data.get("result"), data.get("status")
+    return {
+        "name": str(data.get("tool") or "tool"),
+        "arguments": {},
+        "result": result if isinstance(result, str) else json.dumps(result, ensure_ascii=False),
+        "status": status if status in ("completed", "failed") else "completed",
+        "async": True,
+    }
+
+
+def scenario_document(
+    payload: Mapping[str, object], handler: str, expect: Mapping[str, object]
+) -> Document:
+    """A platform scenario whose hook on the payload's event gets a payload with the same event
+    and data, delivered to ``handler``, and that expects the answer ``expect`` gives
+    (``decision``: one of EXPECTED; ``reason``; ``injected``)."""
+    event = str(payload.get("event"))
+    if event not in SIMULATED_EVENTS:
+        raise InvalidInput(f"payload.event: belt does not simulate {event}, so no test reaches it")
+    data = _mapping(payload.get("data"))
+    agent: Document = {
+        "name": "replayed",
+        "hooks": [{"event": event, "type": "webhook", "handler": handler}],
+    }
+    turn: Document = {"user": "Replay of a recorded hook delivery", "model": [{"say": "Done."}]}
+    if event == "agent.tool_call":
+        turn["model"] = [
+            {"say": "Calling the tool.", "tool_calls": [_call(data)]},
+            {"say": "Done."},
+        ]
+    elif event == "agent.tool_result":
+        turn["model"] = [{"tool_calls": [_tool_result(data)]}, {"say": "Done."}]
+    elif event == "agent.error":
+        turn["model"] = []
+        turn["error"] = str(data.get("error") or "the model failed")
+    elif event in ("agent.pre_compact", "agent.post_compact"):
+        agent.update(context_window=1000, compact_at=0.5)
+        noop = {"name": "noop", "result": "ok"}
+        turn["model"] = [{"say": "Working.", "tokens": 900, "tool_calls": [noop]}, {"say": "Done."}]
+    return {"agent": agent, "turns": [turn], "expect": [_expectation(event, data, expect)]}
+
+
+def _exactly(text: str) -> str:
+    """A pattern that matches ``text`` and nothing else."""
+    return "re:^" + re.escape(text) + "$"
+
+
+def _expectation(event: str, data: Mapping[str, object], expect: Mapping[str, object]) -> Document:
+    """The ``[[expect]]`` table of one delivery: its event (and tool), and the answer."""
+    expectation: Document = {"event": event}
+    decision = expect.get("decision")
+    if decision not in EXPECTED:
+        raise InvalidInput(f"expect.decision: expected one of {', '.join(EXPECTED)}")
+    if decision == "error":
+        expectation["error"] = True
+    else:
+        expectation["decision"] = decision
+        reason = expect.get("reason")
+        if isinstance(reason, str) and reason:
+            expectation["reason"] = _exactly(reason)
+        if isinstance(expect.get("injected"), bool):
+            expectation["injected"] = expect["injected"]
+    if event in ("agent.tool_call", "agent.tool_result") and data.get("tool"):
+        expectation["tool"] = _exactly(str(data["tool"]))
+    return expectation
+
+
+def answer_expected(answer: Recorded | Row) -> Expected:
+    """What a kept scenario expects of an answer (a replay's ``Row``, or what it recorded):
+    its decision, reason and whether it injected, or ``error`` when it failed."""
+    if answer.error:
+        return {"decision": "error"}
+    expect: Expected = {"decision": answer.decision or "allow", "reason": answer.reason}
+    if answer.injection is not None:
+        expect["injected"] = bool(answer.injection)
+    return expect
+
+
+Kept = tuple[Mapping[str, object], Expected]
+"""A delivery a chat's scenario plays again: its payload, and the answer it expects."""
+
+
+def chat_document(deliveries: list[Kept], handler: str) -> Document:
+    """A platform scenario that plays one chat's recorded deliveries (payload, expected answer)
+    again: a turn per run, in the order they first appear; in each, a model turn per recorded
+    ``agent.turn_start`` (one, without any) making that turn's recorded tool calls with their
+    arguments; a hook per recorded event, to ``handler``; and per delivery an expectation of
+    its answer, on the run of its turn (tool calls by their tool and scalar arguments)."""
+    runs: dict[str, list[Kept]] = {}
+    for payload, expect in deliveries:
+        runs.setdefault(str(payload.get("run_id")), []).append((payload, expect))
+    events: list[str] = []
+    turns: list[Document] = []
+    expectations: list[Document] = []
+    for number, run in enumerate(runs.values()):
+        outputs: list[Document] = []
+        for payload, expect in run:
+            event = str(payload.get("event"))
+            data = _mapping(payload.get("data"))
+            if event not in events:
+                events.append(event)
+            if event == "agent.turn_start" or (event == "agent.tool_call" and not outputs):
+                outputs.append({"say": f"Model turn {len(outputs) + 1}."})
+            if event == "agent.tool_call":
+                cast(list[Document], outputs[-1].setdefault("tool_calls", [])).append(_call(data))
+            expectation = {**_expectation(event, data, expect), "run": number}
+            arguments = data.get("arguments")
+            if event == "agent.tool_call" and isinstance(arguments, dict):
+                scalars = {
+                    key: _exactly(value) if isinstance(value, str) else value
+                    for key, value in arguments.items()
+                    if "." not in key and isinstance(value, str | int | float | bool)
+                }
+                if scalars:
+                    expectation["arguments"] = scalars
+            expectations.append(expectation)
+        if not outputs or outputs[-1].get("tool_calls"):
+            outputs.append({"say": "Done."})
+        turns.append({"user": f"Run {number + 1} of the recorded chat", "model": outputs})
+    hooks = [{"event": event, "type": "webhook", "handler": handler} for event in events]
+    return {
+        "agent": {"name": "replayed-chat", "hooks": hooks},
+        "turns": turns,
+        "expect": expectations,
+    }
+
+
+def _toml(document: Document, lines: list[str], stem: str) -> tuple[str, str, str]:
+    """(file name, media type, text): TOML with ``lines`` as comments, or JSON when a value
+    has no TOML form (a null)."""
+    try:
+        body = tomli_w.dumps(document)
+    except (TypeError, ValueError):
+        return f"{stem}.json", "application/json", json.dumps(document, indent=2) + "\n"
+    # A comment line is one line: a policy path with a newline in it must not end it.
+    comments = "".join(f"# {printable(line)}\n" for line in lines)
+    return f"{stem}.toml", "application/toml", comments + "\n" + body
+
+
+def kept_scenario(
+    *, payload: Any, handler: str, expect: Any, header: list[str]
+) -> tuple[str, str, str]:
+    """One recorded delivery as a scenario that ``belt test`` runs: (file name, media type,
+    text), TOML with ``header`` as comments, or JSON when a value has no TOML form (a null);
+    InvalidInput when the payload or the expectation is wrong."""
+    model, problem = payload_model(payload)
+    if model is None:
+        raise InvalidInput(f"payload: {problem.removeprefix('the recorded payload ')}")
+    if not isinstance(expect, dict):
+        raise InvalidInput("expect: expected an object with the decision to expect")
+    document = scenario_document(payload, handler, expect)
+    # Its paths are read where it is saved, which is not known here.
+    scenario_from_document(document, "the kept scenario", Path("."), locate=False)
+    data = _mapping(payload.get("data"))
+    parts = ("replay", str(payload["event"]).removeprefix("agent."), _text(data.get("tool")))
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(part for part in parts if part))[:80]
+    lines = [
+        *header,
+        "The model is scripted to reach the same boundary with the same data; ids, times and",
+        "turn_count differ from the recorded payload. Run it with: belt test FILE",
+    ]
+    return _toml(document, lines, stem)
+
+
+# -- belt replay --save-tests ---------------------------------------------------------------------
+
+
+def replay_handler(
+    *, to: str | None, policy: Path | None, handler: str | None, directory: Path | None
+) -> tuple[str, list[str]]:
+    """The handler a kept scenario's hook names for a replay's target, and notes for its reader:
+    the URL the deliveries were sent to (refused when it carries credentials), the ``py:``
+    callable or the ``policy:`` file replayed to, a path written relative to ``directory``,
+    where the scenario is saved (absolute when it is not known: a download), so that the
+    scenario runs under ``belt test`` with nothing else running. InvalidInput (exit 5) before
+    anything is written when it cannot be kept."""
+    if to is not None:
+        refuse_credentials(to)
+        return to, []
+    if policy is not None:
+        return POLICY_PREFIX + _path_from(Path(policy), directory), []
+    if handler is None:
+        raise InvalidInput("a kept scenario needs the URL, policy or handler it was replayed to")
+    module, sep, func = handler.removeprefix(IN_PROCESS_PREFIX).partition(":")
+    if not sep:
+        raise InvalidInput(f"--handler {handler!r}: expected MODULE:FUNC")
+    if is_file_reference(module):
+        return f"{IN_PROCESS_PREFIX}{_path_from(Path(module), directory)}:{func}", []
+    file, root = locate_module(module, Path.cwd())
+    if file is not None:
+        # A module of the current directory: named by its file, which is found from anywhere.
+        return f"{IN_PROCESS_PREFIX}{_path_from(file, directory)}:{func}", []
+    notes = [] if root is None else [f"The hook imports {module} from {root}: run belt test there."]
+    return f"{IN_PROCESS_PREFIX}{module}:{func}", notes
+
+
+def _path_from(path: Path, directory: Path | None) -> str:
+    """``path`` (relative to the current directory, or absolute) as a scenario saved in
+    ``directory`` names it: relative to that directory, or absolute when it is None."""
+    absolute = os.path.abspath(path)
+    if directory is None:
+        return Path(absolute).as_posix()
+    return Path(os.path.relpath(absolute, os.path.abspath(directory))).as_posix()
+
+
+def refuse_credentials(url: str) -> None:
+    """A URL that carries credentials (a user or password, or a query, where tokens are put) is
+    refused, InvalidInput (exit 5): nothing secret goes into a test file."""
+    try:
+        parts = urlsplit(url)
+        userinfo = parts.username is not None or parts.password is not None
+    except ValueError:
+        raise InvalidInput(f"--to {url_host(url)}: not a URL a test can keep") from None
+    if userinfo or parts.query:
+        what = "a user name or password" if userinfo else "a query"
+        raise InvalidInput(
+            f"--to {url_host(url)}: the URL carries {what}, which can hold credentials, and a "
+            "saved test would keep them",
+            hint="save the tests from a replay to a URL without them, or to --policy FILE or "
+            "--handler MODULE:FUNC",
+        )
+
+
+@dataclass(kw_only=True)
+class TestWriter:
+    """Writes each replayed delivery to ``directory`` as a scenario that expects the recorded
+    answer, or the replayed one (``per = "chat"``: each chat's deliveries as one scenario, once
+    the replay has ended); counts what it wrote and names what it could not."""
+
+    __test__ = False  # not a pytest class, whatever its name
+
+    directory: Path
+    expect: str
+    handler: str
+    notes: list[str]
+    source: str
+    per: str = "delivery"
+    chats: dict[str, list[tuple[int, Mapping[str, object], Expected]]] = field(default_factory=dict)
+    summary: SavedTests = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.summary = SavedTests(
+            directory=str(self.directory),
+            expect=self.expect,
+            per=self.per,
+            written=0,
+            not_written=0,
+            problems=[],
+        )
+
+    def skip(self, problem: str) -> None:
+        """Count one delivery not written, and name it while fewer than PROBLEMS_KEPT are."""
+        self.summary["not_written"] += 1
+        if len(self.summary["problems"]) < PROBLEMS_KEPT:
+            self.summary["problems"].append(problem)
+
+    def write(self, row: Row) -> None:
+        """Write ``row``'s delivery as a scenario (or keep it for its chat's); one that cannot
+        be is counted and named."""
+        expect = answer_expected(row.recorded if self.expect == "recorded" else row)
+        if self.per == "chat":
+            self.keep(row, expect)
+            return
+        header = [
+            f"A belt test scenario saved by belt replay --save-tests from {self.source}",
+            f"(delivery {row.number}), expecting the {self.expect} answer.",
+            *self.notes,
+        ]
+        try:
+            name, _, text = kept_scenario(
+                payload=row.recorded.payload, handler=self.handler, expect=expect, header=header
+            )
+        except InvalidInput as exc:
+            self.skip(f"delivery {row.number}: {exc.message}")
+            return
+        self.save(f"{row.number:04d}-{name}", text)
+
+    def keep(self, row: Row, expect: Expected) -> None:
+        """Keep a delivery for its chat's scenario, if a chat's scenario can play it."""
+        payload = row.recorded.payload
+        model, problem = payload_model(payload)
+        if model is None or not isinstance(payload, dict):
+            self.skip(f"delivery {row.number}: {problem}")
+            return
+        if payload["event"] not in CHAT_EVENTS:
+            self.skip(
+                f"delivery {row.number}: a chat's scenario does not reach {payload['event']} "
+                "(--per delivery writes it alone)"
+            )
+            return
+        kept = self.chats.setdefault(str(payload.get("chat_id")), [])
+        if len(kept) >= CHAT_MAX:
+            self.skip(f"delivery {row.number}: its chat has more than {CHAT_MAX} deliveries")
+            return
+        kept.append((row.number, payload, expect))
+
+    def finish(self) -> None:
+        """``per = "chat"``: write each chat's scenario, once every delivery is replayed."""
+        for chat_id, kept in self.chats.items():
+            numbers = [number for number, _, _ in kept]
+            document = chat_document([(p, e) for _, p, e in kept], self.handler)
+            header = [
+                f"A belt test scenario saved by belt replay --save-tests from {self.source}:",
+                f"chat {chat_id}, {len(numbers)} deliveries ({numbers[0]} to {numbers[-1]}), "
+                f"expecting the {self.expect} answers.",
+                *self.notes,
+                "The model is scripted to reach the same boundaries with the same tool calls;",
+                "ids, times and what the model said differ from the recorded chat.",
+                "Run it with: belt test FILE",
+            ]
+            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{numbers[0]:04d}-chat-{chat_id}")[:80]
+            name, _, text = _toml(document, header, stem)
+            self.save(name, text)
+        self.chats.clear()
+
+    def save(self, name: str, text: str) -> None:
+        """Write one scenario file to the directory."""
+        path = self.directory / name
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise BeltError(
+                f"--save-tests {path}: cannot write it: {exc.strerror or exc}"
+            ) from None
+        self.summary["written"] += 1
+
+
+def save_directory(directory: Path) -> Path:
+    """``--save-tests DIR``: a new or empty directory, made when missing (UsageError, exit 2,
+    for one that holds files, so a suite is never mixed with an older one)."""
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"--save-tests {directory}: not a directory")
+    try:
+        if directory.is_dir() and any(directory.iterdir()):
+            raise UsageError(
+                f"--save-tests {directory}: the directory is not empty",
+                hint="give a new or empty directory, so the saved tests are one suite",
+            )
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BeltError(f"--save-tests {directory}: {exc.strerror or exc}") from None
+    return directory
+
+
+@contextmanager
+def open_saving_replay(
+    *,
+    save_tests: Path | None = None,
+    expect: str = "recorded",
+    per: str = "delivery",
+    **options: Any,
+) -> Iterator[Replay]:
+    """``open_replay`` (its ``options``); with ``save_tests``, each replayed delivery is also
+    written there as a ``belt test`` scenario expecting the ``expect`` answer (``recorded`` or
+    ``replayed``), or with ``per = "chat"`` each chat's deliveries as one scenario once the
+    replay has ended; the replay's tail says what was written (``saved_tests``)."""
+    if expect not in EXPECT_FROM:
+        raise UsageError(f"--expect {expect}: expected one of {', '.join(EXPECT_FROM)}")
+    if per not in PER:
+        raise UsageError(f"--per {per}: expected one of {', '.join(PER)}")
+    if save_tests is None:
+        with open_replay(**options) as run:
+            yield run
+        return
+    named = {key: options.get(key) for key in ("to", "policy", "handler")}
+    handler, notes = replay_handler(**named, directory=save_tests)
+    with open_replay(**options) as run:
+        writer = TestWriter(
+            directory=save_directory(save_tests),
+            expect=expect,
+            handler=handler,
+            notes=notes,
+            source=run.where,
+            per=per,
+        )
+        run.on_row = writer.write
+        run.on_end = writer.finish
+        run.saved = writer.summary
+        yield run

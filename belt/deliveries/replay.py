@@ -1,0 +1,733 @@
+"""``belt replay``: recorded hook payloads delivered again to a handler, the answers compared.
+
+What was recorded comes from ``belt serve``'s journal (``journal``), from a simulated run (its
+``hook.executed`` records of webhook hooks), or from a JSON lines file (payloads, or records with
+a ``request`` or ``payload`` and what was answered). Each payload goes to the handler under test:
+a URL (signed again when a secret is given), a policy file, or a Python callable (called as
+``belt serve --handler`` calls it). A row says what was decided then and now, and whether the
+decision or the injection changed. Nothing is written to the store but the replay's own journal.
+
+A replay streams: the journal (or a run's event log) is read a part at a time, each payload is
+delivered, journalled and handed on as its row, and nothing of it is kept after, so the memory
+a replay takes does not grow with what was recorded. A line of the journal that cannot be read
+(damaged, or a number belt never writes such as NaN) is not replayed: it is skipped, counted and
+named in the report's ``problems``.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
+
+from pydantic import ValidationError
+
+from belt import dialects
+from belt.deliveries.effects import url_host
+from belt.display.text import describe, printable, short
+from belt.errors import BeltError, InvalidInput, NotFound, UsageError, remote_error
+from belt.handlers.inprocess import InProcess, load_handler, reference
+from belt.handlers.webhook import (
+    WebhookResult,
+    deliver,
+    failure_of,
+    likely_fix,
+)
+from belt.outgoing import tracing
+from belt.outgoing.signing import secret_key
+from belt.reading.didyoumean import did_you_mean
+from belt.reading.inputs import read_text
+from belt.reading.strictjson import decode
+from belt.records.chats import find_chat_id
+from belt.records.ids import new_id, now_iso
+from belt.records.journal import JOURNAL, SERVE, ReplayLine, append_replay_line
+from belt.records.names import named_or_given
+from belt.records.runs import EVENTS_LOG, find_run_id
+from belt.rules.policy import load_policy
+from belt.store import open_store
+from belt.store.clock import parse_timestamp, utcnow
+from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload, LifecycleHookResponse
+from belt.wire.validate import check_webhook_url, model_problems
+
+if TYPE_CHECKING:
+    from belt.store import Store
+
+RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_DURATION = re.compile(r"^(\d{1,20})([smhd])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+READ_BYTES = 4 * 1024 * 1024
+"""How much of a log a replay reads at a time."""
+PROBLEMS_KEPT = 20
+"""A replay names at most this many of the lines it skipped (and counts them all)."""
+
+
+@dataclass
+class Recorded:
+    """One delivery as it was recorded: the payload, and what was decided then (when known)."""
+
+    payload: Any
+    decision: str | None = None
+    reason: str | None = None
+    injection: Any = None
+    """The ``inject`` and ``system`` answered then, or (when only that is known) whether any."""
+    error: str | None = None
+    at: str | None = None
+
+
+class SavedTests(TypedDict):
+    """What ``belt replay --save-tests`` wrote (the replay's ``saved_tests``;
+    ``belt.deliveries.keep.TestWriter``)."""
+
+    directory: str
+    expect: str
+    per: str
+    written: int
+    not_written: int
+    problems: list[str]
+
+
+class Answer(TypedDict):
+    """What a handler answered, as a replay's row shows it."""
+
+    decision: str | None
+    reason: str | None
+    injection: Any
+    error: str | None
+
+
+class RecordedAnswer(Answer):
+    """What was answered then, and when."""
+
+    at: str | None
+
+
+class RowJSON(TypedDict):
+    """One payload replayed, as ``--json`` prints it (``Row.to_json``)."""
+
+    number: int
+    event: Any
+    tool: Any
+    chat_id: Any
+    run_id: Any
+    recorded: RecordedAnswer
+    replayed: Answer
+    changed: list[str]
+    delivery_id: NotRequired[str]
+    """The inspector's: the delivery replayed, and the payload sent."""
+    payload: NotRequired[Any]
+
+
+class ReplaySummary(TypedDict):
+    """How many payloads a replay delivered, and how many answers changed."""
+
+    replayed: int
+    changed: int
+    decisions_changed: int
+    injections_changed: int
+    errors: int
+
+
+class ReplayHead(TypedDict):
+    """What a replay's report says before its rows."""
+
+    replay_id: str
+    source: str
+    target: str
+
+
+class ReplayTail(TypedDict):
+    """What a replay's report says after its rows."""
+
+    summary: ReplaySummary
+    first_error: str | None
+    fix: str | None
+    skipped: int
+    problems: list[str]
+    saved_tests: NotRequired[SavedTests]
+
+
+class ReplayOutline(ReplayHead, ReplayTail):
+    """A replay's report but its rows."""
+
+
+class ReplayReport(ReplayOutline):
+    """A whole replay's report, every row in a list (``belt replay --json``)."""
+
+    rows: list[RowJSON]
+
+
+@dataclass
+class Row:
+    """One payload replayed: what was decided then and now, and what changed."""
+
+    number: int
+    recorded: Recorded
+    decision: str | None = None
+    reason: str | None = None
+    injection: Any = None
+    error: str | None = None
+    changed: list[str] = field(default_factory=list)
+
+    def to_json(self) -> RowJSON:
+        """The row as ``--json`` prints it."""
+        payload = self.recorded.payload if isinstance(self.recorded.payload, dict) else {}
+        data = payload["data"] if isinstance(payload.get("data"), dict) else {}
+        return {
+            "number": self.number,
+            "event": payload.get("event"),
+            "tool": data.get("tool"),
+            "chat_id": payload.get("chat_id"),
+            "run_id": payload.get("run_id"),
+            "recorded": {
+                "decision": self.recorded.decision,
+                "reason": self.recorded.reason,
+                "injection": self.recorded.injection,
+                "error": self.recorded.error,
+                "at": self.recorded.at,
+            },
+            "replayed": {
+                "decision": self.decision,
+                "reason": self.reason,
+                "injection": self.injection,
+                "error": self.error,
+            },
+            "changed": self.changed,
+        }
+
+
+Deliver = Callable[[dict[str, object]], WebhookResult]
+
+
+@dataclass
+class Skipped:
+    """The recorded lines a replay could not read: how many, and the first few by name."""
+
+    count: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, message: str) -> None:
+        """Count one line skipped, and name it while fewer than PROBLEMS_KEPT are."""
+        self.count += 1
+        if len(self.problems) < PROBLEMS_KEPT:
+            self.problems.append(message)
+
+
+# -- what was recorded ----------------------------------------------------------------------------
+
+
+def since_moment(text: str) -> datetime:
+    """``--since``: an RFC 3339 timestamp, or a duration back from now (``30m``, ``2h``, ``1d``)."""
+    match = _DURATION.match(text.strip())
+    if match:
+        amount, unit = match.groups()
+        try:
+            return utcnow() - timedelta(**{_UNITS[unit]: int(amount)})
+        except OverflowError:
+            raise UsageError(
+                f"--since {text!r}: {amount} {_UNITS[unit]} back from now is before the year 1",
+                hint="give a shorter duration, or a timestamp (2026-08-11T14:00:00Z)",
+            ) from None
+    try:
+        return parse_timestamp(text)
+    except InvalidInput:
+        raise UsageError(
+            f"--since {text!r}: expected a timestamp (2026-08-11T14:00:00Z) or a duration "
+            "back from now (30s, 15m, 2h, 1d)"
+        ) from None
+
+
+def injection_of(body: Any) -> Any:
+    """The ``inject`` and ``system`` of a response body, or None when it has neither."""
+    if not isinstance(body, dict):
+        return None
+    found = {key: body[key] for key in ("inject", "system") if body.get(key)}
+    return found or None
+
+
+def log_records(store: Store, log: str, log_id: str, skipped: Skipped) -> Iterator[dict[str, Any]]:
+    """Each record of a log as it was when this began, read a part of READ_BYTES at a time; a
+    line that cannot be read is skipped and added to ``skipped`` (a damaged header is an error:
+    nothing of it is belt's). What is appended meanwhile (a replay to ``belt serve`` journals
+    its own deliveries) is not read."""
+    offset = 0
+    size = store.log_size(log, log_id)
+    while offset < size:
+        chunk = store.log_lines(log, log_id, offset, max_bytes=READ_BYTES)
+        if chunk.restarted and offset > 0:
+            skipped.add(f"{log}/{log_id}: replaced while it was read; the rest was not replayed")
+            return
+        for at, line in chunk.lines:
+            if at >= size:
+                return
+            try:
+                yield store.decode_log_line(log, log_id, line, at, chunk.version)
+            except InvalidInput as exc:
+                skipped.add(exc.message)
+        if not chunk.lines:
+            return
+        offset = chunk.end
+
+
+def journal_deliveries(store: Store, skipped: Skipped) -> Iterator[Recorded]:
+    """Each hook request ``belt serve`` journalled, with the answer it gave, as it is read."""
+    for record in log_records(store, JOURNAL, SERVE, skipped):
+        if record.get("kind", "hook") != "hook" or "request" not in record:
+            continue
+        yield served(record)
+
+
+def served(record: dict[str, Any]) -> Recorded:
+    """A record of ``belt serve``'s journal as a recorded delivery."""
+    ok = record.get("status") == 200
+    return Recorded(
+        payload=record["request"],
+        decision=str(record.get("decision") or "allow") if ok else "error",
+        reason=record.get("reason"),
+        injection=injection_of(record.get("response")) if ok else None,
+        error=None if ok else str(record.get("error") or f"HTTP {record.get('status')}"),
+        at=record.get("at"),
+    )
+
+
+def run_deliveries(store: Store, run_id: str, skipped: Skipped) -> Iterator[Recorded]:
+    """The payloads a simulated run gave its webhook hooks, with what each decided, as they are
+    read (NotFound, before any, when there is no such run). ``run_id`` may be a short id or
+    a unique prefix."""
+    run_id = find_run_id(store, run_id)
+
+    def each() -> Iterator[Recorded]:
+        for record in log_records(store, EVENTS_LOG, run_id, skipped):
+            if record.get("type") == "hook.executed" and record.get("handler_type") == "webhook":
+                yield executed(record)
+
+    return each()
+
+
+def executed(record: dict[str, Any]) -> Recorded:
+    """A ``hook.executed`` record of a simulated run as a recorded delivery."""
+    return Recorded(
+        payload=record.get("payload"),
+        decision=str(record.get("decision") or "allow"),
+        reason=record.get("reason"),
+        injection=recorded_injection(record),
+        error=record.get("error"),
+        at=record.get("at"),
+    )
+
+
+def recorded_injection(record: dict[str, Any]) -> Any:
+    """What a ``hook.executed`` record says its handler injected: the ``inject`` and ``system``
+    it answered, as a journal's answer gives them (so both are compared alike); from a record
+    written before runs kept them, only whether it injected."""
+    if "injection" in record:
+        return record["injection"] or None
+    injected = record.get("injected")
+    return injected if isinstance(injected, bool) else None
+
+
+def from_file(path: Path) -> list[Recorded]:
+    """A JSON lines file: each line a payload, a journal record (``request``, ``response``), or
+    a ``hook.executed`` record (``payload``, ``decision``). Read as strictly as any input."""
+    return list(file_deliveries(path, read_text(path, kind="payloads")))
+
+
+def _lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` one at a time (``splitlines`` would hold a copy of them all)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        yield text[start:end].removesuffix("\r")
+        start = end + 1
+
+
+def file_deliveries(path: Path, text: str) -> Iterator[Recorded]:
+    """The recorded deliveries of a JSON lines file's ``text``, one line at a time."""
+    for number, line in enumerate(_lines(text), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = decode(line, unique_keys=True)
+        except ValueError as exc:
+            raise InvalidInput(f"{path}: line {number}: not JSON ({exc})") from None
+        if not isinstance(item, dict):
+            raise InvalidInput(f"{path}: line {number}: expected an object, got {describe(item)}")
+        if "request" in item:
+            yield served(item)
+        elif "payload" in item:
+            yield Recorded(
+                payload=item["payload"],
+                decision=item.get("decision"),
+                reason=item.get("reason"),
+                injection=recorded_injection(item),
+                error=item.get("error"),
+                at=item.get("at"),
+            )
+        else:
+            yield Recorded(payload=item, at=item.get("timestamp"))
+
+
+def select(
+    recorded: Iterable[Recorded], *, since: str | None, event: str | None, chat: str | None
+) -> Iterator[Recorded]:
+    """The recorded deliveries ``--since``, ``--event`` and ``--chat`` keep, as they come."""
+    moment = since_moment(since) if since else None
+    for item in recorded:
+        payload = item.payload if isinstance(item.payload, dict) else {}
+        if event is not None and payload.get("event") != event:
+            continue
+        if chat is not None and payload.get("chat_id") != chat:
+            continue
+        if moment is not None:
+            stamp = item.at or payload.get("timestamp")
+            try:
+                if stamp is None or parse_timestamp(str(stamp)) < moment:
+                    continue
+            except InvalidInput:
+                continue
+        yield item
+
+
+# -- where it goes --------------------------------------------------------------------------------
+
+
+def url_target(url: str, secret: str | None) -> tuple[str, Deliver, Callable[[], None]]:
+    """Deliver to a URL (signed with ``secret`` when given); its label, deliverer and closer."""
+
+    reason = check_webhook_url(url)
+    if reason:
+        raise UsageError(f"--to {url!r}: the URL {reason}")
+
+    def send(payload: dict[str, object]) -> WebhookResult:
+        return deliver(url, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, secret=secret)
+
+    return url_host(url), send, lambda: None
+
+
+def policy_target(path: Path) -> tuple[str, Deliver, Callable[[], None]]:
+    """Decide with a policy file, in-process."""
+    policy = load_policy(path)
+
+    def decide(payload: dict[str, object]) -> WebhookResult:
+        model, problem = payload_model(payload)
+        if model is None:
+            return WebhookResult(None, "", None, problem, 0)
+        return WebhookResult(200, "", policy.decide(model).response, None, 0)
+
+    return f"policy {path}", decide, lambda: None
+
+
+MESSAGE_LIMIT = 16_000
+"""The characters of a handler's exception message a replay keeps and shows."""
+
+
+def handler_target(spec: str) -> tuple[str, Deliver, Callable[[], None]]:
+    """Decide with a Python callable (``py:MODULE:FUNC`` or ``MODULE:FUNC``), called as every
+    ``py:`` handler is (a dict, or the LifecycleHookPayload its first parameter asks for),
+    within the webhook timeout; an exception's message is kept whole (up to
+    ``MESSAGE_LIMIT`` characters, so that a runaway one cannot fill the terminal)."""
+    func = load_handler(spec, where="--handler")
+    caller = InProcess()
+    label = reference(spec)
+
+    def decide(payload: dict[str, object]) -> WebhookResult:
+        return caller.call(
+            label, func, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, message_limit=MESSAGE_LIMIT
+        )
+
+    return f"handler {label}", decide, caller.close
+
+
+def payload_model(payload: Any) -> tuple[LifecycleHookPayload | None, str]:
+    if not isinstance(payload, dict):
+        return None, f"the recorded payload is {describe(payload)}, not an object"
+    try:
+        return LifecycleHookPayload.model_validate(payload), ""
+    except ValidationError as exc:
+        return None, "the recorded payload is not a LifecycleHookPayload: " + "; ".join(
+            model_problems(exc)
+        )
+
+
+# -- replaying ------------------------------------------------------------------------------------
+
+
+def compare(row: Row, response: LifecycleHookResponse | None) -> None:
+    """Fill in what the handler decided now and what changed since the recording."""
+    recorded = row.recorded
+    if response is not None:
+        row.decision = response.effective_decision().value
+        row.reason = response.reason
+        body = response.model_dump(mode="json", exclude_none=True)
+        row.injection = injection_of(body)
+    else:
+        row.decision = "error"
+    if recorded.decision is not None and recorded.decision != row.decision:
+        row.changed.append("decision")
+    if isinstance(recorded.injection, bool):
+        if recorded.injection != (row.injection is not None):
+            row.changed.append("injection")
+    elif recorded.decision is not None and recorded.injection != row.injection:
+        row.changed.append("injection")
+
+
+SOURCE_HINT = (
+    "SOURCE is the word journal, a simulated run's id, short id or unique prefix "
+    "(`belt sim list` lists them), or a JSON lines file"
+)
+
+
+def _names_a_path(source: str) -> bool:
+    """Whether ``source`` names something on disk (a directory or a FIFO too, which the reader
+    then refuses as not a regular file, rather than as no such file or run)."""
+    try:
+        return Path(source).exists()
+    except OSError as exc:  # a name longer than the system takes, for one
+        why = "the name is too long" if exc.errno == errno.ENAMETOOLONG else exc.strerror or exc
+        raise InvalidInput(
+            f"{short(source, 60)}: not a file belt can open ({why})",
+            hint=SOURCE_HINT,
+        ) from None
+
+
+@contextmanager
+def open_replay(
+    *,
+    source: str,
+    to: str | None = None,
+    policy: Path | None = None,
+    handler: str | None = None,
+    since: str | None = None,
+    event: str | None = None,
+    chat: str | None = None,
+    secret: str | None = None,
+) -> Iterator[Replay]:
+    """A replay of ``source``'s recorded payloads to the target, ready to run: its ``rows()``
+    deliver them one at a time. Every option and the source are checked first (a run that does
+    not exist, a journal whose header is damaged), so an error comes before any delivery."""
+    targets = [t for t in (to, policy, handler) if t is not None]
+    if len(targets) != 1:
+        raise UsageError("give one of --to URL, --policy FILE or --handler MODULE:FUNC")
+    if secret is not None:
+        if to is None:
+            raise UsageError("--secret signs requests to --to URL; a policy or handler is local")
+        secret_key(secret)
+    if since is not None:
+        since_moment(since)
+    known = tuple(e for name in dialects.BUILTIN for e in dialects.get(name).events)
+    if event is not None and event not in known:
+        raise UsageError(
+            f"--event {event!r}: not a lifecycle event of either dialect"
+            f"{did_you_mean(event, known)}",
+            hint="`belt hooks events` lists them",
+            where="--event",
+        )
+    store = open_store()
+    skipped = Skipped()
+    recorded: Iterable[Recorded]
+    if source == "journal":
+        store.log_lines(JOURNAL, SERVE, max_bytes=1)  # its header, checked now
+        recorded, where = journal_deliveries(store, skipped), "the journal of belt serve"
+    elif _names_a_path(source):
+        text = read_text(source, kind="payloads")
+        recorded, where = file_deliveries(Path(source), text), str(source)
+    elif RUN_ID.match(source):
+        recorded, where = run_deliveries(store, source, skipped), f"run {source}"
+    else:
+        raise NotFound(
+            f"{short(source, 60)}: no such file or simulated run",
+            hint=SOURCE_HINT,
+        )
+    if chat is not None:
+        chat = named_or_given(find_chat_id, store, chat)  # a stored chat's short id or prefix
+    kept = select(recorded, since=since, event=event, chat=chat)
+    if to is not None:
+        label, deliver, close = url_target(to, secret)
+    elif policy is not None:
+        label, deliver, close = policy_target(policy)
+    else:
+        label, deliver, close = handler_target(str(handler))
+    kind = "webhook" if to is not None else "policy" if policy is not None else "py"
+    try:
+        run = Replay(store, kept, where=where, label=label, deliver=deliver, skipped=skipped)
+        run.remote = to is not None
+        run.traced = {
+            "belt.hook.handler_type": kind,
+            "belt.hook.host": url_host(to) if to else None,
+        }
+        with tracing.span("belt.replay", {"belt.replay.id": run.replay_id}) as span:
+            yield run
+            tracing.set_attributes(span, {f"belt.replay.{k}": v for k, v in run.summary.items()})
+    finally:
+        close()
+
+
+def replay(**options: Any) -> ReplayReport:
+    """Deliver every recorded payload of ``source`` again to the target and compare answers:
+    ``open_replay``'s options; the whole report, its rows in a list."""
+    with open_replay(**options) as run:
+        return run.report()
+
+
+class Replay:
+    """One replay: recorded payloads delivered to ``deliver`` one at a time, each compared and
+    journalled, its row handed on and then forgotten (``summary`` counts them)."""
+
+    def __init__(
+        self,
+        store: Store,
+        recorded: Iterable[Recorded],
+        *,
+        where: str,
+        label: str,
+        deliver: Deliver,
+        deadline: float | None = None,
+        skipped: Skipped | None = None,
+    ) -> None:
+        self.store = store
+        self.recorded = recorded
+        self.where = where
+        self.label = label
+        self.deliver = deliver
+        self.deadline = deadline
+        self.skipped = skipped or Skipped()
+        self.replay_id = new_id("rp")
+        self.first_error: str | None = None
+        """The first replayed delivery's error, and its likely fix (``likely_fix``)."""
+        self.fix: str | None = None
+        self.on_row: Callable[[Row], None] | None = None
+        """Called with each row once it is replayed (``belt.deliveries.keep`` saves it as a
+        test)."""
+        self.on_end: Callable[[], None] | None = None
+        """Called once every row is replayed (``belt.deliveries.keep`` writes a chat's test
+        then)."""
+        self.saved: SavedTests | None = None
+        """What ``--save-tests`` wrote, for the tail (``belt.deliveries.keep.TestWriter``)."""
+        self.remote = False
+        """True when the target is a URL (``--to``): its failed answers fail the replay."""
+        self.traced: dict[str, object] = {}
+        """What each delivery's span (``belt.hook``) says of the target."""
+        self.first_failure: WebhookResult | None = None
+        """The first delivery that was sent and failed (its status, for ``failure``)."""
+        self.summary = ReplaySummary(
+            replayed=0, changed=0, decisions_changed=0, injections_changed=0, errors=0
+        )
+
+    def head(self) -> ReplayHead:
+        """What the report says before its rows."""
+        return {"replay_id": self.replay_id, "source": self.where, "target": self.label}
+
+    def tail(self) -> ReplayTail:
+        """What the report says after its rows (once they are all made)."""
+        tail = ReplayTail(
+            summary=self.summary,
+            first_error=self.first_error,
+            fix=self.fix,
+            skipped=self.skipped.count,
+            problems=self.skipped.problems,
+        )
+        if self.saved is not None:
+            tail["saved_tests"] = self.saved
+        return tail
+
+    def failure(self) -> BeltError | None:
+        """For a replay ``--to`` a URL, once its rows are made: the error of its first failed
+        delivery by ``remote_error``'s table (6 only when nothing answered), or None."""
+        failed = self.first_failure
+        if not self.remote or failed is None:
+            return None
+        count = f"{self.summary['errors']} of {self.summary['replayed']} deliveries failed"
+        message = f"{printable(failed.error or 'failed')} ({count})"
+        found = failure_of(failed.error)
+        if failed.status is None and found is not None and found.answered:
+            return BeltError(message, hint=self.fix)  # it took the request and failed: exit 1
+        return remote_error(failed.status, message, hint=self.fix)
+
+    def report(self) -> ReplayReport:
+        """The whole report, every row in a list (for a replay of a bounded selection)."""
+        rows = list(self.rows())
+        return cast(ReplayReport, {**self.head(), "rows": rows, **self.tail()})
+
+    def rows(self) -> Iterator[RowJSON]:
+        """Deliver each payload, compare, journal and count; its row as ``--json`` prints it.
+
+        ``deadline`` (a ``time.monotonic()`` moment) bounds the whole replay: a payload whose
+        turn comes after it is not delivered, and its row says so.
+        """
+        for number, item in enumerate(self.recorded, start=1):
+            row = Row(number, item)
+            event = item.payload.get("event") if isinstance(item.payload, dict) else None
+            with tracing.span(f"belt.hook {event}", self.traced) as span:
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    delivered = WebhookResult(
+                        None, "", None, "not replayed: the replay ran out of time", 0
+                    )
+                elif isinstance(item.payload, dict):
+                    delivered = self.deliver(item.payload)
+                    if delivered.error and self.first_failure is None:
+                        self.first_failure = delivered
+                else:
+                    _, problem = payload_model(item.payload)
+                    delivered = WebhookResult(None, "", None, problem, 0)
+                row.error = printable(delivered.error) if delivered.error else None
+                compare(row, delivered.response if delivered.error is None else None)
+                if span is not None:
+                    trace_row(span, str(event), row, delivered)
+            _journal(self.store, self.replay_id, self.where, self.label, row)
+            if self.on_row is not None:
+                self.on_row(row)
+            self.summary["replayed"] += 1
+            self.summary["changed"] += bool(row.changed)
+            self.summary["decisions_changed"] += "decision" in row.changed
+            self.summary["injections_changed"] += "injection" in row.changed
+            self.summary["errors"] += bool(row.error)
+            if row.error and self.first_error is None:
+                self.first_error = row.error  # whole: each source bounds its own
+                self.fix = likely_fix(row.error)
+            yield row.to_json()
+        if self.on_end is not None:
+            self.on_end()
+
+
+def trace_row(span: Any, event: str, row: Row, delivered: WebhookResult) -> None:
+    """What a replayed delivery's span says (docs/tracing.md): never the payload, nor the
+    injection's text (its size), nor more of the reason than tracing.REASON_LIMIT."""
+    response = delivered.response if delivered.error is None else None
+    size = None
+    if response is not None and response.injected:
+        text = (response.inject.content if response.inject else "") + (response.system or "")
+        size = len(text.encode())
+    attributes = {
+        "belt.hook.event": event,
+        "belt.hook.decision": row.decision,
+        "belt.hook.reason": tracing.bounded(row.reason),
+        "belt.hook.injection_size": size,
+        "belt.hook.error": tracing.bounded(row.error),
+        "belt.hook.counted_as": "allow" if row.error else None,
+        "belt.replay.recorded_decision": row.recorded.decision,
+        "belt.replay.changed": row.changed or None,
+        "belt.dialect": dialects.speaking(event).name,
+    }
+    tracing.set_attributes(span, attributes)
+    if row.error:
+        tracing.fail(span, "hook failed")
+
+
+def _journal(store: Store, replay_id: str, source: str, target: str, row: Row) -> None:
+    """Write one replayed delivery to the replay's own journal."""
+    line: ReplayLine = {
+        "kind": "replay",
+        "replay_id": replay_id,
+        "at": now_iso(),
+        "source": source,
+        "target": target,
+        "request": row.recorded.payload,
+    }
+    append_replay_line(store, line, row.to_json())

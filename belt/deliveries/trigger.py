@@ -1,0 +1,392 @@
+"""``belt trigger``: send one hook payload to a handler and explain the answer.
+
+The payload is the event's sample (``--data`` merged in, ``--set`` / ``--unset`` editing it) or
+one given whole (``--payload``); the handler is a webhook URL or an in-process
+``py:MODULE:FUNC``, called as every ``py:`` handler is. The explanation comes from
+``belt.deliveries.effects``, the same code the simulator applies decisions with, so a trigger and a
+simulated run say the same thing about the same answer.
+"""
+
+from __future__ import annotations
+
+import copy
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from belt.deliveries.effects import (
+    HookContent,
+    chat_hook_event,
+    effect_text,
+    is_in_process,
+    leaves_row,
+    transcript_content,
+    url_host,
+)
+from belt.display.text import printable, short
+from belt.errors import BeltError, InvalidInput, Unreachable, UsageError, remote_error
+from belt.handlers.inprocess import InProcess, load_handler
+from belt.handlers.webhook import TIMED_OUT, deliver, failure_of, likely_fix
+from belt.outgoing.signing import secret_key
+from belt.reading.inputs import read_json_object_option, read_json_option
+from belt.records import serves
+from belt.records.serves import Serve
+from belt.wire.platform import (
+    WEBHOOK_TIMEOUT_DEFAULT,
+    WEBHOOK_TIMEOUT_MAX,
+    ContextInjection,
+    HookHandlerType,
+    LifecycleHookPayload,
+)
+from belt.wire.samples import deep_merge, sample_payload
+from belt.wire.validate import check_webhook_url, model_problems
+
+if TYPE_CHECKING:
+    from belt.handlers.webhook import WebhookResult
+
+
+@dataclass
+class TriggerReport:
+    """One trigger: what was sent, what came back, and what the platform would do with it."""
+
+    event: str
+    handler: str
+    payload: dict[str, object]
+    signed: bool
+    status: int | None
+    body: str
+    response: dict[str, object] | None
+    error: str | None
+    duration_ms: int
+    effect: str
+    injection: str | None
+    system: str | None
+    transcript_row: HookContent | None
+    warnings: list[str] = field(default_factory=list)
+    """What the platform would ignore in the answer (its unknown keys)."""
+    in_process: bool = False
+    """True when the handler was a ``py:`` function, called rather than POSTed to."""
+    traceback: str | None = None
+    """The traceback of what a ``py:`` handler raised (shown with ``-v``; not in ``to_json``)."""
+    timeout: float = WEBHOOK_TIMEOUT_DEFAULT
+    """The seconds the handler had to answer, in all (not in ``to_json``)."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the handler answered 2xx with a valid LifecycleHookResponse."""
+        return self.error is None
+
+    def to_json(self) -> dict[str, object]:
+        """The report as one JSON object."""
+        return {
+            "event": self.event,
+            "handler": self.handler,
+            "in_process": self.in_process,
+            "signed": self.signed,
+            "payload": self.payload,
+            "status": self.status,
+            "body": self.body,
+            "ok": self.ok,
+            "response": self.response,
+            "error": self.error,
+            "duration_ms": self.duration_ms,
+            "effect": self.effect,
+            "injection": self.injection,
+            "system": self.system,
+            "transcript_row": self.transcript_row,
+            "warnings": self.warnings,
+        }
+
+
+def read_data(text: str) -> dict[str, object]:
+    """A ``--data`` value: a JSON object given inline or as ``@FILE``."""
+    return read_json_object_option(text, option="--data")
+
+
+def read_payload(text: str) -> dict[str, object]:
+    """A ``--payload`` value: the whole payload, a JSON object given inline or as ``@FILE``
+    (strict JSON, read up to the option cap)."""
+    return read_json_object_option(text, option="--payload")
+
+
+def _shown(text: str) -> str:
+    """A path or value as an error message shows it: escaped, and cut when long."""
+    return short(printable(text), 80)
+
+
+def _steps(path: str, option: str) -> list[str]:
+    """The keys of a dotted ``PATH`` (``data.arguments.path``); an empty key is a usage error."""
+    steps = path.split(".")
+    if not path or any(not step for step in steps):
+        raise UsageError(
+            f"{option} {_shown(path)!r}: expected a dotted path into the payload, "
+            "e.g. data.arguments.path"
+        )
+    return steps
+
+
+def _step_into(node: Any, key: str, where: str, option: str) -> tuple[Any, str | int]:
+    """The container ``key`` names in ``node`` (an object's key, or a list's index)."""
+    if isinstance(node, dict):
+        return node, key
+    if isinstance(node, list):
+        if key.isascii() and key.isdigit() and int(key) < len(node):
+            return node, int(key)
+        raise InvalidInput(f"{option} {_shown(where)}: the list has no item {_shown(key)}")
+    raise InvalidInput(f"{option} {_shown(where)}: the value there is not an object or a list")
+
+
+def set_value(payload: dict[str, object], assignment: str) -> None:
+    """Apply one ``--set PATH=JSON``: the value at the dotted PATH becomes JSON (objects on the
+    way are made when missing)."""
+    path, sep, text = assignment.partition("=")
+    if not sep:
+        raise UsageError(
+            f"--set {_shown(assignment)!r}: expected PATH=JSON, e.g. data.tool='\"read_file\"'"
+        )
+    steps = _steps(path, "--set")
+    if text.startswith("@"):  # a value is given inline: an '@' starts a string, not a file
+        raise InvalidInput(
+            f"--set {_shown(path)}: {_shown(text[:20])!r} is not JSON",
+            hint="quote a string: --set 'PATH=\"…\"'",
+        )
+    try:
+        value = read_json_option(text, option=f"--set {_shown(path)}")
+    except InvalidInput as exc:
+        raise InvalidInput(
+            exc.message,
+            hint=f"the value is JSON: a string is quoted, --set '{_shown(path)}=\"text\"'",
+        ) from None
+    node: Any = payload
+    for number, key in enumerate(steps[:-1], start=1):
+        container, index = _step_into(node, key, ".".join(steps[:number]), "--set")
+        if isinstance(container, dict) and not isinstance(container.get(index), (dict, list)):
+            if container.get(index) is not None:  # null (a sample's absent data) is made anew
+                where = ".".join(steps[:number])
+                raise InvalidInput(
+                    f"--set {_shown(path)}: {_shown(where)} is not an object or a list"
+                )
+            container[index] = {}
+        node = container[index]
+    container, index = _step_into(node, steps[-1], path, "--set")
+    container[index] = value
+
+
+def unset_value(payload: dict[str, object], path: str) -> None:
+    """Apply one ``--unset PATH``: the key at the dotted PATH is removed (it must be there)."""
+    steps = _steps(path, "--unset")
+    node: Any = payload
+    for number, key in enumerate(steps, start=1):
+        where = ".".join(steps[:number])
+        if isinstance(node, dict) and key not in node:
+            raise InvalidInput(f"--unset {_shown(path)}: the payload has no {_shown(where)}")
+        container, index = _step_into(node, key, where, "--unset")
+        if number == len(steps):
+            del container[index]
+            return
+        node = container[index]
+
+
+def build_payload(
+    event: str,
+    data: dict[str, object] | None = None,
+    *,
+    payload: dict[str, object] | None = None,
+    sets: Sequence[str] = (),
+    unsets: Sequence[str] = (),
+) -> dict[str, object]:
+    """The payload to send, checked as the wire shape: ``payload`` as given, else ``event``'s
+    sample with ``data`` deep-merged in; then each ``unsets`` path removed and each ``sets``
+    ``PATH=JSON`` applied, in that order."""
+    if payload is not None and data is not None:
+        raise UsageError(
+            "--payload is the whole payload and --data merges into the sample: give one"
+        )
+    if payload is not None:
+        sample_payload(event)  # an event that is not one is refused as it is without --payload
+        built, what = copy.deepcopy(payload), "--payload"
+    else:
+        built = sample_payload(event)
+        if data:
+            built = deep_merge(built, data)
+        what = "--data" if data else "the sample"
+    for path in unsets:
+        unset_value(built, path)
+    for assignment in sets:
+        set_value(built, assignment)
+    if sets or unsets:
+        what = f"{what} with --set/--unset"
+    try:
+        LifecycleHookPayload.model_validate(built)
+    except ValidationError as exc:
+        wrong = "is not a LifecycleHookPayload" if what == "--payload" else "makes it invalid"
+        raise InvalidInput(f"{what} {wrong}", problems=model_problems(exc, "payload")) from None
+    if built.get("event") != event:
+        raise InvalidInput(f"{what} changes the event to {built['event']!r}; name it as EVENT")
+    return built
+
+
+def injection_text(inject: ContextInjection) -> str:
+    """What an injection puts in front of the model, and for how long."""
+    life = (
+        "permanent until replaced"
+        if not inject.ttl_turns
+        else f"for {inject.ttl_turns} turn{'s' if inject.ttl_turns != 1 else ''}"
+    )
+    details = [life]
+    if inject.role:
+        details.insert(0, f"role {inject.role}")
+    if inject.dedup_key:
+        details.append(f"replaces earlier injections keyed {inject.dedup_key!r}")
+    return f"injects {inject.content!r} on the next turn ({', '.join(details)})"
+
+
+def trigger(
+    event: str,
+    *,
+    to: str,
+    data: dict[str, object] | None = None,
+    payload: dict[str, object] | None = None,
+    sets: Sequence[str] = (),
+    unsets: Sequence[str] = (),
+    secret: str | None = None,
+    timeout: float = WEBHOOK_TIMEOUT_DEFAULT,
+) -> TriggerReport:
+    """Send a payload of ``event`` (``build_payload``) to ``to`` and explain the answer.
+
+    ``to`` is a webhook URL (POSTed, signed with ``secret`` when given) or ``py:MODULE:FUNC``
+    (``py:path/to/file.py:FUNC``), called in-process as every ``py:`` handler is. The handler
+    has ``timeout`` seconds to answer, in all (more than 0, at most the webhook maximum).
+    """
+    if not 0 < timeout <= WEBHOOK_TIMEOUT_MAX:
+        raise InvalidInput(
+            f"--timeout {timeout:g}: expected more than 0 and at most {WEBHOOK_TIMEOUT_MAX} seconds"
+        )
+    in_process = is_in_process(to)
+    if in_process:
+        if secret:
+            raise UsageError(
+                "--secret signs an HTTP request; a py: handler is called in-process, unsigned"
+            )
+    else:
+        problem = check_webhook_url(to)
+        if problem:
+            raise InvalidInput(
+                f"--to {problem}", hint="--to takes an http(s) URL or py:MODULE:FUNC"
+            )
+    if secret:
+        secret_key(secret)
+    sent = build_payload(event, data, payload=payload, sets=sets, unsets=unsets)
+    result = (
+        deliver(to, sent, timeout=timeout, secret=secret)
+        if not in_process
+        else _in_process(to, sent, timeout=timeout)
+    )
+    answer = result.response
+    decision = answer.decision if answer else None
+    reason = answer.reason if answer else None
+    if result.error is not None:
+        effect = f"{effect_text(event, None, None)} (a failed call counts as allow)"
+    else:
+        effect = effect_text(event, decision, reason)
+    injected = bool(answer and answer.injected)
+    row = None
+    if leaves_row(decision=decision, injected=injected, error=result.error):
+        row = transcript_content(
+            chat_hook_event(
+                event=event,
+                handler_type=HookHandlerType.WEBHOOK,
+                handler=to,
+                decision=decision,
+                reason=reason,
+                injected=injected,
+                error=result.error,
+                duration_ms=result.duration_ms,
+            )
+        )
+    return TriggerReport(
+        event=event,
+        handler=to if in_process else url_host(to),
+        payload=sent,
+        signed=bool(secret),
+        status=result.status,
+        body=result.body,
+        response=answer.model_dump(mode="json", exclude_none=True) if answer else None,
+        error=result.error,
+        duration_ms=result.duration_ms,
+        effect=effect,
+        injection=injection_text(answer.inject) if answer and answer.inject else None,
+        system=(
+            f"adds the permanent system note {answer.system!r} (keyed by this handler)"
+            if answer and answer.system
+            else None
+        ),
+        transcript_row=row,
+        warnings=result.warnings,
+        in_process=in_process,
+        traceback=(
+            "".join(traceback.format_exception(result.exception)).rstrip("\n")
+            if result.exception is not None
+            else None
+        ),
+        timeout=timeout,
+    )
+
+
+def _in_process(spec: str, payload: dict[str, object], *, timeout: float) -> WebhookResult:
+    """Call the ``py:`` handler ``spec`` with ``payload`` within ``timeout`` seconds."""
+    func = load_handler(spec, where="--to")
+    caller = InProcess()
+    try:
+        return caller.call(spec, func, payload, timeout=timeout, message_limit=None)
+    finally:
+        caller.close()
+
+
+def failure(report: TriggerReport) -> BeltError:
+    """The error for a failed trigger, with a hint from what happened and whose the handler is
+    (``likely_fix``). Its exit code is the answer's by ``remote_error``'s table: 6 only when
+    nothing answered (no connection, or no answer within the time); a handler that took the
+    request and closed the connection, answered what is not HTTP or not a response, or a
+    ``py:`` handler that raised or returned something else (as a webhook's HTTP 500) is 1."""
+    failed = failure_of(report.error)
+    if report.status is None and TIMED_OUT in (report.error or ""):
+        hint = likely_fix(report.error, timeout=report.timeout) or (
+            f"the handler must answer within {report.timeout:g} s; check that it does not block"
+        )
+    elif report.in_process and report.status is None:
+        hint = "check that the function can be imported and takes the payload"
+    elif report.in_process and "raised" in (report.error or ""):
+        hint = "the function raised: a py: handler that raises fails as a webhook's HTTP 500 does"
+    elif report.in_process:
+        hint = (
+            "return a dict (or a LifecycleHookResponse) whose decision, reason, inject, system "
+            "and override have their wire types, or None for allow"
+        )
+    else:
+        hint = likely_fix(report.error, timeout=report.timeout) or (
+            "check that the handler is running and listening at that host and port, and the scheme"
+        )
+    message = report.error or "the handler failed"
+    if report.in_process and report.status is not None:
+        return BeltError(message, hint=hint)  # it raised or returned something else: exit 1
+    if report.status is None and failed is not None and failed.answered:
+        return BeltError(message, hint=hint)  # it took the request and failed: exit 1
+    return remote_error(report.status, message, hint=hint)
+
+
+def running_serve() -> tuple[Serve, int]:
+    """The ``belt serve`` of this user that ``belt trigger`` without ``--to`` sends to (the
+    most recently started one that is running) and how many others run; Unreachable (exit 6,
+    as when nothing answers) when none runs."""
+    found = serves.running()
+    if not found:
+        raise Unreachable(
+            "no belt serve of yours is running, and --to does not name a handler",
+            hint="start one in another terminal (belt serve, or belt serve --policy FILE), "
+            "or give --to URL|py:MODULE:FUNC",
+        )
+    return found[0], len(found) - 1

@@ -1,0 +1,126 @@
+"""Reading a simulation back from the store: the whole record, names as on the wire.
+
+``belt sim show --json`` prints this object and the terminal view (``belt.display.render``) reads
+it, so both show the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from belt.dialects import loop_of
+from belt.engine.hooksummary import hook_summary
+from belt.engine.simrecord import stranded_at
+from belt.records.interrupts import list_interrupts
+from belt.records.runs import RUN, RunView, read_run, run_dto, run_events, sim_runs
+from belt.records.sims import Sim, read_scenario, read_sim
+from belt.records.views import chat_dto
+from belt.store import Store
+
+if TYPE_CHECKING:
+    from belt.dialects.simreport import Delivery, Head, ReportChat, ReportRun, SimReport
+
+
+def build_report(store: Store, sim: Sim) -> SimReport:
+    """The whole record of a simulation, names as on the wire."""
+    dialect = loop_of(sim)
+    fields = dialect.run_fields()
+    runs = sim_runs(store, sim["id"])
+    chat = chat_dto(store, sim["chat_id"], runs=runs, run_fields=fields)
+    interrupts = [
+        interrupt
+        for run in runs
+        for interrupt in list_interrupts(store=store, run_id=run["id"], include_settled=True)
+    ]
+    executions = [
+        record
+        for run in runs
+        for record in run_events(store, run["id"])
+        if record.get("type") == "hook.executed"
+    ]
+    extras = dialect.report_extras(store, sim, runs)
+    head = cast(
+        "Head",
+        {
+            "id": sim["id"],
+            "dialect": dialect.name,
+            "source": sim.get("source"),
+            "name": sim.get("name"),
+            "status": sim.get("status"),
+            "fail_closed": sim.get("fail_closed", False),
+            **{k: sim[k] for k in ("kind", "clock", "clock_from_wall", "warnings") if sim.get(k)},
+            **stranded_fields(store, sim),
+        },
+    )
+    head.update(extras.pop("simulation", {}))
+    report: SimReport = {
+        "simulation": head,
+        "chat": cast("ReportChat", chat),
+        "runs": cast("list[ReportRun]", [run_dto(run, fields) for run in runs]),
+        "interrupts": interrupts,
+        "hook_executions": cast("list[Delivery]", executions),
+        "hook_summary": hook_summary(executions),
+    }
+    report.update(extras)
+    return report
+
+
+def stranded_fields(store: Store, sim: Mapping[str, Any]) -> dict[str, object]:
+    """``interrupted`` and ``resume_run`` for a simulation whose process died between runs."""
+    last = stranded_at(store, sim)
+    if last is None:
+        return {}
+    turns = len(read_scenario(store, str(sim["id"]))["turns"])
+    return {
+        "interrupted": True,
+        "turns_left": max(0, turns - int(sim.get("next_turn") or 0)),
+        "resume_run": last,
+    }
+
+
+class RunRow(RunView, total=False):
+    """A run as ``belt sim list`` shows it: its AgentRunDTO and its simulation's name."""
+
+    sim_id: str
+    scenario: object
+    name: object
+    turn_index: int | None
+    kind: str
+    simulation_interrupted: bool
+
+
+def list_runs(store: Store, *, include_tasks: bool = False) -> list[RunRow]:
+    """Every simulated run, oldest first, with its simulation's name.
+
+    The runs of task chats and review branches (child simulations) are left out unless
+    ``include_tasks``; each row says its ``kind``: ``chat``, ``task`` or ``review``. The last
+    run of a simulation whose process died between two runs says ``simulation_interrupted``.
+    """
+    sims: dict[str, Sim] = {}
+    stranded: dict[str, str | None] = {}
+    rows: list[RunRow] = []
+    for run_id in store.list_ids(RUN):
+        run = read_run(store, run_id)
+        sim_id = run.get("sim_id")
+        if not sim_id:
+            continue
+        if sim_id not in sims:
+            sims[sim_id] = read_sim(store, sim_id)
+            stranded[sim_id] = stranded_at(store, sims[sim_id])
+        sim = sims[sim_id]
+        kind = str(sim.get("kind") or "chat")
+        if kind != "chat" and not include_tasks:
+            continue
+        rows.append(
+            {
+                **run_dto(run, loop_of(sim).run_fields()),
+                "sim_id": sim_id,
+                "scenario": sim.get("source"),
+                "name": sim.get("name"),
+                "turn_index": run.get("turn_index"),
+                "kind": kind,
+                **({"simulation_interrupted": True} if stranded[sim_id] == run_id else {}),
+            }
+        )
+    return sorted(rows, key=lambda r: str(r.get("created_at") or ""))

@@ -1,0 +1,453 @@
+"""Every outgoing HTTP call of belt: webhook deliveries, ``--forward-to``, ``--api``, ``belt
+trigger``, ``belt replay --to``, ``belt check`` and executor tools over HTTP.
+
+One httpx transport per process (a forked worker makes its own, never using its parent's
+connections), its connections kept alive between calls; a TLS context is made once, and only
+when an ``https`` URL (or an ``https`` proxy) is first called. A call (``call``) is an
+``httpx.Request`` sent straight through it, with no client around it: nothing is kept between
+calls (no credentials, no cookies, no default headers but httpx's own), and whatever a call
+needs travels in its own headers. With tracing on, a call made within a span carries its W3C
+``traceparent`` (and ``tracestate``): a webhook delivery, the span of its hook (docs/tracing.md).
+
+A call has a **total** deadline: httpx's timeouts bound each read, so a server that trickles
+its head or body a byte at a time would hold a call for as long as it likes. Here the
+connections come from httpcore pools built on its public network-backend interface, whose every
+connect, write and read is given only the time left before the call's deadline; the body is read
+(``read``) up to a byte cap against the same deadline. The server's forwarder is async and keeps
+its deadline with ``asyncio.timeout`` (``async_client``).
+
+Proxies: the ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` variables (either
+case) are honoured for other hosts, never for a loopback one (``localhost``, 127.0.0.0/8, ::1).
+
+A test or an embedder sends the process's calls through an httpx transport of its own (such as
+``httpx.MockTransport``) with ``using``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextvars
+import os
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import Any
+
+import httpcore
+import httpx
+
+from belt.deliveries.effects import is_loopback_host
+from belt.outgoing import tracing
+
+MAX_CONNECTIONS = 100
+"""The most connections open at once, for each proxy (or none) of a process's client."""
+KEPT_CONNECTIONS = 20
+"""The most idle connections kept open between calls."""
+KEEP_SECONDS = 4.0
+"""How long an idle connection is kept: less than the 5 s after which uvicorn (so ``belt
+serve``) and Node close theirs, so that a call seldom goes out on one just being closed."""
+
+_END: contextvars.ContextVar[float | None] = contextvars.ContextVar("belt_call_end", default=None)
+
+
+class TooLarge(Exception):
+    """An answer's body passed its byte cap."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the answer is larger than {limit // 1024} KiB")
+
+
+def _left(timeout: float | None, error: type[Exception]) -> float | None:
+    """``timeout``, or the time left before the call's deadline when that is shorter; raises
+    ``error`` once the deadline has passed."""
+    end = _END.get()
+    if end is None:
+        return timeout
+    left = end - time.monotonic()
+    if left <= 0:
+        raise error("the total deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+WRITE_HELD = 64 * 1024
+"""The most bytes of a request held to go out in one write (a larger body goes as it comes)."""
+
+
+class _Stream(httpcore.NetworkStream):
+    """A connection whose connects, writes and reads keep to the call's deadline, and whose
+    request goes out in one write: httpcore writes a request's head and its body apart, which on
+    a connection without delay (TCP_NODELAY, as httpcore sets it) is two packets and two
+    wake-ups of the server. The pieces are held until the call reads or they pass
+    ``WRITE_HELD``."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self.inner = inner
+        self.held: list[bytes] = []
+        self.size = 0
+        self.timeout: float | None = None
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self.held:
+            try:
+                self.flush()
+            except httpcore.WriteError:
+                pass  # as httpcore does: a server that closed early may have answered; read it
+        return self.inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.held.append(buffer)
+        self.size += len(buffer)
+        self.timeout = timeout
+        if self.size >= WRITE_HELD:
+            self.flush()
+
+    def flush(self) -> None:
+        held, self.held, self.size = self.held, [], 0
+        self.inner.write(b"".join(held), _left(self.timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self.held, self.size = [], 0
+        self.inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        if self.held:
+            self.flush()
+        tls = self.inner.start_tls(
+            ssl_context, server_hostname, _left(timeout, httpcore.ConnectTimeout)
+        )
+        return _Stream(tls)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
+class _Backend(httpcore.NetworkBackend):
+    """httpcore's own blocking sockets, each a ``_Stream``."""
+
+    def __init__(self) -> None:
+        self.inner = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
+        left = _left(timeout, httpcore.ConnectTimeout)
+        return _Stream(self.inner.connect_tcp(host, port, left, local_address, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+_HTTPCORE_ERRORS = (
+    httpcore.TimeoutException,
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.ProxyError,
+    httpcore.UnsupportedProtocol,
+)
+
+
+@contextmanager
+def _as_httpx() -> Iterator[None]:
+    """httpcore's exceptions raised as httpx's of the same name (ConnectError, ReadTimeout,
+    RemoteProtocolError...), one to one as httpx's own transport raises them."""
+    try:
+        yield
+    except _HTTPCORE_ERRORS as exc:
+        raise getattr(httpx, type(exc).__name__)(str(exc)) from exc
+
+
+class _Body(httpx.SyncByteStream):
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __iter__(self) -> Iterator[bytes]:
+        with _as_httpx():
+            yield from self.inner
+
+    def close(self) -> None:
+        with _as_httpx():
+            self.inner.close()
+
+
+Pool = httpcore.ConnectionPool | httpcore.HTTPProxy
+
+
+class Transport(httpx.BaseTransport):
+    """httpx's transport over httpcore pools of ``_Backend`` connections: one for plain HTTP
+    and one for HTTPS (the only one with a TLS context), through each proxy the environment
+    names or none, each made when it is first needed."""
+
+    def __init__(self) -> None:
+        self.backend = _Backend()
+        self.pools: dict[tuple[bool, str | None], Pool] = {}
+        self.lock = threading.Lock()
+
+    def pool(self, tls: bool, proxy: str | None) -> Pool:
+        """The pool for ``https`` (``tls``) or ``http`` URLs, through ``proxy`` or none."""
+        pool = self.pools.get((tls, proxy))
+        if pool is None:
+            with self.lock:
+                pool = self.pools.get((tls, proxy))
+                if pool is None:
+                    pool = self.pools[tls, proxy] = self._made(tls, proxy)
+        return pool
+
+    def _made(self, tls: bool, proxy: str | None) -> Pool:
+        common: dict[str, Any] = {
+            "ssl_context": tls_context() if tls else None,
+            "max_connections": MAX_CONNECTIONS,
+            "max_keepalive_connections": KEPT_CONNECTIONS,
+            "keepalive_expiry": KEEP_SECONDS,
+            "network_backend": self.backend,
+        }
+        if proxy is None:
+            return httpcore.ConnectionPool(**common)
+        try:
+            url = httpx.URL(proxy)
+        except httpx.InvalidURL:
+            raise httpx.ProxyError("the proxy the environment names is not a valid URL") from None
+        if url.scheme not in ("http", "https"):
+            raise httpx.ProxyError(f"a {url.scheme} proxy is not supported (only http and https)")
+        return httpcore.HTTPProxy(
+            proxy_url=httpcore.URL(
+                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+            ),
+            proxy_auth=(url.username, url.password) if url.username else None,
+            proxy_ssl_context=tls_context() if url.scheme == "https" else None,
+            **common,
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        sent = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        pool = self.pool(url.scheme == "https", proxy_for(url.scheme, url.host))
+        with _as_httpx():
+            answer = pool.handle_request(sent)
+        return httpx.Response(
+            answer.status,
+            headers=answer.headers,
+            stream=_Body(answer.stream),
+            extensions=answer.extensions,
+        )
+
+    def close(self) -> None:
+        with self.lock:
+            pools, self.pools = list(self.pools.values()), {}
+        for pool in pools:
+            pool.close()
+
+
+def proxy_for(scheme: str, host: str) -> str | None:
+    """The proxy the environment names for a call to ``host`` over ``scheme``: none for a
+    loopback host, nor for one ``NO_PROXY`` names (a name, its subdomains, or ``*``)."""
+    if is_loopback_host(host):
+        return None
+    env = os.environ
+    proxy = (
+        env.get(f"{scheme}_proxy")
+        or env.get(f"{scheme.upper()}_PROXY")
+        or env.get("all_proxy")
+        or env.get("ALL_PROXY")
+    )
+    if not proxy:
+        return None
+    host = host.lower()
+    for entry in (env.get("no_proxy") or env.get("NO_PROXY") or "").split(","):
+        name = entry.strip().lower().lstrip(".")
+        if name == "*" or (name and (host == name or host.endswith("." + name))):
+            return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+class _Process:
+    """What a process holds: its transport and its TLS context, each made on first use, and the
+    transport lent to it (``using``). A forked child starts with none (``os.register_at_fork``):
+    its parent's connections are not its own."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.transport: Transport | None = None
+        self.tls: ssl.SSLContext | None = None
+        self.lent: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None
+
+
+_MINE = _Process()
+_PARENTS: list[_Process] = []
+"""A forked child's parents' state, kept unused: collecting it would close the child's copies
+of their sockets, each with a ResourceWarning."""
+
+
+def _forked() -> None:
+    global _MINE
+    _PARENTS.append(_MINE)
+    _MINE = _Process()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def tls_context() -> ssl.SSLContext:
+    """The process's TLS context (certificates checked, as httpx checks them: its CA bundle,
+    or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``)."""
+    mine = _MINE
+    with mine.lock:
+        if mine.tls is None:
+            mine.tls = httpx.create_ssl_context()
+        return mine.tls
+
+
+@contextmanager
+def using(lent: httpx.BaseTransport | httpx.AsyncBaseTransport) -> Iterator[None]:
+    """Send this process's calls through ``lent`` (a test's or an embedder's transport) for the
+    ``with`` block, from every thread: ``call``'s when it is an ``httpx.BaseTransport``,
+    ``async_client``'s when it is an ``httpx.AsyncBaseTransport`` (``httpx.MockTransport`` is
+    both)."""
+    mine = _MINE
+    before, mine.lent = mine.lent, lent
+    try:
+        yield
+    finally:
+        mine.lent = before
+
+
+def _transport() -> httpx.BaseTransport:
+    mine = _MINE
+    if isinstance(mine.lent, httpx.BaseTransport):
+        return mine.lent
+    if mine.transport is None:
+        with mine.lock:
+            if mine.transport is None:
+                mine.transport = Transport()
+    return mine.transport
+
+
+def close() -> None:
+    """Close this process's connections and forget its TLS context (the next call makes new
+    ones)."""
+    mine = _MINE
+    with mine.lock:
+        made, mine.transport, mine.tls = mine.transport, None, None
+    if made is not None:
+        made.close()
+
+
+HEADERS = {
+    "accept": "*/*",
+    "accept-encoding": "gzip, deflate",
+    "connection": "keep-alive",
+    "user-agent": f"python-httpx/{httpx.__version__}",
+}
+"""What every request carries unless its own headers say otherwise (httpx's client's own
+defaults). Nothing else: no credentials, no cookies."""
+
+
+@contextmanager
+def call(
+    method: str,
+    url: str | httpx.URL,
+    *,
+    timeout: float,
+    headers: dict[str, str] | None = None,
+    **content: Any,
+) -> Iterator[httpx.Response]:
+    """Send a request through the process's transport (or the one lent to it: ``using``) and
+    give its answer with the body unread (``read`` reads it); the whole call, connection, head
+    and body, has ``timeout`` seconds. ``content`` is ``content=`` or ``json=`` of
+    ``httpx.Request``; credentials in the URL are sent as basic authentication. Redirects are
+    not followed. Raises what httpx raises."""
+    target = httpx.URL(url)
+    sent = dict(HEADERS)
+    if target.userinfo:
+        pair = f"{target.username}:{target.password}".encode()
+        sent["authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+    if headers:
+        sent.update((name.lower(), value) for name, value in headers.items())
+    tracing.inject(sent)  # the current span's traceparent (tracestate), when tracing is on
+    limits = dict.fromkeys(("connect", "read", "write", "pool"), timeout)
+    request = httpx.Request(method, target, headers=sent, extensions={"timeout": limits}, **content)
+    token = _END.set(time.monotonic() + timeout)
+    try:
+        answer = _transport().handle_request(request)
+        answer.request = request
+        try:
+            yield answer
+        finally:
+            answer.close()
+    finally:
+        _END.reset(token)
+
+
+def read(answer: httpx.Response, limit: int) -> bytes:
+    """The (decoded) body of ``call``'s answer, at most ``limit`` bytes (else TooLarge), within
+    the call's deadline (else httpx's ReadTimeout)."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in answer.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(limit)
+        chunks.append(chunk)
+        _left(None, httpx.ReadTimeout)
+    return b"".join(chunks)
+
+
+def async_client(url: str, *, timeout: float) -> httpx.AsyncClient:
+    """An async client for calls to ``url``'s origin (``belt serve --forward-to``), with the
+    environment's proxy as ``proxy_for`` gives it and TLS only for ``https`` (or on the
+    transport lent to the process: ``using``). Its caller keeps each call's total deadline with
+    ``asyncio.timeout``; httpx's own timeouts are set to the same, so none of them cuts a call
+    first."""
+    transport = _MINE.lent
+    if not isinstance(transport, httpx.AsyncBaseTransport):
+        target = httpx.URL(url)
+        proxy = proxy_for(target.scheme, target.host)
+        tls = target.scheme == "https" or (proxy or "").startswith("https:")
+        transport = httpx.AsyncHTTPTransport(
+            # The checked context only for https; for http, httpx's bare one (no certificates).
+            verify=tls_context() if tls else False,
+            proxy=proxy,
+            limits=httpx.Limits(
+                max_connections=MAX_CONNECTIONS,
+                max_keepalive_connections=KEPT_CONNECTIONS,
+                keepalive_expiry=KEEP_SECONDS,
+            ),
+        )
+    made = httpx.AsyncClient(
+        transport=transport, trust_env=False, follow_redirects=False, timeout=timeout
+    )
+    # Each call is a request of its own, not part of a session: no cookie is kept.
+    made.cookies = CookieJar(DefaultCookiePolicy(allowed_domains=[]))
+    return made
+
+
+async def aread(answer: httpx.Response, limit: int) -> bytes:
+    """``read`` for an async call (its deadline kept by the caller)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in answer.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)

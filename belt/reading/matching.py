@@ -1,0 +1,200 @@
+"""The patterns that policies, scenarios, model scripts and expectations match values with.
+
+A pattern is a shell glob, ``re:<regex>`` (RE2, so matching takes time linear in the value) or
+``path:<glob>`` (a glob matched against the value read as a POSIX path in normal form) for
+strings, else a JSON value to equal (a boolean never equals a number); a table of key paths to
+patterns matches an object's values at those paths. Patterns are compiled once, when the file
+that holds them is checked; a bad one is reported to that file's findings under its path.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from belt.display.text import describe
+
+REGEX_PREFIX = "re:"
+PATH_PREFIX = "path:"
+
+Matcher = Callable[[Any], bool]
+
+
+class Problems(Protocol):
+    """Where a pattern's problem goes (``belt.wire.validate.Findings``): its path and why."""
+
+    def error(self, path: str, rule: str) -> None:
+        """Record a problem at ``path``."""
+
+
+ArgumentMatchers = tuple[tuple[tuple[str, ...], Matcher], ...]
+
+
+def arguments_match(matchers: ArgumentMatchers, arguments: Any) -> bool:
+    """True when ``arguments`` is an object in which every key path of ``matchers`` is found
+    and matches."""
+    if not isinstance(arguments, dict):
+        return False
+    for key_path, matcher in matchers:
+        found, value = lookup(arguments, key_path)
+        if not found or not matcher(value):
+            return False
+    return True
+
+
+def lookup(document: Any, key_path: tuple[str, ...]) -> tuple[bool, Any]:
+    """Follow a key path through objects (and arrays, by index); returns (found, value)."""
+    current = document
+    for part in key_path:
+        if isinstance(current, dict) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+            current = current[int(part)]
+        else:
+            return False, None
+    return True, current
+
+
+def glob(pattern: str) -> re.Pattern[str]:
+    """A case-sensitive compiled shell glob (``*``, ``?``, ``[seq]``) matching whole strings."""
+    return re.compile(fnmatch.translate(pattern))
+
+
+def normal_path(value: str) -> str:
+    """``value`` read as a POSIX path, lexically (the filesystem is never asked): repeated
+    slashes collapsed, ``.`` segments dropped, ``..`` resolved against the segment before it
+    (at the root it stays at the root), no trailing slash; ``/tmp/../etc/passwd`` is
+    ``/etc/passwd``. A relative path stays relative (``../x`` keeps its ``..``; ``""`` is ``.``).
+    """
+    normal = posixpath.normpath(value)
+    # normpath keeps exactly two leading slashes, whose meaning POSIX leaves to the system;
+    # Linux and macOS read them as one, so a policy on /etc/* holds for //etc/passwd too.
+    return normal[1:] if normal.startswith("//") else normal
+
+
+def path_matcher(source: str) -> Matcher:
+    """A ``path:`` pattern's matcher: its glob against the normal form of a string value."""
+    compiled = glob(source)
+    return lambda value: isinstance(value, str) and compiled.match(normal_path(value)) is not None
+
+
+def path_pattern_problem(source: str) -> str | None:
+    """Why the glob of a ``path:`` pattern is refused (it is not written in normal form, as the
+    values it is matched against are), or None."""
+    if not source:
+        return f"empty path pattern (write, say, {PATH_PREFIX}/tmp/* for everything under /tmp)"
+    if source.startswith(REGEX_PREFIX):
+        return f"a path pattern is a glob, not a regex: {PATH_PREFIX}{source}"
+    normal = normal_path(source)
+    if normal != source:
+        return (
+            f"path pattern {source!r} is not written in normal form (no //, . or .. segments, "
+            f"no trailing /), as the values it is matched against are: write {PATH_PREFIX}{normal}"
+        )
+    return None
+
+
+def same_value(expected: Any, actual: Any) -> bool:
+    """Equality of JSON values where a boolean never equals a number."""
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(same_value(e, a) for e, a in zip(expected, actual, strict=True))
+        )
+    return bool(expected == actual)
+
+
+def argument_matchers(value: Any, path: str, findings: Problems) -> ArgumentMatchers:
+    """Compile a table of key path → pattern (as a rule's ``arguments``); problems go to
+    ``findings`` under ``path``."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        findings.error(path, f"expected a table of key path = pattern, got {describe(value)}")
+        return ()
+    matchers: list[tuple[tuple[str, ...], Matcher]] = []
+    for key_path, pattern in key_paths(value):
+        where = f"{path}.{'.'.join(key_path)}"
+        matcher = value_matcher(pattern, where, findings)
+        if matcher is not None:
+            matchers.append((key_path, matcher))
+    return tuple(matchers)
+
+
+def key_paths(
+    table: Mapping[str, object], prefix: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], Any]]:
+    """Dotted keys and nested tables both name key paths: ``"a.b" = 1`` is ``a = { b = 1 }``."""
+    pairs: list[tuple[tuple[str, ...], Any]] = []
+    for key, value in table.items():
+        key_path = prefix + tuple(key.split("."))
+        if isinstance(value, dict):
+            pairs.extend(key_paths(value, key_path))
+        else:
+            pairs.append((key_path, value))
+    return pairs
+
+
+def compile_regex(source: str) -> Any:
+    """A linear-time (RE2) regex; ValueError says why RE2 cannot run ``source``.
+
+    RE2 never backtracks, so no pattern and no value can make matching take more than time
+    proportional to the value; in exchange it has no backreferences or lookaround.
+    """
+    import re2  # noqa: PLC0415 - a regex rule only
+
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(source, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise ValueError(str(reason)) from None
+
+
+def _found(regex: Any, value: str) -> bool:
+    try:
+        return regex.search(value) is not None
+    except UnicodeEncodeError:
+        # RE2 matches UTF-8; a lone surrogate cannot be encoded (strictly parsed payloads never
+        # hold one), and a value that is not Unicode text matches no pattern.
+        return False
+
+
+def value_matcher(pattern: Any, path: str, findings: Problems) -> Matcher | None:
+    """Compile one pattern: a glob, ``re:<regex>`` (RE2) or ``path:<glob>`` for strings, else a
+    JSON value to equal."""
+    if isinstance(pattern, str):
+        if pattern.startswith(PATH_PREFIX):
+            source = pattern[len(PATH_PREFIX) :]
+            problem = path_pattern_problem(source)
+            if problem is not None:
+                findings.error(path, problem)
+                return None
+            return path_matcher(source)
+        if pattern.startswith(REGEX_PREFIX):
+            source = pattern[len(REGEX_PREFIX) :]
+            try:
+                regex = compile_regex(source)
+            except ValueError as exc:
+                findings.error(path, f"bad regex {source!r}: {exc} (RE2 syntax)")
+                return None
+            return lambda value: isinstance(value, str) and _found(regex, value)
+        compiled = glob(pattern)
+        return lambda value: isinstance(value, str) and compiled.match(value) is not None
+    if isinstance(pattern, bool | int | float | list):
+        return lambda value: same_value(pattern, value)
+    findings.error(
+        path,
+        "expected a glob, a re:<regex>, a path:<glob>, a number, a boolean or an array, "
+        f"got {describe(pattern)}",
+    )
+    return None

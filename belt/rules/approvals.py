@@ -1,0 +1,530 @@
+"""Approval rules: a TOML file that settles the routine gates and leaves the rest to a person.
+
+A rules file is ordered ``[[rules]]``, each with a ``name``, a ``decision`` (``allow``, ``deny``
+or ``ask``: leave it to a person) and a ``reason``, and conditions in the matching language of
+policy files (``belt.reading.matching``: globs, ``re:`` RE2 regexes, ``path:`` globs). The first
+rule that matches a gate decides it; a gate no rule matches is left to a person. The file is checked
+whole when it is loaded, so a file with a bad key or pattern settles nothing. The format is in
+docs/interrupts.md ("Approving at volume").
+
+The same rules settle gates as they open (``belt interrupt auto``, ``belt serve --approvals``:
+:func:`settle`) and are tried over the settled history (``belt interrupt what-if``:
+:func:`what_if`). A rule's settlement is recorded in the gate's trail as ``{"how": "rule",
+"file", "rule", "digest"}``, the digest being that of the file's content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import operator
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, cast
+
+from belt.display.text import describe
+from belt.errors import Conflict, InvalidInput, NotFound
+from belt.reading.didyoumean import did_you_mean
+from belt.reading.inputs import decode_text, read_bytes
+from belt.reading.matching import ArgumentMatchers, argument_matchers, arguments_match, glob
+from belt.reading.strictjson import StrictJSONError, decode_toml
+from belt.records.interrupts import (
+    RULE_LENGTHS,
+    Interrupt,
+    Settlement,
+    inbox,
+    resolve_interrupt,
+    settled_by,
+    trail,
+)
+from belt.records.names import named_or_given
+from belt.records.runs import find_run_id
+from belt.store import Store
+from belt.store.clock import parse_timestamp
+from belt.wire.dto import InterruptJSON, WatchEvent
+from belt.wire.enums import HookEvent, InterruptReason, InterruptStatus
+
+DECISIONS = ("allow", "deny", "ask")
+FILE_KEYS = ("rules",)
+RULE_KEYS = tuple("name decision reason event tool arguments run_id chat_id agent hours".split())
+GLOB_KEYS = ("tool", "run_id", "chat_id", "agent")
+APPROVABLE = (InterruptReason.HOOK_GATE.value, InterruptReason.TOOL_APPROVAL.value)
+"""The interrupts rules settle: hook gates and tool approvals (a client tool waits for its
+result, not for a decision)."""
+HOURS = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]|24):([0-5]\d)")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What a rule looks at in a gate: its event, the tool call it holds, its run, chat and
+    agent, and the minute of the day (UTC) it opened."""
+
+    event: str | None
+    tool: Any
+    arguments: Any
+    run_id: Any
+    chat_id: Any
+    agent: Any
+    minute: int | None
+
+
+def gate_of(item: Mapping[str, Any]) -> Gate:
+    """The facts of an InterruptDTO rules match: a hook gate's event is its source's
+    (``hook:agent.tool_call``, ``nexus:stop``), its call the hook payload's ``data.tool`` and
+    ``data.arguments`` (a tool approval's ``tool_name`` and ``arguments``)."""
+    held = item.get("meta")
+    meta = held if isinstance(held, dict) else {}
+    data = meta["data"] if isinstance(meta.get("data"), dict) else meta
+    source = str(item.get("source") or "")
+    kind, _, named = source.partition(":")
+    if kind in ("hook", "nexus"):  # the wire's interrupt source: hook:EVENT or nexus:EVENT
+        event: str | None = named
+    elif isinstance(meta.get("event"), str):
+        event = meta["event"]
+    else:
+        event = "agent.tool_call" if item.get("resource_type") == "tool_invocation" else None
+    tool = data.get("tool", data.get("tool_name"))
+    minute = None
+    try:
+        opened = parse_timestamp(str(item.get("created_at")))
+        minute = opened.hour * 60 + opened.minute
+    except InvalidInput:
+        pass
+    return Gate(
+        event,
+        tool,
+        data.get("arguments"),
+        item.get("run_id"),
+        item.get("chat_id"),
+        meta.get("agent_id"),
+        minute,
+    )
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One compiled rule: its conditions, and what it decides."""
+
+    name: str
+    decision: str
+    reason: str
+    event: str | None = None
+    globs: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    arguments: ArgumentMatchers = ()
+    hours: tuple[int, int] | None = None
+    """From and until which minute of the day (UTC; until excluded); it may wrap midnight."""
+
+    def matches(self, gate: Gate) -> bool:
+        """True when every condition of the rule holds for ``gate``."""
+        if self.event is not None and gate.event != self.event:
+            return False
+        for key, pattern in self.globs:
+            value = getattr(gate, key)
+            if not isinstance(value, str) or not pattern.match(value):
+                return False
+        if self.hours is not None:
+            start, end = self.hours
+            minute = gate.minute
+            inside = minute is not None and (
+                start <= minute < end if start < end else minute >= start or minute < end
+            )
+            if not inside:
+                return False
+        return not self.arguments or arguments_match(self.arguments, gate.arguments)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the rules decide for one gate: the first matching rule's decision, else ``ask``."""
+
+    decision: str
+    rule: Rule | None
+
+    @property
+    def reason(self) -> str:
+        """The rule's reason, or why the gate is left to a person."""
+        return self.rule.reason if self.rule is not None else "no rule matches"
+
+    @property
+    def why(self) -> str:
+        """The rule that decided and its reason, as a line says them."""
+        return f'rule "{self.rule.name}": {self.rule.reason}' if self.rule else self.reason
+
+    @property
+    def rule_name(self) -> str | None:
+        """The name of the rule that decided, None when none matched."""
+        return self.rule.name if self.rule is not None else None
+
+
+NO_MATCH = Verdict("ask", None)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """A loaded rules file: rules tried in order, the first match wins, else ``ask``."""
+
+    file: str
+    digest: str
+    """``sha256:<hex>`` of the file's content, as read."""
+    rules: tuple[Rule, ...]
+
+    def decide(self, item: Mapping[str, Any]) -> Verdict:
+        """The verdict for one InterruptDTO (``ask`` for an interrupt rules do not settle)."""
+        if item.get("reason") not in APPROVABLE:
+            return NO_MATCH
+        gate = gate_of(item)
+        for rule in self.rules:
+            if rule.matches(gate):
+                return Verdict(rule.decision, rule)
+        return NO_MATCH
+
+    def settlement(self, rule: Rule) -> Settlement:
+        """How a gate ``rule`` settles is recorded in its trail."""
+        return {"how": "rule", "file": self.file, "rule": rule.name, "digest": self.digest}
+
+
+def load_rules(path: str | Path) -> Rules:
+    """Read and check a rules file; NotFound (3) when it is missing, InvalidInput (5) naming
+    the file, the rule and the field of each problem."""
+    source = str(path)
+    raw = read_bytes(path, kind="policy")
+    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+    return parse_rules(decode_text(raw, source), source, digest)
+
+
+class _Problems:
+    """The problems found in a rules file, each ``<where>: <why>``."""
+
+    def __init__(self) -> None:
+        self.found: list[str] = []
+
+    def error(self, path: str, rule: str) -> None:
+        self.found.append(f"{path}: {rule}")
+
+    def unknown(self, raw: Mapping[str, object], allowed: tuple[str, ...], path: str) -> None:
+        for key in raw:
+            if key not in allowed:
+                self.error(
+                    f"{path}.{key}" if path else key,
+                    f"unknown field (allowed: {', '.join(allowed)}){did_you_mean(key, allowed)}",
+                )
+
+
+def parse_rules(text: str, source: str, digest: str) -> Rules:
+    """Check and compile the text of a rules file (TOML) read from ``source``."""
+    try:
+        doc = decode_toml(text)
+    except (StrictJSONError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidInput(f"{source}: invalid TOML: {exc}", where=source) from None
+    return rules_of(doc, source, digest)
+
+
+def rules_of(doc: Mapping[str, object], source: str, digest: str) -> Rules:
+    """Check and compile a decoded rules file; InvalidInput naming every problem's rule and
+    field, the first in its message."""
+    problems = _Problems()
+    problems.unknown(doc, FILE_KEYS, "")
+    raw_rules = doc.get("rules")
+    rules: list[Rule] = []
+    if not isinstance(raw_rules, list) or not raw_rules:
+        problems.error(
+            "rules",
+            "expected one or more [[rules]] tables, got "
+            + (describe(raw_rules) if raw_rules is not None else "none"),
+        )
+    else:
+        names: set[str] = set()
+        for index, raw in enumerate(raw_rules):
+            rule = _parse_rule(raw, index, problems)
+            if rule is not None and rule.name in names:
+                problems.error(f'rules[{index}] "{rule.name}".name', "another rule has this name")
+            elif rule is not None:
+                names.add(rule.name)
+                rules.append(rule)
+    if problems.found:
+        first, more = problems.found[0], len(problems.found) - 1
+        raise InvalidInput(
+            f"{source}: {first}" + (f" (and {more} more problem(s))" if more else ""),
+            problems=problems.found if more else None,
+            where=source,
+            hint="nothing was settled; see docs/interrupts.md for the rules format",
+        )
+    return Rules(source, digest, tuple(rules))
+
+
+def _parse_rule(raw: Any, index: int, problems: _Problems) -> Rule | None:
+    path = f"rules[{index}]"
+    if not isinstance(raw, dict):
+        problems.error(path, f"expected a table, got {describe(raw)}")
+        return None
+    name = raw.get("name")
+    most = RULE_LENGTHS["rule"]
+    if isinstance(name, str) and name.strip() and name.isprintable() and len(name) <= most:
+        path = f'{path} "{name}"'
+    else:
+        # The trail (and belt serve's route that records a rule) takes no other name.
+        problems.error(
+            f"{path}.name",
+            f"expected a name (printable, 1 to {most} characters), got {describe(name)}",
+        )
+    before = len(problems.found)
+    problems.unknown(raw, RULE_KEYS, path)
+    decision = raw.get("decision")
+    if decision not in DECISIONS:
+        problems.error(
+            f"{path}.decision",
+            f"expected one of {', '.join(DECISIONS)}, got {describe(decision)}"
+            f"{did_you_mean(decision, DECISIONS)}",
+        )
+    reason = raw.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        problems.error(
+            f"{path}.reason", f"expected a reason (a non-empty string), got {describe(reason)}"
+        )
+    event = raw.get("event")
+    if event is not None and event not in _events():
+        problems.error(
+            f"{path}.event",
+            f"{describe(event)} is not an event a gate opens on{did_you_mean(event, _events())}",
+        )
+    globs = []
+    for key in GLOB_KEYS:
+        value = raw.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str):
+            globs.append((key, glob(value)))
+        else:
+            problems.error(
+                f"{path}.{key}", f"expected a glob pattern string, got {describe(value)}"
+            )
+    arguments = argument_matchers(raw.get("arguments"), f"{path}.arguments", problems)
+    hours = _hours(raw.get("hours"), f"{path}.hours", problems)
+    if len(problems.found) > before or not isinstance(name, str) or not name.strip():
+        return None
+    return Rule(str(name), str(decision), str(reason), event, tuple(globs), arguments, hours)
+
+
+def _events() -> tuple[str, ...]:
+    """The events a gate can be opened on: the platform's hook events and Nexus's boundaries."""
+    from belt.wire.nexus import NexusEvent  # noqa: PLC0415 - it loads pydantic, when named
+
+    return tuple(e.value for e in HookEvent) + tuple(e.value for e in NexusEvent)
+
+
+def _hours(value: Any, path: str, problems: _Problems) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    found = HOURS.fullmatch(value) if isinstance(value, str) else None
+    if found is None:
+        problems.error(path, f'expected "HH:MM-HH:MM" (UTC), got {describe(value)}')
+        return None
+    h1, m1, h2, m2 = map(int, found.groups())
+    start, end = h1 * 60 + m1, h2 * 60 + m2
+    if end > 24 * 60 or start == end:
+        problems.error(
+            path, f"{value!r} is not a span of the day (from and until differ, until 24:00 at most)"
+        )
+        return None
+    return start, end
+
+
+# -- settling gates as they open --------------------------------------------------------------
+
+Resolve = Callable[[str, str, Any, Settlement], InterruptJSON]
+"""Resolve one gate: (interrupt id, decision, data, settlement) → its InterruptDTO."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the rules did with one gate: settled it, left it to a person, or found it settled
+    meanwhile (``skipped``)."""
+
+    item: InterruptJSON
+    verdict: Verdict
+    settled: InterruptJSON | None = None
+    skipped: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """One line of ``belt interrupt auto --json``."""
+        return {
+            "interrupt": self.item.get("id"),
+            "run_id": self.item.get("run_id"),
+            "decision": self.verdict.decision,
+            "rule": self.verdict.rule_name,
+            "reason": self.verdict.reason,
+            "settled": self.settled is not None,
+            "skipped": self.skipped,
+        }
+
+
+def store_resolver(store: Store) -> Resolve:
+    """Resolve gates in ``store``, recording the settlement in their trail."""
+
+    def resolve(interrupt_id: str, decision: str, data: Any, by: Settlement) -> InterruptJSON:
+        return resolve_interrupt(
+            store=store, interrupt_id=interrupt_id, decision=decision, data=data, by=by
+        )
+
+    return resolve
+
+
+def settle(rules: Rules, item: InterruptJSON, resolve: Resolve) -> Outcome | None:
+    """Decide one pending gate and, for ``allow`` or ``deny``, resolve it with the rule's
+    reason as its data and the rule as its settlement; None for an interrupt rules do not
+    settle. A gate settled meanwhile (Conflict or NotFound) is ``skipped``, with why."""
+    if item.get("reason") not in APPROVABLE or item.get("status") != InterruptStatus.PENDING:
+        return None
+    verdict = rules.decide(item)
+    if verdict.rule is None or verdict.decision == "ask":
+        return Outcome(item, verdict)
+    data = {"reason": verdict.rule.reason}
+    try:
+        done = resolve(str(item["id"]), verdict.decision, data, rules.settlement(verdict.rule))
+    except (Conflict, NotFound) as exc:
+        return Outcome(item, verdict, skipped=exc.message)
+    return Outcome(item, verdict, settled=done)
+
+
+def settle_as_they_open(
+    rules: Rules, events: Iterable[WatchEvent], resolve: Resolve
+) -> Iterator[Outcome | str]:
+    """Settle each gate a watch reports pending or opened (``Backend.watch_interrupts``'
+    events); yields each outcome, and each warning's message."""
+    seen: set[str] = set()
+    for event in events:
+        if event["event"] == "warning":
+            yield str(event["message"])
+            continue
+        item = event["interrupt"]
+        if event["event"] not in ("pending", "opened") or item.get("id") in seen:
+            continue
+        seen.add(str(item.get("id")))
+        outcome = settle(rules, item, resolve)
+        if outcome is not None:
+            yield outcome
+
+
+# -- what the rules would have done -------------------------------------------------------------
+
+PEOPLE = ("person", "batch", "unknown")
+"""How a gate was settled when a person (or, before the trail, perhaps one) decided it."""
+
+
+@dataclass
+class WhatIf:
+    """The rules tried over settled gates: counts, disagreements and the time saved."""
+
+    file: str
+    digest: str
+    considered: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DECISIONS, 0))
+    disagreements: list[dict[str, object]] = field(default_factory=list)
+    saved_seconds: float = 0.0
+    saved_gates: int = 0
+
+    @property
+    def allowed_denied(self) -> int:
+        """How many gates a rule would allow that a person denied."""
+        return sum(1 for d in self.disagreements if d["allows_denied"])
+
+    def to_json(self) -> dict[str, object]:
+        """The document of ``belt interrupt what-if --json``."""
+        return {
+            "rules": self.file,
+            "digest": self.digest,
+            "considered": self.considered,
+            "would": dict(self.counts),
+            "disagreements": self.disagreements,
+            "allows_what_a_person_denied": self.allowed_denied,
+            "person_seconds_saved": round(self.saved_seconds, 3),
+            "person_gates_saved": self.saved_gates,
+        }
+
+
+def settled_history(store: Store, run_ids: Iterable[str] = ()) -> list[Interrupt]:
+    """The stored interrupts what-if reads, with their trails: every one of the store, or of
+    the runs named (by id, short id or a unique prefix)."""
+    if not run_ids:
+        return inbox(store=store, include_settled=True)
+    return [
+        record
+        for run_id in run_ids
+        for record in inbox(
+            store=store, run_id=named_or_given(find_run_id, store, run_id), include_settled=True
+        )
+    ]
+
+
+def what_if(
+    rules: Rules, records: Iterable[Mapping[str, Any]], since: datetime | None = None
+) -> WhatIf:
+    """Run ``rules`` over settled interrupt records (resolved or expired, settled at or after
+    ``since``), as ``belt interrupt what-if`` reports it.
+
+    A disagreement is a gate a rule would allow or deny that was settled the other way; those
+    a rule would allow that a person denied come first. The time saved is how long the gates a
+    person settled, and the rules would have settled, waited (``created_at`` to
+    ``resolved_at``).
+    """
+    report = WhatIf(rules.file, rules.digest)
+    first: list[dict[str, object]] = []
+    rest: list[dict[str, object]] = []
+    for record in records:
+        status = record.get("status")
+        if status not in (InterruptStatus.RESOLVED, InterruptStatus.EXPIRED):
+            continue
+        if record.get("reason") not in APPROVABLE:
+            continue
+        try:
+            settled_at = parse_timestamp(str(record.get("resolved_at")))
+            waited = (settled_at - parse_timestamp(str(record.get("created_at")))).total_seconds()
+        except InvalidInput:
+            continue
+        if since is not None and settled_at < since:
+            continue
+        report.considered += 1
+        verdict = rules.decide(record)
+        report.counts[verdict.decision] += 1
+        if verdict.decision == "ask":
+            continue
+        by = trail(cast(Interrupt, record))
+        how = str(by.get("how")) if by else "unknown"
+        if how in PEOPLE:
+            report.saved_seconds += max(waited, 0.0)
+            report.saved_gates += 1
+        actual = record.get("resolution")
+        if actual == verdict.decision:
+            continue
+        allows_denied = verdict.decision == "allow" and actual == "deny" and how in PEOPLE
+        (first if allows_denied else rest).append(
+            {
+                "interrupt": record.get("id"),
+                "short_id": record.get("short_id"),
+                "rule": verdict.rule_name,
+                "would": verdict.decision,
+                "actual": actual,
+                "status": status,
+                "settled_by": settled_by(cast(Interrupt, record)),
+                "how": how,
+                "their_reason": _given_reason(record.get("resolved_data")),
+                "allows_denied": allows_denied,
+                "resolved_at": record.get("resolved_at"),
+            }
+        )
+    newest = operator.itemgetter("resolved_at")
+    report.disagreements = sorted(first, key=newest, reverse=True) + sorted(
+        rest, key=newest, reverse=True
+    )
+    return report
+
+
+def _given_reason(data: Any) -> str | None:
+    """The reason a settler gave with its decision: ``resolved_data.reason``, or the data
+    itself when it is a string."""
+    if isinstance(data, dict) and isinstance(data.get("reason"), str):
+        return str(data["reason"])
+    return data if isinstance(data, str) else None

@@ -1,0 +1,190 @@
+"""The agent routes of ``belt serve``: the official SDKs run their agents against it, offline.
+
+``POST /agents/run`` appends a message to an emulated chat (``belt.emulator.conversation``) and
+answers at once; the run goes on in the background, every hook firing as in ``belt sim``. Its
+``agent_config`` may not name a ``py:`` handler: no request names code for the server to run
+(such agents are files under ``--agents DIR``, named by template ref). The chat is
+read with ``GET /chats/{id}`` (``belt.server.chat_routes``) or streamed (``belt.server.stream``);
+client tools, approvals and stops have their routes here. Every other route the SDKs call answers
+501, naming the route, never a silent success. Errors are the problem document of every route, typed
+``application/json`` (``Problem.agent_response``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from belt.records.chats import read_chat
+from belt.server.guard import STOPPING
+from belt.server.problems import Problem, answering, read_json_object
+from belt.server.stream import chat_events
+from belt.wire.validate import IN_PROCESS_PREFIX
+
+if TYPE_CHECKING:
+    from belt.emulator.conversation import Emulator
+
+CONTINUE_INTERVAL = 0.25
+"""Seconds between two looks for emulated runs that can go on (settled elsewhere, or left by a
+server that is gone)."""
+
+ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+NOT_EMULATED: tuple[tuple[str, str], ...] = (
+    ("POST", "/files"),
+    ("POST", "/chats"),
+    ("POST", "/chats/list"),
+    ("POST", "/chats/{chat_id}"),
+    ("DELETE", "/chats/{chat_id}"),
+    ("POST", "/chats/{chat_id}/messages"),
+    ("POST", "/chats/{chat_id}/agent"),
+    ("GET", "/chats/{chat_id}/trace"),
+    ("POST", "/chats/messages/{message_id}/cancel"),
+    ("POST", "/agents"),
+    ("POST", "/agents/list"),
+    ("GET", "/agents/{agent:path}"),
+    ("POST", "/agents/{agent:path}"),
+    ("DELETE", "/agents/{agent_id}"),
+)
+"""Agent and chat routes the SDKs call that belt does not emulate (each answers 501)."""
+
+OTHER_NAMESPACES = tuple(
+    "apikeys apps artifacts credentials engines files flowruns flows knowledge mcp-servers mcps me "
+    "projects search secrets sessions skills sockets store suggest tasks teams".split()
+)
+"""The SDKs' other namespaces (apps, tasks, files...): every route under them answers 501."""
+
+
+class AgentsApi:
+    """The agent routes over one emulator."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        self.emulator = emulator
+
+    async def run(self, request: Request) -> Any:
+        """POST /agents/run: a message to an emulated chat (a new one when chat_id is null)."""
+        body = await read_json_object(request)
+        named = code_named(body)
+        if named is not None:
+            where, handler = named
+            raise Problem(
+                400,
+                "Bad Request",
+                f"{where}: {handler!r} is code for the server's process to run, which a request "
+                "may not name; declare the agent in a file under `belt serve --agents DIR` (its "
+                "hooks may name py: handlers) and send its template ref as agent",
+            )
+        return await run_in_threadpool(self.emulator.send, body)
+
+    async def status(self, request: Request) -> Any:
+        """GET /chats/{chat_id}/status: the chat's status (what the JS SDK polls)."""
+        return await run_in_threadpool(self.emulator.status, request.path_params["chat_id"])
+
+    async def stop(self, request: Request) -> Any:
+        """POST /chats/{chat_id}/stop: cancel the chat's run."""
+        return await run_in_threadpool(self.emulator.stop, request.path_params["chat_id"])
+
+    async def stream(self, request: Request) -> Response:
+        """GET /chats/{chat_id}/stream: the chat's events as NDJSON."""
+        chat_id = request.path_params["chat_id"]
+        store = self.emulator.store
+        await run_in_threadpool(read_chat, store, chat_id)
+        scope = request.scope
+        return StreamingResponse(
+            chat_events(store, chat_id, lambda: bool(scope.get(STOPPING))),
+            media_type="application/x-ndjson",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+
+    async def tool_result(self, request: Request) -> Any:
+        """POST /tools/{tool_id}: a client tool's result ``{"result": …}``."""
+        body = await read_json_object(request)
+        tool_id = request.path_params["tool_id"]
+        return await run_in_threadpool(self.emulator.tool_result, tool_id, body)
+
+    async def invoke(self, request: Request) -> Any:
+        """POST /tools/{tool_id}/invoke: approve a tool call."""
+        return await run_in_threadpool(self.emulator.approve, request.path_params["tool_id"])
+
+    async def reject(self, request: Request) -> Any:
+        """POST /tools/{tool_id}/reject: refuse a tool call ``{"reason": …}``."""
+        body = await read_json_object(request)
+        tool_id = request.path_params["tool_id"]
+        return await run_in_threadpool(self.emulator.reject, tool_id, body)
+
+    async def always_allow(self, request: Request) -> Any:
+        """POST /chats/{chat_id}/tools/{tool_id}/always-allow: approve, and stop asking."""
+        body = await read_json_object(request)
+        chat_id, tool_id = request.path_params["chat_id"], request.path_params["tool_id"]
+        return await run_in_threadpool(self.emulator.always_allow, chat_id, tool_id, body)
+
+    async def continue_forever(self, interval: float = CONTINUE_INTERVAL) -> None:
+        """Look for emulated runs that can go on, now and every ``interval`` seconds."""
+        while True:
+            try:
+                await run_in_threadpool(self.emulator.continue_settled)
+            except Exception as exc:  # one bad pass is reported; the server stays up
+                self.emulator.tell("continue", "-", f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(interval)
+
+
+def code_named(body: dict[str, object]) -> tuple[str, str] | None:
+    """The first hook handler of a request's ``agent_config`` that would run code in the
+    server's process (a ``py:`` handler), with its path; None when there is none."""
+    config = body.get("agent_config")
+    hooks = config.get("hooks") if isinstance(config, dict) else None
+    if not isinstance(hooks, list):
+        return None
+    for index, hook in enumerate(hooks):
+        handler = hook.get("handler") if isinstance(hook, dict) else None
+        if isinstance(handler, str) and handler.strip().lower().startswith(IN_PROCESS_PREFIX):
+            return f"agent_config.hooks[{index}].handler", handler
+    return None
+
+
+def not_emulated(template: str) -> Callable[[Request], Any]:
+    """A route belt does not emulate: 501, naming it."""
+
+    async def answer(request: Request) -> Response:
+        route = f"{request.method} {template}"
+        raise Problem(
+            501,
+            "Not Implemented",
+            f"belt serve does not emulate {route}; it answers the agent routes "
+            "(see docs/emulator.md)",
+            route=route,
+        )
+
+    return answering(answer, agent=True)
+
+
+def agent_routes(emulator: Emulator) -> tuple[AgentsApi, list[BaseRoute]]:
+    """The agent routes over ``emulator``, then the 501 routes of what is not emulated."""
+    api = AgentsApi(emulator)
+    routes: list[BaseRoute] = [
+        Route(path, answering(handler, agent=True), methods=[method])
+        for method, path, handler in (
+            ("POST", "/agents/run", api.run),
+            # The platform's aliases of /agents/run.
+            ("POST", "/agents/message", api.run),
+            ("POST", "/agents/messages", api.run),
+            ("GET", "/chats/{chat_id}/status", api.status),
+            ("GET", "/chats/{chat_id}/stream", api.stream),
+            ("POST", "/chats/{chat_id}/stop", api.stop),
+            ("POST", "/chats/{chat_id}/tools/{tool_id}/always-allow", api.always_allow),
+            ("POST", "/tools/{tool_id}", api.tool_result),
+            ("POST", "/tools/{tool_id}/invoke", api.invoke),
+            ("POST", "/tools/{tool_id}/reject", api.reject),
+        )
+    ]
+    routes += [Route(path, not_emulated(path), methods=[method]) for method, path in NOT_EMULATED]
+    for namespace in OTHER_NAMESPACES:
+        for path in (f"/{namespace}", f"/{namespace}/{{rest:path}}"):
+            routes.append(Route(path, not_emulated(path), methods=ALL_METHODS))
+    return api, routes

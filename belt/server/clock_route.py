@@ -1,0 +1,102 @@
+"""``/_belt/clock``: the virtual clock ``belt serve --clock`` runs on, which a test moves.
+
+``GET /_belt/clock`` says the server's time and whether it is virtual. ``POST /_belt/clock``
+with ``{"advance": "10m"}`` (a span as ``belt.store.clock.parse_duration`` reads it) or
+``{"to": "2026-08-11T14:10:00Z"}`` moves the clock forward, then sweeps at once, as the
+server's own sweep would at that time: the gates and approvals now overdue are settled with
+their default resolution before the answer, and the runs they held go on. A server started
+without ``--clock`` runs on wall time, which no request may move: the POST is refused with a
+409 problem (the route exists, the server's state does not allow it), as is a move backwards.
+Like every route, it is behind ``RequestGuard`` (Host, Origin, ``application/json``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import cast
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from belt.display.text import describe
+from belt.errors import BeltError
+from belt.reading.didyoumean import did_you_mean
+from belt.server.problems import Problem, answering, envelope, read_json_object
+from belt.store.clock import VirtualClock, now, parse_duration, parse_rfc3339, timestamp
+from belt.wire.dto import InterruptJSON
+
+PATH = "/_belt/clock"
+
+Sweep = Callable[[], Awaitable[list[InterruptJSON]]]
+
+
+def clock_routes(clock: VirtualClock | None, sweep: Sweep) -> list[Route]:
+    """The clock's routes; ``sweep`` settles what is overdue (the server's own sweep)."""
+    routes = ClockRoutes(clock, sweep)
+    return [
+        Route(PATH, routes.show, methods=["GET"]),
+        Route(PATH, answering(routes.move), methods=["POST"]),
+    ]
+
+
+class ClockRoutes:
+    """GET and POST ``/_belt/clock``."""
+
+    def __init__(self, clock: VirtualClock | None, sweep: Sweep) -> None:
+        self.clock = clock
+        self.sweep = sweep
+
+    async def show(self, request: Request) -> Response:
+        """The server's time, and whether it is a virtual clock's."""
+        return envelope({"now": timestamp(now()), "virtual": self.clock is not None})
+
+    async def move(self, request: Request) -> Response:
+        """Move the virtual clock forward, then settle what is overdue at the new time."""
+        body = await read_json_object(request)
+        if self.clock is None:
+            raise Problem(
+                409,
+                "Conflict",
+                "this server runs on wall time, which no request moves: start it with "
+                "`belt serve --clock RFC3339` to move its clock",
+            )
+        moment = self._moved(body, self.clock)
+        settled = await self.sweep()
+        return envelope({"now": timestamp(moment), "virtual": True, "settled": settled})
+
+    @staticmethod
+    def _moved(body: dict[str, object], clock: VirtualClock) -> datetime:
+        keys = set(body)
+        if keys not in ({"advance"}, {"to"}):
+            extra = sorted(keys - {"advance", "to"})
+            why = (
+                f"{extra[0]}: unknown key{did_you_mean(extra[0], ('advance', 'to'))}; "
+                if extra
+                else ""
+            )
+            raise Problem(
+                422,
+                "Unprocessable Content",
+                f'{why}give one of "advance" (a span like "10m") or "to" (an RFC 3339 time)',
+            )
+        if "advance" in body:
+            span = body["advance"]
+            if not isinstance(span, str):
+                raise Problem(
+                    422,
+                    "Unprocessable Content",
+                    f'advance: expected a span like "10m", got {describe(span)}',
+                )
+            try:
+                delta = parse_duration(span, "advance")
+            except BeltError as exc:
+                raise Problem(422, "Unprocessable Content", exc.message) from None
+            return clock.advance(delta)
+        try:
+            # It refuses, by name, a value that is not a string.
+            moment = parse_rfc3339(cast(str, body["to"]), "to")
+        except BeltError as exc:
+            raise Problem(422, "Unprocessable Content", exc.message) from None
+        return clock.move_to(moment)  # Conflict (409) when it is before the clock's time

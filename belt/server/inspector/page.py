@@ -1,0 +1,409 @@
+"""The inspector's page and JSON API (docs/inspector.md), built on its first request.
+
+Every view of the page is one of these routes, so a script gets what the page shows:
+
+- ``GET /inspector/deliveries`` (filters ``event``, ``decision``, ``source``, ``chat``, ``run``,
+  ``q``; ``limit``, ``before``) and ``GET /inspector/deliveries/{id}``;
+- ``POST /inspector/replay`` and ``POST /inspector/scenario`` (a delivery kept as a test);
+- ``GET /inspector/runs``, ``GET /inspector/runs/{run_id}``;
+- ``GET /inspector/gates``, ``POST /inspector/gates/{id}/resolve``;
+- ``GET /inspector/stream``: NDJSON, one line each time deliveries, runs or gates changed in the
+  store (found with a few ``stat`` calls a tick while a page is open; nothing runs when none is).
+
+Answers use the platform's envelope and problem+json. Who may ask is the server's guard's
+(``belt.server.guard``): loopback or allowed ``Host`` names without a token, the server's own
+``Origin``, ``application/json`` bodies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import anyio.from_thread
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route, Router
+
+from belt.deliveries.replay import payload_model
+from belt.errors import BeltError, Conflict, InvalidInput
+from belt.handlers.webhook import WebhookResult
+from belt.records.changes import ANYTHING, watching
+from belt.records.ids import now_iso
+from belt.records.interrupts import read_record, settled_by
+from belt.records.journal import JOURNAL, SERVE
+from belt.records.reports import Reporter, report_api
+from belt.server.guard import STOPPING
+from belt.server.inspector.deliveries import Deliveries, Signals, check_filters
+from belt.server.inspector.resend import (
+    REPLAY_MAX,
+    Replayer,
+    parse_target,
+    scenario_file,
+)
+from belt.server.inspector.timeline import (
+    continue_run,
+    gate_item,
+    gates,
+    list_runs,
+    resolve,
+    run_view,
+)
+from belt.server.problems import Problem, answering, belt_problem, read_json_object
+from belt.store import clock
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+    from belt.handlers.webhook import WebhookResult
+    from belt.rules.policy import Verdict
+    from belt.server.deciders import Decider
+    from belt.store import Store
+
+STATIC_FILES = {
+    "inspector.js": "text/javascript; charset=utf-8",
+    "inspector.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
+}
+PAGE_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+}
+API_HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
+
+TICK = 0.25
+"""Seconds at least between two looks at the store while a page is connected to the stream."""
+FALLBACK = 1.0
+"""Seconds after which the stream looks at the store although no write in this process woke it
+(another process's writes send no signal)."""
+HEARTBEAT = 15.0
+"""Seconds of quiet after which the stream sends a heartbeat line (a dead peer shows up)."""
+STREAM_SECONDS = 600.0
+"""A stream ends after this long (the page opens another), so none is held forever."""
+
+
+@cache
+def static_file(name: str) -> bytes:
+    """A file of the page, from the package."""
+    return (resources.files("belt.server.inspector") / "static" / name).read_bytes()
+
+
+def problem_of(exc: BeltError) -> Problem:
+    """A belt error as the problem the page shows (its problems listed too)."""
+    problem = belt_problem(exc)
+    problems = getattr(exc, "problems", None)
+    if problems:
+        problem.extra["errors"] = list(problems)
+    if exc.hint:
+        problem.extra["hint"] = exc.hint
+    return problem
+
+
+class Inspector:
+    """The routes' handlers, over one store."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        decide: Decider | None,
+        report: Reporter | None,
+        in_process: frozenset[str] = frozenset(),
+    ) -> None:
+        self.store = store
+        self.decide = decide
+        self.report = report
+        self.deliveries = Deliveries(store)
+        self.replayer = Replayer(
+            store, self.deliveries, self._serve_decide if decide else None, in_process
+        )
+        self.continuing: set[asyncio.Task[None]] = set()
+
+    async def page(self, request: Request) -> Response:
+        """GET /: the page."""
+        return Response(
+            static_file("index.html"), media_type="text/html; charset=utf-8", headers=PAGE_HEADERS
+        )
+
+    async def static(self, request: Request) -> Response:
+        """GET /inspector/static/{name}: the page's script and styles."""
+        name = request.path_params["name"]
+        if name not in STATIC_FILES:
+            return Problem(404, "Not Found", f"no file {name}").response()
+        return Response(static_file(name), media_type=STATIC_FILES[name], headers=PAGE_HEADERS)
+
+    async def list_deliveries(self, request: Request) -> Any:
+        """GET /inspector/deliveries: the newest deliveries that pass the filters."""
+        params = request.query_params
+        filters = check_filters(dict(params))
+        limit = _whole(params.get("limit", "100"), "limit")
+        before = params.get("before") or None
+        return await run_in_threadpool(self.deliveries.query, filters, limit=limit, before=before)
+
+    async def delivery(self, request: Request) -> Any:
+        """GET /inspector/deliveries/{id}: one delivery, all that was recorded of it."""
+        return await run_in_threadpool(self.deliveries.detail, request.path_params["delivery_id"])
+
+    async def replay(self, request: Request) -> Any:
+        """POST /inspector/replay: ``{"ids": [...]}`` or ``{"filter": {...}}`` or ``{"run": id}``,
+        ``"target"``, and for one delivery an edited ``"payload"``."""
+        body = await read_json_object(request)
+        target = parse_target(body.get("target"))
+        entries = await run_in_threadpool(self._selection, body)
+        return await run_in_threadpool(
+            self.replayer.replay, entries=entries, target=target, payload=body.get("payload")
+        )
+
+    def _selection(self, body: dict[str, object]) -> list[Any]:
+        ids, chosen, run = body.get("ids"), body.get("filter"), body.get("run")
+        if sum(x is not None for x in (ids, chosen, run)) != 1:
+            raise InvalidInput("give one of ids (a list of delivery ids), filter or run")
+        if ids is not None:
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+                raise InvalidInput("ids: expected a list of delivery ids")
+            if len(ids) > REPLAY_MAX:
+                raise InvalidInput(f"ids: at most {REPLAY_MAX} deliveries are replayed at once")
+            return list(self.deliveries.summaries(ids))
+        if run is not None:
+            if not isinstance(run, str):
+                raise InvalidInput("run: expected a run id")
+            chosen = {"run": run, "source": "sim"}
+        if not isinstance(chosen, dict) or not all(isinstance(v, str) for v in chosen.values()):
+            raise InvalidInput("filter: expected an object of strings")
+        # Gate, task and builtin hook runs have no handler to send a payload to: as `belt
+        # replay RUN_ID` does, a run or a filter replays the webhook deliveries.
+        return [
+            entry
+            for entry in self.deliveries.select(check_filters(chosen), limit=REPLAY_MAX)
+            if entry.summary["handler_type"] == "webhook"
+        ]
+
+    def _serve_decide(self, payload: dict[str, object]) -> WebhookResult:
+        """This server's decider, asked from a worker thread as a handler would be."""
+        model, problem = payload_model(payload)
+        if model is None:
+            return WebhookResult(None, "", None, problem, 0)
+        decide = self.decide
+        assert decide is not None
+
+        async def ask() -> Verdict:
+            return await decide(model)
+
+        started = time.perf_counter()
+        try:
+            verdict = anyio.from_thread.run(ask)
+        except Exception as exc:
+            ms = round((time.perf_counter() - started) * 1000)
+            return WebhookResult(500, "", None, f"the handler failed: {exc}", ms)
+        ms = round((time.perf_counter() - started) * 1000)
+        return WebhookResult(200, "", verdict.response, None, ms)
+
+    async def scenario(self, request: Request) -> Response:
+        """POST /inspector/scenario: a delivery (``id``, or an edited ``payload``) kept as a
+        scenario ``belt test`` runs, its hook sent to ``target``, expecting ``expect``."""
+        body = await read_json_object(request)
+        target = parse_target(body.get("target"))
+        base = str(request.base_url)
+        name, media, text = await run_in_threadpool(self._scenario, body, target, base)
+        return Response(
+            text,
+            media_type=f"{media}; charset=utf-8",
+            headers={**API_HEADERS, "content-disposition": f'attachment; filename="{name}"'},
+        )
+
+    def _scenario(self, body: dict[str, object], target: Any, base: str) -> tuple[str, str, str]:
+        delivery_id = body.get("id")
+        entry = record = None
+        if delivery_id is not None:
+            if not isinstance(delivery_id, str):
+                raise InvalidInput("id: expected a delivery id")
+            entry, record = self.deliveries.record(delivery_id)
+        payload = body.get("payload")
+        if payload is None:
+            if record is None:
+                raise InvalidInput("give the delivery's id, or a payload")
+            payload = record.get("request") if entry and entry.log[0] == JOURNAL else None
+            payload = payload if payload is not None else record.get("payload")
+        handler, notes = self.replayer.kept_handler(target, entry, record, base.rstrip("/"))
+        return scenario_file(
+            payload=payload,
+            handler=handler,
+            expect=body.get("expect"),
+            notes=notes,
+            delivery_id=delivery_id,
+        )
+
+    async def runs(self, request: Request) -> Any:
+        """GET /inspector/runs: every simulated run, newest first."""
+        return await run_in_threadpool(list_runs, self.store)
+
+    async def run(self, request: Request) -> Any:
+        """GET /inspector/runs/{run_id}: a run's timeline, gates and linked chats."""
+        return await run_in_threadpool(run_view, self.store, request.path_params["run_id"])
+
+    async def gates(self, request: Request) -> Any:
+        """GET /inspector/gates: the pending gates of every run."""
+        return await run_in_threadpool(gates, self.store)
+
+    async def resolve(self, request: Request) -> Any:
+        """POST /inspector/gates/{id}/resolve with ``{"decision", "data"}``; the run goes on when
+        this was its last pending gate. A gate settled already is a 409 saying by whom."""
+        interrupt_id = request.path_params["interrupt_id"]
+        body = await read_json_object(request)
+        try:
+            dto, run = await run_in_threadpool(
+                resolve,
+                self.store,
+                interrupt_id=interrupt_id,
+                decision=body.get("decision"),
+                data=body.get("data"),
+            )
+        except Conflict as exc:
+            problem = problem_of(exc)
+            with contextlib.suppress(BeltError):
+                record = await run_in_threadpool(
+                    read_record, store=self.store, interrupt_id=interrupt_id
+                )
+                problem.extra["interrupt"] = gate_item(record, clock.now())
+                problem.extra["settled_by"] = settled_by(record)
+            raise problem from None
+        report_api(self.report, "resolve", interrupt_id, 200, f"{body.get('decision')} (inspector)")
+        if run["continues"]:
+            task = asyncio.get_running_loop().create_task(self._continue(str(run["run_id"])))
+            self.continuing.add(task)
+            task.add_done_callback(self.continuing.discard)
+        return {"interrupt": dto, "run": run}
+
+    async def _continue(self, run_id: str) -> None:
+        try:
+            tried = await run_in_threadpool(continue_run, self.store, run_id)
+        except Exception as exc:  # the server stays up; the line says what went wrong
+            tried = {"run_id": run_id, "error": f"{type(exc).__name__}: {exc}"}
+        if tried is not None and self.report is not None:
+            self.report({"kind": "resume", "at": now_iso(), **tried})
+
+    async def stream(self, request: Request) -> Response:
+        """GET /inspector/stream: NDJSON lines saying what changed in the store.
+
+        It ends when the server begins to stop: ``belt serve``'s protocol marks the request's
+        scope (``belt.server.guard.STOPPING``); an embedder can set ``app.state.stopping``, a
+        callable that says when.
+        """
+        embedder = getattr(request.app.state, "stopping", None)
+
+        def stopping() -> bool:
+            return bool(request.scope.get(STOPPING)) or (embedder is not None and embedder())
+
+        return StreamingResponse(
+            self._changes(stopping),
+            media_type="application/x-ndjson",
+            headers={**API_HEADERS, "x-accel-buffering": "no"},
+        )
+
+    async def _changes(self, stopping: Callable[[], bool]) -> AsyncIterator[bytes]:
+        with watching(ANYTHING) as wake:
+            watch = Changes(self.store)
+            yield _line({"type": "hello", "areas": list(watch.areas)})
+            began = last = time.monotonic()
+            while time.monotonic() - began < STREAM_SECONDS:
+                # Woken by a write in this process, or a look at the fallback rate for other
+                # processes' writes; then a tick more, so a burst of writes is one look.
+                await wake.wait_async(FALLBACK)
+                if stopping():
+                    return
+                await asyncio.sleep(TICK)
+                if stopping():
+                    return
+                changed = watch.look()
+                if changed:
+                    yield _line({"type": "changed", "areas": changed})
+                    last = time.monotonic()
+                elif time.monotonic() - last >= HEARTBEAT:
+                    yield _line({"type": "heartbeat"})
+                    last = time.monotonic()
+
+
+class Changes:
+    """What changed in the store since the last look, by area, from a few ``stat`` calls."""
+
+    def __init__(self, store: Store) -> None:
+        root = store.root
+        objects = root / "objects"
+        journal = root / "logs" / JOURNAL / f"{SERVE}.jsonl"
+        events = root / "logs" / "events"
+        self.areas = {
+            "deliveries": Signals([journal, events, objects / "run", objects / "message"]),
+            "runs": Signals([objects / kind for kind in ("run", "message", "sim", "hooktask")]),
+            "gates": Signals([root / "tags" / "pending-interrupts", objects / "interrupt"]),
+        }
+        for signals in self.areas.values():
+            signals.moved()
+
+    def look(self) -> list[str]:
+        """The areas that changed (or may have) since the last look."""
+        return [area for area, signals in self.areas.items() if signals.moved()]
+
+
+def _line(document: dict[str, object]) -> bytes:
+    return (json.dumps(document) + "\n").encode("utf-8")
+
+
+def _whole(value: str, name: str) -> int:
+    if not value.isdigit() or len(value) > 6:
+        raise InvalidInput(f"{name}: expected a whole number, got {value!r}")
+    return int(value)
+
+
+def build(
+    *,
+    prefix: str,
+    store: Store,
+    decide: Decider | None,
+    in_process: frozenset[str],
+    report: Reporter | None,
+) -> ASGIApp:
+    """The inspector's router over ``store`` (its JSON routes under ``prefix``); ``in_process``
+    the ``py:`` handlers a replay may call."""
+    inspector = Inspector(store, decide=decide, report=report, in_process=in_process)
+    api = {
+        "GET": {
+            "deliveries": inspector.list_deliveries,
+            "deliveries/{delivery_id}": inspector.delivery,
+            "runs": inspector.runs,
+            "runs/{run_id}": inspector.run,
+            "gates": inspector.gates,
+            "stream": inspector.stream,
+        },
+        "POST": {
+            "replay": inspector.replay,
+            "scenario": inspector.scenario,
+            "gates/{interrupt_id}/resolve": inspector.resolve,
+        },
+    }
+    return Router(
+        routes=[
+            Route("/", inspector.page, methods=["GET", "HEAD"]),
+            Route(f"{prefix}/static/{{name}}", inspector.static, methods=["GET", "HEAD"]),
+            *(
+                Route(
+                    f"{prefix}/{path}",
+                    answering(handler, headers=API_HEADERS, problem_of=problem_of),
+                    methods=[method],
+                )
+                for method, routes in api.items()
+                for path, handler in routes.items()
+            ),
+        ]
+    )

@@ -1,0 +1,669 @@
+"""Running the app under uvicorn: listening checks, the socket, and a clean stop.
+
+On Ctrl-C (SIGINT) or SIGTERM the server stops taking connections and gives the requests still
+open ``--grace`` seconds to end; uvicorn then cancels those left, and ``StopCutOff`` answers each
+503, says so on one live line and journals a hook request as not answered, where uvicorn would
+log a traceback (``QuietStop`` keeps its own lines about the cancellation out). The run ends
+with the signal raised again (``belt.server.stopping``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+import math
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from multiprocessing import resource_tracker
+from pathlib import Path
+from types import FrameType
+from typing import Any, TypedDict
+
+import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.config import LOGGING_CONFIG
+from uvicorn.supervisors import Multiprocess
+
+from belt.deliveries.effects import url_host
+from belt.errors import BeltError, UsageError
+from belt.outgoing import tracing
+from belt.outgoing.signing import secret_key
+from belt.records import serves
+from belt.records.journal import ServeLine, append_serve_line, journal_headers
+from belt.records.reports import Reporter, report_api
+from belt.server.app import ENV_PREFIX, REPORTERS, create_app_from_settings, env_settings
+from belt.server.connections import (
+    BACKLOG,
+    IDLE_TIMEOUT,
+    Connections,
+    GuardedConnection,
+    SlowClientGuard,
+    connection_cap,
+    server_stopping,
+)
+from belt.server.deciders import HANDLER_TIMEOUT
+from belt.server.group_commit import JOURNAL_ERRORS
+from belt.server.guard import STOPPING, allowed_host_name
+from belt.server.guard import is_loopback_name as is_loopback
+from belt.server.problems import Problem, parse_json
+from belt.server.stopping import Terminated
+from belt.server.traced import TracedRequests
+from belt.store import open_store
+from belt.store.clock import timestamp
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
+    bare = host.strip("[]")
+    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    # With the protocol named, asyncio sets TCP_NODELAY on accepted connections (it skips
+    # sockets whose proto is 0), so a response's head and body are not held by Nagle.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((bare, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise BeltError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            hint="choose another --port, or stop what is listening there",
+        ) from None
+    sock.setblocking(False)
+    return sock
+
+
+MIN_SWEEP_INTERVAL = 0.1
+SHUTDOWN_GRACE = 1.0
+"""Seconds the requests still open at Ctrl-C or SIGTERM get to end before they are cut off
+(``--grace``)."""
+
+
+def check_options(
+    *,
+    host: str,
+    port: int,
+    policy: Path | None,
+    handler: str | None,
+    token: str | None,
+    sweep_interval: float,
+    workers: int,
+    handler_timeout: float,
+    max_connections: int | None,
+    forward_to: str | None = None,
+    allow_hosts: list[str] | None = None,
+    grace: float = SHUTDOWN_GRACE,
+) -> None:
+    """Refuse options that could not serve anyone, before anything is loaded or bound."""
+    if sum(option is not None for option in (policy, handler, forward_to)) > 1:
+        raise UsageError(
+            "--policy, --handler and --forward-to each decide hooks: give one, not both"
+        )
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a port number (0-65535; 0 picks a free one)")
+    if token is not None and (
+        not token or not token.isascii() or not token.isprintable() or " " in token
+    ):
+        raise UsageError(
+            "--token must be printable ASCII without spaces",
+            hint="a client sends it as 'Authorization: Bearer TOKEN'; blanks cannot be sent",
+        )
+    if not is_loopback(host) and not token:
+        raise UsageError(
+            f"refusing to listen on {host} without --token",
+            hint="a host other than loopback is reachable by others; set --token TOKEN "
+            "(or BELT_SERVE_TOKEN)",
+        )
+    for name in allow_hosts or []:
+        allowed_host_name(name)
+    if not math.isfinite(sweep_interval) or (
+        sweep_interval != 0 and not sweep_interval >= MIN_SWEEP_INTERVAL
+    ):
+        raise UsageError(
+            f"--sweep-interval must be 0 (off) or a number of seconds from {MIN_SWEEP_INTERVAL:g}"
+        )
+    if workers < 1:
+        raise UsageError("--workers must be 1 or more")
+    if not math.isfinite(handler_timeout) or not handler_timeout > 0:
+        raise UsageError("--handler-timeout must be a number of seconds above 0")
+    if max_connections is not None and max_connections < 1:
+        raise UsageError("--max-connections must be 1 or more")
+    if not math.isfinite(grace) or not grace >= 0:
+        raise UsageError("--grace must be a number of seconds from 0")
+
+
+def decider_label(policy: Path | None, handler: str | None, forward_to: str | None) -> str:
+    """How the start-up line names what decides hooks (a forwarding URL by its host only)."""
+    if policy is not None:
+        return f"policy {policy}"
+    if handler is not None:
+        return f"handler {handler}"
+    if forward_to is not None:
+        return f"forwarding to {url_host(forward_to)}"
+    return "allow all"
+
+
+def serve(
+    *,
+    host: str,
+    port: int,
+    policy: Path | None = None,
+    handler: str | None = None,
+    secret: str | None = None,
+    token: str | None = None,
+    sweep_interval: float = 60.0,
+    workers: int = 1,
+    handler_timeout: float = HANDLER_TIMEOUT,
+    max_connections: int | None = None,
+    report_mode: str = "lines",
+    resume: bool = False,
+    approvals: Path | None = None,
+    forward_to: str | None = None,
+    model: Path | None = None,
+    agents: Path | None = None,
+    allow_hosts: list[str] | None = None,
+    on_listening: Callable[[Listening], None] | None = None,
+    clock: datetime | None = None,
+    verbose: bool = False,
+    grace: float = SHUTDOWN_GRACE,
+    otlp: str | None = None,
+    trace_file: Path | None = None,
+) -> None:
+    """Check the options, load the decider, listen, and serve until Ctrl-C or SIGTERM (raised
+    as KeyboardInterrupt or Terminated, under ``stopping_on_signals``), after ``grace`` seconds
+    for the requests still open.
+
+    ``verbose`` (``belt -v serve``) prints the traceback of each exception a handler raises.
+
+    ``report_mode`` is how each request is shown: ``lines`` (human), ``json`` or ``none``. With
+    ``workers`` above 1, uvicorn runs that many processes of ``create_served_app_from_env`` on
+    one socket, each configured from the same ``BELT_SERVE_*`` variables; each starts tracing
+    as this process was asked to (``otlp``, ``trace_file``, the ``OTEL_*`` variables).
+    """
+    check_options(
+        host=host,
+        port=port,
+        policy=policy,
+        handler=handler,
+        token=token,
+        sweep_interval=sweep_interval,
+        workers=workers,
+        handler_timeout=handler_timeout,
+        max_connections=max_connections,
+        forward_to=forward_to,
+        allow_hosts=allow_hosts,
+        grace=grace,
+    )
+    if clock is not None and workers > 1:
+        raise UsageError(
+            "--clock runs one virtual clock in one process: it cannot be shared by --workers",
+            hint="serve on a virtual clock with one worker",
+        )
+    if secret:
+        secret_key(secret)
+    settings = {
+        "POLICY": str(policy) if policy is not None else "",
+        "HANDLER": handler or "",
+        "SECRET": secret or "",
+        "TOKEN": token or "",
+        "SWEEP_INTERVAL": repr(sweep_interval),
+        "HANDLER_TIMEOUT": repr(handler_timeout),
+        "REPORT": report_mode,
+        "RESUME": "1" if resume else "",
+        "APPROVALS": str(approvals) if approvals is not None else "",
+        "FORWARD_TO": forward_to or "",
+        "MODEL": str(model) if model is not None else "",
+        "AGENTS": str(agents) if agents is not None else "",
+        "ALLOW_HOST": ",".join(allowed_host_name(name) for name in allow_hosts or []),
+        "CLOCK": timestamp(clock) if clock is not None else "",
+        "VERBOSE": "1" if verbose else "",
+        "GRACE": repr(grace),
+        "MAX_CONNECTIONS": str(connection_cap(max_connections)),
+        "OTLP": otlp or "",
+        "TRACE": str(trace_file) if trace_file is not None else "",
+    }
+    # Loading here (also when workers will load again) refuses a bad policy, handler, model
+    # script or agent file with its message before the port is taken.
+    app = create_served_app(settings)
+    if workers > 1:
+        # Worker processes build the app from the factory, which reads these.
+        for key, value in settings.items():
+            os.environ[ENV_PREFIX + key] = value
+    sock = bind(host, port)
+    bound_port = sock.getsockname()[1]
+    config = uvicorn_config(app, workers=workers, grace=grace)
+    info: Listening = {  # what the ready line tells
+        **listening_urls(host, bound_port),
+        "host": host,
+        "port": bound_port,
+        "decider": decider_label(policy, handler, forward_to),
+        "signed": bool(secret),
+        "token": bool(token),
+        "sweep_interval": sweep_interval,
+        "workers": config.workers,
+        "max_connections": int(settings["MAX_CONNECTIONS"]),
+        "resume": resume,
+        "approvals": settings["APPROVALS"] or None,
+        "model": settings["MODEL"] or None,
+        "agents": settings["AGENTS"] or None,
+        "allow_hosts": settings["ALLOW_HOST"].split(",") if settings["ALLOW_HOST"] else [],
+        "clock": settings["CLOCK"] or None,
+    }
+    announce = None if on_listening is None else (lambda: on_listening(info))
+    running_file = announce_running(info)
+    try:
+        run_until_stopped(config, sock, workers=workers, on_ready=announce)
+    finally:
+        if running_file is not None:
+            serves.withdraw(running_file)
+
+
+def announce_running(info: Listening) -> Path | None:
+    """Write this serve's running-serve file (``belt trigger`` without ``--to`` finds it);
+    None when the state directory cannot take it (the serve runs all the same)."""
+    try:
+        return serves.announce(
+            {
+                "url": info["url"],
+                "host": info["host"],
+                "port": info["port"],
+                "pid": os.getpid(),
+                "started_at": timestamp(datetime.now(UTC)),
+                "workers": info["workers"],
+                "signed": info["signed"],
+                "token": info["token"],
+            }
+        )
+    except BeltError:
+        return None
+
+
+class Urls(TypedDict):
+    """Where a server answers (``listening_urls``)."""
+
+    url: str
+    hooks_url: str
+    api_url: str
+    inspector_url: str
+
+
+class Listening(Urls):
+    """What the ready line of ``belt serve`` tells (``belt.cli.serve.render_listening``) and its
+    running-serve file keeps."""
+
+    host: str
+    port: int
+    decider: str
+    signed: bool
+    token: bool
+    sweep_interval: float
+    workers: int
+    max_connections: int
+    resume: bool
+    approvals: str | None
+    model: str | None
+    agents: str | None
+    allow_hosts: list[str]
+    clock: str | None
+
+
+def listening_urls(host: str, port: int) -> Urls:
+    """Where a server on ``host:port`` answers: its base URL, the hook route, the platform API
+    (the base `--api` takes) and the inspector page."""
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    url = f"http://{shown}:{port}"
+    return {"url": url, "hooks_url": f"{url}/hooks", "api_url": url, "inspector_url": f"{url}/"}
+
+
+# -- the app as belt serve runs it -----------------------------------------------------------
+
+
+def create_served_app(settings: dict[str, str]) -> ASGIApp:
+    """The app of ``belt serve`` from ``settings`` (``create_app_from_settings``), behind
+    ``StopCutOff`` and, with tracing on, ``TracedRequests``; in front of all,
+    ``SlowClientGuard``."""
+    report: Reporter | None = REPORTERS.get(settings.get("REPORT") or "none")
+    grace = float(settings.get("GRACE") or SHUTDOWN_GRACE)
+    cap = settings.get("MAX_CONNECTIONS")
+    app = create_app_from_settings(settings)
+    served: ASGIApp = StopCutOff(app, grace=grace, report=report)
+    if tracing.on():
+        served = TracedRequests(served, app.routes)
+    return SlowClientGuard(served, Connections(max_connections=int(cap) if cap else None))
+
+
+def create_served_app_from_env() -> ASGIApp:
+    """``create_served_app`` from the ``BELT_SERVE_*`` variables: the factory each process of
+    ``belt serve --workers N`` runs, which starts its own tracing when the server traces."""
+    settings = env_settings()
+    trace_file = settings.get("TRACE")
+    tracing.start(otlp=settings.get("OTLP"), trace_file=Path(trace_file) if trace_file else None)
+    return create_served_app(settings)
+
+
+HOOK_ROUTE = "/hooks"
+STOP_WRITE = 0.5
+"""Seconds a request cut off at the stop may take to send its 503 (a client that reads
+nothing holds it no longer)."""
+
+
+class StopCutOff:
+    """ASGI middleware: a request still unanswered when the server stops and its grace has
+    ended is answered 503, reported on one live line, and journalled when it was a hook
+    request (``status`` 503, ``error`` saying it was not answered, and its payload when the
+    whole body had come), rather than left to uvicorn, which cancels it and logs a traceback.
+
+    At the signal that stops the server, each request still open is marked (``STOPPING`` in its
+    scope: ``marking_at_the_stop``); uvicorn's graceful stop waits ``grace`` seconds for them,
+    then cancels their tasks; a cancellation of a marked request is taken here as that cut, and
+    any other one is left to go on.
+    """
+
+    def __init__(self, app: ASGIApp, *, grace: float, report: Reporter | None) -> None:
+        self.app = app
+        self.grace = grace
+        self.report = report
+        self.cut_off = 0
+        """How many requests this process cut off at its stop."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on; answer it 503 if the stop cuts it off."""
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                marking_at_the_stop()
+            await self.app(scope, receive, send)
+            return
+        started = time.time()
+        chunks: list[bytes] = []
+        ended: list[bool] = []
+
+        async def receiving() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    ended.append(True)
+            return message
+
+        try:
+            await self.app(scope, receiving, send)
+        except asyncio.CancelledError:
+            if not scope.get(STOPPING):
+                raise
+            # The stop's cut: answered here, so the cancellation goes no further.
+            await self._cut(scope, send, b"".join(chunks) if ended else None, started)
+
+    async def _cut(self, scope: Scope, send: Send, body: bytes | None, started: float) -> None:
+        """Say and journal that the request was not answered, and answer it 503."""
+        self.cut_off += 1
+        path = str(scope.get("path", ""))
+        hook = scope.get("method") == "POST" and (
+            path == HOOK_ROUTE or path.startswith(HOOK_ROUTE + "/")
+        )
+        if body is None:
+            waiting = "while its body was still arriving"
+        elif hook:
+            waiting = "while the handler was still deciding"
+        else:
+            waiting = "before its answer"
+        detail = f"not answered: the server stopped, and its {self.grace:g} s grace ended {waiting}"
+        if hook:
+            self._journal(scope, path, body, detail, started)
+        else:
+            report_api(self.report, "cut off", f"{scope.get('method', '-')} {path}", 503, detail)
+        await self._answer(scope, send, detail)
+
+    def _journal(
+        self, scope: Scope, path: str, body: bytes | None, detail: str, started: float
+    ) -> None:
+        name = path[len(HOOK_ROUTE) + 1 :] if path.startswith(HOOK_ROUTE + "/") else None
+        record: ServeLine = {
+            "kind": "hook",
+            "at": timestamp(datetime.fromtimestamp(started, UTC)),
+            "route": path,
+            "name": name,
+            "headers": journal_headers(list(scope.get("headers", []))),
+        }
+        if body:
+            try:
+                record["request"] = parse_json(body)
+            except Problem:
+                pass  # not JSON: the journal keeps what it can (the route and the headers)
+        record["status"] = 503
+        record["error"] = detail
+        record["duration_ms"] = round((time.time() - started) * 1000, 3)
+        try:
+            append_serve_line(open_store(), record)
+        except JOURNAL_ERRORS as exc:
+            record["journal_error"] = exc.message if isinstance(exc, BeltError) else str(exc)
+        if self.report is not None:
+            self.report(dict(record))
+
+    @staticmethod
+    async def _answer(scope: Scope, send: Send, detail: str) -> None:
+        """Send the 503, or end a response already begun; a client that is gone or reads
+        nothing is let go."""
+        response = Problem(503, "Service Unavailable", detail).response({"connection": "close"})
+
+        async def nothing() -> Message:
+            return {"type": "http.disconnect"}
+
+        try:
+            async with asyncio.timeout(STOP_WRITE):
+                try:
+                    await response(scope, nothing, send)
+                except RuntimeError:  # the response had begun: end it where it is
+                    with contextlib.suppress(RuntimeError):
+                        await send({"type": "http.response.body", "body": b""})
+        except (TimeoutError, OSError):
+            pass
+
+
+def marking_at_the_stop() -> None:
+    """From now on SIGINT and SIGTERM, after the handler uvicorn set for them (its graceful
+    stop), mark the requests in progress (``server_stopping``). Called as uvicorn starts the
+    app's lifespan, after it has taken both signals over (uvicorn puts its own predecessors back
+    when it has stopped); in the main thread only, where signals are handled, so one process of
+    ``--workers`` is covered as a single server is."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        stop = signal.getsignal(sig)
+        if callable(stop):
+
+            def marking(signum: int, frame: FrameType | None, stop: Any = stop) -> None:
+                stop(signum, frame)
+                loop.call_soon_threadsafe(server_stopping)
+
+            signal.signal(sig, marking)
+
+
+class QuietStop(logging.Filter):
+    """A filter of uvicorn's ``uvicorn.error`` logger: the requests the stop cuts off are told
+    by ``StopCutOff``, one line each, so uvicorn's line counting them and a traceback of a
+    cancellation at the stop are left out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for what the stop's own lines tell."""
+        if str(record.msg).startswith("Cancel %s running task(s)"):
+            return False
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, asyncio.CancelledError)
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration with ``QuietStop`` on its error logger (a dictionary,
+    which each worker process applies too)."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["filters"] = {"quiet_stop": {"()": f"{__name__}.QuietStop"}}
+    config["loggers"]["uvicorn.error"]["filters"] = ["quiet_stop"]
+    return config
+
+
+def uvicorn_config(app: Any, *, workers: int, grace: float = SHUTDOWN_GRACE) -> Any:
+    """uvicorn's configuration of ``app`` (of the app factory, with several workers), each
+    connection a ``GuardedConnection``."""
+    config = uvicorn.Config(
+        f"{__name__}:create_served_app_from_env" if workers > 1 else app,
+        factory=workers > 1,
+        workers=workers,
+        log_config=log_config(),
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        ws="none",
+        server_header=False,
+        http=GuardedConnection,
+        timeout_keep_alive=IDLE_TIMEOUT,
+        backlog=BACKLOG,
+    )
+    # A chat stream stays open while its client listens (the JS SDK at a gate, a UI); at a stop
+    # the requests still going get this long to end, then StopCutOff answers them. (uvicorn
+    # types it as int; it is given to asyncio.timeout, which takes seconds as a float.)
+    config.timeout_graceful_shutdown = grace  # type: ignore[assignment]
+    return config
+
+
+def run_until_stopped(
+    config: Any,
+    sock: socket.socket,
+    *,
+    workers: int,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Serve on ``sock`` until Ctrl-C or SIGTERM; the socket is closed however it ends.
+    ``on_ready`` is called once it has started, when a signal would stop it gracefully (so a
+    ready line is true, and a Ctrl-C right after it is not cut short in uvicorn's start).
+
+    uvicorn stops gracefully on either signal and then raises it again: KeyboardInterrupt for
+    Ctrl-C, Terminated for SIGTERM (``stopping_on_signals``). With several workers, the supervisor
+    stops them (SIGTERM each, which stops each gracefully) and raises the same.
+    """
+
+    class Server(QuickStopServer):
+        """The server, which says when it has started."""
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if on_ready is not None and not self.should_exit:
+                on_ready()
+
+    try:
+        if workers > 1:
+            supervisor = Supervisor(config, sockets=[sock])  # its signal handlers are set now
+            if on_ready is not None:
+                on_ready()
+            supervisor.run()
+            if supervisor.stopped_by == signal.SIGINT:
+                raise KeyboardInterrupt
+            if supervisor.stopped_by == signal.SIGTERM:
+                raise Terminated
+        else:
+            Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+class QuickStopServer(uvicorn.Server):
+    """uvicorn's server, which begins to stop as soon as a signal asks, rather than at the next
+    tenth of a second its loop looks (an idle server so stops within about 0.15 s). A subclass
+    of uvicorn's public ``Server`` that overrides two of its public methods, ``handle_exit`` and
+    ``main_loop``; a single ``belt serve`` process runs it (workers run uvicorn's own)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.wake: Callable[[], object] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """uvicorn's handling of SIGINT and SIGTERM, then its main loop woken."""
+        super().handle_exit(sig, frame)
+        if self.wake is not None:
+            self.wake()
+
+    async def main_loop(self) -> None:
+        """uvicorn's main loop (a tick every 0.1 s until the server should exit), whose wait
+        between ticks ends at once when ``wake`` is called."""
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+        # From a signal handler, which may run in the middle of the loop's own code.
+        self.wake = lambda: loop.call_soon_threadsafe(woken.set)
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 1) % 864_000
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(TICK):
+                    await woken.wait()
+            should_exit = await self.on_tick(counter)
+
+
+TICK = 0.1
+"""Seconds between the ticks of uvicorn's main loop (as uvicorn has them)."""
+
+
+class Supervisor(Multiprocess):
+    """uvicorn's supervisor of worker processes, which stops at once on Ctrl-C or SIGTERM and
+    says which it was; a second one kills the workers still stopping.
+
+    Its workers never see Ctrl-C (SIGINT is blocked in them): a terminal's Ctrl-C reaches every
+    process of its group, and a worker still starting (importing) would print a
+    KeyboardInterrupt traceback. The supervisor stops them, gracefully, with SIGTERM; a Ctrl-C
+    while it starts them is held until they are started, then stops them.
+
+    A subclass of uvicorn's public ``Multiprocess`` (``uvicorn.supervisors``) that overrides
+    two of its public methods, ``init_processes`` and ``handle_ttin``, each around uvicorn's own.
+    """
+
+    def __init__(self, config: Any, sockets: list[socket.socket]) -> None:
+        super().__init__(config, sockets)
+        self.stopped_by: int | None = None
+        # uvicorn's own handlers queue a signal for its loop, which looks every 0.5 s: these
+        # two wake it at once.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self.stop)
+
+    def stop(self, signum: int, frame: FrameType | None) -> None:
+        """Stop the workers (gracefully; at once if already stopping)."""
+        if self.stopped_by is not None:
+            for process in self.processes:
+                process.kill()
+            return
+        self.stopped_by = signum
+        self.should_exit.set()
+
+    # uvicorn's methods that only start workers, with Ctrl-C held while they do: a process
+    # inherits the signal mask of the thread that starts it. (A worker started in place of one
+    # that died is not covered: uvicorn starts it among health checks that can take seconds.)
+
+    def init_processes(self) -> None:
+        """Start the workers, as uvicorn does."""
+        with ctrl_c_held():
+            super().init_processes()
+
+    def handle_ttin(self) -> None:
+        with ctrl_c_held():
+            super().handle_ttin()
+
+
+@contextlib.contextmanager
+def ctrl_c_held() -> Iterator[None]:
+    """SIGINT blocked in this thread for the ``with`` block, so that the processes it starts
+    never see one; one that reaches this process meanwhile is handled once the block ends.
+
+    multiprocessing's resource tracker, started with the first worker, unblocks SIGINT when it
+    starts: it is started first.
+    """
+    resource_tracker.ensure_running()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

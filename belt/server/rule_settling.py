@@ -1,0 +1,83 @@
+"""``belt serve --approvals FILE``: the server settles gates by rules as they open.
+
+Of the processes of one store (``--workers N``, or several servers), one settles at a time: the
+one that holds the ``approvals`` lease (``belt.records.leases.hold``); the others look again
+every second and take it over when its holder is gone. The holder follows the store's gates
+with a :class:`~belt.records.interrupts.Watch`, as ``belt interrupt auto`` does, and each
+settlement is a resolve in the store, recorded as the rule's in the gate's trail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+
+from belt.records.interrupts import Watch
+from belt.records.leases import hold
+from belt.records.reports import Reporter, report_api
+from belt.rules.approvals import Rules, settle_as_they_open, store_resolver
+from belt.store import Store
+
+SETTLER = "approvals"
+"""The name of the lease that says which process settles gates by rules."""
+INTERVAL = 0.2
+"""Seconds between two looks at the store's gates."""
+LEASE_CHECK = 1.0
+"""Seconds between two looks at the lease."""
+
+
+class Settler:
+    """One process's part in settling a store's gates by rules."""
+
+    def __init__(self, store: Store, rules: Rules, report: Reporter | None) -> None:
+        self.store = store
+        self.rules = rules
+        self.report = report
+        self.resolve = store_resolver(store)
+        self.watch: Watch | None = None
+        self.checked = -LEASE_CHECK
+        self.holding = False
+
+    def look(self) -> None:
+        """Settle what opened since the last look, when this process holds the lease."""
+        if time.monotonic() - self.checked >= LEASE_CHECK:
+            self.checked = time.monotonic()
+            self.holding = hold(self.store, SETTLER)
+        if not self.holding:
+            self.watch = None
+            return
+        if self.watch is None:
+            self.watch = Watch(store=self.store)
+            events = self.watch.start()
+        else:
+            events = self.watch.poll()
+        for outcome in settle_as_they_open(self.rules, events, self.resolve):
+            if isinstance(outcome, str):
+                report_api(self.report, "approvals", "-", 500, outcome)
+                continue
+            target = str(outcome.item.get("id"))
+            verdict, why = outcome.verdict, outcome.verdict.why
+            if outcome.skipped is not None:
+                report_api(self.report, "approvals", target, 409, outcome.skipped)
+            elif outcome.settled is None:
+                report_api(self.report, "approvals", target, 200, f"ask, left to a person: {why}")
+            else:
+                report_api(self.report, "approvals", target, 200, f"{verdict.decision} by {why}")
+
+    async def forever(self) -> None:
+        """Look every ``INTERVAL`` seconds until cancelled; a failed look is reported."""
+        while True:
+            try:
+                await run_in_threadpool(self.look)
+            except Exception as exc:  # one bad look is reported; the server stays up
+                self.watch = None
+                report_api(self.report, "approvals", "-", 500, f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(INTERVAL)
+
+
+def settle_forever(store: Store, rules: Rules, report: Reporter | None) -> Any:
+    """The loop ``belt serve --approvals`` runs for its life."""
+    return Settler(store, rules, report).forever()

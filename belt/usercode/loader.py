@@ -1,0 +1,350 @@
+"""Loading a user's Python callable from a ``MODULE:FUNC`` reference.
+
+Shared by everything that calls user code: ``belt serve --handler``, executor ``py:`` tools, and
+in-process hook handlers. ``option`` names where the reference came from, so an error message
+says which option to fix.
+
+Whatever the module's top-level code raises is an error naming it, ``SystemExit`` included (a
+module that calls ``sys.exit`` on import does not end belt). Inside ``import_deadline(seconds)``
+(``belt test``, so that one scenario cannot stop the suite) an import runs in a thread of its
+own and is waited for at most ``seconds``: a module that raises ``KeyboardInterrupt`` is an
+error there too (a Ctrl-C of the user's still reaches the main thread), and one whose import
+does not finish is an error, left to run in its thread (Python cannot stop it), and every later
+import of it in the process is refused at once rather than waited for again.
+
+belt's own heavy modules (the engine, the test suite) are imported inside ``collector_paused``:
+what they make lives as long as the process, so the cyclic garbage collector's passes over it,
+while they load and in every collection after (the one at exit too), find nothing to free
+(about a sixth of the CPU time of a `belt test` of one scenario).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import gc
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import threading
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from belt.errors import InvalidInput, NotFound, UsageError
+
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "belt_import_deadline", default=None
+)
+_REFUSED: dict[str, str] = {}
+"""The modules (by ``module_key``) not imported again in this process, with what their import
+did the first time (``did not finish within 30 s``): one that overran its deadline here, or,
+in a worker process, one that did so in the process that preloads modules
+(``belt.usercode.supervisor``).
+"""
+
+
+def module_key(reference: str) -> str:
+    """What ``MODULE:FUNC`` (or ``py:MODULE:FUNC``) is known by among the imports of the process:
+    the path of a file module, the name of a dotted one."""
+    module = reference.removeprefix("py:").partition(":")[0]
+    return str(Path(module)) if is_file_reference(module) else module
+
+
+def refuse(key: str, reason: str) -> None:
+    """Refuse every later import of the module ``key`` (``module_key``) in this process, saying
+    what its import did (``did not finish within 30 s``)."""
+    _REFUSED.setdefault(key, reason)
+
+
+def refusals() -> dict[str, str]:
+    """The modules refused (``refuse``), with why."""
+    return dict(_REFUSED)
+
+
+@contextmanager
+def import_deadline(seconds: float) -> Iterator[None]:
+    """Give each import of a user's module in the block (on this thread) ``seconds``."""
+    token = _DEADLINE.set(seconds)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+_FROZE = False
+"""Whether ``collector_paused`` has frozen what the process holds (``frozen``)."""
+
+
+def frozen() -> bool:
+    """Whether what the process holds is frozen out of the garbage collector's passes: at
+    once when ``collector_paused`` froze it (belt's imports), else by counting what is
+    frozen (``gc.get_freeze_count`` walks every frozen object: 6-9 ms once belt's engine is
+    imported)."""
+    return _FROZE or gc.get_freeze_count() > 0
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while the block runs (as it was, after), and, when
+    the block imported a module, everything the process holds then frozen (``gc.freeze``: left
+    out of every later collection). For the imports of belt's own modules, never around a
+    user's code; a long-lived process that comes here again, with nothing left to import,
+    freezes nothing more."""
+    modules = len(sys.modules)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if len(sys.modules) > modules:
+            global _FROZE
+            gc.freeze()
+            _FROZE = True
+        if collecting:
+            gc.enable()
+
+
+def load_callable(
+    spec: str, *, option: str = "--handler", root: str | None = None
+) -> Callable[..., Any]:
+    """Import ``MODULE:FUNC`` (a dotted module, or a path to a .py file) and return the callable;
+    ``root`` is a directory a dotted module is imported from (a scenario's, ``locate_module``)."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise UsageError(
+            f"{option} {spec!r}: expected MODULE:FUNC (e.g. examples/handler.py:decide)"
+        )
+    if is_file_reference(module_name):
+        path = Path(module_name)
+        if not path.is_file():
+            raise NotFound(f"{option}: {path}: no such file")
+        module = _file_module(path, option)
+    else:
+        if root is not None:
+            if root not in sys.path:
+                sys.path.insert(0, root)
+        # Like `python -m`, let a module in the working directory be found.
+        elif "" not in sys.path and str(Path.cwd()) not in sys.path:
+            sys.path.insert(0, str(Path.cwd()))
+        module = _guarded(lambda: _import_module(module_name, option), module_name, option)
+    found: Any = module
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise NotFound(f"{option}: {module_name} has no attribute {attribute!r}")
+        found = getattr(found, part)
+    if not callable(found):
+        raise InvalidInput(f"{option}: {spec} is not callable")
+    func: Callable[..., Any] = found
+    return func
+
+
+def is_file_reference(module: str) -> bool:
+    """Whether the MODULE of ``MODULE:FUNC`` is a path to a file (``hooks.py``, ``lib/hooks``)
+    rather than a dotted module name."""
+    return module.endswith(".py") or "/" in module
+
+
+# -- files named in files -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Found:
+    """A file a document names, found: its path (absolute), and when it was found from the
+    current directory only, the warning that says how to spell it from the document's."""
+
+    path: Path
+    warning: str | None = None
+
+
+def find_named_file(
+    written: str, directory: Path, *, where: str, spell: Callable[[str], str] = str
+) -> Found:
+    """The file ``written`` names in a document of ``directory``: a relative path is read from
+    that directory. One found only from the current directory is still used, for one release,
+    with a warning giving the spelling that names it from the document's directory
+    (``spell`` writes a path as the document would: ``py:PATH:FUNC``); one found nowhere is
+    InvalidInput (exit 5) naming the path looked for. ``where`` says what named it."""
+    path = Path(written)
+    if path.is_absolute():
+        if path.is_file():
+            return Found(path)
+        raise InvalidInput(f"{where}: {written}: no such file")
+    base = os.path.abspath(directory)
+    beside = Path(base, path)
+    if beside.is_file():
+        return Found(Path(os.path.normpath(beside)))
+    here = Path(os.path.abspath(path))
+    if here.is_file() and os.path.normpath(here) != os.path.normpath(beside):
+        new = spell(Path(os.path.relpath(here, base)).as_posix())
+        return Found(
+            here,
+            f"{where}: {spell(written)} was found from the current directory, which this "
+            f"release still tries and the next will not; a path is read from the directory of "
+            f"the file that names it ({directory}): write {new}",
+        )
+    shown = (directory / path).as_posix() if str(directory) not in ("", ".") else written
+    raise InvalidInput(
+        f"{where}: {shown}: no such file",
+        hint=f"a path is read from the directory of the file that names it ({base})",
+    )
+
+
+def locate_module(module: str, directory: Path) -> tuple[Path | None, str | None]:
+    """Where a dotted module ``module`` is found in ``directory`` without importing anything:
+    (the file of a top-level module, None), (None, the directory) for a module of a package
+    there, or (None, None) when it is not there (it is imported as Python imports it)."""
+    top = module.partition(".")[0]
+    base = Path(os.path.abspath(directory))
+    if "." not in module and (base / f"{top}.py").is_file():
+        return base / f"{top}.py", None
+    if (base / top / "__init__.py").is_file():
+        return None, str(base)
+    return None, None
+
+
+_FILES: dict[str, tuple[tuple[int, int], Any]] = {}
+"""The modules imported from ``.py`` files, by real path, with the file's (mtime, size) then."""
+
+
+def _file_module(path: Path, option: str) -> Any:
+    """The module of a ``.py`` file: executed once per process, as a dotted module is imported
+    once, and again when the file has changed since (``belt test`` names one file in many
+    scenarios)."""
+    key = os.path.realpath(path)
+    try:
+        info = os.stat(key)
+        stamp: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
+    except OSError:
+        stamp = None
+    known = _FILES.get(key)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    module = _guarded(lambda: _import_file(path, option), str(path), option)
+    if stamp is not None:
+        _FILES[key] = (stamp, module)
+    return module
+
+
+def _guarded(load: Callable[[], Any], what: str, option: str) -> Any:
+    """``load()`` (an import of ``what``), its top-level code's exits and hangs made errors."""
+    seconds = _DEADLINE.get()
+    if what in _REFUSED and not _imported(what):
+        raise InvalidInput(
+            f"{option}: importing {what} {_REFUSED[what]} earlier in this run; "
+            "it is not tried again"
+        )
+    if seconds is None or _imported(what):
+        try:
+            return load()
+        except SystemExit as exc:
+            raise _failed(option, what, exc) from None
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, load()))
+        except BaseException as exc:  # whatever it raises is the module's error
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name=f"belt-import {what}", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        refuse(what, f"did not finish within {seconds:g} s")
+        raise InvalidInput(
+            f"{option}: importing {what} did not finish within {seconds:g} s",
+            hint="a handler module's top-level code must not wait (it runs on import)",
+        )
+    ok, value = outcome[0]
+    if ok:
+        return value
+    if isinstance(value, (SystemExit, KeyboardInterrupt)):
+        raise _failed(option, what, value) from None
+    raise value
+
+
+def _imported(what: str) -> bool:
+    """True when the module named ``what`` is already imported whole (nothing runs again)."""
+    module = sys.modules.get(what)
+    spec = getattr(module, "__spec__", None)
+    return module is not None and not getattr(spec, "_initializing", False)
+
+
+def _failed(option: str, what: str, exc: BaseException) -> InvalidInput:
+    """A module's top-level code exited or was interrupted on import: an error naming it."""
+    if isinstance(exc, SystemExit):
+        how = f"it called sys.exit({exc.code!r})"
+    else:
+        how = f"it raised {type(exc).__name__}"
+    return InvalidInput(f"{option}: importing {what} failed: {how}")
+
+
+def _import_module(module_name: str, option: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise NotFound(f"{option}: no module named {module_name!r}") from exc
+        raise InvalidInput(f"{option}: importing {module_name} failed: {exc}") from exc
+    except Exception as exc:
+        raise InvalidInput(f"{option}: importing {module_name} failed: {exc}") from exc
+
+
+def _import_file(path: Path, option: str) -> Any:
+    name = f"belt_handler_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise InvalidInput(f"{option}: {path} cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        if sys.modules.get(name) is module:
+            del sys.modules[name]
+        if not isinstance(exc, Exception):
+            raise
+        raise InvalidInput(f"{option}: importing {path} failed: {exc}") from exc
+    return module
+
+
+def asks_for(func: Callable[..., Any], model: type) -> bool:
+    """Whether the first parameter of ``func`` is annotated with ``model`` (or a subclass).
+
+    The one convention of every user's handler: it is called with the JSON object (a dict)
+    unless it asks for the wire model this way. Annotations written as strings (``from
+    __future__ import annotations``) are resolved where the function was defined, or read by
+    the name before any subscript, without its module, when they cannot be.
+    """
+    if isinstance(func, Hashable):  # a callable object may not be: it is read each time
+        return _asks_for(func, model)
+    return _read_annotation(func, model)
+
+
+@functools.lru_cache(maxsize=256)
+def _asks_for(func: Callable[..., Any], model: type) -> bool:
+    return _read_annotation(func, model)
+
+
+def _read_annotation(func: Callable[..., Any], model: type) -> bool:
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # a builtin or an object without a signature
+        return False
+    try:  # annotations written as strings, resolved where the function was defined
+        signature = inspect.signature(func, eval_str=True)
+    except Exception:  # a name that cannot be resolved: read as written
+        pass
+    parameters = list(signature.parameters.values())
+    if not parameters or parameters[0].annotation is inspect.Parameter.empty:
+        return False
+    annotation = parameters[0].annotation
+    if isinstance(annotation, type):
+        return issubclass(annotation, model)
+    written = annotation if isinstance(annotation, str) else repr(annotation)
+    return written.split("[", 1)[0].strip().rsplit(".", 1)[-1] == model.__name__

@@ -1,0 +1,1028 @@
+"""Supervised worker processes: where ``belt test``, ``belt check`` and the pytest plugin's
+``--belt-isolate`` run a user's code.
+
+belt's own process never imports or calls a ``py:`` handler, a routed handler or a Nexus ``py:``
+tool: worker processes do, and belt starts them, watches them and replaces them. So whatever that
+code does (``os._exit``, ``sys.exit``, ``SystemExit`` or ``KeyboardInterrupt``, a signal to
+itself, a crash in C, an import that never returns, threads left running, closing fds 0-2 or the
+worker's pipe, writing to stdout), the case that ran it fails with the cause, the worker is
+replaced, and every other case still runs:
+
+- a worker that ends (exits, is killed by a signal, is stopped) fails the case it was running
+  with how it ended; the cases it held and had not begun go to another worker;
+- a case that closed fd 0, 1 or 2, or left a thread that is not a daemon running (given
+  ``THREAD_GRACE`` seconds to end), fails with that, and its worker is replaced; a worker left
+  with a thread of any other kind (a call abandoned at its deadline, an import that never
+  returned) is replaced quietly, so nothing it left behind runs into the next case;
+- a worker whose pipe to belt was closed says so in its last words (a little shared memory), and
+  one that stays alive with its pipe closed is ended after ``GRACE`` seconds;
+- a call with a deadline (``Supervisor.call``) that passes it is ended with its worker;
+- a worker's standard input is /dev/null and its standard output is its standard error, so what
+  the user's code prints never mixes with belt's report on stdout.
+
+Workers start warm. With a ``preload`` plan, a template process is forked from belt's once
+belt's engine and wire models are imported; it imports the user's modules the plan names (each
+within its deadline, watched from belt's process: one that passes it ends the template, which is
+forked again without that module, and the module is refused in every worker, so the scenarios
+that name it fail at once and the rest still run) and then forks each worker, reaps it and tells
+belt how it ended. Without a plan, workers are forked from belt's process and import what they
+need themselves (a module whose file changed is imported again, ``belt.usercode.loader``). On Linux
+a worker and the template end with belt's process (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import gc
+import mmap
+import os
+import pickle
+import select
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from belt.errors import BeltError, Conflict, InvalidInput, NotFound, Unreachable, UsageError
+from belt.usercode import loader
+
+IMPORT_SECONDS = 30.0
+"""Seconds the import of each of the user's modules may take, by default."""
+GRACE = 1.0
+"""Seconds a worker whose pipe to belt closed has to end on its own before belt ends it."""
+THREAD_GRACE = 0.5
+"""Seconds the threads a case started (not daemons) have to end once it returned."""
+POLL = 1.0
+"""Seconds between looks at the workers for one that was stopped (SIGSTOP)."""
+WORDS = 512
+"""Bytes of each worker's last words (why it ended, when it could say)."""
+MESSAGE_MAX = 1 << 31
+"""The most bytes one message from a worker may have: a longer one is not belt's."""
+
+_LENGTH = struct.Struct("<Q")
+_SEAT = struct.Struct("<I")
+_STANDARD = ((0, "standard input"), (1, "standard output"), (2, "standard error"))
+_ERRORS: dict[int, type[BeltError]] = {
+    int(kind.exit_code): kind
+    for kind in (UsageError, NotFound, Conflict, InvalidInput, Unreachable)
+}
+
+
+def can_fork() -> bool:
+    """Whether workers can be forked here (not on Windows)."""
+    return sys.platform != "win32" and hasattr(os, "fork")
+
+
+@dataclass(frozen=True)
+class Preload:
+    """A module the template imports before it forks workers: ``key`` is what the loader knows
+    it by (``loader.module_key``), ``load`` imports it, within ``seconds``; ``where`` names what
+    named it, in errors."""
+
+    key: str
+    load: Callable[[], Any]
+    seconds: float = IMPORT_SECONDS
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a call in a worker gave: its value, or why there is none (``problem``; ``timed_out``
+    when it passed its deadline)."""
+
+    value: Any = None
+    problem: str | None = None
+    timed_out: bool = False
+
+
+class _Raised(RuntimeError):
+    """What a step raised in a worker, as its text (for ``run`` without ``lost``)."""
+
+
+@dataclass
+class _Worker:
+    """belt's side of one worker process."""
+
+    pid: int
+    seat: int
+    tasks: int
+    """The end of the pipe that hands it work (closed: nothing more)."""
+    results: int
+    """The end of the pipe its replies come back on."""
+    held: deque[list[int]] = field(default_factory=deque)
+    """The handfuls of items handed to it and not all answered, in order."""
+    ended: str | None = None
+    """Why belt ended it, when belt did."""
+
+
+class Supervisor:
+    """Worker processes for ``step(*items[i])`` (``run``) or for calls (``call``), started in
+    ``start`` and ended in ``close`` (or as a context manager)."""
+
+    def __init__(
+        self,
+        *,
+        jobs: int = 1,
+        step: Callable[..., Any] | None = None,
+        items: Sequence[tuple[Any, ...]] = (),
+        preload: Callable[[], list[Preload]] | None = None,
+        spare: Callable[[], set[threading.Thread]] | None = None,
+        handful: Callable[[int], int] | None = None,
+    ) -> None:
+        self.jobs = max(1, jobs)
+        self.step = step
+        self.items = items
+        self.preload = preload
+        self.spare = spare or set
+        """The threads of belt's own a worker may keep between cases (idle ones)."""
+        self.handful = handful or (lambda count: 1)
+        """How many of ``count`` items not handed out a worker is handed at a time."""
+        self.owner = os.getpid()
+        self.workers: dict[int, _Worker] = {}
+        """By the end of its results pipe."""
+        self.problems: dict[str, tuple[int, str]] = {}
+        """What importing a preloaded module did, by its key: (exit code, message)."""
+        self.skip: set[str] = set()
+        """Preloaded modules not imported again in the template (one ended it)."""
+        self.refused: dict[str, str] = {}
+        """The user's modules every worker refuses to import, with why (their import passed
+        its deadline): handed to each worker with its work (``loader.refuse``)."""
+        self.template: _Template | None = None
+        self.stop = mmap.mmap(-1, 1)
+        self.words = mmap.mmap(-1, WORDS * self.jobs)
+        self._was_frozen = True
+
+    def __enter__(self) -> Supervisor:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- start and end --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Get ready to fork workers: with a plan, the template, its modules imported."""
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered is written again by a child
+            with contextlib.suppress(Exception):
+                stream.flush()
+        # Frozen already when belt's imports froze what they made (loader.collector_paused):
+        # then it stays so after, as it was (unfreezing is all or nothing). What this process
+        # holds is left out of the children's collections, which would write to every page of
+        # it and so copy it into each.
+        self._was_frozen = loader.frozen()
+        gc.freeze()
+        if self.preload is not None and can_fork():
+            self.template = _Template(self)
+            self.template.start()
+
+    def close(self) -> None:
+        """Stop: start nothing more, let each worker end the item it runs (a call is not waited
+        for: its worker is ended), and wait for them all."""
+        self.stop[0] = 1
+        workers = list(self.workers.values())
+        for worker in workers:
+            _close(worker.tasks)  # and it ends once it has answered what it runs
+            if self.step is None:
+                self.end(worker, "belt stopped")
+        for worker in workers:
+            with contextlib.suppress(OSError):
+                while os.read(worker.results, 1 << 16):
+                    pass
+            self._finish(worker)
+        if self.template is not None:
+            self.template.close()
+            self.template = None
+        if not self._was_frozen:
+            gc.unfreeze()
+            self._was_frozen = True
+
+    # -- workers --------------------------------------------------------------------------------
+
+    def _spawn(self, seat: int) -> _Worker:
+        """A new worker in ``seat``, forked from the template, else from this process."""
+        tasks_in, tasks = os.pipe()
+        results, results_out = os.pipe()
+        offset = seat * WORDS
+        self.words[offset : offset + WORDS] = bytes(WORDS)
+        try:
+            if self.template is not None:
+                pid = self.template.fork(seat, tasks_in, results_out)
+            else:
+                pid = _fork()
+                if pid == 0:
+                    _close(tasks)
+                    _close(results)
+                    self._leave_owner()
+                    _serve(self, tasks_in, results_out, seat, self.owner)
+        except BaseException:
+            for fd in (tasks, results):
+                _close(fd)
+            raise
+        finally:
+            _close(tasks_in)
+            _close(results_out)
+        worker = _Worker(pid, seat, tasks, results)
+        self.workers[results] = worker
+        return worker
+
+    def _leave_owner(self) -> None:
+        """In a child of belt's process: close belt's ends of the other workers' pipes (a
+        worker holding one would keep another from ever seeing its end)."""
+        for worker in self.workers.values():
+            _close(worker.tasks)
+            _close(worker.results)
+        if self.template is not None and self.template.sock is not None:
+            self.template.sock.close()
+
+    def _finish(self, worker: _Worker, *, kill: str | None = None) -> str:
+        """End ``worker`` (``kill``: belt ends it, saying why) and wait for it; how it ended, as
+        the cause of the case it was running."""
+        self.workers.pop(worker.results, None)
+        _close(worker.tasks)
+        _close(worker.results)
+        if kill is not None:
+            worker.ended = kill
+            _kill(worker.pid)
+        if self.template is not None:
+            status = self.template.status(worker, self)
+        else:
+            status = _reap(worker, self)
+        return self._how(worker, status)
+
+    def end(self, worker: _Worker, why: str) -> None:
+        """Kill ``worker``, which is not answering as it should, saying why."""
+        if worker.ended is None:
+            worker.ended = why
+        _kill(worker.pid)
+
+    def _how(self, worker: _Worker, status: int | None) -> str:
+        offset = worker.seat * WORDS
+        words = bytes(self.words[offset : offset + WORDS]).split(b"\0", 1)[0]
+        if words:
+            return words.decode("utf-8", "replace")
+        if worker.ended is not None:
+            return worker.ended
+        return f"the worker process running it {_ended_how(status)}"
+
+    def _stopped(self) -> None:
+        """End each worker that a signal stopped (SIGSTOP, SIGTSTP...): it would never answer."""
+        if self.template is not None:
+            self.template.look(self)
+            return
+        for worker in list(self.workers.values()):
+            try:
+                pid, status = os.waitpid(worker.pid, os.WNOHANG | os.WUNTRACED)
+            except ChildProcessError:
+                continue
+            if pid and os.WIFSTOPPED(status):
+                number = os.WSTOPSIG(status)
+                self.end(worker, _stopped_by(number))
+
+    def _receive(self, worker: _Worker) -> Any:
+        """The next reply of ``worker``, or None when it ended (or sent what is not belt's)."""
+        try:
+            message = _receive(worker.results)
+        except Exception:
+            self.end(worker, "something in its worker process wrote to the pipe belt reads")
+            return None
+        return message
+
+    # -- items ----------------------------------------------------------------------------------
+
+    def run(self, lost: Callable[[tuple[Any, ...], str], Any] | None = None) -> Iterator[Any]:
+        """``step(*item)`` of each item, given out in the items' order, run in ``jobs`` workers
+        handed a few items at a time (``handful``), two handfuls ahead. An item whose worker
+        ended while it ran, or that misbehaved, is ``lost(item, cause)``; what a step raised is
+        ``lost(item, its text)`` too, or raised here at its place without ``lost``. Stopping
+        early (closing the iterator, as ``-x`` and Ctrl-C do) starts nothing more."""
+        count = len(self.items)
+        pending: deque[int] = deque(range(count))
+        done: dict[int, tuple[bool, Any]] = {}
+        given = 0
+        seats = list(range(min(self.jobs, count)))
+        for seat in seats:
+            self._spawn(seat)
+        for _ in range(2):
+            for worker in list(self.workers.values()):
+                self._hand(worker, pending)
+        while given < count:
+            if given in done:
+                ok, value = done.pop(given)
+                given += 1
+                if not ok:
+                    raise value
+                yield value
+                continue
+            if self.stop[0]:  # a worker took a Ctrl-C before this process did: it starts no more
+                raise KeyboardInterrupt
+            free = sorted(set(seats) - {w.seat for w in self.workers.values()})
+            while pending and free:
+                worker = self._spawn(free.pop(0))
+                self._hand(worker, pending)
+                self._hand(worker, pending)
+            watched: list[Any] = list(self.workers)
+            if self.template is not None and self.template.alive:
+                watched.append(self.template.sock)
+            ready, _, _ = select.select(watched, [], [], POLL)
+            if not ready:
+                self._stopped()
+                continue
+            for fd in ready:
+                if self.template is not None and fd is self.template.sock:
+                    self.template.look(self)
+                    continue
+                if fd not in self.workers:
+                    continue
+                worker = self.workers[fd]
+                reply = self._receive(worker)
+                if reply is None:
+                    cause = self._finish(worker)
+                    self._lost_worker(worker, cause, pending, done, lost)
+                    continue
+                kind, index, value, retiring, refused = reply
+                self.refused.update(refused)
+                if worker.held and worker.held[0] and worker.held[0][0] == index:
+                    worker.held[0].pop(0)
+                    if not worker.held[0]:
+                        worker.held.popleft()
+                        if not retiring:
+                            self._hand(worker, pending)
+                done[index] = self._outcome(kind, index, value, lost)
+                if retiring:
+                    self._finish(worker)
+                    self._requeue(worker, pending)
+
+    def _outcome(
+        self,
+        kind: str,
+        index: int,
+        value: Any,
+        lost: Callable[[tuple[Any, ...], str], Any] | None,
+    ) -> tuple[bool, Any]:
+        if kind == "done":
+            return True, value
+        if kind == "lost":
+            if lost is None:
+                return False, BeltError(f"{value} (while running {self._name(index)})")
+            return True, lost(self.items[index], value)
+        error = _exception(value)
+        if lost is None or isinstance(error, BeltError):  # belt's own error ends the run
+            return False, error
+        return True, lost(self.items[index], f"its worker process raised {_last_line(value[1])}")
+
+    def _name(self, index: int) -> str:
+        return str(self.items[index][0]) if self.items[index] else f"item {index}"
+
+    def _hand(self, worker: _Worker, pending: deque[int]) -> None:
+        """Hand ``worker`` its next handful, if any is left."""
+        if not pending or self.step is None:
+            return
+        size = max(1, min(self.handful(len(pending)), len(pending)))
+        indices = [pending.popleft() for _ in range(size)]
+        worker.held.append(indices)
+        try:
+            _send(worker.tasks, ("run", indices, self.refused))
+        except OSError:  # it ended: its end of the pipe says so
+            pass
+
+    def _requeue(self, worker: _Worker, pending: deque[int]) -> None:
+        """Put back the items ``worker`` held and did not begin, first in line."""
+        rest = [index for handful in worker.held for index in handful]
+        worker.held.clear()
+        pending.extendleft(reversed(rest))
+
+    def _lost_worker(
+        self,
+        worker: _Worker,
+        cause: str,
+        pending: deque[int],
+        done: dict[int, tuple[bool, Any]],
+        lost: Callable[[tuple[Any, ...], str], Any] | None,
+    ) -> None:
+        """A worker ended: the item it was running fails with ``cause``; the rest go back."""
+        if worker.held and worker.held[0]:
+            index = worker.held[0].pop(0)
+            done[index] = self._outcome("lost", index, cause, lost)
+        self._requeue(worker, pending)
+
+    # -- calls ----------------------------------------------------------------------------------
+
+    def call(self, func: Callable[..., Any], args: tuple[Any, ...], *, seconds: float) -> Reply:
+        """``func(*args)`` in a worker (``func`` is sent by name), within ``seconds``: past them,
+        the worker is ended and the reply says so. A new worker takes the place of one that
+        ended. Where no process can be forked, ``func`` runs in a thread of this one."""
+        if not can_fork():
+            return _in_thread(func, args, seconds)
+        worker = next(iter(self.workers.values()), None) or self._spawn(0)
+        started = time.monotonic()
+        try:
+            _send(worker.tasks, ("call", func, args, self.refused))
+        except OSError:  # it ended: its end of the pipe says so
+            pass
+        while True:
+            left = seconds - (time.monotonic() - started)
+            ready, _, _ = select.select([worker.results], [], [], max(0.0, min(left, POLL)))
+            if ready:
+                break
+            if left <= 0:
+                why = f"it did not finish within {seconds:g} s; belt ended its worker process"
+                return Reply(problem=self._finish(worker, kill=why), timed_out=True)
+            self._stopped()
+        reply = self._receive(worker)
+        if reply is None:
+            return Reply(problem=self._finish(worker))
+        kind, _, value, retiring, refused = reply
+        self.refused.update(refused)
+        if retiring:
+            self._finish(worker)
+        if kind == "done":
+            return Reply(value)
+        if kind == "lost":
+            return Reply(problem=value)
+        return Reply(problem=f"raised {_last_line(value[1])}")
+
+    def failed_imports(self) -> list[BeltError]:
+        """What importing the preloaded modules did that was not a success, as errors (exit
+        codes kept: a module not found is 3, one that fails or never finishes 5)."""
+        return [_ERRORS.get(code, BeltError)(message) for code, message in self.problems.values()]
+
+
+def _in_thread(func: Callable[..., Any], args: tuple[Any, ...], seconds: float) -> Reply:
+    """``Supervisor.call`` where no process can be forked: in a daemon thread, waited for up to
+    ``seconds`` (one that does not return is left behind)."""
+    done: list[Reply] = []
+
+    def run() -> None:
+        try:
+            done.append(Reply(func(*args)))
+        except BaseException as exc:  # whatever the user's code raised
+            done.append(Reply(problem=f"raised {type(exc).__name__}: {exc}"))
+
+    thread = threading.Thread(target=run, name="belt-call", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not done:
+        return Reply(problem=f"it did not finish within {seconds:g} s", timed_out=True)
+    return done[0]
+
+
+# -- the template -----------------------------------------------------------------------------
+
+
+class _Template:
+    """belt's side of the template process: it imports the plan's modules, then forks workers
+    and says how each ended."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+        self.pid = 0
+        self.sock: socket.socket | None = None
+        self.alive = False
+        self.statuses: dict[int, int] = {}
+        """How each worker it reaped ended (wait statuses), by pid, not yet asked for."""
+
+    def start(self) -> None:
+        """Fork the template and watch it import the plan's modules: one that passes its
+        deadline is refused in every worker (``refused``) and one that ends the template is
+        skipped, and
+        the template is forked again, until it is ready."""
+        while not self._started():
+            pass
+
+    def _started(self) -> bool:
+        supervisor = self.supervisor
+        ours, theirs = socket.socketpair()
+        pid = _fork()
+        if pid == 0:
+            ours.close()
+            supervisor._leave_owner()
+            _template(supervisor, theirs)
+        theirs.close()
+        self.pid, self.sock, self.alive = pid, ours, True
+        loading: tuple[str, float, str] | None = None
+        until = 0.0
+        while True:
+            timeout = None if loading is None else max(0.0, until - time.monotonic())
+            ready, _, _ = select.select([ours], [], [], timeout)
+            if not ready and loading is not None:
+                key, seconds, where = loading
+                reason = f"did not finish within {seconds:g} s"
+                supervisor.refused[key] = reason
+                supervisor.problems[key] = (5, f"{where}: importing {key} {reason}")
+                self._end()
+                return False
+            message = _receive_socket(ours)
+            if message is None:
+                status = self._end()
+                how = _ended_how(status)
+                if loading is None:
+                    raise BeltError(f"the process that starts belt's workers {how}")
+                key, _, where = loading
+                supervisor.skip.add(key)
+                supervisor.problems[key] = (
+                    5,
+                    f"{where}: importing {key} ended the process: it {how}",
+                )
+                return False
+            if message[0] == "loading":
+                loading = (message[1], message[2], message[3])
+                until = time.monotonic() + message[2]
+            elif message[0] == "loaded":
+                loading = None
+                if message[2] is not None:
+                    supervisor.problems[message[1]] = message[2]
+            elif message[0] == "ready":
+                return True
+
+    def _end(self) -> int | None:
+        """Kill the template and wait for it; its wait status."""
+        self.alive = False
+        _kill(self.pid)
+        if self.sock is not None:
+            self.sock.close()
+        return _waited(self.pid)[1]
+
+    def close(self) -> None:
+        """Let the template end (it ends when its socket does) and wait for it."""
+        self.alive = False
+        if self.sock is not None:
+            self.sock.close()
+        if not _waited(self.pid, GRACE)[0]:
+            _kill(self.pid)
+            _waited(self.pid)
+
+    def fork(self, seat: int, tasks: int, results: int) -> int:
+        """A new worker in ``seat`` on the pipe ends ``tasks`` and ``results``: its pid. A
+        template that ended is forked again first."""
+        for attempt in (1, 2):
+            try:
+                if not self.alive or self.sock is None:
+                    raise OSError("the template ended")
+                socket.send_fds(self.sock, [_SEAT.pack(seat)], [tasks, results])
+                while True:
+                    message = self._message()
+                    if message is None:
+                        raise OSError("the template ended")
+                    if message[0] == "forked":
+                        return int(message[1])
+                    self._note(message, self.supervisor)
+            except OSError:
+                if attempt == 2:
+                    raise BeltError("cannot start a worker process for the user's code") from None
+                self._end()
+                self.start()
+        raise AssertionError("unreachable")
+
+    def _message(self) -> Any:
+        """What the template says next; None once it ended (the next fork starts another)."""
+        message = _receive_socket(self.sock) if self.alive and self.sock is not None else None
+        if message is None:
+            self.alive = False
+        return message
+
+    def _note(self, message: Any, supervisor: Supervisor) -> None:
+        if message[0] == "ended":
+            self.statuses[message[1]] = message[2]
+        elif message[0] == "stopped":
+            for worker in supervisor.workers.values():
+                if worker.pid == message[1]:
+                    supervisor.end(worker, _stopped_by(message[2]))
+
+    def look(self, supervisor: Supervisor) -> None:
+        """Take in whatever the template has said (a worker ended, or was stopped), without
+        waiting: what it said may have been read already, while waiting for a worker's end."""
+        while self.alive and self.sock is not None and select.select([self.sock], [], [], 0)[0]:
+            message = self._message()
+            if message is not None:
+                self._note(message, supervisor)
+
+    def status(self, worker: _Worker, supervisor: Supervisor) -> int | None:
+        """How ``worker`` ended, as the template saw it; a worker that does not end within
+        ``GRACE`` seconds (its pipe closed, it runs on) is ended."""
+        deadline = time.monotonic() + GRACE
+        killed = worker.ended is not None
+        while worker.pid not in self.statuses:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if killed:
+                    return None  # the template is gone, or stuck
+                supervisor.end(worker, _PIPE_CLOSED)
+                killed = True
+                deadline = time.monotonic() + 5 * GRACE
+                continue
+            if not self.alive or self.sock is None:
+                return None
+            ready, _, _ = select.select([self.sock], [], [], left)
+            if ready:
+                message = self._message()
+                if message is not None:
+                    self._note(message, supervisor)
+        return self.statuses.pop(worker.pid)
+
+
+_PIPE_CLOSED = (
+    "the worker process running it closed its pipe to belt and did not end; belt ended it"
+)
+
+
+def _template(supervisor: Supervisor, sock: socket.socket) -> NoReturn:
+    """The template process: import the plan's modules, saying which before each, then fork a
+    worker for each request (its pipe ends come with it) and say how each ended."""
+    try:
+        _become_child(supervisor.owner)
+        for item in (supervisor.preload or list)():
+            if item.key in supervisor.skip or item.key in supervisor.refused:
+                continue
+            _send(sock.fileno(), ("loading", item.key, item.seconds, item.where))
+            problem: tuple[int, str] | None = None
+            try:
+                item.load()
+            except BeltError as exc:
+                problem = (int(exc.exit_code), exc.message)
+            except BaseException as exc:  # whatever the user's module does on import
+                problem = (5, f"importing {item.key} failed: {type(exc).__name__}: {exc}")
+            _send(sock.fileno(), ("loaded", item.key, problem))
+        gc.freeze()
+        wake, woken = os.pipe()
+        os.set_blocking(woken, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
+        _send(sock.fileno(), ("ready",))
+        me = os.getpid()
+        while True:
+            watched: list[Any] = [sock, wake]
+            ready, _, _ = select.select(watched, [], [])
+            if wake in ready:
+                os.read(wake, 4096)
+                _reap_all(sock)
+            if sock in ready:
+                data, fds, _, _ = socket.recv_fds(sock, _SEAT.size, 2)
+                if not data or len(fds) != 2:
+                    break
+                (seat,) = _SEAT.unpack(data)
+                pid = _fork()
+                if pid == 0:
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    for fd in (wake, woken):
+                        _close(fd)
+                    sock.close()
+                    _serve(supervisor, fds[0], fds[1], seat, me)
+                for fd in fds:
+                    _close(fd)
+                _send(sock.fileno(), ("forked", pid))
+    except BaseException:  # belt's process is gone, or this is belt's own failure: end quietly
+        pass
+    os._exit(0)
+
+
+def _reap_all(sock: socket.socket) -> None:
+    """In the template: say how each worker that ended (or stopped) did."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG | os.WUNTRACED)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
+        if os.WIFSTOPPED(status):
+            _send(sock.fileno(), ("stopped", pid, os.WSTOPSIG(status)))
+        else:
+            _send(sock.fileno(), ("ended", pid, status))
+
+
+# -- a worker ---------------------------------------------------------------------------------
+
+
+class _PipeClosed(Exception):
+    """The worker's pipe to belt is closed (or is no longer the pipe)."""
+
+
+class _Seat:
+    """A worker's side: its pipe ends, checked before each use, and what fds 0-2 were."""
+
+    def __init__(self, supervisor: Supervisor, tasks: int, results: int, seat: int) -> None:
+        self.supervisor = supervisor
+        self.tasks = tasks
+        self.results = results
+        self.seat = seat
+        self.pipes = {fd: _identity(fd) for fd in (tasks, results)}
+        self.standard = {fd: _identity(fd) for fd, _ in _STANDARD}
+
+    def check_pipes(self) -> None:
+        for fd, known in self.pipes.items():
+            if known is None or _identity(fd) != known:
+                raise _PipeClosed(
+                    f"it closed the pipe between its worker process and belt (fd {fd}), "
+                    "which ended the worker process"
+                )
+
+    def receive(self) -> Any:
+        self.check_pipes()
+        try:
+            return _receive(self.tasks)
+        except OSError:
+            self.check_pipes()
+            raise
+
+    def send(self, reply: tuple[Any, ...]) -> None:
+        self.check_pipes()
+        try:
+            data = pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # a result that cannot cross to belt
+            kind, index = reply[0], reply[1]
+            text = f"{type(exc).__name__}: {exc} (its {'result' if kind == 'done' else 'error'})"
+            data = pickle.dumps(("raised", index, (None, text), *reply[3:]))
+        _write(self.results, _LENGTH.pack(len(data)) + data)
+
+    def misbehaved(self) -> str | None:
+        """What the case just run did to its worker that fails it: fds 0-2 closed or replaced,
+        or threads (not daemons) left running."""
+        self.check_pipes()
+        for fd, name in _STANDARD:
+            if _identity(fd) != self.standard[fd]:
+                return f"it closed or replaced {name} (fd {fd}) of its worker process"
+        main = threading.main_thread()
+        left = [t for t in threading.enumerate() if t is not main and not t.daemon]
+        deadline = time.monotonic() + THREAD_GRACE
+        for thread in left:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        running = [t.name for t in left if t.is_alive()]
+        if running:
+            names = ", ".join(running[:3]) + (
+                f" and {len(running) - 3} more" if len(running) > 3 else ""
+            )
+            return (
+                f"it left {len(running)} thread(s) running that are not daemon threads ({names}); "
+                "a handler must not leave threads behind"
+            )
+        return None
+
+    def spent(self) -> bool:
+        """Whether the worker should end after this case: it holds a thread belt did not keep
+        (a call abandoned at its deadline, an import that never returned, a daemon thread)."""
+        main = threading.main_thread()
+        kept = self.supervisor.spare()
+        return any(t is not main and t not in kept and t.is_alive() for t in threading.enumerate())
+
+    def one(self, index: int | None, run: Callable[[], Any]) -> bool:
+        """Run one item or call and send its reply; whether the worker ends after it."""
+        retiring = False
+        try:
+            reply: tuple[Any, ...] = ("done", index, run())
+        except BaseException as exc:  # whatever the user's code raised that reached here
+            reply = ("raised", index, _exception_text(exc))
+            retiring = not isinstance(exc, Exception)
+        cause = self.misbehaved()
+        if cause is not None:
+            reply = ("lost", index, cause)
+            retiring = True
+        retiring = retiring or self.spent()
+        self.send((*reply, retiring, loader.refusals() if retiring else {}))
+        return retiring
+
+    def say(self, words: str) -> None:
+        """Leave ``words`` where belt reads them once this worker ended."""
+        data = words.encode("utf-8", "replace")[: WORDS - 1]
+        offset = self.seat * WORDS
+        with contextlib.suppress(Exception):
+            self.supervisor.words[offset : offset + len(data) + 1] = data + b"\0"
+
+
+def _serve(supervisor: Supervisor, tasks: int, results: int, seat: int, parent: int) -> NoReturn:
+    """A worker: run what belt hands it (items by index, or calls) and answer each, until belt
+    closes its pipe, its pipe fails, or a case leaves it unfit to go on."""
+    try:
+        _become_child(parent)
+        # Ctrl-C reaches every process of the terminal's group. A worker ends what it runs and
+        # starts nothing more, and says so to every worker and to belt, which (on a busy
+        # machine) may take its own Ctrl-C in later than the workers end their items.
+        signal.signal(signal.SIGINT, lambda *_: supervisor.stop.__setitem__(0, 1))
+        me = _Seat(supervisor, tasks, results, seat)
+    except BaseException:
+        os._exit(70)
+    try:
+        while True:
+            message = me.receive()
+            if message is None:
+                break
+            _refuse(message[-1])
+            if message[0] == "run":
+                step = supervisor.step
+                assert step is not None
+                retiring = False
+                for index in message[1]:
+                    if supervisor.stop[0]:
+                        break  # belt stopped early and reads nothing more
+                    retiring = me.one(index, functools.partial(step, *supervisor.items[index]))
+                    if retiring:
+                        break
+            else:
+                func, args = message[1], message[2]
+                retiring = me.one(None, functools.partial(func, *args))
+            if retiring:
+                break
+    except _PipeClosed as closed:
+        me.say(str(closed))
+    except BaseException as exc:
+        if not isinstance(exc, OSError):  # an OSError: belt is gone; nobody listens
+            me.say(f"belt's worker process failed: {type(exc).__name__}: {exc}")
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+    os._exit(0)
+
+
+def _become_child(parent: int) -> None:
+    """In a template or a worker just forked: Ctrl-C is belt's to handle (this process ends
+    what it runs, then what belt says), it ends with its parent (Linux), reads nothing from the
+    terminal, and writes what would go to stdout to stderr."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _dies_with(parent)
+    with contextlib.suppress(OSError):
+        fd = os.open(os.devnull, os.O_RDONLY)
+        if fd != 0:
+            os.dup2(fd, 0)
+            os.close(fd)
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - for the process's life
+    with contextlib.suppress(OSError):
+        os.dup2(2, 1)
+
+
+def _dies_with(parent: int) -> None:
+    """Linux: this process is killed when ``parent`` ends (at once if it has)."""
+    if not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+# -- small parts ------------------------------------------------------------------------------
+
+
+def _fork() -> int:
+    # Python 3.12 warns of a fork in a process with threads (pytest's, a server's): the child
+    # runs belt's code, which takes no lock another thread may hold.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return os.fork()
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _waited(pid: int, seconds: float | None = None) -> tuple[bool, int | None]:
+    """Wait for the child ``pid`` to end, up to ``seconds`` (None: as long as it takes):
+    whether it ended (or is no child to wait for), and its wait status when known."""
+    deadline = time.monotonic() + (seconds or 0.0)
+    while True:
+        try:
+            done, status = os.waitpid(pid, 0 if seconds is None else os.WNOHANG)
+        except ChildProcessError:
+            return True, None
+        if done:
+            return True, status
+        if time.monotonic() > deadline:
+            return False, None
+        time.sleep(0.0005)
+
+
+def _reap(worker: _Worker, supervisor: Supervisor) -> int | None:
+    """Wait for a worker forked from this process; one that does not end within ``GRACE``
+    seconds is ended. Its wait status."""
+    ended, status = _waited(worker.pid, GRACE)
+    if ended:
+        return status
+    supervisor.end(worker, _PIPE_CLOSED)
+    return _waited(worker.pid)[1]
+
+
+def _ended_how(status: int | None) -> str:
+    """How a process ended, from its wait status (None: not known)."""
+    if status is None:
+        return "ended (how is not known)"
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        return f"was killed by signal {number} ({_signal_name(number)})"
+    if os.WIFEXITED(status):
+        return f"exited with status {os.WEXITSTATUS(status)}"
+    return f"ended (wait status {status})"
+
+
+def _stopped_by(number: int) -> str:
+    return (
+        f"the worker process running it was stopped by signal {number} "
+        f"({_signal_name(number)}); belt ended it"
+    )
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown"
+
+
+def _refuse(refused: dict[str, str]) -> None:
+    for key, reason in refused.items():
+        loader.refuse(key, reason)
+
+
+def _write(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read(fd: int, size: int) -> bytes | None:
+    """``size`` bytes from ``fd``, or None at its end."""
+    chunks = []
+    while size:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _send(fd: int, message: Any) -> None:
+    data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+    _write(fd, _LENGTH.pack(len(data)) + data)
+
+
+def _receive(fd: int) -> Any:
+    """The next message on ``fd``, None at its end; ValueError when what comes is not one."""
+    head = _read(fd, _LENGTH.size)
+    if head is None:
+        return None
+    (length,) = _LENGTH.unpack(head)
+    if length > MESSAGE_MAX:
+        raise ValueError("not a message")
+    data = _read(fd, length)
+    return None if data is None else pickle.loads(data)
+
+
+def _receive_socket(sock: socket.socket) -> Any:
+    try:
+        return _receive(sock.fileno())
+    except (OSError, ValueError):
+        return None
+
+
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "an error"
+
+
+def _exception_text(exc: BaseException) -> tuple[bytes | None, str]:
+    """What a step raised, to cross to belt: pickled when it can be (belt may not load it: its
+    class may live in a module only the worker imported), and its traceback as text."""
+    text = "".join(traceback.format_exception(exc))
+    try:
+        blob: bytes | None = pickle.dumps(exc, pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        blob = None
+    return blob, text
+
+
+def _exception(value: tuple[bytes | None, str]) -> BaseException:
+    """What a step raised in a worker, in belt's process, its traceback in a note."""
+    blob, text = value
+    try:
+        exc = pickle.loads(blob) if blob is not None else None
+    except Exception:  # its class cannot be found here
+        exc = None
+    if not isinstance(exc, BaseException):
+        exc = _Raised(_last_line(text))
+    exc.add_note(f"(in a worker process)\n{text}")
+    return exc
