@@ -52,7 +52,7 @@ class Subject:
     @property
     def dialect(self) -> Dialect:
         """The dialect the subject speaks: an executor tool is Nexus's (the wire's name)."""
-        return Dialect.NEXUS if self.executor is not None else Dialect.PLATFORM
+        return Dialect.NEXUS if self.executor is not None else Dialect.PLATFORM  # dialect: by kind
 
     @property
     def kind(self) -> str:

@@ -133,12 +133,13 @@ def detect_dialect(doc: Any) -> tuple[Dialect | None, str]:
         if "hooks" in doc:
             return Dialect.PLATFORM, "hooks"
         if "lifecycle_hooks" in doc:
+            # dialect: the wire formats, told apart by shape (below too)
             return Dialect.NEXUS, "profile" if len(doc) > 1 or "approval_mode" in doc else "wrapped"
         if "plugins" in doc:
-            return Dialect.NEXUS, "rho"
+            return Dialect.NEXUS, "rho"  # dialect: rho's config file is Nexus's
         if "event" in doc and "type" in doc:
             return Dialect.PLATFORM, "single"
-        return Dialect.NEXUS, "bare"
+        return Dialect.NEXUS, "bare"  # dialect: a bare lifecycle_hooks table
     return None, ""
 
 
@@ -181,7 +182,8 @@ def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Dec
         findings, nexus = _wrapped(doc, "lifecycle_hooks", "unknown key", check_nexus_hooks)
     else:
         findings, nexus = check_nexus_hooks(doc)
-    return Declaration(source, Dialect.NEXUS, findings, lifecycle_hooks=nexus, shape=shape)
+    nexus_dialect = Dialect.NEXUS  # dialect: a lifecycle_hooks declaration is Nexus's by shape
+    return Declaration(source, nexus_dialect, findings, lifecycle_hooks=nexus, shape=shape)
 
 
 def _wrapped(

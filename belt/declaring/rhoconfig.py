@@ -67,7 +67,7 @@ def configure_lifecycle_hooks(*, file: Path | None = None, api: str | None = Non
     """Check a lifecycle_hooks object; store it in rho's config file or the ``api``'s profile."""
     text, source = read_input(file)
     # rho is Nexus's own command line: what it configures is a Nexus declaration.
-    declaration = check_document(parse_text(text, source), source, Dialect.NEXUS)
+    declaration = check_document(parse_text(text, source), source, Dialect.NEXUS)  # dialect: rho
     problems = declaration.findings.problems
     if problems or declaration.lifecycle_hooks is None:
         if len(problems) == 1:

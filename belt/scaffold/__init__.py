@@ -60,7 +60,7 @@ NEXT: dict[str, tuple[Step, ...]] = {
             "one payload, and what the platform would do with the answer",
         ),
     ),
-    "nexus": (
+    "nexus": (  # dialect: belt init --nexus writes a Nexus start
         Step("belt test .", "the scenario and its expectations: PASS"),
         Step(
             "belt check --executor verify=py:tool.py:verify",
@@ -72,14 +72,14 @@ NEXT: dict[str, tuple[Step, ...]] = {
 """The commands a README (and ``belt init`` itself) suggests, run from the directory; a test
 runs each of them there on what was written."""
 
-HANDLER = {"platform": "handler.py", "nexus": "tool.py"}
+HANDLER = {"platform": "handler.py", "nexus": "tool.py"}  # dialect: each start's handler file
 SHORT = 56
 """The longest command a README shows with its comment beside it."""
 
 
 def plan(*, nexus: bool, framework: Framework, name: str) -> list[Planned]:
     """The files of a start, in the order they are written; ``name`` titles the README."""
-    dialect = "nexus" if nexus else "platform"
+    dialect = "nexus" if nexus else "platform"  # dialect: what --nexus asks for
     handler = HANDLER[dialect]
     served = {
         Framework.py: "a `py:` function",
@@ -166,10 +166,10 @@ def init(*, directory: Path, nexus: bool = False, framework: Framework = Framewo
     steps = [] if _same(directory, Path.cwd()) else [f"cd {shlex.quote(str(directory))}"]
     return Written(
         directory=directory,
-        dialect="nexus" if nexus else "platform",
+        dialect="nexus" if nexus else "platform",  # dialect: what --nexus asked for
         framework=framework,
         files=planned,
-        next=steps + [step.command for step in NEXT["nexus" if nexus else "platform"]],
+        next=steps + [step.command for step in NEXT["nexus" if nexus else "platform"]],  # dialect
     )
 
 

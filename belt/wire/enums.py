@@ -16,7 +16,7 @@ class Dialect(StrEnum):
     """Which hook system a declaration is written for."""
 
     PLATFORM = "platform"
-    NEXUS = "nexus"
+    NEXUS = "nexus"  # the name, as scenarios and records spell it
 
 
 class HookEvent(StrEnum):
