@@ -62,7 +62,7 @@ is answered again from its rarer terms up to ``RARER_ROWS * WIDER`` entries, the
 entry holding one of its terms."""
 
 MAX_KEPT = 100_000
-"""How many phrases' counts and entries' rowids an open index keeps between queries, at most."""
+"""How many phrases' counts an open index keeps between queries, at most."""
 
 OPTIMIZE_ROWS = 100
 """A change of at least this many rows merges FTS5's index into one segment afterwards."""
@@ -225,9 +225,6 @@ class SearchIndex:
         self.db = connection
         self.counts: dict[str, int] = {}
         """How many entries each phrase matches, for the state of the file ``version`` names."""
-        self.rowids: dict[str, int] = {}
-        """The rowid of each entry a query returned (a suggestion leaves them out later), for
-        the same state."""
         self.version: object = None
 
     @classmethod
@@ -355,9 +352,6 @@ class SearchIndex:
                 ]
             except (TypeError, ValueError) as exc:
                 raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
-            self.rowids.update(
-                (hit.row.id, rowid) for hit, (_, _, rowid, _) in zip(hits, best, strict=True)
-            )
             return hits
         finally:
             if self.db.in_transaction:
@@ -377,9 +371,8 @@ class SearchIndex:
         the rarer phrases, rowid, row). ``bm25()`` is computed only for the entries of the
         groups (by terms held) that the answer is taken from."""
         groups: dict[int, list[int]] = {}
-        for rowid, count in self._held(phrases, rarer, exclude_ids).items():
-            if count >= needed:
-                groups.setdefault(count, []).append(rowid)
+        for rowid, count in self._held(phrases, rarer, needed, exclude_ids).items():
+            groups.setdefault(count, []).append(rowid)
         scored_phrases = [phrases[number] for number in sorted(rarer)]
         # Whole groups, the most terms held first, as many as the answer needs (more if an
         # agent's exclusion leaves out some).
@@ -408,8 +401,8 @@ class SearchIndex:
         They are kept while no connection changes the file (SQLite's ``data_version`` of this
         connection, read in this transaction, says when one did; this connection's own changes
         forget them): a prompt's common words come back often, and cost the most to count."""
-        if version != self.version or len(self.counts) + len(self.rowids) > MAX_KEPT:
-            self.counts, self.rowids, self.version = {}, {}, version
+        if version != self.version or len(self.counts) > MAX_KEPT:
+            self.counts, self.version = {}, version
         missing = [phrase for phrase in phrases if phrase not in self.counts]
         if missing:
             found = self._run(
@@ -420,34 +413,31 @@ class SearchIndex:
         return [self.counts[phrase] for phrase in phrases]
 
     def _held(
-        self, phrases: Sequence[str], rarer: Sequence[int], exclude_ids: Sequence[str]
-    ) -> Counter[int]:
-        """How many of ``phrases`` each entry holding one of the ``rarer`` holds, less
-        ``exclude_ids``: FTS5 reads the rarer phrases' doclists, and looks each other phrase up
-        in those entries alone."""
+        self,
+        phrases: Sequence[str],
+        rarer: Sequence[int],
+        needed: int,
+        exclude_ids: Sequence[str],
+    ) -> dict[int, int]:
+        """How many of ``phrases`` each entry holding one of the ``rarer`` holds, for those
+        holding at least ``needed``, less ``exclude_ids``: FTS5 reads the rarer phrases'
+        doclists, and looks each other phrase up in those entries alone; SQLite counts them,
+        so an entry holding too few never reaches Python."""
         either = " OR ".join(phrases[number] for number in rarer)
         asked = [
             phrase if number in rarer else f"({either}) AND {phrase}"
             for number, phrase in enumerate(phrases)
         ]
-        query = " UNION ALL ".join(["SELECT rowid, 1 FROM fts WHERE fts MATCH ?"] * len(asked))
-        unknown = [entry_id for entry_id in exclude_ids if entry_id not in self.rowids]
-        if unknown:
-            query += (
-                " UNION ALL SELECT rowid, 0 FROM entries "
-                "WHERE id IN (SELECT value FROM json_each(?))"
+        held = " UNION ALL ".join(["SELECT rowid FROM fts WHERE fts MATCH ?"] * len(asked))
+        query = f"SELECT rowid, count(*) FROM ({held}) GROUP BY rowid HAVING count(*) >= ?"
+        parameters: list[object] = [*asked, needed]
+        if exclude_ids:
+            query = (
+                f"SELECT * FROM ({query}) WHERE rowid NOT IN "
+                "(SELECT rowid FROM entries WHERE id IN (SELECT value FROM json_each(?)))"
             )
-            asked.append(json.dumps(unknown))
-        held = Counter[int]()
-        left_out = [self.rowids[entry_id] for entry_id in exclude_ids if entry_id in self.rowids]
-        for rowid, holds in self._run(query, asked):
-            if holds:
-                held[rowid] += 1
-            else:
-                left_out.append(rowid)
-        for rowid in left_out:
-            held.pop(rowid, None)
-        return held
+            parameters.append(json.dumps(list(exclude_ids)))
+        return {int(rowid): int(count) for rowid, count in self._run(query, parameters)}
 
     def _scores(
         self, phrases: Sequence[str], rowids: list[int], exclude_agent: str | None
@@ -536,7 +526,7 @@ class SearchIndex:
     @contextmanager
     def _transaction(self) -> Iterator[None]:
         """BEGIN IMMEDIATE … COMMIT, rolled back if the block (or the commit) raises."""
-        self.counts, self.rowids, self.version = {}, {}, None
+        self.counts, self.version = {}, None
         self._run("BEGIN IMMEDIATE")
         try:
             yield
