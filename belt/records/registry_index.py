@@ -25,7 +25,6 @@ import re
 import sqlite3
 import threading
 import unicodedata
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
