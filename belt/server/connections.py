@@ -135,6 +135,9 @@ class GuardedConnection(asyncio.Protocol):
             **options,
         )
         self.transport: asyncio.Transport | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The loop the connection was made in (asking for it costs a system call on every
+        request: the running loop's check of the process id)."""
         self.deadline: float | None = None
         """When the request head, or its body, must be in by (loop time); None while neither is
         awaited."""
@@ -150,6 +153,7 @@ class GuardedConnection(asyncio.Protocol):
         """Take the connection, making room at the cap; start its head deadline."""
         limits = self.limits
         self.transport = transport  # type: ignore[assignment]
+        self.loop = asyncio.get_running_loop()
         if limits is not None:
             if len(limits.held) >= limits.max_connections:
                 oldest = next(iter(limits.waiting), None)
@@ -262,7 +266,7 @@ class GuardedConnection(asyncio.Protocol):
 
     def watch(self, seconds: float) -> None:
         """A deadline ``seconds`` from now, in place of any other."""
-        loop = asyncio.get_running_loop()
+        loop = self.loop or asyncio.get_running_loop()
         self.deadline = loop.time() + seconds
         if self.timer is not None and self.timer.when() > self.deadline:
             self.timer.cancel()  # due after this deadline (a body's, which waits longer)
@@ -276,7 +280,7 @@ class GuardedConnection(asyncio.Protocol):
         self.timer = None
         if self.deadline is None:
             return
-        loop = asyncio.get_running_loop()
+        loop = self.loop or asyncio.get_running_loop()
         if loop.time() < self.deadline:
             self.timer = loop.call_at(self.deadline, self.deadline_due)
             return

@@ -26,6 +26,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple, TypeVar, cast
 
+from pydantic_core import to_json
+
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.store import files
 from belt.store.files import (
@@ -759,8 +761,9 @@ class Store:
     def _append_record(
         self, path: Path, family: str, *records: Mapping[str, object], sync: bool | None = None
     ) -> None:
-        text = "\n".join([_COMPACT.encode(record) for record in records])
-        line = (text + "\n").encode()
+        # pydantic-core's encoder writes what _COMPACT writes, several times faster (belt serve
+        # appends a journal line per hook request); what it cannot write raises a ValueError.
+        line = b"\n".join([to_json(record) for record in records]) + b"\n"
         sync = self.fsync if sync is None else sync
         appended = self._appended.pop(path, None)
         if appended is not None:
