@@ -1054,6 +1054,23 @@ def test_an_index_written_change_by_change_is_the_one_a_rebuild_writes(store: St
     assert rows() == written
 
 
+def test_the_index_keeps_each_terms_count_of_entries_as_fts5_counts_it(store: Store) -> None:
+    # A query's shortlist is chosen by these counts, read from the file rather than counted.
+    save(store, "Backups", "Backups run nightly.", tags=("ops", "backup"))
+    save(store, "Vault", "Rotate the vault keys after the nightly backup.")
+    save(store, "Backups", "Backups run nightly, and restores are tested weekly.")
+    disk = save(store, "Disk", "The backup disk is replaced yearly; backups, backups.")
+    save(store, "Café", "Les clés du coffre, après la sauvegarde.")
+    remove_entry(store, entry_id=disk.id)
+    search(store, query="backups")  # brought level with the store
+    with sqlite3.connect(index_path(store, DEFAULT_OWNER)) as db:
+        db.execute("CREATE VIRTUAL TABLE temp.counted USING fts5vocab(main, fts, row)")
+        counted = db.execute("SELECT term, doc FROM temp.counted ORDER BY term").fetchall()
+        kept = db.execute("SELECT term, docs FROM terms ORDER BY term").fetchall()
+    assert ("backup", 2) in counted
+    assert kept == counted
+
+
 def test_an_index_without_its_journal_is_rebuilt(store: Store) -> None:
     entry = save(store, "Backups", "Backups run nightly.")
     search(store, query="backups")  # an index kept open, as a long-lived process has

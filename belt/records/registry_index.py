@@ -35,7 +35,7 @@ from belt.errors import BeltError, Conflict
 from belt.store.files import SAFE_FLAGS, UnsafeFile, check_regular_or_missing, make_dirs
 from belt.store.store import damaged
 
-FORMAT = 4
+FORMAT = 5
 """The layout of the index file; a file of another format is discarded and rebuilt."""
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -183,24 +183,39 @@ class Probe:
                 self._known.update(zip(unknown, self._tokenise(unknown), strict=True))
             return [self._known[word] for word in words]
 
+    def documents(self, texts: Sequence[str]) -> dict[str, int]:
+        """How many of ``texts`` hold each term."""
+        with self._lock:
+            found = self._probe(texts, "SELECT term, doc FROM probe_rows")
+            return {str(term): int(str(docs)) for term, docs in found}
+
     def _tokenise(self, words: list[str]) -> list[tuple[str, ...]]:
+        found = [list[str]() for _ in words]
+        for doc, term in self._probe(
+            words, "SELECT doc, term FROM probe_terms ORDER BY doc, offset"
+        ):
+            found[int(str(doc))].append(str(term))
+        return [tuple(terms) for terms in found]
+
+    def _probe(self, texts: Sequence[str], query: str) -> list[tuple[object, ...]]:
+        """``query``'s answer with ``texts`` in the probe table (rowids from 0), which is left
+        empty (the lock held)."""
         if self._db is None or self._pid != os.getpid():
             db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             try:  # SQLite without FTS5 says so here
                 db.execute(f"CREATE VIRTUAL TABLE probe USING fts5(body, tokenize='{TOKENIZER}')")
                 db.execute("CREATE VIRTUAL TABLE probe_terms USING fts5vocab(probe, instance)")
+                db.execute("CREATE VIRTUAL TABLE probe_rows USING fts5vocab(probe, row)")
             except sqlite3.Error as exc:
                 raise _failure(Path(":memory:"), exc) from None
             self._db, self._pid = db, os.getpid()
-        db, found = self._db, [list[str]() for _ in words]
+        db = self._db
         db.execute("BEGIN")  # rolled back: nothing is left to delete
         try:
-            db.executemany("INSERT INTO probe (rowid, body) VALUES (?, ?)", enumerate(words))
-            for doc, term in db.execute("SELECT doc, term FROM probe_terms ORDER BY doc, offset"):
-                found[int(doc)].append(str(term))
+            db.executemany("INSERT INTO probe (rowid, body) VALUES (?, ?)", enumerate(texts))
+            return db.execute(query).fetchall()
         finally:
             db.execute("ROLLBACK")
-        return [tuple(terms) for terms in found]
 
 
 PROBE = Probe()
@@ -278,28 +293,29 @@ class SearchIndex:
         with self._transaction():
             self._run("DELETE FROM entries")
             self._run("DELETE FROM fts")
-            for row in rows:
-                self._insert(row)
+            self._run("DELETE FROM terms")
+            self._count_terms([self._insert(row) for row in rows], 1)
             self._run("INSERT INTO fts (fts) VALUES ('optimize')")
             self._set_journal(journal)
 
     def put(self, rows: Iterable[Row], *, journal: int) -> None:
         """Add or replace rows, then record ``journal``."""
         with self._transaction():
-            count = 0
+            added, removed = [], []
             for row in rows:
                 found = self._run("SELECT rowid FROM entries WHERE id = ?", (row.id,)).fetchone()
-                self._remove(row.id)
-                self._insert(row, rowid=None if found is None else int(found[0]))
-                count += 1
-            if count >= OPTIMIZE_ROWS:
+                removed += self._remove(row.id)
+                added.append(self._insert(row, rowid=None if found is None else int(found[0])))
+            self._count_terms(removed, -1)
+            self._count_terms(added, 1)
+            if len(added) >= OPTIMIZE_ROWS:
                 self._run("INSERT INTO fts (fts) VALUES ('optimize')")
             self._set_journal(journal)
 
     def delete(self, entry_id: str, *, journal: int) -> None:
         """Remove one row (if present), then record ``journal``."""
         with self._transaction():
-            self._remove(entry_id)
+            self._count_terms(self._remove(entry_id), -1)
             self._set_journal(journal)
 
     # Queries
@@ -395,7 +411,8 @@ class SearchIndex:
         )[:limit]
 
     def _counts(self, phrases: Sequence[str], version: object) -> list[int]:
-        """How many entries each of ``phrases`` matches (FTS5 counts its doclist).
+        """How many entries each of ``phrases`` matches: for a phrase of one term, the count
+        the file keeps (``terms``); for one of several, FTS5 counts its doclist.
 
         They are kept while no connection changes the file (SQLite's ``data_version`` of this
         connection, read in this transaction, says when one did; this connection's own changes
@@ -403,12 +420,27 @@ class SearchIndex:
         if version != self.version or len(self.counts) > MAX_KEPT:
             self.counts, self.version = {}, version
         missing = [phrase for phrase in phrases if phrase not in self.counts]
-        if missing:
-            found = self._run(
-                " UNION ALL ".join(["SELECT count(*) FROM fts WHERE fts MATCH ?"] * len(missing)),
-                missing,
-            ).fetchall()
-            self.counts.update(zip(missing, (int(count) for (count,) in found), strict=True))
+        # A phrase is a quoted word (``quoted``); its terms are the probe's.
+        terms = PROBE.terms([phrase[1:-1].replace('""', '"') for phrase in missing])
+        single = {
+            phrase: found[0]
+            for phrase, found in zip(missing, terms, strict=True)
+            if len(found) == 1
+        }
+        if single:
+            kept = dict(
+                self._run(
+                    "SELECT term, docs FROM terms WHERE term IN (SELECT value FROM json_each(?))",
+                    (json.dumps(list(single.values())),),
+                ).fetchall()
+            )
+            self.counts.update((phrase, int(kept.get(term, 0))) for phrase, term in single.items())
+        for phrase in missing:
+            if phrase not in single:
+                (count,) = self._run(
+                    "SELECT count(*) FROM fts WHERE fts MATCH ?", (phrase,)
+                ).fetchone()
+                self.counts[phrase] = int(count)
         return [self.counts[phrase] for phrase in phrases]
 
     def _held(
@@ -468,7 +500,7 @@ class SearchIndex:
             with self._transaction():
                 self._create_schema()
             return
-        if not {"meta", "entries", "fts"} <= tables:
+        if not {"meta", "entries", "fts", "terms"} <= tables:
             raise IndexDamaged(self.path, "it lacks belt's tables")
         row = self._run("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if row is None or row[0] != FORMAT:
@@ -487,12 +519,17 @@ class SearchIndex:
         )
         self._run("CREATE INDEX IF NOT EXISTS entries_name ON entries (name_key)")
         self._run(
+            "CREATE TABLE IF NOT EXISTS terms (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) "
+            "WITHOUT ROWID"
+        )
+        self._run(
             "CREATE VIRTUAL TABLE IF NOT EXISTS fts "
             f"USING fts5(name, tags, text, tokenize='{TOKENIZER}')"
         )
         self._run("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('journal', -1)", (FORMAT,))
 
-    def _insert(self, row: Row, *, rowid: int | None = None) -> None:
+    def _insert(self, row: Row, *, rowid: int | None = None) -> str:
+        """Add ``row``; returns its text as the index reads it, for ``_count_terms``."""
         cursor = self._run(
             "INSERT INTO entries (rowid, id, name_key, name, kind, tags, text, version, agents) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -508,16 +545,46 @@ class SearchIndex:
                 "".join(f" {agent} " for agent in row.agents),
             ),
         )
+        columns = (row.name, " ".join(row.tags), row.text)
         self._run(
             "INSERT INTO fts (rowid, name, tags, text) VALUES (?, ?, ?, ?)",
-            (cursor.lastrowid, row.name, " ".join(row.tags), row.text),
+            (cursor.lastrowid, *columns),
         )
+        return "\n".join(columns)
 
-    def _remove(self, entry_id: str) -> None:
-        found = self._run("SELECT rowid FROM entries WHERE id = ?", (entry_id,)).fetchone()
-        if found is not None:
-            self._run("DELETE FROM fts WHERE rowid = ?", (found[0],))
-            self._run("DELETE FROM entries WHERE rowid = ?", (found[0],))
+    def _remove(self, entry_id: str) -> list[str]:
+        """Remove the row of ``entry_id``; returns its text as the index read it (none if there
+        was no such row), for ``_count_terms``."""
+        found = self._run(
+            "SELECT e.rowid, f.name || char(10) || f.tags || char(10) || f.text "
+            "FROM entries AS e JOIN fts AS f ON f.rowid = e.rowid WHERE e.id = ?",
+            (entry_id,),
+        ).fetchone()
+        if found is None:
+            return []
+        self._run("DELETE FROM fts WHERE rowid = ?", (found[0],))
+        self._run("DELETE FROM entries WHERE rowid = ?", (found[0],))
+        return [str(found[1])]
+
+    def _count_terms(self, texts: Sequence[str], sign: int) -> None:
+        """Add ``texts`` (``sign`` 1) to, or take them (-1) from, how many entries hold each
+        term (``terms``), as FTS5 would count them."""
+        if not texts:
+            return
+        counted = PROBE.documents(texts)
+        try:
+            self.db.executemany(
+                "INSERT INTO terms (term, docs) VALUES (?1, ?2) "
+                "ON CONFLICT (term) DO UPDATE SET docs = docs + ?2",
+                [(term, sign * docs) for term, docs in counted.items()],
+            )
+        except sqlite3.Error as exc:
+            raise _failure(self.path, exc) from None
+        if sign < 0:
+            self._run(
+                "DELETE FROM terms WHERE term IN (SELECT value FROM json_each(?)) AND docs <= 0",
+                (json.dumps(list(counted)),),
+            )
 
     def _set_journal(self, journal: int) -> None:
         self._run("UPDATE meta SET value = ? WHERE key = 'journal'", (journal,))
