@@ -220,6 +220,28 @@ def test_logs_append_in_order(store: Store) -> None:
     assert json.loads(first) == {"belt": "log", "schema": SCHEMA_VERSION}
 
 
+def test_records_are_written_as_the_standard_librarys_compact_json(store: Store) -> None:
+    # The bytes any belt reads back: one line of compact UTF-8 JSON per record, as json.dumps
+    # writes it, whatever the encoder.
+    record = {
+        "text": 'é ✓ \u2028 \x00\x1f\x7f "q" \\ \n',
+        "numbers": [0, -1, 2**70, 0.5, 1e20, -2.25],
+        "nested": {"a": [True, False, None, {}], "b": []},
+    }
+    store.append("journal", "serve", record)
+    store.write("runs", "r_1", record)
+    compact = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+    line = (store.root / "logs" / "journal" / "serve.jsonl").read_bytes().splitlines()[1]
+    assert line == compact
+    assert (
+        (store.root / "objects" / "runs" / "r_1.json")
+        .read_bytes()
+        .endswith(b'"data":' + compact + b"}\n")
+    )
+    assert store.read_log("journal", "serve") == [record]
+    assert store.read("runs", "r_1") == record
+
+
 def test_a_torn_last_line_is_skipped_and_cut_by_the_next_append(store: Store) -> None:
     store.append("journal", "serve", {"i": 0})
     path = store.root / "logs" / "journal" / "serve.jsonl"
