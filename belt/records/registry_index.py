@@ -7,7 +7,9 @@ when the copy is stale and rebuilds it; this module keeps the file and answers q
 - ``meta`` holds the file's ``format`` and ``journal``: the size of the owner's entry index in
   the store when the copy was last brought up to date (docs/builtins.md, "Freshness");
 - ``entries`` holds one row per entry and ``fts`` the FTS5 table of its name, tags and text,
-  sharing rowids.
+  sharing rowids;
+- ``terms`` holds how many entries hold each term, changed with them, so a query's shortlist
+  is chosen without FTS5 counting each term's doclist.
 
 A query is plain words (``query_words``), each quoted as an FTS5 string, so no text reaches FTS5
 as syntax. It is answered from the entries holding its terms, or in a large registry its rarer
