@@ -99,7 +99,7 @@ _consoles: dict[tuple[int, bool, bool, str | None], tuple[Any, Console]] = {}
 
 def _wants_colour(stream: Any) -> bool:
     """Whether ``stream`` gets colour (and styles): a terminal, without NO_COLOR."""
-    return not os.environ.get("NO_COLOR") and _is_terminal(stream)
+    return _is_terminal(stream) and not os.environ.get("NO_COLOR")  # the kept answer first
 
 
 def console(*, stderr: bool = False) -> Console:
