@@ -59,9 +59,11 @@ GROUP_TURNS = 4
 class _Group:
     """The lines handed in since a group began, and once they are written, what each got."""
 
-    __slots__ = ("lines", "looked", "results", "turns")
+    __slots__ = ("lines", "looked", "loop", "results", "turns")
 
     def __init__(self, line: ServeLine) -> None:
+        self.loop = asyncio.get_running_loop()
+        """The loop the group is written in (asked once: each ask costs a system call)."""
         self.lines = [line]
         self.looked = 0
         """How many lines the writer saw at its last look."""
@@ -94,7 +96,7 @@ class GroupJournal:
             if self.coming() == 0:
                 return self._append([line])[0]  # no other line could join: no turn waited
             group = self._group = _Group(line)
-            asyncio.get_running_loop().call_soon(self._flush, group)
+            group.loop.call_soon(self._flush, group)
             index = 0
         else:
             index = len(group.lines)
@@ -116,7 +118,7 @@ class GroupJournal:
                 coming = group.turns == 1 or len(group.lines) > group.looked
                 group.looked = len(group.lines)
             if coming:
-                asyncio.get_running_loop().call_soon(self._flush, group)
+                group.loop.call_soon(self._flush, group)
                 return
         self._group = None
         try:

@@ -58,7 +58,7 @@ HOOK_LINES_KEPT = 256
 
 def _kept_hook_line(record: dict[str, Any]) -> tuple[str, str]:
     """``_hook_line``, made once for each answer a server gives (its fields the key)."""
-    key = tuple([record.get(name) for name in HOOK_LINE_FIELDS])
+    key = tuple(map(record.get, HOOK_LINE_FIELDS))
     try:
         return _hook_line_of(key)
     except TypeError:  # a field that is no string, number or None: made anew
