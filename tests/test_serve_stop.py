@@ -356,7 +356,11 @@ def test_ctrl_c_right_after_start_is_one_line_and_exit_130_once_belt_runs() -> N
         if proc.returncode == 130:
             assert err == "interrupted\n", err
         elif proc.returncode == 0:
-            assert err == "" and "agent.start" in out, err
+            # A Ctrl-C while Python's site module runs the editable install's .pth line is
+            # reported by Python itself ("Error processing line 1 of ….pth") and not raised.
+            site_own = err.startswith("Error processing line ") and "KeyboardInterrupt" in err
+            assert err == "" or site_own, err
+            assert "agent.start" in out, err
         else:
             # Python's start, before belt: its own words (or none, before its handler). While
             # Python sets up its standard streams, a Ctrl-C is its own "Fatal Python error",
