@@ -51,33 +51,16 @@ RUN_INTERRUPTS = "run-interrupts"
 RESOURCE_INTERRUPTS = "resource-interrupts"
 PENDING = "pending-interrupts"
 
-DTO_FIELDS = (
-    "id",
-    "short_id",
-    "created_at",
-    "updated_at",
-    "run_id",
-    "chat_id",
-    "reason",
-    "source",
-    "resource_id",
-    "resource_type",
-    "status",
-    "resolution",
-    "resolved_at",
-    "resolved_data",
-    "expires_at",
-    "meta",
-)
+DTO_FIELDS = tuple(InterruptJSON.__annotations__)
 """The InterruptDTO fields, in wire order (a test holds this equal to ``belt.wire``)."""
 
 RESOLUTIONS = ("allow", "deny")
 
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
-DOORS = ("cli", "review", "inspector", "api")
-"""The doors a person settles a gate through: ``belt interrupt resolve``, ``belt interrupt
-review``, the inspector's page, and ``belt serve``'s API."""
+DOORS = {"cli": "the CLI", "review": "review", "inspector": "the inspector", "api": "the API"}
+"""The doors a person settles a gate through (``belt interrupt resolve``, ``belt interrupt
+review``, the inspector's page, ``belt serve``'s API), by the name a line gives them."""
 
 
 class Settlement(TypedDict):
@@ -226,9 +209,6 @@ def _no_interrupt(interrupt_id: str) -> NotFound:
     )
 
 
-_DOOR_NAMES = {"cli": "the CLI", "review": "review", "inspector": "the inspector", "api": "the API"}
-
-
 def _short(digest: object) -> str:
     text = str(digest)
     return text[: len("sha256:") + 12] if text.startswith("sha256:") else text[:12]
@@ -262,7 +242,7 @@ def settled_by(record: Interrupt) -> str | None:
     if by is None:
         return None
     how = by.get("how")
-    door = _DOOR_NAMES.get(str(by.get("door")), str(by.get("door")))
+    door = DOORS.get(str(by.get("door")), str(by.get("door")))
     if by.get("door") == "api":
         door += " (with a token)" if by.get("token") else " (without a token)"
     if how == "person":
@@ -486,29 +466,28 @@ def list_interrupts(
 
 def _run_records(store: Store, run_id: str, include_settled: bool) -> list[Interrupt]:
     check_id(run_id, what="run id")
-    records = _records(store, store.members(RUN_INTERRUPTS, run_id), include_settled)
-    records.sort(key=lambda record: str(record.get("created_at")))
-    return records
+    return _records(store, store.members(RUN_INTERRUPTS, run_id), include_settled)
 
 
 def _records(store: Store, ids: list[str], include_settled: bool) -> list[Interrupt]:
-    """The stored interrupts of ``ids``, pending ones or all; an id whose creator did not finish
-    (a link or marker without its object) is left out."""
-    return [
+    """The stored interrupts of ``ids``, pending ones or all, oldest first; an id whose creator
+    did not finish (a link or marker without its object) is left out."""
+    found = [
         record
         for interrupt_id in ids
         if (record := _get(store, interrupt_id)) is not None
         and (include_settled or record.get("status") == InterruptStatus.PENDING)
     ]
+    return sorted(found, key=lambda record: str(record.get("created_at")))
 
 
 def for_resource(*, store: Store | None = None, resource_id: str) -> list[InterruptJSON]:
     """Every interrupt that holds one resource (a tool invocation), oldest first."""
     store = open_store(store)
     check_id(resource_id, what="tool invocation id")
-    records = _records(store, store.members(RESOURCE_INTERRUPTS, resource_id), True)
-    records.sort(key=lambda record: str(record.get("created_at")))
-    return [to_dto(record) for record in records]
+    return [
+        to_dto(r) for r in _records(store, store.members(RESOURCE_INTERRUPTS, resource_id), True)
+    ]
 
 
 def pending_for_run(*, store: Store | None = None, run_id: str) -> list[InterruptJSON]:
@@ -643,13 +622,10 @@ def batch_digest(items: Collection[Mapping[str, Any]]) -> str:
     """``sha256:<hex>`` of the canonical JSON (sorted keys, no spaces, UTF-8) of the gates'
     BATCH_FIELDS, sorted by id: what a person was shown, so a batch settles that and no
     other set."""
-    shown = sorted(({f: item.get(f) for f in BATCH_FIELDS} for item in items), key=_by_id)
+    shown = [{f: item.get(f) for f in BATCH_FIELDS} for item in items]
+    shown.sort(key=lambda item: str(item.get("id")))
     blob = json.dumps(shown, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
-def _by_id(item: Mapping[str, Any]) -> str:
-    return str(item.get("id"))
 
 
 def short_digest(digest: str) -> str:
@@ -959,22 +935,15 @@ class _Directory:
             self.seen, self.read_at = now, time.time()
         return changed, changed or racy
 
-    def names(self) -> list[str]:
-        """The names in the directory (none if it does not exist yet)."""
-        try:
-            with os.scandir(self.path) as entries:
-                return [e.name for e in entries if not e.name.startswith(".")]
-        except FileNotFoundError:
-            return []
-
-    def changed_since(self, moment: float) -> list[str]:
-        """The names whose files changed at or after ``moment`` (seconds since the epoch)."""
+    def names(self, since: float | None = None) -> list[str]:
+        """The names in the directory (none if it does not exist yet); with ``since``, those
+        whose files changed at or after it (seconds since the epoch)."""
         try:
             with os.scandir(self.path) as entries:
                 return [
                     e.name
                     for e in entries
-                    if not e.name.startswith(".") and e.stat().st_mtime >= moment
+                    if not e.name.startswith(".") and (since is None or e.stat().st_mtime >= since)
                 ]
         except FileNotFoundError:
             return []
@@ -1063,7 +1032,7 @@ class Watch:
                 # Something opened and settled between two looks, perhaps on a run not followed
                 # yet: the indexes written since the last look say which.
                 since = self.last_look - RACY_SECONDS
-                recent = (n.removesuffix(".jsonl") for n in self._index.changed_since(since))
+                recent = (n.removesuffix(".jsonl") for n in self._index.names(since))
                 grown += [r for r in recent if r not in self.runs]
             for run_id in grown:
                 self._follow(run_id, events)

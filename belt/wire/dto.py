@@ -10,10 +10,10 @@ from typing import Any, NotRequired, TypedDict
 
 
 class InterruptJSON(TypedDict):
-    """An InterruptDTO (``belt.wire.platform.InterruptDTO``; the store writes every field)."""
+    """An InterruptDTO (``belt.wire.platform.InterruptDTO``; the store writes every field), its
+    fields in wire order."""
 
     id: str
-    status: str
     short_id: NotRequired[str | None]
     created_at: NotRequired[str | None]
     updated_at: NotRequired[str | None]
@@ -23,6 +23,7 @@ class InterruptJSON(TypedDict):
     source: NotRequired[str | None]
     resource_id: NotRequired[str | None]
     resource_type: NotRequired[str | None]
+    status: str
     resolution: NotRequired[str | None]
     resolved_at: NotRequired[str | None]
     resolved_data: NotRequired[Any]
