@@ -259,7 +259,11 @@ def test_a_full_disk_is_a_clean_error_and_the_file_is_unchanged(tmp_path: Path) 
         "main()\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+        # -B: no truncated .pyc left for later processes (see test_init's full-disk test).
+        [sys.executable, "-B", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith(f"error: {path}: cannot write (File too large)")

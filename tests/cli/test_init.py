@@ -299,7 +299,10 @@ def test_a_write_that_fails_leaves_nothing_behind(tmp_path: Path) -> None:
         f"sys.argv = ['belt', 'init', {str(tmp_path / 'new' / 'hook')!r}]\n"
         "main()\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    # -B: under the limit Python would install a truncated .pyc of each module it compiles (its
+    # cache writer takes a short write for a whole one), and every later belt process would
+    # fail to import that module ("Aborted.", from marshal's EOFError).
+    done = subprocess.run([sys.executable, "-B", "-c", script], capture_output=True, text=True)
     assert done.returncode == ExitCode.INVALID_INPUT, done.stderr
     assert re.fullmatch(
         rf"error: {re.escape(str(tmp_path))}/new/hook/\w+\.\w+: cannot write it: File too "

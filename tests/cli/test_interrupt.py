@@ -773,7 +773,11 @@ def test_a_full_disk_is_a_clean_error_naming_the_file(belt_home: Path, store: St
         "main()\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+        # -B: no truncated .pyc left for later processes (see test_init's full-disk test).
+        [sys.executable, "-B", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 1, done.stderr
     assert re.match(
