@@ -16,7 +16,6 @@ from belt.cli.options import (
     JsonFlag,
     OtlpOption,
     TraceFileOption,
-    json_printed,
     moment_option,
     start_tracing,
 )
@@ -230,7 +229,7 @@ def what_if(
                 for item, _ in backend.find_interrupts(run_id=run, include_settled=True)
             ]
     report = what_if(loaded, records, since=moment)
-    if not json_printed(json_, report.to_json()):
+    if not output.json_printed(json_, report.to_json()):
         _render(report, short_ids=not api)
     if strict and report.allowed_denied:
         raise typer.Exit(1)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from belt.backends.backend import open_backend
-from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, json_printed
+from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag
 from belt.display import output
 from belt.errors import UsageError
 
@@ -47,7 +47,7 @@ def settings(
 
     with open_backend(api, api_key=api_key) as backend:
         chat = backend.set_chat_settings(chat_id=chat_id, disable_hooks=hooks_off)
-    if json_printed(json_, chat):
+    if output.json_printed(json_, chat):
         return
     output.success(
         f"hooks {'disabled' if hooks_off else 'enabled'} for chat {chat.get('id', chat_id)}"

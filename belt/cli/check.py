@@ -163,9 +163,7 @@ def check(
         )
     finally:
         progress.stop()
-    if json_:
-        output.print_json(report.to_json())
-    else:
+    if not output.json_printed(json_, report.to_json()):
         render(report)
     # Written once the report is printed: a disk that fills meanwhile loses the file, not it.
     if junit_xml is not None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt.cli.options import JsonFlag, json_printed
+from belt.cli.options import JsonFlag
 from belt.display import output
 from belt.errors import ExitCode, UsageError
 from belt.wire.enums import Dialect, InterruptResolution
@@ -40,21 +40,12 @@ def events(json_: JsonFlag = False) -> None:
     """
     from belt.wire.catalogue import EVENTS  # start-up: belt --help
 
-    if json_printed(
-        json_,
-        [
-            {
-                "event": e.event,
-                "description": e.description,
-                "can_gate": e.can_gate,
-                "fires": e.fires,
-                "data": e.data_fields,
-                "effect": e.effect,
-                "emitted": e.emitted,
-            }
-            for e in EVENTS.values()
-        ],
-    ):
+    listed = [
+        {**e.definition(), "fires": e.fires, "data": e.data_fields}
+        | {"effect": e.effect, "emitted": e.emitted}
+        for e in EVENTS.values()
+    ]
+    if output.json_printed(json_, listed):
         return
     output.table(
         ["event", "can_gate", "data", "when it fires", "decision effect"],
@@ -81,7 +72,7 @@ def builtins(json_: JsonFlag = False) -> None:
     """
     from belt.wire.catalogue import BUILTINS  # start-up: belt --help
 
-    if json_printed(json_, [b.definition() for b in BUILTINS.values()]):
+    if output.json_printed(json_, [b.definition() for b in BUILTINS.values()]):
         return
     output.table(
         ["builtin", "events", "what it does"],
@@ -118,14 +109,9 @@ def validate(
     )
 
     reports = validate_files(files, dialect)
-    if json_:
-        output.print_json(
-            [
-                {**report.summary(), "kind": "scenario" if report.shape == SCENARIO else "hooks"}
-                for report in reports
-            ]
-        )
-    else:
+    kinds = {SCENARIO: "scenario"}
+    summaries = [{**r.summary(), "kind": kinds.get(r.shape, "hooks")} for r in reports]
+    if not output.json_printed(json_, summaries):
         for report in reports:
             for warning in report.findings.warnings:
                 output.warning(f"{report.path}: {warning}")
@@ -176,9 +162,7 @@ def doctor(
     from belt.store import open_store  # start-up: belt --help
 
     examined = examine(files or [resolve_path(None)], open_store())
-    if json_:
-        output.print_json(examined.summary())
-    else:
+    if not output.json_printed(json_, examined.summary()):
         for declaration in examined.invalid:
             for problem in declaration.findings.problems:
                 output.error(f"{declaration.path}: {problem}")
@@ -253,7 +237,7 @@ def list_(file: FileOption = None, json_: JsonFlag = False) -> None:
     from belt.declaring.hookfile import read_hooks, resolve_path  # start-up: pydantic
 
     hooks = read_hooks(file)
-    if json_printed(json_, [shown(hook) for hook in hooks]):
+    if output.json_printed(json_, [shown(hook) for hook in hooks]):
         return
     if not hooks:
         output.echo(f"no hooks in {resolve_path(file)}", stderr=True)

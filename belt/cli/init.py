@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from belt.cli.options import JsonFlag, json_printed
+from belt.cli.options import JsonFlag
 from belt.display import output
 from belt.scaffold import Framework
 from belt.scaffold import init as write
@@ -58,7 +58,7 @@ def init(
         belt init my-hook --nexus --framework starlette
     """
     written = write(directory=directory, nexus=nexus, framework=framework)
-    if json_printed(json_, written.to_json()):
+    if output.json_printed(json_, written.to_json()):
         return
     where = "this directory" if str(directory) == "." else f"{directory}/"
     output.success(f"wrote {len(written.files)} files in {where}")

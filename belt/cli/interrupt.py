@@ -28,7 +28,6 @@ from belt.cli.options import (
     OtlpOption,
     TraceFileOption,
     finite,
-    json_printed,
     moment_option,
     start_tracing,
 )
@@ -126,7 +125,7 @@ def list_(
             reason=reason.value if reason else None,
             include_settled=all_,
         )
-    if json_printed(json_, [item for item, _ in listed]):
+    if output.json_printed(json_, [item for item, _ in listed]):
         return
     if not listed:
         what = "interrupts" if all_ else "pending interrupts"
@@ -182,7 +181,7 @@ def show(
         item, on_expiry = backend.show_interrupt(interrupt_id=interrupt_id, run_id=run)
     trail, settled_by = (None, None) if api else local_inbox().settled_by(interrupt_id=item["id"])
     shown = item if trail is None else {**item, "settled_by": settled_by, "trail": trail}
-    if json_printed(json_, shown):
+    if output.json_printed(json_, shown):
         return
     pairs: list[tuple[str, Any]] = [
         ("id", item.get("id")),
@@ -328,7 +327,7 @@ def resolve(
             item = backend.resolve_interrupt(
                 interrupt_id=interrupt_id, decision=chosen, data=resolved_data
             )
-    if json_printed(json_, item):
+    if output.json_printed(json_, item):
         return
     output.success(f"{item.get('id') or interrupt_id} resolved: {item.get('resolution') or chosen}")
 
@@ -369,7 +368,7 @@ def resolve_all(
         _repeat_or_refuse(backend, decision, data, select, wanted, found, json_=json_)
         return
     if not items or found is None:
-        if not json_printed(json_, {"resolved": [], "missed": []}):
+        if not output.json_printed(json_, {"resolved": [], "missed": []}):
             output.echo("no pending interrupts match", stderr=True)
         return
     if not json_:
@@ -485,7 +484,7 @@ def _show_batch(items: list[InterruptJSON], digest: str) -> None:
 def _report_batch(outcome: BatchResult, decision: str, *, json_: bool) -> None:
     """What a batch did: each gate it settled, or that it had settled them all before."""
     resolved = outcome["resolved"]
-    if json_printed(json_, {**outcome, "missed": []}):
+    if output.json_printed(json_, {**outcome, "missed": []}):
         return
     name = f"batch {outcome['batch']}"
     if outcome.get("repeated"):
@@ -509,7 +508,7 @@ def _report_each(
     json_: bool,
 ) -> None:
     """What settling one by one (--no-atomic) did: each resolved, and each skipped and why."""
-    if json_printed(
+    if output.json_printed(
         json_,
         {
             "digest": digest,
@@ -757,7 +756,7 @@ def sweep(
     start_tracing(otlp, trace)
     with tracing.settlement("expiry"):
         settled = local_inbox().sweep(at=moment)
-    if json_printed(json_, {"settled": len(settled), "interrupts": settled}):
+    if output.json_printed(json_, {"settled": len(settled), "interrupts": settled}):
         return
     output.success(f"settled {len(settled)} overdue interrupt(s)")
     if settled:
@@ -813,7 +812,7 @@ def create(
         default_resolution=default_resolution.value if default_resolution else None,
         meta=None if meta is None else read_json_object_option(meta, option="--meta"),
     )
-    if json_printed(json_, item):
+    if output.json_printed(json_, item):
         return
     output.success(f"opened {item['id']} on run {item['run_id']}")
     output.key_values(
@@ -859,7 +858,7 @@ def log(
     )
 
     settled = local_inbox().settlements(since=_since(since), run_id=run)
-    if json_printed(json_, settled):
+    if output.json_printed(json_, settled):
         return
     if not settled:
         output.echo("no settled gates" + (f" since {since}" if since else ""), stderr=True)

@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 
-from belt.display import output
 from belt.errors import InvalidInput, UsageError
 
 VerboseFlag = Annotated[
@@ -79,13 +78,6 @@ def moment_option(text: str | None, option: str) -> datetime | None:
         return parse_rfc3339(text, option)
     except InvalidInput as exc:
         raise UsageError(exc.message) from None
-
-
-def json_printed(json_: bool, data: object) -> bool:
-    """With ``--json``, print ``data`` as the command's JSON document; says whether it did."""
-    if json_:
-        output.print_json(data)
-    return json_
 
 
 OtlpOption = Annotated[

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt.cli.options import JsonFlag, json_printed
+from belt.cli.options import JsonFlag
 from belt.display import output
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def add(
         tags=[tag for tag in tags.split(",") if tag.strip()],
         file=file,
     )
-    if json_printed(json_, outcome.to_json()):
+    if output.json_printed(json_, outcome.to_json()):
         return
     output.success(describe_outcome(outcome))
 
@@ -100,7 +100,7 @@ def list_(
     from belt.records.registry import list_entries  # start-up: sqlite3 and its index
 
     entries = list_entries(None, owner=owner, kind=None if kind is None else kind.value)
-    if json_printed(json_, [summary(entry) for entry in entries]):
+    if output.json_printed(json_, [summary(entry) for entry in entries]):
         return
     if not entries:
         output.echo(f"no entries in the registry of {owner}", stderr=True)
@@ -131,7 +131,7 @@ def show(entry_id: EntryId, json_: JsonFlag = False) -> None:
     from belt.records.registry import get_entry  # start-up: sqlite3 and its index
 
     entry = get_entry(None, entry_id=entry_id)
-    if json_printed(json_, entry):
+    if output.json_printed(json_, entry):
         return
     output.key_values(
         [
@@ -186,7 +186,7 @@ def search_(
     from belt.records.registry import search  # start-up: sqlite3 and its index
 
     matches = search(None, owner=owner, query=query, limit=limit)
-    if json_printed(json_, [match.to_json() for match in matches]):
+    if output.json_printed(json_, [match.to_json() for match in matches]):
         return
     if not matches:
         output.echo(f'no entries of {owner} match "{query}"', stderr=True)
@@ -220,6 +220,6 @@ def rm(entry_id: EntryId, json_: JsonFlag = False) -> None:
     from belt.records.registry import remove_entry  # start-up: sqlite3 and its index
 
     entry = remove_entry(None, entry_id=entry_id)
-    if json_printed(json_, summary(entry)):
+    if output.json_printed(json_, summary(entry)):
         return
     output.success(f'removed {entry["id"]} "{entry["name"]}"')

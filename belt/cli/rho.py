@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from belt.cli.options import JsonFlag, VerboseFlag, json_printed
+from belt.cli.options import JsonFlag, VerboseFlag
 from belt.cli.root import BeltGroup
 from belt.display import output
 
@@ -69,7 +69,7 @@ def configure(
     from belt.declaring.rhoconfig import configure_lifecycle_hooks  # start-up: pydantic
 
     configured = configure_lifecycle_hooks(file=file, api=api)
-    if json_printed(json_, configured.summary()):
+    if output.json_printed(json_, configured.summary()):
         return
     output.echo(f"stored {configured.location}", stderr=True)
     render_hooks(configured.configuration, "{} (no lifecycle hooks declared)")
@@ -94,7 +94,7 @@ def show(
     from belt.declaring.rhoconfig import show_lifecycle_hooks  # start-up: pydantic
 
     shown = show_lifecycle_hooks()
-    if json_printed(json_, shown.summary()):
+    if output.json_printed(json_, shown.summary()):
         return
     output.echo(shown.location, stderr=True)
     render_hooks(

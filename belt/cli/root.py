@@ -324,10 +324,8 @@ def version(json_: JsonFlag = False) -> None:
     # The source's version, which a test holds equal to the installed package's (--version):
     # reading the package metadata would more than double the time `belt version` takes.
 
-    if json_:
-        output.print_json({"version": __version__})
-        return
-    output.echo(f"belt {__version__}")
+    if not output.json_printed(json_, {"version": __version__}):
+        output.echo(f"belt {__version__}")
 
 
 for _name, _attribute in {

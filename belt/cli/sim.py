@@ -14,7 +14,6 @@ from belt.cli.options import (
     OtlpOption,
     Routes,
     TraceFileOption,
-    json_printed,
     moment_option,
     start_tracing,
 )
@@ -84,9 +83,7 @@ def render(
     failed or an answer was partly ignored (answer warnings). What ``live`` printed already
     (the transcript up to a gate) is not printed again."""
     summary: HookSummary | None = report.get("hook_summary")
-    if json_:
-        output.print_json(report)
-    else:
+    if not output.json_printed(json_, report):
         lines = transcript_lines(report, verbose=verbose)
         output.lines(live.rest(lines) if live is not None else lines)
         output.lines(summary_lines(summary))
@@ -272,7 +269,7 @@ def show(
     from belt.engine.entrypoints import show_run  # start-up: the engine
 
     report = show_run(run_id=run_id, last=last)
-    if not json_printed(json_, report):
+    if not output.json_printed(json_, report):
         output.lines(transcript_lines(report, verbose=verbose(ctx)))
 
 
@@ -293,7 +290,7 @@ def list_(
     from belt.engine.entrypoints import list_runs  # start-up: the engine
 
     rows = list_runs(include_tasks=all_)
-    if json_printed(json_, rows):
+    if output.json_printed(json_, rows):
         return
     if not rows:
         output.echo(

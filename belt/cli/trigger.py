@@ -112,9 +112,7 @@ def trigger(
         secret=secret,
         timeout=timeout,
     )
-    if json_:
-        output.print_json(report.to_json())
-    else:
+    if not output.json_printed(json_, report.to_json()):
         render(report)
     if report.traceback and ctx.find_root().params.get("verbose"):
         output.block(report.traceback, stderr=True)

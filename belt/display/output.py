@@ -24,6 +24,7 @@ import textwrap
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -152,6 +153,14 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+def json_printed(wanted: bool, data: Any) -> bool:
+    """With ``--json`` (``wanted``), print ``data`` as the command's JSON document; says whether
+    it did."""
+    if wanted:
+        print_json(data)
+    return wanted
+
+
 def print_json_line(data: Any) -> None:
     """Print one JSON object on one line (streams)."""
     sys.stdout.write(json_text(data, separators=(",", ":")) + "\n")
@@ -252,39 +261,69 @@ def table(
     longest word, and text wraps between words; below the width that needs, each row is
     printed as a block of ``column: value`` lines instead, a blank line between two.
     """
-    cells = [["" if value is None else clean(str(value)) for value in row] for row in rows]
-    if not _is_terminal(sys.stdout):
-        if title:
-            echo(title)
-        _plain_rows(columns, cells, _plain_widths(columns, cells), header=True)
-        return
-    if ids and short:
-        from belt.records.names import short_id  # noqa: PLC0415 - start-up: belt version loads no store
-
-        cells = [[short_id(v) if i in ids else v for i, v in enumerate(row)] for row in cells]
-    out = console()
-    widths = _fitted_widths(columns, cells, out.width)
-    if widths is None:
-        if title:
-            styled(title, "bold")
-        _records(columns, cells, first=True)
-        return
-    _rich_table(columns, cells, widths=widths, header=True, title=title)
+    _pages(columns, [rows], title=title, ids=ids if short else ())
 
 
-def _plain_widths(columns: Sequence[str], cells: list[list[str]]) -> list[int]:
-    widths = [len(c) for c in columns]
-    for row in cells:
-        widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
-    return widths
+def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page: int = 500) -> int:
+    """Render rows as ``table`` does while they come, ``page`` at a time: the first page sets
+    the columns' widths (a wider cell later widens them; on a terminal, one too wide for a
+    table turns the rest into blocks), so a long table is never held whole.
+    Returns how many rows were printed."""
+    count = 0
+
+    def pages() -> Iterator[list[Sequence[Any]]]:
+        nonlocal count
+        remaining = iter(rows)
+        while batch := list(islice(remaining, page)):
+            count += len(batch)
+            yield batch
+
+    _pages(columns, pages())
+    return count
 
 
-def _plain_rows(
-    columns: Sequence[str], cells: list[list[str]], widths: list[int], *, header: bool
+def _pages(
+    columns: Sequence[str],
+    pages: Iterable[Sequence[Sequence[Any]]],
+    *,
+    title: str | None = None,
+    ids: Collection[int] = (),
 ) -> None:
-    lines = [list(columns), *cells] if header else cells
-    for line in lines:
-        echo("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
+    """Print each page of rows as it comes, laid out as ``table`` says."""
+    widths: list[int] | None = None
+    as_records = False
+    for page in pages:
+        cells = [["" if value is None else clean(str(value)) for value in row] for row in page]
+        header = widths is None and not as_records
+        if not _is_terminal(sys.stdout):
+            if title:
+                echo(title)
+            widths = [
+                max([width, *(len(row[i]) for row in cells)])
+                for i, width in enumerate(widths or [len(column) for column in columns])
+            ]
+            lines = [list(columns), *cells] if header else cells
+            for line in lines:
+                echo("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
+            continue
+        if ids:
+            from belt.records.names import short_id  # noqa: PLC0415 - start-up: belt version loads no store
+
+            cells = [[short_id(v) if i in ids else v for i, v in enumerate(row)] for row in cells]
+        room = console().width
+        fitted = None if as_records else _fitted_widths(columns, cells, room)
+        if fitted is None:
+            if title:
+                styled(title, "bold")
+            _records(columns, cells, first=header)
+            as_records = True
+            continue
+        if widths is not None:
+            wider = [max(a, b) for a, b in zip(widths, fitted, strict=True)]
+            if sum(wider) + _GAP * (len(columns) - 1) <= room:
+                fitted = wider
+        widths = fitted
+        _rich_table(columns, cells, widths=widths, header=header, title=title)
 
 
 _TEXT = 12
@@ -355,53 +394,6 @@ def _records(columns: Sequence[str], cells: list[list[str]], *, first: bool) -> 
                     echo(head + part)
 
 
-def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page: int = 500) -> int:
-    """Render rows as ``table`` does while they come, ``page`` at a time: the first page sets
-    the columns' widths (a wider cell later widens them; on a terminal, one too wide for a
-    table turns the rest into blocks), so a long table is never held whole.
-    Returns how many rows were printed."""
-    count = 0
-    widths: list[int] | None = None
-    as_records = False
-    batch: list[list[str]] = []
-
-    def flush() -> None:
-        nonlocal widths, as_records
-        cells = [["" if value is None else clean(str(value)) for value in row] for row in batch]
-        batch.clear()
-        header = widths is None and not as_records
-        if not _is_terminal(sys.stdout):
-            widths = [
-                max(w, n)
-                for w, n in zip(
-                    widths or [0] * len(columns), _plain_widths(columns, cells), strict=True
-                )
-            ]
-            _plain_rows(columns, cells, widths, header=header)
-            return
-        room = console().width
-        fitted = None if as_records else _fitted_widths(columns, cells, room)
-        if fitted is None:
-            _records(columns, cells, first=not as_records and widths is None)
-            as_records = True
-            return
-        if widths is not None:
-            wider = [max(a, b) for a, b in zip(widths, fitted, strict=True)]
-            if sum(wider) + _GAP * (len(columns) - 1) <= room:
-                fitted = wider
-        widths = fitted
-        _rich_table(columns, cells, widths=widths, header=header)
-
-    for row in rows:
-        batch.append(list(row))
-        count += 1
-        if len(batch) == page:
-            flush()
-    if batch:
-        flush()
-    return count
-
-
 def _rich_table(
     columns: Sequence[str],
     cells: list[list[str]],
@@ -428,10 +420,8 @@ def _rich_table(
     console().print(rich_table)
 
 
-def key_values(pairs: Sequence[tuple[str, Any]], *, title: str | None = None) -> None:
+def key_values(pairs: Sequence[tuple[str, Any]]) -> None:
     """Render labelled values, one per line."""
-    if title:
-        styled(title, "bold")
     width = max((len(k) for k, _ in pairs), default=0)
     for key, value in pairs:
         if value is None or value == "":
