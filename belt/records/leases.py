@@ -72,15 +72,8 @@ def _own_start(pid: int) -> str | None:
 
 def mine() -> Lease:
     """A lease held by this process, renewed now (wall time: it tells whether a process lives)."""
-    stamp = timestamp(utcnow())
-    pid = os.getpid()
-    return {
-        "pid": pid,
-        "host": host(),
-        "started": _own_start(pid),
-        "at": stamp,
-        "renewed": stamp,
-    }
+    stamp, pid = timestamp(utcnow()), os.getpid()
+    return {"pid": pid, "host": host(), "started": _own_start(pid), "at": stamp, "renewed": stamp}
 
 
 def is_mine(lease: object) -> bool:

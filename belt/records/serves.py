@@ -104,10 +104,9 @@ def serves_dir(*, create: bool = True) -> Path:
 def announce(record: ServeFile) -> Path:
     """Write the running-serve file of ``record`` (0600); returns its path, for ``withdraw``.
     A stale file of the same address (its serve is gone) is removed: this one replaces it."""
+    address = f"{_bracketed(record['host'])}:{record['port']}"
     for old in recorded():
-        if old.address == f"{_bracketed(record['host'])}:{record['port']}" and not is_alive(
-            old.pid
-        ):
+        if old.address == address and not is_alive(old.pid):
             withdraw(old.path)
     path = serves_dir() / f"{record['pid']}.json"
     write_private(path, json.dumps(record, indent=2) + "\n")
@@ -130,11 +129,7 @@ def recorded() -> list[Serve]:
         paths = sorted(directory.glob("*.json"))
     except OSError:
         return []
-    found = []
-    for path in paths:
-        record = _read(path)
-        if record is not None:
-            found.append(Serve(record, path))
+    found = [Serve(record, path) for path in paths if (record := _read(path)) is not None]
     found.sort(key=lambda serve: serve.record["started_at"], reverse=True)
     return found
 
@@ -196,12 +191,8 @@ def recorded_at(address: str) -> Serve | None:
     """The most recent serve of this user recorded at ``address`` (``HOST:PORT`` as a delivery's
     error names it), running or not; loopback names count as one."""
     wanted = _address_key(address)
-    if wanted is None:
-        return None
-    for serve in recorded():
-        if _address_key(serve.address) == wanted:
-            return serve
-    return None
+    found = (s for s in recorded() if wanted is not None and _address_key(s.address) == wanted)
+    return next(found, None)
 
 
 def _address_key(address: str) -> tuple[str, int] | None:

@@ -204,17 +204,12 @@ def append_turn(store: Store, sim_id: str, turn: Mapping[str, object]) -> int:
     ``belt serve``'s emulated chats grow this way, one message at a time; the driver then begins
     and drives the new turn as it does any scripted one (``Sim.start_turn``).
     """
-    index = 0
 
     def apply(scenario: Scenario) -> Scenario:
-        nonlocal index
-        turns = list(scenario.get("turns") or [])
-        index = len(turns)
-        scenario["turns"] = [*turns, turn]
+        scenario["turns"] = [*(scenario.get("turns") or []), turn]
         return scenario
 
-    store.update(SCENARIO, sim_id, apply)
-    return index
+    return len(store.update(SCENARIO, sim_id, apply)["turns"]) - 1
 
 
 def read_hooks(store: Store, sim_id: str) -> SimHooks:
