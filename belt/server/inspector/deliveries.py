@@ -314,18 +314,40 @@ class Deliveries:
     def _catch_up(
         self, log: str, log_id: str, make: Callable[[int, dict[str, object]], Entry | None]
     ) -> None:
-        """Read one log from where the last read stopped to its end, a part at a time, adding
-        each delivery in its place and keeping the window (lock held)."""
+        """Read one log from where the last read stopped to its end, READ_BYTES at a time,
+        adding each delivery in its place and keeping the window (lock held)."""
+        owner = SERVE if log == JOURNAL else log_id
         while True:
-            added: list[Entry] = []
             start = self.read_to.get((log, log_id), 0)
-            self._read(log, log_id, added, make)
+            try:
+                chunk = self.store.log_lines(log, log_id, start, max_bytes=READ_BYTES)
+            except InvalidInput as exc:
+                self._problem(exc.message)
+                return
+            if chunk.restarted:
+                # The log was removed or replaced: forget what was read of it and read it again.
+                self.held_bytes -= sum(e.size for e in self.entries if e.key[1] == owner)
+                self.entries = [e for e in self.entries if e.key[1] != owner]
+                self.by_id = {e.summary["id"]: e for e in self.entries}
+            added: list[Entry] = []
+            for offset, line in chunk.lines:
+                try:
+                    record = self.store.decode_log_line(log, log_id, line, offset, chunk.version)
+                except InvalidInput as exc:
+                    self._problem(exc.message)
+                    continue
+                made = make(offset, record)
+                if made is not None:
+                    added.append(made)
+                    self.by_id[made.summary["id"]] = made
+                    self.held_bytes += made.size
+            self.read_to[(log, log_id)] = chunk.end
             if added:
                 # Logs are read one after another, so what was added is sorted into place.
                 self.entries.extend(added)
                 self.entries.sort(key=BY_KEY)
                 self._keep_window()
-            if self.read_to.get((log, log_id), 0) == start:
+            if chunk.end == start:
                 return
 
     def _keep_window(self) -> None:
@@ -378,41 +400,6 @@ class Deliveries:
 
         return entry
 
-    def _read(
-        self,
-        log: str,
-        log_id: str,
-        added: list[Entry],
-        make: Callable[[int, dict[str, object]], Entry | None],
-    ) -> None:
-        """Read READ_BYTES of one log from where the last read stopped (lock held)."""
-        start = self.read_to.get((log, log_id), 0)
-        try:
-            chunk = self.store.log_lines(log, log_id, start, max_bytes=READ_BYTES)
-        except InvalidInput as exc:
-            self._problem(exc.message)
-            return
-        if chunk.restarted:
-            # The log was removed or replaced: forget what was read of it and read it again.
-            owner = SERVE if log == JOURNAL else log_id
-            kept = [e for e in self.entries if e.key[1] != owner]
-            self.held_bytes -= sum(e.size for e in self.entries if e.key[1] == owner)
-            self.entries = kept
-            added[:] = [e for e in added if e.key[1] != owner]
-            self.by_id = {e.summary["id"]: e for e in self.entries}
-        for offset, line in chunk.lines:
-            try:
-                record = self.store.decode_log_line(log, log_id, line, offset, chunk.version)
-            except InvalidInput as exc:
-                self._problem(exc.message)
-                continue
-            made = make(offset, record)
-            if made is not None:
-                added.append(made)
-                self.by_id[made.summary["id"]] = made
-                self.held_bytes += made.size
-        self.read_to[(log, log_id)] = chunk.end
-
     def _problem(self, message: str) -> None:
         if message not in self.problems:
             self.problems = [*self.problems, message][-PROBLEMS_KEPT:]
@@ -448,7 +435,7 @@ class Deliveries:
         lines of at most SEARCH_BYTES, and ``complete`` says whether it looked at them all."""
         self.refresh()
         limit = max(1, min(limit, LIMIT_MAX))
-        anchor = self._anchor(before) if before is not None else None
+        anchor = self._entry(before).key if before is not None else None
         with self.lock:
             entries = list(self.entries)  # the scan below reads files without the lock
             problems = list(self.problems)
@@ -461,33 +448,25 @@ class Deliveries:
             "problems": problems,
             "complete": True,
         }
-        if not filters:
-            # Nothing to match: the newest ``limit`` before the anchor, without a pass.
-            items, position = self._page(entries, range(end - 1, -1, -1), limit)
+        if "q" in filters:
+            found, scanned, position = self._search(entries, end, filters, limit)
             answer.update(
-                matched=len(entries),
-                items=items,
-                next=items[-1]["id"] if items and position > 0 else None,
+                matched=len(found),
+                items=[entries[p].summary for p in found],
+                next=entries[position].summary["id"] if position > 0 else None,
+                complete=position <= 0 and scanned,
             )
             return answer
-        if "q" not in filters:
-            matched = sum(1 for entry in entries if matches(entry.summary, filters))
-            chosen = (p for p in range(end - 1, -1, -1) if matches(entries[p].summary, filters))
-            items, position = self._page(entries, chosen, limit)
-            rest = any(matches(e.summary, filters) for e in entries[: max(position, 0)])
-            answer.update(matched=matched, items=items, next=items[-1]["id"] if rest else None)
-            return answer
-        found, scanned, position = self._search(entries, end, filters, limit)
-        answer.update(
-            matched=len(found),
-            items=[entries[p].summary for p in found],
-            next=entries[position].summary["id"] if position > 0 else None,
-            complete=position <= 0 and scanned,
-        )
+        chosen = (p for p in range(end - 1, -1, -1) if matches(entries[p].summary, filters))
+        items, position = self._page(entries, chosen, limit)
+        # Without filters every row matches: the count needs no pass.
+        matched = sum(matches(e.summary, filters) for e in entries) if filters else len(entries)
+        rest = any(matches(entries[p].summary, filters) for p in range(position))
+        answer.update(matched=matched, items=items, next=items[-1]["id"] if rest else None)
         return answer
 
     def _page(
-        self, entries: list[Entry], positions: Iterator[int] | range, limit: int
+        self, entries: list[Entry], positions: Iterator[int], limit: int
     ) -> tuple[list[Row], int]:
         """The rows at ``positions`` (newest first) up to ``limit`` and RESPONSE_BYTES; and the
         position of the last one taken (-1 when none)."""
@@ -547,14 +526,12 @@ class Deliveries:
                     size += row_bytes(entry)
         return found, True, 0
 
-    def _anchor(self, before: str) -> tuple[str, str, int]:
-        """Where a page ``before`` a delivery id starts: its place in the list, read from its
-        log when it is no longer held; NotFound when there is no such delivery."""
+    def _entry(self, delivery_id: str) -> Entry:
+        """A delivery's entry, read from its log when it is no longer held; NotFound when there
+        is no such delivery."""
         with self.lock:
-            entry = self.by_id.get(before)
-        if entry is None:
-            entry = self._from_log(before)[0]
-        return entry.key
+            entry = self.by_id.get(delivery_id)
+        return entry if entry is not None else self._from_log(delivery_id)[0]
 
     def record(self, delivery_id: str) -> tuple[Entry, dict[str, object]]:
         """A delivery's entry and its whole record; NotFound when there is none. A delivery no
@@ -661,12 +638,7 @@ class Deliveries:
         """The entries of these ids, in the order given (read from its log for one no longer
         held); NotFound for one that is not a delivery."""
         self.refresh()
-        found = []
-        for delivery_id in ids:
-            with self.lock:
-                entry = self.by_id.get(delivery_id)
-            found.append(entry if entry is not None else self._from_log(delivery_id)[0])
-        return found
+        return [self._entry(delivery_id) for delivery_id in ids]
 
     def select(self, filters: dict[str, str], *, limit: int) -> list[Entry]:
         """Every held delivery that passes ``filters``, oldest first; InvalidInput past ``limit``

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -57,12 +56,12 @@ from belt.server.inspector.timeline import (
     run_view,
 )
 from belt.server.problems import Problem, answering, belt_problem, read_json_object
+from belt.server.stream import line
 from belt.store import clock
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
-    from belt.handlers.webhook import WebhookResult
     from belt.rules.policy import Verdict
     from belt.server.deciders import Decider
     from belt.store import Store
@@ -81,6 +80,7 @@ PAGE_HEADERS = {
     "referrer-policy": "no-referrer",
     "cache-control": "no-store",
 }
+Handler = Callable[[Request], Awaitable[Any]]
 API_HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
 
 TICK = 0.25
@@ -151,10 +151,6 @@ class Inspector:
         limit = _whole(params.get("limit", "100"), "limit")
         before = params.get("before") or None
         return await run_in_threadpool(self.deliveries.query, filters, limit=limit, before=before)
-
-    async def delivery(self, request: Request) -> Any:
-        """GET /inspector/deliveries/{id}: one delivery, all that was recorded of it."""
-        return await run_in_threadpool(self.deliveries.detail, request.path_params["delivery_id"])
 
     async def replay(self, request: Request) -> Any:
         """POST /inspector/replay: ``{"ids": [...]}`` or ``{"filter": {...}}`` or ``{"run": id}``,
@@ -245,18 +241,6 @@ class Inspector:
             delivery_id=delivery_id,
         )
 
-    async def runs(self, request: Request) -> Any:
-        """GET /inspector/runs: every simulated run, newest first."""
-        return await run_in_threadpool(list_runs, self.store)
-
-    async def run(self, request: Request) -> Any:
-        """GET /inspector/runs/{run_id}: a run's timeline, gates and linked chats."""
-        return await run_in_threadpool(run_view, self.store, request.path_params["run_id"])
-
-    async def gates(self, request: Request) -> Any:
-        """GET /inspector/gates: the pending gates of every run."""
-        return await run_in_threadpool(gates, self.store)
-
     async def resolve(self, request: Request) -> Any:
         """POST /inspector/gates/{id}/resolve with ``{"decision", "data"}``; the run goes on when
         this was its last pending gate. A gate settled already is a 409 saying by whom."""
@@ -314,8 +298,8 @@ class Inspector:
 
     async def _changes(self, stopping: Callable[[], bool]) -> AsyncIterator[bytes]:
         with watching(ANYTHING) as wake:
-            watch = Changes(self.store)
-            yield _line({"type": "hello", "areas": list(watch.areas)})
+            areas = watched_areas(self.store)
+            yield line({"type": "hello", "areas": list(areas)})
             began = last = time.monotonic()
             while time.monotonic() - began < STREAM_SECONDS:
                 # Woken by a write in this process, or a look at the fallback rate for other
@@ -326,38 +310,39 @@ class Inspector:
                 await asyncio.sleep(TICK)
                 if stopping():
                     return
-                changed = watch.look()
+                changed = [area for area, signals in areas.items() if signals.moved()]
                 if changed:
-                    yield _line({"type": "changed", "areas": changed})
+                    yield line({"type": "changed", "areas": changed})
                     last = time.monotonic()
                 elif time.monotonic() - last >= HEARTBEAT:
-                    yield _line({"type": "heartbeat"})
+                    yield line({"type": "heartbeat"})
                     last = time.monotonic()
 
 
-class Changes:
-    """What changed in the store since the last look, by area, from a few ``stat`` calls."""
-
-    def __init__(self, store: Store) -> None:
-        root = store.root
-        objects = root / "objects"
-        journal = root / "logs" / JOURNAL / f"{SERVE}.jsonl"
-        events = root / "logs" / "events"
-        self.areas = {
-            "deliveries": Signals([journal, events, objects / "run", objects / "message"]),
-            "runs": Signals([objects / kind for kind in ("run", "message", "sim", "hooktask")]),
-            "gates": Signals([root / "tags" / "pending-interrupts", objects / "interrupt"]),
-        }
-        for signals in self.areas.values():
-            signals.moved()
-
-    def look(self) -> list[str]:
-        """The areas that changed (or may have) since the last look."""
-        return [area for area, signals in self.areas.items() if signals.moved()]
+def watched_areas(store: Store) -> dict[str, Signals]:
+    """The stream's areas, each told to have changed by the ``stat`` of a few paths."""
+    root, objects = store.root, store.root / "objects"
+    journal = root / "logs" / JOURNAL / f"{SERVE}.jsonl"
+    areas = {
+        "deliveries": Signals(
+            [journal, root / "logs" / "events", objects / "run", objects / "message"]
+        ),
+        "runs": Signals([objects / kind for kind in ("run", "message", "sim", "hooktask")]),
+        "gates": Signals([root / "tags" / "pending-interrupts", objects / "interrupt"]),
+    }
+    for signals in areas.values():
+        signals.moved()
+    return areas
 
 
-def _line(document: dict[str, object]) -> bytes:
-    return (json.dumps(document) + "\n").encode("utf-8")
+def threaded(function: Callable[..., Any], *args: Any, param: str = "") -> Handler:
+    """A route that answers ``function(*args)`` (and the path's ``param``), called in a thread."""
+
+    async def route(request: Request) -> Any:
+        named = (request.path_params[param],) if param else ()
+        return await run_in_threadpool(function, *args, *named)
+
+    return route
 
 
 def _whole(value: str, name: str) -> int:
@@ -377,13 +362,13 @@ def build(
     """The inspector's router over ``store`` (its JSON routes under ``prefix``); ``in_process``
     the ``py:`` handlers a replay may call."""
     inspector = Inspector(store, decide=decide, report=report, in_process=in_process)
-    api = {
+    api: dict[str, dict[str, Handler]] = {
         "GET": {
             "deliveries": inspector.list_deliveries,
-            "deliveries/{delivery_id}": inspector.delivery,
-            "runs": inspector.runs,
-            "runs/{run_id}": inspector.run,
-            "gates": inspector.gates,
+            "deliveries/{delivery_id}": threaded(inspector.deliveries.detail, param="delivery_id"),
+            "runs": threaded(list_runs, store),
+            "runs/{run_id}": threaded(run_view, store, param="run_id"),
+            "gates": threaded(gates, store),
             "stream": inspector.stream,
         },
         "POST": {
