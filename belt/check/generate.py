@@ -1,16 +1,9 @@
 """Hypothesis strategies for what a platform sends a hook: payloads per event and Nexus inputs.
 
-Built from Hypothesis's own strategies, so its engine generates the values and shrinks the
-failures. The shapes follow the wire models (``LifecycleHookPayload``, ``HookTaskInput``):
-realistic ids and RFC 3339 timestamps, each event's ``data`` as its spec row names it, tool
-arguments from empty to ``ARGUMENTS_MAX_BYTES``, any Unicode, nesting near the strict reader's
-limit. What the spec fixes is sent as it fixes it (the event, ``turn_count`` 0 on
-``agent.start``, a tool name of 1 to 64 ``TOOL_NAME_CHARS``, ``status`` ``completed``); other
-values come only with ``beyond_spec``.
-
-Paths are attacked where handlers break (``path_attacks``): ``..`` segments, the prefix without
-its separator, doubled and trailing slashes, ``.`` segments, case changes and look-alikes, sent
-first (``attack_payloads``) and generated among the rest. Only ``belt check`` imports this module.
+The shapes follow the wire models (``LifecycleHookPayload``, ``HookTaskInput``); what the spec
+fixes is sent as it fixes it, other values only with ``beyond_spec``. Paths are attacked where
+handlers break (``path_attacks``), sent first (``attack_payloads``) and generated among the rest.
+Only ``belt check`` imports this module.
 """
 
 from __future__ import annotations
@@ -22,10 +15,11 @@ import operator
 import os
 import re
 import string
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial, reduce
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,7 +55,6 @@ TOOL_RESULT_STATUS = "completed"
 FIXED_TIMESTAMP = "2026-08-11T14:00:00Z"
 """The timestamp of the explicit examples (the spec's own), so that a seed repeats them."""
 PATHS = ("/tmp/old.txt", "/etc/passwd", "/tmp/../etc/passwd", "/", "", "~/.ssh/id_rsa", "C:\\")
-PATH_PARTS = ("tmp", "etc", "var", "lib", "home", "app", "..", ".", "passwd", "production.db")
 
 Strategy = st.SearchStrategy[Any]
 T = TypeVar("T")
@@ -123,13 +116,6 @@ def json_values(max_leaves: int = 12) -> Strategy:
     )
 
 
-def _nested(depth: int, leaf: Any) -> Any:
-    value = leaf
-    for _ in range(depth):
-        value = {"a": value}
-    return value
-
-
 def large_text() -> st.SearchStrategy[str]:
     """Text up to a quarter of ``ARGUMENTS_MAX_BYTES`` characters (a character is up to 4
     bytes): a short piece repeated, so its length shrinks as one integer does."""
@@ -140,13 +126,15 @@ def large_text() -> st.SearchStrategy[str]:
 
 def deep_values() -> Strategy:
     """Objects nested up to ``DEEP_MAX`` levels."""
-    return st.builds(_nested, st.integers(1, DEEP_MAX), json_values(max_leaves=2))
+    nest = lambda depth, leaf: reduce(lambda value, _: {"a": value}, range(depth), leaf)  # noqa: E731
+    return st.builds(nest, st.integers(1, DEEP_MAX), json_values(max_leaves=2))
 
 
 def paths() -> st.SearchStrategy[str]:
     """File paths: well-known ones, paths of known and arbitrary parts, and the attacks on the
     spec's own policy (``DEFAULT_PATH_PATTERN``)."""
-    parts = st.sampled_from(PATH_PARTS) | texts(min_size=1, max_size=12)
+    known = ("tmp", "etc", "var", "lib", "home", "app", "..", ".", "passwd", "production.db")
+    parts = st.sampled_from(known) | texts(min_size=1, max_size=12)
     built = st.lists(parts, max_size=5).map(lambda items: "/" + "/".join(items))
     # The attacks last: Hypothesis shrinks towards the first strategies of a union.
     return (
@@ -160,7 +148,6 @@ DEFAULT_PATH_PATTERN = "/tmp/*"
 """The pattern a tool call's ``path`` argument is attacked from when no property names one: the
 spec's own policy example (deletions only under /tmp/)."""
 GLOB_SPECIAL = "*?["
-REGEX_SPECIAL = set(".^$*+?{}[]|()")
 ELSEWHERE = "/etc/passwd"
 """Where a ``..`` attack leads out of the pattern's directory."""
 ELSEWHERE_FROM_ETC = "/root/.ssh/id_rsa"
@@ -172,9 +159,6 @@ LOOKALIKES = dict(
     )
 )
 """Cyrillic letters drawn as the Latin ones (``/tmр`` with a Cyrillic ``р``)."""
-FULLWIDTH_SOLIDUS = "\uff0f"
-FULLWIDTH_STOP = "\uff0e"
-DIVISION_SLASH = "\u2215"
 ATTACK_KINDS = ("..", "prefix", "//", "trailing /", ".", "case", "look-alike")
 
 
@@ -195,47 +179,24 @@ class PathShape:
 def _glob_example(glob_: str) -> str:
     """A value a glob matches: each wildcard made ``x`` (or a set's first character)."""
     out: list[str] = []
-    index = 0
-    while index < len(glob_):
-        char = glob_[index]
-        if char in "*?":
-            if not out or out[-1] != "x" or char == "?":
-                out.append("x")
-            index += 1
-            continue
-        if char == "[":
-            end = glob_.find("]", index + 2)
-            if end != -1:
-                members = glob_[index + 1 : end]
-                negated = members[:1] in ("!", "^")
-                if negated:
-                    out.append("y" if "x" in members else "x")
-                else:
-                    out.append(members[0])
-                index = end + 1
-                continue
-        out.append(char)
-        index += 1
+    for token in re.findall(r"\[.[^]]*\]|.", glob_, re.DOTALL):
+        if token == "?" or token == "*" and out[-1:] != ["x"]:
+            out.append("x")
+        elif len(token) > 1:  # a set: its first member, or (negated) one it leaves out
+            members = token[1:-1]
+            out.append(("y" if "x" in members else "x") if members[0] in "!^" else members[0])
+        elif token != "*":
+            out.append(token)
     return "".join(out) or "x"
 
 
 def _regex_literal(source: str) -> str:
     """The literal start of a regex (``/tmp/`` of ``^/tmp/.*``), escapes read."""
     source = source.removeprefix("^")
-    out: list[str] = []
-    index = 0
-    while index < len(source):
-        char = source[index]
-        if char == "\\" and index + 1 < len(source) and not source[index + 1].isalnum():
-            out.append(source[index + 1])
-            index += 2
-            continue
-        if char in REGEX_SPECIAL or char == "\\":
-            break
-        out.append(char)
-        index += 1
+    head = re.findall(r"^(?:\\[\W_]|[^\\.^$*+?{}[\]|()])*", source, re.DOTALL)[0]
+    out = [token[-1] for token in re.findall(r"\\?.", head, re.DOTALL)]
     # A quantifier binds the character before it: "/tmp?" says nothing sure of its "p".
-    if index < len(source) and source[index] in "*?{" and out:
+    if source[len(head) :][:1] in ("*", "?", "{") and out:
         out.pop()
     return "".join(out)
 
@@ -264,12 +225,11 @@ def path_shape(pattern: Any) -> PathShape | None:
 def _lookalike(text: str) -> str:
     """``text`` with its last letter that has a Cyrillic double made that double, else its
     last letter made fullwidth; the same text when it has no letter."""
-    for index in range(len(text) - 1, -1, -1):
-        if text[index] in LOOKALIKES:
-            return text[:index] + LOOKALIKES[text[index]] + text[index + 1 :]
-    for index in range(len(text) - 1, -1, -1):
-        if text[index].isascii() and text[index].isalpha():
-            return text[:index] + chr(ord(text[index]) + 0xFEE0) + text[index + 1 :]
+    fullwidth = {letter: chr(ord(letter) + 0xFEE0) for letter in string.ascii_letters}
+    for doubles in (LOOKALIKES, fullwidth):
+        index = max((i for i, char in enumerate(text) if char in doubles), default=-1)
+        if index >= 0:
+            return text[:index] + doubles[text[index]] + text[index + 1 :]
     return text
 
 
@@ -309,9 +269,10 @@ def attacks_of(shape: PathShape) -> dict[str, list[str]]:
         "case": cased,
         "look-alike": [
             *([f"{lookalike}/{rest}"] if lookalike != base else []),
-            f"{base}/..{away}".replace("/", FULLWIDTH_SOLIDUS).replace(FULLWIDTH_SOLIDUS, "/", 1),
-            f"{base}/{FULLWIDTH_STOP * 2}{away}",
-            f"{base}{DIVISION_SLASH}{rest}",
+            # fullwidth solidi, fullwidth full stops, a division slash
+            f"{base}/..{away}".replace("/", "\uff0f").replace("\uff0f", "/", 1),
+            f"{base}/\uff0e\uff0e{away}",
+            f"{base}\u2215{rest}",
         ],
     }
 
@@ -330,10 +291,6 @@ def path_attacks(pattern: Any) -> list[str]:
     return list(dict.fromkeys(_interleaved(attacks_of(shape).values())))
 
 
-def _attack(kind: str, base: str, rest: str) -> list[str]:
-    return attacks_of(PathShape(base, rest))[kind]
-
-
 def attacked_paths(pattern: Any) -> st.SearchStrategy[str]:
     """The attacks on a path-shaped pattern, and each kind again on other values of the
     pattern's rest; nothing for a pattern that holds no path."""
@@ -341,7 +298,11 @@ def attacked_paths(pattern: Any) -> st.SearchStrategy[str]:
     if shape is None:
         return st.nothing()
     rests = st.text(alphabet=ID_CHARS + "._-", min_size=1, max_size=12) | st.just(shape.rest)
-    again = st.builds(_attack, st.sampled_from(ATTACK_KINDS), st.just(shape.base), rests)
+    again = st.builds(
+        lambda kind, rest: attacks_of(PathShape(shape.base, rest))[kind],
+        st.sampled_from(ATTACK_KINDS),
+        rests,
+    )
     return st.sampled_from(path_attacks(pattern)) | again.filter(bool).flatmap(st.sampled_from)
 
 
@@ -366,13 +327,10 @@ def arguments() -> st.SearchStrategy[dict[str, object]]:
         },
     )
     others = st.dictionaries(texts(max_size=16), argument_values(), max_size=4)
-    return st.builds(lambda known, other: {**other, **known}, known, others).filter(_within_limit)
-
-
-def _within_limit(value: dict[str, object]) -> bool:
-    """True when ``value`` encodes to at most ``ARGUMENTS_MAX_BYTES`` (several large values can
-    pass it together)."""
-    return len(json.dumps(value, ensure_ascii=False).encode("utf-8")) <= ARGUMENTS_MAX_BYTES
+    return st.builds(lambda known, other: {**other, **known}, known, others).filter(
+        # several large values can pass ARGUMENTS_MAX_BYTES together
+        lambda value: len(json.dumps(value, ensure_ascii=False).encode()) <= ARGUMENTS_MAX_BYTES
+    )
 
 
 def is_tool_name(value: Any) -> bool:
@@ -442,18 +400,12 @@ spec_sample = sample_payload
 # -- Nexus ----------------------------------------------------------------------------------------
 
 
-def _task_input(event: str) -> Callable[..., dict[str, object]]:
-    def build(run: str, source: str, conversation: str | None, **extra: Any) -> dict[str, object]:
-        task: dict[str, object] = {
-            "event": event,
-            "task_key": f"{run}:{event}:{source}",
-            "run_public_id": run,
-            "conversation_public_id": conversation,
-        }
-        task.update({key: value for key, value in extra.items() if value is not None})
-        return task
-
-    return build
+def _task_input(
+    event: str, run: str, source: str, conversation: str | None, **extra: Any
+) -> dict[str, object]:
+    task: dict[str, object] = {"event": event, "task_key": f"{run}:{event}:{source}"}
+    task |= {"run_public_id": run, "conversation_public_id": conversation}
+    return task | {key: value for key, value in extra.items() if value is not None}
 
 
 def _preview(text: str) -> dict[str, object]:
@@ -469,7 +421,7 @@ def nexus_inputs(event: str) -> st.SearchStrategy[dict[str, object]]:
         "source": sources | st.text(alphabet=ID_CHARS + "-", min_size=1, max_size=20),
         "conversation": st.none() | ids("conv_"),
     }
-    build = _task_input(event)
+    build = partial(_task_input, event)
     if event == NexusEvent.STOP:
         return st.builds(
             lambda preview, **rest: {**build(**rest), **_preview(preview)},
@@ -497,7 +449,7 @@ def nexus_inputs(event: str) -> st.SearchStrategy[dict[str, object]]:
 def nexus_sample(event: str) -> dict[str, object]:
     """A hook task input of ``event`` as the spec describes it."""
     source = "answer-1" if event == NexusEvent.STOP else "input"
-    task = _task_input(event)("run_sample01", source, "conv_sample01")
+    task = _task_input(event, "run_sample01", source, "conv_sample01")
     if event == NexusEvent.STOP:
         task.update(_preview("Done."))
     if event == NexusEvent.PRE_COMPACT:
