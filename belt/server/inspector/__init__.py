@@ -50,9 +50,8 @@ class LazyInspector:
 def inspector_routes(
     store: Store, *, decide: Decider | None, in_process: frozenset[str], report: Any
 ) -> list[BaseRoute]:
-    """The routes of the page and its API, over ``store``; ``decide`` is the server's decider
-    (what a replay to a served request's own handler asks), ``in_process`` the ``py:`` handlers
-    the server was started with (the only ones a replay may call)."""
+    """The routes of the page and its API over ``store``; ``in_process``: the ``py:`` handlers a
+    replay may call (those the server was started with)."""
     lazy = LazyInspector(store=store, decide=decide, in_process=in_process, report=report)
     return [
         Route("/", lazy, methods=["GET", "HEAD"]),

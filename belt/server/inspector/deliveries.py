@@ -1,20 +1,10 @@
-"""The inspector's deliveries: every hook request ``belt serve`` answered and every hook run a
-simulation made, read from the store, newest first.
+"""The inspector's deliveries: every hook request ``belt serve`` journalled and every
+``hook.executed`` record of a simulated run, newest first.
 
-Two kinds of log hold them: ``belt serve``'s journal (``journal/serve``) and each simulated
-run's event log (its ``hook.executed`` records, with the payload). :class:`Deliveries` keeps a
-summary of each, read incrementally (each log from the byte where the last read stopped, a part
-of READ_BYTES at a time), so a list costs a pass over summaries, not a read of the whole
-history; the history itself stays in the store and survives restarts. A delivery's id names
-where it is: ``serve.<offset>`` for the journal line at that byte, ``<run id>.<offset>`` for a
-run's event-log line.
-
-Nothing grows without bound: the summaries held are the newest WINDOW_COUNT deliveries, within
-WINDOW_BYTES (each text of a summary cut to SUMMARY_CHARS); older ones are evicted from memory,
-not from the store, and a delivery's id still opens it from its log. An answer holds at most
-RESPONSE_BYTES of summaries, and a text search reads the recorded lines it looks at one piece at
-a time, newest first, stopping after SEARCH_BYTES with where to go on (``next``).
-"""
+:class:`Deliveries` holds a summary of the newest WINDOW_COUNT of them (within WINDOW_BYTES), read
+incrementally from the logs; older ones are evicted from memory, not from the store, and a
+delivery's id (``serve.<offset>``, ``<run id>.<offset>``: where its line is) still opens it. An
+answer holds at most RESPONSE_BYTES of rows; a text search reads at most SEARCH_BYTES of lines."""
 
 from __future__ import annotations
 
@@ -280,8 +270,7 @@ def parse_id(delivery_id: str) -> tuple[str, str, int]:
 
 
 class Deliveries:
-    """Summaries of the newest deliveries in a store (a bounded window), kept up to date by
-    reading what was appended."""
+    """Summaries of a store's newest deliveries (a bounded window), kept up to date."""
 
     def __init__(
         self, store: Store, *, window: int = WINDOW_COUNT, window_bytes: int = WINDOW_BYTES
@@ -405,10 +394,8 @@ class Deliveries:
             self.problems = [*self.problems, message][-PROBLEMS_KEPT:]
 
     def _grown_event_logs(self) -> list[str]:
-        """The runs whose event log grew since it was last read (one listing, one stat each).
-
-        Nothing is listed while the directories a simulation writes to have not changed.
-        """
+        """The runs whose event log grew since it was last read (nothing listed while the
+        directories a simulation writes to are unchanged)."""
         if not self.signals.changed():
             return []
         directory = self.store.root / "logs" / EVENTS_LOG
@@ -430,9 +417,9 @@ class Deliveries:
     def query(
         self, filters: dict[str, str], *, limit: int = 100, before: str | None = None
     ) -> dict[str, object]:
-        """The newest deliveries that pass ``filters``, from ``before`` (a delivery id) on, at
-        most ``limit`` and RESPONSE_BYTES of them; a text filter (``q``) reads the recorded
-        lines of at most SEARCH_BYTES, and ``complete`` says whether it looked at them all."""
+        """The newest deliveries that pass ``filters`` before the delivery ``before``, at most
+        ``limit`` and RESPONSE_BYTES of them; ``complete`` says whether a text search (``q``, at
+        most SEARCH_BYTES read) looked at every line."""
         self.refresh()
         limit = max(1, min(limit, LIMIT_MAX))
         anchor = self._entry(before).key if before is not None else None
@@ -491,11 +478,9 @@ class Deliveries:
         *,
         answer: bool = True,
     ) -> tuple[list[int], bool, int]:
-        """The positions of the newest rows before ``end`` that pass ``filters`` and whose
-        recorded line holds ``filters["q"]`` (any case), up to ``limit`` (and, for an
-        ``answer``, RESPONSE_BYTES) of rows, reading at most SEARCH_BYTES of lines; whether
-        every row before ``end`` was looked at; and the position a next page starts before
-        (the last row taken, or the last row looked at)."""
+        """The positions of the newest rows before ``end`` that pass ``filters`` and whose line
+        holds ``filters["q"]``, within ``limit``, RESPONSE_BYTES (for an ``answer``) and
+        SEARCH_BYTES; whether every row was looked at; and where a next page starts."""
         wanted = filters["q"].casefold()
         found: list[int] = []
         size = read = 0
@@ -534,9 +519,8 @@ class Deliveries:
         return entry if entry is not None else self._from_log(delivery_id)[0]
 
     def record(self, delivery_id: str) -> tuple[Entry, dict[str, object]]:
-        """A delivery's entry and its whole record; NotFound when there is none. A delivery no
-        longer held (older than the window) is read from its log. A simulated run's delivery
-        (``<run id>.<offset>``) may name its run by the short id or a unique prefix."""
+        """A delivery's entry and whole record, read from its log when no longer held; NotFound when
+        there is none. A run may be named by its short id or a unique prefix."""
         delivery_id = self._full_id(delivery_id)
         log, log_id, offset = parse_id(delivery_id)
         self.refresh()
@@ -635,8 +619,7 @@ class Deliveries:
         }
 
     def summaries(self, ids: list[str]) -> list[Entry]:
-        """The entries of these ids, in the order given (read from its log for one no longer
-        held); NotFound for one that is not a delivery."""
+        """The entries of these ids, in the order given; NotFound for one that is not a delivery."""
         self.refresh()
         return [self._entry(delivery_id) for delivery_id in ids]
 
@@ -669,11 +652,8 @@ class Deliveries:
 
 
 def _holds(pieces: Iterator[bytes], wanted: str) -> tuple[bool, int]:
-    """Whether a recorded line (in pieces) holds ``wanted`` (casefolded), and the bytes read.
-
-    Each piece is searched with the end of the one before it, so a match across two pieces is
-    found; the line is never held whole.
-    """
+    """Whether a recorded line (in pieces, each searched with the end of the one before it)
+    holds ``wanted`` (casefolded), and the bytes read."""
     overlap = len(wanted.encode("utf-8")) * 3 + 4
     tail = b""
     read = 0
@@ -730,9 +710,8 @@ class Signals:
         return found
 
     def changed(self) -> bool:
-        """True when a path changed since the last look or may have (within RACY_SECONDS of a
-        change), or the last look is older than FULL_LOOK_SECONDS: for a reader that then reads
-        what changed."""
+        """True when a path changed since the last look, may have (within RACY_SECONDS of a
+        change), or the last look is older than FULL_LOOK_SECONDS."""
         now = time.time()
         stats = self.stats()
         fresh = any(s is not None and now - s[0] / 1e9 < RACY_SECONDS for s in stats)
@@ -743,7 +722,7 @@ class Signals:
 
     def moved(self) -> bool:
         """True when a path changed since the last look, and once more RACY_SECONDS after the
-        last change (one made in the same clock tick as a look leaves the time as it was)."""
+        last change (a change in the clock tick of a look leaves the time as it was)."""
         stats = self.stats()
         if stats != self.seen:
             self.seen = stats

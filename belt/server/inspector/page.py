@@ -1,19 +1,6 @@
-"""The inspector's page and JSON API (docs/inspector.md), built on its first request.
-
-Every view of the page is one of these routes, so a script gets what the page shows:
-
-- ``GET /inspector/deliveries`` (filters ``event``, ``decision``, ``source``, ``chat``, ``run``,
-  ``q``; ``limit``, ``before``) and ``GET /inspector/deliveries/{id}``;
-- ``POST /inspector/replay`` and ``POST /inspector/scenario`` (a delivery kept as a test);
-- ``GET /inspector/runs``, ``GET /inspector/runs/{run_id}``;
-- ``GET /inspector/gates``, ``POST /inspector/gates/{id}/resolve``;
-- ``GET /inspector/stream``: NDJSON, one line each time deliveries, runs or gates changed in the
-  store (found with a few ``stat`` calls a tick while a page is open; nothing runs when none is).
-
-Answers use the platform's envelope and problem+json. Who may ask is the server's guard's
-(``belt.server.guard``): loopback or allowed ``Host`` names without a token, the server's own
-``Origin``, ``application/json`` bodies.
-"""
+"""The inspector's page and its JSON API under ``/inspector/`` (docs/inspector.md lists the routes),
+built on the first request: every view of the page is a route, so a script gets what it shows.
+Answers use the platform's envelope and problem+json; who may ask is the server's guard's."""
 
 from __future__ import annotations
 
@@ -208,7 +195,7 @@ class Inspector:
 
     async def scenario(self, request: Request) -> Response:
         """POST /inspector/scenario: a delivery (``id``, or an edited ``payload``) kept as a
-        scenario ``belt test`` runs, its hook sent to ``target``, expecting ``expect``."""
+        ``belt test`` scenario sent to ``target``, expecting ``expect``."""
         body = await read_json_object(request)
         target = parse_target(body.get("target"))
         base = str(request.base_url)
@@ -279,12 +266,9 @@ class Inspector:
             self.report({"kind": "resume", "at": now_iso(), **tried})
 
     async def stream(self, request: Request) -> Response:
-        """GET /inspector/stream: NDJSON lines saying what changed in the store.
-
-        It ends when the server begins to stop: ``belt serve``'s protocol marks the request's
-        scope (``belt.server.guard.STOPPING``); an embedder can set ``app.state.stopping``, a
-        callable that says when.
-        """
+        """GET /inspector/stream: NDJSON lines saying what changed in the store, until the server
+        stops (``belt serve`` marks the scope with STOPPING; an embedder sets
+        ``app.state.stopping``)."""
         embedder = getattr(request.app.state, "stopping", None)
 
         def stopping() -> bool:
@@ -359,8 +343,7 @@ def build(
     in_process: frozenset[str],
     report: Reporter | None,
 ) -> ASGIApp:
-    """The inspector's router over ``store`` (its JSON routes under ``prefix``); ``in_process``
-    the ``py:`` handlers a replay may call."""
+    """The inspector's router over ``store``, its JSON routes under ``prefix``."""
     inspector = Inspector(store, decide=decide, report=report, in_process=in_process)
     api: dict[str, dict[str, Handler]] = {
         "GET": {

@@ -1,22 +1,10 @@
 """The inspector's replays: recorded deliveries sent again, and a changed one kept as a test.
 
-A replay goes through ``belt.deliveries.replay`` (the same comparison of decision, reason and
-injection as ``belt replay``, the same replay journal). Where it goes is a target:
-
-- ``own``: the delivery's own handler: this server's decider for a request ``belt serve``
-  answered; for a simulated delivery, its hook's webhook (the full URL from the store's private
-  part, never shown) or ``py:`` handler, through the run's ``--route`` when it had one;
-- ``url``: a webhook URL;
-- ``policy``: a policy file, decided in-process;
-- ``py``: a ``py:MODULE:FUNC`` callable, called as a scenario's in-process handler is (with the
-  payload as a dict): only one the server was started with (``--handler``, or a hook of an
-  ``--agents`` file), since no request may name code for the server to run.
-
-A changed delivery can be kept as a scenario that ``belt test`` runs: the model is scripted to
-reach the same boundary with the same data, the target is the hook's handler, and an
-expectation pins the decision (``belt.deliveries.keep.kept_scenario``, which ``belt replay
---save-tests`` shares).
-"""
+A replay goes through ``belt.deliveries.replay`` (the comparison and journal of ``belt replay``)
+to a target: ``own`` (the delivery's own handler: this server's decider, or a simulated hook's
+webhook or ``py:`` handler through its run's routes), ``url``, ``policy`` or ``py`` (only a handler
+the server was started with: no request may name code for the server to run). A delivery is kept
+as a test by ``belt.deliveries.keep.kept_scenario``, which ``belt replay --save-tests`` shares."""
 
 from __future__ import annotations
 
@@ -197,8 +185,7 @@ class Replayer:
     def _in_process(
         self, spec: str, place: Located | None = None
     ) -> Callable[[dict[str, object]], WebhookResult]:
-        """Call the in-process handler ``spec`` (loaded from ``place`` when its scenario
-        located it: ``py:`` callables and ``policy:`` files)."""
+        """Call the in-process handler ``spec`` (from ``place`` if its scenario located it)."""
         where = place or Located(spec)
         caller = InProcess(load=lambda _: load_located(where, where=spec))
 
@@ -234,8 +221,7 @@ class Replayer:
     def kept_handler(
         self, target: Target, entry: Entry | None, record: dict[str, object] | None, base_url: str
     ) -> tuple[str, list[str]]:
-        """``scenario_handler``, with where a simulated delivery's own in-process handler was
-        located."""
+        """``scenario_handler``, with where a simulated delivery's own handler was located."""
         place = None
         if target.kind == "own" and entry is not None and entry.summary["source"] != "serve":
             try:
@@ -245,10 +231,9 @@ class Replayer:
         return scenario_handler(target, entry, record, base_url, place)
 
     def located_handler(self, entry: Entry) -> tuple[str, float, Located | None]:
-        """Where a simulated delivery's hook sends payloads (its full URL or ``py:`` handler),
-        its timeout, and for an in-process hook that was not routed, where its scenario located
-        it (a path read from the scenario's directory); InvalidInput for a hook that is not a
-        webhook."""
+        """Where a simulated delivery's hook sends payloads (its full URL or ``py:`` handler), its
+        timeout, and where its scenario located an in-process one that was not routed; InvalidInput
+        for a hook that is not a webhook."""
         record = self.deliveries.read(entry)
         run = self.store.read(RUN, entry.key[1])
         sim = read_sim(self.store, str(run.get("sim_id")))
@@ -280,11 +265,9 @@ def scenario_handler(
     base_url: str,
     place: Located | None = None,
 ) -> tuple[str, list[str]]:
-    """The handler a kept scenario's hook names for ``target``, and notes for its reader: a URL,
-    ``py:`` callable or policy file as ``belt replay --save-tests`` names it
-    (``belt.deliveries.keep.replay_handler``, its paths absolute: where the file is saved is not
-    known here); for ``own``, the delivery's own handler (``place``: where its scenario located an
-    in-process one)."""
+    """The handler a kept scenario's hook names for ``target`` and notes for its reader: a
+    URL, ``py:`` callable or policy file as ``belt replay --save-tests`` names it (paths absolute);
+    for ``own``, the delivery's own handler (``place``: where its scenario located it)."""
     if target.kind in ("url", "py", "policy"):
         value = str(target.value)
         handler, notes = replay_handler(
@@ -337,9 +320,8 @@ def scenario_file(
     notes: list[str],
     delivery_id: str | None,
 ) -> tuple[str, str, str]:
-    """(file name, media type, text) of a scenario that ``belt test`` runs, kept from one
-    delivery (``belt.deliveries.keep.kept_scenario``); InvalidInput when the payload or expectation
-    is wrong."""
+    """(file name, media type, text) of a ``belt test`` scenario kept from one delivery;
+    InvalidInput when the payload or expectation is wrong."""
     header = [
         "A belt test scenario kept from the inspector of belt serve"
         + (f" (delivery {delivery_id})." if delivery_id else "."),

@@ -1,14 +1,8 @@
-"""The inspector's runs and gates: each run's timeline, and the gates that wait for a person.
+"""The inspector's runs and gates: each run's timeline (its chat's messages and, at each boundary,
+the hook deliveries it fired) and the gates that wait for a person.
 
-A run's timeline is its chat's messages of that run (the user message, model turns with their
-tool calls, tool results, injections) and, at each boundary, the hook deliveries it fired, read
-from the run's event log, with what each did (a denied tool, an injection, a gate). Task and
-review chats are linked both ways; a Nexus run shows its executions, hook tasks and holds.
-
-Resolving a gate goes through :func:`belt.records.interrupts.resolve_interrupt`, exactly as
-``belt interrupt resolve`` does; when it was the run's last pending gate, the run is continued
-as ``belt serve --resume`` continues it (taking its lease, so no one continues it twice).
-"""
+A gate is resolved as ``belt interrupt resolve`` resolves it; when it was the run's last pending
+one, the run is continued as ``belt serve --resume`` continues it (under its lease)."""
 
 from __future__ import annotations
 
@@ -270,8 +264,7 @@ def _task_item(task: Mapping[str, object]) -> dict[str, object]:
 
 
 def gates(store: Store) -> dict[str, object]:
-    """The pending gates of every run, the one that expires first first, with what each holds,
-    how long it has left and what its expiry will do."""
+    """The pending gates of every run, the one that expires first first."""
     now = clock.now()  # the server's clock: virtual under belt serve --clock
     items = [gate_item(record, now) for record in inbox(store=store)]
     items.sort(key=lambda item: str(item.get("expires_at") or ""))
@@ -307,12 +300,8 @@ def _seconds_left(expires_at: Any, now: datetime) -> float | None:
 def resolve(
     store: Store, *, interrupt_id: str, decision: Any, data: Any
 ) -> tuple[dict[str, object], dict[str, object]]:
-    """Resolve a gate from the page; (the gate as :func:`gate_item` shows it, whether its run
-    can go on now). The gate keeps what the pending list said of it (its event, tool and
-    arguments), so its card keeps its title once settled.
-
-    Conflict (409 on the page) when it is no longer pending, saying by whom it was settled.
-    """
+    """Resolve a gate from the page: (the gate as :func:`gate_item` shows it, whether its run
+    goes on now); Conflict when it is no longer pending."""
     if decision not in ("allow", "deny"):
         raise InvalidInput(f"decision: expected allow or deny, got {decision!r}")
     resolve_interrupt(
