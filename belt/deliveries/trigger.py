@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -48,16 +48,21 @@ if TYPE_CHECKING:
     from belt.handlers.webhook import WebhookResult
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TriggerReport:
-    """One trigger: what was sent, what came back, and what the platform would do with it."""
+    """One trigger: what was sent, what came back, and what the platform would do with it;
+    its fields in the order ``to_json`` gives them, but the last two."""
 
     event: str
     handler: str
-    payload: dict[str, object]
+    in_process: bool = False
+    """True when the handler was a ``py:`` function, called rather than POSTed to."""
     signed: bool
+    payload: dict[str, object]
     status: int | None
     body: str
+    ok: bool = field(init=False)
+    """True when the handler answered 2xx with a valid LifecycleHookResponse."""
     response: dict[str, object] | None
     error: str | None
     duration_ms: int
@@ -67,38 +72,17 @@ class TriggerReport:
     transcript_row: HookContent | None
     warnings: list[str] = field(default_factory=list)
     """What the platform would ignore in the answer (its unknown keys)."""
-    in_process: bool = False
-    """True when the handler was a ``py:`` function, called rather than POSTed to."""
     traceback: str | None = None
-    """The traceback of what a ``py:`` handler raised (shown with ``-v``; not in ``to_json``)."""
+    """The traceback of what a ``py:`` handler raised (shown with ``-v``)."""
     timeout: float = WEBHOOK_TIMEOUT_DEFAULT
-    """The seconds the handler had to answer, in all (not in ``to_json``)."""
+    """The seconds the handler had to answer, in all."""
 
-    @property
-    def ok(self) -> bool:
-        """True when the handler answered 2xx with a valid LifecycleHookResponse."""
-        return self.error is None
+    def __post_init__(self) -> None:
+        self.ok = self.error is None
 
     def to_json(self) -> dict[str, object]:
         """The report as one JSON object."""
-        return {
-            "event": self.event,
-            "handler": self.handler,
-            "in_process": self.in_process,
-            "signed": self.signed,
-            "payload": self.payload,
-            "status": self.status,
-            "body": self.body,
-            "ok": self.ok,
-            "response": self.response,
-            "error": self.error,
-            "duration_ms": self.duration_ms,
-            "effect": self.effect,
-            "injection": self.injection,
-            "system": self.system,
-            "transcript_row": self.transcript_row,
-            "warnings": self.warnings,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)[:-2]}
 
 
 def read_data(text: str) -> dict[str, object]:
