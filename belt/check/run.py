@@ -2,15 +2,9 @@
 contract, and shrink each failure to the smallest payload that still shows it.
 
 Hypothesis generates the payloads (``belt.check.generate``) a batch at a time, the path attacks
-first; a failing case raises an exception of its check's own class, so that Hypothesis, running
-the batch again, shrinks each failing check on its own. Cases go only to the targets given,
-bounded by ``--examples`` per event, ``SHRINK_CALLS_MAX`` and ``SHRINK_SECONDS_MAX`` when
-shrinking, and ``--max-time`` for the run; each reported case is sent once more to say whether it
-fails again (``Explorer.confirm``). ``py:`` handlers and Nexus ``py:`` tools are called in
-supervised worker processes (``belt.usercode.supervisor``): a call past its timeout ends its worker
-and its payload is never sent again (``Sender.hung``), and a handler that ends or harms its worker
-fails the case with the cause. Hypothesis keeps no database and prints nothing: the report is
-belt's.
+first; a failing case raises an exception of its check's own class, so that Hypothesis shrinks
+each failing check on its own. ``py:`` handlers and Nexus ``py:`` tools are called in supervised
+worker processes (``belt.usercode.supervisor``). Hypothesis keeps no database and prints nothing.
 """
 
 from __future__ import annotations
@@ -279,12 +273,8 @@ class Explorer:
     def timed(self, case: Case, payload: Any, counting: bool) -> Failures:
         """Run one case, its time counted as the cases' (generation left out); its failures
         recorded."""
-        started = time.perf_counter()
         with tracing.span("belt.check.case", self.traced) as span:
-            try:
-                failures = case(payload, counting)
-            finally:
-                self.report.case_seconds += time.perf_counter() - started
+            failures = self.sent(case, payload, counting)
             if span is not None:
                 failed = sorted({check for check, _ in failures})
                 tracing.set_attributes(span, {"belt.check.counted": counting})
@@ -314,6 +304,14 @@ class Explorer:
         except _Stop:
             self.report.stopped = STOPPED
 
+    def sent(self, case: Case, payload: Any, counting: bool) -> Failures:
+        """``case(payload, counting)``, its time counted as the cases' (generation left out)."""
+        started = time.perf_counter()
+        try:
+            return case(payload, counting)
+        finally:
+            self.report.case_seconds += time.perf_counter() - started
+
     def confirm(self, case: Case) -> None:
         """Send each check's reported case once more (a case reported for several checks
         once) and note whether it failed that check again: one that did not is flaky (a
@@ -324,11 +322,7 @@ class Explorer:
             if key not in failed:
                 if time.monotonic() > self.deadline:
                     return
-                started = time.perf_counter()
-                try:
-                    failed[key] = {name for name, _ in case(payload, False)}
-                finally:
-                    self.report.case_seconds += time.perf_counter() - started
+                failed[key] = {name for name, _ in self.sent(case, payload, False)}
             self.again[check] = check in failed[key]
             if not self.again[check]:
                 self.flaky.add(check)
@@ -343,15 +337,10 @@ class Explorer:
         """Run ``case(payload, counting)`` on the sample, then on the ``explicit`` payloads and
         generated ones, and shrink the first failure of a generated one.
 
-        Payloads are generated ``BATCH`` at a time and then sent back to back, so that a handler
-        is not left idle between cases while Hypothesis works. The first batch begins with the
-        explicit payloads (at most half of it, ahead of what Hypothesis generates): a failure of
-        one is kept as it is, and the search goes on, since a generated one may shrink smaller. When
-        a generated payload fails, Hypothesis runs that batch again with the same seed (without
-        the explicit payloads, which do not move what it generates), sending as it goes: it meets
-        the failure at the same place and shrinks it (the cases before it are sent again, not
-        counted again). The sample runs first and apart, so a defect it shows is still shrunk
-        from generated payloads."""
+        Payloads are generated ``BATCH`` at a time, then sent back to back (a handler is not left
+        idle while Hypothesis works), the explicit ones first (at most half of the first batch,
+        a failure kept as it is). When a generated payload fails, Hypothesis runs that batch again
+        with the same seed, meets the failure at the same place and shrinks it."""
         self.timed(case, sample, True)
         remaining, batch = self.examples, 0
         while remaining > 0:
@@ -470,11 +459,10 @@ def _size(value: Any) -> int:
 
 def _only_failures(exc: BaseException) -> bool:
     """True for an exception (or a group of them) made only of check failures."""
-    if isinstance(exc, CaseFailed):
-        return True
     if isinstance(exc, BaseExceptionGroup):
-        return all(_only_failures(inner) for inner in exc.exceptions)
-    return isinstance(exc, Flaky)
+        other = lambda inner: not isinstance(inner, CaseFailed | Flaky | BaseExceptionGroup)  # noqa: E731
+        return exc.subgroup(other) is None
+    return isinstance(exc, CaseFailed | Flaky)
 
 
 # -- inference.sh handlers ------------------------------------------------------------------------
@@ -620,52 +608,44 @@ def signature_cases(secret: str, payload: dict[str, object], now: int) -> list[S
     other = sign(WRONG_SECRET, several["webhook-id"], now, body)
     several["webhook-signature"] = f"{other} {several['webhook-signature']}"
 
-    def near(change: Callable[[dict[str, str], str], None]) -> dict[str, str]:
-        """Signed headers with the right signature changed by ``change`` (given the headers
-        and the signature's base64 digest): a near miss a verifier must refuse."""
+    def near(change: Callable[[str], dict[str, str]]) -> dict[str, str]:
+        """Signed headers changed by ``change`` (given the right signature's base64 digest)."""
         headers = signed()
-        change(headers, headers["webhook-signature"].removeprefix("v1,"))
-        return headers
+        return {**headers, **change(headers["webhook-signature"].removeprefix("v1,"))}
 
-    def last_byte_off(headers: dict[str, str], digest: str) -> None:
-        raw = bytearray(base64.b64decode(digest))
-        raw[-1] ^= 0x01
-        headers["webhook-signature"] = "v1," + base64.b64encode(bytes(raw)).decode("ascii")
+    def last_byte_off(digest: str) -> dict[str, str]:
+        raw = base64.b64decode(digest)
+        flipped = raw[:-1] + bytes([raw[-1] ^ 0x01])
+        return {"webhook-signature": "v1," + base64.b64encode(flipped).decode("ascii")}
 
-    def prefix(headers: dict[str, str], digest: str) -> None:
-        headers["webhook-signature"] = "v1," + digest[: len(digest) // 2]
-
-    def other_id(headers: dict[str, str], digest: str) -> None:
-        headers["webhook-id"] = f"msg_{secrets.token_urlsafe(18)}"
-
-    def other_time(headers: dict[str, str], digest: str) -> None:
-        headers["webhook-timestamp"] = str(now - 1)
-
-    def v1a(headers: dict[str, str], digest: str) -> None:
-        headers["webhook-signature"] = "v1a," + digest
-
-    return [
-        SignatureCase("a valid signature", body, signed(), True),
-        SignatureCase("several signatures, one of them valid", body, several, True),
-        SignatureCase("an unsigned request", body, plain, False),
-        SignatureCase("a tampered body", tampered, signed(), False),
-        SignatureCase("a signature made with another secret", body, signed(WRONG_SECRET), False),
-        SignatureCase(
-            "a stale timestamp (10 minutes old)", body, signed(moment=now - SKEW_SECONDS), False
-        ),
-        SignatureCase(
-            "a timestamp 10 minutes in the future", body, signed(moment=now + SKEW_SECONDS), False
-        ),
-        SignatureCase("no webhook-id header", body, without("webhook-id"), False),
-        SignatureCase("no webhook-timestamp header", body, without("webhook-timestamp"), False),
-        SignatureCase("no webhook-signature header", body, without("webhook-signature"), False),
+    cases = {
+        "a valid signature": signed(),
+        "several signatures, one of them valid": several,
+        "an unsigned request": plain,
+        "a tampered body": signed(),
+        "a signature made with another secret": signed(WRONG_SECRET),
+        "a stale timestamp (10 minutes old)": signed(moment=now - SKEW_SECONDS),
+        "a timestamp 10 minutes in the future": signed(moment=now + SKEW_SECONDS),
+        "no webhook-id header": without("webhook-id"),
+        "no webhook-timestamp header": without("webhook-timestamp"),
+        "no webhook-signature header": without("webhook-signature"),
         # Near misses: a verifier that compares a prefix, leaves the id or the time out of
         # what it signs, or reads any entry that starts with v1 accepts one of these.
-        SignatureCase("the signature with its last byte changed", body, near(last_byte_off), False),
-        SignatureCase("the first half of the signature", body, near(prefix), False),
-        SignatureCase("the signature of another webhook-id", body, near(other_id), False),
-        SignatureCase("the signature of another timestamp", body, near(other_time), False),
-        SignatureCase("the signature as a v1a, entry", body, near(v1a), False),
+        "the signature with its last byte changed": near(last_byte_off),
+        "the first half of the signature": near(
+            lambda digest: {"webhook-signature": "v1," + digest[: len(digest) // 2]}
+        ),
+        "the signature of another webhook-id": near(
+            lambda _: {"webhook-id": f"msg_{secrets.token_urlsafe(18)}"}
+        ),
+        "the signature of another timestamp": near(lambda _: {"webhook-timestamp": str(now - 1)}),
+        "the signature as a v1a, entry": near(
+            lambda digest: {"webhook-signature": "v1a," + digest}
+        ),
+    }
+    return [
+        SignatureCase(name, tampered if name == "a tampered body" else body, headers, index < 2)
+        for index, (name, headers) in enumerate(cases.items())
     ]
 
 
