@@ -149,8 +149,8 @@ def policy_handler(path: Path) -> Handler:
 
 def route_for(routes: list[Route], url: str) -> Route | None:
     """The route a webhook URL takes: the one with the longest matching prefix, if any."""
-    matching = [route for route in routes if url.startswith(route.prefix)]
-    return max(matching, key=lambda route: len(route.prefix)) if matching else None
+    matching = (route for route in routes if url.startswith(route.prefix))
+    return max(matching, key=lambda route: len(route.prefix), default=None)
 
 
 @dataclass
@@ -300,9 +300,8 @@ class Dispatcher:
 
     def in_process(self) -> InProcess:
         """The caller of ``py:`` handlers, created on first use."""
-        found = self._in_process
-        if found is not None:
-            return found
+        if self._in_process is not None:
+            return self._in_process
         with self._lock:
             if self._in_process is None:
                 self._in_process = InProcess(self.handlers, load=self.load)
@@ -481,12 +480,9 @@ def executed_record(
     """The ``hook.executed`` agent event for one handler run (with the payload it was given),
     ending with ``place``: where it belongs in the transcript.
 
-    The HookExecutedPayload of the wire (``hook_event``, ``decision``, ``reason``,
-    ``duration_ms``), and what belt adds to it: which hook, how it ran, the ``override`` its
-    answer carried (recorded, never acted on, as WIRE.md says) and the ``warnings`` of what was
-    ignored in its answer, and the ``injection`` it answered (its ``inject`` and ``system``, as
-    ``belt replay`` compares them). An async hook's decision, reason and injection are what it
-    answered; they did not take effect.
+    The wire's HookExecutedPayload plus belt's fields: which hook, how it ran, its ``override``
+    (recorded, never acted on, as WIRE.md says), ``warnings`` and ``injection`` (as ``belt
+    replay`` compares it). An async hook's answer is recorded as given; it took no effect.
     """
     response = run.response
     injected = run.injected
@@ -529,6 +525,6 @@ def executed_record(
 
 def leaves_transcript_row(run: HookRun) -> bool:
     """True when this run leaves a row in the chat (never for async hooks)."""
-    if run.hook.runs_async:
-        return False
-    return leaves_row(decision=run.decision, injected=run.injected, error=run.error)
+    return not run.hook.runs_async and leaves_row(
+        decision=run.decision, injected=run.injected, error=run.error
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -106,13 +105,9 @@ class WaitSpec(_Strict):
 
 
 class ToolCallSpec(_Strict):
-    """One tool call the scripted model makes, and what the tool returns.
-
-    ``client``: the application runs the tool; its invocation waits (``awaiting_input``) for the
-    result posted to ``POST /tools/{id}``, and ``result`` is not used. ``require_approval``: a
-    person approves each call first (a ``tool_approval`` interrupt, ``approval_timeout`` seconds,
-    0 for the longest wait a gate may have).
-    """
+    """One tool call the scripted model makes, and what the tool returns (a ``client`` tool's
+    result is posted to ``POST /tools/{id}``; ``approval_timeout`` 0 is the longest a gate may
+    wait)."""
 
     name: str = Field(min_length=1)
     arguments: dict[str, object] = Field(default_factory=dict)
@@ -242,10 +237,7 @@ class Scenario(_Strict):
 
     def script_for(self, ref: str) -> AgentScript | None:
         """The script of the agent a task hook names (``ns/name@version`` matches ``ns/name``)."""
-        found = self.agents.get(ref)
-        if found is None:
-            found = self.agents.get(ref.rsplit("@", 1)[0])
-        return found
+        return self.agents.get(ref) or self.agents.get(ref.rsplit("@", 1)[0])
 
 
 @dataclass
@@ -370,7 +362,7 @@ def read_scenario(
     ``hooks_file`` replaces its hooks, and with ``stored_hooks`` a Nexus scenario without hooks
     of its own gets those rho stored."""
     source = str(path)
-    if not source.isprintable() and not _utf8(source):
+    if not source.isprintable() and _not_utf8(source):
         raise InvalidInput(
             f"{printable(source)}: the file name is not UTF-8; belt records a scenario by its "
             "name, rename it"
@@ -384,12 +376,8 @@ def read_scenario(
     )
 
 
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+def _not_utf8(text: str) -> bool:
+    return text.encode("utf-8", "replace").decode("utf-8") != text
 
 
 def refuse(source: object, problems: list[str]) -> None:
@@ -417,11 +405,8 @@ def scenario_from_document(
     locate: bool = True,
 ) -> Any:
     """Check a decoded scenario of any dialect (what its dialect's ``load_scenario`` gives);
-    files it names are found from ``directory`` (unless not ``locate``: a scenario checked before
-    it is saved somewhere else).
-
-    ``stored_hooks`` (``belt sim run`` only: ``belt test`` never reads stored configuration)
-    gives a Nexus scenario that declares no lifecycle hooks the ones rho stored."""
+    files it names are found from ``directory`` unless not ``locate``; ``stored_hooks``: as
+    ``read_scenario``."""
     if not isinstance(doc, dict):
         raise InvalidInput(f"{source}: expected a table/object at the top level")
     dialect = dialects.get(scenario_dialect(doc, source))
@@ -512,11 +497,8 @@ def resolution_for(specs: list[StoredResolve], interrupt: InterruptJSON) -> Stor
 
 
 def check_storable(loaded: Any) -> None:
-    """Refuse, before anything is written, a scenario whose record the store cannot hold.
-
-    Arguments nested too deep to encode, text that is not valid Unicode (lone surrogates), or
-    values JSON cannot spell would otherwise fail half-way through creating the simulation.
-    """
+    """Refuse, before anything is written, a scenario whose record the store cannot hold (too
+    deep, lone surrogates, values JSON cannot spell), which would fail half-way otherwise."""
     try:
         json.dumps(
             loaded.scenario.model_dump(mode="json", by_alias=True),
@@ -537,9 +519,6 @@ def check_storable(loaded: Any) -> None:
 def estimate_tokens(text: str | None) -> int:
     """The default size of a text in tokens: its length / 4, rounded up."""
     return (len(text) + 3) // 4 if text else 0
-
-
-SAFE_ID = re.compile(ID_PATTERN)
 
 
 def utf8_size(text: str | None) -> int:
