@@ -50,9 +50,8 @@ class LocalBackend:
         reason: str | None = None,
         include_settled: bool = False,
     ) -> list[Listed]:
-        """Interrupts from the store: every run's pending ones cost what they are, not what
-        the store keeps. A run or chat is named by its id, short id or a unique prefix of a
-        stored one (any other id is taken as it is: its gates may outlive it)."""
+        """Interrupts from the store; a run or chat is named by its id, short id or a unique prefix
+        of a stored one (any other id as it is: its gates may outlive it)."""
         from belt.records.interrupts import inbox, on_expiry, to_dto  # noqa: PLC0415 - start-up: belt --help
         from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
 
@@ -74,8 +73,7 @@ class LocalBackend:
         return [(to_dto(record), on_expiry(record)) for record in records]
 
     def show_interrupt(self, *, interrupt_id: str, run_id: str | None) -> Listed:
-        """One interrupt from the store, by id, short id or unique prefix, with its resolution
-        on expiry."""
+        """One interrupt (id, short id or unique prefix) and its resolution on expiry."""
         from belt.records.interrupts import find_interrupt_id, on_expiry, read_record, to_dto  # noqa: PLC0415 - start-up: belt --help
         from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
         from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
@@ -91,9 +89,8 @@ class LocalBackend:
     def resolve_interrupt(
         self, *, interrupt_id: str, decision: str, data: Any = None, door: str = "cli"
     ) -> InterruptJSON:
-        """Resolve an interrupt in the store (exactly one of many racing resolvers wins), as
-        the OS user through ``door``; a short id or prefix is looked for among the pending
-        interrupts first."""
+        """Resolve an interrupt (one of many racing resolvers wins) as the OS user through
+        ``door``; a short id or prefix is looked for among the pending ones first."""
         from belt.records.interrupts import find_interrupt_id, person, resolve_interrupt  # noqa: PLC0415 - start-up: belt --help
 
         full_id = find_interrupt_id(store=self.store, ref=interrupt_id, pending_first=True)
@@ -141,9 +138,7 @@ class LocalBackend:
         interval: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> Iterator[WatchEvent]:
-        """Events from the store as interrupts open and settle (of ``run_ids`` only, if given);
-        a look costs two ``stat`` calls while nothing changes. A run is named as
-        ``find_interrupts`` names it."""
+        """Events as interrupts (of ``run_ids`` only, if given) open and settle."""
         from belt.records.interrupts import Watch  # noqa: PLC0415 - start-up: belt --help
         from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
         from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
@@ -162,9 +157,8 @@ class LocalBackend:
         return transcript_before(store=self.store, record=interrupt, limit=limit)
 
     def resume_settled_run(self, *, run_id: str) -> list[tuple[str, str]]:
-        """Continue a simulated run whose gates are all settled, as ``belt sim resume`` does
-        (taking its lease: Conflict, exit 4, when another process continues it); the (run,
-        state) of each run it executed, none when it is not simulated or still gated."""
+        """Continue a run whose gates are all settled, as ``belt sim resume`` does (Conflict
+        when another process continues it); the (run, state) of each run it executed."""
         from belt.records.interrupts import pending_for_run  # noqa: PLC0415 - start-up: belt --help
         from belt.records.runs import RUN  # noqa: PLC0415 - start-up: belt --help
 
@@ -177,8 +171,7 @@ class LocalBackend:
         return [(executed_id, states.get(executed_id, "?")) for executed_id in executed]
 
     def sweep(self, *, at: datetime | None = None) -> list[InterruptJSON]:
-        """Settle every pending interrupt of the store overdue now (or ``at``, on any clock)
-        with its default resolution."""
+        """Settle every pending interrupt overdue now (or ``at``) with its default resolution."""
         from belt.records.interrupts import sweep  # noqa: PLC0415 - start-up: belt --help
 
         return sweep(store=self.store, now=at)
@@ -194,8 +187,7 @@ class LocalBackend:
     def settlements(
         self, *, since: datetime | None = None, run_id: str | None = None
     ) -> list[Settled]:
-        """The store's settled interrupts, the latest first (of one run, named as
-        ``find_interrupts`` names it)."""
+        """The settled interrupts, the latest first (of one run, if given)."""
         from belt.records.interrupts import settled_by, settlements, to_dto, trail  # noqa: PLC0415 - start-up: belt --help
         from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
         from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
@@ -217,8 +209,7 @@ class LocalBackend:
         default_resolution: str | None = None,
         meta: Any = None,
     ) -> InterruptJSON:
-        """Open a hook gate in the store on a run that is working or awaiting a decision, in
-        its own chat (``belt.records.interrupts.open_gate``); returns its InterruptDTO."""
+        """Open a hook gate on a run that is working or awaiting a decision; its InterruptDTO."""
         from belt.records.interrupts import open_gate  # noqa: PLC0415 - start-up: belt --help
 
         return open_gate(
@@ -232,8 +223,7 @@ class LocalBackend:
         )
 
     def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, object]:
-        """Store the chat's ``disable_hooks``; the chat is named by its id, short id or a unique
-        prefix (exit 3 when there is none)."""
+        """Store the chat's ``disable_hooks`` (the chat by id, short id or unique prefix)."""
         from belt.records.chats import find_chat_id, set_chat_settings  # noqa: PLC0415 - start-up: belt --help
 
         full_id = find_chat_id(self.store, chat_id)
@@ -289,8 +279,7 @@ def matching_gates(
     include_settled: bool = False,
 ) -> list[InterruptJSON]:
     """The pending interrupts of ``backend`` (all, with ``include_settled``) the filters
-    select, oldest first: of one run or chat, on one event (``agent.tool_call``), holding one
-    tool's call."""
+    select, oldest first."""
     if event is not None:
         from belt.reading.didyoumean import did_you_mean  # noqa: PLC0415 - start-up: for an unknown event only
         from belt.wire.catalogue import GATEABLE_EVENTS  # noqa: PLC0415 - start-up: for an unknown event only
@@ -321,8 +310,7 @@ def _selected(item: InterruptJSON, *, tool: str | None, event: str | None) -> bo
 def resolve_each(
     backend: Backend, items: list[InterruptJSON], *, decision: str, data: Any = None
 ) -> tuple[list[InterruptJSON], list[tuple[InterruptJSON, str]]]:
-    """Resolve each of ``items``; returns those resolved and, with the reason, those that
-    were settled meanwhile (by a person, the API or a sweep)."""
+    """Resolve each of ``items``: those resolved, and those settled meanwhile with why."""
     resolved: list[InterruptJSON] = []
     missed: list[tuple[InterruptJSON, str]] = []
     for item in items:

@@ -50,11 +50,7 @@ _DETAIL_LIMIT = 300
 
 def api_key_from_env() -> str | None:
     """The API key from the environment: ``INFSH_API_KEY``, else ``INFERENCE_API_KEY``."""
-    for name in KEY_ENV:
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
+    return next((os.environ[name] for name in KEY_ENV if os.environ.get(name)), None)
 
 
 class Platform:
@@ -95,8 +91,7 @@ class Platform:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """Nothing to close: the connections are the process's client's
-        (``belt.outgoing.transport``)."""
+        """Nothing to close: the connections are the process's (``belt.outgoing.transport``)."""
 
     def request(
         self,
@@ -108,13 +103,10 @@ class Platform:
         what: str | None = None,
     ) -> Any:
         """Send one request and return the unwrapped ``data``; any other answer is the error
-        ``remote_error`` gives it, naming the URL and the status.
-
-        The whole call (connect, headers and body) has ``timeout`` seconds, and the answer is
-        read up to MAX_ANSWER_BYTES; an answer that is not strict JSON is refused.
-        ``envelope=False`` returns the body as it is (the Nexus profile API has no envelope);
-        ``what`` names what was sent, so a refusal reads "URL refused WHAT: detail".
-        """
+        ``remote_error`` gives it, naming the URL and the status. The whole call has ``timeout``
+        seconds; the answer is read up to MAX_ANSWER_BYTES and must be strict JSON.
+        ``envelope=False`` returns the body as it is (the Nexus profile API has none); ``what``
+        names what was sent ("URL refused WHAT: detail")."""
         url = self.shown_url(path)
         head: httpx.Response | None = None
         self._answered = None
@@ -167,8 +159,7 @@ class Platform:
         raise self._problem(url, response, raw, what)
 
     def shown_url(self, path: str) -> str:
-        """The URL of a request to ``path`` as a message shows it: scheme, host, port and
-        path, never credentials or a query."""
+        """The URL of a request to ``path`` as a message shows it (no credentials, no query)."""
         base = self._base
         return f"{base.scheme}://{url_host(str(base))}{base.path.rstrip('/')}{path}"
 
@@ -198,8 +189,7 @@ class Platform:
         reason: str | None = None,
         include_settled: bool = False,
     ) -> list[tuple[InterruptJSON, str | None]]:
-        """A run's interrupts in the order the platform lists them, filtered here; the
-        platform does not say how they settle on expiry."""
+        """A run's interrupts as the platform lists them, filtered here (expiry unknown)."""
         if run_id is None:
             raise UsageError(
                 "with --api, list needs a run's id: the platform API lists interrupts per run",
@@ -249,12 +239,10 @@ class Platform:
         door: str = "cli",
         by: Settlement | None = None,
     ) -> InterruptJSON:
-        """``POST /interrupts/{id}/resolve``; returns the resolved InterruptDTO. The platform
-        records who resolved it (``door`` is the local store's, and is not sent).
+        """``POST /interrupts/{id}/resolve``; the resolved InterruptDTO (``door`` is not sent).
 
-        ``by``, a rule's settlement, goes to ``belt serve`` alone (its batch route answers),
-        through its own ``POST /_belt/interrupts/{id}/resolve``, which records it in the trail;
-        another API is sent the spec's request and nothing of it."""
+        ``by``, a rule's settlement, goes only to ``belt serve`` (its batch route answers), through
+        ``POST /_belt/interrupts/{id}/resolve``, which records it in the trail."""
         check_id(interrupt_id, what="interrupt id")
         body: dict[str, object] = {"decision": decision}
         if data is not None:
@@ -271,9 +259,7 @@ class Platform:
         return cast(InterruptJSON, result)
 
     def batch_atomic(self) -> bool:
-        """Whether the platform has ``belt serve``'s batch route (``GET /_belt/interrupts/batch``
-        answers), asked once; a platform that only resolves one gate at a time answers 404 or
-        405."""
+        """Whether the platform has ``belt serve``'s batch route (asked once; 404 or 405: no)."""
         if self._atomic is None:
             try:
                 terms = self.request("GET", BATCH_PATH)
@@ -309,8 +295,8 @@ class Platform:
         interval: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> Iterator[WatchEvent]:
-        """Events as the interrupts of ``run_ids`` open and settle, polling each run's list
-        every ``interval`` seconds; an unreachable platform is a warning, and polling goes on."""
+        """Events as the interrupts of ``run_ids`` open and settle, polling every ``interval``
+        seconds; an unreachable platform is a warning, and polling goes on."""
         if not run_ids:
             raise UsageError(
                 "with --api, watch needs --run and a run's whole id (repeatable): the platform "
@@ -383,8 +369,7 @@ class Platform:
         return text.replace(self._key, "***") if self._key else text
 
     def _shape(self, path: str, got: str) -> BeltError:
-        """The error for a success answer to ``path`` that holds ``got`` (not what the route
-        gives)."""
+        """The error for a success answer to ``path`` that holds ``got``."""
         status = self._answered
         return remote_error(status, f"{self.shown_url(path)} answered HTTP {status} with {got}")
 
@@ -434,10 +419,8 @@ class Platform:
         except StrictJSONError:
             problem = None
         if isinstance(problem, dict):
-            for key in ("detail", "title"):
-                if isinstance(problem.get(key), str) and problem[key].strip():
-                    detail = problem[key]
-                    break
+            named = (problem.get(key) for key in ("detail", "title"))
+            detail = next((text for text in named if isinstance(text, str) and text.strip()), "")
             errors = problem.get("errors")
             if isinstance(errors, list):
                 problems = [self._clip(str(e)) for e in errors[1:]]
