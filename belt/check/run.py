@@ -505,57 +505,55 @@ def platform_case(subject: Subject, sender: Sender, results: dict[str, CheckResu
     """One case on an inference.sh subject: the payload delivered, then delivered again with the
     same ``webhook-id``."""
 
-    answers, body, meaning = results["answers"], results["body"], results["decision"]
-
     def case(payload: dict[str, object], counting: bool) -> Failures:
+        tally = _tally(results, counting)
+        answers, body, meaning = tally["answers"], tally["body"], tally["decision"]
         msg_id = f"msg_{secrets.token_urlsafe(18)}"
         first = sender.deliver(subject, payload, msg_id)
-        if counting:
-            answers.cases += 1
-            answers.latencies.append(first.duration_ms)
+        answers.cases += 1
+        answers.latencies.append(first.duration_ms)
         if first.error is not None:
             # An answer in 2xx, or one whose body is not a response, fails the body check.
             answered = first.status is not None and 200 <= first.status < 300
             check = "body" if answered or BODY_PROBLEM in first.error else "answers"
-            if counting and check == "body":
-                body.cases += 1
-            return _count([(check, first.error)], results, counting)
-        if counting:
-            body.cases += 1
-            for warning in first.warnings:
-                body.warn(warning)
-            meaning.cases += 1
-            for warning in meaning_warnings(subject, first):
-                meaning.warn(warning)
+            body.cases += check == "body"
+            return _failed(tally, check, first.error)
+        body.cases += 1
+        for warning in first.warnings:
+            body.warn(warning)
+        meaning.cases += 1
+        for warning in meaning_warnings(subject, first):
+            meaning.warn(warning)
         second = sender.deliver(subject, payload, msg_id)
-        if counting:
-            results["redelivery"].cases += 1
-            answers.latencies.append(second.duration_ms)
+        tally["redelivery"].cases += 1
+        answers.latencies.append(second.duration_ms)
         if second.error is not None:
             again = (
-                "the same delivery again (same webhook-id)"
-                if sender.secret
-                else "the same payload again"
+                "same delivery again (same webhook-id)" if sender.secret else "same payload again"
             )
-            return _count([("redelivery", f"{again}: {second.error}")], results, counting)
-        if counting:
-            results["deterministic"].cases += 1
-            once, twice = _decision(first), _decision(second)
-            if once != twice:
-                results["deterministic"].warn(
-                    f"the same payload got {once}, then {twice}; the platform acts on whichever "
-                    "answer it gets"
-                )
+            return _failed(tally, "redelivery", f"the {again}: {second.error}")
+        tally["deterministic"].cases += 1
+        once, twice = _decision(first), _decision(second)
+        if once != twice:
+            tally["deterministic"].warn(
+                f"the same payload got {once}, then {twice}; the platform acts on whichever "
+                "answer it gets"
+            )
         return []
 
     return case
 
 
-def _count(failures: Failures, results: dict[str, CheckResult], counting: bool) -> Failures:
+def _tally(results: dict[str, CheckResult], counting: bool) -> dict[str, CheckResult]:
+    """Where a case counts: ``results``, or for a case that does not count, fresh ones."""
     if counting:
-        for check, _ in failures:
-            results[check].failed += 1
-    return failures
+        return results
+    return {name: CheckResult(name, found.subject, found.event) for name, found in results.items()}
+
+
+def _failed(tally: dict[str, CheckResult], check: str, detail: str) -> Failures:
+    tally[check].failed += 1
+    return [(check, detail)]
 
 
 def property_case(subject: Subject, sender: Sender, prop: Property, result: CheckResult) -> Case:
@@ -564,17 +562,17 @@ def property_case(subject: Subject, sender: Sender, prop: Property, result: Chec
     def case(payload: dict[str, object], counting: bool) -> Failures:
         if not prop.applies(payload):
             return []
+        tally = _tally({"property": result}, counting)
         answer = sender.deliver(subject, payload, f"msg_{secrets.token_urlsafe(18)}")
-        if counting:
-            result.cases += 1
+        tally["property"].cases += 1
         got = _decision(answer)
         if got == prop.decision:
             return []
-        if counting:
-            result.failed += 1
         if got is None:
-            return [("property", f"expected {prop.decision}; the call failed: {answer.error}")]
-        return [("property", f"expected {prop.decision}, got {got}")]
+            return _failed(
+                tally, "property", f"expected {prop.decision}; the call failed: {answer.error}"
+            )
+        return _failed(tally, "property", f"expected {prop.decision}, got {got}")
 
     return case
 
@@ -702,34 +700,30 @@ def nexus_case(subject: Subject, results: dict[str, CheckResult], sender: Sender
         return None
 
     def case(task_input: dict[str, object], counting: bool) -> Failures:
+        tally = _tally(results, counting)
         first, took = call(task_input)
-        if counting:
-            results["answers"].cases += 1
-            results["answers"].latencies.append(took)
+        tally["answers"].cases += 1
+        tally["answers"].latencies.append(took)
         found = problem(first)
-        if counting and (found is None or found[0] == "result"):
-            results["result"].cases += 1
-        if found is None:
-            second, took = call(task_input)
-            again = problem(second)
-            if counting:
-                results["redelivery"].cases += 1
-                results["answers"].latencies.append(took)
-            if again is not None:
-                found = ("redelivery", f"the same task input again: {again[1]}")
-            elif counting:
-                results["deterministic"].cases += 1
-                once, twice = (
-                    done.result.get("structured_content") if isinstance(done.result, dict) else None
-                    for done in (first, second)
-                )
-                if once != twice:
-                    results["deterministic"].warn(
-                        f"the same task input got {short(once, 100)}, then {short(twice, 100)}"
-                    )
-        if found is None:
-            return []
-        return _count([found], results, counting)
+        if found is not None:
+            tally["result"].cases += found[0] == "result"
+            return _failed(tally, *found)
+        tally["result"].cases += 1
+        second, took = call(task_input)
+        tally["redelivery"].cases += 1
+        tally["answers"].latencies.append(took)
+        if (again := problem(second)) is not None:
+            return _failed(tally, "redelivery", f"the same task input again: {again[1]}")
+        tally["deterministic"].cases += 1
+        once, twice = (
+            done.result.get("structured_content") if isinstance(done.result, dict) else None
+            for done in (first, second)
+        )
+        if once != twice:
+            tally["deterministic"].warn(
+                f"the same task input got {short(once, 100)}, then {short(twice, 100)}"
+            )
+        return []
 
     return case
 
