@@ -66,7 +66,7 @@ def test_a_colour_terminal_gets_escapes_and_no_markup(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("NO_COLOR")
-    monkeypatch.setattr(output, "_is_terminal", lambda stream: True)
+    monkeypatch.setattr(output, "is_terminal", lambda stream: True)
     output.lines([(HOSTILE + " [bold]x[/]", "red")])
     output.table(["c"], [["[/] not markup"]])
     printed = capsys.readouterr().out
@@ -150,7 +150,7 @@ def test_a_streamed_table_prints_each_page_as_it_comes(capsys: pytest.CaptureFix
 def test_a_streamed_table_on_a_narrow_terminal_turns_to_blocks(
     columns: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(output, "_is_terminal", lambda stream: True)
+    monkeypatch.setattr(output, "is_terminal", lambda stream: True)
     monkeypatch.setenv("COLUMNS", str(columns))
     monkeypatch.setenv("TERM", "xterm")
     rows = [["agent.tool_call", "delete_file", "/srv/data/a-rather-long/path.txt"]] * 3
@@ -167,7 +167,7 @@ def test_a_console_is_made_once_for_each_stream_and_setting(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)
-    monkeypatch.setattr(output, "_is_terminal", lambda stream: True)
+    monkeypatch.setattr(output, "is_terminal", lambda stream: True)
     first = output.console()
     assert output.console() is first
     assert output.console(stderr=True) is not first

@@ -48,12 +48,8 @@ def _rho_app() -> "Callable[..., Any]":
 
 
 def console(load: "Callable[[], Callable[..., Any]]", prog_name: str) -> "NoReturn":
-    """Run the Typer app ``load`` returns as the program ``prog_name`` and exit with its code.
-
-    Ctrl-C is one line (``interrupted``) and exit 130 at any moment: while the app is imported,
-    while its command line is parsed (where Typer would exit 130 without a word), in a command
-    (``BeltGroup`` says it there), and after the command, while Python ends the process.
-    """
+    """Run the Typer app ``load`` returns as the program ``prog_name`` and exit with its code;
+    Ctrl-C is one line and exit 130 at any moment, while importing and parsing too."""
     sys.unraisablehook = _unraisable
     try:
         app = load()

@@ -20,7 +20,7 @@ from belt.cli.options import (
     start_tracing,
 )
 from belt.display import output
-from belt.display.render import gate_event, gate_holds
+from belt.display.render import gate_event, gate_holds, span_text
 from belt.errors import UsageError
 from belt.outgoing import tracing
 
@@ -87,7 +87,7 @@ def auto(
         raise _runs_needed("auto", hint="without --api, auto follows every run in the local store")
     start_tracing(otlp, trace)
     with open_backend(api, api_key=api_key) as backend:
-        resolve = _traced(_resolver(backend), "api" if api else None)
+        resolve = _resolver(backend, "api" if api else None)
         if once:
             events: Iterable[WatchEvent] = [
                 {"event": "pending", "interrupt": item}
@@ -128,31 +128,24 @@ def _runs_needed(command: str, hint: str | None = None) -> UsageError:
     )
 
 
-def _resolver(backend: Backend) -> Resolve:
-    """How auto resolves: in the store with the rule's settlement, or through the API, which
-    ``belt serve`` records as the rule's (another API, as it records any resolve)."""
-    if isinstance(backend, LocalBackend):
-        from belt.rules.approvals import store_resolver  # start-up: the rules engine
+def _resolver(backend: Backend, door: str | None) -> Resolve:
+    """How auto resolves, each settlement a belt.settlement span: in the store with the rule's
+    settlement, or through the API, which ``belt serve`` records as the rule's (another API, as
+    it records any resolve)."""
+    from belt.rules.approvals import store_resolver  # start-up: the rules engine
 
-        return store_resolver(backend.store)
-    from belt.backends.remote import Platform  # start-up: httpx
-
-    assert isinstance(backend, Platform)  # open_backend gives the store or a Platform
-
-    def through_api(interrupt_id: str, decision: str, data: Any, by: Settlement) -> InterruptJSON:
-        return backend.resolve_interrupt(
-            interrupt_id=interrupt_id, decision=decision, data=data, by=by
-        )
-
-    return through_api
-
-
-def _traced(resolve: Resolve, door: str | None) -> Resolve:
-    """``resolve``, each settlement a belt.settlement span (docs/tracing.md)."""
+    local = store_resolver(backend.store) if isinstance(backend, LocalBackend) else None
 
     def settle(interrupt_id: str, decision: str, data: Any, by: Settlement) -> InterruptJSON:
         with tracing.settlement(by["how"], door):
-            return resolve(interrupt_id, decision, data, by)
+            if local is not None:
+                return local(interrupt_id, decision, data, by)
+            from belt.backends.remote import Platform  # start-up: httpx
+
+            assert isinstance(backend, Platform)  # open_backend gives the store or a Platform
+            return backend.resolve_interrupt(
+                interrupt_id=interrupt_id, decision=decision, data=data, by=by
+            )
 
     return settle
 
@@ -265,15 +258,6 @@ def _render(report: WhatIf, *, short_ids: bool) -> None:
     else:
         output.echo("no disagreement with what was decided")
     output.echo(
-        f"person-time saved: {_duration(report.saved_seconds)} over "
+        f"person-time saved: {span_text(report.saved_seconds)} over "
         f"{report.saved_gates} gate(s) a person settled"
     )
-
-
-def _duration(seconds: float) -> str:
-    """A span of time as ``3h 12m``, ``4m 5s`` or ``12s``."""
-    hours, rest = divmod(round(seconds), 3600)
-    minutes, rest = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes}m"
-    return f"{minutes}m {rest}s" if minutes else f"{rest}s"

@@ -237,12 +237,9 @@ def list_(file: FileOption = None, json_: JsonFlag = False) -> None:
     from belt.declaring.hookfile import read_hooks, resolve_path  # start-up: pydantic
 
     hooks = read_hooks(file)
-    if output.json_printed(json_, [shown(hook) for hook in hooks]):
-        return
-    if not hooks:
-        output.echo(f"no hooks in {resolve_path(file)}", stderr=True)
-        return
-    output.table(
+    output.listing(
+        json_,
+        [shown(hook) for hook in hooks],
         ["#", "event", "type", "handler", "async", "timeout", "default"],
         [
             [
@@ -256,6 +253,7 @@ def list_(file: FileOption = None, json_: JsonFlag = False) -> None:
             ]
             for index, hook in enumerate(hooks)
         ],
+        empty=f"no hooks in {resolve_path(file)}",
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
 from functools import partial
@@ -125,13 +125,6 @@ def list_(
             reason=reason.value if reason else None,
             include_settled=all_,
         )
-    if output.json_printed(json_, [item for item, _ in listed]):
-        return
-    if not listed:
-        what = "interrupts" if all_ else "pending interrupts"
-        where = f" on run {one_run}" if one_run else ""
-        output.echo(f"no {what}{where}", stderr=True)
-        return
     from belt.display.render import interrupt_table  # start-up: not for resolve
 
     columns, rows = interrupt_table(
@@ -144,7 +137,10 @@ def list_(
     )
     # Ids whole when piped; a terminal shows the short ids that name them (locally).
     ids = [i for i, column in enumerate(columns) if column in ("id", "run", "chat")]
-    output.table(columns, rows, ids=ids, short=not api)
+    what = "interrupts" if all_ else "pending interrupts"
+    where = f" on run {one_run}" if one_run else ""
+    shown = [item for item, _ in listed]
+    output.listing(json_, shown, columns, rows, empty=f"no {what}{where}", ids=ids, short=not api)
 
 
 def show(
@@ -395,7 +391,8 @@ def resolve_all(
     if one_by_one:
         with _settling("person", backend):
             resolved, missed = resolve_each(backend, items, decision=decision, data=data)
-        _report_each(resolved, missed, len(items), decision, found, json_=json_)
+        done = {"digest": found, "atomic": False, "resolved": resolved}
+        _report_each(done, missed, len(items), decision, json_=json_)
         return
     with _settling("batch", backend):
         outcome = backend.resolve_batch(
@@ -483,46 +480,35 @@ def _show_batch(items: list[InterruptJSON], digest: str) -> None:
 
 def _report_batch(outcome: BatchResult, decision: str, *, json_: bool) -> None:
     """What a batch did: each gate it settled, or that it had settled them all before."""
-    resolved = outcome["resolved"]
-    if output.json_printed(json_, {**outcome, "missed": []}):
-        return
-    name = f"batch {outcome['batch']}"
-    if outcome.get("repeated"):
+    count = len(outcome["resolved"])
+    how = f" (batch {outcome['batch']})"
+    if outcome.get("repeated") and not json_:
         output.echo(
-            f"{len(resolved)} gate(s) settled by this batch already ({name}): nothing to do",
-            stderr=True,
+            f"{count} gate(s) settled by this batch already{how}: nothing to do", stderr=True
         )
-        return
-    for item in resolved:
-        output.success(f"{item.get('short_id') or item['id']} resolved: {item.get('resolution')}")
-    output.echo(f"resolved {len(resolved)} of {len(resolved)} as {decision} ({name})", stderr=True)
+    else:
+        _report_each(outcome, [], count, decision, how, json_=json_)
 
 
 def _report_each(
-    resolved: list[InterruptJSON],
+    done: Mapping[str, Any],
     missed: list[tuple[InterruptJSON, str]],
     total: int,
     decision: str,
-    digest: str,
+    how: str = ", one by one",
     *,
     json_: bool,
 ) -> None:
-    """What settling one by one (--no-atomic) did: each resolved, and each skipped and why."""
-    if output.json_printed(
-        json_,
-        {
-            "digest": digest,
-            "atomic": False,
-            "resolved": resolved,
-            "missed": [{"id": item["id"], "reason": why} for item, why in missed],
-        },
-    ):
+    """What settling did (``done``, its JSON without ``missed``): each gate skipped and why, and
+    each resolved."""
+    reasons = [{"id": item["id"], "reason": why} for item, why in missed]
+    if output.json_printed(json_, {**done, "missed": reasons}):
         return
     for item, why in missed:
         output.warning(f"{item.get('short_id') or item['id']} skipped: {why}")
-    for item in resolved:
+    for item in done["resolved"]:
         output.success(f"{item.get('short_id') or item['id']} resolved: {item.get('resolution')}")
-    output.echo(f"resolved {len(resolved)} of {total} as {decision}, one by one", stderr=True)
+    output.echo(f"resolved {len(done['resolved'])} of {total} as {decision}{how}", stderr=True)
 
 
 ANSWERS = {key: word for word in ("allow", "deny", "skip", "quit") for key in (word, word[0])}
@@ -858,12 +844,9 @@ def log(
     )
 
     settled = local_inbox().settlements(since=_since(since), run_id=run)
-    if output.json_printed(json_, settled):
-        return
-    if not settled:
-        output.echo("no settled gates" + (f" since {since}" if since else ""), stderr=True)
-        return
-    output.table(
+    output.listing(
+        json_,
+        settled,
         ["settled", "id", "status", "event", "holds", "run", "settled by"],
         [
             [
@@ -877,6 +860,7 @@ def log(
             ]
             for item in settled
         ],
+        empty="no settled gates" + (f" since {since}" if since else ""),
         ids=(1, 5),
     )
 

@@ -19,13 +19,8 @@ if TYPE_CHECKING:
 
 
 class SimLive:
-    """The live reporter of one simulation command.
-
-    At a gate it prints the transcript up to the gate on stdout (``transcript``: not with
-    --json), the gates and the commands that settle them, and, on a terminal, a line counting
-    down to the earliest expiry; the rest of the transcript follows once the run goes on
-    (``rest``). It remembers the run it last reported, for the hint Ctrl-C prints.
-    """
+    """The live reporter of one simulation command; it remembers the run it last reported, for
+    the hint Ctrl-C prints."""
 
     def __init__(self, *, transcript: bool, verbose: bool = False) -> None:
         self.transcript = transcript
@@ -40,7 +35,7 @@ class SimLive:
             self.run_id = str(record["run_id"])
         if record.get("kind") == "gates" and self.transcript:
             self._print_transcript(str(record["run_id"]))
-        if record.get("kind") == "approval" and terminal():
+        if record.get("kind") == "approval" and output.is_terminal(sys.stderr):
             # One line kept current: what it waits for, how to give it, the time left.
             self._keep_current(lambda now: render.approval_waiting_text(record, now))
             return
@@ -73,12 +68,6 @@ class SimLive:
         if self._countdown is not None:
             self._countdown.stop()
             self._countdown = None
-
-
-def terminal() -> bool:
-    """True when stderr is a terminal (a line there can be kept current)."""
-    isatty = getattr(sys.stderr, "isatty", None)
-    return bool(isatty and isatty())
 
 
 def waiting(

@@ -59,9 +59,7 @@ Routes = Annotated[
 
 
 def finite(value: float | None) -> float | None:
-    """A numeric option's value; NaN and the infinities are refused as a usage error naming the
-    option (exit 2), as a value that is not a number is: no count of seconds is either. Every
-    float option of every command takes this as its callback (tests/cli/test_options.py)."""
+    """A float option's callback: NaN and the infinities are a usage error naming the option."""
     if value is not None and not math.isfinite(value):
         raise typer.BadParameter(f"{value} is not a finite number")
     return value

@@ -100,17 +100,15 @@ def list_(
     from belt.records.registry import list_entries  # start-up: sqlite3 and its index
 
     entries = list_entries(None, owner=owner, kind=None if kind is None else kind.value)
-    if output.json_printed(json_, [summary(entry) for entry in entries]):
-        return
-    if not entries:
-        output.echo(f"no entries in the registry of {owner}", stderr=True)
-        return
-    output.table(
+    output.listing(
+        json_,
+        [summary(entry) for entry in entries],
         ["id", "kind", "name", "tags", "version", "updated"],
         [
             [e["id"], e["kind"], e["name"], ", ".join(e["tags"]), e["version"], e["updated_at"]]
             for e in entries
         ],
+        empty=f"no entries in the registry of {owner}",
         ids=(0,),
     )
 
@@ -186,17 +184,15 @@ def search_(
     from belt.records.registry import search  # start-up: sqlite3 and its index
 
     matches = search(None, owner=owner, query=query, limit=limit)
-    if output.json_printed(json_, [match.to_json() for match in matches]):
-        return
-    if not matches:
-        output.echo(f'no entries of {owner} match "{query}"', stderr=True)
-        return
-    output.table(
+    output.listing(
+        json_,
+        [match.to_json() for match in matches],
         ["relevance", "terms", "id", "kind", "name"],
         [
             [relevance_text(m), f"{m.matched_terms}/{m.query_terms}", m.id, m.kind, m.name]
             for m in matches
         ],
+        empty=f'no entries of {owner} match "{query}"',
         ids=(2,),
     )
 

@@ -28,11 +28,8 @@ class BeltGroup(TyperGroup):
         adopt(self)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the command line. A completion request (from the scripts ``belt completion
-        SHELL`` prints) has typer's shell classes registered first: typer registers them as it
-        adds its completion options to an app, which belt's are built without
-        (``add_completion=False``: an option of theirs would have typer import pydantic on
-        every start)."""
+        """Run the command line; a completion request registers typer's shell classes first (typer
+        does so only with its completion options, which would import pydantic on every start)."""
         program = kwargs.get("prog_name") or self.name
         var = kwargs.get("complete_var") or f"_{program}_COMPLETE".replace("-", "_").upper()
         if os.environ.get(var):
@@ -53,9 +50,8 @@ class BeltGroup(TyperGroup):
         return plain_flags(super().get_params(ctx), self.get_help_option(ctx))
 
     def invoke(self, ctx: Any) -> Any:
-        """Run the command; report belt's own errors without a traceback unless -v, and Ctrl-C
-        as one line and exit 130, in every command; with --json, errors and the command line's
-        own are one JSON object on stdout (``report``)."""
+        """Run the command; a BeltError, a usage error under --json and Ctrl-C are ``report``ed
+        and exit with their code."""
         verbose = bool(ctx.find_root().params.get("verbose"))
         if ctx.parent is None:
             output.forget_document()
@@ -102,9 +98,8 @@ class BeltGroup(TyperGroup):
         return command
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        """Resolve a subcommand; for an unknown name, build all so typo hints can see them. A
-        subcommand named with nothing after it that shows its help then (a group of typer's own
-        class, such as ``belt hooks``) prints it and exits 0, as this group does."""
+        """Resolve a subcommand (building all for an unknown name, so typo hints see them); a
+        group named with nothing after it prints its help and exits 0, as this one does."""
         if args and self.get_command(ctx, args[0]) is None:
             for known in self.list_commands(ctx):
                 self.get_command(ctx, known)
@@ -122,11 +117,8 @@ LAZY: dict[str, dict[str, str]] = {}
 
 
 def lazy_command(program: str, name: str, target: str) -> None:
-    """Register ``program NAME``, built on first use from ``target``: "module:attribute".
-
-    The attribute is a Typer app (a command group, as ``add_typer`` would add it) or a command
-    function (as ``app.command()`` would add it).
-    """
+    """Register ``program NAME``, built on first use from ``target``, "module:attribute": a Typer
+    app (a command group) or a command function."""
     LAZY.setdefault(program, {})[name] = target
 
 
@@ -146,8 +138,7 @@ def build_command(name: str, target: str) -> Any:
 
 
 def adopt(command: Any) -> Any:
-    """Give a command, and every subcommand below it built so far, belt's help text and JSON
-    errors (``helptext.tidy``, ``remember_json``); returns it."""
+    """``command``, it and its subcommands given belt's help text and JSON errors."""
     for each in walk(command):
         helptext.tidy(each)
         remember_json(each)
@@ -163,11 +154,8 @@ def walk(command: Any) -> list[Any]:
 
 
 def plain_flags(params: list[Any], help_option: Any) -> list[Any]:
-    """A command's parameters (``params``, its ``help_option`` among them), each flag shown
-    without a type in rich help: typer prints ``<bool>`` there after a flag, which takes no
-    value (its plain help prints none), in the place of the metavar, here empty. The help
-    option's default is False rather than None: typer takes a flag's bool as it is, but builds
-    its coercion, with pydantic (tens of ms to import), for any other value. Returns ``params``.
+    """``params``, each flag shown without the ``<bool>`` rich help would print for it; the help
+    option's default is False, not None, which typer would coerce with pydantic (slow to import).
     """
     for param in params:
         if getattr(param, "is_flag", False) and not param.count:
@@ -277,8 +265,7 @@ app = typer.Typer(
 
 
 def print_version(value: bool) -> None:
-    """``--version``: print belt's version as its installed package records it (the source's,
-    when not installed), and exit."""
+    """``--version``: print the installed package's version (the source's, if not installed)."""
     if value:
         # importlib.metadata takes longer to import than the rest of `belt version`: only here.
         from importlib.metadata import PackageNotFoundError, version

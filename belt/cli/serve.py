@@ -210,38 +210,33 @@ def render_listening(
     and the inspector answer, and the signing secret if belt made it (a given one is never
     printed); with ``open_inspector``, the inspector opens in a browser."""
 
-    extras = [str(info["decider"])]
-    if info["signed"]:
-        extras.append("signed requests only")
-    if info["token"]:
-        extras.append("bearer token required")
-    elif info.get("allow_hosts"):
-        extras.append("also answering " + ", ".join(info["allow_hosts"]))
     interval = info["sweep_interval"]
-    extras.append(f"sweep every {interval:g} s" if interval else "sweep off")
-    if info["workers"] > 1:
-        extras.append(f"{info['workers']} workers")
-    if info.get("resume"):
-        extras.append("runs continue when their gates are settled")
-    if info.get("approvals"):
-        extras.append(f"gates settled by {info['approvals']}")
-    extras.append(f"model {info['model']}" if info.get("model") else "plain model")
-    if info.get("agents"):
-        extras.append(f"agents {info['agents']}")
-    if info.get("clock"):
-        extras.append(f"virtual clock at {info['clock']}, moved by POST /_belt/clock")
+    hosts = [] if info["token"] else info.get("allow_hosts") or []  # answered without a token
+    extras = [
+        str(info["decider"]),
+        info["signed"] and "signed requests only",
+        info["token"] and "bearer token required",
+        hosts and f"also answering {', '.join(hosts)}",
+        f"sweep every {interval:g} s" if interval else "sweep off",
+        info["workers"] > 1 and f"{info['workers']} workers",
+        info.get("resume") and "runs continue when their gates are settled",
+        info.get("approvals") and f"gates settled by {info['approvals']}",
+        f"model {info['model']}" if info.get("model") else "plain model",
+        info.get("agents") and f"agents {info['agents']}",
+        info.get("clock") and f"virtual clock at {info['clock']}, moved by POST /_belt/clock",
+    ]
+    shown = ", ".join(str(extra) for extra in extras if extra)
     urls = f"hooks {info['hooks_url']}, API {info['api_url']}, inspector {info['inspector_url']}"
     secret = f"; signing secret {made_secret}" if made_secret else ""
     output.styled(
-        f"belt serve listening on {info['url']} ({', '.join(extras)}): {urls}{secret}; "
-        "Ctrl-C stops",
+        f"belt serve listening on {info['url']} ({shown}): {urls}{secret}; Ctrl-C stops",
         "bold",
         stderr=True,
     )
-    if info.get("allow_hosts") and not info["token"]:
+    if hosts:
         output.warning(
             f"--allow-host without --token: anyone who can reach this machine as "
-            f"{' or '.join(info['allow_hosts'])} on port {info['port']} can use the whole API "
+            f"{' or '.join(hosts)} on port {info['port']} can use the whole API "
             "(settle gates, read the journal, run hooks); add --token TOKEN to require a bearer "
             "token"
         )

@@ -290,20 +290,16 @@ def list_(
     from belt.engine.entrypoints import list_runs  # start-up: the engine
 
     rows = list_runs(include_tasks=all_)
-    if output.json_printed(json_, rows):
-        return
-    if not rows:
-        output.echo(
-            "no simulated runs yet; start one with `belt sim run` and a scenario file", stderr=True
-        )
-        return
-    output.table(
+    output.listing(
+        json_,
+        rows,
         ["run", "state", "kind", "chat", "agent", "turn", "scenario", "started"],
         [
             [r["id"], listed_state(r), r["kind"], r["chat_id"], r["name"], r["turn_index"]]
             + [r["scenario"], r["created_at"]]
             for r in rows
         ],
+        empty="no simulated runs yet; start one with `belt sim run` and a scenario file",
         ids=(0, 3),
     )
 

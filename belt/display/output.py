@@ -1,16 +1,9 @@
 """All terminal rendering: the only module that imports rich.
 
-Human output reads well on a terminal and plainly when piped; ``--json`` output is plain JSON.
 Colour follows ``NO_COLOR`` and TTY detection; the layout (tables fitted to the terminal, short
-ids) follows TTY detection alone.
-
-Much of what belt prints came from outside (request paths, a webhook's reason, a tool's
-feedback, file names), so every function here escapes control characters before they reach
-the terminal: C0 (newlines and carriage returns too, so no text can fake a line of its own),
-DEL and C1 (U+0080-U+009F, which terminals can read as escape sequences such as CSI, U+009B)
-are shown as visible escapes (``\x1b``, ``\n``), as are lone surrogates, which cannot be
-written as UTF-8 at all, and the bidirectional controls (U+202E and the rest, ``\u202e``), which
-would reorder what a terminal shows. Rich markup in such text is never interpreted.
+ids) follows TTY detection alone. Much of what belt prints came from outside, so every function
+here shows control characters (C0, DEL, C1), lone surrogates and the bidirectional controls as
+visible escapes (``\x1b``, ``\n``, ``\u202e``), and never interprets rich markup in text.
 """
 
 from __future__ import annotations
@@ -63,23 +56,15 @@ def clean_block(text: str) -> str:
 def json_text(
     data: Any, *, indent: int | None = None, separators: tuple[str, str] | None = None
 ) -> str:
-    """JSON text that is safe on a terminal and still the same JSON value.
-
-    json.dumps escapes C0 but leaves DEL and C1 raw; a C1 character such as U+009B is CSI to
-    many terminals, so JSON shown on one could move the cursor or recolour it, and a bidi
-    control such as U+202E reverses the text after it. The ``\\u``
-    escape is always valid JSON for the same string, so these are escaped whether or not stdout
-    is a terminal: output stays identical piped or not. Lone surrogates (which cannot be
-    written as UTF-8) become their escapes too.
-    """
+    """JSON text that is safe on a terminal and still the same JSON value: DEL, C1, lone
+    surrogates and bidi controls, which json.dumps leaves raw, as ``\\u`` escapes (piped too)."""
     text = json.dumps(data, indent=indent, ensure_ascii=False, separators=separators)
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def _is_terminal(stream: Any) -> bool:
-    """Whether ``stream`` is a terminal: it decides the layout (tables fitted to its width,
-    short ids), whatever NO_COLOR says. Asked once of each stream (a server asks for every
-    line it prints)."""
+def is_terminal(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal (it decides the layout, whatever NO_COLOR says); asked
+    once of each stream."""
     kept = _terminals.get(id(stream))
     if kept is not None and kept[0] is stream:
         return kept[1]
@@ -92,7 +77,7 @@ def _is_terminal(stream: Any) -> bool:
 
 
 STREAMS_KEPT = 8
-"""How many streams the answers of ``_is_terminal`` and the consoles of ``console`` are kept
+"""How many streams the answers of ``is_terminal`` and the consoles of ``console`` are kept
 for (stdout and stderr, and those a test puts in their place)."""
 _terminals: dict[int, tuple[Any, bool]] = {}
 _consoles: dict[tuple[int, bool, bool, str | None], tuple[Any, Console]] = {}
@@ -100,16 +85,15 @@ _consoles: dict[tuple[int, bool, bool, str | None], tuple[Any, Console]] = {}
 
 def _wants_colour(stream: Any) -> bool:
     """Whether ``stream`` gets colour (and styles): a terminal, without NO_COLOR."""
-    return _is_terminal(stream) and not os.environ.get("NO_COLOR")  # the kept answer first
+    return is_terminal(stream) and not os.environ.get("NO_COLOR")  # the kept answer first
 
 
 def console(*, stderr: bool = False) -> Console:
-    """A rich console bound to stdout or stderr: laid out for a terminal when it is one,
-    styled only when colour is on (no escapes at all otherwise); made once for each stream and
-    setting (its width fixed by COLUMNS, when set, as it was made)."""
+    """A rich console on stdout or stderr, laid out for a terminal when it is one and styled only
+    when colour is on; made once for each stream and setting."""
     stream = sys.stderr if stderr else sys.stdout
     colour = _wants_colour(stream)
-    terminal = _is_terminal(stream)
+    terminal = is_terminal(stream)
     key = (id(stream), colour, terminal, os.environ.get("COLUMNS"))
     kept = _consoles.get(key)
     if kept is not None and kept[0] is stream:
@@ -264,6 +248,26 @@ def table(
     _pages(columns, [rows], title=title, ids=ids if short else ())
 
 
+def listing(
+    json_: bool,
+    data: Any,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    empty: str,
+    ids: Collection[int] = (),
+    short: bool = True,
+) -> None:
+    """What a command that lists prints: with ``--json``, ``data`` as its document; else
+    ``rows`` as a ``table``, or the line ``empty`` on stderr when there are none."""
+    if json_printed(json_, data):
+        return
+    if not rows:
+        echo(empty, stderr=True)
+        return
+    table(columns, rows, ids=ids, short=short)
+
+
 def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page: int = 500) -> int:
     """Render rows as ``table`` does while they come, ``page`` at a time: the first page sets
     the columns' widths (a wider cell later widens them; on a terminal, one too wide for a
@@ -295,7 +299,7 @@ def _pages(
     for page in pages:
         cells = [["" if value is None else clean(str(value)) for value in row] for row in page]
         header = widths is None and not as_records
-        if not _is_terminal(sys.stdout):
+        if not is_terminal(sys.stdout):
             if title:
                 echo(title)
             widths = [
@@ -458,7 +462,7 @@ class LiveLine:
 
     def start(self) -> None:
         """Show the line and keep it current (on a terminal)."""
-        if not _is_terminal(sys.stderr) or self._thread is not None:
+        if not is_terminal(sys.stderr) or self._thread is not None:
             return
         self._thread = threading.Thread(target=self._run, name="belt-live-line", daemon=True)
         self._thread.start()

@@ -38,10 +38,8 @@ Render = Callable[[Mapping[str, object]], Lines]
 def conversation(
     messages: list[Message], show: Render, quiet: list[Delivery]
 ) -> list[tuple[Message, Lines]]:
-    """Each message with its lines, a hook row under the tool call it was for (its message's
-    ``sim.invocation_id``) rather than after all the calls of its turn; ``quiet`` deliveries
-    (``hook.executed`` records that left no row) under their tool call, else after the message
-    they followed."""
+    """Each message with its lines, a hook row (and a ``quiet`` delivery, which left none) under
+    the tool call it was for, else after the message it followed."""
     invocations = {
         str(invocation["id"]): message["id"]
         for message in messages
@@ -304,15 +302,16 @@ def expires_in(item: InterruptJSON, now: datetime) -> str:
     if deadline is None:
         return "?"
     left = int((deadline - now).total_seconds())
-    if left <= 0:
-        return "overdue"
-    hours, rest = divmod(left, 3600)
-    minutes, seconds = divmod(rest, 60)
+    return span_text(left) if left > 0 else "overdue"
+
+
+def span_text(seconds: float) -> str:
+    """A span of time as ``3h 12m``, ``4m 5s`` or ``12s``."""
+    hours, rest = divmod(round(seconds), 3600)
+    minutes, rest = divmod(rest, 60)
     if hours:
         return f"{hours}h {minutes}m"
-    if minutes:
-        return f"{minutes}m {seconds}s"
-    return f"{seconds}s"
+    return f"{minutes}m {rest}s" if minutes else f"{rest}s"
 
 
 def deadline(item: InterruptJSON, now: datetime, on_expiry: str | None) -> str:
