@@ -268,41 +268,32 @@ class _Compiler:
     """Turns the keys of one expectation into conditions, reporting what is wrong."""
 
     def __init__(self, item: dict[str, Any], path: str, dialect: str, findings: Findings) -> None:
-        self.item = item
-        self.path = path
-        self.dialect = dialect
+        self.item, self.path, self.findings = item, path, findings
         self.speaks = dialects.get(dialect or dialects.PLATFORM)
-        self.findings = findings
 
     def error(self, key: str, rule: str) -> None:
         self.findings.error(f"{self.path}.{key}", rule)
 
-    def whole(self, key: str) -> int | None:
+    def value(self, key: str, ok: Test, expected: str, shown: Callable[[Any], str] = repr) -> Any:
+        """The value of ``key``: None when it is not given, or when ``ok`` refuses it (an
+        error saying what was ``expected``)."""
         value = self.item.get(key)
-        if value is None:
-            return None
-        if not is_int(value) or value < 0:
-            self.error(key, f"expected a whole number >= 0, got {value!r}")
-            return None
-        return int(value)
+        if value is None or ok(value):
+            return value
+        self.error(key, f"expected {expected}, got {shown(value)}")
+        return None
 
-    def milliseconds(self, key: str) -> float | None:
-        value = self.item.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-            self.error(key, f"expected a number of milliseconds >= 0, got {value!r}")
-            return None
-        return float(value)
+    def whole(self, key: str) -> Any:
+        return self.value(key, lambda value: is_int(value) and value >= 0, "a whole number >= 0")
 
-    def flag(self, key: str) -> bool | None:
-        value = self.item.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, bool):
-            self.error(key, f"expected true or false, got {describe(value)}")
-            return None
-        return value
+    def milliseconds(self, key: str) -> Any:
+        def ok(value: Any) -> bool:
+            return not isinstance(value, bool) and isinstance(value, int | float) and value >= 0
+
+        return self.value(key, ok, "a number of milliseconds >= 0")
+
+    def flag(self, key: str) -> Any:
+        return self.value(key, lambda value: isinstance(value, bool), "true or false", describe)
 
     def pattern(self, key: str) -> Test | None:
         value = self.item[key]
@@ -427,16 +418,10 @@ def _key(key: str) -> str:
 def _quoted(text: str) -> str:
     """A TOML basic string: control characters, DEL and lone surrogates as escapes."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return (
-        '"'
-        + "".join(
-            f"\\u{ord(ch):04x}"
-            if ord(ch) < 0x20 or ord(ch) == 0x7F or 0xD800 <= ord(ch) <= 0xDFFF
-            else ch
-            for ch in escaped
-        )
-        + '"'
-    )
+    return '"' + _UNPRINTED.sub(lambda m: f"\\u{ord(m.group()):04x}", escaped) + '"'
+
+
+_UNPRINTED = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 # -- checking ------------------------------------------------------------------------------------
