@@ -1,18 +1,10 @@
 """``belt test -j N`` and ``--shard K/N``: a suite's scenarios run in supervised worker
 processes, and split deterministically across machines.
 
-At every ``-j`` (1 included) the scenarios run in N worker processes that
-``belt.usercode.supervisor`` starts, watches and replaces, forked warm from a template that has
-imported belt's engine and the handler modules the suite's files name; belt's own process never runs
-a handler. They are handed out in handfuls that shrink towards the end of the suite (``chunks``), so
-the workers end together, and a worker is handed its next handful before it ends the one it runs.
-Results come back without what nothing reads once a scenario passed (``portable``), in the serial
-order whatever order the workers finish in, so the report and the JUnit file are the same for any N.
-A scenario whose handler ends or harms its worker is an error saying so, and a new worker runs
-the rest. A worker's module state (a ``py:`` module's globals) is its own.
-
-Shard K of N takes the scenarios at positions K-1, K-1+N, K-1+2N, ... of the suite (after
-``-k``): machines that see the same files agree on it, and the N shards run each scenario once.
+At every ``-j`` (1 included) the scenarios run in worker processes that
+``belt.usercode.supervisor`` forks warm, watches and replaces; belt's own process never runs a
+handler. Handfuls shrink towards the end of the suite (``chunk_size``) so the workers end
+together; results come back in the serial order, so the report is the same for any N.
 """
 
 from __future__ import annotations
@@ -81,13 +73,10 @@ def run_all(
     preload: Callable[[], list[Preload]] | None = None,
     whole: bool = False,
 ) -> Iterator[Any]:
-    """``step(*item)`` for each item, in order, in ``jobs`` supervised worker processes
-    (``belt.usercode.supervisor``; in this process only where none can be forked), each handed a few
-    at a time (``chunks``), its result made fit to cross (``portable``, ``whole`` or not). An item
-    whose worker ended or that misbehaved is ``lost(item, cause)`` (without ``lost``, an error
-    at its place); ``preload`` names the user's modules the workers start with. Stopping early
-    (closing the iterator, as ``-x`` and Ctrl-C do) starts no other item and waits for the
-    items under way, so no worker is killed in the middle of a write."""
+    """``step(*item)`` for each item, in order, in ``jobs`` supervised worker processes (in this
+    process only where none can be forked), its result made fit to cross (``portable``). An item
+    whose worker ended or that misbehaved is ``lost(item, cause)``; ``preload`` names the user's
+    modules the workers start with. Closing the iterator early waits for the items under way."""
     if not can_fork():
         for item in items:
             yield step(*item)
@@ -119,25 +108,10 @@ def chunk_size(count: int, jobs: int) -> int:
     return max(1, min(16, count // (jobs * 4)))
 
 
-def chunks(count: int, jobs: int) -> list[range]:
-    """The handfuls in which ``count`` scenarios are handed out to ``jobs`` workers, in order:
-    each ``chunk_size`` of what is left after the ones before, so they shrink to one scenario
-    at the end of the suite, and no worker is left with a long handful while the others
-    wait."""
-    handfuls = []
-    start = 0
-    while start < count:
-        size = chunk_size(count - start, jobs)
-        handfuls.append(range(start, start + size))
-        start += size
-    return handfuls
-
-
 def portable(result: Any, *, whole: bool = False) -> Any:
-    """A scenario's result without what cannot cross to another process, the compiled tests
-    of its expectations (their text, place and outcome stay), and, when no expectation
-    failed and not ``whole``, without the parts of its record that only a failure's
-    transcript excerpt reads (``brief``): the report and the JUnit file show the same."""
+    """A scenario's result without the compiled tests of its expectations (they cannot cross to
+    another process), and, when all passed and not ``whole``, with only the ``BRIEF`` parts of
+    its record (the rest only a failure's transcript excerpt reads)."""
     if result is None:
         return None
     changes: dict[str, object] = {}
@@ -149,14 +123,13 @@ def portable(result: Any, *, whole: bool = False) -> Any:
         ]
     report = getattr(result, "report", None)
     if not whole and report is not None and all(outcome.passed for outcome in outcomes or []):
-        changes["report"] = brief(report)
+        changes["report"] = {key: report[key] for key in BRIEF if key in report}
     return _replaced(result, **changes) if changes else result
 
 
 def _replaced(record: Any, **changes: Any) -> Any:
-    """``dataclasses.replace(record, **changes)`` for the plain dataclasses of a result (no
-    ``__post_init__``, no slots), without a call of ``__init__``: a copy of its fields with
-    ``changes`` made (a worker makes three for each expectation of each scenario)."""
+    """``dataclasses.replace(record, **changes)`` for the plain dataclasses of a result, without
+    a call of ``__init__`` (a worker makes three for each expectation of each scenario)."""
     copy = object.__new__(type(record))
     fields = copy.__dict__
     fields.update(record.__dict__)
@@ -165,11 +138,4 @@ def _replaced(record: Any, **changes: Any) -> Any:
 
 
 BRIEF = ("simulation", "hook_summary")
-"""What a scenario's result shows of its record when no expectation failed (the
-simulation's id and dialect, the hooks' summary)."""
-
-
-def brief(report: dict[str, object]) -> dict[str, object]:
-    """The parts of a record that the result of a scenario without a failed expectation
-    shows (``BRIEF``)."""
-    return {key: report[key] for key in BRIEF if key in report}
+"""What a scenario's result shows of its record when no expectation failed."""

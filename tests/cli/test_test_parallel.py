@@ -23,7 +23,6 @@ from belt.testing.expect import Expectation, Outcome
 from belt.testing.suite import ScenarioResult, run_file
 from belt.testing.workers import (
     chunk_size,
-    chunks,
     cores,
     parse_jobs,
     parse_shard,
@@ -451,6 +450,18 @@ def test_an_exception_in_a_worker_reaches_the_parent_in_order_with_its_traceback
     notes = "\n".join(getattr(raised.value, "__notes__", []))
     assert "in a worker process" in notes
     assert "fail_on_three" in notes  # the worker's own traceback, as text
+
+
+def chunks(count: int, jobs: int) -> list[range]:
+    """The handfuls in which the supervisor hands ``count`` scenarios out to ``jobs`` workers,
+    in order: each ``chunk_size`` of what is left after the ones before."""
+    handfuls = []
+    start = 0
+    while start < count:
+        size = chunk_size(count - start, jobs)
+        handfuls.append(range(start, start + size))
+        start += size
+    return handfuls
 
 
 def test_the_handfuls_shrink_to_one_at_the_end_and_cover_the_suite_once_in_order() -> None:
