@@ -51,8 +51,7 @@ app = typer.Typer(
 
 
 def pending_ids(incomplete: str) -> list[tuple[str, str]]:
-    """Shell completion: the pending interrupts of the local store (id, or short id, and what
-    each holds)."""
+    """Shell completion: the local store's pending interrupts, and what each holds."""
     from belt.display.render import gate_event, gate_holds  # start-up: not for resolve
 
     try:
@@ -352,9 +351,8 @@ def resolve_all(
     digest: str | None = None,
     atomic: bool = True,
 ) -> None:
-    """`resolve --all`: the selected gates shown with their digest, confirmed on a terminal (or
-    by --yes, and --digest), then settled as one batch, or one by one with --no-atomic where
-    the backend cannot settle a batch."""
+    """`resolve --all`: the selected gates shown, confirmed, then settled as one batch (or one by
+    one with --no-atomic)."""
     from belt.records.interrupts import batch_digest, short_digest  # start-up: belt --help
 
     wanted = _digest_option(digest)
@@ -499,8 +497,7 @@ def _report_each(
     *,
     json_: bool,
 ) -> None:
-    """What settling did (``done``, its JSON without ``missed``): each gate skipped and why, and
-    each resolved."""
+    """What settling did (``done``: its JSON but ``missed``), gate by gate."""
     reasons = [{"id": item["id"], "reason": why} for item, why in missed]
     if output.json_printed(json_, {**done, "missed": reasons}):
         return

@@ -127,15 +127,11 @@ def replay(
                 output.warning(f"not replayed: {problem}")
             if run.skipped.count > len(run.skipped.problems):
                 output.warning(f"not replayed: {run.skipped.count} lines in all")
-            text, style = replay_summary({**run.head(), **run.tail()})
-            output.styled(printable(text), style)
-            if run.first_error:
-                output.styled(printable(f"  first error: {run.first_error}"), "yellow")
-            if run.fix:
-                output.styled(printable(f"  {run.fix}"), "yellow")
-            if run.saved is not None:
-                for text, style in saved_tests_lines(run.saved):
-                    output.styled(printable(text), style)
+            tail = [replay_summary({**run.head(), **run.tail()})]
+            tail += [(f"  first error: {run.first_error}", "yellow")] if run.first_error else []
+            tail += [(f"  {run.fix}", "yellow")] if run.fix else []
+            tail += saved_tests_lines(run.saved) if run.saved is not None else []
+            output.lines([(printable(text), style) for text, style in tail])
     failure = run.failure()  # a --to URL that failed to answer: its exit code, by the table
     if failure is not None:
         raise failure

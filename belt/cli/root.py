@@ -86,8 +86,7 @@ class BeltGroup(TyperGroup):
         return [*built, *(name for name in LAZY.get(self.name or "", {}) if name not in built)]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        """A subcommand, built on first use; its flags (and its subcommands') are shown without
-        a type."""
+        """A subcommand, built on first use, its flags shown without a type."""
         command = super().get_command(ctx, cmd_name)
         target = LAZY.get(self.name or "", {}).get(cmd_name)
         if command is None and target is not None:
@@ -233,9 +232,8 @@ def parameter_named(usage: Exception) -> str | None:
 
 
 def report(exc: BeltError, *, verbose: bool, json_: bool = False) -> None:
-    """Print a BeltError as a user sees it: a line on stderr (with its problems and hint); with
-    ``json_``, also one JSON object on stdout (``BeltError.to_json``), unless the command has
-    printed its JSON document there already (its report says what failed)."""
+    """Print a BeltError: a line on stderr (with its problems and hint); with ``json_``, also one
+    JSON object on stdout, unless the command printed its JSON document there already."""
     if isinstance(exc, Interrupted):  # Ctrl-C is not an error: one line, never a traceback
         line = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
         output.styled(line, "yellow", stderr=True)

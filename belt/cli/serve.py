@@ -206,9 +206,8 @@ def serve(
 def render_listening(
     info: Listening, *, made_secret: str | None = None, open_inspector: bool = False
 ) -> None:
-    """The ready line, on stderr so stdout carries only request lines: where hooks, the API
-    and the inspector answer, and the signing secret if belt made it (a given one is never
-    printed); with ``open_inspector``, the inspector opens in a browser."""
+    """The ready line, on stderr (stdout carries only request lines); a given secret is never
+    printed, only one belt made."""
 
     interval = info["sweep_interval"]
     hosts = [] if info["token"] else info.get("allow_hosts") or []  # answered without a token

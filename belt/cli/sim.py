@@ -108,8 +108,7 @@ VerboseHere = Annotated[
 
 
 def verbose(ctx: typer.Context) -> bool:
-    """True under ``belt -v`` or the command's own ``-v``: a transcript shows the hook calls
-    that changed nothing too."""
+    """True under ``belt -v`` or the command's own ``-v``."""
     return bool(ctx.params.get("verbose_") or ctx.find_root().params.get("verbose"))
 
 

@@ -138,8 +138,7 @@ def print_json(data: Any) -> None:
 
 
 def json_printed(wanted: bool, data: Any) -> bool:
-    """With ``--json`` (``wanted``), print ``data`` as the command's JSON document; says whether
-    it did."""
+    """With ``--json`` (``wanted``), print ``data`` as the command's JSON document; returns it."""
     if wanted:
         print_json(data)
     return wanted
@@ -239,11 +238,8 @@ def table(
 ) -> None:
     """Render rows as a table on a terminal, or as aligned plain text when piped.
 
-    The columns ``ids`` (indexes) hold ids: a terminal shows each as its short id with
-    ``short`` (which names it as input too; piped, the full id). On a terminal no word of a
-    cell is ever cut (an id, an event name, a path): a column is never narrower than its
-    longest word, and text wraps between words; below the width that needs, each row is
-    printed as a block of ``column: value`` lines instead, a blank line between two.
+    The columns ``ids`` (indexes) hold ids, shown short on a terminal with ``short``. On a
+    terminal no word of a cell is cut; below the width that needs, each row is a block.
     """
     _pages(columns, [rows], title=title, ids=ids if short else ())
 
@@ -269,10 +265,8 @@ def listing(
 
 
 def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page: int = 500) -> int:
-    """Render rows as ``table`` does while they come, ``page`` at a time: the first page sets
-    the columns' widths (a wider cell later widens them; on a terminal, one too wide for a
-    table turns the rest into blocks), so a long table is never held whole.
-    Returns how many rows were printed."""
+    """Render rows as ``table`` does while they come, ``page`` at a time (the first page sets
+    the widths); returns how many rows were printed."""
     count = 0
 
     def pages() -> Iterator[list[Sequence[Any]]]:
@@ -369,8 +363,7 @@ def _fitted_widths(columns: Sequence[str], cells: list[list[str]], width: int) -
 
 
 def _records(columns: Sequence[str], cells: list[list[str]], *, first: bool) -> None:
-    """Each row as a block of ``column: value`` lines (values wrapped between words under
-    their first line), a blank line before each but the very first."""
+    """Each row as a block of ``column: value`` lines, a blank line before each but the first."""
     from rich.text import Text
 
     out = console()
@@ -448,10 +441,8 @@ def lines(rows: Sequence[tuple[str, str]]) -> None:
 
 
 class LiveLine:
-    """One line on stderr that a terminal shows rewritten in place every ``interval`` seconds
-    (a countdown, progress) until ``stop`` clears it, cut to the terminal's width so it stays
-    one line; nothing at all when stderr is not a terminal, so a pipe or a log gets only the
-    plain lines printed around it (``printing`` puts them above the line)."""
+    """One line on stderr that a terminal shows rewritten every ``interval`` seconds until
+    ``stop`` clears it; nothing at all when stderr is not a terminal."""
 
     def __init__(self, text: Callable[[], str], *, interval: float = 1.0) -> None:
         self._text = text

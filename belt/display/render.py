@@ -27,8 +27,8 @@ Lines = list[tuple[str, str]]
 
 
 def transcript_lines(report: SimReport, *, verbose: bool = False) -> Lines:
-    """The simulation as a conversation: (line, style) pairs for the terminal; ``verbose`` adds
-    the hook calls that changed nothing (they leave no row)."""
+    """The simulation as (line, style) pairs; ``verbose`` adds the hook calls that changed
+    nothing."""
     return dialects.of(report["simulation"]).transcript_lines(report, verbose=verbose)
 
 
@@ -245,8 +245,7 @@ def clock(stamp: object) -> str:
 
 
 def task_line(record: Mapping[str, object]) -> tuple[str, str]:
-    """One live line: a task served (event, key, outcome, duration), skipped, or waited on; the
-    gates a run waits at; or a warning of reading the scenario."""
+    """One live line of a simulation or an executor: a task, the gates waited at, a warning."""
     kind = record.get("kind")
     if kind == "warning":
         return (f"warning: {record['text']}", "yellow")
@@ -358,8 +357,7 @@ def interrupt_table(
     chats: bool = True,
     statuses: bool = False,
 ) -> tuple[list[str], list[list[str]]]:
-    """The columns and rows of ``belt interrupt list``: id (short where every command takes it),
-    event, what the gate holds, run, chat, status, time left and what happens then."""
+    """The columns and rows of ``belt interrupt list``."""
     shown = {"run": runs, "chat": chats, "status": statuses}
     columns = ["id", "event", "holds", *(c for c, on in shown.items() if on), "expires in", "then"]
     rows = []
@@ -414,8 +412,7 @@ def review_lines(
     position: str,
     payload_lines: int = 30,
 ) -> Lines:
-    """One gate as ``belt interrupt review`` shows it: what it holds, the transcript just before
-    it, and its whole hook payload (cut after ``payload_lines`` lines)."""
+    """One gate as ``belt interrupt review`` shows it, its payload cut after ``payload_lines``."""
     lines: Lines = [
         ("", ""),
         (f"── {position} · {item.get('short_id')} ({item.get('id')})", "bold"),
@@ -446,8 +443,7 @@ def review_lines(
 
 
 def excerpt_lines(dialect: str, messages: Sequence[Mapping[str, object]]) -> Lines:
-    """Some messages of a transcript (``belt.testing``'s excerpts of its messages), as the
-    whole transcript shows them."""
+    """Some messages of a transcript, as the whole transcript shows them."""
     show = dialects.get(dialect or dialects.PLATFORM).message_lines
     return [
         line for _, part in conversation(cast("list[Message]", messages), show, []) for line in part
@@ -531,8 +527,7 @@ STATUS_STYLES = {"pass": "green", "fail": "bold red", "error": "bold red"}
 
 
 def test_result_line(given: Mapping[str, object]) -> tuple[str, str]:
-    """One line for a scenario of ``belt test`` (a ``ScenarioJSON``): its status, name and
-    time."""
+    """A scenario's line in ``belt test`` (a ``ScenarioJSON``): its status, name and time."""
     result = cast(ScenarioJSON, given)
     status = result["status"]
     line = f"{status.upper():<5}  {result['scenario']}  ({result['seconds']:.2f} s)"
@@ -561,9 +556,8 @@ def test_result_line(given: Mapping[str, object]) -> tuple[str, str]:
 
 
 def test_failure_lines(given: Mapping[str, object], dialect: str) -> Lines:
-    """What went wrong in one scenario (a ``ScenarioJSON``): each failed expectation and what
-    happened instead, then one transcript excerpt around all of them; or the error that stopped
-    it."""
+    """What went wrong in one scenario (a ``ScenarioJSON``): each failed expectation, then one
+    transcript excerpt around all of them; or the error that stopped it."""
     result = cast(ScenarioJSON, given)
     lines: Lines = [("", ""), (f"── {result['scenario']}", "bold")]
     if result["status"] == "error":
@@ -744,8 +738,7 @@ def replay_summary(report: ReplayOutline) -> tuple[str, str]:
 
 
 def saved_tests_lines(saved: SavedTests) -> Lines:
-    """What ``belt replay --save-tests`` wrote: how many scenarios, where, and the deliveries it
-    could not write (a payload belt cannot replay, an event no scenario reaches)."""
+    """What ``belt replay --save-tests`` wrote, and the deliveries it could not write."""
     written = f"{saved['written']} test scenario(s) written to {saved['directory']}"
     run = f"expecting the {saved['expect']} answers: run them with `belt test {saved['directory']}`"
     lines: Lines = [(f"{written}, {run}", "green" if saved["written"] else "yellow")]
@@ -759,8 +752,8 @@ def saved_tests_lines(saved: SavedTests) -> Lines:
 
 
 def gates_waiting_text(run_id: object, pending: list[InterruptJSON]) -> str:
-    """The one line a simulation prints when it starts waiting at a run's gates: the gates and
-    the commands that settle them, with real ids."""
+    """The line a simulation prints when it starts waiting at a run's gates, and how to settle
+    them."""
     commands = ", ".join(
         f"`belt interrupt resolve {i.get('short_id') or i['id']} allow`" for i in pending[:3]
     )
