@@ -472,3 +472,59 @@ def test_a_simulation_after_another_reuses_its_idle_worker_thread_not_a_busy_one
     finally:
         pyhooks.release.set()
         blocked.join(30)
+
+
+def test_a_handler_that_closes_its_worker_pipe_fails_that_call_only() -> None:
+    import os
+    import threading
+
+    caller = InProcess()
+    threads: list[threading.Thread] = []
+
+    def worker_ends() -> tuple[int, ...]:
+        return next(iter(caller._workers.values())).ends
+
+    def closes_answer_pipe(payload: Any) -> None:
+        os.close(worker_ends()[2])  # the end belt reads the answer from
+
+    def closes_call_pipe(payload: Any) -> None:
+        os.close(worker_ends()[0])  # the end the worker is handed its calls on
+
+    def which(payload: Any) -> None:
+        threads.append(threading.current_thread())
+
+    try:
+        assert caller.call("py:m:which", which, {}, timeout=5).error is None
+        result = caller.call("py:m:closes", closes_answer_pipe, {}, timeout=5)
+        assert result.error == "py:m:closes closed the pipe belt reads its answer from"
+        assert caller.call("py:m:which", which, {}, timeout=5).error is None
+        # A call that closed the pipe its worker is handed calls on returned: the next call
+        # finds the pipe closed and goes to a new worker.
+        assert caller.call("py:m:closes", closes_call_pipe, {}, timeout=5).error is None
+        assert caller.call("py:m:which", which, {}, timeout=5).error is None
+        assert len(set(threads)) == 3  # a new worker thread after each
+    finally:
+        caller.close()
+
+
+def test_a_forked_process_closes_the_pipes_of_the_idle_workers_it_did_not_get() -> None:
+    import os
+
+    caller = InProcess()
+    try:
+        assert caller.call("py:m:allow", pyhooks.allow, {}, timeout=5).error is None
+        ends = next(iter(caller._workers.values())).ends
+    finally:
+        caller.close()  # its worker waits, idle, for the next simulation
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's exit status is the check
+        open_ends = 0
+        for fd in ends:
+            try:
+                os.fstat(fd)
+                open_ends += 1
+            except OSError:
+                pass
+        os._exit(open_ends)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0

@@ -13,9 +13,11 @@ webhook's HTTP 500 does. (``belt serve --handler`` runs the same convention on i
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
-import queue
+import os
+import select
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -176,17 +178,13 @@ def read_value(value: Any) -> Answer:
 
 
 class _Call:
-    """One call of a handler, handed to a worker thread; ``done`` is released when it returned
-    (a lock rather than an Event: a wait on it is one acquire, not a condition's own lock made
-    for each wait)."""
+    """One call of a handler: what it returned or raised."""
 
-    __slots__ = ("argument", "done", "error", "func", "value")
+    __slots__ = ("argument", "error", "func", "value")
 
     def __init__(self, func: Handler, argument: Any) -> None:
         self.func = func
         self.argument = argument
-        self.done = threading.Lock()
-        self.done.acquire()
         self.value: Any = None
         self.error: BaseException | None = None
 
@@ -208,33 +206,52 @@ async def _awaited(value: Any) -> Any:
     return await value
 
 
+_GO = b"c"
+"""The byte that hands a worker its ``call``, and that it answers when the call returned; any
+other byte (or the pipe's end) stops it."""
+
+
 class _Worker:
-    """A daemon thread that runs calls one at a time until it is given ``None``."""
+    """A daemon thread that runs calls one at a time. Each is handed to it, and answered, with a
+    byte on a pipe: ``os.write`` lets go of the GIL before it wakes the other thread, which then
+    seldom has to wait for the GIL in turn (a lock released, or a queue put to, wakes it while
+    the GIL is held: twice the thread switches a call). The caller writes to ``go`` and reads
+    ``back``; the thread closes the four ends once stopped."""
 
     def __init__(self) -> None:
-        self.calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self.call: _Call | None = None
         self.busy = False
+        self.ends = os.pipe() + os.pipe()
+        self.go, self.back = self.ends[1], self.ends[2]
+        self.answered = select.poll()
+        self.answered.register(self.back, select.POLLIN)
         self.thread = threading.Thread(target=self._loop, name="belt-py-handler", daemon=True)
         self.thread.start()
 
     def _loop(self) -> None:
-        calls = self.calls
-        while True:
-            call = calls.get()
-            if call is None:
-                return
-            self.busy = True
-            try:
-                call.run()
-            finally:
-                self.busy = False
-                # The last step before waiting for the next call (which lets go of the GIL):
-                # the caller this wakes seldom has to wait for the GIL in turn.
-                call.done.release()
+        given, answer = self.ends[0], self.ends[3]
+        try:
+            while os.read(given, 1) == _GO:
+                call = self.call
+                self.busy = True
+                try:
+                    call.run()  # type: ignore[union-attr]
+                finally:
+                    self.busy = False
+                os.write(answer, _GO)
+        except OSError:  # a handler closed an end of its pipes: the fds are not belt's now
+            return
+        self.close()
 
     def stop(self) -> None:
         """Let the thread end once its current call (if any) returns."""
-        self.calls.put(None)
+        with contextlib.suppress(OSError):
+            os.write(self.go, b"\0")
+
+    def close(self) -> None:
+        for fd in self.ends:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 IDLE_WORKERS = 8
@@ -250,7 +267,7 @@ def _take_worker() -> _Worker:
     with _idle_lock:
         while _idle:
             worker = _idle.pop()
-            if worker.thread.is_alive():  # not one of a parent process, gone in a fork
+            if worker.thread.is_alive():  # not one a handler ended by closing its pipe
                 return worker
     return _Worker()
 
@@ -262,6 +279,16 @@ def _give_back(worker: _Worker) -> None:
             _idle.append(worker)
             return
     worker.stop()
+
+
+def _forget_idle() -> None:
+    """In a process just forked: the idle workers' threads are not in it; their pipes go."""
+    for worker in _idle:
+        worker.close()
+    _idle.clear()
+
+
+os.register_at_fork(after_in_child=_forget_idle)
 
 
 class InProcess:
@@ -347,16 +374,32 @@ class InProcess:
             return refused
         started = time.perf_counter()
         call = _Call(func, argument)
-        worker = self._worker()
-        wait = max(timeout, 0.0)
-        worker.calls.put(call)
-        # At once: the worker this wakes takes the GIL as soon as this wait lets go of it.
-        returned = call.done.acquire(True, wait)
+        worker = self._hand(call)
+        try:
+            returned = bool(worker.answered.poll(max(timeout, 0.0) * 1000))
+            lost = returned and os.read(worker.back, 1) != _GO
+        except OSError:
+            returned = lost = True
         elapsed = round((time.perf_counter() - started) * 1000)
-        if not returned:
+        if not returned or lost:
             self._abandon(worker)
-            return WebhookResult(None, "", None, f"{label} {TIMED_OUT} {timeout:g} s", elapsed)
+            if lost:
+                error = f"{label} closed the pipe belt reads its answer from"
+            else:
+                error = f"{label} {TIMED_OUT} {timeout:g} s"
+            return WebhookResult(None, "", None, error, elapsed)
         return _answered(label, call, elapsed, message_limit)
+
+    def _hand(self, call: _Call) -> _Worker:
+        """Hand ``call`` to this thread's worker; one whose pipe a handler closed is replaced."""
+        while True:
+            worker = self._worker()
+            worker.call = call
+            try:
+                os.write(worker.go, _GO)
+                return worker
+            except OSError:
+                self._abandon(worker)
 
 
 def _argument(
