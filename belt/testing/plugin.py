@@ -1,15 +1,9 @@
 """A pytest plugin for hook tests, registered as ``belt`` (entry point ``pytest11``).
 
 ``belt_scenario`` runs a scenario (a file, or a dict built in the test) in a fresh store in memory
-and returns a :class:`ScenarioRun` to query; a webhook handler may be a Python callable, called
-in-process as a ``py:MODULE:FUNC`` handler is, and the scenario's own ``[[expect]]`` tables are
-checked too. ``belt_serve`` starts ``belt serve`` on a free loopback port, over a store of its
-own, for tests of a real webhook. A failed test that ran scenarios ends with their transcripts.
-
-With ``pytest --belt-isolate``, each scenario runs in a supervised worker process forked from the
-test's (``belt.usercode.supervisor``): a handler that ends or harms that process fails that test
-with the cause, and the session goes on. Without it, handlers run in the test's process, where a
-test can watch what they do.
+and returns a :class:`ScenarioRun` to query; a handler may be a Python callable. ``belt_serve``
+starts ``belt serve`` on a free loopback port. A failed test that ran scenarios ends with their
+transcripts. With ``pytest --belt-isolate``, each scenario runs in a supervised worker process.
 """
 
 from __future__ import annotations
@@ -596,27 +590,23 @@ UPDATE_OPTION = "pytest --belt-snapshot-update"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """``--belt-snapshot-update``: ``run.assert_snapshot()`` writes the snapshots it compares;
-    ``--belt-keep DIR``: each scenario's records on disk under DIR; ``--belt-isolate``: each
-    scenario in a supervised worker process."""
-    parser.getgroup("belt").addoption(
+    """``--belt-snapshot-update``, ``--belt-keep DIR`` and ``--belt-isolate``."""
+    group = parser.getgroup("belt")
+    group.addoption(
         "--belt-snapshot-update",
         action="store_true",
-        dest="belt_snapshot_update",
         help="belt: write the snapshots run.assert_snapshot() compares, instead of comparing",
     )
-    parser.getgroup("belt").addoption(
+    group.addoption(
         "--belt-keep",
         metavar="DIR",
         type=Path,
-        dest="belt_keep",
         help="belt: keep each scenario's records on disk, a state directory of its own under "
         "DIR, as belt test --keep does (run.result.kept names it), instead of in memory",
     )
-    parser.getgroup("belt").addoption(
+    group.addoption(
         "--belt-isolate",
         action="store_true",
-        dest="belt_isolate",
         help="belt: run each belt_scenario in a supervised worker process, as belt test does: a "
         "handler that ends or harms it (os._exit, a signal, a crash) fails that test only",
     )
