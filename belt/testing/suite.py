@@ -1,16 +1,9 @@
 """``belt test``: scenarios with expectations, run as a test suite.
 
-The suite is every scenario file with ``[[expect]]`` tables among the paths given (files, and
-directories searched for ``*.toml`` and ``*.json``). Each scenario runs in a fresh store of its
-own (in memory; on disk under ``--keep DIR``), never the state directory, and its expectations
-are checked against its report. A file is read by the process that runs it (only ``--shard``
-reads every file first); one that cannot be read as a scenario is reported and counted (exit 5)
-while the others still run.
-
-Every scenario runs in a supervised worker process (``belt.testing.workers``), forked from a
-template that has imported the ``py:`` modules the suite's files name: a handler that ends or
-harms its worker, a module whose import exits or outlasts ``IMPORT_TIMEOUT``, and a file whose
-name is not UTF-8 are the error of the scenarios concerned, and the others run.
+The suite is every scenario file with ``[[expect]]`` tables among the paths given. Each scenario
+runs in a fresh store of its own (in memory; on disk under ``--keep DIR``) in a supervised worker
+process (``belt.testing.workers``), and its expectations are checked against its report; a file
+that cannot be read, or a handler that harms its worker, is the error of that scenario alone.
 """
 
 from __future__ import annotations
@@ -28,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from belt import dialects
+from belt.check.writable import cannot_write
 from belt.declaring.declarations import read_document
 from belt.deliveries.effects import is_in_process
 from belt.display.render import snapshot_lines, snapshot_update_command, unfired_text
@@ -272,16 +266,9 @@ def run_suite(
     progress: Callable[[int, int], None] | None = None,
 ) -> SuiteResult:
     """Run every selected scenario with expectations; ``report`` gets each result as it ends,
-    and the JUnit file (``render`` writes the transcript excerpts; with ``coverage``, each
-    hook's counts as properties) is written at the end. With ``fail_unfired``, a scenario
-    that declares a hook that never fired fails. With ``snapshot`` (``check`` or ``update``),
-    each record is compared with its stored snapshot, or written to it
-    (``belt.testing.snapshot``). ``jobs`` worker processes run the scenarios of ``shard``
-    (K, N), results in the serial order (``belt.testing.workers``); each scenario's store is
-    in memory, or with ``keep`` on disk under that directory (``kept_home``). With ``records``
-    (by default, with one job), a passing scenario's result keeps its whole record (``report``);
-    without, what its report shows (``workers.portable``). ``progress`` is told how many of the
-    scenario files have been run, of how many, before the first and as each ends."""
+    and the JUnit file is written at the end. ``snapshot`` is ``check`` or ``update``; with
+    ``records`` (by default, with one job) a passing scenario's result keeps its whole record;
+    ``progress`` is told how many scenario files have run, of how many."""
     parse_routes(routes or [])
     with tracing.span("belt.test") as span:
         started = time.perf_counter()
@@ -550,16 +537,10 @@ def scenario_store(home: Path | None) -> Iterator[Store]:
 
 def hook_failure(item: Any) -> HookFailure:
     """A failed hook call no expectation names, as ``belt test --json`` prints it."""
-    fields = item.fields
-    return {
-        "run_id": item.run_id,
-        "event": fields.get("event"),
-        "handler": fields.get("handler"),
-        "tool": fields.get("tool"),
-        "error": fields.get("error"),
-        "counted_as": fields.get("counted_as"),
-        "text": f"{item.text} (counted as {fields.get('counted_as')})",
-    }
+    shown = {key: item.fields.get(key) for key in ("event", "handler", "tool", "error")}
+    counted = item.fields.get("counted_as")
+    text = f"{item.text} (counted as {counted})"
+    return {"run_id": item.run_id, **shown, "counted_as": counted, "text": text}  # type: ignore[typeddict-item]
 
 
 # -- JUnit XML ------------------------------------------------------------------------------------
@@ -662,4 +643,4 @@ def write_junit(
     try:
         path.write_text(junit_document(suite, render, coverage=coverage), encoding="utf-8")
     except OSError as exc:
-        raise InvalidInput(f"--junit-xml {path}: cannot write it: {exc.strerror or exc}") from None
+        raise cannot_write("--junit-xml", path, exc) from None
