@@ -108,9 +108,8 @@ def load_handlers(
     located: dict[int, Located] | None = None,
 ) -> dict[str, Handler]:
     """Import every ``py:`` handler (and read every ``policy:`` file) that hooks and routes
-    name, before anything is written: one that cannot be is an error naming where it was given
-    (NotFound or InvalidInput). A hook's handler is loaded from where ``located`` (by the hook's
-    index) says; the handlers are keyed by what was loaded."""
+    name, before anything is written (NotFound or InvalidInput naming where it was given); keyed
+    by what was loaded."""
     located = located or {}
     wanted: list[tuple[Located, str]] = [
         (located.get(index) or Located(str(hook.handler)), f"{source}: {hook.handler}")
@@ -243,13 +242,8 @@ Builtin = Callable[[HookRun, Mapping[str, object]], None]
 
 @dataclass
 class Dispatcher:
-    """Runs handlers of each type for one simulation; webhooks go through the process's
-    client (``belt.outgoing.transport``).
-
-    Async hooks are handed to a bounded pool of background workers and the event goes on at
-    once; each reports its run to the ``finished`` callback it was given when it is done.
-    ``close`` waits for those still running (each is bounded by its own timeout).
-    """
+    """Runs handlers of each type for one simulation; async hooks go to a bounded pool of
+    workers (the event goes on at once), which ``close`` waits for."""
 
     store: Store
     hooks: list[LifecycleHookConfig]
@@ -346,11 +340,8 @@ class Dispatcher:
         resource_id: str | None = None,
         finished: Finished | None = None,
     ) -> EventResult:
-        """Run every hook on ``event`` until one denies, stops or suspends.
-
-        Async hooks are started in the background and take no part in the decision; the
-        sync ones run in declaration order and are in the result.
-        """
+        """Run every hook on ``event`` until one denies, stops or suspends (async hooks start
+        in the background and take no part)."""
         result = EventResult(event, payload)
         for index, hook in self.hooks_for(event):
             # Gates always hold the loop; builtins answer at once in the platform itself.

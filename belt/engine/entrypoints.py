@@ -67,12 +67,7 @@ def simulation_options(
         from belt.executor.worker import Worker  # noqa: PLC0415 - start-up: for --executor only
 
         worker = Worker(store, parse_tools(executors), report)
-    return Options(
-        worker=worker,
-        notify=report,
-        wait=wait,
-        routes=parse_routes(routes or []),
-    )
+    return Options(worker=worker, notify=report, wait=wait, routes=parse_routes(routes or []))
 
 
 def with_scenario_executors(declared: dict[str, str], executors: list[str]) -> list[str]:
@@ -92,10 +87,8 @@ def start_simulation(
     fail_closed: bool = False,
     clock: datetime | None = None,
 ) -> tuple[Sim, list[str]]:
-    """Create and run a simulation of a loaded scenario; returns its record and runs executed.
-
-    ``clock`` (``--clock``) starts its virtual clock there, whatever the scenario says.
-    """
+    """Create and run a simulation of a loaded scenario (its virtual clock from ``clock`` when
+    given); returns its record and runs executed."""
     from belt.engine.scenario import LoadedScenario, check_storable  # noqa: PLC0415 - start-up: only what this entry point runs
     from belt.engine.simulation import Simulation, clock_start  # noqa: PLC0415 - start-up: only what this entry point runs
 
@@ -152,18 +145,8 @@ def run_scenario(
 ) -> tuple[SimReport, list[str]]:
     """Run a scenario file; returns the simulation's report and the ids of the runs executed.
 
-    With ``ephemeral`` it runs on a store in memory (``belt.store.memory``): nothing is
-    written to the state directory, and nothing of it is left to resume (no ``wait``).
-
-    ``clock`` runs it on a virtual clock that starts there (``--clock``; it overrides the
-    scenario's ``clock``).
-
-    With ``offline``, a webhook or executor that is not on this machine
-    (``belt.engine.offline``) is a UsageError before anything is written or delivered.
-
-    ``report`` receives live records: each hook task an in-process executor served, each task
-    the simulation starts waiting on for an executor in another process, and the gates a
-    ``wait`` run stays at until they are settled.
+    ``ephemeral``: on a store in memory, nothing written or left to resume (so no ``wait``).
+    ``offline``: a delivery off this machine is a UsageError before anything is written.
     """
     with collector_paused():  # Start-up: the engine's modules, see belt.usercode.loader
         from belt.engine.dispatch import parse_routes  # noqa: PLC0415 - start-up: only what this entry point runs
@@ -182,9 +165,9 @@ def run_scenario(
     parse_routes(routes or [])
     loaded = read_scenario(scenario, hooks_file=hooks_file, stored_hooks=True)
     hooks_from = getattr(loaded, "hooks_from", None)
-    if hooks_from is not None and report is not None:
-        report({"kind": "hooks_from", **hooks_from})
     if report is not None:
+        if hooks_from is not None:
+            report({"kind": "hooks_from", **hooks_from})
         for warning in getattr(loaded, "warnings", []):  # a path read from the current directory
             report({"kind": "warning", "text": warning})
     declared = with_scenario_executors(getattr(loaded.scenario, "executors", {}), executors or [])
@@ -311,35 +294,21 @@ def resume_settled(
     recover: bool = False,
 ) -> list[Continued]:
     """Continue every simulated run whose interrupts are all settled and that no live process
-    holds.
-
-    What ``belt serve --resume`` does on each pass: it reads the runs tagged as held at their
-    interrupts (not every run), and continues each one's simulation from wherever a continuer
-    left it (``resume_gated``); each run it continues is continued by this process alone (its
-    lease). ``run_ids`` looks at those runs only (with ``resume_if_settled``'s options). Returns
-    one record per run it tried: ``{"run_id", "state"}`` or ``{"run_id", "error"}``.
-    """
-    tried: list[Continued] = []
-    for run_id in store.tagged(GATED_RUNS) if run_ids is None else run_ids:
-        if run_ids is None:
-            record = resume_gated(store, run_id, emulated=emulated)
-        else:
-            record = resume_if_settled(store, run_id, emulated=emulated, recover=recover)
-        if record is not None:
-            tried.append(record)
-    return tried
+    holds (``belt serve --resume``'s pass over the runs tagged as held, or ``run_ids`` only);
+    one record per run tried."""
+    if run_ids is None:
+        tried = (resume_gated(store, r, emulated=emulated) for r in store.tagged(GATED_RUNS))
+    else:
+        tried = (resume_if_settled(store, r, emulated=emulated, recover=recover) for r in run_ids)
+    return [record for record in tried if record is not None]
 
 
 def resume_gated(store: Store, run_id: str, *, emulated: bool | None = None) -> Continued | None:
     """Continue the simulation of a run tagged as held at gates, from where its continuation is.
 
-    The tag stays while anything of that continuation is left: a continuer may be killed at any
-    moment (with the run's lease taken, as the run works again, in any step of it or of the
-    simulation's later runs, between two runs), and the next one finds the run by its tag and
-    goes on from the last durable point of the run, or of the latest run of its simulation. The
-    tag goes once the run has ended and its simulation no longer runs, or a later run holds
-    (tagged itself when it holds at gates), or the run is on an attention hold (continued by
-    hand). Returns what ``resume_if_settled`` does.
+    The tag stays while anything of that continuation is left, so a continuer killed at any
+    moment leaves it to the next; it goes once the run has ended and its simulation no longer
+    runs, a later run holds, or the run is on an attention hold (continued by hand).
     """
     from belt.engine.simrecord import latest_run, stranded_at  # noqa: PLC0415 - start-up: only what this entry point runs
 
@@ -379,14 +348,9 @@ def resume_if_settled(
     emulated: bool | None = None,
     recover: bool = False,
 ) -> Continued | None:
-    """Continue one run held at its interrupts (gates, approvals, a client tool's result) once
-    they are all settled, unless a live process holds it.
-
-    ``emulated`` takes only the runs of chats ``belt serve`` emulates (True) or only the others
-    (False); ``recover`` also continues a run whose process is gone, from its last durable
-    point. Returns ``{"run_id", "state", "sim_id"}`` or ``{"run_id", "error"}`` when it tried,
-    None when the run is not ready (an interrupt still pending, not held, held by another
-    process, or not of the kind asked for).
+    """Continue one run held at its interrupts once they are all settled, unless a live process
+    holds it; None when it is not ready. ``emulated`` takes only the runs of chats ``belt serve``
+    emulates (True) or the others (False); ``recover`` also continues a run whose process is gone.
     """
     run = get_run(store, run_id)
     lost = recover and run is not None and interrupted(run)

@@ -41,11 +41,8 @@ class SimStatus(StrEnum):
 
 @dataclass
 class Options:
-    """What a caller lends a simulation: handlers reached in-process and a live reporter.
-
-    ``routes`` (``--route``) send webhooks elsewhere; ``handlers`` are the ``py:`` handlers
-    imported (and so checked) before the simulation was created.
-    """
+    """What a caller lends a simulation: a worker, a live reporter, ``--route`` routes and the
+    ``py:`` handlers imported (and so checked) before the simulation was created."""
 
     loaded: Any = None
     worker: Worker | None = None

@@ -36,12 +36,8 @@ class Holds:
         """Per turn, how many of its ``[[turns.wait]]`` this process has used."""
 
     def go_on(self, execution: Execution) -> None:
-        """A held run goes on: it is working again and occupies its chat.
-
-        It stays on the tag of runs held at gates: a process killed while it continues the run
-        (or the simulation's later runs) leaves it where ``belt serve --resume`` finds it; the
-        tag goes once nothing is left to continue (``belt.engine.entrypoints.resume_gated``).
-        """
+        """A held run goes on: it is working again and occupies its chat (it stays tagged as held
+        until ``belt.engine.entrypoints.resume_gated`` finds nothing left to continue)."""
         self.catch_up(execution)
         try:
             with self.sim.steps.chat_step(execution):
@@ -70,11 +66,7 @@ class Holds:
 
     def settle_scripted(self, execution: Execution) -> bool:
         """Resolve the gates a run waits at with the resolutions its scenario turn scripts
-        (``[[turns.resolve]]``); True when none is left pending (False when none is scripted).
-
-        They are resolved as ``belt interrupt resolve`` would: one that someone else settled
-        meanwhile is left as it is.
-        """
+        (``[[turns.resolve]]``); True when none is left pending (False when none is scripted)."""
         specs = self.sim.turn_doc(execution.turn_index).get("resolve") or []
         if not specs or execution.run is None:
             return False
@@ -103,10 +95,8 @@ class Holds:
         return not pending_for_run(store=self.sim.store, run_id=execution.run.id)
 
     def wait_out(self, execution: Execution) -> bool:
-        """Let time pass while a run holds, as its scenario turn says (``[[turns.wait]]``):
-        each wait not yet used moves the virtual clock on, then the sweep settles the run's
-        overdue gates and approvals with their default resolution, as ``belt serve``'s does.
-        True when none of the run's interrupts is left pending."""
+        """Let time pass while a run holds, as its scenario turn says (``[[turns.wait]]``), each
+        wait then sweeping the run's overdue gates; True when none of them is left pending."""
         waits = self.sim.turn_doc(execution.turn_index).get("wait") or []
         if execution.run is None or self.sim.clock is None:
             return False
@@ -150,12 +140,8 @@ class Holds:
         )
 
     def wait_for_gates(self, run: RunRecord) -> None:
-        """Hold on to the run until every one of its gates is settled.
-
-        Settled by anyone: ``belt interrupt resolve`` in another terminal, ``belt serve``'s API,
-        or expiry, which this process sweeps itself as each gate falls due. The lease is renewed
-        as it waits; Ctrl-C gives it up (``Simulation.driving``) and leaves the run held.
-        """
+        """Hold on to the run until every one of its gates is settled, by anyone or by expiry
+        (swept here as each falls due), renewing the lease as it waits."""
         told: set[str] = set()  # the gates last reported: reported again when they change
         renewed = time.monotonic()
         while True:

@@ -91,12 +91,8 @@ class RunRow(RunView, total=False):
 
 
 def list_runs(store: Store, *, include_tasks: bool = False) -> list[RunRow]:
-    """Every simulated run, oldest first, with its simulation's name.
-
-    The runs of task chats and review branches (child simulations) are left out unless
-    ``include_tasks``; each row says its ``kind``: ``chat``, ``task`` or ``review``. The last
-    run of a simulation whose process died between two runs says ``simulation_interrupted``.
-    """
+    """Every simulated run, oldest first, with its simulation's name (the runs of task chats and
+    review branches only with ``include_tasks``)."""
     sims: dict[str, Sim] = {}
     stranded: dict[str, str | None] = {}
     rows: list[RunRow] = []

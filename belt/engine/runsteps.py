@@ -57,13 +57,9 @@ class RunSteps:
         state: str | None = None,
         **fields: Any,
     ) -> End:
-        """The run waits for something outside (a gate, a retried hook, a client tool): it holds,
-        in the dialect's held state unless ``state`` says otherwise (a run that waits for a
-        client tool's result stays ``working``, as on the platform).
-
-        It gives up its lease, unless this process waits at its gates (``--wait``). A run held at
-        gates is tagged first, so a process killed in between leaves a run that is found.
-        """
+        """The run waits for something outside (a gate, a retried hook, a client tool) in the
+        dialect's held state, or ``state``; it gives up its lease unless this process waits
+        (``--wait``), and is tagged as held first, so a process killed in between is found."""
         held = state or self.sim.dialect.held_state
         reason = fields.get("interrupt_reason") or ("attention" if "attention" in fields else None)
         attributes = {"belt.hold.state": held, "belt.hold.reason": reason}
@@ -132,9 +128,7 @@ class RunSteps:
 
     def chat_step(self, execution: Execution) -> AbstractContextManager[object]:
         """One step of the chat a run occupies: the run's state and the chat's status change
-        together under the chat's lock, which every reader of the two takes
-        (``belt.records.views.chat_state``), so no client sees a busy chat whose run has ended,
-        or a held run in a chat still busy."""
+        together under the chat's lock (``belt.records.views.chat_state`` reads them so)."""
         if not execution.occupies_chat:
             return nullcontext()
         return self.sim.store.lock(CHAT, self.sim.recorder.chat_id)

@@ -134,12 +134,8 @@ def sim_of_run(store: Store, run_id: str) -> Sim:
 
 
 def stranded_at(store: Store, sim: Mapping[str, Any]) -> str | None:
-    """The last run of a simulation whose process died between two runs, else None.
-
-    Such a simulation is still ``running``, every run of it has ended, and the process that
-    drove its last run is gone: the next turn was never begun (or the simulation never marked
-    finished). ``belt sim resume`` of that run goes on with the turns left.
-    """
+    """The last run of a simulation whose process died between two runs (still ``running``, its
+    last run ended, its process gone), else None: ``belt sim resume`` of it goes on."""
     last = last_run_ended(store, sim)
     if last is None or leases.holder_alive(last.get("lease")):
         return None
@@ -230,13 +226,8 @@ def stored_hooks(hooks: list[LifecycleHookConfig]) -> list[dict[str, object]]:
 
 
 def reload_hooks(store: Store, sim: Sim) -> tuple[list[LifecycleHookConfig], list[Route]]:
-    """The simulation's hooks with their full webhook URLs, and the routes it was started
-    with (``--route``), from the store's private part.
-
-    Reports, transcripts and the simulation record name a webhook by its host only; the URL is
-    kept apart so that any process can continue the run (``belt sim resume``, ``--wait``,
-    ``belt serve --resume``) even when the scenario file has changed or is gone.
-    """
+    """The simulation's hooks with their full webhook URLs, and its ``--route`` routes, from the
+    store's private part (so any process can continue the run, whatever became of the file)."""
     try:
         private = read_hooks(store, sim["id"])
     except NotFound:

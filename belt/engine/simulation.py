@@ -205,11 +205,8 @@ class Simulation:
 
     @contextlib.contextmanager
     def driving(self) -> Iterator[None]:
-        """Drive runs on the simulation's clock; the dialect is closed however driving ends.
-
-        Ctrl-C gives up the lease on the run this process was continuing, so that a later
-        ``belt sim resume`` can go on with it (from its gates, or its last durable point).
-        """
+        """Drive runs on the simulation's clock; the dialect is closed however driving ends, and
+        Ctrl-C gives up the lease on the run, for a later ``belt sim resume``."""
         with clock.using(self.clock):
             try:
                 yield

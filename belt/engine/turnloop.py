@@ -27,11 +27,8 @@ class TurnLoop:
         self.sim = sim
 
     def resume(self, run_id: str) -> list[str]:
-        """Continue a held run once what held it is settled, then the remaining turns.
-
-        The run's lease is taken first, so of many processes resuming one run exactly one goes
-        on; a run whose process was killed goes on from its last durable point.
-        """
+        """Continue a held run once what held it is settled, then the remaining turns (its lease
+        taken first, so of many processes exactly one goes on)."""
         last = last_run_ended(self.sim.store, self.sim.sim)
         if last is not None and last["id"] == run_id:
             # The turn loop goes on after the run, if the process driving it is gone.
@@ -65,11 +62,7 @@ class TurnLoop:
         return executed
 
     def start_turn(self) -> Execution:
-        """Begin the next scenario turn: its input is recorded and its run created, not driven.
-
-        ``run_turns`` drives it at once; ``belt serve`` answers the request that appended the
-        turn first, then drives the rest of the simulation (``run``) in the background.
-        """
+        """Begin the next scenario turn: its input is recorded and its run created, not driven."""
         index = int(self.sim.sim["next_turn"])
         after = self.sim.turn_doc(index).get("after")
         with clock.using(self.sim.clock):
@@ -121,11 +114,7 @@ class TurnLoop:
         return end
 
     def drive(self, execution: Execution) -> End:
-        """Take steps until the run ends, holds or is cancelled.
-
-        After each step the run's state is saved: the step to take next is the run's last
-        durable point, from which a run whose process is killed goes on.
-        """
+        """Take steps until the run ends, holds or is cancelled, saving the run after each."""
         with self.sim.spans.traced(execution) as span:
             try:
                 while True:

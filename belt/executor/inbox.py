@@ -188,12 +188,8 @@ def schedule_task(
 ) -> HookTask:
     """Put the task for ``key`` in the inbox, or reuse it: the same (event, source), one task.
 
-    A completed task keeps its result and a task still within its deadline is left to its
-    worker; a failed one (or one whose deadline passed unclaimed) gets a new attempt.
-
-    With ``approval_mode = "ask"`` a new attempt first waits for approval, as any tool call of
-    the agent would: it opens an interrupt (reason ``tool_approval``) on the run, and no executor
-    may claim the task until it is approved (``settle_approval``).
+    A completed task, or one within its deadline, is kept; a failed one gets a new attempt. With
+    ``approval_mode = "ask"`` an attempt first waits for a ``tool_approval`` interrupt.
     """
     identity = task_id(key)
     now = utcnow()
@@ -307,12 +303,8 @@ def settle_approval(store: Store, identity: str) -> HookTask:
 
 def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
     """Claim a pending task for ``worker`` (this process); None if it is gone, taken or past its
-    deadline.
-
-    The claim names this process as a lease does, and carries the mark its tool's processes
-    are given (``CLAIM_MARK``). The task keeps its inbox marker until it finishes, so that a
-    claim whose worker dies is found (``release_abandoned``).
-    """
+    deadline. The task keeps its inbox marker until it finishes, so a dead worker's claim is
+    found (``release_abandoned``)."""
     status = None
 
     def claim(task: HookTask) -> HookTask:
@@ -323,11 +315,9 @@ def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
         if _deadline_passed(task):
             return _fail(task, Failure.TIMEOUT, unclaimed_message(task))
         now = timestamp(utcnow())
-        holder = leases.mine()
+        held = {k: v for k, v in leases.mine().items() if k in _HOLDER}
         task["status"] = TaskStatus.CLAIMED.value
-        held = {k: v for k, v in holder.items() if k in _HOLDER}
-        task["claim"] = {"by": worker, "at": now, **held}
-        task["claim"]["mark"] = new_id("cl")
+        task["claim"] = {"by": worker, "at": now, **held, "mark": new_id("cl")}
         task["updated_at"] = now
         return task
 
@@ -346,9 +336,8 @@ def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
 
 
 def abandoned(claim: Any) -> bool:
-    """True for a claim whose worker is gone: a process of this host that has exited (or whose
-    pid a later process took). A claim made on another host, or one that names no process, is
-    left to its deadline."""
+    """True for a claim whose worker, a process of this host, is gone (another host's claim is
+    left to its deadline)."""
     if not isinstance(claim, dict) or not isinstance(claim.get("mark"), str):
         return False
     if claim.get("host") != leases.host():
@@ -357,13 +346,8 @@ def abandoned(claim: Any) -> bool:
 
 
 def release_abandoned(store: Store, identity: str) -> HookTask | None:
-    """Give a task whose worker died holding its claim back to the inbox; returns the task, now
-    pending, or None when its claim is not abandoned (or someone else released it first).
-
-    The dead worker's tool processes are killed first, so the task never runs in two places at
-    once. The released attempt is kept in ``history`` (``worker_gone``); the task is a new
-    attempt with a new deadline, since the dead worker's time was spent on nothing.
-    """
+    """Give a task whose worker died holding its claim back to the inbox, as a new attempt, once
+    the dead worker's tool processes are killed; None when its claim is not abandoned."""
     task = get_task(store, identity)
     if task is None or task["status"] != TaskStatus.CLAIMED or not abandoned(task.get("claim")):
         return None
@@ -445,11 +429,8 @@ def complete_task(
     duration_ms: int,
     mark: str | None = None,
 ) -> HookTask:
-    """Record a claimed task's outcome, checking the decision; returns the task as it now is.
-
-    A task that was cancelled (force stop) or already timed out keeps that state: a late result
-    cannot change it. With ``mark``, only the claim that carries it may complete the task.
-    """
+    """Record a claimed task's outcome, checking the decision; returns the task as it now is (a
+    cancelled or timed-out task keeps that state; with ``mark``, only that claim completes it)."""
 
     def finish(task: HookTask) -> HookTask:
         if task["status"] != TaskStatus.CLAIMED:

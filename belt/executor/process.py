@@ -52,10 +52,8 @@ def run_bounded(
     """Run ``args`` with ``data`` on stdin until it exits, ``timeout`` seconds pass, or its
     stdout passes ``cap`` bytes; OSError when it cannot be started.
 
-    ``mark`` (NAME, VALUE) is set in the command's environment, and so in every process it
-    starts: ``stop_marked`` finds them by it once belt is no longer there to stop them. A
-    marked command is also killed by the kernel the moment the thread that started it dies
-    (Linux), so a worker killed with SIGKILL does not leave its tool running on its own.
+    ``mark`` (NAME, VALUE) is set in its environment, for ``stop_marked``; a marked command is
+    also killed by the kernel when the thread that started it dies (Linux).
     """
     deadline = time.monotonic() + max(timeout, 0.001)
     env = None if mark is None else {**os.environ, mark[0]: mark[1]}
@@ -162,13 +160,8 @@ def _dies_with(parent: int) -> Callable[[], None] | None:
 
 def stop_marked(name: str, value: str) -> int:
     """Kill every process of this user that carries ``name=value`` in its environment (what
-    ``run_bounded`` set for a command and its children), and wait until they are gone.
-
-    What a worker killed with SIGKILL leaves running: its tool's processes, which no deadline
-    stops any more. The scan is made again until it finds none (a process may start another
-    between a scan and its kill), for at most ``STOP_WAIT`` seconds. Returns how many were
-    killed; 0 where ``/proc`` cannot say.
-    """
+    ``run_bounded`` set), scanning again until none is left or ``STOP_WAIT`` passes; returns how
+    many were killed (0 where ``/proc`` cannot say)."""
     needle = f"{name}={value}".encode()
     killed: list[int] = []
     until = time.monotonic() + STOP_WAIT

@@ -51,10 +51,7 @@ class Target:
         *,
         mark: tuple[str, str] | None = None,
     ) -> ToolOutcome:
-        """Run the tool on ``task_input`` within ``timeout`` seconds; failures are returned.
-
-        ``mark`` goes in the environment of a ``cmd:`` tool's processes (``run_bounded``).
-        """
+        """Run the tool on ``task_input`` within ``timeout`` seconds; failures are returned."""
         if self.kind == "cmd":
             return run_command(self.spec, task_input, timeout, mark=mark)
         if self.kind == "http":
@@ -129,11 +126,7 @@ def run_command(
     *,
     mark: tuple[str, str] | None = None,
 ) -> ToolOutcome:
-    """Run COMMAND with the input as JSON on stdin; its stdout is the result.
-
-    ``timeout`` is a total deadline: at it, or when stdout passes ``OUTPUT_MAX_BYTES``, the
-    command's whole process group is killed. ``mark`` is set in its environment.
-    """
+    """Run COMMAND with the input as JSON on stdin; its stdout is the result (``run_bounded``)."""
     try:
         args = shlex.split(command)
     except ValueError as exc:
@@ -154,11 +147,8 @@ def run_command(
 
 
 def post_input(url: str, task_input: Mapping[str, object], timeout: float) -> ToolOutcome:
-    """POST the input to a URL; a 2xx body is the result.
-
-    ``timeout`` is a total deadline (slow heads and trickled bodies included), and the body is
-    read up to ``OUTPUT_MAX_BYTES``.
-    """
+    """POST the input to a URL; a 2xx body is the result (``timeout`` a total deadline, the body
+    read up to ``OUTPUT_MAX_BYTES``)."""
     import httpx  # noqa: PLC0415 - loaded when a tool is called over HTTP
 
     from belt.outgoing.transport import TooLarge, call, read  # noqa: PLC0415 - it loads httpx
@@ -182,14 +172,8 @@ def post_input(url: str, task_input: Mapping[str, object], timeout: float) -> To
 def call_function(
     func: Callable[..., Any] | None, task_input: Mapping[str, object], timeout: float
 ) -> ToolOutcome:
-    """Call a Python function with the input; what it returns is the result.
-
-    The input is a dict, or a HookTaskInput when the function's first parameter is annotated
-    so (the convention of every ``py:`` handler, ``loader.asks_for``). It runs in a thread of its
-    own, waited for up to ``timeout`` (a function that never returns
-    times out; Python cannot stop it, so it is left behind). Whatever it raises, SystemExit and
-    KeyboardInterrupt included, is the tool's failure; what it returns must be JSON belt can
-    store.
+    """Call a Python function with the input (``called``) in a thread of its own, waited for up
+    to ``timeout``: one that never returns times out and is left behind (Python cannot stop it).
     """
     if func is None:
         return ToolOutcome(failure="no function to call")
@@ -205,8 +189,8 @@ def call_function(
 
 
 def called(func: Callable[..., Any], task_input: Mapping[str, object]) -> ToolOutcome:
-    """Call ``func`` with the input (a dict, or the HookTaskInput it asks for) in this thread and
-    return what it gave as the tool's outcome (``call_function`` without its deadline)."""
+    """Call ``func`` with the input (a dict, or the HookTaskInput it asks for) in this thread;
+    whatever it raises is the tool's failure, and what it returns must be JSON belt can store."""
     argument: Any = task_input
     if asks_for(func, HookTaskInput):
         try:

@@ -63,6 +63,16 @@ def glob(pattern: str) -> re.Pattern[str]:
     return re.compile(fnmatch.translate(pattern))
 
 
+def glob_field(
+    raw: Mapping[str, object], key: str, path: str, findings: Problems
+) -> re.Pattern[str] | None:
+    """The glob of ``raw[key]`` (None when absent, or when it is not a string: a problem)."""
+    value = raw.get(key)
+    if value is not None and not isinstance(value, str):
+        findings.error(f"{path}.{key}", f"expected a glob pattern string, got {describe(value)}")
+    return glob(value) if isinstance(value, str) else None
+
+
 def normal_path(value: str) -> str:
     """``value`` read as a POSIX path, lexically (the filesystem is never asked): repeated
     slashes collapsed, ``.`` segments dropped, ``..`` resolved against the segment before it

@@ -64,15 +64,9 @@ review``, the inspector's page, ``belt serve``'s API), by the name a line gives 
 
 
 class Settlement(TypedDict):
-    """How a gate was settled (stored as ``resolved_by``, belt's own: never on the wire).
-
-    ``how`` is ``person`` (``user``, ``door``, and for the ``api`` door ``token``: whether the
-    request carried a token, never the token), ``rule`` (``file``, ``rule``, ``digest``:
-    ``sha256:<hex>`` of the rules file's content), ``expiry`` (``default``: the resolution it
-    fell back to), ``batch`` (``batch``, ``digest`` of what was shown, ``user``, ``door``),
-    ``scenario`` (a simulation's scripted resolution: ``sim``) or ``route`` (an agent API route
-    of ``belt serve`` that settles a tool's approval or wait: ``route``).
-    """
+    """How a gate was settled (stored as ``resolved_by``, never on the wire): ``how`` is
+    ``person``, ``rule``, ``expiry``, ``batch``, ``scenario`` or ``route``, with its fields
+    (``token`` says whether a token was used, never the token)."""
 
     how: str
     user: NotRequired[str]
@@ -233,11 +227,7 @@ def trail(record: Interrupt) -> Settlement | None:
 
 
 def settled_by(record: Interrupt) -> str | None:
-    """How a stored interrupt was settled, in one line; None while it is pending.
-
-    A settlement recorded before the trail existed (a string, or nothing) reads "unknown",
-    keeping what the string said; an expired or cancelled one says so from its status.
-    """
+    """How a stored interrupt was settled (``trail``), in one line; None while it is pending."""
     by = trail(record)
     if by is None:
         return None
@@ -294,11 +284,8 @@ def create_interrupt(
 ) -> InterruptJSON:
     """Open an interrupt on a run (a hook gate by default) and return its InterruptDTO.
 
-    ``timeout`` defaults to the gate default (300 s); ``default_resolution`` to ``allow`` for a
-    hook gate and to none (so ``deny`` on expiry) for other reasons. ``meta`` defaults to a hook
-    payload naming the event, run and chat. ``source`` (default ``hook:<event>``) and
-    ``resource_type`` name what an interrupt that is not a platform hook gate holds; its
-    ``event`` is then not checked against the platform's catalogue (a Nexus boundary).
+    ``default_resolution`` defaults to ``allow`` for a hook gate, none (deny) otherwise; with a
+    ``source`` of its own, ``event`` is not checked against the platform's catalogue.
     """
     check_id(run_id, what="run id")
     check_id(chat_id, what="chat id")
@@ -354,11 +341,8 @@ def open_gate(
     """Open a hook gate by hand (``belt interrupt create``) on a run of the store, as a gate hook
     on ``event`` would; returns its InterruptDTO.
 
-    A gate fires only inside a running conversation: the run and the chat are named by id, short
-    id or a unique prefix and must exist (NotFound, exit 3, naming which), the run must be
-    working or awaiting a decision and belong to the chat (Conflict, exit 4, naming which). The
-    run is checked under its lock, so it cannot end between the check and the gate; nothing is
-    written when refused.
+    The run and chat must exist (NotFound, exit 3) and the run be active and the chat's
+    (Conflict, exit 4), checked under the run's lock; nothing is written when refused.
     """
     store = open_store(store)
     _checked_terms(event, "hook_gate", None, timeout, default_resolution)
@@ -551,11 +535,8 @@ def resolve_interrupt(
     now: datetime | None = None,
     by: Settlement | None = None,
 ) -> InterruptJSON:
-    """Resolve a pending interrupt with allow or deny; NotFound (3), or Conflict (4) if settled.
-
-    ``by`` says how it was settled (kept in the stored record beside the DTO, as
-    ``resolved_by``; never in the DTO).
-    """
+    """Resolve a pending interrupt with allow or deny, ``by`` kept as ``resolved_by``; NotFound
+    (3), or Conflict (4) if settled."""
     if decision not in RESOLUTIONS:
         raise InvalidInput(f"decision {decision!r} must be allow or deny")
     settled: dict[str, object] = {
@@ -660,11 +641,9 @@ def resolve_batch(
 ) -> BatchResult:
     """Settle the gates ``interrupt_ids`` together, all or none, if they are what was shown.
 
-    Under the locks of all of them (taken in id order, so two batches cannot wait on each
-    other): their digest must be ``digest`` (Conflict, exit 4, otherwise) and each must be
-    pending or settled by this same batch; one settled otherwise is named (Conflict, exit 4)
-    and none is settled. Gates all settled by this batch already make a repeat: nothing
-    changes. ``by`` is the person (user and door); each gate records the batch's id and digest.
+    Under all their locks (in id order): their digest must be ``digest`` and each be pending or
+    settled by this batch (else Conflict, exit 4, and none is settled); all settled by this batch
+    already is a repeat, which changes nothing.
     """
     store = open_store(store)
     if decision not in RESOLUTIONS:
@@ -700,23 +679,16 @@ def resolve_batch(
         for record in records:
             if record.get("status") != InterruptStatus.PENDING and record not in ours:
                 raise Conflict(f"{_not_pending(record).message}; none of the {len(ids)} settled")
-        if len(ours) == len(records):
-            return {
-                "batch": batch,
-                "digest": digest,
-                "repeated": True,
-                "resolved": [to_dto(r) for r in records],
-            }
-        pending = [r["id"] for r in records if r not in ours]
         settled = {
             "status": InterruptStatus.RESOLVED.value,
             "resolution": decision,
             "resolved_data": data,
             "resolved_by": dict(settlement),
         }
+        pending = [r["id"] for r in records if r not in ours]  # none: a repeat
         done = {i: _settle_pending(store, i, now, settled) for i in pending}
         resolved = [done.get(r["id"]) or to_dto(r) for r in records]
-    return {"batch": batch, "digest": digest, "repeated": False, "resolved": resolved}
+    return {"batch": batch, "digest": digest, "repeated": not pending, "resolved": resolved}
 
 
 def in_batch(record: Interrupt, batch: str) -> bool:
@@ -751,16 +723,12 @@ class _Skip(Exception):
 def sweep(
     *, store: Store | None = None, now: datetime | None = None, run_id: str | None = None
 ) -> list[InterruptJSON]:
-    """Settle every overdue pending interrupt (of ``run_id`` only, if given) with its default
+    """Expire every overdue pending interrupt (of ``run_id`` only, if given) with its default
     resolution, as of ``now`` (default: the clock's time); return them.
 
-    Each becomes ``expired`` with its stored ``default_resolution`` (``deny`` when it has none).
-    A sweep on wall time (no ``now``, no virtual clock in force) leaves the interrupts opened on a
-    virtual clock, whose deadlines are not wall time. An interrupt is stamped settled at ``now``
-    on the clock it was opened on: one opened on wall time, when ``now`` is still to come there,
-    at the wall time of the sweep (its run goes on on wall time, and is never dated before its
-    settlement). A damaged interrupt file does not stop the others; it is reported afterwards as
-    InvalidInput (exit 5) naming each path.
+    A sweep on wall time leaves the interrupts opened on a virtual clock; one opened on wall time
+    is stamped no later than the wall time of the sweep. Damaged files do not stop the others:
+    they are InvalidInput (exit 5) afterwards, naming each path.
     """
     store = open_store(store)
     on_wall_time = now is None and clock.current() is None
@@ -831,13 +799,8 @@ def _pending_ids(store: Store) -> list[str]:
 
 
 def find_interrupt_id(*, store: Store | None = None, ref: str, pending_first: bool = False) -> str:
-    """The id of the interrupt ``ref`` names: its id, its short id, or a unique prefix of either
-    (``belt.records.names.find_id``).
-
-    NotFound (3) if none matches, Conflict (4) listing the candidates if several do. With
-    ``pending_first`` (resolving), the pending interrupts are searched first and the rest only
-    when no pending one matches, so a prefix need only be unique among the gates one can act on.
-    """
+    """The id of the interrupt ``ref`` names (``belt.records.names.find_id``); with
+    ``pending_first`` a prefix need only be unique among the pending ones."""
     store = open_store(store)
     return find_id(
         store,
@@ -857,13 +820,8 @@ def inbox(
     reason: str | None = None,
     include_settled: bool = False,
 ) -> list[Interrupt]:
-    """Stored interrupt records (DTO fields and ``default_resolution``), pending ones or all.
-
-    One run's (``run_id``) in the order they opened, read through the run's index; otherwise
-    every run's, newest first: the pending ones through the tag of pending markers, so their
-    cost does not grow with the settled ones; all (``include_settled``) by reading every
-    interrupt. ``chat_id`` and ``reason`` keep only the matching ones.
-    """
+    """Stored interrupt records, pending ones or all: one run's in the order they opened, else
+    every run's newest first (the pending ones read through the tag of pending markers)."""
     store = open_store(store)
     if chat_id is not None:
         check_id(chat_id, what="chat id")
@@ -963,15 +921,10 @@ def happened_at(event: WatchEvent) -> str:
 class Watch:
     """Follows a store's interrupts: each :meth:`poll` returns what opened and what settled.
 
-    A look costs two ``stat`` calls while nothing happens: one of the pending tag's directory
-    (a gate opening adds a marker, a gate settling removes one) and one of the run-interrupts
-    index directory (a run's first gate creates its index). Only when one of them changed does
-    it read names, and then only the interrupts whose markers came or went, and the indexes of
-    the runs it follows whose size grew (``Store.index_size``): a gate opened and settled
-    between two looks leaves no marker behind but grows its run's index. An event is a dict:
-    ``{"event": "pending" | "opened" | "resolved" | "expired" | "cancelled", "interrupt":
-    InterruptDTO, "on_expiry": "allow" | "deny"}``, or ``{"event": "warning", "message": ...}``
-    for a file that cannot be read.
+    A look costs two ``stat`` calls while nothing happens (the pending tag's directory and the
+    run-interrupts index's); only then are names read, and only the interrupts whose markers
+    came or went, and the indexes that grew (a gate opened and settled between two looks leaves
+    no marker but grows its run's index).
     """
 
     def __init__(self, *, store: Store | None = None, run_ids: Collection[str] = ()) -> None:

@@ -41,13 +41,9 @@ def find_id(
     missing: Callable[[str], NotFound] | None = None,
 ) -> str:
     """The id of the record of ``kind`` that ``ref`` names: its id, its short id, or a unique
-    prefix of either; the one way every kind (interrupts, runs, chats, registry entries) is
-    named on the command line.
+    prefix of either (InvalidInput 5, NotFound 3, or Conflict 4 listing the candidates).
 
-    InvalidInput (5) for a ``ref`` that cannot be an id, NotFound (3, ``missing(ref)`` when
-    given) if nothing matches, Conflict (4) listing the candidates if several do. ``first``
-    gives the ids searched before the rest (the pending interrupts, when resolving one), so a
-    prefix need only be unique among them.
+    ``first`` gives the ids searched before the rest, so a prefix need only be unique among them.
     """
     check_id(ref, what=f"{what} id")
     if store.exists(kind, ref):

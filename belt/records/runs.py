@@ -224,10 +224,8 @@ class RunRecord:
         return self.data.get("execution") or {}
 
     def transition(self, **changes: Any) -> None:
-        """Change the run under its lock, unless it was cancelled meanwhile (then Cancelled).
-
-        Every transition renews this process's lease on the run.
-        """
+        """Change the run under its lock (renewing this process's lease), unless it was
+        cancelled meanwhile (then Cancelled)."""
         changes["updated_at"] = now_iso()
 
         def apply(run: Run) -> Run:
@@ -271,13 +269,9 @@ class RunRecord:
 
 
 def take_lease(store: Store, run_id: str) -> tuple[RunRecord, bool]:
-    """Become the one process that continues a run; returns it, and whether it was interrupted.
-
-    Conflict (exit 4) while another live process holds the run. A run that is still ``working``
-    although its holder is gone was interrupted (its process was killed): the lease passes to
-    this process, which may continue it from its last durable point. A run that has ended is
-    returned as it is, without a lease.
-    """
+    """Become the one process that continues a run; returns it, and whether it was interrupted
+    (left ``working`` by a holder that is gone). Conflict (exit 4) while another live process
+    holds it; an ended run is returned as it is, without a lease."""
     interrupted = False
 
     def apply(run: Run) -> Run:
@@ -305,13 +299,8 @@ def take_lease(store: Store, run_id: str) -> tuple[RunRecord, bool]:
 
 
 def take_over_ended(store: Store, run_id: str) -> RunRecord:
-    """Become the one process that goes on after an ended run, when its process is gone.
-
-    A simulation whose process was killed between two runs has no run to take over: its last
-    run ended and the next was not begun. The lease of that last run stands for the simulation's
-    turn loop (every run keeps the lease of the process that drove it to its end), so it is
-    taken over the same way: inside the run's lock, a Conflict (exit 4) while its holder lives.
-    """
+    """Become the one process that goes on after an ended run, when its process is gone: the
+    last run's lease stands for the simulation's turn loop (Conflict, exit 4, while it lives)."""
 
     def apply(run: Run) -> Run:
         if run["state"] not in TERMINAL_STATES:
@@ -383,11 +372,8 @@ def interrupted(run: Run) -> bool:
 
 
 def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -> Run:
-    """Mark a run cancelled (``error`` says ``how``); Conflict if it ended or works unforced.
-
-    A run whose process is gone, or that waits for a client tool's result, is not being worked
-    on: it can be stopped without ``force``.
-    """
+    """Mark a run cancelled (``error`` says ``how``); Conflict if it ended, or if it is worked on
+    (not gone, not waiting for a client tool) and not ``force``d."""
 
     def apply(run: Run) -> Run:
         state = run["state"]
@@ -455,10 +441,8 @@ def run_events(store: Store, run_id: str) -> list[RunEvent]:
 
 
 def run_dto(run: Run, extra_fields: tuple[str, ...] = ()) -> RunView:
-    """An AgentRunDTO of a stored run, with ``extra_fields`` a dialect adds.
-
-    A run whose process is gone says so (``interrupted``): it can be resumed.
-    """
+    """An AgentRunDTO of a stored run, with ``extra_fields`` a dialect adds, and ``interrupted``
+    for a run whose process is gone."""
     dto = {key: run.get(key) for key in (*DTO_FIELDS, *extra_fields)}
     if interrupted(run):
         dto["interrupted"] = True

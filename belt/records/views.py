@@ -43,12 +43,8 @@ def public_message(message: Mapping[str, object]) -> dict[str, object]:
 
 
 def chat_state(store: Store, chat_id: str) -> tuple[Chat, Run | None]:
-    """A chat and the run that occupies it, read as one step.
-
-    A run's end, hold or going on changes the run and the chat's status under the chat's lock
-    (``Simulation.chat_step``); reading both under it means a reader sees "busy, run working" or
-    "idle, run ended", never a busy chat whose run has ended.
-    """
+    """A chat and the run that occupies it, read as one step under the chat's lock (which its
+    writers take: ``RunSteps.chat_step``), so never a busy chat whose run has ended."""
     with store.lock(CHAT, check_id(chat_id, what="chat id")):
         chat = read_chat(store, chat_id)
         active = chat.get("active_run_id")
@@ -68,11 +64,8 @@ def chat_dto(
 ) -> ChatView:
     """A chat as a ChatDTO: status, active run, messages and pending interrupts.
 
-    ``runs`` are the runs whose gates count (by default the chat's own runs, from the
-    ``chat-runs`` index); ``public`` gives the API's shapes; without ``with_messages`` the
-    ``chat_messages`` are left out (as the platform's chat events leave them); ``state`` is the
-    chat and its active run as ``chat_state`` read them (read now when not given). Messages and
-    gates are read after that step, so the DTO holds at least what was written before it.
+    ``runs`` are the runs whose gates count (default: the chat's own); ``public`` gives the API's
+    shapes; ``state`` is what ``chat_state`` read (read now when not given).
     """
     chat, active = state if state is not None else chat_state(store, chat_id)
     if runs is None:

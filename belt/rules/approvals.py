@@ -29,7 +29,7 @@ from belt.display.text import describe
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.reading.didyoumean import did_you_mean
 from belt.reading.inputs import decode_text, read_bytes
-from belt.reading.matching import ArgumentMatchers, argument_matchers, arguments_match, glob
+from belt.reading.matching import ArgumentMatchers, argument_matchers, arguments_match, glob_field
 from belt.reading.strictjson import StrictJSONError, decode_toml
 from belt.records.interrupts import (
     RULE_LENGTHS,
@@ -290,17 +290,7 @@ def _parse_rule(raw: Any, index: int, problems: _Problems) -> Rule | None:
             f"{path}.event",
             f"{describe(event)} is not an event a gate opens on{did_you_mean(event, _events())}",
         )
-    globs = []
-    for key in GLOB_KEYS:
-        value = raw.get(key)
-        if value is None:
-            continue
-        if isinstance(value, str):
-            globs.append((key, glob(value)))
-        else:
-            problems.error(
-                f"{path}.{key}", f"expected a glob pattern string, got {describe(value)}"
-            )
+    globs = [(key, found) for key in GLOB_KEYS if (found := glob_field(raw, key, path, problems))]
     arguments = argument_matchers(raw.get("arguments"), f"{path}.arguments", problems)
     hours = _hours(raw.get("hours"), f"{path}.hours", problems)
     if len(problems.found) > before or not isinstance(name, str) or not name.strip():
@@ -462,14 +452,9 @@ def settled_history(store: Store, run_ids: Iterable[str] = ()) -> list[Interrupt
 def what_if(
     rules: Rules, records: Iterable[Mapping[str, Any]], since: datetime | None = None
 ) -> WhatIf:
-    """Run ``rules`` over settled interrupt records (resolved or expired, settled at or after
-    ``since``), as ``belt interrupt what-if`` reports it.
-
-    A disagreement is a gate a rule would allow or deny that was settled the other way; those
-    a rule would allow that a person denied come first. The time saved is how long the gates a
-    person settled, and the rules would have settled, waited (``created_at`` to
-    ``resolved_at``).
-    """
+    """Run ``rules`` over settled interrupt records (settled at or after ``since``), as ``belt
+    interrupt what-if`` reports it: disagreements (what a person denied that a rule would allow
+    first), and how long the gates a person settled, that the rules would have, waited."""
     report = WhatIf(rules.file, rules.digest)
     first: list[dict[str, object]] = []
     rest: list[dict[str, object]] = []

@@ -19,7 +19,7 @@ from belt.declaring.declarations import read_document
 from belt.display.text import describe
 from belt.errors import InvalidInput
 from belt.reading.didyoumean import did_you_mean
-from belt.reading.matching import ArgumentMatchers, argument_matchers, arguments_match, glob
+from belt.reading.matching import ArgumentMatchers, argument_matchers, arguments_match, glob_field
 from belt.wire.catalogue import EVENTS
 from belt.wire.platform import (
     ContextInjection,
@@ -177,26 +177,14 @@ def _parse_rule(raw: Any, index: int, findings: Findings) -> Rule | None:
             f"{event!r} is not a lifecycle event (expected one of {', '.join(EVENTS)})"
             f"{did_you_mean(event, EVENTS)}",
         )
-    tool = _glob_field(raw, "tool", path, findings)
-    chat_id = _glob_field(raw, "chat_id", path, findings)
+    tool = glob_field(raw, "tool", path, findings)
+    chat_id = glob_field(raw, "chat_id", path, findings)
     turn_min, turn_max = _turn_count(raw.get("turn_count"), f"{path}.turn_count", findings)
     arguments = argument_matchers(raw.get("arguments"), f"{path}.arguments", findings)
     response = _response(raw, path, findings)
     if len(findings.problems) > before or response is None:
         return None
     return Rule(index, response, event, tool, chat_id, turn_min, turn_max, arguments)
-
-
-def _glob_field(
-    raw: Mapping[str, object], key: str, path: str, findings: Findings
-) -> re.Pattern[str] | None:
-    value = raw.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        findings.error(f"{path}.{key}", f"expected a glob pattern string, got {describe(value)}")
-        return None
-    return glob(value)
 
 
 def _turn_count(value: Any, path: str, findings: Findings) -> tuple[int | None, int | None]:
