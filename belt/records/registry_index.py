@@ -388,11 +388,12 @@ class SearchIndex:
         the rarer phrases, rowid, row). ``bm25()`` is computed only for the entries of the
         groups (by terms held) that the answer is taken from."""
         groups: dict[int, list[int]] = {}
-        for rowid, count in self._held(phrases, rarer, needed, exclude_ids).items():
+        for rowid, count in self._held(phrases, rarer, needed).items():
             groups.setdefault(count, []).append(rowid)
         scored_phrases = [phrases[number] for number in sorted(rarer)]
-        # Whole groups, the most terms held first, as many as the answer needs (more if an
-        # agent's exclusion leaves out some).
+        excluded = frozenset(exclude_ids)
+        # Whole groups, the most terms held first, as many as the answer needs (more if the
+        # exclusions leave out some).
         taken: list[tuple[int, int]] = []
         scores: dict[int, tuple[float, Sequence[object]]] = {}
         scored = 0
@@ -400,12 +401,12 @@ class SearchIndex:
             taken += [(rowid, count) for rowid in groups[count]]
             if len(taken) < limit:
                 continue
-            scores = self._scores(scored_phrases, [rowid for rowid, _ in taken], exclude_agent)
+            scores = self._scores(scored_phrases, taken, excluded, exclude_agent)
             scored = len(taken)
             if len(scores) >= limit:
                 break
         if scored < len(taken):
-            scores = self._scores(scored_phrases, [rowid for rowid, _ in taken], exclude_agent)
+            scores = self._scores(scored_phrases, taken, excluded, exclude_agent)
         return sorted(
             (-count, -scores[rowid][0], rowid, scores[rowid][1])
             for rowid, count in taken
@@ -445,17 +446,11 @@ class SearchIndex:
                 self.counts[phrase] = int(count)
         return [self.counts[phrase] for phrase in phrases]
 
-    def _held(
-        self,
-        phrases: Sequence[str],
-        rarer: Sequence[int],
-        needed: int,
-        exclude_ids: Sequence[str],
-    ) -> dict[int, int]:
+    def _held(self, phrases: Sequence[str], rarer: Sequence[int], needed: int) -> dict[int, int]:
         """How many of ``phrases`` each entry holding one of the ``rarer`` holds, for those
-        holding at least ``needed``, less ``exclude_ids``: FTS5 reads the rarer phrases'
-        doclists, and looks each other phrase up in those entries alone; SQLite counts them,
-        so an entry holding too few never reaches Python."""
+        holding at least ``needed``: FTS5 reads the rarer phrases' doclists, and looks each
+        other phrase up in those entries alone; SQLite counts them, so an entry holding too
+        few never reaches Python."""
         either = " OR ".join(phrases[number] for number in rarer)
         asked = [
             phrase if number in rarer else f"({either}) AND {phrase}"
@@ -463,33 +458,31 @@ class SearchIndex:
         ]
         held = " UNION ALL ".join(["SELECT rowid FROM fts WHERE fts MATCH ?"] * len(asked))
         query = f"SELECT rowid, count(*) FROM ({held}) GROUP BY rowid HAVING count(*) >= ?"
-        parameters: list[object] = [*asked, needed]
-        if exclude_ids:
-            query = (
-                f"SELECT * FROM ({query}) WHERE rowid NOT IN "
-                "(SELECT rowid FROM entries WHERE id IN (SELECT value FROM json_each(?)))"
-            )
-            parameters.append(json.dumps(list(exclude_ids)))
-        return {int(rowid): int(count) for rowid, count in self._run(query, parameters)}
+        return {int(rowid): int(count) for rowid, count in self._run(query, [*asked, needed])}
 
     def _scores(
-        self, phrases: Sequence[str], rowids: list[int], exclude_agent: str | None
+        self,
+        phrases: Sequence[str],
+        taken: Sequence[tuple[int, int]],
+        excluded: frozenset[str],
+        exclude_agent: str | None,
     ) -> dict[int, tuple[float, Sequence[object]]]:
-        """The ``-bm25()`` of ``phrases`` and the row of each entry of ``rowids`` that is not
-        ``exclude_agent``'s extraction (FTS5 walks the phrases' matches; ``bm25()`` is computed
-        for these alone)."""
+        """The ``-bm25()`` of ``phrases`` and the row of each entry ``taken`` (rowid, terms
+        held) that is neither ``excluded`` (by id) nor ``exclude_agent``'s extraction (FTS5
+        walks the phrases' matches; ``bm25()`` is computed for these alone). The exclusions
+        are read from the rows returned: cheaper than SQLite looking each excluded id up."""
         found = self._run(
             f"SELECT fts.rowid, {_BM25}, e.id, e.name_key, e.name, e.kind, e.tags, e.text, "
             "e.version, e.agents FROM fts CROSS JOIN entries AS e ON e.rowid = fts.rowid "
-            "WHERE fts MATCH ?1 AND +fts.rowid IN (SELECT value FROM json_each(?2)) "
-            "AND (?3 IS NULL OR instr(e.agents, ?3) = 0)",
-            (
-                " OR ".join(phrases),
-                json.dumps(rowids),
-                f" {exclude_agent} " if exclude_agent else None,
-            ),
+            "WHERE fts MATCH ? AND +fts.rowid IN (SELECT value FROM json_each(?))",
+            (" OR ".join(phrases), json.dumps([rowid for rowid, _ in taken])),
         ).fetchall()
-        return {int(rowid): (float(score), record) for rowid, score, *record in found}
+        agent = f" {exclude_agent} " if exclude_agent else None
+        return {
+            int(rowid): (float(score), record)
+            for rowid, score, *record in found
+            if record[0] not in excluded and (agent is None or agent not in str(record[7]))
+        }
 
     # Internals
 
