@@ -1,27 +1,13 @@
-"""Every outgoing HTTP call of belt: webhook deliveries, ``--forward-to``, ``--api``, ``belt
-trigger``, ``belt replay --to``, ``belt check`` and executor tools over HTTP.
+"""Every outgoing HTTP call of belt (webhook deliveries, ``--forward-to``, ``--api``, ``belt
+trigger``, ``belt replay --to``, ``belt check``, executor tools) through one httpx transport per
+process.
 
-One httpx transport per process (a forked worker makes its own, never using its parent's
-connections), its connections kept alive between calls; a TLS context is made once, and only
-when an ``https`` URL (or an ``https`` proxy) is first called. A call (``call``) is an
-``httpx.Request`` sent straight through it, with no client around it: nothing is kept between
-calls (no credentials, no cookies, no default headers but httpx's own), and whatever a call
-needs travels in its own headers. With tracing on, a call made within a span carries its W3C
-``traceparent`` (and ``tracestate``): a webhook delivery, the span of its hook (docs/tracing.md).
-
-A call has a **total** deadline: httpx's timeouts bound each read, so a server that trickles
-its head or body a byte at a time would hold a call for as long as it likes. Here the
-connections come from httpcore pools built on its public network-backend interface, whose every
-connect, write and read is given only the time left before the call's deadline; the body is read
-(``read``) up to a byte cap against the same deadline. The server's forwarder is async and keeps
-its deadline with ``asyncio.timeout`` (``async_client``).
-
-Proxies: the ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` variables (either
-case) are honoured for other hosts, never for a loopback one (``localhost``, 127.0.0.0/8, ::1).
-
-A test or an embedder sends the process's calls through an httpx transport of its own (such as
-``httpx.MockTransport``) with ``using``.
-"""
+Connections are kept alive between calls (a forked child makes its own); a TLS context is made once,
+and only for ``https``. Nothing is kept between calls (no credentials, no cookies). A call has a
+**total** deadline: its connections come from httpcore pools on a network backend whose every
+connect, write and read gets only the time left, and its body is read up to a byte cap against it
+(httpx's timeouts bound each read only). The environment's proxies are honoured, never for a
+loopback host. ``using`` lends the process a transport of a test's or an embedder's."""
 
 from __future__ import annotations
 
@@ -61,8 +47,7 @@ class TooLarge(Exception):
 
 
 def _left(timeout: float | None, error: type[Exception]) -> float | None:
-    """``timeout``, or the time left before the call's deadline when that is shorter; raises
-    ``error`` once the deadline has passed."""
+    """``timeout``, or the time left before the call's deadline if shorter; ``error`` once past."""
     end = _END.get()
     if end is None:
         return timeout
@@ -77,11 +62,9 @@ WRITE_HELD = 64 * 1024
 
 
 class _Stream(httpcore.NetworkStream):
-    """A connection whose connects, writes and reads keep to the call's deadline, and whose
-    request goes out in one write: httpcore writes a request's head and its body apart, which on
-    a connection without delay (TCP_NODELAY, as httpcore sets it) is two packets and two
-    wake-ups of the server. The pieces are held until the call reads or they pass
-    ``WRITE_HELD``."""
+    """A connection that keeps to the call's deadline and sends a request in one write (httpcore
+    writes head and body apart: on a TCP_NODELAY connection, two packets and two wake-ups of the
+    server), holding the pieces until the call reads or they pass WRITE_HELD."""
 
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self.inner = inner
@@ -161,8 +144,7 @@ _HTTPCORE_ERRORS = (
 
 @contextmanager
 def _as_httpx() -> Iterator[None]:
-    """httpcore's exceptions raised as httpx's of the same name (ConnectError, ReadTimeout,
-    RemoteProtocolError...), one to one as httpx's own transport raises them."""
+    """httpcore's exceptions raised as httpx's of the same name, as httpx's own transport does."""
     try:
         yield
     except _HTTPCORE_ERRORS as exc:
@@ -186,9 +168,8 @@ Pool = httpcore.ConnectionPool | httpcore.HTTPProxy
 
 
 class Transport(httpx.BaseTransport):
-    """httpx's transport over httpcore pools of ``_Backend`` connections: one for plain HTTP
-    and one for HTTPS (the only one with a TLS context), through each proxy the environment
-    names or none, each made when it is first needed."""
+    """httpx's transport over httpcore pools of ``_Backend`` connections, one per (https, proxy),
+    each made when first needed (a TLS context only for https)."""
 
     def __init__(self) -> None:
         self.backend = _Backend()
@@ -259,8 +240,8 @@ class Transport(httpx.BaseTransport):
 
 
 def proxy_for(scheme: str, host: str) -> str | None:
-    """The proxy the environment names for a call to ``host`` over ``scheme``: none for a
-    loopback host, nor for one ``NO_PROXY`` names (a name, its subdomains, or ``*``)."""
+    """The proxy the environment names for ``host`` over ``scheme``: none for a loopback host, nor
+    for one ``NO_PROXY`` names (a name, its subdomains, or ``*``)."""
     if is_loopback_host(host):
         return None
     env = os.environ
@@ -281,9 +262,7 @@ def proxy_for(scheme: str, host: str) -> str | None:
 
 
 class _Process:
-    """What a process holds: its transport and its TLS context, each made on first use, and the
-    transport lent to it (``using``). A forked child starts with none (``os.register_at_fork``):
-    its parent's connections are not its own."""
+    """A process's transport, TLS context and lent transport; a forked child starts with none."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -308,8 +287,7 @@ os.register_at_fork(after_in_child=_forked)
 
 
 def tls_context() -> ssl.SSLContext:
-    """The process's TLS context (certificates checked, as httpx checks them: its CA bundle,
-    or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``)."""
+    """The process's TLS context (certificates checked as httpx checks them)."""
     mine = _MINE
     with mine.lock:
         if mine.tls is None:
@@ -319,10 +297,8 @@ def tls_context() -> ssl.SSLContext:
 
 @contextmanager
 def using(lent: httpx.BaseTransport | httpx.AsyncBaseTransport) -> Iterator[None]:
-    """Send this process's calls through ``lent`` (a test's or an embedder's transport) for the
-    ``with`` block, from every thread: ``call``'s when it is an ``httpx.BaseTransport``,
-    ``async_client``'s when it is an ``httpx.AsyncBaseTransport`` (``httpx.MockTransport`` is
-    both)."""
+    """Send this process's calls through ``lent`` for the block, from every thread (``call``'s when
+    it is an ``httpx.BaseTransport``, ``async_client``'s when an ``httpx.AsyncBaseTransport``)."""
     mine = _MINE
     before, mine.lent = mine.lent, lent
     try:
@@ -343,8 +319,7 @@ def _transport() -> httpx.BaseTransport:
 
 
 def close() -> None:
-    """Close this process's connections and forget its TLS context (the next call makes new
-    ones)."""
+    """Close this process's connections and forget its TLS context."""
     mine = _MINE
     with mine.lock:
         made, mine.transport, mine.tls = mine.transport, None, None
@@ -371,11 +346,9 @@ def call(
     headers: dict[str, str] | None = None,
     **content: Any,
 ) -> Iterator[httpx.Response]:
-    """Send a request through the process's transport (or the one lent to it: ``using``) and
-    give its answer with the body unread (``read`` reads it); the whole call, connection, head
-    and body, has ``timeout`` seconds. ``content`` is ``content=`` or ``json=`` of
-    ``httpx.Request``; credentials in the URL are sent as basic authentication. Redirects are
-    not followed. Raises what httpx raises."""
+    """Send a request through the process's transport and give its answer, body unread (``read``);
+    the whole call has ``timeout`` seconds. ``content`` is ``content=`` or ``json=``; credentials in
+    the URL go as basic authentication; redirects are not followed. Raises what httpx raises."""
     target = httpx.URL(url)
     sent = dict(HEADERS)
     if target.userinfo:
@@ -400,7 +373,7 @@ def call(
 
 def read(answer: httpx.Response, limit: int) -> bytes:
     """The (decoded) body of ``call``'s answer, at most ``limit`` bytes (else TooLarge), within
-    the call's deadline (else httpx's ReadTimeout)."""
+    the call's deadline (else ReadTimeout)."""
     chunks: list[bytes] = []
     size = 0
     for chunk in answer.iter_bytes():
@@ -413,11 +386,9 @@ def read(answer: httpx.Response, limit: int) -> bytes:
 
 
 def async_client(url: str, *, timeout: float) -> httpx.AsyncClient:
-    """An async client for calls to ``url``'s origin (``belt serve --forward-to``), with the
-    environment's proxy as ``proxy_for`` gives it and TLS only for ``https`` (or on the
-    transport lent to the process: ``using``). Its caller keeps each call's total deadline with
-    ``asyncio.timeout``; httpx's own timeouts are set to the same, so none of them cuts a call
-    first."""
+    """An async client for ``url``'s origin (``belt serve --forward-to``): proxy as ``proxy_for``
+    gives it, TLS only for https. Its caller keeps each call's total deadline with
+    ``asyncio.timeout``; httpx's timeouts are the same, so none cuts a call first."""
     transport = _MINE.lent
     if not isinstance(transport, httpx.AsyncBaseTransport):
         target = httpx.URL(url)
