@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -36,9 +36,6 @@ from belt.errors import BeltError, Conflict, UsageError
 from belt.outgoing import tracing
 from belt.wire.dto import InterruptJSON
 from belt.wire.enums import InterruptReason, InterruptResolution, InterruptStatus
-
-if TYPE_CHECKING:
-    from belt.records.interrupts import BatchResult
 
 # Each command is built only when a command line names it (see ``lazy_command``): building all
 # of them would make `belt interrupt list`, the command people type most, pay for every one.
@@ -392,11 +389,7 @@ def resolve_all(
         done = {"digest": found, "atomic": False, "resolved": resolved}
         _report_each(done, missed, len(items), decision, json_=json_)
         return
-    with _settling("batch", backend):
-        outcome = backend.resolve_batch(
-            ids=[item["id"] for item in items], digest=found, decision=decision, data=data
-        )
-    _report_batch(outcome, decision, json_=json_)
+    _settle_batch(backend, items, found, decision, data, json_=json_)
 
 
 def _settling(how: str, backend: Backend) -> AbstractContextManager[Any]:
@@ -445,16 +438,9 @@ def _repeat_or_refuse(
     earlier = backend.in_batch(items=settled, batch=batch_id(wanted)) if settled else []
     batch = [item for item in selected if item.get("status") == "pending"] + earlier
     if earlier and _digest_matches(batch_digest(batch), wanted):
-        with _settling("batch", backend):
-            outcome = backend.resolve_batch(
-                ids=[item["id"] for item in batch],
-                digest=batch_digest(batch),
-                decision=decision,
-                data=data,
-            )
-        _report_batch(outcome, decision, json_=json_)
+        _settle_batch(backend, batch, batch_digest(batch), decision, data, json_=json_)
         return
-    now = f"{short_digest(found)}" if found else "none (no pending gate matches)"
+    now = short_digest(found) if found else "none (no pending gate matches)"
     raise Conflict(
         f"the gates selected now are not the ones shown: digest {now}, not {wanted[:12]}; "
         "nothing settled",
@@ -476,8 +462,20 @@ def _show_batch(items: list[InterruptJSON], digest: str) -> None:
     output.echo(f"{len(items)} gate(s), digest {short_digest(digest)}", stderr=True)
 
 
-def _report_batch(outcome: BatchResult, decision: str, *, json_: bool) -> None:
-    """What a batch did: each gate it settled, or that it had settled them all before."""
+def _settle_batch(
+    backend: Backend,
+    items: list[InterruptJSON],
+    digest: str,
+    decision: str,
+    data: object,
+    *,
+    json_: bool,
+) -> None:
+    """Settle ``items`` as one batch; say what it did, or that it had settled them before."""
+    with _settling("batch", backend):
+        outcome = backend.resolve_batch(
+            ids=[item["id"] for item in items], digest=digest, decision=decision, data=data
+        )
     count = len(outcome["resolved"])
     how = f" (batch {outcome['batch']})"
     if outcome.get("repeated") and not json_:

@@ -159,28 +159,16 @@ def print_json_stream(
     """Print one JSON document on stdout as ``print_json`` would print ``{**head, key: [...],
     **tail()}``, writing each item as it comes, so a long list is never held whole."""
     _printed_document.append(True)
-    write = sys.stdout.write
-
-    def member(name: str, value: Any, first: bool) -> None:
-        nested = json_text(value, indent=2).replace("\n", "\n  ")
-        write(("{\n" if first else ",\n") + f"  {json_text(name)}: {nested}")
-
-    first = True
-    for name, value in head.items():
-        member(name, value, first)
-        first = False
-    write(("{\n" if first else ",\n") + f"  {json_text(key)}: [")
+    sys.stdout.write(json_text({**head, key: []}, indent=2).removesuffix("[]\n}"))
     count = 0
     for item in items:
         nested = json_text(item, indent=2).replace("\n", "\n    ")
-        write(("," if count else "") + f"\n    {nested}")
+        sys.stdout.write(("," if count else "[") + f"\n    {nested}")
         count += 1
         if count % 100 == 0:
             sys.stdout.flush()
-    write("\n  ]" if count else "]")
-    for name, value in tail().items():
-        member(name, value, False)
-    write("\n}\n")
+    sys.stdout.write("\n  ]" if count else "[]")
+    sys.stdout.write(json_text({key: [], **tail()}, indent=2).split("[]", 1)[1] + "\n")
     sys.stdout.flush()
 
 
