@@ -9,6 +9,7 @@ the process with a generous timeout (a stop that hangs fails it) and never measu
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -338,8 +339,13 @@ def test_ctrl_c_right_after_start_is_one_line_and_exit_130_once_belt_runs() -> N
     # its own "Fatal Python error" or traceback, in frames that are none of belt's. From the
     # moment belt's code runs, a Ctrl-C is "interrupted" and exit 130, or, once the command
     # has ended, too late to change anything (exit 0).
+    # The sweep goes on until a signal came after the command's end (exit 0, nothing said), so
+    # it has crossed the whole of belt's run however slowly the machine starts processes:
+    # 3 ms steps over Python's start, then steps of a quarter of the wait, as many within
+    # belt's run on a loaded machine as on a quiet one.
     outcomes = []
-    for attempt in range(30):
+    wait = 0.0
+    for attempt in itertools.count():
         proc = subprocess.Popen(
             [str(BELT), "hooks", "events"],
             stdout=subprocess.PIPE,
@@ -347,7 +353,7 @@ def test_ctrl_c_right_after_start_is_one_line_and_exit_130_once_belt_runs() -> N
             text=True,
         )
         try:
-            proc.communicate(timeout=0.003 * attempt)
+            proc.communicate(timeout=wait)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
@@ -356,11 +362,13 @@ def test_ctrl_c_right_after_start_is_one_line_and_exit_130_once_belt_runs() -> N
         if proc.returncode == 130:
             assert err == "interrupted\n", err
         elif proc.returncode == 0:
-            # A Ctrl-C while Python's site module runs the editable install's .pth line is
-            # reported by Python itself ("Error processing line 1 of ….pth") and not raised.
-            site_own = err.startswith("Error processing line ") and "KeyboardInterrupt" in err
-            assert err == "" or site_own, err
             assert "agent.start" in out, err
+            if not err:
+                break  # the command ended before the signal came
+            # A Ctrl-C that Python's own start takes and does not raise, before belt's entry
+            # point runs: in the editable install's .pth line, in its check of argv[0], in a
+            # callback of its import machinery. Python reports it in its own words and goes on.
+            assert err.startswith(PYTHON_SWALLOWED) and "KeyboardInterrupt" in err, err
         else:
             # Python's start, before belt: its own words (or none, before its handler). While
             # Python sets up its standard streams, a Ctrl-C is its own "Fatal Python error",
@@ -369,7 +377,16 @@ def test_ctrl_c_right_after_start_is_one_line_and_exit_130_once_belt_runs() -> N
             assert proc.returncode in (-signal.SIGINT, 1), err
             python_own = "KeyboardInterrupt" in err or err.startswith("Fatal Python error: ")
             assert err == "" or python_own, err
+        wait = 0.003 * (attempt + 1) if attempt < 30 else wait * 1.25
     assert any(code == 130 for code, _ in outcomes), outcomes
+
+
+PYTHON_SWALLOWED = (
+    "Error processing line ",
+    "Failed checking if argv[0] is an import path entry",
+    "Exception ignored in: <function _get_module_lock.<locals>.cb",
+)
+"""How Python reports a KeyboardInterrupt it took and did not raise while it starts."""
 
 
 CONSOLE = """
