@@ -784,13 +784,7 @@ def run_check(
     shown = target or "executors"
     if shown.startswith(("http://", "https://")):
         shown = url_host(shown, every_port=True)
-    report = CheckReport(
-        target=shown,
-        seed=chosen_seed,
-        examples=examples,
-        notes=notes,
-    )
-
+    report = CheckReport(target=shown, seed=chosen_seed, examples=examples, notes=notes)
     started = time.monotonic()
     deadline = started + max_time if max_time is not None else float("inf")
     plan = user_modules(subjects)
@@ -804,53 +798,32 @@ def run_check(
                 raise error
             sender = Sender(workers, secret, deadline)
             try:
-                _run_subjects(
-                    subjects,
-                    report,
-                    sender,
-                    properties,
-                    save,
-                    deadline,
-                    beyond_spec=beyond_spec,
-                    progress=progress,
-                )
+                _reachable(subjects, sender)
+                for index, subject in enumerate(subjects):  # until the end or --max-time
+                    counted = None
+                    if progress is not None:
+                        counted = partial(
+                            lambda event: progress(event, report.cases), subject.event
+                        )
+                        counted()
+                    explorer = Explorer(report, chosen_seed, examples, deadline, counted=counted)
+                    explorer.traced = {"belt.check.event": subject.event}
+                    explorer.traced["belt.check.kind"] = subject.kind
+                    if subject.kind == "executor":
+                        _check_nexus(subject, sender, explorer, report)
+                    else:
+                        _check_platform(
+                            subject, sender, explorer, report, properties, save, beyond_spec
+                        )
+                    if report.stopped:
+                        report.notes += [f"not checked: {s.label}" for s in subjects[index + 1 :]]
+                        break
             except _Stop:
                 report.stopped = STOPPED
             tracing.set_attributes(span, {"belt.check.cases": report.cases})
     finally:
         report.seconds = time.monotonic() - started
     return report
-
-
-def _run_subjects(
-    subjects: list[Subject],
-    report: CheckReport,
-    sender: Sender,
-    properties: list[Property],
-    save: Path | None,
-    deadline: float,
-    *,
-    beyond_spec: bool,
-    progress: Progress | None = None,
-) -> None:
-    """Check each subject in turn, until the end or ``--max-time``."""
-    _reachable(subjects, sender)
-    for index, subject in enumerate(subjects):
-        counted = None
-        if progress is not None:
-            counted = partial(lambda event: progress(event, report.cases), subject.event)
-            counted()
-        explorer = Explorer(report, report.seed, report.examples, deadline, counted=counted)
-        explorer.traced = {"belt.check.event": subject.event, "belt.check.kind": subject.kind}
-        if subject.kind == "executor":
-            _check_nexus(subject, sender, explorer, report)
-        else:
-            _check_platform(
-                subject, sender, explorer, report, properties, save, beyond_spec=beyond_spec
-            )
-        if report.stopped:
-            report.notes += [f"not checked: {s.label}" for s in subjects[index + 1 :]]
-            return
 
 
 def _reachable(subjects: list[Subject], sender: Sender) -> None:
@@ -913,7 +886,6 @@ def _check_platform(
     report: CheckReport,
     properties: list[Property],
     save: Path | None,
-    *,
     beyond_spec: bool,
 ) -> None:
     signed = ["signature"] if sender.secret else []
