@@ -9,6 +9,7 @@ answer holds at most RESPONSE_BYTES of rows; a text search reads at most SEARCH_
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import sys
 import threading
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 SOURCES = ("serve", "sim")
 DECISIONS = ("allow", "deny", "stop", "suspend", "error")
 FILTERS = ("event", "decision", "source", "chat", "run", "q")
+CHOICES = {"source": SOURCES, "decision": DECISIONS}
 LIMIT_MAX = 500
 QUERY_MAX = 200
 PROBLEMS_KEPT = 20
@@ -129,25 +131,13 @@ Row = TypedDict(
 
 def served_summary(offset: int, record: dict[str, object]) -> Row:
     """The list's row for one record of ``belt serve``'s journal."""
-    request = record.get("request")
-    payload = request if isinstance(request, dict) else {}
+    payload = mapping(record.get("request"))
     data = mapping(payload.get("data"))
     status = number(record.get("status"))
     error = text(record.get("error"))
     event = text(record.get("event")) or text(payload.get("event"))
-    signature: Literal["verified", "failed"] | None
-    if record.get("webhook_id"):
-        signature = "verified"
-    elif status == 401 and (error or "").startswith("signature check failed"):
-        signature = "failed"
-    else:
-        signature = None
-    if text(record.get("event")):
-        valid: bool | None = True
-    elif status == 422 and "request" in record:
-        valid = False
-    else:
-        valid = None
+    failed = status == 401 and (error or "").startswith("signature check failed")
+    refused = status == 422 and "request" in record
     return {
         "id": f"{SERVE}.{offset}",
         "source": "serve",
@@ -164,15 +154,15 @@ def served_summary(offset: int, record: dict[str, object]) -> Row:
         "duration_ms": number(record.get("duration_ms")),
         "chat_id": text(payload.get("chat_id")),
         "run_id": text(payload.get("run_id")),
-        "signature": signature,
-        "valid": valid,
+        "signature": "verified" if record.get("webhook_id") else "failed" if failed else None,
+        "valid": True if text(record.get("event")) else False if refused else None,
     }
 
 
 def executed_summary(run_id: str, offset: int, record: dict[str, object]) -> Row:
     """The list's row for one ``hook.executed`` record of a simulated run."""
     payload = record.get("payload")
-    body = payload if isinstance(payload, dict) else {}
+    body = mapping(payload)
     data = mapping(body.get("data"))
     handler = text(record.get("handler")) or text(record.get("handler_type")) or "?"
     routed = text(record.get("routed_to"))
@@ -223,10 +213,9 @@ def check_filters(raw: dict[str, str]) -> dict[str, str]:
             continue
         if len(value) > QUERY_MAX:
             raise InvalidInput(f"{key}: at most {QUERY_MAX} characters")
-        if key == "source" and value not in SOURCES:
-            raise InvalidInput(f"source: {value!r} is not one of {', '.join(SOURCES)}")
-        if key == "decision" and value not in DECISIONS:
-            raise InvalidInput(f"decision: {value!r} is not one of {', '.join(DECISIONS)}")
+        allowed = CHOICES.get(key, (value,))
+        if value not in allowed:
+            raise InvalidInput(f"{key}: {value!r} is not one of {', '.join(allowed)}")
         filters[key] = value
     return filters
 
@@ -593,10 +582,8 @@ class Deliveries:
         problems = payload_problems(payload) if payload is not None else ["nothing was recorded"]
         effect = None
         if summary["event"] and summary["status"] in (None, 200) and not summary["error"]:
-            try:
+            with contextlib.suppress(ValueError):  # a decision that is not one has no effect
                 effect = effect_text(summary["event"], summary["decision"], summary["reason"])
-            except ValueError:
-                effect = None
         return {
             "delivery": summary,
             "request": payload,

@@ -49,12 +49,6 @@ RUN_FIELDS = (
 ).split()
 """What the list of runs shows of each."""
 
-# Ties in time (a millisecond clock) are broken by what happens first at a boundary: the
-# message that reaches it, then the hooks it fires, then what they add.
-_BEFORE_HOOKS = 0
-_HOOKS = 1
-_AFTER_HOOKS = 2
-
 
 def list_runs(store: Store) -> dict[str, object]:
     """Every simulated run (task and review chats' too), newest first, the newest RUNS_SHOWN."""
@@ -115,6 +109,7 @@ def _boundaries(
     """The run's hook deliveries grouped by the boundary that fired them, in order."""
     boundaries: list[dict[str, object]] = []
     deliveries: list[dict[str, object]] = []
+    last: object = None
     chunk = store.log_lines(EVENTS_LOG, run_id)
     for offset, line in chunk.lines:
         try:
@@ -132,14 +127,13 @@ def _boundaries(
             "effect": _effect(summary, interrupts),
             "interrupt": interrupts.get(summary["interrupt_id"] or ""),
         }
-        if boundaries and boundaries[-1]["key"] == key:
+        if boundaries and key == last:
             deliveries.append(delivery)
             continue
-        deliveries = [delivery]
+        last, deliveries = key, [delivery]
         boundaries.append(
             {
                 "kind": "boundary",
-                "key": key,
                 "event": summary["event"],
                 "turn_count": payload.get("turn_count"),
                 "tool": data.get("tool"),
@@ -149,8 +143,6 @@ def _boundaries(
                 "deliveries": deliveries,
             }
         )
-    for boundary in boundaries:
-        del boundary["key"]
     return boundaries
 
 
@@ -182,11 +174,11 @@ def _effect(summary: Row, interrupts: dict[str, dict[str, object]]) -> str | Non
 
 
 def _order(item: dict[str, object]) -> tuple[str, int]:
-    at = str(item["at"])
+    """Time (in milliseconds), then what comes first at a boundary: the message that reaches it
+    (0), the hooks it fires (1), what they add (2)."""
     if item["kind"] in ("boundary", "hook_task"):
-        return at, _HOOKS
-    late = item["role"] in ("injection", "compaction")
-    return at, _AFTER_HOOKS if late else _BEFORE_HOOKS
+        return str(item["at"]), 1
+    return str(item["at"]), 2 if item["role"] in ("injection", "compaction") else 0
 
 
 def run_view(store: Store, run_id: str) -> dict[str, object]:
@@ -201,18 +193,12 @@ def run_view(store: Store, run_id: str) -> dict[str, object]:
         dto["id"]: gate_item(read_record(store=store, interrupt_id=dto["id"]), now)
         for dto in list_interrupts(store=store, run_id=run_id, include_settled=True)
     }
-    timeline: list[dict[str, object]] = []
-    for message in report["chat"]["chat_messages"]:
-        if message.get("agent_run_id") == run_id:
-            item = _message_item(message)
-            if item is not None:
-                timeline.append(item)
+    mine = [m for m in report["chat"]["chat_messages"] if m.get("agent_run_id") == run_id]
+    timeline = [item for item in map(_message_item, mine) if item is not None]
     timeline += _boundaries(store, run_id, gates)
-    summary = run_hook_summary(store, run_id)
-    tasks = [t for t in report.get("hook_tasks", []) if t.get("run_id") == run_id]
-    for task in tasks:
-        timeline.append(_task_item(task))
+    timeline += [_task_item(t) for t in report.get("hook_tasks", []) if t.get("run_id") == run_id]
     timeline.sort(key=_order)
+    summary = run_hook_summary(store, run_id)
     simulation = report["simulation"]
     children = [
         {"kind": kind, **child}
