@@ -1,11 +1,8 @@
-"""The ``belt`` command line and its console entry points.
+"""The ``belt`` command line's console entry points; the app is ``belt.cli.root``, whose names
+are read here too, loaded on first use.
 
-The command itself, one Typer app joining one module per command group, is ``belt.cli.root``;
-its names are read here too (``from belt.cli import app, BeltGroup``), loaded on first use. This
-module imports nothing but what Python has loaded at its start, so the console script that
-imports ``main`` reaches it at once, and from there on Ctrl-C is belt's: one line and exit 130 at
-any moment, the imports of the command line included. Importing belt installs no signal handler;
-only ``main`` (and ``rho``'s) does.
+This module imports nothing Python has not loaded at its start, so that from the first moment
+Ctrl-C is belt's: one line and exit 130. Only ``main`` (and ``rho``'s) installs a signal handler.
 """
 
 import sys

@@ -1,10 +1,5 @@
-"""Help texts as belt writes them: prose that wraps at the terminal's width, examples that keep
-their lines.
-
-A docstring breaks its lines where the source is 100 columns wide; typer's help keeps those
-breaks in every paragraph but the first, so on a narrower or wider terminal the text came out
-ragged. :func:`reflow` joins each prose paragraph into one line (the terminal wraps it) and
-keeps the lines of indented paragraphs (examples, tables) and of lists as written.
+"""Help texts as belt writes them: prose that wraps at the terminal's width (typer keeps a
+docstring's line breaks in every paragraph but the first), examples that keep their lines.
 """
 
 from __future__ import annotations

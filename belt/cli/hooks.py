@@ -306,15 +306,12 @@ def shown(hook: LifecycleHookConfig) -> dict[str, object]:
 
 def describe_hook(hook: dict[str, object]) -> str:
     """A one-line human description of a hook declaration."""
-    parts = [f"{hook['event']} → {hook['type']}"]
-    if hook.get("handler"):
-        parts.append(str(hook["handler"]))
-    if hook.get("async"):
-        parts.append(
-            "(async ignored: a gate always holds the run)" if hook["type"] == "gate" else "(async)"
-        )
-    if "timeout" in hook:
-        parts.append(f"timeout {hook['timeout']}s")
-    if "default_resolution" in hook:
-        parts.append(f"default {hook['default_resolution']}")
-    return " ".join(parts)
+    ignored = "(async ignored: a gate always holds the run)" if hook["type"] == "gate" else ""
+    parts = [
+        f"{hook['event']} → {hook['type']}",
+        hook.get("handler"),
+        hook.get("async") and (ignored or "(async)"),
+        "timeout" in hook and f"timeout {hook['timeout']}s",
+        "default_resolution" in hook and f"default {hook['default_resolution']}",
+    ]
+    return " ".join(str(part) for part in parts if part)

@@ -214,12 +214,9 @@ def place_named(message: str, argv: Sequence[str]) -> str | None:
     named, sep, _ = message.partition(": ")
     if not sep or not named or named.startswith("-"):
         return None
-    if named in argv or named in (os.path.normpath(arg) for arg in argv if "\x00" not in arg):
-        return named
-    try:
-        return named if os.path.lexists(named) else None
-    except (OSError, ValueError):  # a name no file can have
-        return None
+    normal = (os.path.normpath(arg) for arg in argv if "\x00" not in arg)
+    # lexists is False for a name no file can have (a NUL in it, too long)
+    return named if named in argv or named in normal or os.path.lexists(named) else None
 
 
 def parameter_named(usage: Exception) -> str | None:

@@ -1,8 +1,6 @@
 """How reports and live records read on a terminal: (text, style) lines for ``belt.display.output``.
 
-The simulation transcript (``belt sim run|resume|show``), the executor's live lines and the views
-of interrupts (``belt interrupt list|watch|review``) are built here from the JSON-ready objects the
-core returns, so ``--json`` and the terminal view show the
+Built from the JSON-ready objects the core returns, so ``--json`` and the terminal view show the
 same thing. Nothing here prints: ``belt.display.output`` does, and escapes what came from outside.
 """
 
