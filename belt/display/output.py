@@ -190,13 +190,7 @@ def _write(text: str, *, stderr: bool) -> None:
 
 def styled(text: str, style: str, *, stderr: bool = False) -> None:
     """Print one line in a rich style when colour is on, plainly otherwise."""
-    stream = sys.stderr if stderr else sys.stdout
-    if not _wants_colour(stream):
-        echo(text, stderr=stderr)
-        return
-    from rich.text import Text
-
-    console(stderr=stderr).print(Text(clean(text), style=style))
+    lines([(text, style)], stderr=stderr)
 
 
 def error(message: str, *, hint: str | None = None) -> None:
@@ -415,15 +409,15 @@ def key_values(pairs: Sequence[tuple[str, Any]]) -> None:
         echo(f"{key.ljust(width)}  {text}")
 
 
-def lines(rows: Sequence[tuple[str, str]]) -> None:
+def lines(rows: Sequence[tuple[str, str]], *, stderr: bool = False) -> None:
     """Print (text, style) lines: styled on a colour terminal, plain otherwise."""
-    if not _wants_colour(sys.stdout):
+    if not _wants_colour(sys.stderr if stderr else sys.stdout):
         for text, _style in rows:
-            echo(text)
+            echo(text, stderr=stderr)
         return
     from rich.text import Text
 
-    out = console()
+    out = console(stderr=stderr)
     for text, style in rows:
         out.print(Text(clean(text), style=style or ""))
 

@@ -535,13 +535,12 @@ def test_result_line(given: Mapping[str, object]) -> tuple[str, str]:
         unfired = len(result.get("unfired_hooks") or [])
         compared = result["snapshot"]["status"] if "snapshot" in result else None
         snapshot = compared in ("changed", "missing")
-        missing = compared == "missing"
         parts = [
             (failed or not (hooks or unfired or snapshot))
             and f"{failed} of {result['expectations']} expectation(s) failed",
             hooks and f"{hooks} hook call(s) failed unnamed",
             unfired and f"{unfired} hook(s) never fired",
-            snapshot and ("no snapshot" if missing else "snapshot differs"),
+            snapshot and ("no snapshot" if compared == "missing" else "snapshot differs"),
         ]
         line += "  " + ", ".join(str(part) for part in parts if part)
     elif status == "error":
@@ -792,11 +791,7 @@ def approval_waiting_text(record: Mapping[str, object], now: datetime | None) ->
 
 def countdown_text(pending: list[InterruptJSON], now: datetime) -> str:
     """The earliest expiry of the gates waited at, counting down (``4:59``)."""
-
-    def expiry(interrupt: InterruptJSON) -> datetime:
-        return datetime.fromisoformat(str(interrupt["expires_at"]))
-
-    first = min(pending, key=expiry)
+    first = min(pending, key=lambda interrupt: datetime.fromisoformat(str(interrupt["expires_at"])))
     span = span_left(first["expires_at"], now)
     name = first.get("short_id") or first["id"]
     others = f" (first of {len(pending)})" if len(pending) > 1 else ""
