@@ -146,12 +146,8 @@ def chat_hook_event(
         "injected": injected,
         "duration_ms": duration_ms,
     }
-    if decision:
-        row["decision"] = str(decision)
-    if reason:
-        row["reason"] = reason
-    if error:
-        row["error"] = error
+    given = {"decision": decision, "reason": reason, "error": error}
+    row.update((key, str(value)) for key, value in given.items() if value)
     return row
 
 

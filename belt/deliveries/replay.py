@@ -107,6 +107,9 @@ class RecordedAnswer(Answer):
     at: str | None
 
 
+ANSWERED, RECORDED = tuple(Answer.__annotations__), tuple(RecordedAnswer.__annotations__)
+
+
 class RowJSON(TypedDict):
     """One payload replayed, as ``--json`` prints it (``Row.to_json``)."""
 
@@ -184,19 +187,8 @@ class Row:
             "tool": data.get("tool"),
             "chat_id": payload.get("chat_id"),
             "run_id": payload.get("run_id"),
-            "recorded": {
-                "decision": self.recorded.decision,
-                "reason": self.recorded.reason,
-                "injection": self.recorded.injection,
-                "error": self.recorded.error,
-                "at": self.recorded.at,
-            },
-            "replayed": {
-                "decision": self.decision,
-                "reason": self.reason,
-                "injection": self.injection,
-                "error": self.error,
-            },
+            "recorded": cast(RecordedAnswer, {k: getattr(self.recorded, k) for k in RECORDED}),
+            "replayed": cast(Answer, {key: getattr(self, key) for key in ANSWERED}),
             "changed": self.changed,
         }
 
