@@ -60,10 +60,8 @@ Strategy = st.SearchStrategy[Any]
 T = TypeVar("T")
 
 CHARACTERS = st.characters(exclude_categories=["Cs"])
-"""Any character but a lone surrogate: the alphabet of Hypothesis's own ``text()`` (its UTF-8
-codec), taken from its table of Unicode categories (a tenth of a second to build), not from the
-table of what the codec encodes, which costs 1.5 s of CPU to build the first time in a state
-directory (in CI, every time), on the clock of ``--max-time``."""
+"""Any character but a lone surrogate: the alphabet of Hypothesis's own ``text()``, from its table
+of categories, not its codec's table (1.5 s of CPU to build, on the clock of ``--max-time``)."""
 
 
 def texts(min_size: int = 0, max_size: int | None = None) -> st.SearchStrategy[str]:
@@ -73,9 +71,8 @@ def texts(min_size: int = 0, max_size: int | None = None) -> st.SearchStrategy[s
 
 @contextmanager
 def hypothesis_home(directory: Path) -> Iterator[None]:
-    """Keep Hypothesis's caches (its Unicode tables, the constants it collects from the code)
-    in ``directory`` for the block, never in the working directory, and put back the home it
-    had (a test session's own); ``HYPOTHESIS_STORAGE_DIRECTORY``, when set, is left to rule."""
+    """Keep Hypothesis's caches in ``directory`` for the block, never in the working directory
+    (``HYPOTHESIS_STORAGE_DIRECTORY``, when set, is left to rule)."""
     if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
         yield
         return
@@ -461,9 +458,8 @@ def nexus_sample(event: str) -> dict[str, object]:
 
 
 def matching_text(pattern: str, alphabet: Any = CHARACTERS) -> st.SearchStrategy[str]:
-    """Strings a pattern (a glob, ``re:`` and a regex, or ``path:`` and a glob) matches, its
-    literal parts reused, of ``alphabet`` (a strategy of characters, or a string of them and
-    the pattern's literal characters); a regex Python cannot read steers nothing (any text)."""
+    """Strings a pattern matches, of ``alphabet`` (a strategy of characters, or a string of them
+    and the pattern's literal characters); a regex Python cannot read steers nothing."""
     pattern = pattern.removeprefix(PATH_PREFIX)
     if isinstance(alphabet, str):
         if pattern.startswith(REGEX_PREFIX):
@@ -556,9 +552,8 @@ def _placed(base: dict[str, object], placed: dict[tuple[str, ...], Any]) -> dict
 def steered_arguments(
     wanted: dict[tuple[str, ...], Any], unless: dict[tuple[str, ...], Any]
 ) -> st.SearchStrategy[dict[str, object]]:
-    """Arguments whose key paths get values the property's patterns match (``wanted``), and,
-    at its ``unless`` paths, values that match those patterns or not (or are left out); a
-    path-shaped pattern's attacks at its key path too."""
+    """Arguments whose key paths get values the property's patterns match (``wanted``), or at
+    its ``unless`` paths may match (or be left out); path attacks at each key path too."""
     placed: dict[tuple[str, ...], Strategy] = {}
     for key_path, pattern in wanted.items():
         placed[key_path] = matching(pattern) | argument_values() | attacked_paths(pattern)
@@ -600,12 +595,9 @@ def attack_payloads(
     wanted: dict[tuple[str, ...], Any] | None = None,
     unless: dict[tuple[str, ...], Any] | None = None,
 ) -> list[dict[str, object]]:
-    """The payloads a check sends first, ahead of the generated ones: a tool call (of a
-    name the tool pattern matches) for each attack on each path-shaped pattern, at its key
-    path, the other key paths holding values their patterns match, so that the attack alone
-    decides; the attacks of several key paths in turns. Without patterns, the attacks on
-    ``DEFAULT_PATH_PATTERN`` in a ``delete_file`` call's ``path``. The envelope is the spec's
-    sample, at a fixed time, so that a seed repeats them."""
+    """The payloads a check sends first: a tool call for each attack on each path-shaped
+    pattern at its key path, the other key paths holding values their patterns match, so that
+    the attack alone decides (without patterns, on ``DEFAULT_PATH_PATTERN`` in ``path``)."""
     if event != "agent.tool_call":
         return []
     if tool is None and not wanted and not unless:

@@ -1,8 +1,5 @@
-"""The result of ``belt check``: one entry per check and subject, each pass, fail, warn or skip.
-
-A failed check carries the smallest payload Hypothesis shrank it to and a command that sends
-exactly that payload to the same target (``belt trigger EVENT --to TARGET --payload '…'``, or for
-an executor tool the command, ``curl`` or Python call that runs it).
+"""The result of ``belt check``: one entry per check and subject, each pass, fail, warn or skip;
+a failed check carries its shrunk payload and a command that sends exactly that payload again.
 """
 
 from __future__ import annotations
@@ -269,12 +266,8 @@ def junit_xml(report: CheckReport, path: Path) -> None:
             failure = ET.SubElement(
                 case, "failure", message=printable(short(result.failure.detail, 200))
             )
-            failure.text = "\n".join(
-                [
-                    printable(result.failure.detail + result.failure.note),
-                    f"reproduce: {result.failure.reproducer}",
-                ]
-            )
+            detail = printable(result.failure.detail + result.failure.note)
+            failure.text = f"{detail}\nreproduce: {result.failure.reproducer}"
         elif result.skipped is not None:
             ET.SubElement(case, "skipped", message=printable(result.skipped))
         if result.warnings:

@@ -127,9 +127,8 @@ class Pacer:
 
 @dataclass
 class Sender:
-    """Delivers to the subjects of one run: webhooks through the process's client (paced when
-    they are not on this machine), ``py:`` handlers and tools in supervised worker processes
-    (``workers``); every call within its timeout and before ``deadline`` (``--max-time``)."""
+    """Delivers to the subjects of one run, every call within its timeout and before
+    ``deadline`` (``--max-time``); webhooks not on this machine are paced."""
 
     workers: Supervisor
     secret: str | None = None
@@ -221,8 +220,7 @@ def _hung_key(target: str, payload: Any) -> tuple[str, str]:
 
 def user_modules(subjects: list[Subject]) -> list[Preload]:
     """The user's modules the subjects' ``py:`` handlers and tools are in, imported before the
-    worker processes are forked, each within the longest timeout of the subjects that call it
-    (``--timeout``)."""
+    worker processes are forked, each within the longest timeout of its subjects."""
     wanted: dict[str, Preload] = {}
     for subject in subjects:
         if subject.kind == "py":
@@ -271,8 +269,7 @@ class Explorer:
             self.found[check] = (size, payload, detail)
 
     def timed(self, case: Case, payload: Any, counting: bool) -> Failures:
-        """Run one case, its time counted as the cases' (generation left out); its failures
-        recorded."""
+        """Run one case (``sent``) and record its failures."""
         with tracing.span("belt.check.case", self.traced) as span:
             failures = self.sent(case, payload, counting)
             if span is not None:
@@ -313,9 +310,8 @@ class Explorer:
             self.report.case_seconds += time.perf_counter() - started
 
     def confirm(self, case: Case) -> None:
-        """Send each check's reported case once more (a case reported for several checks
-        once) and note whether it failed that check again: one that did not is flaky (a
-        timeout under load, say). Not once ``--max-time`` has passed."""
+        """Send each check's reported case once more (unless ``--max-time`` has passed) and note
+        whether it failed that check again: one that did not is flaky."""
         failed: dict[str, set[str]] = {}
         for check, (_, payload, _) in list(self.found.items()):
             key = encode(payload)
@@ -414,8 +410,7 @@ class Explorer:
         failed: set[str],
     ) -> None:
         """Let Hypothesis find a batch's failure (of the checks ``failed``) again and shrink it
-        (and any other it meets): each failing case raises its check's exception, and the
-        smallest of each is kept."""
+        (and any other it meets); the smallest of each is kept."""
         state = {"calls": 0, "failing": False}
         until = time.monotonic() + SHRINK_SECONDS_MAX
 
@@ -753,9 +748,7 @@ def run_check(
     progress: Progress | None = None,
 ) -> CheckReport:
     """Check ``target`` (and the executors) against the contract; returns the report.
-    ``beyond_spec`` generates values the platform does not send too (an empty tool name,
-    another ``status``). ``progress`` is told the event being checked and the cases done, as
-    each subject begins and after each case."""
+    ``progress`` is told the event being checked and the cases done, as each case ends."""
     if not 1 <= examples <= EXAMPLES_MAX:
         raise InvalidInput(f"--examples {examples}: expected 1 to {EXAMPLES_MAX}")
     if timeout is not None and not 0 < timeout <= 300:
@@ -827,9 +820,8 @@ def run_check(
 
 
 def _reachable(subjects: list[Subject], sender: Sender) -> None:
-    """Exit 6 when a webhook cannot be reached at all (tried once, with the spec's sample): the
-    one answer ``belt check`` reports as its own failure rather than a check's, by
-    ``remote_error``'s table (any answer that came is held to the checks)."""
+    """Exit 6 when a webhook cannot be reached at all (tried once, with the spec's sample); any
+    answer that came is held to the checks."""
     tried: set[str] = set()
     for subject in subjects:
         if subject.kind != "webhook" or subject.target in tried:

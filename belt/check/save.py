@@ -1,15 +1,9 @@
 """``belt check --save DIR``: each failure written as a ``belt test`` scenario, so it stays fixed.
 
 The scenario declares the checked handler as a webhook hook on the failing event and plays one
-turn that reaches it: for ``agent.tool_call`` the model calls the shrunk tool with the shrunk
-arguments; for ``agent.tool_result`` it calls that tool as an async app tool that completes with
-the shrunk result; for ``agent.error`` the turn fails with the shrunk error. A failed hook call
-fails a ``belt test`` scenario by itself (no expectation names its error), and a property's
-failure is an expectation of its decision. The envelope (ids, timestamp, turn count) is the
-simulation's own, so a defect that only those fields trigger is not saved. A ``py:`` handler
-given as a file is written relative to the saved scenario, as a scenario's paths are read.
-Scenarios are JSON, which holds any generated value exactly; one that a scenario cannot hold
-(a value beyond the spec, such as an empty tool name) is not written, and the result says why.
+turn that delivers the shrunk ``data``; a property's failure is an expectation of its decision.
+The envelope (ids, timestamp, turn count) is the simulation's own. A payload a scenario cannot
+hold (a value beyond the spec) is not written, and the result says why.
 """
 
 from __future__ import annotations
@@ -111,9 +105,8 @@ def scenario(
 def save_failures(
     directory: Path, subject: Subject, results: list[CheckResult], properties: list[Property]
 ) -> list[str]:
-    """Write each failure of ``results`` that a scenario can show into ``directory``; the
-    others say why they were not saved. Returns why each write that failed did (a full disk):
-    the check goes on, and the command ends with exit 5 naming the path."""
+    """Write each failure of ``results`` that a scenario can show into ``directory``; returns
+    why each write that failed did (a full disk: the command ends with exit 5)."""
     unwritten: list[str] = []
     by_name = {prop.name: prop for prop in properties}
     for result in results:

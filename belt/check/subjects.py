@@ -1,10 +1,8 @@
 """What ``belt check`` holds to the contract: one handler on one event, and how to reach it.
 
-A TARGET is a webhook URL, ``py:MODULE:FUNC``, or a declaration file: each of its webhook hooks is
-a subject (reached through ``--route`` as ``belt test`` reaches it), each declared Nexus boundary
-one through the ``--executor`` named by its tool. ``--executor NAME=TARGET`` alone checks that
-tool on every Nexus boundary. Only the given targets are ever sent to, and a URL that is not on
-this machine needs ``--allow-network`` (the hermetic rule of ``belt test``).
+A TARGET is a webhook URL, ``py:MODULE:FUNC``, or a declaration file (each webhook hook a subject,
+each Nexus boundary one through the ``--executor`` named by its tool); ``--executor`` alone checks
+that tool on every Nexus boundary. A URL not on this machine needs ``--allow-network``.
 """
 
 from __future__ import annotations
@@ -101,17 +99,13 @@ def subjects_for(
         if not tools:
             raise UsageError("give a TARGET (a URL, py:MODULE:FUNC or a hooks file) or --executor")
         nexus = _events(events, tuple(NexusEvent), "a Nexus boundary")
-        return [
-            Subject(
-                event,
-                tool.spec,
-                timeout or WEBHOOK_TIMEOUT_DEFAULT,
-                tool=name,
-                executor=tool,
-            )
+        seconds = timeout or WEBHOOK_TIMEOUT_DEFAULT
+        subjects = [
+            Subject(event, tool.spec, seconds, tool=name, executor=tool)
             for name, tool in tools.items()
             for event in nexus
-        ], notes
+        ]
+        return subjects, notes
     if target.startswith(("http://", "https://", "py:")):
         if is_in_process(target):
             problem, shown = in_process_problem(target, allowed=True), target
@@ -152,14 +146,9 @@ def _from_file(
             route = route_for(routes, url)
             destination = route.destination(url) if route is not None else url
             seconds = timeout or float(hook.effective_timeout())
+            async_ = hook.runs_async
             subjects.append(
-                Subject(
-                    event,
-                    destination,
-                    seconds,
-                    declared_async=hook.runs_async,
-                    declared=url,
-                )
+                Subject(event, destination, seconds, declared_async=async_, declared=url)
             )
         if events and not subjects:
             raise InvalidInput(f"{path}: no webhook hook on {', '.join(events)}")
@@ -192,9 +181,8 @@ def network_problems(subjects: list[Subject]) -> list[str]:
     seen: set[str] = set()
     for subject in subjects:
         target = subject.target
-        if subject.executor is not None:
-            if subject.executor.kind != "http":
-                continue
+        if subject.executor is not None and subject.executor.kind != "http":
+            continue
         if on_this_machine(target) or target in seen:
             continue
         seen.add(target)

@@ -1,9 +1,6 @@
 """Where ``belt check`` writes (``--junit-xml FILE``, ``--save DIR``): tried before the check
-runs, so a path it cannot write is refused at once (exit 5, naming the path) rather than after
-every case was sent; a write that fails later (a full disk) is refused the same way.
-
-Trying is the only test that holds: ``os.access`` says yes to root everywhere, and ``/dev/full``
-opens for writing and fails on the first byte (which only the late write can tell).
+runs, so a path it cannot write is refused at once (exit 5, naming the path). Trying is the only
+test that holds: ``os.access`` says yes to root everywhere.
 """
 
 from __future__ import annotations
@@ -45,9 +42,8 @@ def require_writable_file(path: Path, *, option: str) -> None:
 
 
 def require_writable_directory(path: Path, *, option: str) -> None:
-    """Refuse ``path`` unless files can be written in it: an existing directory gets a file made
-    and removed; a missing one, a directory made and removed where it would be made from (its
-    nearest existing parent), so nothing is left when nothing is saved."""
+    """Refuse ``path`` unless files can be written in it (a file, or for a missing directory a
+    directory, is made and removed, so nothing is left when nothing is saved)."""
     try:
         existing = path
         while not existing.exists() and existing != existing.parent:
