@@ -116,15 +116,10 @@ def validate(
             for warning in report.findings.warnings:
                 output.warning(f"{report.path}: {warning}")
             if report.ok:
-                count = report.hook_count()
-                dialect_name = str(report.dialect) if report.dialect else "?"
-                if report.shape == SCENARIO:
-                    output.success(
-                        f"ok  {report.path} ({dialect_name} scenario, {count} hook(s)): "
-                        f"{SCENARIO_COMMANDS}"
-                    )
-                else:
-                    output.success(f"ok  {report.path} ({dialect_name}, {count} hook(s))")
+                scenario = report.shape == SCENARIO
+                kind = f"{report.dialect or '?'}{' scenario' if scenario else ''}"
+                tail = f": {SCENARIO_COMMANDS}" if scenario else ""
+                output.success(f"ok  {report.path} ({kind}, {report.hook_count()} hook(s)){tail}")
             else:
                 for problem in report.findings.problems:
                     output.error(f"{report.path}: {problem}")

@@ -175,31 +175,29 @@ def show(
     shown = item if trail is None else {**item, "settled_by": settled_by, "trail": trail}
     if output.json_printed(json_, shown):
         return
-    pairs: list[tuple[str, Any]] = [
-        ("id", item.get("id")),
-        ("short id", item.get("short_id")),
-        ("status", interrupt_status(item)),
-        ("reason", item.get("reason")),
-        ("source", item.get("source")),
-        ("resource", _resource(item)),
-        ("holds", gate_holds(item, 200)),
-        ("run", item.get("run_id")),
-        ("chat", item.get("chat_id")),
-        ("created", item.get("created_at")),
-        ("updated", item.get("updated_at")),
-        ("expires", item.get("expires_at")),
-    ]
-    if item.get("status") == InterruptStatus.PENDING:
-        pairs.append(("expires in", expires_in(item, _now())))
-        pairs.append(("on expiry", on_expiry))
-    if settled_by:
-        pairs.append(("settled by", settled_by))
-    pairs += [
-        ("resolved", item.get("resolved_at")),
-        ("resolved data", item.get("resolved_data")),
-        ("meta", item.get("meta")),
-    ]
-    output.key_values(pairs)
+    pending = item.get("status") == InterruptStatus.PENDING  # key_values leaves out None
+    output.key_values(
+        [
+            ("id", item.get("id")),
+            ("short id", item.get("short_id")),
+            ("status", interrupt_status(item)),
+            ("reason", item.get("reason")),
+            ("source", item.get("source")),
+            ("resource", _resource(item)),
+            ("holds", gate_holds(item, 200)),
+            ("run", item.get("run_id")),
+            ("chat", item.get("chat_id")),
+            ("created", item.get("created_at")),
+            ("updated", item.get("updated_at")),
+            ("expires", item.get("expires_at")),
+            ("expires in", expires_in(item, _now()) if pending else None),
+            ("on expiry", on_expiry if pending else None),
+            ("settled by", settled_by),
+            ("resolved", item.get("resolved_at")),
+            ("resolved data", item.get("resolved_data")),
+            ("meta", item.get("meta")),
+        ]
+    )
 
 
 def resolve(

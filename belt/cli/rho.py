@@ -30,9 +30,7 @@ Extension = StrEnum("Extension", {"lifecycle_hooks": "rho.lifecycle_hooks"})
 
 
 @app.callback()
-def root(
-    verbose: VerboseFlag = False,
-) -> None:
+def root(verbose: VerboseFlag = False) -> None:
     """Configure rho extensions offline, in belt's state directory.
 
     The config file is rho/config.json in the state directory ($BELT_HOME).
