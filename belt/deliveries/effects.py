@@ -77,8 +77,8 @@ def effect_text(event: str, decision: HookDecision | str | None, reason: str | N
 
 
 def handler_label(handler_type: HookHandlerType | str, handler: str | None) -> str:
-    """How a handler is named on the record: a webhook by its host only (an in-process
-    ``py:MODULE:FUNC`` or ``policy:FILE`` handler as written, which carries no credentials)."""
+    """How a handler is named on the record: a webhook by its host only (``py:`` and
+    ``policy:`` handlers as written: they carry no credentials)."""
     if handler_type == HookHandlerType.GATE:
         return "gate"
     if handler_type == HookHandlerType.WEBHOOK and handler:
@@ -87,16 +87,14 @@ def handler_label(handler_type: HookHandlerType | str, handler: str | None) -> s
 
 
 def is_in_process(handler: str) -> bool:
-    """True for a ``py:MODULE:FUNC`` handler or a ``policy:FILE`` one, which belt calls
-    in-process instead of POSTing."""
+    """True for a ``py:`` or ``policy:`` handler, which belt calls instead of POSTing to."""
     return handler.startswith((IN_PROCESS_PREFIX, POLICY_PREFIX))
 
 
 @functools.lru_cache(maxsize=256)
 def url_host(url: str, *, every_port: bool = False) -> str:
-    """The host (and port, when not the scheme's default, or whenever it is written with
-    ``every_port``) of a URL, never its credentials; ``?`` for a URL that cannot be read.
-    Kept per URL: every delivery and every record of a webhook names its host."""
+    """The host (and port when not the scheme's default, or always with ``every_port``) of a
+    URL, never its credentials; ``?`` for one that cannot be read."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or "?"
@@ -111,8 +109,7 @@ def url_host(url: str, *, every_port: bool = False) -> str:
 
 @functools.lru_cache(maxsize=256)
 def is_loopback_host(host: str) -> bool:
-    """True for ``localhost`` and the loopback addresses (127.0.0.0/8, ::1), written as they
-    are in a URL (an IPv6 address may be bracketed)."""
+    """True for ``localhost`` and the loopback addresses, as written in a URL."""
     name = host.strip("[]").lower()
     if name == "localhost":
         return True

@@ -1,12 +1,7 @@
-"""Recorded hook deliveries kept as ``belt test`` scenarios.
-
-One function writes a delivery as a scenario (``kept_scenario``): the inspector's "Keep as a
-test" button uses it for one delivery, ``belt replay --save-tests DIR`` for each delivery it
-replays (``open_saving_replay``). The scenario's model is scripted to reach the same boundary
-with the same data (for ``agent.tool_call``, the same tool and arguments); its one hook is the
-handler under test, and its expectation pins a decision: the one recorded then, or the one the
-handler gave now.
-"""
+"""Recorded hook deliveries kept as ``belt test`` scenarios: one by the inspector's "Keep as a
+test" (``kept_scenario``), each one ``belt replay --save-tests DIR`` replays
+(``open_saving_replay``). The model is scripted to reach the same boundary with the same data;
+the hook is the handler under test, and an expectation pins the recorded or the replayed answer."""
 
 from __future__ import annotations
 
@@ -92,9 +87,8 @@ def _tool_result(data: Mapping[str, object]) -> Document:
 def scenario_document(
     payload: Mapping[str, object], handler: str, expect: Mapping[str, object]
 ) -> Document:
-    """A platform scenario whose hook on the payload's event gets a payload with the same event
-    and data, delivered to ``handler``, and that expects the answer ``expect`` gives
-    (``decision``: one of EXPECTED; ``reason``; ``injected``)."""
+    """A platform scenario whose hook on the payload's event gets the same event and data,
+    sent to ``handler``, and expects the answer ``expect`` gives."""
     event = str(payload.get("event"))
     if event not in SIMULATED_EVENTS:
         raise InvalidInput(f"payload.event: belt does not simulate {event}, so no test reaches it")
@@ -147,8 +141,8 @@ def _expectation(event: str, data: Mapping[str, object], expect: Mapping[str, ob
 
 
 def answer_expected(answer: Recorded | Row) -> Expected:
-    """What a kept scenario expects of an answer (a replay's ``Row``, or what it recorded):
-    its decision, reason and whether it injected, or ``error`` when it failed."""
+    """What a kept scenario expects of an answer: its decision, reason and whether it
+    injected, or ``error`` when it failed."""
     if answer.error:
         return {"decision": "error"}
     expect: Expected = {"decision": answer.decision or "allow", "reason": answer.reason}
@@ -162,11 +156,9 @@ Kept = tuple[Mapping[str, object], Expected]
 
 
 def chat_document(deliveries: list[Kept], handler: str) -> Document:
-    """A platform scenario that plays one chat's recorded deliveries (payload, expected answer)
-    again: a turn per run, in the order they first appear; in each, a model turn per recorded
-    ``agent.turn_start`` (one, without any) making that turn's recorded tool calls with their
-    arguments; a hook per recorded event, to ``handler``; and per delivery an expectation of
-    its answer, on the run of its turn (tool calls by their tool and scalar arguments)."""
+    """A platform scenario that plays one chat's recorded deliveries again: a turn per run, a
+    model turn per ``agent.turn_start`` making its recorded tool calls, a hook per event to
+    ``handler``, and an expectation per delivery on the run of its turn."""
     runs: dict[str, list[Kept]] = {}
     for payload, expect in deliveries:
         runs.setdefault(str(payload.get("run_id")), []).append((payload, expect))
@@ -207,8 +199,8 @@ def chat_document(deliveries: list[Kept], handler: str) -> Document:
 
 
 def _toml(document: Document, lines: list[str], stem: str) -> tuple[str, str, str]:
-    """(file name, media type, text): TOML with ``lines`` as comments, or JSON when a value
-    has no TOML form (a null)."""
+    """(file name, media type, text): TOML with ``lines`` as comments, or JSON when a value has no
+    TOML form (a null)."""
     try:
         body = tomli_w.dumps(document)
     except (TypeError, ValueError):
@@ -221,8 +213,7 @@ def _toml(document: Document, lines: list[str], stem: str) -> tuple[str, str, st
 def kept_scenario(
     *, payload: Any, handler: str, expect: Any, header: list[str]
 ) -> tuple[str, str, str]:
-    """One recorded delivery as a scenario that ``belt test`` runs: (file name, media type,
-    text), TOML with ``header`` as comments, or JSON when a value has no TOML form (a null);
+    """One recorded delivery as a ``belt test`` scenario: (file name, media type, text);
     InvalidInput when the payload or the expectation is wrong."""
     model, problem = payload_model(payload)
     if model is None:
@@ -250,11 +241,9 @@ def replay_handler(
     *, to: str | None, policy: Path | None, handler: str | None, directory: Path | None
 ) -> tuple[str, list[str]]:
     """The handler a kept scenario's hook names for a replay's target, and notes for its reader:
-    the URL the deliveries were sent to (refused when it carries credentials), the ``py:``
-    callable or the ``policy:`` file replayed to, a path written relative to ``directory``,
-    where the scenario is saved (absolute when it is not known: a download), so that the
-    scenario runs under ``belt test`` with nothing else running. InvalidInput (exit 5) before
-    anything is written when it cannot be kept."""
+    the URL (refused when it carries credentials), or the ``py:`` callable or ``policy:`` file with
+    its path relative to ``directory`` (absolute when None), so that the scenario runs under
+    ``belt test`` alone. InvalidInput before anything is written when it cannot be kept."""
     if to is not None:
         refuse_credentials(to)
         return to, []
@@ -276,8 +265,7 @@ def replay_handler(
 
 
 def _path_from(path: Path, directory: Path | None) -> str:
-    """``path`` (relative to the current directory, or absolute) as a scenario saved in
-    ``directory`` names it: relative to that directory, or absolute when it is None."""
+    """``path`` as a scenario saved in ``directory`` names it (absolute when it is None)."""
     absolute = os.path.abspath(path)
     if directory is None:
         return Path(absolute).as_posix()
@@ -285,8 +273,8 @@ def _path_from(path: Path, directory: Path | None) -> str:
 
 
 def refuse_credentials(url: str) -> None:
-    """A URL that carries credentials (a user or password, or a query, where tokens are put) is
-    refused, InvalidInput (exit 5): nothing secret goes into a test file."""
+    """Refuse (InvalidInput) a URL with a user, password or query: nothing secret goes into
+    a test file."""
     try:
         parts = urlsplit(url)
         userinfo = parts.username is not None or parts.password is not None
@@ -304,9 +292,9 @@ def refuse_credentials(url: str) -> None:
 
 @dataclass(kw_only=True)
 class TestWriter:
-    """Writes each replayed delivery to ``directory`` as a scenario that expects the recorded
-    answer, or the replayed one (``per = "chat"``: each chat's deliveries as one scenario, once
-    the replay has ended); counts what it wrote and names what it could not."""
+    """Writes each replayed delivery to ``directory`` as a scenario expecting the recorded or the
+    replayed answer (``per = "chat"``: a chat's deliveries as one, at the end); counts what it
+    wrote and names what it could not."""
 
     __test__ = False  # not a pytest class, whatever its name
 
@@ -336,8 +324,7 @@ class TestWriter:
             self.summary["problems"].append(problem)
 
     def write(self, row: Row) -> None:
-        """Write ``row``'s delivery as a scenario (or keep it for its chat's); one that cannot
-        be is counted and named."""
+        """Write ``row``'s delivery as a scenario (or keep it for its chat's)."""
         expect = answer_expected(row.recorded if self.expect == "recorded" else row)
         if self.per == "chat":
             self.keep(row, expect)
@@ -407,8 +394,8 @@ class TestWriter:
 
 
 def save_directory(directory: Path) -> Path:
-    """``--save-tests DIR``: a new or empty directory, made when missing (UsageError, exit 2,
-    for one that holds files, so a suite is never mixed with an older one)."""
+    """``--save-tests DIR``: a new or empty directory, made when missing (UsageError for one
+    that holds files)."""
     if directory.exists() and not directory.is_dir():
         raise UsageError(f"--save-tests {directory}: not a directory")
     try:
@@ -431,10 +418,8 @@ def open_saving_replay(
     per: str = "delivery",
     **options: Any,
 ) -> Iterator[Replay]:
-    """``open_replay`` (its ``options``); with ``save_tests``, each replayed delivery is also
-    written there as a ``belt test`` scenario expecting the ``expect`` answer (``recorded`` or
-    ``replayed``), or with ``per = "chat"`` each chat's deliveries as one scenario once the
-    replay has ended; the replay's tail says what was written (``saved_tests``)."""
+    """``open_replay``; with ``save_tests``, each replayed delivery (or chat, ``per``) is also
+    written there as a ``belt test`` scenario expecting the ``expect`` answer."""
     if expect not in EXPECT_FROM:
         raise UsageError(f"--expect {expect}: expected one of {', '.join(EXPECT_FROM)}")
     if per not in PER:

@@ -1,18 +1,10 @@
 """``belt replay``: recorded hook payloads delivered again to a handler, the answers compared.
 
-What was recorded comes from ``belt serve``'s journal (``journal``), from a simulated run (its
-``hook.executed`` records of webhook hooks), or from a JSON lines file (payloads, or records with
-a ``request`` or ``payload`` and what was answered). Each payload goes to the handler under test:
-a URL (signed again when a secret is given), a policy file, or a Python callable (called as
-``belt serve --handler`` calls it). A row says what was decided then and now, and whether the
-decision or the injection changed. Nothing is written to the store but the replay's own journal.
-
-A replay streams: the journal (or a run's event log) is read a part at a time, each payload is
-delivered, journalled and handed on as its row, and nothing of it is kept after, so the memory
-a replay takes does not grow with what was recorded. A line of the journal that cannot be read
-(damaged, or a number belt never writes such as NaN) is not replayed: it is skipped, counted and
-named in the report's ``problems``.
-"""
+The payloads come from ``belt serve``'s journal, a simulated run's webhook hooks, or a JSON lines
+file; they go to a URL (signed again with a secret), a policy file or a ``py:`` callable. A replay
+streams: each payload is delivered, journalled and handed on as its row, and nothing of it kept,
+so its memory does not grow with what was recorded; a line that cannot be read is skipped,
+counted and named in the report's ``problems``."""
 
 from __future__ import annotations
 
@@ -81,8 +73,7 @@ class Recorded:
 
 
 class SavedTests(TypedDict):
-    """What ``belt replay --save-tests`` wrote (the replay's ``saved_tests``;
-    ``belt.deliveries.keep.TestWriter``)."""
+    """What ``belt replay --save-tests`` wrote (``belt.deliveries.keep.TestWriter``)."""
 
     directory: str
     expect: str
@@ -243,10 +234,8 @@ def injection_of(body: Any) -> Any:
 
 
 def log_records(store: Store, log: str, log_id: str, skipped: Skipped) -> Iterator[dict[str, Any]]:
-    """Each record of a log as it was when this began, read a part of READ_BYTES at a time; a
-    line that cannot be read is skipped and added to ``skipped`` (a damaged header is an error:
-    nothing of it is belt's). What is appended meanwhile (a replay to ``belt serve`` journals
-    its own deliveries) is not read."""
+    """Each record of a log as it was when this began, READ_BYTES at a time; a line that
+    cannot be read is added to ``skipped`` (a damaged header is an error)."""
     offset = 0
     size = store.log_size(log, log_id)
     while offset < size:
@@ -288,9 +277,8 @@ def served(record: dict[str, Any]) -> Recorded:
 
 
 def run_deliveries(store: Store, run_id: str, skipped: Skipped) -> Iterator[Recorded]:
-    """The payloads a simulated run gave its webhook hooks, with what each decided, as they are
-    read (NotFound, before any, when there is no such run). ``run_id`` may be a short id or
-    a unique prefix."""
+    """A simulated run's webhook deliveries as they are read (NotFound, before any, when
+    there is no such run; a short id or unique prefix names it)."""
     run_id = find_run_id(store, run_id)
 
     def each() -> Iterator[Recorded]:
@@ -314,9 +302,8 @@ def executed(record: dict[str, Any]) -> Recorded:
 
 
 def recorded_injection(record: dict[str, Any]) -> Any:
-    """What a ``hook.executed`` record says its handler injected: the ``inject`` and ``system``
-    it answered, as a journal's answer gives them (so both are compared alike); from a record
-    written before runs kept them, only whether it injected."""
+    """What a ``hook.executed`` record says was injected: the ``inject`` and ``system``
+    answered (as a journal gives them), or from an older record only whether any."""
     if "injection" in record:
         return record["injection"] or None
     injected = record.get("injected")
@@ -324,8 +311,8 @@ def recorded_injection(record: dict[str, Any]) -> Any:
 
 
 def from_file(path: Path) -> list[Recorded]:
-    """A JSON lines file: each line a payload, a journal record (``request``, ``response``), or
-    a ``hook.executed`` record (``payload``, ``decision``). Read as strictly as any input."""
+    """The recorded deliveries of a JSON lines file (payloads, journal or ``hook.executed``
+    records)."""
     return list(file_deliveries(path, read_text(path, kind="payloads")))
 
 
@@ -421,10 +408,8 @@ MESSAGE_LIMIT = 16_000
 
 
 def handler_target(spec: str) -> tuple[str, Deliver, Callable[[], None]]:
-    """Decide with a Python callable (``py:MODULE:FUNC`` or ``MODULE:FUNC``), called as every
-    ``py:`` handler is (a dict, or the LifecycleHookPayload its first parameter asks for),
-    within the webhook timeout; an exception's message is kept whole (up to
-    ``MESSAGE_LIMIT`` characters, so that a runaway one cannot fill the terminal)."""
+    """Decide with a ``py:`` callable, called as every ``py:`` handler is, within the webhook
+    timeout; an exception's message is kept up to MESSAGE_LIMIT characters."""
     func = load_handler(spec, where="--handler")
     caller = InProcess()
     label = reference(spec)
@@ -477,8 +462,8 @@ SOURCE_HINT = (
 
 
 def _names_a_path(source: str) -> bool:
-    """Whether ``source`` names something on disk (a directory or a FIFO too, which the reader
-    then refuses as not a regular file, rather than as no such file or run)."""
+    """Whether ``source`` names something on disk (a directory or FIFO too, which the reader
+    then refuses)."""
     try:
         return Path(source).exists()
     except OSError as exc:  # a name longer than the system takes, for one
@@ -501,9 +486,8 @@ def open_replay(
     chat: str | None = None,
     secret: str | None = None,
 ) -> Iterator[Replay]:
-    """A replay of ``source``'s recorded payloads to the target, ready to run: its ``rows()``
-    deliver them one at a time. Every option and the source are checked first (a run that does
-    not exist, a journal whose header is damaged), so an error comes before any delivery."""
+    """A replay of ``source``'s recorded payloads to the target, ready to run (``rows()``);
+    every option and the source are checked first, so an error comes before any delivery."""
     targets = [t for t in (to, policy, handler) if t is not None]
     if len(targets) != 1:
         raise UsageError("give one of --to URL, --policy FILE or --handler MODULE:FUNC")
@@ -562,15 +546,14 @@ def open_replay(
 
 
 def replay(**options: Any) -> ReplayReport:
-    """Deliver every recorded payload of ``source`` again to the target and compare answers:
-    ``open_replay``'s options; the whole report, its rows in a list."""
+    """Replay every recorded payload of ``source`` (``open_replay``'s options): the whole report."""
     with open_replay(**options) as run:
         return run.report()
 
 
 class Replay:
-    """One replay: recorded payloads delivered to ``deliver`` one at a time, each compared and
-    journalled, its row handed on and then forgotten (``summary`` counts them)."""
+    """One replay: recorded payloads delivered one at a time, each compared, journalled and
+    handed on as its row, then forgotten (``summary`` counts them)."""
 
     def __init__(
         self,
@@ -630,8 +613,8 @@ class Replay:
         return tail
 
     def failure(self) -> BeltError | None:
-        """For a replay ``--to`` a URL, once its rows are made: the error of its first failed
-        delivery by ``remote_error``'s table (6 only when nothing answered), or None."""
+        """For a replay ``--to`` a URL: the error of its first failed delivery by
+        ``remote_error``'s table, or None."""
         failed = self.first_failure
         if not self.remote or failed is None:
             return None
@@ -648,11 +631,8 @@ class Replay:
         return cast(ReplayReport, {**self.head(), "rows": rows, **self.tail()})
 
     def rows(self) -> Iterator[RowJSON]:
-        """Deliver each payload, compare, journal and count; its row as ``--json`` prints it.
-
-        ``deadline`` (a ``time.monotonic()`` moment) bounds the whole replay: a payload whose
-        turn comes after it is not delivered, and its row says so.
-        """
+        """Deliver each payload, compare, journal and count; its row as ``--json`` prints it. A
+        payload whose turn comes after ``deadline`` (``time.monotonic()``) is not delivered."""
         for number, item in enumerate(self.recorded, start=1):
             row = Row(number, item)
             event = item.payload.get("event") if isinstance(item.payload, dict) else None
@@ -690,7 +670,7 @@ class Replay:
 
 def trace_row(span: Any, event: str, row: Row, delivered: WebhookResult) -> None:
     """What a replayed delivery's span says (docs/tracing.md): never the payload, nor the
-    injection's text (its size), nor more of the reason than tracing.REASON_LIMIT."""
+    injection's text, nor more of the reason than tracing.REASON_LIMIT."""
     response = delivered.response if delivered.error is None else None
     size = None
     if response is not None and response.injected:

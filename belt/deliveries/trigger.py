@@ -1,11 +1,6 @@
-"""``belt trigger``: send one hook payload to a handler and explain the answer.
-
-The payload is the event's sample (``--data`` merged in, ``--set`` / ``--unset`` editing it) or
-one given whole (``--payload``); the handler is a webhook URL or an in-process
-``py:MODULE:FUNC``, called as every ``py:`` handler is. The explanation comes from
-``belt.deliveries.effects``, the same code the simulator applies decisions with, so a trigger and a
-simulated run say the same thing about the same answer.
-"""
+"""``belt trigger``: send one hook payload (an event's sample, edited, or one given whole) to a
+webhook URL or a ``py:`` handler, and explain the answer with ``belt.deliveries.effects``, the
+code the simulator applies decisions with."""
 
 from __future__ import annotations
 
@@ -91,8 +86,7 @@ def read_data(text: str) -> dict[str, object]:
 
 
 def read_payload(text: str) -> dict[str, object]:
-    """A ``--payload`` value: the whole payload, a JSON object given inline or as ``@FILE``
-    (strict JSON, read up to the option cap)."""
+    """A ``--payload`` value: the whole payload, a JSON object inline or as ``@FILE``."""
     return read_json_object_option(text, option="--payload")
 
 
@@ -124,8 +118,7 @@ def _step_into(node: Any, key: str, where: str, option: str) -> tuple[Any, str |
 
 
 def set_value(payload: dict[str, object], assignment: str) -> None:
-    """Apply one ``--set PATH=JSON``: the value at the dotted PATH becomes JSON (objects on the
-    way are made when missing)."""
+    """Apply one ``--set PATH=JSON`` (objects on the way are made when missing)."""
     path, sep, text = assignment.partition("=")
     if not sep:
         raise UsageError(
@@ -182,9 +175,8 @@ def build_payload(
     sets: Sequence[str] = (),
     unsets: Sequence[str] = (),
 ) -> dict[str, object]:
-    """The payload to send, checked as the wire shape: ``payload`` as given, else ``event``'s
-    sample with ``data`` deep-merged in; then each ``unsets`` path removed and each ``sets``
-    ``PATH=JSON`` applied, in that order."""
+    """The payload to send, checked as the wire shape: ``payload``, or ``event``'s sample with
+    ``data`` deep-merged in; then ``unsets`` removed and ``sets`` applied."""
     if payload is not None and data is not None:
         raise UsageError(
             "--payload is the whole payload and --data merges into the sample: give one"
@@ -239,12 +231,8 @@ def trigger(
     secret: str | None = None,
     timeout: float = WEBHOOK_TIMEOUT_DEFAULT,
 ) -> TriggerReport:
-    """Send a payload of ``event`` (``build_payload``) to ``to`` and explain the answer.
-
-    ``to`` is a webhook URL (POSTed, signed with ``secret`` when given) or ``py:MODULE:FUNC``
-    (``py:path/to/file.py:FUNC``), called in-process as every ``py:`` handler is. The handler
-    has ``timeout`` seconds to answer, in all (more than 0, at most the webhook maximum).
-    """
+    """Send a payload of ``event`` to ``to`` (a webhook URL, signed with ``secret`` when given, or
+    a ``py:`` handler) and explain the answer; the handler has ``timeout`` seconds in all."""
     if not 0 < timeout <= WEBHOOK_TIMEOUT_MAX:
         raise InvalidInput(
             f"--timeout {timeout:g}: expected more than 0 and at most {WEBHOOK_TIMEOUT_MAX} seconds"
@@ -331,11 +319,9 @@ def _in_process(spec: str, payload: dict[str, object], *, timeout: float) -> Web
 
 
 def failure(report: TriggerReport) -> BeltError:
-    """The error for a failed trigger, with a hint from what happened and whose the handler is
-    (``likely_fix``). Its exit code is the answer's by ``remote_error``'s table: 6 only when
-    nothing answered (no connection, or no answer within the time); a handler that took the
-    request and closed the connection, answered what is not HTTP or not a response, or a
-    ``py:`` handler that raised or returned something else (as a webhook's HTTP 500) is 1."""
+    """The error for a failed trigger, with a hint (``likely_fix``); its exit code by
+    ``remote_error``'s table: 6 only when nothing answered, 1 for a handler that took the request
+    and failed (a ``py:`` handler that raised or returned something else too)."""
     failed = failure_of(report.error)
     if report.status is None and TIMED_OUT in (report.error or ""):
         hint = likely_fix(report.error, timeout=report.timeout) or (
@@ -363,9 +349,8 @@ def failure(report: TriggerReport) -> BeltError:
 
 
 def running_serve() -> tuple[Serve, int]:
-    """The ``belt serve`` of this user that ``belt trigger`` without ``--to`` sends to (the
-    most recently started one that is running) and how many others run; Unreachable (exit 6,
-    as when nothing answers) when none runs."""
+    """The running ``belt serve`` of this user started last, and how many others run;
+    Unreachable when none runs."""
     found = serves.running()
     if not found:
         raise Unreachable(
