@@ -15,6 +15,7 @@ from belt.engine.dispatch import Route, parse_route, parse_routes, route_for
 from belt.engine.entrypoints import resume_run, run_scenario
 from belt.errors import InvalidInput, NotFound, UsageError
 from belt.handlers.inprocess import InProcess, answer_of, wants_model
+from belt.handlers.webhook import encode_payload
 from belt.store import open_store
 from belt.wire.platform import LifecycleHookPayload
 from tests import pyhooks
@@ -390,6 +391,35 @@ def test_an_answer_json_cannot_hold_is_a_failure() -> None:
         response, problem = answer_of(answer)
         assert response is None
         assert problem is not None and problem.startswith("it is not JSON a webhook could send")
+
+
+@given(
+    st.dictionaries(
+        st.text(max_size=8),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner),
+            max_leaves=10,
+        ),
+        max_size=4,
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_the_handler_gets_what_a_webhook_decodes_from_its_body(payload: dict[str, Any]) -> None:
+    received: list[Any] = []
+    caller = InProcess()
+    try:
+        result = caller.call("py:m:keep", received.append, payload, timeout=5)
+    finally:
+        caller.close()
+    try:
+        body = encode_payload(payload)
+    except UnicodeEncodeError:  # a lone surrogate: no webhook could be sent it
+        assert result.error == "the payload cannot be sent as JSON: UnicodeEncodeError"
+        return
+    assert result.error is None
+    # The same values, types and order as json.loads gives of the body (NaN included).
+    assert encode_payload(received[0]) == encode_payload(json.loads(body)) == body
 
 
 @given(st.text(max_size=60))

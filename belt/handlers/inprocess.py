@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import from_json
 
 from belt.display.text import describe, printable, short
 from belt.errors import BeltError, InvalidInput
@@ -408,9 +409,9 @@ def _argument(
     """What ``func`` is called with for ``payload`` (:func:`argument_for`), or the failed result
     when it cannot be made."""
     # The exact JSON a webhook would be sent, decoded afresh: the handler cannot change the
-    # payload the caller keeps.
+    # payload the caller keeps. pydantic-core decodes it to what json.loads gives, in less time.
     try:
-        return argument_for(func, json.loads(encode_payload(payload))), None
+        return argument_for(func, from_json(encode_payload(payload))), None
     except ValidationError as exc:
         problem = "; ".join(model_problems(exc))
         error = f"{label} wants a LifecycleHookPayload and the payload is not one: {problem}"
