@@ -1285,6 +1285,58 @@ def test_an_append_reads_the_header_again_only_when_the_file_changed_since_its_l
     assert path.read_bytes() == newer
 
 
+def test_a_new_log_is_created_without_waiting_for_its_lock(tmp_path: Path) -> None:
+    import fcntl
+
+    store = Store(tmp_path / "store", fsync=False)
+    lock = store.root / "locks" / "logs" / "events" / "r.lock"
+    lock.parent.mkdir(parents=True)
+    held = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)  # as another process appending to it would
+    try:
+        writer = threading.Thread(target=store.append, args=("events", "r", {"n": 1}))
+        writer.start()
+        writer.join(timeout=30)
+        assert not writer.is_alive()  # created exclusively, no lock taken
+    finally:
+        fcntl.flock(held, fcntl.LOCK_UN)
+        os.close(held)
+        writer.join()
+    assert store.read_log("events", "r") == [{"n": 1}]
+    store.append("events", "r", {"n": 2})  # an existing log: under its lock, as ever
+    assert Store(store.root).read_log("events", "r") == [{"n": 1}, {"n": 2}]
+    assert not (store.root / "locks" / "logs" / "events" / "s.lock").exists()
+    store.append("events", "s", {"n": 1})
+    assert not (store.root / "locks" / "logs" / "events" / "s.lock").exists()
+
+
+@both
+def test_a_log_made_by_another_writer_while_one_creates_it_keeps_both_lines(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = store if isinstance(store, MemoryStore) else Store(store.root)
+    real_write, real_put = files.atomic_write, store._put_lines
+    raced: list[bool] = []
+
+    def racing(path: Path, data: bytes, **options: Any) -> int | None:
+        if not raced:  # the other writer creates the log between this one's look and write
+            raced.append(True)
+            other.append("events", "r", {"by": "other"})
+        return real_write(path, data, **options)
+
+    def taken(path: Path, blob: bytes, *, sync: bool) -> int | None:
+        if not raced:
+            raced.append(True)
+            other.append("events", "r", {"by": "other"})
+        return real_put(path, blob, sync=sync)
+
+    # A writer in the middle of its own creation (under the lock), or of one without it.
+    monkeypatch.setattr(files, "atomic_write", racing)
+    monkeypatch.setattr(store, "_put_lines", taken)
+    store.append("events", "r", {"by": "this"})
+    assert store.read_log("events", "r") == [{"by": "other"}, {"by": "this"}]
+
+
 def counted_opens(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The paths the store opens from now on, in order (it still opens them)."""
     opened: list[Path] = []

@@ -312,13 +312,18 @@ def iter_lines(handle: BinaryIO, start: int) -> Iterator[tuple[int, bytes]]:
 def append_line(path: Path, line: bytes, *, header: bytes, fsync: bool = True) -> None:
     """Append one newline-terminated ``line`` to ``path``; the caller holds the file's lock.
 
-    A new file is created atomically holding ``header`` and the line. A torn last line left by a
-    writer killed mid-append was never acknowledged; it is cut off before the new line is added.
+    A new file is created atomically holding ``header`` and the line, and exclusively
+    (FileExistsError if one was made meanwhile by a writer that takes no lock). A torn last
+    line left by a writer killed mid-append was never acknowledged; it is cut off before the
+    new line is added.
     """
     try:
         fd = open_regular(path, flags=os.O_RDWR | os.O_APPEND)
     except FileNotFoundError:
-        atomic_write(path, header + line, fsync=fsync)
+        try:
+            atomic_write(path, header + line, fsync=fsync, exclusive=True)
+        except HardLinksUnsupported:
+            atomic_write(path, header + line, fsync=fsync)  # no writer creates without the lock
         return
     try:
         with _writing(path):

@@ -190,6 +190,15 @@ class MemoryStore(Store):
             else:
                 found += line
 
+    def _put_lines(self, path: Path, blob: bytes, *, sync: bool) -> int | None:
+        key = str(path)
+        with self._mutex:
+            if key in self._lines:
+                raise FileExistsError(key)
+            self._lines[key] = bytearray(blob)
+            self._listed(key)
+        return None  # nothing to hold open
+
     def _names(self, directory: Path) -> list[str]:
         with self._mutex:
             return list(self._dirs.get(str(directory), ()))

@@ -15,6 +15,7 @@ the number of objects in the store.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import math
@@ -199,6 +200,11 @@ def _parse_json(path: Path, raw: bytes, where: str = "it ") -> Any:
 # standard library's compact encoder writes (but for a float's exponent, 1e-7 for 1e-07), several
 # times faster (``belt serve`` appends a journal line per hook request). What it cannot write (no
 # JSON value, a lone surrogate, a cycle) raises a ValueError.
+
+
+def _lines(records: Sequence[Mapping[str, object]]) -> bytes:
+    """``records`` as the lines of a log or an index, each ending in a newline."""
+    return b"\n".join([to_json(record) for record in records]) + b"\n"
 
 
 @functools.cache
@@ -551,12 +557,19 @@ class Store:
         sync: bool | None = None,
     ) -> None:
         """Append records to a log in order, in one write of their lines under one lock (a group
-        commit): each as durable as ``append`` makes one, for about the cost of one."""
+        commit): each as durable as ``append`` makes one, for about the cost of one.
+
+        A log that does not exist yet is created holding its header and these lines without
+        taking its lock: created as an object is (a hard link, which fails if the name exists),
+        so it never replaces a log another writer made, and one that exists is appended to
+        under the lock as ever."""
         if not all(isinstance(record, dict) for record in records):
             raise TypeError("a log record must be a dict")
         if not records:
             return
         path = self._log_path(log, id)
+        if path not in self._appended and self._create_lines(path, "log", records, sync=sync):
+            return
         with self._hold(self._lock_path("logs", log, id)):
             self._append_record(path, "log", *records, sync=sync)
 
@@ -753,10 +766,29 @@ class Store:
             version += 1
         return data
 
+    def _create_lines(
+        self, path: Path, family: str, records: Sequence[Mapping[str, object]], *, sync: bool | None
+    ) -> bool:
+        """Create the line file ``path`` holding its header and ``records``, unless a file is at
+        its name (then False): exclusively, so no other writer's file is replaced; the
+        descriptor it was written through is kept for the next append."""
+        if self._lexists(path):
+            return False
+        blob = _header_line(family, self.schema) + _lines(records)
+        try:
+            handle = self._put_lines(path, blob, sync=self.fsync if sync is None else sync)
+        except (FileExistsError, HardLinksUnsupported):
+            return False
+        except UnsafeFile as exc:
+            raise damaged(path, exc.why) from None
+        if handle is not None:
+            self._keep_appended(path, _stamp_of(os.fstat(handle)), handle)
+        return True
+
     def _append_record(
         self, path: Path, family: str, *records: Mapping[str, object], sync: bool | None = None
     ) -> None:
-        line = b"\n".join([to_json(record) for record in records]) + b"\n"
+        line = _lines(records)
         sync = self.fsync if sync is None else sync
         appended = self._appended.pop(path, None)
         if appended is not None:
@@ -781,19 +813,26 @@ class Store:
         # Never add to a file this belt cannot read (damaged, or from a newer belt); the header
         # this belt writes needs no parsing.
         header = _header_line(family, self.schema)
-        try:
-            with _Reading(path):
-                first = self._first_line(path)
-            if first != header:
-                self._check_header(path, first, family)
-        except FileNotFoundError:
-            pass
-        try:
-            self._append_line(path, line, header=header, sync=sync)
-        except DamagedLines:
-            raise damaged(path, "it has no complete line") from None
-        except UnsafeFile as exc:
-            raise damaged(path, exc.why) from None
+        for attempt in (1, 2):
+            try:
+                with _Reading(path):
+                    first = self._first_line(path)
+                if first != header:
+                    self._check_header(path, first, family)
+            except FileNotFoundError:
+                pass
+            try:
+                self._append_line(path, line, header=header, sync=sync)
+                break
+            except FileExistsError:
+                # Created meanwhile by a writer that takes no lock (``_create_lines``): its
+                # header is read, and the line appended, the second time.
+                if attempt == 2:
+                    raise
+            except DamagedLines:
+                raise damaged(path, "it has no complete line") from None
+            except UnsafeFile as exc:
+                raise damaged(path, exc.why) from None
         stamp = self._stamp(path)  # the caller holds the file's lock: no one appended since
         if stamp is not None:
             self._keep_appended(path, stamp, self._open_appending(path, stamp))
@@ -893,6 +932,14 @@ class Store:
 
     def _append_line(self, path: Path, line: bytes, *, header: bytes, sync: bool) -> None:
         append_line(path, line, header=header, fsync=sync)
+
+    def _put_lines(self, path: Path, blob: bytes, *, sync: bool) -> int | None:
+        """A new line file at ``path`` holding ``blob``, created exclusively (FileExistsError if
+        a file is there); returns a descriptor open for appending on it (None: none is held)."""
+        handle = atomic_write(path, blob, fsync=sync, exclusive=True, keep_open=True)
+        if handle is not None:
+            fcntl.fcntl(handle, fcntl.F_SETFL, fcntl.fcntl(handle, fcntl.F_GETFL) | os.O_APPEND)
+        return handle
 
     def _names(self, directory: Path) -> list[str]:
         try:
