@@ -1,14 +1,9 @@
 """Snapshots: a scenario's whole record, stored beside it, and compared on each run.
 
-``belt test --snapshot`` writes what a scenario did (its transcript, every hook call's payload
-and answer, the interrupts and their settlements, its runs) as JSON in a stable form, and
-compares it with ``__snapshots__/FILE.json`` beside the scenario file. What differs between two
-runs is taken out first: ids become names numbered by kind in order of appearance (``<run:1>``,
-also for a short id or a prefix of a known one); durations are left out; timestamps are kept on
-a virtual clock (``clock = "..."``) and written ``<time>`` on wall time (and for Nexus hook
-tasks, which wait for a real executor); the scenario's absolute path and the process a hook
-task's claim names are left out. The parts come in a fixed order (the hook calls first), every
-other key sorted, indented, so a changed record reads as a small unified diff.
+``belt test --snapshot`` writes what a scenario did as JSON in a stable form and compares it with
+``__snapshots__/FILE.json`` beside the scenario file. What differs between two runs is taken out
+first: ids become names numbered by kind (``<run:1>``), durations are left out, and timestamps are
+kept only on a virtual clock. Keys are sorted and indented, so a change reads as a small diff.
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from itertools import takewhile
+from itertools import groupby, zip_longest
 from pathlib import Path
 from typing import Any, cast
 
@@ -207,12 +202,8 @@ def _part_order(key: str) -> tuple[int, str]:
 
 @dataclass
 class Comparison:
-    """How a scenario's record compared with its stored snapshot.
-
-    ``status`` is ``same``, ``written`` (``--snapshot-update`` wrote it, or it was new),
-    ``changed`` or ``missing``; ``changes`` name the values that differ, ``diff`` is the
-    unified diff of the stored snapshot against this run's.
-    """
+    """How a record compared with its stored snapshot: ``status`` is ``same``, ``written``,
+    ``changed`` or ``missing``; ``diff`` is the stored snapshot's diff against this run's."""
 
     path: str
     status: str
@@ -274,29 +265,21 @@ def unified(stored: str, text: str, path: Path) -> list[str]:
 
 def cut_long_lines(lines: list[str]) -> list[str]:
     """A unified diff's lines with each line longer than ``LINE_CHARS`` cut: a removed line and
-    the added line it became (the n-th ``-`` and the n-th ``+`` of a change) to ``AROUND``
-    characters on each side of the first column where the two differ, any other line to its
-    start. A cut line says which columns it shows and where the first difference is, counted
-    from 1 as an editor counts them: ``-…"decision":"deny"…  [cut: columns 2250055-2250174 of
-    4500012, first difference at column 2250115]``."""
-    shown = [_shown(line, None) for line in lines]
-    index = 0
-    while index < len(lines):
-        removed = _run(lines, index, "-")
-        added = _run(lines, index + len(removed), "+")
-        for offset in range(min(len(removed), len(added))):
-            old, new = index + offset, index + len(removed) + offset
-            column = len(os.path.commonprefix([lines[old][1:], lines[new][1:]]))
-            shown[old], shown[new] = _shown(lines[old], column), _shown(lines[new], column)
-        index += max(1, len(removed) + len(added))
+    the added line it became (the n-th ``-`` and the n-th ``+`` of a change) around the first
+    column where the two differ, any other line to its start (``_shown``)."""
+    kind = lambda line: "" if line.startswith(("--- ", "+++ ")) else line[:1]  # noqa: E731
+    runs = [(sign, list(run)) for sign, run in groupby(lines, kind)]
+    shown: list[str] = []
+    for index, (sign, run) in enumerate(runs):
+        other: list[str] = []
+        if sign == "-" and index + 1 < len(runs) and runs[index + 1][0] == "+":
+            other = runs[index + 1][1]
+        elif sign == "+" and index and runs[index - 1][0] == "-":
+            other = runs[index - 1][1]
+        for line, pair in zip_longest(run, other[: len(run)]):
+            column = None if pair is None else len(os.path.commonprefix([line[1:], pair[1:]]))
+            shown.append(_shown(line, column))
     return shown
-
-
-def _run(lines: list[str], start: int, sign: str) -> list[str]:
-    """The lines from ``start`` that begin with ``sign`` (not a file header: ``---``, ``+++``)."""
-    header = sign * 3 + " "
-    kept = lambda line: line.startswith(sign) and not line.startswith(header)  # noqa: E731
-    return list(takewhile(kept, lines[start:]))
 
 
 def _shown(line: str, column: int | None) -> str:
