@@ -1,10 +1,6 @@
-"""Hook traces as OpenTelemetry spans (docs/tracing.md).
-
-Off unless an OTLP endpoint (``--otlp``, ``OTEL_EXPORTER_OTLP_ENDPOINT``,
-``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) or a trace file (``--trace``) is asked for; off, nothing
-of OpenTelemetry is imported and every function here is one bool check. OpenTelemetry is the
-``otel`` extra and is imported only inside the functions of this module.
-"""
+"""Hook traces as OpenTelemetry spans (docs/tracing.md). Off unless an OTLP endpoint or a trace file
+is asked for; off, nothing of OpenTelemetry (the ``otel`` extra) is imported and every function
+here is one bool check."""
 
 from __future__ import annotations
 
@@ -47,9 +43,9 @@ def on() -> bool:
 
 
 def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
-    """Turn tracing on when an OTLP endpoint (``otlp``, or the standard ``OTEL_EXPORTER_OTLP_*``
-    variables) or ``trace_file`` is given; say once on stderr how to install the extra when it is
-    missing. Returns whether tracing is on. Spans are flushed at exit (or by :func:`shutdown`)."""
+    """Turn tracing on when an OTLP endpoint (``otlp`` or ``OTEL_EXPORTER_OTLP_*``) or
+    ``trace_file`` is given (once, how to install the extra when it is missing); whether it is
+    on."""
     global _on, _tracer, _provider, _hinted, _registered
     endpoint_set = otlp or any(
         os.environ.get(name)
@@ -107,9 +103,8 @@ EXPORT_SECONDS = 3.0
 
 
 def threads() -> set[threading.Thread]:
-    """The threads tracing runs in this process (the SDK's export threads): belt's own, so a
-    ``belt test`` worker that holds them is not one left with a thread of the user's code
-    (``belt.usercode.supervisor``), and goes on to its next scenario."""
+    """The SDK's export threads in this process: belt's own, so a ``belt test`` worker holding them
+    is not one left with a thread of the user's code."""
     return {thread for thread in _threads if thread.is_alive()}
 
 
@@ -120,11 +115,9 @@ def _threads_of_child() -> None:
 
 
 def _gives_up(exporter: Any) -> Any:
-    """``exporter``, which after one failed export drops the spans it is given: a collector that
-    cannot be reached (or refuses the spans) is not waited for again by every later batch, nor
-    by the flush each worker process makes after its piece of work. The failure is kept in
-    memory shared with the processes forked from this one (``belt test``'s workers), so it is
-    paid once per command, and the warning says so."""
+    """``exporter``, dropping the spans it is given after one failed export, so an unreachable
+    collector is waited for once per command (the failure is in memory shared with forked
+    workers)."""
     import mmap  # noqa: PLC0415 - start-up: when tracing only
 
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -150,8 +143,7 @@ def _gives_up(exporter: Any) -> Any:
 
 
 def _say_export_problems_once() -> None:
-    """The SDK logs each failed export (and each retry) as it happens; belt says the first one,
-    on one line, and no more."""
+    """Say the first failed export the SDK logs, on one line, and no more."""
     global _quiet
     if _quiet:
         return
@@ -177,14 +169,13 @@ def _say_export_problems_once() -> None:
 
 
 def traces_url(base: str) -> str:
-    """The OTLP/HTTP traces URL of a collector's base URL (``/v1/traces`` appended, as the
-    SDK does for ``OTEL_EXPORTER_OTLP_ENDPOINT``), unless it already names that path."""
+    """The OTLP/HTTP traces URL of a collector's base URL (``/v1/traces`` appended unless there)."""
     return base if base.rstrip("/").endswith("/v1/traces") else base.rstrip("/") + "/v1/traces"
 
 
 def flush() -> None:
-    """Export the spans ended so far (a worker process that ends with ``os._exit`` flushes
-    after each piece of work)."""
+    """Export the spans ended so far (a worker ending with ``os._exit`` flushes after each
+    piece)."""
     if _provider is not None:
         _provider.force_flush()
 
@@ -206,19 +197,17 @@ def span(
     start_time_ns: int | None = None,
     links: Sequence[Mapping[str, str]] = (),
 ) -> ContextManager[Any]:
-    """A span that is current while the block runs (it yields the span; ``None`` when tracing is
-    off). An exception leaving the block sets the span's status to ERROR with its type's name
-    only: an exception's text may carry a payload. ``links`` are ``{"trace_id", "span_id"}`` in
-    hex."""
+    """A span current while the block runs (it yields the span; ``None`` when tracing is off); an
+    exception sets its status to ERROR with the type's name only (its text may carry a payload).
+    ``links`` are ``{"trace_id", "span_id"}`` in hex."""
     if not _on:
         return _NOOP
     return _Current(name, _clean(attributes), kind, start_time_ns, links)
 
 
 class _Current:
-    """:func:`span`'s span, started and made current on entry, ended on exit: the SDK's
-    ``start_as_current_span`` without its layers of generators (a hook's span is on every
-    delivery's path)."""
+    """:func:`span`'s span: the SDK's ``start_as_current_span`` without its generators (a hook's
+    span is on every delivery's path)."""
 
     def __init__(
         self,
@@ -257,9 +246,8 @@ class _Current:
 
 
 def begin(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
-    """Start a span that is current until :func:`end` (for a span that outlives the block that
-    starts it: a turn, over the steps of a run). Returns a handle; ``None`` when tracing is off.
-    Spans begun this way must be ended in the reverse order."""
+    """Start a span current until :func:`end` (one that outlives its block, a turn); its handle,
+    ``None`` when tracing is off. Such spans end in the reverse order."""
     if not _on:
         return None
     handle = _Current(name, _clean(attributes), "internal", None, ())
@@ -274,25 +262,21 @@ def end(handle: Any) -> None:
 
 
 def carried() -> dict[str, Any] | None:
-    """What a record keeps of a span that starts now under the current span and ends in
-    whichever process later settles it (a gate): the trace, the parent span, the start time.
-    ``None`` when tracing is off."""
+    """What a record keeps of a span that starts now and ends in whichever process settles it
+    (a gate): trace, parent span, start time; ``None`` when tracing is off."""
     found = current()
     return None if found is None else {**found, "start_ns": now_ns()}
 
 
 def settlement(how: str, door: str | None = None) -> ContextManager[Any]:
-    """The ``belt.settlement`` span of a command that settles gates: how (``person``, ``rule``,
-    ``expiry``, ``batch``, as the trail says) and through which door (``cli``, ``review``,
-    ``api``), never who: the OS user the trail keeps is personal, and spans leave the machine.
-    The ``belt.gate`` span of each gate settled in it links to it (:func:`end_carried`)."""
+    """The ``belt.settlement`` span of a command that settles gates: how and through which door,
+    never who (the OS user is personal, and spans leave the machine)."""
     return span("belt.settlement", {"belt.gate.settled_by": how, "belt.gate.door": door})
 
 
 def end_carried(name: str, kept: Mapping[str, Any] | None, attributes: Mapping[str, Any]) -> None:
-    """Record the span ``kept`` (from :func:`carried`, maybe by another process) as ending now,
-    in its trace, linked to the span that ends it: the current one, else a ``belt.settlement``
-    span made for it beside it. Nothing when tracing is off here or nothing was kept."""
+    """Record the span ``kept`` (:func:`carried`) as ending now, in its trace, linked to the
+    current span or to a ``belt.settlement`` span made for it."""
     if not _on or not kept:
         return
     try:
@@ -311,15 +295,13 @@ def end_carried(name: str, kept: Mapping[str, Any] | None, attributes: Mapping[s
 
 
 def set_attributes(span: Any, attributes: Mapping[str, Any]) -> None:
-    """Set attributes on a span from :func:`span` (``None`` values left out); a no-op when the
-    span is ``None`` (tracing off)."""
+    """Set attributes on a span (``None`` values left out); nothing when the span is ``None``."""
     if span is not None:
         span.set_attributes(_clean(attributes))
 
 
 def fail(span: Any, description: str) -> None:
-    """Mark a span as failed (status ERROR); ``description`` is a short fixed phrase, never
-    payload text. A no-op when the span is ``None``."""
+    """Mark a span as failed with a short fixed phrase, never payload text; nothing for ``None``."""
     if span is not None:
         from opentelemetry.trace import Status, StatusCode
 
@@ -327,8 +309,7 @@ def fail(span: Any, description: str) -> None:
 
 
 def current() -> dict[str, str] | None:
-    """The current span's ``{"trace_id", "span_id"}`` in hex, or ``None`` when tracing is off or
-    no span is current: what a record keeps to continue a trace in another process."""
+    """The current span's ``{"trace_id", "span_id"}`` in hex (what a record keeps), or ``None``."""
     if not _on:
         return None
     from opentelemetry import trace
@@ -350,8 +331,7 @@ def bounded(text: str | None) -> str | None:
 
 
 def inject(headers: MutableMapping[str, str]) -> None:
-    """Add the current span's ``traceparent`` (and ``tracestate``) to outgoing headers; a no-op
-    when tracing is off."""
+    """Add the current span's ``traceparent`` (and ``tracestate``) to outgoing headers."""
     if not _on:
         return
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -360,8 +340,7 @@ def inject(headers: MutableMapping[str, str]) -> None:
 
 
 def continued(headers: Mapping[str, str]) -> ContextManager[None]:
-    """Make an incoming ``traceparent`` the parent of the spans started in the block; nothing
-    when tracing is off or the header is absent or malformed."""
+    """Make an incoming ``traceparent`` the parent of the spans started in the block."""
     if not _on:
         return _NOOP
     return _continued(headers)
@@ -380,8 +359,8 @@ def _continued(headers: Mapping[str, str]) -> Iterator[None]:
 
 
 def parented(trace_id: str, span_id: str) -> ContextManager[None]:
-    """Make the span ``span_id`` of trace ``trace_id`` (hex, as :func:`current` gives them) the
-    parent of the spans started in the block: a trace continued from a record."""
+    """Make the span ``span_id`` of ``trace_id`` (hex) the parent of the spans started in the
+    block."""
     return continued({"traceparent": f"00-{trace_id}-{span_id}-01"})
 
 
@@ -402,13 +381,9 @@ def _link(link: Mapping[str, str]) -> Any:
 
 
 def _batched(exporter: Any) -> Any:
-    """The SDK's BatchSpanProcessor for ``exporter``, queueing a lean copy of each ended span:
-    its attributes in a plain dict, its links and events in tuples, rather than the SDK's
-    bounded containers (each with its lock and deque). A span waits in the queue while hundreds
-    more end, long enough to reach the old generation of the garbage collector, where the
-    objects it holds bring on full collections that walk all of a run's state; fewer objects,
-    fewer of them (docs/performance.md, dispatch --otel). Exported, the copy is the same (a dict
-    counts no dropped attributes, and belt's spans stay far below the SDK's limits)."""
+    """The SDK's BatchSpanProcessor, queueing a lean copy of each span (a dict and tuples, not the
+    SDK's bounded containers): fewer objects reach the old GC generation while spans wait, so fewer
+    full collections (docs/performance.md, dispatch --otel). Exported, the copy is the same."""
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
@@ -437,9 +412,8 @@ _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 
 
 def _file_exporter(path: Path) -> Any:
-    """A span exporter that appends each batch to ``path`` as one line of OTLP/JSON (an
-    ``ExportTraceServiceRequest``, as the OTLP file exporter specification says: ids in hex,
-    names in camelCase, 64-bit integers as strings, enums as integers)."""
+    """A span exporter appending each batch to ``path`` as one line of OTLP/JSON (ids in hex, as the
+    OTLP file exporter specification says)."""
     from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -471,8 +445,7 @@ def _file_exporter(path: Path) -> Any:
 
 
 def _hex_ids(node: Any) -> None:
-    """Protobuf's JSON mapping writes bytes in base64; OTLP/JSON writes trace and span ids in
-    hex."""
+    """Trace and span ids in hex (protobuf's JSON writes bytes in base64)."""
     import base64  # noqa: PLC0415 - start-up: for a trace file only
 
     if isinstance(node, dict):
