@@ -1,6 +1,5 @@
 """``belt check`` from a test: ``check_handler(my_hook, events=[...], props=...)`` holds a handler
-(a ``py:``/URL target or a callable, called as a ``py:`` handler is) to the contract, with seed 0
-by default so a run repeats, and fails the test naming each failed check and its reproducer.
+(a ``py:``/URL target or a callable) to the contract, with seed 0 by default so a run repeats.
 """
 
 from __future__ import annotations

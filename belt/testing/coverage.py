@@ -1,11 +1,6 @@
 """Coverage of hooks: for each hook a test scenario declares, how often it fired and what came of
-it, so ``belt test --coverage`` can answer "did my hook ever run?".
-
-A platform hook is matched to the ``hook.executed`` records of the scenario's runs by its index
-in the agent's hook list and its event (as the dispatcher numbers them); a Nexus hook, declared
-per event with one executor tool, to the hook tasks of the scenario's runs and the attention
-holds their failures caused. The runs of task chats and review branches a scenario starts are
-other agents' hooks and are not counted here.
+it, so ``belt test --coverage`` can answer "did my hook ever run?". Each dialect matches its calls
+to its declared hooks; the runs of task chats and review branches are other agents' hooks.
 """
 
 from __future__ import annotations
@@ -50,8 +45,7 @@ def scenario_coverage(name: str, loaded: Any, report: SimReport | None) -> list[
 
 def with_budgets(entries: list[dict[str, Any]], report: SimReport | None) -> list[dict[str, Any]]:
     """Add what ``[[expect]]`` budgets measure to each hook's entry: ``latency_ms`` (``max`` and
-    ``p95`` of its calls, None when it never fired) and ``injected_tokens`` (the most its handler
-    injected for one model turn, None when it injected nothing)."""
+    ``p95``) and ``injected_tokens`` (the most for one model turn), None when there is none."""
     most: dict[str, int] = {}
     if report is not None and dialects.of(report["simulation"]).injects:
         for item in injected_per_turn(Facts(report)):

@@ -1,28 +1,9 @@
 """Expectations: what a scenario says must have happened, checked against its report.
 
-A scenario's ``[[expect]]`` tables are read with it (a wrong key is named by its path, as every
-other key is) and checked once the simulation has ended, against the report that ``belt sim show
---json`` prints (``belt.engine.readback.build_report``). Each expectation looks at one kind of
-thing, named by its subject key:
-
-- ``tool``: the tool calls of the scenario's chat (status, the decision of its hooks, its gate);
-- ``event``: the hook runs on an event (decision, reason, error, injected); with ``fired``, the
-  number of times the boundary was reached, whatever hooks are attached;
-- ``injection`` / ``dedup_key``: an injection, and the model turns it reached;
-- ``row``: a transcript row with these fields;
-- ``interrupt``: an interrupt a gate opened, and how it was settled;
-- ``run_state``: the state of the last run of the scenario's own chat (or of ``run = N``);
-- ``continuations`` and ``hold`` (Nexus): the stop continuations of the last execution, and the
-  hold a run ended on;
-- budgets: ``latency_ms`` (the slowest, or with ``p95 = true`` the 95th percentile, of the hook
-  calls on an ``event`` or to a ``handler``), ``injected_tokens`` (the most a ``handler`` may
-  inject for one model turn) and ``context_tokens`` (the most the model's context may reach on
-  a turn), in the token estimate the simulation sizes its context with.
-
-An expectation on things that can happen many times (tool calls, hook runs, injections, rows,
-interrupts) passes when at least one of them matches every key it gives; with ``count = N`` when
-exactly N do (``count = 0``: none does). Strings are globs (``/etc/*``) or ``re:`` regexes, as in
-policy files; other values must be equal.
+A scenario's ``[[expect]]`` tables are read with it and checked once the simulation has ended,
+against the report ``belt sim show --json`` prints. Each looks at one kind of thing, named by its
+subject key (``SUBJECTS``; docs/testing.md has the vocabulary). One on things that can happen many
+times passes when at least one matches every key it gives, or with ``count = N`` when exactly N do.
 """
 
 from __future__ import annotations
@@ -64,9 +45,8 @@ SUBJECTS = tuple(
     "fired latency_ms injected_tokens context_tokens event interrupt tool injection dedup_key "
     "row run_state continuations hold".split()
 )
-"""The keys that say what an expectation looks at, in the order they are recognised: ``event``
-with ``fired`` counts a boundary, with ``latency_ms`` it says whose calls are timed; ``tool`` with
-``interrupt`` or ``event`` is a filter of those."""
+"""The keys that say what an expectation looks at, in the order they are recognised (``event``
+with ``fired`` counts a boundary; ``tool`` with ``interrupt`` or ``event`` is a filter)."""
 BUDGETS = ("latency_ms", "injected_tokens", "context_tokens")
 """The subjects that are budgets: a measure of the record that must not exceed a number."""
 
@@ -774,10 +754,8 @@ def _run(expectation: Expectation, facts: Facts) -> Outcome:
 
 
 def unnamed_failures(expectations: list[Expectation], report: SimReport) -> list[Item]:
-    """The failed sync hook calls (platform ``hook.executed`` records with an error) that no
-    expectation names: an ``event`` expectation with an ``error`` key that matches the call, or
-    a ``row`` expectation with ``error`` among its fields that matches the call's hook row
-    (same run, event and error). Each is an Item whose fields add how the call was counted."""
+    """The failed sync hook calls that no ``event`` expectation with an ``error`` key, nor ``row``
+    expectation with an ``error`` field, names; each Item's fields add how it was counted."""
     facts = Facts(report)
     if not facts.speaks.unnamed_failures(report):
         return []
