@@ -201,10 +201,8 @@ def _lines(result: CheckResult) -> list[tuple[str, str]]:
     if status == "skip":
         head += f" (skipped: {printable(result.skipped or '')})"
     else:
-        head += f" ({result.cases} case{'' if result.cases == 1 else 's'}"
-        if result.warned:
-            head += f", {result.warned} warned"
-        head += ")"
+        warned = f", {result.warned} warned" if result.warned else ""
+        head += f" ({result.cases} case{'' if result.cases == 1 else 's'}{warned})"
     latency = result.latency()
     if latency is not None:
         head += " latency p50 {p50} ms p95 {p95} ms p99 {p99} ms max {max} ms".format(**latency)

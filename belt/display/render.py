@@ -682,16 +682,15 @@ def test_summary_line(
     """The last line of ``belt test``: how many passed, failed and errored, and how long."""
     results = cast("list[ScenarioJSON]", given)
     counts = {status: sum(1 for r in results if r["status"] == status) for status in STATUS_STYLES}
-    parts = [f"{counts['pass']} passed"]
-    if counts["fail"]:
-        parts.append(f"{counts['fail']} failed")
     # An invalid file is an error of its own kind: each file is counted once.
     invalid = sum(1 for r in results if r["status"] == "error" and r.get("invalid"))
-    if counts["error"] > invalid:
-        parts.append(f"{counts['error'] - invalid} error(s)")
-    if invalid:
-        parts.append(f"{invalid} invalid")
-    text = f"{len(results)} scenario(s): {', '.join(parts)} in {seconds:.2f} s"
+    parts = [
+        f"{counts['pass']} passed",
+        counts["fail"] and f"{counts['fail']} failed",
+        counts["error"] > invalid and f"{counts['error'] - invalid} error(s)",
+        invalid and f"{invalid} invalid",
+    ]
+    text = f"{len(results)} scenario(s): {', '.join(str(p) for p in parts if p)} in {seconds:.2f} s"
     if stopped:
         text += " (stopped at the first failure: -x)"
     style = "green" if counts["pass"] == len(results) else "bold red"
