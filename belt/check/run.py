@@ -55,12 +55,7 @@ from belt.errors import InvalidInput, remote_error
 from belt.executor.inbox import ToolOutcome, check_result
 from belt.executor.targets import call_here
 from belt.handlers.inprocess import deliver_here, load_handler
-from belt.handlers.webhook import (
-    TIMED_OUT,
-    WebhookResult,
-    encode_payload,
-    post_body,
-)
+from belt.handlers.webhook import TIMED_OUT, WebhookResult, encode_payload, post_body
 from belt.outgoing import tracing
 from belt.outgoing.signing import secret_key, sign, signed_headers
 from belt.paths import state_dir
@@ -287,11 +282,7 @@ class Explorer:
         return failures
 
     def explore(
-        self,
-        strategy: Any,
-        sample: Any,
-        case: Case,
-        explicit: list[Any] | None = None,
+        self, strategy: Any, sample: Any, case: Case, explicit: list[Any] | None = None
     ) -> None:
         """Search for failures (``search``), then send each case to be reported once more; a
         call cut off by ``--max-time`` ends both."""
@@ -323,13 +314,7 @@ class Explorer:
             if not self.again[check]:
                 self.flaky.add(check)
 
-    def search(
-        self,
-        strategy: Any,
-        sample: Any,
-        case: Case,
-        explicit: list[Any],
-    ) -> None:
+    def search(self, strategy: Any, sample: Any, case: Case, explicit: list[Any]) -> None:
         """Run ``case(payload, counting)`` on the sample, then on the ``explicit`` payloads and
         generated ones, and shrink the first failure of a generated one.
 
@@ -401,14 +386,7 @@ class Explorer:
             self.run(strategy, keep, seed, size, False)
         return batch
 
-    def shrink(
-        self,
-        strategy: Any,
-        seed: int,
-        size: int,
-        case: Case,
-        failed: set[str],
-    ) -> None:
+    def shrink(self, strategy: Any, seed: int, size: int, case: Case, failed: set[str]) -> None:
         """Let Hypothesis find a batch's failure (of the checks ``failed``) again and shrink it
         (and any other it meets); the smallest of each is kept."""
         state = {"calls": 0, "failing": False}
@@ -862,11 +840,7 @@ def _finish(
                 f"{SHRINK_SECONDS_MAX:g} s: the smallest found)"
             )
         result.failure = Failure(
-            detail,
-            payload,
-            command,
-            flaky=check in explorer.flaky,
-            again=explorer.again.get(check),
+            detail, payload, command, flaky=check in explorer.flaky, again=explorer.again.get(check)
         )
         result.failed = result.failed or 1
 

@@ -27,12 +27,7 @@ from belt.reading.matching import (
     arguments_match,
     value_matcher,
 )
-from belt.wire.enums import (
-    ATTENTION_HOLD,
-    AgentRunState,
-    InterruptStatus,
-    ToolInvocationStatus,
-)
+from belt.wire.enums import ATTENTION_HOLD, AgentRunState, InterruptStatus, ToolInvocationStatus
 from belt.wire.validate import Findings, is_int
 
 if TYPE_CHECKING:
