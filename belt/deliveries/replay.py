@@ -488,8 +488,7 @@ def open_replay(
 ) -> Iterator[Replay]:
     """A replay of ``source``'s recorded payloads to the target, ready to run (``rows()``);
     every option and the source are checked first, so an error comes before any delivery."""
-    targets = [t for t in (to, policy, handler) if t is not None]
-    if len(targets) != 1:
+    if sum(t is not None for t in (to, policy, handler)) != 1:
         raise UsageError("give one of --to URL, --policy FILE or --handler MODULE:FUNC")
     if secret is not None:
         if to is None:

@@ -167,6 +167,12 @@ class _Body(httpx.SyncByteStream):
 Pool = httpcore.ConnectionPool | httpcore.HTTPProxy
 
 
+def _core_url(url: httpx.URL) -> httpcore.URL:
+    return httpcore.URL(
+        scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+    )
+
+
 class Transport(httpx.BaseTransport):
     """httpx's transport over httpcore pools of ``_Backend`` connections, one per (https, proxy),
     each made when first needed (a TLS context only for https)."""
@@ -203,9 +209,7 @@ class Transport(httpx.BaseTransport):
         if url.scheme not in ("http", "https"):
             raise httpx.ProxyError(f"a {url.scheme} proxy is not supported (only http and https)")
         return httpcore.HTTPProxy(
-            proxy_url=httpcore.URL(
-                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
-            ),
+            proxy_url=_core_url(url),
             proxy_auth=(url.username, url.password) if url.username else None,
             proxy_ssl_context=tls_context() if url.scheme == "https" else None,
             **common,
@@ -215,9 +219,7 @@ class Transport(httpx.BaseTransport):
         url = request.url
         sent = httpcore.Request(
             method=request.method,
-            url=httpcore.URL(
-                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
-            ),
+            url=_core_url(url),
             headers=request.headers.raw,
             content=request.stream,
             extensions=request.extensions,

@@ -578,6 +578,7 @@ class Deliveries:
                 "any override, not the whole answer"
             )
         warnings = record.get("warnings")
+        warnings = warnings if isinstance(warnings, list) else None
         headers = record.get("headers") if served else None
         problems = payload_problems(payload) if payload is not None else ["nothing was recorded"]
         effect = None
@@ -600,9 +601,7 @@ class Deliveries:
             "hook_index": number(record.get("hook_index")),
             # Recorded, not acted on (WIRE.md): the platform does not say what it means.
             "override": override,
-            "warnings": [w for w in warnings if isinstance(w, str)]
-            if isinstance(warnings, list)
-            else [],
+            "warnings": [w for w in warnings or () if isinstance(w, str)],
         }
 
     def summaries(self, ids: list[str]) -> list[Entry]:
