@@ -339,38 +339,26 @@ def lost_result(item: tuple[Any, ...], cause: str) -> ScenarioResult:
 def scenario_modules(paths: list[Path], routes: list[str]) -> list[Preload]:
     """The user's modules the workers of a suite start with: those the ``py:`` references in
     the text of the scenario files ``paths`` name (read from each file's directory, as the
-    scenario reads them), and the ``--route`` targets. Run in the template process; what cannot
-    be read or found is left to the scenario that names it."""
+    scenario reads them), and the ``--route`` targets; what cannot be found is left to the
+    scenario that names it."""
+    named: dict[tuple[str, Path], str] = {}  # (spec, directory): where; a suite names a few
+    for route in parse_routes(routes):
+        if is_in_process(route.target):
+            named.setdefault((route.target, Path.cwd()), f"--route {route.prefix}")
+    for path in paths:
+        with suppress(OSError):
+            for reference in set(_REFERENCE.findall(path.read_bytes())):
+                with suppress(UnicodeDecodeError):
+                    named.setdefault((f"py:{reference.decode('utf-8')}", path.parent), str(path))
     wanted: dict[str, Preload] = {}
-    seen: set[tuple[str, str]] = set()
-
-    def add(spec: str, directory: Path, where: str) -> None:
-        if (spec, str(directory)) in seen:  # a suite's files name the same few handlers
-            return
-        seen.add((spec, str(directory)))
+    for (spec, directory), where in named.items():
         try:
             place = locate_handler(spec, directory, where=where)
         except BeltError:
-            return
-        key = module_key(place.spec)
-        if key not in wanted:
-            load = partial(load_handler, place.spec, where=where, root=place.root)
-            wanted[key] = Preload(key, load, IMPORT_TIMEOUT, where)
-
-    for route in parse_routes(routes):
-        if is_in_process(route.target):
-            add(route.target, Path.cwd(), f"--route {route.prefix}")
-    for path in paths:
-        try:
-            with open(path, "rb") as handle:
-                text = handle.read()
-        except OSError:
             continue
-        for reference in set(_REFERENCE.findall(text)):
-            try:
-                add(f"py:{reference.decode('utf-8')}", path.parent, str(path))
-            except UnicodeDecodeError:
-                continue
+        key = module_key(place.spec)
+        load = partial(load_handler, place.spec, where=where, root=place.root)
+        wanted.setdefault(key, Preload(key, load, IMPORT_TIMEOUT, where))
     return list(wanted.values())
 
 
