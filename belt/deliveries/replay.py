@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
@@ -550,49 +550,39 @@ def replay(**options: Any) -> ReplayReport:
         return run.report()
 
 
+@dataclass
 class Replay:
     """One replay: recorded payloads delivered one at a time, each compared, journalled and
     handed on as its row, then forgotten (``summary`` counts them)."""
 
-    def __init__(
-        self,
-        store: Store,
-        recorded: Iterable[Recorded],
-        *,
-        where: str,
-        label: str,
-        deliver: Deliver,
-        deadline: float | None = None,
-        skipped: Skipped | None = None,
-    ) -> None:
-        self.store = store
-        self.recorded = recorded
-        self.where = where
-        self.label = label
-        self.deliver = deliver
-        self.deadline = deadline
-        self.skipped = skipped or Skipped()
-        self.replay_id = new_id("rp")
-        self.first_error: str | None = None
-        """The first replayed delivery's error, and its likely fix (``likely_fix``)."""
-        self.fix: str | None = None
-        self.on_row: Callable[[Row], None] | None = None
-        """Called with each row once it is replayed (``belt.deliveries.keep`` saves it as a
-        test)."""
-        self.on_end: Callable[[], None] | None = None
-        """Called once every row is replayed (``belt.deliveries.keep`` writes a chat's test
-        then)."""
-        self.saved: SavedTests | None = None
-        """What ``--save-tests`` wrote, for the tail (``belt.deliveries.keep.TestWriter``)."""
-        self.remote = False
-        """True when the target is a URL (``--to``): its failed answers fail the replay."""
-        self.traced: dict[str, object] = {}
-        """What each delivery's span (``belt.hook``) says of the target."""
-        self.first_failure: WebhookResult | None = None
-        """The first delivery that was sent and failed (its status, for ``failure``)."""
-        self.summary = ReplaySummary(
+    store: Store
+    recorded: Iterable[Recorded]
+    _: KW_ONLY
+    where: str
+    label: str
+    deliver: Deliver
+    deadline: float | None = None
+    skipped: Skipped = field(default_factory=Skipped)
+    remote: bool = False
+    """True when the target is a URL (``--to``): its failed answers fail the replay."""
+    traced: dict[str, object] = field(default_factory=dict)
+    """What each delivery's span (``belt.hook``) says of the target."""
+    on_row: Callable[[Row], None] | None = None
+    """Called with each row once replayed, and once all are (``belt.deliveries.keep``)."""
+    on_end: Callable[[], None] | None = None
+    saved: SavedTests | None = None
+    """What ``--save-tests`` wrote, for the tail (``belt.deliveries.keep.TestWriter``)."""
+    replay_id: str = field(default_factory=lambda: new_id("rp"))
+    first_error: str | None = None
+    """The first replayed delivery's error, and its likely fix (``likely_fix``)."""
+    fix: str | None = None
+    first_failure: WebhookResult | None = None
+    """The first delivery that was sent and failed (its status, for ``failure``)."""
+    summary: ReplaySummary = field(
+        default_factory=lambda: ReplaySummary(
             replayed=0, changed=0, decisions_changed=0, injections_changed=0, errors=0
         )
+    )
 
     def head(self) -> ReplayHead:
         """What the report says before its rows."""

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
@@ -674,14 +674,14 @@ FULL_LOOK_SECONDS = 10.0
 """An async hook's record can be appended with nothing else written: a look this old is redone."""
 
 
+@dataclass
 class Signals:
     """Tells, from one ``stat`` per path, whether any of some files or directories changed."""
 
-    def __init__(self, paths: list[Path]) -> None:
-        self.paths = paths
-        self.seen: list[tuple[int, int, int] | None] = []
-        self.looked = 0.0
-        self.confirm_at = 0.0
+    paths: list[Path]
+    seen: list[tuple[int, int, int] | None] = field(default_factory=list)
+    looked: float = 0.0
+    confirm_at: float = 0.0
 
     def stats(self) -> list[tuple[int, int, int] | None]:
         """The (mtime, size, inode) of each path, None for one that does not exist."""

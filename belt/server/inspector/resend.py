@@ -97,20 +97,14 @@ def parse_target(raw: Any) -> Target:
     return Target(kind, value)
 
 
+@dataclass
 class Replayer:
     """Sends recorded deliveries to a target and compares the answers."""
 
-    def __init__(
-        self,
-        store: Store,
-        deliveries: Deliveries,
-        serve_decide: ServeDecide | None,
-        in_process: frozenset[str] = frozenset(),
-    ) -> None:
-        self.store = store
-        self.deliveries = deliveries
-        self.serve_decide = serve_decide
-        self.in_process = in_process
+    store: Store
+    deliveries: Deliveries
+    serve_decide: ServeDecide | None
+    in_process: frozenset[str] = frozenset()
 
     def replay(self, *, entries: list[Entry], target: Target, payload: Any = None) -> ReplayReport:
         """Replay ``entries`` (with ``payload`` in place of the one recorded, for a single one)
