@@ -550,7 +550,7 @@ def replay(**options: Any) -> ReplayReport:
         return run.report()
 
 
-@dataclass
+@dataclass(eq=False)
 class Replay:
     """One replay: recorded payloads delivered one at a time, each compared, journalled and
     handed on as its row, then forgotten (``summary`` counts them)."""

@@ -674,7 +674,7 @@ FULL_LOOK_SECONDS = 10.0
 """An async hook's record can be appended with nothing else written: a look this old is redone."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Signals:
     """Tells, from one ``stat`` per path, whether any of some files or directories changed."""
 

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -98,25 +99,20 @@ def problem_of(exc: BeltError) -> Problem:
     return problem
 
 
+@dataclass(eq=False)
 class Inspector:
     """The routes' handlers, over one store."""
 
-    def __init__(
-        self,
-        store: Store,
-        *,
-        decide: Decider | None,
-        report: Reporter | None,
-        in_process: frozenset[str] = frozenset(),
-    ) -> None:
-        self.store = store
-        self.decide = decide
-        self.report = report
-        self.deliveries = Deliveries(store)
-        self.replayer = Replayer(
-            store, self.deliveries, self._serve_decide if decide else None, in_process
-        )
-        self.continuing: set[asyncio.Task[None]] = set()
+    store: Store
+    decide: Decider | None
+    report: Reporter | None
+    in_process: frozenset[str] = frozenset()
+    continuing: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.deliveries = Deliveries(self.store)
+        serve_decide = self._serve_decide if self.decide else None
+        self.replayer = Replayer(self.store, self.deliveries, serve_decide, self.in_process)
 
     async def page(self, request: Request) -> Response:
         """GET /: the page."""
