@@ -858,10 +858,7 @@ def _check_platform(
     results = results_of(
         subject, "answers", "body", "decision", "deterministic", "redelivery", *signed
     )
-
-    def reproduce(payload: Any) -> str:
-        return trigger_command(subject.event, subject.target, payload, sender.secret)
-
+    reproduce = partial(trigger_command, subject.event, subject.target, secret=sender.secret)
     explorer.explore(
         payloads(subject.event, beyond_spec=beyond_spec),
         spec_sample(subject.event),
@@ -908,14 +905,10 @@ def _check_nexus(subject: Subject, sender: Sender, explorer: Explorer, report: C
     executor = subject.executor
     assert executor is not None
     results = results_of(subject, "answers", "result", "deterministic", "redelivery")
-
-    def reproduce(task_input: Any) -> str:
-        return executor_command(executor.kind, executor.spec, task_input)
-
     explorer.explore(
         nexus_inputs(subject.event),
         nexus_sample(subject.event),
         nexus_case(subject, results, sender),
     )
-    _finish(subject, explorer, results, reproduce)
+    _finish(subject, explorer, results, partial(executor_command, executor.kind, executor.spec))
     report.results.extend(results.values())
