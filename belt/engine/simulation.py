@@ -1,17 +1,10 @@
 """The simulation driver: one turn loop, one way to hold, cancel, finish and resume, both dialects.
 
-A simulation is a scripted chat with one agent. Each scenario turn is one run (a platform run, or
-a Nexus execution). ``Simulation`` holds what its parts share (the simulation's record, its clock,
-its dialect) and owns them: the turn loop (``belt.engine.turnloop``), holds and resumes
-(``belt.engine.holds``), the run record's changes (``belt.engine.runsteps``), the chat's transcript
-and context (``belt.engine.chatlog``) and the runs' spans (``belt.engine.runspans``). A
-dialect decides what each step of a run does. A run's progress is persisted as one state shape,
-``execution`` on the run record, whose ``next`` names the step to take next, so a run held at a
-gate, on an attention hold, or interrupted by a killed process goes on from there.
-
-Every change to a run goes through a cancel-safe transition: once ``belt sim stop`` cancels a run,
-nothing the simulation does afterwards (a hook that answers late, a tool that finishes) can bring
-it back, and the loop stops at its next step.
+Each scenario turn is one run. ``Simulation`` holds what its parts share (record, clock,
+dialect) and owns them: the turn loop, holds, the run record's changes, the transcript and the
+spans; a dialect decides what each step does. A run's progress is ``execution`` on its record
+(``next``: the step to take), so a held or interrupted run goes on from there, and every change
+is cancel-safe: once ``belt sim stop`` cancels a run, nothing brings it back.
 """
 
 from __future__ import annotations

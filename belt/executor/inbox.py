@@ -1,23 +1,10 @@
 """The Nexus executor inbox: durable hook tasks in the store, claimed by workers with a deadline.
 
-A hook task is an ordinary task for an executor tool. Each (event, source) pair of an execution has
-one task, stored under an id derived from its ``task_key`` (``<run>:<event>:<source>``), so
-scheduling the same boundary again (a retry after an attention hold, or a restarted simulation)
-reuses it: a completed task keeps its result, a failed one gets a new attempt.
-
-Store structures (kind ``hooktask``): the object itself, updated under its lock so exactly one
-worker wins a claim; the ``hooktask-pending`` tag, one marker per task waiting for a claim or
-claimed (until it finishes), so a worker reads only those; the ``run-hooktasks`` index, a run's
-tasks in the order they were made.
-
-A claim names its worker as a lease does (pid, host, process start time). A claim whose worker
-is gone (killed with SIGKILL: it could not give the task back) is released at once by whoever
-looks first, a worker's pass over the inbox or the simulation waiting on the task: the processes
-of the dead worker's tool are killed first (they carry the claim's mark in their environment),
-then the task is pending again, as a new attempt with a new deadline. So the tool never runs in
-two places at once, and only one run's result is recorded; a tool the dead worker had started
-(or even finished, if it died before recording the result) is started again, which the input's
-``task_key`` lets it recognise.
+Each (event, source) pair of an execution has one task, under an id derived from its
+``task_key`` (``<run>:<event>:<source>``), so scheduling it again reuses it. A claim names its
+worker as a lease does; a claim whose worker is gone is released by whoever looks first, once the
+dead worker's tool processes (marked in their environment) are killed, so a tool never runs in
+two places at once.
 """
 
 from __future__ import annotations
@@ -25,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -525,10 +513,8 @@ def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[HookTask]:
         unmark_pending(store, identity)
         approval = task.get("approval") or {}
         if approval.get("status") == "pending":
-            try:
+            with suppress(Conflict, NotFound):  # settled meanwhile, or its creator never finished
                 cancel_interrupt(store=store, interrupt_id=str(approval["interrupt_id"]))
-            except (Conflict, NotFound):
-                pass  # settled meanwhile, or its creator never finished
     return cancelled
 
 

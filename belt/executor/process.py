@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 
 STDERR_KEEP = 4096
@@ -40,10 +41,8 @@ class Finished:
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def run_bounded(

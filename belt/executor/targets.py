@@ -12,6 +12,7 @@ import json
 import shlex
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,13 +76,11 @@ def parse_tool(spec: str, *, load: bool = True) -> Target:
     if target.startswith("py:"):
         ref = target[len("py:") :]
         module, sep, attribute = ref.partition(":")
-        try:
+        with suppress(UsageError):
             if load:
                 return Target(name, "py", ref, load_callable(ref, option=f"--tool {name}"))
             if sep and module and attribute:
                 return Target(name, "py", ref)
-        except UsageError:
-            pass
         raise UsageError(f"--tool {spec!r}: py: needs MODULE:FUNC")
     if target.startswith(("http://", "https://")):
         reason = check_webhook_url(target)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -30,10 +30,8 @@ class Wake:
         loops = sys.modules.get("asyncio")
         self._loop: asyncio.AbstractEventLoop | None = None
         if loops is not None:
-            try:
+            with suppress(RuntimeError):
                 self._loop = loops.get_running_loop()
-            except RuntimeError:
-                pass
         self._event = loops.Event() if loops is not None and self._loop is not None else None
         self._thread = threading.get_ident()
 
@@ -47,10 +45,8 @@ class Wake:
         if threading.get_ident() == self._thread:
             self._loop.call_soon(self._event.set)  # no need to wake the loop's selector
             return
-        try:
+        with suppress(RuntimeError):  # the reader's loop has closed: nobody waits any more
             self._loop.call_soon_threadsafe(self._event.set)
-        except RuntimeError:  # the reader's loop has closed: nobody waits any more
-            pass
 
     def wait(self, timeout: float) -> bool:
         """Block until woken or ``timeout`` seconds pass; whether it was woken. Clears it."""
@@ -87,12 +83,11 @@ def watching(chat_id: str) -> Iterator[Wake]:
     try:
         yield wake
     finally:
-        with _lock:
-            wakes = _waiting.get(chat_id)
-            if wakes is not None:
-                wakes.discard(wake)
-                if not wakes:
-                    del _waiting[chat_id]
+        with _lock:  # the set holds this wake until now, so it is there
+            wakes = _waiting[chat_id]
+            wakes.discard(wake)
+            if not wakes:
+                del _waiting[chat_id]
 
 
 ANYTHING = "*"

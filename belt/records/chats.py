@@ -166,10 +166,9 @@ def set_chat_settings(*, store: Store | None = None, chat_id: str, disable_hooks
     check_id(chat_id, what="chat id")
     stamp = now_iso()
     with store.lock(CHAT, chat_id):
-        found = store.get(CHAT, chat_id)
-        if found is None:
+        chat = cast("Chat | None", store.get(CHAT, chat_id))
+        if chat is None:
             raise _no_chat(chat_id)
-        chat = cast(Chat, found)
         agent_data = chat.get("agent_data")
         kept = agent_data if isinstance(agent_data, dict) else {}
         chat["agent_data"] = {**kept, "disable_hooks": disable_hooks}

@@ -1,20 +1,10 @@
 """Interrupts: the gates a hook opens on a run, and how they are resolved or expire.
 
-An interrupt is stored as its InterruptDTO fields plus what only the store needs
-(``default_resolution``, ``timeout``). Three store structures keep every operation's cost
-independent of the size of the store:
-
-- ``run-interrupts`` index: a run's interrupt ids, so listing a run reads only its interrupts;
-- ``resource-interrupts`` index: the interrupts that hold one resource (a tool invocation), so the
-  tool routes of ``belt serve`` find an approval or a client tool's wait by the invocation's id;
-- ``pending-interrupts`` tag: one empty marker ``<expires_at in ms>-<id>`` per pending gate, so
-  the sweep reads only the overdue ones;
-- the object itself, updated under its own lock, so a resolve touches one file and exactly one of
-  many racing resolvers wins.
-
-The inbox (every run's pending gates) reads the tag's names and those interrupts only, and a
-:class:`Watch` finds what changed by looking at the tag's directory and the index sizes, so
-neither grows with the settled interrupts a store keeps.
+An interrupt is stored as its InterruptDTO fields plus what only the store needs. The
+``run-interrupts`` and ``resource-interrupts`` indexes and the ``pending-interrupts`` tag (one
+marker ``<expires_at in ms>-<id>`` per pending gate) keep every operation's cost independent of
+the size of the store; the object is updated under its own lock, so exactly one of many racing
+resolvers wins.
 """
 
 from __future__ import annotations
@@ -25,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Collection, Mapping
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
@@ -515,14 +505,12 @@ def _clock_of(store: Store, record: Interrupt) -> str:
     server knows, or a record that cannot be read) the time the interrupt opened. Never
     before that."""
     opened = str(record.get("created_at"))
-    try:
+    with suppress(BeltError):
         run = store.get("run", str(record["run_id"])) or {}
         sim = store.get("sim", str(run["sim_id"])) if run.get("sim_id") else None
         moment = parse_timestamp(str(sim["clock"])) if sim and sim.get("clock") else None
         if moment is not None and moment > parse_timestamp(opened):
             return timestamp(moment)
-    except BeltError:
-        pass
     return opened
 
 

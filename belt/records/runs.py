@@ -10,6 +10,7 @@ stop made while a hook is running always wins.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any, NotRequired, TypedDict, cast
 
 from belt.errors import Conflict, NotFound
@@ -332,10 +333,8 @@ def release_lease(store: Store, run_id: str) -> None:
         run["lease"] = None
         return run
 
-    try:
+    with suppress(_Ended):
         store.update(RUN, run_id, apply)
-    except _Ended:
-        pass
 
 
 def tag_gated(store: Store, run_id: str) -> None:

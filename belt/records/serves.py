@@ -14,6 +14,7 @@ import ipaddress
 import json
 import re
 import socket
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -115,10 +116,8 @@ def announce(record: ServeFile) -> Path:
 
 def withdraw(path: Path) -> None:
     """Remove a running-serve file (gone already is fine)."""
-    try:
+    with suppress(OSError):  # a directory that cannot be written to: the file is stale from now on
         path.unlink(missing_ok=True)
-    except OSError:
-        pass  # a state directory that cannot be written to: the file is stale from now on
 
 
 def recorded() -> list[Serve]:

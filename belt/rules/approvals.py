@@ -1,16 +1,9 @@
 """Approval rules: a TOML file that settles the routine gates and leaves the rest to a person.
 
-A rules file is ordered ``[[rules]]``, each with a ``name``, a ``decision`` (``allow``, ``deny``
-or ``ask``: leave it to a person) and a ``reason``, and conditions in the matching language of
-policy files (``belt.reading.matching``: globs, ``re:`` RE2 regexes, ``path:`` globs). The first
-rule that matches a gate decides it; a gate no rule matches is left to a person. The file is checked
-whole when it is loaded, so a file with a bad key or pattern settles nothing. The format is in
-docs/interrupts.md ("Approving at volume").
-
-The same rules settle gates as they open (``belt interrupt auto``, ``belt serve --approvals``:
-:func:`settle`) and are tried over the settled history (``belt interrupt what-if``:
-:func:`what_if`). A rule's settlement is recorded in the gate's trail as ``{"how": "rule",
-"file", "rule", "digest"}``, the digest being that of the file's content.
+Ordered ``[[rules]]`` (``name``, ``decision`` allow, deny or ask, ``reason``, and conditions in
+the matching language of policy files); the first that matches a gate decides it, and a file with
+any problem settles nothing (docs/interrupts.md, "Approving at volume"). They settle gates as they
+open (:func:`settle`) and are tried over the settled history (:func:`what_if`).
 """
 
 from __future__ import annotations
@@ -20,6 +13,7 @@ import operator
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -88,11 +82,9 @@ def gate_of(item: Mapping[str, Any]) -> Gate:
         event = "agent.tool_call" if item.get("resource_type") == "tool_invocation" else None
     tool = data.get("tool", data.get("tool_name"))
     minute = None
-    try:
+    with suppress(InvalidInput):
         opened = parse_timestamp(str(item.get("created_at")))
         minute = opened.hour * 60 + opened.minute
-    except InvalidInput:
-        pass
     return Gate(
         event,
         tool,
