@@ -130,8 +130,7 @@ def _expectation(event: str, data: Mapping[str, object], expect: Mapping[str, ob
         expectation["error"] = True
     else:
         expectation["decision"] = decision
-        reason = expect.get("reason")
-        if isinstance(reason, str) and reason:
+        if reason := _text(expect.get("reason")):
             expectation["reason"] = _exactly(reason)
         if isinstance(expect.get("injected"), bool):
             expectation["injected"] = expect["injected"]

@@ -247,12 +247,8 @@ def proxy_for(scheme: str, host: str) -> str | None:
     if is_loopback_host(host):
         return None
     env = os.environ
-    proxy = (
-        env.get(f"{scheme}_proxy")
-        or env.get(f"{scheme.upper()}_PROXY")
-        or env.get("all_proxy")
-        or env.get("ALL_PROXY")
-    )
+    names = (f"{scheme}_proxy", f"{scheme.upper()}_PROXY", "all_proxy", "ALL_PROXY")
+    proxy = next((env[name] for name in names if env.get(name)), None)
     if not proxy:
         return None
     host = host.lower()
