@@ -55,17 +55,14 @@ class Property:
 
     def applies(self, payload: dict[str, object]) -> bool:
         """True when ``payload`` is one the property speaks of."""
-        if payload.get("event") != self.event:
-            return False
         data = cast(dict[str, object], payload.get("data") or {})
-        if self.tool_matcher is not None and not self.tool_matcher(data.get("tool")):
-            return False
         found = data.get("arguments")
-        if self.argument_matchers and not arguments_match(self.argument_matchers, found):
-            return False
-        if self.unless_matchers and arguments_match(self.unless_matchers, found):
-            return False
-        return True
+        return (
+            payload.get("event") == self.event
+            and (self.tool_matcher is None or self.tool_matcher(data.get("tool")))
+            and (not self.argument_matchers or arguments_match(self.argument_matchers, found))
+            and not (self.unless_matchers and arguments_match(self.unless_matchers, found))
+        )
 
 
 def read_props(path: str | Path) -> list[Property]:

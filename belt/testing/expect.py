@@ -429,18 +429,14 @@ class Facts:
         """True when ``turn`` is None or the run ``run_id`` answers scenario turn ``turn``."""
         return turn is None or self.turn_of.get(str(run_id)) == turn
 
-    def executions(self) -> list[Delivery]:
-        """The sync hook runs (``hook.executed`` records) of the simulation's runs."""
-        return [
-            record for record in self.report.get("hook_executions") or [] if not record.get("async")
-        ]
-
     def tools(self) -> list[Item]:
         """Every tool call of the chat, with the decision of its hooks and its gate."""
         if self._tools is not None:
             return self._tools
         decided: dict[str, Delivery] = {}
-        for record in self.executions():
+        for record in self.report.get("hook_executions") or []:  # the sync hook runs
+            if record.get("async"):
+                continue
             resource = record.get("resource_id")
             if resource and resource not in decided and record.get("decision") != "allow":
                 decided[str(resource)] = record
@@ -562,14 +558,8 @@ def row_fields(message: Message) -> dict[str, Any]:
             fields.update(type=kind, state=run.get("state"), reason=run.get("reason"))
         elif kind == "attention":
             attention = event.get("attention") or {}
-            fields.update(
-                type=kind,
-                reason=attention.get("reason"),
-                event=attention.get("event"),
-                tool=attention.get("tool"),
-                task_key=attention.get("task_key"),
-                attempt=attention.get("attempt"),
-            )
+            shown = ("reason", "event", "tool", "task_key", "attempt")
+            fields.update(type=kind, **{key: attention.get(key) for key in shown})
         elif kind:
             fields["type"] = kind
     return fields
