@@ -180,20 +180,15 @@ def warning_text(summary: HookSummary) -> list[tuple[str, bool]]:
 def strict_failures(summary: HookSummary) -> str | None:
     """Why ``--strict`` fails a run whose hook calls are summarised here: the failed calls and
     the answer warnings, or None when there are neither."""
-    failed, warned = summary["failed"], summary["warned"]
-    reasons = []
-    if failed:
-        reasons.append(f"{failed} hook call(s) failed")
-    if warned:
-        reasons.append(f"{warned} answer warning(s)")
+    counts = {"hook call(s) failed": summary["failed"], "answer warning(s)": summary["warned"]}
+    reasons = [f"{count} {what}" for what, count in counts.items() if count]
     return f"--strict: {' and '.join(reasons)}" if reasons else None
 
 
 def summary_line(summary: HookSummary) -> str:
     """The summary on one line (for a live line of ``belt serve``): the head, then the first
     failing handler's first error and likely fix."""
-    lines = summary_text(summary)
-    text = lines[0][0]
+    text = summary_text(summary)[0][0]
     failing = next((entry for entry in summary["handlers"] if entry["failed"]), None)
     if failing is not None:
         text += f"; {failing['handler']}: {failing['first_error']}"

@@ -131,16 +131,12 @@ def parse_policy(doc: Any, source: str) -> Policy:
     default = doc.get("default", HookDecision.ALLOW.value)
     _decision(default, "default", findings)
     raw_rules = doc.get("rules", [])
-    rules: list[Rule] = []
     if not isinstance(raw_rules, list):
         findings.error(
             "rules", f"expected an array of tables ([[rules]]), got {describe(raw_rules)}"
         )
-    else:
-        for index, raw in enumerate(raw_rules):
-            rule = _parse_rule(raw, index, findings)
-            if rule is not None:
-                rules.append(rule)
+        raw_rules = []
+    rules = [rule for i, raw in enumerate(raw_rules) if (rule := _parse_rule(raw, i, findings))]
     if not findings.ok:
         raise _refused(source, findings)
     return Policy(source, HookDecision(default), tuple(rules))
