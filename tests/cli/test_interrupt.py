@@ -723,8 +723,10 @@ def test_completion_offers_the_pending_interrupts(
         return result.stdout.split()
 
     assert sorted(complete(f"belt interrupt {command} ")) == sorted([first["id"], second["id"]])
-    assert complete(f"belt interrupt {command} {first['id'][:6]}") == [first["id"]]
-    assert complete(f"belt interrupt {command} {second['short_id'][:3]}") == [second["short_id"]]
+    # Prefixes long enough that two random ids share them once in 36**6 (two characters after
+    # "int_" were shared by the two pending ids about once in 1,300 runs).
+    assert complete(f"belt interrupt {command} {first['id'][:10]}") == [first["id"]]
+    assert complete(f"belt interrupt {command} {second['short_id'][:6]}") == [second["short_id"]]
 
     monkeypatch.setenv("_BELT_COMPLETE", "complete_fish")
     monkeypatch.setenv("_TYPER_COMPLETE_ARGS", f"belt interrupt {command} {first['short_id']}")
