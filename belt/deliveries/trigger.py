@@ -238,17 +238,13 @@ def trigger(
             f"--timeout {timeout:g}: expected more than 0 and at most {WEBHOOK_TIMEOUT_MAX} seconds"
         )
     in_process = is_in_process(to)
-    if in_process:
-        if secret:
-            raise UsageError(
-                "--secret signs an HTTP request; a py: handler is called in-process, unsigned"
-            )
-    else:
-        problem = check_webhook_url(to)
-        if problem:
-            raise InvalidInput(
-                f"--to {problem}", hint="--to takes an http(s) URL or py:MODULE:FUNC"
-            )
+    if in_process and secret:
+        raise UsageError(
+            "--secret signs an HTTP request; a py: handler is called in-process, unsigned"
+        )
+    problem = None if in_process else check_webhook_url(to)
+    if problem:
+        raise InvalidInput(f"--to {problem}", hint="--to takes an http(s) URL or py:MODULE:FUNC")
     if secret:
         secret_key(secret)
     sent = build_payload(event, data, payload=payload, sets=sets, unsets=unsets)
