@@ -485,9 +485,7 @@ def matching_text(pattern: str, alphabet: Any = CHARACTERS) -> st.SearchStrategy
 
 def matching(pattern: Any) -> Strategy:
     """Values a pattern matches: strings for a string pattern, the value itself otherwise."""
-    if isinstance(pattern, str):
-        return matching_text(pattern)
-    return st.just(pattern)
+    return matching_text(pattern) if isinstance(pattern, str) else st.just(pattern)
 
 
 def tool_names_matching(pattern: str, *, beyond_spec: bool = False) -> st.SearchStrategy[str]:

@@ -20,13 +20,8 @@ def scenario_coverage(name: str, loaded: Any, report: SimReport | None) -> list[
     dialect = dialects.get(loaded.dialect)
     entries: dict[Any, dict[str, Any]] = {}
     for hook in dialect.declared(loaded, report):
-        entry = {
-            "scenario": name,
-            "index": hook.hook_index,
-            "where": hook.where,
-            "event": hook.event,
-        }
-        entry |= {"handler_type": hook.handler_type, "handler": hook.handler}
+        entry = {"scenario": name, "index": hook.hook_index, "where": hook.where}
+        entry |= {"event": hook.event, "handler_type": hook.handler_type, "handler": hook.handler}
         entry |= {"async": hook.runs_async, "fired": 0}
         entries[hook.key] = {**entry, "outcomes": dict.fromkeys(dialect.outcomes, 0), "tools": {}}
     for call in dialect.calls(report) if report is not None else []:

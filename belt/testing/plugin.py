@@ -70,14 +70,12 @@ def unregister(reference: str) -> None:
 
 class PathWarning(FutureWarning):
     """A file a test or scenario names was found from the current directory only: this release
-    still tries it, the next will not. Its message gives the spelling that finds it from the
-    test file's (or the scenario's) directory."""
+    still tries it, the next will not."""
 
 
 class ExpectationFailed(AssertionError):
-    """An expectation of a scenario that did not hold. Its report in pytest is the expectation,
-    what happened instead and the transcript around, at the line of the test that asked, with
-    none of belt's own source (see ``pytest_runtest_makereport``)."""
+    """An expectation of a scenario that did not hold (reported at the test's line, without
+    belt's own source: ``pytest_runtest_makereport``)."""
 
 
 @dataclass(frozen=True)
@@ -314,10 +312,8 @@ def _fits(fields: dict[str, object], wanted: dict[str, object]) -> bool:
 
 
 def find_file(path: str | Path, directory: Path, where: str, spelling: str) -> Path:
-    """A file a test names: a relative path is read from the test file's ``directory`` (from
-    the current directory only with a PathWarning, for one release, whose message writes the
-    path that finds it as ``spelling`` does); one found nowhere is InvalidInput naming the path
-    looked for. Called by a fixture's ``__call__`` (the warning points at the test's line)."""
+    """A file a test names, a relative path read from the test file's ``directory`` (from the
+    current directory only with a PathWarning spelt as ``spelling``); InvalidInput if none."""
     found = find_named_file(
         str(path), directory, where=where, spell=lambda new: spelling.format(new)
     )

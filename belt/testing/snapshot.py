@@ -283,9 +283,8 @@ def cut_long_lines(lines: list[str]) -> list[str]:
 
 
 def _shown(line: str, column: int | None) -> str:
-    """A diff line (its sign, then its text) as it is when short enough, else cut to the
-    characters around ``column`` of its text (where it differs from the line it is paired
-    with), ``AROUND`` on each side, or to its start."""
+    """A diff line as it is when short enough, else cut to ``AROUND`` characters on each side of
+    ``column`` (where it differs from the line it is paired with), or to its start."""
     sign, text = line[:1], line[1:]
     if len(text) <= LINE_CHARS:
         return line
@@ -388,10 +387,8 @@ def _short(value: Any) -> str:
 
 
 def compare_result(result: Any, scenario: Path, document: Any, *, update: bool) -> None:
-    """``belt test --snapshot``: compare a scenario's record (a ``ScenarioResult``) with its
-    stored snapshot, or write it with ``update``; a record that differs, or has no snapshot,
-    fails the scenario, and one that cannot be read or written is its error. A scenario that
-    could not run is left as it is."""
+    """``belt test --snapshot``: compare a scenario's record with its stored snapshot (or write
+    it, with ``update``); a difference fails the scenario, a file that cannot be read its error."""
     if result.report is None or result.status == "error":
         return
     text = snapshot_text(result.report, virtual_clock=on_virtual_clock(result.report, document))

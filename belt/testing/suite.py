@@ -192,9 +192,8 @@ Render = Callable[[str, list[dict[str, object]]], list[str]]
 
 
 def candidates(paths: Iterable[Path]) -> list[Path]:
-    """The files among ``paths`` that may be scenarios (each file given, and the scenario-like
-    files under each directory), in the suite's order, none of them read yet. A path that
-    does not exist is NotFound (exit 3)."""
+    """The files among ``paths`` that may be scenarios, in the suite's order, none of them read
+    yet; NotFound (exit 3) for a path that does not exist."""
     files: list[Path] = []
     for path in paths:
         if not path.exists():
@@ -216,10 +215,8 @@ def read_scenario(path: Path) -> Any:
 
 
 def _walk(directory: Path) -> list[Path]:
-    """The scenario-like files under ``directory``, in the order ``sorted`` gives their paths
-    (each directory's entries by name); hidden, ``__pycache__`` and ``__snapshots__`` entries
-    are left out, and so are the directories below a symbolic link (a link to a file is
-    followed, as ``Path.rglob`` and ``Path.is_file`` do)."""
+    """The scenario-like files under ``directory``, sorted; hidden, ``__pycache__`` and
+    ``__snapshots__`` entries are left out, and so are directories below a symbolic link."""
     files: list[Path] = []
     for top, directories, names in os.walk(directory):
         directories[:] = [name for name in directories if _shown_entry(name)]
@@ -337,10 +334,9 @@ def lost_result(item: tuple[Any, ...], cause: str) -> ScenarioResult:
 
 
 def scenario_modules(paths: list[Path], routes: list[str]) -> list[Preload]:
-    """The user's modules the workers of a suite start with: those the ``py:`` references in
-    the text of the scenario files ``paths`` name (read from each file's directory, as the
-    scenario reads them), and the ``--route`` targets; what cannot be found is left to the
-    scenario that names it."""
+    """The user's modules the workers of a suite start with: the ``py:`` references in the text
+    of the scenario files ``paths`` and the ``--route`` targets (what cannot be found is left
+    to the scenario that names it)."""
     named: dict[tuple[str, Path], str] = {}  # (spec, directory): where; a suite names a few
     for route in parse_routes(routes):
         if is_in_process(route.target):
@@ -380,9 +376,8 @@ def run_one(
     keep: Path | None,
     trace: dict[str, str] | None = None,
 ) -> ScenarioResult:
-    """One scenario of the suite (``document`` as ``read_scenario`` gave it), run in a fresh
-    store, errors its result, with what the suite's options add; its span
-    (``belt.test.scenario``) is a child of ``trace``, the suite's, in whichever worker runs it."""
+    """One scenario of the suite (``document`` as ``read_scenario`` gave it), errors its result;
+    its span is a child of ``trace``, the suite's, in whichever worker runs it."""
     name = shown_name(path)
     started = time.perf_counter()
     with (
@@ -436,11 +431,9 @@ def run_loaded(
     allow_network: bool = False,
     keep: Path | None = None,
 ) -> ScenarioResult:
-    """Run a checked scenario in a fresh store and check its expectations (compiled from it
-    unless given; a scenario without any passes when it runs without error). The store is in
-    memory, or with ``keep`` a state directory of its own under ``keep`` (``kept_home``),
-    named in the result. Unless ``allow_network``, a webhook or executor that is not on this
-    machine (``belt.engine.offline``) is the scenario's error before anything runs."""
+    """Run a checked scenario in a fresh store (in memory, or under ``keep``) and check its
+    expectations (compiled from it unless given). Unless ``allow_network``, a webhook or
+    executor not on this machine is the scenario's error before anything runs."""
     home = kept_home(keep, name) if keep is not None else None
     started = time.perf_counter() if started is None else started
     kept = None if home is None else str(home)
@@ -494,11 +487,8 @@ def run_loaded(
 
 
 def kept_home(keep: Path, name: str) -> Path:
-    """A new directory under ``keep`` for the records of scenario ``name``: its path with
-    every run of characters other than letters, digits, ``.``, ``_`` and ``-`` made one ``_``
-    (``examples/tests/guard.toml`` -> ``examples_tests_guard.toml``), and ``-2``, ``-3``...
-    added when that is taken. Its store is ``store/`` inside it, so ``BELT_HOME=DIR belt sim
-    show --last`` shows the scenario's record."""
+    """A new directory under ``keep`` for the records of scenario ``name``
+    (``examples/tests/guard.toml`` -> ``examples_tests_guard.toml``, then ``-2``, ``-3``...)."""
     base = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.")[:100] or "scenario"
     try:
         keep.mkdir(mode=0o700, parents=True, exist_ok=True)
