@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from belt.engine.dispatch import Route, parse_route, parse_routes, route_for
 from belt.engine.entrypoints import resume_run, run_scenario
 from belt.errors import InvalidInput, NotFound, UsageError
-from belt.handlers.inprocess import InProcess, answer_of, wants_model
+from belt.handlers.inprocess import InProcess, read_value, wants_model
 from belt.handlers.webhook import encode_payload
 from belt.store import open_store
 from belt.wire.platform import LifecycleHookPayload
@@ -379,7 +379,8 @@ ANSWERS = st.recursive(
 @given(ANSWERS | JSON)
 @settings(max_examples=300, deadline=None)
 def test_any_answer_is_a_response_or_a_problem(value: Any) -> None:
-    response, problem = answer_of(value)
+    answer = read_value(value)
+    response, problem = answer.response, answer.problem
     assert (response is None) != (problem is None)
     if response is not None:
         # What is accepted can be stored: JSON with nothing JSON cannot hold.
@@ -388,9 +389,11 @@ def test_any_answer_is_a_response_or_a_problem(value: Any) -> None:
 
 def test_an_answer_json_cannot_hold_is_a_failure() -> None:
     for answer in ({"reason": "\ud800"}, {"override": float("nan")}, {"override": {1, 2}}):
-        response, problem = answer_of(answer)
-        assert response is None
-        assert problem is not None and problem.startswith("it is not JSON a webhook could send")
+        read = read_value(answer)
+        assert read.response is None
+        assert read.problem is not None and read.problem.startswith(
+            "it is not JSON a webhook could send"
+        )
 
 
 @given(

@@ -135,12 +135,6 @@ def argument_for(func: Handler, payload: Mapping[str, object]) -> Any:
     return payload
 
 
-def answer_of(value: Any) -> tuple[LifecycleHookResponse | None, str | None]:
-    """A handler's return value as a response: (response, None), or (None, what is wrong)."""
-    answer = read_value(value)
-    return answer.response, answer.problem
-
-
 ALLOW = LifecycleHookResponse()
 """The response of a handler that answers None: one, never changed (as ``read_answer`` gives
 the one response it kept for a text to each reader)."""
