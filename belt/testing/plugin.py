@@ -16,6 +16,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Generator, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -501,7 +502,7 @@ class ServeStarter:
 
     directory: Path = field(default_factory=Path)
     """The calling test file's directory, which a relative path is read from."""
-    stops: list[Callable[[], None]] = field(default_factory=list)
+    stops: ExitStack = field(default_factory=ExitStack)
 
     def __call__(
         self,
@@ -551,14 +552,10 @@ class ServeStarter:
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
-
-        def stop() -> None:
-            server.should_exit = True
-            thread.join(10)
-            sock.close()
-            home.cleanup()
-
-        self.stops.append(stop)
+        self.stops.callback(home.cleanup)  # the stops run last to first
+        self.stops.callback(sock.close)
+        self.stops.callback(thread.join, 10)
+        self.stops.callback(setattr, server, "should_exit", True)
         deadline = time.monotonic() + 10
         while not server.started:
             if not thread.is_alive() or time.monotonic() > deadline:
@@ -568,8 +565,7 @@ class ServeStarter:
 
     def close(self) -> None:
         """Stop every server this test started."""
-        for stop in reversed(self.stops):
-            stop()
+        self.stops.close()
 
 
 @pytest.fixture
