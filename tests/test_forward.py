@@ -177,6 +177,32 @@ def test_the_deadline_is_the_documented_total_not_httpx_own_read_timeout() -> No
     assert timeouts == [{"connect": 30.0, "read": 30.0, "write": 30.0, "pool": 30.0}]
 
 
+def test_a_burst_waits_its_turn_in_the_forwarder_not_in_the_clients_pool() -> None:
+    # httpx's pool looks at each of its connections for each request it holds waiting, each
+    # time a request comes or goes: a burst of 300 cost seconds of CPU there. The forwarder
+    # hands the client no more requests at once than the pool has connections.
+    now = most = 0
+
+    class Counting(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            nonlocal now, most
+            now += 1
+            most = max(most, now)
+            await asyncio.sleep(0)  # every other request that may come in comes now
+            now -= 1
+            return httpx.Response(200, json={"decision": "allow"})
+
+    async def ask() -> list[Any]:
+        sent = LifecycleHookPayload.model_validate(payload())
+        with using(Counting()):
+            async with forward_decider("http://handler.test/hooks") as decide:
+                return await asyncio.gather(*(decide(sent) for _ in range(BURST)))
+
+    verdicts = asyncio.run(ask())
+    assert [verdict.response.decision for verdict in verdicts] == ["allow"] * BURST
+    assert most == MAX_CONNECTIONS
+
+
 class Upstream:
     """A handler that answers allow after a moment, counting the requests it holds at once."""
 
@@ -240,7 +266,7 @@ def test_a_burst_of_300_requests_is_forwarded_without_a_failure() -> None:
     ):
         statuses = asyncio.run(burst(url, BURST))
     assert output["code"] == "130", output["stderr"]
-    assert statuses == [b"HTTP/1.1 200 OK"] * BURST
+    assert statuses == [b"HTTP/1.1 200 OK"] * BURST, output["stdout"] + output["stderr"]
     assert upstream.served == BURST
     # One bounded client: never more connections to the handler than its pool holds.
     assert upstream.most <= MAX_CONNECTIONS

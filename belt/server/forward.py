@@ -21,7 +21,7 @@ from belt.errors import UsageError
 from belt.handlers.webhook import encode_payload, parse_response
 from belt.outgoing import tracing
 from belt.outgoing.signing import signed_headers
-from belt.outgoing.transport import TooLarge, aread, async_client
+from belt.outgoing.transport import MAX_CONNECTIONS, TooLarge, aread, async_client
 from belt.rules.policy import Verdict
 from belt.server.deciders import HandlerResponseError
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload
@@ -46,7 +46,9 @@ class Forwarder:
     start-up and closes it at shutdown (``async with``; a first request opens it if the app was
     served without a lifespan). Its pool is bounded: at most ``MAX_CONNECTIONS`` requests
     reach the handler at once (``KEPT_CONNECTIONS`` kept open between requests), the rest wait
-    for a connection within their deadline.
+    for a connection within their deadline, in the forwarder (``slots``): httpx's pool looks
+    at each of its connections for each request it holds waiting, each time a request comes
+    or goes, which in a burst of hundreds cost seconds of CPU.
     ``timeout`` is a total deadline for each request (the wait for a connection included); the
     client's own timeouts are set to it, so none of httpx's shorter defaults cuts a call first.
     """
@@ -63,6 +65,8 @@ class Forwarder:
         self.secret = secret
         self.timeout = timeout
         self.client: httpx.AsyncClient | None = None
+        self.slots = asyncio.Semaphore(MAX_CONNECTIONS)
+        """A request's turn to use the client (made anew with it: a loop's own)."""
 
     def open(self) -> httpx.AsyncClient:
         """The shared client, made now if it is not yet."""
@@ -76,12 +80,17 @@ class Forwarder:
 
     async def __aexit__(self, *exc: object) -> None:
         client, self.client = self.client, None
+        self.slots = asyncio.Semaphore(MAX_CONNECTIONS)
         if client is not None:
             await client.aclose()
 
     async def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         """POST ``body``; the status and the answer, read up to ``ANSWER_MAX_BYTES``."""
-        async with self.open().stream("POST", self.url, content=body, headers=headers) as reply:
+        client = self.open()
+        async with (
+            self.slots,
+            client.stream("POST", self.url, content=body, headers=headers) as reply,
+        ):
             try:
                 return reply.status_code, await aread(reply, ANSWER_MAX_BYTES)
             except TooLarge as exc:
