@@ -244,9 +244,7 @@ class Platform:
         ``by``, a rule's settlement, goes only to ``belt serve`` (its batch route answers), through
         ``POST /_belt/interrupts/{id}/resolve``, which records it in the trail."""
         check_id(interrupt_id, what="interrupt id")
-        body: dict[str, object] = {"decision": decision}
-        if data is not None:
-            body["data"] = data
+        body: dict[str, object] = {"decision": decision, **({} if data is None else {"data": data})}
         path = f"/interrupts/{interrupt_id}/resolve"
         if by is not None and self.batch_atomic():
             path, body["by"] = f"/_belt{path}", by
@@ -280,9 +278,8 @@ class Platform:
         """``POST /_belt/interrupts/batch``: the gates settled all or none."""
         for interrupt_id in ids:
             check_id(interrupt_id, what="interrupt id")
-        body: dict[str, object] = {"ids": list(ids), "digest": digest, "decision": decision}
-        if data is not None:
-            body["data"] = data
+        body = {"ids": list(ids), "digest": digest, "decision": decision}
+        body |= {} if data is None else {"data": data}
         result = self.request("POST", BATCH_PATH, body=body)
         if not isinstance(result, dict) or not isinstance(result.get("resolved"), list):
             raise self._shape(BATCH_PATH, "something other than a batch's outcome")

@@ -161,7 +161,7 @@ def chat_document(deliveries: list[Kept], handler: str) -> Document:
     runs: dict[str, list[Kept]] = {}
     for payload, expect in deliveries:
         runs.setdefault(str(payload.get("run_id")), []).append((payload, expect))
-    events: list[str] = []
+    events = dict.fromkeys(str(payload.get("event")) for run in runs.values() for payload, _ in run)
     turns: list[Document] = []
     expectations: list[Document] = []
     for number, run in enumerate(runs.values()):
@@ -169,8 +169,6 @@ def chat_document(deliveries: list[Kept], handler: str) -> Document:
         for payload, expect in run:
             event = str(payload.get("event"))
             data = _mapping(payload.get("data"))
-            if event not in events:
-                events.append(event)
             if event == "agent.turn_start" or (event == "agent.tool_call" and not outputs):
                 outputs.append({"say": f"Model turn {len(outputs) + 1}."})
             if event == "agent.tool_call":

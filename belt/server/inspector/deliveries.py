@@ -511,13 +511,11 @@ class Deliveries:
         """A delivery's entry and whole record, read from its log when no longer held; NotFound when
         there is none. A run may be named by its short id or a unique prefix."""
         delivery_id = self._full_id(delivery_id)
-        log, log_id, offset = parse_id(delivery_id)
+        parse_id(delivery_id)  # NotFound, before any read, for what is not a delivery's id
         self.refresh()
         with self.lock:
             entry = self.by_id.get(delivery_id)
-        if entry is None:
-            return self._from_log(delivery_id)
-        return entry, self.store.read_log_line(log, log_id, offset)
+        return self._from_log(delivery_id) if entry is None else (entry, self.read(entry))
 
     def _full_id(self, delivery_id: str) -> str:
         """``delivery_id`` with its run named by the whole id (as it is when it names none)."""
