@@ -22,7 +22,6 @@ from belt.engine.scenario import scenario_dialect, scenario_from_document
 from belt.errors import InvalidInput
 from belt.reading.didyoumean import closest, did_you_mean
 from belt.reading.matching import (
-    ArgumentMatchers,
     argument_matchers,
     arguments_match,
     value_matcher,
@@ -286,15 +285,6 @@ class _Compiler:
             return None
         return lambda found: found == value
 
-    def event_name(self, key: str) -> Test | None:
-        return self.choice(key, self.speaks.events)
-
-    def arguments(self) -> Test | None:
-        matchers: ArgumentMatchers = argument_matchers(
-            self.item["arguments"], f"{self.path}.arguments", self.findings
-        )
-        return lambda found: arguments_match(matchers, found)
-
     def optional_text(self, key: str) -> Test | None:
         """A pattern, or true / false for whether there is any."""
         value = self.item[key]
@@ -324,9 +314,12 @@ class _Compiler:
     def conditions(self, subject: str) -> list[Condition]:
         """Every key of the expectation but count, run, name and the switches, as conditions."""
         read: dict[str, Callable[[str], Test | None]] = {
-            "arguments": lambda key: self.arguments(),
-            "event": self.event_name,
-            "interrupt": self.event_name,
+            "arguments": lambda key: partial(
+                arguments_match,
+                argument_matchers(self.item[key], f"{self.path}.{key}", self.findings),
+            ),
+            "event": lambda key: self.choice(key, self.speaks.events),
+            "interrupt": lambda key: self.choice(key, self.speaks.events),
             "decision": lambda key: self.choice(key, self.speaks.decisions),
             "resolution": lambda key: self.choice(key, RESOLUTIONS),
             "status": lambda key: self.status(subject),
