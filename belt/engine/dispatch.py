@@ -379,8 +379,7 @@ class Dispatcher:
             elif hook.type == HookHandlerType.BUILTIN and self.builtin is not None:
                 self.builtin(run, dict(payload))
             run.latency_ms = (time.perf_counter() - started) * 1000
-            if not run.duration_ms:
-                run.duration_ms = round(run.latency_ms)
+            run.duration_ms = run.duration_ms or round(run.latency_ms)
             if span is not None:
                 self.trace_hook(span, run, str(payload["event"]))
         return run

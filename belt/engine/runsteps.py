@@ -76,12 +76,7 @@ class RunSteps:
 
     def complete(self, execution: Execution) -> End:
         """The run ends successfully."""
-        with self.chat_step(execution):
-            self.transition(
-                execution, state=AgentRunState.COMPLETED.value, execution=execution.state
-            )
-            self.release_chat(execution)
-        return End.COMPLETED
+        return self.end(execution, End.COMPLETED, state=AgentRunState.COMPLETED.value)
 
     def fail(self, execution: Execution, error: str) -> End:
         """The run fails: the chat records why (a run that wrote no answer gives the row its
@@ -100,16 +95,16 @@ class RunSteps:
                 )
             ],
         )
+        return self.end(
+            execution, End.FAILED, state=AgentRunState.FAILED.value, error=error, lease=None
+        )
+
+    def end(self, execution: Execution, end: End, **changes: Any) -> End:
+        """The run ends (``changes`` say how), and the chat it occupied is idle again."""
         with self.chat_step(execution):
-            self.transition(
-                execution,
-                state=AgentRunState.FAILED.value,
-                error=error,
-                execution=execution.state,
-                lease=None,
-            )
+            self.transition(execution, execution=execution.state, **changes)
             self.release_chat(execution)
-        return End.FAILED
+        return end
 
     def claim_chat(self, execution: Execution) -> None:
         """The chat is busy with this run."""

@@ -133,13 +133,9 @@ class TurnLoop:
 
     def stopped(self, end: End) -> bool:
         """Record a held or cancelled run on the simulation; True when the loop must stop."""
-        if end == End.HELD:
-            self.settle_status(self.held_status())
-            return True
-        if end == End.CANCELED:
-            self.settle_status(SimStatus.CANCELED)
-            return True
-        return False
+        if end in (End.HELD, End.CANCELED):
+            self.settle_status(self.held_status() if end == End.HELD else SimStatus.CANCELED)
+        return end in (End.HELD, End.CANCELED)
 
     def held_status(self) -> SimStatus:
         """Where a simulation whose run holds is: held when the run waits for input (a gate,
