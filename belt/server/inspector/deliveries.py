@@ -387,19 +387,18 @@ class Deliveries:
         directories a simulation writes to are unchanged)."""
         if not self.signals.changed():
             return []
-        directory = self.store.root / "logs" / EVENTS_LOG
-        grown = []
         try:
-            with os.scandir(directory) as entries:
-                for item in entries:
-                    if item.name.startswith(".") or not item.name.endswith(".jsonl"):
-                        continue
-                    run_id = item.name[: -len(".jsonl")]
-                    if item.stat().st_size != self.read_to.get((EVENTS_LOG, run_id), 0):
-                        grown.append(run_id)
+            with os.scandir(self.store.root / "logs" / EVENTS_LOG) as found:
+                sizes = {
+                    item.name.removesuffix(".jsonl"): item.stat().st_size
+                    for item in found
+                    if item.name.endswith(".jsonl") and not item.name.startswith(".")
+                }
         except FileNotFoundError:
             return []
-        return sorted(grown)
+        return sorted(
+            run for run, size in sizes.items() if size != self.read_to.get((EVENTS_LOG, run), 0)
+        )
 
     # -- answering -----------------------------------------------------------------------------
 
