@@ -62,10 +62,8 @@ def answer_warnings(record: Mapping[str, Any]) -> list[str]:
 
 
 def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
-    """The summary of ``hook.executed`` records (in order): every count, the handlers (in the
-    order they were first called) with their first error and likely fix, the failed calls
-    (the first ``FAILURES_SHOWN``), and the calls whose answer was partly ignored
-    (``warnings``: unknown keys, a decision the event cannot take)."""
+    """The summary of ``hook.executed`` records (in order): every count, the handlers with their
+    first error and likely fix, and the first ``FAILURES_SHOWN`` failed and warned calls."""
     handlers: dict[tuple[str, str], HandlerTally] = {}
     failures: list[dict[str, object]] = []
     warned: list[dict[str, object]] = []

@@ -69,11 +69,8 @@ class Worker:
         return final
 
     def serve_pending(self) -> list[HookTask]:
-        """One pass over the inbox: serve every waiting task of the tools this worker serves.
-
-        A claimed task whose worker died is released first (``release_abandoned``), whatever
-        its tool; a finished task's marker that its worker was killed before removing goes.
-        """
+        """One pass over the inbox: serve every waiting task of the tools this worker serves,
+        after releasing dead workers' claims and clearing finished tasks' markers."""
         served = []
         for identity in pending_ids(self.store):
             task = get_task(self.store, identity)

@@ -15,11 +15,8 @@ _SPACE = len(_ALPHABET) ** _LENGTH
 
 
 def new_id(prefix: str) -> str:
-    """A fresh random id such as ``int_k2m9x0q4h7c1v8b5n3t6``, safe as a file name.
-
-    One draw from the system's randomness, written in base 36 (a character at a time drew from
-    it 20 times, the costliest part of writing a message).
-    """
+    """A fresh random id such as ``int_k2m9x0q4h7c1v8b5n3t6``, safe as a file name (one draw
+    from the system's randomness, written in base 36: a draw per character cost 20)."""
     number = secrets.randbelow(_SPACE)
     digits = []
     for _ in range(_LENGTH):

@@ -199,10 +199,8 @@ def _short(digest: object) -> str:
 
 
 def trail(record: Interrupt) -> Settlement | None:
-    """How a stored interrupt was settled, as data; None while it is pending. A settlement
-    recorded before the trail existed is ``{"how": "unknown"}`` (with ``recorded_as``, the
-    string it kept, if any); an expired one ``expiry``, a cancelled one ``{"how": "stopped"}``
-    (its run was stopped)."""
+    """How a stored interrupt was settled, as data; None while it is pending (``unknown`` for a
+    record older than the trail, with what it kept as ``recorded_as``)."""
     status = record.get("status")
     by = record.get("resolved_by")
     if status == InterruptStatus.PENDING:
@@ -500,10 +498,8 @@ def _settle(store: Store, interrupt_id: str, change: Callable[[Interrupt], Inter
 
 
 def _clock_of(store: Store, record: Interrupt) -> str:
-    """The time of the virtual clock an interrupt was opened on, for a process on wall time:
-    its run's simulation's clock as last recorded; else (a server's clock, which only that
-    server knows, or a record that cannot be read) the time the interrupt opened. Never
-    before that."""
+    """The time of the virtual clock an interrupt was opened on, for a process on wall time: its
+    simulation's clock as last recorded, never before the interrupt opened."""
     opened = str(record.get("created_at"))
     with suppress(BeltError):
         run = store.get("run", str(record["run_id"])) or {}

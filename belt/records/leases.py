@@ -50,10 +50,8 @@ def host() -> str:
 
 
 def process_start(pid: int) -> str | None:
-    """When process ``pid`` started, in clock ticks since boot (None where /proc cannot say).
-
-    A pid can be reused by a later process; the start time tells them apart.
-    """
+    """When process ``pid`` started, in clock ticks since boot (None where /proc cannot say):
+    it tells a pid's later process from the one a lease names."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             stat = handle.read().decode("ascii", "replace")

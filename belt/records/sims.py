@@ -199,11 +199,7 @@ def scenario_path(store: Store, sim_id: str) -> Path:
 
 
 def append_turn(store: Store, sim_id: str, turn: Mapping[str, object]) -> int:
-    """Add a turn to a simulation's scenario; returns its index.
-
-    ``belt serve``'s emulated chats grow this way, one message at a time; the driver then begins
-    and drives the new turn as it does any scripted one (``Sim.start_turn``).
-    """
+    """Add a turn to a simulation's scenario (an emulated chat's new message); returns its index."""
 
     def apply(scenario: Scenario) -> Scenario:
         scenario["turns"] = [*(scenario.get("turns") or []), turn]
