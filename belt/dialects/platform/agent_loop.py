@@ -68,7 +68,7 @@ from belt.wire.enums import (
     InterruptStatus,
     ToolInvocationStatus,
 )
-from belt.wire.platform import GATE_TIMEOUT_MAX
+from belt.wire.platform import GATE_TIMEOUT_MAX, ContextInjection
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -241,16 +241,8 @@ class PlatformLoop:
 
     def step(self, execution: Execution) -> End | None:
         """Take the run's next step."""
-        step = execution.state["next"]
-        if step == "start":
-            return self.start(execution)
-        if step == "turn":
-            return self.turn(execution)
-        if step == "model":
-            return self.model(execution)
-        if step == "tools":
-            return self.tools(execution)
-        return self.after_gate(execution)
+        steps = {"start": self.start, "turn": self.turn, "model": self.model, "tools": self.tools}
+        return steps.get(execution.state["next"], self.after_gate)(execution)
 
     def resumable(self, run: RunRecord, interrupted: bool) -> Execution:
         """A run held at gates goes on once every one of its interrupts is settled; a run whose
@@ -339,12 +331,7 @@ class PlatformLoop:
         execution.state["next"] = "turn"
         if not execution.state["first"]:
             return None
-        result = self.fire(execution, "agent.start")
-        if result.outcome == Outcome.SUSPEND:
-            return self.hold_at(execution, "start", result)
-        if result.outcome == Outcome.BLOCK_TURN:
-            return self.fail(execution, f"turn blocked: {result.reason or ''}")
-        return None
+        return self.held_or_blocked(execution, "start", self.fire(execution, "agent.start"))
 
     def turn(self, execution: Execution) -> End | None:
         """Before a model turn: compaction and ``agent.turn_start``; or the end of the run."""
@@ -353,12 +340,19 @@ class PlatformLoop:
             return self.complete(execution)
         self.sim.trace_turn(int(self.sim.recorder.chat.get("turn_count", 0)))
         self.maybe_compact(execution)
-        result = self.fire(execution, "agent.turn_start")
+        end = self.held_or_blocked(
+            execution, "turn_start", self.fire(execution, "agent.turn_start")
+        )
+        if end is None:
+            execution.state["next"] = "model"
+        return end
+
+    def held_or_blocked(self, execution: Execution, gate: str, result: EventResult) -> End | None:
+        """A turn-level event's outcome: the run holds at its gate, fails blocked, or goes on."""
         if result.outcome == Outcome.SUSPEND:
-            return self.hold_at(execution, "turn_start", result)
+            return self.hold_at(execution, gate, result)
         if result.outcome == Outcome.BLOCK_TURN:
             return self.fail(execution, f"turn blocked: {result.reason or ''}")
-        execution.state["next"] = "model"
         return None
 
     def model(self, execution: Execution) -> End | None:
@@ -748,37 +742,19 @@ class PlatformLoop:
                 row = self.sim.new_message(
                     execution, role="event", content=[dict(transcript_content(hook))], **tags
                 )
-            if hook_run.injected and hook_run.response is not None:
-                source = handler_label(hook_run.hook.type, hook_run.hook.handler)
-                if hook_run.response.inject is not None:
-                    inject = hook_run.response.inject
-                    self.add_injection(
-                        execution,
-                        inject.content,
-                        role=inject.role,
-                        ttl_turns=inject.ttl_turns or 0,
-                        dedup_key=inject.dedup_key,
-                        items=inject.items,
-                        source=source,
-                        pending=pending,
-                        row=row,
-                    )
-                    row = None
-                if hook_run.response.system:
-                    # Keyed by the whole handler URL (by its digest: the URL is never written).
-                    digest = hashlib.sha256(str(hook_run.hook.handler).encode()).hexdigest()
-                    self.add_injection(
-                        execution,
-                        hook_run.response.system,
-                        role="system",
-                        ttl_turns=0,
-                        dedup_key=f"system:{digest}",
-                        items=None,
-                        source=source,
-                        pending=pending,
-                        row=row,
-                    )
-                    row = None
+            response = hook_run.response if hook_run.injected else None
+            injections = [response.inject] if response and response.inject else []
+            if response is not None and response.system:
+                # Keyed by the whole handler URL (by its digest: the URL is never written).
+                digest = hashlib.sha256(str(hook_run.hook.handler).encode()).hexdigest()
+                key = f"system:{digest}"
+                injections.append(
+                    ContextInjection(content=response.system, role="system", dedup_key=key)
+                )
+            source = handler_label(hook_run.hook.type, hook_run.hook.handler)
+            for inject in injections:
+                self.add_injection(execution, inject, source=source, pending=pending, row=row)
+                row = None
             if row is not None:
                 pending.append(row)
         self.sim.add_messages(pending)
@@ -849,27 +825,23 @@ class PlatformLoop:
     def add_injection(
         self,
         execution: Execution,
-        content: str,
+        inject: ContextInjection,
         *,
-        role: str | None,
-        ttl_turns: int,
-        dedup_key: str | None,
-        items: list[str] | None,
         source: str,
-        pending: list[NewMessage] | None = None,
-        row: NewMessage | None = None,
+        pending: list[NewMessage],
+        row: NewMessage | None,
     ) -> None:
-        """Record an injection (with ``row``, the transcript row of the run that made it, in
-        its file); one with the same ``dedup_key`` replaces the older one.
+        """Add an injection to ``pending`` (with ``row``, the transcript row of the run that
+        made it, in its file); one with the same ``dedup_key`` replaces the older one.
 
-        With ``pending``, the injection joins the messages there, to be recorded with them
-        (``Simulation.add_messages``); when it replaces one of them, they are recorded first.
-        Nothing is written to end the injection it replaces, nor this one once its
-        ``ttl_turns`` have passed: the chat reads both from the injections and the turn count
+        When it replaces one of the ``pending`` messages, they are recorded first. Nothing is
+        written to end the injection it replaces, nor this one once its ``ttl_turns`` have
+        passed: the chat reads both from the injections and the turn count
         (``belt.records.messages.settle_injections``); here they leave the context.
         """
+        dedup_key, ttl_turns = inject.dedup_key, inject.ttl_turns or 0
         if dedup_key:
-            if pending and any(
+            if any(
                 (new.sim.get("injection") or {}).get("dedup_key") == dedup_key for new in pending
             ):
                 self.sim.add_messages(pending)
@@ -879,33 +851,26 @@ class PlatformLoop:
                 if message["sim"].get("injection", {}).get("dedup_key") == dedup_key:
                     self.sim.ledger.leave(message, active=False, ended="replaced")
         turn = int(self.sim.recorder.chat.get("turn_count", 0))
-        new = self.sim.text_message(
-            execution,
-            "injection",
-            content,
-            active=True,
-            remaining=ttl_turns or None,
-            injection={
-                "role": role,
-                "ttl_turns": ttl_turns,
-                "dedup_key": dedup_key,
-                "items": items,
-                "source": source,
-                "turn": turn,
-            },
-            row=row,
+        injection: dict[str, object] = {"role": inject.role, "ttl_turns": ttl_turns}
+        injection |= {"dedup_key": dedup_key, "items": inject.items, "source": source, "turn": turn}
+        pending.append(
+            self.sim.text_message(
+                execution,
+                "injection",
+                inject.content,
+                active=True,
+                remaining=ttl_turns or None,
+                injection=injection,
+                row=row,
+            )
         )
-        if pending is None:
-            self.sim.add_messages([new])
-        else:
-            pending.append(new)
         if source == SUGGEST:
             # What is past its quiet turns is forgotten, so what each suggestion leaves out
             # stays as small as those turns, however long the chat.
             suggested = self.suggested()
             for item in [item for item, at in suggested.items() if turn - at > QUIET_TURNS]:
                 del suggested[item]
-            suggested.update(dict.fromkeys(items or [], turn))
+            suggested.update(dict.fromkeys(inject.items or [], turn))
 
     def consume_injections(self, execution: Execution, turn: int) -> None:
         """The chat reached ``turn``: the injections whose ttl it ends leave the context."""
