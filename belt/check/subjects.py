@@ -94,7 +94,6 @@ def subjects_for(
         tools = parse_tools(executors, load=False)  # imported in the worker processes
     except UsageError as exc:  # its messages name `belt executor run`'s --tool
         raise UsageError(exc.message.replace("--tool", "--executor", 1)) from None
-    notes: list[str] = []
     if target is None:
         if not tools:
             raise UsageError("give a TARGET (a URL, py:MODULE:FUNC or a hooks file) or --executor")
@@ -105,7 +104,7 @@ def subjects_for(
             for name, tool in tools.items()
             for event in nexus
         ]
-        return subjects, notes
+        return subjects, []
     if target.startswith(("http://", "https://", "py:")):
         if is_in_process(target):
             problem, shown = in_process_problem(target, allowed=True), target
@@ -115,7 +114,7 @@ def subjects_for(
             raise InvalidInput(f"TARGET {shown}: {problem}")
         chosen = _events(events, PLATFORM_EVENTS, "an event belt checks")
         seconds = timeout or float(WEBHOOK_TIMEOUT_DEFAULT)
-        return [Subject(event, target, seconds) for event in chosen], notes
+        return [Subject(event, target, seconds) for event in chosen], []
     return _from_file(Path(target), events=events, tools=tools, routes=routes, timeout=timeout)
 
 
@@ -146,9 +145,8 @@ def _from_file(
             route = route_for(routes, url)
             destination = route.destination(url) if route is not None else url
             seconds = timeout or float(hook.effective_timeout())
-            async_ = hook.runs_async
             subjects.append(
-                Subject(event, destination, seconds, declared_async=async_, declared=url)
+                Subject(event, destination, seconds, declared_async=hook.runs_async, declared=url)
             )
         if events and not subjects:
             raise InvalidInput(f"{path}: no webhook hook on {', '.join(events)}")
