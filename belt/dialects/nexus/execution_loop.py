@@ -326,12 +326,8 @@ class NexusLoop:
     def step(self, execution: Execution) -> End | None:
         """Take the execution's next step."""
         assert isinstance(execution, NexusExecution)
-        step = execution.state["next"]
-        if step == "tools":
-            return self.tool_only_step(execution)
-        if step == "request":
-            return self.request_step(execution)
-        return self.stop_step(execution)
+        steps = {"tools": self.tool_only_step, "request": self.request_step}
+        return steps.get(execution.state["next"], self.stop_step)(execution)
 
     def record_input(self, execution: NexusExecution) -> None:
         """Write the execution's input (the user's text or mail of its turn) under the id set
@@ -353,7 +349,9 @@ class NexusLoop:
         """An execution on an attention hold goes on by retrying its failed hook task; one whose
         process was killed goes on from its last durable point."""
         if run.state == AgentRunState.INPUT_REQUIRED and not interrupted:
-            self.check_approved(run)
+            # Held at a hook task's approval: it goes on once that is settled (or waits, --wait).
+            if not self.sim.options.wait:
+                refuse_pending(self.sim.store, run.id, "waits for {n} approval(s)")
         elif run.state != ATTENTION_HOLD and not interrupted:
             raise Conflict(
                 f"run {run.id} is {run.state}, not on an attention hold or waiting for approval",
@@ -367,13 +365,6 @@ class NexusLoop:
                 # Killed while it began: enter it again.
                 self.enter(execution, run.data.get("hooks") or {}, run.data.get("profile") or {})
         return execution
-
-    def check_approved(self, run: RunRecord) -> None:
-        """A run held at a hook task's approval goes on once it is settled (or, with
-        ``--wait``, waits for it); Conflict (exit 4) while it is pending."""
-        if self.sim.options.wait:
-            return
-        refuse_pending(self.sim.store, run.id, "waits for {n} approval(s)")
 
     def execution(
         self, index: int, run: RunRecord | None, state: dict[str, Any], fields: Mapping[str, Any]
@@ -593,33 +584,32 @@ class NexusLoop:
             with tracing.span("belt.compaction", {"belt.compaction.index": compaction["n"]}):
                 source = f"compaction-{compaction['n']}"
                 if compaction["stage"] == "pre":
-                    if NexusEvent.PRE_COMPACT in execution.hooks:
-                        decision = self.hook(
-                            execution, NexusEvent.PRE_COMPACT, source, compaction["extra"]
-                        )
-                        if isinstance(decision, End):
-                            return decision
+                    extra = compaction["extra"]
+                    if end := self.boundary(execution, NexusEvent.PRE_COMPACT, source, extra):
+                        return end
                     self.sim.compact(execution)
                     compaction["stage"] = "post"
                     self.sim.save(execution)
-                if NexusEvent.POST_COMPACT in execution.hooks:
-                    decision = self.hook(execution, NexusEvent.POST_COMPACT, source, {})
-                    if isinstance(decision, End):
-                        return decision
+                if end := self.boundary(execution, NexusEvent.POST_COMPACT, source, {}):
+                    return end
                 state.update(compaction=None, compactions=compaction["n"])
                 self.sim.save(execution)
-        if (
-            state["requests"] == 0
-            and execution.kind != "background"
-            and not state["turn_started"]
-            and NexusEvent.TURN_START in execution.hooks
-        ):
-            decision = self.hook(execution, NexusEvent.TURN_START, "turn", {})
-            if isinstance(decision, End):
-                return decision
-            state["turn_started"] = True
-            self.sim.save(execution)
+        if state["requests"] == 0 and execution.kind != "background" and not state["turn_started"]:
+            if end := self.boundary(execution, NexusEvent.TURN_START, "turn", {}):
+                return end
+            if NexusEvent.TURN_START in execution.hooks:
+                state["turn_started"] = True
+                self.sim.save(execution)
         return None
+
+    def boundary(
+        self, execution: NexusExecution, event: NexusEvent, source: str, extra: dict[str, Any]
+    ) -> End | None:
+        """Run the boundary's hook when one is declared; how the execution ends, if it does."""
+        if event not in execution.hooks:
+            return None
+        decision = self.hook(execution, event, source, extra)
+        return decision if isinstance(decision, End) else None
 
     def next_round(self, execution: NexusExecution) -> tuple[ModelTurnSpec, bool] | None:
         """The next scripted model round; once they are used up, the last answer again.
