@@ -43,21 +43,17 @@ COPIED_ROLES = ("user", "assistant", "tool", "injection", "compaction")
 
 def review_request(system_prompt: str | None) -> dict[str, object]:
     """What a review's model turn is asked with: as the agent (its system prompt), with no
-    tools offered, for an answer in ``answer_schema()``."""
-    return {"system_prompt": system_prompt, "tools": [], "answer_schema": answer_schema()}
-
-
-def answer_schema() -> dict[str, object]:
-    """The JSON schema a review's answer follows."""
+    tools offered, for an answer in the JSON schema of candidates."""
     # Start-up: the registry (and its search index) only for a run that starts a review.
     from belt.records.registry import CANDIDATE_SCHEMA  # noqa: PLC0415 - a platform run loads no registry (sqlite3)
 
-    return {
+    schema = {
         "type": "object",
         "properties": {"candidates": {"type": "array", "items": CANDIDATE_SCHEMA}},
         "required": ["candidates"],
         "additionalProperties": False,
     }
+    return {"system_prompt": system_prompt, "tools": [], "answer_schema": schema}
 
 
 def start_review(
@@ -69,9 +65,8 @@ def start_review(
     script: ReviewScript | None,
     number: int,
     system_prompt: str | None = None,
-) -> str:
-    """Start the review branch of ``review``, asked as the agent with ``system_prompt``;
-    returns the branch's chat id."""
+) -> None:
+    """Start the review branch of ``review``, asked as the agent with ``system_prompt``."""
     branch = create_chat(
         store,
         agent_id=review.agent_id,
@@ -81,14 +76,10 @@ def start_review(
     )
     branch_id = str(branch["id"])
     candidates = script.candidates if script is not None else []
-    note = (
-        None
-        if script is not None
-        else (
-            f"no review scripted for review {number} ([[reviews]] has fewer entries): the review "
-            "returns no candidates"
-        )
-    )
+    note = None
+    if script is None:
+        note = f"no review scripted for review {number} ([[reviews]] has fewer entries): the "
+        note += "review returns no candidates"
     sim = record_child(
         store,
         parent=children.simulation.sim,
@@ -112,12 +103,7 @@ def start_review(
 
     children.start(
         sim,
-        describe=ChildOrigin(
-            parent_run_id=review.run_id,
-            hook_event=review.event,
-            handler=EXTRACT,
-            handler_type=HookHandlerType.BUILTIN.value,
-        ),
+        describe=ChildOrigin(review.run_id, review.event, EXTRACT, HookHandlerType.BUILTIN.value),
         before=partial(copy_history, store, branch_id, history, system_prompt),
         after=partial(
             save_outcomes,
@@ -129,7 +115,6 @@ def start_review(
             number=number,
         ),
     )
-    return branch_id
 
 
 def copy_history(
