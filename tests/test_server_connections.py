@@ -4,6 +4,7 @@ with deadlines too long to do it instead; and the stop's mark on the requests in
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import threading
 from pathlib import Path
@@ -122,3 +123,42 @@ def test_a_kept_alive_client_sending_whole_requests_costs_no_timer_per_request(
         thread.join(30)
         sock.close()
     assert 1 <= CountingLoop.guarded <= 2
+
+
+def test_a_body_sent_after_its_head_is_not_taken_for_the_next_request(tmp_path: Path) -> None:
+    # The journal waits for the requests counted arriving (Connections.arriving) to group their
+    # lines with its own: a request's own body, come after its head, is not one once answered.
+    connections = Connections(header_timeout=LONG, body_timeout=LONG)
+    app = SlowClientGuard(create_app(store=Store(tmp_path), sweep_interval=0), connections)
+    config = uvicorn.Config(app, http=GuardedConnection, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    sock = bind("127.0.0.1", 0)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    body = json.dumps(turn_start()).encode()
+    try:
+        eventually(lambda: server.started, "the server's start")
+        client = open_socket(
+            f"http://127.0.0.1:{sock.getsockname()[1]}",
+            b"POST /hooks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body),
+        )
+
+        def in_progress() -> bool:
+            return any(held.scope is not None for held in connections.held)
+
+        with client:
+            eventually(in_progress, "the request's start, its body still to come")
+            client.sendall(body)
+            reply = b""
+            while b'"decision"' not in reply:
+                chunk = client.recv(4096)
+                assert chunk, reply
+                reply += chunk
+            assert reply.startswith(b"HTTP/1.1 200 ")
+            eventually(lambda: not in_progress(), "the request's end")
+            assert connections.arriving == 0
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()

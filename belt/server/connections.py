@@ -146,6 +146,8 @@ class GuardedConnection(asyncio.Protocol):
         """The request in progress, from its app's start to its end."""
         self.heard = False
         """Whether bytes came while the app had the request (the next request's, perhaps)."""
+        self.heard_next = False
+        """Whether they came once its body was all in: the next request's, surely."""
         self.arriving = False
         """Whether this connection's next request is counted in ``Connections.arriving``."""
 
@@ -173,6 +175,8 @@ class GuardedConnection(asyncio.Protocol):
         """Pass the bytes on; the first after a request starts the next head's deadline."""
         if self.scope is not None:
             self.heard = True
+            if self.deadline is None:  # its body is in: these bytes are not of it
+                self.heard_next = True
         else:
             self.arrives()
             if self.deadline is None and self.limits is not None:
@@ -204,7 +208,7 @@ class GuardedConnection(asyncio.Protocol):
         """A request's head is in: its body, if one is to come (``body_timeout`` seconds), is
         awaited now; without one the request is complete."""
         self.scope = scope
-        self.heard = False
+        self.heard = self.heard_next = False
         if self.arriving:
             self.arriving = False
             if self.limits is not None:
@@ -240,7 +244,8 @@ class GuardedConnection(asyncio.Protocol):
             limits.waiting.pop(self, None)
             limits.waiting[self] = None  # the longest waiting is the one waiting first
             if self.heard:
-                self.arrives()
+                if self.heard_next:
+                    self.arrives()
                 self.await_head()
 
     def complete(self) -> None:
