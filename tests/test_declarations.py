@@ -14,8 +14,8 @@ from belt.declaring.declarations import (
     exit_code,
     load_declaration,
     read_document,
-    validate_files,
 )
+from belt.declaring.doctor import validate_files
 from belt.errors import ExitCode, InvalidInput, NotFound
 from belt.wire.validate import check_decision
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from belt.check.props import read_props
-from belt.declaring.declarations import validate_files
+from belt.declaring.doctor import validate_files
 from belt.emulator.agents import load_agent_file
 from belt.emulator.modelscript import load_model_script
 from belt.engine.scenario import read_scenario

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from belt.display.text import describe
-from belt.errors import BeltError, ExitCode, InvalidInput
+from belt.errors import ExitCode, InvalidInput
 from belt.reading import inputs
 from belt.reading.didyoumean import did_you_mean
 from belt.reading.strictjson import StrictJSONError, decode, decode_toml
@@ -223,23 +223,6 @@ def check_rho_config(doc: Any) -> tuple[Findings, LifecycleHooks | None]:
 def load_declaration(path: str | Path, dialect: Dialect | None = None) -> Declaration:
     """Read and check one declaration file."""
     return check_document(read_declaration(path), str(path), dialect)
-
-
-def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[Declaration]:
-    """Check several files; unreadable or undecodable files become failed reports."""
-    reports = []
-    for path in paths:
-        try:
-            reports.append(load_declaration(path, dialect))
-        except BeltError as exc:
-            findings = Findings()
-            message = exc.message
-            prefix = f"{path}:"
-            findings.problems.append(
-                message[len(prefix) :].lstrip() if message.startswith(prefix) else message
-            )
-            reports.append(Declaration(str(path), None, findings, failure=exc.exit_code))
-    return reports
 
 
 def exit_code(reports: list[Declaration]) -> ExitCode:
