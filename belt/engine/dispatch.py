@@ -74,12 +74,10 @@ def parse_route(spec: str) -> Route:
     if not prefix.startswith(("http://", "https://")):
         raise UsageError(f"--route {spec!r}: the prefix must start with http:// or https://")
     if is_in_process(target):
-        reason = in_process_problem(target, allowed=True)
-        if reason:
+        if reason := in_process_problem(target, allowed=True):
             raise UsageError(f"--route {spec!r}: {reason}")
     else:
-        reason = check_webhook_url(target)
-        if reason:
+        if reason := check_webhook_url(target):
             raise UsageError(f"--route {spec!r}: the target {reason} (or is py:MODULE:FUNC)")
     return Route(prefix, target)
 
@@ -493,8 +491,7 @@ def executed_record(
     if response is not None and response.injected:
         # Dumped only when it carries an injection: without one, nothing of it is recorded here.
         answered = response.model_dump(mode="json", exclude_none=True)
-        injection = {key: answered[key] for key in ("inject", "system") if answered.get(key)}
-        if injection:
+        if injection := {key: answered[key] for key in ("inject", "system") if answered.get(key)}:
             record["injection"] = injection
     record["interrupt_id"] = run.interrupt["id"] if run.interrupt else None
     record["task_chat_id"] = run.task_chat_id

@@ -174,8 +174,7 @@ def run_scenario(
     if offline:
         from belt.engine.offline import network_problems  # noqa: PLC0415 - start-up: for --offline only
 
-        problems = network_problems(loaded, parse_routes(routes or []), declared)
-        if problems:
+        if problems := network_problems(loaded, parse_routes(routes or []), declared):
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise UsageError(
                 f"{scenario}: {problems[0]}{more}",

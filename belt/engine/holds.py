@@ -72,8 +72,7 @@ class Holds:
             return False
         pending = pending_for_run(store=self.sim.store, run_id=execution.run.id)
         for interrupt in pending:
-            spec = resolution_for(specs, interrupt)
-            if spec is None:
+            if (spec := resolution_for(specs, interrupt)) is None:
                 continue
             try:
                 resolve_interrupt(

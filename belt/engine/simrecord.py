@@ -115,8 +115,7 @@ def record_simulation(
 def refuse_pending(store: Store, run_id: str, waits: str) -> None:
     """Conflict (exit 4) while the run has pending interrupts; ``waits`` says for what, with
     ``{n}`` for how many."""
-    pending = pending_for_run(store=store, run_id=run_id)
-    if pending:
+    if pending := pending_for_run(store=store, run_id=run_id):
         ids = ", ".join(i["id"] for i in pending)
         raise Conflict(
             f"run {run_id} still {waits.format(n=len(pending))}: {ids}",

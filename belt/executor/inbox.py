@@ -350,8 +350,7 @@ def release_abandoned(store: Store, identity: str) -> HookTask | None:
         current["history"] = [*current.get("history", []), gone]
         return _redispatch(current, int(current["attempt"]) + 1)
 
-    task = _change(store, identity, release)
-    if task is not None:
+    if (task := _change(store, identity, release)) is not None:
         mark_pending(store, identity)
     return task
 

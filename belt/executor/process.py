@@ -145,8 +145,7 @@ def _prctl() -> Callable[..., int] | None:
 def _dies_with(parent: int) -> Callable[[], None] | None:
     """What a child runs before its command: ask for SIGKILL when its parent thread dies, and
     die at once if the parent is already gone (it died between the fork and the request)."""
-    prctl = _prctl()
-    if prctl is None:
+    if (prctl := _prctl()) is None:
         return None
 
     def request() -> None:
@@ -165,8 +164,7 @@ def stop_marked(name: str, value: str) -> int:
     killed: list[int] = []
     until = time.monotonic() + STOP_WAIT
     while time.monotonic() < until:
-        found = _marked(needle)
-        if not found:
+        if not (found := _marked(needle)):
             break
         for pid in found:
             try:

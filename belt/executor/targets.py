@@ -69,8 +69,7 @@ def parse_tool(spec: str, *, load: bool = True) -> Target:
     if not sep or not name or not target:
         raise UsageError(f"--tool {spec!r}: expected {shape}")
     if target.startswith("cmd:"):
-        command = target[len("cmd:") :].strip()
-        if not command:
+        if not (command := target[len("cmd:") :].strip()):
             raise UsageError(f"--tool {spec!r}: cmd: needs a command")
         return Target(name, "cmd", command)
     if target.startswith("py:"):
@@ -83,8 +82,7 @@ def parse_tool(spec: str, *, load: bool = True) -> Target:
                 return Target(name, "py", ref)
         raise UsageError(f"--tool {spec!r}: py: needs MODULE:FUNC")
     if target.startswith(("http://", "https://")):
-        reason = check_webhook_url(target)
-        if reason:
+        if reason := check_webhook_url(target):
             raise UsageError(f"--tool {name}: the URL {reason}")
         return Target(name, "http", target)
     raise UsageError(f"--tool {spec!r}: expected {shape}")

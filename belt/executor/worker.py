@@ -84,8 +84,7 @@ class Worker:
             if not self.serves(str(task["tool"])):
                 self._skip(task)
                 continue
-            final = self.serve_task(identity)
-            if final is not None:
+            if (final := self.serve_task(identity)) is not None:
                 served.append(final)
         return served
 

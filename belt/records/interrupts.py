@@ -180,8 +180,7 @@ def _get(store: Store, interrupt_id: str) -> Interrupt | None:
 
 
 def _pending_marker(record: Interrupt) -> str | None:
-    expires_at = record.get("expires_at")
-    if not expires_at:
+    if not (expires_at := record.get("expires_at")):
         return None
     return f"{epoch_ms(parse_timestamp(expires_at)):015d}-{record['id']}"
 
@@ -406,12 +405,10 @@ def _store_new(store: Store, record: Interrupt) -> None:
     most a marker or a link without an object, which the readers skip and the sweep clears;
     never a hidden gate."""
     interrupt_id = record["id"]
-    marker = _pending_marker(record)
-    if marker:
+    if marker := _pending_marker(record):
         store.tag(PENDING, marker)
     store.link(RUN_INTERRUPTS, record["run_id"], interrupt_id)
-    resource_id = record["resource_id"]
-    if resource_id is not None:
+    if (resource_id := record["resource_id"]) is not None:
         store.link(RESOURCE_INTERRUPTS, check_id(resource_id, what="resource id"), interrupt_id)
     store.create(INTERRUPT, interrupt_id, dict(record))
 
@@ -484,8 +481,7 @@ def _settle(store: Store, interrupt_id: str, change: Callable[[Interrupt], Inter
         Interrupt,
         store.update(INTERRUPT, interrupt_id, lambda data: dict(change(cast(Interrupt, data)))),
     )
-    marker = _pending_marker(record)
-    if marker:
+    if marker := _pending_marker(record):
         store.untag(PENDING, marker)
     if tracing.on() and "trace" in record:
         settlement = trail(record)
