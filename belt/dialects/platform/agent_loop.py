@@ -103,6 +103,13 @@ def client_result(interrupt: InterruptJSON) -> str:
     return "" if data is None else json.dumps(data, ensure_ascii=False)
 
 
+def waiting_status(reason: str) -> str:
+    """The status of a tool invocation held by an interrupt of ``reason``."""
+    if reason == InterruptReason.CLIENT_TOOL:
+        return ToolInvocationStatus.AWAITING_INPUT.value
+    return ToolInvocationStatus.AWAITING_APPROVAL.value
+
+
 class PlatformLoop:
     """The inference.sh dialect: what each step of a run does."""
 
@@ -390,8 +397,7 @@ class PlatformLoop:
         return None
 
     def asked_with(self) -> dict[str, Any]:
-        """What a model turn records it was asked with, where the simulation says: a review
-        branch's (``request``: the agent's system prompt, no tools, the answer's schema)."""
+        """What a model turn records it was asked with: a review branch's ``request``."""
         review = self.sim.sim.get("review")
         if isinstance(review, dict) and isinstance(review.get("request"), dict):
             return {"request": review["request"]}
@@ -432,9 +438,7 @@ class PlatformLoop:
         return self.wait_for_tools(execution, message)
 
     def wait_for_tools(self, execution: Execution, message: Message) -> End | None:
-        """Hold while a tool call waits for a gate or an approval (the run is
-        ``input_required``) or a client tool for its result (it stays ``working``); otherwise
-        go on to the next model turn."""
+        """Hold while a tool call waits (a client tool's run stays ``working``), else go on."""
         state = execution.state
         invocations = message["tool_invocations"]
         approvals = [
@@ -473,12 +477,7 @@ class PlatformLoop:
             reason = gated.get(invocation["id"])
             if invocation["status"] != ToolInvocationStatus.PENDING or reason is None:
                 continue
-            waits_for_input = reason == InterruptReason.CLIENT_TOOL
-            invocation["status"] = (
-                ToolInvocationStatus.AWAITING_INPUT.value
-                if waits_for_input
-                else ToolInvocationStatus.AWAITING_APPROVAL.value
-            )
+            invocation["status"] = waiting_status(reason)
 
     def after_gate(self, execution: Execution) -> End | None:
         """Every gate of the run is settled: act on the resolutions."""
@@ -514,33 +513,19 @@ class PlatformLoop:
     def approve_or_invoke(
         self, execution: Execution, invocation: dict[str, Any], call: ToolCallSpec
     ) -> None:
-        """A tool call its hooks allowed: ask for its approval when the tool requires one (and
-        the chat does not always allow it), else invoke it."""
+        """A tool call its hooks allowed: ask for its approval when required, else invoke it."""
         if call.require_approval and not self.always_allowed(call.name):
-            self.open_tool_interrupt(
-                execution,
-                invocation,
-                call,
-                reason=InterruptReason.TOOL_APPROVAL,
-                timeout=call.approval_timeout or GATE_TIMEOUT_MAX,
-            )
-            invocation["status"] = ToolInvocationStatus.AWAITING_APPROVAL.value
-            return
-        self.invoke(execution, invocation, call)
+            timeout = call.approval_timeout or GATE_TIMEOUT_MAX
+            self.wait_at(execution, invocation, call, InterruptReason.TOOL_APPROVAL, timeout)
+        else:
+            self.invoke(execution, invocation, call)
 
     def invoke(self, execution: Execution, invocation: dict[str, Any], call: ToolCallSpec) -> None:
         """Invoke an allowed tool; a client tool waits for the result the application posts."""
         if call.client:
-            self.open_tool_interrupt(
-                execution,
-                invocation,
-                call,
-                reason=InterruptReason.CLIENT_TOOL,
-                timeout=GATE_TIMEOUT_MAX,
-            )
-            invocation["status"] = ToolInvocationStatus.AWAITING_INPUT.value
-            return
-        self.run_tool(execution, invocation, call)
+            self.wait_at(execution, invocation, call, InterruptReason.CLIENT_TOOL, GATE_TIMEOUT_MAX)
+        else:
+            self.run_tool(execution, invocation, call)
 
     def always_allowed(self, tool: str) -> bool:
         """True when the chat's settings allow ``tool`` without asking (``allow_all_tools``, or
@@ -553,18 +538,17 @@ class PlatformLoop:
             isinstance(always, list) and tool in always
         )
 
-    def open_tool_interrupt(
+    def wait_at(
         self,
         execution: Execution,
         invocation: dict[str, Any],
         call: ToolCallSpec,
-        *,
         reason: InterruptReason,
         timeout: int,
     ) -> None:
         """Open the interrupt a tool invocation waits at: its approval, or its client's result
-        (``meta`` names the tool, as the SDKs read it). Neither has a default: on expiry it is
-        refused."""
+        (``meta`` names the tool, as the SDKs read it; on expiry it is refused)."""
+        invocation["status"] = waiting_status(reason)
         create_interrupt(
             store=self.sim.store,
             run_id=str(execution.run_id),
@@ -583,9 +567,7 @@ class PlatformLoop:
         )
 
     def settle_tools(self, execution: Execution, message: Message) -> None:
-        """Act on the settled interrupts of the run's tool calls: an allowed gate goes on to
-        the approval or the tool, an approved tool is invoked, a client tool completes with the
-        result posted; a denied or expired one fails."""
+        """Act on the settled interrupts of the run's tool calls; a denied or expired one fails."""
         spec = self.models(execution)[int(execution.state["model"])]
         latest = {i["resource_id"]: i for i in self.interrupts(execution)}
         waiting = (ToolInvocationStatus.AWAITING_APPROVAL, ToolInvocationStatus.AWAITING_INPUT)
@@ -655,10 +637,8 @@ class PlatformLoop:
         return self.sim.complete(execution)
 
     def finish_output(self, execution: Execution) -> Any:
-        """The arguments of the last ``finish`` tool call this run completed, if any.
-
-        Only the messages from the run's input on are read: nothing of the run comes before it
-        (so the cost of a run's end does not grow with the length of its chat)."""
+        """The arguments of the last ``finish`` tool call this run completed, if any (read back
+        to the run's input only, so a run's end costs the same however long its chat)."""
         start = execution.input_message_id
         for message in reversed(self.sim.recorder.messages):
             if message["id"] == start:
@@ -682,12 +662,8 @@ class PlatformLoop:
         resource_id: str | None = None,
         invocation_id: str | None = None,
     ) -> EventResult:
-        """Fire ``event`` at the agent's hooks and put every handler run on the record.
-
-        Each row and record names where it belongs in the transcript: the tool invocation it is
-        about (``invocation_id``, the ``resource_id`` of a tool call) and the message it came
-        after (``after_message``), so a transcript shows a hook under its tool call.
-        """
+        """Fire ``event`` at the agent's hooks and put every handler run on the record, under
+        the tool invocation (``invocation_id``) and the message (``after_message``) it follows."""
         recorder = self.sim.recorder
         self.current = execution
         # The boundary is reached whatever hooks are attached (``fired`` expectations count it);
@@ -791,11 +767,8 @@ class PlatformLoop:
         return " ".join(c.get("text") or "" for c in message.get("content") or [])
 
     def suggested(self) -> dict[str, int]:
-        """What ``belt:suggest`` put in front of the model in this chat: entry → turn.
-
-        Read back from the chat's own past injections (their ``items``), once, so it survives a
-        resume; kept up to date as suggestions are made.
-        """
+        """What ``belt:suggest`` put in front of the model in this chat: entry → turn (read
+        back from the chat's past injections once, so it survives a resume)."""
         if self._suggested is None:
             self._suggested = {}
             for message in self.sim.recorder.messages:
@@ -831,14 +804,9 @@ class PlatformLoop:
         pending: list[NewMessage],
         row: NewMessage | None,
     ) -> None:
-        """Add an injection to ``pending`` (with ``row``, the transcript row of the run that
-        made it, in its file); one with the same ``dedup_key`` replaces the older one.
-
-        When it replaces one of the ``pending`` messages, they are recorded first. Nothing is
-        written to end the injection it replaces, nor this one once its ``ttl_turns`` have
-        passed: the chat reads both from the injections and the turn count
-        (``belt.records.messages.settle_injections``); here they leave the context.
-        """
+        """Add an injection to ``pending`` (``row`` in its file); one with the same
+        ``dedup_key`` replaces the older one (recording ``pending`` first when it is there).
+        Nothing is written when an injection ends: ``belt.records.messages.settle_injections``."""
         dedup_key, ttl_turns = inject.dedup_key, inject.ttl_turns or 0
         if dedup_key:
             if any(
