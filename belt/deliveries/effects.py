@@ -46,11 +46,7 @@ def outcome(event: str, decision: HookDecision | str | None) -> Outcome:
 
 def takes_effect(decision: HookDecision | str | None) -> bool:
     """True for the decisions that end an event's hook chain (deny, stop, suspend)."""
-    return bool(decision) and decision in (
-        HookDecision.DENY,
-        HookDecision.STOP,
-        HookDecision.SUSPEND,
-    )
+    return decision in (HookDecision.DENY, HookDecision.STOP, HookDecision.SUSPEND)
 
 
 def effect_text(event: str, decision: HookDecision | str | None, reason: str | None) -> str:

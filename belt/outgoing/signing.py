@@ -38,12 +38,9 @@ def secret_key(secret: str) -> bytes:
     return key
 
 
-def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
-    """The ``v1,<base64>`` signature of one message."""
-    return _sign_with(secret_key(secret), msg_id, timestamp, body)
-
-
-def _sign_with(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
+def sign(secret: str | bytes, msg_id: str, timestamp: int, body: bytes) -> str:
+    """The ``v1,<base64>`` signature of one message, with a ``whsec_`` secret or its decoded key."""
+    key = secret_key(secret) if isinstance(secret, str) else secret
     content = f"{msg_id}.{timestamp}.".encode() + body
     digest = hmac.new(key, content, hashlib.sha256).digest()
     return "v1," + base64.b64encode(digest).decode("ascii")
@@ -105,7 +102,7 @@ def verify_with(
         raise SignatureError(
             f"webhook-timestamp is {timestamp - current} s in the future (limit {tolerance})"
         )
-    expected = _sign_with(key, msg_id, timestamp, body).encode("ascii")
+    expected = sign(key, msg_id, timestamp, body).encode("ascii")
     offered = [entry for entry in signature.split() if entry.startswith("v1,")]
     if not offered:
         raise SignatureError("webhook-signature holds no v1 signature")
