@@ -75,7 +75,6 @@ if TYPE_CHECKING:
     from belt.store import Store
 
 OUTPUT_PREVIEW_MAX_BYTES = 2048
-REPLIES = ("input", "mail", "regeneration")
 
 
 def frozen_hooks(profile: dict[str, Any] | None) -> dict[str, Any]:
@@ -159,11 +158,6 @@ class NexusExecution(Execution):
     conversation_id: str | None = None
     approval_mode: str | None = None
 
-    @property
-    def standalone(self) -> bool:
-        """True for an execution outside any conversation."""
-        return self.conversation_id is None
-
 
 class NexusLoop:
     """The Nexus dialect: what each step of an execution does."""
@@ -241,10 +235,11 @@ class NexusLoop:
             revision = int(self.sim.sim.get("profile_revision") or 0) + 1
             # A turn's profile replaces the whole declaration, rho's hooks included.
             self.sim.update_sim(profile=turn.profile, profile_revision=revision, hooks_from=None)
-        kind = turn.kind
         regenerates = None
-        input_message_id = None
-        if kind == "regeneration":
+        state = initial_state(turn)
+        # The input's id is set aside with the run, so a run whose process died before the
+        # input was written writes it when it is resumed (``record_input``).
+        if turn.kind == "regeneration":
             previous = self.previous_reply()
             regenerates = previous["run_id"]
             hooks = previous["hooks"]
@@ -252,23 +247,18 @@ class NexusLoop:
                 hooks = RunRecord.read(self.sim.store, regenerates).data.get("hooks") or {}
             approval_mode = previous["approval_mode"]
             origin = {**previous["profile"], "reused_from": regenerates}
-            input_message_id = previous["input_message_id"]
+            state["input"] = previous["input_message_id"]
         else:
             profile, origin = self.current_profile()
             hooks = frozen_hooks(profile)
             approval_mode = profile.get("approval_mode")
+            if input_text(turn) is not None:
+                state["input"] = new_id("msg")
         conversation_id = None if turn.standalone else self.sim.recorder.chat_id
         uses_tools = turn.tool_only or bool(turn.model and turn.model[0].tool_calls)
-        state = initial_state(turn)
-        # The input's id is set aside with the run, so a run whose process died before the
-        # input was written writes it when it is resumed (``record_input``).
-        if kind == "regeneration":
-            state["input"] = input_message_id
-        elif input_text(turn) is not None:
-            state["input"] = new_id("msg")
         run = None
         fields = {
-            "kind": kind,
+            "kind": turn.kind,
             "conversation_id": conversation_id,
             "hooks": hooks,
             "approval_mode": approval_mode,
@@ -320,7 +310,7 @@ class NexusLoop:
                 "profile": profile,
             },
         )
-        if execution.kind in REPLIES:
+        if execution.turn.replies:
             self.sim.update_sim(last_reply=index)
 
     def step(self, execution: Execution) -> End | None:
@@ -330,8 +320,7 @@ class NexusLoop:
         return steps.get(execution.state["next"], self.stop_step)(execution)
 
     def record_input(self, execution: NexusExecution) -> None:
-        """Write the execution's input (the user's text or mail of its turn) under the id set
-        aside for it, unless it is written."""
+        """Write the execution's input (its turn's text or mail) under its id, unless written."""
         turn = self.scenario.turns[execution.turn_index]
         text, message_id = input_text(turn), execution.state.get("input")
         if text is None or not isinstance(message_id, str):
@@ -395,8 +384,7 @@ class NexusLoop:
         return {"attention": None}
 
     def ended(self, execution: Execution, end: End) -> None:
-        """Record on the execution's entry how it stopped (held: the state it holds in, an
-        attention hold or waiting for an approval)."""
+        """Record on the execution's entry how it stopped (held: the state it holds in)."""
         if end == End.HELD and execution.run is not None:
             sim_id = str(self.sim.sim["id"])
             set_execution_state(self.sim.store, sim_id, execution.turn_index, execution.run.state)
@@ -612,10 +600,7 @@ class NexusLoop:
         return decision if isinstance(decision, End) else None
 
     def next_round(self, execution: NexusExecution) -> tuple[ModelTurnSpec, bool] | None:
-        """The next scripted model round; once they are used up, the last answer again.
-
-        None when the scenario scripts an error for the request after its rounds.
-        """
+        """The next scripted model round, then the last answer again (None: a scripted error)."""
         state = execution.state
         model = execution.turn.model
         if state["script"] < len(model):
@@ -686,7 +671,10 @@ class NexusLoop:
             if span is not None:
                 trace_task(span, event, task)
             if task["status"] == TaskStatus.AWAITING_APPROVAL:
-                return self.hold_for_approval(execution, task)
+                # Nobody approved it yet (and no --wait): the execution holds, as a run at a
+                # gate, until `belt interrupt resolve` settles it and `belt sim resume` goes on.
+                state = AgentRunState.INPUT_REQUIRED.value
+                return self.sim.hold(execution, ChatStatus.AWAITING_INPUT, state=state)
             self.record_row(execution, task)
             if task["status"] == TaskStatus.CANCELLED:
                 raise Cancelled
@@ -696,13 +684,9 @@ class NexusLoop:
             return decision
 
     def await_task(self, execution: NexusExecution, task: HookTask) -> HookTask:
-        """Wait for the task's approval (``approval_mode = "ask"``), then for a worker to
-        finish it, up to its deadline; a claim whose worker died goes back to the inbox at once
-        (served here, when this process serves the tool).
-
-        An approval the scenario does not settle (``[[turns.resolve]]``, ``[[turns.wait]]``) is
-        waited for only with ``--wait``; otherwise the task is returned still awaiting it, and
-        the execution holds (``hold_for_approval``)."""
+        """Wait for the task's approval (only with ``--wait`` when the scenario does not settle
+        it: else it is returned awaiting it), then for a worker to finish it by its deadline; a
+        claim whose worker died goes back to the inbox (served here when this process can)."""
         store = self.sim.store
         identity = str(task["id"])
         told: set[str] = set()
@@ -768,14 +752,6 @@ class NexusLoop:
             )
             told.add("approval")
         return task
-
-    def hold_for_approval(self, execution: NexusExecution, task: HookTask) -> End:
-        """A hook task nobody approved yet (and no ``--wait``): the execution holds at its
-        approval, as a run holds at a gate, until ``belt interrupt resolve`` settles it and
-        ``belt sim resume`` goes on (the same task, approved or failed)."""
-        return self.sim.hold(
-            execution, ChatStatus.AWAITING_INPUT, state=AgentRunState.INPUT_REQUIRED.value
-        )
 
     def recorded_rows(self) -> set[tuple[str, int]]:
         """The (task, attempt) pairs that already have a transcript row."""
