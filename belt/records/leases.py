@@ -115,11 +115,9 @@ def is_alive(pid: int) -> bool:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
     except PermissionError:
         return True  # it exists, as another user's process
-    except OSError:
+    except OSError:  # ProcessLookupError among them
         return False
     return True
 
@@ -133,9 +131,8 @@ def hold(store: Store, name: str) -> bool:
     with store.lock(LEASE, name):
         lease = store.get(LEASE, name)
         if lease is not None and is_mine(lease):
-            if utcnow() - parse_timestamp(str(lease["renewed"])) < RENEW_AFTER:
-                return True
-            store.write(LEASE, name, {**lease, "renewed": timestamp(utcnow())})
+            if utcnow() - parse_timestamp(str(lease["renewed"])) >= RENEW_AFTER:
+                store.write(LEASE, name, {**lease, "renewed": timestamp(utcnow())})
             return True
         if lease is not None and holder_alive(lease):
             return False

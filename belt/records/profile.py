@@ -55,8 +55,7 @@ def write_profile(store: Store, declaration: object) -> Profile:
     InvalidInput names every problem's path."""
     findings, _ = check_nexus_profile(declaration)
     if not findings.ok:
-        problems = findings.problems
-        raise InvalidInput(problems[0], problems=problems[1:])
+        raise InvalidInput(findings.problems[0], problems=findings.problems[1:])
     configuration = dict(cast(Mapping[str, object], declaration))
     with store.lock(PROFILE, PROFILE_ID):
         revision = read_profile(store)["revision"] + 1
