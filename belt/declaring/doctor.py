@@ -153,10 +153,8 @@ def examine(paths: list[Path], store: Store) -> Examined:
 
 
 def read_declared(path: Path, dialect: Dialect | None = None) -> Declared | Declaration:
-    """The hooks ``path`` declares (a scenario is known by its ``turns``, and read as the
-    dialect it says; ``dialect`` reads a declaration file as that one), or the failed report of
-    a file that cannot be read, is invalid, or is another file of belt's (a policy, a model
-    script, a props file: the report names the command that reads it)."""
+    """The hooks ``path`` declares (a scenario read as its dialect; ``dialect`` forces a
+    declaration file's), or the failed report of a file that is unreadable, invalid or not one."""
     source = str(path)
     try:
         doc = read_declaration(path)
@@ -214,9 +212,7 @@ def failed(
 
 
 def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[Declaration]:
-    """``belt hooks validate``: each file checked as what it is, a declaration file of either
-    dialect or a scenario (its hooks, and the scenario as ``belt sim run`` reads it); another
-    file of belt's is named with the command that reads it."""
+    """``belt hooks validate``: each file checked as what it is (declaration or scenario)."""
     reports = []
     for path in paths:
         found = read_declared(path, dialect)
@@ -345,10 +341,8 @@ scheme's default) and path; the scheme, credentials and query are not compared."
 
 @dataclass
 class Deliveries:
-    """The hook deliveries on record: (event, handler type, handler label) of the runs' hook
-    calls to anything but a webhook; and (event, ``webhook_key``) of each delivery to a
-    webhook, from the runs' hook calls (their full URL, from the simulation's private record
-    of its hooks) and ``belt serve``'s journal (the Host a request came to, and its route)."""
+    """The hook deliveries on record: (event, type, label) of calls to anything but a webhook,
+    and (event, ``webhook_key``) of each webhook delivery (run records and serve journal)."""
 
     hooks: set[tuple[str, str, str]]
     webhooks: set[tuple[str, WebhookKey]]

@@ -296,9 +296,8 @@ class Emulator:
     # -- messages ------------------------------------------------------------------------------
 
     def send(self, body: dict[str, object]) -> dict[str, object]:
-        """``POST /agents/run``: append the message to its chat (a new one when ``chat_id`` is
-        null), begin its run and drive it in the background; answer the user message and the
-        assistant message to come (``pending``; its id is the reply's)."""
+        """``POST /agents/run``: append the message to its chat (new when ``chat_id`` is null),
+        drive its run in the background; answer the user message and the pending assistant one."""
         request = parse_run_request(body)
         store = self.store
         sim: Mapping[str, object]
@@ -369,9 +368,8 @@ class Emulator:
     # -- driving runs ----------------------------------------------------------------------------
 
     def drive(self, simulation: Simulation, execution: Any) -> None:
-        """Drive a begun run to its end or its next hold (in a worker thread); the step that
-        ends it takes it off the tag of runs to continue (``Simulation.release_chat``); then the
-        live line says where it stopped and what its hooks did."""
+        """Drive a begun run to its end or next hold (in a worker thread), then say in the live line
+        where it stopped and what its hooks did."""
         simulation.drive_started(execution)
         run_id = str(execution.run_id)
         run = get_run(self.store, run_id)
@@ -481,9 +479,8 @@ class Emulator:
         return self.settle(tool_id, "allow", None, "POST /chats/{chat}/tools/{id}/always-allow")
 
     def pending(self, tool_id: str, result: bool = False) -> list[InterruptJSON]:
-        """The pending approvals (or with ``result``, the client tool's wait for its result) that
-        hold a tool invocation; NotFound when it has none at all, Conflict when they are settled
-        already."""
+        """The pending approvals (with ``result``: client tool waits) of a tool invocation; NotFound
+        when it has none, Conflict when they are settled."""
         reasons, what = (CLIENT_TOOL, "a result") if result else (APPROVALS, "an approval")
         found = [
             i for i in for_resource(store=self.store, resource_id=tool_id) if i["reason"] in reasons

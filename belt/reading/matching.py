@@ -74,11 +74,8 @@ def glob_field(
 
 
 def normal_path(value: str) -> str:
-    """``value`` read as a POSIX path, lexically (the filesystem is never asked): repeated
-    slashes collapsed, ``.`` segments dropped, ``..`` resolved against the segment before it
-    (at the root it stays at the root), no trailing slash; ``/tmp/../etc/passwd`` is
-    ``/etc/passwd``. A relative path stays relative (``../x`` keeps its ``..``; ``""`` is ``.``).
-    """
+    """``value`` as a POSIX path in normal form, lexically (``/tmp/../etc/passwd`` is
+    ``/etc/passwd``; a relative path stays relative, ``""`` is ``.``)."""
     normal = posixpath.normpath(value)
     # normpath keeps exactly two leading slashes, whose meaning POSIX leaves to the system;
     # Linux and macOS read them as one, so a policy on /etc/* holds for //etc/passwd too.
@@ -152,11 +149,7 @@ def key_paths(
 
 
 def compile_regex(source: str) -> Any:
-    """A linear-time (RE2) regex; ValueError says why RE2 cannot run ``source``.
-
-    RE2 never backtracks, so no pattern and no value can make matching take more than time
-    proportional to the value; in exchange it has no backreferences or lookaround.
-    """
+    """A linear-time (RE2: no backtracking) regex; ValueError says why RE2 cannot run ``source``."""
     import re2  # noqa: PLC0415 - a regex rule only
 
     options = re2.Options()

@@ -281,14 +281,9 @@ MAX_UNKNOWN_KEY_WARNINGS = 10
 
 
 def check_response(document: Mapping[str, object]) -> tuple[LifecycleHookResponse, list[str]]:
-    """An inference.sh answer read as the platform reads it, and a warning per key ignored.
-
-    The SDKs declare the response (and its ``inject``) as a TypedDict of optional fields, so a
-    handler written against them may carry keys of its own: those are ignored, each named in a
-    warning, instead of failing the hook (which would count as allow). A known key of the wrong
-    shape still raises ValidationError. Nexus decisions are not read here: they refuse extra
-    fields, as their spec says (``check_decision``).
-    """
+    """An inference.sh answer read as the platform reads it, and a warning per key ignored
+    (the SDKs type it as a TypedDict, so a handler may add keys); a known key of the wrong
+    shape raises ValidationError."""
     unknown: list[str] = []
     known = {key: value for key, value in document.items() if key in RESPONSE_KEYS}
     unknown += [str(key) for key in document if key not in RESPONSE_KEYS]
@@ -318,10 +313,8 @@ def _answer_key_near(path: str) -> str:
 def check_platform_hooks(
     items: Any, base: str = "hooks", *, in_process: bool = False
 ) -> tuple[Findings, list[LifecycleHookConfig]]:
-    """Check an inference.sh ``hooks`` array; return findings and, when clean, the models.
-
-    ``in_process`` accepts ``py:MODULE:FUNC`` and ``policy:FILE`` webhook handlers (scenarios
-    only)."""
+    """Check an inference.sh ``hooks`` array; return findings and, when clean, the models
+    (``in_process``: ``py:`` and ``policy:`` handlers allowed, as in scenarios)."""
     findings = Findings()
     if not isinstance(items, list):
         findings.error(base, f"expected an array of hooks, got {describe(items)}")

@@ -174,10 +174,8 @@ def load_nexus_scenario(
     stored_hooks: bool = False,
     directory: Path | None = None,
 ) -> LoadedNexusScenario:
-    """Check a decoded Nexus scenario; ``hooks_file`` replaces its profile's lifecycle hooks,
-    and with ``stored_hooks`` a scenario that declares none gets those rho stored (when it
-    stored any). The ``py:`` files of its ``[executors]`` are found from ``directory``, the
-    scenario's (None: as written, for a scenario checked before it is saved elsewhere)."""
+    """Check a decoded Nexus scenario; ``hooks_file`` replaces its profile's lifecycle hooks, and
+    ``stored_hooks`` fills in rho's; ``directory`` locates its ``py:`` executors."""
     findings = Findings()
     scenario = validated(NexusScenario, doc, source)
     problems = []
@@ -214,9 +212,8 @@ def load_nexus_scenario(
 def located_executors(
     executors: dict[str, str], directory: Path, source: str, warnings: list[str]
 ) -> dict[str, str]:
-    """A scenario's ``[executors]`` with each ``py:`` file read from the scenario's directory,
-    as its hooks' handlers are (a module in a package beside it is imported as written); the
-    warning of one found from the current directory only is added to ``warnings``."""
+    """A scenario's ``[executors]`` with each ``py:`` file read from ``directory`` (a warning of one
+    found from the current directory only goes to ``warnings``)."""
     located: dict[str, str] = {}
     for name, target in executors.items():
         if target.startswith(IN_PROCESS_PREFIX):
@@ -270,9 +267,8 @@ def profile_with_hooks_file(
 def profile_with_hooks(
     profile: Mapping[str, object] | None, hooks: object, source: str, where: str
 ) -> dict[str, object]:
-    """The scenario's profile with ``hooks`` (from ``where``) as its lifecycle hooks. The
-    approval mode the spec requires of a profile with hooks is the scenario's to give: without
-    one, a single message says where it goes."""
+    """The scenario's profile with ``hooks`` (from ``where``) as its lifecycle hooks; InvalidInput
+    when the approval mode they require is missing, saying where it goes."""
     merged = {**(profile or {}), "lifecycle_hooks": hooks}
     if hooks and (profile or {}).get("approval_mode") is None:
         if source.endswith(".json"):
