@@ -12,7 +12,8 @@ continues) is not read here: it takes calling the handler.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import functools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -358,7 +359,7 @@ class Deliveries:
         check the store must pass)."""
         hooks: set[tuple[str, str, str]] = set()
         webhooks: set[tuple[str, WebhookKey]] = set()
-        urls = _HookURLs(store)
+        url_of = _hook_urls(store)
         for run_id in store.list_ids(RUN):
             for record in _records(store, EVENTS_LOG, run_id):
                 if record.get("type") != "hook.executed":
@@ -369,7 +370,7 @@ class Deliveries:
                 if kind != HookHandlerType.WEBHOOK or is_in_process(label):
                     hooks.add((event, kind, label))
                     continue
-                url = urls.of(run_id, record.get("hook_index"))
+                url = url_of(run_id, record.get("hook_index"))
                 key = webhook_key(url) if url and handler_label(kind, url) == label else None
                 if key is not None:
                     webhooks.add((event, key))
@@ -417,38 +418,34 @@ def _same_host(host: str) -> str:
     return "loopback" if is_loopback_host(host) else host.lower().strip("[]")
 
 
-class _HookURLs:
-    """The full URL of a run's hook, by its index, from its simulation's private record of
-    its hooks (each record read once)."""
+def _hook_urls(store: Store) -> Callable[[str, Any], str | None]:
+    """The full URL of a run's hook by its index (None when not on record), from its
+    simulation's private record of its hooks (each record read once)."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.sims: dict[str, list[Any]] = {}
-        self.runs: dict[str, str | None] = {}
+    @functools.cache
+    def sim_of(run_id: str) -> object:
+        try:
+            return store.read(RUN, run_id).get("sim_id")
+        except BeltError:
+            return None
 
-    def of(self, run_id: str, index: Any) -> str | None:
-        """The URL of hook ``index`` of run ``run_id`` (None when it is not on record)."""
+    @functools.cache
+    def hooks_of(sim_id: str) -> object:
+        try:
+            return read_hooks(store, sim_id).get("hooks")
+        except BeltError:
+            return None
+
+    def url(run_id: str, index: Any) -> str | None:
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:
             return None
-        if run_id not in self.runs:
-            try:
-                sim_id = self.store.read(RUN, run_id).get("sim_id")
-            except BeltError:
-                sim_id = None
-            self.runs[run_id] = sim_id if isinstance(sim_id, str) else None
-        sim_id = self.runs[run_id]
-        if sim_id is None:
-            return None
-        if sim_id not in self.sims:
-            try:
-                declared = read_hooks(self.store, sim_id).get("hooks")
-            except BeltError:
-                declared = None
-            self.sims[sim_id] = declared if isinstance(declared, list) else []
-        hooks = self.sims[sim_id]
-        hook = hooks[index] if index < len(hooks) else None
+        sim_id = sim_of(run_id)
+        hooks = hooks_of(sim_id) if isinstance(sim_id, str) else None
+        hook = hooks[index] if isinstance(hooks, list) and index < len(hooks) else None
         handler = hook.get("handler") if isinstance(hook, dict) else None
         return handler if isinstance(handler, str) else None
+
+    return url
 
 
 def _records(store: Store, log: str, id: str) -> Iterable[dict[str, object]]:

@@ -32,11 +32,6 @@ def resolve_path(file: str | Path | None) -> Path:
     return Path(file) if file else default_path()
 
 
-def target_path(path: Path) -> Path:
-    """The file an edit writes: ``path`` itself, or the file a symlink at ``path`` points to."""
-    return Path(os.path.realpath(path))
-
-
 @contextmanager
 def editing(path: Path) -> Iterator[Path]:
     """Hold the edit lock of a declaration file (through any symlink); yield the real file.
@@ -45,7 +40,7 @@ def editing(path: Path) -> Iterator[Path]:
     processes at once all land. The lock file lives in the state directory, keyed by the real
     path, so nothing is left beside the user's file.
     """
-    target = target_path(path)
+    target = Path(os.path.realpath(path))  # the file a symlink at ``path`` points to
     if not os.path.lexists(target) and Path(os.path.abspath(path)) != target:
         # A link (at the name, or a directory on the way) to nothing: writing would create the
         # file it names and the directories above it, wherever the link points.

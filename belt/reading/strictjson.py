@@ -149,11 +149,9 @@ def decode_toml(text: str) -> dict[str, Any]:
         document = tomllib.loads(text, parse_float=_parse_float)
     except RecursionError:
         raise _depth_error() from None
-    except tomllib.TOMLDecodeError:
-        raise
     except ValueError as exc:
         # tomllib converts integers with int(), which refuses over 4300 digits.
-        if isinstance(exc, StrictJSONError):
+        if isinstance(exc, StrictJSONError | tomllib.TOMLDecodeError):
             raise
         raise StrictJSONError(f"an integer has more than {MAX_INT_DIGITS} digits") from None
     check_value(document)
