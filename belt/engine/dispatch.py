@@ -308,8 +308,7 @@ class Dispatcher:
     def hooks_for(self, event: str) -> tuple[tuple[int, LifecycleHookConfig], ...]:
         """The hooks declared on ``event``, with their declaration index, in order (found once
         per event: every event fired asks, twice)."""
-        found = self._by_event.get(event)
-        if found is None:
+        if (found := self._by_event.get(event)) is None:
             found = self._by_event[event] = tuple(
                 (i, h) for i, h in enumerate(self.hooks) if h.event == event
             )
@@ -317,8 +316,7 @@ class Dispatcher:
 
     def target(self, index: int, hook: LifecycleHookConfig) -> Target:
         """Where the webhook hook at ``index`` delivers (found on its first delivery)."""
-        found = self._targets.get(index)
-        if found is None:
+        if (found := self._targets.get(index)) is None:
             url = str(hook.handler)
             route = route_for(self.routes, url)
             destination = route.destination(url) if route is not None else url
@@ -499,8 +497,7 @@ def executed_record(
         record["resource_id"] = run.resource_id
     if run.routed_to:
         record["routed_to"] = handler_label(run.hook.type, run.routed_to)
-    override = response.override if response is not None else None
-    if override is not None:
+    if (override := response.override if response is not None else None) is not None:
         record["override"] = override
     if run.warnings:
         record["warnings"] = run.warnings

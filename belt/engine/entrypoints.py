@@ -214,12 +214,10 @@ def named_run(store: Store, run_id: str | None, *, last: bool = False) -> str:
                 sim_id = find_id(store, SIM, run_id, what="simulation")
             except NotFound:
                 raise missing from None
-            latest = latest_run(store, dict(read_sim(store, sim_id)))
-            if latest is None:
+            if (latest := latest_run(store, dict(read_sim(store, sim_id)))) is None:
                 raise NotFound(f"simulation {sim_id} has no run yet") from None
             return str(latest["id"])
-    rows = list_all(store)
-    if not rows:
+    if not (rows := list_all(store)):
         raise NotFound(
             "no simulated runs yet", hint="start one with `belt sim run` and a scenario file"
         )
@@ -311,8 +309,7 @@ def resume_gated(store: Store, run_id: str, *, emulated: bool | None = None) -> 
     """
     from belt.engine.simrecord import latest_run, stranded_at  # noqa: PLC0415 - start-up: only what this entry point runs
 
-    run = get_run(store, run_id)
-    if run is None:
+    if (run := get_run(store, run_id)) is None:
         untag_gated(store, run_id)
         return None
     if emulated is not None and bool(run.get("emulated")) != emulated:

@@ -103,8 +103,7 @@ class Holds:
         while (used := self.waited.get(execution.turn_index, 0)) < len(waits):
             spec = waits[used]
             self.waited[execution.turn_index] = used + 1
-            pending = pending_for_run(store=self.sim.store, run_id=run_id)
-            if not pending:
+            if not (pending := pending_for_run(store=self.sim.store, run_id=run_id)):
                 return True
             before = self.sim.clock.now()
             if spec.get("until") == "expiry":
@@ -144,8 +143,7 @@ class Holds:
         told: set[str] = set()  # the gates last reported: reported again when they change
         renewed = time.monotonic()
         while True:
-            pending = pending_for_run(store=self.sim.store, run_id=run.id)
-            if not pending:
+            if not (pending := pending_for_run(store=self.sim.store, run_id=run.id)):
                 if told and self.sim.options.notify is not None:
                     self.sim.options.notify({"kind": "settled", "run_id": run.id})
                 return

@@ -96,8 +96,7 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
             warning_count += 1
             if len(warned) < FAILURES_SHOWN:
                 warned.append({**call, "warning": short(warning, ERROR_CHARS)})
-        error = record.get("error")
-        if not error:
+        if not (error := record.get("error")):
             continue
         how = counted_as(record)
         counted[how] += 1
@@ -163,8 +162,7 @@ def summary_text(summary: HookSummary) -> list[tuple[str, bool]]:
 
 def warning_text(summary: HookSummary) -> list[tuple[str, bool]]:
     """The answers partly ignored: a head line, then one line per warning listed."""
-    count = summary["warned"]
-    if not count:
+    if not (count := summary["warned"]):
         return []
     lines = [(f"answer warnings: {count} (what a handler answered that was not done)", True)]
     for item in summary["warnings"]:

@@ -68,8 +68,7 @@ def build_report(store: Store, sim: Sim) -> SimReport:
 
 def stranded_fields(store: Store, sim: Mapping[str, Any]) -> dict[str, object]:
     """``interrupted`` and ``resume_run`` for a simulation whose process died between runs."""
-    last = stranded_at(store, sim)
-    if last is None:
+    if (last := stranded_at(store, sim)) is None:
         return {}
     turns = len(read_scenario(store, str(sim["id"]))["turns"])
     return {
@@ -98,8 +97,7 @@ def list_runs(store: Store, *, include_tasks: bool = False) -> list[RunRow]:
     rows: list[RunRow] = []
     for run_id in store.list_ids(RUN):
         run = read_run(store, run_id)
-        sim_id = run.get("sim_id")
-        if not sim_id:
+        if not (sim_id := run.get("sim_id")):
             continue
         if sim_id not in sims:
             sims[sim_id] = read_sim(store, sim_id)

@@ -153,8 +153,7 @@ def _change(store: Store, identity: str, change: Callable[[HookTask], HookTask])
 
 def _finish(store: Store, identity: str, change: Callable[[HookTask], HookTask]) -> HookTask:
     """Change a task and take it out of the inbox; the task as it is when ``change`` kept it."""
-    task = _change(store, identity, change)
-    if task is None:
+    if (task := _change(store, identity, change)) is None:
         return read_task(store, identity)
     unmark_pending(store, identity)
     return task
@@ -218,8 +217,7 @@ def schedule_task(
         start_attempt(task, status.value, int(task["attempt"]) + 1, stamp, deadline)
         return task
 
-    task = _change(store, identity, rearm)
-    if task is None:
+    if (task := _change(store, identity, rearm)) is None:
         return read_task(store, identity)
     list_on_run(store, run_id, identity)
     return _dispatch_or_ask(store, task)
@@ -281,8 +279,7 @@ def settle_approval(store: Store, identity: str) -> HookTask:
             )
         return _redispatch(current, current["attempt"])
 
-    settled = _change(store, identity, settle)
-    if settled is None:
+    if (settled := _change(store, identity, settle)) is None:
         return read_task(store, identity)
     if settled["status"] == TaskStatus.PENDING:
         mark_pending(store, identity)
@@ -505,8 +502,7 @@ def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[HookTask]:
         return _fail(task, Failure.CANCELLED, reason, TaskStatus.CANCELLED)
 
     for identity in run_task_ids(store, run_id):
-        task = _change(store, identity, cancel)
-        if task is None:
+        if (task := _change(store, identity, cancel)) is None:
             continue
         cancelled.append(task)
         unmark_pending(store, identity)

@@ -94,14 +94,12 @@ def run_bounded(
                         written = os.write(process.stdin.fileno(), pending[:CHUNK])
                     except BrokenPipeError:
                         written = len(pending)  # the command does not read its input
-                    pending = pending[written:]
-                    if not pending:
+                    if not (pending := pending[written:]):
                         selector.unregister(process.stdin)
                         process.stdin.close()
                     continue
                 assert stream is process.stdout or stream is process.stderr
-                chunk = os.read(stream.fileno(), CHUNK)
-                if not chunk:
+                if not (chunk := os.read(stream.fileno(), CHUNK)):
                     selector.unregister(stream)
                 elif stream is process.stdout:
                     stdout += chunk

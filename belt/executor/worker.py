@@ -50,8 +50,7 @@ class Worker:
 
     def serve_task(self, identity: str) -> HookTask | None:
         """Claim one task, run its tool and complete it; None if the claim was lost."""
-        task = claim_task(self.store, identity, worker=self.name)
-        if task is None:
+        if (task := claim_task(self.store, identity, worker=self.name)) is None:
             return None
         target = self.targets[str(task["tool"])]
         remaining = (parse_timestamp(str(task["deadline"])) - utcnow()).total_seconds()

@@ -166,8 +166,7 @@ def set_chat_settings(*, store: Store | None = None, chat_id: str, disable_hooks
     check_id(chat_id, what="chat id")
     stamp = now_iso()
     with store.lock(CHAT, chat_id):
-        chat = cast("Chat | None", store.get(CHAT, chat_id))
-        if chat is None:
+        if (chat := cast("Chat | None", store.get(CHAT, chat_id))) is None:
             raise _no_chat(chat_id)
         agent_data = chat.get("agent_data")
         kept = agent_data if isinstance(agent_data, dict) else {}

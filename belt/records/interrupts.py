@@ -215,8 +215,7 @@ def trail(record: Interrupt) -> Settlement | None:
 
 def settled_by(record: Interrupt) -> str | None:
     """How a stored interrupt was settled (``trail``), in one line; None while it is pending."""
-    by = trail(record)
-    if by is None:
+    if (by := trail(record)) is None:
         return None
     how = by.get("how")
     door = DOORS.get(str(by.get("door")), str(by.get("door")))
@@ -415,8 +414,7 @@ def _store_new(store: Store, record: Interrupt) -> None:
 
 def read_record(*, store: Store | None = None, interrupt_id: str) -> Interrupt:
     """The stored record of one interrupt: its DTO fields plus ``default_resolution``."""
-    found = _get(open_store(store), check_id(interrupt_id, what="interrupt id"))
-    if found is None:
+    if (found := _get(open_store(store), check_id(interrupt_id, what="interrupt id"))) is None:
         raise _no_interrupt(interrupt_id)
     return found
 
@@ -628,8 +626,7 @@ def resolve_batch(
     store = open_store(store)
     if decision not in RESOLUTIONS:
         raise InvalidInput(f"decision {decision!r} must be allow or deny")
-    ids = sorted({check_id(i, what="interrupt id") for i in interrupt_ids})
-    if not ids:
+    if not (ids := sorted({check_id(i, what="interrupt id") for i in interrupt_ids})):
         raise InvalidInput("a batch needs at least one interrupt id")
     batch = batch_id(digest)
     settlement: Settlement = {
@@ -890,8 +887,7 @@ class _Directory:
 def happened_at(event: WatchEvent) -> str:
     """When a watch event happened, to print a look's events in order: a gate's opening at its
     creation, its settling at its resolution (warnings first)."""
-    item = event.get("interrupt")
-    if item is None:
+    if (item := event.get("interrupt")) is None:
         return ""
     if event["event"] in ("pending", "opened"):
         return str(item.get("created_at") or "")
@@ -951,8 +947,7 @@ class Watch:
             self.markers = names
             explained = bool(came or went)
             for marker in sorted(came) + sorted(went):
-                marked = _marked_id(marker)
-                if marked is not None:
+                if (marked := _marked_id(marker)) is not None:
                     self._visit(marked, events)
         if self._index.look()[1]:
             owners = {n.removesuffix(".jsonl") for n in self._index.names() if n.endswith(".jsonl")}

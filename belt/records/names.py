@@ -49,11 +49,9 @@ def find_id(
     if store.exists(kind, ref):
         return ref
     if first is not None:
-        preferred = sorted(i for i in first() if names(ref, i))
-        if preferred:
+        if preferred := sorted(i for i in first() if names(ref, i)):
             return _one(ref, preferred, plural or f"{what}s")
-    found = sorted(i for i in store.list_ids(kind) if names(ref, i))
-    if not found:
+    if not (found := sorted(i for i in store.list_ids(kind) if names(ref, i))):
         raise missing(ref) if missing is not None else NotFound(f"no {what} {ref}")
     return _one(ref, found, plural or f"{what}s")
 

@@ -44,8 +44,7 @@ record_shape(PROFILE, Profile)
 
 def read_profile(store: Store) -> Profile:
     """The stored declaration with its ``revision`` (0 and ``{}`` when none was stored)."""
-    record = store.get(PROFILE, PROFILE_ID)
-    if record is None:
+    if (record := store.get(PROFILE, PROFILE_ID)) is None:
         return {"configuration": {}, "revision": 0, "updated_at": None}
     return cast(Profile, record)
 

@@ -300,8 +300,7 @@ def _events() -> tuple[str, ...]:
 def _hours(value: Any, path: str, problems: _Problems) -> tuple[int, int] | None:
     if value is None:
         return None
-    found = HOURS.fullmatch(value) if isinstance(value, str) else None
-    if found is None:
+    if (found := HOURS.fullmatch(value) if isinstance(value, str) else None) is None:
         problems.error(path, f'expected "HH:MM-HH:MM" (UTC), got {describe(value)}')
         return None
     h1, m1, h2, m2 = map(int, found.groups())
@@ -385,8 +384,7 @@ def settle_as_they_open(
         if event["event"] not in ("pending", "opened") or item.get("id") in seen:
             continue
         seen.add(str(item.get("id")))
-        outcome = settle(rules, item, resolve)
-        if outcome is not None:
+        if (outcome := settle(rules, item, resolve)) is not None:
             yield outcome
 
 

@@ -216,8 +216,7 @@ def _response(
         if key in raw and not isinstance(raw[key], str):
             findings.error(f"{path}.{key}", f"expected a string, got {describe(raw[key])}")
             ok = False
-    inject = raw.get("inject")
-    if inject is not None:
+    if (inject := raw.get("inject")) is not None:
         try:
             inject = ContextInjection.model_validate(inject)
         except ValidationError as exc:
