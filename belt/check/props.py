@@ -1,17 +1,8 @@
 """``belt check --props FILE``: properties of a policy, each a decision every matching payload gets.
 
-A check file is TOML (or JSON) with ``[[property]]`` tables::
-
-    [[property]]
-    name = "no deletes outside /tmp/"
-    event = "agent.tool_call"          # the default
-    tool = "delete_file"               # a glob or re:<regex>, as expectations take it
-    arguments = { path = "*" }         # key path = pattern: all must match
-    unless = { path = "/tmp/*" }       # a payload whose arguments match all of these is exempt
-    decision = "deny"                  # allow, deny, stop or suspend
-
-Patterns are those of expectations and policies (``belt.reading.matching``); a wrong key or a bad
-pattern is named by its path (``property[1].arguments.path``) and exits 5.
+A check file is TOML (or JSON) with ``[[property]]`` tables of ``name``, ``event``, ``tool``,
+``arguments``, ``unless`` and ``decision`` (docs/check.md); patterns are those of expectations and
+policies, and a wrong key or a bad pattern is named by its path and exits 5.
 """
 
 from __future__ import annotations
