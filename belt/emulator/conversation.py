@@ -1,16 +1,9 @@
 """Emulated chats: ``belt serve`` runs an application's agent one message at a time.
 
-An emulated chat is a simulation of the platform dialect whose turns are appended one per
-``POST /agents/run``: the model script picks the model turns for the user's text, the turn is
-appended to the simulation's scenario, and its run is begun at once (so the request answers
-with the user message and the id of the reply) and driven in a background thread by the same
-driver as ``belt sim``. Every hook fires as in a scenario, and everything is written to the
-store, so ``belt sim list/show``, ``belt interrupt`` and ``belt replay`` see emulated chats.
-
-Runs go on by themselves: a gate, an approval or a client tool settled through any route (or
-``belt interrupt resolve``, or the sweep) lets its run continue here, taken with the run's lease
-so that of several servers over one store exactly one continues it; a run whose server was
-killed goes on from its last durable point when a server looks again.
+An emulated chat is a platform simulation whose turns are appended one per ``POST /agents/run``
+(the model script picks the model turns) and driven in a background thread by the same driver as
+``belt sim``, so every hook fires and every record is written as in a scenario. A run held at
+its interrupts goes on here once they are settled, by whatever route, under the run's lease.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """The Nexus dialect of the simulation driver (spec/nexus-lifecycle-hooks.txt).
 
-One scenario turn is one execution. Its hook selection is frozen when it starts: a new input
-captures the current profile, a regeneration reuses the hooks of the run it regenerates. Before
-each model request the context is checked and, when compaction actually happens, ``pre_compact``
-and ``post_compact`` run around it; ``turn_start`` runs before the execution's first foreground
-model request; ``stop`` runs whenever a final answer is ready, and may ask for another model round
-in the same execution. Every hook is a task in the executor inbox (``belt.executor``); a failed
-task puts the execution on an attention hold, which ``belt sim resume`` retries and
-``belt sim stop`` ends.
-
-An execution's steps (``execution["next"]``): ``tools`` (a tool-only execution's tools),
-``request`` (compaction and its hooks, turn_start, then one model request) and ``stop`` (the
-candidate answer through the stop hook). A retried step schedules the same hook task again, which
-the inbox re-arms, so a retry never runs a boundary twice.
+One scenario turn is one execution, its hooks frozen when it starts (a regeneration reuses those
+of the run it redoes). Every hook is a task in the executor inbox (``belt.executor``); a failed
+task puts the execution on an attention hold, which ``belt sim resume`` retries. Its steps
+(``execution["next"]``): ``tools`` (a tool-only execution's tools), ``request`` (compaction and
+its hooks, turn_start, one model request) and ``stop`` (the candidate answer through the stop
+hook). A retried step schedules the same hook task again, so no boundary runs twice.
 """
 
 from __future__ import annotations

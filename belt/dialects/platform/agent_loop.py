@@ -1,19 +1,10 @@
 """The inference.sh dialect of the simulation driver: webhook, task and gate hooks on events.
 
-One scenario turn is one run. Events fire in the order DESIGN.md fixes: ``agent.start`` (first
-run of a chat), then per model turn ``agent.turn_start`` → model output → ``agent.turn_complete``
-→ per tool call ``agent.tool_call`` → tool runs → ``agent.tool_result`` (async tools only); a run
-ends with ``agent.complete`` or ``agent.error``. Compaction is decided before a model turn.
-
-A run's steps (``execution["next"]``): ``start`` (agent.start), ``turn`` (compaction and
-agent.turn_start, or the end of the run when no model turn is left), ``model`` (the model's
-output and agent.turn_complete), ``tools`` (each tool call), and ``gate``, where a run held at
-its interrupts goes on once every one of them is settled.
-
-A tool call goes through ``agent.tool_call`` (a gate hook holds it ``awaiting_approval``), then
-its approval when the tool requires one (a ``tool_approval`` interrupt), then runs; a client
-tool instead waits ``awaiting_input`` for the result the application posts, and its run stays
-``working`` meanwhile (a ``client_tool`` interrupt holds it).
+One scenario turn is one run, its events in the order DESIGN.md fixes. A run's steps
+(``execution["next"]``): ``start`` (agent.start), ``turn`` (compaction, agent.turn_start, or the
+run's end), ``model`` (the output, agent.turn_complete), ``tools`` (each tool call: agent.tool_call,
+its approval, then it runs, or a client tool waits for its result) and ``gate``, where a run held
+at its interrupts goes on once every one is settled.
 """
 
 from __future__ import annotations

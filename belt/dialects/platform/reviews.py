@@ -1,15 +1,9 @@
 """Review branches: what ``belt:extract`` asks for, run by the engine off the loop.
 
-A review happens in a branch of the chat: a new chat holding a copy of the chat up to the message
-the review was taken at, with hooks switched off so the review cannot trigger itself, linked in
-the chat's graph (``parent`` from the chat, ``ancestor`` from that message). The question and the
-answer are a turn of that branch, asked as the agent: the branch opens with the agent's system
-prompt, and its model turn records what it was asked with (``request``: that system prompt, an
-empty list of tools, and the JSON schema of the answer). There is no model offline, so the
-scenario scripts the answers: the n-th review of a chat returns the
-candidates of the scenario's n-th ``[[reviews]]`` entry (none scripted: no candidates, and the
-review's record says so). Each candidate is saved to the owner's registry (created, added as a
-new version, or skipped), and each entry saved gets an ``output`` edge from the branch.
+A review happens in a branch of the chat: a new chat holding a copy of it up to the reviewed
+message, hooks off, asked as the agent. There is no model offline, so the n-th review returns the
+candidates of the scenario's n-th ``[[reviews]]`` entry; each is saved to the owner's registry,
+and each entry saved gets an ``output`` edge from the branch.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""Task agents: the chats that task hooks start, run as chats of the simulation.
+"""Task agents: the chats that task hooks start, run as child simulations.
 
-A task hook's handler creates a chat of the agent it names, whose first message is the hook
-payload (``belt.handlers.task``); the engine then runs that chat as a child simulation
-(``belt.dialects.platform.children``): the scenario scripts the agent (``[agents."ns/name"]``,
-its own model turns and tool calls; an agent without a script acknowledges the task). The loop
-that fired the hook does not wait for the task's run.
-
-A task whose agent the scenario does not know, or whose run fails, leaves an error row on the
-parent chat: the first as the hook's own row, the second when the simulation ends.
+A task hook's handler creates a chat of the agent it names whose first message is the payload
+(``belt.handlers.task``); the engine runs it as a child (``belt.dialects.platform.children``) as
+the scenario scripts the agent (``[agents."ns/name"]``; none scripted: it acknowledges).
 """
 
 from __future__ import annotations
