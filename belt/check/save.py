@@ -51,12 +51,8 @@ def _turn(event: str, data: dict[str, object]) -> dict[str, object]:
         call = {"name": data.get("tool"), "arguments": data.get("arguments") or {}}
         model.append({"say": "Calling the tool.", "tool_calls": [{**call, "result": "done"}]})
     elif event == "agent.tool_result":
-        call = {
-            "name": data.get("tool"),
-            "async": True,
-            "status": data.get("status"),
-            "result": data.get("result"),
-        }
+        ended = {key: data.get(key) for key in ("status", "result")}
+        call = {"name": data.get("tool"), "async": True, **ended}
         model.append({"say": "Calling the tool.", "tool_calls": [call]})
     elif event == "agent.error":
         turn["error"] = data.get("error")

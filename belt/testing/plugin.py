@@ -315,9 +315,7 @@ def _fits(fields: dict[str, object], wanted: dict[str, object]) -> bool:
 def find_file(path: str | Path, directory: Path, where: str, spelling: str) -> Path:
     """A file a test names, a relative path read from the test file's ``directory`` (from the
     current directory only with a PathWarning spelt as ``spelling``); InvalidInput if none."""
-    found = find_named_file(
-        str(path), directory, where=where, spell=lambda new: spelling.format(new)
-    )
+    found = find_named_file(str(path), directory, where=where, spell=spelling.format)
     if found.warning:
         warnings.warn(found.warning, PathWarning, stacklevel=3)
     return found.path
@@ -422,8 +420,7 @@ class ScenarioRunner:
         (result,) = run_all(step, [()], jobs=1, lost=lambda item, cause: cause, whole=True)
         if isinstance(result, str):
             pytest.fail(f"the scenario could not run: {result}", pytrace=False)
-        found: ScenarioResult = result
-        return found
+        return cast(ScenarioResult, result)
 
     def load(
         self,
