@@ -23,7 +23,7 @@ from belt.records.sims import Sim, child_sim_ids, create_child_sim, read_sim
 from belt.wire.enums import AgentRunState
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     from belt.dialects.simreport import Child, Review
     from belt.engine.scenario import StoredTurn
@@ -50,7 +50,6 @@ class ChildOrigin:
 class ChildFailure(ChildOrigin):
     """A child that failed, to be recorded on the parent chat."""
 
-    order: int
     error: str
 
 
@@ -106,9 +105,8 @@ class Children:
         self.simulation = simulation
         self.dialect = dialect
         self.workers = workers
-        self._failures: list[ChildFailure] = []
         self._lock = threading.Lock()
-        self._count = 0
+        self._started: list[Future[ChildFailure | None]] = []
         self._pool: ThreadPoolExecutor | None = None
 
     def start(
@@ -121,40 +119,31 @@ class Children:
     ) -> None:
         """Run the child ``sim`` in the background: ``before`` prepares its chat, ``after``
         judges how its runs ended."""
+        # A child runs on its parent's clock (a virtual clock is a context variable).
+        context = contextvars.copy_context()
         with self._lock:
-            order = self._count
-            self._count += 1
             if self._pool is None:
                 # Start-up: the pool (and the logging it loads) once a child starts.
                 from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - a platform run loads no thread pool
 
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="belt-child")
-        # A child runs on its parent's clock (a virtual clock is a context variable).
-        context = contextvars.copy_context()
-        self._pool.submit(context.run, self._run, order, sim, describe, after, before)
+            run = self._pool.submit(context.run, self._run, sim, describe, after, before)
+            self._started.append(run)
 
     def _run(
-        self,
-        order: int,
-        sim: Sim,
-        describe: ChildOrigin,
-        after: After,
-        before: Callable[[], None] | None,
-    ) -> None:
+        self, sim: Sim, describe: ChildOrigin, after: After, before: Callable[[], None] | None
+    ) -> ChildFailure | None:
         store = self.simulation.store
         try:
             if before is not None:
                 before()
             child = Simulation(store, sim, self.dialect, Options())
-            runs = [read_run(store, run_id) for run_id in child.run()]
-            error = after(runs)
+            error = after([read_run(store, run_id) for run_id in child.run()])
         except BeltError as exc:
             error = f"could not go on: {exc.message}"
         except Exception as exc:  # a worker thread must not lose its failure
             error = f"crashed: {type(exc).__name__}: {exc}"
-        if error is not None:
-            with self._lock:
-                self._failures.append(ChildFailure(**vars(describe), order=order, error=error))
+        return None if error is None else ChildFailure(**vars(describe), error=error)
 
     def close(self) -> list[ChildFailure]:
         """Wait for every child started; their failures, in the order they started."""
@@ -162,8 +151,8 @@ class Children:
             self._pool.shutdown(wait=True)
             self._pool = None
         with self._lock:
-            failures, self._failures = sorted(self._failures, key=lambda f: f.order), []
-        return failures
+            started, self._started = self._started, []
+        return [failure for run in started if (failure := run.result()) is not None]
 
 
 def children_of(store: Store, sim: Mapping[str, object], kind: str) -> list[Child]:
