@@ -56,9 +56,7 @@ class Route:
 
     def destination(self, url: str) -> str:
         """Where a webhook of ``url`` (which starts with the prefix) is delivered."""
-        if is_in_process(self.target):
-            return self.target
-        return self.target + url[len(self.prefix) :]
+        return self.target if is_in_process(self.target) else self.target + url[len(self.prefix) :]
 
     def to_wire(self) -> dict[str, str]:
         """The route as the store's private part keeps it."""

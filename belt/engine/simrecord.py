@@ -136,9 +136,7 @@ def stranded_at(store: Store, sim: Mapping[str, Any]) -> str | None:
     """The last run of a simulation whose process died between two runs (still ``running``, its
     last run ended, its process gone), else None: ``belt sim resume`` of it goes on."""
     last = last_run_ended(store, sim)
-    if last is None or leases.holder_alive(last.get("lease")):
-        return None
-    return str(last["id"])
+    return None if last is None or leases.holder_alive(last.get("lease")) else str(last["id"])
 
 
 def last_run_ended(store: Store, sim: Mapping[str, Any]) -> Run | None:
@@ -147,9 +145,7 @@ def last_run_ended(store: Store, sim: Mapping[str, Any]) -> Run | None:
     if sim.get("status") != SimStatus.RUNNING or sim.get("emulated"):
         return None
     last = latest_run(store, sim)
-    if last is None or last.get("state") not in TERMINAL_STATES:
-        return None
-    return last
+    return last if last is not None and last.get("state") in TERMINAL_STATES else None
 
 
 def latest_run(store: Store, sim: Mapping[str, Any]) -> Run | None:

@@ -325,9 +325,8 @@ def abandoned(claim: Any) -> bool:
     left to its deadline)."""
     if not isinstance(claim, dict) or not isinstance(claim.get("mark"), str):
         return False
-    if claim.get("host") != leases.host():
-        return False
-    return not leases.holder_alive({key: claim.get(key) for key in _HOLDER})
+    holder = {key: claim.get(key) for key in _HOLDER}
+    return claim.get("host") == leases.host() and not leases.holder_alive(holder)
 
 
 def release_abandoned(store: Store, identity: str) -> HookTask | None:

@@ -41,9 +41,7 @@ class Target:
     @property
     def label(self) -> str:
         """How the target is shown: its kind, and a URL by host only."""
-        if self.kind == "http":
-            return f"http {url_host(self.spec)}"
-        return f"{self.kind} {self.spec}"
+        return f"http {url_host(self.spec)}" if self.kind == "http" else f"{self.kind} {self.spec}"
 
     def call(
         self,
@@ -180,9 +178,7 @@ def call_function(
     )
     thread.start()
     thread.join(max(timeout, 0.001))
-    if not outcome:
-        return ToolOutcome(timed_out=True)
-    return outcome[0]
+    return outcome[0] if outcome else ToolOutcome(timed_out=True)
 
 
 def called(func: Callable[..., Any], task_input: Mapping[str, object]) -> ToolOutcome:

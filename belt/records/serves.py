@@ -201,9 +201,7 @@ def _address_key(address: str) -> tuple[str, int] | None:
         host, port = parts.hostname, parts.port
     except ValueError:
         return None
-    if host is None or port is None:
-        return None
-    return (_loopback_or(host.lower()), port)
+    return None if host is None or port is None else (_loopback_or(host.lower()), port)
 
 
 def _loopback_or(host: str) -> str:
