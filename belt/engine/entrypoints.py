@@ -338,11 +338,7 @@ def resume_gated(store: Store, run_id: str, *, emulated: bool | None = None) -> 
 
 
 def resume_if_settled(
-    store: Store,
-    run_id: str,
-    *,
-    emulated: bool | None = None,
-    recover: bool = False,
+    store: Store, run_id: str, *, emulated: bool | None = None, recover: bool = False
 ) -> Continued | None:
     """Continue one run held at its interrupts once they are all settled, unless a live process
     holds it; None when it is not ready. ``emulated`` takes only the runs of chats ``belt serve``

@@ -33,12 +33,7 @@ from belt.rules.policy import load_policy
 from belt.store.clock import DURATION_MAX, check_moment, parse_duration, parse_rfc3339
 from belt.wire.dto import InterruptJSON
 from belt.wire.platform import GATE_TIMEOUT_MAX, HookHandlerType, LifecycleHookConfig
-from belt.wire.validate import (
-    POLICY_PREFIX,
-    Findings,
-    check_platform_hooks,
-    model_problems,
-)
+from belt.wire.validate import POLICY_PREFIX, Findings, check_platform_hooks, model_problems
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 ID_PATTERN = r"^[A-Za-z0-9_-]+$"

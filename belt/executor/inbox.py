@@ -405,12 +405,7 @@ class ToolOutcome:
 
 
 def complete_task(
-    store: Store,
-    identity: str,
-    outcome: ToolOutcome,
-    *,
-    duration_ms: int,
-    mark: str | None = None,
+    store: Store, identity: str, outcome: ToolOutcome, *, duration_ms: int, mark: str | None = None
 ) -> HookTask:
     """Record a claimed task's outcome, checking the decision; returns the task as it now is (a
     cancelled or timed-out task keeps that state; with ``mark``, only that claim completes it)."""

@@ -111,8 +111,7 @@ def get_task(store: Store, identity: str) -> HookTask | None:
 def change_task(store: Store, identity: str, change: Callable[[HookTask], HookTask]) -> HookTask:
     """Change a hook task under its lock (so exactly one worker claims it); returns it."""
     return cast(
-        HookTask,
-        store.update(HOOKTASK, identity, lambda data: dict(change(cast(HookTask, data)))),
+        HookTask, store.update(HOOKTASK, identity, lambda data: dict(change(cast(HookTask, data))))
     )
 
 

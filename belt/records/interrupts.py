@@ -361,11 +361,7 @@ def open_gate(
 
 
 def _checked_terms(
-    event: str,
-    reason: str,
-    source: str | None,
-    timeout: int | None,
-    default_resolution: str | None,
+    event: str, reason: str, source: str | None, timeout: int | None, default_resolution: str | None
 ) -> tuple[int, str | None]:
     """A new interrupt's reason, event, timeout and resolution on expiry checked; returns the
     timeout and the resolution with their defaults filled in."""

@@ -61,8 +61,7 @@ def _one(ref: str, found: list[str], plural: str) -> str:
         return found[0]
     shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
     raise Conflict(
-        f"{ref!r} names {len(found)} {plural}: {shown}",
-        hint="give more of the id, or the whole id",
+        f"{ref!r} names {len(found)} {plural}: {shown}", hint="give more of the id, or the whole id"
     )
 
 

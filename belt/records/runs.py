@@ -38,12 +38,7 @@ EMULATED_RUNS = "emulated-runs"
 servers look at to continue runs. A run leaves it in the step that ends it."""
 
 TERMINAL_STATES = frozenset(
-    {
-        AgentRunState.COMPLETED,
-        AgentRunState.FAILED,
-        AgentRunState.CANCELED,
-        AgentRunState.REJECTED,
-    }
+    {AgentRunState.COMPLETED, AgentRunState.FAILED, AgentRunState.CANCELED, AgentRunState.REJECTED}
 )
 """States a run never leaves."""
 
