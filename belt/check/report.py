@@ -121,24 +121,11 @@ class CheckResult:
 
     def to_json(self) -> dict[str, object]:
         """The result as ``belt check --json`` prints it."""
-        out: dict[str, object] = {
-            "check": self.check,
-            "title": self.title,
-            "subject": self.subject,
-            "event": self.event,
-            "status": self.status,
-            "cases": self.cases,
-            "failed": self.failed,
-            "warned": self.warned,
-            "warnings": list(self.warnings),
-            "failure": self.failure.to_json() if self.failure else None,
-        }
-        extra = {
-            "skipped": self.skipped,
-            "latency_ms": self.latency(),
-            "saved": self.saved,
-            "not_saved": self.not_saved,
-        }
+        shown = ("check", "title", "subject", "event", "status", "cases", "failed", "warned")
+        out: dict[str, object] = {key: getattr(self, key) for key in shown}
+        out |= {"warnings": list(self.warnings), "failure": self.failure and self.failure.to_json()}
+        extra = {"skipped": self.skipped, "latency_ms": self.latency()}
+        extra |= {"saved": self.saved, "not_saved": self.not_saved}
         return out | {key: value for key, value in extra.items() if value is not None}
 
 
