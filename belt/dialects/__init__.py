@@ -208,23 +208,17 @@ def known(name: str) -> bool:
 
 def get(name: str) -> Dialect:
     """The dialect of that name; KeyError when no dialect has it."""
-    if name in _known:
-        return _known[name]
-    if name in BUILTIN:
-        found: Dialect = import_module(BUILTIN[name]).DIALECT
-    else:
-        found = _installed(name)
-    _known[name] = found
-    return found
+    if name not in _known:
+        if name in BUILTIN:
+            _known[name] = import_module(BUILTIN[name]).DIALECT
+        else:
+            from importlib.metadata import entry_points  # noqa: PLC0415 - only for a name not built in
 
-
-def _installed(name: str) -> Dialect:
-    from importlib.metadata import entry_points  # noqa: PLC0415 - only for a name not built in
-
-    for point in entry_points(group=ENTRY_POINTS, name=name):
-        found: Dialect = point.load()
-        return found
-    raise KeyError(name)
+            points = list(entry_points(group=ENTRY_POINTS, name=name))
+            if not points:
+                raise KeyError(name)
+            _known[name] = points[0].load()
+    return _known[name]
 
 
 def speaking(event: str) -> Dialect:
