@@ -34,8 +34,7 @@ HOOK_FAILURE_HINT = (
 
 
 def counted_as(record: Mapping[str, Any]) -> str:
-    """How a failed call was counted: ``deny`` (fail-closed on a gate-able event) or
-    ``allow``."""
+    """How a failed call was counted: ``deny`` (fail-closed on a gate-able event) or ``allow``."""
     return "deny" if record.get("decision") == "deny" else "allow"
 
 
