@@ -164,15 +164,11 @@ def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Dec
     if chosen != detected:
         shape = forced_shape(doc, chosen)
     if chosen == Dialect.PLATFORM:
-        if shape == "single":
-            items: Any = [doc]
-        elif isinstance(doc, dict):
+        if shape != "single" and isinstance(doc, dict):
             rule = "unknown key (a declaration file holds only hooks)"
             findings, hooks = _wrapped(doc, "hooks", rule, check_platform_hooks)
             return Declaration(source, chosen, findings, hooks if findings.ok else [], shape=shape)
-        else:
-            items = doc
-        findings, hooks = check_platform_hooks(items)
+        findings, hooks = check_platform_hooks([doc] if shape == "single" else doc)
         return Declaration(source, chosen, findings, hooks, shape=shape)
     if shape == "profile":
         findings, nexus = check_nexus_profile(doc)
