@@ -73,6 +73,12 @@ class Findings:
                 )
 
 
+def not_one_of(value: object, what: str, choices: Sequence[str] | Mapping[str, object]) -> str:
+    """The rule a value that is none of ``choices`` breaks, with the closest choice."""
+    near = did_you_mean(value, choices)
+    return f"{value!r} is not {what} (expected one of {', '.join(choices)}){near}"
+
+
 def is_int(value: object) -> TypeGuard[int]:
     """True for a JSON integer (booleans are not integers here)."""
     return isinstance(value, int) and not isinstance(value, bool)
@@ -158,11 +164,7 @@ def check_platform_hook(
         findings.error(f"{path}.type", f"is required (one of {', '.join(kinds)})")
         return
     if kind not in kinds:
-        findings.error(
-            f"{path}.type",
-            f"{kind!r} is not a handler type (expected one of {', '.join(kinds)})"
-            f"{did_you_mean(kind, kinds)}",
-        )
+        findings.error(f"{path}.type", not_one_of(kind, "a handler type", kinds))
         return
     if kind == HookHandlerType.GATE:
         _check_gate(raw, event, path, findings)
@@ -177,11 +179,7 @@ def _checked_event(event: Any, path: str, findings: Findings) -> str | None:
         findings.error(f"{path}.event", "is required")
         return None
     if not isinstance(event, str) or event not in EVENTS:
-        findings.error(
-            f"{path}.event",
-            f"{event!r} is not a lifecycle event (expected one of {', '.join(EVENTS)})"
-            f"{did_you_mean(event, EVENTS)}",
-        )
+        findings.error(f"{path}.event", not_one_of(event, "a lifecycle event", EVENTS))
         return None
     if not EVENTS[event].emitted:
         findings.warn(
@@ -240,11 +238,7 @@ def _check_handler(
     elif kind == HookHandlerType.BUILTIN:
         builtin = BUILTINS.get(handler)
         if builtin is None:
-            findings.error(
-                hpath,
-                f"{handler!r} is not a builtin (expected one of {', '.join(BUILTINS)})"
-                f"{did_you_mean(handler, BUILTINS)}",
-            )
+            findings.error(hpath, not_one_of(handler, "a builtin", BUILTINS))
         elif event is not None and event not in builtin.events:
             findings.error(
                 f"{path}.event",
