@@ -420,7 +420,7 @@ class ScenarioRunner:
         (result,) = run_all(step, [()], jobs=1, lost=lambda item, cause: cause, whole=True)
         if isinstance(result, str):
             pytest.fail(f"the scenario could not run: {result}", pytrace=False)
-        return cast(ScenarioResult, result)
+        return cast("ScenarioResult", result)
 
     def load(
         self,
