@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from belt.declaring.declarations import read_document
 from belt.engine.scenario import (
@@ -26,6 +26,7 @@ from belt.engine.scenario import (
 )
 from belt.errors import InvalidInput
 from belt.reading.matching import Matcher, value_matcher
+from belt.wire.platform import Strict
 from belt.wire.validate import Findings
 
 PLAIN_PREFIX = "You said: "
@@ -33,11 +34,7 @@ PLAIN_LIMIT = 200
 """The plain model repeats at most this many characters of the user's text."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-class ModelRule(_Strict):
+class ModelRule(Strict):
     """One rule: which messages it answers, and the model turns (or the error) it answers with."""
 
     match: str | None = None
@@ -46,7 +43,7 @@ class ModelRule(_Strict):
     error: str | None = None
 
 
-class ModelScriptFile(_Strict):
+class ModelScriptFile(Strict):
     """A whole model script file."""
 
     rules: list[ModelRule] = Field(default_factory=list)

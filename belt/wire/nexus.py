@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from belt.wire.platform import Strict
 
 TIMEOUT_MS_MAX = 300_000
 MAX_CONTINUATIONS_MAX = 20
@@ -20,13 +22,7 @@ class NexusEvent(StrEnum):
     STOP = "stop"
 
 
-# Start-up: each model is built on first use (defer_build), so a platform run, which uses
-# none of them, does not build them.
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
-
-
-class NexusHook(_Strict):
+class NexusHook(Strict):
     """One declared boundary: the executor tool to run and its deadline."""
 
     tool: str
@@ -34,7 +30,7 @@ class NexusHook(_Strict):
     max_continuations: int | None = Field(default=None, ge=0, le=MAX_CONTINUATIONS_MAX)
 
 
-class LifecycleHooks(_Strict):
+class LifecycleHooks(Strict):
     """The ``lifecycle_hooks`` object of a Nexus configuration declaration."""
 
     turn_start: NexusHook | None = None
@@ -53,7 +49,7 @@ class LifecycleHooks(_Strict):
         return self.model_dump(mode="json", exclude_none=True)
 
 
-class HookTaskInput(_Strict):
+class HookTaskInput(Strict):
     """What an executor hook tool receives as its task input."""
 
     event: NexusEvent
@@ -73,7 +69,7 @@ class HookTaskInput(_Strict):
         return data
 
 
-class HookDecisionResult(_Strict):
+class HookDecisionResult(Strict):
     """A validated ``structured_content`` decision of a hook task."""
 
     continue_: bool = Field(alias="continue")

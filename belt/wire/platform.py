@@ -13,9 +13,9 @@ from belt.wire.enums import InterruptReason as InterruptReason
 from belt.wire.enums import InterruptResolution as InterruptResolution
 
 
-# Start-up: each model is built on first use (defer_build), so a command pays only for the
-# models it uses.
-class _Strict(BaseModel):
+class Strict(BaseModel):
+    """A wire model that refuses unknown keys, built on first use (start-up pays for no other)."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
@@ -36,7 +36,7 @@ def timeout_bounds(handler_type: HookHandlerType | str) -> tuple[int, int]:
     return WEBHOOK_TIMEOUT_DEFAULT, WEBHOOK_TIMEOUT_MAX
 
 
-class LifecycleHookConfig(_Strict):
+class LifecycleHookConfig(Strict):
     """One entry of an agent version's ``hooks`` array (validated by ``belt.wire.validate``)."""
 
     event: HookEvent
@@ -77,7 +77,7 @@ class LifecycleHookPayload(_Open):
     data: dict[str, Any] | None = None
 
 
-class ContextInjection(_Strict):
+class ContextInjection(Strict):
     """Ephemeral context a handler asks to put in front of the model."""
 
     content: str
@@ -87,7 +87,7 @@ class ContextInjection(_Strict):
     items: list[str] | None = None
 
 
-class LifecycleHookResponse(_Strict):
+class LifecycleHookResponse(Strict):
     """What a webhook may return; every field optional, empty 2xx = allow."""
 
     decision: HookDecision | None = None
