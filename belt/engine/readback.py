@@ -103,8 +103,7 @@ def list_runs(store: Store, *, include_tasks: bool = False) -> list[RunRow]:
             sims[sim_id] = read_sim(store, sim_id)
             stranded[sim_id] = stranded_at(store, sims[sim_id])
         sim = sims[sim_id]
-        kind = str(sim.get("kind") or "chat")
-        if kind != "chat" and not include_tasks:
+        if (kind := str(sim.get("kind") or "chat")) != "chat" and not include_tasks:
             continue
         rows.append(
             {

@@ -291,8 +291,7 @@ def builtin_problems(scenario: Scenario, directory: Path) -> list[str]:
                 check_candidate(candidate, where=f"reviews[{r}].candidates[{c}]")
             except InvalidInput as exc:
                 problems += [exc.message, *exc.problems]
-    registry = scenario.agent.registry
-    if registry is not None and not (directory / registry).is_dir():
+    if (registry := scenario.agent.registry) is not None and not (directory / registry).is_dir():
         problems.append(f"agent.registry: {directory / registry} is not a directory")
     return problems
 

@@ -126,8 +126,7 @@ def refuse_pending(store: Store, run_id: str, waits: str) -> None:
 
 def sim_of_run(store: Store, run_id: str) -> Sim:
     """The simulation a run belongs to; an unknown run exits 3."""
-    run = get_run(store, run_id)
-    if run is None or "sim_id" not in run:
+    if (run := get_run(store, run_id)) is None or "sim_id" not in run:
         raise NotFound(f"no simulated run {run_id}", hint="list runs with `belt sim list`")
     return read_sim(store, run["sim_id"])
 

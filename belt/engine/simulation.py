@@ -189,8 +189,7 @@ class Simulation:
     def own_clock(self) -> VirtualClock | None:
         """The simulation's virtual clock (its time kept on its record as it moves), or None:
         it runs on whatever clock is in force (wall time, or ``belt serve --clock``'s)."""
-        stamp = self.sim.get("clock")
-        if not isinstance(stamp, str):
+        if not isinstance(stamp := self.sim.get("clock"), str):
             return None
         return VirtualClock(
             parse_timestamp(stamp), on_move=lambda moment: self.update_sim(clock=timestamp(moment))

@@ -294,8 +294,7 @@ def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
 
     def claim(task: HookTask) -> HookTask:
         nonlocal status
-        status = task["status"]
-        if status != TaskStatus.PENDING:
+        if (status := task["status"]) != TaskStatus.PENDING:
             raise _Keep
         if _deadline_passed(task):
             return _fail(task, Failure.TIMEOUT, unclaimed_message(task))
@@ -509,8 +508,7 @@ def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[HookTask]:
 
 def outcome_of(task: Mapping[str, Any]) -> str:
     """One word for where a task ended: acknowledged, continue, failed, cancelled, or its status."""
-    status = task["status"]
-    if status == TaskStatus.COMPLETED:
+    if (status := task["status"]) == TaskStatus.COMPLETED:
         return "continue" if (task.get("decision") or {}).get("continue") else "acknowledged"
     return str(status)
 

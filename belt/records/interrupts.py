@@ -245,8 +245,7 @@ def _not_pending(record: Interrupt) -> Conflict:
     text = f"interrupt {record.get('id')} is no longer pending: it is {status}"
     if record.get("resolution"):
         text += f" ({record['resolution']})"
-    by = settled_by(record)
-    if by and status == InterruptStatus.RESOLVED:
+    if (by := settled_by(record)) and status == InterruptStatus.RESOLVED:
         text += f" by {by}"
     if record.get("resolved_at"):
         text += f" since {record['resolved_at']}"
@@ -336,8 +335,7 @@ def open_gate(
     chat_id = find_chat_id(store, chat_id)
     with store.lock(RUN, run_id):
         run = store.read(RUN, run_id)
-        state = run["state"]
-        if state not in ACTIVE_RUN_STATES:
+        if (state := run["state"]) not in ACTIVE_RUN_STATES:
             raise Conflict(
                 f"run {run_id} is {state}: a gate opens only on a run that is working or "
                 "awaiting a decision (input_required)",
@@ -641,8 +639,7 @@ def resolve_batch(
                 raise _no_interrupt(interrupt_id)
             held.enter_context(store.lock(INTERRUPT, interrupt_id))
             records.append(read_record(store=store, interrupt_id=interrupt_id))
-        found = batch_digest(records)
-        if found != digest:
+        if (found := batch_digest(records)) != digest:
             raise Conflict(
                 f"the {len(ids)} gate(s) are not the ones shown: their digest is "
                 f"{short_digest(found)}, not {short_digest(digest)}; none settled",
@@ -992,8 +989,7 @@ class Watch:
             (self.waiting.add if marked else self.waiting.discard)(interrupt_id)
             return
         self.waiting.discard(interrupt_id)
-        run_id = record.get("run_id")
-        if isinstance(run_id, str) and run_id not in self.runs:
+        if isinstance(run_id := record.get("run_id"), str) and run_id not in self.runs:
             self.runs[run_id] = self._size(run_id)
         status, before = record["status"], self.known.get(interrupt_id)
         self.known[interrupt_id] = status

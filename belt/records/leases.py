@@ -129,8 +129,7 @@ def hold(store: Store, name: str) -> bool:
     """Take the lease ``name`` for this process, or keep it when this process holds it; False
     while another live process holds it. A lease whose holder is gone is taken over."""
     with store.lock(LEASE, name):
-        lease = store.get(LEASE, name)
-        if lease is not None and is_mine(lease):
+        if (lease := store.get(LEASE, name)) is not None and is_mine(lease):
             if utcnow() - parse_timestamp(str(lease["renewed"])) >= RENEW_AFTER:
                 store.write(LEASE, name, {**lease, "renewed": timestamp(utcnow())})
             return True

@@ -79,8 +79,7 @@ def read_rho_config(path: Path) -> dict[str, object]:
     """rho's whole config file; a file that does not exist yet is empty."""
     if not path.exists():
         return {}
-    doc = read_document(path)
-    if not isinstance(doc, dict):
+    if not isinstance(doc := read_document(path), dict):
         raise InvalidInput(f"{path}: expected a JSON object", hint="fix or remove the file")
     return doc
 

@@ -370,8 +370,7 @@ def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -
     (not gone, not waiting for a client tool) and not ``force``d."""
 
     def apply(run: Run) -> Run:
-        state = run["state"]
-        if state in TERMINAL_STATES:
+        if (state := run["state"]) in TERMINAL_STATES:
             raise Conflict(f"run {run_id} is already {state}")
         if (
             state == AgentRunState.WORKING

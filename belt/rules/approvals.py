@@ -114,8 +114,7 @@ class Rule:
         if self.event is not None and gate.event != self.event:
             return False
         for key, pattern in self.globs:
-            value = getattr(gate, key)
-            if not isinstance(value, str) or not pattern.match(value):
+            if not isinstance(value := getattr(gate, key), str) or not pattern.match(value):
                 return False
         if self.hours is not None:
             start, end = self.hours
@@ -230,8 +229,7 @@ def rules_of(doc: Mapping[str, object], source: str, digest: str) -> Rules:
     else:
         names: set[str] = set()
         for index, raw in enumerate(raw_rules):
-            rule = _parse_rule(raw, index, problems)
-            if rule is not None and rule.name in names:
+            if (rule := _parse_rule(raw, index, problems)) is not None and rule.name in names:
                 problems.error(f'rules[{index}] "{rule.name}".name', "another rule has this name")
             elif rule is not None:
                 names.add(rule.name)
@@ -264,20 +262,17 @@ def _parse_rule(raw: Any, index: int, problems: _Problems) -> Rule | None:
         )
     before = len(problems.found)
     problems.unknown(raw, RULE_KEYS, path)
-    decision = raw.get("decision")
-    if decision not in DECISIONS:
+    if (decision := raw.get("decision")) not in DECISIONS:
         problems.error(
             f"{path}.decision",
             f"expected one of {', '.join(DECISIONS)}, got {describe(decision)}"
             f"{did_you_mean(decision, DECISIONS)}",
         )
-    reason = raw.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
+    if not isinstance(reason := raw.get("reason"), str) or not reason.strip():
         problems.error(
             f"{path}.reason", f"expected a reason (a non-empty string), got {describe(reason)}"
         )
-    event = raw.get("event")
-    if event is not None and event not in _events():
+    if (event := raw.get("event")) is not None and event not in _events():
         problems.error(
             f"{path}.event",
             f"{describe(event)} is not an event a gate opens on{did_you_mean(event, _events())}",
@@ -471,8 +466,7 @@ def what_if(
         if how in PEOPLE:
             report.saved_seconds += max(waited, 0.0)
             report.saved_gates += 1
-        actual = record.get("resolution")
-        if actual == verdict.decision:
+        if (actual := record.get("resolution")) == verdict.decision:
             continue
         allows_denied = verdict.decision == "allow" and actual == "deny" and how in PEOPLE
         (first if allows_denied else rest).append(

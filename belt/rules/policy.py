@@ -64,8 +64,7 @@ class Rule:
             return False
         data = payload.data or {}
         if self.tool is not None:
-            tool = data.get("tool")
-            if not isinstance(tool, str) or not self.tool.match(tool):
+            if not isinstance(tool := data.get("tool"), str) or not self.tool.match(tool):
                 return False
         return not self.arguments or arguments_match(self.arguments, data.get("arguments"))
 
@@ -130,8 +129,7 @@ def parse_policy(doc: Any, source: str) -> Policy:
     findings.unknown_keys(doc, POLICY_KEYS, "")
     default = doc.get("default", HookDecision.ALLOW.value)
     _decision(default, "default", findings)
-    raw_rules = doc.get("rules", [])
-    if not isinstance(raw_rules, list):
+    if not isinstance(raw_rules := doc.get("rules", []), list):
         findings.error(
             "rules", f"expected an array of tables ([[rules]]), got {describe(raw_rules)}"
         )
@@ -166,8 +164,7 @@ def _parse_rule(raw: Any, index: int, findings: Findings) -> Rule | None:
         return None
     before = len(findings.problems)
     findings.unknown_keys(raw, RULE_KEYS, path)
-    event = raw.get("event")
-    if event is not None and event not in EVENTS:
+    if (event := raw.get("event")) is not None and event not in EVENTS:
         findings.error(
             f"{path}.event",
             f"{event!r} is not a lifecycle event (expected one of {', '.join(EVENTS)})"
@@ -196,8 +193,7 @@ def _turn_count(value: Any, path: str, findings: Findings) -> tuple[int | None, 
     findings.unknown_keys(value, ("min", "max"), path)
     bounds: list[int | None] = []
     for key in ("min", "max"):
-        bound = value.get(key)
-        if bound is not None and (not is_int(bound) or bound < 0):
+        if (bound := value.get(key)) is not None and (not is_int(bound) or bound < 0):
             findings.error(f"{path}.{key}", f"expected an integer >= 0, got {bound!r}")
             bound = None
         bounds.append(bound)
