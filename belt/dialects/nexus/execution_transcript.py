@@ -137,7 +137,7 @@ def pending_task_lines(report: SimReport) -> Lines:
 def approval_lines(report: SimReport) -> Lines:
     """Where hook tasks wait for approval (``approval_mode = "ask"``): the approvals, and the
     exact commands to settle them and go on, as a gate's lines say."""
-    interrupts = {i["id"]: i for i in report.get("interrupts") or []}
+    expiry = {i["id"]: i.get("expires_at") for i in report.get("interrupts") or []}
     by_run: dict[str, list[tuple[HookTask, str]]] = {}
     for task in report.get("hook_tasks") or []:
         if task["status"] == "awaiting_approval" and (approval := task.get("approval")):
@@ -147,9 +147,7 @@ def approval_lines(report: SimReport) -> Lines:
         waiting = f"⏸ run {run_id} is waiting for {len(tasks)} hook task approval(s):"
         lines += [("", ""), (waiting, "bold yellow")]
         for task, interrupt_id in tasks:
-            expires = (
-                interrupts[interrupt_id].get("expires_at") if interrupt_id in interrupts else None
-            )
+            expires = expiry.get(interrupt_id)
             when = f"  expires {expires}" if expires else ""
             what = f"{task['event']} → {task['tool']} [{task['task_key']}]{when}"
             lines.append((f"  {interrupt_id}  {what}", "yellow"))

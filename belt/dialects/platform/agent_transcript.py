@@ -54,13 +54,11 @@ def registry_lines(report: SimReport) -> Lines:
     said = ", ".join(f"{count} {label}" for label, count in counts.items() if count) or "none"
     head = f"── registry {registry['owner']}: {len(entries)} entries loaded from "
     lines: Lines = [("", ""), (f"{head}{registry['directory']} ({said})", "bold")]
-    for entry in entries:
+    for entry in (e for e in entries if e.get("action") != "skipped"):
         action = entry.get("action")
         version = f" v{entry['version']}" if action == "versioned" else ""
         what = f"{entry['name']}  ({entry['kind']}, {entry['id']}{version})"
-        lines += (
-            [] if action == "skipped" else [(f"  {LOADED.get(str(action), '?'):<11} {what}", "dim")]
-        )
+        lines.append((f"  {LOADED.get(str(action), '?'):<11} {what}", "dim"))
     return lines
 
 
