@@ -112,9 +112,7 @@ def agent_from_config(config: Any, name: Any) -> AgentDefinition:
     """The agent of an ad-hoc ``agent_config`` named ``agent_name`` (else its ``name``)."""
     if not isinstance(config, dict):
         raise InvalidInput(f"agent_config: expected an object, got {describe(config)}")
-    label = name if name is not None else config.get("name")
-    if label is None:
-        label = "agent"
+    label = next((given for given in (name, config.get("name")) if given is not None), "agent")
     if not isinstance(label, str) or not label.strip() or len(label) > NAME_MAX:
         raise InvalidInput(
             f"agent_name: expected a name of 1 to {NAME_MAX} characters, got {describe(label)}"

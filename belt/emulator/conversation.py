@@ -537,12 +537,6 @@ CLIENT_TOOL = (InterruptReason.CLIENT_TOOL,)
 def tool_name(interrupt: Mapping[str, object]) -> str | None:
     """The tool an approval or a tool gate holds (an approval's ``meta.tool_name``, a gate's
     hook payload ``data.tool``)."""
-    meta = interrupt.get("meta")
-    if not isinstance(meta, dict):
-        return None
-    name = meta.get("tool_name")
-    if isinstance(name, str):
-        return name
-    data = meta.get("data")
-    tool = data.get("tool") if isinstance(data, dict) else None
-    return tool if isinstance(tool, str) else None
+    meta = found if isinstance(found := interrupt.get("meta"), dict) else {}
+    data = found if isinstance(found := meta.get("data"), dict) else {}
+    return next((n for n in (meta.get("tool_name"), data.get("tool")) if isinstance(n, str)), None)
