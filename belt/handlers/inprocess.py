@@ -258,12 +258,11 @@ _idle_lock = threading.Lock()
 
 
 def _take_worker() -> _Worker:
-    """An idle worker of an earlier simulation, else a new one."""
+    """An idle worker of an earlier simulation, else a new one (one whose thread a handler
+    ended, closing its pipe, is replaced at its next call: ``InProcess._hand``)."""
     with _idle_lock:
-        while _idle:
-            worker = _idle.pop()
-            if worker.thread.is_alive():  # not one a handler ended by closing its pipe
-                return worker
+        if _idle:
+            return _idle.pop()
     return _Worker()
 
 
