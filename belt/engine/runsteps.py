@@ -62,8 +62,7 @@ class RunSteps:
         (``--wait``), and is tagged as held first, so a process killed in between is found."""
         held = state or self.sim.dialect.held_state
         reason = fields.get("interrupt_reason") or ("attention" if "attention" in fields else None)
-        attributes = {"belt.hold.state": held, "belt.hold.reason": reason}
-        with tracing.span("belt.hold", attributes):
+        with tracing.span("belt.hold", {"belt.hold.state": held, "belt.hold.reason": reason}):
             if not self.sim.holds.waits():
                 fields["lease"] = None
             if self.sim.dialect.waits_for_gates and execution.run_id is not None:
