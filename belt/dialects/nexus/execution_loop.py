@@ -341,11 +341,10 @@ class NexusLoop:
             )
         state = dict(run.execution)
         execution = self.execution(int(run.data["turn_index"]), run, state, run.data)
-        if interrupted:
-            sim_id = str(self.sim.sim["id"])
-            if not execution_recorded(self.sim.store, sim_id, execution.turn_index):
-                # Killed while it began: enter it again.
-                self.enter(execution, run.data.get("hooks") or {}, run.data.get("profile") or {})
+        sim_id = str(self.sim.sim["id"])
+        if interrupted and not execution_recorded(self.sim.store, sim_id, execution.turn_index):
+            # Killed while it began: enter it again.
+            self.enter(execution, run.data.get("hooks") or {}, run.data.get("profile") or {})
         return execution
 
     def execution(
@@ -459,13 +458,10 @@ class NexusLoop:
 
     def replace_reply(self, previous_turn: int, index: int) -> None:
         """Take the regenerated reply out of the context (it stays in the transcript)."""
+        roles = ("assistant", "tool", "feedback")
         for message in self.sim.recorder.messages:
             sim = message.get("sim") or {}
-            if sim.get("execution") == previous_turn and message["role"] in (
-                "assistant",
-                "tool",
-                "feedback",
-            ):
+            if sim.get("execution") == previous_turn and message["role"] in roles:
                 self.sim.leave_context(message, replaced_by=index)
 
     # -- steps ---------------------------------------------------------------------------------
