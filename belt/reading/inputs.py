@@ -121,9 +121,8 @@ def read_json_option(value: str, *, option: str) -> Any:
     from belt.reading.strictjson import StrictJSONError, decode  # noqa: PLC0415 - start-up: for a JSON option only
 
     if value.startswith("@"):
-        path = value[1:]
-        text = read_text(path, kind="option")
-        source = path
+        source = value[1:]
+        text = read_text(source, kind="option")
     else:
         if len(value.encode("utf-8", "surrogatepass")) > LIMITS["option"]:
             raise InvalidInput(f"{option}: larger than the {LIMITS['option'] // 1024} KiB limit")
