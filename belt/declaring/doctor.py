@@ -136,17 +136,11 @@ def examine(paths: list[Path], store: Store) -> Examined:
         if isinstance(found, Declaration):
             invalid.append(found)
             continue
-        positions = [f"{found.where}[{i}]" for i in range(len(found.hooks))]
-        traps.extend(
-            platform_traps(
-                found.source, list(zip(positions, found.hooks, strict=True)), found.located
-            )
-        )
+        placed = [(f"{found.where}[{i}]", hook) for i, hook in enumerate(found.hooks)]
+        traps.extend(platform_traps(found.source, placed, found.located))
         if found.lifecycle_hooks is not None:
             traps.extend(nexus_traps(found.source, found.lifecycle_hooks))
-        declared.extend(
-            (found.source, where, hook) for where, hook in zip(positions, found.hooks, strict=True)
-        )
+        declared.extend((found.source, where, hook) for where, hook in placed)
     delivered = Deliveries.read(store)
     if delivered.any:
         traps.extend(never_delivered(declared, delivered))
