@@ -1,13 +1,8 @@
 """``belt hooks doctor``: the traps a valid declaration file can hold, each with its fix.
 
-``belt hooks validate`` says whether a file is what the platform accepts. A valid file can
-still do nothing, or the wrong thing, without a word: an async hook whose deny never acts, a
-gate that expires later than it says, a webhook URL that carries its password into every log.
-The doctor reads each declaration for those traps, and the store's history (the runs' hook
-records and ``belt serve``'s journal) for declared hooks that were never delivered.
-
-What depends on a handler's answers (a deny on an observe-only event, a stop hook that always
-continues) is not read here: it takes calling the handler.
+A valid file can still do nothing, or the wrong thing, without a word (an async hook whose deny
+never acts, a gate that expires late, a URL carrying its password); the doctor reads each
+declaration for those, and the store's history for declared hooks never delivered.
 """
 
 from __future__ import annotations

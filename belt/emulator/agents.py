@@ -1,10 +1,8 @@
 """The agents of ``belt serve``'s emulated chats: ad-hoc configs and template agent files.
 
-An application names its agent the way the SDKs do: an ad-hoc ``agent_config`` (core app, system
-prompt, tools, ``hooks``) with an ``agent_name``, or a template ref ``ns/name@version``, which
-belt resolves from agent files (``belt serve --agents DIR``; each file is a scenario's ``[agent]``
-table on its own, plus the agent's ``tools``). Either way the hooks are checked with the rules of
-a declaration file, so a bad one is refused with its path, as the platform would refuse it.
+An application names its agent as the SDKs do: an ad-hoc ``agent_config`` with an ``agent_name``,
+or a template ref ``ns/name@version`` resolved from agent files (``belt serve --agents DIR``).
+Their hooks are checked with the rules of a declaration file.
 """
 
 from __future__ import annotations

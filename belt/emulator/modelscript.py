@@ -1,11 +1,8 @@
 """Model scripts: what the model of ``belt serve``'s emulated chats answers, chosen by rules.
 
-There is no model offline. A model script (``belt serve --model FILE``, TOML or JSON) says what
-the model does, in the language of scenario turns (``say``, ``tokens``, ``tool_calls`` with
-``name``, ``arguments``, ``result``, ``status``, ``async``), under rules that pick the reply by
-the user's text and the agent's name. The first rule that matches answers; when none does, or
-there is no script, the plain model answers with one short reply and calls no tool. The format
-is documented in ``docs/emulator.md``.
+There is no model offline: a model script (``belt serve --model FILE``, docs/emulator.md) gives
+scenario model turns under rules that match the user's text and the agent's name; the first that
+matches answers, else the plain model repeats the message.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The one strict JSON (and TOML) reader for everything that comes from outside.
 
-Python's own parsers accept what belt must not keep: ``NaN`` and ``Infinity`` (which it would
-then write out as invalid JSON), numbers such as ``1e999`` that overflow to infinity, integers
-too long to convert back to text, lone surrogates (which cannot be encoded as UTF-8), and
-nesting deep enough to exhaust the interpreter's stack. A document a user writes (a file or an
-option) may not repeat a key in one object either: Python would keep the last and drop the
-rest without a word, where TOML refuses the same mistake. Every reader of files, options, request
-bodies and answers from handlers or platforms parses through here, so each of these is refused
-with a clear reason instead of crashing later.
+It refuses what Python's own parsers accept and belt must not keep: ``NaN`` and infinities,
+numbers that overflow, integers too long to print, lone surrogates, nesting deep enough to
+exhaust the stack, and (in what a user writes) a key repeated in one object.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Child simulations: the chats hooks start beside a simulation (task chats, review branches).
 
-Each child is a simulation of its own, with its own chat, run and record, linked to its parent
-(``parent`` on its record, and the parent's ``sim-children`` index). They run in the background,
-so the loop that started one does not wait for it; the parent simulation waits for all of them
-before it ends, and collects their failures, in the order they started, so the parent's
-transcript stays the same from run to run.
+Each is a simulation of its own linked to its parent, run in the background; the parent waits
+for all of them before it ends and records their failures in the order they started.
 """
 
 from __future__ import annotations
