@@ -53,13 +53,8 @@ class Failure:
 
     def to_json(self) -> dict[str, object]:
         """The failure as JSON."""
-        return {
-            "detail": self.detail,
-            "payload": self.payload,
-            "reproducer": self.reproducer,
-            "flaky": self.flaky,
-            "failed_again": self.again,
-        }
+        shown = {key: getattr(self, key) for key in ("detail", "payload", "reproducer", "flaky")}
+        return {**shown, "failed_again": self.again}
 
 
 @dataclass
