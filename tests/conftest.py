@@ -31,6 +31,17 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def outgoing_connections() -> Iterator[None]:
+    """The connections belt keeps for the process (``belt.outgoing.transport``), to the servers
+    of the tests that called in-process, closed when the session ends: left to the garbage
+    collector at exit, each was a ResourceWarning line."""
+    yield
+    from belt.outgoing import transport
+
+    transport.close()
+
+
 @pytest.fixture(autouse=True)
 def belt_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Point BELT_HOME at a fresh directory; plain, wide, colourless output."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import socket
 import threading
 import time
@@ -21,11 +22,10 @@ def _refusing_address() -> str:
     (a fixed port such as 9 or 8787 may have something listening on another machine)."""
     held = socket.socket()
     held.bind(("127.0.0.1", 0))
-    _HELD.append(held)
+    atexit.register(held.close)  # held until then; closed, not left to the garbage collector
     return f"127.0.0.1:{held.getsockname()[1]}"
 
 
-_HELD: list[socket.socket] = []
 REFUSED = _refusing_address()
 """A loopback address that refuses every connection (see ``_refusing_address``)."""
 
