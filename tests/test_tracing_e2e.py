@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +25,7 @@ from tests.cli.test_serve import serve_process
 from tests.otlp_receiver import Receiver, Span
 from tests.servers import REFUSED, turn_start
 from tests.test_tracing import belt, python, untraced_env
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACEPARENT = re.compile(
@@ -436,11 +436,11 @@ def test_an_emulated_message_runs_under_the_request_that_sent_it(otlp: Receiver)
         sent = httpx.post(f"{url}/agents/run", json=message, headers=carried)
         assert sent.status_code == 200, sent.text
         chat = sent.json()["data"]["user_message"]["chat_id"]
-        for _ in range(200):  # the run goes on after the answer, until the chat is idle
-            status = httpx.get(f"{url}/chats/{chat}/status").json()["data"]["status"]
-            if status != "busy":
-                break
-            time.sleep(0.05)
+        # The run goes on after the answer, until the chat is idle.
+        eventually(
+            lambda: httpx.get(f"{url}/chats/{chat}/status").json()["data"]["status"] != "busy",
+            "the chat is idle",
+        )
     request = one(otlp.spans, "POST /agents/run")
     assert (request.trace_id, request.parent_id) == (trace_id, parent)
     run = one(otlp.spans, "invoke_agent helper")
