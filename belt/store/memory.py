@@ -130,7 +130,11 @@ class MemoryStore(Store):
         self._dirs.setdefault(directory, {})[name] = None
 
     def _stamp(self, path: Path) -> object:
-        return self._files.get(str(path))  # the record itself: equal bytes are the same record
+        key = str(path)
+        found = self._files.get(key)  # the record itself: equal bytes are the same record
+        if found is None and (lines := self._lines.get(key)) is not None:
+            return lines, len(lines)  # a line file and its length, which every append changes
+        return found
 
     def _pin(self, path: Path, stamp: object) -> int | None:
         return -1 if self._stamp(path) == stamp else None  # nothing to hold open
@@ -178,7 +182,13 @@ class MemoryStore(Store):
             return bytes(found[: end + 1] if end >= 0 else found)
 
     def _open_appending(self, path: Path, stamp: object) -> int | None:
-        return None  # nothing to hold open: every append takes the path of a first one
+        return self._pin(path, stamp)
+
+    def _append_kept(self, handle: int, path: Path, line: bytes, *, sync: bool) -> object:
+        with self._mutex:
+            found = self._lines[str(path)]
+            found += line
+            return found, len(found)
 
     def _append_line(self, path: Path, line: bytes, *, header: bytes, sync: bool) -> None:
         key = str(path)

@@ -802,14 +802,14 @@ class Store:
                 # complete line: the descriptor it left open adds to it (no open, no header
                 # to read, no torn tail to look for).
                 try:
-                    stamp = _stamp_of(append_to(handle, path, line, fsync=sync))
+                    stamp = self._append_kept(handle, path, line, sync=sync)
                 except BaseException:
-                    os.close(handle)
+                    self._unpin(handle)
                     raise
                 self._appended[path] = (stamp, handle)
                 return
             if handle is not None:
-                os.close(handle)  # the file changed since this store's last append
+                self._unpin(handle)  # the file changed since this store's last append
         # Never add to a file this belt cannot read (damaged, or from a newer belt); the header
         # this belt writes needs no parsing.
         header = _header_line(family, self.schema)
@@ -929,6 +929,11 @@ class Store:
         """A descriptor open for appending on the file at ``path``, which has ``stamp`` (None
         when it has another now); the next append goes through it while the stamp holds."""
         return _open_stamped(path, stamp, os.O_RDWR | os.O_APPEND)
+
+    def _append_kept(self, handle: int, path: Path, line: bytes, *, sync: bool) -> object:
+        """Append ``line`` through ``handle`` (``_open_appending``'s) to the file at ``path``,
+        whose last line is this store's; returns the file's stamp after it."""
+        return _stamp_of(append_to(handle, path, line, fsync=sync))
 
     def _append_line(self, path: Path, line: bytes, *, header: bytes, sync: bool) -> None:
         append_line(path, line, header=header, fsync=sync)
