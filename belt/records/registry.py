@@ -21,7 +21,7 @@ import tomllib
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast
@@ -218,13 +218,7 @@ class SaveOutcome:
 
     def to_json(self) -> Saved:
         """The outcome as ``--json`` prints it and a review's record lists it."""
-        return {
-            "action": self.action,
-            "id": self.id,
-            "name": self.name,
-            "kind": self.kind,
-            "version": self.version,
-        }
+        return cast(Saved, asdict(self))
 
 
 @dataclass(frozen=True)
@@ -247,29 +241,18 @@ class Match:
     name: str
     kind: str
     tags: tuple[str, ...]
-    text: str
     version: int
+    relevance: float
+    """The score as a share of the best score of the same query, 0 to 1 in two decimals (1.0:
+    the best match; BM25 scores have no fixed scale, so only this comparison means anything)."""
     score: float
     matched_terms: int
     query_terms: int
-    relevance: float = 1.0
-    """The score as a share of the best score of the same query, 0 to 1 in two decimals (1.0:
-    the best match; BM25 scores have no fixed scale, so only this comparison means anything)."""
+    text: str
 
     def to_json(self) -> dict[str, object]:
-        """The match as ``--json`` prints it."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "kind": self.kind,
-            "tags": list(self.tags),
-            "version": self.version,
-            "relevance": self.relevance,
-            "score": self.score,
-            "matched_terms": self.matched_terms,
-            "query_terms": self.query_terms,
-            "text": self.text,
-        }
+        """The match as ``--json`` prints it (its fields in order, tags as a list)."""
+        return {**asdict(self), "tags": list(self.tags)}
 
 
 # Normalisation
@@ -574,25 +557,10 @@ def _index_row(entry: RegistryEntry) -> Row:
     )
 
 
-def _open_renewing(store: Store, owner: str) -> SearchIndex:
-    """The owner's index, opened; a damaged file is discarded first (owner's lock held)."""
-    path = index_path(store, owner)
-    index = None
-    try:
-        index = SearchIndex.open(path, durable=store.fsync)
-        index.journal()
-        return index
-    except IndexDamaged:
-        if index is not None:
-            index.close()
-        discard(path)
-        return SearchIndex.open(path, durable=store.fsync)
-
-
 @contextmanager
 def _writable_index(store: Store, owner: str) -> Iterator[SearchIndex]:
     """The owner's index brought up to date with the store (owner's lock held)."""
-    index = _open_renewing(store, owner)
+    index = SearchIndex.open(index_path(store, owner), durable=store.fsync)
     try:
         size = store.index_size(ENTRIES, owner)
         if index.journal() != size:

@@ -62,9 +62,6 @@ WIDER = 8
 is answered again from its rarer terms up to ``RARER_ROWS * WIDER`` entries, then from every
 entry holding one of its terms."""
 
-MAX_KEPT = 100_000
-"""How many phrases' counts an open index keeps between queries, at most."""
-
 OPTIMIZE_ROWS = 100
 """A change of at least this many rows merges FTS5's index into one segment afterwards."""
 
@@ -239,9 +236,6 @@ class SearchIndex:
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         self.path = path
         self.db = connection
-        self.counts: dict[str, int] = {}
-        """How many entries each phrase matches, for the state of the file ``version`` names."""
-        self.version: object = None
 
     @classmethod
     def open(cls, path: Path, *, durable: bool) -> SearchIndex:
@@ -352,13 +346,12 @@ class SearchIndex:
         relevant = needed if relevant is None else max(1, min(relevant, len(phrases)))
         self._run("BEGIN")
         try:
-            reflects, version = self._run(
-                "SELECT (SELECT value FROM meta WHERE key = 'journal'), data_version "
-                "FROM pragma_data_version"
+            (reflects,) = self._run(
+                "SELECT (SELECT value FROM meta WHERE key = 'journal')"
             ).fetchone()
             if journal is not None and reflects != journal:
                 raise Stale
-            for rarer in _shortlists(self._counts(phrases, version)):
+            for rarer in _shortlists(self._counts(phrases)):
                 best = self._best(phrases, rarer, needed, limit, exclude_ids, exclude_agent)
                 if best and -best[0][0] >= relevant:
                     break
@@ -413,38 +406,25 @@ class SearchIndex:
             if rowid in scores
         )[:limit]
 
-    def _counts(self, phrases: Sequence[str], version: object) -> list[int]:
+    def _counts(self, phrases: Sequence[str]) -> list[int]:
         """How many entries each of ``phrases`` matches: for a phrase of one term, the count
-        the file keeps (``terms``); for one of several, FTS5 counts its doclist.
-
-        They are kept while no connection changes the file (SQLite's ``data_version`` of this
-        connection, read in this transaction, says when one did; this connection's own changes
-        forget them): a prompt's common words come back often, and cost the most to count."""
-        if version != self.version or len(self.counts) > MAX_KEPT:
-            self.counts, self.version = {}, version
-        missing = [phrase for phrase in phrases if phrase not in self.counts]
+        the file keeps (``terms``); for one of several, FTS5 counts its doclist."""
         # A phrase is a quoted word (``quoted``); its terms are the probe's.
-        terms = PROBE.terms([phrase[1:-1].replace('""', '"') for phrase in missing])
-        single = {
-            phrase: found[0]
-            for phrase, found in zip(missing, terms, strict=True)
+        terms = PROBE.terms([phrase[1:-1].replace('""', '"') for phrase in phrases])
+        kept = dict(
+            self._run(
+                "SELECT term, docs FROM terms WHERE term IN (SELECT value FROM json_each(?))",
+                (json.dumps([found[0] for found in terms if len(found) == 1]),),
+            ).fetchall()
+        )
+        return [
+            int(kept.get(found[0], 0))
             if len(found) == 1
-        }
-        if single:
-            kept = dict(
-                self._run(
-                    "SELECT term, docs FROM terms WHERE term IN (SELECT value FROM json_each(?))",
-                    (json.dumps(list(single.values())),),
-                ).fetchall()
+            else int(
+                self._run("SELECT count(*) FROM fts WHERE fts MATCH ?", (phrase,)).fetchone()[0]
             )
-            self.counts.update((phrase, int(kept.get(term, 0))) for phrase, term in single.items())
-        for phrase in missing:
-            if phrase not in single:
-                (count,) = self._run(
-                    "SELECT count(*) FROM fts WHERE fts MATCH ?", (phrase,)
-                ).fetchone()
-                self.counts[phrase] = int(count)
-        return [self.counts[phrase] for phrase in phrases]
+            for phrase, found in zip(phrases, terms, strict=True)
+        ]
 
     def _held(self, phrases: Sequence[str], rarer: Sequence[int], needed: int) -> dict[int, int]:
         """How many of ``phrases`` each entry holding one of the ``rarer`` holds, for those
@@ -587,7 +567,6 @@ class SearchIndex:
     @contextmanager
     def _transaction(self) -> Iterator[None]:
         """BEGIN IMMEDIATE … COMMIT, rolled back if the block (or the commit) raises."""
-        self.counts, self.version = {}, None
         self._run("BEGIN IMMEDIATE")
         try:
             yield
