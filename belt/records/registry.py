@@ -20,7 +20,7 @@ import sys
 import tomllib
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -591,13 +591,8 @@ def _record(
     *,
     removed: str | None = None,
 ) -> None:
-    """Bring the index level with the changes the store has just made (owner's lock held): the
-    ``entries`` written, or the entry ``removed``.
-
-    The changes are saved whatever happens here: if the index cannot take them, the index
-    keeps its old journal, so the next reader rebuilds it from the store (a damaged file is
-    discarded first).
-    """
+    """Bring the index level with the ``entries`` just written or the entry ``removed`` (owner's
+    lock held); if it cannot take them it keeps its old journal, so the next reader rebuilds."""
     journal = store.index_size(ENTRIES, owner)
     try:
         if removed is not None:
@@ -611,43 +606,35 @@ def _record(
         pass
 
 
-def _level_query(
-    store: Store, owner: str, ask: Callable[[SearchIndex, int | None], list[T]]
-) -> list[T]:
+def _query(store: Store, owner: str, ask: Callable[[SearchIndex, int | None], list[T]]) -> list[T]:
     """``ask`` the owner's index, up to date: ``ask`` is given the journal the index must have
     (the size of the owner's entry index now), and raises ``Stale`` if the index, as the query
     reads it, has another; then it is brought level under the owner's lock and asked again
-    (with no journal to check). The index is kept open by this thread: never close it."""
-    size = store.index_size(ENTRIES, owner)
-    if size == 0:
-        return []  # the owner never had an entry
+    (with no journal to check). A file found damaged mid-query is rebuilt once. The index is
+    kept open by this thread: never close it."""
     path = index_path(store, owner)
-    try:
-        index = reader(path, durable=store.fsync)
-    except IndexDamaged:
-        index = None
-    if index is not None:
-        try:
-            return ask(index, size)
-        except Stale:
-            pass
-    forget(path)
-    _change(store, owner, lambda index: None)
-    index = reader(path, durable=store.fsync)
-    return [] if index is None else ask(index, None)
-
-
-def _query(store: Store, owner: str, ask: Callable[[SearchIndex, int | None], list[T]]) -> list[T]:
-    """``ask`` the owner's up-to-date index; a file found damaged mid-query is rebuilt once."""
     for attempt in (1, 2):
         try:
-            return _level_query(store, owner, ask)
+            size = store.index_size(ENTRIES, owner)
+            if size == 0:
+                return []  # the owner never had an entry
+            try:
+                index = reader(path, durable=store.fsync)
+            except IndexDamaged:
+                index = None
+            if index is not None:
+                with suppress(Stale):
+                    return ask(index, size)
+            forget(path)
+            _change(store, owner, lambda index: None)
+            index = reader(path, durable=store.fsync)
+            return [] if index is None else ask(index, None)
         except IndexDamaged:
-            forget(index_path(store, owner))
+            forget(path)
             if attempt == 2:
                 raise
             with store.lock(_OWNER_LOCK, owner):
-                discard(index_path(store, owner))
+                discard(path)
     raise AssertionError("unreachable")
 
 
@@ -662,11 +649,8 @@ def save_candidate(
     origin: Origin,
     now: datetime | None = None,
 ) -> SaveOutcome:
-    """Save ``candidate`` to ``owner``'s registry: created (a new name), versioned (same name,
-    changed text) or skipped (same name and same meaning, see ``same_meaning``).
-
-    Names are compared after ``normalise``. Saving the same candidate twice skips the second.
-    """
+    """Save ``candidate`` to ``owner``'s registry: created (a new name after ``normalise``),
+    versioned (same name, changed text) or skipped (same name, ``same_meaning``)."""
     return save_candidates(store, owner=owner, candidates=[(candidate, origin)], now=now)[0]
 
 
@@ -865,13 +849,8 @@ def _matches(hits: Sequence[Hit]) -> list[Match]:
 def search(
     store: Store | None, *, owner: str = DEFAULT_OWNER, query: str, limit: int = 10
 ) -> list[Match]:
-    """``owner``'s entries that share a term with ``query`` (in a large registry, one of its
-    rarer terms, from as wide a shortlist as a suggestion takes: ``SearchIndex.search``), best
-    first: ranked as ``suggest`` ranks (those sharing more of the query's terms first, BM25
-    ranking those sharing as many), so what a suggestion would offer is at the top.
-
-    Any text is a valid query: its words are quoted, never read as FTS5 syntax.
-    """
+    """``owner``'s entries that share a term with ``query``, best first, ranked as ``suggest``
+    ranks (``SearchIndex.search``); any text is a valid query, never read as FTS5 syntax."""
     store = open_store(store)
     check_id(owner, what="owner")
     limit = _limit(limit)
@@ -889,14 +868,9 @@ def suggest(
     exclude_origin_agent: str | None = None,
     limit: int = 3,
 ) -> list[Match]:
-    """Up to ``limit`` of ``owner``'s entries relevant to ``prompt``, best first.
-
-    Relevant: sharing at least ``MIN_SHARED_TERMS`` distinct terms with the prompt (all of them
-    if the prompt has fewer). The order is ``search``'s: the entries sharing more of the
-    prompt's terms come first, BM25 ranks those sharing as many. Never an entry in
-    ``exclude_ids``, nor one that is the agent ``exclude_origin_agent``'s extraction
-    (``extracted_by``).
-    """
+    """Up to ``limit`` of ``owner``'s entries sharing ``MIN_SHARED_TERMS`` terms with ``prompt``
+    (all of a shorter prompt's), in ``search``'s order; never one of ``exclude_ids`` nor
+    ``exclude_origin_agent``'s extraction (``extracted_by``)."""
     store = open_store(store)
     check_id(owner, what="owner")
     limit = _limit(limit)
@@ -960,13 +934,8 @@ def load_directory(
     owner: str = DEFAULT_OWNER,
     now: datetime | None = None,
 ) -> list[Loaded]:
-    """Save every ``*.toml`` entry file of a registry directory to ``owner``'s registry.
-
-    Every file is checked before anything is saved: problems name the file and key (exit 5) and
-    leave the store as it was. The files are then saved as ``save_candidates`` saves them (under
-    one hold of the owner's lock), so loading a directory again skips what is unchanged and
-    versions what changed.
-    """
+    """Save every ``*.toml`` entry file of a registry directory to ``owner``'s registry, as
+    ``save_candidates`` does; every file is checked first (exit 5 leaves the store as it was)."""
     store = open_store(store)
     check_id(owner, what="owner")
     directory = Path(path)

@@ -328,18 +328,11 @@ class SearchIndex:
         relevant: int | None = None,
     ) -> list[Hit]:
         """The best ``limit`` entries for ``phrases`` (``query_phrases``) holding at least
-        ``min_terms`` of them (all if there are fewer), less ``exclude_ids`` and
-        ``exclude_agent``'s extractions. With ``journal``, ``Stale`` unless the file reflects
-        that journal, read in the query's own transaction.
-
-        One order for a search and a suggestion, over the entries holding one of the query's
-        rarer terms (``_shortlists``): an entry holding more of the query's terms first, so none
-        is lost behind entries holding fewer; FTS5's ``bm25()`` of those rarer terms ranks those
-        holding as many; ties to the older entry. While none of those entries, less the
-        exclusions, holds ``relevant`` of the terms (default ``min_terms``; all if there are
-        fewer), the query is answered again from the next, wider shortlist: a search given a
-        suggestion's ``relevant`` is answered from the entries that suggestion is.
-        """
+        ``min_terms`` of them, less ``exclude_ids`` and ``exclude_agent``'s extractions; with
+        ``journal``, ``Stale`` unless the file reflects it. One order for a search and a
+        suggestion: more of the query's terms held first, then ``bm25()`` of its rarer terms
+        (``_shortlists``), then the older entry; a shortlist in which no entry holds ``relevant``
+        terms (default ``min_terms``) gives way to the next, wider one."""
         if not phrases:
             return []
         needed = max(1, min(min_terms, len(phrases)))
