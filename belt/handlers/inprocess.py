@@ -93,11 +93,8 @@ class Located:
 
 
 def locate_handler(spec: str, directory: Path, *, where: str) -> Located:
-    """Where the in-process handler ``spec`` (``py:FILE:FUNC``, ``py:MODULE:FUNC`` or
-    ``policy:FILE``), named in a file of ``directory``, is loaded from: a path is read from
-    that directory (from the current directory only with a warning, for one release); a module
-    beside the file is imported from there, any other as Python imports it. A file that is not
-    there is InvalidInput (exit 5) naming its path."""
+    """Where the in-process handler ``spec`` named in a file of ``directory`` is loaded from (a
+    path or a module beside the file from there); a missing file is InvalidInput."""
     if spec.startswith(POLICY_PREFIX):
         written = spec[len(POLICY_PREFIX) :]
         found = find_named_file(
@@ -117,12 +114,7 @@ def locate_handler(spec: str, directory: Path, *, where: str) -> Located:
 
 
 def wants_model(func: Handler) -> bool:
-    """Whether ``func`` is called with a LifecycleHookPayload rather than the JSON object.
-
-    Its first parameter's annotation decides (``loader.asks_for``): ``LifecycleHookPayload``
-    asks for the model; anything else (``dict``, ``Mapping``, a TypedDict, no annotation at
-    all) gets the object as a webhook server decodes it.
-    """
+    """Whether ``func``'s first parameter asks for a LifecycleHookPayload, not the JSON object."""
     return asks_for(func, LifecycleHookPayload)
 
 
@@ -141,12 +133,8 @@ the one response it kept for a text to each reader)."""
 
 
 def read_value(value: Any) -> Answer:
-    """A handler's return value read as a webhook's body is (``webhook.read_answer``): unknown
-    keys are ignored, each with a warning.
-
-    The answer must be what a webhook's JSON body could carry: a dict (or a response) of JSON
-    values, without NaN, infinities, lone surrogates or deep nesting.
-    """
+    """A handler's return value read as a webhook's body is (``webhook.read_answer``): a dict or
+    a response of JSON values a webhook could send; unknown keys are ignored with a warning."""
     if value is None:
         return Answer(ALLOW)
     if isinstance(value, LifecycleHookResponse):
@@ -358,11 +346,9 @@ class InProcess:
         timeout: float,
         message_limit: int | None = ERROR_MESSAGE_LIMIT,
     ) -> WebhookResult:
-        """Call ``func`` with ``payload`` as every ``py:`` handler is called (a dict, or the
-        model its first parameter asks for: :func:`argument_for`) in this thread's worker within
-        ``timeout`` seconds, and read its answer as a webhook's body. A failure is returned, never
-        raised; ``label`` names it in errors, which carry an exception's message cut to
-        ``message_limit`` characters (None: whole)."""
+        """Call ``func`` with ``payload`` in this thread's worker within ``timeout`` seconds and
+        read its answer as a webhook's body; a failure is returned, never raised, naming
+        ``label`` (an exception's message cut to ``message_limit`` characters, None: whole)."""
         argument, refused = _argument(label, func, payload)
         if refused is not None:
             return refused
@@ -435,10 +421,8 @@ def _answered(label: str, call: _Call, duration: int, message_limit: int | None)
 
 
 def deliver_here(spec: str, payload: Mapping[str, object]) -> WebhookResult:
-    """In a worker process of ``belt.usercode.supervisor``: call the handler of ``spec`` with
-    ``payload`` in this thread, as :meth:`InProcess.deliver` calls it, with no deadline of its own
-    (the supervisor ends the worker at the deadline). The result keeps no exception object (it
-    crosses to belt's process)."""
+    """:meth:`InProcess.deliver` in a supervised worker: in this thread, no deadline of its own
+    (the supervisor keeps it), and no exception object kept (the result crosses to belt)."""
     started = time.perf_counter()
     try:
         func = load_handler(spec, where=spec)

@@ -81,20 +81,15 @@ _FROZE = False
 
 
 def frozen() -> bool:
-    """Whether what the process holds is frozen out of the garbage collector's passes: at
-    once when ``collector_paused`` froze it (belt's imports), else by counting what is
-    frozen (``gc.get_freeze_count`` walks every frozen object: 6-9 ms once belt's engine is
-    imported)."""
+    """Whether what the process holds is frozen out of the garbage collector's passes (asked of
+    ``gc.get_freeze_count`` only when needed: it walks every frozen object, 6-9 ms)."""
     return _FROZE or gc.get_freeze_count() > 0
 
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused while the block runs (as it was, after), and, when
-    the block imported a module, everything the process holds then frozen (``gc.freeze``: left
-    out of every later collection). For the imports of belt's own modules, never around a
-    user's code; a long-lived process that comes here again, with nothing left to import,
-    freezes nothing more."""
+    """The cyclic garbage collector paused while the block runs and, when it imported a module,
+    everything the process holds then frozen (``gc.freeze``); for belt's own imports only."""
     modules = len(sys.modules)
     collecting = gc.isenabled()
     gc.disable()
@@ -164,11 +159,9 @@ class Found:
 def find_named_file(
     written: str, directory: Path, *, where: str, spell: Callable[[str], str] = str
 ) -> Found:
-    """The file ``written`` names in a document of ``directory``: a relative path is read from
-    that directory. One found only from the current directory is still used, for one release,
-    with a warning giving the spelling that names it from the document's directory
-    (``spell`` writes a path as the document would: ``py:PATH:FUNC``); one found nowhere is
-    InvalidInput (exit 5) naming the path looked for. ``where`` says what named it."""
+    """The file ``written`` names in a document of ``directory`` (a relative path is read from
+    there; one found only from the current directory is used with a warning spelled by
+    ``spell``, for one release); one found nowhere is InvalidInput naming the path."""
     path = Path(written)
     if path.is_absolute():
         if path.is_file():
@@ -243,29 +236,36 @@ def _guarded(load: Callable[[], Any], what: str, option: str) -> Any:
             return load()
         except SystemExit as exc:
             raise _failed(option, what, exc) from None
-    outcome: list[tuple[bool, Any]] = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, load()))
-        except BaseException as exc:  # whatever it raises is the module's error
-            outcome.append((False, exc))
-
-    thread = threading.Thread(target=run, name=f"belt-import {what}", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if not outcome:
+    outcome = in_thread(load, seconds, name=f"belt-import {what}")
+    if outcome is None:
         refuse(what, f"did not finish within {seconds:g} s")
         raise InvalidInput(
             f"{option}: importing {what} did not finish within {seconds:g} s",
             hint="a handler module's top-level code must not wait (it runs on import)",
         )
-    ok, value = outcome[0]
+    ok, value = outcome
     if ok:
         return value
     if isinstance(value, (SystemExit, KeyboardInterrupt)):
         raise _failed(option, what, value) from None
     raise value
+
+
+def in_thread(func: Callable[[], Any], seconds: float, *, name: str) -> tuple[bool, Any] | None:
+    """``func()`` in a daemon thread waited for up to ``seconds``: (True, what it returned) or
+    (False, what it raised), None when it did not return in time (it is left to run)."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, func()))
+        except BaseException as exc:  # whatever it raises is its outcome
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return outcome[0] if outcome else None
 
 
 def _imported(what: str) -> bool:
@@ -287,11 +287,9 @@ def _failed(option: str, what: str, exc: BaseException) -> InvalidInput:
 def _import_module(module_name: str, option: str) -> Any:
     try:
         return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
-            raise NotFound(f"{option}: no module named {module_name!r}") from exc
-        raise InvalidInput(f"{option}: importing {module_name} failed: {exc}") from exc
     except Exception as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name and module_name.startswith(exc.name):
+            raise NotFound(f"{option}: no module named {module_name!r}") from exc
         raise InvalidInput(f"{option}: importing {module_name} failed: {exc}") from exc
 
 
@@ -314,20 +312,10 @@ def _import_file(path: Path, option: str) -> Any:
 
 
 def asks_for(func: Callable[..., Any], model: type) -> bool:
-    """Whether the first parameter of ``func`` is annotated with ``model`` (or a subclass).
-
-    The one convention of every user's handler: it is called with the JSON object (a dict)
-    unless it asks for the wire model this way. Annotations written as strings (``from
-    __future__ import annotations``) are resolved where the function was defined, or read by
-    the name before any subscript, without its module, when they cannot be.
-    """
+    """Whether the first parameter of ``func`` is annotated with ``model`` (or a subclass); a
+    string annotation that cannot be resolved is read by its bare name."""
     if isinstance(func, Hashable):  # a callable object may not be: it is read each time
         return _asks_for(func, model)
-    return _read_annotation(func, model)
-
-
-@functools.lru_cache(maxsize=256)
-def _asks_for(func: Callable[..., Any], model: type) -> bool:
     return _read_annotation(func, model)
 
 
@@ -348,3 +336,6 @@ def _read_annotation(func: Callable[..., Any], model: type) -> bool:
         return issubclass(annotation, model)
     written = annotation if isinstance(annotation, str) else repr(annotation)
     return written.split("[", 1)[0].strip().rsplit(".", 1)[-1] == model.__name__
+
+
+_asks_for = functools.lru_cache(maxsize=256)(_read_annotation)

@@ -1,33 +1,15 @@
 """Supervised worker processes: where ``belt test``, ``belt check`` and the pytest plugin's
-``--belt-isolate`` run a user's code.
+``--belt-isolate`` run a user's code, so that whatever it does fails only the case that ran it
+(docs/reliability.md, "User code never takes belt down").
 
-belt's own process never imports or calls a ``py:`` handler, a routed handler or a Nexus ``py:``
-tool: worker processes do, and belt starts them, watches them and replaces them. So whatever that
-code does (``os._exit``, ``sys.exit``, ``SystemExit`` or ``KeyboardInterrupt``, a signal to
-itself, a crash in C, an import that never returns, threads left running, closing fds 0-2 or the
-worker's pipe, writing to stdout), the case that ran it fails with the cause, the worker is
-replaced, and every other case still runs:
-
-- a worker that ends (exits, is killed by a signal, is stopped) fails the case it was running
-  with how it ended; the cases it held and had not begun go to another worker;
-- a case that closed fd 0, 1 or 2, or left a thread that is not a daemon running (given
-  ``THREAD_GRACE`` seconds to end), fails with that, and its worker is replaced; a worker left
-  with a thread of any other kind (a call abandoned at its deadline, an import that never
-  returned) is replaced quietly, so nothing it left behind runs into the next case;
-- a worker whose pipe to belt was closed says so in its last words (a little shared memory), and
-  one that stays alive with its pipe closed is ended after ``GRACE`` seconds;
-- a call with a deadline (``Supervisor.call``) that passes it is ended with its worker;
-- a worker's standard input is /dev/null and its standard output is its standard error, so what
-  the user's code prints never mixes with belt's report on stdout.
-
-Workers start warm. With a ``preload`` plan, a template process is forked from belt's once
-belt's engine and wire models are imported; it imports the user's modules the plan names (each
-within its deadline, watched from belt's process: one that passes it ends the template, which is
-forked again without that module, and the module is refused in every worker, so the scenarios
-that name it fail at once and the rest still run) and then forks each worker, reaps it and tells
-belt how it ended. Without a plan, workers are forked from belt's process and import what they
-need themselves (a module whose file changed is imported again, ``belt.usercode.loader``). On Linux
-a worker and the template end with belt's process (``PR_SET_PDEATHSIG``).
+A worker that ends fails its case with how it ended, and the cases it held go to another; a case
+that closed fd 0-2 or left a non-daemon thread running (after ``THREAD_GRACE``) fails with that
+and its worker is replaced; a worker left with any other thread of its own is replaced quietly;
+one whose pipe to belt closed leaves its last words in shared memory (ended after ``GRACE``); a
+``call`` past its deadline ends its worker. Workers read /dev/null, write stdout to stderr and
+(Linux) die with belt. With a ``preload`` plan they are forked warm from a template process that
+imported the plan's modules, each within its deadline (one that passes it is refused in every
+worker); without one, from belt's process.
 """
 
 from __future__ import annotations
@@ -56,8 +38,6 @@ from typing import Any, NoReturn
 from belt.errors import BeltError, Conflict, InvalidInput, NotFound, Unreachable, UsageError
 from belt.usercode import loader
 
-IMPORT_SECONDS = 30.0
-"""Seconds the import of each of the user's modules may take, by default."""
 GRACE = 1.0
 """Seconds a worker whose pipe to belt closed has to end on its own before belt ends it."""
 THREAD_GRACE = 0.5
@@ -91,8 +71,8 @@ class Preload:
 
     key: str
     load: Callable[[], Any]
-    seconds: float = IMPORT_SECONDS
-    where: str = ""
+    seconds: float
+    where: str
 
 
 @dataclass(frozen=True)
@@ -115,14 +95,10 @@ class _Worker:
 
     pid: int
     seat: int
-    tasks: int
-    """The end of the pipe that hands it work (closed: nothing more)."""
-    results: int
-    """The end of the pipe its replies come back on."""
-    held: deque[list[int]] = field(default_factory=deque)
-    """The handfuls of items handed to it and not all answered, in order."""
-    ended: str | None = None
-    """Why belt ended it, when belt did."""
+    tasks: int  # the pipe that hands it work (closed: nothing more)
+    results: int  # the pipe its replies come back on
+    held: deque[list[int]] = field(default_factory=deque)  # handfuls not all answered, in order
+    ended: str | None = None  # why belt ended it, when belt did
 
 
 class Supervisor:
@@ -143,20 +119,14 @@ class Supervisor:
         self.step = step
         self.items = items
         self.preload = preload
-        self.spare = spare or set
-        """The threads of belt's own a worker may keep between cases (idle ones)."""
-        self.handful = handful or (lambda count: 1)
-        """How many of ``count`` items not handed out a worker is handed at a time."""
+        self.spare = spare or set  # belt's own threads a worker may keep between cases
+        self.handful = handful or (lambda count: 1)  # items handed at a time, of count left
         self.owner = os.getpid()
-        self.workers: dict[int, _Worker] = {}
-        """By the end of its results pipe."""
-        self.problems: dict[str, tuple[int, str]] = {}
-        """What importing a preloaded module did, by its key: (exit code, message)."""
-        self.skip: set[str] = set()
-        """Preloaded modules not imported again in the template (one ended it)."""
+        self.workers: dict[int, _Worker] = {}  # by the end of its results pipe
+        self.problems: dict[str, tuple[int, str]] = {}  # a preloaded module's (exit code, message)
+        self.skip: set[str] = set()  # preloaded modules that ended the template
+        # Modules every worker refuses to import (their import passed its deadline), with why.
         self.refused: dict[str, str] = {}
-        """The user's modules every worker refuses to import, with why (their import passed
-        its deadline): handed to each worker with its work (``loader.refuse``)."""
         self.template: _Template | None = None
         self.stop = mmap.mmap(-1, 1)
         self.words = mmap.mmap(-1, WORDS * self.jobs)
@@ -255,15 +225,14 @@ class Supervisor:
             worker.ended = kill
             _kill(worker.pid)
         if self.template is not None:
-            status = self.template.status(worker, self)
+            status = self.template.status(worker)
         else:
             status = _reap(worker, self)
         return self._how(worker, status)
 
     def end(self, worker: _Worker, why: str) -> None:
         """Kill ``worker``, which is not answering as it should, saying why."""
-        if worker.ended is None:
-            worker.ended = why
+        worker.ended = worker.ended or why
         _kill(worker.pid)
 
     def _how(self, worker: _Worker, status: int | None) -> str:
@@ -278,7 +247,7 @@ class Supervisor:
     def _stopped(self) -> None:
         """End each worker that a signal stopped (SIGSTOP, SIGTSTP...): it would never answer."""
         if self.template is not None:
-            self.template.look(self)
+            self.template.look()
             return
         for worker in list(self.workers.values()):
             try:
@@ -292,11 +261,10 @@ class Supervisor:
     def _receive(self, worker: _Worker) -> Any:
         """The next reply of ``worker``, or None when it ended (or sent what is not belt's)."""
         try:
-            message = _receive(worker.results)
+            return _receive(worker.results)
         except Exception:
             self.end(worker, "something in its worker process wrote to the pipe belt reads")
             return None
-        return message
 
     # -- items ----------------------------------------------------------------------------------
 
@@ -340,7 +308,7 @@ class Supervisor:
                 continue
             for fd in ready:
                 if self.template is not None and fd is self.template.sock:
-                    self.template.look(self)
+                    self.template.look()
                     continue
                 if fd not in self.workers:
                     continue
@@ -391,10 +359,8 @@ class Supervisor:
         size = max(1, min(self.handful(len(pending)), len(pending)))
         indices = [pending.popleft() for _ in range(size)]
         worker.held.append(indices)
-        try:
+        with contextlib.suppress(OSError):  # it ended: its end of the pipe says so
             _send(worker.tasks, ("run", indices, self.refused))
-        except OSError:  # it ended: its end of the pipe says so
-            pass
 
     def _requeue(self, worker: _Worker, pending: deque[int]) -> None:
         """Put back the items ``worker`` held and did not begin, first in line."""
@@ -426,10 +392,8 @@ class Supervisor:
             return _in_thread(func, args, seconds)
         worker = next(iter(self.workers.values()), None) or self._spawn(0)
         started = time.monotonic()
-        try:
+        with contextlib.suppress(OSError):  # it ended: its end of the pipe says so
             _send(worker.tasks, ("call", func, args, self.refused))
-        except OSError:  # it ended: its end of the pipe says so
-            pass
         while True:
             left = seconds - (time.monotonic() - started)
             ready, _, _ = select.select([worker.results], [], [], max(0.0, min(left, POLL)))
@@ -459,22 +423,12 @@ class Supervisor:
 
 
 def _in_thread(func: Callable[..., Any], args: tuple[Any, ...], seconds: float) -> Reply:
-    """``Supervisor.call`` where no process can be forked: in a daemon thread, waited for up to
-    ``seconds`` (one that does not return is left behind)."""
-    done: list[Reply] = []
-
-    def run() -> None:
-        try:
-            done.append(Reply(func(*args)))
-        except BaseException as exc:  # whatever the user's code raised
-            done.append(Reply(problem=f"raised {type(exc).__name__}: {exc}"))
-
-    thread = threading.Thread(target=run, name="belt-call", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if not done:
+    """``Supervisor.call`` where no process can be forked: in a thread of this one."""
+    outcome = loader.in_thread(functools.partial(func, *args), seconds, name="belt-call")
+    if outcome is None:
         return Reply(problem=f"it did not finish within {seconds:g} s", timed_out=True)
-    return done[0]
+    ok, value = outcome
+    return Reply(value) if ok else Reply(problem=f"raised {type(value).__name__}: {value}")
 
 
 # -- the template -----------------------------------------------------------------------------
@@ -489,14 +443,11 @@ class _Template:
         self.pid = 0
         self.sock: socket.socket | None = None
         self.alive = False
-        self.statuses: dict[int, int] = {}
-        """How each worker it reaped ended (wait statuses), by pid, not yet asked for."""
+        self.statuses: dict[int, int] = {}  # wait statuses of reaped workers not yet asked for
 
     def start(self) -> None:
-        """Fork the template and watch it import the plan's modules: one that passes its
-        deadline is refused in every worker (``refused``) and one that ends the template is
-        skipped, and
-        the template is forked again, until it is ready."""
+        """Fork the template until it is ready: one that a module's import ended, or kept past
+        its deadline, is forked again without it."""
         while not self._started():
             pass
 
@@ -520,12 +471,11 @@ class _Template:
                 reason = f"did not finish within {seconds:g} s"
                 supervisor.refused[key] = reason
                 supervisor.problems[key] = (5, f"{where}: importing {key} {reason}")
-                self._end()
+                self.close(kill=True)
                 return False
             message = _receive_socket(ours)
             if message is None:
-                status = self._end()
-                how = _ended_how(status)
+                how = _ended_how(self.close(kill=True))
                 if loading is None:
                     raise BeltError(f"the process that starts belt's workers {how}")
                 key, _, where = loading
@@ -545,69 +495,55 @@ class _Template:
             elif message[0] == "ready":
                 return True
 
-    def _end(self) -> int | None:
-        """Kill the template and wait for it; its wait status."""
+    def close(self, *, kill: bool = False) -> int | None:
+        """End the template (``kill``: at once, else once its socket closed, killed after
+        ``GRACE``) and wait for it; its wait status."""
         self.alive = False
-        _kill(self.pid)
-        if self.sock is not None:
-            self.sock.close()
-        return _waited(self.pid)[1]
-
-    def close(self) -> None:
-        """Let the template end (it ends when its socket does) and wait for it."""
-        self.alive = False
-        if self.sock is not None:
-            self.sock.close()
-        if not _waited(self.pid, GRACE)[0]:
+        if kill:
             _kill(self.pid)
-            _waited(self.pid)
+        if self.sock is not None:
+            self.sock.close()
+        ended, status = _waited(self.pid, None if kill else GRACE)
+        if not ended:
+            _kill(self.pid)
+            status = _waited(self.pid)[1]
+        return status
 
     def fork(self, seat: int, tasks: int, results: int) -> int:
         """A new worker in ``seat`` on the pipe ends ``tasks`` and ``results``: its pid. A
         template that ended is forked again first."""
-        for attempt in (1, 2):
-            try:
-                if not self.alive or self.sock is None:
-                    raise OSError("the template ended")
-                socket.send_fds(self.sock, [_SEAT.pack(seat)], [tasks, results])
-                while True:
-                    message = self._message()
-                    if message is None:
-                        raise OSError("the template ended")
-                    if message[0] == "forked":
-                        return int(message[1])
-                    self._note(message, self.supervisor)
-            except OSError:
-                if attempt == 2:
-                    raise BeltError("cannot start a worker process for the user's code") from None
-                self._end()
+        for again in (True, False):
+            with contextlib.suppress(OSError):
+                if self.alive and self.sock is not None:
+                    socket.send_fds(self.sock, [_SEAT.pack(seat)], [tasks, results])
+                    while (message := self._take()) is not None:
+                        if message[0] == "forked":
+                            return int(message[1])
+            if again:
+                self.close(kill=True)
                 self.start()
-        raise AssertionError("unreachable")
+        raise BeltError("cannot start a worker process for the user's code")
 
-    def _message(self) -> Any:
-        """What the template says next; None once it ended (the next fork starts another)."""
+    def _take(self) -> Any:
+        """What the template says next, taken in (a worker ended, or was stopped); None once it
+        ended (the next fork starts another)."""
         message = _receive_socket(self.sock) if self.alive and self.sock is not None else None
         if message is None:
             self.alive = False
-        return message
-
-    def _note(self, message: Any, supervisor: Supervisor) -> None:
-        if message[0] == "ended":
+        elif message[0] == "ended":
             self.statuses[message[1]] = message[2]
         elif message[0] == "stopped":
-            for worker in supervisor.workers.values():
+            for worker in self.supervisor.workers.values():
                 if worker.pid == message[1]:
-                    supervisor.end(worker, _stopped_by(message[2]))
+                    self.supervisor.end(worker, _stopped_by(message[2]))
+        return message
 
-    def look(self, supervisor: Supervisor) -> None:
-        """Take in whatever the template has said (a worker ended, or was stopped), without
-        waiting: what it said may have been read already, while waiting for a worker's end."""
+    def look(self) -> None:
+        """Take in whatever the template has said, without waiting."""
         while self.alive and self.sock is not None and select.select([self.sock], [], [], 0)[0]:
-            message = self._message()
-            if message is not None:
-                self._note(message, supervisor)
+            self._take()
 
-    def status(self, worker: _Worker, supervisor: Supervisor) -> int | None:
+    def status(self, worker: _Worker) -> int | None:
         """How ``worker`` ended, as the template saw it; a worker that does not end within
         ``GRACE`` seconds (its pipe closed, it runs on) is ended."""
         deadline = time.monotonic() + GRACE
@@ -617,17 +553,14 @@ class _Template:
             if left <= 0:
                 if killed:
                     return None  # the template is gone, or stuck
-                supervisor.end(worker, _PIPE_CLOSED)
+                self.supervisor.end(worker, _PIPE_CLOSED)
                 killed = True
                 deadline = time.monotonic() + 5 * GRACE
                 continue
             if not self.alive or self.sock is None:
                 return None
-            ready, _, _ = select.select([self.sock], [], [], left)
-            if ready:
-                message = self._message()
-                if message is not None:
-                    self._note(message, supervisor)
+            if select.select([self.sock], [], [], left)[0]:
+                self._take()
         return self.statuses.pop(worker.pid)
 
 
@@ -661,12 +594,11 @@ def _template(supervisor: Supervisor, sock: socket.socket) -> NoReturn:
         _send(sock.fileno(), ("ready",))
         me = os.getpid()
         while True:
-            watched: list[Any] = [sock, wake]
-            ready, _, _ = select.select(watched, [], [])
+            ready, _, _ = select.select([sock.fileno(), wake], [], [])
             if wake in ready:
                 os.read(wake, 4096)
                 _reap_all(sock)
-            if sock in ready:
+            if sock.fileno() in ready:
                 data, fds, _, _ = socket.recv_fds(sock, _SEAT.size, 2)
                 if not data or len(fds) != 2:
                     break
@@ -760,9 +692,8 @@ class _Seat:
             thread.join(max(0.0, deadline - time.monotonic()))
         running = [t.name for t in left if t.is_alive()]
         if running:
-            names = ", ".join(running[:3]) + (
-                f" and {len(running) - 3} more" if len(running) > 3 else ""
-            )
+            more = f" and {len(running) - 3} more" if len(running) > 3 else ""
+            names = ", ".join(running[:3]) + more
             return (
                 f"it left {len(running)} thread(s) running that are not daemon threads ({names}); "
                 "a handler must not leave threads behind"
@@ -817,7 +748,8 @@ def _serve(supervisor: Supervisor, tasks: int, results: int, seat: int, parent: 
             message = me.receive()
             if message is None:
                 break
-            _refuse(message[-1])
+            for key, reason in message[-1].items():
+                loader.refuse(key, reason)
             if message[0] == "run":
                 step = supervisor.step
                 assert step is not None
@@ -893,11 +825,10 @@ def _kill(pid: int) -> None:
 
 
 def _identity(fd: int) -> tuple[int, int] | None:
-    try:
+    with contextlib.suppress(OSError):
         info = os.fstat(fd)
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
+        return info.st_dev, info.st_ino
+    return None
 
 
 def _waited(pid: int, seconds: float | None = None) -> tuple[bool, int | None]:
@@ -950,11 +881,6 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return "unknown"
-
-
-def _refuse(refused: dict[str, str]) -> None:
-    for key, reason in refused.items():
-        loader.refuse(key, reason)
 
 
 def _write(fd: int, data: bytes) -> None:
