@@ -1066,7 +1066,7 @@ def test_the_index_keeps_each_terms_count_of_entries_as_fts5_counts_it(store: St
     with sqlite3.connect(index_path(store, DEFAULT_OWNER)) as db:
         db.execute("CREATE VIRTUAL TABLE temp.counted USING fts5vocab(main, fts, row)")
         counted = db.execute("SELECT term, doc FROM temp.counted ORDER BY term").fetchall()
-        kept = db.execute("SELECT term, docs FROM terms ORDER BY term").fetchall()
+        kept = db.execute("SELECT term, doc FROM vocab ORDER BY term").fetchall()
     assert ("backup", 2) in counted
     assert kept == counted
 

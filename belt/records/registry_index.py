@@ -8,8 +8,8 @@ when the copy is stale and rebuilds it; this module keeps the file and answers q
   the store when the copy was last brought up to date (docs/builtins.md, "Freshness");
 - ``entries`` holds one row per entry and ``fts`` the FTS5 table of its name, tags and text,
   sharing rowids;
-- ``terms`` holds how many entries hold each term, changed with them, so a query's shortlist
-  is chosen without FTS5 counting each term's doclist.
+- ``vocab`` is FTS5's vocabulary of ``fts`` (``fts5vocab``): how many entries hold each term,
+  which chooses a query's shortlist.
 
 A query is plain words (``query_words``), each quoted as an FTS5 string, so no text reaches FTS5
 as syntax. It is answered from the entries holding its terms, or in a large registry its rarer
@@ -37,7 +37,7 @@ from belt.errors import BeltError, Conflict
 from belt.store.files import SAFE_FLAGS, UnsafeFile, check_regular_or_missing, make_dirs
 from belt.store.store import damaged
 
-FORMAT = 5
+FORMAT = 6
 """The layout of the index file; a file of another format is discarded and rebuilt."""
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -182,12 +182,6 @@ class Probe:
                 self._known.update(zip(unknown, self._tokenise(unknown), strict=True))
             return [self._known[word] for word in words]
 
-    def documents(self, texts: Sequence[str]) -> dict[str, int]:
-        """How many of ``texts`` hold each term."""
-        with self._lock:
-            found = self._probe(texts, "SELECT term, doc FROM probe_rows")
-            return {str(term): int(str(docs)) for term, docs in found}
-
     def _tokenise(self, words: list[str]) -> list[tuple[str, ...]]:
         found = [list[str]() for _ in words]
         for doc, term in self._probe(
@@ -204,7 +198,6 @@ class Probe:
             try:  # SQLite without FTS5 says so here
                 db.execute(f"CREATE VIRTUAL TABLE probe USING fts5(body, tokenize='{TOKENIZER}')")
                 db.execute("CREATE VIRTUAL TABLE probe_terms USING fts5vocab(probe, instance)")
-                db.execute("CREATE VIRTUAL TABLE probe_rows USING fts5vocab(probe, row)")
             except sqlite3.Error as exc:
                 raise _failure(Path(":memory:"), exc) from None
             self._db, self._pid = db, os.getpid()
@@ -289,29 +282,25 @@ class SearchIndex:
         with self._transaction():
             self._run("DELETE FROM entries")
             self._run("DELETE FROM fts")
-            self._run("DELETE FROM terms")
-            self._count_terms([self._insert(row) for row in rows], 1)
+            for row in rows:
+                self._insert(row)
             self._run("INSERT INTO fts (fts) VALUES ('optimize')")
             self._set_journal(journal)
 
     def put(self, rows: Iterable[Row], *, journal: int) -> None:
         """Add or replace rows, then record ``journal``."""
         with self._transaction():
-            added, removed = [], []
+            rows = list(rows)
             for row in rows:
-                found = self._run("SELECT rowid FROM entries WHERE id = ?", (row.id,)).fetchone()
-                removed += self._remove(row.id)
-                added.append(self._insert(row, rowid=None if found is None else int(found[0])))
-            self._count_terms(removed, -1)
-            self._count_terms(added, 1)
-            if len(added) >= OPTIMIZE_ROWS:
+                self._insert(row, rowid=self._remove(row.id))
+            if len(rows) >= OPTIMIZE_ROWS:
                 self._run("INSERT INTO fts (fts) VALUES ('optimize')")
             self._set_journal(journal)
 
     def delete(self, entry_id: str, *, journal: int) -> None:
         """Remove one row (if present), then record ``journal``."""
         with self._transaction():
-            self._count_terms(self._remove(entry_id), -1)
+            self._remove(entry_id)
             self._set_journal(journal)
 
     # Queries
@@ -400,13 +389,13 @@ class SearchIndex:
         )[:limit]
 
     def _counts(self, phrases: Sequence[str]) -> list[int]:
-        """How many entries each of ``phrases`` matches: for a phrase of one term, the count
-        the file keeps (``terms``); for one of several, FTS5 counts its doclist."""
+        """How many entries each of ``phrases`` matches: for a phrase of one term, FTS5's
+        vocabulary's (``vocab``); for one of several, FTS5 counts its doclist."""
         # A phrase is a quoted word (``quoted``); its terms are the probe's.
         terms = PROBE.terms([phrase[1:-1].replace('""', '"') for phrase in phrases])
         kept = dict(
             self._run(
-                "SELECT term, docs FROM terms WHERE term IN (SELECT value FROM json_each(?))",
+                "SELECT term, doc FROM vocab WHERE term IN (SELECT value FROM json_each(?))",
                 (json.dumps([found[0] for found in terms if len(found) == 1]),),
             ).fetchall()
         )
@@ -468,7 +457,7 @@ class SearchIndex:
             with self._transaction():
                 self._create_schema()
             return
-        if not {"meta", "entries", "fts", "terms"} <= tables:
+        if not {"meta", "entries", "fts", "vocab"} <= tables:
             raise IndexDamaged(self.path, "it lacks belt's tables")
         row = self._run("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if row is None or row[0] != FORMAT:
@@ -487,17 +476,13 @@ class SearchIndex:
         )
         self._run("CREATE INDEX IF NOT EXISTS entries_name ON entries (name_key)")
         self._run(
-            "CREATE TABLE IF NOT EXISTS terms (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) "
-            "WITHOUT ROWID"
-        )
-        self._run(
             "CREATE VIRTUAL TABLE IF NOT EXISTS fts "
             f"USING fts5(name, tags, text, tokenize='{TOKENIZER}')"
         )
+        self._run("CREATE VIRTUAL TABLE IF NOT EXISTS vocab USING fts5vocab(fts, row)")
         self._run("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('journal', -1)", (FORMAT,))
 
-    def _insert(self, row: Row, *, rowid: int | None = None) -> str:
-        """Add ``row``; returns its text as the index reads it, for ``_count_terms``."""
+    def _insert(self, row: Row, *, rowid: int | None = None) -> None:
         cursor = self._run(
             "INSERT INTO entries (rowid, id, name_key, name, kind, tags, text, version, agents) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -513,46 +498,19 @@ class SearchIndex:
                 "".join(f" {agent} " for agent in row.agents),
             ),
         )
-        columns = (row.name, " ".join(row.tags), row.text)
         self._run(
             "INSERT INTO fts (rowid, name, tags, text) VALUES (?, ?, ?, ?)",
-            (cursor.lastrowid, *columns),
+            (cursor.lastrowid, row.name, " ".join(row.tags), row.text),
         )
-        return "\n".join(columns)
 
-    def _remove(self, entry_id: str) -> list[str]:
-        """Remove the row of ``entry_id``; returns its text as the index read it (none if there
-        was no such row), for ``_count_terms``."""
-        found = self._run(
-            "SELECT e.rowid, f.name || char(10) || f.tags || char(10) || f.text "
-            "FROM entries AS e JOIN fts AS f ON f.rowid = e.rowid WHERE e.id = ?",
-            (entry_id,),
-        ).fetchone()
+    def _remove(self, entry_id: str) -> int | None:
+        """Remove the row of ``entry_id``; its rowid (None if there was no such row)."""
+        found = self._run("SELECT rowid FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if found is None:
-            return []
+            return None
         self._run("DELETE FROM fts WHERE rowid = ?", (found[0],))
         self._run("DELETE FROM entries WHERE rowid = ?", (found[0],))
-        return [str(found[1])]
-
-    def _count_terms(self, texts: Sequence[str], sign: int) -> None:
-        """Add ``texts`` (``sign`` 1) to, or take them (-1) from, how many entries hold each
-        term (``terms``), as FTS5 would count them."""
-        if not texts:
-            return
-        counted = PROBE.documents(texts)
-        try:
-            self.db.executemany(
-                "INSERT INTO terms (term, docs) VALUES (?1, ?2) "
-                "ON CONFLICT (term) DO UPDATE SET docs = docs + ?2",
-                [(term, sign * docs) for term, docs in counted.items()],
-            )
-        except sqlite3.Error as exc:
-            raise _failure(self.path, exc) from None
-        if sign < 0:
-            self._run(
-                "DELETE FROM terms WHERE term IN (SELECT value FROM json_each(?)) AND docs <= 0",
-                (json.dumps(list(counted)),),
-            )
+        return int(found[0])
 
     def _set_journal(self, journal: int) -> None:
         self._run("UPDATE meta SET value = ? WHERE key = 'journal'", (journal,))
