@@ -55,7 +55,7 @@ ERROR_MESSAGE_LIMIT = 200
 
 def reference(spec: str) -> str:
     """The ``MODULE:FUNC`` of a ``py:MODULE:FUNC`` handler (``MODULE:FUNC`` as it is)."""
-    return spec[len(IN_PROCESS_PREFIX) :] if spec.startswith(IN_PROCESS_PREFIX) else spec
+    return spec.removeprefix(IN_PROCESS_PREFIX)
 
 
 def load_handler(spec: str, *, where: str, root: str | None = None) -> Handler:
@@ -363,10 +363,9 @@ class InProcess:
         elapsed = round((time.perf_counter() - started) * 1000)
         if not returned or lost:
             self._abandon(worker)
+            error = f"{label} {TIMED_OUT} {timeout:g} s"
             if lost:
                 error = f"{label} closed the pipe belt reads its answer from"
-            else:
-                error = f"{label} {TIMED_OUT} {timeout:g} s"
             return WebhookResult(None, "", None, error, elapsed)
         return _answered(label, call, elapsed, message_limit)
 

@@ -1,21 +1,14 @@
 """Loading a user's Python callable from a ``MODULE:FUNC`` reference.
 
-Shared by everything that calls user code: ``belt serve --handler``, executor ``py:`` tools, and
-in-process hook handlers. ``option`` names where the reference came from, so an error message
-says which option to fix.
+Shared by everything that calls user code; ``option`` names where the reference came from, so an
+error says which option to fix. Whatever a module's top-level code raises is an error naming it,
+``SystemExit`` included. Inside ``import_deadline(seconds)`` (``belt test``) an import runs in a
+thread of its own, waited for at most ``seconds``: one that does not finish is an error, left to
+run (Python cannot stop it), and every later import of it in the process is refused at once.
 
-Whatever the module's top-level code raises is an error naming it, ``SystemExit`` included (a
-module that calls ``sys.exit`` on import does not end belt). Inside ``import_deadline(seconds)``
-(``belt test``, so that one scenario cannot stop the suite) an import runs in a thread of its
-own and is waited for at most ``seconds``: a module that raises ``KeyboardInterrupt`` is an
-error there too (a Ctrl-C of the user's still reaches the main thread), and one whose import
-does not finish is an error, left to run in its thread (Python cannot stop it), and every later
-import of it in the process is refused at once rather than waited for again.
-
-belt's own heavy modules (the engine, the test suite) are imported inside ``collector_paused``:
-what they make lives as long as the process, so the cyclic garbage collector's passes over it,
-while they load and in every collection after (the one at exit too), find nothing to free
-(about a sixth of the CPU time of a `belt test` of one scenario).
+belt's own heavy modules are imported inside ``collector_paused``: what they make lives as long
+as the process, so the garbage collector's passes over it find nothing to free (about a sixth of
+the CPU time of a `belt test` of one scenario).
 """
 
 from __future__ import annotations

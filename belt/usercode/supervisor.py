@@ -56,6 +56,8 @@ _ERRORS: dict[int, type[BeltError]] = {
     int(kind.exit_code): kind
     for kind in (UsageError, NotFound, Conflict, InvalidInput, Unreachable)
 }
+Lost = Callable[[tuple[Any, ...], str], Any] | None
+"""What an item whose worker ended, or that failed, becomes: ``lost(item, cause)``."""
 
 
 def can_fork() -> bool:
@@ -255,8 +257,7 @@ class Supervisor:
             except ChildProcessError:
                 continue
             if pid and os.WIFSTOPPED(status):
-                number = os.WSTOPSIG(status)
-                self.end(worker, _stopped_by(number))
+                self.end(worker, _stopped_by(os.WSTOPSIG(status)))
 
     def _receive(self, worker: _Worker) -> Any:
         """The next reply of ``worker``, or None when it ended (or sent what is not belt's)."""
@@ -268,7 +269,7 @@ class Supervisor:
 
     # -- items ----------------------------------------------------------------------------------
 
-    def run(self, lost: Callable[[tuple[Any, ...], str], Any] | None = None) -> Iterator[Any]:
+    def run(self, lost: Lost = None) -> Iterator[Any]:
         """``step(*item)`` of each item, given out in the items' order, run in ``jobs`` workers
         handed a few items at a time (``handful``), two handfuls ahead. An item whose worker
         ended while it ran, or that misbehaved, is ``lost(item, cause)``; what a step raised is
@@ -314,9 +315,12 @@ class Supervisor:
                     continue
                 worker = self.workers[fd]
                 reply = self._receive(worker)
-                if reply is None:
+                if reply is None:  # it ended: the item it ran fails, the rest go back
                     cause = self._finish(worker)
-                    self._lost_worker(worker, cause, pending, done, lost)
+                    if worker.held and worker.held[0]:
+                        index = worker.held[0].pop(0)
+                        done[index] = self._outcome("lost", index, cause, lost)
+                    self._requeue(worker, pending)
                     continue
                 kind, index, value, retiring, refused = reply
                 self.refused.update(refused)
@@ -331,26 +335,18 @@ class Supervisor:
                     self._finish(worker)
                     self._requeue(worker, pending)
 
-    def _outcome(
-        self,
-        kind: str,
-        index: int,
-        value: Any,
-        lost: Callable[[tuple[Any, ...], str], Any] | None,
-    ) -> tuple[bool, Any]:
+    def _outcome(self, kind: str, index: int, value: Any, lost: Lost) -> tuple[bool, Any]:
         if kind == "done":
             return True, value
         if kind == "lost":
             if lost is None:
-                return False, BeltError(f"{value} (while running {self._name(index)})")
+                name = str(self.items[index][0]) if self.items[index] else f"item {index}"
+                return False, BeltError(f"{value} (while running {name})")
             return True, lost(self.items[index], value)
         error = _exception(value)
         if lost is None or isinstance(error, BeltError):  # belt's own error ends the run
             return False, error
         return True, lost(self.items[index], f"its worker process raised {_last_line(value[1])}")
-
-    def _name(self, index: int) -> str:
-        return str(self.items[index][0]) if self.items[index] else f"item {index}"
 
     def _hand(self, worker: _Worker, pending: deque[int]) -> None:
         """Hand ``worker`` its next handful, if any is left."""
@@ -367,20 +363,6 @@ class Supervisor:
         rest = [index for handful in worker.held for index in handful]
         worker.held.clear()
         pending.extendleft(reversed(rest))
-
-    def _lost_worker(
-        self,
-        worker: _Worker,
-        cause: str,
-        pending: deque[int],
-        done: dict[int, tuple[bool, Any]],
-        lost: Callable[[tuple[Any, ...], str], Any] | None,
-    ) -> None:
-        """A worker ended: the item it was running fails with ``cause``; the rest go back."""
-        if worker.held and worker.held[0]:
-            index = worker.held[0].pop(0)
-            done[index] = self._outcome("lost", index, cause, lost)
-        self._requeue(worker, pending)
 
     # -- calls ----------------------------------------------------------------------------------
 
