@@ -360,33 +360,17 @@ class SearchIndex:
     ) -> list[tuple[int, float, int, Sequence[object]]]:
         """The best ``limit`` entries holding one of the ``rarer`` phrases and at least
         ``needed`` of ``phrases``, less the exclusions, best first: (-terms held, ``bm25()`` of
-        the rarer phrases, rowid, row). ``bm25()`` is computed only for the entries of the
-        groups (by terms held) that the answer is taken from."""
-        groups: dict[int, list[int]] = {}
-        for rowid, count in self._held(phrases, rarer, needed).items():
-            groups.setdefault(count, []).append(rowid)
-        scored_phrases = [phrases[number] for number in sorted(rarer)]
-        excluded = frozenset(exclude_ids)
-        # Whole groups, the most terms held first, as many as the answer needs (more if the
-        # exclusions leave out some).
-        taken: list[tuple[int, int]] = []
-        scores: dict[int, tuple[float, Sequence[object]]] = {}
-        scored = 0
-        for count in sorted(groups, reverse=True):
-            taken += [(rowid, count) for rowid in groups[count]]
-            if len(taken) < limit:
-                continue
-            scores = self._scores(scored_phrases, taken, excluded, exclude_agent)
-            scored = len(taken)
-            if len(scores) >= limit:
-                break
-        if scored < len(taken):
-            scores = self._scores(scored_phrases, taken, excluded, exclude_agent)
-        return sorted(
-            (-count, -scores[rowid][0], rowid, scores[rowid][1])
-            for rowid, count in taken
-            if rowid in scores
-        )[:limit]
+        the rarer phrases, rowid, row)."""
+        held = self._held(phrases, rarer, needed)
+        scores = self._scores(
+            [phrases[number] for number in sorted(rarer)],
+            held,
+            frozenset(exclude_ids),
+            exclude_agent,
+        )
+        return sorted((-held[rowid], -score, rowid, row) for rowid, (score, row) in scores.items())[
+            :limit
+        ]
 
     def _counts(self, phrases: Sequence[str]) -> list[int]:
         """How many entries each of ``phrases`` matches: for a phrase of one term, FTS5's
@@ -425,19 +409,18 @@ class SearchIndex:
     def _scores(
         self,
         phrases: Sequence[str],
-        taken: Sequence[tuple[int, int]],
+        taken: Iterable[int],
         excluded: frozenset[str],
         exclude_agent: str | None,
     ) -> dict[int, tuple[float, Sequence[object]]]:
-        """The ``-bm25()`` of ``phrases`` and the row of each entry ``taken`` (rowid, terms
-        held) that is neither ``excluded`` (by id) nor ``exclude_agent``'s extraction (FTS5
-        walks the phrases' matches; ``bm25()`` is computed for these alone). The exclusions
-        are read from the rows returned: cheaper than SQLite looking each excluded id up."""
+        """The ``-bm25()`` of ``phrases`` and the row of each entry ``taken`` (by rowid) that is
+        neither ``excluded`` (by id) nor ``exclude_agent``'s extraction; the exclusions are read
+        from the rows returned: cheaper than SQLite looking each excluded id up."""
         found = self._run(
             f"SELECT fts.rowid, {_BM25}, e.id, e.name_key, e.name, e.kind, e.tags, e.text, "
             "e.version, e.agents FROM fts CROSS JOIN entries AS e ON e.rowid = fts.rowid "
             "WHERE fts MATCH ? AND +fts.rowid IN (SELECT value FROM json_each(?))",
-            (" OR ".join(phrases), json.dumps([rowid for rowid, _ in taken])),
+            (" OR ".join(phrases), json.dumps(list(taken))),
         ).fetchall()
         agent = f" {exclude_agent} " if exclude_agent else None
         return {
