@@ -158,10 +158,10 @@ class MemoryStore(Store):
 
     def _hold(self, lock_path: Path) -> AbstractContextManager[object]:
         key = str(lock_path)
-        with self._mutex:
-            lock = self._locks.get(key)
-            if lock is None:
-                lock = self._locks[key] = threading.RLock()
+        lock = self._locks.get(key)
+        if lock is None:
+            with self._mutex:
+                lock = self._locks.setdefault(key, threading.RLock())
         return lock
 
     def _open_lines(self, path: Path) -> BinaryIO:

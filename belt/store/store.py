@@ -563,8 +563,9 @@ class Store:
         taking its lock: created as an object is (a hard link, which fails if the name exists),
         so it never replaces a log another writer made, and one that exists is appended to
         under the lock as ever."""
-        if not all(isinstance(record, dict) for record in records):
-            raise TypeError("a log record must be a dict")
+        for record in records:
+            if not isinstance(record, dict):
+                raise TypeError("a log record must be a dict")
         if not records:
             return
         path = self._log_path(log, id)
