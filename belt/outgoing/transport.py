@@ -11,6 +11,7 @@ loopback host. ``using`` lends the process a transport of a test's or an embedde
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextvars
 import os
@@ -323,6 +324,9 @@ def close() -> None:
         made, mine.transport, mine.tls = mine.transport, None, None
     if made is not None:
         made.close()
+
+
+atexit.register(close)  # a process's kept connections are closed as it ends, not collected
 
 
 HEADERS = {
