@@ -283,19 +283,8 @@ class Recorder:
         so two writers never give out the same ``order``. A ``message_id`` given is one the
         chat does not list yet (its file, if any, is one a killed process did not list).
         """
-        return self.add_messages(
-            [
-                NewMessage(
-                    role=role,
-                    run_id=run_id,
-                    content=content,
-                    status=status,
-                    sim=sim or {},
-                    message_id=message_id,
-                    fields=fields,
-                )
-            ]
-        )[0]
+        new = NewMessage(role, run_id, content, status, sim or {}, message_id, fields)
+        return self.add_messages([new])[0]
 
     def add_messages(self, new: Sequence[NewMessage]) -> list[Message]:
         """Append messages to the chat in order, as ``add_message`` appends each, under one
