@@ -19,8 +19,8 @@ from __future__ import annotations
 import sys
 import tomllib
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing, suppress
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -557,30 +557,25 @@ def _index_row(entry: RegistryEntry) -> Row:
     )
 
 
-@contextmanager
-def _writable_index(store: Store, owner: str) -> Iterator[SearchIndex]:
-    """The owner's index brought up to date with the store (owner's lock held)."""
-    index = SearchIndex.open(index_path(store, owner), durable=store.fsync)
-    try:
-        size = store.index_size(ENTRIES, owner)
-        if index.journal() != size:
-            index.replace_all([_index_row(entry) for entry in _entries(store, owner)], journal=size)
-        yield index
-    finally:
-        index.close()
-
-
 def _change(store: Store, owner: str, change: Callable[[SearchIndex], T]) -> T:
-    """Under the owner's lock, ``change`` the registry with its index up to date; an index
-    found damaged before the store was changed is discarded and the change tried once more."""
+    """Under the owner's lock, ``change`` the registry with its index brought up to date with
+    the store; an index found damaged before the store was changed is discarded and the change
+    tried once more."""
+    path = index_path(store, owner)
     with store.lock(_OWNER_LOCK, owner):
-        try:
-            with _writable_index(store, owner) as index:
-                return change(index)
-        except IndexDamaged:
-            discard(index_path(store, owner))
-        with _writable_index(store, owner) as index:
-            return change(index)
+        for attempt in (1, 2):
+            try:
+                with closing(SearchIndex.open(path, durable=store.fsync)) as index:
+                    size = store.index_size(ENTRIES, owner)
+                    if index.journal() != size:
+                        rows = [_index_row(entry) for entry in _entries(store, owner)]
+                        index.replace_all(rows, journal=size)
+                    return change(index)
+            except IndexDamaged:
+                if attempt == 2:
+                    raise
+                discard(path)
+    raise AssertionError("unreachable")
 
 
 def _record(
