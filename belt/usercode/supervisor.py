@@ -228,8 +228,11 @@ class Supervisor:
             _kill(worker.pid)
         if self.template is not None:
             status = self.template.status(worker)
-        else:
-            status = _reap(worker, self)
+        else:  # forked here: one that does not end within GRACE (it runs on) is ended
+            ended, status = _waited(worker.pid, GRACE)
+            if not ended:
+                self.end(worker, _PIPE_CLOSED)
+                status = _waited(worker.pid)[1]
         return self._how(worker, status)
 
     def end(self, worker: _Worker, why: str) -> None:
@@ -827,16 +830,6 @@ def _waited(pid: int, seconds: float | None = None) -> tuple[bool, int | None]:
         if time.monotonic() > deadline:
             return False, None
         time.sleep(0.0005)
-
-
-def _reap(worker: _Worker, supervisor: Supervisor) -> int | None:
-    """Wait for a worker forked from this process; one that does not end within ``GRACE``
-    seconds is ended. Its wait status."""
-    ended, status = _waited(worker.pid, GRACE)
-    if ended:
-        return status
-    supervisor.end(worker, _PIPE_CLOSED)
-    return _waited(worker.pid)[1]
 
 
 def _ended_how(status: int | None) -> str:
