@@ -183,16 +183,8 @@ class Probe:
             return [self._known[word] for word in words]
 
     def _tokenise(self, words: list[str]) -> list[tuple[str, ...]]:
-        found = [list[str]() for _ in words]
-        for doc, term in self._probe(
-            words, "SELECT doc, term FROM probe_terms ORDER BY doc, offset"
-        ):
-            found[int(str(doc))].append(str(term))
-        return [tuple(terms) for terms in found]
-
-    def _probe(self, texts: Sequence[str], query: str) -> list[tuple[object, ...]]:
-        """``query``'s answer with ``texts`` in the probe table (rowids from 0), which is left
-        empty (the lock held)."""
+        """The terms of each of ``words``, put in the probe table (rowids from 0) and read back
+        from its vocabulary; the table is left empty (the lock held)."""
         if self._db is None or self._pid != os.getpid():
             db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             try:  # SQLite without FTS5 says so here
@@ -202,12 +194,15 @@ class Probe:
                 raise _failure(Path(":memory:"), exc) from None
             self._db, self._pid = db, os.getpid()
         db = self._db
+        found = [list[str]() for _ in words]
         db.execute("BEGIN")  # rolled back: nothing is left to delete
         try:
-            db.executemany("INSERT INTO probe (rowid, body) VALUES (?, ?)", enumerate(texts))
-            return db.execute(query).fetchall()
+            db.executemany("INSERT INTO probe (rowid, body) VALUES (?, ?)", enumerate(words))
+            for doc, term in db.execute("SELECT doc, term FROM probe_terms ORDER BY doc, offset"):
+                found[int(doc)].append(str(term))
         finally:
             db.execute("ROLLBACK")
+        return [tuple(terms) for terms in found]
 
 
 PROBE = Probe()
