@@ -569,7 +569,7 @@ def _change(store: Store, owner: str, change: Callable[[SearchIndex], T]) -> T:
                     size = store.index_size(ENTRIES, owner)
                     if index.journal() != size:
                         rows = [_index_row(entry) for entry in _entries(store, owner)]
-                        index.replace_all(rows, journal=size)
+                        index.put(rows, journal=size, replace=True)
                     return change(index)
             except IndexDamaged:
                 if attempt == 2:
@@ -590,10 +590,9 @@ def _record(
     lock held); if it cannot take them it keeps its old journal, so the next reader rebuilds."""
     journal = store.index_size(ENTRIES, owner)
     try:
-        if removed is not None:
-            index.delete(removed, journal=journal)
-        elif entries:
-            index.put([_index_row(entry) for entry in entries], journal=journal)
+        if removed is not None or entries:
+            rows = [_index_row(entry) for entry in entries]
+            index.put(rows, journal=journal, removed=removed)
     except IndexDamaged:
         index.close()
         discard(index.path)

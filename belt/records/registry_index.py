@@ -271,32 +271,28 @@ class SearchIndex:
 
     # Changes (the caller holds the owner's lock), each in one transaction
 
-    def replace_all(self, rows: Iterable[Row], *, journal: int) -> None:
-        """Replace every row with ``rows``, then record ``journal``; the FTS5 index is then
-        merged into one segment, which its queries read fastest."""
+    def put(
+        self,
+        rows: Sequence[Row],
+        *,
+        journal: int,
+        removed: str | None = None,
+        replace: bool = False,
+    ) -> None:
+        """Add or replace ``rows`` (every row, with ``replace``) and remove the entry
+        ``removed``, then record ``journal``. A rebuild, or a change of ``OPTIMIZE_ROWS`` rows
+        or more, then merges the FTS5 index into one segment, which its queries read fastest."""
         with self._transaction():
-            self._run("DELETE FROM entries")
-            self._run("DELETE FROM fts")
+            if replace:
+                self._run("DELETE FROM entries")
+                self._run("DELETE FROM fts")
             for row in rows:
-                self._insert(row)
-            self._run("INSERT INTO fts (fts) VALUES ('optimize')")
-            self._set_journal(journal)
-
-    def put(self, rows: Iterable[Row], *, journal: int) -> None:
-        """Add or replace rows, then record ``journal``."""
-        with self._transaction():
-            rows = list(rows)
-            for row in rows:
-                self._insert(row, rowid=self._remove(row.id))
-            if len(rows) >= OPTIMIZE_ROWS:
+                self._insert(row, rowid=None if replace else self._remove(row.id))
+            if removed is not None:
+                self._remove(removed)
+            if replace or len(rows) >= OPTIMIZE_ROWS:
                 self._run("INSERT INTO fts (fts) VALUES ('optimize')")
-            self._set_journal(journal)
-
-    def delete(self, entry_id: str, *, journal: int) -> None:
-        """Remove one row (if present), then record ``journal``."""
-        with self._transaction():
-            self._remove(entry_id)
-            self._set_journal(journal)
+            self._run("UPDATE meta SET value = ? WHERE key = 'journal'", (journal,))
 
     # Queries
 
@@ -489,9 +485,6 @@ class SearchIndex:
         self._run("DELETE FROM fts WHERE rowid = ?", (found[0],))
         self._run("DELETE FROM entries WHERE rowid = ?", (found[0],))
         return int(found[0])
-
-    def _set_journal(self, journal: int) -> None:
-        self._run("UPDATE meta SET value = ? WHERE key = 'journal'", (journal,))
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
