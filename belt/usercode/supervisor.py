@@ -735,19 +735,15 @@ def _serve(supervisor: Supervisor, tasks: int, results: int, seat: int, parent: 
                 break
             for key, reason in message[-1].items():
                 loader.refuse(key, reason)
-            if message[0] == "run":
-                step = supervisor.step
-                assert step is not None
-                retiring = False
-                for index in message[1]:
-                    if supervisor.stop[0]:
-                        break  # belt stopped early and reads nothing more
-                    retiring = me.one(index, functools.partial(step, *supervisor.items[index]))
-                    if retiring:
-                        break
+            if message[0] == "call":
+                retiring = me.one(None, functools.partial(message[1], *message[2]))
             else:
-                func, args = message[1], message[2]
-                retiring = me.one(None, functools.partial(func, *args))
+                step, retiring = supervisor.step, False
+                assert step is not None
+                for index in message[1]:
+                    if retiring or supervisor.stop[0]:
+                        break  # it ends, or belt stopped early and reads nothing more
+                    retiring = me.one(index, functools.partial(step, *supervisor.items[index]))
             if retiring:
                 break
     except _PipeClosed as closed:
