@@ -300,28 +300,6 @@ def test_a_group_waits_for_the_requests_said_to_be_coming() -> None:
     assert [cast(ServeLine, r)["request"]["chat_id"] for r in written] == ["ch_first", "ch_late"]
 
 
-def test_the_last_line_coming_appends_its_group_without_waiting_a_turn() -> None:
-    store = CountingStore(open_store().root)
-    coming = [1]
-    journal = GroupJournal(store, coming=lambda: coming[0])
-
-    async def both() -> str | None:
-        first = asyncio.create_task(journal.write(line("ch_first")))
-        await asyncio.sleep(0)  # the first has begun a group, for the request said to be coming
-        coming[0] = 0
-        last = journal.write(line("ch_last"))
-        with pytest.raises(StopIteration) as finished:
-            last.send(None)  # its line joins, none is coming: the group is written, no turn given
-        assert finished.value.value is None
-        assert store.groups == [2]
-        return await first
-
-    assert asyncio.run(both()) is None
-    assert store.groups == [2]  # the writer's queued look found the group written
-    written = store.read_log(JOURNAL, SERVE)
-    assert [cast(ServeLine, r)["request"]["chat_id"] for r in written] == ["ch_first", "ch_last"]
-
-
 def test_a_group_waits_at_most_group_turns_however_many_are_said_to_be_coming() -> None:
     store = CountingStore(open_store().root)
     asked = [0]

@@ -4,14 +4,13 @@ A hook request hands its line to ``GroupJournal.write`` and waits. When the serv
 many other requests are on their way to a line (``coming``: under belt's own connections, those
 whose bytes have come but whose app has not started, and the hook requests not yet at their
 line), a line none is coming to join is appended at once, and a group waits while some are, at
-most ``GROUP_TURNS`` turns of the event loop (the line after which none is coming appends the
-group itself, at once). When it cannot tell, the first line of a group queues the group's writer
-with ``call_soon``, behind every callback already queued (the requests ready in the same turn
-hand in their lines first), and the writer waits one turn more, and more while lines keep
-joining, at most ``GROUP_TURNS``. Either way the group's lines go in one append of the store
-(one lock, one write). A request waits a turn at a time (``asyncio.sleep(0)``) behind the
-writer, so it goes on in the turn its line is written (or the next, when the last line coming
-wrote it); it is answered only once the append that holds its line has returned.
+most ``GROUP_TURNS`` turns of the event loop. When it cannot tell, the first line of a group
+queues the group's writer with ``call_soon``, behind every callback already queued (the requests
+ready in the same turn hand in their lines first), and the writer waits one turn more, and more
+while lines keep joining, at most ``GROUP_TURNS``. Either way the group's lines go in one append
+of the store (one lock, one write). A request waits a turn at a time (``asyncio.sleep(0)``)
+behind the writer, so it goes on in the turn its line is written; it is answered only once the
+append that holds its line has returned.
 A line is so as durable as one appended alone (written to the file, not fsynced: docs/serve.md,
 "The journal"), and a server killed after answering has its line on disk.
 """
@@ -60,13 +59,11 @@ GROUP_TURNS = 4
 class _Group:
     """The lines handed in since a group began, and once they are written, what each got."""
 
-    __slots__ = ("flushing", "lines", "looked", "loop", "results", "turns")
+    __slots__ = ("lines", "looked", "loop", "results", "turns")
 
-    def __init__(self, line: ServeLine, flush: Callable[[_Group], None]) -> None:
+    def __init__(self, line: ServeLine) -> None:
         self.loop = asyncio.get_running_loop()
         """The loop the group is written in (asked once: each ask costs a system call)."""
-        self.flushing = self.loop.call_soon(flush, self)
-        """The writer's next look, queued."""
         self.lines = [line]
         self.looked = 0
         """How many lines the writer saw at its last look."""
@@ -98,14 +95,12 @@ class GroupJournal:
         if group is None:
             if self.coming() == 0:
                 return self._append([line])[0]  # no other line could join: no turn waited
-            group = self._group = _Group(line, self._flush)
+            group = self._group = _Group(line)
+            group.loop.call_soon(self._flush, group)
             index = 0
         else:
             index = len(group.lines)
             group.lines.append(line)
-            if self.coming() == 0:  # the last line coming: the writer would wait for no more
-                group.flushing.cancel()
-                self._write(group)
         while group.results is None:  # at most GROUP_TURNS turns
             await asyncio.sleep(0)
         result = group.results[index]
@@ -123,12 +118,8 @@ class GroupJournal:
                 coming = group.turns == 1 or len(group.lines) > group.looked
                 group.looked = len(group.lines)
             if coming:
-                group.flushing = group.loop.call_soon(self._flush, group)
+                group.loop.call_soon(self._flush, group)
                 return
-        self._write(group)
-
-    def _write(self, group: _Group) -> None:
-        """Append ``group``'s lines and tell each what it got."""
         self._group = None
         try:
             group.results = list(self._append(group.lines))
