@@ -88,8 +88,7 @@ STOPPED = "--max-time passed; the cases up to then are reported"
 
 
 class CaseFailed(Exception):
-    """A generated case failed a check; its class names the check, for Hypothesis to tell the
-    failures apart and shrink each."""
+    """A generated case failed a check; its class names the check, for Hypothesis to shrink each."""
 
 
 @functools.cache
@@ -155,12 +154,9 @@ class Sender:
         """One delivery of ``payload``, signed with ``msg_id`` when there is a secret."""
         if subject.kind == "py":
             return self.call_handler(subject, payload)
-
         body = encode_payload(payload)
-        headers = {"content-type": "application/json"}
-        if self.secret:
-            headers.update(signed_headers(self.secret, body, msg_id=msg_id))
-        return self.post(subject, body, headers)
+        signed = signed_headers(self.secret, body, msg_id=msg_id) if self.secret else {}
+        return self.post(subject, body, {"content-type": "application/json", **signed})
 
     def call_handler(self, subject: Subject, payload: dict[str, object]) -> WebhookResult:
         """Call a ``py:`` handler subject in a worker process, as a webhook is delivered."""
@@ -179,12 +175,10 @@ class Sender:
             return timed_out
         if reply.problem is not None:
             return WebhookResult(None, "", None, f"{subject.target}: {reply.problem}", took)
-        answer: WebhookResult = reply.value
-        return answer
+        return cast(WebhookResult, reply.value)
 
     def call_tool(self, subject: Subject, task_input: dict[str, object]) -> ToolOutcome:
-        """Run a Nexus executor subject's tool on ``task_input``: a ``py:`` tool in a worker
-        process, any other as ``belt executor run`` does."""
+        """Run a Nexus executor subject's tool on ``task_input`` (a ``py:`` one in a worker)."""
         executor = subject.executor
         assert executor is not None
         if self.hung and _hung_key(subject.target, task_input) in self.hung:
@@ -195,12 +189,8 @@ class Sender:
         else:
             run = partial(call_here, option=f"--executor {executor.name}")
             reply = self.workers.call(run, (executor.spec, task_input), seconds=seconds)
-            if reply.timed_out:
-                done = ToolOutcome(timed_out=True)
-            elif reply.problem is not None:
-                done = ToolOutcome(failure=reply.problem)
-            else:
-                done = reply.value
+            done = reply.value if reply.problem is None else ToolOutcome(failure=reply.problem)
+            done = ToolOutcome(timed_out=True) if reply.timed_out else done
         if done.timed_out:
             if cut:
                 raise _Stop("--max-time")
@@ -214,8 +204,7 @@ def _hung_key(target: str, payload: Any) -> tuple[str, str]:
 
 
 def user_modules(subjects: list[Subject]) -> list[Preload]:
-    """The user's modules the subjects' ``py:`` handlers and tools are in, imported before the
-    worker processes are forked, each within the longest timeout of its subjects."""
+    """The user's modules of the subjects' ``py:`` handlers and tools, preloaded by the workers."""
     wanted: dict[str, Preload] = {}
     for subject in subjects:
         if subject.kind == "py":
@@ -248,14 +237,14 @@ class Explorer:
     """Per check, whether its reported case failed it again when sent once more."""
     cut: bool = False
     """Shrinking stopped at ``SHRINK_CALLS_MAX`` cases."""
-    counted: Callable[[], None] | None = None
-    """Told after each case counted (the progress a terminal shows)."""
+    counted: Callable[[int], None] | None = None
+    """Told the cases counted after each (the progress a terminal shows)."""
     traced: dict[str, str] = field(default_factory=dict)
     """What each case's span (``belt.check.case``) says of the subject."""
 
     def record(self, check: str, detail: str, payload: Any) -> None:
-        """Keep ``payload`` if it is the smallest failure of ``check`` so far: the smallest
-        ``data`` (what a handler decides on), then the smallest whole."""
+        """Keep ``payload`` if it is the smallest failure of ``check`` so far (by ``data``, then
+        whole: a handler decides on ``data``)."""
         whole = _size(payload)
         data = payload.get("data") if isinstance(payload, dict) and "data" in payload else None
         size = (_size(data) if data is not None else whole, whole)
@@ -268,15 +257,16 @@ class Explorer:
         with tracing.span("belt.check.case", self.traced) as span:
             failures = self.sent(case, payload, counting)
             if span is not None:
-                failed = sorted({check for check, _ in failures})
-                tracing.set_attributes(span, {"belt.check.counted": counting})
-                tracing.set_attributes(span, {"belt.check.failed": failed} if failed else {})
+                failed = sorted({check for check, _ in failures}) or None
+                tracing.set_attributes(
+                    span, {"belt.check.counted": counting, "belt.check.failed": failed}
+                )
                 if failed:
                     tracing.fail(span, "case failed")
         if counting:
             self.report.cases += 1
             if self.counted is not None:
-                self.counted()
+                self.counted(self.report.cases)
         for check, detail in failures:
             self.record(check, detail, payload)
         return failures
@@ -284,8 +274,7 @@ class Explorer:
     def explore(
         self, strategy: Any, sample: Any, case: Case, explicit: list[Any] | None = None
     ) -> None:
-        """Search for failures (``search``), then send each case to be reported once more; a
-        call cut off by ``--max-time`` ends both."""
+        """Search for failures, then send each case to be reported once more (``confirm``)."""
         try:
             self.search(strategy, sample, case, explicit or [])
             self.confirm(case)
@@ -301,8 +290,7 @@ class Explorer:
             self.report.case_seconds += time.perf_counter() - started
 
     def confirm(self, case: Case) -> None:
-        """Send each check's reported case once more (unless ``--max-time`` has passed) and note
-        whether it failed that check again: one that did not is flaky."""
+        """Send each check's reported case once more; one that does not fail it again is flaky."""
         failed: dict[str, set[str]] = {}
         for check, (_, payload, _) in list(self.found.items()):
             key = encode(payload)
@@ -357,8 +345,7 @@ class Explorer:
 
     @staticmethod
     def run(strategy: Any, test: Callable[[Any], None], seed: int, size: int, shrink: bool) -> None:
-        """``test`` on ``size`` examples of ``strategy`` drawn with ``seed``, by Hypothesis
-        with no database, no deadline, no output of its own (and shrinking, with ``shrink``)."""
+        """``test`` on ``size`` examples of ``strategy`` drawn with ``seed``, Hypothesis quiet."""
         quiet = settings(
             max_examples=size,
             database=None,
@@ -373,8 +360,7 @@ class Explorer:
         quiet(seeded(seed)(given(strategy)(test)))()  # type: ignore[no-untyped-call]
 
     def generate(self, strategy: Any, seed: int, size: int) -> list[Any]:
-        """``size`` payloads of ``strategy`` (fewer when it has no more), as Hypothesis generates
-        them with ``seed``; those generated until the deadline when it passes first."""
+        """Up to ``size`` payloads of ``strategy`` as Hypothesis draws them with ``seed``."""
         batch: list[Any] = []
 
         def keep(payload: Any) -> None:
@@ -387,8 +373,7 @@ class Explorer:
         return batch
 
     def shrink(self, strategy: Any, seed: int, size: int, case: Case, failed: set[str]) -> None:
-        """Let Hypothesis find a batch's failure (of the checks ``failed``) again and shrink it
-        (and any other it meets); the smallest of each is kept."""
+        """Let Hypothesis find a batch's failure (of the checks ``failed``) again and shrink it."""
         state = {"calls": 0, "failing": False}
         until = time.monotonic() + SHRINK_SECONDS_MAX
 
@@ -475,8 +460,7 @@ def results_of(subject: Subject, *names: str) -> dict[str, CheckResult]:
 
 
 def platform_case(subject: Subject, sender: Sender, results: dict[str, CheckResult]) -> Case:
-    """One case on an inference.sh subject: the payload delivered, then delivered again with the
-    same ``webhook-id``."""
+    """One case on an inference.sh subject: the payload delivered twice, with one ``webhook-id``."""
 
     def case(payload: dict[str, object], counting: bool) -> Failures:
         tally = _tally(results, counting)
@@ -641,11 +625,9 @@ def run_signatures(subject: Subject, sender: Sender, secret: str, result: CheckR
                 reproducer = curl_command(subject.target, case.body, case.headers)
             first = Failure(wrong[-1], json.loads(case.body), reproducer)
     if first is not None:
-        first.detail = "; ".join(wrong)
-        if any(name.startswith("an unsigned request") for name in wrong):
-            first.detail = (
-                "accepts unsigned requests although a secret is configured; " + first.detail
-            )
+        unsigned = any(name.startswith("an unsigned request") for name in wrong)
+        lead = "accepts unsigned requests although a secret is configured; " if unsigned else ""
+        first.detail = lead + "; ".join(wrong)
         result.failure = first
 
 
@@ -725,8 +707,7 @@ def run_check(
     beyond_spec: bool = False,
     progress: Progress | None = None,
 ) -> CheckReport:
-    """Check ``target`` (and the executors) against the contract; returns the report.
-    ``progress`` is told the event being checked and the cases done, as each case ends."""
+    """Check ``target`` (and the executors) against the contract; returns the report."""
     if not 1 <= examples <= EXAMPLES_MAX:
         raise InvalidInput(f"--examples {examples}: expected 1 to {EXAMPLES_MAX}")
     if timeout is not None and not 0 < timeout <= 300:
@@ -771,15 +752,14 @@ def run_check(
             try:
                 _reachable(subjects, sender)
                 for index, subject in enumerate(subjects):  # until the end or --max-time
-                    counted = None
-                    if progress is not None:
-                        counted = partial(
-                            lambda event: progress(event, report.cases), subject.event
-                        )
-                        counted()
+                    counted = None if progress is None else partial(progress, subject.event)
+                    if counted is not None:
+                        counted(report.cases)
                     explorer = Explorer(report, chosen_seed, examples, deadline, counted=counted)
-                    explorer.traced = {"belt.check.event": subject.event}
-                    explorer.traced["belt.check.kind"] = subject.kind
+                    explorer.traced = {
+                        "belt.check.event": subject.event,
+                        "belt.check.kind": subject.kind,
+                    }
                     if subject.kind == "executor":
                         _check_nexus(subject, sender, explorer, report)
                     else:
