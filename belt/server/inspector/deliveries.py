@@ -84,8 +84,7 @@ def number(value: Any) -> float | None:
 
 
 def row_bytes(entry: Entry) -> int:
-    """The bytes a row takes in an answer, estimated from what it takes held (a text's size in
-    memory is at least its size as UTF-8, escapes aside)."""
+    """The bytes a row takes in an answer, estimated from what it takes held."""
     return entry.size - ENTRY_BYTES + ROW_BYTES
 
 
@@ -225,29 +224,30 @@ class Entry:
     """One delivery: where its record is, and its row."""
 
     key: tuple[str, str, int]
-    """(time, log id, offset): the list's order, oldest first."""
+    """(time, owner, offset): the list's order, oldest first; the owner is SERVE or a run's id,
+    and the offset the byte its record starts at in the owner's log."""
     summary: Row
     group: str | None = None
     """What repeated attempts of one delivery share (a webhook id; a run's hook and boundary)."""
     size: int = 0
-    """The bytes its summary takes, estimated (``cost``)."""
+    """The bytes its summary takes, estimated."""
 
     @property
     def log(self) -> tuple[str, str]:
         """The log (family, id) that holds its record."""
-        return (JOURNAL, SERVE) if self.summary["source"] == "serve" else (EVENTS_LOG, self.key[1])
-
-    @property
-    def offset(self) -> int:
-        """The byte its record starts at in that log."""
-        return self.key[2]
+        return log_of(self.key[1])
 
 
 BY_KEY = attrgetter("key")
 
 
-def parse_id(delivery_id: str) -> tuple[str, str, int]:
-    """(log family, log id, offset) of a delivery id; NotFound when it is not one."""
+def log_of(owner: str) -> tuple[str, str]:
+    """The log (family, id) of a delivery's owner: ``belt serve``'s journal, or a run's events."""
+    return (JOURNAL, SERVE) if owner == SERVE else (EVENTS_LOG, owner)
+
+
+def parse_id(delivery_id: str) -> tuple[str, int]:
+    """(owner, offset) of a delivery id; NotFound when it is not one."""
     owner, dot, offset = delivery_id.rpartition(".")
     if not dot or not offset.isdigit() or len(offset) > 18:
         raise NotFound(f"no delivery {delivery_id}")
@@ -255,7 +255,7 @@ def parse_id(delivery_id: str) -> tuple[str, str, int]:
         check_id(owner)
     except InvalidInput:
         raise NotFound(f"no delivery {delivery_id}") from None
-    return ((JOURNAL, SERVE) if owner == SERVE else (EVENTS_LOG, owner)) + (int(offset),)
+    return owner, int(offset)
 
 
 class Deliveries:
@@ -285,20 +285,18 @@ class Deliveries:
     def refresh(self) -> None:
         """Read what was appended to the journal and to the runs' event logs since last time."""
         with self.lock:
-            self._catch_up(JOURNAL, SERVE, self._served)
+            self._catch_up(SERVE)
             for run_id in self._grown_event_logs():
-                self._catch_up(EVENTS_LOG, run_id, self._executed(run_id))
+                self._catch_up(run_id)
 
-    def _catch_up(
-        self, log: str, log_id: str, make: Callable[[int, dict[str, object]], Entry | None]
-    ) -> None:
-        """Read one log from where the last read stopped to its end, READ_BYTES at a time,
-        adding each delivery in its place and keeping the window (lock held)."""
-        owner = SERVE if log == JOURNAL else log_id
+    def _catch_up(self, owner: str) -> None:
+        """Read ``owner``'s log from where the last read stopped to its end, READ_BYTES at a
+        time, adding each delivery in its place and keeping the window (lock held)."""
+        log, make = log_of(owner), self._maker(owner)
         while True:
-            start = self.read_to.get((log, log_id), 0)
+            start = self.read_to.get(log, 0)
             try:
-                chunk = self.store.log_lines(log, log_id, start, max_bytes=READ_BYTES)
+                chunk = self.store.log_lines(*log, start, max_bytes=READ_BYTES)
             except InvalidInput as exc:
                 self._problem(exc.message)
                 return
@@ -310,7 +308,7 @@ class Deliveries:
             added: list[Entry] = []
             for offset, line in chunk.lines:
                 try:
-                    record = self.store.decode_log_line(log, log_id, line, offset, chunk.version)
+                    record = self.store.decode_log_line(*log, line, offset, chunk.version)
                 except InvalidInput as exc:
                     self._problem(exc.message)
                     continue
@@ -319,7 +317,7 @@ class Deliveries:
                     added.append(made)
                     self.by_id[made.summary["id"]] = made
                     self.held_bytes += made.size
-            self.read_to[(log, log_id)] = chunk.end
+            self.read_to[log] = chunk.end
             if added:
                 # Logs are read one after another, so what was added is sorted into place.
                 self.entries.extend(added)
@@ -342,41 +340,28 @@ class Deliveries:
             del self.entries[:excess]
             self.evicted += excess
 
-    def _hold(self, entry: Entry) -> Entry:
-        """``entry`` as held: its texts cut to SUMMARY_CHARS, its size estimated (``size``)."""
-        summary = cast(dict[str, object], entry.summary)
-        for key, value in summary.items():
-            if isinstance(value, str) and len(value) > SUMMARY_CHARS:
-                summary[key] = value[: SUMMARY_CHARS - 1] + "…"
-        entry.size = ENTRY_BYTES + sum(
-            sys.getsizeof(v) for v in summary.values() if isinstance(v, str)
-        )
-        return entry
+    def _maker(self, owner: str) -> Callable[[int, dict[str, object]], Entry | None]:
+        """How a record of ``owner``'s log becomes an entry as held (None: it is no delivery):
+        its texts cut to SUMMARY_CHARS, its size estimated."""
 
-    def _served(self, offset: int, record: dict[str, object]) -> Entry | None:
-        summary = served_summary(offset, record)
-        webhook_id = text(record.get("webhook_id"))
-        return self._hold(Entry((summary["at"], SERVE, offset), summary, webhook_id))
-
-    def _executed(self, run_id: str) -> Callable[[int, dict[str, object]], Entry | None]:
-        def entry(offset: int, record: dict[str, object]) -> Entry | None:
-            if record.get("type") != "hook.executed":
+        def make(offset: int, record: dict[str, object]) -> Entry | None:
+            if owner == SERVE:
+                summary, group = served_summary(offset, record), text(record.get("webhook_id"))
+            elif record.get("type") == "hook.executed":
+                summary = executed_summary(owner, offset, record)
+                turn = mapping(record.get("payload")).get("turn_count")
+                parts = (owner, record.get("hook_index"), summary["event"], turn)
+                group = "|".join(map(str, (*parts, record.get("resource_id"))))
+            else:
                 return None
-            summary = executed_summary(run_id, offset, record)
-            payload = mapping(record.get("payload"))
-            group = "|".join(
-                str(part)
-                for part in (
-                    run_id,
-                    record.get("hook_index"),
-                    summary["event"],
-                    payload.get("turn_count"),
-                    record.get("resource_id"),
-                )
-            )
-            return self._hold(Entry((summary["at"], run_id, offset), summary, group))
+            row = cast(dict[str, object], summary)
+            for key, value in row.items():
+                if isinstance(value, str) and len(value) > SUMMARY_CHARS:
+                    row[key] = value[: SUMMARY_CHARS - 1] + "…"
+            size = ENTRY_BYTES + sum(sys.getsizeof(v) for v in row.values() if isinstance(v, str))
+            return Entry((summary["at"], owner, offset), summary, group, size)
 
-        return entry
+        return make
 
     def _problem(self, message: str) -> None:
         if message not in self.problems:
@@ -432,30 +417,21 @@ class Deliveries:
                 complete=position <= 0 and scanned,
             )
             return answer
-        chosen = (p for p in range(end - 1, -1, -1) if matches(entries[p].summary, filters))
-        items, position = self._page(entries, chosen, limit)
-        # Without filters every row matches: the count needs no pass.
-        matched = sum(matches(e.summary, filters) for e in entries) if filters else len(entries)
-        rest = any(matches(entries[p].summary, filters) for p in range(position))
-        answer.update(matched=matched, items=items, next=items[-1]["id"] if rest else None)
-        return answer
-
-    def _page(
-        self, entries: list[Entry], positions: Iterator[int], limit: int
-    ) -> tuple[list[Row], int]:
-        """The rows at ``positions`` (newest first) up to ``limit`` and RESPONSE_BYTES; and the
-        position of the last one taken (-1 when none)."""
         items: list[Row] = []
-        size = 0
-        last = -1
-        for position in positions:
+        size, more = 0, False
+        for position in range(end - 1, -1, -1):
             entry = entries[position]
+            if not matches(entry.summary, filters):
+                continue
             if items and (len(items) == limit or size + row_bytes(entry) > RESPONSE_BYTES):
+                more = True
                 break
             items.append(entry.summary)
             size += row_bytes(entry)
-            last = position
-        return items, last
+        # Without filters every row matches: the count needs no pass.
+        matched = sum(matches(e.summary, filters) for e in entries) if filters else len(entries)
+        answer.update(matched=matched, items=items, next=items[-1]["id"] if more else None)
+        return answer
 
     def _search(
         self,
@@ -492,7 +468,7 @@ class Deliveries:
                 reader = readers[log]
                 if reader is None:
                     continue
-                hit, taken = _holds(reader.pieces(entry.offset, PIECE_BYTES), wanted)
+                hit, taken = _holds(reader.pieces(entry.key[2], PIECE_BYTES), wanted)
                 read += taken
                 if hit:
                     found.append(position)
@@ -528,21 +504,19 @@ class Deliveries:
 
     def _from_log(self, delivery_id: str) -> tuple[Entry, dict[str, object]]:
         """The entry and record of a delivery read from its log (one not held)."""
-        log, log_id, offset = parse_id(delivery_id)
+        owner, offset = parse_id(delivery_id)
         try:
-            record = self.store.read_log_line(log, log_id, offset)
+            record = self.store.read_log_line(*log_of(owner), offset)
         except NotFound:
             raise NotFound(f"no delivery {delivery_id}") from None
-        make = self._served if log == JOURNAL else self._executed(log_id)
-        entry = make(offset, record)
+        entry = self._maker(owner)(offset, record)
         if entry is None:
             raise NotFound(f"no delivery {delivery_id}")
         return entry, record
 
     def read(self, entry: Entry) -> dict[str, object]:
         """The whole record of a delivery already listed (without reading what is new)."""
-        log, log_id = entry.log
-        return self.store.read_log_line(log, log_id, entry.offset)
+        return self.store.read_log_line(*entry.log, entry.key[2])
 
     def attempts(self, entry: Entry) -> list[str]:
         """The ids of every attempt of the same delivery held (itself included), oldest first."""
@@ -651,16 +625,16 @@ def _holds(pieces: Iterator[bytes], wanted: str) -> tuple[bool, int]:
 
 def _signature(record: dict[str, object], summary: Row) -> dict[str, object]:
     """What the signature check of a served request found."""
-    webhook_id = text(record.get("webhook_id"))
-    if webhook_id:
-        return {"checked": True, "verified": True, "webhook_id": webhook_id, "detail": None}
-    if summary["signature"] == "failed":
-        return {"checked": True, "verified": False, "webhook_id": None, "detail": summary["error"]}
+    webhook_id = text(record.get("webhook_id")) or None
+    failed = summary["signature"] == "failed"
+    unchecked = "not checked: the server had no --secret"
+    detail = None if webhook_id else summary["error"] if failed else unchecked
+    verified = webhook_id is not None
     return {
-        "checked": False,
-        "verified": False,
-        "webhook_id": None,
-        "detail": "not checked: the server had no --secret",
+        "checked": verified or failed,
+        "verified": verified,
+        "webhook_id": webhook_id,
+        "detail": detail,
     }
 
 
