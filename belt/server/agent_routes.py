@@ -75,7 +75,6 @@ class AgentsApi:
             where, handler = named
             raise Problem(
                 400,
-                "Bad Request",
                 f"{where}: {handler!r} is code for the server's process to run, which a request "
                 "may not name; declare the agent in a file under `belt serve --agents DIR` (its "
                 "hooks may name py: handlers) and send its template ref as agent",
@@ -155,7 +154,6 @@ def not_emulated(template: str) -> Callable[[Request], Any]:
         route = f"{request.method} {template}"
         raise Problem(
             501,
-            "Not Implemented",
             f"belt serve does not emulate {route}; it answers the agent routes "
             "(see docs/emulator.md)",
             route=route,

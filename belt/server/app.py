@@ -391,7 +391,7 @@ class HookService:
         try:
             msg_id = verify_with(self.key, headers, body)
         except SignatureError as exc:
-            raise Problem(401, "Unauthorized", f"signature check failed: {exc.message}") from None
+            raise Problem(401, f"signature check failed: {exc.message}") from None
         record["webhook_id"] = msg_id
         digest = hashlib.sha256(body).digest()
         # The timestamp the signature covers (the last header of the name, as verify_with reads).
@@ -401,7 +401,6 @@ class HookService:
             if delivery is None:
                 raise Problem(
                     409,
-                    "Conflict",
                     f"webhook-id {msg_id} is not remembered and was signed no later than an id "
                     f"forgotten past {self.replays.ids_max:,}; it may be a replay (sign it anew)",
                 )
@@ -409,18 +408,14 @@ class HookService:
                 return delivery
             if delivery.digest != digest:
                 raise Problem(
-                    409,
-                    "Conflict",
-                    f"webhook-id {msg_id} was already delivered with another body (replay)",
+                    409, f"webhook-id {msg_id} was already delivered with another body (replay)"
                 )
             answer = await self.replays.first_answer(delivery)
             if answer is not None:
                 return answer
             if not self.replays.forgotten(delivery):
                 raise Problem(
-                    409,
-                    "Conflict",
-                    f"webhook-id {msg_id} was already delivered; its answer is no longer kept",
+                    409, f"webhook-id {msg_id} was already delivered; its answer is no longer kept"
                 )
             # The first delivery's handler failed: this one is answered anew.
 
@@ -432,10 +427,7 @@ class HookService:
         except ValidationError as exc:
             problems = model_problems(exc)
             raise Problem(
-                422,
-                "Unprocessable Content",
-                "not a LifecycleHookPayload: " + "; ".join(problems),
-                errors=problems,
+                422, "not a LifecycleHookPayload: " + "; ".join(problems), errors=problems
             ) from None
         data = payload.data or {}
         record["event"] = payload.event.value
@@ -447,13 +439,11 @@ class HookService:
             else:
                 verdict = await self.decide(payload)
         except HandlerTimeout as exc:
-            raise Problem(504, "Gateway Timeout", str(exc)) from None
+            raise Problem(504, str(exc)) from None
         except (HandlerResponseError, HandlerFailed) as exc:
-            raise Problem(500, "Internal Server Error", str(exc)) from None
+            raise Problem(500, str(exc)) from None
         except Exception as exc:
-            raise Problem(
-                500, "Internal Server Error", f"the handler raised {type(exc).__name__}: {exc}"
-            ) from None
+            raise Problem(500, f"the handler raised {type(exc).__name__}: {exc}") from None
         fields, response_body, response = self._encoded(verdict)
         record.update(fields)  # type: ignore[typeddict-item]
         return response_body, response
@@ -786,7 +776,7 @@ class Health:
         if failure:
             problems.append(failure)
         if problems:
-            return Problem(503, "Service Unavailable", "; ".join(problems)).response()
+            return Problem(503, "; ".join(problems)).response()
         return Response('{"status":"ok"}', media_type="application/json")
 
     def _store_failure(self) -> str | None:
@@ -869,15 +859,11 @@ class PlatformApi:
             ids, digest = body.get("ids"), body.get("digest")
             if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
                 raise Problem(
-                    422,
-                    "Unprocessable Content",
-                    f"ids: expected a non-empty array of interrupt ids, got {describe(ids)}",
+                    422, f"ids: expected a non-empty array of interrupt ids, got {describe(ids)}"
                 )
             if not isinstance(digest, str) or not digest.startswith("sha256:"):
                 raise Problem(
-                    422,
-                    "Unprocessable Content",
-                    f"digest: expected sha256:<hex> of the gates shown, got {describe(digest)}",
+                    422, f"digest: expected sha256:<hex> of the gates shown, got {describe(digest)}"
                 )
             result = await self._call(
                 resolve_batch,
@@ -904,11 +890,7 @@ class PlatformApi:
             body = await read_json_object(request)
             disable = body.get("disable_hooks")
             if not isinstance(disable, bool):
-                raise Problem(
-                    422,
-                    "Unprocessable Content",
-                    f"disable_hooks: expected a boolean, got {describe(disable)}",
-                )
+                raise Problem(422, f"disable_hooks: expected a boolean, got {describe(disable)}")
             settings = await self._call(set_chat_settings, chat_id=chat_id, disable_hooks=disable)
         except Problem as problem:
             self._report_api("chat settings", chat_id, problem.status, problem.detail)

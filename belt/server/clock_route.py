@@ -58,7 +58,6 @@ class ClockRoutes:
         if self.clock is None:
             raise Problem(
                 409,
-                "Conflict",
                 "this server runs on wall time, which no request moves: start it with "
                 "`belt serve --clock RFC3339` to move its clock",
             )
@@ -77,26 +76,20 @@ class ClockRoutes:
                 else ""
             )
             raise Problem(
-                422,
-                "Unprocessable Content",
-                f'{why}give one of "advance" (a span like "10m") or "to" (an RFC 3339 time)',
+                422, f'{why}give one of "advance" (a span like "10m") or "to" (an RFC 3339 time)'
             )
         if "advance" in body:
             span = body["advance"]
             if not isinstance(span, str):
-                raise Problem(
-                    422,
-                    "Unprocessable Content",
-                    f'advance: expected a span like "10m", got {describe(span)}',
-                )
+                raise Problem(422, f'advance: expected a span like "10m", got {describe(span)}')
             try:
                 delta = parse_duration(span, "advance")
             except BeltError as exc:
-                raise Problem(422, "Unprocessable Content", exc.message) from None
+                raise Problem(422, exc.message) from None
             return clock.advance(delta)
         try:
             # It refuses, by name, a value that is not a string.
             moment = parse_rfc3339(cast(str, body["to"]), "to")
         except BeltError as exc:
-            raise Problem(422, "Unprocessable Content", exc.message) from None
+            raise Problem(422, exc.message) from None
         return clock.move_to(moment)  # Conflict (409) when it is before the clock's time

@@ -39,7 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from belt.records.changes import touched_all
-from belt.server.guard import BODY_LATE, STOPPING
+from belt.server.guard import BODY_LATE, STOPPING, has_body
 
 HEADER_TIMEOUT = 10.0
 """Seconds a client has to send a whole request head."""
@@ -307,16 +307,6 @@ class GuardedConnection(asyncio.Protocol):
             self.timer = None
         if self.limits is not None:
             self.limits.held.discard(self)
-
-
-def has_body(scope: Scope) -> bool:
-    """True when a request's head announces a body (a length above 0, or chunks)."""
-    for name, value in scope["headers"]:
-        if name == b"transfer-encoding" or (
-            name == b"content-length" and value.strip() not in (b"", b"0")
-        ):
-            return True
-    return False
 
 
 class SlowClientGuard:

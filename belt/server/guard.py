@@ -56,9 +56,7 @@ SAFE_METHOD_NAMES = ("GET", "HEAD", "OPTIONS")
 scope names them."""
 JSON_CHARSETS = ("utf-8", "utf8")
 LOOPBACK_HOSTS = "a loopback host (127.0.0.1, localhost, [::1])"
-CHECKED_HEADERS = frozenset(
-    (b"authorization", b"host", b"origin", b"transfer-encoding", b"content-length", b"content-type")
-)
+CHECKED_HEADERS = frozenset((b"authorization", b"host", b"origin", b"content-type"))
 """The headers the guard reads (uvicorn gives their names lowercase); it passes the others by."""
 
 
@@ -155,19 +153,20 @@ def is_json_type(value: str) -> bool:
     return True
 
 
+def has_body(scope: Scope) -> bool:
+    """True when a request's head announces a body (a length above 0, or chunks)."""
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (
+            name == b"content-length" and value.strip() not in (b"", b"0")
+        ):
+            return True
+    return False
+
+
 def shown(value: bytes) -> str:
     """A header value as a refusal quotes it: cut short, every character visible."""
     text = value.decode("latin-1")
     return repr(text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX] + "…")
-
-
-class Refusal(Exception):
-    """A request the guard does not let in, and how it is answered."""
-
-    def __init__(self, problem: Problem, headers: dict[str, str] | None = None) -> None:
-        super().__init__(problem.detail)
-        self.problem = problem
-        self.headers = headers
 
 
 class RequestGuard:
@@ -211,10 +210,10 @@ class RequestGuard:
             return
         try:
             self.check(scope)
-        except Refusal as refusal:
-            problem = refusal.problem
+        except Problem as problem:
             self._tell("refused", scope, problem.status, problem.detail)
-            await problem.response(refusal.headers)(scope, receive, send)
+            headers = {"www-authenticate": "Bearer"} if problem.status == 401 else None
+            await problem.response(headers)(scope, receive, send)
             return
         try:
             await self.app(scope, receive, send)
@@ -234,7 +233,7 @@ class RequestGuard:
             )
 
     def check(self, scope: Scope) -> None:
-        """Raise Refusal for a request the rules refuse. The rules read only the method, the
+        """Raise a Problem for a request the rules refuse. The rules read only the method, the
         path and the headers: a request with the same three as the last one let in (the next
         request of a keep-alive client) is let in without reading them again."""
         passed = self._passed
@@ -245,85 +244,49 @@ class RequestGuard:
             and scope["path"] == passed[1]
         ):
             return
-        self._check(scope)
-        self._passed = (scope["method"], scope["path"], list(scope["headers"]))
-
-    def _check(self, scope: Scope) -> None:
         headers: dict[bytes, list[bytes]] = {}
         for name, value in scope["headers"]:
             if name in CHECKED_HEADERS:
-                values = headers.get(name)
-                if values is None:
-                    headers[name] = [value]
-                else:
-                    values.append(value)
-        if self.token is None or not self._carries_token(headers):
-            if self.token is not None and not self.is_open(scope["path"]):
-                authorization = headers.get(b"authorization")
-                detail = "missing bearer token" if not authorization else "wrong bearer token"
-                raise Refusal(Problem(401, "Unauthorized", detail), {"www-authenticate": "Bearer"})
-            host = self._host(headers.get(b"host", []))
-            origins = headers.get(b"origin")
-            if origins is not None:
-                self._origin(origins, host)
-        if scope["method"] not in SAFE_METHOD_NAMES and self._has_body(headers):
-            self._content_type(headers.get(b"content-type", []))
-
-    def _carries_token(self, headers: dict[bytes, list[bytes]]) -> bool:
-        if self.token is None:
-            return False
-        header = (headers.get(b"authorization") or [b""])[0]
-        scheme, _, offered = header.partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(offered.strip(), self.token)
-
-    def _host(self, values: list[bytes]) -> str:
-        if len(values) != 1:
-            what = "without a Host header" if not values else "with more than one Host header"
-            raise Refusal(Problem(403, "Forbidden", f"belt serve does not answer a request {what}"))
-        host = values[0].decode("latin-1")
-        if self.token is None and not self.host_allowed(host):
-            raise Refusal(
-                Problem(
+                headers.setdefault(name, []).append(value)
+        scheme, _, offered = headers.get(b"authorization", [b""])[0].partition(b" ")
+        token = self.token
+        if token is None or not (
+            scheme.lower() == b"bearer" and hmac.compare_digest(offered.strip(), token)
+        ):
+            if token is not None and not self.is_open(scope["path"]):
+                sent = b"authorization" in headers
+                raise Problem(401, "wrong bearer token" if sent else "missing bearer token")
+            hosts = headers.get(b"host", [])
+            if len(hosts) != 1:
+                what = "without a Host header" if not hosts else "with more than one Host header"
+                raise Problem(403, f"belt serve does not answer a request {what}")
+            host = hosts[0].decode("latin-1")
+            if token is None and not self.host_allowed(host):
+                raise Problem(
                     403,
-                    "Forbidden",
-                    f"Host {shown(values[0])} is not a name of this server: without --token, "
+                    f"Host {shown(hosts[0])} is not a name of this server: without --token, "
                     f"belt serve answers only requests to {LOOPBACK_HOSTS} or to a name given "
                     "with --allow-host (a page of another site, rebound to 127.0.0.1, sends its "
                     "own name)",
                 )
-            )
-        return host
-
-    def _origin(self, values: list[bytes], host: str) -> None:
-        if not values:
-            return
-        if len(values) != 1 or not same_origin(values[0].decode("latin-1"), host):
-            raise Refusal(
-                Problem(
+            origins = headers.get(b"origin")
+            if origins is not None and (
+                len(origins) != 1 or not same_origin(origins[0].decode("latin-1"), host)
+            ):
+                raise Problem(
                     403,
-                    "Forbidden",
-                    f"Origin {shown(b', '.join(values))} is not this server's own "
+                    f"Origin {shown(b', '.join(origins))} is not this server's own "
                     f"(http://{printable(host[:SHOWN_MAX])}): belt serve does not answer "
                     "other sites' pages",
                 )
-            )
-
-    @staticmethod
-    def _has_body(headers: dict[bytes, list[bytes]]) -> bool:
-        if b"transfer-encoding" in headers:
-            return True
-        for value in headers.get(b"content-length", ()):
-            if value.strip() not in (b"", b"0"):
-                return True
-        return False
-
-    def _content_type(self, values: list[bytes]) -> None:
-        if len(values) == 1 and self.json_type(values[0]):
-            return
-        sent = f"it was {shown(b', '.join(values))}" if values else "it had no Content-Type"
-        raise Refusal(
-            Problem(415, "Unsupported Media Type", f"send the body as application/json ({sent})")
-        )
+        if scope["method"] not in SAFE_METHOD_NAMES and has_body(scope):
+            types = headers.get(b"content-type", [])
+            if len(types) != 1 or not self.json_type(types[0]):
+                sent_type = (
+                    f"it was {shown(b', '.join(types))}" if types else "it had no Content-Type"
+                )
+                raise Problem(415, f"send the body as application/json ({sent_type})")
+        self._passed = (scope["method"], scope["path"], list(scope["headers"]))
 
     def _tell(self, action: str, scope: Scope, status: int, detail: str) -> None:
         path = str(scope.get("path", ""))

@@ -450,7 +450,7 @@ class StopCutOff:
     async def _answer(scope: Scope, send: Send, detail: str) -> None:
         """Send the 503, or end a response already begun; a client that is gone or reads
         nothing is let go."""
-        response = Problem(503, "Service Unavailable", detail).response({"connection": "close"})
+        response = Problem(503, detail).response({"connection": "close"})
 
         async def nothing() -> Message:
             return {"type": "http.disconnect"}

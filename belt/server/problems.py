@@ -32,10 +32,12 @@ PROBLEM_TYPE = "about:blank"
 TITLES = {
     400: "Bad Request",
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     409: "Conflict",
     413: "Payload Too Large",
+    415: "Unsupported Media Type",
     422: "Unprocessable Content",
     500: "Internal Server Error",
     501: "Not Implemented",
@@ -43,6 +45,7 @@ TITLES = {
     503: "Service Unavailable",
     504: "Gateway Timeout",
 }
+"""The problem title of each status (``Error`` for the rest)."""
 
 ERROR_CODES = {
     400: "invalid_request",
@@ -58,11 +61,6 @@ ERROR_CODES = {
 """The SDKs' ErrorCode of each status (``internal_error`` for the rest)."""
 
 
-def title(status: int) -> str:
-    """The problem title of an HTTP status."""
-    return TITLES.get(status, "Error")
-
-
 def json_bytes(document: Any) -> bytes:
     """A document as UTF-8 JSON; a lone surrogate (which UTF-8 cannot hold) becomes its escape."""
     text = json.dumps(document, ensure_ascii=False)
@@ -73,20 +71,17 @@ def json_bytes(document: Any) -> bytes:
 
 
 class Problem(Exception):
-    """An error answered as RFC 9457 problem+json."""
+    """An error answered as RFC 9457 problem+json, titled as its status is (``TITLES``)."""
 
-    def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
+    def __init__(self, status: int, detail: str, **extra: Any) -> None:
         super().__init__(detail)
-        self.status = status
-        self.title = title
-        self.detail = detail
-        self.extra = extra
+        self.status, self.detail, self.extra = status, detail, extra
 
     def body(self) -> dict[str, object]:
         """The problem document, with the SDKs' ``success`` and ``error`` beside it."""
         return {
             "type": PROBLEM_TYPE,
-            "title": self.title,
+            "title": TITLES.get(self.status, "Error"),
             "status": self.status,
             "detail": self.detail,
             "success": False,
@@ -123,19 +118,16 @@ def envelope(data: Any) -> Response:
 def belt_problem(exc: BeltError) -> Problem:
     """A belt error as the problem the platform API would answer (every finding of invalid
     input in ``errors``)."""
-    status = http_status(exc)
     problems = getattr(exc, "problems", None)
-    if problems:
-        return Problem(status, title(status), exc.message, errors=[exc.message, *problems])
-    return Problem(status, title(status), exc.message)
+    extra = {"errors": [exc.message, *problems]} if problems else {}
+    return Problem(http_status(exc), exc.message, **extra)
 
 
 async def http_problem(request: Request, exc: Exception) -> Response:
     """Starlette's own HTTP errors (unknown route, wrong method) as problem+json."""
-    status = exc.status_code if isinstance(exc, HTTPException) else 500
-    detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
-    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else None
-    return Problem(status, title(status), detail).response(headers)
+    if not isinstance(exc, HTTPException):
+        return Problem(500, str(exc)).response()
+    return Problem(exc.status_code, exc.detail).response(dict(exc.headers or {}))
 
 
 def answering(
@@ -167,7 +159,7 @@ def answering(
 
 async def internal_problem(request: Request, exc: Exception) -> Response:
     """An error no route foresaw, as a 500 problem naming only its kind."""
-    return Problem(500, title(500), f"internal error ({type(exc).__name__})").response()
+    return Problem(500, f"internal error ({type(exc).__name__})").response()
 
 
 async def receive_body(scope: Scope, receive: Receive, limit: int = MAX_BODY_BYTES) -> bytes:
@@ -176,7 +168,7 @@ async def receive_body(scope: Scope, receive: Receive, limit: int = MAX_BODY_BYT
     for name, value in scope["headers"]:
         if name == b"content-length":
             if value.isdigit() and int(value) > limit:
-                raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
+                raise Problem(413, f"the body is over {limit} bytes")
             break
     chunks: list[bytes] = []
     size = 0
@@ -188,7 +180,7 @@ async def receive_body(scope: Scope, receive: Receive, limit: int = MAX_BODY_BYT
         if chunk:
             size += len(chunk)
             if size > limit:
-                raise Problem(413, "Payload Too Large", f"the body is over {limit} bytes")
+                raise Problem(413, f"the body is over {limit} bytes")
             chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
@@ -199,7 +191,7 @@ def parse_json(body: bytes) -> Any:
     try:
         return decode(body)
     except StrictJSONError as exc:
-        raise Problem(422, "Unprocessable Content", f"the body is not JSON: {exc}") from None
+        raise Problem(422, f"the body is not JSON: {exc}") from None
 
 
 async def read_json_object(request: Request) -> dict[str, object]:
@@ -209,7 +201,5 @@ async def read_json_object(request: Request) -> dict[str, object]:
         return {}
     document = parse_json(body)
     if not isinstance(document, dict):
-        raise Problem(
-            422, "Unprocessable Content", f"expected a JSON object, got {describe(document)}"
-        )
+        raise Problem(422, f"expected a JSON object, got {describe(document)}")
     return document

@@ -53,9 +53,7 @@ class ProfileApi:
             try:
                 record = await run_in_threadpool(write_profile, self.store, declaration)
             except InvalidInput as exc:
-                raise Problem(
-                    422, "Unprocessable Content", exc.message, errors=[exc.message, *exc.problems]
-                ) from None
+                raise Problem(422, exc.message, errors=[exc.message, *exc.problems]) from None
             except BeltError as exc:
                 raise belt_problem(exc) from None
         except Problem as problem:

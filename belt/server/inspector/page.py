@@ -124,7 +124,7 @@ class Inspector:
         """GET /inspector/static/{name}: the page's script and styles."""
         name = request.path_params["name"]
         if name not in STATIC_FILES:
-            return Problem(404, "Not Found", f"no file {name}").response()
+            return Problem(404, f"no file {name}").response()
         return Response(static_file(name), media_type=STATIC_FILES[name], headers=PAGE_HEADERS)
 
     async def list_deliveries(self, request: Request) -> Any:
