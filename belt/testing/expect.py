@@ -142,12 +142,8 @@ def check_expectations(
     if not isinstance(raw, list):
         findings.error(base, f"expected an array of tables ([[expect]]), got {describe(raw)}")
         return []
-    compiled = []
-    for index, item in enumerate(raw):
-        expectation = _compile(item, index, dialect, findings, f"{base}[{index}]")
-        if expectation is not None:
-            compiled.append(expectation)
-    return compiled
+    compiled = [_compile(item, i, dialect, findings, f"{base}[{i}]") for i, item in enumerate(raw)]
+    return [expectation for expectation in compiled if expectation is not None]
 
 
 def expectations_of(loaded: Any) -> list[Expectation]:
@@ -186,20 +182,14 @@ def _refuse(source: str, problems: list[str]) -> None:
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
 
 
-def _subject(item: dict[str, Any]) -> str | None:
-    for key in SUBJECTS:
-        if key in item:
-            return "injection" if key == "dedup_key" else key
-    return None
-
-
 def _compile(
     item: Any, index: int, dialect: str, findings: Findings, path: str
 ) -> Expectation | None:
     if not isinstance(item, dict):
         findings.error(path, f"expected a table, got {describe(item)}")
         return None
-    subject = _subject(item)
+    subject = next((key for key in SUBJECTS if key in item), None)
+    subject = "injection" if subject == "dedup_key" else subject
     if subject is None:
         near = [(key, closest(key, SUBJECTS)) for key in item]
         key, match = next(((key, match) for key, match in near if match), ("", None))
@@ -261,9 +251,7 @@ class _Compiler:
         return self.value(key, lambda value: is_int(value) and value >= 0, "a whole number >= 0")
 
     def milliseconds(self, key: str) -> Any:
-        def ok(value: Any) -> bool:
-            return not isinstance(value, bool) and isinstance(value, int | float) and value >= 0
-
+        ok = lambda value: type(value) in (int, float) and value >= 0  # noqa: E731
         return self.value(key, ok, "a number of milliseconds >= 0")
 
     def flag(self, key: str) -> Any:
@@ -502,12 +490,11 @@ class Facts:
         """Every interrupt of the simulation's runs."""
         items = []
         for interrupt in self.report.get("interrupts") or []:
-            meta = interrupt.get("meta") or {}
-            data = meta.get("data") or {} if isinstance(meta, dict) else {}
-            tool = data.get("tool") or (meta.get("tool_name") if isinstance(meta, dict) else None)
+            meta = found if isinstance(found := interrupt.get("meta"), dict) else {}
+            data = meta.get("data") or {}
+            tool = data.get("tool") or meta.get("tool_name")
             arguments = data.get("arguments")
-            if arguments is None and isinstance(meta, dict):
-                arguments = meta.get("arguments")
+            arguments = meta.get("arguments") if arguments is None else arguments
             source = str(interrupt.get("source") or "")
             fields = {"interrupt": source.partition(":")[2] or source, "tool": tool}
             fields |= {"arguments": arguments, "status": interrupt.get("status")}
@@ -791,11 +778,9 @@ def deliveries(facts: Facts) -> list[Item]:
     records, async ones included, or the Nexus hook tasks."""
     items = []
     for event, handler, record in facts.speaks.hook_calls(facts.report):
-        latency = latency_of(record)
-        fields = {"event": event, "handler": handler}
-        text = f"{fields['event']} → {fields['handler']}: {_ms(latency)}"
-        run_id = record.get("run_id")
-        items.append(Item({**fields, "latency": latency}, text, None, str(run_id)))
+        ms = latency_of(record)
+        fields, text = {"event": event, "handler": handler, "latency": ms}, f"{event} → {handler}"
+        items.append(Item(fields, f"{text}: {_ms(ms)}", None, str(record.get("run_id"))))
     return items
 
 

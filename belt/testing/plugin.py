@@ -36,7 +36,7 @@ from belt.testing.workers import run_all
 from belt.usercode.loader import find_named_file, import_deadline
 
 if TYPE_CHECKING:
-    from belt.testing.expect import Facts, Outcome
+    from belt.testing.expect import Outcome
     from belt.testing.suite import ScenarioResult
     from belt.wire.dto import InterruptJSON
 
@@ -126,27 +126,22 @@ def failure_repr(excinfo: pytest.ExceptionInfo[BaseException]) -> FailureRepr:
     return FailureRepr(f"{entry.path}:{entry.lineno + 1}", statement, text, crash)
 
 
+@dataclass(eq=False, repr=False)
 class ScenarioRun:
     """One scenario the fixture ran: its report, and readable queries of it."""
 
-    def __init__(
-        self,
-        result: ScenarioResult,
-        *,
-        virtual_clock: bool = False,
-        snapshot_file: Path | None = None,
-        update_snapshots: bool = False,
-    ) -> None:
+    result: ScenarioResult
+    virtual_clock: bool = field(default=False, kw_only=True)
+    snapshot_file: Path | None = field(default=None, kw_only=True)
+    update_snapshots: bool = field(default=False, kw_only=True)
+
+    def __post_init__(self) -> None:
         from belt.testing.expect import Facts  # noqa: PLC0415 - start-up: pytest loads this plugin
 
-        if result.report is None:
+        if self.result.report is None:
             raise ValueError("a scenario that did not run has no report")
-        self.result = result
-        self.report = result.report
-        self.facts: Facts = Facts(self.report)
-        self.virtual_clock = virtual_clock
-        self.snapshot_file = snapshot_file
-        self.update_snapshots = update_snapshots
+        self.report = self.result.report
+        self.facts = Facts(self.report)
 
     # -- the snapshot ------------------------------------------------------------------------
 
@@ -312,9 +307,10 @@ def _fits(fields: dict[str, object], wanted: dict[str, object]) -> bool:
     return True
 
 
-def find_file(path: str | Path, directory: Path, where: str, spelling: str) -> Path:
+def find_file(path: str | Path, directory: Path, spelling: str) -> Path:
     """A file a test names, a relative path read from the test file's ``directory`` (from the
     current directory only with a PathWarning spelt as ``spelling``); InvalidInput if none."""
+    where = spelling.partition("(")[0]
     found = find_named_file(str(path), directory, where=where, spell=spelling.format)
     if found.warning:
         warnings.warn(found.warning, PathWarning, stacklevel=3)
@@ -362,18 +358,12 @@ class ScenarioRunner:
                 document = copy.deepcopy(scenario)
                 source, directory = self.name, self.directory
             else:
-                scenario = find_file(
-                    scenario, self.directory, "belt_scenario", 'belt_scenario("{}")'
-                )
+                scenario = find_file(scenario, self.directory, 'belt_scenario("{}")')
                 document = read_document(scenario, kind="scenario")
                 source, directory = str(scenario), scenario.parent
             if hooks_file is not None:
-                hooks_file = find_file(
-                    hooks_file,
-                    self.directory,
-                    "belt_scenario",
-                    'belt_scenario(..., hooks_file="{}")',
-                )
+                spelling = 'belt_scenario(..., hooks_file="{}")'
+                hooks_file = find_file(hooks_file, self.directory, spelling)
             loaded = self.load(document, source, directory, hooks_file, executors)
         except BeltError as exc:
             problems = "".join(f"\n  {problem}" for problem in getattr(exc, "problems", []))
@@ -524,7 +514,7 @@ class ServeStarter:
         decide = None
         try:
             if policy is not None:
-                where = find_file(policy, self.directory, "belt_serve", 'belt_serve(policy="{}")')
+                where = find_file(policy, self.directory, 'belt_serve(policy="{}")')
                 decide = policy_decider(load_policy(where))
             elif handler is not None:
                 if callable(handler):
