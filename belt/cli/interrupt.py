@@ -133,10 +133,9 @@ def list_(
     )
     # Ids whole when piped; a terminal shows the short ids that name them (locally).
     ids = [i for i, column in enumerate(columns) if column in ("id", "run", "chat")]
-    what = "interrupts" if all_ else "pending interrupts"
-    where = f" on run {one_run}" if one_run else ""
-    shown = [item for item, _ in listed]
-    output.listing(json_, shown, columns, rows, empty=f"no {what}{where}", ids=ids, short=not api)
+    empty = f"no {'' if all_ else 'pending '}interrupts" + (f" on run {one_run}" if one_run else "")
+    listed_items = [item for item, _ in listed]
+    output.listing(json_, listed_items, columns, rows, empty=empty, ids=ids, short=not api)
 
 
 def show(
@@ -163,11 +162,7 @@ def show(
 
         belt interrupt show k2m9x0q4
     """
-    from belt.display.render import (  # start-up: not for resolve
-        expires_in,
-        gate_holds,
-        interrupt_status,
-    )
+    from belt.display import render  # start-up: not for resolve
 
     with open_backend(api, api_key=api_key) as backend:
         item, on_expiry = backend.show_interrupt(interrupt_id=interrupt_id, run_id=run)
@@ -180,17 +175,17 @@ def show(
         [
             ("id", item.get("id")),
             ("short id", item.get("short_id")),
-            ("status", interrupt_status(item)),
+            ("status", render.interrupt_status(item)),
             ("reason", item.get("reason")),
             ("source", item.get("source")),
             ("resource", _resource(item)),
-            ("holds", gate_holds(item, 200)),
+            ("holds", render.gate_holds(item, 200)),
             ("run", item.get("run_id")),
             ("chat", item.get("chat_id")),
             ("created", item.get("created_at")),
             ("updated", item.get("updated_at")),
             ("expires", item.get("expires_at")),
-            ("expires in", expires_in(item, _now()) if pending else None),
+            ("expires in", render.expires_in(item, _now()) if pending else None),
             ("on expiry", on_expiry if pending else None),
             ("settled by", settled_by),
             ("resolved", item.get("resolved_at")),
@@ -283,7 +278,6 @@ def resolve(
 
     from belt.reading.inputs import read_json_option  # start-up: belt interrupt list
 
-    filters = {"--run": run, "--chat": chat, "--tool": tool, "--event": event}
     if all_:
         chosen = _decision_of_all(interrupt_id, decision)
     elif decision is None:
@@ -293,11 +287,11 @@ def resolve(
         )
     else:
         chosen = decision.value
-        for option in (option for option, value in filters.items() if value is not None):
-            raise UsageError(f"{option} selects gates for --all; with one ID it has no use")
-        for option, given in (("--digest", digest), ("--no-atomic", no_atomic)):
-            if given:
-                raise UsageError(f"{option} is for --all; with one ID it has no use")
+        given = {"--run": run, "--chat": chat, "--tool": tool, "--event": event}
+        given |= {"--digest": digest or None, "--no-atomic": no_atomic or None}
+        for option in (option for option, value in given.items() if value is not None):
+            does = "is for" if option in ("--digest", "--no-atomic") else "selects gates for"
+            raise UsageError(f"{option} {does} --all; with one ID it has no use")
     resolved_data = None if data is None else read_json_option(data, option="--data")
     start_tracing(otlp, trace)
     with open_backend(api, api_key=api_key) as backend:
@@ -350,18 +344,33 @@ def resolve_all(
     one with --no-atomic)."""
     from belt.records.interrupts import batch_digest, short_digest  # start-up: belt --help
 
-    wanted = _digest_option(digest)
+    wanted = None
+    if digest is not None:  # as given, sha256: optional, 12 hex digits or more
+        wanted = digest.strip().lower().removeprefix("sha256:")
+        if len(wanted) < 12 or any(c not in "0123456789abcdef" for c in wanted):
+            raise UsageError(
+                f"--digest {digest!r}: expected the digest shown (12 hex digits or more, "
+                "sha256: optional)"
+            )
     items = select(backend)
-    found = batch_digest(items) if items else None
-    if wanted is not None and (found is None or not _digest_matches(found, wanted)):
+    found = batch_digest(items) if items else ""
+    if wanted is not None and not _digest_matches(found, wanted):
         _repeat_or_refuse(backend, decision, data, select, wanted, found, json_=json_)
         return
-    if not items or found is None:
+    if not items:
         if not output.json_printed(json_, {"resolved": [], "missed": []}):
             output.echo("no pending interrupts match", stderr=True)
         return
-    if not json_:
-        _show_batch(items, found)
+    if not json_:  # the gates it will settle, and their digest
+        from belt.display.render import gate_event, gate_holds  # start-up: not for resolve
+
+        for item in items:
+            output.echo(
+                f"  {item.get('short_id') or item['id']}  {gate_event(item)} {gate_holds(item)}  "
+                f"run {item.get('run_id')}",
+                stderr=True,
+            )
+        output.echo(f"{len(items)} gate(s), digest {short_digest(found)}", stderr=True)
     one_by_one = not backend.batch_atomic()
     if one_by_one and atomic:
         raise UsageError(
@@ -395,19 +404,6 @@ def _settling(how: str, backend: Backend) -> AbstractContextManager[Any]:
     return tracing.settlement(how, "cli" if isinstance(backend, LocalBackend) else "api")
 
 
-def _digest_option(text: str | None) -> str | None:
-    """--digest as given (``sha256:`` and 12 hex digits or more), without its prefix."""
-    if text is None:
-        return None
-    hex_digits = text.strip().lower().removeprefix("sha256:")
-    if len(hex_digits) < 12 or any(c not in "0123456789abcdef" for c in hex_digits):
-        raise UsageError(
-            f"--digest {text!r}: expected the digest shown (12 hex digits or more, "
-            "sha256: optional)"
-        )
-    return hex_digits
-
-
 def _digest_matches(digest: str, wanted: str) -> bool:
     return digest.removeprefix("sha256:").startswith(wanted)
 
@@ -418,13 +414,12 @@ def _repeat_or_refuse(
     data: object,
     select: Callable[..., list[InterruptJSON]],
     wanted: str,
-    found: str | None,
+    found: str,
     *,
     json_: bool,
 ) -> None:
-    """--digest names gates other than those pending now: the batch it names, settled before
-    (all of its gates, or some and the rest still pending, after a batch cut short), is
-    settled again, which changes nothing but the rest; any other set exits 4."""
+    """--digest names gates other than those pending now: the batch it names, settled before (in
+    whole or in part), is settled again, which changes nothing but the rest; else exit 4."""
     from belt.records.interrupts import batch_digest, batch_id, short_digest  # start-up: --help
 
     selected = select(backend, include_settled=True)
@@ -446,20 +441,6 @@ def _repeat_or_refuse(
     )
 
 
-def _show_batch(items: list[InterruptJSON], digest: str) -> None:
-    """The gates a batch will settle, and their digest (standard error)."""
-    from belt.display.render import gate_event, gate_holds  # start-up: not for resolve
-    from belt.records.interrupts import short_digest  # start-up: belt --help
-
-    for item in items:
-        output.echo(
-            f"  {item.get('short_id') or item['id']}  {gate_event(item)} {gate_holds(item)}  "
-            f"run {item.get('run_id')}",
-            stderr=True,
-        )
-    output.echo(f"{len(items)} gate(s), digest {short_digest(digest)}", stderr=True)
-
-
 def _settle_batch(
     backend: Backend,
     items: list[InterruptJSON],
@@ -474,14 +455,8 @@ def _settle_batch(
         outcome = backend.resolve_batch(
             ids=[item["id"] for item in items], digest=digest, decision=decision, data=data
         )
-    count = len(outcome["resolved"])
     how = f" (batch {outcome['batch']})"
-    if outcome.get("repeated") and not json_:
-        output.echo(
-            f"{count} gate(s) settled by this batch already{how}: nothing to do", stderr=True
-        )
-    else:
-        _report_each(outcome, [], count, decision, how, json_=json_)
+    _report_each(outcome, [], len(outcome["resolved"]), decision, how, json_=json_)
 
 
 def _report_each(
@@ -494,6 +469,11 @@ def _report_each(
     json_: bool,
 ) -> None:
     """What settling did (``done``: its JSON but ``missed``), gate by gate."""
+    if done.get("repeated") and not json_:
+        output.echo(
+            f"{total} gate(s) settled by this batch already{how}: nothing to do", stderr=True
+        )
+        return
     reasons = [{"id": item["id"], "reason": why} for item, why in missed]
     if output.json_printed(json_, {**done, "missed": reasons}):
         return
@@ -532,16 +512,27 @@ def review(
     from belt.display.render import review_lines  # start-up: not for resolve
 
     if not sys.stdin.isatty():
+        pending = local_inbox().find_interrupts()  # the hint names the oldest
         raise UsageError(
             "belt interrupt review asks on a terminal, and standard input is not one",
-            hint=scripted_hint(),
+            hint="to resolve from a script or a pipe: `belt interrupt resolve "
+            f"{pending[-1][0]['short_id']} allow` (or deny, with --data JSON for data); "
+            "`belt interrupt list` shows every pending gate"
+            if pending
+            else "no gate is pending now; `belt interrupt list --all` shows the settled ones",
         )
     start_tracing(otlp, trace)
     backend = local_inbox()
     passed: set[str] = set()
     done = {"allow": 0, "deny": 0, "skip": 0}
     while True:
-        _settle_overdue(backend)
+        # The gates already overdue are settled as the platform's sweep would, not asked about.
+        if settled := backend.sweep():
+            each = ", ".join(f"{i.get('short_id') or i['id']} {i['resolution']}" for i in settled)
+            output.warning(
+                f"settled {len(settled)} overdue gate(s) with their default resolution, as the "
+                f"platform would have: {each}"
+            )
         waiting = [(i, e) for i, e in backend.find_interrupts() if i["id"] not in passed]
         left = len(waiting)
         if not waiting:
@@ -576,29 +567,9 @@ def review(
             _resume(backend, str(item.get("run_id")))
     total = sum(done.values())
     still = f"; {left} still pending" if left else ""
-    if not total:
-        output.echo(f"reviewed none{still}" if left else "no pending interrupts", stderr=True)
-        return
-    output.echo(
-        f"reviewed {total}: {done['allow']} allowed, {done['deny']} denied, {done['skip']} "
-        f"skipped{still}",
-        stderr=True,
-    )
-
-
-def _settle_overdue(backend: LocalInbox) -> None:
-    """Settle the gates already overdue with their default resolution, as the platform's sweep
-    would have, and say so: they are not asked about."""
-
-    settled = backend.sweep()
-    if settled:
-        each = ", ".join(
-            f"{item.get('short_id') or item['id']} {item['resolution']}" for item in settled
-        )
-        output.warning(
-            f"settled {len(settled)} overdue gate(s) with their default resolution, as the "
-            f"platform would have: {each}"
-        )
+    tally = f"{total}: {done['allow']} allowed, {done['deny']} denied, {done['skip']} skipped"
+    said = f"reviewed {tally}{still}" if total else f"reviewed none{still}"
+    output.echo(said if total or left else "no pending interrupts", stderr=True)
 
 
 def _ask(prompt: str) -> str | None:
@@ -830,11 +801,7 @@ def log(
         belt interrupt log --since 24h
         belt interrupt log --run ar_k2m9x0q4 --json
     """
-    from belt.display.render import (  # start-up: not for resolve
-        gate_event,
-        gate_holds,
-        interrupt_status,
-    )
+    from belt.display import render  # start-up: not for resolve
 
     settled = local_inbox().settlements(since=_since(since), run_id=run)
     output.listing(
@@ -845,9 +812,9 @@ def log(
             [
                 str(item.get("resolved_at")),
                 str(item.get("id")),
-                interrupt_status(item),
-                gate_event(item),
-                gate_holds(item),
+                render.interrupt_status(item),
+                render.gate_event(item),
+                render.gate_holds(item),
                 str(item.get("run_id")),
                 str(item.get("settled_by")),
             ]
@@ -890,19 +857,6 @@ def _resource(item: InterruptJSON) -> str:
 
 for _function in ("list_", "show", "resolve", "review", "watch", "sweep", "create", "log"):
     lazy_command("interrupt", _function.rstrip("_"), f"belt.cli.interrupt:{_function}")
-
-
-def scripted_hint() -> str:
-    """How to settle the pending gates without a terminal, with the id of the first one."""
-
-    pending = local_inbox().find_interrupts()
-    if not pending:
-        return "no gate is pending now; `belt interrupt list --all` shows the settled ones"
-    first = pending[-1][0]  # the oldest
-    return (
-        f"to resolve from a script or a pipe: `belt interrupt resolve {first['short_id']} allow` "
-        "(or deny, with --data JSON for data); `belt interrupt list` shows every pending gate"
-    )
 
 
 lazy_command("interrupt", "auto", "belt.cli.approvals:auto")
