@@ -287,7 +287,7 @@ def resolve(
         )
     else:
         chosen = decision.value
-        given = {"--run": run, "--chat": chat, "--tool": tool, "--event": event}
+        given: dict[str, object] = {"--run": run, "--chat": chat, "--tool": tool, "--event": event}
         given |= {"--digest": digest or None, "--no-atomic": no_atomic or None}
         for option in (option for option, value in given.items() if value is not None):
             does = "is for" if option in ("--digest", "--no-atomic") else "selects gates for"
