@@ -182,8 +182,7 @@ class PlatformLoop:
             fail_closed=fail_closed,
             **registry,
         )
-        full = [hook.to_wire() for hook in loaded.hooks]
-        private: SimHooks = {"hooks": full}
+        private: SimHooks = {"hooks": [hook.to_wire() for hook in loaded.hooks]}
         if routes:
             private["routes"] = [route.to_wire() for route in routes]
         if loaded.located:
@@ -327,9 +326,9 @@ class PlatformLoop:
     def start(self, execution: Execution) -> End | None:
         """``agent.start`` on the first run of a chat."""
         execution.state["next"] = "turn"
-        if not execution.state["first"]:
-            return None
-        return self.held_or_blocked(execution, "start", self.fire(execution, "agent.start"))
+        if execution.state["first"]:
+            return self.held_or_blocked(execution, "start", self.fire(execution, "agent.start"))
+        return None
 
     def turn(self, execution: Execution) -> End | None:
         """Before a model turn: compaction and ``agent.turn_start``; or the end of the run."""
@@ -347,8 +346,16 @@ class PlatformLoop:
 
     def held_or_blocked(self, execution: Execution, gate: str, result: EventResult) -> End | None:
         """A turn-level event's outcome: the run holds at its gate, fails blocked, or goes on."""
-        if result.outcome == Outcome.SUSPEND:
-            return self.hold_at(execution, gate, result)
+        if result.outcome == Outcome.SUSPEND:  # the run waits in ``input_required``
+            interrupt = result.decisive.interrupt if result.decisive else None
+            execution.state.update(next="gate", gate=gate)
+            return self.sim.hold(
+                execution,
+                ChatStatus.AWAITING_INPUT,
+                interrupt_reason=InterruptReason.HOOK_GATE.value,
+                interrupt_tool_id=None,
+                interrupt_meta=interrupt["meta"] if interrupt else None,
+            )
         if result.outcome == Outcome.BLOCK_TURN:
             return self.fail(execution, f"turn blocked: {result.reason or ''}")
         return None
@@ -364,8 +371,10 @@ class PlatformLoop:
         # was counted with it.
         message = self.sim.recovered(execution, "assistant", model_index=index)
         if message is None:
-            context = self.sim.ledger.context(execution.scope)
-            injections = list(context.injections)
+            injections = list(self.sim.ledger.context(execution.scope).injections)
+            # A review branch's model turn records what it was asked with.
+            review = self.sim.sim.get("review")
+            asked = review.get("request") if isinstance(review, dict) else None
             with self.sim.model_span(spec.tokens):
                 message = self.sim.add_answer(
                     execution,
@@ -375,7 +384,7 @@ class PlatformLoop:
                     message_id=self.sim.unused_reply(execution.state),
                     model_index=index,
                     injections=injections,
-                    **self.asked_with(),
+                    **({"request": asked} if isinstance(asked, dict) else {}),
                 )
             recorder = self.sim.recorder
             turn = int(recorder.chat.get("turn_count", 0)) + 1
@@ -386,13 +395,6 @@ class PlatformLoop:
             return self.complete(execution)
         execution.state.update(next="tools", message_id=message["id"], tool=0)
         return None
-
-    def asked_with(self) -> dict[str, Any]:
-        """What a model turn records it was asked with: a review branch's ``request``."""
-        review = self.sim.sim.get("review")
-        if isinstance(review, dict) and isinstance(review.get("request"), dict):
-            return {"request": review["request"]}
-        return {}
 
     def tools(self, execution: Execution) -> End | None:
         """Each tool call through ``agent.tool_call``: run, skipped on deny, or held (a gate,
@@ -466,9 +468,8 @@ class PlatformLoop:
         gated = {i["resource_id"]: i["reason"] for i in self.interrupts(execution)}
         for invocation in message["tool_invocations"]:
             reason = gated.get(invocation["id"])
-            if invocation["status"] != ToolInvocationStatus.PENDING or reason is None:
-                continue
-            invocation["status"] = waiting_status(reason)
+            if invocation["status"] == ToolInvocationStatus.PENDING and reason is not None:
+                invocation["status"] = waiting_status(reason)
 
     def after_gate(self, execution: Execution) -> End | None:
         """Every gate of the run is settled: act on the resolutions."""
@@ -480,26 +481,18 @@ class PlatformLoop:
             message = self.sim.recorder.message(str(state["message_id"]))
             self.settle_tools(execution, message)
             return self.wait_for_tools(execution, message)
-        resolution, why = self.gate_resolution(execution)
+        interrupts = self.interrupts(execution)
+        if not interrupts:
+            return self.fail(execution, "turn blocked: gate interrupt missing")
+        latest = interrupts[-1]
+        resolution = str(latest.get("resolution") or "deny")
         if resolution != "allow":
+            why = f"{resolution} at gate {latest['id']} ({latest['status']})"
             return self.fail(execution, f"turn blocked: {why}")
         state.update(next="turn" if state["gate"] == "start" else "model", gate=None)
         return None
 
     # -- tools and gates ------------------------------------------------------------------------
-
-    def run_tool(
-        self, execution: Execution, invocation: dict[str, Any], call: ToolCallSpec
-    ) -> None:
-        """Invoke a tool: it completes as scripted; an async one then fires agent.tool_result."""
-        self.sim.finish_tool(execution, invocation, call.status, call.result)
-        if call.async_:
-            self.fire(
-                execution,
-                "agent.tool_result",
-                {"tool": call.name, "status": call.status, "result": call.result},
-                invocation_id=str(invocation["id"]),
-            )
 
     def approve_or_invoke(
         self, execution: Execution, invocation: dict[str, Any], call: ToolCallSpec
@@ -512,21 +505,26 @@ class PlatformLoop:
             self.invoke(execution, invocation, call)
 
     def invoke(self, execution: Execution, invocation: dict[str, Any], call: ToolCallSpec) -> None:
-        """Invoke an allowed tool; a client tool waits for the result the application posts."""
+        """Invoke an allowed tool: it completes as scripted (an async one then fires
+        agent.tool_result); a client tool waits for the result the application posts."""
         if call.client:
             self.wait_at(execution, invocation, call, InterruptReason.CLIENT_TOOL, GATE_TIMEOUT_MAX)
-        else:
-            self.run_tool(execution, invocation, call)
+            return
+        self.sim.finish_tool(execution, invocation, call.status, call.result)
+        if call.async_:
+            self.fire(
+                execution,
+                "agent.tool_result",
+                {"tool": call.name, "status": call.status, "result": call.result},
+                invocation_id=str(invocation["id"]),
+            )
 
     def always_allowed(self, tool: str) -> bool:
         """True when the chat's settings allow ``tool`` without asking (``allow_all_tools``, or
         an always-allow of that tool)."""
-        agent_data = self.sim.recorder.refresh_chat().get("agent_data")
-        if not isinstance(agent_data, dict):
-            return False
-        always = agent_data.get("always_allow")
-        return agent_data.get("allow_all_tools") is True or (
-            isinstance(always, list) and tool in always
+        settings = self.sim.recorder.refresh_chat().get("agent_data") or {}
+        return settings.get("allow_all_tools") is True or tool in (
+            settings.get("always_allow") or []
         )
 
     def wait_at(
@@ -575,40 +573,18 @@ class PlatformLoop:
                 self.sim.finish_tool(
                     execution, invocation, ToolInvocationStatus.COMPLETED, client_result(interrupt)
                 )
-            elif interrupt["reason"] == InterruptReason.TOOL_APPROVAL:
+            else:  # approved: invoked; let through its gate: its approval comes next
+                approved = interrupt["reason"] == InterruptReason.TOOL_APPROVAL
                 with self.sim.tool_span(call.name, invocation):
-                    self.invoke(execution, invocation, call)
-            else:
-                with self.sim.tool_span(call.name, invocation):
-                    self.approve_or_invoke(execution, invocation, call)
+                    (self.invoke if approved else self.approve_or_invoke)(
+                        execution, invocation, call
+                    )
         self.sim.recorder.save_message(message)
 
     def interrupts(self, execution: Execution) -> list[InterruptJSON]:
         """Every interrupt of the run, settled ones included, oldest first."""
         return list_interrupts(
             store=self.sim.store, run_id=str(execution.run_id), include_settled=True
-        )
-
-    def gate_resolution(self, execution: Execution) -> tuple[str, str]:
-        """The resolution of the turn-level gate a run waited at, and why."""
-        interrupts = self.interrupts(execution)
-        latest = interrupts[-1] if interrupts else None
-        if latest is None:
-            return "deny", "gate interrupt missing"
-        how = latest["status"]
-        resolution = str(latest.get("resolution") or "deny")
-        return resolution, f"{resolution} at gate {latest['id']} ({how})"
-
-    def hold_at(self, execution: Execution, gate: str, result: EventResult) -> End:
-        """Stop at a turn-level gate: the run waits in ``input_required``."""
-        interrupt = result.decisive.interrupt if result.decisive else None
-        execution.state.update(next="gate", gate=gate)
-        return self.sim.hold(
-            execution,
-            ChatStatus.AWAITING_INPUT,
-            interrupt_reason=InterruptReason.HOOK_GATE.value,
-            interrupt_tool_id=None,
-            interrupt_meta=interrupt["meta"] if interrupt else None,
         )
 
     # -- the end of a run --------------------------------------------------------------------
