@@ -76,19 +76,6 @@ def frozen_hooks(profile: dict[str, Any] | None) -> dict[str, Any]:
     return LifecycleHooks.model_validate(raw or {}).to_wire()
 
 
-def declared(hooks: dict[str, Any]) -> dict[NexusEvent, NexusHook]:
-    """Frozen wire hooks as models, by event."""
-    return LifecycleHooks.model_validate(hooks or {}).declared()
-
-
-def preview(text: str, limit: int = OUTPUT_PREVIEW_MAX_BYTES) -> str:
-    """The first ``limit`` bytes of ``text``, cut on a character boundary."""
-    data = text.encode("utf-8")
-    if len(data) <= limit:
-        return text
-    return data[:limit].decode("utf-8", "ignore")
-
-
 def trace_task(span: Any, event: str, task: HookTask) -> None:
     """What a hook task's span says (docs/tracing.md): never its input, nor the feedback's text
     (its size), nor more of the error than tracing.REASON_LIMIT."""
@@ -316,16 +303,13 @@ class NexusLoop:
         """Write the execution's input (its turn's text or mail) under its id, unless written."""
         turn = self.scenario.turns[execution.turn_index]
         text, message_id = input_text(turn), execution.state.get("input")
-        if text is None or not isinstance(message_id, str):
-            return
-        if message_id not in self.sim.recorder.by_id:
-            self.sim.add_text(
-                execution,
-                "user",
-                text,
-                message_id=message_id,
-                input="mail" if turn.mail is not None else "user",
-            )
+        if (
+            text is not None
+            and isinstance(message_id, str)
+            and message_id not in self.sim.recorder.by_id
+        ):
+            kind = "mail" if turn.mail is not None else "user"
+            self.sim.add_text(execution, "user", text, message_id=message_id, input=kind)
 
     def resumable(self, run: RunRecord, interrupted: bool) -> NexusExecution:
         """An execution on an attention hold goes on by retrying its failed hook task; one whose
@@ -354,8 +338,7 @@ class NexusLoop:
         approval mode), whose messages are tagged with its turn and kind."""
         kind, conversation_id = str(fields["kind"]), fields.get("conversation_id")
         tags: dict[str, Any] = {"execution": index, "kind": kind}
-        if conversation_id is None:
-            tags["standalone"] = True
+        tags |= {"standalone": True} if conversation_id is None else {}
         return NexusExecution(
             index,
             run,
@@ -366,7 +349,7 @@ class NexusLoop:
             tags=tags,
             turn=self.scenario.turns[index],
             kind=kind,
-            hooks=declared(fields.get("hooks") or {}),
+            hooks=LifecycleHooks.model_validate(fields.get("hooks") or {}).declared(),
             conversation_id=conversation_id,
             approval_mode=fields.get("approval_mode"),
         )
@@ -377,11 +360,11 @@ class NexusLoop:
 
     def ended(self, execution: Execution, end: End) -> None:
         """Record on the execution's entry how it stopped (held: the state it holds in)."""
-        if end == End.HELD and execution.run is not None:
-            sim_id = str(self.sim.sim["id"])
-            set_execution_state(self.sim.store, sim_id, execution.turn_index, execution.run.state)
-            return
-        self.set_entry_state(self.sim.store, str(self.sim.sim["id"]), execution.turn_index, end)
+        run = execution.run
+        held = run.state if end == End.HELD and run is not None else None
+        self.set_entry_state(
+            self.sim.store, str(self.sim.sim["id"]), execution.turn_index, end, held
+        )
 
     def close(self) -> None:
         """Nothing to release: hook tasks go through the store."""
@@ -417,9 +400,11 @@ class NexusLoop:
         cls.set_entry_state(store, str(sim["id"]), int(run["turn_index"]), end)
 
     @classmethod
-    def set_entry_state(cls, store: Store, sim_id: str, turn: int, end: End) -> None:
-        """Write the state an execution stopped in onto its entry."""
-        state = cls.held_state if end == End.HELD else end.value
+    def set_entry_state(
+        cls, store: Store, sim_id: str, turn: int, end: End, held: str | None = None
+    ) -> None:
+        """Write the state an execution stopped in onto its entry (``held``: the run's own)."""
+        state = held or (cls.held_state if end == End.HELD else end.value)
         set_execution_state(store, sim_id, turn, state)
 
     @classmethod
@@ -522,12 +507,10 @@ class NexusLoop:
             return self.sim.complete(execution)
         output = str(state["output"] or "")
         source = f"answer-{state['answers']}"
-        decision = self.hook(
-            execution,
-            NexusEvent.STOP,
-            source,
-            {"output_preview": preview(output), "output_size_bytes": utf8_size(output)},
-        )
+        # The preview is cut on a character boundary.
+        cut = output.encode()[:OUTPUT_PREVIEW_MAX_BYTES].decode("utf-8", "ignore")
+        extra = {"output_preview": cut, "output_size_bytes": utf8_size(output)}
+        decision = self.hook(execution, NexusEvent.STOP, source, extra)
         if isinstance(decision, End):
             return decision
         if decision.get("continue"):
@@ -630,8 +613,7 @@ class NexusLoop:
         with tracing.span(f"belt.hook {event}") as span:
             hook = execution.hooks[event]
             run_id = execution.run_id
-            if run_id is None:
-                raise AssertionError("an execution with hooks always has a run")
+            assert run_id is not None, "an execution with hooks always has a run"
             key = task_key(run_id, event, source)
             task_input = HookTaskInput(
                 event=event,
@@ -657,8 +639,7 @@ class NexusLoop:
                 if task["status"] == TaskStatus.PENDING:
                     self.serve_here(task)
                 task = self.await_task(execution, task)
-            if span is not None:
-                trace_task(span, event, task)
+            trace_task(span, event, task)
             if task["status"] == TaskStatus.AWAITING_APPROVAL:
                 # Nobody approved it yet (and no --wait): the execution holds, as a run at a
                 # gate, until `belt interrupt resolve` settles it and `belt sim resume` goes on.
