@@ -48,11 +48,6 @@ FULL_IDS = (
 _DETAIL_LIMIT = 300
 
 
-def api_key_from_env() -> str | None:
-    """The API key from the environment: ``INFSH_API_KEY``, else ``INFERENCE_API_KEY``."""
-    return next((os.environ[name] for name in KEY_ENV if os.environ.get(name)), None)
-
-
 class Platform:
     """A connection to one platform API; use as a context manager."""
 
@@ -76,7 +71,8 @@ class Platform:
         self._atomic: bool | None = None
         self._answered: int | None = None
         """The status of the last answer (what a route's shape error names)."""
-        self._key = api_key if api_key is not None else api_key_from_env()
+        from_env = (os.environ[name] for name in KEY_ENV if os.environ.get(name))
+        self._key = api_key if api_key is not None else next(from_env, None)
         self._headers = {"Accept": "application/json"}
         """Sent with each of this platform's requests, and with no other (the process's client
         has no credentials of its own)."""
@@ -120,43 +116,37 @@ class Platform:
             ) as response:
                 head = response
                 raw = read(response, MAX_ANSWER_BYTES)
-        except httpx.TimeoutException:
-            if head is None:
-                raise remote_error(
-                    None, f"{url} did not answer within {self.timeout:g}s", hint=REACH_HINT
-                ) from None
-            raise remote_error(
-                head.status_code,
-                f"{url} answered HTTP {head.status_code}, but its body did not all arrive "
-                f"within {self.timeout:g}s",
-            ) from None
-        except TooLarge as exc:
-            status = head.status_code if head is not None else None
-            raise remote_error(status, f"{url} answered HTTP {status}: {exc}") from None
-        except httpx.TransportError as exc:
-            reason = self._redact(str(exc)) or type(exc).__name__
-            if head is None and isinstance(
-                exc, (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
-            ):
-                # Connected and sent: the server failed on the request (exit 1, not 6).
-                closed = not isinstance(exc, httpx.RemoteProtocolError) or "disconnected" in reason
-                what = "closed the connection without answering" if closed else "answered"
-                raise BeltError(
-                    f"{url} {what}: {reason}",
-                    hint="the server took the request and failed on it: its log says why",
-                ) from None
-            if head is None:
-                raise remote_error(None, f"cannot reach {url}: {reason}", hint=REACH_HINT) from None
-            raise remote_error(
-                head.status_code,
-                f"{url} answered HTTP {head.status_code}, then broke off: {reason}",
-            ) from None
+        except (httpx.TransportError, TooLarge) as exc:
+            raise self._broken(url, head, exc) from None
         self._answered = response.status_code
         if response.is_success:
             return self._unwrap(url, response, raw, envelope)
         if response.is_redirect:
             raise self._redirect(url, response)
         raise self._problem(url, response, raw, what)
+
+    def _broken(self, url: str, head: httpx.Response | None, exc: Exception) -> BeltError:
+        """The error of a call that failed before its whole answer was read (``head``: its
+        status line and headers, when they came)."""
+        status = None if head is None else head.status_code
+        if isinstance(exc, TooLarge):
+            return remote_error(status, f"{url} answered HTTP {status}: {exc}")
+        within = f"within {self.timeout:g}s"
+        if isinstance(exc, httpx.TimeoutException):
+            if head is None:
+                return remote_error(None, f"{url} did not answer {within}", hint=REACH_HINT)
+            body = f"{url} answered HTTP {status}, but its body did not all arrive {within}"
+            return remote_error(status, body)
+        reason = self._redact(str(exc)) or type(exc).__name__
+        if head is not None:
+            return remote_error(status, f"{url} answered HTTP {status}, then broke off: {reason}")
+        if isinstance(exc, httpx.ReadError | httpx.WriteError | httpx.RemoteProtocolError):
+            # Connected and sent: the server failed on the request (exit 1, not 6).
+            closed = not isinstance(exc, httpx.RemoteProtocolError) or "disconnected" in reason
+            what = "closed the connection without answering" if closed else "answered"
+            hint = "the server took the request and failed on it: its log says why"
+            return BeltError(f"{url} {what}: {reason}", hint=hint)
+        return remote_error(None, f"cannot reach {url}: {reason}", hint=REACH_HINT)
 
     def shown_url(self, path: str) -> str:
         """The URL of a request to ``path`` as a message shows it (no credentials, no query)."""
@@ -320,17 +310,14 @@ class Platform:
                 polled.add(run_id)
                 for item in items:
                     interrupt_id, status = str(item.get("id")), str(item.get("status"))
-                    before = known.get(interrupt_id)
+                    opened = status == InterruptStatus.PENDING
+                    # Left out: what did not change, history when the watch began, or a status
+                    # belt does not know.
+                    later = status in settled and not first
+                    if known.get(interrupt_id) != status and (opened or later):
+                        kind = ("pending" if first else "opened") if opened else status
+                        events.append({"event": kind, "interrupt": item, "on_expiry": None})
                     known[interrupt_id] = status
-                    if status == before:
-                        continue
-                    if status == InterruptStatus.PENDING:
-                        kind = "pending" if first else "opened"
-                    elif status in settled and not first:
-                        kind = status
-                    else:
-                        continue  # history when the watch began, or a status belt does not know
-                    events.append({"event": kind, "interrupt": item, "on_expiry": None})
             yield from sorted(events, key=happened_at)
             sleep(interval)
 
