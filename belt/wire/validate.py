@@ -139,15 +139,6 @@ def in_process_problem(handler: str, *, allowed: bool) -> str | None:
     return None
 
 
-def policy_problem(handler: str, *, allowed: bool) -> str | None:
-    """Why a ``policy:FILE`` webhook handler cannot be used here, or None when it can."""
-    if not allowed:
-        return _refused_extension(handler, "a policy file as a handler")
-    if not handler[len(POLICY_PREFIX) :].strip():
-        return f"{handler!r}: a policy handler is policy:FILE (e.g. policy:policy.toml)"
-    return None
-
-
 def check_platform_hook(
     raw: Any, path: str, findings: Findings, *, in_process: bool = False
 ) -> None:
@@ -157,53 +148,46 @@ def check_platform_hook(
         findings.error(path, f"expected an object, got {describe(raw)}")
         return
     findings.unknown_keys(raw, HOOK_KEYS, path)
-    event = _checked_event(raw.get("event"), path, findings)
-    kind = raw.get("type")
-    kinds = [t.value for t in HookHandlerType]
-    if kind is None:
-        findings.error(f"{path}.type", f"is required (one of {', '.join(kinds)})")
-        return
-    if kind not in kinds:
-        findings.error(f"{path}.type", not_one_of(kind, "a handler type", kinds))
-        return
-    if kind == HookHandlerType.GATE:
-        _check_gate(raw, event, path, findings)
-    else:
-        _check_handler(raw.get("handler"), kind, event, path, findings, in_process=in_process)
-    _check_terms(raw, kind, path, findings)
-
-
-def _checked_event(event: Any, path: str, findings: Findings) -> str | None:
-    """A hook's ``event``: the event when it is one of the catalogue's, else None (reported)."""
+    event, kind, kinds = raw.get("event"), raw.get("type"), [t.value for t in HookHandlerType]
     if event is None:
         findings.error(f"{path}.event", "is required")
-        return None
-    if not isinstance(event, str) or event not in EVENTS:
+    elif not isinstance(event, str) or event not in EVENTS:
         findings.error(f"{path}.event", not_one_of(event, "a lifecycle event", EVENTS))
-        return None
-    if not EVENTS[event].emitted:
-        findings.warn(
-            f"{path}.event", f"{event} is defined but never emitted; this hook never fires"
-        )
-    return event
-
-
-def _check_gate(
-    raw: Mapping[str, object], event: str | None, path: str, findings: Findings
-) -> None:
-    """A gate has no handler, ignores ``async`` and attaches only where a run can be held."""
-    if "handler" in raw:
-        findings.error(f"{path}.handler", "a gate has no handler; remove it")
-    if raw.get("async") is True:
-        findings.warn(
-            f"{path}.async",
-            "async is not used for gate hooks (a gate always suspends the run); it is ignored",
-        )
-    if event is not None and event not in GATEABLE_EVENTS:
-        findings.error(
-            f"{path}.event",
-            f"a gate cannot attach to {event} (gates attach to {', '.join(GATEABLE_EVENTS)})",
-        )
+        event = None
+    elif not EVENTS[event].emitted:
+        never = "is defined but never emitted; this hook never fires"
+        findings.warn(f"{path}.event", f"{event} {never}")
+    if kind not in kinds:
+        rule = not_one_of(kind, "a handler type", kinds) if kind is not None else None
+        findings.error(f"{path}.type", rule or f"is required (one of {', '.join(kinds)})")
+        return
+    if kind != HookHandlerType.GATE:
+        _check_handler(raw.get("handler"), kind, event, path, findings, in_process=in_process)
+    else:  # a gate has no handler, ignores ``async`` and attaches only where a run can be held
+        if "handler" in raw:
+            findings.error(f"{path}.handler", "a gate has no handler; remove it")
+        if raw.get("async") is True:
+            ignored = "(a gate always suspends the run); it is ignored"
+            findings.warn(f"{path}.async", f"async is not used for gate hooks {ignored}")
+        if event is not None and event not in GATEABLE_EVENTS:
+            gateable = f"(gates attach to {', '.join(GATEABLE_EVENTS)})"
+            findings.error(f"{path}.event", f"a gate cannot attach to {event} {gateable}")
+    if "async" in raw and not isinstance(raw["async"], bool):
+        findings.error(f"{path}.async", f"must be true or false, got {describe(raw['async'])}")
+    if "timeout" in raw:
+        timeout, maximum, tpath = raw["timeout"], timeout_bounds(kind)[1], f"{path}.timeout"
+        if not is_int(timeout):
+            findings.error(tpath, f"must be a whole number of seconds, got {describe(timeout)}")
+        elif timeout < 1:
+            findings.error(tpath, f"{timeout} must be at least 1 second")
+        elif timeout > maximum:
+            findings.error(tpath, f"{timeout} is above the {kind} maximum of {maximum}")
+    if "default_resolution" in raw:
+        rpath, resolution = f"{path}.default_resolution", raw["default_resolution"]
+        if kind != HookHandlerType.GATE:
+            findings.error(rpath, "is only allowed on gate hooks")
+        elif resolution not in ("allow", "deny"):
+            findings.error(rpath, f"{resolution!r} must be 'allow' or 'deny'")
 
 
 def _check_handler(
@@ -226,10 +210,14 @@ def _check_handler(
     elif kind == HookHandlerType.WEBHOOK:
         if handler.startswith(IN_PROCESS_PREFIX):
             reason = in_process_problem(handler, allowed=in_process)
-        elif handler.startswith(POLICY_PREFIX):
-            reason = policy_problem(handler, allowed=in_process)
-        else:
+        elif not handler.startswith(POLICY_PREFIX):
             reason = check_webhook_url(handler)
+        elif not in_process:
+            reason = _refused_extension(handler, "a policy file as a handler")
+        elif not handler[len(POLICY_PREFIX) :].strip():
+            reason = f"{handler!r}: a policy handler is policy:FILE (e.g. policy:policy.toml)"
+        else:
+            reason = None
         if reason:
             findings.error(hpath, reason)
     elif kind == HookHandlerType.TASK:
@@ -246,29 +234,6 @@ def _check_handler(
             )
 
 
-def _check_terms(raw: Mapping[str, object], kind: str, path: str, findings: Findings) -> None:
-    """``async``, ``timeout`` (within the handler type's bounds) and ``default_resolution`` (a
-    gate's only)."""
-    if "async" in raw and not isinstance(raw["async"], bool):
-        findings.error(f"{path}.async", f"must be true or false, got {describe(raw['async'])}")
-    if "timeout" in raw:
-        timeout = raw["timeout"]
-        _, maximum = timeout_bounds(kind)
-        tpath = f"{path}.timeout"
-        if not is_int(timeout):
-            findings.error(tpath, f"must be a whole number of seconds, got {describe(timeout)}")
-        elif timeout < 1:
-            findings.error(tpath, f"{timeout} must be at least 1 second")
-        elif timeout > maximum:
-            findings.error(tpath, f"{timeout} is above the {kind} maximum of {maximum}")
-    if "default_resolution" in raw:
-        rpath = f"{path}.default_resolution"
-        if kind != HookHandlerType.GATE:
-            findings.error(rpath, "is only allowed on gate hooks")
-        elif raw["default_resolution"] not in ("allow", "deny"):
-            findings.error(rpath, f"{raw['default_resolution']!r} must be 'allow' or 'deny'")
-
-
 RESPONSE_KEYS = tuple(LifecycleHookResponse.model_fields)
 INJECTION_KEYS = tuple(ContextInjection.model_fields)
 MAX_UNKNOWN_KEY_WARNINGS = 10
@@ -278,9 +243,8 @@ def check_response(document: Mapping[str, object]) -> tuple[LifecycleHookRespons
     """An inference.sh answer read as the platform reads it, and a warning per key ignored
     (the SDKs type it as a TypedDict, so a handler may add keys); a known key of the wrong
     shape raises ValidationError."""
-    unknown: list[str] = []
     known = {key: value for key, value in document.items() if key in RESPONSE_KEYS}
-    unknown += [str(key) for key in document if key not in RESPONSE_KEYS]
+    unknown = [str(key) for key in document if key not in RESPONSE_KEYS]
     inject = known.get("inject")
     if isinstance(inject, dict):
         known["inject"] = {key: value for key, value in inject.items() if key in INJECTION_KEYS}
@@ -332,11 +296,9 @@ def check_nexus_hooks(
     for event, entry in raw.items():
         path = f"{base}.{event}"
         if event not in events:
-            findings.error(
-                path, f"unknown event (allowed: {', '.join(events)}){did_you_mean(event, events)}"
-            )
-            continue
-        if entry is None:
+            near = did_you_mean(event, events)
+            findings.error(path, f"unknown event (allowed: {', '.join(events)}){near}")
+        if event not in events or entry is None:
             continue
         if not isinstance(entry, dict):
             findings.error(path, f"expected an object, got {describe(entry)}")
@@ -347,25 +309,20 @@ def check_nexus_hooks(
             findings.error(f"{path}.tool", "is required (the executor tool to run)")
         elif not isinstance(tool, str) or not tool.strip():
             findings.error(f"{path}.tool", "must be a nonblank string")
-        timeout = entry.get("timeout_ms")
+        timeout, tpath = entry.get("timeout_ms"), f"{path}.timeout_ms"
         if timeout is None:
-            findings.error(f"{path}.timeout_ms", f"is required (1 through {TIMEOUT_MS_MAX})")
+            findings.error(tpath, f"is required (1 through {TIMEOUT_MS_MAX})")
         elif not is_int(timeout) or not 1 <= timeout <= TIMEOUT_MS_MAX:
-            findings.error(
-                f"{path}.timeout_ms",
-                f"{timeout!r} must be a whole number 1 through {TIMEOUT_MS_MAX}",
-            )
-        cont = entry.get("max_continuations")
-        cpath = f"{path}.max_continuations"
+            findings.error(tpath, f"{timeout!r} must be a whole number 1 through {TIMEOUT_MS_MAX}")
+        cont, cpath = entry.get("max_continuations"), f"{path}.max_continuations"
         if event != NexusEvent.STOP:
             if "max_continuations" in entry:
                 findings.error(cpath, "is only allowed on stop")
         elif cont is None:
             findings.error(cpath, f"is required on stop (0 through {MAX_CONTINUATIONS_MAX})")
         elif not is_int(cont) or not 0 <= cont <= MAX_CONTINUATIONS_MAX:
-            findings.error(
-                cpath, f"{cont!r} must be a whole number 0 through {MAX_CONTINUATIONS_MAX}"
-            )
+            most = MAX_CONTINUATIONS_MAX
+            findings.error(cpath, f"{cont!r} must be a whole number 0 through {most}")
     return findings, LifecycleHooks.model_validate(raw) if findings.ok else None
 
 
@@ -378,14 +335,11 @@ def check_nexus_profile(raw: Any, base: str = "") -> tuple[Findings, LifecycleHo
     prefix = f"{base}." if base else ""
     findings, hooks = check_nexus_hooks(raw.get("lifecycle_hooks"), f"{prefix}lifecycle_hooks")
     if hooks is not None and hooks.declared():
-        mode = raw.get("approval_mode")
+        mode, mpath = raw.get("approval_mode"), f"{prefix}approval_mode"
         if mode is None:
-            findings.error(
-                f"{prefix}approval_mode",
-                "is required when the configuration declares lifecycle hooks",
-            )
+            findings.error(mpath, "is required when the configuration declares lifecycle hooks")
         elif not isinstance(mode, str) or not mode.strip():
-            findings.error(f"{prefix}approval_mode", "must be a nonblank string")
+            findings.error(mpath, "must be a nonblank string")
     return findings, hooks if findings.ok else None
 
 
@@ -399,23 +353,16 @@ def check_decision(
         return findings, None
     for key in raw:
         if key not in DECISION_KEYS:
-            findings.error(
-                f"{base}.{key}",
-                f"additional result fields are refused{did_you_mean(key, DECISION_KEYS)}",
-            )
+            near = did_you_mean(key, DECISION_KEYS)
+            findings.error(f"{base}.{key}", f"additional result fields are refused{near}")
+    cpath, fpath, feedback = f"{base}.continue", f"{base}.feedback", raw.get("feedback")
     if "continue" not in raw:
-        findings.error(f"{base}.continue", "is required (true or false)")
+        findings.error(cpath, "is required (true or false)")
     elif not isinstance(raw["continue"], bool):
-        findings.error(
-            f"{base}.continue", f"must be true or false, got {describe(raw['continue'])}"
-        )
+        findings.error(cpath, f"must be true or false, got {describe(raw['continue'])}")
     elif raw["continue"]:
-        fpath = f"{base}.feedback"
-        feedback = raw.get("feedback")
         if event != NexusEvent.STOP:
-            findings.error(
-                f"{base}.continue", f"only stop may ask to continue; {event} acknowledges"
-            )
+            findings.error(cpath, f"only stop may ask to continue; {event} acknowledges")
         elif feedback is None:
             findings.error(fpath, "is required when continue is true")
         elif not isinstance(feedback, str):
@@ -424,13 +371,11 @@ def check_decision(
             findings.error(fpath, "must be nonblank")
         elif "\x00" in feedback:
             findings.error(fpath, "must not contain NUL")
-        elif len(feedback.encode("utf-8")) > FEEDBACK_MAX_BYTES:
-            size = len(feedback.encode("utf-8"))
-            findings.error(
-                fpath, f"is {size} bytes, above the limit of {FEEDBACK_MAX_BYTES} (16 KiB)"
-            )
+        elif (size := len(feedback.encode("utf-8"))) > FEEDBACK_MAX_BYTES:
+            most = FEEDBACK_MAX_BYTES
+            findings.error(fpath, f"is {size} bytes, above the limit of {most} (16 KiB)")
     elif "feedback" in raw:
-        findings.error(f"{base}.feedback", "is only allowed with continue: true")
+        findings.error(fpath, "is only allowed with continue: true")
     return findings, HookDecisionResult.model_validate(raw) if findings.ok else None
 
 
@@ -438,10 +383,7 @@ def format_loc(loc: tuple[int | str, ...], base: str = "") -> str:
     """Render a pydantic error location as a path such as ``turns[0].model[1].say``."""
     path = base
     for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path += f".{part}" if path else str(part)
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
     return path or "(document)"
 
 
