@@ -217,25 +217,21 @@ def settled_by(record: Interrupt) -> str | None:
     """How a stored interrupt was settled (``trail``), in one line; None while it is pending."""
     if (by := trail(record)) is None:
         return None
-    how = by.get("how")
-    door = DOORS.get(str(by.get("door")), str(by.get("door")))
+    how, door = by.get("how"), DOORS.get(str(by.get("door")), str(by.get("door")))
     if by.get("door") == "api":
         door += " (with a token)" if by.get("token") else " (without a token)"
-    if how == "person":
-        return f"{by.get('user')} via {door}"
-    if how == "rule":
-        via = f" via {door}" if "door" in by else ""
-        return f"rule {by.get('rule')} of {by.get('file')} ({_short(by.get('digest'))}){via}"
-    if how == "expiry":
-        return f"expiry (default {by.get('default')})"
-    if how == "batch":
-        return f"batch {by.get('batch')} by {by.get('user')} via {door}"
-    if how == "stopped":
-        return "its run being stopped"
-    if how == "scenario":
-        return f"the scenario of simulation {by.get('sim')}"
-    if how == "route":
-        return f"the agent API ({by.get('route')})"
+    via = f" via {door}" if "door" in by else ""
+    lines = {
+        "person": f"{by.get('user')} via {door}",
+        "rule": f"rule {by.get('rule')} of {by.get('file')} ({_short(by.get('digest'))}){via}",
+        "expiry": f"expiry (default {by.get('default')})",
+        "batch": f"batch {by.get('batch')} by {by.get('user')} via {door}",
+        "stopped": "its run being stopped",
+        "scenario": f"the scenario of simulation {by.get('sim')}",
+        "route": f"the agent API ({by.get('route')})",
+    }
+    if how in lines:
+        return lines[how]
     recorded = by.get("recorded_as") or (how if how != "unknown" else None)
     return f"unknown (recorded as: {recorded})" if recorded else "unknown"
 
@@ -509,16 +505,20 @@ def resolve_interrupt(
 ) -> InterruptJSON:
     """Resolve a pending interrupt with allow or deny, ``by`` kept as ``resolved_by``; NotFound
     (3), or Conflict (4) if settled."""
+    settled = _resolved(decision, data, by)
+    return _settle_pending(open_store(store), interrupt_id, now, settled)
+
+
+def _resolved(decision: str, data: Any, by: Settlement | None) -> dict[str, object]:
+    """The fields of a gate resolved with ``decision`` (checked), ``data`` and ``by``."""
     if decision not in RESOLUTIONS:
         raise InvalidInput(f"decision {decision!r} must be allow or deny")
-    settled: dict[str, object] = {
+    settled = {
         "status": InterruptStatus.RESOLVED.value,
         "resolution": decision,
         "resolved_data": data,
     }
-    if by is not None:
-        settled["resolved_by"] = dict(by)
-    return _settle_pending(open_store(store), interrupt_id, now, settled)
+    return settled if by is None else {**settled, "resolved_by": dict(by)}
 
 
 def cancel_interrupt(
@@ -618,8 +618,7 @@ def resolve_batch(
     already is a repeat, which changes nothing.
     """
     store = open_store(store)
-    if decision not in RESOLUTIONS:
-        raise InvalidInput(f"decision {decision!r} must be allow or deny")
+    settled = _resolved(decision, data, None)
     if not (ids := sorted({check_id(i, what="interrupt id") for i in interrupt_ids})):
         raise InvalidInput("a batch needs at least one interrupt id")
     batch = batch_id(digest)
@@ -649,12 +648,7 @@ def resolve_batch(
         for record in records:
             if record.get("status") != InterruptStatus.PENDING and record not in ours:
                 raise Conflict(f"{_not_pending(record).message}; none of the {len(ids)} settled")
-        settled = {
-            "status": InterruptStatus.RESOLVED.value,
-            "resolution": decision,
-            "resolved_data": data,
-            "resolved_by": dict(settlement),
-        }
+        settled["resolved_by"] = dict(settlement)
         pending = [r["id"] for r in records if r not in ours]  # none: a repeat
         done = {i: _settle_pending(store, i, now, settled) for i in pending}
         resolved = [done.get(r["id"]) or to_dto(r) for r in records]
@@ -709,14 +703,13 @@ def sweep(
     damaged: list[str] = []
 
     def expire(record: Interrupt) -> Interrupt:
-        if record.get("status") != InterruptStatus.PENDING:
-            raise _Skip
-        expires_at = record.get("expires_at")
-        if run_id is not None and record.get("run_id") != run_id:
-            raise _Skip
-        if on_wall_time and record.get("virtual_clock"):
-            raise _Skip
-        if not expires_at or parse_timestamp(expires_at) > moment:
+        if (
+            record.get("status") != InterruptStatus.PENDING
+            or (run_id is not None and record.get("run_id") != run_id)
+            or (on_wall_time and record.get("virtual_clock"))
+            or not (expires_at := record.get("expires_at"))
+            or parse_timestamp(expires_at) > moment
+        ):
             raise _Skip
         at = stamp if record.get("virtual_clock") else wall_stamp
         default = on_expiry(record)
