@@ -58,12 +58,9 @@ def _link_refused() -> UnsafeFile:
     return UnsafeFile("it is a symbolic link (belt does not follow links in its store)")
 
 
-def check_opened(fd: int) -> os.stat_result:
-    """The status of an opened store file; UnsafeFile unless it is a regular file."""
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        raise UnsafeFile(f"it is {kind_of(info.st_mode)}, not a regular file")
-    return info
+def _check_regular(mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise UnsafeFile(f"it is {kind_of(mode)}, not a regular file")
 
 
 def open_regular(path: Path, *, flags: int = os.O_RDONLY) -> int:
@@ -80,7 +77,7 @@ def open_regular(path: Path, *, flags: int = os.O_RDONLY) -> int:
             raise UnsafeFile("it is a FIFO or a socket, not a regular file") from None
         raise
     try:
-        check_opened(fd)
+        _check_regular(os.fstat(fd).st_mode)
     except BaseException:
         os.close(fd)
         raise
@@ -96,8 +93,7 @@ def check_regular_or_missing(path: Path) -> None:
         return
     if stat.S_ISLNK(info.st_mode):
         raise _link_refused()
-    if not stat.S_ISREG(info.st_mode):
-        raise UnsafeFile(f"it is {kind_of(info.st_mode)}, not a regular file")
+    _check_regular(info.st_mode)
 
 
 class HardLinksUnsupported(OSError):
@@ -147,11 +143,8 @@ def _temp_file(path: Path) -> tuple[int, str]:
 
 
 def _new_temp_file(path: Path) -> tuple[int, str]:
-    """A new file beside ``path``, created by this call alone (``O_EXCL``: a name that exists,
-    a link included, is passed over), mode 0600 as ``tempfile.mkstemp`` makes it. Its name is
-    this process's, thread's and write's number: unique while the process lives, and a name a
-    dead process left is skipped like any other that exists. That is ``mkstemp`` without drawing
-    random names, which was most of what making the file cost."""
+    """A new 0600 file beside ``path`` (``O_EXCL``), named by this process's, thread's and
+    write's number: ``mkstemp`` without drawing random names, most of what it cost."""
     prefix = f"{path.parent}{os.sep}.{path.name}.{os.getpid()}-{threading.get_ident()}-"
     for _ in range(TEMP_TRIES):
         name = f"{prefix}{next(_temp_numbers)}{TEMP_SUFFIX}"
@@ -198,54 +191,46 @@ def atomic_write(
 ) -> int | None:
     """Write ``data`` to a temporary file, fsync it, and move it to ``path`` in one step.
 
-    With ``exclusive`` the move is a hard link that fails with ``FileExistsError`` when ``path``
-    already exists, so two creators of one name cannot both succeed. A full disk (or quota, size
-    limit, read-only file system) is a BeltError naming ``path``, and ``path`` is unchanged.
-    With ``keep_open`` the descriptor the data was written through is returned, open on the file
-    now at ``path`` (the caller closes it); otherwise None.
+    With ``exclusive`` the move is a hard link (FileExistsError when ``path`` exists), so two
+    creators of one name cannot both succeed. A full disk is a BeltError naming ``path``, which is
+    unchanged. With ``keep_open`` the descriptor written through is returned, open on the new file.
     """
     with _writing(path):
-        return _atomic_write(path, data, fsync=fsync, exclusive=exclusive, keep_open=keep_open)
-
-
-def _atomic_write(
-    path: Path, data: bytes, *, fsync: bool, exclusive: bool, keep_open: bool
-) -> int | None:
-    fd, tmp = _temp_file(path)
-    kept: int | None = None
-    try:
+        fd, tmp = _temp_file(path)
+        kept: int | None = None
         try:
-            _write_all(fd, data)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            if keep_open:
-                kept = fd
-            else:
-                os.close(fd)
-        if exclusive:
             try:
-                os.link(tmp, path)
-            except OSError as exc:
-                if exc.errno in _NO_HARD_LINKS:
-                    raise HardLinksUnsupported(exc.errno, exc.strerror, str(path)) from exc
-                raise
-            os.unlink(tmp)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        if kept is not None:
-            os.close(kept)
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    if fsync:
-        try:
-            fsync_dir(path.parent)
+                _write_all(fd, data)
+                if fsync:
+                    os.fsync(fd)
+            finally:
+                if keep_open:
+                    kept = fd
+                else:
+                    os.close(fd)
+            if exclusive:
+                try:
+                    os.link(tmp, path)
+                except OSError as exc:
+                    if exc.errno in _NO_HARD_LINKS:
+                        raise HardLinksUnsupported(exc.errno, exc.strerror, str(path)) from exc
+                    raise
+                os.unlink(tmp)
+            else:
+                os.replace(tmp, path)
         except BaseException:
             if kept is not None:
                 os.close(kept)
+            Path(tmp).unlink(missing_ok=True)
             raise
-    return kept
+        if fsync:
+            try:
+                fsync_dir(path.parent)
+            except BaseException:
+                if kept is not None:
+                    os.close(kept)
+                raise
+        return kept
 
 
 def read_bytes(path: Path, *, limit: int | None = None) -> bytes:

@@ -146,15 +146,11 @@ class MemoryStore(Store):
         key = str(path)
         return key in self._files or key in self._lines
 
-    def _lexists(self, path: Path) -> bool:
-        return self._is_file(path)
+    _lexists = _is_file
 
     def _size(self, path: Path) -> int:
         key = str(path)
-        found = self._lines.get(key)
-        if found is not None:
-            return len(found)
-        return len(self._files.get(key, b""))
+        return len(self._lines.get(key) or self._files.get(key, b""))
 
     def _hold(self, lock_path: Path) -> AbstractContextManager[object]:
         key = str(lock_path)
@@ -181,8 +177,7 @@ class MemoryStore(Store):
                 raise line_too_long(HEADER_MAX)
             return bytes(found[: end + 1] if end >= 0 else found)
 
-    def _open_appending(self, path: Path, stamp: object) -> int | None:
-        return self._pin(path, stamp)
+    _open_appending = _pin
 
     def _append_kept(self, handle: int, path: Path, line: bytes, *, sync: bool) -> object:
         with self._mutex:

@@ -96,16 +96,12 @@ def shape(kind: str) -> Shape | None:
     return None if record is None else derive(record)
 
 
+NAMES = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
+NAMES |= {dict: "an object", list: "an array"}
+
+
 def _named(kinds: Kinds) -> str:
-    names = {
-        str: "a string",
-        int: "a whole number",
-        float: "a number",
-        bool: "true or false",
-        dict: "an object",
-        list: "an array",
-    }
-    return " or ".join(names.get(k, "null") for k in kinds)
+    return " or ".join(NAMES.get(k, "null") for k in kinds)
 
 
 def shape_problem(kind: str, data: Mapping[str, object]) -> str | None:

@@ -62,11 +62,8 @@ R = TypeVar("R", bound=Mapping[str, object])
 Migration = Callable[[Record], Record]
 
 MIGRATIONS: dict[tuple[str, int], Migration] = {}
-"""Steps keyed by (kind, version): each turns data of that version into the next version's.
-
-The kind is an object kind (``"interrupt"``), ``"index:<name>"`` or ``"log:<name>"`` (applied to
-each record). Version 1 is the first, so there are no steps yet.
-"""
+"""Steps keyed by (kind, version), each turning data of that version into the next's; the kind
+is an object kind, ``"index:<name>"`` or ``"log:<name>"`` (per record). None yet."""
 
 PATHS_KEPT = 4096
 """The most paths a store keeps made, for the records it reads and writes again and again."""
@@ -102,10 +99,8 @@ class LogReader:
         self.handle = handle
 
     def pieces(self, offset: int, size: int = 1024 * 1024) -> Iterator[bytes]:
-        """The line that starts at byte ``offset``, without its newline, in pieces of at most
-        ``size`` bytes; nothing when no line starts there (a torn last line, still being
-        written, is given as far as it goes). A line longer than LINE_MAX is damage
-        (InvalidInput)."""
+        """The line at byte ``offset``, without its newline, in pieces of at most ``size`` bytes
+        (nothing when no line starts there; a torn last line as far as it goes)."""
         handle = self.handle
         with _Reading(self.path):
             if offset <= 0:
@@ -196,10 +191,8 @@ def _parse_json(path: Path, raw: bytes, where: str = "it ") -> Any:
         raise damaged(path, f"{where}cannot be read as JSON ({exc})") from None
 
 
-# Every record is written as compact UTF-8 JSON by pydantic-core's ``to_json``: the bytes the
-# standard library's compact encoder writes (but for a float's exponent, 1e-7 for 1e-07), several
-# times faster (``belt serve`` appends a journal line per hook request). What it cannot write (no
-# JSON value, a lone surrogate, a cycle) raises a ValueError.
+# Records are written by pydantic-core's ``to_json``: the standard library's compact JSON (but
+# 1e-7 for 1e-07), several times faster; what it cannot write raises a ValueError.
 
 
 def _lines(records: Sequence[Mapping[str, object]]) -> bytes:
@@ -270,11 +263,8 @@ class Store:
         weakref.finalize(self, _close_all, self._appended)
 
     def without_fsync(self) -> Store:
-        """The same store, writing without fsync: for high-rate writers such as a simulation.
-
-        Writes stay atomic (temporary file, rename) and reach the operating system before they
-        return, so a killed process loses nothing; only an OS crash can lose the latest ones.
-        """
+        """The same store, writing without fsync (still atomic): only an OS crash can lose the
+        latest writes. For high-rate writers such as a simulation."""
         return Store(
             self.root,
             fsync=False,
@@ -287,8 +277,7 @@ class Store:
 
     def _file(self, area: str, name: str, id: str, suffix: str, what: str) -> Path:
         """The file ``area/name/id+suffix`` below the root, ``name`` (a ``what``) and ``id``
-        checked. Kept made (paths are made for every read and write, mostly of the same few
-        records), so the names of a file made before are not checked again."""
+        checked once: paths made are kept."""
         key = (area, name, id)
         try:
             found = self._files_made.get(key)
@@ -338,19 +327,13 @@ class Store:
         return self._decode_object(path, kind, id, raw)
 
     def read_fresh(self, kind: str, id: str) -> Record:
-        """One object's data, as ``read`` gives it; its file is read again only when it was
-        replaced since this store last read it here or wrote it (a stat of the file, not a
-        read), for a record polled on every step that rarely changes: a run's cancel state, a
-        chat's settings. Every object is written by replacing its file, so a file whose inode,
-        size and times are those it had is the same file."""
+        """``read``, but the file is read again only when a stat shows it replaced since this
+        store read or wrote it: for a record polled often that rarely changes."""
         return self._read_fresh(self.path(kind, id), kind, id)[0]
 
     def read_if_replaced(self, kind: str, id: str, seen: object) -> tuple[Record | None, object]:
-        """``read_fresh``, unless the object's file is still the one ``seen`` stands for (what
-        an earlier call returned with its data): then None, after a stat and nothing decoded.
-        Returns the data (or None) and what stands for the file it came from (None: no file
-        is kept, the next call reads it). For a record polled far more often than it changes
-        (a run's cancel state, a chat's settings), whose poller acts only on a change."""
+        """``read_fresh``, or None (after a stat, nothing decoded) while the file is still the one
+        ``seen`` (an earlier call's second value) stands for; with what stands for it now."""
         path = self.path(kind, id)
         if seen is not None:
             kept = self._fresh.get(path)
@@ -359,10 +342,8 @@ class Store:
         return self._read_fresh(path, kind, id)
 
     def seen(self, kind: str, id: str) -> object:
-        """What stands for the object's file as this store last read it with ``read_fresh`` or
-        wrote it since (None: nothing is kept): a writer that knows what it wrote passes it to
-        ``read_if_replaced`` next, which then decodes nothing until another writer replaces
-        the file."""
+        """What stands for the object's file as this store last read (``read_fresh``) or wrote
+        it, for ``read_if_replaced`` (None: nothing is kept)."""
         kept = self._fresh.get(self.path(kind, id))
         return None if kept is None else kept[1]
 
@@ -437,10 +418,8 @@ class Store:
             self._replace(path, blob)
 
     def update(self, kind: str, id: str, fn: Callable[[R], R]) -> R:
-        """Under the object's lock: read, apply ``fn`` to a copy, write and return the result.
-
-        If ``fn`` raises, nothing is written and the exception propagates.
-        """
+        """Under the object's lock: read, apply ``fn`` (if it raises, nothing is written), write
+        and return the result."""
         if not self._lexists(self.path(kind, id)):
             raise NotFound(f"no {kind} {id}")  # without leaving a lock file for a missing id
         with self.lock(kind, id):
@@ -455,9 +434,8 @@ class Store:
             return new
 
     def _replace(self, path: Path, blob: bytes) -> None:
-        """Replace ``path`` with ``blob`` under its lock, and keep it for ``read_fresh`` if it
-        keeps that path (no other writer can have come in between): pinned by the descriptor
-        the blob was written through (no open of the new file, no second look at its stamp)."""
+        """Replace ``path`` with ``blob`` (its lock held), kept for ``read_fresh`` if it keeps that
+        path, pinned by the descriptor it was written through."""
         if path not in self._fresh:
             self._put_file(path, blob)
             return
@@ -470,12 +448,7 @@ class Store:
 
     def merge(self, kind: str, id: str, changes: Mapping[str, object]) -> Record:
         """Under the object's lock: set the fields in ``changes``, keep the rest; return it."""
-
-        def apply(current: Record) -> Record:
-            current.update(changes)
-            return current
-
-        return self.update(kind, id, apply)
+        return self.update(kind, id, lambda current: {**current, **changes})
 
     def list_ids(self, kind: str) -> list[str]:
         """Every id of a kind, sorted (reads the directory, not the files)."""
@@ -487,17 +460,11 @@ class Store:
     # Indexes: ordered sets of member ids per owner
 
     def link(self, index: str, owner: str, member: str) -> None:
-        """Add ``member`` to ``owner``'s members in ``index`` (idempotent).
-
-        One appended line, whatever the index holds: a member added twice is read back once,
-        in the place it was first added.
-        """
+        """Add ``member`` to ``owner``'s members in ``index`` (idempotent: one line appended)."""
         self.link_all(index, owner, [member])
 
     def link_all(self, index: str, owner: str, members: Sequence[str]) -> None:
-        """Add ``members`` to ``owner``'s members in ``index``, in order, as ``link`` adds each:
-        their lines in one write under one hold of the index's lock (a killed writer leaves a
-        torn last line, which the next append cuts off, so a first part of them is listed)."""
+        """``link`` of each of ``members`` in order, in one write under one hold of the lock."""
         for member in members:
             check_id(member)
         if not members:
@@ -516,8 +483,7 @@ class Store:
             self._append_record(path, "index", {"remove": member})
 
     def index_size(self, index: str, owner: str) -> int:
-        """The size in bytes of ``owner``'s index: it grows with every link, so a reader can
-        tell cheaply whether another process linked something since it last looked."""
+        """The size in bytes of ``owner``'s index, which grows with every link."""
         return self._size(self.index_path(index, owner))
 
     def members(self, index: str, owner: str) -> list[str]:
@@ -540,12 +506,8 @@ class Store:
     def append(
         self, log: str, id: str, record: Mapping[str, object], *, sync: bool | None = None
     ) -> None:
-        """Append one record to a log: one write of one line, fsynced before returning.
-
-        ``sync=False`` skips the fsync for high-rate logs (the serve journal, a simulation's
-        event log): the line still reaches the file before this returns, so it survives the
-        process being killed; only an operating-system crash can lose the last lines.
-        """
+        """Append one record to a log, fsynced unless ``sync=False`` (then only an OS crash can
+        lose it)."""
         self.append_group(log, id, [record], sync=sync)
 
     def append_group(
@@ -556,13 +518,8 @@ class Store:
         *,
         sync: bool | None = None,
     ) -> None:
-        """Append records to a log in order, in one write of their lines under one lock (a group
-        commit): each as durable as ``append`` makes one, for about the cost of one.
-
-        A log that does not exist yet is created holding its header and these lines without
-        taking its lock: created as an object is (a hard link, which fails if the name exists),
-        so it never replaces a log another writer made, and one that exists is appended to
-        under the lock as ever."""
+        """``append`` of each of ``records`` in order, in one write under one lock; a new log is
+        created without the lock, by a hard link that never replaces another writer's."""
         for record in records:
             if not isinstance(record, dict):
                 raise TypeError("a log record must be a dict")
@@ -579,22 +536,15 @@ class Store:
         return [record for _, record in self._read_records(self._log_path(log, id), "log", log)]
 
     def log_size(self, log: str, id: str) -> int:
-        """The size in bytes of a log (0 if it does not exist): it grows with every append, so a
-        reader can tell with one ``stat`` whether anything was appended since it last looked."""
+        """The size in bytes of a log (0 if it does not exist), which grows with every append."""
         return self._size(self._log_path(log, id))
 
     def log_lines(
         self, log: str, id: str, offset: int = 0, *, max_bytes: int | None = None
     ) -> LogLines:
-        """The complete lines of a log from byte ``offset`` on, each with the offset it starts at.
-
-        ``offset`` 0 starts after the header (which is always read and checked); any other
-        offset must be one this method returned, the start of a line. A torn last line is left
-        for the next read. With ``max_bytes`` the lines stop once that many bytes were read
-        (``end`` says where to go on), so a reader can take a long log a part at a time. When
-        the log is now shorter than ``offset`` (it was removed or replaced), it is read again
-        from the start and ``restarted`` says so.
-        """
+        """The complete lines of a log from byte ``offset`` (0, or one this returned) on, with
+        their offsets, stopping once ``max_bytes`` were read; a log now shorter than ``offset``
+        is read from its start (``restarted``)."""
         path = self._log_path(log, id)
         opened = self._opened(path)
         if opened is None:
@@ -637,10 +587,7 @@ class Store:
         return self._migrate(self._log_path(log, id), f"log:{log}", version, record)
 
     def read_log_line(self, log: str, id: str, offset: int) -> Record:
-        """The record of the log line starting at byte ``offset`` (one that ``log_lines`` gave).
-
-        NotFound when the log has no complete line there.
-        """
+        """The record of the log line at byte ``offset`` (``log_lines``'); NotFound if none."""
         missing = NotFound(f"no record of {log} {id} starts at byte {offset}")
         if offset <= 0:
             raise missing
@@ -770,9 +717,8 @@ class Store:
     def _create_lines(
         self, path: Path, family: str, records: Sequence[Mapping[str, object]], *, sync: bool | None
     ) -> bool:
-        """Create the line file ``path`` holding its header and ``records``, unless a file is at
-        its name (then False): exclusively, so no other writer's file is replaced; the
-        descriptor it was written through is kept for the next append."""
+        """Create the line file ``path`` with its header and ``records`` exclusively (False when
+        a file is at its name), keeping its descriptor for the next append."""
         if self._lexists(path):
             return False
         blob = _header_line(family, self.schema) + _lines(records)
@@ -904,9 +850,8 @@ class Store:
         return file_lock(lock_path)
 
     def _pin(self, path: Path, stamp: object) -> int | None:
-        """A descriptor held open on the file at ``path``, which has ``stamp``, so that no later
-        file can be given its inode (and so its stamp) while it is kept; None when the file has
-        another stamp now."""
+        """A descriptor held open on the file at ``path`` if it has ``stamp`` (so no later file
+        gets its inode while kept), else None."""
         return _open_stamped(path, stamp, os.O_RDONLY)
 
     def _unpin(self, pin: int) -> None:
