@@ -374,7 +374,11 @@ class Supervisor:
         the worker is ended and the reply says so. A new worker takes the place of one that
         ended. Where no process can be forked, ``func`` runs in a thread of this one."""
         if not can_fork():
-            return _in_thread(func, args, seconds)
+            outcome = loader.in_thread(functools.partial(func, *args), seconds, name="belt-call")
+            if outcome is None:
+                return Reply(problem=f"it did not finish within {seconds:g} s", timed_out=True)
+            ok, value = outcome
+            return Reply(value) if ok else Reply(problem=f"raised {type(value).__name__}: {value}")
         worker = next(iter(self.workers.values()), None) or self._spawn(0)
         started = time.monotonic()
         with contextlib.suppress(OSError):  # it ended: its end of the pipe says so
@@ -405,15 +409,6 @@ class Supervisor:
         """What importing the preloaded modules did that was not a success, as errors (exit
         codes kept: a module not found is 3, one that fails or never finishes 5)."""
         return [_ERRORS.get(code, BeltError)(message) for code, message in self.problems.values()]
-
-
-def _in_thread(func: Callable[..., Any], args: tuple[Any, ...], seconds: float) -> Reply:
-    """``Supervisor.call`` where no process can be forked: in a thread of this one."""
-    outcome = loader.in_thread(functools.partial(func, *args), seconds, name="belt-call")
-    if outcome is None:
-        return Reply(problem=f"it did not finish within {seconds:g} s", timed_out=True)
-    ok, value = outcome
-    return Reply(value) if ok else Reply(problem=f"raised {type(value).__name__}: {value}")
 
 
 # -- the template -----------------------------------------------------------------------------
