@@ -14,7 +14,7 @@ import json
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -102,9 +102,9 @@ from belt.wire.validate import IN_PROCESS_PREFIX, model_problems
 
 if TYPE_CHECKING:
     from belt.emulator.agents import AgentFiles
-    from belt.emulator.conversation import Emulator
-    from belt.server.agent_routes import AgentsApi
     from belt.store import Store
+
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 ANSWERS_MAX_BYTES = 16 * 1024 * 1024
 """The most bytes of first answers kept for redeliveries; past it the oldest are let go (their ids
@@ -159,22 +159,20 @@ class Answer:
         return json.loads(self.body), response
 
 
+@dataclass(slots=True, eq=False)
 class Delivery:
     """A verified ``webhook-id`` (``msg_id``, as the guard remembers it: a long one by its
     digest): its body's digest and, once given, its first answer."""
 
-    __slots__ = ("answer", "answered", "digest", "expires", "msg_id", "pending", "signed")
-
-    def __init__(self, msg_id: str, digest: bytes, expires: float, signed: int = 0) -> None:
-        self.msg_id = msg_id
-        self.digest = digest
-        self.expires = expires
-        self.signed = signed
-        """Its ``webhook-timestamp``."""
-        self.pending = True
-        self.answer: Answer | None = None
-        self.answered: asyncio.Event | None = None
-        """Made when a redelivery comes while the first is being answered."""
+    msg_id: str
+    digest: bytes
+    expires: float
+    signed: int = 0
+    """Its ``webhook-timestamp``."""
+    pending: bool = True
+    answer: Answer | None = None
+    answered: asyncio.Event | None = None
+    """Made when a redelivery comes while the first is being answered."""
 
 
 class ReplayGuard:
@@ -477,59 +475,6 @@ class HookService:
         return made
 
 
-@dataclass
-class ServerLife:
-    """The app's lifespan: what runs for the server's life beside its routes (the virtual
-    clock, a decider's connections, the sweep, ``--resume`` and the agent routes' loops), and
-    the emulator closed at the end."""
-
-    store: Store
-    api: PlatformApi
-    emulator: Emulator
-    agents_api: AgentsApi
-    decide: Decider | None
-    report: Reporter | None
-    sweep_interval: float
-    resume: bool
-    virtual: VirtualClock | None
-    approvals: Rules | None
-    on_loop_error: Callable[[str], None] | None
-
-    @contextlib.asynccontextmanager
-    async def __call__(self, app: Starlette) -> AsyncIterator[None]:
-        if self.on_loop_error is not None:
-            asyncio.get_running_loop().set_exception_handler(AcceptErrors(self.on_loop_error))
-        opened = contextlib.AsyncExitStack()
-        if self.virtual is not None:
-            opened.enter_context(installed(self.virtual))
-        if isinstance(self.decide, contextlib.AbstractAsyncContextManager):
-            # A decider that holds connections (--forward-to) opens them for the server's life.
-            await opened.enter_async_context(self.decide)
-        tasks = [asyncio.create_task(loop) for loop in self.loops()]
-        try:
-            yield
-        finally:
-            for task in tasks:  # each cancelled, and waited for
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            await run_in_threadpool(self.emulator.close)
-            await opened.aclose()
-
-    def loops(self) -> list[Coroutine[Any, Any, None]]:
-        """The background loops: the sweep (unless its interval is 0), ``--resume``'s, and the
-        agent routes'."""
-        loops = []
-        if self.sweep_interval > 0:
-            loops.append(self.api.sweep_forever(self.sweep_interval))
-        if self.resume:
-            loops.append(resume_forever(self.store, self.report, RESUME_INTERVAL))
-        if self.approvals is not None:
-            loops.append(settle_forever(self.store, self.approvals, self.report))
-        loops.append(self.agents_api.continue_forever())
-        return loops
-
-
 def create_app(
     *,
     decide: Decider | None = None,
@@ -567,33 +512,49 @@ def create_app(
     """
     names = [allowed_host_name(name) for name in allow_hosts]
     the_store = store if store is not None else open_store()
-    emulator, agent_files = load_emulator(the_store, model=model, agents=agents, report=report)
+    agent_files = load_agent_files(agents) if agents is not None else None
+    script = load_model_script(model) if model is not None else None
+    emulator = Emulator(the_store, model=script, agents=agent_files, report=report)
     # The journal is a log of what was asked and answered, not state anything depends on: its
     # records are written before each response but not fsynced (see docs/serve.md).
     hooks = HookService(
         decide=decide or allow_all(), journal=the_store, secret=secret, report=report
     )
     api = PlatformApi(the_store, report, token=bool(token))
-    health = Health(the_store, handler_pool)
     virtual = VirtualClock(clock) if clock is not None else None
     agents_api, emulated = agent_routes(emulator)
 
-    lifespan = ServerLife(
-        store=the_store,
-        api=api,
-        emulator=emulator,
-        agents_api=agents_api,
-        decide=decide,
-        report=report,
-        sweep_interval=sweep_interval,
-        resume=resume,
-        virtual=virtual,
-        approvals=approvals,
-        on_loop_error=on_loop_error,
-    )
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        """The virtual clock, a decider's connections and the background loops for the
+        server's life; the emulator closed at its end."""
+        if on_loop_error is not None:
+            asyncio.get_running_loop().set_exception_handler(AcceptErrors(on_loop_error))
+        opened = contextlib.AsyncExitStack()
+        if virtual is not None:
+            opened.enter_context(installed(virtual))
+        if isinstance(decide, contextlib.AbstractAsyncContextManager):
+            # A decider that holds connections (--forward-to) opens them for the server's life.
+            await opened.enter_async_context(decide)
+        loops = [api.sweep_forever(sweep_interval)] if sweep_interval > 0 else []
+        if resume:
+            loops.append(resume_forever(the_store, report, RESUME_INTERVAL))
+        if approvals is not None:
+            loops.append(settle_forever(the_store, approvals, report))
+        loops.append(agents_api.continue_forever())
+        tasks = [asyncio.create_task(loop) for loop in loops]
+        try:
+            yield
+        finally:
+            for task in tasks:  # each cancelled, and waited for
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await run_in_threadpool(emulator.close)
+            await opened.aclose()
 
     routes = [
-        *platform_routes(hooks, api, health),
+        *platform_routes(hooks, api, health_check(the_store, handler_pool)),
         *clock_routes(virtual, api.sweep_once),
         *profile_routes(the_store, report),
         *chat_routes(the_store),
@@ -652,10 +613,10 @@ class ServeApp(Starlette):
         await super().__call__(scope, receive, send)
 
 
-def platform_routes(hooks: HookService, api: PlatformApi, health: Health) -> list[Route]:
+def platform_routes(hooks: HookService, api: PlatformApi, health: Endpoint) -> list[Route]:
     """The platform's routes: the hooks, its interrupt and chat API, and ``/healthz``."""
     return [
-        Route("/healthz", health.check, methods=["GET"]),
+        Route("/healthz", health, methods=["GET"]),
         Route("/hooks", hooks, methods=["POST"]),
         Route("/hooks/{name:path}", hooks, methods=["POST"]),
         Route("/agent-runs/{run_id}/interrupts", answering(api.list_interrupts), methods=["GET"]),
@@ -666,21 +627,6 @@ def platform_routes(hooks: HookService, api: PlatformApi, health: Health) -> lis
         Route("/agents/hook-events", api.hook_events, methods=["GET"]),
         Route("/chats/{chat_id}/settings", api.chat_settings, methods=["POST"]),
     ]
-
-
-def load_emulator(
-    store: Store, *, model: Path | None, agents: Path | None, report: Reporter | None
-) -> tuple[Emulator, AgentFiles | None]:
-    """The emulator the agent routes answer with: ``model`` (a model script) and ``agents`` (a
-    directory of agent files) are checked here, before anything is served."""
-    agent_files = load_agent_files(agents) if agents is not None else None
-    emulator = Emulator(
-        store,
-        model=load_model_script(model) if model is not None else None,
-        agents=agent_files,
-        report=report,
-    )
-    return emulator, agent_files
 
 
 def started_handlers(in_process: Iterable[str], agent_files: AgentFiles | None) -> frozenset[str]:
@@ -755,40 +701,37 @@ def create_app_from_settings(env: dict[str, str]) -> Starlette:
     )
 
 
-class Health:
-    """GET /healthz: 200 while the server can serve, else a 503 problem saying what cannot."""
+def health_check(
+    store: Store, pool: HandlerPool | None
+) -> Callable[[Request], Awaitable[Response]]:
+    """GET /healthz: 200 while the handler pool has a free thread and the store can be
+    written, else a 503 problem saying what cannot."""
 
-    PROBE = ".healthz.tmp"
+    def store_failure() -> str | None:
+        probe = store.root / f".healthz.tmp.{os.getpid()}"
+        try:
+            make_dirs(store.root)
+            probe.write_bytes(b"ok")
+            probe.unlink()
+        except OSError as exc:
+            return f"the store at {store.root} cannot be written ({exc.strerror or exc})"
+        return None
 
-    def __init__(self, store: Store, pool: HandlerPool | None) -> None:
-        self.store = store
-        self.pool = pool
-
-    async def check(self, request: Request) -> Response:
-        """Answer whether the handler pool has a free thread and the store can be written."""
+    async def check(request: Request) -> Response:
         problems = []
-        if self.pool is not None and self.pool.saturated():
+        if pool is not None and pool.saturated():
             problems.append(
-                f"the handler pool is saturated ({self.pool.busy} of {self.pool.workers} "
+                f"the handler pool is saturated ({pool.busy} of {pool.workers} "
                 "threads are running handler calls)"
             )
-        failure = await run_in_threadpool(self._store_failure)
+        failure = await run_in_threadpool(store_failure)
         if failure:
             problems.append(failure)
         if problems:
             return Problem(503, "; ".join(problems)).response()
         return Response('{"status":"ok"}', media_type="application/json")
 
-    def _store_failure(self) -> str | None:
-        root = self.store.root
-        probe = root / f"{self.PROBE}.{os.getpid()}"
-        try:
-            make_dirs(root)
-            probe.write_bytes(b"ok")
-            probe.unlink()
-        except OSError as exc:
-            return f"the store at {root} cannot be written ({exc.strerror or exc})"
-        return None
+    return check
 
 
 class PlatformApi:
