@@ -25,8 +25,7 @@ Lines = list[tuple[str, str]]
 
 
 def transcript_lines(report: SimReport, *, verbose: bool = False) -> Lines:
-    """The simulation as (line, style) pairs; ``verbose`` adds the hook calls that changed
-    nothing."""
+    """The simulation as (line, style) pairs; ``verbose`` adds hook calls that changed nothing."""
     return dialects.of(report["simulation"]).transcript_lines(report, verbose=verbose)
 
 
@@ -68,21 +67,15 @@ def conversation(
         if message["id"] in moved:
             continue
         lines = show(message)
-        if message.get("tool_invocations"):
-            lines = with_hooks_under_tools(message, lines, under)
+        tools = [i for i, (text, _) in enumerate(lines) if text.startswith("  tool     ")]
+        calls = message.get("tool_invocations") or []
+        if calls and len(tools) == len(calls):  # each call's hook rows right under its line
+            lines = lines[: tools[0]] + [
+                line
+                for i, invocation in zip(tools, calls, strict=True)
+                for line in [lines[i], *under.get(str(invocation["id"]), [])]
+            ]
         out.append((message, lines + after.get(message["id"], [])))
-    return out
-
-
-def with_hooks_under_tools(message: Message, lines: Lines, under: dict[str, Lines]) -> Lines:
-    """An assistant message's lines with each tool call's hook rows right under its line."""
-    tool_lines = [i for i, (text, _) in enumerate(lines) if text.startswith("  tool     ")]
-    invocations = message.get("tool_invocations") or []
-    if len(tool_lines) != len(invocations):
-        return lines
-    out = lines[: tool_lines[0]] if tool_lines else list(lines)
-    for position, invocation in zip(tool_lines, invocations, strict=True):
-        out += [lines[position], *under.get(str(invocation["id"]), [])]
     return out
 
 
@@ -283,22 +276,15 @@ def task_line(record: Mapping[str, object]) -> tuple[str, str]:
 # -- interrupts ------------------------------------------------------------------------------
 
 
-def _moment(stamp: object) -> datetime | None:
-    try:
-        moment = datetime.fromisoformat(str(stamp))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def expires_in(item: InterruptJSON, now: datetime) -> str:
     """How long a pending interrupt has left, as ``4m 12s``; ``overdue`` or ``-`` otherwise."""
     if item.get("status") != "pending" or not item.get("expires_at"):
         return "-"
-    deadline = _moment(item["expires_at"])
-    if deadline is None:
+    try:
+        deadline = datetime.fromisoformat(str(item["expires_at"]))
+    except ValueError:
         return "?"
-    left = int((deadline - now).total_seconds())
+    left = int((deadline.replace(tzinfo=deadline.tzinfo or UTC) - now).total_seconds())
     return span_text(left) if left > 0 else "overdue"
 
 
@@ -617,17 +603,6 @@ def snapshot_lines(given: Mapping[str, object], *, update: str) -> Lines:
     return lines
 
 
-def outcome_text(entry: Covered) -> str:
-    """What a hook's calls produced, on one line: ``allow 1, deny 1`` (or ``-``)."""
-    parts = [f"{key} {count}" for key, count in entry["outcomes"].items() if count]
-    return ", ".join(parts) or "-"
-
-
-def tools_text(entry: Covered) -> str:
-    """The tools an ``agent.tool_call`` hook saw, with how often: ``delete_file 2``."""
-    return ", ".join(f"{tool} {count}" for tool, count in sorted(entry["tools"].items()))
-
-
 def unfired_text(entry: Mapping[str, object]) -> str:
     """A hook that never fired, as ``--fail-under-hooks`` names it."""
     return f"hook {entry['where']} ({entry['event']}, {entry['handler']}) never fired"
@@ -639,8 +614,8 @@ COVERAGE_COLUMNS = tuple(
 
 
 def coverage_rows(given: Sequence[Mapping[str, object]]) -> list[list[str]]:
-    """``belt test --coverage``: one row per declared hook, with what its calls produced."""
-    entries = cast("list[Covered]", given)
+    """``belt test --coverage``: one row per declared hook, with what its calls produced (``allow
+    1, deny 1``), the tools it saw (``delete_file 2``) and how long they took."""
     return [
         [
             str(entry["scenario"]),
@@ -648,21 +623,14 @@ def coverage_rows(given: Sequence[Mapping[str, object]]) -> list[list[str]]:
             str(entry["event"]),
             str(entry["handler"]) + (" (async)" if entry.get("async") else ""),
             str(entry["fired"]),
-            outcome_text(entry),
-            tools_text(entry) or "-",
-            latency_text(entry),
+            ", ".join(f"{key} {count}" for key, count in entry["outcomes"].items() if count) or "-",
+            ", ".join(f"{tool} {count}" for tool, count in sorted(entry["tools"].items())) or "-",
+            f"max {latency['max']:.1f} ms, p95 {latency['p95']:.1f} ms" if latency else "-",
             "-" if entry.get("injected_tokens") is None else str(entry["injected_tokens"]),
         ]
-        for entry in entries
+        for entry in cast("list[Covered]", given)
+        for latency in [entry.get("latency_ms")]
     ]
-
-
-def latency_text(entry: Covered) -> str:
-    """How long a hook's calls took: ``max 2.3 ms, p95 2.1 ms`` (``-`` when it never fired)."""
-    latency = entry.get("latency_ms")
-    if not latency:
-        return "-"
-    return f"max {latency['max']:.1f} ms, p95 {latency['p95']:.1f} ms"
 
 
 def coverage_tail(given: Sequence[Mapping[str, object]]) -> Lines:
