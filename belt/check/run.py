@@ -246,10 +246,9 @@ class Explorer:
         """Keep ``payload`` if it is the smallest failure of ``check`` so far (by ``data``, then
         whole: a handler decides on ``data``)."""
         whole = _size(payload)
-        data = payload.get("data") if isinstance(payload, dict) and "data" in payload else None
-        size = (_size(data) if data is not None else whole, whole)
-        known = self.found.get(check)
-        if known is None or size < known[0]:
+        data = payload.get("data") if isinstance(payload, dict) else None
+        size = (whole if data is None else _size(data), whole)
+        if check not in self.found or size < self.found[check][0]:
             self.found[check] = (size, payload, detail)
 
     def timed(self, case: Case, payload: Any, counting: bool) -> Failures:
@@ -311,9 +310,8 @@ class Explorer:
         a failure kept as it is). When a generated payload fails, Hypothesis runs that batch again
         with the same seed, meets the failure at the same place and shrinks it."""
         self.timed(case, sample, True)
-        remaining, batch = self.examples, 0
-        while remaining > 0:
-            size = min(BATCH, remaining)
+        for batch, done in enumerate(range(0, self.examples, BATCH)):
+            size = min(BATCH, self.examples - done)
             first = explicit[: size // 2] if batch == 0 else []
             seed = (self.seed + batch) % 2**32
             drawn = size - len(first)
@@ -333,8 +331,6 @@ class Explorer:
                     return
             if len(generated) < size and self.out_of_time():
                 return  # the deadline passed while the batch was generated
-            remaining -= size
-            batch += 1
 
     def out_of_time(self) -> bool:
         """True, and the report says so, once ``--max-time`` has passed."""
@@ -400,9 +396,7 @@ class Explorer:
                 self.report.stopped = STOPPED
             else:
                 self.cut = True
-        except CaseFailed:
-            pass
-        except Exception as exc:
+        except Exception as exc:  # a check's failure, shrunk: kept by ``timed``
             if not _only_failures(exc):
                 raise
             if isinstance(exc, Flaky):
@@ -525,11 +519,8 @@ def property_case(subject: Subject, sender: Sender, prop: Property, result: Chec
         got = _decision(answer)
         if got == prop.decision:
             return []
-        if got is None:
-            return _failed(
-                tally, "property", f"expected {prop.decision}; the call failed: {answer.error}"
-            )
-        return _failed(tally, "property", f"expected {prop.decision}, got {got}")
+        why = f", got {got}" if got is not None else f"; the call failed: {answer.error}"
+        return _failed(tally, "property", f"expected {prop.decision}{why}")
 
     return case
 
@@ -553,8 +544,7 @@ def signature_cases(secret: str, payload: dict[str, object], now: int) -> list[S
     tampered = encode_payload({**payload, "turn_count": turn_count + 1})
 
     def signed(key: str = secret, moment: int = now) -> dict[str, str]:
-        msg_id = f"msg_{secrets.token_urlsafe(18)}"
-        return {**plain, **signed_headers(key, body, msg_id=msg_id, now=moment)}
+        return {**plain, **signed_headers(key, body, now=moment)}
 
     def without(name: str) -> dict[str, str]:
         return {key: value for key, value in signed().items() if key != name}
