@@ -414,7 +414,7 @@ _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 def _file_exporter(path: Path) -> Any:
     """A span exporter appending each batch to ``path`` as one line of OTLP/JSON (ids in hex, as the
     OTLP file exporter specification says)."""
-    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+    from google.protobuf.json_format import MessageToJson  # type: ignore[import-untyped]
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -425,8 +425,8 @@ def _file_exporter(path: Path) -> Any:
             self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
-            document = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
-            _hex_ids(document)
+            text = MessageToJson(encode_spans(spans), use_integers_for_enums=True, indent=None)
+            document = json.loads(text, object_hook=_hex_ids)
             line = json.dumps(document, separators=(",", ":"), ensure_ascii=False) + "\n"
             try:
                 os.write(self.fd, line.encode())
@@ -444,16 +444,12 @@ def _file_exporter(path: Path) -> Any:
     return FileSpanExporter()
 
 
-def _hex_ids(node: Any) -> None:
-    """Trace and span ids in hex (protobuf's JSON writes bytes in base64)."""
+def _hex_ids(node: dict[str, Any]) -> dict[str, Any]:
+    """An object of OTLP/JSON with its trace and span ids in hex (protobuf writes bytes in
+    base64)."""
     import base64  # noqa: PLC0415 - start-up: for a trace file only
 
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in _ID_FIELDS and isinstance(value, str):
-                node[key] = base64.b64decode(value).hex()
-            else:
-                _hex_ids(value)
-    elif isinstance(node, list):
-        for item in node:
-            _hex_ids(item)
+    for key in _ID_FIELDS:
+        if isinstance(node.get(key), str):
+            node[key] = base64.b64decode(node[key]).hex()
+    return node
