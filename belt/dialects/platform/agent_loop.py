@@ -22,7 +22,6 @@ from belt.deliveries.effects import (
     transcript_content,
 )
 from belt.dialects.platform.builtins import BUILTINS
-from belt.dialects.platform.builtins.extract import Review
 from belt.dialects.platform.builtins.suggest import QUIET_TURNS, SUGGEST
 from belt.dialects.platform.children import Children, children_of
 from belt.dialects.platform.reviews import REVIEW, start_review
@@ -658,13 +657,13 @@ class PlatformLoop:
 
         def finished(hook_run: HookRun) -> None:
             # An async hook's record, written whenever it finishes (it leaves no row).
-            self.start_task(hook_run, payload)
+            start_task(self, hook_run, payload)
             if run is not None:
                 run.log(executed_record(event, hook_run, payload, place))
 
         result = self.dispatcher.fire(event, payload, resource_id=resource_id, finished=finished)
         for hook_run in result.runs:
-            self.start_task(hook_run, payload)
+            start_task(self, hook_run, payload)
         if run is not None:
             # Every handler run of the event in one write (a task hook's failure to start is
             # on its record).
@@ -675,7 +674,7 @@ class PlatformLoop:
         pending: list[NewMessage] = []
         for hook_run in result.runs:
             if hook_run.review is not None:
-                self.start_review(hook_run.review)
+                start_review(self, hook_run.review)
             row = None
             if leaves_transcript_row(hook_run):
                 hook = hook_run.chat_hook_event(event)
@@ -706,20 +705,6 @@ class PlatformLoop:
             run.check_cancelled()
         return result
 
-    def start_task(self, hook_run: HookRun, payload: Mapping[str, object]) -> None:
-        """A task hook delivered its payload: run the task's chat (an unknown agent fails it)."""
-        if hook_run.task_chat_id is None:
-            return
-        agent = str(hook_run.hook.handler)
-        hook_run.error = start_task(
-            self.tasks,
-            self.sim.store,
-            agent=agent,
-            chat_id=hook_run.task_chat_id,
-            payload=payload,
-            script=self.scenario.script_for(agent),
-        )
-
     # -- builtins ---------------------------------------------------------------------------
 
     def run_builtin(self, hook_run: HookRun, payload: Mapping[str, object]) -> None:
@@ -744,23 +729,6 @@ class PlatformLoop:
                     for item in info.get("items") or []:
                         self._suggested[item] = int(info.get("turn") or 0)
         return self._suggested
-
-    def start_review(self, review: Review) -> None:
-        """Start the review branch ``belt:extract`` asked for, off the loop."""
-        recorder = self.sim.recorder
-        ancestor = recorder.message(review.ancestor)
-        number = int(recorder.chat.get("review_count", 0)) + 1
-        recorder.update_chat(last_review_order=int(ancestor["order"]), review_count=number)
-        reviews = self.scenario.reviews
-        start_review(
-            self.reviews,
-            self.sim.store,
-            review=review,
-            history=recorder.messages[: int(ancestor["order"]) + 1],
-            script=reviews[number - 1] if number <= len(reviews) else None,
-            number=number,
-            system_prompt=self.scenario.agent.system_prompt,
-        )
 
     def add_injection(
         self,

@@ -14,8 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from belt.dialects.platform.builtins.extract import EXTRACT, Review
-from belt.dialects.platform.children import ChildOrigin, Children, record_child, unfinished
-from belt.engine.scenario import ReviewScript
+from belt.dialects.platform.children import ChildOrigin, record_child, unfinished
 from belt.records.chats import create_chat, set_outputs
 from belt.records.messages import Recorder
 from belt.records.runs import Run
@@ -23,6 +22,7 @@ from belt.records.sims import set_review_outcomes
 from belt.wire.enums import HookHandlerType
 
 if TYPE_CHECKING:
+    from belt.dialects.platform.agent_loop import PlatformLoop
     from belt.store import Store
 
 REVIEW = "review"
@@ -50,17 +50,14 @@ def review_request(system_prompt: str | None) -> dict[str, object]:
     return {"system_prompt": system_prompt, "tools": [], "answer_schema": schema}
 
 
-def start_review(
-    children: Children,
-    store: Store,
-    *,
-    review: Review,
-    history: Sequence[Mapping[str, Any]],
-    script: ReviewScript | None,
-    number: int,
-    system_prompt: str | None = None,
-) -> None:
-    """Start the review branch of ``review``, asked as the agent with ``system_prompt``."""
+def start_review(loop: PlatformLoop, review: Review) -> None:
+    """Start the review branch ``belt:extract`` asked for, off the loop, asked as the agent."""
+    store, recorder = loop.sim.store, loop.sim.recorder
+    ancestor = int(recorder.message(review.ancestor)["order"])
+    number = int(recorder.chat.get("review_count", 0)) + 1
+    recorder.update_chat(last_review_order=ancestor, review_count=number)
+    scripts, system_prompt = loop.scenario.reviews, loop.scenario.agent.system_prompt
+    script = scripts[number - 1] if number <= len(scripts) else None
     branch = create_chat(
         store,
         agent_id=review.agent_id,
@@ -76,7 +73,7 @@ def start_review(
         note += "review returns no candidates"
     sim = record_child(
         store,
-        parent=children.simulation.sim,
+        parent=loop.sim.sim,
         kind=REVIEW,
         chat_id=branch_id,
         name=EXTRACT,
@@ -95,7 +92,8 @@ def start_review(
         },
     )
 
-    children.start(
+    history = recorder.messages[: ancestor + 1]
+    loop.reviews.start(
         sim,
         describe=ChildOrigin(review.run_id, review.event, EXTRACT, HookHandlerType.BUILTIN.value),
         before=partial(copy_history, store, branch_id, history, system_prompt),

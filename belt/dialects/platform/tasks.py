@@ -12,13 +12,14 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
-from belt.dialects.platform.children import ChildOrigin, Children, record_child, unfinished
+from belt.dialects.platform.children import ChildOrigin, record_child, unfinished
 from belt.engine.scenario import AgentScript, ModelTurnSpec, StoredTurn
 from belt.records.messages import MESSAGES
 from belt.wire.enums import HookHandlerType
 
 if TYPE_CHECKING:
-    from belt.store import Store
+    from belt.dialects.platform.agent_loop import PlatformLoop
+    from belt.engine.dispatch import HookRun
 
 ACKNOWLEDGEMENT = "Acknowledged: the hook payload is recorded."
 """What an agent the scenario names without a script answers to a task."""
@@ -36,26 +37,22 @@ def task_turn(script: AgentScript, payload: Mapping[str, object]) -> StoredTurn:
     }
 
 
-def start_task(
-    children: Children,
-    store: Store,
-    *,
-    agent: str,
-    chat_id: str,
-    payload: Mapping[str, object],
-    script: AgentScript | None,
-) -> str | None:
-    """Start the run of a task chat; an error (the agent is unknown) when it cannot."""
-    if script is None:
-        return (
+def start_task(loop: PlatformLoop, hook_run: HookRun, payload: Mapping[str, object]) -> None:
+    """A task hook delivered its payload: run the task's chat (an unknown agent fails it)."""
+    if (chat_id := hook_run.task_chat_id) is None:
+        return
+    agent, store = str(hook_run.hook.handler), loop.sim.store
+    if (script := loop.scenario.script_for(agent)) is None:
+        hook_run.error = (
             f"unknown agent {agent!r}: the scenario scripts no such agent "
             f'(add [agents."{agent.rsplit("@", 1)[0]}"])'
         )
+        return
     first = store.members(MESSAGES, chat_id)[0]
     run_id = payload.get("run_id")
     sim = record_child(
         store,
-        parent=children.simulation.sim,
+        parent=loop.sim.sim,
         kind=TASK,
         chat_id=chat_id,
         name=agent,
@@ -65,7 +62,7 @@ def start_task(
         first_input=first,
     )
 
-    children.start(
+    loop.tasks.start(
         sim,
         describe=ChildOrigin(
             parent_run_id=run_id if isinstance(run_id, str) else None,
@@ -75,4 +72,3 @@ def start_task(
         ),
         after=partial(unfinished, what="task"),
     )
-    return None
