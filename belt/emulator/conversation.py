@@ -9,12 +9,12 @@ its interrupts goes on here once they are settled, by whatever route, under the 
 from __future__ import annotations
 
 import contextvars
-import json
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,14 @@ from belt.emulator.agents import AgentDefinition, AgentFiles, ToolSetting, agent
 from belt.emulator.modelscript import ModelScript
 from belt.engine.entrypoints import resume_settled
 from belt.engine.hooksummary import run_hook_summary, summary_line
-from belt.engine.scenario import AgentSpec, LoadedScenario, Scenario, ToolCallSpec, TurnSpec
+from belt.engine.scenario import (
+    AgentSpec,
+    LoadedScenario,
+    Scenario,
+    ToolCallSpec,
+    TurnSpec,
+    check_storable,
+)
 from belt.engine.simrecord import stop_run, stored_hooks
 from belt.engine.simulation import Options, Simulation, record_simulation
 from belt.errors import Conflict, InvalidInput, NotFound
@@ -75,21 +82,6 @@ class RunRequest:
     agent_config: Any
     agent_name: Any
     context: dict[str, str] | None
-
-
-def check_storable(value: Any, where: str) -> None:
-    """Refuse what the store cannot hold (lone surrogates, values JSON cannot spell)."""
-    try:
-        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
-    except RecursionError:
-        raise InvalidInput(f"{where}: a value is nested too deeply to be stored") from None
-    except UnicodeEncodeError as exc:
-        bad = exc.object[exc.start : exc.end]
-        raise InvalidInput(
-            f"{where}: text holds a character that is not valid Unicode ({bad!r})"
-        ) from None
-    except ValueError as exc:
-        raise InvalidInput(f"{where}: a value cannot be stored: {exc}") from None
 
 
 def parse_run_request(body: dict[str, object]) -> RunRequest:
@@ -414,10 +406,8 @@ class Emulator:
         if not isinstance(run_id, str) or not isinstance(sim_id, str):
             return {"id": chat_id, "status": chat.get("status"), "stopped": None}
         sim = read_sim(self.store, sim_id)
-        try:
+        with suppress(Conflict):  # it ended meanwhile
             stop_run(self.store, sim, loop_of(sim), run_id, force=True)
-        except Conflict:
-            pass  # it ended meanwhile
         self.tell("chat stop", chat_id, f"run {run_id} stopped")
         return {
             "id": chat_id,
@@ -511,17 +501,14 @@ class Emulator:
         """Wait (a little) until a run whose last interrupt was just settled has gone on, so a
         client that reads or streams the chat next sees it working, as on the platform."""
         deadline = time.monotonic() + GO_ON_WAIT
-        run = get_run(self.store, run_id)
-        if run is None or not waiting(run):
+        if (run := get_run(self.store, run_id)) is None:
             return
+        # Woken by the run's next write here, or a look a second later for another process's.
         with watching(str(run.get("chat_id"))) as wake:
-            while time.monotonic() < deadline:
-                run = get_run(self.store, run_id)
-                if run is None or not waiting(run):
+            while (run := get_run(self.store, run_id)) is not None and waiting(run):
+                if (left := deadline - time.monotonic()) <= 0:
                     return
-                # Woken by the run's next write here, or a look a second later for another
-                # process's.
-                wake.wait(min(GO_ON_FALLBACK, max(0.0, deadline - time.monotonic())))
+                wake.wait(min(GO_ON_FALLBACK, left))
 
     def tell(self, action: str, target: str, detail: str) -> None:
         """A live line for what the agent routes did."""

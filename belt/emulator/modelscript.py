@@ -114,11 +114,8 @@ def compile_script(doc: Any, source: str) -> ModelScript:
         text = _pattern(rule.match, f"{where}.match", findings)
         agent = _pattern(rule.agent, f"{where}.agent", findings)
         compiled.append(CompiledRule(index, text, agent, rule))
-    scripts: list[tuple[str, list[ModelTurnSpec], str | None]] = [
-        (f"rules[{i}]", rule.model, rule.error) for i, rule in enumerate(parsed.rules)
-    ]
-    scripts += [(f'agents."{ref}"', a.model, a.error) for ref, a in parsed.agents.items()]
-    refuse(source, findings.problems + unreachable_models(scripts))
+    rules = {f"rules[{i}]": rule for i, rule in enumerate(parsed.rules)}
+    refuse(source, findings.problems + unreachable_models(rules, parsed.agents))
     return ModelScript(source, compiled, dict(parsed.agents))
 
 

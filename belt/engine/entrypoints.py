@@ -92,7 +92,7 @@ def start_simulation(
     from belt.engine.scenario import LoadedScenario, check_storable  # noqa: PLC0415 - start-up: only what this entry point runs
     from belt.engine.simulation import Simulation, clock_start  # noqa: PLC0415 - start-up: only what this entry point runs
 
-    check_storable(loaded)
+    check_storable(loaded.scenario, loaded.source, "; belt cannot store it")
     if isinstance(loaded, LoadedScenario):  # its hooks' py: handlers, loaded before a run
         from belt.engine.dispatch import load_handlers  # noqa: PLC0415 - start-up: only what this entry point runs
 
@@ -164,9 +164,8 @@ def run_scenario(
         parse_tools(executors)
     parse_routes(routes or [])
     loaded = read_scenario(scenario, hooks_file=hooks_file, stored_hooks=True)
-    hooks_from = getattr(loaded, "hooks_from", None)
     if report is not None:
-        if hooks_from is not None:
+        if (hooks_from := getattr(loaded, "hooks_from", None)) is not None:
             report({"kind": "hooks_from", **hooks_from})
         for warning in getattr(loaded, "warnings", []):  # a path read from the current directory
             report({"kind": "warning", "text": warning})

@@ -249,21 +249,12 @@ class LoadedScenario:
     dialect: ClassVar[str] = "platform"
 
 
-def unreachable_turns(scenario: Scenario) -> list[str]:
-    """Model turns scripted after a turn without tool calls, which already ended the run."""
-    scripts: list[tuple[str, list[ModelTurnSpec], str | None]] = [
-        (f"turns[{t}]", turn.model, turn.error) for t, turn in enumerate(scenario.turns)
-    ]
-    scripts += [
-        (f'agents."{ref}"', agent.model, agent.error) for ref, agent in scenario.agents.items()
-    ]
-    return unreachable_models(scripts)
-
-
-def unreachable_models(scripts: list[tuple[str, list[ModelTurnSpec], str | None]]) -> list[str]:
-    """Of scripts (where, model turns, error): the model turns and errors no run can reach."""
+def unreachable_models(scripts: Mapping[str, Any], agents: Mapping[str, AgentScript]) -> list[str]:
+    """The model turns and errors of scripts (by where) and of ``agents`` that no run reaches:
+    those after a model turn without tool calls, which already ended the run."""
     problems = []
-    for where, models, error in scripts:
+    for where, script in [*scripts.items(), *((f'agents."{r}"', a) for r, a in agents.items())]:
+        models: list[ModelTurnSpec] = script.model
         for m, model in enumerate(models[:-1]):
             if not model.tool_calls:
                 problems.append(
@@ -271,7 +262,7 @@ def unreachable_models(scripts: list[tuple[str, list[ModelTurnSpec], str | None]
                     "ends the run"
                 )
                 break
-        if error and models and models[-1].tool_calls == []:
+        if script.error and models and models[-1].tool_calls == []:
             problems.append(
                 f"{where}.error: unreachable, the last model turn calls no tool and so ends "
                 "the run before the failing model request"
@@ -356,7 +347,7 @@ def read_scenario(
     ``hooks_file`` replaces its hooks, and with ``stored_hooks`` a Nexus scenario without hooks
     of its own gets those rho stored."""
     source = str(path)
-    if not source.isprintable() and _not_utf8(source):
+    if not source.isprintable() and source.encode("utf-8", "replace").decode("utf-8") != source:
         raise InvalidInput(
             f"{printable(source)}: the file name is not UTF-8; belt records a scenario by its "
             "name, rename it"
@@ -368,10 +359,6 @@ def read_scenario(
         hooks_file=hooks_file,
         stored_hooks=stored_hooks,
     )
-
-
-def _not_utf8(text: str) -> bool:
-    return text.encode("utf-8", "replace").decode("utf-8") != text
 
 
 def refuse(source: object, problems: list[str]) -> None:
@@ -421,7 +408,8 @@ def load_platform_scenario(
     """Check a platform scenario and read its hooks (``hooks_file`` replaces them)."""
     findings = Findings()
     scenario = validated(Scenario, doc, source)
-    problems = unreachable_turns(scenario) + builtin_problems(scenario, directory)
+    turns = {f"turns[{t}]": turn for t, turn in enumerate(scenario.turns)}
+    problems = unreachable_models(turns, scenario.agents) + builtin_problems(scenario, directory)
     check_resolutions([t.resolve for t in scenario.turns], dialects.PLATFORM, findings)
     problems += findings.problems
     refuse(source, problems)
@@ -490,24 +478,22 @@ def resolution_for(specs: list[StoredResolve], interrupt: InterruptJSON) -> Stor
     return None
 
 
-def check_storable(loaded: Any) -> None:
-    """Refuse, before anything is written, a scenario whose record the store cannot hold (too
-    deep, lone surrogates, values JSON cannot spell), which would fail half-way otherwise."""
+def check_storable(value: Any, where: str, tail: str = "") -> None:
+    """Refuse, before anything is written, what the store cannot hold (too deep, lone
+    surrogates, values JSON cannot spell), which would fail half-way otherwise."""
     try:
-        json.dumps(
-            loaded.scenario.model_dump(mode="json", by_alias=True),
-            ensure_ascii=False,
-            allow_nan=False,
-        ).encode("utf-8")
+        if isinstance(value, BaseModel):
+            value = value.model_dump(mode="json", by_alias=True)
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except RecursionError:
-        raise InvalidInput(f"{loaded.source}: a value is nested too deeply to be stored") from None
+        raise InvalidInput(f"{where}: a value is nested too deeply to be stored") from None
     except UnicodeEncodeError as exc:
         raise InvalidInput(
-            f"{loaded.source}: text holds a character that is not valid Unicode "
-            f"({exc.object[exc.start : exc.end]!r}); belt cannot store it"
+            f"{where}: text holds a character that is not valid Unicode "
+            f"({exc.object[exc.start : exc.end]!r}){tail}"
         ) from None
     except ValueError as exc:
-        raise InvalidInput(f"{loaded.source}: a value cannot be stored: {exc}") from None
+        raise InvalidInput(f"{where}: a value cannot be stored: {exc}") from None
 
 
 def estimate_tokens(text: str | None) -> int:
