@@ -10,6 +10,7 @@ a turn does not grow with the length of the chat.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,16 +50,13 @@ class Ledger:
     """Keeps each scope's context up to date as messages are added and leave."""
 
     def __init__(self, messages: list[Message] | None = None) -> None:
-        self.scopes: dict[str, Context] = {}
+        self.scopes: defaultdict[str, Context] = defaultdict(Context)
         for message in messages or []:
             self.add(message)
 
     def context(self, scope: str = CHAT_SCOPE) -> Context:
         """The context of ``scope`` (empty when nothing was recorded there)."""
-        found = self.scopes.get(scope)
-        if found is None:
-            found = self.scopes[scope] = Context()
-        return found
+        return self.scopes[scope]
 
     def add(self, message: Message) -> None:
         """Count a newly recorded message."""

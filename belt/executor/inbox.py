@@ -65,6 +65,8 @@ class TaskStatus(StrEnum):
 
 
 FINISHED = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
+IN_INBOX = (TaskStatus.PENDING, TaskStatus.CLAIMED)
+"""Where a task's deadline runs."""
 
 
 WORKER_GONE = "worker_gone"
@@ -208,10 +210,8 @@ def schedule_task(
         return _dispatch_or_ask(store, fresh)
 
     def rearm(task: HookTask) -> HookTask:
-        current = task["status"]
-        if current in (TaskStatus.COMPLETED, TaskStatus.CANCELLED, TaskStatus.AWAITING_APPROVAL):
-            raise _Keep
-        if current in (TaskStatus.PENDING, TaskStatus.CLAIMED) and not _deadline_passed(task):
+        overdue = task["status"] in IN_INBOX and _deadline_passed(task)
+        if task["status"] != TaskStatus.FAILED and not overdue:
             raise _Keep
         task["history"] = [*task.get("history", []), _attempt_summary(task)]
         start_attempt(task, status.value, int(task["attempt"]) + 1, stamp, deadline)
@@ -453,9 +453,7 @@ def expire_task(store: Store, identity: str) -> HookTask:
     """Fail a task whose deadline has passed (timeout); returns the task as it now is."""
 
     def expire(task: HookTask) -> HookTask:
-        if task["status"] not in (TaskStatus.PENDING, TaskStatus.CLAIMED):
-            raise _Keep
-        if not _deadline_passed(task):
+        if task["status"] not in IN_INBOX or not _deadline_passed(task):
             raise _Keep
         if task["status"] == TaskStatus.PENDING:
             return _fail(task, Failure.TIMEOUT, unclaimed_message(task))
@@ -489,8 +487,7 @@ def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[HookTask]:
     cancelled = []
 
     def cancel(task: HookTask) -> HookTask:
-        open_states = (TaskStatus.PENDING, TaskStatus.CLAIMED, TaskStatus.AWAITING_APPROVAL)
-        if task["status"] not in open_states:
+        if task["status"] not in (*IN_INBOX, TaskStatus.AWAITING_APPROVAL):
             raise _Keep
         return _fail(task, Failure.CANCELLED, reason, TaskStatus.CANCELLED)
 
@@ -499,8 +496,7 @@ def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[HookTask]:
             continue
         cancelled.append(task)
         unmark_pending(store, identity)
-        approval = task.get("approval") or {}
-        if approval.get("status") == "pending":
+        if (approval := task.get("approval") or {}).get("status") == "pending":
             with suppress(Conflict, NotFound):  # settled meanwhile, or its creator never finished
                 cancel_interrupt(store=store, interrupt_id=str(approval["interrupt_id"]))
     return cancelled

@@ -37,12 +37,8 @@ class Worker:
     store: Store
     targets: dict[str, Target]
     report: Reporter | None = None
-    name: str = ""
+    name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     _skipped: set[str] = field(default_factory=set)
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            self.name = f"{socket.gethostname()}:{os.getpid()}"
 
     def serves(self, tool: str) -> bool:
         """True when this worker has a target for ``tool``."""
@@ -80,34 +76,28 @@ class Worker:
                 continue
             if task is None or task["status"] != TaskStatus.PENDING:
                 continue
-            if not self.serves(str(task["tool"])):
-                self._skip(task)
-                continue
-            if (final := self.serve_task(identity)) is not None:
-                served.append(final)
+            if self.serves(str(task["tool"])):
+                if (final := self.serve_task(identity)) is not None:
+                    served.append(final)
+            elif task["id"] not in self._skipped and self.report is not None:
+                self._skipped.add(str(task["id"]))
+                self.report(
+                    {
+                        "kind": "skip",
+                        "at": timestamp(utcnow()),
+                        "event": task["event"],
+                        "task_key": task["task_key"],
+                        "tool": task["tool"],
+                        "detail": f"this worker does not serve {task['tool']}",
+                    }
+                )
         return served
-
-    def _skip(self, task: HookTask) -> None:
-        if task["id"] in self._skipped or self.report is None:
-            return
-        self._skipped.add(str(task["id"]))
-        self.report(
-            {
-                "kind": "skip",
-                "at": timestamp(utcnow()),
-                "event": task["event"],
-                "task_key": task["task_key"],
-                "tool": task["tool"],
-                "detail": f"this worker does not serve {task['tool']}",
-            }
-        )
 
     def run(self, *, once: bool = False, poll_interval: float = 0.05) -> int:
         """Serve the inbox until interrupted (or one pass with ``once``); returns tasks served."""
         count = 0
         while True:
-            served = self.serve_pending()
-            count += len(served)
+            count += len(served := self.serve_pending())
             if once:
                 return count
             if not served:
