@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -62,18 +62,26 @@ def json_text(
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+Made = TypeVar("Made")
+
+
+def _kept(
+    kept: dict[Any, tuple[Any, Made]], key: Any, stream: Any, make: Callable[[], Made]
+) -> Made:
+    """``make()`` for ``key``, made once while ``stream`` is the stream it was made for."""
+    found = kept.get(key)
+    if found is None or found[0] is not stream:
+        if len(kept) >= STREAMS_KEPT:
+            kept.clear()
+        found = kept[key] = (stream, make())
+    return found[1]
+
+
 def is_terminal(stream: Any) -> bool:
     """Whether ``stream`` is a terminal (it decides the layout, whatever NO_COLOR says); asked
     once of each stream."""
-    kept = _terminals.get(id(stream))
-    if kept is not None and kept[0] is stream:
-        return kept[1]
     isatty = getattr(stream, "isatty", None)
-    answer = bool(isatty and isatty())
-    if len(_terminals) >= STREAMS_KEPT:
-        _terminals.clear()
-    _terminals[id(stream)] = (stream, answer)
-    return answer
+    return _kept(_terminals, id(stream), stream, lambda: bool(isatty and isatty()))
 
 
 STREAMS_KEPT = 8
@@ -94,25 +102,21 @@ def console(*, stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     colour = _wants_colour(stream)
     terminal = is_terminal(stream)
-    key = (id(stream), colour, terminal, os.environ.get("COLUMNS"))
-    kept = _consoles.get(key)
-    if kept is not None and kept[0] is stream:
-        return kept[1]
-    from rich.console import Console
 
-    made = Console(
-        file=stream,
-        no_color=not colour,
-        color_system="auto" if colour else None,
-        highlight=False,
-        soft_wrap=not terminal,
-        force_terminal=terminal or None,
-        emoji=False,
-    )
-    if len(_consoles) >= STREAMS_KEPT:
-        _consoles.clear()
-    _consoles[key] = (stream, made)
-    return made
+    def make() -> Console:
+        from rich.console import Console
+
+        return Console(
+            file=stream,
+            no_color=not colour,
+            color_system="auto" if colour else None,
+            highlight=False,
+            soft_wrap=not terminal,
+            force_terminal=terminal or None,
+            emoji=False,
+        )
+
+    return _kept(_consoles, (id(stream), colour, terminal, os.environ.get("COLUMNS")), stream, make)
 
 
 _printed_document: list[bool] = []
@@ -440,9 +444,9 @@ class LiveLine:
         self._thread = threading.Thread(target=self._run, name="belt-live-line", daemon=True)
         self._thread.start()
 
-    def _draw(self) -> None:
+    def _draw(self, blank: bool = False) -> None:
         width = shutil.get_terminal_size().columns
-        sys.stderr.write("\r\x1b[2K" + clean(self._text())[: max(width - 1, 1)])
+        sys.stderr.write("\r\x1b[2K" + ("" if blank else clean(self._text())[: max(width - 1, 1)]))
         sys.stderr.flush()
 
     def _run(self) -> None:
@@ -459,8 +463,7 @@ class LiveLine:
             yield
             return
         with self._lock:
-            sys.stderr.write("\r\x1b[2K")
-            sys.stderr.flush()
+            self._draw(blank=True)
             try:
                 yield
             finally:
@@ -473,5 +476,4 @@ class LiveLine:
         self._stopped.set()
         self._thread.join()
         self._thread = None
-        sys.stderr.write("\r\x1b[2K")
-        sys.stderr.flush()
+        self._draw(blank=True)
