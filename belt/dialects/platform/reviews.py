@@ -92,20 +92,32 @@ def start_review(loop: PlatformLoop, review: Review) -> None:
         },
     )
 
+    def save_outcomes(runs: list[Run]) -> str | None:
+        """Once the branch's runs ended: save its candidates to the owner's registry and record
+        the outcomes (on the review's simulation, and as the branch's outputs); the reason, if
+        a run did not complete and nothing is saved."""
+        if (reason := unfinished(runs, what="review")) is not None:
+            return reason
+        # Start-up: the registry only once a review has candidates to save.
+        from belt.records.registry import Origin, check_candidate, save_candidate  # noqa: PLC0415 - a platform run loads no registry (sqlite3)
+
+        origin = Origin.extraction(agent=review.agent_id, chat=review.chat_id, branch=branch_id)
+        outcomes = []
+        for position, raw in enumerate(candidates):
+            where = f"reviews[{number - 1}].candidates[{position}]"
+            candidate = check_candidate(raw, where=where)
+            outcome = save_candidate(store, owner=review.owner, candidate=candidate, origin=origin)
+            outcomes.append(outcome.to_json())
+        set_review_outcomes(store, str(sim["id"]), outcomes)
+        set_outputs(store, branch_id, [o["id"] for o in outcomes if o["action"] != "skipped"])
+        return None
+
     history = recorder.messages[: ancestor + 1]
     loop.reviews.start(
         sim,
         describe=ChildOrigin(review.run_id, review.event, EXTRACT, HookHandlerType.BUILTIN.value),
         before=partial(copy_history, store, branch_id, history, system_prompt),
-        after=partial(
-            save_outcomes,
-            store,
-            review=review,
-            sim_id=str(sim["id"]),
-            branch_id=branch_id,
-            candidates=candidates,
-            number=number,
-        ),
+        after=save_outcomes,
     )
 
 
@@ -138,33 +150,3 @@ def copy_history(
                 sim={"copied_from": message["id"]},
                 **fields,
             )
-
-
-def save_outcomes(
-    store: Store,
-    runs: list[Run],
-    *,
-    review: Review,
-    sim_id: str,
-    branch_id: str,
-    candidates: list[Any],
-    number: int,
-) -> str | None:
-    """Once a review branch's runs ended: save its candidates to the owner's registry and
-    record the outcomes (on the review's simulation, and as the branch's outputs); the reason,
-    if a run did not complete and nothing is saved."""
-    if (reason := unfinished(runs, what="review")) is not None:
-        return reason
-    # Start-up: the registry only once a review has candidates to save.
-    from belt.records.registry import Origin, check_candidate, save_candidate  # noqa: PLC0415 - a platform run loads no registry (sqlite3)
-
-    origin = Origin.extraction(agent=review.agent_id, chat=review.chat_id, branch=branch_id)
-    outcomes = []
-    for position, raw in enumerate(candidates):
-        candidate = check_candidate(raw, where=f"reviews[{number - 1}].candidates[{position}]")
-        outcome = save_candidate(store, owner=review.owner, candidate=candidate, origin=origin)
-        outcomes.append(outcome.to_json())
-    saved = [o["id"] for o in outcomes if o["action"] != "skipped"]
-    set_review_outcomes(store, sim_id, outcomes)
-    set_outputs(store, branch_id, saved)
-    return None
