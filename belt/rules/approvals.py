@@ -441,13 +441,11 @@ def what_if(
     interrupt what-if`` reports it: disagreements (what a person denied that a rule would allow
     first), and how long the gates a person settled, that the rules would have, waited."""
     report = WhatIf(rules.file, rules.digest)
-    first: list[dict[str, object]] = []
-    rest: list[dict[str, object]] = []
+    found: list[dict[str, object]] = []
     for record in records:
         status = record.get("status")
-        if status not in (InterruptStatus.RESOLVED, InterruptStatus.EXPIRED):
-            continue
-        if record.get("reason") not in APPROVABLE:
+        settled = status in (InterruptStatus.RESOLVED, InterruptStatus.EXPIRED)
+        if not settled or record.get("reason") not in APPROVABLE:
             continue
         try:
             settled_at = parse_timestamp(str(record.get("resolved_at")))
@@ -469,7 +467,7 @@ def what_if(
         if (actual := record.get("resolution")) == verdict.decision:
             continue
         allows_denied = verdict.decision == "allow" and actual == "deny" and how in PEOPLE
-        (first if allows_denied else rest).append(
+        found.append(
             {
                 "interrupt": record.get("id"),
                 "short_id": record.get("short_id"),
@@ -484,10 +482,8 @@ def what_if(
                 "resolved_at": record.get("resolved_at"),
             }
         )
-    newest = operator.itemgetter("resolved_at")
-    report.disagreements = sorted(first, key=newest, reverse=True) + sorted(
-        rest, key=newest, reverse=True
-    )
+    first = operator.itemgetter("allows_denied", "resolved_at")  # then the newest
+    report.disagreements = sorted(found, key=first, reverse=True)
     return report
 
 
