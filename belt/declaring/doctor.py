@@ -171,16 +171,12 @@ def read_scenario(doc: dict[str, object], path: Path) -> Declared | Declaration:
         report = Declaration(source, loaded.dialect, findings, loaded.hooks, shape=SCENARIO)
         return Declared(source, "agent.hooks", loaded.hooks, None, report, loaded.located)
     speaks = dialects.get(loaded.dialect)
-    if not speaks.profile_hooks:
-        # A dialect of its own: reading its scenario checked it, and its hooks.
-        count = len(speaks.declared(loaded, None))
+    if not speaks.profile_hooks or loaded.profile is None:
+        # A dialect of its own (reading its scenario checked its hooks), or no profile.
+        count = None if speaks.profile_hooks else len(speaks.declared(loaded, None))
         report = Declaration(source, loaded.dialect, findings, shape=SCENARIO, count=count)
         return Declared(source, "", [], None, report)
-    profile = loaded.profile
-    if profile is None:
-        empty = Declaration(source, loaded.dialect, findings, shape=SCENARIO)
-        return Declared(source, "", [], None, empty)
-    declaration = check_document(profile, source)
+    declaration = check_document(loaded.profile, source)
     declaration.shape = SCENARIO
     declaration.findings.warnings[:0] = loaded.warnings
     if not declaration.ok:

@@ -36,10 +36,8 @@ def resolve_path(file: str | Path | None) -> Path:
 def editing(path: Path) -> Iterator[Path]:
     """Hold the edit lock of a declaration file (through any symlink); yield the real file.
 
-    Every edit reads, changes and writes the file inside this lock, so edits from many
-    processes at once all land. The lock file lives in the state directory, keyed by the real
-    path, so nothing is left beside the user's file.
-    """
+    The lock file lives in the state directory, keyed by the real path: nothing is left beside
+    the user's file."""
     target = Path(os.path.realpath(path))  # the file a symlink at ``path`` points to
     if not os.path.lexists(target) and Path(os.path.abspath(path)) != target:
         # A link (at the name, or a directory on the way) to nothing: writing would create the
@@ -95,13 +93,10 @@ def add_hook(
 ) -> tuple[int, LifecycleHookConfig]:
     """Append one checked hook to the file; returns its index and the stored declaration."""
     path = resolve_path(file)
-    given = {"handler": handler, "async": async_ or None, "timeout": timeout}
-    given["default_resolution"] = default_resolution
-    raw = {
-        "event": event,
-        "type": handler_type,
-        **{k: v for k, v in given.items() if v is not None},
-    }
+    given: dict[str, object] = {"event": event, "type": handler_type, "handler": handler}
+    given["async"] = async_ or None
+    given |= {"timeout": timeout, "default_resolution": default_resolution}
+    raw = {k: v for k, v in given.items() if v is not None}
     findings, checked = check_platform_hooks([raw])
     with editing(path) as target:
         hooks = read_hooks(target) if target.exists() else []
