@@ -258,9 +258,8 @@ def log_records(store: Store, log: str, log_id: str, skipped: Skipped) -> Iterat
 def journal_deliveries(store: Store, skipped: Skipped) -> Iterator[Recorded]:
     """Each hook request ``belt serve`` journalled, with the answer it gave, as it is read."""
     for record in log_records(store, JOURNAL, SERVE, skipped):
-        if record.get("kind", "hook") != "hook" or "request" not in record:
-            continue
-        yield served(record)
+        if record.get("kind", "hook") == "hook" and "request" in record:
+            yield served(record)
 
 
 def served(record: dict[str, Any]) -> Recorded:
@@ -279,14 +278,12 @@ def served(record: dict[str, Any]) -> Recorded:
 def run_deliveries(store: Store, run_id: str, skipped: Skipped) -> Iterator[Recorded]:
     """A simulated run's webhook deliveries as they are read (NotFound, before any, when
     there is no such run; a short id or unique prefix names it)."""
-    run_id = find_run_id(store, run_id)
-
-    def each() -> Iterator[Recorded]:
-        for record in log_records(store, EVENTS_LOG, run_id, skipped):
-            if record.get("type") == "hook.executed" and record.get("handler_type") == "webhook":
-                yield executed(record)
-
-    return each()
+    records = log_records(store, EVENTS_LOG, find_run_id(store, run_id), skipped)
+    return (
+        executed(r)
+        for r in records
+        if r.get("type") == "hook.executed" and r.get("handler_type") == "webhook"
+    )
 
 
 def executed(record: dict[str, Any]) -> Recorded:
@@ -524,12 +521,11 @@ def open_replay(
         chat = named_or_given(find_chat_id, store, chat)  # a stored chat's short id or prefix
     kept = select(recorded, since=since, event=event, chat=chat)
     if to is not None:
-        label, deliver, close = url_target(to, secret)
+        (label, deliver, close), kind = url_target(to, secret), "webhook"
     elif policy is not None:
-        label, deliver, close = policy_target(policy)
+        (label, deliver, close), kind = policy_target(policy), "policy"
     else:
-        label, deliver, close = handler_target(str(handler))
-    kind = "webhook" if to is not None else "policy" if policy is not None else "py"
+        (label, deliver, close), kind = handler_target(str(handler)), "py"
     try:
         run = Replay(store, kept, where=where, label=label, deliver=deliver, skipped=skipped)
         run.remote = to is not None
