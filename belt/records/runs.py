@@ -241,9 +241,8 @@ class RunRecord:
         touched(self.data.get("chat_id"))
 
     def check_cancelled(self) -> None:
-        """Raise Cancelled when the run was stopped from another process (a stat of the run's
-        file while nothing has replaced it since it was last checked or this record last
-        changed it, nothing decoded: this is checked after every step and hook)."""
+        """Raise Cancelled when the run was stopped from another process (a stat, nothing decoded,
+        while nothing has replaced the file since it was last checked or written here)."""
         current, checked = self.store.read_if_replaced(RUN, self.id, self._checked)
         if current is None:
             return  # the file found not cancelled last time
@@ -253,12 +252,8 @@ class RunRecord:
         self._checked = checked
 
     def log(self, *records: Mapping[str, object]) -> None:
-        """Append agent events (such as ``hook.executed``) to the run's event log, in order.
-
-        One line per handler run, the lines of one event in one write, written before the run
-        goes on (so a killed simulation keeps them) but not fsynced: the log grows with every
-        hook, and the cost of a hook matters.
-        """
+        """Append agent events (such as ``hook.executed``) to the run's event log in one write,
+        before the run goes on, not fsynced (the log grows with every hook)."""
         at = now_iso()
         lines = [{"run_id": self.id, "at": at, **record} for record in records]
         self.store.append_group(EVENTS_LOG, self.id, lines, sync=False)
@@ -274,18 +269,11 @@ def take_lease(store: Store, run_id: str) -> tuple[RunRecord, bool]:
         nonlocal interrupted
         if run["state"] in TERMINAL_STATES:
             raise _Ended(run)
-        lease = run.get("lease")
-        if lease is not None and not leases.is_mine(lease) and leases.holder_alive(lease):
-            raise Conflict(
-                f"run {run_id} is being continued by {leases.describe(lease)}",
-                hint="only one process continues a run; wait for it, or stop the run with "
-                f"`belt sim stop {run_id}`",
-            )
-        interrupted = (
-            run["state"] == AgentRunState.WORKING and not leases.is_mine(lease) and not parked(run)
-        )
-        run["lease"] = leases.mine()
-        return run
+        mine = leases.is_mine(run.get("lease"))
+        interrupted = run["state"] == AgentRunState.WORKING and not mine and not parked(run)
+        stop = f"`belt sim stop {run_id}`"
+        hint = f"only one process continues a run; wait for it, or stop the run with {stop}"
+        return _claimed(run, f"run {run_id}", hint)
 
     try:
         data = store.update(RUN, check_id(run_id, what="run id"), apply)
@@ -301,16 +289,19 @@ def take_over_ended(store: Store, run_id: str) -> RunRecord:
     def apply(run: Run) -> Run:
         if run["state"] not in TERMINAL_STATES:
             raise Conflict(f"run {run_id} is {run['state']}, not ended")
-        lease = run.get("lease")
-        if lease is not None and not leases.is_mine(lease) and leases.holder_alive(lease):
-            raise Conflict(
-                f"the simulation of run {run_id} is being continued by {leases.describe(lease)}",
-                hint="only one process continues a simulation; wait for it",
-            )
-        run["lease"] = leases.mine()
-        return run
+        hint = "only one process continues a simulation; wait for it"
+        return _claimed(run, f"the simulation of run {run_id}", hint)
 
     return RunRecord(store, store.update(RUN, check_id(run_id, what="run id"), apply))
+
+
+def _claimed(run: Run, what: str, hint: str) -> Run:
+    """``run`` with this process's lease; Conflict (exit 4) while another live process holds it."""
+    if (lease := run.get("lease")) is not None and not leases.is_mine(lease):
+        if leases.holder_alive(lease):
+            raise Conflict(f"{what} is being continued by {leases.describe(lease)}", hint=hint)
+    run["lease"] = leases.mine()
+    return run
 
 
 class _Ended(Exception):
@@ -372,12 +363,7 @@ def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -
     def apply(run: Run) -> Run:
         if (state := run["state"]) in TERMINAL_STATES:
             raise Conflict(f"run {run_id} is already {state}")
-        if (
-            state == AgentRunState.WORKING
-            and not force
-            and not interrupted(run)
-            and not parked(run)
-        ):
+        if state == AgentRunState.WORKING and not (force or interrupted(run) or parked(run)):
             raise Conflict(f"run {run_id} is working", hint=hint)
         run.update(
             {
@@ -397,12 +383,9 @@ def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -
 def find_run_id(store: Store, ref: str) -> str:
     """The id of the run ``ref`` names: its id, short id or a unique prefix (exit 3 if none,
     4 with the candidates if several)."""
+    hint = "list runs with `belt sim list`"
     return find_id(
-        store,
-        RUN,
-        ref,
-        what="run",
-        missing=lambda r: NotFound(f"no run {r}", hint="list runs with `belt sim list`"),
+        store, RUN, ref, what="run", missing=lambda r: NotFound(f"no run {r}", hint=hint)
     )
 
 
