@@ -319,12 +319,8 @@ def open_gate(
     default_resolution: str | None = None,
     meta: Any = None,
 ) -> InterruptJSON:
-    """Open a hook gate by hand (``belt interrupt create``) on a run of the store, as a gate hook
-    on ``event`` would; returns its InterruptDTO.
-
-    The run and chat must exist (NotFound, exit 3) and the run be active and the chat's
-    (Conflict, exit 4), checked under the run's lock; nothing is written when refused.
-    """
+    """Open a hook gate by hand (``belt interrupt create``) as a gate hook on ``event`` would;
+    the run and chat must exist (exit 3), the run be active and the chat's (exit 4)."""
     store = open_store(store)
     _checked_terms(event, "hook_gate", None, timeout, default_resolution)
     run_id = find_run_id(store, run_id)
@@ -370,16 +366,13 @@ def _checked_terms(
             f"{did_you_mean(reason, reasons)}"
         )
     if (source is None or reason == InterruptReason.HOOK_GATE) and event not in EVENTS:
-        raise InvalidInput(
-            f"unknown event {event!r} (see `belt hooks events`){did_you_mean(event, EVENTS)}"
-        )
+        near = did_you_mean(event, EVENTS)
+        raise InvalidInput(f"unknown event {event!r} (see `belt hooks events`){near}")
     if reason == InterruptReason.HOOK_GATE and event not in GATEABLE_EVENTS:
-        raise InvalidInput(
-            f"a gate cannot attach to {event} (gates attach to {', '.join(GATEABLE_EVENTS)})"
-        )
+        gateable = ", ".join(GATEABLE_EVENTS)
+        raise InvalidInput(f"a gate cannot attach to {event} (gates attach to {gateable})")
     default_timeout, max_timeout = timeout_bounds(HookHandlerType.GATE)
-    if timeout is None:
-        timeout = default_timeout
+    timeout = default_timeout if timeout is None else timeout
     if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= max_timeout:
         raise InvalidInput(f"timeout {timeout!r} must be a whole number 1 through {max_timeout}")
     if default_resolution is None and reason == InterruptReason.HOOK_GATE:
@@ -472,8 +465,7 @@ def _settle(store: Store, interrupt_id: str, change: Callable[[Interrupt], Inter
     if marker := _pending_marker(record):
         store.untag(PENDING, marker)
     if tracing.on() and "trace" in record:
-        settlement = trail(record)
-        how = settlement["how"] if settlement else None
+        how = settlement["how"] if (settlement := trail(record)) else None
         gate = {"belt.gate.id": record["id"], "belt.gate.reason": record.get("reason")}
         settled = {"belt.gate.status": record["status"], "belt.gate.settled_by": how}
         resolution = {"belt.gate.resolution": record.get("resolution")}
@@ -573,8 +565,7 @@ BATCH_PATH = "/_belt/interrupts/batch"
 
 def batch_digest(items: Collection[Mapping[str, Any]]) -> str:
     """``sha256:<hex>`` of the canonical JSON (sorted keys, no spaces, UTF-8) of the gates'
-    BATCH_FIELDS, sorted by id: what a person was shown, so a batch settles that and no
-    other set."""
+    BATCH_FIELDS sorted by id: what a person was shown, so a batch settles no other set."""
     shown = [{f: item.get(f) for f in BATCH_FIELDS} for item in items]
     shown.sort(key=lambda item: str(item.get("id")))
     blob = json.dumps(shown, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -611,12 +602,9 @@ def resolve_batch(
     by: Settlement,
     now: datetime | None = None,
 ) -> BatchResult:
-    """Settle the gates ``interrupt_ids`` together, all or none, if they are what was shown.
-
-    Under all their locks (in id order): their digest must be ``digest`` and each be pending or
-    settled by this batch (else Conflict, exit 4, and none is settled); all settled by this batch
-    already is a repeat, which changes nothing.
-    """
+    """Settle the gates ``interrupt_ids`` together, all or none, under all their locks: their
+    digest must be ``digest`` and each be pending or settled by this batch (else Conflict, exit
+    4); all settled by this batch already is a repeat, which changes nothing."""
     store = open_store(store)
     settled = _resolved(decision, data, None)
     if not (ids := sorted({check_id(i, what="interrupt id") for i in interrupt_ids})):
@@ -688,12 +676,8 @@ def sweep(
     *, store: Store | None = None, now: datetime | None = None, run_id: str | None = None
 ) -> list[InterruptJSON]:
     """Expire every overdue pending interrupt (of ``run_id`` only, if given) with its default
-    resolution, as of ``now`` (default: the clock's time); return them.
-
-    A sweep on wall time leaves the interrupts opened on a virtual clock; one opened on wall time
-    is stamped no later than the wall time of the sweep. Damaged files do not stop the others:
-    they are InvalidInput (exit 5) afterwards, naming each path.
-    """
+    resolution, as of ``now`` (default: the clock's time); return them. A sweep on wall time
+    leaves those opened on a virtual clock; damaged files are InvalidInput (exit 5) afterwards."""
     store = open_store(store)
     on_wall_time = now is None and clock.current() is None
     moment = now or clock.now()
@@ -765,14 +749,8 @@ def find_interrupt_id(*, store: Store | None = None, ref: str, pending_first: bo
     """The id of the interrupt ``ref`` names (``belt.records.names.find_id``); with
     ``pending_first`` a prefix need only be unique among the pending ones."""
     store = open_store(store)
-    return find_id(
-        store,
-        INTERRUPT,
-        ref,
-        what="interrupt",
-        first=(lambda: _pending_ids(store)) if pending_first else None,
-        missing=_no_interrupt,
-    )
+    first = (lambda: _pending_ids(store)) if pending_first else None
+    return find_id(store, INTERRUPT, ref, what="interrupt", first=first, missing=_no_interrupt)
 
 
 def inbox(
