@@ -105,11 +105,10 @@ def serves_dir(*, create: bool = True) -> Path:
 def announce(record: ServeFile) -> Path:
     """Write the running-serve file of ``record`` (0600); returns its path, for ``withdraw``.
     A stale file of the same address (its serve is gone) is removed: this one replaces it."""
-    address = f"{_bracketed(record['host'])}:{record['port']}"
-    for old in recorded():
-        if old.address == address and not is_alive(old.pid):
-            withdraw(old.path)
     path = serves_dir() / f"{record['pid']}.json"
+    for old in recorded():
+        if old.address == Serve(record, path).address and not is_alive(old.pid):
+            withdraw(old.path)
     write_private(path, json.dumps(record, indent=2) + "\n")
     return path
 
@@ -201,13 +200,8 @@ def _address_key(address: str) -> tuple[str, int] | None:
         host, port = parts.hostname, parts.port
     except ValueError:
         return None
-    return None if host is None or port is None else (_loopback_or(host.lower()), port)
-
-
-def _loopback_or(host: str) -> str:
-    if host in ("localhost", "0.0.0.0", "::"):
-        return "loopback"
-    try:
-        return "loopback" if ipaddress.ip_address(host).is_loopback else host
-    except ValueError:
-        return host
+    if host is None or port is None:
+        return None
+    with suppress(ValueError):
+        host = "loopback" if ipaddress.ip_address(host).is_loopback else host
+    return ("loopback" if host in ("localhost", "0.0.0.0", "::") else host, port)
