@@ -21,7 +21,7 @@ from belt.outgoing.transport import MAX_CONNECTIONS, using
 from belt.rules.policy import load_policy
 from belt.server.app import create_app
 from belt.server.deciders import policy_decider
-from belt.server.forward import ANSWER_MAX_BYTES, forward_decider
+from belt.server.forward import ANSWER_MAX_BYTES, Forwarder
 from belt.store import Store
 from belt.wire.platform import LifecycleHookPayload
 from belt.wire.samples import sample_payload
@@ -39,7 +39,7 @@ BURST = 300
 def forwarding(root: Path, url: str, **options: Any) -> Iterator[tuple[str, Store]]:
     store = Store(root)
     secret = options.pop("secret", None)
-    decide = forward_decider(url, secret=secret, **options)
+    decide = Forwarder(url, secret=secret, **options)
     app = create_app(decide=decide, store=store, secret=secret, sweep_interval=0)
     with running(app) as served:
         yield served, store
@@ -146,7 +146,7 @@ def test_wrong_forward_options_are_refused(args: tuple[str, ...], message: str) 
 
 
 def test_one_client_serves_every_request_for_the_servers_life(tmp_path: Path) -> None:
-    decide = forward_decider(f"http://{REFUSED}/hooks")
+    decide = Forwarder(f"http://{REFUSED}/hooks")
     seen = []
     with hook_app(lambda name, body: {"decision": "allow"}) as upstream:
         decide.url = f"{upstream.url}/mine"
@@ -169,7 +169,7 @@ def test_the_deadline_is_the_documented_total_not_httpx_own_read_timeout() -> No
 
     async def ask() -> Any:
         with using(httpx.MockTransport(answer)):
-            async with forward_decider("http://handler.test/hooks") as decide:
+            async with Forwarder("http://handler.test/hooks") as decide:
                 return await decide(LifecycleHookPayload.model_validate(payload()))
 
     verdict = asyncio.run(ask())
@@ -195,7 +195,7 @@ def test_a_burst_waits_its_turn_in_the_forwarder_not_in_the_clients_pool() -> No
     async def ask() -> list[Any]:
         sent = LifecycleHookPayload.model_validate(payload())
         with using(Counting()):
-            async with forward_decider("http://handler.test/hooks") as decide:
+            async with Forwarder("http://handler.test/hooks") as decide:
                 return await asyncio.gather(*(decide(sent) for _ in range(BURST)))
 
     verdicts = asyncio.run(ask())

@@ -29,7 +29,7 @@ from belt.backends.remote import Platform
 from belt.engine.entrypoints import run_scenario
 from belt.handlers.webhook import deliver
 from belt.outgoing import transport
-from belt.server.forward import forward_decider
+from belt.server.forward import Forwarder
 from belt.wire.platform import LifecycleHookPayload
 from belt.wire.samples import sample_payload
 from tests import hostile
@@ -204,7 +204,7 @@ def test_a_lent_transport_carries_the_calls_of_every_thread_until_it_is_given_ba
         return response.reason if response is not None else None
 
     async def forwarded(url: str) -> str | None:
-        async with forward_decider(url) as decide:
+        async with Forwarder(url) as decide:
             verdict = await decide(
                 LifecycleHookPayload.model_validate(sample_payload("agent.start"))
             )
@@ -240,7 +240,7 @@ def test_a_webhook_delivery_never_carries_the_api_key() -> None:
 
 
 async def forwarded(url: str) -> Any:
-    async with forward_decider(url) as decide:
+    async with Forwarder(url) as decide:
         return await decide(LifecycleHookPayload.model_validate(sample_payload("agent.start")))
 
 

@@ -63,7 +63,6 @@ from belt.server.deciders import (
     Decider,
     HandlerFailed,
     HandlerPool,
-    HandlerResponseError,
     HandlerTimeout,
     PolicyDecider,
     allow_all,
@@ -71,7 +70,7 @@ from belt.server.deciders import (
     load_handler,
     policy_decider,
 )
-from belt.server.forward import check_forward_url, forward_decider
+from belt.server.forward import Forwarder, check_forward_url
 from belt.server.group_commit import GroupJournal, stamp_now
 from belt.server.guard import RequestGuard, allowed_host_name
 from belt.server.inspector import inspector_routes, is_page_shell
@@ -438,7 +437,7 @@ class HookService:
                 verdict = await self.decide(payload)
         except HandlerTimeout as exc:
             raise Problem(504, str(exc)) from None
-        except (HandlerResponseError, HandlerFailed) as exc:
+        except HandlerFailed as exc:
             raise Problem(500, str(exc)) from None
         except Exception as exc:
             raise Problem(500, f"the handler raised {type(exc).__name__}: {exc}") from None
@@ -682,7 +681,7 @@ def create_app_from_settings(env: dict[str, str]) -> Starlette:
             on_raise=handler_traceback if env.get("VERBOSE") == "1" else None,
         )
     elif env.get("FORWARD_TO"):
-        decide = forward_decider(check_forward_url(env["FORWARD_TO"]), secret=env.get("SECRET"))
+        decide = Forwarder(check_forward_url(env["FORWARD_TO"]), secret=env.get("SECRET"))
     return create_app(
         decide=decide,
         secret=env.get("SECRET"),

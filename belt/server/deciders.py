@@ -30,12 +30,9 @@ HANDLER_WORKERS = 16
 """Threads that run synchronous handlers (apart from those that serve the API routes)."""
 
 
-class HandlerResponseError(Exception):
-    """A user's handler returned something that is not a LifecycleHookResponse."""
-
-
 class HandlerFailed(Exception):
-    """A user's handler raised something that must not leave it (SystemExit, KeyboardInterrupt)."""
+    """A user's handler answered what is not a LifecycleHookResponse, or raised what must not
+    leave it (SystemExit, KeyboardInterrupt)."""
 
 
 class HandlerTimeout(Exception):
@@ -160,29 +157,23 @@ def to_response(result: Any) -> tuple[LifecycleHookResponse, list[str]]:
     unknown keys are ignored, a known key of the wrong shape is refused)."""
     if result is None:
         return LifecycleHookResponse(), []
-    warnings: list[str] = []
-    if isinstance(result, LifecycleHookResponse):
-        response = result
-    elif isinstance(result, dict):
+    response, warnings = result, list[str]()
+    if isinstance(result, dict):
         try:
             response, warnings = check_response(result)
         except ValidationError as exc:
             problems = "; ".join(model_problems(exc))
-            raise HandlerResponseError(
-                f"the handler returned an invalid response: {problems}"
-            ) from None
-    else:
-        response = None
-    if response is not None:
-        try:
-            check_value(response.model_dump(mode="json", exclude_none=True))
-        except StrictJSONError as exc:
-            raise HandlerResponseError(f"the handler returned an invalid response: {exc}") from None
-        return response, warnings
-    raise HandlerResponseError(
-        "the handler returned "
-        f"{type(result).__name__}; expected a dict, a LifecycleHookResponse or None"
-    )
+            raise HandlerFailed(f"the handler returned an invalid response: {problems}") from None
+    if not isinstance(response, LifecycleHookResponse):
+        raise HandlerFailed(
+            "the handler returned "
+            f"{type(result).__name__}; expected a dict, a LifecycleHookResponse or None"
+        )
+    try:
+        check_value(response.model_dump(mode="json", exclude_none=True))
+    except StrictJSONError as exc:
+        raise HandlerFailed(f"the handler returned an invalid response: {exc}") from None
+    return response, warnings
 
 
 def load_handler(spec: str) -> Callable[..., Any]:

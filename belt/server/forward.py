@@ -23,7 +23,7 @@ from belt.outgoing import tracing
 from belt.outgoing.signing import signed_headers
 from belt.outgoing.transport import MAX_CONNECTIONS, TooLarge, aread, async_client
 from belt.rules.policy import Verdict
-from belt.server.deciders import HandlerResponseError
+from belt.server.deciders import HandlerFailed
 from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, LifecycleHookPayload
 from belt.wire.validate import check_webhook_url
 
@@ -94,7 +94,7 @@ class Forwarder:
             try:
                 return reply.status_code, await aread(reply, ANSWER_MAX_BYTES)
             except TooLarge as exc:
-                raise HandlerResponseError(f"forwarding to {self.host}: {exc}") from None
+                raise HandlerFailed(f"forwarding to {self.host}: {exc}") from None
 
     async def __call__(self, payload: LifecycleHookPayload) -> Verdict:
         host = self.host
@@ -107,28 +107,16 @@ class Forwarder:
             async with asyncio.timeout(self.timeout):
                 status, answer = await self.post(body, headers)
         except (TimeoutError, httpx.TimeoutException):
-            raise HandlerResponseError(
+            raise HandlerFailed(
                 f"forwarding to {host}: no answer within {self.timeout:g} s"
             ) from None
         except httpx.HTTPError as exc:
-            raise HandlerResponseError(
-                f"forwarding to {host} failed: {type(exc).__name__}"
-            ) from None
+            raise HandlerFailed(f"forwarding to {host} failed: {type(exc).__name__}") from None
         if not 200 <= status < 300:
-            raise HandlerResponseError(f"forwarding to {host}: it answered HTTP {status}")
+            raise HandlerFailed(f"forwarding to {host}: it answered HTTP {status}")
         response, problem = parse_response(answer.decode("utf-8", "replace"))
         if response is None:
-            raise HandlerResponseError(
+            raise HandlerFailed(
                 f"forwarding to {host}: the answer is not a LifecycleHookResponse: {problem}"
             )
         return Verdict(response, None)
-
-
-def forward_decider(
-    url: str,
-    *,
-    secret: str | None = None,
-    timeout: float = WEBHOOK_TIMEOUT_DEFAULT,
-) -> Forwarder:
-    """A decider that asks the handler at ``url`` and answers what it answers (``Forwarder``)."""
-    return Forwarder(url, secret=secret, timeout=timeout)

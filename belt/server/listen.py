@@ -86,59 +86,6 @@ SHUTDOWN_GRACE = 1.0
 (``--grace``)."""
 
 
-def check_options(
-    *,
-    host: str,
-    port: int,
-    policy: Path | None,
-    handler: str | None,
-    token: str | None,
-    sweep_interval: float,
-    workers: int,
-    handler_timeout: float,
-    max_connections: int | None,
-    forward_to: str | None = None,
-    allow_hosts: list[str] | None = None,
-    grace: float = SHUTDOWN_GRACE,
-) -> None:
-    """Refuse options that could not serve anyone, before anything is loaded or bound."""
-    if sum(option is not None for option in (policy, handler, forward_to)) > 1:
-        raise UsageError(
-            "--policy, --handler and --forward-to each decide hooks: give one, not both"
-        )
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port {port} is not a port number (0-65535; 0 picks a free one)")
-    if token is not None and (
-        not token or not token.isascii() or not token.isprintable() or " " in token
-    ):
-        raise UsageError(
-            "--token must be printable ASCII without spaces",
-            hint="a client sends it as 'Authorization: Bearer TOKEN'; blanks cannot be sent",
-        )
-    if not is_loopback(host) and not token:
-        raise UsageError(
-            f"refusing to listen on {host} without --token",
-            hint="a host other than loopback is reachable by others; set --token TOKEN "
-            "(or BELT_SERVE_TOKEN)",
-        )
-    for name in allow_hosts or []:
-        allowed_host_name(name)
-    if not math.isfinite(sweep_interval) or (
-        sweep_interval != 0 and not sweep_interval >= MIN_SWEEP_INTERVAL
-    ):
-        raise UsageError(
-            f"--sweep-interval must be 0 (off) or a number of seconds from {MIN_SWEEP_INTERVAL:g}"
-        )
-    if workers < 1:
-        raise UsageError("--workers must be 1 or more")
-    if not math.isfinite(handler_timeout) or not handler_timeout > 0:
-        raise UsageError("--handler-timeout must be a number of seconds above 0")
-    if max_connections is not None and max_connections < 1:
-        raise UsageError("--max-connections must be 1 or more")
-    if not math.isfinite(grace) or not grace >= 0:
-        raise UsageError("--grace must be a number of seconds from 0")
-
-
 def decider_label(policy: Path | None, handler: str | None, forward_to: str | None) -> str:
     """How the start-up line names what decides hooks (a forwarding URL by its host only)."""
     if policy is not None:
@@ -176,9 +123,9 @@ def serve(
     otlp: str | None = None,
     trace_file: Path | None = None,
 ) -> None:
-    """Check the options, load the decider, listen, and serve until Ctrl-C or SIGTERM (raised
-    as KeyboardInterrupt or Terminated, under ``stopping_on_signals``), after ``grace`` seconds
-    for the requests still open.
+    """Refuse options that could not serve anyone, load the decider, listen, and serve until
+    Ctrl-C or SIGTERM (raised as KeyboardInterrupt or Terminated, under
+    ``stopping_on_signals``), after ``grace`` seconds for the requests still open.
 
     ``verbose`` (``belt -v serve``) prints the traceback of each exception a handler raises.
 
@@ -187,20 +134,41 @@ def serve(
     one socket, each configured from the same ``BELT_SERVE_*`` variables; each starts tracing
     as this process was asked to (``otlp``, ``trace_file``, the ``OTEL_*`` variables).
     """
-    check_options(
-        host=host,
-        port=port,
-        policy=policy,
-        handler=handler,
-        token=token,
-        sweep_interval=sweep_interval,
-        workers=workers,
-        handler_timeout=handler_timeout,
-        max_connections=max_connections,
-        forward_to=forward_to,
-        allow_hosts=allow_hosts,
-        grace=grace,
-    )
+    if sum(option is not None for option in (policy, handler, forward_to)) > 1:
+        raise UsageError(
+            "--policy, --handler and --forward-to each decide hooks: give one, not both"
+        )
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a port number (0-65535; 0 picks a free one)")
+    if token is not None and (
+        not token or not token.isascii() or not token.isprintable() or " " in token
+    ):
+        raise UsageError(
+            "--token must be printable ASCII without spaces",
+            hint="a client sends it as 'Authorization: Bearer TOKEN'; blanks cannot be sent",
+        )
+    if not is_loopback(host) and not token:
+        raise UsageError(
+            f"refusing to listen on {host} without --token",
+            hint="a host other than loopback is reachable by others; set --token TOKEN "
+            "(or BELT_SERVE_TOKEN)",
+        )
+    for name in allow_hosts or []:
+        allowed_host_name(name)
+    if not math.isfinite(sweep_interval) or (
+        sweep_interval != 0 and not sweep_interval >= MIN_SWEEP_INTERVAL
+    ):
+        raise UsageError(
+            f"--sweep-interval must be 0 (off) or a number of seconds from {MIN_SWEEP_INTERVAL:g}"
+        )
+    if workers < 1:
+        raise UsageError("--workers must be 1 or more")
+    if not math.isfinite(handler_timeout) or not handler_timeout > 0:
+        raise UsageError("--handler-timeout must be a number of seconds above 0")
+    if max_connections is not None and max_connections < 1:
+        raise UsageError("--max-connections must be 1 or more")
+    if not math.isfinite(grace) or not grace >= 0:
+        raise UsageError("--grace must be a number of seconds from 0")
     if clock is not None and workers > 1:
         raise UsageError(
             "--clock runs one virtual clock in one process: it cannot be shared by --workers",
@@ -547,15 +515,6 @@ def run_until_stopped(
     Ctrl-C, Terminated for SIGTERM (``stopping_on_signals``). With several workers, the supervisor
     stops them (SIGTERM each, which stops each gracefully) and raises the same.
     """
-
-    class Server(QuickStopServer):
-        """The server, which says when it has started."""
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets)
-            if on_ready is not None and not self.should_exit:
-                on_ready()
-
     try:
         if workers > 1:
             supervisor = Supervisor(config, sockets=[sock])  # its signal handlers are set now
@@ -567,20 +526,28 @@ def run_until_stopped(
             if supervisor.stopped_by == signal.SIGTERM:
                 raise Terminated
         else:
-            Server(config).run(sockets=[sock])
+            QuickStopServer(config, on_ready).run(sockets=[sock])
     finally:
         sock.close()
 
 
 class QuickStopServer(uvicorn.Server):
     """uvicorn's server, which begins to stop as soon as a signal asks, rather than at the next
-    tenth of a second its loop looks (an idle server so stops within about 0.15 s). A subclass
-    of uvicorn's public ``Server`` that overrides two of its public methods, ``handle_exit`` and
-    ``main_loop``; a single ``belt serve`` process runs it (workers run uvicorn's own)."""
+    tenth of a second its loop looks (an idle server so stops within about 0.15 s), and calls
+    ``on_ready`` once started. A subclass of uvicorn's public ``Server`` that overrides three of
+    its public methods, ``startup``, ``handle_exit`` and ``main_loop``; a single ``belt serve``
+    process runs it (workers run uvicorn's own)."""
 
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None] | None) -> None:
         super().__init__(config)
+        self.on_ready = on_ready
         self.wake: Callable[[], object] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's start-up, then ``on_ready`` unless a signal already asked it to stop."""
+        await super().startup(sockets)
+        if self.on_ready is not None and not self.should_exit:
+            self.on_ready()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """uvicorn's handling of SIGINT and SIGTERM, then its main loop woken."""
