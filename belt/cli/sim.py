@@ -78,20 +78,23 @@ def render(
     verbose: bool = False,
     live: SimLive | None = None,
 ) -> None:
-    """Print a simulation and, when it called hooks, the summary of those calls; exit 1 when a
-    run just executed failed or is on an attention hold, or with ``strict`` when a hook call
-    failed or an answer was partly ignored (answer warnings). What ``live`` printed already
-    (the transcript up to a gate) is not printed again."""
+    """Print a simulation (but what ``live`` printed already) and the summary of its hook calls;
+    exit 1 when a run just executed failed or is on an attention hold, or with ``strict`` when
+    a hook call failed or an answer was partly ignored."""
+    from belt.engine.hooksummary import strict_failures, summary_text  # start-up: the engine
+
     summary: HookSummary | None = report.get("hook_summary")
     if not output.json_printed(json_, report):
         lines = transcript_lines(report, verbose=verbose)
         output.lines(live.rest(lines) if live is not None else lines)
-        output.lines(summary_lines(summary))
-
+        if summary and summary["calls"]:
+            said = [
+                (printable(text), "yellow" if bad else "dim") for text, bad in summary_text(summary)
+            ]
+            output.lines([("", ""), *said])
     states = {run["id"]: run["state"] for run in report["runs"]}
     if any(states.get(run_id) in (AgentRunState.FAILED, ATTENTION_HOLD) for run_id in executed):
         raise typer.Exit(1)
-    from belt.engine.hooksummary import strict_failures  # start-up: the engine
 
     why = strict_failures(summary) if strict and summary else None
     if why is not None:
@@ -110,16 +113,6 @@ VerboseHere = Annotated[
 def verbose(ctx: typer.Context) -> bool:
     """True under ``belt -v`` or the command's own ``-v``."""
     return bool(ctx.params.get("verbose_") or ctx.find_root().params.get("verbose"))
-
-
-def summary_lines(summary: HookSummary | None) -> list[tuple[str, str]]:
-    """The closing summary of the hook calls (none when no hook was called)."""
-    from belt.engine.hooksummary import summary_text  # start-up: the engine
-
-    if not summary or not summary["calls"]:
-        return []
-    lines = summary_text(summary)
-    return [("", "")] + [(printable(text), "yellow" if bad else "dim") for text, bad in lines]
 
 
 @app.command()
