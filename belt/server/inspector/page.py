@@ -20,6 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, Router
 
 from belt.deliveries.replay import payload_model
+from belt.engine.entrypoints import resume_if_settled
 from belt.errors import BeltError, Conflict, InvalidInput
 from belt.handlers.webhook import WebhookResult
 from belt.records.changes import ANYTHING, watching
@@ -36,7 +37,6 @@ from belt.server.inspector.resend import (
     scenario_file,
 )
 from belt.server.inspector.timeline import (
-    continue_run,
     gate_item,
     gates,
     list_runs,
@@ -254,8 +254,11 @@ class Inspector:
         return {"interrupt": dto, "run": run}
 
     async def _continue(self, run_id: str) -> None:
+        # Continued as `belt serve --resume` continues a run whose gates are all settled; an
+        # emulated chat's run is continued by the agent routes' own worker (one thread of this
+        # server, never two, continues it) within a quarter of a second.
         try:
-            tried = await run_in_threadpool(continue_run, self.store, run_id)
+            tried = await run_in_threadpool(resume_if_settled, self.store, run_id, emulated=False)
         except Exception as exc:  # the server stays up; the line says what went wrong
             tried = {"run_id": run_id, "error": f"{type(exc).__name__}: {exc}"}
         if tried is not None and self.report is not None:

@@ -39,7 +39,6 @@ from belt.wire.platform import WEBHOOK_TIMEOUT_DEFAULT, HookHandlerType
 from belt.wire.validate import IN_PROCESS_PREFIX, POLICY_PREFIX, check_webhook_url
 
 if TYPE_CHECKING:
-    from belt.handlers.webhook import WebhookResult
     from belt.server.inspector.deliveries import Deliveries
     from belt.store import Store
 
@@ -49,7 +48,7 @@ REPLAY_MAX = 1000
 REPLAY_SECONDS = 120.0
 """A replay's total deadline: deliveries whose turn comes after it are reported, not sent."""
 
-ServeDecide = Callable[[dict[str, object]], "WebhookResult"]
+ServeDecide = Callable[[dict[str, object]], WebhookResult]
 
 
 @dataclass(frozen=True)
@@ -62,13 +61,10 @@ class Target:
     @property
     def label(self) -> str:
         """How the target is named in the replay's report and journal."""
-        if self.kind == "own":
-            return "its own handler"
         if self.kind == "url":
             return url_host(str(self.value))
-        if self.kind == "policy":
-            return f"policy {self.value}"
-        return f"py:{self.value}"
+        named = {"own": "its own handler", "policy": f"policy {self.value}"}
+        return named.get(self.kind, f"py:{self.value}")
 
 
 def parse_target(raw: Any) -> Target:

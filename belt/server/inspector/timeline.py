@@ -9,7 +9,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from belt.engine.entrypoints import Continued, resume_if_settled
 from belt.engine.hooksummary import run_hook_summary, summary_text
 from belt.engine.readback import build_report
 from belt.engine.readback import list_runs as every_run
@@ -309,10 +308,3 @@ def resolve(
         why = f"{leases.describe(lease)} continues it"
         return dto, {"run_id": run_id, "continues": False, "why": why}
     return dto, {"run_id": run_id, "continues": True, "why": "this server continues it"}
-
-
-def continue_run(store: Store, run_id: str) -> Continued | None:
-    """Continue a run whose gates are all settled, as ``belt serve --resume`` does."""
-    # An emulated chat's run is continued by the agent routes' own worker (one thread of this
-    # server, never two, continues it); it goes on there within a quarter of a second.
-    return resume_if_settled(store, run_id, emulated=False)
