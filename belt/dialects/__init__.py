@@ -14,6 +14,7 @@ loads another (tests/test_startup.py); others come from :func:`register` or from
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -199,11 +200,9 @@ def names() -> tuple[str, ...]:
 
 def known(name: str) -> bool:
     """Whether a dialect of that name is built in, registered or installed."""
-    try:
-        get(name)
-    except KeyError:
-        return False
-    return True
+    with suppress(KeyError):
+        return get(name) is not None
+    return False
 
 
 def get(name: str) -> Dialect:

@@ -26,10 +26,9 @@ class NexusDialect:
     events = tuple(e.value for e in NexusEvent)
     gate_events = events
     decisions = ("continue", "acknowledge")
-    foreign_subjects = {
-        "injection": "injections belong to the platform dialect",
-        "injected_tokens": "injections belong to the platform dialect",
-    }
+    foreign_subjects = dict.fromkeys(
+        ("injection", "injected_tokens"), "injections belong to the platform dialect"
+    )
 
     hook_states = ("completed", "failed", "cancelled", "pending", "claimed", "awaiting_approval")
     """The states of a hook task."""
@@ -123,13 +122,11 @@ class NexusDialect:
         # The engine's reading of a profile, only when a Nexus suite asks for coverage.
         from belt.dialects.nexus.execution_loop import frozen_hooks  # noqa: PLC0415 - the engine, for coverage only
 
+        turns = enumerate(loaded.scenario.turns)
         hooks = [("profile", frozen_hooks(loaded.profile))]
-        for t, turn in enumerate(loaded.scenario.turns):
-            if turn.profile is not None:
-                hooks.append((f"turns[{t}].profile", frozen_hooks(turn.profile)))
+        hooks += [(f"turns[{t}].profile", frozen_hooks(u.profile)) for t, u in turns if u.profile]
         for execution in (report.get("executions") or []) if report else []:
-            frozen = dict(execution.get("hooks") or {})
-            hooks.append((f"execution {execution.get('turn')}", frozen))
+            hooks.append((f"execution {execution.get('turn')}", dict(execution.get("hooks") or {})))
         declared: dict[tuple[str, str], Declared] = {}
         for where, table in hooks:
             for event, hook in table.items():
@@ -152,9 +149,9 @@ class NexusDialect:
                 failed = status == "failed" or (attempt is not task and attempt.get("error"))
                 if status != "completed" and not failed:
                     continue
-                continued = bool((task.get("decision") or {}).get("continue"))
+                continued = (task.get("decision") or {}).get("continue")
                 outcome = "continued" if continued else "acknowledged"
-                outcome = "failed" if status != "completed" else outcome
+                outcome = outcome if status == "completed" else "failed"
                 calls.append(Call(key, True, attempt, (outcome,)))
         for message in (report.get("chat") or {}).get("chat_messages") or []:
             for content in message.get("content") or []:

@@ -164,12 +164,10 @@ def attention_lines(report: SimReport) -> Lines:
         if run["state"] != "attention_hold" or not attention:
             continue
         held = f"{attention['event']} hook task {attention['task_key']} failed"
+        head = f"⚠ run {run['id']} is on an attention hold: {held} ({attention['reason']})"
         lines += [
             ("", ""),
-            (
-                f"⚠ run {run['id']} is on an attention hold: {held} ({attention['reason']})",
-                "bold red",
-            ),
+            (head, "bold red"),
             (f"  {attention['detail']}", "red"),
             ("fix the hook, then retry the same task:", ""),
             (f"  belt sim resume {run['id']} --executor {attention['tool']}=TARGET", ""),

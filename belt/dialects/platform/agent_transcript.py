@@ -5,6 +5,7 @@ reviews its hooks started, and the gates that hold it, as (text, style) lines fo
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from belt.display.render import (
@@ -47,11 +48,8 @@ def registry_lines(report: SimReport) -> Lines:
     if not registry:
         return []
     entries = registry.get("entries") or []
-    counts = {
-        label: sum(1 for e in entries if e.get("action") == action)
-        for action, label in LOADED.items()
-    }
-    said = ", ".join(f"{count} {label}" for label, count in counts.items() if count) or "none"
+    counts = Counter(e.get("action") for e in entries)
+    said = ", ".join(f"{counts[a]} {label}" for a, label in LOADED.items() if counts[a]) or "none"
     head = f"── registry {registry['owner']}: {len(entries)} entries loaded from "
     lines: Lines = [("", ""), (f"{head}{registry['directory']} ({said})", "bold")]
     for entry in (e for e in entries if e.get("action") != "skipped"):
@@ -108,10 +106,8 @@ def gate_lines(report: SimReport) -> Lines:
     if not pending:
         return []
     run_id = pending[0]["run_id"]
-    lines: Lines = [
-        ("", ""),
-        (f"⏸ run {run_id} is waiting at {len(pending)} gate(s):", "bold yellow"),
-    ]
+    waiting = f"⏸ run {run_id} is waiting at {len(pending)} gate(s):"
+    lines: Lines = [("", ""), (waiting, "bold yellow")]
     for interrupt in pending:
         data = (interrupt.get("meta") or {}).get("data") or {}
         what = (
