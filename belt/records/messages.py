@@ -1,16 +1,9 @@
-"""A chat's messages: ordered, written through to the store as they change.
+"""A chat's messages: ChatMessageDTOs plus a ``sim`` object only the simulator needs, listed in
+order by the chat's ``chat-messages`` index and written through to the store as they change.
 
-Messages are ChatMessageDTOs plus a ``sim`` object of what only the simulator needs (sizes,
-injection lifetimes, which execution wrote them). The chat's ``chat-messages`` index lists them in
-the order they were added; ``order`` is their position.
-
-An injection is written once. Its file also holds the transcript row of the hook run that made
-it (``sim.row``), read back as the message just before it, and its lifetime is the turn it was
-made at and its ``ttl_turns``: what it is at any moment (active, turns remaining, ended by its
-ttl or replaced by a later injection of the same ``dedup_key``) is read from the chat's
-``turn_count`` and the messages after it (``settle_injections``), not written as turns go by.
-Injections written before that (their rows in files of their own, their ends saved) read as
-they were written.
+An injection is written once, with the transcript row of the hook run that made it (``sim.row``);
+what its lifetime makes it at any moment (active, turns remaining, ended by its ttl or replaced)
+is read from the chat's ``turn_count`` and the messages after it (``settle_injections``).
 """
 
 from __future__ import annotations
@@ -81,32 +74,24 @@ def expanded(store: Store, record: Message) -> list[Message]:
     sim = record.get("sim")
     if not isinstance(sim, dict) or ROW not in sim:
         return [record]
-    row = sim[ROW]
-    if not (
-        isinstance(row, dict)
-        and isinstance(row.get("id"), str)
-        and isinstance(row.get("content"), list)
-        and isinstance(row.get("sim"), dict)
-    ):
+    row, shape = sim[ROW], {"id": str, "content": list, "sim": dict}
+    if not isinstance(row, dict) or not all(isinstance(row.get(k), t) for k, t in shape.items()):
         path = store.path(MESSAGE, record["id"])
         raise InvalidInput(
             f"{path}: damaged store file: sim.row is not a transcript row (id, content, sim)",
             hint="belt leaves a damaged file as it is; restore it, or stop the run",
         )
-    event = cast(
-        Message,
-        {
-            "id": row["id"],
-            "chat_id": record["chat_id"],
-            "agent_run_id": record.get("agent_run_id"),
-            "order": record["order"] - 1,
-            "status": MessageStatus.READY.value,
-            "role": "event",
-            "content": row["content"],
-            "created_at": record.get("created_at"),
-            "sim": row["sim"],
-        },
-    )
+    event: Message = {
+        "id": row["id"],
+        "chat_id": record["chat_id"],
+        "agent_run_id": record.get("agent_run_id"),
+        "order": record["order"] - 1,
+        "status": MessageStatus.READY.value,
+        "role": "event",
+        "content": row["content"],
+        "created_at": cast(str, record.get("created_at")),  # as the injection has it
+        "sim": row["sim"],
+    }
     injection = cast(Message, {**record, "sim": {k: v for k, v in sim.items() if k != ROW}})
     return [event, injection]
 
@@ -276,24 +261,16 @@ class Recorder:
         message_id: str | None = None,
         **fields: Any,
     ) -> Message:
-        """Append a message to the chat and persist it, after any another process added.
-
-        Appends take the chat's order lock, and a writer that finds the message index grown
-        since it last looked (``belt sim stop`` writing from another process) reads it again,
-        so two writers never give out the same ``order``. A ``message_id`` given is one the
-        chat does not list yet (its file, if any, is one a killed process did not list).
-        """
+        """Append a message to the chat and persist it, after any another process added (under
+        the chat's order lock, so two writers never give out the same ``order``); a
+        ``message_id`` given is one the chat does not list yet."""
         new = NewMessage(role, run_id, content, status, sim or {}, message_id, fields)
         return self.add_messages([new])[0]
 
     def add_messages(self, new: Sequence[NewMessage]) -> list[Message]:
-        """Append messages to the chat in order, as ``add_message`` appends each, under one
-        hold of the order lock and listed in one append to the message index.
-
-        Each message's file is written before any is listed, so a process killed in between
-        leaves files the chat does not list (never a listed message without its file), and
-        one killed while listing them leaves the first part of them listed, in order.
-        """
+        """Append messages as ``add_message`` does, under one hold of the order lock and listed
+        in one append: every file is written before any is listed, so a killed process leaves
+        unlisted files, never a listed message without its file."""
         if not new:
             return []
         added: list[Message] = []
@@ -325,9 +302,8 @@ class Recorder:
             else:
                 self.store.link_all(MESSAGES, self.chat_id, listed)
             self._index_size = self.store.index_size(MESSAGES, self.chat_id)
-            for message in added:
-                self.messages.append(message)
-                self.by_id[message["id"]] = message
+            self.messages += added
+            self.by_id.update((message["id"], message) for message in added)
         touched(self.chat_id)
         return added
 
