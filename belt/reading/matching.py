@@ -82,12 +82,6 @@ def normal_path(value: str) -> str:
     return normal[1:] if normal.startswith("//") else normal
 
 
-def path_matcher(source: str) -> Matcher:
-    """A ``path:`` pattern's matcher: its glob against the normal form of a string value."""
-    compiled = glob(source)
-    return lambda value: isinstance(value, str) and compiled.match(normal_path(value)) is not None
-
-
 def path_pattern_problem(source: str) -> str | None:
     """Why the glob of a ``path:`` pattern is refused (it is not written in normal form, as the
     values it is matched against are), or None."""
@@ -125,13 +119,11 @@ def argument_matchers(value: Any, path: str, findings: Problems) -> ArgumentMatc
     if not isinstance(value, dict):
         findings.error(path, f"expected a table of key path = pattern, got {describe(value)}")
         return ()
-    matchers: list[tuple[tuple[str, ...], Matcher]] = []
-    for key_path, pattern in key_paths(value):
-        where = f"{path}.{'.'.join(key_path)}"
-        matcher = value_matcher(pattern, where, findings)
-        if matcher is not None:
-            matchers.append((key_path, matcher))
-    return tuple(matchers)
+    compiled = [
+        (key_path, value_matcher(pattern, f"{path}.{'.'.join(key_path)}", findings))
+        for key_path, pattern in key_paths(value)
+    ]
+    return tuple((key_path, matcher) for key_path, matcher in compiled if matcher is not None)
 
 
 def key_paths(
@@ -178,11 +170,11 @@ def value_matcher(pattern: Any, path: str, findings: Problems) -> Matcher | None
     if isinstance(pattern, str):
         if pattern.startswith(PATH_PREFIX):
             source = pattern[len(PATH_PREFIX) :]
-            problem = path_pattern_problem(source)
-            if problem is not None:
+            if (problem := path_pattern_problem(source)) is not None:
                 findings.error(path, problem)
                 return None
-            return path_matcher(source)
+            compiled = glob(source)  # against the normal form of a string value
+            return lambda value: isinstance(value, str) and bool(compiled.match(normal_path(value)))
         if pattern.startswith(REGEX_PREFIX):
             source = pattern[len(REGEX_PREFIX) :]
             try:
