@@ -401,37 +401,22 @@ class Deliveries:
             problems = list(self.problems)
             evicted = self.evicted
         end = len(entries) if anchor is None else bisect.bisect_left(entries, anchor, key=BY_KEY)
-        answer: dict[str, object] = {
+        found, scanned, position = self._search(entries, end, filters, limit)
+        searched = "q" in filters
+        if searched:
+            matched = len(found)
+        else:  # without filters every row matches: the count needs no pass
+            matched = sum(matches(e.summary, filters) for e in entries) if filters else len(entries)
+        return {
             "total": len(entries) + evicted,
             "held": len(entries),
             "evicted": evicted,
             "problems": problems,
-            "complete": True,
+            "complete": not searched or (position <= 0 and scanned),
+            "matched": matched,
+            "items": [entries[p].summary for p in found],
+            "next": entries[position].summary["id"] if position > 0 else None,
         }
-        if "q" in filters:
-            found, scanned, position = self._search(entries, end, filters, limit)
-            answer.update(
-                matched=len(found),
-                items=[entries[p].summary for p in found],
-                next=entries[position].summary["id"] if position > 0 else None,
-                complete=position <= 0 and scanned,
-            )
-            return answer
-        items: list[Row] = []
-        size, more = 0, False
-        for position in range(end - 1, -1, -1):
-            entry = entries[position]
-            if not matches(entry.summary, filters):
-                continue
-            if items and (len(items) == limit or size + row_bytes(entry) > RESPONSE_BYTES):
-                more = True
-                break
-            items.append(entry.summary)
-            size += row_bytes(entry)
-        # Without filters every row matches: the count needs no pass.
-        matched = sum(matches(e.summary, filters) for e in entries) if filters else len(entries)
-        answer.update(matched=matched, items=items, next=items[-1]["id"] if more else None)
-        return answer
 
     def _search(
         self,
@@ -443,9 +428,9 @@ class Deliveries:
         answer: bool = True,
     ) -> tuple[list[int], bool, int]:
         """The positions of the newest rows before ``end`` that pass ``filters`` and whose line
-        holds ``filters["q"]``, within ``limit``, RESPONSE_BYTES (for an ``answer``) and
-        SEARCH_BYTES; whether every row was looked at; and where a next page starts."""
-        wanted = filters["q"].casefold()
+        holds ``filters["q"]`` (if given), within ``limit``, RESPONSE_BYTES (for an ``answer``)
+        and SEARCH_BYTES; whether every row was looked at; and where a next page starts."""
+        wanted = filters.get("q", "").casefold()
         found: list[int] = []
         size = read = 0
         with ExitStack() as stack:
@@ -459,20 +444,21 @@ class Deliveries:
                     return found, False, found[-1]
                 if read >= SEARCH_BYTES:
                     return found, False, position + 1
-                log = entry.log
-                if log not in readers:
-                    try:
-                        readers[log] = stack.enter_context(self.store.log_reader(*log))
-                    except (InvalidInput, NotFound):
-                        readers[log] = None
-                reader = readers[log]
-                if reader is None:
-                    continue
-                hit, taken = _holds(reader.pieces(entry.key[2], PIECE_BYTES), wanted)
-                read += taken
-                if hit:
-                    found.append(position)
-                    size += row_bytes(entry)
+                if wanted:
+                    log = entry.log
+                    if log not in readers:
+                        try:
+                            readers[log] = stack.enter_context(self.store.log_reader(*log))
+                        except (InvalidInput, NotFound):
+                            readers[log] = None
+                    if readers[log] is None:
+                        continue
+                    hit, taken = _holds(readers[log].pieces(entry.key[2], PIECE_BYTES), wanted)
+                    read += taken
+                    if not hit:
+                        continue
+                found.append(position)
+                size += row_bytes(entry)
         return found, True, 0
 
     def _entry(self, delivery_id: str) -> Entry:
