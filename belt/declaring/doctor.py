@@ -133,8 +133,9 @@ def examine(paths: list[Path], store: Store) -> Examined:
             continue
         placed = [(f"{found.where}[{i}]", hook) for i, hook in enumerate(found.hooks)]
         traps.extend(platform_traps(found.source, placed, found.located))
-        if found.lifecycle_hooks is not None:
-            traps.extend(nexus_traps(found.source, found.lifecycle_hooks))
+        stop = found.lifecycle_hooks.stop if found.lifecycle_hooks is not None else None
+        if stop is not None and stop.max_continuations == 0:
+            traps.append(trap(found.source, "lifecycle_hooks.stop", "stop-never-continues"))
         declared.extend((found.source, where, hook) for where, hook in placed)
     delivered = Deliveries.read(store)
     if delivered.any:
@@ -270,8 +271,13 @@ def platform_traps(
         event = hook.event.value
         if hook.async_ and hook.type in DECIDING and EVENTS[event].can_gate:
             yield trap(source, where, "async-on-gateable-event", event=event)
-        if hook.type == HookHandlerType.GATE:
-            yield from gate_traps(source, where, hook)
+        if hook.type == HookHandlerType.GATE:  # one that expires late, or lets a tool run
+            if (timeout := hook.effective_timeout()) < SWEEP_SECONDS:
+                yield trap(source, where, "gate-shorter-than-sweep", timeout=timeout)
+            resolution = hook.effective_default_resolution()
+            if event == "agent.tool_call" and resolution == InterruptResolution.ALLOW:
+                declared = "" if hook.default_resolution else " (allow is the default)"
+                yield trap(source, where, "tool-runs-on-expiry", declared=declared)
         if hook.handler is not None and hook.type == HookHandlerType.WEBHOOK:
             place = (located or {}).get(index)
             yield from handler_traps(source, where, hook.handler, place)
@@ -280,17 +286,6 @@ def platform_traps(
             yield trap(source, where, "declared-twice", kind=key[1], event=event, first=seen[key])
         else:
             seen[key] = where
-
-
-def gate_traps(source: str, where: str, hook: LifecycleHookConfig) -> Iterator[Trap]:
-    """A gate that expires late, or whose expiry lets a tool run."""
-    timeout = hook.effective_timeout()
-    if timeout < SWEEP_SECONDS:
-        yield trap(source, where, "gate-shorter-than-sweep", timeout=timeout)
-    resolution = hook.effective_default_resolution()
-    if hook.event.value == "agent.tool_call" and resolution == InterruptResolution.ALLOW:
-        declared = "" if hook.default_resolution else " (allow is the default)"
-        yield trap(source, where, "tool-runs-on-expiry", declared=declared)
 
 
 def handler_traps(
@@ -311,13 +306,6 @@ def handler_traps(
         return  # validate refuses such a URL; nothing more to say here
     if credentials:
         yield trap(source, where, "credentials-in-url", host=url_host(handler))
-
-
-def nexus_traps(source: str, hooks: LifecycleHooks) -> Iterator[Trap]:
-    """The traps of a Nexus lifecycle_hooks object."""
-    stop = hooks.stop
-    if stop is not None and stop.max_continuations == 0:
-        yield trap(source, "lifecycle_hooks.stop", "stop-never-continues")
 
 
 WebhookKey = tuple[str, int | None, str]

@@ -313,20 +313,11 @@ def from_file(path: Path) -> list[Recorded]:
     return list(file_deliveries(path, read_text(path, kind="payloads")))
 
 
-def _lines(text: str) -> Iterator[str]:
-    """The lines of ``text`` one at a time (``splitlines`` would hold a copy of them all)."""
-    start = 0
-    while start < len(text):
-        end = text.find("\n", start)
-        if end < 0:
-            end = len(text)
-        yield text[start:end].removesuffix("\r")
-        start = end + 1
-
-
 def file_deliveries(path: Path, text: str) -> Iterator[Recorded]:
     """The recorded deliveries of a JSON lines file's ``text``, one line at a time."""
-    for number, line in enumerate(_lines(text), start=1):
+    # One line at a time (``splitlines`` would hold a copy of them all).
+    for number, found in enumerate(re.finditer(r"^.*$", text, re.MULTILINE), start=1):
+        line = found[0].removesuffix("\r")
         if not line.strip():
             continue
         try:
