@@ -107,7 +107,8 @@ def auto(
             if isinstance(outcome, str):
                 output.warning(outcome)
                 continue
-            counts[_kind(outcome)] += 1
+            skipped, settled = outcome.skipped is not None, outcome.settled is not None
+            counts["skipped" if skipped else "settled" if settled else "ask"] += 1
             if json_:
                 output.print_json_line(outcome.to_json())
             else:
@@ -148,12 +149,6 @@ def _resolver(backend: Backend, door: str | None) -> Resolve:
             )
 
     return settle
-
-
-def _kind(outcome: Outcome) -> str:
-    if outcome.skipped is not None:
-        return "skipped"
-    return "settled" if outcome.settled is not None else "ask"
 
 
 def _line(outcome: Outcome, *, short_ids: bool) -> tuple[str, str]:
@@ -212,11 +207,10 @@ def what_if(
     if api and not runs:
         raise _runs_needed("what-if")
     with open_backend(api, api_key=api_key) as backend:
-        records: list[Mapping[str, Any]] = []
         if isinstance(backend, LocalBackend):
-            records += settled_history(backend.store, runs or [])
+            records: list[Mapping[str, Any]] = [*settled_history(backend.store, runs or [])]
         else:
-            records += [
+            records = [
                 item
                 for run in runs or []
                 for item, _ in backend.find_interrupts(run_id=run, include_settled=True)

@@ -47,8 +47,7 @@ def settings(
 
     with open_backend(api, api_key=api_key) as backend:
         chat = backend.set_chat_settings(chat_id=chat_id, disable_hooks=hooks_off)
-    if output.json_printed(json_, chat):
-        return
-    output.success(
-        f"hooks {'disabled' if hooks_off else 'enabled'} for chat {chat.get('id', chat_id)}"
-    )
+    if not output.json_printed(json_, chat):
+        output.success(
+            f"hooks {'disabled' if hooks_off else 'enabled'} for chat {chat.get('id', chat_id)}"
+        )

@@ -45,21 +45,15 @@ def events(json_: JsonFlag = False) -> None:
         | {"effect": e.effect, "emitted": e.emitted}
         for e in EVENTS.values()
     ]
-    if output.json_printed(json_, listed):
-        return
-    output.table(
-        ["event", "can_gate", "data", "when it fires", "decision effect"],
-        [
+    if not output.json_printed(json_, listed):
+        output.table(
+            ["event", "can_gate", "data", "when it fires", "decision effect"],
             [
-                e.event,
-                "yes" if e.can_gate else "no",
-                ", ".join(e.data_fields) or "-",
-                e.fires,
-                e.effect,
-            ]
-            for e in EVENTS.values()
-        ],
-    )
+                [e.event, "yes" if e.can_gate else "no", ", ".join(e.data_fields) or "-"]
+                + [e.fires, e.effect]
+                for e in EVENTS.values()
+            ],
+        )
 
 
 @app.command()
@@ -72,12 +66,11 @@ def builtins(json_: JsonFlag = False) -> None:
     """
     from belt.wire.catalogue import BUILTINS  # start-up: belt --help
 
-    if output.json_printed(json_, [b.definition() for b in BUILTINS.values()]):
-        return
-    output.table(
-        ["builtin", "events", "what it does"],
-        [[b.name, ", ".join(b.events), b.description] for b in BUILTINS.values()],
-    )
+    if not output.json_printed(json_, [b.definition() for b in BUILTINS.values()]):
+        output.table(
+            ["builtin", "events", "what it does"],
+            [[b.name, ", ".join(b.events), b.description] for b in BUILTINS.values()],
+        )
 
 
 @app.command()

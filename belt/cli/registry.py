@@ -69,9 +69,8 @@ def add(
         tags=[tag for tag in tags.split(",") if tag.strip()],
         file=file,
     )
-    if output.json_printed(json_, outcome.to_json()):
-        return
-    output.success(describe_outcome(outcome))
+    if not output.json_printed(json_, outcome.to_json()):
+        output.success(describe_outcome(outcome))
 
 
 def describe_outcome(outcome: SaveOutcome) -> str:
@@ -216,6 +215,5 @@ def rm(entry_id: EntryId, json_: JsonFlag = False) -> None:
     from belt.records.registry import remove_entry  # start-up: sqlite3 and its index
 
     entry = remove_entry(None, entry_id=entry_id)
-    if output.json_printed(json_, summary(entry)):
-        return
-    output.success(f'removed {entry["id"]} "{entry["name"]}"')
+    if not output.json_printed(json_, summary(entry)):
+        output.success(f'removed {entry["id"]} "{entry["name"]}"')
