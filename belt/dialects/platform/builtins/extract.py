@@ -3,7 +3,7 @@ review to do, as data; the loop runs the review branch (``belt.dialects.platform
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,39 +37,22 @@ def did_work(message: Mapping[str, Any]) -> bool:
     return said or any(name != FINISH for name in calls)
 
 
-def extraction(
-    *,
-    event: str,
-    chat: Mapping[str, Any],
-    since_last_review: Sequence[Mapping[str, Any]],
-    run_id: str | None,
-    agent_id: str,
-    owner: str,
-    user_team: str,
-) -> Review | None:
-    """``belt:extract``: the review to do, or None.
+def run(loop: PlatformLoop, hook_run: HookRun, payload: Mapping[str, object]) -> None:
+    """Answer the hook: the review of what the chat did since the last one, if any.
 
     Only chats whose user is a member of the owning team are reviewed, and only when the agent
     has done work since the last review.
     """
-    if user_team != owner or not since_last_review:
-        return None
-    if not any(did_work(message) for message in since_last_review):
-        return None
-    ancestor = str(since_last_review[-1]["id"])
-    return Review(event, str(chat["id"]), run_id, ancestor, agent_id, owner)
-
-
-def run(loop: PlatformLoop, hook_run: HookRun, payload: Mapping[str, object]) -> None:
-    """Answer the hook: the review of what the chat did since the last one, if any."""
-    recorder = loop.sim.recorder
-    last = int(recorder.chat.get("last_review_order", -1))
-    hook_run.review = extraction(
+    recorder, owner = loop.sim.recorder, loop.scenario.agent.owner
+    since_last_review = recorder.messages[int(recorder.chat.get("last_review_order", -1)) + 1 :]
+    if loop.scenario.user_team != owner or not any(map(did_work, since_last_review)):
+        return
+    run_id = payload.get("run_id")
+    hook_run.review = Review(
         event=str(payload["event"]),
-        chat=recorder.chat,
-        since_last_review=recorder.messages[last + 1 :],
-        run_id=run_id if isinstance(run_id := payload.get("run_id"), str) else None,
+        chat_id=str(recorder.chat["id"]),
+        run_id=run_id if isinstance(run_id, str) else None,
+        ancestor=str(since_last_review[-1]["id"]),
         agent_id=loop.sim.agent_id,
-        owner=loop.scenario.agent.owner,
-        user_team=loop.scenario.user_team,
+        owner=owner,
     )
