@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from belt.dialects.nexus.scenarios import LoadedNexusScenario, NexusScenario, NexusTurnSpec
@@ -110,16 +111,10 @@ def initial_state(turn: NexusTurnSpec) -> dict[str, Any]:
     """Where a new execution starts."""
     return {
         "next": "tools" if turn.tool_only else "request",
-        "requests": 0,
-        "script": 0,
-        "answers": 0,
-        "continuations": 0,
-        "compactions": 0,
+        **dict.fromkeys(("requests", "script", "answers", "continuations", "compactions"), 0),
         "compaction": None,
         "turn_started": False,
-        "candidate": None,
-        "output": None,
-        "input": None,
+        **dict.fromkeys(("candidate", "output", "input")),
     }
 
 
@@ -167,7 +162,6 @@ class NexusLoop:
         self.scenario = sim.scenario_as(NexusScenario)
         self.worker = sim.options.worker
         self.notify = sim.options.notify
-        self._rows: set[tuple[str, int]] | None = None
 
     @classmethod
     def check_options(cls, *, executors: bool, fail_closed: bool, routes: bool = False) -> None:
@@ -235,7 +229,6 @@ class NexusLoop:
             if input_text(turn) is not None:
                 state["input"] = new_id("msg")
         conversation_id = None if turn.standalone else self.sim.recorder.chat_id
-        uses_tools = turn.tool_only or bool(turn.model and turn.model[0].tool_calls)
         run = None
         fields = {
             "kind": turn.kind,
@@ -244,7 +237,7 @@ class NexusLoop:
             "approval_mode": approval_mode,
         }
         # Declaring hooks makes even an ordinary reply without tools run-backed.
-        if hooks or uses_tools:
+        if hooks or turn.tool_only or (turn.model and turn.model[0].tool_calls):
             run = self.sim.create_run(
                 index,
                 state,
@@ -723,21 +716,21 @@ class NexusLoop:
             told.add("approval")
         return task
 
+    @cached_property
     def recorded_rows(self) -> set[tuple[str, int]]:
         """The (task, attempt) pairs that already have a transcript row."""
-        if self._rows is None:
-            self._rows = set()
-            for message in self.sim.recorder.messages:
-                for content in message.get("content") or []:
-                    hook = (content.get("event") or {}).get("hook") or {}
-                    if hook.get("task_id"):
-                        self._rows.add((str(hook["task_id"]), int(hook.get("attempt") or 1)))
-        return self._rows
+        rows = set()
+        for message in self.sim.recorder.messages:
+            for content in message.get("content") or []:
+                hook = (content.get("event") or {}).get("hook") or {}
+                if hook.get("task_id"):
+                    rows.add((str(hook["task_id"]), int(hook.get("attempt") or 1)))
+        return rows
 
     def record_row(self, execution: NexusExecution, task: HookTask) -> None:
         """One transcript row per finished attempt of a hook task."""
         seen = (str(task["id"]), int(task["attempt"]))
-        if seen in self.recorded_rows():
+        if seen in self.recorded_rows:
             return
         decision = task.get("decision") or {}
         error = task.get("error") or {}
@@ -761,7 +754,7 @@ class NexusLoop:
         self.sim.add_event(
             execution, f"hook {task['event']}: {task['tool']}", type="hook", hook=row
         )
-        self.recorded_rows().add(seen)
+        self.recorded_rows.add(seen)
 
     def hold(self, execution: NexusExecution, task: HookTask) -> End:
         """A failed hook task: the execution waits on an attention hold, never ends silently."""
