@@ -13,7 +13,7 @@ client tools, approvals and stops have their routes here. Every other route the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 CONTINUE_INTERVAL = 0.25
 """Seconds between two looks for emulated runs that can go on (settled elsewhere, or left by a
 server that is gone)."""
+
+Endpoint = Callable[[Request], Awaitable[Any]]
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -61,76 +63,14 @@ OTHER_NAMESPACES = tuple(
 """The SDKs' other namespaces (apps, tasks, files...): every route under them answers 501."""
 
 
-class AgentsApi:
-    """The agent routes over one emulator."""
-
-    def __init__(self, emulator: Emulator) -> None:
-        self.emulator = emulator
-
-    async def run(self, request: Request) -> Any:
-        """POST /agents/run: a message to an emulated chat (a new one when chat_id is null)."""
-        body = await read_json_object(request)
-        named = code_named(body)
-        if named is not None:
-            where, handler = named
-            raise Problem(
-                400,
-                f"{where}: {handler!r} is code for the server's process to run, which a request "
-                "may not name; declare the agent in a file under `belt serve --agents DIR` (its "
-                "hooks may name py: handlers) and send its template ref as agent",
-            )
-        return await run_in_threadpool(self.emulator.send, body)
-
-    async def status(self, request: Request) -> Any:
-        """GET /chats/{chat_id}/status: the chat's status (what the JS SDK polls)."""
-        return await run_in_threadpool(self.emulator.status, request.path_params["chat_id"])
-
-    async def stop(self, request: Request) -> Any:
-        """POST /chats/{chat_id}/stop: cancel the chat's run."""
-        return await run_in_threadpool(self.emulator.stop, request.path_params["chat_id"])
-
-    async def stream(self, request: Request) -> Response:
-        """GET /chats/{chat_id}/stream: the chat's events as NDJSON."""
-        chat_id = request.path_params["chat_id"]
-        store = self.emulator.store
-        await run_in_threadpool(read_chat, store, chat_id)
-        scope = request.scope
-        return StreamingResponse(
-            chat_events(store, chat_id, lambda: bool(scope.get(STOPPING))),
-            media_type="application/x-ndjson",
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-        )
-
-    async def tool_result(self, request: Request) -> Any:
-        """POST /tools/{tool_id}: a client tool's result ``{"result": …}``."""
-        body = await read_json_object(request)
-        tool_id = request.path_params["tool_id"]
-        return await run_in_threadpool(self.emulator.tool_result, tool_id, body)
-
-    async def invoke(self, request: Request) -> Any:
-        """POST /tools/{tool_id}/invoke: approve a tool call."""
-        return await run_in_threadpool(self.emulator.approve, request.path_params["tool_id"])
-
-    async def reject(self, request: Request) -> Any:
-        """POST /tools/{tool_id}/reject: refuse a tool call ``{"reason": …}``."""
-        body = await read_json_object(request)
-        tool_id = request.path_params["tool_id"]
-        return await run_in_threadpool(self.emulator.reject, tool_id, body)
-
-    async def always_allow(self, request: Request) -> Any:
-        """POST /chats/{chat_id}/tools/{tool_id}/always-allow: approve, and stop asking."""
-        body = await read_json_object(request)
-        chat_id, tool_id = request.path_params["chat_id"], request.path_params["tool_id"]
-        return await run_in_threadpool(self.emulator.always_allow, chat_id, tool_id, body)
-
-    async def continue_forever(self, interval: float = CONTINUE_INTERVAL) -> None:
-        """Look for emulated runs that can go on, now and every ``interval`` seconds."""
-        while True:
-            try:
-                await run_in_threadpool(self.emulator.continue_settled)
-            except Exception as exc:  # one bad pass is reported; the server stays up
-                self.emulator.tell("continue", "-", f"{type(exc).__name__}: {exc}")
-            await asyncio.sleep(interval)
+async def continue_forever(emulator: Emulator, interval: float = CONTINUE_INTERVAL) -> None:
+    """Look for emulated runs that can go on, now and every ``interval`` seconds."""
+    while True:
+        try:
+            await run_in_threadpool(emulator.continue_settled)
+        except Exception as exc:  # one bad pass is reported; the server stays up
+            emulator.tell("continue", "-", f"{type(exc).__name__}: {exc}")
+        await asyncio.sleep(interval)
 
 
 def code_named(body: dict[str, object]) -> tuple[str, str] | None:
@@ -162,27 +102,69 @@ def not_emulated(template: str) -> Callable[[Request], Any]:
     return answering(answer, agent=True)
 
 
-def agent_routes(emulator: Emulator) -> tuple[AgentsApi, list[BaseRoute]]:
+def calling(method: Callable[..., Any], *params: str, body: bool = False) -> Endpoint:
+    """A route that calls ``method`` in a thread with the path parameters named ``params`` and,
+    with ``body``, the request's JSON object."""
+
+    async def route(request: Request) -> Any:
+        args: list[Any] = [request.path_params[name] for name in params]
+        if body:
+            args.append(await read_json_object(request))
+        return await run_in_threadpool(method, *args)
+
+    return route
+
+
+def agent_routes(emulator: Emulator) -> list[BaseRoute]:
     """The agent routes over ``emulator``, then the 501 routes of what is not emulated."""
-    api = AgentsApi(emulator)
+
+    async def run(request: Request) -> Any:
+        """POST /agents/run: a message to an emulated chat (a new one when chat_id is null)."""
+        body = await read_json_object(request)
+        named = code_named(body)
+        if named is not None:
+            where, handler = named
+            raise Problem(
+                400,
+                f"{where}: {handler!r} is code for the server's process to run, which a request "
+                "may not name; declare the agent in a file under `belt serve --agents DIR` (its "
+                "hooks may name py: handlers) and send its template ref as agent",
+            )
+        return await run_in_threadpool(emulator.send, body)
+
+    async def stream(request: Request) -> Response:
+        """GET /chats/{chat_id}/stream: the chat's events as NDJSON."""
+        chat_id = request.path_params["chat_id"]
+        await run_in_threadpool(read_chat, emulator.store, chat_id)
+        scope = request.scope
+        return StreamingResponse(
+            chat_events(emulator.store, chat_id, lambda: bool(scope.get(STOPPING))),
+            media_type="application/x-ndjson",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+
     routes: list[BaseRoute] = [
         Route(path, answering(handler, agent=True), methods=[method])
         for method, path, handler in (
-            ("POST", "/agents/run", api.run),
+            ("POST", "/agents/run", run),
             # The platform's aliases of /agents/run.
-            ("POST", "/agents/message", api.run),
-            ("POST", "/agents/messages", api.run),
-            ("GET", "/chats/{chat_id}/status", api.status),
-            ("GET", "/chats/{chat_id}/stream", api.stream),
-            ("POST", "/chats/{chat_id}/stop", api.stop),
-            ("POST", "/chats/{chat_id}/tools/{tool_id}/always-allow", api.always_allow),
-            ("POST", "/tools/{tool_id}", api.tool_result),
-            ("POST", "/tools/{tool_id}/invoke", api.invoke),
-            ("POST", "/tools/{tool_id}/reject", api.reject),
+            ("POST", "/agents/message", run),
+            ("POST", "/agents/messages", run),
+            ("GET", "/chats/{chat_id}/status", calling(emulator.status, "chat_id")),
+            ("GET", "/chats/{chat_id}/stream", stream),
+            ("POST", "/chats/{chat_id}/stop", calling(emulator.stop, "chat_id")),
+            (
+                "POST",
+                "/chats/{chat_id}/tools/{tool_id}/always-allow",
+                calling(emulator.always_allow, "chat_id", "tool_id", body=True),
+            ),
+            ("POST", "/tools/{tool_id}", calling(emulator.tool_result, "tool_id", body=True)),
+            ("POST", "/tools/{tool_id}/invoke", calling(emulator.approve, "tool_id")),
+            ("POST", "/tools/{tool_id}/reject", calling(emulator.reject, "tool_id", body=True)),
         )
     ]
     routes += [Route(path, not_emulated(path), methods=[method]) for method, path in NOT_EMULATED]
     for namespace in OTHER_NAMESPACES:
         for path in (f"/{namespace}", f"/{namespace}/{{rest:path}}"):
             routes.append(Route(path, not_emulated(path), methods=ALL_METHODS))
-    return api, routes
+    return routes

@@ -54,7 +54,7 @@ from belt.records.journal import ServeLine, journal_headers
 from belt.records.reports import Reporter, report_api
 from belt.rules.approvals import Rules, load_rules
 from belt.rules.policy import Verdict, load_policy
-from belt.server.agent_routes import agent_routes
+from belt.server.agent_routes import agent_routes, continue_forever
 from belt.server.chat_routes import chat_routes
 from belt.server.clock_route import clock_routes
 from belt.server.connections import LIMITS, AcceptErrors, Connections
@@ -521,7 +521,6 @@ def create_app(
     )
     api = PlatformApi(the_store, report, token=bool(token))
     virtual = VirtualClock(clock) if clock is not None else None
-    agents_api, emulated = agent_routes(emulator)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -540,7 +539,7 @@ def create_app(
             loops.append(resume_forever(the_store, report, RESUME_INTERVAL))
         if approvals is not None:
             loops.append(settle_forever(the_store, approvals, report))
-        loops.append(agents_api.continue_forever())
+        loops.append(continue_forever(emulator))
         tasks = [asyncio.create_task(loop) for loop in loops]
         try:
             yield
@@ -563,7 +562,7 @@ def create_app(
             in_process=started_handlers(in_process, agent_files),
             report=report,
         ),
-        *emulated,
+        *agent_routes(emulator),
     ]
     return ServeApp(
         routes=routes,

@@ -22,27 +22,19 @@ if TYPE_CHECKING:
     from belt.store import Store
 
 
-class ChatsApi:
-    """Reads chats from the store."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    async def chat(self, request: Request) -> Any:
-        """GET /chats/{chat_id}: the ChatDTO."""
-        return await run_in_threadpool(
-            chat_dto, self.store, request.path_params["chat_id"], public=True
-        )
-
-    async def messages(self, request: Request) -> Any:
-        """GET /chats/{chat_id}/messages: the ChatMessageDTOs, in order."""
-        return (await self.chat(request))["chat_messages"]
-
-
 def chat_routes(store: Store) -> list[Route]:
     """The chat routes over ``store``."""
-    api = ChatsApi(store)
+
+    async def chat(request: Request) -> Any:
+        """GET /chats/{chat_id}: the ChatDTO."""
+        chat_id = request.path_params["chat_id"]
+        return await run_in_threadpool(chat_dto, store, chat_id, public=True)
+
+    async def messages(request: Request) -> Any:
+        """GET /chats/{chat_id}/messages: the ChatMessageDTOs, in order."""
+        return (await chat(request))["chat_messages"]
+
     return [
-        Route("/chats/{chat_id}", answering(api.chat, agent=True), methods=["GET"]),
-        Route("/chats/{chat_id}/messages", answering(api.messages, agent=True), methods=["GET"]),
+        Route("/chats/{chat_id}", answering(chat, agent=True), methods=["GET"]),
+        Route("/chats/{chat_id}/messages", answering(messages, agent=True), methods=["GET"]),
     ]

@@ -33,63 +33,51 @@ Sweep = Callable[[], Awaitable[list[InterruptJSON]]]
 
 
 def clock_routes(clock: VirtualClock | None, sweep: Sweep) -> list[Route]:
-    """The clock's routes; ``sweep`` settles what is overdue (the server's own sweep)."""
-    routes = ClockRoutes(clock, sweep)
-    return [
-        Route(PATH, routes.show, methods=["GET"]),
-        Route(PATH, answering(routes.move), methods=["POST"]),
-    ]
+    """GET and POST ``/_belt/clock``; ``sweep`` settles what is overdue (the server's own sweep)."""
 
-
-class ClockRoutes:
-    """GET and POST ``/_belt/clock``."""
-
-    def __init__(self, clock: VirtualClock | None, sweep: Sweep) -> None:
-        self.clock = clock
-        self.sweep = sweep
-
-    async def show(self, request: Request) -> Response:
+    async def show(request: Request) -> Response:
         """The server's time, and whether it is a virtual clock's."""
-        return envelope({"now": timestamp(now()), "virtual": self.clock is not None})
+        return envelope({"now": timestamp(now()), "virtual": clock is not None})
 
-    async def move(self, request: Request) -> Response:
+    async def move(request: Request) -> Response:
         """Move the virtual clock forward, then settle what is overdue at the new time."""
         body = await read_json_object(request)
-        if self.clock is None:
+        if clock is None:
             raise Problem(
                 409,
                 "this server runs on wall time, which no request moves: start it with "
                 "`belt serve --clock RFC3339` to move its clock",
             )
-        moment = self._moved(body, self.clock)
-        settled = await self.sweep()
+        moment = moved(body, clock)
+        settled = await sweep()
         return envelope({"now": timestamp(moment), "virtual": True, "settled": settled})
 
-    @staticmethod
-    def _moved(body: dict[str, object], clock: VirtualClock) -> datetime:
-        keys = set(body)
-        if keys not in ({"advance"}, {"to"}):
-            extra = sorted(keys - {"advance", "to"})
-            why = (
-                f"{extra[0]}: unknown key{did_you_mean(extra[0], ('advance', 'to'))}; "
-                if extra
-                else ""
-            )
-            raise Problem(
-                422, f'{why}give one of "advance" (a span like "10m") or "to" (an RFC 3339 time)'
-            )
-        if "advance" in body:
-            span = body["advance"]
-            if not isinstance(span, str):
-                raise Problem(422, f'advance: expected a span like "10m", got {describe(span)}')
-            try:
-                delta = parse_duration(span, "advance")
-            except BeltError as exc:
-                raise Problem(422, exc.message) from None
-            return clock.advance(delta)
+    return [Route(PATH, show, methods=["GET"]), Route(PATH, answering(move), methods=["POST"])]
+
+
+def moved(body: dict[str, object], clock: VirtualClock) -> datetime:
+    """``clock`` moved as ``body`` asks (``advance`` or ``to``); a 422 problem saying why not."""
+    keys = set(body)
+    if keys not in ({"advance"}, {"to"}):
+        extra = sorted(keys - {"advance", "to"})
+        why = (
+            f"{extra[0]}: unknown key{did_you_mean(extra[0], ('advance', 'to'))}; " if extra else ""
+        )
+        raise Problem(
+            422, f'{why}give one of "advance" (a span like "10m") or "to" (an RFC 3339 time)'
+        )
+    if "advance" in body:
+        span = body["advance"]
+        if not isinstance(span, str):
+            raise Problem(422, f'advance: expected a span like "10m", got {describe(span)}')
         try:
-            # It refuses, by name, a value that is not a string.
-            moment = parse_rfc3339(cast(str, body["to"]), "to")
+            delta = parse_duration(span, "advance")
         except BeltError as exc:
             raise Problem(422, exc.message) from None
-        return clock.move_to(moment)  # Conflict (409) when it is before the clock's time
+        return clock.advance(delta)
+    try:
+        # It refuses, by name, a value that is not a string.
+        moment = parse_rfc3339(cast(str, body["to"]), "to")
+    except BeltError as exc:
+        raise Problem(422, exc.message) from None
+    return clock.move_to(moment)  # Conflict (409) when it is before the clock's time

@@ -33,43 +33,31 @@ def declaration_response(record: Profile) -> Response:
     )
 
 
-class ProfileApi:
-    """The whole configuration declaration, kept in the store."""
+def profile_routes(store: Store, report: Reporter | None = None) -> list[Route]:
+    """The routes of the profile API over ``store``."""
 
-    def __init__(self, store: Store, report: Reporter | None = None) -> None:
-        self.store = store
-        self.report = report
-
-    async def get(self, request: Request) -> Response:
+    async def get(request: Request) -> Response:
         """GET: the stored declaration (``{}`` until one is PUT)."""
-        record = await run_in_threadpool(read_profile, self.store)
-        return declaration_response(record)
+        return declaration_response(await run_in_threadpool(read_profile, store))
 
-    async def put(self, request: Request) -> Response:
+    async def put(request: Request) -> Response:
         """PUT: check and store a whole declaration, replacing the previous one."""
         try:
             body = await receive_body(request.scope, request.receive)
             declaration = parse_json(body) if body.strip() else None
             try:
-                record = await run_in_threadpool(write_profile, self.store, declaration)
+                record = await run_in_threadpool(write_profile, store, declaration)
             except InvalidInput as exc:
                 raise Problem(422, exc.message, errors=[exc.message, *exc.problems]) from None
             except BeltError as exc:
                 raise belt_problem(exc) from None
         except Problem as problem:
-            self._report(problem.status, problem.detail)
+            report_api(report, "profile", "configuration", problem.status, problem.detail)
             return problem.response()
-        self._report(200, f"revision {record['revision']}")
+        report_api(report, "profile", "configuration", 200, f"revision {record['revision']}")
         return declaration_response(record)
 
-    def _report(self, status: int, detail: str) -> None:
-        report_api(self.report, "profile", "configuration", status, detail)
-
-
-def profile_routes(store: Store, report: Reporter | None = None) -> list[Route]:
-    """The routes of the profile API over ``store``."""
-    api = ProfileApi(store, report)
     return [
-        Route(PROFILE_PATH, api.get, methods=["GET"]),
-        Route(PROFILE_PATH, api.put, methods=["PUT"]),
+        Route(PROFILE_PATH, get, methods=["GET"]),
+        Route(PROFILE_PATH, put, methods=["PUT"]),
     ]
