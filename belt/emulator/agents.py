@@ -32,8 +32,7 @@ AGENT_SUFFIXES = (".toml", ".json")
 
 @dataclass(frozen=True)
 class ToolSetting:
-    """How one of the agent's tools is called: by the application (``client``) and with or
-    without a person's approval first."""
+    """How one of the agent's tools is called: by the application or not, approved first or not."""
 
     client: bool = False
     require_approval: bool = False
@@ -61,8 +60,7 @@ class AgentFileSpec(AgentSpec):
 
 
 def agent_id_for(label: str) -> str:
-    """A stable agent id for an agent named ``label`` (one agent record per name, as the
-    platform dedupes ad-hoc agents by name)."""
+    """A stable agent id for the agent named ``label`` (ad-hoc agents are one per name)."""
     return "ag_" + hashlib.sha256(label.encode("utf-8")).hexdigest()[:20]
 
 
@@ -81,15 +79,12 @@ def check_tools(raw: Any, base: str) -> dict[str, ToolSetting]:
         if not isinstance(tool, dict):
             problems.append(f"{where}: expected an object, got {describe(tool)}")
             continue
-        name = tool.get("name")
-        if not isinstance(name, str) or not name:
+        if not isinstance((name := tool.get("name")), str) or not name:
             problems.append(f"{where}.name: expected a tool name, got {describe(name)}")
             continue
-        kind = tool.get("type")
-        if kind is not None and not isinstance(kind, str):
+        if (kind := tool.get("type")) is not None and not isinstance(kind, str):
             problems.append(f"{where}.type: expected a string, got {describe(kind)}")
-        approval = tool.get("require_approval", False)
-        if not isinstance(approval, bool):
+        if not isinstance((approval := tool.get("require_approval", False)), bool):
             problems.append(
                 f"{where}.require_approval: expected a boolean, got {describe(approval)}"
             )
@@ -139,11 +134,9 @@ def agent_from_config(config: Any, name: Any) -> AgentDefinition:
 def load_agent_file(path: Path, ref: str) -> AgentDefinition:
     """One agent file, the agent of template ref ``ref``."""
     source = str(path)
-    doc = read_document(path)
-    if not isinstance(doc, dict):
+    if not isinstance((doc := read_document(path)), dict):
         raise InvalidInput(f"{source}: expected a table/object at the top level")
-    spec = validated(AgentFileSpec, doc, source)
-    if spec.registry is not None:
+    if (spec := validated(AgentFileSpec, doc, source)).registry is not None:
         raise InvalidInput(
             f"{source}: registry: an agent file does not load a registry",
             hint="load it into the store with `belt registry add` before `belt serve`",
@@ -180,8 +173,7 @@ class AgentFiles:
                 f"agent: expected a template ref namespace/name@version, got {describe(ref)}"
             )
         key = ref.partition("@")[0]
-        found = self.agents.get(key) or self.agents.get(key.rsplit("/", 1)[-1])
-        if found is not None:
+        if (found := self.agents.get(key) or self.agents.get(key.rsplit("/", 1)[-1])) is not None:
             return found
         if self.directory is None:
             raise NotFound(

@@ -86,13 +86,11 @@ class RunRequest:
 
 def parse_run_request(body: dict[str, object]) -> RunRequest:
     """Check a ``POST /agents/run`` body as the SDKs send it; InvalidInput names the field."""
-    chat_id = body.get("chat_id")
-    if chat_id is not None:
+    if (chat_id := body.get("chat_id")) is not None:
         if not isinstance(chat_id, str):
             raise InvalidInput(f"chat_id: expected a chat id or null, got {describe(chat_id)}")
         check_id(chat_id, what="chat_id")
-    message = body.get("input")
-    if not isinstance(message, dict):
+    if not isinstance((message := body.get("input")), dict):
         raise InvalidInput(f"input: expected an object with text, got {describe(message)}")
     text = "" if message.get("text") is None else message["text"]
     if not isinstance(text, str):
@@ -100,8 +98,7 @@ def parse_run_request(body: dict[str, object]) -> RunRequest:
     if len(text) > TEXT_LIMIT:
         raise InvalidInput(f"input.text: longer than {TEXT_LIMIT} characters")
     for key in ("attachments", "images", "files", "context"):
-        value = message.get(key)
-        if value is not None and not isinstance(value, list):
+        if (value := message.get(key)) is not None and not isinstance(value, list):
             raise InvalidInput(f"input.{key}: expected an array, got {describe(value)}")
     context = body.get("context")
     if context is not None and (
@@ -127,8 +124,7 @@ def parse_run_request(body: dict[str, object]) -> RunRequest:
 
 
 def emulated_sim(store: Store, chat_id: str) -> Sim:
-    """The simulation of a chat ``belt serve`` emulates; NotFound, or Conflict for another
-    kind of chat (a ``belt sim run`` chat is driven by its scenario)."""
+    """The simulation of an emulated chat; NotFound, or Conflict for a scenario's chat."""
     chat = read_chat(store, chat_id)
     sim_id = chat.get("sim_id")
     sim = get_sim(store, sim_id) if isinstance(sim_id, str) else None
@@ -141,15 +137,13 @@ def emulated_sim(store: Store, chat_id: str) -> Sim:
 
 
 def build_turn(text: str, agent: AgentDefinition, script: ModelScript) -> dict[str, object]:
-    """The scenario turn of one message: what the model script answers ``text`` with, each tool
-    call marked as the agent declares the tool (client, approval)."""
+    """The scenario turn the model script answers ``text`` with, calls set as the agent's tools."""
     reply = script.reply(text, agent.name)
     models = []
     for model in reply.model:
         calls = []
         for call in model.tool_calls:
-            setting = agent.tools.get(call.name)
-            if setting is not None:
+            if (setting := agent.tools.get(call.name)) is not None:
                 call = ToolCallSpec.model_validate(
                     {
                         **call.model_dump(by_alias=True),
@@ -203,8 +197,7 @@ def create_emulated(
 
 
 class SimQueue:
-    """Drives the simulations' work in a bounded pool, one job at a time per simulation, so two
-    threads of one server never continue the same chat."""
+    """Runs the simulations' jobs in a bounded pool, one at a time per simulation."""
 
     def __init__(self, workers: int, report: Reporter | None) -> None:
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="belt-emulated-run")
@@ -222,8 +215,7 @@ class SimQueue:
         submitted in (a traced request's span is its run's parent)."""
         job = partial(contextvars.copy_context().run, job)
         with self._lock:
-            queued = self._jobs.get(sim_id)
-            if queued is not None:
+            if (queued := self._jobs.get(sim_id)) is not None:
                 queued.append(job)
                 return
             self._jobs[sim_id] = deque([job])
@@ -232,8 +224,7 @@ class SimQueue:
     def _work(self, sim_id: str) -> None:
         while True:
             with self._lock:
-                queued = self._jobs[sim_id]
-                if not queued:
+                if not (queued := self._jobs[sim_id]):
                     del self._jobs[sim_id]
                     return
                 job = queued.popleft()
@@ -278,8 +269,6 @@ class Emulator:
         """Stop driving runs (those left go on when a server starts again)."""
         self.queue.close()
 
-    # -- messages ------------------------------------------------------------------------------
-
     def send(self, body: dict[str, object]) -> dict[str, object]:
         """``POST /agents/run``: append the message to its chat (new when ``chat_id`` is null),
         drive its run in the background; answer the user message and the pending assistant one."""
@@ -297,8 +286,7 @@ class Emulator:
             agent = self.stored_agent(sim)
         chat_id = str(sim["chat_id"])
         with store.lock(CHAT_LOCK, chat_id):
-            chat = read_chat(store, chat_id)
-            if not self.free(chat):
+            if not self.free(chat := read_chat(store, chat_id)):
                 raise Conflict(
                     f"chat {chat_id} is {chat.get('status')}: run {chat.get('active_run_id')} "
                     "has not ended",
@@ -327,17 +315,14 @@ class Emulator:
         return {"user_message": public_message(user), "assistant_message": reply}
 
     def free(self, chat: Chat) -> bool:
-        """True when a chat takes a message: no run occupies it, or the one that does has ended
-        (the driver that ran it is releasing the chat; it leaves a chat a later run took)."""
-        active = chat.get("active_run_id")
-        if active is None:
+        """True when a chat takes a message: no run occupies it, or the one that does has ended."""
+        if (active := chat.get("active_run_id")) is None:
             return chat.get("status") in (None, ChatStatus.IDLE)
         run = get_run(self.store, str(active))
         return run is not None and run.get("state") in TERMINAL_STATES
 
     def stored_agent(self, sim: Sim) -> AgentDefinition:
-        """The agent of an existing emulated chat, as its simulation keeps it (the agent is
-        fixed when the chat is created)."""
+        """The agent of an existing emulated chat, as its simulation keeps it."""
         tools = {
             str(name): ToolSetting(
                 client=setting.get("client") is True,
@@ -350,15 +335,11 @@ class Emulator:
         spec = AgentSpec(id=str(sim["agent_id"]), name=str(sim.get("name") or "agent"))
         return AgentDefinition(spec.name, spec, [], tools)
 
-    # -- driving runs ----------------------------------------------------------------------------
-
     def drive(self, simulation: Simulation, execution: Any) -> None:
-        """Drive a begun run to its end or next hold (in a worker thread), then say in the live line
-        where it stopped and what its hooks did."""
+        """Drive a begun run to its end or next hold (in a worker thread); say where it stopped."""
         simulation.drive_started(execution)
         run_id = str(execution.run_id)
-        run = get_run(self.store, run_id)
-        if run is None or self.report is None:
+        if (run := get_run(self.store, run_id)) is None or self.report is None:
             return
         summary = run_hook_summary(self.store, run_id)
         detail = f"run {run_id} {run.get('state')}"
@@ -367,16 +348,13 @@ class Emulator:
         self.tell("agents/run", str(run.get("chat_id") or run_id), detail)
 
     def continue_settled(self, run_ids: list[str] | None = None) -> int:
-        """Queue every emulated run that can go on now: its interrupts are all settled, or the
-        server that drove it is gone. Returns how many were queued."""
+        """Queue each emulated run whose interrupts are settled or server gone; how many."""
         queued = 0
         for run_id in self.store.tagged(EMULATED_RUNS) if run_ids is None else run_ids:
-            run = get_run(self.store, run_id)
-            if run is None or run.get("state") in TERMINAL_STATES:
+            if (run := get_run(self.store, run_id)) is None or run.get("state") in TERMINAL_STATES:
                 untag_emulated(self.store, run_id)
                 continue
-            sim_id = str(run.get("sim_id"))
-            if self.queue.busy(sim_id):
+            if self.queue.busy(sim_id := str(run.get("sim_id"))):
                 continue
             ready = waiting(run) and not pending_for_run(store=self.store, run_id=run_id)
             if ready or interrupted(run):
@@ -386,12 +364,9 @@ class Emulator:
 
     def resume(self, run_id: str) -> None:
         """Continue one run held at settled interrupts, or left by a server that is gone."""
-        tried = resume_settled(self.store, run_ids=[run_id], recover=True)
-        for record in tried:
+        for record in resume_settled(self.store, run_ids=[run_id], recover=True):
             if self.report is not None:
                 self.report({"kind": "resume", "at": now_iso(), **record})
-
-    # -- chats ---------------------------------------------------------------------------------
 
     def status(self, chat_id: str) -> dict[str, object]:
         """``GET /chats/{id}/status``: the chat's status alone (what the JS SDK polls)."""
@@ -415,12 +390,9 @@ class Emulator:
             "stopped": run_id,
         }
 
-    # -- tools ---------------------------------------------------------------------------------
-
     def tool_result(self, tool_id: str, body: dict[str, object]) -> InterruptJSON:
         """``POST /tools/{id}``: the result of a client tool; its run goes on."""
-        result = body.get("result")
-        if not isinstance(result, str):
+        if not isinstance((result := body.get("result")), str):
             raise InvalidInput(
                 f"result: expected a string (objects JSON-encoded), got {describe(result)}"
             )
@@ -437,8 +409,7 @@ class Emulator:
 
     def reject(self, tool_id: str, body: dict[str, object]) -> list[InterruptJSON]:
         """``POST /tools/{id}/reject``: refuse the tool call; it fails with the reason given."""
-        reason = body.get("reason")
-        if reason is not None and not isinstance(reason, str):
+        if (reason := body.get("reason")) is not None and not isinstance(reason, str):
             raise InvalidInput(f"reason: expected a string, got {describe(reason)}")
         check_storable(body, "the request")
         data = {"reason": reason} if reason else None
@@ -452,8 +423,7 @@ class Emulator:
         pending = self.pending(tool_id)
         if any(i["chat_id"] != chat_id for i in pending):
             raise NotFound(f"no tool invocation {tool_id} awaiting approval in chat {chat_id}")
-        name = tool_name(pending[0]) or body.get("tool_name")
-        if isinstance(name, str) and name:
+        if isinstance((name := tool_name(pending[0]) or body.get("tool_name")), str) and name:
             chat = read_chat(self.store, chat_id)
             agent_data: AgentData = {**(chat.get("agent_data") or {})}
             always = [t for t in agent_data.get("always_allow") or [] if isinstance(t, str)]
@@ -478,8 +448,7 @@ class Emulator:
     def settle(
         self, tool_id: str, decision: str, data: Any, route: str, result: bool = False
     ) -> list[InterruptJSON]:
-        """Resolve a tool invocation's pending interrupts (``pending``; each recording the agent
-        API ``route`` that settled it), then let its run go on."""
+        """Resolve a tool invocation's pending interrupts as the API ``route``; its run goes on."""
         settled = [
             resolve_interrupt(
                 store=self.store,
@@ -522,8 +491,7 @@ CLIENT_TOOL = (InterruptReason.CLIENT_TOOL,)
 
 
 def tool_name(interrupt: Mapping[str, object]) -> str | None:
-    """The tool an approval or a tool gate holds (an approval's ``meta.tool_name``, a gate's
-    hook payload ``data.tool``)."""
+    """The tool an approval (``meta.tool_name``) or a tool gate (``meta.data.tool``) holds."""
     meta = found if isinstance(found := interrupt.get("meta"), dict) else {}
     data = found if isinstance(found := meta.get("data"), dict) else {}
     return next((n for n in (meta.get("tool_name"), data.get("tool")) if isinstance(n, str)), None)

@@ -49,8 +49,7 @@ class ModelScriptFile(Strict):
 
 @dataclass(frozen=True)
 class Reply:
-    """What the model does with one message: its model turns, or the error its request ends in,
-    and the rule that chose it (None: the plain model)."""
+    """What the model does with one message, and the rule that chose it (None: the plain model)."""
 
     model: list[ModelTurnSpec]
     error: str | None = None
@@ -59,8 +58,7 @@ class Reply:
 
 @dataclass(frozen=True)
 class CompiledRule:
-    """A rule with its patterns compiled (as a policy's: a glob, or ``re:`` with RE2, which
-    never backtracks, so no message can make matching slow)."""
+    """A rule with its patterns compiled as a policy's (a glob, or ``re:`` with RE2, never slow)."""
 
     index: int
     text: Matcher | None
@@ -90,8 +88,7 @@ class ModelScript:
 
 def plain_reply(text: str) -> list[ModelTurnSpec]:
     """The plain model: one short reply that repeats the start of the message, and no tool."""
-    said = " ".join(text.split())
-    if len(said) > PLAIN_LIMIT:
+    if len(said := " ".join(text.split())) > PLAIN_LIMIT:
         said = said[:PLAIN_LIMIT] + "…"
     return [ModelTurnSpec(say=PLAIN_PREFIX + said)]
 
