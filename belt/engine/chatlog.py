@@ -153,8 +153,7 @@ class Transcript:
 
     def compact(self, execution: Execution) -> None:
         """Retire the context but the run's input, and put a compaction marker in its place."""
-        retire = self.ledger.retirable(execution.scope, execution.input_message_id)
-        if not retire:
+        if not (retire := self.ledger.retirable(execution.scope, execution.input_message_id)):
             return
         tokens = size = 0
         for message in retire:

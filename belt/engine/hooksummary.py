@@ -67,7 +67,6 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
     failures: list[dict[str, object]] = []
     warned: list[dict[str, object]] = []
     warning_count = 0
-    counted = {"allow": 0, "deny": 0}
     for record in executions:
         key = (str(record.get("handler_type") or ""), str(record.get("handler") or ""))
         entry = handlers.setdefault(
@@ -98,7 +97,6 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
         if not (error := record.get("error")):
             continue
         how = counted_as(record)
-        counted[how] += 1
         entry["failed"] += 1
         entry["counted_deny" if how == "deny" else "counted_allow"] += 1
         if entry["first_error"] is None:
@@ -115,12 +113,11 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
                     "async": bool(record.get("async")),
                 }
             )
-    failed = counted["allow"] + counted["deny"]
     return {
         "calls": len(executions),
-        "failed": failed,
-        "counted_allow": counted["allow"],
-        "counted_deny": counted["deny"],
+        "failed": sum(entry["failed"] for entry in handlers.values()),
+        "counted_allow": sum(entry["counted_allow"] for entry in handlers.values()),
+        "counted_deny": sum(entry["counted_deny"] for entry in handlers.values()),
         "handlers": list(handlers.values()),
         "failures": failures,
         "warned": warning_count,

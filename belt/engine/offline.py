@@ -48,16 +48,13 @@ def network_problems(loaded: Any, routes: list[Route], executors: list[str]) -> 
         if on_this_machine(destination):
             continue
         where = f"hook {index} ({hook.event})"
-        if route is not None:
-            problems.append(
-                f"{where}: its --route {route.prefix} sends it to {origin(destination)}, which is "
-                "not on this machine; route it to py:MODULE:FUNC or a loopback URL"
-            )
-            continue
         problems.append(
             f"{where}: the webhook {origin(url)} is not on this machine; serve it here with "
             f"--route {origin(url)}=TARGET (TARGET py:MODULE:FUNC or a loopback URL such as "
             "http://127.0.0.1:8787)"
+            if route is None
+            else f"{where}: its --route {route.prefix} sends it to {origin(destination)}, which "
+            "is not on this machine; route it to py:MODULE:FUNC or a loopback URL"
         )
     for spec in executors:
         name, _, target = spec.partition("=")

@@ -300,21 +300,17 @@ def load_hooks(raw: Any, source: str, base: str) -> list[LifecycleHookConfig]:
 
 def locate_hooks(
     hooks: list[LifecycleHookConfig], directory: Path, source: str, base: str
-) -> list[Located | None]:
-    """Where each in-process hook of a file of ``directory`` is loaded from (None for the
-    others): a path is read from that directory (``locate_handler``); a ``policy:`` file is
-    read and checked now. ``source`` and ``base`` name the hooks in errors and warnings."""
-    found: list[Located | None] = []
+) -> dict[int, Located]:
+    """Where each in-process hook of a file of ``directory`` is loaded from, by index: a path is
+    read from that directory (``locate_handler``); a ``policy:`` file is read and checked now.
+    ``source`` and ``base`` name the hooks in errors and warnings."""
+    found: dict[int, Located] = {}
     for index, hook in enumerate(hooks):
-        handler = str(hook.handler)
-        if hook.type != HookHandlerType.WEBHOOK or not is_in_process(handler):
-            found.append(None)
-            continue
-        where = f"{source}: {base}[{index}].handler"
-        place = locate_handler(handler, directory, where=where)
-        if place.spec.startswith(POLICY_PREFIX):
-            load_policy(place.spec[len(POLICY_PREFIX) :])
-        found.append(place)
+        if hook.type == HookHandlerType.WEBHOOK and is_in_process(handler := str(hook.handler)):
+            place = locate_handler(handler, directory, where=f"{source}: {base}[{index}].handler")
+            if place.spec.startswith(POLICY_PREFIX):
+                load_policy(place.spec[len(POLICY_PREFIX) :])
+            found[index] = place
     return found
 
 
@@ -322,8 +318,7 @@ def hooks_from_file(path: Path) -> list[LifecycleHookConfig]:
     """The hooks of a declaration file (``{"hooks": [...]}``, a bare array, or TOML)."""
     doc = read_document(path)
     raw = doc.get("hooks", doc) if isinstance(doc, dict) else doc
-    if isinstance(doc, dict) and set(doc) - {"hooks"}:
-        extra = sorted(set(doc) - {"hooks"})
+    if isinstance(doc, dict) and (extra := sorted(set(doc) - {"hooks"})):
         raise InvalidInput(
             f"{path}: {extra[0]}: unknown key (a hooks file holds only hooks)"
             + did_you_mean(extra[0], ("hooks",))
@@ -427,12 +422,9 @@ def load_platform_scenario(
             declared.append((hooks, directory, source, "agent.hooks"))
     loaded = LoadedScenario(source, scenario, [], str(hooks_file) if hooks_file else None)
     for hooks, found_in, named_in, base in declared:
-        places = locate_hooks(hooks, found_in, named_in, base) if locate else []
-        for index, place in enumerate(places):
-            if place is not None:
-                loaded.located[len(loaded.hooks) + index] = place
-                if place.warning:
-                    loaded.warnings.append(place.warning)
+        places = locate_hooks(hooks, found_in, named_in, base) if locate else {}
+        loaded.located |= {len(loaded.hooks) + index: place for index, place in places.items()}
+        loaded.warnings += [place.warning for place in places.values() if place.warning]
         loaded.hooks += hooks
     return loaded
 

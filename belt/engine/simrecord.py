@@ -173,13 +173,11 @@ def stop_run(
         run = merge_run(store, run_id, kept)
         recorder = Recorder(store, str(sim["chat_id"]))
         for message in recorder.messages:
-            if message.get("agent_run_id") != run_id:
-                continue
             calls = message.get("tool_invocations") or []
             open_calls = [call for call in calls if call["status"] in OPEN_TOOL_STATES]
-            for invocation in open_calls:
-                invocation["status"] = ToolInvocationStatus.CANCELLED.value
-            if open_calls:
+            if open_calls and message.get("agent_run_id") == run_id:
+                for invocation in open_calls:
+                    invocation["status"] = ToolInvocationStatus.CANCELLED.value
                 recorder.save_message(message)
         reply = (run.get("execution") or {}).get("reply")
         recorder.add_message(

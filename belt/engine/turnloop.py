@@ -53,8 +53,7 @@ class TurnLoop:
         """The turn loop: each remaining scenario turn is one run."""
         executed: list[str] = []
         while int(self.sim.sim["next_turn"]) < self.sim.turn_count():
-            execution = self.start_turn()
-            if execution.run is not None:
+            if (execution := self.start_turn()).run is not None:
                 executed.append(execution.run.id)
             if self.stopped(self.drive_waiting(execution)):
                 return executed
