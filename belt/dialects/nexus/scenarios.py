@@ -69,17 +69,14 @@ class NexusTurnSpec(_Strict):
     @property
     def kind(self) -> str:
         """What starts this execution (input, mail, regeneration, background, standalone...)."""
-        if self.tool_only:
-            return "tool_only"
-        if self.regenerate:
-            return "regeneration"
-        if self.mail is not None:
-            return "mail"
-        if self.background:
-            return "background"
-        if self.standalone:
-            return "standalone"
-        return "input"
+        kinds = (
+            ("tool_only", self.tool_only),
+            ("regeneration", self.regenerate),
+            ("mail", self.mail is not None),
+            ("background", self.background),
+            ("standalone", self.standalone),
+        )
+        return next((kind for kind, given in kinds if given), "input")
 
     @property
     def replies(self) -> bool:
@@ -160,8 +157,7 @@ def nexus_turn_problems(scenario: NexusScenario) -> list[str]:
         if turn.regenerate and not replied:
             problems.append(f"{at}.regenerate: there is no earlier reply to regenerate")
         if turn.profile is not None:
-            findings, _ = check_nexus_profile(turn.profile, f"{at}.profile")
-            problems += findings.problems
+            problems += check_nexus_profile(turn.profile, f"{at}.profile")[0].problems
         replied = replied or turn.replies
     return problems
 
@@ -180,13 +176,11 @@ def load_nexus_scenario(
     scenario = validated(NexusScenario, doc, source)
     problems = []
     if scenario.profile is not None:
-        profile_findings, _ = check_nexus_profile(scenario.profile, "profile")
-        problems += profile_findings.problems
+        problems += check_nexus_profile(scenario.profile, "profile")[0].problems
     problems += nexus_turn_problems(scenario)
     check_resolutions([t.resolve for t in scenario.turns], "nexus", findings)
     for name, target in scenario.executors.items():
-        problem = executor_problem(name, target)
-        if problem:
+        if problem := executor_problem(name, target):
             findings.error(f"executors.{name}", problem)
     problems += findings.problems
     refuse(source, problems)
@@ -306,13 +300,11 @@ PLATFORM_TOOL_KEYS = ("async", "client", "require_approval", "approval_timeout")
 def platform_keys(doc: Mapping[str, object]) -> list[str]:
     """Keys of platform scenarios in a Nexus one, each with a message that says so."""
     problems: list[str] = []
-    agent = found if isinstance(found := doc.get("agent"), dict) else {}
-    chat = found if isinstance(found := doc.get("chat"), dict) else {}
     turns = found if isinstance(found := doc.get("turns"), list) else []
-    tables = {"": doc, "agent": agent, "chat": chat}
+    tables = {"": doc, **{k: v for k in ("agent", "chat") if isinstance(v := doc.get(k), dict)}}
     for path in ("agents", "reviews", "agent.hooks", "agent.hooks_file", "chat.disable_hooks"):
         table, _, key = path.rpartition(".")
-        if key in tables[table]:
+        if key in tables.get(table, {}):
             problems.append(f"{path}: {PLATFORM_ONLY[path]}")
     for t, turn in enumerate(turns):
         if not isinstance(turn, dict):
