@@ -105,9 +105,7 @@ def nesting_depth(text: str) -> int:
 
 def decode(data: str | bytes, *, unique_keys: bool = False) -> Any:
     """Parse one JSON document strictly; StrictJSONError says why one is refused.
-
-    ``unique_keys`` refuses an object that repeats a key (for files and options a user writes).
-    """
+    ``unique_keys`` refuses an object that repeats a key (for files and options a user writes)."""
     if isinstance(data, bytes):
         try:
             # Strict UTF-8 refuses an encoded surrogate, so the text holds none.
@@ -116,8 +114,7 @@ def decode(data: str | bytes, *, unique_keys: bool = False) -> Any:
             raise StrictJSONError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     else:
         text = data
-        raw = _SURROGATE.search(text)
-        if raw is not None:
+        if (raw := _SURROGATE.search(text)) is not None:
             shown = _escaped(raw.group())
             raise StrictJSONError(f"holds a lone surrogate {shown} (not Unicode text)")
     if nesting_depth(text) > MAX_DEPTH:
@@ -137,8 +134,7 @@ def decode_toml(text: str) -> dict[str, Any]:
     """Parse a TOML document with the same refusals as ``decode``; TOMLDecodeError for syntax."""
     import tomllib  # noqa: PLC0415 - TOML input only
 
-    raw = _SURROGATE.search(text)
-    if raw is not None:
+    if (raw := _SURROGATE.search(text)) is not None:
         raise StrictJSONError(f"holds a lone surrogate {_escaped(raw.group())} (not Unicode text)")
     try:
         document = tomllib.loads(text, parse_float=_parse_float)
@@ -179,11 +175,9 @@ def check_value(value: Any) -> None:
 
 
 def _check_string(text: str) -> None:
-    found = _SURROGATE.search(text)
-    if found is not None:
-        raise StrictJSONError(
-            f"a string holds a lone surrogate {_escaped(found.group())} (not Unicode text)"
-        )
+    if (found := _SURROGATE.search(text)) is not None:
+        shown = _escaped(found.group())
+        raise StrictJSONError(f"a string holds a lone surrogate {shown} (not Unicode text)")
 
 
 def _escaped(char: str) -> str:

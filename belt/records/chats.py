@@ -74,8 +74,7 @@ def create_chat(
     **fields: Any,
 ) -> Chat:
     """Create a new chat of ``agent_id`` and return it; Conflict (exit 4) if the id is taken."""
-    chat_id = chat_id or new_id("ch")
-    check_id(chat_id, what="chat id")
+    chat_id = check_id(chat_id or new_id("ch"), what="chat id")
     if store.exists(CHAT, chat_id):
         raise Conflict(
             f"chat {chat_id} already exists in the store",

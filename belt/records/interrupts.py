@@ -799,9 +799,7 @@ def transcript_before(
         before += (m.copy() for m in reversed(expanded(store, cast(Message, stored))))
         if len(before) >= limit:
             break
-    before = before[:limit]
-    before.reverse()
-    return before
+    return before[:limit][::-1]
 
 
 # -- watching: what opened and what settled since the last look --------------------------------

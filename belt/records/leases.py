@@ -62,10 +62,8 @@ def process_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-@cache
-def _own_start(pid: int) -> str | None:
-    """When this process started (by pid, so a forked child reads its own)."""
-    return process_start(pid)
+_own_start = cache(process_start)
+"""When this process started (by pid, so a forked child reads its own)."""
 
 
 def mine() -> Lease:
