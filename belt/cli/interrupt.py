@@ -342,7 +342,7 @@ def resolve_all(
 ) -> None:
     """`resolve --all`: the selected gates shown, confirmed, then settled as one batch (or one by
     one with --no-atomic)."""
-    from belt.records.interrupts import batch_digest, short_digest  # start-up: belt --help
+    from belt.records.interrupts import batch_digest, batch_id, short_digest  # start-up: --help
 
     wanted = None
     if digest is not None:  # as given, sha256: optional, 12 hex digits or more
@@ -355,7 +355,24 @@ def resolve_all(
     items = select(backend)
     found = batch_digest(items) if items else ""
     if wanted is not None and not _digest_matches(found, wanted):
-        _repeat_or_refuse(backend, decision, data, select, wanted, found, json_=json_)
+        # The batch --digest names, settled before (in whole or in part), is settled again,
+        # which changes nothing but the rest; any other set of gates exits 4.
+        selected = select(backend, include_settled=True)
+        settled = [
+            item
+            for item in selected
+            if item.get("status") == "resolved" and item.get("resolution") == decision
+        ]
+        earlier = backend.in_batch(items=settled, batch=batch_id(wanted)) if settled else []
+        batch = [item for item in selected if item.get("status") == "pending"] + earlier
+        if not earlier or not _digest_matches(batch_digest(batch), wanted):
+            now = short_digest(found) if found else "none (no pending gate matches)"
+            raise Conflict(
+                f"the gates selected now are not the ones shown: digest {now}, not "
+                f"{wanted[:12]}; nothing settled",
+                hint="run it again without --digest to see the gates selected now",
+            )
+        _settle_batch(backend, batch, batch_digest(batch), decision, data, json_=json_)
         return
     if not items:
         if not output.json_printed(json_, {"resolved": [], "missed": []}):
@@ -406,39 +423,6 @@ def _settling(how: str, backend: Backend) -> AbstractContextManager[Any]:
 
 def _digest_matches(digest: str, wanted: str) -> bool:
     return digest.removeprefix("sha256:").startswith(wanted)
-
-
-def _repeat_or_refuse(
-    backend: Backend,
-    decision: str,
-    data: object,
-    select: Callable[..., list[InterruptJSON]],
-    wanted: str,
-    found: str,
-    *,
-    json_: bool,
-) -> None:
-    """--digest names gates other than those pending now: the batch it names, settled before (in
-    whole or in part), is settled again, which changes nothing but the rest; else exit 4."""
-    from belt.records.interrupts import batch_digest, batch_id, short_digest  # start-up: --help
-
-    selected = select(backend, include_settled=True)
-    settled = [
-        item
-        for item in selected
-        if item.get("status") == "resolved" and item.get("resolution") == decision
-    ]
-    earlier = backend.in_batch(items=settled, batch=batch_id(wanted)) if settled else []
-    batch = [item for item in selected if item.get("status") == "pending"] + earlier
-    if earlier and _digest_matches(batch_digest(batch), wanted):
-        _settle_batch(backend, batch, batch_digest(batch), decision, data, json_=json_)
-        return
-    now = short_digest(found) if found else "none (no pending gate matches)"
-    raise Conflict(
-        f"the gates selected now are not the ones shown: digest {now}, not {wanted[:12]}; "
-        "nothing settled",
-        hint="run it again without --digest to see the gates selected now",
-    )
 
 
 def _settle_batch(
