@@ -1,9 +1,7 @@
 """Reading what a user names: files, standard input and ``JSON|@FILE`` options, each capped.
 
-A named path must be a regular file: a directory, a FIFO or a device such as ``/dev/zero`` is
-refused before anything is read, and a file is read only up to the cap of its kind, so no input
-can make belt hang or grow without bound. Standard input, where a command reads it, is a pipe
-read with the same cap. The caps are documented in docs/reliability.md.
+A path must name a regular file (a directory, FIFO or device is refused before anything is read)
+and is read only up to the cap of its kind (docs/reliability.md), so no input can make belt hang.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Wake-ups for readers that wait on a chat: a write in this process wakes them at once.
 
-The records layer calls ``touched(chat_id)`` after it writes a chat, one of its messages or one
-of its runs. A reader (a chat's stream, a tool route waiting for its run to go on) holds a
-``Wake`` for the chat while it waits, registered before its first look at the store, so no write
-after that look is missed; it looks again when woken, and at a low rate anyway, because a write
-from another process (a worker of ``belt serve --workers``, ``belt sim stop``) sends no signal.
+The records layer calls ``touched(chat_id)`` after it writes a chat, a message or a run; a reader
+registers its ``Wake`` before its first look, and looks again at a low rate anyway, because a
+write from another process sends no signal.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Executions in the store: one entry per input a Nexus simulation executed.
-
-Each input of a Nexus simulation (a message, a mail, a regeneration) is one execution. Its entry
-(kind ``execution``, id ``<sim id>-<turn>``) says what kind it was, the run that carried it (if
-any), the hooks and profile it captured, and the state it stopped in; the simulation's
-``sim-executions`` index lists them in turn order.
+"""Executions in the store: one entry per input a Nexus simulation executed (kind
+``execution``, id ``<sim id>-<turn>``), listed in turn order by the ``sim-executions`` index.
 """
 
 from __future__ import annotations

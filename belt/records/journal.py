@@ -1,9 +1,5 @@
-"""The journals of hook deliveries: ``belt serve``'s (every hook request answered) and
-``belt replay``'s (every payload delivered again), logs in the store under one name.
-
-``belt serve`` appends one record per hook request (docs/serve.md, "The journal"); ``belt
-replay`` and the inspector's replays append one per payload replayed. Readers take them from
-here so the names are spelled once.
+"""The journals of hook deliveries in the store: ``belt serve``'s (every hook request answered,
+docs/serve.md) and the replays' (every payload delivered again), their names spelled once here.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Leases: which process continues a run, so that exactly one ever does.
 
-A run is continued (started, resumed, waited on at a gate) only by the process that holds its
-lease: its pid, host and process start time, renewed as the run goes. The lease is taken inside
-the run's lock, so of many processes that try at once exactly one wins; the others get a
-Conflict (exit 4). A lease whose holder is gone (a killed simulation) can be taken over, which is
-how an interrupted run goes on from its last durable point.
+A lease (pid, host, process start time) is taken inside the run's lock, so of many processes that
+try at once one wins and the others get a Conflict (exit 4); a lease whose holder is gone can be
+taken over, which is how an interrupted run goes on.
 """
 
 from __future__ import annotations

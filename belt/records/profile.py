@@ -1,11 +1,6 @@
 """The Nexus configuration declaration in the store (PUT /agent_api/v1/profile/configuration),
-and the lifecycle hooks rho keeps in its config file.
-
-One declaration per state directory, replaced whole on every write and numbered by a revision, so
-an execution can record which profile it captured. rho's config file (``rho/config.json`` in the
-state directory, written by ``rho extensions configure``) holds the same lifecycle_hooks object
-at ``plugins["rho.lifecycle_hooks"].configuration``; ``belt sim run`` gives it to a Nexus
-scenario that declares no hooks of its own.
+replaced whole and numbered by a revision, and the lifecycle hooks rho keeps in
+``rho/config.json`` (``rho extensions configure``), which a Nexus scenario without hooks gets.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Runs in the store: one user message's work (a platform run, or a Nexus execution).
 
-A run record is an AgentRunDTO's fields plus what belt needs to continue it: the simulation it
-belongs to (``sim_id``, ``turn_index``) and ``execution``, the one persisted state a simulation
-resumes from (``execution["next"]`` names the step to take next). Every change a simulation makes
-goes through :meth:`RunRecord.transition`, which refuses to overwrite a cancelled run, so a forced
-stop made while a hook is running always wins.
+A run record is an AgentRunDTO's fields plus its simulation and ``execution``, the persisted state
+it resumes from. Every change goes through :meth:`RunRecord.transition`, which refuses to
+overwrite a cancelled run, so a forced stop made while a hook runs always wins.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""The ``belt serve`` processes this user runs: one small file each in the state directory.
-
-``belt serve`` writes ``serves/PID.json`` (0600) once it listens: its URL, its process id and
-when it started; it removes the file when it stops (Ctrl-C, SIGTERM, or a failure). A serve with
-several ``--workers`` is one file, of the process that started them. A file whose process is
-gone (a serve killed outright leaves its file behind), or whose port no longer takes a
-connection, is stale: ``running`` passes it over, and ``recorded_at`` still tells that a serve
-of this user listened there, for the hint of a refused connection.
+"""The ``belt serve`` processes this user runs: ``serves/PID.json`` (0600) in the state
+directory, written once a serve listens and removed when it stops. A file whose process is gone,
+or whose port takes no connection, is stale: ``running`` passes it over, while ``recorded_at``
+still names it for the hint of a refused connection.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Simulations in the store: the simulation record, its scenario, its agent, and the private
-record of its hooks.
-
-A simulation (kind ``sim``) is what changes on every turn: the next turn to begin, its status,
-the chat it drives. Its scenario (kind ``scenario``, same id) is written once when it starts and
-only grows (``belt serve``'s emulated chats add turns). The agent (kind ``agent``) is what the
-scenario declared of it. The private ``hooks`` record keeps the simulation's hook declarations
-with their full webhook URLs and its ``--route`` routes, out of the public objects.
+"""Simulations in the store: the record that changes every turn (kind ``sim``), its scenario
+(``scenario``, written once, only grown by emulated chats), its agent (``agent``) and the private
+``hooks`` record that keeps full webhook URLs and ``--route`` routes out of the public objects.
 """
 
 from __future__ import annotations
