@@ -113,11 +113,8 @@ class _Stream(httpcore.NetworkStream):
         return self.inner.get_extra_info(info)
 
 
-class _Backend(httpcore.NetworkBackend):
+class _Backend(httpcore.SyncBackend):
     """httpcore's own blocking sockets, each a ``_Stream``."""
-
-    def __init__(self) -> None:
-        self.inner = httpcore.SyncBackend()
 
     def connect_tcp(
         self,
@@ -128,10 +125,7 @@ class _Backend(httpcore.NetworkBackend):
         socket_options: Any = None,
     ) -> httpcore.NetworkStream:
         left = _left(timeout, httpcore.ConnectTimeout)
-        return _Stream(self.inner.connect_tcp(host, port, left, local_address, socket_options))
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
+        return _Stream(super().connect_tcp(host, port, left, local_address, socket_options))
 
 
 _HTTPCORE_ERRORS = (
@@ -188,9 +182,8 @@ class Transport(httpx.BaseTransport):
         pool = self.pools.get((tls, proxy))
         if pool is None:
             with self.lock:
-                pool = self.pools.get((tls, proxy))
-                if pool is None:
-                    pool = self.pools[tls, proxy] = self._made(tls, proxy)
+                pool = self.pools.get((tls, proxy)) or self._made(tls, proxy)
+                self.pools[tls, proxy] = pool
         return pool
 
     def _made(self, tls: bool, proxy: str | None) -> Pool:
@@ -376,15 +369,13 @@ def call(
 def read(answer: httpx.Response, limit: int) -> bytes:
     """The (decoded) body of ``call``'s answer, at most ``limit`` bytes (else TooLarge), within
     the call's deadline (else ReadTimeout)."""
-    chunks: list[bytes] = []
-    size = 0
+    body = bytearray()
     for chunk in answer.iter_bytes():
-        size += len(chunk)
-        if size > limit:
+        body += chunk
+        if len(body) > limit:
             raise TooLarge(limit)
-        chunks.append(chunk)
         _left(None, httpx.ReadTimeout)
-    return b"".join(chunks)
+    return bytes(body)
 
 
 def async_client(url: str, *, timeout: float) -> httpx.AsyncClient:
@@ -416,11 +407,9 @@ def async_client(url: str, *, timeout: float) -> httpx.AsyncClient:
 
 async def aread(answer: httpx.Response, limit: int) -> bytes:
     """``read`` for an async call (its deadline kept by the caller)."""
-    chunks: list[bytes] = []
-    size = 0
+    body = bytearray()
     async for chunk in answer.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
+        body += chunk
+        if len(body) > limit:
             raise TooLarge(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return bytes(body)
