@@ -15,7 +15,6 @@ from belt.wire.nexus import NexusEvent
 if TYPE_CHECKING:
     from belt.dialects.simreport import ReportRun, SimReport
     from belt.records.executions import ExecutionEntry
-    from belt.records.hooktasks import HookTask
 
 
 class NexusDialect:
@@ -91,7 +90,21 @@ class NexusDialect:
 
     def hook_runs(self, report: SimReport) -> list[HookRun]:
         """The hook tasks."""
-        return [_task_run(task) for task in report.get("hook_tasks") or []]
+        items = []
+        for task in report.get("hook_tasks") or []:
+            decision, error = task.get("decision") or {}, task.get("error") or {}
+            answer = "continue" if decision.get("continue") else "acknowledge"
+            fields: dict[str, object] = {"event": task.get("event"), "handler": task.get("tool")}
+            fields["decision"] = answer if task.get("status") == "completed" else None
+            fields |= {"reason": decision.get("feedback"), "error": error.get("message")}
+            fields["status"] = task.get("status")
+            text = f"{fields['event']} → {fields['handler']}: {fields['status']}"
+            if fields["decision"]:
+                text += f", {fields['decision']}"
+            if error:
+                text += f" ! {error.get('code')}: {short(error.get('message') or '', 80)}"
+            items.append(HookRun(fields, text, task.get("run_id")))
+        return items
 
     def hook_calls(self, report: SimReport) -> list[tuple[object, object, Mapping[str, object]]]:
         """The hook tasks."""
@@ -183,23 +196,6 @@ def _execution_run(report: SimReport, entry: ExecutionEntry) -> ReportRun:
     if run is not None:
         return run
     return {"id": f"execution {entry.get('turn')}", "state": entry.get("state")}
-
-
-def _task_run(task: HookTask) -> HookRun:
-    decision = task.get("decision") or {}
-    error = task.get("error") or {}
-    completed = task.get("status") == "completed"
-    answer = ("continue" if decision.get("continue") else "acknowledge") if completed else None
-    fields: dict[str, object] = {"event": task.get("event"), "handler": task.get("tool")}
-    fields["decision"] = answer
-    fields |= {"reason": decision.get("feedback"), "error": error.get("message")}
-    fields["status"] = task.get("status")
-    text = f"{fields['event']} → {fields['handler']}: {fields['status']}"
-    if fields["decision"]:
-        text += f", {fields['decision']}"
-    if error:
-        text += f" ! {error.get('code')}: {short(error.get('message') or '', 80)}"
-    return HookRun(fields, text, task.get("run_id"))
 
 
 DIALECT: Dialect = NexusDialect()

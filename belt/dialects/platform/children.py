@@ -22,7 +22,7 @@ from belt.wire.enums import AgentRunState
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from belt.dialects.simreport import Child, Review
+    from belt.dialects.simreport import Child, ReportRun, Review
     from belt.engine.scenario import StoredTurn
     from belt.engine.simulation import Dialect
     from belt.store import Store
@@ -71,10 +71,9 @@ def record_child(
     **fields: object,
 ) -> Sim:
     """The child simulation of one chat: one turn, no hooks, linked to its parent."""
-    sim_id = new_id("sim")
     scenario = {"dialect": "platform", "agent": {"name": name}, "chat": {}, "turns": [turn]}
     sim = {
-        "id": sim_id,
+        "id": new_id("sim"),
         "dialect": "platform",
         "kind": kind,
         "source": parent.get("source"),
@@ -166,12 +165,10 @@ def children_of(store: Store, sim: Mapping[str, object], kind: str) -> list[Chil
             "parent": child["parent"],
             "status": child["status"],
             "runs": [
-                {
-                    "id": run["id"],
-                    "state": run["state"],
-                    "error": run.get("error"),
-                    "created_at": run.get("created_at"),
-                }
+                cast(
+                    "ReportRun",
+                    {key: run.get(key) for key in ("id", "state", "error", "created_at")},
+                )
                 for run in sim_runs(store, sim_id)
             ],
         }
