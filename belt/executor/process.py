@@ -177,32 +177,30 @@ def stop_marked(name: str, value: str) -> int:
 
 def _marked(needle: bytes) -> list[int]:
     """The processes (not this one) whose environment holds ``needle`` as one entry."""
-    own = os.getpid()
     try:
         entries = os.listdir("/proc")
     except OSError:
         return []
-    found = []
-    for entry in entries:
-        if not entry.isdigit() or int(entry) == own:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read(ENVIRON_MAX)
-        except OSError:  # gone meanwhile, or another user's
-            continue
-        if needle in environ.split(b"\0"):
-            found.append(int(entry))
-    return found
+    own = str(os.getpid())
+    return [
+        int(entry)
+        for entry in entries
+        if entry.isdigit() and entry != own and needle in _proc(entry, "environ").split(b"\0")
+    ]
 
 
 def _running(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie (a killed orphan its new parent has not
     reaped yet runs no more)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return False
-    fields = stat.rpartition(b")")[2].split()
+    fields = _proc(str(pid), "stat").rpartition(b")")[2].split()
     return bool(fields) and fields[0] != b"Z"
+
+
+def _proc(pid: str, name: str) -> bytes:
+    """``/proc/PID/NAME`` (its first ``ENVIRON_MAX`` bytes); empty when the process is gone or
+    another user's."""
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as handle:
+            return handle.read(ENVIRON_MAX)
+    except OSError:
+        return b""

@@ -87,8 +87,7 @@ def parse_tool(spec: str, *, load: bool = True) -> Target:
 
 
 def parse_tools(specs: Iterable[str], *, load: bool = True) -> dict[str, Target]:
-    """Parse every ``--tool NAME=TARGET`` (``load``: as ``parse_tool``); a name given twice is a
-    usage error."""
+    """Parse every ``--tool NAME=TARGET`` (``load`` as ``parse_tool``); a name twice is exit 2."""
     targets: dict[str, Target] = {}
     for spec in specs:
         target = parse_tool(spec, load=load)
