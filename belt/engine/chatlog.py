@@ -39,8 +39,7 @@ class Overshoot(TypedDict):
 
 
 def invocations(calls: list[ToolCallSpec], message_id: str | None) -> list[ToolInvocation]:
-    """Pending ToolInvocationDTOs for the tool calls of one assistant message (``type`` is
-    ``client`` for a tool the application runs, ``app`` for the others)."""
+    """Pending ToolInvocationDTOs for the tool calls of one assistant message."""
     return [
         {
             "id": new_id("ti"),
@@ -171,8 +170,7 @@ class Transcript:
         )
 
     def recovered(self, execution: Execution, role: str, **match: Any) -> Message | None:
-        """On a run taken over from a killed process: the message the interrupted step had
-        already written (so it is not written twice), else None."""
+        """On a run taken over from a killed process: the message its step already wrote."""
         if not execution.recovering:
             return None
         for message in reversed(self.recorder.messages):
@@ -186,8 +184,7 @@ class Transcript:
         return None
 
     def reconcile_tools(self, execution: Execution, message: Message) -> None:
-        """On a run taken over from a killed process: settle the invocations whose result was
-        already written (a tool message) as that result says, so no tool runs twice."""
+        """On a run taken over: settle the invocations whose result is written, once."""
         if not execution.recovering:
             return
         results = {

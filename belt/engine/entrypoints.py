@@ -71,8 +71,7 @@ def simulation_options(
 
 
 def with_scenario_executors(declared: dict[str, str], executors: list[str]) -> list[str]:
-    """``--executor`` specs, after the ``[executors]`` of a Nexus scenario that they do not
-    name (the command line wins)."""
+    """``--executor`` specs after the scenario's ``[executors]`` they do not name."""
     given = {spec.partition("=")[0].strip() for spec in executors}
     return [f"{name}={target}" for name, target in declared.items() if name not in given] + list(
         executors
@@ -87,8 +86,7 @@ def start_simulation(
     fail_closed: bool = False,
     clock: datetime | None = None,
 ) -> tuple[Sim, list[str]]:
-    """Create and run a simulation of a loaded scenario (its virtual clock from ``clock`` when
-    given); returns its record and runs executed."""
+    """Create and run a simulation of a loaded scenario; returns its record and runs executed."""
     from belt.engine.scenario import LoadedScenario, check_storable  # noqa: PLC0415 - start-up: only what this entry point runs
     from belt.engine.simulation import Simulation, clock_start  # noqa: PLC0415 - start-up: only what this entry point runs
 
@@ -231,8 +229,7 @@ def resume_run(
     report: Reporter | None = None,
     wait: bool = False,
 ) -> tuple[SimReport, list[str]]:
-    """Resume a run held at gates or on an attention hold (``run_id`` as ``named_run`` takes
-    it, or the ``last``); returns the report and runs executed."""
+    """Resume the run ``named_run`` finds (held at gates or for attention); the report and runs."""
     with collector_paused():  # Start-up: the engine's modules, see belt.usercode.loader
         from belt.engine.readback import build_report  # noqa: PLC0415 - start-up: only what this entry point runs
         from belt.engine.simrecord import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
@@ -255,8 +252,7 @@ def resume_run(
 
 
 def show_run(*, run_id: str | None = None, last: bool = False) -> SimReport:
-    """The report of the simulation a run belongs to (``run_id`` as ``named_run`` takes it, or
-    the ``last``)."""
+    """The report of the simulation of the run ``named_run`` finds."""
     from belt.engine.readback import build_report  # noqa: PLC0415 - start-up: only what this entry point runs
     from belt.engine.simrecord import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
 
@@ -357,8 +353,7 @@ def resume_if_settled(
 
 
 def _continue(store: Store, run_id: str) -> Continued | None:
-    """``resume_simulation`` of a run, as a record of what it did (None: another process took
-    it first, or it is not ready after all)."""
+    """``resume_simulation`` of a run as a record (None: another process took it, or not ready)."""
     from belt.engine.simulation import Options  # noqa: PLC0415 - start-up: only what this entry point runs
 
     try:

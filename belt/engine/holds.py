@@ -138,8 +138,7 @@ class Holds:
         )
 
     def wait_for_gates(self, run: RunRecord) -> None:
-        """Hold on to the run until every one of its gates is settled, by anyone or by expiry
-        (swept here as each falls due), renewing the lease as it waits."""
+        """Hold on to the run until its gates are settled (due ones swept), renewing its lease."""
         told: set[str] = set()  # the gates last reported: reported again when they change
         renewed = time.monotonic()
         while True:

@@ -61,8 +61,7 @@ def answer_warnings(record: Mapping[str, Any]) -> list[str]:
 
 
 def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
-    """The summary of ``hook.executed`` records (in order): every count, the handlers with their
-    first error and likely fix, and the first ``FAILURES_SHOWN`` failed and warned calls."""
+    """The summary of ``hook.executed`` records: counts, handlers, first failed and warned calls."""
     handlers: dict[tuple[str, str], HandlerTally] = {}
     failures: list[dict[str, object]] = []
     warned: list[dict[str, object]] = []
@@ -170,16 +169,14 @@ def warning_text(summary: HookSummary) -> list[tuple[str, bool]]:
 
 
 def strict_failures(summary: HookSummary) -> str | None:
-    """Why ``--strict`` fails a run whose hook calls are summarised here: the failed calls and
-    the answer warnings, or None when there are neither."""
+    """Why ``--strict`` fails these hook calls (failures, answer warnings), or None."""
     counts = {"hook call(s) failed": summary["failed"], "answer warning(s)": summary["warned"]}
     reasons = [f"{count} {what}" for what, count in counts.items() if count]
     return f"--strict: {' and '.join(reasons)}" if reasons else None
 
 
 def summary_line(summary: HookSummary) -> str:
-    """The summary on one line (for a live line of ``belt serve``): the head, then the first
-    failing handler's first error and likely fix."""
+    """The summary on one line (``belt serve``'s live line): its head and first failure and fix."""
     text = summary_text(summary)[0][0]
     failing = next((entry for entry in summary["handlers"] if entry["failed"]), None)
     if failing is not None:

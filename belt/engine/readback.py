@@ -90,8 +90,7 @@ class RunRow(RunView, total=False):
 
 
 def list_runs(store: Store, *, include_tasks: bool = False) -> list[RunRow]:
-    """Every simulated run, oldest first, with its simulation's name (the runs of task chats and
-    review branches only with ``include_tasks``)."""
+    """Every simulated run, oldest first, with its simulation (task runs with ``include_tasks``)."""
     sims: dict[str, Sim] = {}
     stranded: dict[str, str | None] = {}
     rows: list[RunRow] = []

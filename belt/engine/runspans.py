@@ -56,8 +56,7 @@ class RunSpans:
                 self.end_turn()
 
     def trace_turn(self, index: int) -> None:
-        """A model turn begins: its span (``belt.turn``) is current until the next one begins
-        or the run stops being driven here."""
+        """A model turn begins: its span (``belt.turn``) is current until the next or the end."""
         if tracing.on():
             self.end_turn()
             self.turn_span = tracing.begin("belt.turn", {"belt.turn.index": index})

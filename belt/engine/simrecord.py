@@ -139,8 +139,7 @@ def stranded_at(store: Store, sim: Mapping[str, Any]) -> str | None:
 
 
 def last_run_ended(store: Store, sim: Mapping[str, Any]) -> Run | None:
-    """The last run of a ``running`` simulation when it has ended: its process is between two
-    runs, or gone (``stranded_at``)."""
+    """The last run of a ``running`` simulation when it has ended (``stranded_at``)."""
     if sim.get("status") != SimStatus.RUNNING or sim.get("emulated"):
         return None
     last = latest_run(store, sim)

@@ -48,8 +48,7 @@ ScenarioModel = TypeVar("ScenarioModel", bound="BaseModel")
 
 
 def clock_start(scenario: Any, given: datetime | None) -> VirtualClock | None:
-    """The virtual clock a new simulation of ``scenario`` runs on (``given`` is ``--clock``),
-    or None for wall time."""
+    """The virtual clock a new simulation runs on (``given``: ``--clock``); None: wall time."""
     start = given or scenario.clock
     # A scenario that moves time (a turn's ``after``, a ``[[turns.wait]]``) runs on a virtual
     # clock, from the wall time it starts at unless it says ``clock``.
@@ -215,8 +214,7 @@ class Simulation:
             return self.loop.run_turns()
 
     def resume(self, run_id: str) -> list[str]:
-        """Continue a held run once what held it is settled, then the remaining turns
-        (``TurnLoop.resume``)."""
+        """Continue a held run, then the remaining turns (``TurnLoop.resume``)."""
         with self.driving():
             return self.loop.resume(run_id)
 
