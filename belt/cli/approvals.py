@@ -35,7 +35,6 @@ RulesOption = Annotated[
         "--rules",
         metavar="FILE",
         help="The approval rules (TOML; see docs/interrupts.md, Approving at volume).",
-        show_default=False,
     ),
 ]
 RunsOption = Annotated[
@@ -44,7 +43,6 @@ RunsOption = Annotated[
         "--run",
         metavar="RUN_ID",
         help="Only this run's gates (repeatable); needed with --api.",
-        show_default=False,
     ),
 ]
 
@@ -169,9 +167,7 @@ def what_if(
     rules: RulesOption,
     since: Annotated[
         str | None,
-        typer.Option(
-            metavar="RFC3339", help="Only gates settled at or after this time.", show_default=False
-        ),
+        typer.Option(metavar="RFC3339", help="Only gates settled at or after this time."),
     ] = None,
     runs: RunsOption = None,
     strict: Annotated[

@@ -27,7 +27,6 @@ def settings(
         bool | None,
         typer.Option(
             "--disable-hooks/--enable-hooks",
-            show_default=False,
             help="Switch every hook of the chat's agent off, or back on.",
         ),
     ] = None,

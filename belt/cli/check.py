@@ -25,12 +25,11 @@ def check(
         typer.Argument(
             metavar="TARGET",
             help="A webhook URL, py:MODULE:FUNC, or a hooks file (each webhook hook is checked).",
-            show_default=False,
         ),
     ] = None,
     event: Annotated[
         list[str] | None,
-        typer.Option(metavar="E", help="Check only this event (repeatable).", show_default=False),
+        typer.Option(metavar="E", help="Check only this event (repeatable)."),
     ] = None,
     executor: Annotated[
         list[str] | None,
@@ -38,7 +37,6 @@ def check(
             metavar="NAME=TARGET",
             help="Check a Nexus executor tool (cmd:COMMAND, py:MODULE:FUNC or a URL, as "
             "belt executor run --tool takes it); a Nexus hooks file names its tools. Repeatable.",
-            show_default=False,
         ),
     ] = None,
     props: Annotated[

@@ -21,7 +21,6 @@ def run(
         list[str],
         typer.Option(
             help="NAME=TARGET, TARGET being cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL.",
-            show_default=False,
         ),
     ],
     once: Annotated[

@@ -14,8 +14,6 @@ import typer
 from belt.backends.backend import (
     Backend,
     LocalBackend,
-    LocalInbox,
-    local_inbox,
     matching_gates,
     open_backend,
     resolve_each,
@@ -84,7 +82,6 @@ def list_(
         typer.Argument(
             metavar="RUN_ID",
             help="Only this run's interrupts, in the order they opened (needed with --api).",
-            show_default=False,
         ),
     ] = None,
     all_: Annotated[bool, typer.Option("--all", help="Include settled interrupts.")] = False,
@@ -166,7 +163,7 @@ def show(
 
     with open_backend(api, api_key=api_key) as backend:
         item, on_expiry = backend.show_interrupt(interrupt_id=interrupt_id, run_id=run)
-    trail, settled_by = (None, None) if api else local_inbox().settled_by(interrupt_id=item["id"])
+    trail, settled_by = (None, None) if api else LocalBackend().settled_by(interrupt_id=item["id"])
     shown = item if trail is None else {**item, "settled_by": settled_by, "trail": trail}
     if output.json_printed(json_, shown):
         return
@@ -207,7 +204,7 @@ def resolve(
     ],
     decision: Annotated[
         InterruptResolution | None,
-        typer.Argument(metavar="allow|deny", help="The decision.", show_default=False),
+        typer.Argument(metavar="allow|deny", help="The decision."),
     ] = None,
     data: Annotated[
         str | None,
@@ -496,7 +493,7 @@ def review(
     from belt.display.render import review_lines  # start-up: not for resolve
 
     if not sys.stdin.isatty():
-        pending = local_inbox().find_interrupts()  # the hint names the oldest
+        pending = LocalBackend().find_interrupts()  # the hint names the oldest
         raise UsageError(
             "belt interrupt review asks on a terminal, and standard input is not one",
             hint="to resolve from a script or a pipe: `belt interrupt resolve "
@@ -506,7 +503,7 @@ def review(
             else "no gate is pending now; `belt interrupt list --all` shows the settled ones",
         )
     start_tracing(otlp, trace)
-    backend = local_inbox()
+    backend = LocalBackend()
     passed: set[str] = set()
     done = {"allow": 0, "deny": 0, "skip": 0}
     while True:
@@ -595,7 +592,7 @@ def _ask_data() -> object:
             output.warning(exc.message)
 
 
-def _resume(backend: LocalInbox, run_id: str) -> None:
+def _resume(backend: LocalBackend, run_id: str) -> None:
     """Resume a simulated run whose gates are now all settled; say how it went."""
 
     try:
@@ -614,7 +611,6 @@ def watch(
             "--run",
             metavar="RUN_ID",
             help="Only this run's interrupts (repeatable); needed with --api.",
-            show_default=False,
         ),
     ] = None,
     interval: IntervalOption = 1.0,
@@ -667,7 +663,6 @@ def sweep(
             metavar="RFC3339",
             help="Settle what would be overdue at this time instead of now (gates opened on a "
             "virtual clock too).",
-            show_default=False,
         ),
     ] = None,
     json_: JsonFlag = False,
@@ -689,7 +684,7 @@ def sweep(
     moment = moment_option(at, "--at")
     start_tracing(otlp, trace)
     with tracing.settlement("expiry"):
-        settled = local_inbox().sweep(at=moment)
+        settled = LocalBackend().sweep(at=moment)
     if output.json_printed(json_, {"settled": len(settled), "interrupts": settled}):
         return
     output.success(f"settled {len(settled)} overdue interrupt(s)")
@@ -738,7 +733,7 @@ def create(
 
     from belt.reading.inputs import read_json_object_option  # start-up: belt interrupt list
 
-    item = local_inbox().create_interrupt(
+    item = LocalBackend().create_interrupt(
         run_id=run,
         chat_id=chat,
         event=event,
@@ -787,7 +782,7 @@ def log(
     """
     from belt.display import render  # start-up: not for resolve
 
-    settled = local_inbox().settlements(since=_since(since), run_id=run)
+    settled = LocalBackend().settlements(since=_since(since), run_id=run)
     output.listing(
         json_,
         settled,

@@ -34,7 +34,6 @@ ApiKeyOption = Annotated[
     typer.Option(
         "--api-key",
         metavar="KEY",
-        show_default=False,
         help="Bearer key for --api (default: $INFSH_API_KEY, else $INFERENCE_API_KEY).",
     ),
 ]
@@ -43,7 +42,6 @@ Executors = Annotated[
     typer.Option(
         "--executor",
         help="Serve Nexus hook tasks in-process: NAME=TARGET (cmd:COMMAND, py:MODULE:FUNC, URL).",
-        show_default=False,
     ),
 ]
 Routes = Annotated[
@@ -53,7 +51,6 @@ Routes = Annotated[
         metavar="URL_PREFIX=TARGET",
         help="Deliver webhooks whose URL starts with URL_PREFIX to TARGET instead: "
         "py:MODULE:FUNC, or a URL that takes the prefix's place.",
-        show_default=False,
     ),
 ]
 
@@ -83,7 +80,6 @@ OtlpOption = Annotated[
     typer.Option(
         "--otlp",
         metavar="URL",
-        show_default=False,
         help="Export hook traces over OTLP/HTTP to this collector (its base URL, as "
         "OTEL_EXPORTER_OTLP_ENDPOINT; that variable turns tracing on too). Needs belt[otel].",
     ),
@@ -94,7 +90,6 @@ TraceFileOption = Annotated[
         "--trace",
         metavar="FILE",
         dir_okay=False,
-        show_default=False,
         help="Append hook traces to FILE as OTLP JSON lines, without a collector. "
         "Needs belt[otel].",
     ),

@@ -112,7 +112,6 @@ def serve(
             metavar="RFC3339",
             help="Serve on a virtual clock that starts here and moves only with "
             "POST /_belt/clock (docs/serve.md).",
-            show_default=False,
         ),
     ] = None,
     grace: Annotated[

@@ -43,7 +43,6 @@ NamedRun = Annotated[
         metavar="RUN_ID",
         help="The run: its id, short id or a unique prefix (a simulation's: its latest run; "
         "or --last).",
-        show_default=False,
     ),
 ]
 LastFlag = Annotated[
@@ -145,7 +144,6 @@ def run(
             help="Run on a virtual clock that starts here (it overrides the scenario's clock): "
             "records, payload timestamps and deadlines use it; it moves only with the "
             "scenario's turns.wait and after.",
-            show_default=False,
         ),
     ] = None,
     ephemeral: Annotated[

@@ -19,7 +19,6 @@ def test(
         list[Path] | None,
         typer.Argument(
             help="Scenario files and directories to search (default: tests/).",
-            show_default=False,
         ),
     ] = None,
     keyword: Annotated[

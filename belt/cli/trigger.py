@@ -24,7 +24,6 @@ def trigger(
             help="Webhook URL to POST the payload to, or an in-process handler "
             "(py:MODULE:FUNC or py:path/to/file.py:FUNC, called with the payload as a dict). "
             "Default: the hooks of the belt serve you started last that is still running.",
-            show_default=False,
         ),
     ] = None,
     data: Annotated[
@@ -45,7 +44,6 @@ def trigger(
             metavar="PATH=JSON",
             help="Set the value at a dotted path of the payload, e.g. "
             'data.arguments=\'{"command": "ls"}\'. Repeatable.',
-            show_default=False,
         ),
     ] = None,
     unset: Annotated[
@@ -53,7 +51,6 @@ def trigger(
         typer.Option(
             metavar="PATH",
             help="Remove the key at a dotted path of the payload (before any --set). Repeatable.",
-            show_default=False,
         ),
     ] = None,
     secret: Annotated[
