@@ -30,46 +30,35 @@ LIMITS = {
 _CHUNK = 64 * 1024
 
 
-def _too_big(source: str, kind: str, limit: int) -> InvalidInput:
-    return InvalidInput(
-        f"{source}: larger than the {limit // 1024} KiB limit for a {kind} file",
-        hint="see docs/reliability.md for the size limits",
-        where=source,
-    )
-
-
 def read_bytes(path: str | Path, *, kind: str) -> bytes:
     """The bytes of a regular file, at most the cap of ``kind``; anything else is refused."""
-    source = str(path)
-    limit = LIMITS[kind]
+    source, limit = str(path), LIMITS[kind]
     if "\x00" in source:
         raise InvalidInput(f"{source}: a path cannot contain a NUL character", where=source)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer before it can be refused.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                is_what = f"is {kind_of(info.st_mode)}, not a regular file"
+                raise InvalidInput(f"{source}: {is_what}", where=source)
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                data = _read_capped(handle, limit) if info.st_size <= limit else None
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise NotFound(f"{source}: no such file", where=source) from None
     except IsADirectoryError:
         raise InvalidInput(f"{source}: is a directory, not a regular file", where=source) from None
     except OSError as exc:
         raise InvalidInput(f"{source}: cannot read ({exc.strerror or exc})", where=source) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InvalidInput(
-                f"{source}: is {kind_of(info.st_mode)}, not a regular file", where=source
-            )
-        if info.st_size > limit:
-            raise _too_big(source, kind, limit)
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = _read_capped(handle, limit)
-    except OSError as exc:
-        raise InvalidInput(f"{source}: cannot read ({exc.strerror or exc})", where=source) from None
-    finally:
-        os.close(fd)
-    if data is None:
-        # The file grew while it was read.
-        raise _too_big(source, kind, limit)
+    if data is None:  # larger than the cap, or it grew while it was read
+        raise InvalidInput(
+            f"{source}: larger than the {limit // 1024} KiB limit for a {kind} file",
+            hint="see docs/reliability.md for the size limits",
+            where=source,
+        )
     return data
 
 
