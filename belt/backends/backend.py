@@ -35,7 +35,9 @@ class Settled(InterruptJSON):
 
 
 class LocalBackend:
-    """The store in the state directory, as a platform (and as the local inbox)."""
+    """The store in the state directory, as a platform, with what only it does: read
+    transcripts, continue runs, expire gates and open them by hand (``interrupt review``,
+    ``sweep`` and ``create``)."""
 
     def __init__(self, store: Store | None = None) -> None:
         from belt.store import open_store  # noqa: PLC0415 - start-up: belt --help
@@ -247,7 +249,7 @@ class LocalBackend:
 def open_backend(api: str | None, *, api_key: str | None = None) -> Iterator[Backend]:
     """The backend ``--api`` chose: the platform at ``api``, else the local store."""
     if not api:
-        yield local_inbox()
+        yield LocalBackend()
         return
     from belt.backends.remote import Platform  # noqa: PLC0415 - start-up: httpx
 
@@ -255,18 +257,9 @@ def open_backend(api: str | None, *, api_key: str | None = None) -> Iterator[Bac
         yield platform
 
 
-LocalInbox = LocalBackend
-"""The local store as a backend, with what only it does: read transcripts, continue runs, expire
-gates and open them by hand (``interrupt review``, ``sweep`` and ``create``)."""
-
 Backend: TypeAlias = "LocalBackend | Platform"
 """What a command may ask of a platform: the local store, or a platform's API (both give the same
 shapes and raise the same errors; tests/test_backend_contract.py holds them to one contract)."""
-
-
-def local_inbox(store: Store | None = None) -> LocalInbox:
-    """The local store as a backend, with the part only it has."""
-    return LocalBackend(store)
 
 
 def matching_gates(

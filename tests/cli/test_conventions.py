@@ -320,10 +320,10 @@ def test_resolve_all_on_a_terminal_asks_to_confirm_the_count() -> None:
 
 
 def test_resolve_all_names_and_skips_gates_settled_meanwhile() -> None:
-    from belt.backends.backend import local_inbox, matching_gates, resolve_each
+    from belt.backends.backend import LocalBackend, matching_gates, resolve_each
 
     first, second = tool_gate("delete_file"), tool_gate("delete_file")
-    backend = local_inbox()
+    backend = LocalBackend()
     items = matching_gates(backend, tool="delete_file")
     assert [item["id"] for item in items] == [first["id"], second["id"]]
     resolve_interrupt(interrupt_id=second["id"], decision="allow")
