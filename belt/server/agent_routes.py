@@ -7,7 +7,7 @@ answers at once; the run goes on in the background, every hook firing as in ``be
 read with ``GET /chats/{id}`` (``belt.server.chat_routes``) or streamed (``belt.server.stream``);
 client tools, approvals and stops have their routes here. Every other route the SDKs call answers
 501, naming the route, never a silent success. Errors are the problem document of every route, typed
-``application/json`` (``Problem.agent_response``).
+``application/json`` (``Problem.response(agent=True)``).
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ from belt.rules.policy import Verdict, load_policy
 from belt.server.agent_routes import agent_routes, continue_forever
 from belt.server.chat_routes import chat_routes
 from belt.server.clock_route import clock_routes
-from belt.server.connections import LIMITS, AcceptErrors, Connections
+from belt.server.connections import LIMITS, Connections, accept_errors
 from belt.server.deciders import (
     HANDLER_TIMEOUT,
     Decider,
@@ -527,7 +527,7 @@ def create_app(
         """The virtual clock, a decider's connections and the background loops for the
         server's life; the emulator closed at its end."""
         if on_loop_error is not None:
-            asyncio.get_running_loop().set_exception_handler(AcceptErrors(on_loop_error))
+            asyncio.get_running_loop().set_exception_handler(accept_errors(on_loop_error))
         opened = contextlib.AsyncExitStack()
         if virtual is not None:
             opened.enter_context(installed(virtual))

@@ -4,7 +4,7 @@
 ``pending_interrupts``) and ``GET /chats/{id}/messages`` the chat's messages, in the platform's
 envelope, over the store: any client can read a simulated transcript as it would read the
 platform's. The official SDKs' agents call them, so their errors are typed as the agent routes'
-(``Problem.agent_response``).
+(``Problem.response(agent=True)``).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ import asyncio
 import resource
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -366,34 +367,30 @@ class SlowClientGuard:
         return receiving
 
 
-class AcceptErrors:
+def accept_errors(
+    report: Callable[[str], None], quiet: float = 5.0
+) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
     """An event-loop exception handler: one line per burst of refused connections.
 
     When the process runs out of file descriptors, asyncio's accept loop reports every failed
     accept with a traceback; under a flood that is megabytes a minute. A burst (failures less
     than ``quiet`` seconds apart) is reported once; anything else goes to the default handler.
     """
+    last = float("-inf")
 
-    MESSAGE = "socket.accept() out of system resource"
-
-    def __init__(self, report: Any, quiet: float = 5.0) -> None:
-        self.report = report
-        self.quiet = quiet
-        self.last = float("-inf")
-        self.count = 0
-
-    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        """Handle one exception context of the loop."""
-        if context.get("message") != self.MESSAGE:
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        nonlocal last
+        if context.get("message") != "socket.accept() out of system resource":
             loop.default_exception_handler(context)
             return
         now = time.monotonic()
-        if now - self.last > self.quiet:
+        if now - last > quiet:
             exc = context.get("exception")
             reason = getattr(exc, "strerror", None) or str(exc)
-            self.report(
+            report(
                 f"refusing connections: {reason} (open-file limit reached; "
                 "lower --max-connections or raise the limit)"
             )
-        self.last = now
-        self.count += 1
+        last = now
+
+    return handle

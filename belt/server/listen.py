@@ -207,8 +207,13 @@ def serve(
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
     config = uvicorn_config(app, workers=workers, grace=grace)
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    url = f"http://{shown}:{bound_port}"
     info: Listening = {  # what the ready line tells
-        **listening_urls(host, bound_port),
+        "url": url,
+        "hooks_url": f"{url}/hooks",
+        "api_url": url,  # the base --api takes
+        "inspector_url": f"{url}/",
         "host": host,
         "port": bound_port,
         "decider": decider_label(policy, handler, forward_to),
@@ -253,19 +258,14 @@ def announce_running(info: Listening) -> Path | None:
         return None
 
 
-class Urls(TypedDict):
-    """Where a server answers (``listening_urls``)."""
+class Listening(TypedDict):
+    """What the ready line of ``belt serve`` tells (``belt.cli.serve.render_listening``) and its
+    running-serve file keeps."""
 
     url: str
     hooks_url: str
     api_url: str
     inspector_url: str
-
-
-class Listening(Urls):
-    """What the ready line of ``belt serve`` tells (``belt.cli.serve.render_listening``) and its
-    running-serve file keeps."""
-
     host: str
     port: int
     decider: str
@@ -280,14 +280,6 @@ class Listening(Urls):
     agents: str | None
     allow_hosts: list[str]
     clock: str | None
-
-
-def listening_urls(host: str, port: int) -> Urls:
-    """Where a server on ``host:port`` answers: its base URL, the hook route, the platform API
-    (the base `--api` takes) and the inspector page."""
-    shown = f"[{host.strip('[]')}]" if ":" in host else host
-    url = f"http://{shown}:{port}"
-    return {"url": url, "hooks_url": f"{url}/hooks", "api_url": url, "inspector_url": f"{url}/"}
 
 
 # -- the app as belt serve runs it -----------------------------------------------------------
@@ -338,8 +330,6 @@ class StopCutOff:
         self.app = app
         self.grace = grace
         self.report = report
-        self.cut_off = 0
-        """How many requests this process cut off at its stop."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on; answer it 503 if the stop cuts it off."""
@@ -370,7 +360,6 @@ class StopCutOff:
 
     async def _cut(self, scope: Scope, send: Send, body: bytes | None, started: float) -> None:
         """Say and journal that the request was not answered, and answer it 503."""
-        self.cut_off += 1
         path = str(scope.get("path", ""))
         hook = scope.get("method") == "POST" and (
             path == HOOK_ROUTE or path.startswith(HOOK_ROUTE + "/")

@@ -92,20 +92,11 @@ class Problem(Exception):
             **self.extra,
         }
 
-    def response(self, headers: dict[str, str] | None = None) -> Response:
-        """The problem as an HTTP response."""
-        return Response(
-            json_bytes(self.body()), self.status, headers=headers, media_type=PROBLEM_JSON
-        )
-
-    def agent_response(self) -> Response:
-        """The problem as the agent routes answer it: the same document, typed
+    def response(self, headers: dict[str, str] | None = None, *, agent: bool = False) -> Response:
+        """The problem as an HTTP response; for the agent routes (``agent``) typed
         ``application/json``, the only type whose body the SDKs' async agent reads."""
-        return Response(json_bytes(self.body()), self.status, media_type=AGENT_ERROR_TYPE)
-
-
-PROBLEM_JSON = "application/problem+json"
-AGENT_ERROR_TYPE = "application/json"
+        media_type = "application/json" if agent else "application/problem+json"
+        return Response(json_bytes(self.body()), self.status, headers, media_type)
 
 
 def envelope(data: Any) -> Response:
@@ -139,7 +130,7 @@ def answering(
 ) -> Callable[[Request], Any]:
     """A route whose ``handler`` returns its data, answered in the envelope (a Response as it
     is), or raises a Problem or belt error (``problem_of`` makes its problem), answered as
-    problem+json, or for the SDKs' agents (``agent``) as ``Problem.agent_response``; each
+    problem+json, or for the SDKs' agents (``agent``) as ``application/json``; each
     answer with ``headers``."""
 
     async def route(request: Request) -> Response:
@@ -147,7 +138,7 @@ def answering(
             found = await handler(request)
         except (Problem, BeltError) as exc:
             problem = exc if isinstance(exc, Problem) else problem_of(exc)
-            return problem.agent_response() if agent else problem.response(headers)
+            return problem.response(headers, agent=agent)
         if isinstance(found, Response):
             return found
         response = envelope(found)
