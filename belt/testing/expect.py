@@ -191,8 +191,8 @@ def _compile(
     subject = next((key for key in SUBJECTS if key in item), None)
     subject = "injection" if subject == "dedup_key" else subject
     if subject is None:
-        near = [(key, closest(key, SUBJECTS)) for key in item]
-        key, match = next(((key, match) for key, match in near if match), ("", None))
+        near = ((key, match) for key in item if (match := closest(key, SUBJECTS)))
+        key, match = next(near, ("", None))
         findings.error(
             path,
             "says nothing to check: give one of tool, event, injection, dedup_key, row, "
@@ -214,8 +214,7 @@ def _compile(
         findings.error(f"{path}.{subject}", foreign[subject])
     compiler = _Compiler(item, path, dialect, findings)
     conditions = compiler.conditions(subject)
-    count = compiler.whole("count")
-    run = compiler.whole("run")
+    count, run = compiler.whole("count"), compiler.whole("run")
     if "name" in item and not isinstance(item["name"], str):
         findings.error(f"{path}.name", f"expected a string, got {describe(item['name'])}")
     negated = item.get("reached") is False or item.get("exists") is False
@@ -357,11 +356,7 @@ def inline(value: Any) -> str:
         return "{ " + ", ".join(parts) + " }"
     if isinstance(value, list):
         return "[" + ", ".join(inline(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return _quoted(value)
-    return json.dumps(value)
+    return _quoted(value) if isinstance(value, str) else json.dumps(value)  # true, 1, 2.5
 
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -499,9 +494,7 @@ class Facts:
             fields = {"interrupt": source.partition(":")[2] or source, "tool": tool}
             fields |= {"arguments": arguments, "status": interrupt.get("status")}
             fields["resolution"] = interrupt.get("resolution")
-            text = f"{interrupt.get('id')} {source}"
-            if tool:
-                text += f" {tool}"
+            text = f"{interrupt.get('id')} {source}" + (f" {tool}" if tool else "")
             text += f": {fields['status']} {fields['resolution'] or ''}".rstrip()
             items.append(Item(fields, text, None, interrupt.get("run_id")))
         return items
@@ -603,14 +596,13 @@ def _collection(expectation: Expectation, items: list[Item]) -> Outcome:
         if matching:
             return Outcome(expectation, True)
         candidates = _candidates(expectation, items)
-        shown = candidates or items
         if not items:
             found = f"there is no {noun} at all"
         elif candidates:
             found = f"no {noun} matches every key; the nearest:"
         else:
             found = f"no {noun} matches; there are:"
-        return _failed(expectation, found, shown)
+        return _failed(expectation, found, candidates or items)
     if len(matching) == expectation.count:
         return Outcome(expectation, True)
     found = f"{len(matching)} {noun}(s) match, expected {expectation.count}"
@@ -696,20 +688,16 @@ def _run(expectation: Expectation, facts: Facts) -> Outcome:
     hold, continuations = run_hold(run), run_continuations(run)
     fields: dict[str, object] = {"run_state": run.get("state"), "error": run.get("error")}
     fields |= {"continuations": continuations, "hold": hold}
-    passed = all(
-        condition.test(fields[condition.key])
-        for condition in expectation.conditions
-        if condition.key in fields
-    )
+    passed = all(c.test(fields[c.key]) for c in expectation.conditions if c.key in fields)
     if expectation.subject == "continuations":
-        passed = fields["continuations"] == int(expectation.raw["continuations"])
+        passed = continuations == int(expectation.raw["continuations"])
     if passed:
         return Outcome(expectation, True)
     text = f"{which} ({run['id']}) is {run.get('state')}"
     if run.get("error"):
         text += f" (error: {short(run['error'], 100)})"
     if expectation.subject == "continuations":
-        text += f" after {fields['continuations']} continuation(s)"
+        text += f" after {continuations} continuation(s)"
     if expectation.subject == "hold":
         text += f", held for {hold}" if hold else ", not held"
     return Outcome(expectation, False, text, runs=[str(run["id"])])
@@ -728,11 +716,7 @@ def unnamed_failures(expectations: list[Expectation], report: SimReport) -> list
     if not failed:
         return []
     on_runs = [e for e in expectations if e.subject == "event" and "error" in e.raw]
-    on_rows = [
-        e
-        for e in expectations
-        if e.subject == "row" and isinstance(e.raw.get("row"), dict) and "error" in e.raw["row"]
-    ]
+    on_rows = [e for e in expectations if e.subject == "row" and "error" in e.raw["row"]]
     rows = [row for row in facts.rows() if row.fields.get("type") == "hook"] if on_rows else []
     unnamed = []
     for item in failed:

@@ -213,10 +213,8 @@ class ScenarioRun:
     def hook_runs(self, event: str | None = None, **fields: object) -> list[dict[str, object]]:
         """The hook runs (event, handler, tool, arguments, decision, reason, error, injected),
         in order; only those on ``event`` and fitting ``fields`` when given."""
-        found = [item.fields for item in self.facts.hook_runs()]
-        if event is not None:
-            fields["event"] = event
-        return [run for run in found if _fits(run, fields)]
+        wanted = fields if event is None else {**fields, "event": event}
+        return [item.fields for item in self.facts.hook_runs() if _fits(item.fields, wanted)]
 
     def decisions(self, event: str, **fields: object) -> list[str]:
         """The decision of every hook run on ``event``, in order."""
@@ -528,19 +526,17 @@ class ServeStarter:
                 decide = handler_decider(func)
         except BeltError as exc:
             pytest.fail(exc.message, pytrace=False)
+        # The stops run last to first: the server, its thread, its socket, its directory.
         home = tempfile.TemporaryDirectory(prefix="belt-serve-", ignore_cleanup_errors=True)
-        store = Store(Path(home.name), shapes=True)
+        store = Store(Path(self.stops.enter_context(home)), shapes=True)
         app = create_app(decide=decide, store=store, secret=secret, sweep_interval=0)
-        sock = bind("127.0.0.1", 0)
-        port = sock.getsockname()[1]
+        sock = self.stops.enter_context(bind("127.0.0.1", 0))
         config = uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="on", ws="none"
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
-        self.stops.callback(home.cleanup)  # the stops run last to first
-        self.stops.callback(sock.close)
         self.stops.callback(thread.join, 10)
         self.stops.callback(setattr, server, "should_exit", True)
         deadline = time.monotonic() + 10
@@ -548,7 +544,7 @@ class ServeStarter:
             if not thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("belt serve did not start")
             time.sleep(0.005)
-        return Served(f"http://127.0.0.1:{port}", store)
+        return Served(f"http://127.0.0.1:{sock.getsockname()[1]}", store)
 
     def close(self) -> None:
         """Stop every server this test started."""

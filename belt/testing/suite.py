@@ -104,8 +104,7 @@ class ScenarioResult:
         return [outcome for outcome in self.outcomes if not outcome.passed]
 
     def excerpt(self, outcome: Outcome) -> list[dict[str, object]]:
-        """The transcript around what a failed expectation is about (its messages, else its
-        runs' messages, else the end of the transcript)."""
+        """The transcript around what a failed expectation is about (else the end of it)."""
         if self.report is None:
             return []
         messages = [dict(m) for m in self.report["chat"]["chat_messages"]]
@@ -120,8 +119,7 @@ class ScenarioResult:
         return messages[start:end]
 
     def to_json(self, *, coverage: bool = False) -> dict[str, object]:
-        """The result as ``belt test --json`` prints it (one object per scenario; with
-        ``coverage``, its hooks' coverage too)."""
+        """The result as ``belt test --json`` prints it (with ``coverage``, its hooks' too)."""
         shown = {"coverage": self.coverage} if coverage else {}
         return {
             "scenario": self.name,
@@ -262,18 +260,12 @@ def run_suite(
     records: bool | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> SuiteResult:
-    """Run every selected scenario with expectations; ``report`` gets each result as it ends,
-    and the JUnit file is written at the end. ``snapshot`` is ``check`` or ``update``; with
-    ``records`` (by default, with one job) a passing scenario's result keeps its whole record;
-    ``progress`` is told how many scenario files have run, of how many."""
+    """Run every selected scenario with expectations; ``report`` gets each result as it ends.
+    With ``records`` (by default, with one job) a passing scenario keeps its whole record."""
     parse_routes(routes or [])
     with tracing.span("belt.test") as span:
         started = time.perf_counter()
-        files = [
-            path
-            for path in candidates(paths or [DEFAULT_PATH])
-            if selected(shown_name(path), pattern)
-        ]
+        files = [p for p in candidates(paths or [DEFAULT_PATH]) if selected(shown_name(p), pattern)]
         results: list[ScenarioResult] = []
         stopped = False
         # Each file is read where it runs (a file that is not a test comes back as None), but
@@ -308,14 +300,11 @@ def run_suite(
             results.append(result)
             if report is not None:
                 report(result)
-            if exitfirst and result.status != "pass":
-                stopped = True
+            if stopped := exitfirst and result.status != "pass":
                 break
         found = len(results) if tests is None else len(tests)
         suite = SuiteResult(results, time.perf_counter() - started, stopped, shard, found)
-        counts = {
-            f"belt.test.{status}": suite.counted(status) for status in ("pass", "fail", "error")
-        }
+        counts = {f"belt.test.{s}": suite.counted(s) for s in ("pass", "fail", "error")}
         tracing.set_attributes(span, {"belt.test.scenarios": found, **counts})
     if junit_xml is not None:
         write_junit(junit_xml, suite, render, coverage=coverage)
@@ -328,15 +317,13 @@ _REFERENCE = re.compile(rb"""["']py:([^"'\r\n]+)["']""")
 
 
 def lost_result(item: tuple[Any, ...], cause: str) -> ScenarioResult:
-    """The result of a scenario whose worker process ended while it ran it, or that harmed its
-    worker (``belt.usercode.supervisor``): an error saying what happened."""
+    """The error result of a scenario whose worker process ended, or was harmed, while it ran."""
     return ScenarioResult(shown_name(item[0]), "error", error=cause, problems=[LOST_HINT])
 
 
 def scenario_modules(paths: list[Path], routes: list[str]) -> list[Preload]:
-    """The user's modules the workers of a suite start with: the ``py:`` references in the text
-    of the scenario files ``paths`` and the ``--route`` targets (what cannot be found is left
-    to the scenario that names it)."""
+    """The user's modules the workers of a suite start with: the ``py:`` references in the
+    scenario files' text and the ``--route`` targets (those found)."""
     named: dict[tuple[str, Path], str] = {}  # (spec, directory): where; a suite names a few
     for route in parse_routes(routes):
         if is_in_process(route.target):
@@ -359,8 +346,7 @@ def scenario_modules(paths: list[Path], routes: list[str]) -> list[Preload]:
 
 
 def run_file(path: Path, **options: Any) -> ScenarioResult | None:
-    """Read the scenario file ``path`` and run it as ``run_one`` does (with its ``options``);
-    None when it is not a test (it has no expect tables)."""
+    """``run_one`` of the scenario file ``path``; None when it is not a test."""
     document = read_scenario(path)
     return None if document is None else run_one(path, document, **options)
 
@@ -432,8 +418,7 @@ def run_loaded(
     keep: Path | None = None,
 ) -> ScenarioResult:
     """Run a checked scenario in a fresh store (in memory, or under ``keep``) and check its
-    expectations (compiled from it unless given). Unless ``allow_network``, a webhook or
-    executor not on this machine is the scenario's error before anything runs."""
+    expectations; unless ``allow_network``, a target not on this machine is its error."""
     home = kept_home(keep, name) if keep is not None else None
     started = time.perf_counter() if started is None else started
     kept = None if home is None else str(home)
@@ -447,7 +432,7 @@ def run_loaded(
         if expectations is None:
             expectations = expectations_of(loaded)
     except BeltError as exc:
-        return ended("error", error="; ".join([exc.message, *getattr(exc, "problems", [])]))
+        return ended("error", error="; ".join([exc.message, *exc.problems]))
     with scenario_store(home) as store:
         try:
             executors = with_scenario_executors(getattr(loaded.scenario, "executors", {}), [])
@@ -459,19 +444,18 @@ def run_loaded(
                 report=None,
                 routes=routes,
             )
-            if not allow_network:
-                problems = network_problems(loaded, options.routes, executors)
-                if problems:
-                    return ended(
-                        "error",
-                        error=f"{problems[0]} (belt test runs offline)",
-                        problems=[*problems[1:], OFFLINE_HINT],
-                        coverage=scenario_coverage(name, loaded, None),
-                    )
+            problems = [] if allow_network else network_problems(loaded, options.routes, executors)
+            if problems:
+                return ended(
+                    "error",
+                    error=f"{problems[0]} (belt test runs offline)",
+                    problems=[*problems[1:], OFFLINE_HINT],
+                    coverage=scenario_coverage(name, loaded, None),
+                )
             sim, _ = start_simulation(store, loaded, options)
             report = build_report(store, sim)
         except BeltError as exc:
-            detail = "; ".join([exc.message, *getattr(exc, "problems", [])])
+            detail = "; ".join([exc.message, *exc.problems])
             return ended("error", error=detail, coverage=scenario_coverage(name, loaded, None))
     outcomes = evaluate(expectations, report)
     unnamed: list[HookFailure] = []
@@ -536,8 +520,7 @@ def xml_text(text: str) -> str:
 def junit_document(
     suite: SuiteResult, render: Render | None = None, *, coverage: bool = False
 ) -> str:
-    """The suite as a JUnit XML report, as CI systems read it (with ``coverage``, each
-    scenario's hooks as properties of its test case)."""
+    """The suite as a JUnit XML report (with ``coverage``, each scenario's hooks as properties)."""
     # Start-up: only --junit-xml needs the XML writer.
     import xml.etree.ElementTree as ElementTree  # noqa: PLC0415 - --junit-xml only
 
@@ -566,10 +549,8 @@ def junit_document(
         if coverage and result.coverage:
             properties = ElementTree.SubElement(case, "properties")
             for entry in result.coverage:
-                name, value = f"hook {entry['where']}", coverage_value(entry)
-                ElementTree.SubElement(
-                    properties, "property", name=xml_text(name), value=xml_text(value)
-                )
+                hook, value = xml_text(f"hook {entry['where']}"), xml_text(coverage_value(entry))
+                ElementTree.SubElement(properties, "property", name=hook, value=value)
         failed: list[tuple[str, str, str, list[str]]] = []  # tag, type, message, text's lines
         if result.status == "error":
             lines = [result.error or "", *result.problems]
@@ -616,8 +597,7 @@ def coverage_value(entry: dict[str, object]) -> str:
 def write_junit(
     path: Path, suite: SuiteResult, render: Render | None = None, *, coverage: bool = False
 ) -> None:
-    """Write the JUnit report to ``path`` (InvalidInput, exit 5 as under ``belt check``, when it
-    cannot be written)."""
+    """Write the JUnit report to ``path`` (InvalidInput, exit 5, when it cannot be written)."""
     try:
         path.write_text(junit_document(suite, render, coverage=coverage), encoding="utf-8")
     except OSError as exc:

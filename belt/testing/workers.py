@@ -73,15 +73,10 @@ def run_all(
     preload: Callable[[], list[Preload]] | None = None,
     whole: bool = False,
 ) -> Iterator[Any]:
-    """``step(*item)`` for each item, in order, in ``jobs`` supervised worker processes (in this
-    process only where none can be forked), its result made fit to cross (``portable``). An item
-    whose worker ended or that misbehaved is ``lost(item, cause)``; ``preload`` names the user's
-    modules the workers start with. Closing the iterator early waits for the items under way."""
-    if not can_fork():
-        for item in items:
-            yield step(*item)
-        return
-    if not items:
+    """``step(*item)`` for each item, in order, in ``jobs`` supervised worker processes (here where
+    none can be forked); an item whose worker ended or misbehaved is ``lost(item, cause)``."""
+    if not can_fork() or not items:
+        yield from (step(*item) for item in items)
         return
     from belt.handlers.inprocess import idle_threads  # noqa: PLC0415 - start-up: with the engine
 
@@ -102,9 +97,8 @@ def _portable_step(step: Step, whole: bool, *item: Any) -> Any:
 
 
 def chunk_size(count: int, jobs: int) -> int:
-    """How many of ``count`` scenarios still to hand out a worker is handed at a time: enough
-    that handing them out costs little, few enough (at most 16, and a quarter of a worker's
-    share of what is left) that the workers end together."""
+    """How many of ``count`` scenarios left a worker is handed at a time (a quarter of its share,
+    at most 16: the workers end together)."""
     return max(1, min(16, count // (jobs * 4)))
 
 
