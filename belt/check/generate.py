@@ -252,10 +252,7 @@ def attacks_of(shape: PathShape) -> dict[str, list[str]]:
             "case": [inside.upper()] if inside.upper() != inside else [],
             "look-alike": [_lookalike(inside)] if _lookalike(inside) != inside else [],
         }
-    upper = base.upper()
-    cased = [f"{upper}/{rest}"] if upper != base else []
-    if _capitalised(base) not in (base, upper):
-        cased.append(f"{_capitalised(base)}/{rest}")
+    cased = [f"{b}/{rest}" for b in dict.fromkeys((base.upper(), _capitalised(base))) if b != base]
     lookalike = _lookalike(base)
     return {
         "..": [f"{base}/..{away}", f"{inside}/../..{away}", f"{inside}/..", f"{base}/.."],
@@ -502,10 +499,7 @@ def example_text(pattern: str) -> str:
     drawing (a regex's literal start and ``x``): the explicit examples' values."""
     if pattern.startswith(REGEX_PREFIX):
         return _regex_literal(pattern[len(REGEX_PREFIX) :]) + "x"
-    shape = path_shape(pattern)
-    if shape is not None:
-        return shape.inside
-    return _glob_example(pattern)
+    return shape.inside if (shape := path_shape(pattern)) else _glob_example(pattern)
 
 
 def _matches(pattern: str, value: str) -> bool:

@@ -104,15 +104,10 @@ class CheckResult:
         if not self.latencies:
             return None
         values = sorted(self.latencies)
-        if len(values) == 1:
-            return {"p50": values[0], "p95": values[0], "p99": values[0], "max": values[0]}
-        cuts = statistics.quantiles(values, n=100, method="inclusive")
-        return {
-            "p50": round(cuts[49]),
-            "p95": round(cuts[94]),
-            "p99": round(cuts[98]),
-            "max": values[-1],
-        }
+        one = len(values) == 1
+        cuts = values * 99 if one else statistics.quantiles(values, n=100, method="inclusive")
+        shown = {"p50": cuts[49], "p95": cuts[94], "p99": cuts[98]}
+        return {key: round(value) for key, value in shown.items()} | {"max": values[-1]}
 
     def to_json(self) -> dict[str, object]:
         """The result as ``belt check --json`` prints it."""
@@ -157,32 +152,26 @@ class CheckReport:
 
     def to_json(self) -> dict[str, object]:
         """The report as one JSON document."""
-        return {
-            "target": self.target,
-            "seed": self.seed,
-            "examples": self.examples,
+        out = {key: getattr(self, key) for key in ("target", "seed", "examples")}
+        out |= {
             "passed": self.exit_code == ExitCode.OK,
             "counts": self.counts(),
             "cases": self.cases,
-            "seconds": round(self.seconds, 3),
-            "stopped": self.stopped,
-            "notes": self.notes,
-            "unwritten": self.unwritten,
-            "checks": [result.to_json() for result in self.results],
         }
+        out |= {"seconds": round(self.seconds, 3), "stopped": self.stopped, "notes": self.notes}
+        return out | {"unwritten": self.unwritten, "checks": [r.to_json() for r in self.results]}
 
 
 def failure_lines(report: CheckReport) -> list[str]:
     """Each failed check as plain lines: the subject and check, why, and the reproducer."""
     lines = []
     for result in report.results:
-        if result.failure is None:
-            continue
-        lines.append(
-            f"{printable(result.subject)}: {result.check} failed ({printable(result.title)})"
-        )
-        lines.append(f"  {printable(result.failure.detail)}{result.failure.note}")
-        lines.append(f"  reproduce: {result.failure.reproducer}")
+        if (failure := result.failure) is not None:
+            lines += [
+                f"{printable(result.subject)}: {result.check} failed ({printable(result.title)})",
+                f"  {printable(failure.detail)}{failure.note}",
+                f"  reproduce: {failure.reproducer}",
+            ]
     return lines
 
 

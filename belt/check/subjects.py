@@ -184,15 +184,12 @@ def network_problems(subjects: list[Subject]) -> list[str]:
         if on_this_machine(target) or target in seen:
             continue
         seen.add(target)
-        if subject.declared is not None and subject.declared == target:
-            problems.append(
-                f"{subject.event}: the webhook {origin(target)} is not on this machine; serve it "
-                f"here with --route {origin(target)}=TARGET (py:MODULE:FUNC or a loopback URL), "
-                "or give --allow-network"
-            )
-            continue
         problems.append(
-            f"{subject.event}: {origin(target)} is not on this machine; give --allow-network to "
-            "check it there (belt check sends only to the targets given)"
+            f"{subject.event}: the webhook {origin(target)} is not on this machine; serve it "
+            f"here with --route {origin(target)}=TARGET (py:MODULE:FUNC or a loopback URL), "
+            "or give --allow-network"
+            if subject.declared == target
+            else f"{subject.event}: {origin(target)} is not on this machine; give "
+            "--allow-network to check it there (belt check sends only to the targets given)"
         )
     return problems
