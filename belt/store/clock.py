@@ -1,12 +1,9 @@
 """Timestamps as stored records and the wire spell them (RFC 3339, UTC, milliseconds, ``Z``),
 and the one clock that stamps them.
 
-Two times are asked for here. ``utcnow()`` is wall time, for what waits in the real world: a
-lease's freshness, a webhook's or a hook task's deadline, a signature's timestamp (a receiver
-checks it against its own clock). ``now()`` is the time of the simulated world: records' created
-and updated times, a payload's ``timestamp``, a gate's ``expires_at`` and the sweep that settles
-it. It is wall time too, unless a virtual clock is in force: one a simulation drives
-(``using``) or one a server runs on (``install``), which moves only when told, and only forward.
+``utcnow()`` is wall time, for what waits in the real world (leases, deadlines, signatures);
+``now()`` is the simulated world's: wall time unless a virtual clock is in force (``using``,
+``installed``), which moves only when told, and only forward.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Durable file primitives: atomic replace, atomic create, appending whole lines, and reading
 a file of the store without trusting what is at its name.
 
-Every file of the store is read through ``open_regular``: it is opened without following a
-symbolic link at its name (``O_NOFOLLOW``) and without waiting for a writer (``O_NONBLOCK``), and
-refused unless it is a regular file, before a byte is read. A link to ``/dev/zero`` or to a file
-outside the store, a FIFO, a device or a directory at a store name is an ``UnsafeFile`` naming
-what it is. Objects are read whole up to ``OBJECT_MAX`` bytes; line files (logs, indexes) are
-read a line at a time, each line up to ``LINE_MAX`` bytes, so no file can make a reader hang or
-hold more than that.
+Every store file is opened through ``open_regular`` (no link followed, no FIFO waited on, nothing
+but a regular file taken) and read within ``OBJECT_MAX``, or ``LINE_MAX`` a line, so no file can
+make a reader hang or hold more than that.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
-"""Inter-process locks: ``fcntl.flock`` on one lock file per guarded thing.
+"""Inter-process locks: ``fcntl.flock`` on one lock file per guarded thing, re-entrant within a
+thread and exclusive against every other thread and process (the kernel drops a dead holder's).
 
-A lock is re-entrant within one thread (so ``update`` may run inside ``lock`` of the same
-object) and exclusive against every other thread and process. The kernel drops a lock when its
-holder dies, so a killed process never leaves a stale lock behind.
-
-A process opens each lock file once and keeps it open (at most ``LOCKS_KEPT``), so taking a
-lock again is a ``flock`` and an ``fstat``, not an open, a ``flock`` and a close. The ``fstat``,
-made with the lock held, finds a lock file deleted since it was opened (no name left), which
-then is opened again by its name: a lock held on a file no one else can open excludes no one.
-A forked child forgets its parent's descriptors (a ``flock`` belongs to the open file, which a
-child shares with its parent) and opens its own.
+A process keeps its lock files open (at most ``LOCKS_KEPT``); one deleted meanwhile is found by an
+``fstat`` under the lock and opened again by its name, and a forked child opens its own.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """A store held in memory, with the records, rules and errors of the file store.
 
-``MemoryStore`` is a ``Store`` whose files are bytes in dictionaries instead of files on disk:
-every record is encoded, checked and decoded exactly as the file store does it (envelopes,
-schema versions, shapes, hostile ids, the private part apart from the rest), writes replace
-whole records at once, and locks are held per object, index and log, re-entrant within a thread
-and exclusive across threads. It lives as long as its process and is seen by no other process,
-so it is for work whose records need not outlast it: each scenario of ``belt test`` and of the
-pytest plugin, and ``belt sim run --ephemeral``.
-
-The few files that belt derives from records and hands to another library by name (the
-registry's SQLite search index) go in a scratch directory under ``root``, made on first use and
-removed by ``close`` (or when the store is garbage collected).
+``MemoryStore`` keeps a ``Store``'s files as bytes in dictionaries, encoded, checked and locked as
+the file store does it and seen by no other process: for records that need not outlast it (each
+scenario of ``belt test`` and the pytest plugin, ``belt sim run --ephemeral``). Files another
+library opens by name (the registry's search index) go in a scratch directory ``close`` removes.
 """
 
 from __future__ import annotations

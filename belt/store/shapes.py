@@ -1,15 +1,8 @@
 """The shape of every kind of record in the store, checked whenever one is read.
 
-A file that is valid JSON but not the record belt wrote (a field missing, a number where a
-string belongs) is as damaged as one that is not JSON: it is reported with its path and left as
-it is, before anything acts on it, and never written over (``Store.write`` reads what is there
-first). Only the fields belt relies on are checked; a record may carry more.
-
-The shape of a kind is derived from its TypedDict, which lives in ``belt.records`` beside the
-functions that create and change it: its required keys must be there, and every key it names
-must hold a value of the annotated type (an annotation of ``Any`` holds anything). The owning
-module hands its TypedDict over with :func:`record_shape` when it is imported, as it must be to
-name the kind's collection, so the store checks a kind without importing anything above it.
+A record that is valid JSON but not what belt wrote is damaged: reported with its path, never
+written over. A kind's shape is derived from its TypedDict, which its owner in ``belt.records``
+registers with :func:`record_shape`; only the fields belt relies on are checked.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """The embedded store: JSON files under the state directory, shared safely by many processes.
 
-Layout under the root (see docs/store.md)::
-
-    objects/<kind>/<id>.json        one object in an envelope with its schema version
-    index/<index>/<owner>.jsonl     members linked to an owner (run → interrupts, chat → messages)
-    logs/<log>/<id>.jsonl           append-only records (events of a run, a server journal)
-    tags/<tag>/<name>               empty marker files whose names are the data (pending gates)
-    private/<kind>/<id>.json        what is never printed or reported (full webhook URLs)
-    locks/...                       one lock file per object, index or log that is written
-
-Every operation touches only the files of the objects it names, so its cost does not grow with
-the number of objects in the store.
+Objects, indexes (members per owner), append-only logs, tags (marker files) and a private part,
+laid out as docs/store.md shows; every operation touches only the files of the objects it names,
+so its cost does not grow with the number of objects in the store.
 """
 
 from __future__ import annotations
@@ -427,9 +419,7 @@ class Store:
             kept = self.path(kind, id) in self._fresh
             current = self.read_fresh(kind, id) if kept else self.read(kind, id)
             new = fn(cast(R, current))
-            if not isinstance(new, dict):
-                raise TypeError(f"update of {kind} {id} must return a dict")
-            blob = self._encode_object(kind, id, new)
+            blob = self._encode_object(kind, id, new)  # TypeError unless it is a dict
             self._replace(self.path(kind, id), blob)
             return new
 
