@@ -150,11 +150,8 @@ class PlatformDialect:
         file_name = loaded.hooks_file or loaded.scenario.agent.hooks_file
         declared = []
         for index, hook in enumerate(hooks):
-            where = (
-                f"{file_name} hooks[{index}]"
-                if index < from_file
-                else f"agent.hooks[{index - from_file}]"
-            )
+            where = f"{file_name} hooks[{index}]"
+            where = where if index < from_file else f"agent.hooks[{index - from_file}]"
             label = handler_label(hook.type, hook.handler)
             kind = (hook.event, hook.type.value, label, bool(hook.runs_async))
             declared.append(Declared((index, hook.event), index, where, *kind))

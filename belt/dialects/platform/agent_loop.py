@@ -195,13 +195,11 @@ class PlatformLoop:
         """Record the user's message and start its run."""
         recorder = self.sim.recorder
         run_count = int(recorder.chat.get("run_count", 0))
-        # agent.start fires on the first turn of a chat: while no model turn has happened, so a
-        # run denied at agent.start leaves the next run of the chat to fire it again.
+        # agent.start fires while no model turn has happened: a run denied at it leaves the
+        # next run of the chat to fire it again.
         first = int(recorder.chat.get("turn_count", 0)) == 0
-        # The id of the run's reply is set aside now, so that whoever started the run can name
-        # the message that will answer it (its first answer, or the row saying it failed).
-        # So is the id of its input: a run whose process died before the input was written
-        # writes it when it is resumed (``record_input``).
+        # The ids of the run's reply (so whoever started it can name the message that will
+        # answer it) and of its input (written on resume if the process died first) are set now.
         first_input = self.sim.sim.get("first_input") if index == 0 else None
         run = self.sim.create_run(
             index,
@@ -264,15 +262,15 @@ class PlatformLoop:
         """Wait for the async hooks and the task runs still going; record the tasks that
         failed on the chat; close the HTTP clients."""
         self.dispatcher.close()
-        for failure in [*self.tasks.close(), *self.reviews.close()]:
+        for child, error in [*self.tasks.close(), *self.reviews.close()]:
             row = chat_hook_event(
-                event=failure.hook_event,
-                handler_type=failure.handler_type,
-                handler=failure.handler,
-                error=failure.error,
+                event=child.hook_event,
+                handler_type=child.handler_type,
+                handler=child.handler,
+                error=error,
             )
             self.sim.recorder.add_message(
-                role="event", run_id=failure.parent_run_id, content=[dict(transcript_content(row))]
+                role="event", run_id=child.parent_run_id, content=[dict(transcript_content(row))]
             )
 
     @classmethod
@@ -451,8 +449,8 @@ class PlatformLoop:
                 interrupt_meta=None,
             )
         pending = pending_for_run(store=self.sim.store, run_id=str(execution.run_id))
-        held = next((i for i in pending if i["resource_id"] == approvals[0]["id"]), None)
-        held = held or (pending[0] if pending else None)
+        first = pending[0] if pending else None
+        held = next((i for i in pending if i["resource_id"] == approvals[0]["id"]), first)
         return self.sim.hold(
             execution,
             ChatStatus.AWAITING_INPUT,
@@ -643,9 +641,8 @@ class PlatformLoop:
             "chat_id": recorder.chat_id,
             "run_id": execution.run_id,
             "turn_count": int(recorder.chat.get("turn_count", 0)),
+            **({"data": data} if data is not None else {}),
         }
-        if data is not None:
-            payload["data"] = data
         if not self.dispatcher.hooks_for(event) or disabled(recorder.refresh_chat()):
             return EventResult(event, payload)
         run = execution.run
@@ -688,8 +685,7 @@ class PlatformLoop:
             injections = [response.inject] if response and response.inject else []
             if response is not None and response.system:
                 # Keyed by the whole handler URL (by its digest: the URL is never written).
-                digest = hashlib.sha256(str(hook_run.hook.handler).encode()).hexdigest()
-                key = f"system:{digest}"
+                key = "system:" + hashlib.sha256(str(hook_run.hook.handler).encode()).hexdigest()
                 injections.append(
                     ContextInjection(content=response.system, role="system", dedup_key=key)
                 )

@@ -43,13 +43,6 @@ class ChildOrigin:
     handler_type: str
 
 
-@dataclass(frozen=True)
-class ChildFailure(ChildOrigin):
-    """A child that failed, to be recorded on the parent chat."""
-
-    error: str
-
-
 def unfinished(runs: list[Run], *, what: str) -> str | None:
     """Why a child's runs did not all complete (``what`` names the child), or None."""
     for run in runs:
@@ -102,7 +95,7 @@ class Children:
         self.dialect = dialect
         self.workers = workers
         self._lock = threading.Lock()
-        self._started: list[Future[ChildFailure | None]] = []
+        self._started: list[Future[tuple[ChildOrigin, str] | None]] = []
         self._pool: ThreadPoolExecutor | None = None
 
     def start(
@@ -128,7 +121,7 @@ class Children:
 
     def _run(
         self, sim: Sim, describe: ChildOrigin, after: After, before: Callable[[], None] | None
-    ) -> ChildFailure | None:
+    ) -> tuple[ChildOrigin, str] | None:
         store = self.simulation.store
         try:
             if before is not None:
@@ -139,10 +132,11 @@ class Children:
             error = f"could not go on: {exc.message}"
         except Exception as exc:  # a worker thread must not lose its failure
             error = f"crashed: {type(exc).__name__}: {exc}"
-        return None if error is None else ChildFailure(**vars(describe), error=error)
+        return None if error is None else (describe, error)
 
-    def close(self) -> list[ChildFailure]:
-        """Wait for every child started; their failures, in the order they started."""
+    def close(self) -> list[tuple[ChildOrigin, str]]:
+        """Wait for every child started; each failed one and its error, in the order they
+        started."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
