@@ -89,10 +89,8 @@ RULE_LENGTHS = {"file": 4096, "rule": 1024}
 
 
 def rule_settlement(body: Mapping[str, Any], *, token: bool) -> Settlement:
-    """The rule a caller of ``belt serve``'s own resolve route says settled a gate (its body is
-    ``{"decision", "data", "by": {"how": "rule", "file", "rule", "digest"}}``), checked
-    strictly and recorded as through the ``api`` door, with whether a token was used;
-    InvalidInput naming the field otherwise. ``file`` is what the caller claims."""
+    """The rule a caller of ``belt serve``'s resolve route says settled a gate (``by`` of its
+    body), checked strictly (else InvalidInput naming the field) and recorded as via ``api``."""
     form = body.get("by")
     unknown = [f"{k}: unknown field" for k in body if k not in ("decision", "data", "by")]
     if not unknown and isinstance(form, dict):
@@ -263,11 +261,8 @@ def create_interrupt(
     resource_type: str | None = None,
     now: datetime | None = None,
 ) -> InterruptJSON:
-    """Open an interrupt on a run (a hook gate by default) and return its InterruptDTO.
-
-    ``default_resolution`` defaults to ``allow`` for a hook gate, none (deny) otherwise; with a
-    ``source`` of its own, ``event`` is not checked against the platform's catalogue.
-    """
+    """Open an interrupt on a run (a hook gate by default, which expires ``allow`` unless told)
+    and return its InterruptDTO; with a ``source`` of its own, ``event`` is not checked."""
     check_id(run_id, what="run id")
     check_id(chat_id, what="chat id")
     timeout, default_resolution = _checked_terms(event, reason, source, timeout, default_resolution)
@@ -524,9 +519,8 @@ def cancel_interrupt(
 def _settle_pending(
     store: Store, interrupt_id: str, now: datetime | None, settled: Mapping[str, object]
 ) -> InterruptJSON:
-    """Give a pending interrupt the fields ``settled``, stamped settled at ``now`` (or the
-    time of the clock it was opened on); its InterruptDTO. NotFound (3), or Conflict (4) if
-    it is settled already."""
+    """Give a pending interrupt the fields ``settled``, stamped at ``now`` (or its clock's time);
+    NotFound (3), or Conflict (4) if it is settled already."""
     check_id(interrupt_id, what="interrupt id")
     on_wall_time = now is None and clock.current() is None
     at = timestamp(now or clock.now())
@@ -806,9 +800,7 @@ def transcript_before(
 
 RACY_SECONDS = 2.0
 """How long after a directory changed its modification time cannot be trusted to show the next
-change: a file system stamps times with a coarse clock (up to a second on some), so a change made
-in the same tick as the last look leaves the time as it was. Within this window the watch reads
-the names again rather than trust the time."""
+change (file systems stamp times with a coarse clock): within it the watch reads names again."""
 
 
 class _Directory:
@@ -858,18 +850,12 @@ def happened_at(event: WatchEvent) -> str:
 
 class Watch:
     """Follows a store's interrupts: each :meth:`poll` returns what opened and what settled.
-
-    A look costs two ``stat`` calls while nothing happens (the pending tag's directory and the
-    run-interrupts index's); only then are names read, and only the interrupts whose markers
-    came or went, and the indexes that grew (a gate opened and settled between two looks leaves
-    no marker but grows its run's index).
-    """
+    A look costs two ``stat`` calls while nothing happens; only then are names read, and only the
+    interrupts whose markers came or went and the run indexes that grew."""
 
     def __init__(self, *, store: Store | None = None, run_ids: Collection[str] = ()) -> None:
         self.store = open_store(store)
-        for run_id in run_ids:
-            check_id(run_id, what="run id")
-        self.run_ids = frozenset(run_ids)
+        self.run_ids = frozenset(check_id(run_id, what="run id") for run_id in run_ids)
         # The directories of the pending tag and of the run-interrupts index (docs/store.md).
         self._tag = _Directory(self.store.root / "tags" / PENDING)
         self._index = _Directory(self.store.root / "index" / RUN_INTERRUPTS)
