@@ -106,17 +106,13 @@ def _header_name(raw: bytes) -> tuple[str, bool]:
 
 
 def journal_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
-    """A request's headers as the journal keeps them: every value that can carry a secret (an
-    authorization, a cookie, a signature, a key or token) masked, each value and their number
-    bounded."""
+    """A request's headers as the journal keeps them: every value that can carry a secret
+    masked, each value and their number bounded."""
     kept: dict[str, str] = {}
     for name_bytes, value_bytes in raw[:HEADERS_KEPT]:
         name, secret = _names.get(name_bytes) or _header_name(name_bytes)
-        if secret:
-            value = MASK
-        else:
-            value = value_bytes.decode("latin-1")
-            if len(value) > HEADER_CHARS:
-                value = value[:HEADER_CHARS] + "…"
+        value = MASK if secret else value_bytes.decode("latin-1")
+        if len(value) > HEADER_CHARS:
+            value = value[:HEADER_CHARS] + "…"
         kept[name] = f"{kept[name]}, {value}" if name in kept else value
     return kept
