@@ -94,9 +94,8 @@ ANYTHING = "*"
 
 
 def touched(chat_id: object) -> None:
-    """Wake whoever waits on ``chat_id`` in this process (a write changed the chat, one of its
-    messages or one of its runs), and whoever waits on ``ANYTHING``. Costs a look at one
-    dictionary when nobody waits."""
+    """Wake whoever waits on ``chat_id`` in this process, and whoever waits on ``ANYTHING``
+    (a look at one dictionary when nobody waits)."""
     if not _waiting:
         return
     key = chat_id if isinstance(chat_id, str) else ANYTHING

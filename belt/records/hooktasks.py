@@ -84,9 +84,8 @@ def start_attempt(
 
 
 def add_task(store: Store, task: HookTask) -> bool:
-    """Write a new task and list it on its run; False (and nothing written) when a task of its
-    id is stored already, which is then listed on the run if a process killed between writing
-    it and listing it left it out."""
+    """Write a new task and list it on its run; False (nothing written, the task listed if it
+    was not) when a task of its id is stored already."""
     identity, run_id = task["id"], task["run_id"]
     try:
         store.create(HOOKTASK, identity, dict(task))

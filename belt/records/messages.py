@@ -120,9 +120,7 @@ def active_at(message: Message, turn: int) -> bool:
 
 def settle_injections(messages: Sequence[Message], turn_count: int) -> None:
     """Give each injection of ``messages`` (a chat's, in order) what its lifetime makes it at
-    ``turn_count``, as the chat shows it: ``active``, ``remaining`` turns and, once ended,
-    ``ended`` (``ttl`` or ``replaced``) and ``updated_at`` (when it last changed: the model
-    turn that last counted it, or the injection that replaced it). Nothing is written."""
+    ``turn_count``: ``active``, ``remaining`` and, once ended, ``ended`` and ``updated_at``."""
     reached: dict[str, str | None] = {}
     latest: dict[str, Message] = {}
     live: list[Message] = []
@@ -224,9 +222,8 @@ class Recorder:
         return self.chat["id"]
 
     def refresh_chat(self) -> Chat:
-        """Re-read the chat (its settings may have changed from another process): nothing is
-        read or decoded while its file is the one this last read (a stat), since every change
-        this recorder makes replaces that file."""
+        """Re-read the chat (its settings may have changed from another process); only a stat
+        while its file is the one this recorder last read or wrote."""
         chat, self._seen = self.store.read_if_replaced(
             CHAT, check_id(self.chat_id, what="chat id"), self._seen
         )

@@ -40,11 +40,8 @@ def find_id(
     first: Callable[[], Iterable[str]] | None = None,
     missing: Callable[[str], NotFound] | None = None,
 ) -> str:
-    """The id of the record of ``kind`` that ``ref`` names: its id, its short id, or a unique
-    prefix of either (InvalidInput 5, NotFound 3, or Conflict 4 listing the candidates).
-
-    ``first`` gives the ids searched before the rest, so a prefix need only be unique among them.
-    """
+    """The id of the record of ``kind`` that ``ref`` names: its id, short id or a unique prefix
+    (exit 5, 3, or 4 listing the candidates); a prefix unique among ``first`` ids wins."""
     check_id(ref, what=f"{what} id")
     if store.exists(kind, ref):
         return ref

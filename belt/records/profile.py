@@ -97,9 +97,8 @@ class StoredHooks:
 
 
 def stored_lifecycle_hooks() -> StoredHooks:
-    """The lifecycle hooks ``rho extensions configure`` stored, in wire form (``{}``, the
-    default, when nothing is); a stored object that breaks a rule is InvalidInput naming the
-    file and the path."""
+    """The lifecycle hooks ``rho extensions configure`` stored, in wire form (``{}`` when none);
+    InvalidInput naming the file and the path for a stored object that breaks a rule."""
     path = rho_config_path()
     config = read_rho_config(path)
     if config.get("plugins") is None:

@@ -134,8 +134,7 @@ SERVE_FILE_MAX_BYTES = 4096
 
 def _read(path: Path) -> ServeFile | None:
     """The record of a running-serve file, or None for one that is not (too large, not JSON,
-    another shape, or naming what no ``belt serve`` listens on: a host that is neither an address
-    nor a host name, a port or pid out of range)."""
+    another shape, or a host, port or pid no ``belt serve`` has)."""
     try:
         with path.open("rb") as file:
             raw = file.read(SERVE_FILE_MAX_BYTES + 1)

@@ -62,11 +62,8 @@ def chat_dto(
     with_messages: bool = True,
     state: tuple[Chat, Run | None] | None = None,
 ) -> ChatView:
-    """A chat as a ChatDTO: status, active run, messages and pending interrupts.
-
-    ``runs`` are the runs whose gates count (default: the chat's own); ``public`` gives the API's
-    shapes; ``state`` is what ``chat_state`` read (read now when not given).
-    """
+    """A chat as a ChatDTO: status, active run, messages and the pending interrupts of ``runs``
+    (default: the chat's own); ``public`` gives the API's shapes, ``state`` what chat_state read."""
     chat, active = state if state is not None else chat_state(store, chat_id)
     if runs is None:
         runs = listed_runs(store, CHAT_RUNS, chat_id)

@@ -403,9 +403,8 @@ def model_problems(exc: Any, base: str = "", *, model: Any = None) -> list[str]:
 
 
 def fields_at(model: Any, loc: tuple[int | str, ...]) -> list[str]:
-    """The keys (as written: a field's alias, else its name) an object at ``loc`` of ``model``
-    may hold, found by following ``loc`` through the fields' types (lists, dicts, optionals and
-    unions, whose member pydantic names in the location)."""
+    """The keys (a field's alias, else its name) an object at ``loc`` of ``model`` may hold,
+    following ``loc`` through the fields' types (lists, dicts, optionals and unions)."""
     kinds = _members(model)
     for part in loc:
         # pydantic names the member of a union it tried
