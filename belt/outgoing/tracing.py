@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -29,8 +30,6 @@ _on = False
 _tracer: Any = None
 _provider: Any = None
 _hinted = False
-_registered = False
-_quiet = False
 _threads: set[threading.Thread] = set()
 """The threads tracing started in this process (the SDK's export threads)."""
 _NOOP: ContextManager[Any] = contextlib.nullcontext()
@@ -46,7 +45,7 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
     """Turn tracing on when an OTLP endpoint (``otlp`` or ``OTEL_EXPORTER_OTLP_*``) or
     ``trace_file`` is given (once, how to install the extra when it is missing); whether it is
     on."""
-    global _on, _tracer, _provider, _hinted, _registered
+    global _on, _tracer, _provider, _hinted
     endpoint_set = otlp or any(
         os.environ.get(name)
         for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -81,7 +80,7 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
         provider.add_span_processor(_batched(_gives_up(exporter)))
     if trace_file is not None:
         provider.add_span_processor(_batched(_file_exporter(trace_file)))
-    _say_export_problems_once()
+    _once_per_process()
     _threads.update(set(threading.enumerate()) - before)
     # A forked child gets the export threads again from the SDK's own handlers, registered as
     # the processors were made: this one runs after them and finds those threads, the only ones
@@ -90,9 +89,6 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
     _provider = provider
     _tracer = provider.get_tracer("belt", __version__)
     _on = True
-    if not _registered:
-        _registered = True
-        atexit.register(shutdown)
     return True
 
 
@@ -142,12 +138,11 @@ def _gives_up(exporter: Any) -> Any:
     return GivesUp()
 
 
-def _say_export_problems_once() -> None:
-    """Say the first failed export the SDK logs, on one line, and no more."""
-    global _quiet
-    if _quiet:
-        return
-    _quiet = True
+@functools.cache
+def _once_per_process() -> None:
+    """Flush the spans as the process ends; say the first failed export the SDK logs, on one
+    line, and no more."""
+    atexit.register(shutdown)
     import logging  # noqa: PLC0415 - start-up: when tracing only
 
     class Once(logging.Handler):
