@@ -70,9 +70,8 @@ a finalizer): Python would print "Exception ignored" and go on as if nothing was
 
 
 def _unraisable(unraisable: "Any") -> None:
-    """``sys.unraisablehook`` of a console command: a Ctrl-C Python could not raise is kept, to
-    end the command as any Ctrl-C does, and sent again; anything else is printed as Python
-    prints it."""
+    """``sys.unraisablehook``: a Ctrl-C Python could not raise is kept, to end the command as any
+    Ctrl-C does, and sent again; anything else is printed as Python prints it."""
     if issubclass(unraisable.exc_type, KeyboardInterrupt):
         _swallowed.append(True)
         _press_again()
@@ -81,9 +80,8 @@ def _unraisable(unraisable: "Any") -> None:
 
 
 def _press_again() -> None:
-    """Send the swallowed Ctrl-C again, from another thread, so that Python raises it where the
-    main thread can take it: a command that would go on (``belt serve`` starting) stops as at
-    any Ctrl-C. Swallowed once more, it is sent once more."""
+    """Send a swallowed Ctrl-C again from another thread, so the main thread takes it and a command
+    that would go on (``belt serve`` starting) stops; swallowed again, it is sent again."""
     import os
     import signal
     import threading
@@ -118,9 +116,8 @@ _said: "list[bool]" = []
 
 
 def exit_on_ctrl_c() -> None:
-    """From now on, a Ctrl-C ends the process with exit 130 and one line, at once: the command
-    is over, and what is left (Python joining threads, running its exit functions) must not
-    turn it into a traceback. A Ctrl-C the process was started ignoring stays ignored."""
+    """From now on a Ctrl-C ends the process at once, exit 130 and one line (not a traceback from
+    Python's threads or exit functions); one the process was started ignoring stays ignored."""
     import signal
 
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:

@@ -128,9 +128,8 @@ def _runs_needed(command: str, hint: str | None = None) -> UsageError:
 
 
 def _resolver(backend: Backend, door: str | None) -> Resolve:
-    """How auto resolves, each settlement a belt.settlement span: in the store with the rule's
-    settlement, or through the API, which ``belt serve`` records as the rule's (another API, as
-    it records any resolve)."""
+    """How auto resolves, each a belt.settlement span: in the store with the rule's settlement,
+    or through the API (``belt serve`` records the rule's; another API, a resolve)."""
     from belt.rules.approvals import store_resolver  # start-up: the rules engine
 
     local = store_resolver(backend.store) if isinstance(backend, LocalBackend) else None

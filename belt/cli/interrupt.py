@@ -11,13 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from belt.backends.backend import (
-    Backend,
-    LocalBackend,
-    matching_gates,
-    open_backend,
-    resolve_each,
-)
+from belt.backends.backend import Backend, LocalBackend, matching_gates, open_backend, resolve_each
 from belt.cli import BeltGroup, lazy_command
 from belt.cli.options import (
     ApiKeyOption,

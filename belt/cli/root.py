@@ -153,9 +153,8 @@ def walk(command: Any) -> list[Any]:
 
 
 def plain_flags(params: list[Any], help_option: Any) -> list[Any]:
-    """``params``, each flag shown without the ``<bool>`` rich help would print for it; the help
-    option's default is False, not None, which typer would coerce with pydantic (slow to import).
-    """
+    """``params``, flags shown without the ``<bool>`` rich help prints; the help option's default
+    False, not None (which typer would coerce with pydantic, slow to import)."""
     for param in params:
         if getattr(param, "is_flag", False) and not param.count:
             param.metavar = ""
@@ -197,9 +196,8 @@ def _noting_json(callback: Any) -> Any:
 
 
 def wants_json(ctx: Any, failed: Any = None) -> bool:
-    """Whether an error is to be printed as JSON: the command's ``--json`` was given, or (for
-    an error of the command line ``failed`` to parse, before its flags were read) the command
-    has a ``--json`` flag and the command line holds it."""
+    """Whether an error is printed as JSON: ``--json`` was given, or the command line ``failed``
+    to parse (its flags unread) holds it and its command has it."""
     if ctx.meta.get(JSON):
         return True
     command = getattr(failed, "command", None)

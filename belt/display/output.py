@@ -222,11 +222,8 @@ def table(
     ids: Collection[int] = (),
     short: bool = True,
 ) -> None:
-    """Render rows as a table on a terminal, or as aligned plain text when piped.
-
-    The columns ``ids`` (indexes) hold ids, shown short on a terminal with ``short``. On a
-    terminal no word of a cell is cut; below the width that needs, each row is a block.
-    """
+    """Render rows as a table on a terminal (no word cut, else each row a block; the columns
+    ``ids`` shown short with ``short``), or as aligned plain text when piped."""
     _pages(columns, [rows], title=title, ids=ids if short else ())
 
 

@@ -737,9 +737,8 @@ def span_left(expires_at: object, now: datetime) -> str:
 
 
 def approval_waiting_text(record: Mapping[str, object], now: datetime | None) -> str:
-    """What a ``--wait`` simulation waits for at a hook task's approval, how to give it, and
-    (with ``now``, for a line kept current) the time left; without ``now``, the time it
-    expires."""
+    """What a ``--wait`` simulation waits for at a hook task's approval and how to give it; with
+    ``now`` (a line kept current) the time left, else the time it expires."""
     expires = record.get("expires_at")
     if now is not None and expires is not None:
         # One terminal line, cut at its width: the time left and the command come first.
@@ -771,9 +770,8 @@ def _heading(line: tuple[str, str]) -> str | None:
 
 
 def transcript_rest(printed: Lines, lines: Lines) -> Lines:
-    """What of the transcript ``lines`` is left to print when ``printed`` is already on the
-    screen: the lines after their common start, under the heading of the run they are in when
-    its state changed (a heading is the same line whatever the state it shows)."""
+    """What of ``lines`` is not on the screen when ``printed`` is: the lines after their common
+    start, under their run's heading when its state changed (a heading matches any state)."""
     same = 0
     for before, now in zip(printed, lines, strict=False):
         if before != now and (_heading(before) is None or _heading(before) != _heading(now)):
