@@ -207,14 +207,9 @@ def build_payload(
 
 def injection_text(inject: ContextInjection) -> str:
     """What an injection puts in front of the model, and for how long."""
-    life = (
-        "permanent until replaced"
-        if not inject.ttl_turns
-        else f"for {inject.ttl_turns} turn{'s' if inject.ttl_turns != 1 else ''}"
-    )
-    details = [life]
-    if inject.role:
-        details.insert(0, f"role {inject.role}")
+    turns = inject.ttl_turns
+    life = f"for {turns} turn{'s' if turns != 1 else ''}" if turns else "permanent until replaced"
+    details = [f"role {inject.role}", life] if inject.role else [life]
     if inject.dedup_key:
         details.append(f"replaces earlier injections keyed {inject.dedup_key!r}")
     return f"injects {inject.content!r} on the next turn ({', '.join(details)})"
@@ -256,10 +251,9 @@ def trigger(
     answer = result.response
     decision = answer.decision if answer else None
     reason = answer.reason if answer else None
+    effect = effect_text(event, decision, reason)
     if result.error is not None:
         effect = f"{effect_text(event, None, None)} (a failed call counts as allow)"
-    else:
-        effect = effect_text(event, decision, reason)
     injected = bool(answer and answer.injected)
     row = None
     if leaves_row(decision=decision, injected=injected, error=result.error):
@@ -337,10 +331,9 @@ def failure(report: TriggerReport) -> BeltError:
             "check that the handler is running and listening at that host and port, and the scheme"
         )
     message = report.error or "the handler failed"
-    if report.in_process and report.status is not None:
-        return BeltError(message, hint=hint)  # it raised or returned something else: exit 1
-    if report.status is None and failed is not None and failed.answered:
-        return BeltError(message, hint=hint)  # it took the request and failed: exit 1
+    answered = report.status is None and failed is not None and failed.answered
+    if answered or (report.in_process and report.status is not None):
+        return BeltError(message, hint=hint)  # it took the request and failed (or raised): exit 1
     return remote_error(report.status, message, hint=hint)
 
 
