@@ -843,16 +843,10 @@ class PlatformApi:
         """Settle overdue gates with their default resolution."""
         settled: list[InterruptJSON] = await self._call(sweep)
         if settled and self.report is not None:
-            self.report(
-                {
-                    "kind": "sweep",
-                    "at": timestamp(utcnow()),
-                    "settled": [
-                        {"id": item.get("id"), "resolution": item.get("resolution")}
-                        for item in settled
-                    ],
-                }
-            )
+            done = [
+                {"id": item.get("id"), "resolution": item.get("resolution")} for item in settled
+            ]
+            self.report({"kind": "sweep", "at": timestamp(utcnow()), "settled": done})
         return settled
 
     async def sweep_forever(self, interval: float) -> None:

@@ -138,12 +138,13 @@ class GroupJournal:
             return [None] * len(lines)
         except JOURNAL_ERRORS:
             # One line the store refuses must not cost the others theirs: each on its own.
-            return [_append_one(self.store, line) for line in lines]
+            return [append_one(self.store, line) for line in lines]
         finally:
             touched_anything()  # the inspector's stream: the deliveries changed
 
 
-def _append_one(store: Store, line: ServeLine) -> str | None:
+def append_one(store: Store, line: ServeLine) -> str | None:
+    """Append ``line`` alone; None once it is written, else why it could not be."""
     try:
         append_serve_line(store, line)
     except JOURNAL_ERRORS as exc:

@@ -36,7 +36,7 @@ from belt.errors import BeltError, UsageError
 from belt.outgoing import tracing
 from belt.outgoing.signing import secret_key
 from belt.records import serves
-from belt.records.journal import ServeLine, append_serve_line, journal_headers
+from belt.records.journal import ServeLine, journal_headers
 from belt.records.reports import Reporter, report_api
 from belt.server.app import ENV_PREFIX, REPORTERS, create_app_from_settings, env_settings
 from belt.server.connections import (
@@ -49,7 +49,7 @@ from belt.server.connections import (
     server_stopping,
 )
 from belt.server.deciders import HANDLER_TIMEOUT
-from belt.server.group_commit import JOURNAL_ERRORS
+from belt.server.group_commit import append_one
 from belt.server.guard import STOPPING, allowed_host_name
 from belt.server.guard import is_loopback_name as is_loopback
 from belt.server.problems import Problem, parse_json
@@ -396,10 +396,9 @@ class StopCutOff:
         record["status"] = 503
         record["error"] = detail
         record["duration_ms"] = round((time.time() - started) * 1000, 3)
-        try:
-            append_serve_line(open_store(), record)
-        except JOURNAL_ERRORS as exc:
-            record["journal_error"] = exc.message if isinstance(exc, BeltError) else str(exc)
+        error = append_one(open_store(), record)
+        if error is not None:
+            record["journal_error"] = error
         if self.report is not None:
             self.report(dict(record))
 

@@ -31,21 +31,20 @@ def render_record(record: dict[str, Any]) -> None:
         return
     if kind == "sweep":
         settled = ", ".join(f"{s['id']} → {s['resolution']}" for s in record["settled"])
-        output.lines([(f"{clock}  sweep  settled {settled}", "yellow")])
-        return
-    if kind == "resume":
+        text, style = f"sweep  settled {settled}", "yellow"
+    elif kind == "resume":
         what = record.get("state") or f"could not go on: {record.get('error')}"
+        text = f"resume  run {record['run_id']} → {what}"
         style = "red" if record.get("error") else ""
-        output.lines([(f"{clock}  resume  run {record['run_id']} → {what}", style)])
-        return
-    if kind == "api":
-        style = "" if record["status"] < 400 else "red"
-        text = f"{clock}  {record['action']} {record['target']}  {record['status']}"
-        output.lines([(f"{text}  {record['detail']}", style)])
-        return
-    middle, style = _hook_line(record)
-    output.lines([(f"{clock}  {middle}  {record['duration_ms']:.1f} ms", style)])
-    if record.get("journal_error"):
+    elif kind == "api":
+        status = record["status"]
+        text = f"{record['action']} {record['target']}  {status}  {record['detail']}"
+        style = "" if status < 400 else "red"
+    else:
+        middle, style = _hook_line(record)
+        text = f"{middle}  {record['duration_ms']:.1f} ms"
+    output.lines([(f"{clock}  {text}", style)])
+    if kind not in ("sweep", "resume", "api") and record.get("journal_error"):
         output.warning(f"not journalled: {record['journal_error']}")
 
 

@@ -160,19 +160,11 @@ class ChatWatch:
             self.sent[message["id"]] = fingerprint
         self.open_from = first_open if active is not None else len(ids)
         self.index_size, self.chat_key = size, key
-        events.append(
-            {
-                "event": "chats",
-                "data": chat_dto(
-                    self.store,
-                    self.chat_id,
-                    runs=[run] if run is not None else [],
-                    public=True,
-                    with_messages=False,
-                    state=state,
-                ),
-            }
+        runs_now = [run] if run is not None else []
+        dto = chat_dto(
+            self.store, self.chat_id, runs=runs_now, public=True, with_messages=False, state=state
         )
+        events.append({"event": "chats", "data": dto})
         self.first = False
         # A run that began and ended between two looks was never seen busy: the run count says
         # it happened.
