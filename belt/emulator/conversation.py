@@ -24,7 +24,7 @@ from belt.dialects.platform.agent_loop import PlatformLoop  # the emulator drive
 from belt.display.text import describe
 from belt.emulator.agents import AgentDefinition, AgentFiles, ToolSetting, agent_from_config
 from belt.emulator.modelscript import ModelScript
-from belt.engine.entrypoints import resume_settled
+from belt.engine.entrypoints import resume_if_settled
 from belt.engine.hooksummary import run_hook_summary, summary_line
 from belt.engine.scenario import (
     AgentSpec,
@@ -364,9 +364,9 @@ class Emulator:
 
     def resume(self, run_id: str) -> None:
         """Continue one run held at settled interrupts, or left by a server that is gone."""
-        for record in resume_settled(self.store, run_ids=[run_id], recover=True):
-            if self.report is not None:
-                self.report({"kind": "resume", "at": now_iso(), **record})
+        record = resume_if_settled(self.store, run_id, recover=True)
+        if record is not None and self.report is not None:
+            self.report({"kind": "resume", "at": now_iso(), **record})
 
     def status(self, chat_id: str) -> dict[str, object]:
         """``GET /chats/{id}/status``: the chat's status alone (what the JS SDK polls)."""

@@ -130,11 +130,10 @@ class Transcript:
     def over_limit(self, execution: Execution) -> Overshoot | None:
         """When the context is above its compaction threshold and a compaction would retire
         something: the trigger and overshoot (``compaction_trigger``, ``overshoot_*``)."""
-        agent = self.agent
-        compact_at = float(agent.get("compact_at", 0.8))
+        compact_at = float(self.agent.get("compact_at", 0.8))
         context = self.ledger.context(execution.scope)
-        token_limit = int(int(agent.get("context_window", 128_000)) * compact_at)
-        byte_window = agent.get("context_bytes")
+        token_limit = int(int(self.agent.get("context_window", 128_000)) * compact_at)
+        byte_window = self.agent.get("context_bytes")
         byte_limit = int(int(byte_window) * compact_at) if byte_window else None
         over_tokens = context.tokens > token_limit
         over_bytes = byte_limit is not None and context.bytes > byte_limit

@@ -278,20 +278,10 @@ def stop_run(*, run_id: str, force: bool = False) -> RunView:
     return stop(store, sim, dialects.loop_of(sim), run_id, force=force)
 
 
-def resume_settled(
-    store: Store,
-    *,
-    emulated: bool | None = None,
-    run_ids: list[str] | None = None,
-    recover: bool = False,
-) -> list[Continued]:
-    """Continue every simulated run whose interrupts are all settled and that no live process
-    holds (``belt serve --resume``'s pass over the runs tagged as held, or ``run_ids`` only);
-    one record per run tried."""
-    if run_ids is None:
-        tried = (resume_gated(store, r, emulated=emulated) for r in store.tagged(GATED_RUNS))
-    else:
-        tried = (resume_if_settled(store, r, emulated=emulated, recover=recover) for r in run_ids)
+def resume_settled(store: Store, *, emulated: bool | None = None) -> list[Continued]:
+    """Continue every simulated run tagged as held whose interrupts are all settled and that no
+    live process holds (``belt serve --resume``'s pass); one record per run tried."""
+    tried = (resume_gated(store, run_id, emulated=emulated) for run_id in store.tagged(GATED_RUNS))
     return [record for record in tried if record is not None]
 
 
