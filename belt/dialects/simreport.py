@@ -13,26 +13,8 @@ if TYPE_CHECKING:
     from belt.records.executions import ExecutionEntry
     from belt.records.hooktasks import HookTask
     from belt.records.messages import Message
-    from belt.records.sims import SimParent
+    from belt.records.sims import SimParent, SimRegistry
     from belt.wire.dto import InterruptJSON
-
-
-class Loaded(TypedDict, total=False):
-    """One file a scenario's registry directory loaded, and what saving it did."""
-
-    action: Required[str]
-    name: str
-    kind: str
-    id: str
-    version: int
-
-
-class RegistryLoad(TypedDict):
-    """What a scenario's registry directory loaded, into which owner's registry."""
-
-    owner: str
-    directory: str
-    entries: list[Loaded]
 
 
 class Head(TypedDict, total=False):
@@ -50,7 +32,7 @@ class Head(TypedDict, total=False):
     clock_from_wall: bool
     warnings: list[str]
     parent: SimParent
-    registry: RegistryLoad
+    registry: SimRegistry
     ephemeral: bool
     interrupted: bool
     turns_left: int

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from belt.deliveries.effects import (
     DEFAULT_TOOL_DENY_REASON,
@@ -63,7 +63,7 @@ from belt.wire.platform import GATE_TIMEOUT_MAX, ContextInjection
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from belt.dialects.simreport import RegistryLoad, ReportExtras
+    from belt.dialects.simreport import ReportExtras
     from belt.engine.simulation import Simulation
     from belt.store import Store
 
@@ -311,7 +311,7 @@ class PlatformLoop:
         if sim.get("parent"):
             extras["simulation"] = {"parent": sim["parent"]}
         if sim.get("registry"):
-            extras.setdefault("simulation", {})["registry"] = cast("RegistryLoad", sim["registry"])
+            extras.setdefault("simulation", {})["registry"] = sim["registry"]
         return extras
 
     # -- steps --------------------------------------------------------------------------------
