@@ -278,22 +278,16 @@ def likely_fix(error: str | None, *, timeout: float | None = None) -> str | None
         mine = None  # a serve gone since: whatever answered there is not it
     if failure.kind == NOT_CONNECTED:
         return _not_connected(failure, mine)
+    who = mine.describe() if mine is not None else f"the handler at {host}"
     if failure.kind == CLOSED_UNANSWERED:
-        if mine is not None:
-            return (
-                f"{mine.describe()} took the request and closed the connection without an "
-                "answer: its output says why"
-            )
-        return (
-            f"the handler at {host} took the request and closed the connection without an "
-            "answer: it probably crashed or exited handling it; check its output"
-        )
+        why = "it probably crashed or exited handling it; check its output"
+        why = "its output says why" if mine is not None else why
+        return f"{who} took the request and closed the connection without an answer: {why}"
     if failure.kind == TIMED_OUT_KIND:
         within = f" within {timeout:g} s" if timeout is not None else " within the hook's timeout"
-        who = mine.describe() if mine is not None else f"the handler at {host}"
         return f"{who} must answer{within}: check that it does not block"
     if failure.kind == NOT_2XX:
-        return _not_2xx(failure, mine)
+        return _not_2xx(failure, mine, who)
     if failure.kind == NOT_A_RESPONSE:
         if MALFORMED in failure.error or ": the answer is larger" in failure.error:
             return f"the handler at {host} must answer HTTP/1.1 with a body of at most 1 MiB"
@@ -333,10 +327,9 @@ def _not_connected(failure: Failure, mine: serves.Serve | None) -> str:
     return hint
 
 
-def _not_2xx(failure: Failure, mine: serves.Serve | None) -> str:
-    """The hint of an answer other than 2xx."""
+def _not_2xx(failure: Failure, mine: serves.Serve | None, who: str) -> str:
+    """The hint of an answer other than 2xx from ``who``."""
     status = failure.status or 0
-    who = mine.describe() if mine is not None else f"the handler at {failure.host}"
     if status in (401, 403):
         if mine is not None and mine.record["token"]:
             return (
