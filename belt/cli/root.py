@@ -146,10 +146,8 @@ def adopt(command: Any) -> Any:
 
 def walk(command: Any) -> list[Any]:
     """``command`` and every subcommand below it built so far."""
-    commands = [command]
-    for sub in getattr(command, "commands", {}).values():
-        commands.extend(walk(sub))
-    return commands
+    subcommands = getattr(command, "commands", {}).values()
+    return [command, *(each for sub in subcommands for each in walk(sub))]
 
 
 def plain_flags(params: list[Any], help_option: Any) -> list[Any]:
@@ -220,10 +218,8 @@ def place_named(message: str, argv: Sequence[str]) -> str | None:
 def parameter_named(usage: Exception) -> str | None:
     """The option or argument a usage error is about (``--timeout``), when it names one."""
     param = getattr(usage, "param", None)
-    if param is None:
-        return None
-    opts = [opt for opt in getattr(param, "opts", []) if opt.startswith("--")]
-    return opts[0] if opts else getattr(param, "name", None)
+    long = (opt for opt in getattr(param, "opts", []) if opt.startswith("--"))
+    return next(long, getattr(param, "name", None))
 
 
 def report(exc: BeltError, *, verbose: bool, json_: bool = False) -> None:
@@ -237,11 +233,10 @@ def report(exc: BeltError, *, verbose: bool, json_: bool = False) -> None:
         output.print_json_line(exc.to_json())
     if verbose:
         traceback.print_exception(exc, file=sys.stderr)
-    problems = getattr(exc, "problems", [])
-    output.error(exc.message, hint=None if problems else exc.hint)
-    for problem in problems:
+    output.error(exc.message)
+    for problem in getattr(exc, "problems", []):
         output.echo(f"  {problem}", stderr=True)
-    if problems and exc.hint:
+    if exc.hint:
         output.styled(f"hint: {exc.hint}", "yellow", stderr=True)
 
 
