@@ -89,10 +89,7 @@ def now() -> datetime:
 
 def current() -> VirtualClock | None:
     """The virtual clock in force here (this context's, else the process's), or None."""
-    clock = _active.get()
-    if clock is None and _installed:
-        clock = _installed[-1]
-    return clock
+    return _active.get() or (_installed[-1] if _installed else None)
 
 
 @contextmanager

@@ -23,10 +23,10 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Hashable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from belt.errors import InvalidInput, NotFound, UsageError
 
@@ -127,8 +127,7 @@ def load_callable(
         found = getattr(found, part)
     if not callable(found):
         raise InvalidInput(f"{option}: {spec} is not callable")
-    func: Callable[..., Any] = found
-    return func
+    return cast("Callable[..., Any]", found)
 
 
 def is_file_reference(module: str) -> bool:
@@ -307,9 +306,8 @@ def _import_file(path: Path, option: str) -> Any:
 def asks_for(func: Callable[..., Any], model: type) -> bool:
     """Whether the first parameter of ``func`` is annotated with ``model`` (or a subclass); a
     string annotation that cannot be resolved is read by its bare name."""
-    if isinstance(func, Hashable):  # a callable object may not be: it is read each time
-        return _asks_for(func, model)
-    return _read_annotation(func, model)
+    # A callable object may not be hashable: then it is read each time.
+    return (_asks_for if isinstance(func, Hashable) else _read_annotation)(func, model)
 
 
 def _read_annotation(func: Callable[..., Any], model: type) -> bool:
@@ -317,10 +315,8 @@ def _read_annotation(func: Callable[..., Any], model: type) -> bool:
         signature = inspect.signature(func)
     except (TypeError, ValueError):  # a builtin or an object without a signature
         return False
-    try:  # annotations written as strings, resolved where the function was defined
+    with suppress(Exception):  # strings resolved where it was defined (else read as written)
         signature = inspect.signature(func, eval_str=True)
-    except Exception:  # a name that cannot be resolved: read as written
-        pass
     parameters = list(signature.parameters.values())
     if not parameters or parameters[0].annotation is inspect.Parameter.empty:
         return False
