@@ -109,9 +109,7 @@ def get_task(store: Store, identity: str) -> HookTask | None:
 
 def change_task(store: Store, identity: str, change: Callable[[HookTask], HookTask]) -> HookTask:
     """Change a hook task under its lock (so exactly one worker claims it); returns it."""
-    return cast(
-        HookTask, store.update(HOOKTASK, identity, lambda data: dict(change(cast(HookTask, data))))
-    )
+    return store.update(HOOKTASK, identity, change)
 
 
 def list_on_run(store: Store, run_id: str, identity: str) -> None:

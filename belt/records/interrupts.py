@@ -453,10 +453,7 @@ def last_settled(*, store: Store | None = None, run_id: str) -> datetime | None:
 
 def _settle(store: Store, interrupt_id: str, change: Callable[[Interrupt], Interrupt]) -> Interrupt:
     """Change a stored interrupt under its lock, clear its pending marker and return it."""
-    record = cast(
-        Interrupt,
-        store.update(INTERRUPT, interrupt_id, lambda data: dict(change(cast(Interrupt, data)))),
-    )
+    record = store.update(INTERRUPT, interrupt_id, change)
     if marker := _pending_marker(record):
         store.untag(PENDING, marker)
     if tracing.on() and "trace" in record:

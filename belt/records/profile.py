@@ -52,12 +52,8 @@ def write_profile(store: Store, declaration: object) -> Profile:
         raise InvalidInput(findings.problems[0], problems=findings.problems[1:])
     configuration = dict(cast(Mapping[str, object], declaration))
     with store.lock(PROFILE, PROFILE_ID):
-        revision = read_profile(store)["revision"] + 1
-        record: Profile = {
-            "configuration": configuration,
-            "revision": revision,
-            "updated_at": timestamp(utcnow()),
-        }
+        revision, at = read_profile(store)["revision"] + 1, timestamp(utcnow())
+        record: Profile = {"configuration": configuration, "revision": revision, "updated_at": at}
         store.write(PROFILE, PROFILE_ID, record)
     return record
 
