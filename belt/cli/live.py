@@ -34,7 +34,14 @@ class SimLive:
         if record.get("run_id"):
             self.run_id = str(record["run_id"])
         if record.get("kind") == "gates" and self.transcript:
-            self._print_transcript(str(record["run_id"]))
+            from belt.engine.entrypoints import show_run  # start-up: the engine
+
+            report = show_run(run_id=str(record["run_id"]))
+            # The gates are told of below, with the commands for a run that waits (not resume).
+            shown: SimReport = {**report, "chat": {**report["chat"], "pending_interrupts": []}}
+            lines = render.transcript_lines(shown, verbose=self.verbose)
+            output.lines(render.transcript_rest(self.printed, lines))
+            self.printed = lines
         if record.get("kind") == "approval" and output.is_terminal(sys.stderr):
             # One line kept current: what it waits for, how to give it, the time left.
             self._keep_current(lambda now: render.approval_waiting_text(record, now))
@@ -44,24 +51,10 @@ class SimLive:
             pending = record["pending"]
             self._keep_current(lambda now: render.countdown_text(pending, now))
 
-    def _print_transcript(self, run_id: str) -> None:
-        from belt.engine.entrypoints import show_run  # start-up: the engine
-
-        report = show_run(run_id=run_id)
-        # The gates are told of below, with the commands for a run that waits (not resume).
-        shown: SimReport = {**report, "chat": {**report["chat"], "pending_interrupts": []}}
-        lines = render.transcript_lines(shown, verbose=self.verbose)
-        output.lines(render.transcript_rest(self.printed, lines))
-        self.printed = lines
-
     def _keep_current(self, text: Callable[[datetime], str]) -> None:
         """A line on stderr kept current (the time left) until the next record or ``close``."""
         self._countdown = output.LiveLine(lambda: text(datetime.now(UTC)))
         self._countdown.start()
-
-    def rest(self, lines: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """Of the whole transcript ``lines``, what is not on the screen yet."""
-        return render.transcript_rest(self.printed, lines)
 
     def close(self) -> None:
         """Stop and clear the countdown, if one is shown."""

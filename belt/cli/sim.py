@@ -18,7 +18,7 @@ from belt.cli.options import (
     start_tracing,
 )
 from belt.display import output
-from belt.display.render import transcript_lines
+from belt.display.render import transcript_lines, transcript_rest
 from belt.display.text import printable
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState
 
@@ -85,7 +85,7 @@ def render(
     summary: HookSummary | None = report.get("hook_summary")
     if not output.json_printed(json_, report):
         lines = transcript_lines(report, verbose=verbose)
-        output.lines(live.rest(lines) if live is not None else lines)
+        output.lines(transcript_rest(live.printed, lines) if live is not None else lines)
         if summary and summary["calls"]:
             said = [
                 (printable(text), "yellow" if bad else "dim") for text, bad in summary_text(summary)
