@@ -8,6 +8,7 @@ the commands given ``--api`` import this module, and with it httpx.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -381,13 +382,11 @@ class Platform:
         """The error for a redirect, naming where it points (scheme, host and path only)."""
         status = response.status_code
         where = ""
-        try:
+        with contextlib.suppress(ValueError):  # a location that is no URL: the status says enough
             target = urljoin(str(response.request.url), response.headers.get("location", ""))
             parts = urlsplit(target)
             if parts.scheme in ("http", "https"):
                 where = f" to {parts.scheme}://{url_host(target)}{self._clip(parts.path)}"
-        except ValueError:
-            pass  # a location that is no URL: the status says enough
         return remote_error(
             status, f"{url} answered HTTP {status}, a redirect{where}", hint=REDIRECT_HINT
         )
