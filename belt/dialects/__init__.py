@@ -97,8 +97,7 @@ class Dialect(Protocol):
 
     @property
     def hook_states(self) -> tuple[str, ...]:
-        """The states of a hook call an expectation's ``status`` may name (none: a hook call
-        has no state of its own, only a decision)."""
+        """The states of a hook call an expectation's ``status`` may name (maybe none)."""
 
     @property
     def injects(self) -> bool:
@@ -115,8 +114,7 @@ class Dialect(Protocol):
         """What a hook's calls can produce, as ``belt test --coverage`` counts them."""
 
     def loop(self) -> type[Any]:
-        """The driver's loop of this dialect (``belt.engine.simulation.Dialect``): how each step
-        of a turn runs its hooks, builds their payloads and turns their answers into decisions."""
+        """The driver's loop of this dialect (``belt.engine.simulation.Dialect``)."""
 
     def scenario_problems(self, doc: Mapping[str, object]) -> list[str]:
         """Keys of a scenario document that belong to another dialect, each with a message."""

@@ -18,8 +18,7 @@ if TYPE_CHECKING:
 
 
 class Head(TypedDict, total=False):
-    """A report's ``simulation``: the simulation record's public fields, and what the
-    transcript's heading and tail read of it."""
+    """A report's ``simulation``: the simulation record's public fields."""
 
     id: str
     dialect: str
@@ -154,8 +153,7 @@ class HandlerTally(TypedDict):
 
 
 class HookSummary(TypedDict):
-    """The closing summary of hook calls (``hook_summary`` of a report,
-    ``belt.engine.hooksummary``)."""
+    """The closing summary of hook calls (``hook_summary``, ``belt.engine.hooksummary``)."""
 
     calls: int
     failed: int
@@ -182,8 +180,7 @@ class DialectParts(TypedDict, total=False):
 
 
 class ReportExtras(DialectParts, total=False):
-    """What a dialect adds to its report (``report_extras``), ``simulation`` keys merged into
-    the report's."""
+    """What a dialect adds to its report (``report_extras``; ``simulation`` keys merged)."""
 
     simulation: Head
 

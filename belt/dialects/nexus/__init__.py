@@ -34,8 +34,7 @@ class NexusDialect:
     injects = False
     profile_hooks = True
     outcomes = ("acknowledged", "continued", "failed", "held")
-    """What a hook's task attempts produced: an acknowledgement, a continuation, a failure, and
-    the attention holds those failures put the execution on."""
+    """What a hook's task attempts produced, and the attention holds their failures made."""
 
     def loop(self) -> type[Any]:
         """The driver's loop of Nexus executions."""
@@ -72,8 +71,7 @@ class NexusDialect:
         )
 
     def turns(self, report: SimReport) -> tuple[dict[str, int], list[ReportRun]]:
-        """Nexus says which run each turn has, and has every execution, run-backed or not, in
-        the conversation (standalone ones are not)."""
+        """Each turn's run, and every execution of the conversation, run-backed or not."""
         executions = report.get("executions") or []
         turn_of = {str(e["run_id"]): int(e["turn"]) for e in executions if e.get("run_id")}
         chat_id = report["chat"]["id"]
@@ -130,8 +128,7 @@ class NexusDialect:
         return False
 
     def declared(self, loaded: Any, report: SimReport | None) -> list[Declared]:
-        """One hook per event and executor tool, of the profile, each turn's and each
-        execution's frozen hooks."""
+        """One hook per event and tool: the profile's, each turn's, each execution's frozen."""
         # The engine's reading of a profile, only when a Nexus suite asks for coverage.
         from belt.dialects.nexus.execution_loop import frozen_hooks  # noqa: PLC0415 - the engine, for coverage only
 

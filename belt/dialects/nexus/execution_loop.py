@@ -165,8 +165,7 @@ class NexusLoop:
 
     @classmethod
     def check_options(cls, *, executors: bool, fail_closed: bool, routes: bool = False) -> None:
-        """A failed Nexus hook always holds the execution: fail-closed means nothing here; and
-        Nexus hooks are executor tools, not webhooks to route."""
+        """Refuse --fail-closed (a failed hook always holds) and --route (hooks are executors)."""
         if fail_closed:
             raise UsageError(
                 "--fail-closed is for platform scenarios; a failed Nexus hook always puts the "
@@ -256,9 +255,8 @@ class NexusLoop:
     def enter(
         self, execution: NexusExecution, hooks: dict[str, Any], profile: dict[str, Any]
     ) -> None:
-        """Record that an execution began, once its run (if any) exists: its input (for a
-        regeneration, the reply it redoes leaves the context), the chat's run, and its entry on
-        the simulation. An interrupted run whose entry was never written does this again."""
+        """Record that an execution began, once its run (if any) exists: its input (or the reply
+        a regeneration redoes leaves the context), the chat's run, its entry on the simulation."""
         index = execution.turn_index
         if execution.kind == "regeneration":
             self.replace_reply(int(self.previous_reply()["turn"]), index)
@@ -327,8 +325,7 @@ class NexusLoop:
     def execution(
         self, index: int, run: RunRecord | None, state: dict[str, Any], fields: Mapping[str, Any]
     ) -> NexusExecution:
-        """The execution of turn ``index`` (``fields``: its run's kind, conversation, hooks and
-        approval mode), whose messages are tagged with its turn and kind."""
+        """The execution of turn ``index`` from its run's ``fields``, its messages tagged."""
         kind, conversation_id = str(fields["kind"]), fields.get("conversation_id")
         tags: dict[str, Any] = {"execution": index, "kind": kind}
         tags |= {"standalone": True} if conversation_id is None else {}
@@ -643,8 +640,7 @@ class NexusLoop:
                 raise Cancelled
             if task["status"] == TaskStatus.FAILED:
                 return self.hold(execution, task)
-            decision = cast(dict[str, Any], task["decision"])  # a completed task holds one
-            return decision
+            return cast(dict[str, Any], task["decision"])  # a completed task holds one
 
     def await_task(self, execution: NexusExecution, task: HookTask) -> HookTask:
         """Wait for the task's approval (only with ``--wait`` when the scenario does not settle

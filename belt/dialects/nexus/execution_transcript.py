@@ -135,8 +135,7 @@ def pending_task_lines(report: SimReport) -> Lines:
 
 
 def approval_lines(report: SimReport) -> Lines:
-    """Where hook tasks wait for approval (``approval_mode = "ask"``): the approvals, and the
-    exact commands to settle them and go on, as a gate's lines say."""
+    """Hook tasks waiting for approval (``approval_mode = "ask"``), and how to settle them."""
     expiry = {i["id"]: i.get("expires_at") for i in report.get("interrupts") or []}
     by_run: dict[str, list[tuple[HookTask, str]]] = {}
     for task in report.get("hook_tasks") or []:

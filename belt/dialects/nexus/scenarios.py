@@ -103,8 +103,7 @@ class NexusScenario(_Strict):
 @dataclass
 class LoadedNexusScenario:
     """A checked Nexus scenario and the profile it starts with (None: the stored profile);
-    ``hooks_from`` says where that profile's lifecycle hooks came from when not the scenario
-    (rho's stored configuration)."""
+    ``hooks_from``: where its lifecycle hooks came from when not the scenario (rho's)."""
 
     source: str
     scenario: NexusScenario
@@ -220,15 +219,13 @@ def located_executors(
 
 
 def declares_hooks(scenario: NexusScenario) -> bool:
-    """True when the scenario's ``[profile]`` or a turn's profile has a ``lifecycle_hooks`` key
-    (``{}`` too: it declares none itself)."""
+    """True when the scenario's or a turn's profile has a ``lifecycle_hooks`` key (even ``{}``)."""
     profiles = [scenario.profile, *(turn.profile for turn in scenario.turns)]
     return any(profile is not None and "lifecycle_hooks" in profile for profile in profiles)
 
 
 def executor_problem(name: str, target: str) -> str | None:
-    """Why ``executors.NAME = TARGET`` cannot serve hook tasks, or None (the target is loaded
-    only when the scenario runs)."""
+    """Why ``executors.NAME = TARGET`` cannot serve hook tasks, or None (nothing is loaded)."""
     if not name.strip():
         return "a tool name is needed"
     if target.startswith("cmd:"):

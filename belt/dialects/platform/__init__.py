@@ -158,8 +158,7 @@ class PlatformDialect:
         return declared
 
     def calls(self, report: SimReport) -> list[Call]:
-        """Each ``hook.executed`` record: its decision (or failed), whether it injected, and
-        the tool of an ``agent.tool_call``."""
+        """Each ``hook.executed`` record: its decision (or failed), injection and tool."""
         calls = []
         for record in report.get("hook_executions") or []:
             outcomes = []

@@ -154,8 +154,7 @@ class PlatformLoop:
         fail_closed: bool,
         routes: Sequence[Route] = (),
     ) -> Sim:
-        """Record a new simulation of a platform scenario; return its record (the full URLs of
-        its webhooks and its routes go to the store's private part)."""
+        """Record a new platform simulation (full hook URLs and routes go to the private part)."""
         scenario = loaded.scenario
         registry: dict[str, Any] = {}
         if scenario.agent.registry is not None:
@@ -219,8 +218,7 @@ class PlatformLoop:
         return execution
 
     def record_input(self, execution: Execution) -> None:
-        """Write the run's input message, unless it is written: the user's text of its turn, or
-        for a task chat's first run the hook payload the task handler wrote."""
+        """Write the run's input message unless written (a task chat's first is its payload)."""
         recorder = self.sim.recorder
         message_id = str(execution.state["input"])
         execution.input_message_id = message_id
@@ -239,8 +237,7 @@ class PlatformLoop:
         return steps.get(execution.state["next"], self.after_gate)(execution)
 
     def resumable(self, run: RunRecord, interrupted: bool) -> Execution:
-        """A run held at gates goes on once every one of its interrupts is settled; a run whose
-        process was killed goes on from its last durable point."""
+        """A run held at gates, once all are settled, or one a killed process left, goes on."""
         if interrupted:
             execution = Execution(int(run.data["turn_index"]), run, dict(run.execution))
             self.record_input(execution)
@@ -259,8 +256,7 @@ class PlatformLoop:
         """Nothing to record beyond the run itself."""
 
     def close(self) -> None:
-        """Wait for the async hooks and the task runs still going; record the tasks that
-        failed on the chat; close the HTTP clients."""
+        """Wait for the async hooks and the children; record the failed children on the chat."""
         self.dispatcher.close()
         for child, error in [*self.tasks.close(), *self.reviews.close()]:
             row = chat_hook_event(
@@ -298,8 +294,7 @@ class PlatformLoop:
 
     @classmethod
     def report_extras(cls, store: Store, sim: Sim, runs: list[Run]) -> ReportExtras:
-        """The task chats and review branches the simulation started, and the one it is (for
-        a task chat or a review branch)."""
+        """The task chats and review branches it started, and the parent of such a child."""
         extras: ReportExtras = {
             "tasks": children_of(store, sim, TASK),
             "reviews": children_of(store, sim, REVIEW),
@@ -394,8 +389,7 @@ class PlatformLoop:
         return None
 
     def tools(self, execution: Execution) -> End | None:
-        """Each tool call through ``agent.tool_call``: run, skipped on deny, or held (a gate,
-        an approval, a client tool's result)."""
+        """Each tool call through ``agent.tool_call``: run, skipped on deny, or held."""
         state = execution.state
         message = self.sim.recorder.message(str(state["message_id"]))
         spec = self.models(execution)[int(state["model"])]
@@ -502,8 +496,8 @@ class PlatformLoop:
             self.invoke(execution, invocation, call)
 
     def invoke(self, execution: Execution, invocation: dict[str, Any], call: ToolCallSpec) -> None:
-        """Invoke an allowed tool: it completes as scripted (an async one then fires
-        agent.tool_result); a client tool waits for the result the application posts."""
+        """Run an allowed tool as scripted (an async one fires agent.tool_result), or wait for
+        a client tool's result."""
         if call.client:
             self.wait_at(execution, invocation, call, InterruptReason.CLIENT_TOOL, GATE_TIMEOUT_MAX)
             return
@@ -517,8 +511,7 @@ class PlatformLoop:
             )
 
     def always_allowed(self, tool: str) -> bool:
-        """True when the chat's settings allow ``tool`` without asking (``allow_all_tools``, or
-        an always-allow of that tool)."""
+        """True when the chat's settings allow ``tool`` without asking."""
         settings = self.sim.recorder.refresh_chat().get("agent_data") or {}
         return settings.get("allow_all_tools") is True or tool in (
             settings.get("always_allow") or []
@@ -736,8 +729,7 @@ class PlatformLoop:
         row: NewMessage | None,
     ) -> None:
         """Add an injection to ``pending`` (``row`` in its file); one with the same
-        ``dedup_key`` replaces the older one (recording ``pending`` first when it is there).
-        Nothing is written when an injection ends: ``belt.records.messages.settle_injections``."""
+        ``dedup_key`` replaces the older one (recording ``pending`` first when it is there)."""
         dedup_key, ttl_turns = inject.dedup_key, inject.ttl_turns or 0
         if dedup_key:
             if any(

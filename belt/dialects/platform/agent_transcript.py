@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 
 
 def platform_lines(report: SimReport, quiet: list[Delivery] | None = None) -> Lines:
-    """A platform simulation: each run, its messages and hook rows (each under the tool call it
-    was for), and the gates that hold it; ``quiet`` deliveries where they happened."""
+    """A platform simulation's lines; ``quiet`` deliveries where they happened."""
     lines = registry_lines(report)
     runs = {run["id"]: run for run in report["runs"]}
     messages = report["chat"]["chat_messages"]
@@ -42,8 +41,7 @@ LOADED = {"created": "created", "versioned": "new version", "skipped": "unchange
 
 
 def registry_lines(report: SimReport) -> Lines:
-    """What the scenario's registry directory loaded, into which owner's registry: each entry
-    created or given a new version, and how many were already there as they are."""
+    """What the scenario's registry directory loaded: each entry created or versioned."""
     registry = report["simulation"].get("registry")
     if not registry:
         return []
@@ -61,8 +59,7 @@ def registry_lines(report: SimReport) -> Lines:
 
 
 def quiet_deliveries(report: SimReport) -> list[Delivery]:
-    """The hook calls of a report that changed nothing and so left no row: allowed with
-    nothing injected, and every async call."""
+    """The hook calls that left no row: allowed with nothing injected, and every async one."""
     return [
         record
         for record in report.get("hook_executions") or []

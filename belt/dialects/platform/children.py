@@ -106,8 +106,7 @@ class Children:
         after: After,
         before: Callable[[], None] | None = None,
     ) -> None:
-        """Run the child ``sim`` in the background: ``before`` prepares its chat, ``after``
-        judges how its runs ended."""
+        """Run the child ``sim`` in the background (``before`` it; ``after``: judge its runs)."""
         # A child runs on its parent's clock (a virtual clock is a context variable).
         context = contextvars.copy_context()
         with self._lock:
@@ -135,8 +134,7 @@ class Children:
         return None if error is None else (describe, error)
 
     def close(self) -> list[tuple[ChildOrigin, str]]:
-        """Wait for every child started; each failed one and its error, in the order they
-        started."""
+        """Wait for every child started; the failed ones and errors, in the order they started."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None

@@ -93,9 +93,8 @@ def start_review(loop: PlatformLoop, review: Review) -> None:
     )
 
     def save_outcomes(runs: list[Run]) -> str | None:
-        """Once the branch's runs ended: save its candidates to the owner's registry and record
-        the outcomes (on the review's simulation, and as the branch's outputs); the reason, if
-        a run did not complete and nothing is saved."""
+        """Save the candidates to the owner's registry and record the outcomes once the branch's
+        runs ended; why not, if one did not complete."""
         if (reason := unfinished(runs, what="review")) is not None:
             return reason
         # Start-up: the registry only once a review has candidates to save.
@@ -127,8 +126,7 @@ def copy_history(
     history: Sequence[Mapping[str, Any]],
     system_prompt: str | None,
 ) -> None:
-    """Give a review branch the reviewed chat's messages (the roles a review sees), after the
-    system prompt it is asked with."""
+    """Give a review branch the system prompt it is asked with, then the messages it sees."""
     recorder = Recorder(store, branch_id)
     if system_prompt is not None:
         recorder.add_message(
