@@ -494,20 +494,10 @@ def create_app(
 ) -> Starlette:
     """The ASGI app of ``belt serve``; ``store=None`` uses the store in the state directory.
 
-    ``clock`` (``--clock``) serves on a virtual clock that starts there, for the app's life:
-    every time the server stamps or sweeps by is its time, moved by ``POST /_belt/clock``.
-
-    Every route is behind ``RequestGuard`` (``belt.server.guard``): ``token`` and
-    ``allow_hosts`` (``--allow-host``) say which requests are answered. ``in_process`` names
-    the ``py:`` handlers the server was started with (``--handler``), which with those of the
-    ``agents`` files are the only code the inspector's replay may call: no request names code.
-
-    ``handler_pool`` is the pool a ``--handler`` runs in (``/healthz`` reports it saturated);
-    ``on_loop_error`` receives one line per burst of connections refused for want of file
-    descriptors, instead of a traceback per connection; ``resume`` continues simulated runs as
-    soon as their gates are settled (``--resume``). ``model`` (a model script) and ``agents`` (a
-    directory of agent files) are what the agent routes' emulated chats answer with and resolve
-    template refs from; both are checked here, before anything is served.
+    Every route is behind ``RequestGuard``: ``token`` and ``allow_hosts`` say which requests
+    are answered. ``in_process`` names the ``py:`` handlers the server was started with, which
+    with those of the ``agents`` files are the only code the inspector's replay may call: no
+    request names code. ``model`` and ``agents`` are checked here, before anything is served.
     """
     names = [allowed_host_name(name) for name in allow_hosts]
     the_store = store if store is not None else open_store()

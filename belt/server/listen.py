@@ -125,11 +125,7 @@ def serve(
 ) -> None:
     """Refuse options that could not serve anyone, load the decider, listen, and serve until
     Ctrl-C or SIGTERM (raised as KeyboardInterrupt or Terminated, under
-    ``stopping_on_signals``), after ``grace`` seconds for the requests still open.
-
-    ``verbose`` (``belt -v serve``) prints the traceback of each exception a handler raises.
-
-    ``report_mode`` is how each request is shown: ``lines`` (human), ``json`` or ``none``. With
+    ``stopping_on_signals``), after ``grace`` seconds for the requests still open. With
     ``workers`` above 1, uvicorn runs that many processes of ``create_served_app_from_env`` on
     one socket, each configured from the same ``BELT_SERVE_*`` variables; each starts tracing
     as this process was asked to (``otlp``, ``trace_file``, the ``OTEL_*`` variables).
@@ -315,16 +311,11 @@ nothing holds it no longer)."""
 
 
 class StopCutOff:
-    """ASGI middleware: a request still unanswered when the server stops and its grace has
-    ended is answered 503, reported on one live line, and journalled when it was a hook
-    request (``status`` 503, ``error`` saying it was not answered, and its payload when the
-    whole body had come), rather than left to uvicorn, which cancels it and logs a traceback.
-
-    At the signal that stops the server, each request still open is marked (``STOPPING`` in its
-    scope: ``marking_at_the_stop``); uvicorn's graceful stop waits ``grace`` seconds for them,
-    then cancels their tasks; a cancellation of a marked request is taken here as that cut, and
-    any other one is left to go on.
-    """
+    """ASGI middleware: a request the stop cuts off is answered 503, told and journalled (see
+    the module's text). At the signal that stops the server, each request still open is marked
+    (``STOPPING`` in its scope: ``marking_at_the_stop``); uvicorn's graceful stop waits
+    ``grace`` seconds for them, then cancels their tasks; a cancellation of a marked request is
+    taken here as that cut, and any other one is left to go on."""
 
     def __init__(self, app: ASGIApp, *, grace: float, report: Reporter | None) -> None:
         self.app = app

@@ -39,33 +39,25 @@ class Terminated(BaseException):
     SIGINT: nothing that catches Exception may hold it)."""
 
 
+def terminated(signum: int, frame: FrameType | None) -> None:
+    """The SIGTERM handler of ``stopping_on_signals``."""
+    raise Terminated
+
+
 @contextlib.contextmanager
 def stopping_on_signals() -> Iterator[None]:
     """For the ``with`` block, SIGTERM raises Terminated in the main thread, as SIGINT raises
     KeyboardInterrupt (uvicorn takes both over while it serves, stops gracefully, and raises
     the signal again once stopped); either one leaving the block becomes ``Stopped``. The
     handler SIGTERM had is put back after; nothing changes outside the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        with _as_stopped():
-            yield
-        return
-
-    def terminated(signum: int, frame: FrameType | None) -> None:
-        raise Terminated
-
-    previous = signal.signal(signal.SIGTERM, terminated)
-    try:
-        with _as_stopped():
-            yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _as_stopped() -> Iterator[None]:
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, terminated) if main else None
     try:
         yield
     except KeyboardInterrupt:
         raise Stopped("interrupted", exit_code=ExitCode.INTERRUPTED) from None
     except Terminated:
         raise Stopped("stopped (SIGTERM)", exit_code=ExitCode.OK) from None
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
