@@ -73,9 +73,7 @@ def simulation_options(
 def with_scenario_executors(declared: dict[str, str], executors: list[str]) -> list[str]:
     """``--executor`` specs after the scenario's ``[executors]`` they do not name."""
     given = {spec.partition("=")[0].strip() for spec in executors}
-    return [f"{name}={target}" for name, target in declared.items() if name not in given] + list(
-        executors
-    )
+    return [*(f"{name}={spec}" for name, spec in declared.items() if name not in given), *executors]
 
 
 def start_simulation(

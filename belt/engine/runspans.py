@@ -10,6 +10,7 @@ from typing import Any
 
 from belt.engine.execution import Execution
 from belt.outgoing import tracing
+from belt.records.sims import Sim
 
 SCRIPTED_MODEL = "scripted"
 """The model a simulation's spans name (``chat scripted``): the scenario scripts its answers."""
@@ -18,12 +19,12 @@ SCRIPTED_MODEL = "scripted"
 class RunSpans:
     """The spans of one simulation's runs, when tracing is on (each a no-op when it is off)."""
 
-    def __init__(self, *, name: str, agent_id: str, sim_id: str, dialect: str) -> None:
+    def __init__(self, sim: Sim, dialect: str) -> None:
         self.agent: dict[str, object] = {
             "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": name,
-            "gen_ai.agent.id": agent_id,
-            "belt.sim.id": sim_id,
+            "gen_ai.agent.name": str(sim.get("name") or "agent"),
+            "gen_ai.agent.id": str(sim["agent_id"]),
+            "belt.sim.id": sim["id"],
             "belt.dialect": dialect,
         }
         """What every run's span says of its agent and simulation."""
@@ -57,9 +58,8 @@ class RunSpans:
 
     def trace_turn(self, index: int) -> None:
         """A model turn begins: its span (``belt.turn``) is current until the next or the end."""
-        if tracing.on():
-            self.end_turn()
-            self.turn_span = tracing.begin("belt.turn", {"belt.turn.index": index})
+        self.end_turn()
+        self.turn_span = tracing.begin("belt.turn", {"belt.turn.index": index})
 
     def end_turn(self) -> None:
         """End the span of the model turn being taken, if any."""
@@ -68,8 +68,6 @@ class RunSpans:
 
     def model_span(self, tokens: int | None) -> AbstractContextManager[Any]:
         """The span of one model call (GenAI ``chat``)."""
-        if not tracing.on():
-            return nullcontext()
         attributes = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": SCRIPTED_MODEL,

@@ -147,12 +147,7 @@ class Simulation:
             Recorder(store, self.sim["chat_id"]), self.scenario_doc.get("agent") or {}
         )
         self.recorder, self.ledger = self.transcript.recorder, self.transcript.ledger
-        self.spans = RunSpans(
-            name=str(self.sim.get("name") or "agent"),
-            agent_id=self.agent_id,
-            sim_id=self.sim["id"],
-            dialect=dialect.name,
-        )
+        self.spans = RunSpans(self.sim, dialect.name)
         self.steps = RunSteps(self)
         self.holds = Holds(self)
         self.loop = TurnLoop(self)
