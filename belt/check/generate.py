@@ -205,18 +205,13 @@ def path_shape(pattern: Any) -> PathShape | None:
         return None
     if pattern.startswith(REGEX_PREFIX):
         literal = _regex_literal(pattern[len(REGEX_PREFIX) :])
-        if "/" not in literal:
-            return None
-        cut = literal.rfind("/")
-        return PathShape(literal[:cut], "x")
+        return PathShape(literal.rpartition("/")[0], "x") if "/" in literal else None
     glob_ = pattern.removeprefix(PATH_PREFIX)
     if glob_ == pattern and "/" not in pattern:
         return None
     first = min((i for i in map(glob_.find, GLOB_SPECIAL) if i != -1), default=len(glob_))
-    cut = glob_.rfind("/", 0, first)
-    if cut == -1:
-        return PathShape("", _glob_example(glob_))
-    return PathShape(glob_[:cut], _glob_example(glob_[cut + 1 :]))
+    cut = glob_.rfind("/", 0, first)  # -1: no directory, the whole glob is the rest
+    return PathShape(glob_[: max(cut, 0)], _glob_example(glob_[cut + 1 :]))
 
 
 def _lookalike(text: str) -> str:

@@ -302,13 +302,9 @@ class Explorer:
                 self.flaky.add(check)
 
     def search(self, strategy: Any, sample: Any, case: Case, explicit: list[Any]) -> None:
-        """Run ``case(payload, counting)`` on the sample, then on the ``explicit`` payloads and
-        generated ones, and shrink the first failure of a generated one.
-
-        Payloads are generated ``BATCH`` at a time, then sent back to back (a handler is not left
-        idle while Hypothesis works), the explicit ones first (at most half of the first batch,
-        a failure kept as it is). When a generated payload fails, Hypothesis runs that batch again
-        with the same seed, meets the failure at the same place and shrinks it."""
+        """Run ``case`` on the sample, the ``explicit`` payloads (at most half of the first batch)
+        and generated ones, ``BATCH`` at a time and sent back to back; a generated failure is
+        shrunk by Hypothesis running its batch again with the same seed."""
         self.timed(case, sample, True)
         for batch, done in enumerate(range(0, self.examples, BATCH)):
             size = min(BATCH, self.examples - done)
@@ -746,10 +742,8 @@ def run_check(
                     if counted is not None:
                         counted(report.cases)
                     explorer = Explorer(report, chosen_seed, examples, deadline, counted=counted)
-                    explorer.traced = {
-                        "belt.check.event": subject.event,
-                        "belt.check.kind": subject.kind,
-                    }
+                    explorer.traced = {"belt.check.event": subject.event}
+                    explorer.traced["belt.check.kind"] = subject.kind
                     if subject.kind == "executor":
                         _check_nexus(subject, sender, explorer, report)
                     else:
@@ -775,17 +769,12 @@ def _reachable(subjects: list[Subject], sender: Sender) -> None:
         if subject.kind != "webhook" or subject.target in tried:
             continue
         tried.add(subject.target)
-        answer = sender.deliver(
-            subject, spec_sample(subject.event), f"msg_{secrets.token_urlsafe(18)}"
-        )
-        if answer.status is None and (answer.error or "").startswith(
-            ("cannot connect", "request to")
-        ):
-            raise remote_error(
-                None,
-                answer.error or "the target cannot be reached",
-                hint="check that the handler is running and listening at that host and port",
-            )
+        msg_id = f"msg_{secrets.token_urlsafe(18)}"
+        answer = sender.deliver(subject, spec_sample(subject.event), msg_id)
+        error = answer.error or ""
+        if answer.status is None and error.startswith(("cannot connect", "request to")):
+            hint = "check that the handler is running and listening at that host and port"
+            raise remote_error(None, error, hint=hint)
 
 
 def _finish(
@@ -805,10 +794,8 @@ def _finish(
             # belt trigger, given the same deadline, times out as the check did.
             command += f" --timeout {subject.timeout:g}"
         if explorer.cut:
-            detail += (
-                f" (shrinking stopped at its bound of {SHRINK_CALLS_MAX} cases or "
-                f"{SHRINK_SECONDS_MAX:g} s: the smallest found)"
-            )
+            bound = f"{SHRINK_CALLS_MAX} cases or {SHRINK_SECONDS_MAX:g} s"
+            detail += f" (shrinking stopped at its bound of {bound}: the smallest found)"
         result.failure = Failure(
             detail, payload, command, flaky=check in explorer.flaky, again=explorer.again.get(check)
         )
@@ -853,14 +840,12 @@ def _check_platform(
         steered = Explorer(
             report, explorer.seed, explorer.examples, explorer.deadline, counted=explorer.counted
         )
-        strategy = steered_payloads(
-            prop.event, prop.tool, prop.arguments, prop.unless, beyond_spec=beyond_spec
-        )
+        steering = (prop.event, prop.tool, prop.arguments, prop.unless)
         steered.explore(
-            strategy,
+            steered_payloads(*steering, beyond_spec=beyond_spec),
             spec_sample(subject.event),
             property_case(subject, sender, prop, result),
-            attack_payloads(prop.event, prop.tool, prop.arguments, prop.unless),
+            attack_payloads(*steering),
         )
         _finish(subject, steered, {"property": result}, reproduce)
         if result.cases == 0 and result.failure is None:

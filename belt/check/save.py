@@ -45,20 +45,17 @@ def handler_spelling(target: str, directory: Path) -> str:
 
 def _turn(event: str, data: dict[str, object]) -> dict[str, object]:
     """The user message and model script that make the engine send ``event`` with ``data``."""
-    model: list[dict[str, object]] = []
-    turn: dict[str, object] = {}
+    if event == "agent.error":
+        return {"error": data.get("error"), "model": []}
+    calls: list[dict[str, object]] = []
     if event == "agent.tool_call":
-        call = {"name": data.get("tool"), "arguments": data.get("arguments") or {}}
-        model.append({"say": "Calling the tool.", "tool_calls": [{**call, "result": "done"}]})
+        arguments = data.get("arguments") or {}
+        calls = [{"name": data.get("tool"), "arguments": arguments, "result": "done"}]
     elif event == "agent.tool_result":
         ended = {key: data.get(key) for key in ("status", "result")}
-        call = {"name": data.get("tool"), "async": True, **ended}
-        model.append({"say": "Calling the tool.", "tool_calls": [call]})
-    elif event == "agent.error":
-        turn["error"] = data.get("error")
-    if event != "agent.error":
-        model.append({"say": "Done."})
-    return {**turn, "model": model}
+        calls = [{"name": data.get("tool"), "async": True, **ended}]
+    said = [{"say": "Calling the tool.", "tool_calls": calls}] if calls else []
+    return {"model": [*said, {"say": "Done."}]}
 
 
 def scenario(
