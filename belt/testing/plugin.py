@@ -426,10 +426,8 @@ class ScenarioRunner:
                 if isinstance(hook, dict) and callable(hook.get("handler")):
                     hook["handler"] = self.reference(hook["handler"])
             if executors:
-                document["executors"] = {
-                    **(document.get("executors") or {}),
-                    **{tool: self.target(target) for tool, target in executors.items()},
-                }
+                given = {tool: self.target(target) for tool, target in executors.items()}
+                document["executors"] = {**(document.get("executors") or {}), **given}
         return scenario_from_document(document, source, directory, hooks_file=hooks_file)
 
     def reference(self, func: Callable[..., Any]) -> str:

@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from itertools import groupby, zip_longest
+from itertools import chain, groupby, zip_longest
 from pathlib import Path
 from typing import Any, cast
 
@@ -87,12 +87,8 @@ class _Names:
 
     def learn(self, value: Any) -> None:
         """Name every id in ``value`` (walked in its own order) that has no name yet."""
-        if isinstance(value, dict):
-            for key, item in value.items():
-                self.learn(key)
-                self.learn(item)
-        elif isinstance(value, list):
-            for item in value:
+        if isinstance(value, dict | list):
+            for item in chain.from_iterable(value.items()) if isinstance(value, dict) else value:
                 self.learn(item)
         elif isinstance(value, str):
             for match in ID.finditer(value):
@@ -156,9 +152,7 @@ def snapshot_of(report: Mapping[str, object], *, virtual_clock: bool) -> dict[st
         record["hook_tasks"] = [_unclaimed(task) for task in tasks]
     executions = cast(list[dict[str, object]], record.get("hook_executions") or [])
     late = [execution for execution in executions if execution.get("async")]
-    record["hook_executions"] = [
-        execution for execution in executions if not execution.get("async")
-    ]
+    record["hook_executions"] = [each for each in executions if not each.get("async")]
     names = _Names()
     names.learn(record)
     names.learn(late)
@@ -182,8 +176,7 @@ def _unclaimed(task: Any) -> Any:
 
 
 def snapshot_text(report: Mapping[str, object], *, virtual_clock: bool) -> str:
-    """The snapshot of a report as it is stored: its parts in the order of ``FIRST``, every
-    other key sorted, indented, newline-terminated."""
+    """The snapshot of a report as it is stored: parts in order, keys sorted, indented."""
     document = snapshot_of(report, virtual_clock=virtual_clock)
     # Every key below the parts sorted: json's encoder sorts them faster than a walk would.
     parts = sorted(document, key=_part_order)
@@ -192,8 +185,7 @@ def snapshot_text(report: Mapping[str, object], *, virtual_clock: bool) -> str:
 
 
 def _part_order(key: str) -> tuple[int, str]:
-    """The record's parts in the order a reader wants them: what the hooks were sent and
-    decided first, then the interrupts, the runs and the transcript, then the rest."""
+    """The record's parts in the order of ``FIRST``, then the rest."""
     return (FIRST.index(key) if key in FIRST else len(FIRST), key)
 
 
@@ -264,9 +256,8 @@ def unified(stored: str, text: str, path: Path) -> list[str]:
 
 
 def cut_long_lines(lines: list[str]) -> list[str]:
-    """A unified diff's lines with each line longer than ``LINE_CHARS`` cut: a removed line and
-    the added line it became (the n-th ``-`` and the n-th ``+`` of a change) around the first
-    column where the two differ, any other line to its start (``_shown``)."""
+    """A unified diff's lines, each longer than ``LINE_CHARS`` cut (``_shown``): the n-th ``-``
+    and the n-th ``+`` of a change around the first column where the two differ."""
     kind = lambda line: "" if line.startswith(("--- ", "+++ ")) else line[:1]  # noqa: E731
     runs = [(sign, list(run)) for sign, run in groupby(lines, kind)]
     shown: list[str] = []
@@ -283,8 +274,7 @@ def cut_long_lines(lines: list[str]) -> list[str]:
 
 
 def _shown(line: str, column: int | None) -> str:
-    """A diff line as it is when short enough, else cut to ``AROUND`` characters on each side of
-    ``column`` (where it differs from the line it is paired with), or to its start."""
+    """A diff line, cut to ``AROUND`` characters each side of ``column`` when it is too long."""
     sign, text = line[:1], line[1:]
     if len(text) <= LINE_CHARS:
         return line
@@ -311,12 +301,8 @@ def changes(stored: str, text: str) -> list[str]:
         # The hook calls first: a changed decision is named before the rows it changed.
         # What the hooks decided is named before the simulation's status it changed.
         for key in sorted(set(old) | set(new), key=lambda k: (k in FIRST[:2], _part_order(k))):
-            _walk_changes(
-                {key: old[key]} if key in old else {},
-                {key: new[key]} if key in new else {},
-                "",
-                found,
-            )
+            was, now = ({k: v for k, v in part.items() if k == key} for part in (old, new))
+            _walk_changes(was, now, "", found)
     else:
         _walk_changes(old, new, "", found)
     if len(found) > CHANGES_SHOWN:
@@ -328,8 +314,7 @@ CHANGES_KEPT = 1000
 
 
 def _walk_changes(old: Any, new: Any, path: str, found: list[str]) -> None:
-    """Name each value that differs by its path, a list item with what it is about
-    (``hook_executions[1] (agent.tool_call delete_file).decision``)."""
+    """Name each value that differs by its path, a list item with what it is about (``_label``)."""
     if len(found) >= CHANGES_KEPT:
         return
     if isinstance(old, dict) and isinstance(new, dict):
@@ -363,8 +348,7 @@ def _walk_changes(old: Any, new: Any, path: str, found: list[str]) -> None:
 
 
 def _label(item: Any) -> str:
-    """What a list item of the record is about, to name it in a change: its event and tool,
-    its role, or its source."""
+    """What a list item of the record is about: its event and tool, its role, or its source."""
     if not isinstance(item, dict):
         return ""
     blocks = item.get("content")
