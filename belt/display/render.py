@@ -219,12 +219,8 @@ def retried(attempt: object) -> bool:
 # -- live lines ------------------------------------------------------------------------------
 
 
-TASK_STYLES = {
-    "acknowledged": "green",
-    "continue": "magenta",
-    "failed": "bold red",
-    "cancelled": "yellow",
-}
+TASK_STYLES = {"acknowledged": "green", "continue": "magenta"}
+TASK_STYLES |= {"failed": "bold red", "cancelled": "yellow"}
 
 
 def clock(stamp: object) -> str:
@@ -486,13 +482,6 @@ class ScenarioJSON(TypedDict, total=False):
     snapshot: Snapshot
 
 
-class Latency(TypedDict):
-    """How long a hook's calls took."""
-
-    max: float
-    p95: float
-
-
 class Covered(TypedDict, total=False):
     """One declared hook's line of ``belt test --coverage`` (``belt.testing.coverage``)."""
 
@@ -503,7 +492,7 @@ class Covered(TypedDict, total=False):
     fired: int
     outcomes: dict[str, int]
     tools: dict[str, int]
-    latency_ms: Latency | None
+    latency_ms: dict[str, float] | None  # max, p95
     injected_tokens: int | None
 
 
