@@ -271,8 +271,7 @@ def matching_gates(
     event: str | None = None,
     include_settled: bool = False,
 ) -> list[InterruptJSON]:
-    """The pending interrupts of ``backend`` (all, with ``include_settled``) the filters
-    select, oldest first."""
+    """The interrupts the filters select, oldest first (pending only, unless include_settled)."""
     if event is not None:
         from belt.reading.didyoumean import did_you_mean  # noqa: PLC0415 - start-up: for an unknown event only
         from belt.wire.catalogue import GATEABLE_EVENTS  # noqa: PLC0415 - start-up: for an unknown event only

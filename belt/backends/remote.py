@@ -99,11 +99,8 @@ class Platform:
         envelope: bool = True,
         what: str | None = None,
     ) -> Any:
-        """Send one request and return the unwrapped ``data``; any other answer is the error
-        ``remote_error`` gives it, naming the URL and the status. The whole call has ``timeout``
-        seconds; the answer is read up to MAX_ANSWER_BYTES and must be strict JSON.
-        ``envelope=False`` returns the body as it is (the Nexus profile API has none); ``what``
-        names what was sent ("URL refused WHAT: detail")."""
+        """Send one request and return the unwrapped ``data`` (with ``envelope=False``, the body
+        as it is); any other answer is ``remote_error``'s error. ``what`` names what was sent."""
         url = self.shown_url(path)
         head: httpx.Response | None = None
         self._answered = None
@@ -127,8 +124,7 @@ class Platform:
         raise self._problem(url, response, raw, what)
 
     def _broken(self, url: str, head: httpx.Response | None, exc: Exception) -> BeltError:
-        """The error of a call that failed before its whole answer was read (``head``: its
-        status line and headers, when they came)."""
+        """The error of a call that failed before its whole answer (``head``, if any) was read."""
         status = None if head is None else head.status_code
         if isinstance(exc, TooLarge):
             return remote_error(status, f"{url} answered HTTP {status}: {exc}")
@@ -231,9 +227,7 @@ class Platform:
         by: Settlement | None = None,
     ) -> InterruptJSON:
         """``POST /interrupts/{id}/resolve``; the resolved InterruptDTO (``door`` is not sent).
-
-        ``by``, a rule's settlement, goes only to ``belt serve`` (its batch route answers), through
-        ``POST /_belt/interrupts/{id}/resolve``, which records it in the trail."""
+        ``by``, a rule's settlement, goes only to ``belt serve`` (``/_belt/interrupts/...``)."""
         check_id(interrupt_id, what="interrupt id")
         body: dict[str, object] = {"decision": decision, **({} if data is None else {"data": data})}
         path = f"/interrupts/{interrupt_id}/resolve"

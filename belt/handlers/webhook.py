@@ -56,8 +56,7 @@ _PAYLOAD_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def encode_payload(payload: Mapping[str, object]) -> bytes:
-    """The exact bytes sent (and signed) for a payload (``json.dumps(payload,
-    ensure_ascii=False, separators=(",", ":"))``, by one encoder kept for it)."""
+    """The exact bytes sent (and signed) for a payload: compact JSON, not ASCII-escaped."""
     return _PAYLOAD_ENCODER.encode(payload).encode("utf-8")
 
 
@@ -83,9 +82,7 @@ def post_body(
     *,
     timeout: float,
 ) -> WebhookResult:
-    """POST exactly ``body`` with exactly ``headers`` through the process's client
-    (``belt.outgoing.transport``) and parse the answer as ``deliver``
-    does (``belt check`` sends tampered and unsigned requests through it)."""
+    """POST exactly ``body`` with exactly ``headers`` and parse the answer as ``deliver`` does."""
     import httpx  # noqa: PLC0415 - loaded when a webhook is sent
 
     from belt.outgoing.transport import TooLarge, call, read  # noqa: PLC0415 - it loads httpx
@@ -146,8 +143,7 @@ and reading one is a strict parse and a validation."""
 
 
 def read_answer(text: str) -> Answer:
-    """Read a 2xx body; an empty body (or JSON null) is allow. Unknown keys are ignored, each
-    with a warning (``check_response``)."""
+    """Read a 2xx body; an empty body (or JSON null) is allow, an unknown key a warning."""
     if len(text) > ANSWER_KEPT_MAX:
         return _read_answer(text)
     answer = _read_kept(text)  # never changed: each caller gets its own list of warnings
@@ -266,9 +262,8 @@ def failure_of(error: str | None) -> Failure | None:
 
 
 def likely_fix(error: str | None, *, timeout: float | None = None) -> str | None:
-    """What probably fixes a failed delivery, from what happened (``failure_of``) and whose
-    the target is: a ``belt serve`` of this user (its running-serve file names the address) or
-    something else. ``timeout``: the seconds the handler had, when known."""
+    """What probably fixes a failed delivery, from what happened and whose the target is (this
+    user's ``belt serve`` or another); ``timeout``: the seconds the handler had, when known."""
     failure = failure_of(error)
     if failure is None:
         return None

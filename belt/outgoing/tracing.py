@@ -43,8 +43,7 @@ def on() -> bool:
 
 def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
     """Turn tracing on when an OTLP endpoint (``otlp`` or ``OTEL_EXPORTER_OTLP_*``) or
-    ``trace_file`` is given (once, how to install the extra when it is missing); whether it is
-    on."""
+    ``trace_file`` is given; whether it is on (a missing extra is said once)."""
     global _on, _tracer, _provider, _hinted
     endpoint_set = otlp or any(
         os.environ.get(name)
@@ -111,9 +110,8 @@ def _threads_of_child() -> None:
 
 
 def _gives_up(exporter: Any) -> Any:
-    """``exporter``, dropping the spans it is given after one failed export, so an unreachable
-    collector is waited for once per command (the failure is in memory shared with forked
-    workers)."""
+    """``exporter``, dropping its spans after one failed export, so an unreachable collector is
+    waited for once per command (the flag is in memory shared with forked workers)."""
     import mmap  # noqa: PLC0415 - start-up: when tracing only
 
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -140,8 +138,7 @@ def _gives_up(exporter: Any) -> Any:
 
 @functools.cache
 def _once_per_process() -> None:
-    """Flush the spans as the process ends; say the first failed export the SDK logs, on one
-    line, and no more."""
+    """Flush spans at exit; say the first failed export the SDK logs, on one line, once."""
     atexit.register(shutdown)
     import logging  # noqa: PLC0415 - start-up: when tracing only
 
@@ -169,8 +166,7 @@ def traces_url(base: str) -> str:
 
 
 def flush() -> None:
-    """Export the spans ended so far (a worker ending with ``os._exit`` flushes after each
-    piece)."""
+    """Export the spans ended so far."""
     if _provider is not None:
         _provider.force_flush()
 
@@ -354,8 +350,7 @@ def _continued(headers: Mapping[str, str]) -> Iterator[None]:
 
 
 def parented(trace_id: str, span_id: str) -> ContextManager[None]:
-    """Make the span ``span_id`` of ``trace_id`` (hex) the parent of the spans started in the
-    block."""
+    """Make the span ``span_id`` of ``trace_id`` (hex) the parent of the block's spans."""
     return continued({"traceparent": f"00-{trace_id}-{span_id}-01"})
 
 
@@ -440,8 +435,7 @@ def _file_exporter(path: Path) -> Any:
 
 
 def _hex_ids(node: dict[str, Any]) -> dict[str, Any]:
-    """An object of OTLP/JSON with its trace and span ids in hex (protobuf writes bytes in
-    base64)."""
+    """An OTLP/JSON object with its ids in hex (protobuf's JSON writes bytes in base64)."""
     import base64  # noqa: PLC0415 - start-up: for a trace file only
 
     for key in _ID_FIELDS:

@@ -1,6 +1,4 @@
-"""Every outgoing HTTP call of belt (webhook deliveries, ``--forward-to``, ``--api``, ``belt
-trigger``, ``belt replay --to``, ``belt check``, executor tools) through one httpx transport per
-process.
+"""Every outgoing HTTP call of belt through one httpx transport per process.
 
 Connections are kept alive between calls (a forked child makes its own); a TLS context is made once,
 and only for ``https``. Nothing is kept between calls (no credentials, no cookies). A call has a

@@ -1,12 +1,9 @@
 """The inspector page of ``belt serve``: ``GET /`` and its JSON routes under ``/inspector/``.
 
-This module is all that ``create_app`` imports of it, and it only routes: the page's files and
-its API (``belt.server.inspector.page``) are imported when ``/`` or a route under ``/inspector/``
-is first requested, so a server nobody looks at starts and answers hooks as it did without it.
-The page follows the API's rules (``belt.server.guard`` checks them for every route): same host
-and port, and with ``--token`` every JSON route needs the bearer token. Only the page's own files
-(``/`` and ``/inspector/static/...``, which hold no data) are served without it, since a browser
-cannot send a header from a link: the script reads the token from the URL's fragment
+It only routes: the page and its API (``belt.server.inspector.page``) are imported on the first
+request to them, so a server nobody looks at starts as it did without it. ``belt.server.guard``
+checks every route; with ``--token`` each JSON route needs the bearer token, but the page's own
+files (which hold no data) do not: the script reads the token from the URL's fragment
 (``/#token=...``), which a browser never sends to a server.
 """
 

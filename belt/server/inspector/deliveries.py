@@ -290,8 +290,7 @@ class Deliveries:
                 self._catch_up(run_id)
 
     def _catch_up(self, owner: str) -> None:
-        """Read ``owner``'s log from where the last read stopped to its end, READ_BYTES at a
-        time, adding each delivery in its place and keeping the window (lock held)."""
+        """Read ``owner``'s log from where the last read stopped to its end (lock held)."""
         log, make = log_of(owner), self._maker(owner)
         while True:
             start = self.read_to.get(log, 0)
@@ -368,8 +367,7 @@ class Deliveries:
             self.problems = [*self.problems, message][-PROBLEMS_KEPT:]
 
     def _grown_event_logs(self) -> list[str]:
-        """The runs whose event log grew since it was last read (nothing listed while the
-        directories a simulation writes to are unchanged)."""
+        """The runs whose event log grew since it was last read."""
         if not self.signals.changed():
             return []
         try:
@@ -462,8 +460,7 @@ class Deliveries:
         return found, True, 0
 
     def _entry(self, delivery_id: str) -> Entry:
-        """A delivery's entry, read from its log when it is no longer held; NotFound when there
-        is no such delivery."""
+        """A delivery's entry, read from its log when no longer held; NotFound when none."""
         with self.lock:
             entry = self.by_id.get(delivery_id)
         return entry if entry is not None else self._from_log(delivery_id)[0]

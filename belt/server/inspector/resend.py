@@ -1,10 +1,8 @@
 """The inspector's replays: recorded deliveries sent again, and a changed one kept as a test.
 
-A replay goes through ``belt.deliveries.replay`` (the comparison and journal of ``belt replay``)
-to a target: ``own`` (the delivery's own handler: this server's decider, or a simulated hook's
-webhook or ``py:`` handler through its run's routes), ``url``, ``policy`` or ``py`` (only a handler
-the server was started with: no request may name code for the server to run). A delivery is kept
-as a test by ``belt.deliveries.keep.kept_scenario``, which ``belt replay --save-tests`` shares."""
+A replay goes through ``belt.deliveries.replay`` (as ``belt replay`` does) to ``own`` (the
+delivery's own handler), ``url``, ``policy`` or ``py`` (only a handler the server was started
+with: no request may name code for the server to run); a kept test is ``kept_scenario``'s."""
 
 from __future__ import annotations
 

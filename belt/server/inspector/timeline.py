@@ -1,8 +1,6 @@
 """The inspector's runs and gates: each run's timeline (its chat's messages and, at each boundary,
-the hook deliveries it fired) and the gates that wait for a person.
-
-A gate is resolved as ``belt interrupt resolve`` resolves it; when it was the run's last pending
-one, the run is continued as ``belt serve --resume`` continues it (under its lease)."""
+the hook deliveries it fired) and the gates that wait for a person, resolved as ``belt interrupt
+resolve`` resolves them."""
 
 from __future__ import annotations
 
