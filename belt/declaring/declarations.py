@@ -78,10 +78,7 @@ TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
 
 
 def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
-    """Decode JSON or TOML text strictly; a syntax error names the source, line and column.
-
-    NaN, infinities, huge integers, lone surrogates and deep nesting are refused too (exit 5).
-    """
+    """Decode JSON or TOML text strictly (exit 5 naming the source, and line and column)."""
     kind = fmt or ("toml" if source.endswith(".toml") else "json")
     if kind == "toml":
         try:
@@ -122,11 +119,8 @@ def read_declaration(path: str | Path) -> Any:
 
 
 def detect_dialect(doc: Any) -> tuple[Dialect | None, str]:
-    """Guess the dialect of a decoded document from its shape; returns (dialect, shape).
-
-    Declaration files are the wire's documents of the two built-in dialects (spec/hooks.md and
-    spec/nexus-lifecycle-hooks.txt), told apart here by their shape; a dialect of its own
-    declares its hooks in its scenario (docs/dialects.md)."""
+    """Guess the built-in dialect of a decoded document from its shape: (dialect, shape).
+    (A dialect of its own declares its hooks in its scenario: docs/dialects.md.)"""
     if isinstance(doc, list):
         return Dialect.PLATFORM, "array"
     if isinstance(doc, dict):

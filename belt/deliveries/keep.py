@@ -155,9 +155,8 @@ Kept = tuple[Mapping[str, object], Expected]
 
 
 def chat_document(deliveries: list[Kept], handler: str) -> Document:
-    """A platform scenario that plays one chat's recorded deliveries again: a turn per run, a
-    model turn per ``agent.turn_start`` making its recorded tool calls, a hook per event to
-    ``handler``, and an expectation per delivery on the run of its turn."""
+    """A platform scenario that plays one chat's recorded deliveries again (a turn per run, a
+    hook per event to ``handler``, an expectation per delivery)."""
     runs: dict[str, list[Kept]] = {}
     for payload, expect in deliveries:
         runs.setdefault(str(payload.get("run_id")), []).append((payload, expect))
@@ -237,10 +236,8 @@ def kept_scenario(
 def replay_handler(
     *, to: str | None, policy: Path | None, handler: str | None, directory: Path | None
 ) -> tuple[str, list[str]]:
-    """The handler a kept scenario's hook names for a replay's target, and notes for its reader:
-    the URL (refused when it carries credentials), or the ``py:`` callable or ``policy:`` file with
-    its path relative to ``directory`` (absolute when None), so that the scenario runs under
-    ``belt test`` alone. InvalidInput before anything is written when it cannot be kept."""
+    """The handler a kept scenario's hook names for a replay's target (paths relative to
+    ``directory``), and notes for its reader; InvalidInput when it cannot be kept."""
     if to is not None:
         refuse_credentials(to)
         return to, []
@@ -289,9 +286,8 @@ def refuse_credentials(url: str) -> None:
 
 @dataclass(kw_only=True)
 class TestWriter:
-    """Writes each replayed delivery to ``directory`` as a scenario expecting the recorded or the
-    replayed answer (``per = "chat"``: a chat's deliveries as one, at the end); counts what it
-    wrote and names what it could not."""
+    """Writes each replayed delivery (or chat, ``per``) to ``directory`` as a scenario expecting
+    the ``expect`` answer; counts what it wrote and names what it could not."""
 
     __test__ = False  # not a pytest class, whatever its name
 

@@ -66,9 +66,8 @@ class Gate:
 
 
 def gate_of(item: Mapping[str, Any]) -> Gate:
-    """The facts of an InterruptDTO rules match: a hook gate's event is its source's
-    (``hook:agent.tool_call``, ``nexus:stop``), its call the hook payload's ``data.tool`` and
-    ``data.arguments`` (a tool approval's ``tool_name`` and ``arguments``)."""
+    """The facts of an InterruptDTO rules match (a hook gate's event is its source's:
+    ``hook:agent.tool_call``, ``nexus:stop``)."""
     held = item.get("meta")
     meta = held if isinstance(held, dict) else {}
     data = meta["data"] if isinstance(meta.get("data"), dict) else meta
@@ -349,9 +348,8 @@ def store_resolver(store: Store) -> Resolve:
 
 
 def settle(rules: Rules, item: InterruptJSON, resolve: Resolve) -> Outcome | None:
-    """Decide one pending gate and, for ``allow`` or ``deny``, resolve it with the rule's
-    reason as its data and the rule as its settlement; None for an interrupt rules do not
-    settle. A gate settled meanwhile (Conflict or NotFound) is ``skipped``, with why."""
+    """Decide one pending gate, resolving it on ``allow`` or ``deny`` (None for an interrupt
+    rules do not settle; one settled meanwhile is ``skipped``, with why)."""
     if item.get("reason") not in APPROVABLE or item.get("status") != InterruptStatus.PENDING:
         return None
     verdict = rules.decide(item)

@@ -34,11 +34,8 @@ def utcnow() -> datetime:
 
 
 class VirtualClock:
-    """A clock that starts at a given moment and moves only when told, only forward.
-
-    ``on_move`` is told each new time (a simulation records it, so a later process goes on from
-    it). Safe to share between threads.
-    """
+    """A clock that starts at a given moment and moves only when told, only forward (``on_move``
+    is told each new time); safe to share between threads."""
 
     def __init__(
         self, start: datetime, *, on_move: Callable[[datetime], None] | None = None

@@ -162,9 +162,8 @@ _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
 
 
 class _writing:  # noqa: N801 (used as a function: ``with _writing(path):``)
-    """Within it, a write to ``path`` that fails for want of room (full disk, quota, size
-    limit, read-only or failing device) is a BeltError naming ``path``; any other failure
-    stays as it is."""
+    """Within it, a write to ``path`` that fails for want of room (full disk, quota, size limit,
+    read-only or failing device) is a BeltError naming ``path``."""
 
     __slots__ = ("path",)
 
@@ -230,9 +229,8 @@ def atomic_write(
 
 
 def read_bytes(path: Path, *, limit: int | None = None) -> bytes:
-    """The whole content of the regular file ``path``, at most ``limit`` bytes (OBJECT_MAX)
-    (``FileNotFoundError`` when it does not exist; UnsafeFile for anything else at its name, or
-    a file larger than ``limit``)."""
+    """The whole regular file ``path``, at most ``limit`` bytes (OBJECT_MAX); FileNotFoundError
+    when missing, UnsafeFile for a larger file or anything else at its name."""
     limit = OBJECT_MAX if limit is None else limit
     fd = open_regular(path)
     try:
@@ -254,9 +252,8 @@ def read_bytes(path: Path, *, limit: int | None = None) -> bytes:
 
 
 def read_line(handle: BinaryIO, *, limit: int | None = None) -> bytes:
-    """The next line of ``handle`` with its newline (b"" at the end; a last line without its
-    newline is returned without it); UnsafeFile when a line is longer than ``limit``
-    (LINE_MAX)."""
+    """The next line of ``handle`` with its newline if it has one (b"" at the end); UnsafeFile
+    when it is longer than ``limit`` (LINE_MAX)."""
     limit = LINE_MAX if limit is None else limit
     line = handle.readline(limit + 1)
     if len(line) > limit and not line.endswith(b"\n"):
@@ -291,13 +288,8 @@ def iter_lines(handle: BinaryIO, start: int) -> Iterator[tuple[int, bytes]]:
 
 
 def append_line(path: Path, line: bytes, *, header: bytes, fsync: bool = True) -> None:
-    """Append one newline-terminated ``line`` to ``path``; the caller holds the file's lock.
-
-    A new file is created atomically holding ``header`` and the line, and exclusively
-    (FileExistsError if one was made meanwhile by a writer that takes no lock). A torn last
-    line left by a writer killed mid-append was never acknowledged; it is cut off before the
-    new line is added.
-    """
+    """Append one newline-terminated ``line`` to ``path`` (its lock held), cutting off a torn
+    last line first; a new file is created exclusively (FileExistsError), with ``header``."""
     try:
         fd = open_regular(path, flags=os.O_RDWR | os.O_APPEND)
     except FileNotFoundError:
@@ -315,9 +307,8 @@ def append_line(path: Path, line: bytes, *, header: bytes, fsync: bool = True) -
 
 
 def append_to(fd: int, path: Path, line: bytes, *, fsync: bool = True) -> os.stat_result:
-    """Append ``line`` through ``fd``, open (with O_APPEND) on the file at ``path`` whose last
-    line is known complete (this process appended it and nothing changed the file since); the
-    caller holds the file's lock. Returns the file's status after the write."""
+    """Append ``line`` through ``fd`` (O_APPEND) to ``path``, whose last line is known complete
+    (its lock held); the file's status after the write."""
     with _writing(path):  # a partly written line is torn: the next append cuts it off
         written = os.write(fd, line)
         if written < len(line):

@@ -43,11 +43,8 @@ def record_shape(kind: str, record: object) -> None:
 
 @cache
 def derive(record: object) -> Shape:
-    """The required and optional fields of a TypedDict, with the types each may hold.
-
-    Whether a key is required is read from ``Required``/``NotRequired`` and the TypedDict's
-    totality (``__required_keys__`` is wrong under postponed annotations on Python 3.11).
-    """
+    """The required and optional fields of a TypedDict, with the types each may hold (read
+    from the hints: ``__required_keys__`` is wrong under postponed annotations on 3.11)."""
     hints = get_type_hints(record, include_extras=True)
     total = bool(getattr(record, "__total__", True))
     required: dict[str, Kinds] = {}

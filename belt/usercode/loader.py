@@ -151,9 +151,8 @@ class Found:
 def find_named_file(
     written: str, directory: Path, *, where: str, spell: Callable[[str], str] = str
 ) -> Found:
-    """The file ``written`` names in a document of ``directory`` (a relative path is read from
-    there; one found only from the current directory is used with a warning spelled by
-    ``spell``, for one release); one found nowhere is InvalidInput naming the path."""
+    """The file ``written`` names in a document of ``directory`` (one found only from the
+    current directory with a warning, for one release); InvalidInput when found nowhere."""
     path = Path(written)
     if path.is_absolute():
         if path.is_file():
@@ -197,9 +196,7 @@ _FILES: dict[str, tuple[tuple[int, int], Any]] = {}
 
 
 def _file_module(path: Path, option: str) -> Any:
-    """The module of a ``.py`` file: executed once per process, as a dotted module is imported
-    once, and again when the file has changed since (``belt test`` names one file in many
-    scenarios)."""
+    """The module of a ``.py`` file, executed once per process (again when the file changed)."""
     key = os.path.realpath(path)
     try:
         info = os.stat(key)

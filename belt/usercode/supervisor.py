@@ -370,9 +370,8 @@ class Supervisor:
     # -- calls ----------------------------------------------------------------------------------
 
     def call(self, func: Callable[..., Any], args: tuple[Any, ...], *, seconds: float) -> Reply:
-        """``func(*args)`` in a worker (``func`` is sent by name), within ``seconds``: past them,
-        the worker is ended and the reply says so. A new worker takes the place of one that
-        ended. Where no process can be forked, ``func`` runs in a thread of this one."""
+        """``func(*args)`` (sent by name) in a worker, ended past ``seconds`` (the reply says so);
+        where no process can be forked, in a thread of this one."""
         if not can_fork():
             outcome = loader.in_thread(functools.partial(func, *args), seconds, name="belt-call")
             if outcome is None:
