@@ -9,7 +9,8 @@ import pytest
 
 from belt.cli.docgen import render
 from belt.declaring.declarations import check_document, parse_text
-from belt.wire.catalogue import BUILTINS, EVENTS, NEXUS_EVENTS
+from belt.wire.catalogue import BUILTINS, EVENTS
+from belt.wire.nexus import NexusEvent
 
 ROOT = Path(__file__).parent.parent
 HOOKS_MD = (ROOT / "docs" / "hooks.md").read_text()
@@ -43,6 +44,6 @@ def test_hooks_guide_examples_validate(kind: str, text: str) -> None:
     assert declaration.findings.problems == []
 
 
-@pytest.mark.parametrize("name", [*EVENTS, *BUILTINS, *NEXUS_EVENTS])
+@pytest.mark.parametrize("name", [*EVENTS, *BUILTINS, *NexusEvent])
 def test_hooks_guide_names_every_event_and_builtin(name: str) -> None:
     assert f"`{name}`" in HOOKS_MD

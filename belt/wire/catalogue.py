@@ -11,14 +11,15 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class EventInfo:
-    """One lifecycle event: what it is, when it fires, its ``data`` fields and its gating."""
+    """One lifecycle event: what it is, when it fires, its gating (an event that cannot gate
+    observes only) and its ``data`` fields."""
 
     event: str
     description: str
     fires: str
-    data_fields: dict[str, str]
-    can_gate: bool
-    effect: str
+    can_gate: bool = False
+    effect: str = "observe only"
+    data_fields: dict[str, str] = field(default_factory=dict)
     emitted: bool = True
     sample_data: dict[str, object] = field(default_factory=dict)
 
@@ -47,7 +48,6 @@ EVENTS: dict[str, EventInfo] = {
             "agent.start",
             "The agent starts working on a chat",
             "First turn of a chat (turn count 0)",
-            {},
             True,
             "blocks the turn on deny or stop",
         ),
@@ -55,7 +55,6 @@ EVENTS: dict[str, EventInfo] = {
             "agent.turn_start",
             "A model turn is about to begin",
             "Before each LLM turn",
-            {},
             True,
             "blocks the turn on deny or stop",
         ),
@@ -63,68 +62,45 @@ EVENTS: dict[str, EventInfo] = {
             "agent.tool_call",
             "A tool is about to execute",
             "Before a tool executes",
-            {"tool": "string", "arguments": "object"},
             True,
             "blocks that tool on deny",
+            data_fields={"tool": "string", "arguments": "object"},
             sample_data={"tool": "delete_file", "arguments": {"path": "/tmp/old.txt"}},
         ),
         EventInfo(
             "agent.tool_result",
             "An async app tool completed",
             "After an async app tool completes",
-            {"tool": "string", "status": "string", "result": "string"},
-            False,
-            "observe only",
+            data_fields={"tool": "string", "status": "string", "result": "string"},
             sample_data={"tool": "render_video", "status": "completed", "result": "video.mp4"},
         ),
         EventInfo(
             "agent.turn_complete",
             "The assistant message of a turn is complete",
             "After the assistant message, before tool dispatch",
-            {},
-            False,
-            "observe only",
         ),
         EventInfo(
             "agent.pre_compact",
             "Context auto-compaction is about to run",
             "Before context auto-compaction, once it is decided",
-            {},
-            False,
-            "skips this compaction on deny or stop",
+            effect="skips this compaction on deny or stop",
         ),
         EventInfo(
-            "agent.post_compact",
-            "Context auto-compaction ran",
-            "After context auto-compaction",
-            {},
-            False,
-            "observe only",
+            "agent.post_compact", "Context auto-compaction ran", "After context auto-compaction"
         ),
         EventInfo(
             "agent.error",
             "The agent run failed",
             "When the agent run fails",
-            {"error": "string"},
-            False,
-            "observe only",
+            data_fields={"error": "string"},
             sample_data={"error": "model overloaded"},
         ),
-        EventInfo(
-            "agent.complete",
-            "The active run finished",
-            "When the active run finishes",
-            {},
-            False,
-            "observe only",
-        ),
+        EventInfo("agent.complete", "The active run finished", "When the active run finishes"),
         EventInfo(
             "agent.idle",
             "The agent is idle (defined in the API, not emitted yet)",
             "Never: defined but not emitted",
-            {},
-            False,
-            "never fires",
+            effect="never fires",
             emitted=False,
         ),
     )
@@ -147,12 +123,4 @@ BUILTINS: dict[str, BuiltinInfo] = {
             ("agent.complete", "agent.pre_compact"),
         ),
     )
-}
-
-NEXUS_EVENTS: dict[str, str] = {
-    "turn_start": "Before the execution's first foreground model request, including "
-    "regeneration and an automatic mail reply",
-    "pre_compact": "Before the applicable compaction work",
-    "post_compact": "After compaction, before execution proceeds",
-    "stop": "A normal final answer is ready and outstanding obligations permit delivery",
 }
