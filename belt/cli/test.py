@@ -142,9 +142,7 @@ def test(
     def show(lines: list[tuple[str, str]]) -> None:
         output.lines([(printable(text), style) for text, style in lines])
 
-    shown: list[dict[str, object]] = []
-    """Each result as JSON, made once for its line and kept for the failures and the summary
-    (after the last scenario, when nothing else runs beside them)."""
+    shown: list[dict[str, object]] = []  # each result's JSON, kept for failures and summary
 
     workers = parse_jobs(jobs)
     start_tracing(otlp, trace)
@@ -178,7 +176,7 @@ def test(
             routes=route or [],
             junit_xml=junit_xml,
             report=reported,
-            render=_excerpt_text,
+            render=lambda dialect, messages: [text for text, _ in excerpt_lines(dialect, messages)],
             allow_network=allow_network,
             fail_unfired=fail_under_hooks,
             coverage=coverage,
@@ -220,8 +218,3 @@ def test(
             where=where,
         )
     raise typer.Exit(int(suite.exit_code))
-
-
-def _excerpt_text(dialect: str, messages: list[dict[str, object]]) -> list[str]:
-    """A transcript excerpt as plain lines, for the JUnit report."""
-    return [text for text, _ in excerpt_lines(dialect, messages)]
