@@ -71,10 +71,9 @@ CONNECTION = "belt.connection"
 def connection_cap(requested: int | None = None) -> int:
     """The connection cap: ``requested`` (or the default), lowered to fit the open-file limit."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    cap = requested if requested is not None else MAX_CONNECTIONS
-    if requested is None and soft != resource.RLIM_INFINITY:
-        cap = min(cap, max(8, soft - FD_RESERVE))
-    return cap
+    if requested is not None or soft == resource.RLIM_INFINITY:
+        return requested if requested is not None else MAX_CONNECTIONS
+    return min(MAX_CONNECTIONS, max(8, soft - FD_RESERVE))
 
 
 class Connections:

@@ -99,8 +99,7 @@ def _clock(stamp: Any) -> str:
     """A record's time as the live line shows it: local, to the second."""
     text = str(stamp)
     if len(text) == STAMP_LENGTH and text.endswith("Z") and text[19] == ".":
-        # A stamp belt made (``2026-08-11T14:00:00.000Z``): the lines of one second share it.
-        return _local_clock(text[:19] + "Z")
+        text = text[:19] + "Z"  # a stamp belt made: the lines of one second share it
     return _local_clock(text)
 
 

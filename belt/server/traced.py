@@ -54,11 +54,9 @@ class TracedRequests:
         return None if partial is None else template(str(getattr(partial, "path", ""))) or None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await self.app(scope, receive, self.flushing(send))
-            return
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            lifespan = scope["type"] == "lifespan"
+            await self.app(scope, receive, self.flushing(send) if lifespan else send)
             return
         method = scope["method"]
         route = self.route(scope)
