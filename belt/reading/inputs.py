@@ -77,8 +77,7 @@ def _read_capped(stream: BinaryIO, limit: int) -> bytes | None:
 
 
 def decode_text(data: bytes, source: str) -> str:
-    """UTF-8 text of ``data``, without the byte order mark some editors write at the start;
-    anything else is refused naming ``source``."""
+    """UTF-8 text of ``data`` without its byte order mark; else InvalidInput for ``source``."""
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:

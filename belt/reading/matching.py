@@ -34,8 +34,7 @@ ArgumentMatchers = tuple[tuple[tuple[str, ...], Matcher], ...]
 
 
 def arguments_match(matchers: ArgumentMatchers, arguments: Any) -> bool:
-    """True when ``arguments`` is an object in which every key path of ``matchers`` is found
-    and matches."""
+    """True when every key path of ``matchers`` is in the object ``arguments`` and matches."""
     if not isinstance(arguments, dict):
         return False
     for key_path, matcher in matchers:
@@ -112,8 +111,7 @@ def same_value(expected: Any, actual: Any) -> bool:
 
 
 def argument_matchers(value: Any, path: str, findings: Problems) -> ArgumentMatchers:
-    """Compile a table of key path → pattern (as a rule's ``arguments``); problems go to
-    ``findings`` under ``path``."""
+    """Compile a table of key path → pattern (a rule's ``arguments``); problems to ``findings``."""
     if value is None:
         return ()
     if not isinstance(value, dict):

@@ -53,8 +53,7 @@ class Wake:
         return woken
 
     async def wait_async(self, timeout: float) -> bool:
-        """Wait in the event loop until woken or ``timeout`` seconds pass; whether it was woken.
-        Clears it."""
+        """Wait in the event loop until woken or ``timeout`` seconds pass; whether it was woken."""
         assert self._loop is not None and self._event is not None, "a Wake made outside a loop"
         # A timer that sets the event costs less than wait_for's task, for many idle waiters.
         timer = self._loop.call_later(timeout, self._event.set)

@@ -29,8 +29,7 @@ class AgentData(TypedDict):
 
 
 class ChatGraph(TypedDict):
-    """Where a review branch sits: the chat it reviews, that chat's ancestor, and the registry
-    entries it saved."""
+    """Where a review branch sits: the chat it reviews, its ancestor, the entries it saved."""
 
     parent: str
     ancestor: str | None
@@ -130,8 +129,7 @@ def release_chat(store: Store, chat_id: str, run_id: str | None) -> Chat:
 
 
 def set_outputs(store: Store, chat_id: str, outputs: list[str]) -> None:
-    """Set the ids a chat's graph names as its outputs (the registry entries a review branch
-    saved)."""
+    """Set the outputs of a chat's graph (the registry entries a review branch saved)."""
 
     def apply(chat: Chat) -> Chat:
         chat["graph"] = {**chat["graph"], "outputs": outputs}
@@ -147,8 +145,7 @@ def _no_chat(chat_id: str) -> NotFound:
 
 
 def find_chat_id(store: Store, ref: str) -> str:
-    """The id of the chat ``ref`` names: its id, short id or a unique prefix (exit 3 if none,
-    4 with the candidates if several)."""
+    """The id of the chat ``ref`` names (``find_id``: its id, short id or a unique prefix)."""
     return find_id(store, CHAT, ref, what="chat", missing=_no_chat)
 
 

@@ -55,8 +55,7 @@ def read_execution(store: Store, sim_id: str, turn: int) -> ExecutionEntry:
 
 
 def execution_recorded(store: Store, sim_id: str, turn: int) -> bool:
-    """True once the entry of a simulation's execution is written (a process killed as the
-    execution began may have left it out)."""
+    """True once a simulation's execution has its entry (a process killed as it began has none)."""
     return store.get(EXECUTION, execution_id(sim_id, turn)) is not None
 
 

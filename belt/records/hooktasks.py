@@ -67,8 +67,7 @@ record_shape(HOOKTASK, HookTask)
 def start_attempt(
     task: HookTask, status: str, attempt: int, stamp: str, deadline: str | None
 ) -> None:
-    """Make ``task`` attempt ``attempt``, dispatched at ``stamp`` in ``status``: nothing
-    claimed, answered or finished yet."""
+    """Make ``task`` attempt ``attempt`` in ``status`` at ``stamp``, nothing claimed or answered."""
     task["status"] = status
     task["attempt"] = attempt
     task["approval"] = None

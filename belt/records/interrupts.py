@@ -125,8 +125,7 @@ def person(door: str, token: bool = False) -> Settlement:
 
 
 class Interrupt(TypedDict):
-    """A stored interrupt (kind ``interrupt``): the InterruptDTO's fields, its default
-    resolution and its timeout."""
+    """A stored interrupt (kind ``interrupt``): its InterruptDTO fields and what the store keeps."""
 
     id: str
     status: str
@@ -348,8 +347,7 @@ def open_gate(
 def _checked_terms(
     event: str, reason: str, source: str | None, timeout: int | None, default_resolution: str | None
 ) -> tuple[int, str | None]:
-    """A new interrupt's reason, event, timeout and resolution on expiry checked; returns the
-    timeout and the resolution with their defaults filled in."""
+    """A new interrupt's terms checked: its timeout and resolution on expiry, defaults filled in."""
     from belt.reading.didyoumean import did_you_mean  # noqa: PLC0415 - start-up: pydantic, for a new gate only
     from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS  # noqa: PLC0415 - start-up: pydantic, for a new gate only
     from belt.wire.platform import HookHandlerType, InterruptReason, timeout_bounds  # noqa: PLC0415 - start-up: pydantic, for a new gate only
@@ -487,8 +485,7 @@ def resolve_interrupt(
     now: datetime | None = None,
     by: Settlement | None = None,
 ) -> InterruptJSON:
-    """Resolve a pending interrupt with allow or deny, ``by`` kept as ``resolved_by``; NotFound
-    (3), or Conflict (4) if settled."""
+    """Resolve a pending interrupt, ``by`` kept as ``resolved_by``; exit 3, or 4 if settled."""
     settled = _resolved(decision, data, by)
     return _settle_pending(open_store(store), interrupt_id, now, settled)
 
@@ -646,8 +643,7 @@ def in_batch(record: Interrupt, batch: str) -> bool:
 def settlements(
     *, store: Store | None = None, since: datetime | None = None, run_id: str | None = None
 ) -> list[Interrupt]:
-    """The settled interrupts (of ``run_id`` only, if given; settled at or after ``since``, if
-    given), the latest settled first."""
+    """The settled interrupts (of ``run_id``, at or after ``since``, if given), latest first."""
     records = [
         record
         for record in inbox(store=store, run_id=run_id, include_settled=True)
@@ -836,8 +832,7 @@ class _Directory:
 
 
 def happened_at(event: WatchEvent) -> str:
-    """When a watch event happened, to print a look's events in order: a gate's opening at its
-    creation, its settling at its resolution (warnings first)."""
+    """When a watch event happened, to print a look's events in order (warnings first)."""
     if (item := event.get("interrupt")) is None:
         return ""
     if event["event"] in ("pending", "opened"):

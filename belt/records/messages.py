@@ -26,8 +26,7 @@ ORDER_LOCK = "chat-order"
 
 
 class Message(TypedDict):
-    """A stored message (kind ``message``): a ChatMessageDTO and what only the simulator needs
-    (``sim``)."""
+    """A stored message (kind ``message``): a ChatMessageDTO and the simulator's ``sim``."""
 
     id: str
     chat_id: str

@@ -45,8 +45,7 @@ def read_profile(store: Store) -> Profile:
 
 
 def write_profile(store: Store, declaration: object) -> Profile:
-    """Check and store a whole declaration, replacing the previous one; returns the record.
-    InvalidInput names every problem's path."""
+    """Check and store a whole declaration in place of the last; InvalidInput names each problem."""
     findings, _ = check_nexus_profile(declaration)
     if not findings.ok:
         raise InvalidInput(findings.problems[0], problems=findings.problems[1:])

@@ -379,8 +379,7 @@ def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -
 
 
 def find_run_id(store: Store, ref: str) -> str:
-    """The id of the run ``ref`` names: its id, short id or a unique prefix (exit 3 if none,
-    4 with the candidates if several)."""
+    """The id of the run ``ref`` names (``find_id``: its id, short id or a unique prefix)."""
     hint = "list runs with `belt sim list`"
     return find_id(
         store, RUN, ref, what="run", missing=lambda r: NotFound(f"no run {r}", hint=hint)

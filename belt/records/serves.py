@@ -93,8 +93,7 @@ def reachable_host(host: str) -> str:
 
 
 def serves_dir(*, create: bool = True) -> Path:
-    """The directory of the running-serve files (in the state directory, made unless not
-    ``create``)."""
+    """The directory of the running-serve files (made unless not ``create``)."""
     return state_dir(create=create) / SERVES
 
 
@@ -116,8 +115,7 @@ def withdraw(path: Path) -> None:
 
 
 def recorded() -> list[Serve]:
-    """Every running-serve file that can be read, the most recently started first (a file that
-    is not one is passed over)."""
+    """Every readable running-serve file, the most recently started first."""
     directory = serves_dir(create=False)
     try:
         paths = sorted(directory.glob("*.json"))
@@ -175,8 +173,7 @@ def answers(serve: Serve, timeout: float = CONNECT_TIMEOUT) -> bool:
 
 
 def running() -> list[Serve]:
-    """The serves of this user that are running (their process is there and their port takes a
-    connection), the most recently started first."""
+    """This user's serves whose process lives and whose port takes a connection, newest first."""
     return [serve for serve in recorded() if is_alive(serve.pid) and answers(serve)]
 
 

@@ -122,8 +122,7 @@ record_shape(AGENT, Agent)
 
 
 def write_agent(store: Store, agent: Mapping[str, object]) -> Agent:
-    """Write (or replace) the record of a scenario's agent; returns it (its shape is checked
-    when it is read)."""
+    """Write (or replace) the record of a scenario's agent; returns it."""
     store.write(AGENT, str(agent["id"]), agent)
     return cast(Agent, agent)
 
