@@ -35,7 +35,7 @@ from belt.engine.scenario import (
     check_storable,
 )
 from belt.engine.simrecord import stop_run, stored_hooks
-from belt.engine.simulation import Options, Simulation, record_simulation
+from belt.engine.simulation import Simulation, record_simulation
 from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.changes import watching
 from belt.records.chats import AgentData, Chat, read_chat, update_chat
@@ -125,8 +125,7 @@ def parse_run_request(body: dict[str, object]) -> RunRequest:
 
 def emulated_sim(store: Store, chat_id: str) -> Sim:
     """The simulation of an emulated chat; NotFound, or Conflict for a scenario's chat."""
-    chat = read_chat(store, chat_id)
-    sim_id = chat.get("sim_id")
+    sim_id = read_chat(store, chat_id).get("sim_id")
     sim = get_sim(store, sim_id) if isinstance(sim_id, str) else None
     if sim is None or not sim.get("emulated"):
         raise Conflict(
@@ -159,10 +158,7 @@ def build_turn(text: str, agent: AgentDefinition, script: ModelScript) -> dict[s
 
 
 def create_emulated(
-    store: Store,
-    agent: AgentDefinition,
-    script: ModelScript,
-    context: dict[str, str] | None,
+    store: Store, agent: AgentDefinition, script: ModelScript, context: dict[str, str] | None
 ) -> Sim:
     """Record a new emulated chat of ``agent``: its simulation, agent, chat and hooks."""
     scenario = Scenario.model_construct(agent=agent.spec, turns=[])
@@ -184,7 +180,6 @@ def create_emulated(
         agent={"hooks": hooks, **agent.record},
         scenario=doc,
         source=f"belt serve: {agent.ref or agent.name}",
-        hooks_file=None,
         hooks=hooks,
         fail_closed=False,
         emulated=True,
@@ -294,9 +289,7 @@ class Emulator:
                     "(POST /chats/{id}/stop)",
                 )
             append_turn(store, str(sim["id"]), build_turn(request.text, agent, self.model))
-            simulation = Simulation(
-                store, dict(read_sim(store, str(sim["id"]))), PlatformLoop, Options()
-            )
+            simulation = Simulation(store, sim, PlatformLoop)  # it reads the turn just appended
             execution = simulation.start_turn()
         run_id = str(execution.run_id)
         tag_emulated(store, run_id)

@@ -14,13 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from belt.declaring.declarations import read_document
-from belt.engine.scenario import (
-    AgentScript,
-    ModelTurnSpec,
-    refuse,
-    unreachable_models,
-    validated,
-)
+from belt.engine.scenario import AgentScript, ModelTurnSpec, refuse, unreachable_models, validated
 from belt.errors import InvalidInput
 from belt.reading.matching import Matcher, value_matcher
 from belt.wire.platform import Strict
