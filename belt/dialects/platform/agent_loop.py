@@ -416,7 +416,7 @@ class PlatformLoop:
                     reason = result.reason or DEFAULT_TOOL_DENY_REASON
                     self.sim.finish_tool(execution, invocation, ToolInvocationStatus.FAILED, reason)
                 else:
-                    self.approve_or_invoke(execution, invocation, call)
+                    self.invoke(execution, invocation, call)
             state["tool"] = position + 1
         self.sim.recorder.save_message(message)
         return self.wait_for_tools(execution, message)
@@ -485,48 +485,31 @@ class PlatformLoop:
 
     # -- tools and gates ------------------------------------------------------------------------
 
-    def approve_or_invoke(
-        self, execution: Execution, invocation: dict[str, Any], call: ToolCallSpec
-    ) -> None:
-        """A tool call its hooks allowed: ask for its approval when required, else invoke it."""
-        if call.require_approval and not self.always_allowed(call.name):
-            timeout = call.approval_timeout or GATE_TIMEOUT_MAX
-            self.wait_at(execution, invocation, call, InterruptReason.TOOL_APPROVAL, timeout)
-        else:
-            self.invoke(execution, invocation, call)
-
-    def invoke(self, execution: Execution, invocation: dict[str, Any], call: ToolCallSpec) -> None:
-        """Run an allowed tool as scripted (an async one fires agent.tool_result), or wait for
-        a client tool's result."""
-        if call.client:
-            self.wait_at(execution, invocation, call, InterruptReason.CLIENT_TOOL, GATE_TIMEOUT_MAX)
-            return
-        self.sim.finish_tool(execution, invocation, call.status, call.result)
-        if call.async_:
-            self.fire(
-                execution,
-                "agent.tool_result",
-                {"tool": call.name, "status": call.status, "result": call.result},
-                invocation_id=str(invocation["id"]),
-            )
-
-    def always_allowed(self, tool: str) -> bool:
-        """True when the chat's settings allow ``tool`` without asking."""
-        settings = self.sim.recorder.refresh_chat().get("agent_data") or {}
-        return settings.get("allow_all_tools") is True or tool in (
-            settings.get("always_allow") or []
-        )
-
-    def wait_at(
+    def invoke(
         self,
         execution: Execution,
         invocation: dict[str, Any],
         call: ToolCallSpec,
-        reason: InterruptReason,
-        timeout: int,
+        *,
+        approved: bool = False,
     ) -> None:
-        """Open the interrupt a tool invocation waits at: its approval, or its client's result
-        (``meta`` names the tool, as the SDKs read it; on expiry it is refused)."""
+        """A tool call its hooks allowed: wait for its approval when required (unless
+        ``approved``) or for a client tool's result (the interrupt's ``meta`` names the tool for
+        the SDKs), else run it as scripted (an async one then fires agent.tool_result)."""
+        if not approved and call.require_approval and not self.always_allowed(call.name):
+            reason, timeout = InterruptReason.TOOL_APPROVAL, call.approval_timeout
+        elif call.client:
+            reason, timeout = InterruptReason.CLIENT_TOOL, None
+        else:
+            self.sim.finish_tool(execution, invocation, call.status, call.result)
+            if call.async_:
+                self.fire(
+                    execution,
+                    "agent.tool_result",
+                    {"tool": call.name, "status": call.status, "result": call.result},
+                    invocation_id=str(invocation["id"]),
+                )
+            return
         invocation["status"] = waiting_status(reason)
         create_interrupt(
             store=self.sim.store,
@@ -537,12 +520,19 @@ class PlatformLoop:
             source=f"tool:{call.name}",
             resource_type="tool_invocation",
             resource_id=str(invocation["id"]),
-            timeout=timeout,
+            timeout=timeout or GATE_TIMEOUT_MAX,
             meta={
                 "tool_invocation_id": invocation["id"],
                 "tool_name": call.name,
                 "arguments": call.arguments,
             },
+        )
+
+    def always_allowed(self, tool: str) -> bool:
+        """True when the chat's settings allow ``tool`` without asking."""
+        settings = self.sim.recorder.refresh_chat().get("agent_data") or {}
+        return settings.get("allow_all_tools") is True or tool in (
+            settings.get("always_allow") or []
         )
 
     def settle_tools(self, execution: Execution, message: Message) -> None:
@@ -566,9 +556,7 @@ class PlatformLoop:
             else:  # approved: invoked; let through its gate: its approval comes next
                 approved = interrupt["reason"] == InterruptReason.TOOL_APPROVAL
                 with self.sim.tool_span(call.name, invocation):
-                    (self.invoke if approved else self.approve_or_invoke)(
-                        execution, invocation, call
-                    )
+                    self.invoke(execution, invocation, call, approved=approved)
         self.sim.recorder.save_message(message)
 
     def interrupts(self, execution: Execution) -> list[InterruptJSON]:
