@@ -40,9 +40,7 @@ RulesOption = Annotated[
 RunsOption = Annotated[
     list[str] | None,
     typer.Option(
-        "--run",
-        metavar="RUN_ID",
-        help="Only this run's gates (repeatable); needed with --api.",
+        "--run", metavar="RUN_ID", help="Only this run's gates (repeatable); needed with --api."
     ),
 ]
 
@@ -170,8 +168,7 @@ def what_if(
     ] = None,
     runs: RunsOption = None,
     strict: Annotated[
-        bool,
-        typer.Option("--strict", help="Exit 1 when a rule would allow what a person denied."),
+        bool, typer.Option("--strict", help="Exit 1 when a rule would allow what a person denied.")
     ] = False,
     json_: JsonFlag = False,
     api: ApiOption = None,

@@ -28,8 +28,7 @@ def check(
         ),
     ] = None,
     event: Annotated[
-        list[str] | None,
-        typer.Option(metavar="E", help="Check only this event (repeatable)."),
+        list[str] | None, typer.Option(metavar="E", help="Check only this event (repeatable).")
     ] = None,
     executor: Annotated[
         list[str] | None,
@@ -91,8 +90,7 @@ def check(
     ] = False,
     json_: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     junit_xml: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE", help="Also write a JUnit XML report to FILE."),
+        Path | None, typer.Option(metavar="FILE", help="Also write a JUnit XML report to FILE.")
     ] = None,
     otlp: OtlpOption = None,
     trace: TraceFileOption = None,

@@ -77,8 +77,7 @@ def builtins(json_: JsonFlag = False) -> None:
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Declaration files (JSON or TOML).")],
     dialect: Annotated[
-        Dialect | None,
-        typer.Option(help="Read the files as this dialect instead of detecting it."),
+        Dialect | None, typer.Option(help="Read the files as this dialect instead of detecting it.")
     ] = None,
     json_: JsonFlag = False,
 ) -> None:

@@ -197,8 +197,7 @@ def resolve(
         ),
     ],
     decision: Annotated[
-        InterruptResolution | None,
-        typer.Argument(metavar="allow|deny", help="The decision."),
+        InterruptResolution | None, typer.Argument(metavar="allow|deny", help="The decision.")
     ] = None,
     data: Annotated[
         str | None,
@@ -223,8 +222,7 @@ def resolve(
         str | None, typer.Option(metavar="TOOL", help="--all: only calls of this tool.")
     ] = None,
     event: Annotated[
-        str | None,
-        typer.Option(metavar="EVENT", help="--all: only gates on this event."),
+        str | None, typer.Option(metavar="EVENT", help="--all: only gates on this event.")
     ] = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="--all: do not ask to confirm the count.")
@@ -692,24 +690,20 @@ def sweep(
 
 def create(
     run: Annotated[
-        str,
-        typer.Option(metavar="RUN_ID", help="The run to gate: working or awaiting a decision."),
+        str, typer.Option(metavar="RUN_ID", help="The run to gate: working or awaiting a decision.")
     ],
     chat: Annotated[str, typer.Option(metavar="CHAT_ID", help="The run's chat.")],
     event: Annotated[str, typer.Option(help="A gate-able event, e.g. agent.tool_call.")],
     timeout: Annotated[
-        int | None,
-        typer.Option(metavar="S", help="Seconds until it expires (default 300)."),
+        int | None, typer.Option(metavar="S", help="Seconds until it expires (default 300).")
     ] = None,
     default_resolution: Annotated[
-        InterruptResolution | None,
-        typer.Option(help="Resolution on expiry (default allow)."),
+        InterruptResolution | None, typer.Option(help="Resolution on expiry (default allow).")
     ] = None,
     meta: Annotated[
         str | None,
         typer.Option(
-            metavar="JSON|@FILE",
-            help="The hook payload to store as meta (a JSON object).",
+            metavar="JSON|@FILE", help="The hook payload to store as meta (a JSON object)."
         ),
     ] = None,
     json_: JsonFlag = False,

@@ -23,8 +23,7 @@ app = typer.Typer(
 DEFAULT_OWNER = "local"  # belt.records.registry.DEFAULT_OWNER; a test holds the two equal
 
 OwnerOption = Annotated[
-    str,
-    typer.Option("--owner", metavar="TEAM", help="The team whose registry to use."),
+    str, typer.Option("--owner", metavar="TEAM", help="The team whose registry to use.")
 ]
 EntryId = Annotated[
     str, typer.Argument(metavar="ID", help="The entry: its id, short id or a unique prefix.")
@@ -39,8 +38,7 @@ Kind = StrEnum("Kind", "observation concept rule preference gotcha pattern refer
 def add(
     kind: Annotated[Kind, typer.Option(help="What the entry is.")],
     name: Annotated[
-        str,
-        typer.Option(metavar="NAME", help="The entry's name; the same name adds a version."),
+        str, typer.Option(metavar="NAME", help="The entry's name; the same name adds a version.")
     ],
     tags: Annotated[str, typer.Option(metavar="TAG,...", help="Comma-separated tags.")] = "",
     file: Annotated[

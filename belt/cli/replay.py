@@ -49,8 +49,7 @@ def replay(
         str | None, typer.Option(metavar="ID", help="Only payloads of this chat.")
     ] = None,
     secret: Annotated[
-        str | None,
-        typer.Option(help="whsec_... secret: sign the requests --to sends again."),
+        str | None, typer.Option(help="whsec_... secret: sign the requests --to sends again.")
     ] = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Print the replay as one JSON object.")

@@ -41,8 +41,7 @@ def root(verbose: VerboseFlag = False) -> None:
 def configure(
     extension: Annotated[Extension, typer.Argument(help="Extension to configure.")],
     file: Annotated[
-        Path | None,
-        typer.Option(help="JSON or TOML file holding the object (default: stdin)."),
+        Path | None, typer.Option(help="JSON or TOML file holding the object (default: stdin).")
     ] = None,
     api: Annotated[
         str | None,

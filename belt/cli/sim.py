@@ -307,8 +307,7 @@ def listed_state(row: Mapping[str, object]) -> str:
 def stop(
     run_id: RunId,
     force: Annotated[
-        bool,
-        typer.Option("--force", help="Cancel even a working run; a Nexus run bypasses stop."),
+        bool, typer.Option("--force", help="Cancel even a working run; a Nexus run bypasses stop.")
     ] = False,
 ) -> None:
     """Cancel a run: its pending gates or hook tasks are cancelled and it will not resume.

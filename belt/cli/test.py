@@ -17,9 +17,7 @@ from belt.errors import ExitCode, InvalidInput
 def test(
     paths: Annotated[
         list[Path] | None,
-        typer.Argument(
-            help="Scenario files and directories to search (default: tests/).",
-        ),
+        typer.Argument(help="Scenario files and directories to search (default: tests/)."),
     ] = None,
     keyword: Annotated[
         str | None,
@@ -33,8 +31,7 @@ def test(
         bool, typer.Option("-x", "--exitfirst", help="Stop at the first failure or error.")
     ] = False,
     junit_xml: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE", help="Also write a JUnit XML report to FILE."),
+        Path | None, typer.Option(metavar="FILE", help="Also write a JUnit XML report to FILE.")
     ] = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per scenario, one per line.")
@@ -58,8 +55,7 @@ def test(
     fail_under_hooks: Annotated[
         bool,
         typer.Option(
-            "--fail-under-hooks",
-            help="Fail a scenario that declares a hook that never fired.",
+            "--fail-under-hooks", help="Fail a scenario that declares a hook that never fired."
         ),
     ] = False,
     snapshot: Annotated[
