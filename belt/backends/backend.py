@@ -44,6 +44,13 @@ class LocalBackend:
 
         self.store = store if store is not None else open_store()
 
+    def _run_id(self, ref: str) -> str:
+        """A run named by its id, short id or a unique prefix of a stored one (else as it is)."""
+        from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
+        from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
+
+        return named_or_given(find_run_id, self.store, ref)
+
     def find_interrupts(
         self,
         *,
@@ -54,16 +61,12 @@ class LocalBackend:
     ) -> list[Listed]:
         """Interrupts from the store; a run or chat is named by its id, short id or a unique prefix
         of a stored one (any other id as it is: its gates may outlive it)."""
+        from belt.records.chats import find_chat_id  # noqa: PLC0415 - start-up: belt --help
         from belt.records.interrupts import inbox, on_expiry, to_dto  # noqa: PLC0415 - start-up: belt --help
         from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
 
-        if run_id is not None:
-            from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
-
-            run_id = named_or_given(find_run_id, self.store, run_id)
+        run_id = None if run_id is None else self._run_id(run_id)
         if chat_id is not None:
-            from belt.records.chats import find_chat_id  # noqa: PLC0415 - start-up: belt --help
-
             chat_id = named_or_given(find_chat_id, self.store, chat_id)
         records = inbox(
             store=self.store,
@@ -77,14 +80,10 @@ class LocalBackend:
     def show_interrupt(self, *, interrupt_id: str, run_id: str | None) -> Listed:
         """One interrupt (id, short id or unique prefix) and its resolution on expiry."""
         from belt.records.interrupts import find_interrupt_id, on_expiry, read_record, to_dto  # noqa: PLC0415 - start-up: belt --help
-        from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
-        from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
 
         full_id = find_interrupt_id(store=self.store, ref=interrupt_id)
         record = read_record(store=self.store, interrupt_id=full_id)
-        if run_id:
-            run_id = named_or_given(find_run_id, self.store, run_id)
-        if run_id and record.get("run_id") != run_id:
+        if run_id and record.get("run_id") != (run_id := self._run_id(run_id)):
             raise NotFound(f"interrupt {full_id} is not on run {run_id}")
         return to_dto(record), on_expiry(record)
 
@@ -142,11 +141,8 @@ class LocalBackend:
     ) -> Iterator[WatchEvent]:
         """Events as interrupts (of ``run_ids`` only, if given) open and settle."""
         from belt.records.interrupts import Watch  # noqa: PLC0415 - start-up: belt --help
-        from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
-        from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
 
-        run_ids = [named_or_given(find_run_id, self.store, run_id) for run_id in run_ids]
-        watch = Watch(store=self.store, run_ids=run_ids)
+        watch = Watch(store=self.store, run_ids=[self._run_id(run_id) for run_id in run_ids])
         yield from watch.start()
         while True:
             sleep(interval)
@@ -191,11 +187,8 @@ class LocalBackend:
     ) -> list[Settled]:
         """The settled interrupts, the latest first (of one run, if given)."""
         from belt.records.interrupts import settled_by, settlements, to_dto, trail  # noqa: PLC0415 - start-up: belt --help
-        from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
-        from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
 
-        if run_id is not None:
-            run_id = named_or_given(find_run_id, self.store, run_id)
+        run_id = None if run_id is None else self._run_id(run_id)
         return [
             Settled(**to_dto(record), settled_by=settled_by(record), trail=trail(record))
             for record in settlements(store=self.store, since=since, run_id=run_id)
