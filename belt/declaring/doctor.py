@@ -48,10 +48,6 @@ class Trap:
     message: str
     fix: str
 
-    def summary(self) -> dict[str, str]:
-        """A JSON-ready form."""
-        return asdict(self)
-
 
 @dataclass
 class Examined:
@@ -67,7 +63,7 @@ class Examined:
         """A JSON-ready form."""
         return {
             "files": self.files,
-            "traps": [trap.summary() for trap in self.traps],
+            "traps": [asdict(trap) for trap in self.traps],
             "invalid": [declaration.summary() for declaration in self.invalid],
             "history": self.history,
         }
