@@ -753,10 +753,7 @@ class PlatformApi:
         try:
             body = await read_json_object(request)
             decision = body.get("decision")
-            try:
-                by = rule_settlement(body, token=self.token) if by_rule else None
-            except BeltError as exc:
-                raise belt_problem(exc) from None
+            by = rule_settlement(body, token=self.token) if by_rule else None
             dto = await self._call(
                 resolve_interrupt,
                 interrupt_id=interrupt_id,
@@ -764,7 +761,8 @@ class PlatformApi:
                 data=body.get("data"),
                 by=by or person("api", token=self.token),
             )
-        except Problem as problem:
+        except (Problem, BeltError) as exc:
+            problem = exc if isinstance(exc, Problem) else belt_problem(exc)
             self._report_api("resolve", interrupt_id, problem.status, problem.detail)
             return problem.response()
         self._report_api("resolve", interrupt_id, 200, str(decision))

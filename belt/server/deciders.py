@@ -129,9 +129,7 @@ def handler_decider(
                 return await func(argument)
             result = await threads.run(func, argument)
             # A callable object with an async __call__ hands back a coroutine.
-            if inspect.isawaitable(result):
-                result = await result
-            return result
+            return await result if inspect.isawaitable(result) else result
         except (SystemExit, KeyboardInterrupt) as exc:
             raise HandlerFailed(f"the handler raised {type(exc).__name__}") from None
         except Exception as exc:
