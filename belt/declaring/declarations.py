@@ -151,8 +151,7 @@ def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Dec
     if chosen is None:
         findings = Findings()
         findings.error(
-            "(document)",
-            f"expected a hooks array or a lifecycle_hooks object, got {describe(doc)}",
+            "(document)", f"expected a hooks array or a lifecycle_hooks object, got {describe(doc)}"
         )
         return Declaration(source, None, findings)
     if chosen != detected:

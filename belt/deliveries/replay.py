@@ -25,12 +25,7 @@ from belt.deliveries.effects import url_host
 from belt.display.text import describe, printable, short
 from belt.errors import BeltError, InvalidInput, NotFound, UsageError, remote_error
 from belt.handlers.inprocess import InProcess, load_handler, reference
-from belt.handlers.webhook import (
-    WebhookResult,
-    deliver,
-    failure_of,
-    likely_fix,
-)
+from belt.handlers.webhook import WebhookResult, deliver, failure_of, likely_fix
 from belt.outgoing import tracing
 from belt.outgoing.signing import secret_key
 from belt.reading.didyoumean import did_you_mean
@@ -457,8 +452,7 @@ def _names_a_path(source: str) -> bool:
     except OSError as exc:  # a name longer than the system takes, for one
         why = "the name is too long" if exc.errno == errno.ENAMETOOLONG else exc.strerror or exc
         raise InvalidInput(
-            f"{short(source, 60)}: not a file belt can open ({why})",
-            hint=SOURCE_HINT,
+            f"{short(source, 60)}: not a file belt can open ({why})", hint=SOURCE_HINT
         ) from None
 
 
@@ -504,10 +498,7 @@ def open_replay(
     elif RUN_ID.match(source):
         recorded, where = run_deliveries(store, source, skipped), f"run {source}"
     else:
-        raise NotFound(
-            f"{short(source, 60)}: no such file or simulated run",
-            hint=SOURCE_HINT,
-        )
+        raise NotFound(f"{short(source, 60)}: no such file or simulated run", hint=SOURCE_HINT)
     if chat is not None:
         chat = named_or_given(find_chat_id, store, chat)  # a stored chat's short id or prefix
     kept = select(recorded, since=since, event=event, chat=chat)
