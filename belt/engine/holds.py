@@ -36,8 +36,7 @@ class Holds:
         """Per turn, how many of its ``[[turns.wait]]`` this process has used."""
 
     def go_on(self, execution: Execution) -> None:
-        """A held run goes on: it is working again and occupies its chat (it stays tagged as held
-        until ``belt.engine.entrypoints.resume_gated`` finds nothing left to continue)."""
+        """A held run goes on: working again, it occupies its chat (it stays tagged as held)."""
         self.catch_up(execution)
         try:
             with self.sim.steps.chat_step(execution):

@@ -126,13 +126,11 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
 
 def run_hook_summary(store: Store, run_id: str) -> HookSummary:
     """The summary of one run's hook calls, from its event log."""
-    executions = [r for r in run_events(store, run_id) if r.get("type") == "hook.executed"]
-    return hook_summary(executions)
+    return hook_summary([r for r in run_events(store, run_id) if r.get("type") == "hook.executed"])
 
 
 def summary_text(summary: HookSummary) -> list[tuple[str, bool]]:
-    """The summary as lines of plain text, each with whether it tells of a failure: a head line,
-    then one line per handler that failed (and its likely fix)."""
+    """The summary as plain lines, each with whether it tells of a failure."""
     calls, failed = summary["calls"], summary["failed"]
     if not failed:
         return [(f"hooks: {calls} call(s), none failed", False), *warning_text(summary)]

@@ -36,8 +36,7 @@ def origin(url: str) -> str:
 
 
 def network_problems(loaded: Any, routes: list[Route], executors: list[str]) -> list[str]:
-    """Every delivery of a read scenario that would leave this machine, each one line naming
-    the hook (or executor), where it would go, and the ``--route`` that would serve it here."""
+    """Each delivery of a read scenario that would leave this machine, one line with its fix."""
     problems = []
     for index, hook in enumerate(getattr(loaded, "hooks", None) or []):
         if hook.type != HookHandlerType.WEBHOOK or not hook.handler:

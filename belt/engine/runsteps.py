@@ -121,8 +121,7 @@ class RunSteps:
             untag_emulated(self.sim.store, execution.run_id)
 
     def chat_step(self, execution: Execution) -> AbstractContextManager[object]:
-        """One step of the chat a run occupies: the run's state and the chat's status change
-        together under the chat's lock (``belt.records.views.chat_state`` reads them so)."""
+        """One step of a run's chat: run state and chat status change together under its lock."""
         if not execution.occupies_chat:
             return nullcontext()
         return self.sim.store.lock(CHAT, self.sim.recorder.chat_id)

@@ -217,8 +217,7 @@ def stored_hooks(hooks: list[LifecycleHookConfig]) -> list[dict[str, object]]:
 
 
 def reload_hooks(store: Store, sim: Sim) -> tuple[list[LifecycleHookConfig], list[Route]]:
-    """The simulation's hooks with their full webhook URLs, and its ``--route`` routes, from the
-    store's private part (so any process can continue the run, whatever became of the file)."""
+    """The hooks (full URLs) and routes stored privately, so any process can continue the run."""
     try:
         private = read_hooks(store, sim["id"])
     except NotFound:

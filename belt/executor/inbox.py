@@ -255,8 +255,7 @@ def _dispatch_or_ask(store: Store, task: HookTask) -> HookTask:
 
 
 def settle_approval(store: Store, identity: str) -> HookTask:
-    """Act on the approval of a task awaiting it: approved, it is dispatched to the inbox (its
-    deadline starts now); denied or expired unapproved, it fails. Returns the task as it is."""
+    """Act on a task's settled approval: approved, it is dispatched; denied or expired, it fails."""
     task = read_task(store, identity)
     approval = task.get("approval") or {}
     if task["status"] != TaskStatus.AWAITING_APPROVAL or not approval.get("interrupt_id"):
@@ -320,8 +319,7 @@ def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
 
 
 def abandoned(claim: Any) -> bool:
-    """True for a claim whose worker, a process of this host, is gone (another host's claim is
-    left to its deadline)."""
+    """True for a claim whose worker, a process of this host, is gone (others run to deadline)."""
     if not isinstance(claim, dict) or not isinstance(claim.get("mark"), str):
         return False
     holder = {key: claim.get(key) for key in _HOLDER}
@@ -329,8 +327,7 @@ def abandoned(claim: Any) -> bool:
 
 
 def release_abandoned(store: Store, identity: str) -> HookTask | None:
-    """Give a task whose worker died holding its claim back to the inbox, as a new attempt, once
-    the dead worker's tool processes are killed; None when its claim is not abandoned."""
+    """Give a task whose worker died holding it back to the inbox, once its tools are killed."""
     task = get_task(store, identity)
     if task is None or task["status"] != TaskStatus.CLAIMED or not abandoned(task.get("claim")):
         return None

@@ -141,8 +141,7 @@ def _prctl() -> Callable[..., int] | None:
 
 
 def _dies_with(parent: int) -> Callable[[], None] | None:
-    """What a child runs before its command: ask for SIGKILL when its parent thread dies, and
-    die at once if the parent is already gone (it died between the fork and the request)."""
+    """What a child runs first: SIGKILL when its parent thread dies, at once if it already has."""
     if (prctl := _prctl()) is None:
         return None
 

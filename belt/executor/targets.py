@@ -59,8 +59,7 @@ class Target:
 
 
 def parse_tool(spec: str, *, load: bool = True) -> Target:
-    """Parse ``NAME=TARGET``; a malformed one is a usage error (exit 2). A ``py:`` function is
-    imported unless ``load`` is false (``belt check`` imports it in its worker processes)."""
+    """Parse ``NAME=TARGET`` (exit 2 if malformed); a ``py:`` function is imported if ``load``."""
     name, sep, target = spec.partition("=")
     name = name.strip()
     shape = "NAME=TARGET, TARGET being cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL"
@@ -102,8 +101,7 @@ OUTPUT_MAX_BYTES = 1024 * 1024
 
 
 def _decode(raw: bytes, where: str) -> ToolOutcome:
-    """A tool's answer as its result: strict JSON (no NaN, no deep nesting, no huge integers,
-    no lone surrogates), else an invalid decision saying why."""
+    """A tool's answer as its result: strict JSON, else an invalid decision saying why."""
     text = raw.decode("utf-8", "replace")
     if not text.strip():
         return ToolOutcome(invalid=f"{where} is empty; expected the result as JSON")
@@ -141,8 +139,7 @@ def run_command(
 
 
 def post_input(url: str, task_input: Mapping[str, object], timeout: float) -> ToolOutcome:
-    """POST the input to a URL; a 2xx body is the result (``timeout`` a total deadline, the body
-    read up to ``OUTPUT_MAX_BYTES``)."""
+    """POST the input to a URL; a 2xx body (up to ``OUTPUT_MAX_BYTES``) is the result."""
     import httpx  # noqa: PLC0415 - loaded when a tool is called over HTTP
 
     from belt.outgoing.transport import TooLarge, call, read  # noqa: PLC0415 - it loads httpx
