@@ -10,6 +10,5 @@ __all__ = ["SCHEMA_VERSION", "MemoryStore", "Store", "check_id", "open_store"]
 
 
 def open_store(store: Store | None = None) -> Store:
-    """``store``, or when none is given the store of this state directory
-    (``$BELT_HOME/store``)."""
+    """``store``, or else the store of this state directory (``$BELT_HOME/store``)."""
     return store if store is not None else Store(state_dir() / "store", shapes=True)
