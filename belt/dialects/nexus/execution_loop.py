@@ -445,8 +445,7 @@ class NexusLoop:
         """Compaction and turn_start when due, then one model request and its tools."""
         state = execution.state
         self.sim.trace_turn(int(state["requests"]))
-        end = self.before_request(execution)
-        if end is not None:
+        if (end := self.before_request(execution)) is not None:
             return end
         chosen = self.next_round(execution)
         if chosen is None:
@@ -520,15 +519,13 @@ class NexusLoop:
     def before_request(self, execution: NexusExecution) -> End | None:
         """Compaction and its hooks when needed, then turn_start before the first request."""
         state = execution.state
-        if state["compaction"] is None:
-            extra = self.sim.over_limit(execution)
-            if extra is not None:
-                state["compaction"] = {
-                    "n": state["compactions"] + 1,
-                    "stage": "pre",
-                    "extra": extra if state["requests"] > 0 else {},
-                }
-                self.sim.save(execution)
+        if state["compaction"] is None and (extra := self.sim.over_limit(execution)) is not None:
+            state["compaction"] = {
+                "n": state["compactions"] + 1,
+                "stage": "pre",
+                "extra": extra if state["requests"] > 0 else {},
+            }
+            self.sim.save(execution)
         compaction = state["compaction"]
         if compaction is not None:
             with tracing.span("belt.compaction", {"belt.compaction.index": compaction["n"]}):

@@ -58,10 +58,8 @@ def execution_header(entry: ExecutionEntry, runs: dict[str, ReportRun]) -> Lines
             groups.setdefault(f"{hook['tool']} ({hook['timeout_ms']} ms{limit})", []).append(event)
         parts = [f"{', '.join(events)} → {target}" for target, events in groups.items()]
         origin = run.get("profile") or {}
-        if origin.get("reused_from"):
-            where = f"reused from run {origin['reused_from']}"
-        else:
-            where = f"{origin.get('source', '?')} profile r{origin.get('revision')}"
+        where = f"{origin.get('source', '?')} profile r{origin.get('revision')}"
+        where = f"reused from run {origin['reused_from']}" if origin.get("reused_from") else where
         if origin.get("hooks_from"):
             where += ", hooks stored by rho"
         lines.append((f"  hooks    {' · '.join(parts)}  [{where}]", "dim"))
