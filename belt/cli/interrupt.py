@@ -536,8 +536,15 @@ def review(
             continue
         done[answer] += 1
         output.success(f"{resolved.get('short_id')} resolved: {resolved.get('resolution')}")
-        if resume:
-            _resume(backend, str(item.get("run_id")))
+        if resume:  # the run goes on once every gate of it is settled
+            run_id = str(item.get("run_id"))
+            try:
+                states = backend.resume_settled_run(run_id=run_id)
+            except BeltError as exc:  # another process continues it, or it waits at no gate
+                output.warning(f"run {run_id} not resumed: {exc.message}")
+                continue
+            for resumed, state in states:
+                output.success(f"run {resumed} resumed: {state}")
     total = sum(done.values())
     still = f"; {left} still pending" if left else ""
     tally = f"{total}: {done['allow']} allowed, {done['deny']} denied, {done['skip']} skipped"
@@ -559,41 +566,24 @@ def _ask(prompt: str) -> str | None:
 
 def _ask_decision() -> str:
     """allow, deny, skip or quit, asked until one of them is given (quit at end of input)."""
-    while True:
-        text = _ask("allow, deny, skip or quit? [a/d/s/q] ")
-        if text is None:
-            return "quit"
-        text = text.lower()
-        if text in ANSWERS:
-            return ANSWERS[text]
+    while (text := _ask("allow, deny, skip or quit? [a/d/s/q] ")) is not None:
+        if (answer := ANSWERS.get(text.lower())) is not None:
+            return answer
         if text:
-            output.warning(f"{text!r} is not an answer: type a, d, s or q")
+            output.warning(f"{text.lower()!r} is not an answer: type a, d, s or q")
+    return "quit"
 
 
 def _ask_data() -> object:
     """Optional data for the resolution, asked until it is valid JSON (none when left empty)."""
     from belt.reading.inputs import read_json_option  # start-up: belt interrupt list
 
-    while True:
-        text = _ask("data for the resolution (JSON or @FILE, Enter for none): ")
-        if not text:
-            return None
+    while text := _ask("data for the resolution (JSON or @FILE, Enter for none): "):
         try:
             return read_json_option(text, option="data")
         except BeltError as exc:
             output.warning(exc.message)
-
-
-def _resume(backend: LocalBackend, run_id: str) -> None:
-    """Resume a simulated run whose gates are now all settled; say how it went."""
-
-    try:
-        states = backend.resume_settled_run(run_id=run_id)
-    except BeltError as exc:  # another process continues it, or it is not waiting at a gate
-        output.warning(f"run {run_id} not resumed: {exc.message}")
-        return
-    for resumed, state in states:
-        output.success(f"run {resumed} resumed: {state}")
+    return None
 
 
 def watch(
