@@ -182,12 +182,11 @@ class Inspector:
 
         started = time.perf_counter()
         try:
-            verdict = anyio.from_thread.run(ask)
+            status, response, error = 200, anyio.from_thread.run(ask).response, None
         except Exception as exc:
-            ms = round((time.perf_counter() - started) * 1000)
-            return WebhookResult(500, "", None, f"the handler failed: {exc}", ms)
+            status, response, error = 500, None, f"the handler failed: {exc}"
         ms = round((time.perf_counter() - started) * 1000)
-        return WebhookResult(200, "", verdict.response, None, ms)
+        return WebhookResult(status, "", response, error, ms)
 
     async def scenario(self, request: Request) -> Response:
         """POST /inspector/scenario: a delivery (``id``, or an edited ``payload``) kept as a
