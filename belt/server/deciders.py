@@ -40,11 +40,9 @@ class HandlerTimeout(Exception):
 
 
 class HandlerPool:
-    """The threads synchronous handlers run in, bounded and separate from the API routes.
-
-    A handler that hangs holds one of these threads, never one the platform routes need; when
-    all are held, calls wait for a thread within their own deadline and ``/healthz`` says so.
-    """
+    """The threads synchronous handlers run in, bounded and separate from the API routes: a
+    handler that hangs holds one of these threads, never one the platform routes need; when all
+    are held, calls wait for a thread within their own deadline and ``/healthz`` says so."""
 
     def __init__(self, workers: int = HANDLER_WORKERS) -> None:
         self.workers = workers
@@ -108,16 +106,13 @@ def handler_decider(
     pool: HandlerPool | None = None,
     on_raise: Callable[[BaseException], None] | None = None,
 ) -> Decider:
-    """A decider that calls ``func(payload)`` within ``timeout`` seconds.
-
-    ``payload`` is what every ``py:`` handler gets (``argument_for``): the JSON object that was
-    posted, or the LifecycleHookPayload when the first parameter of ``func`` is annotated with
-    it, so one handler serves here, in a scenario and in ``belt replay`` alike. A sync callable
-    runs on ``pool``'s threads. Past the deadline HandlerTimeout is raised (the thread of a sync
-    handler that hangs stays held until it returns); SystemExit and KeyboardInterrupt from the
-    handler become HandlerFailed and never stop the server. An exception the handler raises is
-    given to ``on_raise`` (``belt serve -v`` prints its traceback) and raised on.
-    """
+    """A decider that calls ``func(payload)`` within ``timeout`` seconds. ``payload`` is what
+    every ``py:`` handler gets (``argument_for``): the JSON object that was posted, or the
+    LifecycleHookPayload when the first parameter of ``func`` is annotated with it. A sync
+    callable runs on ``pool``'s threads. Past the deadline HandlerTimeout is raised (the thread
+    of a sync handler that hangs stays held until it returns); SystemExit and KeyboardInterrupt
+    from the handler become HandlerFailed and never stop the server. An exception the handler
+    raises is given to ``on_raise`` (``belt serve -v`` prints its traceback) and raised on."""
     is_async = inspect.iscoroutinefunction(func)
     threads = pool if pool is not None else HandlerPool()
     as_model = wants_model(func)

@@ -69,10 +69,8 @@ def split_host(value: str) -> tuple[str, int | None] | None:
     if value.startswith("["):
         end = value.find("]")
         try:
-            address = ipaddress.IPv6Address(value[1:end]) if end > 0 else None
+            address = ipaddress.IPv6Address(value[1:end] if end > 0 else "")
         except ValueError:
-            return None
-        if address is None:
             return None
         name, rest = f"[{address.compressed}]", value[end + 1 :]
     else:
@@ -171,14 +169,9 @@ def shown(value: bytes) -> str:
 
 class RequestGuard:
     """Pure ASGI middleware in front of every route of ``belt serve`` (see the module's text).
-
-    Without ``token``: ``Host`` must name this machine or one of ``allow_hosts``. With it: every
-    route but those ``is_open`` names needs ``Authorization: Bearer TOKEN``, and a request that
-    carries it is answered whatever its ``Host`` and ``Origin`` (a page of another site cannot
-    send that header without the server's leave). Either way a foreign ``Origin`` is refused
-    (403), and a body sent to change something must be ``application/json`` (415). A request
-    whose body is cut short is one line too, not a traceback.
-    """
+    With ``token``, every route but those ``is_open`` names needs ``Authorization: Bearer
+    TOKEN``, and a request that carries it is answered whatever its ``Host`` and ``Origin`` (a
+    page of another site cannot send that header without the server's leave)."""
 
     def __init__(
         self,
