@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from itertools import accumulate
 from typing import Any
 
 MAX_DEPTH = 100
@@ -93,14 +94,7 @@ def nesting_depth(text: str) -> int:
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return 0
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    depth = deepest = 0
-    for char in brackets:
-        if char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        else:
-            depth -= 1
-    return deepest
+    return max(accumulate(1 if char in "[{" else -1 for char in brackets), default=0)
 
 
 def decode(data: str | bytes, *, unique_keys: bool = False) -> Any:

@@ -151,8 +151,7 @@ def settle_injections(messages: Sequence[Message], turn_count: int) -> None:
         expires = expires_turn(message)
         if not sim["active"] or expires is None:
             continue
-        counted = reached.get(message["id"])
-        if counted is not None:
+        if (counted := reached.get(message["id"])) is not None:
             message["updated_at"] = counted
         if turn_count >= expires:
             sim.update(active=False, remaining=0, ended="ttl")

@@ -45,9 +45,8 @@ def find_id(
     check_id(ref, what=f"{what} id")
     if store.exists(kind, ref):
         return ref
-    if first is not None:
-        if preferred := sorted(i for i in first() if names(ref, i)):
-            return _one(ref, preferred, plural or f"{what}s")
+    if first is not None and (preferred := sorted(i for i in first() if names(ref, i))):
+        return _one(ref, preferred, plural or f"{what}s")
     if not (found := sorted(i for i in store.list_ids(kind) if names(ref, i))):
         raise missing(ref) if missing is not None else NotFound(f"no {what} {ref}")
     return _one(ref, found, plural or f"{what}s")

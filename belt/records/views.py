@@ -16,7 +16,6 @@ from belt.records.messages import chat_messages
 from belt.records.runs import CHAT_RUNS, Run, RunView, get_run, listed_runs, run_dto
 from belt.store import Store, check_id
 from belt.wire.dto import InterruptJSON
-from belt.wire.enums import InterruptStatus
 
 
 class ChatView(TypedDict):
@@ -70,12 +69,7 @@ def chat_dto(
     if active is not None and all(run["id"] != active["id"] for run in runs):
         active = None  # a run outside those asked about
     runs = [active if active and run["id"] == active["id"] else run for run in runs]
-    pending = [
-        interrupt
-        for run in runs
-        for interrupt in list_interrupts(store=store, run_id=run["id"])
-        if interrupt["status"] == InterruptStatus.PENDING
-    ]
+    pending = [gate for run in runs for gate in list_interrupts(store=store, run_id=run["id"])]
     fields = () if public else run_fields
     dto: ChatView = {
         "id": chat["id"],
