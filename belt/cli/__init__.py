@@ -49,12 +49,13 @@ def console(load: "Callable[[], Callable[..., Any]]", prog_name: str) -> "NoRetu
     Ctrl-C is one line and exit 130 at any moment, while importing and parsing too."""
     sys.unraisablehook = _unraisable
     try:
-        app = load()
-        app(prog_name=prog_name)
+        load()(prog_name=prog_name)
     except KeyboardInterrupt:
         interrupted()
     except SystemExit as done:
-        if stopped_by_ctrl_c(done) or _swallowed:
+        # Typer turns a KeyboardInterrupt into exit 130 without a word.
+        cause = done.__context__.__cause__ if done.__context__ is not None else None
+        if (done.code == INTERRUPTED and isinstance(cause, KeyboardInterrupt)) or _swallowed:
             interrupted()
         exit_on_ctrl_c()
         raise
@@ -94,12 +95,6 @@ def _press_again() -> None:
 
     threading.Thread(target=press, daemon=True).start()
     returned.set()
-
-
-def stopped_by_ctrl_c(done: SystemExit) -> bool:
-    """Whether Typer turned a KeyboardInterrupt into this exit (130, without a word)."""
-    cause = done.__context__.__cause__ if done.__context__ is not None else None
-    return done.code == INTERRUPTED and isinstance(cause, KeyboardInterrupt)
 
 
 def interrupted() -> "NoReturn":
