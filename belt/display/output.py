@@ -137,8 +137,7 @@ def forget_document() -> None:
 def print_json(data: Any) -> None:
     """Print one JSON document on stdout."""
     _printed_document.append(True)
-    sys.stdout.write(json_text(data, indent=2) + "\n")
-    sys.stdout.flush()
+    _write(json_text(data, indent=2), stderr=False)
 
 
 def json_printed(wanted: bool, data: Any) -> bool:
@@ -150,8 +149,7 @@ def json_printed(wanted: bool, data: Any) -> bool:
 
 def print_json_line(data: Any) -> None:
     """Print one JSON object on one line (streams)."""
-    sys.stdout.write(json_text(data, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
+    _write(json_text(data, separators=(",", ":")), stderr=False)
 
 
 def print_json_stream(
