@@ -89,7 +89,7 @@ from belt.server.problems import (
 )
 from belt.server.profile_routes import profile_routes
 from belt.server.resume import RESUME_INTERVAL, resume_forever
-from belt.server.rule_settling import settle_forever
+from belt.server.rule_settling import Settler
 from belt.server.traced import decider_kind, served_hook
 from belt.store import open_store
 from belt.store.clock import VirtualClock, installed, parse_rfc3339, timestamp, utcnow
@@ -528,7 +528,7 @@ def create_app(
         if resume:
             loops.append(resume_forever(the_store, report, RESUME_INTERVAL))
         if approvals is not None:
-            loops.append(settle_forever(the_store, approvals, report))
+            loops.append(Settler(the_store, approvals, report).forever())
         loops.append(continue_forever(emulator))
         tasks = [asyncio.create_task(loop) for loop in loops]
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from belt.errors import BeltError
@@ -56,21 +57,19 @@ GROUP_TURNS = 4
 """The most turns of the event loop a group waits for lines (while more are coming)."""
 
 
+@dataclass(slots=True, eq=False)
 class _Group:
     """The lines handed in since a group began, and once they are written, what each got."""
 
-    __slots__ = ("lines", "looked", "loop", "results", "turns")
-
-    def __init__(self, line: ServeLine) -> None:
-        self.loop = asyncio.get_running_loop()
-        """The loop the group is written in (asked once: each ask costs a system call)."""
-        self.lines = [line]
-        self.looked = 0
-        """How many lines the writer saw at its last look."""
-        self.turns = 0
-        self.results: list[str | BaseException | None] | None = None
-        """Once the group is written: None for each line written, else why not (or what the
-        store raised, for the request that began the group)."""
+    lines: list[ServeLine]
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
+    """The loop the group is written in (asked once: each ask costs a system call)."""
+    looked: int = 0
+    """How many lines the writer saw at its last look."""
+    turns: int = 0
+    results: list[str | BaseException | None] | None = None
+    """Once the group is written: None for each line written, else why not (or what the
+    store raised, for the request that began the group)."""
 
 
 class GroupJournal:
@@ -95,7 +94,7 @@ class GroupJournal:
         if group is None:
             if self.coming() == 0:
                 return self._append([line])[0]  # no other line could join: no turn waited
-            group = self._group = _Group(line)
+            group = self._group = _Group([line])
             group.loop.call_soon(self._flush, group)
             index = 0
         else:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
@@ -76,8 +75,3 @@ class Settler:
                 self.watch = None
                 report_api(self.report, "approvals", "-", 500, f"{type(exc).__name__}: {exc}")
             await asyncio.sleep(INTERVAL)
-
-
-def settle_forever(store: Store, rules: Rules, report: Reporter | None) -> Any:
-    """The loop ``belt serve --approvals`` runs for its life."""
-    return Settler(store, rules, report).forever()
