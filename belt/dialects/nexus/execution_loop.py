@@ -145,17 +145,6 @@ class NexusLoop:
         "a simulation process may be running it; `belt sim stop --force` bypasses stop "
         "and cancels its pending hook tasks"
     )
-    RUN_FIELDS: ClassVar[tuple[str, ...]] = (
-        "kind",
-        "conversation_id",
-        "hooks",
-        "approval_mode",
-        "profile",
-        "regenerates",
-        "attention",
-        "execution",
-        "stopped",
-    )
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
@@ -362,7 +351,17 @@ class NexusLoop:
     @classmethod
     def run_fields(cls) -> tuple[str, ...]:
         """What an execution adds to its AgentRunDTO."""
-        return cls.RUN_FIELDS
+        return (
+            "kind",
+            "conversation_id",
+            "hooks",
+            "approval_mode",
+            "profile",
+            "regenerates",
+            "attention",
+            "execution",
+            "stopped",
+        )
 
     @classmethod
     def run_tags(cls, run: Run) -> dict[str, object]:

@@ -114,10 +114,8 @@ class PlatformLoop:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.scenario = sim.scenario_as(Scenario)
-        options = sim.options
-        loaded = options.loaded
-        if isinstance(loaded, LoadedScenario):
-            hooks, routes, located = loaded.hooks, options.routes, loaded.located
+        if isinstance(loaded := sim.options.loaded, LoadedScenario):
+            hooks, routes, located = loaded.hooks, sim.options.routes, loaded.located
         else:
             hooks, routes = reload_hooks(sim.store, sim.sim)
             located = reload_located(sim.store, sim.sim)
@@ -127,7 +125,7 @@ class PlatformLoop:
             bool(sim.sim.get("fail_closed")),
             builtin=self.run_builtin,
             routes=routes,
-            handlers=options.handlers,
+            handlers=sim.options.handlers,
             located=located,
         )
         self.tasks = Children(sim, type(self))
@@ -576,8 +574,7 @@ class PlatformLoop:
         """``agent.complete`` fires, then the run completes; a ``finish`` tool the run called
         gives the chat its ``output`` (what the SDKs' ``run()`` returns)."""
         self.fire(execution, "agent.complete")
-        output = self.finish_output(execution)
-        if output is not None:
+        if (output := self.finish_output(execution)) is not None:
             self.sim.recorder.update_chat(output=output)
         return self.sim.complete(execution)
 
@@ -763,8 +760,7 @@ class PlatformLoop:
         if self.sim.over_limit(execution) is None:
             return
         with tracing.span("belt.compaction") as span:
-            result = self.fire(execution, "agent.pre_compact")
-            skipped = result.outcome == Outcome.SKIP_COMPACTION
+            skipped = self.fire(execution, "agent.pre_compact").outcome == Outcome.SKIP_COMPACTION
             tracing.set_attributes(span, {"belt.compaction.skipped": skipped})
             if skipped:
                 return
