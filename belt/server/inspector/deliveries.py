@@ -514,13 +514,11 @@ class Deliveries:
         entry, record = self.record(delivery_id)
         summary = entry.summary
         served = summary["source"] == "serve"
-        payload = record.get("request") if served else record.get("payload")
         if served:
-            response = record.get("response")
-            answer_note = None
+            payload, response, answer_note = record.get("request"), record.get("response"), None
             override = mapping(response).get("override")
         else:
-            override = record.get("override")
+            payload, override = record.get("payload"), record.get("override")
             response = {
                 "decision": summary["decision"],
                 **({"reason": summary["reason"]} if summary["reason"] else {}),

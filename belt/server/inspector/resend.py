@@ -80,10 +80,8 @@ def parse_target(raw: Any) -> Target:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(f"target.value: a {kind} target needs a value")
     value = value.strip()
-    if kind == "url":
-        reason = check_webhook_url(value)
-        if reason:
-            raise InvalidInput(f"target.value: the URL {reason}")
+    if kind == "url" and (reason := check_webhook_url(value)):
+        raise InvalidInput(f"target.value: the URL {reason}")
     if kind == "py":
         value = value.removeprefix("py:")
         if ":" not in value:
