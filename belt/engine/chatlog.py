@@ -238,9 +238,8 @@ class Transcript:
     ) -> None:
         """Complete a tool invocation: its result is a tool message.
 
-        The assistant message that holds the invocation is saved once its tool calls are all
-        settled (``save_message``), not after each one, so a model turn's cost does not grow with
-        the square of its tool calls; until then the tool messages are the durable record.
+        The assistant message holding it is saved once all its calls are settled, not after each
+        (a turn's cost would grow with the square of its calls): the tool messages are the record.
         """
         invocation["status"] = status
         invocation["result"] = result

@@ -140,11 +140,8 @@ def summary_text(summary: HookSummary) -> list[tuple[str, bool]]:
     for entry in summary["handlers"]:
         if not entry["failed"]:
             continue
-        sides = " and ".join(
-            side
-            for side, count in (("allow", entry["counted_allow"]), ("deny", entry["counted_deny"]))
-            if count
-        )
+        counts = {"allow": entry["counted_allow"], "deny": entry["counted_deny"]}
+        sides = " and ".join(side for side, count in counts.items() if count)
         text = f"{entry['failed']} of {entry['calls']} failed, counted as {sides}"
         where = f"{entry['handler']} ({entry['handler_type']})"
         lines.append((f"  {where}: {text}; first: {entry['first_error']}", True))

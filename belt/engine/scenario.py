@@ -174,8 +174,7 @@ class TurnSpec(_Strict):
 
 
 class AgentScript(_Strict):
-    """An agent that task hooks reference: what its model does with a task (no script: it
-    acknowledges the task)."""
+    """An agent task hooks reference: what its model does with a task (no script: acknowledged)."""
 
     model: list[ModelTurnSpec] = Field(default_factory=list)
     error: str | None = None
@@ -237,8 +236,7 @@ class Scenario(_Strict):
 
 @dataclass
 class LoadedScenario:
-    """A checked scenario and the hooks its agent declares, with where each in-process hook's
-    handler is loaded from (by the hook's index) and what its paths warn of."""
+    """A checked scenario, its agent's hooks, and where its in-process hooks load from, by index."""
 
     source: str
     scenario: Scenario
@@ -380,9 +378,7 @@ def scenario_from_document(
     stored_hooks: bool = False,
     locate: bool = True,
 ) -> Any:
-    """Check a decoded scenario of any dialect (what its dialect's ``load_scenario`` gives);
-    files it names are found from ``directory`` unless not ``locate``; ``stored_hooks``: as
-    ``read_scenario``."""
+    """Check a decoded scenario of any dialect (what its dialect's ``load_scenario`` gives)."""
     if not isinstance(doc, dict):
         raise InvalidInput(f"{source}: expected a table/object at the top level")
     dialect = dialects.get(scenario_dialect(doc, source))

@@ -240,9 +240,8 @@ def reload_hooks(store: Store, sim: Sim) -> tuple[list[LifecycleHookConfig], lis
 
 
 def reload_located(store: Store, sim: Sim) -> dict[int, Located]:
-    """Where the simulation's in-process hooks are loaded from (by hook index), from the store's
-    private part: a path in a scenario is read from the scenario's directory, so a run resumed
-    from another directory loads the same files."""
+    """Where the simulation's in-process hooks load from, by index, as stored privately: a run
+    resumed from another directory loads the files of the scenario's."""
     try:
         private = read_hooks(store, sim["id"])
     except NotFound:

@@ -164,8 +164,7 @@ def call_function(
     func: Callable[..., Any] | None, task_input: Mapping[str, object], timeout: float
 ) -> ToolOutcome:
     """Call a Python function with the input (``called``) in a thread of its own, waited for up
-    to ``timeout``: one that never returns times out and is left behind (Python cannot stop it).
-    """
+    to ``timeout``: one that never returns times out and is left behind (Python cannot stop it)."""
     if func is None:
         return ToolOutcome(failure="no function to call")
     outcome: list[ToolOutcome] = []
@@ -207,8 +206,7 @@ def called(func: Callable[..., Any], task_input: Mapping[str, object]) -> ToolOu
 
 def call_here(reference: str, task_input: Mapping[str, object], *, option: str) -> ToolOutcome:
     """In a worker process of ``belt.usercode.supervisor``: import the ``py:`` tool ``reference``
-    (``MODULE:FUNC``; ``option`` names it in errors) and call it in this thread, with no deadline
-    of its own (the supervisor ends the worker at the deadline)."""
+    and call it in this thread, with no deadline of its own (the supervisor ends the worker)."""
     try:
         func = load_callable(reference, option=option)
     except BeltError as exc:
