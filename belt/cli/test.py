@@ -142,15 +142,13 @@ def test(
 
     workers = parse_jobs(jobs)
     start_tracing(otlp, trace)
-    ran = [0, 0]
+    ran = {"done": 0, "total": 0}
     # With -j, one line on a terminal's stderr: the scenarios done of all (results come in the
     # serial order, so one that ended early may wait for those before it).
     progress = output.LiveLine(
-        lambda: f"running scenarios: {ran[0]} of {ran[1]} done (-j {workers})", interval=0.25
+        lambda: f"running scenarios: {ran['done']} of {ran['total']} done (-j {workers})",
+        interval=0.25,
     )
-
-    def progressed(done: int, total: int) -> None:
-        ran[:] = [done, total]
 
     def reported(result: Any) -> None:
         with progress.printing():
@@ -181,7 +179,7 @@ def test(
             shard=None if shard is None else parse_shard(shard),
             keep=keep,
             records=False,  # the report shows a passing scenario's summary, not its record
-            progress=progressed,
+            progress=lambda done, total: ran.update(done=done, total=total),
         )
     except KeyboardInterrupt:
         progress.stop()
