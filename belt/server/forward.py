@@ -84,18 +84,6 @@ class Forwarder:
         if client is not None:
             await client.aclose()
 
-    async def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        """POST ``body``; the status and the answer, read up to ``ANSWER_MAX_BYTES``."""
-        client = self.open()
-        async with (
-            self.slots,
-            client.stream("POST", self.url, content=body, headers=headers) as reply,
-        ):
-            try:
-                return reply.status_code, await aread(reply, ANSWER_MAX_BYTES)
-            except TooLarge as exc:
-                raise HandlerFailed(f"forwarding to {self.host}: {exc}") from None
-
     async def __call__(self, payload: LifecycleHookPayload) -> Verdict:
         host = self.host
         body = encode_payload(payload.model_dump(mode="json", exclude_unset=True))
@@ -103,9 +91,12 @@ class Forwarder:
         if self.secret:
             headers.update(signed_headers(self.secret, body))
         tracing.inject(headers)  # the request's trace goes on to the handler
+        posting = self.open().stream("POST", self.url, content=body, headers=headers)
         try:
-            async with asyncio.timeout(self.timeout):
-                status, answer = await self.post(body, headers)
+            async with asyncio.timeout(self.timeout), self.slots, posting as reply:
+                status, answer = reply.status_code, await aread(reply, ANSWER_MAX_BYTES)
+        except TooLarge as exc:
+            raise HandlerFailed(f"forwarding to {host}: {exc}") from None
         except (TimeoutError, httpx.TimeoutException):
             raise HandlerFailed(
                 f"forwarding to {host}: no answer within {self.timeout:g} s"
