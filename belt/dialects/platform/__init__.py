@@ -161,13 +161,11 @@ class PlatformDialect:
         """Each ``hook.executed`` record: its decision (or failed), injection and tool."""
         calls = []
         for record in report.get("hook_executions") or []:
-            outcomes = []
-            if record.get("error"):
-                outcomes.append("failed")
-            elif record.get("decision") in self.outcomes:
-                outcomes.append(str(record["decision"]))
-            if record.get("injected"):
-                outcomes.append("injected")
+            failed, decision = record.get("error"), record.get("decision")
+            outcomes = (
+                ["failed"] if failed else [str(decision)] if decision in self.outcomes else []
+            )
+            outcomes += ["injected"] if record.get("injected") else []
             tool = None
             if record.get("hook_event") == "agent.tool_call":
                 found = call_data(record).get("tool")
