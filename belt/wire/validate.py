@@ -139,9 +139,7 @@ def in_process_problem(handler: str, *, allowed: bool) -> str | None:
     return None
 
 
-def check_platform_hook(
-    raw: Any, path: str, findings: Findings, *, in_process: bool = False
-) -> None:
+def check_platform_hook(raw: Any, path: str, findings: Findings, *, in_process: bool) -> None:
     """Check one inference.sh hook declaration; ``in_process`` accepts ``py:`` and ``policy:``
     webhook handlers (a scenario's, which belt calls itself)."""
     if not isinstance(raw, dict):
@@ -162,7 +160,7 @@ def check_platform_hook(
         findings.error(f"{path}.type", rule or f"is required (one of {', '.join(kinds)})")
         return
     if kind != HookHandlerType.GATE:
-        _check_handler(raw.get("handler"), kind, event, path, findings, in_process=in_process)
+        _check_handler(raw.get("handler"), kind, event, path, findings, in_process)
     else:  # a gate has no handler, ignores ``async`` and attaches only where a run can be held
         if "handler" in raw:
             findings.error(f"{path}.handler", "a gate has no handler; remove it")
@@ -191,13 +189,7 @@ def check_platform_hook(
 
 
 def _check_handler(
-    handler: Any,
-    kind: str,
-    event: str | None,
-    path: str,
-    findings: Findings,
-    *,
-    in_process: bool,
+    handler: Any, kind: str, event: str | None, path: str, findings: Findings, in_process: bool
 ) -> None:
     """The ``handler`` of a webhook (a URL, or ``py:`` where allowed), a task (an agent ref) or
     a builtin (one of the catalogue's, on an event it may attach to)."""
