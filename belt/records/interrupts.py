@@ -265,9 +265,8 @@ def create_interrupt(
     check_id(run_id, what="run id")
     check_id(chat_id, what="chat id")
     timeout, default_resolution = _checked_terms(event, reason, source, timeout, default_resolution)
-    created = now or clock.now()
+    created, interrupt_id = now or clock.now(), new_id("int")
     stamp = timestamp(created)
-    interrupt_id = new_id("int")
     if meta is None:
         meta = {"event": event, "timestamp": stamp, "run_id": run_id, "chat_id": chat_id}
     record: Interrupt = {
@@ -571,8 +570,7 @@ def batch_id(digest: str) -> str:
 
 
 class BatchResult(TypedDict):
-    """What :func:`resolve_batch` did: the gates' InterruptDTOs, and whether the batch had
-    settled them all before (a repeat, which changes nothing)."""
+    """What :func:`resolve_batch` did: the gates' DTOs, and whether it was a repeat."""
 
     batch: str
     digest: str

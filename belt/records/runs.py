@@ -124,8 +124,7 @@ run and when it was logged (``belt.engine.dispatch.executed_record`` makes the r
 
 
 class RunView(TypedDict, total=False):
-    """A stored run as the API shows it (``run_dto``): the AgentRunDTO's fields, a dialect's
-    extra fields, and ``interrupted`` for a run whose process is gone."""
+    """A stored run as the API shows it (``run_dto``)."""
 
     id: str
     agent_id: object
@@ -402,8 +401,7 @@ def sim_runs(store: Store, sim_id: str) -> list[Run]:
 
 
 def listed_runs(store: Store, index: str, owner: str) -> list[Run]:
-    """The runs ``index`` lists for ``owner`` (a simulation's, a chat's), in the order they
-    started; one listed by a process killed before it wrote the run is skipped."""
+    """The runs ``index`` lists for ``owner`` as they started (one not written yet is skipped)."""
     runs = (get_run(store, run_id) for run_id in store.members(index, owner))
     return [run for run in runs if run is not None]
 
@@ -414,8 +412,7 @@ def run_events(store: Store, run_id: str) -> list[RunEvent]:
 
 
 def run_dto(run: Run, extra_fields: tuple[str, ...] = ()) -> RunView:
-    """An AgentRunDTO of a stored run, with ``extra_fields`` a dialect adds, and ``interrupted``
-    for a run whose process is gone."""
+    """An AgentRunDTO of a stored run, a dialect's ``extra_fields``, ``interrupted`` if gone."""
     dto = {key: run.get(key) for key in (*DTO_FIELDS, *extra_fields)}
     if interrupted(run):
         dto["interrupted"] = True

@@ -68,9 +68,8 @@ class Serve:
     @property
     def hooks_url(self) -> str:
         """The URL its hooks answer at, reachable from this machine."""
-        return (
-            f"http://{_bracketed(reachable_host(self.record['host']))}:{self.record['port']}/hooks"
-        )
+        host = _bracketed(reachable_host(self.record["host"]))
+        return f"http://{host}:{self.record['port']}/hooks"
 
     def describe(self) -> str:
         """How a message names it: ``belt serve on 127.0.0.1:8787 (pid 4242, started 10:32:26)``."""

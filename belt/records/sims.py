@@ -128,8 +128,7 @@ def write_agent(store: Store, agent: Mapping[str, object]) -> Agent:
 
 
 def create_sim(store: Store, sim: Mapping[str, object], scenario: Mapping[str, object]) -> Sim:
-    """Write a new simulation: its scenario first (written once), then the record that changes
-    on every turn; Conflict (exit 4) if its id is taken. Returns the simulation."""
+    """Write a new simulation, its scenario first; Conflict (exit 4) if its id is taken."""
     sim_id = str(sim["id"])
     store.create(SCENARIO, sim_id, scenario)
     store.create(SIM, sim_id, sim)
@@ -139,8 +138,7 @@ def create_sim(store: Store, sim: Mapping[str, object], scenario: Mapping[str, o
 def create_child_sim(
     store: Store, sim: Mapping[str, object], scenario: Mapping[str, object]
 ) -> Sim:
-    """Write a new simulation another one started (a task chat, a review branch), with no
-    hooks of its own, then list it among the children of its ``parent``."""
+    """Write a simulation another one started (a task chat, a review branch) under its parent."""
     created = create_sim(store, sim, scenario)
     write_hooks(store, created["id"], {"hooks": []})
     store.link(SIM_CHILDREN, created["parent"]["sim_id"], created["id"])

@@ -19,8 +19,7 @@ from belt.wire.dto import InterruptJSON
 
 
 class ChatView(TypedDict):
-    """A chat as the API shows it (``chat_dto``): a ChatDTO with its active run, its pending
-    interrupts and (unless left out) its messages."""
+    """A chat as the API shows it (``chat_dto``)."""
 
     id: str
     status: str | None
