@@ -1,13 +1,9 @@
 """The platforms belt speaks, each a package behind one interface, and the one registry of them.
 
-A dialect is what belongs to one platform: its events and the order they fire in, the payloads
-and the decisions an answer may carry, its scenario keys, its expectation subjects and its
-rendering of a transcript. The driver (``belt.engine``), ``belt test``, ``belt check``, ``belt
-hooks doctor`` and the renderer ask the dialect a record or a file names (:func:`get`) and never
-compare its name. docs/dialects.md says what a new dialect adds.
-
-The built-in dialects are imported the first time they are asked for, so a run of one never
-loads another (tests/test_startup.py); others come from :func:`register` or from the
+A dialect is what belongs to one platform (events, payloads, decisions, scenario keys,
+expectation subjects, transcript); shared code asks the dialect a record or a file names
+(:func:`get`) and never compares its name (docs/dialects.md). A built-in dialect is imported when
+first asked for, so a run of one never loads another; others come from :func:`register` or the
 ``belt.dialects`` entry point group of an installed package.
 """
 
@@ -106,8 +102,7 @@ class Dialect(Protocol):
     @property
     def profile_hooks(self) -> bool:
         """Whether a loaded scenario's hooks come from its configuration declaration
-        (``loaded.profile``, a document of the wire's declaration shape, or None), which
-        ``belt hooks doctor`` checks as it checks a declaration file."""
+        (``loaded.profile`` or None), which ``belt hooks doctor`` checks as a declaration file."""
 
     @property
     def outcomes(self) -> tuple[str, ...]:
