@@ -15,8 +15,7 @@ if TYPE_CHECKING:
 
 
 def scenario_coverage(name: str, loaded: Any, report: SimReport | None) -> list[dict[str, Any]]:
-    """One entry per hook the scenario ``name`` declares, with its counts from ``report`` (no
-    report: the scenario did not run, and nothing fired)."""
+    """One entry per hook the scenario ``name`` declares, with its counts from ``report``."""
     dialect = dialects.get(loaded.dialect)
     entries: dict[Any, dict[str, Any]] = {}
     for hook in dialect.declared(loaded, report):

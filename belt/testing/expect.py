@@ -158,8 +158,7 @@ def expectations_of(loaded: Any) -> list[Expectation]:
 def read_tested(
     document: Any, source: str, directory: Path, *, hooks_file: str | Path | None = None
 ) -> tuple[Any, list[Expectation]]:
-    """Read a scenario and compile its ``[[expect]]`` tables: (the read scenario, its
-    expectations); InvalidInput (exit 5) lists every problem of both."""
+    """The read scenario and its compiled expectations; InvalidInput (exit 5) lists all problems."""
     findings = Findings()
     raw = document.get("expect") if isinstance(document, dict) else None
     dialect = scenario_dialect(document, source) if isinstance(document, dict) else "platform"
@@ -238,8 +237,7 @@ class _Compiler:
         self.findings.error(f"{self.path}.{key}", rule)
 
     def value(self, key: str, ok: Test, expected: str, shown: Callable[[Any], str] = repr) -> Any:
-        """The value of ``key``: None when it is not given, or when ``ok`` refuses it (an
-        error saying what was ``expected``)."""
+        """The value of ``key``: None when it is not given or ``ok`` refuses it (an error)."""
         value = self.item.get(key)
         if value is None or ok(value):
             return value
@@ -758,8 +756,7 @@ def percentile_95(values: list[float]) -> float:
 
 
 def deliveries(facts: Facts) -> list[Item]:
-    """Every hook call of the simulation's runs, with how long it took: the ``hook.executed``
-    records, async ones included, or the Nexus hook tasks."""
+    """Every hook call of the simulation's runs (async ones included), with how long it took."""
     items = []
     for event, handler, record in facts.speaks.hook_calls(facts.report):
         ms = latency_of(record)
@@ -803,8 +800,7 @@ def _ms(value: float) -> str:
 
 
 def _budget(expectation: Expectation, facts: Facts) -> Outcome:
-    """A budget: the measure of every matching item must stay within the expectation's
-    number (``latency_ms``: the slowest, or the 95th percentile, of the calls)."""
+    """A budget: the measure of every matching item must stay within the expectation's number."""
     subject = expectation.subject
     limit = expectation.raw[subject]
     measured = {

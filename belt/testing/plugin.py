@@ -16,7 +16,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Generator, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -95,14 +95,14 @@ class Crash:
 class FailureRepr:
     """A failed expectation as pytest shows it: the test's line, then what belt found."""
 
-    where: str
     statement: str
     text: str
     reprcrash: Crash
 
     def lines(self) -> list[str]:
         """The report's lines."""
-        return [f"{self.where}: {self.statement}", "", *self.text.splitlines()]
+        where = f"{self.reprcrash.path}:{self.reprcrash.lineno}"
+        return [f"{where}: {self.statement}", "", *self.text.splitlines()]
 
     def toterminal(self, tw: Any) -> None:
         """Write the report (pytest calls this with its terminal writer)."""
@@ -123,7 +123,7 @@ def failure_repr(excinfo: pytest.ExceptionInfo[BaseException]) -> FailureRepr:
     text = str(excinfo.value)
     first = text.splitlines()[0] if text else "an expectation failed"
     crash = Crash(str(entry.path), entry.lineno + 1, first)
-    return FailureRepr(f"{entry.path}:{entry.lineno + 1}", statement, text, crash)
+    return FailureRepr(statement, text, crash)
 
 
 @dataclass(eq=False, repr=False)
@@ -456,10 +456,8 @@ def belt_scenario(request: pytest.FixtureRequest) -> Iterator[ScenarioRunner]:
         keep=request.config.getoption("belt_keep"),
         isolate=bool(request.config.getoption("belt_isolate")),
     )
-    try:
+    with closing(runner):
         yield runner
-    finally:
-        runner.close()
 
 
 @dataclass
@@ -552,11 +550,8 @@ class ServeStarter:
 @pytest.fixture
 def belt_serve(request: pytest.FixtureRequest) -> Iterator[ServeStarter]:
     """Start ``belt serve`` on free ports; see :class:`ServeStarter`."""
-    starter = ServeStarter(Path(request.path).parent)
-    try:
+    with closing(ServeStarter(Path(request.path).parent)) as starter:
         yield starter
-    finally:
-        starter.close()
 
 
 UPDATE_OPTION = "pytest --belt-snapshot-update"

@@ -106,8 +106,6 @@ def portable(result: Any, *, whole: bool = False) -> Any:
     """A scenario's result without the compiled tests of its expectations (they cannot cross to
     another process), and, when all passed and not ``whole``, with only the ``BRIEF`` parts of
     its record (the rest only a failure's transcript excerpt reads)."""
-    if result is None:
-        return None
     changes: dict[str, object] = {}
     outcomes = getattr(result, "outcomes", None)
     if outcomes:
