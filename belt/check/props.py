@@ -58,24 +58,19 @@ class Property:
 
 def read_props(path: str | Path) -> list[Property]:
     """Read and compile a check file; every problem is named by its path (exit 5)."""
-    source = str(path)
     document = read_document(path, kind="policy")
     findings = Findings()
     raw = document.get("property") if isinstance(document, dict) else None
-    if isinstance(document, dict):
-        for key in document:
-            if key != "property":
-                findings.error(
-                    key,
-                    "unknown key (a check file holds [[property]] tables)"
-                    + did_you_mean(key, ("property",)),
-                )
+    for key in document if isinstance(document, dict) else ():
+        if key != "property":
+            hint = did_you_mean(key, ("property",))
+            findings.error(key, f"unknown key (a check file holds [[property]] tables){hint}")
     if not isinstance(raw, list) or not raw:
         findings.error("property", f"expected [[property]] tables, got {describe(raw)}")
-        raise InvalidInput(f"{source}: not a check file", problems=findings.problems)
+        raise InvalidInput(f"{path}: not a check file", problems=findings.problems)
     properties = [p for i, item in enumerate(raw) if (p := _compile(i, item, findings))]
     if not findings.ok:
-        raise InvalidInput(f"{source}: not a valid check file", problems=findings.problems)
+        raise InvalidInput(f"{path}: not a valid check file", problems=findings.problems)
     return properties
 
 
@@ -100,12 +95,9 @@ def _compile(index: int, item: Any, findings: Findings) -> Property | None:
     if decision not in decisions:
         findings.error(f"{base}.decision", f"is required: one of {', '.join(decisions)}")
     tool = item.get("tool")
-    tool_matcher = None
-    if tool is not None:
-        if not isinstance(tool, str):
-            findings.error(f"{base}.tool", f"expected a glob or re:<regex>, got {describe(tool)}")
-        else:
-            tool_matcher = value_matcher(tool, f"{base}.tool", findings)
+    tool_matcher = value_matcher(tool, f"{base}.tool", findings) if isinstance(tool, str) else None
+    if tool is not None and not isinstance(tool, str):
+        findings.error(f"{base}.tool", f"expected a glob or re:<regex>, got {describe(tool)}")
     if event != "agent.tool_call" and (tool is not None or "arguments" in item or "unless" in item):
         findings.error(base, "tool, arguments and unless are for agent.tool_call properties")
     wanted = argument_matchers(item.get("arguments"), f"{base}.arguments", findings)

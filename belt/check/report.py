@@ -218,8 +218,7 @@ def curl_command(url: str, body: bytes, headers: dict[str, str]) -> str:
 
 
 def junit_xml(report: CheckReport, path: Path) -> None:
-    """Write the report as JUnit XML: a test case per check and subject (exit 5 naming the
-    path when it cannot be written)."""
+    """Write the report as JUnit XML, a test case per check and subject (exit 5 on failure)."""
     counts = report.counts()
     suite = ET.Element(
         "testsuite",

@@ -243,8 +243,7 @@ class Explorer:
     """What each case's span (``belt.check.case``) says of the subject."""
 
     def record(self, check: str, detail: str, payload: Any) -> None:
-        """Keep ``payload`` if it is the smallest failure of ``check`` so far (by ``data``, then
-        whole: a handler decides on ``data``)."""
+        """Keep ``payload`` if it is the smallest failure of ``check`` so far (``data`` first)."""
         whole = _size(payload)
         data = payload.get("data") if isinstance(payload, dict) else None
         size = (whole if data is None else _size(data), whole)

@@ -99,12 +99,11 @@ def subjects_for(
             raise UsageError("give a TARGET (a URL, py:MODULE:FUNC or a hooks file) or --executor")
         nexus = _events(events, tuple(NexusEvent), "a Nexus boundary")
         seconds = timeout or WEBHOOK_TIMEOUT_DEFAULT
-        subjects = [
+        return [
             Subject(event, tool.spec, seconds, tool=name, executor=tool)
             for name, tool in tools.items()
             for event in nexus
-        ]
-        return subjects, []
+        ], []
     if target.startswith(("http://", "https://", "py:")):
         if is_in_process(target):
             problem, shown = in_process_problem(target, allowed=True), target
