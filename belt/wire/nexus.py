@@ -64,9 +64,8 @@ class HookTaskInput(Strict):
 
     def to_wire(self) -> dict[str, object]:
         """The input as sent, keeping ``conversation_public_id`` even when null."""
-        data = self.model_dump(mode="json", exclude_none=True)
-        data["conversation_public_id"] = self.conversation_public_id
-        return data
+        kept = self.model_dump(mode="json", exclude_none=True)
+        return {**kept, "conversation_public_id": self.conversation_public_id}
 
 
 class HookDecisionResult(Strict):

@@ -16,23 +16,21 @@ SAMPLE_TURN_COUNT = 3
 
 def sample_payload(event: str, /, **overrides: object) -> dict[str, object]:
     """A LifecycleHookPayload for ``event`` with the data its spec row names; keys overridable."""
-    info = EVENTS.get(event)
-    if info is None:
+    if (info := EVENTS.get(event)) is None:
         raise InvalidInput(
             f"{event!r} is not a lifecycle event (expected one of {', '.join(EVENTS)})"
             f"{did_you_mean(event, EVENTS)}",
             hint="`belt hooks events` lists them",
         )
-    payload: dict[str, object] = {
+    return {
         "event": event,
         "timestamp": timestamp(utcnow()),
         **SAMPLE_IDS,
         # agent.start fires on the first turn of a chat, so with turn count 0.
         "turn_count": 0 if event == "agent.start" else SAMPLE_TURN_COUNT,
         "data": copy.deepcopy(info.sample_data),
+        **overrides,
     }
-    payload.update(overrides)
-    return payload
 
 
 def deep_merge(base: dict[str, object], patch: Mapping[str, object]) -> dict[str, object]:
