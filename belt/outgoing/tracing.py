@@ -198,17 +198,10 @@ def span(
 
 class _Current:
     """:func:`span`'s span: the SDK's ``start_as_current_span`` without its generators (a hook's
-    span is on every delivery's path)."""
+    span is on every delivery's path), started from :func:`span`'s arguments."""
 
-    def __init__(
-        self,
-        name: str,
-        attributes: Mapping[str, object],
-        kind: str,
-        start_time_ns: int | None,
-        links: Sequence[Mapping[str, str]],
-    ) -> None:
-        self.started = (name, attributes, kind, start_time_ns, links)
+    def __init__(self, *started: Any) -> None:
+        self.started = started
 
     def __enter__(self) -> Any:
         from opentelemetry import context, trace
