@@ -161,8 +161,7 @@ def create_emulated(
     store: Store, agent: AgentDefinition, script: ModelScript, context: dict[str, str] | None
 ) -> Sim:
     """Record a new emulated chat of ``agent``: its simulation, agent, chat and hooks."""
-    scenario = Scenario.model_construct(agent=agent.spec, turns=[])
-    loaded = LoadedScenario("", scenario, agent.hooks)
+    loaded = LoadedScenario("", Scenario.model_construct(agent=agent.spec, turns=[]), agent.hooks)
     hooks = stored_hooks(agent.hooks)
     doc: dict[str, object] = {
         "dialect": "platform",

@@ -11,7 +11,7 @@ import inspect
 import json
 import shlex
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -187,13 +187,8 @@ def called(func: Callable[..., Any], task_input: Mapping[str, object]) -> ToolOu
             problems = "; ".join(model_problems(exc))
             return ToolOutcome(failure=f"the input is not a HookTaskInput: {problems}")
     try:
-        result = func(argument)
-        if inspect.isawaitable(result):
-
-            async def wait() -> Any:
-                return await result
-
-            result = asyncio.run(wait())
+        if inspect.isawaitable(result := func(argument)):
+            result = asyncio.run(_awaited(result))
     except (Exception, SystemExit, KeyboardInterrupt) as exc:
         return ToolOutcome(failure=f"raised {type(exc).__name__}: {exc}")
     try:
@@ -202,6 +197,10 @@ def called(func: Callable[..., Any], task_input: Mapping[str, object]) -> ToolOu
     except (StrictJSONError, TypeError, ValueError) as exc:
         return ToolOutcome(invalid=f"the function returned what JSON cannot hold: {exc}")
     return ToolOutcome(result=result)
+
+
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
 
 
 def call_here(reference: str, task_input: Mapping[str, object], *, option: str) -> ToolOutcome:
