@@ -154,8 +154,6 @@ class Platform:
         """The URL of a request to ``path`` (which starts with ``/``) under the base URL."""
         return self._base.copy_with(raw_path=self._base.raw_path.rstrip(b"/") + path.encode())
 
-    # Routes
-
     def list_interrupts(self, *, run_id: str, include_settled: bool = False) -> list[InterruptJSON]:
         """``GET /agent-runs/{run_id}/interrupts``: the pending ones, or all."""
         check_id(run_id, what="run id")
@@ -306,8 +304,7 @@ class Platform:
                 for item in items:
                     interrupt_id, status = str(item.get("id")), str(item.get("status"))
                     opened = status == InterruptStatus.PENDING
-                    # Left out: what did not change, history when the watch began, or a status
-                    # belt does not know.
+                    # Not history when the watch began, nor a status belt does not know.
                     later = status in settled and not first
                     if known.get(interrupt_id) != status and (opened or later):
                         kind = ("pending" if first else "opened") if opened else status
@@ -341,8 +338,6 @@ class Platform:
         if not isinstance(document, dict):
             raise self._shape(PROFILE_PATH, "something other than an object")
         return document
-
-    # Responses
 
     def _redact(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text

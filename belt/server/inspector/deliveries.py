@@ -280,8 +280,6 @@ class Deliveries:
         )
         self.lock = threading.Lock()
 
-    # -- reading what was appended ---------------------------------------------------------------
-
     def refresh(self) -> None:
         """Read what was appended to the journal and to the runs' event logs since last time."""
         with self.lock:
@@ -382,8 +380,6 @@ class Deliveries:
         return sorted(
             run for run, size in sizes.items() if size != self.read_to.get((EVENTS_LOG, run), 0)
         )
-
-    # -- answering -----------------------------------------------------------------------------
 
     def query(
         self, filters: dict[str, str], *, limit: int = 100, before: str | None = None

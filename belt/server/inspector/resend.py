@@ -239,9 +239,6 @@ class Replayer:
         return url, float(hook.effective_timeout()), place
 
 
-# -- a delivery kept as a test ---------------------------------------------------------------------
-
-
 def scenario_handler(
     target: Target,
     entry: Entry | None,
