@@ -142,7 +142,6 @@ class Answer:
     media_type: str | None
     body: bytes
     fields: Answered
-    """The first line's ANSWER_FIELDS."""
 
     @classmethod
     def of(cls, record: ServeLine, response: Response) -> Answer:
@@ -315,9 +314,8 @@ class HookService:
         """How many requests may still hand in a journal line: those still deciding, and those
         whose bytes have come but not yet reached the app (None when the server's connections
         are not belt's, which count them)."""
-        if self.connections is None:
-            return None
-        return self.deciding + self.connections.arriving
+        connections = self.connections
+        return None if connections is None else self.deciding + connections.arriving
 
     async def handle(self, scope: Scope, receive: Receive) -> Response:
         """The answer to one hook request, once its journal line is written."""

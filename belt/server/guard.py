@@ -283,6 +283,5 @@ class RequestGuard:
 
     def _tell(self, action: str, scope: Scope, status: int, detail: str) -> None:
         path = str(scope.get("path", ""))
-        if len(path) > SHOWN_MAX:
-            path = path[:SHOWN_MAX] + "…"
+        path = path if len(path) <= SHOWN_MAX else path[:SHOWN_MAX] + "…"
         report_api(self.report, action, f"{scope.get('method', '-')} {path}", status, detail)
