@@ -6,6 +6,7 @@ with: no request may name code for the server to run); a kept test is ``kept_sce
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -208,10 +209,8 @@ class Replayer:
         """``scenario_handler``, with where a simulated delivery's own handler was located."""
         place = None
         if target.kind == "own" and entry is not None and entry.summary["source"] != "serve":
-            try:
+            with contextlib.suppress(BeltError):
                 place = self.located_handler(entry)[2]
-            except BeltError:
-                place = None
         return scenario_handler(target, entry, record, base_url, place)
 
     def located_handler(self, entry: Entry) -> tuple[str, float, Located | None]:
