@@ -181,14 +181,11 @@ def build_payload(
         raise UsageError(
             "--payload is the whole payload and --data merges into the sample: give one"
         )
+    built, what = sample_payload(event), "the sample"  # refuses what is not an event
     if payload is not None:
-        sample_payload(event)  # an event that is not one is refused as it is without --payload
         built, what = copy.deepcopy(payload), "--payload"
-    else:
-        built = sample_payload(event)
-        if data:
-            built = deep_merge(built, data)
-        what = "--data" if data else "the sample"
+    elif data:
+        built, what = deep_merge(built, data), "--data"
     for path in unsets:
         unset_value(built, path)
     for assignment in sets:
