@@ -197,8 +197,7 @@ def _short(digest: object) -> str:
 def trail(record: Interrupt) -> Settlement | None:
     """How a stored interrupt was settled, as data; None while it is pending (``unknown`` for a
     record older than the trail, with what it kept as ``recorded_as``)."""
-    status = record.get("status")
-    by = record.get("resolved_by")
+    status, by = record.get("status"), record.get("resolved_by")
     if status == InterruptStatus.PENDING:
         return None
     if status == InterruptStatus.CANCELLED:

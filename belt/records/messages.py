@@ -113,8 +113,7 @@ def expires_turn(message: Message) -> int | None:
 
 def active_at(message: Message, turn: int) -> bool:
     """True when an injection not ended otherwise is still in the context at ``turn``."""
-    expires = expires_turn(message)
-    return expires is None or turn < expires
+    return (expires := expires_turn(message)) is None or turn < expires
 
 
 def settle_injections(messages: Sequence[Message], turn_count: int) -> None:
@@ -321,8 +320,7 @@ class Recorder:
     def message(self, message_id: str) -> Message:
         """A message of this chat that a run's record names; InvalidInput (exit 5) when the
         chat's message index does not list it (the index was deleted or cut short)."""
-        found = self.by_id.get(message_id)
-        if found is None:
+        if (found := self.by_id.get(message_id)) is None:
             path = self.store.index_path(MESSAGES, self.chat_id)
             raise InvalidInput(
                 f"{path}: damaged store file: it does not list message {message_id}, which "

@@ -115,9 +115,8 @@ def withdraw(path: Path) -> None:
 
 def recorded() -> list[Serve]:
     """Every readable running-serve file, the most recently started first."""
-    directory = serves_dir(create=False)
     try:
-        paths = sorted(directory.glob("*.json"))
+        paths = sorted(serves_dir(create=False).glob("*.json"))
     except OSError:
         return []
     found = [Serve(record, path) for path in paths if (record := _read(path)) is not None]
