@@ -80,8 +80,7 @@ def frozen_hooks(profile: dict[str, Any] | None) -> dict[str, Any]:
 def trace_task(span: Any, event: str, task: HookTask) -> None:
     """What a hook task's span says (docs/tracing.md): never its input, nor the feedback's text
     (its size), nor more of the error than tracing.REASON_LIMIT."""
-    decision = task.get("decision") or {}
-    error = task.get("error") or {}
+    decision, error = task.get("decision") or {}, task.get("error") or {}
     feedback = decision.get("feedback")
     failed = task["status"] == TaskStatus.FAILED
     answered = "continue" if decision.get("continue") else "acknowledge"
@@ -724,8 +723,7 @@ class NexusLoop:
         seen = (str(task["id"]), int(task["attempt"]))
         if seen in self.recorded_rows:
             return
-        decision = task.get("decision") or {}
-        error = task.get("error") or {}
+        decision, error = task.get("decision") or {}, task.get("error") or {}
         row: dict[str, Any] = {
             "event": task["event"],
             "handler_type": "executor",
@@ -740,9 +738,7 @@ class NexusLoop:
             row["decision"] = "continue" if decision.get("continue") else "acknowledge"
             if decision.get("feedback"):
                 row["reason"] = decision["feedback"]
-        if error:
-            row["failure"] = error.get("code")
-            row["error"] = error.get("message")
+        row |= {"failure": error.get("code"), "error": error.get("message")} if error else {}
         self.sim.add_event(
             execution, f"hook {task['event']}: {task['tool']}", type="hook", hook=row
         )
