@@ -1,14 +1,18 @@
-"""``belt sim``: run scripted agents whose hooks fire as on the platform."""
+"""``belt sim``: run scripted agents whose hooks fire as on the platform, and what ``run`` and
+``resume`` print while a simulation works: live lines on stderr (hook tasks served, tasks and
+gates waited on) and, at a gate a ``--wait`` run stays at, the transcript so far and the earliest
+expiry counting down."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from belt.cli.live import SimLive, waiting
 from belt.cli.options import (
     Executors,
     OtlpOption,
@@ -17,13 +21,15 @@ from belt.cli.options import (
     moment_option,
     start_tracing,
 )
-from belt.display import output
-from belt.display.render import transcript_lines, transcript_rest
+from belt.display import output, render
 from belt.display.text import printable
+from belt.errors import ExitCode
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState
 
 if TYPE_CHECKING:
     from belt.dialects.simreport import HookSummary, SimReport
+
+    Simulation = Callable[..., tuple[SimReport, list[str]]]  # run_scenario, resume_run
 
 app = typer.Typer(
     help="Run scripted agents whose hooks fire as on the platform.", no_args_is_help=True
@@ -68,24 +74,82 @@ StrictFlag = Annotated[
 ]
 
 
-def render(
-    report: SimReport,
-    executed: list[str],
-    json_: bool,
-    *,
-    strict: bool = False,
-    verbose: bool = False,
-    live: SimLive | None = None,
+class SimLive:
+    """The live reporter of one simulation command; it remembers the run it last reported, for
+    the hint Ctrl-C prints."""
+
+    def __init__(self, *, transcript: bool, verbose: bool = False) -> None:
+        self.transcript = transcript
+        self.verbose = verbose
+        self.printed: list[tuple[str, str]] = []
+        self.run_id: str | None = None
+        self._countdown: Any = None
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        self.close()
+        if record.get("run_id"):
+            self.run_id = str(record["run_id"])
+        if record.get("kind") == "gates" and self.transcript:
+            from belt.engine.entrypoints import show_run  # start-up: the engine
+
+            report = show_run(run_id=str(record["run_id"]))
+            # The gates are told of below, with the commands for a run that waits (not resume).
+            shown: SimReport = {**report, "chat": {**report["chat"], "pending_interrupts": []}}
+            lines = render.transcript_lines(shown, verbose=self.verbose)
+            output.lines(render.transcript_rest(self.printed, lines))
+            self.printed = lines
+        if record.get("kind") == "approval" and output.is_terminal(sys.stderr):
+            # One line kept current: what it waits for, how to give it, the time left.
+            self._keep_current(lambda now: render.approval_waiting_text(record, now))
+            return
+        output.styled(*render.task_line(record), stderr=True)
+        if record.get("kind") == "gates":
+            pending = record["pending"]
+            self._keep_current(lambda now: render.countdown_text(pending, now))
+
+    def _keep_current(self, text: Callable[[datetime], str]) -> None:
+        """A line on stderr kept current (the time left) until the next record or ``close``."""
+        self._countdown = output.LiveLine(lambda: text(datetime.now(UTC)))
+        self._countdown.start()
+
+    def close(self) -> None:
+        """Stop and clear the countdown, if one is shown."""
+        if self._countdown is not None:
+            self._countdown.stop()
+            self._countdown = None
+
+
+def simulate(
+    ctx: typer.Context, start: Simulation, json_: bool, strict: bool, **given: Any
 ) -> None:
-    """Print a simulation (but what ``live`` printed already) and the summary of its hook calls;
-    exit 1 when a run just executed failed or is on an attention hold, or with ``strict`` when
-    a hook call failed or an answer was partly ignored."""
+    """Run ``start`` (a scenario, or a run resumed) reporting live, then print the simulation (but
+    what was printed live) and the summary of its hook calls; exit 1 when a run just executed
+    failed or is on an attention hold, or with ``strict`` when a hook call failed or an answer
+    was partly ignored. Ctrl-C while it waits at a gate stops waiting, leaves the run held, and
+    prints the commands that go on with that run (exit 130)."""
     from belt.engine.hooksummary import strict_failures, summary_text  # start-up: the engine
 
+    live = SimLive(transcript=not json_, verbose=verbose(ctx))
+    try:
+        report, executed = start(report=live, **given)
+    except KeyboardInterrupt:
+        live.close()
+        run = live.run_id
+        if run is None:
+            hint = "`belt sim list` shows it, `belt sim resume --last` continues it"
+        else:
+            hint = f"`belt sim show {run}` shows it, `belt sim resume {run} --wait` waits again"
+        output.warning(
+            "stopped waiting; the run stays where it was (at its gates, or at its last durable "
+            f"point): {hint}"
+        )
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    finally:
+        live.close()
     summary: HookSummary | None = report.get("hook_summary")
     if not output.json_printed(json_, report):
-        lines = transcript_lines(report, verbose=verbose)
-        output.lines(transcript_rest(live.printed, lines) if live is not None else lines)
+        lines = render.transcript_lines(report, verbose=live.verbose)
+        output.lines(render.transcript_rest(live.printed, lines))
         if summary and summary["calls"]:
             said = [
                 (printable(text), "yellow" if bad else "dim") for text, bad in summary_text(summary)
@@ -94,7 +158,6 @@ def render(
     states = {run["id"]: run["state"] for run in report["runs"]}
     if any(states.get(run_id) in (AgentRunState.FAILED, ATTENTION_HOLD) for run_id in executed):
         raise typer.Exit(1)
-
     why = strict_failures(summary) if strict and summary else None
     if why is not None:
         output.error(why)
@@ -187,10 +250,11 @@ def run(
     from belt.engine.entrypoints import run_scenario  # start-up: the engine
 
     start_tracing(otlp, trace)
-    live = SimLive(transcript=not json_, verbose=verbose(ctx))
-    report, executed = waiting(
+    simulate(
+        ctx,
         run_scenario,
-        live,
+        json_,
+        strict,
         scenario=scenario,
         hooks_file=hooks,
         fail_closed=fail_closed,
@@ -201,7 +265,6 @@ def run(
         clock=moment_option(clock, "--clock"),
         ephemeral=ephemeral,
     )
-    render(report, executed, json_, strict=strict, verbose=verbose(ctx), live=live)
 
 
 @app.command()
@@ -234,11 +297,16 @@ def resume(
     from belt.engine.entrypoints import resume_run  # start-up: the engine
 
     start_tracing(otlp, trace)
-    live = SimLive(transcript=not json_, verbose=verbose(ctx))
-    report, executed = waiting(
-        resume_run, live, run_id=run_id, last=last, executors=executor or [], wait=wait
+    simulate(
+        ctx,
+        resume_run,
+        json_,
+        strict,
+        run_id=run_id,
+        last=last,
+        executors=executor or [],
+        wait=wait,
     )
-    render(report, executed, json_, strict=strict, verbose=verbose(ctx), live=live)
 
 
 @app.command()
@@ -260,7 +328,7 @@ def show(
 
     report = show_run(run_id=run_id, last=last)
     if not output.json_printed(json_, report):
-        output.lines(transcript_lines(report, verbose=verbose(ctx)))
+        output.lines(render.transcript_lines(report, verbose=verbose(ctx)))
 
 
 @app.command("list")
