@@ -15,7 +15,7 @@ import os
 import re
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple, TypeVar, cast
 
@@ -401,12 +401,8 @@ class Store:
         path = self.path(kind, id)
         blob = self._encode_object(kind, id, data)
         with self.lock(kind, id):
-            try:
-                with _Reading(path):
-                    raw = self._read_file(path)
-                self._decode_object(path, kind, id, raw)
-            except FileNotFoundError:
-                pass
+            with suppress(NotFound):
+                self._read_object(path, kind, id, "")
             self._replace(path, blob)
 
     def update(self, kind: str, id: str, fn: Callable[[R], R]) -> R:
