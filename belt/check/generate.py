@@ -272,8 +272,7 @@ def _interleaved(groups: Iterable[list[T]]) -> list[T]:
 
 
 def path_attacks(pattern: Any) -> list[str]:
-    """The attacks on a path-shaped pattern, each kind's first before any kind's second (so
-    that every kind comes early); none for a pattern that holds no path."""
+    """The attacks on a path-shaped pattern, each kind's first before any kind's second."""
     shape = path_shape(pattern)
     if shape is None:
         return []
@@ -281,8 +280,7 @@ def path_attacks(pattern: Any) -> list[str]:
 
 
 def attacked_paths(pattern: Any) -> st.SearchStrategy[str]:
-    """The attacks on a path-shaped pattern, and each kind again on other values of the
-    pattern's rest; nothing for a pattern that holds no path."""
+    """The attacks on a path-shaped pattern, and each kind again on other values of its rest."""
     shape = path_shape(pattern)
     if shape is None:
         return st.nothing()
@@ -301,8 +299,7 @@ def argument_values() -> Strategy:
 
 
 def arguments() -> st.SearchStrategy[dict[str, object]]:
-    """A tool call's arguments: the common keys (each there or not) with values of their kind,
-    and any other keys with any values; empty, small, large, deep."""
+    """A tool call's arguments: the common keys, each there or not, and any others."""
     text = texts(max_size=80)
     known = st.fixed_dictionaries(
         {},
@@ -328,8 +325,7 @@ def is_tool_name(value: Any) -> bool:
 
 
 def tool_names(*, beyond_spec: bool = False) -> st.SearchStrategy[str]:
-    """Tool names: common ones and any name of ``TOOL_NAME_CHARS``; ``beyond_spec``, also the
-    empty name and any text."""
+    """Tool names: common ones and any of ``TOOL_NAME_CHARS`` (``beyond_spec``: any text)."""
     names = st.sampled_from(TOOLS) | st.text(
         alphabet=TOOL_NAME_CHARS, min_size=1, max_size=TOOL_NAME_MAX
     )
@@ -377,8 +373,7 @@ def envelope(event: str, data: Strategy) -> st.SearchStrategy[dict[str, object]]
 
 
 def payloads(event: str, *, beyond_spec: bool = False) -> st.SearchStrategy[dict[str, object]]:
-    """Payloads of one inference.sh event (``beyond_spec``: values the platform does not send
-    too)."""
+    """Payloads of one inference.sh event (``beyond_spec``: what the platform does not send)."""
     return envelope(event, event_data(event, beyond_spec=beyond_spec))
 
 
@@ -453,14 +448,11 @@ def matching_text(pattern: str, alphabet: Any = CHARACTERS) -> st.SearchStrategy
     """Strings a pattern matches, of ``alphabet`` (a strategy of characters, or a string of them
     and the pattern's literal characters); a regex Python cannot read steers nothing."""
     pattern = pattern.removeprefix(PATH_PREFIX)
+    regex, source = pattern.startswith(REGEX_PREFIX), pattern.removeprefix(REGEX_PREFIX)
     if isinstance(alphabet, str):
-        if pattern.startswith(REGEX_PREFIX):
-            literal = set(_regex_literal(pattern[len(REGEX_PREFIX) :]))
-        else:
-            literal = set(pattern) - set(GLOB_SPECIAL + "]!")
+        literal = set(_regex_literal(source)) if regex else set(pattern) - set(GLOB_SPECIAL + "]!")
         alphabet = "".join(sorted(set(alphabet) | literal))
-    if pattern.startswith(REGEX_PREFIX):
-        source = pattern[len(REGEX_PREFIX) :]
+    if regex:
         try:
             re.compile(source)
         except re.error:
@@ -507,8 +499,7 @@ def _matches(pattern: str, value: str) -> bool:
 
 
 def example_tool(pattern: str | None) -> str | None:
-    """A tool name that a property's tool pattern matches, for its explicit examples: the
-    spec's ``delete_file`` when there is no pattern; None when no name is found."""
+    """A tool name a property's tool pattern matches (``delete_file`` without one), or None."""
     if pattern is None:
         return TOOLS[0]
     for name in (example_text(pattern), *TOOLS):
@@ -585,22 +576,16 @@ def attack_payloads(
     """The payloads a check sends first: a tool call for each attack on each path-shaped
     pattern at its key path, the other key paths holding values their patterns match, so that
     the attack alone decides (without patterns, on ``DEFAULT_PATH_PATTERN`` in ``path``)."""
-    if event != "agent.tool_call":
+    if event != "agent.tool_call" or (name := example_tool(tool)) is None:
         return []
     if tool is None and not wanted and not unless:
         wanted = {("path",): DEFAULT_PATH_PATTERN}
-    wanted, unless = wanted or {}, unless or {}
-    name = example_tool(tool)
-    if name is None:
-        return []
+    patterns = [*(wanted or {}).items(), *(unless or {}).items()]
     attacks: dict[tuple[str, ...], list[str]] = {}
-    for key_path, pattern in [*wanted.items(), *unless.items()]:
+    for key_path, pattern in patterns:
         found = attacks.setdefault(key_path, [])
         found += [value for value in path_attacks(pattern) if value not in found]
-    others = {
-        key_path: example_text(p) if isinstance(p, str) else p
-        for key_path, p in [*wanted.items(), *unless.items()]
-    }
+    others = {key_path: example_text(p) if isinstance(p, str) else p for key_path, p in patterns}
     turns = _interleaved([[(key_path, v) for v in values] for key_path, values in attacks.items()])
     return [
         sample_payload(

@@ -19,22 +19,17 @@ def cannot_write(option: str, path: Path | str, exc: OSError) -> InvalidInput:
     return InvalidInput(f"{option} {path}: cannot write it: {exc.strerror or exc}")
 
 
-def _refused(option: str, path: Path, code: int) -> InvalidInput:
-    return cannot_write(option, path, OSError(code, os.strerror(code)))
-
-
 def require_writable_file(path: Path, *, option: str) -> None:
     """Refuse ``path`` unless a file can be written there: an existing file is opened for
     appending (nothing written), a new one is made and removed again."""
     try:
         if path.is_dir():
-            raise _refused(option, path, errno.EISDIR)
+            raise OSError(errno.EISDIR, os.strerror(errno.EISDIR))
         if os.path.lexists(path) and not path.exists():
             return  # a link to nowhere: writing makes its target, which trying would leave behind
         flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)  # a FIFO: no wait
         made = not path.exists()
-        fd = os.open(path, flags | (os.O_CREAT | os.O_EXCL if made else os.O_APPEND), 0o644)
-        os.close(fd)
+        os.close(os.open(path, flags | (os.O_CREAT | os.O_EXCL if made else os.O_APPEND), 0o644))
         if made:
             path.unlink(missing_ok=True)
     except OSError as exc:  # a name too long, for one
@@ -49,7 +44,7 @@ def require_writable_directory(path: Path, *, option: str) -> None:
         while not existing.exists() and existing != existing.parent:
             existing = existing.parent
         if not existing.is_dir():
-            raise _refused(option, path, errno.ENOTDIR)
+            raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
         if existing == path:
             fd, made = tempfile.mkstemp(prefix=".belt-check-", dir=path)
             os.close(fd)

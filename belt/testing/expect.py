@@ -639,17 +639,11 @@ SHOWN = 6
 
 
 def _failed(expectation: Expectation, found: str, items: list[Item]) -> Outcome:
-    lines = [found] if items else [found.rstrip(":;")]
-    lines += [f"  {item.text}" for item in items[:SHOWN]]
-    if len(items) > SHOWN:
-        lines.append(f"  … and {len(items) - SHOWN} more")
-    return Outcome(
-        expectation,
-        False,
-        "\n".join(lines),
-        anchors=[item.anchor for item in items[:SHOWN] if item.anchor],
-        runs=[item.run_id for item in items[:SHOWN] if item.run_id],
-    )
+    shown = items[:SHOWN]
+    lines = [found if items else found.rstrip(":;"), *(f"  {item.text}" for item in shown)]
+    lines += [f"  … and {len(items) - SHOWN} more"] if len(items) > SHOWN else []
+    anchors, runs = [i.anchor for i in shown if i.anchor], [i.run_id for i in shown if i.run_id]
+    return Outcome(expectation, False, "\n".join(lines), anchors=anchors, runs=runs)
 
 
 def _fired(expectation: Expectation, facts: Facts) -> Outcome:
