@@ -36,5 +36,4 @@ def closest(word: Any, choices: Iterable[Any]) -> str | None:
 def did_you_mean(word: Any, choices: Iterable[Any]) -> str:
     """``"; did you mean 'say'?"`` when a valid name is close to ``word``, else ``""``: the end
     of a message that names something unknown."""
-    match = closest(word, choices)
-    return f"; did you mean {match!r}?" if match is not None else ""
+    return f"; did you mean {match!r}?" if (match := closest(word, choices)) is not None else ""

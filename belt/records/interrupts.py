@@ -425,10 +425,8 @@ def _records(store: Store, ids: list[str], include_settled: bool) -> list[Interr
 def for_resource(*, store: Store | None = None, resource_id: str) -> list[InterruptJSON]:
     """Every interrupt that holds one resource (a tool invocation), oldest first."""
     store = open_store(store)
-    check_id(resource_id, what="tool invocation id")
-    return [
-        to_dto(r) for r in _records(store, store.members(RESOURCE_INTERRUPTS, resource_id), True)
-    ]
+    ids = store.members(RESOURCE_INTERRUPTS, check_id(resource_id, what="tool invocation id"))
+    return [to_dto(record) for record in _records(store, ids, True)]
 
 
 def pending_for_run(*, store: Store | None = None, run_id: str) -> list[InterruptJSON]:

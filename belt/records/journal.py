@@ -96,12 +96,10 @@ _names: dict[bytes, tuple[str, bool]] = {}
 
 def _header_name(raw: bytes) -> tuple[str, bool]:
     """A header's name as the journal spells it (lowercase), and whether its value is masked."""
-    known = _names.get(raw)
-    if known is None:
-        if len(_names) >= NAMES_KEPT:
-            _names.clear()
-        name = raw.decode("latin-1").lower()
-        known = _names[raw] = (name, _SECRET_NAME.search(name) is not None)
+    if len(_names) >= NAMES_KEPT:
+        _names.clear()
+    name = raw.decode("latin-1").lower()
+    known = _names[raw] = (name, _SECRET_NAME.search(name) is not None)
     return known
 
 
