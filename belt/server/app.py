@@ -429,10 +429,8 @@ class HookService:
         if isinstance(data.get("tool"), str):
             record["tool"] = data["tool"]
         try:
-            if self._decide_now is not None:
-                verdict = self._decide_now(payload)
-            else:
-                verdict = await self.decide(payload)
+            now = self._decide_now
+            verdict = now(payload) if now is not None else await self.decide(payload)
         except HandlerTimeout as exc:
             raise Problem(504, str(exc)) from None
         except HandlerFailed as exc:

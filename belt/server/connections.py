@@ -311,9 +311,7 @@ class GuardedConnection(asyncio.Protocol):
 
 class SlowClientGuard:
     """Pure ASGI middleware: the body deadline, and what ``GuardedConnection`` learns of each
-    request (see the module's text). Under belt's server the connection watches the deadline;
-    under another, a late body is still cut short here (the app is told the client left), and
-    closing its connection is that server's."""
+    request (see the module's text)."""
 
     def __init__(self, app: ASGIApp, connections: Connections) -> None:
         self.app = app

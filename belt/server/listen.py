@@ -282,9 +282,7 @@ class Listening(TypedDict):
 
 
 def create_served_app(settings: dict[str, str]) -> ASGIApp:
-    """The app of ``belt serve`` from ``settings`` (``create_app_from_settings``), behind
-    ``StopCutOff`` and, with tracing on, ``TracedRequests``; in front of all,
-    ``SlowClientGuard``."""
+    """The app of ``belt serve`` from ``settings``, with the middleware it is served behind."""
     report: Reporter | None = REPORTERS.get(settings.get("REPORT") or "none")
     grace = float(settings.get("GRACE") or SHUTDOWN_GRACE)
     cap = settings.get("MAX_CONNECTIONS")
