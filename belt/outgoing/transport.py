@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import contextlib
 import contextvars
 import os
 import ssl
@@ -67,31 +68,28 @@ class _Stream(httpcore.NetworkStream):
 
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self.inner = inner
-        self.held: list[bytes] = []
-        self.size = 0
+        self.held = bytearray()
         self.timeout: float | None = None
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        if self.held:
-            try:
+        # As httpcore does: a server that closed early may have answered; read it.
+        with contextlib.suppress(httpcore.WriteError):
+            if self.held:
                 self.flush()
-            except httpcore.WriteError:
-                pass  # as httpcore does: a server that closed early may have answered; read it
         return self.inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self.held.append(buffer)
-        self.size += len(buffer)
+        self.held += buffer
         self.timeout = timeout
-        if self.size >= WRITE_HELD:
+        if len(self.held) >= WRITE_HELD:
             self.flush()
 
     def flush(self) -> None:
-        held, self.held, self.size = self.held, [], 0
-        self.inner.write(b"".join(held), _left(self.timeout, httpcore.WriteTimeout))
+        held, self.held = bytes(self.held), bytearray()
+        self.inner.write(held, _left(self.timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:
-        self.held, self.size = [], 0
+        self.held = bytearray()
         self.inner.close()
 
     def start_tls(
