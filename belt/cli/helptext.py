@@ -13,8 +13,7 @@ KEEP = "\b"
 
 
 def reflow(text: str) -> str:
-    """``text`` with each prose paragraph on one line; indented paragraphs and list items kept
-    (idempotent)."""
+    """``text``, each prose paragraph on one line; indented blocks and lists kept (idempotent)."""
     head, cut, tail = text.partition("\f")
     paragraphs = [_reflow_paragraph(p) for p in inspect.cleandoc(head).split("\n\n")]
     return "\n\n".join(p for p in paragraphs if p) + cut + tail
@@ -51,8 +50,7 @@ def keep_lines(text: str) -> str:
 
 
 def tidy(command: Any) -> None:
-    """Reflow the help of ``command`` and move its examples to the epilog, so that the help ends
-    with them (after the options)."""
+    """Reflow ``command``'s help and move its examples to the epilog, so the help ends with them."""
     if command.help:
         command.help = reflow(command.help)
         head, heading, tail = command.help.partition(f"\n\n{EXAMPLES_HEADING}")

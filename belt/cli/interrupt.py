@@ -329,8 +329,7 @@ def resolve_all(
     digest: str | None = None,
     atomic: bool = True,
 ) -> None:
-    """`resolve --all`: the selected gates shown, confirmed, then settled as one batch (or one by
-    one with --no-atomic)."""
+    """`resolve --all`: gates shown, confirmed, settled as a batch (one by one with --no-atomic)."""
     from belt.records.interrupts import batch_digest, batch_id, short_digest  # start-up: --help
 
     wanted = None

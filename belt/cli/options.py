@@ -63,8 +63,7 @@ def finite(value: float | None) -> float | None:
 
 
 def moment_option(text: str | None, option: str) -> datetime | None:
-    """An RFC 3339 option's value (``--clock``, ``--at``) as an aware datetime; a bad one is a
-    usage error naming the option."""
+    """An RFC 3339 option (``--clock``, ``--at``) as an aware datetime, or a usage error."""
     if text is None:
         return None
     from belt.store.clock import parse_rfc3339  # start-up: belt version

@@ -75,8 +75,7 @@ StrictFlag = Annotated[
 
 
 class SimLive:
-    """The live reporter of one simulation command; it remembers the run it last reported, for
-    the hint Ctrl-C prints."""
+    """The live reporter of one simulation; it keeps the run it last reported for Ctrl-C's hint."""
 
     def __init__(self, *, transcript: bool, verbose: bool = False) -> None:
         self.transcript = transcript

@@ -78,8 +78,7 @@ def _kept(
 
 
 def is_terminal(stream: Any) -> bool:
-    """Whether ``stream`` is a terminal (it decides the layout, whatever NO_COLOR says); asked
-    once of each stream."""
+    """Whether ``stream`` is a terminal (it sets the layout, whatever NO_COLOR says); asked once."""
     isatty = getattr(stream, "isatty", None)
     return _kept(_terminals, id(stream), stream, lambda: bool(isatty and isatty()))
 

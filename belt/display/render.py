@@ -705,8 +705,7 @@ def saved_tests_lines(saved: SavedTests) -> Lines:
 
 
 def gates_waiting_text(run_id: object, pending: list[InterruptJSON]) -> str:
-    """The line a simulation prints when it starts waiting at a run's gates, and how to settle
-    them."""
+    """What a simulation prints as it starts to wait at a run's gates, and how to settle them."""
     commands = ", ".join(
         f"`belt interrupt resolve {i.get('short_id') or i['id']} allow`" for i in pending[:3]
     )
