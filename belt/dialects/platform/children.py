@@ -51,40 +51,6 @@ def unfinished(runs: list[Run], *, what: str) -> str | None:
     return None
 
 
-def record_child(
-    store: Store,
-    *,
-    parent: Sim,
-    kind: str,
-    chat_id: str,
-    name: str,
-    agent_id: str,
-    turn: StoredTurn,
-    link: Mapping[str, object],
-    **fields: object,
-) -> Sim:
-    """The child simulation of one chat: one turn, no hooks, linked to its parent."""
-    scenario = {"dialect": "platform", "agent": {"name": name}, "chat": {}, "turns": [turn]}
-    sim = {
-        "id": new_id("sim"),
-        "dialect": "platform",
-        "kind": kind,
-        "source": parent.get("source"),
-        "hooks_file": None,
-        "name": name,
-        "agent_id": agent_id,
-        "chat_id": chat_id,
-        "next_turn": 0,
-        "status": SimStatus.RUNNING.value,
-        "created_at": now_iso(),
-        "hooks": [],
-        "fail_closed": False,
-        "parent": {"sim_id": parent["id"], "chat_id": parent["chat_id"], **link},
-        **fields,
-    }
-    return create_child_sim(store, sim, scenario)
-
-
 class Children:
     """Runs the child simulations of one simulation in the background."""
 
@@ -97,6 +63,39 @@ class Children:
         self._lock = threading.Lock()
         self._started: list[Future[tuple[ChildOrigin, str] | None]] = []
         self._pool: ThreadPoolExecutor | None = None
+
+    def record(
+        self,
+        *,
+        kind: str,
+        chat_id: str,
+        name: str,
+        agent_id: str,
+        turn: StoredTurn,
+        link: Mapping[str, object],
+        **fields: object,
+    ) -> Sim:
+        """The child simulation of one chat: one turn, no hooks, linked to its parent."""
+        parent = self.simulation.sim
+        scenario = {"dialect": "platform", "agent": {"name": name}, "chat": {}, "turns": [turn]}
+        sim = {
+            "id": new_id("sim"),
+            "dialect": "platform",
+            "kind": kind,
+            "source": parent.get("source"),
+            "hooks_file": None,
+            "name": name,
+            "agent_id": agent_id,
+            "chat_id": chat_id,
+            "next_turn": 0,
+            "status": SimStatus.RUNNING.value,
+            "created_at": now_iso(),
+            "hooks": [],
+            "fail_closed": False,
+            "parent": {"sim_id": parent["id"], "chat_id": parent["chat_id"], **link},
+            **fields,
+        }
+        return create_child_sim(self.simulation.store, sim, scenario)
 
     def start(
         self,

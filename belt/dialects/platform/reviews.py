@@ -14,7 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from belt.dialects.platform.builtins.extract import EXTRACT, Review
-from belt.dialects.platform.children import ChildOrigin, record_child, unfinished
+from belt.dialects.platform.children import ChildOrigin, unfinished
 from belt.records.chats import create_chat, set_outputs
 from belt.records.messages import Recorder
 from belt.records.runs import Run
@@ -71,9 +71,7 @@ def start_review(loop: PlatformLoop, review: Review) -> None:
     if script is None:
         note = f"no review scripted for review {number} ([[reviews]] has fewer entries): the "
         note += "review returns no candidates"
-    sim = record_child(
-        store,
-        parent=loop.sim.sim,
+    sim = loop.reviews.record(
         kind=REVIEW,
         chat_id=branch_id,
         name=EXTRACT,

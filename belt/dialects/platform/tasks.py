@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
-from belt.dialects.platform.children import ChildOrigin, record_child, unfinished
+from belt.dialects.platform.children import ChildOrigin, unfinished
 from belt.engine.scenario import AgentScript, ModelTurnSpec, StoredTurn
 from belt.records.messages import MESSAGES
 from belt.wire.enums import HookHandlerType
@@ -50,9 +50,7 @@ def start_task(loop: PlatformLoop, hook_run: HookRun, payload: Mapping[str, obje
         return
     first = store.members(MESSAGES, chat_id)[0]
     run_id = payload.get("run_id")
-    sim = record_child(
-        store,
-        parent=loop.sim.sim,
+    sim = loop.tasks.record(
         kind=TASK,
         chat_id=chat_id,
         name=agent,
