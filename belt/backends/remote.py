@@ -162,9 +162,7 @@ class Platform:
         if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
             raise self._shape(path, "something other than a list of interrupts")
         items = cast(list[InterruptJSON], data)
-        if include_settled:
-            return items
-        return [item for item in items if item.get("status") == InterruptStatus.PENDING]
+        return [i for i in items if include_settled or i.get("status") == InterruptStatus.PENDING]
 
     def find_interrupts(
         self,
