@@ -216,8 +216,7 @@ def user_modules(subjects: list[Subject]) -> list[Preload]:
         else:
             continue
         key = module_key(spec)
-        known = wanted.get(key)
-        if known is None or known.seconds < subject.timeout:
+        if key not in wanted or wanted[key].seconds < subject.timeout:
             wanted[key] = Preload(key, load, subject.timeout, where)
     return list(wanted.values())
 
@@ -635,9 +634,7 @@ def nexus_case(subject: Subject, results: dict[str, CheckResult], sender: Sender
         if done.invalid is not None:
             return "result", done.invalid
         problems, _ = check_result(done.result, subject.event)
-        if problems:
-            return "result", "; ".join(problems)
-        return None
+        return ("result", "; ".join(problems)) if problems else None
 
     def case(task_input: dict[str, object], counting: bool) -> Failures:
         tally = _tally(results, counting)

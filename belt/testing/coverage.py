@@ -34,25 +34,21 @@ def scenario_coverage(name: str, loaded: Any, report: SimReport | None) -> list[
             found["outcomes"][outcome] += 1
         if call.tool is not None:
             found["tools"][call.tool] = found["tools"].get(call.tool, 0) + 1
-    return with_budgets(list(entries.values()), report)
-
-
-def with_budgets(entries: list[dict[str, Any]], report: SimReport | None) -> list[dict[str, Any]]:
-    """Add what ``[[expect]]`` budgets measure to each hook's entry: ``latency_ms`` (``max`` and
-    ``p95``) and ``injected_tokens`` (the most for one model turn), None when there is none."""
+    # What the [[expect]] budgets measure: latency_ms (max and p95), and injected_tokens (the
+    # most for one model turn), None when there is none.
     most: dict[str, int] = {}
     if report is not None and dialects.of(report["simulation"]).injects:
         for item in injected_per_turn(Facts(report)):
             handler = str(item.fields["handler"])
             most[handler] = max(most.get(handler, 0), int(item.fields["tokens"]))
-    for entry in entries:
-        latencies = entry.pop("latencies", [])
-        entry["latency_ms"] = (
+    for hooked in entries.values():
+        latencies = hooked.pop("latencies", [])
+        hooked["latency_ms"] = (
             {"max": max(latencies), "p95": percentile_95(latencies)} if latencies else None
         )
-        injected = entry["outcomes"].get("injected")
-        entry["injected_tokens"] = most.get(str(entry["handler"])) if injected else None
-    return entries
+        injected = hooked["outcomes"].get("injected")
+        hooked["injected_tokens"] = most.get(str(hooked["handler"])) if injected else None
+    return list(entries.values())
 
 
 def never_fired(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -207,9 +207,7 @@ def read_scenario(path: Path) -> Any:
         document: Any = read_document(path, kind="scenario")
     except InvalidInput as exc:
         return exc
-    if isinstance(document, dict) and document.get("expect"):
-        return document
-    return None
+    return document if isinstance(document, dict) and document.get("expect") else None
 
 
 def _walk(directory: Path) -> list[Path]:
