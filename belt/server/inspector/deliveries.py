@@ -563,26 +563,21 @@ class Deliveries:
         self.refresh()
         with self.lock:
             entries = list(self.entries)
-        if "q" in filters:
-            found, complete, _ = self._search(
-                entries, len(entries), filters, limit + 1, answer=False
+        found, complete, _ = self._search(entries, len(entries), filters, limit + 1, answer=False)
+        if not complete and len(found) <= limit:  # the text search stopped at SEARCH_BYTES
+            raise InvalidInput(
+                f"the text search read {SEARCH_BYTES // MiB} MiB of recorded deliveries "
+                "without finishing",
+                hint="narrow the filter (an event, a chat, a run, a longer text)",
             )
-            if not complete and len(found) <= limit:
-                raise InvalidInput(
-                    f"the text search read {SEARCH_BYTES // MiB} MiB of recorded deliveries "
-                    "without finishing",
-                    hint="narrow the filter (an event, a chat, a run, a longer text)",
-                )
-            chosen = [entries[position] for position in reversed(found)]
-        else:
-            chosen = [entry for entry in entries if matches(entry.summary, filters)]
-        if len(chosen) > limit:
-            count = f"more than {limit}" if "q" in filters else str(len(chosen))
+        if len(found) > limit:
+            counted = sum(matches(e.summary, filters) for e in entries)
+            count = f"more than {limit}" if "q" in filters else str(counted)
             raise InvalidInput(
                 f"{count} deliveries match; at most {limit} are replayed at once",
                 hint="narrow the filter (an event, a chat, a run, a text)",
             )
-        return chosen
+        return [entries[position] for position in reversed(found)]
 
 
 def _holds(pieces: Iterator[bytes], wanted: str) -> tuple[bool, int]:
