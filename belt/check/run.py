@@ -115,8 +115,7 @@ class Pacer:
         now = self.clock()
         if now < self.next_at:
             self.sleep(self.next_at - now)
-            now = self.next_at
-        self.next_at = now + 1 / self.per_second
+        self.next_at = max(now, self.next_at) + 1 / self.per_second
 
 
 @dataclass

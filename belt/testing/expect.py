@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from belt import dialects
 from belt.display.text import describe, short
@@ -698,19 +698,29 @@ def _run(expectation: Expectation, facts: Facts) -> Outcome:
 # -- hook failures no expectation names ------------------------------------------------------
 
 
-def unnamed_failures(expectations: list[Expectation], report: SimReport) -> list[Item]:
+class HookFailure(TypedDict):
+    """A failed hook call no expectation names, as ``belt test --json`` prints it."""
+
+    run_id: str | None
+    event: str | None
+    handler: str | None
+    tool: str | None
+    error: str | None
+    counted_as: str
+    text: str
+
+
+def unnamed_failures(expectations: list[Expectation], report: SimReport) -> list[HookFailure]:
     """The failed sync hook calls that no ``event`` expectation with an ``error`` key, nor ``row``
-    expectation with an ``error`` field, names; each Item's fields add how it was counted."""
+    expectation with an ``error`` field, names, each with how it was counted."""
     facts = Facts(report)
     if not facts.speaks.unnamed_failures(report):
         return []
     failed = [item for item in facts.hook_runs() if item.fields.get("error")]
-    if not failed:
-        return []
     on_runs = [e for e in expectations if e.subject == "event" and "error" in e.raw]
     on_rows = [e for e in expectations if e.subject == "row" and "error" in e.raw["row"]]
     rows = [row for row in facts.rows() if row.fields.get("type") == "hook"] if on_rows else []
-    unnamed = []
+    unnamed: list[HookFailure] = []
     for item in failed:
         named = any(facts.in_run(item.run_id, e.run) and _matches(e, item) for e in on_runs) or any(
             row.run_id == item.run_id
@@ -723,9 +733,9 @@ def unnamed_failures(expectations: list[Expectation], report: SimReport) -> list
         )
         if not named:
             counted = "deny" if item.fields.get("decision") == "deny" else "allow"
-            unnamed.append(
-                Item({**item.fields, "counted_as": counted}, item.text, None, item.run_id)
-            )
+            shown = {key: item.fields.get(key) for key in ("event", "handler", "tool", "error")}
+            text = f"{item.text} (counted as {counted})"
+            unnamed.append({"run_id": item.run_id, **shown, "counted_as": counted, "text": text})  # type: ignore[typeddict-item]
     return unnamed
 
 
@@ -796,17 +806,13 @@ def _ms(value: float) -> str:
 def _budget(expectation: Expectation, facts: Facts) -> Outcome:
     """A budget: the measure of every matching item must stay within the expectation's number."""
     subject = expectation.subject
-    limit = expectation.raw[subject]
+    limit, run = expectation.raw[subject], expectation.run
     measured = {
         "latency_ms": deliveries,
         "injected_tokens": injected_per_turn,
         "context_tokens": context_per_turn,
     }[subject](facts)
-    items = [
-        item
-        for item in measured
-        if facts.in_run(item.run_id, expectation.run) and _matches(expectation, item)
-    ]
+    items = [i for i in measured if facts.in_run(i.run_id, run) and _matches(expectation, i)]
     if subject == "latency_ms":
         if not items:
             return Outcome(expectation, False, "there is no hook call to time: none matches")
@@ -816,10 +822,8 @@ def _budget(expectation: Expectation, facts: Facts) -> Outcome:
         if value <= limit:
             return Outcome(expectation, True)
         which = "the 95th percentile" if p95 else "the slowest"
-        over = sorted(
-            (item for item in items if item.fields["latency"] > limit),
-            key=lambda item: -float(item.fields["latency"]),
-        )
+        slow = [item for item in items if item.fields["latency"] > limit]
+        over = sorted(slow, key=lambda item: -float(item.fields["latency"]))
         found = (
             f"{which} of {len(items)} call(s) took {_ms(value)}, over the budget of {limit:g} ms:"
         )

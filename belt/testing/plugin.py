@@ -364,7 +364,7 @@ class ScenarioRunner:
                 hooks_file = find_file(hooks_file, self.directory, spelling)
             loaded = self.load(document, source, directory, hooks_file, executors)
         except BeltError as exc:
-            problems = "".join(f"\n  {problem}" for problem in getattr(exc, "problems", []))
+            problems = "".join(f"\n  {problem}" for problem in exc.problems)
             pytest.fail(f"{exc.message}{problems}", pytrace=False)
         for warning in getattr(loaded, "warnings", []):
             warnings.warn(warning, PathWarning, stacklevel=2)
@@ -424,21 +424,18 @@ class ScenarioRunner:
         if isinstance(document, dict):
             for hook in (document.get("agent") or {}).get("hooks") or []:
                 if isinstance(hook, dict) and callable(hook.get("handler")):
-                    hook["handler"] = self.reference(hook["handler"])
+                    hook["handler"] = self.target(hook["handler"])
             if executors:
                 given = {tool: self.target(target) for tool, target in executors.items()}
                 document["executors"] = {**(document.get("executors") or {}), **given}
         return scenario_from_document(document, source, directory, hooks_file=hooks_file)
 
-    def reference(self, func: Callable[..., Any]) -> str:
-        """Register a callable for this test; its ``py:`` reference."""
-        reference = register(func)
-        self.references.append(reference)
-        return reference
-
     def target(self, target: Target) -> str:
-        """A route or executor target: a callable is registered, a string kept as it is."""
-        return self.reference(target) if callable(target) else str(target)
+        """A target as given, or a callable's ``py:`` reference (registered for this test)."""
+        if not callable(target):
+            return str(target)
+        self.references.append(reference := register(target))
+        return reference
 
     def close(self) -> None:
         """Forget the callables this test registered."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from belt import dialects
 from belt.check.writable import cannot_write
@@ -37,6 +37,7 @@ from belt.store import MemoryStore, Store
 from belt.testing.coverage import never_fired, scenario_coverage
 from belt.testing.expect import (
     Expectation,
+    HookFailure,
     Outcome,
     evaluate,
     expectations_of,
@@ -59,18 +60,6 @@ EXCERPT_CONTEXT = 3
 EXCERPT_MAX = 16
 IMPORT_TIMEOUT = 30.0
 """Seconds the import of each ``py:`` module a scenario names may take."""
-
-
-class HookFailure(TypedDict):
-    """A failed hook call no expectation names, as ``belt test --json`` prints it."""
-
-    run_id: str | None
-    event: str | None
-    handler: str | None
-    tool: str | None
-    error: str | None
-    counted_as: str | None
-    text: str
 
 
 @dataclass
@@ -458,7 +447,7 @@ def run_loaded(
     outcomes = evaluate(expectations, report)
     unnamed: list[HookFailure] = []
     if getattr(loaded.scenario, "hook_errors", "fail") != "allow":
-        unnamed = [hook_failure(item) for item in unnamed_failures(expectations, report)]
+        unnamed = unnamed_failures(expectations, report)
     return ended(
         "pass" if all(outcome.passed for outcome in outcomes) and not unnamed else "fail",
         outcomes=outcomes,
@@ -493,14 +482,6 @@ def scenario_store(home: Path | None) -> Iterator[Store]:
             yield store
     else:
         yield Store(home / "store", shapes=True)
-
-
-def hook_failure(item: Any) -> HookFailure:
-    """A failed hook call no expectation names, as ``belt test --json`` prints it."""
-    shown = {key: item.fields.get(key) for key in ("event", "handler", "tool", "error")}
-    counted = item.fields.get("counted_as")
-    text = f"{item.text} (counted as {counted})"
-    return {"run_id": item.run_id, **shown, "counted_as": counted, "text": text}  # type: ignore[typeddict-item]
 
 
 # -- JUnit XML ------------------------------------------------------------------------------------
