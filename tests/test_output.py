@@ -44,12 +44,12 @@ def test_clean_shows_every_control_character_as_a_visible_escape() -> None:
     [
         lambda text: output.echo(text),
         lambda text: output.echo(text, stderr=True),
-        lambda text: output.error(text, hint=text),
+        lambda text: output.error(text),
         lambda text: output.warning(text),
         lambda text: output.success(text),
         lambda text: output.lines([(text, "red")]),
         lambda text: output.key_values([("reason", text), ("data", {"k": text})]),
-        lambda text: output.table(["c"], [[text]], title=text),
+        lambda text: output.table(["c"], [[text]]),
     ],
 )
 def test_every_human_output_function_escapes(render, capsys: pytest.CaptureFixture[str]) -> None:

@@ -194,11 +194,9 @@ def styled(text: str, style: str, *, stderr: bool = False) -> None:
     lines([(text, style)], stderr=stderr)
 
 
-def error(message: str, *, hint: str | None = None) -> None:
-    """Print an error line (and an optional hint) on stderr."""
+def error(message: str) -> None:
+    """Print an error line on stderr."""
     styled(f"error: {message}", "bold red", stderr=True)
-    if hint:
-        styled(f"hint: {hint}", "yellow", stderr=True)
 
 
 def warning(message: str) -> None:
@@ -215,13 +213,12 @@ def table(
     columns: Sequence[str],
     rows: Sequence[Sequence[Any]],
     *,
-    title: str | None = None,
     ids: Collection[int] = (),
     short: bool = True,
 ) -> None:
     """Render rows as a table on a terminal (no word cut, else each row a block; the columns
     ``ids`` shown short with ``short``), or as aligned plain text when piped."""
-    _pages(columns, [rows], title=title, ids=ids if short else ())
+    _pages(columns, [rows], ids=ids if short else ())
 
 
 def listing(
@@ -261,11 +258,7 @@ def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page:
 
 
 def _pages(
-    columns: Sequence[str],
-    pages: Iterable[Sequence[Sequence[Any]]],
-    *,
-    title: str | None = None,
-    ids: Collection[int] = (),
+    columns: Sequence[str], pages: Iterable[Sequence[Sequence[Any]]], *, ids: Collection[int] = ()
 ) -> None:
     """Print each page of rows as it comes, laid out as ``table`` says."""
     widths: list[int] | None = None
@@ -274,8 +267,6 @@ def _pages(
         cells = [["" if value is None else clean(str(value)) for value in row] for row in page]
         header = widths is None and not as_records
         if not is_terminal(sys.stdout):
-            if title:
-                echo(title)
             widths = [
                 max([width, *(len(row[i]) for row in cells)])
                 for i, width in enumerate(widths or [len(column) for column in columns])
@@ -291,8 +282,6 @@ def _pages(
         room = console().width
         fitted = None if as_records else _fitted_widths(columns, cells, room)
         if fitted is None:
-            if title:
-                styled(title, "bold")
             _records(columns, cells, first=header)
             as_records = True
             continue
@@ -301,7 +290,7 @@ def _pages(
             if sum(wider) + _GAP * (len(columns) - 1) <= room:
                 fitted = wider
         widths = fitted
-        _rich_table(columns, cells, widths=widths, header=header, title=title)
+        _rich_table(columns, cells, widths=widths, header=header)
 
 
 _TEXT = 12
@@ -372,23 +361,12 @@ def _records(columns: Sequence[str], cells: list[list[str]], *, first: bool) -> 
 
 
 def _rich_table(
-    columns: Sequence[str],
-    cells: list[list[str]],
-    *,
-    widths: list[int],
-    header: bool,
-    title: str | None = None,
+    columns: Sequence[str], cells: list[list[str]], *, widths: list[int], header: bool
 ) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    rich_table = Table(
-        title=Text(clean(title)) if title else None,
-        header_style="bold",
-        show_edge=False,
-        pad_edge=False,
-        show_header=header,
-    )
+    rich_table = Table(header_style="bold", show_edge=False, pad_edge=False, show_header=header)
     for column, width in zip(columns, widths, strict=True):
         rich_table.add_column(Text(clean(column)), width=width, overflow="fold")
     for row in cells:
