@@ -138,8 +138,7 @@ class CheckReport:
 
     @property
     def exit_code(self) -> ExitCode:
-        """5 when a --save scenario could not be written, else 1 when a check failed, else 0
-        (warnings allowed)."""
+        """5 when a --save scenario was not written, else 1 when a check failed, else 0."""
         if self.unwritten:
             return ExitCode.INVALID_INPUT
         return ExitCode.FAILURE if any(r.status == "fail" for r in self.results) else ExitCode.OK
@@ -211,8 +210,7 @@ def executor_command(kind: str, spec: str, task_input: Any) -> str:
 def curl_command(url: str, body: bytes, headers: dict[str, str]) -> str:
     """``curl`` sending exactly ``body`` with ``headers`` (a signature case)."""
     words = ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}\\n", "-X", "POST", url]
-    for name, value in headers.items():
-        words += ["-H", f"{name}: {value}"]
+    words += [word for name, value in headers.items() for word in ("-H", f"{name}: {value}")]
     words += ["--data-binary", body.decode("utf-8", "replace")]
     return shlex.join(words)
 
@@ -220,24 +218,17 @@ def curl_command(url: str, body: bytes, headers: dict[str, str]) -> str:
 def junit_xml(report: CheckReport, path: Path) -> None:
     """Write the report as JUnit XML, a test case per check and subject (exit 5 on failure)."""
     counts = report.counts()
-    suite = ET.Element(
-        "testsuite",
-        name="belt check",
-        tests=str(len(report.results)),
-        failures=str(counts["fail"]),
-        skipped=str(counts["skip"]),
-        time=f"{report.seconds:.3f}",
-    )
+    suite = ET.Element("testsuite", name="belt check", tests=str(len(report.results)))
+    suite.attrib |= {"failures": str(counts["fail"]), "skipped": str(counts["skip"])}
+    suite.set("time", f"{report.seconds:.3f}")
     for result in report.results:
         case = ET.SubElement(
             suite, "testcase", classname=printable(result.subject), name=printable(result.title)
         )
-        if result.failure is not None:
-            failure = ET.SubElement(
-                case, "failure", message=printable(short(result.failure.detail, 200))
-            )
-            detail = printable(result.failure.detail + result.failure.note)
-            failure.text = f"{detail}\nreproduce: {result.failure.reproducer}"
+        if (failed := result.failure) is not None:
+            failure = ET.SubElement(case, "failure", message=printable(short(failed.detail, 200)))
+            detail = printable(failed.detail + failed.note)
+            failure.text = f"{detail}\nreproduce: {failed.reproducer}"
         elif result.skipped is not None:
             ET.SubElement(case, "skipped", message=printable(result.skipped))
         if result.warnings:

@@ -66,7 +66,6 @@ def scenario(
     assert failure is not None
     if result.check not in SAVED_CHECKS:
         return "one simulated delivery cannot show it (it takes a repeated or signed request)"
-    payload = failure.payload
     event = subject.event
     if event not in SAVED_EVENTS:
         return f"a scripted turn does not deliver {event} with a payload of its choosing"
@@ -80,7 +79,7 @@ def scenario(
     expect["event"] = event
     if prop is not None:
         expect["decision"] = prop.decision
-    turn = _turn(event, payload.get("data") or {})
+    turn = _turn(event, failure.payload.get("data") or {})
     document: dict[str, object] = {
         "agent": {"name": "belt-check", "hooks": [hook]},
         "turns": [{"user": f"belt check: {result.title} on {event}", **turn}],
