@@ -41,6 +41,11 @@ in a worker process, one that did so in the process that preloads modules
 """
 
 
+_WHOLE: set[str] = set()
+"""The dotted modules whose import ``_guarded`` saw return: while they are in ``sys.modules``
+nothing of theirs runs again, so they are not given a thread and a deadline."""
+
+
 def module_key(reference: str) -> str:
     """What ``MODULE:FUNC`` (or ``py:MODULE:FUNC``) is known by among the imports of the process:
     the path of a file module, the name of a dotted one."""
@@ -215,17 +220,25 @@ def _file_module(path: Path, option: str) -> Any:
 def _guarded(load: Callable[[], Any], what: str, option: str) -> Any:
     """``load()`` (an import of ``what``), its top-level code's exits and hangs made errors."""
     seconds = _DEADLINE.get()
-    if what in _REFUSED and not _imported(what):
+    whole = what in _WHOLE and what in sys.modules
+    if what in _REFUSED and not whole:
         raise InvalidInput(
             f"{option}: importing {what} {_REFUSED[what]} earlier in this run; "
             "it is not tried again"
         )
-    if seconds is None or _imported(what):
+
+    def loaded() -> Any:
+        value = load()
+        if what in sys.modules:  # a dotted module (a file's is keyed by its path)
+            _WHOLE.add(what)  # even one left to run past its deadline, once it returns
+        return value
+
+    if seconds is None or whole:
         try:
-            return load()
+            return loaded()
         except SystemExit as exc:
             raise _failed(option, what, exc) from None
-    outcome = in_thread(load, seconds, name=f"belt-import {what}")
+    outcome = in_thread(loaded, seconds, name=f"belt-import {what}")
     if outcome is None:
         refuse(what, f"did not finish within {seconds:g} s")
         raise InvalidInput(
@@ -255,13 +268,6 @@ def in_thread(func: Callable[[], Any], seconds: float, *, name: str) -> tuple[bo
     thread.start()
     thread.join(seconds)
     return outcome[0] if outcome else None
-
-
-def _imported(what: str) -> bool:
-    """True when the module named ``what`` is already imported whole (nothing runs again)."""
-    module = sys.modules.get(what)
-    spec = getattr(module, "__spec__", None)
-    return module is not None and not getattr(spec, "_initializing", False)
 
 
 def _failed(option: str, what: str, exc: BaseException) -> InvalidInput:
