@@ -228,14 +228,8 @@ def _render(report: WhatIf, *, short_ids: bool) -> None:
         output.table(
             ["gate", "rule", "would", "was", "settled by", "their reason"],
             [
-                [
-                    d["interrupt"],
-                    d["rule"],
-                    d["would"],
-                    f"{d['actual']} ({d['status']})",
-                    d["settled_by"],
-                    d["their_reason"] or "-",
-                ]
+                [d["interrupt"], d["rule"], d["would"], f"{d['actual']} ({d['status']})"]
+                + [d["settled_by"], d["their_reason"] or "-"]
                 for d in report.disagreements
             ],
             ids=(0,),

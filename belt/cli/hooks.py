@@ -229,15 +229,10 @@ def list_(file: FileOption = None, json_: JsonFlag = False) -> None:
         [shown(hook) for hook in hooks],
         ["#", "event", "type", "handler", "async", "timeout", "default"],
         [
-            [
-                index,
-                hook.event.value,
-                hook.type.value,
-                shown(hook).get("handler") or "-",
-                "yes" if hook.runs_async else ("ignored" if hook.async_ else "no"),
-                f"{hook.effective_timeout()}s",
-                hook.default_resolution.value if hook.default_resolution else "",
-            ]
+            [index, hook.event.value, hook.type.value, shown(hook).get("handler") or "-"]
+            + ["yes" if hook.runs_async else ("ignored" if hook.async_ else "no")]
+            + [f"{hook.effective_timeout()}s"]
+            + [hook.default_resolution.value if hook.default_resolution else ""]
             for index, hook in enumerate(hooks)
         ],
         empty=f"no hooks in {resolve_path(file)}",

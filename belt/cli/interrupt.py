@@ -765,15 +765,9 @@ def log(
         settled,
         ["settled", "id", "status", "event", "holds", "run", "settled by"],
         [
-            [
-                str(item.get("resolved_at")),
-                str(item.get("id")),
-                render.interrupt_status(item),
-                render.gate_event(item),
-                render.gate_holds(item),
-                str(item.get("run_id")),
-                str(item.get("settled_by")),
-            ]
+            [str(item.get("resolved_at")), str(item.get("id")), render.interrupt_status(item)]
+            + [render.gate_event(item), render.gate_holds(item), str(item.get("run_id"))]
+            + [str(item.get("settled_by"))]
             for item in settled
         ],
         empty="no settled gates" + (f" since {since}" if since else ""),
