@@ -176,21 +176,17 @@ JSON = "belt.json"
 
 
 def remember_json(command: Any) -> None:
-    """Have the ``--json`` flag of ``command`` note, when given, that the command's errors are
-    to be JSON (in ``ctx.meta``, which every context of one command line shares)."""
+    """Have ``command``'s ``--json`` flag (none has a callback of its own) note, when given, that
+    its errors are to be JSON, in ``ctx.meta`` (shared by every context of one command line)."""
     for param in command.params:
-        if "--json" in getattr(param, "opts", ()) and not getattr(param.callback, JSON, False):
-            param.callback = _noting_json(param.callback)
+        if "--json" in getattr(param, "opts", ()):
+            param.callback = _note_json
 
 
-def _noting_json(callback: Any) -> Any:
-    def noted(ctx: Any, param: Any, value: Any) -> Any:
-        if value:
-            ctx.meta[JSON] = True
-        return callback(ctx, param, value) if callback is not None else value
-
-    setattr(noted, JSON, True)
-    return noted
+def _note_json(ctx: Any, param: Any, value: Any) -> Any:
+    if value:
+        ctx.meta[JSON] = True
+    return value
 
 
 def wants_json(ctx: Any, failed: Any = None) -> bool:
