@@ -132,8 +132,7 @@ class Sender:
     called again."""
 
     def seconds(self, timeout: float) -> tuple[float, bool]:
-        """How long a call may take: its ``timeout``, or what is left of ``--max-time`` (then
-        True); ``_Stop`` once that has passed."""
+        """A call's seconds: its ``timeout``, or what is left of ``--max-time`` (then True)."""
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise _Stop("--max-time")
@@ -740,11 +739,9 @@ def run_check(
                     explorer.traced = {"belt.check.event": subject.event}
                     explorer.traced["belt.check.kind"] = subject.kind
                     if subject.kind == "executor":
-                        _check_nexus(subject, sender, explorer, report)
+                        _check_nexus(subject, sender, explorer)
                     else:
-                        _check_platform(
-                            subject, sender, explorer, report, properties, save, beyond_spec
-                        )
+                        _check_platform(subject, sender, explorer, properties, save, beyond_spec)
                     if report.stopped:
                         report.notes += [f"not checked: {s.label}" for s in subjects[index + 1 :]]
                         break
@@ -801,11 +798,11 @@ def _check_platform(
     subject: Subject,
     sender: Sender,
     explorer: Explorer,
-    report: CheckReport,
     properties: list[Property],
     save: Path | None,
     beyond_spec: bool,
 ) -> None:
+    report = explorer.report
     signed = ["signature"] if sender.secret else []
     results = results_of(
         subject, "answers", "body", "decision", "deterministic", "redelivery", *signed
@@ -851,7 +848,7 @@ def _check_platform(
     report.results.extend(found)
 
 
-def _check_nexus(subject: Subject, sender: Sender, explorer: Explorer, report: CheckReport) -> None:
+def _check_nexus(subject: Subject, sender: Sender, explorer: Explorer) -> None:
     executor = subject.executor
     assert executor is not None
     results = results_of(subject, "answers", "result", "deterministic", "redelivery")
@@ -861,4 +858,4 @@ def _check_nexus(subject: Subject, sender: Sender, explorer: Explorer, report: C
         nexus_case(subject, results, sender),
     )
     _finish(subject, explorer, results, partial(executor_command, executor.kind, executor.spec))
-    report.results.extend(results.values())
+    explorer.report.results.extend(results.values())
