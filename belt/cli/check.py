@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -172,12 +173,9 @@ def check(
 def render(report: CheckReport) -> None:
     """The report: a line per check, grouped by subject, failures with their reproducer."""
     rows: list[tuple[str, str]] = []
-    subject = None
-    for result in report.results:
-        if result.subject != subject:
-            subject = result.subject
-            rows += [("", ""), (printable(subject), "bold")]
-        rows += _lines(result)
+    for subject, results in groupby(report.results, key=lambda result: result.subject):
+        rows += [("", ""), (printable(subject), "bold")]
+        rows += [row for result in results for row in _lines(result)]
     rows += [(f"note: {printable(note)}", "dim") for note in report.notes]
     counts = report.counts()
     summary = (
