@@ -142,10 +142,8 @@ class NexusDialect:
             for event, hook in table.items():
                 if not isinstance(hook, dict) or not hook.get("tool"):
                     continue
-                key = (str(event), str(hook["tool"]))
-                if key not in declared:
-                    at = f"{where}.lifecycle_hooks.{event}"
-                    declared[key] = Declared(key, None, at, key[0], "executor", key[1], False)
+                key, at = (str(event), str(hook["tool"])), f"{where}.lifecycle_hooks.{event}"
+                declared.setdefault(key, Declared(key, None, at, key[0], "executor", key[1], False))
         return list(declared.values())
 
     def calls(self, report: SimReport) -> list[Call]:
