@@ -360,7 +360,7 @@ def resolve_all(
                 f"{wanted[:12]}; nothing settled",
                 hint="run it again without --digest to see the gates selected now",
             )
-        _settle_batch(backend, batch, batch_digest(batch), decision, data, json_=json_)
+        _settle(backend, batch, batch_digest(batch), decision, data, json_=json_)
         return
     if not items:
         if not output.json_printed(json_, {"resolved": [], "missed": []}):
@@ -395,13 +395,7 @@ def resolve_all(
             )
         if not typer.confirm(f"settle {count} as {decision}?", err=True):
             raise BeltError("nothing resolved: not confirmed")
-    if one_by_one:
-        with _settling("person", backend):
-            resolved, missed = resolve_each(backend, items, decision=decision, data=data)
-        done = {"digest": found, "atomic": False, "resolved": resolved}
-        _report_each(done, missed, len(items), decision, json_=json_)
-        return
-    _settle_batch(backend, items, found, decision, data, json_=json_)
+    _settle(backend, items, found, decision, data, json_=json_, one_by_one=one_by_one)
 
 
 def _settling(how: str, backend: Backend) -> AbstractContextManager[Any]:
@@ -413,7 +407,7 @@ def _digest_matches(digest: str, wanted: str) -> bool:
     return digest.removeprefix("sha256:").startswith(wanted)
 
 
-def _settle_batch(
+def _settle(
     backend: Backend,
     items: list[InterruptJSON],
     digest: str,
@@ -421,26 +415,22 @@ def _settle_batch(
     data: object,
     *,
     json_: bool,
+    one_by_one: bool = False,
 ) -> None:
-    """Settle ``items`` as one batch; say what it did, or that it had settled them before."""
-    with _settling("batch", backend):
-        outcome = backend.resolve_batch(
-            ids=[item["id"] for item in items], digest=digest, decision=decision, data=data
-        )
-    how = f" (batch {outcome['batch']})"
-    _report_each(outcome, [], len(outcome["resolved"]), decision, how, json_=json_)
-
-
-def _report_each(
-    done: Mapping[str, Any],
-    missed: list[tuple[InterruptJSON, str]],
-    total: int,
-    decision: str,
-    how: str = ", one by one",
-    *,
-    json_: bool,
-) -> None:
-    """What settling did (``done``: its JSON but ``missed``), gate by gate."""
+    """Settle ``items`` as one batch (or one by one) and say, gate by gate, what it did, or that
+    the batch had settled them before."""
+    done: Mapping[str, Any]
+    if one_by_one:
+        with _settling("person", backend):
+            resolved, missed = resolve_each(backend, items, decision=decision, data=data)
+        done = {"digest": digest, "atomic": False, "resolved": resolved}
+        total, how = len(items), ", one by one"
+    else:
+        with _settling("batch", backend):
+            done = backend.resolve_batch(
+                ids=[item["id"] for item in items], digest=digest, decision=decision, data=data
+            )
+        missed, total, how = [], len(done["resolved"]), f" (batch {done['batch']})"
     if done.get("repeated") and not json_:
         output.echo(
             f"{total} gate(s) settled by this batch already{how}: nothing to do", stderr=True
