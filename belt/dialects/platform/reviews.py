@@ -9,8 +9,6 @@ and each entry saved gets an ``output`` edge from the branch.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from belt.dialects.platform.builtins.extract import EXTRACT, Review
@@ -23,7 +21,6 @@ from belt.wire.enums import HookHandlerType
 
 if TYPE_CHECKING:
     from belt.dialects.platform.agent_loop import PlatformLoop
-    from belt.store import Store
 
 REVIEW = "review"
 QUESTION = (
@@ -110,39 +107,34 @@ def start_review(loop: PlatformLoop, review: Review) -> None:
         return None
 
     history = recorder.messages[: ancestor + 1]
+
+    def copy_history() -> None:
+        """Give the branch the system prompt it is asked with, then the messages it sees."""
+        copied = Recorder(store, branch_id)
+        if system_prompt is not None:
+            copied.add_message(
+                role="system",
+                run_id=None,
+                content=[{"type": "text", "text": system_prompt}],
+                sim={"system_prompt": True},
+            )
+        for message in history:
+            if message["role"] in COPIED_ROLES:
+                fields: dict[str, Any] = {
+                    k: message[k] for k in ("tool_invocations", "tool_call_id") if k in message
+                }
+                copied.add_message(
+                    role=message["role"],
+                    run_id=None,
+                    content=message["content"],
+                    status=message.get("status", "ready"),
+                    sim={"copied_from": message["id"]},
+                    **fields,
+                )
+
     loop.reviews.start(
         sim,
         describe=ChildOrigin(review.run_id, review.event, EXTRACT, HookHandlerType.BUILTIN.value),
-        before=partial(copy_history, store, branch_id, history, system_prompt),
+        before=copy_history,
         after=save_outcomes,
     )
-
-
-def copy_history(
-    store: Store,
-    branch_id: str,
-    history: Sequence[Mapping[str, Any]],
-    system_prompt: str | None,
-) -> None:
-    """Give a review branch the system prompt it is asked with, then the messages it sees."""
-    recorder = Recorder(store, branch_id)
-    if system_prompt is not None:
-        recorder.add_message(
-            role="system",
-            run_id=None,
-            content=[{"type": "text", "text": system_prompt}],
-            sim={"system_prompt": True},
-        )
-    for message in history:
-        if message["role"] in COPIED_ROLES:
-            fields = {
-                key: message[key] for key in ("tool_invocations", "tool_call_id") if key in message
-            }
-            recorder.add_message(
-                role=message["role"],
-                run_id=None,
-                content=message["content"],
-                status=message.get("status", "ready"),
-                sim={"copied_from": message["id"]},
-                **fields,
-            )
