@@ -127,16 +127,13 @@ def leave(code: int, last: bytes = b"") -> "NoReturn":
     """End the process now with ``code``, its output written (then ``last`` on stderr), without
     waiting for its threads: the command is over, nothing of it is left to clean up."""
     import os
+    from contextlib import suppress  # loaded by Python's start (site)
 
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with suppress(OSError, ValueError):  # a closed pipe, a closed stream: nothing to add
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe, a closed stream: nothing to add
-            pass
-    try:
+    with suppress(OSError):
         os.write(2, last)
-    except OSError:
-        pass
     os._exit(code)
 
 

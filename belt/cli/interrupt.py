@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from datetime import datetime
 from functools import partial
 from typing import Annotated, Any
@@ -771,10 +771,8 @@ def _since(text: str | None) -> datetime | None:
         return None
     from belt.store.clock import parse_duration  # start-up: belt --help
 
-    try:
+    with suppress(BeltError):  # not a span: a time, then
         return _now() - parse_duration(text, "--since")
-    except BeltError:
-        pass
     try:
         return moment_option(text, "--since")
     except UsageError:
