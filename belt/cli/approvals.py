@@ -150,14 +150,13 @@ def _line(outcome: Outcome, *, short_ids: bool) -> tuple[str, str]:
     """One line of auto: the gate, what it holds, and what the rules did and why."""
     item, verdict = outcome.item, outcome.verdict
     name = (item.get("short_id") if short_ids else None) or item.get("id")
-    why = verdict.why
     holds = f"{gate_event(item)} {gate_holds(item, 60)}"
     if outcome.skipped is not None:
         return f"{name}  skipped  {holds}  {outcome.skipped}", "yellow"
     if outcome.settled is None:
-        return f"{name}  ask      {holds}  left to a person: {why}", ""
+        return f"{name}  ask      {holds}  left to a person: {verdict.why}", ""
     style = "red" if verdict.decision == "deny" else "green"
-    return f"{name}  {verdict.decision:<7}  {holds}  {why}", style
+    return f"{name}  {verdict.decision:<7}  {holds}  {verdict.why}", style
 
 
 def what_if(

@@ -25,7 +25,6 @@ extensions = typer.Typer(help="Configure rho's extensions.", no_args_is_help=Tru
 app.add_typer(extensions, name="extensions")
 
 
-# The extensions rho can configure.
 Extension = StrEnum("Extension", {"lifecycle_hooks": "rho.lifecycle_hooks"})
 
 

@@ -411,8 +411,7 @@ def review_lines(
         for message in before:
             lines += [(f"    {text}", style) for text, style in message_lines(message)]
     payload = json.dumps(meta, indent=2, ensure_ascii=False).splitlines()
-    lines.append(("  payload", "bold"))
-    lines += [(f"    {line}", "dim") for line in payload[:payload_lines]]
+    lines += [("  payload", "bold"), *((f"    {line}", "dim") for line in payload[:payload_lines])]
     if len(payload) > payload_lines:
         more = f"{len(payload) - payload_lines} more lines"
         lines.append((f"    … {more} (belt interrupt show {item.get('short_id')} --json)", "dim"))
