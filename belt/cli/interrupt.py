@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, suppress
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any
 
@@ -116,7 +116,7 @@ def list_(
 
     columns, rows = interrupt_table(
         listed,
-        _now(),
+        datetime.now(UTC),
         short_ids=False,
         runs=not one_run,
         chats=not one_run and not chat,
@@ -176,7 +176,7 @@ def show(
             ("created", item.get("created_at")),
             ("updated", item.get("updated_at")),
             ("expires", item.get("expires_at")),
-            ("expires in", render.expires_in(item, _now()) if pending else None),
+            ("expires in", render.expires_in(item, datetime.now(UTC)) if pending else None),
             ("on expiry", on_expiry if pending else None),
             ("settled by", settled_by),
             ("resolved", item.get("resolved_at")),
@@ -506,7 +506,7 @@ def review(
             output.warning(f"no transcript: {exc.message}")
             before = []
         position = f"{sum(done.values()) + 1} of {len(waiting) + sum(done.values())}"
-        output.lines(review_lines(item, on_expiry, before, _now(), position=position))
+        output.lines(review_lines(item, on_expiry, before, datetime.now(UTC), position=position))
         answer = _ask_decision()
         if answer == "quit":
             break
@@ -611,7 +611,7 @@ def watch(
             elif json_:
                 output.print_json_line(event)
             else:
-                output.lines([watch_line(event, _now(), short_ids=not api)])
+                output.lines([watch_line(event, datetime.now(UTC), short_ids=not api)])
 
 
 def _watching(runs: list[str], api: str | None, interval: float) -> str:
@@ -772,7 +772,7 @@ def _since(text: str | None) -> datetime | None:
     from belt.store.clock import parse_duration  # start-up: belt --help
 
     with suppress(BeltError):  # not a span: a time, then
-        return _now() - parse_duration(text, "--since")
+        return datetime.now(UTC) - parse_duration(text, "--since")
     try:
         return moment_option(text, "--since")
     except UsageError:
@@ -780,12 +780,6 @@ def _since(text: str | None) -> datetime | None:
             f"--since {text!r}: expected an RFC 3339 time (2026-08-11T14:10:00Z) or a span "
             "back from now (90m, 2h, 7d)"
         ) from None
-
-
-def _now() -> datetime:
-    from belt.store.clock import utcnow  # start-up: belt --help
-
-    return utcnow()
 
 
 def _resource(item: InterruptJSON) -> str:
