@@ -26,7 +26,7 @@ from belt.outgoing import tracing
 
 if TYPE_CHECKING:
     from belt.records.interrupts import Settlement
-    from belt.rules.approvals import Outcome, Resolve, WhatIf
+    from belt.rules.approvals import Outcome, Resolve
     from belt.wire.dto import InterruptJSON, WatchEvent
 
 RulesOption = Annotated[
@@ -208,35 +208,31 @@ def what_if(
             ]
     report = what_if(loaded, records, since=moment)
     if not output.json_printed(json_, report.to_json()):
-        _render(report, short_ids=not api)
+        would = report.counts
+        output.echo(
+            f"{report.file} ({report.digest[:19]}…) over {report.considered} settled gate(s): "
+            f"would allow {would['allow']}, deny {would['deny']}, leave {would['ask']} to a person"
+        )
+        if report.disagreements:
+            output.echo(
+                f"{len(report.disagreements)} disagreement(s), {report.allowed_denied} where a "
+                "rule would allow what a person denied:"
+            )
+            output.table(
+                ["gate", "rule", "would", "was", "settled by", "their reason"],
+                [
+                    [d["interrupt"], d["rule"], d["would"], f"{d['actual']} ({d['status']})"]
+                    + [d["settled_by"], d["their_reason"] or "-"]
+                    for d in report.disagreements
+                ],
+                ids=(0,),
+                short=not api,
+            )
+        else:
+            output.echo("no disagreement with what was decided")
+        output.echo(
+            f"person-time saved: {span_text(report.saved_seconds)} over "
+            f"{report.saved_gates} gate(s) a person settled"
+        )
     if strict and report.allowed_denied:
         raise typer.Exit(1)
-
-
-def _render(report: WhatIf, *, short_ids: bool) -> None:
-    would = report.counts
-    output.echo(
-        f"{report.file} ({report.digest[:19]}…) over {report.considered} settled gate(s): "
-        f"would allow {would['allow']}, deny {would['deny']}, leave {would['ask']} to a person"
-    )
-    if report.disagreements:
-        output.echo(
-            f"{len(report.disagreements)} disagreement(s), {report.allowed_denied} where a rule "
-            "would allow what a person denied:"
-        )
-        output.table(
-            ["gate", "rule", "would", "was", "settled by", "their reason"],
-            [
-                [d["interrupt"], d["rule"], d["would"], f"{d['actual']} ({d['status']})"]
-                + [d["settled_by"], d["their_reason"] or "-"]
-                for d in report.disagreements
-            ],
-            ids=(0,),
-            short=short_ids,
-        )
-    else:
-        output.echo("no disagreement with what was decided")
-    output.echo(
-        f"person-time saved: {span_text(report.saved_seconds)} over "
-        f"{report.saved_gates} gate(s) a person settled"
-    )
