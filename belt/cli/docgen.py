@@ -36,12 +36,6 @@ answered) maps what came back to an exit code by one table (`REMOTE_ANSWERS` in
 """
 
 
-def remote_table() -> str:
-    """The table of a remote's answers and their exit codes, from ``REMOTE_ANSWERS``."""
-    rows = [f"| {int(kind.exit_code)} | {answer} |" for answer, _, kind in REMOTE_ANSWERS]
-    return "\n".join([REMOTE_INTRO, "| exit | what the remote answered |", "|---|---|", *rows, ""])
-
-
 JSON_ERRORS = """\
 ## Errors with --json
 
@@ -110,17 +104,14 @@ def plain_help(command: Any, ctx: Any) -> str:
 
 def render() -> str:
     """The whole of docs/cli.md."""
-    sections = [HEADER, remote_table(), JSON_ERRORS]
+    answers = [f"| {int(kind.exit_code)} | {answer} |" for answer, _, kind in REMOTE_ANSWERS]
+    remote = [REMOTE_INTRO, "| exit | what the remote answered |", "|---|---|", *answers, ""]
+    sections = [HEADER, "\n".join(remote), JSON_ERRORS]
     for app, name in ((belt_app, "belt"), (rho_app, "rho")):
         for path, command, ctx in walk(typer.main.get_command(app), name):
             sections.append(f"## {path}\n\n```text\n{plain_help(command, ctx)}\n```\n")
     return "\n".join(sections)
 
 
-def main() -> None:
-    """Print docs/cli.md on stdout."""
-    sys.stdout.write(render())
-
-
 if __name__ == "__main__":
-    main()
+    sys.stdout.write(render())
