@@ -267,8 +267,16 @@ def resolve(
 
     from belt.reading.inputs import read_json_option  # start-up: belt interrupt list
 
+    if all_ and decision is not None:  # `resolve --all allow|deny` takes no ID
+        raise UsageError(
+            f"--all settles the gates the filters select and takes no ID ({interrupt_id!r} given)",
+            hint=f"belt interrupt resolve --all {decision.value}, with --run, --chat, --tool or "
+            "--event to choose the gates",
+        )
     if all_:
-        chosen = _decision_of_all(interrupt_id, decision)
+        if interrupt_id not in {r.value for r in InterruptResolution}:
+            raise UsageError(f"--all needs allow or deny, not {interrupt_id!r}")
+        chosen = interrupt_id
     elif decision is None:
         raise UsageError(
             f"give a decision: belt interrupt resolve {interrupt_id} allow (or deny)",
@@ -303,19 +311,6 @@ def resolve(
     if output.json_printed(json_, item):
         return
     output.success(f"{item.get('id') or interrupt_id} resolved: {item.get('resolution') or chosen}")
-
-
-def _decision_of_all(first: str, second: InterruptResolution | None) -> str:
-    """The decision of `resolve --all allow|deny`, which takes no ID."""
-    if second is not None:
-        raise UsageError(
-            f"--all settles the gates the filters select and takes no ID ({first!r} given)",
-            hint=f"belt interrupt resolve --all {second.value}, with --run, --chat, --tool or "
-            "--event to choose the gates",
-        )
-    if first not in {r.value for r in InterruptResolution}:
-        raise UsageError(f"--all needs allow or deny, not {first!r}")
-    return first
 
 
 def resolve_all(
