@@ -128,8 +128,7 @@ def deep_values() -> Strategy:
 
 
 def paths() -> st.SearchStrategy[str]:
-    """File paths: well-known ones, paths of known and arbitrary parts, and the attacks on the
-    spec's own policy (``DEFAULT_PATH_PATTERN``)."""
+    """File paths: well-known ones, built ones, and the attacks on ``DEFAULT_PATH_PATTERN``."""
     known = ("tmp", "etc", "var", "lib", "home", "app", "..", ".", "passwd", "production.db")
     parts = st.sampled_from(known) | texts(min_size=1, max_size=12)
     built = st.lists(parts, max_size=5).map(lambda items: "/" + "/".join(items))
@@ -232,8 +231,7 @@ def _capitalised(path: str) -> str:
 
 
 def attacks_of(shape: PathShape) -> dict[str, list[str]]:
-    """The attacks on a path pattern, by kind (``ATTACK_KINDS``): values that look as if they
-    were inside it, or outside it, and are not."""
+    """Values that look inside a path pattern, or outside it, and are not; by ``ATTACK_KINDS``."""
     base, rest, inside = shape.base, shape.rest, shape.inside
     away = ELSEWHERE_FROM_ETC if base.startswith("/etc") else ELSEWHERE
     if not base:
@@ -336,28 +334,21 @@ def tool_names(*, beyond_spec: bool = False) -> st.SearchStrategy[str]:
 
 def event_data(event: str, *, beyond_spec: bool = False) -> Strategy:
     """The ``data`` of ``event`` with the fields its spec row names."""
+    names, said = tool_names(beyond_spec=beyond_spec), texts(max_size=200) | large_text()
     if event == "agent.tool_call":
-        return st.fixed_dictionaries(
-            {"tool": tool_names(beyond_spec=beyond_spec), "arguments": arguments()}
-        )
+        return st.fixed_dictionaries({"tool": names, "arguments": arguments()})
     if event == "agent.tool_result":
         # completed, as the spec fixes it; beyond_spec, also failed and any text
         statuses = st.sampled_from((TOOL_RESULT_STATUS, "failed", "")) | texts(max_size=12)
-        return st.fixed_dictionaries(
-            {
-                "tool": tool_names(beyond_spec=beyond_spec),
-                "status": statuses if beyond_spec else st.just(TOOL_RESULT_STATUS),
-                "result": texts(max_size=200) | large_text(),
-            }
-        )
+        status = statuses if beyond_spec else st.just(TOOL_RESULT_STATUS)
+        return st.fixed_dictionaries({"tool": names, "status": status, "result": said})
     if event == "agent.error":
-        return st.fixed_dictionaries({"error": texts(max_size=200) | large_text()})
+        return st.fixed_dictionaries({"error": said})
     return st.just({})
 
 
 def envelope(event: str, data: Strategy) -> st.SearchStrategy[dict[str, object]]:
-    """A LifecycleHookPayload of ``event`` with ``data``; an event without data fields may come
-    with ``data`` empty or left out."""
+    """A LifecycleHookPayload of ``event`` with ``data`` (left out or empty when it has none)."""
     required: dict[str, Strategy] = {
         "event": st.just(event),
         "timestamp": timestamps(),
@@ -473,8 +464,7 @@ def matching(pattern: Any) -> Strategy:
 
 
 def tool_names_matching(pattern: str, *, beyond_spec: bool = False) -> st.SearchStrategy[str]:
-    """Tool names a property's tool pattern matches (names of ``TOOL_NAME_CHARS`` and the
-    pattern's own characters, 1 to ``TOOL_NAME_MAX`` of them), and any other names."""
+    """Tool names a property's tool pattern matches, and any other names."""
     names = matching_text(pattern, TOOL_NAME_CHARS)
     if not beyond_spec:
         names = names.filter(is_tool_name)
@@ -482,8 +472,7 @@ def tool_names_matching(pattern: str, *, beyond_spec: bool = False) -> st.Search
 
 
 def example_text(pattern: str) -> str:
-    """One string a glob, ``path:`` or ``re:`` pattern is meant to match, made without
-    drawing (a regex's literal start and ``x``): the explicit examples' values."""
+    """One string a glob, ``path:`` or ``re:`` pattern matches, made without drawing."""
     if pattern.startswith(REGEX_PREFIX):
         return _regex_literal(pattern[len(REGEX_PREFIX) :]) + "x"
     return shape.inside if (shape := path_shape(pattern)) else _glob_example(pattern)

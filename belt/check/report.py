@@ -145,9 +145,8 @@ class CheckReport:
 
     def counts(self) -> dict[str, int]:
         """How many checks passed, failed, warned and were skipped."""
-        return {"pass": 0, "fail": 0, "warn": 0, "skip": 0} | Counter(
-            r.status for r in self.results
-        )
+        counted = Counter(result.status for result in self.results)
+        return dict.fromkeys(("pass", "fail", "warn", "skip"), 0) | counted
 
     def to_json(self) -> dict[str, object]:
         """The report as one JSON document."""

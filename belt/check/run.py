@@ -15,7 +15,7 @@ import functools
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -266,12 +266,10 @@ class Explorer:
             self.record(check, detail, payload)
         return failures
 
-    def explore(
-        self, strategy: Any, sample: Any, case: Case, explicit: list[Any] | None = None
-    ) -> None:
+    def explore(self, strategy: Any, sample: Any, case: Case, explicit: Sequence[Any] = ()) -> None:
         """Search for failures, then send each case to be reported once more (``confirm``)."""
         try:
-            self.search(strategy, sample, case, explicit or [])
+            self.search(strategy, sample, case, explicit)
             self.confirm(case)
         except _Stop:
             self.report.stopped = STOPPED
@@ -297,7 +295,7 @@ class Explorer:
             if not self.again[check]:
                 self.flaky.add(check)
 
-    def search(self, strategy: Any, sample: Any, case: Case, explicit: list[Any]) -> None:
+    def search(self, strategy: Any, sample: Any, case: Case, explicit: Sequence[Any]) -> None:
         """Run ``case`` on the sample, the ``explicit`` payloads (at most half of the first batch)
         and generated ones, ``BATCH`` at a time and sent back to back; a generated failure is
         shrunk by Hypothesis running its batch again with the same seed."""
@@ -550,10 +548,12 @@ def signature_cases(secret: str, payload: dict[str, object], now: int) -> list[S
         headers = signed()
         return {**headers, **change(headers["webhook-signature"].removeprefix("v1,"))}
 
-    def last_byte_off(digest: str) -> dict[str, str]:
+    def resigned(signature: Callable[[str], str]) -> dict[str, str]:
+        return near(lambda digest: {"webhook-signature": signature(digest)})
+
+    def last_byte_off(digest: str) -> str:
         raw = base64.b64decode(digest)
-        flipped = raw[:-1] + bytes([raw[-1] ^ 0x01])
-        return {"webhook-signature": "v1," + base64.b64encode(flipped).decode("ascii")}
+        return "v1," + base64.b64encode(raw[:-1] + bytes([raw[-1] ^ 0x01])).decode("ascii")
 
     cases = {
         "a valid signature": signed(),
@@ -568,17 +568,13 @@ def signature_cases(secret: str, payload: dict[str, object], now: int) -> list[S
         "no webhook-signature header": without("webhook-signature"),
         # Near misses: a verifier that compares a prefix, leaves the id or the time out of
         # what it signs, or reads any entry that starts with v1 accepts one of these.
-        "the signature with its last byte changed": near(last_byte_off),
-        "the first half of the signature": near(
-            lambda digest: {"webhook-signature": "v1," + digest[: len(digest) // 2]}
-        ),
+        "the signature with its last byte changed": resigned(last_byte_off),
+        "the first half of the signature": resigned(lambda sig: "v1," + sig[: len(sig) // 2]),
         "the signature of another webhook-id": near(
             lambda _: {"webhook-id": f"msg_{secrets.token_urlsafe(18)}"}
         ),
         "the signature of another timestamp": near(lambda _: {"webhook-timestamp": str(now - 1)}),
-        "the signature as a v1a, entry": near(
-            lambda digest: {"webhook-signature": "v1a," + digest}
-        ),
+        "the signature as a v1a, entry": resigned(lambda digest: "v1a," + digest),
     }
     return [
         SignatureCase(name, tampered if name == "a tampered body" else body, headers, index < 2)
@@ -706,12 +702,10 @@ def run_check(
         routes=parse_routes(list(routes or [])),
         timeout=timeout,
     )
-    if not allow_network:
-        problems = network_problems(subjects)
-        if problems:
-            raise InvalidInput(
-                "belt check sends only to this machine", problems=problems, hint=OFFLINE_HINT
-            )
+    if not allow_network and (problems := network_problems(subjects)):
+        raise InvalidInput(
+            "belt check sends only to this machine", problems=problems, hint=OFFLINE_HINT
+        )
     chosen_seed = seed if seed is not None else secrets.randbelow(2**32)
     shown = target or "executors"
     if shown.startswith(("http://", "https://")):
