@@ -348,10 +348,8 @@ class _Compiler:
 def inline(value: Any) -> str:
     """A value as inline TOML: ``{ tool = "delete_file", status = "failed" }``."""
     if isinstance(value, dict):
-        if not value:
-            return "{}"
         parts = [f"{_key(k)} = {inline(v)}" for k, v in value.items()]
-        return "{ " + ", ".join(parts) + " }"
+        return "{ " + ", ".join(parts) + " }" if parts else "{}"
     if isinstance(value, list):
         return "[" + ", ".join(inline(v) for v in value) + "]"
     return _quoted(value) if isinstance(value, str) else json.dumps(value)  # true, 1, 2.5
@@ -394,7 +392,6 @@ class Facts:
         self.speaks = dialects.of(report["simulation"])
         self.dialect = self.speaks.name
         self.messages = report["chat"]["chat_messages"]
-        self.runs = report["runs"]
         # The scenario turn each run answers, and the runs of the scenario's own chat.
         self.turn_of, self.own_runs = self.speaks.turns(report)
         self._tools: list[Item] | None = None
@@ -408,10 +405,8 @@ class Facts:
         if self._tools is not None:
             return self._tools
         decided: dict[str, Delivery] = {}
-        for record in self.report.get("hook_executions") or []:  # the sync hook runs
-            if record.get("async"):
-                continue
-            resource = record.get("resource_id")
+        for record in self.report.get("hook_executions") or []:
+            resource = None if record.get("async") else record.get("resource_id")  # sync runs'
             if resource and resource not in decided and record.get("decision") != "allow":
                 decided[str(resource)] = record
         gates = {str(i.get("resource_id")): i for i in self.report.get("interrupts") or [] if i}
@@ -559,14 +554,9 @@ def check(expectation: Expectation, facts: Facts) -> Outcome:
         return _run(expectation, facts)
     if subject in BUDGETS:
         return _budget(expectation, facts)
-    items = {
-        "tool": facts.tools,
-        "event": facts.hook_runs,
-        "injection": facts.injections,
-        "row": facts.rows,
-        "interrupt": facts.interrupts,
-    }[subject]()
-    items = [item for item in items if facts.in_run(item.run_id, expectation.run)]
+    found = {"tool": facts.tools, "event": facts.hook_runs, "injection": facts.injections}
+    found |= {"row": facts.rows, "interrupt": facts.interrupts}
+    items = [item for item in found[subject]() if facts.in_run(item.run_id, expectation.run)]
     if subject == "injection":
         items = _reaching(expectation, items)
     return _collection(expectation, items)
@@ -614,12 +604,10 @@ def _candidates(expectation: Expectation, items: list[Item]) -> list[Item]:
         scored = [(sum(_holds(c, item) for c in expectation.conditions), item) for item in items]
         best = max((score for score, _ in scored), default=0)
         return [item for score, item in scored if best and score == best]
-    selectors = {
-        "tool": ("tool", "arguments", "run"),
-        "event": ("event", "handler", "tool", "arguments"),
-        "injection": ("injection", "dedup_key"),
-        "interrupt": ("interrupt", "tool", "arguments"),
-    }[expectation.subject]
+    near = {"tool": ("tool", "arguments", "run"), "injection": ("injection", "dedup_key")}
+    near |= {"event": ("event", "handler", "tool", "arguments")}
+    near |= {"interrupt": ("interrupt", "tool", "arguments")}
+    selectors = near[expectation.subject]
     # Those that match what the expectation is about (its tool and arguments...), else those
     # that match its subject key alone.
     for keys in (selectors, selectors[:1]):
@@ -743,8 +731,7 @@ def unnamed_failures(expectations: list[Expectation], report: SimReport) -> list
 
 
 def latency_of(record: Mapping[str, object]) -> float:
-    """How long one hook call took, in ms: ``latency_ms`` (to the microsecond) when the record
-    has it, else its whole ``duration_ms``."""
+    """How long one hook call took, in ms: its ``latency_ms``, else its ``duration_ms``."""
     value = record.get("latency_ms")
     if value is None:
         value = record.get("duration_ms")
@@ -807,11 +794,8 @@ def _budget(expectation: Expectation, facts: Facts) -> Outcome:
     """A budget: the measure of every matching item must stay within the expectation's number."""
     subject = expectation.subject
     limit, run = expectation.raw[subject], expectation.run
-    measured = {
-        "latency_ms": deliveries,
-        "injected_tokens": injected_per_turn,
-        "context_tokens": context_per_turn,
-    }[subject](facts)
+    measure = {"latency_ms": deliveries, "injected_tokens": injected_per_turn}
+    measured = measure.get(subject, context_per_turn)(facts)  # or context_tokens
     items = [i for i in measured if facts.in_run(i.run_id, run) and _matches(expectation, i)]
     if subject == "latency_ms":
         if not items:

@@ -65,8 +65,7 @@ def unregister(reference: str) -> None:
     """Forget a callable :func:`register` made reachable."""
     name = reference.rpartition(".")[2]
     with _lock:
-        if hasattr(handlers, name):
-            delattr(handlers, name)
+        vars(handlers).pop(name, None)
 
 
 class PathWarning(FutureWarning):
@@ -200,8 +199,7 @@ class ScenarioRun:
 
     @property
     def hold(self) -> str | None:
-        """Why the last run is held: a platform gate's ``hook_gate``, a Nexus attention hold's
-        reason (``timeout``...), or None when it is not held."""
+        """Why the last run is held (``hook_gate``, ``timeout``...), or None when it is not."""
         from belt.testing.expect import run_hold  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         run = self.facts.run(None)
@@ -228,15 +226,11 @@ class ScenarioRun:
         """The tool calls (tool, arguments, status, decision, reason, result, gated,
         resolution), in order; only those of ``name`` whose arguments fit when given."""
         calls = [item.fields for item in self.facts.tools()]
-        return [
-            call
-            for call in calls
-            if (name is None or call["tool"] == name) and _fits(call["arguments"], arguments)
-        ]
+        named = [call for call in calls if name is None or call["tool"] == name]
+        return [call for call in named if _fits(call["arguments"], arguments)]
 
     def tool_status(self, name: str, **arguments: object) -> str:
-        """The status of the first call of ``name`` whose arguments fit; LookupError when there
-        is none."""
+        """The status of the first call of ``name`` whose arguments fit (LookupError: none)."""
         calls = self.tool_calls(name, **arguments)
         if not calls:
             made = ", ".join(str(c["tool"]) for c in self.tool_calls()) or "none"
@@ -247,11 +241,8 @@ class ScenarioRun:
 
     def injections(self, turn: int) -> list[str]:
         """The text of every injection in the context of model turn ``turn`` (1, 2, ...)."""
-        return [
-            str(item.fields["injection"])
-            for item in self.facts.injections()
-            if turn in item.fields["turns"]
-        ]
+        found = self.facts.injections()
+        return [str(item.fields["injection"]) for item in found if turn in item.fields["turns"]]
 
     def injections_by_turn(self) -> dict[int, list[str]]:
         """For each model turn that had any, the text of the injections in its context."""
@@ -283,8 +274,7 @@ class ScenarioRun:
             raise ExpectationFailed(self.explain_all([outcome]))
 
     def explain_all(self, outcomes: list[Outcome]) -> str:
-        """Failed expectations: what each says and what happened instead, then one transcript
-        excerpt around them all."""
+        """Failed expectations, what happened instead, then one transcript excerpt for them all."""
         lines = []
         for outcome in outcomes:
             lines += [f"expected {outcome.expectation.text}", f"found: {outcome.found}"]
@@ -397,8 +387,7 @@ class ScenarioRunner:
         return run
 
     def isolated(self, run: Callable[[], ScenarioResult]) -> ScenarioResult:
-        """``run`` in a supervised worker process forked from this one; a worker that ended or
-        was harmed while it ran fails the test, naming how."""
+        """``run`` in a supervised worker process; a worker ended or harmed fails the test."""
         from belt.testing.suite import IMPORT_TIMEOUT  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         def step() -> ScenarioResult:

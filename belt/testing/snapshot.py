@@ -138,9 +138,8 @@ class _Names:
 
 
 def snapshot_of(report: Mapping[str, object], *, virtual_clock: bool) -> dict[str, object]:
-    """The stable form of a simulation's report (``belt.engine.readback.build_report``): every
-    part of it but the hook summary (which its hook calls already say), ids named in the order
-    they first appear, durations left out, and timestamps kept only on a virtual clock."""
+    """The stable form of a simulation's report: no hook summary (its calls say it), ids named in
+    the order they first appear, no durations, timestamps only on a virtual clock."""
     record = {key: value for key, value in report.items() if key != "hook_summary"}
     for part, keys in LEFT_OUT.items():
         if isinstance(within := record.get(part), dict):
@@ -154,8 +153,7 @@ def snapshot_of(report: Mapping[str, object], *, virtual_clock: bool) -> dict[st
     late = [execution for execution in executions if execution.get("async")]
     record["hook_executions"] = [each for each in executions if not each.get("async")]
     names = _Names()
-    names.learn(record)
-    names.learn(late)
+    names.learn([record, late])
     wall = not virtual_clock
     stable = names.value(record, wall=wall)
     for part in ON_WALL_TIME:
@@ -256,8 +254,8 @@ def unified(stored: str, text: str, path: Path) -> list[str]:
 
 
 def cut_long_lines(lines: list[str]) -> list[str]:
-    """A unified diff's lines, each longer than ``LINE_CHARS`` cut (``_shown``): the n-th ``-``
-    and the n-th ``+`` of a change around the first column where the two differ."""
+    """A unified diff's lines, a changed pair of lines longer than ``LINE_CHARS`` cut where they
+    differ (``_shown``)."""
     kind = lambda line: "" if line.startswith(("--- ", "+++ ")) else line[:1]  # noqa: E731
     runs = [(sign, list(run)) for sign, run in groupby(lines, kind)]
     shown: list[str] = []
@@ -283,9 +281,8 @@ def _shown(line: str, column: int | None) -> str:
     where = f"cut: columns {start + 1}-{end} of {len(text)}"
     if column is not None:
         where += f", first difference at column {column + 1}"
-    return (
-        f"{sign}{'…' if start else ''}{text[start:end]}{'…' if end < len(text) else ''}  [{where}]"
-    )
+    cut = f"{'…' if start else ''}{text[start:end]}{'…' if end < len(text) else ''}"
+    return f"{sign}{cut}  [{where}]"
 
 
 def changes(stored: str, text: str) -> list[str]:

@@ -162,8 +162,7 @@ class SuiteResult:
 
     @property
     def exit_code(self) -> ExitCode:
-        """5 when a file is invalid or no scenario was found (an empty shard of a suite is
-        fine); 1 on any failure or error."""
+        """5 for an invalid file or no scenario (an empty shard is fine), else 1 unless all pass."""
         if self.empty_shard:
             return ExitCode.OK
         if not self.results or any(result.invalid for result in self.results):
@@ -179,8 +178,7 @@ Render = Callable[[str, list[dict[str, object]]], list[str]]
 
 
 def candidates(paths: Iterable[Path]) -> list[Path]:
-    """The files among ``paths`` that may be scenarios, in the suite's order, none of them read
-    yet; NotFound (exit 3) for a path that does not exist."""
+    """The files among ``paths`` that may be scenarios; NotFound (exit 3) for a missing path."""
     files: list[Path] = []
     for path in paths:
         if not path.exists():
@@ -200,8 +198,7 @@ def read_scenario(path: Path) -> Any:
 
 
 def _walk(directory: Path) -> list[Path]:
-    """The scenario-like files under ``directory``, sorted; hidden, ``__pycache__`` and
-    ``__snapshots__`` entries are left out, and so are directories below a symbolic link."""
+    """The scenario-like files under ``directory``, sorted (not hidden, cached or snapshots)."""
     files: list[Path] = []
     for top, directories, names in os.walk(directory):
         directories[:] = [name for name in directories if _shown_entry(name)]
@@ -276,12 +273,11 @@ def run_suite(
         plan = partial(scenario_modules, [item[0] for item in items], routes or [])
         dialects.get(dialects.PLATFORM).loop()  # the workers start with the platform engine
         whole = jobs <= 1 if records is None else records
-        if progress is not None:
-            progress(0, len(items))
+        told = progress or (lambda done, total: None)
+        told(0, len(items))
         ran = run_all(step, items, jobs=jobs, lost=lost_result, preload=plan, whole=whole)
         for done, result in enumerate(ran, start=1):
-            if progress is not None:
-                progress(done, len(items))
+            told(done, len(items))
             if result is None:
                 continue
             results.append(result)
@@ -349,8 +345,7 @@ def run_one(
     keep: Path | None,
     trace: dict[str, str] | None = None,
 ) -> ScenarioResult:
-    """One scenario of the suite (``document`` as ``read_scenario`` gave it), errors its result;
-    its span is a child of ``trace``, the suite's, in whichever worker runs it."""
+    """One scenario of the suite, errors its result; its span is a child of ``trace``'s."""
     name = shown_name(path)
     started = time.perf_counter()
     with (

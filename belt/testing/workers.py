@@ -58,10 +58,7 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def shard_of(items: Sequence[T], shard: tuple[int, int] | None) -> list[T]:
     """The items of shard K of N: those at positions K-1, K-1+N, ... (all without a shard)."""
-    if shard is None:
-        return list(items)
-    number, count = shard
-    return list(items[number - 1 :: count])
+    return list(items if shard is None else items[shard[0] - 1 :: shard[1]])
 
 
 def run_all(
@@ -97,15 +94,13 @@ def _portable_step(step: Step, whole: bool, *item: Any) -> Any:
 
 
 def chunk_size(count: int, jobs: int) -> int:
-    """How many of ``count`` scenarios left a worker is handed at a time (a quarter of its share,
-    at most 16: the workers end together)."""
+    """How many of ``count`` scenarios left a worker is handed at a time (workers end together)."""
     return max(1, min(16, count // (jobs * 4)))
 
 
 def portable(result: Any, *, whole: bool = False) -> Any:
-    """A scenario's result without the compiled tests of its expectations (they cannot cross to
-    another process), and, when all passed and not ``whole``, with only the ``BRIEF`` parts of
-    its record (the rest only a failure's transcript excerpt reads)."""
+    """A scenario's result without its expectations' compiled tests (they cannot cross processes);
+    when all passed and not ``whole``, with only the ``BRIEF`` parts of its record."""
     changes: dict[str, object] = {}
     outcomes = getattr(result, "outcomes", None)
     if outcomes:
