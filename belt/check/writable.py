@@ -14,8 +14,7 @@ from belt.errors import InvalidInput
 
 
 def cannot_write(option: str, path: Path | str, exc: OSError) -> InvalidInput:
-    """The error (exit 5) for an ``option`` whose ``path`` could not be written, worded as
-    ``belt test --junit-xml`` words it."""
+    """The error (exit 5) for an ``option`` whose ``path`` could not be written."""
     return InvalidInput(f"{option} {path}: cannot write it: {exc.strerror or exc}")
 
 
