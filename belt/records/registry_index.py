@@ -329,13 +329,12 @@ class SearchIndex:
                 if best and -best[0][0] >= relevant:
                     break
             try:
-                hits = [
+                return [
                     Hit(row=_row(record), score=-score, matched=-count, terms=len(phrases))
                     for count, score, _, record in best
                 ]
             except (TypeError, ValueError) as exc:
                 raise IndexDamaged(self.path, f"a row is not as belt wrote it: {exc}") from None
-            return hits
         finally:
             if self.db.in_transaction:
                 self._run("COMMIT")
@@ -353,15 +352,9 @@ class SearchIndex:
         ``needed`` of ``phrases``, less the exclusions, best first: (-terms held, ``bm25()`` of
         the rarer phrases, rowid, row)."""
         held = self._held(phrases, rarer, needed)
-        scores = self._scores(
-            [phrases[number] for number in sorted(rarer)],
-            held,
-            frozenset(exclude_ids),
-            exclude_agent,
-        )
-        return sorted((-held[rowid], -score, rowid, row) for rowid, (score, row) in scores.items())[
-            :limit
-        ]
+        shortlisted = [phrases[number] for number in sorted(rarer)]
+        found = self._scores(shortlisted, held, frozenset(exclude_ids), exclude_agent).items()
+        return sorted((-held[rowid], -score, rowid, row) for rowid, (score, row) in found)[:limit]
 
     def _counts(self, phrases: Sequence[str]) -> list[int]:
         """How many entries each of ``phrases`` matches: for a phrase of one term, FTS5's
@@ -457,20 +450,11 @@ class SearchIndex:
         self._run("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('journal', -1)", (FORMAT,))
 
     def _insert(self, row: Row, *, rowid: int | None = None) -> None:
+        tags, agents = json.dumps(list(row.tags)), "".join(f" {agent} " for agent in row.agents)
         cursor = self._run(
             "INSERT INTO entries (rowid, id, name_key, name, kind, tags, text, version, agents) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                rowid,
-                row.id,
-                row.name_key,
-                row.name,
-                row.kind,
-                json.dumps(list(row.tags)),
-                row.text,
-                row.version,
-                "".join(f" {agent} " for agent in row.agents),
-            ),
+            (rowid, row.id, row.name_key, row.name, row.kind, tags, row.text, row.version, agents),
         )
         self._run(
             "INSERT INTO fts (rowid, name, tags, text) VALUES (?, ?, ?, ?)",
@@ -579,17 +563,10 @@ def _shortlists(counts: Sequence[int]) -> list[list[int]]:
 
 
 def _row(record: Sequence[object]) -> Row:
-    tags = json.loads(str(record[4]))
-    return Row(
-        id=str(record[0]),
-        name_key=str(record[1]),
-        name=str(record[2]),
-        kind=str(record[3]),
-        tags=tuple(str(tag) for tag in tags) if isinstance(tags, list) else (),
-        text=str(record[5]),
-        version=int(str(record[6])),
-        agents=tuple(str(record[7]).split()),
-    )
+    id_, name_key, name, kind, tags, text, version, agents = map(str, record)
+    listed = json.loads(tags)
+    tagged = tuple(str(tag) for tag in listed) if isinstance(listed, list) else ()
+    return Row(id_, name_key, name, kind, tagged, text, int(version), tuple(agents.split()))
 
 
 def _failure(path: Path, exc: sqlite3.Error) -> Exception:
@@ -600,14 +577,10 @@ def _failure(path: Path, exc: sqlite3.Error) -> Exception:
             hint="use a Python whose sqlite3 module is built with FTS5 (python.org and most "
             "distributions' builds are)",
         )
-    code = getattr(exc, "sqlite_errorcode", None)
-    if (
-        isinstance(exc, sqlite3.DatabaseError)
-        and code is not None
-        and code & 0xFF in _DAMAGED_CODES
-    ):
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # 0: SQLITE_OK, neither below
+    if isinstance(exc, sqlite3.DatabaseError) and code in _DAMAGED_CODES:
         return IndexDamaged(path, str(exc))
-    if code is not None and code & 0xFF in _BUSY_CODES:
+    if code in _BUSY_CODES:
         return Conflict(
             f"{path}: the registry index is busy (another process held it for "
             f"{BUSY_SECONDS:.0f} s)",
