@@ -32,7 +32,6 @@ from belt.reading.inputs import read_bytes
 from belt.records.ids import new_id
 from belt.records.names import find_id
 from belt.records.registry_index import (
-    Hit,
     IndexDamaged,
     Row,
     SearchIndex,
@@ -50,16 +49,10 @@ from belt.store.shapes import derive, fits
 DEFAULT_OWNER = "local"
 """The team a local registry belongs to, and a scenario's agent unless it names another."""
 
-KNOWLEDGE_KINDS = (
-    "observation",
-    "concept",
-    "rule",
-    "preference",
-    "gotcha",
-    "pattern",
-    "reference",
+KINDS = (
+    *("observation", "concept", "rule", "preference", "gotcha", "pattern", "reference"),
+    *("skill", "app"),
 )
-KINDS = (*KNOWLEDGE_KINDS, "skill", "app")
 """Every kind of entry: knowledge (what a review saves: rules, preferences, gotchas, patterns,
 references, and observations and concepts), skills and apps."""
 
@@ -273,25 +266,19 @@ def same_meaning(a: str, b: str) -> bool:
 
 def check_candidate(raw: Mapping[str, object], *, where: str) -> Candidate:
     """A candidate from a mapping (a registry file, a scripted review); InvalidInput (exit 5)
-    lists every problem as ``WHERE: KEY: why``."""
+    lists every problem as ``WHERE: KEY: why`` (a lone problem alone when ``where`` is empty)."""
     problems: list[str] = []
-    candidate = _candidate(raw, where, problems)
-    if candidate is None:
-        raise InvalidInput(f"{where}: not a valid registry entry", problems=problems)
-    return candidate
+    if (candidate := _candidate(raw, where, problems)) is not None:
+        return candidate
+    if not where and len(problems) == 1:
+        raise InvalidInput(problems[0])
+    message = f"{where}: not a valid registry entry" if where else "not a valid registry entry"
+    raise InvalidInput(message, problems=problems)
 
 
 def make_candidate(*, name: str, kind: str, text: str, tags: Sequence[str] = ()) -> Candidate:
     """A checked candidate from separate values; InvalidInput (exit 5) if any is wrong."""
-    problems: list[str] = []
-    candidate = _candidate(
-        {"name": name, "kind": kind, "text": text, "tags": list(tags)}, "", problems
-    )
-    if candidate is None:
-        if len(problems) == 1:
-            raise InvalidInput(problems[0])
-        raise InvalidInput("not a valid registry entry", problems=problems)
-    return candidate
+    return check_candidate({"name": name, "kind": kind, "text": text, "tags": list(tags)}, where="")
 
 
 def _candidate(raw: Mapping[str, object], where: str, problems: list[str]) -> Candidate | None:
@@ -395,13 +382,8 @@ def _unprintable(value: str, *, one_line: bool = True) -> str | None:
 
 
 def _describe(value: object) -> str:
-    return {
-        bool: "a boolean",
-        int: "a number",
-        float: "a number",
-        list: "a list",
-        dict: "a table",
-    }.get(type(value), type(value).__name__)
+    names = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "a table"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _show(value: object) -> str:
@@ -490,8 +472,7 @@ def list_entries(
     check_id(owner, what="owner")
     if kind is not None and kind not in KINDS:
         raise InvalidInput(f"kind {kind!r} is not one of {', '.join(KINDS)}")
-    entries = _entries(store, owner)
-    return [entry for entry in entries if kind is None or entry["kind"] == kind]
+    return [entry for entry in _entries(store, owner) if kind is None or entry["kind"] == kind]
 
 
 def _entries(store: Store, owner: str) -> list[RegistryEntry]:
@@ -544,7 +525,6 @@ def extracted_by(entry: RegistryEntry) -> set[str]:
 
 
 def _index_row(entry: RegistryEntry) -> Row:
-    agents = extracted_by(entry)
     return Row(
         id=entry["id"],
         name_key=normalise(entry["name"]),
@@ -553,7 +533,7 @@ def _index_row(entry: RegistryEntry) -> Row:
         tags=tuple(entry["tags"]),
         text=entry["text"],
         version=entry["version"],
-        agents=tuple(sorted(agents)),
+        agents=tuple(sorted(extracted_by(entry))),
     )
 
 
@@ -814,30 +794,13 @@ def remove_entry(
 # Searching
 
 
-def _limit(limit: int) -> int:
+def _asked(store: Store | None, owner: str, limit: int) -> tuple[Store, int]:
+    """The store, once ``owner`` and ``limit`` are checked."""
+    store = open_store(store)
+    check_id(owner, what="owner")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit {limit!r} is not a whole number from 1 to {MAX_LIMIT}")
-    return limit
-
-
-def _matches(hits: Sequence[Hit]) -> list[Match]:
-    """Hits as matches, each with its relevance against the best score among them."""
-    best = max((hit.score for hit in hits), default=0.0)
-    return [
-        Match(
-            id=hit.row.id,
-            name=hit.row.name,
-            kind=hit.row.kind,
-            tags=hit.row.tags,
-            text=hit.row.text,
-            version=hit.row.version,
-            score=float(f"{hit.score:.4g}"),
-            matched_terms=hit.matched,
-            query_terms=hit.terms,
-            relevance=round(hit.score / best, 2) if best > 0 else 0.0,
-        )
-        for hit in hits
-    ]
+    return store, limit
 
 
 def search(
@@ -845,9 +808,7 @@ def search(
 ) -> list[Match]:
     """``owner``'s entries that share a term with ``query``, best first, ranked as ``suggest``
     ranks (``SearchIndex.search``); any text is a valid query, never read as FTS5 syntax."""
-    store = open_store(store)
-    check_id(owner, what="owner")
-    limit = _limit(limit)
+    store, limit = _asked(store, owner, limit)
     if not isinstance(query, str):
         raise InvalidInput("a query is text")
     return _ranked(store, owner, query, limit=limit, min_terms=1, relevant=MIN_SHARED_TERMS)
@@ -865,9 +826,7 @@ def suggest(
     """Up to ``limit`` of ``owner``'s entries sharing ``MIN_SHARED_TERMS`` terms with ``prompt``
     (all of a shorter prompt's), in ``search``'s order; never one of ``exclude_ids`` nor
     ``exclude_origin_agent``'s extraction (``extracted_by``)."""
-    store = open_store(store)
-    check_id(owner, what="owner")
-    limit = _limit(limit)
+    store, limit = _asked(store, owner, limit)
     if exclude_origin_agent is not None:
         check_id(exclude_origin_agent, what="agent id")
     excluded = list(dict.fromkeys(exclude_ids))
@@ -886,36 +845,31 @@ def suggest(
     )
 
 
-def _ranked(
-    store: Store,
-    owner: str,
-    text: str,
-    *,
-    limit: int,
-    min_terms: int,
-    exclude_ids: Sequence[str] = (),
-    exclude_agent: str | None = None,
-    relevant: int | None = None,
-) -> list[Match]:
-    """The one ranking behind ``search`` and ``suggest``: the best ``limit`` entries for the
-    words of ``text`` sharing at least ``min_terms`` of its terms (``SearchIndex.search``)."""
+def _ranked(store: Store, owner: str, text: str, **options: Any) -> list[Match]:
+    """The one ranking behind ``search`` and ``suggest``: the entries ``SearchIndex.search``
+    finds for the words of ``text`` with ``options``, each with its relevance against the best."""
     phrases = query_phrases(query_words(text))
     if not phrases:
         return []
     hits = _query(
-        store,
-        owner,
-        lambda index, journal: index.search(
-            phrases,
-            limit=limit,
-            min_terms=min_terms,
-            exclude_ids=exclude_ids,
-            exclude_agent=exclude_agent,
-            journal=journal,
-            relevant=relevant,
-        ),
+        store, owner, lambda index, journal: index.search(phrases, journal=journal, **options)
     )
-    return _matches(hits)
+    best = max((hit.score for hit in hits), default=0.0)
+    return [
+        Match(
+            id=hit.row.id,
+            name=hit.row.name,
+            kind=hit.row.kind,
+            tags=hit.row.tags,
+            text=hit.row.text,
+            version=hit.row.version,
+            score=float(f"{hit.score:.4g}"),
+            matched_terms=hit.matched,
+            query_terms=hit.terms,
+            relevance=round(hit.score / best, 2) if best > 0 else 0.0,
+        )
+        for hit in hits
+    ]
 
 
 # Registry directories
