@@ -24,23 +24,18 @@ INTERRUPTED = 130
 
 def main() -> "NoReturn":
     """Console-script entry point of ``belt``."""
-    console(_belt_app, "belt")
-
-
-def _belt_app() -> "Callable[..., Any]":
-    from belt.cli.root import app  # start-up: imported once Ctrl-C is belt's
-
-    return app
+    console(lambda: _app("belt.cli.root"), "belt")
 
 
 def rho_main() -> "NoReturn":
-    """Console-script entry point of ``rho``: its app is imported after Ctrl-C is belt's."""
-    console(_rho_app, "rho")
+    """Console-script entry point of ``rho``."""
+    console(lambda: _app("belt.cli.rho"), "rho")
 
 
-def _rho_app() -> "Callable[..., Any]":
-    from belt.cli.rho import app  # start-up: imported once Ctrl-C is belt's
+def _app(module: str) -> "Callable[..., Any]":
+    import importlib  # loaded by Python's start; the app is imported once Ctrl-C is belt's
 
+    app: Callable[..., Any] = importlib.import_module(module).app
     return app
 
 
