@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from belt.display.text import short
 from belt.store import Store
 from belt.wire.platform import ContextInjection, LifecycleHookResponse
 
@@ -39,13 +40,9 @@ def suggestion(
     suggested: Mapping[str, int],
     turn: int,
 ) -> LifecycleHookResponse | None:
-    """``belt:suggest``: the owner's entries relevant to ``prompt``, as a one-turn injection.
-
-    At most ``suggest``'s default of 3 entries; None when nothing is relevant (no injection, so
-    no transcript row). Never the agent's own extractions, never an entry suggested in this chat
-    within ``QUIET_TURNS``.
-    """
-    # Start-up: the registry (and its search index) only for an agent with a belt:suggest hook.
+    """``belt:suggest``: up to 3 of the owner's entries relevant to ``prompt`` as a one-turn
+    injection, or None (no injection, no transcript row); never the agent's own extractions nor
+    an entry suggested in this chat within ``QUIET_TURNS``."""
     from belt.records.registry import suggest  # noqa: PLC0415 - a platform run loads no registry (sqlite3)
 
     matches = suggest(
@@ -69,13 +66,10 @@ def suggestion(
 
 def injection_text(owner: str, matches: Sequence[Match]) -> str:
     """What a suggestion puts in front of the model."""
-    lines = [f"From the {owner} registry, possibly relevant to this turn:"]
-    for match in matches:
-        text = " ".join(match.text.split())
-        if len(text) > PREVIEW_CHARS:
-            text = text[: PREVIEW_CHARS - 1] + "…"
-        lines.append(f"- {match.name} ({match.kind}): {text}")
-    return "\n".join(lines)
+    lines = [
+        f"- {match.name} ({match.kind}): {short(match.text, PREVIEW_CHARS)}" for match in matches
+    ]
+    return "\n".join([f"From the {owner} registry, possibly relevant to this turn:", *lines])
 
 
 def run(loop: PlatformLoop, hook_run: HookRun, payload: Mapping[str, object]) -> None:
