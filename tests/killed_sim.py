@@ -41,7 +41,7 @@ def main(path: str, point: str) -> None:
     options = simulation_options(store, dialect, executors=[], fail_closed=False, report=None)
     sim = dialect.create(store, loaded, fail_closed=False, routes=options.routes)
     simulation = Simulation(store, sim, dialect, options)
-    simulation.drive_waiting(simulation.start_turn())
+    simulation.loop.drive_waiting(simulation.loop.start_turn())
     if point == "begun":
         simulation.update_sim = die  # type: ignore[method-assign]
     elif point == "input":
@@ -71,7 +71,7 @@ def main(path: str, point: str) -> None:
             link(self, index, owner, member)
 
         Store.link = link_or_die  # type: ignore[method-assign]
-        simulation.drive_waiting(simulation.start_turn())
+        simulation.loop.drive_waiting(simulation.loop.start_turn())
     elif point == "injected":
         link = Store.link
 
@@ -83,11 +83,11 @@ def main(path: str, point: str) -> None:
                     die()
 
         Store.link = link_then_die  # type: ignore[method-assign]
-        simulation.drive_waiting(simulation.start_turn())
+        simulation.loop.drive_waiting(simulation.loop.start_turn())
     elif point != "between":
         raise SystemExit(f"unknown point {point!r}")
     if point in ("begun", "input", "listed"):
-        simulation.start_turn()
+        simulation.loop.start_turn()
     die()
 
 

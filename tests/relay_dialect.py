@@ -126,10 +126,10 @@ class RelayLoop:
         )
 
     def begin(self, index: int) -> Execution:
-        run = self.sim.create_run(index, {"next": "start", "calls": []}, dialect=self.name)
+        run = self.sim.steps.create_run(index, {"next": "start", "calls": []}, dialect=self.name)
         execution = Execution(index, run, run.execution)
-        self.sim.claim_chat(execution)
-        self.sim.add_text(execution, "user", self.scenario.turns[index].user)
+        self.sim.steps.claim_chat(execution)
+        self.sim.transcript.add_text(execution, "user", self.scenario.turns[index].user)
         return execution
 
     def step(self, execution: Execution) -> End | None:
@@ -137,12 +137,12 @@ class RelayLoop:
         if execution.state["next"] == "start":
             decision = self.fire(execution, "turn.start", {"user": turn.user})
             if decision == "skip":
-                return self.sim.complete(execution)  # type: ignore[no-any-return]
-            self.sim.add_text(execution, "assistant", turn.reply)
+                return self.sim.steps.complete(execution)  # type: ignore[no-any-return]
+            self.sim.transcript.add_text(execution, "assistant", turn.reply)
             execution.state["next"] = "end"
             return None
         self.fire(execution, "turn.end", {"reply": turn.reply})
-        return self.sim.complete(execution)  # type: ignore[no-any-return]
+        return self.sim.steps.complete(execution)  # type: ignore[no-any-return]
 
     def fire(self, execution: Execution, event: str, data: dict[str, Any]) -> str | None:
         """Call the hook of ``event``, if any, and keep the call on the run."""

@@ -289,7 +289,7 @@ class Emulator:
                 )
             append_turn(store, str(sim["id"]), build_turn(request.text, agent, self.model))
             simulation = Simulation(store, sim, PlatformLoop)  # it reads the turn just appended
-            execution = simulation.start_turn()
+            execution = simulation.loop.start_turn()
         run_id = str(execution.run_id)
         tag_emulated(store, run_id)
         self.queue.submit(str(sim["id"]), lambda: self.drive(simulation, execution))

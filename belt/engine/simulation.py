@@ -152,33 +152,6 @@ class Simulation:
         self.holds = Holds(self)
         self.loop = TurnLoop(self)
         self.dialect: Dialect = dialect(self)
-        # What the dialects (and callers of the driver) ask of the parts, by their old names.
-        self.add_text = self.transcript.add_text
-        self.add_event = self.transcript.add_event
-        self.add_messages = self.transcript.add_messages
-        self.new_message = self.transcript.new_message
-        self.text_message = self.transcript.text_message
-        self.add_answer = self.transcript.add_answer
-        self.finish_tool = self.transcript.finish_tool
-        self.recovered = self.transcript.recovered
-        self.reconcile_tools = self.transcript.reconcile_tools
-        self.over_limit = self.transcript.over_limit
-        self.compact = self.transcript.compact
-        self.leave_context = self.transcript.leave_context
-        self.unused_reply = self.transcript.unused_reply
-        self.create_run = self.steps.create_run
-        self.save = self.steps.save
-        self.hold = self.steps.hold
-        self.complete = self.steps.complete
-        self.fail = self.steps.fail
-        self.claim_chat = self.steps.claim_chat
-        self.settle_scripted = self.holds.settle_scripted
-        self.wait_out = self.holds.wait_out
-        self.trace_turn = self.spans.trace_turn
-        self.model_span = self.spans.model_span
-        self.tool_span = self.spans.tool_span
-        self.start_turn = self.loop.start_turn
-        self.drive_waiting = self.loop.drive_waiting
 
     def own_clock(self) -> VirtualClock | None:
         """The simulation's virtual clock (its time kept on its record as it moves), or None:

@@ -225,7 +225,7 @@ class NexusLoop:
         }
         # Declaring hooks makes even an ordinary reply without tools run-backed.
         if hooks or turn.tool_only or (turn.model and turn.model[0].tool_calls):
-            run = self.sim.create_run(
+            run = self.sim.steps.create_run(
                 index,
                 state,
                 standalone=conversation_id is None,
@@ -252,7 +252,7 @@ class NexusLoop:
             self.record_input(execution)
         recorder = self.sim.recorder
         recorder.update_chat(run_count=int(recorder.chat.get("run_count", 0)) + 1)
-        self.sim.claim_chat(execution)
+        self.sim.steps.claim_chat(execution)
         record_execution(
             self.sim.store,
             str(self.sim.sim["id"]),
@@ -288,7 +288,7 @@ class NexusLoop:
             and message_id not in self.sim.recorder.by_id
         ):
             kind = "mail" if turn.mail is not None else "user"
-            self.sim.add_text(execution, "user", text, message_id=message_id, input=kind)
+            self.sim.transcript.add_text(execution, "user", text, message_id=message_id, input=kind)
 
     def resumable(self, run: RunRecord, interrupted: bool) -> NexusExecution:
         """An execution on an attention hold goes on by retrying its failed hook task; one whose
@@ -435,26 +435,28 @@ class NexusLoop:
         for message in self.sim.recorder.messages:
             sim = message.get("sim") or {}
             if sim.get("execution") == previous_turn and message["role"] in roles:
-                self.sim.leave_context(message, replaced_by=index)
+                self.sim.transcript.leave_context(message, replaced_by=index)
 
     # -- steps ---------------------------------------------------------------------------------
 
     def request_step(self, execution: NexusExecution) -> End | None:
         """Compaction and turn_start when due, then one model request and its tools."""
         state = execution.state
-        self.sim.trace_turn(int(state["requests"]))
+        self.sim.spans.trace_turn(int(state["requests"]))
         if (end := self.before_request(execution)) is not None:
             return end
         chosen = self.next_round(execution)
         if chosen is None:
-            return self.sim.fail(execution, str(execution.turn.error))
+            return self.sim.steps.fail(execution, str(execution.turn.error))
         spec, repeated = chosen
         # A step interrupted after its answer was written goes on from that answer.
-        message = self.sim.recovered(execution, "assistant", request=state["requests"] + 1)
+        message = self.sim.transcript.recovered(
+            execution, "assistant", request=state["requests"] + 1
+        )
         if message is None:
             marks: dict[str, Any] = {"repeated": True} if repeated else {}
-            with self.sim.model_span(spec.tokens):
-                message = self.sim.add_answer(
+            with self.sim.spans.model_span(spec.tokens):
+                message = self.sim.transcript.add_answer(
                     execution,
                     say=spec.say,
                     tokens=spec.tokens,
@@ -477,9 +479,9 @@ class NexusLoop:
     def tool_only_step(self, execution: NexusExecution) -> End | None:
         """A tool-only execution: its tools run with no model round; their output is the answer."""
         calls = execution.turn.tool_calls
-        message = self.sim.recovered(execution, "assistant", tool_only=True)
+        message = self.sim.transcript.recovered(execution, "assistant", tool_only=True)
         if message is None:
-            message = self.sim.add_answer(
+            message = self.sim.transcript.add_answer(
                 execution, say=None, tokens=0, calls=calls, tool_only=True
             )
         self.run_tools(execution, message, calls)
@@ -491,7 +493,7 @@ class NexusLoop:
         """Pass the candidate answer through stop: deliver it, or run another model round."""
         state = execution.state
         if NexusEvent.STOP not in execution.hooks:
-            return self.sim.complete(execution)
+            return self.sim.steps.complete(execution)
         output = str(state["output"] or "")
         source = f"answer-{state['answers']}"
         # The preview is cut on a character boundary.
@@ -507,23 +509,26 @@ class NexusLoop:
                 self.mark_candidate(execution, "continued")
                 feedback = str(decision["feedback"])
                 key = task_key(str(execution.run_id), NexusEvent.STOP, source)
-                if self.sim.recovered(execution, "feedback", task_key=key) is None:
-                    self.sim.add_text(execution, "feedback", feedback, task_key=key)
+                if self.sim.transcript.recovered(execution, "feedback", task_key=key) is None:
+                    self.sim.transcript.add_text(execution, "feedback", feedback, task_key=key)
                 state.update(next="request", continuations=state["continuations"] + 1)
             return None
         self.mark_candidate(execution, "accepted")
-        return self.sim.complete(execution)
+        return self.sim.steps.complete(execution)
 
     def before_request(self, execution: NexusExecution) -> End | None:
         """Compaction and its hooks when needed, then turn_start before the first request."""
         state = execution.state
-        if state["compaction"] is None and (extra := self.sim.over_limit(execution)) is not None:
+        if (
+            state["compaction"] is None
+            and (extra := self.sim.transcript.over_limit(execution)) is not None
+        ):
             state["compaction"] = {
                 "n": state["compactions"] + 1,
                 "stage": "pre",
                 "extra": extra if state["requests"] > 0 else {},
             }
-            self.sim.save(execution)
+            self.sim.steps.save(execution)
         compaction = state["compaction"]
         if compaction is not None:
             with tracing.span("belt.compaction", {"belt.compaction.index": compaction["n"]}):
@@ -532,19 +537,19 @@ class NexusLoop:
                     extra = compaction["extra"]
                     if end := self.boundary(execution, NexusEvent.PRE_COMPACT, source, extra):
                         return end
-                    self.sim.compact(execution)
+                    self.sim.transcript.compact(execution)
                     compaction["stage"] = "post"
-                    self.sim.save(execution)
+                    self.sim.steps.save(execution)
                 if end := self.boundary(execution, NexusEvent.POST_COMPACT, source, {}):
                     return end
                 state.update(compaction=None, compactions=compaction["n"])
-                self.sim.save(execution)
+                self.sim.steps.save(execution)
         if state["requests"] == 0 and execution.kind != "background" and not state["turn_started"]:
             if end := self.boundary(execution, NexusEvent.TURN_START, "turn", {}):
                 return end
             if NexusEvent.TURN_START in execution.hooks:
                 state["turn_started"] = True
-                self.sim.save(execution)
+                self.sim.steps.save(execution)
         return None
 
     def boundary(
@@ -572,14 +577,14 @@ class NexusLoop:
         self, execution: NexusExecution, message: Message, calls: list[ToolCallSpec]
     ) -> None:
         """Run the tools of a message as scripted; each result is a tool message."""
-        self.sim.reconcile_tools(execution, message)
+        self.sim.transcript.reconcile_tools(execution, message)
         for invocation, call in zip(message["tool_invocations"], calls, strict=True):
             if invocation["status"] != ToolInvocationStatus.PENDING:
                 continue
             if execution.run is not None:
                 execution.run.check_cancelled()
-            with self.sim.tool_span(call.name, invocation):
-                self.sim.finish_tool(execution, invocation, call.status, call.result)
+            with self.sim.spans.tool_span(call.name, invocation):
+                self.sim.transcript.finish_tool(execution, invocation, call.status, call.result)
         self.sim.recorder.save_message(message)
 
     def mark_candidate(self, execution: NexusExecution, how: str) -> None:
@@ -629,7 +634,7 @@ class NexusLoop:
                 # Nobody approved it yet (and no --wait): the execution holds, as a run at a
                 # gate, until `belt interrupt resolve` settles it and `belt sim resume` goes on.
                 state = AgentRunState.INPUT_REQUIRED.value
-                return self.sim.hold(execution, ChatStatus.AWAITING_INPUT, state=state)
+                return self.sim.steps.hold(execution, ChatStatus.AWAITING_INPUT, state=state)
             self.record_row(execution, task)
             if task["status"] == TaskStatus.CANCELLED:
                 raise Cancelled
@@ -652,8 +657,8 @@ class NexusLoop:
             if execution.run is not None:
                 execution.run.check_cancelled()
             if current["status"] == TaskStatus.AWAITING_APPROVAL:
-                if not self.sim.settle_scripted(execution):
-                    self.sim.wait_out(execution)
+                if not self.sim.holds.settle_scripted(execution):
+                    self.sim.holds.wait_out(execution)
                 current = self.await_approval(current, told)
                 if current["status"] == TaskStatus.PENDING:
                     self.serve_here(current)
@@ -739,7 +744,7 @@ class NexusLoop:
             if decision.get("feedback"):
                 row["reason"] = decision["feedback"]
         row |= {"failure": error.get("code"), "error": error.get("message")} if error else {}
-        self.sim.add_event(
+        self.sim.transcript.add_event(
             execution, f"hook {task['event']}: {task['tool']}", type="hook", hook=row
         )
         self.recorded_rows.add(seen)
@@ -757,10 +762,10 @@ class NexusLoop:
             "detail": error.get("message"),
             "since": now_iso(),
         }
-        end = self.sim.hold(execution, ChatStatus.WAITING, attention=attention)
+        end = self.sim.steps.hold(execution, ChatStatus.WAITING, attention=attention)
         text = (
             f"attention hold: {task['event']} hook task {task['task_key']} failed "
             f"({attention['reason']}): {attention['detail']}"
         )
-        self.sim.add_event(execution, text, type="attention", attention=attention)
+        self.sim.transcript.add_event(execution, text, type="attention", attention=attention)
         return end

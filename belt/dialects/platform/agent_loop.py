@@ -198,7 +198,7 @@ class PlatformLoop:
         # The ids of the run's reply (so whoever started it can name the message that will
         # answer it) and of its input (written on resume if the process died first) are set now.
         first_input = self.sim.sim.get("first_input") if index == 0 else None
-        run = self.sim.create_run(
+        run = self.sim.steps.create_run(
             index,
             {
                 "next": "start",
@@ -227,7 +227,7 @@ class PlatformLoop:
                 recorder.save_message(message)
             return
         user = self.scenario.turns[execution.turn_index].user
-        self.sim.add_text(execution, "user", user, message_id=message_id)
+        self.sim.transcript.add_text(execution, "user", user, message_id=message_id)
 
     def step(self, execution: Execution) -> End | None:
         """Take the run's next step."""
@@ -325,7 +325,7 @@ class PlatformLoop:
         turn = self.scenario.turns[execution.turn_index]
         if execution.state["model"] >= len(turn.model) and turn.error is None:
             return self.complete(execution)
-        self.sim.trace_turn(int(self.sim.recorder.chat.get("turn_count", 0)))
+        self.sim.spans.trace_turn(int(self.sim.recorder.chat.get("turn_count", 0)))
         self.maybe_compact(execution)
         end = self.held_or_blocked(
             execution, "turn_start", self.fire(execution, "agent.turn_start")
@@ -339,7 +339,7 @@ class PlatformLoop:
         if result.outcome == Outcome.SUSPEND:  # the run waits in ``input_required``
             interrupt = result.decisive.interrupt if result.decisive else None
             execution.state.update(next="gate", gate=gate)
-            return self.sim.hold(
+            return self.sim.steps.hold(
                 execution,
                 ChatStatus.AWAITING_INPUT,
                 interrupt_reason=InterruptReason.HOOK_GATE.value,
@@ -359,19 +359,19 @@ class PlatformLoop:
         spec = models[index]
         # A step interrupted after its answer was written goes on from that answer; the turn
         # was counted with it.
-        message = self.sim.recovered(execution, "assistant", model_index=index)
+        message = self.sim.transcript.recovered(execution, "assistant", model_index=index)
         if message is None:
             injections = list(self.sim.ledger.context(execution.scope).injections)
             # A review branch's model turn records what it was asked with.
             review = self.sim.sim.get("review")
             asked = review.get("request") if isinstance(review, dict) else None
-            with self.sim.model_span(spec.tokens):
-                message = self.sim.add_answer(
+            with self.sim.spans.model_span(spec.tokens):
+                message = self.sim.transcript.add_answer(
                     execution,
                     say=spec.say,
                     tokens=spec.tokens,
                     calls=spec.tool_calls,
-                    message_id=self.sim.unused_reply(execution.state),
+                    message_id=self.sim.transcript.unused_reply(execution.state),
                     model_index=index,
                     injections=injections,
                     **({"request": asked} if isinstance(asked, dict) else {}),
@@ -391,7 +391,7 @@ class PlatformLoop:
         state = execution.state
         message = self.sim.recorder.message(str(state["message_id"]))
         spec = self.models(execution)[int(state["model"])]
-        self.sim.reconcile_tools(execution, message)
+        self.sim.transcript.reconcile_tools(execution, message)
         if execution.recovering:
             self.reconcile_gates(execution, message)
         calls = list(zip(message["tool_invocations"], spec.tool_calls, strict=True))
@@ -401,7 +401,7 @@ class PlatformLoop:
                 continue  # settled before the process that ran it was stopped
             if execution.run is not None:
                 execution.run.check_cancelled()
-            with self.sim.tool_span(call.name, invocation):
+            with self.sim.spans.tool_span(call.name, invocation):
                 result = self.fire(
                     execution,
                     "agent.tool_call",
@@ -412,7 +412,9 @@ class PlatformLoop:
                     invocation["status"] = ToolInvocationStatus.AWAITING_APPROVAL.value
                 elif result.outcome == Outcome.SKIP_TOOL:
                     reason = result.reason or DEFAULT_TOOL_DENY_REASON
-                    self.sim.finish_tool(execution, invocation, ToolInvocationStatus.FAILED, reason)
+                    self.sim.transcript.finish_tool(
+                        execution, invocation, ToolInvocationStatus.FAILED, reason
+                    )
                 else:
                     self.invoke(execution, invocation, call)
             state["tool"] = position + 1
@@ -432,7 +434,7 @@ class PlatformLoop:
             return None
         state.update(next="gate", gate="tools")
         if not approvals:
-            return self.sim.hold(
+            return self.sim.steps.hold(
                 execution,
                 ChatStatus.BUSY,
                 state=AgentRunState.WORKING.value,
@@ -443,7 +445,7 @@ class PlatformLoop:
         pending = pending_for_run(store=self.sim.store, run_id=str(execution.run_id))
         first = pending[0] if pending else None
         held = next((i for i in pending if i["resource_id"] == approvals[0]["id"]), first)
-        return self.sim.hold(
+        return self.sim.steps.hold(
             execution,
             ChatStatus.AWAITING_INPUT,
             interrupt_reason=held["reason"] if held else InterruptReason.HOOK_GATE.value,
@@ -465,7 +467,7 @@ class PlatformLoop:
         state = execution.state
         if state["gate"] in ("tools", "turn_start"):  # the model turn held at them goes on
             turns = int(self.sim.recorder.chat.get("turn_count", 0))
-            self.sim.trace_turn(turns - 1 if state["gate"] == "tools" else turns)
+            self.sim.spans.trace_turn(turns - 1 if state["gate"] == "tools" else turns)
         if state["gate"] == "tools":
             message = self.sim.recorder.message(str(state["message_id"]))
             self.settle_tools(execution, message)
@@ -499,7 +501,7 @@ class PlatformLoop:
         elif call.client:
             reason, timeout = InterruptReason.CLIENT_TOOL, None
         else:
-            self.sim.finish_tool(execution, invocation, call.status, call.result)
+            self.sim.transcript.finish_tool(execution, invocation, call.status, call.result)
             if call.async_:
                 self.fire(
                     execution,
@@ -544,16 +546,16 @@ class PlatformLoop:
             if status not in waiting or (interrupt and interrupt["status"] == "pending"):
                 continue
             if interrupt is None or interrupt.get("resolution") != "allow":
-                self.sim.finish_tool(
+                self.sim.transcript.finish_tool(
                     execution, invocation, ToolInvocationStatus.FAILED, rejection(interrupt)
                 )
             elif status == ToolInvocationStatus.AWAITING_INPUT:
-                self.sim.finish_tool(
+                self.sim.transcript.finish_tool(
                     execution, invocation, ToolInvocationStatus.COMPLETED, client_result(interrupt)
                 )
             else:  # approved: invoked; let through its gate: its approval comes next
                 approved = interrupt["reason"] == InterruptReason.TOOL_APPROVAL
-                with self.sim.tool_span(call.name, invocation):
+                with self.sim.spans.tool_span(call.name, invocation):
                     self.invoke(execution, invocation, call, approved=approved)
         self.sim.recorder.save_message(message)
 
@@ -568,7 +570,7 @@ class PlatformLoop:
     def fail(self, execution: Execution, error: str) -> End:
         """``agent.error`` fires, then the run fails."""
         self.fire(execution, "agent.error", {"error": error})
-        return self.sim.fail(execution, error)
+        return self.sim.steps.fail(execution, error)
 
     def complete(self, execution: Execution) -> End:
         """``agent.complete`` fires, then the run completes; a ``finish`` tool the run called
@@ -576,7 +578,7 @@ class PlatformLoop:
         self.fire(execution, "agent.complete")
         if (output := self.finish_output(execution)) is not None:
             self.sim.recorder.update_chat(output=output)
-        return self.sim.complete(execution)
+        return self.sim.steps.complete(execution)
 
     def finish_output(self, execution: Execution) -> Any:
         """The arguments of the last ``finish`` tool call this run completed, if any (read back
@@ -656,7 +658,7 @@ class PlatformLoop:
                 tags: dict[str, Any] = {"invocation_id": about} if about else {}
                 if hook_run.routed_to:
                     tags["routed_to"] = handler_label(hook_run.hook.type, hook_run.routed_to)
-                row = self.sim.new_message(
+                row = self.sim.transcript.new_message(
                     execution, role="event", content=[dict(transcript_content(hook))], **tags
                 )
             response = hook_run.response if hook_run.injected else None
@@ -673,7 +675,7 @@ class PlatformLoop:
                 row = None
             if row is not None:
                 pending.append(row)
-        self.sim.add_messages(pending)
+        self.sim.transcript.add_messages(pending)
         if run is not None:
             # A hook may take its time; a run stopped meanwhile must not act on its answer.
             run.check_cancelled()
@@ -720,7 +722,7 @@ class PlatformLoop:
             if any(
                 (new.sim.get("injection") or {}).get("dedup_key") == dedup_key for new in pending
             ):
-                self.sim.add_messages(pending)
+                self.sim.transcript.add_messages(pending)
                 pending.clear()
             context = self.sim.ledger.context(execution.scope)
             for message in list(context.injections.values()):
@@ -730,7 +732,7 @@ class PlatformLoop:
         injection: dict[str, object] = {"role": inject.role, "ttl_turns": ttl_turns}
         injection |= {"dedup_key": dedup_key, "items": inject.items, "source": source, "turn": turn}
         pending.append(
-            self.sim.text_message(
+            self.sim.transcript.text_message(
                 execution,
                 "injection",
                 inject.content,
@@ -757,12 +759,12 @@ class PlatformLoop:
 
     def maybe_compact(self, execution: Execution) -> None:
         """Compact the context before a model turn when it is above the threshold."""
-        if self.sim.over_limit(execution) is None:
+        if self.sim.transcript.over_limit(execution) is None:
             return
         with tracing.span("belt.compaction") as span:
             skipped = self.fire(execution, "agent.pre_compact").outcome == Outcome.SKIP_COMPACTION
             tracing.set_attributes(span, {"belt.compaction.skipped": skipped})
             if skipped:
                 return
-            self.sim.compact(execution)
+            self.sim.transcript.compact(execution)
             self.fire(execution, "agent.post_compact")
