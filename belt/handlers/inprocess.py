@@ -160,16 +160,14 @@ def read_value(value: Any) -> Answer:
     return Answer(response, None, warnings)
 
 
+@dataclass(slots=True)
 class _Call:
     """One call of a handler: what it returned or raised."""
 
-    __slots__ = ("argument", "error", "func", "value")
-
-    def __init__(self, func: Handler, argument: Any) -> None:
-        self.func = func
-        self.argument = argument
-        self.value: Any = None
-        self.error: BaseException | None = None
+    func: Handler
+    argument: Any
+    value: Any = None
+    error: BaseException | None = None
 
     def run(self) -> None:
         """Call the handler; keep what it returned or raised."""
@@ -364,8 +362,7 @@ class InProcess:
         if not returned or lost:
             self._abandon(worker)
             error = f"{label} {TIMED_OUT} {timeout:g} s"
-            if lost:
-                error = f"{label} closed the pipe belt reads its answer from"
+            error = f"{label} closed the pipe belt reads its answer from" if lost else error
             return WebhookResult(None, "", None, error, elapsed)
         return _answered(label, call, elapsed, message_limit)
 
@@ -384,8 +381,7 @@ class InProcess:
 def _argument(
     label: str, func: Handler, payload: Mapping[str, object]
 ) -> tuple[Any, WebhookResult | None]:
-    """What ``func`` is called with for ``payload`` (:func:`argument_for`), or the failed result
-    when it cannot be made."""
+    """What ``func`` is called with for ``payload`` (:func:`argument_for`), or the failed result."""
     # The exact JSON a webhook would be sent, decoded afresh: the handler cannot change the
     # payload the caller keeps. pydantic-core decodes it to what json.loads gives, in less time.
     try:
@@ -400,8 +396,7 @@ def _argument(
 
 
 def _answered(label: str, call: _Call, duration: int, message_limit: int | None) -> WebhookResult:
-    """The result of a call that returned: its answer read as a webhook's body, or what it
-    raised."""
+    """The result of a returned call: its answer read as a webhook's body, or what it raised."""
     if call.error is not None:
         kind = type(call.error).__name__
         detail = printable(str(call.error))
@@ -441,7 +436,6 @@ def deliver_here(spec: str, payload: Mapping[str, object]) -> WebhookResult:
 
 
 def idle_threads() -> set[threading.Thread]:
-    """The threads kept idle for the next simulation of the process (``IDLE_WORKERS``): belt's
-    own, waiting for a call."""
+    """The threads kept idle for the next simulation (``IDLE_WORKERS``), waiting for a call."""
     with _idle_lock:
         return {worker.thread for worker in _idle}
