@@ -162,10 +162,9 @@ def print_json_stream(
     _printed_document.append(True)
     sys.stdout.write(json_text({**head, key: []}, indent=2).removesuffix("[]\n}"))
     count = 0
-    for item in items:
+    for count, item in enumerate(items, 1):
         nested = json_text(item, indent=2).replace("\n", "\n    ")
-        sys.stdout.write(("," if count else "[") + f"\n    {nested}")
-        count += 1
+        sys.stdout.write(("," if count > 1 else "[") + f"\n    {nested}")
         if count % 100 == 0:
             sys.stdout.flush()
     sys.stdout.write("\n  ]" if count else "[]")

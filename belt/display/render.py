@@ -649,8 +649,7 @@ def test_summary_line(
     text = f"{len(results)} scenario(s): {', '.join(str(p) for p in parts if p)} in {seconds:.2f} s"
     if stopped:
         text += " (stopped at the first failure: -x)"
-    style = "green" if counts["pass"] == len(results) else "bold red"
-    return text, style
+    return text, "green" if counts["pass"] == len(results) else "bold red"
 
 
 # -- belt replay ----------------------------------------------------------------------------------
