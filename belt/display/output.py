@@ -232,12 +232,11 @@ def listing(
 ) -> None:
     """What a command that lists prints: with ``--json``, ``data`` as its document; else
     ``rows`` as a ``table``, or the line ``empty`` on stderr when there are none."""
-    if json_printed(json_, data):
-        return
-    if not rows:
-        echo(empty, stderr=True)
-        return
-    table(columns, rows, ids=ids, short=short)
+    if not json_printed(json_, data):
+        if rows:
+            table(columns, rows, ids=ids, short=short)
+        else:
+            echo(empty, stderr=True)
 
 
 def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page: int = 500) -> int:
