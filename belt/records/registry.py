@@ -328,13 +328,10 @@ def _text_value(
         problem(key, f"expected a string, got {_describe(value)}")
         return None
     value = value.replace("\r\n", "\n")
-    why = _unprintable(value, one_line=one_line)
-    if why:
+    if why := _unprintable(value, one_line=one_line):
         problem(key, why)
         return None
-    value = value.strip()
-    if one_line:
-        value = " ".join(value.split())
+    value = " ".join(value.split()) if one_line else value.strip()
     if not value:
         problem(key, "is empty")
         return None
@@ -542,20 +539,20 @@ def _change(store: Store, owner: str, change: Callable[[SearchIndex], T]) -> T:
     the store; an index found damaged before the store was changed is discarded and the change
     tried once more."""
     path = index_path(store, owner)
+
+    def changed() -> T:
+        with closing(SearchIndex.open(path, durable=store.fsync)) as index:
+            size = store.index_size(ENTRIES, owner)
+            if index.journal() != size:
+                rows = [_index_row(entry) for entry in _entries(store, owner)]
+                index.put(rows, journal=size, replace=True)
+            return change(index)
+
     with store.lock(_OWNER_LOCK, owner):
-        for attempt in (1, 2):
-            try:
-                with closing(SearchIndex.open(path, durable=store.fsync)) as index:
-                    size = store.index_size(ENTRIES, owner)
-                    if index.journal() != size:
-                        rows = [_index_row(entry) for entry in _entries(store, owner)]
-                        index.put(rows, journal=size, replace=True)
-                    return change(index)
-            except IndexDamaged:
-                if attempt == 2:
-                    raise
-                discard(path)
-    raise AssertionError("unreachable")
+        with suppress(IndexDamaged):
+            return changed()
+        discard(path)
+        return changed()
 
 
 def _record(
@@ -712,11 +709,8 @@ def _save_one(
         current = _checked(store, existing, data)
         number = current["version"] + 1
         current["versions"].append({**version, "version": number})
-        current["kind"] = candidate.kind
-        current["tags"] = list(candidate.tags)
-        current["text"] = candidate.text
-        current["version"] = number
-        current["updated_at"] = stamp
+        current |= {"kind": candidate.kind, "tags": list(candidate.tags), "text": candidate.text}
+        current |= {"version": number, "updated_at": stamp}
         return current
 
     # The index line first: if belt stops between the two, readers see a stale index.
@@ -907,17 +901,14 @@ def load_directory(
     for file in files:
         where = str(file)
         document = _read_entry_file(file, problems)
-        if document is None:
-            continue
-        candidate = _candidate(document, where, problems)
+        candidate = None if document is None else _candidate(document, where, problems)
         if candidate is None:
             continue
-        key = normalise(candidate.name)
-        if key in names:
+        if (key := normalise(candidate.name)) in names:
             problems.append(f"{where}: name: {candidate.name!r} is also the name in {names[key]}")
-            continue
-        names[key] = where
-        found.append((where, candidate))
+        else:
+            names[key] = where
+            found.append((where, candidate))
     if problems:
         raise InvalidInput(
             f"{directory}: {len(problems)} problem{'s' if len(problems) != 1 else ''} "
