@@ -1,7 +1,5 @@
-"""``belt sim``: run scripted agents whose hooks fire as on the platform, and what ``run`` and
-``resume`` print while a simulation works: live lines on stderr (hook tasks served, tasks and
-gates waited on) and, at a gate a ``--wait`` run stays at, the transcript so far and the earliest
-expiry counting down."""
+"""``belt sim``: run scripted agents whose hooks fire as on the platform; ``run`` and ``resume``
+report live on stderr (tasks and gates waited on; at a gate, the transcript and a countdown)."""
 
 from __future__ import annotations
 
