@@ -209,7 +209,7 @@ def add(
         default_resolution=default_resolution.value if default_resolution else None,
         file=file,
     )
-    output.success(f"added hooks[{index}] to {resolve_path(file)}: {describe_hook(shown(hook))}")
+    output.success(f"added hooks[{index}] to {resolve_path(file)}: {describe_hook(hook)}")
 
 
 @app.command("list")
@@ -253,9 +253,7 @@ def remove(
     from belt.declaring.hookfile import remove_hook, resolve_path  # start-up: pydantic
 
     hook = remove_hook(index, file)
-    output.success(
-        f"removed hooks[{index}] from {resolve_path(file)}: {describe_hook(shown(hook))}"
-    )
+    output.success(f"removed hooks[{index}] from {resolve_path(file)}: {describe_hook(hook)}")
 
 
 @app.command()
@@ -286,8 +284,9 @@ def shown(hook: LifecycleHookConfig) -> dict[str, object]:
     return wire
 
 
-def describe_hook(hook: dict[str, object]) -> str:
+def describe_hook(config: LifecycleHookConfig) -> str:
     """A one-line human description of a hook declaration."""
+    hook = shown(config)
     ignored = "(async ignored: a gate always holds the run)" if hook["type"] == "gate" else ""
     parts = [
         f"{hook['event']} → {hook['type']}",
