@@ -288,23 +288,19 @@ def _candidate(raw: Mapping[str, object], where: str, problems: list[str]) -> Ca
     def problem(key: str, why: str) -> None:
         problems.append(f"{prefix}{key}: {why}")
 
+    keys, kinds = ", ".join(FILE_KEYS), ", ".join(KINDS)
     if not isinstance(raw, Mapping):
-        problems.append(f"{prefix}expected a table of {', '.join(FILE_KEYS)}")
+        problems.append(f"{prefix}expected a table of {keys}")
         return None
     for key in raw:
         if key not in FILE_KEYS:
-            problem(
-                str(key),
-                f"unknown key (expected {', '.join(FILE_KEYS)}){did_you_mean(key, FILE_KEYS)}",
-            )
+            problem(str(key), f"unknown key (expected {keys}){did_you_mean(key, FILE_KEYS)}")
     name = _text_value(raw, "name", problem, limit=MAX_NAME_CHARS, one_line=True)
     kind = raw.get("kind")
     if kind is None:
-        problem("kind", f"missing (one of {', '.join(KINDS)})")
+        problem("kind", f"missing (one of {kinds})")
     elif kind not in KINDS:
-        problem(
-            "kind", f"{_show(kind)} is not one of {', '.join(KINDS)}{did_you_mean(kind, KINDS)}"
-        )
+        problem("kind", f"{_show(kind)} is not one of {kinds}{did_you_mean(kind, KINDS)}")
     text = _text_value(raw, "text", problem, limit=MAX_TEXT_CHARS, one_line=False)
     tags = _tags(raw.get("tags", []), problem)
     if len(problems) > before or name is None or text is None or not isinstance(kind, str):
@@ -321,24 +317,20 @@ def _text_value(
     one_line: bool,
 ) -> str | None:
     value = raw.get(key)
-    if value is None:
-        problem(key, "missing")
-        return None
     if not isinstance(value, str):
-        problem(key, f"expected a string, got {_describe(value)}")
+        problem(key, "missing" if value is None else f"expected a string, got {_describe(value)}")
         return None
     value = value.replace("\r\n", "\n")
+    cleaned = " ".join(value.split()) if one_line else value.strip()
     if why := _unprintable(value, one_line=one_line):
         problem(key, why)
-        return None
-    value = " ".join(value.split()) if one_line else value.strip()
-    if not value:
+    elif not cleaned:
         problem(key, "is empty")
-        return None
-    if len(value) > limit:
-        problem(key, f"{len(value)} characters, above the maximum of {limit}")
-        return None
-    return value
+    elif len(cleaned) > limit:
+        problem(key, f"{len(cleaned)} characters, above the maximum of {limit}")
+    else:
+        return cleaned
+    return None
 
 
 def _tags(value: object, problem: Callable[[str, str], None]) -> tuple[str, ...]:
