@@ -193,12 +193,6 @@ class Saved(TypedDict):
     version: int
 
 
-class LoadedFile(Saved):
-    """One file of a registry directory and what saving it did (``Loaded.to_json``)."""
-
-    file: str
-
-
 @dataclass(frozen=True)
 class SaveOutcome:
     """What saving a candidate did, to which entry, and its version afterwards."""
@@ -221,7 +215,7 @@ class Loaded:
     file: str
     outcome: SaveOutcome
 
-    def to_json(self) -> LoadedFile:
+    def to_json(self) -> dict[str, object]:
         """The file and its outcome."""
         return {"file": self.file, **self.outcome.to_json()}
 
@@ -391,9 +385,7 @@ def _damaged(store: Store, entry_id: str, why: str) -> InvalidInput:
 
 
 def _checked(store: Store, entry_id: str, data: Mapping[str, Any]) -> RegistryEntry:
-    """``data`` if it has the shape belt writes; otherwise InvalidInput naming the file.
-
-    The required fields and their types are those of :class:`RegistryEntry`."""
+    """``data`` if it has the shape of ``RegistryEntry``; else InvalidInput naming the file."""
     required, _ = derive(RegistryEntry)
     for key, kinds in required.items():
         if key == "version":

@@ -140,10 +140,8 @@ class Hit:
 
 
 def query_words(text: str) -> list[str]:
-    """The words of a free-text query: folded, without stopwords, distinct, bounded in number.
-
-    A word is a run of Unicode letters and digits, so the result never holds FTS5 syntax.
-    """
+    """The words of a free-text query: folded, without stopwords, distinct, bounded in number;
+    a word is a run of Unicode letters and digits, so the result never holds FTS5 syntax."""
     words: dict[str, None] = {}
     for found in _WORD.finditer(text[:MAX_QUERY_CHARS]):
         word = unicodedata.normalize("NFKC", found.group()).casefold()
