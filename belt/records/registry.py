@@ -649,12 +649,7 @@ def save_candidates(
 
 
 def _save_one(
-    store: Store,
-    owner: str,
-    candidate: Candidate,
-    origin: Origin,
-    stamp: str,
-    existing: str | None,
+    store: Store, owner: str, candidate: Candidate, origin: Origin, stamp: str, existing: str | None
 ) -> tuple[SaveOutcome, RegistryEntry | None]:
     """Save one candidate to the store (the owner's lock held); the entry if it was written."""
     version: EntryVersion = {
@@ -700,8 +695,7 @@ def _save_one(
     # The index line first: if belt stops between the two, readers see a stale index.
     store.link(ENTRIES, owner, existing)
     entry = store.update(ENTRY, existing, add_version)
-    outcome = SaveOutcome("versioned", existing, entry["name"], entry["kind"], entry["version"])
-    return outcome, entry
+    return SaveOutcome("versioned", existing, entry["name"], entry["kind"], entry["version"]), entry
 
 
 def add_entry(
