@@ -27,7 +27,7 @@ import re
 import sqlite3
 import threading
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import accumulate
@@ -315,6 +315,7 @@ class SearchIndex:
             return []
         needed = max(1, min(min_terms, len(phrases)))
         relevant = needed if relevant is None else max(1, min(relevant, len(phrases)))
+        excluded = frozenset(exclude_ids)
         self._run("BEGIN")
         try:
             (reflects,) = self._run(
@@ -323,7 +324,9 @@ class SearchIndex:
             if journal is not None and reflects != journal:
                 raise Stale
             for rarer in _shortlists(self._counts(phrases)):
-                best = self._best(phrases, rarer, needed, limit, exclude_ids, exclude_agent)
+                held = self._held(phrases, rarer, needed)
+                shortlisted = [phrases[number] for number in sorted(rarer)]
+                best = sorted(self._ranks(shortlisted, held, excluded, exclude_agent))[:limit]
                 if best and -best[0][0] >= relevant:
                     break
             try:
@@ -336,23 +339,6 @@ class SearchIndex:
         finally:
             if self.db.in_transaction:
                 self._run("COMMIT")
-
-    def _best(
-        self,
-        phrases: Sequence[str],
-        rarer: Sequence[int],
-        needed: int,
-        limit: int,
-        exclude_ids: Sequence[str],
-        exclude_agent: str | None,
-    ) -> list[tuple[int, float, int, Sequence[object]]]:
-        """The best ``limit`` entries holding one of the ``rarer`` phrases and at least
-        ``needed`` of ``phrases``, less the exclusions, best first: (-terms held, ``bm25()`` of
-        the rarer phrases, rowid, row)."""
-        held = self._held(phrases, rarer, needed)
-        shortlisted = [phrases[number] for number in sorted(rarer)]
-        found = self._scores(shortlisted, held, frozenset(exclude_ids), exclude_agent).items()
-        return sorted((-held[rowid], -score, rowid, row) for rowid, (score, row) in found)[:limit]
 
     def _counts(self, phrases: Sequence[str]) -> list[int]:
         """How many entries each of ``phrases`` matches: for a phrase of one term, FTS5's
@@ -388,28 +374,29 @@ class SearchIndex:
         query = f"SELECT rowid, count(*) FROM ({held}) GROUP BY rowid HAVING count(*) >= ?"
         return {int(rowid): int(count) for rowid, count in self._run(query, [*asked, needed])}
 
-    def _scores(
+    def _ranks(
         self,
         phrases: Sequence[str],
-        taken: Iterable[int],
+        held: Mapping[int, int],
         excluded: frozenset[str],
         exclude_agent: str | None,
-    ) -> dict[int, tuple[float, Sequence[object]]]:
-        """The ``-bm25()`` of ``phrases`` and the row of each entry ``taken`` (by rowid) that is
-        neither ``excluded`` (by id) nor ``exclude_agent``'s extraction; the exclusions are read
-        from the rows returned: cheaper than SQLite looking each excluded id up."""
+    ) -> list[tuple[int, float, int, Sequence[object]]]:
+        """Each entry ``held`` (rowid → terms held) that is neither ``excluded`` (by id) nor
+        ``exclude_agent``'s extraction, as a tuple that sorts the best first: (-terms held,
+        ``bm25()`` of ``phrases``, rowid, row); the exclusions are read from the rows returned:
+        cheaper than SQLite looking each excluded id up."""
         found = self._run(
             f"SELECT fts.rowid, {_BM25}, e.id, e.name_key, e.name, e.kind, e.tags, e.text, "
             "e.version, e.agents FROM fts CROSS JOIN entries AS e ON e.rowid = fts.rowid "
             "WHERE fts MATCH ? AND +fts.rowid IN (SELECT value FROM json_each(?))",
-            (" OR ".join(phrases), json.dumps(list(taken))),
+            (" OR ".join(phrases), json.dumps(list(held))),
         ).fetchall()
         agent = f" {exclude_agent} " if exclude_agent else None
-        return {
-            int(rowid): (float(score), record)
+        return [
+            (-held[int(rowid)], -float(score), int(rowid), record)
             for rowid, score, *record in found
             if record[0] not in excluded and (agent is None or agent not in str(record[7]))
-        }
+        ]
 
     # Internals
 
