@@ -469,10 +469,9 @@ def _entries(store: Store, owner: str) -> list[RegistryEntry]:
         except InvalidInput as exc:
             problems.append(exc.message)
             continue
-        if entry["owner"] != owner:
-            problems.append(
-                f"{store.path(ENTRY, entry_id)}: listed for {owner} but owned by {entry['owner']!r}"
-            )
+        if (owned_by := entry["owner"]) != owner:
+            where = store.path(ENTRY, entry_id)
+            problems.append(f"{where}: listed for {owner} but owned by {owned_by!r}")
         elif not entry.get("removed_at"):
             entries.append(entry)
     if problems:
@@ -552,8 +551,7 @@ def _record(
     journal = store.index_size(ENTRIES, owner)
     try:
         if removed is not None or entries:
-            rows = [_index_row(entry) for entry in entries]
-            index.put(rows, journal=journal, removed=removed)
+            index.put([_index_row(entry) for entry in entries], journal=journal, removed=removed)
     except IndexDamaged:
         index.close()
         discard(index.path)
@@ -754,9 +752,8 @@ def remove_entry(
         get_entry(store, entry_id=entry_id)  # a racing remover got here first: exit 3
         # Out of the entry index first: a reader then rebuilds without it, whatever follows.
         store.unlink(ENTRIES, owner, entry_id)
-        entry = cast(
-            RegistryEntry, store.merge(ENTRY, entry_id, {"removed_at": stamp, "updated_at": stamp})
-        )
+        changes = {"removed_at": stamp, "updated_at": stamp}
+        entry = cast(RegistryEntry, store.merge(ENTRY, entry_id, changes))
         _record(index, store, owner, removed=entry_id)
         return entry
 
@@ -862,11 +859,7 @@ def load_directory(
     if not directory.is_dir():
         raise NotFound(f"{directory}: no such registry directory")
     try:
-        files = sorted(
-            item
-            for item in directory.iterdir()
-            if item.suffix == ".toml" and not item.name.startswith(".")
-        )
+        files = sorted(f for f in directory.iterdir() if f.suffix == ".toml" and f.name[0] != ".")
     except OSError as exc:
         raise InvalidInput(f"{directory}: cannot list the directory: {exc.strerror}") from None
     if len(files) > MAX_DIRECTORY_FILES:
