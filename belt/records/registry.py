@@ -707,11 +707,8 @@ def add_entry(
     now: datetime | None = None,
 ) -> SaveOutcome:
     """``belt registry add``: save an entry whose text is read from ``file`` or stdin."""
-    text = read_entry_text(file)
-    candidate = make_candidate(name=name, kind=kind, text=text, tags=tags)
-    return save_candidate(
-        store, owner=owner, candidate=candidate, origin=Origin.person("cli"), now=now
-    )
+    candidate = make_candidate(name=name, kind=kind, text=read_entry_text(file), tags=tags)
+    return save_candidate(store, owner=owner, candidate=candidate, origin=Origin.person(), now=now)
 
 
 def read_entry_text(file: Path | None) -> str:

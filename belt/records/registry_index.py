@@ -181,8 +181,7 @@ class Probe:
             return [self._known[word] for word in words]
 
     def _tokenise(self, words: list[str]) -> list[tuple[str, ...]]:
-        """The terms of each of ``words``, put in the probe table (rowids from 0) and read back
-        from its vocabulary; the table is left empty (the lock held)."""
+        """The terms of each of ``words``, read from the probe table's vocabulary (lock held)."""
         if self._db is None or self._pid != os.getpid():
             db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             try:  # SQLite without FTS5 says so here
@@ -216,12 +215,12 @@ def query_phrases(words: Sequence[str]) -> list[str]:
     return list(phrases.values())
 
 
+@dataclass(eq=False)
 class SearchIndex:
     """An open connection to one owner's index file; close it after use."""
 
-    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
-        self.path = path
-        self.db = connection
+    path: Path
+    db: sqlite3.Connection
 
     @classmethod
     def open(cls, path: Path, *, durable: bool) -> SearchIndex:
@@ -345,18 +344,14 @@ class SearchIndex:
         vocabulary's (``vocab``); for one of several, FTS5 counts its doclist."""
         # A phrase is a quoted word (``quoted``); its terms are the probe's.
         terms = PROBE.terms([phrase[1:-1].replace('""', '"') for phrase in phrases])
-        kept = dict(
-            self._run(
-                "SELECT term, doc FROM vocab WHERE term IN (SELECT value FROM json_each(?))",
-                (json.dumps([found[0] for found in terms if len(found) == 1]),),
-            ).fetchall()
-        )
+        single = json.dumps([found[0] for found in terms if len(found) == 1])
+        vocab = "SELECT term, doc FROM vocab WHERE term IN (SELECT value FROM json_each(?))"
+        kept = dict(self._run(vocab, (single,)).fetchall())
+        matching = "SELECT count(*) FROM fts WHERE fts MATCH ?"
         return [
             int(kept.get(found[0], 0))
             if len(found) == 1
-            else int(
-                self._run("SELECT count(*) FROM fts WHERE fts MATCH ?", (phrase,)).fetchone()[0]
-            )
+            else int(self._run(matching, (phrase,)).fetchone()[0])
             for phrase, found in zip(phrases, terms, strict=True)
         ]
 
@@ -491,10 +486,8 @@ _READERS = _Readers()
 
 def reader(path: Path, *, durable: bool) -> SearchIndex | None:
     """An open index of ``path`` for queries (None if there is no file), kept open by this
-    thread between queries while ``path`` is still the file it opened (opening one costs more
-    than a query of a small registry). A file replaced since has another inode and is opened
-    afresh; a connection never crosses a fork. Do not close what this returns; a caller that
-    finds it damaged calls ``forget``."""
+    thread while ``path`` is the file it opened (opening costs more than a small query), never
+    across a fork. Do not close it; a caller that finds it damaged calls ``forget``."""
     readers = _READERS
     if readers.pid != os.getpid():
         readers.pid, readers.open = os.getpid(), {}  # the parent's connections are its own
