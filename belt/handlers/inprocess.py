@@ -120,8 +120,7 @@ def wants_model(func: Handler) -> bool:
 
 def argument_for(func: Handler, payload: Mapping[str, object]) -> Any:
     """The argument ``func`` is called with for ``payload``: the dict, or the model when its
-    first parameter asks for it (:func:`wants_model`); a payload that is not a
-    LifecycleHookPayload raises ValidationError when the model is wanted."""
+    first parameter asks for it (:func:`wants_model`; ValidationError if the payload is not one)."""
     if wants_model(func):
         return LifecycleHookPayload.model_validate(payload)
     return payload

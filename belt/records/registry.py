@@ -62,8 +62,7 @@ _OWNER_LOCK = "registry-owner"
 
 
 class EntryOrigin(TypedDict):
-    """Where a version came from (``Origin.to_json``): a person, through ``source`` (``cli`` or
-    a file), or an agent's review (``agent``, ``chat``, ``branch``)."""
+    """Where a version came from, as ``Origin.to_json`` stores it."""
 
     by: Literal["person", "agent"]
     source: NotRequired[str | None]
@@ -161,9 +160,8 @@ class Origin:
     @classmethod
     def extraction(cls, *, agent: str, chat: str, branch: str) -> Origin:
         """Extracted by ``agent``'s review of ``chat``, in the review branch ``branch``."""
-        check_id(agent, what="agent id")
-        check_id(chat, what="chat id")
-        check_id(branch, what="branch id")
+        for value, what in ((agent, "agent id"), (chat, "chat id"), (branch, "branch id")):
+            check_id(value, what=what)
         return cls(by="agent", agent=agent, chat=chat, branch=branch)
 
     def to_json(self) -> EntryOrigin:
@@ -561,10 +559,9 @@ def _record(
 
 def _query(store: Store, owner: str, ask: Callable[[SearchIndex, int | None], list[T]]) -> list[T]:
     """``ask`` the owner's index, up to date: ``ask`` is given the journal the index must have
-    (the size of the owner's entry index now), and raises ``Stale`` if the index, as the query
-    reads it, has another; then it is brought level under the owner's lock and asked again
-    (with no journal to check). A file found damaged mid-query is rebuilt once. The index is
-    kept open by this thread: never close it."""
+    (the entry index's size now) and raises ``Stale`` on another; the index is then brought
+    level under the owner's lock and asked again with none. A file found damaged mid-query is
+    rebuilt once. The index is kept open by this thread: never close it."""
     path = index_path(store, owner)
     for attempt in (1, 2):
         try:

@@ -130,8 +130,7 @@ class Row:
 
 @dataclass(frozen=True)
 class Hit:
-    """One entry a query found: its score (``-bm25()``, higher is better) and the terms of the
-    query it holds."""
+    """One entry a query found: its score (``-bm25()``, higher is better) and terms held."""
 
     row: Row
     score: float
