@@ -314,9 +314,7 @@ class InProcess:
     def _abandon(self, worker: _Worker) -> None:
         """Give up a worker stuck in a call: the next call gets a new one."""
         with self._lock:
-            for key, known in list(self._workers.items()):
-                if known is worker:
-                    del self._workers[key]
+            self._workers = {key: kept for key, kept in self._workers.items() if kept is not worker}
         worker.stop()
 
     def deliver(
