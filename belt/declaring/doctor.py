@@ -344,18 +344,20 @@ class Deliveries:
                 if key is not None:
                     webhooks.add((event, key))
         for line in _records(store, JOURNAL, SERVE):
-            if line.get("kind") != "hook" or not line.get("event"):
-                continue
-            headers = line.get("headers")
+            headers, route = line.get("headers"), line.get("route")
             host = headers.get("host") if isinstance(headers, dict) else None
-            key = served_key(host, line.get("route"))
+            if line.get("kind") != "hook" or not line.get("event") or not isinstance(route, str):
+                continue
+            key = webhook_key(f"//{host}", route) if isinstance(host, str) and host else None
             if key is not None:
                 webhooks.add((str(line.get("event")), key))
         return cls(hooks, webhooks)
 
 
-def webhook_key(url: str) -> WebhookKey | None:
-    """The ``WebhookKey`` of a webhook URL (None when it cannot be read)."""
+def webhook_key(url: str, route: str | None = None) -> WebhookKey | None:
+    """The ``WebhookKey`` of a webhook URL, or of a request ``belt serve`` journalled (``url``
+    ``//`` and its Host header, where 80 and 443 are both defaults; ``route`` its path); None
+    when it cannot be read."""
     try:
         parts = urlsplit(url)
         host, port = parts.hostname, parts.port
@@ -363,23 +365,9 @@ def webhook_key(url: str) -> WebhookKey | None:
         return None
     if not host:
         return None
-    if port == {"http": 80, "https": 443}.get(parts.scheme):
-        port = None
-    return (_same_host(host), port, parts.path or "/")
-
-
-def served_key(host: Any, route: Any) -> WebhookKey | None:
-    """The ``WebhookKey`` of a request ``belt serve`` journalled: its Host header and route."""
-    if not isinstance(host, str) or not isinstance(route, str) or not host:
-        return None
-    try:
-        parts = urlsplit(f"//{host}")
-        name, port = parts.hostname, parts.port
-    except ValueError:
-        return None
-    if not name:
-        return None
-    return (_same_host(name), None if port in (80, 443) else port, route or "/")
+    defaults = (80, 443) if route is not None else ({"http": 80, "https": 443}.get(parts.scheme),)
+    path = parts.path if route is None else route
+    return (_same_host(host), None if port in defaults else port, path or "/")
 
 
 def _same_host(host: str) -> str:

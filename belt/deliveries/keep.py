@@ -196,7 +196,8 @@ def chat_document(deliveries: list[Kept], handler: str) -> Document:
 
 def _toml(document: Document, lines: list[str], stem: str) -> tuple[str, str, str]:
     """(file name, media type, text): TOML with ``lines`` as comments, or JSON when a value has no
-    TOML form (a null)."""
+    TOML form (a null); the name is ``stem`` made a safe file name."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)[:80]
     try:
         body = tomli_w.dumps(document)
     except (TypeError, ValueError):
@@ -221,7 +222,7 @@ def kept_scenario(
     scenario_from_document(document, "the kept scenario", Path("."), locate=False)
     data = _mapping(payload.get("data"))
     parts = ("replay", str(payload["event"]).removeprefix("agent."), _text(data.get("tool")))
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(part for part in parts if part))[:80]
+    stem = "-".join(part for part in parts if part)
     lines = [
         *header,
         "The model is scripted to reach the same boundary with the same data; ids, times and",
@@ -369,8 +370,7 @@ class TestWriter:
                 "ids, times and what the model said differ from the recorded chat.",
                 "Run it with: belt test FILE",
             ]
-            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{numbers[0]:04d}-chat-{chat_id}")[:80]
-            name, _, text = _toml(document, header, stem)
+            name, _, text = _toml(document, header, f"{numbers[0]:04d}-chat-{chat_id}")
             self.save(name, text)
         self.chats.clear()
 
