@@ -494,12 +494,9 @@ def extracted_by(entry: RegistryEntry) -> set[str]:
     """The agents whose extraction ``entry`` is: the agent whose review created it, and the one
     whose review wrote its current version. A person's newer version of an entry a person
     created makes it no agent's extraction again."""
-    origins = [entry["versions"][0]["origin"], entry["versions"][-1]["origin"]]
-    return {
-        str(origin["agent"])
-        for origin in origins
-        if origin.get("by") == "agent" and isinstance(origin.get("agent"), str)
-    }
+    origins = (entry["versions"][0]["origin"], entry["versions"][-1]["origin"])
+    agents = {origin.get("agent") for origin in origins if origin.get("by") == "agent"}
+    return {agent for agent in agents if isinstance(agent, str)}
 
 
 def _index_row(entry: RegistryEntry) -> Row:

@@ -316,10 +316,8 @@ class SearchIndex:
         excluded = frozenset(exclude_ids)
         self._run("BEGIN")
         try:
-            (reflects,) = self._run(
-                "SELECT (SELECT value FROM meta WHERE key = 'journal')"
-            ).fetchone()
-            if journal is not None and reflects != journal:
+            reflects = self._run("SELECT (SELECT value FROM meta WHERE key = 'journal')").fetchone()
+            if journal is not None and reflects[0] != journal:
                 raise Stale
             for rarer in _shortlists(self._counts(phrases)):
                 held = self._held(phrases, rarer, needed)
