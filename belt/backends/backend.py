@@ -96,11 +96,7 @@ class LocalBackend:
 
         full_id = find_interrupt_id(store=self.store, ref=interrupt_id, pending_first=True)
         return resolve_interrupt(
-            store=self.store,
-            interrupt_id=full_id,
-            decision=decision,
-            data=data,
-            by=person(door),
+            store=self.store, interrupt_id=full_id, decision=decision, data=data, by=person(door)
         )
 
     def batch_atomic(self) -> bool:

@@ -18,14 +18,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from belt.deliveries.effects import url_host
-from belt.errors import (
-    BeltError,
-    InvalidInput,
-    NotFound,
-    Unreachable,
-    UsageError,
-    remote_error,
-)
+from belt.errors import BeltError, InvalidInput, NotFound, Unreachable, UsageError, remote_error
 from belt.outgoing.transport import TooLarge, call, read
 from belt.reading.strictjson import StrictJSONError, decode
 from belt.records.interrupts import BATCH_PATH, BatchResult, Settlement, happened_at
@@ -53,11 +46,7 @@ class Platform:
     """A connection to one platform API; use as a context manager."""
 
     def __init__(
-        self,
-        base_url: str,
-        *,
-        api_key: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
+        self, base_url: str, *, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT
     ) -> None:
         reason = check_webhook_url(base_url)
         if reason is not None:

@@ -73,8 +73,7 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
 
         timed = any(os.environ.get(f"OTEL_EXPORTER_OTLP_{part}TIMEOUT") for part in ("TRACES_", ""))
         exporter = OTLPSpanExporter(
-            endpoint=traces_url(otlp) if otlp else None,
-            timeout=None if timed else EXPORT_SECONDS,
+            endpoint=traces_url(otlp) if otlp else None, timeout=None if timed else EXPORT_SECONDS
         )
         provider.add_span_processor(_batched(_gives_up(exporter)))
     if trace_file is not None:
