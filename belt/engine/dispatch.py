@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -22,14 +23,16 @@ from belt.deliveries.effects import (
     url_host,
 )
 from belt.errors import UsageError
-from belt.handlers.gate import open_gate
 from belt.handlers.inprocess import InProcess, Located, load_handler
-from belt.handlers.task import start_task
 from belt.handlers.webhook import deliver
 from belt.outgoing import tracing
+from belt.records.chats import create_chat
+from belt.records.interrupts import create_interrupt
+from belt.records.messages import Recorder
 from belt.rules.policy import load_policy
 from belt.wire.catalogue import EVENTS
 from belt.wire.dto import InterruptJSON
+from belt.wire.enums import ChatStatus
 from belt.wire.platform import (
     HookDecision,
     HookHandlerType,
@@ -91,11 +94,6 @@ def parse_routes(specs: list[str]) -> list[Route]:
     return routes
 
 
-def routes_from_wire(raw: Any) -> list[Route]:
-    """Routes as the store's private part keeps them."""
-    return [Route(str(item["prefix"]), str(item["target"])) for item in raw or []]
-
-
 def load_handlers(
     hooks: list[LifecycleHookConfig],
     routes: list[Route],
@@ -128,18 +126,13 @@ def load_located(place: Located, *, where: str) -> Handler:
     """The handler ``place`` names: a ``py:`` callable, or a ``policy:`` file's decisions (as
     ``belt serve --policy`` decides them)."""
     if place.spec.startswith(POLICY_PREFIX):
-        return policy_handler(Path(place.spec[len(POLICY_PREFIX) :]))
+        policy = load_policy(Path(place.spec[len(POLICY_PREFIX) :]))
+
+        def decide(payload: LifecycleHookPayload) -> LifecycleHookResponse:  # asks for the model
+            return policy.decide(payload).response
+
+        return decide
     return load_handler(place.spec, where=where, root=place.root)
-
-
-def policy_handler(path: Path) -> Handler:
-    """A policy file as an in-process handler: given the payload, the response it decides."""
-    policy = load_policy(path)
-
-    def decide(payload: LifecycleHookPayload) -> LifecycleHookResponse:
-        return policy.decide(payload).response
-
-    return decide
 
 
 def route_for(routes: list[Route], url: str) -> Route | None:
@@ -363,11 +356,25 @@ class Dispatcher:
             if hook.type == HookHandlerType.WEBHOOK:
                 self.run_webhook(run, payload)
             elif hook.type == HookHandlerType.TASK:
-                agent_ref = str(hook.handler)
-                run.task_chat_id = start_task(self.store, agent_ref=agent_ref, payload=payload)
+                origin = {"hook_event": payload.get("event"), "run_id": payload.get("run_id")}
+                chat = create_chat(
+                    self.store, agent_id=str(hook.handler), status=ChatStatus.BUSY, origin=origin
+                )
+                text = json.dumps(payload, ensure_ascii=False)
+                Recorder(self.store, chat["id"]).add_message(
+                    role="user", run_id=None, content=[{"type": "text", "text": text}]
+                )
+                run.task_chat_id = str(chat["id"])
             elif hook.type == HookHandlerType.GATE:
-                run.interrupt = open_gate(
-                    self.store, hook=hook, payload=payload, resource_id=resource_id
+                run.interrupt = create_interrupt(
+                    store=self.store,
+                    run_id=str(payload["run_id"]),
+                    chat_id=str(payload["chat_id"]),
+                    event=str(payload["event"]),
+                    timeout=hook.effective_timeout(),
+                    default_resolution=hook.effective_default_resolution().value,
+                    meta=payload,
+                    resource_id=resource_id,
                 )
                 run.decision = HookDecision.SUSPEND
             elif hook.type == HookHandlerType.BUILTIN and self.builtin is not None:
@@ -461,13 +468,8 @@ def executed_record(
     payload: Mapping[str, object],
     place: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
-    """The ``hook.executed`` agent event for one handler run (with the payload it was given),
-    ending with ``place``: where it belongs in the transcript.
-
-    The wire's HookExecutedPayload plus belt's fields: which hook, how it ran, its ``override``
-    (recorded, never acted on, as WIRE.md says), ``warnings`` and ``injection`` (as ``belt
-    replay`` compares it). An async hook's answer is recorded as given; it took no effect.
-    """
+    """The ``hook.executed`` agent event for one handler run (the wire's HookExecutedPayload plus
+    belt's fields, its ``override`` recorded, never acted on), ending with ``place``."""
     response = run.response
     injected = run.injected
     record: dict[str, object] = {

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from belt.deliveries.effects import is_in_process, url_host
-from belt.engine.dispatch import Route, routes_from_wire
+from belt.engine.dispatch import Route
 from belt.engine.execution import End, SimStatus
 from belt.errors import Conflict, NotFound
 from belt.handlers.inprocess import Located
@@ -233,7 +233,9 @@ def reload_hooks(store: Store, sim: Sim) -> tuple[list[LifecycleHookConfig], lis
         problems = model_problems(exc)
         raise damaged(where, f"a hook is not a hook declaration ({problems[0]})") from None
     try:
-        routes = routes_from_wire(private.get("routes"))
+        routes = [
+            Route(str(item["prefix"]), str(item["target"])) for item in private.get("routes") or []
+        ]
     except (KeyError, TypeError):
         raise damaged(where, "a route is not an object with a prefix and a target") from None
     return hooks, routes

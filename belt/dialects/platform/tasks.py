@@ -1,7 +1,7 @@
 """Task agents: the chats that task hooks start, run as child simulations.
 
 A task hook's handler creates a chat of the agent it names whose first message is the payload
-(``belt.handlers.task``); the engine runs it as a child (``belt.dialects.platform.children``) as
+(``belt.engine.dispatch``); the engine runs it as a child (``belt.dialects.platform.children``) as
 the scenario scripts the agent (``[agents."ns/name"]``; none scripted: it acknowledges).
 """
 
