@@ -17,8 +17,9 @@ import textwrap
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import lru_cache
 from itertools import islice
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -62,32 +63,11 @@ def json_text(
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-Made = TypeVar("Made")
-
-
-def _kept(
-    kept: dict[Any, tuple[Any, Made]], key: Any, stream: Any, make: Callable[[], Made]
-) -> Made:
-    """``make()`` for ``key``, made once while ``stream`` is the stream it was made for."""
-    found = kept.get(key)
-    if found is None or found[0] is not stream:
-        if len(kept) >= STREAMS_KEPT:
-            kept.clear()
-        found = kept[key] = (stream, make())
-    return found[1]
-
-
+@lru_cache(maxsize=8)  # stdout and stderr, and those a test puts in their place
 def is_terminal(stream: Any) -> bool:
     """Whether ``stream`` is a terminal (it sets the layout, whatever NO_COLOR says); asked once."""
     isatty = getattr(stream, "isatty", None)
-    return _kept(_terminals, id(stream), stream, lambda: bool(isatty and isatty()))
-
-
-STREAMS_KEPT = 8
-"""How many streams the answers of ``is_terminal`` and the consoles of ``console`` are kept
-for (stdout and stderr, and those a test puts in their place)."""
-_terminals: dict[int, tuple[Any, bool]] = {}
-_consoles: dict[tuple[int, bool, bool, str | None], tuple[Any, Console]] = {}
+    return bool(isatty and isatty())
 
 
 def _wants_colour(stream: Any) -> bool:
@@ -99,23 +79,23 @@ def console(*, stderr: bool = False) -> Console:
     """A rich console on stdout or stderr, laid out for a terminal when it is one and styled only
     when colour is on; made once for each stream and setting."""
     stream = sys.stderr if stderr else sys.stdout
-    colour = _wants_colour(stream)
-    terminal = is_terminal(stream)
+    return _console(stream, _wants_colour(stream), is_terminal(stream), os.environ.get("COLUMNS"))
 
-    def make() -> Console:
-        from rich.console import Console
 
-        return Console(
-            file=stream,
-            no_color=not colour,
-            color_system="auto" if colour else None,
-            highlight=False,
-            soft_wrap=not terminal,
-            force_terminal=terminal or None,
-            emoji=False,
-        )
+@lru_cache(maxsize=8)
+def _console(stream: Any, colour: bool, terminal: bool, columns: str | None) -> Console:
+    """The console of ``console``; ``columns`` ($COLUMNS, which rich reads once) is of its key."""
+    from rich.console import Console
 
-    return _kept(_consoles, (id(stream), colour, terminal, os.environ.get("COLUMNS")), stream, make)
+    return Console(
+        file=stream,
+        no_color=not colour,
+        color_system="auto" if colour else None,
+        highlight=False,
+        soft_wrap=not terminal,
+        force_terminal=terminal or None,
+        emoji=False,
+    )
 
 
 _printed_document: list[bool] = []
