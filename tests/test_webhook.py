@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belt.handlers.webhook import deliver, failure_of, parse_response
+from belt.handlers.webhook import deliver, failure_of, read_answer
 from belt.outgoing.signing import verify
 from belt.outgoing.transport import using
 from belt.wire.samples import sample_payload
@@ -196,11 +196,11 @@ class Capturing(httpx.HTTPTransport):
         return super().handle_request(request)
 
 
-def test_parse_response_keeps_override_without_acting_on_it() -> None:
-    response, problem = parse_response('{"decision": "allow", "override": {"x": 1}}')
-    assert problem is None
-    assert response is not None
-    assert response.override == {"x": 1}
+def test_read_answer_keeps_override_without_acting_on_it() -> None:
+    answer = read_answer('{"decision": "allow", "override": {"x": 1}}')
+    assert answer.problem is None
+    assert answer.response is not None
+    assert answer.response.override == {"x": 1}
 
 
 @pytest.mark.parametrize("behaviour", [hostile.slow_head, hostile.slow_body])
@@ -255,8 +255,8 @@ def test_a_hostile_answer_is_the_handlers_failure(body: bytes, problem: str) -> 
     | st.text(max_size=300).map(lambda t: t.encode("utf-8", "surrogatepass"))
 )
 def test_any_answer_body_parses_or_fails_cleanly(body: bytes) -> None:
-    response, problem = parse_response(body.decode("utf-8", errors="replace"))
-    assert (response is None) != (problem is None)
+    answer = read_answer(body.decode("utf-8", errors="replace"))
+    assert (answer.response is None) != (answer.problem is None)
 
 
 def serve_each(answer: Callable[[bytes], bytes]) -> Any:

@@ -174,12 +174,6 @@ def _read_answer(text: str) -> Answer:
 _read_kept = functools.lru_cache(maxsize=ANSWERS_KEPT)(_read_answer)
 
 
-def parse_response(text: str) -> tuple[LifecycleHookResponse | None, str | None]:
-    """Parse a 2xx body as ``read_answer`` does. Returns (response, problem)."""
-    answer = read_answer(text)
-    return answer.response, answer.problem
-
-
 def _reason(exc: Exception, url: str) -> str:
     """An exception's message with the URL (and so any credentials in it) taken out."""
     text = str(exc) or type(exc).__name__

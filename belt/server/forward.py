@@ -18,7 +18,7 @@ import httpx
 
 from belt.deliveries.effects import url_host
 from belt.errors import UsageError
-from belt.handlers.webhook import encode_payload, parse_response
+from belt.handlers.webhook import encode_payload, read_answer
 from belt.outgoing import tracing
 from belt.outgoing.signing import signed_headers
 from belt.outgoing.transport import MAX_CONNECTIONS, TooLarge, aread, async_client
@@ -105,9 +105,9 @@ class Forwarder:
             raise HandlerFailed(f"forwarding to {host} failed: {type(exc).__name__}") from None
         if not 200 <= status < 300:
             raise HandlerFailed(f"forwarding to {host}: it answered HTTP {status}")
-        response, problem = parse_response(answer.decode("utf-8", "replace"))
-        if response is None:
+        read = read_answer(answer.decode("utf-8", "replace"))
+        if read.response is None:
             raise HandlerFailed(
-                f"forwarding to {host}: the answer is not a LifecycleHookResponse: {problem}"
+                f"forwarding to {host}: the answer is not a LifecycleHookResponse: {read.problem}"
             )
-        return Verdict(response, None)
+        return Verdict(read.response, None)
