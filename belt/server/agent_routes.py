@@ -13,7 +13,7 @@ client tools, approvals and stops have their routes here. Every other route the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Route
 
 from belt.records.chats import read_chat
 from belt.server.guard import STOPPING
-from belt.server.problems import Problem, answering, read_json_object
+from belt.server.problems import Problem, answering, calling, read_json_object
 from belt.server.stream import chat_events
 from belt.wire.validate import IN_PROCESS_PREFIX
 
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 CONTINUE_INTERVAL = 0.25
 """Seconds between two looks for emulated runs that can go on (settled elsewhere, or left by a
 server that is gone)."""
-
-Endpoint = Callable[[Request], Awaitable[Any]]
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -100,19 +98,6 @@ def not_emulated(template: str) -> Callable[[Request], Any]:
         )
 
     return answering(answer, agent=True)
-
-
-def calling(method: Callable[..., Any], *params: str, body: bool = False) -> Endpoint:
-    """A route that calls ``method`` in a thread with the path parameters named ``params`` and,
-    with ``body``, the request's JSON object."""
-
-    async def route(request: Request) -> Any:
-        args: list[Any] = [request.path_params[name] for name in params]
-        if body:
-            args.append(await read_json_object(request))
-        return await run_in_threadpool(method, *args)
-
-    return route
 
 
 def agent_routes(emulator: Emulator) -> list[BaseRoute]:

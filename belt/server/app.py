@@ -14,7 +14,7 @@ import json
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -76,6 +76,7 @@ from belt.server.guard import RequestGuard, allowed_host_name
 from belt.server.inspector import inspector_routes, is_page_shell
 from belt.server.live import handler_traceback, loop_error, render_json, render_record
 from belt.server.problems import (
+    Endpoint,
     Problem,
     answering,
     belt_problem,
@@ -103,8 +104,6 @@ if TYPE_CHECKING:
     from belt.emulator.agents import AgentFiles
     from belt.store import Store
 
-Endpoint = Callable[[Request], Awaitable[Response]]
-
 ANSWERS_MAX_BYTES = 16 * 1024 * 1024
 """The most bytes of first answers kept for redeliveries; past it the oldest are let go (their ids
 are still remembered, so a redelivery of one is refused, never decided again)."""
@@ -117,12 +116,9 @@ ID_KEPT_MAX = 64
 """The longest webhook id remembered as it is; a longer one is remembered by its digest, so that
 IDS_MAX ids take the same memory however long a sender makes them."""
 
-ANSWER_FIELDS = ("event", "tool", "decision", "reason", "rule", "warnings", "injected", "error")
-"""The fields of a journal line that say what a delivery was answered."""
-
 
 class Answered(TypedDict, total=False):
-    """A journal line's ANSWER_FIELDS."""
+    """The fields of a journal line that say what a delivery was answered."""
 
     event: str
     tool: str
@@ -132,6 +128,9 @@ class Answered(TypedDict, total=False):
     warnings: list[str]
     injected: bool
     error: str
+
+
+ANSWER_FIELDS = tuple(Answered.__annotations__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -685,9 +684,7 @@ def create_app_from_settings(env: dict[str, str]) -> Starlette:
     )
 
 
-def health_check(
-    store: Store, pool: HandlerPool | None
-) -> Callable[[Request], Awaitable[Response]]:
+def health_check(store: Store, pool: HandlerPool | None) -> Endpoint:
     """GET /healthz: 200 while the handler pool has a free thread and the store can be
     written, else a 503 problem saying what cannot."""
 

@@ -16,6 +16,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -122,7 +123,7 @@ async def http_problem(request: Request, exc: Exception) -> Response:
 
 
 def answering(
-    handler: Callable[[Request], Awaitable[Any]],
+    handler: Endpoint,
     *,
     agent: bool = False,
     headers: dict[str, str] | None = None,
@@ -144,6 +145,22 @@ def answering(
         response = envelope(found)
         response.headers.update(headers or {})
         return response
+
+    return route
+
+
+Endpoint = Callable[[Request], Awaitable[Any]]
+
+
+def calling(method: Callable[..., Any], *params: str, body: bool = False) -> Endpoint:
+    """A route that calls ``method`` in a thread with the path parameters named ``params`` and,
+    with ``body``, the request's JSON object."""
+
+    async def route(request: Request) -> Any:
+        args: list[Any] = [request.path_params[name] for name in params]
+        if body:
+            args.append(await read_json_object(request))
+        return await run_in_threadpool(method, *args)
 
     return route
 

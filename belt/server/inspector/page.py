@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -30,20 +30,16 @@ from belt.records.journal import JOURNAL, SERVE
 from belt.records.reports import Reporter, report_api
 from belt.server.guard import STOPPING
 from belt.server.inspector.deliveries import Deliveries, Signals, check_filters
-from belt.server.inspector.resend import (
-    REPLAY_MAX,
-    Replayer,
-    parse_target,
-    scenario_file,
+from belt.server.inspector.resend import REPLAY_MAX, Replayer, parse_target, scenario_file
+from belt.server.inspector.timeline import gate_item, gates, list_runs, resolve, run_view
+from belt.server.problems import (
+    Endpoint,
+    Problem,
+    answering,
+    belt_problem,
+    calling,
+    read_json_object,
 )
-from belt.server.inspector.timeline import (
-    gate_item,
-    gates,
-    list_runs,
-    resolve,
-    run_view,
-)
-from belt.server.problems import Problem, answering, belt_problem, read_json_object
 from belt.server.stream import line
 from belt.store import clock
 
@@ -68,7 +64,6 @@ PAGE_HEADERS = {
     "referrer-policy": "no-referrer",
     "cache-control": "no-store",
 }
-Handler = Callable[[Request], Awaitable[Any]]
 API_HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
 
 TICK = 0.25
@@ -317,16 +312,6 @@ def watched_areas(store: Store) -> dict[str, Signals]:
     return areas
 
 
-def threaded(function: Callable[..., Any], *args: Any, param: str = "") -> Handler:
-    """A route that answers ``function(*args)`` (and the path's ``param``), called in a thread."""
-
-    async def route(request: Request) -> Any:
-        named = (request.path_params[param],) if param else ()
-        return await run_in_threadpool(function, *args, *named)
-
-    return route
-
-
 def _whole(value: str, name: str) -> int:
     if not value.isdigit() or len(value) > 6:
         raise InvalidInput(f"{name}: expected a whole number, got {value!r}")
@@ -343,13 +328,13 @@ def build(
 ) -> ASGIApp:
     """The inspector's router over ``store``, its JSON routes under ``prefix``."""
     inspector = Inspector(store, decide=decide, report=report, in_process=in_process)
-    api: dict[str, dict[str, Handler]] = {
+    api: dict[str, dict[str, Endpoint]] = {
         "GET": {
             "deliveries": inspector.list_deliveries,
-            "deliveries/{delivery_id}": threaded(inspector.deliveries.detail, param="delivery_id"),
-            "runs": threaded(list_runs, store),
-            "runs/{run_id}": threaded(run_view, store, param="run_id"),
-            "gates": threaded(gates, store),
+            "deliveries/{delivery_id}": calling(inspector.deliveries.detail, "delivery_id"),
+            "runs": calling(partial(list_runs, store)),
+            "runs/{run_id}": calling(partial(run_view, store), "run_id"),
+            "gates": calling(partial(gates, store)),
             "stream": inspector.stream,
         },
         "POST": {
