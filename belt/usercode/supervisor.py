@@ -400,9 +400,7 @@ class Supervisor:
             self._finish(worker)
         if kind == "done":
             return Reply(value)
-        if kind == "lost":
-            return Reply(problem=value)
-        return Reply(problem=f"raised {_last_line(value[1])}")
+        return Reply(problem=value if kind == "lost" else f"raised {_last_line(value[1])}")
 
     def failed_imports(self) -> list[BeltError]:
         """What importing the preloaded modules did that was not a success, as errors (exit
@@ -771,9 +769,8 @@ def _dies_with(parent: int) -> None:
     """Linux: this process is killed when ``parent`` ends (at once if it has)."""
     if not sys.platform.startswith("linux"):
         return
-    pr_set_pdeathsig = 1
     with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
     if os.getppid() != parent:
         os._exit(0)
 
@@ -842,10 +839,9 @@ def _stopped_by(number: int) -> str:
 
 
 def _signal_name(number: int) -> str:
-    try:
+    with contextlib.suppress(ValueError):
         return signal.Signals(number).name
-    except ValueError:
-        return "unknown"
+    return "unknown"
 
 
 def _write(fd: int, data: bytes) -> None:
@@ -884,10 +880,9 @@ def _receive(fd: int) -> Any:
 
 
 def _receive_socket(sock: socket.socket) -> Any:
-    try:
+    with contextlib.suppress(OSError, ValueError):
         return _receive(sock.fileno())
-    except (OSError, ValueError):
-        return None
+    return None
 
 
 def _last_line(text: str) -> str:
@@ -899,20 +894,18 @@ def _exception_text(exc: BaseException) -> tuple[bytes | None, str]:
     """What a step raised, to cross to belt: pickled when it can be (belt may not load it: its
     class may live in a module only the worker imported), and its traceback as text."""
     text = "".join(traceback.format_exception(exc))
-    try:
-        blob: bytes | None = pickle.dumps(exc, pickle.HIGHEST_PROTOCOL)
-    except Exception:
-        blob = None
+    blob: bytes | None = None
+    with contextlib.suppress(Exception):
+        blob = pickle.dumps(exc, pickle.HIGHEST_PROTOCOL)
     return blob, text
 
 
 def _exception(value: tuple[bytes | None, str]) -> BaseException:
     """What a step raised in a worker, in belt's process, its traceback in a note."""
     blob, text = value
-    try:
+    exc: object = None
+    with contextlib.suppress(Exception):  # its class cannot be found here
         exc = pickle.loads(blob) if blob is not None else None
-    except Exception:  # its class cannot be found here
-        exc = None
     if not isinstance(exc, BaseException):
         exc = _Raised(_last_line(text))
     exc.add_note(f"(in a worker process)\n{text}")
