@@ -21,12 +21,11 @@ from typer.testing import CliRunner
 from belt.check import generate
 from belt.check.report import CheckReport, CheckResult, failure_lines
 from belt.check.run import run_check
-from belt.check.subjects import PLATFORM_EVENTS, subjects_for
+from belt.check.subjects import PLATFORM_EVENTS
 from belt.cli import app
 from belt.errors import InvalidInput, Unreachable, UsageError
 from belt.outgoing.transport import using
 from belt.reading.strictjson import decode
-from belt.wire.enums import Dialect
 from belt.wire.platform import LifecycleHookPayload
 from tests import checked
 from tests.servers import running
@@ -86,22 +85,6 @@ def test_generated_payloads_are_valid_payloads_of_their_event(event: str, data: 
         arguments = payload["data"]["arguments"]
         size = len(json.dumps(arguments, ensure_ascii=False).encode())
         assert size <= generate.ARGUMENTS_MAX_BYTES
-
-
-def test_a_subjects_dialect_is_the_wires() -> None:
-    url, _ = subjects_for(
-        "http://127.0.0.1:9/hook", events=["agent.tool_call"], executors=[], routes=[], timeout=None
-    )
-    tool, _ = subjects_for(
-        None,
-        events=[],
-        executors=[f"check={CHECKED}:nexus_continue_everywhere"],
-        routes=[],
-        timeout=None,
-    )
-    assert {type(subject.dialect) for subject in url + tool} == {Dialect}
-    assert {url[0].dialect, tool[0].dialect} == {Dialect.PLATFORM, Dialect.NEXUS}
-    assert (url[0].kind, tool[0].kind) == ("webhook", "executor")
 
 
 # -- the examples pass ----------------------------------------------------------------------------

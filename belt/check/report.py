@@ -151,13 +151,10 @@ class CheckReport:
     def to_json(self) -> dict[str, object]:
         """The report as one JSON document."""
         out = {key: getattr(self, key) for key in ("target", "seed", "examples")}
-        out |= {
-            "passed": self.exit_code == ExitCode.OK,
-            "counts": self.counts(),
-            "cases": self.cases,
-        }
-        out |= {"seconds": round(self.seconds, 3), "stopped": self.stopped, "notes": self.notes}
-        return out | {"unwritten": self.unwritten, "checks": [r.to_json() for r in self.results]}
+        out |= {"passed": self.exit_code == ExitCode.OK, "counts": self.counts()}
+        out |= {"cases": self.cases, "seconds": round(self.seconds, 3), "stopped": self.stopped}
+        out |= {"notes": self.notes, "unwritten": self.unwritten}
+        return out | {"checks": [r.to_json() for r in self.results]}
 
 
 def failure_lines(report: CheckReport) -> list[str]:

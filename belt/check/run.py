@@ -128,8 +128,8 @@ class Sender:
     deadline: float = float("inf")
     pacer: Pacer = field(default_factory=lambda: Pacer(REMOTE_PER_SECOND))
     hung: dict[tuple[str, str], WebhookResult | None] = field(default_factory=dict)
-    """What a call that timed out gave (None for a tool), by target and payload: it is not
-    called again."""
+    """What a call that timed out gave (None for a tool), by target and payload's ``encode``: it
+    is not called again."""
 
     def seconds(self, timeout: float) -> tuple[float, bool]:
         """A call's seconds: its ``timeout``, or what is left of ``--max-time`` (then True)."""
@@ -158,7 +158,7 @@ class Sender:
 
     def call_handler(self, subject: Subject, payload: dict[str, object]) -> WebhookResult:
         """Call a ``py:`` handler subject in a worker process, as a webhook is delivered."""
-        if self.hung and (known := self.hung.get(_hung_key(subject.target, payload))) is not None:
+        if self.hung and (known := self.hung.get((subject.target, encode(payload)))) is not None:
             return known
         seconds, cut = self.seconds(subject.timeout)
         started = time.perf_counter()
@@ -169,7 +169,7 @@ class Sender:
                 raise _Stop("--max-time")
             error = f"{subject.target} {TIMED_OUT} {subject.timeout:g} s"
             timed_out = WebhookResult(None, "", None, error, took)
-            self.hung[_hung_key(subject.target, payload)] = timed_out
+            self.hung[subject.target, encode(payload)] = timed_out
             return timed_out
         if reply.problem is not None:
             return WebhookResult(None, "", None, f"{subject.target}: {reply.problem}", took)
@@ -179,7 +179,7 @@ class Sender:
         """Run a Nexus executor subject's tool on ``task_input`` (a ``py:`` one in a worker)."""
         executor = subject.executor
         assert executor is not None
-        if self.hung and _hung_key(subject.target, task_input) in self.hung:
+        if self.hung and (subject.target, encode(task_input)) in self.hung:
             return ToolOutcome(timed_out=True)
         seconds, cut = self.seconds(subject.timeout)
         if executor.kind != "py":
@@ -192,13 +192,8 @@ class Sender:
         if done.timed_out:
             if cut:
                 raise _Stop("--max-time")
-            self.hung[_hung_key(subject.target, task_input)] = None
+            self.hung[subject.target, encode(task_input)] = None
         return done
-
-
-def _hung_key(target: str, payload: Any) -> tuple[str, str]:
-    """What ``Sender.hung`` knows a call by: its target and its payload's JSON."""
-    return target, json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
 def user_modules(subjects: list[Subject]) -> list[Preload]:

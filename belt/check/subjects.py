@@ -48,11 +48,6 @@ class Subject:
     executor: Target | None = field(default=None, repr=False)
 
     @property
-    def dialect(self) -> Dialect:
-        """The dialect the subject speaks: an executor tool is Nexus's (the wire's name)."""
-        return Dialect.NEXUS if self.executor is not None else Dialect.PLATFORM  # dialect: by kind
-
-    @property
     def kind(self) -> str:
         """``webhook``, ``py`` or ``executor``."""
         if self.executor is not None:
@@ -178,9 +173,8 @@ def network_problems(subjects: list[Subject]) -> list[str]:
     seen: set[str] = set()
     for subject in subjects:
         target = subject.target
-        if subject.executor is not None and subject.executor.kind != "http":
-            continue
-        if on_this_machine(target) or target in seen:
+        tool = subject.executor is not None and subject.executor.kind != "http"
+        if tool or on_this_machine(target) or target in seen:
             continue
         seen.add(target)
         problems.append(
