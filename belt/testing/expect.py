@@ -336,8 +336,7 @@ class _Compiler:
             self.error("status", "the status of a hook task is a Nexus notion; use decision")
             return None
         states = {"tool": TOOL_STATES, "interrupt": INTERRUPT_STATES}
-        states["event"] = self.speaks.hook_states
-        return self.choice("status", states[subject])
+        return self.choice("status", states.get(subject, self.speaks.hook_states))  # or event
 
     def switch(self, key: str) -> Test | None:
         """A true / false key that an item's field must equal."""
@@ -635,12 +634,10 @@ def _failed(expectation: Expectation, found: str, items: list[Item]) -> Outcome:
 
 
 def _fired(expectation: Expectation, facts: Facts) -> Outcome:
-    event = str(expectation.raw["event"])
+    event, wanted = str(expectation.raw["event"]), int(expectation.raw["fired"])
     fired = facts.fired(event, expectation.run)
-    wanted = int(expectation.raw["fired"])
-    if fired == wanted:
-        return Outcome(expectation, True)
-    return Outcome(expectation, False, f"{event} was reached {fired} time(s), expected {wanted}")
+    found = "" if fired == wanted else f"{event} was reached {fired} time(s), expected {wanted}"
+    return Outcome(expectation, fired == wanted, found)
 
 
 def run_hold(run: ReportRun) -> object:
@@ -733,8 +730,7 @@ def unnamed_failures(expectations: list[Expectation], report: SimReport) -> list
 def latency_of(record: Mapping[str, object]) -> float:
     """How long one hook call took, in ms: its ``latency_ms``, else its ``duration_ms``."""
     value = record.get("latency_ms")
-    if value is None:
-        value = record.get("duration_ms")
+    value = record.get("duration_ms") if value is None else value
     return float(value) if isinstance(value, int | float) else 0.0
 
 
@@ -812,10 +808,8 @@ def _budget(expectation: Expectation, facts: Facts) -> Outcome:
             f"{which} of {len(items)} call(s) took {_ms(value)}, over the budget of {limit:g} ms:"
         )
         return _failed(expectation, found, over)
-    if not items:
-        return Outcome(expectation, True)
-    value = max(int(item.fields["tokens"]) for item in items)
-    if value <= limit:
+    value = max((int(item.fields["tokens"]) for item in items), default=0)
+    if value <= limit:  # a whole number >= 0
         return Outcome(expectation, True)
     over = [item for item in items if item.fields["tokens"] > limit]
     what = "injected for" if subject == "injected_tokens" else "of context on"

@@ -109,7 +109,6 @@ class ScenarioResult:
 
     def to_json(self, *, coverage: bool = False) -> dict[str, object]:
         """The result as ``belt test --json`` prints it (with ``coverage``, its hooks' too)."""
-        shown = {"coverage": self.coverage} if coverage else {}
         return {
             "scenario": self.name,
             "status": self.status,
@@ -129,7 +128,7 @@ class ScenarioResult:
             **({"kept": self.kept} if self.kept else {}),
             **({"snapshot": self.snapshot.to_json()} if self.snapshot else {}),
             **({"warnings": self.warnings} if self.warnings else {}),
-            **shown,
+            **({"coverage": self.coverage} if coverage else {}),
         }
 
 
@@ -561,11 +560,8 @@ def coverage_value(entry: dict[str, object]) -> str:
     parts = [f"event={entry['event']}", f"handler={entry['handler']}", f"fired={entry['fired']}"]
     outcomes, tools = cast(dict[str, int], entry["outcomes"]), cast(dict[str, int], entry["tools"])
     parts += [f"{key}={count}" for key, count in outcomes.items() if count]
-    if tools:
-        parts.append(
-            "tools=" + ",".join(f"{tool}:{count}" for tool, count in sorted(tools.items()))
-        )
-    return " ".join(parts)
+    listed = ",".join(f"{tool}:{count}" for tool, count in sorted(tools.items()))
+    return " ".join([*parts, f"tools={listed}"] if tools else parts)
 
 
 def write_junit(
