@@ -338,26 +338,23 @@ def interrupt_table(
     statuses: bool = False,
 ) -> tuple[list[str], list[list[str]]]:
     """The columns and rows of ``belt interrupt list``."""
-    shown = {"run": runs, "chat": chats, "status": statuses}
-    columns = ["id", "event", "holds", *(c for c, on in shown.items() if on), "expires in", "then"]
-    rows = []
-    for item, on_expiry in listed:
-        cells = {
-            "run": str(item.get("run_id")),
-            "chat": str(item.get("chat_id")),
-            "status": interrupt_status(item),
-        }
-        rows.append(
-            [
-                str(item.get("short_id") if short_ids else item.get("id")),
-                gate_event(item),
-                gate_holds(item),
-                *(cells[c] for c, on in shown.items() if on),
-                expires_in(item, now),
-                (on_expiry or "?") if item.get("status") == "pending" else "-",
-            ]
-        )
-    return columns, rows
+    hidden = {"run": not runs, "chat": not chats, "status": not statuses}
+    every = ["id", "event", "holds", "run", "chat", "status", "expires in", "then"]
+    keep = [i for i, column in enumerate(every) if not hidden.get(column)]
+    rows = [
+        [
+            str(item.get("short_id") if short_ids else item.get("id")),
+            gate_event(item),
+            gate_holds(item),
+            str(item.get("run_id")),
+            str(item.get("chat_id")),
+            interrupt_status(item),
+            expires_in(item, now),
+            (on_expiry or "?") if item.get("status") == "pending" else "-",
+        ]
+        for item, on_expiry in listed
+    ]
+    return [every[i] for i in keep], [[row[i] for i in keep] for row in rows]
 
 
 WATCH_STYLES = {"pending": "yellow", "opened": "bold yellow", "resolved": "green"}
@@ -657,24 +654,12 @@ def test_summary_line(
 
 def replay_row(row: RowJSON) -> list[str]:
     """One row of a replay's table: event, tool, the decision then and now, what changed."""
-    recorded, replayed = row["recorded"], row["replayed"]
-    if replayed["error"]:
-        changed = f"error: {short(replayed['error'], 60)}"
-    else:
-        changed = ", ".join(row["changed"]) or "-"
-    return [
-        str(row["number"]),
-        str(row["event"] or "?"),
-        str(row["tool"] or ""),
-        _decision(recorded),
-        _decision(replayed),
-        changed,
-    ]
-
-
-def _decision(side: Mapping[str, object]) -> str:
-    decision = str(side["decision"] or "-")
-    return decision + (" +inject" if side.get("injection") else "")
+    error = row["replayed"]["error"]
+    changed = f"error: {short(error, 60)}" if error else ", ".join(row["changed"]) or "-"
+    cells = [str(row["number"]), str(row["event"] or "?"), str(row["tool"] or "")]
+    for side in (row["recorded"], row["replayed"]):
+        cells.append(str(side["decision"] or "-") + (" +inject" if side.get("injection") else ""))
+    return [*cells, changed]
 
 
 def replay_summary(report: ReplayOutline) -> tuple[str, str]:
