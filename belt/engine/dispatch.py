@@ -77,9 +77,8 @@ def parse_route(spec: str) -> Route:
     if is_in_process(target):
         if reason := in_process_problem(target, allowed=True):
             raise UsageError(f"--route {spec!r}: {reason}")
-    else:
-        if reason := check_webhook_url(target):
-            raise UsageError(f"--route {spec!r}: the target {reason} (or is py:MODULE:FUNC)")
+    elif reason := check_webhook_url(target):
+        raise UsageError(f"--route {spec!r}: the target {reason} (or is py:MODULE:FUNC)")
     return Route(prefix, target)
 
 
@@ -395,9 +394,8 @@ class Dispatcher:
                 handler_type = "py"
             else:
                 host = url_host(destination)
-        response = run.response if run.injected else None
         size = None
-        if response is not None:
+        if run.injected and (response := run.response) is not None:
             text = (response.inject.content if response.inject else "") + (response.system or "")
             size = len(text.encode())
         counted = (run.decision or HookDecision.ALLOW).value
@@ -471,7 +469,6 @@ def executed_record(
     """The ``hook.executed`` agent event for one handler run (the wire's HookExecutedPayload plus
     belt's fields, its ``override`` recorded, never acted on), ending with ``place``."""
     response = run.response
-    injected = run.injected
     record: dict[str, object] = {
         "type": "hook.executed",
         "hook_event": event,
@@ -484,7 +481,7 @@ def executed_record(
         "handler": handler_label(run.hook.type, run.hook.handler),
         "async": run.hook.runs_async,
         "error": run.error,
-        "injected": injected,
+        "injected": run.injected,
     }
     if response is not None and response.injected:
         # Dumped only when it carries an injection: without one, nothing of it is recorded here.
