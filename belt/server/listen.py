@@ -377,11 +377,9 @@ class StopCutOff:
             "name": name,
             "headers": journal_headers(list(scope.get("headers", []))),
         }
-        if body:
-            try:
+        with contextlib.suppress(Problem):  # not JSON: the journal keeps the route and headers
+            if body:
                 record["request"] = parse_json(body)
-            except Problem:
-                pass  # not JSON: the journal keeps what it can (the route and the headers)
         record["status"] = 503
         record["error"] = detail
         record["duration_ms"] = round((time.time() - started) * 1000, 3)
