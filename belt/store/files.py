@@ -154,8 +154,7 @@ def _new_temp_file(path: Path) -> tuple[int, str]:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        written = os.write(fd, view)
-        view = view[written:]
+        view = view[os.write(fd, view) :]
 
 
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
@@ -213,18 +212,13 @@ def atomic_write(
                 os.unlink(tmp)
             else:
                 os.replace(tmp, path)
+            if fsync:
+                fsync_dir(path.parent)
         except BaseException:
             if kept is not None:
                 os.close(kept)
-            Path(tmp).unlink(missing_ok=True)
+            Path(tmp).unlink(missing_ok=True)  # gone already once moved to ``path``
             raise
-        if fsync:
-            try:
-                fsync_dir(path.parent)
-            except BaseException:
-                if kept is not None:
-                    os.close(kept)
-                raise
         return kept
 
 
