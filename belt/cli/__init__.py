@@ -5,7 +5,10 @@ This module imports nothing Python has not loaded at its start, so that from the
 Ctrl-C is belt's: one line and exit 130. Only ``main`` (and ``rho``'s) installs a signal handler.
 """
 
+import importlib
+import os
 import sys
+from contextlib import suppress
 
 # Nothing at the top but what Python loaded before running belt: not even typing (about 10 ms).
 TYPE_CHECKING = False
@@ -24,19 +27,12 @@ INTERRUPTED = 130
 
 def main() -> "NoReturn":
     """Console-script entry point of ``belt``."""
-    console(lambda: _app("belt.cli.root"), "belt")
+    console(lambda: importlib.import_module("belt.cli.root").app, "belt")
 
 
 def rho_main() -> "NoReturn":
     """Console-script entry point of ``rho``."""
-    console(lambda: _app("belt.cli.rho"), "rho")
-
-
-def _app(module: str) -> "Callable[..., Any]":
-    import importlib  # loaded by Python's start; the app is imported once Ctrl-C is belt's
-
-    app: Callable[..., Any] = importlib.import_module(module).app
-    return app
+    console(lambda: importlib.import_module("belt.cli.rho").app, "rho")
 
 
 def console(load: "Callable[[], Callable[..., Any]]", prog_name: str) -> "NoReturn":
@@ -78,7 +74,6 @@ def _unraisable(unraisable: "Any") -> None:
 def _press_again() -> None:
     """Send a swallowed Ctrl-C again from another thread, so the main thread takes it and a command
     that would go on (``belt serve`` starting) stops; swallowed again, it is sent again."""
-    import os
     import signal
     import threading
 
@@ -121,9 +116,6 @@ def _exit_now(signum: int, frame: object) -> None:
 def leave(code: int, last: bytes = b"") -> "NoReturn":
     """End the process now with ``code``, its output written (then ``last`` on stderr), without
     waiting for its threads: the command is over, nothing of it is left to clean up."""
-    import os
-    from contextlib import suppress  # loaded by Python's start (site)
-
     for stream in (sys.stdout, sys.stderr):
         with suppress(OSError, ValueError):  # a closed pipe, a closed stream: nothing to add
             stream.flush()
@@ -134,8 +126,6 @@ def leave(code: int, last: bytes = b"") -> "NoReturn":
 
 def __getattr__(name: str) -> "Any":
     """The names of ``belt.cli.root`` (the Typer app and its parts), loaded on first use."""
-    import importlib
-
     if name.startswith("__") or name == "root":
         raise AttributeError(name)
     # import_module: a module being imported (root importing its siblings) is taken as it is.
