@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,29 @@ def test_a_named_file_is_found_from_the_directory_of_the_file_that_names_it(
         find_named_file("gone.py", Path("suite"), where="s.toml")
     with pytest.raises(InvalidInput, match=r"no such file"):
         find_named_file(str(tmp_path / "gone.py"), Path("suite"), where="s.toml")
+
+
+def test_a_dotted_module_refused_for_hanging_loads_once_its_import_has_returned(
+    tmp_path: Path,
+) -> None:
+    release = tmp_path / "release"
+    body = "import os, time\nuntil = time.monotonic() + 30\n"
+    body += f"while not os.path.exists({str(release)!r}) and time.monotonic() < until:\n"
+    body += "    time.sleep(0.01)\n"
+    module(tmp_path, "hangs_then_returns", body)
+    spec = "hangs_then_returns:decide"
+    with import_deadline(0.3):
+        with pytest.raises(InvalidInput, match="did not finish within 0.3 s"):
+            load_callable(spec, root=str(tmp_path))
+        with pytest.raises(InvalidInput, match="it is not tried again"):
+            load_callable(spec, root=str(tmp_path))
+        release.touch()  # the import left to run in its thread returns
+        for _ in range(3000):
+            try:
+                decide = load_callable(spec, root=str(tmp_path))
+                break
+            except InvalidInput:
+                time.sleep(0.01)
+        else:
+            pytest.fail("the module was still refused 30 s after its import could return")
+        assert decide({}) is None
