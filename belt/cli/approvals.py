@@ -187,11 +187,7 @@ def what_if(
         belt interrupt what-if --rules examples/approvals.toml
         belt interrupt what-if --rules examples/approvals.toml --since 2026-08-01T00:00:00Z --strict
     """
-    from belt.rules.approvals import (  # start-up: the rules engine
-        load_rules,
-        settled_history,
-        what_if,
-    )
+    from belt.rules.approvals import load_rules, settled_history, what_if  # start-up: rules engine
 
     loaded = load_rules(rules)
     moment = moment_option(since, "--since")

@@ -93,30 +93,24 @@ def validate(
 
         belt hooks validate examples/guarded-agent.toml
     """
-    from belt.declaring.declarations import exit_code  # start-up: pydantic
-    from belt.declaring.doctor import (  # start-up: pydantic
-        SCENARIO,
-        SCENARIO_COMMANDS,
-        validate_files,
-    )
+    from belt.declaring import declarations, doctor  # start-up: pydantic
 
-    reports = validate_files(files, dialect)
-    kinds = {SCENARIO: "scenario"}
+    reports = doctor.validate_files(files, dialect)
+    kinds = {doctor.SCENARIO: "scenario"}
     summaries = [{**r.summary(), "kind": kinds.get(r.shape, "hooks")} for r in reports]
     if not output.json_printed(json_, summaries):
         for report in reports:
             for warning in report.findings.warnings:
                 output.warning(f"{report.path}: {warning}")
             if report.ok:
-                scenario = report.shape == SCENARIO
+                scenario = report.shape == doctor.SCENARIO
                 kind = f"{report.dialect or '?'}{' scenario' if scenario else ''}"
-                tail = f": {SCENARIO_COMMANDS}" if scenario else ""
+                tail = f": {doctor.SCENARIO_COMMANDS}" if scenario else ""
                 output.success(f"ok  {report.path} ({kind}, {report.hook_count()} hook(s)){tail}")
             else:
                 for problem in report.findings.problems:
                     output.error(f"{report.path}: {problem}")
-    code = exit_code(reports)
-    if code:
+    if code := declarations.exit_code(reports):
         raise typer.Exit(int(code))
 
 

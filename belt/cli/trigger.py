@@ -86,24 +86,18 @@ def trigger(
 
         belt trigger agent.tool_call --to py:hooks.py:guard --set data.arguments='{"command": "ls"}'
     """
-    from belt.deliveries.trigger import (  # start-up: httpx
-        failure,
-        read_data,
-        read_payload,
-        running_serve,
-    )
-    from belt.deliveries.trigger import trigger as send  # start-up: httpx
+    from belt.deliveries import trigger as delivery  # start-up: httpx
 
     if to is None:
-        serve, others = running_serve()
+        serve, others = delivery.running_serve()
         to = serve.hooks_url
         latest = f" (the latest of {others + 1} running; --to picks another)" if others else ""
         output.echo(f"sending to {serve.describe()}{latest}: {to}", stderr=True)
-    report = send(
+    report = delivery.trigger(
         event,
         to=to,
-        data=read_data(data) if data is not None else None,
-        payload=read_payload(payload) if payload is not None else None,
+        data=delivery.read_data(data) if data is not None else None,
+        payload=delivery.read_payload(payload) if payload is not None else None,
         sets=set_ or [],
         unsets=unset or [],
         secret=secret,
@@ -114,7 +108,7 @@ def trigger(
     if report.traceback and ctx.find_root().params.get("verbose"):
         output.block(report.traceback, stderr=True)
     if not report.ok:
-        raise failure(report)
+        raise delivery.failure(report)
 
 
 def render(report: TriggerReport) -> None:
