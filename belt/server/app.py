@@ -529,10 +529,9 @@ def create_app(
         try:
             yield
         finally:
-            for task in tasks:  # each cancelled, and waited for
+            for task in tasks:
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await asyncio.gather(*tasks, return_exceptions=True)  # each waited for
             await run_in_threadpool(emulator.close)
             await opened.aclose()
 

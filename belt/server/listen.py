@@ -124,12 +124,8 @@ def serve(
     trace_file: Path | None = None,
 ) -> None:
     """Refuse options that could not serve anyone, load the decider, listen, and serve until
-    Ctrl-C or SIGTERM (raised as KeyboardInterrupt or Terminated, under
-    ``stopping_on_signals``), after ``grace`` seconds for the requests still open. With
-    ``workers`` above 1, uvicorn runs that many processes of ``create_served_app_from_env`` on
-    one socket, each configured from the same ``BELT_SERVE_*`` variables; each starts tracing
-    as this process was asked to (``otlp``, ``trace_file``, the ``OTEL_*`` variables).
-    """
+    Ctrl-C or SIGTERM (``run_until_stopped``); ``workers`` above 1 are that many processes of
+    ``create_served_app_from_env`` on one socket, configured by the same ``BELT_SERVE_*``."""
     if sum(option is not None for option in (policy, handler, forward_to)) > 1:
         raise UsageError(
             "--policy, --handler and --forward-to each decide hooks: give one, not both"
@@ -482,14 +478,10 @@ def run_until_stopped(
     workers: int,
     on_ready: Callable[[], None] | None = None,
 ) -> None:
-    """Serve on ``sock`` until Ctrl-C or SIGTERM; the socket is closed however it ends.
-    ``on_ready`` is called once it has started, when a signal would stop it gracefully (so a
-    ready line is true, and a Ctrl-C right after it is not cut short in uvicorn's start).
-
-    uvicorn stops gracefully on either signal and then raises it again: KeyboardInterrupt for
-    Ctrl-C, Terminated for SIGTERM (``stopping_on_signals``). With several workers, the supervisor
-    stops them (SIGTERM each, which stops each gracefully) and raises the same.
-    """
+    """Serve on ``sock`` until Ctrl-C or SIGTERM, raised again once stopped gracefully as
+    KeyboardInterrupt or Terminated; the socket is closed however it ends. ``on_ready`` is
+    called once a signal would stop the server gracefully (so a ready line is true, and a
+    Ctrl-C right after it is not cut short in uvicorn's start)."""
     try:
         if workers > 1:
             supervisor = Supervisor(config, sockets=[sock])  # its signal handlers are set now

@@ -49,8 +49,7 @@ RUN_FIELDS = (
 
 def list_runs(store: Store) -> dict[str, object]:
     """Every simulated run (task and review chats' too), newest first, the newest RUNS_SHOWN."""
-    runs = every_run(store, include_tasks=True)
-    runs.reverse()
+    runs = every_run(store, include_tasks=True)[::-1]
     return {
         "total": len(runs),
         "items": [{key: run.get(key) for key in RUN_FIELDS} for run in runs[:RUNS_SHOWN]],
