@@ -463,14 +463,6 @@ def matching(pattern: Any) -> Strategy:
     return matching_text(pattern) if isinstance(pattern, str) else st.just(pattern)
 
 
-def tool_names_matching(pattern: str, *, beyond_spec: bool = False) -> st.SearchStrategy[str]:
-    """Tool names a property's tool pattern matches, and any other names."""
-    names = matching_text(pattern, TOOL_NAME_CHARS)
-    if not beyond_spec:
-        names = names.filter(is_tool_name)
-    return names | tool_names(beyond_spec=beyond_spec)
-
-
 def example_text(pattern: str) -> str:
     """One string a glob, ``path:`` or ``re:`` pattern matches, made without drawing."""
     if pattern.startswith(REGEX_PREFIX):
@@ -547,11 +539,10 @@ def steered_payloads(
     """Payloads of ``event`` steered to a property: its tool pattern and argument patterns."""
     if event != "agent.tool_call":
         return payloads(event, beyond_spec=beyond_spec)
-    names = (
-        tool_names_matching(tool, beyond_spec=beyond_spec)
-        if tool is not None
-        else tool_names(beyond_spec=beyond_spec)
-    )
+    names = tool_names(beyond_spec=beyond_spec)
+    if tool is not None:  # the names its tool pattern matches, then any others
+        matched = matching_text(tool, TOOL_NAME_CHARS)
+        names = (matched if beyond_spec else matched.filter(is_tool_name)) | names
     data = st.fixed_dictionaries({"tool": names, "arguments": steered_arguments(wanted, unless)})
     return envelope(event, data)
 

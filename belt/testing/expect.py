@@ -389,7 +389,6 @@ class Facts:
     def __init__(self, report: SimReport) -> None:
         self.report = report
         self.speaks = dialects.of(report["simulation"])
-        self.dialect = self.speaks.name
         self.messages = report["chat"]["chat_messages"]
         # The scenario turn each run answers, and the runs of the scenario's own chat.
         self.turn_of, self.own_runs = self.speaks.turns(report)

@@ -246,11 +246,8 @@ class ScenarioRun:
 
     def injections_by_turn(self) -> dict[int, list[str]]:
         """For each model turn that had any, the text of the injections in its context."""
-        by_turn: dict[int, list[str]] = {}
-        for item in self.facts.injections():
-            for turn in item.fields["turns"]:
-                by_turn.setdefault(turn, []).append(str(item.fields["injection"]))
-        return dict(sorted(by_turn.items()))
+        turns = {turn for item in self.facts.injections() for turn in item.fields["turns"]}
+        return {turn: self.injections(turn) for turn in sorted(turns)}
 
     @property
     def interrupts(self) -> list[InterruptJSON]:
@@ -266,7 +263,7 @@ class ScenarioRun:
         from belt.wire.validate import Findings  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         findings = Findings()
-        compiled = check_expectations([expectation], self.facts.dialect, findings)
+        compiled = check_expectations([expectation], self.facts.speaks.name, findings)
         if not findings.ok:
             raise ValueError("; ".join(findings.problems))
         outcome = check(compiled[0], self.facts)
@@ -280,7 +277,7 @@ class ScenarioRun:
             lines += [f"expected {outcome.expectation.text}", f"found: {outcome.found}"]
         excerpts = [self.result.excerpt(outcome) for outcome in outcomes]
         lines.append("transcript:")
-        lines += [f"  {text}" for text, _ in merged_excerpt_lines(self.facts.dialect, excerpts)]
+        lines += [f"  {text}" for text, _ in merged_excerpt_lines(self.facts.speaks.name, excerpts)]
         return "\n".join(lines)
 
 
@@ -360,12 +357,7 @@ class ScenarioRunner:
             warnings.warn(warning, PathWarning, stacklevel=2)
         specs = [f"{prefix}={self.target(target)}" for prefix, target in (routes or {}).items()]
         running = partial(
-            run_loaded,
-            loaded.source,
-            loaded,
-            routes=specs,
-            allow_network=allow_network,
-            keep=self.keep,
+            run_loaded, source, loaded, routes=specs, allow_network=allow_network, keep=self.keep
         )
         result = self.isolated(running) if self.isolate else running()
         if result.status == "error":
@@ -496,15 +488,14 @@ class ServeStarter:
             if policy is not None:
                 where = find_file(policy, self.directory, 'belt_serve(policy="{}")')
                 decide = policy_decider(load_policy(where))
+            elif callable(handler):
+                decide = handler_decider(handler)
             elif handler is not None:
-                if callable(handler):
-                    func = handler
-                else:
-                    spec = "py:" + handler.removeprefix("py:")
-                    place = locate_handler(spec, self.directory, where="belt_serve")
-                    if place.warning:
-                        warnings.warn(place.warning, PathWarning, stacklevel=2)
-                    func = load_handler(place.spec, where="belt_serve", root=place.root)
+                spec = "py:" + handler.removeprefix("py:")
+                place = locate_handler(spec, self.directory, where="belt_serve")
+                if place.warning:
+                    warnings.warn(place.warning, PathWarning, stacklevel=2)
+                func = load_handler(place.spec, where="belt_serve", root=place.root)
                 decide = handler_decider(func)
         except BeltError as exc:
             pytest.fail(exc.message, pytrace=False)
