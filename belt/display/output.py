@@ -222,26 +222,19 @@ def listing(
 def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page: int = 500) -> int:
     """Render rows as ``table`` does while they come, ``page`` at a time (the first page sets
     the widths); returns how many rows were printed."""
-    count = 0
-
-    def pages() -> Iterator[list[Sequence[Any]]]:
-        nonlocal count
-        remaining = iter(rows)
-        while batch := list(islice(remaining, page)):
-            count += len(batch)
-            yield batch
-
-    _pages(columns, pages())
-    return count
+    remaining = iter(rows)
+    return _pages(columns, iter(lambda: list(islice(remaining, page)), []))
 
 
 def _pages(
     columns: Sequence[str], pages: Iterable[Sequence[Sequence[Any]]], *, ids: Collection[int] = ()
-) -> None:
-    """Print each page of rows as it comes, laid out as ``table`` says."""
+) -> int:
+    """Print each page of rows as it comes, laid out as ``table`` says; returns the rows' count."""
     widths: list[int] | None = None
     as_records = False
+    count = 0
     for page in pages:
+        count += len(page)
         cells = [["" if value is None else clean(str(value)) for value in row] for row in page]
         header = widths is None and not as_records
         if not is_terminal(sys.stdout):
@@ -269,6 +262,7 @@ def _pages(
                 fitted = wider
         widths = fitted
         _rich_table(columns, cells, widths=widths, header=header)
+    return count
 
 
 _TEXT = 12
