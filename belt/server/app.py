@@ -501,9 +501,7 @@ def create_app(
     emulator = Emulator(the_store, model=script, agents=agent_files, report=report)
     # The journal is a log of what was asked and answered, not state anything depends on: its
     # records are written before each response but not fsynced (see docs/serve.md).
-    hooks = HookService(
-        decide=decide or allow_all(), journal=the_store, secret=secret, report=report
-    )
+    hooks = HookService(decide=decide or allow_all, journal=the_store, secret=secret, report=report)
     api = PlatformApi(the_store, report, token=bool(token))
     virtual = VirtualClock(clock) if clock is not None else None
 

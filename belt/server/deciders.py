@@ -73,13 +73,9 @@ class HandlerPool:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-def allow_all() -> Decider:
-    """A decider that allows every hook."""
-
-    async def decide(payload: LifecycleHookPayload) -> Verdict:
-        return ALLOW
-
-    return decide
+async def allow_all(payload: LifecycleHookPayload) -> Verdict:
+    """The decider that allows every hook."""
+    return ALLOW
 
 
 class PolicyDecider:
