@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -381,17 +382,15 @@ def _hook_urls(store: Store) -> Callable[[str, Any], str | None]:
 
     @functools.cache
     def sim_of(run_id: str) -> object:
-        try:
+        with suppress(BeltError):
             return store.read(RUN, run_id).get("sim_id")
-        except BeltError:
-            return None
+        return None
 
     @functools.cache
     def hooks_of(sim_id: str) -> object:
-        try:
+        with suppress(BeltError):
             return read_hooks(store, sim_id).get("hooks")
-        except BeltError:
-            return None
+        return None
 
     def url(run_id: str, index: Any) -> str | None:
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:
@@ -406,10 +405,9 @@ def _hook_urls(store: Store) -> Callable[[str, Any], str | None]:
 
 
 def _records(store: Store, log: str, id: str) -> Iterable[dict[str, object]]:
-    try:
+    with suppress(BeltError):
         return store.read_log(log, id)
-    except BeltError:
-        return []
+    return []
 
 
 def never_delivered(

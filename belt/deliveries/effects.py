@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 from collections.abc import Mapping
+from contextlib import suppress
 from enum import StrEnum
 from typing import TypedDict
 from urllib.parse import urlsplit
@@ -107,12 +108,9 @@ def url_host(url: str, *, every_port: bool = False) -> str:
 def is_loopback_host(host: str) -> bool:
     """True for ``localhost`` and the loopback addresses, as written in a URL."""
     name = host.strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
+    with suppress(ValueError):
         return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+    return name == "localhost"
 
 
 def leaves_row(*, decision: HookDecision | str | None, injected: bool, error: str | None) -> bool:

@@ -163,11 +163,9 @@ def _is_address(host: str) -> bool:
 def answers(serve: Serve, timeout: float = CONNECT_TIMEOUT) -> bool:
     """True when the serve's port takes a connection within ``timeout`` seconds."""
     host = reachable_host(serve.record["host"])
-    try:
-        with socket.create_connection((host, serve.record["port"]), timeout=timeout):
-            return True
-    except OSError:
-        return False
+    with suppress(OSError), socket.create_connection((host, serve.record["port"]), timeout=timeout):
+        return True
+    return False
 
 
 def running() -> list[Serve]:
