@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,7 +18,7 @@ from belt.rules.policy import Policy, Verdict
 from belt.wire.platform import HookDecision, LifecycleHookPayload, LifecycleHookResponse
 from belt.wire.validate import check_response, model_problems
 
-Decider = Callable[[LifecycleHookPayload], Awaitable[Verdict]]
+Decider = Callable[[LifecycleHookPayload], Coroutine[Any, Any, Verdict]]
 
 ALLOW = Verdict(LifecycleHookResponse(decision=HookDecision.ALLOW), None)
 

@@ -46,7 +46,6 @@ from belt.store import clock
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
-    from belt.rules.policy import Verdict
     from belt.server.deciders import Decider
     from belt.store import Store
 
@@ -169,15 +168,10 @@ class Inspector:
         model, problem = payload_model(payload)
         if model is None:
             return WebhookResult(None, "", None, problem, 0)
-        decide = self.decide
-        assert decide is not None
-
-        async def ask() -> Verdict:
-            return await decide(model)
-
+        assert self.decide is not None
         started = time.perf_counter()
         try:
-            status, response, error = 200, anyio.from_thread.run(ask).response, None
+            status, response, error = 200, anyio.from_thread.run(self.decide, model).response, None
         except Exception as exc:
             status, response, error = 500, None, f"the handler failed: {exc}"
         ms = round((time.perf_counter() - started) * 1000)
