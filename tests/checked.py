@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from belt.outgoing.signing import SignatureError, secret_key, verify, verify_with
+from belt.outgoing.signing import SignatureError, secret_key, verify
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 LARGE = 4000
@@ -138,7 +138,7 @@ def app(release: asyncio.Event | None = None) -> Starlette:
     async def once(request: Request) -> Response:
         body = await request.body()
         try:
-            msg_id = verify_with(secret_key(SECRET), request.headers, body)
+            msg_id = verify(secret_key(SECRET), request.headers, body)
         except SignatureError as exc:
             return JSONResponse({"error": exc.message}, status_code=401)
         if msg_id in seen:

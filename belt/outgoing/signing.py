@@ -60,26 +60,16 @@ def signed_headers(
 
 
 def verify(
-    secret: str,
-    headers: Mapping[str, str],
-    body: bytes,
-    *,
-    now: int | None = None,
-    tolerance: int = TOLERANCE_SECONDS,
-) -> None:
-    """Check a request's signature headers; raise SignatureError saying what is wrong."""
-    verify_with(secret_key(secret), headers, body, now=now, tolerance=tolerance)
-
-
-def verify_with(
-    key: bytes,
+    secret: str | bytes,
     headers: Mapping[str, str],
     body: bytes,
     *,
     now: int | None = None,
     tolerance: int = TOLERANCE_SECONDS,
 ) -> str:
-    """``verify`` with an already decoded key; returns the message id that was verified."""
+    """Check a request's signature headers with a ``whsec_`` secret or its decoded key: the
+    message id verified, else SignatureError saying what is wrong."""
+    key = secret_key(secret) if isinstance(secret, str) else secret
     lowered = {name.lower(): value for name, value in headers.items()}
     needed = {
         name: lowered.get(name) for name in ("webhook-id", "webhook-timestamp", "webhook-signature")

@@ -38,7 +38,7 @@ from belt.emulator.conversation import Emulator
 from belt.emulator.modelscript import load_model_script
 from belt.errors import BeltError
 from belt.outgoing import tracing
-from belt.outgoing.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify_with
+from belt.outgoing.signing import TOLERANCE_SECONDS, SignatureError, secret_key, verify
 from belt.records.chats import set_chat_settings
 from belt.records.interrupts import (
     BATCH_FIELDS,
@@ -383,12 +383,12 @@ class HookService:
         same ``webhook-id`` and body); 401 for a bad signature, 409 for a replay."""
         assert self.key is not None
         try:
-            msg_id = verify_with(self.key, headers, body)
+            msg_id = verify(self.key, headers, body)
         except SignatureError as exc:
             raise Problem(401, f"signature check failed: {exc.message}") from None
         record["webhook_id"] = msg_id
         digest = hashlib.sha256(body).digest()
-        # The timestamp the signature covers (the last header of the name, as verify_with reads).
+        # The timestamp the signature covers (the last header of the name, as verify reads).
         signed = int(headers.getlist("webhook-timestamp")[-1])
         while True:
             delivery, new = self.replays.check(msg_id, digest, time.time(), signed)
