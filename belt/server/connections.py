@@ -202,8 +202,6 @@ class GuardedConnection(asyncio.Protocol):
         self.forget()
         self.http.connection_lost(exc)
 
-    # -- what the middleware tells ------------------------------------------------------------
-
     def request_started(self, scope: Scope, *, body_timeout: float | None) -> None:
         """A request's head is in: its body, if one is to come (``body_timeout`` seconds), is
         awaited now; without one the request is complete."""
@@ -262,8 +260,6 @@ class GuardedConnection(asyncio.Protocol):
         self.forget()
         if self.transport is not None:
             self.transport.abort()
-
-    # -- the deadline -------------------------------------------------------------------------
 
     def await_head(self) -> None:
         assert self.limits is not None

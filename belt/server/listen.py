@@ -274,9 +274,6 @@ class Listening(TypedDict):
     clock: str | None
 
 
-# -- the app as belt serve runs it -----------------------------------------------------------
-
-
 def create_served_app(settings: dict[str, str]) -> ASGIApp:
     """The app of ``belt serve`` from ``settings``, with the middleware it is served behind."""
     report: Reporter | None = REPORTERS.get(settings.get("REPORT") or "none")
