@@ -708,11 +708,10 @@ def run_check(
     report = CheckReport(target=shown, seed=chosen_seed, examples=examples, notes=notes)
     started = time.monotonic()
     deadline = started + max_time if max_time is not None else float("inf")
-    plan = user_modules(subjects)
     try:
         with (
             tracing.span("belt.check", {"belt.check.seed": chosen_seed}) as span,
-            Supervisor(preload=lambda: plan) as workers,
+            Supervisor(preload=partial(user_modules, subjects)) as workers,
             hypothesis_home(state_dir() / "hypothesis"),
         ):
             for error in workers.failed_imports():  # a handler that cannot be imported: 3, 5

@@ -555,18 +555,12 @@ def check(expectation: Expectation, facts: Facts) -> Outcome:
     found = {"tool": facts.tools, "event": facts.hook_runs, "injection": facts.injections}
     found |= {"row": facts.rows, "interrupt": facts.interrupts}
     items = [item for item in found[subject]() if facts.in_run(item.run_id, expectation.run)]
-    if subject == "injection":
-        items = _reaching(expectation, items)
+    if subject == "injection":  # reached: the turn the expectation names, or any turn
+        turn = expectation.raw.get("turn")
+        for item in items:
+            turns = item.fields["turns"]
+            item.fields["reached"] = (turn in turns) if turn is not None else bool(turns)
     return _collection(expectation, items)
-
-
-def _reaching(expectation: Expectation, items: list[Item]) -> list[Item]:
-    """Injections, with ``reached`` set for the turn the expectation names (or any turn)."""
-    turn = expectation.raw.get("turn")
-    for item in items:
-        turns = item.fields["turns"]
-        item.fields["reached"] = (turn in turns) if turn is not None else bool(turns)
-    return items
 
 
 def _matches(expectation: Expectation, item: Item) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
 from functools import partial
 from typing import Any, TypeVar
 
@@ -33,10 +34,9 @@ def parse_jobs(text: str) -> int:
     """``-j N`` (a whole number, at least 1) or ``-j auto`` (the number of cores)."""
     if text.strip().lower() == "auto":
         return cores()
-    try:
+    jobs = 0
+    with suppress(ValueError):
         jobs = int(text)
-    except ValueError:
-        jobs = 0
     if jobs < 1:
         raise UsageError(f"-j {text!r}: expected a number of worker processes (1 or more) or auto")
     return jobs
@@ -45,10 +45,9 @@ def parse_jobs(text: str) -> int:
 def parse_shard(text: str) -> tuple[int, int]:
     """``--shard K/N``: shard K (1 to N) of N."""
     first, sep, second = text.partition("/")
-    try:
+    shard = count = 0
+    with suppress(ValueError):
         shard, count = int(first), int(second)
-    except ValueError:
-        shard = count = 0
     if not sep or count < 1 or not 1 <= shard <= count:
         raise UsageError(
             f"--shard {text!r}: expected K/N, shard K of N with 1 <= K <= N (e.g. --shard 2/4)"
