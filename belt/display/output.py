@@ -278,17 +278,13 @@ def _fitted_widths(columns: Sequence[str], cells: list[list[str]], width: int) -
     whose text would wrap), or None when even that does not fit."""
     from rich.cells import cell_len
 
-    def longest_word(text: str) -> int:
-        return max((cell_len(word) for word in text.split()), default=0)
-
-    most = [
-        max([cell_len(column), *(cell_len(row[i]) for row in cells)])
-        for i, column in enumerate(columns)
-    ]
-    least = [
-        max([longest_word(column), *(longest_word(row[i]) for row in cells), min(most[i], _TEXT)])
-        for i, column in enumerate(columns)
-    ]
+    most: list[int] = []
+    least: list[int] = []
+    for i, column in enumerate(columns):
+        texts = [column, *(row[i] for row in cells)]
+        most.append(max(cell_len(text) for text in texts))
+        words = (cell_len(word) for text in texts for word in text.split())
+        least.append(max(max(words, default=0), min(most[i], _TEXT)))
     room = width - _GAP * (len(columns) - 1)
     if sum(least) > room:
         return None
