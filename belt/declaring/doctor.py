@@ -197,11 +197,8 @@ def failed(
 
 def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[Declaration]:
     """``belt hooks validate``: each file checked as what it is (declaration or scenario)."""
-    reports = []
-    for path in paths:
-        found = read_declared(path, dialect)
-        reports.append(found if isinstance(found, Declaration) else found.report)
-    return reports
+    found = [read_declared(path, dialect) for path in paths]
+    return [each if isinstance(each, Declaration) else each.report for each in found]
 
 
 TRAPS = {
@@ -368,12 +365,8 @@ def webhook_key(url: str, route: str | None = None) -> WebhookKey | None:
         return None
     defaults = (80, 443) if route is not None else ({"http": 80, "https": 443}.get(parts.scheme),)
     path = parts.path if route is None else route
-    return (_same_host(host), None if port in defaults else port, path or "/")
-
-
-def _same_host(host: str) -> str:
-    """A host name as compared: lower case, and every loopback name as ``loopback``."""
-    return "loopback" if is_loopback_host(host) else host.lower().strip("[]")
+    name = "loopback" if is_loopback_host(host) else host.lower().strip("[]")
+    return (name, None if port in defaults else port, path or "/")
 
 
 def _hook_urls(store: Store) -> Callable[[str, Any], str | None]:
