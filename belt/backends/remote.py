@@ -18,6 +18,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from belt.deliveries.effects import url_host
+from belt.display.text import short
 from belt.errors import BeltError, InvalidInput, NotFound, Unreachable, UsageError, remote_error
 from belt.outgoing.transport import TooLarge, call, read
 from belt.reading.strictjson import StrictJSONError, decode
@@ -373,10 +374,9 @@ class Platform:
         status = response.status_code
         detail = ""
         problems: list[str] = []
-        try:
+        problem = None
+        with contextlib.suppress(StrictJSONError):
             problem = decode(raw)
-        except StrictJSONError:
-            problem = None
         if isinstance(problem, dict):
             named = (problem.get(key) for key in ("detail", "title"))
             detail = next((text for text in named if isinstance(text, str) and text.strip()), "")
@@ -392,5 +392,4 @@ class Platform:
         return remote_error(status, message, problems=problems, hint=hint)
 
     def _clip(self, text: str) -> str:
-        text = " ".join(self._redact(text).split())
-        return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 1] + "…"
+        return short(self._redact(text), _DETAIL_LIMIT)
