@@ -21,11 +21,7 @@ from belt.display.text import describe, short
 from belt.engine.scenario import scenario_dialect, scenario_from_document
 from belt.errors import InvalidInput
 from belt.reading.didyoumean import closest, did_you_mean
-from belt.reading.matching import (
-    argument_matchers,
-    arguments_match,
-    value_matcher,
-)
+from belt.reading.matching import argument_matchers, arguments_match, value_matcher
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState, InterruptStatus, ToolInvocationStatus
 from belt.wire.validate import Findings, is_int
 
