@@ -386,6 +386,7 @@ class Facts:
         self.report = report
         self.speaks = dialects.of(report["simulation"])
         self.messages = report["chat"]["chat_messages"]
+        self.answers = [message for message in self.messages if message.get("role") == "assistant"]
         # The scenario turn each run answers, and the runs of the scenario's own chat.
         self.turn_of, self.own_runs = self.speaks.turns(report)
         self._tools: list[Item] | None = None
@@ -442,8 +443,7 @@ class Facts:
     def injections(self) -> list[Item]:
         """Every injection of the chat, with the model turns (1, 2, ...) whose context held it."""
         reached: dict[str, list[int]] = {}
-        answers = [message for message in self.messages if message.get("role") == "assistant"]
-        for turn, message in enumerate(answers, start=1):
+        for turn, message in enumerate(self.answers, start=1):
             for injection_id in (message.get("sim") or {}).get("injections") or []:
                 reached.setdefault(str(injection_id), []).append(turn)
         items = []
@@ -762,8 +762,7 @@ def injected_per_turn(facts: Facts) -> list[Item]:
 def context_per_turn(facts: Facts) -> list[Item]:
     """The size of the model's context on each model turn (1, 2, ...), its answer included."""
     items = []
-    answers = [message for message in facts.messages if message.get("role") == "assistant"]
-    for turn, message in enumerate(answers, start=1):
+    for turn, message in enumerate(facts.answers, start=1):
         tokens = int((message.get("sim") or {}).get("context_tokens") or 0)
         text = f"model turn {turn}: {tokens} token(s) of context"
         where = (message.get("id"), message.get("agent_run_id"))
