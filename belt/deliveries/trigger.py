@@ -133,10 +133,8 @@ def set_value(payload: dict[str, object], assignment: str) -> None:
     try:
         value = read_json_option(text, option=f"--set {_shown(path)}")
     except InvalidInput as exc:
-        raise InvalidInput(
-            exc.message,
-            hint=f"the value is JSON: a string is quoted, --set '{_shown(path)}=\"text\"'",
-        ) from None
+        exc.hint = f"the value is JSON: a string is quoted, --set '{_shown(path)}=\"text\"'"
+        raise
     node: Any = payload
     for number, key in enumerate(steps[:-1], start=1):
         container, index = _step_into(node, key, ".".join(steps[:number]), "--set")
