@@ -197,15 +197,13 @@ def _lines(result: CheckResult) -> list[tuple[str, str]]:
     else:
         warned = f", {result.warned} warned" if result.warned else ""
         head += f" ({result.cases} case{'' if result.cases == 1 else 's'}{warned})"
-    latency = result.latency()
-    if latency is not None:
+    if (latency := result.latency()) is not None:
         head += " latency p50 {p50} ms p95 {p95} ms p99 {p99} ms max {max} ms".format(**latency)
     rows = [(head, STYLES[status])]
     for warning, count in result.warnings.items():
         times = f" ({count}×)" if count > 1 else ""
         rows.append((f"        warning: {printable(warning)}{times}", "yellow"))
-    failure = result.failure
-    if failure is not None:
+    if (failure := result.failure) is not None:
         rows.append((f"        {printable(failure.detail)}{failure.note}", "red"))
         rows.append((f"        reproduce: {printable(failure.reproducer)}", ""))
         if result.saved:

@@ -131,8 +131,7 @@ def replay(
             tail += [(f"  {run.fix}", "yellow")] if run.fix else []
             tail += saved_tests_lines(run.saved) if run.saved is not None else []
             output.lines([(printable(text), style) for text, style in tail])
-    failure = run.failure()  # a --to URL that failed to answer: its exit code, by the table
-    if failure is not None:
+    if (failure := run.failure()) is not None:  # a --to URL that failed: exit by the table
         raise failure
     if check and run.summary["changed"]:
         raise typer.Exit(1)

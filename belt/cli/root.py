@@ -163,8 +163,7 @@ def plain_flags(params: list[Any], help_option: Any) -> list[Any]:
 
 def show_help(ctx: Any) -> None:
     """Print the help of ``ctx``'s command on stdout and exit 0."""
-    text = ctx.get_help()  # rich help prints itself and returns ""
-    if text:
+    if text := ctx.get_help():  # rich help prints itself and returns ""
         typer.echo(text, color=ctx.color)
     ctx.exit(0)
 

@@ -155,8 +155,7 @@ def simulate(
     states = {run["id"]: run["state"] for run in report["runs"]}
     if any(states.get(run_id) in (AgentRunState.FAILED, ATTENTION_HOLD) for run_id in executed):
         raise typer.Exit(1)
-    why = strict_failures(summary) if strict and summary else None
-    if why is not None:
+    if strict and summary and (why := strict_failures(summary)) is not None:
         output.error(why)
         raise typer.Exit(1)
 

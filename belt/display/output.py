@@ -37,11 +37,8 @@ _UNSAFE_IN_JSON = re.compile(f"[\x7f-\x9f\ud800-\udfff{BIDI_CONTROLS}]")
 
 def _escape(match: re.Match[str]) -> str:
     char = match.group()
-    named = _NAMED.get(char)
-    if named is not None:
-        return named
     code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
 def clean(text: str) -> str:

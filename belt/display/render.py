@@ -543,8 +543,7 @@ def test_failure_lines(given: Mapping[str, object], dialect: str) -> Lines:
         lines.append(("  transcript:", "dim"))
         excerpt = merged_excerpt_lines(dialect, [f["excerpt"] for f in result["failures"]])
         lines.extend((f"  {text}", style) for text, style in excerpt)
-    hook_failures = result.get("hook_failures") or []
-    if hook_failures:
+    if hook_failures := result.get("hook_failures"):
         from belt.engine.hooksummary import HOOK_FAILURE_HINT  # start-up: the engine
 
         lines += [
@@ -552,8 +551,7 @@ def test_failure_lines(given: Mapping[str, object], dialect: str) -> Lines:
             *((f"  {failure['text']}", "") for failure in hook_failures),
             (f"  {HOOK_FAILURE_HINT}", "dim"),
         ]
-    unfired = result.get("unfired_hooks") or []
-    if unfired:
+    if unfired := result.get("unfired_hooks"):
         lines.append((f"{len(unfired)} declared hook(s) never fired (--fail-under-hooks):", "red"))
         lines.extend((f"  {unfired_text(entry)}", "") for entry in unfired)
     if result.get("snapshot"):
