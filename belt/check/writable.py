@@ -45,9 +45,7 @@ def require_writable_directory(path: Path, *, option: str) -> None:
         if not existing.is_dir():
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
         if existing == path:
-            fd, made = tempfile.mkstemp(prefix=".belt-check-", dir=path)
-            os.close(fd)
-            os.unlink(made)
+            tempfile.TemporaryFile(prefix=".belt-check-", dir=path).close()
         else:
             os.rmdir(tempfile.mkdtemp(prefix=".belt-check-", dir=existing))
     except OSError as exc:
