@@ -40,13 +40,12 @@ def _reflow_paragraph(paragraph: str) -> str:
 def keep_lines(text: str) -> str:
     """``text`` marked for click's plain formatter: indented paragraphs and lists keep their
     lines (rich help keeps them without the mark, and would print it as a blank line)."""
-    paragraphs = []
-    for paragraph in text.split("\n\n"):
+
+    def kept(paragraph: str) -> bool:
         first = paragraph.lstrip("\n")
-        if first[:1].isspace() or first.startswith("- ") or "\n" in first.strip("\n"):
-            paragraph = f"{KEEP}\n{paragraph}"
-        paragraphs.append(paragraph)
-    return "\n\n".join(paragraphs)
+        return first[:1].isspace() or first.startswith("- ") or "\n" in first.strip("\n")
+
+    return "\n\n".join(f"{KEEP}\n{p}" if kept(p) else p for p in text.split("\n\n"))
 
 
 def tidy(command: Any) -> None:
