@@ -273,8 +273,7 @@ def platform_traps(
                 declared = "" if hook.default_resolution else " (allow is the default)"
                 yield trap(source, where, "tool-runs-on-expiry", declared=declared)
         if hook.handler is not None and hook.type == HookHandlerType.WEBHOOK:
-            place = (located or {}).get(index)
-            yield from handler_traps(source, where, hook.handler, place)
+            yield from handler_traps(source, where, hook.handler, (located or {}).get(index))
         key = (event, hook.type.value, hook.handler)
         if key in seen:
             yield trap(source, where, "declared-twice", kind=key[1], event=event, first=seen[key])

@@ -94,8 +94,7 @@ def add_hook(
     given: dict[str, object] = {"event": event, "type": handler_type, "handler": handler}
     given["async"] = async_ or None
     given |= {"timeout": timeout, "default_resolution": default_resolution}
-    raw = {k: v for k, v in given.items() if v is not None}
-    findings, checked = check_platform_hooks([raw])
+    findings, checked = check_platform_hooks([{k: v for k, v in given.items() if v is not None}])
     with editing(path) as target:
         hooks = read_hooks(target) if target.exists() else []
         index = len(hooks)

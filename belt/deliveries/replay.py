@@ -224,8 +224,7 @@ def injection_of(body: Any) -> Any:
     """The ``inject`` and ``system`` of a response body, or None when it has neither."""
     if not isinstance(body, dict):
         return None
-    found = {key: body[key] for key in ("inject", "system") if body.get(key)}
-    return found or None
+    return {key: body[key] for key in ("inject", "system") if body.get(key)} or None
 
 
 def log_records(store: Store, log: str, log_id: str, skipped: Skipped) -> Iterator[dict[str, Any]]:
@@ -425,8 +424,7 @@ def compare(row: Row, response: LifecycleHookResponse | None) -> None:
     if response is not None:
         row.decision = response.effective_decision().value
         row.reason = response.reason
-        body = response.model_dump(mode="json", exclude_none=True)
-        row.injection = injection_of(body)
+        row.injection = injection_of(response.model_dump(mode="json", exclude_none=True))
     else:
         row.decision = "error"
     if recorded.decision is not None and recorded.decision != row.decision:

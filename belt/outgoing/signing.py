@@ -41,8 +41,7 @@ def secret_key(secret: str) -> bytes:
 def sign(secret: str | bytes, msg_id: str, timestamp: int, body: bytes) -> str:
     """The ``v1,<base64>`` signature of one message, with a ``whsec_`` secret or its decoded key."""
     key = secret_key(secret) if isinstance(secret, str) else secret
-    content = f"{msg_id}.{timestamp}.".encode() + body
-    digest = hmac.new(key, content, hashlib.sha256).digest()
+    digest = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
     return "v1," + base64.b64encode(digest).decode("ascii")
 
 

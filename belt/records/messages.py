@@ -91,8 +91,7 @@ def expanded(store: Store, record: Message) -> list[Message]:
         "created_at": cast(str, record.get("created_at")),  # as the injection has it
         "sim": row["sim"],
     }
-    injection = cast(Message, {**record, "sim": {k: v for k, v in sim.items() if k != ROW}})
-    return [event, injection]
+    return [event, cast(Message, {**record, "sim": {k: v for k, v in sim.items() if k != ROW}})]
 
 
 def folded(message: Message, row: Message | None) -> Message:

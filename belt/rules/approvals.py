@@ -71,8 +71,7 @@ def gate_of(item: Mapping[str, Any]) -> Gate:
     held = item.get("meta")
     meta = held if isinstance(held, dict) else {}
     data = meta["data"] if isinstance(meta.get("data"), dict) else meta
-    source = str(item.get("source") or "")
-    kind, _, named = source.partition(":")
+    kind, _, named = str(item.get("source") or "").partition(":")
     if kind in ("hook", "nexus"):  # the wire's interrupt source: hook:EVENT or nexus:EVENT
         event: str | None = named
     elif isinstance(meta.get("event"), str):

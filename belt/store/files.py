@@ -319,8 +319,7 @@ def _cut_torn_tail(fd: int) -> None:
     end = size
     while end > 0:
         start = max(0, end - 4096)
-        chunk = os.pread(fd, end - start, start)
-        newline = chunk.rfind(b"\n")
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
         if newline >= 0:
             os.ftruncate(fd, start + newline + 1)
             return
