@@ -91,9 +91,8 @@ def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
             if found is None:
                 raise InvalidInput(f"{source}: invalid TOML: {message}") from exc
             line, column = found.groups()
-            reason = message[: found.start()]
             raise InvalidInput(
-                f"{source}: line {line}, column {column}: invalid TOML: {reason}"
+                f"{source}: line {line}, column {column}: invalid TOML: {message[: found.start()]}"
             ) from exc
     try:
         return decode(text, unique_keys=True)

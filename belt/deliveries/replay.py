@@ -272,10 +272,9 @@ def served(record: dict[str, Any]) -> Recorded:
 def run_deliveries(store: Store, run_id: str, skipped: Skipped) -> Iterator[Recorded]:
     """A simulated run's webhook deliveries as they are read (NotFound, before any, when
     there is no such run; a short id or unique prefix names it)."""
-    records = log_records(store, EVENTS_LOG, find_run_id(store, run_id), skipped)
     return (
         executed(r)
-        for r in records
+        for r in log_records(store, EVENTS_LOG, find_run_id(store, run_id), skipped)
         if r.get("type") == "hook.executed" and r.get("handler_type") == "webhook"
     )
 

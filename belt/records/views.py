@@ -69,7 +69,6 @@ def chat_dto(
         active = None  # a run outside those asked about
     runs = [active if active and run["id"] == active["id"] else run for run in runs]
     pending = [gate for run in runs for gate in list_interrupts(store=store, run_id=run["id"])]
-    fields = () if public else run_fields
     dto: ChatView = {
         "id": chat["id"],
         "status": chat.get("status"),
@@ -78,7 +77,7 @@ def chat_dto(
         "parent_id": chat.get("parent_id"),
         "context": chat.get("context") or {},
         "output": chat.get("output"),
-        "active_run": run_dto(active, fields) if active else None,
+        "active_run": run_dto(active, () if public else run_fields) if active else None,
         "pending_interrupts": pending,
         "created_at": chat.get("created_at"),
         "updated_at": chat.get("updated_at"),
