@@ -249,12 +249,9 @@ def task_line(record: Mapping[str, object]) -> tuple[str, str]:
         return (f"lifecycle hooks: {where} {declared}", "dim")
     head = f"{clock(record.get('at'))}  {record['event']}  {record['task_key']}"
     if kind == "waiting":
-        serve = f"serve {record['event']} task {record['task_key']}"
+        wait = f"waiting up to {record['timeout_ms']} ms for an executor to serve {record['event']}"
         run = f"(belt executor run --tool {record['tool']}=TARGET)"
-        return (
-            f"waiting up to {record['timeout_ms']} ms for an executor to {serve} {run}",
-            "yellow",
-        )
+        return (f"{wait} task {record['task_key']} {run}", "yellow")
     if kind == "skip":
         return (f"{head}  skipped: {record['detail']}", "dim")
     outcome = str(record["outcome"])
@@ -369,11 +366,8 @@ def watch_line(event: WatchEvent, now: datetime, *, short_ids: bool) -> tuple[st
     what = f"{gate_event(item)} {gate_holds(item)}"
     where = f"run {item.get('run_id')}"
     if kind in ("pending", "opened"):
-        where += f"  {deadline(item, now, event.get('on_expiry'))}"
-        return (
-            f"{clock(item.get('created_at'))}  {kind:<9} {name}  {what}  {where}",
-            WATCH_STYLES[kind],
-        )
+        opened = f"{clock(item.get('created_at'))}  {kind:<9} {name}  {what}  {where}"
+        return (f"{opened}  {deadline(item, now, event.get('on_expiry'))}", WATCH_STYLES[kind])
     outcome = item.get("resolution") or "-"
     style = "red" if kind == "resolved" and outcome == "deny" else WATCH_STYLES.get(kind, "")
     when = clock(item.get("resolved_at") or item.get("updated_at"))
