@@ -363,12 +363,9 @@ class SlowClientGuard:
 def accept_errors(
     report: Callable[[str], None], quiet: float = 5.0
 ) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
-    """An event-loop exception handler: one line per burst of refused connections.
-
-    When the process runs out of file descriptors, asyncio's accept loop reports every failed
-    accept with a traceback; under a flood that is megabytes a minute. A burst (failures less
-    than ``quiet`` seconds apart) is reported once; anything else goes to the default handler.
-    """
+    """An event-loop exception handler: one line per burst of refused connections (failures
+    less than ``quiet`` seconds apart), where asyncio's accept loop, out of file descriptors,
+    logs a traceback for each; anything else goes to the default handler."""
     last = float("-inf")
 
     def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

@@ -145,8 +145,7 @@ def serve(
             hint="a host other than loopback is reachable by others; set --token TOKEN "
             "(or BELT_SERVE_TOKEN)",
         )
-    for name in allow_hosts or []:
-        allowed_host_name(name)
+    hosts = [allowed_host_name(name) for name in allow_hosts or []]
     if not math.isfinite(sweep_interval) or (
         sweep_interval != 0 and not sweep_interval >= MIN_SWEEP_INTERVAL
     ):
@@ -181,7 +180,7 @@ def serve(
         "FORWARD_TO": forward_to or "",
         "MODEL": str(model) if model is not None else "",
         "AGENTS": str(agents) if agents is not None else "",
-        "ALLOW_HOST": ",".join(allowed_host_name(name) for name in allow_hosts or []),
+        "ALLOW_HOST": ",".join(hosts),
         "CLOCK": timestamp(clock) if clock is not None else "",
         "VERBOSE": "1" if verbose else "",
         "GRACE": repr(grace),
@@ -218,7 +217,7 @@ def serve(
         "approvals": settings["APPROVALS"] or None,
         "model": settings["MODEL"] or None,
         "agents": settings["AGENTS"] or None,
-        "allow_hosts": settings["ALLOW_HOST"].split(",") if settings["ALLOW_HOST"] else [],
+        "allow_hosts": hosts,
         "clock": settings["CLOCK"] or None,
     }
     announce = None if on_listening is None else (lambda: on_listening(info))
@@ -541,17 +540,11 @@ TICK = 0.1
 
 
 class Supervisor(Multiprocess):
-    """uvicorn's supervisor of worker processes, which stops at once on Ctrl-C or SIGTERM and
-    says which it was; a second one kills the workers still stopping.
-
-    Its workers never see Ctrl-C (SIGINT is blocked in them): a terminal's Ctrl-C reaches every
-    process of its group, and a worker still starting (importing) would print a
-    KeyboardInterrupt traceback. The supervisor stops them, gracefully, with SIGTERM; a Ctrl-C
-    while it starts them is held until they are started, then stops them.
-
-    A subclass of uvicorn's public ``Multiprocess`` (``uvicorn.supervisors``) that overrides
-    two of its public methods, ``init_processes`` and ``handle_ttin``, each around uvicorn's own.
-    """
+    """uvicorn's supervisor of worker processes (its public ``Multiprocess``, two of whose public
+    methods run around uvicorn's own), which stops at once on Ctrl-C or SIGTERM and says which
+    it was; a second one kills the workers still stopping. Its workers never see Ctrl-C (a
+    terminal's reaches every process of its group, and a worker still importing would print a
+    traceback): it stops them gracefully with SIGTERM, once they are started."""
 
     def __init__(self, config: Any, sockets: list[socket.socket]) -> None:
         super().__init__(config, sockets)
