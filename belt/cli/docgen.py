@@ -16,7 +16,7 @@ from belt.cli.helptext import keep_lines
 from belt.cli.rho import app as rho_app
 from belt.errors import REMOTE_ANSWERS
 
-WIDTH = 100
+PAGE_WIDTH = {"terminal_width": 100, "max_content_width": 100}  # the page's, not a terminal's
 
 HEADER = """\
 # Command reference
@@ -72,14 +72,7 @@ gone, and nothing else there; it exits with the same code as without `--json`:
 
 def walk(command: Any, name: str, parent: Any = None) -> Iterator[tuple[str, Any, Any]]:
     """Yield (command path, command, context) for a command and all its subcommands."""
-    ctx = command.make_context(
-        name,
-        [],
-        parent=parent,
-        resilient_parsing=True,
-        terminal_width=WIDTH,
-        max_content_width=WIDTH,
-    )
+    ctx = command.make_context(name, [], parent=parent, resilient_parsing=True, **PAGE_WIDTH)
     yield ctx.command_path, command, ctx
     if not hasattr(command, "list_commands"):
         return
