@@ -222,13 +222,12 @@ def kept_scenario(
     scenario_from_document(document, "the kept scenario", Path("."), locate=False)
     data = _mapping(payload.get("data"))
     parts = ("replay", str(payload["event"]).removeprefix("agent."), _text(data.get("tool")))
-    stem = "-".join(part for part in parts if part)
     lines = [
         *header,
         "The model is scripted to reach the same boundary with the same data; ids, times and",
         "turn_count differ from the recorded payload. Run it with: belt test FILE",
     ]
-    return _toml(document, lines, stem)
+    return _toml(document, lines, "-".join(part for part in parts if part))
 
 
 # -- belt replay --save-tests ---------------------------------------------------------------------

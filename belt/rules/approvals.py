@@ -184,11 +184,11 @@ def load_rules(path: str | Path) -> Rules:
     return parse_rules(decode_text(raw, source), source, digest)
 
 
+@dataclass
 class _Problems:
     """The problems found in a rules file, each ``<where>: <why>``."""
 
-    def __init__(self) -> None:
-        self.found: list[str] = []
+    found: list[str] = field(default_factory=list)
 
     def error(self, path: str, rule: str) -> None:
         self.found.append(f"{path}: {rule}")
