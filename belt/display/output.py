@@ -303,6 +303,9 @@ def _records(columns: Sequence[str], cells: list[list[str]], *, first: bool) -> 
     out = console()
     colour = _wants_colour(sys.stdout)
     label_width = max(len(c) for c in columns) + 2
+    wrap = textwrap.TextWrapper(
+        max(out.width - label_width, 20), break_long_words=False, break_on_hyphens=False
+    ).wrap
     for row in cells:
         if not first:
             echo()
@@ -311,13 +314,7 @@ def _records(columns: Sequence[str], cells: list[list[str]], *, first: bool) -> 
             if not value:
                 continue
             label = f"{clean(column)}:".ljust(label_width)
-            parts = textwrap.wrap(
-                value,
-                width=max(out.width - label_width, 20),
-                break_long_words=False,
-                break_on_hyphens=False,
-            ) or [value]
-            for n, part in enumerate(parts):
+            for n, part in enumerate(wrap(value) or [value]):
                 head = label if n == 0 else " " * label_width
                 if colour:
                     out.print(Text.assemble((head, "bold"), part), soft_wrap=True)
