@@ -10,17 +10,10 @@ from typing import Annotated
 import typer
 
 from belt.cli.options import JsonFlag, VerboseFlag
-from belt.cli.root import BeltGroup
+from belt.cli.root import PROGRAM
 from belt.display import output
 
-app = typer.Typer(
-    cls=BeltGroup,
-    name="rho",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+app = typer.Typer(name="rho", **PROGRAM)
 extensions = typer.Typer(help="Configure rho's extensions.", no_args_is_help=True)
 app.add_typer(extensions, name="extensions")
 

@@ -235,15 +235,18 @@ def report(exc: BeltError, *, verbose: bool, json_: bool = False) -> None:
         output.styled(f"hint: {exc.hint}", "yellow", stderr=True)
 
 
+PROGRAM: dict[str, Any] = {"cls": BeltGroup, "no_args_is_help": True, "add_completion": False}
+PROGRAM |= {
+    "pretty_exceptions_enable": False,
+    "context_settings": {"help_option_names": ["-h", "--help"]},
+}
+"""The settings of a program's Typer app (``belt``'s and ``rho``'s)."""
+
 app = typer.Typer(
-    cls=BeltGroup,
     name="belt",
     help="Declare, check, serve and simulate agent lifecycle hooks.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
     epilog="Exit codes:\n\n" + "\n".join(f"  {line}" for line in exit_code_lines()),
+    **PROGRAM,
 )
 
 
