@@ -190,9 +190,7 @@ def span(
     """A span current while the block runs (it yields the span; ``None`` when tracing is off); an
     exception sets its status to ERROR with the type's name only (its text may carry a payload).
     ``links`` are ``{"trace_id", "span_id"}`` in hex."""
-    if not _on:
-        return _NOOP
-    return _Current(name, _clean(attributes), kind, start_time_ns, links)
+    return _Current(name, _clean(attributes), kind, start_time_ns, links) if _on else _NOOP
 
 
 class _Current:
@@ -324,9 +322,7 @@ def inject(headers: MutableMapping[str, str]) -> None:
 
 def continued(headers: Mapping[str, str]) -> ContextManager[None]:
     """Make an incoming ``traceparent`` the parent of the spans started in the block."""
-    if not _on:
-        return _NOOP
-    return _continued(headers)
+    return _continued(headers) if _on else _NOOP
 
 
 @contextlib.contextmanager

@@ -117,6 +117,4 @@ def fits(value: Any, kinds: Kinds) -> bool:
         return True
     if isinstance(value, bool):
         return bool in kinds
-    if isinstance(value, int) and float in kinds:
-        return True
-    return isinstance(value, kinds)
+    return (isinstance(value, int) and float in kinds) or isinstance(value, kinds)

@@ -191,9 +191,7 @@ def locate_module(module: str, directory: Path) -> tuple[Path | None, str | None
     base = Path(os.path.abspath(directory))
     if "." not in module and (base / f"{top}.py").is_file():
         return base / f"{top}.py", None
-    if (base / top / "__init__.py").is_file():
-        return None, str(base)
-    return None, None
+    return None, (str(base) if (base / top / "__init__.py").is_file() else None)
 
 
 _FILES: dict[str, tuple[tuple[int, int], Any]] = {}

@@ -431,9 +431,7 @@ def _step(kind: Any, part: int | str) -> Any:
     origin, args = get_origin(kind), get_args(kind)
     if origin in (list, tuple, set, frozenset, Sequence) and args and isinstance(part, int):
         return args[0]
-    if origin in (dict, Mapping) and len(args) == 2:
-        return args[1]
-    return None
+    return args[1] if origin in (dict, Mapping) and len(args) == 2 else None
 
 
 def _is_model(kind: Any) -> bool:
