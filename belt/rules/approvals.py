@@ -165,10 +165,7 @@ class Rules:
         if item.get("reason") not in APPROVABLE:
             return NO_MATCH
         gate = gate_of(item)
-        for rule in self.rules:
-            if rule.matches(gate):
-                return Verdict(rule.decision, rule)
-        return NO_MATCH
+        return next((Verdict(r.decision, r) for r in self.rules if r.matches(gate)), NO_MATCH)
 
     def settlement(self, rule: Rule) -> Settlement:
         """How a gate ``rule`` settles is recorded in its trail."""

@@ -424,10 +424,8 @@ def _members(kind: Any) -> list[Any]:
 def _step(kind: Any, part: int | str) -> Any:
     """The type of ``part`` (a field, a key or an index) within a value of ``kind``."""
     if _is_model(kind):
-        for name, info in kind.model_fields.items():
-            if part in (name, info.alias):
-                return info.annotation
-        return None
+        fields = kind.model_fields.items()
+        return next((info.annotation for name, info in fields if part in (name, info.alias)), None)
     origin, args = get_origin(kind), get_args(kind)
     if origin in (list, tuple, set, frozenset, Sequence) and args and isinstance(part, int):
         return args[0]
