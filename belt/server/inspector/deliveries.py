@@ -78,9 +78,7 @@ def mapping(value: Any) -> dict[str, object]:
 
 def number(value: Any) -> float | None:
     """A duration or status from the store, or None when it is not a number."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return value
+    return None if isinstance(value, bool) or not isinstance(value, int | float) else value
 
 
 def row_bytes(entry: Entry) -> int:
