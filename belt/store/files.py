@@ -15,6 +15,7 @@ import stat
 import tempfile
 import threading
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import BinaryIO
 
@@ -107,10 +108,8 @@ def make_dirs(directory: Path) -> None:
         missing.append(directory)
         directory = directory.parent
     for path in reversed(missing):
-        try:
+        with suppress(FileExistsError):  # made meanwhile by another writer
             path.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
 
 
 def fsync_dir(directory: Path) -> None:

@@ -549,7 +549,7 @@ _PIPE_CLOSED = (
 def _template(supervisor: Supervisor, sock: socket.socket) -> NoReturn:
     """The template process: import the plan's modules, saying which before each, then fork a
     worker for each request (its pipe ends come with it) and say how each ended."""
-    try:
+    with contextlib.suppress(BaseException):  # belt is gone, or failed here: end quietly
         _become_child(supervisor.owner)
         for item in (supervisor.preload or list)():
             if item.key in supervisor.skip or item.key in supervisor.refused:
@@ -591,8 +591,6 @@ def _template(supervisor: Supervisor, sock: socket.socket) -> NoReturn:
                 for fd in fds:
                     _close(fd)
                 _send(sock.fileno(), ("forked", pid))
-    except BaseException:  # belt's process is gone, or this is belt's own failure: end quietly
-        pass
     os._exit(0)
 
 
