@@ -49,8 +49,7 @@ class Platform:
     def __init__(
         self, base_url: str, *, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT
     ) -> None:
-        reason = check_webhook_url(base_url)
-        if reason is not None:
+        if (reason := check_webhook_url(base_url)) is not None:
             if reason.startswith("must be an absolute"):
                 reason = "must be an http:// or https:// URL with a host"
             raise InvalidInput(
@@ -380,8 +379,7 @@ class Platform:
         if isinstance(problem, dict):
             named = (problem.get(key) for key in ("detail", "title"))
             detail = next((text for text in named if isinstance(text, str) and text.strip()), "")
-            errors = problem.get("errors")
-            if isinstance(errors, list):
+            if isinstance(errors := problem.get("errors"), list):
                 problems = [self._clip(str(e)) for e in errors[1:]]
         detail = self._clip(detail or response.reason_phrase or "error")
         if what is not None and status in (400, 422):

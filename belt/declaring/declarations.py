@@ -87,8 +87,7 @@ def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
             raise InvalidInput(f"{source}: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
             message = str(exc)
-            found = TOML_POSITION.search(message)
-            if found is None:
+            if (found := TOML_POSITION.search(message)) is None:
                 raise InvalidInput(f"{source}: invalid TOML: {message}") from exc
             line, column = found.groups()
             raise InvalidInput(
@@ -199,8 +198,7 @@ def check_rho_config(doc: Any) -> tuple[Findings, LifecycleHooks | None]:
     if not isinstance(plugins, dict):
         findings.error("plugins", f"expected an object, got {describe(plugins)}")
         return findings, None
-    plugin = plugins.get(RHO_PLUGIN)
-    if plugin is None:
+    if (plugin := plugins.get(RHO_PLUGIN)) is None:
         return findings, LifecycleHooks()
     if not isinstance(plugin, dict):
         findings.error(f'plugins["{RHO_PLUGIN}"]', f"expected an object, got {describe(plugin)}")

@@ -123,8 +123,7 @@ def _exactly(text: str) -> str:
 def _expectation(event: str, data: Mapping[str, object], expect: Mapping[str, object]) -> Document:
     """The ``[[expect]]`` table of one delivery: its event (and tool), and the answer."""
     expectation: Document = {"event": event}
-    decision = expect.get("decision")
-    if decision not in EXPECTED:
+    if (decision := expect.get("decision")) not in EXPECTED:
         raise InvalidInput(f"expect.decision: expected one of {', '.join(EXPECTED)}")
     if decision == "error":
         expectation["error"] = True

@@ -361,8 +361,7 @@ def select(
 def url_target(url: str, secret: str | None) -> tuple[str, Deliver, Callable[[], None]]:
     """Deliver to a URL (signed with ``secret`` when given); its label, deliverer and closer."""
 
-    reason = check_webhook_url(url)
-    if reason:
+    if reason := check_webhook_url(url):
         raise UsageError(f"--to {url!r}: the URL {reason}")
 
     def send(payload: dict[str, object]) -> WebhookResult:

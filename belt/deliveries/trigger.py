@@ -335,8 +335,7 @@ def failure(report: TriggerReport) -> BeltError:
 def running_serve() -> tuple[Serve, int]:
     """The running ``belt serve`` of this user started last, and how many others run;
     Unreachable when none runs."""
-    found = serves.running()
-    if not found:
+    if not (found := serves.running()):
         raise Unreachable(
             "no belt serve of yours is running, and --to does not name a handler",
             hint="start one in another terminal (belt serve, or belt serve --policy FILE), "

@@ -378,8 +378,7 @@ def async_client(url: str, *, timeout: float) -> httpx.AsyncClient:
     """An async client for ``url``'s origin (``belt serve --forward-to``): proxy as ``proxy_for``
     gives it, TLS only for https. Its caller keeps each call's total deadline with
     ``asyncio.timeout``; httpx's timeouts are the same, so none cuts a call first."""
-    transport = _MINE.lent
-    if not isinstance(transport, httpx.AsyncBaseTransport):
+    if not isinstance(transport := _MINE.lent, httpx.AsyncBaseTransport):
         target = httpx.URL(url)
         proxy = proxy_for(target.scheme, target.host)
         tls = target.scheme == "https" or (proxy or "").startswith("https:")

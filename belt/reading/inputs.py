@@ -94,8 +94,7 @@ def read_text(path: str | Path, *, kind: str) -> str:
 def read_stream(stream: BinaryIO, *, kind: str, source: str) -> str:
     """UTF-8 text from a stream such as standard input, at most the cap of ``kind``."""
     limit = LIMITS[kind]
-    data = _read_capped(stream, limit)
-    if data is None:
+    if (data := _read_capped(stream, limit)) is None:
         raise InvalidInput(
             f"{source}: more than the {limit // 1024} KiB limit for a {kind}", where=source
         )
@@ -125,8 +124,7 @@ def read_json_option(value: str, *, option: str) -> Any:
 
 def read_json_object_option(value: str, *, option: str) -> dict[str, object]:
     """``read_json_option`` for an option that must be a JSON object."""
-    document = read_json_option(value, option=option)
-    if not isinstance(document, dict):
+    if not isinstance(document := read_json_option(value, option=option), dict):
         kind = "an array" if isinstance(document, list) else "a scalar"
         raise InvalidInput(f"{option}: expected a JSON object, got {kind}")
     return document

@@ -66,8 +66,7 @@ def glob_field(
     raw: Mapping[str, object], key: str, path: str, findings: Problems
 ) -> re.Pattern[str] | None:
     """The glob of ``raw[key]`` (None when absent, or when it is not a string: a problem)."""
-    value = raw.get(key)
-    if value is not None and not isinstance(value, str):
+    if (value := raw.get(key)) is not None and not isinstance(value, str):
         findings.error(f"{path}.{key}", f"expected a glob pattern string, got {describe(value)}")
     return glob(value) if isinstance(value, str) else None
 

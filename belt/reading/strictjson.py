@@ -42,15 +42,13 @@ def _refuse_constant(name: str) -> Any:
 
 
 def _parse_int(text: str) -> int:
-    digits = len(text.lstrip("-"))
-    if digits > MAX_INT_DIGITS:
+    if (digits := len(text.lstrip("-"))) > MAX_INT_DIGITS:
         raise StrictJSONError(f"an integer has {digits} digits (the limit is {MAX_INT_DIGITS})")
     return int(text)
 
 
 def _parse_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
+    if not math.isfinite(value := float(text)):
         shown = text if len(text) <= 40 else text[:39] + "…"
         raise StrictJSONError(f"the number {shown} is not finite (refused)")
     return value

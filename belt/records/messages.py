@@ -70,8 +70,7 @@ def expanded(store: Store, record: Message) -> list[Message]:
     """A stored message as the chat lists it: an injection that holds its transcript row is
     that row, then the injection; any other message is itself. InvalidInput (exit 5) when the
     row it holds is not the one belt wrote."""
-    sim = record.get("sim")
-    if not isinstance(sim, dict) or ROW not in sim:
+    if not isinstance(sim := record.get("sim"), dict) or ROW not in sim:
         return [record]
     row, shape = sim[ROW], {"id": str, "content": list, "sim": dict}
     if not isinstance(row, dict) or not all(isinstance(row.get(k), t) for k, t in shape.items()):
@@ -130,8 +129,7 @@ def settle_injections(messages: Sequence[Message], turn_count: int) -> None:
         info = sim.get("injection")
         if message["role"] != "injection" or not sim.get("active") or not isinstance(info, dict):
             continue  # not an injection of this chat's, or one whose end was written
-        key = info.get("dedup_key")
-        if key:
+        if key := info.get("dedup_key"):
             older = latest.get(key)
             turn = int(info.get("turn") or 0)
             if older is not None and older["sim"].get("active") and active_at(older, turn):

@@ -75,8 +75,7 @@ _registry = threading.Lock()
 def _lock_file(path: Path) -> _LockFile:
     """The kept lock file of ``path``, opened (and kept) when it is not."""
     key = str(path)
-    found = _kept.get(key)
-    if found is not None:
+    if (found := _kept.get(key)) is not None:
         return found
     with _registry:
         found = _kept.get(key)

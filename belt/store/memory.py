@@ -147,22 +147,19 @@ class MemoryStore(Store):
 
     def _hold(self, lock_path: Path) -> AbstractContextManager[object]:
         key = str(lock_path)
-        lock = self._locks.get(key)
-        if lock is None:
+        if (lock := self._locks.get(key)) is None:
             with self._mutex:
                 lock = self._locks.setdefault(key, threading.RLock())
         return lock
 
     def _open_lines(self, path: Path) -> BinaryIO:
-        found = self._lines.get(str(path))
-        if found is None:
+        if (found := self._lines.get(str(path))) is None:
             raise FileNotFoundError(str(path))
         with self._mutex:
             return io.BytesIO(bytes(found))
 
     def _first_line(self, path: Path) -> bytes:
-        found = self._lines.get(str(path))
-        if found is None:
+        if (found := self._lines.get(str(path))) is None:
             raise FileNotFoundError(str(path))
         with self._mutex:
             end = found.find(b"\n", 0, HEADER_MAX + 1)  # as read_line(limit=HEADER_MAX)
@@ -181,8 +178,7 @@ class MemoryStore(Store):
     def _append_line(self, path: Path, line: bytes, *, header: bytes, sync: bool) -> None:
         key = str(path)
         with self._mutex:
-            found = self._lines.get(key)
-            if found is None:
+            if (found := self._lines.get(key)) is None:
                 self._lines[key] = bytearray(header + line)
                 self._listed(key)
             else:

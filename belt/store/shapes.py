@@ -96,8 +96,7 @@ def _named(kinds: Kinds) -> str:
 
 def shape_problem(kind: str, data: Mapping[str, object]) -> str | None:
     """What is wrong with a record of ``kind`` (None when its shape is right, or unknown)."""
-    found = shape(kind)
-    if found is None:
+    if (found := shape(kind)) is None:
         return None
     required, optional = found
     for name, kinds in required.items():

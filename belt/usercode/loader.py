@@ -206,8 +206,7 @@ def _file_module(path: Path, option: str) -> Any:
         stamp: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
     except OSError:
         stamp = None
-    known = _FILES.get(key)
-    if known is not None and known[0] == stamp:
+    if (known := _FILES.get(key)) is not None and known[0] == stamp:
         return known[1]
     module = _guarded(lambda: _import_file(path, option), str(path), option)
     if stamp is not None:
@@ -236,8 +235,7 @@ def _guarded(load: Callable[[], Any], what: str, option: str) -> Any:
             return loaded()
         except SystemExit as exc:
             raise _failed(option, what, exc) from None
-    outcome = in_thread(loaded, seconds, name=f"belt-import {what}")
-    if outcome is None:
+    if (outcome := in_thread(loaded, seconds, name=f"belt-import {what}")) is None:
         refuse(what, f"did not finish within {seconds:g} s")
         raise InvalidInput(
             f"{option}: importing {what} did not finish within {seconds:g} s",

@@ -391,8 +391,7 @@ class Supervisor:
                 why = f"it did not finish within {seconds:g} s; belt ended its worker process"
                 return Reply(problem=self._finish(worker, kill=why), timed_out=True)
             self._stopped()
-        reply = self._receive(worker)
-        if reply is None:
+        if (reply := self._receive(worker)) is None:
             return Reply(problem=self._finish(worker))
         kind, _, value, retiring, refused = reply
         self.refused.update(refused)
@@ -450,8 +449,7 @@ class _Template:
                 supervisor.problems[key] = (5, f"{where}: importing {key} {reason}")
                 self.close(kill=True)
                 return False
-            message = _receive_socket(ours)
-            if message is None:
+            if (message := _receive_socket(ours)) is None:
                 how = _ended_how(self.close(kill=True))
                 if loading is None:
                     raise BeltError(f"the process that starts belt's workers {how}")
@@ -690,8 +688,7 @@ class _Seat:
         except BaseException as exc:  # whatever the user's code raised that reached here
             reply = ("raised", index, _exception_text(exc))
             retiring = not isinstance(exc, Exception)
-        cause = self.misbehaved()
-        if cause is not None:
+        if (cause := self.misbehaved()) is not None:
             reply = ("lost", index, cause)
             retiring = True
         retiring = retiring or self.spent()
@@ -720,8 +717,7 @@ def _serve(supervisor: Supervisor, tasks: int, results: int, seat: int, parent: 
         os._exit(70)
     try:
         while True:
-            message = me.receive()
-            if message is None:
+            if (message := me.receive()) is None:
                 break
             for key, reason in message[-1].items():
                 loader.refuse(key, reason)
@@ -867,8 +863,7 @@ def _send(fd: int, message: Any) -> None:
 
 def _receive(fd: int) -> Any:
     """The next message on ``fd``, None at its end; ValueError when what comes is not one."""
-    head = _read(fd, _LENGTH.size)
-    if head is None:
+    if (head := _read(fd, _LENGTH.size)) is None:
         return None
     (length,) = _LENGTH.unpack(head)
     if length > MESSAGE_MAX:

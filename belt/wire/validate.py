@@ -216,8 +216,7 @@ def _check_handler(
         if not AGENT_REF.match(handler):
             findings.error(hpath, f"{handler!r} is not an agent ref (namespace/name[@version])")
     elif kind == HookHandlerType.BUILTIN:
-        builtin = BUILTINS.get(handler)
-        if builtin is None:
+        if (builtin := BUILTINS.get(handler)) is None:
             findings.error(hpath, not_one_of(handler, "a builtin", BUILTINS))
         elif event is not None and event not in builtin.events:
             findings.error(
@@ -237,8 +236,7 @@ def check_response(document: Mapping[str, object]) -> tuple[LifecycleHookRespons
     shape raises ValidationError."""
     known = {key: value for key, value in document.items() if key in RESPONSE_KEYS}
     unknown = [str(key) for key in document if key not in RESPONSE_KEYS]
-    inject = known.get("inject")
-    if isinstance(inject, dict):
+    if isinstance(inject := known.get("inject"), dict):
         known["inject"] = {key: value for key, value in inject.items() if key in INJECTION_KEYS}
         unknown += [f"inject.{key}" for key in inject if key not in INJECTION_KEYS]
     response = LifecycleHookResponse.model_validate(known)
@@ -296,8 +294,7 @@ def check_nexus_hooks(
             findings.error(path, f"expected an object, got {describe(entry)}")
             continue
         findings.unknown_keys(entry, NEXUS_HOOK_KEYS, path)
-        tool = entry.get("tool")
-        if tool is None:
+        if (tool := entry.get("tool")) is None:
             findings.error(f"{path}.tool", "is required (the executor tool to run)")
         elif not isinstance(tool, str) or not tool.strip():
             findings.error(f"{path}.tool", "must be a nonblank string")
