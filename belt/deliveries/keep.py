@@ -411,10 +411,9 @@ def open_saving_replay(
 ) -> Iterator[Replay]:
     """``open_replay``; with ``save_tests``, each replayed delivery (or chat, ``per``) is also
     written there as a ``belt test`` scenario expecting the ``expect`` answer."""
-    if expect not in EXPECT_FROM:
-        raise UsageError(f"--expect {expect}: expected one of {', '.join(EXPECT_FROM)}")
-    if per not in PER:
-        raise UsageError(f"--per {per}: expected one of {', '.join(PER)}")
+    for option, given, allowed in (("--expect", expect, EXPECT_FROM), ("--per", per, PER)):
+        if given not in allowed:
+            raise UsageError(f"{option} {given}: expected one of {', '.join(allowed)}")
     if save_tests is None:
         with open_replay(**options) as run:
             yield run

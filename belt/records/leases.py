@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+from contextlib import suppress
 from datetime import timedelta
 from functools import cache
 from typing import TYPE_CHECKING, TypedDict
@@ -87,11 +88,9 @@ def holder_alive(lease: object) -> bool:
         return False
     pid = lease.get("pid")
     if lease.get("host") != host():
-        try:
-            renewed = parse_timestamp(str(lease.get("renewed")))
-        except Exception:  # a damaged lease holds nothing
-            return False
-        return utcnow() - renewed < FOREIGN_TTL
+        with suppress(Exception):  # a damaged lease holds nothing
+            return utcnow() - parse_timestamp(str(lease.get("renewed"))) < FOREIGN_TTL
+        return False
     if not isinstance(pid, int) or isinstance(pid, bool) or not is_alive(pid):
         return False
     started = lease.get("started")
