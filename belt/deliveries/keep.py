@@ -229,9 +229,6 @@ def kept_scenario(
     return _toml(document, lines, "-".join(part for part in parts if part))
 
 
-# -- belt replay --save-tests ---------------------------------------------------------------------
-
-
 def replay_handler(
     *, to: str | None, policy: Path | None, handler: str | None, directory: Path | None
 ) -> tuple[str, list[str]]:

@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
@@ -196,9 +196,6 @@ class Skipped:
             self.problems.append(message)
 
 
-# -- what was recorded ----------------------------------------------------------------------------
-
-
 def since_moment(text: str) -> datetime:
     """``--since``: an RFC 3339 timestamp, or a duration back from now (``30m``, ``2h``, ``1d``)."""
     match = _DURATION.match(text.strip())
@@ -321,15 +318,8 @@ def file_deliveries(path: Path, text: str) -> Iterator[Recorded]:
             raise InvalidInput(f"{path}: line {number}: expected an object, got {describe(item)}")
         if "request" in item:
             yield served(item)
-        elif "payload" in item:
-            yield Recorded(
-                payload=item["payload"],
-                decision=item.get("decision"),
-                reason=item.get("reason"),
-                injection=recorded_injection(item),
-                error=item.get("error"),
-                at=item.get("at"),
-            )
+        elif "payload" in item:  # a hook.executed record; a decision not recorded is not compared
+            yield replace(executed(item), decision=item.get("decision"))
         else:
             yield Recorded(payload=item, at=item.get("timestamp"))
 
@@ -353,9 +343,6 @@ def select(
             except InvalidInput:
                 continue
         yield item
-
-
-# -- where it goes --------------------------------------------------------------------------------
 
 
 def url_target(url: str, secret: str | None) -> tuple[str, Deliver, Callable[[], None]]:
@@ -411,9 +398,6 @@ def payload_model(payload: Any) -> tuple[LifecycleHookPayload | None, str]:
         return None, "the recorded payload is not a LifecycleHookPayload: " + "; ".join(
             model_problems(exc)
         )
-
-
-# -- replaying ------------------------------------------------------------------------------------
 
 
 def compare(row: Row, response: LifecycleHookResponse | None) -> None:
