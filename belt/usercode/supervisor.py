@@ -193,17 +193,14 @@ class Supervisor:
             else:
                 pid = _fork()
                 if pid == 0:
-                    _close(tasks)
-                    _close(results)
+                    _close(tasks, results)
                     self._leave_owner()
                     _serve(self, tasks_in, results_out, seat, self.owner)
         except BaseException:
-            for fd in (tasks, results):
-                _close(fd)
+            _close(tasks, results)
             raise
         finally:
-            _close(tasks_in)
-            _close(results_out)
+            _close(tasks_in, results_out)
         worker = _Worker(pid, seat, tasks, results)
         self.workers[results] = worker
         return worker
@@ -212,8 +209,7 @@ class Supervisor:
         """In a child of belt's process: close belt's ends of the other workers' pipes (a
         worker holding one would keep another from ever seeing its end)."""
         for worker in self.workers.values():
-            _close(worker.tasks)
-            _close(worker.results)
+            _close(worker.tasks, worker.results)
         if self.template is not None and self.template.sock is not None:
             self.template.sock.close()
 
@@ -221,8 +217,7 @@ class Supervisor:
         """End ``worker`` (``kill``: belt ends it, saying why) and wait for it; how it ended, as
         the cause of the case it was running."""
         self.workers.pop(worker.results, None)
-        _close(worker.tasks)
-        _close(worker.results)
+        _close(worker.tasks, worker.results)
         if kill is not None:
             worker.ended = kill
             _kill(worker.pid)
@@ -582,12 +577,10 @@ def _template(supervisor: Supervisor, sock: socket.socket) -> NoReturn:
                 if pid == 0:
                     signal.set_wakeup_fd(-1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    for fd in (wake, woken):
-                        _close(fd)
+                    _close(wake, woken)
                     sock.close()
                     _serve(supervisor, fds[0], fds[1], seat, me)
-                for fd in fds:
-                    _close(fd)
+                _close(*fds)
                 _send(sock.fileno(), ("forked", pid))
     os._exit(0)
 
@@ -780,9 +773,10 @@ def _fork() -> int:
         return os.fork()
 
 
-def _close(fd: int) -> None:
-    with contextlib.suppress(OSError):
-        os.close(fd)
+def _close(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _kill(pid: int) -> None:
