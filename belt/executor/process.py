@@ -98,7 +98,6 @@ def run_bounded(
                         selector.unregister(process.stdin)
                         process.stdin.close()
                     continue
-                assert stream is process.stdout or stream is process.stderr
                 if not (chunk := os.read(stream.fileno(), CHUNK)):
                     selector.unregister(stream)
                 elif stream is process.stdout:
@@ -107,9 +106,8 @@ def run_bounded(
                         return stopped(overflowed=True)
                 else:
                     stderr = (stderr + chunk)[-STDERR_KEEP:]
-        remaining = deadline - time.monotonic()
         try:
-            returncode = process.wait(max(remaining, 0.001))
+            returncode = process.wait(max(deadline - time.monotonic(), 0.001))
         except subprocess.TimeoutExpired:
             return stopped(timed_out=True)
         return Finished(returncode, bytes(stdout), bytes(stderr))
@@ -119,8 +117,7 @@ def run_bounded(
     finally:
         selector.close()
         for stream in (process.stdin, process.stdout, process.stderr):
-            if not stream.closed:
-                stream.close()
+            stream.close()
         if process.returncode is None:
             process.wait()
 
@@ -131,12 +128,10 @@ PR_SET_PDEATHSIG = 1
 @functools.cache
 def _prctl() -> Callable[..., int] | None:
     """Linux's prctl(2), found before any fork; None elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
+    prctl: Callable[..., int] | None = None
+    with suppress(OSError, AttributeError):
+        if sys.platform.startswith("linux"):
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
     return prctl
 
 
@@ -164,11 +159,9 @@ def stop_marked(name: str, value: str) -> int:
         if not (found := _marked(needle)):
             break
         for pid in found:
-            try:
+            with suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                continue
-            killed.append(pid)
+                killed.append(pid)
         while any(_running(pid) for pid in found) and time.monotonic() < until:
             time.sleep(0.005)
     return len(killed)
@@ -198,8 +191,6 @@ def _running(pid: int) -> bool:
 def _proc(pid: str, name: str) -> bytes:
     """``/proc/PID/NAME`` (its first ``ENVIRON_MAX`` bytes); empty when the process is gone or
     another user's."""
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as handle:
-            return handle.read(ENVIRON_MAX)
-    except OSError:
-        return b""
+    with suppress(OSError), open(f"/proc/{pid}/{name}", "rb") as handle:
+        return handle.read(ENVIRON_MAX)
+    return b""
