@@ -482,8 +482,7 @@ def resolve_interrupt(
     by: Settlement | None = None,
 ) -> InterruptJSON:
     """Resolve a pending interrupt, ``by`` kept as ``resolved_by``; exit 3, or 4 if settled."""
-    settled = _resolved(decision, data, by)
-    return _settle_pending(open_store(store), interrupt_id, now, settled)
+    return _settle_pending(open_store(store), interrupt_id, now, _resolved(decision, data, by))
 
 
 def _resolved(decision: str, data: Any, by: Settlement | None) -> dict[str, object]:
@@ -589,9 +588,6 @@ def resolve_batch(
     digest must be ``digest`` and each be pending or settled by this batch (else Conflict, exit
     4); all settled by this batch already is a repeat, which changes nothing."""
     store = open_store(store)
-    settled = _resolved(decision, data, None)
-    if not (ids := sorted({check_id(i, what="interrupt id") for i in interrupt_ids})):
-        raise InvalidInput("a batch needs at least one interrupt id")
     batch = batch_id(digest)
     settlement: Settlement = {
         "how": "batch",
@@ -602,6 +598,9 @@ def resolve_batch(
     }
     if "token" in by:
         settlement["token"] = by["token"]
+    settled = _resolved(decision, data, settlement)
+    if not (ids := sorted({check_id(i, what="interrupt id") for i in interrupt_ids})):
+        raise InvalidInput("a batch needs at least one interrupt id")
     with ExitStack() as held:
         records = []
         for interrupt_id in ids:
@@ -619,7 +618,6 @@ def resolve_batch(
         for record in records:
             if record.get("status") != InterruptStatus.PENDING and record not in ours:
                 raise Conflict(f"{_not_pending(record).message}; none of the {len(ids)} settled")
-        settled["resolved_by"] = dict(settlement)
         pending = [r["id"] for r in records if r not in ours]  # none: a repeat
         done = {i: _settle_pending(store, i, now, settled) for i in pending}
         resolved = [done.get(r["id"]) or to_dto(r) for r in records]
@@ -642,10 +640,10 @@ def settlements(
     records = [
         record
         for record in inbox(store=store, run_id=run_id, include_settled=True)
-        if record.get("status") != InterruptStatus.PENDING and record.get("resolved_at")
+        if record.get("status") != InterruptStatus.PENDING
+        and (at := record.get("resolved_at"))
+        and (since is None or parse_timestamp(at) >= since)
     ]
-    if since is not None:
-        records = [r for r in records if parse_timestamp(str(r["resolved_at"])) >= since]
     records.sort(key=lambda r: (parse_timestamp(str(r["resolved_at"])), r["id"]), reverse=True)
     return records
 
