@@ -363,18 +363,17 @@ class Deliveries:
         """The runs whose event log grew since it was last read."""
         if not self.signals.changed():
             return []
-        try:
-            with os.scandir(self.store.root / "logs" / EVENTS_LOG) as found:
-                sizes = {
-                    item.name.removesuffix(".jsonl"): item.stat().st_size
-                    for item in found
-                    if item.name.endswith(".jsonl") and not item.name.startswith(".")
-                }
-        except FileNotFoundError:
-            return []
-        return sorted(
-            run for run, size in sizes.items() if size != self.read_to.get((EVENTS_LOG, run), 0)
-        )
+        logs = self.store.root / "logs" / EVENTS_LOG
+        with contextlib.suppress(FileNotFoundError), os.scandir(logs) as found:
+            sizes = {
+                item.name.removesuffix(".jsonl"): item.stat().st_size
+                for item in found
+                if item.name.endswith(".jsonl") and not item.name.startswith(".")
+            }
+            return sorted(
+                run for run, size in sizes.items() if size != self.read_to.get((EVENTS_LOG, run), 0)
+            )
+        return []
 
     def query(
         self, filters: dict[str, str], *, limit: int = 100, before: str | None = None
