@@ -282,13 +282,10 @@ class NexusLoop:
         """Write the execution's input (its turn's text or mail) under its id, unless written."""
         turn = self.scenario.turns[execution.turn_index]
         text, message_id = input_text(turn), execution.state.get("input")
-        if (
-            text is not None
-            and isinstance(message_id, str)
-            and message_id not in self.sim.recorder.by_id
-        ):
-            kind = "mail" if turn.mail is not None else "user"
-            self.sim.transcript.add_text(execution, "user", text, message_id=message_id, input=kind)
+        if text is None or not isinstance(message_id, str) or message_id in self.sim.recorder.by_id:
+            return
+        kind = "mail" if turn.mail is not None else "user"
+        self.sim.transcript.add_text(execution, "user", text, message_id=message_id, input=kind)
 
     def resumable(self, run: RunRecord, interrupted: bool) -> NexusExecution:
         """An execution on an attention hold goes on by retrying its failed hook task; one whose

@@ -424,11 +424,9 @@ class PlatformLoop:
     def wait_for_tools(self, execution: Execution, message: Message) -> End | None:
         """Hold while a tool call waits (a client tool's run stays ``working``), else go on."""
         state = execution.state
-        invocations = message["tool_invocations"]
-        approvals = [
-            i for i in invocations if i["status"] == ToolInvocationStatus.AWAITING_APPROVAL
-        ]
-        inputs = [i for i in invocations if i["status"] == ToolInvocationStatus.AWAITING_INPUT]
+        calls = message["tool_invocations"]
+        approvals = [i for i in calls if i["status"] == ToolInvocationStatus.AWAITING_APPROVAL]
+        inputs = [i for i in calls if i["status"] == ToolInvocationStatus.AWAITING_INPUT]
         if not approvals and not inputs:
             state.update(next="turn", model=int(state["model"]) + 1, tool=0, gate=None)
             return None
