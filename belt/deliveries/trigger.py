@@ -232,8 +232,7 @@ def trigger(
         raise UsageError(
             "--secret signs an HTTP request; a py: handler is called in-process, unsigned"
         )
-    problem = None if in_process else check_webhook_url(to)
-    if problem:
+    if not in_process and (problem := check_webhook_url(to)):
         raise InvalidInput(f"--to {problem}", hint="--to takes an http(s) URL or py:MODULE:FUNC")
     if secret:
         secret_key(secret)
