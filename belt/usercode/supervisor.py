@@ -709,9 +709,7 @@ def _serve(supervisor: Supervisor, tasks: int, results: int, seat: int, parent: 
     except BaseException:
         os._exit(70)
     try:
-        while True:
-            if (message := me.receive()) is None:
-                break
+        while (message := me.receive()) is not None:
             for key, reason in message[-1].items():
                 loader.refuse(key, reason)
             if message[0] == "call":
