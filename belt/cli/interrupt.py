@@ -337,7 +337,7 @@ def resolve_all(
             )
     items = select(backend)
     found = batch_digest(items) if items else ""
-    if wanted is not None and not _digest_matches(found, wanted):
+    if wanted is not None and not found.startswith(f"sha256:{wanted}"):
         # The batch --digest names, settled before (in whole or in part), is settled again,
         # which changes nothing but the rest; any other set of gates exits 4.
         selected = select(backend, include_settled=True)
@@ -348,7 +348,7 @@ def resolve_all(
         ]
         earlier = backend.in_batch(items=settled, batch=batch_id(wanted)) if settled else []
         batch = [item for item in selected if item.get("status") == "pending"] + earlier
-        if not earlier or not _digest_matches(batch_digest(batch), wanted):
+        if not earlier or not batch_digest(batch).startswith(f"sha256:{wanted}"):
             now = short_digest(found) if found else "none (no pending gate matches)"
             raise Conflict(
                 f"the gates selected now are not the ones shown: digest {now}, not "
@@ -396,10 +396,6 @@ def resolve_all(
 def _settling(how: str, backend: Backend) -> AbstractContextManager[Any]:
     """The belt.settlement span of gates a person settles here: through the CLI, or the API."""
     return tracing.settlement(how, "cli" if isinstance(backend, LocalBackend) else "api")
-
-
-def _digest_matches(digest: str, wanted: str) -> bool:
-    return digest.removeprefix("sha256:").startswith(wanted)
 
 
 def _settle(
