@@ -117,9 +117,7 @@ def _replaced(record: Any, **changes: Any) -> Any:
     """``dataclasses.replace(record, **changes)`` for the plain dataclasses of a result, without
     a call of ``__init__`` (a worker makes three for each expectation of each scenario)."""
     copy = object.__new__(type(record))
-    fields = copy.__dict__
-    fields.update(record.__dict__)
-    fields.update(changes)
+    copy.__dict__.update(record.__dict__, **changes)
     return copy
 
 
