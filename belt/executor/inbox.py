@@ -407,9 +407,8 @@ def complete_task(
     cancelled or timed-out task keeps that state; with ``mark``, only that claim completes it)."""
 
     def finish(task: HookTask) -> HookTask:
-        if task["status"] != TaskStatus.CLAIMED:
-            raise _Keep
-        if mark is not None and (task.get("claim") or {}).get("mark") != mark:
+        ours = mark is None or (task.get("claim") or {}).get("mark") == mark
+        if task["status"] != TaskStatus.CLAIMED or not ours:
             raise _Keep
         task["duration_ms"] = duration_ms
         timeout = int(task["timeout_ms"])
