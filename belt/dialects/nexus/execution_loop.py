@@ -447,9 +447,8 @@ class NexusLoop:
             return self.sim.steps.fail(execution, str(execution.turn.error))
         spec, repeated = chosen
         # A step interrupted after its answer was written goes on from that answer.
-        message = self.sim.transcript.recovered(
-            execution, "assistant", request=state["requests"] + 1
-        )
+        request = state["requests"] + 1
+        message = self.sim.transcript.recovered(execution, "assistant", request=request)
         if message is None:
             marks: dict[str, Any] = {"repeated": True} if repeated else {}
             with self.sim.spans.model_span(spec.tokens):
@@ -458,10 +457,10 @@ class NexusLoop:
                     say=spec.say,
                     tokens=spec.tokens,
                     calls=spec.tool_calls,
-                    request=state["requests"] + 1,
+                    request=request,
                     **marks,
                 )
-        state["requests"] += 1
+        state["requests"] = request
         if spec.tool_calls:
             self.run_tools(execution, message, spec.tool_calls)
         else:
@@ -516,10 +515,7 @@ class NexusLoop:
     def before_request(self, execution: NexusExecution) -> End | None:
         """Compaction and its hooks when needed, then turn_start before the first request."""
         state = execution.state
-        if (
-            state["compaction"] is None
-            and (extra := self.sim.transcript.over_limit(execution)) is not None
-        ):
+        if state["compaction"] is None and (extra := self.sim.transcript.over_limit(execution)):
             state["compaction"] = {
                 "n": state["compactions"] + 1,
                 "stage": "pre",
