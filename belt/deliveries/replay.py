@@ -224,9 +224,11 @@ def injection_of(body: Any) -> Any:
     return {key: body[key] for key in ("inject", "system") if body.get(key)} or None
 
 
-def log_records(store: Store, log: str, log_id: str, skipped: Skipped) -> Iterator[dict[str, Any]]:
-    """Each record of a log as it was when this began, READ_BYTES at a time; a line that
-    cannot be read is added to ``skipped`` (a damaged header is an error)."""
+def log_records(
+    store: Store, log: str, log_id: str, skipped: Skipped
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each record of a log as it was when this began, with its offset, READ_BYTES at a time; a
+    line that cannot be read is added to ``skipped`` (a damaged header is an error)."""
     offset = 0
     size = store.log_size(log, log_id)
     while offset < size:
@@ -238,7 +240,7 @@ def log_records(store: Store, log: str, log_id: str, skipped: Skipped) -> Iterat
             if at >= size:
                 return
             try:
-                yield store.decode_log_line(log, log_id, line, at, chunk.version)
+                yield at, store.decode_log_line(log, log_id, line, at, chunk.version)
             except InvalidInput as exc:
                 skipped.add(exc.message)
         if not chunk.lines:
@@ -248,7 +250,7 @@ def log_records(store: Store, log: str, log_id: str, skipped: Skipped) -> Iterat
 
 def journal_deliveries(store: Store, skipped: Skipped) -> Iterator[Recorded]:
     """Each hook request ``belt serve`` journalled, with the answer it gave, as it is read."""
-    for record in log_records(store, JOURNAL, SERVE, skipped):
+    for _, record in log_records(store, JOURNAL, SERVE, skipped):
         if record.get("kind", "hook") == "hook" and "request" in record:
             yield served(record)
 
@@ -271,7 +273,7 @@ def run_deliveries(store: Store, run_id: str, skipped: Skipped) -> Iterator[Reco
     there is no such run; a short id or unique prefix names it)."""
     return (
         executed(r)
-        for r in log_records(store, EVENTS_LOG, find_run_id(store, run_id), skipped)
+        for _, r in log_records(store, EVENTS_LOG, find_run_id(store, run_id), skipped)
         if r.get("type") == "hook.executed" and r.get("handler_type") == "webhook"
     )
 

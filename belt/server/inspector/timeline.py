@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from belt.deliveries.replay import Skipped, log_records
 from belt.engine.hooksummary import run_hook_summary, summary_text
 from belt.engine.readback import build_report
 from belt.engine.readback import list_runs as every_run
@@ -106,12 +107,8 @@ def _boundaries(
     boundaries: list[dict[str, object]] = []
     deliveries: list[dict[str, object]] = []
     last: object = None
-    chunk = store.log_lines(EVENTS_LOG, run_id)
-    for offset, line in chunk.lines:
-        try:
-            record = store.decode_log_line(EVENTS_LOG, run_id, line, offset, chunk.version)
-        except InvalidInput:
-            continue  # the deliveries list reports damaged lines
+    # A damaged line is left out: the deliveries list reports it.
+    for offset, record in log_records(store, EVENTS_LOG, run_id, Skipped()):
         if record.get("type") != "hook.executed":
             continue
         summary = executed_summary(run_id, offset, record)
