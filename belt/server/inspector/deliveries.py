@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -244,6 +244,26 @@ def log_of(owner: str) -> tuple[str, str]:
     return (JOURNAL, SERVE) if owner == SERVE else (EVENTS_LOG, owner)
 
 
+def held(owner: str, offset: int, record: dict[str, object]) -> Entry | None:
+    """A record of ``owner``'s log as its entry is held (None: it is no delivery): its texts cut
+    to SUMMARY_CHARS, its size estimated."""
+    if owner == SERVE:
+        summary, group = served_summary(offset, record), text(record.get("webhook_id"))
+    elif record.get("type") == "hook.executed":
+        summary = executed_summary(owner, offset, record)
+        turn = mapping(record.get("payload")).get("turn_count")
+        parts = (owner, record.get("hook_index"), summary["event"], turn)
+        group = "|".join(map(str, (*parts, record.get("resource_id"))))
+    else:
+        return None
+    row = cast(dict[str, object], summary)
+    for key, value in row.items():
+        if isinstance(value, str) and len(value) > SUMMARY_CHARS:
+            row[key] = value[: SUMMARY_CHARS - 1] + "…"
+    size = ENTRY_BYTES + sum(sys.getsizeof(v) for v in row.values() if isinstance(v, str))
+    return Entry((summary["at"], owner, offset), summary, group, size)
+
+
 def parse_id(delivery_id: str) -> tuple[str, int]:
     """(owner, offset) of a delivery id; NotFound when it is not one."""
     owner, dot, offset = delivery_id.rpartition(".")
@@ -284,7 +304,7 @@ class Deliveries:
 
     def _catch_up(self, owner: str) -> None:
         """Read ``owner``'s log from where the last read stopped to its end (lock held)."""
-        log, make = log_of(owner), self._maker(owner)
+        log = log_of(owner)
         while True:
             start = self.read_to.get(log, 0)
             try:
@@ -304,7 +324,7 @@ class Deliveries:
                 except InvalidInput as exc:
                     self._problem(exc.message)
                     continue
-                made = make(offset, record)
+                made = held(owner, offset, record)
                 if made is not None:
                     added.append(made)
                     self.by_id[made.summary["id"]] = made
@@ -331,29 +351,6 @@ class Deliveries:
         if excess:
             del self.entries[:excess]
             self.evicted += excess
-
-    def _maker(self, owner: str) -> Callable[[int, dict[str, object]], Entry | None]:
-        """How a record of ``owner``'s log becomes an entry as held (None: it is no delivery):
-        its texts cut to SUMMARY_CHARS, its size estimated."""
-
-        def make(offset: int, record: dict[str, object]) -> Entry | None:
-            if owner == SERVE:
-                summary, group = served_summary(offset, record), text(record.get("webhook_id"))
-            elif record.get("type") == "hook.executed":
-                summary = executed_summary(owner, offset, record)
-                turn = mapping(record.get("payload")).get("turn_count")
-                parts = (owner, record.get("hook_index"), summary["event"], turn)
-                group = "|".join(map(str, (*parts, record.get("resource_id"))))
-            else:
-                return None
-            row = cast(dict[str, object], summary)
-            for key, value in row.items():
-                if isinstance(value, str) and len(value) > SUMMARY_CHARS:
-                    row[key] = value[: SUMMARY_CHARS - 1] + "…"
-            size = ENTRY_BYTES + sum(sys.getsizeof(v) for v in row.values() if isinstance(v, str))
-            return Entry((summary["at"], owner, offset), summary, group, size)
-
-        return make
 
     def _problem(self, message: str) -> None:
         if message not in self.problems:
@@ -482,8 +479,7 @@ class Deliveries:
             record = self.store.read_log_line(*log_of(owner), offset)
         except NotFound:
             raise NotFound(f"no delivery {delivery_id}") from None
-        entry = self._maker(owner)(offset, record)
-        if entry is None:
+        if (entry := held(owner, offset, record)) is None:
             raise NotFound(f"no delivery {delivery_id}")
         return entry, record
 
