@@ -237,12 +237,9 @@ class Supervisor:
 
     def _how(self, worker: _Worker, status: int | None) -> str:
         offset = worker.seat * WORDS
-        words = bytes(self.words[offset : offset + WORDS]).split(b"\0", 1)[0]
-        if words:
+        if words := bytes(self.words[offset : offset + WORDS]).split(b"\0", 1)[0]:
             return words.decode("utf-8", "replace")
-        if worker.ended is not None:
-            return worker.ended
-        return f"the worker process running it {_ended_how(status)}"
+        return worker.ended or f"the worker process running it {_ended_how(status)}"
 
     def _stopped(self) -> None:
         """End each worker that a signal stopped (SIGSTOP, SIGTSTP...): it would never answer."""
