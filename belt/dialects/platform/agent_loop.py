@@ -191,28 +191,24 @@ class PlatformLoop:
     def begin(self, index: int) -> Execution:
         """Record the user's message and start its run."""
         recorder = self.sim.recorder
-        run_count = int(recorder.chat.get("run_count", 0))
+        runs = int(recorder.chat.get("run_count", 0)) + 1
         # agent.start fires while no model turn has happened: a run denied at it leaves the
         # next run of the chat to fire it again.
         first = int(recorder.chat.get("turn_count", 0)) == 0
         # The ids of the run's reply (so whoever started it can name the message that will
         # answer it) and of its input (written on resume if the process died first) are set now.
         first_input = self.sim.sim.get("first_input") if index == 0 else None
-        run = self.sim.steps.create_run(
-            index,
-            {
-                "next": "start",
-                "model": 0,
-                "first": first,
-                "input": str(first_input) if first_input else new_id("msg"),
-                "reply": new_id("msg"),
-            },
-        )
+        state = {
+            "next": "start",
+            "model": 0,
+            "first": first,
+            "input": str(first_input) if first_input else new_id("msg"),
+            "reply": new_id("msg"),
+        }
+        run = self.sim.steps.create_run(index, state)
         execution = Execution(index, run, run.execution)
         self.record_input(execution)
-        recorder.update_chat(
-            status=ChatStatus.BUSY.value, run_count=run_count + 1, active_run_id=run.id
-        )
+        recorder.update_chat(status=ChatStatus.BUSY.value, run_count=runs, active_run_id=run.id)
         return execution
 
     def record_input(self, execution: Execution) -> None:
@@ -327,9 +323,8 @@ class PlatformLoop:
             return self.complete(execution)
         self.sim.spans.trace_turn(int(self.sim.recorder.chat.get("turn_count", 0)))
         self.maybe_compact(execution)
-        end = self.held_or_blocked(
-            execution, "turn_start", self.fire(execution, "agent.turn_start")
-        )
+        fired = self.fire(execution, "agent.turn_start")
+        end = self.held_or_blocked(execution, "turn_start", fired)
         if end is None:
             execution.state["next"] = "model"
         return end
@@ -529,9 +524,8 @@ class PlatformLoop:
     def always_allowed(self, tool: str) -> bool:
         """True when the chat's settings allow ``tool`` without asking."""
         settings = self.sim.recorder.refresh_chat().get("agent_data") or {}
-        return settings.get("allow_all_tools") is True or tool in (
-            settings.get("always_allow") or []
-        )
+        allowed = settings.get("always_allow") or []
+        return settings.get("allow_all_tools") is True or tool in allowed
 
     def settle_tools(self, execution: Execution, message: Message) -> None:
         """Act on the settled interrupts of the run's tool calls; a denied or expired one fails."""
