@@ -10,8 +10,10 @@ Measures, interleaved with the floor so that machine load and disk caches weigh 
 
 Every command runs with this interpreter and with bytecode caching on (as an installed belt
 runs), after one warm-up run of each. ``--quick`` runs each 5 times rather than 15 and leaves
-out the two commands without a target; the test-only ``--handicap S`` adds S seconds to each
-belt command inside this bench's own timing. Run with `python bench/startup.py [--quick]`.
+out the two commands without a target; the test-only ``--handicap S`` makes each belt command
+take S times its own wall time more, inside this bench's own timing (a fixed number of seconds
+could be lost when a loaded machine takes seconds to start any Python). Run with
+`python bench/startup.py [--quick]`.
 """
 
 from __future__ import annotations
@@ -43,10 +45,10 @@ def belt_command(*args: str) -> list[str]:
 
 
 def wall_time(command: list[str], env: dict[str, str], handicap: float = 0.0) -> float:
-    """Seconds one run of ``command`` takes, start to exit (``handicap`` seconds more)."""
+    """Seconds one run of ``command`` takes, start to exit (and ``handicap`` times that more)."""
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
-    time.sleep(handicap)
+    time.sleep(handicap * (time.perf_counter() - start))
     return time.perf_counter() - start
 
 
