@@ -53,6 +53,9 @@ TEXT = {"content-type": "text/plain;charset=UTF-8"}
 """What a ``no-cors`` fetch of a string and ``navigator.sendBeacon`` send."""
 EVIL = {"origin": f"http://{FOREIGN}"}
 TOKEN = "tok-guard-5e1d"
+HTTP = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
+"""The client of every request here: one, since a client made per request (``httpx.get``)
+loads the CA bundle each time; it keeps no connection between requests, as those did."""
 
 MARKER_MODULE = """
 from pathlib import Path
@@ -118,7 +121,7 @@ def test_every_route_refuses_a_foreign_host_and_origin_and_nothing_changes(store
     routes = routes_of(app)
     assert len(routes) > 60  # the hook, platform, agent, inspector and 501 routes
     with running(app) as url:
-        httpx.post(f"{url}/hooks", json={"event": "agent.start"})  # something in the store
+        HTTP.post(f"{url}/hooks", json={"event": "agent.start"})  # something in the store
         before = store_files(store)
         tried = try_foreign(url, routes)
         after = store_files(store)
@@ -137,18 +140,18 @@ def test_a_gate_is_not_resolved_from_another_site(served: str, store: Store) -> 
     gate = create_interrupt(store=store, run_id="ar_guard", chat_id="ch_guard", event="agent.start")
     body = json.dumps({"decision": "allow"})
     for route in (f"/interrupts/{gate['id']}/resolve", f"/inspector/gates/{gate['id']}/resolve"):
-        form = httpx.post(served + route, content=body, headers={**TEXT, **EVIL})
+        form = HTTP.post(served + route, content=body, headers={**TEXT, **EVIL})
         assert form.status_code == 403, form.text
         assert "Origin 'http://evil.example' is not this server's own" in form.json()["detail"]
-        no_origin = httpx.post(served + route, content=body, headers=TEXT)
+        no_origin = HTTP.post(served + route, content=body, headers=TEXT)
         assert no_origin.status_code == 415
         assert "send the body as application/json" in no_origin.json()["detail"]
-        through_rebinding = httpx.post(served + route, content=body, headers=rebound(served))
+        through_rebinding = HTTP.post(served + route, content=body, headers=rebound(served))
         assert through_rebinding.status_code == 403
         assert through_rebinding.headers["content-type"] == "application/problem+json"
     assert get_interrupt(store=store, interrupt_id=gate["id"])["status"] == "pending"
     # The same resolution, sent as a client sends it, resolves it.
-    mine = httpx.post(f"{served}/interrupts/{gate['id']}/resolve", content=body, headers=JSON)
+    mine = HTTP.post(f"{served}/interrupts/{gate['id']}/resolve", content=body, headers=JSON)
     assert mine.status_code == 200
     resolved = get_interrupt(store=store, interrupt_id=gate["id"])
     assert (resolved["status"], resolved["resolution"]) == ("resolved", "allow")
@@ -157,16 +160,16 @@ def test_a_gate_is_not_resolved_from_another_site(served: str, store: Store) -> 
 def test_the_profile_is_not_overwritten_from_another_site(served: str, store: Store) -> None:
     declaration = json.dumps({"approval_mode": "auto"})
     url = served + PROFILE_PATH
-    assert httpx.put(url, content=declaration, headers={**JSON, **EVIL}).status_code == 403
-    assert httpx.put(url, content=declaration, headers=TEXT).status_code == 415
-    assert httpx.put(url, content=declaration, headers=rebound(served)).status_code == 403
+    assert HTTP.put(url, content=declaration, headers={**JSON, **EVIL}).status_code == 403
+    assert HTTP.put(url, content=declaration, headers=TEXT).status_code == 415
+    assert HTTP.put(url, content=declaration, headers=rebound(served)).status_code == 403
     assert read_profile(store)["revision"] == 0
-    assert httpx.put(url, content=declaration, headers=JSON).status_code == 200
+    assert HTTP.put(url, content=declaration, headers=JSON).status_code == 200
     assert read_profile(store)["revision"] == 1
 
 
 def test_a_chat_is_not_read_through_a_rebound_host(served: str) -> None:
-    started = httpx.post(f"{served}/agents/run", json=agent_run(), timeout=30)
+    started = HTTP.post(f"{served}/agents/run", json=agent_run(), timeout=30)
     assert started.status_code == 200, started.text
     chat_id = started.json()["data"]["assistant_message"]["chat_id"]
     run_id = started.json()["data"]["assistant_message"]["agent_run_id"]
@@ -184,12 +187,12 @@ def test_a_chat_is_not_read_through_a_rebound_host(served: str) -> None:
     names = [FOREIGN, f"127.0.0.1.{FOREIGN}", f"localhost.{FOREIGN}", "0.0.0.0", "127.1"]
     for path in reads:
         for name in names:
-            reply = httpx.get(served + path, headers={"host": f"{name}:{port}"}, timeout=30)
+            reply = HTTP.get(served + path, headers={"host": f"{name}:{port}"}, timeout=30)
             assert reply.status_code == 403, (path, name, reply.text)
             assert chat_id not in reply.text
             assert "loopback" in reply.json()["detail"]
     eventually(
-        lambda: httpx.get(f"{served}/chats/{chat_id}").json()["data"]["status"] == "idle",
+        lambda: HTTP.get(f"{served}/chats/{chat_id}").json()["data"]["status"] == "idle",
         "the chat, read from this machine, went idle",
     )
 
@@ -204,12 +207,12 @@ def test_a_no_cors_agent_run_naming_py_code_runs_nothing(
     hooks = [{"event": "agent.start", "type": "webhook", "handler": handler}]
     body = json.dumps(agent_run(hooks))
     for route in ("/agents/run", "/agents/message", "/agents/messages"):
-        no_cors = httpx.post(served + route, content=body, headers={**TEXT, **EVIL})
+        no_cors = HTTP.post(served + route, content=body, headers={**TEXT, **EVIL})
         assert no_cors.status_code == 403
-        without_origin = httpx.post(served + route, content=body, headers=TEXT)
+        without_origin = HTTP.post(served + route, content=body, headers=TEXT)
         assert without_origin.status_code == 415
         # Sent as a client would, it is still refused: no request names code to run.
-        as_json = httpx.post(served + route, content=body, headers=JSON)
+        as_json = HTTP.post(served + route, content=body, headers=JSON)
         assert as_json.status_code == 400
         assert as_json.headers["content-type"] == "application/json"
         detail = as_json.json()["detail"]
@@ -217,12 +220,12 @@ def test_a_no_cors_agent_run_naming_py_code_runs_nothing(
         assert "belt serve --agents DIR" in detail
     for spelled in (" py:x:y", "PY:x:y", "py:hooks.py:decide"):
         odd = agent_run([{"event": "agent.start", "type": "webhook", "handler": spelled}])
-        assert httpx.post(f"{served}/agents/run", json=odd).status_code == 400
+        assert HTTP.post(f"{served}/agents/run", json=odd).status_code == 400
     # A run the server did take has ended: anything the refused ones set going would have too.
-    allowed = httpx.post(f"{served}/agents/run", json=agent_run(), timeout=30)
+    allowed = HTTP.post(f"{served}/agents/run", json=agent_run(), timeout=30)
     chat_id = allowed.json()["data"]["assistant_message"]["chat_id"]
     eventually(
-        lambda: httpx.get(f"{served}/chats/{chat_id}").json()["data"]["status"] == "idle",
+        lambda: HTTP.get(f"{served}/chats/{chat_id}").json()["data"]["status"] == "idle",
         "the allowed run ended",
     )
     assert not marker.exists()
@@ -241,19 +244,19 @@ def test_an_agents_file_may_name_py_handlers_and_the_replay_may_call_them(
     (agents / "guarded.json").write_text(json.dumps({"name": "guarded", "hooks": [hook]}))
     app = create_app(store=store, sweep_interval=0, agents=tmp_path / "agents")
     with running(app) as url:
-        reply = httpx.post(
+        reply = HTTP.post(
             f"{url}/agents/run",
             json={"chat_id": None, "input": {"text": "hi"}, "agent": "acme/guarded@1"},
         )
         assert reply.status_code == 200, reply.text
         eventually(marker.exists, "the agent file's py: handler ran")
-        httpx.post(f"{url}/hooks", json={"event": "agent.start", "run_id": "ar_1"})
-        served_id = httpx.get(f"{url}/inspector/deliveries", params={"source": "serve"}).json()
+        HTTP.post(f"{url}/hooks", json={"event": "agent.start", "run_id": "ar_1"})
+        served_id = HTTP.get(f"{url}/inspector/deliveries", params={"source": "serve"}).json()
         delivery = served_id["data"]["items"][0]["id"]
 
         def replay(value: str) -> httpx.Response:
             target = {"kind": "py", "value": value}
-            return httpx.post(
+            return HTTP.post(
                 f"{url}/inspector/replay", json={"ids": [delivery], "target": target}, timeout=30
             )
 
@@ -271,15 +274,15 @@ def test_a_replay_names_only_the_servers_handler(
 ) -> None:
     handler, marker = marker_hook
     with running(create_app(store=store, sweep_interval=0)) as url:
-        httpx.post(f"{url}/hooks", json={"event": "agent.start"})
-        items = httpx.get(f"{url}/inspector/deliveries").json()["data"]["items"]
+        HTTP.post(f"{url}/hooks", json={"event": "agent.start"})
+        items = HTTP.get(f"{url}/inspector/deliveries").json()["data"]["items"]
         body = {"ids": [items[0]["id"]], "target": {"kind": "py", "value": handler}}
-        refused = httpx.post(f"{url}/inspector/replay", json=body, timeout=30)
+        refused = HTTP.post(f"{url}/inspector/replay", json=body, timeout=30)
         assert refused.status_code == 400
         assert "(it has none)" in refused.json()["detail"]
     assert not marker.exists()
     with running(create_app(store=store, sweep_interval=0, in_process=[handler])) as url:
-        assert httpx.post(f"{url}/inspector/replay", json=body, timeout=30).status_code == 200
+        assert HTTP.post(f"{url}/inspector/replay", json=body, timeout=30).status_code == 200
     assert marker.exists()
 
 
@@ -289,7 +292,7 @@ def test_a_replay_names_only_the_servers_handler(
 def test_beacons_and_bodyless_posts_from_another_site_are_refused_once_each(
     served: str, store: Store, reported: list[dict[str, Any]]
 ) -> None:
-    started = httpx.post(f"{served}/agents/run", json=agent_run(), timeout=30)
+    started = HTTP.post(f"{served}/agents/run", json=agent_run(), timeout=30)
     chat_id = started.json()["data"]["assistant_message"]["chat_id"]
     settings_body = "disable_hooks=true"
     tries = [
@@ -310,7 +313,7 @@ def test_beacons_and_bodyless_posts_from_another_site_are_refused_once_each(
         ),
     ]
     for method, path, headers, content in tries:
-        reply = httpx.request(method, served + path, headers=headers, content=content)
+        reply = HTTP.request(method, served + path, headers=headers, content=content)
         assert reply.status_code == 403, (path, reply.text)
         assert reply.headers["content-type"] == "application/problem+json"
         assert "does not answer other sites' pages" in reply.json()["detail"]
@@ -319,7 +322,7 @@ def test_beacons_and_bodyless_posts_from_another_site_are_refused_once_each(
         (f"{method} {path}", 403) for method, path, _, _ in tries
     ]
     assert len(store.list_ids("sim")) == 1
-    chat = httpx.get(f"{served}/chats/{chat_id}").json()["data"]
+    chat = HTTP.get(f"{served}/chats/{chat_id}").json()["data"]
     assert chat.get("agent_data", {}).get("disable_hooks") is not True
 
 
@@ -330,30 +333,30 @@ def test_allow_host_adds_a_name_and_the_token_opens_every_host(store: Store) -> 
     with running(create_app(store=store, sweep_interval=0)) as url:
         port = httpx.URL(url).port
         named = {"host": f"belt.internal:{port}"}
-        assert httpx.get(f"{url}/agents/hook-events", headers=named).status_code == 403
-        assert httpx.get(f"{url}/healthz", headers=named).status_code == 403
+        assert HTTP.get(f"{url}/agents/hook-events", headers=named).status_code == 403
+        assert HTTP.get(f"{url}/healthz", headers=named).status_code == 403
         for host in ("localhost", f"LOCALHOST:{port}", "127.0.0.2:9", f"[::1]:{port}"):
-            assert httpx.get(f"{url}/healthz", headers={"host": host}).status_code == 200
+            assert HTTP.get(f"{url}/healthz", headers={"host": host}).status_code == 200
     app = create_app(store=store, sweep_interval=0, allow_hosts=["Belt.Internal"])
     with running(app) as url:
         port = httpx.URL(url).port
         for host in (f"belt.internal:{port}", "BELT.INTERNAL", "belt.internal:443"):
-            reply = httpx.get(f"{url}/agents/hook-events", headers={"host": host})
+            reply = HTTP.get(f"{url}/agents/hook-events", headers={"host": host})
             assert reply.status_code == 200
         for host in (f"x.belt.internal:{port}", f"belt.internal.{FOREIGN}", "belt.internal:"):
-            assert httpx.get(f"{url}/healthz", headers={"host": host}).status_code == 403
+            assert HTTP.get(f"{url}/healthz", headers={"host": host}).status_code == 403
         own = {"host": f"belt.internal:{port}", "origin": f"http://belt.internal:{port}"}
-        assert httpx.post(f"{url}/hooks", json={}, headers=own).status_code == 422
+        assert HTTP.post(f"{url}/hooks", json={}, headers=own).status_code == 422
     app = create_app(store=store, sweep_interval=0, token=TOKEN)
     with running(app) as url:
         anywhere = {**rebound(url), "authorization": f"Bearer {TOKEN}"}
-        assert httpx.get(f"{url}/agents/hook-events", headers=anywhere).status_code == 200
-        assert httpx.get(f"{url}/agents/hook-events", headers=rebound(url)).status_code == 401
+        assert HTTP.get(f"{url}/agents/hook-events", headers=anywhere).status_code == 200
+        assert HTTP.get(f"{url}/agents/hook-events", headers=rebound(url)).status_code == 401
         # The page's files and /healthz hold no data: open to every host, as the page needs.
-        assert httpx.get(f"{url}/healthz", headers={"host": "team.example"}).status_code == 200
-        assert httpx.get(f"{url}/", headers={"host": "team.example"}).status_code == 200
+        assert HTTP.get(f"{url}/healthz", headers={"host": "team.example"}).status_code == 200
+        assert HTTP.get(f"{url}/", headers={"host": "team.example"}).status_code == 200
         plain = {**anywhere, "content-type": "text/plain"}
-        assert httpx.post(f"{url}/hooks", content=b"{}", headers=plain).status_code == 415
+        assert HTTP.post(f"{url}/hooks", content=b"{}", headers=plain).status_code == 415
 
 
 def test_allow_host_and_the_token_variable_on_the_command_line(belt_home: Path) -> None:
@@ -376,9 +379,9 @@ def test_allow_host_and_the_token_variable_on_the_command_line(belt_home: Path) 
         url = re.search(r"listening on (http://\S+) ", line)
         assert url
         events = f"{url.group(1)}/agents/hook-events"
-        assert httpx.get(events).status_code == 401
+        assert HTTP.get(events).status_code == 401
         headers = {"authorization": f"Bearer {TOKEN}", "host": "anywhere.example"}
-        assert httpx.get(events, headers=headers).status_code == 200
+        assert HTTP.get(events, headers=headers).status_code == 200
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=30)
@@ -719,7 +722,7 @@ def test_a_refusal_quotes_a_huge_header_cut_short(store: Store) -> None:
     huge = "h" * 10_000
     with running(create_app(store=store, sweep_interval=0, token=TOKEN)) as url:
         # /healthz is open to every host with a token; the Origin is still another site's.
-        reply = httpx.get(f"{url}/healthz", headers={"host": huge, "origin": "http://" + huge})
+        reply = HTTP.get(f"{url}/healthz", headers={"host": huge, "origin": "http://" + huge})
     assert reply.status_code == 403
     detail = reply.json()["detail"]
     assert len(detail) < 400
