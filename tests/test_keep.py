@@ -6,14 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import signal
-import subprocess
-import sys
 import tomllib
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +19,7 @@ from belt.engine.entrypoints import run_scenario
 from belt.errors import InvalidInput
 from belt.server.inspector import resend as inspector_replay
 from belt.testing.suite import run_suite
-from tests.cli.runner import belt, belt_process
+from tests.cli.runner import belt
 from tests.test_replay import DEMO, EXAMPLES, GUARDED, policy_server
 
 ROOT = EXAMPLES.parent
@@ -301,45 +296,24 @@ reason = "only /tmp deletions allowed"
 """
 
 
-@contextmanager
-def serve_process(*args: str, cwd: Path) -> Iterator[str]:
-    """`belt serve --port 0 ARGS` as a process of its own; its URL while it runs, stopped
-    (Ctrl-C) at the end."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "belt", "serve", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-    )
-    try:
-        assert process.stderr is not None
-        banner = process.stderr.readline()
-        found = re.search(r"listening on (http://\S+) ", banner)
-        assert found, banner + process.stderr.read()
-        yield found.group(1)
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.communicate(timeout=30)
-
-
-def test_tests_saved_from_a_policy_replay_pass_with_nothing_running(tmp_path: Path) -> None:
+def test_tests_saved_from_a_policy_replay_pass_with_nothing_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The flow of a team adopting belt: serve a policy, send it two deliveries, save them as
     # tests, stop the server, run the tests (from another directory, as CI does).
     project = tmp_path / "project"
     project.mkdir()
     (project / "pol.toml").write_text(POLICY, encoding="utf-8")
-    with serve_process("--policy", "pol.toml", cwd=project) as url:
+    monkeypatch.chdir(project)
+    with policy_server(Path("pol.toml")) as url:
         for path in ("/etc/passwd", "/tmp/old.txt"):
-            sent = belt_process(
+            sent = belt(
                 "trigger", "agent.tool_call", "--to", f"{url}/hooks",
-                "--set", f"data.arguments.path={json.dumps(path)}", cwd=project,
+                "--set", f"data.arguments.path={json.dumps(path)}",
             )  # fmt: skip
-            assert sent.returncode == 0, sent.stdout + sent.stderr
-    saved = belt_process(
-        "replay", "journal", "--policy", "pol.toml", "--save-tests", "saved", cwd=project
-    )
-    assert saved.returncode == 0, saved.stdout + saved.stderr
+            assert sent.exit_code == 0, sent.stdout + sent.stderr
+    saved = belt("replay", "journal", "--policy", "pol.toml", "--save-tests", "saved")
+    assert saved.exit_code == 0, saved.stdout + saved.stderr
     files = sorted((project / "saved").iterdir())
     assert [path.name for path in files] == [
         "0001-replay-tool_call-delete_file.toml",
@@ -353,15 +327,16 @@ def test_tests_saved_from_a_policy_replay_pass_with_nothing_running(tmp_path: Pa
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    passed = belt_process("test", str(project / "saved"), cwd=elsewhere)
-    assert passed.returncode == 0, passed.stdout + passed.stderr
+    monkeypatch.chdir(elsewhere)
+    passed = belt("test", str(project / "saved"))
+    assert passed.exit_code == 0, passed.stdout + passed.stderr
     assert "2 scenario(s): 2 passed" in passed.stdout
     assert "warning" not in passed.stderr
 
     # They test the policy: one that allows everything fails the recorded deny.
     (project / "pol.toml").write_text('default = "allow"\n', encoding="utf-8")
-    failed = belt_process("test", str(project / "saved"), cwd=elsewhere)
-    assert failed.returncode == 1, failed.stdout + failed.stderr
+    failed = belt("test", str(project / "saved"))
+    assert failed.exit_code == 1, failed.stdout + failed.stderr
     assert "FAIL   " in failed.stdout and "0001-replay-tool_call-delete_file.toml" in failed.stdout
 
 
@@ -383,8 +358,9 @@ def test_tests_saved_from_a_handler_replay_name_it_from_the_saved_file(
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    passed = belt_process("test", str(project / "out" / "saved"), cwd=elsewhere)
-    assert passed.returncode == 0, passed.stdout + passed.stderr
+    monkeypatch.chdir(elsewhere)
+    passed = belt("test", str(project / "out" / "saved"))
+    assert passed.exit_code == 0, passed.stdout + passed.stderr
     assert "4 scenario(s): 4 passed" in passed.stdout
 
 
