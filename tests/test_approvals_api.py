@@ -21,6 +21,7 @@ from belt.store import Store
 from tests.cli.runner import belt
 from tests.cli.test_serve import serve_process
 from tests.fake_platform import FakePlatform, envelope
+from tests.loopback import CLIENT
 from tests.test_approvals import EXAMPLE, gate
 from tests.test_approvals_cli import pending
 
@@ -117,7 +118,7 @@ def test_a_malformed_rule_form_is_refused_naming_the_field_and_nothing_is_settle
         route = f"{url}/_belt/interrupts/{item['id']}/resolve"
         with httpx.Client(headers=auth) as client:
             answers = [client.post(route, json=body) for body, _ in MALFORMED]
-            unauthorized = httpx.post(route, json=rule_form())
+            unauthorized = CLIENT.post(route, json=rule_form())
             not_json = client.post(route, content=json.dumps(rule_form()))
             assert read_record(store=store, interrupt_id=item["id"])["status"] == "pending"
             accepted = client.post(route, json=rule_form())

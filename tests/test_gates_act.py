@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from belt.engine.entrypoints import resume_run, run_scenario
@@ -19,6 +18,7 @@ from belt.records.interrupts import resolve_interrupt
 from belt.server.app import create_app
 from belt.store import Store, open_store
 from tests.cli.runner import belt
+from tests.loopback import CLIENT
 from tests.servers import running
 from tests.waiting import eventually
 
@@ -74,7 +74,7 @@ def test_a_waiting_run_goes_on_when_its_gate_is_resolved_through_serve(
             run_id = store.read("interrupt", gate_id)["run_id"]
             # While it waits, the waiting process holds the run: nobody else continues it.
             assert belt("sim", "resume", run_id).exit_code == 4
-            reply = httpx.post(f"{api}/interrupts/{gate_id}/resolve", json={"decision": "allow"})
+            reply = CLIENT.post(f"{api}/interrupts/{gate_id}/resolve", json={"decision": "allow"})
             assert reply.status_code == 200
             stdout, stderr = waiting.communicate(timeout=60)
     finally:
@@ -143,7 +143,7 @@ def test_serve_resume_continues_a_run_once_its_gate_is_settled(tmp_path: Path) -
         assert store.read("run", other_id)["state"] == "completed"
         assert store.read("run", run_id)["state"] == "input_required"  # still pending
         gate_id = held["chat"]["pending_interrupts"][0]["id"]
-        httpx.post(f"{api}/interrupts/{gate_id}/resolve", json={"decision": "allow"})
+        CLIENT.post(f"{api}/interrupts/{gate_id}/resolve", json={"decision": "allow"})
         eventually(lambda: store.read("run", run_id)["state"] == "completed", "run completed")
     assert {"kind": "resume", "run_id": run_id, "state": "completed"}.items() <= next(
         line for line in lines if line.get("kind") == "resume" and line.get("run_id") == run_id

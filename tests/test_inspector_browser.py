@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from belt.engine.entrypoints import run_scenario
@@ -15,6 +14,7 @@ from belt.server.app import create_app
 from belt.store import Store
 from tests.browser import missing
 from tests.hookapp import hook_app
+from tests.loopback import CLIENT
 from tests.servers import running
 from tests.test_inspector import eventually, gated_scenario, payload
 
@@ -28,7 +28,7 @@ def test_a_delivery_appears_live_and_its_detail_shows_the_body(page: Any, served
     page.wait_for_selector("#live.on")
     assert page.locator("tr.delivery").count() == 0
     sent = payload(tool="live_tool", path="/var/lib/live.db")
-    httpx.post(f"{served}/hooks/guard", json=sent)
+    CLIENT.post(f"{served}/hooks/guard", json=sent)
     row = page.locator("tr.delivery", has_text="live_tool")
     row.wait_for(timeout=10_000)  # no reload: the stream said the journal grew
     assert "allow" in row.inner_text()
@@ -41,8 +41,8 @@ def test_a_delivery_appears_live_and_its_detail_shows_the_body(page: Any, served
 
 
 def test_an_edited_replay_sends_the_edited_body_and_shows_the_diff(page: Any, served: str) -> None:
-    httpx.post(f"{served}/hooks/guard", json=payload())
-    (delivery,) = httpx.get(f"{served}/inspector/deliveries").json()["data"]["items"]
+    CLIENT.post(f"{served}/hooks/guard", json=payload())
+    (delivery,) = CLIENT.get(f"{served}/inspector/deliveries").json()["data"]["items"]
     with hook_app(lambda name, got: {"decision": "allow", "reason": "fine now"}) as hooks:
         page.goto(f"{served}/#/delivery/{delivery['id']}")
         page.select_option("select[name=target]", "url")
@@ -75,7 +75,7 @@ def test_a_gate_is_allowed_from_the_page_and_the_run_goes_on(
     page.wait_for_selector(f".gate.settled .outcome:text('The run {run_id} resumes: ')")
 
     def completed() -> bool:
-        run = httpx.get(f"{served}/inspector/runs/{run_id}").json()["data"]["run"]
+        run = CLIENT.get(f"{served}/inspector/runs/{run_id}").json()["data"]["run"]
         return bool(run["state"] == "completed")
 
     eventually(completed, "the run completed after the page allowed its gate")
@@ -117,7 +117,7 @@ def test_a_second_resolve_in_the_page_says_already_resolved_by_whom(
 
 
 def test_a_tool_name_with_html_is_shown_as_text(page: Any, served: str) -> None:
-    httpx.post(f"{served}/hooks/guard", json=payload(tool=XSS, path=XSS))
+    CLIENT.post(f"{served}/hooks/guard", json=payload(tool=XSS, path=XSS))
     page.goto(f"{served}/#/deliveries")
     row = page.locator("tr.delivery").first
     row.wait_for()
@@ -135,7 +135,7 @@ def test_a_tool_name_with_html_is_shown_as_text(page: Any, served: str) -> None:
 
 def test_a_token_in_the_fragment_opens_a_protected_server(page: Any, store: Store) -> None:
     with running(create_app(store=store, token="tok-page-1", sweep_interval=0)) as url:
-        httpx.post(f"{url}/hooks", json=payload(), headers={"authorization": "Bearer tok-page-1"})
+        CLIENT.post(f"{url}/hooks", json=payload(), headers={"authorization": "Bearer tok-page-1"})
         page.goto(f"{url}/#token=tok-page-1")
         page.locator("tr.delivery").first.wait_for()
         assert "tok-page-1" not in page.url

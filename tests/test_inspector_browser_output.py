@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from belt.engine.entrypoints import run_scenario
 from belt.server.app import create_app
 from belt.store import Store
 from tests.browser import missing
+from tests.loopback import CLIENT
 from tests.servers import running
 from tests.test_inspector import gated_scenario, payload
 
@@ -80,7 +80,7 @@ def test_a_simulated_call_and_the_delivery_it_caused_carry_the_run_id(
 ) -> None:
     report, _ = run_scenario(scenario=gated_scenario(tmp_path, served))
     run_id = report["runs"][0]["id"]
-    httpx.post(f"{served}/hooks/other", json=payload(run_id="ar_elsewhere"))
+    CLIENT.post(f"{served}/hooks/other", json=payload(run_id="ar_elsewhere"))
     page.goto(f"{served}/#/deliveries")
     page.locator("tr.delivery.sim").first.wait_for()
     page.wait_for_selector("tr.delivery.serve[data-run='ar_elsewhere']")

@@ -7,13 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from belt.engine.entrypoints import run_scenario
 from belt.records.interrupts import Settlement
 from belt.store import Store
 from tests.browser import chromium, missing
+from tests.loopback import CLIENT
 from tests.test_inspector import gated_scenario, payload
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
@@ -58,7 +58,7 @@ def crowded(served: str, tmp_path: Path) -> None:
     run, and calls with long tool names."""
     run_scenario(scenario=gated_scenario(tmp_path, served))
     for tool in CROWDING:
-        httpx.post(f"{served}/hooks/guard", json=payload(tool=tool))
+        CLIENT.post(f"{served}/hooks/guard", json=payload(tool=tool))
 
 
 @pytest.mark.parametrize("width", [1024, 1400, 1920])

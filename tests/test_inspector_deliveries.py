@@ -8,7 +8,6 @@ import threading
 import tracemalloc
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,6 +18,7 @@ from belt.server.app import create_app
 from belt.server.inspector import deliveries as inspector_deliveries
 from belt.server.inspector.deliveries import SUMMARY_CHARS, Deliveries
 from belt.store import Store
+from tests.loopback import CLIENT
 from tests.servers import running
 
 MiB = 1024 * 1024
@@ -200,7 +200,7 @@ def test_a_search_over_large_payloads_holds_one_piece_of_one_line(store: Store) 
 def test_list_and_search_over_http_answer_pages_within_bounds(store: Store) -> None:
     journal(store, 30, reason="r" * 5000)
     with running(create_app(store=store, sweep_interval=0)) as url:
-        reply = httpx.get(f"{url}/inspector/deliveries", params={"q": "needle-1", "limit": 5})
+        reply = CLIENT.get(f"{url}/inspector/deliveries", params={"q": "needle-1", "limit": 5})
         assert reply.status_code == 200, reply.text
         found = reply.json()["data"]
         # needle-1, needle-10 ... needle-19: newest first, five of them, and where to go on.
@@ -209,7 +209,7 @@ def test_list_and_search_over_http_answer_pages_within_bounds(store: Store) -> N
         ]
         assert found["next"] == found["items"][-1]["id"] and found["complete"] is False
         assert all(len(item["reason"]) == SUMMARY_CHARS for item in found["items"])
-        rest = httpx.get(
+        rest = CLIENT.get(
             f"{url}/inspector/deliveries",
             params={"q": "needle-1", "limit": 50, "before": found["next"]},
         ).json()["data"]

@@ -10,7 +10,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,6 +28,7 @@ from belt.server.app import create_app
 from belt.store import Store
 from tests.cli.runner import belt
 from tests.fake_platform import FakePlatform, envelope
+from tests.loopback import CLIENT
 from tests.servers import running
 from tests.terminal import on_terminal
 
@@ -227,23 +227,23 @@ def test_against_belt_serve_a_batch_is_all_or_none_and_a_repeat_changes_nothing(
         rest = items[1:]
         body = {"ids": [i["id"] for i in rest], "digest": batch_digest(rest), "decision": "deny"}
         resolve_interrupt(store=store, interrupt_id=rest[1]["id"], decision="allow")
-        reply = httpx.post(f"{url}/_belt/interrupts/batch", json=body)
+        reply = CLIENT.post(f"{url}/_belt/interrupts/batch", json=body)
         assert reply.status_code == 409, reply.text
         assert rest[1]["id"] in reply.json()["detail"]
         assert statuses(store, items) == ["resolved", "pending", "resolved"]
 
         # The same batch sent twice (a retry): settled once, then a no-op.
         body = {"ids": [rest[0]["id"]], "digest": batch_digest(rest[:1]), "decision": "deny"}
-        first = httpx.post(f"{url}/_belt/interrupts/batch", json=body)
+        first = CLIENT.post(f"{url}/_belt/interrupts/batch", json=body)
         assert first.status_code == 200 and first.json()["data"]["repeated"] is False
         settled_at = read_record(store=store, interrupt_id=rest[0]["id"])["resolved_at"]
-        second = httpx.post(f"{url}/_belt/interrupts/batch", json=body)
+        second = CLIENT.post(f"{url}/_belt/interrupts/batch", json=body)
         assert second.status_code == 200 and second.json()["data"]["repeated"] is True
         assert read_record(store=store, interrupt_id=rest[0]["id"])["resolved_at"] == settled_at
 
         # The route is behind the guard like every other, and checks what it is sent.
         assert (
-            httpx.post(
+            CLIENT.post(
                 f"{url}/_belt/interrupts/batch",
                 content=b"{}",
                 headers={"content-type": "text/plain"},
@@ -251,14 +251,14 @@ def test_against_belt_serve_a_batch_is_all_or_none_and_a_repeat_changes_nothing(
             == 415
         )
         assert (
-            httpx.post(
+            CLIENT.post(
                 f"{url}/_belt/interrupts/batch",
                 json=body,
                 headers={"origin": "http://evil.example"},
             ).status_code
             == 403
         )
-        bad = httpx.post(f"{url}/_belt/interrupts/batch", json={"ids": [], "digest": "x"})
+        bad = CLIENT.post(f"{url}/_belt/interrupts/batch", json={"ids": [], "digest": "x"})
         assert bad.status_code == 422 and "ids:" in bad.json()["detail"]
 
 

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from belt.engine.entrypoints import run_scenario
@@ -26,6 +25,7 @@ from belt.store import Store
 from tests.browser import missing
 from tests.cli.runner import belt
 from tests.cli.test_interrupt import converse
+from tests.loopback import CLIENT
 from tests.servers import running
 from tests.test_interrupt_batch import gate
 
@@ -66,7 +66,7 @@ def test_the_inspector_records_its_door_and_its_gate_json_carries_the_trail(
 ) -> None:
     item = gate(store)
     url = f"{served}/inspector/gates/{item['id']}/resolve"
-    reply = httpx.post(url, json={"decision": "deny"})
+    reply = CLIENT.post(url, json={"decision": "deny"})
     assert reply.status_code == 200, reply.text
     card = reply.json()["data"]["interrupt"]
     assert card["settled_by"] == f"{ME} via the inspector"
@@ -81,13 +81,13 @@ def test_the_api_records_whether_a_token_was_used_never_the_token(
     item = gate(store)
     headers = {"authorization": f"Bearer {token}"} if token else {}
     with running(create_app(store=store, token=token, sweep_interval=0)) as url:
-        reply = httpx.post(
+        reply = CLIENT.post(
             f"{url}/interrupts/{item['id']}/resolve",
             json={"decision": "allow", "data": {"note": "ok"}},
             headers=headers,
         )
         assert reply.status_code == 200, reply.text
-        listed = httpx.get(f"{url}/agent-runs/ar_one/interrupts", headers=headers).json()["data"]
+        listed = CLIENT.get(f"{url}/agent-runs/ar_one/interrupts", headers=headers).json()["data"]
     recorded = trail(store, item["id"])
     assert recorded == {"how": "person", "user": ME, "door": "api", "token": bool(token)}
     assert token is None or token not in json.dumps(

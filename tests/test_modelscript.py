@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +19,7 @@ from belt.emulator.modelscript import (
 from belt.errors import InvalidInput, NotFound
 from belt.server.app import create_app
 from tests.hookapp import hook_app
+from tests.loopback import CLIENT
 from tests.servers import running
 
 
@@ -176,11 +176,11 @@ def test_a_template_agent_runs_with_its_files_hooks_and_tools(tmp_path: Path) ->
         )
         with running(create_app(sweep_interval=0, model=model, agents=agents)) as api:
             body = {"chat_id": None, "agent": "acme/guarded@latest", "input": {"text": "go"}}
-            reply = httpx.post(f"{api}/agents/run", json=body).json()["data"]
+            reply = CLIENT.post(f"{api}/agents/run", json=body).json()["data"]
             chat_id = reply["assistant_message"]["chat_id"]
 
             def waiting() -> str | None:
-                chat = httpx.get(f"{api}/chats/{chat_id}").json()["data"]
+                chat = CLIENT.get(f"{api}/chats/{chat_id}").json()["data"]
                 calls = [i for m in chat["chat_messages"] for i in m.get("tool_invocations") or []]
                 return calls[0]["id"] if calls and calls[0]["status"] == "awaiting_input" else None
 
@@ -191,4 +191,4 @@ def test_a_template_agent_runs_with_its_files_hooks_and_tools(tmp_path: Path) ->
                 time.sleep(0.02)
             assert tool_id is not None
             assert hooks.events() == ["agent.turn_start"]
-            assert httpx.post(f"{api}/tools/{tool_id}", json={"result": "ok"}).status_code == 200
+            assert CLIENT.post(f"{api}/tools/{tool_id}", json={"result": "ok"}).status_code == 200

@@ -17,6 +17,7 @@ from belt.server.app import create_app
 from belt.server.group_commit import GROUP_TURNS, UNWRITTEN, GroupJournal, stamp_now
 from belt.store import Store, open_store
 from belt.store.clock import parse_timestamp, timestamp, utcnow
+from tests.loopback import CLIENT
 from tests.servers import running, turn_start
 
 
@@ -199,13 +200,13 @@ def test_a_hook_request_failing_as_nothing_foresaw_is_a_500_problem_and_serving_
     app = create_app(store=BrokenStore(open_store().root), sweep_interval=0)
     with running(app) as url:
         for _ in range(2):  # each on a connection of its own: the server closes one that failed
-            reply = httpx.post(f"{url}/hooks", json=payload, timeout=30)
+            reply = CLIENT.post(f"{url}/hooks", json=payload, timeout=30)
             assert reply.status_code == 500
             assert reply.headers["content-type"] == "application/problem+json"
             assert reply.json()["detail"] == "internal error (RuntimeError)"
         # Checked first as ever: a request the guard refuses never reaches the journal.
         headers = {"host": "evil.example"}
-        refused = httpx.post(f"{url}/hooks", json=payload, headers=headers, timeout=30)
+        refused = CLIENT.post(f"{url}/hooks", json=payload, headers=headers, timeout=30)
         assert refused.status_code == 403
 
 

@@ -17,6 +17,7 @@ from belt.server.app import create_app
 from belt.server.connections import Connections, GuardedConnection, SlowClientGuard
 from belt.server.listen import bind
 from belt.store import Store
+from tests.loopback import CLIENT
 from tests.servers import running, turn_start
 from tests.test_serve_stop import serving
 from tests.test_server_limits import closed_by_server, open_socket
@@ -40,13 +41,13 @@ def test_the_cap_closes_the_longest_waiting_connection_and_no_other(tmp_path: Pa
             b"Content-Length: 100\r\n\r\n{",
         )
         # (The server closes each newcomer once answered, before it takes the next connection.)
-        reply = httpx.get(f"{url}/healthz", headers=CLOSE, timeout=30)
+        reply = CLIENT.get(f"{url}/healthz", headers=CLOSE, timeout=30)
         assert reply.status_code == 200
         assert closed_by_server(heads[0])
         # The cap is full again: the next newcomer closes the second head, and the body,
         # waiting since later, is let be.
         late = open_socket(url, b"GET /healthz HTTP/1.1\r\n")
-        assert httpx.get(f"{url}/healthz", headers=CLOSE, timeout=30).status_code == 200
+        assert CLIENT.get(f"{url}/healthz", headers=CLOSE, timeout=30).status_code == 200
         assert closed_by_server(heads[1])
         body.settimeout(0.5)
         assert not closed_by_server(body)
@@ -63,7 +64,7 @@ def test_a_worker_ends_its_open_streams_when_the_stop_begins_not_at_the_cut() ->
 
         def watch() -> None:
             url = f"http://127.0.0.1:{served.port}/inspector/stream"
-            with httpx.stream("GET", url, timeout=60) as stream:
+            with CLIENT.stream("GET", url, timeout=60) as stream:
                 opened.set()
                 lines.extend(stream.iter_lines())
 

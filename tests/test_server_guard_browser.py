@@ -25,6 +25,7 @@ from belt.server.app import create_app
 from belt.store import Store
 from tests.browser import chromium, missing
 from tests.foreign import FOREIGN
+from tests.loopback import CLIENT
 from tests.servers import running
 from tests.test_server_guard import MARKER_MODULE, agent_run, refusals
 from tests.waiting import eventually
@@ -66,7 +67,7 @@ def test_a_page_of_a_second_origin_changes_nothing(
     module.write_text(MARKER_MODULE)
     hooks = [{"event": "agent.start", "type": "webhook", "handler": f"py:{module}:decide"}]
     gate = create_interrupt(store=store, run_id="ar_page", chat_id="ch_page", event="agent.start")
-    mine = httpx.post(f"{url}/agents/run", json=agent_run(), timeout=30)
+    mine = CLIENT.post(f"{url}/agents/run", json=agent_run(), timeout=30)
     chat_id = mine.json()["data"]["assistant_message"]["chat_id"]
     page_html = ATTACK % {
         "target": json.dumps(url),
@@ -114,7 +115,7 @@ def test_a_page_rebound_to_loopback_reads_and_resolves_nothing(
     url, reported = guarded
     port = httpx.URL(url).port
     gate = create_interrupt(store=store, run_id="ar_bind", chat_id="ch_bind", event="agent.start")
-    mine = httpx.post(f"{url}/agents/run", json=agent_run(), timeout=30)
+    mine = CLIENT.post(f"{url}/agents/run", json=agent_run(), timeout=30)
     chat_id = mine.json()["data"]["assistant_message"]["chat_id"]
     rules = f"--host-resolver-rules=MAP {FOREIGN} 127.0.0.1"
     with chromium(flags=[rules]) as browser:

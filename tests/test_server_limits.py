@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from belt.server.app import create_app
@@ -22,6 +21,7 @@ from belt.server.deciders import HandlerPool, handler_decider
 from belt.store import Store
 from belt.wire.platform import LifecycleHookPayload
 from belt.wire.samples import sample_payload
+from tests.loopback import CLIENT
 from tests.servers import running
 from tests.waiting import eventually
 
@@ -73,7 +73,7 @@ def test_a_request_head_that_never_finishes_is_closed(tmp_path: Path) -> None:
         assert closed_by_server(slow)
         assert closed_by_server(silent)
         assert closed_by_server(kept)
-        assert httpx.get(f"{url}/healthz").status_code == 200
+        assert CLIENT.get(f"{url}/healthz").status_code == 200
         for sock in (slow, silent, kept):
             sock.close()
 
@@ -89,7 +89,7 @@ def test_a_body_that_never_finishes_is_closed_and_nothing_is_journalled(tmp_path
     with serving(tmp_path, body_timeout=0.3, report=lines.append) as url:
         stalled = open_socket(url, STALLED_BODY)
         assert closed_by_server(stalled)
-        reply = httpx.post(f"{url}/hooks", json=sample_payload("agent.turn_start"), timeout=30)
+        reply = CLIENT.post(f"{url}/hooks", json=sample_payload("agent.turn_start"), timeout=30)
         assert reply.status_code == 200
         stalled.close()
     assert [line["status"] for line in lines if line.get("kind") == "hook"] == [200]
@@ -135,7 +135,7 @@ def test_at_the_connection_cap_a_stalled_body_makes_room(tmp_path: Path) -> None
     with serving(tmp_path, max_connections=3) as url:
         stalled = [open_socket(url, STALLED_BODY) for _ in range(3)]
         time.sleep(0.5)  # the three heads are read before the next connection arrives
-        replies = [httpx.get(f"{url}/healthz", timeout=30) for _ in range(2)]
+        replies = [CLIENT.get(f"{url}/healthz", timeout=30) for _ in range(2)]
         assert [reply.status_code for reply in replies] == [200, 200]
         assert closed_by_server(stalled[0])
         for sock in stalled:
@@ -145,7 +145,7 @@ def test_at_the_connection_cap_a_stalled_body_makes_room(tmp_path: Path) -> None
 def test_at_the_connection_cap_the_longest_waiting_connection_makes_room(tmp_path: Path) -> None:
     with serving(tmp_path, max_connections=5) as url:
         idle = [open_socket(url, b"GET / HTTP/1.1\r\n") for _ in range(5)]
-        replies = [httpx.get(f"{url}/healthz", timeout=30) for _ in range(3)]
+        replies = [CLIENT.get(f"{url}/healthz", timeout=30) for _ in range(3)]
         assert [reply.status_code for reply in replies] == [200, 200, 200]
         assert closed_by_server(idle[0])
         for sock in idle:
@@ -169,24 +169,24 @@ def test_a_hanging_handler_is_a_504_and_never_starves_the_api(tmp_path: Path) ->
     try:
         with serving(tmp_path, decide=decide, handler_pool=pool) as url:
             payload = sample_payload("agent.tool_call")
-            answers = [httpx.post(f"{url}/hooks", json=payload, timeout=30) for _ in range(3)]
+            answers = [CLIENT.post(f"{url}/hooks", json=payload, timeout=30) for _ in range(3)]
             assert [a.status_code for a in answers] == [504, 504, 504]
             assert answers[0].headers["content-type"] == PROBLEM
             assert answers[0].json()["detail"] == "the handler did not answer within 0.2 s"
-            health = httpx.get(f"{url}/healthz", timeout=30)
+            health = CLIENT.get(f"{url}/healthz", timeout=30)
             assert health.status_code == 503
             assert health.headers["content-type"] == PROBLEM
             assert "the handler pool is saturated (2 of 2 threads" in health.json()["detail"]
             # The platform routes run on other threads and still answer.
-            events = httpx.get(f"{url}/agents/hook-events", timeout=30)
-            listed = httpx.get(f"{url}/agent-runs/run_1/interrupts", timeout=30)
+            events = CLIENT.get(f"{url}/agents/hook-events", timeout=30)
+            listed = CLIENT.get(f"{url}/agent-runs/run_1/interrupts", timeout=30)
             assert (events.status_code, listed.status_code) == (200, 200)
             hang.release.set()
             for _ in range(200):
                 if not pool.saturated():
                     break
                 threading.Event().wait(0.05)
-            assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
+            assert CLIENT.get(f"{url}/healthz", timeout=30).status_code == 200
     finally:
         hang.release.set()
         pool.close()
@@ -222,11 +222,11 @@ def test_a_handler_that_exits_is_a_500_problem_and_the_server_stays_up(
     tmp_path: Path, func: Any, detail: str
 ) -> None:
     with serving(tmp_path, decide=handler_decider(func)) as url:
-        answer = httpx.post(f"{url}/hooks", json=sample_payload("agent.start"), timeout=30)
+        answer = CLIENT.post(f"{url}/hooks", json=sample_payload("agent.start"), timeout=30)
         assert answer.status_code == 500
         assert answer.headers["content-type"] == PROBLEM
         assert detail in answer.json()["detail"]
-        assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
+        assert CLIENT.get(f"{url}/healthz", timeout=30).status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -246,9 +246,9 @@ def test_hostile_bodies_are_422_problems_and_journalled(
 ) -> None:
     with serving(tmp_path) as url:
         sent = {"content": body, "headers": JSON, "timeout": 30}
-        answer = httpx.post(f"{url}/hooks/x", **sent)
-        resolve = httpx.post(f"{url}/interrupts/int_x/resolve", **sent)
-        settings = httpx.post(f"{url}/chats/chat_1/settings", **sent)
+        answer = CLIENT.post(f"{url}/hooks/x", **sent)
+        resolve = CLIENT.post(f"{url}/interrupts/int_x/resolve", **sent)
+        settings = CLIENT.post(f"{url}/chats/chat_1/settings", **sent)
     for reply in (answer, resolve, settings):
         assert reply.status_code == 422
         assert reply.headers["content-type"] == PROBLEM
@@ -260,7 +260,7 @@ def test_hostile_bodies_are_422_problems_and_journalled(
 def test_resolve_refuses_nan_data(tmp_path: Path) -> None:
     with serving(tmp_path) as url:
         body = b'{"decision": "allow", "data": {"x": Infinity}}'
-        reply = httpx.post(
+        reply = CLIENT.post(
             f"{url}/interrupts/int_x/resolve", content=body, headers=JSON, timeout=30
         )
     assert reply.status_code == 422
@@ -271,7 +271,7 @@ def test_healthz_is_unhealthy_when_the_store_cannot_be_written(tmp_path: Path) -
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
     with serving(blocker / "store") as url:
-        reply = httpx.get(f"{url}/healthz", timeout=30)
+        reply = CLIENT.get(f"{url}/healthz", timeout=30)
     assert reply.status_code == 503
     assert reply.headers["content-type"] == PROBLEM
     assert "cannot be written (Not a directory)" in reply.json()["detail"]
@@ -279,8 +279,8 @@ def test_healthz_is_unhealthy_when_the_store_cannot_be_written(tmp_path: Path) -
 
 def test_unknown_routes_and_methods_are_problems(tmp_path: Path) -> None:
     with serving(tmp_path) as url:
-        missing = httpx.get(f"{url}/nope", timeout=30)
-        method = httpx.delete(f"{url}/hooks", timeout=30)
+        missing = CLIENT.get(f"{url}/nope", timeout=30)
+        method = CLIENT.delete(f"{url}/hooks", timeout=30)
     assert (missing.status_code, method.status_code) == (404, 405)
     assert {missing.headers["content-type"], method.headers["content-type"]} == {PROBLEM}
     assert json.loads(missing.text)["status"] == 404

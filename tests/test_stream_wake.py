@@ -10,7 +10,6 @@ import sys
 import threading
 from typing import Any
 
-import httpx
 import pytest
 
 from belt.records.changes import watching
@@ -18,6 +17,7 @@ from belt.records.chats import create_chat, set_chat_settings, update_chat
 from belt.server import stream
 from belt.store import open_store
 from tests.cli.test_serve import ROOT, serve_process
+from tests.loopback import CLIENT
 from tests.test_emulator_processes import first_message, model  # noqa: F401
 from tests.waiting import eventually
 
@@ -66,14 +66,14 @@ def test_a_write_from_another_process_reaches_a_stream(model: Any) -> None:  # n
     with serve_process("--model", str(model), "--sweep-interval", "0") as (url, _):
         chat_id = first_message(url, [])["chat_id"]
         eventually(
-            lambda: httpx.get(f"{url}/chats/{chat_id}").json()["data"]["status"] == "idle",
+            lambda: CLIENT.get(f"{url}/chats/{chat_id}").json()["data"]["status"] == "idle",
             "the first run ended",
         )
         lines: list[dict[str, Any]] = []
         done = threading.Event()
 
         def read() -> None:
-            with httpx.stream("GET", f"{url}/chats/{chat_id}/stream", timeout=60) as reply:
+            with CLIENT.stream("GET", f"{url}/chats/{chat_id}/stream", timeout=60) as reply:
                 for raw in reply.iter_lines():
                     if raw.strip():
                         lines.append(json.loads(raw))
@@ -117,10 +117,10 @@ def test_the_inspector_stream_is_woken_by_a_journal_line_of_its_server(
     payload = turn_start()
     with (
         running(create_app(store=open_store(), sweep_interval=0)) as url,
-        httpx.stream("GET", f"{url}/inspector/stream", timeout=30) as reply,
+        CLIENT.stream("GET", f"{url}/inspector/stream", timeout=30) as reply,
     ):
         lines = reply.iter_lines()
         assert json.loads(next(lines))["type"] == "hello"
-        assert httpx.post(f"{url}/hooks", json=payload).status_code == 200
+        assert CLIENT.post(f"{url}/hooks", json=payload).status_code == 200
         changed = json.loads(next(lines))
     assert changed["type"] == "changed" and "deliveries" in changed["areas"]

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
-
 from tests.cli.runner import belt
 from tests.cli.test_serve import serve_process
+from tests.loopback import CLIENT
 
 
 def test_a_bad_model_script_is_refused_before_serving(tmp_path: Path) -> None:
@@ -32,7 +31,7 @@ def test_the_banner_names_the_model_and_the_agent_routes_answer(tmp_path: Path) 
     args = ("--model", str(model), "--agents", str(tmp_path / "agents"), "--json")
     with serve_process(*args) as (url, output):
         body = {"chat_id": None, "agent_config": {}, "input": {"text": "hi"}}
-        reply = httpx.post(f"{url}/agents/run", json=body)
+        reply = CLIENT.post(f"{url}/agents/run", json=body)
         assert reply.status_code == 200
     assert output["code"] == "130", output["stderr"]
     assert f"model {model}" in output["stderr"]
