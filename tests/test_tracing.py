@@ -5,6 +5,7 @@ and no payload text in any span."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from belt.outgoing import tracing
+from tests.cli import runner
 from tests.fake_platform import FakePlatform
 from tests.servers import REFUSED
 
@@ -50,6 +52,22 @@ def python(*args: str, cwd: Path | str = ROOT, **env: str) -> subprocess.Complet
 def belt(*args: str, cwd: Path | str = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
     """``belt ARGS`` as a process of its own."""
     return python("-m", "belt", *args, cwd=cwd, **env)
+
+
+def in_process(*args: str, cwd: Path | str = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
+    """``belt ARGS`` run in this process (tests/cli/runner.py), in ``cwd``, with ``env`` and no
+    other OpenTelemetry variable; its spans flushed once it ended, as at a process's exit."""
+    saved, wanted = dict(os.environ), untraced_env(**env)
+    os.environ.clear()
+    os.environ.update(wanted)
+    try:
+        with contextlib.chdir(cwd):
+            done = runner.belt(*args)
+    finally:
+        tracing.shutdown()
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(args, done.exit_code, done.stdout, done.stderr)
 
 
 def value(any_value: dict[str, Any]) -> Any:
@@ -109,7 +127,7 @@ def test_a_guarded_agent_run_is_one_trace_of_run_turns_model_and_tool_calls_and_
     tmp_path: Path,
 ) -> None:
     trace = tmp_path / "trace.jsonl"
-    done = belt("sim", "run", str(GUARDED), "--trace", str(trace))
+    done = in_process("sim", "run", str(GUARDED), "--trace", str(trace))
     assert done.returncode == 0, done.stderr
     spans = Spans(trace)
     assert {span["traceId"] for span in spans.all} == {spans.all[0]["traceId"]}
@@ -206,7 +224,7 @@ def test_a_compaction_is_a_span_around_its_hooks(tmp_path: Path) -> None:
     scenario = tmp_path / "scenario.json"
     scenario.write_text(json.dumps({"agent": agent, "turns": turns}))
     trace = tmp_path / "trace.jsonl"
-    done = belt("sim", "run", str(scenario), "--trace", str(trace), cwd=tmp_path)
+    done = in_process("sim", "run", str(scenario), "--trace", str(trace), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     spans = Spans(trace)
     compaction = spans.one("belt.compaction")
@@ -220,7 +238,7 @@ def test_a_compaction_is_a_span_around_its_hooks(tmp_path: Path) -> None:
 
 def test_a_nexus_run_has_executor_hooks_and_a_continuation(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
-    done = belt(
+    done = in_process(
         "sim",
         "run",
         "examples/nexus-stop-loop.toml",
@@ -276,7 +294,7 @@ def test_a_failed_hook_is_an_error_span_that_says_how_it_was_counted(
     tmp_path: Path, flags: tuple[str, ...], counted: str
 ) -> None:
     trace = tmp_path / "trace.jsonl"
-    done = belt("sim", "run", str(failing_scenario(tmp_path)), *flags, "--trace", str(trace))
+    done = in_process("sim", "run", str(failing_scenario(tmp_path)), *flags, "--trace", str(trace))
     assert done.returncode == 0, done.stderr
     hook = Spans(trace).one("belt.hook agent.tool_call")
     assert hook["status"]["code"] == ERROR
@@ -308,7 +326,7 @@ def test_a_belt_test_run_has_a_span_per_scenario_under_the_suite(tmp_path: Path)
 
 def test_a_check_has_a_span_per_case_under_the_check(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
-    done = belt(
+    done = in_process(
         "check",
         "py:examples/handler.py:decide",
         "--event",
@@ -333,11 +351,11 @@ def test_a_check_has_a_span_per_case_under_the_check(tmp_path: Path) -> None:
 
 
 def test_a_replay_has_a_hook_span_per_delivery(tmp_path: Path) -> None:
-    run = belt("sim", "run", str(GUARDED), "--json")
+    run = in_process("sim", "run", str(GUARDED), "--json")
     assert run.returncode == 0, run.stderr
     run_id = json.loads(run.stdout)["runs"][0]["id"]
     trace = tmp_path / "trace.jsonl"
-    done = belt(
+    done = in_process(
         "replay", run_id, "--handler", "examples/tests/hooks.py:guard", "--trace", str(trace)
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -366,7 +384,7 @@ def test_a_gate_settled_by_another_traced_process_ends_in_the_runs_trace(tmp_pat
         '  [[turns.model]]\n  tool_calls = [ { name = "ls", result = "." } ]\n'
     )
     opened = tmp_path / "opened.jsonl"
-    held = belt("sim", "run", str(scenario), "--json", "--trace", str(opened))
+    held = in_process("sim", "run", str(scenario), "--json", "--trace", str(opened))
     assert held.returncode == 0, held.stderr
     run_id = json.loads(held.stdout)["runs"][0]["id"]
     (gate_hook,) = Spans(opened).named("belt.hook agent.tool_call")
@@ -400,25 +418,41 @@ def test_a_gate_settled_by_another_traced_process_ends_in_the_runs_trace(tmp_pat
     assert gate["attrs"]["belt.gate.resolution"] == "deny"
 
     # The store's record keeps the trace; its InterruptDTO does not.
-    shown = belt("interrupt", "list", run_id, "--all", "--json")
+    shown = in_process("interrupt", "list", run_id, "--all", "--json")
     assert shown.returncode == 0, shown.stderr
     assert "trace" not in json.loads(shown.stdout)[0]
 
 
 PROBE = """
-import json, sys
-sys.argv = ["belt", *sys.argv[1:]]
+import json, os, sys
+args, again = sys.argv[1:], os.environ.pop("PROBE_AGAIN_WITHOUT", None)
+
+def run():
+    sys.argv = ["belt", *args]
+    try:
+        main()
+    except SystemExit as done:
+        if done.code:
+            raise
+
 try:
     from belt.cli import main
-    main()
+    run()
+    if again is not None:
+        for name in json.loads(again):
+            del os.environ[name]
+        run()
 finally:
     loaded = [name for name in sys.modules if name.split(".")[0] in ("opentelemetry", "google")]
     sys.__stderr__.write("\\nLOADED " + json.dumps(loaded) + "\\n")
 """
 
 
-def loaded_by(*args: str, **env: str) -> list[str]:
-    """The OpenTelemetry (and protobuf) modules ``belt ARGS`` imported, in a fresh process."""
+def loaded_by(*args: str, again_without: tuple[str, ...] = (), **env: str) -> list[str]:
+    """The OpenTelemetry (and protobuf) modules ``belt ARGS`` imported, in a fresh process;
+    with ``again_without``, run a second time in that process without those variables."""
+    if again_without:
+        env["PROBE_AGAIN_WITHOUT"] = json.dumps(again_without)
     done = python("-c", PROBE, *args, **env)
     assert done.returncode == 0, done.stdout + done.stderr
     found: list[str] = json.loads(done.stderr.rsplit("LOADED ", 1)[1])
@@ -437,12 +471,13 @@ def loaded_by(*args: str, **env: str) -> list[str]:
 )
 def test_with_tracing_off_no_opentelemetry_module_is_imported(args: tuple[str, ...]) -> None:
     if args[0] == "replay":
-        run = belt("sim", "run", str(GUARDED), "--json")
+        run = in_process("sim", "run", str(GUARDED), "--json")
         assert run.returncode == 0, run.stderr
         args = ("replay", json.loads(run.stdout)["runs"][0]["id"], *args[2:])
-    assert loaded_by(*args) == []
-    # The variables that only tune an exporter turn nothing on.
-    assert loaded_by(*args, OTEL_SERVICE_NAME="x", OTEL_EXPORTER_OTLP_HEADERS="a=b") == []
+    # The variables that only tune an exporter turn nothing on; nor does the command without
+    # them, run again in the same process (modules once imported stay in sys.modules).
+    tuning = {"OTEL_SERVICE_NAME": "x", "OTEL_EXPORTER_OTLP_HEADERS": "a=b"}
+    assert loaded_by(*args, again_without=tuple(tuning), **tuning) == []
 
 
 SERVED = """
@@ -521,7 +556,7 @@ def test_without_the_extra_belt_says_once_how_to_install_it_and_runs_untraced(
 
 
 def test_otlp_must_be_an_http_url() -> None:
-    done = belt("sim", "run", str(GUARDED), "--otlp", "localhost:4318")
+    done = in_process("sim", "run", str(GUARDED), "--otlp", "localhost:4318")
     assert done.returncode == 2
     assert "--otlp: 'localhost:4318' is not an http:// or https:// URL" in done.stderr
 
@@ -531,7 +566,7 @@ def test_a_trace_file_that_cannot_be_written_is_refused_before_anything_runs(
     tmp_path: Path, command: tuple[str, ...]
 ) -> None:
     trace = tmp_path / "missing" / "trace.jsonl"
-    done = belt(*command, "--trace", str(trace))
+    done = in_process(*command, "--trace", str(trace))
     assert done.returncode == 5, done.stdout + done.stderr
     assert done.stderr.startswith(f"error: --trace {trace}: cannot write it: ")
     assert "Traceback" not in done.stderr
@@ -540,7 +575,7 @@ def test_a_trace_file_that_cannot_be_written_is_refused_before_anything_runs(
 
 def test_the_standard_resource_variables_name_the_service(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
-    done = belt(
+    done = in_process(
         "sim",
         "run",
         str(GUARDED),
