@@ -15,7 +15,7 @@ from typing import Any
 from tests.cli.test_serve import serve_process
 from tests.otlp_receiver import Receiver, Span
 from tests.terminal import on_terminal
-from tests.test_tracing import ROOT, Spans, belt, loaded_by, untraced_env
+from tests.test_tracing import ROOT, Spans, belt, in_process, loaded_by, untraced_env
 
 GATED = (
     '[agent]\nname = "gated"\n'
@@ -26,11 +26,12 @@ GATED = (
 
 
 def held_run(directory: Path) -> tuple[str, dict[str, Any]]:
-    """A run held at its gate, traced to a file: the gate's id and the gate hook's span."""
+    """A run held at its gate, traced to a file (by belt in this process: the settling one is
+    another): the gate's id and the gate hook's span."""
     scenario, opened = directory / "gated.toml", directory / "opened.jsonl"
     scenario.write_text(GATED, encoding="utf-8")
     opened.unlink(missing_ok=True)
-    held = belt("sim", "run", str(scenario), "--json", "--trace", str(opened))
+    held = in_process("sim", "run", str(scenario), "--json", "--trace", str(opened))
     assert held.returncode == 0, held.stderr
     (gate,) = json.loads(held.stdout)["chat"]["pending_interrupts"]
     (hook,) = Spans(opened).named("belt.hook agent.tool_call")
@@ -159,7 +160,7 @@ def test_resolving_with_tracing_off_imports_no_opentelemetry(tmp_path: Path) -> 
     gate_id, _ = held_run(tmp_path)
     assert loaded_by("interrupt", "resolve", gate_id, "allow") == []
     # The gate was settled all the same.
-    shown = belt("interrupt", "show", gate_id, "--json")
+    shown = in_process("interrupt", "show", gate_id, "--json")
     assert json.loads(shown.stdout)["status"] == "resolved"
 
 
