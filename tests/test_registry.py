@@ -4,6 +4,7 @@ save_candidate and registry directories."""
 from __future__ import annotations
 
 import ast
+import fcntl
 import json
 import os
 import sqlite3
@@ -47,7 +48,7 @@ from belt.records.registry_index import (
     query_words,
     quoted,
 )
-from belt.store import Store
+from belt.store import Store, open_store
 from belt.store.shapes import derive
 
 ROOT = Path(__file__).parent.parent
@@ -88,6 +89,14 @@ def snapshot(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and "locks" not in p.parts and "search" not in p.parts
     }
+
+
+@pytest.fixture
+def store(belt_home: Path) -> Store:
+    """The store of the test's state directory, which the CLI uses too, written without fsync:
+    these tests are about what the registry holds and finds, not about durability (an fsync per
+    file made a test saving hundreds of entries wait seconds on the disk)."""
+    return open_store().without_fsync()
 
 
 # Entries and versions
@@ -325,15 +334,23 @@ def test_search_limit_is_bounded(store: Store) -> None:
             search(store, query="backup", limit=bad)
 
 
+@pytest.fixture(scope="module")
+def query_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    """Two entries whose words include FTS5's syntax, for the queries of the property test below
+    (which only reads: one store for all its examples)."""
+    store = Store(tmp_path_factory.mktemp("query") / "store", fsync=False)
+    save(store, "Delete only in /tmp", "Only delete files under /tmp; ask for anything else.")
+    save(store, "Backups", 'Backups run nightly, NEAR the database; AND "OR" * ^ -')
+    return store
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query=st.text(ANY_CHARACTER, max_size=300))
-def test_any_text_as_a_query_is_answered_without_error(query: str) -> None:
-    with fresh_store() as store:
-        save(store, "Delete only in /tmp", "Only delete files under /tmp; ask for anything else.")
-        save(store, "Backups", 'Backups run nightly, NEAR the database; AND "OR" * ^ -')
-        for match in search(store, query=query) + suggest(store, owner=DEFAULT_OWNER, prompt=query):
-            assert match.score > 0
-            assert 1 <= match.matched_terms <= match.query_terms
+def test_any_text_as_a_query_is_answered_without_error(query_store: Store, query: str) -> None:
+    found = search(query_store, query=query)
+    for match in found + suggest(query_store, owner=DEFAULT_OWNER, prompt=query):
+        assert match.score > 0
+        assert 1 <= match.matched_terms <= match.query_terms
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -627,12 +644,26 @@ WIDENED = "payments keys backup"
 
 @pytest.fixture(scope="module")
 def large(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """One registry of 10,000 entries, built once for this module: the reported shape (60
-    entries with one word of ``ROTATE`` in their name, which BM25 ranks first; the rest with one
-    other word of it each; one entry holding every word of it, 61st by BM25 alone; one sharing
-    two words that BM25 ranks above it), the agreement test's distractors and the example
-    registry."""
-    store = Store(tmp_path_factory.mktemp("large") / "store", fsync=False)
+    """One registry of 10,000 entries, built once for the session and only read: the reported
+    shape (60 entries with one word of ``ROTATE`` in their name, which BM25 ranks first; the rest
+    with one other word of it each; one entry holding every word of it, 61st by BM25 alone; one
+    sharing two words that BM25 ranks above it), the agreement test's distractors and the example
+    registry. The workers of a parallel run share it: the first to take the lock builds it (its
+    ids written beside it), the others wait and open it."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's directory, above each worker's own
+    ids = shared / "registry-large.json"
+    with (shared / "registry-large.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not ids.exists():
+            ids.write_text(json.dumps(build_large(shared / "registry-large")))
+    return {"store": Store(shared / "registry-large", fsync=False), **json.loads(ids.read_text())}
+
+
+def build_large(root: Path) -> dict[str, str]:
+    """The large registry in a new store at ``root``; the ids of the entries the tests name."""
+    store = Store(root, fsync=False)
     load_directory(store, EXAMPLES)
     distractors = [*one_word_distractors(SHARED_PROMPTS), PAYMENTS]
     filler = " ".join(f"lorem{number}" for number in range(100))
@@ -647,17 +678,17 @@ def large(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         )
     )
     shaped.append(("Vault rotate", "Short note about the pair."))
+    # Candidates built directly: save_candidates checks each, as it checks any candidate.
     outcomes = registry.save_candidates(
         store,
         owner=DEFAULT_OWNER,
         candidates=[
-            (make_candidate(name=name, kind="observation", text=text), PERSON)
+            (Candidate(name=name, kind="observation", text=text, tags=()), PERSON)
             for name, text in [*distractors, *shaped]
         ],
     )
     assert len(list_entries(store)) == LARGE
     return {
-        "store": store,
         "payments": outcomes[len(distractors) - 1].id,
         "target": outcomes[-2].id,
         "pair": outcomes[-1].id,
