@@ -197,12 +197,20 @@ def test_each_misbehaviour_fails_the_scenario_that_ran_it_with_its_cause(tmp_pat
     # own before: the one belt test process below checks the same of every misbehaviour, and that
     # no case's cause lands on a neighbour). At -j 1 (before: a hook that left a thread running
     # kept belt test from ending once it had printed its summary, the thread not a daemon).
-    # Last, a handler that prints: that goes to stderr, and stdout stays belt's JSON lines.
+    # First, a webhook routed to a handler that ends its process; last, a handler that prints:
+    # that goes to stderr, and stdout stays belt's JSON lines.
     behaviours = ["ok", *(each for what in MISBEHAVIOURS for each in (what, "ok")), "print"]
     names = suite(tmp_path, behaviours)
-    done = belt("test", ".", "--json", "-j", "1", "--junit-xml", "report.xml", cwd=tmp_path)
+    routed = tmp_path / "a_routed.json"  # before the others
+    routed.write_text(json.dumps(scenario("ok", handler="http://hooks.test/guard")))
+    route = "--route=http://hooks.test=py:handlers.py:exits"
+    done = belt(
+        *("test", ".", "--json", "-j", "1", route, "--junit-xml", "report.xml"), cwd=tmp_path
+    )
     assert done.returncode == 1, done.stdout + done.stderr
-    found = rows(done.stdout)  # JSON lines only
+    first, *found = rows(done.stdout)  # JSON lines only
+    assert Path(first["scenario"]).name == routed.name
+    assert (first["status"], first["error"]) == ("error", CAUSES["exit0"])
     assert [Path(row["scenario"]).name for row in found] == [Path(n).name for n in names]
     for what, row in zip(behaviours, found, strict=True):
         if what in CAUSES:
@@ -210,22 +218,9 @@ def test_each_misbehaviour_fails_the_scenario_that_ran_it_with_its_cause(tmp_pat
             assert CAUSES[what] in cause_of(row), row
         else:
             assert row["status"] == "pass", row
-    assert len(junit_cases(tmp_path / "report.xml")) == len(names)
+    assert len(junit_cases(tmp_path / "report.xml")) == len(names) + 1
     assert "printed by the handler" in done.stderr
     assert "Traceback" not in done.stderr
-
-
-def test_a_routed_handler_that_ends_its_process_fails_its_scenario(tmp_path: Path) -> None:
-    (tmp_path / "handlers.py").write_text(HANDLERS)
-    routed = scenario("ok", handler="http://hooks.test/guard")
-    (tmp_path / "a_routed.json").write_text(json.dumps(routed))
-    (tmp_path / "b_plain.json").write_text(json.dumps(scenario("ok")))
-    route = "--route=http://hooks.test=py:handlers.py:exits"
-    done = belt("test", ".", "--json", route, cwd=tmp_path)
-    assert done.returncode == 1, done.stdout + done.stderr
-    found = rows(done.stdout)
-    assert [row["status"] for row in found] == ["error", "pass"]
-    assert found[0]["error"] == CAUSES["exit0"]
 
 
 # belt test with a 1 s deadline for each import of a user's module (30 s as installed).
