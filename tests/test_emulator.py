@@ -85,6 +85,17 @@ def api(model: Path) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Store]]:
+    """One server and its store for the module's tests whose requests are refused or only read
+    (nothing they send changes what the next one gets): its URL and its store."""
+    root = tmp_path_factory.mktemp("refusing")
+    (root / "model.toml").write_text(MODEL)
+    store = Store(root / "store", shapes=True)
+    with running(create_app(store=store, sweep_interval=0, model=root / "model.toml")) as url:
+        yield url, store
+
+
 def run(api: str, text: str, chat_id: str | None = None, **agent: Any) -> httpx.Response:
     body: dict[str, Any] = {"chat_id": chat_id, "input": {"text": text}}
     if chat_id is None:
@@ -411,7 +422,8 @@ def test_a_silent_stream_sends_heartbeats(api: str, monkeypatch: pytest.MonkeyPa
     assert lines[-1] == {"type": "heartbeat"}
 
 
-def test_a_stream_of_an_unknown_chat_is_404(api: str) -> None:
+def test_a_stream_of_an_unknown_chat_is_404(refusing: tuple[str, Store]) -> None:
+    api, _ = refusing
     reply = CLIENT.get(f"{api}/chats/ch_nope/stream")
     assert reply.status_code == 404
     assert reply.headers["content-type"] == "application/json"
@@ -457,8 +469,9 @@ def test_a_stream_of_an_unknown_chat_is_404(api: str) -> None:
     ],
 )
 def test_a_bad_request_is_422_naming_the_field_and_writes_nothing(
-    api: str, body: dict[str, Any], detail: str
+    refusing: tuple[str, Store], body: dict[str, Any], detail: str
 ) -> None:
+    api, store = refusing
     reply = CLIENT.post(
         f"{api}/agents/run",
         content=json.dumps(body),
@@ -469,7 +482,7 @@ def test_a_bad_request_is_422_naming_the_field_and_writes_nothing(
     assert detail in problem["detail"]
     assert problem["error"] == {"code": "validation_error", "message": problem["detail"]}
     assert problem["success"] is False and problem["status"] == 422
-    assert open_store().list_ids("chat") == []
+    assert store.list_ids("chat") == []
 
 
 def test_the_sdks_learning_hooks_run_as_builtins(api: str) -> None:
@@ -496,14 +509,18 @@ def test_an_unknown_chat_is_404_and_a_simulated_one_is_not_emulated(
     assert "not an emulated chat" in refused.json()["detail"]
 
 
-def test_an_unknown_template_agent_is_404_with_a_hint(api: str) -> None:
+def test_an_unknown_template_agent_is_404_with_a_hint(refusing: tuple[str, Store]) -> None:
+    api, _ = refusing
     reply = CLIENT.post(f"{api}/agents/run", json={"input": {"text": "hi"}, "agent": "acme/x@1"})
     assert reply.status_code == 404
     assert "started without agent files" in reply.json()["detail"]
 
 
 @pytest.mark.parametrize(("method", "path"), NOT_EMULATED)
-def test_every_route_not_emulated_is_501_naming_it(api: str, method: str, path: str) -> None:
+def test_every_route_not_emulated_is_501_naming_it(
+    refusing: tuple[str, Store], method: str, path: str
+) -> None:
+    api, _ = refusing
     concrete = path.replace("{chat_id}", "ch_1").replace("{message_id}", "msg_1")
     concrete = concrete.replace("{agent:path}", "acme/helper").replace("{agent_id}", "ag_1")
     reply = CLIENT.request(method, f"{api}{concrete}", json={})
@@ -516,7 +533,8 @@ def test_every_route_not_emulated_is_501_naming_it(api: str, method: str, path: 
 
 
 @pytest.mark.parametrize("namespace", OTHER_NAMESPACES)
-def test_the_sdks_other_namespaces_are_501(api: str, namespace: str) -> None:
+def test_the_sdks_other_namespaces_are_501(refusing: tuple[str, Store], namespace: str) -> None:
+    api, _ = refusing
     for path in (f"/{namespace}", f"/{namespace}/x/y"):
         reply = CLIENT.post(f"{api}{path}", json={})
         assert reply.status_code == 501
@@ -524,7 +542,8 @@ def test_the_sdks_other_namespaces_are_501(api: str, namespace: str) -> None:
     assert CLIENT.get(f"{api}/nowhere").status_code == 404
 
 
-def test_the_routes_the_interrupt_commands_use_still_answer(api: str) -> None:
+def test_the_routes_the_interrupt_commands_use_still_answer(refusing: tuple[str, Store]) -> None:
+    api, _ = refusing
     assert CLIENT.get(f"{api}/agents/hook-events").status_code == 200
     assert CLIENT.get(f"{api}/agent-runs/ar_x/interrupts").json()["data"] == []
 
