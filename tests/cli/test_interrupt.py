@@ -424,7 +424,7 @@ def test_create_refuses(args: list[str], code: int, message: str, store: Store) 
 
 
 def test_racing_processes_exactly_one_resolves(belt_home: Path) -> None:
-    """12 processes released together run `python -m belt interrupt resolve`; 2 more come late.
+    """12 processes released together run `belt interrupt resolve`; 2 more come late (here).
 
     A large hook payload makes each resolve take long enough that the racers overlap even on a
     machine with few cores; without the lock, several would succeed.
@@ -438,10 +438,8 @@ def test_racing_processes_exactly_one_resolves(belt_home: Path) -> None:
 
     finished = race([command(i) for i in range(12)], env)
     for i in (12, 13):
-        late = subprocess.run(
-            [sys.executable, "-m", "belt", *command(i)], env=env, capture_output=True, text=True
-        )
-        finished.append((late.returncode, late.stdout, late.stderr))
+        late = belt(*command(i))
+        finished.append((late.exit_code, late.stdout, late.stderr))
 
     codes = sorted(code for code, _, _ in finished)
     assert codes == [0] + [4] * 13, finished
@@ -633,16 +631,11 @@ def watching(belt_home: Path, *args: str) -> Iterator[Lines]:
     assert b"Traceback" not in err
 
 
-def other_process(belt_home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "belt", *args],
-        env={**os.environ, "BELT_HOME": str(belt_home)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done
+def other_process(*args: str) -> str:
+    """``belt ARGS`` run in this test's process, which is not the watch's; what it printed."""
+    done = belt(*args)
+    assert done.exit_code == 0, done.stderr
+    return done.stdout
 
 
 def test_watch_json_sees_gates_opened_and_settled_by_other_processes(
@@ -659,20 +652,20 @@ def test_watch_json_sees_gates_opened_and_settled_by_other_processes(
         )
 
         made = other_process(
-            belt_home, "interrupt", "create", "--run", run_id, "--chat", chat_id,
+            "interrupt", "create", "--run", run_id, "--chat", chat_id,
             "--event", "agent.tool_call", "--json",
-        ).stdout  # fmt: skip
+        )  # fmt: skip
         opened = json.loads(lines.next())
         assert opened["event"] == "opened"
         assert opened["interrupt"] == json.loads(made)
 
-        other_process(belt_home, "interrupt", "resolve", opened["interrupt"]["short_id"], "deny")
+        other_process("interrupt", "resolve", opened["interrupt"]["short_id"], "deny")
         settled = json.loads(lines.next())
         assert settled["event"] == "resolved"
         assert settled["interrupt"]["id"] == opened["interrupt"]["id"]
         assert settled["interrupt"]["resolution"] == "deny"
 
-        other_process(belt_home, "interrupt", "resolve", waiting["id"], "allow")
+        other_process("interrupt", "resolve", waiting["id"], "allow")
         assert json.loads(lines.next())["event"] == "resolved"
 
 
@@ -684,15 +677,15 @@ def test_watch_prints_one_line_per_change(belt_home: Path, store: Store) -> None
         assert re.search(rf"  pending +{waiting['short_id']}  .*, then deny$", first), first
         made = json.loads(
             other_process(
-                belt_home, "interrupt", "create", "--run", run_id, "--chat", chat_id,
+                "interrupt", "create", "--run", run_id, "--chat", chat_id,
                 "--event", "agent.tool_call", "--meta", '{"data": {"tool": "rm", "arguments": {}}}',
                 "--json",
-            ).stdout
+            )
         )  # fmt: skip
         opened = lines.next()
         head = rf"^\d\d:\d\d:\d\d  opened +{made['short_id']}  agent.tool_call rm\(\{{\}}\)"
         assert re.search(head + rf"  run {run_id}  expires in .*, then allow$", opened), opened
-        other_process(belt_home, "interrupt", "resolve", made["id"], "allow")
+        other_process("interrupt", "resolve", made["id"], "allow")
         assert re.search(rf"  resolved +{made['short_id']}  allow  agent.tool_call", lines.next())
 
 
