@@ -22,9 +22,10 @@ floor's is taken within each round, and its median is the verdict. Two handlers 
   supervised worker processes and the floor calls in-process (no target: the price of the
   workers' isolation, a figure to keep an eye on).
 
-``--handicap S`` gives belt a handler that burns S CPU seconds per call (the webhook under
-``/spin/S/``, the ``py:`` handler ``serving.slowed``); the floor keeps the plain one. The tests
-run it with a few cases (``--examples 5 --rounds 1``).
+``--handicap S`` gives belt a handler whose every call takes as long as burning S CPU seconds
+would (the webhook under ``/nap/S/``, the ``py:`` handler ``serving.napping``: the times per case
+are wall-clock, so the handler sleeps most of it, which slows belt alike without taking a core);
+the floor keeps the plain one. The tests run it with a few cases (``--examples 5 --rounds 1``).
 
     .venv/bin/python bench/check.py [--examples 300] [--rounds 3] [--quick] [--handicap S]
 """
@@ -165,12 +166,12 @@ def main() -> None:
     warm = min(10, args.examples)
     verdicts = Verdicts("check")
     os.environ[HANDICAP] = str(args.handicap)
-    in_process = handler("slowed" if args.handicap else "guard")
+    in_process = handler("napping" if args.handicap else "guard")
     server: HandlerServer = start_handler()
     with tempfile.TemporaryDirectory(prefix="belt-bench-check-") as home:
         os.environ["BELT_HOME"] = home
         try:
-            target = server.hook_url(args.handicap)
+            target = server.hook_url(args.handicap, "nap")
             floor_url = server.hook_url()
             belt_round(target, warm, 0)  # warm the imports, the handler and its connection
             webhook_floor(floor_url, warm, 0)

@@ -4,11 +4,13 @@
 
 The handler is a standard-library HTTP/1.1 server (keep-alive, one thread per connection) in its
 own process, on port 0. It answers a POST with ``guard``'s decision on its JSON body; under
-``/spin/SECONDS/`` it first burns that many CPU seconds (``spin``): that is how a bench slows
-the handler in belt's path and not the floor's (``--handicap``), and ``slowed`` is the ``py:``
-handler slowed the same way. Burnt CPU, not sleep, so that the handicap weighs on wall-clock
-time as the load of the machine does on everything else, and on CPU time. ``GET /cpu`` answers
-the server's own CPU seconds so far, so a bench can count the server's side of a call.
+``/spin/SECONDS/`` it first burns that many CPU seconds (``spin``), under ``/nap/SECONDS/`` it
+first takes as long as that burning would take (``nap``): that is how a bench slows the handler
+in belt's path and not the floor's (``--handicap``), and ``slowed`` and ``napping`` are the
+``py:`` handler slowed the same ways. A bench whose verdicts are CPU-time ratios burns CPU; one
+whose verdicts are wall-clock ratios naps, which a loaded machine stretches as it stretches the
+burning (and the floor), without taking a core from it. ``GET /cpu`` answers the server's own
+CPU seconds so far, so a bench can count the server's side of a call.
 
     python bench/serving.py    # serve on port 0; prints "listening on http://127.0.0.1:PORT"
 """
@@ -46,18 +48,19 @@ def start_server(home: Path, port: int, *args: str) -> subprocess.Popen[bytes]:
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.05)
+    with httpx.Client() as client:  # one client: each new one costs tens of ms of CPU
+        while time.monotonic() < deadline:
+            try:
+                if client.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    return proc
+            except httpx.TransportError:
+                time.sleep(0.05)
     proc.kill()
     raise SystemExit("belt serve did not start")
 
 
 HANDICAP = "BELT_BENCH_HANDICAP"
-"""The CPU seconds ``slowed`` burns per call."""
+"""The CPU seconds ``slowed`` burns per call (``napping``: takes as long as burning them)."""
 RECORD = "BELT_BENCH_RECORD"
 """The file to which ``recorded`` appends each payload, one JSON document a line."""
 HERE = Path(__file__).resolve()
@@ -86,6 +89,12 @@ def slowed(payload: dict[str, Any]) -> dict[str, Any] | None:
     return guard(payload)
 
 
+def napping(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """``guard``, after a ``nap`` of ``$BELT_BENCH_HANDICAP`` seconds (a bench's ``--handicap``)."""
+    nap(float(os.environ[HANDICAP]))
+    return guard(payload)
+
+
 def recorded(payload: dict[str, Any]) -> dict[str, Any] | None:
     """``guard``, after appending ``payload`` to ``$BELT_BENCH_RECORD`` (the payloads a floor
     sends again)."""
@@ -106,15 +115,23 @@ def spin(seconds: float) -> None:
         pass
 
 
+def nap(seconds: float) -> None:
+    """Take as long as burning ``seconds`` of CPU time would take now, burning a tenth of it: the
+    rest is a sleep nine times as long as that tenth took on the wall clock."""
+    started = time.perf_counter()
+    spin(seconds / 10)
+    time.sleep(9 * (time.perf_counter() - started))
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # the head and the body are two writes
 
     def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
-        slowed = re.match(r"/spin/([0-9.]+)/", self.path)
+        slowed = re.match(r"/(spin|nap)/([0-9.]+)/", self.path)
         if slowed:
-            spin(float(slowed.group(1)))
+            (spin if slowed.group(1) == "spin" else nap)(float(slowed.group(2)))
         try:
             payload = json.loads(body)
         except ValueError:
@@ -144,9 +161,12 @@ class HandlerServer:
     process: subprocess.Popen[str]
     url: str
 
-    def hook_url(self, handicap: float = 0.0) -> str:
-        """The URL of the hook route; each call first burns ``handicap`` CPU seconds."""
-        return f"{self.url}/spin/{handicap:f}/hooks" if handicap > 0 else f"{self.url}/hooks"
+    def hook_url(self, handicap: float = 0.0, slowing: str = "spin") -> str:
+        """The URL of the hook route; each call is first slowed by ``handicap`` CPU seconds,
+        burnt (``slowing="spin"``) or as long as burning them would take (``"nap"``)."""
+        if handicap > 0:
+            return f"{self.url}/{slowing}/{handicap:f}/hooks"
+        return f"{self.url}/hooks"
 
     def cpu_seconds(self) -> float:
         """The CPU seconds the server has spent so far (one GET, counted in)."""

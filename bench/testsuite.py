@@ -29,10 +29,11 @@ the ratio of wall-clock times taken within each round; its median is the verdict
   ``belt test -j 1`` of the ``py:`` scenarios as installed here against the same with DIR first
   on ``PYTHONPATH``, both as ``python -m belt``: at most 1.1.
 
-``--webhook`` measures the webhook scenarios only. ``--handicap S`` makes belt's hooks burn S CPU
-seconds per call (``serving.slowed``, and the handler under ``/spin/S/``); the floors call the
-plain ones. The temporary directories live beside the repository. The tests run it with a few
-scenarios (``--scenarios 2 --rounds 1``).
+``--webhook`` measures the webhook scenarios only. ``--handicap S`` makes each call of belt's
+hooks take as long as burning S CPU seconds would (``serving.napping``, and the handler under
+``/nap/S/``: the verdicts are wall-clock ratios, so the hooks sleep most of it, which slows belt
+alike without taking a core); the floors call the plain ones. The temporary directories live
+beside the repository. The tests run it with a few scenarios (``--scenarios 2 --rounds 3``).
 
     .venv/bin/python bench/testsuite.py [--scenarios 120] [--parallel-scenarios 1000]
         [--rounds 5] [--webhook] [--baseline DIR] [--quick] [--handicap S]
@@ -234,7 +235,7 @@ def main() -> None:
         env[HANDICAP] = str(args.handicap)
         bare = {**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
         pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-        py_handler = handler("slowed" if args.handicap else "guard")
+        py_handler = handler("napping" if args.handicap else "guard")
         write_scenarios(home / "record", count, handler("recorded"))
         record_payloads(home / "record", home / "payloads.jsonl", env)
         commands: dict[str, tuple[list[str], dict[str, str]]] = {}
@@ -245,7 +246,7 @@ def main() -> None:
             )
             commands["py: belt"] = ([*belt("test", "py"), "-j", "1"], env)
             commands["py: floor"] = ([*pytest, "py-floor"], bare)
-        write_scenarios(home / "webhook", count, server.hook_url(args.handicap))
+        write_scenarios(home / "webhook", count, server.hook_url(args.handicap, "nap"))
         floor_source = WEBHOOK_FLOOR.format(url=server.hook_url())
         write_floor(home / "webhook-floor", home / "payloads.jsonl", floor_source)
         commands["webhook: belt"] = ([*belt("test", "webhook"), "-j", "1"], env)
