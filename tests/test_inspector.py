@@ -24,6 +24,7 @@ from belt.server.app import create_app
 from belt.server.inspector.deliveries import served_summary
 from belt.server.inspector.resend import scenario_file
 from belt.store import Store, open_store
+from tests.cli.runner import belt
 from tests.hookapp import hook_app
 from tests.loopback import CLIENT
 from tests.servers import REFUSED, running
@@ -428,10 +429,8 @@ def test_a_filter_replay_counts_the_changes_and_a_kept_test_runs_under_belt_test
     assert document["turns"][0]["model"][0]["tool_calls"][0]["arguments"] == {
         "path": "/var/lib/a.db"
     }
-    passed = subprocess.run(
-        [sys.executable, "-m", "belt", "test", str(kept)], capture_output=True, text=True, cwd=ROOT
-    )
-    assert passed.returncode == 0, passed.stdout + passed.stderr
+    passed = belt("test", str(kept))
+    assert passed.exit_code == 0, passed.stdout + passed.stderr
 
     recorded = CLIENT.post(
         f"{served}/inspector/scenario",
@@ -442,10 +441,8 @@ def test_a_filter_replay_counts_the_changes_and_a_kept_test_runs_under_belt_test
         },
     )
     kept.write_text(recorded.text)
-    failed = subprocess.run(
-        [sys.executable, "-m", "belt", "test", str(kept)], capture_output=True, text=True, cwd=ROOT
-    )
-    assert failed.returncode == 1, failed.stdout + failed.stderr
+    failed = belt("test", str(kept))
+    assert failed.exit_code == 1, failed.stdout + failed.stderr
     assert "FAIL" in failed.stdout
 
 
