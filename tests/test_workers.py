@@ -1,8 +1,9 @@
 """User code runs only in supervised workers (``belt.usercode.supervisor``): whatever a handler does
 to the process it runs in, ``belt test`` (at every -j), ``belt check`` and the pytest plugin's
 ``--belt-isolate`` fail the case that ran it with the cause, replace the worker, run every other
-case and account for all of them. Each test runs the installed ``belt`` as a process of its own,
-on a handler file in ``tmp_path``."""
+case and account for all of them. The tests run on a handler file in ``tmp_path``, with the
+installed ``belt`` as a process of its own where its stderr or its signals are checked, else
+in-process (the handlers still run in worker processes)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.cli.runner import belt as belt_here
 
 pytest_plugins = ("pytester",)
 
@@ -311,28 +314,33 @@ def test_sigterm_of_belt_test_under_j2_ends_its_workers_without_a_traceback(
 
 
 def check(
-    tmp_path: Path,
-    target: str,
-    *args: str,
-    timeout: float = 120,
-    env: dict[str, str] | None = None,
-) -> Any:
-    """``belt check TARGET --event agent.tool_call --json ARGS``: (exit code, report, stderr)."""
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, *args: str
+) -> tuple[int, Any, str]:
+    """``belt check TARGET --event agent.tool_call --json ARGS`` in-process, in ``tmp_path``
+    (the handler still runs in worker processes): (exit code, report, stderr)."""
     (tmp_path / "handlers.py").write_text(HANDLERS)
-    command = ("check", target, "--event", "agent.tool_call", "--json", *args)
-    done = belt(*command, cwd=tmp_path, timeout=timeout, env=env)
+    monkeypatch.chdir(tmp_path)
+    done = belt_here("check", target, "--event", "agent.tool_call", "--json", *args)
     report = json.loads(done.stdout) if done.stdout.strip() else None
-    return done.returncode, report, done.stderr
+    return done.exit_code, report, done.stderr
 
 
 def answers(report: dict[str, Any]) -> dict[str, Any]:
     return next(c for c in report["checks"] if c["check"] == "answers")
 
 
-def test_belt_check_of_a_handler_that_calls_os_exit_fails_and_says_so(tmp_path: Path) -> None:
+def test_belt_check_of_a_handler_that_calls_os_exit_fails_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Before: belt check exited 0 with no output and no JUnit file.
     code, report, stderr = check(
-        tmp_path, "py:handlers.py:exits", "--examples", "5", "--junit-xml", "report.xml"
+        tmp_path,
+        monkeypatch,
+        "py:handlers.py:exits",
+        "--examples",
+        "5",
+        "--junit-xml",
+        "report.xml",
     )
     assert code == 1, stderr
     assert report is not None and not report["passed"]
@@ -344,12 +352,13 @@ def test_belt_check_of_a_handler_that_calls_os_exit_fails_and_says_so(tmp_path: 
 
 
 def test_belt_check_of_a_nexus_py_tool_that_ends_its_process_fails_answers(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "handlers.py").write_text(HANDLERS)
+    monkeypatch.chdir(tmp_path)
     command = ("check", "--executor", "verify=py:handlers.py:tool_exits", "--event", "stop")
-    done = belt(*command, "--examples", "3", "--json", cwd=tmp_path)
-    assert done.returncode == 1, done.stderr
+    done = belt_here(*command, "--examples", "3", "--json")
+    assert done.exit_code == 1, done.stderr
     failure = answers(json.loads(done.stdout))["failure"]
     assert failure["detail"] == (
         "the tool failed: the worker process running it exited with status 3"
@@ -359,37 +368,41 @@ def test_belt_check_of_a_nexus_py_tool_that_ends_its_process_fails_answers(
 def test_belt_check_of_a_handler_that_closes_stdout_fails_without_a_traceback(
     tmp_path: Path,
 ) -> None:
-    # Before: an EBADF traceback, as belt's own output went to the closed fd.
-    code, report, stderr = check(tmp_path, "py:handlers.py:closes_stdout", "--examples", "3")
-    assert code == 1, stderr
-    assert "Traceback" not in stderr
-    assert CAUSES["close_fd_1"] in answers(report)["failure"]["detail"]
+    # Before: an EBADF traceback, as belt's own output went to the closed fd. A belt process of
+    # its own, whose stderr holds whatever any of its processes wrote there.
+    (tmp_path / "handlers.py").write_text(HANDLERS)
+    command = ("check", "py:handlers.py:closes_stdout", "--event", "agent.tool_call", "--json")
+    done = belt(*command, "--examples", "3", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert CAUSES["close_fd_1"] in answers(json.loads(done.stdout))["failure"]["detail"]
 
 
 def test_belt_check_of_a_module_whose_import_never_returns_is_exit_5_within_timeout(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Before: belt check waited forever, --timeout 2 or not.
     (tmp_path / "blocks.py").write_text(
         "import time\ntime.sleep(600)\ndef f(p):\n    return None\n"
     )
-    code, report, stderr = check(tmp_path, "py:blocks.py:f", "--timeout", "2", timeout=60)
+    code, report, stderr = check(tmp_path, monkeypatch, "py:blocks.py:f", "--timeout", "2")
     assert code == 5, stderr
     said = json.dumps(report) + stderr  # --json prints the error as a document too
     assert "py:blocks.py:f: importing blocks.py did not finish within 2 s" in said
 
 
 def test_a_hanging_handler_is_called_once_per_distinct_case_and_never_shrunk(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Before: at --timeout 1, about 27 s for 2 cases: the shrinker called it again and again,
     # each call costing the whole timeout.
     log = tmp_path / "calls.log"
+    monkeypatch.setenv("CALLS", str(log))
     code, report, stderr = check(
         tmp_path,
+        monkeypatch,
         "py:handlers.py:hangs",
         *("--timeout", "1", "--examples", "2", "--seed", "3"),
-        env={"CALLS": str(log)},
     )
     assert code == 1, stderr
     # Every payload hangs: each distinct one is sent once (never again to confirm, redeliver
