@@ -431,23 +431,53 @@ def test_a_damaged_private_hooks_record_is_reported_on_resume(
     assert path.read_bytes() == raw
 
 
-def in_a_process(belt_home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``belt ARGS`` in a process of its own with at most 2 GiB of memory (a file read whole
-    fails there instead of exhausting the machine) and a minute to finish."""
+REFUSE_EACH = """
+import json
+import os
+import sys
+from pathlib import Path
+
+from tests.cli.runner import belt
+
+what, run_id, *paths = sys.argv[1:]
+seen = []
+for path in map(Path, paths):
+    kept = path.with_name(path.name + ".kept")
+    path.rename(kept)
+    if what == "FIFO":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    for command in (("sim", "show", run_id), ("sim", "resume", run_id)):
+        result = belt(*command)
+        seen.append([command, str(path), result.exit_code, result.stderr])
+    path.unlink()
+    kept.rename(path)
+print(json.dumps(seen))
+"""
+
+
+def refused_each(what: str, run_id: str, paths: list[Path]) -> list[Any]:
+    """Each path in turn made a ``what``, then ``belt sim show`` and ``resume`` run on it, in one
+    process of its own with at most 2 GiB of memory (a file read whole fails there instead of
+    exhausting the machine) and a minute to finish (a FIFO opened for reading waits forever):
+    [command, path, exit code, stderr] of each."""
     import resource
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (2 * 1024**3, 2 * 1024**3))
 
-    env = {**os.environ, "BELT_HOME": str(belt_home), "NO_COLOR": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "belt", *args],
+    done = subprocess.run(
+        [sys.executable, "-c", REFUSE_EACH, what, run_id, *map(str, paths)],
+        cwd=Path(__file__).parents[2],
         capture_output=True,
         text=True,
-        env=env,
         timeout=60,
         preexec_fn=limit,
     )
+    assert done.returncode == 0, done.stderr
+    seen: list[Any] = json.loads(done.stdout)
+    return seen
 
 
 @pytest.mark.parametrize("what", ["link to /dev/zero", "FIFO"])
@@ -463,20 +493,15 @@ def test_a_run_file_that_is_a_fifo_or_a_link_to_dev_zero_is_refused_by_name(
         belt_home / "store" / "logs" / "events" / f"{run_id}.jsonl",
         belt_home / "store" / "index" / "chat-messages" / f"{report['chat']['id']}.jsonl",
     ]
-    for path in paths:
-        kept = path.with_name(path.name + ".kept")
-        path.rename(kept)
-        if what == "FIFO":
-            os.mkfifo(path)
-        else:
-            path.symlink_to("/dev/zero")
-        for command in (("sim", "show", run_id), ("sim", "resume", run_id)):
-            result = in_a_process(belt_home, *command)
-            assert result.returncode == 5, (command, path, result.stderr)
-            assert str(path) in result.stderr, result.stderr
-            assert "Traceback" not in result.stderr
-        path.unlink()
-        kept.rename(path)
+    seen = refused_each(what, run_id, paths)
+    assert [(command, path) for command, path, _, _ in seen] == [
+        (["sim", command, run_id], str(path)) for path in paths for command in ("show", "resume")
+    ]
+    for command, path, code, stderr in seen:
+        assert code == 5, (command, path, stderr)
+        assert path in stderr, stderr
+        assert "Traceback" not in stderr
+    assert belt("sim", "show", run_id).exit_code == 0
 
 
 def test_bidi_controls_never_reach_the_terminal_raw_in_sim_show_and_list(tmp_path: Path) -> None:
