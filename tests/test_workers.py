@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import belt.testing.suite as suite_module
 from tests.cli.runner import belt as belt_here
 
 pytest_plugins = ("pytester",)
@@ -226,19 +227,8 @@ def test_each_misbehaviour_fails_the_scenario_that_ran_it_with_its_cause(tmp_pat
     assert "Traceback" not in done.stderr
 
 
-# belt test with a 1 s deadline for each import of a user's module (30 s as installed).
-QUICK_IMPORTS = """
-import sys
-import belt.testing.suite as suite
-suite.IMPORT_TIMEOUT = 1.0
-from belt.cli import main
-sys.argv = ["belt", *sys.argv[1:]]
-main()
-"""
-
-
 def test_an_import_past_its_deadline_in_a_worker_fails_each_scenario_naming_it_once(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The template imports the modules a file names in its text; these name theirs with a JSON
     # escape, so a worker meets the import itself, and is replaced once the scenario ends.
@@ -248,14 +238,11 @@ def test_an_import_past_its_deadline_in_a_worker_fails_each_scenario_naming_it_o
         (tmp_path / name).write_text(hidden)
     (tmp_path / "d.json").write_text(json.dumps(scenario("ok", handler="py:handlers.py:act")))
     (tmp_path / "handlers.py").write_text(HANDLERS)
-    done = subprocess.run(
-        [sys.executable, "-c", QUICK_IMPORTS, "test", ".", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 1, done.stderr
+    # A 1 s deadline for each import of a user's module (30 s as installed), in-process.
+    monkeypatch.setattr(suite_module, "IMPORT_TIMEOUT", 1.0)
+    monkeypatch.chdir(tmp_path)
+    done = belt_here("test", ".", "--json")
+    assert done.exit_code == 1, done.stderr
     found = rows(done.stdout)
     assert [row["status"] for row in found] == ["error", "error", "error", "pass"]
     assert found[0]["error"].endswith(
