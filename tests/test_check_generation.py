@@ -97,8 +97,8 @@ platform_payloads = functools.cache(generate.payloads)
 
 @functools.cache
 def steered_to_a_path(tool: str | None) -> st.SearchStrategy[dict[str, object]]:
-    wanted = {("path",): "*"}
-    unless = {("path",): "path:/tmp/*"}
+    wanted: dict[tuple[str, ...], Any] = {("path",): "*"}
+    unless: dict[tuple[str, ...], Any] = {("path",): "path:/tmp/*"}
     return generate.steered_payloads("agent.tool_call", tool, wanted, unless)
 
 
