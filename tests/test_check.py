@@ -3,6 +3,7 @@ and its reproducer, run as printed, shows the same defect."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -28,6 +29,7 @@ from belt.outgoing.transport import using
 from belt.reading.strictjson import decode
 from belt.wire.platform import LifecycleHookPayload
 from tests import checked
+from tests.cli.runner import Result, belt
 from tests.servers import running
 
 ROOT = Path(__file__).parent.parent
@@ -43,9 +45,40 @@ def webhooks() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def crash() -> CheckReport:
-    """One check of the handler that crashes on a path that is not ASCII, shared."""
-    return run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=1)
+def crash(tmp_path_factory: pytest.TempPathFactory) -> CheckReport:
+    """One check of the handler that crashes on a path that is not ASCII, its failure saved
+    (``--save``), shared."""
+    saved = tmp_path_factory.mktemp("crash") / "saved"
+    return run_check(
+        f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=1, save=saved
+    )
+
+
+@pytest.fixture(scope="module")
+def blocked(webhooks: str) -> CheckReport:
+    """One check of the webhook that answers block, shared."""
+    return run_check(f"{webhooks}/block", events=["agent.tool_call"], examples=5, seed=1)
+
+
+@pytest.fixture(scope="module")
+def leaked(tmp_path_factory: pytest.TempPathFactory) -> tuple[CheckReport, Path]:
+    """One check of the handler that lets /etc/passwd through, against a property that says
+    deletes outside /tmp/ are denied, its failure saved under the directory given with it."""
+    props = tmp_path_factory.mktemp("leaked") / "props.toml"
+    props.write_text(
+        '[[property]]\nname = "no deletes outside /tmp/"\ntool = "delete_file"\n'
+        'unless = { path = "/tmp/*" }\ndecision = "deny"\n'
+    )
+    saved = props.with_name("saved")
+    report = run_check(
+        f"{CHECKED}:leaky",
+        events=["agent.tool_call"],
+        props=props,
+        examples=40,
+        seed=1,
+        save=saved,
+    )
+    return report, saved
 
 
 def result(report: CheckReport, check: str, event: str = "agent.tool_call") -> CheckResult:
@@ -58,7 +91,7 @@ def failed(report: CheckReport) -> list[tuple[str, str]]:
     return [(r.check, r.event) for r in report.results if r.status == "fail"]
 
 
-def reproduce(command: str) -> subprocess.CompletedProcess[str]:
+def in_a_shell(command: str) -> subprocess.CompletedProcess[str]:
     """Run a printed reproducer as a user would, in a shell, with this belt on PATH."""
     env = {**os.environ, "PATH": f"{BELT_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     return subprocess.run(
@@ -66,14 +99,28 @@ def reproduce(command: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def reproduce(command: str) -> Result:
+    """Run a printed ``belt`` reproducer in-process, its words split as a shell splits them
+    (``in_a_shell`` runs one as printed, in a shell and a process of its own, in
+    test_the_unicode_crash_reproducer_shows_the_crash)."""
+    program, *words = shlex.split(command)
+    assert program == "belt", command
+    return belt(*words)
+
+
 # -- what is generated ----------------------------------------------------------------------------
+
+
+platform_payloads = functools.cache(generate.payloads)
+"""One strategy per event, drawn from by every example (building it anew in each cost more than
+the drawing)."""
 
 
 @pytest.mark.parametrize("event", PLATFORM_EVENTS)
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_generated_payloads_are_valid_payloads_of_their_event(event: str, data: Any) -> None:
-    payload = data.draw(generate.payloads(event))
+    payload = data.draw(platform_payloads(event))
     LifecycleHookPayload.model_validate(payload)
     assert payload["event"] == event
     # Strict JSON a handler's reader takes, within the size and depth limits.
@@ -163,14 +210,14 @@ def test_a_handler_that_crashes_on_a_unicode_path_fails_answers(crash: CheckRepo
 def test_the_unicode_crash_reproducer_shows_the_crash(crash: CheckReport) -> None:
     failure = result(crash, "answers").failure
     assert failure is not None
-    done = reproduce(failure.reproducer)
+    done = in_a_shell(failure.reproducer)
     # The handler answered, by raising: a failure (1), not an unreachable one (6).
     assert done.returncode == 1, done.stderr
     assert "UnicodeEncodeError" in done.stdout + done.stderr
 
 
-def test_a_webhook_answering_block_fails_body(webhooks: str) -> None:
-    report = run_check(f"{webhooks}/block", events=["agent.tool_call"], examples=5, seed=1)
+def test_a_webhook_answering_block_fails_body(blocked: CheckReport) -> None:
+    report = blocked
     assert failed(report) == [("body", "agent.tool_call")]
     failure = result(report, "body").failure
     assert failure is not None
@@ -185,13 +232,12 @@ def test_a_webhook_answering_block_fails_body(webhooks: str) -> None:
     assert deterministic.skipped == "not reached: an earlier check failed on every case"
 
 
-def test_the_block_reproducer_shows_the_invalid_body(webhooks: str) -> None:
-    report = run_check(f"{webhooks}/block", events=["agent.tool_call"], examples=5, seed=1)
-    failure = result(report, "body").failure
+def test_the_block_reproducer_shows_the_invalid_body(blocked: CheckReport) -> None:
+    failure = result(blocked, "body").failure
     assert failure is not None
     done = reproduce(failure.reproducer)
     # It answered 200 with a body that is not a response: 1 (docs/cli.md's table), not 6.
-    assert done.returncode == 1, done.stderr
+    assert done.exit_code == 1, done.stderr
     assert "not a LifecycleHookResponse" in done.stdout + done.stderr
 
 
@@ -221,7 +267,7 @@ def test_a_webhook_that_hangs_on_large_arguments_fails_answers(
     # The reproducer gives belt trigger the same deadline, and run as printed it times out too.
     assert answers.failure.reproducer.endswith(" --timeout 1")
     done = reproduce(answers.failure.reproducer)
-    assert done.returncode == 6, done.stdout + done.stderr
+    assert done.exit_code == 6, done.stdout + done.stderr
     assert "did not answer within 1 s" in done.stderr
 
 
@@ -241,7 +287,7 @@ def test_a_webhook_that_accepts_unsigned_requests_fails_signature(webhooks: str)
         assert case in signature.failure.detail
     assert "--secret" not in signature.failure.reproducer
     done = reproduce(signature.failure.reproducer)
-    assert done.returncode == 0, done.stderr  # the unsigned request is accepted
+    assert done.exit_code == 0, done.stderr  # the unsigned request is accepted
     assert "HTTP 200" in done.stdout
 
 
@@ -276,15 +322,10 @@ def test_a_webhook_refusing_a_repeated_webhook_id_fails_redelivery_only(webhooks
     assert result(report, "signature").status == "pass"
 
 
-def test_a_handler_that_lets_etc_passwd_through_fails_the_property(tmp_path: Path) -> None:
-    props = tmp_path / "props.toml"
-    props.write_text(
-        '[[property]]\nname = "no deletes outside /tmp/"\ntool = "delete_file"\n'
-        'unless = { path = "/tmp/*" }\ndecision = "deny"\n'
-    )
-    report = run_check(
-        f"{CHECKED}:leaky", events=["agent.tool_call"], props=props, examples=40, seed=1
-    )
+def test_a_handler_that_lets_etc_passwd_through_fails_the_property(
+    leaked: tuple[CheckReport, Path],
+) -> None:
+    report, _ = leaked
     assert failed(report) == [("property", "agent.tool_call")]
     prop = result(report, "property")
     assert prop.title == "no deletes outside /tmp/"
@@ -294,7 +335,7 @@ def test_a_handler_that_lets_etc_passwd_through_fails_the_property(tmp_path: Pat
     assert data["tool"] == "delete_file"
     assert not str(data["arguments"].get("path", "")).startswith(("/tmp/", "/var/"))
     done = reproduce(prop.failure.reproducer)
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     assert "allow" in done.stdout
 
 
@@ -428,7 +469,7 @@ def test_an_http_executor_tool_is_checked_and_reproduced_with_curl(webhooks: str
     failure = result(report, "result", "stop").failure
     assert failure is not None
     assert failure.reproducer.startswith(f"curl -sS -X POST {webhooks}/nexus ")
-    done = reproduce(failure.reproducer)
+    done = in_a_shell(failure.reproducer)
     assert '"feedback": " "' in done.stdout or '"feedback":" "' in done.stdout
 
 
@@ -462,10 +503,9 @@ def test_nexus_inputs_carry_the_fields_of_their_boundary(tmp_path: Path) -> None
 # -- the run's bounds and its settings ------------------------------------------------------------
 
 
-def test_the_same_seed_gives_the_same_failure() -> None:
-    one = run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=9)
-    two = run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=9)
-    first, second = result(one, "answers").failure, result(two, "answers").failure
+def test_the_same_seed_gives_the_same_failure(crash: CheckReport) -> None:
+    again = run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=1)
+    first, second = result(crash, "answers").failure, result(again, "answers").failure
     assert first is not None and second is not None
     assert first.payload == second.payload
 
@@ -715,22 +755,9 @@ def test_the_command_exit_codes_for_bad_input_and_an_unreachable_target() -> Non
 
 
 def test_save_writes_a_scenario_that_belt_test_fails_until_the_bug_is_fixed(
-    tmp_path: Path,
+    leaked: tuple[CheckReport, Path],
 ) -> None:
-    props = tmp_path / "props.toml"
-    props.write_text(
-        '[[property]]\nname = "no deletes outside /tmp/"\ntool = "delete_file"\n'
-        'unless = { path = "/tmp/*" }\ndecision = "deny"\n'
-    )
-    saved = tmp_path / "saved"
-    report = run_check(
-        f"{CHECKED}:leaky",
-        events=["agent.tool_call"],
-        props=props,
-        examples=40,
-        seed=1,
-        save=saved,
-    )
+    report, saved = leaked
     prop = result(report, "property")
     assert prop.saved is not None
     scenario = json.loads(Path(prop.saved).read_text(encoding="utf-8"))
@@ -739,20 +766,20 @@ def test_save_writes_a_scenario_that_belt_test_fails_until_the_bug_is_fixed(
 
     broken = run_suite(paths=[saved], routes=[])
     assert int(broken.exit_code) == 1
-    # The same scenario with the defect fixed (the guard in its place) passes.
+    # The same scenario with the defect fixed (the guard in its place), in a directory beside
+    # the shared one (the handler's path is relative to it), passes.
     text = Path(prop.saved).read_text(encoding="utf-8")
-    Path(prop.saved).write_text(text.replace(":leaky", ":guard"), encoding="utf-8")
-    fixed = run_suite(paths=[saved], routes=[])
+    beside = saved.with_name("fixed")
+    beside.mkdir()
+    (beside / Path(prop.saved).name).write_text(text.replace(":leaky", ":guard"), "utf-8")
+    fixed = run_suite(paths=[beside], routes=[])
     assert int(fixed.exit_code) == 0, [r.to_json() for r in fixed.results]
 
 
-def test_save_writes_a_crash_as_a_scenario_whose_hook_fails(tmp_path: Path) -> None:
-    saved = tmp_path / "saved"
-    report = run_check(
-        f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=1, save=saved
-    )
-    answers = result(report, "answers")
+def test_save_writes_a_crash_as_a_scenario_whose_hook_fails(crash: CheckReport) -> None:
+    answers = result(crash, "answers")
     assert answers.saved is not None and answers.failure is not None
+    saved = Path(answers.saved).parent
     scenario = json.loads(Path(answers.saved).read_text(encoding="utf-8"))
     call = scenario["turns"][0]["model"][0]["tool_calls"][0]
     assert call["arguments"] == answers.failure.payload["data"]["arguments"]
@@ -785,7 +812,8 @@ def test_the_reproducer_quotes_survive_the_shell(crash: CheckReport) -> None:
 
 
 def test_check_imports_no_hypothesis_on_the_start_up_path(tmp_path: Path) -> None:
-    from tests.test_startup import loaded
+    from tests.test_startup import probed
 
-    assert "hypothesis" not in loaded("version", home=tmp_path)
-    assert "hypothesis" not in loaded("check", "--help", home=tmp_path)
+    for command in (["version"], ["check", "--help"]):
+        modules, _ = probed(*command, home=tmp_path)
+        assert "hypothesis" not in {module.split(".")[0] for module in modules}
