@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ast
-import io
+import functools
 import json
 import re
 import subprocess
 import sys
-import tokenize
 import tomllib
+from collections.abc import Callable, Iterator
 from fnmatch import fnmatch
 from importlib.util import find_spec
 from pathlib import Path
@@ -79,36 +79,68 @@ def probed(*args: str, home: Path, cwd: Path | None = None) -> tuple[set[str], s
     return set(json.loads(modules)), set(json.loads(models or "[]"))
 
 
-def imported(*args: str, home: Path, cwd: Path | None = None) -> set[str]:
-    """The modules ``belt ARGS`` imports, run in a fresh interpreter."""
-    return probed(*args, home=home, cwd=cwd)[0]
+def packages(modules: frozenset[str]) -> set[str]:
+    """The top-level packages of ``modules``."""
+    return {module.split(".")[0] for module in modules}
 
 
-def loaded(*args: str, home: Path) -> set[str]:
-    """The top-level packages ``belt ARGS`` imports, run in a fresh interpreter."""
-    return {module.split(".")[0] for module in imported(*args, home=home)}
+Probe = Callable[..., tuple[frozenset[str], frozenset[str]]]
 
 
-def test_the_probe_sees_what_a_command_imports(tmp_path: Path) -> None:
-    assert {"belt", "typer", "pydantic"} <= loaded(
-        "hooks", "validate", str(EXAMPLES / "hooks.json"), home=tmp_path
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory: pytest.TempPathFactory) -> Probe:
+    """``probed`` of ``belt ARGS``, run once per command line in this module (each with a state
+    directory of its own), in a folder holding the platform scenario and its handler: the same
+    command imports the same, so the tests asking about one command share its process."""
+    folder = tmp_path_factory.mktemp("probes")
+    (folder / "guard.py").write_text("def guard(payload):\n    return None\n")
+    (folder / "scenario.toml").write_text(PLATFORM_SCENARIO)
+
+    @functools.cache
+    def probe(*args: str) -> tuple[frozenset[str], frozenset[str]]:
+        home = tmp_path_factory.mktemp("home")
+        modules, models = probed(*args, home=home, cwd=folder)
+        return frozenset(modules), frozenset(models)
+
+    return probe
+
+
+@pytest.fixture(scope="module")
+def gate_commands(tmp_path_factory: pytest.TempPathFactory) -> dict[str, frozenset[str]]:
+    """What ``belt interrupt list`` imports over a state directory holding one pending gate, and
+    then ``belt interrupt resolve`` of that gate."""
+    from belt.records.interrupts import create_interrupt
+    from belt.store import Store
+
+    home = tmp_path_factory.mktemp("gated")
+    gate = create_interrupt(
+        store=Store(home / "store"), run_id="ar_r", chat_id="ch_c", event="agent.tool_call"
     )
+    listed, _ = probed("interrupt", "list", home=home)
+    resolved, _ = probed("interrupt", "resolve", gate["id"], "allow", home=home)
+    return {"list": frozenset(listed), "resolve": frozenset(resolved)}
 
 
-def test_version_imports_no_pydantic_rich_http_or_server(tmp_path: Path) -> None:
-    modules = loaded("version", home=tmp_path)
+def validate(*files: str) -> tuple[str, ...]:
+    """The arguments of ``belt hooks validate`` of ``files`` of examples/."""
+    return ("hooks", "validate", *(str(EXAMPLES / name) for name in files))
+
+
+def test_the_probe_sees_what_a_command_imports(probe: Probe) -> None:
+    modules, _ = probe(*validate("hooks.json", "hooks.toml"))
+    assert {"belt", "typer", "pydantic"} <= packages(modules)
+
+
+def test_version_imports_no_pydantic_rich_http_or_server(probe: Probe) -> None:
+    modules = packages(probe("version")[0])
     assert "belt" in modules
     assert modules.isdisjoint(SERVER_AND_HTTP | {"pydantic", "pydantic_core", "rich"})
 
 
-def test_resolving_a_gate_imports_no_event_loop_or_server(tmp_path: Path) -> None:
-    from belt.records.interrupts import create_interrupt
-    from belt.store import Store
-
-    gate = create_interrupt(
-        store=Store(tmp_path / "store"), run_id="ar_r", chat_id="ch_c", event="agent.tool_call"
-    )
-    modules = loaded("interrupt", "resolve", gate["id"], "allow", home=tmp_path)
+def test_resolving_a_gate_imports_no_event_loop_or_server(
+    gate_commands: dict[str, frozenset[str]],
+) -> None:
+    modules = packages(gate_commands["resolve"])
     # pydantic is loaded: typer coerces a command's arguments with it.
     assert modules.isdisjoint(SERVER_AND_HTTP | {"asyncio", "rich"})
 
@@ -118,9 +150,8 @@ def test_resolving_a_gate_imports_no_event_loop_or_server(tmp_path: Path) -> Non
     [["hooks.json", "hooks.toml"], ["nexus-profile.json", "nexus-hooks.toml"]],
     ids=["platform", "nexus"],
 )
-def test_validate_imports_no_http_or_server(tmp_path: Path, files: list[str]) -> None:
-    modules = loaded("hooks", "validate", *(str(EXAMPLES / f) for f in files), home=tmp_path)
-    assert modules.isdisjoint(SERVER_AND_HTTP)
+def test_validate_imports_no_http_or_server(probe: Probe, files: list[str]) -> None:
+    assert packages(probe(*validate(*files))[0]).isdisjoint(SERVER_AND_HTTP)
 
 
 @pytest.mark.parametrize(
@@ -178,18 +209,11 @@ NOT_FOR_A_PLATFORM_RUN |= {"belt.records.registry"}
 NOT_FOR_A_PLATFORM_RUN |= {"belt.records.registry_index", "sqlite3"}
 
 
-def platform_run(tmp_path: Path, command: list[str]) -> tuple[set[str], set[str]]:
-    """What ``belt COMMAND`` of the platform scenario imports, and the models it builds."""
-    (tmp_path / "guard.py").write_text("def guard(payload):\n    return None\n")
-    (tmp_path / "scenario.toml").write_text(PLATFORM_SCENARIO)
-    return probed(*command, "scenario.toml", home=tmp_path / "home", cwd=tmp_path)
-
-
 @pytest.mark.parametrize("command", [["test"], ["sim", "run"]], ids=["test", "sim-run"])
 def test_a_platform_run_loads_no_nexus_engine_event_loop_or_http_client(
-    tmp_path: Path, command: list[str]
+    probe: Probe, command: list[str]
 ) -> None:
-    modules, _ = platform_run(tmp_path, command)
+    modules, _ = probe(*command, "scenario.toml")
     assert {"belt.dialects.platform.agent_loop", "belt.handlers.inprocess"} <= modules
     assert modules.isdisjoint(NOT_FOR_A_PLATFORM_RUN), modules & NOT_FOR_A_PLATFORM_RUN
 
@@ -221,16 +245,16 @@ BUILT_FOR_A_PLATFORM_RUN = {
 
 
 @pytest.mark.parametrize("command", [["test"], ["sim", "run"]], ids=["test", "sim-run"])
-def test_a_platform_run_builds_only_the_models_it_uses(tmp_path: Path, command: list[str]) -> None:
-    modules, models = platform_run(tmp_path, command)
+def test_a_platform_run_builds_only_the_models_it_uses(probe: Probe, command: list[str]) -> None:
+    modules, models = probe(*command, "scenario.toml")
     assert {"belt.wire.nexus", "belt.engine.scenario"} <= modules  # imported, yet not built
     assert models == BUILT_FOR_A_PLATFORM_RUN
 
 
-def test_a_nexus_declaration_builds_the_nexus_model_it_uses(tmp_path: Path) -> None:
+def test_a_nexus_declaration_builds_the_nexus_model_it_uses(probe: Probe) -> None:
     # Built on first use, a model is built when used (the probe sees it): the one a Nexus
     # declaration is checked with, which checks the hooks within it itself.
-    _, models = probed("hooks", "validate", str(EXAMPLES / "nexus-profile.json"), home=tmp_path)
+    _, models = probe(*validate("nexus-profile.json"))
     assert "belt.wire.nexus.LifecycleHooks" in models
     assert "belt.wire.nexus.NexusHook" not in models
 
@@ -409,30 +433,36 @@ def run_probe(code: str, home: Path) -> subprocess.CompletedProcess[str]:
 NOQA = re.compile(r"noqa(:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*)?")
 
 
+def imports_in_functions(
+    node: ast.AST, inside: bool = False
+) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements within a function below ``node``, each once (one walk of the
+    tree: an expression holds no statement)."""
+    for child in ast.iter_child_nodes(node):
+        if inside and isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
+        elif not isinstance(child, ast.expr):
+            function = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            yield from imports_in_functions(child, inside or function)
+
+
 def imports_without_a_reason(root: Path) -> list[str]:
     """Each import of belt's own modules inside a function of the package at ``root`` whose lines
-    carry no comment saying why (``path:line``)."""
+    carry no comment saying why (``path:line``). An import statement holds no string, so each
+    ``#`` on its lines begins a comment."""
     bare = set()
     for path in sorted(root.rglob("*.py")):
         source = path.read_text()
-        reasons = {
-            token.start[0]
-            for token in tokenize.generate_tokens(io.StringIO(source).readline)
-            if token.type == tokenize.COMMENT and NOQA.sub("", token.string).strip(" #-")
-        }
-        for function in ast.walk(ast.parse(source)):
-            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            for node in ast.walk(function):
-                if isinstance(node, ast.ImportFrom):
-                    modules = [node.module or ""] if node.level == 0 else ["belt"]
-                elif isinstance(node, ast.Import):
-                    modules = [alias.name for alias in node.names]
-                else:
-                    continue
-                ours = any(module.split(".")[0] == "belt" for module in modules)
-                if ours and not reasons & set(range(node.lineno, (node.end_lineno or 0) + 1)):
-                    bare.add(f"{path.relative_to(root.parent)}:{node.lineno}")
+        lines = source.splitlines()
+        for node in imports_in_functions(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""] if node.level == 0 else ["belt"]
+            else:
+                modules = [alias.name for alias in node.names]
+            comments = [line.partition("#")[2] for line in lines[node.lineno - 1 : node.end_lineno]]
+            ours = any(module.split(".")[0] == "belt" for module in modules)
+            if ours and not any(NOQA.sub("", comment).strip(" #-") for comment in comments):
+                bare.add(f"{path.relative_to(root.parent)}:{node.lineno}")
     return sorted(bare)
 
 
@@ -461,18 +491,13 @@ def start_up_side() -> list[str]:
     return expanded(side)
 
 
-def test_the_start_up_side_names_every_module_the_quick_commands_load(tmp_path: Path) -> None:
+def test_the_start_up_side_names_every_module_the_quick_commands_load(
+    probe: Probe, gate_commands: dict[str, frozenset[str]]
+) -> None:
     # A module moved or added on the path of belt's quick commands is held to the start-up list
     # only once pyproject names it; this says which one is not named.
-    from belt.records.interrupts import create_interrupt
-    from belt.store import Store
-
-    gate = create_interrupt(
-        store=Store(tmp_path / "store"), run_id="ar_r", chat_id="ch_c", event="agent.tool_call"
-    )
-    loaded = imported("version", home=tmp_path) | imported("--help", home=tmp_path)
-    loaded |= imported("interrupt", "list", home=tmp_path)
-    loaded |= imported("interrupt", "resolve", gate["id"], "allow", home=tmp_path)
+    loaded = probe("version")[0] | probe("--help")[0] | gate_commands["list"]
+    loaded |= gate_commands["resolve"]
     side = start_up_side()
     root = EXAMPLES.parent
     unnamed = []
