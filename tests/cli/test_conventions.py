@@ -136,14 +136,25 @@ def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
             raise
 
 
-def test_serve_prints_one_ready_line_with_the_hook_api_and_inspector_urls() -> None:
-    with serving() as line:
+def test_serve_prints_one_ready_line_with_the_urls_and_open_opens_the_inspector(
+    tmp_path: Path,
+) -> None:
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\nprintf %s "$1" > {opened}.part && mv {opened}.part {opened}\n')
+    browser.chmod(browser.stat().st_mode | stat.S_IXUSR)
+    with serving("--open", env={"BROWSER": str(browser)}) as line:
         url = re.search(r"listening on (http://127\.0\.0\.1:\d+) ", line)
         assert url, line
         base = url.group(1)
         assert f"hooks {base}/hooks, API {base}, inspector {base}/;" in line
         assert "signing secret" not in line
         assert httpx.get(f"{base}/healthz").status_code == 200
+        deadline = time.monotonic() + 60
+        while not opened.exists():
+            assert time.monotonic() < deadline, "the browser was never started"
+            time.sleep(0.02)
+    assert opened.read_text() == f"{base}/"
 
 
 def test_serve_secret_new_prints_the_secret_it_made_and_checks_it() -> None:
@@ -165,21 +176,6 @@ def test_a_given_secret_is_never_printed() -> None:
     with serving("--secret", secret) as line:
         assert "signed requests only" in line
     assert secret not in line and secret[6:] not in line
-
-
-def test_serve_open_opens_the_inspector_in_the_browser(tmp_path: Path) -> None:
-    opened = tmp_path / "opened"
-    browser = tmp_path / "browser.sh"
-    browser.write_text(f'#!/bin/sh\nprintf %s "$1" > {opened}.part && mv {opened}.part {opened}\n')
-    browser.chmod(browser.stat().st_mode | stat.S_IXUSR)
-    with serving("--open", env={"BROWSER": str(browser)}) as line:
-        base = re.search(r"listening on (http://\S+) ", line)
-        assert base, line
-        deadline = time.monotonic() + 60
-        while not opened.exists():
-            assert time.monotonic() < deadline, "the browser was never started"
-            time.sleep(0.02)
-    assert opened.read_text() == f"{base.group(1)}/"
 
 
 # -- interrupt review settles overdue gates first ---------------------------------------------
