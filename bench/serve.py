@@ -25,7 +25,10 @@ the server's CPU over IDLE_SECONDS, as a share of one core. Target: under 2%.
 
 Run with `python bench/serve.py`; `--throughput` measures only the rounds against the bare app
 (the same rounds, without the page and the idle streams); ``--quick`` runs 2 rounds of 600
-requests and 10 idle streams for 3 s. The test-only ``--handicap S`` serves belt with a
+requests and 10 idle streams for 3 s. ``--requests N`` sets a round's requests (the warm-up is
+never longer than a round) and ``--clients N`` the client processes (default 4); the tests run
+``--throughput --requests 40 --clients 1 --rounds 1``, for the CPU verdict, which one client
+does not change. The test-only ``--handicap S`` serves belt with a
 ``--handler`` of this file that keeps the server busy S seconds per request before it allows
 (in place of the policy): a belt whose server costs more.
 """
@@ -82,6 +85,7 @@ class Sizes:
 
     requests: int = 3000
     rounds: int = 3
+    clients: int = CLIENTS
     warmup: int = 300
     idle_streams: int = 50
     idle_seconds: float = 10.0
@@ -239,13 +243,13 @@ def client_process(inbox: Connection) -> None:
 
 
 class Clients:
-    """CLIENTS client processes, kept for the whole run so their connections stay open."""
+    """``count`` client processes, kept for the whole run so their connections stay open."""
 
-    def __init__(self) -> None:
+    def __init__(self, count: int) -> None:
         context = multiprocessing.get_context("spawn")
         self.pipes: list[Connection] = []
         self.processes = []
-        for _ in range(CLIENTS):
+        for _ in range(count):
             mine, theirs = context.Pipe()
             process = context.Process(target=client_process, args=(theirs,), daemon=True)
             process.start()
@@ -255,7 +259,7 @@ class Clients:
     def drive(self, url: str, total: int) -> tuple[float, list[float]]:
         """POST the payload ``total`` times, shared by the clients; (seconds, latencies)."""
         for pipe in self.pipes:
-            pipe.send((url, total // CLIENTS))
+            pipe.send((url, total // len(self.pipes)))
         answers = [pipe.recv() for pipe in self.pipes]
         seconds = max(a[1] for a in answers) - min(a[0] for a in answers)
         return seconds, [x for a in answers for x in a[2]]
@@ -372,6 +376,7 @@ def main() -> None:
     parser.add_argument("--idle-streams", action="store_true", help="only the idle streams")
     parser.add_argument("--requests", type=int, help="per round; default 3000 (quick: 600)")
     parser.add_argument("--rounds", type=int, help="default 3 (quick: 2)")
+    parser.add_argument("--clients", type=int, help=f"client processes; default {CLIENTS}")
     parser.add_argument("--bare-server", action="store_true", help=argparse.SUPPRESS)
     add_common_options(parser)
     args = parser.parse_args()
@@ -379,8 +384,13 @@ def main() -> None:
         run_bare_server()
         return
     sizes = QUICK if args.quick else Sizes()
+    requests = args.requests or sizes.requests
     sizes = replace(
-        sizes, requests=args.requests or sizes.requests, rounds=args.rounds or sizes.rounds
+        sizes,
+        requests=requests,
+        rounds=args.rounds or sizes.rounds,
+        warmup=min(sizes.warmup, requests),
+        clients=args.clients or sizes.clients,
     )
     verdicts = Verdicts("serve")
     from tests.browser import chromium, missing
@@ -406,7 +416,7 @@ def main() -> None:
             watched = Server("  with the page open", belt.process, belt.url)
             servers = [bare, belt] + ([watched] if no_browser is None else [])
             browser = stack.enter_context(chromium()) if no_browser is None else None
-            clients = Clients()
+            clients = Clients(sizes.clients)
             stack.callback(clients.close)
             for server in (bare, belt):
                 clients.drive(server.url, sizes.warmup)
@@ -420,7 +430,7 @@ def main() -> None:
                         measure(server, clients, sizes.requests)
             figures = [summary(server) for server in servers]
             print(
-                f"{sizes.rounds} rounds of {sizes.requests} requests from {CLIENTS} client "
+                f"{sizes.rounds} rounds of {sizes.requests} requests from {sizes.clients} client "
                 f"processes (one keep-alive httpx client each), loopback; uvicorn "
                 f"{_uvicorn_version()}"
             )

@@ -45,7 +45,17 @@ HANDICAPPED = {
         "messages with one webhook hook / with none (wall)",
     ),
     "serve": (
-        ["--throughput", "--requests", "200", "--rounds", "1", "--handicap", "0.001"],
+        [
+            "--throughput",
+            "--requests",
+            "40",
+            "--clients",
+            "1",
+            "--rounds",
+            "1",
+            "--handicap",
+            "0.001",
+        ],
         "server CPU per request, belt / bare app",
     ),
     "reliability": (
