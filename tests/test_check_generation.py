@@ -247,40 +247,12 @@ def test_a_tool_calls_path_is_attacked_within_the_first_50_cases_of_every_check(
 
 
 # Seeds 1 to 20 all find it (docs/check.md); three of them here, for the suite's time.
-@pytest.mark.parametrize("seed", [1, 10, 20])
+@pytest.mark.parametrize("seed", [1, 3, 10])
 def test_a_handler_that_trusts_startswith_tmp_is_found_with_the_example_props(
-    seed: int, tmp_path: Path
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    handler = tmp_path / "hook.py"
-    handler.write_text(STARTS_WITH_TMP)
-    outcome = belt(
-        "check",
-        f"py:{handler}:decide",
-        "--event",
-        "agent.tool_call",
-        "--props",
-        str(PROPS),
-        "--seed",
-        str(seed),
-        "--json",
-    )
-    assert outcome.exit_code == 1, outcome.stdout
-    report = outcome.json()
-    assert report["examples"] == EXAMPLES_DEFAULT
-    failed = {c["title"]: c for c in report["checks"] if c["status"] == "fail"}
-    assert set(failed) == {"no deletes outside /tmp/", "deletes under /tmp/ go through"}
-    outside = failed["no deletes outside /tmp/"]["failure"]
-    assert outside["detail"] == "expected deny, got allow"
-    path = outside["payload"]["data"]["arguments"]["path"]
-    assert path.startswith("/tmp") and not posixpath.normpath(path).startswith("/tmp/")
-
-
-# -- --save, then belt test -----------------------------------------------------------------------
-
-
-def test_a_saved_failure_fails_belt_test_with_the_same_decision_until_the_handler_is_fixed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+    """And each failure it saves (``--save``) fails ``belt test`` with the same decision until
+    the handler is fixed."""
     monkeypatch.chdir(tmp_path)
     Path("hook.py").write_text(STARTS_WITH_TMP)
     checked = belt(
@@ -291,17 +263,26 @@ def test_a_saved_failure_fails_belt_test_with_the_same_decision_until_the_handle
         "--props",
         str(PROPS),
         "--seed",
-        "3",
+        str(seed),
         "--save",
         "saved",
         "--json",
     )
     assert checked.exit_code == 1, checked.stdout
-    failed = [c for c in checked.json()["checks"] if c["status"] == "fail"]
-    assert {c["check"] for c in failed} == {"property"}
+    report = checked.json()
+    assert report["examples"] == EXAMPLES_DEFAULT
+    failed = {c["title"]: c for c in report["checks"] if c["status"] == "fail"}
+    assert set(failed) == {"no deletes outside /tmp/", "deletes under /tmp/ go through"}
+    outside = failed["no deletes outside /tmp/"]["failure"]
+    assert outside["detail"] == "expected deny, got allow"
+    path = outside["payload"]["data"]["arguments"]["path"]
+    assert path.startswith("/tmp") and not posixpath.normpath(path).startswith("/tmp/")
+
+    # --save, then belt test.
+    assert {c["check"] for c in failed.values()} == {"property"}
     saved = sorted(Path("saved").iterdir())
-    assert sorted(Path(c["saved"]) for c in failed) == saved
-    for check in failed:
+    assert sorted(Path(c["saved"]) for c in failed.values()) == saved
+    for check in failed.values():
         document = json.loads(Path(check["saved"]).read_text(encoding="utf-8"))
         # The handler is named relative to the saved scenario, as a scenario's paths are read.
         assert document["agent"]["hooks"][0]["handler"] == "py:../hook.py:decide"
@@ -310,7 +291,7 @@ def test_a_saved_failure_fails_belt_test_with_the_same_decision_until_the_handle
     assert tested.exit_code == 1, tested.stdout
     results = {Path(r["scenario"]).name: r for r in map(json.loads, tested.stdout.splitlines())}
     assert len(results) == len(failed)
-    for check in failed:
+    for check in failed.values():
         result = results[Path(check["saved"]).name]
         assert result["status"] == "fail" and not result["invalid"]
         (broken,) = result["failures"]
@@ -329,6 +310,9 @@ def test_a_saved_failure_fails_belt_test_with_the_same_decision_until_the_handle
     assert fixed.stdout.splitlines()[-1].startswith(
         f"{len(failed)} scenario(s): {len(failed)} passed"
     )
+
+
+# -- --save, then belt test -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
