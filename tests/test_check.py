@@ -503,8 +503,17 @@ def test_nexus_inputs_carry_the_fields_of_their_boundary(tmp_path: Path) -> None
 # -- the run's bounds and its settings ------------------------------------------------------------
 
 
-def test_the_same_seed_gives_the_same_failure(crash: CheckReport) -> None:
+def test_the_same_seed_gives_the_same_failure(
+    crash: CheckReport, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """And a check inside a test session leaves its Hypothesis home alone and prints nothing."""
+    from hypothesis import configuration
+
+    before = configuration.storage_directory(intent_to_write=False).home_directory
     again = run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=30, seed=1)
+    after = configuration.storage_directory(intent_to_write=False).home_directory
+    assert after == before
+    assert capfd.readouterr() == ("", "")
     first, second = result(crash, "answers").failure, result(again, "answers").failure
     assert first is not None and second is not None
     assert first.payload == second.payload
@@ -533,18 +542,6 @@ def test_hypothesis_writes_nothing_in_the_working_directory_and_prints_nothing(
     assert tables == ["charmap.json.gz"]
     assert "Falsifying" not in done.stdout + done.stderr
     assert "hypothesis" not in (done.stdout + done.stderr).lower()
-
-
-def test_a_check_inside_a_test_session_leaves_its_hypothesis_home_alone(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
-    from hypothesis import configuration
-
-    before = configuration.storage_directory(intent_to_write=False).home_directory
-    run_check(f"{CHECKED}:unicode_crash", events=["agent.tool_call"], examples=20, seed=1)
-    after = configuration.storage_directory(intent_to_write=False).home_directory
-    assert after == before
-    assert capfd.readouterr() == ("", "")
 
 
 def test_only_the_given_target_is_sent_to(tmp_path: Path) -> None:
