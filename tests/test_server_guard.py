@@ -547,12 +547,12 @@ def test_hostile_host_values_never_crash_and_what_passes_is_named(value: str, al
         assert is_loopback_name(parsed[0]) or parsed[0] in allowed
 
 
-@settings(max_examples=200, deadline=None)
-@given(domains(), st.sampled_from(range(16)))
-def test_a_foreign_name_is_never_accepted_however_it_is_dressed(name: str, trick: int) -> None:
-    value = foreign_spellings(name)[trick]
-    assert not host_allowed(value, ["belt.internal"]), value
-    assert not same_origin(f"http://{value}", "127.0.0.1:8787")
+@settings(max_examples=100, deadline=None)
+@given(domains())
+def test_a_foreign_name_is_never_accepted_however_it_is_dressed(name: str) -> None:
+    for value in foreign_spellings(name):
+        assert not host_allowed(value, ["belt.internal"]), value
+        assert not same_origin(f"http://{value}", "127.0.0.1:8787")
     assert not same_origin(f"http://{name}", "127.0.0.1:8787")
     for own in LOOPBACK_SPELLINGS:
         assert host_allowed(own) and host_allowed(f"{own}:8787")
