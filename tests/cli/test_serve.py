@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from belt.outgoing.signing import signed_headers
-from belt.server.listen import bind, is_loopback
+from belt.server.guard import is_loopback_name as is_loopback
+from belt.server.listen import bind
 from belt.server.live import render_record
 from belt.store import open_store
 from belt.wire.samples import sample_payload
@@ -142,11 +143,14 @@ def test_serve_shows_one_live_line_per_hook_and_stops_cleanly_on_ctrl_c() -> Non
         denied = CLIENT.post(f"{url}/hooks/guard", json=payload)
         allowed = CLIENT.post(f"{url}/hooks", json=sample_payload("agent.turn_start"))
         invalid = CLIENT.post(f"{url}/hooks", json={"event": "agent.start"})
+        # A request path cannot write to the terminal.
+        escaping = CLIENT.post(f"{url}/hooks/%1b%5b2J%1b%5d0;PWNED%07", json={})
     assert (denied.status_code, allowed.status_code, invalid.status_code) == (200, 200, 422)
+    assert escaping.status_code == 422
     assert output["code"] == "130", output["stderr"]
     assert "policy " in output["stderr"] and "sweep every 60 s" in output["stderr"]
     lines = output["stdout"].splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 4
     clock = r"\d\d:\d\d:\d\d"
     assert re.fullmatch(
         rf"{clock}  \[guard\]  agent\.tool_call  delete_file  deny  "
@@ -155,8 +159,10 @@ def test_serve_shows_one_live_line_per_hook_and_stops_cleanly_on_ctrl_c() -> Non
     )
     assert re.fullmatch(rf"{clock}  agent\.turn_start  allow \+inject  \d+\.\d ms", lines[1])
     assert re.fullmatch(rf"{clock}  -  422  not a LifecycleHookPayload: .* \d+\.\d ms", lines[2])
+    assert "[\\x1b[2J\\x1b]0;PWNED\\x07]" in lines[3]
+    assert "\x1b" not in output["stdout"] and "\x07" not in output["stdout"]
     journal = open_store().read_log("journal", "serve")
-    assert [record["status"] for record in journal] == [200, 200, 422]
+    assert [record["status"] for record in journal] == [200, 200, 422, 422]
 
 
 def test_a_live_lines_clock_is_the_records_local_time_to_the_second(
@@ -193,15 +199,11 @@ def test_belt_check_with_the_secret_passes_belt_serve_with_it_redelivery_include
     # belt check delivers each case twice with the same webhook-id; the server answers the
     # second as it answered the first, and says on its live line that it was a redelivery.
     with serve_process("--secret", SECRET, "--policy", str(EXAMPLE_POLICY)) as (url, output):
-        checked = subprocess.run(
-            [sys.executable, "-m", "belt", "check", f"{url}/hooks", "--secret", SECRET]
-            + ["--event", "agent.tool_call", "--examples", "3", "--seed", "1"],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=120,
-        )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+        checked = belt(  # in-process: the server is the process here
+            "check", f"{url}/hooks", "--secret", SECRET,
+            "--event", "agent.tool_call", "--examples", "3", "--seed", "1",
+        )  # fmt: skip
+    assert checked.exit_code == 0, checked.stdout + checked.stderr
     assert re.search(r"pass  redelivery .*\(4 cases\)", checked.stdout), checked.stdout
     lines = output["stdout"].splitlines()
     again = [line for line in lines if "(redelivery, answered as the first time)" in line]
@@ -252,16 +254,6 @@ def test_serve_json_prints_one_object_per_line_and_hides_secrets() -> None:
     seen = output["stdout"] + output["stderr"]
     for hidden in (SECRET, SECRET[6:], TOKEN, "QSECRET"):
         assert hidden not in seen
-
-
-def test_a_request_path_cannot_write_to_the_terminal() -> None:
-    with serve_process() as (url, output):
-        reply = CLIENT.post(f"{url}/hooks/%1b%5b2J%1b%5d0;PWNED%07", json={})
-    assert reply.status_code == 422
-    assert output["code"] == "130", output["stderr"]
-    [line] = output["stdout"].splitlines()
-    assert "[\\x1b[2J\\x1b]0;PWNED\\x07]" in line
-    assert "\x1b" not in output["stdout"] and "\x07" not in output["stdout"]
 
 
 def slowloris(url: str, count: int) -> list[socket.socket]:
