@@ -16,6 +16,7 @@ records the entry index's size it reflects. A reader compares that size with the
 
 from __future__ import annotations
 
+import re
 import sys
 import tomllib
 import unicodedata
@@ -132,6 +133,8 @@ CANDIDATE_SCHEMA: dict[str, object] = {
 """A candidate as JSON Schema: the keys and limits ``check_candidate`` applies (it also refuses
 control characters, and tags with spaces or commas)."""
 _TEXT_CONTROLS_ALLOWED = {"\n", "\t"}
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""Unicode's control characters (category Cc), all of them."""
 
 Action = Literal["created", "versioned", "skipped"]
 T = TypeVar("T")
@@ -356,9 +359,9 @@ def _unprintable(value: str, *, one_line: bool = True) -> str | None:
     except UnicodeEncodeError:
         return "is not valid Unicode text (it holds a lone surrogate)"
     allowed = set() if one_line else _TEXT_CONTROLS_ALLOWED
-    for ch in value:
-        if unicodedata.category(ch) == "Cc" and ch not in allowed:
-            return f"holds the control character U+{ord(ch):04X}"
+    for found in _CONTROLS.finditer(value):
+        if found.group() not in allowed:
+            return f"holds the control character U+{ord(found.group()):04X}"
     return None
 
 
