@@ -306,10 +306,10 @@ def test_tests_saved_from_a_policy_replay_pass_with_nothing_running(
     (project / "pol.toml").write_text(POLICY, encoding="utf-8")
     monkeypatch.chdir(project)
     with policy_server(Path("pol.toml")) as url:
-        for path in ("/etc/passwd", "/tmp/old.txt"):
+        for deleted in ("/etc/passwd", "/tmp/old.txt"):
             sent = belt(
                 "trigger", "agent.tool_call", "--to", f"{url}/hooks",
-                "--set", f"data.arguments.path={json.dumps(path)}",
+                "--set", f"data.arguments.path={json.dumps(deleted)}",
             )  # fmt: skip
             assert sent.exit_code == 0, sent.stdout + sent.stderr
     saved = belt("replay", "journal", "--policy", "pol.toml", "--save-tests", "saved")

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import belt.testing.suite as suite_module
+from belt.declaring.declarations import read_document
 from belt.store import Store
 from belt.testing.expect import Expectation, Outcome
 from belt.testing.suite import ScenarioResult, run_file, run_suite
@@ -215,13 +216,12 @@ def test_j2_reads_each_scenario_file_in_the_worker_that_runs_it(
 ) -> None:
     names = write_suite(tmp_path / "suite", 8)
     log = tmp_path / "read.log"
-    read = suite_module.read_document
 
     def reading(path: Path, **kwargs: Any) -> Any:
         """Note which process reads which file (the workers are forked with this in place)."""
         with log.open("a") as handle:
             handle.write(f"{os.getpid()} {Path(path).name}\n")
-        return read(path, **kwargs)
+        return read_document(path, **kwargs)
 
     monkeypatch.setattr(suite_module, "read_document", reading)
     result = run_suite(paths=[tmp_path / "suite"], jobs=2)
