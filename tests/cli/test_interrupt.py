@@ -454,15 +454,17 @@ def test_racing_processes_exactly_one_resolves(belt_home: Path) -> None:
 
 
 LAZY = """
+import json
 import sys
 from belt.cli import main
-sys.argv = ["belt", *sys.argv[1:]]
-try:
-    main()
-except SystemExit:
-    pass
 heavy = {"httpx", "starlette", "uvicorn", "rich"}
-print("heavy:" + ",".join(sorted({name.split(".")[0] for name in sys.modules} & heavy)))
+for command in json.loads(sys.argv[1]):
+    sys.argv = ["belt", *command]
+    try:
+        main()
+    except SystemExit:
+        pass
+    print("heavy:" + ",".join(sorted({name.split(".")[0] for name in sys.modules} & heavy)))
 """
 
 
@@ -470,26 +472,32 @@ def test_read_and_resolve_paths_import_no_network_stack_or_rich(belt_home: Path)
     # (pydantic is imported: typer coerces a command's values with it)
     dto = open_gate()
     second = open_gate()
-    env = {**os.environ, "BELT_HOME": str(belt_home)}
-
-    def heavy(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-c", LAZY, *args], env=env, capture_output=True, text=True
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout.splitlines()[-1]
-
-    assert heavy("interrupt", "list") == "heavy:"
-    assert (
-        heavy("interrupt", "list", "--all", "--chat", "ch_1", "--reason", "hook_gate") == "heavy:"
+    commands = [
+        ["interrupt", "list"],
+        ["interrupt", "list", "--all", "--chat", "ch_1", "--reason", "hook_gate"],
+        ["interrupt", "list", "run_1"],
+        ["interrupt", "list", "run_1", "--json"],
+        ["interrupt", "show", dto["short_id"]],
+        ["interrupt", "resolve", dto["id"], "allow", "--data", '{"a": 1}'],
+        ["interrupt", "resolve", second["short_id"], "deny", "--json"],
+        # The same check sees them when they are used, so it can tell the two apart.
+        ["interrupt", "list", "run_1", "--api", f"http://{REFUSED}"],
+    ]
+    # One process runs them in turn, printing what it has imported after each: what a command
+    # imports in a fresh process it has imported by then here too, so none imports them while
+    # every line before the last is empty.
+    done = subprocess.run(
+        [sys.executable, "-c", LAZY, json.dumps(commands)],
+        env={**os.environ, "BELT_HOME": str(belt_home)},
+        capture_output=True,
+        text=True,
     )
-    assert heavy("interrupt", "list", "run_1") == "heavy:"
-    assert heavy("interrupt", "list", "run_1", "--json") == "heavy:"
-    assert heavy("interrupt", "show", dto["short_id"]) == "heavy:"
-    assert heavy("interrupt", "resolve", dto["id"], "allow", "--data", '{"a": 1}') == "heavy:"
-    assert heavy("interrupt", "resolve", second["short_id"], "deny", "--json") == "heavy:"
-    # The same check sees them when they are used, so it can tell the two apart.
-    assert "httpx" in heavy("interrupt", "list", "run_1", "--api", f"http://{REFUSED}")
+    assert done.returncode == 0, done.stderr
+    imported = [line for line in done.stdout.splitlines() if line.startswith("heavy:")]
+    assert len(imported) == len(commands), done.stdout
+    for command, line in zip(commands[:-1], imported, strict=False):
+        assert line == "heavy:", command
+    assert "httpx" in imported[-1]
 
 
 # -- review: a person walks the gates on a real terminal ------------------------------------------
