@@ -1,7 +1,8 @@
-"""Hook traces end to end: real belt processes export OTLP/HTTP to a real receiver
-(tests/otlp_receiver.py, decoding with opentelemetry-proto), and the spans received are the trees
-docs/tracing.md shows; a webhook delivery carries ``traceparent`` only when tracing is on, and a
-handler instrumented with the OpenTelemetry SDK joins the run's trace.
+"""Hook traces end to end: belt exports OTLP/HTTP to a real receiver (tests/otlp_receiver.py,
+decoding with opentelemetry-proto), from `belt serve` and `belt test` processes and from the
+commands run in-process beside them, and the spans received are the trees docs/tracing.md
+shows; a webhook delivery carries ``traceparent`` only when tracing is on, and a handler
+instrumented with the OpenTelemetry SDK joins the run's trace.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pytest
 from tests.cli.test_serve import serve_process
 from tests.otlp_receiver import Receiver, Span
 from tests.servers import REFUSED, turn_start
-from tests.test_tracing import belt, python, untraced_env
+from tests.test_tracing import belt, in_process, python, untraced_env
 from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,15 +162,15 @@ def test_a_guarded_agent_run_and_the_server_that_guards_it_are_one_trace(
         guarded = (ROOT / "examples" / "guarded-agent.toml").read_text(encoding="utf-8")
         path = tmp_path / "guarded.toml"
         path.write_text(guarded.replace("http://127.0.0.1:8787", url), encoding="utf-8")
-        held = belt("sim", "run", str(path), "--json", **env)
+        held = in_process("sim", "run", str(path), "--json", **env)
         assert held.returncode == 0, held.stderr
         report = json.loads(held.stdout)
         assert report["simulation"]["status"] == "held", held.stdout
         (gate,) = report["chat"]["pending_interrupts"]
         # The gate is settled later, through the server's platform route.
-        settled = belt("interrupt", "resolve", gate["id"], "allow", "--api", url, **env)
+        settled = in_process("interrupt", "resolve", gate["id"], "allow", "--api", url, **env)
         assert settled.returncode == 0, settled.stderr
-        resumed = belt("sim", "resume", report["simulation"]["id"], "--json", **env)
+        resumed = in_process("sim", "resume", report["simulation"]["id"], "--json", **env)
         assert resumed.returncode == 0, resumed.stderr
         spans = otlp.wait(lambda got: any(s.name == "belt.gate" for s in got))
     (run,) = [s for s in spans if s.name == "invoke_agent guarded-agent" and not s.parent_id]
@@ -222,7 +223,9 @@ def test_a_failed_hook_is_an_error_span_saying_how_it_was_counted(
 ) -> None:
     hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": f"http://{REFUSED}/h?k=s"}]
     path = scenario(tmp_path / "failing.json", hooks)
-    done = belt("sim", "run", str(path), "--fail-closed", OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url)
+    done = in_process(
+        "sim", "run", str(path), "--fail-closed", OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url
+    )
     assert done.returncode == 0, done.stderr
     (failed,) = otlp.named("belt.hook agent.tool_call")
     assert failed.status == "error"
@@ -236,7 +239,7 @@ def test_a_failed_hook_is_an_error_span_saying_how_it_was_counted(
 def test_the_standard_variables_name_the_service_its_resource_and_the_export_headers(
     otlp: Receiver, tmp_path: Path
 ) -> None:
-    done = belt(
+    done = in_process(
         "sim", "run", str(scenario(tmp_path / "s.json", [])),
         OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url,
         OTEL_SERVICE_NAME="support-agents",
@@ -296,18 +299,19 @@ def test_belt_serve_continues_the_trace_of_each_request_that_carries_one(
     if asked_by == "--otlp":  # each worker process is told, not only the one it starts from
         args += ["--otlp", otlp.url]
     env = traced_env(otlp) if asked_by == "env" else untraced_env()
-    with serve_process(*args, env=env) as (url, _):
-        hook = httpx.post(f"{url}/hooks/tool-call?k=secret", json=PAYLOAD, headers=carried)
+    # The workers start after the ready line: the first answer waits for one of them.
+    with serve_process(*args, env=env) as (url, _), httpx.Client(timeout=30) as client:
+        hook = client.post(f"{url}/hooks/tool-call?k=secret", json=PAYLOAD, headers=carried)
         assert hook.status_code == 200, hook.text
-        events = httpx.get(f"{url}/agents/hook-events", headers=carried)
+        events = client.get(f"{url}/agents/hook-events", headers=carried)
         assert events.status_code == 200
-        refused = httpx.post(
+        refused = client.post(
             f"{url}/interrupts/int_1/resolve",
             content=b"body-7f3",
             headers={**carried, "content-type": "text/plain"},
         )
         assert refused.status_code == 415
-        untraced = httpx.get(f"{url}/healthz")
+        untraced = client.get(f"{url}/healthz")
         assert untraced.status_code == 200
     # Sent as the server (each of its workers) stopped, their batch not yet due.
     spans = otlp.spans
@@ -401,7 +405,7 @@ def test_a_handler_instrumented_with_opentelemetry_joins_the_runs_trace(
     with instrumented(otlp) as url:
         hooks = [{"event": "agent.tool_call", "type": "webhook", "handler": url}]
         path = scenario(tmp_path / "s.json", hooks)
-        done = belt("sim", "run", str(path), OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url)
+        done = in_process("sim", "run", str(path), OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url)
         assert done.returncode == 0, done.stderr
     hook = one(otlp.spans, "belt.hook agent.tool_call")
     assert hook.attributes["belt.hook.decision"] == "deny"
