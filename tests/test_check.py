@@ -45,7 +45,16 @@ def webhooks() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def crash(tmp_path_factory: pytest.TempPathFactory) -> CheckReport:
+def module_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A state directory for the checks the module's fixtures share (each test's own is set
+    after them), so that they keep their Hypothesis caches there, not in the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BELT_HOME", str(tmp_path_factory.mktemp("belt-home")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def crash(tmp_path_factory: pytest.TempPathFactory, module_home: None) -> CheckReport:
     """One check of the handler that crashes on a path that is not ASCII, its failure saved
     (``--save``), shared."""
     saved = tmp_path_factory.mktemp("crash") / "saved"
@@ -55,13 +64,13 @@ def crash(tmp_path_factory: pytest.TempPathFactory) -> CheckReport:
 
 
 @pytest.fixture(scope="module")
-def blocked(webhooks: str) -> CheckReport:
+def blocked(webhooks: str, module_home: None) -> CheckReport:
     """One check of the webhook that answers block, shared."""
     return run_check(f"{webhooks}/block", events=["agent.tool_call"], examples=5, seed=1)
 
 
 @pytest.fixture(scope="module")
-def leaked(tmp_path_factory: pytest.TempPathFactory) -> tuple[CheckReport, Path]:
+def leaked(tmp_path_factory: pytest.TempPathFactory, module_home: None) -> tuple[CheckReport, Path]:
     """One check of the handler that lets /etc/passwd through, against a property that says
     deletes outside /tmp/ are denied, its failure saved under the directory given with it."""
     props = tmp_path_factory.mktemp("leaked") / "props.toml"
