@@ -64,19 +64,42 @@ newest() {
 	"$venv/bin/python" -m pytest -q "${NEWEST_TESTS[@]}"
 }
 
-# The newest step runs beside the others, from the start: its install waits on the index and its
-# tests mostly on their deadlines (about 8 s of CPU in 20 s), so on its own at the end it
-# added 25-30 s to the run. Its output is printed after the others', in its place.
-newest_log=$(mktemp)
-newest_took=$(mktemp)
-(
-	start=$SECONDS
-	newest
+# A step run beside the others, from the start: its output is kept and printed after the others',
+# in its place (`collect NAME`), with its line of the summary.
+beside() {
+	local name=$1
+	shift
+	local dir
+	dir=$(mktemp -d)
+	(
+		start=$SECONDS
+		"$@"
+		status=$?
+		echo $((SECONDS - start)) >"$dir/took"
+		exit $status
+	) >"$dir/log" 2>&1 &
+	besides[$name]="$! $dir"
+}
+
+collect() {
+	local name=$1 pid dir status
+	read -r pid dir <<<"${besides[$name]}"
+	echo "--- $name (run beside the steps above)"
+	wait "$pid"
 	status=$?
-	echo $((SECONDS - start)) >"$newest_took"
-	exit $status
-) >"$newest_log" 2>&1 &
-newest_pid=$!
+	cat "$dir/log"
+	tally "$name" "$status" "$(cat "$dir/took" 2>/dev/null || echo ?)"
+	rm -rf "$dir"
+}
+
+declare -A besides
+# The newest step: its install waits on the index and its tests mostly on their deadlines (about
+# 8 s of CPU in 20 s), so on its own at the end it added 25-30 s to the run. mypy (about 10 s of
+# CPU, its cache empty in a fresh clone) takes what pytest's four workers leave of the two cores
+# while they wait on the processes and servers of their tests, and at the end, when the last
+# tests run alone.
+beside "pytest, newest dependencies" newest
+beside mypy "$bin/mypy"
 
 # Four workers on a two-core machine: each worker spends much of its time waiting on the
 # processes and servers its tests start, so more workers than cores keep both busy (pytest took
@@ -85,13 +108,8 @@ step pytest "$bin/python" -m pytest -q -n 4
 step "belt test examples/tests" "$bin/belt" test examples/tests
 step "ruff format --check" "$bin/ruff" format --check belt tests bench
 step "ruff check" "$bin/ruff" check belt tests bench
-step mypy "$bin/mypy"
-echo "--- pytest, newest dependencies: newest (run beside the steps above)"
-wait "$newest_pid"
-newest_status=$?
-cat "$newest_log"
-tally "pytest, newest dependencies" "$newest_status" "$(cat "$newest_took" 2>/dev/null || echo ?)"
-rm -f "$newest_log" "$newest_took"
+collect mypy
+collect "pytest, newest dependencies"
 
 echo
 echo "make test:"
