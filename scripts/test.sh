@@ -104,7 +104,8 @@ beside mypy "$bin/mypy"
 # Four workers on a two-core machine: each worker spends much of its time waiting on the
 # processes and servers its tests start, so more workers than cores keep both busy (pytest took
 # 244 s with two workers, 191 s with three and 173 s with four, on a quiet two-core machine).
-step pytest "$bin/python" -m pytest -q -n 4
+# The 20 slowest tests are listed at the end of its output (docs/performance.md#the-test-suite).
+step pytest "$bin/python" -m pytest -q -n 4 --durations=20
 step "belt test examples/tests" "$bin/belt" test examples/tests
 step "ruff format --check" "$bin/ruff" format --check belt tests bench
 step "ruff check" "$bin/ruff" check belt tests bench
