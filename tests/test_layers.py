@@ -9,6 +9,7 @@ store and the records built on it write to the store (DESIGN.md: records has one
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,17 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(path): path for path in sorted(ROOT.rglob("*.py"))}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def belt_home() -> None:
+    """These tests read belt's sources and run none of belt: no state directory per test."""
+
+
+@cache
+def tree_of(module: str) -> ast.Module:
+    """The syntax tree of one of belt's modules, parsed once per process."""
+    return ast.parse(MODULES[module].read_text(encoding="utf-8"))
+
+
 def part_of(module: str) -> str:
     """The entry of LAYERS a module belongs to (its longest matching prefix)."""
     found = [p for p in LAYERS if module == p or module.startswith(p + ".")]
@@ -137,10 +149,12 @@ def dynamic_import(node: ast.Call) -> str | None:
     return None
 
 
-def imports_in(module: str, source: str, *, package: bool = False) -> list[tuple[str, int, bool]]:
+def imports_in(
+    module: str, source: str | ast.Module, *, package: bool = False
+) -> list[tuple[str, int, bool]]:
     """(imported belt module, line, only for type checking) for every import in ``source``, the
-    text of ``module``: at the top, in functions, relative, and by ``importlib``."""
-    tree = ast.parse(source)
+    text (or tree) of ``module``: at the top, in functions, relative, and by ``importlib``."""
+    tree = ast.parse(source) if isinstance(source, str) else source
     typing_only: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and is_type_checking(node):
@@ -165,10 +179,10 @@ def imports_in(module: str, source: str, *, package: bool = False) -> list[tuple
     return found
 
 
+@cache
 def imports_of(module: str) -> list[tuple[str, int, bool]]:
-    """``imports_in`` of one of belt's modules."""
-    source = MODULES[module].read_text(encoding="utf-8")
-    return imports_in(module, source, package=is_package(module))
+    """``imports_in`` of one of belt's modules, found once per process."""
+    return imports_in(module, tree_of(module), package=is_package(module))
 
 
 def against_the_order(module: str, imports: list[tuple[str, int, bool]]) -> list[str]:
@@ -350,11 +364,11 @@ STORE_OWNERS = ("belt.records", "belt.store")
 """The parts that may write to the store: the store itself, and the records built on it."""
 
 
-def store_writes_in(source: str) -> list[str]:
-    """Each call of a writing method on a store (``store.…``, ``self.store.…``) in ``source``,
-    as a line of the report."""
+def store_writes_in(source: str | ast.Module) -> list[str]:
+    """Each call of a writing method on a store (``store.…``, ``self.store.…``) in ``source``
+    (a text or its tree), as a line of the report."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(ast.parse(source) if isinstance(source, str) else source):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         receiver = node.func.value
@@ -370,7 +384,7 @@ def store_writes_in(source: str) -> list[str]:
     "module", sorted(m for m in MODULES if m != "belt" and part_of(m) not in STORE_OWNERS)
 )
 def test_store_writes_go_through_the_records(module: str) -> None:
-    writes = store_writes_in(MODULES[module].read_text(encoding="utf-8"))
+    writes = store_writes_in(tree_of(module))
     assert not writes, f"{module} writes to the store outside belt/records/: {writes}"
 
 
