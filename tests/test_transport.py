@@ -71,6 +71,9 @@ def belt_modules() -> Iterator[tuple[str, ast.Module]]:
 
 def test_no_module_reaches_into_httpx_or_httpcore_or_speaks_http_itself() -> None:
     private = private_names()
+    # The fence sees what it fences: the names the old transport reached for are in the scan.
+    assert {"_pool", "_network_backend"} <= private
+    assert "_transport" in private
     found: list[str] = []
     for name, tree in belt_modules():
         for node in ast.walk(tree):
@@ -101,13 +104,6 @@ def test_no_module_reaches_into_httpx_or_httpcore_or_speaks_http_itself() -> Non
                 if b"HTTP/1" in node.value:
                     found.append(f"{where} writes or reads HTTP/1.x itself: {node.value[:40]!r}")
     assert found == []
-
-
-def test_the_fence_sees_what_it_fences() -> None:
-    # The scan above, on the lines the old transport had.
-    private = private_names()
-    assert {"_pool", "_network_backend"} <= private
-    assert "_transport" in private
 
 
 class Recorder:
