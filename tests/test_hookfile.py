@@ -14,6 +14,7 @@ import pytest
 
 from belt.declaring.hookfile import add_hook, default_path, read_hooks, remove_hook, render
 from belt.errors import InvalidInput, NotFound
+from tests.racers import race
 
 
 def mode(path: Path) -> int:
@@ -173,33 +174,20 @@ def test_render_json_and_toml_hold_the_same_hooks(tmp_path: Path) -> None:
 
 
 def test_twenty_concurrent_adds_all_land(tmp_path: Path) -> None:
+    """Twenty ``belt hooks add`` processes released together: none loses another's hook."""
     path = tmp_path / "hooks.json"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
-    processes = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "belt",
-                "hooks",
-                "add",
-                "agent.complete",
-                "--webhook",
-                f"https://example.com/h{n}",
-                "--file",
-                str(path),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
+    commands = [
+        ["hooks", "add", "agent.complete", "--webhook", f"https://example.com/h{n}",
+         "--file", str(path)]
         for n in range(20)
-    ]
-    outputs = [process.communicate(timeout=120) for process in processes]
-    assert [process.returncode for process in processes] == [0] * 20, outputs
+    ]  # fmt: skip
+    preload = ["belt.declaring.hookfile", "belt.deliveries.effects", "typer._adapters"]
+    outputs = race(commands, env, preload=preload)
+    assert [code for code, _, _ in outputs] == [0] * 20, outputs
     handlers = sorted(hook.handler or "" for hook in read_hooks(path))
     assert handlers == sorted(f"https://example.com/h{n}" for n in range(20))
-    indexes = sorted(out.decode().split("hooks[")[1].split("]")[0] for out, _ in outputs)
+    indexes = sorted(out.split("hooks[")[1].split("]")[0] for _, out, _ in outputs)
     assert indexes == sorted(str(n) for n in range(20))
 
 
