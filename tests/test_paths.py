@@ -14,7 +14,7 @@ from belt.engine.entrypoints import resume_run, run_scenario
 from belt.engine.scenario import read_scenario
 from belt.errors import InvalidInput
 from belt.testing.suite import run_suite
-from tests.cli.runner import belt, belt_process
+from tests.cli.runner import belt
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples"
@@ -70,9 +70,12 @@ def project(tmp_path: Path, handler: str, **options: bool) -> Path:
     return scenario
 
 
-def test_the_examples_pass_from_another_directory(tmp_path: Path) -> None:
-    result = belt_process("test", str(EXAMPLES / "tests"), cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_the_examples_pass_from_another_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = belt("test", str(EXAMPLES / "tests"))
+    assert result.exit_code == 0, result.stdout + result.stderr
     assert "5 scenario(s): 5 passed" in result.stdout
     assert "warning" not in result.stderr
 
@@ -160,30 +163,32 @@ def test_a_policy_handler_is_checked_when_the_scenario_is_read(tmp_path: Path) -
 
 
 def test_a_path_found_from_the_current_directory_still_runs_with_a_warning(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The spelling of the examples before: the path from the repository's root.
     scenario = project(tmp_path, "py:project/tests/guard.py:guard")
-    tested = belt_process("test", str(scenario), cwd=tmp_path)
-    assert tested.returncode == 0, tested.stdout + tested.stderr
+    monkeypatch.chdir(tmp_path)
+    tested = belt("test", str(scenario))
+    assert tested.exit_code == 0, tested.stdout + tested.stderr
     warning = (
         f"warning: {scenario}: agent.hooks[0].handler: py:project/tests/guard.py:guard was found "
         "from the current directory"
     )
     assert warning in tested.stderr
     assert "write py:guard.py:guard" in tested.stderr
-    as_json = belt_process("test", str(scenario), "--json", cwd=tmp_path)
+    as_json = belt("test", str(scenario), "--json")
     (line,) = as_json.stdout.splitlines()
     assert "write py:guard.py:guard" in json.loads(line)["warnings"][0]
 
-    ran = belt_process("sim", "run", str(scenario), "--json", cwd=tmp_path)
-    assert ran.returncode == 0, ran.stderr
+    ran = belt("sim", "run", str(scenario), "--json")
+    assert ran.exit_code == 0, ran.stderr
     assert "write py:guard.py:guard" in ran.stderr
     assert "write py:guard.py:guard" in json.loads(ran.stdout)["simulation"]["warnings"][0]
 
     # From elsewhere it is found nowhere.
-    moved = belt_process("test", str(scenario), cwd=scenario.parent)
-    assert moved.returncode == 5
+    monkeypatch.chdir(scenario.parent)
+    moved = belt("test", str(scenario))
+    assert moved.exit_code == 5
     assert "project/tests/guard.py: no such file" in moved.stdout
 
 
