@@ -1,12 +1,10 @@
 """`belt interrupt auto --api`: against `belt serve` the rule that settled a gate is in the
 server's trail, through belt's own route; against another API only the spec's resolve is sent.
-Real processes, a real `belt serve` on port 0, a real store."""
+`belt serve`'s app on a real HTTP server on port 0, a real store."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import httpx
@@ -17,11 +15,12 @@ from hypothesis import strategies as st
 from belt.errors import InvalidInput
 from belt.records.interrupts import read_record, rule_settlement
 from belt.rules.approvals import load_rules
+from belt.server.app import create_app
 from belt.store import Store
-from tests.cli.runner import belt
-from tests.cli.test_serve import serve_process
+from tests.cli.runner import Result, belt
 from tests.fake_platform import FakePlatform, envelope
 from tests.loopback import CLIENT
+from tests.servers import running
 from tests.test_approvals import EXAMPLE, gate
 from tests.test_approvals_cli import pending
 
@@ -29,12 +28,11 @@ TOKEN = "tok_approvals_api"
 DIGEST = load_rules(EXAMPLE).digest
 
 
-def auto(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    """``belt interrupt auto --once --json`` against ``url`` for run ar_one, as a process."""
-    return subprocess.run(
-        [sys.executable, "-m", "belt", "interrupt", "auto", "--rules", str(EXAMPLE), "--api",
-         url, "--run", "ar_one", "--once", "--json", *extra],
-        capture_output=True, text=True, timeout=120, check=False,
+def auto(url: str, *extra: str) -> Result:
+    """``belt interrupt auto --once --json`` against ``url`` for run ar_one."""
+    return belt(
+        "interrupt", "auto", "--rules", str(EXAMPLE), "--api", url, "--run", "ar_one", "--once",
+        "--json", *extra,
     )  # fmt: skip
 
 
@@ -45,10 +43,9 @@ def test_auto_against_belt_serve_records_the_rule_through_the_api(
     allowed = gate(store, "read_file", {"path": "/srv/a"})
     denied = gate(store, "delete_file", {"path": "/etc/passwd"})
     left = gate(store, "send_email")
-    secret = ("--token", TOKEN) if token else ()
-    with serve_process("--sweep-interval", "0", *secret) as (url, _):
+    with running(create_app(store=store, token=TOKEN if token else None, sweep_interval=0)) as url:
         result = auto(url, *(("--api-key", TOKEN) if token else ()))
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     lines = {line["interrupt"]: line for line in map(json.loads, result.stdout.splitlines())}
     assert {i: line["decision"] for i, line in lines.items()} == {
         allowed["id"]: "allow",
@@ -114,7 +111,7 @@ def test_a_malformed_rule_form_is_refused_naming_the_field_and_nothing_is_settle
 ) -> None:
     item = gate(store, "read_file")
     auth = {"Authorization": f"Bearer {TOKEN}"}
-    with serve_process("--sweep-interval", "0", "--token", TOKEN) as (url, _):
+    with running(create_app(store=store, token=TOKEN, sweep_interval=0)) as url:
         route = f"{url}/_belt/interrupts/{item['id']}/resolve"
         with httpx.Client(headers=auth) as client:
             answers = [client.post(route, json=body) for body, _ in MALFORMED]
