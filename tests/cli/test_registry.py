@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -15,7 +13,7 @@ from belt.cli import registry as cli
 from belt.errors import InvalidInput
 from belt.records import registry
 from belt.store import open_store
-from tests.cli.runner import belt
+from tests.cli.runner import Result, belt
 
 
 def add(name: str, text: str, *args: str) -> str:
@@ -249,18 +247,25 @@ def test_stored_control_characters_are_escaped_when_printed() -> None:
         assert "Back\\x1b[2Jups" in result.stdout
 
 
-def belt_process(belt_home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``belt ARGS`` in a process of its own, with a minute to finish (a FIFO read without
-    care would hang it for good) and stdin closed."""
-    env = {**os.environ, "BELT_HOME": str(belt_home), "NO_COLOR": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "belt", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+def belt_within_a_minute(*args: str) -> Result:
+    """``belt ARGS`` in-process, in a thread given a minute to finish (a FIFO read without care
+    would hang it for good), stdin empty; what it raised is raised here."""
+    results: list[Result] = []
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            results.append(belt(*args, input=""))
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), f"belt {' '.join(args)} still running after a minute"
+    if raised:
+        raise raised[0]
+    return results[0]
 
 
 def test_add_file_refuses_a_fifo_a_device_and_a_directory(tmp_path: Path, belt_home: Path) -> None:
@@ -271,10 +276,10 @@ def test_add_file_refuses_a_fifo_a_device_and_a_directory(tmp_path: Path, belt_h
         (Path("/dev/zero"), "is a character device, not a regular file"),
         (tmp_path, "is a directory, not a regular file"),
     ):
-        result = belt_process(
-            belt_home, "registry", "add", "--kind", "skill", "--name", "x", "--file", str(path)
+        result = belt_within_a_minute(
+            "registry", "add", "--kind", "skill", "--name", "x", "--file", str(path)
         )
-        assert result.returncode == 5, result.stderr
+        assert result.exit_code == 5, result.stderr
         assert f"{path}: {why}" in result.stderr
         assert "Traceback" not in result.stderr
     assert registry.list_entries(open_store()) == []
@@ -329,8 +334,8 @@ def test_a_search_index_that_is_not_a_regular_file_is_refused_not_written_throug
         ("registry", "search", "nightly backups"),
         ("registry", "add", "--kind", "skill", "--name", "Restore", "--file", str(text)),
     ):
-        result = belt_process(belt_home, *command)
-        assert result.returncode == 5, (command, result.stderr)
+        result = belt_within_a_minute(*command)
+        assert result.exit_code == 5, (command, result.stderr)
         assert f"{index}: damaged store file" in result.stderr
         assert "Traceback" not in result.stderr
     assert outside.read_bytes() == b"" if what == "link outside the store" else not outside.exists()
