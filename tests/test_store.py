@@ -987,7 +987,15 @@ MARK = -7.125e-301
 """A leaf of the generated records, replaced by a number belt never writes."""
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.fixture(scope="module")
+def run_to_damage(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The root of a store holding run ``r``, whose file each example overwrites whole."""
+    root = tmp_path_factory.mktemp("nan") / "store"
+    Store(root).create("run", "r", {"id": "r", "state": "working"})
+    return root
+
+
+@settings(max_examples=100, deadline=None)
 @given(
     data=st.recursive(
         st.just(MARK) | st.none() | st.booleans() | st.integers() | st.text(),
@@ -997,12 +1005,11 @@ MARK = -7.125e-301
     constant=st.sampled_from(NON_FINITE),
 )
 def test_a_non_finite_number_anywhere_in_a_record_is_refused(
-    tmp_path_factory: pytest.TempPathFactory, data: object, constant: str
+    run_to_damage: Path, data: object, constant: str
 ) -> None:
     text = json.dumps({"id": "r", "state": "working", "extra": data})
     assume(repr(MARK) in text)
-    store = Store(tmp_path_factory.mktemp("nan") / "store")
-    store.create("run", "r", {"id": "r", "state": "working"})
+    store = Store(run_to_damage)
     raw = text.replace(repr(MARK), constant)
     path = store.path("run", "r")
     path.write_text(f'{{"belt":"object","schema":1,"kind":"run","id":"r","data":{raw}}}\n')
