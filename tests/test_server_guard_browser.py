@@ -52,6 +52,14 @@ Promise.allSettled([
 </script>"""
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One Chromium for the module, in which FOREIGN names this machine: the page of a second
+    origin is on 127.0.0.1 and unaffected; the rebound page is on FOREIGN."""
+    with chromium(flags=[f"--host-resolver-rules=MAP {FOREIGN} 127.0.0.1"]) as context:
+        yield context
+
+
 @pytest.fixture
 def guarded(store: Store) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     reported: list[dict[str, Any]] = []
@@ -60,7 +68,7 @@ def guarded(store: Store) -> Iterator[tuple[str, list[dict[str, Any]]]]:
 
 
 def test_a_page_of_a_second_origin_changes_nothing(
-    guarded: tuple[str, list[dict[str, Any]]], store: Store, tmp_path: Path
+    guarded: tuple[str, list[dict[str, Any]]], store: Store, tmp_path: Path, page: Any
 ) -> None:
     url, reported = guarded
     module = tmp_path / "marker_hook.py"
@@ -92,8 +100,7 @@ def test_a_page_of_a_second_origin_changes_nothing(
         ]
     )
     other_site = Starlette(routes=[Route("/", attack)])
-    with running(other_site) as elsewhere, chromium() as browser:
-        page = browser.new_page()
+    with running(other_site) as elsewhere:
         page.goto(elsewhere + "/")
         page.wait_for_function("document.title.startsWith('done')")
 
@@ -110,33 +117,30 @@ def test_a_page_of_a_second_origin_changes_nothing(
 
 
 def test_a_page_rebound_to_loopback_reads_and_resolves_nothing(
-    guarded: tuple[str, list[dict[str, Any]]], store: Store
+    guarded: tuple[str, list[dict[str, Any]]], store: Store, page: Any
 ) -> None:
     url, reported = guarded
     port = httpx.URL(url).port
     gate = create_interrupt(store=store, run_id="ar_bind", chat_id="ch_bind", event="agent.start")
     mine = CLIENT.post(f"{url}/agents/run", json=agent_run(), timeout=30)
     chat_id = mine.json()["data"]["assistant_message"]["chat_id"]
-    rules = f"--host-resolver-rules=MAP {FOREIGN} 127.0.0.1"
-    with chromium(flags=[rules]) as browser:
-        page = browser.new_page()
-        # The page's name now points at this machine: its requests are same-origin to it.
-        shell = page.goto(f"http://{FOREIGN}:{port}/")
-        assert shell is not None and shell.status == 403
-        assert "loopback" in page.content()
-        read = page.evaluate(
-            "async chat => { const r = await fetch('/chats/' + chat);"
-            " return [r.status, await r.text()]; }",
-            chat_id,
-        )
-        assert read[0] == 403 and chat_id not in read[1]
-        resolved = page.evaluate(
-            "async gate => (await fetch('/interrupts/' + gate + '/resolve', {method: 'POST',"
-            " headers: {'content-type': 'application/json'},"
-            " body: JSON.stringify({decision: 'allow'})})).status",
-            gate["id"],
-        )
-        assert resolved == 403
+    # The page's name now points at this machine: its requests are same-origin to it.
+    shell = page.goto(f"http://{FOREIGN}:{port}/")
+    assert shell is not None and shell.status == 403
+    assert "loopback" in page.content()
+    read = page.evaluate(
+        "async chat => { const r = await fetch('/chats/' + chat);"
+        " return [r.status, await r.text()]; }",
+        chat_id,
+    )
+    assert read[0] == 403 and chat_id not in read[1]
+    resolved = page.evaluate(
+        "async gate => (await fetch('/interrupts/' + gate + '/resolve', {method: 'POST',"
+        " headers: {'content-type': 'application/json'},"
+        " body: JSON.stringify({decision: 'allow'})})).status",
+        gate["id"],
+    )
+    assert resolved == 403
     # (Chromium may also ask for a favicon; it is refused too.)
     targets = [line["target"] for line in refusals(reported) if "favicon" not in line["target"]]
     assert targets == ["GET /", f"GET /chats/{chat_id}", f"POST /interrupts/{gate['id']}/resolve"]
