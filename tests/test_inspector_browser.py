@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
 XSS = "<img src=x onerror=alert(1)>"
 
 
-def test_a_delivery_appears_live_and_its_detail_shows_the_body(page: Any, served: str) -> None:
+def test_a_delivery_appears_live_and_its_detail_shows_the_body(served: str, page: Any) -> None:
     page.goto(f"{served}/#/deliveries")
     page.wait_for_selector("#live.on")
     assert page.locator("tr.delivery").count() == 0
@@ -40,7 +40,7 @@ def test_a_delivery_appears_live_and_its_detail_shows_the_body(page: Any, served
     assert "/hooks/guard" in page.locator("main").inner_text()
 
 
-def test_an_edited_replay_sends_the_edited_body_and_shows_the_diff(page: Any, served: str) -> None:
+def test_an_edited_replay_sends_the_edited_body_and_shows_the_diff(served: str, page: Any) -> None:
     CLIENT.post(f"{served}/hooks/guard", json=payload())
     (delivery,) = CLIENT.get(f"{served}/inspector/deliveries").json()["data"]["items"]
     with hook_app(lambda name, got: {"decision": "allow", "reason": "fine now"}) as hooks:
@@ -62,7 +62,7 @@ def test_an_edited_replay_sends_the_edited_body_and_shows_the_diff(page: Any, se
 
 
 def test_a_gate_is_allowed_from_the_page_and_the_run_goes_on(
-    page: Any, served: str, tmp_path: Path
+    served: str, page: Any, tmp_path: Path
 ) -> None:
     report, _ = run_scenario(scenario=gated_scenario(tmp_path, served))
     run_id = report["runs"][0]["id"]
@@ -87,7 +87,7 @@ def test_a_gate_is_allowed_from_the_page_and_the_run_goes_on(
 
 
 def test_a_second_resolve_in_the_page_says_already_resolved_by_whom(
-    page: Any, served: str, tmp_path: Path, store: Store
+    served: str, page: Any, tmp_path: Path, store: Store
 ) -> None:
     from belt.records.interrupts import resolve_interrupt
 
@@ -116,7 +116,7 @@ def test_a_second_resolve_in_the_page_says_already_resolved_by_whom(
     assert page.locator(".error").count() == 0
 
 
-def test_a_tool_name_with_html_is_shown_as_text(page: Any, served: str) -> None:
+def test_a_tool_name_with_html_is_shown_as_text(served: str, page: Any) -> None:
     CLIENT.post(f"{served}/hooks/guard", json=payload(tool=XSS, path=XSS))
     page.goto(f"{served}/#/deliveries")
     row = page.locator("tr.delivery").first
@@ -148,7 +148,7 @@ def test_a_token_in_the_fragment_opens_a_protected_server(page: Any, store: Stor
         other.close()
 
 
-def test_a_whole_run_is_replayed_from_its_page(page: Any, served: str, tmp_path: Path) -> None:
+def test_a_whole_run_is_replayed_from_its_page(served: str, page: Any, tmp_path: Path) -> None:
     report, _ = run_scenario(scenario=gated_scenario(tmp_path, served))
     run_id = report["runs"][0]["id"]
     page.goto(f"{served}/#/run/{run_id}")

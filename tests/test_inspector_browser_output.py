@@ -39,7 +39,7 @@ def two_gates(tmp_path: Path) -> Path:
 
 
 def test_after_allow_the_card_says_what_happened_and_stays(
-    page: Any, served: str, tmp_path: Path
+    served: str, page: Any, tmp_path: Path
 ) -> None:
     report, _ = run_scenario(scenario=two_gates(tmp_path))
     run_id = report["runs"][0]["id"]
@@ -76,7 +76,7 @@ def test_after_allow_the_card_says_what_happened_and_stays(
 
 
 def test_a_simulated_call_and_the_delivery_it_caused_carry_the_run_id(
-    page: Any, served: str, tmp_path: Path
+    served: str, page: Any, tmp_path: Path
 ) -> None:
     report, _ = run_scenario(scenario=gated_scenario(tmp_path, served))
     run_id = report["runs"][0]["id"]
@@ -128,7 +128,7 @@ def reachable(page: Any, locator: Any) -> None:
     assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= NARROW["width"], box
 
 
-def test_the_page_is_usable_480_px_wide(page: Any, served: str, tmp_path: Path) -> None:
+def test_the_page_is_usable_480_px_wide(served: str, page: Any, tmp_path: Path) -> None:
     page.set_viewport_size(NARROW)
     report, _ = run_scenario(scenario=gated_scenario(tmp_path, served))
     run_id = report["runs"][0]["id"]
@@ -163,7 +163,7 @@ def test_the_page_is_usable_480_px_wide(page: Any, served: str, tmp_path: Path) 
 
 
 def test_a_refresh_that_cannot_be_made_is_shown_not_thrown(
-    page: Any, served: str, tmp_path: Path
+    served: str, page: Any, tmp_path: Path
 ) -> None:
     """A change that arrives as the server goes away: the refresh it asks for fails, and the
     view says so, where an error thrown from the refresh went uncaught (and the page's next

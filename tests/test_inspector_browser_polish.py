@@ -63,7 +63,7 @@ def crowded(served: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("width", [1024, 1400, 1920])
 def test_the_times_of_a_crowded_list_take_one_line(
-    page: Any, served: str, tmp_path: Path, width: int
+    served: str, page: Any, tmp_path: Path, width: int
 ) -> None:
     crowded(served, tmp_path)
     page.set_viewport_size({"width": width, "height": 900})
@@ -93,7 +93,7 @@ TITLE = 'agent.tool_call delete_file({"path":"/tmp/old.txt"})'
 ANA: Settlement = {"how": "person", "user": "ana", "door": "cli"}
 
 
-def test_a_gate_keeps_its_title_once_allowed(page: Any, served: str, tmp_path: Path) -> None:
+def test_a_gate_keeps_its_title_once_allowed(served: str, page: Any, tmp_path: Path) -> None:
     run_scenario(scenario=gated_scenario(tmp_path, served))
     page.set_viewport_size({"width": 1400, "height": 900})
     page.goto(f"{served}/#/gates")
@@ -116,7 +116,7 @@ def test_a_gate_keeps_its_title_once_allowed(page: Any, served: str, tmp_path: P
 
 
 def test_a_gate_settled_elsewhere_first_keeps_its_title(
-    page: Any, served: str, tmp_path: Path, store: Store
+    served: str, page: Any, tmp_path: Path, store: Store
 ) -> None:
     from belt.records.interrupts import resolve_interrupt
 
