@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -139,19 +136,6 @@ def test_async_hooks_are_listed_in_a_stable_order(tmp_path: Path) -> None:
     assert flags == sorted(flags)  # every sync record before the async ones
 
 
-def _belt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "belt", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_a_missing_snapshot_fails_with_the_command_that_writes_it(tmp_path: Path) -> None:
     copy = _examples(tmp_path)
     scenario = copy / "guarded.toml"  # its hook is the copy's hooks.py, beside it
@@ -175,15 +159,15 @@ def test_an_edited_policy_fails_with_a_diff_naming_the_decision(tmp_path: Path) 
     hooks = copy / "hooks.py"
     assert run_suite(paths=[scenario], snapshot="update").exit_code == 0
     stored = snapshot_path(scenario).read_bytes()
-    # The edited policy lets the database delete through to the gate. It is checked in new
-    # processes, since this one has imported the hook module as it was.
+    # The edited policy lets the database delete through to the gate: `belt test` runs hooks in
+    # worker processes of its own, which import the file as it is now.
     policy = hooks.read_text(encoding="utf-8")
     edited = policy.replace('startswith(("/tmp/", "//tmp/"))', 'startswith("/")')
     assert edited != policy
     hooks.write_text(edited, encoding="utf-8")
 
-    changed = _belt("test", str(scenario), "--snapshot", cwd=tmp_path)
-    assert changed.returncode == 1
+    changed = belt("test", str(scenario), "--snapshot")
+    assert changed.exit_code == 1
     out = changed.stdout
     assert "snapshot differs" in out
     assert f"the record differs from its snapshot {snapshot_path(scenario)}" in out
@@ -195,7 +179,7 @@ def test_an_edited_policy_fails_with_a_diff_naming_the_decision(tmp_path: Path) 
     assert '+      "decision": "allow",' in out
     assert snapshot_path(scenario).read_bytes() == stored  # --snapshot never writes
 
-    as_json = _belt("test", str(scenario), "--snapshot", "--json", cwd=tmp_path)
+    as_json = belt("test", str(scenario), "--snapshot", "--json")
     comparison = json.loads(as_json.stdout.splitlines()[0])["snapshot"]
     assert comparison["status"] == "changed"
     assert comparison["changes"][0].endswith('decision: "deny" → "allow"')
@@ -204,9 +188,9 @@ def test_an_edited_policy_fails_with_a_diff_naming_the_decision(tmp_path: Path) 
     # The hint is the command that writes this scenario's snapshot, run as printed.
     update = re.search(r"run `(belt test [^`]+ --snapshot-update)`", out)
     assert update is not None and "--snapshot-update" in update.group(1)
-    _belt(*shlex.split(update.group(1))[1:], cwd=tmp_path)
+    belt(*shlex.split(update.group(1))[1:])
     assert snapshot_path(scenario).read_bytes() != stored
-    assert "snapshot differs" not in _belt("test", str(scenario), "--snapshot", cwd=tmp_path).stdout
+    assert "snapshot differs" not in belt("test", str(scenario), "--snapshot").stdout
 
 
 def test_a_minified_stored_snapshot_is_cut_around_the_change_not_printed_whole(
@@ -221,8 +205,8 @@ def test_a_minified_stored_snapshot_is_cut_around_the_change_not_printed_whole(
     minified = json.dumps(record, separators=(",", ":"), sort_keys=True)
     snapshot_path(scenario).write_text(minified + "\n", encoding="utf-8")
 
-    changed = _belt("test", str(scenario), "--snapshot", cwd=tmp_path)
-    assert changed.returncode == 1, changed.stderr
+    changed = belt("test", str(scenario), "--snapshot")
+    assert changed.exit_code == 1, changed.stderr
     assert "snapshot differs" in changed.stdout
     assert max(len(line) for line in changed.stdout.splitlines()) < 400
     cut = [line for line in changed.stdout.splitlines() if "[cut: " in line]
@@ -230,7 +214,7 @@ def test_a_minified_stored_snapshot_is_cut_around_the_change_not_printed_whole(
         f"  -{minified[:120]}…  [cut: columns 1-120 of {len(minified)}, "
         "first difference at column 2]"
     ]
-    as_json = _belt("test", str(scenario), "--snapshot", "--json", cwd=tmp_path)
+    as_json = belt("test", str(scenario), "--snapshot", "--json")
     diff = json.loads(as_json.stdout.splitlines()[0])["snapshot"]["diff"]
     assert f"-{minified[:120]}…  [cut: columns 1-120 of {len(minified)}, " in "\n".join(diff)
     assert max(len(line) for line in diff) < 400
