@@ -296,7 +296,7 @@ VALUES = st.recursive(
 
 
 @given(st.dictionaries(st.text(max_size=8), VALUES, max_size=4))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_inline_is_the_toml_of_the_expectation(table: dict[str, Any]) -> None:
     assert tomllib.loads(f"x = {inline(table)}")["x"] == table
 
@@ -308,7 +308,7 @@ ALL_KEYS = sorted({key for keys in KEYS.values() for key in keys} | {"name", "co
     st.dictionaries(st.sampled_from(ALL_KEYS), VALUES | st.sampled_from(ROW_FIELDS), max_size=4),
     st.sampled_from(["platform", "nexus"]),
 )
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 def test_any_expectation_compiles_or_is_named_and_checks_without_raising(
     guarded: ScenarioResult, expectation: dict[str, Any], dialect: str
 ) -> None:
