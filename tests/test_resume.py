@@ -1,18 +1,18 @@
 """`belt serve --resume` killed at any point of continuing a run leaves it to the next continuer.
 
-A real process takes one pass of `serve --resume` over the runs held at gates and is SIGKILLed
-at a chosen point (tests/killed_continuer.py); the next continuer (a pass in this process, or a
-`belt serve --resume` app) finds the run and takes it to its end, and no hook is delivered twice
-and no tool runs twice.
+A real process (forked from one that has imported belt) takes one pass of `serve --resume` over
+the runs held at gates and is SIGKILLed at a chosen point (tests/killed_continuer.py); the next
+continuer (a pass in this process, or a `belt serve --resume` app) finds the run and takes it to
+its end, and no hook is delivered twice and no tool runs twice.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +26,7 @@ from belt.records.interrupts import resolve_interrupt
 from belt.records.runs import GATED_RUNS, RUN
 from belt.server.app import create_app
 from belt.store import Store, open_store
+from tests import killed_continuer
 from tests.cli.runner import belt
 from tests.hookapp import HookApp, hook_app
 from tests.servers import running
@@ -78,11 +79,22 @@ def held_run(tmp_path: Path, hooks: HookApp) -> str:
     return str(run_id)
 
 
+FORKS = multiprocessing.get_context("forkserver")
+FORKS.set_forkserver_preload(["tests.test_resume"])
+"""Continuers are forked from one server process that has imported belt, not started anew."""
+
+
+def continue_in(belt_home: str, point: str) -> None:
+    """The continuer of tests/killed_continuer.py, in a process forked for it."""
+    os.environ["BELT_HOME"] = belt_home
+    killed_continuer.main(point)
+
+
 def kill_continuer(belt_home: Path, point: str) -> None:
-    env = {**os.environ, "BELT_HOME": str(belt_home)}
-    command = [sys.executable, "-m", "tests.killed_continuer", point]
-    killed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    continuer = FORKS.Process(target=continue_in, args=(str(belt_home), point))
+    continuer.start()
+    continuer.join(60)
+    assert continuer.exitcode == -signal.SIGKILL, f"the continuer ended with {continuer.exitcode}"
 
 
 def finished_once(store: Store, run_id: str, hooks: HookApp) -> None:
