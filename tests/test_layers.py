@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -156,15 +157,14 @@ def imports_in(
     text (or tree) of ``module``: at the top, in functions, relative, and by ``importlib``."""
     tree = ast.parse(source) if isinstance(source, str) else source
     typing_only: set[int] = set()
+    found: list[tuple[str, Any]] = []  # (name, the import or call naming it)
     for node in ast.walk(tree):
+        names: list[str] = []
         if isinstance(node, ast.If) and is_type_checking(node):
             for child in node.body:
                 for inner in ast.walk(child):
                     typing_only.add(id(inner))
-    found = []
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
+        elif isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = absolute(module, node, package)
@@ -175,8 +175,8 @@ def imports_in(
             names = [name]
         for name in names:
             if name == "belt" or name.startswith("belt."):
-                found.append((name, node.lineno, id(node) in typing_only))
-    return found
+                found.append((name, node))
+    return [(name, node.lineno, id(node) in typing_only) for name, node in found]
 
 
 @cache
