@@ -39,7 +39,10 @@ HANDICAPPED = {
         ["--turns", "2", "4", "--calls", "2", "4", "--rounds", "1", "--handicap", "0.05"],
         "platform turns in memory, per turn at 4 / at 2 (cpu)",
     ),
-    "startup": (["--runs", "1", "--handicap", "1"], "belt version / import typer (wall)"),
+    # One run each, so one floor run that waited for a core can hide a handicap: at 1 (each
+    # command taking twice its own wall time) `belt version` read 1.06 against 1.3 beside a
+    # loaded suite. At 4 the floor must take about four times belt's own run to hide it.
+    "startup": (["--runs", "1", "--handicap", "4"], "belt version / import typer (wall)"),
     "emulator": (
         ["--chats", "1", "--messages", "1", "--rounds", "1", "--handicap", "1"],
         "messages with one webhook hook / with none (wall)",
