@@ -88,16 +88,24 @@ def _press_again() -> None:
 
 
 def interrupted() -> "NoReturn":
-    """Say ``interrupted`` and exit 130; a second Ctrl-C meanwhile ends the process at once."""
+    """Say ``interrupted`` (unless the command said it) and exit 130; a second Ctrl-C meanwhile
+    ends the process at once."""
     exit_on_ctrl_c()
-    _said.append(True)
-    sys.stderr.write("interrupted\n")
-    sys.stderr.flush()
+    if not _said:
+        said_interrupted()
+        sys.stderr.write("interrupted\n")
+        sys.stderr.flush()
     raise SystemExit(INTERRUPTED)
 
 
 _said: "list[bool]" = []
 """Whether ``interrupted`` was said already (a second Ctrl-C says nothing more)."""
+
+
+def said_interrupted() -> None:
+    """Note that the command said it was interrupted: nothing says it again (a Ctrl-C that was
+    swallowed and pressed again, which ends the command a second way, included)."""
+    _said.append(True)
 
 
 def exit_on_ctrl_c() -> None:

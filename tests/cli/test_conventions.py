@@ -85,6 +85,38 @@ def test_ctrl_c_stops_a_long_command_with_exit_130_and_one_line(name: str) -> No
     assert "Traceback" not in out + err and "Aborted" not in err
 
 
+SWALLOWING_HOOK = """
+import time
+
+
+class Litter:
+    def __del__(self):
+        raise KeyboardInterrupt  # in a finalizer: Python cannot raise it, only report it
+
+
+def decide(payload):
+    Litter()
+    time.sleep(60)  # the command is stopped long before
+"""
+
+
+def test_a_ctrl_c_swallowed_by_a_finalizer_ends_the_command_with_one_line(
+    tmp_path: Path,
+) -> None:
+    # belt presses a swallowed Ctrl-C again; the command, stopped by it, says "interrupted"
+    # itself, and the process ended once more saying it again (two lines) before it noted that.
+    (tmp_path / "hook.py").write_text(SWALLOWING_HOOK)
+    to = f"py:{tmp_path / 'hook.py'}:decide"
+    done = subprocess.run(
+        [sys.executable, "-m", "belt", "trigger", "agent.turn_start", "--to", to],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines() == ["interrupted"], done.stderr
+
+
 def test_ctrl_c_at_the_review_prompt_exits_130_with_one_line() -> None:
     open_gate()
     with on_terminal(["interrupt", "review"]) as terminal:
