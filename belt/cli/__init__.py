@@ -46,7 +46,11 @@ def console(load: "Callable[[], Callable[..., Any]]", prog_name: str) -> "NoRetu
     except SystemExit as done:
         # Typer turns a KeyboardInterrupt into exit 130 without a word.
         cause = done.__context__.__cause__ if done.__context__ is not None else None
-        if (done.code == INTERRUPTED and isinstance(cause, KeyboardInterrupt)) or _swallowed:
+        if done.code == INTERRUPTED and not isinstance(cause, KeyboardInterrupt):
+            # The command stopped by a Ctrl-C said so itself (belt's report of an Interrupted,
+            # a warning of its own): the press again of a swallowed one must not say it twice.
+            _said.append(True)
+        elif done.code == INTERRUPTED or _swallowed:
             interrupted()
         exit_on_ctrl_c()
         raise
@@ -88,24 +92,16 @@ def _press_again() -> None:
 
 
 def interrupted() -> "NoReturn":
-    """Say ``interrupted`` (unless the command said it) and exit 130; a second Ctrl-C meanwhile
-    ends the process at once."""
+    """Say ``interrupted`` and exit 130; a second Ctrl-C meanwhile ends the process at once."""
     exit_on_ctrl_c()
-    if not _said:
-        said_interrupted()
-        sys.stderr.write("interrupted\n")
-        sys.stderr.flush()
+    _said.append(True)
+    sys.stderr.write("interrupted\n")
+    sys.stderr.flush()
     raise SystemExit(INTERRUPTED)
 
 
 _said: "list[bool]" = []
 """Whether ``interrupted`` was said already (a second Ctrl-C says nothing more)."""
-
-
-def said_interrupted() -> None:
-    """Note that the command said it was interrupted: nothing says it again (a Ctrl-C that was
-    swallowed and pressed again, which ends the command a second way, included)."""
-    _said.append(True)
 
 
 def exit_on_ctrl_c() -> None:

@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from belt import __version__
-from belt.cli import helptext, said_interrupted
+from belt.cli import helptext
 from belt.cli.options import JsonFlag, VerboseFlag
 from belt.display import output
 from belt.errors import BeltError, ExitCode, Interrupted, UsageError, exit_code_lines
@@ -221,7 +221,6 @@ def report(exc: BeltError, *, verbose: bool, json_: bool = False) -> None:
     """Print a BeltError: a line on stderr (with its problems and hint); with ``json_``, also one
     JSON object on stdout, unless the command printed its JSON document there already."""
     if isinstance(exc, Interrupted):  # Ctrl-C is not an error: one line, never a traceback
-        said_interrupted()
         line = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
         output.styled(line, "yellow", stderr=True)
         return
