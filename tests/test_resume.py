@@ -94,6 +94,9 @@ def kill_continuer(belt_home: Path, point: str) -> None:
     continuer = FORKS.Process(target=continue_in, args=(str(belt_home), point))
     continuer.start()
     continuer.join(60)
+    if continuer.is_alive():  # it hung: ended here rather than left behind by the failed test
+        continuer.kill()
+        continuer.join()
     assert continuer.exitcode == -signal.SIGKILL, f"the continuer ended with {continuer.exitcode}"
 
 
