@@ -1,22 +1,10 @@
 """The registry's search index: one SQLite FTS5 file per owner, derived from the store's entries.
 
-The file (``<store root>/search/registry/<owner>.sqlite3``) is a copy of an owner's entries
-shaped for ranking; the entries in the store are the truth. ``belt.records.registry`` decides
-when the copy is stale and rebuilds it; this module keeps the file and answers queries.
-
-- ``meta`` holds the file's ``format`` and ``journal``: the size of the owner's entry index in
-  the store when the copy was last brought up to date (docs/builtins.md, "Freshness");
-- ``entries`` holds one row per entry and ``fts`` the FTS5 table of its name, tags and text,
-  sharing rowids;
-- ``vocab`` is FTS5's vocabulary of ``fts`` (``fts5vocab``): how many entries hold each term,
-  which chooses a query's shortlist.
-
-A query is plain words (``query_words``), each quoted as an FTS5 string, so no text reaches FTS5
-as syntax. It is answered from the entries holding its terms, or in a large registry its rarer
-terms, widened when they give no answer (``_shortlists``); they are ranked by the number of the
-query's terms they hold, then by FTS5's own ``bm25()`` with the column weights ``WEIGHTS``. A
-file SQLite reports as corrupt or not a database, or that lacks belt's tables, raises
-``IndexDamaged``: the caller discards and rebuilds it.
+``<store root>/search/registry/<owner>.sqlite3`` is a copy of an owner's entries shaped for
+ranking (tables ``meta``, ``entries``, ``fts`` and its vocabulary ``vocab``); the store is the
+truth, and ``belt.records.registry`` decides when the copy is stale (``meta``'s ``journal``,
+docs/builtins.md "Freshness"). A query is plain words, each quoted, so no text reaches FTS5 as
+syntax; a damaged file raises ``IndexDamaged`` and the caller rebuilds it.
 """
 
 from __future__ import annotations
@@ -38,7 +26,7 @@ from belt.store.files import SAFE_FLAGS, UnsafeFile, check_regular_or_missing, m
 from belt.store.store import damaged
 
 FORMAT = 6
-"""The layout of the index file; a file of another format is discarded and rebuilt."""
+"""The layout of the index file; a file of another format is rebuilt."""
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 """FTS5 tokenizer: Unicode word characters, case and diacritics folded, English stems."""
@@ -48,29 +36,16 @@ WEIGHTS = (4.0, 2.0, 1.0)
 _BM25 = f"-bm25(fts, {', '.join(str(weight) for weight in WEIGHTS)})"
 
 EVERY_TERM_ROWS = 512
-"""A query whose terms are held by at most this many entries in all (an entry counted once for
-each term it holds) is answered from every entry holding one of them."""
-
+"""Terms held by at most this many entries in all: the query reads every entry holding one."""
 RARER_ROWS = 32
-"""A query whose terms are held by more is answered from the entries holding one of its rarer
-terms: its terms, rarest first, while the entries holding each add up to at most this many (the
-rarest term always). Each query then reads a bounded number of entries, however large the
-registry; an entry holding more of the query's terms than are left out holds one of them."""
-
+"""Else it reads the entries of its rarest terms while they add up to at most this many, so a
+query costs the same however large the registry (``_shortlists``)."""
 WIDER = 8
-"""When the entries holding the rarer terms give no answer (``SearchIndex.search``), the query
-is answered again from its rarer terms up to ``RARER_ROWS * WIDER`` entries, then from every
-entry holding one of its terms."""
-
+"""A shortlist with no answer widens to ``RARER_ROWS * WIDER`` entries, then to all."""
 OPTIMIZE_ROWS = 100
-"""A change of at least this many rows merges FTS5's index into one segment afterwards."""
-
+"""A change of this many rows merges FTS5's index into one segment afterwards."""
 MAX_QUERY_CHARS = 10_000
-"""Only this many characters of a query (a prompt can be long) are read."""
-
 MAX_QUERY_WORDS = 32
-"""Only the first this many distinct words of a query are searched."""
-
 BUSY_SECONDS = 30.0
 """How long a query waits for another process's write to the same index file."""
 
@@ -88,10 +63,18 @@ STOPWORDS = frozenset(
     wouldn
     """.split()
 )
-"""Common English words (and the halves of contractions such as don't, you're) left out of
-queries, never out of the index: they match nearly everything. Words of one character are
-left out too."""
+"""Common English words (and halves of contractions) left out of queries, never of the index."""
 
+SCHEMA = (  # IF NOT EXISTS: another process may have created them since this one looked
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)",
+    "CREATE TABLE IF NOT EXISTS entries (rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
+    "name_key TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL, tags TEXT NOT NULL, "
+    "text TEXT NOT NULL, version INTEGER NOT NULL, agents TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS entries_name ON entries (name_key)",
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(name, tags, text, tokenize='{TOKENIZER}')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS vocab USING fts5vocab(fts, row)",
+    f"INSERT OR IGNORE INTO meta VALUES ('format', {FORMAT}), ('journal', -1)",
+)
 _WORD = re.compile(r"[^\W_]+")
 _SIDECARS = ("-journal", "-wal", "-shm")
 _DAMAGED_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
@@ -109,8 +92,7 @@ class IndexDamaged(BeltError):
 
 
 class Stale(Exception):
-    """The index reflects another state of the owner's entries than the query was asked
-    against (its ``journal`` differs): bring it level and ask again."""
+    """The index's ``journal`` is not the one the query was asked against: bring it level."""
 
 
 @dataclass(frozen=True)
@@ -139,8 +121,7 @@ class Hit:
 
 
 def query_words(text: str) -> list[str]:
-    """The words of a free-text query: folded, without stopwords, distinct, bounded in number;
-    a word is a run of Unicode letters and digits, so the result never holds FTS5 syntax."""
+    """The words of a free-text query (runs of letters and digits): folded, distinct, bounded."""
     words: dict[str, None] = {}
     for found in _WORD.finditer(text[:MAX_QUERY_CHARS]):
         word = unicodedata.normalize("NFKC", found.group()).casefold()
@@ -157,9 +138,8 @@ def quoted(word: str) -> str:
 
 
 class Probe:
-    """Tokenises words as the index does (stems included) in a private in-memory FTS5 table, so
-    two words of one term (``backup``, ``backups``) are one term of a query. One per process,
-    made on first use; the terms of up to ``MAX_KNOWN`` words are remembered."""
+    """Tokenises words as the index does (stems included) in an in-memory FTS5 table, so
+    ``backup`` and ``backups`` are one term of a query; remembers ``MAX_KNOWN`` words."""
 
     MAX_KNOWN = 10_000
 
@@ -170,7 +150,7 @@ class Probe:
         self._known: dict[str, tuple[str, ...]] = {}
 
     def terms(self, words: Sequence[str]) -> list[tuple[str, ...]]:
-        """The terms of each word, in order (none for a word the tokenizer reads as no term)."""
+        """The terms of each word, in order."""
         with self._lock:
             unknown = [word for word in dict.fromkeys(words) if word not in self._known]
             if unknown:
@@ -180,7 +160,6 @@ class Probe:
             return [self._known[word] for word in words]
 
     def _tokenise(self, words: list[str]) -> list[tuple[str, ...]]:
-        """The terms of each of ``words``, read from the probe table's vocabulary (lock held)."""
         if self._db is None or self._pid != os.getpid():
             db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             try:  # SQLite without FTS5 says so here
@@ -205,8 +184,7 @@ PROBE = Probe()
 
 
 def query_phrases(words: Sequence[str]) -> list[str]:
-    """The words of a query that make its terms: one word per distinct term (its stems), quoted
-    for FTS5; a word the tokenizer reads as no term is left out."""
+    """One quoted word per distinct term of ``words`` (a word of no term is left out)."""
     phrases: dict[tuple[str, ...], str] = {}
     for word, terms in zip(words, PROBE.terms(words), strict=True):
         if terms:
@@ -223,9 +201,8 @@ class SearchIndex:
 
     @classmethod
     def open(cls, path: Path, *, durable: bool) -> SearchIndex:
-        """Open (creating it 0600 if missing) and check the file; IndexDamaged if unusable,
-        InvalidInput (exit 5) if it or a side file is not a regular file (SQLite would follow a
-        link out of the store and write through it)."""
+        """Open (creating it 0600) and check the file; IndexDamaged if unusable, InvalidInput
+        (exit 5) if it or a side file is not a regular file (SQLite would follow a link)."""
         for name in ("", *_SIDECARS):
             try:
                 check_regular_or_missing(Path(f"{path}{name}"))
@@ -275,9 +252,8 @@ class SearchIndex:
         removed: str | None = None,
         replace: bool = False,
     ) -> None:
-        """Add or replace ``rows`` (every row, with ``replace``) and remove the entry
-        ``removed``, then record ``journal``. A rebuild, or a change of ``OPTIMIZE_ROWS`` rows
-        or more, then merges the FTS5 index into one segment, which its queries read fastest."""
+        """Add or replace ``rows`` (every row, with ``replace``), remove ``removed``, record
+        ``journal``; a big change then merges FTS5's index into one segment."""
         with self._transaction():
             if replace:
                 self._run("DELETE FROM entries")
@@ -303,12 +279,9 @@ class SearchIndex:
         journal: int | None = None,
         relevant: int | None = None,
     ) -> list[Hit]:
-        """The best ``limit`` entries for ``phrases`` (``query_phrases``) holding at least
-        ``min_terms`` of them, less ``exclude_ids`` and ``exclude_agent``'s extractions; with
-        ``journal``, ``Stale`` unless the file reflects it. One order for a search and a
-        suggestion: more of the query's terms held first, then ``bm25()`` of its rarer terms
-        (``_shortlists``), then the older entry; a shortlist in which no entry holds ``relevant``
-        terms (default ``min_terms``) gives way to the next, wider one."""
+        """The best ``limit`` entries holding ``min_terms`` of ``phrases``, less the excluded;
+        ``Stale`` unless the file reflects ``journal``. Order: more terms held, ``bm25()``, the
+        older; a shortlist where none holds ``relevant`` terms gives way to a wider one."""
         if not phrases:
             return []
         needed = max(1, min(min_terms, len(phrases)))
@@ -337,9 +310,7 @@ class SearchIndex:
                 self._run("COMMIT")
 
     def _counts(self, phrases: Sequence[str]) -> list[int]:
-        """How many entries each of ``phrases`` matches: for a phrase of one term, FTS5's
-        vocabulary's (``vocab``); for one of several, FTS5 counts its doclist."""
-        # A phrase is a quoted word (``quoted``); its terms are the probe's.
+        """How many entries each of ``phrases`` matches (``vocab`` for a phrase of one term)."""
         terms = PROBE.terms([phrase[1:-1].replace('""', '"') for phrase in phrases])
         single = json.dumps([found[0] for found in terms if len(found) == 1])
         vocab = "SELECT term, doc FROM vocab WHERE term IN (SELECT value FROM json_each(?))"
@@ -353,10 +324,8 @@ class SearchIndex:
         ]
 
     def _held(self, phrases: Sequence[str], rarer: Sequence[int], needed: int) -> dict[int, int]:
-        """How many of ``phrases`` each entry holding one of the ``rarer`` holds, for those
-        holding at least ``needed``: FTS5 reads the rarer phrases' doclists, and looks each
-        other phrase up in those entries alone; SQLite counts them, so an entry holding too
-        few never reaches Python."""
+        """Terms held by each entry holding one of the ``rarer`` and at least ``needed``, counted
+        by SQLite (the other phrases are looked up in those entries alone)."""
         either = " OR ".join(phrases[number] for number in rarer)
         asked = [
             phrase if number in rarer else f"({either}) AND {phrase}"
@@ -373,10 +342,7 @@ class SearchIndex:
         excluded: frozenset[str],
         exclude_agent: str | None,
     ) -> list[tuple[int, float, int, Sequence[object]]]:
-        """Each entry ``held`` (rowid → terms held) that is neither ``excluded`` (by id) nor
-        ``exclude_agent``'s extraction, as a tuple that sorts the best first: (-terms held,
-        ``bm25()`` of ``phrases``, rowid, row); the exclusions are read from the rows returned:
-        cheaper than SQLite looking each excluded id up."""
+        """Each entry ``held`` not excluded, as (-terms held, ``bm25()``, rowid, row)."""
         found = self._run(
             f"SELECT fts.rowid, {_BM25}, e.id, e.name_key, e.name, e.kind, e.tags, e.text, "
             "e.version, e.agents FROM fts CROSS JOIN entries AS e ON e.rowid = fts.rowid "
@@ -394,12 +360,12 @@ class SearchIndex:
 
     def _check_schema(self) -> None:
         tables = {
-            str(name)
-            for (name,) in self._run("SELECT name FROM sqlite_master WHERE type = 'table'")
+            name for (name,) in self._run("SELECT name FROM sqlite_master WHERE type='table'")
         }
         if not tables:
             with self._transaction():
-                self._create_schema()
+                for statement in SCHEMA:
+                    self._run(statement)
             return
         if not {"meta", "entries", "fts", "vocab"} <= tables:
             raise IndexDamaged(self.path, "it lacks belt's tables")
@@ -408,23 +374,6 @@ class SearchIndex:
             raise IndexDamaged(
                 self.path, f"its format is {None if row is None else row[0]!r}, not {FORMAT}"
             )
-
-    def _create_schema(self) -> None:
-        # IF NOT EXISTS: another process may have created them since this one looked.
-        self._run("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)")
-        self._run(
-            "CREATE TABLE IF NOT EXISTS entries (rowid INTEGER PRIMARY KEY, "
-            "id TEXT NOT NULL UNIQUE, name_key TEXT NOT NULL, name TEXT NOT NULL, "
-            "kind TEXT NOT NULL, tags TEXT NOT NULL, text TEXT NOT NULL, "
-            "version INTEGER NOT NULL, agents TEXT NOT NULL)"
-        )
-        self._run("CREATE INDEX IF NOT EXISTS entries_name ON entries (name_key)")
-        self._run(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS fts "
-            f"USING fts5(name, tags, text, tokenize='{TOKENIZER}')"
-        )
-        self._run("CREATE VIRTUAL TABLE IF NOT EXISTS vocab USING fts5vocab(fts, row)")
-        self._run("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('journal', -1)", (FORMAT,))
 
     def _insert(self, row: Row, *, rowid: int | None = None) -> None:
         tags, agents = json.dumps(list(row.tags)), "".join(f" {agent} " for agent in row.agents)
@@ -439,7 +388,7 @@ class SearchIndex:
         )
 
     def _remove(self, entry_id: str) -> int | None:
-        """Remove the row of ``entry_id``; its rowid (None if there was no such row)."""
+        """Remove the row of ``entry_id``; its rowid, if it had one."""
         found = self._run("SELECT rowid FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if found is None:
             return None
@@ -449,7 +398,6 @@ class SearchIndex:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        """BEGIN IMMEDIATE … COMMIT, rolled back if the block (or the commit) raises."""
         self._run("BEGIN IMMEDIATE")
         try:
             yield
@@ -482,9 +430,8 @@ _READERS = _Readers()
 
 
 def reader(path: Path, *, durable: bool) -> SearchIndex | None:
-    """An open index of ``path`` for queries (None if there is no file), kept open by this
-    thread while ``path`` is the file it opened (opening costs more than a small query), never
-    across a fork. Do not close it; a caller that finds it damaged calls ``forget``."""
+    """An open index of ``path`` for queries (None without a file), kept open by this thread
+    while ``path`` is the file it opened, never across a fork; never close it (``forget`` it)."""
     readers = _READERS
     if readers.pid != os.getpid():
         readers.pid, readers.open = os.getpid(), {}  # the parent's connections are its own
@@ -523,9 +470,8 @@ def discard(path: Path) -> None:
 
 
 def _shortlists(counts: Sequence[int]) -> list[list[int]]:
-    """The sets of the query's terms (by number) its answer may be taken from, narrowest first,
-    given how many entries hold each: all of them (``EVERY_TERM_ROWS``); or its rarer terms while
-    their entries add up to at most ``RARER_ROWS``, then ``RARER_ROWS * WIDER``, then all."""
+    """The query's terms (by number) its answer may be read from, narrowest first, given how
+    many entries hold each (``EVERY_TERM_ROWS``, ``RARER_ROWS``, ``WIDER``)."""
     order = sorted(range(len(counts)), key=lambda number: counts[number])
     if sum(counts) <= EVERY_TERM_ROWS:
         return [order]
