@@ -74,8 +74,7 @@ def check_id(value: str, *, what: str = "id") -> str:
 
 
 class LogLines(NamedTuple):
-    """Complete lines of a log read from an offset: ``(offset, line)`` pairs, where the next
-    read starts, and whether the log had to be read again from its start."""
+    """Complete ``(offset, line)`` pairs of a log, where the next read starts, if it restarted."""
 
     lines: list[tuple[int, bytes]]
     end: int
@@ -91,8 +90,7 @@ class LogReader:
         self.handle = handle
 
     def pieces(self, offset: int, size: int = 1024 * 1024) -> Iterator[bytes]:
-        """The line at byte ``offset``, without its newline, in pieces of at most ``size`` bytes
-        (nothing when no line starts there; a torn last line as far as it goes)."""
+        """The line at byte ``offset`` in pieces of at most ``size`` bytes (none: no line there)."""
         handle = self.handle
         with _Reading(self.path):
             if offset <= 0:
@@ -124,8 +122,7 @@ def damaged(path: Path, why: str) -> InvalidInput:
 
 
 class _Reading:
-    """Within it, a file at ``path`` that is unsafe or cannot be read is damage (InvalidInput);
-    a missing one stays FileNotFoundError for the caller."""
+    """Within it, an unsafe or unreadable file is damage; a missing one stays FileNotFoundError."""
 
     __slots__ = ("path",)
 
@@ -158,8 +155,7 @@ def _finite(text: str) -> float:
 
 
 def _loads(text: str | bytes) -> Any:
-    """JSON as belt writes it: NaN, Infinity and numbers that overflow to infinity, which
-    Python's reader takes and belt would write back as invalid JSON, are refused."""
+    """JSON as belt writes it: NaN, Infinity and overflowing numbers are refused."""
     return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
 
 
@@ -183,8 +179,7 @@ def _parse_json(path: Path, raw: bytes, where: str = "it ") -> Any:
         raise damaged(path, f"{where}cannot be read as JSON ({exc})") from None
 
 
-# Records are written by pydantic-core's ``to_json``: the standard library's compact JSON (but
-# 1e-7 for 1e-07), several times faster; what it cannot write raises a ValueError.
+# pydantic-core's ``to_json`` writes the standard library's compact JSON, several times faster.
 
 
 def _lines(records: Sequence[Mapping[str, object]]) -> bytes:
@@ -203,8 +198,7 @@ def _stamp_of(info: os.stat_result) -> tuple[int, ...]:
 
 
 def _open_stamped(path: Path, stamp: object, flags: int) -> int | None:
-    """A descriptor open with ``flags`` on the file at ``path`` if it still has ``stamp``
-    (None when it has another now, or cannot be opened)."""
+    """A descriptor open with ``flags`` on ``path`` if it still has ``stamp``, else None."""
     try:
         fd = open_regular(path, flags=flags)
     except (OSError, UnsafeFile):
@@ -216,8 +210,7 @@ def _open_stamped(path: Path, stamp: object, flags: int) -> int | None:
 
 
 def _close_all(kept: dict[Path, Any]) -> None:
-    """Empty ``kept`` (of ``read_fresh`` or of the last appends), closing the descriptor last in
-    each of its tuples (when their store is gone, or full)."""
+    """Empty ``kept``, closing the descriptor last in each of its tuples."""
     for path in list(kept):
         found = kept.pop(path, None)
         if found is not None and found[-1] is not None and found[-1] >= 0:
@@ -244,19 +237,15 @@ class Store:
         self.migrations: dict[tuple[str, int], Migration] = dict(
             MIGRATIONS if migrations is None else migrations
         )
-        # With ``shapes``, every object read is checked against the shape of its kind
-        # (belt.store.shapes): the store belt opens; a bare Store holds any data.
-        self.shapes = shapes
+        self.shapes = shapes  # check each object read against its kind's shape (belt.store.shapes)
         self._fresh: dict[Path, tuple[object, bytes, int]] = {}
         weakref.finalize(self, _close_all, self._fresh)
+        # Per line file appended to: its stamp after the append, and a descriptor kept open.
         self._appended: dict[Path, tuple[object, int | None]] = {}
-        """Per line file this store appended to last: its stamp after that append, and a
-        descriptor left open on it for the next append (None: none is kept)."""
         weakref.finalize(self, _close_all, self._appended)
 
     def without_fsync(self) -> Store:
-        """The same store, writing without fsync (still atomic): only an OS crash can lose the
-        latest writes. For high-rate writers such as a simulation."""
+        """The same store writing without fsync (still atomic), for high-rate writers."""
         return Store(
             self.root,
             fsync=False,
@@ -268,8 +257,7 @@ class Store:
     # Paths
 
     def _file(self, area: str, name: str, id: str, suffix: str, what: str) -> Path:
-        """The file ``area/name/id+suffix`` below the root, ``name`` (a ``what``) and ``id``
-        checked once: paths made are kept."""
+        """The file ``area/name/id+suffix`` below the root, its names checked once and kept."""
         key = (area, name, id)
         try:
             found = self._files_made.get(key)
@@ -319,13 +307,11 @@ class Store:
         return self._decode_object(path, kind, id, raw)
 
     def read_fresh(self, kind: str, id: str) -> Record:
-        """``read``, but the file is read again only when a stat shows it replaced since this
-        store read or wrote it: for a record polled often that rarely changes."""
+        """``read``, read again only when a stat shows the file replaced since this store saw it."""
         return self._read_fresh(self.path(kind, id), kind, id)[0]
 
     def read_if_replaced(self, kind: str, id: str, seen: object) -> tuple[Record | None, object]:
-        """``read_fresh``, or None (after a stat, nothing decoded) while the file is still the one
-        ``seen`` (an earlier call's second value) stands for; with what stands for it now."""
+        """``read_fresh``, or None while the file is still the one ``seen`` stands for."""
         path = self.path(kind, id)
         if seen is not None:
             kept = self._fresh.get(path)
@@ -334,8 +320,7 @@ class Store:
         return self._read_fresh(path, kind, id)
 
     def seen(self, kind: str, id: str) -> object:
-        """What stands for the object's file as this store last read (``read_fresh``) or wrote
-        it, for ``read_if_replaced`` (None: nothing is kept)."""
+        """What stands for the object's file as this store last read or wrote it (or None)."""
         kept = self._fresh.get(self.path(kind, id))
         return None if kept is None else kept[1]
 
@@ -345,8 +330,7 @@ class Store:
         if kept is not None and kept[0] == self._stamp(path):
             document = json.loads(kept[1])  # checked when it was kept: the plain reader is enough
             return self._migrate(path, kind, int(document["schema"]), document["data"]), kept[1]
-        # Held open before it is read: what is read is that file, or a later one whose stamp
-        # differs (then the next call reads it again).
+        # Pinned before it is read: what is read is that file, or a later one (read again next).
         stamp = self._stamp(path)
         pin = None if stamp is None else self._pin(path, stamp)
         try:
@@ -360,8 +344,7 @@ class Store:
         return data, blob if pin is not None else None
 
     def _keep(self, path: Path, stamp: object, blob: bytes, pin: int | None) -> None:
-        """Keep ``blob`` as what ``read_fresh`` gives for ``path`` while its file has ``stamp``
-        (``pin`` holds that file open; None: it has another stamp now, nothing is kept)."""
+        """Keep ``blob`` for ``read_fresh`` while ``path`` has ``stamp`` (``pin`` holds it open)."""
         old = self._fresh.pop(path, None)
         if old is not None:
             self._unpin(old[2])
@@ -406,8 +389,7 @@ class Store:
             self._replace(path, blob)
 
     def update(self, kind: str, id: str, fn: Callable[[R], R]) -> R:
-        """Under the object's lock: read, apply ``fn`` (if it raises, nothing is written), write
-        and return the result."""
+        """Under the lock: read, apply ``fn`` (nothing written if it raises), write, return it."""
         if not self._lexists(self.path(kind, id)):
             raise NotFound(f"no {kind} {id}")  # without leaving a lock file for a missing id
         with self.lock(kind, id):
@@ -420,15 +402,14 @@ class Store:
             return new
 
     def _replace(self, path: Path, blob: bytes) -> None:
-        """Replace ``path`` with ``blob`` (its lock held), kept for ``read_fresh`` if it keeps that
-        path, pinned by the descriptor it was written through."""
+        """Replace ``path`` with ``blob`` (lock held), kept for ``read_fresh`` if it keeps it."""
         if path not in self._fresh:
             self._put_file(path, blob)
             return
         pin = self._put_pinned(path, blob)
         if pin is not None:
             self._keep(path, _stamp_of(os.fstat(pin)), blob, pin)
-        elif path in self._fresh:  # no descriptor held (a memory store): pinned by its stamp
+        else:  # no descriptor held (a memory store): pinned by its stamp
             stamp = self._stamp(path)
             self._keep(path, stamp, blob, None if stamp is None else self._pin(path, stamp))
 
@@ -492,8 +473,7 @@ class Store:
     def append(
         self, log: str, id: str, record: Mapping[str, object], *, sync: bool | None = None
     ) -> None:
-        """Append one record to a log, fsynced unless ``sync=False`` (then only an OS crash can
-        lose it)."""
+        """Append one record to a log, fsynced unless ``sync=False``."""
         self.append_group(log, id, [record], sync=sync)
 
     def append_group(
@@ -504,8 +484,7 @@ class Store:
         *,
         sync: bool | None = None,
     ) -> None:
-        """``append`` of each of ``records`` in order, in one write under one lock; a new log is
-        created without the lock, by a hard link that never replaces another writer's."""
+        """``append`` of each of ``records`` in one write; a new log is created by a hard link."""
         for record in records:
             if not isinstance(record, dict):
                 raise TypeError("a log record must be a dict")
@@ -528,9 +507,7 @@ class Store:
     def log_lines(
         self, log: str, id: str, offset: int = 0, *, max_bytes: int | None = None
     ) -> LogLines:
-        """The complete lines of a log from byte ``offset`` (0, or one this returned) on, with
-        their offsets, stopping once ``max_bytes`` were read; a log now shorter than ``offset``
-        is read from its start (``restarted``)."""
+        """Complete lines of a log from ``offset``, up to ``max_bytes`` (restarted: it shrank)."""
         path = self._log_path(log, id)
         opened = self._opened(path)
         if opened is None:
@@ -557,8 +534,7 @@ class Store:
         return LogLines(found, end, restarted, version)
 
     def decode_log_line(self, log: str, id: str, line: bytes, offset: int, version: int) -> Record:
-        """One raw line of a log (written under schema ``version``) as its record, migrated;
-        InvalidInput naming the file and the line's offset if it is damaged."""
+        """One raw log line (schema ``version``) as its record; InvalidInput if damaged."""
         try:
             record = _loads(line)
         except (ValueError, RecursionError):
@@ -588,15 +564,13 @@ class Store:
 
     @contextmanager
     def log_reader(self, log: str, id: str) -> Iterator[LogReader]:
-        """The log opened once (its header checked) for reading lines at offsets ``log_lines``
-        gave, a piece at a time; InvalidInput if it is damaged, NotFound if it is missing."""
+        """The log opened once, to read lines at offsets; InvalidInput if damaged, NotFound."""
         with self._open_log(log, id) as (path, handle, _):
             yield LogReader(path, handle)
 
     @contextmanager
     def _open_log(self, log: str, id: str) -> Iterator[tuple[Path, BinaryIO, int]]:
-        """A log opened as a regular file with its header checked: (its path, the open file
-        after the header, its schema version); InvalidInput if damaged, NotFound if missing."""
+        """A log opened with its header checked: (path, handle, version); NotFound if missing."""
         path = self._log_path(log, id)
         opened = self._opened(path)
         if opened is None:
@@ -606,8 +580,7 @@ class Store:
                 version = self._check_header(path, read_line(handle, limit=HEADER_MAX), "log")
             yield path, handle, version
 
-    # The private part: what must never be printed, journalled or reported (full webhook URLs,
-    # which can carry credentials), kept so that any process can continue a run
+    # The private part: what is never printed, journalled or reported (URLs with credentials)
 
     def private_path(self, kind: str, id: str) -> Path:
         """The file that holds one private record (for a message that names it)."""
@@ -628,8 +601,7 @@ class Store:
         """Add ``name`` to ``tag`` (idempotent)."""
         directory = self._tag_dir(tag)
         path = directory / check_id(name, what="name")
-        # A marker is never read; it is opened without following a link at its name, so
-        # nothing outside the store is created through one.
+        # Opened without following a link, so nothing outside the store is created through one.
         flags = os.O_WRONLY | os.O_CREAT | SAFE_FLAGS
         try:
             try:
@@ -703,8 +675,7 @@ class Store:
     def _create_lines(
         self, path: Path, family: str, records: Sequence[Mapping[str, object]], *, sync: bool | None
     ) -> bool:
-        """Create the line file ``path`` with its header and ``records`` exclusively (False when
-        a file is at its name), keeping its descriptor for the next append."""
+        """Create the line file ``path`` exclusively (False if one is there), keeping its fd."""
         if self._lexists(path):
             return False
         blob = _header_line(family, self.schema) + _lines(records)
@@ -731,9 +702,7 @@ class Store:
             except OSError:
                 same = False  # the path below says what is wrong
             if same and handle is not None:
-                # The file is as this store's last append left it, ending with that append's
-                # complete line: the descriptor it left open adds to it (no open, no header
-                # to read, no torn tail to look for).
+                # As this store's last append left it: no header to read, no torn tail to cut.
                 try:
                     stamp = self._append_kept(handle, path, line, sync=sync)
                 except BaseException:
@@ -743,8 +712,7 @@ class Store:
                 return
             if handle is not None:
                 self._unpin(handle)  # the file changed since this store's last append
-        # Never add to a file this belt cannot read (damaged, or from a newer belt); the header
-        # this belt writes needs no parsing.
+        # Never add to a file this belt cannot read (damaged, or from a newer belt).
         header = _header_line(family, self.schema)
         for attempt in (1, 2):
             try:
@@ -758,8 +726,7 @@ class Store:
                 self._append_line(path, line, header=header, sync=sync)
                 break
             except FileExistsError:
-                # Created meanwhile by a writer that takes no lock (``_create_lines``): its
-                # header is read, and the line appended, the second time.
+                # Created meanwhile by ``_create_lines``, which takes no lock: try once more.
                 if attempt == 2:
                     raise
             except DamagedLines:
@@ -807,8 +774,7 @@ class Store:
         except FileNotFoundError:
             return None
 
-    # The files themselves: the one place this class touches the file system, so that
-    # belt.store.memory can keep the same records, with the same rules, in memory
+    # The one place this class touches the file system (belt.store.memory keeps it in memory)
 
     def _read_file(self, path: Path) -> bytes:
         return read_bytes(path)
@@ -836,8 +802,7 @@ class Store:
         return file_lock(lock_path)
 
     def _pin(self, path: Path, stamp: object) -> int | None:
-        """A descriptor held open on the file at ``path`` if it has ``stamp`` (so no later file
-        gets its inode while kept), else None."""
+        """A descriptor held open on ``path`` if it has ``stamp`` (its inode kept), else None."""
         return _open_stamped(path, stamp, os.O_RDONLY)
 
     def _unpin(self, pin: int) -> None:
@@ -858,21 +823,18 @@ class Store:
         return read_first_line(path)
 
     def _open_appending(self, path: Path, stamp: object) -> int | None:
-        """A descriptor open for appending on the file at ``path``, which has ``stamp`` (None
-        when it has another now); the next append goes through it while the stamp holds."""
+        """A descriptor open for appending on ``path`` if it has ``stamp``, else None."""
         return _open_stamped(path, stamp, os.O_RDWR | os.O_APPEND)
 
     def _append_kept(self, handle: int, path: Path, line: bytes, *, sync: bool) -> object:
-        """Append ``line`` through ``handle`` (``_open_appending``'s) to the file at ``path``,
-        whose last line is this store's; returns the file's stamp after it."""
+        """Append ``line`` through ``handle`` to ``path``; the file's stamp after it."""
         return _stamp_of(append_to(handle, path, line, fsync=sync))
 
     def _append_line(self, path: Path, line: bytes, *, header: bytes, sync: bool) -> None:
         append_line(path, line, header=header, fsync=sync)
 
     def _put_lines(self, path: Path, blob: bytes, *, sync: bool) -> int | None:
-        """A new line file at ``path`` holding ``blob``, created exclusively (FileExistsError if
-        a file is there); returns a descriptor open for appending on it (None: none is held)."""
+        """A new line file made exclusively (FileExistsError); a descriptor open on it, or None."""
         handle = atomic_write(path, blob, fsync=sync, exclusive=True, keep_open=True)
         if handle is not None:
             fcntl.fcntl(handle, fcntl.F_SETFL, fcntl.fcntl(handle, fcntl.F_GETFL) | os.O_APPEND)

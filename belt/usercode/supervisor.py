@@ -1,15 +1,9 @@
-"""Supervised worker processes: where ``belt test``, ``belt check`` and the pytest plugin's
-``--belt-isolate`` run a user's code, so that whatever it does fails only the case that ran it
-(docs/reliability.md, "User code never takes belt down").
+"""Supervised worker processes that run a user's code for ``belt test``, ``belt check`` and
+``--belt-isolate``, so that whatever it does fails only the case that ran it (docs/reliability.md).
 
-A worker that ends fails its case with how it ended, and the cases it held go to another; a case
-that closed fd 0-2 or left a non-daemon thread running (after ``THREAD_GRACE``) fails with that
-and its worker is replaced; a worker left with any other thread of its own is replaced quietly;
-one whose pipe to belt closed leaves its last words in shared memory (ended after ``GRACE``); a
-``call`` past its deadline ends its worker. Workers read /dev/null, write stdout to stderr and
-(Linux) die with belt. With a ``preload`` plan they are forked warm from a template process that
-imported the plan's modules, each within its deadline (one that passes it is refused in every
-worker); without one, from belt's process.
+A case whose worker ended, that closed fd 0-2 or left a non-daemon thread running fails with that
+and its worker is replaced; a ``call`` past its deadline ends its worker. With a ``preload`` plan
+workers fork warm from a template process that imported the plan's modules within their deadlines.
 """
 
 from __future__ import annotations
@@ -67,9 +61,7 @@ def can_fork() -> bool:
 
 @dataclass(frozen=True)
 class Preload:
-    """A module the template imports before it forks workers: ``key`` is what the loader knows
-    it by (``loader.module_key``), ``load`` imports it, within ``seconds``; ``where`` names what
-    named it, in errors."""
+    """A module the template imports (``load``) within ``seconds``; ``key`` is its module_key."""
 
     key: str
     load: Callable[[], Any]
@@ -79,8 +71,7 @@ class Preload:
 
 @dataclass(frozen=True)
 class Reply:
-    """What a call in a worker gave: its value, or why there is none (``problem``; ``timed_out``
-    when it passed its deadline)."""
+    """What a call in a worker gave: its value, or why there is none (``problem``)."""
 
     value: Any = None
     problem: str | None = None
@@ -104,8 +95,7 @@ class _Worker:
 
 
 class Supervisor:
-    """Worker processes for ``step(*items[i])`` (``run``) or for calls (``call``), started in
-    ``start`` and ended in ``close`` (or as a context manager)."""
+    """Worker processes for ``step(*items[i])`` (``run``) or for calls (``call``)."""
 
     def __init__(
         self,
@@ -127,8 +117,7 @@ class Supervisor:
         self.workers: dict[int, _Worker] = {}  # by the end of its results pipe
         self.problems: dict[str, tuple[int, str]] = {}  # a preloaded module's (exit code, message)
         self.skip: set[str] = set()  # preloaded modules that ended the template
-        # Modules every worker refuses to import (their import passed its deadline), with why.
-        self.refused: dict[str, str] = {}
+        self.refused: dict[str, str] = {}  # modules whose import passed its deadline, with why
         self.template: _Template | None = None
         self.stop = mmap.mmap(-1, 1)
         self.words = mmap.mmap(-1, WORDS * self.jobs)
@@ -148,10 +137,8 @@ class Supervisor:
         for stream in (sys.stdout, sys.stderr):  # nothing buffered is written again by a child
             with contextlib.suppress(Exception):
                 stream.flush()
-        # Frozen already when belt's imports froze what they made (loader.collector_paused):
-        # then it stays so after, as it was (unfreezing is all or nothing). What this process
-        # holds is left out of the children's collections, which would write to every page of
-        # it and so copy it into each.
+        # Frozen, what this process holds is left out of the children's collections, which
+        # would copy every page of it into each; it stays frozen if belt's imports froze it.
         self._was_frozen = loader.frozen()
         gc.freeze()
         if self.preload is not None and can_fork():
@@ -159,8 +146,7 @@ class Supervisor:
             self.template.start()
 
     def close(self) -> None:
-        """Stop: start nothing more, let each worker end the item it runs (a call is not waited
-        for: its worker is ended), and wait for them all."""
+        """Start nothing more, let each worker end its item (a call's is ended), wait for all."""
         self.stop[0] = 1
         workers = list(self.workers.values())
         for worker in workers:
@@ -206,16 +192,14 @@ class Supervisor:
         return worker
 
     def _leave_owner(self) -> None:
-        """In a child of belt's process: close belt's ends of the other workers' pipes (a
-        worker holding one would keep another from ever seeing its end)."""
+        """In a child: close belt's ends of the other workers' pipes (they would never end)."""
         for worker in self.workers.values():
             _close(worker.tasks, worker.results)
         if self.template is not None and self.template.sock is not None:
             self.template.sock.close()
 
     def _finish(self, worker: _Worker, *, kill: str | None = None) -> str:
-        """End ``worker`` (``kill``: belt ends it, saying why) and wait for it; how it ended, as
-        the cause of the case it was running."""
+        """End ``worker`` (``kill``: saying why) and wait for it; how it ended, as a cause."""
         self.workers.pop(worker.results, None)
         _close(worker.tasks, worker.results)
         if kill is not None:
@@ -265,11 +249,9 @@ class Supervisor:
     # -- items ----------------------------------------------------------------------------------
 
     def run(self, lost: Lost = None) -> Iterator[Any]:
-        """``step(*item)`` of each item, given out in the items' order, run in ``jobs`` workers
-        handed a few items at a time (``handful``), two handfuls ahead. An item whose worker
-        ended while it ran, or that misbehaved, is ``lost(item, cause)``; what a step raised is
-        ``lost(item, its text)`` too, or raised here at its place without ``lost``. Stopping
-        early (closing the iterator, as ``-x`` and Ctrl-C do) starts nothing more."""
+        """``step(*item)`` of each item in order, run in ``jobs`` workers two handfuls ahead.
+
+        An item lost or failed is ``lost(item, cause)``, or raised here without ``lost``."""
         count = len(self.items)
         pending: deque[int] = deque(range(count))
         done: dict[int, tuple[bool, Any]] = {}
@@ -394,8 +376,7 @@ class Supervisor:
         return Reply(problem=value if kind == "lost" else f"raised {_last_line(value[1])}")
 
     def failed_imports(self) -> list[BeltError]:
-        """What importing the preloaded modules did that was not a success, as errors (exit
-        codes kept: a module not found is 3, one that fails or never finishes 5)."""
+        """The preloaded modules' failed imports, as errors with their exit codes."""
         return [_ERRORS.get(code, BeltError)(message) for code, message in self.problems.values()]
 
 
@@ -403,8 +384,7 @@ class Supervisor:
 
 
 class _Template:
-    """belt's side of the template process: it imports the plan's modules, then forks workers
-    and says how each ended."""
+    """belt's side of the process that imports the plan's modules and forks workers."""
 
     def __init__(self, supervisor: Supervisor) -> None:
         self.supervisor = supervisor
@@ -414,8 +394,7 @@ class _Template:
         self.statuses: dict[int, int] = {}  # wait statuses of reaped workers not yet asked for
 
     def start(self) -> None:
-        """Fork the template until it is ready: one that a module's import ended, or kept past
-        its deadline, is forked again without it."""
+        """Fork the template until it is ready, without the modules that ended or held it."""
         while not self._started():
             pass
 
@@ -463,8 +442,7 @@ class _Template:
                 return True
 
     def close(self, *, kill: bool = False) -> int | None:
-        """End the template (``kill``: at once, else once its socket closed, killed after
-        ``GRACE``) and wait for it; its wait status."""
+        """End the template (``kill``: at once, else after ``GRACE``); its wait status."""
         self.alive = False
         if kill:
             _kill(self.pid)
@@ -477,8 +455,7 @@ class _Template:
         return status
 
     def fork(self, seat: int, tasks: int, results: int) -> int:
-        """A new worker in ``seat`` on the pipe ends ``tasks`` and ``results``: its pid. A
-        template that ended is forked again first."""
+        """A new worker's pid, in ``seat`` on the pipe ends ``tasks`` and ``results``."""
         for again in (True, False):
             with contextlib.suppress(OSError):
                 if self.alive and self.sock is not None:
@@ -492,8 +469,7 @@ class _Template:
         raise BeltError("cannot start a worker process for the user's code")
 
     def _take(self) -> Any:
-        """What the template says next, taken in (a worker ended, or was stopped); None once it
-        ended (the next fork starts another)."""
+        """What the template says next, taken in; None once it ended."""
         message = _receive_socket(self.sock) if self.alive and self.sock is not None else None
         if message is None:
             self.alive = False
@@ -511,8 +487,7 @@ class _Template:
             self._take()
 
     def status(self, worker: _Worker) -> int | None:
-        """How ``worker`` ended, as the template saw it; a worker that does not end within
-        ``GRACE`` seconds (its pipe closed, it runs on) is ended."""
+        """How ``worker`` ended, as the template saw it (ended by belt after ``GRACE``)."""
         deadline = time.monotonic() + GRACE
         killed = worker.ended is not None
         while worker.pid not in self.statuses:
@@ -537,8 +512,7 @@ _PIPE_CLOSED = (
 
 
 def _template(supervisor: Supervisor, sock: socket.socket) -> NoReturn:
-    """The template process: import the plan's modules, saying which before each, then fork a
-    worker for each request (its pipe ends come with it) and say how each ended."""
+    """The template process: import the plan's modules, then fork a worker for each request."""
     with contextlib.suppress(BaseException):  # belt is gone, or failed here: end quietly
         _become_child(supervisor.owner)
         for item in (supervisor.preload or list)():
@@ -642,8 +616,7 @@ class _Seat:
         _write(self.results, _LENGTH.pack(len(data)) + data)
 
     def misbehaved(self) -> str | None:
-        """What the case just run did to its worker that fails it: fds 0-2 closed or replaced,
-        or threads (not daemons) left running."""
+        """Why the case just run fails: fds 0-2 closed or replaced, or threads left running."""
         self.check_pipes()
         for fd, name in _STANDARD:
             if _identity(fd) != self.standard[fd]:
@@ -664,8 +637,7 @@ class _Seat:
         return None
 
     def spent(self) -> bool:
-        """Whether the worker should end after this case: it holds a thread belt did not keep
-        (a call abandoned at its deadline, an import that never returned, a daemon thread)."""
+        """Whether the worker should end: it holds a thread belt did not keep."""
         main = threading.main_thread()
         kept = self.supervisor.spare()
         return any(t is not main and t not in kept and t.is_alive() for t in threading.enumerate())
@@ -694,13 +666,11 @@ class _Seat:
 
 
 def _serve(supervisor: Supervisor, tasks: int, results: int, seat: int, parent: int) -> NoReturn:
-    """A worker: run what belt hands it (items by index, or calls) and answer each, until belt
-    closes its pipe, its pipe fails, or a case leaves it unfit to go on."""
+    """A worker: run and answer what belt hands it until its pipe ends or a case spoils it."""
     try:
         _become_child(parent)
-        # Ctrl-C reaches every process of the terminal's group. A worker ends what it runs and
-        # starts nothing more, and says so to every worker and to belt, which (on a busy
-        # machine) may take its own Ctrl-C in later than the workers end their items.
+        # Ctrl-C reaches every process of the group: a worker ends what it runs and tells the
+        # others and belt (which may take its own in later) to start nothing more.
         signal.signal(signal.SIGINT, lambda *_: supervisor.stop.__setitem__(0, 1))
         me = _Seat(supervisor, tasks, results, seat)
     except BaseException:
@@ -732,9 +702,7 @@ def _serve(supervisor: Supervisor, tasks: int, results: int, seat: int, parent: 
 
 
 def _become_child(parent: int) -> None:
-    """In a template or a worker just forked: Ctrl-C is belt's to handle (this process ends
-    what it runs, then what belt says), it ends with its parent (Linux), reads nothing from the
-    terminal, and writes what would go to stdout to stderr."""
+    """In a child: ignore Ctrl-C, die with ``parent``, read /dev/null, write stdout to stderr."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _dies_with(parent)
     with contextlib.suppress(OSError):
@@ -787,8 +755,7 @@ def _identity(fd: int) -> tuple[int, int] | None:
 
 
 def _waited(pid: int, seconds: float | None = None) -> tuple[bool, int | None]:
-    """Wait for the child ``pid`` to end, up to ``seconds`` (None: as long as it takes):
-    whether it ended (or is no child to wait for), and its wait status when known."""
+    """Wait up to ``seconds`` (None: no limit) for ``pid``: whether it ended, and its status."""
     deadline = time.monotonic() + (seconds or 0.0)
     while True:
         try:
@@ -807,24 +774,20 @@ def _ended_how(status: int | None) -> str:
     if status is None:
         return "ended (how is not known)"
     if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        return f"was killed by signal {number} ({_signal_name(number)})"
+        return f"was killed by {_signal(os.WTERMSIG(status))}"
     if os.WIFEXITED(status):
         return f"exited with status {os.WEXITSTATUS(status)}"
     return f"ended (wait status {status})"
 
 
 def _stopped_by(number: int) -> str:
-    return (
-        f"the worker process running it was stopped by signal {number} "
-        f"({_signal_name(number)}); belt ended it"
-    )
+    return f"the worker process running it was stopped by {_signal(number)}; belt ended it"
 
 
-def _signal_name(number: int) -> str:
+def _signal(number: int) -> str:
     with contextlib.suppress(ValueError):
-        return signal.Signals(number).name
-    return "unknown"
+        return f"signal {number} ({signal.Signals(number).name})"
+    return f"signal {number} (unknown)"
 
 
 def _write(fd: int, data: bytes) -> None:
@@ -873,8 +836,7 @@ def _last_line(text: str) -> str:
 
 
 def _exception_text(exc: BaseException) -> tuple[bytes | None, str]:
-    """What a step raised, to cross to belt: pickled when it can be (belt may not load it: its
-    class may live in a module only the worker imported), and its traceback as text."""
+    """What a step raised, pickled when it can be, and its traceback as text."""
     text = "".join(traceback.format_exception(exc))
     blob: bytes | None = None
     with contextlib.suppress(Exception):
