@@ -35,8 +35,7 @@ Render = Callable[[Mapping[str, object]], Lines]
 def conversation(
     messages: list[Message], show: Render, quiet: list[Delivery]
 ) -> list[tuple[Message, Lines]]:
-    """Each message with its lines, a hook row (and a ``quiet`` delivery, which left none) under
-    the tool call it was for, else after the message it followed."""
+    """Each message with its lines, a hook row (or ``quiet`` delivery) under its tool call."""
     invocations = {
         str(invocation["id"]): message["id"]
         for message in messages
@@ -52,12 +51,9 @@ def conversation(
     under: dict[str, Lines] = {}
     after: dict[str, Lines] = {}
     for record in quiet:
-        about = str(record.get("invocation_id") or "")
-        if about in invocations:
-            under.setdefault(about, []).append(quiet_line(record))
-        else:
-            follows = str(record.get("after_message") or "")
-            after.setdefault(moved.get(follows, follows), []).append(quiet_line(record))
+        about, follows = str(record.get("invocation_id") or ""), str(record.get("after_message"))
+        place = (under, about) if about in invocations else (after, moved.get(follows, follows))
+        place[0].setdefault(place[1], []).append(quiet_line(record))
     for message in messages:
         if message["id"] in moved:
             about = str((message.get("sim") or {}).get("invocation_id") or "")
@@ -80,8 +76,7 @@ def conversation(
 
 
 def handler_text(hook: Mapping[str, object], routed_to: object = None) -> str:
-    """A hook's handler as a row names it: ``hooks.example.com → py:hooks.py:guard`` when a
-    ``--route`` delivered it elsewhere, and its type when the name does not say it."""
+    """A hook's handler as a row names it (``A → B`` when a ``--route`` sent it elsewhere)."""
     if routed_to:
         return f"{hook['handler']} → {routed_to}"
     kind = "" if hook["handler"] == hook["handler_type"] else f" ({hook['handler_type']})"
@@ -91,12 +86,10 @@ def handler_text(hook: Mapping[str, object], routed_to: object = None) -> str:
 def quiet_line(record: Mapping[str, object]) -> tuple[str, str]:
     """A hook call that left no row (``-v``): what it answered, which changed nothing."""
     hook = {"handler": record.get("handler"), "handler_type": record.get("handler_type")}
-    mode = " (async)" if record.get("async") else ""
-    answer = record.get("decision") or "allow"
-    note = ", not acted on" if record.get("async") else ", nothing changed"
+    mode, note = (" (async)", "not acted on") if record.get("async") else ("", "nothing changed")
     text = (
         f"    hook   {record.get('hook_event')}: {handler_text(hook, record.get('routed_to'))}"
-        f"{mode} → {answer}{note} {record.get('duration_ms', 0)}ms"
+        f"{mode} → {record.get('decision') or 'allow'}, {note} {record.get('duration_ms', 0)}ms"
     )
     return (text, "dim")
 
@@ -197,8 +190,7 @@ def interrupted_lines(report: SimReport) -> Lines:
 def settle_lines(
     report: SimReport, run_id: object, commands: list[str], what: str, doing: str
 ) -> Lines:
-    """How to settle what a run waits at (each ``what``, by ``commands``) and go on; or, for an
-    ``--ephemeral`` simulation, that there is nothing left to settle."""
+    """How to settle what a run waits at (each ``what``, by ``commands``) and go on."""
     if report["simulation"].get("ephemeral"):
         again = f"run the scenario again without --ephemeral to {doing} and go on"
         return [(f"it ran in memory (--ephemeral) and is gone with this process: {again}", "dim")]
@@ -219,8 +211,8 @@ def retried(attempt: object) -> bool:
 # -- live lines ------------------------------------------------------------------------------
 
 
-TASK_STYLES = {"acknowledged": "green", "continue": "magenta"}
-TASK_STYLES |= {"failed": "bold red", "cancelled": "yellow"}
+TASK_STYLES = {"acknowledged": "green", "continue": "magenta", "failed": "bold red"}
+TASK_STYLES["cancelled"] = "yellow"
 
 
 def clock(stamp: object) -> str:
@@ -292,8 +284,7 @@ def span_text(seconds: float) -> str:
 
 def deadline(item: InterruptJSON, now: datetime, on_expiry: str | None) -> str:
     """When a pending gate expires and what happens then."""
-    left = expires_in(item, now)
-    then = on_expiry or "?"
+    left, then = expires_in(item, now), on_expiry or "?"
     if left == "overdue":
         return f"overdue: the next sweep settles it as {then}"
     return f"expires in {left}, then {then}"
@@ -335,9 +326,8 @@ def interrupt_table(
     statuses: bool = False,
 ) -> tuple[list[str], list[list[str]]]:
     """The columns and rows of ``belt interrupt list``."""
-    hidden = {"run": not runs, "chat": not chats, "status": not statuses}
     every = ["id", "event", "holds", "run", "chat", "status", "expires in", "then"]
-    keep = [i for i, column in enumerate(every) if not hidden.get(column)]
+    keep = [i for i, shown in enumerate([1, 1, 1, runs, chats, statuses, 1, 1]) if shown]
     rows = [
         [
             str(item.get("short_id") if short_ids else item.get("id")),
@@ -421,8 +411,7 @@ def excerpt_lines(dialect: str, messages: Sequence[Mapping[str, object]]) -> Lin
 
 
 def merged_excerpt_lines(dialect: str, excerpts: Sequence[Sequence[Mapping[str, object]]]) -> Lines:
-    """Several excerpts of one transcript as one: each message once, in the chat's order, with
-    ``…`` where messages between two parts are left out."""
+    """Several excerpts of one transcript as one, in order, ``…`` where messages are left out."""
     messages = {
         m["id"]: m for excerpt in excerpts[::-1] for m in cast("list[Message]", excerpt[::-1])
     }
@@ -518,8 +507,7 @@ def test_result_line(given: Mapping[str, object]) -> tuple[str, str]:
 
 
 def test_failure_lines(given: Mapping[str, object], dialect: str) -> Lines:
-    """What went wrong in one scenario (a ``ScenarioJSON``): each failed expectation, then one
-    transcript excerpt around all of them; or the error that stopped it."""
+    """What went wrong in one scenario (a ``ScenarioJSON``): failures and one excerpt, or error."""
     result = cast(ScenarioJSON, given)
     lines: Lines = [("", ""), (f"── {result['scenario']}", "bold")]
     if result["status"] == "error":
@@ -560,8 +548,7 @@ def snapshot_update_command(scenario: str) -> str:
 
 
 def snapshot_lines(given: Mapping[str, object], *, update: str) -> Lines:
-    """``belt test --snapshot``: how a record differs from its stored snapshot, with the
-    unified diff (removed lines red, added green); ``update`` is the command that writes it."""
+    """How a record differs from its snapshot; ``update`` is the command that writes it."""
     comparison = cast(Snapshot, given)
     if comparison["status"] == "missing":
         return [
@@ -591,8 +578,7 @@ COVERAGE_COLUMNS = tuple(
 
 
 def coverage_rows(given: Sequence[Mapping[str, object]]) -> list[list[str]]:
-    """``belt test --coverage``: one row per declared hook, with what its calls produced (``allow
-    1, deny 1``), the tools it saw (``delete_file 2``) and how long they took."""
+    """``belt test --coverage``: one row per declared hook, its outcomes, tools and latency."""
     return [
         [
             str(entry["scenario"]),
@@ -616,9 +602,10 @@ def coverage_tail(given: Sequence[Mapping[str, object]]) -> Lines:
     unfired = [entry for entry in entries if not entry["fired"]]
     if not unfired:
         return [(f"every one of {len(entries)} declared hook(s) fired", "green")]
-    lines: Lines = [(f"{len(unfired)} of {len(entries)} declared hook(s) never fired:", "red")]
-    lines.extend((f"  {entry['scenario']}: {unfired_text(entry)}", "") for entry in unfired)
-    return lines
+    return [
+        (f"{len(unfired)} of {len(entries)} declared hook(s) never fired:", "red"),
+        *((f"  {entry['scenario']}: {unfired_text(entry)}", "") for entry in unfired),
+    ]
 
 
 def test_summary_line(
@@ -700,8 +687,7 @@ def span_left(expires_at: object, now: datetime) -> str:
 
 
 def approval_waiting_text(record: Mapping[str, object], now: datetime | None) -> str:
-    """What a ``--wait`` simulation waits for at a hook task's approval and how to give it; with
-    ``now`` (a line kept current) the time left, else the time it expires."""
+    """How to approve the hook task a ``--wait`` simulation waits for; with ``now``, time left."""
     expires = record.get("expires_at")
     if now is not None and expires is not None:
         # One terminal line, cut at its width: the time left and the command come first.
@@ -733,8 +719,7 @@ def _heading(line: tuple[str, str]) -> str | None:
 
 
 def transcript_rest(printed: Lines, lines: Lines) -> Lines:
-    """What of ``lines`` is not on the screen when ``printed`` is: the lines after their common
-    start, under their run's heading when its state changed (a heading matches any state)."""
+    """What of ``lines`` is not on screen after ``printed`` (a heading matches any run state)."""
     same = 0
     for before, now in zip(printed, lines, strict=False):
         if before != now and (_heading(before) is None or _heading(before) != _heading(now)):

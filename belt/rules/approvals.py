@@ -1,9 +1,7 @@
 """Approval rules: a TOML file that settles the routine gates and leaves the rest to a person.
 
-Ordered ``[[rules]]`` (``name``, ``decision`` allow, deny or ask, ``reason``, and conditions in
-the matching language of policy files); the first that matches a gate decides it, and a file with
-any problem settles nothing (docs/interrupts.md, "Approving at volume"). They settle gates as they
-open (:func:`settle`) and are tried over the settled history (:func:`what_if`).
+Ordered ``[[rules]]`` (docs/interrupts.md, "Approving at volume"): the first that matches a gate
+decides it; a file with any problem settles nothing.
 """
 
 from __future__ import annotations
@@ -42,19 +40,16 @@ from belt.wire.dto import InterruptJSON, WatchEvent
 from belt.wire.enums import HookEvent, InterruptReason, InterruptStatus
 
 DECISIONS = ("allow", "deny", "ask")
-FILE_KEYS = ("rules",)
 RULE_KEYS = tuple("name decision reason event tool arguments run_id chat_id agent hours".split())
 GLOB_KEYS = ("tool", "run_id", "chat_id", "agent")
+# What rules settle (a client tool waits for its result, not for a decision).
 APPROVABLE = (InterruptReason.HOOK_GATE.value, InterruptReason.TOOL_APPROVAL.value)
-"""The interrupts rules settle: hook gates and tool approvals (a client tool waits for its
-result, not for a decision)."""
 HOURS = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]|24):([0-5]\d)")
 
 
 @dataclass(frozen=True)
 class Gate:
-    """What a rule looks at in a gate: its event, the tool call it holds, its run, chat and
-    agent, and the minute of the day (UTC) it opened."""
+    """What a rule looks at in a gate (``minute``: of the day, UTC, it opened)."""
 
     event: str | None
     tool: Any
@@ -66,8 +61,7 @@ class Gate:
 
 
 def gate_of(item: Mapping[str, Any]) -> Gate:
-    """The facts of an InterruptDTO rules match (a hook gate's event is its source's:
-    ``hook:agent.tool_call``, ``nexus:stop``)."""
+    """The facts of an InterruptDTO rules match."""
     held = item.get("meta")
     meta = held if isinstance(held, dict) else {}
     data = meta["data"] if isinstance(meta.get("data"), dict) else meta
@@ -83,15 +77,8 @@ def gate_of(item: Mapping[str, Any]) -> Gate:
     with suppress(InvalidInput):
         opened = parse_timestamp(str(item.get("created_at")))
         minute = opened.hour * 60 + opened.minute
-    return Gate(
-        event,
-        tool,
-        data.get("arguments"),
-        item.get("run_id"),
-        item.get("chat_id"),
-        meta.get("agent_id"),
-        minute,
-    )
+    run, chat = item.get("run_id"), item.get("chat_id")
+    return Gate(event, tool, data.get("arguments"), run, chat, meta.get("agent_id"), minute)
 
 
 @dataclass(frozen=True)
@@ -104,8 +91,7 @@ class Rule:
     event: str | None = None
     globs: tuple[tuple[str, re.Pattern[str]], ...] = ()
     arguments: ArgumentMatchers = ()
-    hours: tuple[int, int] | None = None
-    """From and until which minute of the day (UTC; until excluded); it may wrap midnight."""
+    hours: tuple[int, int] | None = None  # minutes of the day (UTC), until excluded; may wrap
 
     def matches(self, gate: Gate) -> bool:
         """True when every condition of the rule holds for ``gate``."""
@@ -115,13 +101,9 @@ class Rule:
             if not isinstance(value := getattr(gate, key), str) or not pattern.match(value):
                 return False
         if self.hours is not None:
-            start, end = self.hours
-            minute = gate.minute
-            inside = minute is not None and (
-                start <= minute < end if start < end else minute >= start or minute < end
-            )
-            if not inside:
-                return False
+            (start, end), at = self.hours, gate.minute
+            if at is None or (not start <= at < end if start < end else end <= at < start):
+                return False  # outside the span (one that wraps midnight is outside its gap)
         return not self.arguments or arguments_match(self.arguments, gate.arguments)
 
 
@@ -156,8 +138,7 @@ class Rules:
     """A loaded rules file: rules tried in order, the first match wins, else ``ask``."""
 
     file: str
-    digest: str
-    """``sha256:<hex>`` of the file's content, as read."""
+    digest: str  # sha256:<hex> of the file's content, as read
     rules: tuple[Rule, ...]
 
     def decide(self, item: Mapping[str, Any]) -> Verdict:
@@ -173,12 +154,19 @@ class Rules:
 
 
 def load_rules(path: str | Path) -> Rules:
-    """Read and check a rules file; NotFound (3) when it is missing, InvalidInput (5) naming
-    the file, the rule and the field of each problem."""
-    source = str(path)
-    raw = read_bytes(path, kind="policy")
-    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
-    return parse_rules(decode_text(raw, source), source, digest)
+    """Read and check a rules file; NotFound (3) when missing, InvalidInput (5) per problem."""
+    source, raw = str(path), read_bytes(path, kind="policy")
+    return parse_rules(
+        decode_text(raw, source), source, "sha256:" + hashlib.sha256(raw).hexdigest()
+    )
+
+
+def parse_rules(text: str, source: str, digest: str) -> Rules:
+    """Check and compile the text of a rules file (TOML) read from ``source``."""
+    try:
+        return rules_of(decode_toml(text), source, digest)
+    except (StrictJSONError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidInput(f"{source}: invalid TOML: {exc}", where=source) from None
 
 
 @dataclass
@@ -199,20 +187,10 @@ class _Problems:
                 )
 
 
-def parse_rules(text: str, source: str, digest: str) -> Rules:
-    """Check and compile the text of a rules file (TOML) read from ``source``."""
-    try:
-        doc = decode_toml(text)
-    except (StrictJSONError, tomllib.TOMLDecodeError) as exc:
-        raise InvalidInput(f"{source}: invalid TOML: {exc}", where=source) from None
-    return rules_of(doc, source, digest)
-
-
 def rules_of(doc: Mapping[str, object], source: str, digest: str) -> Rules:
-    """Check and compile a decoded rules file; InvalidInput naming every problem's rule and
-    field, the first in its message."""
+    """Check and compile a decoded rules file; InvalidInput names every problem, the first first."""
     problems = _Problems()
-    problems.unknown(doc, FILE_KEYS, "")
+    problems.unknown(doc, ("rules",), "")
     raw_rules = doc.get("rules")
     rules: list[Rule] = []
     if not isinstance(raw_rules, list) or not raw_rules:
@@ -305,14 +283,12 @@ def _hours(value: Any, path: str, problems: _Problems) -> tuple[int, int] | None
 
 # -- settling gates as they open --------------------------------------------------------------
 
-Resolve = Callable[[str, str, Any, Settlement], InterruptJSON]
-"""Resolve one gate: (interrupt id, decision, data, settlement) → its InterruptDTO."""
+Resolve = Callable[[str, str, Any, Settlement], InterruptJSON]  # (id, decision, data, by)
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What the rules did with one gate: settled it, left it to a person, or found it settled
-    meanwhile (``skipped``)."""
+    """What the rules did with one gate: settled it, left it to a person, or ``skipped`` it."""
 
     item: InterruptJSON
     verdict: Verdict
@@ -344,8 +320,7 @@ def store_resolver(store: Store) -> Resolve:
 
 
 def settle(rules: Rules, item: InterruptJSON, resolve: Resolve) -> Outcome | None:
-    """Decide one pending gate, resolving it on ``allow`` or ``deny`` (None for an interrupt
-    rules do not settle; one settled meanwhile is ``skipped``, with why)."""
+    """Decide one pending gate, resolving it on allow or deny (None: not one rules settle)."""
     if item.get("reason") not in APPROVABLE or item.get("status") != InterruptStatus.PENDING:
         return None
     verdict = rules.decide(item)
@@ -362,8 +337,7 @@ def settle(rules: Rules, item: InterruptJSON, resolve: Resolve) -> Outcome | Non
 def settle_as_they_open(
     rules: Rules, events: Iterable[WatchEvent], resolve: Resolve
 ) -> Iterator[Outcome | str]:
-    """Settle each gate a watch reports pending or opened (``Backend.watch_interrupts``'
-    events); yields each outcome, and each warning's message."""
+    """Settle each gate a watch reports pending or opened; yields outcomes and warnings."""
     seen: set[str] = set()
     for event in events:
         if event["event"] == "warning":
@@ -379,8 +353,7 @@ def settle_as_they_open(
 
 # -- what the rules would have done -------------------------------------------------------------
 
-PEOPLE = ("person", "batch", "unknown")
-"""How a gate was settled when a person (or, before the trail, perhaps one) decided it."""
+PEOPLE = ("person", "batch", "unknown")  # how a gate a person (perhaps) decided was settled
 
 
 @dataclass
@@ -415,8 +388,7 @@ class WhatIf:
 
 
 def settled_history(store: Store, run_ids: Iterable[str] = ()) -> list[Interrupt]:
-    """The stored interrupts what-if reads, with their trails: every one of the store, or of
-    the runs named (by id, short id or a unique prefix)."""
+    """The stored interrupts what-if reads: all, or those of the runs named."""
     if not run_ids:
         return inbox(store=store, include_settled=True)
     return [
@@ -431,9 +403,7 @@ def settled_history(store: Store, run_ids: Iterable[str] = ()) -> list[Interrupt
 def what_if(
     rules: Rules, records: Iterable[Mapping[str, Any]], since: datetime | None = None
 ) -> WhatIf:
-    """Run ``rules`` over settled interrupt records (settled at or after ``since``), as ``belt
-    interrupt what-if`` reports it: disagreements (what a person denied that a rule would allow
-    first), and how long the gates a person settled, that the rules would have, waited."""
+    """``belt interrupt what-if``: ``rules`` over records settled since ``since``."""
     report = WhatIf(rules.file, rules.digest)
     found: list[dict[str, object]] = []
     for record in records:
@@ -482,8 +452,7 @@ def what_if(
 
 
 def _given_reason(data: Any) -> str | None:
-    """The reason a settler gave with its decision: ``resolved_data.reason``, or the data
-    itself when it is a string."""
+    """The reason a settler gave: ``resolved_data.reason``, or the data when a string."""
     if isinstance(data, dict) and isinstance(data.get("reason"), str):
         return str(data["reason"])
     return data if isinstance(data, str) else None
