@@ -63,27 +63,17 @@ from belt.usercode.loader import load_callable, module_key
 from belt.usercode.supervisor import Preload, Supervisor
 from belt.wire.enums import HookDecision
 
-EXAMPLES_DEFAULT = 100
-SHRINK_CALLS_MAX = 300
-"""The most calls spent shrinking the failures of one event (a slow handler makes each dear)."""
-SHRINK_SECONDS_MAX = 20.0
-"""The most seconds spent shrinking the failures of one event (each failing call of a handler
-that times out costs its whole timeout)."""
-BATCH = 200
-"""Payloads generated at a time, then sent back to back."""
-EXAMPLES_MAX = 100_000
+EXAMPLES_DEFAULT, EXAMPLES_MAX = 100, 100_000
+# The bounds of shrinking one event's failures: each call of a slow handler is dear.
+SHRINK_CALLS_MAX, SHRINK_SECONDS_MAX = 300, 20.0
+BATCH = 200  # payloads generated at a time, then sent back to back
 WRONG_SECRET = "whsec_YmVsdC1jaGVjazogbm90IHRoZSBzZWNyZXQ="
-SKEW_SECONDS = 600
-"""How far off the stale and future timestamps of the signature cases are (the limit is 300)."""
+SKEW_SECONDS = 600  # how far off the stale and future signed timestamps are (the limit is 300)
 BODY_PROBLEM = "answered with a body that is not a LifecycleHookResponse"
-REMOTE_PER_SECOND = 20
-"""The most requests per second sent to a webhook that is not on this machine."""
+REMOTE_PER_SECOND = 20  # requests to a webhook that is not on this machine
 
-
-Failures = list[tuple[str, str]]
-"""The checks a case failed, each with why."""
-Case = Callable[[Any, bool], Failures]
-"""One case: given a payload and whether it counts, the checks it failed."""
+Failures = list[tuple[str, str]]  # the checks a case failed, each with why
+Case = Callable[[Any, bool], Failures]  # (payload, whether it counts) -> its failures
 STOPPED = "--max-time passed; the cases up to then are reported"
 
 
@@ -112,8 +102,7 @@ class Pacer:
 
     def wait(self) -> None:
         """Wait until the next request may go."""
-        now = self.clock()
-        if now < self.next_at:
+        if (now := self.clock()) < self.next_at:
             self.sleep(self.next_at - now)
         self.next_at = max(now, self.next_at) + 1 / self.per_second
 
@@ -128,13 +117,11 @@ class Sender:
     deadline: float = float("inf")
     pacer: Pacer = field(default_factory=lambda: Pacer(REMOTE_PER_SECOND))
     hung: dict[tuple[str, str], WebhookResult | None] = field(default_factory=dict)
-    """What a call that timed out gave (None for a tool), by target and payload's ``encode``: it
-    is not called again."""
+    """What a call that timed out gave (None for a tool), by target and payload: not sent again."""
 
     def seconds(self, timeout: float) -> tuple[float, bool]:
         """A call's seconds: its ``timeout``, or what is left of ``--max-time`` (then True)."""
-        left = self.deadline - time.monotonic()
-        if left <= 0:
+        if (left := self.deadline - time.monotonic()) <= 0:
             raise _Stop("--max-time")
         return (left, True) if left < timeout else (timeout, False)
 
@@ -164,13 +151,14 @@ class Sender:
         started = time.perf_counter()
         reply = self.workers.call(deliver_here, (subject.target, payload), seconds=seconds)
         took = round((time.perf_counter() - started) * 1000)
+        if reply.timed_out and cut:
+            raise _Stop("--max-time")
         if reply.timed_out:
-            if cut:
-                raise _Stop("--max-time")
             error = f"{subject.target} {TIMED_OUT} {subject.timeout:g} s"
-            timed_out = WebhookResult(None, "", None, error, took)
-            self.hung[subject.target, encode(payload)] = timed_out
-            return timed_out
+            hung = self.hung[subject.target, encode(payload)] = WebhookResult(
+                None, "", None, error, took
+            )
+            return hung
         if reply.problem is not None:
             return WebhookResult(None, "", None, f"{subject.target}: {reply.problem}", took)
         return cast(WebhookResult, reply.value)
@@ -189,9 +177,9 @@ class Sender:
             reply = self.workers.call(run, (executor.spec, task_input), seconds=seconds)
             done = reply.value if reply.problem is None else ToolOutcome(failure=reply.problem)
             done = ToolOutcome(timed_out=True) if reply.timed_out else done
+        if done.timed_out and cut:
+            raise _Stop("--max-time")
         if done.timed_out:
-            if cut:
-                raise _Stop("--max-time")
             self.hung[subject.target, encode(task_input)] = None
         return done
 
@@ -225,14 +213,10 @@ class Explorer:
     found: dict[str, tuple[tuple[int, int], Any, str]] = field(default_factory=dict)
     """The smallest failing case per check: (size, payload, detail)."""
     flaky: set[str] = field(default_factory=set)
-    again: dict[str, bool] = field(default_factory=dict)
-    """Per check, whether its reported case failed it again when sent once more."""
-    cut: bool = False
-    """Shrinking stopped at ``SHRINK_CALLS_MAX`` cases."""
-    counted: Callable[[int], None] | None = None
-    """Told the cases counted after each (the progress a terminal shows)."""
-    traced: dict[str, str] = field(default_factory=dict)
-    """What each case's span (``belt.check.case``) says of the subject."""
+    again: dict[str, bool] = field(default_factory=dict)  # did the reported case fail again
+    cut: bool = False  # shrinking stopped at its bound
+    counted: Callable[[int], None] | None = None  # told the cases counted after each
+    traced: dict[str, str] = field(default_factory=dict)  # the attributes of each case's span
 
     def record(self, check: str, detail: str, payload: Any) -> None:
         """Keep ``payload`` if it is the smallest failure of ``check`` so far (``data`` first)."""
@@ -246,13 +230,12 @@ class Explorer:
         """Run one case (``sent``) and record its failures."""
         with tracing.span("belt.check.case", self.traced) as span:
             failures = self.sent(case, payload, counting)
-            if span is not None:
-                failed = sorted({check for check, _ in failures}) or None
-                tracing.set_attributes(
-                    span, {"belt.check.counted": counting, "belt.check.failed": failed}
-                )
-                if failed:
-                    tracing.fail(span, "case failed")
+            failed = sorted({check for check, _ in failures}) or None
+            tracing.set_attributes(
+                span, {"belt.check.counted": counting, "belt.check.failed": failed}
+            )
+            if failed:
+                tracing.fail(span, "case failed")
         if counting:
             self.report.cases += 1
             if self.counted is not None:
@@ -291,9 +274,8 @@ class Explorer:
                 self.flaky.add(check)
 
     def search(self, strategy: Any, sample: Any, case: Case, explicit: Sequence[Any]) -> None:
-        """Run ``case`` on the sample, the ``explicit`` payloads (at most half of the first batch)
-        and generated ones, ``BATCH`` at a time and sent back to back; a generated failure is
-        shrunk by Hypothesis running its batch again with the same seed."""
+        """Run ``case`` on the sample, ``explicit`` (at most half the first batch), then generated
+        batches; a generated failure is shrunk by Hypothesis running its batch again."""
         self.timed(case, sample, True)
         for batch, done in enumerate(range(0, self.examples, BATCH)):
             size = min(BATCH, self.examples - done)
@@ -319,25 +301,17 @@ class Explorer:
 
     def out_of_time(self) -> bool:
         """True, and the report says so, once ``--max-time`` has passed."""
-        if time.monotonic() <= self.deadline:
-            return False
-        self.report.stopped = STOPPED
-        return True
+        if late := time.monotonic() > self.deadline:
+            self.report.stopped = STOPPED
+        return late
 
     @staticmethod
     def run(strategy: Any, test: Callable[[Any], None], seed: int, size: int, shrink: bool) -> None:
         """``test`` on ``size`` examples of ``strategy`` drawn with ``seed``, Hypothesis quiet."""
-        quiet = settings(
-            max_examples=size,
-            database=None,
-            deadline=None,
-            derandomize=False,
-            print_blob=False,
-            report_multiple_bugs=True,
-            verbosity=Verbosity.quiet,
-            suppress_health_check=list(HealthCheck),
-            phases=(Phase.generate, Phase.target, Phase.shrink) if shrink else (Phase.generate,),
-        )
+        phases = (Phase.generate, Phase.target, Phase.shrink) if shrink else (Phase.generate,)
+        quiet = settings(max_examples=size, database=None, deadline=None, derandomize=False)
+        quiet = settings(quiet, print_blob=False, report_multiple_bugs=True, phases=phases)
+        quiet = settings(quiet, verbosity=Verbosity.quiet, suppress_health_check=list(HealthCheck))
         quiet(seeded(seed)(given(strategy)(test)))()  # type: ignore[no-untyped-call]
 
     def generate(self, strategy: Any, seed: int, size: int) -> list[Any]:
@@ -359,18 +333,15 @@ class Explorer:
         until = time.monotonic() + SHRINK_SECONDS_MAX
 
         def test(payload: Any) -> None:
-            now = time.monotonic()
-            if now > self.deadline:
+            if (now := time.monotonic()) > self.deadline:
                 raise _Stop("--max-time")
             if state["failing"]:
                 state["calls"] += 1
                 if state["calls"] > SHRINK_CALLS_MAX or now > until:
                     raise _Stop("shrink")
-            failures = self.timed(case, payload, False)
-            if failures:
+            if failures := self.timed(case, payload, False):
                 state["failing"] = True
-                check, detail = failures[0]
-                raise failure_class(check)(detail)
+                raise failure_class(failures[0][0])(failures[0][1])
 
         try:
             self.run(strategy, test, seed, size, True)
@@ -406,30 +377,24 @@ def _only_failures(exc: BaseException) -> bool:
 
 
 def _decision(result: WebhookResult) -> str | None:
-    if result.error is not None or result.response is None:
-        return None
-    return str(result.response.effective_decision())
+    response = result.response if result.error is None else None
+    return None if response is None else str(response.effective_decision())
 
 
 def meaning_warnings(subject: Subject, result: WebhookResult) -> list[str]:
     """What the platform would ignore in a valid answer, and what it does instead."""
-    response = result.response
+    response, event, is_async = result.response, subject.event, subject.declared_async
     if response is None:
         return []
     warnings = []
-    decision = response.decision
-    if decision and decision != HookDecision.ALLOW:
-        if subject.declared_async:
-            warnings.append(
-                f"{subject.event}: an async hook never blocks, its {decision} is ignored "
-                "and the agent continues"
-            )
-        elif outcome(subject.event, decision) == Outcome.IGNORED:
-            warnings.append(effect_text(subject.event, decision, None))
-    if response.injected and subject.declared_async:
-        warnings.append(
-            f"{subject.event}: an async hook never injects, its inject/system is dropped"
-        )
+    if (decision := response.decision) and decision != HookDecision.ALLOW:
+        if is_async:
+            ignored = f"its {decision} is ignored and the agent continues"
+            warnings.append(f"{event}: an async hook never blocks, {ignored}")
+        elif outcome(event, decision) == Outcome.IGNORED:
+            warnings.append(effect_text(event, decision, None))
+    if response.injected and is_async:
+        warnings.append(f"{event}: an async hook never injects, its inject/system is dropped")
     return warnings
 
 
@@ -521,8 +486,9 @@ class SignatureCase:
 
 
 def signature_cases(secret: str, payload: dict[str, object], now: int) -> list[SignatureCase]:
-    """The Standard Webhooks cases for one payload, signed ``now``; each with a ``webhook-id``
-    of its own, so that a handler refusing replays refuses none of them for being one."""
+    """The Standard Webhooks cases for one payload, signed ``now``.
+
+    Each has a ``webhook-id`` of its own: a handler refusing replays refuses none for being one."""
     body = encode_payload(payload)
     plain = {"content-type": "application/json"}
     turn_count = cast(int, payload.get("turn_count", 0))
