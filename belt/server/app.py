@@ -1,9 +1,5 @@
-"""The ASGI app of ``belt serve``: a hook handler and the platform's HTTP API over the store.
-
-Hook routes answer a LifecycleHookPayload with a LifecycleHookResponse from a decider (allow
-everything, a policy file or a Python callable). Platform routes speak the envelope and
-problem+json of the real API (``spec/WIRE.md``) so the interrupt commands work against either.
-"""
+"""The ASGI app of ``belt serve``: hook routes answered by a decider (allow all, a policy, a
+Python callable), and the platform's API in its envelope and problem+json (``spec/WIRE.md``)."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ import json
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -105,16 +101,13 @@ if TYPE_CHECKING:
     from belt.store import Store
 
 ANSWERS_MAX_BYTES = 16 * 1024 * 1024
-"""The most bytes of first answers kept for redeliveries; past it the oldest are let go (their ids
-are still remembered, so a redelivery of one is refused, never decided again)."""
-
+"""The most bytes of first answers kept for redeliveries (the oldest let go, their ids kept)."""
 IDS_MAX = 100_000
-"""The most webhook ids remembered; past it the oldest are forgotten, and an id not remembered is
-refused unless it was signed after every id forgotten (so a replay is never decided again)."""
-
+"""The most webhook ids remembered; an unknown id signed before one forgotten is refused."""
 ID_KEPT_MAX = 64
-"""The longest webhook id remembered as it is; a longer one is remembered by its digest, so that
-IDS_MAX ids take the same memory however long a sender makes them."""
+"""The longest webhook id remembered as it is; a longer one is kept as its digest."""
+FIXED_KEPT = 256
+"""How many fixed verdicts (a policy's rules and default) a hook service keeps encoded."""
 
 
 class Answered(TypedDict, total=False):
@@ -148,8 +141,7 @@ class Answer:
         return cls(record["status"], response.media_type, bytes(response.body), fields)
 
     def again(self, record: ServeLine) -> tuple[dict[str, object], Response]:
-        """The answer for a redelivery, its line marked as one (with no request: the message
-        was delivered once)."""
+        """The answer for a redelivery, its line marked as one (no request: delivered once)."""
         record.update(self.fields)  # type: ignore[typeddict-item]
         record["redelivery"] = True
         response = Response(self.body, status_code=self.status, media_type=self.media_type)
@@ -158,25 +150,20 @@ class Answer:
 
 @dataclass(slots=True, eq=False)
 class Delivery:
-    """A verified ``webhook-id`` (``msg_id``, as the guard remembers it: a long one by its
-    digest): its body's digest and, once given, its first answer."""
+    """A verified ``webhook-id`` (a long one as its digest), its body's digest, its answer."""
 
     msg_id: str
     digest: bytes
     expires: float
-    signed: int = 0
-    """Its ``webhook-timestamp``."""
+    signed: int = 0  # its webhook-timestamp
     pending: bool = True
     answer: Answer | None = None
-    answered: asyncio.Event | None = None
-    """Made when a redelivery comes while the first is being answered."""
+    answered: asyncio.Event | None = None  # made when a redelivery waits for the first answer
 
 
 class ReplayGuard:
-    """Remembers verified webhook ids for the tolerance window, each with its body's digest and
-    its first answer (at most ``answers_max_bytes`` of answers, the newest): a redelivery gets
-    that answer again; the same id with another body is a replay. At most ``ids_max`` ids, the
-    newest: an id not remembered that was signed no later than one forgotten may be a replay."""
+    """Verified webhook ids for the tolerance window, each with its body's digest and first
+    answer: a redelivery gets that answer again; the same id with another body is a replay."""
 
     def __init__(
         self,
@@ -187,21 +174,16 @@ class ReplayGuard:
         self.window = window
         self.answers_max_bytes = answers_max_bytes
         self.ids_max = IDS_MAX if ids_max is None else ids_max
-        self.forgotten_signed: int | None = None
-        """The latest ``webhook-timestamp`` of the ids forgotten past ``ids_max``."""
-        # Ordered dicts: their oldest entry is found in constant time however many were taken
-        # from the front (a dict's first entry is found past every one taken until it resizes).
+        self.forgotten_signed: int | None = None  # the latest timestamp of the ids forgotten
+        # Ordered dicts: the oldest entry is found in constant time after many were popped.
         self._seen: OrderedDict[str, Delivery] = OrderedDict()
-        self._kept: OrderedDict[str, int] = OrderedDict()
-        """The ids whose answer is kept, oldest first, with the answer's size."""
+        self._kept: OrderedDict[str, int] = OrderedDict()  # ids with a kept answer: its size
         self._kept_bytes = 0
 
     def check(
         self, msg_id: str, digest: bytes, now: float, signed: int
     ) -> tuple[Delivery | None, bool]:
-        """The delivery of ``msg_id`` (signed at ``signed``) and whether it is new (then
-        ``answered`` is told its answer); None if it is not remembered but may have been
-        forgotten past ``ids_max``."""
+        """The delivery of ``msg_id`` and whether it is new; None: it may have been forgotten."""
         if len(msg_id) > ID_KEPT_MAX:  # 71 characters: no id remembered as it is looks like it
             msg_id = "sha256:" + hashlib.sha256(msg_id.encode()).hexdigest()
         # Ids arrive roughly in time order, so expired ones sit at the front.
@@ -225,8 +207,7 @@ class ReplayGuard:
         return delivery, True
 
     def answered(self, delivery: Delivery, answer: Answer | None) -> None:
-        """A new delivery's answer, kept for its redeliveries; None forgets the id (a handler
-        that failed is asked again when the message is delivered again)."""
+        """Keep a new delivery's answer; None forgets the id (a failed handler is asked again)."""
         delivery.pending = False
         current = self._seen.get(delivery.msg_id) is delivery
         if answer is None:
@@ -264,10 +245,6 @@ class ReplayGuard:
         return self._kept_bytes
 
 
-FIXED_KEPT = 256
-"""How many fixed verdicts (a policy's rules and default) a hook service keeps encoded."""
-
-
 class HookService:
     """Handles hook requests: verify, validate, decide, answer, journal, report."""
 
@@ -282,19 +259,16 @@ class HookService:
         self.decide = decide
         self._decide_now = decide.now if isinstance(decide, PolicyDecider) else None
         self.journal = GroupJournal(journal, self.coming) if journal is not None else None
-        self.deciding = 0
-        """Hook requests between their start and their journal line."""
-        self.connections: Connections | None = None
-        """The server's connections, once a request has shown them (belt's own server)."""
+        self.deciding = 0  # hook requests between their start and their journal line
+        self.connections: Connections | None = None  # belt's own server's, once a request shows
         self.key = secret_key(secret) if secret else None
         self.replays = ReplayGuard()
         self.report = report
         self.kind = decider_kind(decide)
         self._fixed: dict[int, tuple[Verdict, tuple[Answered, dict[str, object], Response]]]
         self._fixed = {}
-        self._raw_headers: list[tuple[bytes, bytes]] | None = None
-        self._kept_headers: dict[str, str] = {}
-        """The last request's headers, and as the journal keeps them."""
+        self._raw_headers: list[tuple[bytes, bytes]] | None = None  # the last request's,
+        self._kept_headers: dict[str, str] = {}  # and as the journal keeps them
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """POST /hooks and POST /hooks/{name}: an ASGI route, which makes no Request."""
@@ -302,17 +276,13 @@ class HookService:
             response = await self.handle(scope, receive)
         except ClientDisconnect:
             raise  # nobody is left to answer (the guard says so in one line)
-        except Exception as exc:
-            # What nothing foresaw: a 500 problem, as Starlette's error middleware answers one
-            # for the other routes, and raised on for the server's log.
+        except Exception as exc:  # a 500 problem, as for the other routes; raised on for the log
             await (await internal_problem(Request(scope), exc))(scope, receive, send)
             raise
         await response(scope, receive, send)
 
     def coming(self) -> int | None:
-        """How many requests may still hand in a journal line: those still deciding, and those
-        whose bytes have come but not yet reached the app (None when the server's connections
-        are not belt's, which count them)."""
+        """How many requests may still hand in a journal line (None: not belt's connections)."""
         connections = self.connections
         return None if connections is None else self.deciding + connections.arriving
 
@@ -361,8 +331,7 @@ class HookService:
         record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
         if traced is not None:
             served_hook(record, self.kind, traced)
-        if self.journal is not None:
-            # Answered once the line is written (with the lines of the requests beside it).
+        if self.journal is not None:  # answered once the line is written
             error = await self.journal.write(record)
             if error is not None:
                 record["journal_error"] = error
@@ -371,16 +340,14 @@ class HookService:
         return response
 
     def _journal_headers(self, raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
-        """``journal_headers`` of a request's headers, made once while they are the same as the
-        last request's (each request of a keep-alive client sends the same); a copy each time."""
+        """A copy of ``journal_headers``, made anew only when they differ from the last ones."""
         if raw != self._raw_headers:
             self._kept_headers = journal_headers(raw)
             self._raw_headers = list(raw)
         return dict(self._kept_headers)
 
     async def _verify(self, headers: Headers, body: bytes, record: ServeLine) -> Delivery | Answer:
-        """A signed request's new delivery, or the first answer when it is a redelivery (the
-        same ``webhook-id`` and body); 401 for a bad signature, 409 for a replay."""
+        """A signed request's new delivery, or a redelivery's first answer; 401, 409 (replay)."""
         assert self.key is not None
         try:
             msg_id = verify(self.key, headers, body)
@@ -388,8 +355,7 @@ class HookService:
             raise Problem(401, f"signature check failed: {exc.message}") from None
         record["webhook_id"] = msg_id
         digest = hashlib.sha256(body).digest()
-        # The timestamp the signature covers (the last header of the name, as verify reads).
-        signed = int(headers.getlist("webhook-timestamp")[-1])
+        signed = int(headers.getlist("webhook-timestamp")[-1])  # the one verify read
         while True:
             delivery, new = self.replays.check(msg_id, digest, time.time(), signed)
             if delivery is None:
@@ -430,10 +396,8 @@ class HookService:
         try:
             now = self._decide_now
             verdict = now(payload) if now is not None else await self.decide(payload)
-        except HandlerTimeout as exc:
-            raise Problem(504, str(exc)) from None
-        except HandlerFailed as exc:
-            raise Problem(500, str(exc)) from None
+        except (HandlerTimeout, HandlerFailed) as exc:
+            raise Problem(504 if isinstance(exc, HandlerTimeout) else 500, str(exc)) from None
         except Exception as exc:
             raise Problem(500, f"the handler raised {type(exc).__name__}: {exc}") from None
         fields, response_body, response = self._encoded(verdict)
@@ -441,10 +405,7 @@ class HookService:
         return response_body, response
 
     def _encoded(self, verdict: Verdict) -> tuple[Answered, dict[str, object], Response]:
-        """A verdict's journal fields, its response as JSON and the HTTP response that sends
-        it; made once for a policy's own verdicts (each the same object every time; none of the
-        three is changed after, and a response is sent as often as it is asked to), for the
-        others on every request."""
+        """A verdict's journal fields, response JSON and HTTP response (kept for fixed ones)."""
         if verdict.fixed:
             kept = self._fixed.get(id(verdict))
             if kept is not None and kept[0] is verdict:
@@ -487,35 +448,28 @@ def create_app(
     in_process: Iterable[str] = (),
     clock: datetime | None = None,
 ) -> Starlette:
-    """The ASGI app of ``belt serve``; ``store=None`` uses the store in the state directory.
+    """The ASGI app of ``belt serve``; ``store=None`` uses the state directory's.
 
-    Every route is behind ``RequestGuard``: ``token`` and ``allow_hosts`` say which requests
-    are answered. ``in_process`` names the ``py:`` handlers the server was started with, which
-    with those of the ``agents`` files are the only code the inspector's replay may call: no
-    request names code. ``model`` and ``agents`` are checked here, before anything is served.
+    ``in_process`` and the ``agents`` files' ``py:`` handlers are the only code a replay may call.
     """
     names = [allowed_host_name(name) for name in allow_hosts]
     the_store = store if store is not None else open_store()
     agent_files = load_agent_files(agents) if agents is not None else None
     script = load_model_script(model) if model is not None else None
     emulator = Emulator(the_store, model=script, agents=agent_files, report=report)
-    # The journal is a log of what was asked and answered, not state anything depends on: its
-    # records are written before each response but not fsynced (see docs/serve.md).
     hooks = HookService(decide=decide or allow_all, journal=the_store, secret=secret, report=report)
     api = PlatformApi(the_store, report, token=bool(token))
     virtual = VirtualClock(clock) if clock is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        """The virtual clock, a decider's connections and the background loops for the
-        server's life; the emulator closed at its end."""
+        """The virtual clock, a decider's connections and the background loops."""
         if on_loop_error is not None:
             asyncio.get_running_loop().set_exception_handler(accept_errors(on_loop_error))
         opened = contextlib.AsyncExitStack()
         if virtual is not None:
             opened.enter_context(installed(virtual))
-        if isinstance(decide, contextlib.AbstractAsyncContextManager):
-            # A decider that holds connections (--forward-to) opens them for the server's life.
+        if isinstance(decide, contextlib.AbstractAsyncContextManager):  # --forward-to's client
             await opened.enter_async_context(decide)
         loops = [api.sweep_forever(sweep_interval)] if sweep_interval > 0 else []
         if resume:
@@ -562,13 +516,8 @@ def create_app(
 
 
 class ServeApp(Starlette):
-    """Starlette's app with ``RequestGuard`` in front of everything, ahead of Starlette's own
-    middleware. Behind the guard, ``POST /hooks`` and ``POST /hooks/{name}`` (most of what a
-    server is asked) are answered before the router looks for them, as their routes would, so a
-    hook request goes from the guard's checks to its answer through no other layer; their
-    routes stay in the router for the rest (another method: 405; an app mounted under a root
-    path). ``HookService`` answers an error nothing foresaw as Starlette's error middleware
-    answers it for the other routes."""
+    """Starlette's app with ``RequestGuard`` in front of everything; behind it, hook POSTs skip
+    the router (their routes stay there for a 405 and a root path)."""
 
     def __init__(
         self, *, hooks: HookService, guard: Callable[[ASGIApp], RequestGuard], **options: Any
@@ -601,7 +550,11 @@ def platform_routes(hooks: HookService, api: PlatformApi, health: Endpoint) -> l
         Route("/hooks/{name:path}", hooks, methods=["POST"]),
         Route("/agent-runs/{run_id}/interrupts", answering(api.list_interrupts), methods=["GET"]),
         Route("/interrupts/{interrupt_id}/resolve", api.resolve, methods=["POST"]),
-        Route("/_belt/interrupts/{interrupt_id}/resolve", api.resolve_by_rule, methods=["POST"]),
+        Route(
+            "/_belt/interrupts/{interrupt_id}/resolve",
+            partial(api.resolve, by_rule=True),
+            methods=["POST"],
+        ),
         Route(BATCH_PATH, api.batch_terms, methods=["GET"]),
         Route(BATCH_PATH, api.resolve_batch, methods=["POST"]),
         Route("/agents/hook-events", api.hook_events, methods=["GET"]),
@@ -610,8 +563,7 @@ def platform_routes(hooks: HookService, api: PlatformApi, health: Endpoint) -> l
 
 
 def started_handlers(in_process: Iterable[str], agent_files: AgentFiles | None) -> frozenset[str]:
-    """The ``py:`` handlers the server was started with: ``--handler``'s, and those the
-    ``--agents`` files declare (the only code the inspector's replay may call)."""
+    """The ``py:`` handlers of ``--handler`` and the ``--agents`` files (all a replay may call)."""
     handlers = {spec.strip().removeprefix(IN_PROCESS_PREFIX) for spec in in_process}
     for agent in agent_files.agents.values() if agent_files is not None else ():
         handlers |= {
@@ -628,12 +580,7 @@ REPORTERS: dict[str, Reporter] = {"lines": render_record, "json": render_json}
 
 
 def create_app_from_env() -> Starlette:
-    """The app of ``belt serve`` configured from ``BELT_SERVE_*`` environment variables.
-
-    An ASGI application factory: ``uvicorn --factory belt.server.app:create_app_from_env`` (or
-    any ASGI server that calls a factory) runs the same app ``belt serve`` runs; ``belt serve
-    --workers N`` starts N processes of it. The variables are documented in docs/serve.md.
-    """
+    """The app of ``belt serve`` from ``BELT_SERVE_*`` (docs/serve.md): an ASGI app factory."""
     return create_app_from_settings(env_settings())
 
 
@@ -682,8 +629,7 @@ def create_app_from_settings(env: dict[str, str]) -> Starlette:
 
 
 def health_check(store: Store, pool: HandlerPool | None) -> Endpoint:
-    """GET /healthz: 200 while the handler pool has a free thread and the store can be
-    written, else a 503 problem saying what cannot."""
+    """GET /healthz: 200, or a 503 saying the handler pool is full or the store unwritable."""
 
     def store_failure() -> str | None:
         probe = store.root / f".healthz.tmp.{os.getpid()}"
@@ -713,9 +659,8 @@ def health_check(store: Store, pool: HandlerPool | None) -> Endpoint:
 
 
 class PlatformApi:
-    """The platform's interrupt, event-catalogue and chat-settings routes over the store, and
-    belt's own batch route. ``token``: the server asks for a bearer token, so every request
-    that reaches a route here carried it (a settlement records that, never the token)."""
+    """The platform's interrupt, event-catalogue and chat-settings routes, and belt's batch
+    route; ``token``: every request carried the bearer token (a settlement records that)."""
 
     def __init__(self, store: Store, report: Reporter | None, *, token: bool = False) -> None:
         self.store = store
@@ -728,6 +673,18 @@ class PlatformApi:
         except BeltError as exc:
             raise belt_problem(exc) from None
 
+    async def _reported(self, action: str, target: str, work: Awaitable[Any]) -> Response:
+        """``work``'s data (with the target and detail of its line) in the envelope, or its
+        problem; either told as an API line."""
+        try:
+            data, done, detail = await work
+        except (Problem, BeltError) as exc:
+            problem = exc if isinstance(exc, Problem) else belt_problem(exc)
+            self._report_api(action, target, problem.status, problem.detail)
+            return problem.response()
+        self._report_api(action, done, 200, detail)
+        return envelope(data)
+
     async def list_interrupts(self, request: Request) -> Response:
         """GET /agent-runs/{run_id}/interrupts (``?status=pending`` keeps the pending ones)."""
         status = request.query_params.get("status")
@@ -738,42 +695,33 @@ class PlatformApi:
         return envelope(items)
 
     async def resolve(self, request: Request, by_rule: bool = False) -> Response:
-        """POST /interrupts/{id}/resolve with ``{"decision": "allow"|"deny", "data": ...}``."""
+        """POST /interrupts/{id}/resolve with ``{"decision": "allow"|"deny", "data": ...}``
+        (``by_rule``: /_belt/..., with ``"by"``, the rule that settled it)."""
         interrupt_id = request.path_params["interrupt_id"]
-        try:
+
+        async def work() -> tuple[object, str, str]:
             body = await read_json_object(request)
-            decision = body.get("decision")
             by = rule_settlement(body, token=self.token) if by_rule else None
             dto = await self._call(
                 resolve_interrupt,
                 interrupt_id=interrupt_id,
-                decision=decision,
+                decision=body.get("decision"),
                 data=body.get("data"),
                 by=by or person("api", token=self.token),
             )
-        except (Problem, BeltError) as exc:
-            problem = exc if isinstance(exc, Problem) else belt_problem(exc)
-            self._report_api("resolve", interrupt_id, problem.status, problem.detail)
-            return problem.response()
-        self._report_api("resolve", interrupt_id, 200, str(decision))
-        return envelope(dto)
+            return dto, interrupt_id, str(body.get("decision"))
 
-    async def resolve_by_rule(self, request: Request) -> Response:
-        """POST /_belt/interrupts/{id}/resolve: the same, with ``"by"``, the rule that settled
-        it (``rule_settlement``: checked strictly, recorded through the API door)."""
-        return await self.resolve(request, by_rule=True)
+        return await self._reported("resolve", interrupt_id, work())
 
     async def batch_terms(self, request: Request) -> Response:
-        """GET /_belt/interrupts/batch: that this server settles batches all or nothing, and
-        the fields of a gate their digest covers."""
+        """GET /_belt/interrupts/batch: batches are all or nothing; the fields a digest covers."""
         return envelope({"atomic": True, "fields": list(BATCH_FIELDS)})
 
     async def resolve_batch(self, request: Request) -> Response:
-        """POST /_belt/interrupts/batch with ``{"ids": [...], "digest": "sha256:...",
-        "decision": "allow"|"deny", "data": ...}``: all of them or none (409 naming the gate
-        settled meanwhile, or saying the digest is not theirs); a repeat changes nothing."""
-        body: dict[str, object] = {}
-        try:
+        """POST /_belt/interrupts/batch with ``{"ids", "digest", "decision", "data"}``: all or
+        none (409 naming the gate settled meanwhile, or a digest not theirs)."""
+
+        async def work() -> tuple[object, str, str]:
             body = await read_json_object(request)
             ids, digest = body.get("ids"), body.get("digest")
             if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
@@ -792,11 +740,9 @@ class PlatformApi:
                 data=body.get("data"),
                 by=person("api", token=self.token),
             )
-        except Problem as problem:
-            self._report_api("batch", "interrupts", problem.status, problem.detail)
-            return problem.response()
-        self._report_api("batch", str(result["batch"]), 200, str(body.get("decision")))
-        return envelope(result)
+            return result, str(result["batch"]), str(body.get("decision"))
+
+        return await self._reported("batch", "interrupts", work())
 
     async def hook_events(self, request: Request) -> Response:
         """GET /agents/hook-events: the event catalogue (HookEventDefinition[])."""
@@ -805,17 +751,15 @@ class PlatformApi:
     async def chat_settings(self, request: Request) -> Response:
         """POST /chats/{chat_id}/settings with ``{"disable_hooks": bool}``."""
         chat_id = request.path_params["chat_id"]
-        try:
-            body = await read_json_object(request)
-            disable = body.get("disable_hooks")
+
+        async def work() -> tuple[object, str, str]:
+            disable = (await read_json_object(request)).get("disable_hooks")
             if not isinstance(disable, bool):
                 raise Problem(422, f"disable_hooks: expected a boolean, got {describe(disable)}")
             settings = await self._call(set_chat_settings, chat_id=chat_id, disable_hooks=disable)
-        except Problem as problem:
-            self._report_api("chat settings", chat_id, problem.status, problem.detail)
-            return problem.response()
-        self._report_api("chat settings", chat_id, 200, f"disable_hooks={str(disable).lower()}")
-        return envelope(settings)
+            return settings, chat_id, f"disable_hooks={str(disable).lower()}"
+
+        return await self._reported("chat settings", chat_id, work())
 
     async def sweep_once(self) -> list[InterruptJSON]:
         """Settle overdue gates with their default resolution."""
