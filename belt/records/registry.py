@@ -1,17 +1,10 @@
 """The local registry of what a team knows (knowledge, skills, apps), for belt:suggest and extract.
 
-An entry is one store object of kind ``registry-entry``, listed in its owner's entry index
-``registry-entries/<owner>``. Every version of its text is kept, each with when and where it came
-from (a person, a registry directory, or an agent's review branch). A search index derived from
-the entries (``belt.records.registry_index``, SQLite FTS5) ranks them by BM25; it is rebuilt when
-missing, stale or damaged and is never the only copy. docs/builtins.md describes the rules:
-tokenisation and ranking, the minimum relevance of a suggestion, what counts as the same meaning,
-and the registry directory format.
-
-Every change to an owner's entries is made under the owner's lock, in this order: the store's
-objects, then the entry index (an append, so its size grows), then the search index, which
-records the entry index's size it reflects. A reader compares that size with the file's (one
-``stat``); any difference, whatever crashed in between, makes it rebuild from the store.
+An entry (kind ``registry-entry``, listed in ``registry-entries/<owner>``) keeps every version of
+its text and where each came from. docs/builtins.md gives the rules (ranking, relevance, same
+meaning, the directory format). A change is made under the owner's lock: the store's objects,
+then the entry index (an append), then the search index (``belt.records.registry_index``), which
+records the entry index's size it reflects; a reader that finds another size rebuilds it.
 """
 
 from __future__ import annotations
@@ -54,8 +47,7 @@ KINDS = (
     *("observation", "concept", "rule", "preference", "gotcha", "pattern", "reference"),
     *("skill", "app"),
 )
-"""Every kind of entry: knowledge (what a review saves: rules, preferences, gotchas, patterns,
-references, and observations and concepts), skills and apps."""
+"""Every kind of entry: knowledge (what a review saves), skills and apps."""
 
 ENTRY = "registry-entry"
 ENTRIES = "registry-entries"
@@ -84,8 +76,7 @@ class EntryVersion(TypedDict):
 
 
 class RegistryEntry(TypedDict):
-    """One entry of the registry (kind ``registry-entry``): its latest version's fields and
-    every version it had. ``_checked`` derives its field checks from this, in this order."""
+    """One entry (kind ``registry-entry``): its latest version's fields and every version."""
 
     id: str
     owner: str
@@ -110,8 +101,7 @@ MAX_DIRECTORY_FILES = 1_000
 MAX_LIMIT = 100
 
 MIN_SHARED_TERMS = 2
-"""A suggestion shares at least this many distinct terms with the prompt (or all of a shorter
-prompt's terms)."""
+"""A suggestion shares this many distinct terms with the prompt (or all of a shorter one's)."""
 
 FILE_KEYS = ("name", "kind", "tags", "text")
 
@@ -130,17 +120,12 @@ CANDIDATE_SCHEMA: dict[str, object] = {
     "required": ["name", "kind", "text"],
     "additionalProperties": False,
 }
-"""A candidate as JSON Schema: the keys and limits ``check_candidate`` applies (it also refuses
-control characters, and tags with spaces or commas)."""
+"""The keys and limits ``check_candidate`` applies, as JSON Schema."""
 _TEXT_CONTROLS_ALLOWED = {"\n", "\t"}
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
-"""Unicode's control characters (category Cc), all of them."""
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode's category Cc, all of it
 
 Action = Literal["created", "versioned", "skipped"]
 T = TypeVar("T")
-
-
-# Values
 
 
 @dataclass(frozen=True)
@@ -176,7 +161,7 @@ class Origin:
 
 @dataclass(frozen=True)
 class Candidate:
-    """An entry to save: checked with ``make_candidate`` or ``check_candidate``."""
+    """An entry to save, checked by ``make_candidate`` or ``check_candidate``."""
 
     name: str
     kind: str
@@ -185,7 +170,7 @@ class Candidate:
 
 
 class Saved(TypedDict):
-    """What saving a candidate did (``SaveOutcome.to_json``), as ``--json`` prints it."""
+    """``SaveOutcome.to_json``."""
 
     action: Action
     id: str
@@ -231,8 +216,7 @@ class Match:
     tags: tuple[str, ...]
     version: int
     relevance: float
-    """The score as a share of the best score of the same query, 0 to 1 in two decimals (1.0:
-    the best match; BM25 scores have no fixed scale, so only this comparison means anything)."""
+    """The score as a share of the query's best, 0 to 1 (BM25 scores have no fixed scale)."""
     score: float
     matched_terms: int
     query_terms: int
@@ -241,9 +225,6 @@ class Match:
     def to_json(self) -> dict[str, object]:
         """The match as ``--json`` prints it (its fields in order, tags as a list)."""
         return {**asdict(self), "tags": list(self.tags)}
-
-
-# Normalisation
 
 
 def normalise(text: str) -> str:
@@ -256,12 +237,8 @@ def same_meaning(a: str, b: str) -> bool:
     return normalise(a) == normalise(b)
 
 
-# Checking candidates
-
-
 def check_candidate(raw: Mapping[str, object], *, where: str) -> Candidate:
-    """A candidate from a mapping (a registry file, a scripted review); InvalidInput (exit 5)
-    lists every problem as ``WHERE: KEY: why`` (a lone problem alone when ``where`` is empty)."""
+    """A candidate from a mapping; InvalidInput (exit 5) lists each ``WHERE: KEY: why``."""
     problems: list[str] = []
     if (candidate := _candidate(raw, where, problems)) is not None:
         return candidate
@@ -359,10 +336,8 @@ def _unprintable(value: str, *, one_line: bool = True) -> str | None:
     except UnicodeEncodeError:
         return "is not valid Unicode text (it holds a lone surrogate)"
     allowed = set() if one_line else _TEXT_CONTROLS_ALLOWED
-    for found in _CONTROLS.finditer(value):
-        if found.group() not in allowed:
-            return f"holds the control character U+{ord(found.group()):04X}"
-    return None
+    found = next((c for c in _CONTROLS.findall(value) if c not in allowed), None)
+    return None if found is None else f"holds the control character U+{ord(found):04X}"
 
 
 def _describe(value: object) -> str:
@@ -375,9 +350,6 @@ def _show(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-# Reading entries
-
-
 def _damaged(store: Store, entry_id: str, why: str) -> InvalidInput:
     return InvalidInput(
         f"{store.path(ENTRY, entry_id)}: damaged registry entry: {why}",
@@ -386,7 +358,6 @@ def _damaged(store: Store, entry_id: str, why: str) -> InvalidInput:
 
 
 def _checked(store: Store, entry_id: str, data: Mapping[str, Any]) -> RegistryEntry:
-    """``data`` if it has the shape of ``RegistryEntry``; else InvalidInput naming the file."""
     required, _ = derive(RegistryEntry)
     for key, kinds in required.items():
         if key == "version":
@@ -419,8 +390,7 @@ def _read(store: Store, entry_id: str) -> RegistryEntry:
 
 
 def get_entry(store: Store | None, *, entry_id: str) -> RegistryEntry:
-    """One entry with all its versions, named by its id, short id or a unique prefix; NotFound
-    (exit 3) if there is none or it was removed, Conflict (4) if the prefix names several."""
+    """One live entry named by its id, short id or a unique prefix (exit 3, or 4 if ambiguous)."""
     store = open_store(store)
     entry_id = find_entry_id(store, entry_id)
     try:
@@ -458,7 +428,6 @@ def list_entries(
 
 
 def _entries(store: Store, owner: str) -> list[RegistryEntry]:
-    """Every live entry of ``owner``; InvalidInput listing every damaged or missing file."""
     entries: list[RegistryEntry] = []
     problems: list[str] = []
     for entry_id in store.members(ENTRIES, owner):
@@ -485,18 +454,13 @@ def _entries(store: Store, owner: str) -> list[RegistryEntry]:
     return entries
 
 
-# The derived search index
-
-
 def index_path(store: Store, owner: str) -> Path:
     """The search index file of ``owner`` under the store's root."""
     return store.root / "search" / "registry" / f"{check_id(owner, what='owner')}.sqlite3"
 
 
 def extracted_by(entry: RegistryEntry) -> set[str]:
-    """The agents whose extraction ``entry`` is: the agent whose review created it, and the one
-    whose review wrote its current version. A person's newer version of an entry a person
-    created makes it no agent's extraction again."""
+    """The agents whose review created ``entry`` or wrote its current version."""
     origins = (entry["versions"][0]["origin"], entry["versions"][-1]["origin"])
     agents = {origin.get("agent") for origin in origins if origin.get("by") == "agent"}
     return {agent for agent in agents if isinstance(agent, str)}
@@ -516,9 +480,7 @@ def _index_row(entry: RegistryEntry) -> Row:
 
 
 def _change(store: Store, owner: str, change: Callable[[SearchIndex], T]) -> T:
-    """Under the owner's lock, ``change`` the registry with its index brought up to date with
-    the store; an index found damaged before the store was changed is discarded and the change
-    tried once more."""
+    """``change`` under the owner's lock, the index brought level first (rebuilt if damaged)."""
     path = index_path(store, owner)
 
     def changed() -> T:
@@ -544,8 +506,7 @@ def _record(
     *,
     removed: str | None = None,
 ) -> None:
-    """Bring the index level with the ``entries`` just written or the entry ``removed`` (owner's
-    lock held); if it cannot take them it keeps its old journal, so the next reader rebuilds."""
+    """Bring the index level with what was just written; if it cannot, the next reader rebuilds."""
     journal = store.index_size(ENTRIES, owner)
     try:
         if removed is not None or entries:
@@ -558,10 +519,8 @@ def _record(
 
 
 def _query(store: Store, owner: str, ask: Callable[[SearchIndex, int | None], list[T]]) -> list[T]:
-    """``ask`` the owner's index, up to date: ``ask`` is given the journal the index must have
-    (the entry index's size now) and raises ``Stale`` on another; the index is then brought
-    level under the owner's lock and asked again with none. A file found damaged mid-query is
-    rebuilt once. The index is kept open by this thread: never close it."""
+    """``ask`` the owner's index, given the journal it must have (``Stale`` on another: it is
+    brought level and asked again with none); a damaged file is rebuilt once."""
     path = index_path(store, owner)
     for attempt in (1, 2):
         try:
@@ -588,9 +547,6 @@ def _query(store: Store, owner: str, ask: Callable[[SearchIndex, int | None], li
     raise AssertionError("unreachable")
 
 
-# Saving
-
-
 def save_candidate(
     store: Store | None,
     *,
@@ -599,8 +555,7 @@ def save_candidate(
     origin: Origin,
     now: datetime | None = None,
 ) -> SaveOutcome:
-    """Save ``candidate`` to ``owner``'s registry: created (a new name after ``normalise``),
-    versioned (same name, changed text) or skipped (same name, ``same_meaning``)."""
+    """Save ``candidate``: created (a new name), versioned (new text) or skipped (same meaning)."""
     return save_candidates(store, owner=owner, candidates=[(candidate, origin)], now=now)[0]
 
 
@@ -611,9 +566,7 @@ def save_candidates(
     candidates: Sequence[tuple[Candidate, Origin]],
     now: datetime | None = None,
 ) -> list[SaveOutcome]:
-    """Save each candidate, in order, as ``save_candidate`` does (a later one of the same name
-    versions or skips an earlier one), holding the owner's lock once and bringing the search
-    index level in one transaction: a registry directory, or many entries at once."""
+    """Save each candidate in order as ``save_candidate`` does, under one hold of the lock."""
     store = open_store(store)
     check_id(owner, what="owner")
     checked = [
@@ -646,7 +599,6 @@ def save_candidates(
 def _save_one(
     store: Store, owner: str, candidate: Candidate, origin: Origin, stamp: str, existing: str | None
 ) -> tuple[SaveOutcome, RegistryEntry | None]:
-    """Save one candidate to the store (the owner's lock held); the entry if it was written."""
     version: EntryVersion = {
         "version": 1,
         "kind": candidate.kind,
@@ -734,8 +686,7 @@ def read_entry_text(file: Path | None) -> str:
 def remove_entry(
     store: Store | None, *, entry_id: str, now: datetime | None = None
 ) -> RegistryEntry:
-    """Remove an entry: it leaves its owner's registry and the index; its file is kept, marked
-    removed, so what pointed at it still resolves. NotFound (exit 3) if there is none."""
+    """Remove an entry from its owner's registry; its file stays, marked removed (exit 3)."""
     store = open_store(store)
     entry_id = find_entry_id(store, entry_id)
     owner = get_entry(store, entry_id=entry_id)["owner"]
@@ -754,11 +705,7 @@ def remove_entry(
     return _change(store, owner, remove)
 
 
-# Searching
-
-
 def _asked(store: Store | None, owner: str, limit: int) -> tuple[Store, int]:
-    """The store, once ``owner`` and ``limit`` are checked."""
     store = open_store(store)
     check_id(owner, what="owner")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
@@ -769,8 +716,7 @@ def _asked(store: Store | None, owner: str, limit: int) -> tuple[Store, int]:
 def search(
     store: Store | None, *, owner: str = DEFAULT_OWNER, query: str, limit: int = 10
 ) -> list[Match]:
-    """``owner``'s entries that share a term with ``query``, best first, ranked as ``suggest``
-    ranks (``SearchIndex.search``); any text is a valid query, never read as FTS5 syntax."""
+    """``owner``'s entries that share a term with ``query``, best first (any text is a query)."""
     store, limit = _asked(store, owner, limit)
     if not isinstance(query, str):
         raise InvalidInput("a query is text")
@@ -786,9 +732,8 @@ def suggest(
     exclude_origin_agent: str | None = None,
     limit: int = 3,
 ) -> list[Match]:
-    """Up to ``limit`` of ``owner``'s entries sharing ``MIN_SHARED_TERMS`` terms with ``prompt``
-    (all of a shorter prompt's), in ``search``'s order; never one of ``exclude_ids`` nor
-    ``exclude_origin_agent``'s extraction (``extracted_by``)."""
+    """Up to ``limit`` entries sharing ``MIN_SHARED_TERMS`` terms with ``prompt``, as ranked by
+    ``search``, less ``exclude_ids`` and ``exclude_origin_agent``'s extractions."""
     store, limit = _asked(store, owner, limit)
     if exclude_origin_agent is not None:
         check_id(exclude_origin_agent, what="agent id")
@@ -809,8 +754,7 @@ def suggest(
 
 
 def _ranked(store: Store, owner: str, text: str, **options: Any) -> list[Match]:
-    """The one ranking behind ``search`` and ``suggest``: the entries ``SearchIndex.search``
-    finds for the words of ``text`` with ``options``, each with its relevance against the best."""
+    """The ranking behind ``search`` and ``suggest``, each match's relevance against the best."""
     phrases = query_phrases(query_words(text))
     if not phrases:
         return []
@@ -835,9 +779,6 @@ def _ranked(store: Store, owner: str, text: str, **options: Any) -> list[Match]:
     ]
 
 
-# Registry directories
-
-
 def load_directory(
     store: Store | None,
     path: Path | str,
@@ -845,8 +786,7 @@ def load_directory(
     owner: str = DEFAULT_OWNER,
     now: datetime | None = None,
 ) -> list[Loaded]:
-    """Save every ``*.toml`` entry file of a registry directory to ``owner``'s registry, as
-    ``save_candidates`` does; every file is checked first (exit 5 leaves the store as it was)."""
+    """Save every ``*.toml`` file of a registry directory; all are checked first (else exit 5)."""
     store = open_store(store)
     check_id(owner, what="owner")
     directory = Path(path)
