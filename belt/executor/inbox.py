@@ -1,10 +1,8 @@
 """The Nexus executor inbox: durable hook tasks in the store, claimed by workers with a deadline.
 
-Each (event, source) pair of an execution has one task, under an id derived from its
-``task_key`` (``<run>:<event>:<source>``), so scheduling it again reuses it. A claim names its
-worker as a lease does; a claim whose worker is gone is released by whoever looks first, once the
-dead worker's tool processes (marked in their environment) are killed, so a tool never runs in
-two places at once.
+Each (event, source) pair of an execution has one task, its id derived from its ``task_key``.
+A claim whose worker is gone is released by whoever looks first, once the dead worker's marked
+tool processes are killed, so a tool never runs in two places at once.
 """
 
 from __future__ import annotations
@@ -44,13 +42,11 @@ from belt.wire.validate import check_decision
 if TYPE_CHECKING:
     from belt.store import Store
 
-ASK = "ask"
-"""The approval mode whose hook tasks wait for approval before an executor may claim them."""
+ASK = "ask"  # the approval mode whose hook tasks wait for approval before a claim
 RESULT_KEYS = ("structured_content", "content")
 STORED_RESULT_MAX_BYTES = 64 * 1024
 DETAIL_MAX = 300
-CLAIM_MARK = "BELT_HOOKTASK_CLAIM"
-"""The environment variable that holds a claim's mark in its tool's processes."""
+CLAIM_MARK = "BELT_HOOKTASK_CLAIM"  # the environment variable of a claim's tool processes
 
 
 class TaskStatus(StrEnum):
@@ -65,13 +61,8 @@ class TaskStatus(StrEnum):
 
 
 FINISHED = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
-IN_INBOX = (TaskStatus.PENDING, TaskStatus.CLAIMED)
-"""Where a task's deadline runs."""
-
-
-WORKER_GONE = "worker_gone"
-"""Why an attempt ended that no failure counts: its worker died holding the claim (in the
-task's ``history``; the task went back to the inbox)."""
+IN_INBOX = (TaskStatus.PENDING, TaskStatus.CLAIMED)  # where a task's deadline runs
+WORKER_GONE = "worker_gone"  # an attempt no failure counts: its worker died holding the claim
 
 
 class Failure(StrEnum):
@@ -90,8 +81,7 @@ class _Keep(Exception):
     """Raised inside a store update to leave the task as it is."""
 
 
-_HOLDER = ("pid", "host", "started")
-"""What a claim keeps of its worker's lease holder (``leases.mine``)."""
+_HOLDER = ("pid", "host", "started")  # what a claim keeps of its worker's ``leases.mine()``
 
 
 def task_key(run_id: str, event: NexusEvent | str, source: str) -> str:
@@ -175,11 +165,7 @@ def schedule_task(
     continuations_used: int = 0,
     chat_id: str | None = None,
 ) -> HookTask:
-    """Put the task for ``key`` in the inbox, or reuse it: the same (event, source), one task.
-
-    A completed task, or one within its deadline, is kept; a failed one gets a new attempt. With
-    ``approval_mode = "ask"`` an attempt first waits for a ``tool_approval`` interrupt.
-    """
+    """Put the task for ``key`` in the inbox, or reuse it (a failed or overdue one re-attempted)."""
     identity = task_id(key)
     now = utcnow()
     stamp = timestamp(now)
@@ -286,9 +272,7 @@ def settle_approval(store: Store, identity: str) -> HookTask:
 
 
 def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
-    """Claim a pending task for ``worker`` (this process); None if it is gone, taken or past its
-    deadline. The task keeps its inbox marker until it finishes, so a dead worker's claim is
-    found (``release_abandoned``)."""
+    """Claim a pending task for ``worker``; None if it is gone, taken or past its deadline."""
     status = None
 
     def claim(task: HookTask) -> HookTask:
@@ -361,11 +345,8 @@ def check_result(
     """Check a tool's result: ``structured_content`` holds the decision, nothing else is added."""
     if not isinstance(result, dict):
         return [f"result: expected an object, got {describe(result)}"], None
-    problems = [
-        f"result.{key}: additional result fields are refused (a result holds structured_content)"
-        for key in result
-        if key not in RESULT_KEYS
-    ]
+    refused = "additional result fields are refused (a result holds structured_content)"
+    problems = [f"result.{key}: {refused}" for key in result if key not in RESULT_KEYS]
     if "structured_content" not in result:
         problems.append(
             'result.structured_content: is required (the decision, e.g. {"continue": false})'
@@ -403,8 +384,7 @@ class ToolOutcome:
 def complete_task(
     store: Store, identity: str, outcome: ToolOutcome, *, duration_ms: int, mark: str | None = None
 ) -> HookTask:
-    """Record a claimed task's outcome, checking the decision; returns the task as it now is (a
-    cancelled or timed-out task keeps that state; with ``mark``, only that claim completes it)."""
+    """Record a claimed task's outcome (with ``mark``, only that claim's); the task as it is."""
 
     def finish(task: HookTask) -> HookTask:
         ours = mark is None or (task.get("claim") or {}).get("mark") == mark
@@ -426,17 +406,14 @@ def complete_task(
         if decision["continue"]:
             used, allowed = int(task["continuations_used"]), task.get("max_continuations")
             if task.get("tool_only"):
+                alone = "a tool-only execution has no model round to continue"
                 return _fail(
-                    task,
-                    Failure.HOOK_REQUIRES_MODEL,
-                    "a tool-only execution has no model round to continue; stop can only "
-                    "acknowledge here",
+                    task, Failure.HOOK_REQUIRES_MODEL, f"{alone}; stop can only acknowledge here"
                 )
             if allowed is None or used >= int(allowed):
+                asked = f"the hook asked for continuation {used + 1}"
                 return _fail(
-                    task,
-                    Failure.CONTINUATION_LIMIT,
-                    f"the hook asked for continuation {used + 1}; max_continuations is {allowed}",
+                    task, Failure.CONTINUATION_LIMIT, f"{asked}; max_continuations is {allowed}"
                 )
         now = timestamp(utcnow())
         task.update({"status": TaskStatus.COMPLETED.value, "finished_at": now, "updated_at": now})
@@ -454,11 +431,8 @@ def expire_task(store: Store, identity: str) -> HookTask:
         if task["status"] == TaskStatus.PENDING:
             return _fail(task, Failure.TIMEOUT, unclaimed_message(task))
         by = (task.get("claim") or {}).get("by", "an executor")
-        return _fail(
-            task,
-            Failure.TIMEOUT,
-            f"{by} claimed the task but did not complete it within {task['timeout_ms']} ms",
-        )
+        late = f"claimed the task but did not complete it within {task['timeout_ms']} ms"
+        return _fail(task, Failure.TIMEOUT, f"{by} {late}")
 
     return _finish(store, identity, expire)
 
@@ -469,10 +443,8 @@ def release_task(store: Store, identity: str, *, worker: str) -> None:
     def release(task: HookTask) -> HookTask:
         if task["status"] != TaskStatus.CLAIMED or (task.get("claim") or {}).get("by") != worker:
             raise _Keep
-        task.update(
-            {"status": TaskStatus.PENDING.value, "claim": None, "updated_at": timestamp(utcnow())}
-        )
-        return task
+        now = timestamp(utcnow())
+        return task | {"status": TaskStatus.PENDING.value, "claim": None, "updated_at": now}
 
     if _change(store, identity, release) is not None:
         mark_pending(store, identity)
