@@ -1,10 +1,8 @@
 """Interrupts: the gates a hook opens on a run, and how they are resolved or expire.
 
-An interrupt is stored as its InterruptDTO fields plus what only the store needs. The
-``run-interrupts`` and ``resource-interrupts`` indexes and the ``pending-interrupts`` tag (one
+The ``run-interrupts`` and ``resource-interrupts`` indexes and the ``pending-interrupts`` tag (one
 marker ``<expires_at in ms>-<id>`` per pending gate) keep every operation's cost independent of
-the size of the store; the object is updated under its own lock, so exactly one of many racing
-resolvers wins.
+the store's size; a gate is settled under its own lock, so one of many racing resolvers wins.
 """
 
 from __future__ import annotations
@@ -42,21 +40,17 @@ RESOURCE_INTERRUPTS = "resource-interrupts"
 PENDING = "pending-interrupts"
 
 DTO_FIELDS = tuple(InterruptJSON.__annotations__)
-"""The InterruptDTO fields, in wire order (a test holds this equal to ``belt.wire``)."""
 
 RESOLUTIONS = ("allow", "deny")
 
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 DOORS = {"cli": "the CLI", "review": "review", "inspector": "the inspector", "api": "the API"}
-"""The doors a person settles a gate through (``belt interrupt resolve``, ``belt interrupt
-review``, the inspector's page, ``belt serve``'s API), by the name a line gives them."""
+"""The doors a person settles a gate through, by the name a line gives them."""
 
 
 class Settlement(TypedDict):
-    """How a gate was settled (stored as ``resolved_by``, never on the wire): ``how`` is
-    ``person``, ``rule``, ``expiry``, ``batch``, ``scenario`` or ``route``, with its fields
-    (``token`` says whether a token was used, never the token)."""
+    """How a gate was settled (``resolved_by``, never on the wire; ``token``: whether one was)."""
 
     how: str
     user: NotRequired[str]
@@ -83,14 +77,11 @@ def os_user() -> str:
 
 
 RULE_FORM = ("how", "file", "rule", "digest")
-"""The keys of a rule's settlement as a caller of ``belt serve`` sends it, exactly."""
 RULE_LENGTHS = {"file": 4096, "rule": 1024}
-"""The most characters of its strings."""
 
 
 def rule_settlement(body: Mapping[str, Any], *, token: bool) -> Settlement:
-    """The rule a caller of ``belt serve``'s resolve route says settled a gate (``by`` of its
-    body), checked strictly (else InvalidInput naming the field) and recorded as via ``api``."""
+    """The rule ``by`` of a resolve request's body names, checked strictly (else InvalidInput)."""
     form = body.get("by")
     unknown = [f"{k}: unknown field" for k in body if k not in ("decision", "data", "by")]
     if not unknown and isinstance(form, dict):
@@ -143,19 +134,15 @@ class Interrupt(TypedDict):
     resource_type: NotRequired[str]
     resolved_at: NotRequired[str | None]
     resolved_data: NotRequired[Any]
-    """What the settlement sent with its decision (a person's note, a tool's result)."""
     meta: NotRequired[Any]
-    """The hook payload the gate holds (the wire's ``meta``)."""
+    """The hook payload the gate holds."""
     timeout: NotRequired[int]
     resolved_by: NotRequired[Settlement | str | None]
-    """How it was settled (``trail`` reads it); a string or nothing in records older than the
-    trail."""
+    """How it was settled; a string or nothing in records older than ``trail``."""
     virtual_clock: NotRequired[bool]
-    """True for an interrupt opened on a virtual clock: its ``expires_at`` is virtual time, so
-    a sweep on wall time leaves it to the clock it was opened on."""
+    """Opened on a virtual clock: a sweep on wall time leaves it to that clock."""
     trace: NotRequired[dict[str, object]]
-    """Where its ``belt.gate`` span goes when it is settled, if tracing was on as it opened
-    (``belt.outgoing.tracing.carried``; docs/tracing.md); never on the wire."""
+    """Where its ``belt.gate`` span goes when it is settled (docs/tracing.md)."""
 
 
 record_shape(INTERRUPT, Interrupt)
@@ -172,7 +159,6 @@ def to_dto(record: Interrupt) -> InterruptJSON:
 
 
 def _get(store: Store, interrupt_id: str) -> Interrupt | None:
-    """A stored interrupt (its shape checked by the store), or None when there is none."""
     return cast("Interrupt | None", store.get(INTERRUPT, interrupt_id))
 
 
@@ -195,8 +181,7 @@ def _short(digest: object) -> str:
 
 
 def trail(record: Interrupt) -> Settlement | None:
-    """How a stored interrupt was settled, as data; None while it is pending (``unknown`` for a
-    record older than the trail, with what it kept as ``recorded_as``)."""
+    """How a stored interrupt was settled, as data; None while it is pending."""
     status, by = record.get("status"), record.get("resolved_by")
     if status == InterruptStatus.PENDING:
         return None
@@ -259,8 +244,7 @@ def create_interrupt(
     resource_type: str | None = None,
     now: datetime | None = None,
 ) -> InterruptJSON:
-    """Open an interrupt on a run (a hook gate by default, which expires ``allow`` unless told)
-    and return its InterruptDTO; with a ``source`` of its own, ``event`` is not checked."""
+    """Open an interrupt on a run (a hook gate by default) and return its InterruptDTO."""
     check_id(run_id, what="run id")
     check_id(chat_id, what="chat id")
     timeout, default_resolution = _checked_terms(event, reason, source, timeout, default_resolution)
@@ -298,7 +282,6 @@ def create_interrupt(
 
 
 ACTIVE_RUN_STATES = (AgentRunState.WORKING, AgentRunState.INPUT_REQUIRED)
-"""The states of a run a gate can be opened on by hand: running, or awaiting a decision."""
 
 
 def open_gate(
@@ -311,8 +294,7 @@ def open_gate(
     default_resolution: str | None = None,
     meta: Any = None,
 ) -> InterruptJSON:
-    """Open a hook gate by hand (``belt interrupt create``) as a gate hook on ``event`` would;
-    the run and chat must exist (exit 3), the run be active and the chat's (exit 4)."""
+    """Open a hook gate by hand (``belt interrupt create``) on an active run (exit 3, 4)."""
     store = open_store(store)
     _checked_terms(event, "hook_gate", None, timeout, default_resolution)
     run_id = find_run_id(store, run_id)
@@ -345,7 +327,6 @@ def open_gate(
 def _checked_terms(
     event: str, reason: str, source: str | None, timeout: int | None, default_resolution: str | None
 ) -> tuple[int, str | None]:
-    """A new interrupt's terms checked: its timeout and resolution on expiry, defaults filled in."""
     from belt.reading.didyoumean import did_you_mean  # noqa: PLC0415 - start-up: pydantic, for a new gate only
     from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS  # noqa: PLC0415 - start-up: pydantic, for a new gate only
     from belt.wire.platform import HookHandlerType, InterruptReason, timeout_bounds  # noqa: PLC0415 - start-up: pydantic, for a new gate only
@@ -374,9 +355,7 @@ def _checked_terms(
 
 
 def _store_new(store: Store, record: Interrupt) -> None:
-    """Write a new interrupt: markers first, object last, so a creator killed half-way leaves at
-    most a marker or a link without an object, which the readers skip and the sweep clears;
-    never a hidden gate."""
+    """Write a new interrupt, markers first: a creator killed half-way never hides a gate."""
     interrupt_id = record["id"]
     if marker := _pending_marker(record):
         store.tag(PENDING, marker)
@@ -387,7 +366,7 @@ def _store_new(store: Store, record: Interrupt) -> None:
 
 
 def read_record(*, store: Store | None = None, interrupt_id: str) -> Interrupt:
-    """The stored record of one interrupt: its DTO fields plus ``default_resolution``."""
+    """The stored record of one interrupt; NotFound (exit 3) if there is none."""
     if (found := _get(open_store(store), check_id(interrupt_id, what="interrupt id"))) is None:
         raise _no_interrupt(interrupt_id)
     return found
@@ -411,8 +390,7 @@ def _run_records(store: Store, run_id: str, include_settled: bool) -> list[Inter
 
 
 def _records(store: Store, ids: list[str], include_settled: bool) -> list[Interrupt]:
-    """The stored interrupts of ``ids``, pending ones or all, oldest first; an id whose creator
-    did not finish (a link or marker without its object) is left out."""
+    """The stored interrupts of ``ids``, pending ones or all, oldest first."""
     found = [
         record
         for interrupt_id in ids
@@ -435,8 +413,7 @@ def pending_for_run(*, store: Store | None = None, run_id: str) -> list[Interrup
 
 
 def last_settled(*, store: Store | None = None, run_id: str) -> datetime | None:
-    """When the latest of a run's settled interrupts was settled (its ``resolved_at``), None
-    while none is: a run that goes on after its gates goes on no earlier than that."""
+    """When the latest of a run's settled interrupts was settled, None while none is."""
     times = [
         parse_timestamp(str(record["resolved_at"]))
         for record in _run_records(open_store(store), run_id, include_settled=True)
@@ -446,7 +423,6 @@ def last_settled(*, store: Store | None = None, run_id: str) -> datetime | None:
 
 
 def _settle(store: Store, interrupt_id: str, change: Callable[[Interrupt], Interrupt]) -> Interrupt:
-    """Change a stored interrupt under its lock, clear its pending marker and return it."""
     record = store.update(INTERRUPT, interrupt_id, change)
     if marker := _pending_marker(record):
         store.untag(PENDING, marker)
@@ -460,8 +436,7 @@ def _settle(store: Store, interrupt_id: str, change: Callable[[Interrupt], Inter
 
 
 def _clock_of(store: Store, record: Interrupt) -> str:
-    """The time of the virtual clock an interrupt was opened on, for a process on wall time: its
-    simulation's clock as last recorded, never before the interrupt opened."""
+    """The virtual clock's time of an interrupt's simulation, never before it opened."""
     opened = str(record.get("created_at"))
     with suppress(BeltError):
         run = store.get("run", str(record["run_id"])) or {}
@@ -486,7 +461,6 @@ def resolve_interrupt(
 
 
 def _resolved(decision: str, data: Any, by: Settlement | None) -> dict[str, object]:
-    """The fields of a gate resolved with ``decision`` (checked), ``data`` and ``by``."""
     if decision not in RESOLUTIONS:
         raise InvalidInput(f"decision {decision!r} must be allow or deny")
     settled = {
@@ -508,8 +482,6 @@ def cancel_interrupt(
 def _settle_pending(
     store: Store, interrupt_id: str, now: datetime | None, settled: Mapping[str, object]
 ) -> InterruptJSON:
-    """Give a pending interrupt the fields ``settled``, stamped at ``now`` (or its clock's time);
-    NotFound (3), or Conflict (4) if it is settled already."""
     check_id(interrupt_id, what="interrupt id")
     on_wall_time = now is None and clock.current() is None
     at = timestamp(now or clock.now())
@@ -529,16 +501,7 @@ def _settle_pending(
 
 # -- batches: many gates settled together, bound to a digest of what was shown ----------------
 
-BATCH_FIELDS = (
-    "id",
-    "run_id",
-    "chat_id",
-    "reason",
-    "source",
-    "resource_id",
-    "resource_type",
-    "meta",
-)
+BATCH_FIELDS = tuple("id run_id chat_id reason source resource_id resource_type meta".split())
 """The fields of a gate a batch's digest covers: which gate, and the call it holds."""
 
 
@@ -547,8 +510,7 @@ BATCH_PATH = "/_belt/interrupts/batch"
 
 
 def batch_digest(items: Collection[Mapping[str, Any]]) -> str:
-    """``sha256:<hex>`` of the canonical JSON (sorted keys, no spaces, UTF-8) of the gates'
-    BATCH_FIELDS sorted by id: what a person was shown, so a batch settles no other set."""
+    """``sha256:`` of the canonical JSON of the gates' BATCH_FIELDS: what a person was shown."""
     shown = [{f: item.get(f) for f in BATCH_FIELDS} for item in items]
     shown.sort(key=lambda item: str(item.get("id")))
     blob = json.dumps(shown, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -584,9 +546,8 @@ def resolve_batch(
     by: Settlement,
     now: datetime | None = None,
 ) -> BatchResult:
-    """Settle the gates ``interrupt_ids`` together, all or none, under all their locks: their
-    digest must be ``digest`` and each be pending or settled by this batch (else Conflict, exit
-    4); all settled by this batch already is a repeat, which changes nothing."""
+    """Settle the gates together, all or none, if their digest is ``digest`` (else exit 4); all
+    settled by this batch already is a repeat, which changes nothing."""
     store = open_store(store)
     batch = batch_id(digest)
     settlement: Settlement = {
@@ -655,9 +616,8 @@ class _Skip(Exception):
 def sweep(
     *, store: Store | None = None, now: datetime | None = None, run_id: str | None = None
 ) -> list[InterruptJSON]:
-    """Expire every overdue pending interrupt (of ``run_id`` only, if given) with its default
-    resolution, as of ``now`` (default: the clock's time); return them. A sweep on wall time
-    leaves those opened on a virtual clock; damaged files are InvalidInput (exit 5) afterwards."""
+    """Expire every overdue pending interrupt (of ``run_id``) as of ``now``; return them. Damaged
+    files are InvalidInput (exit 5) afterwards."""
     store = open_store(store)
     on_wall_time = now is None and clock.current() is None
     moment = now or clock.now()
@@ -726,8 +686,7 @@ def _pending_ids(store: Store) -> list[str]:
 
 
 def find_interrupt_id(*, store: Store | None = None, ref: str, pending_first: bool = False) -> str:
-    """The id of the interrupt ``ref`` names (``belt.records.names.find_id``); with
-    ``pending_first`` a prefix need only be unique among the pending ones."""
+    """The id of the interrupt ``ref`` names (``find_id``), a pending one first if asked."""
     store = open_store(store)
     first = (lambda: _pending_ids(store)) if pending_first else None
     return find_id(store, INTERRUPT, ref, what="interrupt", first=first, missing=_no_interrupt)
@@ -741,8 +700,7 @@ def inbox(
     reason: str | None = None,
     include_settled: bool = False,
 ) -> list[Interrupt]:
-    """Stored interrupt records, pending ones or all: one run's in the order they opened, else
-    every run's newest first (the pending ones read through the tag of pending markers)."""
+    """Stored interrupts, pending or all: one run's oldest first, else every run's newest first."""
     store = open_store(store)
     if chat_id is not None:
         check_id(chat_id, what="chat id")
@@ -785,8 +743,7 @@ def transcript_before(
 # -- watching: what opened and what settled since the last look --------------------------------
 
 RACY_SECONDS = 2.0
-"""How long after a directory changed its modification time cannot be trusted to show the next
-change (file systems stamp times with a coarse clock): within it the watch reads names again."""
+"""How long after a change a directory's coarse mtime cannot show the next one."""
 
 
 class _Directory:
@@ -811,8 +768,7 @@ class _Directory:
         return changed, changed or racy
 
     def names(self, since: float | None = None) -> list[str]:
-        """The names in the directory (none if it does not exist yet); with ``since``, those
-        whose files changed at or after it (seconds since the epoch)."""
+        """The names in the directory; with ``since`` (epoch seconds), those changed since."""
         try:
             with os.scandir(self.path) as entries:
                 return [
@@ -834,9 +790,8 @@ def happened_at(event: WatchEvent) -> str:
 
 
 class Watch:
-    """Follows a store's interrupts: each :meth:`poll` returns what opened and what settled.
-    A look costs two ``stat`` calls while nothing happens; only then are names read, and only the
-    interrupts whose markers came or went and the run indexes that grew."""
+    """Follows a store's interrupts: each :meth:`poll` returns what opened and what settled,
+    at two ``stat`` calls a look while nothing happens."""
 
     def __init__(self, *, store: Store | None = None, run_ids: Collection[str] = ()) -> None:
         self.store = open_store(store)
