@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, suppress
@@ -125,8 +126,9 @@ def list_(
     # Ids whole when piped; a terminal shows the short ids that name them (locally).
     ids = [i for i, column in enumerate(columns) if column in ("id", "run", "chat")]
     empty = f"no {'' if all_ else 'pending '}interrupts" + (f" on run {one_run}" if one_run else "")
-    listed_items = [item for item, _ in listed]
-    output.listing(json_, listed_items, columns, rows, empty=empty, ids=ids, short=not api)
+    output.listing(
+        json_, [i for i, _ in listed], columns, rows, empty=empty, ids=ids, short=not api
+    )
 
 
 def show(
@@ -273,31 +275,29 @@ def resolve(
             hint=f"belt interrupt resolve --all {decision.value}, with --run, --chat, --tool or "
             "--event to choose the gates",
         )
-    if all_:
-        if interrupt_id not in {r.value for r in InterruptResolution}:
-            raise UsageError(f"--all needs allow or deny, not {interrupt_id!r}")
-        chosen = interrupt_id
-    elif decision is None:
+    if all_ and interrupt_id not in {r.value for r in InterruptResolution}:
+        raise UsageError(f"--all needs allow or deny, not {interrupt_id!r}")
+    if not all_ and decision is None:
         raise UsageError(
             f"give a decision: belt interrupt resolve {interrupt_id} allow (or deny)",
             hint="to settle many gates at once: belt interrupt resolve --all allow (or deny)",
         )
-    else:
-        chosen = decision.value
-        given: dict[str, object] = {"--run": run, "--chat": chat, "--tool": tool, "--event": event}
-        given |= {"--digest": digest or None, "--no-atomic": no_atomic or None}
-        for option in (option for option, value in given.items() if value is not None):
-            does = "is for" if option in ("--digest", "--no-atomic") else "selects gates for"
-            raise UsageError(f"{option} {does} --all; with one ID it has no use")
+    given: dict[str, object] = {"--run": run, "--chat": chat, "--tool": tool, "--event": event}
+    given |= {"--digest": digest or None, "--no-atomic": no_atomic or None}
+    if not all_ and (option := next((o for o, v in given.items() if v is not None), None)):
+        does = "is for" if option in ("--digest", "--no-atomic") else "selects gates for"
+        raise UsageError(f"{option} {does} --all; with one ID it has no use")
+    chosen = decision.value if decision is not None else interrupt_id
     resolved_data = None if data is None else read_json_option(data, option="--data")
     start_tracing(otlp, trace)
     with open_backend(api, api_key=api_key) as backend:
         if all_:
+            select = partial(matching_gates, run_id=run, chat_id=chat, tool=tool, event=event)
             resolve_all(
                 backend,
                 chosen,
                 resolved_data,
-                partial(matching_gates, run_id=run, chat_id=chat, tool=tool, event=event),
+                select,
                 yes=yes,
                 json_=json_,
                 digest=digest,
@@ -327,25 +327,20 @@ def resolve_all(
     """`resolve --all`: gates shown, confirmed, settled as a batch (one by one with --no-atomic)."""
     from belt.records.interrupts import batch_digest, batch_id, short_digest  # start-up: --help
 
-    wanted = None
-    if digest is not None:  # as given, sha256: optional, 12 hex digits or more
-        wanted = digest.strip().lower().removeprefix("sha256:")
-        if len(wanted) < 12 or any(c not in "0123456789abcdef" for c in wanted):
-            raise UsageError(
-                f"--digest {digest!r}: expected the digest shown (12 hex digits or more, "
-                "sha256: optional)"
-            )
+    wanted = None if digest is None else digest.strip().lower().removeprefix("sha256:")
+    if wanted is not None and not re.fullmatch("[0-9a-f]{12,}", wanted):
+        raise UsageError(
+            f"--digest {digest!r}: expected the digest shown (12 hex digits or more, "
+            "sha256: optional)"
+        )
     items = select(backend)
     found = batch_digest(items) if items else ""
     if wanted is not None and not found.startswith(f"sha256:{wanted}"):
         # The batch --digest names, settled before (in whole or in part), is settled again,
         # which changes nothing but the rest; any other set of gates exits 4.
         selected = select(backend, include_settled=True)
-        settled = [
-            item
-            for item in selected
-            if item.get("status") == "resolved" and item.get("resolution") == decision
-        ]
+        status = ("resolved", decision)
+        settled = [i for i in selected if (i.get("status"), i.get("resolution")) == status]
         earlier = backend.in_batch(items=settled, batch=batch_id(wanted)) if settled else []
         batch = [item for item in selected if item.get("status") == "pending"] + earlier
         if not earlier or not batch_digest(batch).startswith(f"sha256:{wanted}"):
@@ -365,11 +360,8 @@ def resolve_all(
         from belt.display.render import gate_event, gate_holds  # start-up: not for resolve
 
         for item in items:
-            output.echo(
-                f"  {item.get('short_id') or item['id']}  {gate_event(item)} {gate_holds(item)}  "
-                f"run {item.get('run_id')}",
-                stderr=True,
-            )
+            holds = f"{gate_event(item)} {gate_holds(item)}"
+            output.echo(f"  {_name(item)}  {holds}  run {item.get('run_id')}", stderr=True)
         output.echo(f"{len(items)} gate(s), digest {short_digest(found)}", stderr=True)
     one_by_one = not backend.batch_atomic()
     if one_by_one and atomic:
@@ -431,9 +423,9 @@ def _settle(
     if output.json_printed(json_, {**done, "missed": reasons}):
         return
     for item, why in missed:
-        output.warning(f"{item.get('short_id') or item['id']} skipped: {why}")
+        output.warning(f"{_name(item)} skipped: {why}")
     for item in done["resolved"]:
-        output.success(f"{item.get('short_id') or item['id']} resolved: {item.get('resolution')}")
+        output.success(f"{_name(item)} resolved: {item.get('resolution')}")
     output.echo(f"resolved {len(done['resolved'])} of {total} as {decision}{how}", stderr=True)
 
 
@@ -481,14 +473,13 @@ def review(
     while True:
         # The gates already overdue are settled as the platform's sweep would, not asked about.
         if settled := backend.sweep():
-            each = ", ".join(f"{i.get('short_id') or i['id']} {i['resolution']}" for i in settled)
+            each = ", ".join(f"{_name(i)} {i['resolution']}" for i in settled)
             output.warning(
                 f"settled {len(settled)} overdue gate(s) with their default resolution, as the "
                 f"platform would have: {each}"
             )
         waiting = [(i, e) for i, e in backend.find_interrupts() if i["id"] not in passed]
-        left = len(waiting)
-        if not waiting:
+        if not (left := len(waiting)):
             break
         item, on_expiry = min(waiting, key=lambda listed: str(listed[0].get("expires_at")))
         try:
@@ -651,11 +642,8 @@ def sweep(
         return
     output.success(f"settled {len(settled)} overdue interrupt(s)")
     if settled:
-        output.table(
-            ["id", "run", "source", "resolution"],
-            [[item["id"], item["run_id"], item["source"], item["resolution"]] for item in settled],
-            ids=(0, 1),
-        )
+        rows = [[i.get(key) for key in ("id", "run_id", "source", "resolution")] for i in settled]
+        output.table(["id", "run", "source", "resolution"], rows, ids=(0, 1))
 
 
 def create(
@@ -702,14 +690,9 @@ def create(
     if output.json_printed(json_, item):
         return
     output.success(f"opened {item['id']} on run {item['run_id']}")
-    output.key_values(
-        [
-            ("source", item["source"]),
-            ("resource", _resource(item)),
-            ("expires", item["expires_at"]),
-            ("on expiry", default_resolution.value if default_resolution else "allow"),
-        ]
-    )
+    on_expiry = default_resolution.value if default_resolution else "allow"
+    shown = [("source", item["source"]), ("resource", _resource(item))]
+    output.key_values([*shown, ("expires", item["expires_at"]), ("on expiry", on_expiry)])
 
 
 def log(
@@ -771,6 +754,10 @@ def _since(text: str | None) -> datetime | None:
             f"--since {text!r}: expected an RFC 3339 time (2026-08-11T14:10:00Z) or a span "
             "back from now (90m, 2h, 7d)"
         ) from None
+
+
+def _name(item: InterruptJSON) -> str:
+    return item.get("short_id") or item["id"]
 
 
 def _resource(item: InterruptJSON) -> str:
