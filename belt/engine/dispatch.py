@@ -51,8 +51,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Route:
-    """``--route URL_PREFIX=TARGET``: a webhook whose URL starts with ``prefix`` is delivered to
-    ``target`` instead: a ``py:MODULE:FUNC`` handler, or a URL that takes the prefix's place."""
+    """``--route URL_PREFIX=TARGET``: a ``py:`` handler, or a URL that takes the prefix's place."""
 
     prefix: str
     target: str
@@ -100,9 +99,7 @@ def load_handlers(
     source: str,
     located: dict[int, Located] | None = None,
 ) -> dict[str, Handler]:
-    """Import every ``py:`` handler (and read every ``policy:`` file) that hooks and routes
-    name, before anything is written (NotFound or InvalidInput naming where it was given); keyed
-    by what was loaded."""
+    """Import every ``py:`` handler and ``policy:`` file that hooks and routes name, by spec."""
     located = located or {}
     wanted: list[tuple[Located, str]] = [
         (located.get(index) or Located(str(hook.handler)), f"{source}: {hook.handler}")
@@ -116,14 +113,12 @@ def load_handlers(
     ]
     loaded: dict[str, Handler] = {}
     for place, where in wanted:
-        if place.spec not in loaded:
-            loaded[place.spec] = load_located(place, where=where)
+        loaded[place.spec] = loaded.get(place.spec) or load_located(place, where=where)
     return loaded
 
 
 def load_located(place: Located, *, where: str) -> Handler:
-    """The handler ``place`` names: a ``py:`` callable, or a ``policy:`` file's decisions (as
-    ``belt serve --policy`` decides them)."""
+    """The handler ``place`` names: a ``py:`` callable, or a ``policy:`` file's decisions."""
     if place.spec.startswith(POLICY_PREFIX):
         policy = load_policy(Path(place.spec[len(POLICY_PREFIX) :]))
 
@@ -151,19 +146,13 @@ class HookRun:
     response: LifecycleHookResponse | None = None
     error: str | None = None
     duration_ms: int = 0
-    latency_ms: float = 0.0
-    """How long the delivery took, to the microsecond (``[[expect]] latency_ms`` reads it)."""
+    latency_ms: float = 0.0  # to the microsecond (``[[expect]] latency_ms`` reads it)
     interrupt: InterruptJSON | None = None
     task_chat_id: str | None = None
-    routed_to: str | None = None
-    """Where a routed webhook was delivered instead of its own URL (``--route``)."""
-    resource_id: str | None = None
-    """What the event is about: the tool invocation of an ``agent.tool_call``."""
-    review: Any = None
-    """What a ``belt:extract`` run asks the loop to review (a ``Review`` of
-    ``belt.dialects.platform.builtins.extract``)."""
-    warnings: list[str] = field(default_factory=list)
-    """What was ignored in the handler's answer (its unknown keys)."""
+    routed_to: str | None = None  # where ``--route`` delivered it instead of its own URL
+    resource_id: str | None = None  # the tool invocation of an ``agent.tool_call``
+    review: Any = None  # the ``Review`` a ``belt:extract`` run asks the loop for
+    warnings: list[str] = field(default_factory=list)  # the answer's unknown keys, ignored
 
     @property
     def injected(self) -> bool:
@@ -210,19 +199,15 @@ class EventResult:
 
 @dataclass(frozen=True)
 class Target:
-    """Where a webhook hook's payloads go, found once per hook: its declaration, the routes
-    and where its handler is loaded from do not change in a run."""
+    """Where a webhook hook's payloads go (found once per hook and run)."""
 
-    destination: str
-    """The URL, or the ``py:`` handler, as declared or as ``--route`` sends it."""
+    destination: str  # the URL or ``py:`` handler, as declared or as ``--route`` sends it
     routed: bool
-    spec: str | None
-    """The in-process handler to call, as loaded (``located``); None for an HTTP webhook."""
+    spec: str | None  # the in-process handler to call, as loaded; None for an HTTP webhook
     timeout: float
 
 
-ASYNC_WORKERS = 8
-"""How many async hooks run at once; more wait their turn, and the loop never waits for them."""
+ASYNC_WORKERS = 8  # async hooks run at once; more wait their turn, the loop waits for none
 
 Finished = Callable[[HookRun], None]
 Builtin = Callable[[HookRun, Mapping[str, object]], None]
@@ -230,19 +215,15 @@ Builtin = Callable[[HookRun, Mapping[str, object]], None]
 
 @dataclass
 class Dispatcher:
-    """Runs handlers of each type for one simulation; async hooks go to a bounded pool of
-    workers (the event goes on at once), which ``close`` waits for."""
+    """Runs handlers of each type for one simulation; ``close`` waits for its async hooks."""
 
     store: Store
     hooks: list[LifecycleHookConfig]
     fail_closed: bool = False
     builtin: Builtin | None = None
     routes: list[Route] = field(default_factory=list)
-    handlers: dict[str, Handler] = field(default_factory=dict)
-    """``py:`` handlers imported before the run (checked then), by what was loaded."""
-    located: dict[int, Located] = field(default_factory=dict)
-    """Where each in-process hook's handler is loaded from, by the hook's index (a path is read
-    from the directory of the file that declared it)."""
+    handlers: dict[str, Handler] = field(default_factory=dict)  # imported before the run
+    located: dict[int, Located] = field(default_factory=dict)  # by hook index
     _pool: ThreadPoolExecutor | None = None
     _in_process: InProcess | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -282,22 +263,18 @@ class Dispatcher:
 
     def in_process(self) -> InProcess:
         """The caller of ``py:`` handlers, created on first use."""
-        if self._in_process is not None:
-            return self._in_process
         with self._lock:
             if self._in_process is None:
                 self._in_process = InProcess(self.handlers, load=self.load)
             return self._in_process
 
     def load(self, spec: str) -> Handler:
-        """Load the in-process handler ``spec`` on first use (a run resumed in another process),
-        from where its hook's file located it."""
+        """Load ``spec`` on first use (a resumed run), from where its hook's file located it."""
         place = next((p for p in self.located.values() if p.spec == spec), Located(spec))
         return load_located(place, where=spec)
 
     def hooks_for(self, event: str) -> tuple[tuple[int, LifecycleHookConfig], ...]:
-        """The hooks declared on ``event``, with their declaration index, in order (found once
-        per event: every event fired asks, twice)."""
+        """The hooks declared on ``event``, with their declaration index, in order."""
         if (found := self._by_event.get(event)) is None:
             found = self._by_event[event] = tuple(
                 (i, h) for i, h in enumerate(self.hooks) if h.event == event
@@ -385,8 +362,7 @@ class Dispatcher:
         return run
 
     def trace_hook(self, span: Any, run: HookRun, event: str) -> None:
-        """What a hook's span says of its delivery (docs/tracing.md): never the payload, nor the
-        injection's text (its size), nor more of the reason than tracing.REASON_LIMIT."""
+        """A hook's span attributes (docs/tracing.md): never the payload nor the injected text."""
         handler_type, host = run.hook.type.value, None
         if run.hook.type == HookHandlerType.WEBHOOK:
             destination = self.target(run.index, run.hook).destination
@@ -418,8 +394,7 @@ class Dispatcher:
             tracing.fail(span, "hook failed")
 
     def run_webhook(self, run: HookRun, payload: Mapping[str, object]) -> None:
-        """Call a webhook (in-process for ``py:``, wherever ``--route`` sends it); a failure
-        counts as allow, or deny on gate-able events if fail-closed."""
+        """Call a webhook; a failure counts as allow, or deny on gate-able events if fail-closed."""
         target = self.target(run.index, run.hook)
         if target.routed:
             run.routed_to = target.destination
@@ -440,16 +415,13 @@ class Dispatcher:
                 run.decision = HookDecision.DENY
                 run.reason = f"hook failed (fail-closed): {run.error}"
             return
-        run.response = delivered.response
-        # An async hook's answer is recorded as given; it never takes effect (``fire`` does not
-        # wait for it, and its run leaves no row and injects nothing).
+        run.response = delivered.response  # an async hook's too: recorded, never acted on
         run.decision = delivered.response.decision
         run.reason = delivered.response.reason
 
 
 def shown_url(url: str) -> str:
-    """A URL as an error may name it: scheme, host, port and path, without the user, password,
-    query or fragment (which can carry credentials)."""
+    """A URL as an error may name it: scheme, host, port and path, no credentials or query."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or "?"
@@ -466,8 +438,7 @@ def executed_record(
     payload: Mapping[str, object],
     place: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
-    """The ``hook.executed`` agent event for one handler run (the wire's HookExecutedPayload plus
-    belt's fields, its ``override`` recorded, never acted on), ending with ``place``."""
+    """The ``hook.executed`` agent event for one handler run, ending with ``place``."""
     response = run.response
     record: dict[str, object] = {
         "type": "hook.executed",
@@ -484,24 +455,19 @@ def executed_record(
         "injected": run.injected,
     }
     if response is not None and response.injected:
-        # Dumped only when it carries an injection: without one, nothing of it is recorded here.
         answered = response.model_dump(mode="json", exclude_none=True)
         if injection := {key: answered[key] for key in ("inject", "system") if answered.get(key)}:
             record["injection"] = injection
     record["interrupt_id"] = run.interrupt["id"] if run.interrupt else None
     record["task_chat_id"] = run.task_chat_id
-    if run.resource_id:
-        record["resource_id"] = run.resource_id
-    if run.routed_to:
-        record["routed_to"] = handler_label(run.hook.type, run.routed_to)
-    if (override := response.override if response is not None else None) is not None:
-        record["override"] = override
-    if run.warnings:
-        record["warnings"] = run.warnings
-    record["payload"] = payload
-    if place:
-        record.update(place)
-    return record
+    optional = {
+        "resource_id": run.resource_id or None,
+        "routed_to": handler_label(run.hook.type, run.routed_to) if run.routed_to else None,
+        "override": response.override if response is not None else None,
+        "warnings": run.warnings or None,
+    }
+    record |= {key: value for key, value in optional.items() if value is not None}
+    return {**record, "payload": payload, **(place or {})}
 
 
 def leaves_transcript_row(run: HookRun) -> bool:

@@ -24,14 +24,23 @@ from belt.records.runs import (
     waiting,
 )
 from belt.records.sims import SIM, Sim, get_sim, merge_sim, read_sim
+from belt.records.sims import read_scenario as read_stored
 from belt.store import MemoryStore, open_store
 from belt.store.clock import timestamp, using
 from belt.usercode.loader import collector_paused
 
+with collector_paused():  # the engine's modules, imported with the collector paused
+    from belt.engine.dispatch import load_handlers, parse_routes
+    from belt.engine.readback import build_report
+    from belt.engine.readback import list_runs as list_all
+    from belt.engine.scenario import LoadedScenario, check_storable, read_scenario
+    from belt.engine.simrecord import latest_run, sim_of_run, stranded_at
+    from belt.engine.simrecord import stop_run as stop
+    from belt.engine.simulation import Options, Simulation, clock_start
+
 if TYPE_CHECKING:
     from belt.dialects.simreport import SimReport
     from belt.engine.readback import RunRow
-    from belt.engine.simulation import Options
     from belt.records.reports import Reporter
     from belt.records.runs import RunView
     from belt.store import Store
@@ -57,8 +66,6 @@ def simulation_options(
     routes: list[str] | None = None,
 ) -> Options:
     """What the caller lends the simulation, checked against its dialect."""
-    from belt.engine.dispatch import parse_routes  # noqa: PLC0415 - start-up: only what this entry point runs
-    from belt.engine.simulation import Options  # noqa: PLC0415 - start-up: only what this entry point runs
 
     dialect.check_options(executors=bool(executors), fail_closed=fail_closed, routes=bool(routes))
     worker = None
@@ -85,13 +92,9 @@ def start_simulation(
     clock: datetime | None = None,
 ) -> tuple[Sim, list[str]]:
     """Create and run a simulation of a loaded scenario; returns its record and runs executed."""
-    from belt.engine.scenario import LoadedScenario, check_storable  # noqa: PLC0415 - start-up: only what this entry point runs
-    from belt.engine.simulation import Simulation, clock_start  # noqa: PLC0415 - start-up: only what this entry point runs
 
     check_storable(loaded.scenario, loaded.source, "; belt cannot store it")
     if isinstance(loaded, LoadedScenario):  # its hooks' py: handlers, loaded before a run
-        from belt.engine.dispatch import load_handlers  # noqa: PLC0415 - start-up: only what this entry point runs
-
         options.handlers = {
             **load_handlers(
                 loaded.hooks, options.routes, source=loaded.source, located=loaded.located
@@ -116,8 +119,6 @@ def start_simulation(
 
 def resume_simulation(store: Store, run_id: str, options: Options) -> tuple[Sim, list[str]]:
     """Continue a held run and the rest of its simulation; returns the record and runs."""
-    from belt.engine.simrecord import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
-    from belt.engine.simulation import Simulation  # noqa: PLC0415 - start-up: only what this entry point runs
 
     store = store.without_fsync()
     sim = sim_of_run(store, run_id)
@@ -144,11 +145,6 @@ def run_scenario(
     ``ephemeral``: on a store in memory, nothing written or left to resume (so no ``wait``).
     ``offline``: a delivery off this machine is a UsageError before anything is written.
     """
-    with collector_paused():  # Start-up: the engine's modules, see belt.usercode.loader
-        from belt.engine.dispatch import parse_routes  # noqa: PLC0415 - start-up: only what this entry point runs
-        from belt.engine.readback import build_report  # noqa: PLC0415 - start-up: only what this entry point runs
-        from belt.engine.scenario import read_scenario  # noqa: PLC0415 - start-up: only what this entry point runs
-
     if ephemeral and wait:
         raise UsageError(
             "--ephemeral and --wait: a run in memory cannot be resolved from elsewhere",
@@ -196,8 +192,6 @@ def named_run(store: Store, run_id: str | None, *, last: bool = False) -> str:
     """The id of the run ``run_id`` names (an id, short id or unique prefix; failing that, of a
     simulation, whose latest run it is), or with ``last`` the simulated run started last (a
     chat's own, not a task chat's); exit 3 when there is none."""
-    from belt.engine.readback import list_runs as list_all  # noqa: PLC0415 - start-up: only what this entry point runs
-    from belt.engine.simrecord import latest_run  # noqa: PLC0415 - start-up: only what this entry point runs
 
     if last == (run_id is not None):
         raise UsageError("give a run id or --last (not both)")
@@ -228,15 +222,11 @@ def resume_run(
     wait: bool = False,
 ) -> tuple[SimReport, list[str]]:
     """Resume the run ``named_run`` finds (held at gates or for attention); the report and runs."""
-    with collector_paused():  # Start-up: the engine's modules, see belt.usercode.loader
-        from belt.engine.readback import build_report  # noqa: PLC0415 - start-up: only what this entry point runs
-        from belt.engine.simrecord import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
-    from belt.records.sims import read_scenario  # noqa: PLC0415 - engine.scenario has one too
 
     store = open_store()
     run_id = named_run(store, run_id, last=last)
     sim = sim_of_run(store, run_id)
-    declared = read_scenario(store, sim["id"]).get("executors") or {}
+    declared = read_stored(store, sim["id"]).get("executors") or {}
     options = simulation_options(
         store,
         dialects.loop_of(sim),
@@ -251,8 +241,6 @@ def resume_run(
 
 def show_run(*, run_id: str | None = None, last: bool = False) -> SimReport:
     """The report of the simulation of the run ``named_run`` finds."""
-    from belt.engine.readback import build_report  # noqa: PLC0415 - start-up: only what this entry point runs
-    from belt.engine.simrecord import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
 
     store = open_store()
     return build_report(store, sim_of_run(store, named_run(store, run_id, last=last)))
@@ -260,15 +248,12 @@ def show_run(*, run_id: str | None = None, last: bool = False) -> SimReport:
 
 def list_runs(*, include_tasks: bool = False) -> list[RunRow]:
     """Every simulated run (with ``include_tasks``, the runs of task chats too)."""
-    from belt.engine.readback import list_runs as list_all  # noqa: PLC0415 - start-up: only what this entry point runs
 
     return list_all(open_store(), include_tasks=include_tasks)
 
 
 def stop_run(*, run_id: str, force: bool = False) -> RunView:
     """Cancel a simulated run."""
-    from belt.engine.simrecord import sim_of_run  # noqa: PLC0415 - start-up: only what this entry point runs
-    from belt.engine.simrecord import stop_run as stop  # noqa: PLC0415 - start-up: only what this entry point runs
 
     store = open_store()
     run_id = named_run(store, run_id)
@@ -290,7 +275,6 @@ def resume_gated(store: Store, run_id: str, *, emulated: bool | None = None) -> 
     moment leaves it to the next; it goes once the run has ended and its simulation no longer
     runs, a later run holds, or the run is on an attention hold (continued by hand).
     """
-    from belt.engine.simrecord import latest_run, stranded_at  # noqa: PLC0415 - start-up: only what this entry point runs
 
     if (run := get_run(store, run_id)) is None:
         untag_gated(store, run_id)
@@ -342,7 +326,6 @@ def resume_if_settled(
 
 def _continue(store: Store, run_id: str) -> Continued | None:
     """``resume_simulation`` of a run as a record (None: another process took it, or not ready)."""
-    from belt.engine.simulation import Options  # noqa: PLC0415 - start-up: only what this entry point runs
 
     try:
         sim, _ = resume_simulation(store, run_id, Options())

@@ -37,11 +37,9 @@ from belt.wire.validate import POLICY_PREFIX, Findings, check_platform_hooks, mo
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 ID_PATTERN = r"^[A-Za-z0-9_-]+$"
-ID_MAX = 128
-"""Ids become file names in the store: at most this long (as the store's own check says)."""
+ID_MAX = 128  # ids become file names in the store
 DEFAULT_OWNER = "local"
-"""An agent's owner unless the scenario names one: the registry's ``DEFAULT_OWNER``, spelled here
-so that a run without a registry does not import it (tests/test_startup.py holds them equal)."""
+"""The registry's ``DEFAULT_OWNER``, spelled here to keep it off a run's imports (test_startup)."""
 
 
 # Start-up: each model is built on first use (defer_build), so a platform run does not build
@@ -52,16 +50,11 @@ class _Strict(BaseModel):
 
 def _clock_start(value: Any) -> datetime | None:
     """A scenario's ``clock``: an RFC 3339 string with its offset (or a TOML offset date-time)."""
-    try:
-        if value is None:
-            return None
-        if isinstance(value, datetime):
-            return check_moment(value, "clock")
-        if isinstance(value, str):
-            return parse_rfc3339(value, "clock")
-    except InvalidInput as exc:
-        reason = exc.message.removeprefix("clock: ")
-        raise PydanticCustomError("clock", "{reason}", {"reason": reason}) from None
+    if value is None:
+        return None
+    if isinstance(value, datetime | str):
+        check = check_moment if isinstance(value, datetime) else parse_rfc3339
+        return _checked(check, value, "clock", "clock")  # type: ignore[no-any-return]
     raise PydanticCustomError(
         "clock", 'expected an RFC 3339 timestamp with an offset, like "2026-08-11T14:00:00Z"'
     )
@@ -71,13 +64,18 @@ ClockStart = Annotated[datetime | None, BeforeValidator(_clock_start)]
 """Where a scenario's virtual clock starts (UTC); None: the simulation runs on wall time."""
 
 
+def _checked(check: Any, value: Any, where: str, kind: str) -> Any:
+    """``check(value, where)``, its InvalidInput a pydantic error of ``kind``."""
+    try:
+        return check(value, where)
+    except InvalidInput as exc:
+        reason = exc.message.removeprefix(f"{where}: ")
+        raise PydanticCustomError(kind, "{reason}", {"reason": reason}) from None
+
+
 def _duration(value: str) -> str:
     """A turn's ``after``: a span ``parse_duration`` reads (kept as written)."""
-    try:
-        parse_duration(value, "after")
-    except InvalidInput as exc:
-        reason = exc.message.removeprefix("after: ")
-        raise PydanticCustomError("duration", "{reason}", {"reason": reason}) from None
+    _checked(parse_duration, value, "after", "duration")
     return value
 
 
@@ -85,9 +83,8 @@ Duration = Annotated[str, AfterValidator(_duration)]
 
 
 class WaitSpec(_Strict):
-    """Time that passes while a turn's run holds (``[[turns.wait]]``): ``seconds`` on the
-    virtual clock, or ``until = "expiry"``, the earliest deadline of the run's pending gates and
-    approvals. Overdue ones are then settled by the sweep, with their default resolution."""
+    """Time that passes while a turn's run holds (``[[turns.wait]]``): ``seconds``, or until the
+    earliest deadline of its pending gates and approvals (the sweep then settles them)."""
 
     seconds: StrictInt | None = Field(default=None, ge=0, le=int(DURATION_MAX.total_seconds()))
     until: Literal["expiry"] | None = None
@@ -100,9 +97,7 @@ class WaitSpec(_Strict):
 
 
 class ToolCallSpec(_Strict):
-    """One tool call the scripted model makes, and what the tool returns (a ``client`` tool's
-    result is posted to ``POST /tools/{id}``; ``approval_timeout`` 0 is the longest a gate may
-    wait)."""
+    """One tool call the scripted model makes, and what the tool returns."""
 
     name: str = Field(min_length=1)
     arguments: dict[str, object] = Field(default_factory=dict)
@@ -123,8 +118,7 @@ class ModelTurnSpec(_Strict):
 
 
 class ResolveSpec(_Strict):
-    """A gate the scenario settles itself when its turn opens it (``[[turns.resolve]]``), so a
-    run never waits for a person: the first entry matching a gate resolves it."""
+    """A gate the scenario settles itself when its turn opens it (the first match resolves it)."""
 
     event: str | None = None
     tool: str | None = None
@@ -169,8 +163,7 @@ class TurnSpec(_Strict):
     error: str | None = None
     resolve: list[ResolveSpec] = Field(default_factory=list)
     wait: list[WaitSpec] = Field(default_factory=list)
-    after: Duration | None = None
-    """How long after the previous turn this one arrives (on the virtual clock)."""
+    after: Duration | None = None  # after the previous turn, on the virtual clock
 
 
 class AgentScript(_Strict):
@@ -192,8 +185,7 @@ class AgentSpec(_Strict):
     id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=ID_MAX)
     name: str = "agent"
     owner: str = Field(default=DEFAULT_OWNER, pattern=ID_PATTERN, max_length=ID_MAX)
-    system_prompt: str | None = None
-    """The agent's system prompt: a review branch is asked with it, as the agent."""
+    system_prompt: str | None = None  # a review branch is asked with it, as the agent
     registry: str | None = None
     hooks_file: str | None = None
     hooks: list[Any] = Field(default_factory=list)
@@ -219,10 +211,8 @@ class Scenario(_Strict):
     agents: dict[str, AgentScript] = Field(default_factory=dict)
     reviews: list[ReviewScript] = Field(default_factory=list)
     expect: list[Any] = Field(default_factory=list)
-    hook_errors: Literal["fail", "allow"] = "fail"
-    """``belt test``: whether a failed hook call no expectation names fails the scenario."""
+    hook_errors: Literal["fail", "allow"] = "fail"  # belt test: does an unnamed failure fail
     clock: ClockStart = None
-    """The virtual clock's start: the simulation's times come from it (None: wall time)."""
 
     @property
     def user_team(self) -> str:
@@ -248,8 +238,7 @@ class LoadedScenario:
 
 
 def unreachable_models(scripts: Mapping[str, Any], agents: Mapping[str, AgentScript]) -> list[str]:
-    """The model turns and errors of scripts (by where) and of ``agents`` that no run reaches:
-    those after a model turn without tool calls, which already ended the run."""
+    """The model turns and errors of scripts (by where) and of ``agents`` that no run reaches."""
     problems = []
     for where, script in [*scripts.items(), *((f'agents."{r}"', a) for r, a in agents.items())]:
         models: list[ModelTurnSpec] = script.model
@@ -299,9 +288,8 @@ def load_hooks(raw: Any, source: str, base: str) -> list[LifecycleHookConfig]:
 def locate_hooks(
     hooks: list[LifecycleHookConfig], directory: Path, source: str, base: str
 ) -> dict[int, Located]:
-    """Where each in-process hook of a file of ``directory`` is loaded from, by index: a path is
-    read from that directory (``locate_handler``); a ``policy:`` file is read and checked now.
-    ``source`` and ``base`` name the hooks in errors and warnings."""
+    """Where each in-process hook of a file of ``directory`` loads from, by index (a ``policy:``
+    file read and checked now); ``source`` and ``base`` name the hooks in errors."""
     found: dict[int, Located] = {}
     for index, hook in enumerate(hooks):
         if hook.type == HookHandlerType.WEBHOOK and is_in_process(handler := str(hook.handler)):
@@ -336,9 +324,7 @@ def scenario_dialect(doc: Mapping[str, object], source: str) -> str:
 def read_scenario(
     path: str | Path, *, hooks_file: str | Path | None = None, stored_hooks: bool = False
 ) -> Any:
-    """Read and check a scenario of any dialect (what its dialect's ``load_scenario`` gives);
-    ``hooks_file`` replaces its hooks, and with ``stored_hooks`` a Nexus scenario without hooks
-    of its own gets those rho stored."""
+    """Read and check a scenario of any dialect (what its dialect's ``load_scenario`` gives)."""
     source = str(path)
     if not source.isprintable() and source.encode("utf-8", "replace").decode("utf-8") != source:
         raise InvalidInput(
@@ -467,8 +453,7 @@ def resolution_for(specs: list[StoredResolve], interrupt: InterruptJSON) -> Stor
 
 
 def check_storable(value: Any, where: str, tail: str = "") -> None:
-    """Refuse, before anything is written, what the store cannot hold (too deep, lone
-    surrogates, values JSON cannot spell), which would fail half-way otherwise."""
+    """Refuse, before anything is written, what the store cannot hold (it would fail half-way)."""
     try:
         if isinstance(value, BaseModel):
             value = value.model_dump(mode="json", by_alias=True)

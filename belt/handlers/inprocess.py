@@ -1,14 +1,10 @@
 """In-process handlers: ``py:MODULE:FUNC``, called as a webhook is POSTed.
 
-One convention for every place that calls a user's Python handler (a scenario's ``py:`` hook,
-``--route``, the pytest plugin, ``belt serve --handler``, ``belt replay --handler``,
-``belt trigger --to py:``): it gets the JSON payload as a dict (decoded from the exact bytes a
-webhook would be sent), or as a LifecycleHookPayload when its first parameter is annotated so
-(:func:`argument_for`), and answers as a webhook's body does: ``None`` (allow), a dict or a
-LifecycleHookResponse. It runs in a worker thread under a total deadline; a call that overruns
-it fails as a webhook that times out does, and its thread is left to finish on its own (never
-waited for). An exception, or an answer that is not a response, fails the hook exactly as a
-webhook's HTTP 500 does. (``belt serve --handler`` runs the same convention on its own threads.)
+The one convention for every caller of a user's Python handler: it gets the JSON payload as a
+dict (or a LifecycleHookPayload when its first parameter is annotated so) and answers as a
+webhook's body does (``None``, a dict or a LifecycleHookResponse), in a worker thread under a
+total deadline. An overrun fails as a webhook's timeout does (the thread is never waited for);
+an exception, or an answer that is not a response, as a webhook's HTTP 500 does.
 """
 
 from __future__ import annotations
@@ -49,8 +45,7 @@ from belt.wire.validate import (
 
 Handler = Callable[..., Any]
 
-ERROR_MESSAGE_LIMIT = 200
-"""The characters of a handler's exception message a transcript row keeps."""
+ERROR_MESSAGE_LIMIT = 200  # characters of a handler's exception message a row keeps
 
 
 def reference(spec: str) -> str:
@@ -59,9 +54,7 @@ def reference(spec: str) -> str:
 
 
 def load_handler(spec: str, *, where: str, root: str | None = None) -> Handler:
-    """Import the callable of ``py:MODULE:FUNC`` (or ``MODULE:FUNC``, as ``--handler`` has long
-    taken it); ``where`` names what declared it in errors, ``root`` is the directory a dotted
-    module is imported from (``Located.root``)."""
+    """Import the callable of ``py:MODULE:FUNC`` (or ``MODULE:FUNC``) ``where`` names."""
     if spec.startswith(POLICY_PREFIX):
         raise InvalidInput(
             f"{where}: {spec} is a policy file, which only a scenario's hook runs as a handler; "
@@ -72,10 +65,8 @@ def load_handler(spec: str, *, where: str, root: str | None = None) -> Handler:
 
 @dataclass(frozen=True)
 class Located:
-    """Where an in-process handler a file names is loaded from: ``spec`` is
-    ``py:/abs/file.py:FUNC``, ``py:MODULE:FUNC`` (imported from ``root`` when it is a
-    directory's, else as Python imports it) or ``policy:/abs/file``; ``warning`` says when a
-    path was found from the current directory only (``loader.find_named_file``)."""
+    """Where an in-process handler a file names is loaded from (``root``: a dotted module's
+    directory; ``warning``: a path found from the current directory only)."""
 
     spec: str
     root: str | None = None
@@ -93,8 +84,7 @@ class Located:
 
 
 def locate_handler(spec: str, directory: Path, *, where: str) -> Located:
-    """Where the in-process handler ``spec`` named in a file of ``directory`` is loaded from (a
-    path or a module beside the file from there); a missing file is InvalidInput."""
+    """Where the handler ``spec`` a file of ``directory`` names loads from (InvalidInput: none)."""
     if spec.startswith(POLICY_PREFIX):
         written = spec[len(POLICY_PREFIX) :]
         found = find_named_file(
@@ -118,22 +108,12 @@ def wants_model(func: Handler) -> bool:
     return asks_for(func, LifecycleHookPayload)
 
 
-def argument_for(func: Handler, payload: Mapping[str, object]) -> Any:
-    """The argument ``func`` is called with for ``payload``: the dict, or the model when its
-    first parameter asks for it (:func:`wants_model`; ValidationError if the payload is not one)."""
-    if wants_model(func):
-        return LifecycleHookPayload.model_validate(payload)
-    return payload
-
-
 ALLOW = LifecycleHookResponse()
-"""The response of a handler that answers None: one, never changed (as ``read_answer`` gives
-the one response it kept for a text to each reader)."""
+"""The response of a handler that answers None: one, never changed."""
 
 
 def read_value(value: Any) -> Answer:
-    """A handler's return value read as a webhook's body is (``webhook.read_answer``): a dict or
-    a response of JSON values a webhook could send; unknown keys are ignored with a warning."""
+    """A handler's return value read as a webhook's body is; unknown keys are warnings."""
     if value is None:
         return Answer(ALLOW)
     if isinstance(value, LifecycleHookResponse):
@@ -186,17 +166,13 @@ async def _awaited(value: Any) -> Any:
     return await value
 
 
-_GO = b"c"
-"""The byte that hands a worker its ``call``, and that it answers when the call returned; any
-other byte (or the pipe's end) stops it."""
+_GO = b"c"  # hands a worker its ``call``, and answers it; any other byte stops the worker
 
 
 class _Worker:
-    """A daemon thread that runs calls one at a time. Each is handed to it, and answered, with a
-    byte on a pipe: ``os.write`` lets go of the GIL before it wakes the other thread, which then
-    seldom has to wait for the GIL in turn (a lock released, or a queue put to, wakes it while
-    the GIL is held: twice the thread switches a call). The caller writes to ``go`` and reads
-    ``back``; the thread closes the four ends once stopped."""
+    """A daemon thread that runs calls one at a time, each handed over and answered by a byte on
+    a pipe: ``os.write`` lets go of the GIL before it wakes the other thread (a lock or a queue
+    wakes it with the GIL held). The caller writes ``go``, reads ``back``; the thread closes all."""
 
     def __init__(self) -> None:
         self.call: _Call | None = None
@@ -234,17 +210,14 @@ class _Worker:
                 os.close(fd)
 
 
-IDLE_WORKERS = 8
-"""The most idle worker threads kept for the next simulation of the process (``belt test`` runs
-one per scenario), so that a thread is not started for each."""
+IDLE_WORKERS = 8  # idle worker threads kept for the process's next simulation (belt test)
 
 _idle: list[_Worker] = []
 _idle_lock = threading.Lock()
 
 
 def _take_worker() -> _Worker:
-    """An idle worker of an earlier simulation, else a new one (one whose thread a handler
-    ended, closing its pipe, is replaced at its next call: ``InProcess._hand``)."""
+    """An idle worker of an earlier simulation, else a new one."""
     with _idle_lock:
         if _idle:
             return _idle.pop()
@@ -271,8 +244,8 @@ os.register_at_fork(after_in_child=_forget_idle)
 
 
 class InProcess:
-    """Calls ``py:`` handlers for one simulation: each calling thread has its own worker, and
-    each handler is imported once (``preloaded`` ones, checked before the run, not again)."""
+    """Calls ``py:`` handlers for one simulation: a worker per calling thread, each handler
+    imported once (``preloaded`` ones not again)."""
 
     def __init__(
         self,
@@ -281,14 +254,12 @@ class InProcess:
         load: Callable[[str], Handler] | None = None,
     ) -> None:
         self.handlers: dict[str, Handler] = dict(preloaded or {})
-        self.load = load or (lambda spec: load_handler(spec, where=spec))
-        """Imports a handler on first use (the engine's loads ``policy:`` ones too)."""
+        self.load = load or _load
         self._workers: dict[int, _Worker] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        """Give the worker threads back, idle, for the next simulation (a worker stuck in a call
-        was abandoned already, and ends when the call returns)."""
+        """Give the worker threads back, idle, for the next simulation."""
         with self._lock:
             workers, self._workers = list(self._workers.values()), {}
         for worker in workers:
@@ -320,16 +291,12 @@ class InProcess:
     def deliver(
         self, spec: str, payload: Mapping[str, object], *, timeout: float, label: str | None = None
     ) -> WebhookResult:
-        """Call the handler of ``spec`` with ``payload`` within ``timeout`` seconds; a failure is
-        returned as a webhook's would be, never raised, naming it ``label`` (as declared; by
-        default ``spec``)."""
+        """Call the handler of ``spec`` within ``timeout`` seconds; a failure is returned as a
+        webhook's would be, naming it ``label`` (by default ``spec``)."""
         label = label or spec
-        started = time.perf_counter()
-        try:
-            func = self.handler(spec)
-        except BeltError as exc:
-            duration = round((time.perf_counter() - started) * 1000)
-            return WebhookResult(None, "", None, f"cannot load {label}: {exc.message}", duration)
+        func = _loaded(self.handler, spec, label)
+        if isinstance(func, WebhookResult):
+            return func
         return self.call(label, func, payload, timeout=timeout)
 
     def call(
@@ -341,9 +308,8 @@ class InProcess:
         timeout: float,
         message_limit: int | None = ERROR_MESSAGE_LIMIT,
     ) -> WebhookResult:
-        """Call ``func`` with ``payload`` in this thread's worker within ``timeout`` seconds and
-        read its answer as a webhook's body; a failure is returned, never raised, naming
-        ``label`` (an exception's message cut to ``message_limit`` characters, None: whole)."""
+        """Call ``func`` in this thread's worker within ``timeout`` seconds, as ``deliver`` does
+        (an exception's message cut to ``message_limit`` characters, None: whole)."""
         argument, refused = _argument(label, func, payload)
         if refused is not None:
             return refused
@@ -378,11 +344,12 @@ class InProcess:
 def _argument(
     label: str, func: Handler, payload: Mapping[str, object]
 ) -> tuple[Any, WebhookResult | None]:
-    """What ``func`` is called with for ``payload`` (:func:`argument_for`), or the failed result."""
+    """What ``func`` is called with for ``payload``, or the failed result."""
     # The exact JSON a webhook would be sent, decoded afresh: the handler cannot change the
-    # payload the caller keeps. pydantic-core decodes it to what json.loads gives, in less time.
+    # payload the caller keeps.
     try:
-        return argument_for(func, from_json(encode_payload(payload))), None
+        decoded = from_json(encode_payload(payload))
+        return LifecycleHookPayload.model_validate(decoded) if wants_model(func) else decoded, None
     except ValidationError as exc:
         problem = "; ".join(model_problems(exc))
         error = f"{label} wants a LifecycleHookPayload and the payload is not one: {problem}"
@@ -412,14 +379,11 @@ def _answered(label: str, call: _Call, duration: int, message_limit: int | None)
 
 
 def deliver_here(spec: str, payload: Mapping[str, object]) -> WebhookResult:
-    """:meth:`InProcess.deliver` in a supervised worker: in this thread, no deadline of its own
-    (the supervisor keeps it), and no exception object kept (the result crosses to belt)."""
-    started = time.perf_counter()
-    try:
-        func = load_handler(spec, where=spec)
-    except BeltError as exc:
-        duration = round((time.perf_counter() - started) * 1000)
-        return WebhookResult(None, "", None, f"cannot load {spec}: {exc.message}", duration)
+    """:meth:`InProcess.deliver` in a supervised worker: in this thread, with no deadline of its
+    own and no exception object kept (the result crosses to belt)."""
+    func = _loaded(_load, spec, spec)
+    if isinstance(func, WebhookResult):
+        return func
     argument, refused = _argument(spec, func, payload)
     if refused is not None:
         return refused
@@ -430,6 +394,20 @@ def deliver_here(spec: str, payload: Mapping[str, object]) -> WebhookResult:
     result = _answered(spec, call, duration, ERROR_MESSAGE_LIMIT)
     result.exception = None
     return result
+
+
+def _load(spec: str) -> Handler:
+    return load_handler(spec, where=spec)
+
+
+def _loaded(load: Callable[[str], Handler], spec: str, label: str) -> Handler | WebhookResult:
+    """The handler of ``spec``, or the failed result naming ``label``."""
+    started = time.perf_counter()
+    try:
+        return load(spec)
+    except BeltError as exc:
+        duration = round((time.perf_counter() - started) * 1000)
+        return WebhookResult(None, "", None, f"cannot load {label}: {exc.message}", duration)
 
 
 def idle_threads() -> set[threading.Thread]:

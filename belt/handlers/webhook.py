@@ -37,20 +37,15 @@ class WebhookResult:
     response: LifecycleHookResponse | None
     error: str | None
     duration_ms: int
-    warnings: list[str] = field(default_factory=list)
-    """What was ignored in the answer (its unknown keys)."""
-    exception: BaseException | None = None
-    """What an in-process handler raised (its traceback, for ``-v``)."""
+    warnings: list[str] = field(default_factory=list)  # the answer's unknown keys, ignored
+    exception: BaseException | None = None  # what an in-process handler raised (for ``-v``)
 
 
 TIMED_OUT = "did not answer within"
 CLOSED = "closed the connection without answering"
 MALFORMED = "sent a malformed answer"
-DISCONNECTED = "Server disconnected without sending a response."
-"""What httpx says of a connection closed before any byte of an answer."""
+DISCONNECTED = "Server disconnected without sending a response."  # httpx's words
 MAX_ANSWER_BYTES = 1024 * 1024
-"""The most bytes of a webhook's answer that are read."""
-
 
 _PAYLOAD_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
@@ -61,11 +56,7 @@ def encode_payload(payload: Mapping[str, object]) -> bytes:
 
 
 def deliver(
-    url: str,
-    payload: Mapping[str, object],
-    *,
-    timeout: float,
-    secret: str | None = None,
+    url: str, payload: Mapping[str, object], *, timeout: float, secret: str | None = None
 ) -> WebhookResult:
     """POST ``payload`` to ``url`` and parse the answer; a failure is returned, never raised."""
     body = encode_payload(payload)
@@ -75,13 +66,7 @@ def deliver(
     return post_body(url, body, headers, timeout=timeout)
 
 
-def post_body(
-    url: str,
-    body: bytes,
-    headers: dict[str, str],
-    *,
-    timeout: float,
-) -> WebhookResult:
+def post_body(url: str, body: bytes, headers: dict[str, str], *, timeout: float) -> WebhookResult:
     """POST exactly ``body`` with exactly ``headers`` and parse the answer as ``deliver`` does."""
     import httpx  # noqa: PLC0415 - loaded when a webhook is sent
 
@@ -137,9 +122,7 @@ class Answer:
 
 ANSWERS_KEPT = 64
 ANSWER_KEPT_MAX = 1024
-"""Answers up to this many characters are read once and kept (``ANSWERS_KEPT`` of them): a
-webhook gives the same few answers again and again (``{}``, an allow, a deny with its reason),
-and reading one is a strict parse and a validation."""
+"""Answers up to this many characters are read once and kept: a webhook repeats a few."""
 
 
 def read_answer(text: str) -> Answer:
@@ -192,23 +175,13 @@ def _closed(host: str, reason: str | None) -> str:
 
 # What went wrong with a delivery, as its error says it: a run's records keep only the error,
 # so the hint of a run's summary is read from it, as is that of belt trigger and belt replay.
-NOT_CONNECTED = "not connected"
-"""Nothing answered: no connection (refused, no such host, a TLS failure)."""
-CLOSED_UNANSWERED = "closed"
-"""The connection was closed or reset after the request went out, with no answer: the handler
-took the request and failed with it (it crashed, or exited)."""
+NOT_CONNECTED = "not connected"  # no connection (refused, no such host, a TLS failure)
+CLOSED_UNANSWERED = "closed"  # closed or reset after the request went out: the handler failed
 TIMED_OUT_KIND = "timeout"
-"""No whole answer within the deadline."""
 NOT_2XX = "status"
-"""An answer other than 2xx."""
-NOT_A_RESPONSE = "invalid"
-"""An answer that is not a valid one: malformed HTTP, too large, or a 2xx body that is not a
-LifecycleHookResponse."""
-OTHER = "other"
-"""A request that could not be made (an invalid URL, a proxy's failure)."""
-
-ANSWERED = (CLOSED_UNANSWERED, NOT_2XX, NOT_A_RESPONSE)
-"""The kinds of failure where the handler was there and failed: exit 1, never 6."""
+NOT_A_RESPONSE = "invalid"  # malformed HTTP, too large, or not a LifecycleHookResponse
+OTHER = "other"  # a request that could not be made (an invalid URL, a proxy's failure)
+ANSWERED = (CLOSED_UNANSWERED, NOT_2XX, NOT_A_RESPONSE)  # the handler was there: exit 1, not 6
 
 _FAILURES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^cannot connect to (?P<host>\S+): "), NOT_CONNECTED),
@@ -248,16 +221,14 @@ def failure_of(error: str | None) -> Failure | None:
     if not error:
         return None
     for pattern, kind in _FAILURES:
-        found = pattern.match(error)
-        if found is not None:
+        if found := pattern.match(error):
             status = found.groupdict().get("status")
-            return Failure(kind, found.group("host"), error, int(status) if status else None)
+            return Failure(kind, found["host"], error, int(status) if status else None)
     return None
 
 
 def likely_fix(error: str | None, *, timeout: float | None = None) -> str | None:
-    """What probably fixes a failed delivery, from what happened and whose the target is (this
-    user's ``belt serve`` or another); ``timeout``: the seconds the handler had, when known."""
+    """What probably fixes a failed delivery (``timeout``: the seconds the handler had)."""
     failure = failure_of(error)
     if failure is None:
         return None
