@@ -1,8 +1,7 @@
 """``belt hooks doctor``: the traps a valid declaration file can hold, each with its fix.
 
 A valid file can still do nothing, or the wrong thing, without a word (an async hook whose deny
-never acts, a gate that expires late, a URL carrying its password); the doctor reads each
-declaration for those, and the store's history for declared hooks never delivered.
+never acts, a gate that expires late); the store's history shows declared hooks never delivered.
 """
 
 from __future__ import annotations
@@ -32,11 +31,8 @@ from belt.wire.nexus import LifecycleHooks
 from belt.wire.platform import LifecycleHookConfig
 from belt.wire.validate import Findings
 
-DECIDING = (HookHandlerType.WEBHOOK, HookHandlerType.BUILTIN)
-"""The handler types whose answers can decide or inject (a task decides nothing, and async is
-not used for a gate)."""
-SWEEP_SECONDS = 60
-"""How often the platform settles expired gates: a gate's expiry lands up to this much late."""
+DECIDING = (HookHandlerType.WEBHOOK, HookHandlerType.BUILTIN)  # whose answers decide or inject
+SWEEP_SECONDS = 60  # how often the platform settles expired gates: an expiry lands this late
 
 
 @dataclass(frozen=True)
@@ -57,8 +53,7 @@ class Examined:
     files: list[str]
     traps: list[Trap]
     invalid: list[Declaration]
-    history: bool
-    """Whether the store had any hook delivery on record to compare the declarations with."""
+    history: bool  # whether the store had any hook delivery to compare the declarations with
 
     def summary(self) -> dict[str, object]:
         """A JSON-ready form."""
@@ -72,39 +67,32 @@ class Examined:
 
 @dataclass
 class Declared:
-    """The hooks one file declares: a declaration file's, or a scenario agent's (``where``
-    prefixes their positions)."""
+    """The hooks a declaration file or a scenario declares (``where`` prefixes positions)."""
 
     source: str
     where: str
     hooks: list[LifecycleHookConfig]
     lifecycle_hooks: LifecycleHooks | None
-    report: Declaration
-    """The file checked as ``belt hooks validate`` reports it (a scenario's ``shape`` is
-    ``scenario``)."""
-    located: dict[int, Located] = field(default_factory=dict)
-    """Where a scenario's in-process hooks are loaded from (by index): from its directory."""
+    report: Declaration  # the file as ``belt hooks validate`` reports it
+    located: dict[int, Located] = field(default_factory=dict)  # a scenario's py: hooks, by index
 
 
-SCENARIO = "scenario"
-"""The ``shape`` of a checked scenario file's report."""
+SCENARIO = "scenario"  # the ``shape`` of a checked scenario file's report
 SCENARIO_COMMANDS = "`belt sim run` runs it, `belt test` checks its expectations"
 
 POLICY_FILE = "`belt serve --policy {file}` reads it, as does a hook whose handler is policy:{file}"
+# Files of belt's that declare no hooks, by a key: what each is, and the command that reads it.
 OTHER_FILES: tuple[tuple[str, str, str], ...] = (
     ("property", "a props file", "`belt check TARGET --props {file}` reads it"),
     ("match", "a model script", "`belt serve --model {file}` reads it"),
     ("rules", "a policy file", POLICY_FILE),
     ("default", "a policy file", POLICY_FILE),
 )
-"""Files of belt's that declare no hooks, known by a key (a model script's rules by their
-``match``): what each is, and the command that reads it."""
 DECLARING_KEYS = ("hooks", "lifecycle_hooks", "plugins", "event")
 
 
 def other_file(doc: Any, source: str) -> str | None:
-    """What a file of belt's that is not a hook declaration is, and which command reads it
-    (None: it may be a declaration)."""
+    """What a file of belt's that is no hook declaration is and what reads it (None: unknown)."""
     if not isinstance(doc, dict) or any(key in doc for key in DECLARING_KEYS):
         return None
     rules = doc.get("rules")
@@ -118,8 +106,7 @@ def other_file(doc: Any, source: str) -> str | None:
 
 
 def examine(paths: list[Path], store: Store) -> Examined:
-    """Read each declaration or scenario file for traps; an invalid file is reported as
-    ``validate`` reports it."""
+    """Read each declaration or scenario file for traps (an invalid one as ``validate`` says)."""
     traps: list[Trap] = []
     invalid: list[Declaration] = []
     declared: list[tuple[str, str, LifecycleHookConfig]] = []
@@ -141,8 +128,7 @@ def examine(paths: list[Path], store: Store) -> Examined:
 
 
 def read_declared(path: Path, dialect: Dialect | None = None) -> Declared | Declaration:
-    """The hooks ``path`` declares (a scenario read as its dialect; ``dialect`` forces a
-    declaration file's), or the failed report of a file that is unreadable, invalid or not one."""
+    """The hooks ``path`` declares, or the report of a file unreadable, invalid or not one."""
     source = str(path)
     try:
         doc = read_declaration(path)
@@ -201,6 +187,7 @@ def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[De
     return [each if isinstance(each, Declaration) else each.report for each in found]
 
 
+# Each kind of trap: what it says, and its fix (``str.format`` templates).
 TRAPS = {
     "async-on-gateable-event": (
         "an async hook on {event}: its decisions and injections can never act (async hooks "
@@ -243,7 +230,6 @@ TRAPS = {
         "called), or remove it",
     ),
 }
-"""Each kind of trap: what it says, and its fix (``str.format`` templates)."""
 
 
 def trap(source: str, where: str, kind: str, /, **values: Any) -> Trap:
@@ -258,8 +244,7 @@ def platform_traps(
     hooks: list[tuple[str, LifecycleHookConfig]],
     located: dict[int, Located] | None = None,
 ) -> Iterator[Trap]:
-    """The traps of an inference.sh hooks array (each hook with its position; ``located``: where
-    a scenario's in-process hooks are loaded from, by index)."""
+    """The traps of an inference.sh hooks array, each hook with its position."""
     seen: dict[tuple[str, str, str | None], str] = {}
     for index, (where, hook) in enumerate(hooks):
         event = hook.event.value
@@ -284,8 +269,7 @@ def platform_traps(
 def handler_traps(
     source: str, where: str, handler: str, place: Located | None = None
 ) -> Iterator[Trap]:
-    """A webhook URL that carries credentials, a ``py:`` handler that cannot be imported (or a
-    ``policy:`` file that cannot be read), loaded from ``place`` when its scenario located it."""
+    """A webhook URL that carries credentials, or a ``py:``/``policy:`` one that cannot load."""
     if is_in_process(handler):
         try:
             load_located(place or Located(handler), where=f"{where}.handler")
@@ -301,15 +285,13 @@ def handler_traps(
         yield trap(source, where, "credentials-in-url", host=url_host(handler))
 
 
+# Where a webhook delivery went: host (loopback names as one), port (None: default) and path.
 WebhookKey = tuple[str, int | None, str]
-"""Where a webhook delivery went: host (every loopback name as one), port (None for the
-scheme's default) and path; the scheme, credentials and query are not compared."""
 
 
 @dataclass
 class Deliveries:
-    """The hook deliveries on record: (event, type, label) of calls to anything but a webhook,
-    and (event, ``webhook_key``) of each webhook delivery (run records and serve journal)."""
+    """The hook deliveries on record: (event, type, label), or (event, key) for webhooks."""
 
     hooks: set[tuple[str, str, str]]
     webhooks: set[tuple[str, WebhookKey]]
@@ -321,8 +303,7 @@ class Deliveries:
 
     @classmethod
     def read(cls, store: Store) -> Deliveries:
-        """Every delivery the store holds (a damaged log is skipped: this is a hint, not a
-        check the store must pass)."""
+        """Every delivery the store holds (a damaged log is skipped: this is only a hint)."""
         hooks: set[tuple[str, str, str]] = set()
         webhooks: set[tuple[str, WebhookKey]] = set()
         url_of = _hook_urls(store)
@@ -330,8 +311,7 @@ class Deliveries:
             for record in _records(store, EVENTS_LOG, run_id):
                 if record.get("type") != "hook.executed":
                     continue
-                event = str(record.get("hook_event"))
-                kind = str(record.get("handler_type"))
+                event, kind = str(record.get("hook_event")), str(record.get("handler_type"))
                 label = str(record.get("handler"))
                 if kind != HookHandlerType.WEBHOOK or is_in_process(label):
                     hooks.add((event, kind, label))
@@ -352,9 +332,7 @@ class Deliveries:
 
 
 def webhook_key(url: str, route: str | None = None) -> WebhookKey | None:
-    """The ``WebhookKey`` of a webhook URL, or of a request ``belt serve`` journalled (``url``
-    ``//`` and its Host header, where 80 and 443 are both defaults; ``route`` its path); None
-    when it cannot be read."""
+    """The ``WebhookKey`` of a URL, or of a journalled request (``//HOST`` and its ``route``)."""
     try:
         parts = urlsplit(url)
         host, port = parts.hostname, parts.port
@@ -369,8 +347,7 @@ def webhook_key(url: str, route: str | None = None) -> WebhookKey | None:
 
 
 def _hook_urls(store: Store) -> Callable[[str, Any], str | None]:
-    """The full URL of a run's hook by its index (None when not on record), from its
-    simulation's private record of its hooks (each record read once)."""
+    """The full URL of a run's hook by its index, from its simulation's record of its hooks."""
 
     @functools.cache
     def sim_of(run_id: str) -> object:
@@ -405,11 +382,9 @@ def _records(store: Store, log: str, id: str) -> Iterable[dict[str, object]]:
 def never_delivered(
     declared: list[tuple[str, str, LifecycleHookConfig]], delivered: Deliveries
 ) -> Iterator[Trap]:
-    """The declared hooks no run fired and no ``belt serve`` was sent: a webhook counts as
-    delivered only for deliveries to its own URL (its host, port and path)."""
+    """The declared hooks no run fired and no ``belt serve`` was sent (a webhook: to its URL)."""
     for source, where, hook in declared:
-        event, kind = hook.event.value, hook.type.value
-        handler = hook.handler
+        event, kind, handler = hook.event.value, hook.type.value, hook.handler
         if kind == HookHandlerType.WEBHOOK and handler and not is_in_process(handler):
             key = webhook_key(handler)
             if key is not None and (event, key) in delivered.webhooks:

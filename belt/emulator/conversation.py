@@ -1,9 +1,8 @@
 """Emulated chats: ``belt serve`` runs an application's agent one message at a time.
 
 An emulated chat is a platform simulation whose turns are appended one per ``POST /agents/run``
-(the model script picks the model turns) and driven in a background thread by the same driver as
-``belt sim``, so every hook fires and every record is written as in a scenario. A run held at
-its interrupts goes on here once they are settled, by whatever route, under the run's lease.
+and driven in a background thread by ``belt sim``'s driver, so every hook and record is as in a
+scenario. A run held at its interrupts goes on here once they are settled, by whatever route.
 """
 
 from __future__ import annotations
@@ -60,16 +59,11 @@ from belt.wire.enums import ChatStatus, InterruptReason, InterruptStatus
 if TYPE_CHECKING:
     from belt.store import Store
 
-CHAT_LOCK = "emulated-chat"
-"""Lock taken while a message is appended to a chat, so two messages never start two runs."""
-WORKERS = 8
-"""How many emulated runs one server drives at once; more wait their turn."""
-TEXT_LIMIT = 256 * 1024
-"""The longest message text accepted, in characters."""
-GO_ON_WAIT = 5.0
-"""Seconds a tool route waits for the run it let go on to be working again before answering."""
-GO_ON_FALLBACK = 1.0
-"""Seconds between two looks at that run when no write in this process woke the route."""
+CHAT_LOCK = "emulated-chat"  # held while a message is appended: two never start two runs
+WORKERS = 8  # emulated runs one server drives at once; more wait their turn
+TEXT_LIMIT = 256 * 1024  # characters of a message's text
+GO_ON_WAIT = 5.0  # seconds a tool route waits for the run it let go on to be working again
+GO_ON_FALLBACK = 1.0  # seconds between two looks at it when no write here woke the route
 
 
 @dataclass(frozen=True)
@@ -205,8 +199,7 @@ class SimQueue:
             return sim_id in self._jobs
 
     def submit(self, sim_id: str, job: Callable[[], None]) -> None:
-        """Run ``job`` after the jobs already queued for ``sim_id``, in the context it was
-        submitted in (a traced request's span is its run's parent)."""
+        """Run ``job`` after those queued for ``sim_id``, in the context it was submitted in."""
         job = partial(contextvars.copy_context().run, job)
         with self._lock:
             if (queued := self._jobs.get(sim_id)) is not None:
@@ -264,8 +257,7 @@ class Emulator:
         self.queue.close()
 
     def send(self, body: dict[str, object]) -> dict[str, object]:
-        """``POST /agents/run``: append the message to its chat (new when ``chat_id`` is null),
-        drive its run in the background; answer the user message and the pending assistant one."""
+        """``POST /agents/run``: append the message to its chat and drive its run in background."""
         request = parse_run_request(body)
         store = self.store
         sim: Mapping[str, object]
@@ -376,11 +368,7 @@ class Emulator:
         with suppress(Conflict):  # it ended meanwhile
             stop_run(self.store, sim, loop_of(sim), run_id, force=True)
         self.tell("chat stop", chat_id, f"run {run_id} stopped")
-        return {
-            "id": chat_id,
-            "status": read_chat(self.store, chat_id).get("status"),
-            "stopped": run_id,
-        }
+        return {**self.status(chat_id), "stopped": run_id}
 
     def tool_result(self, tool_id: str, body: dict[str, object]) -> InterruptJSON:
         """``POST /tools/{id}``: the result of a client tool; its run goes on."""
@@ -395,8 +383,7 @@ class Emulator:
         return self.settle(tool_id, "allow", {"result": result}, "POST /tools/{id}", result=True)[0]
 
     def approve(self, tool_id: str) -> list[InterruptJSON]:
-        """``POST /tools/{id}/invoke``: approve the tool call (its approval, and a gate hook
-        holding it); its run goes on once nothing else holds it."""
+        """``POST /tools/{id}/invoke``: approve the tool call (its approval and gate hook)."""
         return self.settle(tool_id, "allow", None, "POST /tools/{id}/invoke")
 
     def reject(self, tool_id: str, body: dict[str, object]) -> list[InterruptJSON]:
@@ -410,8 +397,7 @@ class Emulator:
     def always_allow(
         self, chat_id: str, tool_id: str, body: dict[str, object]
     ) -> list[InterruptJSON]:
-        """``POST /chats/{chat}/tools/{id}/always-allow``: approve this call, and let the chat
-        call the tool without asking again."""
+        """``POST /chats/{chat}/tools/{id}/always-allow``: approve it, and the tool from now on."""
         pending = self.pending(tool_id)
         if any(i["chat_id"] != chat_id for i in pending):
             raise NotFound(f"no tool invocation {tool_id} awaiting approval in chat {chat_id}")
@@ -424,8 +410,7 @@ class Emulator:
         return self.settle(tool_id, "allow", None, "POST /chats/{chat}/tools/{id}/always-allow")
 
     def pending(self, tool_id: str, result: bool = False) -> list[InterruptJSON]:
-        """The pending approvals (with ``result``: client tool waits) of a tool invocation; NotFound
-        when it has none, Conflict when they are settled."""
+        """A tool call's pending approvals (``result``: client tool waits); NotFound, Conflict."""
         reasons, what = (CLIENT_TOOL, "a result") if result else (APPROVALS, "an approval")
         found = [
             i for i in for_resource(store=self.store, resource_id=tool_id) if i["reason"] in reasons
@@ -459,8 +444,7 @@ class Emulator:
         return settled
 
     def await_going_on(self, run_id: str) -> None:
-        """Wait (a little) until a run whose last interrupt was just settled has gone on, so a
-        client that reads or streams the chat next sees it working, as on the platform."""
+        """Wait a little for a run just let go on to work, so a client sees it working next."""
         deadline = time.monotonic() + GO_ON_WAIT
         if (run := get_run(self.store, run_id)) is None:
             return
@@ -476,10 +460,8 @@ class Emulator:
         report_api(self.report, action, target, 200, detail)
 
 
-APPROVALS = (InterruptReason.TOOL_APPROVAL, InterruptReason.HOOK_GATE)
-"""What approving a tool call settles: its approval, and a gate hook on ``agent.tool_call``."""
-CLIENT_TOOL = (InterruptReason.CLIENT_TOOL,)
-"""What a client tool's result settles."""
+APPROVALS = (InterruptReason.TOOL_APPROVAL, InterruptReason.HOOK_GATE)  # settled by approving
+CLIENT_TOOL = (InterruptReason.CLIENT_TOOL,)  # settled by a client tool's result
 
 
 def tool_name(interrupt: Mapping[str, object]) -> str | None:

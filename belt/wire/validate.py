@@ -1,7 +1,6 @@
 """The validation rules of both dialects: every finding names its path and its rule.
 
-Rules are checked on the raw decoded document so that every problem in a file is reported, not
-only the first; a clean document is then turned into wire models.
+Rules run on the raw decoded document, so every problem is reported; a clean one becomes models.
 """
 
 from __future__ import annotations
@@ -63,8 +62,7 @@ class Findings:
         return not self.problems
 
     def unknown_keys(self, raw: Mapping[str, object], allowed: Sequence[str], path: str) -> None:
-        """Record an error for each key of ``raw`` not ``allowed``, with the closest one
-        (``path``: where ``raw`` is, empty at the top of a document)."""
+        """Record an error for each key of ``raw`` (at ``path``, maybe "") not ``allowed``."""
         for key in raw:
             if key not in allowed:
                 self.error(
@@ -116,10 +114,9 @@ def check_webhook_url(url: str) -> str | None:
     return None
 
 
+# Webhook handlers of scenarios only, decided in-process: py:MODULE:FUNC and policy:FILE.
 IN_PROCESS_PREFIX = "py:"
-"""A webhook handler ``py:MODULE:FUNC``: a Python callable called in-process (scenarios only)."""
 POLICY_PREFIX = "policy:"
-"""A webhook handler ``policy:FILE``: a policy file, decided in-process (scenarios only)."""
 
 
 def _refused_extension(handler: str, what: str) -> str:
@@ -140,8 +137,7 @@ def in_process_problem(handler: str, *, allowed: bool) -> str | None:
 
 
 def check_platform_hook(raw: Any, path: str, findings: Findings, *, in_process: bool) -> None:
-    """Check one inference.sh hook declaration; ``in_process`` accepts ``py:`` and ``policy:``
-    webhook handlers (a scenario's, which belt calls itself)."""
+    """Check one inference.sh hook declaration (``in_process``: ``py:``/``policy:`` allowed)."""
     if not isinstance(raw, dict):
         findings.error(path, f"expected an object, got {describe(raw)}")
         return
@@ -191,8 +187,7 @@ def check_platform_hook(raw: Any, path: str, findings: Findings, *, in_process: 
 def _check_handler(
     handler: Any, kind: str, event: str | None, path: str, findings: Findings, in_process: bool
 ) -> None:
-    """The ``handler`` of a webhook (a URL, or ``py:`` where allowed), a task (an agent ref) or
-    a builtin (one of the catalogue's, on an event it may attach to)."""
+    """The ``handler`` of a webhook (URL, ``py:``, ``policy:``), a task or a builtin hook."""
     hpath = f"{path}.handler"
     if handler is None:
         what = {"webhook": "a webhook URL", "task": "an agent ref", "builtin": "a builtin name"}
@@ -231,9 +226,9 @@ MAX_UNKNOWN_KEY_WARNINGS = 10
 
 
 def check_response(document: Mapping[str, object]) -> tuple[LifecycleHookResponse, list[str]]:
-    """An inference.sh answer read as the platform reads it, and a warning per key ignored
-    (the SDKs type it as a TypedDict, so a handler may add keys); a known key of the wrong
-    shape raises ValidationError."""
+    """An inference.sh answer read as the platform does, and a warning per key it ignores.
+
+    A known key of the wrong shape raises ValidationError."""
     known = {key: value for key, value in document.items() if key in RESPONSE_KEYS}
     unknown = [str(key) for key in document if key not in RESPONSE_KEYS]
     if isinstance(inject := known.get("inject"), dict):
@@ -261,8 +256,7 @@ def _answer_key_near(path: str) -> str:
 def check_platform_hooks(
     items: Any, base: str = "hooks", *, in_process: bool = False
 ) -> tuple[Findings, list[LifecycleHookConfig]]:
-    """Check an inference.sh ``hooks`` array; return findings and, when clean, the models
-    (``in_process``: ``py:`` and ``policy:`` handlers allowed, as in scenarios)."""
+    """Check an inference.sh ``hooks`` array: findings and, when clean, the models."""
     findings = Findings()
     if not isinstance(items, list):
         findings.error(base, f"expected an array of hooks, got {describe(items)}")
@@ -377,8 +371,7 @@ def format_loc(loc: tuple[int | str, ...], base: str = "") -> str:
 
 
 def model_problems(exc: Any, base: str = "", *, model: Any = None) -> list[str]:
-    """Turn a pydantic ValidationError into one ``path: rule`` line per error; an unknown key
-    of ``model`` (the model or type validated) is offered the closest field there."""
+    """A pydantic ValidationError as ``path: rule`` lines (an unknown key of ``model`` hinted)."""
     lines = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -392,8 +385,7 @@ def model_problems(exc: Any, base: str = "", *, model: Any = None) -> list[str]:
 
 
 def fields_at(model: Any, loc: tuple[int | str, ...]) -> list[str]:
-    """The keys (a field's alias, else its name) an object at ``loc`` of ``model`` may hold,
-    following ``loc`` through the fields' types (lists, dicts, optionals and unions)."""
+    """The keys (alias, else name) an object at ``loc`` of ``model`` may hold."""
     kinds = _members(model)
     for part in loc:
         # pydantic names the member of a union it tried
