@@ -34,34 +34,25 @@ from belt.wire.catalogue import EVENTS
 from belt.wire.nexus import NexusEvent
 from belt.wire.samples import sample_payload
 
-ARGUMENTS_MAX_BYTES = 256 * 1024
-"""The largest tool arguments generated: a quarter of the 1 MiB body a hook server reads."""
-
-DEEP_MAX = MAX_DEPTH - 10
-"""The deepest nesting generated in arguments: the envelope adds its own levels, and the whole
-payload must stay within the strict reader's ``MAX_DEPTH``."""
-
-OUTPUT_PREVIEW_MAX_CHARS = 512
-"""Nexus ``output_preview`` is bounded (2 KiB); up to this many characters are generated."""
-
+ARGUMENTS_MAX_BYTES = 256 * 1024  # a quarter of the 1 MiB body a hook server reads
+DEEP_MAX = MAX_DEPTH - 10  # the envelope adds its own levels to the strict reader's MAX_DEPTH
+OUTPUT_PREVIEW_MAX_CHARS = 512  # of Nexus's output_preview (bounded at 2 KiB)
 ID_CHARS = string.ascii_lowercase + string.digits
 TOOL_NAME_CHARS = string.ascii_letters + string.digits + "_-"
-TOOL_NAME_MAX = 64
-"""A tool name as the models' function calling takes it: 1 to 64 of ``TOOL_NAME_CHARS``."""
+TOOL_NAME_MAX = 64  # as the models' function calling takes it
 TOOLS = ("delete_file", "read_file", "write_file", "run_shell", "http_request", "search", "finish")
-TOOL_RESULT_STATUS = "completed"
-"""The ``status`` of every ``agent.tool_result`` (the spec: "The payload includes the tool name,
-``status`` (``completed``), and the result string")."""
-FIXED_TIMESTAMP = "2026-08-11T14:00:00Z"
-"""The timestamp of the explicit examples (the spec's own), so that a seed repeats them."""
+TOOL_RESULT_STATUS = "completed"  # the spec fixes the status of every agent.tool_result
+FIXED_TIMESTAMP = (
+    "2026-08-11T14:00:00Z"  # the explicit examples' (the spec's), for a seed to repeat
+)
 PATHS = ("/tmp/old.txt", "/etc/passwd", "/tmp/../etc/passwd", "/", "", "~/.ssh/id_rsa", "C:\\")
 
 Strategy = st.SearchStrategy[Any]
 T = TypeVar("T")
 
+# Any character but a lone surrogate, from Hypothesis's table of categories: text()'s own
+# alphabet comes from its codec's table, 1.5 s of CPU to build on the clock of --max-time.
 CHARACTERS = st.characters(exclude_categories=["Cs"])
-"""Any character but a lone surrogate: the alphabet of Hypothesis's own ``text()``, from its table
-of categories, not its codec's table (1.5 s of CPU to build, on the clock of ``--max-time``)."""
 
 
 def texts(min_size: int = 0, max_size: int | None = None) -> st.SearchStrategy[str]:
@@ -71,8 +62,7 @@ def texts(min_size: int = 0, max_size: int | None = None) -> st.SearchStrategy[s
 
 @contextmanager
 def hypothesis_home(directory: Path) -> Iterator[None]:
-    """Keep Hypothesis's caches in ``directory`` for the block, never in the working directory
-    (``HYPOTHESIS_STORAGE_DIRECTORY``, when set, is left to rule)."""
+    """Keep Hypothesis's caches in ``directory`` (unless HYPOTHESIS_STORAGE_DIRECTORY is set)."""
     if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
         yield
         return
@@ -114,8 +104,7 @@ def json_values(max_leaves: int = 12) -> Strategy:
 
 
 def large_text() -> st.SearchStrategy[str]:
-    """Text up to a quarter of ``ARGUMENTS_MAX_BYTES`` characters (a character is up to 4
-    bytes): a short piece repeated, so its length shrinks as one integer does."""
+    """Text of up to ``ARGUMENTS_MAX_BYTES`` bytes: a piece repeated, to shrink as an integer."""
     return st.builds(
         operator.mul, texts(min_size=1, max_size=4), st.integers(1, ARGUMENTS_MAX_BYTES // 16)
     )
@@ -140,13 +129,10 @@ def paths() -> st.SearchStrategy[str]:
 
 # -- paths, attacked ------------------------------------------------------------------------------
 
-DEFAULT_PATH_PATTERN = "/tmp/*"
-"""The pattern a tool call's ``path`` argument is attacked from when no property names one: the
-spec's own policy example (deletions only under /tmp/)."""
+DEFAULT_PATH_PATTERN = "/tmp/*"  # the spec's own policy example, when no property names one
 GLOB_SPECIAL = "*?["
-ELSEWHERE = "/etc/passwd"
-"""Where a ``..`` attack leads out of the pattern's directory."""
-ELSEWHERE_FROM_ETC = "/root/.ssh/id_rsa"
+ELSEWHERE, ELSEWHERE_FROM_ETC = "/etc/passwd", "/root/.ssh/id_rsa"  # where a .. attack leads
+# Cyrillic letters drawn as the Latin ones (``/tmр`` with a Cyrillic ``р``).
 LOOKALIKES = dict(
     zip(
         "acehijopsxy",
@@ -154,14 +140,13 @@ LOOKALIKES = dict(
         strict=True,
     )
 )
-"""Cyrillic letters drawn as the Latin ones (``/tmр`` with a Cyrillic ``р``)."""
 ATTACK_KINDS = ("..", "prefix", "//", "trailing /", ".", "case", "look-alike")
 
 
 @dataclass(frozen=True)
 class PathShape:
-    """A path-shaped pattern taken apart: the directory its literal start names (``/tmp`` in
-    ``/tmp/*``; empty when it names none) and a value of the rest (``x``)."""
+    """A path-shaped pattern taken apart: its literal directory (``/tmp`` of ``/tmp/*``, or
+    empty) and a value of the rest (``x``)."""
 
     base: str
     rest: str
@@ -198,8 +183,7 @@ def _regex_literal(source: str) -> str:
 
 
 def path_shape(pattern: Any) -> PathShape | None:
-    """The shape of a path-shaped pattern (``path:`` and a glob, a glob with a ``/``, a ``re:``
-    whose literal start has one), or None for a pattern that holds no path."""
+    """The shape of a path-shaped pattern (``path:``, a glob or ``re:`` with a ``/``), else None."""
     if not isinstance(pattern, str):
         return None
     if pattern.startswith(REGEX_PREFIX):
@@ -214,8 +198,7 @@ def path_shape(pattern: Any) -> PathShape | None:
 
 
 def _lookalike(text: str) -> str:
-    """``text`` with its last letter that has a Cyrillic double made that double, else its
-    last letter made fullwidth; the same text when it has no letter."""
+    """``text`` with its last letter that has a Cyrillic double, else its last letter, swapped."""
     fullwidth = {letter: chr(ord(letter) + 0xFEE0) for letter in string.ascii_letters}
     for doubles in (LOOKALIKES, fullwidth):
         index = max((i for i, char in enumerate(text) if char in doubles), default=-1)
@@ -388,8 +371,7 @@ def _preview(text: str) -> dict[str, object]:
 
 
 def nexus_inputs(event: str) -> st.SearchStrategy[dict[str, object]]:
-    """Hook task inputs of one Nexus boundary: ``stop`` with a bounded ``output_preview``,
-    ``pre_compact`` with or without a mid-turn ``compaction_trigger`` and its overshoot."""
+    """Hook task inputs of one Nexus boundary (``stop``'s preview, ``pre_compact``'s trigger)."""
     sources = st.sampled_from(("input", "mail", "regeneration", "answer-1", "compaction-1"))
     base: dict[str, Strategy] = {
         "run": ids("run_"),
@@ -436,8 +418,9 @@ def nexus_sample(event: str) -> dict[str, object]:
 
 
 def matching_text(pattern: str, alphabet: Any = CHARACTERS) -> st.SearchStrategy[str]:
-    """Strings a pattern matches, of ``alphabet`` (a strategy of characters, or a string of them
-    and the pattern's literal characters); a regex Python cannot read steers nothing."""
+    """Strings a pattern matches, of ``alphabet`` (a string of it gets the pattern's literals).
+
+    A regex Python cannot read steers nothing."""
     pattern = pattern.removeprefix(PATH_PREFIX)
     regex, source = pattern.startswith(REGEX_PREFIX), pattern.removeprefix(REGEX_PREFIX)
     if isinstance(alphabet, str):
@@ -489,8 +472,7 @@ def example_tool(pattern: str | None) -> str | None:
     return None
 
 
-ABSENT = object()
-"""A key path left out of the generated arguments."""
+ABSENT = object()  # a key path left out of the generated arguments
 
 
 def _placed(base: dict[str, object], placed: dict[tuple[str, ...], Any]) -> dict[str, object]:
@@ -511,8 +493,8 @@ def _placed(base: dict[str, object], placed: dict[tuple[str, ...], Any]) -> dict
 def steered_arguments(
     wanted: dict[tuple[str, ...], Any], unless: dict[tuple[str, ...], Any]
 ) -> st.SearchStrategy[dict[str, object]]:
-    """Arguments whose key paths get values the property's patterns match (``wanted``), or at
-    its ``unless`` paths may match (or be left out); path attacks at each key path too."""
+    """Arguments whose key paths get values the property's patterns match (``wanted``), or may
+    (``unless``, or be left out), or attacks."""
     placed: dict[tuple[str, ...], Strategy] = {}
     for key_path, pattern in wanted.items():
         placed[key_path] = matching(pattern) | argument_values() | attacked_paths(pattern)
@@ -553,9 +535,9 @@ def attack_payloads(
     wanted: dict[tuple[str, ...], Any] | None = None,
     unless: dict[tuple[str, ...], Any] | None = None,
 ) -> list[dict[str, object]]:
-    """The payloads a check sends first: a tool call for each attack on each path-shaped
-    pattern at its key path, the other key paths holding values their patterns match, so that
-    the attack alone decides (without patterns, on ``DEFAULT_PATH_PATTERN`` in ``path``)."""
+    """The payloads a check sends first: a tool call per attack on each path-shaped pattern.
+
+    The other key paths hold values their patterns match, so that the attack alone decides."""
     if event != "agent.tool_call" or (name := example_tool(tool)) is None:
         return []
     if tool is None and not wanted and not unless:

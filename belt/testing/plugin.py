@@ -40,13 +40,9 @@ if TYPE_CHECKING:
     from belt.testing.suite import ScenarioResult
     from belt.wire.dto import InterruptJSON
 
-handlers = SimpleNamespace()
-"""The callables the fixtures hand to belt, each reachable as
-``py:belt.testing.plugin:handlers.NAME``."""
-
+handlers = SimpleNamespace()  # the callables given to belt, as py:belt.testing.plugin:handlers.X
 _numbers = itertools.count(1)
 REGISTERED = re.compile(rf"py:{re.escape(__name__)}:handlers\.(\w+?)_\d+\b")
-"""A registered callable's reference (``register``), its number to be left out."""
 _lock = threading.Lock()
 
 Target = str | Callable[..., Any]
@@ -69,48 +65,42 @@ def unregister(reference: str) -> None:
 
 
 class PathWarning(FutureWarning):
-    """A file a test or scenario names was found from the current directory only: this release
-    still tries it, the next will not."""
+    """A file a test names was found from the current directory only (the next release won't)."""
 
 
 class ExpectationFailed(AssertionError):
-    """An expectation of a scenario that did not hold (reported at the test's line, without
-    belt's own source: ``pytest_runtest_makereport``)."""
-
-
-@dataclass(frozen=True)
-class Crash:
-    """Where a failure happened and its first line (pytest's short summary and JUnit read it)."""
-
-    path: str
-    lineno: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.lineno}: {self.message}"
+    """An expectation that did not hold, reported at the test's line without belt's source."""
 
 
 @dataclass(frozen=True)
 class FailureRepr:
-    """A failed expectation as pytest shows it: the test's line, then what belt found."""
+    """A failed expectation as pytest shows it: the test's line, then what belt found; its own
+    ``reprcrash`` (where, and the first line that pytest's short summary and JUnit read)."""
 
+    path: str
+    lineno: int
     statement: str
     text: str
-    reprcrash: Crash
 
-    def lines(self) -> list[str]:
-        """The report's lines."""
-        where = f"{self.reprcrash.path}:{self.reprcrash.lineno}"
-        return [f"{where}: {self.statement}", "", *self.text.splitlines()]
+    @property
+    def reprcrash(self) -> FailureRepr:
+        """Itself: it has the ``path``, ``lineno`` and ``message`` pytest reads of a crash."""
+        return self
+
+    @property
+    def message(self) -> str:
+        """The first line of what belt found."""
+        return self.text.splitlines()[0] if self.text else "an expectation failed"
 
     def toterminal(self, tw: Any) -> None:
         """Write the report (pytest calls this with its terminal writer)."""
-        tw.line(self.lines()[0], bold=True)
-        for line in self.lines()[1:]:
+        first, *rest = str(self).splitlines()
+        tw.line(first, bold=True)
+        for line in rest:
             tw.line(line, red=line.startswith("expected"))
 
     def __str__(self) -> str:
-        return "\n".join(self.lines())
+        return "\n".join([f"{self.path}:{self.lineno}: {self.statement}", "", self.text])
 
 
 def failure_repr(excinfo: pytest.ExceptionInfo[BaseException]) -> FailureRepr:
@@ -119,10 +109,7 @@ def failure_repr(excinfo: pytest.ExceptionInfo[BaseException]) -> FailureRepr:
     frames = [e for e in excinfo.traceback if not str(e.path).startswith(package)]
     entry = frames[-1] if frames else excinfo.traceback[-1]
     statement = str(entry.statement).strip() if entry.statement else ""
-    text = str(excinfo.value)
-    first = text.splitlines()[0] if text else "an expectation failed"
-    crash = Crash(str(entry.path), entry.lineno + 1, first)
-    return FailureRepr(statement, text, crash)
+    return FailureRepr(str(entry.path), entry.lineno + 1, statement, str(excinfo.value))
 
 
 @dataclass(eq=False, repr=False)
@@ -152,10 +139,10 @@ class ScenarioRun:
         return REGISTERED.sub(lambda m: f"py:{__name__}:handlers.{m.group(1)}", text)
 
     def assert_snapshot(self, path: str | Path | None = None) -> None:
-        """Compare the record with the snapshot stored at ``path`` (by default
-        ``__snapshots__/FILE.json`` beside a scenario file, or ``__snapshots__/TEST.json``
-        beside the test for a dict); AssertionError with the values that changed and the diff
-        when they differ or there is none. ``pytest --belt-snapshot-update`` writes it instead."""
+        """Compare the record with its stored snapshot; AssertionError naming what changed.
+
+        ``path``: by default ``__snapshots__/FILE.json`` beside a scenario file, or
+        ``__snapshots__/TEST.json`` beside the test for a dict."""
         where = Path(path) if path is not None else self.snapshot_file
         if where is None:
             raise ValueError("give the snapshot's path")
@@ -172,8 +159,7 @@ class ScenarioRun:
         return "\n".join(text for text, _ in transcript_lines(self.report))
 
     def rows(self, **fields: object) -> list[dict[str, object]]:
-        """The transcript rows (role, text, and for hook rows event, handler, decision...) whose
-        fields equal or match (globs, ``re:``) the ones given."""
+        """The transcript rows whose fields equal or match (globs, ``re:``) the ones given."""
         return [item.fields for item in self.facts.rows() if _fits(item.fields, fields)]
 
     # -- runs --------------------------------------------------------------------------------
@@ -209,8 +195,7 @@ class ScenarioRun:
     # -- hooks and tools ---------------------------------------------------------------------
 
     def hook_runs(self, event: str | None = None, **fields: object) -> list[dict[str, object]]:
-        """The hook runs (event, handler, tool, arguments, decision, reason, error, injected),
-        in order; only those on ``event`` and fitting ``fields`` when given."""
+        """The hook runs, in order; only those on ``event`` and fitting ``fields`` when given."""
         wanted = fields if event is None else {**fields, "event": event}
         return [item.fields for item in self.facts.hook_runs() if _fits(item.fields, wanted)]
 
@@ -223,8 +208,7 @@ class ScenarioRun:
         return self.facts.fired(event, None)
 
     def tool_calls(self, name: str | None = None, **arguments: object) -> list[dict[str, object]]:
-        """The tool calls (tool, arguments, status, decision, reason, result, gated,
-        resolution), in order; only those of ``name`` whose arguments fit when given."""
+        """The tool calls, in order; only those of ``name`` whose arguments fit when given."""
         calls = [item.fields for item in self.facts.tools()]
         named = [call for call in calls if name is None or call["tool"] == name]
         return [call for call in named if _fits(call["arguments"], arguments)]
@@ -257,8 +241,7 @@ class ScenarioRun:
     # -- expectations ------------------------------------------------------------------------
 
     def expect(self, **expectation: Any) -> None:
-        """Check one expectation, in the vocabulary of ``[[expect]]``; AssertionError saying what
-        happened instead, with the transcript around it, when it does not hold."""
+        """Check one expectation of ``[[expect]]``; AssertionError saying what happened instead."""
         from belt.testing.expect import check, check_expectations  # noqa: PLC0415 - start-up: pytest loads this plugin
         from belt.wire.validate import Findings  # noqa: PLC0415 - start-up: pytest loads this plugin
 
@@ -293,8 +276,7 @@ def _fits(fields: dict[str, object], wanted: dict[str, object]) -> bool:
 
 
 def find_file(path: str | Path, directory: Path, spelling: str) -> Path:
-    """A file a test names, a relative path read from the test file's ``directory`` (from the
-    current directory only with a PathWarning spelt as ``spelling``); InvalidInput if none."""
+    """A file a test names, relative to the test file's ``directory`` (InvalidInput if none)."""
     where = spelling.partition("(")[0]
     found = find_named_file(str(path), directory, where=where, spell=spelling.format)
     if found.warning:
@@ -308,12 +290,9 @@ class ScenarioRunner:
 
     directory: Path
     name: str
-    update_snapshots: bool = False
-    """``pytest --belt-snapshot-update``: ``assert_snapshot`` writes snapshots."""
-    keep: Path | None = None
-    """``pytest --belt-keep DIR``: each scenario's records on disk under DIR, not in memory."""
-    isolate: bool = False
-    """``pytest --belt-isolate``: each scenario runs in a supervised worker process."""
+    update_snapshots: bool = False  # pytest --belt-snapshot-update
+    keep: Path | None = None  # pytest --belt-keep DIR
+    isolate: bool = False  # pytest --belt-isolate
     runs: list[ScenarioRun] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
 
@@ -329,11 +308,8 @@ class ScenarioRunner:
     ) -> ScenarioRun:
         """Run ``scenario`` (a file, or a dict in the shape of a scenario file) in a fresh store.
 
-        ``routes`` maps a URL prefix to a callable or a target (``py:MODULE:FUNC`` or a URL);
-        ``executors`` maps a Nexus hook's tool to a callable or a target (``cmd:``, ``py:``, a
-        URL). With ``check``, the scenario's own ``[[expect]]`` tables must hold. As in ``belt
-        test``, a webhook or executor that is not a loopback address, a ``py:`` handler or
-        routed fails the test before anything runs, unless ``allow_network``.
+        ``routes`` and ``executors`` take callables or targets; with ``check``, the scenario's own
+        ``[[expect]]`` tables must hold; a target off this machine fails unless ``allow_network``.
         """
         from belt.declaring.declarations import read_document  # noqa: PLC0415 - start-up: pytest loads this plugin
         from belt.testing.suite import run_loaded  # noqa: PLC0415 - start-up: pytest loads this plugin
@@ -459,8 +435,7 @@ class Served:
 class ServeStarter:
     """The ``belt_serve`` fixture: call it to start a server; all stop when the test ends."""
 
-    directory: Path = field(default_factory=Path)
-    """The calling test file's directory, which a relative path is read from."""
+    directory: Path = field(default_factory=Path)  # the test file's: relative paths start here
     stops: ExitStack = field(default_factory=ExitStack)
 
     def __call__(
@@ -470,9 +445,8 @@ class ServeStarter:
         handler: Target | None = None,
         secret: str | None = None,
     ) -> Served:
-        """Start ``belt serve`` with a policy file, a handler (a callable or ``MODULE:FUNC``,
-        called as ``belt serve --handler`` calls it), or neither (allow all); a relative path
-        is read from the test file's directory, as ``belt_scenario``'s are."""
+        """Start ``belt serve`` with a policy file, a handler (a callable or ``MODULE:FUNC``), or
+        neither (allow all)."""
         import uvicorn  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         from belt.handlers.inprocess import load_handler, locate_handler  # noqa: PLC0415 - start-up: pytest loads this plugin
@@ -561,8 +535,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """A failed expectation is reported as what belt found, not as belt's source; a failed test
-    that ran scenarios ends its report with their transcripts."""
+    """Report a failed expectation as what belt found; a failed test ends with its transcripts."""
     report = yield
     if call.excinfo is not None and call.excinfo.errisinstance(ExpectationFailed):
         report.longrepr = failure_repr(call.excinfo)  # type: ignore[assignment]

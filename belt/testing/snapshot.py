@@ -23,50 +23,30 @@ from belt.reading import strictjson
 from belt.reading.inputs import read_bytes
 from belt.store.files import atomic_write
 
-DIRECTORY = "__snapshots__"
-"""The directory beside a scenario that holds its snapshot (``__snapshots__/FILE.json``)."""
-
-DURATIONS = frozenset({"duration_ms", "latency_ms"})
-"""Keys of measured times, left out of a snapshot."""
-
+DIRECTORY = "__snapshots__"  # beside a scenario: __snapshots__/FILE.json
+DURATIONS = frozenset({"duration_ms", "latency_ms"})  # measured times, left out
+# A Nexus hook task waits for a real executor: its times are wall time on a virtual clock too.
 ON_WALL_TIME = ("hook_tasks",)
-"""Parts of a record whose times are wall time on a virtual clock too: a Nexus hook task waits
-for a real executor, so its deadline (and so its other times) are real."""
-
-LEFT_OUT = {"simulation": ("source",)}
-"""Keys of the report that name where it ran (the scenario's absolute path), left out."""
-
+LEFT_OUT = {"simulation": ("source",)}  # where it ran (the scenario's absolute path)
+# What of a hook task's claim names the worker process that ran it; its mark stays.
 CLAIMANT = ("by", "host", "pid", "started")
-"""Keys of a Nexus hook task's claim that name the process that ran it (each ``belt test`` runs
-its scenarios in worker processes of its own), left out; its mark stays."""
-
+# The name of each id prefix (others keep their prefix: ``<rp:1>``).
 KINDS = {"ag": "agent", "ar": "run", "call": "call", "ch": "chat", "ht": "task", "int": "int"}
 KINDS |= {"msg": "msg", "sim": "sim", "ti": "tool"}
-"""The name a snapshot gives each id prefix (others keep their prefix: ``<rp:1>``)."""
-
+# A record id: a prefix and 20 letters and digits, or up to 32 for derived ones (``ht_``).
 ID = re.compile(r"(?<![0-9A-Za-z_])([a-z]{1,8})_([0-9a-z]{20,32})(?![0-9A-Za-z_])")
-"""A record id: a prefix and 20 letters and digits (``belt.records.ids.new_id``), or up to 32
-for the ids derived from others (a Nexus hook task's ``ht_`` and 24 hex digits)."""
+# A short form of an id: its body's first letters, with or without its prefix.
 SHORT = re.compile(r"(?<![0-9A-Za-z_])(?:([a-z]{1,8})_)?([0-9a-z]{6,19})(?![0-9A-Za-z_])")
-"""A short form of an id: its body's first letters, with or without its prefix."""
 SHORT_MIN = 6
 TIMESTAMP = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?", re.IGNORECASE
 )
 WALL_TIME = "<time>"
-
+# The parts of a record in the order a snapshot lists them and names their changes.
 FIRST = ("clock", "simulation", "hook_executions", "hook_tasks", "interrupts", "runs", "chat")
-"""The parts of a record in the order a snapshot lists them and names their changes."""
-
-DIFF_LINES = 200
-"""The most lines of a snapshot's diff a failure shows."""
-LINE_CHARS = 200
-"""The most characters of one line of a snapshot's diff a failure shows; a longer line (a
-minified snapshot is one line) is cut around its first change."""
-AROUND = 60
-"""How many characters a cut line shows on each side of its first change."""
-CHANGES_SHOWN = 8
-"""The most changed values a failure names before its diff."""
+# What a failure shows: lines of diff, characters of a line (a longer one is cut AROUND its
+# first change), changed values named before the diff.
+DIFF_LINES, LINE_CHARS, AROUND, CHANGES_SHOWN = 200, 200, 60, 8
 
 
 def snapshot_path(scenario: Path) -> Path:
@@ -115,12 +95,9 @@ class _Names:
         return text
 
     def _short(self, match: re.Match[str]) -> str:
-        name = self.short.get(match.group(2))
-        if name is None or (
-            match.group(1) and KINDS.get(match.group(1), match.group(1)) not in name
-        ):
-            return match.group()
-        return name
+        name, prefix = self.short.get(match.group(2)), match.group(1)
+        other = name is None or prefix and KINDS.get(prefix, prefix) not in name
+        return match.group() if other or name is None else name
 
     def value(self, value: Any, *, wall: bool) -> Any:
         """``value`` with ids named, durations left out and (on wall time) no times."""
@@ -138,8 +115,8 @@ class _Names:
 
 
 def snapshot_of(report: Mapping[str, object], *, virtual_clock: bool) -> dict[str, object]:
-    """The stable form of a simulation's report: no hook summary (its calls say it), ids named in
-    the order they first appear, no durations, timestamps only on a virtual clock."""
+    """The stable form of a report: ids named in order, no durations or hook summary, timestamps
+    only on a virtual clock."""
     record = {key: value for key, value in report.items() if key != "hook_summary"}
     for part, keys in LEFT_OUT.items():
         if isinstance(within := record.get(part), dict):
@@ -192,11 +169,10 @@ def _part_order(key: str) -> tuple[int, str]:
 
 @dataclass
 class Comparison:
-    """How a record compared with its stored snapshot: ``status`` is ``same``, ``written``,
-    ``changed`` or ``missing``; ``diff`` is the stored snapshot's diff against this run's."""
+    """How a record compared with its stored snapshot; ``diff`` is the stored one's against it."""
 
     path: str
-    status: str
+    status: str  # same, written, changed or missing
     changes: list[str] = field(default_factory=list)
     diff: list[str] = field(default_factory=list)
 
@@ -211,9 +187,10 @@ class Comparison:
 
 
 def compare(path: Path, text: str, *, update: bool) -> Comparison:
-    """Compare a record's snapshot ``text`` with the one stored at ``path``; with ``update``,
-    write it instead (only when it differs, so an unchanged file is untouched)."""
-    stored = _stored(path)
+    """Compare a snapshot ``text`` with the one stored at ``path`` (``update``: write it if not)."""
+    stored = None
+    if path.exists():
+        stored = read_bytes(path, kind="snapshot").decode("utf-8", "backslashreplace")
     if stored == text:
         return Comparison(str(path), "same")
     if update:
@@ -222,12 +199,6 @@ def compare(path: Path, text: str, *, update: bool) -> Comparison:
     if stored is None:
         return Comparison(str(path), "missing")
     return Comparison(str(path), "changed", changes(stored, text), unified(stored, text, path))
-
-
-def _stored(path: Path) -> str | None:
-    if not path.exists():
-        return None
-    return read_bytes(path, kind="snapshot").decode("utf-8", "backslashreplace")
 
 
 def _write(path: Path, text: str) -> None:
@@ -254,8 +225,7 @@ def unified(stored: str, text: str, path: Path) -> list[str]:
 
 
 def cut_long_lines(lines: list[str]) -> list[str]:
-    """A unified diff's lines, a changed pair of lines longer than ``LINE_CHARS`` cut where they
-    differ (``_shown``)."""
+    """A unified diff's lines, a changed pair longer than ``LINE_CHARS`` cut where they differ."""
     kind = lambda line: "" if line.startswith(("--- ", "+++ ")) else line[:1]  # noqa: E731
     runs = [(sign, list(run)) for sign, run in groupby(lines, kind)]
     shown: list[str] = []
@@ -286,8 +256,7 @@ def _shown(line: str, column: int | None) -> str:
 
 
 def changes(stored: str, text: str) -> list[str]:
-    """The values that differ, each named by its path in the record and what it is about:
-    ``hook_executions[1] (agent.tool_call delete_file) decision: "deny" → "allow"``."""
+    """The values that differ, by path and what they are about (``x[1] (agent.error) a: 1 → 2``)."""
     try:
         old = strictjson.decode(stored)
     except strictjson.StrictJSONError:
@@ -368,8 +337,7 @@ def _short(value: Any) -> str:
 
 
 def compare_result(result: Any, scenario: Path, document: Any, *, update: bool) -> None:
-    """``belt test --snapshot``: compare a scenario's record with its stored snapshot (or write
-    it, with ``update``); a difference fails the scenario, a file that cannot be read its error."""
+    """``belt test --snapshot``: a difference fails the scenario, a bad file is its error."""
     if result.report is None or result.status == "error":
         return
     text = snapshot_text(result.report, virtual_clock=on_virtual_clock(result.report, document))
@@ -384,9 +352,7 @@ def compare_result(result: Any, scenario: Path, document: Any, *, update: bool) 
 
 
 def on_virtual_clock(report: Mapping[str, object], document: object) -> bool:
-    """True when the simulation ran on a virtual clock from a given start: its scenario document
-    sets ``clock``, or its report names its clock (``belt sim run --clock``) and that clock did
-    not start at wall time (``clock_from_wall``: waits without a ``clock``)."""
+    """True when the simulation ran on a virtual clock from a given start, not wall time."""
     if isinstance(document, dict) and document.get("clock") is not None:
         return True
     simulation = cast(dict[str, object], report.get("simulation") or {})

@@ -55,11 +55,8 @@ if TYPE_CHECKING:
 
 SUFFIXES = (".toml", ".json")
 DEFAULT_PATH = Path("tests")
-EXCERPT_CONTEXT = 3
-"""Messages shown before and after the ones a failed expectation is about."""
-EXCERPT_MAX = 16
-IMPORT_TIMEOUT = 30.0
-"""Seconds the import of each ``py:`` module a scenario names may take."""
+EXCERPT_CONTEXT, EXCERPT_MAX = 3, 16  # messages around what a failed expectation is about
+IMPORT_TIMEOUT = 30.0  # seconds the import of each py: module a scenario names may take
 
 
 @dataclass
@@ -74,18 +71,12 @@ class ScenarioResult:
     problems: list[str] = field(default_factory=list)
     invalid: bool = False
     report: SimReport | None = None
-    hook_failures: list[HookFailure] = field(default_factory=list)
-    """The failed hook calls no expectation names (with ``hook_errors = "allow"``, none)."""
-    coverage: list[dict[str, object]] = field(default_factory=list)
-    """Each hook the scenario declares and what its calls produced (``belt.testing.coverage``)."""
-    unfired: list[dict[str, object]] = field(default_factory=list)
-    """With ``--fail-under-hooks``: the declared hooks that never fired, which fail it."""
-    kept: str | None = None
-    """With ``--keep DIR``: the state directory that holds its records."""
-    snapshot: Comparison | None = None
-    """With ``--snapshot``: how its record compared with its stored snapshot."""
-    warnings: list[str] = field(default_factory=list)
-    """What reading the scenario warned of: a path found from the current directory only."""
+    hook_failures: list[HookFailure] = field(default_factory=list)  # that no expectation names
+    coverage: list[dict[str, object]] = field(default_factory=list)  # belt.testing.coverage's
+    unfired: list[dict[str, object]] = field(default_factory=list)  # --fail-under-hooks
+    kept: str | None = None  # --keep DIR: the state directory that holds its records
+    snapshot: Comparison | None = None  # --snapshot
+    warnings: list[str] = field(default_factory=list)  # a path found from the current directory
 
     @property
     def failures(self) -> list[Outcome]:
@@ -139,11 +130,8 @@ class SuiteResult:
     results: list[ScenarioResult]
     seconds: float
     stopped: bool = False
-    shard: tuple[int, int] | None = None
-    """With ``--shard K/N``: (K, N)."""
-    selected: int = 0
-    """How many scenarios the suite has (after ``-k``), in every shard (in a run without a
-    shard that ``-x`` stopped, those found before it stopped)."""
+    shard: tuple[int, int] | None = None  # --shard K/N: (K, N)
+    selected: int = 0  # the scenarios of every shard after -k (without one, those run)
 
     @property
     def empty_shard(self) -> bool:
@@ -172,8 +160,7 @@ class SuiteResult:
 
 
 Report = Callable[[ScenarioResult], None]
-Render = Callable[[str, list[dict[str, object]]], list[str]]
-"""Writes a transcript excerpt of a dialect as plain lines (for the JUnit report)."""
+Render = Callable[[str, list[dict[str, object]]], list[str]]  # a dialect's excerpt as lines
 
 
 def candidates(paths: Iterable[Path]) -> list[Path]:
@@ -187,8 +174,8 @@ def candidates(paths: Iterable[Path]) -> list[Path]:
 
 
 def read_scenario(path: Path) -> Any:
-    """The decoded document of the scenario file ``path`` when it has expectations, the
-    InvalidInput that reading it raised, or None when it is not a test (no expect tables)."""
+    """The document of a scenario file with expectations, the InvalidInput reading it raised, or
+    None when it is not a test."""
     try:
         document: Any = read_document(path, kind="scenario")
     except InvalidInput as exc:
@@ -198,30 +185,17 @@ def read_scenario(path: Path) -> Any:
 
 def _walk(directory: Path) -> list[Path]:
     """The scenario-like files under ``directory``, sorted (not hidden, cached or snapshots)."""
+    shown = lambda name: not name.startswith(".") and name not in ("__pycache__", SNAPSHOTS)  # noqa: E731
     files: list[Path] = []
     for top, directories, names in os.walk(directory):
-        directories[:] = [name for name in directories if _shown_entry(name)]
-        files += [
-            Path(top, name)
-            for name in names
-            if _shown_entry(name) and name.endswith(SUFFIXES) and os.path.isfile(Path(top, name))
-        ]
-    return sorted(files, key=lambda path: path.parts)
-
-
-def _shown_entry(name: str) -> bool:
-    return not name.startswith(".") and name not in ("__pycache__", SNAPSHOTS)
+        directories[:] = filter(shown, directories)
+        files += [Path(top, name) for name in filter(shown, names) if name.endswith(SUFFIXES)]
+    return sorted((file for file in files if file.is_file()), key=lambda path: path.parts)
 
 
 def shown_name(path: Path) -> str:
-    """``path`` as text: as it is when the file system's bytes are UTF-8, else with the bytes
-    that are not written as escapes (``b\\xff.json``)."""
+    """``path`` as text, bytes that are not UTF-8 as escapes (``b\\xff.json``)."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
-def selected(name: str, pattern: str | None) -> bool:
-    """True when ``-k PATTERN`` selects the scenario ``name`` (a case-insensitive substring)."""
-    return pattern is None or pattern.casefold() in name.casefold()
 
 
 def run_suite(
@@ -244,11 +218,15 @@ def run_suite(
     progress: Callable[[int, int], None] | None = None,
 ) -> SuiteResult:
     """Run every selected scenario with expectations; ``report`` gets each result as it ends.
+
     With ``records`` (by default, with one job) a passing scenario keeps its whole record."""
     parse_routes(routes or [])
     with tracing.span("belt.test") as span:
         started = time.perf_counter()
-        files = [p for p in candidates(paths or [DEFAULT_PATH]) if selected(shown_name(p), pattern)]
+        wanted = (pattern or "").casefold()  # -k: a case-insensitive substring of the name
+        files = [
+            p for p in candidates(paths or [DEFAULT_PATH]) if wanted in shown_name(p).casefold()
+        ]
         results: list[ScenarioResult] = []
         stopped = False
         # Each file is read where it runs (a file that is not a test comes back as None), but
@@ -294,8 +272,7 @@ def run_suite(
 
 
 LOST_HINT = "belt ran the other scenarios in a new worker process"
-_REFERENCE = re.compile(rb"""["']py:([^"'\r\n]+)["']""")
-"""A ``py:`` reference in a scenario file's text (a hook's handler, a Nexus executor)."""
+_REFERENCE = re.compile(rb"""["']py:([^"'\r\n]+)["']""")  # in a scenario file's text
 
 
 def lost_result(item: tuple[Any, ...], cause: str) -> ScenarioResult:
@@ -304,8 +281,7 @@ def lost_result(item: tuple[Any, ...], cause: str) -> ScenarioResult:
 
 
 def scenario_modules(paths: list[Path], routes: list[str]) -> list[Preload]:
-    """The user's modules the workers of a suite start with: the ``py:`` references in the
-    scenario files' text and the ``--route`` targets (those found)."""
+    """The user's modules a suite's workers start with: the files' ``py:`` and ``--route``s."""
     named: dict[tuple[str, Path], str] = {}  # (spec, directory): where; a suite names a few
     for route in parse_routes(routes):
         if is_in_process(route.target):
@@ -398,8 +374,9 @@ def run_loaded(
     allow_network: bool = False,
     keep: Path | None = None,
 ) -> ScenarioResult:
-    """Run a checked scenario in a fresh store (in memory, or under ``keep``) and check its
-    expectations; unless ``allow_network``, a target not on this machine is its error."""
+    """Run a read scenario in a fresh store (in memory, or under ``keep``), check its expectations.
+
+    Unless ``allow_network``, a target not on this machine is its error."""
     home = kept_home(keep, name) if keep is not None else None
     started = time.perf_counter() if started is None else started
     kept = None if home is None else str(home)
@@ -452,8 +429,7 @@ def run_loaded(
 
 
 def kept_home(keep: Path, name: str) -> Path:
-    """A new directory under ``keep`` for the records of scenario ``name``
-    (``examples/tests/guard.toml`` -> ``examples_tests_guard.toml``, then ``-2``, ``-3``...)."""
+    """A new directory under ``keep`` for scenario ``name`` (``examples_tests_guard.toml-2``)."""
     base = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.")[:100] or "scenario"
     try:
         keep.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -555,8 +531,7 @@ def junit_document(
 
 
 def coverage_value(entry: dict[str, object]) -> str:
-    """One hook's coverage as a JUnit property's value: ``event=... handler=... fired=2
-    allow=1 deny=1 tools=delete_file:2``."""
+    """One hook's coverage as a JUnit property's value: ``event=... fired=2 allow=1 ...``."""
     parts = [f"event={entry['event']}", f"handler={entry['handler']}", f"fired={entry['fired']}"]
     outcomes, tools = cast(dict[str, int], entry["outcomes"]), cast(dict[str, int], entry["tools"])
     parts += [f"{key}={count}" for key, count in outcomes.items() if count]
